@@ -1,0 +1,89 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code. It is part of the public
+// API: HTTP error bodies, RPC replies and MQTT error events carry it.
+type Code string
+
+const (
+	CodeInvalid     Code = "invalid"      // malformed input: 400 / MQTT 0x99
+	CodeTooLarge    Code = "too_large"    // body over the limit: 413 / MQTT 0x99
+	CodeNotMember   Code = "not_member"   // caller is not a member: 403 / MQTT 0x87
+	CodeForbidden   Code = "forbidden"    // member, but role does not allow it: 403 / MQTT 0x87
+	CodeNotFound    Code = "not_found"    // unknown conversation or message: 404 / MQTT 0x87
+	CodeConflict    Code = "conflict"     // clientMsgId used by another sender: 409 / MQTT 0x99
+	CodeMemberCap   Code = "member_cap"   // group is full: 409 / MQTT 0x97
+	CodeRateLimited Code = "rate_limited" // over a rate limit: 429 / MQTT 0x97
+	CodeUnavailable Code = "unavailable"  // database down or timing out: 503 / MQTT 0x80
+	CodeInternal    Code = "internal"     // a bug: 500 / MQTT 0x83
+)
+
+// Error is the typed error of the domain. Compare with errors.Is against the
+// sentinels below (matching is by Code) or read the Code with ErrorCode.
+type Error struct {
+	Code    Code
+	Message string
+	Err     error // cause, never shown to clients
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches any *Error with the same Code, so errors.Is(err, ErrNotMember)
+// holds for every not-member error whatever its message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrInvalid     = &Error{Code: CodeInvalid, Message: "invalid request"}
+	ErrTooLarge    = &Error{Code: CodeTooLarge, Message: "too large"}
+	ErrNotMember   = &Error{Code: CodeNotMember, Message: "not a member of this conversation"}
+	ErrForbidden   = &Error{Code: CodeForbidden, Message: "not allowed"}
+	ErrNotFound    = &Error{Code: CodeNotFound, Message: "not found"}
+	ErrConflict    = &Error{Code: CodeConflict, Message: "conflict"}
+	ErrMemberCap   = &Error{Code: CodeMemberCap, Message: "member limit reached"}
+	ErrRateLimited = &Error{Code: CodeRateLimited, Message: "rate limited"}
+	ErrUnavailable = &Error{Code: CodeUnavailable, Message: "service unavailable"}
+)
+
+// Errorf builds a typed error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable wraps an infrastructure failure (database down, timeout) so
+// transports answer "try again" instead of "invalid".
+func Unavailable(op string, err error) *Error {
+	return &Error{Code: CodeUnavailable, Message: op + " failed, retry later", Err: err}
+}
+
+// ErrorCode returns the Code of err, CodeInternal for untyped errors.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the client-safe message of err.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

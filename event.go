@@ -1,0 +1,96 @@
+package chat
+
+import "time"
+
+// Event types. They are the payloads of the outbox (and so of Kafka's
+// chat.events) and of the MQTT events topic; the JSON is a public contract.
+const (
+	EventMessageNew          = "message.new"
+	EventReadUpdated         = "read.updated"
+	EventDeliveryUpdated     = "delivery.updated"
+	EventMemberAdded         = "member.added"
+	EventMemberRemoved       = "member.removed"
+	EventConversationUpdated = "conversation.updated"
+	EventTyping              = "typing"
+	EventPresence            = "presence"
+	EventError               = "error"
+)
+
+// Event is one change, flat so that every type encodes as documented and
+// unused fields vanish. Seq is the message seq for message.new, the new
+// watermark for read.updated, and the conversation's last_seq at the time of
+// a membership change; downstream consumers de-duplicate by
+// (type, conversationId, userId, seq) and by EventID when present.
+type Event struct {
+	Type           string           `json:"type"`
+	EventID        int64            `json:"eventId,omitempty"` // outbox id, set by the relay
+	ConversationID int64            `json:"conversationId,omitempty"`
+	Seq            int64            `json:"seq,omitempty"`
+	SenderID       int64            `json:"senderId,omitempty"`
+	ClientMsgID    string           `json:"clientMsgId,omitempty"`
+	Body           *string          `json:"body,omitempty"`
+	CreatedAt      *time.Time       `json:"createdAt,omitempty"`
+	UserID         int64            `json:"userId,omitempty"`
+	ActorID        int64            `json:"actorId,omitempty"`
+	Role           Role             `json:"role,omitempty"`
+	ConvType       ConversationType `json:"conversationType,omitempty"`
+	Title          *string          `json:"title,omitempty"`
+	Online         *bool            `json:"online,omitempty"`
+	LastSeen       *time.Time       `json:"lastSeen,omitempty"`
+	Code           Code             `json:"code,omitempty"`
+	Message        string           `json:"message,omitempty"`
+	// Members lists the conversation's members after a membership change,
+	// so every node can refresh its routing without a query.
+	Members []int64 `json:"members,omitempty"`
+}
+
+// MessageEvent builds message.new for a committed message.
+func MessageEvent(m Message) Event {
+	body := m.Body
+	at := m.CreatedAt
+	return Event{
+		Type:           EventMessageNew,
+		ConversationID: m.ConversationID,
+		Seq:            m.Seq,
+		SenderID:       m.SenderID,
+		ClientMsgID:    m.ClientMsgID,
+		Body:           &body,
+		CreatedAt:      &at,
+	}
+}
+
+// Slim returns message.new without body: what large groups receive; clients
+// fetch the body through history.
+func (e Event) Slim() Event {
+	return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, SenderID: e.SenderID}
+}
+
+// Notifier learns about committed changes so it can fan them out to
+// connected clients. Notify is called after commit and must not block.
+type Notifier interface {
+	Notify(ev Event)
+}
+
+// NotifierFunc adapts a function to Notifier.
+type NotifierFunc func(Event)
+
+// Notify calls f(ev).
+func (f NotifierFunc) Notify(ev Event) { f(ev) }
+
+// ReadEvent builds read.updated for a watermark that advanced.
+func ReadEvent(conversationID, userID, seq int64) Event {
+	return Event{Type: EventReadUpdated, ConversationID: conversationID, UserID: userID, Seq: seq}
+}
+
+// MemberAddedEvent builds member.added. lastSeq is the conversation's
+// last_seq when the member joined.
+func MemberAddedEvent(conv Conversation, userID, actorID int64, role Role) Event {
+	title := conv.Title
+	return Event{Type: EventMemberAdded, ConversationID: conv.ID, ConvType: conv.Type, Title: &title,
+		UserID: userID, ActorID: actorID, Role: role, Seq: conv.LastSeq}
+}
+
+// MemberRemovedEvent builds member.removed.
+func MemberRemovedEvent(conversationID, userID, actorID, lastSeq int64) Event {
+	return Event{Type: EventMemberRemoved, ConversationID: conversationID, UserID: userID, ActorID: actorID, Seq: lastSeq}
+}

@@ -1,0 +1,157 @@
+// Package pgtest gives tests a real PostgreSQL: one throwaway cluster per
+// test binary (initdb into a temp dir, Unix socket only) and a fresh,
+// migrated database per test, cloned from a template so it costs milliseconds.
+//
+// Use it from a TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// and in a test: url := pgtest.NewDB(t). Test clusters run with fsync off;
+// crash-safety tests that need durability use Cluster() and their own settings.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/pgembed"
+	"github.com/chatd/chatd/store"
+)
+
+var (
+	mu       sync.Mutex
+	cluster  *pgembed.Cluster
+	dir      string
+	startErr error
+	tmplDone bool
+	seq      atomic.Int64
+)
+
+// Main runs the tests and stops the cluster afterwards.
+func Main(m *testing.M) {
+	code := m.Run()
+	Shutdown()
+	os.Exit(code)
+}
+
+// Shutdown stops the shared cluster and removes its files.
+func Shutdown() {
+	mu.Lock()
+	defer mu.Unlock()
+	if cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = cluster.Stop(ctx, false)
+		cancel()
+		cluster = nil
+	}
+	if dir != "" {
+		os.RemoveAll(dir)
+		dir = ""
+	}
+}
+
+// Cluster returns the shared test cluster, starting it on first use.
+func Cluster(t testing.TB) *pgembed.Cluster {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if cluster == nil && startErr == nil {
+		startErr = start()
+	}
+	if startErr != nil {
+		t.Fatalf("start test PostgreSQL: %v", startErr)
+	}
+	return cluster
+}
+
+func start() error {
+	d, err := os.MkdirTemp("", "pgt")
+	if err != nil {
+		return err
+	}
+	dir = d
+	os.Chmod(d, 0o755)
+	c, err := pgembed.Start(context.Background(), pgembed.Options{
+		DataDir: d + "/data",
+		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Settings: map[string]string{
+			"fsync":              "off",
+			"full_page_writes":   "off",
+			"synchronous_commit": "off",
+			"max_connections":    "400",
+			"shared_buffers":     "128MB",
+		},
+	})
+	if err != nil {
+		return err
+	}
+	cluster = c
+	return nil
+}
+
+// NewDB creates a fresh migrated database for this test and returns its URL.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	c := Cluster(t)
+	ctx := context.Background()
+	mu.Lock()
+	defer mu.Unlock()
+	if !tmplDone {
+		if err := makeTemplate(ctx, c); err != nil {
+			t.Fatalf("make template database: %v", err)
+		}
+		tmplDone = true
+	}
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), seq.Add(1))
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	// The template's last backend may still be exiting: retry briefly.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE chat_template")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create test database: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c.URL(name)
+}
+
+// NewPool is NewDB plus a pool closed at the end of the test.
+func NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := store.OpenPool(context.Background(), NewDB(t), 64)
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func makeTemplate(ctx context.Context, c *pgembed.Cluster) error {
+	if err := c.CreateDatabase(ctx, "chat_template"); err != nil {
+		return err
+	}
+	pool, err := store.OpenPool(ctx, c.URL("chat_template"), 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = store.Migrate(ctx, pool)
+	return err
+}

@@ -1,0 +1,35 @@
+package chat
+
+import "context"
+
+// Store is the store of record. Every method is one transaction; events
+// (outbox rows) commit with the change they describe. Implementations return
+// *Error values (typed) for every outcome a client can cause, and wrap
+// infrastructure failures with Unavailable.
+type Store interface {
+	// Send commits a message, or returns the one already committed under
+	// the same (conversation, clientMsgId) by the same sender with
+	// Duplicate set. Another sender's clientMsgId is ErrConflict.
+	Send(ctx context.Context, req SendRequest) (SendResult, error)
+	// MarkRead moves the user's watermark to min(seq, last_seq) if that is
+	// ahead of the current one.
+	MarkRead(ctx context.Context, conversationID, userID, seq int64) (ReadResult, error)
+	History(ctx context.Context, q HistoryQuery) ([]Message, error)
+	Inbox(ctx context.Context, userID int64, limit int, cursor string) (InboxPage, error)
+	// SeenBy counts the members other than the message's sender whose read
+	// watermark is >= seq; the caller must be a member.
+	SeenBy(ctx context.Context, conversationID, userID, seq int64) (SeenResult, error)
+
+	CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (Conversation, error)
+	// OpenDirect returns the one DIRECT conversation of the pair, creating
+	// it if needed; created reports which.
+	OpenDirect(ctx context.Context, userID, peerID int64) (conv Conversation, created bool, err error)
+	// GetConversation returns the conversation with its members; members only.
+	GetConversation(ctx context.Context, conversationID, userID int64) (Conversation, error)
+	AddMember(ctx context.Context, conversationID, actorID, userID int64, role Role) (Member, error)
+	RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error
+	// Members lists the user ids of a conversation (routing; no auth check).
+	Members(ctx context.Context, conversationID int64) ([]int64, error)
+	// IsMember reports membership (routing and ACL; no auth check).
+	IsMember(ctx context.Context, conversationID, userID int64) (bool, error)
+}

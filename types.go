@@ -1,0 +1,129 @@
+package chat
+
+import "time"
+
+// ConversationType is DIRECT (exactly two users, one per pair) or GROUP.
+type ConversationType string
+
+const (
+	Direct ConversationType = "DIRECT"
+	Group  ConversationType = "GROUP"
+)
+
+// Role of a member. Owners and admins manage membership; an admin cannot
+// remove the owner.
+type Role string
+
+const (
+	RoleOwner  Role = "owner"
+	RoleAdmin  Role = "admin"
+	RoleMember Role = "member"
+)
+
+// Conversation as clients see it. Members is filled only by calls that say so.
+type Conversation struct {
+	ID            int64            `json:"id"`
+	Type          ConversationType `json:"type"`
+	Title         string           `json:"title"`
+	LastSeq       int64            `json:"lastSeq"`
+	LastMessageAt *time.Time       `json:"lastMessageAt"`
+	CreatedAt     time.Time        `json:"createdAt"`
+	Members       []Member         `json:"members,omitempty"`
+}
+
+// Member of a conversation with their watermarks.
+type Member struct {
+	UserID           int64     `json:"userId"`
+	Role             Role      `json:"role"`
+	LastReadSeq      int64     `json:"lastReadSeq"`
+	LastDeliveredSeq int64     `json:"lastDeliveredSeq"`
+	JoinedAt         time.Time `json:"joinedAt"`
+}
+
+// Message is one committed message.
+type Message struct {
+	ConversationID int64     `json:"conversationId"`
+	Seq            int64     `json:"seq"`
+	SenderID       int64     `json:"senderId"`
+	ClientMsgID    string    `json:"clientMsgId"`
+	Body           string    `json:"body"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+// SendRequest is one message to commit. ClientMsgID is a UUID chosen by the
+// client; it makes resends idempotent.
+type SendRequest struct {
+	ConversationID int64
+	SenderID       int64
+	ClientMsgID    string
+	Body           string
+}
+
+// SendResult is the committed message; Duplicate reports that ClientMsgID
+// had already been committed by this sender and nothing new was written.
+type SendResult struct {
+	Message   Message
+	Duplicate bool
+}
+
+// ReadResult of MarkRead: Advanced is false when the watermark did not move.
+type ReadResult struct {
+	Advanced    bool  `json:"advanced"`
+	LastReadSeq int64 `json:"lastReadSeq"`
+}
+
+// HistoryQuery pages a conversation's messages. With AfterSeq > 0 it returns
+// the messages after it (filling gaps forward); otherwise the newest messages
+// below BeforeSeq (0 = from the newest). Results are always ascending by seq.
+type HistoryQuery struct {
+	ConversationID int64
+	UserID         int64
+	BeforeSeq      int64
+	AfterSeq       int64
+	Limit          int
+}
+
+// History limits.
+const (
+	DefaultHistoryLimit = 50
+	MaxHistoryLimit     = 200
+	DefaultInboxLimit   = 50
+	MaxInboxLimit       = 200
+)
+
+// ClampLimit applies a default and a maximum to a client-given page size.
+func ClampLimit(limit, def, max int) int {
+	if limit <= 0 {
+		return def
+	}
+	if limit > max {
+		return max
+	}
+	return limit
+}
+
+// InboxEntry is one conversation in a user's inbox.
+type InboxEntry struct {
+	ID            int64            `json:"id"`
+	Type          ConversationType `json:"type"`
+	Title         string           `json:"title"`
+	LastSeq       int64            `json:"lastSeq"`
+	LastReadSeq   int64            `json:"lastReadSeq"`
+	Unread        int64            `json:"unread"`
+	LastMessageAt *time.Time       `json:"lastMessageAt"`
+	LastMessage   *Message         `json:"lastMessage"`
+}
+
+// InboxPage is a page of the inbox, newest first; NextCursor is empty on the
+// last page.
+type InboxPage struct {
+	Conversations []InboxEntry `json:"conversations"`
+	NextCursor    string       `json:"nextCursor"`
+}
+
+// SeenResult answers "seen by N": members other than the sender whose read
+// watermark is at or past seq, out of Members (all members but the sender).
+type SeenResult struct {
+	SeenBy  int `json:"seenBy"`
+	Members int `json:"members"`
+}
