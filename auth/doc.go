@@ -1,0 +1,25 @@
+// Package auth verifies and mints the JWTs chat clients present (as the MQTT
+// password, or an HTTP bearer token) and manages the keys behind them.
+//
+// Contract of Verifier.Verify:
+//   - HS256 is accepted with the shared secret (never when it is empty);
+//     RS256 only when an RSA public key was configured, EdDSA only when an
+//     Ed25519 one was. Every other alg, "none" included, is rejected, and an
+//     HS256 token whose "secret" is the public key is rejected (the HS key is
+//     only ever the configured secret).
+//   - exp is required and checked with Leeway (30s); nbf and iat in the future
+//     (beyond Leeway) are rejected.
+//   - sub must be a positive int64 in canonical decimal ("7"; not "07",
+//     "+7", " 7", "1e3", "0", "-1" or anything above 9223372036854775807).
+//   - Tokens longer than MaxTokenBytes are rejected before parsing; base64
+//     must be canonical (strict decoding).
+//   - Every failure is an *InvalidTokenError: errors.Is(err, ErrInvalidToken)
+//     holds, as does errors.Is(err, <reason sentinel>) such as ErrExpired.
+//     Error text never contains the token.
+//
+// A Verifier is immutable and safe for concurrent use.
+//
+// LoadOrCreateSecret keeps chatd's generated HS256 secret in
+// <data dir>/jwt.secret (hex, mode 0600, created atomically, stable across
+// restarts); LoadPublicKey reads an identity provider's PEM public key.
+package auth

@@ -1,0 +1,213 @@
+package auth
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// MaxTokenBytes is the longest token Verify looks at.
+const MaxTokenBytes = 4096
+
+// Leeway is the clock skew tolerated on exp, nbf and iat.
+const Leeway = 30 * time.Second
+
+// Algorithms.
+const (
+	AlgHS256 = "HS256"
+	AlgRS256 = "RS256"
+	AlgEdDSA = "EdDSA"
+)
+
+// ErrInvalidToken matches every rejection of Verify.
+var ErrInvalidToken = errors.New("invalid token")
+
+// Reasons a token is rejected; an *InvalidTokenError wraps exactly one.
+var (
+	ErrTooLarge     = errors.New("token is larger than 4096 bytes")
+	ErrMalformed    = errors.New("token is malformed")
+	ErrAlgorithm    = errors.New("signing algorithm not accepted")
+	ErrSignature    = errors.New("signature is invalid")
+	ErrMissingExp   = errors.New("exp claim is missing")
+	ErrExpired      = errors.New("token has expired")
+	ErrNotYetValid  = errors.New("token is not valid yet (nbf or iat in the future)")
+	ErrSubject      = errors.New("sub claim is not a positive integer user id")
+	ErrInvalidClaim = errors.New("claims are invalid")
+)
+
+// InvalidTokenError is the error of Verify. Reason is one of the reason
+// sentinels above; the token itself is never part of the error.
+type InvalidTokenError struct {
+	Reason error
+}
+
+func (e *InvalidTokenError) Error() string { return "invalid token: " + e.Reason.Error() }
+
+// Unwrap lets errors.Is match both ErrInvalidToken and the reason.
+func (e *InvalidTokenError) Unwrap() []error { return []error{ErrInvalidToken, e.Reason} }
+
+func invalid(reason error) error { return &InvalidTokenError{Reason: reason} }
+
+// Verifier checks chat JWTs. Build it with NewVerifier.
+type Verifier struct {
+	hs      []byte
+	rsaKey  *rsa.PublicKey
+	edKey   ed25519.PublicKey
+	methods []string
+	now     func() time.Time // tests only
+}
+
+// NewVerifier accepts HS256 with hsSecret (if non-empty) and, depending on
+// publicKey's type, RS256 (*rsa.PublicKey) or EdDSA (ed25519.PublicKey).
+// A nil publicKey, or one of another type, enables neither.
+func NewVerifier(hsSecret []byte, publicKey crypto.PublicKey) *Verifier {
+	v := &Verifier{now: time.Now}
+	if len(hsSecret) > 0 {
+		v.hs = append([]byte(nil), hsSecret...)
+		v.methods = append(v.methods, AlgHS256)
+	}
+	switch k := publicKey.(type) {
+	case *rsa.PublicKey:
+		if k != nil && k.N != nil {
+			v.rsaKey = k
+			v.methods = append(v.methods, AlgRS256)
+		}
+	case ed25519.PublicKey:
+		if len(k) == ed25519.PublicKeySize {
+			v.edKey = append(ed25519.PublicKey(nil), k...)
+			v.methods = append(v.methods, AlgEdDSA)
+		}
+	case *ed25519.PublicKey:
+		if k != nil && len(*k) == ed25519.PublicKeySize {
+			v.edKey = append(ed25519.PublicKey(nil), *k...)
+			v.methods = append(v.methods, AlgEdDSA)
+		}
+	}
+	return v
+}
+
+// Algorithms lists the algorithms this Verifier accepts.
+func (v *Verifier) Algorithms() []string { return append([]string(nil), v.methods...) }
+
+// keyFor returns the key for the token's algorithm. WithValidMethods has
+// already limited the algorithm to the configured ones; the type switch on
+// the method makes the key/algorithm pairing explicit regardless.
+func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
+	switch t.Method {
+	case jwt.SigningMethodHS256:
+		if len(v.hs) > 0 {
+			return v.hs, nil
+		}
+	case jwt.SigningMethodRS256:
+		if v.rsaKey != nil {
+			return v.rsaKey, nil
+		}
+	case jwt.SigningMethodEdDSA:
+		if v.edKey != nil {
+			return v.edKey, nil
+		}
+	}
+	return nil, ErrAlgorithm
+}
+
+// Verify checks token and returns the user id in its sub claim.
+func (v *Verifier) Verify(token string) (userID int64, err error) {
+	if len(token) > MaxTokenBytes {
+		return 0, invalid(ErrTooLarge)
+	}
+	if len(v.methods) == 0 {
+		return 0, invalid(ErrAlgorithm)
+	}
+	p := jwt.NewParser(
+		jwt.WithValidMethods(v.methods),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(Leeway),
+		jwt.WithStrictDecoding(),
+		jwt.WithTimeFunc(v.now),
+	)
+	var claims jwt.RegisteredClaims
+	if _, err := p.ParseWithClaims(token, &claims, v.keyFor); err != nil {
+		return 0, invalid(reason(err))
+	}
+	id, ok := ParseUserID(claims.Subject)
+	if !ok {
+		return 0, invalid(ErrSubject)
+	}
+	return id, nil
+}
+
+// reason maps a jwt error to one of our reason sentinels, dropping the
+// library's text (which may quote parts of the input).
+func reason(err error) error {
+	switch {
+	case errors.Is(err, ErrAlgorithm), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return ErrAlgorithm
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return ErrMalformed
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		// WithValidMethods reports a disallowed alg as a signature error;
+		// a signature that does not verify wraps the crypto error.
+		if errors.Is(err, jwt.ErrSignatureInvalid) || errors.Is(err, rsa.ErrVerification) ||
+			errors.Is(err, jwt.ErrEd25519Verification) || errors.Is(err, jwt.ErrInvalidKey) {
+			return ErrSignature
+		}
+		return ErrAlgorithm
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return ErrMissingExp
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return ErrExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return ErrNotYetValid
+	default:
+		return ErrInvalidClaim
+	}
+}
+
+// ParseUserID parses a user id in canonical decimal: 1 to 19 digits, no
+// sign, no leading zero, no spaces, at most 9223372036854775807.
+func ParseUserID(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 19 || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// Mint signs an HS256 token for userID valid for ttl (sub, iat, exp).
+func Mint(secret []byte, userID int64, ttl time.Duration) (string, error) {
+	if len(secret) == 0 {
+		return "", errors.New("mint token: secret is empty")
+	}
+	if userID <= 0 {
+		return "", fmt.Errorf("mint token: user id %d is not positive", userID)
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("mint token: ttl %v is not positive", ttl)
+	}
+	now := time.Now()
+	claims := jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(userID, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,115 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/delivery"
+	"github.com/chatd/chatd/hooks"
+)
+
+// Config of the broker.
+type Config struct {
+	MQTTAddr       string      // TCP listener, e.g. 127.0.0.1:1883 ("" = none)
+	TLS            *tls.Config // optional, for the TCP listener
+	AllowedOrigins []string    // extra WebSocket origins besides same-origin
+	Hook           *hooks.Chat
+	Hub            *delivery.Hub
+	Logger         *slog.Logger
+}
+
+// Broker is the running MQTT side of chatd.
+type Broker struct {
+	cfg    Config
+	Server *mqtt.Server
+	tcp    *listeners.TCP
+	ws     *WSListener
+}
+
+// New builds the server and its listeners; Start begins serving.
+func New(cfg Config) (*Broker, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumQos = 1           // chat needs at-least-once, QoS2 adds round trips for nothing
+	caps.RetainAvailable = 0      // chat never retains; state lives in PostgreSQL
+	caps.WildcardSubAvailable = 1 // within the user's own tree only (ACL)
+	caps.SharedSubAvailable = 0
+	caps.MaximumClientWritesPending = 8192
+	caps.MaximumPacketSize = 64 * 1024 // a 16 KiB body as JSON with escapes fits
+	caps.ReceiveMaximum = 256
+	srv := mqtt.New(&mqtt.Options{
+		Capabilities:             caps,
+		Logger:                   slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "mqtt"),
+		InlineClient:             false,
+		SysTopicResendInterval:   0,
+		ClientNetWriteBufferSize: 16 * 1024,
+		ClientNetReadBufferSize:  16 * 1024,
+	})
+	cfg.Hook.Attach(srv)
+	if err := srv.AddHook(cfg.Hook, nil); err != nil {
+		return nil, fmt.Errorf("add chat hook: %w", err)
+	}
+	b := &Broker{cfg: cfg, Server: srv}
+	if cfg.MQTTAddr != "" {
+		b.tcp = listeners.NewTCP(listeners.Config{ID: "tcp", Address: cfg.MQTTAddr, TLSConfig: cfg.TLS})
+		if err := srv.AddListener(b.tcp); err != nil {
+			return nil, fmt.Errorf("listen mqtt on %s: %w", cfg.MQTTAddr, err)
+		}
+	}
+	b.ws = NewWSListener("ws", cfg.AllowedOrigins, cfg.Logger)
+	if err := srv.AddListener(b.ws); err != nil {
+		return nil, fmt.Errorf("add websocket listener: %w", err)
+	}
+	return b, nil
+}
+
+// Start serves the listeners (non-blocking).
+func (b *Broker) Start() error {
+	if err := b.Server.Serve(); err != nil {
+		return fmt.Errorf("serve mqtt: %w", err)
+	}
+	return nil
+}
+
+// MQTTAddr is the bound TCP address (useful with port 0).
+func (b *Broker) MQTTAddr() string {
+	if b.tcp == nil {
+		return ""
+	}
+	return b.tcp.Address()
+}
+
+// WebSocket returns the handler to mount at /mqtt.
+func (b *Broker) WebSocket() *WSListener { return b.ws }
+
+// Shutdown stops accepting, drains in-flight publishes (each commits and is
+// acknowledged), stops delivery (flushing cursors) and disconnects clients.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	if b.tcp != nil {
+		b.tcp.Close(func(string) {})
+	}
+	b.ws.Close(func(string) {})
+	drainErr := b.cfg.Hook.Drain(ctx)
+	hubErr := b.cfg.Hub.Close(ctx)
+	for _, cl := range b.Server.Clients.GetAll() {
+		if !cl.Net.Inline {
+			_ = b.Server.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+	_ = b.Server.Close()
+	if drainErr != nil {
+		return fmt.Errorf("drain publishes: %w", drainErr)
+	}
+	if hubErr != nil {
+		return fmt.Errorf("stop delivery: %w", hubErr)
+	}
+	return nil
+}

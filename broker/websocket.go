@@ -1,0 +1,161 @@
+package broker
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// WSListener is a mochi listener fed by an http.Handler, so MQTT over
+// WebSocket shares chatd's HTTP server (and origin) with the API and the web
+// page instead of taking a port of its own.
+type WSListener struct {
+	id       string
+	origins  map[string]bool
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+
+	mu        sync.Mutex
+	establish listeners.EstablishFn
+	closed    bool
+	done      chan struct{}
+}
+
+// NewWSListener returns a listener admitting same-origin browsers, the
+// listed extra origins, and non-browser clients (no Origin header).
+func NewWSListener(id string, allowed []string, log *slog.Logger) *WSListener {
+	l := &WSListener{id: id, origins: map[string]bool{}, log: log, done: make(chan struct{})}
+	for _, o := range allowed {
+		if o = strings.TrimSpace(o); o != "" {
+			l.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
+		}
+	}
+	l.upgrader = websocket.Upgrader{
+		Subprotocols:     []string{"mqtt"},
+		HandshakeTimeout: 10 * time.Second,
+		ReadBufferSize:   16 * 1024,
+		WriteBufferSize:  16 * 1024,
+		CheckOrigin:      l.checkOrigin,
+	}
+	return l
+}
+
+func (l *WSListener) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser: authenticated by its JWT like TCP clients
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	return l.origins[strings.ToLower(strings.TrimRight(origin, "/"))]
+}
+
+// ID, Address, Protocol, Init, Serve and Close implement listeners.Listener.
+func (l *WSListener) ID() string                  { return l.id }
+func (l *WSListener) Address() string             { return "/mqtt" }
+func (l *WSListener) Protocol() string            { return "ws" }
+func (l *WSListener) Init(log *slog.Logger) error { return nil }
+
+// Serve records the establish callback and blocks until Close.
+func (l *WSListener) Serve(establish listeners.EstablishFn) {
+	l.mu.Lock()
+	l.establish = establish
+	l.mu.Unlock()
+	<-l.done
+}
+
+// Close stops accepting upgrades; existing connections are closed by the
+// broker's shutdown.
+func (l *WSListener) Close(closeClients listeners.CloseFn) {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.done)
+	}
+	l.mu.Unlock()
+	closeClients(l.id)
+}
+
+// ServeHTTP upgrades to WebSocket (subprotocol "mqtt") and runs the MQTT
+// connection on this request's goroutine until it ends.
+func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	establish, closed := l.establish, l.closed
+	l.mu.Unlock()
+	if establish == nil || closed {
+		http.Error(w, "MQTT over WebSocket is not accepting connections", http.StatusServiceUnavailable)
+		return
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		http.Error(w, "this endpoint speaks MQTT over WebSocket (subprotocol mqtt)", http.StatusBadRequest)
+		return
+	}
+	c, err := l.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader already answered (403 for a foreign origin)
+	}
+	c.SetReadLimit(128 * 1024)
+	if err := establish(l.id, &wsConn{Conn: c.NetConn(), c: c}); err != nil {
+		l.log.Debug("websocket mqtt connection ended", "err", err)
+	}
+}
+
+// errNotBinary: MQTT over WebSocket uses binary frames only.
+var errNotBinary = errors.New("websocket: MQTT needs binary messages")
+
+// wsConn presents a WebSocket as the byte stream mochi reads packets from.
+type wsConn struct {
+	net.Conn
+	c *websocket.Conn
+	r io.Reader
+	w sync.Mutex
+}
+
+func (ws *wsConn) Read(p []byte) (int, error) {
+	for {
+		if ws.r == nil {
+			op, r, err := ws.c.NextReader()
+			if err != nil {
+				return 0, err
+			}
+			if op != websocket.BinaryMessage {
+				return 0, errNotBinary
+			}
+			ws.r = r
+		}
+		n, err := ws.r.Read(p)
+		if errors.Is(err, io.EOF) {
+			ws.r = nil
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		return n, err
+	}
+}
+
+func (ws *wsConn) Write(p []byte) (int, error) {
+	ws.w.Lock()
+	defer ws.w.Unlock()
+	if err := ws.c.WriteMessage(websocket.BinaryMessage, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (ws *wsConn) Close() error { return ws.Conn.Close() }

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/dbopen"
+)
+
+// app is what a command gets from the process: its output streams and
+// environment. Tests build their own.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	settings config.Settings
+	logger   *slog.Logger
+}
+
+// command is one entry of a command table. Later commands (send, tail,
+// inbox, history, read) are added to commands below.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, a *app, args []string) error
+}
+
+// commands is the top-level command table, in help order.
+var commands = []command{
+	{"migrate", "apply pending database migrations", runMigrate},
+	{"token", "mint a JWT for a user", runToken},
+	{"conversation", "create conversations and manage members (create, direct, add, remove, show)", runConversation},
+}
+
+// errHelp: usage was printed on request; exit 0.
+var errHelp = errors.New("help requested")
+
+// usageError: the command line is wrong; exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, a *app) int {
+	if a.getenv == nil {
+		a.getenv = func(string) string { return "" }
+	}
+	if len(args) == 0 {
+		printUsage(a.stderr)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			// "chatctl help migrate" == "chatctl migrate --help"
+			return run(ctx, []string{args[1], "--help"}, a)
+		}
+		printUsage(a.stdout)
+		return 0
+	}
+	var cmd *command
+	for i := range commands {
+		if commands[i].name == args[0] {
+			cmd = &commands[i]
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(a.stderr, "chatctl: unknown command %q\n\n", args[0])
+		printUsage(a.stderr)
+		return 2
+	}
+	if err := a.init(); err != nil {
+		fmt.Fprintf(a.stderr, "chatctl: %v\n", err)
+		return 1
+	}
+	return exitCode(a, cmd.run(ctx, a, args[1:]))
+}
+
+func exitCode(a *app, err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.stderr, "chatctl: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(a.stderr, "chatctl: %v\n", err)
+		return 1
+	}
+}
+
+// init reads chatd's settings (env and CHAT_CONFIG file; chatctl's own
+// flags come later) and sets up logging to stderr.
+func (a *app) init() error {
+	s, err := config.Load(nil, a.getenv)
+	if err != nil {
+		return fmt.Errorf("read settings: %w", err)
+	}
+	a.settings = s
+	var h slog.Handler
+	opts := &slog.HandlerOptions{Level: s.SlogLevel()}
+	if s.LogFormat == "json" {
+		h = slog.NewJSONHandler(a.stderr, opts)
+	} else {
+		h = slog.NewTextHandler(a.stderr, opts)
+	}
+	a.logger = slog.New(h)
+	return nil
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "chatctl operates a chatd deployment.\n\nUsage: chatctl <command> [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, `
+Run "chatctl <command> --help" for its flags and an example.
+
+Defaults come from chatd's settings: CHAT_DATABASE_URL (empty: the embedded
+PostgreSQL in CHAT_DATA_DIR, default ./data), CHAT_JWT_SECRET, CHAT_CONFIG.
+`)
+}
+
+// newFlags makes a command's flag set. usage is the synopsis after
+// "chatctl", about says what it does, example is a working command line.
+func newFlags(name, usage, about string, examples ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet("chatctl "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: chatctl %s\n\n%s\n\nFlags:\n", usage, about)
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		fmt.Fprintf(out, "\nExample:\n")
+		for _, e := range examples {
+			fmt.Fprintf(out, "  %s\n", e)
+		}
+	}
+	return fs
+}
+
+// parse parses args; -help prints the usage to stdout, errors print it to
+// stderr. Positional arguments are refused.
+func parse(a *app, fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(a.stdout)
+		fs.Usage()
+		return errHelp
+	case err != nil:
+		fs.SetOutput(a.stderr)
+		fs.Usage()
+		fs.SetOutput(io.Discard)
+		return usagef("%s: %v", fs.Name(), err)
+	case fs.NArg() > 0:
+		fs.SetOutput(a.stderr)
+		fs.Usage()
+		fs.SetOutput(io.Discard)
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// dbFlags are the flags of every command that talks to the database.
+type dbFlags struct {
+	url, dataDir *string
+}
+
+func addDBFlags(fs *flag.FlagSet) dbFlags {
+	return dbFlags{
+		url:     fs.String("database-url", "", "PostgreSQL URL (default $CHAT_DATABASE_URL; empty: the embedded cluster in --data-dir)"),
+		dataDir: fs.String("data-dir", "", "chatd data dir holding the embedded cluster (default $CHAT_DATA_DIR, else ./data)"),
+	}
+}
+
+// open connects the way chatd does: the URL, else the embedded cluster
+// (joining chatd's running one if there is one).
+func (d dbFlags) open(ctx context.Context, a *app) (*pgxpool.Pool, func(context.Context) error, error) {
+	url, dir := *d.url, *d.dataDir
+	if url == "" {
+		url = a.settings.DatabaseURL
+	}
+	if dir == "" {
+		dir = a.settings.DataDir
+	}
+	return dbopen.Open(ctx, url, dir, 4, a.logger)
+}
+
+// requireID checks a required positive id flag.
+func requireID(fs *flag.FlagSet, name string, v int64, what string) error {
+	if v <= 0 {
+		return usagef("%s: --%s is required: %s (a positive integer), e.g. --%s 1", fs.Name(), name, what, name)
+	}
+	return nil
+}
+
+// parseIDs parses "2,3,4".
+func parseIDs(flagName, s string) ([]int64, error) {
+	out := []int64{}
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, usagef("--%s: %q is not a user id; give comma-separated positive ids like 2,3,4", flagName, p)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
+
+// joinIDs lists ids ascending, the first 10 only.
+func joinIDs(ids []int64) string {
+	s := append([]int64(nil), ids...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	parts := []string{}
+	for i, id := range s {
+		if i == 10 {
+			parts = append(parts, fmt.Sprintf("... (%d in all)", len(s)))
+			break
+		}
+		parts = append(parts, strconv.FormatInt(id, 10))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,488 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Settings are chatd's resolved settings. Field comments name the YAML key;
+// the environment variable is CHAT_ + the key in upper case and the flag is
+// the key with dashes (-max-body-bytes).
+type Settings struct {
+	// ConfigFile is the YAML file that was read, "" when none was named.
+	ConfigFile string
+
+	MQTTAddr    string // mqtt_addr: MQTT TCP listener, host:port
+	HTTPAddr    string // http_addr: HTTP API and MQTT-over-WebSocket listener, host:port
+	DatabaseURL string // database_url: PostgreSQL URL; "" runs the embedded cluster in DataDir/pg
+	DataDir     string // data_dir: embedded PostgreSQL, jwt.secret
+
+	// JWTSecret is the HS256 secret (its bytes, as given); "" means chatd
+	// uses the random secret kept in DataDir/jwt.secret.
+	JWTSecret    string
+	JWTPublicKey string // jwt_public_key: PEM RSA or Ed25519 public key path; enables RS256/EdDSA
+
+	KafkaBrokers []string // kafka_brokers: host:port list; empty = no Kafka
+	KafkaTopic   string   // kafka_topic
+	NodeID       string   // node_id: resolved; hostname-pid when not set
+
+	TLSCert string // tls_cert: PEM certificate for MQTT TCP and HTTP/WS
+	TLSKey  string // tls_key: its private key
+
+	MaxBodyBytes int   // max_body_bytes: message body limit
+	MaxMembers   int   // max_members: group member cap
+	LargeGroup   int   // large_group: above this many members message.new has no body
+	MaxInflight  int   // max_inflight: outbound QoS 1 window per session
+	DBMaxConns   int32 // db_max_conns: PostgreSQL pool size
+
+	SendTimeout time.Duration // send_timeout: deadline of one send
+
+	LogLevel  string // log_level: debug, info, warn or error
+	LogFormat string // log_format: text or json
+	Dev       bool   // dev: development mode
+
+	// WSAllowedOrigins are extra browser origins (scheme://host[:port],
+	// lower case) allowed to open WebSockets; same-origin is always allowed.
+	WSAllowedOrigins []string
+
+	LimitSendRate  float64 // limit_send_rate: messages per second per user, 0 = unlimited
+	LimitSendBurst int     // limit_send_burst: bucket size of that limit
+
+	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
+
+	sources map[string]string // key -> where its value came from
+}
+
+// Source names where key's value came from: "default", "yaml FILE:LINE",
+// "env CHAT_X" or "flag -x". Unknown keys return "".
+func (s Settings) Source(key string) string {
+	if _, ok := keyByName[key]; !ok {
+		return ""
+	}
+	if src, ok := s.sources[key]; ok {
+		return src
+	}
+	return "default"
+}
+
+// Limits returns the domain validation limits the settings describe.
+func (s Settings) Limits() chat.Limits {
+	return chat.Limits{MaxBodyBytes: s.MaxBodyBytes, MaxMembers: s.MaxMembers}
+}
+
+// SlogLevel returns LogLevel as a slog.Level.
+func (s Settings) SlogLevel() slog.Level {
+	switch s.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// Source kinds, as they appear in errors.
+const (
+	SourceDefault = "default"
+	SourceYAML    = "yaml"
+	SourceEnv     = "env"
+	SourceFlag    = "flag"
+)
+
+// Error is a configuration error: which key, from where, what is wrong and
+// what to do.
+type Error struct {
+	Key    string // YAML key, "" for errors not about one key
+	Source string // "flag -x", "env CHAT_X", "yaml FILE:LINE", "default"
+	Reason string // what is wrong
+	Fix    string // what to do
+	Err    error  // cause, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("config")
+	if e.Key != "" {
+		b.WriteString(": " + e.Key)
+	}
+	if e.Source != "" {
+		b.WriteString(" (from " + e.Source + ")")
+	}
+	b.WriteString(": " + e.Reason)
+	if e.Fix != "" {
+		b.WriteString("; " + e.Fix)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// EnvConfig names the variable that may name the YAML file.
+const EnvConfig = "CHAT_CONFIG"
+
+// Load resolves the settings from args (the command line without the program
+// name), getenv (os.Getenv in production) and the YAML file named by -config
+// or CHAT_CONFIG. It reads nothing else from the process.
+func Load(args []string, getenv func(string) string) (Settings, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	fs, flagVals, configFlag := newFlagSet()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Settings{}, &Error{Reason: "help requested", Err: flag.ErrHelp}
+		}
+		return Settings{}, &Error{Source: "command line", Reason: err.Error(), Fix: "run chatd -help to list the flags", Err: err}
+	}
+	if fs.NArg() > 0 {
+		return Settings{}, &Error{Source: "command line", Reason: fmt.Sprintf("unexpected argument %q", fs.Arg(0)),
+			Fix: "chatd takes only flags (-name value); run chatd -help to list them"}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	s := Settings{sources: map[string]string{}}
+	for _, k := range keys {
+		if err := k.apply(&s, k.def); err != nil {
+			return Settings{}, fmt.Errorf("config: default of %s is invalid (a bug): %w", k.name, err)
+		}
+	}
+
+	// YAML file.
+	path, pathSrc := "", ""
+	if set["config"] {
+		path, pathSrc = *configFlag, "flag -config"
+	} else if v := getenv(EnvConfig); v != "" {
+		path, pathSrc = v, "env "+EnvConfig
+	}
+	if path != "" {
+		vals, err := readYAML(path, pathSrc)
+		if err != nil {
+			return Settings{}, err
+		}
+		s.ConfigFile = path
+		for _, k := range keys {
+			if v, ok := vals[k.name]; ok {
+				if err := s.set(k, v.value, fmt.Sprintf("yaml %s:%d", path, v.line)); err != nil {
+					return Settings{}, err
+				}
+			}
+		}
+	}
+
+	// Environment.
+	for _, k := range keys {
+		if v := getenv(k.env); v != "" {
+			if err := s.set(k, v, "env "+k.env); err != nil {
+				return Settings{}, err
+			}
+		}
+	}
+
+	// Flags.
+	for _, k := range keys {
+		if set[k.flag] {
+			if err := s.set(k, flagVals[k.name].v, "flag -"+k.flag); err != nil {
+				return Settings{}, err
+			}
+		}
+	}
+
+	if err := s.check(); err != nil {
+		return Settings{}, err
+	}
+	if s.NodeID == "" {
+		s.NodeID = defaultNodeID()
+	}
+	return s, nil
+}
+
+// set applies one value for k from src, recording the source.
+func (s *Settings) set(k *key, raw, src string) error {
+	if err := k.apply(s, raw); err != nil {
+		e := &Error{Key: k.name, Source: src, Fix: k.fix}
+		if k.secret {
+			e.Reason = "invalid value (not shown: secret): " + err.Error()
+		} else {
+			e.Reason = fmt.Sprintf("invalid value %q: %v", raw, err)
+		}
+		return e
+	}
+	s.sources[k.name] = src
+	return nil
+}
+
+// check validates combinations of keys.
+func (s *Settings) check() error {
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		k, other := "tls_key", "tls_cert"
+		if s.TLSCert == "" {
+			k, other = "tls_cert", "tls_key"
+		}
+		return &Error{Key: k, Source: s.Source(other),
+			Reason: fmt.Sprintf("%s is set but %s is not; they must be set together", other, k),
+			Fix:    fmt.Sprintf("set %s (CHAT_%s) too, or unset %s to serve plain TCP/HTTP", k, strings.ToUpper(k), other)}
+	}
+	if len(s.KafkaBrokers) > 0 && s.KafkaTopic == "" {
+		return &Error{Key: "kafka_topic", Source: s.Source("kafka_topic"),
+			Reason: "kafka_brokers is set but kafka_topic is empty",
+			Fix:    "set kafka_topic (default chat.events) or unset kafka_brokers to run without Kafka"}
+	}
+	return nil
+}
+
+func defaultNodeID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "chatd"
+	}
+	h = strings.Map(func(r rune) rune {
+		if nodeIDRune(r) {
+			return r
+		}
+		return '-'
+	}, h)
+	if len(h) > 100 {
+		h = h[:100]
+	}
+	return h + "-" + strconv.Itoa(os.Getpid())
+}
+
+// stringValue is a flag.Value holding the raw text; boolean makes -dev work
+// without "=true".
+type stringValue struct {
+	v       string
+	boolean bool
+}
+
+func (f *stringValue) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.v
+}
+func (f *stringValue) Set(v string) error { f.v = v; return nil }
+func (f *stringValue) IsBoolFlag() bool   { return f.boolean }
+
+func newFlagSet() (*flag.FlagSet, map[string]*stringValue, *string) {
+	fs := flag.NewFlagSet("chatd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	vals := map[string]*stringValue{}
+	for _, k := range keys {
+		v := &stringValue{v: k.def, boolean: k.boolean}
+		vals[k.name] = v
+		fs.Var(v, k.flag, k.help)
+	}
+	cfg := fs.String("config", "", "YAML config file (env "+EnvConfig+")")
+	return fs, vals, cfg
+}
+
+// PrintUsage writes chatd's flags, their variables and defaults to w.
+func PrintUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: chatd [flags]\n\nSettings come from flags, then CHAT_* environment variables, then the YAML file\nnamed by -config or %s, then defaults (see configs/chatd.yaml).\n\n", EnvConfig)
+	fmt.Fprintf(w, "  -config PATH\n\tYAML config file (env %s)\n", EnvConfig)
+	for _, k := range keys {
+		arg := " VALUE"
+		if k.boolean {
+			arg = ""
+		}
+		def := k.def
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  -%s%s\n\t%s (env %s, yaml %s, default %s)\n", k.flag, arg, k.help, k.env, k.name, def)
+	}
+	fmt.Fprintf(w, "\nExample:\n  CHAT_DATA_DIR=/var/lib/chatd chatd -config /etc/chatd.yaml -mqtt-addr 0.0.0.0:1883\n")
+}
+
+type yamlValue struct {
+	value string
+	line  int
+}
+
+// readYAML reads a flat mapping of known keys to scalars (lists allowed
+// for list keys).
+func readYAML(path, src string) (map[string]yamlValue, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{Source: src, Reason: fmt.Sprintf("read config file: %v", err),
+			Fix: "fix the path or unset -config / " + EnvConfig, Err: err}
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return map[string]yamlValue{}, nil // empty file
+		}
+		return nil, &Error{Source: "yaml " + path, Reason: fmt.Sprintf("parse: %v", err), Fix: "fix the YAML syntax", Err: err}
+	}
+	if len(doc.Content) == 0 {
+		return map[string]yamlValue{}, nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return map[string]yamlValue{}, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, &Error{Source: fmt.Sprintf("yaml %s:%d", path, root.Line),
+			Reason: "the file must be a mapping of key: value", Fix: "see configs/chatd.yaml for the format"}
+	}
+	out := map[string]yamlValue{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		kn, vn := root.Content[i], root.Content[i+1]
+		where := fmt.Sprintf("yaml %s:%d", path, kn.Line)
+		name := kn.Value
+		k, ok := keyByName[name]
+		if !ok {
+			fix := "remove it; configs/chatd.yaml lists every key"
+			if s := suggest(name); s != "" {
+				fix = fmt.Sprintf("did you mean %s? (configs/chatd.yaml lists every key)", s)
+			}
+			return nil, &Error{Key: name, Source: where, Reason: "unknown key", Fix: fix}
+		}
+		if _, dup := out[name]; dup {
+			return nil, &Error{Key: name, Source: where, Reason: "key appears twice", Fix: "keep one of them"}
+		}
+		if vn.Kind == yaml.AliasNode && vn.Alias != nil {
+			vn = vn.Alias
+		}
+		switch {
+		case vn.Kind == yaml.ScalarNode && vn.Tag == "!!null":
+			continue // "key:" with no value: keep the default
+		case vn.Kind == yaml.ScalarNode:
+			out[name] = yamlValue{value: vn.Value, line: vn.Line}
+		case vn.Kind == yaml.SequenceNode && k.list:
+			items := make([]string, 0, len(vn.Content))
+			for _, it := range vn.Content {
+				if it.Kind != yaml.ScalarNode {
+					return nil, &Error{Key: name, Source: fmt.Sprintf("yaml %s:%d", path, it.Line),
+						Reason: "list items must be plain strings", Fix: k.fix}
+				}
+				if strings.Contains(it.Value, ",") {
+					return nil, &Error{Key: name, Source: fmt.Sprintf("yaml %s:%d", path, it.Line),
+						Reason: fmt.Sprintf("list item %q contains a comma", it.Value), Fix: "put one value per item"}
+				}
+				items = append(items, it.Value)
+			}
+			out[name] = yamlValue{value: strings.Join(items, ","), line: vn.Line}
+		default:
+			want := "a single value"
+			if k.list {
+				want = "a comma-separated string or a list"
+			}
+			return nil, &Error{Key: name, Source: fmt.Sprintf("yaml %s:%d", path, vn.Line),
+				Reason: "must be " + want, Fix: k.fix}
+		}
+	}
+	return out, nil
+}
+
+// suggest returns the known key closest to name, if close enough.
+func suggest(name string) string {
+	best, bestD := "", 4
+	for _, k := range keys {
+		if d := distance(strings.ToLower(strings.ReplaceAll(name, "-", "_")), k.name); d < bestD {
+			best, bestD = k.name, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance of a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Keys lists the YAML keys in documentation order.
+func Keys() []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.name
+	}
+	return out
+}
+
+// Redacted returns the settings keyed by YAML key for logging, with the JWT
+// secret hidden and the database password masked.
+func (s Settings) Redacted() map[string]any {
+	secret := ""
+	if s.JWTSecret != "" {
+		secret = "[redacted]"
+	}
+	m := map[string]any{
+		"config_file":        s.ConfigFile,
+		"mqtt_addr":          s.MQTTAddr,
+		"http_addr":          s.HTTPAddr,
+		"database_url":       redactURL(s.DatabaseURL),
+		"data_dir":           s.DataDir,
+		"jwt_secret":         secret,
+		"jwt_public_key":     s.JWTPublicKey,
+		"kafka_brokers":      append([]string{}, s.KafkaBrokers...),
+		"kafka_topic":        s.KafkaTopic,
+		"node_id":            s.NodeID,
+		"tls_cert":           s.TLSCert,
+		"tls_key":            s.TLSKey,
+		"max_body_bytes":     s.MaxBodyBytes,
+		"max_members":        s.MaxMembers,
+		"large_group":        s.LargeGroup,
+		"max_inflight":       s.MaxInflight,
+		"db_max_conns":       s.DBMaxConns,
+		"send_timeout":       s.SendTimeout.String(),
+		"log_level":          s.LogLevel,
+		"log_format":         s.LogFormat,
+		"dev":                s.Dev,
+		"ws_allowed_origins": append([]string{}, s.WSAllowedOrigins...),
+		"limit_send_rate":    s.LimitSendRate,
+		"limit_send_burst":   s.LimitSendBurst,
+		"shutdown_timeout":   s.ShutdownTimeout.String(),
+	}
+	return m
+}
+
+// LogValue makes Settings log as its redacted form with slog.
+func (s Settings) LogValue() slog.Value {
+	r := s.Redacted()
+	names := make([]string, 0, len(r))
+	for k := range r {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	attrs := make([]slog.Attr, 0, len(names))
+	for _, k := range names {
+		attrs = append(attrs, slog.Any(k, r[k]))
+	}
+	return slog.GroupValue(attrs...)
+}

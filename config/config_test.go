@@ -1,0 +1,432 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func writeYAML(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "chatd.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustLoad(t *testing.T, args []string, e map[string]string) Settings {
+	t.Helper()
+	s, err := Load(args, env(e))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return s
+}
+
+func TestDefaults(t *testing.T) {
+	s := mustLoad(t, nil, nil)
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"mqtt_addr", s.MQTTAddr, "127.0.0.1:1883"},
+		{"http_addr", s.HTTPAddr, "127.0.0.1:8080"},
+		{"database_url", s.DatabaseURL, ""},
+		{"data_dir", s.DataDir, "./data"},
+		{"jwt_secret", s.JWTSecret, ""},
+		{"jwt_public_key", s.JWTPublicKey, ""},
+		{"kafka_brokers", len(s.KafkaBrokers), 0},
+		{"kafka_topic", s.KafkaTopic, "chat.events"},
+		{"tls_cert", s.TLSCert, ""},
+		{"tls_key", s.TLSKey, ""},
+		{"max_body_bytes", s.MaxBodyBytes, 16384},
+		{"max_members", s.MaxMembers, 1000},
+		{"large_group", s.LargeGroup, 200},
+		{"max_inflight", s.MaxInflight, 64},
+		{"db_max_conns", s.DBMaxConns, int32(32)},
+		{"send_timeout", s.SendTimeout, 5 * time.Second},
+		{"log_level", s.LogLevel, "info"},
+		{"log_format", s.LogFormat, "text"},
+		{"dev", s.Dev, false},
+		{"ws_allowed_origins", len(s.WSAllowedOrigins), 0},
+		{"limit_send_rate", s.LimitSendRate, 10.0},
+		{"limit_send_burst", s.LimitSendBurst, 30},
+		{"shutdown_timeout", s.ShutdownTimeout, 15 * time.Second},
+		{"config_file", s.ConfigFile, ""},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+	if !strings.HasSuffix(s.NodeID, "-"+strconv.Itoa(os.Getpid())) {
+		t.Errorf("default node_id %q is not hostname-pid", s.NodeID)
+	}
+	if got := s.Source("max_members"); got != "default" {
+		t.Errorf("Source(max_members) = %q, want default", got)
+	}
+	if l := s.Limits(); l.MaxBodyBytes != 16384 || l.MaxMembers != 1000 {
+		t.Errorf("Limits() = %+v", l)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	path := writeYAML(t, `
+mqtt_addr: 127.0.0.1:1000
+http_addr: 127.0.0.1:2000
+max_members: 10
+log_level: debug
+kafka_brokers: [k1:9092, k2:9092]
+`)
+	e := map[string]string{
+		"CHAT_CONFIG":      path,
+		"CHAT_HTTP_ADDR":   "127.0.0.1:2001", // env beats yaml
+		"CHAT_MAX_MEMBERS": "20",             // env beats yaml, flag beats env
+		"CHAT_DEV":         "true",
+	}
+	s := mustLoad(t, []string{"-max-members", "30", "-dev=false"}, e)
+	if s.ConfigFile != path {
+		t.Errorf("ConfigFile = %q, want %q", s.ConfigFile, path)
+	}
+	if s.MQTTAddr != "127.0.0.1:1000" {
+		t.Errorf("mqtt_addr = %q, want the yaml value", s.MQTTAddr)
+	}
+	if s.HTTPAddr != "127.0.0.1:2001" {
+		t.Errorf("http_addr = %q, want the env value", s.HTTPAddr)
+	}
+	if s.MaxMembers != 30 {
+		t.Errorf("max_members = %d, want the flag value 30", s.MaxMembers)
+	}
+	if s.Dev {
+		t.Errorf("dev = true, want the flag value false")
+	}
+	if s.LogLevel != "debug" {
+		t.Errorf("log_level = %q, want debug from yaml", s.LogLevel)
+	}
+	if !reflect.DeepEqual(s.KafkaBrokers, []string{"k1:9092", "k2:9092"}) {
+		t.Errorf("kafka_brokers = %q", s.KafkaBrokers)
+	}
+	for key, want := range map[string]string{
+		"mqtt_addr":    "yaml " + path + ":2",
+		"http_addr":    "env CHAT_HTTP_ADDR",
+		"max_members":  "flag -max-members",
+		"send_timeout": "default",
+	} {
+		if got := s.Source(key); got != want {
+			t.Errorf("Source(%s) = %q, want %q", key, got, want)
+		}
+	}
+
+	// -config beats CHAT_CONFIG.
+	other := writeYAML(t, "max_members: 11\n")
+	s = mustLoad(t, []string{"-config", other}, map[string]string{"CHAT_CONFIG": path})
+	if s.MaxMembers != 11 || s.ConfigFile != other {
+		t.Errorf("-config did not win over CHAT_CONFIG: max_members=%d file=%q", s.MaxMembers, s.ConfigFile)
+	}
+
+	// A bare -dev means true; --double-dash flags work too.
+	s = mustLoad(t, []string{"-dev", "--send-timeout", "250ms"}, nil)
+	if !s.Dev || s.SendTimeout != 250*time.Millisecond {
+		t.Errorf("dev=%v send_timeout=%v", s.Dev, s.SendTimeout)
+	}
+
+	// Empty env counts as unset: the yaml value stays.
+	s = mustLoad(t, nil, map[string]string{"CHAT_CONFIG": path, "CHAT_MQTT_ADDR": ""})
+	if s.MQTTAddr != "127.0.0.1:1000" {
+		t.Errorf("empty env overrode yaml: %q", s.MQTTAddr)
+	}
+}
+
+func TestEveryKeyFromEveryLayer(t *testing.T) {
+	// A valid non-default value per key, proving each is wired to all
+	// three sources.
+	vals := map[string]string{
+		"mqtt_addr":          "0.0.0.0:1884",
+		"http_addr":          ":8081",
+		"database_url":       "postgres://u:p@db:5432/chat",
+		"data_dir":           "/var/lib/chatd",
+		"jwt_secret":         strings.Repeat("s", 32),
+		"jwt_public_key":     "/etc/chatd/idp.pem",
+		"kafka_brokers":      "a:1,b:2",
+		"kafka_topic":        "events",
+		"node_id":            "node-1",
+		"tls_cert":           "/c.pem",
+		"tls_key":            "/k.pem",
+		"max_body_bytes":     "100",
+		"max_members":        "50",
+		"large_group":        "5",
+		"max_inflight":       "8",
+		"db_max_conns":       "4",
+		"send_timeout":       "2s",
+		"log_level":          "warn",
+		"log_format":         "json",
+		"dev":                "true",
+		"ws_allowed_origins": "https://App.example.com",
+		"limit_send_rate":    "0.5",
+		"limit_send_burst":   "3",
+		"shutdown_timeout":   "1m",
+	}
+	if len(vals) != len(Keys()) {
+		t.Fatalf("test covers %d keys, config has %d", len(vals), len(Keys()))
+	}
+	check := func(t *testing.T, s Settings) {
+		t.Helper()
+		want := Settings{
+			MQTTAddr: "0.0.0.0:1884", HTTPAddr: ":8081", DatabaseURL: "postgres://u:p@db:5432/chat",
+			DataDir: "/var/lib/chatd", JWTSecret: strings.Repeat("s", 32), JWTPublicKey: "/etc/chatd/idp.pem",
+			KafkaBrokers: []string{"a:1", "b:2"}, KafkaTopic: "events", NodeID: "node-1",
+			TLSCert: "/c.pem", TLSKey: "/k.pem", MaxBodyBytes: 100, MaxMembers: 50, LargeGroup: 5,
+			MaxInflight: 8, DBMaxConns: 4, SendTimeout: 2 * time.Second, LogLevel: "warn", LogFormat: "json",
+			Dev: true, WSAllowedOrigins: []string{"https://app.example.com"}, LimitSendRate: 0.5,
+			LimitSendBurst: 3, ShutdownTimeout: time.Minute,
+		}
+		s.ConfigFile, s.sources = "", nil
+		if !reflect.DeepEqual(s, want) {
+			t.Errorf("got  %+v\nwant %+v", s, want)
+		}
+	}
+	t.Run("yaml", func(t *testing.T) {
+		var b strings.Builder
+		for k, v := range vals {
+			b.WriteString(k + ": " + strconv.Quote(v) + "\n")
+		}
+		check(t, mustLoad(t, []string{"-config", writeYAML(t, b.String())}, nil))
+	})
+	t.Run("env", func(t *testing.T) {
+		e := map[string]string{}
+		for k, v := range vals {
+			e["CHAT_"+strings.ToUpper(k)] = v
+		}
+		check(t, mustLoad(t, nil, e))
+	})
+	t.Run("flag", func(t *testing.T) {
+		var args []string
+		for k, v := range vals {
+			args = append(args, "-"+strings.ReplaceAll(k, "_", "-")+"="+v)
+		}
+		check(t, mustLoad(t, args, nil))
+	})
+}
+
+func TestBadValues(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		yaml string
+		want []string // substrings of the error
+	}{
+		{name: "addr without port", env: map[string]string{"CHAT_MQTT_ADDR": "localhost"},
+			want: []string{"mqtt_addr", "env CHAT_MQTT_ADDR", "not host:port", "127.0.0.1:1883"}},
+		{name: "addr bad port", args: []string{"-http-addr", "127.0.0.1:99999"},
+			want: []string{"http_addr", "flag -http-addr", "port"}},
+		{name: "not a number", env: map[string]string{"CHAT_MAX_BODY_BYTES": "lots"},
+			want: []string{"max_body_bytes", "env CHAT_MAX_BODY_BYTES", "not a whole number", "16384"}},
+		{name: "zero", args: []string{"-max-inflight", "0"},
+			want: []string{"max_inflight", "flag -max-inflight", "must be positive"}},
+		{name: "negative", yaml: "db_max_conns: -3\n",
+			want: []string{"db_max_conns", "yaml ", ":1", "must be positive"}},
+		{name: "negative rate", env: map[string]string{"CHAT_LIMIT_SEND_RATE": "-1"},
+			want: []string{"limit_send_rate", "negative"}},
+		{name: "zero burst", env: map[string]string{"CHAT_LIMIT_SEND_BURST": "0"},
+			want: []string{"limit_send_burst", "must be positive"}},
+		{name: "duration without unit", yaml: "send_timeout: 5\n",
+			want: []string{"send_timeout", "yaml", "not a duration", "5s"}},
+		{name: "zero duration", args: []string{"-shutdown-timeout=0s"},
+			want: []string{"shutdown_timeout", "flag -shutdown-timeout", "must be positive"}},
+		{name: "bad level", env: map[string]string{"CHAT_LOG_LEVEL": "loud"},
+			want: []string{"log_level", "debug, info, warn or error"}},
+		{name: "bad format", yaml: "log_format: xml\n", want: []string{"log_format", "text or json"}},
+		{name: "bad bool", env: map[string]string{"CHAT_DEV": "yes please"}, want: []string{"dev", "true or false"}},
+		{name: "bad broker", env: map[string]string{"CHAT_KAFKA_BROKERS": "k1:9092,k2"},
+			want: []string{"kafka_brokers", `broker "k2"`}},
+		{name: "bad origin", env: map[string]string{"CHAT_WS_ALLOWED_ORIGINS": "app.example.com"},
+			want: []string{"ws_allowed_origins", "origin"}},
+		{name: "origin with path", env: map[string]string{"CHAT_WS_ALLOWED_ORIGINS": "https://a.example/x"},
+			want: []string{"ws_allowed_origins", "no path"}},
+		{name: "members below 2", args: []string{"-max-members=1"}, want: []string{"max_members", "below 2"}},
+		{name: "node id", env: map[string]string{"CHAT_NODE_ID": "a/b"}, want: []string{"node_id", `'/'`}},
+		{name: "tls half", env: map[string]string{"CHAT_TLS_CERT": "/c.pem"},
+			want: []string{"tls_key", "env CHAT_TLS_CERT", "together"}},
+		{name: "kafka without topic", env: map[string]string{"CHAT_KAFKA_BROKERS": "k:9092"}, yaml: "kafka_topic: ''\n",
+			want: []string{"kafka_topic", "kafka_brokers"}},
+		{name: "unknown flag", args: []string{"-max-member", "3"}, want: []string{"not defined", "-help"}},
+		{name: "positional", args: []string{"serve"}, want: []string{`unexpected argument "serve"`}},
+		{name: "missing file", args: []string{"-config", "/nonexistent/chatd.yaml"},
+			want: []string{"flag -config", "read config file", "fix the path"}},
+		{name: "not a mapping", yaml: "- a\n- b\n", want: []string{"mapping"}},
+		{name: "bad yaml", yaml: "max_members: [\n", want: []string{"parse"}},
+		{name: "list for scalar", yaml: "max_members: [1, 2]\n", want: []string{"max_members", "single value"}},
+		{name: "duplicate", yaml: "dev: true\ndev: false\n", want: []string{"dev", "twice"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := map[string]string{}
+			for k, v := range c.env {
+				e[k] = v
+			}
+			if c.yaml != "" {
+				e["CHAT_CONFIG"] = writeYAML(t, c.yaml)
+			}
+			_, err := Load(c.args, env(e))
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("error is %T, want *config.Error", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownYAMLKey(t *testing.T) {
+	path := writeYAML(t, "mqtt_addr: 127.0.0.1:1\nmax_member: 10\n")
+	_, err := Load([]string{"-config", path}, nil)
+	if err == nil {
+		t.Fatal("unknown key accepted")
+	}
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "max_member" {
+		t.Fatalf("error %v does not name the key", err)
+	}
+	for _, w := range []string{"unknown key", path + ":2", "did you mean max_members"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	_, err = Load([]string{"-config", writeYAML(t, "completely_unrelated: 1\n")}, nil)
+	if err == nil || !strings.Contains(err.Error(), "unknown key") || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("unrelated unknown key: %v", err)
+	}
+}
+
+func TestSecretsNeverInErrors(t *testing.T) {
+	_, err := Load(nil, env(map[string]string{"CHAT_JWT_SECRET": "short-secret-value"}))
+	if err == nil {
+		t.Fatal("short secret accepted")
+	}
+	if strings.Contains(err.Error(), "short-secret-value") {
+		t.Errorf("error leaks the secret: %v", err)
+	}
+	if !strings.Contains(err.Error(), "jwt_secret") || !strings.Contains(err.Error(), "openssl rand -hex 32") {
+		t.Errorf("error does not say what to do: %v", err)
+	}
+	_, err = Load(nil, env(map[string]string{"CHAT_DATABASE_URL": "postgres://u:hunter2@h/db\n"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("database_url error leaks or is missing: %v", err)
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	s := mustLoad(t, nil, map[string]string{
+		"CHAT_JWT_SECRET":   strings.Repeat("k", 40),
+		"CHAT_DATABASE_URL": "postgres://chat:hunter2@db:5432/chat?sslmode=require",
+	})
+	r := s.Redacted()
+	if r["jwt_secret"] != "[redacted]" {
+		t.Errorf("jwt_secret = %v", r["jwt_secret"])
+	}
+	if got := r["database_url"].(string); strings.Contains(got, "hunter2") || !strings.Contains(got, "db:5432/chat") {
+		t.Errorf("database_url = %q", got)
+	}
+	for _, k := range Keys() {
+		if _, ok := r[k]; !ok {
+			t.Errorf("Redacted lacks %s", k)
+		}
+	}
+	for in, want := range map[string]string{
+		"host=/tmp user=postgres password=hunter2 dbname=chat": "host=/tmp user=postgres password=xxxxx dbname=chat",
+		"host=/tmp password='hun ter2' dbname=chat":            "host=/tmp password=xxxxx dbname=chat",
+		"postgres://h/db?password=hunter2":                     "postgres://h/db?password=xxxxx",
+		"":                                                     "",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if lv := s.LogValue().String(); strings.Contains(lv, "hunter2") || strings.Contains(lv, "kkkk") {
+		t.Errorf("LogValue leaks secrets: %s", lv)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	_, err := Load([]string{"-help"}, nil)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-help: %v, want flag.ErrHelp", err)
+	}
+	var b strings.Builder
+	PrintUsage(&b)
+	for _, k := range keys {
+		if !strings.Contains(b.String(), "-"+k.flag) || !strings.Contains(b.String(), k.env) {
+			t.Errorf("usage lacks -%s / %s", k.flag, k.env)
+		}
+	}
+}
+
+// TestShippedYAML proves configs/chatd.yaml documents every key, each with
+// a comment, and that its values are the defaults.
+func TestShippedYAML(t *testing.T) {
+	path := filepath.Join("..", "configs", "chatd.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	for _, k := range Keys() {
+		re := regexp.MustCompile(`^` + k + `:`)
+		found := false
+		for i, l := range lines {
+			if re.MatchString(l) {
+				found = true
+				// A comment block precedes the key (possibly shared with
+				// the key right above, as for tls_cert/tls_key).
+				j := i - 1
+				for j >= 0 && !strings.HasPrefix(lines[j], "#") && strings.TrimSpace(lines[j]) != "" {
+					j--
+				}
+				if j < 0 || !strings.HasPrefix(lines[j], "#") {
+					t.Errorf("%s has no comment", k)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("configs/chatd.yaml does not document %s", k)
+		}
+	}
+	s := mustLoad(t, []string{"-config", path}, nil)
+	d := mustLoad(t, nil, nil)
+	s.ConfigFile, s.sources, d.sources = "", nil, nil
+	if !reflect.DeepEqual(s, d) {
+		t.Errorf("configs/chatd.yaml differs from the defaults:\n file %+v\n code %+v", s, d)
+	}
+}
+
+func TestEmptyYAML(t *testing.T) {
+	for _, body := range []string{"", "# only comments\n", "---\n"} {
+		if _, err := Load([]string{"-config", writeYAML(t, body)}, nil); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+	s := mustLoad(t, []string{"-config", writeYAML(t, "max_members:\n")}, nil)
+	if s.MaxMembers != 1000 {
+		t.Errorf("null value should keep the default, got %d", s.MaxMembers)
+	}
+}

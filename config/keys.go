@@ -1,0 +1,315 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// key describes one setting: its names, default, documentation and parser.
+type key struct {
+	name    string // yaml key
+	env     string // environment variable
+	flag    string // flag name without the dash
+	def     string // default, as text
+	help    string // one line for -help
+	fix     string // what to do when the value is invalid
+	secret  bool   // never echo the value
+	boolean bool   // flag takes no argument
+	list    bool   // comma-separated; a YAML list is accepted too
+	apply   func(s *Settings, raw string) error
+}
+
+// MinJWTSecretBytes is the shortest accepted jwt_secret (RFC 7518 §3.2:
+// an HS256 key must be at least 256 bits).
+const MinJWTSecretBytes = 32
+
+func mk(name, def, help, fix string, apply func(*Settings, string) error) *key {
+	return &key{
+		name:  name,
+		env:   "CHAT_" + strings.ToUpper(name),
+		flag:  strings.ReplaceAll(name, "_", "-"),
+		def:   def,
+		help:  help,
+		fix:   fix,
+		apply: apply,
+	}
+}
+
+func secretKey(k *key) *key { k.secret = true; return k }
+func boolKey(k *key) *key   { k.boolean = true; return k }
+func listKey(k *key) *key   { k.list = true; return k }
+
+// keys in documentation order (configs/chatd.yaml follows it).
+var keys = []*key{
+	mk("mqtt_addr", "127.0.0.1:1883", "MQTT TCP listen address",
+		"use host:port such as 127.0.0.1:1883 or 0.0.0.0:1883",
+		func(s *Settings, v string) (err error) { s.MQTTAddr, err = parseAddr(v); return }),
+	mk("http_addr", "127.0.0.1:8080", "HTTP API and MQTT-over-WebSocket listen address",
+		"use host:port such as 127.0.0.1:8080",
+		func(s *Settings, v string) (err error) { s.HTTPAddr, err = parseAddr(v); return }),
+	secretKey(mk("database_url", "", `PostgreSQL URL; "" runs an embedded PostgreSQL in <data_dir>/pg`,
+		"use a URL like postgres://chat:PASSWORD@db.example:5432/chat, or leave it empty for the embedded database",
+		func(s *Settings, v string) error {
+			if strings.ContainsAny(v, "\n\r\x00") {
+				return errors.New("contains a line break or NUL")
+			}
+			s.DatabaseURL = v
+			return nil
+		})),
+	mk("data_dir", "./data", "directory for the embedded PostgreSQL and jwt.secret",
+		"use a writable directory such as /var/lib/chatd",
+		func(s *Settings, v string) error {
+			if strings.TrimSpace(v) == "" || strings.ContainsRune(v, 0) {
+				return errors.New("must be a directory path")
+			}
+			s.DataDir = v
+			return nil
+		}),
+	secretKey(mk("jwt_secret", "", `HS256 secret; "" uses a random secret kept in <data_dir>/jwt.secret`,
+		fmt.Sprintf("use at least %d bytes, e.g. the output of `openssl rand -hex 32`, or leave it empty", MinJWTSecretBytes),
+		func(s *Settings, v string) error {
+			if v != "" && len(v) < MinJWTSecretBytes {
+				return fmt.Errorf("is %d bytes, shorter than %d", len(v), MinJWTSecretBytes)
+			}
+			s.JWTSecret = v
+			return nil
+		})),
+	mk("jwt_public_key", "", "PEM RSA or Ed25519 public key file; enables RS256/EdDSA tokens",
+		"give the path of a PEM public key file, or leave it empty for HS256 only",
+		func(s *Settings, v string) error { s.JWTPublicKey = v; return nil }),
+	listKey(mk("kafka_brokers", "", `comma-separated Kafka brokers (host:port); "" disables Kafka`,
+		"use host:port[,host:port...] such as kafka1:9092,kafka2:9092, or leave it empty",
+		func(s *Settings, v string) error {
+			list := splitList(v)
+			for _, b := range list {
+				if _, err := parseAddr(b); err != nil {
+					return fmt.Errorf("broker %q: %w", b, err)
+				}
+			}
+			s.KafkaBrokers = list
+			return nil
+		})),
+	mk("kafka_topic", "chat.events", "Kafka topic of the event stream",
+		"use letters, digits, '.', '_' and '-' (at most 249)",
+		func(s *Settings, v string) error {
+			if v != "" && !kafkaTopicRE.MatchString(v) {
+				return errors.New("is not a valid Kafka topic name")
+			}
+			s.KafkaTopic = v
+			return nil
+		}),
+	mk("node_id", "", `this node's id in a cluster; "" means hostname-pid`,
+		"use up to 128 letters, digits, '.', '_' and '-'",
+		func(s *Settings, v string) error {
+			if len(v) > 128 {
+				return errors.New("is longer than 128 bytes")
+			}
+			for _, r := range v {
+				if !nodeIDRune(r) {
+					return fmt.Errorf("contains %q", r)
+				}
+			}
+			s.NodeID = v
+			return nil
+		}),
+	mk("tls_cert", "", "PEM certificate (chain) for MQTT TCP and HTTP/WS; set with tls_key",
+		"give the path of a PEM certificate file",
+		func(s *Settings, v string) error { s.TLSCert = v; return nil }),
+	mk("tls_key", "", "PEM private key of tls_cert",
+		"give the path of a PEM private key file",
+		func(s *Settings, v string) error { s.TLSKey = v; return nil }),
+	mk("max_body_bytes", "16384", "largest message body in bytes",
+		"use a whole number of bytes between 1 and 268435455, e.g. 16384",
+		func(s *Settings, v string) (err error) { s.MaxBodyBytes, err = parseInt(v, 1, 268435455); return }),
+	mk("max_members", "1000", "most members in a group",
+		"use a whole number between 2 and 1000000, e.g. 1000",
+		func(s *Settings, v string) (err error) { s.MaxMembers, err = parseInt(v, 2, 1000000); return }),
+	mk("large_group", "200", "above this many members message.new events carry no body",
+		"use a whole number of members of at least 1, e.g. 200",
+		func(s *Settings, v string) (err error) { s.LargeGroup, err = parseInt(v, 1, 1000000); return }),
+	mk("max_inflight", "64", "outbound QoS 1 messages awaiting PUBACK per session",
+		"use a whole number between 1 and 65535, e.g. 64",
+		func(s *Settings, v string) (err error) { s.MaxInflight, err = parseInt(v, 1, 65535); return }),
+	mk("db_max_conns", "32", "PostgreSQL connection pool size",
+		"use a whole number between 1 and 10000, e.g. 32",
+		func(s *Settings, v string) error {
+			n, err := parseInt(v, 1, 10000)
+			s.DBMaxConns = int32(n)
+			return err
+		}),
+	mk("send_timeout", "5s", "deadline of one message send (database commit included)",
+		"use a positive Go duration such as 5s or 1500ms",
+		func(s *Settings, v string) (err error) { s.SendTimeout, err = parseDuration(v); return }),
+	mk("log_level", "info", "log level: debug, info, warn or error",
+		"use debug, info, warn or error",
+		func(s *Settings, v string) (err error) {
+			s.LogLevel, err = parseEnum(v, "debug", "info", "warn", "error")
+			return
+		}),
+	mk("log_format", "text", "log format: text or json",
+		"use text or json",
+		func(s *Settings, v string) (err error) { s.LogFormat, err = parseEnum(v, "text", "json"); return }),
+	boolKey(mk("dev", "false", "development mode",
+		"use true or false",
+		func(s *Settings, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("is not true or false")
+			}
+			s.Dev = b
+			return nil
+		})),
+	listKey(mk("ws_allowed_origins", "", "comma-separated extra browser origins allowed to open WebSockets (same-origin always is)",
+		"use origins like https://app.example.com,http://localhost:3000",
+		func(s *Settings, v string) error {
+			list := splitList(v)
+			for i, o := range list {
+				n, err := parseOrigin(o)
+				if err != nil {
+					return fmt.Errorf("origin %q: %w", o, err)
+				}
+				list[i] = n
+			}
+			s.WSAllowedOrigins = list
+			return nil
+		})),
+	mk("limit_send_rate", "10", "messages per second per user; 0 = unlimited",
+		"use a number of messages per second, 0 or more, e.g. 10 or 0.5",
+		func(s *Settings, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return errors.New("is not a number")
+			}
+			if f < 0 {
+				return errors.New("is negative")
+			}
+			s.LimitSendRate = f
+			return nil
+		}),
+	mk("limit_send_burst", "30", "messages a user may send at once before limit_send_rate applies",
+		"use a whole number of at least 1, e.g. 30",
+		func(s *Settings, v string) (err error) { s.LimitSendBurst, err = parseInt(v, 1, 1000000); return }),
+	mk("shutdown_timeout", "15s", "graceful shutdown budget",
+		"use a positive Go duration such as 15s",
+		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
+}
+
+var keyByName = func() map[string]*key {
+	m := map[string]*key{}
+	for _, k := range keys {
+		m[k.name] = k
+	}
+	return m
+}()
+
+var kafkaTopicRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+func nodeIDRune(r rune) bool {
+	return r == '.' || r == '_' || r == '-' ||
+		(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+}
+
+func parseAddr(v string) (string, error) {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", errors.New("is not host:port")
+	}
+	if strings.ContainsAny(host, " /") {
+		return "", fmt.Errorf("host %q is not a host name or IP address", host)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 || port != strconv.Itoa(p) {
+		return "", fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return v, nil
+}
+
+func parseInt(v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, errors.New("is not a whole number")
+	}
+	if n < lo {
+		if lo == 1 {
+			return 0, errors.New("must be positive")
+		}
+		return 0, fmt.Errorf("is below %d", lo)
+	}
+	if n > hi {
+		return 0, fmt.Errorf("is above %d", hi)
+	}
+	return n, nil
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		return 0, errors.New("is not a duration (a number with a unit: ms, s, m, h)")
+	}
+	if d <= 0 {
+		return 0, errors.New("must be positive")
+	}
+	return d, nil
+}
+
+func parseEnum(v string, allowed ...string) (string, error) {
+	l := strings.ToLower(strings.TrimSpace(v))
+	for _, a := range allowed {
+		if l == a {
+			return a, nil
+		}
+	}
+	return "", errors.New("is not one of " + strings.Join(allowed, ", "))
+}
+
+func splitList(v string) []string {
+	out := []string{}
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseOrigin accepts scheme://host[:port] (http or https) and returns it in
+// lower case, the form browsers send in the Origin header.
+func parseOrigin(o string) (string, error) {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", errors.New("is not an http:// or https:// origin")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", errors.New("an origin has no path, query, fragment or user")
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+}
+
+var kvPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// redactURL masks the password of a PostgreSQL URL or keyword/value string.
+func redactURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "[redacted: unparsable URL]"
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.Redacted()
+	}
+	return kvPasswordRE.ReplaceAllString(s, "${1}xxxxx")
+}

@@ -1,0 +1,166 @@
+package dbopen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/pgembed"
+	"github.com/chatd/chatd/store"
+)
+
+// Database is the name of chatd's database in the embedded cluster.
+const Database = "chat"
+
+// PGDir returns the embedded cluster's directory inside dataDir.
+func PGDir(dataDir string) string { return filepath.Join(dataDir, "pg") }
+
+// readyTimeout bounds the wait for a running postmaster that is still
+// starting up.
+const readyTimeout = 30 * time.Second
+
+// Open returns a pool on databaseURL or, when it is empty, on the embedded
+// cluster in dataDir (see the package documentation). maxConns <= 0 takes
+// store.OpenPool's default. logger may be nil.
+func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger) (*pgxpool.Pool, func(context.Context) error, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if databaseURL != "" {
+		pool, err := openAndPing(ctx, databaseURL, maxConns)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open database from the database URL: %w; check CHAT_DATABASE_URL / --database-url", err)
+		}
+		return pool, closer(pool, nil), nil
+	}
+	if dataDir == "" {
+		return nil, nil, errors.New("open embedded database: no data dir given; set CHAT_DATA_DIR or CHAT_DATABASE_URL")
+	}
+	pgDir := PGDir(dataDir)
+
+	pm, ok, err := FindPostmaster(pgDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		logger.Info("connecting to the running embedded PostgreSQL", "pid", pm.PID, "socket", pm.SocketPath())
+		if err := pm.WaitReady(ctx, readyTimeout); err != nil {
+			return nil, nil, err
+		}
+		if err := EnsureDatabase(ctx, pm.URL("postgres"), Database); err != nil {
+			return nil, nil, err
+		}
+		pool, err := openAndPing(ctx, pm.URL(Database), maxConns)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open database on the running PostgreSQL (pid %d): %w", pm.PID, err)
+		}
+		return pool, closer(pool, nil), nil
+	}
+
+	if err := prepareDataDir(dataDir, logger); err != nil {
+		return nil, nil, err
+	}
+	cluster, err := pgembed.Start(ctx, pgembed.Options{DataDir: pgDir, Logger: logger})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start embedded PostgreSQL in %s: %w", pgDir, err)
+	}
+	stop := func(ctx context.Context) error { return cluster.Stop(ctx, false) }
+	if err := cluster.CreateDatabase(ctx, Database); err != nil {
+		_ = stop(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("create database %s: %w", Database, err)
+	}
+	pool, err := openAndPing(ctx, cluster.URL(Database), maxConns)
+	if err != nil {
+		_ = stop(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("open embedded database: %w", err)
+	}
+	return pool, closer(pool, stop), nil
+}
+
+func openAndPing(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := store.OpenPool(ctx, url, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return pool, nil
+}
+
+// closer closes the pool, then stops the cluster (if any), once.
+func closer(pool *pgxpool.Pool, stop func(context.Context) error) func(context.Context) error {
+	var once sync.Once
+	var err error
+	return func(ctx context.Context) error {
+		once.Do(func() {
+			pool.Close()
+			if stop != nil {
+				if e := stop(ctx); e != nil {
+					err = fmt.Errorf("stop embedded PostgreSQL: %w", e)
+				}
+			}
+		})
+		return err
+	}
+}
+
+// EnsureDatabase creates database db through adminURL (a connection to an
+// existing database, e.g. "postgres") unless it exists.
+func EnsureDatabase(ctx context.Context, adminURL, db string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to create database %s: %w", db, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists); err != nil {
+		return fmt.Errorf("check database %s: %w", db, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42P04" { // duplicate_database: created concurrently
+			return nil
+		}
+		return fmt.Errorf("create database %s: %w", db, err)
+	}
+	return nil
+}
+
+// prepareDataDir makes dataDir traversable by the unprivileged account the
+// embedded PostgreSQL runs as when we are root: pgembed creates missing
+// parents of <dataDir>/pg with mode 0700, which that account cannot enter.
+// Only the search (x) bit is added, so nobody else can list the directory,
+// and files in it (jwt.secret is 0600) keep their own modes.
+func prepareDataDir(dataDir string, logger *slog.Logger) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dataDir, 0o711); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	st, err := os.Stat(dataDir)
+	if err != nil {
+		return fmt.Errorf("stat data dir: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o001 == 0 {
+		logger.Info("making the data dir traversable for the embedded PostgreSQL account", "dir", dataDir, "mode", fmt.Sprintf("%#o", perm|0o001))
+		if err := os.Chmod(dataDir, perm|0o001); err != nil {
+			return fmt.Errorf("chmod data dir: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package delivery moves committed events to connected MQTT sessions, in
+// seq order per conversation, with PostgreSQL as the source of truth.
+//
+// The Hub receives every committed change through Notify (called after
+// commit, never blocking the publisher) and fans it out on its own goroutine
+// to the sessions of the conversation's members. Each connected session has
+// one pump goroutine that owns all of that session's delivery state:
+//
+//   - per conversation, the next seq to hand to the client. A live event
+//     with exactly that seq is sent; a duplicate is dropped; a gap is held
+//     briefly for reordering and otherwise filled from PostgreSQL (Since),
+//     so a lost, reordered or cross-node event never leaves a hole;
+//   - a bounded window of unacknowledged QoS1 publishes (its own packet ids,
+//     not mochi's inflight map), advanced by the client's PUBACKs;
+//   - the delivered cursor (highest acknowledged seq per conversation),
+//     flushed in batches by the Hub's cursor writer, from which a persistent
+//     session resumes after a reconnect, a takeover or a server restart.
+//
+// Nothing here blocks on a client: Notify and the fan-out only do
+// non-blocking sends into bounded queues. A session whose queue overflows
+// drops it and catches up from PostgreSQL; a session that leaves its window
+// full, or a write blocked, for longer than SlowTimeout is disconnected and
+// resumes from its cursor when it reconnects.
+//
+// Duplicates with the same (conversationId, seq) are possible after a crash
+// (cursors are flushed in batches); losses are not.
+package delivery

@@ -1,0 +1,34 @@
+package delivery
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics of the delivery layer.
+type Metrics struct {
+	Sessions       prometheus.Gauge
+	Delivered      prometheus.Counter
+	Acked          prometheus.Counter
+	Replayed       prometheus.Counter
+	SlowDisconnect prometheus.Counter
+	Overflows      prometheus.Counter
+	Latency        prometheus.Histogram
+	CursorErrors   prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Sessions:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_sessions_online", Help: "Connected sessions with a delivery pump."}),
+		Delivered:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_deliveries_total", Help: "PUBLISH packets written to clients on their events topic."}),
+		Acked:          prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_acks_total", Help: "PUBACKs received for delivered message.new events."}),
+		Replayed:       prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_replayed_total", Help: "message.new events read back from PostgreSQL (catch-up, gap fill)."}),
+		SlowDisconnect: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_slow_consumer_disconnects_total", Help: "Sessions disconnected because they did not keep up."}),
+		Overflows:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_queue_overflows_total", Help: "Times a session queue or the hub queue overflowed and fell back to PostgreSQL."}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_delivery_latency_seconds", Help: "Commit to PUBLISH written, for live message.new.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
+		CursorErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_cursor_flush_errors_total", Help: "Failed delivered-cursor flushes (retried)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors)
+	}
+	return m
+}

@@ -1,0 +1,520 @@
+package delivery
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Session is one connected client's delivery pump. All fields below the
+// channels are owned by the pump goroutine.
+type Session struct {
+	ClientID   string
+	UserID     int64
+	Persistent bool
+
+	hub          *Hub
+	conn         Conn
+	topic        string
+	in           chan item
+	acks         chan uint16
+	resyncCh     chan struct{}
+	stopCh       chan struct{}
+	stopOnce     sync.Once
+	done         chan struct{}
+	overflow     atomic.Bool
+	writingSince atomic.Int64
+
+	ready    bool
+	convs    map[int64]*convState
+	inflight map[uint16]inflight
+	pending  []item
+	nextID   uint16
+	lastAck  time.Time
+	fillWait time.Time // after a failed catch-up query, when to try again
+}
+
+type convState struct {
+	next     int64 // next seq to hand to the client
+	behind   bool  // PostgreSQL may hold seqs >= next that we have not queued
+	held     map[int64]item
+	gapSince time.Time
+	unacked  []int64 // sent, not yet acknowledged, ascending
+	sentHigh int64
+	saved    int64 // last cursor handed to the writer
+	large    bool  // more members than LargeGroup: message.new without body
+}
+
+type inflight struct {
+	conv, seq int64
+	at        time.Time
+}
+
+func newSession(h *Hub, conn Conn, clientID string, userID int64, persistent, ready bool) *Session {
+	return &Session{
+		ClientID:   clientID,
+		UserID:     userID,
+		Persistent: persistent,
+		hub:        h,
+		conn:       conn,
+		topic:      EventsTopic(userID),
+		in:         make(chan item, h.opts.QueueSize),
+		acks:       make(chan uint16, 4*h.opts.Window+64),
+		resyncCh:   make(chan struct{}, 1),
+		stopCh:     make(chan struct{}),
+		done:       make(chan struct{}),
+		ready:      ready,
+		convs:      map[int64]*convState{},
+		inflight:   map[uint16]inflight{},
+	}
+}
+
+// offer queues an item without blocking; on overflow the session drops its
+// queue and catches up from PostgreSQL.
+func (s *Session) offer(it item) {
+	select {
+	case s.in <- it:
+	default:
+		if it.kind == kJoin || it.kind == kLeave || it.kind == kReady || it.kind == kUnready {
+			// Membership and readiness must not be lost: resync rereads them.
+			s.resync()
+			return
+		}
+		if !s.overflow.Swap(true) {
+			s.hub.opts.Metrics.Overflows.Inc()
+		}
+		s.resync()
+	}
+}
+
+func (s *Session) ack(id uint16) {
+	select {
+	case s.acks <- id:
+	default: // more acks than publishes: a broken or hostile client
+	}
+}
+
+func (s *Session) resync() {
+	select {
+	case s.resyncCh <- struct{}{}:
+	default:
+	}
+}
+
+// Done is closed when the pump has stopped.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+func (s *Session) stopAndWait(ctx context.Context) {
+	s.stopOnce.Do(func() { close(s.stopCh) })
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+	}
+}
+
+func (s *Session) run() {
+	defer close(s.done)
+	defer s.hub.remove(s)
+	log := s.hub.opts.Logger.With("client", s.ClientID, "user", s.UserID)
+	if !s.load() {
+		return
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !s.pump() {
+			log.Debug("delivery stopped: write failed")
+			s.finish()
+			return
+		}
+		select {
+		case <-s.stopCh:
+			s.finish()
+			return
+		case it := <-s.in:
+			s.accept(it)
+			s.drainIn()
+		case id := <-s.acks:
+			s.onAck(id)
+		case <-s.resyncCh:
+			s.doResync()
+		case now := <-tick.C:
+			if !s.tick(now) {
+				log.Warn("disconnecting slow consumer: no acknowledgements")
+				s.conn.Close("slow consumer: no acknowledgements")
+				s.finish()
+				return
+			}
+		}
+	}
+}
+
+func (s *Session) drainIn() {
+	for i := 0; i < 256; i++ {
+		select {
+		case it := <-s.in:
+			s.accept(it)
+		default:
+			return
+		}
+	}
+}
+
+// load reads the starting cursors, retrying while the database is away.
+func (s *Session) load() bool {
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
+		cs, err := s.hub.store.Cursors(ctx, s.ClientID, s.UserID, s.Persistent)
+		cancel()
+		if err == nil {
+			for _, c := range cs {
+				s.convs[c.ConversationID] = s.newConv(c)
+			}
+			return true
+		}
+		s.hub.opts.Logger.Warn("load delivery cursors failed; retrying", "client", s.ClientID, "err", err)
+		select {
+		case <-s.stopCh:
+			return false
+		case <-time.After(backoff):
+		}
+		if backoff < 2*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (s *Session) finish() {
+	s.saveCursors()
+}
+
+func (s *Session) accept(it item) {
+	switch it.kind {
+	case kReady:
+		s.ready = true
+	case kUnready:
+		s.ready = false
+	case kDirect:
+		s.pending = append(s.pending, it)
+	case kEvent:
+		if s.ready && len(s.pending) < s.hub.opts.QueueSize {
+			s.pending = append(s.pending, it)
+		}
+	case kJoin:
+		if _, ok := s.convs[it.conv]; !ok {
+			// Check PostgreSQL once: a message may have been routed
+			// before this join reached us.
+			s.convs[it.conv] = &convState{next: it.seq + 1, behind: true, saved: it.seq, sentHigh: it.seq}
+		}
+	case kLeave:
+		delete(s.convs, it.conv)
+		kept := s.pending[:0]
+		for _, p := range s.pending {
+			if p.kind == kMsg && p.conv == it.conv {
+				continue
+			}
+			kept = append(kept, p)
+		}
+		s.pending = kept
+	case kMsg:
+		cs := s.convs[it.conv]
+		if cs == nil {
+			// Routed to us before the join event: start at this seq and
+			// let the gap logic fill anything earlier when the join lands.
+			cs = &convState{next: it.seq, saved: it.seq - 1, sentHigh: it.seq - 1}
+			s.convs[it.conv] = cs
+		}
+		switch {
+		case it.seq < cs.next:
+			// duplicate
+		case cs.behind:
+			// PostgreSQL catch-up will return it in order.
+		case it.seq == cs.next:
+			if !s.ready || len(s.pending) >= s.hub.opts.QueueSize {
+				cs.behind = true
+				return
+			}
+			s.pending = append(s.pending, it)
+			cs.next++
+			s.releaseHeld(cs)
+		default:
+			if cs.held == nil {
+				cs.held = map[int64]item{}
+			}
+			if len(cs.held) >= 256 {
+				cs.behind, cs.held, cs.gapSince = true, nil, time.Time{}
+				return
+			}
+			cs.held[it.seq] = it
+			if cs.gapSince.IsZero() {
+				cs.gapSince = time.Now()
+			}
+		}
+	}
+}
+
+func (s *Session) releaseHeld(cs *convState) {
+	for len(cs.held) > 0 {
+		it, ok := cs.held[cs.next]
+		if !ok {
+			break
+		}
+		delete(cs.held, cs.next)
+		s.pending = append(s.pending, it)
+		cs.next++
+	}
+	for seq := range cs.held {
+		if seq < cs.next {
+			delete(cs.held, seq)
+		}
+	}
+	if len(cs.held) == 0 {
+		cs.gapSince = time.Time{}
+	}
+}
+
+// pump sends pending items while the window allows and refills pending from
+// PostgreSQL for conversations that are behind. It returns false when the
+// connection is gone.
+func (s *Session) pump() bool {
+	for {
+		for len(s.pending) > 0 && len(s.inflight) < s.hub.opts.Window {
+			it := s.pending[0]
+			s.pending[0] = item{}
+			s.pending = s.pending[1:]
+			if !s.send(it) {
+				return false
+			}
+		}
+		if len(s.pending) > 0 || len(s.inflight) >= s.hub.opts.Window || !s.ready {
+			return true
+		}
+		if !s.fill() {
+			return true
+		}
+	}
+}
+
+// fill reads the next messages of conversations that are behind; it reports
+// whether it queued anything.
+func (s *Session) fill() bool {
+	if time.Now().Before(s.fillWait) {
+		return false
+	}
+	ids := make([]int64, 0, 8)
+	for id, cs := range s.convs {
+		if cs.behind {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return false
+	}
+	// Lowest id first: deterministic, and every behind conversation gets
+	// its turn because a caught-up one stops being behind.
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	queued := false
+	budget := 2 * s.hub.opts.Window
+	for _, id := range ids {
+		if budget <= 0 {
+			break
+		}
+		cs := s.convs[id]
+		limit := min(s.hub.opts.FetchLimit, budget)
+		ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
+		msgs, err := s.hub.store.Since(ctx, id, cs.next-1, limit)
+		cancel()
+		if err != nil {
+			s.hub.opts.Logger.Warn("catch-up read failed; retrying", "client", s.ClientID, "conversation", id, "err", err)
+			s.fillWait = time.Now().Add(500 * time.Millisecond)
+			return queued
+		}
+		for _, m := range msgs {
+			if m.Seq != cs.next {
+				break // cannot happen with gapless seqs; stay safe
+			}
+			s.pending = append(s.pending, item{kind: kMsg, conv: id, seq: m.Seq, payload: encodeMessage(m, cs.large), qos: 1})
+			cs.next++
+			queued = true
+		}
+		s.hub.opts.Metrics.Replayed.Add(float64(len(msgs)))
+		budget -= len(msgs)
+		if len(msgs) < limit {
+			cs.behind = false
+			s.releaseHeld(cs)
+		}
+	}
+	return queued
+}
+
+func (s *Session) nextPacketID() uint16 {
+	for {
+		s.nextID++
+		if s.nextID == 0 {
+			s.nextID = 1
+		}
+		if _, used := s.inflight[s.nextID]; !used {
+			return s.nextID
+		}
+	}
+}
+
+func (s *Session) send(it item) bool {
+	p := Packet{Topic: it.topic, Payload: it.payload, QoS: it.qos, CorrelationData: it.corr}
+	if p.Topic == "" {
+		p.Topic = s.topic
+	}
+	if p.QoS > 0 {
+		p.PacketID = s.nextPacketID()
+	}
+	s.writingSince.Store(time.Now().UnixNano())
+	err := s.conn.WritePublish(p)
+	s.writingSince.Store(0)
+	if err != nil {
+		return false
+	}
+	m := s.hub.opts.Metrics
+	m.Delivered.Inc()
+	if it.kind == kMsg && !it.at.IsZero() {
+		m.Latency.Observe(time.Since(it.at).Seconds())
+	}
+	if p.QoS == 0 {
+		return true
+	}
+	if len(s.inflight) == 0 {
+		s.lastAck = time.Now()
+	}
+	inf := inflight{at: time.Now()}
+	if it.kind == kMsg {
+		inf.conv, inf.seq = it.conv, it.seq
+		if cs := s.convs[it.conv]; cs != nil {
+			cs.unacked = append(cs.unacked, it.seq)
+			if it.seq > cs.sentHigh {
+				cs.sentHigh = it.seq
+			}
+		}
+	}
+	s.inflight[p.PacketID] = inf
+	return true
+}
+
+func (s *Session) onAck(id uint16) {
+	inf, ok := s.inflight[id]
+	if !ok {
+		return
+	}
+	delete(s.inflight, id)
+	s.lastAck = time.Now()
+	if inf.seq == 0 {
+		return
+	}
+	s.hub.opts.Metrics.Acked.Inc()
+	cs := s.convs[inf.conv]
+	if cs == nil {
+		return
+	}
+	for i, q := range cs.unacked {
+		if q == inf.seq {
+			cs.unacked = append(cs.unacked[:i], cs.unacked[i+1:]...)
+			break
+		}
+	}
+	if f := s.hub.opts.OnDelivered; f != nil {
+		f(inf.conv, s.UserID, inf.seq)
+	}
+	cursor := cs.sentHigh
+	if len(cs.unacked) > 0 {
+		cursor = cs.unacked[0] - 1
+	}
+	if cursor > cs.saved {
+		cs.saved = cursor
+		if s.Persistent {
+			s.hub.cursors.save(store.Cursor{ClientID: s.ClientID, ConversationID: inf.conv, Seq: cursor})
+		}
+	}
+}
+
+// tick handles gap timeouts and detects a client that stopped acknowledging.
+func (s *Session) tick(now time.Time) bool {
+	for _, cs := range s.convs {
+		if !cs.gapSince.IsZero() && now.Sub(cs.gapSince) > s.hub.opts.GapWait {
+			cs.behind, cs.held, cs.gapSince = true, nil, time.Time{}
+		}
+	}
+	if len(s.inflight) >= s.hub.opts.Window && now.Sub(s.lastAck) > s.hub.opts.SlowTimeout {
+		s.hub.opts.Metrics.SlowDisconnect.Inc()
+		return false
+	}
+	return true
+}
+
+// doResync drops queued live events and re-reads membership and positions
+// from PostgreSQL; what was dropped is then read back in order.
+func (s *Session) doResync() {
+	for {
+		select {
+		case it := <-s.in:
+			if it.kind == kReady || it.kind == kUnready || it.kind == kDirect {
+				s.accept(it)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	s.overflow.Store(false)
+	ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
+	cs, err := s.hub.store.Cursors(ctx, s.ClientID, s.UserID, s.Persistent)
+	cancel()
+	if err != nil {
+		s.hub.opts.Logger.Warn("resync failed; retrying", "client", s.ClientID, "err", err)
+		go func() { time.Sleep(500 * time.Millisecond); s.resync() }()
+		return
+	}
+	seen := map[int64]bool{}
+	for _, c := range cs {
+		seen[c.ConversationID] = true
+		st := s.convs[c.ConversationID]
+		if st == nil {
+			s.convs[c.ConversationID] = s.newConv(c)
+			continue
+		}
+		st.held, st.gapSince = nil, time.Time{}
+		st.behind = c.LastSeq >= st.next
+		st.large = c.MemberCount > s.hub.opts.LargeGroup
+	}
+	for id := range s.convs {
+		if !seen[id] {
+			delete(s.convs, id)
+		}
+	}
+}
+
+func (s *Session) saveCursors() {
+	if !s.Persistent {
+		return
+	}
+	for id, cs := range s.convs {
+		cursor := cs.sentHigh
+		if len(cs.unacked) > 0 {
+			cursor = cs.unacked[0] - 1
+		}
+		if cursor > cs.saved {
+			cs.saved = cursor
+			s.hub.cursors.save(store.Cursor{ClientID: s.ClientID, ConversationID: id, Seq: cursor})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.hub.cursors.flushNow(ctx)
+	cancel()
+}
+
+func (s *Session) newConv(c store.ConvCursor) *convState {
+	return &convState{next: c.Delivered + 1, behind: c.LastSeq > c.Delivered, saved: c.Delivered,
+		sentHigh: c.Delivered, large: c.MemberCount > s.hub.opts.LargeGroup}
+}

@@ -1,0 +1,119 @@
+package delivery
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
+)
+
+// Packet is one PUBLISH to a client.
+type Packet struct {
+	Topic           string
+	Payload         []byte
+	QoS             byte
+	PacketID        uint16 // 0 for QoS0
+	CorrelationData []byte // MQTT v5 request/response
+}
+
+// Conn is a client connection as delivery sees it. WritePublish may block
+// while the network is slow; Close must unblock it.
+type Conn interface {
+	WritePublish(p Packet) error
+	Close(reason string)
+}
+
+// Store is what delivery reads from and writes to the store of record.
+type Store interface {
+	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]store.ConvCursor, error)
+	Since(ctx context.Context, conversationID, after int64, limit int) ([]chat.Message, error)
+	SaveCursors(ctx context.Context, cs []store.Cursor) error
+}
+
+// Members lists a conversation's members (routing).
+type Members interface {
+	Members(ctx context.Context, conversationID int64) ([]int64, error)
+}
+
+// DeliveredFunc is told when a session acknowledged message seq of a
+// conversation (for delivered watermarks); it must not block.
+type DeliveredFunc func(conversationID, userID, seq int64)
+
+// Options tune the hub; zero values take the defaults.
+type Options struct {
+	Window      int           // unacknowledged QoS1 publishes per session (64)
+	QueueSize   int           // live events buffered per session before it falls back to PostgreSQL (1024)
+	HubQueue    int           // committed events buffered before fan-out (65536)
+	LargeGroup  int           // above this many members message.new carries no body (200)
+	SlowTimeout time.Duration // no ack progress with a full window, or one write blocked, this long: disconnect (30s)
+	GapWait     time.Duration // how long an out-of-order event waits for the missing seq before PostgreSQL fills it (50ms)
+	FetchLimit  int           // messages read per catch-up query (200)
+	CursorFlush time.Duration // delivered-cursor batch interval (100ms)
+	Logger      *slog.Logger
+	Metrics     *Metrics
+	OnDelivered DeliveredFunc
+}
+
+func (o Options) withDefaults() Options {
+	if o.Window <= 0 {
+		o.Window = 64
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 1024
+	}
+	if o.HubQueue <= 0 {
+		o.HubQueue = 65536
+	}
+	if o.LargeGroup <= 0 {
+		o.LargeGroup = 200
+	}
+	if o.SlowTimeout <= 0 {
+		o.SlowTimeout = 30 * time.Second
+	}
+	if o.GapWait <= 0 {
+		o.GapWait = 50 * time.Millisecond
+	}
+	if o.FetchLimit <= 0 {
+		o.FetchLimit = 200
+	}
+	if o.CursorFlush <= 0 {
+		o.CursorFlush = 100 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	return o
+}
+
+// EventsTopic is the one topic a user's clients subscribe to.
+func EventsTopic(userID int64) string {
+	return "chat/v1/user/" + itoa(userID) + "/events"
+}
+
+type itemKind uint8
+
+const (
+	kMsg      itemKind = iota + 1 // message.new with a seq to order
+	kEvent                        // any other event for the events topic
+	kDirect                       // a reply or error for this client only, sent even before it subscribed
+	kJoin                         // the user joined conv at seq: start tracking it
+	kLeave                        // the user left conv: stop at once
+	kReady                        // the client subscribed to its events topic
+	kUnready                      // the client unsubscribed
+)
+
+type item struct {
+	kind    itemKind
+	conv    int64
+	seq     int64
+	payload []byte
+	topic   string
+	qos     byte
+	corr    []byte
+	at      time.Time // commit time, for end-to-end latency
+}

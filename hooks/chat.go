@@ -1,0 +1,308 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/delivery"
+	"github.com/chatd/chatd/store"
+)
+
+// Config wires the hook to the domain.
+type Config struct {
+	Service  *chat.Service
+	Sessions *store.Sessions
+	Hub      *delivery.Hub
+	// Verify turns a CONNECT password (a JWT) into a user id.
+	Verify func(token string) (int64, error)
+	// RPC answers chat/v1/rpc/{method} requests with reply JSON.
+	RPC func(ctx context.Context, userID int64, method string, payload []byte) []byte
+	// SendTimeout bounds one publish's database work (default 5s).
+	SendTimeout time.Duration
+	// MaxSubscriptions per client (default 16).
+	MaxSubscriptions int
+	Logger           *slog.Logger
+	Metrics          *Metrics
+}
+
+// Chat is the mochi hook of the chat server.
+type Chat struct {
+	mqtt.HookBase
+	cfg    Config
+	server *mqtt.Server
+
+	clients sync.Map // *mqtt.Client -> *clientInfo
+
+	busy     atomic.Int64 // publishes being processed
+	draining atomic.Bool
+
+	typingMu   sync.Mutex
+	typingLast map[typingKey]time.Time
+}
+
+type clientInfo struct {
+	userID     int64
+	persistent bool
+	conn       *mqttConn
+	subs       atomic.Int32
+}
+
+type typingKey struct{ user, conv int64 }
+
+// New returns the hook; call Attach with the server before serving.
+func New(cfg Config) *Chat {
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = 5 * time.Second
+	}
+	if cfg.MaxSubscriptions <= 0 {
+		cfg.MaxSubscriptions = 16
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	return &Chat{cfg: cfg, typingLast: map[typingKey]time.Time{}}
+}
+
+// Attach gives the hook the server it runs in (for CONNACKs and lookups).
+func (h *Chat) Attach(s *mqtt.Server) { h.server = s }
+
+// ID names the hook.
+func (h *Chat) ID() string { return "chat" }
+
+// Provides lists the hook points used.
+func (h *Chat) Provides(b byte) bool {
+	return bytes.Contains([]byte{
+		mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablished,
+		mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnPublish, mqtt.OnPacketRead, mqtt.OnPacketEncode, mqtt.OnDisconnect,
+	}, []byte{b})
+}
+
+func (h *Chat) info(cl *mqtt.Client) *clientInfo {
+	v, ok := h.clients.Load(cl)
+	if !ok {
+		return nil
+	}
+	return v.(*clientInfo)
+}
+
+// UserOf returns the authenticated user of a client.
+func (h *Chat) UserOf(cl *mqtt.Client) (int64, bool) {
+	if ci := h.info(cl); ci != nil {
+		return ci.userID, true
+	}
+	return 0, false
+}
+
+func isV5(cl *mqtt.Client) bool { return cl.Properties.ProtocolVersion == 5 }
+
+// persistentSession: v5 session expiry > 0, v3.1.1 clean session = 0.
+func persistentSession(cl *mqtt.Client) (bool, time.Duration) {
+	if isV5(cl) {
+		exp := cl.Properties.Props.SessionExpiryInterval
+		return exp > 0, time.Duration(exp) * time.Second
+	}
+	return !cl.Properties.Clean, 0
+}
+
+func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
+	h.cfg.Metrics.Connects.WithLabelValues(why).Inc()
+	h.cfg.Logger.Info("connection refused", "client", cl.ID, "remote", cl.Net.Remote, "reason", why, "user", user)
+	_ = h.server.SendConnack(cl, code, false, nil)
+	return code
+}
+
+// OnConnect authenticates the JWT in the password, enforces client-id
+// ownership and opens (or resumes) the durable chat session, all before
+// mochi takes over any existing session with that client id.
+func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	userID, err := h.cfg.Verify(string(pk.Connect.Password))
+	if err != nil {
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
+	}
+	if u := pk.Connect.Username; len(u) > 0 && string(u) != strconv.FormatInt(userID, 10) {
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "username_mismatch", userID)
+	}
+	if existing, ok := h.server.Clients.Get(cl.ID); ok {
+		if owner, ok := h.UserOf(existing); ok && owner != userID {
+			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
+		}
+	}
+	persistent, expiry := persistentSession(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+	defer cancel()
+	if _, err := h.cfg.Sessions.Open(ctx, cl.ID, userID, persistent, cl.Properties.Clean, expiry); err != nil {
+		if errors.Is(err, store.ErrClientIDTaken) {
+			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
+		}
+		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", err)
+		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
+	}
+	h.clients.Store(cl, &clientInfo{userID: userID, persistent: persistent, conn: &mqttConn{cl: cl}})
+	h.cfg.Metrics.Connects.WithLabelValues("ok").Inc()
+	return nil
+}
+
+// OnConnectAuthenticate admits exactly the clients OnConnect accepted.
+func (h *Chat) OnConnectAuthenticate(cl *mqtt.Client, _ packets.Packet) bool {
+	return h.info(cl) != nil
+}
+
+// OnSessionEstablished starts the client's delivery pump. A resumed mochi
+// session may already hold the events subscription.
+func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	ci := h.info(cl)
+	if ci == nil {
+		return
+	}
+	events := delivery.EventsTopic(ci.userID)
+	ready := false
+	for filter := range cl.State.Subscriptions.GetAll() {
+		if FilterMatches(filter, events) {
+			ready = true
+		}
+	}
+	ci.subs.Store(int32(cl.State.Subscriptions.Len()))
+	h.cfg.Metrics.Online.Inc()
+	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready)
+}
+
+// OnACLCheck: subscriptions only inside the user's own tree. Publishes are
+// all admitted here and decided in OnPublish, because mochi disconnects a
+// v3.1.1 client on a denied QoS1 publish instead of ack-and-drop.
+func (h *Chat) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	ci := h.info(cl)
+	if ci == nil {
+		return false
+	}
+	if write {
+		return true
+	}
+	return SubscribeAllowed(ci.userID, topic)
+}
+
+// OnSubscribe caps the number of subscriptions a client may hold; filters
+// over the cap are refused (mochi answers them as not authorized).
+func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	ci := h.info(cl)
+	if ci == nil {
+		return pk
+	}
+	have := cl.State.Subscriptions.Len()
+	kept := pk.Filters[:0:0]
+	for _, f := range pk.Filters {
+		if _, exists := cl.State.Subscriptions.Get(f.Filter); !exists {
+			if have >= h.cfg.MaxSubscriptions {
+				f.Filter = TopicPrefix + "denied/over-subscription-limit"
+			} else {
+				have++
+			}
+		}
+		kept = append(kept, f)
+	}
+	pk.Filters = kept
+	return pk
+}
+
+// OnSubscribed releases event delivery once the events topic is subscribed.
+func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	ci := h.info(cl)
+	if ci == nil {
+		return
+	}
+	events := delivery.EventsTopic(ci.userID)
+	for i, f := range pk.Filters {
+		if i < len(codes) && codes[i] < 0x80 && FilterMatches(f.Filter, events) {
+			h.cfg.Hub.SetReady(cl.ID, true)
+			return
+		}
+	}
+}
+
+// OnUnsubscribed holds event delivery when no subscription covers events.
+func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
+	ci := h.info(cl)
+	if ci == nil {
+		return
+	}
+	events := delivery.EventsTopic(ci.userID)
+	for filter := range cl.State.Subscriptions.GetAll() {
+		if FilterMatches(filter, events) {
+			return
+		}
+	}
+	h.cfg.Hub.SetReady(cl.ID, false)
+}
+
+// OnPacketRead sees every inbound packet first: PUBACKs for our own
+// deliveries go to the session pump (mochi's inflight map is not used), and
+// the retain flag is cleared because chat never retains.
+func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	switch pk.FixedHeader.Type {
+	case packets.Puback:
+		h.cfg.Hub.Ack(cl.ID, pk.PacketID)
+	case packets.Publish:
+		pk.FixedHeader.Retain = false
+	}
+	return pk, nil
+}
+
+// OnPacketEncode fixes mochi's PUBACK success reason: it sends 0x01
+// (granted QoS 1), which MQTT v5 does not define for PUBACK; 0x00 is success.
+func (h *Chat) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type == packets.Puback && pk.ReasonCode == packets.CodeGrantedQos1.Code {
+		pk.ReasonCode = packets.CodeSuccess.Code
+	}
+	return pk
+}
+
+// OnDisconnect stops delivery and ends or parks the durable session.
+func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	ci := h.info(cl)
+	if ci == nil {
+		return
+	}
+	h.clients.Delete(cl)
+	h.cfg.Metrics.Online.Dec()
+	h.cfg.Hub.Detach(cl.ID, ci.conn)
+	if cl.IsTakenOver() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if expire && !ci.persistent {
+		err = h.cfg.Sessions.Drop(ctx, cl.ID)
+	} else {
+		err = h.cfg.Sessions.Touch(ctx, cl.ID)
+	}
+	if err != nil {
+		h.cfg.Logger.Warn("record disconnect failed", "client", cl.ID, "err", err)
+	}
+}
+
+// Drain refuses new publishes and waits until those being processed have
+// committed and been acknowledged (graceful shutdown).
+func (h *Chat) Drain(ctx context.Context) error {
+	h.draining.Store(true)
+	for h.busy.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}

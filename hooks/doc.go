@@ -1,0 +1,14 @@
+// Package hooks translates MQTT to the chat domain and back. It is the only
+// package that knows both mochi and chat: CONNECT passwords become user ids,
+// topics become Service calls, domain errors become PUBACK reason codes (v5)
+// or ack-and-drop plus an error event (v3.1.1), and connections become
+// delivery sessions.
+//
+// mochi calls the hooks on each client's own read goroutine. OnPublish runs
+// the PostgreSQL transaction there, before mochi writes the PUBACK, so an
+// acknowledged message is a committed message. Fan-out never happens here:
+// the Service notifies the delivery Hub, which has its own goroutines.
+//
+// The broker never routes a client's publish to subscribers (every publish
+// is marked Ignore) and never retains: all delivery goes through the Hub.
+package hooks

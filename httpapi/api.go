@@ -1,0 +1,229 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	chat "github.com/chatd/chatd"
+)
+
+// API serves the HTTP routes and the RPC methods over one chat.Service.
+type API struct {
+	svc    *chat.Service
+	verify func(token string) (int64, error)
+	ready  func(ctx context.Context) error
+	log    *slog.Logger
+	mux    *http.ServeMux
+	rpc    map[string]*endpoint
+}
+
+// New builds the API. verify turns a bearer token into a user id (nil
+// rejects every token: fail closed); ready reports whether the database
+// answers (nil means always ready); logger may be nil.
+func New(svc *chat.Service, verify func(token string) (int64, error), ready func(ctx context.Context) error, lg *slog.Logger) *API {
+	a := &API{svc: svc, verify: verify, ready: ready, log: logger(lg), mux: http.NewServeMux(), rpc: map[string]*endpoint{}}
+	for i := range endpoints {
+		e := &endpoints[i]
+		a.mux.Handle(e.Method+" "+e.Path, a.serveEndpoint(e))
+		if e.RPC != "" {
+			a.rpc[e.RPC] = e
+		}
+	}
+	return a
+}
+
+// Handler returns the API as one handler. It answers only under /v1/,
+// /healthz and /readyz (everything else is a JSON 404), so chatd mounts it
+// beside /mqtt and its static files.
+func (a *API) Handler() http.Handler { return a }
+
+// Register mounts the API on mux by prefix rather than route by route, so
+// unknown paths and wrong methods under /v1/ still get this API's JSON
+// 404/405 instead of the mux's plain text.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.Handle("/v1/", a)
+	mux.Handle("/healthz", a)
+	mux.Handle("/readyz", a)
+}
+
+// reqInfo carries what the access log needs from inside a handler.
+type reqInfo struct {
+	user int64
+}
+
+type infoKey struct{}
+
+// ServeHTTP logs, recovers panics and turns the mux's own 404 and 405
+// answers into the API's JSON error form.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &reqInfo{}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	sw := &statusWriter{ResponseWriter: w}
+	// Every answer is per user or per instant: no cache may keep it.
+	w.Header().Set("Cache-Control", "no-store")
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			a.log.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "pattern", r.Pattern,
+				"user", info.user, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !sw.wroteHeader {
+				writeJSON(sw, http.StatusInternalServerError, ErrorBody{ErrorDetail{Code: string(chat.CodeInternal), Message: "internal error"}})
+			}
+		}
+		pattern := r.Pattern
+		if pattern == "" {
+			pattern = "unmatched"
+		}
+		// Deliberately no path, query, body or header: paths hold ids that
+		// are not needed to debug routing, and headers hold tokens.
+		a.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
+			slog.String("method", r.Method), slog.String("pattern", pattern), slog.Int("status", sw.status()),
+			slog.Duration("duration", time.Since(start)), slog.Int64("user", info.user))
+	}()
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		a.mux.ServeHTTP(&unmatchedWriter{ResponseWriter: sw}, r)
+		return
+	}
+	a.mux.ServeHTTP(sw, r)
+}
+
+// serveEndpoint is the HTTP side of one endpoint: authenticate, bind, run,
+// answer.
+func (a *API) serveEndpoint(e *endpoint) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var user int64
+		if !e.public {
+			u, err := a.authenticate(r)
+			if err != nil {
+				a.writeError(w, r, e.name(), 0, err)
+				return
+			}
+			user = u
+			if info, ok := r.Context().Value(infoKey{}).(*reqInfo); ok {
+				info.user = u
+			}
+		}
+		status, v, err := e.serve(a, w, r, user)
+		if err != nil {
+			a.writeError(w, r, e.name(), user, err)
+			return
+		}
+		writeJSON(w, status, v)
+	})
+}
+
+// authenticate reads "Authorization: Bearer <token>" and verifies it. The
+// reason a token failed is logged at debug only: telling the client would
+// help someone probing for valid tokens.
+func (a *API) authenticate(r *http.Request) (int64, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return 0, errUnauthorized("missing bearer token")
+	}
+	scheme, token, _ := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return 0, errUnauthorized(`the Authorization header must be "Bearer <token>"`)
+	}
+	if a.verify == nil {
+		return 0, errUnauthorized("invalid or expired token")
+	}
+	uid, err := a.verify(token)
+	if err != nil || uid <= 0 {
+		a.log.DebugContext(r.Context(), "token rejected", "err", err, "user", uid)
+		return 0, errUnauthorized("invalid or expired token")
+	}
+	return uid, nil
+}
+
+// writeJSON encodes v as the response body with status. 204 has no body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Cannot happen for this package's types; never send half a
+		// document if it does.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// statusWriter remembers the status for the access log.
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.code, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) status() int {
+	if !w.wroteHeader {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// unmatchedWriter replaces the plain-text body ServeMux writes for a path
+// no route matches (404) or a method no route allows (405, keeping the
+// mux's Allow header) with the API's JSON error.
+type unmatchedWriter struct {
+	http.ResponseWriter
+	replaced bool
+}
+
+func (w *unmatchedWriter) WriteHeader(code int) {
+	var d ErrorDetail
+	switch code {
+	case http.StatusNotFound:
+		d = ErrorDetail{Code: string(chat.CodeNotFound), Message: "no such route; see docs/http.md"}
+	case http.StatusMethodNotAllowed:
+		d = ErrorDetail{Code: CodeMethodNotAllowed, Message: "method not allowed; allowed: " + w.Header().Get("Allow")}
+	default:
+		// Redirects and anything else the mux does pass through.
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.replaced = true
+	w.Header().Del("Content-Length")
+	writeJSON(w.ResponseWriter, code, ErrorBody{d})
+}
+
+func (w *unmatchedWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}

@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Transport-level error codes. They complement chat.Code for failures that
+// happen before a request reaches the domain; like chat.Code they are part of
+// the public API.
+const (
+	CodeUnauthorized         = "unauthorized"
+	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeUnsupportedMediaType = "unsupported_media_type"
+)
+
+// retryAfterSeconds is what 429 and 503 answers suggest: the domain errors
+// carry no delay of their own, and a second is long enough for a client not
+// to hammer and short enough not to stall a chat UI.
+const retryAfterSeconds = "1"
+
+// ErrorBody is the JSON of every failure, over HTTP and RPC alike.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the machine-readable code and a client-safe message.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// apiError is a failure of the transport itself (bad token, bad media type)
+// whose status and code chat.Code does not cover.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+func errUnauthorized(msg string) error {
+	return &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg}
+}
+
+func errMediaType(msg string) error {
+	return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType, message: msg}
+}
+
+// ErrorStatus maps a domain error code to its HTTP status (the table in
+// chat/errors.go). Unknown codes are 500 so a new code cannot pass as success.
+func ErrorStatus(code chat.Code) int {
+	switch code {
+	case chat.CodeInvalid:
+		return http.StatusBadRequest
+	case chat.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case chat.CodeNotMember, chat.CodeForbidden:
+		return http.StatusForbidden
+	case chat.CodeNotFound:
+		return http.StatusNotFound
+	case chat.CodeConflict, chat.CodeMemberCap:
+		return http.StatusConflict
+	case chat.CodeRateLimited:
+		return http.StatusTooManyRequests
+	case chat.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// describe turns any error into its status and client-safe body, logging the
+// ones the client cannot be blamed for. op names the operation in the log.
+func (a *API) describe(ctx context.Context, op string, userID int64, err error) (int, ErrorBody) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status, ErrorBody{ErrorDetail{Code: ae.code, Message: ae.message}}
+	}
+	code := chat.ErrorCode(err)
+	status := ErrorStatus(code)
+	msg := chat.ErrorMessage(err)
+	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		// The client went away; nobody reads the answer and it is no fault
+		// of the server, so no error log.
+		a.log.DebugContext(ctx, "request canceled", "op", op, "user", userID)
+	case status == http.StatusInternalServerError:
+		// Never show an untyped error: it may hold SQL, hosts or ids.
+		code, msg = chat.CodeInternal, "internal error"
+		a.log.ErrorContext(ctx, "internal error", "op", op, "user", userID, "err", err)
+	case status >= 500:
+		a.log.WarnContext(ctx, "operation unavailable", "op", op, "user", userID, "err", err)
+	}
+	return status, ErrorBody{ErrorDetail{Code: string(code), Message: msg}}
+}
+
+// writeError answers an HTTP request with err.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, op string, userID int64, err error) {
+	status, body := a.describe(r.Context(), op, userID, err)
+	switch status {
+	case http.StatusUnauthorized:
+		// RFC 6750: say which scheme, and that the token was the problem
+		// when there was one.
+		if r.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="chatd"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="chatd", error="invalid_token"`)
+		}
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	writeJSON(w, status, body)
+}
+
+// logger returns l, or a logger that drops everything when l is nil, so the
+// API never has to check.
+func logger(l *slog.Logger) *slog.Logger {
+	if l != nil {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
+}

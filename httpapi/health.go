@@ -1,0 +1,36 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	chat "github.com/chatd/chatd"
+)
+
+// readyTimeout bounds the readiness ping: a probe that hangs on a stuck
+// database tells the orchestrator nothing, a quick 503 does.
+const readyTimeout = 2 * time.Second
+
+// HealthReply is the body of a passing probe.
+type HealthReply struct {
+	Status string `json:"status"`
+}
+
+// healthz is liveness: the process serves HTTP. It deliberately does not
+// touch the database, so a database outage never gets chatd restarted.
+func healthz(_ *API, _ context.Context) (int, any, error) {
+	return http.StatusOK, HealthReply{Status: "ok"}, nil
+}
+
+// readyz is readiness: the database answers a ping in time.
+func readyz(a *API, ctx context.Context) (int, any, error) {
+	if a.ready != nil {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		if err := a.ready(ctx); err != nil {
+			return 0, nil, chat.Unavailable("database ping", err)
+		}
+	}
+	return http.StatusOK, HealthReply{Status: "ok"}, nil
+}

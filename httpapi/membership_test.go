@@ -1,0 +1,95 @@
+package httpapi_test
+
+import (
+	"testing"
+
+	chat "github.com/chatd/chatd"
+)
+
+// TestMembership: the member cap, owner protection against admins, leaving,
+// and a removed member losing access at once.
+func TestMembership(t *testing.T) {
+	e := newEnvWith(t, envConfig{limits: chat.Limits{MaxMembers: 5}})
+
+	// The cap counts the owner: four others fit, five do not.
+	r := e.do(1, "POST", "/v1/conversations", map[string]any{"type": "group", "members": []int64{2, 3, 4, 5, 6}})
+	if r.status != 409 || r.errorCode() != "member_cap" {
+		t.Fatalf("create with 6 members: %d %s", r.status, r.body)
+	}
+	g := e.group(1, 2, 3, 4, 5)
+	add := func(actor, user int64) resp {
+		return e.do(actor, "POST", pathf("/v1/conversations/%d/members", g), map[string]int64{"userId": user})
+	}
+	remove := func(actor, user int64) resp {
+		return e.do(actor, "DELETE", pathf("/v1/conversations/%d/members/%d", g, user), nil)
+	}
+	if r := add(1, 6); r.status != 409 || r.errorCode() != "member_cap" {
+		t.Fatalf("add a 6th member: %d %s", r.status, r.body)
+	}
+	if rr := e.rpc(1, "members.add", pathf(`{"conversationId":%d,"userId":6}`, g)); rr.status != 409 || rr.code != "member_cap" {
+		t.Fatalf("rpc add a 6th member: %s", rr.raw)
+	}
+	// Re-adding someone already in a full group is not a cap violation.
+	if r := add(1, 2); r.status != 200 {
+		t.Fatalf("re-add member of a full group: %d %s", r.status, r.body)
+	}
+
+	// An admin cannot remove the owner, and the owner stays.
+	e.promote(g, 2)
+	if r := remove(2, 1); r.status != 403 || r.errorCode() != "forbidden" {
+		t.Fatalf("admin removes owner: %d %s", r.status, r.body)
+	}
+	var c chat.Conversation
+	e.must(200, 1, "GET", pathf("/v1/conversations/%d", g), nil, &c)
+	if len(c.Members) != 5 {
+		t.Fatalf("members after the refused removal: %+v", c.Members)
+	}
+	// A plain member cannot remove anyone else.
+	if r := remove(3, 4); r.status != 403 || r.errorCode() != "forbidden" {
+		t.Fatalf("member removes member: %d %s", r.status, r.body)
+	}
+
+	// The admin removes a member, who loses access at once.
+	e.sendMsg(3, g, newID(), "before removal")
+	if r := remove(2, 3); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("admin removes member: %d %s", r.status, r.body)
+	}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", pathf("/v1/conversations/%d/messages", g), nil},
+		{"GET", pathf("/v1/conversations/%d", g), nil},
+		{"POST", pathf("/v1/conversations/%d/messages", g), map[string]string{"clientMsgId": newID(), "body": "x"}},
+		{"POST", pathf("/v1/conversations/%d/read", g), map[string]int{"seq": 1}},
+		{"GET", pathf("/v1/conversations/%d/messages/1/seen", g), nil},
+	} {
+		if r := e.do(3, c.method, c.path, c.body); r.status != 403 || r.errorCode() != "not_member" {
+			t.Errorf("removed member %s %s: %d %s", c.method, c.path, r.status, r.body)
+		}
+	}
+	if rr := e.rpc(3, "history", pathf(`{"conversationId":%d}`, g)); rr.status != 403 || rr.code != "not_member" {
+		t.Errorf("removed member rpc history: %s", rr.raw)
+	}
+	var page chat.InboxPage
+	e.must(200, 3, "GET", "/v1/inbox", nil, &page)
+	if len(page.Conversations) != 0 {
+		t.Errorf("removed member's inbox: %+v", page.Conversations)
+	}
+
+	// With room again, the cap lets one more in.
+	if r := add(2, 6); r.status != 201 {
+		t.Fatalf("add after a removal: %d %s", r.status, r.body)
+	}
+
+	// Anyone may leave; the owner too is removed only by leaving.
+	if r := remove(4, 4); r.status != 204 {
+		t.Fatalf("member leaves: %d %s", r.status, r.body)
+	}
+	if r := e.do(4, "GET", pathf("/v1/conversations/%d", g), nil); r.status != 403 {
+		t.Fatalf("after leaving: %d %s", r.status, r.body)
+	}
+	if rr := e.rpc(5, "members.remove", pathf(`{"conversationId":%d,"userId":5}`, g)); rr.status != 204 || rr.code != "" {
+		t.Fatalf("rpc leave: %s", rr.raw)
+	}
+}

@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	chat "github.com/chatd/chatd"
+)
+
+// sendParams: POST /v1/conversations/{id}/messages and RPC send.
+type sendParams struct {
+	ConversationID int64  `json:"conversationId"`
+	ClientMsgID    string `json:"clientMsgId"`
+	Body           string `json:"body"`
+}
+
+// SendReply acknowledges a committed message. It carries no body: the
+// sender has it, and echoing it would double the bytes of every send.
+type SendReply struct {
+	ConversationID int64     `json:"conversationId"`
+	Seq            int64     `json:"seq"`
+	ClientMsgID    string    `json:"clientMsgId"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) error {
+	var err error
+	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+		return err
+	}
+	var body struct {
+		ClientMsgID string `json:"clientMsgId"`
+		Body        string `json:"body"`
+	}
+	if err := a.bindBody(w, r, &body); err != nil {
+		return err
+	}
+	p.ClientMsgID, p.Body = body.ClientMsgID, body.Body
+	return nil
+}
+
+// send commits a message through the same Service.Send as MQTT, so a
+// clientMsgId is idempotent across transports: 201 when new, 200 with the
+// original seq for a resend by the same sender, 409 for another sender's.
+func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, error) {
+	res, err := a.svc.Send(ctx, chat.SendRequest{
+		ConversationID: p.ConversationID,
+		SenderID:       user,
+		ClientMsgID:    p.ClientMsgID,
+		Body:           p.Body,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	m := res.Message
+	reply := SendReply{ConversationID: m.ConversationID, Seq: m.Seq, ClientMsgID: m.ClientMsgID, CreatedAt: m.CreatedAt}
+	if res.Duplicate {
+		return http.StatusOK, reply, nil
+	}
+	return http.StatusCreated, reply, nil
+}
+
+// historyParams: GET /v1/conversations/{id}/messages and RPC history.
+type historyParams struct {
+	ConversationID int64 `json:"conversationId"`
+	BeforeSeq      int64 `json:"beforeSeq"`
+	AfterSeq       int64 `json:"afterSeq"`
+	Limit          int   `json:"limit"`
+}
+
+// HistoryReply is a page of messages, ascending by seq.
+type HistoryReply struct {
+	Messages []chat.Message `json:"messages"`
+}
+
+func bindHistory(_ *API, _ http.ResponseWriter, r *http.Request, p *historyParams) error {
+	var err error
+	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+		return err
+	}
+	q, err := parseQuery(r, "beforeSeq", "afterSeq", "limit")
+	if err != nil {
+		return err
+	}
+	if p.BeforeSeq, err = q.int64("beforeSeq"); err != nil {
+		return err
+	}
+	if p.AfterSeq, err = q.int64("afterSeq"); err != nil {
+		return err
+	}
+	p.Limit, err = q.int("limit")
+	return err
+}
+
+// history pages messages; limits are clamped by the Service (default 50,
+// max 200).
+func history(a *API, ctx context.Context, user int64, p historyParams) (int, any, error) {
+	msgs, err := a.svc.History(ctx, chat.HistoryQuery{
+		ConversationID: p.ConversationID,
+		UserID:         user,
+		BeforeSeq:      p.BeforeSeq,
+		AfterSeq:       p.AfterSeq,
+		Limit:          p.Limit,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if msgs == nil {
+		msgs = []chat.Message{} // [] not null: clients iterate without a check
+	}
+	return http.StatusOK, HistoryReply{Messages: msgs}, nil
+}
+
+// seqParams: read receipts and "seen by" (RPC read and seen).
+type seqParams struct {
+	ConversationID int64 `json:"conversationId"`
+	Seq            int64 `json:"seq"`
+}
+
+func bindRead(a *API, w http.ResponseWriter, r *http.Request, p *seqParams) error {
+	var err error
+	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+		return err
+	}
+	var body struct {
+		Seq int64 `json:"seq"`
+	}
+	if err := a.bindBody(w, r, &body); err != nil {
+		return err
+	}
+	p.Seq = body.Seq
+	return nil
+}
+
+// markRead moves the caller's read watermark forward; a read that does not
+// advance it is still 200 (advanced=false), because receipts race and
+// repeat by nature.
+func markRead(a *API, ctx context.Context, user int64, p seqParams) (int, any, error) {
+	res, err := a.svc.MarkRead(ctx, p.ConversationID, user, p.Seq)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}
+
+func bindSeen(_ *API, _ http.ResponseWriter, r *http.Request, p *seqParams) error {
+	var err error
+	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+		return err
+	}
+	p.Seq, err = pathID(r, "seq", "seq")
+	return err
+}
+
+// seen answers "seen by N of M" for one message.
+func seen(a *API, ctx context.Context, user int64, p seqParams) (int, any, error) {
+	res, err := a.svc.SeenBy(ctx, p.ConversationID, user, p.Seq)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}

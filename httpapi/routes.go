@@ -1,0 +1,119 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sort"
+)
+
+// Route is one HTTP route: Method and Path in ServeMux pattern syntax, which
+// is also OpenAPI's path syntax, and the RPC method reaching the same
+// operation ("" for HTTP-only routes).
+type Route struct {
+	Method string
+	Path   string
+	RPC    string
+}
+
+// endpoints is the route table, the single place that says which operation
+// answers which route and RPC method. Routes exposes it so the OpenAPI test
+// can compare it with docs/openapi.yaml.
+var endpoints = []endpoint{
+	operation(http.MethodPost, "/v1/conversations", "conversation.create", bindCreateConversation, createConversation),
+	operation(http.MethodPost, "/v1/direct/{peerId}", "direct.open", bindOpenDirect, openDirect),
+	operation(http.MethodGet, "/v1/conversations/{id}", "conversation.get", bindGetConversation, getConversation),
+	operation(http.MethodPost, "/v1/conversations/{id}/members", "members.add", bindAddMember, addMember),
+	operation(http.MethodDelete, "/v1/conversations/{id}/members/{userId}", "members.remove", bindRemoveMember, removeMember),
+	operation(http.MethodPost, "/v1/conversations/{id}/messages", "send", bindSend, send),
+	operation(http.MethodGet, "/v1/conversations/{id}/messages", "history", bindHistory, history),
+	operation(http.MethodPost, "/v1/conversations/{id}/read", "read", bindRead, markRead),
+	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
+	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox),
+	public(http.MethodGet, "/healthz", healthz),
+	public(http.MethodGet, "/readyz", readyz),
+}
+
+// Routes returns every route the API serves.
+func Routes() []Route {
+	out := make([]Route, len(endpoints))
+	for i, e := range endpoints {
+		out[i] = e.Route
+	}
+	return out
+}
+
+// RPCMethods returns the RPC method names, sorted.
+func RPCMethods() []string {
+	var out []string
+	for _, e := range endpoints {
+		if e.RPC != "" {
+			out = append(out, e.RPC)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// endpoint binds one operation to its route and RPC method. Both closures
+// end in the same run function; they differ only in where the parameters
+// come from.
+type endpoint struct {
+	Route
+	public bool // no bearer token needed (health probes)
+	serve  func(a *API, w http.ResponseWriter, r *http.Request, user int64) (int, any, error)
+	call   func(a *API, ctx context.Context, user int64, payload []byte) (int, any, error)
+}
+
+// name identifies the endpoint in logs.
+func (e *endpoint) name() string {
+	if e.RPC != "" {
+		return e.RPC
+	}
+	return e.Path
+}
+
+// operation builds an endpoint from an operation with parameters P. Over
+// HTTP, bind fills P from the path, query and body; over RPC, P is the
+// payload, decoded strictly with P's JSON field names.
+func operation[P any](method, path, rpc string,
+	bind func(a *API, w http.ResponseWriter, r *http.Request, p *P) error,
+	run func(a *API, ctx context.Context, user int64, p P) (int, any, error),
+) endpoint {
+	return endpoint{
+		Route: Route{Method: method, Path: path, RPC: rpc},
+		serve: func(a *API, w http.ResponseWriter, r *http.Request, user int64) (int, any, error) {
+			var p P
+			if err := bind(a, w, r, &p); err != nil {
+				return 0, nil, err
+			}
+			return run(a, r.Context(), user, p)
+		},
+		call: func(a *API, ctx context.Context, user int64, payload []byte) (int, any, error) {
+			var p P
+			if err := decodeStrict(payload, &p, true); err != nil {
+				return 0, nil, err
+			}
+			return run(a, ctx, user, p)
+		},
+	}
+}
+
+// public builds an unauthenticated, HTTP-only endpoint.
+func public(method, path string, run func(a *API, ctx context.Context) (int, any, error)) endpoint {
+	return endpoint{
+		Route:  Route{Method: method, Path: path},
+		public: true,
+		serve: func(a *API, w http.ResponseWriter, r *http.Request, _ int64) (int, any, error) {
+			return run(a, r.Context())
+		},
+	}
+}
+
+// bindBody decodes a required JSON object body into v.
+func (a *API) bindBody(w http.ResponseWriter, r *http.Request, v any) error {
+	b, err := a.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, v, false)
+}

@@ -1,0 +1,54 @@
+package httpapi_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chatd/chatd/httpapi"
+)
+
+// TestSendIdempotency: a clientMsgId names one message. The same sender's
+// resend (over HTTP or RPC, in any letter case) is 200 with the original seq;
+// another sender's use of it is 409.
+func TestSendIdempotency(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	id := newID()
+	path := pathf("/v1/conversations/%d/messages", g)
+
+	var first, again httpapi.SendReply
+	e.must(201, 1, "POST", path, map[string]string{"clientMsgId": id, "body": "hello"}, &first)
+	if first.ConversationID != g || first.Seq != 1 || first.ClientMsgID != id || first.CreatedAt.IsZero() {
+		t.Fatalf("first send: %+v", first)
+	}
+	e.must(200, 1, "POST", path, map[string]string{"clientMsgId": id, "body": "hello"}, &again)
+	if again != first {
+		t.Fatalf("resend: %+v, want %+v", again, first)
+	}
+	// UUIDs compare canonically: the upper-case spelling is the same id.
+	e.must(200, 1, "POST", path, map[string]string{"clientMsgId": strings.ToUpper(id), "body": "hello"}, &again)
+	if again != first {
+		t.Fatalf("upper-case resend: %+v, want %+v", again, first)
+	}
+	rr := e.rpc(1, "send", pathf(`{"conversationId":%d,"clientMsgId":%q,"body":"hello"}`, g, id))
+	var viaRPC httpapi.SendReply
+	decodeInto(t, rr.raw, &viaRPC)
+	if rr.status != 200 || viaRPC != first {
+		t.Fatalf("rpc resend: %s, want seq %d", rr.raw, first.Seq)
+	}
+
+	r := e.do(2, "POST", path, map[string]string{"clientMsgId": id, "body": "mine"})
+	if r.status != 409 || r.errorCode() != "conflict" {
+		t.Fatalf("other sender reuses the id: %d %s", r.status, r.body)
+	}
+
+	var h httpapi.HistoryReply
+	e.must(200, 2, "GET", path, nil, &h)
+	if len(h.Messages) != 1 || h.Messages[0].Body != "hello" || h.Messages[0].SenderID != 1 {
+		t.Fatalf("history after resends: %+v", h.Messages)
+	}
+	// The next new message gets the next seq: duplicates used none.
+	if rep := e.sendMsg(2, g, newID(), "next"); rep.Seq != 2 {
+		t.Fatalf("next seq %d, want 2", rep.Seq)
+	}
+}

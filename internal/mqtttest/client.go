@@ -1,0 +1,314 @@
+// Package mqtttest is a raw MQTT 3.1.1/5 client for tests that need control
+// no library client gives: not acknowledging, not reading, exact reason
+// codes, v3.1.1. Packets are encoded and decoded with mochi's packets
+// package, an implementation independent of the server's hooks. One
+// goroutine reads; methods are safe for concurrent use.
+package mqtttest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Client is a raw MQTT connection.
+type Client struct {
+	Version byte
+	conn    net.Conn
+	r       *bufio.Reader
+	wmu     sync.Mutex
+
+	// AutoAck acknowledges incoming QoS1 publishes (default true).
+	AutoAck bool
+
+	Publishes chan packets.Packet // incoming PUBLISH
+	mu        sync.Mutex
+	waiters   map[uint16]chan packets.Packet // PUBACK by packet id
+	subacks   chan packets.Packet
+	nextID    uint16
+	Done      chan struct{}
+	Err       error
+	readGate  sync.Mutex
+}
+
+// StopReading makes the client stop reading from its socket for good: a
+// stuck subscriber whose TCP window fills up.
+func (c *Client) StopReading() { c.readGate.Lock() }
+
+// Options for Dial.
+type Options struct {
+	Version    byte // 4 (3.1.1) or 5
+	ClientID   string
+	Username   string
+	Password   string
+	Clean      bool
+	Expiry     uint32 // v5 session expiry interval
+	Keepalive  uint16
+	ReadBuffer int // size of the Publishes channel
+}
+
+// Dial connects and returns the client with its CONNACK.
+func Dial(addr string, o Options) (*Client, packets.Packet, error) {
+	if o.Version == 0 {
+		o.Version = 5
+	}
+	if o.Keepalive == 0 {
+		o.Keepalive = 30
+	}
+	if o.ReadBuffer == 0 {
+		o.ReadBuffer = 100000
+	}
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, packets.Packet{}, err
+	}
+	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: true,
+		Publishes: make(chan packets.Packet, o.ReadBuffer), waiters: map[uint16]chan packets.Packet{},
+		subacks: make(chan packets.Packet, 16), Done: make(chan struct{})}
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
+		ProtocolVersion: o.Version,
+		Connect: packets.ConnectParams{
+			ProtocolName:     []byte("MQTT"),
+			Clean:            o.Clean,
+			Keepalive:        o.Keepalive,
+			ClientIdentifier: o.ClientID,
+			UsernameFlag:     o.Username != "",
+			Username:         []byte(o.Username),
+			PasswordFlag:     o.Password != "",
+			Password:         []byte(o.Password),
+		},
+	}
+	if o.Version == 5 {
+		pk.Properties.SessionExpiryInterval = o.Expiry
+		pk.Properties.SessionExpiryIntervalFlag = o.Expiry > 0
+	}
+	if o.Version == 4 {
+		pk.Connect.ProtocolName = []byte("MQTT")
+	}
+	if err := c.write(pk); err != nil {
+		conn.Close()
+		return nil, packets.Packet{}, err
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ack, err := c.readPacket()
+	_ = conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		conn.Close()
+		return nil, packets.Packet{}, fmt.Errorf("read connack: %w", err)
+	}
+	if ack.FixedHeader.Type != packets.Connack {
+		conn.Close()
+		return nil, ack, fmt.Errorf("expected CONNACK, got type %d", ack.FixedHeader.Type)
+	}
+	if ack.ReasonCode != 0 {
+		conn.Close()
+		return nil, ack, fmt.Errorf("connect refused: reason 0x%02x", ack.ReasonCode)
+	}
+	go c.readLoop()
+	return c, ack, nil
+}
+
+func (c *Client) write(pk packets.Packet) error {
+	pk.ProtocolVersion = c.Version
+	buf := new(bytes.Buffer)
+	var err error
+	switch pk.FixedHeader.Type {
+	case packets.Connect:
+		err = pk.ConnectEncode(buf)
+	case packets.Publish:
+		err = pk.PublishEncode(buf)
+	case packets.Puback:
+		err = pk.PubackEncode(buf)
+	case packets.Subscribe:
+		err = pk.SubscribeEncode(buf)
+	case packets.Disconnect:
+		err = pk.DisconnectEncode(buf)
+	case packets.Pingreq:
+		err = pk.PingreqEncode(buf)
+	default:
+		err = fmt.Errorf("mqtttest: cannot encode type %d", pk.FixedHeader.Type)
+	}
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.conn.Write(buf.Bytes())
+	return err
+}
+
+func (c *Client) readPacket() (packets.Packet, error) {
+	hb, err := c.r.ReadByte()
+	if err != nil {
+		return packets.Packet{}, err
+	}
+	var fh packets.FixedHeader
+	if err := fh.Decode(hb); err != nil {
+		return packets.Packet{}, err
+	}
+	n, _, err := packets.DecodeLength(c.r)
+	if err != nil {
+		return packets.Packet{}, err
+	}
+	fh.Remaining = n
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return packets.Packet{}, err
+	}
+	pk := packets.Packet{FixedHeader: fh, ProtocolVersion: c.Version}
+	switch fh.Type {
+	case packets.Connack:
+		err = pk.ConnackDecode(body)
+	case packets.Publish:
+		err = pk.PublishDecode(body)
+	case packets.Puback:
+		err = pk.PubackDecode(body)
+	case packets.Suback:
+		err = pk.SubackDecode(body)
+	case packets.Disconnect:
+		err = pk.DisconnectDecode(body)
+	case packets.Pingresp:
+	default:
+	}
+	return pk, err
+}
+
+func (c *Client) readLoop() {
+	defer close(c.Done)
+	for {
+		c.readGate.Lock()
+		pk, err := c.readPacket()
+		c.readGate.Unlock()
+		if err != nil {
+			c.Err = err
+			c.mu.Lock()
+			for id, w := range c.waiters {
+				close(w)
+				delete(c.waiters, id)
+			}
+			c.mu.Unlock()
+			close(c.Publishes)
+			return
+		}
+		switch pk.FixedHeader.Type {
+		case packets.Publish:
+			c.Publishes <- pk
+			if pk.FixedHeader.Qos == 1 && c.AutoAck {
+				_ = c.Ack(pk.PacketID)
+			}
+		case packets.Puback:
+			c.mu.Lock()
+			w := c.waiters[pk.PacketID]
+			delete(c.waiters, pk.PacketID)
+			c.mu.Unlock()
+			if w != nil {
+				w <- pk
+			}
+		case packets.Suback:
+			c.subacks <- pk
+		}
+	}
+}
+
+// Ack sends a PUBACK.
+func (c *Client) Ack(id uint16) error {
+	return c.write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: id})
+}
+
+// ErrNoAck means the connection ended before the PUBACK.
+var ErrNoAck = errors.New("mqtttest: connection closed before PUBACK")
+
+// PublishOpts are optional v5 properties.
+type PublishOpts struct {
+	ResponseTopic   string
+	CorrelationData []byte
+	Retain          bool
+}
+
+// Publish sends a publish; for QoS1 it waits for the PUBACK (timeout).
+func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...PublishOpts) (packets.Packet, error) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: payload}
+	if len(opts) > 0 {
+		pk.Properties.ResponseTopic = opts[0].ResponseTopic
+		pk.Properties.CorrelationData = opts[0].CorrelationData
+		pk.FixedHeader.Retain = opts[0].Retain
+	}
+	var w chan packets.Packet
+	if qos > 0 {
+		c.mu.Lock()
+		c.nextID++
+		if c.nextID == 0 {
+			c.nextID = 1
+		}
+		pk.PacketID = c.nextID
+		w = make(chan packets.Packet, 1)
+		c.waiters[pk.PacketID] = w
+		c.mu.Unlock()
+	}
+	if err := c.write(pk); err != nil {
+		return packets.Packet{}, err
+	}
+	if qos == 0 {
+		return packets.Packet{}, nil
+	}
+	select {
+	case ack, ok := <-w:
+		if !ok {
+			return packets.Packet{}, ErrNoAck
+		}
+		return ack, nil
+	case <-time.After(15 * time.Second):
+		return packets.Packet{}, errors.New("mqtttest: PUBACK timeout")
+	}
+}
+
+// Subscribe subscribes at QoS1 and returns the SUBACK reason codes.
+func (c *Client) Subscribe(filters ...string) ([]byte, error) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}}
+	c.mu.Lock()
+	c.nextID++
+	pk.PacketID = c.nextID
+	c.mu.Unlock()
+	for _, f := range filters {
+		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f, Qos: 1})
+	}
+	if err := c.write(pk); err != nil {
+		return nil, err
+	}
+	select {
+	case ack := <-c.subacks:
+		return ack.ReasonCodes, nil
+	case <-c.Done:
+		return nil, errors.New("mqtttest: closed before SUBACK")
+	case <-time.After(10 * time.Second):
+		return nil, errors.New("mqtttest: SUBACK timeout")
+	}
+}
+
+// Disconnect sends DISCONNECT and closes.
+func (c *Client) Disconnect() {
+	_ = c.write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}})
+	c.conn.Close()
+}
+
+// Drop closes the TCP connection without DISCONNECT (a lost network).
+func (c *Client) Drop() { c.conn.Close() }
+
+// Closed reports whether the server closed the connection.
+func (c *Client) Closed() bool {
+	select {
+	case <-c.Done:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,196 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	chat "github.com/chatd/chatd"
+)
+
+// ConsumerConfig configures a Consumer. Brokers, NodeID and Handler are
+// required; zero values take the documented defaults.
+type ConsumerConfig struct {
+	Brokers []string
+	Topic   string // default DefaultTopic
+	NodeID  string // this node; the consumer group is "chatd-" + NodeID
+	GroupID string // overrides the group derived from NodeID
+
+	// Handler is called for every event, one at a time, from Run's
+	// goroutine, in partition order (so in order per conversation). It must
+	// tolerate duplicates and events this node committed itself: see the
+	// package documentation.
+	Handler func(chat.Event)
+
+	// StartOffset applies when the group has no committed offset yet:
+	// kafka.LastOffset (default) starts at the events produced from now on,
+	// kafka.FirstOffset at the oldest retained.
+	StartOffset int64
+	// CommitInterval batches offset commits (default 1s); offsets are only
+	// ever committed for events the handler returned from, and pending
+	// commits are flushed when Run returns.
+	CommitInterval time.Duration
+	BackoffMin     time.Duration // default 100ms
+	BackoffMax     time.Duration // default 10s
+
+	Logger     *slog.Logger          // default slog.Default()
+	Registerer prometheus.Registerer // nil: metrics are not registered
+}
+
+// Consumer reads chat.events in a consumer group of its own, so every node
+// sees every event, and hands the decoded events to a handler.
+type Consumer struct {
+	cfg     ConsumerConfig
+	log     *slog.Logger
+	m       *consumerMetrics
+	running atomic.Bool
+	failing atomic.Bool // logged a failure since the last successful fetch
+}
+
+// NewConsumer validates cfg and registers the consumer's metrics.
+func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("relay consumer: no Kafka brokers configured")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("relay consumer: nil handler")
+	}
+	if cfg.GroupID == "" {
+		if cfg.NodeID == "" {
+			return nil, errors.New("relay consumer: NodeID or GroupID required")
+		}
+		cfg.GroupID = "chatd-" + cfg.NodeID
+	}
+	cfg.Topic = orDefault(cfg.Topic, DefaultTopic)
+	cfg.StartOffset = orDefault(cfg.StartOffset, kafka.LastOffset)
+	cfg.CommitInterval = orDefault(cfg.CommitInterval, time.Second)
+	cfg.BackoffMin = orDefault(cfg.BackoffMin, 100*time.Millisecond)
+	cfg.BackoffMax = max(orDefault(cfg.BackoffMax, 10*time.Second), cfg.BackoffMin)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m, err := newConsumerMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("relay consumer: %w", err)
+	}
+	return &Consumer{
+		cfg: cfg,
+		log: cfg.Logger.With("component", "kafka-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
+		m:   m,
+	}, nil
+}
+
+// Run consumes until ctx is cancelled, then commits what was handled,
+// leaves the group and returns nil. It returns an error only when called
+// twice. Kafka failures are retried forever (by kafka-go and with backoff
+// here), logged on each change of state and counted.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("relay consumer: Run called twice")
+	}
+	rd := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:        c.cfg.Brokers,
+		GroupID:        c.cfg.GroupID,
+		Topic:          c.cfg.Topic,
+		StartOffset:    c.cfg.StartOffset,
+		CommitInterval: c.cfg.CommitInterval,
+		MinBytes:       1,
+		MaxBytes:       10 << 20,
+		MaxWait:        time.Second,
+		ReadBackoffMin: c.cfg.BackoffMin,
+		ReadBackoffMax: c.cfg.BackoffMax,
+		Dialer: &kafka.Dialer{
+			ClientID:  "chatd-consumer-" + c.cfg.NodeID,
+			Timeout:   10 * time.Second,
+			DualStack: true,
+		},
+		WatchPartitionChanges: true,
+		ErrorLogger:           kafkaLogger(c.log, slog.LevelDebug, c.readerFailed),
+	})
+	defer func() {
+		if err := rd.Close(); err != nil {
+			c.log.Warn("kafka consumer: close reader", "err", err)
+		}
+		c.log.Info("kafka consumer: stopped")
+	}()
+
+	fails := 0
+	for {
+		msg, err := rd.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fails++
+			c.m.errors.WithLabelValues(kindKafka).Inc()
+			if c.failing.CompareAndSwap(false, true) {
+				c.log.Warn("kafka consumer: fetch failed, retrying with backoff", "err", err)
+			}
+			sleep(ctx, backoff(fails, c.cfg.BackoffMin, c.cfg.BackoffMax))
+			continue
+		}
+		fails = 0
+		if c.failing.CompareAndSwap(true, false) {
+			c.log.Info("kafka consumer: fetching again")
+		}
+		c.handle(msg)
+		if err := rd.CommitMessages(ctx, msg); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.m.errors.WithLabelValues(kindKafka).Inc()
+			c.log.Warn("kafka consumer: commit offset", "partition", msg.Partition, "offset", msg.Offset, "err", err)
+		}
+	}
+}
+
+// readerFailed counts errors kafka-go handles internally (reconnects,
+// rebalances) and logs the first of a run of them.
+func (c *Consumer) readerFailed() {
+	c.m.errors.WithLabelValues(kindKafka).Inc()
+	if c.failing.CompareAndSwap(false, true) {
+		c.log.Warn("kafka consumer: Kafka unavailable or rebalancing, kafka-go retries (details at debug level)")
+	}
+}
+
+func (c *Consumer) handle(msg kafka.Message) {
+	ev, err := DecodeEvent(msg)
+	if err != nil {
+		c.m.errors.WithLabelValues(kindDecode).Inc()
+		c.log.Warn("kafka consumer: skipped undecodable message", "partition", msg.Partition, "offset", msg.Offset, "bytes", len(msg.Value), "err", err)
+		return
+	}
+	c.cfg.Handler(ev)
+	c.m.events.Inc()
+}
+
+// DecodeEvent decodes a chat.events message. The event id comes from the
+// payload, or from the eventId header when the payload lacks it.
+func DecodeEvent(msg kafka.Message) (chat.Event, error) {
+	var ev chat.Event
+	if err := json.Unmarshal(msg.Value, &ev); err != nil {
+		return chat.Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	if ev.Type == "" {
+		return chat.Event{}, errors.New("decode event: no type")
+	}
+	if ev.EventID == 0 {
+		for _, h := range msg.Headers {
+			if h.Key == "eventId" {
+				id, err := strconv.ParseInt(string(h.Value), 10, 64)
+				if err == nil {
+					ev.EventID = id
+				}
+			}
+		}
+	}
+	return ev, nil
+}

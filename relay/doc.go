@@ -1,0 +1,86 @@
+// Package relay moves committed chat events from PostgreSQL's outbox table to
+// Kafka and back out to the chatd nodes.
+//
+// # Relay (outbox → Kafka)
+//
+// Every committed change writes one outbox row (msg_key = conversation id,
+// payload = JSON of a chat.Event) in its own transaction. A Relay publishes
+// those rows to the topic chat.events (Config.Topic):
+//
+//   - in id order, keyed by conversation id, with kafka.Hash so a
+//     conversation always lands on one partition, and RequiredAcks =
+//     RequireAll; the Kafka value is the payload with "eventId" (the outbox
+//     id) added, headers "eventId" and "type", timestamp = row created_at;
+//   - a row is deleted only after Kafka acknowledged it; a failed write
+//     leaves its rows in place and is retried, oldest first, with
+//     exponential backoff and full jitter (BackoffMin..BackoffMax). While
+//     Kafka is down rows accumulate, chat keeps committing, and the backlog
+//     drains in order when Kafka returns;
+//   - one node relays at a time: the leader holds a session advisory lock
+//     (Config.LockKey) on a dedicated connection, which also carries LISTEN
+//     and the relay's queries, so a leader that loses its session stops
+//     publishing. Standby nodes try the lock every LeaseInterval and take
+//     over when the leader stops or dies (PostgreSQL releases the lock with
+//     the session). With one publisher and key-stable partitioning,
+//     per-conversation order holds across relays and no row is published
+//     twice in normal operation, including a graceful hand-over: a stopping
+//     leader finishes and deletes its last batch before releasing the lock;
+//   - it wakes on Kick (in-process, called by the send path after commit),
+//     on NOTIFY chat_outbox (a statement-level trigger, migration 0003, for
+//     rows committed by other nodes), and on a slow safety poll
+//     (PollInterval); it then drains everything that accumulated in batches
+//     of up to BatchSize rows / MaxBatchBytes.
+//
+// Delivery is at least once: a crash or a lost acknowledgement between the
+// Kafka write and the DELETE publishes the affected rows again, after the
+// originals. A row larger than MaxBatchBytes can never be produced; it is
+// dropped with an error log and chat_relay_errors_total{kind="oversize"}.
+// The partition of a conversation is hash(key) mod partitions, so add
+// partitions to chat.events only knowing that it reorders conversations
+// across the change. docs/events.md documents the payloads and the
+// de-duplication rules for consumers.
+//
+// # Consumer (Kafka → node)
+//
+// A Consumer reads chat.events in a consumer group of its own per node
+// ("chatd-" + NodeID), so every node sees every event, starting, for a new
+// group, at the newest offset: a node needs the events from when it started;
+// clients recover older ones from PostgreSQL. It calls Handler for every
+// event and commits the offset after Handler returned. A node that restarts
+// with the same NodeID resumes from its committed offset.
+//
+// Events carry no origin node (the payload is written by the committing
+// node's store, and the relaying node may be another one), so a node also
+// receives the events it committed and already delivered locally, and any
+// event may arrive twice. Handlers must be idempotent: the delivery layer
+// de-duplicates message.new by (conversationId, seq), read.updated by
+// (conversationId, userId, seq), and anything by eventId.
+//
+// # Pruner (no Kafka)
+//
+// Without Kafka nothing consumes the outbox; a Pruner deletes rows older
+// than a retention (default 1h) every minute so the table stays bounded.
+// Run either a Relay or a Pruner, never both.
+//
+// # Concurrency and lifecycle
+//
+// Relay, Consumer and Pruner each have a Run(ctx) method that owns all of
+// the value's work on the caller's goroutine (plus kafka-go's internal
+// goroutines, which Run closes before it returns); Run may be called once,
+// returns nil when ctx is cancelled, and leaves no goroutine behind.
+// Infrastructure failures never end Run: they are retried, logged once per
+// change of state (never with message bodies) and counted. Relay.Kick is
+// safe for concurrent use and never blocks. A stopping Relay waits for its
+// in-flight Kafka write, at most WriteTimeout.
+//
+// # Metrics
+//
+// Registered on the prometheus.Registerer passed in the config:
+// chat_relay_lag_seconds and chat_relay_pending_rows (measured by the leader
+// every StatsInterval and after each drain; 0 on standby nodes, so
+// aggregate with max), chat_relay_published_total, chat_relay_errors_total
+// {kind=kafka|db|oversize}, chat_relay_batch_size, chat_relay_leader (0/1),
+// chat_kafka_consumer_events_total, chat_kafka_consumer_errors_total
+// {kind=kafka|decode}, chat_outbox_pruned_total and
+// chat_outbox_pruner_errors_total.
+package relay

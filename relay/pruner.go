@@ -1,0 +1,124 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PrunerConfig configures a Pruner; zero values take the defaults.
+type PrunerConfig struct {
+	Retention time.Duration // rows older than this are deleted, default 1h
+	Interval  time.Duration // between passes, default 1m
+	BatchSize int           // rows per DELETE, default 1000
+
+	Logger     *slog.Logger          // default slog.Default()
+	Registerer prometheus.Registerer // nil: metrics are not registered
+}
+
+// Pruner keeps the outbox bounded when no relay consumes it (no Kafka
+// configured): every Interval it deletes rows older than Retention, in
+// batches so no statement holds many row locks for long. Run it instead of
+// a Relay, never next to one: it deletes rows whether or not they were
+// published. Several nodes may run pruners at once; they skip each other's
+// locked rows.
+type Pruner struct {
+	pool    *pgxpool.Pool
+	cfg     PrunerConfig
+	log     *slog.Logger
+	m       *prunerMetrics
+	running atomic.Bool
+}
+
+// NewPruner returns a pruner for the database behind pool.
+func NewPruner(pool *pgxpool.Pool, cfg PrunerConfig) (*Pruner, error) {
+	if pool == nil {
+		return nil, errors.New("outbox pruner: nil pool")
+	}
+	cfg.Retention = orDefault(cfg.Retention, time.Hour)
+	cfg.Interval = orDefault(cfg.Interval, time.Minute)
+	cfg.BatchSize = orDefault(cfg.BatchSize, 1000)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m, err := newPrunerMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("outbox pruner: %w", err)
+	}
+	return &Pruner{pool: pool, cfg: cfg, log: cfg.Logger.With("component", "outbox-pruner"), m: m}, nil
+}
+
+// Run prunes once at start and then every Interval until ctx is cancelled;
+// it returns nil then. Failures are logged (once per run of failures),
+// counted and retried at the next interval. It returns an error only when
+// called twice.
+func (p *Pruner) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("outbox pruner: Run called twice")
+	}
+	failing := false
+	for {
+		n, err := p.Prune(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			p.m.errors.Inc()
+			if !failing {
+				p.log.Warn("outbox pruner: prune failed, retrying every interval", "err", err)
+				failing = true
+			}
+		default:
+			if failing {
+				p.log.Info("outbox pruner: pruning again")
+				failing = false
+			}
+			if n > 0 {
+				p.log.Debug("outbox pruner: deleted old rows", "rows", n)
+			}
+		}
+		if !sleep(ctx, p.cfg.Interval) {
+			return nil
+		}
+	}
+}
+
+// pruneBatch deletes, among the BatchSize oldest rows by id, those older
+// than the retention, and reports how many it deleted and looked at.
+// Looking only at the head keeps each statement cheap without an index on
+// created_at: ids grow with time, so the old rows are the head.
+const pruneBatch = `
+WITH head AS (
+    SELECT id, created_at FROM outbox ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM outbox o USING head
+    WHERE o.id = head.id AND head.created_at < now() - make_interval(secs => $1)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM head)`
+
+// Prune runs one pass and returns the number of rows deleted. It stops
+// after the first batch that holds a row younger than the retention, so an
+// old row far behind younger ones (ids and created_at can disagree a little:
+// created_at is the inserting transaction's start) waits for a later pass.
+func (p *Pruner) Prune(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		var gone, seen int64
+		err := p.pool.QueryRow(ctx, pruneBatch, p.cfg.Retention.Seconds(), p.cfg.BatchSize).Scan(&gone, &seen)
+		if err != nil {
+			return total, fmt.Errorf("prune outbox: %w", err)
+		}
+		total += gone
+		p.m.pruned.Add(float64(gone))
+		if gone < seen || seen < int64(p.cfg.BatchSize) {
+			return total, nil
+		}
+	}
+}

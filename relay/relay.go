@@ -1,0 +1,544 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+const (
+	// DefaultTopic is the Kafka topic events are published to.
+	DefaultTopic = "chat.events"
+	// NotifyChannel is the PostgreSQL channel the outbox trigger notifies
+	// (migrations/0003_outbox_notify.sql).
+	NotifyChannel = "chat_outbox"
+	// DefaultLockKey is the session advisory lock that is the relay lease.
+	DefaultLockKey int64 = 0x636861745f726c79 // "chat_rly"
+)
+
+// Config configures a Relay. Brokers is required; zero values take the
+// documented defaults.
+type Config struct {
+	Brokers []string // Kafka bootstrap addresses, host:port
+	Topic   string   // default DefaultTopic
+	NodeID  string   // for logs and the Kafka client id
+
+	BatchSize     int           // rows per Kafka write, default 500
+	MaxBatchBytes int           // bytes per Kafka write, default 1 MiB; larger single rows are dropped
+	PollInterval  time.Duration // safety poll while idle, default 1s
+	LeaseInterval time.Duration // how often a standby node tries to take the lease, default 1s
+	StatsInterval time.Duration // how often the leader refreshes the lag gauges, default 5s
+	BackoffMin    time.Duration // first retry pause after a failure, default 100ms
+	BackoffMax    time.Duration // retry pause cap, default 10s
+	WriteTimeout  time.Duration // one Kafka write, default 10s; bounds how long Run takes to stop
+	LockKey       int64         // advisory lock key, default DefaultLockKey
+
+	Logger     *slog.Logger          // default slog.Default()
+	Registerer prometheus.Registerer // nil: metrics are not registered
+}
+
+func (c *Config) defaults() {
+	c.Topic = orDefault(c.Topic, DefaultTopic)
+	c.BatchSize = orDefault(c.BatchSize, 500)
+	c.MaxBatchBytes = orDefault(c.MaxBatchBytes, 1<<20)
+	c.PollInterval = orDefault(c.PollInterval, time.Second)
+	c.LeaseInterval = orDefault(c.LeaseInterval, time.Second)
+	c.StatsInterval = orDefault(c.StatsInterval, 5*time.Second)
+	c.BackoffMin = orDefault(c.BackoffMin, 100*time.Millisecond)
+	c.BackoffMax = orDefault(c.BackoffMax, 10*time.Second)
+	c.WriteTimeout = orDefault(c.WriteTimeout, 10*time.Second)
+	c.LockKey = orDefault(c.LockKey, DefaultLockKey)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Relay publishes the outbox to Kafka. See the package documentation for
+// the contract.
+type Relay struct {
+	cfg  Config
+	conn *pgx.ConnConfig
+	log  *slog.Logger
+	m    *relayMetrics
+
+	mu     sync.Mutex
+	kicked bool               // a Kick arrived since the last wait
+	wake   context.CancelFunc // cancels the current wait, nil when not waiting
+
+	running atomic.Bool
+}
+
+// New returns a relay for the database behind pool. The relay does not use
+// the pool's connections: it opens one dedicated connection (same settings)
+// that carries the lease, LISTEN and its queries, so it must reach
+// PostgreSQL directly or through a session-mode pooler.
+func New(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
+	if pool == nil {
+		return nil, errors.New("relay: nil pool")
+	}
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("relay: no Kafka brokers configured")
+	}
+	cfg.defaults()
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = cfg.BackoffMin
+	}
+	m, err := newRelayMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	return &Relay{
+		cfg:  cfg,
+		conn: pool.Config().ConnConfig,
+		log:  cfg.Logger.With("component", "relay", "topic", cfg.Topic),
+		m:    m,
+	}, nil
+}
+
+// Kick tells the relay that outbox rows were committed. It never blocks and
+// is safe to call from any goroutine at any time, also when Run is not
+// running; kicks that arrive while a batch is in flight coalesce into one.
+func (r *Relay) Kick() {
+	r.mu.Lock()
+	r.kicked = true
+	if r.wake != nil {
+		r.wake()
+	}
+	r.mu.Unlock()
+}
+
+// Run relays until ctx is cancelled, then returns nil once its last Kafka
+// write (bounded by WriteTimeout) is settled and its connections are
+// closed. It returns an error only when called twice. Infrastructure
+// failures are retried forever with backoff; they are logged on each change
+// of state and counted in chat_relay_errors_total.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("relay: Run called twice")
+	}
+	w, transport := r.newWriter()
+	defer func() {
+		_ = w.Close()
+		transport.CloseIdleConnections()
+		r.m.leader.Set(0)
+		r.m.lag.Set(0)
+		r.m.pending.Set(0)
+	}()
+
+	var (
+		conn     *pgx.Conn
+		dbFails  int
+		standing bool // logged "standing by" since the last change
+	)
+	defer func() { closeConn(conn) }()
+	for ctx.Err() == nil {
+		if conn == nil {
+			c, err := r.connect(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				dbFails++
+				r.dbFailed(dbFails, err)
+				sleep(ctx, backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
+				continue
+			}
+			conn = c
+		}
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.cfg.LockKey).Scan(&got); err != nil {
+			closeConn(conn)
+			conn = nil
+			if ctx.Err() != nil {
+				break
+			}
+			dbFails++
+			r.dbFailed(dbFails, fmt.Errorf("try relay lease: %w", err))
+			sleep(ctx, backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
+			continue
+		}
+		if dbFails > 0 {
+			r.log.Info("relay: database reachable again", "failures", dbFails)
+			dbFails = 0
+		}
+		if !got {
+			if !standing {
+				r.log.Info("relay: standing by, another node holds the lease")
+				standing = true
+			}
+			sleep(ctx, r.cfg.LeaseInterval)
+			continue
+		}
+
+		standing = false
+		r.log.Info("relay: took the lease, publishing the outbox")
+		r.m.leader.Set(1)
+		err := r.lead(ctx, conn, w)
+		r.m.leader.Set(0)
+		r.m.lag.Set(0)
+		r.m.pending.Set(0)
+		// Closing the session releases the lease at once, also after an
+		// error that left the connection in an unknown state.
+		closeConn(conn)
+		conn = nil
+		if ctx.Err() != nil {
+			break
+		}
+		dbFails++
+		r.m.errors.WithLabelValues(kindDB).Inc()
+		r.log.Warn("relay: lost the lease", "err", err)
+		sleep(ctx, backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
+	}
+	r.log.Info("relay: stopped")
+	return nil
+}
+
+func (r *Relay) dbFailed(n int, err error) {
+	r.m.errors.WithLabelValues(kindDB).Inc()
+	if n == 1 {
+		r.log.Warn("relay: database unavailable, retrying with backoff", "err", err)
+	}
+}
+
+func (r *Relay) newWriter() (*kafka.Writer, *kafka.Transport) {
+	transport := &kafka.Transport{
+		DialTimeout:    5 * time.Second,
+		MetadataTopics: []string{r.cfg.Topic},
+		ClientID:       "chatd-relay-" + r.cfg.NodeID,
+	}
+	w := &kafka.Writer{
+		Addr:     kafka.TCP(r.cfg.Brokers...),
+		Topic:    r.cfg.Topic,
+		Balancer: &kafka.Hash{}, // a key (conversation) always maps to one partition
+		// One attempt per write: retries are ours, with backoff and jitter,
+		// and never reorder a key because a failed row is never skipped.
+		MaxAttempts:            1,
+		BatchSize:              r.cfg.BatchSize,
+		BatchBytes:             int64(r.cfg.MaxBatchBytes),
+		BatchTimeout:           time.Millisecond,
+		ReadTimeout:            r.cfg.WriteTimeout,
+		WriteTimeout:           r.cfg.WriteTimeout,
+		RequiredAcks:           kafka.RequireAll,
+		AllowAutoTopicCreation: true,
+		Transport:              transport,
+		ErrorLogger:            kafkaLogger(r.log, slog.LevelDebug, nil),
+	}
+	return w, transport
+}
+
+// connect opens the relay's dedicated session and makes the server notice a
+// vanished client within about 25s over TCP, so the lease moves on promptly
+// when a leader's host dies without closing its socket.
+func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, r.conn.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("connect relay session: %w", err)
+	}
+	_, err = conn.Exec(ctx, `SELECT set_config('application_name', 'chatd-relay', false),
+		set_config('tcp_keepalives_idle', '10', false),
+		set_config('tcp_keepalives_interval', '5', false),
+		set_config('tcp_keepalives_count', '3', false)`)
+	if err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("configure relay session: %w", err)
+	}
+	return conn, nil
+}
+
+func closeConn(conn *pgx.Conn) {
+	if conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// lead publishes while this node holds the lease. It returns nil when ctx
+// is done and an error when the database failed (the lease may be gone).
+// Kafka failures are retried here, with backoff, keeping the lease: rows
+// accumulate in the outbox meanwhile.
+func (r *Relay) lead(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) error {
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		return fmt.Errorf("listen %s: %w", NotifyChannel, err)
+	}
+	var (
+		attempt   int       // consecutive failed Kafka writes
+		downSince time.Time // first failure of the current outage
+		retryAt   time.Time // no Kafka write before this
+		nextStats time.Time
+	)
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now()
+		if !now.Before(nextStats) {
+			if err := r.refreshStats(ctx, conn); err != nil {
+				return ctxOr(ctx, err)
+			}
+			nextStats = now.Add(r.cfg.StatsInterval)
+		}
+		if !now.Before(retryAt) {
+			more, err := r.publishBatch(ctx, conn, w)
+			var kerr *kafkaError
+			switch {
+			case err == nil:
+				if attempt > 0 {
+					r.log.Info("relay: Kafka writes succeed again", "failures", attempt, "down_for", time.Since(downSince).Round(time.Millisecond))
+				}
+				attempt, retryAt = 0, time.Time{}
+				if more {
+					continue // drain what accumulated before waiting
+				}
+			case errors.As(err, &kerr):
+				r.m.errors.WithLabelValues(kindKafka).Inc()
+				attempt++
+				if attempt == 1 {
+					downSince = now
+					r.log.Warn("relay: Kafka write failed, rows stay in the outbox; retrying with backoff", "err", kerr.err)
+				}
+				retryAt = time.Now().Add(backoff(attempt, r.cfg.BackoffMin, r.cfg.BackoffMax))
+			default:
+				return ctxOr(ctx, err)
+			}
+		}
+
+		until := now.Add(r.cfg.PollInterval)
+		if retryAt.After(now) {
+			until = retryAt
+		}
+		if nextStats.Before(until) {
+			until = nextStats
+		}
+		if err := r.wait(ctx, conn, time.Until(until)); err != nil {
+			return ctxOr(ctx, err)
+		}
+	}
+}
+
+// ctxOr returns nil when ctx is done (the error is a consequence of the
+// cancellation), else err.
+func ctxOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// wait blocks for up to d until a notification, a Kick or ctx.
+func (r *Relay) wait(ctx context.Context, conn *pgx.Conn, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	r.mu.Lock()
+	if r.kicked {
+		r.kicked = false
+		r.mu.Unlock()
+		return nil
+	}
+	r.wake = cancel
+	r.mu.Unlock()
+
+	_, err := conn.WaitForNotification(wctx)
+
+	r.mu.Lock()
+	r.wake = nil
+	r.kicked = false // this wake-up covers it: the next batch reads after it
+	r.mu.Unlock()
+	if err != nil && wctx.Err() == nil {
+		return fmt.Errorf("wait for %s: %w", NotifyChannel, err)
+	}
+	return nil
+}
+
+// kafkaError marks a failed Kafka write: retried with the lease kept.
+type kafkaError struct{ err error }
+
+func (e *kafkaError) Error() string { return "write to Kafka: " + e.err.Error() }
+func (e *kafkaError) Unwrap() error { return e.err }
+
+type outboxRow struct {
+	id        int64
+	key       string
+	value     []byte // payload with eventId, compact
+	typ       string
+	createdAt time.Time
+}
+
+// selectBatch reads the oldest rows with the event id merged into the
+// payload, so the Kafka value is the documented event JSON.
+const selectBatch = `
+SELECT id, msg_key, (payload || jsonb_build_object('eventId', id))::text,
+       COALESCE(payload->>'type', ''), created_at
+FROM outbox ORDER BY id LIMIT $1`
+
+// publishBatch writes the oldest outbox rows to Kafka in one synchronous
+// write and deletes the rows Kafka acknowledged. more reports that the
+// batch was full, so more rows are probably waiting. Errors are a
+// *kafkaError (rows kept, retry later) or a database error.
+func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) (more bool, err error) {
+	rows, err := r.readBatch(ctx, conn)
+	if err != nil {
+		return false, err
+	}
+	if len(rows) == 0 {
+		r.m.lag.Set(0)
+		r.m.pending.Set(0)
+		return false, nil
+	}
+	more = len(rows) == r.cfg.BatchSize
+
+	// Keep the batch under MaxBatchBytes so that kafka-go puts each
+	// partition's messages in a single produce request: the request
+	// succeeds or fails as a whole, and a conversation's rows are never
+	// half published out of order. A row too large on its own can never be
+	// published; it is dropped (logged and counted) so it cannot wedge the
+	// relay.
+	msgs := make([]kafka.Message, 0, len(rows))
+	ids := make([]int64, 0, len(rows))
+	var drop []int64
+	total := 0
+	for _, row := range rows {
+		size := messageSize(row)
+		if size > r.cfg.MaxBatchBytes {
+			r.m.errors.WithLabelValues(kindOversize).Inc()
+			r.log.Error("relay: outbox row too large for Kafka, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "bytes", size)
+			drop = append(drop, row.id)
+			continue
+		}
+		if total+size > r.cfg.MaxBatchBytes {
+			more = true
+			break
+		}
+		total += size
+		msgs = append(msgs, kafka.Message{
+			Key:   []byte(row.key),
+			Value: row.value,
+			Time:  row.createdAt,
+			Headers: []kafka.Header{
+				{Key: "eventId", Value: []byte(strconv.FormatInt(row.id, 10))},
+				{Key: "type", Value: []byte(row.typ)},
+			},
+		})
+		ids = append(ids, row.id)
+	}
+
+	var werr error
+	done := append([]int64(nil), drop...)
+	if len(msgs) > 0 {
+		// The write is not cut short by ctx: a relay that stops waits for
+		// its last write (at most WriteTimeout) so it can delete what Kafka
+		// took instead of leaving it to be published twice.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
+		werr = w.WriteMessages(wctx, msgs...)
+		cancel()
+		ok := acknowledged(werr, len(msgs))
+		n := 0
+		for i, id := range ids {
+			if ok[i] {
+				done = append(done, id)
+				n++
+			}
+		}
+		if n > 0 {
+			r.m.published.Add(float64(n))
+			r.m.batchSize.Observe(float64(n))
+		}
+	}
+	if len(done) > 0 {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
+		_, err := conn.Exec(dctx, "DELETE FROM outbox WHERE id = ANY($1)", done)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("delete published outbox rows: %w", err)
+		}
+	}
+	if werr != nil {
+		return false, &kafkaError{err: werr}
+	}
+	if !more {
+		// Everything visible when the batch was read is now published.
+		r.m.lag.Set(0)
+		r.m.pending.Set(0)
+	}
+	return more, nil
+}
+
+func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, error) {
+	rs, err := conn.Query(ctx, selectBatch, r.cfg.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox batch: %w", err)
+	}
+	defer rs.Close()
+	var out []outboxRow
+	var buf bytes.Buffer
+	for rs.Next() {
+		var row outboxRow
+		var payload string
+		if err := rs.Scan(&row.id, &row.key, &payload, &row.typ, &row.createdAt); err != nil {
+			return nil, fmt.Errorf("scan outbox row: %w", err)
+		}
+		buf.Reset()
+		if err := json.Compact(&buf, []byte(payload)); err != nil {
+			return nil, fmt.Errorf("compact outbox payload %d: %w", row.id, err)
+		}
+		row.value = bytes.Clone(buf.Bytes())
+		out = append(out, row)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox batch: %w", err)
+	}
+	return out, nil
+}
+
+// messageSize bounds from above what kafka-go counts for a message.
+func messageSize(row outboxRow) int {
+	return 64 + len(row.key) + len(row.value) + len("eventId") + 20 + len("type") + len(row.typ)
+}
+
+// acknowledged reports, per message, whether Kafka acknowledged it.
+func acknowledged(err error, n int) []bool {
+	ok := make([]bool, n)
+	if err == nil {
+		for i := range ok {
+			ok[i] = true
+		}
+		return ok
+	}
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) && len(werrs) == n {
+		for i, e := range werrs {
+			ok[i] = e == nil
+		}
+	}
+	return ok
+}
+
+func (r *Relay) refreshStats(ctx context.Context, conn *pgx.Conn) error {
+	var n int64
+	var age float64
+	err := conn.QueryRow(ctx, `SELECT count(*),
+		COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8
+		FROM outbox`).Scan(&n, &age)
+	if err != nil {
+		return fmt.Errorf("measure outbox lag: %w", err)
+	}
+	r.m.pending.Set(float64(n))
+	r.m.lag.Set(max(age, 0))
+	return nil
+}

@@ -1,0 +1,11 @@
+// Package server assembles a whole chatd node from Settings: database
+// (embedded or external), migrations, domain service, delivery hub, MQTT
+// broker (TCP and WebSocket), HTTP API, Kafka relay and metrics. cmd/chatd is
+// a thin main around it, and tests start real nodes in-process with Start,
+// in the spirit of nats-server's RunServer.
+//
+// Start and Close are called by one owner goroutine. Close shuts down in
+// dependency order: listeners stop accepting, in-flight publishes commit and
+// are acknowledged, delivery cursors are flushed, clients are disconnected,
+// the relay stops, and PostgreSQL (if embedded) stops last.
+package server

@@ -1,0 +1,241 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const testSecret = "test-secret-0123456789abcdef0123456789"
+
+// startNode starts a chatd node on loopback ports against url.
+func startNode(t *testing.T, url string, env map[string]string) *server.Server {
+	t.Helper()
+	base := map[string]string{
+		"CHAT_DATABASE_URL":     url,
+		"CHAT_MQTT_ADDR":        "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":        "127.0.0.1:0",
+		"CHAT_DATA_DIR":         t.TempDir(),
+		"CHAT_JWT_SECRET":       testSecret,
+		"CHAT_LIMIT_SEND_RATE":  "0",
+		"CHAT_SHUTDOWN_TIMEOUT": "10s",
+	}
+	for k, v := range env {
+		base[k] = v
+	}
+	st, err := config.Load(nil, func(k string) string { return base[k] })
+	if err != nil {
+		t.Fatalf("settings: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := server.Start(context.Background(), st, log)
+	if err != nil {
+		t.Fatalf("start chatd: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
+	return srv
+}
+
+func token(t testing.TB, user int64) string {
+	t.Helper()
+	tok, err := auth.Mint([]byte(testSecret), user, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func sendPayload(clientMsgID, body string) []byte {
+	b, _ := json.Marshal(map[string]string{"clientMsgId": clientMsgID, "body": body})
+	return b
+}
+
+func msgTopic(conv int64) string  { return fmt.Sprintf("chat/v1/conv/%d/msg", conv) }
+func readTopic(conv int64) string { return fmt.Sprintf("chat/v1/conv/%d/read", conv) }
+func eventsTopic(u int64) string  { return fmt.Sprintf("chat/v1/user/%d/events", u) }
+
+// rawClient connects a raw MQTT client (v is 4 or 5) for user and subscribes
+// to its events topic.
+func rawClient(t *testing.T, addr string, user int64, clientID string, v byte, clean bool) *mqtttest.Client {
+	t.Helper()
+	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
+		Password: token(t, user), Clean: clean, Expiry: expiryFor(v, clean)})
+	if err != nil {
+		t.Fatalf("connect user %d: %v", user, err)
+	}
+	t.Cleanup(c.Drop)
+	codes, err := c.Subscribe(eventsTopic(user))
+	if err != nil || len(codes) != 1 || codes[0] >= 0x80 {
+		t.Fatalf("subscribe events: %v %v", codes, err)
+	}
+	return c
+}
+
+func expiryFor(v byte, clean bool) uint32 {
+	if v == 5 && !clean {
+		return 3600
+	}
+	return 0
+}
+
+// event is the union of event fields tests look at.
+type event struct {
+	Type           string `json:"type"`
+	ConversationID int64  `json:"conversationId"`
+	Seq            int64  `json:"seq"`
+	SenderID       int64  `json:"senderId"`
+	ClientMsgID    string `json:"clientMsgId"`
+	Body           string `json:"body"`
+	UserID         int64  `json:"userId"`
+	Code           string `json:"code"`
+	Message        string `json:"message"`
+}
+
+// nextEvent waits for the next event of type typ on a raw client.
+func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Duration) event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case pk, ok := <-c.Publishes:
+			if !ok {
+				t.Fatalf("connection closed while waiting for %s: %v", typ, c.Err)
+			}
+			var ev event
+			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+				t.Fatalf("bad event payload %q: %v", pk.Payload, err)
+			}
+			if ev.Type == typ {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within %v", typ, timeout)
+		}
+	}
+}
+
+// collectMessages reads message.new events of conv until n arrived.
+func collectMessages(t *testing.T, c *mqtttest.Client, conv int64, n int, timeout time.Duration) []event {
+	t.Helper()
+	var out []event
+	deadline := time.After(timeout)
+	for len(out) < n {
+		select {
+		case pk, ok := <-c.Publishes:
+			if !ok {
+				t.Fatalf("connection closed after %d/%d messages: %v", len(out), n, c.Err)
+			}
+			var ev event
+			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+				t.Fatalf("bad payload: %v", err)
+			}
+			if ev.Type == chat.EventMessageNew && ev.ConversationID == conv {
+				out = append(out, ev)
+			}
+		case <-deadline:
+			t.Fatalf("got %d/%d messages of conversation %d within %v", len(out), n, conv, timeout)
+		}
+	}
+	return out
+}
+
+// pahoClient is a paho.golang v5 client collecting events.
+type pahoClient struct {
+	*paho.Client
+	mu     sync.Mutex
+	events []event
+	got    chan struct{}
+}
+
+func newPaho(t *testing.T, addr string, user int64, clientID string) *pahoClient {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &pahoClient{got: make(chan struct{}, 1)}
+	pc.Client = paho.NewClient(paho.ClientConfig{Conn: conn, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+		func(pr paho.PublishReceived) (bool, error) {
+			var ev event
+			if err := json.Unmarshal(pr.Packet.Payload, &ev); err == nil {
+				pc.mu.Lock()
+				pc.events = append(pc.events, ev)
+				pc.mu.Unlock()
+				select {
+				case pc.got <- struct{}{}:
+				default:
+				}
+			}
+			return true, nil
+		}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ca, err := pc.Connect(ctx, &paho.Connect{KeepAlive: 30, ClientID: clientID, CleanStart: true,
+		Username: fmt.Sprint(user), UsernameFlag: true, Password: []byte(token(t, user)), PasswordFlag: true})
+	if err != nil || ca.ReasonCode != 0 {
+		t.Fatalf("paho connect user %d: %v", user, err)
+	}
+	t.Cleanup(func() { _ = pc.Disconnect(&paho.Disconnect{}) })
+	if _, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: eventsTopic(user), QoS: 1}}}); err != nil {
+		t.Fatalf("paho subscribe: %v", err)
+	}
+	return pc
+}
+
+func (pc *pahoClient) messages(conv int64) []event {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	var out []event
+	for _, ev := range pc.events {
+		if ev.Type == chat.EventMessageNew && ev.ConversationID == conv {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newID() string { return uuid.NewString() }
+
+// assertInOrder checks seqs are exactly from..to.
+func assertInOrder(t *testing.T, evs []event, from int64) {
+	t.Helper()
+	for i, ev := range evs {
+		if ev.Seq != from+int64(i) {
+			t.Fatalf("event %d has seq %d, want %d (order or gap broken)", i, ev.Seq, from+int64(i))
+		}
+	}
+}

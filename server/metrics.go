@@ -1,0 +1,42 @@
+package server
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// poolCollector exposes pgxpool statistics at scrape time.
+type poolCollector struct {
+	pool                                     *pgxpool.Pool
+	total, idle, acquired, max, acquireCount *prometheus.Desc
+	acquireWait                              *prometheus.Desc
+}
+
+func newPoolCollector(p *pgxpool.Pool) *poolCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &poolCollector{
+		pool:         p,
+		total:        d("chat_pg_pool_conns", "Open PostgreSQL connections."),
+		idle:         d("chat_pg_pool_idle_conns", "Idle PostgreSQL connections."),
+		acquired:     d("chat_pg_pool_acquired_conns", "PostgreSQL connections in use."),
+		max:          d("chat_pg_pool_max_conns", "PostgreSQL pool size."),
+		acquireCount: d("chat_pg_pool_acquires_total", "Connections acquired from the pool."),
+		acquireWait:  d("chat_pg_pool_acquire_wait_seconds_total", "Time spent waiting for a pool connection."),
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.total, c.idle, c.acquired, c.max, c.acquireCount, c.acquireWait} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(st.TotalConns()))
+	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.IdleConns()))
+	ch <- prometheus.MustNewConstMetric(c.acquired, prometheus.GaugeValue, float64(st.AcquiredConns()))
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(st.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(c.acquireCount, prometheus.CounterValue, float64(st.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.acquireWait, prometheus.CounterValue, st.AcquireDuration().Seconds())
+}

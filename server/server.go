@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/broker"
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/dbopen"
+	"github.com/chatd/chatd/delivery"
+	"github.com/chatd/chatd/hooks"
+	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/store"
+)
+
+// Server is one running chatd node.
+type Server struct {
+	Settings config.Settings
+	Pool     *pgxpool.Pool
+	Service  *chat.Service
+	Hub      *delivery.Hub
+	Broker   *broker.Broker
+	Registry *prometheus.Registry
+	Secret   []byte
+
+	log      *slog.Logger
+	closeDB  func(context.Context) error
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	bg       context.CancelFunc
+	bgDone   chan struct{}
+	closed   bool
+}
+
+// Start brings a node up; on error everything started so far is stopped.
+func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server, err error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{Settings: st, log: log, Registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = s.Close(cctx)
+			cancel()
+		}
+	}()
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	pool, closeDB, err := dbopen.Open(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log)
+	if err != nil {
+		return nil, err
+	}
+	s.Pool, s.closeDB = pool, closeDB
+	applied, err := store.Migrate(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	if len(applied) > 0 {
+		log.Info("migrations applied", "versions", applied)
+	}
+	s.Registry.MustRegister(newPoolCollector(pool))
+
+	secret := []byte(st.JWTSecret)
+	if len(secret) == 0 {
+		if secret, err = auth.LoadOrCreateSecret(st.DataDir); err != nil {
+			return nil, fmt.Errorf("jwt secret: %w", err)
+		}
+	}
+	s.Secret = secret
+	var pub any
+	if st.JWTPublicKey != "" {
+		if pub, err = auth.LoadPublicKey(st.JWTPublicKey); err != nil {
+			return nil, fmt.Errorf("jwt public key: %w", err)
+		}
+	}
+	verifier := auth.NewVerifier(secret, pub)
+
+	limits := st.Limits()
+	st2 := store.New(pool, limits)
+	sessions := store.NewSessions(pool)
+	s.Hub = delivery.NewHub(sessions, st2, delivery.Options{
+		Window:     st.MaxInflight,
+		LargeGroup: st.LargeGroup,
+		Logger:     log.With("component", "delivery"),
+		Metrics:    delivery.NewMetrics(s.Registry),
+	})
+	s.Service = chat.NewService(st2, s.Hub, limits)
+
+	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
+	hook := hooks.New(hooks.Config{
+		Service:     s.Service,
+		Sessions:    sessions,
+		Hub:         s.Hub,
+		Verify:      verifier.Verify,
+		RPC:         api.RPC,
+		SendTimeout: st.SendTimeout,
+		Logger:      log.With("component", "hooks"),
+		Metrics:     hooks.NewMetrics(s.Registry),
+	})
+	var tlsCfg *tls.Config
+	if st.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(st.TLSCert, st.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS certificate: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	s.Broker, err = broker.New(broker.Config{
+		MQTTAddr:       st.MQTTAddr,
+		TLS:            tlsCfg,
+		AllowedOrigins: st.WSAllowedOrigins,
+		Hook:           hook,
+		Hub:            s.Hub,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Broker.Start(); err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	api.Register(mux)
+	mux.Handle("/mqtt", s.Broker.WebSocket())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	s.httpLn, err = net.Listen("tcp", st.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen http on %s: %w", st.HTTPAddr, err)
+	}
+	if tlsCfg != nil {
+		s.httpLn = tls.NewListener(s.httpLn, tlsCfg)
+	}
+	s.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second, // slowloris
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 * 1024,
+	}
+	go func() {
+		if err := s.httpSrv.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+
+	bgCtx, cancel := context.WithCancel(context.Background())
+	s.bg, s.bgDone = cancel, make(chan struct{})
+	go s.background(bgCtx, sessions)
+
+	log.Info("chatd ready", "mqtt", s.MQTTAddr(), "http", s.HTTPAddr(), "node", st.NodeID)
+	return s, nil
+}
+
+// background runs housekeeping: session expiry.
+func (s *Server) background(ctx context.Context, sessions *store.Sessions) {
+	defer close(s.bgDone)
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			n, err := sessions.Expire(cctx, s.Hub.ClientIDs())
+			cancel()
+			if err != nil {
+				s.log.Warn("expire sessions failed", "err", err)
+			} else if n > 0 {
+				s.log.Info("expired sessions", "count", n)
+			}
+		}
+	}
+}
+
+// MQTTAddr is the bound MQTT TCP address.
+func (s *Server) MQTTAddr() string {
+	if s.Broker == nil {
+		return ""
+	}
+	return s.Broker.MQTTAddr()
+}
+
+// HTTPAddr is the bound HTTP address.
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// Close shuts the node down in dependency order.
+func (s *Server) Close(ctx context.Context) error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.httpSrv != nil {
+		// Stop taking HTTP requests but keep WebSocket MQTT connections
+		// until the broker has drained them.
+		s.httpSrv.SetKeepAlivesEnabled(false)
+		_ = s.httpLn.Close()
+	}
+	if s.Broker != nil {
+		if err := s.Broker.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	} else if s.Hub != nil {
+		if err := s.Hub.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.httpSrv != nil {
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			_ = s.httpSrv.Close()
+		}
+	}
+	if s.bg != nil {
+		s.bg()
+		<-s.bgDone
+	}
+	if s.closeDB != nil {
+		if err := s.closeDB(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

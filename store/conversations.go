@@ -1,0 +1,412 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
+
+const conversationColumns = `id, type, title, last_seq, last_message_at, created_at`
+
+func scanConversation(row pgx.Row) (chat.Conversation, error) {
+	var c chat.Conversation
+	err := row.Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt)
+	return c, err
+}
+
+// lockConversation takes the conversation row lock that serialises sends and
+// membership changes. Anything read after it must be read by a later
+// statement, which in READ COMMITTED sees the previous holder's commit.
+func lockConversation(ctx context.Context, tx pgx.Tx, id int64) (chat.Conversation, error) {
+	c, err := scanConversation(tx.QueryRow(ctx,
+		`SELECT `+conversationColumns+` FROM conversation WHERE id = $1 FOR UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, errNoConversation(id)
+	}
+	if err != nil {
+		return c, fmt.Errorf("lock conversation: %w", err)
+	}
+	return c, nil
+}
+
+// memberConversation reads the conversation for a member of it: not_found
+// when it does not exist, not_member when userID is not in it.
+func memberConversation(ctx context.Context, tx pgx.Tx, id, userID int64) (chat.Conversation, error) {
+	var (
+		c      chat.Conversation
+		member bool
+	)
+	err := tx.QueryRow(ctx, `
+		SELECT `+conversationColumns+`,
+		       EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = c.id AND user_id = $2)
+		FROM conversation c WHERE id = $1`, id, userID).
+		Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt, &member)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return c, errNoConversation(id)
+	case err != nil:
+		return c, fmt.Errorf("read conversation: %w", err)
+	case !member:
+		return c, errNotMember(id)
+	}
+	return c, nil
+}
+
+const memberColumns = `user_id, role, last_read_seq, last_delivered_seq, joined_at`
+
+func scanMember(row pgx.Row) (chat.Member, error) {
+	var m chat.Member
+	err := row.Scan(&m.UserID, &m.Role, &m.LastReadSeq, &m.LastDeliveredSeq, &m.JoinedAt)
+	return m, err
+}
+
+// getMember returns the member row, ok=false when userID is not a member.
+func getMember(ctx context.Context, tx pgx.Tx, convID, userID int64) (chat.Member, bool, error) {
+	m, err := scanMember(tx.QueryRow(ctx,
+		`SELECT `+memberColumns+` FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
+		convID, userID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, fmt.Errorf("read member %d: %w", userID, err)
+	}
+	return m, true, nil
+}
+
+func loadMembers(ctx context.Context, tx pgx.Tx, convID int64) ([]chat.Member, error) {
+	rows, err := tx.Query(ctx,
+		`SELECT `+memberColumns+` FROM conversation_member WHERE conversation_id = $1 ORDER BY user_id`, convID)
+	if err != nil {
+		return nil, fmt.Errorf("read members: %w", err)
+	}
+	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.Member, error) { return scanMember(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read members: %w", err)
+	}
+	return ms, nil
+}
+
+// memberAddedEvents is one member.added per member, as committed.
+func memberAddedEvents(conv chat.Conversation, actorID int64) []chat.Event {
+	evs := make([]chat.Event, len(conv.Members))
+	for i, m := range conv.Members {
+		evs[i] = chat.MemberAddedEvent(conv, m.UserID, actorID, m.Role)
+	}
+	return evs
+}
+
+// CreateGroup creates a GROUP with creatorID as owner and members as plain
+// members, all starting at seq 0.
+func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (chat.Conversation, error) {
+	if err := chat.ValidateID("creator id", creatorID); err != nil {
+		return chat.Conversation{}, err
+	}
+	// The Service de-duplicates too; doing it here keeps a direct caller
+	// from tripping the primary key.
+	ids := []int64{creatorID}
+	roles := []string{string(chat.RoleOwner)}
+	for _, m := range members {
+		if err := chat.ValidateID("member id", m); err != nil {
+			return chat.Conversation{}, err
+		}
+		if !slices.Contains(ids, m) {
+			ids = append(ids, m)
+			roles = append(roles, string(chat.RoleMember))
+		}
+	}
+	if len(ids) > s.limits.MaxMembers {
+		return chat.Conversation{}, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
+	}
+	var conv chat.Conversation
+	err := s.inTx(ctx, "create group", func(tx pgx.Tx) error {
+		var err error
+		conv, err = scanConversation(tx.QueryRow(ctx,
+			`INSERT INTO conversation (type, title) VALUES ($1, $2) RETURNING `+conversationColumns, chat.Group, title))
+		if err != nil {
+			return fmt.Errorf("insert conversation: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO conversation_member (conversation_id, user_id, role)
+			SELECT $1, u, r FROM unnest($2::bigint[], $3::text[]) AS t(u, r)`,
+			conv.ID, ids, roles); err != nil {
+			return fmt.Errorf("insert members: %w", err)
+		}
+		if conv.Members, err = loadMembers(ctx, tx, conv.ID); err != nil {
+			return err
+		}
+		return insertOutbox(ctx, tx, memberAddedEvents(conv, creatorID)...)
+	})
+	if err != nil {
+		return chat.Conversation{}, err
+	}
+	return conv, nil
+}
+
+// OpenDirect returns the pair's DIRECT conversation, creating it on first
+// use. Both users are plain members: a direct conversation has nobody to
+// manage, and AddMember/RemoveMember refuse DIRECT anyway.
+func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conversation, bool, error) {
+	if err := chat.ValidateID("user id", userID); err != nil {
+		return chat.Conversation{}, false, err
+	}
+	if err := chat.ValidateID("peer id", peerID); err != nil {
+		return chat.Conversation{}, false, err
+	}
+	if userID == peerID {
+		return chat.Conversation{}, false, chat.Errorf(chat.CodeInvalid, "a direct conversation needs two different users")
+	}
+	low, high := min(userID, peerID), max(userID, peerID)
+	var (
+		conv    chat.Conversation
+		created bool
+	)
+	err := s.inTx(ctx, "open direct", func(tx pgx.Tx) error {
+		id, found, err := directPair(ctx, tx, low, high)
+		if err != nil {
+			return err
+		}
+		if !found {
+			if id, created, err = createDirect(ctx, tx, low, high); err != nil {
+				return err
+			}
+		}
+		if conv, err = scanConversation(tx.QueryRow(ctx,
+			`SELECT `+conversationColumns+` FROM conversation WHERE id = $1`, id)); err != nil {
+			return fmt.Errorf("read conversation %d: %w", id, err)
+		}
+		if conv.Members, err = loadMembers(ctx, tx, id); err != nil {
+			return err
+		}
+		if created {
+			return insertOutbox(ctx, tx, memberAddedEvents(conv, userID)...)
+		}
+		return nil
+	})
+	if err != nil {
+		return chat.Conversation{}, false, err
+	}
+	return conv, created, nil
+}
+
+func directPair(ctx context.Context, tx pgx.Tx, low, high int64) (id int64, found bool, err error) {
+	err = tx.QueryRow(ctx,
+		`SELECT conversation_id FROM direct_pair WHERE user_low = $1 AND user_high = $2`, low, high).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read direct pair: %w", err)
+	}
+	return id, true, nil
+}
+
+// createDirect inserts the conversation and claims the pair. ON CONFLICT DO
+// NOTHING waits for a concurrent claimant to finish and then yields instead
+// of failing; the savepoint discards our unused conversation row, and the
+// pair is re-read, now visible because the winner has committed.
+func createDirect(ctx context.Context, tx pgx.Tx, low, high int64) (id int64, created bool, err error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("savepoint: %w", err)
+	}
+	defer func() { _ = sp.Rollback(ctx) }()
+	if err := sp.QueryRow(ctx,
+		`INSERT INTO conversation (type) VALUES ($1) RETURNING id`, chat.Direct).Scan(&id); err != nil {
+		return 0, false, fmt.Errorf("insert conversation: %w", err)
+	}
+	var claimed int64
+	err = sp.QueryRow(ctx, `
+		INSERT INTO direct_pair (user_low, user_high, conversation_id) VALUES ($1, $2, $3)
+		ON CONFLICT (user_low, user_high) DO NOTHING RETURNING conversation_id`, low, high, id).Scan(&claimed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err := sp.Rollback(ctx); err != nil {
+			return 0, false, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+		id, found, err := directPair(ctx, tx, low, high)
+		if err != nil {
+			return 0, false, err
+		}
+		if !found {
+			// The conflicting row vanished: only a manual delete does that.
+			return 0, false, fmt.Errorf("direct pair (%d, %d) conflicted but is not visible", low, high)
+		}
+		return id, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("claim direct pair: %w", err)
+	}
+	if _, err := sp.Exec(ctx, `
+		INSERT INTO conversation_member (conversation_id, user_id, role)
+		VALUES ($1, $2, 'member'), ($1, $3, 'member')`, id, low, high); err != nil {
+		return 0, false, fmt.Errorf("insert members: %w", err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return 0, false, fmt.Errorf("release savepoint: %w", err)
+	}
+	return id, true, nil
+}
+
+// GetConversation returns the conversation and its members, members only.
+func (s *Store) GetConversation(ctx context.Context, conversationID, userID int64) (chat.Conversation, error) {
+	var conv chat.Conversation
+	err := s.runTx(ctx, "get conversation", readOnly, func(tx pgx.Tx) error {
+		var err error
+		if conv, err = memberConversation(ctx, tx, conversationID, userID); err != nil {
+			return err
+		}
+		conv.Members, err = loadMembers(ctx, tx, conversationID)
+		return err
+	})
+	if err != nil {
+		return chat.Conversation{}, err
+	}
+	return conv, nil
+}
+
+// AddMember adds userID to a group. Owners and admins may add; adding an
+// existing member returns them unchanged. The new member starts with
+// join_seq, last_read_seq and last_delivered_seq at the current last_seq:
+// history before joining is neither unread nor pending delivery.
+//
+// role may be member (the default when empty) or admin; a group has one
+// owner, its creator, so owner cannot be granted.
+func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, error) {
+	if err := chat.ValidateID("user id", userID); err != nil {
+		return chat.Member{}, err
+	}
+	switch role {
+	case "":
+		role = chat.RoleMember
+	case chat.RoleMember, chat.RoleAdmin:
+	default:
+		return chat.Member{}, chat.Errorf(chat.CodeInvalid, "role must be %s or %s", chat.RoleMember, chat.RoleAdmin)
+	}
+	var added chat.Member
+	err := s.inTx(ctx, "add member", func(tx pgx.Tx) error {
+		conv, err := lockConversation(ctx, tx, conversationID)
+		if err != nil {
+			return err
+		}
+		actor, ok, err := getMember(ctx, tx, conversationID, actorID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errNotMember(conversationID)
+		}
+		if conv.Type == chat.Direct {
+			return chat.Errorf(chat.CodeForbidden, "a direct conversation cannot get more members")
+		}
+		if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
+			return chat.Errorf(chat.CodeForbidden, "only the owner or an admin can add members")
+		}
+		existing, ok, err := getMember(ctx, tx, conversationID, userID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			added = existing
+			return nil
+		}
+		var n int
+		if err := tx.QueryRow(ctx,
+			`SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conversationID).Scan(&n); err != nil {
+			return fmt.Errorf("count members: %w", err)
+		}
+		if n >= s.limits.MaxMembers {
+			return chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
+		}
+		if added, err = scanMember(tx.QueryRow(ctx, `
+			INSERT INTO conversation_member
+				(conversation_id, user_id, role, join_seq, last_read_seq, last_delivered_seq)
+			VALUES ($1, $2, $3, $4, $4, $4)
+			RETURNING `+memberColumns,
+			conversationID, userID, role, conv.LastSeq)); err != nil {
+			return fmt.Errorf("insert member: %w", err)
+		}
+		return insertOutbox(ctx, tx, chat.MemberAddedEvent(conv, userID, actorID, added.Role))
+	})
+	if err != nil {
+		return chat.Member{}, err
+	}
+	return added, nil
+}
+
+// RemoveMember removes userID from a group. Anyone may leave; the owner and
+// admins may remove others, except that only the owner can remove the owner
+// (by leaving).
+func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
+	return s.inTx(ctx, "remove member", func(tx pgx.Tx) error {
+		conv, err := lockConversation(ctx, tx, conversationID)
+		if err != nil {
+			return err
+		}
+		actor, ok, err := getMember(ctx, tx, conversationID, actorID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errNotMember(conversationID)
+		}
+		if conv.Type == chat.Direct {
+			return chat.Errorf(chat.CodeForbidden, "nobody can be removed from a direct conversation")
+		}
+		target := actor
+		if userID != actorID {
+			if target, ok, err = getMember(ctx, tx, conversationID, userID); err != nil {
+				return err
+			}
+			if !ok {
+				return chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
+			}
+			switch {
+			case actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin:
+				return chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
+			case target.Role == chat.RoleOwner:
+				return chat.Errorf(chat.CodeForbidden, "the owner can only leave, not be removed")
+			}
+		}
+		if _, err := tx.Exec(ctx,
+			`DELETE FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
+			conversationID, target.UserID); err != nil {
+			return fmt.Errorf("delete member: %w", err)
+		}
+		return insertOutbox(ctx, tx, chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq))
+	})
+}
+
+// Members lists the user ids of a conversation, ascending; empty for an
+// unknown conversation.
+func (s *Store) Members(ctx context.Context, conversationID int64) ([]int64, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT user_id FROM conversation_member WHERE conversation_id = $1 ORDER BY user_id`, conversationID)
+	if err != nil {
+		return nil, classify("members", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, classify("members", err)
+	}
+	if ids == nil {
+		ids = []int64{}
+	}
+	return ids, nil
+}
+
+// IsMember reports whether userID is a member of the conversation.
+func (s *Store) IsMember(ctx context.Context, conversationID, userID int64) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx,
+		`SELECT EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2)`,
+		conversationID, userID).Scan(&ok)
+	if err != nil {
+		return false, classify("is member", err)
+	}
+	return ok, nil
+}

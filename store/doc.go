@@ -1,0 +1,51 @@
+// Package store is the PostgreSQL implementation of chat.Store, plus the
+// schema migrations runner and the connection pool settings.
+//
+// # Contract
+//
+// Every chat.Store method is one transaction. The outbox row describing a
+// change is written in the transaction that makes the change, so an event
+// exists if and only if its change committed. Outbox rows carry the JSON of a
+// chat.Event built with the chat.*Event constructors, keyed by the
+// conversation id in decimal, so a keyed consumer sees one conversation's
+// events in commit order.
+//
+// Outcomes a client can cause come back as *chat.Error (not_found,
+// not_member, forbidden, conflict, member_cap, invalid). Infrastructure
+// failures (pool closed, connection refused or lost, server shutting down,
+// out of resources, timeouts, cancelled contexts, serialization failures and
+// deadlocks) come back as chat.Unavailable, so transports say "retry" rather
+// than "bug". A failed COMMIT is also unavailable: its outcome is unknown,
+// and every write here is safe to retry (Send by clientMsgId, MarkRead and
+// membership changes because they are idempotent).
+//
+// # Concurrency rules
+//
+// The conversation row is the lock that serialises every change to a
+// conversation's messages and membership:
+//
+//   - Send takes SELECT ... FOR UPDATE on the conversation row, and only then
+//     (in a new statement, hence a fresh READ COMMITTED snapshot) checks
+//     membership and the clientMsgId. Seq is last_seq+1 under that lock, so
+//     committed seqs have no gaps and no duplicates, and two concurrent sends
+//     of one clientMsgId resolve to one message. A rolled-back send releases
+//     the lock with last_seq untouched, so it leaves no gap either.
+//   - AddMember and RemoveMember take the same lock, so the member cap and
+//     the role checks cannot race each other or a concurrent send.
+//   - MarkRead does not take the conversation lock: it is a single
+//     conditional UPDATE of the member row (row-locked by PostgreSQL and
+//     re-evaluated after a wait), clamped to the conversation's last_seq, so
+//     the watermark only moves forward and never past last_seq.
+//   - OpenDirect relies on the unique (user_low, user_high) of direct_pair:
+//     INSERT ... ON CONFLICT DO NOTHING under a savepoint, and on losing the
+//     race the savepoint is rolled back and the winner's row re-read.
+//   - Reads (History, Inbox, SeenBy, GetConversation) run in a read-only
+//     REPEATABLE READ transaction so the membership check and the data come
+//     from one snapshot.
+//
+// Locks are always taken in the order conversation row, then member rows,
+// then outbox, which is why the operations cannot deadlock each other.
+//
+// Store holds no state besides the pool and the limits and is safe for
+// concurrent use. Every call honours its context's deadline.
+package store

@@ -1,0 +1,158 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testCtx bounds every test so a lock bug shows up as a failure, not a hang.
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newStore gives the test its own migrated database.
+func newStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	return newStoreWithLimits(t, chat.DefaultLimits())
+}
+
+func newStoreWithLimits(t *testing.T, l chat.Limits) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	return store.New(pool, l), pool
+}
+
+func mustGroup(t *testing.T, st *store.Store, creator int64, members ...int64) chat.Conversation {
+	t.Helper()
+	conv, err := st.CreateGroup(testCtx(t), creator, "group", members)
+	if err != nil {
+		t.Fatalf("create group: %v", err)
+	}
+	return conv
+}
+
+func sendReq(conv, sender int64, body string) chat.SendRequest {
+	return chat.SendRequest{ConversationID: conv, SenderID: sender, ClientMsgID: uuid.NewString(), Body: body}
+}
+
+func mustSend(t *testing.T, st *store.Store, conv, sender int64, body string) chat.Message {
+	t.Helper()
+	res, err := st.Send(testCtx(t), sendReq(conv, sender, body))
+	if err != nil {
+		t.Fatalf("send to %d as %d: %v", conv, sender, err)
+	}
+	if res.Duplicate {
+		t.Fatalf("fresh clientMsgId reported as duplicate")
+	}
+	return res.Message
+}
+
+func wantCode(t *testing.T, what string, err error, code chat.Code) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: got no error, want %s", what, code)
+	}
+	if got := chat.ErrorCode(err); got != code {
+		t.Fatalf("%s: got %s (%v), want %s", what, got, err, code)
+	}
+}
+
+func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(testCtx(t), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// outboxEvents returns the conversation's outbox events of one type (all
+// types when typ is empty) in outbox order, checking each row's key.
+func outboxEvents(t *testing.T, pool *pgxpool.Pool, conv int64, typ string) []chat.Event {
+	t.Helper()
+	rows, err := pool.Query(testCtx(t), `
+		SELECT msg_key, payload::text FROM outbox
+		WHERE (payload->>'conversationId')::bigint = $1 AND ($2 = '' OR payload->>'type' = $2)
+		ORDER BY id`, conv, typ)
+	if err != nil {
+		t.Fatalf("read outbox: %v", err)
+	}
+	defer rows.Close()
+	var evs []chat.Event
+	for rows.Next() {
+		var key, payload string
+		if err := rows.Scan(&key, &payload); err != nil {
+			t.Fatalf("scan outbox: %v", err)
+		}
+		var ev chat.Event
+		if err := json.Unmarshal([]byte(payload), &ev); err != nil {
+			t.Fatalf("decode outbox payload %s: %v", payload, err)
+		}
+		if want := jsonInt(conv); key != want {
+			t.Fatalf("outbox msg_key = %q, want %q", key, want)
+		}
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read outbox: %v", err)
+	}
+	return evs
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func member(t *testing.T, st *store.Store, conv, viewer, user int64) chat.Member {
+	t.Helper()
+	c, err := st.GetConversation(testCtx(t), conv, viewer)
+	if err != nil {
+		t.Fatalf("get conversation: %v", err)
+	}
+	for _, m := range c.Members {
+		if m.UserID == user {
+			return m
+		}
+	}
+	t.Fatalf("user %d is not a member of %d", user, conv)
+	return chat.Member{}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func isCode(err error, code chat.Code) bool {
+	var ce *chat.Error
+	return errors.As(err, &ce) && ce.Code == code
+}
+
+// sameMessage compares messages, instants by value (time zones may differ).
+func sameMessage(a, b chat.Message) bool {
+	return a.ConversationID == b.ConversationID && a.Seq == b.Seq && a.SenderID == b.SenderID &&
+		a.ClientMsgID == b.ClientMsgID && a.Body == b.Body && a.CreatedAt.Equal(b.CreatedAt)
+}

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	chat "github.com/chatd/chatd"
+)
+
+const messageColumns = `conversation_id, seq, sender_id, client_msg_id::text, body, created_at`
+
+func scanMessage(row pgx.CollectableRow) (chat.Message, error) {
+	var m chat.Message
+	err := row.Scan(&m.ConversationID, &m.Seq, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt)
+	return m, err
+}
+
+// Both history queries are range scans of the (conversation_id, seq) primary
+// key that stop after LIMIT rows, whatever the conversation's size.
+const (
+	historyAfterSQL = `SELECT ` + messageColumns + ` FROM message
+		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq ASC LIMIT $3`
+	historyBeforeSQL = `SELECT ` + messageColumns + ` FROM message
+		WHERE conversation_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`
+)
+
+// History pages a conversation's messages for a member, ascending by seq.
+func (s *Store) History(ctx context.Context, q chat.HistoryQuery) ([]chat.Message, error) {
+	if q.BeforeSeq < 0 || q.AfterSeq < 0 {
+		return nil, chat.Errorf(chat.CodeInvalid, "beforeSeq and afterSeq must not be negative")
+	}
+	if q.BeforeSeq > 0 && q.AfterSeq > 0 {
+		return nil, chat.Errorf(chat.CodeInvalid, "give beforeSeq or afterSeq, not both")
+	}
+	limit := chat.ClampLimit(q.Limit, chat.DefaultHistoryLimit, chat.MaxHistoryLimit)
+	var msgs []chat.Message
+	err := s.runTx(ctx, "history", readOnly, func(tx pgx.Tx) error {
+		if _, err := memberConversation(ctx, tx, q.ConversationID, q.UserID); err != nil {
+			return err
+		}
+		var rows pgx.Rows
+		var err error
+		if q.AfterSeq > 0 {
+			rows, err = tx.Query(ctx, historyAfterSQL, q.ConversationID, q.AfterSeq, limit)
+		} else {
+			// A real bound instead of "$2 = 0 OR ..." keeps the generic plan
+			// of the prepared statement an index range scan.
+			before := q.BeforeSeq
+			if before == 0 {
+				before = math.MaxInt64
+			}
+			rows, err = tx.Query(ctx, historyBeforeSQL, q.ConversationID, before, limit)
+		}
+		if err != nil {
+			return fmt.Errorf("read messages: %w", err)
+		}
+		if msgs, err = pgx.CollectRows(rows, scanMessage); err != nil {
+			return fmt.Errorf("read messages: %w", err)
+		}
+		if q.AfterSeq == 0 {
+			slices.Reverse(msgs)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if msgs == nil {
+		msgs = []chat.Message{}
+	}
+	return msgs, nil
+}
+
+// inboxSQL pages the user's conversations by (last activity, id) descending,
+// strictly after the cursor row. The last message is looked up by primary
+// key only for the rows of the page, after the LIMIT.
+const inboxSQL = `
+SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
+       lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at
+FROM (
+	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at,
+	       COALESCE(c.last_message_at, c.created_at) AS sort_at
+	FROM conversation_member m
+	JOIN conversation c ON c.id = m.conversation_id
+	WHERE m.user_id = $1
+	  AND (COALESCE(c.last_message_at, c.created_at), c.id) < ($2::timestamptz, $3::bigint)
+	ORDER BY sort_at DESC, c.id DESC
+	LIMIT $4
+) p
+LEFT JOIN LATERAL (
+	SELECT seq, sender_id, client_msg_id, body, created_at FROM message
+	WHERE conversation_id = p.id AND seq = p.last_seq
+) lm ON true
+ORDER BY p.sort_at DESC, p.id DESC`
+
+// Inbox pages the user's conversations, most recent activity first.
+// Unread is last_seq - last_read_seq, which seqs without gaps make exact.
+func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor string) (chat.InboxPage, error) {
+	limit = chat.ClampLimit(limit, chat.DefaultInboxLimit, chat.MaxInboxLimit)
+	// The first page starts above every possible row: 'infinity' sorts after
+	// every timestamp, so one query text (one prepared plan) serves all pages.
+	afterAt := pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+	afterID := int64(math.MaxInt64)
+	if cursor != "" {
+		micros, id, err := chat.DecodeInboxCursor(cursor)
+		if err != nil {
+			return chat.InboxPage{}, err
+		}
+		afterAt, afterID = pgtype.Timestamptz{Time: time.UnixMicro(micros), Valid: true}, id
+	}
+	page := chat.InboxPage{Conversations: []chat.InboxEntry{}}
+	err := s.runTx(ctx, "inbox", readOnly, func(tx pgx.Tx) error {
+		// One row more than asked tells whether another page exists.
+		rows, err := tx.Query(ctx, inboxSQL, userID, afterAt, afterID, limit+1)
+		if err != nil {
+			return fmt.Errorf("read inbox: %w", err)
+		}
+		defer rows.Close()
+		var lastSortAt time.Time
+		for rows.Next() {
+			if len(page.Conversations) == limit {
+				page.NextCursor = chat.EncodeInboxCursor(lastSortAt.UnixMicro(), page.Conversations[limit-1].ID)
+				break
+			}
+			var (
+				e       chat.InboxEntry
+				sortAt  time.Time
+				lmSeq   *int64
+				lmFrom  *int64
+				lmID    *string
+				lmBody  *string
+				lmAtPtr *time.Time
+			)
+			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt,
+				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr); err != nil {
+				return fmt.Errorf("read inbox: %w", err)
+			}
+			e.Unread = max(e.LastSeq-e.LastReadSeq, 0)
+			if lmSeq != nil {
+				e.LastMessage = &chat.Message{ConversationID: e.ID, Seq: *lmSeq, SenderID: *lmFrom,
+					ClientMsgID: *lmID, Body: *lmBody, CreatedAt: *lmAtPtr}
+			}
+			page.Conversations = append(page.Conversations, e)
+			lastSortAt = sortAt
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read inbox: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return chat.InboxPage{}, err
+	}
+	return page, nil
+}

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
+
+// markReadSQL is the whole watermark rule in one statement: clamp to
+// last_seq, move only forward. If a concurrent MarkRead holds the member row,
+// PostgreSQL re-evaluates the WHERE against the row it committed, so two
+// readers can never move the watermark backwards.
+const markReadSQL = `
+UPDATE conversation_member m
+SET last_read_seq = LEAST($3::bigint, c.last_seq)
+FROM conversation c
+WHERE m.conversation_id = $1 AND m.user_id = $2 AND c.id = m.conversation_id
+  AND LEAST($3::bigint, c.last_seq) > m.last_read_seq
+RETURNING m.last_read_seq`
+
+// MarkRead moves the user's watermark to min(seq, last_seq) if that is ahead
+// of it, and records read.updated in the same transaction when it moved.
+func (s *Store) MarkRead(ctx context.Context, conversationID, userID, seq int64) (chat.ReadResult, error) {
+	if seq <= 0 {
+		return chat.ReadResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
+	}
+	var res chat.ReadResult
+	err := s.inTx(ctx, "mark read", func(tx pgx.Tx) error {
+		var newSeq int64
+		err := tx.QueryRow(ctx, markReadSQL, conversationID, userID, seq).Scan(&newSeq)
+		switch {
+		case err == nil:
+			res = chat.ReadResult{Advanced: true, LastReadSeq: newSeq}
+			return insertOutbox(ctx, tx, chat.ReadEvent(conversationID, userID, newSeq))
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("update watermark: %w", err)
+		}
+		// Nothing updated: either the watermark is already there, or the
+		// caller has no watermark to move.
+		var (
+			exists  bool
+			current *int64
+		)
+		if err := tx.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
+			       (SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = $2)`,
+			conversationID, userID).Scan(&exists, &current); err != nil {
+			return fmt.Errorf("read watermark: %w", err)
+		}
+		switch {
+		case !exists:
+			return errNoConversation(conversationID)
+		case current == nil:
+			return errNotMember(conversationID)
+		}
+		res = chat.ReadResult{Advanced: false, LastReadSeq: *current}
+		return nil
+	})
+	if err != nil {
+		return chat.ReadResult{}, err
+	}
+	return res, nil
+}
+
+// SeenBy counts the members other than the message's sender whose watermark
+// is at or past seq.
+func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (chat.SeenResult, error) {
+	if seq <= 0 {
+		return chat.SeenResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
+	}
+	var res chat.SeenResult
+	err := s.runTx(ctx, "seen by", readOnly, func(tx pgx.Tx) error {
+		conv, err := memberConversation(ctx, tx, conversationID, userID)
+		if err != nil {
+			return err
+		}
+		if seq > conv.LastSeq {
+			return chat.Errorf(chat.CodeNotFound, "message %d does not exist in conversation %d", seq, conversationID)
+		}
+		// Counting only members who are not the sender makes "the sender
+		// left" and "the sender is still here" both come out right.
+		err = tx.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE cm.last_read_seq >= msg.seq),
+			       count(*)
+			FROM message msg
+			JOIN conversation_member cm ON cm.conversation_id = msg.conversation_id AND cm.user_id <> msg.sender_id
+			WHERE msg.conversation_id = $1 AND msg.seq = $2`,
+			conversationID, seq).Scan(&res.SeenBy, &res.Members)
+		if err != nil {
+			return fmt.Errorf("count readers: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return chat.SeenResult{}, err
+	}
+	return res, nil
+}
