@@ -108,6 +108,7 @@ func (h *Hub) Attach(conn Conn, clientID string, userID int64, persistent, ready
 		cancel()
 	}
 	s := newSession(h, conn, clientID, userID, persistent, ready)
+	s.readyFlag.Store(ready)
 	h.mu.Lock()
 	h.byClient[clientID] = s
 	set := h.byUser[userID]
@@ -156,6 +157,13 @@ func (h *Hub) Session(clientID string) *Session {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.byClient[clientID]
+}
+
+// Ready reports whether clientID's session is delivering events (the
+// client is subscribed to its events topic).
+func (h *Hub) Ready(clientID string) bool {
+	s := h.Session(clientID)
+	return s != nil && s.readyFlag.Load()
 }
 
 // Online reports whether userID has a session on this node.

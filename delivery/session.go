@@ -28,6 +28,7 @@ type Session struct {
 	done         chan struct{}
 	overflow     atomic.Bool
 	writingSince atomic.Int64
+	readyFlag    atomic.Bool // mirror of ready for observers
 
 	ready    bool
 	convs    map[int64]*convState
@@ -197,8 +198,10 @@ func (s *Session) accept(it item) {
 	switch it.kind {
 	case kReady:
 		s.ready = true
+		s.readyFlag.Store(true)
 	case kUnready:
 		s.ready = false
+		s.readyFlag.Store(false)
 	case kDirect:
 		s.pending = append(s.pending, it)
 	case kEvent:

@@ -98,13 +98,13 @@ func EventsTopic(userID int64) string {
 type itemKind uint8
 
 const (
-	kMsg      itemKind = iota + 1 // message.new with a seq to order
-	kEvent                        // any other event for the events topic
-	kDirect                       // a reply or error for this client only, sent even before it subscribed
-	kJoin                         // the user joined conv at seq: start tracking it
-	kLeave                        // the user left conv: stop at once
-	kReady                        // the client subscribed to its events topic
-	kUnready                      // the client unsubscribed
+	kMsg     itemKind = iota + 1 // message.new with a seq to order
+	kEvent                       // any other event for the events topic
+	kDirect                      // a reply or error for this client only, sent even before it subscribed
+	kJoin                        // the user joined conv at seq: start tracking it
+	kLeave                       // the user left conv: stop at once
+	kReady                       // the client subscribed to its events topic
+	kUnready                     // the client unsubscribed
 )
 
 type item struct {

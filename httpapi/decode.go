@@ -31,8 +31,10 @@ func (a *API) maxRequestBytes() int64 {
 }
 
 // readBody reads a POST body within the limit, after checking its media
-// type. A missing Content-Type is accepted because curl -d and many MQTT-era
-// clients omit or misname it; a present one must be JSON.
+// type. A missing Content-Type is accepted: the body can only be JSON anyway
+// and minimal clients omit it. A present one must be JSON, so that a form
+// post (curl -d without -H) or a text/plain fetch fails with a clear 415
+// instead of a confusing parse error.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, params, err := mime.ParseMediaType(ct)

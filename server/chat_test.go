@@ -71,10 +71,10 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 	}
 	for u := int64(1); u <= 5; u++ {
 		pc := clients[u]
-		waitFor(t, 15*time.Second, fmt.Sprintf("user %d to receive all group messages", u), func() bool { return len(pc.messages(group.ID)) >= groupN })
+		waitFor(t, 45*time.Second, fmt.Sprintf("user %d to receive all group messages", u), func() bool { return len(pc.messages(group.ID)) >= groupN })
 		assertInOrder(t, pc.messages(group.ID), 1)
 		if u <= 2 {
-			waitFor(t, 15*time.Second, "direct messages", func() bool { return len(pc.messages(direct.ID)) >= directN })
+			waitFor(t, 45*time.Second, "direct messages", func() bool { return len(pc.messages(direct.ID)) >= directN })
 			assertInOrder(t, pc.messages(direct.ID), 1)
 		} else if n := len(pc.messages(direct.ID)); n != 0 {
 			t.Fatalf("user %d outside the direct chat received %d of its messages", u, n)

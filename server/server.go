@@ -36,13 +36,13 @@ type Server struct {
 	Registry *prometheus.Registry
 	Secret   []byte
 
-	log      *slog.Logger
-	closeDB  func(context.Context) error
-	httpSrv  *http.Server
-	httpLn   net.Listener
-	bg       context.CancelFunc
-	bgDone   chan struct{}
-	closed   bool
+	log     *slog.Logger
+	closeDB func(context.Context) error
+	httpSrv *http.Server
+	httpLn  net.Listener
+	bg      context.CancelFunc
+	bgDone  chan struct{}
+	closed  bool
 }
 
 // Start brings a node up; on error everything started so far is stopped.

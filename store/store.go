@@ -50,7 +50,7 @@ var readOnly = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadO
 // sees what the previous lock holder committed, which the send and
 // membership paths rely on. Errors come back classified for op.
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	return s.runTx(ctx, op, pgx.TxOptions{}, fn)
+	return s.runTx(ctx, op, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 }
 
 func (s *Store) runTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {

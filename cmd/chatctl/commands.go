@@ -84,10 +84,6 @@ func run(ctx context.Context, args []string, a *app) int {
 		printUsage(a.stderr)
 		return 2
 	}
-	if err := a.init(); err != nil {
-		fmt.Fprintf(a.stderr, "chatctl: %v\n", err)
-		return 1
-	}
 	return exitCode(a, cmd.run(ctx, a, args[1:]))
 }
 
@@ -158,7 +154,8 @@ func newFlags(name, usage, about string, examples ...string) *flag.FlagSet {
 }
 
 // parse parses args; -help prints the usage to stdout, errors print it to
-// stderr. Positional arguments are refused.
+// stderr. Positional arguments are refused. Then it loads chatd's settings
+// (so -help works even when they are broken).
 func parse(a *app, fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	switch {
@@ -177,7 +174,7 @@ func parse(a *app, fs *flag.FlagSet, args []string) error {
 		fs.SetOutput(io.Discard)
 		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
-	return nil
+	return a.init()
 }
 
 // dbFlags are the flags of every command that talks to the database.
@@ -202,7 +199,17 @@ func (d dbFlags) open(ctx context.Context, a *app) (*pgxpool.Pool, func(context.
 	if dir == "" {
 		dir = a.settings.DataDir
 	}
-	return dbopen.Open(ctx, url, dir, 4, a.logger)
+	pool, closeDB, err := dbopen.Open(ctx, url, dir, 4, a.logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pool, func(ctx context.Context) error {
+		err := closeDB(ctx)
+		if err != nil {
+			a.logger.Warn("close database", "err", err)
+		}
+		return err
+	}, nil
 }
 
 // requireID checks a required positive id flag.

@@ -266,7 +266,7 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 			return packets.Packet{}, ErrNoAck
 		}
 		return ack, nil
-	case <-time.After(15 * time.Second):
+	case <-time.After(60 * time.Second):
 		return packets.Packet{}, errors.New("mqtttest: PUBACK timeout")
 	}
 }

@@ -1,0 +1,325 @@
+package store_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+)
+
+func TestOpenDirectConcurrentCallsForOnePairYieldOneConversation(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const a, b, callers = 7, 3, 20
+	type result struct {
+		conv    chat.Conversation
+		created bool
+		err     error
+	}
+	results := make([]result, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user, peer := int64(a), int64(b)
+			if i%2 == 1 {
+				user, peer = peer, user
+			}
+			<-start
+			r := &results[i]
+			r.conv, r.created, r.err = st.OpenDirect(ctx, user, peer)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	created := 0
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("caller %d: %v", i, r.err)
+		}
+		if r.conv.ID != results[0].conv.ID {
+			t.Fatalf("caller %d got conversation %d, caller 0 got %d", i, r.conv.ID, results[0].conv.ID)
+		}
+		if r.created {
+			created++
+		}
+		if r.conv.Type != chat.Direct || len(r.conv.Members) != 2 ||
+			r.conv.Members[0].UserID != b || r.conv.Members[1].UserID != a ||
+			r.conv.Members[0].Role != chat.RoleMember || r.conv.Members[1].Role != chat.RoleMember {
+			t.Fatalf("caller %d got %+v", i, r.conv)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d callers report created, want 1", created)
+	}
+	// The losers' conversation rows were rolled back, not left behind.
+	if n := queryInt(t, pool, `SELECT count(*) FROM conversation`); n != 1 {
+		t.Fatalf("%d conversations exist, want 1", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM direct_pair WHERE user_low = $1 AND user_high = $2`, b, a); n != 1 {
+		t.Fatalf("%d direct_pair rows, want 1", n)
+	}
+	evs := outboxEvents(t, pool, results[0].conv.ID, chat.EventMemberAdded)
+	if len(evs) != 2 || evs[0].UserID != b || evs[1].UserID != a || evs[0].ConvType != chat.Direct {
+		t.Fatalf("member.added events: %+v", evs)
+	}
+
+	again, created2, err := st.OpenDirect(ctx, a, b)
+	if err != nil || created2 || again.ID != results[0].conv.ID {
+		t.Fatalf("reopening: %+v created=%v err=%v", again, created2, err)
+	}
+	_, _, err = st.OpenDirect(ctx, a, a)
+	wantCode(t, "direct with oneself", err, chat.CodeInvalid)
+	other, created3, err := st.OpenDirect(ctx, a, 11)
+	if err != nil || !created3 || other.ID == again.ID {
+		t.Fatalf("another pair: %+v created=%v err=%v", other, created3, err)
+	}
+}
+
+func TestCreateGroupMembersRolesAndEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	conv, err := st.CreateGroup(ctx, 5, "team", []int64{9, 3, 9, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.Type != chat.Group || conv.Title != "team" || conv.LastSeq != 0 || conv.LastMessageAt != nil || conv.CreatedAt.IsZero() {
+		t.Fatalf("created %+v", conv)
+	}
+	var got []chat.Member
+	for _, m := range conv.Members {
+		got = append(got, chat.Member{UserID: m.UserID, Role: m.Role})
+		if m.JoinedAt.IsZero() || m.LastReadSeq != 0 || m.LastDeliveredSeq != 0 {
+			t.Fatalf("member %+v", m)
+		}
+	}
+	want := []chat.Member{{UserID: 3, Role: chat.RoleMember}, {UserID: 5, Role: chat.RoleOwner}, {UserID: 9, Role: chat.RoleMember}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("members %+v, want %+v", got, want)
+	}
+	evs := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded)
+	if len(evs) != 3 {
+		t.Fatalf("%d member.added events, want 3", len(evs))
+	}
+	for i, ev := range evs {
+		if ev.UserID != want[i].UserID || ev.Role != want[i].Role || ev.ActorID != 5 ||
+			ev.ConvType != chat.Group || ev.Title == nil || *ev.Title != "team" {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND join_seq <> 0`, conv.ID); n != 0 {
+		t.Fatalf("%d founding members with join_seq <> 0", n)
+	}
+	_, err = st.CreateGroup(ctx, 1, "bad\x00title", nil)
+	wantCode(t, "title with NUL", err, chat.CodeInvalid)
+	_, err = st.CreateGroup(ctx, 1, "t", []int64{0})
+	wantCode(t, "member id 0", err, chat.CodeInvalid)
+}
+
+func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, alice, bob, carol = 1, 2, 3, 4
+	conv := mustGroup(t, st, owner, alice, bob, carol)
+	for range 3 {
+		mustSend(t, st, conv.ID, owner, "before they joined")
+	}
+	events := func() int { return len(outboxEvents(t, pool, conv.ID, "")) }
+	before := events()
+
+	_, err := st.AddMember(ctx, conv.ID, alice, 10, chat.RoleMember)
+	wantCode(t, "member adds", err, chat.CodeForbidden)
+	_, err = st.AddMember(ctx, conv.ID, 99, 10, chat.RoleMember)
+	wantCode(t, "non-member adds", err, chat.CodeNotMember)
+	_, err = st.AddMember(ctx, conv.ID, owner, 10, chat.RoleOwner)
+	wantCode(t, "second owner", err, chat.CodeInvalid)
+	err = st.RemoveMember(ctx, conv.ID, alice, bob)
+	wantCode(t, "member removes another", err, chat.CodeForbidden)
+	err = st.RemoveMember(ctx, conv.ID, 99, bob)
+	wantCode(t, "non-member removes", err, chat.CodeNotMember)
+	err = st.RemoveMember(ctx, conv.ID, owner, 77)
+	wantCode(t, "removing a non-member", err, chat.CodeNotFound)
+	if n := events(); n != before {
+		t.Fatalf("refused changes wrote %d events", n-before)
+	}
+
+	// The owner makes an admin; new members start read up to now.
+	const admin, newbie = 5, 6
+	m, err := st.AddMember(ctx, conv.ID, owner, admin, chat.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.UserID != admin || m.Role != chat.RoleAdmin || m.LastReadSeq != 3 || m.LastDeliveredSeq != 3 || m.JoinedAt.IsZero() {
+		t.Fatalf("added %+v", m)
+	}
+	if n := queryInt(t, pool, `SELECT join_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`, conv.ID, admin); n != 3 {
+		t.Fatalf("join_seq = %d, want 3", n)
+	}
+	if m, err = st.AddMember(ctx, conv.ID, admin, newbie, ""); err != nil || m.Role != chat.RoleMember {
+		t.Fatalf("admin adds: %+v, %v", m, err)
+	}
+	page, err := st.Inbox(ctx, newbie, 0, "")
+	if err != nil || len(page.Conversations) != 1 || page.Conversations[0].Unread != 0 {
+		t.Fatalf("newcomer's inbox: %+v, %v", page, err)
+	}
+	// Adding someone already there is a no-op.
+	before = events()
+	if m, err = st.AddMember(ctx, conv.ID, owner, admin, chat.RoleMember); err != nil || m.Role != chat.RoleAdmin {
+		t.Fatalf("re-adding the admin: %+v, %v", m, err)
+	}
+	if n := events(); n != before {
+		t.Fatal("re-adding an existing member wrote an event")
+	}
+
+	err = st.RemoveMember(ctx, conv.ID, admin, owner)
+	wantCode(t, "admin removes the owner", err, chat.CodeForbidden)
+	if err := st.RemoveMember(ctx, conv.ID, admin, newbie); err != nil {
+		t.Fatalf("admin removes a member: %v", err)
+	}
+	if err := st.RemoveMember(ctx, conv.ID, bob, bob); err != nil {
+		t.Fatalf("member leaves: %v", err)
+	}
+	if err := st.RemoveMember(ctx, conv.ID, owner, admin); err != nil {
+		t.Fatalf("owner removes the admin: %v", err)
+	}
+	if err := st.RemoveMember(ctx, conv.ID, owner, owner); err != nil {
+		t.Fatalf("owner leaves: %v", err)
+	}
+	ids, err := st.Members(ctx, conv.ID)
+	if err != nil || !slices.Equal(ids, []int64{alice, carol}) {
+		t.Fatalf("members left: %v, %v", ids, err)
+	}
+	for _, u := range []int64{alice, carol} {
+		if ok, err := st.IsMember(ctx, conv.ID, u); err != nil || !ok {
+			t.Fatalf("IsMember(%d) = %v, %v", u, ok, err)
+		}
+	}
+	if ok, err := st.IsMember(ctx, conv.ID, owner); err != nil || ok {
+		t.Fatalf("IsMember(owner who left) = %v, %v", ok, err)
+	}
+
+	added := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded)
+	if len(added) != 6 || added[4].UserID != admin || added[4].ActorID != owner || added[4].Role != chat.RoleAdmin ||
+		added[4].Seq != 3 || added[5].UserID != newbie || added[5].ActorID != admin {
+		t.Fatalf("member.added events: %+v", added)
+	}
+	removed := outboxEvents(t, pool, conv.ID, chat.EventMemberRemoved)
+	wantRemoved := [][2]int64{{newbie, admin}, {bob, bob}, {admin, owner}, {owner, owner}}
+	if len(removed) != len(wantRemoved) {
+		t.Fatalf("member.removed events: %+v", removed)
+	}
+	for i, w := range wantRemoved {
+		if removed[i].UserID != w[0] || removed[i].ActorID != w[1] || removed[i].Seq != 3 {
+			t.Fatalf("member.removed %d: %+v, want user %d by %d at seq 3", i, removed[i], w[0], w[1])
+		}
+	}
+}
+
+func TestAddMemberCapHoldsUnderConcurrentAdds(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStoreWithLimits(t, chat.Limits{MaxMembers: 5})
+	_, err := st.CreateGroup(ctx, 1, "too big", []int64{2, 3, 4, 5, 6})
+	wantCode(t, "create over the cap", err, chat.CodeMemberCap)
+	conv := mustGroup(t, st, 1, 2, 3, 4) // one slot left
+
+	const racers = 10
+	errs := make([]error, racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[i] = st.AddMember(ctx, conv.ID, 1, int64(100+i), chat.RoleMember)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !isCode(err, chat.CodeMemberCap):
+			t.Fatalf("racing add: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d adds won the last slot, want 1", ok)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conv.ID); n != 5 {
+		t.Fatalf("%d members, cap is 5", n)
+	}
+	if evs := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded); len(evs) != 5 {
+		t.Fatalf("%d member.added events, want 5", len(evs))
+	}
+	// Leaving frees a slot.
+	if err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddMember(ctx, conv.ID, 1, 200, chat.RoleMember); err != nil {
+		t.Fatalf("add after a leave: %v", err)
+	}
+}
+
+func TestDirectConversationMembershipCannotChange(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	conv, _, err := st.OpenDirect(ctx, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember)
+	wantCode(t, "add to direct", err, chat.CodeForbidden)
+	err = st.RemoveMember(ctx, conv.ID, 1, 2)
+	wantCode(t, "remove from direct", err, chat.CodeForbidden)
+	err = st.RemoveMember(ctx, conv.ID, 1, 1)
+	wantCode(t, "leave direct", err, chat.CodeForbidden)
+	if evs := outboxEvents(t, pool, conv.ID, ""); len(evs) != 2 {
+		t.Fatalf("events after refused changes: %+v", evs)
+	}
+	// Both can talk.
+	mustSend(t, st, conv.ID, 1, "hi")
+	mustSend(t, st, conv.ID, 2, "hello")
+}
+
+func TestGetConversationListsMembersWithWatermarks(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	conv := mustGroup(t, st, 8, 4, 6)
+	mustSend(t, st, conv.ID, 6, "x")
+	mustSend(t, st, conv.ID, 6, "y")
+	if _, err := st.MarkRead(ctx, conv.ID, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetConversation(ctx, conv.ID, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != conv.ID || got.LastSeq != 2 || got.LastMessageAt == nil || got.Title != "group" {
+		t.Fatalf("conversation %+v", got)
+	}
+	type mw struct {
+		user int64
+		role chat.Role
+		read int64
+	}
+	var ms []mw
+	for _, m := range got.Members {
+		ms = append(ms, mw{m.UserID, m.Role, m.LastReadSeq})
+	}
+	if want := []mw{{4, chat.RoleMember, 1}, {6, chat.RoleMember, 2}, {8, chat.RoleOwner, 0}}; !slices.Equal(ms, want) {
+		t.Fatalf("members %+v, want %+v", ms, want)
+	}
+}
