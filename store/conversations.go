@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -111,11 +110,13 @@ func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, 
 	// from tripping the primary key.
 	ids := []int64{creatorID}
 	roles := []string{string(chat.RoleOwner)}
+	seen := map[int64]bool{creatorID: true}
 	for _, m := range members {
 		if err := chat.ValidateID("member id", m); err != nil {
 			return chat.Conversation{}, err
 		}
-		if !slices.Contains(ids, m) {
+		if !seen[m] {
+			seen[m] = true
 			ids = append(ids, m)
 			roles = append(roles, string(chat.RoleMember))
 		}
@@ -255,7 +256,7 @@ func createDirect(ctx context.Context, tx pgx.Tx, low, high int64) (id int64, cr
 // GetConversation returns the conversation and its members, members only.
 func (s *Store) GetConversation(ctx context.Context, conversationID, userID int64) (chat.Conversation, error) {
 	var conv chat.Conversation
-	err := s.runTx(ctx, "get conversation", readOnly, func(tx pgx.Tx) error {
+	err := s.runTx(ctx, "get conversation", readOnly(), func(tx pgx.Tx) error {
 		var err error
 		if conv, err = memberConversation(ctx, tx, conversationID, userID); err != nil {
 			return err

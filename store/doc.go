@@ -15,9 +15,9 @@
 // failures (pool closed, connection refused or lost, server shutting down,
 // out of resources, timeouts, cancelled contexts, serialization failures and
 // deadlocks) come back as chat.Unavailable, so transports say "retry" rather
-// than "bug". A failed COMMIT is also unavailable: its outcome is unknown,
-// and every write here is safe to retry (Send by clientMsgId, MarkRead and
-// membership changes because they are idempotent).
+// than "bug". A COMMIT lost with its connection is unavailable too, though
+// its outcome is unknown: every write here is safe to retry (Send by
+// clientMsgId; MarkRead and membership changes are idempotent).
 //
 // # Concurrency rules
 //
@@ -43,8 +43,9 @@
 //     REPEATABLE READ transaction so the membership check and the data come
 //     from one snapshot.
 //
-// Locks are always taken in the order conversation row, then member rows,
-// then outbox, which is why the operations cannot deadlock each other.
+// Writers that need both lock the conversation row before any member row,
+// and MarkRead locks only its member row, so the operations cannot deadlock
+// each other.
 //
 // Store holds no state besides the pool and the limits and is safe for
 // concurrent use. Every call honours its context's deadline.

@@ -40,7 +40,7 @@ func (s *Store) History(ctx context.Context, q chat.HistoryQuery) ([]chat.Messag
 	}
 	limit := chat.ClampLimit(q.Limit, chat.DefaultHistoryLimit, chat.MaxHistoryLimit)
 	var msgs []chat.Message
-	err := s.runTx(ctx, "history", readOnly, func(tx pgx.Tx) error {
+	err := s.runTx(ctx, "history", readOnly(), func(tx pgx.Tx) error {
 		if _, err := memberConversation(ctx, tx, q.ConversationID, q.UserID); err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 		afterAt, afterID = pgtype.Timestamptz{Time: time.UnixMicro(micros), Valid: true}, id
 	}
 	page := chat.InboxPage{Conversations: []chat.InboxEntry{}}
-	err := s.runTx(ctx, "inbox", readOnly, func(tx pgx.Tx) error {
+	err := s.runTx(ctx, "inbox", readOnly(), func(tx pgx.Tx) error {
 		// One row more than asked tells whether another page exists.
 		rows, err := tx.Query(ctx, inboxSQL, userID, afterAt, afterID, limit+1)
 		if err != nil {

@@ -73,7 +73,7 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 		return chat.SeenResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
 	}
 	var res chat.SeenResult
-	err := s.runTx(ctx, "seen by", readOnly, func(tx pgx.Tx) error {
+	err := s.runTx(ctx, "seen by", readOnly(), func(tx pgx.Tx) error {
 		conv, err := memberConversation(ctx, tx, conversationID, userID)
 		if err != nil {
 			return err

@@ -142,6 +142,12 @@ func TestSendSameClientMsgIDConcurrentlyCommitsOnce(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, conv.ID); n != 2 {
 		t.Fatalf("last_seq = %d, want 2", n)
 	}
+	// Send retries a unique violation on this constraint by name; renaming
+	// it in a migration would silently turn that race into a 500.
+	if n := queryInt(t, pool, `SELECT count(*) FROM pg_constraint
+		WHERE conname = 'message_conversation_id_client_msg_id_key' AND contype = 'u'`); n != 1 {
+		t.Fatal("the unique (conversation_id, client_msg_id) constraint has another name")
+	}
 }
 
 func TestSendClientMsgIDOfAnotherSenderIsConflict(t *testing.T) {

@@ -41,9 +41,11 @@ const (
 	sqlStateUniqueViolation = "23505"
 )
 
-// readOnly is used by the read paths: one snapshot for the membership check
-// and the data, and no way to write by mistake.
-var readOnly = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+// readOnly is what the read paths run in: one snapshot for the membership
+// check and the data, and no way to write by mistake.
+func readOnly() pgx.TxOptions {
+	return pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+}
 
 // inTx runs fn in a READ COMMITTED transaction and commits it. READ
 // COMMITTED is deliberate: after waiting for a row lock, the next statement

@@ -69,6 +69,21 @@ func Dial(addr string, o Options) (*Client, packets.Packet, error) {
 	if err != nil {
 		return nil, packets.Packet{}, err
 	}
+	return DialConn(conn, o)
+}
+
+// DialConn runs the MQTT handshake over an established connection (a
+// WebSocket adapter, a fault-injecting proxy).
+func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
+	if o.Version == 0 {
+		o.Version = 5
+	}
+	if o.Keepalive == 0 {
+		o.Keepalive = 30
+	}
+	if o.ReadBuffer == 0 {
+		o.ReadBuffer = 100000
+	}
 	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: true,
 		Publishes: make(chan packets.Packet, o.ReadBuffer), waiters: map[uint16]chan packets.Packet{},
 		subacks: make(chan packets.Packet, 16), Done: make(chan struct{})}
@@ -239,6 +254,7 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: payload}
 	if len(opts) > 0 {
 		pk.Properties.ResponseTopic = opts[0].ResponseTopic
+		pk.Mods.AllowResponseInfo = true // mochi encodes Response Topic only with this set
 		pk.Properties.CorrelationData = opts[0].CorrelationData
 		pk.FixedHeader.Retain = opts[0].Retain
 	}

@@ -1,0 +1,295 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+func TestWebSocketClientsChatAndForeignOriginsAreRefused(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "ws://" + srv.HTTPAddr() + "/mqtt"
+	if _, resp, err := mqtttest.DialWS(url, "http://evil.example"); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("foreign origin: want 403, got %v %v", resp, err)
+	}
+	dial := func(user int64, id, origin string) *mqtttest.Client {
+		conn, _, err := mqtttest.DialWS(url, origin)
+		if err != nil {
+			t.Fatalf("websocket dial: %v", err)
+		}
+		c, _, err := mqtttest.DialConn(conn, mqtttest.Options{Version: 5, ClientID: id, Password: token(t, user), Clean: true})
+		if err != nil {
+			t.Fatalf("mqtt over websocket: %v", err)
+		}
+		t.Cleanup(c.Drop)
+		if codes, err := c.Subscribe(eventsTopic(user)); err != nil || codes[0] >= 0x80 {
+			t.Fatalf("subscribe: %v %v", codes, err)
+		}
+		return c
+	}
+	browser := dial(2, "browser-2", "http://"+srv.HTTPAddr()) // same origin
+	sender := dial(1, "ws-1", "")                             // not a browser
+	ack, err := sender.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "over websocket"))
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("publish over websocket: 0x%02x %v", ack.ReasonCode, err)
+	}
+	ev := nextEvent(t, browser, chat.EventMessageNew, 5*time.Second)
+	if ev.Body != "over websocket" || ev.Seq != 1 {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
+	url := pgtest.NewDB(t)
+	srv := startNode(t, url, nil)
+	conv, err := srv.Service.CreateGroup(context.Background(), 1, "shutdown", []int64{2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked sync.Map // clientMsgId -> seq
+	var wg sync.WaitGroup
+	var count atomic.Int64
+	for u := int64(1); u <= 4; u++ {
+		c := rawClient(t, srv.MQTTAddr(), u, fmt.Sprintf("sd-%d", u), 5, true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				id := newID()
+				ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(id, "x"))
+				if err != nil || ack.ReasonCode >= 0x80 {
+					return
+				}
+				acked.Store(id, userProp(ack.Properties.User, "seq"))
+				count.Add(1)
+			}
+		}()
+	}
+	waitFor(t, 10*time.Second, "some traffic", func() bool { return count.Load() > 100 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	wg.Wait()
+	pool := openPool(t, url)
+	n := 0
+	acked.Range(func(k, v any) bool {
+		n++
+		var seq int64
+		err := pool.QueryRow(context.Background(), "SELECT seq FROM message WHERE conversation_id=$1 AND client_msg_id=$2", conv.ID, k).Scan(&seq)
+		if err != nil || fmt.Sprint(seq) != v {
+			t.Errorf("acked message %v (seq %v) not stored as acked: %v", k, v, err)
+		}
+		return true
+	})
+	var last, rows int64
+	_ = pool.QueryRow(context.Background(), "SELECT last_seq, (SELECT count(*) FROM message WHERE conversation_id=$1) FROM conversation WHERE id=$1", conv.ID).Scan(&last, &rows)
+	if last != rows {
+		t.Fatalf("seq gap after shutdown: last_seq %d, %d rows", last, rows)
+	}
+	t.Logf("%d sends acknowledged before shutdown, all stored; %d rows", n, rows)
+}
+
+func TestLargeGroupMessageNewCarriesNoBody(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LARGE_GROUP": "3"})
+	big, err := srv.Service.CreateGroup(context.Background(), 1, "big", []int64{2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := srv.Service.CreateGroup(context.Background(), 1, "small", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A persistent client that is offline gets the replayed form too.
+	away := rawClient(t, srv.MQTTAddr(), 2, "away-2", 5, false)
+	away.Disconnect()
+	sender := rawClient(t, srv.MQTTAddr(), 1, "big-1", 5, true)
+	sendN(t, sender, big.ID, 1, "big")
+	sendN(t, sender, small.ID, 1, "small")
+	live := collectMessages(t, sender, big.ID, 1, 5*time.Second)[0]
+	back := rawClient(t, srv.MQTTAddr(), 2, "away-2", 5, false)
+	replayed := collectMessages(t, back, big.ID, 1, 5*time.Second)[0]
+	for _, ev := range []event{live, replayed} {
+		if ev.Body != "" || ev.ClientMsgID != "" || ev.Seq != 1 || ev.SenderID != 1 {
+			t.Fatalf("large-group message.new must carry only ids: %+v", ev)
+		}
+	}
+	if ev := collectMessages(t, back, small.ID, 1, 5*time.Second)[0]; ev.Body != "small 0" {
+		t.Fatalf("small group message lost its body: %+v", ev)
+	}
+}
+
+func TestTypingReachesOnlineMembersAtMostOncePerSecond(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rawClient(t, srv.MQTTAddr(), 1, "ty-1", 5, true)
+	b := rawClient(t, srv.MQTTAddr(), 2, "ty-2", 4, true)
+	topic := fmt.Sprintf("chat/v1/conv/%d/typing", conv.ID)
+	for i := 0; i < 10; i++ {
+		if _, err := a.Publish(topic, 0, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := nextEvent(t, b, chat.EventTyping, 5*time.Second)
+	if ev.UserID != 1 || ev.ConversationID != conv.ID {
+		t.Fatalf("typing = %+v", ev)
+	}
+	// The other nine fell within the same second: nothing more arrives.
+	select {
+	case pk := <-b.Publishes:
+		t.Fatalf("second typing event within a second: %s", pk.Payload)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The typist does not get its own typing event.
+	select {
+	case pk := <-a.Publishes:
+		t.Fatalf("typist got %s", pk.Payload)
+	default:
+	}
+	// Not stored.
+	var n int
+	_ = srv.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE payload->>'type' = 'typing'").Scan(&n)
+	if n != 0 {
+		t.Fatalf("typing stored %d outbox rows", n)
+	}
+}
+
+func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	ctx := context.Background()
+	conv, err := srv.Service.CreateGroup(ctx, 1, "rm", []int64{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := rawClient(t, srv.MQTTAddr(), 1, "rm-1", 5, true)
+	leaver := rawClient(t, srv.MQTTAddr(), 3, "rm-3", 5, true)
+	sendN(t, owner, conv.ID, 3, "before")
+	collectMessages(t, leaver, conv.ID, 3, 5*time.Second)
+	if err := srv.Service.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextEvent(t, leaver, chat.EventMemberRemoved, 5*time.Second)
+	if ev.UserID != 3 || ev.ConversationID != conv.ID {
+		t.Fatalf("member.removed = %+v", ev)
+	}
+	sendN(t, owner, conv.ID, 5, "after")
+	collectMessages(t, owner, conv.ID, 8, 5*time.Second)
+	deadline := time.After(300 * time.Millisecond)
+	for {
+		select {
+		case pk := <-leaver.Publishes:
+			var e event
+			_ = json.Unmarshal(pk.Payload, &e)
+			if e.ConversationID == conv.ID && e.Type == chat.EventMessageNew {
+				t.Fatalf("removed member still receives: %s", pk.Payload)
+			}
+		case <-deadline:
+			ack, err := leaver.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "still here?"))
+			if err != nil || ack.ReasonCode != 0x87 {
+				t.Fatalf("removed member may still send: 0x%02x %v", ack.ReasonCode, err)
+			}
+			return
+		}
+	}
+}
+
+func TestRPCOverMQTTAnswersOnTheCallersResponseTopic(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-1", 5, true)
+	if codes, err := c.Subscribe("chat/v1/user/1/rpc/#"); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe rpc: %v %v", codes, err)
+	}
+	sendN(t, c, conv.ID, 3, "m")
+	req := []byte(fmt.Sprintf(`{"conversationId":%d,"afterSeq":1}`, conv.ID))
+	ack, err := c.Publish("chat/v1/rpc/history", 1, req, mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc/a", CorrelationData: []byte("call-7")})
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("rpc publish: 0x%02x %v", ack.ReasonCode, err)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case pk := <-c.Publishes:
+			if pk.TopicName != "chat/v1/user/1/rpc/a" {
+				continue
+			}
+			if !bytes.Equal(pk.Properties.CorrelationData, []byte("call-7")) {
+				t.Fatalf("correlation data %q", pk.Properties.CorrelationData)
+			}
+			var reply struct {
+				Status   int            `json:"status"`
+				Messages []chat.Message `json:"messages"`
+			}
+			if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 200 || len(reply.Messages) != 2 || reply.Messages[0].Seq != 2 {
+				t.Fatalf("history reply %s (%v)", pk.Payload, err)
+			}
+			goto refused
+		case <-deadline:
+			t.Fatal("no RPC reply")
+		}
+	}
+refused:
+	ack, err = c.Publish("chat/v1/rpc/inbox", 1, []byte(`{}`), mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/2/rpc", CorrelationData: []byte("x")})
+	if err != nil || ack.ReasonCode != 0x87 {
+		t.Fatalf("response topic in another user's tree: want 0x87, got 0x%02x %v", ack.ReasonCode, err)
+	}
+	ack, err = c.Publish("chat/v1/rpc/inbox", 1, []byte(`{}`))
+	if err != nil || ack.ReasonCode != 0x99 {
+		t.Fatalf("rpc without response topic: want 0x99, got 0x%02x %v", ack.ReasonCode, err)
+	}
+}
+
+func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener := rawClient(t, srv.MQTTAddr(), 2, "gapless-2", 4, true)
+	mq := rawClient(t, srv.MQTTAddr(), 1, "gapless-1", 5, true)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sendN(t, mq, conv.ID, 100, "mqtt")
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 100; i++ {
+			body := fmt.Sprintf(`{"clientMsgId":%q,"body":"http %d"}`, newID(), i)
+			req, _ := http.NewRequest("POST", fmt.Sprintf("http://%s/v1/conversations/%d/messages", srv.HTTPAddr(), conv.ID), bytes.NewBufferString(body))
+			req.Header.Set("Authorization", "Bearer "+token(t, 1))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != http.StatusCreated {
+				t.Errorf("http send: %v %v", resp, err)
+				return
+			}
+			resp.Body.Close()
+		}
+	}()
+	wg.Wait()
+	got := collectMessages(t, listener, conv.ID, 200, 20*time.Second)
+	assertInOrder(t, got, 1)
+}
