@@ -165,22 +165,21 @@ func (s *Service) GetConversation(ctx context.Context, conversationID, userID in
 }
 
 // AddMember adds userID as a plain member (owner/admin only).
-func (s *Service) AddMember(ctx context.Context, conversationID, actorID, userID int64) (Member, error) {
+func (s *Service) AddMember(ctx context.Context, conversationID, actorID, userID int64) (Member, bool, error) {
 	if err := ValidateID("conversationId", conversationID); err != nil {
-		return Member{}, err
+		return Member{}, false, err
 	}
 	if err := ValidateID("userId", userID); err != nil {
-		return Member{}, err
+		return Member{}, false, err
 	}
-	m, err := s.Store.AddMember(ctx, conversationID, actorID, userID, RoleMember)
+	m, created, ev, err := s.Store.AddMember(ctx, conversationID, actorID, userID, RoleMember)
 	if err != nil {
-		return Member{}, err
+		return Member{}, false, err
 	}
-	conv, err := s.Store.GetConversation(ctx, conversationID, userID)
-	if err == nil {
-		s.notify(MemberAddedEvent(conv, userID, actorID, m.Role))
+	if created {
+		s.notify(ev)
 	}
-	return m, nil
+	return m, created, nil
 }
 
 // RemoveMember removes userID; owner/admin may remove others, anyone may
@@ -192,10 +191,11 @@ func (s *Service) RemoveMember(ctx context.Context, conversationID, actorID, use
 	if err := ValidateID("userId", userID); err != nil {
 		return err
 	}
-	if err := s.Store.RemoveMember(ctx, conversationID, actorID, userID); err != nil {
+	ev, err := s.Store.RemoveMember(ctx, conversationID, actorID, userID)
+	if err != nil {
 		return err
 	}
-	s.notify(MemberRemovedEvent(conversationID, userID, actorID, 0))
+	s.notify(ev)
 	return nil
 }
 

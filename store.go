@@ -26,8 +26,12 @@ type Store interface {
 	OpenDirect(ctx context.Context, userID, peerID int64) (conv Conversation, created bool, err error)
 	// GetConversation returns the conversation with its members; members only.
 	GetConversation(ctx context.Context, conversationID, userID int64) (Conversation, error)
-	AddMember(ctx context.Context, conversationID, actorID, userID int64, role Role) (Member, error)
-	RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error
+	// AddMember adds userID; created is false when they already were a
+	// member (nothing written). The event is what the outbox received.
+	AddMember(ctx context.Context, conversationID, actorID, userID int64, role Role) (m Member, created bool, ev Event, err error)
+	// RemoveMember removes userID and returns the member.removed event it
+	// committed to the outbox.
+	RemoveMember(ctx context.Context, conversationID, actorID, userID int64) (Event, error)
 	// Members lists the user ids of a conversation (routing; no auth check).
 	Members(ctx context.Context, conversationID int64) ([]int64, error)
 	// IsMember reports membership (routing and ACL; no auth check).

@@ -31,12 +31,12 @@ const readyTimeout = 30 * time.Second
 // Open returns a pool on databaseURL or, when it is empty, on the embedded
 // cluster in dataDir (see the package documentation). maxConns <= 0 takes
 // store.OpenPool's default. logger may be nil.
-func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger) (*pgxpool.Pool, func(context.Context) error, error) {
+func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	if databaseURL != "" {
-		pool, err := openAndPing(ctx, databaseURL, maxConns)
+		pool, err := openAndPing(ctx, databaseURL, maxConns, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open database from the database URL: %w; check CHAT_DATABASE_URL / --database-url", err)
 		}
@@ -59,7 +59,7 @@ func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logg
 		if err := EnsureDatabase(ctx, pm.URL("postgres"), Database); err != nil {
 			return nil, nil, err
 		}
-		pool, err := openAndPing(ctx, pm.URL(Database), maxConns)
+		pool, err := openAndPing(ctx, pm.URL(Database), maxConns, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open database on the running PostgreSQL (pid %d): %w", pm.PID, err)
 		}
@@ -78,7 +78,7 @@ func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logg
 		_ = stop(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("create database %s: %w", Database, err)
 	}
-	pool, err := openAndPing(ctx, cluster.URL(Database), maxConns)
+	pool, err := openAndPing(ctx, cluster.URL(Database), maxConns, opts...)
 	if err != nil {
 		_ = stop(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("open embedded database: %w", err)
@@ -86,8 +86,8 @@ func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logg
 	return pool, closer(pool, stop), nil
 }
 
-func openAndPing(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
-	pool, err := store.OpenPool(ctx, url, maxConns)
+func openAndPing(ctx context.Context, url string, maxConns int32, opts ...store.PoolOption) (*pgxpool.Pool, error) {
+	pool, err := store.OpenPool(ctx, url, maxConns, opts...)
 	if err != nil {
 		return nil, err
 	}

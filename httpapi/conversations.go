@@ -112,22 +112,11 @@ func bindAddMember(a *API, w http.ResponseWriter, r *http.Request, p *memberPara
 // addMember adds a plain member (owner/admin only): 201 with the member, or
 // 200 when they already were one, so a retried add is harmless.
 func addMember(a *API, ctx context.Context, user int64, p memberParams) (int, any, error) {
-	// Whether the user was already a member is asked before the add, and
-	// only reported after the add succeeded, so a caller without the right
-	// to add learns nothing from it. Two concurrent adds of the same user
-	// may both answer 201; both leave the same state.
-	already := false
-	if p.ConversationID > 0 && p.UserID > 0 {
-		var err error
-		if already, err = a.svc.Store.IsMember(ctx, p.ConversationID, p.UserID); err != nil {
-			return 0, nil, err
-		}
-	}
-	m, err := a.svc.AddMember(ctx, p.ConversationID, user, p.UserID)
+	m, created, err := a.svc.AddMember(ctx, p.ConversationID, user, p.UserID)
 	if err != nil {
 		return 0, nil, err
 	}
-	if already {
+	if !created {
 		return http.StatusOK, m, nil
 	}
 	return http.StatusCreated, m, nil

@@ -29,6 +29,9 @@ type ConsumerConfig struct {
 	// tolerate duplicates and events this node committed itself: see the
 	// package documentation.
 	Handler func(chat.Event)
+	// SkipOrigin drops events whose "origin" header equals it: the
+	// events this node committed and already delivered in-process.
+	SkipOrigin string
 
 	// StartOffset applies when the group has no committed offset yet:
 	// kafka.LastOffset (default) starts at the events produced from now on,
@@ -162,6 +165,13 @@ func (c *Consumer) readerFailed() {
 }
 
 func (c *Consumer) handle(msg kafka.Message) {
+	if c.cfg.SkipOrigin != "" {
+		for _, h := range msg.Headers {
+			if h.Key == "origin" && string(h.Value) == c.cfg.SkipOrigin {
+				return
+			}
+		}
+	}
 	ev, err := DecodeEvent(msg)
 	if err != nil {
 		c.m.errors.WithLabelValues(kindDecode).Inc()

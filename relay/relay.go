@@ -377,6 +377,7 @@ type outboxRow struct {
 	key       string
 	value     []byte // payload with eventId, compact
 	typ       string
+	origin    string
 	createdAt time.Time
 }
 
@@ -384,7 +385,7 @@ type outboxRow struct {
 // payload, so the Kafka value is the documented event JSON.
 const selectBatch = `
 SELECT id, msg_key, (payload || jsonb_build_object('eventId', id))::text,
-       COALESCE(payload->>'type', ''), created_at
+       COALESCE(payload->>'type', ''), origin, created_at
 FROM outbox ORDER BY id LIMIT $1`
 
 // publishBatch writes the oldest outbox rows to Kafka in one synchronous
@@ -433,6 +434,7 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 			Headers: []kafka.Header{
 				{Key: "eventId", Value: []byte(strconv.FormatInt(row.id, 10))},
 				{Key: "type", Value: []byte(row.typ)},
+				{Key: "origin", Value: []byte(row.origin)},
 			},
 		})
 		ids = append(ids, row.id)
@@ -490,7 +492,7 @@ func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, err
 	for rs.Next() {
 		var row outboxRow
 		var payload string
-		if err := rs.Scan(&row.id, &row.key, &payload, &row.typ, &row.createdAt); err != nil {
+		if err := rs.Scan(&row.id, &row.key, &payload, &row.typ, &row.origin, &row.createdAt); err != nil {
 			return nil, fmt.Errorf("scan outbox row: %w", err)
 		}
 		buf.Reset()

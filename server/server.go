@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,7 +24,9 @@ import (
 	"github.com/chatd/chatd/delivery"
 	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/relay"
 	"github.com/chatd/chatd/store"
+	"github.com/chatd/chatd/web"
 )
 
 // Server is one running chatd node.
@@ -60,7 +63,10 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	}()
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	pool, closeDB, err := dbopen.Open(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log)
+	// The application name stamps this node on the outbox rows it commits,
+	// so its Kafka consumer can skip events it already delivered itself.
+	appName := "chatd:" + st.NodeID
+	pool, closeDB, err := dbopen.Open(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, store.WithApplicationName(appName))
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +104,19 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		Logger:     log.With("component", "delivery"),
 		Metrics:    delivery.NewMetrics(s.Registry),
 	})
-	s.Service = chat.NewService(st2, s.Hub, limits)
+	var rl *relay.Relay
+	if len(st.KafkaBrokers) > 0 {
+		if rl, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
+			Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {
+			return nil, fmt.Errorf("kafka relay: %w", err)
+		}
+	}
+	s.Service = chat.NewService(st2, chat.NotifierFunc(func(ev chat.Event) {
+		s.Hub.Notify(ev)
+		if rl != nil {
+			rl.Kick()
+		}
+	}), limits)
 
 	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
 	hook := hooks.New(hooks.Config{
@@ -136,6 +154,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 
 	mux := http.NewServeMux()
 	api.Register(mux)
+	web.Register(mux, web.Options{Dev: st.Dev, Secret: secret, Logger: log.With("component", "web")})
 	mux.Handle("/mqtt", s.Broker.WebSocket())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	s.httpLn, err = net.Listen("tcp", st.HTTPAddr)
@@ -159,15 +178,49 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.bg, s.bgDone = cancel, make(chan struct{})
-	go s.background(bgCtx, sessions)
+	var runners []func(context.Context) error
+	if rl != nil {
+		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.KafkaTopic, 12); err != nil {
+			log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
+		}
+		tcancel()
+		cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
+			Handler: s.Hub.Notify, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry})
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("kafka consumer: %w", err)
+		}
+		runners = append(runners, rl.Run, cons.Run)
+	} else {
+		pr, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: log.With("component", "outbox-pruner"), Registerer: s.Registry})
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("outbox pruner: %w", err)
+		}
+		runners = append(runners, pr.Run)
+	}
+	go s.background(bgCtx, sessions, runners)
 
 	log.Info("chatd ready", "mqtt", s.MQTTAddr(), "http", s.HTTPAddr(), "node", st.NodeID)
 	return s, nil
 }
 
-// background runs housekeeping: session expiry.
-func (s *Server) background(ctx context.Context, sessions *store.Sessions) {
+// background runs the relay, consumer or pruner and housekeeping (session
+// expiry) until ctx ends, then waits for them.
+func (s *Server) background(ctx context.Context, sessions *store.Sessions, runners []func(context.Context) error) {
 	defer close(s.bgDone)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, run := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil {
+				s.log.Error("background worker stopped", "err", err)
+			}
+		}()
+	}
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {

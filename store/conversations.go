@@ -277,18 +277,20 @@ func (s *Store) GetConversation(ctx context.Context, conversationID, userID int6
 //
 // role may be member (the default when empty) or admin; a group has one
 // owner, its creator, so owner cannot be granted.
-func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, error) {
+func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, bool, chat.Event, error) {
 	if err := chat.ValidateID("user id", userID); err != nil {
-		return chat.Member{}, err
+		return chat.Member{}, false, chat.Event{}, err
 	}
 	switch role {
 	case "":
 		role = chat.RoleMember
 	case chat.RoleMember, chat.RoleAdmin:
 	default:
-		return chat.Member{}, chat.Errorf(chat.CodeInvalid, "role must be %s or %s", chat.RoleMember, chat.RoleAdmin)
+		return chat.Member{}, false, chat.Event{}, chat.Errorf(chat.CodeInvalid, "role must be %s or %s", chat.RoleMember, chat.RoleAdmin)
 	}
 	var added chat.Member
+	var ev chat.Event
+	created := false
 	err := s.inTx(ctx, "add member", func(tx pgx.Tx) error {
 		conv, err := lockConversation(ctx, tx, conversationID)
 		if err != nil {
@@ -331,19 +333,22 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 			conversationID, userID, role, conv.LastSeq)); err != nil {
 			return fmt.Errorf("insert member: %w", err)
 		}
-		return insertOutbox(ctx, tx, chat.MemberAddedEvent(conv, userID, actorID, added.Role))
+		created = true
+		ev = chat.MemberAddedEvent(conv, userID, actorID, added.Role)
+		return insertOutbox(ctx, tx, ev)
 	})
 	if err != nil {
-		return chat.Member{}, err
+		return chat.Member{}, false, chat.Event{}, err
 	}
-	return added, nil
+	return added, created, ev, nil
 }
 
 // RemoveMember removes userID from a group. Anyone may leave; the owner and
 // admins may remove others, except that only the owner can remove the owner
 // (by leaving).
-func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
-	return s.inTx(ctx, "remove member", func(tx pgx.Tx) error {
+func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) (chat.Event, error) {
+	var ev chat.Event
+	err := s.inTx(ctx, "remove member", func(tx pgx.Tx) error {
 		conv, err := lockConversation(ctx, tx, conversationID)
 		if err != nil {
 			return err
@@ -378,8 +383,13 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 			conversationID, target.UserID); err != nil {
 			return fmt.Errorf("delete member: %w", err)
 		}
-		return insertOutbox(ctx, tx, chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq))
+		ev = chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)
+		return insertOutbox(ctx, tx, ev)
 	})
+	if err != nil {
+		return chat.Event{}, err
+	}
+	return ev, nil
 }
 
 // Members lists the user ids of a conversation, ascending; empty for an

@@ -11,10 +11,13 @@ import (
 // OpenPool connects to url with settings suited to chatd: a pool sized for
 // the send path and a bounded connect timeout so an unreachable database
 // fails fast instead of hanging a publisher.
-func OpenPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOption) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
@@ -30,4 +33,13 @@ func OpenPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, e
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	return pool, nil
+}
+
+// PoolOption adjusts a pool's configuration.
+type PoolOption func(*pgxpool.Config)
+
+// WithApplicationName names the pool's connections. chatd uses
+// "chatd:<node id>": outbox rows record it as their origin.
+func WithApplicationName(name string) PoolOption {
+	return func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = name }
 }

@@ -167,7 +167,7 @@ func runConversationAdd(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer closeDB(context.WithoutCancel(ctx))
-	member, err := svc.AddMember(ctx, *m.conv, *m.actor, *m.user)
+	member, _, err := svc.AddMember(ctx, *m.conv, *m.actor, *m.user)
 	if err != nil {
 		return explain(ctx, svc, fs, "actor", *m.conv, *m.actor, *m.user, err)
 	}

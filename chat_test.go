@@ -1,0 +1,106 @@
+package chat_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+)
+
+func TestValidateBodyRejectsEmptyOversizeInvalidUTF8AndNUL(t *testing.T) {
+	l := chat.Limits{MaxBodyBytes: 8}
+	cases := map[string]chat.Code{
+		"":             chat.CodeInvalid,
+		"123456789":    chat.CodeTooLarge,
+		"\xff":         chat.CodeInvalid,
+		"a\x00b":       chat.CodeInvalid,
+		"héllo":        "",
+		"12345678":     "",
+		"\u00e9\u00e9": "",
+	}
+	for body, want := range cases {
+		err := l.ValidateBody(body)
+		if got := codeOf(err); got != want {
+			t.Errorf("ValidateBody(%q) = %v, want code %q", body, err, want)
+		}
+	}
+	if err := (chat.Limits{}).ValidateBody(strings.Repeat("x", chat.DefaultMaxBodyBytes)); err != nil {
+		t.Errorf("16 KiB default must pass: %v", err)
+	}
+	if err := (chat.Limits{}).ValidateBody(strings.Repeat("x", chat.DefaultMaxBodyBytes+1)); codeOf(err) != chat.CodeTooLarge {
+		t.Errorf("16 KiB + 1 must be too large: %v", err)
+	}
+}
+
+func codeOf(err error) chat.Code {
+	if err == nil {
+		return ""
+	}
+	return chat.ErrorCode(err)
+}
+
+func TestClientMsgIDMustBeACanonicalUUID(t *testing.T) {
+	good := "6F1C1F1E-8D2A-4B8E-9A55-0F6F2F0D9B11"
+	id, err := chat.ValidateClientMsgID(good)
+	if err != nil || id != strings.ToLower(good) {
+		t.Fatalf("upper-case UUID: %q %v", id, err)
+	}
+	for _, bad := range []string{"", "123", "{6f1c1f1e-8d2a-4b8e-9a55-0f6f2f0d9b11}", "urn:uuid:6f1c1f1e-8d2a-4b8e-9a55-0f6f2f0d9b11", "6f1c1f1e8d2a4b8e9a550f6f2f0d9b11"} {
+		if _, err := chat.ValidateClientMsgID(bad); !errors.Is(err, chat.ErrInvalid) {
+			t.Errorf("%q accepted: %v", bad, err)
+		}
+	}
+}
+
+func TestTypedErrorsMatchByCode(t *testing.T) {
+	err := chat.Errorf(chat.CodeNotMember, "user 5 is not in 7")
+	if !errors.Is(err, chat.ErrNotMember) || errors.Is(err, chat.ErrNotFound) {
+		t.Fatal("errors.Is must match by code only")
+	}
+	wrapped := chat.Unavailable("send", errors.New("connection refused"))
+	if !errors.Is(wrapped, chat.ErrUnavailable) || chat.ErrorMessage(wrapped) == "connection refused" {
+		t.Fatalf("unavailable leaks its cause to clients: %q", chat.ErrorMessage(wrapped))
+	}
+	if chat.ErrorCode(errors.New("boom")) != chat.CodeInternal || chat.ErrorMessage(errors.New("secret")) != "internal error" {
+		t.Fatal("untyped errors must be internal and opaque")
+	}
+}
+
+func TestInboxCursorRoundTripsAndRejectsForgeries(t *testing.T) {
+	c := chat.EncodeInboxCursor(1795993448123456, 42)
+	at, id, err := chat.DecodeInboxCursor(c)
+	if err != nil || at != 1795993448123456 || id != 42 {
+		t.Fatalf("round trip: %d %d %v", at, id, err)
+	}
+	for _, bad := range []string{"x", "!!!", chat.EncodeInboxCursor(1, 0), "MTo", "MTp4"} {
+		if _, _, err := chat.DecodeInboxCursor(bad); !errors.Is(err, chat.ErrInvalid) {
+			t.Errorf("cursor %q accepted", bad)
+		}
+	}
+}
+
+func TestClampLimit(t *testing.T) {
+	for _, c := range [][3]int{{0, 50, 50}, {-1, 50, 50}, {10, 50, 10}, {500, 50, 200}} {
+		if got := chat.ClampLimit(c[0], c[1], 200); got != c[2] {
+			t.Errorf("ClampLimit(%d) = %d, want %d", c[0], got, c[2])
+		}
+	}
+}
+
+func FuzzDecodeInboxCursor(f *testing.F) {
+	f.Add(chat.EncodeInboxCursor(1795993448123456, 42))
+	f.Add("")
+	f.Add("MTo")
+	f.Fuzz(func(t *testing.T, s string) {
+		at, id, err := chat.DecodeInboxCursor(s)
+		if err == nil {
+			if id <= 0 {
+				t.Fatalf("accepted id %d", id)
+			}
+			if _, _, err := chat.DecodeInboxCursor(chat.EncodeInboxCursor(at, id)); err != nil {
+				t.Fatalf("re-encoded cursor rejected: %v", err)
+			}
+		}
+	})
+}

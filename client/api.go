@@ -1,0 +1,186 @@
+package client
+
+import (
+	"context"
+	"time"
+)
+
+// Message is one committed message.
+type Message struct {
+	ConversationID int64     `json:"conversationId"`
+	Seq            int64     `json:"seq"`
+	SenderID       int64     `json:"senderId"`
+	ClientMsgID    string    `json:"clientMsgId"`
+	Body           string    `json:"body"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+// Conversation with its members (when the call returns them).
+type Conversation struct {
+	ID            int64      `json:"id"`
+	Type          string     `json:"type"` // "DIRECT" or "GROUP"
+	Title         string     `json:"title"`
+	LastSeq       int64      `json:"lastSeq"`
+	LastMessageAt *time.Time `json:"lastMessageAt"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	Members       []Member   `json:"members,omitempty"`
+}
+
+// Member of a conversation with their watermarks.
+type Member struct {
+	UserID           int64     `json:"userId"`
+	Role             string    `json:"role"` // owner, admin or member
+	LastReadSeq      int64     `json:"lastReadSeq"`
+	LastDeliveredSeq int64     `json:"lastDeliveredSeq"`
+	JoinedAt         time.Time `json:"joinedAt"`
+}
+
+// InboxEntry is one conversation of the inbox.
+type InboxEntry struct {
+	ID            int64      `json:"id"`
+	Type          string     `json:"type"`
+	Title         string     `json:"title"`
+	LastSeq       int64      `json:"lastSeq"`
+	LastReadSeq   int64      `json:"lastReadSeq"`
+	Unread        int64      `json:"unread"`
+	LastMessageAt *time.Time `json:"lastMessageAt"`
+	LastMessage   *Message   `json:"lastMessage"`
+}
+
+// InboxPage is a page of the inbox, most recent activity first; pass
+// NextCursor as InboxOptions.Cursor for the next page ("" on the last).
+type InboxPage struct {
+	Conversations []InboxEntry `json:"conversations"`
+	NextCursor    string       `json:"nextCursor"`
+}
+
+// InboxOptions page the inbox: Limit defaults to 50 (at most 200).
+type InboxOptions struct {
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// HistoryOptions select a page of history. With AfterSeq, the messages
+// after it (forwards); otherwise the newest below BeforeSeq (0: from the
+// newest). Limit defaults to 50 (at most 200). Pages are ascending by seq.
+type HistoryOptions struct {
+	BeforeSeq int64
+	AfterSeq  int64
+	Limit     int
+}
+
+// Seen answers "seen by N": members other than the sender whose read
+// watermark reached the seq, out of Members (all members but the sender).
+type Seen struct {
+	SeenBy  int `json:"seenBy"`
+	Members int `json:"members"`
+}
+
+// ReadResult is the watermark after a read receipt; Advanced is false
+// when it did not move.
+type ReadResult struct {
+	Advanced    bool  `json:"advanced"`
+	LastReadSeq int64 `json:"lastReadSeq"`
+}
+
+// Inbox returns a page of the user's conversations.
+func (c *Client) Inbox(ctx context.Context, o InboxOptions) (InboxPage, error) {
+	var p InboxPage
+	err := c.call(ctx, "inbox", o, &p, true)
+	return p, err
+}
+
+// History returns a page of a conversation's messages, ascending by seq.
+func (c *Client) History(ctx context.Context, conversationID int64, o HistoryOptions) ([]Message, error) {
+	params := struct {
+		ConversationID int64 `json:"conversationId"`
+		BeforeSeq      int64 `json:"beforeSeq,omitempty"`
+		AfterSeq       int64 `json:"afterSeq,omitempty"`
+		Limit          int   `json:"limit,omitempty"`
+	}{conversationID, o.BeforeSeq, o.AfterSeq, o.Limit}
+	var reply struct {
+		Messages []Message `json:"messages"`
+	}
+	err := c.call(ctx, "history", params, &reply, true)
+	return reply.Messages, err
+}
+
+// Conversation returns a conversation with its members and roles.
+func (c *Client) Conversation(ctx context.Context, conversationID int64) (Conversation, error) {
+	var conv Conversation
+	err := c.call(ctx, "conversation.get", convParams{conversationID}, &conv, true)
+	return conv, err
+}
+
+// CreateGroup creates a group owned by the user with the given other
+// members. It is not idempotent: if the connection drops before the reply
+// the error matches ErrUnavailable and the group may exist.
+func (c *Client) CreateGroup(ctx context.Context, title string, members []int64) (Conversation, error) {
+	if members == nil {
+		members = []int64{}
+	}
+	params := struct {
+		Type    string  `json:"type"`
+		Title   string  `json:"title"`
+		Members []int64 `json:"members"`
+	}{"group", title, members}
+	var conv Conversation
+	err := c.call(ctx, "conversation.create", params, &conv, false)
+	return conv, err
+}
+
+// OpenDirect returns the direct conversation with peer, creating it if
+// needed (created reports which).
+func (c *Client) OpenDirect(ctx context.Context, peer int64) (conv Conversation, created bool, err error) {
+	var reply struct {
+		Status int `json:"status"`
+		Conversation
+	}
+	err = c.call(ctx, "direct.open", struct {
+		PeerID int64 `json:"peerId"`
+	}{peer}, &reply, true)
+	return reply.Conversation, reply.Status == 201, err
+}
+
+// AddMember adds user to a group (owner or admin only); adding a member
+// twice returns the existing membership.
+func (c *Client) AddMember(ctx context.Context, conversationID, user int64) (Member, error) {
+	var m Member
+	err := c.call(ctx, "members.add", memberParams{conversationID, user}, &m, true)
+	return m, err
+}
+
+// RemoveMember removes user from a group, or leaves it when user is the
+// caller.
+func (c *Client) RemoveMember(ctx context.Context, conversationID, user int64) error {
+	return c.call(ctx, "members.remove", memberParams{conversationID, user}, nil, false)
+}
+
+// SeenBy counts the members who have read message seq.
+func (c *Client) SeenBy(ctx context.Context, conversationID, seq int64) (Seen, error) {
+	var s Seen
+	err := c.call(ctx, "seen", seqParams{conversationID, seq}, &s, true)
+	return s, err
+}
+
+// MarkReadNow moves the read watermark at once, bypassing MarkRead's
+// debounce, and returns the result.
+func (c *Client) MarkReadNow(ctx context.Context, conversationID, seq int64) (ReadResult, error) {
+	var r ReadResult
+	err := c.call(ctx, "read", seqParams{conversationID, seq}, &r, true)
+	return r, err
+}
+
+type convParams struct {
+	ConversationID int64 `json:"conversationId"`
+}
+
+type memberParams struct {
+	ConversationID int64 `json:"conversationId"`
+	UserID         int64 `json:"userId"`
+}
+
+type seqParams struct {
+	ConversationID int64 `json:"conversationId"`
+	Seq            int64 `json:"seq"`
+}

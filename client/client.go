@@ -1,0 +1,474 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
+	"github.com/eclipse/paho.golang/paho/store/file"
+)
+
+// Client is a connection to chatd for one user. Its methods are safe for
+// concurrent use. See the package documentation for the guarantees.
+type Client struct {
+	cfg     *settings
+	cm      *autopaho.ConnectionManager
+	session *state.State // paho's packet store (on disk with SessionDir)
+	journal *journal
+	lock    *os.File // flock on the session dir
+
+	eventsTopic string
+	rpcTopic    string
+
+	life    context.Context // ends at Close
+	stop    context.CancelFunc
+	workers sync.WaitGroup
+
+	// connection state
+	mu         sync.Mutex
+	conn       *connState // nil while down
+	changed    chan struct{}
+	lastErr    error // last connection failure
+	sends      map[string]*sendOp // by clientMsgId
+	closed     bool
+	closeOnce  sync.Once
+	closeErr   error
+	disp       *dispatcher
+	reads      *readBatcher
+	rpc        rpcTable
+	stats      counters
+	connectGen atomic.Int64
+	// dropEvent, when set (tests), drops matching events-topic payloads as
+	// a lossy network would.
+	dropEvent atomic.Pointer[func([]byte) bool]
+}
+
+// connState is one MQTT connection: ctx ends when it goes down; ready is
+// closed once the events and RPC subscriptions are in place.
+type connState struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	ready  chan struct{}
+	gen    int64
+}
+
+// Stats are counters since New, for monitoring and tests.
+type Stats struct {
+	Connects       int64 // connections established
+	Delivered      int64 // events handed to the application
+	Duplicates     int64 // message.new events dropped as already delivered
+	Filled         int64 // messages fetched through history to close gaps
+	GapFills       int64 // history fills run (gap or reconnect)
+	Resends        int64 // send publishes after the first, same clientMsgId
+	ReadsPublished int64 // read receipts published
+}
+
+type counters struct {
+	connects, delivered, duplicates, filled, gapFills, resends, reads atomic.Int64
+}
+
+// New starts a client: it connects in the background (retrying with
+// backoff), subscribes to the user's events, resends what SessionDir holds
+// unacknowledged and starts delivering events. Use AwaitConnection to wait
+// for the first connection. ctx bounds only the setup; Close ends the client.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	s, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:         s,
+		eventsTopic: fmt.Sprintf("chat/v1/user/%d/events", s.UserID),
+		rpcTopic:    fmt.Sprintf("chat/v1/user/%d/rpc/%s", s.UserID, s.ClientID),
+		changed:     make(chan struct{}),
+		sends:       map[string]*sendOp{},
+		rpc:         rpcTable{pending: map[string]chan []byte{}},
+	}
+	c.life, c.stop = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			c.stop()
+			if c.lock != nil {
+				c.lock.Close()
+			}
+		}
+	}()
+	if err := c.openSession(); err != nil {
+		return nil, err
+	}
+	c.disp = newDispatcher(c, s.Positions, s.EventBuffer)
+	c.reads = newReadBatcher(c, s.ReadDebounce)
+
+	ttl := uint32(0)
+	if s.persistent {
+		ttl = uint32(s.SessionExpiry / time.Second)
+	}
+	acfg := autopaho.ClientConfig{
+		ServerUrls:                    s.brokers,
+		TlsCfg:                        s.TLS,
+		KeepAlive:                     uint16(min(s.KeepAlive/time.Second, 65535)),
+		CleanStartOnInitialConnection: !s.persistent,
+		SessionExpiryInterval:         ttl,
+		ReconnectBackoff:              c.backoff,
+		ConnectTimeout:                10 * time.Second,
+		ConnectUsername:               strconv.FormatInt(s.UserID, 10),
+		ConnectPacketBuilder:          c.buildConnect,
+		OnConnectionUp:                c.onUp,
+		OnConnectionDown:              c.onDown,
+		OnConnectError:                c.onConnectError,
+		ClientConfig: paho.ClientConfig{
+			ClientID:          s.ClientID,
+			Session:           c.session,
+			OnPublishReceived: []func(paho.PublishReceived) (bool, error){c.onPublish},
+			OnClientError:     func(err error) { s.Logger.Debug("mqtt connection error", "err", err) },
+		},
+	}
+	c.workers.Add(2)
+	go func() { defer c.workers.Done(); c.disp.run() }()
+	go func() { defer c.workers.Done(); c.reads.run() }()
+	cm, err := autopaho.NewConnection(c.life, acfg)
+	if err != nil {
+		c.stop()
+		c.workers.Wait()
+		return nil, fmt.Errorf("start connection: %w", err)
+	}
+	c.cm = cm
+	for _, p := range c.journal.list() {
+		c.startSend(p)
+	}
+	ok = true
+	return c, nil
+}
+
+// openSession locks the session dir and opens the send journal and paho's
+// file store in it (or memory stores without a dir).
+func (c *Client) openSession() error {
+	dir := c.cfg.SessionDir
+	if dir == "" {
+		c.session = state.NewInMemory()
+		j, _ := openJournal("")
+		c.journal = j
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create session dir: %w", err)
+	}
+	lf, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("open session lock: %w", err)
+	}
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lf.Close()
+		return fmt.Errorf("session dir %s is in use by another client (close it first): %w", dir, err)
+	}
+	c.lock = lf
+	cs, err := file.New(filepath.Join(dir, "paho"), "client-", ".pkt")
+	if err != nil {
+		return fmt.Errorf("open paho client store: %w", err)
+	}
+	ss, err := file.New(filepath.Join(dir, "paho"), "server-", ".pkt")
+	if err != nil {
+		return fmt.Errorf("open paho server store: %w", err)
+	}
+	c.session = state.New(cs, ss)
+	if c.journal, err = openJournal(dir); err != nil {
+		return err
+	}
+	return nil
+}
+
+// backoff is the reconnect delay after failed attempt n: none for the first
+// attempt, then exponential from 250ms with full jitter, capped.
+func (c *Client) backoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	d := 250 * time.Millisecond << min(n-1, 10)
+	d = min(d, c.cfg.MaxReconnectDelay)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (c *Client) buildConnect(cp *paho.Connect, _ *url.URL) (*paho.Connect, error) {
+	tok := c.cfg.Token
+	if c.cfg.TokenFunc != nil {
+		ctx, cancel := context.WithTimeout(c.life, 10*time.Second)
+		defer cancel()
+		var err error
+		if tok, err = c.cfg.TokenFunc(ctx); err != nil {
+			return nil, fmt.Errorf("get token: %w", err)
+		}
+	}
+	cp.Password, cp.PasswordFlag = []byte(tok), true
+	return cp, nil
+}
+
+// onUp runs when autopaho has a connection; it must not block.
+func (c *Client) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
+	ctx, cancel := context.WithCancel(c.life)
+	cs := &connState{ctx: ctx, cancel: cancel, ready: make(chan struct{}), gen: c.connectGen.Add(1)}
+	c.stats.connects.Add(1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		return
+	}
+	c.conn = cs
+	c.lastErr = nil
+	c.notifyLocked()
+	c.workers.Add(1) // under mu: Close waits only after marking closed
+	c.mu.Unlock()
+	c.cfg.Logger.Info("connected to chatd", "client", c.cfg.ClientID, "sessionPresent", ca.SessionPresent)
+	go func() {
+		defer c.workers.Done()
+		c.subscribe(cm, cs)
+	}()
+}
+
+// subscribe (re)subscribes on every connection (chatd answers "no session"
+// after a restart, and subscribing again is harmless otherwise), then marks
+// the connection ready and asks the dispatcher to catch up.
+func (c *Client) subscribe(cm *autopaho.ConnectionManager, cs *connState) {
+	ctx, cancel := context.WithTimeout(cs.ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{
+		{Topic: c.eventsTopic, QoS: 1},
+		{Topic: c.rpcTopic, QoS: 1},
+	}})
+	if err == nil {
+		for _, rc := range sa.Reasons {
+			if rc >= 0x80 {
+				err = fmt.Errorf("subscribe refused with reason 0x%02x", rc)
+			}
+		}
+	}
+	if err != nil {
+		if cs.ctx.Err() == nil {
+			c.cfg.Logger.Warn("subscribe failed; reconnecting", "err", err)
+			c.recordErr(fmt.Errorf("subscribe: %w", err))
+			cm.TerminateConnectionForTest() // drop it: the next connection subscribes again
+		}
+		return
+	}
+	close(cs.ready)
+	c.mu.Lock()
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.disp.resync()
+	c.reads.kick()
+}
+
+func (c *Client) onDown() bool {
+	c.mu.Lock()
+	if c.conn != nil {
+		c.conn.cancel()
+		c.conn = nil
+	}
+	c.notifyLocked()
+	closed := c.closed
+	c.mu.Unlock()
+	if !closed {
+		c.cfg.Logger.Info("connection to chatd lost; reconnecting", "client", c.cfg.ClientID)
+	}
+	return !closed
+}
+
+func (c *Client) onConnectError(err error) {
+	c.cfg.Logger.Debug("connect to chatd failed", "err", err)
+	c.recordErr(err)
+}
+
+func (c *Client) recordErr(err error) {
+	c.mu.Lock()
+	c.lastErr = err
+	c.notifyLocked()
+	c.mu.Unlock()
+}
+
+// notifyLocked wakes everything waiting for a state change.
+func (c *Client) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// ready waits until a connection is up and subscribed and returns it.
+func (c *Client) ready(ctx context.Context) (*connState, error) {
+	for {
+		c.mu.Lock()
+		cs, ch, closed := c.conn, c.changed, c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if cs != nil {
+			select {
+			case <-cs.ready:
+				return cs, nil
+			default:
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.life.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// AwaitConnection waits until the client is connected and subscribed. If
+// ctx ends first, the error says why the last attempt failed (it wraps the
+// network error, e.g. syscall.ECONNREFUSED). A refused token with a static
+// Token fails at once with ErrUnauthorized.
+func (c *Client) AwaitConnection(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		cs, ch, last, closed := c.conn, c.changed, c.lastErr, c.closed
+		c.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
+		if cs != nil {
+			select {
+			case <-cs.ready:
+				return nil
+			default:
+			}
+		}
+		if authErr := asAuthError(last); authErr != nil && c.cfg.TokenFunc == nil {
+			return authErr
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("connect to chatd: %w (last attempt: %w)", ctx.Err(), last)
+			}
+			return fmt.Errorf("connect to chatd: %w", ctx.Err())
+		}
+	}
+}
+
+// asAuthError turns a CONNACK "bad user name or password" / "not
+// authorized" into an *Error matching ErrUnauthorized.
+func asAuthError(err error) error {
+	var ce *autopaho.ConnackError
+	if errors.As(err, &ce) && (ce.ReasonCode == 0x86 || ce.ReasonCode == 0x87 || ce.ReasonCode == 0x04 || ce.ReasonCode == 0x05) {
+		return &Error{Op: "connect", Code: "unauthorized", Message: "chatd refused the token (bad, expired or for another user)", Reason: ce.ReasonCode}
+	}
+	return nil
+}
+
+// Connected reports whether a connection is up and subscribed.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	cs := c.conn
+	c.mu.Unlock()
+	if cs == nil {
+		return false
+	}
+	select {
+	case <-cs.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// UserID is the user this client acts as.
+func (c *Client) UserID() int64 { return c.cfg.UserID }
+
+// ClientID is the MQTT client id in use.
+func (c *Client) ClientID() string { return c.cfg.ClientID }
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	return Stats{
+		Connects:       c.stats.connects.Load(),
+		Delivered:      c.stats.delivered.Load(),
+		Duplicates:     c.stats.duplicates.Load(),
+		Filled:         c.stats.filled.Load(),
+		GapFills:       c.stats.gapFills.Load(),
+		Resends:        c.stats.resends.Load(),
+		ReadsPublished: c.stats.reads.Load(),
+	}
+}
+
+// Pending lists the sends not acknowledged yet, oldest first.
+func (c *Client) Pending() []PendingSend { return c.journal.list() }
+
+// Close flushes pending read receipts if connected (bounded by ctx; they
+// are dropped otherwise), disconnects and
+// stops the client. Unacknowledged sends stay in SessionDir and are sent by
+// the next client opened on it. The Events channel is closed once the
+// dispatcher has stopped. Close is idempotent.
+func (c *Client) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		var errs []error
+		if c.Connected() {
+			if err := c.Flush(ctx); err != nil && !errors.Is(err, ErrClosed) {
+				errs = append(errs, fmt.Errorf("flush read receipts: %w", err))
+			}
+		}
+		c.mu.Lock()
+		c.closed = true
+		c.notifyLocked()
+		c.mu.Unlock()
+		c.stop()
+		if err := c.cm.Disconnect(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("disconnect: %w", err))
+		}
+		c.workers.Wait()
+		_ = c.session.Close()
+		if err := c.journal.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close send journal: %w", err))
+		}
+		if c.lock != nil {
+			c.lock.Close()
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// TerminateConnection drops the network connection without DISCONNECT, as a
+// lost network would; the client reconnects by itself. For tests and demos.
+func (c *Client) TerminateConnection() { c.cm.TerminateConnectionForTest() }
+
+// onPublish routes an incoming PUBLISH: RPC replies to their caller,
+// events to the dispatcher. It never blocks (paho calls it on the
+// connection's only reader).
+func (c *Client) onPublish(pr paho.PublishReceived) (bool, error) {
+	p := pr.Packet
+	switch p.Topic {
+	case c.rpcTopic:
+		if p.Properties != nil {
+			c.rpc.deliver(p.Properties.CorrelationData, p.Payload)
+		}
+	case c.eventsTopic:
+		if drop := c.dropEvent.Load(); drop != nil && (*drop)(p.Payload) {
+			return true, nil
+		}
+		c.disp.enqueue(append([]byte(nil), p.Payload...))
+	default:
+		c.cfg.Logger.Debug("publish on an unexpected topic", "topic", p.Topic)
+	}
+	return true, nil
+}

@@ -1,0 +1,88 @@
+// Package client is a Go client for chatd over MQTT (paho.golang autopaho,
+// MQTT v5, TCP or WebSocket). It implements the client side of
+// docs/protocol.md so that an application gets the server's guarantees
+// without re-implementing them:
+//
+//	c, err := client.New(ctx, client.Config{
+//		Brokers:    []string{"mqtt://127.0.0.1:1883"},
+//		UserID:     1,
+//		Token:      token, // `chatctl token --user 1`
+//		SessionDir: "/var/lib/myapp/chat-session",
+//	})
+//	defer c.Close(context.Background())
+//	seq, err := c.Send(ctx, conversationID, "hello")
+//	for ev := range c.Events() { ... }
+//
+// # Connection and session
+//
+// New connects in the background and reconnects with exponential backoff
+// forever; AwaitConnection waits for a connection (and explains the last
+// failure). With SessionDir or ClientID the session is persistent (clean
+// start 0, session expiry Config.SessionExpiry): chatd keeps the delivery
+// cursor and replays what was missed. On every connection the client
+// subscribes again to chat/v1/user/{uid}/events and to its RPC reply topic
+// chat/v1/user/{uid}/rpc/{clientID}.
+//
+// # Sending: acked means committed, exactly once
+//
+// Send records the message (clientMsgId, conversation, body) in
+// SessionDir/pending.jsonl, fsynced, before publishing it at QoS 1, and
+// removes it when chatd's PUBACK settles it. Until then it is re-published
+// with the same clientMsgId: after a reconnect, while chatd answers 0x80
+// "unavailable", and by the next client opened on the same SessionDir after
+// a crash or restart. chatd de-duplicates by clientMsgId, so the message is
+// stored once. The journal exists because paho's own session store (also
+// kept in SessionDir) is wiped whenever the server answers "no session
+// present", as chatd does after its own restart.
+//
+// Refusals are *Error values matching ErrNotMember (0x87), ErrInvalid
+// (0x99) and ErrRateLimited (0x97); they are final. A message queued when
+// Send's context ends keeps being sent in the background (ErrQueued).
+// Recovered messages from a previous run report nothing to a caller: the
+// application sees them as its own message.new events (same ClientMsgID).
+//
+// # Events: in order, each message once
+//
+// Events delivers message.new per conversation in seq order, each
+// (conversationId, seq) once. The client keeps "have", the highest seq it
+// handed on per conversation: from Config.Positions, or else from the first
+// event of a conversation it sees. A duplicate (seq <= have) is dropped; a
+// gap (seq > have+1) is filled through history (RPC, afterSeq=have) before
+// the event is handed on; and after every (re)connection the client
+// compares each tracked conversation's inbox lastSeq with have and fills
+// the difference, which covers anything missed while offline. Messages
+// fetched that way have FromHistory set. Large-group message.new events
+// without a body are completed through history too. Other events
+// (read.updated, member.*, typing, error) are passed through unchanged;
+// they are live notifications that the server does not replay. Persist
+// Positions (or the last Seq per conversation you processed) and pass it
+// back as Config.Positions to resume exactly after a restart.
+//
+// # Read receipts
+//
+// MarkRead is debounced: within Config.ReadDebounce (1s) only the highest
+// seq per conversation is published, once (chat/v1/conv/{cid}/read, QoS 1).
+// Flush publishes at once; Close flushes when connected. MarkReadNow
+// publishes through RPC and returns the new watermark.
+//
+// # Requests
+//
+// Inbox, History, Conversation, CreateGroup, OpenDirect, AddMember,
+// RemoveMember, SeenBy and MarkReadNow use MQTT v5 request/response
+// (chat/v1/rpc/{method}, Response Topic and Correlation Data). They wait for
+// a connection within their context (Config.RequestTimeout when it has no
+// deadline). Reads are retried when the connection drops before the reply;
+// writes are not, and then fail with an error matching ErrUnavailable.
+// Refusals are *Error values with the HTTP API's code and status.
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use. Events are produced by one
+// goroutine: read the channel promptly, since events arriving meanwhile are
+// buffered in memory without bound (they are acknowledged to chatd on
+// arrival; the position logic above, not the server's cursor, is what makes
+// a restart resume exactly). Close does not need Events to be drained; it
+// closes the channel once the client has stopped. After Close every method
+// returns ErrClosed. One SessionDir may be used by one client at a time (it
+// is locked).
+package client

@@ -1,0 +1,121 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the client returns for a refusal by the
+// server is an *Error; compare it with errors.Is against these (matching is
+// by class, see Error.Is), or read its Code.
+var (
+	// ErrNotMember: the user is not a member of the conversation (RPC code
+	// not_member; for a publish, PUBACK 0x87, which also covers an unknown
+	// conversation).
+	ErrNotMember = errors.New("not a member of the conversation")
+	// ErrForbidden: a member whose role does not allow the operation.
+	ErrForbidden = errors.New("not allowed")
+	// ErrNotFound: unknown conversation, message, member or RPC method.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request is malformed (PUBACK 0x99; codes invalid,
+	// too_large, conflict). Resending it unchanged fails again.
+	ErrInvalid = errors.New("invalid request")
+	// ErrRateLimited: over a rate limit (PUBACK 0x97, code rate_limited).
+	ErrRateLimited = errors.New("rate limited")
+	// ErrMemberCap: the group is full.
+	ErrMemberCap = errors.New("group is full")
+	// ErrUnavailable: the server could not do it now (PUBACK 0x80/0x83,
+	// codes unavailable and internal) or could not be reached. Send retries
+	// these by itself until its context ends.
+	ErrUnavailable = errors.New("chatd unavailable")
+	// ErrUnauthorized: the token was refused (CONNACK 0x86/0x87, 401).
+	ErrUnauthorized = errors.New("token refused")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("client closed")
+	// ErrQueued: Send's context ended before the server acknowledged the
+	// message. It stays queued in the session and is sent in the background
+	// (also after a restart with the same SessionDir); the error also wraps
+	// the context's error.
+	ErrQueued = errors.New("message queued, not yet acknowledged")
+)
+
+// Error is a refusal by chatd.
+type Error struct {
+	// Code is the stable machine-readable code of the HTTP API and RPC
+	// ("not_member", "invalid", ...). For a refused publish it is derived
+	// from the PUBACK reason code.
+	Code string
+	// Message is the server's explanation, for people.
+	Message string
+	// Status is the HTTP status of an RPC reply; 0 for publishes.
+	Status int
+	// Reason is the MQTT v5 reason code of a refused publish; 0 for RPC.
+	Reason byte
+	// Op names what failed, e.g. "send" or "rpc history".
+	Op string
+}
+
+func (e *Error) Error() string {
+	var where string
+	if e.Reason != 0 {
+		where = fmt.Sprintf(" (reason 0x%02x)", e.Reason)
+	} else if e.Status != 0 {
+		where = fmt.Sprintf(" (status %d)", e.Status)
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code
+	}
+	return fmt.Sprintf("%s: %s: %s%s", e.Op, e.Code, msg, where)
+}
+
+// codeClass maps codes to the sentinel they match.
+var codeClass = map[string]error{
+	"not_member":   ErrNotMember,
+	"forbidden":    ErrForbidden,
+	"not_found":    ErrNotFound,
+	"invalid":      ErrInvalid,
+	"too_large":    ErrInvalid,
+	"conflict":     ErrInvalid,
+	"rate_limited": ErrRateLimited,
+	"member_cap":   ErrMemberCap,
+	"unavailable":  ErrUnavailable,
+	"internal":     ErrUnavailable,
+	"unauthorized": ErrUnauthorized,
+}
+
+// Is reports whether target is the sentinel of e's class.
+func (e *Error) Is(target error) bool {
+	return codeClass[e.Code] == target
+}
+
+// reasonCode maps a PUBACK reason code of chatd to an error code, per
+// docs/protocol.md "Send outcomes".
+func reasonCode(rc byte) string {
+	switch rc {
+	case 0x87:
+		return "not_member"
+	case 0x99:
+		return "invalid"
+	case 0x97:
+		return "rate_limited"
+	case 0x80:
+		return "unavailable"
+	case 0x83:
+		return "internal"
+	case 0x86:
+		return "unauthorized"
+	default:
+		return fmt.Sprintf("reason_0x%02x", rc)
+	}
+}
+
+// publishError builds the error of a refused publish.
+func publishError(op string, rc byte, reason string) *Error {
+	return &Error{Op: op, Code: reasonCode(rc), Message: reason, Reason: rc}
+}
+
+// retryable reports whether a refusal is temporary.
+func retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable)
+}

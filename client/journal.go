@@ -1,0 +1,199 @@
+package client
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// PendingSend is a message the server has not acknowledged yet.
+type PendingSend struct {
+	ClientMsgID    string    `json:"id"`
+	ConversationID int64     `json:"conv"`
+	Body           string    `json:"body"`
+	QueuedAt       time.Time `json:"at"`
+}
+
+// journal is the durable record of unacknowledged sends: a JSON-lines file
+// in the session dir, each send appended and fsynced before it is
+// published, each acknowledgement appended after. It does not rely on
+// paho's session store, which paho wipes whenever the server answers
+// "session present = 0" (as chatd does after a restart). Without a session
+// dir it lives in memory only.
+type journal struct {
+	mu      sync.Mutex
+	path    string // "" = memory only
+	f       *os.File
+	pending map[string]PendingSend
+	done    int // "done" lines since the last compaction
+}
+
+type journalLine struct {
+	Op string `json:"op"` // "send" or "done"
+	PendingSend
+}
+
+const journalFile = "pending.jsonl"
+
+// openJournal loads dir's journal (empty dir = in memory) and compacts it
+// to the outstanding sends.
+func openJournal(dir string) (*journal, error) {
+	j := &journal{pending: map[string]PendingSend{}}
+	if dir == "" {
+		return j, nil
+	}
+	j.path = filepath.Join(dir, journalFile)
+	if err := j.load(); err != nil {
+		return nil, err
+	}
+	if err := j.compact(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+func (j *journal) load() error {
+	f, err := os.Open(j.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open send journal: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		var l journalLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			// A torn last line (crash mid-append) was never acknowledged
+			// to the caller as queued; skip it.
+			continue
+		}
+		switch l.Op {
+		case "send":
+			j.pending[l.ClientMsgID] = l.PendingSend
+		case "done":
+			delete(j.pending, l.ClientMsgID)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read send journal: %w", err)
+	}
+	return nil
+}
+
+// compact rewrites the file with the outstanding sends only and reopens it
+// for appending. Callers hold mu (or own j exclusively).
+func (j *journal) compact() error {
+	if j.f != nil {
+		j.f.Close()
+		j.f = nil
+	}
+	var buf []byte
+	for _, p := range j.sortedLocked() {
+		b, err := json.Marshal(journalLine{Op: "send", PendingSend: p})
+		if err != nil {
+			return fmt.Errorf("encode send journal: %w", err)
+		}
+		buf = append(append(buf, b...), '\n')
+	}
+	if err := writeFileSync(j.path, buf); err != nil {
+		return fmt.Errorf("compact send journal: %w", err)
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open send journal: %w", err)
+	}
+	j.f, j.done = f, 0
+	return nil
+}
+
+// add records p durably (fsync) unless its id is already pending; it
+// reports whether p was added.
+func (j *journal) add(p PendingSend) (bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.pending[p.ClientMsgID]; ok {
+		return false, nil
+	}
+	if j.f != nil {
+		if err := j.appendLocked(journalLine{Op: "send", PendingSend: p}, true); err != nil {
+			return false, fmt.Errorf("record send in journal: %w", err)
+		}
+	}
+	j.pending[p.ClientMsgID] = p
+	return true, nil
+}
+
+// remove records that id needs no more sending. A lost "done" line only
+// causes one resend, which chatd de-duplicates, so it is not fsynced.
+func (j *journal) remove(id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.pending[id]; !ok {
+		return nil
+	}
+	delete(j.pending, id)
+	if j.f == nil {
+		return nil
+	}
+	if len(j.pending) == 0 || j.done > 1000 {
+		return j.compact()
+	}
+	j.done++
+	return j.appendLocked(journalLine{Op: "done", PendingSend: PendingSend{ClientMsgID: id}}, false)
+}
+
+func (j *journal) appendLocked(l journalLine, sync bool) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	if _, err := j.f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if sync {
+		return j.f.Sync()
+	}
+	return nil
+}
+
+// list returns the outstanding sends, oldest first.
+func (j *journal) list() []PendingSend {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.sortedLocked()
+}
+
+func (j *journal) sortedLocked() []PendingSend {
+	out := make([]PendingSend, 0, len(j.pending))
+	for _, p := range j.pending {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].QueuedAt.Equal(out[b].QueuedAt) {
+			return out[a].QueuedAt.Before(out[b].QueuedAt)
+		}
+		return out[a].ClientMsgID < out[b].ClientMsgID
+	})
+	return out
+}
+
+func (j *journal) close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	err := j.f.Close()
+	j.f = nil
+	return err
+}

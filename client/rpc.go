@@ -1,0 +1,166 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// rpcTable matches replies to calls by Correlation Data.
+type rpcTable struct {
+	mu      sync.Mutex
+	pending map[string]chan []byte
+	next    atomic.Uint64
+}
+
+func (t *rpcTable) register() (string, chan []byte) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], t.next.Add(1))
+	key := string(b[:])
+	ch := make(chan []byte, 1)
+	t.mu.Lock()
+	t.pending[key] = ch
+	t.mu.Unlock()
+	return key, ch
+}
+
+func (t *rpcTable) forget(key string) {
+	t.mu.Lock()
+	delete(t.pending, key)
+	t.mu.Unlock()
+}
+
+// deliver hands a reply to its caller; late or unknown replies are dropped.
+func (t *rpcTable) deliver(corr, payload []byte) {
+	t.mu.Lock()
+	ch := t.pending[string(corr)]
+	delete(t.pending, string(corr))
+	t.mu.Unlock()
+	if ch != nil {
+		ch <- append([]byte(nil), payload...)
+	}
+}
+
+// errConnectionLost: the connection dropped after the request was sent;
+// whether the server ran it is unknown.
+var errConnectionLost = &Error{Op: "rpc", Code: "unavailable", Message: "connection lost before the reply"}
+
+// call runs an RPC method over MQTT v5 request/response and decodes the
+// reply's body into out (nil: ignore it). Reads (idempotent) are re-sent
+// when the connection drops before the reply; writes return an error that
+// matches ErrUnavailable, since the server may or may not have run them.
+func (c *Client) call(ctx context.Context, method string, params, out any, idempotent bool) error {
+	payload, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("encode %s request: %w", method, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		defer cancel()
+	}
+	for {
+		reply, err := c.roundTrip(ctx, method, payload)
+		if errors.Is(err, errConnectionLost) && idempotent {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return decodeReply(method, reply, out)
+	}
+}
+
+// roundTrip publishes one request and waits for its reply.
+func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) ([]byte, error) {
+	cs, err := c.ready(ctx)
+	if err != nil {
+		return nil, c.waitErr("rpc "+method, err)
+	}
+	key, ch := c.rpc.register()
+	defer c.rpc.forget(key)
+	resp, err := c.cm.Publish(ctx, &paho.Publish{
+		QoS:     1,
+		Topic:   "chat/v1/rpc/" + method,
+		Payload: payload,
+		Properties: &paho.PublishProperties{
+			ResponseTopic:   c.rpcTopic,
+			CorrelationData: []byte(key),
+		},
+	})
+	if resp != nil && resp.ReasonCode >= 0x80 {
+		reason := ""
+		if resp.Properties != nil {
+			reason = resp.Properties.ReasonString
+		}
+		return nil, publishError("rpc "+method, resp.ReasonCode, reason)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, c.waitErr("rpc "+method, ctx.Err())
+		}
+		return nil, errConnectionLost
+	}
+	select {
+	case reply := <-ch:
+		return reply, nil
+	case <-cs.ctx.Done():
+		if c.life.Err() != nil {
+			return nil, ErrClosed
+		}
+		return nil, errConnectionLost
+	case <-ctx.Done():
+		return nil, c.waitErr("rpc "+method, ctx.Err())
+	}
+}
+
+// waitErr describes a wait that ended: closed, or the caller's context
+// (wrapped with ErrUnavailable and the last connection failure, if any).
+func (c *Client) waitErr(op string, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return ErrClosed
+	}
+	c.mu.Lock()
+	last, up := c.lastErr, c.conn != nil
+	c.mu.Unlock()
+	if !up && last != nil {
+		return fmt.Errorf("%s: %w: not connected (last attempt: %w): %w", op, ErrUnavailable, last, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+// rpcStatus is the part of every reply the client looks at first.
+type rpcStatus struct {
+	Status int `json:"status"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func decodeReply(method string, reply []byte, out any) error {
+	var st rpcStatus
+	if err := json.Unmarshal(reply, &st); err != nil {
+		return fmt.Errorf("decode %s reply: %w", method, err)
+	}
+	if st.Status >= 400 || st.Error != nil {
+		e := &Error{Op: "rpc " + method, Status: st.Status, Code: "internal"}
+		if st.Error != nil {
+			e.Code, e.Message = st.Error.Code, st.Error.Message
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(reply, out); err != nil {
+		return fmt.Errorf("decode %s reply: %w", method, err)
+	}
+	return nil
+}

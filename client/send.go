@@ -1,0 +1,184 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/google/uuid"
+)
+
+// sendOp is one message being sent until acknowledged; Send calls for the
+// same clientMsgId share it.
+type sendOp struct {
+	p    PendingSend
+	done chan struct{} // closed with seq/err set
+	seq  int64
+	err  error
+}
+
+// Send sends body to a conversation and returns its seq once chatd has
+// committed it (QoS 1 PUBACK). It picks a new clientMsgId (UUID v4), so a
+// Send is one message; use SendWithID to own the id.
+//
+// The message is recorded in the session (SessionDir) before it is
+// published and re-published with the same clientMsgId until acknowledged:
+// across reconnects, while chatd answers "unavailable", and by the next
+// client after a restart. chatd stores it once whatever the number of
+// attempts. Send returns:
+//   - the seq when committed (also for a resend chatd recognised);
+//   - an *Error matching ErrNotMember, ErrInvalid or ErrRateLimited when
+//     chatd refused it for good (the message is dropped from the session);
+//   - an error matching ErrQueued and ctx.Err() when ctx ended first: the
+//     message is still being sent in the background;
+//   - ErrClosed when the client was closed first (the message stays queued
+//     in SessionDir).
+func (c *Client) Send(ctx context.Context, conversationID int64, body string) (int64, error) {
+	return c.SendWithID(ctx, conversationID, uuid.NewString(), body)
+}
+
+// SendWithID is Send with a caller-chosen clientMsgId, a UUID the caller
+// reuses on every retry of the same message (for example across its own
+// restarts). A Send already running for the id is joined, not repeated.
+func (c *Client) SendWithID(ctx context.Context, conversationID int64, clientMsgID, body string) (int64, error) {
+	if conversationID <= 0 {
+		return 0, &Error{Op: "send", Code: "invalid", Message: "conversation id must be positive"}
+	}
+	if _, err := uuid.Parse(clientMsgID); err != nil {
+		return 0, &Error{Op: "send", Code: "invalid", Message: fmt.Sprintf("clientMsgId %q is not a UUID", clientMsgID)}
+	}
+	if !utf8.ValidString(body) {
+		// JSON encoding would silently replace the bad bytes.
+		return 0, &Error{Op: "send", Code: "invalid", Message: "body is not valid UTF-8"}
+	}
+	c.mu.Lock()
+	op, running := c.sends[clientMsgID]
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	if !running {
+		p := PendingSend{ClientMsgID: clientMsgID, ConversationID: conversationID, Body: body, QueuedAt: time.Now().UTC()}
+		if _, err := c.journal.add(p); err != nil {
+			return 0, err
+		}
+		op = c.startSend(p)
+		if op == nil {
+			return 0, ErrClosed
+		}
+	}
+	select {
+	case <-op.done:
+		return op.seq, op.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("send %s: %w: %w", clientMsgID, ErrQueued, ctx.Err())
+	}
+}
+
+// startSend runs the send loop of p unless one runs already; nil once
+// closed.
+func (c *Client) startSend(p PendingSend) *sendOp {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if op, ok := c.sends[p.ClientMsgID]; ok {
+		return op
+	}
+	op := &sendOp{p: p, done: make(chan struct{})}
+	c.sends[p.ClientMsgID] = op
+	c.workers.Add(1)
+	go func() {
+		defer c.workers.Done()
+		op.seq, op.err = c.sendUntilDone(p)
+		if op.err == nil || !errors.Is(op.err, ErrClosed) {
+			if err := c.journal.remove(p.ClientMsgID); err != nil {
+				c.cfg.Logger.Warn("update send journal", "err", err)
+			}
+		}
+		c.mu.Lock()
+		delete(c.sends, p.ClientMsgID)
+		c.mu.Unlock()
+		close(op.done)
+		if op.err != nil && !errors.Is(op.err, ErrClosed) {
+			c.cfg.Logger.Info("send refused", "conversation", p.ConversationID, "clientMsgId", p.ClientMsgID, "err", op.err)
+		}
+	}()
+	return op
+}
+
+// sendUntilDone publishes p until a PUBACK settles it: success, or a
+// refusal other than "unavailable". It returns ErrClosed when the client
+// closes first.
+func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
+	payload, err := json.Marshal(struct {
+		ClientMsgID string `json:"clientMsgId"`
+		Body        string `json:"body"`
+	}{p.ClientMsgID, p.Body})
+	if err != nil {
+		return 0, fmt.Errorf("encode message: %w", err)
+	}
+	topic := "chat/v1/conv/" + strconv.FormatInt(p.ConversationID, 10) + "/msg"
+	delay := 200 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		cs, err := c.ready(c.life)
+		if err != nil {
+			return 0, ErrClosed
+		}
+		if attempt > 0 {
+			c.stats.resends.Add(1)
+		}
+		// One attempt lasts until the PUBACK, the ack timeout, or the
+		// connection going down, whichever is first.
+		actx, cancel := context.WithTimeout(cs.ctx, c.cfg.AckTimeout)
+		resp, err := c.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: topic, Payload: payload})
+		cancel()
+		if resp != nil {
+			if resp.ReasonCode < 0x80 {
+				return ackSeq(resp)
+			}
+			reason := ""
+			if resp.Properties != nil {
+				reason = resp.Properties.ReasonString
+			}
+			perr := publishError("send", resp.ReasonCode, reason)
+			if !retryable(perr) {
+				return 0, perr
+			}
+			c.cfg.Logger.Debug("send: chatd unavailable; retrying", "clientMsgId", p.ClientMsgID, "err", perr)
+			if !sleepCtx(c.life, delay) {
+				return 0, ErrClosed
+			}
+			delay = min(2*delay, 10*time.Second)
+			continue
+		}
+		if c.life.Err() != nil {
+			return 0, ErrClosed
+		}
+		// No PUBACK: the connection dropped or the ack timed out. The next
+		// attempt re-publishes the same clientMsgId.
+		c.cfg.Logger.Debug("send: no PUBACK; will re-publish", "clientMsgId", p.ClientMsgID, "err", err)
+		if cs.ctx.Err() == nil && !sleepCtx(c.life, 100*time.Millisecond) {
+			return 0, ErrClosed
+		}
+	}
+}
+
+// ackSeq reads the "seq" user property of chatd's PUBACK.
+func ackSeq(resp *paho.PublishResponse) (int64, error) {
+	if resp.Properties == nil {
+		return 0, errors.New("send: PUBACK carries no seq (is this chatd?)")
+	}
+	seq, err := strconv.ParseInt(resp.Properties.User.Get("seq"), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("send: PUBACK seq %q: %w", resp.Properties.User.Get("seq"), err)
+	}
+	return seq, nil
+}

@@ -1,0 +1,240 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+func startKafka(t *testing.T) string {
+	t.Helper()
+	addr := freeAddr(t)
+	_, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(12, "chat.events"), kfake.Ports(port))
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+func buildChatd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "chatd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/chatd").CombinedOutput(); err != nil {
+		t.Fatalf("build chatd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// tracker records, per client, the first arrival of each seq and the
+// publish->delivery latency carried in the body.
+type tracker struct {
+	mu      sync.Mutex
+	order   []int64
+	maxSeen int64
+	dups    int
+	lat     []time.Duration
+}
+
+func (tr *tracker) follow(c *mqtttest.Client, conv int64, measure bool) {
+	go func() {
+		for pk := range c.Publishes {
+			var ev event
+			if json.Unmarshal(pk.Payload, &ev) != nil || ev.Type != chat.EventMessageNew || ev.ConversationID != conv {
+				continue
+			}
+			tr.mu.Lock()
+			if ev.Seq <= tr.maxSeen {
+				tr.dups++
+			} else {
+				tr.order = append(tr.order, ev.Seq)
+				tr.maxSeen = ev.Seq
+				if measure {
+					if ns, err := strconv.ParseInt(strings.Fields(ev.Body)[0], 10, 64); err == nil {
+						tr.lat = append(tr.lat, time.Since(time.Unix(0, ns)))
+					}
+				}
+			}
+			tr.mu.Unlock()
+		}
+	}()
+}
+
+func (tr *tracker) count() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.order)
+}
+
+func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two chatd nodes and Kafka")
+	}
+	url := pgtest.NewDB(t)
+	kafka := startKafka(t)
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "node-a"})
+	conv, err := a.Service.CreateGroup(context.Background(), 1, "cluster", []int64{2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node B is a separate process so it can be killed with SIGKILL.
+	bin := buildChatd(t)
+	bAddr := freeAddr(t)
+	b := exec.Command(bin)
+	b.Env = append(os.Environ(), "CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+bAddr, "CHAT_HTTP_ADDR="+freeAddr(t),
+		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_JWT_SECRET="+testSecret, "CHAT_KAFKA_BROKERS="+kafka, "CHAT_NODE_ID=node-b",
+		"CHAT_LOG_LEVEL=warn", "CHAT_LIMIT_SEND_RATE=0")
+	b.Stderr = os.Stderr
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Process.Kill(); _ = b.Wait() })
+	waitFor(t, 30*time.Second, "node B up", func() bool {
+		c, _, err := mqtttest.Dial(bAddr, mqtttest.Options{Version: 5, ClientID: "probe-b", Password: token(t, 99), Clean: true})
+		if err == nil {
+			c.Disconnect()
+		}
+		return err == nil
+	})
+
+	trackers := map[int64]*tracker{}
+	clients := map[int64]*mqtttest.Client{}
+	for u := int64(1); u <= 4; u++ {
+		addr := a.MQTTAddr()
+		if u >= 3 {
+			addr = bAddr
+		}
+		v := byte(5)
+		if u%2 == 0 {
+			v = 4
+		}
+		clients[u] = rawClient(t, addr, u, fmt.Sprintf("cluster-%d", u), v, false)
+		trackers[u] = &tracker{}
+		trackers[u].follow(clients[u], conv.ID, u == 3)
+	}
+	// Kafka consumers start at the newest offset: let both join first.
+	waitFor(t, 30*time.Second, "cross-node delivery", func() bool {
+		ack, err := clients[1].Publish(msgTopic(conv.ID), 1, sendPayload(newID(), fmt.Sprint(time.Now().UnixNano())+" warmup"))
+		if err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("warm-up send: %v", err)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if trackers[3].count() > 0 {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	})
+	warm := int64(trackers[1].count())
+	trackers[3].mu.Lock()
+	trackers[3].lat = nil
+	trackers[3].mu.Unlock()
+
+	const total = 1000
+	var wg sync.WaitGroup
+	send := func(u int64, n int, addr func() string, killAt int) {
+		defer wg.Done()
+		c := clients[u]
+		for i := 0; i < n; i++ {
+			id := newID()
+			for {
+				ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(id, fmt.Sprintf("%d from %d", time.Now().UnixNano(), u)))
+				if err == nil && ack.ReasonCode == 0 {
+					break
+				}
+				// The node died under us: reconnect (to the survivor) and
+				// resend with the same clientMsgId.
+				time.Sleep(50 * time.Millisecond)
+				nc, _, err := mqtttest.Dial(addr(), mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("sender-%d", u), Password: token(t, u), Clean: true})
+				if err == nil {
+					t.Cleanup(nc.Drop)
+					c = nc
+				}
+			}
+		}
+	}
+	var killOnce sync.Once
+	killed := make(chan struct{})
+	survivor := func() string { return a.MQTTAddr() }
+	wg.Add(2)
+	go send(1, total/2, survivor, -1)
+	go func() {
+		defer wg.Done()
+		// User 3 (on node B) sends its half through a separate sender
+		// connection so its listening client can be followed across the kill.
+		sc := rawClient(t, bAddr, 3, "sender-3", 5, true)
+		for i := 0; i < total/2; i++ {
+			id := newID()
+			for {
+				ack, err := sc.Publish(msgTopic(conv.ID), 1, sendPayload(id, fmt.Sprintf("%d from 3", time.Now().UnixNano())))
+				if err == nil && ack.ReasonCode == 0 {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+				nc, _, err := mqtttest.Dial(survivor(), mqtttest.Options{Version: 5, ClientID: "sender-3", Password: token(t, 3), Clean: true})
+				if err == nil {
+					t.Cleanup(nc.Drop)
+					sc = nc
+				}
+			}
+			if i == total/4 {
+				killOnce.Do(func() {
+					_ = b.Process.Kill() // SIGKILL node B mid-exchange
+					close(killed)
+				})
+			}
+		}
+	}()
+	<-killed
+	// B's listening clients reconnect to A with their persistent sessions.
+	for _, u := range []int64{3, 4} {
+		v := byte(5)
+		if u%2 == 0 {
+			v = 4
+		}
+		waitFor(t, 10*time.Second, "B's client to notice", func() bool { return clients[u].Closed() })
+		nc := rawClient(t, a.MQTTAddr(), u, fmt.Sprintf("cluster-%d", u), v, false)
+		trackers[u].follow(nc, conv.ID, false)
+	}
+	wg.Wait()
+	want := warm + total
+	for u := int64(1); u <= 4; u++ {
+		tr := trackers[u]
+		waitFor(t, 60*time.Second, fmt.Sprintf("user %d to have all %d messages", u, want), func() bool { return int64(tr.count()) >= want })
+		tr.mu.Lock()
+		for i, seq := range tr.order {
+			if seq != int64(i+1) {
+				tr.mu.Unlock()
+				t.Fatalf("user %d: message %d has seq %d: gap or reorder", u, i, seq)
+			}
+		}
+		t.Logf("user %d: %d messages in order, %d duplicates dropped by seq", u, len(tr.order), tr.dups)
+		tr.mu.Unlock()
+	}
+	lat := trackers[3].lat
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) > 10 {
+		t.Logf("cross-node publish->delivery (node A sender -> node B member, %d samples before the kill): p50 %v p99 %v",
+			len(lat), lat[len(lat)/2], lat[len(lat)*99/100])
+	}
+}
