@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error code. It is part of the public
@@ -28,6 +29,19 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error // cause, never shown to clients
+	// RateLimit describes the limit that refused the request; set on
+	// rate_limited errors so transports can say when to retry (HTTP
+	// Retry-After and X-RateLimit-*).
+	RateLimit *RateLimitInfo
+}
+
+// RateLimitInfo is the state of the token bucket that refused a request.
+type RateLimitInfo struct {
+	Kind       RateKind      // which limit: send, conv, read, typing, api, connect
+	Limit      int           // the bucket size (burst)
+	Remaining  int           // whole tokens left in the bucket
+	RetryAfter time.Duration // until one token is available again
+	Reset      time.Duration // until the bucket is full again
 }
 
 func (e *Error) Error() string {
@@ -68,6 +82,15 @@ func Errorf(code Code, format string, args ...any) *Error {
 // transports answer "try again" instead of "invalid".
 func Unavailable(op string, err error) *Error {
 	return &Error{Code: CodeUnavailable, Message: op + " failed, retry later", Err: err}
+}
+
+// RateLimitOf returns the rate limit that refused err, nil for other errors.
+func RateLimitOf(err error) *RateLimitInfo {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RateLimit
+	}
+	return nil
 }
 
 // ErrorCode returns the Code of err, CodeInternal for untyped errors.

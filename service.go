@@ -3,19 +3,212 @@ package chat
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
 // Service is the one entry point transports use: it validates input, calls
 // the Store and, after commit, tells the Notifier so connected clients get
 // the events without waiting for the outbox relay.
+//
+// The optional fields are set once, before the Service is used:
+//   - Limiter and Rates enforce the rate limits (nil Limiter: none), so MQTT,
+//     HTTP and RPC share one budget per user and conversation;
+//   - Receipts, when set, takes the read receipts instead of Store.MarkRead
+//     (a group-committing writer that also notifies the events itself);
+//   - PresenceSource answers presence queries (nil: not available).
 type Service struct {
 	Store    Store
 	Notifier Notifier // may be nil
 	Limits   Limits
+
+	Limiter        RateLimiter
+	Rates          RateLimits
+	Receipts       ReceiptWriter
+	PresenceSource PresenceSource
 }
+
+// RateKind names a rate limit; it labels metrics and keys the buckets.
+type RateKind string
+
+// The rate limits. Send and Conv are charged by Send (per sender, per
+// conversation), Read by MarkRead, Typing by the MQTT typing topic, API by
+// every HTTP request and RPC call, Connect by every MQTT CONNECT (per IP).
+const (
+	RateSend    RateKind = "send"
+	RateConv    RateKind = "conv"
+	RateRead    RateKind = "read"
+	RateTyping  RateKind = "typing"
+	RateAPI     RateKind = "api"
+	RateConnect RateKind = "connect"
+)
+
+// RateLimit is a token bucket: Burst tokens at most, refilled at Rate per
+// second. A Rate of 0 (or less) means unlimited.
+type RateLimit struct {
+	Rate  float64
+	Burst int
+}
+
+// Enabled reports whether the limit applies at all.
+func (l RateLimit) Enabled() bool { return l.Rate > 0 && l.Burst > 0 }
+
+// RateLimits are the configured limits, by kind.
+type RateLimits struct {
+	Send, Conv, Read, Typing, API, Connect RateLimit
+}
+
+// For returns the limit of kind.
+func (r RateLimits) For(kind RateKind) RateLimit {
+	switch kind {
+	case RateSend:
+		return r.Send
+	case RateConv:
+		return r.Conv
+	case RateRead:
+		return r.Read
+	case RateTyping:
+		return r.Typing
+	case RateAPI:
+		return r.API
+	case RateConnect:
+		return r.Connect
+	}
+	return RateLimit{}
+}
+
+// RateDecision is what a RateLimiter answered for one token.
+type RateDecision struct {
+	Allowed    bool
+	Limit      int           // bucket size
+	Remaining  int           // whole tokens left after this call
+	RetryAfter time.Duration // refused: until one token is available
+	Reset      time.Duration // until the bucket is full again
+}
+
+// RateLimiter takes tokens from token buckets named by kind and key.
+// Implementations never fail: when their shared store is unreachable they
+// decide locally. Take and Refund must be safe for concurrent use.
+type RateLimiter interface {
+	Take(ctx context.Context, kind RateKind, key string, l RateLimit) RateDecision
+	// Refund puts one token back (a duplicate resend, a send that did not
+	// commit), never above the burst.
+	Refund(ctx context.Context, kind RateKind, key string, l RateLimit)
+}
+
+// ReceiptWriter applies read receipts in batches. MarkRead returns after the
+// receipt committed, with the same result as Store.MarkRead; the writer
+// notifies read.updated itself, once per batch and watermark.
+type ReceiptWriter interface {
+	MarkRead(ctx context.Context, conversationID, userID, seq int64) (ReadResult, error)
+	// Pending reports whether a receipt of userID for conversationID waits
+	// for the next batch: another one merges into it and costs no write.
+	Pending(conversationID, userID int64) bool
+}
+
+// Presence is a user's online state. LastSeen is when the user was last
+// connected (now while online), nil when never seen.
+type Presence struct {
+	UserID   int64      `json:"userId"`
+	Online   bool       `json:"online"`
+	LastSeen *time.Time `json:"lastSeen"`
+}
+
+// PresenceSource answers presence queries.
+type PresenceSource interface {
+	Presence(ctx context.Context, userID int64) (Presence, error)
+	// SharesConversation reports whether a and b are members of one
+	// conversation.
+	SharesConversation(ctx context.Context, a, b int64) (bool, error)
+}
+
+// HistoryPage is a page of history with the other members' lowest
+// delivered and read watermarks (see InboxEntry), so a client can show
+// sent, delivered and read for each of its own messages.
+type HistoryPage struct {
+	Messages     []Message `json:"messages"`
+	DeliveredSeq int64     `json:"deliveredSeq"`
+	ReadSeq      int64     `json:"readSeq"`
+}
+
+// HistoryPager is implemented by stores that read a history page and the
+// watermarks in one snapshot.
+type HistoryPager interface {
+	HistoryPage(ctx context.Context, q HistoryQuery) (HistoryPage, error)
+}
+
+// DeliveryEvent builds delivery.updated: userID's delivered watermark in
+// the conversation moved to seq.
+func DeliveryEvent(conversationID, userID, seq int64) Event {
+	return Event{Type: EventDeliveryUpdated, ConversationID: conversationID, UserID: userID, Seq: seq}
+}
+
+// PresenceEvent builds presence for p.
+func PresenceEvent(p Presence) Event {
+	online := p.Online
+	ev := Event{Type: EventPresence, UserID: p.UserID, Online: &online}
+	if p.LastSeen != nil {
+		at := p.LastSeen.UTC()
+		ev.LastSeen = &at
+	}
+	return ev
+}
+
+var rateWhat = map[RateKind]string{
+	RateSend:    "messages per second per user",
+	RateConv:    "messages per second in this conversation",
+	RateRead:    "read receipts per second",
+	RateTyping:  "typing events per second",
+	RateAPI:     "requests per second",
+	RateConnect: "connections per second from this address",
+}
+
+// take charges one token of kind for key; nil when allowed or unlimited.
+func (s *Service) take(ctx context.Context, kind RateKind, key string) error {
+	l := s.Rates.For(kind)
+	if s.Limiter == nil || !l.Enabled() {
+		return nil
+	}
+	d := s.Limiter.Take(ctx, kind, key, l)
+	if d.Allowed {
+		return nil
+	}
+	retry := max(d.RetryAfter, time.Millisecond)
+	return &Error{
+		Code:    CodeRateLimited,
+		Message: fmt.Sprintf("rate limited: at most %s %s (burst %d); retry in %s", formatRate(l.Rate), rateWhat[kind], l.Burst, retry.Round(time.Millisecond)),
+		RateLimit: &RateLimitInfo{Kind: kind, Limit: d.Limit, Remaining: d.Remaining,
+			RetryAfter: retry, Reset: d.Reset},
+	}
+}
+
+func (s *Service) refund(ctx context.Context, kind RateKind, key string) {
+	if l := s.Rates.For(kind); s.Limiter != nil && l.Enabled() {
+		s.Limiter.Refund(ctx, kind, key, l)
+	}
+}
+
+func formatRate(r float64) string {
+	if r == math.Trunc(r) {
+		return strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// CheckRate charges one token of kind for key (a user id, an IP address)
+// and returns a rate_limited error carrying RateLimitInfo when the bucket
+// is empty. Transports use it for the limits the Service does not apply
+// itself: typing, API calls and connects.
+func (s *Service) CheckRate(ctx context.Context, kind RateKind, key string) error {
+	return s.take(ctx, kind, key)
+}
+
+// UserKey is the rate-limit key of a user.
+func UserKey(userID int64) string { return strconv.FormatInt(userID, 10) }
 
 // NewService wires a Store and a Notifier with limits (zero = defaults).
 func NewService(st Store, n Notifier, l Limits) *Service {
@@ -28,29 +221,62 @@ func (s *Service) notify(ev Event) {
 	}
 }
 
-// Send validates and commits a message, then notifies (not for duplicates:
-// their event went out with the original).
+// Send validates, charges the sender's and the conversation's send limits
+// and commits a message, then notifies (not for duplicates: their event went
+// out with the original).
+//
+// Nothing over a limit reaches the store. A duplicate resend (same
+// clientMsgId, same sender) is charged and then refunded once the store
+// recognised it, so a resend under the limit costs nothing; a resend that
+// arrives while the bucket is empty is refused like any other send and
+// answered as a duplicate when retried. A send that failed as unavailable
+// or internal is refunded too: the client resends it.
 func (s *Service) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err := s.Limits.ValidateSend(&req); err != nil {
 		return SendResult{}, err
 	}
-	res, err := s.Store.Send(ctx, req)
-	if err != nil {
+	userKey, convKey := UserKey(req.SenderID), strconv.FormatInt(req.ConversationID, 10)
+	if err := s.take(ctx, RateSend, userKey); err != nil {
 		return SendResult{}, err
 	}
-	if !res.Duplicate {
-		s.notify(MessageEvent(res.Message))
+	if err := s.take(ctx, RateConv, convKey); err != nil {
+		s.refund(ctx, RateSend, userKey)
+		return SendResult{}, err
 	}
+	res, err := s.Store.Send(ctx, req)
+	if err != nil {
+		if c := ErrorCode(err); c == CodeUnavailable || c == CodeInternal {
+			s.refund(context.WithoutCancel(ctx), RateSend, userKey)
+			s.refund(context.WithoutCancel(ctx), RateConv, convKey)
+		}
+		return SendResult{}, err
+	}
+	if res.Duplicate {
+		s.refund(ctx, RateSend, userKey)
+		s.refund(ctx, RateConv, convKey)
+		return res, nil
+	}
+	s.notify(MessageEvent(res.Message))
 	return res, nil
 }
 
-// MarkRead validates and applies a read receipt.
+// MarkRead validates and applies a read receipt. The read limit is charged
+// per write, not per receipt: a receipt that merges into one already
+// waiting for the same conversation (see ReceiptWriter.Pending) is free.
 func (s *Service) MarkRead(ctx context.Context, conversationID, userID, seq int64) (ReadResult, error) {
 	if err := ValidateID("conversationId", conversationID); err != nil {
 		return ReadResult{}, err
 	}
 	if seq <= 0 {
 		return ReadResult{}, Errorf(CodeInvalid, "seq must be a positive integer")
+	}
+	if s.Receipts == nil || !s.Receipts.Pending(conversationID, userID) {
+		if err := s.take(ctx, RateRead, UserKey(userID)); err != nil {
+			return ReadResult{}, err
+		}
+	}
+	if s.Receipts != nil {
+		return s.Receipts.MarkRead(ctx, conversationID, userID, seq)
 	}
 	res, err := s.Store.MarkRead(ctx, conversationID, userID, seq)
 	if err != nil {
@@ -64,20 +290,66 @@ func (s *Service) MarkRead(ctx context.Context, conversationID, userID, seq int6
 
 // History validates the query and pages messages.
 func (s *Service) History(ctx context.Context, q HistoryQuery) ([]Message, error) {
-	if err := ValidateID("conversationId", q.ConversationID); err != nil {
+	if err := validateHistory(&q); err != nil {
 		return nil, err
 	}
+	return s.Store.History(ctx, q)
+}
+
+// HistoryPage is History plus the other members' lowest delivered and read
+// watermarks, read in the same snapshot when the Store is a HistoryPager
+// (otherwise both are 0).
+func (s *Service) HistoryPage(ctx context.Context, q HistoryQuery) (HistoryPage, error) {
+	if err := validateHistory(&q); err != nil {
+		return HistoryPage{}, err
+	}
+	if hp, ok := s.Store.(HistoryPager); ok {
+		return hp.HistoryPage(ctx, q)
+	}
+	msgs, err := s.Store.History(ctx, q)
+	if err != nil {
+		return HistoryPage{}, err
+	}
+	return HistoryPage{Messages: msgs}, nil
+}
+
+func validateHistory(q *HistoryQuery) error {
+	if err := ValidateID("conversationId", q.ConversationID); err != nil {
+		return err
+	}
 	if q.BeforeSeq < 0 || q.AfterSeq < 0 {
-		return nil, Errorf(CodeInvalid, "beforeSeq and afterSeq must not be negative")
+		return Errorf(CodeInvalid, "beforeSeq and afterSeq must not be negative")
 	}
 	if q.BeforeSeq > 0 && q.AfterSeq > 0 {
-		return nil, Errorf(CodeInvalid, "give beforeSeq or afterSeq, not both")
+		return Errorf(CodeInvalid, "give beforeSeq or afterSeq, not both")
 	}
 	if q.Limit < 0 {
-		return nil, Errorf(CodeInvalid, "limit must not be negative")
+		return Errorf(CodeInvalid, "limit must not be negative")
 	}
 	q.Limit = ClampLimit(q.Limit, DefaultHistoryLimit, MaxHistoryLimit)
-	return s.Store.History(ctx, q)
+	return nil
+}
+
+// Presence returns target's online state to caller. Only a user who shares
+// a conversation with target (or target themself) may ask; anyone else gets
+// not_found, as if the user did not exist.
+func (s *Service) Presence(ctx context.Context, callerID, targetID int64) (Presence, error) {
+	if err := ValidateID("userId", targetID); err != nil {
+		return Presence{}, err
+	}
+	if s.PresenceSource == nil {
+		return Presence{}, Errorf(CodeNotFound, "presence is not available on this server")
+	}
+	if callerID != targetID {
+		shared, err := s.PresenceSource.SharesConversation(ctx, callerID, targetID)
+		if err != nil {
+			return Presence{}, err
+		}
+		if !shared {
+			return Presence{}, Errorf(CodeNotFound, "no user %d among your conversations", targetID)
+		}
+	}
+	return s.PresenceSource.Presence(ctx, targetID)
 }
 
 // Inbox pages the user's conversations, newest first.

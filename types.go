@@ -112,6 +112,12 @@ type InboxEntry struct {
 	Unread        int64            `json:"unread"`
 	LastMessageAt *time.Time       `json:"lastMessageAt"`
 	LastMessage   *Message         `json:"lastMessage"`
+	// DeliveredSeq and ReadSeq are the lowest delivered and read
+	// watermarks of the other members: the caller's messages up to
+	// DeliveredSeq reached every other member, up to ReadSeq every other
+	// member read them (0 when there is nobody else).
+	DeliveredSeq int64 `json:"deliveredSeq"`
+	ReadSeq      int64 `json:"readSeq"`
 }
 
 // InboxPage is a page of the inbox, newest first; NextCursor is empty on the
@@ -123,7 +129,10 @@ type InboxPage struct {
 
 // SeenResult answers "seen by N": members other than the sender whose read
 // watermark is at or past seq, out of Members (all members but the sender).
+// DeliveredTo counts those whose delivered watermark is at or past seq (a
+// member who read a message has it delivered too, so DeliveredTo >= SeenBy).
 type SeenResult struct {
-	SeenBy  int `json:"seenBy"`
-	Members int `json:"members"`
+	SeenBy      int `json:"seenBy"`
+	DeliveredTo int `json:"deliveredTo"`
+	Members     int `json:"members"`
 }

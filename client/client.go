@@ -28,6 +28,10 @@ type Client struct {
 	session *state.State // paho's packet store (on disk with SessionDir)
 	journal *journal
 	lock    *os.File // flock on the session dir
+	disp    *dispatcher
+	reads   *readBatcher
+	rpc     rpcTable
+	stats   counters
 
 	eventsTopic string
 	rpcTopic    string
@@ -36,20 +40,16 @@ type Client struct {
 	stop    context.CancelFunc
 	workers sync.WaitGroup
 
-	// connection state
-	mu         sync.Mutex
-	conn       *connState // nil while down
-	changed    chan struct{}
-	lastErr    error // last connection failure
-	sends      map[string]*sendOp // by clientMsgId
-	closed     bool
-	closeOnce  sync.Once
-	closeErr   error
-	disp       *dispatcher
-	reads      *readBatcher
-	rpc        rpcTable
-	stats      counters
-	connectGen atomic.Int64
+	mu      sync.Mutex         // guards the fields below
+	conn    *connState         // nil while down
+	changed chan struct{}      // closed and replaced on every state change
+	lastErr error              // last connection failure
+	sends   map[string]*sendOp // running sends by clientMsgId
+	closed  bool
+
+	closeOnce sync.Once
+	closeErr  error
+
 	// dropEvent, when set (tests), drops matching events-topic payloads as
 	// a lossy network would.
 	dropEvent atomic.Pointer[func([]byte) bool]
@@ -61,7 +61,6 @@ type connState struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	ready  chan struct{}
-	gen    int64
 }
 
 // Stats are counters since New, for monitoring and tests.
@@ -221,7 +220,7 @@ func (c *Client) buildConnect(cp *paho.Connect, _ *url.URL) (*paho.Connect, erro
 // onUp runs when autopaho has a connection; it must not block.
 func (c *Client) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	ctx, cancel := context.WithCancel(c.life)
-	cs := &connState{ctx: ctx, cancel: cancel, ready: make(chan struct{}), gen: c.connectGen.Add(1)}
+	cs := &connState{ctx: ctx, cancel: cancel, ready: make(chan struct{})}
 	c.stats.connects.Add(1)
 	c.mu.Lock()
 	if c.closed {

@@ -172,11 +172,21 @@ func (d *dispatcher) message(ev Event, slim bool) {
 // history cannot provide seq, the live event is handed on anyway so that
 // the stream does not stall.
 func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
-	err := d.fill(conv, seq)
+	upto := seq
+	if !slim {
+		upto = seq - 1 // the live event itself needs no fetching
+	}
+	err := d.fill(conv, upto)
 	if errors.Is(err, ErrClosed) {
 		return
 	}
-	if h, _ := d.position(conv); h < seq {
+	h, _ := d.position(conv)
+	if h == seq-1 && !slim {
+		d.emit(ev)
+		d.setHave(conv, seq)
+		return
+	}
+	if h < seq {
 		d.c.cfg.Logger.Warn("history did not return a message the server announced; delivering the event as is",
 			"conversation", conv, "seq", seq, "have", h, "err", err)
 		if slim {

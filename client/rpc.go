@@ -85,7 +85,13 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 	}
 	key, ch := c.rpc.register()
 	defer c.rpc.forget(key)
-	resp, err := c.cm.Publish(ctx, &paho.Publish{
+	// paho waits for the PUBACK even if the connection dies: end the wait
+	// with the connection.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(cs.ctx, cancel)
+	defer stop()
+	resp, err := c.cm.Publish(pctx, &paho.Publish{
 		QoS:     1,
 		Topic:   "chat/v1/rpc/" + method,
 		Payload: payload,

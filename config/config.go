@@ -58,8 +58,20 @@ type Settings struct {
 	// lower case) allowed to open WebSockets; same-origin is always allowed.
 	WSAllowedOrigins []string
 
-	LimitSendRate  float64 // limit_send_rate: messages per second per user, 0 = unlimited
-	LimitSendBurst int     // limit_send_burst: bucket size of that limit
+	LimitSendRate     float64 // limit_send_rate: messages per second per user, 0 = unlimited
+	LimitSendBurst    int     // limit_send_burst: bucket size of that limit
+	LimitConvRate     float64 // limit_conv_rate: messages per second per conversation, 0 = unlimited
+	LimitConvBurst    int     // limit_conv_burst
+	LimitReadRate     float64 // limit_read_rate: read receipt writes per second per user, 0 = unlimited
+	LimitReadBurst    int     // limit_read_burst
+	LimitTypingRate   float64 // limit_typing_rate: typing events per second per user, 0 = unlimited
+	LimitTypingBurst  int     // limit_typing_burst
+	LimitAPIRate      float64 // limit_api_rate: HTTP requests and RPC calls per second per user, 0 = unlimited
+	LimitAPIBurst     int     // limit_api_burst
+	LimitConnectRate  float64 // limit_connect_rate: MQTT connects per second per IP, 0 = unlimited
+	LimitConnectBurst int     // limit_connect_burst
+	// RedisURL shares the rate limits between nodes; "" keeps them local.
+	RedisURL string
 
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
@@ -81,6 +93,18 @@ func (s Settings) Source(key string) string {
 // Limits returns the domain validation limits the settings describe.
 func (s Settings) Limits() chat.Limits {
 	return chat.Limits{MaxBodyBytes: s.MaxBodyBytes, MaxMembers: s.MaxMembers}
+}
+
+// RateLimits returns the rate limits the settings describe.
+func (s Settings) RateLimits() chat.RateLimits {
+	return chat.RateLimits{
+		Send:    chat.RateLimit{Rate: s.LimitSendRate, Burst: s.LimitSendBurst},
+		Conv:    chat.RateLimit{Rate: s.LimitConvRate, Burst: s.LimitConvBurst},
+		Read:    chat.RateLimit{Rate: s.LimitReadRate, Burst: s.LimitReadBurst},
+		Typing:  chat.RateLimit{Rate: s.LimitTypingRate, Burst: s.LimitTypingBurst},
+		API:     chat.RateLimit{Rate: s.LimitAPIRate, Burst: s.LimitAPIBurst},
+		Connect: chat.RateLimit{Rate: s.LimitConnectRate, Burst: s.LimitConnectBurst},
+	}
 }
 
 // SlogLevel returns LogLevel as a slog.Level.
@@ -443,31 +467,42 @@ func (s Settings) Redacted() map[string]any {
 		secret = "[redacted]"
 	}
 	m := map[string]any{
-		"config_file":        s.ConfigFile,
-		"mqtt_addr":          s.MQTTAddr,
-		"http_addr":          s.HTTPAddr,
-		"database_url":       redactURL(s.DatabaseURL),
-		"data_dir":           s.DataDir,
-		"jwt_secret":         secret,
-		"jwt_public_key":     s.JWTPublicKey,
-		"kafka_brokers":      append([]string{}, s.KafkaBrokers...),
-		"kafka_topic":        s.KafkaTopic,
-		"node_id":            s.NodeID,
-		"tls_cert":           s.TLSCert,
-		"tls_key":            s.TLSKey,
-		"max_body_bytes":     s.MaxBodyBytes,
-		"max_members":        s.MaxMembers,
-		"large_group":        s.LargeGroup,
-		"max_inflight":       s.MaxInflight,
-		"db_max_conns":       s.DBMaxConns,
-		"send_timeout":       s.SendTimeout.String(),
-		"log_level":          s.LogLevel,
-		"log_format":         s.LogFormat,
-		"dev":                s.Dev,
-		"ws_allowed_origins": append([]string{}, s.WSAllowedOrigins...),
-		"limit_send_rate":    s.LimitSendRate,
-		"limit_send_burst":   s.LimitSendBurst,
-		"shutdown_timeout":   s.ShutdownTimeout.String(),
+		"config_file":         s.ConfigFile,
+		"mqtt_addr":           s.MQTTAddr,
+		"http_addr":           s.HTTPAddr,
+		"database_url":        redactURL(s.DatabaseURL),
+		"data_dir":            s.DataDir,
+		"jwt_secret":          secret,
+		"jwt_public_key":      s.JWTPublicKey,
+		"kafka_brokers":       append([]string{}, s.KafkaBrokers...),
+		"kafka_topic":         s.KafkaTopic,
+		"node_id":             s.NodeID,
+		"tls_cert":            s.TLSCert,
+		"tls_key":             s.TLSKey,
+		"max_body_bytes":      s.MaxBodyBytes,
+		"max_members":         s.MaxMembers,
+		"large_group":         s.LargeGroup,
+		"max_inflight":        s.MaxInflight,
+		"db_max_conns":        s.DBMaxConns,
+		"send_timeout":        s.SendTimeout.String(),
+		"log_level":           s.LogLevel,
+		"log_format":          s.LogFormat,
+		"dev":                 s.Dev,
+		"ws_allowed_origins":  append([]string{}, s.WSAllowedOrigins...),
+		"limit_send_rate":     s.LimitSendRate,
+		"limit_send_burst":    s.LimitSendBurst,
+		"limit_conv_rate":     s.LimitConvRate,
+		"limit_conv_burst":    s.LimitConvBurst,
+		"limit_read_rate":     s.LimitReadRate,
+		"limit_read_burst":    s.LimitReadBurst,
+		"limit_typing_rate":   s.LimitTypingRate,
+		"limit_typing_burst":  s.LimitTypingBurst,
+		"limit_api_rate":      s.LimitAPIRate,
+		"limit_api_burst":     s.LimitAPIBurst,
+		"limit_connect_rate":  s.LimitConnectRate,
+		"limit_connect_burst": s.LimitConnectBurst,
+		"redis_url":           redactURL(s.RedisURL),
+		"shutdown_timeout":    s.ShutdownTimeout.String(),
 	}
 	return m
 }

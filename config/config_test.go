@@ -63,6 +63,17 @@ func TestDefaults(t *testing.T) {
 		{"ws_allowed_origins", len(s.WSAllowedOrigins), 0},
 		{"limit_send_rate", s.LimitSendRate, 10.0},
 		{"limit_send_burst", s.LimitSendBurst, 30},
+		{"limit_conv_rate", s.LimitConvRate, 100.0},
+		{"limit_conv_burst", s.LimitConvBurst, 200},
+		{"limit_read_rate", s.LimitReadRate, 20.0},
+		{"limit_read_burst", s.LimitReadBurst, 100},
+		{"limit_typing_rate", s.LimitTypingRate, 5.0},
+		{"limit_typing_burst", s.LimitTypingBurst, 20},
+		{"limit_api_rate", s.LimitAPIRate, 50.0},
+		{"limit_api_burst", s.LimitAPIBurst, 100},
+		{"limit_connect_rate", s.LimitConnectRate, 10.0},
+		{"limit_connect_burst", s.LimitConnectBurst, 20},
+		{"redis_url", s.RedisURL, ""},
 		{"shutdown_timeout", s.ShutdownTimeout, 15 * time.Second},
 		{"config_file", s.ConfigFile, ""},
 	}
@@ -153,30 +164,41 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 	// A valid non-default value per key, proving each is wired to all
 	// three sources.
 	vals := map[string]string{
-		"mqtt_addr":          "0.0.0.0:1884",
-		"http_addr":          ":8081",
-		"database_url":       "postgres://u:p@db:5432/chat",
-		"data_dir":           "/var/lib/chatd",
-		"jwt_secret":         strings.Repeat("s", 32),
-		"jwt_public_key":     "/etc/chatd/idp.pem",
-		"kafka_brokers":      "a:1,b:2",
-		"kafka_topic":        "events",
-		"node_id":            "node-1",
-		"tls_cert":           "/c.pem",
-		"tls_key":            "/k.pem",
-		"max_body_bytes":     "100",
-		"max_members":        "50",
-		"large_group":        "5",
-		"max_inflight":       "8",
-		"db_max_conns":       "4",
-		"send_timeout":       "2s",
-		"log_level":          "warn",
-		"log_format":         "json",
-		"dev":                "true",
-		"ws_allowed_origins": "https://App.example.com",
-		"limit_send_rate":    "0.5",
-		"limit_send_burst":   "3",
-		"shutdown_timeout":   "1m",
+		"mqtt_addr":           "0.0.0.0:1884",
+		"http_addr":           ":8081",
+		"database_url":        "postgres://u:p@db:5432/chat",
+		"data_dir":            "/var/lib/chatd",
+		"jwt_secret":          strings.Repeat("s", 32),
+		"jwt_public_key":      "/etc/chatd/idp.pem",
+		"kafka_brokers":       "a:1,b:2",
+		"kafka_topic":         "events",
+		"node_id":             "node-1",
+		"tls_cert":            "/c.pem",
+		"tls_key":             "/k.pem",
+		"max_body_bytes":      "100",
+		"max_members":         "50",
+		"large_group":         "5",
+		"max_inflight":        "8",
+		"db_max_conns":        "4",
+		"send_timeout":        "2s",
+		"log_level":           "warn",
+		"log_format":          "json",
+		"dev":                 "true",
+		"ws_allowed_origins":  "https://App.example.com",
+		"limit_send_rate":     "0.5",
+		"limit_send_burst":    "3",
+		"limit_conv_rate":     "7",
+		"limit_conv_burst":    "8",
+		"limit_read_rate":     "0",
+		"limit_read_burst":    "9",
+		"limit_typing_rate":   "1.5",
+		"limit_typing_burst":  "2",
+		"limit_api_rate":      "11",
+		"limit_api_burst":     "12",
+		"limit_connect_rate":  "13",
+		"limit_connect_burst": "14",
+		"redis_url":           "redis://:pw@redis:6379/1",
+		"shutdown_timeout":    "1m",
 	}
 	if len(vals) != len(Keys()) {
 		t.Fatalf("test covers %d keys, config has %d", len(vals), len(Keys()))
@@ -191,6 +213,9 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			MaxInflight: 8, DBMaxConns: 4, SendTimeout: 2 * time.Second, LogLevel: "warn", LogFormat: "json",
 			Dev: true, WSAllowedOrigins: []string{"https://app.example.com"}, LimitSendRate: 0.5,
 			LimitSendBurst: 3, ShutdownTimeout: time.Minute,
+			LimitConvRate: 7, LimitConvBurst: 8, LimitReadRate: 0, LimitReadBurst: 9,
+			LimitTypingRate: 1.5, LimitTypingBurst: 2, LimitAPIRate: 11, LimitAPIBurst: 12,
+			LimitConnectRate: 13, LimitConnectBurst: 14, RedisURL: "redis://:pw@redis:6379/1",
 		}
 		s.ConfigFile, s.sources = "", nil
 		if !reflect.DeepEqual(s, want) {
@@ -242,6 +267,14 @@ func TestBadValues(t *testing.T) {
 			want: []string{"limit_send_rate", "negative"}},
 		{name: "zero burst", env: map[string]string{"CHAT_LIMIT_SEND_BURST": "0"},
 			want: []string{"limit_send_burst", "must be positive"}},
+		{name: "rate not a number", env: map[string]string{"CHAT_LIMIT_API_RATE": "fast"},
+			want: []string{"limit_api_rate", "not a number"}},
+		{name: "negative conv rate", args: []string{"-limit-conv-rate=-2"},
+			want: []string{"limit_conv_rate", "negative"}},
+		{name: "zero connect burst", yaml: "limit_connect_burst: 0\n",
+			want: []string{"limit_connect_burst", "must be positive"}},
+		{name: "redis url scheme", env: map[string]string{"CHAT_REDIS_URL": "http://redis:6379"},
+			want: []string{"redis_url", "redis://"}},
 		{name: "duration without unit", yaml: "send_timeout: 5\n",
 			want: []string{"send_timeout", "yaml", "not a duration", "5s"}},
 		{name: "zero duration", args: []string{"-shutdown-timeout=0s"},
@@ -333,6 +366,10 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("database_url error leaks or is missing: %v", err)
 	}
+	_, err = Load(nil, env(map[string]string{"CHAT_REDIS_URL": "http://:hunter2@h:6379"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("redis_url error leaks or is missing: %v", err)
+	}
 }
 
 func TestRedacted(t *testing.T) {
@@ -346,6 +383,13 @@ func TestRedacted(t *testing.T) {
 	}
 	if got := r["database_url"].(string); strings.Contains(got, "hunter2") || !strings.Contains(got, "db:5432/chat") {
 		t.Errorf("database_url = %q", got)
+	}
+	rs := mustLoad(t, nil, map[string]string{"CHAT_REDIS_URL": "redis://:hunter2@redis:6379/0"})
+	if got := rs.Redacted()["redis_url"].(string); strings.Contains(got, "hunter2") || !strings.Contains(got, "redis:6379") {
+		t.Errorf("redis_url = %q", got)
+	}
+	if rl := rs.RateLimits(); rl.Send.Rate != 10 || rl.Send.Burst != 30 || rl.Conv.Burst != 200 || rl.Connect.Rate != 10 || rl.API.Burst != 100 {
+		t.Errorf("RateLimits() = %+v", rl)
 	}
 	for _, k := range Keys() {
 		if _, ok := r[k]; !ok {

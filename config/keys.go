@@ -43,8 +43,30 @@ func mk(name, def, help, fix string, apply func(*Settings, string) error) *key {
 }
 
 func secretKey(k *key) *key { k.secret = true; return k }
-func boolKey(k *key) *key   { k.boolean = true; return k }
-func listKey(k *key) *key   { k.list = true; return k }
+
+// rateKey is a per-second rate: fractions allowed, 0 means unlimited.
+func rateKey(name, def, help string, field func(*Settings) *float64) *key {
+	return mk(name, def, help, "use a number per second, 0 or more, e.g. "+def+" or 0.5; 0 turns the limit off",
+		func(s *Settings, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return errors.New("is not a number")
+			}
+			if f < 0 {
+				return errors.New("is negative")
+			}
+			*field(s) = f
+			return nil
+		})
+}
+
+// burstKey is a token bucket size: a whole number of at least 1.
+func burstKey(name, def, help string, field func(*Settings) *int) *key {
+	return mk(name, def, help, "use a whole number of at least 1, e.g. "+def,
+		func(s *Settings, v string) (err error) { *field(s), err = parseInt(v, 1, 1000000); return })
+}
+func boolKey(k *key) *key { k.boolean = true; return k }
+func listKey(k *key) *key { k.list = true; return k }
 
 // keys in documentation order (configs/chatd.yaml follows it).
 var keys = []*key{
@@ -180,22 +202,44 @@ var keys = []*key{
 			s.WSAllowedOrigins = list
 			return nil
 		})),
-	mk("limit_send_rate", "10", "messages per second per user; 0 = unlimited",
-		"use a number of messages per second, 0 or more, e.g. 10 or 0.5",
+	rateKey("limit_send_rate", "10", "messages per second per user; 0 = unlimited",
+		func(s *Settings) *float64 { return &s.LimitSendRate }),
+	burstKey("limit_send_burst", "30", "messages a user may send at once before limit_send_rate applies",
+		func(s *Settings) *int { return &s.LimitSendBurst }),
+	rateKey("limit_conv_rate", "100", "messages per second into one conversation, all senders together; 0 = unlimited",
+		func(s *Settings) *float64 { return &s.LimitConvRate }),
+	burstKey("limit_conv_burst", "200", "messages one conversation may take at once before limit_conv_rate applies",
+		func(s *Settings) *int { return &s.LimitConvBurst }),
+	rateKey("limit_read_rate", "20", "read receipt writes per second per user (receipts merged into a pending one are free); 0 = unlimited",
+		func(s *Settings) *float64 { return &s.LimitReadRate }),
+	burstKey("limit_read_burst", "100", "read receipt writes a user may make at once",
+		func(s *Settings) *int { return &s.LimitReadBurst }),
+	rateKey("limit_typing_rate", "5", "typing events forwarded per second per user; 0 = unlimited",
+		func(s *Settings) *float64 { return &s.LimitTypingRate }),
+	burstKey("limit_typing_burst", "20", "typing events a user may forward at once",
+		func(s *Settings) *int { return &s.LimitTypingBurst }),
+	rateKey("limit_api_rate", "50", "HTTP requests and RPC calls per second per user; 0 = unlimited",
+		func(s *Settings) *float64 { return &s.LimitAPIRate }),
+	burstKey("limit_api_burst", "100", "HTTP requests and RPC calls a user may make at once",
+		func(s *Settings) *int { return &s.LimitAPIBurst }),
+	rateKey("limit_connect_rate", "10", "MQTT connection attempts per second per IP address; 0 = unlimited",
+		func(s *Settings) *float64 { return &s.LimitConnectRate }),
+	burstKey("limit_connect_burst", "20", "MQTT connection attempts an IP address may make at once",
+		func(s *Settings) *int { return &s.LimitConnectBurst }),
+	secretKey(mk("redis_url", "", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
+		"use a URL like redis://:PASSWORD@redis.example:6379/0 (rediss:// for TLS), or leave it empty",
 		func(s *Settings, v string) error {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				return errors.New("is not a number")
+			if v == "" {
+				s.RedisURL = ""
+				return nil
 			}
-			if f < 0 {
-				return errors.New("is negative")
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+				return errors.New("is not a redis:// or rediss:// URL with a host")
 			}
-			s.LimitSendRate = f
+			s.RedisURL = v
 			return nil
-		}),
-	mk("limit_send_burst", "30", "messages a user may send at once before limit_send_rate applies",
-		"use a whole number of at least 1, e.g. 30",
-		func(s *Settings, v string) (err error) { s.LimitSendBurst, err = parseInt(v, 1, 1000000); return }),
+		})),
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
@@ -308,6 +352,13 @@ func redactURL(s string) string {
 		if q.Has("password") {
 			q.Set("password", "xxxxx")
 			u.RawQuery = q.Encode()
+		}
+		return u.Redacted()
+	}
+	if strings.HasPrefix(s, "redis://") || strings.HasPrefix(s, "rediss://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "[redacted: unparsable URL]"
 		}
 		return u.Redacted()
 	}

@@ -276,6 +276,13 @@ func (h *Hub) route(ev chat.Event) {
 		it := eventsItem(kEvent, payload)
 		it.qos = 0
 		h.toMembers(members, ev.UserID, it)
+	case chat.EventDeliveryUpdated:
+		// To the other members: the user's own devices have the messages.
+		// Large groups get none (one per member per flush would flood
+		// every member); the seen endpoint and history answer instead.
+		if len(members) <= h.opts.LargeGroup {
+			h.toMembers(members, ev.UserID, eventsItem(kEvent, payload))
+		}
 	case chat.EventMemberAdded:
 		for _, s := range h.sessionsOf(ev.UserID) {
 			s.offer(item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
@@ -299,6 +306,26 @@ func (h *Hub) toMembers(members []int64, except int64, it item) {
 		if u == except {
 			continue
 		}
+		for s := range h.byUser[u] {
+			s.offer(it)
+		}
+	}
+}
+
+// NotifyUsers queues ev on the events topic of every session of users on
+// this node (presence, which has no conversation to route by). It never
+// blocks; like every live event it is dropped for sessions not subscribed
+// to their events topic yet.
+func (h *Hub) NotifyUsers(users []int64, ev chat.Event) {
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		h.opts.Logger.Error("encode event", "type", ev.Type, "err", err)
+		return
+	}
+	it := item{kind: kEvent, payload: payload, qos: 1}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, u := range users {
 		for s := range h.byUser[u] {
 			s.offer(it)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,8 +32,17 @@ type Config struct {
 	SendTimeout time.Duration
 	// MaxSubscriptions per client (default 16).
 	MaxSubscriptions int
-	Logger           *slog.Logger
-	Metrics          *Metrics
+	// Presence is told when sessions start and end (nil: no presence).
+	Presence Presence
+	Logger   *slog.Logger
+	Metrics  *Metrics
+}
+
+// Presence tracks connected sessions (presence.Tracker). Both calls must
+// not block.
+type Presence interface {
+	Connected(clientID string, userID int64)
+	Disconnected(clientID string, userID int64)
 }
 
 // Chat is the mochi hook of the chat server.
@@ -55,6 +65,7 @@ type clientInfo struct {
 	persistent bool
 	conn       *mqttConn
 	subs       atomic.Int32
+	present    atomic.Bool // counted by Presence
 }
 
 type typingKey struct{ user, conv int64 }
@@ -108,6 +119,15 @@ func (h *Chat) UserOf(cl *mqtt.Client) (int64, bool) {
 
 func isV5(cl *mqtt.Client) bool { return cl.Properties.ProtocolVersion == 5 }
 
+// remoteIP is the address part of a remote "host:port" (the whole string
+// when it has no port), the key of the connect rate limit.
+func remoteIP(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
 // persistentSession: v5 session expiry > 0, v3.1.1 clean session = 0.
 func persistentSession(cl *mqtt.Client) (bool, time.Duration) {
 	if isV5(cl) {
@@ -119,15 +139,28 @@ func persistentSession(cl *mqtt.Client) (bool, time.Duration) {
 
 func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
 	h.cfg.Metrics.Connects.WithLabelValues(why).Inc()
-	h.cfg.Logger.Info("connection refused", "client", cl.ID, "remote", cl.Net.Remote, "reason", why, "user", user)
+	level := slog.LevelInfo
+	if why == "rate_limited" {
+		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total
+	}
+	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", cl.ID, "remote", cl.Net.Remote, "reason", why, "user", user)
 	_ = h.server.SendConnack(cl, code, false, nil)
 	return code
 }
 
-// OnConnect authenticates the JWT in the password, enforces client-id
-// ownership and opens (or resumes) the durable chat session, all before
-// mochi takes over any existing session with that client id.
+// OnConnect limits connection attempts per IP address, authenticates the
+// JWT in the password, enforces client-id ownership and opens (or resumes)
+// the durable chat session, all before mochi takes over any existing
+// session with that client id. The rate limit comes first, so a flood of
+// connects costs neither a signature check nor a query.
 func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, remoteIP(cl.Net.Remote)); err != nil {
+		code := packets.ErrConnectionRateExceeded
+		if !isV5(cl) {
+			code = packets.ErrServerUnavailable // 3.1.1 has no such code: 0x03
+		}
+		return h.refuse(cl, code, "rate_limited", 0)
+	}
 	userID, err := h.cfg.Verify(string(pk.Connect.Password))
 	if err != nil {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
@@ -177,6 +210,10 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	ci.subs.Store(int32(cl.State.Subscriptions.Len()))
 	h.cfg.Metrics.Online.Inc()
 	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready)
+	if h.cfg.Presence != nil {
+		ci.present.Store(true)
+		h.cfg.Presence.Connected(cl.ID, ci.userID)
+	}
 }
 
 // OnACLCheck: subscriptions only inside the user's own tree. Publishes are
@@ -277,6 +314,9 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	h.clients.Delete(cl)
 	h.cfg.Metrics.Online.Dec()
 	h.cfg.Hub.Detach(cl.ID, ci.conn)
+	if h.cfg.Presence != nil && ci.present.Swap(false) {
+		h.cfg.Presence.Disconnected(cl.ID, ci.userID)
+	}
 	if cl.IsTakenOver() {
 		return
 	}

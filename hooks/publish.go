@@ -165,7 +165,8 @@ func (h *Chat) onRead(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv i
 }
 
 // onTyping forwards at most one typing event per user and conversation per
-// second to the members online; nothing is stored.
+// second to the members online, within the user's typing rate limit;
+// nothing is stored.
 func (h *Chat) onTyping(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv int64) (packets.Packet, error) {
 	if len(pk.Payload) > 256 {
 		return h.fail(cl, pk, ci, "typing", chat.Errorf(chat.CodeInvalid, "typing payload must be {}"), conv, "")
@@ -191,6 +192,18 @@ func (h *Chat) onTyping(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
+	// The per-user limit counts forwarded typing events (the per
+	// conversation throttle above already drops the rest). Over it, a QoS 0
+	// indicator is dropped silently: an error event per keystroke would
+	// cost more than the indicator.
+	if err := h.cfg.Service.CheckRate(ctx, chat.RateTyping, chat.UserKey(ci.userID)); err != nil {
+		if pk.FixedHeader.Qos == 0 {
+			h.cfg.Metrics.Publishes.WithLabelValues("typing", string(chat.CodeRateLimited)).Inc()
+			pk.Ignore = true
+			return pk, nil
+		}
+		return h.fail(cl, pk, ci, "typing", err, conv, "")
+	}
 	member, err := h.cfg.Service.Store.IsMember(ctx, conv, ci.userID)
 	if err != nil {
 		return h.fail(cl, pk, ci, "typing", err, conv, "")

@@ -111,6 +111,10 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 			if info, ok := r.Context().Value(infoKey{}).(*reqInfo); ok {
 				info.user = u
 			}
+			if err := a.svc.CheckRate(r.Context(), chat.RateAPI, chat.UserKey(u)); err != nil {
+				a.writeError(w, r, e.name(), u, err)
+				return
+			}
 		}
 		status, v, err := e.serve(a, w, r, user)
 		if err != nil {

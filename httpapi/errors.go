@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	chat "github.com/chatd/chatd"
 )
@@ -29,9 +31,12 @@ type ErrorBody struct {
 }
 
 // ErrorDetail is the machine-readable code and a client-safe message.
+// RetryAfter (seconds) is set on rate_limited errors: RPC replies have no
+// headers to carry Retry-After.
 type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	RetryAfter int64  `json:"retryAfter,omitempty"`
 }
 
 // apiError is a failure of the transport itself (bad token, bad media type)
@@ -97,7 +102,11 @@ func (a *API) describe(ctx context.Context, op string, userID int64, err error) 
 	case status >= 500:
 		a.log.WarnContext(ctx, "operation unavailable", "op", op, "user", userID, "err", err)
 	}
-	return status, ErrorBody{ErrorDetail{Code: string(code), Message: msg}}
+	d := ErrorDetail{Code: string(code), Message: msg}
+	if rl := chat.RateLimitOf(err); rl != nil && code == chat.CodeRateLimited {
+		d.RetryAfter = ceilSeconds(rl.RetryAfter, 1)
+	}
+	return status, ErrorBody{d}
 }
 
 // writeError answers an HTTP request with err.
@@ -114,8 +123,27 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, op string, user
 		}
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", retryAfterSeconds)
+		if rl := chat.RateLimitOf(err); rl != nil && status == http.StatusTooManyRequests {
+			setRateLimitHeaders(w.Header(), rl)
+		}
 	}
 	writeJSON(w, status, body)
+}
+
+// setRateLimitHeaders describes the bucket that refused the request:
+// Retry-After (whole seconds until a token is back, at least 1),
+// X-RateLimit-Limit (the bucket size), X-RateLimit-Remaining (tokens left)
+// and X-RateLimit-Reset (whole seconds until the bucket is full again).
+func setRateLimitHeaders(h http.Header, rl *chat.RateLimitInfo) {
+	h.Set("Retry-After", strconv.FormatInt(ceilSeconds(rl.RetryAfter, 1), 10))
+	h.Set("X-RateLimit-Limit", strconv.Itoa(rl.Limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(rl.Remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rl.Reset, 0), 10))
+}
+
+func ceilSeconds(d time.Duration, least int64) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, least)
 }
 
 // logger returns l, or a logger that drops everything when l is nil, so the

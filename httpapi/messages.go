@@ -69,9 +69,14 @@ type historyParams struct {
 	Limit          int   `json:"limit"`
 }
 
-// HistoryReply is a page of messages, ascending by seq.
+// HistoryReply is a page of messages, ascending by seq, with the lowest
+// delivered and read watermarks of the other members: a message of the
+// caller's with seq <= deliveredSeq reached everyone, seq <= readSeq was
+// read by everyone.
 type HistoryReply struct {
-	Messages []chat.Message `json:"messages"`
+	Messages     []chat.Message `json:"messages"`
+	DeliveredSeq int64          `json:"deliveredSeq"`
+	ReadSeq      int64          `json:"readSeq"`
 }
 
 func bindHistory(_ *API, _ http.ResponseWriter, r *http.Request, p *historyParams) error {
@@ -96,7 +101,7 @@ func bindHistory(_ *API, _ http.ResponseWriter, r *http.Request, p *historyParam
 // history pages messages; limits are clamped by the Service (default 50,
 // max 200).
 func history(a *API, ctx context.Context, user int64, p historyParams) (int, any, error) {
-	msgs, err := a.svc.History(ctx, chat.HistoryQuery{
+	page, err := a.svc.HistoryPage(ctx, chat.HistoryQuery{
 		ConversationID: p.ConversationID,
 		UserID:         user,
 		BeforeSeq:      p.BeforeSeq,
@@ -106,10 +111,11 @@ func history(a *API, ctx context.Context, user int64, p historyParams) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
+	msgs := page.Messages
 	if msgs == nil {
 		msgs = []chat.Message{} // [] not null: clients iterate without a check
 	}
-	return http.StatusOK, HistoryReply{Messages: msgs}, nil
+	return http.StatusOK, HistoryReply{Messages: msgs, DeliveredSeq: page.DeliveredSeq, ReadSeq: page.ReadSeq}, nil
 }
 
 // seqParams: read receipts and "seen by" (RPC read and seen).
@@ -153,7 +159,7 @@ func bindSeen(_ *API, _ http.ResponseWriter, r *http.Request, p *seqParams) erro
 	return err
 }
 
-// seen answers "seen by N of M" for one message.
+// seen answers "seen by N of M" (and "delivered to D of M") for one message.
 func seen(a *API, ctx context.Context, user int64, p seqParams) (int, any, error) {
 	res, err := a.svc.SeenBy(ctx, p.ConversationID, user, p.Seq)
 	if err != nil {

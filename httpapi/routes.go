@@ -29,6 +29,7 @@ var endpoints = []endpoint{
 	operation(http.MethodPost, "/v1/conversations/{id}/read", "read", bindRead, markRead),
 	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
 	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox),
+	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindPresence, userPresence),
 	public(http.MethodGet, "/healthz", healthz),
 	public(http.MethodGet, "/readyz", readyz),
 }

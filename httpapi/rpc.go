@@ -59,6 +59,11 @@ func (a *API) dispatch(ctx context.Context, e *endpoint, userID int64, method st
 		// mistake from acting as "user 0".
 		return 0, nil, errUnauthorized("the connection is not authenticated")
 	}
+	// One budget per user for HTTP requests and RPC calls, unknown
+	// methods included: probing costs like calling.
+	if err := a.svc.CheckRate(ctx, chat.RateAPI, chat.UserKey(userID)); err != nil {
+		return 0, nil, err
+	}
 	if e == nil {
 		if len(method) > 64 {
 			method = method[:64] + "..."

@@ -30,13 +30,20 @@ const testSecret = "test-secret-0123456789abcdef0123456789"
 func startNode(t *testing.T, url string, env map[string]string) *server.Server {
 	t.Helper()
 	base := map[string]string{
-		"CHAT_DATABASE_URL":     url,
-		"CHAT_MQTT_ADDR":        "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":        "127.0.0.1:0",
-		"CHAT_DATA_DIR":         t.TempDir(),
-		"CHAT_JWT_SECRET":       testSecret,
-		"CHAT_LIMIT_SEND_RATE":  "0",
-		"CHAT_SHUTDOWN_TIMEOUT": "10s",
+		"CHAT_DATABASE_URL":    url,
+		"CHAT_MQTT_ADDR":       "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":       "127.0.0.1:0",
+		"CHAT_DATA_DIR":        t.TempDir(),
+		"CHAT_JWT_SECRET":      testSecret,
+		"CHAT_LIMIT_SEND_RATE": "0",
+		// Tests that are not about rate limits run without them; the
+		// rate-limit tests set the ones they exercise.
+		"CHAT_LIMIT_CONV_RATE":    "0",
+		"CHAT_LIMIT_READ_RATE":    "0",
+		"CHAT_LIMIT_TYPING_RATE":  "0",
+		"CHAT_LIMIT_API_RATE":     "0",
+		"CHAT_LIMIT_CONNECT_RATE": "0",
+		"CHAT_SHUTDOWN_TIMEOUT":   "10s",
 	}
 	for k, v := range env {
 		base[k] = v

@@ -24,6 +24,8 @@ import (
 	"github.com/chatd/chatd/delivery"
 	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/ratelimit"
 	"github.com/chatd/chatd/relay"
 	"github.com/chatd/chatd/store"
 	"github.com/chatd/chatd/web"
@@ -38,6 +40,14 @@ type Server struct {
 	Broker   *broker.Broker
 	Registry *prometheus.Registry
 	Secret   []byte
+	// Receipts batches read receipts and delivered watermarks.
+	Receipts *store.Receipts
+	// Presence tracks who is online.
+	Presence *presence.Tracker
+	// Limiter enforces the rate limits (local or shared through Redis).
+	Limiter *ratelimit.Limiter
+
+	presencePub *presence.KafkaPublisher
 
 	log     *slog.Logger
 	closeDB func(context.Context) error
@@ -103,6 +113,8 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		LargeGroup: st.LargeGroup,
 		Logger:     log.With("component", "delivery"),
 		Metrics:    delivery.NewMetrics(s.Registry),
+		// Set before the broker starts, so before any session can ack.
+		OnDelivered: func(conv, user, seq int64) { s.Receipts.Delivered(conv, user, seq) },
 	})
 	var rl *relay.Relay
 	if len(st.KafkaBrokers) > 0 {
@@ -111,12 +123,39 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 			return nil, fmt.Errorf("kafka relay: %w", err)
 		}
 	}
-	s.Service = chat.NewService(st2, chat.NotifierFunc(func(ev chat.Event) {
+	notifier := chat.NotifierFunc(func(ev chat.Event) {
 		s.Hub.Notify(ev)
 		if rl != nil {
 			rl.Kick()
 		}
-	}), limits)
+	})
+	s.Service = chat.NewService(st2, notifier, limits)
+	if s.Receipts, err = store.NewReceipts(st2, store.ReceiptsConfig{Notify: notifier.Notify,
+		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	if s.Limiter, err = ratelimit.New(ratelimit.Config{RedisURL: st.RedisURL,
+		Logger: log.With("component", "ratelimit"), Registerer: s.Registry}); err != nil {
+		return nil, fmt.Errorf("rate limiter: %w", err)
+	}
+	var publish func(chat.Event)
+	if rl != nil {
+		s.presencePub = presence.NewKafkaPublisher(st.KafkaBrokers, st.KafkaTopic, appName, log.With("component", "presence"))
+		publish = s.presencePub.Publish
+	}
+	if s.Presence, err = presence.New(presence.Config{NodeID: st.NodeID, Store: store.NewPresence(pool, presence.TTL(presenceHeartbeat)),
+		Hub: s.Hub, LargeGroup: st.LargeGroup, Heartbeat: presenceHeartbeat, Publish: publish,
+		Logger: log.With("component", "presence"), Registerer: s.Registry}); err != nil {
+		return nil, err
+	}
+	if err := s.Presence.Start(ctx); err != nil {
+		s.Presence = nil
+		return nil, err
+	}
+	s.Service.Limiter = s.Limiter
+	s.Service.Rates = st.RateLimits()
+	s.Service.Receipts = s.Receipts
+	s.Service.PresenceSource = s.Presence
 
 	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
 	hook := hooks.New(hooks.Config{
@@ -125,6 +164,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		Hub:         s.Hub,
 		Verify:      verifier.Verify,
 		RPC:         api.RPC,
+		Presence:    s.Presence,
 		SendTimeout: st.SendTimeout,
 		Logger:      log.With("component", "hooks"),
 		Metrics:     hooks.NewMetrics(s.Registry),
@@ -186,7 +226,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 		tcancel()
 		cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Handler: s.Hub.Notify, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry})
+			Handler: s.consume, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry})
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("kafka consumer: %w", err)
@@ -204,6 +244,20 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 
 	log.Info("chatd ready", "mqtt", s.MQTTAddr(), "http", s.HTTPAddr(), "node", st.NodeID)
 	return s, nil
+}
+
+// presenceHeartbeat is how often a node proves itself alive for presence;
+// its connections stop counting 3 intervals after it died.
+const presenceHeartbeat = 5 * time.Second
+
+// consume routes an event another node committed (or, for presence,
+// published) to this node's clients.
+func (s *Server) consume(ev chat.Event) {
+	if ev.Type == chat.EventPresence {
+		s.Presence.Remote(ev)
+		return
+	}
+	s.Hub.Notify(ev)
 }
 
 // background runs the relay, consumer or pruner and housekeeping (session
@@ -281,6 +335,28 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.httpSrv != nil {
 		if err := s.httpSrv.Shutdown(ctx); err != nil {
 			_ = s.httpSrv.Close()
+		}
+	}
+	// Every client is gone: commit the pending receipts, then clear this
+	// node's presence.
+	if s.Receipts != nil {
+		if err := s.Receipts.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.Presence != nil {
+		if err := s.Presence.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.presencePub != nil {
+		if err := s.presencePub.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.Limiter != nil {
+		if err := s.Limiter.Close(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if s.bg != nil {

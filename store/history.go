@@ -32,17 +32,42 @@ const (
 
 // History pages a conversation's messages for a member, ascending by seq.
 func (s *Store) History(ctx context.Context, q chat.HistoryQuery) ([]chat.Message, error) {
+	page, err := s.history(ctx, q, false)
+	return page.Messages, err
+}
+
+var _ chat.HistoryPager = (*Store)(nil)
+
+// HistoryPage is History plus the lowest delivered and read watermarks of
+// the members other than the caller, from the same snapshot.
+func (s *Store) HistoryPage(ctx context.Context, q chat.HistoryQuery) (chat.HistoryPage, error) {
+	return s.history(ctx, q, true)
+}
+
+// peerWatermarksSQL: the lowest watermarks of the members other than $2.
+// Reading implies delivery, hence GREATEST; nobody else gives 0.
+const peerWatermarksSQL = `
+SELECT COALESCE(min(GREATEST(last_delivered_seq, last_read_seq)), 0), COALESCE(min(last_read_seq), 0)
+FROM conversation_member WHERE conversation_id = $1 AND user_id <> $2`
+
+func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks bool) (chat.HistoryPage, error) {
 	if q.BeforeSeq < 0 || q.AfterSeq < 0 {
-		return nil, chat.Errorf(chat.CodeInvalid, "beforeSeq and afterSeq must not be negative")
+		return chat.HistoryPage{}, chat.Errorf(chat.CodeInvalid, "beforeSeq and afterSeq must not be negative")
 	}
 	if q.BeforeSeq > 0 && q.AfterSeq > 0 {
-		return nil, chat.Errorf(chat.CodeInvalid, "give beforeSeq or afterSeq, not both")
+		return chat.HistoryPage{}, chat.Errorf(chat.CodeInvalid, "give beforeSeq or afterSeq, not both")
 	}
 	limit := chat.ClampLimit(q.Limit, chat.DefaultHistoryLimit, chat.MaxHistoryLimit)
 	var msgs []chat.Message
+	var page chat.HistoryPage
 	err := s.runTx(ctx, "history", readOnly(), func(tx pgx.Tx) error {
 		if _, err := memberConversation(ctx, tx, q.ConversationID, q.UserID); err != nil {
 			return err
+		}
+		if watermarks {
+			if err := tx.QueryRow(ctx, peerWatermarksSQL, q.ConversationID, q.UserID).Scan(&page.DeliveredSeq, &page.ReadSeq); err != nil {
+				return fmt.Errorf("read watermarks: %w", err)
+			}
 		}
 		var rows pgx.Rows
 		var err error
@@ -69,12 +94,13 @@ func (s *Store) History(ctx context.Context, q chat.HistoryQuery) ([]chat.Messag
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return chat.HistoryPage{}, err
 	}
 	if msgs == nil {
 		msgs = []chat.Message{}
 	}
-	return msgs, nil
+	page.Messages = msgs
+	return page, nil
 }
 
 // inboxSQL pages the user's conversations by (last activity, id) descending,
@@ -82,7 +108,8 @@ func (s *Store) History(ctx context.Context, q chat.HistoryQuery) ([]chat.Messag
 // key only for the rows of the page, after the LIMIT.
 const inboxSQL = `
 SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
-       lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at
+       lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at,
+       pw.peer_delivered, pw.peer_read
 FROM (
 	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at,
 	       COALESCE(c.last_message_at, c.created_at) AS sort_at
@@ -97,10 +124,16 @@ LEFT JOIN LATERAL (
 	SELECT seq, sender_id, client_msg_id, body, created_at FROM message
 	WHERE conversation_id = p.id AND seq = p.last_seq
 ) lm ON true
+CROSS JOIN LATERAL (
+	SELECT COALESCE(min(GREATEST(o.last_delivered_seq, o.last_read_seq)), 0) AS peer_delivered,
+	       COALESCE(min(o.last_read_seq), 0) AS peer_read
+	FROM conversation_member o WHERE o.conversation_id = p.id AND o.user_id <> $1
+) pw
 ORDER BY p.sort_at DESC, p.id DESC`
 
 // Inbox pages the user's conversations, most recent activity first.
-// Unread is last_seq - last_read_seq, which seqs without gaps make exact.
+// Unread is last_seq - last_read_seq, which seqs without gaps make exact;
+// DeliveredSeq and ReadSeq are the other members' lowest watermarks.
 func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor string) (chat.InboxPage, error) {
 	limit = chat.ClampLimit(limit, chat.DefaultInboxLimit, chat.MaxInboxLimit)
 	// The first page starts above every possible row: 'infinity' sorts after
@@ -138,7 +171,7 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 				lmAtPtr *time.Time
 			)
 			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt,
-				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr); err != nil {
+				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &e.DeliveredSeq, &e.ReadSeq); err != nil {
 				return fmt.Errorf("read inbox: %w", err)
 			}
 			e.Unread = max(e.LastSeq-e.LastReadSeq, 0)

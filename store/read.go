@@ -66,8 +66,9 @@ func (s *Store) MarkRead(ctx context.Context, conversationID, userID, seq int64)
 	return res, nil
 }
 
-// SeenBy counts the members other than the message's sender whose watermark
-// is at or past seq.
+// SeenBy counts the members other than the message's sender whose read
+// watermark is at or past seq, and those whose delivered watermark is (a
+// read watermark counts as delivered too).
 func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (chat.SeenResult, error) {
 	if seq <= 0 {
 		return chat.SeenResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
@@ -85,11 +86,12 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 		// left" and "the sender is still here" both come out right.
 		err = tx.QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE cm.last_read_seq >= msg.seq),
+			       count(*) FILTER (WHERE GREATEST(cm.last_delivered_seq, cm.last_read_seq) >= msg.seq),
 			       count(*)
 			FROM message msg
 			JOIN conversation_member cm ON cm.conversation_id = msg.conversation_id AND cm.user_id <> msg.sender_id
 			WHERE msg.conversation_id = $1 AND msg.seq = $2`,
-			conversationID, seq).Scan(&res.SeenBy, &res.Members)
+			conversationID, seq).Scan(&res.SeenBy, &res.DeliveredTo, &res.Members)
 		if err != nil {
 			return fmt.Errorf("count readers: %w", err)
 		}

@@ -147,23 +147,23 @@ func TestSeenByCountsMembersOtherThanTheSender(t *testing.T) {
 		}
 	}
 	// Members other than sender 2: 1 (read 0), 3 (read 2), 4 (read 3).
-	seen(1, 1, chat.SeenResult{SeenBy: 2, Members: 3})
-	seen(2, 2, chat.SeenResult{SeenBy: 2, Members: 3})
-	seen(3, 3, chat.SeenResult{SeenBy: 1, Members: 3})
+	seen(1, 1, chat.SeenResult{SeenBy: 2, DeliveredTo: 2, Members: 3})
+	seen(2, 2, chat.SeenResult{SeenBy: 2, DeliveredTo: 2, Members: 3})
+	seen(3, 3, chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3})
 
 	mine := mustSend(t, st, conv.ID, 1, "from the owner") // seq 4; the owner's watermark follows
-	seen(1, mine.Seq, chat.SeenResult{SeenBy: 0, Members: 3})
+	seen(1, mine.Seq, chat.SeenResult{SeenBy: 0, DeliveredTo: 0, Members: 3})
 	if _, err := st.MarkRead(ctx, conv.ID, 2, mine.Seq); err != nil {
 		t.Fatal(err)
 	}
-	seen(1, mine.Seq, chat.SeenResult{SeenBy: 1, Members: 3})
+	seen(1, mine.Seq, chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3})
 
 	// After the sender leaves, everyone left counts: 1 (read 4), 3 (2), 4 (3).
 	if _, err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
 		t.Fatal(err)
 	}
-	seen(1, 2, chat.SeenResult{SeenBy: 3, Members: 3})
-	seen(1, 3, chat.SeenResult{SeenBy: 2, Members: 3})
+	seen(1, 2, chat.SeenResult{SeenBy: 3, DeliveredTo: 3, Members: 3})
+	seen(1, 3, chat.SeenResult{SeenBy: 2, DeliveredTo: 2, Members: 3})
 
 	_, err := st.SeenBy(ctx, conv.ID, 1, 5)
 	wantCode(t, "seen by past last_seq", err, chat.CodeNotFound)

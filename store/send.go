@@ -58,6 +58,9 @@ func (s *Store) Send(ctx context.Context, req chat.SendRequest) (chat.SendResult
 	if err := s.limits.ValidateSend(&req); err != nil {
 		return chat.SendResult{}, err
 	}
+	if s.batching {
+		return s.sendBatched(ctx, req)
+	}
 	res, err := s.send(ctx, req)
 	if isUniqueViolation(err, messageClientIDConstraint) {
 		// Only possible if a message was inserted without the conversation
@@ -132,4 +135,36 @@ func (s *Store) send(ctx context.Context, req chat.SendRequest) (chat.SendResult
 		return chat.SendResult{}, err
 	}
 	return res, nil
+}
+
+// sendBatched queues the send for group commit and waits for its outcome.
+// A caller that gives up after queueing may still see its message commit;
+// resending the same clientMsgId then answers with the committed seq.
+func (s *Store) sendBatched(ctx context.Context, req chat.SendRequest) (chat.SendResult, error) {
+	if s.closed.Load() {
+		return chat.SendResult{}, chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+	}
+	s.batchOnce.Do(func() {
+		s.batch = &batcher{s: s, queue: make(chan *sendReq, 8192), maxBatch: s.maxBatch, flushers: s.flushers,
+			stop: make(chan struct{}), done: make(chan struct{})}
+		go s.batch.run()
+	})
+	r := &sendReq{ctx: ctx, req: req, done: make(chan struct{})}
+	select {
+	case s.batch.queue <- r:
+	case <-ctx.Done():
+		return chat.SendResult{}, chat.Unavailable("send", ctx.Err())
+	}
+	select {
+	case <-r.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		if r.taken.Load() {
+			// Its transaction is running under this ctx's deadline: the
+			// outcome is moments away and must be reported as it is.
+			<-r.done
+			return r.res, r.err
+		}
+		return chat.SendResult{}, chat.Unavailable("send", ctx.Err())
+	}
 }

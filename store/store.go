@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,24 +19,90 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// Store implements chat.Store on PostgreSQL.
+// Store implements chat.Store on PostgreSQL. Sends are group-committed:
+// concurrent sends share transactions (see batcher); Close stops the
+// flusher goroutines.
 type Store struct {
 	pool   *pgxpool.Pool
 	limits chat.Limits
+
+	batching     bool
+	maxBatch     int
+	flushers     int
+	batchTimeout time.Duration
+	batchOnce    sync.Once
+	batch        *batcher
+	closed       atomic.Bool
+	batchCount   atomic.Int64
+	batchMsgs    atomic.Int64
 }
 
 var _ chat.Store = (*Store)(nil)
 
+// Option configures a Store.
+type Option func(*Store)
+
+// WithBatching sets the group-commit limits: at most maxBatch sends per
+// transaction and flushers transactions in flight. flushers <= 0 disables
+// group commit (one transaction per send).
+func WithBatching(maxBatch, flushers int) Option {
+	return func(s *Store) {
+		s.batching = flushers > 0
+		if maxBatch > 0 {
+			s.maxBatch = maxBatch
+		}
+		if flushers > 0 {
+			s.flushers = flushers
+		}
+	}
+}
+
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
 // take the chat defaults, the same as chat.NewService does.
-func New(pool *pgxpool.Pool, limits chat.Limits) *Store {
+func New(pool *pgxpool.Pool, limits chat.Limits, opts ...Option) *Store {
 	if limits.MaxMembers <= 0 {
 		limits.MaxMembers = chat.DefaultMaxMembers
 	}
 	if limits.MaxBodyBytes <= 0 {
 		limits.MaxBodyBytes = chat.DefaultMaxBodyBytes
 	}
-	return &Store{pool: pool, limits: limits}
+	s := &Store{pool: pool, limits: limits, batching: true, maxBatch: 256, flushers: 4, batchTimeout: 10 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// BatchStats reports how many send transactions ran and how many sends
+// they carried.
+func (s *Store) BatchStats() BatchStats {
+	st := BatchStats{Batches: s.batchCount.Load(), Messages: s.batchMsgs.Load()}
+	if s.batch != nil {
+		st.Queued = len(s.batch.queue)
+	}
+	return st
+}
+
+// Close stops group commit; sends still queued fail as unavailable.
+func (s *Store) Close(ctx context.Context) error {
+	if !s.closed.CompareAndSwap(false, true) || s.batch == nil {
+		return nil
+	}
+	close(s.batch.stop)
+	select {
+	case <-s.batch.done:
+	case <-ctx.Done():
+		return fmt.Errorf("stop send batcher: %w", ctx.Err())
+	}
+	for {
+		select {
+		case r := <-s.batch.queue:
+			r.err = chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+			close(r.done)
+		default:
+			return nil
+		}
+	}
 }
 
 // PostgreSQL error codes the store reacts to.

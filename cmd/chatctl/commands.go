@@ -22,14 +22,22 @@ import (
 // environment. Tests build their own.
 type app struct {
 	stdout, stderr io.Writer
+	stdinR         io.Reader // nil: empty
 	getenv         func(string) string
 
 	settings config.Settings
 	logger   *slog.Logger
 }
 
-// command is one entry of a command table. Later commands (send, tail,
-// inbox, history, read) are added to commands below.
+// stdin is the command's standard input (empty when none was given).
+func (a *app) stdin() io.Reader {
+	if a.stdinR == nil {
+		return strings.NewReader("")
+	}
+	return a.stdinR
+}
+
+// command is one entry of a command table.
 type command struct {
 	name    string
 	summary string
@@ -41,6 +49,11 @@ var commands = []command{
 	{"migrate", "apply pending database migrations", runMigrate},
 	{"token", "mint a JWT for a user", runToken},
 	{"conversation", "create conversations and manage members (create, direct, add, remove, show)", runConversation},
+	{"send", "send a message as a user (over MQTT, like a client)", runSend},
+	{"tail", "follow a user's events: [conv 3 #42] user 1: hello", runTail},
+	{"inbox", "list a user's conversations with unread counts", runInbox},
+	{"history", "print a conversation's messages", runHistory},
+	{"read", "mark a conversation read up to a message", runRead},
 }
 
 // errHelp: usage was printed on request; exit 0.
@@ -132,6 +145,8 @@ Run "chatctl <command> --help" for its flags and an example.
 
 Defaults come from chatd's settings: CHAT_DATABASE_URL (empty: the embedded
 PostgreSQL in CHAT_DATA_DIR, default ./data), CHAT_JWT_SECRET, CHAT_CONFIG.
+send, tail, inbox, history and read talk to a running chatd over MQTT
+(CHAT_MQTT_ADDR, default 127.0.0.1:1883) with a token minted like "token".
 `)
 }
 

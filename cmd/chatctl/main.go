@@ -1,7 +1,9 @@
 // Command chatctl operates a chatd deployment: it migrates the database,
 // mints tokens and manages conversations directly in the database (no MQTT;
 // events still go to the outbox, so connected clients hear about them
-// through the relay).
+// through the relay). For people trying chatd, send, tail, inbox, history
+// and read act as a user over MQTT through package client, with a token
+// minted from chatd's secret, so they work against a local chatd as is.
 //
 // It reads the same settings as chatd (CHAT_* variables and the CHAT_CONFIG
 // file) for defaults such as the database and the data dir; its own flags
@@ -18,7 +20,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	code := run(ctx, os.Args[1:], &app{stdout: os.Stdout, stderr: os.Stderr, stdinR: os.Stdin, getenv: os.Getenv})
 	stop()
 	os.Exit(code)
 }

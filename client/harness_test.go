@@ -1,0 +1,297 @@
+package client_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const testSecret = "test-secret-0123456789abcdef0123456789"
+
+// startNode starts a chatd node on loopback ports against the database url.
+// The node is closed at the end of the test (Close is idempotent, so tests
+// may stop it earlier).
+func startNode(t *testing.T, url string) *server.Server {
+	t.Helper()
+	env := map[string]string{
+		"CHAT_DATABASE_URL":     url,
+		"CHAT_MQTT_ADDR":        "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":        "127.0.0.1:0",
+		"CHAT_DATA_DIR":         t.TempDir(),
+		"CHAT_JWT_SECRET":       testSecret,
+		"CHAT_LIMIT_SEND_RATE":  "0",
+		"CHAT_SHUTDOWN_TIMEOUT": "10s",
+	}
+	st, err := config.Load(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("settings: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := server.Start(context.Background(), st, log)
+	if err != nil {
+		t.Fatalf("start chatd: %v", err)
+	}
+	t.Cleanup(func() { stopNode(t, srv) })
+	return srv
+}
+
+func stopNode(t *testing.T, srv *server.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Logf("stop chatd: %v", err)
+	}
+}
+
+func token(t testing.TB, user int64) string {
+	t.Helper()
+	tok, err := auth.Mint([]byte(testSecret), user, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// testConfig is a client config for user against broker; fast reconnects.
+func testConfig(t *testing.T, broker string, user int64) client.Config {
+	return client.Config{
+		Brokers:           []string{broker},
+		UserID:            user,
+		Token:             token(t, user),
+		MaxReconnectDelay: 300 * time.Millisecond,
+		RequestTimeout:    10 * time.Second,
+		Logger:            slog.New(slog.DiscardHandler),
+	}
+}
+
+// connect starts a client and waits for its first connection; it is
+// closed at the end of the test.
+func connect(t *testing.T, cfg client.Config) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("new client for user %d: %v", cfg.UserID, err)
+	}
+	t.Cleanup(func() { closeClient(t, c) })
+	if err := c.AwaitConnection(ctx); err != nil {
+		t.Fatalf("client for user %d: %v", cfg.UserID, err)
+	}
+	return c
+}
+
+func closeClient(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Logf("close client: %v", err)
+	}
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// messages reads message.new events of conv from c until n arrived,
+// failing on anything out of order or repeated.
+func messages(t *testing.T, c *client.Client, conv int64, n int, timeout time.Duration) []client.Event {
+	t.Helper()
+	var out []client.Event
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for len(out) < n {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Fatalf("events closed after %d/%d messages", len(out), n)
+			}
+			if ev.Type != client.EventMessageNew || ev.ConversationID != conv {
+				continue
+			}
+			if len(out) > 0 && ev.Seq != out[len(out)-1].Seq+1 {
+				t.Fatalf("message seq %d after %d: order or exactly-once broken", ev.Seq, out[len(out)-1].Seq)
+			}
+			out = append(out, ev)
+		case <-deadline.C:
+			t.Fatalf("got %d/%d messages of conversation %d within %v", len(out), n, conv, timeout)
+		}
+	}
+	return out
+}
+
+// noMoreMessages asserts that no message.new of conv arrives within d.
+func noMoreMessages(t *testing.T, c *client.Client, conv int64, d time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case ev := <-c.Events():
+			if ev.Type == client.EventMessageNew && ev.ConversationID == conv {
+				t.Fatalf("unexpected message seq %d (a duplicate?)", ev.Seq)
+			}
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// nextEvent waits for the next event of type typ.
+func nextEvent(t *testing.T, c *client.Client, typ string, timeout time.Duration) client.Event {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case ev := <-c.Events():
+			if ev.Type == typ {
+				return ev
+			}
+		case <-deadline.C:
+			t.Fatalf("no %s event within %v", typ, timeout)
+		}
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func mustConn(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// proxy is a TCP proxy between clients and chatd that a test can cut: it
+// stands for the network, so the client sees real connection losses.
+type proxy struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	upstream string
+	down     bool
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+}
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.Kill()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) URL() string { return "mqtt://" + p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down, up := p.down, p.upstream
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
+		u, err := net.DialTimeout("tcp", up, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, u)
+		go p.pipe(u, c)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// Kill closes every open connection (no DISCONNECT: a lost network); new
+// connections are still accepted.
+func (p *proxy) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Cut kills every connection and refuses new ones until Resume.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.Kill()
+}
+
+func (p *proxy) Resume() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// SetUpstream points new connections at another chatd.
+func (p *proxy) SetUpstream(addr string) {
+	p.mu.Lock()
+	p.upstream = addr
+	p.mu.Unlock()
+}

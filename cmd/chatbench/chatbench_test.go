@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const testSecret = "bench-secret-0123456789abcdef0123456789"
+
+// startChatd runs chatd in-process; it returns the node and its database.
+func startChatd(t *testing.T) (*server.Server, string) {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	env := map[string]string{
+		"CHAT_DATABASE_URL":    url,
+		"CHAT_MQTT_ADDR":       "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":       "127.0.0.1:0",
+		"CHAT_DATA_DIR":        t.TempDir(),
+		"CHAT_JWT_SECRET":      testSecret,
+		"CHAT_LIMIT_SEND_RATE": "0",
+	}
+	st, err := config.Load(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), st, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatalf("start chatd: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
+	return srv, url
+}
+
+// runBench runs chatbench with args plus -json and decodes the report.
+func runBench(t *testing.T, wantCode int, args ...string) Report {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code := run(ctx, append(args, "-json", "-progress", "off"), &out, &errb)
+	if code != wantCode {
+		t.Fatalf("chatbench exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, wantCode, out.String(), errb.String())
+	}
+	var r Report
+	dec := json.NewDecoder(&out)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("output is not the report JSON: %v\n%s", err, out.String())
+	}
+	return r
+}
+
+func chatArgs(srv *server.Server, extra ...string) []string {
+	return append([]string{
+		"-broker", srv.MQTTAddr(), "-http", "http://" + srv.HTTPAddr(), "-jwt-secret", testSecret,
+		"-clients", "8", "-conversations", "12", "-group-min", "3", "-group-max", "6",
+	}, extra...)
+}
+
+// assertNoLoss checks the invariants every run must hold.
+func assertNoLoss(t *testing.T, r Report) {
+	t.Helper()
+	if !r.OK || r.Lost != 0 || r.Gaps != 0 || r.Refused != 0 || r.Acked == 0 {
+		t.Fatalf("run not clean: ok=%v acked=%d lost=%d gaps=%d refused=%d errors=%v examples=%v",
+			r.OK, r.Acked, r.Lost, r.Gaps, r.Refused, r.Errors, r.LossExamples)
+	}
+	if r.Delivered < r.Expected {
+		t.Errorf("delivered %d < expected %d", r.Delivered, r.Expected)
+	}
+	if r.AckLatency.Count != r.Acked || r.AckLatency.P50 <= 0 || r.AckLatency.Max < r.AckLatency.P99 {
+		t.Errorf("ack latency %+v for %d acks", r.AckLatency, r.Acked)
+	}
+	if r.DeliveryLatency.Count == 0 || r.AckedPerSec <= 0 || r.DeliveriesPerSec <= 0 {
+		t.Errorf("no throughput figures: %+v", r)
+	}
+}
+
+func TestSteadyRunDeliversEveryAckedMessageOnce(t *testing.T) {
+	srv, url := startChatd(t)
+	r := runBench(t, 0, chatArgs(srv, "-duration", "2s", "-inflight", "2", "-verify-db", url, "-chatd-pid", fmt.Sprint(os.Getpid()))...)
+	assertNoLoss(t, r)
+	if r.Target != "chatd" || r.Conversations != 12 || r.Direct+r.Groups != 12 {
+		t.Errorf("workload = %+v", r)
+	}
+	if d := r.Database; d == nil || !d.Gapless || d.MissingAcked != 0 || d.Duplicated != 0 || d.Rows != r.Acked {
+		t.Errorf("database check = %+v, acked %d", d, r.Acked)
+	}
+	if r.Chatd == nil || r.Chatd.CPUSeconds <= 0 || r.Chatd.RSSMaxMiB <= 0 {
+		t.Errorf("chatd process stats = %+v", r.Chatd)
+	}
+}
+
+func TestMQTT311RunWithMessageBudget(t *testing.T) {
+	srv, url := startChatd(t)
+	r := runBench(t, 0, chatArgs(srv, "-mqtt-version", "4", "-messages", "150", "-duration", "20s", "-verify-db", url)...)
+	assertNoLoss(t, r)
+	if r.Sent != 150 || r.Acked != 150 || r.Database.Rows != 150 {
+		t.Errorf("sent %d acked %d stored %d, want 150", r.Sent, r.Acked, r.Database.Rows)
+	}
+}
+
+func TestRateIsHeld(t *testing.T) {
+	srv, _ := startChatd(t)
+	r := runBench(t, 0, chatArgs(srv, "-rate", "100", "-duration", "2s")...)
+	assertNoLoss(t, r)
+	if r.AckedPerSec < 70 || r.AckedPerSec > 130 {
+		t.Errorf("acked %.0f msgs/s at -rate 100", r.AckedPerSec)
+	}
+}
+
+func TestStormClientsReconnectAndCatchUp(t *testing.T) {
+	srv, url := startChatd(t)
+	r := runBench(t, 0, chatArgs(srv, "-mode", "storm", "-duration", "3s", "-verify-db", url)...)
+	assertNoLoss(t, r)
+	s := r.Storm
+	if s == nil || !s.CaughtUp || s.Clients != 8 || s.ReconnectSeconds <= 0 || s.CatchUpSeconds < s.ReconnectSeconds {
+		t.Fatalf("storm = %+v", s)
+	}
+}
+
+func TestReceiptsModeCountsReadReceipts(t *testing.T) {
+	srv, _ := startChatd(t)
+	r := runBench(t, 0, chatArgs(srv, "-mode", "receipts", "-rate", "50", "-duration", "2s")...)
+	assertNoLoss(t, r)
+	rc := r.Receipts
+	if rc == nil || rc.Sent == 0 || rc.Acked != rc.Sent || rc.Failed != 0 || rc.ReadUpdated == 0 {
+		t.Fatalf("receipts = %+v", rc)
+	}
+}
+
+func TestRampFindsASustainableRate(t *testing.T) {
+	srv, _ := startChatd(t)
+	r := runBench(t, 0, chatArgs(srv, "-mode", "ramp", "-rate", "50", "-ramp-step", "500ms", "-ramp-steps", "3", "-ramp-factor", "2")...)
+	assertNoLoss(t, r)
+	if r.Ramp == nil || len(r.Ramp.Steps) == 0 || r.Ramp.Steps[0].TargetRate != 50 {
+		t.Fatalf("ramp = %+v", r.Ramp)
+	}
+	if r.Ramp.Steps[0].Verdict == "ok" && r.Ramp.MaxSustainable <= 0 {
+		t.Errorf("ramp passed a step but reports no sustainable rate: %+v", r.Ramp)
+	}
+}
+
+func TestPlainBrokerRun(t *testing.T) {
+	srv := mqtt.New(&mqtt.Options{InlineClient: false, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	tcp := listeners.NewTCP(listeners.Config{ID: "t", Address: "127.0.0.1:0"})
+	if err := srv.AddListener(tcp); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	r := runBench(t, 0, "-plain", "-broker", tcp.Address(), "-clients", "8", "-conversations", "12", "-group-max", "6", "-duration", "2s")
+	assertNoLoss(t, r)
+	if r.Target != "plain" {
+		t.Errorf("target = %q", r.Target)
+	}
+}
+
+func TestTableOutputAndBadFlags(t *testing.T) {
+	srv, _ := startChatd(t)
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if code := run(ctx, append(chatArgs(srv, "-messages", "20"), "-progress", "off"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out.String(), errb.String())
+	}
+	for _, s := range []string{"throughput", "publish->PUBACK", "publish->delivery", "verdict", "OK:"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, out.String())
+		}
+	}
+	if code := run(ctx, []string{"-mode", "nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-mode must be") {
+		t.Errorf("bad mode: exit %d, %s", code, errb.String())
+	}
+}

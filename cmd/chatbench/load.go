@@ -1,0 +1,413 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// bench is one run: the world, the clients and the books.
+type bench struct {
+	o       *options
+	w       *world
+	t       *tracker
+	clients []*benchClient
+	senders int // clients that are members of at least one conversation
+
+	paused    atomic.Bool
+	phase     atomic.Int32
+	rateBits  atomic.Uint64 // current target rate (msgs/s, all clients), 0 = as fast as acks allow
+	budget    atomic.Int64  // messages left to send, when limited
+	limited   bool          // -messages given
+	sendStart time.Duration
+}
+
+func (b *bench) rate() float64     { return math.Float64frombits(b.rateBits.Load()) }
+func (b *bench) setRate(r float64) { b.rateBits.Store(math.Float64bits(r)) }
+
+// benchClient is one simulated user with one MQTT connection.
+type benchClient struct {
+	b    *bench
+	idx  int32
+	user int64
+
+	mu   sync.Mutex
+	conn *mqttConn
+
+	slots   chan struct{} // in-flight publishes
+	samples *samples
+	rng     *rand.Rand
+	body    string
+
+	lastMu sync.Mutex
+	last   map[int64]int64 // conversation -> highest seq received (gap detection)
+}
+
+func (b *bench) newClients() {
+	b.clients = make([]*benchClient, len(b.w.users))
+	for i, u := range b.w.users {
+		c := &benchClient{b: b, idx: int32(i), user: u, slots: make(chan struct{}, b.o.inflight),
+			samples: newSamples(), rng: rand.New(rand.NewPCG(b.o.seed, uint64(i)+1)), last: map[int64]int64{}}
+		c.body = makeBody(fmt.Sprintf("bench user %d ", u), b.o.bodyBytes)
+		b.clients[i] = c
+		if len(b.w.byUser[i]) > 0 {
+			b.senders++
+		}
+	}
+}
+
+func makeBody(prefix string, n int) string {
+	if len(prefix) >= n {
+		return prefix[:n]
+	}
+	return prefix + strings.Repeat("x", n-len(prefix))
+}
+
+func (c *benchClient) clientID() string { return fmt.Sprintf("bench-%d", c.user) }
+
+// connect opens (or reopens, resuming the session) the connection and
+// subscribes: to the events topic for chatd, to every conversation topic
+// for a plain broker.
+func (c *benchClient) connect(first bool) error {
+	o := c.b.o
+	do := dialOptions{Version: byte(o.mqttVersion), ClientID: c.clientID(), KeepAlive: 60, OnPublish: c.onPublish}
+	if o.plain {
+		do.CleanStart = first || !o.persistent
+	} else {
+		do.Username = strconv.FormatInt(c.user, 10)
+		do.Password = c.b.w.tokens[c.idx]
+		do.CleanStart = (first && o.mqttVersion == 5) || !o.persistent
+	}
+	if o.persistent && o.mqttVersion == 5 {
+		do.Expiry = 600
+	}
+	conn, _, err := dialMQTT(o.broker, do)
+	if err != nil {
+		return fmt.Errorf("user %d: %w", c.user, err)
+	}
+	var filters []string
+	if o.plain {
+		for _, ci := range c.b.w.byUser[c.idx] {
+			filters = append(filters, plainTopic(c.b.w.convs[ci].id))
+		}
+	} else {
+		filters = []string{fmt.Sprintf("chat/v1/user/%d/events", c.user)}
+	}
+	for len(filters) > 0 {
+		n := min(len(filters), 100)
+		if err := conn.subscribe(filters[:n]); err != nil {
+			conn.drop()
+			return fmt.Errorf("user %d: subscribe: %w", c.user, err)
+		}
+		filters = filters[n:]
+	}
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
+	return nil
+}
+
+func plainTopic(conv int64) string { return "bench/conv/" + strconv.FormatInt(conv, 10) }
+
+func (c *benchClient) current() *mqttConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn
+}
+
+// drop cuts the connection as a lost network would.
+func (c *benchClient) drop() {
+	c.mu.Lock()
+	conn := c.conn
+	c.conn = nil
+	c.mu.Unlock()
+	if conn != nil {
+		conn.drop()
+		<-conn.done
+	}
+}
+
+func (c *benchClient) close() {
+	c.mu.Lock()
+	conn := c.conn
+	c.conn = nil
+	c.mu.Unlock()
+	if conn != nil {
+		conn.disconnect()
+	}
+}
+
+// event is the part of a chatd event the bench reads.
+type event struct {
+	Type           string `json:"type"`
+	ConversationID int64  `json:"conversationId"`
+	Seq            int64  `json:"seq"`
+	SenderID       int64  `json:"senderId"`
+	ClientMsgID    string `json:"clientMsgId"`
+	Code           string `json:"code"`
+}
+
+// onPublish accounts for one incoming publish (reader goroutine).
+func (c *benchClient) onPublish(pk packets.Packet) {
+	t := c.b.t
+	var ev event
+	if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+		t.noteErr("bad payload")
+		return
+	}
+	if c.b.o.plain {
+		if r, ok := t.byID.Load(ev.ClientMsgID); ok {
+			t.delivery(r.(*msgRec), c.idx, c.samples)
+		} else {
+			t.unknown.Add(1)
+		}
+		return
+	}
+	switch ev.Type {
+	case "message.new":
+		c.checkOrder(ev.ConversationID, ev.Seq)
+		var r any
+		var ok bool
+		if ev.ClientMsgID != "" {
+			r, ok = t.byID.Load(ev.ClientMsgID)
+		} else {
+			r, ok = t.bySeq.Load(convSeq{ev.ConversationID, ev.Seq})
+		}
+		if !ok {
+			t.unknown.Add(1)
+			return
+		}
+		rec := r.(*msgRec)
+		rec.mu.Lock()
+		if rec.seq == 0 {
+			rec.seq = ev.Seq
+		}
+		rec.mu.Unlock()
+		first := t.delivery(rec, c.idx, c.samples)
+		if first && c.b.o.mode == modeReceipts && ev.SenderID != c.user {
+			c.markRead(ev.ConversationID, ev.Seq)
+		}
+	case "read.updated":
+		t.readUpdated.Add(1)
+	case "error":
+		t.errorEvents.Add(1)
+		if r, ok := t.byID.Load(ev.ClientMsgID); ok && ev.ClientMsgID != "" {
+			t.failed(r.(*msgRec), "error event: "+ev.Code)
+		} else {
+			t.noteErr("error event: " + ev.Code)
+		}
+	}
+}
+
+// checkOrder notes gaps: chatd delivers each conversation in seq order
+// without holes, so a jump means lost messages. A seq at or below the last
+// one is a redelivery, counted by the tracker.
+func (c *benchClient) checkOrder(conv, seq int64) {
+	c.lastMu.Lock()
+	last := c.last[conv]
+	if seq > last {
+		c.last[conv] = seq
+	}
+	c.lastMu.Unlock()
+	if seq > last+1 {
+		c.b.t.gaps.Add(1)
+		c.b.t.gapMessages.Add(seq - last - 1)
+	}
+}
+
+// markRead publishes a read receipt at once (receipts mode).
+func (c *benchClient) markRead(conv, seq int64) {
+	conn := c.current()
+	if conn == nil {
+		c.b.t.readsFailed.Add(1)
+		return
+	}
+	t := c.b.t
+	sent := t.now()
+	t.readsSent.Add(1)
+	payload := []byte(`{"seq":` + strconv.FormatInt(seq, 10) + `}`)
+	conn.publish("chat/v1/conv/"+strconv.FormatInt(conv, 10)+"/read", 1, payload, func(ack packets.Packet, err error) {
+		if err != nil || ack.ReasonCode >= 0x80 {
+			t.readsFailed.Add(1)
+			return
+		}
+		t.readsAcked.Add(1)
+		c.samples.mu.Lock()
+		c.samples.read = append(c.samples.read, int64((t.now()-sent)/time.Microsecond))
+		c.samples.mu.Unlock()
+	})
+}
+
+// sendLoop publishes until ctx ends or the budget is spent: at the current
+// rate (this client's share) or, at rate 0, as fast as -inflight allows.
+func (c *benchClient) sendLoop(ctx context.Context) {
+	convs := c.b.w.byUser[c.idx]
+	if len(convs) == 0 {
+		return
+	}
+	next := time.Now()
+	for ctx.Err() == nil {
+		if c.b.paused.Load() {
+			sleepCtx(ctx, 5*time.Millisecond)
+			next = time.Now()
+			continue
+		}
+		if r := c.b.rate(); r > 0 {
+			interval := time.Duration(float64(time.Second) * float64(c.b.senders) / r)
+			if d := time.Until(next); d > 0 {
+				if !sleepCtx(ctx, d) {
+					return
+				}
+			}
+			next = next.Add(interval)
+			if behind := time.Since(next); behind > time.Second {
+				next = time.Now() // do not burst to catch up on a long stall
+			}
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		if c.b.limited && c.b.budget.Add(-1) < 0 {
+			<-c.slots
+			return
+		}
+		conn := c.current()
+		if conn == nil {
+			<-c.slots
+			if c.b.limited {
+				c.b.budget.Add(1)
+			}
+			sleepCtx(ctx, 5*time.Millisecond)
+			continue
+		}
+		c.publishOne(conn, c.b.w.convs[convs[c.rng.IntN(len(convs))]])
+	}
+}
+
+func (c *benchClient) publishOne(conn *mqttConn, conv conversation) {
+	t := c.b.t
+	id := uuid.NewString()
+	payload := make([]byte, 0, len(c.body)+64)
+	payload = append(payload, `{"clientMsgId":"`...)
+	payload = append(payload, id...)
+	payload = append(payload, `","body":"`...)
+	payload = append(payload, c.body...)
+	payload = append(payload, `"}`...)
+	topic := plainTopic(conv.id)
+	if !c.b.o.plain {
+		topic = "chat/v1/conv/" + strconv.FormatInt(conv.id, 10) + "/msg"
+	}
+	rec := &msgRec{conv: conv.id, sender: c.idx, phase: c.b.phase.Load(), expected: int32(len(conv.members))}
+	t.published(id, rec)
+	conn.publish(topic, 1, payload, func(ack packets.Packet, err error) {
+		<-c.slots
+		switch {
+		case err != nil:
+			t.lost(err)
+		case ack.ReasonCode >= 0x80:
+			t.failed(rec, fmt.Sprintf("PUBACK 0x%02x %s", ack.ReasonCode, ack.Properties.ReasonString))
+		default:
+			var seq int64
+			for _, p := range ack.Properties.User {
+				if p.Key == "seq" {
+					seq, _ = strconv.ParseInt(p.Val, 10, 64)
+				}
+			}
+			t.ackedMsg(rec, seq, c.samples)
+		}
+	})
+}
+
+// inflight reports this client's publishes awaiting a PUBACK.
+func (c *benchClient) inflight() int { return len(c.slots) }
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// connectAll connects every client, parallel at most n at a time.
+func (b *bench) connectAll(ctx context.Context, n int, first bool) error {
+	sem := make(chan struct{}, n)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for _, c := range b.clients {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var err error
+			for attempt := 0; attempt < 5; attempt++ {
+				if err = c.connect(first); err == nil {
+					return
+				}
+				sleepCtx(ctx, time.Duration(attempt+1)*200*time.Millisecond)
+			}
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// totalInflight is the number of publishes awaiting a PUBACK.
+func (b *bench) totalInflight() int {
+	n := 0
+	for _, c := range b.clients {
+		n += c.inflight()
+	}
+	return n
+}
+
+// waitAcks waits (up to d) for the in-flight publishes to settle.
+func (b *bench) waitAcks(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for b.totalInflight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitDelivered waits (up to d) until every acknowledged message reached
+// all its members; it reports whether that happened.
+func (b *bench) waitDelivered(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for b.t.pending() > 0 {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// mqttConn is a lean MQTT 3.1.1/5 client connection for load generation:
+// one reader goroutine, one writer goroutine that batches packets into few
+// syscalls, QoS 1 publishes completed by callback instead of a goroutine
+// each. Packets are encoded and decoded with mochi's codec, which speaks
+// both protocol versions (paho.golang speaks only v5).
+type mqttConn struct {
+	version byte
+	nc      net.Conn
+	out     chan []byte
+
+	mu      sync.Mutex
+	nextID  uint16
+	waiters map[uint16]func(packets.Packet, error)
+	suback  chan packets.Packet
+	closed  bool
+
+	onPublish func(packets.Packet)
+
+	done chan struct{} // closed when the reader stops
+	err  error         // why (read after done)
+}
+
+// dialOptions are CONNECT parameters.
+type dialOptions struct {
+	Version    byte // 4 or 5
+	ClientID   string
+	Username   string
+	Password   string
+	CleanStart bool
+	Expiry     uint32 // v5 session expiry; v4 uses CleanStart only
+	KeepAlive  uint16
+	OnPublish  func(packets.Packet) // runs on the reader goroutine; must not block long
+}
+
+// errConnLost completes publishes whose PUBACK never came.
+var errConnLost = errors.New("connection lost before PUBACK")
+
+func dialMQTT(addr string, o dialOptions) (*mqttConn, packets.Packet, error) {
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, packets.Packet{}, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &mqttConn{version: o.Version, nc: nc, out: make(chan []byte, 4096),
+		waiters: map[uint16]func(packets.Packet, error){}, suback: make(chan packets.Packet, 4),
+		onPublish: o.OnPublish, done: make(chan struct{})}
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
+		ProtocolVersion: o.Version,
+		Connect: packets.ConnectParams{
+			ProtocolName: []byte("MQTT"), Clean: o.CleanStart,
+			Keepalive: o.KeepAlive, ClientIdentifier: o.ClientID,
+			UsernameFlag: o.Username != "", Username: []byte(o.Username),
+			PasswordFlag: o.Password != "", Password: []byte(o.Password),
+		},
+	}
+	if o.Version == 5 && o.Expiry > 0 {
+		pk.Properties.SessionExpiryInterval = o.Expiry
+		pk.Properties.SessionExpiryIntervalFlag = true
+	}
+	b, err := encode(pk)
+	if err != nil {
+		nc.Close()
+		return nil, packets.Packet{}, err
+	}
+	_ = nc.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := nc.Write(b); err != nil {
+		nc.Close()
+		return nil, packets.Packet{}, fmt.Errorf("write CONNECT: %w", err)
+	}
+	r := bufio.NewReaderSize(nc, 64*1024)
+	ack, err := readPacket(r, o.Version)
+	_ = nc.SetDeadline(time.Time{})
+	if err != nil {
+		nc.Close()
+		return nil, packets.Packet{}, fmt.Errorf("read CONNACK: %w", err)
+	}
+	if ack.FixedHeader.Type != packets.Connack {
+		nc.Close()
+		return nil, ack, fmt.Errorf("expected CONNACK, got packet type %d", ack.FixedHeader.Type)
+	}
+	if ack.ReasonCode != 0 {
+		nc.Close()
+		return nil, ack, fmt.Errorf("connect refused with reason 0x%02x", ack.ReasonCode)
+	}
+	go c.readLoop(r)
+	go c.writeLoop(o.KeepAlive)
+	return c, ack, nil
+}
+
+func encode(pk packets.Packet) ([]byte, error) {
+	var buf bytes.Buffer
+	var err error
+	switch pk.FixedHeader.Type {
+	case packets.Connect:
+		err = pk.ConnectEncode(&buf)
+	case packets.Publish:
+		err = pk.PublishEncode(&buf)
+	case packets.Puback:
+		err = pk.PubackEncode(&buf)
+	case packets.Subscribe:
+		err = pk.SubscribeEncode(&buf)
+	case packets.Pingreq:
+		err = pk.PingreqEncode(&buf)
+	case packets.Disconnect:
+		err = pk.DisconnectEncode(&buf)
+	default:
+		err = fmt.Errorf("cannot encode packet type %d", pk.FixedHeader.Type)
+	}
+	return buf.Bytes(), err
+}
+
+func readPacket(r *bufio.Reader, version byte) (packets.Packet, error) {
+	hb, err := r.ReadByte()
+	if err != nil {
+		return packets.Packet{}, err
+	}
+	var fh packets.FixedHeader
+	if err := fh.Decode(hb); err != nil {
+		return packets.Packet{}, err
+	}
+	n, _, err := packets.DecodeLength(r)
+	if err != nil {
+		return packets.Packet{}, err
+	}
+	fh.Remaining = n
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return packets.Packet{}, err
+	}
+	pk := packets.Packet{FixedHeader: fh, ProtocolVersion: version}
+	switch fh.Type {
+	case packets.Connack:
+		err = pk.ConnackDecode(body)
+	case packets.Publish:
+		err = pk.PublishDecode(body)
+	case packets.Puback:
+		err = pk.PubackDecode(body)
+	case packets.Suback:
+		err = pk.SubackDecode(body)
+	case packets.Disconnect:
+		err = pk.DisconnectDecode(body)
+	}
+	return pk, err
+}
+
+func (c *mqttConn) readLoop(r *bufio.Reader) {
+	var err error
+	defer func() {
+		c.mu.Lock()
+		c.closed = true
+		ws := c.waiters
+		c.waiters = map[uint16]func(packets.Packet, error){}
+		c.mu.Unlock()
+		c.err = err
+		close(c.done)
+		c.nc.Close()
+		for _, w := range ws {
+			w(packets.Packet{}, errConnLost)
+		}
+	}()
+	for {
+		var pk packets.Packet
+		pk, err = readPacket(r, c.version)
+		if err != nil {
+			return
+		}
+		switch pk.FixedHeader.Type {
+		case packets.Publish:
+			if pk.FixedHeader.Qos > 0 {
+				ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID, ProtocolVersion: c.version}
+				if b, eerr := encode(ack); eerr == nil {
+					c.write(b)
+				}
+			}
+			if c.onPublish != nil {
+				c.onPublish(pk)
+			}
+		case packets.Puback:
+			c.mu.Lock()
+			w := c.waiters[pk.PacketID]
+			delete(c.waiters, pk.PacketID)
+			c.mu.Unlock()
+			if w != nil {
+				w(pk, nil)
+			}
+		case packets.Suback:
+			select {
+			case c.suback <- pk:
+			default:
+			}
+		case packets.Disconnect:
+			err = fmt.Errorf("server sent DISCONNECT 0x%02x", pk.ReasonCode)
+			return
+		}
+	}
+}
+
+// writeLoop writes queued packets, as many per syscall as are waiting,
+// and pings when idle.
+func (c *mqttConn) writeLoop(keepAlive uint16) {
+	w := bufio.NewWriterSize(c.nc, 64*1024)
+	ping := time.Duration(keepAlive) * time.Second / 2
+	if ping <= 0 {
+		ping = time.Hour
+	}
+	t := time.NewTimer(ping)
+	defer t.Stop()
+	pingPk, _ := encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}})
+	for {
+		select {
+		case b := <-c.out:
+			last := b == nil // nil: flush and close (disconnect)
+			_, _ = w.Write(b)
+		drain:
+			for !last {
+				select {
+				case b := <-c.out:
+					last = b == nil
+					_, _ = w.Write(b)
+				default:
+					break drain
+				}
+			}
+			if err := w.Flush(); err != nil || last {
+				c.nc.Close()
+				return
+			}
+			t.Reset(ping)
+		case <-t.C:
+			_, _ = w.Write(pingPk)
+			if err := w.Flush(); err != nil {
+				c.nc.Close()
+				return
+			}
+			t.Reset(ping)
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func (c *mqttConn) write(b []byte) {
+	select {
+	case c.out <- b:
+	case <-c.done:
+	}
+}
+
+// publish sends a publish; for QoS 1 done runs with the PUBACK (or
+// errConnLost) on the reader goroutine. QoS 0 calls done at once.
+func (c *mqttConn) publish(topic string, qos byte, payload []byte, done func(packets.Packet, error)) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: payload, ProtocolVersion: c.version}
+	if qos > 0 {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			done(packets.Packet{}, errConnLost)
+			return
+		}
+		for {
+			c.nextID++
+			if c.nextID == 0 {
+				c.nextID = 1
+			}
+			if _, busy := c.waiters[c.nextID]; !busy {
+				break
+			}
+		}
+		pk.PacketID = c.nextID
+		c.waiters[pk.PacketID] = done
+		c.mu.Unlock()
+	}
+	b, err := encode(pk)
+	if err != nil {
+		if qos > 0 {
+			c.mu.Lock()
+			delete(c.waiters, pk.PacketID)
+			c.mu.Unlock()
+		}
+		done(packets.Packet{}, err)
+		return
+	}
+	c.write(b)
+	if qos == 0 {
+		done(packets.Packet{}, nil)
+	}
+}
+
+// subscribe subscribes to filters at QoS 1 and waits for the SUBACK.
+func (c *mqttConn) subscribe(filters []string) error {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, ProtocolVersion: c.version}
+	c.mu.Lock()
+	c.nextID++
+	if c.nextID == 0 {
+		c.nextID = 1
+	}
+	pk.PacketID = c.nextID
+	c.mu.Unlock()
+	for _, f := range filters {
+		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f, Qos: 1})
+	}
+	b, err := encode(pk)
+	if err != nil {
+		return err
+	}
+	c.write(b)
+	select {
+	case ack := <-c.suback:
+		for _, rc := range ack.ReasonCodes {
+			if rc >= 0x80 {
+				return fmt.Errorf("subscribe refused with reason 0x%02x", rc)
+			}
+		}
+		return nil
+	case <-c.done:
+		return fmt.Errorf("connection closed before SUBACK: %w", c.err)
+	case <-time.After(15 * time.Second):
+		return errors.New("no SUBACK within 15s")
+	}
+}
+
+// drop closes the TCP connection without DISCONNECT (a lost network).
+func (c *mqttConn) drop() { c.nc.Close() }
+
+// disconnect sends DISCONNECT, then closes.
+func (c *mqttConn) disconnect() {
+	if b, err := encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ProtocolVersion: c.version}); err == nil {
+		c.write(b)
+	}
+	c.write(nil) // the writer flushes and closes
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Second):
+		c.nc.Close()
+	}
+}

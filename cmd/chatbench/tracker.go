@@ -1,0 +1,211 @@
+package main
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// msgRec is one message the bench published.
+type msgRec struct {
+	conv     int64
+	sender   int32 // client index
+	phase    int32 // ramp step (0 otherwise)
+	sentAt   time.Duration
+	expected int32 // members who must receive it
+
+	mu        sync.Mutex
+	seq       int64
+	acked     bool
+	refused   bool
+	receivers []int32 // client indices that received it (duplicates excluded)
+}
+
+// tracker keeps the books: every publish, PUBACK and delivery, so the
+// report can prove that every acknowledged message reached every member.
+type tracker struct {
+	start time.Time
+
+	byID  sync.Map // clientMsgId -> *msgRec
+	bySeq sync.Map // convSeq -> *msgRec (chat mode, once the seq is known)
+
+	sent, acked, refused, unacked atomic.Int64
+	delivered, duplicates         atomic.Int64
+	deliveredUnacked, unknown     atomic.Int64
+	gaps, gapMessages             atomic.Int64
+	errorEvents                   atomic.Int64
+	readsSent, readsAcked         atomic.Int64
+	readsFailed, readUpdated      atomic.Int64
+
+	// Deliveries owed for acknowledged messages, and how many of them
+	// arrived: their difference is what is still in flight (storm catch-up).
+	owed, paid atomic.Int64
+
+	lastAck, lastDelivery atomic.Int64 // nanoseconds since start
+
+	errMu    sync.Mutex
+	errCodes map[string]int64
+	firstErr string
+
+	samplesMu sync.Mutex
+	ackLat    map[int32][]int64 // by phase, microseconds
+	delivLat  []int64
+	readLat   []int64
+}
+
+type convSeq struct{ conv, seq int64 }
+
+func newTracker() *tracker {
+	return &tracker{start: time.Now(), errCodes: map[string]int64{}, ackLat: map[int32][]int64{}}
+}
+
+func (t *tracker) now() time.Duration { return time.Since(t.start) }
+
+// published registers a message just before it goes out.
+func (t *tracker) published(id string, r *msgRec) {
+	r.sentAt = t.now()
+	t.byID.Store(id, r)
+	t.sent.Add(1)
+}
+
+// ackedMsg records a successful PUBACK (seq 0 when the protocol gives none).
+func (t *tracker) ackedMsg(r *msgRec, seq int64, s *samples) {
+	now := t.now()
+	r.mu.Lock()
+	if r.acked {
+		r.mu.Unlock()
+		return
+	}
+	r.acked = true
+	if seq > 0 {
+		r.seq = seq
+	}
+	got := int64(len(r.receivers))
+	r.mu.Unlock()
+	if seq > 0 {
+		t.bySeq.Store(convSeq{r.conv, seq}, r)
+	}
+	t.acked.Add(1)
+	t.owed.Add(int64(r.expected))
+	t.paid.Add(got)
+	storeMax(&t.lastAck, int64(now))
+	s.mu.Lock()
+	s.ack[r.phase] = append(s.ack[r.phase], int64((now-r.sentAt)/time.Microsecond))
+	s.mu.Unlock()
+}
+
+// failed records a publish refused by the server (a PUBACK >= 0x80, or an
+// error event naming its clientMsgId).
+func (t *tracker) failed(r *msgRec, code string) {
+	r.mu.Lock()
+	wasAcked := r.acked
+	r.refused = true
+	r.mu.Unlock()
+	if wasAcked {
+		// v3.1.1: acked, then refused by an error event.
+		t.acked.Add(-1)
+		t.owed.Add(-int64(r.expected))
+	}
+	t.refused.Add(1)
+	t.noteErr(code)
+}
+
+// lost records a publish whose PUBACK never came (connection lost).
+func (t *tracker) lost(err error) {
+	t.unacked.Add(1)
+	t.noteErr("no_puback: " + err.Error())
+}
+
+func (t *tracker) noteErr(code string) {
+	t.errMu.Lock()
+	t.errCodes[code]++
+	if t.firstErr == "" {
+		t.firstErr = code
+	}
+	t.errMu.Unlock()
+}
+
+// delivery records that client idx received message r; it reports false
+// for a duplicate.
+func (t *tracker) delivery(r *msgRec, idx int32, s *samples) bool {
+	now := t.now()
+	r.mu.Lock()
+	for _, x := range r.receivers {
+		if x == idx {
+			r.mu.Unlock()
+			t.duplicates.Add(1)
+			return false
+		}
+	}
+	r.receivers = append(r.receivers, idx)
+	acked := r.acked
+	r.mu.Unlock()
+	t.delivered.Add(1)
+	if acked {
+		t.paid.Add(1)
+	} else {
+		t.deliveredUnacked.Add(1)
+	}
+	storeMax(&t.lastDelivery, int64(now))
+	s.mu.Lock()
+	s.deliv = append(s.deliv, int64((now-r.sentAt)/time.Microsecond))
+	s.mu.Unlock()
+	return true
+}
+
+// pending is the number of deliveries owed for acknowledged messages that
+// have not arrived yet.
+func (t *tracker) pending() int64 { return t.owed.Load() - t.paid.Load() }
+
+// samples are latency samples of one client, merged at the end so that the
+// hot path takes no shared lock (mu is only contended across a reconnect).
+type samples struct {
+	mu    sync.Mutex
+	ack   map[int32][]int64
+	deliv []int64
+	read  []int64
+}
+
+func newSamples() *samples { return &samples{ack: map[int32][]int64{}} }
+
+func (t *tracker) merge(s *samples) {
+	t.samplesMu.Lock()
+	defer t.samplesMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ph, v := range s.ack {
+		t.ackLat[ph] = append(t.ackLat[ph], v...)
+	}
+	t.delivLat = append(t.delivLat, s.deliv...)
+	t.readLat = append(t.readLat, s.read...)
+}
+
+// losses counts, over acknowledged messages, the members that never
+// received them, and returns a few examples.
+func (t *tracker) losses() (lost int64, examples []string) {
+	t.byID.Range(func(k, v any) bool {
+		r := v.(*msgRec)
+		r.mu.Lock()
+		miss := int64(r.expected) - int64(len(r.receivers))
+		ok := r.acked && !r.refused
+		seq := r.seq
+		r.mu.Unlock()
+		if ok && miss > 0 {
+			lost += miss
+			if len(examples) < 5 {
+				examples = append(examples, formatLoss(k.(string), r.conv, seq, miss))
+			}
+		}
+		return true
+	})
+	return lost, examples
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/client"
+)
+
+// chatFlags are the flags of the commands that talk to chatd as a user
+// over MQTT (send, tail, inbox, history, read).
+type chatFlags struct {
+	broker  *string
+	user    *int64
+	token   *string
+	secret  *string
+	dataDir *string
+	timeout *time.Duration
+	json    *bool
+}
+
+func addChatFlags(fs *flag.FlagSet) chatFlags {
+	return chatFlags{
+		broker:  fs.String("broker", "", "chatd MQTT address, mqtt://host:port or ws://host:port/mqtt (default mqtt://$CHAT_MQTT_ADDR, else mqtt://127.0.0.1:1883)"),
+		user:    fs.Int64("user", 0, "act as this user id"),
+		token:   fs.String("token", "", "JWT for --user (default: minted like `chatctl token` from --secret, $CHAT_JWT_SECRET or <data dir>/jwt.secret)"),
+		secret:  fs.String("secret", "", "HS256 secret to mint the token with (default $CHAT_JWT_SECRET, else <data dir>/jwt.secret)"),
+		dataDir: fs.String("data-dir", "", "chatd data dir holding jwt.secret (default $CHAT_DATA_DIR, else ./data)"),
+		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for chatd"),
+		json:    fs.Bool("json", false, "print JSON instead of text"),
+	}
+}
+
+// brokerURL resolves --broker: the flag, else chatd's configured MQTT
+// address (a wildcard host means this machine).
+func (f chatFlags) brokerURL(a *app) string {
+	if *f.broker != "" {
+		return *f.broker
+	}
+	host, port, err := net.SplitHostPort(a.settings.MQTTAddr)
+	if err != nil {
+		return "mqtt://127.0.0.1:1883"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "mqtt://" + net.JoinHostPort(host, port)
+}
+
+// connect opens an ephemeral client for --user and waits for chatd; its
+// errors say what to do next.
+func (f chatFlags) connect(ctx context.Context, a *app, fs *flag.FlagSet, opts ...func(*client.Config)) (*client.Client, func(), error) {
+	if err := requireID(fs, "user", *f.user, "the user to act as"); err != nil {
+		return nil, nil, err
+	}
+	tok := *f.token
+	if tok == "" {
+		secret, err := a.jwtSecret(*f.secret, *f.dataDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w\n(or pass a token with --token \"$(chatctl token --user %d)\")", err, *f.user)
+		}
+		if tok, err = auth.Mint(secret, *f.user, time.Hour); err != nil {
+			return nil, nil, fmt.Errorf("mint token: %w", err)
+		}
+	}
+	level := slog.LevelWarn
+	if a.settings.SlogLevel() < level {
+		level = a.settings.SlogLevel()
+	}
+	broker := f.brokerURL(a)
+	cfg := client.Config{
+		Brokers:   []string{broker},
+		UserID:    *f.user,
+		Token:     tok,
+		Ephemeral: true,
+		Logger:    slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level})),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return nil, nil, usagef("%s: %v", fs.Name(), err)
+	}
+	closeFn := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = c.Close(cctx)
+	}
+	wait, cancel := context.WithTimeout(ctx, *f.timeout)
+	defer cancel()
+	if err := c.AwaitConnection(wait); err != nil {
+		closeFn()
+		return nil, nil, explainConnect(err, broker, *f.user, *f.timeout)
+	}
+	return c, closeFn, nil
+}
+
+// explainConnect says why chatd could not be reached and what to do.
+func explainConnect(err error, broker string, user int64, timeout time.Duration) error {
+	switch {
+	case errors.Is(err, client.ErrUnauthorized):
+		return hint(err, "chatd at %s refused the token for user %d: it was not signed with chatd's secret or has expired; run chatctl from the directory chatd runs in (it reads ./data/jwt.secret), or pass --data-dir DIR, --secret or --token", broker, user)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return hint(err, "cannot reach chatd at %s (connection refused): is chatd running? start it with `go run ./cmd/chatd`, or point --broker (or CHAT_MQTT_ADDR) at it", broker)
+	case errors.Is(err, context.Canceled):
+		return err
+	default:
+		return hint(err, "could not connect to chatd at %s within %v (%v): is chatd running and reachable? start it with `go run ./cmd/chatd`, or raise --timeout", broker, timeout, err)
+	}
+}
+
+// explainChat turns a refusal of a chat command into what to do next.
+func explainChat(err error, fs *flag.FlagSet, user, conv int64) error {
+	switch {
+	case errors.Is(err, client.ErrNotMember), errors.Is(err, client.ErrNotFound) && conv != 0:
+		return hint(err, "user %d is not a member of conversation %d, or it does not exist: list the user's conversations with `chatctl inbox --user %d`, or add them with `chatctl conversation add --conversation %d --actor OWNER --user %d`",
+			user, conv, user, conv, user)
+	case errors.Is(err, client.ErrInvalid):
+		return hint(err, "%v; see `%s --help`", err, fs.Name())
+	case errors.Is(err, client.ErrRateLimited):
+		return hint(err, "%v: slow down, or raise limit_send_rate (CHAT_LIMIT_SEND_RATE) for chatd", err)
+	case errors.Is(err, client.ErrUnavailable):
+		return hint(err, "%v: chatd or its database is unavailable; retry in a moment", err)
+	}
+	return fmt.Errorf("%s: %w", fs.Name(), err)
+}

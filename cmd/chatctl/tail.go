@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/chatd/chatd/client"
+)
+
+func runTail(ctx context.Context, a *app, args []string) error {
+	fs := newFlags("tail", "tail --user N [--conversation ID] [--count N] [--json]",
+		"Follow a user's events as they happen, one line each, until Ctrl-C:\n  [conv 3 #42] user 1: hello\n  [conv 3] user 2 read up to #42\nMessages come in order per conversation, each once.",
+		"chatctl tail --user 2",
+		"chatctl tail --user 2 --conversation 3 --count 1    # wait for the next message")
+	cf := addChatFlags(fs)
+	conv := fs.Int64("conversation", 0, "only this conversation's events")
+	count := fs.Int("count", 0, "exit after this many messages (0: run until Ctrl-C)")
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	c, closeFn, err := cf.connect(ctx, a, fs)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, cf.brokerURL(a))
+	seen := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-c.Events():
+			if !ok {
+				return nil
+			}
+			if *conv != 0 && ev.ConversationID != *conv {
+				continue
+			}
+			if err := printEvent(a.stdout, ev, *cf.json); err != nil {
+				return err
+			}
+			if ev.Type == client.EventMessageNew {
+				seen++
+				if *count > 0 && seen >= *count {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// printEvent writes one event as a line for people, or as JSON.
+func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	var err error
+	switch ev.Type {
+	case client.EventMessageNew:
+		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, ev.Body)
+	case client.EventReadUpdated:
+		_, err = fmt.Fprintf(w, "[conv %d] user %d read up to #%d\n", ev.ConversationID, ev.UserID, ev.Seq)
+	case client.EventMemberAdded:
+		by := ""
+		if ev.ActorID != 0 && ev.ActorID != ev.UserID {
+			by = fmt.Sprintf(", added by user %d", ev.ActorID)
+		}
+		_, err = fmt.Fprintf(w, "[conv %d] user %d joined (%s%s)\n", ev.ConversationID, ev.UserID, ev.Role, by)
+	case client.EventMemberRemoved:
+		_, err = fmt.Fprintf(w, "[conv %d] user %d removed by user %d\n", ev.ConversationID, ev.UserID, ev.ActorID)
+	case client.EventTyping:
+		_, err = fmt.Fprintf(w, "[conv %d] user %d is typing\n", ev.ConversationID, ev.UserID)
+	case client.EventError:
+		_, err = fmt.Fprintf(w, "[conv %d] error %s: %s\n", ev.ConversationID, ev.Code, ev.Message)
+	default:
+		b, _ := json.Marshal(ev)
+		_, err = fmt.Fprintf(w, "[conv %d] %s %s\n", ev.ConversationID, ev.Type, b)
+	}
+	return err
+}

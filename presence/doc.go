@@ -1,0 +1,49 @@
+// Package presence tracks which users are online and tells the users who
+// share a conversation with them.
+//
+// # Contract
+//
+// A user is online while at least one of their MQTT connections is open, on
+// any node. The hooks call Connected when a session is established and
+// Disconnected when it ends, however it ends: DISCONNECT, a dropped socket,
+// or a client gone silent (mochi closes it after 1.5 × keepalive; its Will,
+// if any, is not routed). The Tracker counts connections per user in memory
+// and, on a transition:
+//
+//   - online (first connection on this node, and none on another live node):
+//     pushes {"type":"presence","userId","online":true,"lastSeen"} to
+//     the users who share a conversation of at most LargeGroup members;
+//   - offline (last connection on this node closed, none on another live
+//     node, and still none after Grace, so a quick reconnect or a takeover
+//     is not reported): pushes online false with lastSeen.
+//
+// Presence is never stored per event. What is stored is state, in
+// PostgreSQL (see store.Presence): each node marks the sessions it holds
+// (chat_session.node_id) and beats a heartbeat (chat_node); the query
+// (GET /v1/users/{id}/presence, RPC presence) is answered from that state,
+// so it is correct on every node, and a node that crashed stops counting
+// after 3 × Heartbeat. Large groups (more than LargeGroup members) get no
+// presence pushes; their members can query.
+//
+// Across nodes, a node publishes its presence events with Publish (chatd
+// wires it to Kafka, the chat.events topic, with the node's origin header)
+// and every other node hands them to Remote, which pushes them to its own
+// watchers. Without Kafka, pushes reach only the watchers connected to the
+// node where the transition happened; queries stay correct.
+//
+// # Concurrency
+//
+// Connected, Disconnected, Remote and Online are safe for concurrent use and
+// never block on I/O. One goroutine owns everything else: it writes the
+// connection flags (coalesced: the final state per client id), beats the
+// heartbeat, decides transitions, looks up watchers and pushes. Database
+// failures are retried on the next tick and logged once per change of
+// state. Close(ctx) stops the goroutine after clearing this node's flags
+// and heartbeat.
+//
+// # Metrics
+//
+// chat_presence_online_users: users with at least one connection on this
+// node. chat_presence_events_total{origin=local|remote}: presence events
+// pushed to watchers.
+package presence

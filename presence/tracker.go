@@ -1,0 +1,393 @@
+package presence
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Store is the presence state in the store of record (store.Presence).
+type Store interface {
+	Heartbeat(ctx context.Context, node string) error
+	ResetNode(ctx context.Context, node string, remove bool) error
+	SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error
+	OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error)
+	Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
+	Presence(ctx context.Context, userID int64) (chat.Presence, error)
+	SharesConversation(ctx context.Context, a, b int64) (bool, error)
+}
+
+// Pusher delivers an event to the connected sessions of users on this node
+// (delivery.Hub).
+type Pusher interface {
+	NotifyUsers(users []int64, ev chat.Event)
+}
+
+// Config configures a Tracker; NodeID, Store and Hub are required.
+type Config struct {
+	NodeID     string
+	Store      Store
+	Hub        Pusher
+	LargeGroup int           // conversations above this many members get no pushes (200)
+	Grace      time.Duration // a user offline this long is announced offline (1s)
+	Heartbeat  time.Duration // node heartbeat interval; a node silent 3× this is dead (5s)
+	// Publish sends this node's presence events to the other nodes (nil:
+	// pushes stay on this node). It must not block for long.
+	Publish    func(chat.Event)
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: metrics not registered
+}
+
+// TTL is how long a node's heartbeat counts, for a heartbeat interval.
+func TTL(heartbeat time.Duration) time.Duration { return 3 * heartbeat }
+
+// Tracker is the presence subsystem of one node.
+type Tracker struct {
+	cfg Config
+	log *slog.Logger
+
+	mu           sync.Mutex
+	clients      map[string]*conn    // client id -> open connections on this node
+	users        map[int64]int       // user -> open connections on this node
+	zeroAt       map[int64]time.Time // users whose last connection closed, not yet announced offline
+	dirtyClients map[string]int64    // client id -> its user, flag to write
+	dirtyUsers   map[int64]struct{}  // users who came online
+	remote       []chat.Event
+
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	failing atomic.Bool
+
+	onlineUsers prometheus.Gauge
+	pushed      *prometheus.CounterVec
+}
+
+type conn struct {
+	user int64
+	n    int
+}
+
+var _ chat.PresenceSource = (*Tracker)(nil)
+
+// New validates cfg and registers the metrics; Start runs the tracker.
+func New(cfg Config) (*Tracker, error) {
+	if cfg.NodeID == "" || cfg.Store == nil || cfg.Hub == nil {
+		return nil, fmt.Errorf("presence: NodeID, Store and Hub are required")
+	}
+	if cfg.LargeGroup <= 0 {
+		cfg.LargeGroup = 200
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	t := &Tracker{
+		cfg: cfg, log: cfg.Logger,
+		clients: map[string]*conn{}, users: map[int64]int{}, zeroAt: map[int64]time.Time{},
+		dirtyClients: map[string]int64{}, dirtyUsers: map[int64]struct{}{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		onlineUsers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_presence_online_users",
+			Help: "Users with at least one MQTT connection on this node."}),
+		pushed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_presence_events_total",
+			Help: "Presence events pushed to watchers on this node, by origin (local, remote)."}, []string{"origin"}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{t.onlineUsers, t.pushed} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register presence metrics: %w", err)
+			}
+		}
+	}
+	return t, nil
+}
+
+// Start clears the flags a previous process with this node id may have
+// left, beats the first heartbeat and starts the tracker's goroutine.
+func (t *Tracker) Start(ctx context.Context) error {
+	if err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, false); err != nil {
+		return fmt.Errorf("presence: reset node: %w", err)
+	}
+	if err := t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID); err != nil {
+		return fmt.Errorf("presence: heartbeat: %w", err)
+	}
+	go t.run()
+	return nil
+}
+
+func (t *Tracker) signal() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Connected records an established MQTT session of userID.
+func (t *Tracker) Connected(clientID string, userID int64) {
+	t.mu.Lock()
+	c := t.clients[clientID]
+	if c == nil {
+		c = &conn{user: userID}
+		t.clients[clientID] = c
+	}
+	c.n++
+	t.users[userID]++
+	if t.users[userID] == 1 {
+		t.onlineUsers.Inc()
+		if _, pending := t.zeroAt[userID]; pending {
+			// Back within the grace: nobody was told it left.
+			delete(t.zeroAt, userID)
+		} else {
+			t.dirtyUsers[userID] = struct{}{}
+		}
+	}
+	t.dirtyClients[clientID] = userID
+	t.mu.Unlock()
+	t.signal()
+}
+
+// Disconnected records that an MQTT session of userID ended, however.
+func (t *Tracker) Disconnected(clientID string, userID int64) {
+	t.mu.Lock()
+	c := t.clients[clientID]
+	if c == nil {
+		t.mu.Unlock()
+		return
+	}
+	if c.n--; c.n <= 0 {
+		delete(t.clients, clientID)
+	}
+	if n := t.users[c.user] - 1; n > 0 {
+		t.users[c.user] = n
+	} else {
+		delete(t.users, c.user)
+		delete(t.dirtyUsers, c.user)
+		t.onlineUsers.Dec()
+		t.zeroAt[c.user] = time.Now()
+	}
+	t.dirtyClients[clientID] = c.user
+	t.mu.Unlock()
+	t.signal()
+}
+
+// Online reports whether userID has a connection on this node.
+func (t *Tracker) Online(userID int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.users[userID] > 0
+}
+
+// Remote hands over a presence event another node published; it is pushed
+// to this node's watchers. It never blocks.
+func (t *Tracker) Remote(ev chat.Event) {
+	if ev.Type != chat.EventPresence || ev.UserID <= 0 || ev.Online == nil {
+		return
+	}
+	t.mu.Lock()
+	if len(t.remote) < 10000 {
+		t.remote = append(t.remote, ev)
+	}
+	t.mu.Unlock()
+	t.signal()
+}
+
+// Presence answers a presence query from the shared state.
+func (t *Tracker) Presence(ctx context.Context, userID int64) (chat.Presence, error) {
+	return t.cfg.Store.Presence(ctx, userID)
+}
+
+// SharesConversation reports whether a and b share a conversation.
+func (t *Tracker) SharesConversation(ctx context.Context, a, b int64) (bool, error) {
+	return t.cfg.Store.SharesConversation(ctx, a, b)
+}
+
+// Close clears this node's connection flags and heartbeat, so its users
+// stop counting as online at once, and stops the goroutine.
+func (t *Tracker) Close(ctx context.Context) error {
+	t.once.Do(func() { close(t.stop) })
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close presence: %w", ctx.Err())
+	}
+}
+
+func (t *Tracker) run() {
+	defer close(t.done)
+	beat := time.NewTicker(t.cfg.Heartbeat)
+	defer beat.Stop()
+	grace := time.NewTimer(time.Hour)
+	defer grace.Stop()
+	for {
+		select {
+		case <-t.stop:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, true); err != nil {
+				t.log.Warn("presence: clearing this node's connections failed; they expire with its heartbeat", "err", err)
+			}
+			cancel()
+			return
+		case <-t.wake:
+		case <-grace.C:
+		case <-beat.C:
+			t.heartbeat()
+		}
+		if next := t.process(); next > 0 {
+			grace.Reset(next)
+		}
+	}
+}
+
+func (t *Tracker) ok(what string, err error) bool {
+	if err == nil {
+		if t.failing.Swap(false) {
+			t.log.Info("presence: database reachable again")
+		}
+		return true
+	}
+	if !t.failing.Swap(true) {
+		t.log.Warn("presence: "+what+" failed; retrying", "err", err)
+	}
+	return false
+}
+
+// heartbeat proves this node alive and re-asserts the flags of every
+// session connected here (one that another node cleared by mistake, or a
+// write that failed, is repaired within one interval).
+func (t *Tracker) heartbeat() {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Heartbeat)
+	defer cancel()
+	if !t.ok("heartbeat", t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID)) {
+		return
+	}
+	t.mu.Lock()
+	live := make([]string, 0, len(t.clients))
+	for id := range t.clients {
+		live = append(live, id)
+	}
+	t.mu.Unlock()
+	if len(live) > 0 {
+		t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, live, nil, nil))
+	}
+}
+
+// process writes the connection flags and announces due transitions. It
+// returns when the next pending offline falls due (0: none pending).
+func (t *Tracker) process() time.Duration {
+	now := time.Now()
+	t.mu.Lock()
+	var connected, disconnected []string
+	var seen []int64
+	dirty := make(map[string]int64, len(t.dirtyClients))
+	for id, u := range t.dirtyClients {
+		dirty[id] = u
+		if c := t.clients[id]; c != nil {
+			connected = append(connected, id)
+		} else {
+			disconnected = append(disconnected, id)
+			if t.users[u] == 0 {
+				seen = append(seen, u) // their last connection here closed
+			}
+		}
+	}
+	clear(t.dirtyClients)
+	cameOnline := make([]int64, 0, len(t.dirtyUsers))
+	for u := range t.dirtyUsers {
+		cameOnline = append(cameOnline, u)
+	}
+	clear(t.dirtyUsers)
+	var wentOffline []int64
+	offlineAt := map[int64]time.Time{}
+	next := time.Duration(0)
+	for u, at := range t.zeroAt {
+		if due := at.Add(t.cfg.Grace); !due.After(now) {
+			wentOffline = append(wentOffline, u)
+			offlineAt[u] = at
+			delete(t.zeroAt, u)
+		} else if d := due.Sub(now); next == 0 || d < next {
+			next = d
+		}
+	}
+	remote := t.remote
+	t.remote = nil
+	t.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if len(connected)+len(disconnected) > 0 {
+		if !t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, connected, disconnected, seen)) {
+			t.mu.Lock()
+			for id, u := range dirty {
+				if _, again := t.dirtyClients[id]; !again {
+					t.dirtyClients[id] = u
+				}
+			}
+			t.mu.Unlock()
+			if next == 0 || next > time.Second {
+				next = time.Second
+			}
+		}
+	}
+
+	var events []chat.Event
+	if subjects := append(append([]int64{}, cameOnline...), wentOffline...); len(subjects) > 0 {
+		elsewhere, err := t.cfg.Store.OnlineElsewhere(ctx, t.cfg.NodeID, subjects)
+		if t.ok("read presence", err) {
+			for _, u := range cameOnline {
+				if !elsewhere[u] {
+					at := now.UTC()
+					events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: true, LastSeen: &at}))
+				}
+			}
+			for _, u := range wentOffline {
+				if !elsewhere[u] {
+					at := offlineAt[u].UTC()
+					events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: false, LastSeen: &at}))
+				}
+			}
+		}
+	}
+	if len(events) > 0 && t.cfg.Publish != nil {
+		for _, ev := range events {
+			t.cfg.Publish(ev)
+		}
+	}
+	t.push(ctx, events, "local")
+	t.push(ctx, remote, "remote")
+	return next
+}
+
+// push sends each event to the watchers of its user on this node.
+func (t *Tracker) push(ctx context.Context, events []chat.Event, origin string) {
+	if len(events) == 0 {
+		return
+	}
+	subjects := make([]int64, 0, len(events))
+	for _, ev := range events {
+		subjects = append(subjects, ev.UserID)
+	}
+	watchers, err := t.cfg.Store.Watchers(ctx, subjects, t.cfg.LargeGroup)
+	if !t.ok("read presence watchers", err) {
+		return
+	}
+	for _, ev := range events {
+		if w := watchers[ev.UserID]; len(w) > 0 {
+			t.cfg.Hub.NotifyUsers(w, ev)
+			t.pushed.WithLabelValues(origin).Inc()
+		}
+	}
+}

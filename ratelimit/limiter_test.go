@@ -1,0 +1,246 @@
+package ratelimit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	chat "github.com/chatd/chatd"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+func newTestLimiter(t *testing.T, cfg Config) *Limiter {
+	t.Helper()
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	return l
+}
+
+func TestLocalBucketBurstRefillAndRefund(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	reg := prometheus.NewRegistry()
+	l := newTestLimiter(t, Config{Now: c.Now, Registerer: reg})
+	ctx := context.Background()
+	lim := chat.RateLimit{Rate: 10, Burst: 30}
+	for i := range 30 {
+		d := l.Take(ctx, chat.RateSend, "1", lim)
+		if !d.Allowed || d.Remaining != 29-i || d.Limit != 30 {
+			t.Fatalf("take %d: %+v", i, d)
+		}
+	}
+	d := l.Take(ctx, chat.RateSend, "1", lim)
+	if d.Allowed || d.RetryAfter != 100*time.Millisecond || d.Reset != 3*time.Second || d.Remaining != 0 {
+		t.Fatalf("31st take: %+v, want refused, retry 100ms, reset 3s", d)
+	}
+	if !l.Take(ctx, chat.RateSend, "2", lim).Allowed {
+		t.Fatal("another key is limited")
+	}
+	c.Advance(250 * time.Millisecond) // 2.5 tokens
+	for i := range 2 {
+		if !l.Take(ctx, chat.RateSend, "1", lim).Allowed {
+			t.Fatalf("refilled take %d refused", i)
+		}
+	}
+	if l.Take(ctx, chat.RateSend, "1", lim).Allowed {
+		t.Fatal("half a token allowed a take")
+	}
+	l.Refund(ctx, chat.RateSend, "1", lim)
+	if !l.Take(ctx, chat.RateSend, "1", lim).Allowed {
+		t.Fatal("refunded token not available")
+	}
+	if got := testutil.ToFloat64(l.limited.WithLabelValues("send")); got != 2 {
+		t.Fatalf("chat_rate_limited_total{kind=send} = %v, want 2", got)
+	}
+	// Unlimited never refuses and keeps no bucket.
+	before := l.local.size()
+	for range 1000 {
+		if !l.Take(ctx, chat.RateSend, "3", chat.RateLimit{}).Allowed {
+			t.Fatal("unlimited refused")
+		}
+	}
+	if l.local.size() != before {
+		t.Fatal("unlimited keeps a bucket")
+	}
+}
+
+func TestRefundNeverExceedsBurst(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	l := newTestLimiter(t, Config{Now: c.Now})
+	ctx := context.Background()
+	lim := chat.RateLimit{Rate: 1, Burst: 3}
+	for range 10 {
+		l.Refund(ctx, chat.RateConv, "7", lim)
+	}
+	n := 0
+	for l.Take(ctx, chat.RateConv, "7", lim).Allowed {
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("took %d tokens after refunds, want the burst 3", n)
+	}
+}
+
+func TestIdleBucketsAreEvicted(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	l := newTestLimiter(t, Config{Now: c.Now, MaxKeys: 64 * 16})
+	ctx := context.Background()
+	lim := chat.RateLimit{Rate: 10, Burst: 5}
+	for i := range 10000 {
+		l.Take(ctx, chat.RateAPI, fmt.Sprint(i), lim)
+		if i%100 == 0 {
+			c.Advance(10 * time.Millisecond)
+		}
+	}
+	if n := l.local.size(); n > 64*16 {
+		t.Fatalf("%d buckets held, bound is %d", n, 64*16)
+	}
+	c.Advance(time.Second) // every bucket is full again
+	if left := l.local.sweepAll(); left != 0 {
+		t.Fatalf("%d buckets left after a sweep of idle ones", left)
+	}
+}
+
+// startRedis runs redis-server on a free loopback port in a temp dir. It
+// skips the test when redis-server is missing, unless CI=true.
+func startRedis(t *testing.T) (url string, stop func()) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not installed (apt-get install redis-server); CI must run the Redis tests")
+		}
+		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	t.Cleanup(stop)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			fmt.Fprintf(c, "PING\r\n")
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "+PONG") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not start: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "redis://" + addr + "/0", stop
+}
+
+// logCounter counts log records containing a substring.
+type logCounter struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	c.msgs = append(c.msgs, r.Message)
+	c.mu.Unlock()
+	return nil
+}
+func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *logCounter) WithGroup(string) slog.Handler      { return c }
+func (c *logCounter) count(sub string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.msgs {
+		if strings.Contains(m, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
+	url, stop := startRedis(t)
+	logs := &logCounter{}
+	a := newTestLimiter(t, Config{RedisURL: url, Logger: slog.New(logs), RetryInterval: 50 * time.Millisecond})
+	b := newTestLimiter(t, Config{RedisURL: url})
+	ctx := context.Background()
+	lim := chat.RateLimit{Rate: 0.01, Burst: 10}
+	allowed := 0
+	for i := range 40 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		if d := l.Take(ctx, chat.RateSend, "42", lim); d.Allowed {
+			allowed++
+		} else if d.RetryAfter <= 0 || d.Limit != 10 {
+			t.Fatalf("refusal without retry information: %+v", d)
+		}
+	}
+	if allowed != 10 {
+		t.Fatalf("two limiters on one Redis allowed %d of 40, want the shared burst 10", allowed)
+	}
+	if !a.Shared() {
+		t.Fatal("limiter with a healthy Redis is not shared")
+	}
+	a.Refund(ctx, chat.RateSend, "42", lim)
+	if !b.Take(ctx, chat.RateSend, "42", lim).Allowed {
+		t.Fatal("a refund on one limiter is not seen by the other")
+	}
+
+	stop()
+	local := 0
+	for range 200 {
+		if a.Take(ctx, chat.RateSend, "42", lim).Allowed {
+			local++
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if local != 10 {
+		t.Fatalf("after Redis stopped, the local bucket allowed %d, want its burst 10", local)
+	}
+	if a.Shared() {
+		t.Fatal("limiter claims to be shared with Redis down")
+	}
+	if n := logs.count("redis unreachable"); n != 1 {
+		t.Fatalf("fallback logged %d times, want once", n)
+	}
+}

@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Presence stores who is connected, as state (migration 0005), never as one
+// row per event:
+//
+//   - chat_session.node_id names the node holding the session's live
+//     connection (NULL: none). A node sets and clears only its own, so a
+//     client that moved to another node is never cleared by the old one.
+//   - chat_node.heartbeat_at proves a node alive; connections of a node
+//     whose heartbeat is older than the TTL (it crashed) do not count.
+//   - user_presence.last_seen_at is when the user was last connected.
+//
+// A user is online while any of their sessions has a live connection on a
+// live node. Presence is safe for concurrent use.
+type Presence struct {
+	pool *pgxpool.Pool
+	ttl  time.Duration
+}
+
+// NewPresence returns the presence store; ttl is how long a node's
+// heartbeat stays valid.
+func NewPresence(pool *pgxpool.Pool, ttl time.Duration) *Presence {
+	return &Presence{pool: pool, ttl: ttl}
+}
+
+// Heartbeat records that node is alive and forgets nodes silent for a day.
+func (p *Presence) Heartbeat(ctx context.Context, node string) error {
+	_, err := p.pool.Exec(ctx, `
+		WITH gone AS (DELETE FROM chat_node WHERE heartbeat_at < now() - interval '1 day')
+		INSERT INTO chat_node (node_id, heartbeat_at) VALUES ($1, now())
+		ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()`, node)
+	if err != nil {
+		return classify("presence heartbeat", err)
+	}
+	return nil
+}
+
+// ResetNode clears every connection flag of node: at start (left over by a
+// crashed process with the same node id) and at shutdown, when remove also
+// deletes its heartbeat.
+func (p *Presence) ResetNode(ctx context.Context, node string, remove bool) error {
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE chat_session SET node_id = NULL, last_seen_at = now() WHERE node_id = $1`, node); err != nil {
+			return fmt.Errorf("clear connections: %w", err)
+		}
+		if remove {
+			if _, err := tx.Exec(ctx, `DELETE FROM chat_node WHERE node_id = $1`, node); err != nil {
+				return fmt.Errorf("remove node: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return classify("reset presence", err)
+	}
+	return nil
+}
+
+// SetConnections records, in one transaction, the sessions now connected to
+// node, the sessions no longer connected to it, and when the given users
+// were last seen (users who lost their last connection here).
+func (p *Presence) SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error {
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		if len(connected) > 0 {
+			b.Queue(`UPDATE chat_session SET node_id = $1 WHERE client_id = ANY($2::text[]) AND node_id IS DISTINCT FROM $1`, node, connected)
+		}
+		if len(disconnected) > 0 {
+			b.Queue(`UPDATE chat_session SET node_id = NULL, last_seen_at = now() WHERE client_id = ANY($2::text[]) AND node_id = $1`, node, disconnected)
+		}
+		if len(seen) > 0 {
+			b.Queue(`INSERT INTO user_presence (user_id, last_seen_at)
+				SELECT DISTINCT u, now() FROM unnest($1::bigint[]) AS u ORDER BY 1
+				ON CONFLICT (user_id) DO UPDATE SET last_seen_at = GREATEST(user_presence.last_seen_at, EXCLUDED.last_seen_at)`, seen)
+		}
+		if b.Len() == 0 {
+			return nil
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("record connections: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return classify("record connections", err)
+	}
+	return nil
+}
+
+// OnlineElsewhere returns the users among users with a live connection on a
+// live node other than node.
+func (p *Presence) OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error) {
+	rows, err := p.pool.Query(ctx, `
+		SELECT DISTINCT s.user_id FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
+		WHERE s.user_id = ANY($1::bigint[]) AND s.node_id <> $2
+		  AND n.heartbeat_at > now() - make_interval(secs => $3)`, users, node, p.ttl.Seconds())
+	if err != nil {
+		return nil, classify("read presence", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, classify("read presence", err)
+	}
+	out := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// Watchers returns, for each user in users, the users who share with them
+// a conversation of at most maxMembers members: who sees their presence.
+func (p *Presence) Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error) {
+	rows, err := p.pool.Query(ctx, `
+		WITH small AS (
+			SELECT m.user_id AS subject, m.conversation_id FROM conversation_member m
+			WHERE m.user_id = ANY($1::bigint[])
+			  AND (SELECT count(*) FROM conversation_member x WHERE x.conversation_id = m.conversation_id) <= $2
+		)
+		SELECT DISTINCT s.subject, o.user_id FROM small s
+		JOIN conversation_member o ON o.conversation_id = s.conversation_id AND o.user_id <> s.subject`, users, maxMembers)
+	if err != nil {
+		return nil, classify("read presence watchers", err)
+	}
+	defer rows.Close()
+	out := map[int64][]int64{}
+	for rows.Next() {
+		var subject, watcher int64
+		if err := rows.Scan(&subject, &watcher); err != nil {
+			return nil, classify("read presence watchers", err)
+		}
+		out[subject] = append(out[subject], watcher)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify("read presence watchers", err)
+	}
+	return out, nil
+}
+
+// Presence reads one user's state: online when any session of theirs is
+// connected to a live node; last seen now while online, else the latest of
+// their disconnects.
+func (p *Presence) Presence(ctx context.Context, userID int64) (chat.Presence, error) {
+	var (
+		online bool
+		now    time.Time
+		seen   *time.Time
+	)
+	err := p.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
+		               WHERE s.user_id = $1 AND n.heartbeat_at > now() - make_interval(secs => $2)),
+		       now(),
+		       GREATEST((SELECT last_seen_at FROM user_presence WHERE user_id = $1),
+		                (SELECT max(last_seen_at) FROM chat_session WHERE user_id = $1 AND node_id IS NULL))`,
+		userID, p.ttl.Seconds()).Scan(&online, &now, &seen)
+	if err != nil {
+		return chat.Presence{}, classify("read presence", err)
+	}
+	res := chat.Presence{UserID: userID, Online: online, LastSeen: seen}
+	if online {
+		at := now.UTC()
+		res.LastSeen = &at
+	}
+	if res.LastSeen != nil {
+		at := res.LastSeen.UTC()
+		res.LastSeen = &at
+	}
+	return res, nil
+}
+
+// SharesConversation reports whether a and b are members of one
+// conversation (a == b: whether a is a member of any).
+func (p *Presence) SharesConversation(ctx context.Context, a, b int64) (bool, error) {
+	var ok bool
+	err := p.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM conversation_member x JOIN conversation_member y
+		               ON y.conversation_id = x.conversation_id
+		               WHERE x.user_id = $1 AND y.user_id = $2)`, a, b).Scan(&ok)
+	if err != nil {
+		return false, classify("read membership", err)
+	}
+	return ok, nil
+}

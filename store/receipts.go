@@ -1,0 +1,627 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+
+	chat "github.com/chatd/chatd"
+)
+
+// ReceiptsConfig configures Receipts; zero values take the defaults.
+type ReceiptsConfig struct {
+	// Notify is told read.updated and delivery.updated after their batch
+	// committed (the outbox rows commit with the batch). May be nil.
+	Notify func(chat.Event)
+	// MaxBatch caps the (conversation, user) pairs of one transaction (4096).
+	MaxBatch int
+	// DeliveredInterval is the least time between two delivered-watermark
+	// transactions (50ms): acknowledgements arrive per message and per
+	// device, the database sees one UPDATE per interval at most. Read
+	// receipts have no such delay: an idle writer commits at once.
+	DeliveredInterval time.Duration
+	// FlushTimeout bounds one batch transaction (10s).
+	FlushTimeout time.Duration
+	// MaxPending bounds the delivered pairs waiting for a flush (1<<20);
+	// beyond it new pairs are dropped (their watermark moves with the next
+	// acknowledgement).
+	MaxPending int
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: metrics not registered
+}
+
+// Receipts group-commits the two per-member watermarks:
+//
+//   - read receipts (MarkRead): callers wait for the commit of the batch
+//     their receipt joined. Receipts for the same (conversation, user) that
+//     arrive while a batch is being written merge into the next one, which
+//     carries the highest seq; the next batch starts as soon as the previous
+//     one committed, so an idle writer adds no delay and a storm of N
+//     receipts costs far fewer than N transactions. Each caller gets the
+//     ReadResult it would have got had the merged receipts been applied one
+//     by one in arrival order, and the final watermark is the same.
+//   - delivered acknowledgements (Delivered): fire and forget, merged per
+//     (conversation, user) to the highest seq and written at most once per
+//     DeliveredInterval.
+//
+// Each batch is one transaction: the member rows are locked in (conversation,
+// user) order, one set-based UPDATE ... FROM unnest(...) moves every
+// watermark that advances (clamped to last_seq, never backwards), and the
+// outbox receives one read.updated or delivery.updated per row that moved.
+// A read receipt also moves the delivered watermark up to it (what was read
+// was delivered); a delivered acknowledgement moves it only past both
+// watermarks, so the sender's own copies never produce delivery.updated.
+//
+// Concurrency: MarkRead, Pending and Delivered are safe for concurrent use;
+// one goroutine owns the read batches and one the delivered batches. Close
+// stops accepting receipts, commits what is pending and waits for both.
+type Receipts struct {
+	st  *Store
+	cfg ReceiptsConfig
+	log *slog.Logger
+
+	rmu     sync.Mutex
+	reads   map[memberKey]*pendingRead
+	rclosed bool
+	rwake   chan struct{}
+
+	dmu       sync.Mutex
+	delivered map[memberKey]int64
+	dwake     chan struct{}
+
+	readFlushes      atomic.Int64
+	deliveredFlushes atomic.Int64
+	m                receiptMetrics
+
+	stop      chan struct{}
+	stopOnce  sync.Once
+	wg        sync.WaitGroup
+	failing   atomic.Bool
+	lastStart time.Time // owned by the delivered goroutine
+}
+
+type memberKey struct{ conv, user int64 }
+
+type readWaiter struct {
+	seq  int64
+	done chan readReply
+}
+
+type readReply struct {
+	res chat.ReadResult
+	err error
+}
+
+type pendingRead struct {
+	seq     int64 // highest of the waiters
+	waiters []readWaiter
+}
+
+type receiptMetrics struct {
+	flushes *prometheus.CounterVec
+	merged  *prometheus.CounterVec
+	errors  *prometheus.CounterVec
+	batch   *prometheus.HistogramVec
+}
+
+var _ chat.ReceiptWriter = (*Receipts)(nil)
+
+// NewReceipts starts the receipt writers on st; stop them with Close.
+func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 4096
+	}
+	if cfg.DeliveredInterval <= 0 {
+		cfg.DeliveredInterval = 50 * time.Millisecond
+	}
+	if cfg.FlushTimeout <= 0 {
+		cfg.FlushTimeout = 10 * time.Second
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &Receipts{
+		st: st, cfg: cfg, log: cfg.Logger,
+		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1),
+		delivered: map[memberKey]int64{}, dwake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		m: receiptMetrics{
+			flushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_receipt_flushes_total",
+				Help: "Committed watermark batch transactions, by kind (read, delivered)."}, []string{"kind"}),
+			merged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_receipts_merged_total",
+				Help: "Receipts merged into one already waiting for the same conversation and user, by kind."}, []string{"kind"}),
+			errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_receipt_flush_errors_total",
+				Help: "Failed watermark batch transactions, by kind."}, []string{"kind"}),
+			batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "chat_receipt_batch_size",
+				Help:    "(conversation, user) pairs per watermark batch, by kind.",
+				Buckets: prometheus.ExponentialBuckets(1, 4, 8)}, []string{"kind"}),
+		},
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.m.flushes, r.m.merged, r.m.errors, r.m.batch} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register receipt metrics: %w", err)
+			}
+		}
+	}
+	r.wg.Add(2)
+	go r.runReads()
+	go r.runDelivered()
+	return r, nil
+}
+
+// ReadFlushes is the number of committed read-receipt transactions.
+func (r *Receipts) ReadFlushes() int64 { return r.readFlushes.Load() }
+
+// DeliveredFlushes is the number of committed delivered-watermark transactions.
+func (r *Receipts) DeliveredFlushes() int64 { return r.deliveredFlushes.Load() }
+
+// MarkRead queues a read receipt and waits until its batch committed.
+func (r *Receipts) MarkRead(ctx context.Context, conversationID, userID, seq int64) (chat.ReadResult, error) {
+	if seq <= 0 {
+		return chat.ReadResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
+	}
+	w := readWaiter{seq: seq, done: make(chan readReply, 1)}
+	k := memberKey{conversationID, userID}
+	r.rmu.Lock()
+	if r.rclosed {
+		r.rmu.Unlock()
+		return chat.ReadResult{}, chat.Errorf(chat.CodeUnavailable, "server is shutting down; retry")
+	}
+	p := r.reads[k]
+	if p == nil {
+		p = &pendingRead{}
+		r.reads[k] = p
+	} else {
+		r.m.merged.WithLabelValues("read").Inc()
+	}
+	p.waiters = append(p.waiters, w)
+	p.seq = max(p.seq, seq)
+	r.rmu.Unlock()
+	signal(r.rwake)
+	select {
+	case rep := <-w.done:
+		return rep.res, rep.err
+	case <-ctx.Done():
+		// The receipt may still commit with its batch: receipts are
+		// idempotent, so the caller may simply retry.
+		return chat.ReadResult{}, chat.Unavailable("mark read", ctx.Err())
+	}
+}
+
+// Pending reports whether a read receipt of userID for conversationID is
+// waiting for the next batch.
+func (r *Receipts) Pending(conversationID, userID int64) bool {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	_, ok := r.reads[memberKey{conversationID, userID}]
+	return ok
+}
+
+// Delivered records that one of userID's sessions acknowledged message seq
+// of conversationID. It never blocks (delivery.DeliveredFunc).
+func (r *Receipts) Delivered(conversationID, userID, seq int64) {
+	k := memberKey{conversationID, userID}
+	r.dmu.Lock()
+	cur, ok := r.delivered[k]
+	switch {
+	case ok:
+		r.m.merged.WithLabelValues("delivered").Inc()
+		if seq > cur {
+			r.delivered[k] = seq
+		}
+	case len(r.delivered) < r.cfg.MaxPending:
+		r.delivered[k] = seq
+	}
+	r.dmu.Unlock()
+	signal(r.dwake)
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Close refuses new read receipts, commits everything pending and stops the
+// writers. It is idempotent.
+func (r *Receipts) Close(ctx context.Context) error {
+	r.rmu.Lock()
+	r.rclosed = true
+	r.rmu.Unlock()
+	r.stopOnce.Do(func() { close(r.stop) })
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close receipts: %w", ctx.Err())
+	}
+}
+
+// --- read receipts ---
+
+func (r *Receipts) runReads() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.rwake:
+			r.drainReads()
+		case <-r.stop:
+			r.drainReads()
+			return
+		}
+	}
+}
+
+func (r *Receipts) drainReads() {
+	for {
+		batch := r.takeReads()
+		if len(batch) == 0 {
+			return
+		}
+		r.flushReads(batch)
+	}
+}
+
+func (r *Receipts) takeReads() map[memberKey]*pendingRead {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if len(r.reads) <= r.cfg.MaxBatch {
+		b := r.reads
+		r.reads = map[memberKey]*pendingRead{}
+		return b
+	}
+	b := make(map[memberKey]*pendingRead, r.cfg.MaxBatch)
+	for k, p := range r.reads {
+		if len(b) == r.cfg.MaxBatch {
+			break
+		}
+		b[k] = p
+		delete(r.reads, k)
+	}
+	return b
+}
+
+// lockMembersSQL locks the member rows of a batch in one order, so two
+// batches (of this node or another) never deadlock, and reads their
+// watermarks as they are now.
+const lockMembersSQL = `
+SELECT m.conversation_id, m.user_id, m.last_read_seq, c.last_seq
+FROM unnest($1::bigint[], $2::bigint[]) AS r(conversation_id, user_id)
+JOIN conversation_member m ON m.conversation_id = r.conversation_id AND m.user_id = r.user_id
+JOIN conversation c ON c.id = m.conversation_id
+ORDER BY m.conversation_id, m.user_id
+FOR UPDATE OF m`
+
+// readBatchSQL is markReadSQL for a whole batch: clamp to last_seq, only
+// forward; the delivered watermark follows the read one.
+const readBatchSQL = `
+UPDATE conversation_member m
+SET last_read_seq = LEAST(r.seq, c.last_seq),
+    last_delivered_seq = GREATEST(m.last_delivered_seq, LEAST(r.seq, c.last_seq))
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(conversation_id, user_id, seq)
+JOIN conversation c ON c.id = r.conversation_id
+WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id
+  AND LEAST(r.seq, c.last_seq) > m.last_read_seq
+RETURNING m.conversation_id, m.user_id, m.last_read_seq, c.last_seq`
+
+const existingConversationsSQL = `SELECT id FROM conversation WHERE id = ANY($1::bigint[])`
+
+type memberState struct{ read, lastSeq int64 }
+
+func sortedKeys[V any](m map[memberKey]V) []memberKey {
+	keys := make([]memberKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b memberKey) int {
+		if a.conv != b.conv {
+			return cmpInt(a.conv, b.conv)
+		}
+		return cmpInt(a.user, b.user)
+	})
+	return keys
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
+	keys := sortedKeys(batch)
+	convs := make([]int64, len(keys))
+	users := make([]int64, len(keys))
+	seqs := make([]int64, len(keys))
+	for i, k := range keys {
+		convs[i], users[i], seqs[i] = k.conv, k.user, batch[k].seq
+	}
+	var (
+		locked  map[memberKey]memberState
+		updated map[memberKey]memberState
+		exists  map[int64]bool
+		events  []chat.Event
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
+	defer cancel()
+	err := r.withRetry(func() error {
+		locked, updated, exists = map[memberKey]memberState{}, map[memberKey]memberState{}, map[int64]bool{}
+		events = events[:0]
+		return r.st.inTx(ctx, "mark read", func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(lockMembersSQL, convs, users)
+			b.Queue(readBatchSQL, convs, users, seqs)
+			b.Queue(existingConversationsSQL, convs)
+			br := tx.SendBatch(ctx, b)
+			if err := scanStates(br, locked); err != nil {
+				_ = br.Close()
+				return fmt.Errorf("lock members: %w", err)
+			}
+			if err := scanStates(br, updated); err != nil {
+				_ = br.Close()
+				return fmt.Errorf("update read watermarks: %w", err)
+			}
+			rows, err := br.Query()
+			if err == nil {
+				var ids []int64
+				ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+				for _, id := range ids {
+					exists[id] = true
+				}
+			}
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("read conversations: %w", err)
+			}
+			for _, k := range keys {
+				if u, ok := updated[k]; ok {
+					events = append(events, chat.ReadEvent(k.conv, k.user, u.read))
+				}
+			}
+			return insertOutbox(ctx, tx, events...)
+		})
+	})
+	r.m.batch.WithLabelValues("read").Observe(float64(len(keys)))
+	if err != nil {
+		r.m.errors.WithLabelValues("read").Inc()
+		for _, p := range batch {
+			for _, w := range p.waiters {
+				w.done <- readReply{err: err}
+			}
+		}
+		return
+	}
+	r.readFlushes.Add(1)
+	r.m.flushes.WithLabelValues("read").Inc()
+	for _, k := range keys {
+		p := batch[k]
+		st, ok := locked[k]
+		if !ok {
+			e := errNotMember(k.conv)
+			if !exists[k.conv] {
+				e = errNoConversation(k.conv)
+			}
+			for _, w := range p.waiters {
+				w.done <- readReply{err: e}
+			}
+			continue
+		}
+		last := st.lastSeq
+		if u, ok := updated[k]; ok {
+			last = u.lastSeq
+		}
+		// Apply the merged receipts one by one in arrival order: the final
+		// watermark is what the UPDATE wrote.
+		mark := st.read
+		for _, w := range p.waiters {
+			c := min(w.seq, last)
+			adv := c > mark
+			if adv {
+				mark = c
+			}
+			w.done <- readReply{res: chat.ReadResult{Advanced: adv, LastReadSeq: mark}}
+		}
+	}
+	if r.cfg.Notify != nil {
+		for _, ev := range events {
+			r.cfg.Notify(ev)
+		}
+	}
+}
+
+// scanStates reads (conversation, user, watermark, last_seq) rows.
+func scanStates(br pgx.BatchResults, into map[memberKey]memberState) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k memberKey
+		var s memberState
+		if err := rows.Scan(&k.conv, &k.user, &s.read, &s.lastSeq); err != nil {
+			return err
+		}
+		into[k] = s
+	}
+	return rows.Err()
+}
+
+// withRetry runs fn again (up to three times) after a deadlock or
+// serialization failure; both roll the transaction back entirely.
+func (r *Receipts) withRetry(fn func() error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = fn(); err == nil || !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// --- delivered watermarks ---
+
+// deliveredBatchSQL moves delivered watermarks forward, clamped to last_seq,
+// and only past the read watermark too (reading moved delivered already).
+const deliveredBatchSQL = `
+UPDATE conversation_member m
+SET last_delivered_seq = LEAST(r.seq, c.last_seq)
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(conversation_id, user_id, seq)
+JOIN conversation c ON c.id = r.conversation_id
+WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id
+  AND LEAST(r.seq, c.last_seq) > GREATEST(m.last_delivered_seq, m.last_read_seq)
+RETURNING m.conversation_id, m.user_id, m.last_delivered_seq, c.last_seq`
+
+func (r *Receipts) runDelivered() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.dwake:
+		case <-r.stop:
+			r.drainDelivered()
+			return
+		}
+		if wait := time.Until(r.lastStart.Add(r.cfg.DeliveredInterval)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.stop:
+				t.Stop()
+				r.drainDelivered()
+				return
+			}
+		}
+		r.lastStart = time.Now()
+		if !r.drainDelivered() {
+			// Failed: what was taken went back to pending; try again later.
+			select {
+			case <-time.After(500 * time.Millisecond):
+				signal(r.dwake)
+			case <-r.stop:
+				r.drainDelivered()
+				return
+			}
+		}
+	}
+}
+
+// drainDelivered flushes everything pending; false when a batch failed.
+func (r *Receipts) drainDelivered() bool {
+	for {
+		r.dmu.Lock()
+		batch := r.delivered
+		if len(batch) == 0 {
+			r.dmu.Unlock()
+			return true
+		}
+		if len(batch) <= r.cfg.MaxBatch {
+			r.delivered = map[memberKey]int64{}
+		} else {
+			batch = make(map[memberKey]int64, r.cfg.MaxBatch)
+			for k, v := range r.delivered {
+				if len(batch) == r.cfg.MaxBatch {
+					break
+				}
+				batch[k] = v
+				delete(r.delivered, k)
+			}
+		}
+		r.dmu.Unlock()
+		if err := r.flushDelivered(batch); err != nil {
+			r.m.errors.WithLabelValues("delivered").Inc()
+			if !r.failing.Swap(true) {
+				r.log.Warn("delivered watermarks: flush failed; retrying", "pairs", len(batch), "err", err)
+			}
+			r.dmu.Lock()
+			for k, v := range batch {
+				if v > r.delivered[k] {
+					r.delivered[k] = v
+				}
+			}
+			r.dmu.Unlock()
+			return false
+		}
+		if r.failing.Swap(false) {
+			r.log.Info("delivered watermarks: flushing again")
+		}
+	}
+}
+
+func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
+	keys := sortedKeys(batch)
+	convs := make([]int64, len(keys))
+	users := make([]int64, len(keys))
+	seqs := make([]int64, len(keys))
+	for i, k := range keys {
+		convs[i], users[i], seqs[i] = k.conv, k.user, batch[k]
+	}
+	var events []chat.Event
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
+	defer cancel()
+	err := r.withRetry(func() error {
+		events = events[:0]
+		return r.st.inTx(ctx, "save delivered watermarks", func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(lockMembersSQL, convs, users)
+			b.Queue(deliveredBatchSQL, convs, users, seqs)
+			br := tx.SendBatch(ctx, b)
+			locked, updated := map[memberKey]memberState{}, map[memberKey]memberState{}
+			if err := scanStates(br, locked); err != nil {
+				_ = br.Close()
+				return fmt.Errorf("lock members: %w", err)
+			}
+			if err := scanStates(br, updated); err != nil {
+				_ = br.Close()
+				return fmt.Errorf("update delivered watermarks: %w", err)
+			}
+			if err := br.Close(); err != nil {
+				return fmt.Errorf("update delivered watermarks: %w", err)
+			}
+			for _, k := range keys {
+				if u, ok := updated[k]; ok {
+					events = append(events, chat.DeliveryEvent(k.conv, k.user, u.read))
+				}
+			}
+			return insertOutbox(ctx, tx, events...)
+		})
+	})
+	r.m.batch.WithLabelValues("delivered").Observe(float64(len(keys)))
+	if err != nil {
+		return err
+	}
+	r.deliveredFlushes.Add(1)
+	r.m.flushes.WithLabelValues("delivered").Inc()
+	if r.cfg.Notify != nil {
+		for _, ev := range events {
+			r.cfg.Notify(ev)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,341 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// These tests need Node.js (and, for the browser, Debian's chromium). On
+// a developer machine without them they skip loudly; under CI (env CI
+// non-empty) a missing tool is a failure, so a green CI run always means
+// the browser tests ran. .ci/run installs everything.
+
+// requireTool returns the path of a tool, or skips (no CI) or fails (CI).
+func requireTool(t *testing.T, what string, candidates ...string) string {
+	t.Helper()
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if strings.ContainsRune(c, os.PathSeparator) {
+			if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				return c
+			}
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("%s not found (looked for %s)", what, strings.Join(candidates, ", "))
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s; CI is set, so the web client's tests must run: install it (.ci/run does)", msg)
+	}
+	t.Skipf("\n\n"+
+		"************************************************************************\n"+
+		"*  SKIPPING %s: %s\n"+
+		"*  The web client is NOT tested. Install it (see .ci/run), e.g.\n"+
+		"*    apt-get install -y chromium nodejs npm\n"+
+		"************************************************************************\n", t.Name(), msg)
+	return ""
+}
+
+func requireNode(t *testing.T) string {
+	return requireTool(t, "Node.js", os.Getenv("NODE"), "node", "nodejs")
+}
+
+var npmOnce sync.Mutex
+
+// ensureNodeModules runs `npm ci` in web/ when node_modules is missing.
+func ensureNodeModules(t *testing.T) {
+	t.Helper()
+	npmOnce.Lock()
+	defer npmOnce.Unlock()
+	if _, err := os.Stat(filepath.Join("node_modules", "playwright-core", "package.json")); err == nil {
+		return
+	}
+	npm := requireTool(t, "npm", "npm")
+	t.Log("web/node_modules is missing: running npm ci")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1") // never fetch a browser
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in web/: %v\n%s", err, out)
+	}
+}
+
+// TestClientStateUnit runs the Node unit tests of the client's ordering
+// rules (web/test/*.test.mjs): gaps, duplicates, pending sends, unread.
+func TestClientStateUnit(t *testing.T) {
+	node := requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "test/")
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test web/test/:\n%s", out)
+	if err != nil {
+		t.Fatalf("client unit tests failed: %v", err)
+	}
+}
+
+// TestBundleUpToDate rebuilds static/app.js from src/ into a temp file and
+// compares: the committed bundle must be what web/build.sh makes.
+func TestBundleUpToDate(t *testing.T) {
+	requireNode(t)
+	ensureNodeModules(t)
+	out := filepath.Join(t.TempDir(), "app.js")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if b, err := exec.CommandContext(ctx, "bash", "build.sh", out).CombinedOutput(); err != nil {
+		t.Fatalf("build.sh: %v\n%s", err, b)
+	}
+	fresh, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := staticFS.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(fresh, committed) {
+		t.Fatalf("web/static/app.js (%d bytes) is not the build of web/src (%d bytes): run web/build.sh and commit the result", len(committed), len(fresh))
+	}
+}
+
+// TestBrowserE2E runs web/e2e/chat.spec.mjs in headless Chromium against a
+// chatd it builds and starts itself: dev mode, embedded PostgreSQL, loopback
+// ports. It also writes the README's screenshots to docs/images/.
+func TestBrowserE2E(t *testing.T) {
+	chromium := requireTool(t, "Chromium", os.Getenv("CHROMIUM_PATH"), "/usr/bin/chromium", "chromium")
+	node := requireNode(t)
+	ensureNodeModules(t)
+	if testing.Short() {
+		t.Skip("-short: not starting chatd and a browser")
+	}
+
+	bin := buildChatd(t)
+	base := startChatd(t, bin)
+
+	shots, err := filepath.Abs(filepath.Join("..", "docs", "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", filepath.Join("e2e", "chat.spec.mjs"))
+	cmd.Env = append(os.Environ(),
+		"CHATD_URL="+base,
+		"CHROMIUM_PATH="+chromium,
+		"SCREENSHOT_DIR="+shots,
+		"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1",
+	)
+	cmd.WaitDelay = 10 * time.Second
+	w := &lineLogger{t: t, prefix: "e2e: "}
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Run()
+	w.Flush()
+	if err != nil {
+		t.Fatalf("browser tests failed: %v", err)
+	}
+	for _, f := range []string{"inbox.png", "conversation.png", "phone.png"} {
+		if fi, err := os.Stat(filepath.Join(shots, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("screenshot %s not written: %v", f, err)
+		}
+	}
+}
+
+// buildChatd compiles ./cmd/chatd into a temp dir.
+func buildChatd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "chatd")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/chatd/chatd/cmd/chatd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/chatd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startChatd runs chatd in dev mode on free loopback ports with a fresh
+// embedded PostgreSQL and returns its base URL once /readyz answers. Its
+// log goes to a file, echoed on failure; warnings and errors are always
+// reported, since a clean browser run can still hide a server-side error.
+func startChatd(t *testing.T, bin string) string {
+	t.Helper()
+	// Under /tmp and world-traversable: PostgreSQL runs as an unprivileged
+	// account when the tests run as root, and must reach its data dir.
+	dataDir, err := os.MkdirTemp("/tmp", "chatd-web-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "chatd.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, mqttAddr := freeAddr(t), freeAddr(t)
+
+	cmd := exec.Command(bin)
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CHAT_") { // a developer's CHAT_DATABASE_URL must not leak in
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env,
+		"CHAT_DATA_DIR="+dataDir,
+		"CHAT_HTTP_ADDR="+httpAddr,
+		"CHAT_MQTT_ADDR="+mqttAddr,
+		"CHAT_DEV=true",
+		"CHAT_LIMIT_SEND_RATE=0",
+		"CHAT_SHUTDOWN_TIMEOUT=10s",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setParentDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("chatd did not stop cleanly: %v", err)
+			}
+		case <-time.After(40 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("chatd did not stop within 40s of SIGINT")
+		}
+		logf.Close()
+		reportLog(t, logPath)
+		if err := os.RemoveAll(dataDir); err != nil {
+			t.Logf("remove %s: %v", dataDir, err)
+		}
+	})
+
+	base := "http://" + httpAddr
+	deadline := time.Now().Add(2 * time.Minute) // initdb on a slow machine
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("chatd exited during start-up: %v\n%s", err, tail(logPath, 40))
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chatd not ready after 2 minutes\n%s", tail(logPath, 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// reportLog logs chatd's WARN and ERROR lines (the dev-mode banner aside),
+// and the whole tail when the test failed.
+func reportLog(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var notable []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if (strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "panic")) &&
+			!strings.Contains(line, "DEVELOPMENT MODE") {
+			notable = append(notable, line)
+		}
+	}
+	if len(notable) > 0 {
+		t.Logf("chatd logged %d warnings/errors during the browser tests:\n%s", len(notable), strings.Join(notable, "\n"))
+	}
+	if t.Failed() {
+		t.Logf("chatd log (tail):\n%s", tail(path, 60))
+	}
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freeAddr picks a free loopback port. It is released before chatd binds
+// it; on a test machine the window for a collision is negligible.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// lineLogger streams a child's output into the test log line by line, so
+// `go test -v` shows the browser tests as they run.
+type lineLogger struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		l.t.Log(l.prefix + string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+}
+
+func (l *lineLogger) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.t.Log(l.prefix + string(l.buf))
+		l.buf = nil
+	}
+}
+
+var _ io.Writer = (*lineLogger)(nil)

@@ -1,0 +1,29 @@
+// Package web serves chatd's browser client: a single page, embedded in the
+// binary, that chats over MQTT-over-WebSocket (/mqtt on the same origin) and
+// the HTTP API (/v1).
+//
+// Contract of Register:
+//   - GET and HEAD of "/" and of every file under static/ answer that file,
+//     with a strong ETag (SHA-256 of the content) and Cache-Control no-cache,
+//     so a browser revalidates and picks up a new chatd at once. Any other
+//     path is 404; another method on an existing file is 405.
+//   - Every response carries Content-Security-Policy
+//     "default-src 'self'; connect-src 'self' ws: wss:; frame-ancestors 'none'"
+//     (plus base-uri, form-action and object-src restrictions),
+//     X-Content-Type-Options nosniff, X-Frame-Options DENY and
+//     Referrer-Policy no-referrer. The page has no inline script and builds
+//     its DOM with textContent only, so user text can never become markup.
+//   - POST /dev/token {"userId":n} answers {"token":"<HS256 JWT>"} valid for
+//     24 hours, signed with Options.Secret, only when Options.Dev is true:
+//     it lets anyone become anyone, which is what a local demo needs and
+//     nothing else may have. Without Dev the route does not exist (404), and
+//     the page shows only the "paste a token" sign-in.
+//   - The page learns whether dev mode is on from a data-dev attribute that
+//     Register writes into index.html once, at start-up.
+//
+// The static files are built from web/src by web/build.sh (esbuild bundles
+// mqtt.js and the app into static/app.js); the built file is committed, so
+// building chatd needs no Node.js. The page's behaviour (reconnects, gap
+// filling with afterSeq, unread badges, receipts, escaping) is tested in a
+// real Chromium by browser_test.go.
+package web

@@ -1,0 +1,471 @@
+// End-to-end tests of the web client in a real, headless Chromium against a
+// real chatd (embedded PostgreSQL). web/browser_test.go starts chatd in dev
+// mode and runs this file; to run it by hand against your own `chatd --dev`:
+//
+//   CHATD_URL=http://127.0.0.1:8080 node web/e2e/chat.spec.mjs
+//
+// Env: CHATD_URL (required), CHROMIUM_PATH (default /usr/bin/chromium),
+// SCREENSHOT_DIR (where inbox.png, conversation.png and phone.png go; none
+// are written when empty). Every scenario uses its own user ids, so the
+// scenarios do not see each other's conversations.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import { startProxy } from './proxy.mjs';
+
+const BASE = process.env.CHATD_URL;
+if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const SHOTS = process.env.SCREENSHOT_DIR || '';
+
+/** @type {import('playwright-core').Browser} */
+let browser;
+const pages = []; // every page opened, checked for stray dialogs and errors
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-dev-shm-usage',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-quic',
+      '--no-first-run',
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+// ---------------------------------------------------------------- helpers
+
+/** Polls fn until it stops throwing; rethrows its last error on timeout. */
+async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > end) throw e;
+      await new Promise((r) => setTimeout(r, interval));
+    }
+  }
+}
+
+const tokens = new Map();
+async function token(uid) {
+  if (!tokens.has(uid)) {
+    const res = await fetch(`${BASE}/dev/token`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ userId: uid }),
+    });
+    assert.equal(res.status, 200, 'POST /dev/token');
+    tokens.set(uid, (await res.json()).token);
+  }
+  return tokens.get(uid);
+}
+
+/** Calls the HTTP API as uid (to set up data or act as a third party). */
+async function api(uid, method, p, body) {
+  const res = await fetch(`${BASE}${p}`, {
+    method,
+    headers: { Authorization: `Bearer ${await token(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const data = res.status === 204 ? null : await res.json();
+  assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
+  return data;
+}
+
+const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body });
+
+/**
+ * Opens a fresh browser context (its own storage: a separate person) and
+ * signs in through the dev sign-in form.
+ */
+async function signIn(uid, { base = BASE, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1 } = {}) {
+  const context = await browser.newContext({ viewport, deviceScaleFactor, locale: 'en-GB', timezoneId: 'UTC' });
+  context.setDefaultTimeout(10000);
+  const page = await context.newPage();
+  const rec = { uid, page, context, dialogs: [], errors: [] };
+  page.on('dialog', (d) => {
+    rec.dialogs.push(d.message());
+    d.dismiss().catch(() => {});
+  });
+  page.on('pageerror', (e) => rec.errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    // Failed fetches while the network is cut are expected; a CSP
+    // violation or an exception is not.
+    const t = m.text();
+    if (m.type() === 'error' && /Content Security Policy|Uncaught|TypeError|ReferenceError/.test(t)) rec.errors.push(`console: ${t}`);
+  });
+  pages.push(rec);
+  await page.goto(base);
+  await page.getByTestId('dev-user').fill(String(uid));
+  await page.getByTestId('dev-signin').click();
+  await online(page);
+  await page.getByTestId('me').filter({ hasText: `User ${uid}` }).waitFor();
+  return rec;
+}
+
+const online = (page, timeout = 15000) => page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout });
+
+const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
+
+/** The unread badge of a conversation: its number, or 0 when absent. */
+async function unread(page, cid) {
+  // One evaluation: the badge may be re-rendered between two calls.
+  const text = await page.evaluate(
+    (id) => document.querySelector(`[data-testid=conv-row][data-conv-id="${id}"] [data-testid=unread]`)?.textContent ?? '0',
+    cid,
+  );
+  return Number(text);
+}
+
+async function openConversation(page, cid) {
+  await row(page, cid).click();
+  await page.locator(`[data-testid=conversation][data-conv-id="${cid}"]`).waitFor();
+}
+
+const closeConversation = (page) => page.evaluate(() => (location.hash = ''));
+
+/** Bodies of the messages on screen, top to bottom. */
+const bodies = (page) => page.getByTestId('message-body').allTextContents();
+
+/** [seq, status] of every message on screen. */
+const seqs = (page) =>
+  page.getByTestId('message').evaluateAll((els) => els.map((e) => [e.dataset.seq ? Number(e.dataset.seq) : null, e.dataset.status]));
+
+async function send(page, text) {
+  await page.getByTestId('composer').fill(text);
+  await page.getByTestId('composer').press('Enter');
+}
+
+/** The receipt under our newest message ("Sent", "Seen", "Seen by 2"). */
+const lastReceipt = (page) =>
+  page.evaluate(() => {
+    const shown = [...document.querySelectorAll('[data-testid=message][data-status=sent] [data-testid=receipt]')].filter((e) => !e.hidden);
+    return shown.length ? shown[shown.length - 1].textContent : null;
+  });
+
+const currentConvId = async (page) => Number(await page.getByTestId('conversation').getAttribute('data-conv-id'));
+
+async function dialog(page, opener, values) {
+  await page.getByTestId(opener).click();
+  for (const [k, v] of Object.entries(values)) await page.getByTestId(`dialog-${k}`).fill(v);
+  await page.getByTestId('dialog-submit').click();
+  await page.getByTestId('dialog').waitFor({ state: 'detached' });
+}
+
+function assertClean(...recs) {
+  for (const r of recs) {
+    assert.deepEqual(r.dialogs, [], `user ${r.uid}: unexpected dialogs`);
+    assert.deepEqual(r.errors, [], `user ${r.uid}: page errors`);
+  }
+}
+
+// -------------------------------------------------------------- scenarios
+
+test('direct chat: messages in order, live unread badges, typing, "Seen"', async () => {
+  const a = await signIn(101);
+  const b = await signIn(102);
+
+  await dialog(a.page, 'new-direct', { peer: '102' });
+  await a.page.getByTestId('chat-title').filter({ hasText: 'User 102' }).waitFor();
+  const cid = await currentConvId(a.page);
+
+  await send(a.page, 'Hi, are you there?');
+  await send(a.page, 'Lunch at noon?');
+  // Optimistic display first, then the seq from the PUBACK.
+  await eventually(async () => assert.deepEqual(await seqs(a.page), [[1, 'sent'], [2, 'sent']]));
+
+  // B never reloaded: the conversation and its badge arrive live.
+  await eventually(async () => assert.equal(await unread(b.page, cid), 2));
+  await openConversation(b.page, cid);
+  assert.deepEqual(await bodies(b.page), ['Hi, are you there?', 'Lunch at noon?']);
+  await eventually(async () => assert.equal(await unread(b.page, cid), 0));
+  await eventually(async () => assert.equal(await lastReceipt(a.page), 'Seen'));
+
+  // Typing indicator, shown for about 3 s.
+  await b.page.getByTestId('composer').pressSequentially('Sure', { delay: 30 });
+  await eventually(async () => assert.equal(await a.page.getByTestId('typing').textContent(), 'User 102 is typing…'));
+  await b.page.getByTestId('composer').press('Enter');
+  await eventually(async () => assert.deepEqual(await bodies(a.page), ['Hi, are you there?', 'Lunch at noon?', 'Sure']));
+  // The sender's new message ended the indicator at once.
+  assert.equal(await a.page.getByTestId('typing').textContent(), '');
+  // A has the chat open and visible: it reads at once, no badge.
+  await eventually(async () => assert.equal(await unread(a.page, cid), 0));
+
+  // With the chat closed, B's messages raise A's badge live.
+  await closeConversation(a.page);
+  await a.page.getByTestId('no-conversation').waitFor();
+  await send(b.page, 'Bring the slides');
+  await send(b.page, 'Room 4B');
+  await eventually(async () => assert.equal(await unread(a.page, cid), 2));
+  await eventually(async () => assert.equal(await lastReceipt(b.page), 'Sent'));
+  await openConversation(a.page, cid);
+  await eventually(async () => assert.equal(await unread(a.page, cid), 0));
+  await eventually(async () => assert.equal(await lastReceipt(b.page), 'Seen'));
+
+  const want = ['Hi, are you there?', 'Lunch at noon?', 'Sure', 'Bring the slides', 'Room 4B'];
+  for (const p of [a.page, b.page]) {
+    await eventually(async () => assert.deepEqual(await bodies(p), want));
+    assert.deepEqual(await seqs(p), want.map((_, i) => [i + 1, 'sent']));
+  }
+  assertClean(a, b);
+  await a.context.close();
+  await b.context.close();
+});
+
+test('group of three: add member, "Seen by 2"', async () => {
+  const owner = await signIn(201);
+  const m2 = await signIn(202);
+  const m3 = await signIn(203);
+
+  await dialog(owner.page, 'new-group', { title: 'Project Atlas', members: '202' });
+  await owner.page.getByTestId('chat-title').filter({ hasText: 'Project Atlas' }).waitFor();
+  const cid = await currentConvId(owner.page);
+  await eventually(async () => assert.equal(await owner.page.getByTestId('chat-subtitle').textContent(), '2 members'));
+  await dialog(owner.page, 'add-member', { user: '203' });
+  await eventually(async () => assert.equal(await owner.page.getByTestId('chat-subtitle').textContent(), '3 members'));
+
+  await send(owner.page, 'Kickoff is at 10:00 tomorrow');
+  await eventually(async () => assert.equal(await lastReceipt(owner.page), 'Sent'));
+
+  for (const m of [m2, m3]) {
+    await eventually(async () => assert.equal(await unread(m.page, cid), 1));
+    await openConversation(m.page, cid);
+    await eventually(async () => assert.deepEqual(await bodies(m.page), ['Kickoff is at 10:00 tomorrow']));
+  }
+  await eventually(async () => assert.equal(await lastReceipt(owner.page), 'Seen by 2'));
+
+  // Others' messages carry their name in a group.
+  await send(m3.page, 'Works for me');
+  await eventually(async () => assert.ok((await owner.page.locator('.msg.theirs .sender').allTextContents()).includes('User 203')));
+  assertClean(owner, m2, m3);
+  for (const r of [owner, m2, m3]) await r.context.close();
+});
+
+test('user text is never markup: an <img onerror> body and title render literally', async () => {
+  const a = await signIn(301);
+  const b = await signIn(302);
+  const evil = '<img src=x onerror=alert(1)>';
+  const evilTitle = '<b>bold</b><script>alert(2)</script>';
+  const direct = await api(301, 'POST', '/v1/direct/302');
+  const group = await api(301, 'POST', '/v1/conversations', { type: 'group', title: evilTitle, members: [302] });
+
+  await eventually(async () => assert.equal(await row(a.page, direct.id).count(), 1));
+  await openConversation(a.page, direct.id);
+  await send(a.page, evil);
+  await sendVia(301, group.id, `"quoted" & <i>not italic</i>`);
+
+  await eventually(async () => assert.equal(await unread(b.page, direct.id), 1));
+  await eventually(async () => assert.equal(await row(b.page, group.id).getByTestId('conv-title').textContent(), evilTitle));
+  await openConversation(b.page, direct.id);
+  await b.page.getByTestId('message-body').filter({ hasText: evil }).waitFor();
+  assert.deepEqual(await bodies(b.page), [evil]);
+  await openConversation(b.page, group.id);
+  await eventually(async () => assert.deepEqual(await bodies(b.page), [`"quoted" & <i>not italic</i>`]));
+  assert.equal(await b.page.getByTestId('chat-title').textContent(), evilTitle);
+
+  // Give a would-be onerror handler time to fire, then check nothing did.
+  await b.page.waitForTimeout(500);
+  for (const r of [a, b]) {
+    assert.equal(await r.page.locator('#app img, #app script, #app b, #app i').count(), 0, `user ${r.uid}: markup from user text`);
+  }
+  assertClean(a, b);
+  await a.context.close();
+  await b.context.close();
+});
+
+test('network cut and restored: messages sent meanwhile appear once, in order', async () => {
+  const proxy = await startProxy(BASE);
+  try {
+    const direct = await api(402, 'POST', '/v1/direct/401');
+    const cid = direct.id;
+    await sendVia(402, cid, 'before the cut');
+
+    const a = await signIn(401, { base: proxy.url });
+    await openConversation(a.page, cid);
+    await eventually(async () => assert.deepEqual(await bodies(a.page), ['before the cut']));
+
+    // 1) Cut while the chat is open; the peer keeps talking; A writes too.
+    proxy.cut();
+    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    for (let i = 1; i <= 5; i++) await sendVia(402, cid, `while away ${i}`);
+    await send(a.page, 'written offline');
+    assert.deepEqual((await seqs(a.page)).at(-1), [null, 'sending']);
+    await a.page.waitForTimeout(1500);
+    proxy.restore();
+    await online(a.page, 20000);
+
+    const want = ['before the cut', 'while away 1', 'while away 2', 'while away 3', 'while away 4', 'while away 5', 'written offline'];
+    await eventually(async () => assert.deepEqual(await bodies(a.page), want));
+    await eventually(async () => assert.deepEqual(await seqs(a.page), want.map((_, i) => [i + 1, 'sent'])));
+    // The persistent session replays and afterSeq refetches the same
+    // messages: wait for stragglers, then check again for duplicates.
+    await a.page.waitForTimeout(1000);
+    assert.deepEqual(await bodies(a.page), want);
+
+    // 2) Cut with the chat closed: the badge counts each message once.
+    await closeConversation(a.page);
+    await a.page.getByTestId('no-conversation').waitFor();
+    proxy.cut();
+    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    for (let i = 1; i <= 3; i++) await sendVia(402, cid, `second cut ${i}`);
+    proxy.restore();
+    await online(a.page, 20000);
+    await eventually(async () => assert.equal(await unread(a.page, cid), 3));
+    await a.page.waitForTimeout(1000);
+    assert.equal(await unread(a.page, cid), 3);
+    await openConversation(a.page, cid);
+    const all = [...want, 'second cut 1', 'second cut 2', 'second cut 3'];
+    await eventually(async () => assert.deepEqual(await bodies(a.page), all));
+    assert.deepEqual(await seqs(a.page), all.map((_, i) => [i + 1, 'sent']));
+    assertClean(a);
+    await a.context.close();
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('a refused send shows "Not sent" with Retry, keeping its clientMsgId', async () => {
+  const a = await signIn(501);
+  const direct = await api(501, 'POST', '/v1/direct/502');
+  await eventually(async () => assert.equal(await row(a.page, direct.id).count(), 1));
+  await openConversation(a.page, direct.id);
+
+  // Over the server's 16 KiB body limit: PUBACK 0x99.
+  await send(a.page, 'x'.repeat(17000));
+  const failed = a.page.locator('[data-testid=message][data-status=failed]');
+  await failed.waitFor();
+  const id = await failed.getAttribute('data-client-msg-id');
+  assert.equal(await failed.getByTestId('receipt').textContent(), 'Not sent');
+  await failed.getByTestId('retry').click();
+  // Retried with the same clientMsgId (same row), refused again.
+  await eventually(async () => {
+    assert.equal(await a.page.locator(`[data-client-msg-id="${id}"]`).getAttribute('data-status'), 'failed');
+  });
+  assert.equal(await a.page.getByTestId('message').count(), 1);
+
+  // The connection stays usable. (Unsent messages stay at the bottom.)
+  await send(a.page, 'short one');
+  const ok = a.page.locator('[data-testid=message]', { has: a.page.getByTestId('message-body').filter({ hasText: /^short one$/ }) });
+  await eventually(async () => assert.equal(await ok.getAttribute('data-status'), 'sent'));
+  assert.equal(await ok.getAttribute('data-seq'), '1');
+  assertClean(a);
+  await a.context.close();
+});
+
+test('history loads on scroll up without gaps or duplicates', async () => {
+  const direct = await api(601, 'POST', '/v1/direct/602');
+  for (let i = 1; i <= 120; i++) await sendVia(i % 2 ? 602 : 601, direct.id, `message ${i}`);
+  const a = await signIn(601, { viewport: { width: 1024, height: 700 } });
+  await openConversation(a.page, direct.id);
+  await eventually(async () => assert.equal((await bodies(a.page)).at(-1), 'message 120'));
+  const first = (await bodies(a.page)).length;
+  assert.ok(first < 120, `only the newest page is loaded at first (got ${first})`);
+  await eventually(
+    async () => {
+      await a.page.getByTestId('messages').evaluate((el) => (el.scrollTop = 0));
+      assert.equal((await bodies(a.page)).length, 120);
+    },
+    { timeout: 20000, interval: 300 },
+  );
+  assert.deepEqual(await bodies(a.page), Array.from({ length: 120 }, (_, i) => `message ${i + 1}`));
+  assert.equal(await a.page.getByTestId('older').textContent(), 'This is the beginning of the conversation.');
+  assertClean(a);
+  await a.context.close();
+});
+
+test('sign in by pasting a token; bad tokens are explained; sign out', async () => {
+  const context = await browser.newContext();
+  context.setDefaultTimeout(10000);
+  const page = await context.newPage();
+  const rec = { uid: 901, page, context, dialogs: [], errors: [] };
+  page.on('pageerror', (e) => rec.errors.push(`pageerror: ${e.message}`));
+  await page.goto(BASE);
+
+  await page.getByTestId('token-input').fill('not-a-token');
+  await page.getByRole('button', { name: 'Sign in with token' }).click();
+  await eventually(async () => assert.match(await page.getByTestId('signin-error').textContent(), /not a JWT/));
+
+  await page.getByTestId('token-input').fill(await token(901));
+  await page.getByRole('button', { name: 'Sign in with token' }).click();
+  await online(page);
+  assert.equal(await page.getByTestId('me').textContent(), 'User 901');
+
+  // A reload stays signed in and resumes the same MQTT session.
+  await page.reload();
+  await online(page);
+  assert.equal(await page.getByTestId('me').textContent(), 'User 901');
+
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByTestId('signin').waitFor();
+  assert.equal(await page.evaluate(() => localStorage.getItem('chatd.token')), null);
+  assertClean(rec);
+  await context.close();
+});
+
+test('screenshots, and a single column on a phone-sized screen', async () => {
+  // A small, plausible inbox for user 1.
+  const d2 = await api(1, 'POST', '/v1/direct/2');
+  const design = await api(1, 'POST', '/v1/conversations', { type: 'group', title: 'Design review', members: [2, 3] });
+  const release = await api(3, 'POST', '/v1/conversations', { type: 'group', title: 'Release 1.4', members: [1, 2, 4] });
+  const d4 = await api(4, 'POST', '/v1/direct/1');
+  await sendVia(2, d2.id, 'Did the staging deploy go through?');
+  await sendVia(1, d2.id, 'Yes, 10 minutes ago. Migrations ran clean.');
+  await sendVia(2, d2.id, 'Great, I will start the smoke tests.');
+  await api(1, 'POST', `/v1/conversations/${d2.id}/read`, { seq: 3 });
+  await sendVia(3, release.id, 'Branch cut is on Thursday.');
+  await sendVia(4, release.id, 'I still have two fixes to land.');
+  await sendVia(3, release.id, 'Fine, get them reviewed by Wednesday.');
+  await sendVia(2, design.id, 'New mockups for the inbox are up.');
+  await sendVia(3, design.id, 'The unread badges look much clearer now.');
+  await sendVia(1, design.id, 'Agreed. Let us ship the compact row height as well.');
+  await sendVia(2, design.id, 'On it. I will also check the phone layout.');
+  await sendVia(1, design.id, 'Thanks! Review at 3 pm?');
+  await api(2, 'POST', `/v1/conversations/${design.id}/read`, { seq: 5 });
+  await api(3, 'POST', `/v1/conversations/${design.id}/read`, { seq: 5 });
+  await sendVia(4, d4.id, 'Are you around for a quick call?');
+  await sendVia(4, d4.id, 'It is about the on-call rota.');
+
+  const a = await signIn(1);
+  await eventually(async () => assert.equal(await a.page.getByTestId('conv-row').count(), 4));
+  await eventually(async () => assert.equal(await unread(a.page, release.id), 3));
+  await eventually(async () => assert.equal(await unread(a.page, d4.id), 2));
+  // Members load in the background: wait for every direct chat's name.
+  await eventually(async () => assert.ok(!(await a.page.getByTestId('conv-title').allTextContents()).includes('Direct message')));
+  if (SHOTS) await a.page.screenshot({ path: path.join(SHOTS, 'inbox.png') });
+
+  await openConversation(a.page, design.id);
+  await eventually(async () => assert.equal(await lastReceipt(a.page), 'Seen by 2'));
+  await a.page.getByTestId('composer').fill('Sounds good');
+  await a.page.mouse.move(0, 0);
+  if (SHOTS) await a.page.screenshot({ path: path.join(SHOTS, 'conversation.png') });
+  await a.context.close();
+
+  const phone = await signIn(1, { viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 });
+  const p = phone.page;
+  const sidebar = p.locator('.sidebar');
+  // Inbox only: the sidebar takes the whole width.
+  assert.equal(Math.round((await sidebar.boundingBox()).width), 390);
+  await openConversation(p, d2.id);
+  assert.equal(await sidebar.isVisible(), false, 'the inbox hides while a chat is open');
+  assert.equal(Math.round((await p.getByTestId('conversation').boundingBox()).width), 390);
+  await eventually(async () => assert.equal((await bodies(p)).length, 3));
+  if (SHOTS) await p.screenshot({ path: path.join(SHOTS, 'phone.png') });
+  await p.getByTestId('back').click();
+  await sidebar.waitFor({ state: 'visible' });
+  assertClean(a, phone);
+  await phone.context.close();
+});

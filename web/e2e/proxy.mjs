@@ -1,0 +1,47 @@
+// A TCP proxy in front of chatd whose "network" the test can cut. Chromium
+// keeps WebSockets open through Playwright's setOffline (only new requests
+// fail), so a real loss of connectivity is made here instead: cut() resets
+// every open connection (the page's MQTT WebSocket and its keep-alive HTTP
+// connections) and refuses new ones until restore().
+import net from 'node:net';
+
+export async function startProxy(targetUrl) {
+  const target = new URL(targetUrl);
+  const sockets = new Set();
+  let down = false;
+  const server = net.createServer((client) => {
+    if (down) {
+      client.resetAndDestroy();
+      return;
+    }
+    const upstream = net.connect(Number(target.port), target.hostname);
+    const pair = [client, upstream];
+    for (const s of pair) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => {
+        sockets.delete(s);
+        for (const o of pair) if (o !== s) o.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    cut() {
+      down = true;
+      for (const s of sockets) s.resetAndDestroy();
+    },
+    restore() {
+      down = false;
+    },
+    close() {
+      down = true;
+      for (const s of sockets) s.destroy();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}

@@ -1,0 +1,98 @@
+// HTTP API client (docs/http.md). Same origin, Bearer JWT; every failure
+// becomes an ApiError carrying the server's error code so callers branch on
+// `code`, never on message text.
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message || code || `HTTP ${status}`);
+    this.status = status;
+    this.code = code || 'network';
+  }
+}
+
+export class Api {
+  /**
+   * @param {string} token the user's JWT
+   * @param {() => void} onUnauthorized called on any 401: the token expired
+   *   or the server's secret changed, and only signing in again helps
+   */
+  constructor(token, onUnauthorized = () => {}) {
+    this.token = token;
+    this.onUnauthorized = onUnauthorized;
+  }
+
+  async request(method, path, body) {
+    const headers = { Authorization: `Bearer ${this.token}` };
+    const init = { method, headers, cache: 'no-store' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (e) {
+      throw new ApiError(0, 'network', 'network error: ' + e.message);
+    }
+    if (res.status === 204) return null;
+    let data = null;
+    try {
+      data = await res.json();
+    } catch {
+      // A proxy's HTML error page, or a cut connection mid-body.
+    }
+    if (!res.ok) {
+      if (res.status === 401) this.onUnauthorized();
+      const err = data && data.error;
+      throw new ApiError(res.status, err && err.code, err && err.message);
+    }
+    return data;
+  }
+
+  /** The whole inbox: follows nextCursor (bounded, for a runaway server). */
+  async inbox() {
+    const all = [];
+    let cursor = '';
+    for (let page = 0; page < 50; page++) {
+      const q = new URLSearchParams({ limit: '200' });
+      if (cursor) q.set('cursor', cursor);
+      const r = await this.request('GET', `/v1/inbox?${q}`);
+      all.push(...r.conversations);
+      cursor = r.nextCursor;
+      if (!cursor) break;
+    }
+    return all;
+  }
+
+  /** @param {{beforeSeq?:number, afterSeq?:number, limit?:number}} q */
+  async history(cid, q = {}) {
+    const p = new URLSearchParams();
+    for (const k of ['beforeSeq', 'afterSeq', 'limit']) if (q[k]) p.set(k, String(q[k]));
+    const r = await this.request('GET', `/v1/conversations/${cid}/messages?${p}`);
+    return r.messages;
+  }
+
+  conversation(cid) {
+    return this.request('GET', `/v1/conversations/${cid}`);
+  }
+
+  openDirect(peerId) {
+    return this.request('POST', `/v1/direct/${peerId}`);
+  }
+
+  createGroup(title, members) {
+    return this.request('POST', '/v1/conversations', { type: 'group', title, members });
+  }
+
+  addMember(cid, userId) {
+    return this.request('POST', `/v1/conversations/${cid}/members`, { userId });
+  }
+
+  markRead(cid, seq) {
+    return this.request('POST', `/v1/conversations/${cid}/read`, { seq });
+  }
+
+  seen(cid, seq) {
+    return this.request('GET', `/v1/conversations/${cid}/messages/${seq}/seen`);
+  }
+}

@@ -1,0 +1,116 @@
+// Sign-in state: the JWT lives in localStorage so a reload stays signed in.
+// The page only reads the token's `sub` and `exp` to know who it is; the
+// server verifies the signature on every request and connection.
+
+const TOKEN_KEY = 'chatd.token';
+const CLIENT_KEY = 'chatd.clientSuffixes';
+
+/** Decodes a JWT's payload without verifying it (the server does). */
+export function parseToken(token) {
+  const parts = String(token).trim().split('.');
+  if (parts.length !== 3) throw new Error('This is not a JWT (three dot-separated parts).');
+  let payload;
+  try {
+    const b64 = parts[1].replace(/-/g, '+').replace(/_/g, '/');
+    const json = new TextDecoder().decode(Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0)));
+    payload = JSON.parse(json);
+  } catch {
+    throw new Error('The token payload is not valid base64url JSON.');
+  }
+  // Same rule as the server: sub is a canonical positive decimal.
+  if (typeof payload.sub !== 'string' || !/^[1-9][0-9]{0,15}$/.test(payload.sub)) {
+    throw new Error('The token has no usable user id (sub).');
+  }
+  const userId = Number(payload.sub);
+  if (!Number.isSafeInteger(userId)) throw new Error('The user id is too large for this client.');
+  const exp = typeof payload.exp === 'number' ? payload.exp * 1000 : 0;
+  if (!exp) throw new Error('The token has no expiry (exp); chatd requires one.');
+  if (exp <= Date.now()) throw new Error('The token has expired.');
+  return { token: parts.join('.'), userId, exp };
+}
+
+export function loadSignIn() {
+  const t = localStorage.getItem(TOKEN_KEY);
+  if (!t) return null;
+  try {
+    return parseToken(t);
+  } catch {
+    localStorage.removeItem(TOKEN_KEY);
+    return null;
+  }
+}
+
+export function saveSignIn(token) {
+  const s = parseToken(token);
+  localStorage.setItem(TOKEN_KEY, s.token);
+  return s;
+}
+
+export function clearSignIn() {
+  localStorage.removeItem(TOKEN_KEY);
+}
+
+/** Development mode only: POST /dev/token mints a token for any user. */
+export async function devToken(userId) {
+  const res = await fetch('/dev/token', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ userId }),
+  });
+  const data = await res.json().catch(() => null);
+  if (!res.ok || !data || !data.token) {
+    throw new Error((data && data.error && data.error.message) || `dev sign-in failed (HTTP ${res.status})`);
+  }
+  return data.token;
+}
+
+function randomHex(bytes) {
+  const a = crypto.getRandomValues(new Uint8Array(bytes));
+  return [...a].map((b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/**
+ * Picks the MQTT client id: web-<uid>-<suffix>. The suffix persists in
+ * localStorage so a reload resumes the same persistent session (the server
+ * replays what was missed). Two tabs of one browser must not share an id:
+ * each would take the session over from the other in a reconnect loop. A
+ * Web Lock held for the tab's lifetime claims a suffix; a second tab finds
+ * it taken and claims (or creates) another.
+ */
+export async function claimClientId(userId) {
+  let suffixes = [];
+  try {
+    suffixes = JSON.parse(localStorage.getItem(CLIENT_KEY) || '[]');
+  } catch {
+    suffixes = [];
+  }
+  if (!Array.isArray(suffixes)) suffixes = [];
+  const locks = typeof navigator !== 'undefined' && navigator.locks;
+  if (!locks) {
+    // No Web Locks (not a secure context): one id per browser.
+    if (!suffixes.length) suffixes.push(randomHex(6));
+    localStorage.setItem(CLIENT_KEY, JSON.stringify(suffixes.slice(0, 8)));
+    return `web-${userId}-${suffixes[0]}`;
+  }
+  for (const s of [...suffixes, randomHex(6)]) {
+    if (await tryHold(locks, `chatd-client-${userId}-${s}`)) {
+      if (!suffixes.includes(s)) suffixes.push(s);
+      localStorage.setItem(CLIENT_KEY, JSON.stringify(suffixes.slice(-8)));
+      return `web-${userId}-${s}`;
+    }
+  }
+  return `web-${userId}-${randomHex(6)}`;
+}
+
+/** Holds the named lock until the page goes away, if it is free now. */
+function tryHold(locks, name) {
+  return new Promise((resolve) => {
+    locks
+      .request(name, { ifAvailable: true }, (lock) => {
+        resolve(Boolean(lock));
+        // Never resolves: the lock is released when the tab closes.
+        return lock ? new Promise(() => {}) : undefined;
+      })
+      .catch(() => resolve(false));
+  });
+}

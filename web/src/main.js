@@ -1,0 +1,157 @@
+// Entry point: sign-in, then the two-pane app (inbox | conversation; one
+// pane at a time below 700px). Routing is the URL hash (#/c/<id>) so the
+// back button and reloads work without server-side routes.
+
+import { Api } from './api.js';
+import { claimClientId, clearSignIn, loadSignIn } from './auth.js';
+import { MqttSession } from './mqtt-session.js';
+import { ChatState } from './store/state.js';
+import { Sync } from './store/sync.js';
+import { h, icon, replace } from './views/dom.js';
+import { signInView } from './views/signin.js';
+import { createInbox } from './views/inbox.js';
+import { createConversationView } from './views/conversation.js';
+import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
+
+const root = document.getElementById('app');
+const dev = document.body.dataset.dev === 'true';
+const clientIds = new Map(); // userId -> claimed client id, for sign-out/in in one tab
+
+function boot(notice) {
+  const s = loadSignIn();
+  if (s) startApp(s);
+  else replace(root, signInView({ dev, notice, onSignedIn: (x) => startApp(x) }));
+}
+
+async function startApp({ token, userId, exp }) {
+  if (!clientIds.has(userId)) clientIds.set(userId, await claimClientId(userId));
+  const state = new ChatState(userId);
+  const session = new MqttSession({ userId, token, clientId: clientIds.get(userId) });
+  let ended = false;
+  const signOut = (notice, { endSession = false } = {}) => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(expiryTimer);
+    session.close({ endSession });
+    clearSignIn();
+    window.removeEventListener('hashchange', route);
+    history.replaceState(null, '', location.pathname);
+    document.title = 'chatd';
+    boot(notice);
+  };
+  // Signing out just before the token expires beats a burst of 401s.
+  const expiryTimer = setTimeout(() => signOut('Your session expired. Sign in again.'), Math.min(exp - Date.now(), 2 ** 31 - 1));
+  const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.'));
+  session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.'));
+  const sync = new Sync(state, api, session);
+
+  const toast = h('div', { class: 'toast', role: 'status', 'data-testid': 'toast', hidden: true });
+  let toastTimer = 0;
+  const notify = (msg) => {
+    toast.textContent = msg;
+    toast.hidden = false;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => (toast.hidden = true), 6000);
+  };
+  sync.onError = notify;
+  sync.onRemoved = () => {
+    notify('You are no longer a member of that conversation.');
+    location.hash = '';
+  };
+
+  const go = (cid) => {
+    location.hash = cid ? `#/c/${cid}` : '';
+  };
+
+  const inbox = createInbox(state, {
+    open: go,
+    signOut: () => signOut('', { endSession: true }),
+    newDirect: () =>
+      openDialog({
+        title: 'New direct chat',
+        submit: 'Open chat',
+        fields: [{ name: 'peer', label: 'User id', type: 'number', placeholder: 'e.g. 2' }],
+        run: async ({ peer }) => {
+          const id = parseUserId(peer);
+          if (id === userId) throw new Error('That is you. Pick someone else.');
+          go(await sync.openDirect(id));
+        },
+      }),
+    newGroup: () =>
+      openDialog({
+        title: 'New group',
+        submit: 'Create group',
+        fields: [
+          { name: 'title', label: 'Name', placeholder: 'e.g. Weekend trip' },
+          { name: 'members', label: 'Members', placeholder: 'User ids, e.g. 2, 3', hint: 'You are added as the owner.' },
+        ],
+        run: async ({ title, members }) => {
+          if (!title) throw new Error('Give the group a name.');
+          go(await sync.createGroup(title, parseUserIds(members)));
+        },
+      }),
+  });
+
+  const convView = createConversationView(state, sync, {
+    back: () => go(null),
+    addMember: (cid) =>
+      openDialog({
+        title: 'Add member',
+        submit: 'Add',
+        fields: [{ name: 'user', label: 'User id', type: 'number', placeholder: 'e.g. 4' }],
+        run: async ({ user }) => {
+          await sync.addMember(cid, parseUserId(user));
+          notify(`User ${user} was added.`);
+        },
+      }),
+  });
+
+  const emptyPane = h(
+    'section',
+    { class: 'chat-empty', 'data-testid': 'no-conversation' },
+    h('span', { class: 'empty-mark' }, icon('chat')),
+    h('h2', null, 'Your messages'),
+    h('p', null, 'Pick a conversation, or start a new one.'),
+  );
+  const mainPane = h('div', { class: 'main-pane' });
+  const app = h('div', { class: 'app', 'data-testid': 'app' }, inbox.el, mainPane, toast);
+  replace(root, app);
+
+  let scheduled = false;
+  const render = () => {
+    scheduled = false;
+    if (ended) return;
+    inbox.render();
+    const open = state.openId && state.conv(state.openId);
+    app.classList.toggle('show-chat', Boolean(state.openId));
+    const pane = open ? convView.el : emptyPane;
+    if (mainPane.firstChild !== pane) mainPane.replaceChildren(pane);
+    if (open) convView.render();
+    let unread = 0;
+    for (const c of state.conversations.values()) unread += c.unread;
+    document.title = unread ? `(${unread}) chatd` : 'chatd';
+  };
+  state.addEventListener('change', () => {
+    if (scheduled) return;
+    scheduled = true;
+    // rAF pauses in hidden tabs; the timeout keeps the title and badges
+    // current there.
+    requestAnimationFrame(() => scheduled && render());
+    setTimeout(() => scheduled && render(), 100);
+  });
+
+  function route() {
+    const m = /^#\/c\/([1-9][0-9]{0,15})$/.exec(location.hash);
+    const cid = m ? Number(m[1]) : null;
+    if (cid === state.openId) return;
+    if (cid) {
+      sync.open(cid).then(() => convView.focus());
+    } else sync.close();
+  }
+  window.addEventListener('hashchange', route);
+  sync.start();
+  route();
+  render();
+}
+
+boot('');

@@ -1,0 +1,152 @@
+// The MQTT connection (docs/protocol.md): v5 over WebSocket to the page's
+// own origin, the JWT as password, a persistent session (clean start 0 and
+// a session expiry) so the server replays what we missed while offline.
+// mqtt.js reconnects by itself; this module turns its callbacks into
+// promises and DOM-style events.
+
+import mqtt from 'mqtt';
+
+/** Reason codes after which resending the same clientMsgId may succeed. */
+const RETRYABLE = new Set([0x80, 0x83, 0x88, 0x89, 0x97]);
+
+export class SendError extends Error {
+  constructor(message, reasonCode) {
+    super(message);
+    this.reasonCode = reasonCode;
+    this.retryable = reasonCode === undefined || RETRYABLE.has(reasonCode);
+  }
+}
+
+export class MqttSession extends EventTarget {
+  /**
+   * @param {{userId:number, token:string, clientId:string, url?:string}} o
+   */
+  constructor({ userId, token, clientId, url }) {
+    super();
+    this.userId = userId;
+    this.eventsTopic = `chat/v1/user/${userId}/events`;
+    const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    this.url = url || `${scheme}//${location.host}/mqtt`;
+    this.token = token;
+    this.clientId = clientId;
+    this.client = null;
+    this.connects = 0;
+  }
+
+  connect() {
+    this.client = mqtt.connect(this.url, {
+      protocolVersion: 5,
+      clientId: this.clientId,
+      username: String(this.userId),
+      password: this.token,
+      clean: false,
+      // One day: a phone that sleeps overnight still resumes exactly.
+      properties: { sessionExpiryInterval: 86400 },
+      keepalive: 30,
+      reconnectPeriod: 2000,
+      connectTimeout: 10000,
+      // 0x88 (database unavailable) is worth retrying; bad credentials end
+      // the session in the 'error' handler below.
+      reconnectOnConnackError: true,
+      // mqtt.js's default keepalive timer runs in a Worker made from a blob:
+      // URL, which our Content-Security-Policy forbids.
+      timerVariant: 'native',
+      // We resubscribe ourselves on every CONNACK (see below).
+      resubscribe: false,
+    });
+    const c = this.client;
+    this.emit('status', 'connecting');
+    c.on('connect', (connack) => {
+      this.connects++;
+      // After a server restart the session is new (sessionPresent 0) but
+      // our delivery position is kept: subscribing again resumes it.
+      c.subscribe(this.eventsTopic, { qos: 1 }, (err, granted) => {
+        const refused = err || !granted || granted.some((g) => g.qos >= 0x80);
+        if (refused) this.emit('error', new Error('subscription to events refused'));
+      });
+      this.emit('status', 'online');
+      this.emit('connected', { first: this.connects === 1, sessionPresent: !!connack.sessionPresent });
+    });
+    c.on('reconnect', () => this.emit('status', 'connecting'));
+    c.on('offline', () => this.emit('status', 'offline'));
+    c.on('close', () => {
+      if (!c.disconnecting) this.emit('status', 'offline');
+    });
+    c.on('error', (err) => {
+      // 0x86 bad credentials / 0x87 not authorised: reconnecting cannot
+      // help, the token expired or is not valid here.
+      if (err && (err.code === 0x86 || err.code === 0x87 || err.code === 4 || err.code === 5)) {
+        c.end(true);
+        this.emit('unauthorized', err);
+        return;
+      }
+      this.emit('error', err);
+    });
+    c.on('message', (topic, payload) => {
+      if (topic !== this.eventsTopic) return;
+      let ev;
+      try {
+        ev = JSON.parse(new TextDecoder().decode(payload));
+      } catch {
+        return; // not ours to interpret; the contract says JSON
+      }
+      if (ev && typeof ev.type === 'string') this.emit('event', ev);
+    });
+  }
+
+  /**
+   * Publishes a message at QoS 1. Resolves with the committed seq from the
+   * PUBACK's user property (the server commits before it acks); rejects
+   * with a SendError carrying the reason code. mqtt.js queues the publish
+   * while offline and sends it on reconnect.
+   */
+  send(cid, clientMsgId, body) {
+    const payload = JSON.stringify({ clientMsgId, body });
+    return new Promise((resolve, reject) => {
+      if (!this.client) {
+        reject(new SendError('Signed out.', undefined));
+        return;
+      }
+      this.client.publish(`chat/v1/conv/${cid}/msg`, payload, { qos: 1 }, (err, packet) => {
+        const props = (packet && packet.properties) || {};
+        if (err) {
+          const code = err.code ?? packet?.reasonCode;
+          reject(new SendError(props.reasonString || err.message, typeof code === 'number' ? code : undefined));
+          return;
+        }
+        const seq = Number(userProp(props.userProperties, 'seq'));
+        resolve({ seq: Number.isSafeInteger(seq) && seq > 0 ? seq : null, duplicate: userProp(props.userProperties, 'duplicate') === 'true' });
+      });
+    });
+  }
+
+  /** "I am typing": QoS 0, not stored; dropped while offline on purpose. */
+  typing(cid) {
+    if (!this.client || !this.client.connected) return;
+    this.client.publish(`chat/v1/conv/${cid}/typing`, '{}', { qos: 0 });
+  }
+
+  /**
+   * Disconnects. With endSession (signing out) the DISCONNECT sets the
+   * session expiry to 0, so the server drops the session instead of keeping
+   * it, and its queue, for a day.
+   */
+  close({ endSession = false } = {}) {
+    const c = this.client;
+    this.client = null;
+    if (!c) return;
+    if (endSession && c.connected) c.end(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    else c.end(true);
+  }
+
+  emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+}
+
+/** mqtt.js gives a user property as a string, or an array if repeated. */
+function userProp(props, name) {
+  if (!props) return undefined;
+  const v = props[name];
+  return Array.isArray(v) ? v[v.length - 1] : v;
+}

@@ -1,0 +1,356 @@
+// The client's model of the user's conversations. Pure data: no network, no
+// DOM, so the ordering rules can be unit-tested in Node (web/test/).
+//
+// The rules follow docs/protocol.md "How a client resumes and detects gaps":
+// per conversation we keep `have`, the highest seq up to which we hold every
+// message, and only messages at or below it are shown. A message above
+// have+1 is kept but not shown until history (afterSeq=have) fills the gap,
+// so the user never sees messages out of order, twice, or with a hole.
+
+/**
+ * @typedef {{conversationId:number, seq:number, senderId:number,
+ *   clientMsgId:string, body:string, createdAt:string, local?:boolean}} Message
+ * @typedef {{clientMsgId:string, body:string, status:'sending'|'failed',
+ *   seq:number|null, error:string|null, createdAt:string}} Pending
+ */
+
+export class ChatState extends EventTarget {
+  /** @param {number} me the signed-in user's id */
+  constructor(me) {
+    super();
+    this.me = me;
+    /** @type {Map<number, Conversation>} */
+    this.conversations = new Map();
+    this.openId = null;
+    this.connection = 'connecting'; // connecting | online | offline
+    this.inboxLoaded = false;
+  }
+
+  /** Tells the views to re-render; they coalesce to one frame. */
+  changed(what = 'all') {
+    this.dispatchEvent(new CustomEvent('change', { detail: what }));
+  }
+
+  conv(id) {
+    return this.conversations.get(id) || null;
+  }
+
+  /** Conversations, most recent activity first (as the server's inbox). */
+  sortedConversations() {
+    return [...this.conversations.values()].sort((a, b) => {
+      const ta = a.activityAt(), tb = b.activityAt();
+      if (ta !== tb) return tb < ta ? -1 : 1;
+      return b.id - a.id;
+    });
+  }
+
+  /**
+   * Merges a complete inbox listing. Conversations missing from it were
+   * left or removed and are dropped. Returns the ids of loaded
+   * conversations whose lastSeq is ahead of what we hold: they need an
+   * afterSeq fetch.
+   */
+  setInbox(entries) {
+    const seen = new Set();
+    const behind = [];
+    for (const e of entries) {
+      seen.add(e.id);
+      let c = this.conversations.get(e.id);
+      if (!c) {
+        c = new Conversation(e.id, this.me);
+        this.conversations.set(e.id, c);
+      }
+      c.type = e.type;
+      c.title = e.title || '';
+      c.createdAt = e.createdAt || c.createdAt;
+      c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
+      c.noteLast(e.lastSeq || 0, e.lastMessage || null, e.lastMessageAt || null);
+      if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
+      else if (c.lastSeq > c.have) behind.push(c.id);
+    }
+    for (const id of [...this.conversations.keys()]) {
+      if (!seen.has(id)) this.conversations.delete(id);
+    }
+    this.inboxLoaded = true;
+    this.changed('inbox');
+    return behind;
+  }
+
+  /** Adds or refreshes one conversation from GET /v1/conversations/{id}. */
+  setConversation(d) {
+    let c = this.conversations.get(d.id);
+    if (!c) {
+      c = new Conversation(d.id, this.me);
+      this.conversations.set(d.id, c);
+    }
+    c.type = d.type;
+    c.title = d.title || '';
+    c.createdAt = d.createdAt || c.createdAt;
+    c.noteLast(d.lastSeq || 0, null, d.lastMessageAt || null);
+    if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
+    if (Array.isArray(d.members)) {
+      c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: m.lastReadSeq }));
+      const mine = c.members.find((m) => m.userId === this.me);
+      if (mine) c.lastReadSeq = Math.max(c.lastReadSeq, mine.lastReadSeq);
+    }
+    this.changed('conv');
+    return c;
+  }
+
+  removeConversation(id) {
+    if (this.conversations.delete(id)) this.changed('inbox');
+  }
+
+  /**
+   * Ingests messages from a live event, a history page or a PUBACK.
+   * Returns true when a gap remains (a message above have+1 is held): the
+   * caller fetches afterSeq=have.
+   */
+  addMessages(id, msgs) {
+    const c = this.conversations.get(id);
+    if (!c) return false;
+    const gap = c.add(msgs);
+    this.changed('messages');
+    return gap;
+  }
+
+  /** First load of a conversation: the newest page of history. */
+  loadLatest(id, page) {
+    const c = this.conversations.get(id);
+    if (!c) return false;
+    const gap = c.loadLatest(page);
+    this.changed('messages');
+    return gap;
+  }
+
+  /** History answered afterSeq=have with a later first message. */
+  skipTo(id, seq) {
+    const c = this.conversations.get(id);
+    if (!c) return false;
+    const gap = c.skipTo(seq);
+    this.changed('messages');
+    return gap;
+  }
+
+  /** An older page (beforeSeq); `page` is ascending like every page. */
+  addOlder(id, page, requested) {
+    const c = this.conversations.get(id);
+    if (!c) return;
+    c.addOlder(page, requested);
+    this.changed('messages');
+  }
+
+  /** A member's read watermark moved (read.updated or our own receipt). */
+  applyRead(id, userId, seq) {
+    const c = this.conversations.get(id);
+    if (!c) return;
+    if (userId === this.me) c.lastReadSeq = Math.max(c.lastReadSeq, seq);
+    const m = c.members && c.members.find((x) => x.userId === userId);
+    if (m) m.lastReadSeq = Math.max(m.lastReadSeq, seq);
+    this.changed('read');
+  }
+
+  addPending(id, p) {
+    const c = this.conversations.get(id);
+    if (!c) return;
+    c.pending.set(p.clientMsgId, p);
+    this.changed('messages');
+  }
+
+  /** A send failed: keep the text and clientMsgId so Retry resends it. */
+  failPending(id, clientMsgId, error) {
+    const p = this.conversations.get(id)?.pending.get(clientMsgId);
+    if (!p || p.seq !== null) return;
+    p.status = 'failed';
+    p.error = error;
+    this.changed('messages');
+  }
+
+  retryPending(id, clientMsgId) {
+    const p = this.conversations.get(id)?.pending.get(clientMsgId);
+    if (!p) return null;
+    p.status = 'sending';
+    p.error = null;
+    this.changed('messages');
+    return p;
+  }
+
+  setTyping(id, userId, until) {
+    const c = this.conversations.get(id);
+    if (!c || userId === this.me) return;
+    c.typing.set(userId, until);
+    this.changed('typing');
+  }
+
+  setSeen(id, seen) {
+    const c = this.conversations.get(id);
+    if (!c) return;
+    c.seen = seen;
+    this.changed('seen');
+  }
+
+  setOpen(id) {
+    this.openId = id;
+    this.changed('open');
+  }
+
+  setConnection(s) {
+    if (this.connection === s) return;
+    this.connection = s;
+    this.changed('connection');
+  }
+}
+
+export class Conversation {
+  constructor(id, me) {
+    this.id = id;
+    this.me = me;
+    this.type = 'GROUP';
+    this.title = '';
+    this.createdAt = null;
+    this.lastSeq = 0;
+    this.lastReadSeq = 0;
+    this.lastMessage = null;
+    this.lastMessageAt = null;
+    /** @type {{userId:number, role:string, lastReadSeq:number}[]|null} */
+    this.members = null;
+    // Before the first history load we hold no bodies worth showing, so
+    // `have` just follows lastSeq; loadLatest() makes the window exact.
+    this.loaded = false;
+    this.have = 0;
+    /** @type {Map<number, Message>} */
+    this.messages = new Map();
+    this.oldest = 0; // lowest seq loaded (0: none)
+    this.hasOlder = false;
+    /** @type {Map<string, Pending>} own sends not yet shown as committed */
+    this.pending = new Map();
+    /** @type {Map<number, number>} userId -> typing until (ms epoch) */
+    this.typing = new Map();
+    this.seen = null; // {seq, seenBy, members} for our last message
+  }
+
+  get unread() {
+    return Math.max(0, this.lastSeq - this.lastReadSeq);
+  }
+
+  activityAt() {
+    return this.lastMessageAt || this.createdAt || '';
+  }
+
+  /** The other user of a direct chat, when members are known. */
+  peerId() {
+    if (this.type !== 'DIRECT' || !this.members) return null;
+    const m = this.members.find((x) => x.userId !== this.me);
+    return m ? m.userId : null;
+  }
+
+  myRole() {
+    return this.members?.find((m) => m.userId === this.me)?.role || null;
+  }
+
+  /** Tracks the newest seq and the inbox preview; never moves backwards. */
+  noteLast(seq, msg, at) {
+    if (seq > this.lastSeq) this.lastSeq = seq;
+    if (msg && (!this.lastMessage || msg.seq >= this.lastMessage.seq)) this.lastMessage = msg;
+    if (at && (!this.lastMessageAt || at > this.lastMessageAt)) this.lastMessageAt = at;
+  }
+
+  add(msgs) {
+    for (const m of msgs) {
+      const old = this.messages.get(m.seq);
+      // A server copy replaces our PUBACK-built one (exact createdAt).
+      if (!old || (old.local && !m.local)) this.messages.set(m.seq, m);
+      this.noteLast(m.seq, m, m.local ? null : m.createdAt);
+      // Sending advances the sender's own watermark (server rule).
+      if (m.senderId === this.me) this.lastReadSeq = Math.max(this.lastReadSeq, m.seq);
+      if (m.senderId !== this.me) this.typing.delete(m.senderId);
+    }
+    if (!this.loaded) {
+      // Not on screen: only the counters matter. Keep bodies anyway so a
+      // load that races with live events does not lose them.
+      for (const m of msgs) this.have = Math.max(this.have, m.seq);
+      // Bounded: a busy conversation that is never opened must not grow.
+      for (const seq of this.messages.keys()) if (seq <= this.have - 200) this.messages.delete(seq);
+      return false;
+    }
+    return this.advance();
+  }
+
+  loadLatest(page) {
+    // Bodies kept from before the load may sit below a hole (say #5 then
+    // #351..#400 after a long absence): the page's range is the window.
+    const min = page.length ? page[0].seq : Infinity;
+    for (const seq of [...this.messages.keys()]) if (seq < min) this.messages.delete(seq);
+    for (const m of page) this.messages.set(m.seq, m);
+    for (const m of page) this.noteLast(m.seq, m, m.createdAt);
+    this.have = page.length ? page[page.length - 1].seq : 0;
+    this.loaded = true;
+    this.oldest = page.length ? page[0].seq : 0;
+    this.hasOlder = this.oldest > 1;
+    return this.advance();
+  }
+
+  addOlder(page, requested) {
+    for (const m of page) if (m.seq < requested && !this.messages.has(m.seq)) this.messages.set(m.seq, m);
+    if (page.length) this.oldest = Math.min(this.oldest || Infinity, page[0].seq);
+    this.hasOlder = page.length > 0 && this.oldest > 1;
+  }
+
+  /**
+   * Accepts that nothing exists between have and seq (history answered
+   * afterSeq=have with a later first message). Defensive: history is
+   * gapless today, but a stuck `have` would freeze the view for good.
+   */
+  skipTo(seq) {
+    if (seq > this.have) this.have = seq;
+    return this.advance();
+  }
+
+  /** Moves `have` over contiguous messages; reports a remaining gap. */
+  advance() {
+    while (this.messages.has(this.have + 1)) this.have++;
+    if (this.oldest === 0 && this.have > 0) {
+      this.oldest = Math.min(...this.messages.keys());
+      this.hasOlder = this.oldest > 1;
+    }
+    // Own sends that are now shown in their committed place leave the
+    // pending list; they keep their clientMsgId as DOM key (no flicker).
+    for (const [id, p] of this.pending) {
+      if (p.seq !== null && p.seq <= this.have) this.pending.delete(id);
+    }
+    for (const m of this.messages.values()) {
+      if (m.seq <= this.have && this.pending.has(m.clientMsgId)) this.pending.delete(m.clientMsgId);
+    }
+    return this.lastSeq > this.have || [...this.messages.keys()].some((s) => s > this.have + 1);
+  }
+
+  /** Messages to show: committed and contiguous, then own pending sends. */
+  visible() {
+    const out = [];
+    for (const m of this.messages.values()) if (m.seq <= this.have) out.push(m);
+    out.sort((a, b) => a.seq - b.seq);
+    return out;
+  }
+
+  pendingList() {
+    return [...this.pending.values()].filter((p) => p.seq === null || p.seq > this.have);
+  }
+
+  /** Our newest committed message on screen: the one "seen" refers to. */
+  lastOwnSeq() {
+    let best = 0;
+    for (const m of this.messages.values()) {
+      if (m.senderId === this.me && m.seq <= this.have && m.seq > best) best = m.seq;
+    }
+    return best;
+  }
+
+  typingUsers(now) {
+    const out = [];
+    for (const [uid, until] of this.typing) {
+      if (until > now) out.push(uid);
+      else this.typing.delete(uid);
+    }
+    return out.sort((a, b) => a - b);
+  }
+}

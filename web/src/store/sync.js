@@ -1,0 +1,377 @@
+// Sync keeps ChatState in step with the server: it applies live MQTT
+// events, fills gaps from history (afterSeq), resyncs after every
+// reconnect, sends with optimistic display, and sends read receipts while a
+// conversation is on screen. Views call its methods; it never touches DOM
+// except to ask whether the page is visible.
+
+import { uuid4 } from '../uuid.js';
+
+const PAGE = 50; // history page when opening or scrolling back
+const FILL_PAGE = 200; // the server's cap: catch up in as few requests as possible
+const SEND_TIMEOUT_MS = 15000; // then show "failed" with Retry; a late PUBACK still confirms
+const TYPING_SHOW_MS = 3000;
+const TYPING_SEND_EVERY_MS = 2000; // the server forwards at most one per second anyway
+
+export class Sync {
+  /**
+   * @param {import('./state.js').ChatState} state
+   * @param {import('../api.js').Api} api
+   * @param {import('../mqtt-session.js').MqttSession} session
+   */
+  constructor(state, api, session) {
+    this.state = state;
+    this.api = api;
+    this.session = session;
+    this.me = state.me;
+    this.fills = new Map(); // cid -> promise chain: one catch-up at a time
+    this.reading = new Set(); // cids with a read receipt in flight
+    this.seenTimers = new Map();
+    this.inboxBusy = null;
+    this.inboxAgain = false;
+    this.lastTypingSent = 0;
+    this.onRemoved = () => {}; // set by main: the open conversation went away
+    this.onError = () => {}; // set by main: a message for the user
+  }
+
+  start() {
+    const s = this.session;
+    s.addEventListener('status', (e) => this.state.setConnection(e.detail));
+    s.addEventListener('connected', () => this.resync());
+    s.addEventListener('event', (e) => this.onEvent(e.detail));
+    document.addEventListener('visibilitychange', () => this.markRead());
+    window.addEventListener('focus', () => this.markRead());
+    this.refreshInbox();
+    s.connect();
+  }
+
+  /**
+   * After every (re)connect: events that happened while we were away were
+   * either replayed by the persistent session or are caught here: the inbox
+   * gives every conversation's lastSeq, and we fetch afterSeq=have where it
+   * is ahead. Watermarks and membership are not replayed, so they come from
+   * the inbox too. Duplicates of replayed messages are dropped by seq.
+   */
+  async resync() {
+    await this.refreshInbox();
+    const open = this.state.openId;
+    if (open) {
+      this.refreshMembers(open);
+      this.refreshSeen(open);
+    }
+  }
+
+  async refreshInbox() {
+    if (this.inboxBusy) {
+      this.inboxAgain = true;
+      return this.inboxBusy;
+    }
+    this.inboxBusy = (async () => {
+      do {
+        this.inboxAgain = false;
+        try {
+          const entries = await this.api.inbox();
+          const behind = this.state.setInbox(entries);
+          for (const cid of behind) this.fill(cid);
+          this.loadMissingMembers();
+        } catch (e) {
+          if (e.code !== 'network') this.onError(`Could not load conversations: ${e.message}`);
+        }
+      } while (this.inboxAgain);
+      this.inboxBusy = null;
+    })();
+    return this.inboxBusy;
+  }
+
+  /** Direct chats are titled by the peer, which only the member list tells. */
+  async loadMissingMembers() {
+    const todo = [...this.state.conversations.values()].filter((c) => !c.members).map((c) => c.id);
+    const worker = async () => {
+      while (todo.length) await this.refreshMembers(todo.shift());
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+  }
+
+  async refreshMembers(cid) {
+    try {
+      this.state.setConversation(await this.api.conversation(cid));
+    } catch (e) {
+      if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
+    }
+  }
+
+  onEvent(ev) {
+    const cid = ev.conversationId;
+    const c = this.state.conv(cid);
+    switch (ev.type) {
+      case 'message.new': {
+        if (!c) {
+          // A conversation we have not listed yet (someone just opened a
+          // direct chat with us, or added us): the inbox brings it in.
+          this.refreshInbox();
+          return;
+        }
+        if (typeof ev.body !== 'string') {
+          // Large groups send no body: the event only says "seq exists".
+          c.noteLast(ev.seq, null, null);
+          if (!c.loaded) c.have = Math.max(c.have, ev.seq);
+          this.state.changed('messages');
+          if (c.loaded) this.fill(cid);
+          return;
+        }
+        const msg = {
+          conversationId: cid,
+          seq: ev.seq,
+          senderId: ev.senderId,
+          clientMsgId: ev.clientMsgId,
+          body: ev.body,
+          createdAt: ev.createdAt,
+        };
+        if (this.state.addMessages(cid, [msg])) this.fill(cid);
+        this.afterMessages(cid);
+        return;
+      }
+      case 'read.updated':
+        this.state.applyRead(cid, ev.userId, ev.seq);
+        if (ev.userId !== this.me && cid === this.state.openId) this.refreshSeen(cid);
+        return;
+      case 'typing':
+        if (!c) return;
+        this.state.setTyping(cid, ev.userId, Date.now() + TYPING_SHOW_MS);
+        setTimeout(() => this.state.changed('typing'), TYPING_SHOW_MS + 50);
+        return;
+      case 'member.added':
+        if (ev.userId === this.me || !c) this.refreshInbox();
+        else this.refreshMembers(cid);
+        return;
+      case 'member.removed':
+        if (ev.userId === this.me) this.removed(cid);
+        else if (c) this.refreshMembers(cid);
+        return;
+      case 'error':
+        // MQTT 3.1.1 reports refused sends this way; v5 uses PUBACK codes.
+        if (ev.clientMsgId) this.state.failPending(cid, ev.clientMsgId, ev.message || ev.code);
+        return;
+      default:
+      // Unknown types are ignored: the contract may add some.
+    }
+  }
+
+  removed(cid) {
+    const wasOpen = this.state.openId === cid;
+    this.state.removeConversation(cid);
+    if (wasOpen) this.onRemoved(cid);
+  }
+
+  /**
+   * Catches a loaded conversation up with afterSeq=have until it holds
+   * everything up to lastSeq. Chained per conversation so two gaps never
+   * fetch the same range twice at once.
+   */
+  fill(cid) {
+    const prev = this.fills.get(cid) || Promise.resolve();
+    const next = prev.then(async () => {
+      const c = this.state.conv(cid);
+      if (!c || !c.loaded) return;
+      for (let i = 0; i < 100; i++) {
+        const from = c.have;
+        let page;
+        try {
+          page = await this.api.history(cid, { afterSeq: from, limit: FILL_PAGE });
+        } catch (e) {
+          if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
+          return; // network: the next reconnect resyncs
+        }
+        if (!page.length) return;
+        let gap = this.state.addMessages(cid, page);
+        if (c.have === from) gap = this.state.skipTo(cid, page[0].seq - 1);
+        this.afterMessages(cid);
+        if (!gap || c.have === from) return;
+      }
+    });
+    this.fills.set(cid, next);
+    next.finally(() => {
+      if (this.fills.get(cid) === next) this.fills.delete(cid);
+    });
+    return next;
+  }
+
+  /** Opens a conversation: members, the newest page, then receipts. */
+  async open(cid) {
+    this.state.setOpen(cid);
+    let c = this.state.conv(cid);
+    try {
+      if (!c || !c.members) {
+        c = this.state.setConversation(await this.api.conversation(cid));
+      }
+      if (!c.loaded) {
+        const page = await this.api.history(cid, { limit: PAGE });
+        if (this.state.loadLatest(cid, page)) this.fill(cid);
+      }
+    } catch (e) {
+      if (e.code === 'not_member' || e.code === 'not_found') {
+        this.removed(cid);
+        this.onError(e.code === 'not_found' ? 'That conversation does not exist.' : 'You are not a member of that conversation.');
+        return;
+      }
+      this.onError(`Could not open the conversation: ${e.message}`);
+      return;
+    }
+    this.afterMessages(cid, true);
+  }
+
+  close() {
+    this.state.setOpen(null);
+  }
+
+  /** Scrolling up: the page before the oldest loaded message. */
+  async loadOlder(cid) {
+    const c = this.state.conv(cid);
+    if (!c || !c.loaded || !c.hasOlder || c.loadingOlder) return;
+    c.loadingOlder = true;
+    try {
+      const before = c.oldest;
+      const page = await this.api.history(cid, { beforeSeq: before, limit: PAGE });
+      this.state.addOlder(cid, page, before);
+    } catch (e) {
+      if (e.code !== 'network') this.onError(`Could not load older messages: ${e.message}`);
+    } finally {
+      c.loadingOlder = false;
+    }
+  }
+
+  /** Shared follow-up whenever messages may have become visible. */
+  afterMessages(cid, force = false) {
+    if (cid !== this.state.openId) return;
+    this.markRead();
+    const c = this.state.conv(cid);
+    if (c && (force || (c.seen?.seq ?? 0) !== c.lastOwnSeq())) this.refreshSeen(cid);
+  }
+
+  /**
+   * Read receipt for what is on screen: only while the conversation is
+   * open and the page visible, and only up to `have` (what was shown).
+   */
+  async markRead() {
+    const cid = this.state.openId;
+    const c = cid && this.state.conv(cid);
+    if (!c || !c.loaded || document.visibilityState !== 'visible') return;
+    if (c.have <= c.lastReadSeq || this.reading.has(cid)) return;
+    this.reading.add(cid);
+    const seq = c.have;
+    try {
+      const r = await this.api.markRead(cid, seq);
+      this.state.applyRead(cid, this.me, r.lastReadSeq);
+    } catch {
+      // Retried on the next change, focus or reconnect.
+    } finally {
+      this.reading.delete(cid);
+    }
+    if (c.have > c.lastReadSeq && this.state.openId === cid) this.markRead();
+  }
+
+  /** "Seen" / "Seen by N" for our newest message, debounced. */
+  refreshSeen(cid) {
+    clearTimeout(this.seenTimers.get(cid));
+    this.seenTimers.set(
+      cid,
+      setTimeout(async () => {
+        const c = this.state.conv(cid);
+        if (!c) return;
+        const seq = c.lastOwnSeq();
+        if (!seq) {
+          this.state.setSeen(cid, null);
+          return;
+        }
+        try {
+          const r = await this.api.seen(cid, seq);
+          // A newer own message may have appeared meanwhile.
+          if (c.lastOwnSeq() === seq) this.state.setSeen(cid, { seq, seenBy: r.seenBy, members: r.members });
+          else this.refreshSeen(cid);
+        } catch {
+          // Shown as plain "Sent" until the next refresh.
+        }
+      }, 100),
+    );
+  }
+
+  /** Sends with optimistic display: pending now, seq on PUBACK. */
+  send(cid, body) {
+    const p = {
+      clientMsgId: uuid4(),
+      body,
+      status: 'sending',
+      seq: null,
+      error: null,
+      createdAt: new Date().toISOString(),
+    };
+    this.state.addPending(cid, p);
+    this.publish(cid, p);
+    return p.clientMsgId;
+  }
+
+  /** Resends with the same clientMsgId: the server deduplicates. */
+  retry(cid, clientMsgId) {
+    const p = this.state.retryPending(cid, clientMsgId);
+    if (p) this.publish(cid, p);
+  }
+
+  publish(cid, p) {
+    const attempt = (p.attempt = (p.attempt || 0) + 1);
+    const timer = setTimeout(() => {
+      if (p.attempt === attempt && p.seq === null) this.state.failPending(cid, p.clientMsgId, 'No answer from the server.');
+    }, SEND_TIMEOUT_MS);
+    this.session.send(cid, p.clientMsgId, p.body).then(
+      ({ seq }) => {
+        clearTimeout(timer);
+        if (seq === null) {
+          this.fill(cid); // no seq property (not chatd?): history tells
+          return;
+        }
+        p.seq = seq;
+        p.status = 'sent';
+        const msg = {
+          conversationId: cid,
+          seq,
+          senderId: this.me,
+          clientMsgId: p.clientMsgId,
+          body: p.body,
+          createdAt: p.createdAt,
+          local: true, // replaced by the server's copy when message.new arrives
+        };
+        if (this.state.addMessages(cid, [msg])) this.fill(cid);
+        this.afterMessages(cid);
+      },
+      (err) => {
+        clearTimeout(timer);
+        this.state.failPending(cid, p.clientMsgId, err.message || 'Not sent.');
+      },
+    );
+  }
+
+  /** Throttled "typing" signal while the user types. */
+  typing(cid) {
+    const now = Date.now();
+    if (now - this.lastTypingSent < TYPING_SEND_EVERY_MS) return;
+    this.lastTypingSent = now;
+    this.session.typing(cid);
+  }
+
+  async openDirect(peerId) {
+    const conv = await this.api.openDirect(peerId);
+    this.state.setConversation(conv);
+    this.refreshInbox();
+    return conv.id;
+  }
+
+  async createGroup(title, members) {
+    const conv = await this.api.createGroup(title, members);
+    this.state.setConversation(conv);
+    this.refreshInbox();
+    return conv.id;
+  }
+
+  async addMember(cid, userId) {
+    await this.api.addMember(cid, userId);
+    await this.refreshMembers(cid);
+  }
+}

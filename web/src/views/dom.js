@@ -1,0 +1,68 @@
+// The only way the views create DOM. Strings always become text nodes
+// (textContent), never markup, so user data such as a message body of
+// "<img src=x onerror=...>" is displayed literally. There is deliberately no
+// innerHTML anywhere in the client.
+
+/**
+ * h('button', {class: 'x', onclick: fn, 'aria-label': 'Send'}, 'Send')
+ * Props: class, dataset (object), on<event> (listener), anything else via
+ * setAttribute. Children: nodes, strings, numbers, null/false (skipped) or
+ * arrays of those.
+ */
+export function h(tag, props, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'value') el.value = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else if (c instanceof Node) el.appendChild(c);
+    else el.appendChild(document.createTextNode(String(c)));
+  }
+}
+
+/** Replaces all children of el. */
+export function replace(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
+/** Sets text only when it changed (keeps selections and avoids layout). */
+export function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+/** An inline SVG icon from a fixed set of path data (never user input). */
+export function icon(name) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('aria-hidden', 'true');
+  svg.setAttribute('class', 'icon');
+  const p = document.createElementNS(NS, 'path');
+  p.setAttribute('d', ICONS[name] || '');
+  svg.appendChild(p);
+  return svg;
+}
+
+const ICONS = {
+  back: 'M15.4 5.4 14 4l-8 8 8 8 1.4-1.4L8.8 12z',
+  send: 'M3 20.5 21 12 3 3.5v6.6L15 12 3 13.9z',
+  plus: 'M11 5h2v6h6v2h-6v6h-2v-6H5v-2h6z',
+  group: 'M16 11a3 3 0 1 0-3-3 3 3 0 0 0 3 3Zm-8 0a3 3 0 1 0-3-3 3 3 0 0 0 3 3Zm0 2c-2.3 0-7 1.2-7 3.5V19h14v-2.5C15 14.2 10.3 13 8 13Zm8 0c-.3 0-.6 0-1 .1a4.2 4.2 0 0 1 2 3.4V19h6v-2.5c0-2.3-4.7-3.5-7-3.5Z',
+  chat: 'M4 4h16a2 2 0 0 1 2 2v10a2 2 0 0 1-2 2H8l-4 4V6a2 2 0 0 1 2-2Z',
+  person: 'M12 12a4 4 0 1 0-4-4 4 4 0 0 0 4 4Zm0 2c-2.7 0-8 1.3-8 4v2h16v-2c0-2.7-5.3-4-8-4Z',
+  logout: 'M10 17v-3H3v-4h7V7l5 5-5 5Zm9-14H12v2h7v14h-7v2h7a2 2 0 0 0 2-2V5a2 2 0 0 0-2-2Z',
+  retry: 'M17.7 6.3A8 8 0 1 0 19.8 14h-2.1A6 6 0 1 1 12 6a5.9 5.9 0 0 1 4.2 1.8L13 11h7V4z',
+};

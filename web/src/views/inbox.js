@@ -1,0 +1,96 @@
+// The sidebar: who you are, the connection state, and the inbox with
+// unread badges. Rebuilt on every inbox-level change: it is small, and a
+// full rebuild cannot leave a stale badge behind.
+
+import { h, icon, replace } from './dom.js';
+import { avatar, conversationTitle, shortTime, typingText, userAvatar, userName } from './format.js';
+
+const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'Offline, reconnecting…' };
+
+/**
+ * @param {import('../store/state.js').ChatState} state
+ * @param {{open:(id:number)=>void, newDirect:()=>void, newGroup:()=>void, signOut:()=>void}} actions
+ */
+export function createInbox(state, actions) {
+  const status = h('span', { class: 'status', 'data-testid': 'connection' });
+  const list = h('ul', { class: 'conv-list', 'data-testid': 'inbox', 'aria-label': 'Conversations' });
+  const empty = h(
+    'div',
+    { class: 'inbox-empty' },
+    h('p', null, 'No conversations yet.'),
+    h('p', { class: 'hint' }, 'Start a direct chat or create a group.'),
+  );
+
+  const el = h(
+    'aside',
+    { class: 'sidebar' },
+    h(
+      'header',
+      { class: 'sidebar-head' },
+      userAvatar(String(state.me), state.me),
+      h('div', { class: 'me' }, h('strong', { 'data-testid': 'me' }, `User ${state.me}`), status),
+      h('button', { class: 'icon-btn', type: 'button', title: 'Sign out', 'aria-label': 'Sign out', onclick: actions.signOut }, icon('logout')),
+    ),
+    h(
+      'div',
+      { class: 'sidebar-actions' },
+      h('button', { class: 'btn', type: 'button', 'data-testid': 'new-direct', onclick: actions.newDirect }, icon('person'), 'New chat'),
+      h('button', { class: 'btn', type: 'button', 'data-testid': 'new-group', onclick: actions.newGroup }, icon('group'), 'New group'),
+    ),
+    h('div', { class: 'conv-scroll' }, list, empty),
+  );
+
+  function row(c) {
+    const now = Date.now();
+    const typing = c.typingUsers(now);
+    let preview;
+    if (typing.length) {
+      preview = h('span', { class: 'typing' }, c.type === 'DIRECT' ? 'typing…' : typingText(typing, state.me));
+    } else if (c.lastMessage) {
+      const m = c.lastMessage;
+      const who = m.senderId === state.me ? 'You: ' : c.type === 'GROUP' ? `${userName(m.senderId, state.me)}: ` : '';
+      preview = [who && h('span', { class: 'who' }, who), m.body];
+    } else {
+      preview = h('span', { class: 'muted' }, c.lastSeq ? 'New messages' : 'No messages yet');
+    }
+    const unread = c.unread;
+    return h(
+      'li',
+      null,
+      h(
+        'button',
+        {
+          type: 'button',
+          class: `conv-row${state.openId === c.id ? ' active' : ''}${unread ? ' has-unread' : ''}`,
+          'data-testid': 'conv-row',
+          'data-conv-id': c.id,
+          'aria-current': state.openId === c.id ? 'true' : null,
+          onclick: () => actions.open(c.id),
+        },
+        avatar(c),
+        h(
+          'span',
+          { class: 'conv-main' },
+          h('span', { class: 'conv-title', 'data-testid': 'conv-title' }, conversationTitle(c)),
+          h('span', { class: 'conv-preview' }, preview),
+        ),
+        h(
+          'span',
+          { class: 'conv-meta' },
+          h('time', { class: 'conv-time' }, shortTime(c.lastMessageAt || c.createdAt)),
+          unread ? h('span', { class: 'badge', 'data-testid': 'unread', 'aria-label': `${unread} unread` }, unread > 99 ? '99+' : String(unread)) : null,
+        ),
+      ),
+    );
+  }
+
+  function render() {
+    status.textContent = STATUS_TEXT[state.connection] || state.connection;
+    status.dataset.state = state.connection;
+    const convs = state.sortedConversations();
+    replace(list, convs.map(row));
+    empty.hidden = !state.inboxLoaded || convs.length > 0;
+  }
+
+  return { el, render };
+}

@@ -1,0 +1,152 @@
+// Unit tests of the client's ordering rules (src/store/state.js), in plain
+// Node: no browser, no server. Run: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ChatState } from '../src/store/state.js';
+
+const ME = 1;
+let n = 0;
+const msg = (seq, senderId = 2, body = `m${seq}`) => ({
+  conversationId: 7,
+  seq,
+  senderId,
+  clientMsgId: `00000000-0000-4000-8000-${String(++n).padStart(12, '0')}`,
+  body,
+  createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString(),
+});
+const shown = (c) => c.visible().map((m) => m.seq);
+
+function loaded(lastSeq = 0, page = []) {
+  const s = new ChatState(ME);
+  s.setInbox([{ id: 7, type: 'DIRECT', title: '', lastSeq, lastReadSeq: 0 }]);
+  s.loadLatest(7, page);
+  return { s, c: s.conv(7) };
+}
+
+test('in-order messages advance have; duplicates are dropped', () => {
+  const { s, c } = loaded();
+  const m1 = msg(1), m2 = msg(2);
+  assert.equal(s.addMessages(7, [m1]), false);
+  assert.equal(s.addMessages(7, [m2, m1, m2]), false);
+  assert.deepEqual(shown(c), [1, 2]);
+  assert.equal(c.have, 2);
+});
+
+test('a gap holds later messages back until history fills it', () => {
+  const { s, c } = loaded(1, [msg(1)]);
+  assert.equal(s.addMessages(7, [msg(4)]), true, 'gap reported');
+  assert.deepEqual(shown(c), [1], 'seq 4 not shown before 2 and 3');
+  assert.equal(s.addMessages(7, [msg(2), msg(3)]), false);
+  assert.deepEqual(shown(c), [1, 2, 3, 4]);
+});
+
+test('the inbox reports loaded conversations that fell behind', () => {
+  const { s } = loaded(2, [msg(1), msg(2)]);
+  const behind = s.setInbox([{ id: 7, type: 'DIRECT', lastSeq: 5, lastReadSeq: 2 }]);
+  assert.deepEqual(behind, [7]);
+  assert.equal(s.conv(7).unread, 3);
+});
+
+test('unloaded conversations only count: unread never double-counts a replay', () => {
+  const s = new ChatState(ME);
+  s.setInbox([{ id: 7, type: 'GROUP', title: 't', lastSeq: 3, lastReadSeq: 3 }]);
+  const m4 = msg(4);
+  s.addMessages(7, [m4]);
+  s.addMessages(7, [m4]); // replayed after a reconnect
+  s.setInbox([{ id: 7, type: 'GROUP', title: 't', lastSeq: 4, lastReadSeq: 3 }]);
+  assert.equal(s.conv(7).unread, 1);
+});
+
+test('loading drops kept bodies below the newest page (no hole on screen)', () => {
+  const s = new ChatState(ME);
+  s.setInbox([{ id: 7, type: 'DIRECT', lastSeq: 4, lastReadSeq: 0 }]);
+  s.addMessages(7, [msg(5)]);
+  s.setInbox([{ id: 7, type: 'DIRECT', lastSeq: 400, lastReadSeq: 0 }]);
+  const page = Array.from({ length: 50 }, (_, i) => msg(351 + i));
+  assert.equal(s.loadLatest(7, page), false);
+  const c = s.conv(7);
+  assert.deepEqual(shown(c), page.map((m) => m.seq));
+  assert.equal(c.hasOlder, true);
+  assert.equal(c.oldest, 351);
+});
+
+test('a live message racing the first load is kept', () => {
+  const s = new ChatState(ME);
+  s.setInbox([{ id: 7, type: 'DIRECT', lastSeq: 2, lastReadSeq: 0 }]);
+  const m3 = msg(3);
+  s.addMessages(7, [m3]); // arrives while GET history (1..2) is in flight
+  assert.equal(s.loadLatest(7, [msg(1), msg(2)]), false);
+  assert.deepEqual(shown(s.conv(7)), [1, 2, 3]);
+});
+
+test('own send: pending, then committed in place by clientMsgId; sending marks read', () => {
+  const { s, c } = loaded(1, [msg(1)]);
+  s.addPending(7, { clientMsgId: 'abc', body: 'hi', status: 'sending', seq: null, error: null, createdAt: '' });
+  assert.equal(c.pendingList().length, 1);
+  const p = c.pending.get('abc');
+  p.seq = 2;
+  s.addMessages(7, [{ ...msg(2, ME, 'hi'), clientMsgId: 'abc', local: true }]);
+  assert.equal(c.pendingList().length, 0);
+  assert.deepEqual(shown(c), [1, 2]);
+  assert.equal(c.lastReadSeq, 2);
+  assert.equal(c.lastOwnSeq(), 2);
+  // The server's copy replaces the local one.
+  const server = { ...msg(2, ME, 'hi'), clientMsgId: 'abc' };
+  s.addMessages(7, [server]);
+  assert.equal(c.messages.get(2), server);
+});
+
+test('own send acked above a gap stays pending until the gap is filled', () => {
+  const { s, c } = loaded(1, [msg(1)]);
+  s.addPending(7, { clientMsgId: 'abc', body: 'hi', status: 'sending', seq: null, error: null, createdAt: '' });
+  c.pending.get('abc').seq = 3;
+  assert.equal(s.addMessages(7, [{ ...msg(3, ME, 'hi'), clientMsgId: 'abc', local: true }]), true);
+  assert.equal(c.pendingList().length, 1, 'still shown as pending at the bottom');
+  s.addMessages(7, [msg(2)]);
+  assert.equal(c.pendingList().length, 0);
+  assert.deepEqual(shown(c), [1, 2, 3]);
+});
+
+test('a failed send keeps its clientMsgId for Retry', () => {
+  const { s, c } = loaded();
+  s.addPending(7, { clientMsgId: 'abc', body: 'hi', status: 'sending', seq: null, error: null, createdAt: '' });
+  s.failPending(7, 'abc', 'too large');
+  assert.equal(c.pending.get('abc').status, 'failed');
+  const p = s.retryPending(7, 'abc');
+  assert.equal(p.clientMsgId, 'abc');
+  assert.equal(p.status, 'sending');
+});
+
+test('read watermarks only move forward', () => {
+  const { s, c } = loaded(5, [1, 2, 3, 4, 5].map((i) => msg(i)));
+  s.applyRead(7, ME, 4);
+  s.applyRead(7, ME, 2);
+  assert.equal(c.lastReadSeq, 4);
+  assert.equal(c.unread, 1);
+});
+
+test('typing expires and a message from the typist clears it', () => {
+  const { s, c } = loaded();
+  s.setTyping(7, 2, Date.now() + 3000);
+  s.setTyping(7, ME, Date.now() + 3000); // our own echo is ignored
+  assert.deepEqual(c.typingUsers(Date.now()), [2]);
+  assert.deepEqual(c.typingUsers(Date.now() + 3001), []);
+  s.setTyping(7, 2, Date.now() + 3000);
+  s.addMessages(7, [msg(1, 2)]);
+  assert.deepEqual(c.typingUsers(Date.now()), []);
+});
+
+test('older pages prepend and end at seq 1', () => {
+  const { s, c } = loaded(4, [msg(3), msg(4)]);
+  assert.equal(c.hasOlder, true);
+  s.addOlder(7, [msg(1), msg(2)], 3);
+  assert.deepEqual(shown(c), [1, 2, 3, 4]);
+  assert.equal(c.hasOlder, false);
+});
+
+test('conversations missing from the inbox are dropped (removed from them)', () => {
+  const s = new ChatState(ME);
+  s.setInbox([{ id: 7, type: 'DIRECT', lastSeq: 0, lastReadSeq: 0 }, { id: 8, type: 'GROUP', lastSeq: 0, lastReadSeq: 0 }]);
+  s.setInbox([{ id: 8, type: 'GROUP', lastSeq: 0, lastReadSeq: 0 }]);
+  assert.deepEqual([...s.conversations.keys()], [8]);
+});

@@ -1,0 +1,197 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/chatd/chatd/auth"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// Options configure Register.
+type Options struct {
+	// Dev enables POST /dev/token and the page's dev sign-in.
+	Dev bool
+	// Secret is the HS256 secret dev tokens are signed with; used only
+	// when Dev is true.
+	Secret []byte
+	// Logger may be nil (slog.Default()).
+	Logger *slog.Logger
+}
+
+// DevTokenTTL is how long a token from POST /dev/token is valid.
+const DevTokenTTL = 24 * time.Hour
+
+// ContentSecurityPolicy is sent with every response of the web client. No
+// inline script or style is allowed; connect-src admits the same-origin
+// API and the MQTT WebSocket (ws: and wss: because 'self' does not cover
+// WebSocket schemes in every browser).
+const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; " +
+	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// devMarker is the attribute in index.html that Register flips in dev mode.
+const devMarker = `data-dev="false"`
+
+// asset is one embedded file, ready to serve.
+type asset struct {
+	body  []byte
+	ctype string
+	etag  string
+}
+
+// Register mounts the web client on mux: the static files under "/" and,
+// in dev mode, POST /dev/token. "/" is registered without a method so that
+// it does not conflict with the API's method-less prefixes (/v1/, /mqtt);
+// the handler checks the method itself.
+func Register(mux *http.ServeMux, opts Options) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	assets, err := loadAssets(opts.Dev)
+	if err != nil {
+		// The files are compiled in: failing here is a build defect that
+		// every test run catches, not a runtime condition.
+		panic("web: " + err.Error())
+	}
+	mux.Handle("/", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serveAsset(w, r, assets)
+	})))
+	if opts.Dev {
+		mux.Handle("POST /dev/token", secure(devToken(opts.Secret, log)))
+	}
+}
+
+// loadAssets reads every embedded file once and precomputes its ETag.
+func loadAssets(dev bool) (map[string]asset, error) {
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]asset{}
+	err = fs.WalkDir(sub, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(sub, p)
+		if err != nil {
+			return err
+		}
+		if p == "index.html" {
+			if !bytes.Contains(b, []byte(devMarker)) {
+				return errors.New("index.html lacks " + devMarker)
+			}
+			if dev {
+				b = bytes.Replace(b, []byte(devMarker), []byte(`data-dev="true"`), 1)
+			}
+		}
+		ctype := mime.TypeByExtension(path.Ext(p))
+		if ctype == "" {
+			ctype = "application/octet-stream"
+		}
+		sum := sha256.Sum256(b)
+		out["/"+p] = asset{body: b, ctype: ctype, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := out["/index.html"]; !ok {
+		return nil, errors.New("static/index.html is missing")
+	}
+	out["/"] = out["/index.html"]
+	return out, nil
+}
+
+func serveAsset(w http.ResponseWriter, r *http.Request, assets map[string]asset) {
+	a, ok := assets[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", a.ctype)
+	h.Set("ETag", a.etag)
+	// Revalidate every time: the ETag makes that a 304, and a restarted
+	// chatd with a new build is picked up on the next load.
+	h.Set("Cache-Control", "no-cache")
+	// ServeContent answers If-None-Match, Range and HEAD.
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+}
+
+// secure adds the headers every web client response carries.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY") // for browsers without frame-ancestors
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// devTokenRequest is the body of POST /dev/token.
+type devTokenRequest struct {
+	UserID int64 `json:"userId"`
+}
+
+// devToken mints a token for any user: development mode only.
+func devToken(secret []byte, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				writeJSONError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json")
+				return
+			}
+		}
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1024))
+		dec.DisallowUnknownFields()
+		var req devTokenRequest
+		if err := dec.Decode(&req); err != nil || dec.More() || req.UserID <= 0 {
+			writeJSONError(w, http.StatusBadRequest, "invalid", `the body must be {"userId": <positive integer>}`)
+			return
+		}
+		tok, err := auth.Mint(secret, req.UserID, DevTokenTTL)
+		if err != nil {
+			log.Error("dev token not minted", "user", req.UserID, "err", err)
+			writeJSONError(w, http.StatusInternalServerError, "internal", "internal error")
+			return
+		}
+		// The token itself is never logged.
+		log.Info("dev token minted", "user", req.UserID)
+		writeJSON(w, http.StatusOK, map[string]string{"token": tok})
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeJSONError answers in the HTTP API's error shape so the page handles
+// both the same way.
+func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": strings.TrimSpace(msg)}})
+}
