@@ -73,6 +73,8 @@ type Settings struct {
 	// RedisURL shares the rate limits between nodes; "" keeps them local.
 	RedisURL string
 
+	PresencePush bool // presence_push: push presence events (false: query only)
+
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
 	sources map[string]string // key -> where its value came from
@@ -502,6 +504,7 @@ func (s Settings) Redacted() map[string]any {
 		"limit_connect_rate":  s.LimitConnectRate,
 		"limit_connect_burst": s.LimitConnectBurst,
 		"redis_url":           redactURL(s.RedisURL),
+		"presence_push":       s.PresencePush,
 		"shutdown_timeout":    s.ShutdownTimeout.String(),
 	}
 	return m

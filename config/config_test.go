@@ -74,6 +74,7 @@ func TestDefaults(t *testing.T) {
 		{"limit_connect_rate", s.LimitConnectRate, 10.0},
 		{"limit_connect_burst", s.LimitConnectBurst, 20},
 		{"redis_url", s.RedisURL, ""},
+		{"presence_push", s.PresencePush, true},
 		{"shutdown_timeout", s.ShutdownTimeout, 15 * time.Second},
 		{"config_file", s.ConfigFile, ""},
 	}
@@ -198,6 +199,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"limit_connect_rate":  "13",
 		"limit_connect_burst": "14",
 		"redis_url":           "redis://:pw@redis:6379/1",
+		"presence_push":       "false",
 		"shutdown_timeout":    "1m",
 	}
 	if len(vals) != len(Keys()) {
@@ -215,7 +217,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			LimitSendBurst: 3, ShutdownTimeout: time.Minute,
 			LimitConvRate: 7, LimitConvBurst: 8, LimitReadRate: 0, LimitReadBurst: 9,
 			LimitTypingRate: 1.5, LimitTypingBurst: 2, LimitAPIRate: 11, LimitAPIBurst: 12,
-			LimitConnectRate: 13, LimitConnectBurst: 14, RedisURL: "redis://:pw@redis:6379/1",
+			LimitConnectRate: 13, LimitConnectBurst: 14, RedisURL: "redis://:pw@redis:6379/1", PresencePush: false,
 		}
 		s.ConfigFile, s.sources = "", nil
 		if !reflect.DeepEqual(s, want) {

@@ -226,6 +226,16 @@ var keys = []*key{
 		func(s *Settings) *float64 { return &s.LimitConnectRate }),
 	burstKey("limit_connect_burst", "20", "MQTT connection attempts an IP address may make at once",
 		func(s *Settings) *int { return &s.LimitConnectBurst }),
+	boolKey(mk("presence_push", "true", "push presence events to the members of shared conversations; false: presence is only queryable",
+		"use true or false",
+		func(s *Settings, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("is not true or false")
+			}
+			s.PresencePush = b
+			return nil
+		})),
 	secretKey(mk("redis_url", "", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
 		"use a URL like redis://:PASSWORD@redis.example:6379/0 (rediss:// for TLS), or leave it empty",
 		func(s *Settings, v string) error {

@@ -38,6 +38,9 @@ type Config struct {
 	LargeGroup int           // conversations above this many members get no pushes (200)
 	Grace      time.Duration // a user offline this long is announced offline (1s)
 	Heartbeat  time.Duration // node heartbeat interval; a node silent 3× this is dead (5s)
+	// NoPush turns presence events off: the state is kept (queries work)
+	// but nobody is told.
+	NoPush bool
 	// Publish sends this node's presence events to the other nodes (nil:
 	// pushes stay on this node). It must not block for long.
 	Publish    func(chat.Event)
@@ -344,6 +347,9 @@ func (t *Tracker) process() time.Duration {
 	}
 
 	var events []chat.Event
+	if t.cfg.NoPush {
+		cameOnline, wentOffline, remote = nil, nil, nil
+	}
 	if subjects := append(append([]int64{}, cameOnline...), wentOffline...); len(subjects) > 0 {
 		elsewhere, err := t.cfg.Store.OnlineElsewhere(ctx, t.cfg.NodeID, subjects)
 		if t.ok("read presence", err) {

@@ -77,7 +77,7 @@ func TestOfflineMemberCatchesUpAfterChatdIsKilled(t *testing.T) {
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(), "CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+addr, "CHAT_HTTP_ADDR="+freeAddr(t),
-			"CHAT_DATA_DIR="+dataDir, "CHAT_JWT_SECRET="+testSecret, "CHAT_MAX_INFLIGHT=16", "CHAT_LOG_LEVEL=warn", "CHAT_LIMIT_SEND_RATE=0", "CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0")
+			"CHAT_DATA_DIR="+dataDir, "CHAT_JWT_SECRET="+testSecret, "CHAT_MAX_INFLIGHT=16", "CHAT_LOG_LEVEL=warn", "CHAT_LIMIT_SEND_RATE=0", "CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0", "CHAT_PRESENCE_PUSH=false")
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

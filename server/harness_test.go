@@ -43,7 +43,10 @@ func startNode(t *testing.T, url string, env map[string]string) *server.Server {
 		"CHAT_LIMIT_TYPING_RATE":  "0",
 		"CHAT_LIMIT_API_RATE":     "0",
 		"CHAT_LIMIT_CONNECT_RATE": "0",
-		"CHAT_SHUTDOWN_TIMEOUT":   "10s",
+		// Presence events would interleave with what other tests expect;
+		// the presence tests turn them on.
+		"CHAT_PRESENCE_PUSH":    "false",
+		"CHAT_SHUTDOWN_TIMEOUT": "10s",
 	}
 	for k, v := range env {
 		base[k] = v

@@ -51,6 +51,7 @@ type Server struct {
 
 	log     *slog.Logger
 	closeDB func(context.Context) error
+	store   *store.Store
 	httpSrv *http.Server
 	httpLn  net.Listener
 	bg      context.CancelFunc
@@ -107,6 +108,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 
 	limits := st.Limits()
 	st2 := store.New(pool, limits)
+	s.store = st2
 	sessions := store.NewSessions(pool)
 	s.Hub = delivery.NewHub(sessions, st2, delivery.Options{
 		Window:     st.MaxInflight,
@@ -144,7 +146,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		publish = s.presencePub.Publish
 	}
 	if s.Presence, err = presence.New(presence.Config{NodeID: st.NodeID, Store: store.NewPresence(pool, presence.TTL(presenceHeartbeat)),
-		Hub: s.Hub, LargeGroup: st.LargeGroup, Heartbeat: presenceHeartbeat, Publish: publish,
+		Hub: s.Hub, LargeGroup: st.LargeGroup, Heartbeat: presenceHeartbeat, Publish: publish, NoPush: !st.PresencePush,
 		Logger: log.With("component", "presence"), Registerer: s.Registry}); err != nil {
 		return nil, err
 	}
@@ -362,6 +364,12 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.bg != nil {
 		s.bg()
 		<-s.bgDone
+	}
+	if s.store != nil {
+		// After the broker drained: no send can arrive any more.
+		if err := s.store.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.closeDB != nil {
 		if err := s.closeDB(ctx); err != nil {

@@ -208,10 +208,10 @@ type sendReq struct {
 	// ctx ends after that waits for the real outcome instead of guessing.
 	taken atomic.Bool
 	ctx   context.Context
-	req  chat.SendRequest
-	res  chat.SendResult
-	err  error
-	done chan struct{}
+	req   chat.SendRequest
+	res   chat.SendResult
+	err   error
+	done  chan struct{}
 }
 
 // batcher gathers sends that arrive while transactions are in flight and

@@ -65,6 +65,7 @@ type options struct {
 	duration      time.Duration
 	pgbench       bool
 	outboxTrigger bool
+	flushers      int
 }
 
 func main() {
@@ -75,6 +76,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each measurement runs")
 	flag.BoolVar(&o.pgbench, "pgbench", false, "also run the reference send transaction through pgbench")
 	flag.BoolVar(&o.outboxTrigger, "outbox-triggers", true, "keep the user triggers on outbox (false measures what they cost)")
+	flag.IntVar(&o.flushers, "flushers", 4, "group-commit transactions in flight; 0 = one transaction per send")
 	flag.Parse()
 	if o.senders <= 0 || o.conversations <= 0 || o.duration <= 0 {
 		fmt.Fprintln(os.Stderr, "sendbench: -senders, -conversations and -duration must be positive")
@@ -111,7 +113,8 @@ func run(ctx context.Context, o options) error {
 	if _, err := store.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	st := store.New(pool, chat.DefaultLimits())
+	st := store.New(pool, chat.DefaultLimits(), store.WithBatching(256, o.flushers))
+	defer st.Close(context.Background())
 	if !o.outboxTrigger {
 		// Diagnostic only: on a shared database this would silence the
 		// relay's wake-ups for everyone.
