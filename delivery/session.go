@@ -26,6 +26,7 @@ type Session struct {
 	stopCh       chan struct{}
 	stopOnce     sync.Once
 	done         chan struct{}
+	loaded       chan struct{} // closed once the starting positions are read
 	overflow     atomic.Bool
 	writingSince atomic.Int64
 	readyFlag    atomic.Bool // mirror of ready for observers
@@ -68,6 +69,7 @@ func newSession(h *Hub, conn Conn, clientID string, userID int64, persistent, re
 		resyncCh:   make(chan struct{}, 1),
 		stopCh:     make(chan struct{}),
 		done:       make(chan struct{}),
+		loaded:     make(chan struct{}),
 		ready:      ready,
 		convs:      map[int64]*convState{},
 		inflight:   map[uint16]inflight{},
@@ -106,6 +108,10 @@ func (s *Session) resync() {
 	}
 }
 
+// Loaded is closed once the session has read its starting positions from
+// PostgreSQL: events committed after that are delivered.
+func (s *Session) Loaded() <-chan struct{} { return s.loaded }
+
 // Done is closed when the pump has stopped.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
@@ -124,6 +130,7 @@ func (s *Session) run() {
 	if !s.load() {
 		return
 	}
+	close(s.loaded)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
