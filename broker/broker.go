@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -45,6 +46,9 @@ func New(cfg Config) (*Broker, error) {
 	caps.MaximumClientWritesPending = 8192
 	caps.MaximumPacketSize = 64 * 1024 // a 16 KiB body as JSON with escapes fits
 	caps.ReceiveMaximum = 256
+	// mochi keeps an offline persistent client in memory until its session
+	// expires; v3.1.1 sessions would otherwise never expire.
+	caps.MaximumSessionExpiryInterval = uint32(hooks.MaxSessionExpiry / time.Second)
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
 		Logger:                   slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "mqtt"),

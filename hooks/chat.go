@@ -129,13 +129,19 @@ func remoteIP(remote string) string {
 }
 
 // persistentSession: v5 session expiry > 0, v3.1.1 clean session = 0.
+// The expiry is capped at MaxSessionExpiry; a v3.1.1 persistent session,
+// which has no expiry of its own, gets the cap.
 func persistentSession(cl *mqtt.Client) (bool, time.Duration) {
 	if isV5(cl) {
-		exp := cl.Properties.Props.SessionExpiryInterval
-		return exp > 0, time.Duration(exp) * time.Second
+		exp := time.Duration(cl.Properties.Props.SessionExpiryInterval) * time.Second
+		return exp > 0, min(exp, MaxSessionExpiry)
 	}
-	return !cl.Properties.Clean, 0
+	return !cl.Properties.Clean, MaxSessionExpiry
 }
+
+// MaxSessionExpiry bounds how long an offline persistent session (its
+// delivered cursors in PostgreSQL, its subscriptions in the broker) is kept.
+const MaxSessionExpiry = 7 * 24 * time.Hour
 
 func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
 	h.cfg.Metrics.Connects.WithLabelValues(why).Inc()

@@ -23,8 +23,12 @@ func DialWS(url, origin string) (net.Conn, *http.Response, error) {
 	if err != nil {
 		return nil, resp, err
 	}
-	return &wsStream{Conn: c.NetConn(), c: c}, resp, nil
+	return WrapWS(c), resp, nil
 }
+
+// WrapWS presents an established WebSocket (e.g. dialled with TLS) as a
+// byte stream for DialConn.
+func WrapWS(c *websocket.Conn) net.Conn { return &wsStream{Conn: c.NetConn(), c: c} }
 
 type wsStream struct {
 	net.Conn

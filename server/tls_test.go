@@ -1,0 +1,111 @@
+package server_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 and returns the paths and a
+// pool trusting it.
+func selfSigned(t *testing.T) (certPath, keyPath string, roots *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chatd test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	kb, _ := x509.MarshalECPrivateKey(key)
+	_ = os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	roots = x509.NewCertPool()
+	roots.AddCert(cert)
+	return certPath, keyPath, roots
+}
+
+func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
+	certPath, keyPath, roots := selfSigned(t)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath})
+	conv, _, err := srv.Service.OpenDirect(t.Context(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+
+	// HTTPS
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 5 * time.Second}
+	resp, err := hc.Get("https://" + srv.HTTPAddr() + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("https healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// MQTT over TLS
+	raw, err := tls.Dial("tcp", srv.MQTTAddr(), tlsCfg)
+	if err != nil {
+		t.Fatalf("tls dial mqtt: %v", err)
+	}
+	listener, _, err := mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: "tls-2", Password: token(t, 2), Clean: true})
+	if err != nil {
+		t.Fatalf("mqtt over tls: %v", err)
+	}
+	defer listener.Drop()
+	if codes, err := listener.Subscribe(eventsTopic(2)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe: %v %v", codes, err)
+	}
+
+	// MQTT over secure WebSocket
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: tlsCfg, HandshakeTimeout: 5 * time.Second}
+	ws, _, err := d.Dial("wss://"+srv.HTTPAddr()+"/mqtt", nil)
+	if err != nil {
+		t.Fatalf("wss dial: %v", err)
+	}
+	sender, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "wss-1", Password: token(t, 1), Clean: true})
+	if err != nil {
+		t.Fatalf("mqtt over wss: %v", err)
+	}
+	defer sender.Drop()
+	ack, err := sender.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "encrypted"))
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("send over wss: 0x%02x %v", ack.ReasonCode, err)
+	}
+	if ev := nextEvent(t, listener, chat.EventMessageNew, 5*time.Second); ev.Body != "encrypted" {
+		t.Fatalf("got %+v", ev)
+	}
+
+	// Plain TCP to the TLS port is refused.
+	plain, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	if err == nil {
+		plain.Drop()
+		t.Fatal("plain MQTT accepted on the TLS port")
+	}
+}
