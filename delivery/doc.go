@@ -24,4 +24,10 @@
 //
 // Duplicates with the same (conversationId, seq) are possible after a crash
 // (cursors are flushed in batches); losses are not.
+//
+// Receipts and presence: Options.OnDelivered is called by the pump on every
+// PUBACK of a message.new (the member's delivered watermark, batched by the
+// store's Receipts); delivery.updated is routed to the conversation's other
+// members, and not at all in groups above LargeGroup. NotifyUsers pushes an
+// event to named users' sessions (presence, which has no conversation).
 package delivery

@@ -34,17 +34,19 @@ func newConn(id string, ack bool) *fakeConn {
 	return &fakeConn{id: id, ack: ack, closed: make(chan string, 1)}
 }
 
-func (c *fakeConn) WritePublish(p delivery.Packet) error {
+func (c *fakeConn) WritePublishes(ps []delivery.Packet) error {
 	select {
 	case <-c.closed:
 		return fmt.Errorf("closed")
 	default:
 	}
 	c.mu.Lock()
-	c.got = append(c.got, p)
+	c.got = append(c.got, ps...)
 	c.mu.Unlock()
-	if c.ack && p.QoS > 0 {
-		go c.hub.Ack(c.id, p.PacketID)
+	for _, p := range ps {
+		if c.ack && p.QoS > 0 {
+			go c.hub.Ack(c.id, p.PacketID)
+		}
 	}
 	return nil
 }

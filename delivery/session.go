@@ -35,6 +35,8 @@ type Session struct {
 	convs    map[int64]*convState
 	inflight map[uint16]inflight
 	pending  []item
+	outBatch []Packet
+	gapped   map[int64]*convState // conversations holding out-of-order events
 	nextID   uint16
 	lastAck  time.Time
 	fillWait time.Time // after a failed catch-up query, when to try again
@@ -73,6 +75,7 @@ func newSession(h *Hub, conn Conn, clientID string, userID int64, persistent, re
 		ready:      ready,
 		convs:      map[int64]*convState{},
 		inflight:   map[uint16]inflight{},
+		gapped:     map[int64]*convState{},
 	}
 }
 
@@ -131,9 +134,19 @@ func (s *Session) run() {
 		return
 	}
 	close(s.loaded)
-	tick := time.NewTicker(10 * time.Millisecond)
+	// The timer runs fast only while some conversation holds out-of-order
+	// events (gap timeouts need GapWait resolution); otherwise it only
+	// checks for a silent client, once a second.
+	slow := time.Second
+	fast := max(s.hub.opts.GapWait/4, time.Millisecond)
+	tick := time.NewTimer(slow)
 	defer tick.Stop()
+	tickFast := false
 	for {
+		if len(s.gapped) > 0 && !tickFast {
+			tick.Reset(fast)
+			tickFast = true
+		}
 		if !s.pump() {
 			log.Debug("delivery stopped: write failed")
 			s.finish()
@@ -151,6 +164,12 @@ func (s *Session) run() {
 		case <-s.resyncCh:
 			s.doResync()
 		case now := <-tick.C:
+			tickFast = len(s.gapped) > 0
+			if tickFast {
+				tick.Reset(fast)
+			} else {
+				tick.Reset(slow)
+			}
 			if !s.tick(now) {
 				log.Warn("disconnecting slow consumer: no acknowledgements")
 				s.conn.Close("slow consumer: no acknowledgements")
@@ -263,6 +282,7 @@ func (s *Session) accept(it item) {
 			cs.held[it.seq] = it
 			if cs.gapSince.IsZero() {
 				cs.gapSince = time.Now()
+				s.gapped[it.conv] = cs
 			}
 		}
 	}
@@ -293,13 +313,18 @@ func (s *Session) releaseHeld(cs *convState) {
 // connection is gone.
 func (s *Session) pump() bool {
 	for {
+		// Everything the window allows goes out in one write: one syscall
+		// for a burst instead of one per message.
+		batch := s.outBatch[:0]
 		for len(s.pending) > 0 && len(s.inflight) < s.hub.opts.Window {
 			it := s.pending[0]
 			s.pending[0] = item{}
 			s.pending = s.pending[1:]
-			if !s.send(it) {
-				return false
-			}
+			batch = append(batch, s.prepare(it))
+		}
+		s.outBatch = batch
+		if len(batch) > 0 && !s.write(batch) {
+			return false
 		}
 		if len(s.pending) > 0 || len(s.inflight) >= s.hub.opts.Window || !s.ready {
 			return true
@@ -374,32 +399,27 @@ func (s *Session) nextPacketID() uint16 {
 	}
 }
 
-func (s *Session) send(it item) bool {
+// prepare assigns a packet id and records the publish as in flight; the
+// record stands even if the write then fails, because the session ends then.
+func (s *Session) prepare(it item) Packet {
 	p := Packet{Topic: it.topic, Payload: it.payload, QoS: it.qos, CorrelationData: it.corr}
 	if p.Topic == "" {
 		p.Topic = s.topic
 	}
-	if p.QoS > 0 {
-		p.PacketID = s.nextPacketID()
-	}
-	s.writingSince.Store(time.Now().UnixNano())
-	err := s.conn.WritePublish(p)
-	s.writingSince.Store(0)
-	if err != nil {
-		return false
-	}
 	m := s.hub.opts.Metrics
 	m.Delivered.Inc()
+	now := time.Now()
 	if it.kind == kMsg && !it.at.IsZero() {
-		m.Latency.Observe(time.Since(it.at).Seconds())
+		m.Latency.Observe(now.Sub(it.at).Seconds())
 	}
 	if p.QoS == 0 {
-		return true
+		return p
 	}
+	p.PacketID = s.nextPacketID()
 	if len(s.inflight) == 0 {
-		s.lastAck = time.Now()
+		s.lastAck = now
 	}
-	inf := inflight{at: time.Now()}
+	inf := inflight{at: now}
 	if it.kind == kMsg {
 		inf.conv, inf.seq = it.conv, it.seq
 		if cs := s.convs[it.conv]; cs != nil {
@@ -410,7 +430,15 @@ func (s *Session) send(it item) bool {
 		}
 	}
 	s.inflight[p.PacketID] = inf
-	return true
+	return p
+}
+
+func (s *Session) write(batch []Packet) bool {
+	s.writingSince.Store(time.Now().UnixNano())
+	err := s.conn.WritePublishes(batch)
+	s.writingSince.Store(0)
+	clear(batch)
+	return err == nil
 }
 
 func (s *Session) onAck(id uint16) {
@@ -451,9 +479,14 @@ func (s *Session) onAck(id uint16) {
 
 // tick handles gap timeouts and detects a client that stopped acknowledging.
 func (s *Session) tick(now time.Time) bool {
-	for _, cs := range s.convs {
-		if !cs.gapSince.IsZero() && now.Sub(cs.gapSince) > s.hub.opts.GapWait {
+	for id, cs := range s.gapped {
+		if cs.gapSince.IsZero() || s.convs[id] != cs {
+			delete(s.gapped, id)
+			continue
+		}
+		if now.Sub(cs.gapSince) > s.hub.opts.GapWait {
 			cs.behind, cs.held, cs.gapSince = true, nil, time.Time{}
+			delete(s.gapped, id)
 		}
 	}
 	if len(s.inflight) >= s.hub.opts.Window && now.Sub(s.lastAck) > s.hub.opts.SlowTimeout {

@@ -18,10 +18,11 @@ type Packet struct {
 	CorrelationData []byte // MQTT v5 request/response
 }
 
-// Conn is a client connection as delivery sees it. WritePublish may block
-// while the network is slow; Close must unblock it.
+// Conn is a client connection as delivery sees it. WritePublishes writes
+// the packets in order, ideally in one system call; it may block while the
+// network is slow, and Close must unblock it.
 type Conn interface {
-	WritePublish(p Packet) error
+	WritePublishes(ps []Packet) error
 	Close(reason string)
 }
 

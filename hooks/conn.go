@@ -1,7 +1,9 @@
 package hooks
 
 import (
+	"bytes"
 	"errors"
+	"sync"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -14,17 +16,54 @@ type mqttConn struct {
 	cl *mqtt.Client
 }
 
-func (c *mqttConn) WritePublish(p delivery.Packet) error {
-	pk := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: p.QoS},
-		TopicName:   p.Topic,
-		Payload:     p.Payload,
-		PacketID:    p.PacketID,
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// WritePublishes encodes the packets the way mochi's WritePacket does and
+// writes them in one system call under the client's lock, the same lock
+// WritePacket holds, so they never interleave with mochi's own writes
+// (PUBACKs, SUBACKs). chatd never routes through mochi's outbound queue,
+// so nothing is buffered there to overtake.
+func (c *mqttConn) WritePublishes(ps []delivery.Packet) error {
+	cl := c.cl
+	if cl.Closed() {
+		return mqtt.ErrConnectionClosed
 	}
-	if p.CorrelationData != nil {
-		pk.Properties.CorrelationData = p.CorrelationData
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	maxSize := cl.Properties.Props.MaximumPacketSize
+	noProblemInfo := cl.Properties.Props.RequestProblemInfoFlag && cl.Properties.Props.RequestProblemInfo == 0
+	for _, p := range ps {
+		pk := packets.Packet{
+			FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: p.QoS},
+			TopicName:       p.Topic,
+			Payload:         p.Payload,
+			PacketID:        p.PacketID,
+			ProtocolVersion: cl.Properties.ProtocolVersion,
+		}
+		pk.Mods.MaxSize = maxSize
+		pk.Mods.DisallowProblemInfo = noProblemInfo
+		pk.Mods.AllowResponseInfo = true
+		if p.CorrelationData != nil {
+			pk.Properties.CorrelationData = p.CorrelationData
+		}
+		start := buf.Len()
+		if err := pk.PublishEncode(buf); err != nil {
+			return err
+		}
+		if maxSize > 0 && uint32(buf.Len()-start) > maxSize {
+			// The client refuses packets this large: it can never get
+			// this event, so the session cannot go on.
+			return packets.ErrPacketTooLarge
+		}
 	}
-	return c.cl.WritePacket(pk)
+	if cl.Net.Conn == nil {
+		return nil
+	}
+	cl.Lock()
+	_, err := buf.WriteTo(cl.Net.Conn)
+	cl.Unlock()
+	return err
 }
 
 func (c *mqttConn) Close(reason string) {

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,6 +35,16 @@ func run() int {
 	slog.SetDefault(log)
 	if st.Dev {
 		log.Warn("DEVELOPMENT MODE: anyone can mint a token for any user through the dev sign-in; never run --dev on a reachable address")
+	}
+	if addr := os.Getenv("CHAT_PPROF_ADDR"); addr != "" {
+		// Profiling for operators (go tool pprof http://ADDR/debug/pprof/profile);
+		// its own listener, never on the public HTTP address.
+		go func() {
+			log.Warn("pprof listening", "addr", addr)
+			if err := http.ListenAndServe(addr, nil); err != nil {
+				log.Error("pprof listener stopped", "err", err)
+			}
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
