@@ -8,6 +8,7 @@ const (
 	EventMessageNew          = "message.new"
 	EventReadUpdated         = "read.updated"
 	EventDeliveryUpdated     = "delivery.updated"
+	EventConversationCreated = "conversation.created"
 	EventMemberAdded         = "member.added"
 	EventMemberRemoved       = "member.removed"
 	EventConversationUpdated = "conversation.updated"
@@ -88,6 +89,19 @@ func MemberAddedEvent(conv Conversation, userID, actorID int64, role Role) Event
 	title := conv.Title
 	return Event{Type: EventMemberAdded, ConversationID: conv.ID, ConvType: conv.Type, Title: &title,
 		UserID: userID, ActorID: actorID, Role: role, Seq: conv.LastSeq}
+}
+
+// ConversationCreatedEvent builds conversation.created: one event listing
+// every first member, instead of one member.added per member, so creating
+// a group of n costs n deliveries, not n².
+func ConversationCreatedEvent(conv Conversation, actorID int64) Event {
+	title := conv.Title
+	ids := make([]int64, len(conv.Members))
+	for i, m := range conv.Members {
+		ids[i] = m.UserID
+	}
+	return Event{Type: EventConversationCreated, ConversationID: conv.ID, ConvType: conv.Type, Title: &title,
+		ActorID: actorID, Members: ids, Seq: conv.LastSeq}
 }
 
 // MemberRemovedEvent builds member.removed.

@@ -402,9 +402,7 @@ func (s *Service) CreateGroup(ctx context.Context, creatorID int64, title string
 	if err != nil {
 		return Conversation{}, err
 	}
-	for _, m := range conv.Members {
-		s.notify(MemberAddedEvent(conv, m.UserID, creatorID, m.Role))
-	}
+	s.notify(ConversationCreatedEvent(conv, creatorID))
 	return conv, nil
 }
 
@@ -421,9 +419,7 @@ func (s *Service) OpenDirect(ctx context.Context, userID, peerID int64) (Convers
 		return Conversation{}, false, err
 	}
 	if created {
-		for _, m := range conv.Members {
-			s.notify(MemberAddedEvent(conv, m.UserID, userID, m.Role))
-		}
+		s.notify(ConversationCreatedEvent(conv, userID))
 	}
 	return conv, created, nil
 }

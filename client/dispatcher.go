@@ -226,8 +226,8 @@ func (d *dispatcher) fill(conv, upto int64) error {
 	}
 }
 
-// history pages forward, retrying temporary failures until the client
-// closes; refusals (no longer a member, ...) end the fill.
+// history pages forward, retrying temporary failures (and rate limits)
+// until the client closes; refusals (no longer a member, ...) end the fill.
 func (d *dispatcher) history(conv, after int64, limit int) ([]Message, error) {
 	delay := 200 * time.Millisecond
 	for {
@@ -241,7 +241,7 @@ func (d *dispatcher) history(conv, after int64, limit int) ([]Message, error) {
 			return nil, ErrClosed
 		}
 		var e *Error
-		if errors.As(err, &e) && !retryable(e) {
+		if errors.As(err, &e) && !retryable(e) && !errors.Is(e, ErrRateLimited) {
 			return nil, err
 		}
 		d.c.cfg.Logger.Debug("history fill failed; retrying", "conversation", conv, "err", err)

@@ -29,13 +29,17 @@ const testSecret = "test-secret-0123456789abcdef0123456789"
 func startNode(t *testing.T, url string) *server.Server {
 	t.Helper()
 	env := map[string]string{
-		"CHAT_DATABASE_URL":     url,
-		"CHAT_MQTT_ADDR":        "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":        "127.0.0.1:0",
-		"CHAT_DATA_DIR":         t.TempDir(),
-		"CHAT_JWT_SECRET":       testSecret,
-		"CHAT_LIMIT_SEND_RATE":  "0",
-		"CHAT_SHUTDOWN_TIMEOUT": "10s",
+		"CHAT_DATABASE_URL":       url,
+		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
+		"CHAT_DATA_DIR":           t.TempDir(),
+		"CHAT_JWT_SECRET":         testSecret,
+		"CHAT_LIMIT_SEND_RATE":    "0",
+		"CHAT_LIMIT_CONV_RATE":    "0",
+		"CHAT_LIMIT_READ_RATE":    "0",
+		"CHAT_LIMIT_API_RATE":     "0",
+		"CHAT_LIMIT_CONNECT_RATE": "0",
+		"CHAT_SHUTDOWN_TIMEOUT":   "10s",
 	}
 	st, err := config.Load(nil, func(k string) string { return env[k] })
 	if err != nil {

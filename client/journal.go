@@ -145,7 +145,15 @@ func (j *journal) remove(id string) error {
 	if j.f == nil {
 		return nil
 	}
-	if len(j.pending) == 0 || j.done > 1000 {
+	if len(j.pending) == 0 {
+		// Nothing outstanding: empty the file. Unsynced, like "done".
+		if err := j.f.Truncate(0); err != nil {
+			return fmt.Errorf("truncate send journal: %w", err)
+		}
+		j.done = 0
+		return nil
+	}
+	if j.done > 1000 {
 		return j.compact()
 	}
 	j.done++

@@ -27,7 +27,8 @@
 //
 // Receipts and presence: Options.OnDelivered is called by the pump on every
 // PUBACK of a message.new (the member's delivered watermark, batched by the
-// store's Receipts); delivery.updated is routed to the conversation's other
-// members, and not at all in groups above LargeGroup. NotifyUsers pushes an
+// store's Receipts); delivery.updated is routed to the member named by its
+// senderId (the sender of the delivered messages), and not at all in groups
+// above LargeGroup. NotifyUsers pushes an
 // event to named users' sessions (presence, which has no conversation).
 package delivery

@@ -247,6 +247,10 @@ func (h *Hub) route(ev chat.Event) {
 	switch ev.Type {
 	case chat.EventMemberAdded, chat.EventMemberRemoved, chat.EventConversationUpdated:
 		delete(h.memberCache, ev.ConversationID)
+	case chat.EventConversationCreated:
+		if len(ev.Members) > 0 {
+			h.memberCache[ev.ConversationID] = ev.Members
+		}
 	}
 	members, ok := h.membersOf(ev.ConversationID)
 	if !ok {
@@ -277,12 +281,29 @@ func (h *Hub) route(ev chat.Event) {
 		it.qos = 0
 		h.toMembers(members, ev.UserID, it)
 	case chat.EventDeliveryUpdated:
-		// To the other members: the user's own devices have the messages.
-		// Large groups get none (one per member per flush would flood
-		// every member); the seen endpoint and history answer instead.
-		if len(members) <= h.opts.LargeGroup {
-			h.toMembers(members, ev.UserID, eventsItem(kEvent, payload))
+		// To the sender whose messages were delivered (senderId), if still
+		// a member; without one, to the other members. Large groups get
+		// none: the seen endpoint and history answer instead.
+		if len(members) > h.opts.LargeGroup {
+			return
 		}
+		if ev.SenderID == 0 {
+			h.toMembers(members, ev.UserID, eventsItem(kEvent, payload))
+			return
+		}
+		for _, m := range members {
+			if m == ev.SenderID {
+				h.toMembers([]int64{m}, ev.UserID, eventsItem(kEvent, payload))
+				return
+			}
+		}
+	case chat.EventConversationCreated:
+		for _, u := range members {
+			for _, s := range h.sessionsOf(u) {
+				s.offer(item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
+			}
+		}
+		h.toMembers(members, 0, eventsItem(kEvent, payload))
 	case chat.EventMemberAdded:
 		for _, s := range h.sessionsOf(ev.UserID) {
 			s.offer(item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})

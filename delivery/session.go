@@ -30,6 +30,7 @@ type Session struct {
 	overflow     atomic.Bool
 	writingSince atomic.Int64
 	readyFlag    atomic.Bool // mirror of ready for observers
+	started      time.Time
 
 	ready    bool
 	convs    map[int64]*convState
@@ -73,6 +74,7 @@ func newSession(h *Hub, conn Conn, clientID string, userID int64, persistent, re
 		done:       make(chan struct{}),
 		loaded:     make(chan struct{}),
 		ready:      ready,
+		started:    time.Now(),
 		convs:      map[int64]*convState{},
 		inflight:   map[uint16]inflight{},
 		gapped:     map[int64]*convState{},
@@ -373,7 +375,13 @@ func (s *Session) fill() bool {
 			if m.Seq != cs.next {
 				break // cannot happen with gapless seqs; stay safe
 			}
-			s.pending = append(s.pending, item{kind: kMsg, conv: id, seq: m.Seq, payload: encodeMessage(m, cs.large), qos: 1})
+			it := item{kind: kMsg, conv: id, seq: m.Seq, payload: encodeMessage(m, cs.large), qos: 1}
+			if m.CreatedAt.After(s.started) {
+				// Committed while this session was online: the latency
+				// metric counts it (a catch-up after time offline does not).
+				it.at = m.CreatedAt
+			}
+			s.pending = append(s.pending, it)
 			cs.next++
 			queued = true
 		}

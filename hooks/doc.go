@@ -11,4 +11,10 @@
 //
 // The broker never routes a client's publish to subscribers (every publish
 // is marked Ignore) and never retains: all delivery goes through the Hub.
+//
+// Limits: OnConnect charges the per-IP connect limit before anything else
+// (CONNACK 0x9F, 0x03 for 3.1.1); sends and receipts are limited by the
+// Service, typing here. Sessions that reach OnSessionEstablished are
+// reported to Presence, and reported gone from OnDisconnect however the
+// connection ended (takeovers included: Presence counts connections).
 package hooks

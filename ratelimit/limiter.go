@@ -190,6 +190,7 @@ func (l *Limiter) healthy() {
 // Redis's clock. KEYS[1] is the bucket; ARGV: rate per second, burst, cost
 // (negative refunds). It returns {allowed (0/1), tokens left (text)}.
 var takeScript = redis.NewScript(`
+if redis.replicate_commands then redis.replicate_commands() end
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])

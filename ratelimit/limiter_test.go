@@ -126,6 +126,17 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 // skips the test when redis-server is missing, unless CI=true.
 func startRedis(t *testing.T) (url string, stop func()) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return startRedisOn(t, port)
+}
+
+func startRedisOn(t *testing.T, port int) (url string, stop func()) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -133,12 +144,6 @@ func startRedis(t *testing.T) (url string, stop func()) {
 		}
 		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server)")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
 	var out bytes.Buffer
@@ -242,5 +247,28 @@ func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
 	}
 	if n := logs.count("redis unreachable"); n != 1 {
 		t.Fatalf("fallback logged %d times, want once", n)
+	}
+
+	// Redis comes back (empty): the next probe finds it, logged once.
+	port := strings.TrimSuffix(strings.TrimPrefix(url, "redis://127.0.0.1:"), "/0")
+	var p int
+	fmt.Sscan(port, &p)
+	startRedisOn(t, p)
+	deadline := time.Now().Add(5 * time.Second)
+	for !a.Shared() {
+		if time.Now().After(deadline) {
+			t.Fatal("limiter did not return to Redis")
+		}
+		a.Take(ctx, chat.RateSend, "43", lim)
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 20 {
+		a.Take(ctx, chat.RateSend, "43", lim)
+	}
+	if n := logs.count("redis reachable again"); n != 1 {
+		t.Fatalf("recovery logged %d times, want once", n)
+	}
+	if n := logs.count("redis unreachable"); n != 1 {
+		t.Fatalf("fallback logged %d times after recovery, want once", n)
 	}
 }

@@ -49,14 +49,15 @@ type Server struct {
 
 	presencePub *presence.KafkaPublisher
 
-	log     *slog.Logger
-	closeDB func(context.Context) error
-	store   *store.Store
-	httpSrv *http.Server
-	httpLn  net.Listener
-	bg      context.CancelFunc
-	bgDone  chan struct{}
-	closed  bool
+	log      *slog.Logger
+	closeDB  func(context.Context) error
+	store    *store.Store
+	sendPool *pgxpool.Pool
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	bg       context.CancelFunc
+	bgDone   chan struct{}
+	closed   bool
 }
 
 // Start brings a node up; on error everything started so far is stopped.
@@ -107,7 +108,15 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	verifier := auth.NewVerifier(secret, pub)
 
 	limits := st.Limits()
-	st2 := store.New(pool, limits)
+	// Group commit gets connections of its own (flushers + 1) so sends
+	// never wait behind history reads and delivery catch-up for the pool.
+	const flushers = 4
+	sendCfg := pool.Config()
+	sendCfg.MaxConns, sendCfg.MinConns = flushers+1, 0
+	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
+		return nil, fmt.Errorf("open send pool: %w", err)
+	}
+	st2 := store.New(pool, limits, store.WithBatching(256, flushers), store.WithSendPool(s.sendPool))
 	s.store = st2
 	sessions := store.NewSessions(pool)
 	s.Hub = delivery.NewHub(sessions, st2, delivery.Options{
@@ -370,6 +379,9 @@ func (s *Server) Close(ctx context.Context) error {
 		if err := s.store.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.sendPool != nil {
+		s.sendPool.Close()
 	}
 	if s.closeDB != nil {
 		if err := s.closeDB(ctx); err != nil {

@@ -91,13 +91,10 @@ func loadMembers(ctx context.Context, tx pgx.Tx, convID int64) ([]chat.Member, e
 	return ms, nil
 }
 
-// memberAddedEvents is one member.added per member, as committed.
+// memberAddedEvents is the event of a new conversation: one
+// conversation.created listing its first members.
 func memberAddedEvents(conv chat.Conversation, actorID int64) []chat.Event {
-	evs := make([]chat.Event, len(conv.Members))
-	for i, m := range conv.Members {
-		evs[i] = chat.MemberAddedEvent(conv, m.UserID, actorID, m.Role)
-	}
-	return evs
+	return []chat.Event{chat.ConversationCreatedEvent(conv, actorID)}
 }
 
 // CreateGroup creates a GROUP with creatorID as owner and members as plain

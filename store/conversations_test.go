@@ -64,9 +64,9 @@ func TestOpenDirectConcurrentCallsForOnePairYieldOneConversation(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT count(*) FROM direct_pair WHERE user_low = $1 AND user_high = $2`, b, a); n != 1 {
 		t.Fatalf("%d direct_pair rows, want 1", n)
 	}
-	evs := outboxEvents(t, pool, results[0].conv.ID, chat.EventMemberAdded)
-	if len(evs) != 2 || evs[0].UserID != b || evs[1].UserID != a || evs[0].ConvType != chat.Direct {
-		t.Fatalf("member.added events: %+v", evs)
+	evs := outboxEvents(t, pool, results[0].conv.ID, chat.EventConversationCreated)
+	if len(evs) != 1 || !slices.Equal(evs[0].Members, []int64{b, a}) || evs[0].ConvType != chat.Direct {
+		t.Fatalf("conversation.created events: %+v", evs)
 	}
 
 	again, created2, err := st.OpenDirect(ctx, a, b)
@@ -103,15 +103,17 @@ func TestCreateGroupMembersRolesAndEvents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("members %+v, want %+v", got, want)
 	}
-	evs := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded)
-	if len(evs) != 3 {
-		t.Fatalf("%d member.added events, want 3", len(evs))
+	// One conversation.created lists the founders: n deliveries, not n².
+	evs := outboxEvents(t, pool, conv.ID, chat.EventConversationCreated)
+	if len(evs) != 1 {
+		t.Fatalf("%d conversation.created events, want 1", len(evs))
 	}
-	for i, ev := range evs {
-		if ev.UserID != want[i].UserID || ev.Role != want[i].Role || ev.ActorID != 5 ||
-			ev.ConvType != chat.Group || ev.Title == nil || *ev.Title != "team" {
-			t.Fatalf("event %d: %+v", i, ev)
-		}
+	if ev := evs[0]; !slices.Equal(ev.Members, []int64{3, 5, 9}) || ev.ActorID != 5 ||
+		ev.ConvType != chat.Group || ev.Title == nil || *ev.Title != "team" {
+		t.Fatalf("conversation.created: %+v", ev)
+	}
+	if n := len(outboxEvents(t, pool, conv.ID, chat.EventMemberAdded)); n != 0 {
+		t.Fatalf("%d member.added events for founders, want none", n)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND join_seq <> 0`, conv.ID); n != 0 {
 		t.Fatalf("%d founding members with join_seq <> 0", n)
@@ -206,8 +208,8 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 	}
 
 	added := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded)
-	if len(added) != 6 || added[4].UserID != admin || added[4].ActorID != owner || added[4].Role != chat.RoleAdmin ||
-		added[4].Seq != 3 || added[5].UserID != newbie || added[5].ActorID != admin {
+	if len(added) != 2 || added[0].UserID != admin || added[0].ActorID != owner || added[0].Role != chat.RoleAdmin ||
+		added[0].Seq != 3 || added[1].UserID != newbie || added[1].ActorID != admin {
 		t.Fatalf("member.added events: %+v", added)
 	}
 	removed := outboxEvents(t, pool, conv.ID, chat.EventMemberRemoved)
@@ -259,8 +261,8 @@ func TestAddMemberCapHoldsUnderConcurrentAdds(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conv.ID); n != 5 {
 		t.Fatalf("%d members, cap is 5", n)
 	}
-	if evs := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded); len(evs) != 5 {
-		t.Fatalf("%d member.added events, want 5", len(evs))
+	if evs := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded); len(evs) != 1 {
+		t.Fatalf("%d member.added events, want 1 (the racer that won)", len(evs))
 	}
 	// Leaving frees a slot.
 	if _, err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
@@ -285,7 +287,7 @@ func TestDirectConversationMembershipCannotChange(t *testing.T) {
 	wantCode(t, "remove from direct", err, chat.CodeForbidden)
 	_, err = st.RemoveMember(ctx, conv.ID, 1, 1)
 	wantCode(t, "leave direct", err, chat.CodeForbidden)
-	if evs := outboxEvents(t, pool, conv.ID, ""); len(evs) != 2 {
+	if evs := outboxEvents(t, pool, conv.ID, ""); len(evs) != 1 {
 		t.Fatalf("events after refused changes: %+v", evs)
 	}
 	// Both can talk.

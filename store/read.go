@@ -13,10 +13,12 @@ import (
 // markReadSQL is the whole watermark rule in one statement: clamp to
 // last_seq, move only forward. If a concurrent MarkRead holds the member row,
 // PostgreSQL re-evaluates the WHERE against the row it committed, so two
-// readers can never move the watermark backwards.
+// readers can never move the watermark backwards. What was read was
+// delivered: the delivered watermark follows.
 const markReadSQL = `
 UPDATE conversation_member m
-SET last_read_seq = LEAST($3::bigint, c.last_seq)
+SET last_read_seq = LEAST($3::bigint, c.last_seq),
+    last_delivered_seq = GREATEST(m.last_delivered_seq, LEAST($3::bigint, c.last_seq))
 FROM conversation c
 WHERE m.conversation_id = $1 AND m.user_id = $2 AND c.id = m.conversation_id
   AND LEAST($3::bigint, c.last_seq) > m.last_read_seq

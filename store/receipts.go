@@ -51,12 +51,16 @@ type ReceiptsConfig struct {
 //     by one in arrival order, and the final watermark is the same.
 //   - delivered acknowledgements (Delivered): fire and forget, merged per
 //     (conversation, user) to the highest seq and written at most once per
-//     DeliveredInterval.
+//     DeliveredInterval. A watermark that moved produces one
+//     delivery.updated per sender of the messages it moved over (senderId:
+//     the user the event is for), not one per member of the conversation,
+//     so a message costs O(members) events, not O(members²).
 //
 // Each batch is one transaction: the member rows are locked in (conversation,
 // user) order, one set-based UPDATE ... FROM unnest(...) moves every
 // watermark that advances (clamped to last_seq, never backwards), and the
-// outbox receives one read.updated or delivery.updated per row that moved.
+// outbox receives one read.updated per row that moved, or one
+// delivery.updated per row that moved and sender.
 // A read receipt also moves the delivered watermark up to it (what was read
 // was delivered); a delivered acknowledgement moves it only past both
 // watermarks, so the sender's own copies never produce delivery.updated.
@@ -488,6 +492,27 @@ func retryable(err error) bool {
 
 // --- delivered watermarks ---
 
+// lockDeliveredSQL is lockMembersSQL for delivered batches: the effective
+// delivered watermark (reading counts as delivered) before the batch.
+const lockDeliveredSQL = `
+SELECT m.conversation_id, m.user_id, GREATEST(m.last_delivered_seq, m.last_read_seq), c.last_seq
+FROM unnest($1::bigint[], $2::bigint[]) AS r(conversation_id, user_id)
+JOIN conversation_member m ON m.conversation_id = r.conversation_id AND m.user_id = r.user_id
+JOIN conversation c ON c.id = m.conversation_id
+ORDER BY m.conversation_id, m.user_id
+FOR UPDATE OF m`
+
+// deliveredSendersSQL finds, for each watermark that moved from old to new,
+// who sent the messages in (old, new] (the last maxSenderScan of them): the
+// users delivery.updated is for. A member's own messages do not count.
+const deliveredSendersSQL = `
+SELECT DISTINCT r.conversation_id, r.user_id, m.sender_id
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS r(conversation_id, user_id, old_seq, new_seq)
+JOIN message m ON m.conversation_id = r.conversation_id
+  AND m.seq > GREATEST(r.old_seq, r.new_seq - 1000) AND m.seq <= r.new_seq
+WHERE m.sender_id <> r.user_id
+ORDER BY 1, 2, 3`
+
 // deliveredBatchSQL moves delivered watermarks forward, clamped to last_seq,
 // and only past the read watermark too (reading moved delivered already).
 const deliveredBatchSQL = `
@@ -589,7 +614,7 @@ func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 		events = events[:0]
 		return r.st.inTx(ctx, "save delivered watermarks", func(tx pgx.Tx) error {
 			b := &pgx.Batch{}
-			b.Queue(lockMembersSQL, convs, users)
+			b.Queue(lockDeliveredSQL, convs, users)
 			b.Queue(deliveredBatchSQL, convs, users, seqs)
 			br := tx.SendBatch(ctx, b)
 			locked, updated := map[memberKey]memberState{}, map[memberKey]memberState{}
@@ -604,10 +629,33 @@ func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 			if err := br.Close(); err != nil {
 				return fmt.Errorf("update delivered watermarks: %w", err)
 			}
+			if len(updated) == 0 {
+				return nil
+			}
+			var mc, mu, mo, mn []int64
 			for _, k := range keys {
 				if u, ok := updated[k]; ok {
-					events = append(events, chat.DeliveryEvent(k.conv, k.user, u.read))
+					mc, mu, mo, mn = append(mc, k.conv), append(mu, k.user), append(mo, locked[k].read), append(mn, u.read)
 				}
+			}
+			rows, err := tx.Query(ctx, deliveredSendersSQL, mc, mu, mo, mn)
+			if err != nil {
+				return fmt.Errorf("read senders: %w", err)
+			}
+			for rows.Next() {
+				var k memberKey
+				var sender int64
+				if err := rows.Scan(&k.conv, &k.user, &sender); err != nil {
+					rows.Close()
+					return fmt.Errorf("read senders: %w", err)
+				}
+				ev := chat.DeliveryEvent(k.conv, k.user, updated[k].read)
+				ev.SenderID = sender
+				events = append(events, ev)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("read senders: %w", err)
 			}
 			return insertOutbox(ctx, tx, events...)
 		})

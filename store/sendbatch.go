@@ -36,7 +36,11 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 		}
 		pairConv[i], pairUser[i], pairID[i] = r.req.ConversationID, r.req.SenderID, r.req.ClientMsgID
 	}
-	return s.inTx(ctx, "send", func(tx pgx.Tx) error {
+	pool := beginner(s.pool)
+	if s.sendPool != nil {
+		pool = s.sendPool
+	}
+	return runTxOn(ctx, pool, "send", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		type convState struct {
 			lastSeq int64
 			newLast int64
@@ -189,7 +193,12 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 		wb.Queue(`UPDATE conversation c SET last_seq = u.last, last_message_at = $3
 			FROM unnest($1::bigint[], $2::bigint[]) AS u(id, last) WHERE c.id = u.id`, uConv, uLast, now)
 		// The sender has read what it wrote; one row per (conversation,
-		// sender) with its highest seq, in key order.
+		// sender) with its highest seq. The member rows are locked first in
+		// key order, the order every writer of member rows uses (receipt
+		// and delivered-watermark batches), so batches never deadlock.
+		wb.Queue(`SELECT 1 FROM conversation_member m
+			JOIN (SELECT DISTINCT c, u FROM unnest($1::bigint[], $2::bigint[]) AS t(c, u)) w ON m.conversation_id = w.c AND m.user_id = w.u
+			ORDER BY m.conversation_id, m.user_id FOR UPDATE OF m`, wConv, wUser)
 		wb.Queue(`UPDATE conversation_member m SET last_read_seq = GREATEST(m.last_read_seq, w.seq)
 			FROM (SELECT c, u, max(q) AS seq FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS t(c, u, q) GROUP BY c, u) w
 			WHERE m.conversation_id = w.c AND m.user_id = w.u`, wConv, wUser, wSeq)

@@ -35,6 +35,7 @@ type Store struct {
 	closed       atomic.Bool
 	batchCount   atomic.Int64
 	batchMsgs    atomic.Int64
+	sendPool     *pgxpool.Pool // group-commit transactions; nil = pool
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -55,6 +56,12 @@ func WithBatching(maxBatch, flushers int) Option {
 			s.flushers = flushers
 		}
 	}
+}
+
+// WithSendPool gives group commit connections of its own, so sends never
+// queue behind reads (history pages, delivery catch-up) for a connection.
+func WithSendPool(p *pgxpool.Pool) Option {
+	return func(s *Store) { s.sendPool = p }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
@@ -125,7 +132,16 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) erro
 }
 
 func (s *Store) runTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, opts)
+	return runTxOn(ctx, s.pool, op, opts, fn)
+}
+
+// beginner is a pool a transaction can start on.
+type beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+func runTxOn(ctx context.Context, pool beginner, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
 		return classify(op, fmt.Errorf("begin: %w", err))
 	}

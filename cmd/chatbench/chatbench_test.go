@@ -29,12 +29,16 @@ func startChatd(t *testing.T) (*server.Server, string) {
 	t.Helper()
 	url := pgtest.NewDB(t)
 	env := map[string]string{
-		"CHAT_DATABASE_URL":    url,
-		"CHAT_MQTT_ADDR":       "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":       "127.0.0.1:0",
-		"CHAT_DATA_DIR":        t.TempDir(),
-		"CHAT_JWT_SECRET":      testSecret,
-		"CHAT_LIMIT_SEND_RATE": "0",
+		"CHAT_DATABASE_URL":       url,
+		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
+		"CHAT_DATA_DIR":           t.TempDir(),
+		"CHAT_JWT_SECRET":         testSecret,
+		"CHAT_LIMIT_SEND_RATE":    "0",
+		"CHAT_LIMIT_CONV_RATE":    "0",
+		"CHAT_LIMIT_READ_RATE":    "0",
+		"CHAT_LIMIT_API_RATE":     "0",
+		"CHAT_LIMIT_CONNECT_RATE": "0",
 	}
 	st, err := config.Load(nil, func(k string) string { return env[k] })
 	if err != nil {
@@ -108,6 +112,12 @@ func TestSteadyRunDeliversEveryAckedMessageOnce(t *testing.T) {
 	}
 	if r.Chatd == nil || r.Chatd.CPUSeconds <= 0 || r.Chatd.RSSMaxMiB <= 0 {
 		t.Errorf("chatd process stats = %+v", r.Chatd)
+	}
+	if m := r.ServerMetrics; m == nil || m.Deltas["chat_mqtt_publishes_total"] < float64(r.Sent) || m.SendAvgMs <= 0 {
+		t.Errorf("server metrics = %+v", m)
+	}
+	if m := r.Machine; m.CPUs == 0 || m.BusyPercent <= 0 || m.ChatbenchPercent <= 0 {
+		t.Errorf("machine = %+v", m)
 	}
 }
 

@@ -15,7 +15,9 @@
 // workload against a plain MQTT broker (cmd/plainbroker) without chat
 // semantics, which measures the MQTT broker's own ceiling.
 //
-//	go run ./cmd/chatd &                       # CHAT_LIMIT_SEND_RATE=0 for benchmarks
+//	export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 \
+//	       CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0   # chatd's per-user/IP limits off
+//	go run ./cmd/chatd &
 //	go run ./cmd/chatbench -clients 200 -conversations 1000 -duration 20s
 //	go run ./cmd/plainbroker -addr 127.0.0.1:1884 &
 //	go run ./cmd/chatbench -plain -broker 127.0.0.1:1884

@@ -25,6 +25,8 @@ type bench struct {
 	senders int // clients that are members of at least one conversation
 
 	paused    atomic.Bool
+	received  atomic.Int64 // publishes received, all types
+	closing   atomic.Bool  // the run is over: publish no more read receipts
 	phase     atomic.Int32
 	rateBits  atomic.Uint64 // current target rate (msgs/s, all clients), 0 = as fast as acks allow
 	budget    atomic.Int64  // messages left to send, when limited
@@ -50,14 +52,15 @@ type benchClient struct {
 	body    string
 
 	lastMu sync.Mutex
-	last   map[int64]int64 // conversation -> highest seq received (gap detection)
+	last   map[int64]int64  // conversation -> highest seq received (gap detection)
+	types  map[string]int64 // events received by type (under lastMu)
 }
 
 func (b *bench) newClients() {
 	b.clients = make([]*benchClient, len(b.w.users))
 	for i, u := range b.w.users {
 		c := &benchClient{b: b, idx: int32(i), user: u, slots: make(chan struct{}, b.o.inflight),
-			samples: newSamples(), rng: rand.New(rand.NewPCG(b.o.seed, uint64(i)+1)), last: map[int64]int64{}}
+			samples: newSamples(), rng: rand.New(rand.NewPCG(b.o.seed, uint64(i)+1)), last: map[int64]int64{}, types: map[string]int64{}}
 		c.body = makeBody(fmt.Sprintf("bench user %d ", u), b.o.bodyBytes)
 		b.clients[i] = c
 		if len(b.w.byUser[i]) > 0 {
@@ -165,6 +168,10 @@ func (c *benchClient) onPublish(pk packets.Packet) {
 		t.noteErr("bad payload")
 		return
 	}
+	c.b.received.Add(1)
+	c.lastMu.Lock()
+	c.types[ev.Type]++
+	c.lastMu.Unlock()
 	if c.b.o.plain {
 		if r, ok := t.byID.Load(ev.ClientMsgID); ok {
 			t.delivery(r.(*msgRec), c.idx, c.samples)
@@ -194,7 +201,7 @@ func (c *benchClient) onPublish(pk packets.Packet) {
 		}
 		rec.mu.Unlock()
 		first := t.delivery(rec, c.idx, c.samples)
-		if first && c.b.o.mode == modeReceipts && ev.SenderID != c.user {
+		if first && c.b.o.mode == modeReceipts && ev.SenderID != c.user && !c.b.closing.Load() {
 			c.markRead(ev.ConversationID, ev.Seq)
 		}
 	case "read.updated":
@@ -207,6 +214,40 @@ func (c *benchClient) onPublish(pk packets.Packet) {
 			t.noteErr("error event: " + ev.Code)
 		}
 	}
+}
+
+// settle waits until the events caused by the setup (member.added for
+// every member of every new conversation, presence) have been delivered:
+// until nothing arrived for a second, at most d. Measuring before would
+// put every message behind that backlog.
+func (b *bench) settle(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	last, quietSince := b.received.Load(), time.Now()
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		sleepCtx(ctx, 100*time.Millisecond)
+		if n := b.received.Load(); n != last {
+			last, quietSince = n, time.Now()
+		} else if time.Since(quietSince) >= time.Second {
+			return true
+		}
+	}
+	return false
+}
+
+// eventTypes sums the events received by type over all clients.
+func (b *bench) eventTypes() map[string]int64 {
+	out := map[string]int64{}
+	for _, c := range b.clients {
+		c.lastMu.Lock()
+		for k, v := range c.types {
+			if k == "" {
+				k = "(plain)"
+			}
+			out[k] += v
+		}
+		c.lastMu.Unlock()
+	}
+	return out
 }
 
 // checkOrder notes gaps: chatd delivers each conversation in seq order
@@ -256,6 +297,12 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 		return
 	}
 	next := time.Now()
+	if r := c.b.rate(); r > 0 {
+		// Spread the clients' first sends over one interval: no burst at
+		// the start of a run.
+		interval := float64(time.Second) * float64(c.b.senders) / r
+		next = next.Add(time.Duration(c.rng.Float64() * interval))
+	}
 	for ctx.Err() == nil {
 		if c.b.paused.Load() {
 			sleepCtx(ctx, 5*time.Millisecond)
@@ -311,14 +358,36 @@ func (c *benchClient) publishOne(conn *mqttConn, conv conversation) {
 	}
 	rec := &msgRec{conv: conv.id, sender: c.idx, phase: c.b.phase.Load(), expected: int32(len(conv.members))}
 	t.published(id, rec)
+	c.publishRec(conn, rec, topic, payload, 0)
+}
+
+// publishRec publishes a message and settles it by its PUBACK. chatd's
+// "unavailable" (0x80) and "internal" (0x83) mean "resend with the same
+// clientMsgId", which it does, as a client would (counted as retried).
+func (c *benchClient) publishRec(conn *mqttConn, rec *msgRec, topic string, payload []byte, attempt int) {
+	t := c.b.t
 	conn.publish(topic, 1, payload, func(ack packets.Packet, err error) {
-		<-c.slots
 		switch {
 		case err != nil:
+			<-c.slots
 			t.lost(err)
+		case (ack.ReasonCode == 0x80 || ack.ReasonCode == 0x83) && !c.b.o.plain && attempt < 20:
+			t.retried.Add(1)
+			t.noteRetry(fmt.Sprintf("PUBACK 0x%02x %s", ack.ReasonCode, ack.Properties.ReasonString))
+			time.AfterFunc(time.Duration(attempt+1)*20*time.Millisecond, func() {
+				next := c.current()
+				if next == nil {
+					<-c.slots
+					t.lost(errConnLost)
+					return
+				}
+				c.publishRec(next, rec, topic, payload, attempt+1)
+			})
 		case ack.ReasonCode >= 0x80:
+			<-c.slots
 			t.failed(rec, fmt.Sprintf("PUBACK 0x%02x %s", ack.ReasonCode, ack.Properties.ReasonString))
 		default:
+			<-c.slots
 			var seq int64
 			for _, p := range ack.Properties.User {
 				if p.Key == "seq" {
@@ -395,6 +464,14 @@ func (b *bench) totalInflight() int {
 func (b *bench) waitAcks(d time.Duration) {
 	deadline := time.Now().Add(d)
 	for b.totalInflight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitReads waits (up to d) for the read receipts in flight to settle.
+func (b *bench) waitReads(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for b.t.readsSent.Load() > b.t.readsAcked.Load()+b.t.readsFailed.Load() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }

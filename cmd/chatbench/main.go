@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +39,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if f, ok := stdout.(*os.File); ok && isTerminal(f) {
 			showProgress = true
 		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "chatbench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "chatbench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, err := execute(ctx, o, stdout, stderr, showProgress)
 	if err != nil {
@@ -82,7 +97,15 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 	fmt.Fprintf(stderr, "chatbench: connecting %d MQTT clients to %s ...\n", len(b.clients), o.broker)
 	if err := b.connectAll(ctx, 50, true); err != nil {
 		b.closeAll()
-		return nil, fmt.Errorf("connect: %w (is the broker at %s? set -broker)", err, o.broker)
+		return nil, fmt.Errorf("connect: %w (is the broker at %s? set -broker)%s", err, o.broker, limitHint(err.Error()))
+	}
+	fmt.Fprintf(stderr, "chatbench: waiting for the setup's events to be delivered ...\n")
+	settleStart := time.Now()
+	settled := b.settle(ctx, o.settle)
+	settleSeconds := time.Since(settleStart).Seconds()
+	setupEvents := b.eventTypes()
+	if !settled {
+		fmt.Fprintf(stderr, "chatbench: setup events still arriving after %v; measuring anyway\n", o.settle)
 	}
 	setupSeconds := time.Since(setupStart).Seconds()
 
@@ -106,7 +129,15 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 		b.limited = true
 		b.budget.Store(o.messages)
 	}
+	var metricsBefore map[string]float64
+	if o.metricsURL != "" {
+		var err error
+		if metricsBefore, err = scrapeMetrics(ctx, o.metricsURL); err != nil {
+			fmt.Fprintf(stderr, "chatbench: no server metrics (%v); pass -metrics off to skip\n", err)
+		}
+	}
 	b.sendStart = t.now()
+	cpu := startCPUWindow()
 	fmt.Fprintf(stderr, "chatbench: %s load for %v ...\n", o.mode, sendFor.Round(time.Second))
 
 	stopProgress := make(chan struct{})
@@ -137,9 +168,20 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 	ctrl.Wait()
 	sendEnd := t.now()
 	b.waitAcks(30 * time.Second)
-	b.waitDelivered(ctx, o.drain)
+	drainStart := time.Now()
+	drained := b.waitDelivered(ctx, o.drain)
+	drainSeconds := time.Since(drainStart).Seconds()
+	b.closing.Store(true) // no new read receipts; let those in flight settle
+	b.waitReads(10 * time.Second)
 	close(stopProgress)
 	progressDone.Wait()
+	busy, self := cpu.finish()
+	var serverMetrics *ServerMetrics
+	if metricsBefore != nil {
+		if after, err := scrapeMetrics(ctx, o.metricsURL); err == nil {
+			serverMetrics = metricDeltas(metricsBefore, after)
+		}
+	}
 	var proc *ProcStats
 	if sampler != nil {
 		proc = sampler.finish()
@@ -150,6 +192,16 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 	}
 	rep := b.report(setupSeconds, (sendEnd - b.sendStart).Seconds())
 	rep.Chatd = proc
+	rep.DrainSeconds, rep.Drained = drainSeconds, drained
+	rep.Machine.BusyPercent, rep.Machine.ChatbenchPercent = busy, self
+	rep.ServerMetrics = serverMetrics
+	rep.Events = b.eventTypes()
+	for k, v := range setupEvents {
+		if rep.Events[k] -= v; rep.Events[k] == 0 {
+			delete(rep.Events, k)
+		}
+	}
+	rep.Setup = SetupInfo{Seconds: setupSeconds, SettleSeconds: settleSeconds, Settled: settled, Events: setupEvents}
 	rep.Ramp = rampRes
 	rep.Storm = stormRes
 	if o.mode == modeReceipts {
@@ -196,10 +248,10 @@ func (b *bench) report(setupSeconds, sendSeconds float64) *Report {
 		Clients: len(b.clients), Conversations: len(b.w.convs), Direct: direct, Groups: groups, AvgMembers: avg,
 		BodyBytes: o.bodyBytes, Inflight: o.inflight, TargetRate: o.rate, Persistent: o.persistent,
 		SetupSeconds: setupSeconds, SendSeconds: sendSeconds,
-		Sent: t.sent.Load(), Acked: t.acked.Load(), Refused: t.refused.Load(), Unacked: t.unacked.Load(),
+		Sent: t.sent.Load(), Acked: t.acked.Load(), Refused: t.refused.Load(), Unacked: t.unacked.Load(), Retried: t.retried.Load(),
 		Expected: t.owed.Load(), Delivered: t.delivered.Load(), DeliveredUnacked: t.deliveredUnacked.Load(),
 		Duplicates: t.duplicates.Load(), Gaps: t.gaps.Load(), GapMessages: t.gapMessages.Load(),
-		Lost: lost, Unknown: t.unknown.Load(), LossExamples: examples, Errors: t.errCodes,
+		Lost: lost, Unknown: t.unknown.Load(), LossExamples: examples, Errors: t.errCodes, Retries: t.retries,
 		AckLatency: latency(ackAll), DeliveryLatency: latency(t.delivLat), Machine: machine(),
 	}
 	if d := time.Duration(t.lastAck.Load()) - b.sendStart; d > 0 {
@@ -233,3 +285,15 @@ func (b *bench) ackedIDs() []string {
 	})
 	return ids
 }
+
+// limitHint explains refusals caused by chatd's rate limits, which a
+// benchmark from one machine trips at once.
+func limitHint(msg string) string {
+	if strings.Contains(msg, "0x9f") || strings.Contains(msg, "0x97") || strings.Contains(msg, "rate_limited") {
+		return "; chatd limits rates per user and per IP: for benchmarks run it with " + benchEnv
+	}
+	return ""
+}
+
+// benchEnv turns off chatd's rate limits.
+const benchEnv = "CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0"

@@ -45,6 +45,9 @@ type options struct {
 	jsonOut     bool
 	verifyDB    string
 	chatdPID    int
+	metricsURL  string
+	cpuProfile  string
+	settle      time.Duration
 	progress    string
 
 	rampFactor float64
@@ -77,6 +80,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "how long to send")
 	fs.Int64Var(&o.messages, "messages", 0, "stop after this many messages (0: no limit)")
 	fs.IntVar(&o.bodyBytes, "body-bytes", 100, "message body size")
+	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "after connecting, wait at most this long for the setup's events (member.added, presence) to be delivered before measuring")
 	fs.DurationVar(&o.drain, "drain", 15*time.Second, "after sending stops, how long to wait for outstanding deliveries")
 	fs.BoolVar(&o.persistent, "persistent", true, "persistent sessions (v5 session expiry, v3.1.1 clean session 0), as mobile clients use")
 	fs.Int64Var(&o.userBase, "user-base", 0, "first user id (default: derived from the clock, so each run has fresh users)")
@@ -85,6 +89,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.verifyDB, "verify-db", "", "PostgreSQL URL of chatd's database: also check that every acked message is stored once and seqs are gapless")
 	fs.IntVar(&o.chatdPID, "chatd-pid", 0, "chatd's process id: report its CPU and RSS (Linux /proc)")
+	fs.StringVar(&o.metricsURL, "metrics", "", "chatd's Prometheus endpoint, scraped before and after to report its own view (default -http + /metrics; \"off\" to skip)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write chatbench's own CPU profile to this file")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line each second: auto (when stdout is a terminal), on, off")
 	fs.Float64Var(&o.rampFactor, "ramp-factor", 1.5, "ramp: rate multiplier per step")
 	fs.DurationVar(&o.rampStep, "ramp-step", 3*time.Second, "ramp: length of a step")
@@ -161,6 +167,12 @@ func (o *options) validate() error {
 		o.httpBase = "http://" + envOr("CHAT_HTTP_ADDR", "127.0.0.1:8080")
 	}
 	o.httpBase = strings.TrimSuffix(o.httpBase, "/")
+	if o.metricsURL == "" && !o.plain {
+		o.metricsURL = o.httpBase + "/metrics"
+	}
+	if o.metricsURL == "off" {
+		o.metricsURL = ""
+	}
 	return nil
 }
 

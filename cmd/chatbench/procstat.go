@@ -128,3 +128,62 @@ func procRSS(pid int) (float64, error) {
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
+
+// cpuWindow measures, over a window, the machine's busy share of all CPUs
+// (/proc/stat) and this process's own CPU use, so a report shows whether
+// the machine was saturated and what the load generator itself took.
+type cpuWindow struct {
+	start         time.Time
+	busy0, total0 float64
+	self0         float64
+}
+
+func startCPUWindow() *cpuWindow {
+	w := &cpuWindow{start: time.Now()}
+	w.busy0, w.total0, _ = machineCPU()
+	w.self0, _ = procCPU(os.Getpid())
+	return w
+}
+
+// finish returns the machine's busy percentage (of all CPUs) and this
+// process's CPU percentage (of one core).
+func (w *cpuWindow) finish() (machineBusy, self float64) {
+	busy, total, err := machineCPU()
+	if err == nil && total > w.total0 {
+		machineBusy = 100 * (busy - w.busy0) / (total - w.total0)
+	}
+	if s, err := procCPU(os.Getpid()); err == nil {
+		if wall := time.Since(w.start).Seconds(); wall > 0 {
+			self = 100 * (s - w.self0) / wall
+		}
+	}
+	return machineBusy, self
+}
+
+// machineCPU reads the aggregate "cpu" line of /proc/stat: busy and total
+// jiffies (idle and iowait count as not busy).
+func machineCPU() (busy, total float64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected /proc/stat")
+	}
+	for i, x := range f[1:] {
+		v, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("unexpected /proc/stat: %w", err)
+		}
+		if i >= 7 { // guest time is already in user
+			break
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, nil
+}

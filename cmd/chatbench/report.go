@@ -29,10 +29,13 @@ type Report struct {
 	Persistent    bool    `json:"persistent"`
 	SetupSeconds  float64 `json:"setupSeconds"`
 	SendSeconds   float64 `json:"sendSeconds"`
+	DrainSeconds  float64 `json:"drainSeconds"` // waited after sending for outstanding deliveries
+	Drained       bool    `json:"drained"`      // every owed delivery arrived within -drain
 
 	Sent             int64            `json:"sent"`
 	Acked            int64            `json:"acked"`
-	Refused          int64            `json:"refused"`  // PUBACK >= 0x80 or error event
+	Refused          int64            `json:"refused"`  // PUBACK >= 0x80 or error event, final
+	Retried          int64            `json:"retried"`  // resends after PUBACK 0x80/0x83 (same clientMsgId)
 	Unacked          int64            `json:"unacked"`  // no PUBACK (connection lost)
 	Expected         int64            `json:"expected"` // deliveries owed for acked messages
 	Delivered        int64            `json:"delivered"`
@@ -40,24 +43,37 @@ type Report struct {
 	Duplicates       int64            `json:"duplicates"`
 	Gaps             int64            `json:"gaps"`        // seq jumps seen by receivers
 	GapMessages      int64            `json:"gapMessages"` // seqs skipped by them
-	Lost             int64            `json:"lost"`        // owed deliveries that never came
+	Lost             int64            `json:"lost"`        // owed deliveries not received by the end of the drain window
 	Unknown          int64            `json:"unknown"`     // deliveries of messages this run did not send
 	LossExamples     []string         `json:"lossExamples,omitempty"`
 	Errors           map[string]int64 `json:"errors,omitempty"`
+	Retries          map[string]int64 `json:"retries,omitempty"`
+	Events           map[string]int64 `json:"events"` // publishes received while measuring, by event type
+	Setup            SetupInfo        `json:"setup"`
 
 	AckedPerSec      float64 `json:"ackedPerSec"`
 	DeliveriesPerSec float64 `json:"deliveriesPerSec"`
 	AckLatency       Latency `json:"ackLatencyMs"`
 	DeliveryLatency  Latency `json:"deliveryLatencyMs"`
 
-	Chatd    *ProcStats      `json:"chatd,omitempty"`
-	Database *DBCheck        `json:"database,omitempty"`
-	Ramp     *RampResult     `json:"ramp,omitempty"`
-	Storm    *StormResult    `json:"storm,omitempty"`
-	Receipts *ReceiptsResult `json:"receipts,omitempty"`
+	Chatd         *ProcStats      `json:"server,omitempty"` // -chatd-pid: chatd, or the plain broker
+	ServerMetrics *ServerMetrics  `json:"serverMetrics,omitempty"`
+	Database      *DBCheck        `json:"database,omitempty"`
+	Ramp          *RampResult     `json:"ramp,omitempty"`
+	Storm         *StormResult    `json:"storm,omitempty"`
+	Receipts      *ReceiptsResult `json:"receipts,omitempty"`
 
 	Machine Machine `json:"machine"`
 	OK      bool    `json:"ok"` // no loss, no gap, nothing refused, database check passed
+}
+
+// SetupInfo describes the setup: creating conversations, connecting, and
+// waiting for the events that causes to be delivered.
+type SetupInfo struct {
+	Seconds       float64          `json:"seconds"`
+	SettleSeconds float64          `json:"settleSeconds"` // of Seconds, waiting for setup events
+	Settled       bool             `json:"settled"`
+	Events        map[string]int64 `json:"events"` // received during the setup, by type
 }
 
 // Latency percentiles in milliseconds.
@@ -70,10 +86,13 @@ type Latency struct {
 	Max   float64 `json:"max"`
 }
 
-// Machine describes where the bench ran.
+// Machine describes where the bench ran and how busy it was while sending
+// and draining.
 type Machine struct {
-	CPUs      int    `json:"cpus"`
-	GoVersion string `json:"go"`
+	CPUs             int     `json:"cpus"`
+	GoVersion        string  `json:"go"`
+	BusyPercent      float64 `json:"busyPercent"`      // of all CPUs, every process
+	ChatbenchPercent float64 `json:"chatbenchPercent"` // this load generator, of one core
 }
 
 // latency summarises microsecond samples (sorts them in place).
@@ -113,14 +132,21 @@ func writeTable(w io.Writer, r *Report) error {
 	}
 	if !r.OK {
 		verdict = "FAILED: see lost / gaps / refused / database below"
+		if !r.Drained && r.Gaps == 0 && r.Refused == 0 {
+			verdict = "FAILED: deliveries still outstanding when the drain window ended (raise -drain to tell slow from lost)"
+		}
 	}
 	fmt.Fprintf(tw, "chatbench\t%s, mode %s, MQTT %s, %s\n", r.Target, r.Mode, versionName(r.MQTTVersion), r.Broker)
 	fmt.Fprintf(tw, "workload\t%d clients, %d conversations (%d direct, %d groups, %.1f members avg), %d-byte bodies, QoS 1, %s\n",
 		r.Clients, r.Conversations, r.Direct, r.Groups, r.AvgMembers, r.BodyBytes, rateName(r.TargetRate, r.Inflight))
-	fmt.Fprintf(tw, "duration\tsetup %.1fs, sending %.1fs\n", r.SetupSeconds, r.SendSeconds)
-	fmt.Fprintf(tw, "messages\tsent %d, acked %d, refused %d, no PUBACK %d\n", r.Sent, r.Acked, r.Refused, r.Unacked)
+	fmt.Fprintf(tw, "duration\tsetup %.1fs, sending %.1fs, draining %.1fs\n", r.SetupSeconds, r.SendSeconds, r.DrainSeconds)
+	if len(r.Setup.Events) > 0 {
+		fmt.Fprintf(tw, "setup events\t%s delivered in %.1fs before measuring\n", formatCounts(r.Setup.Events), r.Setup.SettleSeconds)
+	}
+	fmt.Fprintf(tw, "messages\tsent %d, acked %d, refused %d, no PUBACK %d, resent after 0x80/0x83 %d\n", r.Sent, r.Acked, r.Refused, r.Unacked, r.Retried)
 	fmt.Fprintf(tw, "deliveries\texpected %d, delivered %d, lost %d, duplicates %d, gaps %d (%d seqs), unknown %d\n",
 		r.Expected, r.Delivered, r.Lost, r.Duplicates, r.Gaps, r.GapMessages, r.Unknown)
+	fmt.Fprintf(tw, "events received\t%s\n", formatCounts(r.Events))
 	fmt.Fprintf(tw, "throughput\t%.0f acked msgs/s, %.0f deliveries/s\n", r.AckedPerSec, r.DeliveriesPerSec)
 	fmt.Fprintf(tw, "latency (ms)\tp50\tp90\tp99\tp99.9\tmax\n")
 	for _, l := range []struct {
@@ -130,7 +156,15 @@ func writeTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\n", l.name, l.l.P50, l.l.P90, l.l.P99, l.l.P999, l.l.Max)
 	}
 	if c := r.Chatd; c != nil {
-		fmt.Fprintf(tw, "chatd (pid %d)\tCPU %.1fs = %.0f%% of one core, RSS max %.0f MiB\n", c.PID, c.CPUSeconds, c.CPUPercent, c.RSSMaxMiB)
+		name := "chatd"
+		if r.Target == "plain" {
+			name = "broker"
+		}
+		fmt.Fprintf(tw, "%s (pid %d)\tCPU %.1fs = %.0f%% of one core, RSS max %.0f MiB\n", name, c.PID, c.CPUSeconds, c.CPUPercent, c.RSSMaxMiB)
+	}
+	if m := r.ServerMetrics; m != nil {
+		fmt.Fprintf(tw, "chatd metrics\tsend tx avg %.1f ms, delivery avg %.1f ms, pool acquire wait %.1fs, queue overflows %.0f, replayed from PostgreSQL %.0f\n",
+			m.SendAvgMs, m.DeliveryAvgMs, m.PoolAcquireWaitSecs, m.QueueOverflows, m.Replayed)
 	}
 	if d := r.Database; d != nil {
 		fmt.Fprintf(tw, "database\t%d rows in %d conversations, gapless %v, acked messages missing %d, stored twice %d\n",
@@ -151,6 +185,12 @@ func writeTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "receipts\tsent %d, acked %d, failed %d, read.updated received %d, %.0f receipts/s; PUBACK p50 %.2f ms p99 %.2f ms\n",
 			rc.Sent, rc.Acked, rc.Failed, rc.ReadUpdated, rc.PerSec, rc.AckLatency.P50, rc.AckLatency.P99)
 	}
+	for k := range r.Errors {
+		if h := limitHint(k); h != "" {
+			fmt.Fprintf(tw, "hint\t%s\n", strings.TrimPrefix(h, "; "))
+			break
+		}
+	}
 	if len(r.Errors) > 0 {
 		keys := make([]string, 0, len(r.Errors))
 		for k := range r.Errors {
@@ -161,10 +201,14 @@ func writeTable(w io.Writer, r *Report) error {
 			fmt.Fprintf(tw, "error\t%d x %s\n", r.Errors[k], k)
 		}
 	}
+	for k, n := range r.Retries {
+		fmt.Fprintf(tw, "resent\t%d x %s\n", n, k)
+	}
 	for _, e := range r.LossExamples {
 		fmt.Fprintf(tw, "lost\t%s\n", e)
 	}
-	fmt.Fprintf(tw, "machine\t%d CPUs, %s\n", r.Machine.CPUs, r.Machine.GoVersion)
+	fmt.Fprintf(tw, "machine\t%d CPUs %.0f%% busy during the run (chatbench itself %.0f%% of one core), %s\n",
+		r.Machine.CPUs, r.Machine.BusyPercent, r.Machine.ChatbenchPercent, r.Machine.GoVersion)
 	fmt.Fprintf(tw, "verdict\t%s\n", verdict)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
@@ -184,4 +228,23 @@ func rateName(rate float64, inflight int) string {
 		return fmt.Sprintf("as fast as PUBACKs allow (%d in flight per client)", inflight)
 	}
 	return fmt.Sprintf("target %s msgs/s", strings.TrimSuffix(fmt.Sprintf("%.0f", rate), ".0"))
+}
+
+// formatCounts lists counts as "a 3, b 2", largest first.
+func formatCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			return int(m[b] - m[a])
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -33,7 +33,7 @@ type tracker struct {
 	delivered, duplicates         atomic.Int64
 	deliveredUnacked, unknown     atomic.Int64
 	gaps, gapMessages             atomic.Int64
-	errorEvents                   atomic.Int64
+	errorEvents, retried          atomic.Int64
 	readsSent, readsAcked         atomic.Int64
 	readsFailed, readUpdated      atomic.Int64
 
@@ -44,7 +44,8 @@ type tracker struct {
 	lastAck, lastDelivery atomic.Int64 // nanoseconds since start
 
 	errMu    sync.Mutex
-	errCodes map[string]int64
+	errCodes map[string]int64 // failures by reason
+	retries  map[string]int64 // resent after "unavailable", by reason
 	firstErr string
 
 	samplesMu sync.Mutex
@@ -56,7 +57,7 @@ type tracker struct {
 type convSeq struct{ conv, seq int64 }
 
 func newTracker() *tracker {
-	return &tracker{start: time.Now(), errCodes: map[string]int64{}, ackLat: map[int32][]int64{}}
+	return &tracker{start: time.Now(), errCodes: map[string]int64{}, retries: map[string]int64{}, ackLat: map[int32][]int64{}}
 }
 
 func (t *tracker) now() time.Duration { return time.Since(t.start) }
@@ -114,6 +115,12 @@ func (t *tracker) failed(r *msgRec, code string) {
 func (t *tracker) lost(err error) {
 	t.unacked.Add(1)
 	t.noteErr("no_puback: " + err.Error())
+}
+
+func (t *tracker) noteRetry(reason string) {
+	t.errMu.Lock()
+	t.retries[reason]++
+	t.errMu.Unlock()
 }
 
 func (t *tracker) noteErr(code string) {

@@ -23,11 +23,15 @@ import (
 func startChatd(t *testing.T, dataDir string) *server.Server {
 	t.Helper()
 	env := map[string]string{
-		"CHAT_DATABASE_URL":    pgtest.NewDB(t),
-		"CHAT_MQTT_ADDR":       "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":       "127.0.0.1:0",
-		"CHAT_DATA_DIR":        dataDir,
-		"CHAT_LIMIT_SEND_RATE": "0",
+		"CHAT_DATABASE_URL":       pgtest.NewDB(t),
+		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
+		"CHAT_DATA_DIR":           dataDir,
+		"CHAT_LIMIT_SEND_RATE":    "0",
+		"CHAT_LIMIT_CONV_RATE":    "0",
+		"CHAT_LIMIT_READ_RATE":    "0",
+		"CHAT_LIMIT_API_RATE":     "0",
+		"CHAT_LIMIT_CONNECT_RATE": "0",
 	}
 	st, err := config.Load(nil, func(k string) string { return env[k] })
 	if err != nil {
@@ -144,7 +148,7 @@ func TestSendTailInboxHistoryRead(t *testing.T) {
 	if got := msgLines.String(); got != want {
 		t.Errorf("tail printed:\n%s\nwant messages:\n%s", stdout.String(), want)
 	}
-	if !strings.Contains(stdout.String(), "[conv 1] user 2 joined (member, added by user 1)") {
+	if !strings.Contains(stdout.String(), `[conv 1] direct conversation "" created by user 1 with members [1 2]`) {
 		t.Errorf("tail did not show the membership event:\n%s", stdout.String())
 	}
 

@@ -30,7 +30,7 @@ func addChatFlags(fs *flag.FlagSet) chatFlags {
 	return chatFlags{
 		broker:  fs.String("broker", "", "chatd MQTT address, mqtt://host:port or ws://host:port/mqtt (default mqtt://$CHAT_MQTT_ADDR, else mqtt://127.0.0.1:1883)"),
 		user:    fs.Int64("user", 0, "act as this user id"),
-		token:   fs.String("token", "", "JWT for --user (default: minted like `chatctl token` from --secret, $CHAT_JWT_SECRET or <data dir>/jwt.secret)"),
+		token:   fs.String("token", "", "JWT for --user (default: minted like \"chatctl token\" does, from --secret, $CHAT_JWT_SECRET or <data dir>/jwt.secret)"),
 		secret:  fs.String("secret", "", "HS256 secret to mint the token with (default $CHAT_JWT_SECRET, else <data dir>/jwt.secret)"),
 		dataDir: fs.String("data-dir", "", "chatd data dir holding jwt.secret (default $CHAT_DATA_DIR, else ./data)"),
 		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for chatd"),
@@ -70,9 +70,10 @@ func (f chatFlags) connect(ctx context.Context, a *app, fs *flag.FlagSet, opts .
 			return nil, nil, fmt.Errorf("mint token: %w", err)
 		}
 	}
+	// The client's connection chatter is noise for a command; debug shows it.
 	level := slog.LevelWarn
-	if a.settings.SlogLevel() < level {
-		level = a.settings.SlogLevel()
+	if a.settings.SlogLevel() == slog.LevelDebug {
+		level = slog.LevelDebug
 	}
 	broker := f.brokerURL(a)
 	cfg := client.Config{
@@ -94,9 +95,17 @@ func (f chatFlags) connect(ctx context.Context, a *app, fs *flag.FlagSet, opts .
 		defer cancel()
 		_ = c.Close(cctx)
 	}
-	wait, cancel := context.WithTimeout(ctx, *f.timeout)
-	defer cancel()
-	if err := c.AwaitConnection(wait); err != nil {
+	// A refused connection after a couple of quick retries means chatd is
+	// not running: say so at once instead of waiting out --timeout.
+	quick, cancelQuick := context.WithTimeout(ctx, min(1500*time.Millisecond, *f.timeout))
+	err = c.AwaitConnection(quick)
+	cancelQuick()
+	if err != nil && !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, client.ErrUnauthorized) {
+		wait, cancel := context.WithTimeout(ctx, *f.timeout)
+		defer cancel()
+		err = c.AwaitConnection(wait)
+	}
+	if err != nil {
 		closeFn()
 		return nil, nil, explainConnect(err, broker, *f.user, *f.timeout)
 	}

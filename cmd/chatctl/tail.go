@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/chatd/chatd/client"
 )
@@ -67,6 +68,11 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, ev.Body)
 	case client.EventReadUpdated:
 		_, err = fmt.Fprintf(w, "[conv %d] user %d read up to #%d\n", ev.ConversationID, ev.UserID, ev.Seq)
+	case client.EventDeliveryUpdated:
+		_, err = fmt.Fprintf(w, "[conv %d] user %d received up to #%d\n", ev.ConversationID, ev.UserID, ev.Seq)
+	case client.EventConversationCreated:
+		_, err = fmt.Fprintf(w, "[conv %d] %s conversation %q created by user %d with members %v\n",
+			ev.ConversationID, strings.ToLower(ev.ConversationType), ev.Title, ev.ActorID, ev.Members)
 	case client.EventMemberAdded:
 		by := ""
 		if ev.ActorID != 0 && ev.ActorID != ev.UserID {
@@ -77,6 +83,12 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 		_, err = fmt.Fprintf(w, "[conv %d] user %d removed by user %d\n", ev.ConversationID, ev.UserID, ev.ActorID)
 	case client.EventTyping:
 		_, err = fmt.Fprintf(w, "[conv %d] user %d is typing\n", ev.ConversationID, ev.UserID)
+	case client.EventPresence:
+		state := "went offline"
+		if ev.Online != nil && *ev.Online {
+			state = "is online"
+		}
+		_, err = fmt.Fprintf(w, "user %d %s\n", ev.UserID, state)
 	case client.EventError:
 		_, err = fmt.Fprintf(w, "[conv %d] error %s: %s\n", ev.ConversationID, ev.Code, ev.Message)
 	default:

@@ -104,6 +104,8 @@ func run(ctx context.Context, broker string, user, peer int64, token, message, s
 				_ = c.MarkRead(ctx, ev.ConversationID, ev.Seq)
 			case client.EventReadUpdated:
 				fmt.Printf("[conv %d] user %d read up to #%d\n", ev.ConversationID, ev.UserID, ev.Seq)
+			case client.EventPresence:
+				fmt.Printf("user %d online: %v\n", ev.UserID, ev.Online != nil && *ev.Online)
 			default:
 				fmt.Printf("[conv %d] %s\n", ev.ConversationID, ev.Type)
 			}

@@ -282,6 +282,17 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 			return packets.Packet{}, ErrNoAck
 		}
 		return ack, nil
+	case <-c.Done:
+		// The read loop has ended; a waiter registered after it closed the
+		// others would never be closed.
+		select {
+		case ack, ok := <-w:
+			if ok {
+				return ack, nil
+			}
+		default:
+		}
+		return packets.Packet{}, ErrNoAck
 	case <-time.After(60 * time.Second):
 		return packets.Packet{}, errors.New("mqtttest: PUBACK timeout")
 	}

@@ -139,6 +139,9 @@ export class Sync {
         this.state.setTyping(cid, ev.userId, Date.now() + TYPING_SHOW_MS);
         setTimeout(() => this.state.changed('typing'), TYPING_SHOW_MS + 50);
         return;
+      case 'conversation.created':
+        this.refreshInbox();
+        return;
       case 'member.added':
         if (ev.userId === this.me || !c) this.refreshInbox();
         else this.refreshMembers(cid);

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every go test -fuzz target of the module for a bounded time
+# (FUZZTIME, default 10s each). Targets are found by their declaration, so
+# a new FuzzXxx is picked up without editing this script. A failure leaves
+# the crasher in the package's testdata/fuzz/FuzzXxx/, where plain go test
+# replays it from then on: commit it as a regression test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime="${FUZZTIME:-10s}"
+mapfile -t targets < <(grep -rl --include='*_test.go' --exclude-dir=node_modules -E '^func Fuzz[A-Za-z0-9_]+\(' . |
+  while read -r f; do
+    dir=$(dirname "$f")
+    grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed "s|^func |$dir |"
+  done | sort -u)
+echo "fuzzing ${#targets[@]} targets for $fuzztime each"
+for t in "${targets[@]}"; do
+  dir=${t% *}
+  name=${t#* }
+  echo "--- $name ($dir)"
+  log=$(mktemp)
+  if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$dir" >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    echo "fuzz target $name in $dir failed; the crasher is in $dir/testdata/fuzz/$name/"
+    exit 1
+  fi
+  tail -n 2 "$log"
+  rm -f "$log"
+done

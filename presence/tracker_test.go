@@ -1,0 +1,207 @@
+package presence
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+)
+
+// fakeStore keeps the flags in memory; every user watches every other.
+type fakeStore struct {
+	mu        sync.Mutex
+	flags     map[string]string // client id -> node
+	elsewhere map[int64]bool
+	seen      map[int64]int
+	removed   bool
+}
+
+func (f *fakeStore) Heartbeat(context.Context, string) error { return nil }
+func (f *fakeStore) ResetNode(_ context.Context, node string, remove bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, n := range f.flags {
+		if n == node {
+			delete(f.flags, id)
+		}
+	}
+	f.removed = f.removed || remove
+	return nil
+}
+func (f *fakeStore) SetConnections(_ context.Context, node string, connected, disconnected []string, seen []int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range connected {
+		f.flags[id] = node
+	}
+	for _, id := range disconnected {
+		if f.flags[id] == node {
+			delete(f.flags, id)
+		}
+	}
+	for _, u := range seen {
+		f.seen[u]++
+	}
+	return nil
+}
+func (f *fakeStore) OnlineElsewhere(context.Context, string, []int64) (map[int64]bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int64]bool{}
+	for u, v := range f.elsewhere {
+		out[u] = v
+	}
+	return out, nil
+}
+func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64][]int64, error) {
+	out := map[int64][]int64{}
+	for _, u := range users {
+		out[u] = []int64{100}
+	}
+	return out, nil
+}
+func (f *fakeStore) Presence(context.Context, int64) (chat.Presence, error) {
+	return chat.Presence{}, nil
+}
+func (f *fakeStore) SharesConversation(context.Context, int64, int64) (bool, error) {
+	return true, nil
+}
+
+type fakeHub struct {
+	mu  sync.Mutex
+	evs []chat.Event
+}
+
+func (h *fakeHub) NotifyUsers(_ []int64, ev chat.Event) {
+	h.mu.Lock()
+	h.evs = append(h.evs, ev)
+	h.mu.Unlock()
+}
+
+func (h *fakeHub) events() []chat.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]chat.Event(nil), h.evs...)
+}
+
+func newTracker(t *testing.T, cfg Config) (*Tracker, *fakeStore, *fakeHub) {
+	t.Helper()
+	st := &fakeStore{flags: map[string]string{}, elsewhere: map[int64]bool{}, seen: map[int64]int{}}
+	hub := &fakeHub{}
+	cfg.NodeID, cfg.Store, cfg.Hub = "n1", st, hub
+	if cfg.Grace == 0 {
+		cfg.Grace = 100 * time.Millisecond
+	}
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close(context.Background()) })
+	return tr, st, hub
+}
+
+func waitEvents(t *testing.T, hub *fakeHub, n int) []chat.Event {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(hub.events()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events, want %d: %+v", len(hub.events()), n, hub.events())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return hub.events()
+}
+
+func TestTrackerCountsConnectionsAndDebouncesOffline(t *testing.T) {
+	tr, st, hub := newTracker(t, Config{})
+	tr.Connected("a", 1)
+	tr.Connected("b", 1)
+	evs := waitEvents(t, hub, 1)
+	if evs[0].UserID != 1 || !*evs[0].Online {
+		t.Fatalf("online event %+v", evs[0])
+	}
+	tr.Disconnected("a", 1)
+	time.Sleep(300 * time.Millisecond)
+	if len(hub.events()) != 1 || !tr.Online(1) {
+		t.Fatalf("one of two devices left: %+v", hub.events())
+	}
+	// A takeover: the new connection of "b" arrives before the old one leaves.
+	tr.Connected("b", 1)
+	tr.Disconnected("b", 1)
+	time.Sleep(300 * time.Millisecond)
+	st.mu.Lock()
+	flag := st.flags["b"]
+	st.mu.Unlock()
+	if flag != "n1" || len(hub.events()) != 1 {
+		t.Fatalf("after a takeover: flag %q, events %+v", flag, hub.events())
+	}
+	tr.Disconnected("b", 1)
+	evs = waitEvents(t, hub, 2)
+	if *evs[1].Online || evs[1].LastSeen == nil || tr.Online(1) {
+		t.Fatalf("offline event %+v", evs[1])
+	}
+	st.mu.Lock()
+	if len(st.flags) != 0 || st.seen[1] == 0 {
+		t.Fatalf("flags %v, seen %v", st.flags, st.seen)
+	}
+	st.mu.Unlock()
+
+	// Back within the grace: nothing is announced either way.
+	tr.Connected("c", 2)
+	waitEvents(t, hub, 3)
+	tr.Disconnected("c", 2)
+	tr.Connected("c", 2)
+	time.Sleep(300 * time.Millisecond)
+	if n := len(hub.events()); n != 3 {
+		t.Fatalf("a reconnect within the grace was announced: %+v", hub.events())
+	}
+	// Online on another node: no offline event from here.
+	st.mu.Lock()
+	st.elsewhere[2] = true
+	st.mu.Unlock()
+	tr.Disconnected("c", 2)
+	time.Sleep(300 * time.Millisecond)
+	if n := len(hub.events()); n != 3 {
+		t.Fatalf("offline announced while online elsewhere: %+v", hub.events())
+	}
+	// Remote events are pushed as they are.
+	online := true
+	tr.Remote(chat.Event{Type: chat.EventPresence, UserID: 9, Online: &online})
+	tr.Remote(chat.Event{Type: chat.EventTyping, UserID: 9})
+	if evs := waitEvents(t, hub, 4); evs[3].UserID != 9 {
+		t.Fatalf("remote event %+v", evs[3])
+	}
+	if err := tr.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !st.removed {
+		t.Fatal("Close did not remove the node")
+	}
+}
+
+func TestTrackerWithoutPushKeepsState(t *testing.T) {
+	tr, st, hub := newTracker(t, Config{NoPush: true})
+	tr.Connected("a", 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st.mu.Lock()
+		flag := st.flags["a"]
+		st.mu.Unlock()
+		if flag == "n1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("connection flag not written")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if len(hub.events()) != 0 {
+		t.Fatalf("events pushed with NoPush: %+v", hub.events())
+	}
+}

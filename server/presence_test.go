@@ -1,0 +1,262 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
+)
+
+type presenceEvent struct {
+	Type     string     `json:"type"`
+	UserID   int64      `json:"userId"`
+	Online   *bool      `json:"online"`
+	LastSeen *time.Time `json:"lastSeen"`
+}
+
+// nextPresence waits for a presence event about user on c.
+func nextPresence(t *testing.T, c *mqtttest.Client, user int64, timeout time.Duration) presenceEvent {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case pk, ok := <-c.Publishes:
+			if !ok {
+				t.Fatalf("connection closed while waiting for presence of %d: %v", user, c.Err)
+			}
+			var ev presenceEvent
+			if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user {
+				if ev.Online == nil || ev.LastSeen == nil {
+					t.Fatalf("presence event without online or lastSeen: %s", pk.Payload)
+				}
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no presence event about user %d within %v", user, timeout)
+		}
+	}
+}
+
+// noPresence fails if a presence event about user arrives on c within d.
+func noPresence(t *testing.T, c *mqtttest.Client, user int64, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case pk, ok := <-c.Publishes:
+			if !ok {
+				return
+			}
+			var ev presenceEvent
+			if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user {
+				t.Fatalf("unexpected presence event: %s", pk.Payload)
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
+
+type presenceReply struct {
+	UserID   int64      `json:"userId"`
+	Online   bool       `json:"online"`
+	LastSeen *time.Time `json:"lastSeen"`
+}
+
+func queryPresence(t *testing.T, srv *server.Server, caller, user int64) (int, presenceReply) {
+	t.Helper()
+	r := httpDo(t, srv, caller, "GET", fmt.Sprintf("/v1/users/%d/presence", user), nil)
+	var p presenceReply
+	if r.status == 200 {
+		if err := json.Unmarshal(r.body, &p); err != nil {
+			t.Fatalf("presence body %s", r.body)
+		}
+	}
+	return r.status, p
+}
+
+// TestPresenceFollowsASilentDeviceAndStaysWithinSharedConversations: a
+// device that stops talking without DISCONNECT (a dead phone: keepalive 2s,
+// no PINGREQ) is announced offline once the server gave up on it (1.5 ×
+// keepalive) and the grace passed; presence reaches only users who share a
+// small conversation with the user; large groups can only query.
+func TestPresenceFollowsASilentDeviceAndStaysWithinSharedConversations(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true", "CHAT_LARGE_GROUP": "3"})
+	ctx := context.Background()
+	if _, _, err := srv.Service.OpenDirect(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Service.CreateGroup(ctx, 2, "without 1", []int64{3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Service.CreateGroup(ctx, 4, "large", []int64{1, 5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	friend := rawClient(t, srv.MQTTAddr(), 2, "friend-2", 5, true)
+	stranger := rawClient(t, srv.MQTTAddr(), 3, "stranger-3", 4, true)
+	crowd := rawClient(t, srv.MQTTAddr(), 4, "crowd-4", 5, true)
+
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || p.Online || p.LastSeen != nil {
+		t.Fatalf("never-seen user: %d %+v", code, p)
+	}
+	dev, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "dying-1", Password: token(t, 1), Clean: true, Keepalive: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dev.Drop)
+	lastPacket := time.Now()
+	if ev := nextPresence(t, friend, 1, 5*time.Second); !*ev.Online {
+		t.Fatalf("first presence event says offline: %+v", ev)
+	}
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || !p.Online || p.LastSeen == nil {
+		t.Fatalf("presence of a connected user: %d %+v", code, p)
+	}
+
+	// The device now says nothing at all and never closes its socket.
+	ev := nextPresence(t, friend, 1, 15*time.Second)
+	after := time.Since(lastPacket)
+	t.Logf("silent device (keepalive 2s) announced offline %v after its last packet", after.Round(10*time.Millisecond))
+	if *ev.Online || ev.LastSeen == nil {
+		t.Fatalf("second presence event: %+v, want offline with lastSeen", ev)
+	}
+	if after < 2900*time.Millisecond {
+		t.Fatalf("announced offline after %v, before the 3s keepalive deadline", after)
+	}
+	if d := ev.LastSeen.Sub(lastPacket); d < 2*time.Second || d > 8*time.Second {
+		t.Fatalf("lastSeen %v is %v after the last packet", ev.LastSeen, d)
+	}
+	code, p := queryPresence(t, srv, 2, 1)
+	if code != 200 || p.Online || p.LastSeen == nil || p.LastSeen.Sub(*ev.LastSeen).Abs() > 2*time.Second {
+		t.Fatalf("presence after the device died: %d %+v (event said %v)", code, p, ev.LastSeen)
+	}
+	// Over MQTT RPC too.
+	if _, err := friend.Publish("chat/v1/rpc/presence", 1, []byte(`{"userId":1}`), mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/2/rpc"}); err != nil {
+		t.Fatal(err)
+	}
+	for reply := range friend.Publishes {
+		if reply.TopicName == "chat/v1/user/2/rpc" {
+			var m map[string]any
+			_ = json.Unmarshal(reply.Payload, &m)
+			if m["status"] != 200.0 || m["online"] != false || m["userId"] != 1.0 || m["lastSeen"] == nil {
+				t.Fatalf("RPC presence: %s", reply.Payload)
+			}
+			break
+		}
+	}
+	// Queries: a stranger gets 404, a member of a shared large group may ask.
+	if code, _ := queryPresence(t, srv, 3, 1); code != 404 {
+		t.Fatalf("stranger asked presence of user 1: %d, want 404", code)
+	}
+	if code, _ := queryPresence(t, srv, 4, 1); code != 200 {
+		t.Fatalf("large-group member asked presence: %d, want 200", code)
+	}
+	if code, _ := queryPresence(t, srv, 1, 1); code != 200 {
+		t.Fatalf("own presence: %d", code)
+	}
+	// No leak: neither the stranger nor the large group heard of user 1.
+	noPresence(t, stranger, 1, 200*time.Millisecond)
+	noPresence(t, crowd, 1, 200*time.Millisecond)
+}
+
+// TestPresenceWithTwoDevices: a user is online while any device is; the
+// first device dropping (TCP closed, no DISCONNECT) changes nothing, the
+// second one makes them offline.
+func TestPresenceWithTwoDevices(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true"})
+	if _, _, err := srv.Service.OpenDirect(context.Background(), 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	friend := rawClient(t, srv.MQTTAddr(), 2, "friend-2", 4, true)
+	phone := rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
+	if ev := nextPresence(t, friend, 1, 5*time.Second); !*ev.Online {
+		t.Fatalf("phone connected: %+v", ev)
+	}
+	laptop := rawClient(t, srv.MQTTAddr(), 1, "laptop-1", 4, true)
+	noPresence(t, friend, 1, 500*time.Millisecond) // already online
+
+	phone.Drop()
+	noPresence(t, friend, 1, 2500*time.Millisecond) // the laptop is still there
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || !p.Online {
+		t.Fatalf("one device left: %d %+v", code, p)
+	}
+	waitFor(t, 5*time.Second, "phone's session released", func() bool { return srv.Hub.Session("phone-1") == nil })
+
+	laptop.Drop()
+	start := time.Now()
+	ev := nextPresence(t, friend, 1, 10*time.Second)
+	if *ev.Online {
+		t.Fatalf("both devices gone: %+v", ev)
+	}
+	t.Logf("offline announced %v after the last device dropped", time.Since(start).Round(10*time.Millisecond))
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || p.Online || p.LastSeen == nil {
+		t.Fatalf("both devices gone: %d %+v", code, p)
+	}
+	// A quick reconnect within the grace is not announced at all.
+	back := rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
+	if ev := nextPresence(t, friend, 1, 5*time.Second); !*ev.Online {
+		t.Fatalf("reconnected: %+v", ev)
+	}
+	back.Drop()
+	rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
+	noPresence(t, friend, 1, 2500*time.Millisecond)
+}
+
+// TestPresenceAcrossNodes: presence pushes cross nodes through Kafka
+// (published directly, never stored), and the query is right on every node.
+func TestPresenceAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two nodes and Kafka")
+	}
+	url := pgtest.NewDB(t)
+	kafka := startKafka(t)
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pa", "CHAT_PRESENCE_PUSH": "true"})
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pb", "CHAT_PRESENCE_PUSH": "true"})
+	conv, _, err := a.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
+	// Node B's consumer starts at the newest offset: wait until it reads.
+	waitFor(t, 60*time.Second, "node B consuming chat.events", func() bool {
+		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(), Body: "x"}); err == nil {
+			t.Fatal("a non-member sent")
+		}
+		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case pk := <-friend.Publishes:
+			var ev event
+			return json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventMessageNew
+		case <-time.After(time.Second):
+			return false
+		}
+	})
+	dev := rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("presence across nodes: %+v", ev)
+	}
+	for _, n := range []*server.Server{a, b} {
+		if code, p := queryPresence(t, n, 2, 1); code != 200 || !p.Online {
+			t.Fatalf("query on %s: %d %+v", n.Settings.NodeID, code, p)
+		}
+	}
+	dev.Disconnect()
+	if ev := nextPresence(t, friend, 1, 15*time.Second); *ev.Online {
+		t.Fatalf("offline across nodes: %+v", ev)
+	}
+	if code, p := queryPresence(t, b, 2, 1); code != 200 || p.Online {
+		t.Fatalf("query on B after the disconnect on A: %d %+v", code, p)
+	}
+	var stored int
+	_ = a.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE payload->>'type' = 'presence'`).Scan(&stored)
+	if stored != 0 {
+		t.Fatalf("%d presence events stored in the outbox", stored)
+	}
+}

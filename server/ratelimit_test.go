@@ -1,0 +1,549 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
+)
+
+// startNodeLogged is startNode with the node's log records also handed to h.
+func startNodeLogged(t *testing.T, url string, env map[string]string, h slog.Handler) *server.Server {
+	t.Helper()
+	base := map[string]string{
+		"CHAT_DATABASE_URL":       url,
+		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
+		"CHAT_DATA_DIR":           t.TempDir(),
+		"CHAT_JWT_SECRET":         testSecret,
+		"CHAT_LIMIT_SEND_RATE":    "0",
+		"CHAT_LIMIT_CONV_RATE":    "0",
+		"CHAT_LIMIT_READ_RATE":    "0",
+		"CHAT_LIMIT_TYPING_RATE":  "0",
+		"CHAT_LIMIT_API_RATE":     "0",
+		"CHAT_LIMIT_CONNECT_RATE": "0",
+		"CHAT_PRESENCE_PUSH":      "false",
+		"CHAT_SHUTDOWN_TIMEOUT":   "10s",
+	}
+	for k, v := range env {
+		base[k] = v
+	}
+	st, err := config.Load(nil, func(k string) string { return base[k] })
+	if err != nil {
+		t.Fatalf("settings: %v", err)
+	}
+	stderr := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	srv, err := server.Start(context.Background(), st, slog.New(teeHandler{stderr, h}))
+	if err != nil {
+		t.Fatalf("start chatd: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
+	return srv
+}
+
+type teeHandler struct{ a, b slog.Handler }
+
+func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return t.a.Enabled(ctx, l) || t.b.Enabled(ctx, l)
+}
+func (t teeHandler) Handle(ctx context.Context, r slog.Record) error {
+	if t.a.Enabled(ctx, r.Level) {
+		_ = t.a.Handle(ctx, r.Clone())
+	}
+	if t.b.Enabled(ctx, r.Level) {
+		_ = t.b.Handle(ctx, r.Clone())
+	}
+	return nil
+}
+func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return teeHandler{t.a.WithAttrs(as), t.b.WithAttrs(as)}
+}
+func (t teeHandler) WithGroup(g string) slog.Handler {
+	return teeHandler{t.a.WithGroup(g), t.b.WithGroup(g)}
+}
+
+// logCounter records log messages.
+type logCounter struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	c.msgs = append(c.msgs, r.Message)
+	c.mu.Unlock()
+	return nil
+}
+func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *logCounter) WithGroup(string) slog.Handler      { return c }
+func (c *logCounter) count(sub string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.msgs {
+		if strings.Contains(m, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+func storedMessages(t *testing.T, srv *server.Server, conv int64) int {
+	t.Helper()
+	var n int
+	if err := srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSendRateLimitWithDefaults: with the default limit (10 messages per
+// second, burst 30), a client publishing 100 messages within one second
+// gets the first 30 plus the refill committed and PUBACK 0x97 for the rest,
+// none of which is stored; after a pause it sends again; another user of
+// the same conversation is not affected.
+func TestSendRateLimitWithDefaults(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_LIMIT_SEND_RATE": "10", "CHAT_LIMIT_SEND_BURST": "30",
+		"CHAT_LIMIT_CONV_RATE": "100", "CHAT_LIMIT_CONV_BURST": "200",
+	})
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rawClient(t, srv.MQTTAddr(), 1, "flood-1", 5, true)
+	b := rawClient(t, srv.MQTTAddr(), 2, "calm-2", 5, true)
+
+	var ok, refused int
+	var firstRefused = -1
+	start := time.Now()
+	for i := range 100 {
+		// Paced over one second: 100 publishes, one every 10ms.
+		time.Sleep(time.Until(start.Add(time.Duration(i) * 10 * time.Millisecond)))
+		ack, err := a.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), fmt.Sprintf("m%d", i)))
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		switch ack.ReasonCode {
+		case 0:
+			ok++
+		case 0x97:
+			refused++
+			if firstRefused < 0 {
+				firstRefused = i
+			}
+			if !strings.Contains(ack.Properties.ReasonString, "rate limited") {
+				t.Fatalf("0x97 without a reason string: %q", ack.Properties.ReasonString)
+			}
+		default:
+			t.Fatalf("publish %d: reason 0x%02x", i, ack.ReasonCode)
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	refill := 10 * elapsed
+	t.Logf("100 sends in %.2fs: %d committed, %d refused (first refused #%d)", elapsed, ok, refused, firstRefused+1)
+	if firstRefused < 30 {
+		t.Fatalf("send #%d refused, within the burst of 30", firstRefused+1)
+	}
+	if float64(ok) < 30+refill-2 || float64(ok) > 30+refill+2 {
+		t.Fatalf("%d committed, want 30 + %.1f refilled", ok, refill)
+	}
+	if ok+refused != 100 {
+		t.Fatalf("%d + %d != 100", ok, refused)
+	}
+	if n := storedMessages(t, srv, conv.ID); n != ok {
+		t.Fatalf("%d messages stored, %d acknowledged: refused sends must not be stored", n, ok)
+	}
+	// The other member is not limited by user 1's bucket.
+	for i := range 20 {
+		ack, err := b.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "calm"))
+		if err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("user 2 send %d: reason 0x%02x %v", i, ack.ReasonCode, err)
+		}
+	}
+	// A pause refills user 1's bucket.
+	time.Sleep(1100 * time.Millisecond)
+	for i := range 10 {
+		ack, err := a.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "again"))
+		if err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("send %d after a pause: reason 0x%02x %v", i, ack.ReasonCode, err)
+		}
+	}
+	if n := storedMessages(t, srv, conv.ID); n != ok+30 {
+		t.Fatalf("%d messages stored, want %d", n, ok+30)
+	}
+	var limited float64
+	mfs, _ := srv.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "chat_rate_limited_total" {
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "send" {
+					limited = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if int(limited) != refused {
+		t.Fatalf("chat_rate_limited_total{kind=send} = %v, want %d", limited, refused)
+	}
+}
+
+// TestRateLimitedV311IsAckedDroppedAndReported: MQTT 3.1.1 has no PUBACK
+// reason codes: an over-limit send is acknowledged, not stored, and an
+// error event with code rate_limited follows.
+func TestRateLimitedV311IsAckedDroppedAndReported(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "2"})
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 1, "v311-1", 4, true)
+	ids := []string{newID(), newID(), newID()}
+	for _, id := range ids {
+		if _, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(id, "x")); err != nil {
+			t.Fatalf("publish: %v (3.1.1 must get a PUBACK)", err)
+		}
+	}
+	ev := nextEvent(t, c, chat.EventError, 5*time.Second)
+	if ev.Code != "rate_limited" || ev.ClientMsgID != ids[2] || ev.ConversationID != conv.ID || !strings.Contains(ev.Message, "rate limited") {
+		t.Fatalf("error event %+v", ev)
+	}
+	if n := storedMessages(t, srv, conv.ID); n != 2 {
+		t.Fatalf("%d stored, want the 2 within the burst", n)
+	}
+	// The connection stays usable: a resend of a committed message is a
+	// duplicate, refunded, and still answered.
+	if _, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(ids[0], "x")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConversationRateLimitCapsAllSenders: the per-conversation limit holds
+// whoever sends; other conversations are not affected.
+func TestConversationRateLimitCapsAllSenders(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONV_RATE": "0.01", "CHAT_LIMIT_CONV_BURST": "5"})
+	ctx := context.Background()
+	hot, err := srv.Service.CreateGroup(ctx, 1, "hot", []int64{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, _, err := srv.Service.OpenDirect(ctx, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := []*mqtttest.Client{
+		rawClient(t, srv.MQTTAddr(), 1, "hot-1", 5, true),
+		rawClient(t, srv.MQTTAddr(), 2, "hot-2", 5, true),
+		rawClient(t, srv.MQTTAddr(), 3, "hot-3", 5, true),
+	}
+	ok := 0
+	for i := range 12 {
+		ack, err := clients[i%3].Publish(msgTopic(hot.ID), 1, sendPayload(newID(), "hot"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ack.ReasonCode {
+		case 0:
+			ok++
+		case 0x97:
+			if !strings.Contains(ack.Properties.ReasonString, "conversation") {
+				t.Fatalf("reason %q does not name the conversation limit", ack.Properties.ReasonString)
+			}
+		default:
+			t.Fatalf("reason 0x%02x", ack.ReasonCode)
+		}
+	}
+	if ok != 5 || storedMessages(t, srv, hot.ID) != 5 {
+		t.Fatalf("%d committed in the hot conversation, want its burst 5", ok)
+	}
+	// Another conversation has a bucket of its own.
+	for i := range 5 {
+		ack, err := clients[0].Publish(msgTopic(quiet.ID), 1, sendPayload(newID(), "quiet"))
+		if err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("send %d to another conversation: 0x%02x %v", i, ack.ReasonCode, err)
+		}
+	}
+}
+
+// TestConnectRateLimitPerIP: connection attempts per IP are limited before
+// the token is looked at: CONNACK 0x9F for v5, 0x03 for 3.1.1.
+func TestConnectRateLimitPerIP(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONNECT_RATE": "0.01", "CHAT_LIMIT_CONNECT_BURST": "3"})
+	for i := range 3 {
+		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("c%d", i), Password: "not even a token", Clean: true})
+		if err == nil {
+			c.Drop()
+			t.Fatal("bad token accepted")
+		}
+		if !strings.Contains(err.Error(), "0x86") {
+			t.Fatalf("attempt %d: %v, want the token refused (0x86) within the burst", i, err)
+		}
+	}
+	_, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "c4", Password: token(t, 1), Clean: true})
+	if err == nil || ack.ReasonCode != packets.ErrConnectionRateExceeded.Code {
+		t.Fatalf("4th attempt (v5): %v reason 0x%02x, want 0x9F", err, ack.ReasonCode)
+	}
+	_, ack, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 4, ClientID: "c5", Password: token(t, 1), Clean: true})
+	if err == nil || ack.ReasonCode != 0x03 {
+		t.Fatalf("5th attempt (3.1.1): %v reason 0x%02x, want 0x03", err, ack.ReasonCode)
+	}
+}
+
+type httpReply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func httpDo(t *testing.T, srv *server.Server, user int64, method, path string, body any) httpReply {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token(t, user))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func headerInt(t *testing.T, h http.Header, name string) int {
+	t.Helper()
+	n, err := strconv.Atoi(h.Get(name))
+	if err != nil {
+		t.Fatalf("header %s = %q", name, h.Get(name))
+	}
+	return n
+}
+
+// TestHTTP429CarriesRetryAfterAndRateLimitHeaders covers the send limit
+// over HTTP (a duplicate resend is not charged), the per-user API limit over
+// HTTP, and the same API budget over MQTT RPC.
+func TestHTTP429CarriesRetryAfterAndRateLimitHeaders(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_LIMIT_SEND_RATE": "0.5", "CHAT_LIMIT_SEND_BURST": "2",
+		"CHAT_LIMIT_API_RATE": "0.2", "CHAT_LIMIT_API_BURST": "8",
+	})
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("/v1/conversations/%d/messages", conv.ID)
+	first := map[string]string{"clientMsgId": newID(), "body": "one"}
+	if r := httpDo(t, srv, 1, "POST", path, first); r.status != 201 {
+		t.Fatalf("first send: %d %s", r.status, r.body)
+	}
+	if r := httpDo(t, srv, 1, "POST", path, first); r.status != 200 {
+		t.Fatalf("duplicate resend: %d %s (must not be charged)", r.status, r.body)
+	}
+	if r := httpDo(t, srv, 1, "POST", path, map[string]string{"clientMsgId": newID(), "body": "two"}); r.status != 201 {
+		t.Fatalf("second send: %d %s (the duplicate was charged)", r.status, r.body)
+	}
+	r := httpDo(t, srv, 1, "POST", path, map[string]string{"clientMsgId": newID(), "body": "three"})
+	if r.status != 429 {
+		t.Fatalf("third send: %d %s, want 429", r.status, r.body)
+	}
+	var body struct {
+		Error struct {
+			Code       string `json:"code"`
+			Message    string `json:"message"`
+			RetryAfter int    `json:"retryAfter"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil || body.Error.Code != "rate_limited" {
+		t.Fatalf("429 body %s", r.body)
+	}
+	retry, limit, remaining, reset := headerInt(t, r.header, "Retry-After"), headerInt(t, r.header, "X-RateLimit-Limit"),
+		headerInt(t, r.header, "X-RateLimit-Remaining"), headerInt(t, r.header, "X-RateLimit-Reset")
+	t.Logf("429: Retry-After %d, X-RateLimit-Limit %d, -Remaining %d, -Reset %d; %s", retry, limit, remaining, reset, body.Error.Message)
+	// An empty bucket of 2 at 0.5/s: a token in up to 2s, full in up to 4s.
+	if limit != 2 || remaining != 0 || retry < 1 || retry > 2 || reset < 3 || reset > 4 || body.Error.RetryAfter != retry {
+		t.Fatalf("429 headers: Retry-After %d, Limit %d, Remaining %d, Reset %d, body retryAfter %d",
+			retry, limit, remaining, reset, body.Error.RetryAfter)
+	}
+	if n := storedMessages(t, srv, conv.ID); n != 2 {
+		t.Fatalf("%d stored, want 2", n)
+	}
+
+	// The API budget (8 at once) is shared by HTTP and RPC: 4 requests were
+	// made above; 3 more over HTTP, 1 over RPC, then both are refused.
+	for i := range 3 {
+		if r := httpDo(t, srv, 1, "GET", "/v1/inbox", nil); r.status != 200 {
+			t.Fatalf("inbox %d: %d %s", i, r.status, r.body)
+		}
+	}
+	rpc := rawClient(t, srv.MQTTAddr(), 1, "rpc-1", 5, true)
+	call := func() map[string]any {
+		t.Helper()
+		if _, err := rpc.Publish("chat/v1/rpc/inbox", 1, []byte(`{}`), mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: []byte("c")}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			select {
+			case pk := <-rpc.Publishes:
+				if pk.TopicName != "chat/v1/user/1/rpc" {
+					continue
+				}
+				var m map[string]any
+				_ = json.Unmarshal(pk.Payload, &m)
+				return m
+			case <-time.After(5 * time.Second):
+				t.Fatal("no RPC reply")
+			}
+		}
+	}
+	if m := call(); m["status"] != 200.0 {
+		t.Fatalf("RPC within the API budget: %v", m)
+	}
+	if m := call(); m["status"] != 429.0 || m["error"].(map[string]any)["code"] != "rate_limited" || m["error"].(map[string]any)["retryAfter"].(float64) < 1 {
+		t.Fatalf("RPC over the API budget: %v", m)
+	}
+	r = httpDo(t, srv, 1, "GET", "/v1/inbox", nil)
+	if r.status != 429 || headerInt(t, r.header, "X-RateLimit-Limit") != 8 || r.header.Get("Retry-After") == "" {
+		t.Fatalf("inbox over the API budget: %d %v %s", r.status, r.header, r.body)
+	}
+	// Another user has a budget of their own.
+	if r := httpDo(t, srv, 2, "GET", "/v1/inbox", nil); r.status != 200 {
+		t.Fatalf("user 2 inbox: %d", r.status)
+	}
+}
+
+// startRedis runs redis-server on a free loopback port in a temp dir. It
+// skips the test when redis-server is missing, unless CI=true.
+func startRedis(t *testing.T) (url string, stop func()) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not installed (apt-get install redis-server); CI must run the Redis tests")
+		}
+		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server)")
+	}
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	t.Cleanup(stop)
+	waitFor(t, 10*time.Second, "redis-server to answer PING", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "PING\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return strings.HasPrefix(line, "+PONG")
+	})
+	return "redis://" + addr + "/0", stop
+}
+
+// TestRateLimitHoldsAcrossNodesWithRedis: two nodes sharing Redis enforce
+// one budget per user; with Redis stopped, sends go on under each node's
+// local limit, and the fallback is logged once, not per request.
+func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
+	redisURL, stopRedis := startRedis(t)
+	url := pgtest.NewDB(t)
+	env := map[string]string{"CHAT_REDIS_URL": redisURL, "CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "10"}
+	logsA, logsB := &logCounter{}, &logCounter{}
+	envA, envB := map[string]string{"CHAT_NODE_ID": "rl-a"}, map[string]string{"CHAT_NODE_ID": "rl-b"}
+	for k, v := range env {
+		envA[k], envB[k] = v, v
+	}
+	a := startNodeLogged(t, url, envA, logsA)
+	b := startNodeLogged(t, url, envB, logsB)
+	conv, _, err := a.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onA := rawClient(t, a.MQTTAddr(), 1, "phone-1", 5, true)
+	onB := rawClient(t, b.MQTTAddr(), 1, "laptop-1", 5, true)
+	send := func(c *mqtttest.Client) bool {
+		t.Helper()
+		ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack.ReasonCode != 0 && ack.ReasonCode != 0x97 {
+			t.Fatalf("reason 0x%02x", ack.ReasonCode)
+		}
+		return ack.ReasonCode == 0
+	}
+	okA, okB := 0, 0
+	for range 15 {
+		if send(onA) {
+			okA++
+		}
+		if send(onB) {
+			okB++
+		}
+	}
+	t.Logf("with Redis: node A committed %d, node B %d of 15 each", okA, okB)
+	if okA+okB != 10 || okA == 0 || okB == 0 {
+		t.Fatalf("committed %d on A and %d on B, want 10 together (one shared burst)", okA, okB)
+	}
+	if !a.Limiter.Shared() || !b.Limiter.Shared() {
+		t.Fatal("limiters not shared through Redis")
+	}
+
+	stopRedis()
+	okA = 0
+	for range 30 {
+		if send(onA) {
+			okA++
+		}
+	}
+	t.Logf("Redis stopped: node A committed %d of 30 under its local limit", okA)
+	if okA != 10 {
+		t.Fatalf("node A committed %d of 30 without Redis, want its local burst of 10", okA)
+	}
+	if n := storedMessages(t, a, conv.ID); n != 20 {
+		t.Fatalf("%d stored, want 20", n)
+	}
+	if n := logsA.count("redis unreachable"); n != 1 {
+		t.Fatalf("node A logged the Redis fallback %d times over 30 requests, want once", n)
+	}
+	if n := logsB.count("redis unreachable"); n != 0 {
+		t.Fatalf("node B, which made no request since, logged the fallback %d times", n)
+	}
+}

@@ -1,0 +1,256 @@
+package faults_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// metricValue reads one unlabelled metric from chatd's /metrics.
+func metricValue(t *testing.T, httpAddr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
+}
+
+// stormClient is one of the storm's devices with what it has received.
+type stormClient struct {
+	dev  device
+	conv int64
+	c    *mqtttest.Client
+	have int64
+	dups int
+	bad  string
+}
+
+// drain handles what arrived so far without blocking.
+func (sc *stormClient) drain() {
+	for {
+		select {
+		case pk, ok := <-sc.c.Publishes:
+			if !ok {
+				return
+			}
+			var ev wireEvent
+			if json.Unmarshal(pk.Payload, &ev) != nil || ev.Type != chat.EventMessageNew || ev.ConversationID != sc.conv {
+				continue
+			}
+			switch {
+			case ev.Seq <= sc.have:
+				sc.dups++
+			case ev.Seq == sc.have+1:
+				sc.have = ev.Seq
+			default:
+				sc.bad = fmt.Sprintf("seq %d after %d", ev.Seq, sc.have)
+				sc.have = ev.Seq
+			}
+		default:
+			return
+		}
+	}
+}
+
+// TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound: 2,000
+// persistent clients (v5 and v3.1.1 alternating) of 100 groups are
+// connected to a chatd subprocess; all drop at once, a message goes to
+// every group meanwhile, and all reconnect within one second. Every client
+// resumes with the message it missed, and chatd's resident memory stays
+// under 1 GiB throughout (sampled every 50 ms).
+func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
+	const clients, groupSize = 2000, 20
+	const memBound = 1 << 30
+	url := pgtest.NewDB(t)
+	pool := openPool(t, url, 8)
+	svc := newService(pool)
+	ctx := context.Background()
+	all := make([]*stormClient, clients)
+	var convs []int64
+	for g := 0; g < clients/groupSize; g++ {
+		owner := int64(g*groupSize + 1)
+		var members []int64
+		for u := owner + 1; u < owner+groupSize; u++ {
+			members = append(members, u)
+		}
+		conv, err := svc.CreateGroup(ctx, owner, fmt.Sprint("storm ", g), members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		convs = append(convs, conv.ID)
+		for i := 0; i < groupSize; i++ {
+			u := owner + int64(i)
+			v := byte(5)
+			if u%2 == 1 {
+				v = 4
+			}
+			all[u-1] = &stormClient{dev: device{user: u, clientID: fmt.Sprintf("storm-%d", u), version: v, readBuf: 16}, conv: conv.ID}
+		}
+	}
+	t.Cleanup(func() {
+		for _, sc := range all {
+			if sc != nil && sc.c != nil {
+				sc.c.Drop()
+			}
+		}
+	})
+	p := newProc(t, url, nil)
+	p.start()
+	rssIdle := p.rssBytes()
+
+	// connectAll connects every client, spread over spread, and returns
+	// how many attempts failed and were retried.
+	connectAll := func(spread time.Duration) int64 {
+		var failures atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i, sc := range all {
+			wg.Add(1)
+			go func(i int, sc *stormClient) {
+				defer wg.Done()
+				time.Sleep(time.Until(start.Add(spread * time.Duration(i) / clients)))
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					c, err := sc.dev.connect(t, p.MQTT)
+					if err == nil {
+						sc.c = c
+						return
+					}
+					failures.Add(1)
+					if time.Now().After(deadline) {
+						t.Errorf("client %s could not reconnect: %v", sc.dev.clientID, err)
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}(i, sc)
+		}
+		wg.Wait()
+		return failures.Load()
+	}
+	sendRound := func(seq int) {
+		var wg sync.WaitGroup
+		work := make(chan int)
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for g := range work {
+					status, code := httpSend(t, p.HTTP, int64(g*groupSize+1), convs[g], newID(), fmt.Sprintf("round %d", seq))
+					if status/100 != 2 {
+						t.Errorf("HTTP send to group %d: %d %s", g, status, code)
+					}
+				}
+			}()
+		}
+		for g := range convs {
+			work <- g
+		}
+		close(work)
+		wg.Wait()
+	}
+	waitAll := func(seq int64, within time.Duration) {
+		deadline := time.Now().Add(within)
+		for {
+			missing := 0
+			for _, sc := range all {
+				sc.drain()
+				if sc.have < seq {
+					missing++
+				}
+			}
+			if missing == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d clients lack message %d after %v", missing, clients, seq, within)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	began := time.Now()
+	if n := connectAll(0); n > 0 {
+		t.Logf("initial connect: %d attempts retried", n)
+	}
+	connectTime := time.Since(began)
+	sendRound(1)
+	waitAll(1, 60*time.Second)
+	rssConnected := p.rssBytes()
+	goroutinesBefore := metricValue(t, p.HTTP, "go_goroutines")
+
+	// The storm: everyone drops at once, the world moves on, everyone
+	// comes back within one second.
+	for _, sc := range all {
+		sc.c.Drop()
+	}
+	for _, sc := range all {
+		<-sc.c.Done
+	}
+	sendRound(2)
+	var peak atomic.Int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if r := vmRSS(t, p.cmd.Process.Pid); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	stormAt := time.Now()
+	retried := connectAll(time.Second)
+	reconnected := time.Since(stormAt)
+	waitAll(2, 60*time.Second)
+	resumed := time.Since(stormAt)
+	close(stopSampling)
+	<-sampled
+	rssAfter := p.rssBytes()
+	goroutinesAfter := metricValue(t, p.HTTP, "go_goroutines")
+
+	dups := 0
+	for _, sc := range all {
+		if sc.bad != "" {
+			t.Errorf("%s: %s", sc.dev.clientID, sc.bad)
+		}
+		dups += sc.dups
+	}
+	if peak.Load() >= memBound {
+		t.Errorf("chatd's resident memory peaked at %s during the storm, bound %s", mib(peak.Load()), mib(memBound))
+	}
+	t.Logf("%d clients (v5 and v3.1.1, persistent) connected in %v; chatd RSS idle %s, with %d clients %s (%d goroutines)",
+		clients, connectTime.Round(time.Millisecond), mib(rssIdle), clients, mib(rssConnected), int(goroutinesBefore))
+	t.Logf("storm: all dropped at once and reconnected within 1 s: all connected after %v (%d attempts retried), all resumed with the missed message after %v; %d duplicates dropped",
+		reconnected.Round(time.Millisecond), retried, resumed.Round(time.Millisecond), dups)
+	t.Logf("chatd RSS peak during the storm %s (bound %s), after %s; goroutines %d before, %d after",
+		mib(peak.Load()), mib(memBound), mib(rssAfter), int(goroutinesBefore), int(goroutinesAfter))
+}
