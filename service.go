@@ -320,7 +320,10 @@ func validateHistory(q *HistoryQuery) error {
 	if q.BeforeSeq < 0 || q.AfterSeq < 0 {
 		return Errorf(CodeInvalid, "beforeSeq and afterSeq must not be negative")
 	}
-	if q.BeforeSeq > 0 && q.AfterSeq > 0 {
+	if q.AfterSeq > 0 {
+		q.Forward = true
+	}
+	if q.BeforeSeq > 0 && q.Forward {
 		return Errorf(CodeInvalid, "give beforeSeq or afterSeq, not both")
 	}
 	if q.Limit < 0 {

@@ -80,7 +80,10 @@ type HistoryQuery struct {
 	UserID         int64
 	BeforeSeq      int64
 	AfterSeq       int64
-	Limit          int
+	// Forward pages forward from AfterSeq even when it is 0 (from the
+	// first message); transports set it when afterSeq was given at all.
+	Forward bool
+	Limit   int
 }
 
 // History limits.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/chatd/chatd/delivery"
@@ -29,7 +28,7 @@ type Config struct {
 type Broker struct {
 	cfg    Config
 	Server *mqtt.Server
-	tcp    *listeners.TCP
+	tcp    *TCPListener
 	ws     *WSListener
 }
 
@@ -63,7 +62,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, Server: srv}
 	if cfg.MQTTAddr != "" {
-		b.tcp = listeners.NewTCP(listeners.Config{ID: "tcp", Address: cfg.MQTTAddr, TLSConfig: cfg.TLS})
+		b.tcp = NewTCPListener("tcp", cfg.MQTTAddr, cfg.TLS, cfg.Logger.With("component", "mqtt"))
 		if err := srv.AddListener(b.tcp); err != nil {
 			return nil, fmt.Errorf("listen mqtt on %s: %w", cfg.MQTTAddr, err)
 		}

@@ -109,6 +109,9 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader already answered (403 for a foreign origin)
 	}
 	c.SetReadLimit(128 * 1024)
+	// The CONNECT must arrive in time; mochi's keepalive deadline takes
+	// over after it.
+	_ = c.NetConn().SetReadDeadline(time.Now().Add(ConnectTimeout))
 	if err := establish(l.id, &wsConn{Conn: c.NetConn(), c: c}); err != nil {
 		l.log.Debug("websocket mqtt connection ended", "err", err)
 	}

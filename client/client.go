@@ -23,8 +23,11 @@ import (
 // Client is a connection to chatd for one user. Its methods are safe for
 // concurrent use. See the package documentation for the guarantees.
 type Client struct {
-	cfg     *settings
-	cm      *autopaho.ConnectionManager
+	cfg *settings
+	// cm is set by New once autopaho returns it, and by onUp (the same
+	// manager) so that anything that found a connection ready sees it even
+	// while New has not returned yet. Use manager(), or connState.cm.
+	cm      atomic.Pointer[autopaho.ConnectionManager]
 	session *state.State // paho's packet store (on disk with SessionDir)
 	journal *journal
 	lock    *os.File // flock on the session dir
@@ -61,6 +64,7 @@ type connState struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	ready  chan struct{}
+	cm     *autopaho.ConnectionManager // the manager that reported it up
 }
 
 // Stats are counters since New, for monitoring and tests.
@@ -147,13 +151,26 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.workers.Wait()
 		return nil, fmt.Errorf("start connection: %w", err)
 	}
-	c.cm = cm
+	if testHookNewConnection != nil {
+		testHookNewConnection()
+	}
+	// The connection may be up (and the dispatcher issuing RPCs) already:
+	// onUp has stored the same manager then.
+	c.cm.Store(cm)
 	for _, p := range c.journal.list() {
 		c.startSend(p)
 	}
 	ok = true
 	return c, nil
 }
+
+// testHookNewConnection, set by tests, runs in New between starting the
+// connection manager and recording it.
+var testHookNewConnection func()
+
+// manager returns the connection manager (nil only while New runs and no
+// connection has come up yet).
+func (c *Client) manager() *autopaho.ConnectionManager { return c.cm.Load() }
 
 // openSession locks the session dir and opens the send journal and paho's
 // file store in it (or memory stores without a dir).
@@ -219,8 +236,9 @@ func (c *Client) buildConnect(cp *paho.Connect, _ *url.URL) (*paho.Connect, erro
 
 // onUp runs when autopaho has a connection; it must not block.
 func (c *Client) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
+	c.cm.CompareAndSwap(nil, cm)
 	ctx, cancel := context.WithCancel(c.life)
-	cs := &connState{ctx: ctx, cancel: cancel, ready: make(chan struct{})}
+	cs := &connState{ctx: ctx, cancel: cancel, ready: make(chan struct{}), cm: cm}
 	c.stats.connects.Add(1)
 	c.mu.Lock()
 	if c.closed {
@@ -431,8 +449,10 @@ func (c *Client) Close(ctx context.Context) error {
 		c.notifyLocked()
 		c.mu.Unlock()
 		c.stop()
-		if err := c.cm.Disconnect(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("disconnect: %w", err))
+		if cm := c.manager(); cm != nil {
+			if err := cm.Disconnect(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("disconnect: %w", err))
+			}
 		}
 		c.workers.Wait()
 		_ = c.session.Close()
@@ -449,7 +469,11 @@ func (c *Client) Close(ctx context.Context) error {
 
 // TerminateConnection drops the network connection without DISCONNECT, as a
 // lost network would; the client reconnects by itself. For tests and demos.
-func (c *Client) TerminateConnection() { c.cm.TerminateConnectionForTest() }
+func (c *Client) TerminateConnection() {
+	if cm := c.manager(); cm != nil {
+		cm.TerminateConnectionForTest()
+	}
+}
 
 // onPublish routes an incoming PUBLISH: RPC replies to their caller,
 // events to the dispatcher. It never blocks (paho calls it on the

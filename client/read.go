@@ -137,7 +137,7 @@ func (r *readBatcher) publishOne(ctx context.Context, conv, seq int64) error {
 	defer cancel()
 	stop := context.AfterFunc(cs.ctx, cancel)
 	defer stop()
-	resp, err := r.c.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: "chat/v1/conv/" + strconv.FormatInt(conv, 10) + "/read", Payload: payload})
+	resp, err := cs.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: "chat/v1/conv/" + strconv.FormatInt(conv, 10) + "/read", Payload: payload})
 	if resp != nil {
 		if resp.ReasonCode >= 0x80 {
 			reason := ""

@@ -91,7 +91,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 	defer cancel()
 	stop := context.AfterFunc(cs.ctx, cancel)
 	defer stop()
-	resp, err := c.cm.Publish(pctx, &paho.Publish{
+	resp, err := cs.cm.Publish(pctx, &paho.Publish{
 		QoS:     1,
 		Topic:   "chat/v1/rpc/" + method,
 		Payload: payload,

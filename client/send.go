@@ -138,7 +138,7 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 		// One attempt lasts until the PUBACK, the ack timeout, or the
 		// connection going down, whichever is first.
 		actx, cancel := context.WithTimeout(cs.ctx, c.cfg.AckTimeout)
-		resp, err := c.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: topic, Payload: payload})
+		resp, err := cs.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: topic, Payload: payload})
 		cancel()
 		if resp != nil {
 			if resp.ReasonCode < 0x80 {

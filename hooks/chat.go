@@ -3,10 +3,12 @@ package hooks
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,6 +141,9 @@ func persistentSession(cl *mqtt.Client) (bool, time.Duration) {
 	return !cl.Properties.Clean, MaxSessionExpiry
 }
 
+// MaxKeepalive is the longest keepalive (seconds) the server accepts.
+const MaxKeepalive = 600
+
 // MaxSessionExpiry bounds how long an offline persistent session (its
 // delivered cursors in PostgreSQL, its subscriptions in the broker) is kept.
 const MaxSessionExpiry = 7 * 24 * time.Hour
@@ -160,6 +165,13 @@ func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64
 // session with that client id. The rate limit comes first, so a flood of
 // connects costs neither a signature check nor a query.
 func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	// Keepalive 0 (never time out) or hours would let dead connections
+	// hold sessions forever; the server's limit is announced to v5 clients
+	// (Server Keep Alive) and enforced for all.
+	if ka := cl.State.Keepalive; ka == 0 || ka > MaxKeepalive {
+		cl.State.Keepalive = MaxKeepalive
+		cl.State.ServerKeepalive = true
+	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, remoteIP(cl.Net.Remote)); err != nil {
 		code := packets.ErrConnectionRateExceeded
 		if !isV5(cl) {
@@ -298,8 +310,34 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		h.cfg.Hub.Ack(cl.ID, pk.PacketID)
 	case packets.Publish:
 		pk.FixedHeader.Retain = false
+		if strings.HasPrefix(pk.TopicName, "$") && pk.FixedHeader.Qos > 0 {
+			// mochi drops publishes to $-topics before any publish hook,
+			// with no PUBACK: a QoS 1 client would resend forever. Answer
+			// it as every refused publish is answered.
+			h.refuseSystemTopic(cl, pk)
+		}
 	}
 	return pk, nil
+}
+
+func (h *Chat) refuseSystemTopic(cl *mqtt.Client, pk packets.Packet) {
+	ci := h.info(cl)
+	if ci == nil {
+		return
+	}
+	h.cfg.Metrics.Publishes.WithLabelValues("denied", string(chat.CodeForbidden)).Inc()
+	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID}
+	if isV5(cl) {
+		ack.ReasonCode = 0x87
+		ack.Properties.ReasonString = "publishing to this topic is not allowed"
+	}
+	_ = cl.WritePacket(ack)
+	if !isV5(cl) {
+		ev := chat.Event{Type: chat.EventError, Code: chat.CodeForbidden, Message: "publishing to this topic is not allowed"}
+		if b, err := json.Marshal(ev); err == nil {
+			h.cfg.Hub.SendDirect(cl.ID, delivery.Packet{Topic: delivery.EventsTopic(ci.userID), Payload: b, QoS: 1})
+		}
+	}
 }
 
 // OnPacketEncode fixes mochi's PUBACK success reason: it sends 0x01

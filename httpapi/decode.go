@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	chat "github.com/chatd/chatd"
 )
@@ -75,6 +76,10 @@ func decodeStrict(data []byte, v any, allowEmpty bool) error {
 	}
 	if data[0] != '{' {
 		return chat.Errorf(chat.CodeInvalid, "request body must be a JSON object")
+	}
+	// encoding/json would silently turn invalid UTF-8 into U+FFFD.
+	if !utf8.Valid(data) {
+		return chat.Errorf(chat.CodeInvalid, "request body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -65,8 +65,10 @@ func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, erro
 type historyParams struct {
 	ConversationID int64 `json:"conversationId"`
 	BeforeSeq      int64 `json:"beforeSeq"`
-	AfterSeq       int64 `json:"afterSeq"`
-	Limit          int   `json:"limit"`
+	// AfterSeq is a pointer: given at all (even 0) means "page forward
+	// from here"; absent means "the newest page".
+	AfterSeq *int64 `json:"afterSeq"`
+	Limit    int    `json:"limit"`
 }
 
 // HistoryReply is a page of messages, ascending by seq, with the lowest
@@ -91,8 +93,12 @@ func bindHistory(_ *API, _ http.ResponseWriter, r *http.Request, p *historyParam
 	if p.BeforeSeq, err = q.int64("beforeSeq"); err != nil {
 		return err
 	}
-	if p.AfterSeq, err = q.int64("afterSeq"); err != nil {
-		return err
+	if q.values.Get("afterSeq") != "" {
+		after, err := q.int64("afterSeq")
+		if err != nil {
+			return err
+		}
+		p.AfterSeq = &after
 	}
 	p.Limit, err = q.int("limit")
 	return err
@@ -105,7 +111,8 @@ func history(a *API, ctx context.Context, user int64, p historyParams) (int, any
 		ConversationID: p.ConversationID,
 		UserID:         user,
 		BeforeSeq:      p.BeforeSeq,
-		AfterSeq:       p.AfterSeq,
+		AfterSeq:       derefOr(p.AfterSeq, 0),
+		Forward:        p.AfterSeq != nil,
 		Limit:          p.Limit,
 	})
 	if err != nil {
@@ -166,4 +173,11 @@ func seen(a *API, ctx context.Context, user int64, p seqParams) (int, any, error
 		return 0, nil, err
 	}
 	return http.StatusOK, res, nil
+}
+
+func derefOr(p *int64, def int64) int64 {
+	if p == nil {
+		return def
+	}
+	return *p
 }

@@ -297,3 +297,36 @@ func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
 	got := collectMessages(t, listener, conv.ID, 200, 20*time.Second)
 	assertInOrder(t, got, 1)
 }
+
+func TestAfterSeqZeroPagesForwardFromTheFirstMessage(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 1, "fwd", 5, true)
+	sendN(t, c, conv.ID, 60, "m")
+	get := func(query string) []chat.Message {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/v1/conversations/%d/messages?%s", srv.HTTPAddr(), conv.ID, query), nil)
+		req.Header.Set("Authorization", "Bearer "+token(t, 2))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("history %s: %v %v", query, resp, err)
+		}
+		defer resp.Body.Close()
+		var page struct{ Messages []chat.Message }
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+			t.Fatal(err)
+		}
+		return page.Messages
+	}
+	if m := get("afterSeq=0&limit=10"); len(m) != 10 || m[0].Seq != 1 || m[9].Seq != 10 {
+		t.Fatalf("afterSeq=0 must start at seq 1: %d messages from %d", len(m), m[0].Seq)
+	}
+	if m := get("limit=10"); len(m) != 10 || m[0].Seq != 51 || m[9].Seq != 60 {
+		t.Fatalf("no cursor must give the newest page: from %d", m[0].Seq)
+	}
+	if m := get("afterSeq=55"); len(m) != 5 || m[0].Seq != 56 {
+		t.Fatalf("afterSeq=55: %d messages", len(m))
+	}
+}

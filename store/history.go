@@ -54,7 +54,8 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 	if q.BeforeSeq < 0 || q.AfterSeq < 0 {
 		return chat.HistoryPage{}, chat.Errorf(chat.CodeInvalid, "beforeSeq and afterSeq must not be negative")
 	}
-	if q.BeforeSeq > 0 && q.AfterSeq > 0 {
+	forward := q.Forward || q.AfterSeq > 0
+	if q.BeforeSeq > 0 && forward {
 		return chat.HistoryPage{}, chat.Errorf(chat.CodeInvalid, "give beforeSeq or afterSeq, not both")
 	}
 	limit := chat.ClampLimit(q.Limit, chat.DefaultHistoryLimit, chat.MaxHistoryLimit)
@@ -71,7 +72,7 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 		}
 		var rows pgx.Rows
 		var err error
-		if q.AfterSeq > 0 {
+		if forward {
 			rows, err = tx.Query(ctx, historyAfterSQL, q.ConversationID, q.AfterSeq, limit)
 		} else {
 			// A real bound instead of "$2 = 0 OR ..." keeps the generic plan
@@ -88,7 +89,7 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 		if msgs, err = pgx.CollectRows(rows, scanMessage); err != nil {
 			return fmt.Errorf("read messages: %w", err)
 		}
-		if q.AfterSeq == 0 {
+		if !forward {
 			slices.Reverse(msgs)
 		}
 		return nil

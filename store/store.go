@@ -218,7 +218,8 @@ func unavailableState(code string) bool {
 		return true
 	}
 	switch code {
-	case "57014", // query_canceled: statement_timeout or a cancel request
+	case "25006", // read_only_sql_transaction: database or standby read-only
+		"57014", // query_canceled: statement_timeout or a cancel request
 		"55P03": // lock_not_available: lock_timeout
 		return true
 	}

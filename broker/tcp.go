@@ -1,0 +1,96 @@
+package broker
+
+import (
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// ConnectTimeout is how long a new connection may take to send its CONNECT
+// (including a TLS handshake). mochi reads the CONNECT without a deadline,
+// so a peer that never sends one would hold a goroutine, memory and a
+// graceful shutdown forever. After CONNECT, mochi's keepalive deadline
+// replaces this one.
+const ConnectTimeout = 10 * time.Second
+
+// TCPListener is mochi's TCP listener plus the CONNECT deadline.
+type TCPListener struct {
+	id, addr string
+	tls      *tls.Config
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	ln     net.Listener
+	closed bool
+}
+
+// NewTCPListener listens on addr (TLS when cfg is not nil) once Init runs.
+func NewTCPListener(id, addr string, cfg *tls.Config, log *slog.Logger) *TCPListener {
+	return &TCPListener{id: id, addr: addr, tls: cfg, log: log}
+}
+
+// ID, Address, Protocol, Init, Serve and Close implement listeners.Listener.
+func (l *TCPListener) ID() string       { return l.id }
+func (l *TCPListener) Protocol() string { return "tcp" }
+
+// Address is the bound address (useful with port 0).
+func (l *TCPListener) Address() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ln != nil {
+		return l.ln.Addr().String()
+	}
+	return l.addr
+}
+
+// Init binds the socket.
+func (l *TCPListener) Init(*slog.Logger) error {
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return err
+	}
+	if l.tls != nil {
+		ln = tls.NewListener(ln, l.tls)
+	}
+	l.mu.Lock()
+	l.ln = ln
+	l.mu.Unlock()
+	return nil
+}
+
+// Serve accepts connections until Close.
+func (l *TCPListener) Serve(establish listeners.EstablishFn) {
+	for {
+		conn, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.log.Warn("accept mqtt connection", "err", err)
+			time.Sleep(50 * time.Millisecond) // e.g. out of file descriptors
+			continue
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(ConnectTimeout))
+		go func() {
+			if err := establish(l.id, conn); err != nil {
+				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
+			}
+		}()
+	}
+}
+
+// Close stops accepting; connections are closed by the broker's shutdown.
+func (l *TCPListener) Close(closeClients listeners.CloseFn) {
+	l.mu.Lock()
+	if !l.closed && l.ln != nil {
+		l.closed = true
+		_ = l.ln.Close()
+	}
+	l.mu.Unlock()
+	closeClients(l.id)
+}
