@@ -192,12 +192,15 @@ func (s *Sessions) Drop(ctx context.Context, clientID string) error {
 	return nil
 }
 
-// Expire deletes persistent sessions whose expiry passed while offline;
-// online holds the client ids connected to this node, which never expire.
+// Expire deletes sessions whose expiry passed while offline. A session is
+// never expired while connected: online holds the client ids connected to
+// this node, and a session another node holds (node_id set, that node's
+// heartbeat younger than five minutes) is left to that node.
 func (s *Sessions) Expire(ctx context.Context, online []string) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM chat_session WHERE
-		last_seen_at + make_interval(secs => CASE WHEN persistent THEN expiry_seconds ELSE 3600 END) < now()
-		AND NOT (client_id = ANY($1::text[]))`, online)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM chat_session s WHERE
+		s.last_seen_at + make_interval(secs => CASE WHEN s.persistent THEN s.expiry_seconds ELSE 3600 END) < now()
+		AND NOT (s.client_id = ANY($1::text[]))
+		AND NOT EXISTS (SELECT 1 FROM chat_node n WHERE n.node_id = s.node_id AND n.heartbeat_at > now() - interval '5 minutes')`, online)
 	if err != nil {
 		return 0, classify("expire sessions", err)
 	}

@@ -1,0 +1,63 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/store"
+)
+
+func TestSessionsAreOwnedByOneUserAndExpireOnlyWhenNobodyHoldsThem(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	open := func(id string, user int64, persistent bool, expiry time.Duration) {
+		t.Helper()
+		if _, err := ss.Open(ctx, id, user, persistent, false, expiry); err != nil {
+			t.Fatalf("open %s: %v", id, err)
+		}
+	}
+	open("offline-expired", 1, true, time.Minute)
+	open("offline-fresh", 1, true, time.Hour)
+	open("here", 2, true, time.Minute)
+	open("elsewhere", 3, true, time.Minute)
+	if _, err := ss.Open(ctx, "here", 9, true, false, time.Minute); !errors.Is(err, store.ErrClientIDTaken) {
+		t.Fatalf("another user's client id: %v", err)
+	}
+	// Everyone was last seen two hours ago; "elsewhere" is connected to a
+	// node that is alive.
+	mustExec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	mustExec(`UPDATE chat_session SET last_seen_at = now() - interval '2 hours'`)
+	mustExec(`UPDATE chat_session SET last_seen_at = now() WHERE client_id = 'offline-fresh'`)
+	mustExec(`INSERT INTO chat_node (node_id, heartbeat_at) VALUES ('node-b', now())`)
+	mustExec(`UPDATE chat_session SET node_id = 'node-b' WHERE client_id = 'elsewhere'`)
+	n, err := ss.Expire(ctx, []string{"here"})
+	if err != nil || n != 1 {
+		t.Fatalf("expired %d sessions (%v), want 1", n, err)
+	}
+	var left []string
+	rows, _ := pool.Query(ctx, `SELECT client_id FROM chat_session ORDER BY client_id`)
+	for rows.Next() {
+		var id string
+		_ = rows.Scan(&id)
+		left = append(left, id)
+	}
+	rows.Close()
+	want := []string{"elsewhere", "here", "offline-fresh"}
+	if len(left) != len(want) || left[0] != want[0] || left[1] != want[1] || left[2] != want[2] {
+		t.Fatalf("sessions left %v, want %v", left, want)
+	}
+	// A node that died long ago no longer protects its sessions.
+	mustExec(`UPDATE chat_node SET heartbeat_at = now() - interval '1 hour'`)
+	if n, err := ss.Expire(ctx, []string{"here"}); err != nil || n != 1 {
+		t.Fatalf("session of a dead node: expired %d (%v), want 1", n, err)
+	}
+}
