@@ -60,13 +60,17 @@ type InboxOptions struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-// HistoryOptions select a page of history. With AfterSeq, the messages
-// after it (forwards); otherwise the newest below BeforeSeq (0: from the
-// newest). Limit defaults to 50 (at most 200). Pages are ascending by seq.
+// HistoryOptions select a page of history. With AfterSeq (or Forward),
+// the messages after AfterSeq (forwards; Forward with AfterSeq 0 starts at
+// seq 1); otherwise the newest below BeforeSeq (0: from the newest). Limit
+// defaults to 50 (at most 200). Pages are ascending by seq.
 type HistoryOptions struct {
 	BeforeSeq int64
 	AfterSeq  int64
-	Limit     int
+	// Forward pages forwards from AfterSeq even when it is 0: afterSeq is
+	// then sent explicitly, which chatd reads as a cursor.
+	Forward bool
+	Limit   int
 }
 
 // Seen answers "seen by N": members other than the sender whose read
@@ -92,12 +96,19 @@ func (c *Client) Inbox(ctx context.Context, o InboxOptions) (InboxPage, error) {
 
 // History returns a page of a conversation's messages, ascending by seq.
 func (c *Client) History(ctx context.Context, conversationID int64, o HistoryOptions) ([]Message, error) {
+	// afterSeq is sent whenever paging forwards, also when it is 0: a
+	// present afterSeq is a cursor for chatd, an absent one means "the
+	// newest page".
+	var after *int64
+	if o.Forward || o.AfterSeq != 0 {
+		after = &o.AfterSeq
+	}
 	params := struct {
-		ConversationID int64 `json:"conversationId"`
-		BeforeSeq      int64 `json:"beforeSeq,omitempty"`
-		AfterSeq       int64 `json:"afterSeq,omitempty"`
-		Limit          int   `json:"limit,omitempty"`
-	}{conversationID, o.BeforeSeq, o.AfterSeq, o.Limit}
+		ConversationID int64  `json:"conversationId"`
+		BeforeSeq      int64  `json:"beforeSeq,omitempty"`
+		AfterSeq       *int64 `json:"afterSeq,omitempty"`
+		Limit          int    `json:"limit,omitempty"`
+	}{conversationID, o.BeforeSeq, after, o.Limit}
 	var reply struct {
 		Messages []Message `json:"messages"`
 	}

@@ -56,6 +56,12 @@ type Client struct {
 	// dropEvent, when set (tests), drops matching events-topic payloads as
 	// a lossy network would.
 	dropEvent atomic.Pointer[func([]byte) bool]
+	// ackHook, when set (tests), rewrites the PUBACK of a send as a server
+	// that strips properties would.
+	ackHook atomic.Pointer[func(*paho.PublishResponse) *paho.PublishResponse]
+	// historyHook, when set (tests), answers the dispatcher's history
+	// calls instead of chatd.
+	historyHook atomic.Pointer[func(conv int64, o HistoryOptions) ([]Message, error)]
 }
 
 // connState is one MQTT connection: ctx ends when it goes down; ready is
@@ -231,6 +237,15 @@ func (c *Client) buildConnect(cp *paho.Connect, _ *url.URL) (*paho.Connect, erro
 		}
 	}
 	cp.Password, cp.PasswordFlag = []byte(tok), true
+	// autopaho fills ConnectProperties for a session expiry and leaves
+	// RequestProblemInfo false, which paho encodes as Request Problem
+	// Information = 0. MQTT 5 then forbids user properties and reason
+	// strings on PUBACKs, i.e. chatd's seq and refusal reasons
+	// (docs/protocol.md "Send outcomes"). Ask for them explicitly.
+	if cp.Properties == nil {
+		cp.Properties = &paho.ConnectProperties{}
+	}
+	cp.Properties.RequestProblemInfo = true
 	return cp, nil
 }
 

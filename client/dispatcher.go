@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,18 +25,45 @@ type dispatcher struct {
 	posMu sync.Mutex
 	have  map[int64]int64 // highest contiguous seq handed on, per conversation
 	start map[int64]int64 // Config.Positions not used yet
+
+	// Catch-up state, owned by run's goroutine. targets are the inbox
+	// lastSeqs, per conversation, that have to be reached after a
+	// reconnection; on a persistent session the server replays them
+	// itself, so they are filled through history only for conversations
+	// that show no progress (see checkTargets).
+	targets    map[int64]int64
+	syncAt     time.Time           // last (re)connection of a persistent session
+	seenAt     map[int64]time.Time // last message.new received, per conversation
+	anySeen    time.Time           // last message.new received
+	checkTimer *time.Timer
 }
 
-// queued is a raw event payload, or a request to catch up after a
-// (re)connection.
+// queued is a raw event payload, a request to catch up after a
+// (re)connection, the inbox lastSeqs to catch up to, or a request to look
+// at those again.
 type queued struct {
 	payload []byte
 	resync  bool
+	at      time.Time       // resync: when the connection came up
+	targets map[int64]int64 // catch-up targets from the inbox
+	check   bool
 }
+
+// On a persistent session chatd replays what was missed by itself
+// (docs/protocol.md "Sessions and delivery guarantees"). After a
+// reconnection the client therefore fills a conversation that is behind
+// its inbox lastSeq through history only once the conversation has shown
+// no progress for replayGrace and either the whole event stream has been
+// quiet as long or replayMaxWait has passed since the reconnection.
+var (
+	replayGrace   = 1500 * time.Millisecond
+	replayMaxWait = 5 * time.Second
+)
 
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
-		have: map[int64]int64{}, start: map[int64]int64{}}
+		have: map[int64]int64{}, start: map[int64]int64{},
+		targets: map[int64]int64{}, seenAt: map[int64]time.Time{}}
 	for conv, seq := range positions {
 		d.start[conv] = seq
 	}
@@ -66,7 +94,7 @@ func (c *Client) Positions() map[int64]int64 {
 func (d *dispatcher) enqueue(payload []byte) { d.push(queued{payload: payload}) }
 
 // resync asks for a catch-up through the inbox, in line with the events.
-func (d *dispatcher) resync() { d.push(queued{resync: true}) }
+func (d *dispatcher) resync() { d.push(queued{resync: true, at: time.Now()}) }
 
 func (d *dispatcher) push(q queued) {
 	d.mu.Lock()
@@ -103,14 +131,25 @@ func (d *dispatcher) next() (queued, bool) {
 
 func (d *dispatcher) run() {
 	defer close(d.out)
+	defer func() {
+		if d.checkTimer != nil {
+			d.checkTimer.Stop()
+		}
+	}()
 	for {
 		q, ok := d.next()
 		if !ok {
 			return
 		}
-		if q.resync {
-			d.catchUp()
-		} else {
+		switch {
+		case q.resync:
+			d.catchUp(q.at)
+		case q.targets != nil:
+			d.addTargets(q.targets)
+			d.checkTargets()
+		case q.check:
+			d.checkTargets()
+		default:
 			d.handle(q.payload)
 		}
 	}
@@ -144,6 +183,11 @@ func (d *dispatcher) message(ev Event, slim bool) {
 	if conv <= 0 || seq <= 0 {
 		return
 	}
+	// Activity on the events topic (the server's replay, or live
+	// traffic), as opposed to what history brings: see checkTargets.
+	now := time.Now()
+	d.seenAt[conv] = now
+	d.anySeen = now
 	h, known := d.position(conv)
 	if !known {
 		// First sight of this conversation: start here.
@@ -168,9 +212,12 @@ func (d *dispatcher) message(ev Event, slim bool) {
 	d.fillUntil(conv, seq, ev, slim)
 }
 
-// fillUntil fetches (have, seq] through history and hands it on; if
-// history cannot provide seq, the live event is handed on anyway so that
-// the stream does not stall.
+// fillUntil fetches (have, seq] through history and hands it on, then the
+// live event. It keeps trying (with backoff, inside fill) until the range
+// is filled or the client closes: later events are never handed on while
+// an earlier gap is open. Only a refusal for good (no longer a member, ...)
+// ends it; the event is then dropped, since what precedes it cannot be
+// delivered.
 func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 	upto := seq
 	if !slim {
@@ -180,27 +227,25 @@ func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 	if errors.Is(err, ErrClosed) {
 		return
 	}
-	h, _ := d.position(conv)
-	if h == seq-1 && !slim {
-		d.emit(ev)
-		d.setHave(conv, seq)
+	if err != nil {
+		d.c.cfg.Logger.Warn("history refused to fill a gap; dropping the event after it",
+			"conversation", conv, "seq", seq, "err", err)
 		return
 	}
-	if h < seq {
-		d.c.cfg.Logger.Warn("history did not return a message the server announced; delivering the event as is",
-			"conversation", conv, "seq", seq, "have", h, "err", err)
-		if slim {
-			ev.Body = ""
-		}
+	if h, _ := d.position(conv); h == seq-1 && !slim {
 		d.emit(ev)
 		d.setHave(conv, seq)
 	}
 }
 
 // fill fetches messages after the conversation's position through upto
-// (inclusive) and hands them on.
+// (inclusive) and hands them on, in order and without gaps. Temporary
+// failures (errors, rate limits, an empty or incomplete page) are retried
+// with backoff until the range is filled or the client closes; it returns
+// nil once filled, ErrClosed, or a refusal for good.
 func (d *dispatcher) fill(conv, upto int64) error {
 	d.c.stats.gapFills.Add(1)
+	delay := 200 * time.Millisecond
 	for {
 		h, _ := d.position(conv)
 		if h >= upto {
@@ -211,12 +256,68 @@ func (d *dispatcher) fill(conv, upto int64) error {
 		if err != nil {
 			return err
 		}
-		if len(msgs) == 0 {
-			return errors.New("history returned no messages")
-		}
+		progressed := false
 		for _, m := range msgs {
 			if m.Seq <= h {
 				continue
+			}
+			if m.Seq != h+1 {
+				// A page that does not continue at h+1 (a server that
+				// reads afterSeq=0 as "newest") would skip messages.
+				break
+			}
+			d.c.stats.filled.Add(1)
+			d.emit(messageEvent(m))
+			h = m.Seq
+			d.setHave(conv, h)
+			progressed = true
+		}
+		if progressed {
+			delay = 200 * time.Millisecond
+			continue
+		}
+		if h == 0 && len(msgs) > 0 {
+			// The page started after seq 1: page backwards down to it.
+			if err := d.fillFromStart(conv, msgs[0].Seq, upto); err != nil {
+				return err
+			}
+			if h2, _ := d.position(conv); h2 > h {
+				continue
+			}
+		}
+		d.c.cfg.Logger.Warn("history did not return the next message yet; retrying",
+			"conversation", conv, "after", h, "upto", upto, "got", len(msgs))
+		if !sleepCtx(d.c.life, delay) {
+			return ErrClosed
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// fillFromStart hands on seqs 1..min(below-1, upto) of a conversation whose
+// position is 0, paging backwards from below (for servers on which
+// afterSeq=0 means "the newest page").
+func (d *dispatcher) fillFromStart(conv, below, upto int64) error {
+	var pages [][]Message
+	for before := below; before > 1; {
+		msgs, err := d.historyPage(conv, HistoryOptions{BeforeSeq: before, Limit: int(min(before-1, 200))})
+		if err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		pages = append(pages, msgs)
+		before = msgs[0].Seq
+	}
+	h := int64(0)
+	for i := len(pages) - 1; i >= 0; i-- {
+		for _, m := range pages[i] {
+			if m.Seq > upto {
+				return nil
+			}
+			if m.Seq != h+1 {
+				return nil // incomplete: fill retries
 			}
 			d.c.stats.filled.Add(1)
 			d.emit(messageEvent(m))
@@ -224,24 +325,36 @@ func (d *dispatcher) fill(conv, upto int64) error {
 			d.setHave(conv, h)
 		}
 	}
+	return nil
 }
 
-// history pages forward, retrying temporary failures (and rate limits)
-// until the client closes; refusals (no longer a member, ...) end the fill.
+// history pages forward from after (also from 0: the request says so
+// explicitly).
 func (d *dispatcher) history(conv, after int64, limit int) ([]Message, error) {
+	return d.historyPage(conv, HistoryOptions{AfterSeq: after, Forward: true, Limit: limit})
+}
+
+// historyPage retries every failure but a refusal for good (see
+// fillRefused) until the client closes.
+func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error) {
 	delay := 200 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
-		msgs, err := d.c.History(ctx, conv, HistoryOptions{AfterSeq: after, Limit: limit})
-		cancel()
+		var msgs []Message
+		var err error
+		if h := d.c.historyHook.Load(); h != nil {
+			msgs, err = (*h)(conv, o)
+		} else {
+			ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
+			msgs, err = d.c.History(ctx, conv, o)
+			cancel()
+		}
 		if err == nil {
 			return msgs, nil
 		}
 		if d.c.life.Err() != nil {
 			return nil, ErrClosed
 		}
-		var e *Error
-		if errors.As(err, &e) && !retryable(e) && !errors.Is(e, ErrRateLimited) {
+		if fillRefused(err) {
 			return nil, err
 		}
 		d.c.cfg.Logger.Debug("history fill failed; retrying", "conversation", conv, "err", err)
@@ -252,48 +365,166 @@ func (d *dispatcher) history(conv, after int64, limit int) ([]Message, error) {
 	}
 }
 
-// catchUp runs after every (re)connection: conversations whose inbox
-// lastSeq is ahead of what was handed on are filled through history. This
-// covers whatever was missed while offline, whether or not the server kept
-// a session.
-func (d *dispatcher) catchUp() {
+// fillRefused reports whether a history failure is for good: the user
+// cannot read the conversation (any more), or the request is wrong.
+// Everything else (unavailable, rate limited, busy, timeouts, lost
+// connections, unknown codes) is worth retrying.
+func fillRefused(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return errors.Is(e, ErrNotMember) || errors.Is(e, ErrNotFound) || errors.Is(e, ErrForbidden) || errors.Is(e, ErrInvalid)
+}
+
+// catchUp runs after every (re)connection (at is when it came up): the
+// conversations whose inbox lastSeq is ahead of what was handed on have to
+// catch up to it. This covers whatever was missed while offline, whether or
+// not the server kept a session.
+//
+// Without a server session nothing is replayed: the inbox is read here, in
+// line with the events, and the differences are filled through history at
+// once. On a persistent session chatd replays the missed messages itself,
+// so the inbox is read in the background while the replay is handed on,
+// and checkTargets fills only what the replay does not bring.
+func (d *dispatcher) catchUp(at time.Time) {
 	d.posMu.Lock()
 	tracked := len(d.have) + len(d.start)
 	d.posMu.Unlock()
 	if tracked == 0 {
 		return
 	}
-	var entries []InboxEntry
+	if !d.c.cfg.persistent {
+		entries, ok := d.inboxRetry()
+		if !ok {
+			return
+		}
+		d.addTargets(inboxTargets(entries))
+		d.checkTargets()
+		return
+	}
+	d.syncAt = at
+	d.c.workers.Add(1) // run's goroutine is a worker itself: not zero here
+	go func() {
+		defer d.c.workers.Done()
+		entries, ok := d.inboxRetry()
+		if !ok {
+			return
+		}
+		d.push(queued{targets: inboxTargets(entries)})
+	}()
+}
+
+func inboxTargets(entries []InboxEntry) map[int64]int64 {
+	t := make(map[int64]int64, len(entries))
+	for _, e := range entries {
+		t[e.ID] = e.LastSeq
+	}
+	return t
+}
+
+// inboxRetry reads the whole inbox, retrying while connected; false when
+// the client closed or the connection went down (the next connection
+// queues another catch-up).
+func (d *dispatcher) inboxRetry() ([]InboxEntry, bool) {
 	delay := 200 * time.Millisecond
 	for {
-		var err error
-		entries, err = d.inboxAll()
+		entries, err := d.inboxAll()
 		if err == nil {
-			break
+			return entries, true
 		}
-		if d.c.life.Err() != nil {
-			return
-		}
-		if !d.c.Connected() {
-			// The next connection queues another catch-up.
-			return
+		if d.c.life.Err() != nil || !d.c.Connected() {
+			return nil, false
 		}
 		d.c.cfg.Logger.Warn("catch-up: inbox failed; retrying", "err", err)
 		if !sleepCtx(d.c.life, delay) {
-			return
+			return nil, false
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
-	for _, e := range entries {
-		if h, known := d.position(e.ID); known && e.LastSeq > h {
-			if err := d.fill(e.ID, e.LastSeq); err != nil {
-				if errors.Is(err, ErrClosed) {
-					return
-				}
-				d.c.cfg.Logger.Warn("catch-up: history fill failed", "conversation", e.ID, "err", err)
-			}
+}
+
+// addTargets records the inbox lastSeqs of tracked conversations that are
+// ahead of their position.
+func (d *dispatcher) addTargets(t map[int64]int64) {
+	for conv, last := range t {
+		if h, known := d.position(conv); known && last > h && last > d.targets[conv] {
+			d.targets[conv] = last
 		}
 	}
+}
+
+// checkTargets fills the conversations that are behind their catch-up
+// target. Without a server session it fills them all at once. On a
+// persistent session it fills one conversation only when the server's
+// replay is not bringing it: no progress on it for replayGrace, and the
+// whole stream quiet for replayGrace too (or replayMaxWait passed since
+// the reconnection). It fills at most one conversation per call and then
+// queues another check behind the events that arrived meanwhile, so that
+// their progress is seen first. Otherwise it schedules a check for when a
+// conversation may become due.
+func (d *dispatcher) checkTargets() {
+	convs := make([]int64, 0, len(d.targets))
+	for conv := range d.targets {
+		convs = append(convs, conv)
+	}
+	slices.Sort(convs)
+	var wait time.Duration
+	for _, conv := range convs {
+		target := d.targets[conv]
+		if h, known := d.position(conv); !known || h >= target {
+			delete(d.targets, conv)
+			continue
+		}
+		if d.c.cfg.persistent {
+			now := time.Now()
+			sinceSync := now.Sub(d.syncAt)
+			own := now.Sub(laterOf(d.syncAt, d.seenAt[conv]))
+			all := now.Sub(laterOf(d.syncAt, d.anySeen))
+			due := time.Duration(0)
+			if own < replayGrace {
+				due = replayGrace - own
+			}
+			if all < replayGrace && sinceSync < replayMaxWait {
+				due = max(due, min(replayGrace-all, replayMaxWait-sinceSync))
+			}
+			if due > 0 {
+				if wait == 0 || due < wait {
+					wait = due
+				}
+				continue
+			}
+		}
+		err := d.fill(conv, target)
+		if errors.Is(err, ErrClosed) {
+			return
+		}
+		if err != nil {
+			d.c.cfg.Logger.Warn("catch-up: history refused", "conversation", conv, "err", err)
+		}
+		delete(d.targets, conv)
+		if d.c.cfg.persistent && len(d.targets) > 0 {
+			d.push(queued{check: true})
+			return
+		}
+	}
+	if len(d.targets) > 0 && wait > 0 {
+		d.scheduleCheck(wait)
+	}
+}
+
+func (d *dispatcher) scheduleCheck(after time.Duration) {
+	if d.checkTimer != nil {
+		d.checkTimer.Stop()
+	}
+	d.checkTimer = time.AfterFunc(after, func() { d.push(queued{check: true}) })
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (d *dispatcher) inboxAll() ([]InboxEntry, error) {
@@ -341,6 +572,8 @@ func (d *dispatcher) forget(conv int64) {
 	delete(d.have, conv)
 	delete(d.start, conv)
 	d.posMu.Unlock()
+	delete(d.targets, conv)
+	delete(d.seenAt, conv)
 }
 
 // emit hands ev to the application, waiting for room.

@@ -31,7 +31,11 @@
 // with the same clientMsgId: after a reconnect, while chatd answers 0x80
 // "unavailable", and by the next client opened on the same SessionDir after
 // a crash or restart. chatd de-duplicates by clientMsgId, so the message is
-// stored once. The journal exists because paho's own session store (also
+// stored once. The client asks for MQTT 5 problem information in its
+// CONNECT, so that PUBACKs carry the seq; should a success PUBACK still
+// lack it, the message counts as committed and its seq is resolved by
+// re-publishing the clientMsgId (a duplicate is answered with the original
+// seq) or from history before Send returns and the journal forgets it. The journal exists because paho's own session store (also
 // kept in SessionDir) is wiped whenever the server answers "no session
 // present", as chatd does after its own restart.
 //
@@ -47,11 +51,22 @@
 // (conversationId, seq) once. The client keeps "have", the highest seq it
 // handed on per conversation: from Config.Positions, or else from the first
 // event of a conversation it sees. A duplicate (seq <= have) is dropped; a
-// gap (seq > have+1) is filled through history (RPC, afterSeq=have) before
-// the event is handed on; and after every (re)connection the client
-// compares each tracked conversation's inbox lastSeq with have and fills
-// the difference, which covers anything missed while offline. Messages
-// fetched that way have FromHistory set. Large-group message.new events
+// gap (seq > have+1) is filled through history (RPC, afterSeq=have, sent
+// explicitly also when it is 0) before the event is handed on. A failing
+// history call is retried with backoff until the gap is filled or the
+// client closes: later events of any conversation wait. Only a refusal for
+// good (no longer a member) drops the event after the gap.
+//
+// After every (re)connection the client compares each tracked
+// conversation's inbox lastSeq with have, which covers anything missed
+// while offline. Without a server session (Ephemeral) it fills the
+// difference through history at once. On a persistent session chatd
+// replays the missed messages itself, so the client waits for that: it
+// fills a conversation still behind its inbox lastSeq only once no event
+// of it has arrived for 1.5 s and the whole stream has been quiet as long
+// (or 5 s have passed since the reconnection), as when chatd has no
+// cursor for a brand-new session. Messages fetched through history have
+// FromHistory set. Large-group message.new events
 // without a body are completed through history too. Other events
 // (read.updated, member.*, typing, error) are passed through unchanged;
 // they are live notifications that the server does not replay. Persist

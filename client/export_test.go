@@ -1,5 +1,12 @@
 package client
 
+import (
+	"context"
+	"sync"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
 // InjectEvent feeds a raw events-topic payload to the dispatcher, as if it
 // had arrived from chatd: the seam of the de-duplication test.
 func (c *Client) InjectEvent(payload []byte) { c.disp.enqueue(payload) }
@@ -12,4 +19,55 @@ func (c *Client) DropEvents(drop func(payload []byte) bool) {
 		return
 	}
 	c.dropEvent.Store(&drop)
+}
+
+// StripAckSeq removes the seq user property from the next n success
+// PUBACKs of sends (n < 0: from all of them), as a server that strips
+// properties would; StripAckSeq(0) stops.
+func (c *Client) StripAckSeq(n int) {
+	if n == 0 {
+		c.ackHook.Store(nil)
+		return
+	}
+	var mu sync.Mutex
+	left := n
+	h := func(resp *paho.PublishResponse) *paho.PublishResponse {
+		mu.Lock()
+		defer mu.Unlock()
+		if resp.ReasonCode >= 0x80 || left == 0 {
+			return resp
+		}
+		if left > 0 {
+			left--
+		}
+		return &paho.PublishResponse{ReasonCode: resp.ReasonCode}
+	}
+	c.ackHook.Store(&h)
+}
+
+// SetNewConnectionHook runs f in New between starting the connection
+// manager and recording it (nil removes it). Not safe for parallel tests.
+func SetNewConnectionHook(f func()) { testHookNewConnection = f }
+
+// HistoryFault, when it returns handled, answers one of the dispatcher's
+// history calls (gap fills and catch-up) with msgs and err instead of
+// asking chatd.
+type HistoryFault func(conv int64, afterSeq int64) (msgs []Message, err error, handled bool)
+
+// InjectHistoryFaults routes the dispatcher's history calls through f
+// (nil stops).
+func (c *Client) InjectHistoryFaults(f HistoryFault) {
+	if f == nil {
+		c.historyHook.Store(nil)
+		return
+	}
+	h := func(conv int64, o HistoryOptions) ([]Message, error) {
+		if msgs, err, handled := f(conv, o.AfterSeq); handled {
+			return msgs, err
+		}
+		ctx, cancel := context.WithTimeout(c.life, c.cfg.RequestTimeout)
+		defer cancel()
+		return c.History(ctx, conv, o)
+	}
+	c.historyHook.Store(&h)
 }

@@ -117,6 +117,13 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 // sendUntilDone publishes p until a PUBACK settles it: success, or a
 // refusal other than "unavailable". It returns ErrClosed when the client
 // closes first.
+//
+// A success PUBACK without the seq property (a server that strips user
+// properties, e.g. because Request Problem Information was 0) still means
+// committed: the seq is then resolved by re-publishing the same clientMsgId
+// (chatd answers a duplicate with the original seq) and, if that does not
+// carry it either, by looking the message up in history. The message stays
+// in the journal until its seq is known.
 func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 	payload, err := json.Marshal(struct {
 		ClientMsgID string `json:"clientMsgId"`
@@ -127,6 +134,7 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 	}
 	topic := "chat/v1/conv/" + strconv.FormatInt(p.ConversationID, 10) + "/msg"
 	delay := 200 * time.Millisecond
+	noSeq := 0 // success PUBACKs without a seq so far
 	for attempt := 0; ; attempt++ {
 		cs, err := c.ready(c.life)
 		if err != nil {
@@ -141,8 +149,36 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 		resp, err := cs.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: topic, Payload: payload})
 		cancel()
 		if resp != nil {
+			if h := c.ackHook.Load(); h != nil {
+				resp = (*h)(resp)
+			}
 			if resp.ReasonCode < 0x80 {
-				return ackSeq(resp)
+				if seq, ok := ackSeq(resp); ok {
+					return seq, nil
+				}
+				// Committed, but the seq is unknown: not a failure, and
+				// the message stays in the journal until it is resolved.
+				noSeq++
+				c.cfg.Logger.Warn("send: PUBACK without seq; resolving it", "clientMsgId", p.ClientMsgID, "attempt", noSeq)
+				if noSeq == 1 {
+					// Re-publish at once: chatd answers the duplicate
+					// with the original seq.
+					continue
+				}
+				// The duplicate's PUBACK had no seq either: ask history.
+				seq, err := c.findSent(p)
+				if err == nil && seq > 0 {
+					return seq, nil
+				}
+				if errors.Is(err, ErrClosed) {
+					return 0, ErrClosed
+				}
+				c.cfg.Logger.Warn("send: seq of a committed message not found in history yet", "clientMsgId", p.ClientMsgID, "err", err)
+				if !sleepCtx(c.life, delay) {
+					return 0, ErrClosed
+				}
+				delay = min(2*delay, 10*time.Second)
+				continue
 			}
 			reason := ""
 			if resp.Properties != nil {
@@ -171,14 +207,58 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 	}
 }
 
-// ackSeq reads the "seq" user property of chatd's PUBACK.
-func ackSeq(resp *paho.PublishResponse) (int64, error) {
+// ackSeq reads the "seq" user property of chatd's PUBACK; false when it is
+// missing or not a positive number.
+func ackSeq(resp *paho.PublishResponse) (int64, bool) {
 	if resp.Properties == nil {
-		return 0, errors.New("send: PUBACK carries no seq (is this chatd?)")
+		return 0, false
 	}
 	seq, err := strconv.ParseInt(resp.Properties.User.Get("seq"), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("send: PUBACK seq %q: %w", resp.Properties.User.Get("seq"), err)
+	if err != nil || seq <= 0 {
+		return 0, false
 	}
-	return seq, nil
+	return seq, true
+}
+
+// findSentMaxPages bounds the history search for a committed message.
+const findSentMaxPages = 50
+
+// findSent looks up the seq of p, which chatd has acknowledged as
+// committed, in the conversation's history: newest pages first, until the
+// message is found or the pages are older than p can be. It returns 0 and
+// no error when the message was not found.
+func (c *Client) findSent(p PendingSend) (int64, error) {
+	elapsed := time.Since(p.QueuedAt)
+	var before int64 // 0: from the newest
+	var oldest time.Time
+	for page := 0; page < findSentMaxPages; page++ {
+		ctx, cancel := context.WithTimeout(c.life, c.cfg.RequestTimeout)
+		msgs, err := c.History(ctx, p.ConversationID, HistoryOptions{BeforeSeq: before, Limit: 200})
+		cancel()
+		if err != nil {
+			if c.life.Err() != nil {
+				return 0, ErrClosed
+			}
+			return 0, err
+		}
+		if len(msgs) == 0 {
+			return 0, nil
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].ClientMsgID == p.ClientMsgID {
+				return msgs[i].Seq, nil
+			}
+		}
+		if page == 0 {
+			// The message committed after it was queued: no earlier than
+			// the newest message's time minus the time since then (in the
+			// server's clock, so without client clock skew), give or take.
+			oldest = msgs[len(msgs)-1].CreatedAt.Add(-elapsed - time.Minute)
+		}
+		if msgs[0].Seq <= 1 || msgs[0].CreatedAt.Before(oldest) {
+			return 0, nil
+		}
+		before = msgs[0].Seq
+	}
+	return 0, nil
 }
