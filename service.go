@@ -256,7 +256,9 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (SendResult, error)
 		s.refund(ctx, RateConv, convKey)
 		return res, nil
 	}
-	s.notify(MessageEvent(res.Message))
+	if !res.Notified {
+		s.notify(MessageEvent(res.Message))
+	}
 	return res, nil
 }
 

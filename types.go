@@ -64,6 +64,10 @@ type SendRequest struct {
 type SendResult struct {
 	Message   Message
 	Duplicate bool
+	// Notified says the store already handed message.new to the
+	// notifier, in commit order (group commit does, so that concurrent
+	// sends of one conversation reach the fan-out in seq order).
+	Notified bool
 }
 
 // ReadResult of MarkRead: Advanced is false when the watermark did not move.

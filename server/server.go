@@ -116,7 +116,11 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
 		return nil, fmt.Errorf("open send pool: %w", err)
 	}
-	st2 := store.New(pool, limits, store.WithBatching(256, flushers), store.WithSendPool(s.sendPool))
+	// Group commit notifies committed messages itself, in seq order, so the
+	// fan-out does not see the gaps that senders woken in any order make.
+	var notifier chat.NotifierFunc
+	st2 := store.New(pool, limits, store.WithBatching(256, flushers), store.WithSendPool(s.sendPool),
+		store.WithCommitHook(func(ev chat.Event) { notifier(ev) }))
 	s.store = st2
 	sessions := store.NewSessions(pool)
 	s.Hub = delivery.NewHub(sessions, st2, delivery.Options{
@@ -134,7 +138,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 			return nil, fmt.Errorf("kafka relay: %w", err)
 		}
 	}
-	notifier := chat.NotifierFunc(func(ev chat.Event) {
+	notifier = chat.NotifierFunc(func(ev chat.Event) {
 		s.Hub.Notify(ev)
 		if rl != nil {
 			rl.Kick()

@@ -310,16 +310,32 @@ func (s *Store) flush(batch []*sendReq) {
 			r.res, r.err = chat.SendResult{}, nil
 			if e := s.commitBatch(ctx, []*sendReq{r}); e != nil {
 				r.err = e
+			} else if s.onCommit != nil {
+				s.notifyCommitted([]*sendReq{r})
 			}
 			s.batchCount.Add(1)
 			close(r.done)
 		}
 		return
 	}
+	if err == nil && s.onCommit != nil {
+		s.notifyCommitted(live)
+	}
 	for _, r := range live {
 		if err != nil {
 			r.res, r.err = chat.SendResult{}, err
 		}
 		close(r.done)
+	}
+}
+
+// notifyCommitted hands the batch's new messages to the commit hook in seq
+// order per conversation (the batch assigned seqs in its own order).
+func (s *Store) notifyCommitted(batch []*sendReq) {
+	for _, r := range batch {
+		if r.err == nil && !r.res.Duplicate {
+			s.onCommit(chat.MessageEvent(r.res.Message))
+			r.res.Notified = true
+		}
 	}
 }

@@ -36,6 +36,7 @@ type Store struct {
 	batchCount   atomic.Int64
 	batchMsgs    atomic.Int64
 	sendPool     *pgxpool.Pool // group-commit transactions; nil = pool
+	onCommit     func(chat.Event)
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -62,6 +63,14 @@ func WithBatching(maxBatch, flushers int) Option {
 // queue behind reads (history pages, delivery catch-up) for a connection.
 func WithSendPool(p *pgxpool.Pool) Option {
 	return func(s *Store) { s.sendPool = p }
+}
+
+// WithCommitHook has group commit hand each committed message.new to fn,
+// in seq order per conversation, right after the commit and before the
+// senders are answered (their SendResult says Notified). Callers notified
+// one by one would wake in any order and the fan-out would see gaps.
+func WithCommitHook(fn func(chat.Event)) Option {
+	return func(s *Store) { s.onCommit = fn }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
