@@ -43,6 +43,9 @@ func startNode(t *testing.T, url string, env map[string]string) *server.Server {
 		"CHAT_LIMIT_TYPING_RATE":  "0",
 		"CHAT_LIMIT_API_RATE":     "0",
 		"CHAT_LIMIT_CONNECT_RATE": "0",
+		// CI runs packages in parallel under -race on two cores: give a
+		// send more than the production 5 s before it answers "retry".
+		"CHAT_SEND_TIMEOUT": "20s",
 		// Presence events would interleave with what other tests expect;
 		// the presence tests turn them on.
 		"CHAT_PRESENCE_PUSH":    "false",
