@@ -56,15 +56,6 @@ type Options struct {
 
 // Dial connects and returns the client with its CONNACK.
 func Dial(addr string, o Options) (*Client, packets.Packet, error) {
-	if o.Version == 0 {
-		o.Version = 5
-	}
-	if o.Keepalive == 0 {
-		o.Keepalive = 30
-	}
-	if o.ReadBuffer == 0 {
-		o.ReadBuffer = 100000
-	}
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return nil, packets.Packet{}, err
