@@ -294,15 +294,14 @@ func (a *app) assertExact(t *testing.T, want map[int64]int64) {
 // connection ends it waits for the old events to be handled, then
 // reconnects (retrying while the server is away) and subscribes again.
 type liveDevice struct {
-	dev        device
-	app        *app
-	addr       func() string
-	stop       atomic.Bool
-	mu         sync.Mutex
-	c          *mqtttest.Client
-	connects   atomic.Int64
-	done       chan struct{}
-	reconnects func() // called after every reconnect (optional)
+	dev      device
+	app      *app
+	addr     func() string
+	stop     atomic.Bool
+	mu       sync.Mutex
+	c        *mqtttest.Client
+	connects atomic.Int64
+	done     chan struct{}
 }
 
 func keepConnected(t *testing.T, d device, a *app, addr func() string) *liveDevice {
