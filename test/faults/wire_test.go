@@ -2,12 +2,9 @@ package faults_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,45 +31,6 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.out.Add(int64(n))
 	return n, err
-}
-
-// wsStream presents a WebSocket as a byte stream (as mqtttest.DialWS does)
-// over a counted TCP connection.
-type wsStream struct {
-	net.Conn
-	c  *websocket.Conn
-	r  io.Reader
-	mu sync.Mutex
-}
-
-func (w *wsStream) Read(p []byte) (int, error) {
-	for {
-		if w.r == nil {
-			_, r, err := w.c.NextReader()
-			if err != nil {
-				return 0, err
-			}
-			w.r = r
-		}
-		n, err := w.r.Read(p)
-		if errors.Is(err, io.EOF) {
-			w.r = nil
-			if n > 0 {
-				return n, nil
-			}
-			continue
-		}
-		return n, err
-	}
-}
-
-func (w *wsStream) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.c.WriteMessage(websocket.BinaryMessage, p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
 
 // TestBytesOnTheWirePerDeliveredMessage measures what one message.new with
@@ -116,7 +74,7 @@ func TestBytesOnTheWirePerDeliveredMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return cc, &wsStream{Conn: ws.NetConn(), c: ws}
+		return cc, mqtttest.WrapWS(ws)
 	}
 	variants := []variant{{"MQTT 5 over TCP", 5, tcpDial}, {"MQTT 3.1.1 over TCP", 4, tcpDial}, {"MQTT 5 over WebSocket", 5, wsDial}}
 	for i, vr := range variants {
