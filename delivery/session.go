@@ -355,22 +355,28 @@ func (s *Session) fill() bool {
 	// Lowest id first: deterministic, and every behind conversation gets
 	// its turn because a caught-up one stops being behind.
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	// One query for up to 64 conversations; each gets an equal share of a
+	// budget of two windows (at least 16 messages, at most FetchLimit).
+	if len(ids) > 64 {
+		ids = ids[:64]
+	}
+	limit := min(s.hub.opts.FetchLimit, max(16, 2*s.hub.opts.Window/len(ids)))
+	ranges := make([]store.Range, len(ids))
+	for i, id := range ids {
+		ranges[i] = store.Range{ConversationID: id, After: s.convs[id].next - 1}
+	}
+	ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
+	got, err := s.hub.store.SinceMany(ctx, ranges, limit)
+	cancel()
+	if err != nil {
+		s.hub.opts.Logger.Warn("catch-up read failed; retrying", "client", s.ClientID, "conversations", len(ids), "err", err)
+		s.fillWait = time.Now().Add(500 * time.Millisecond)
+		return false
+	}
 	queued := false
-	budget := 2 * s.hub.opts.Window
 	for _, id := range ids {
-		if budget <= 0 {
-			break
-		}
 		cs := s.convs[id]
-		limit := min(s.hub.opts.FetchLimit, budget)
-		ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
-		msgs, err := s.hub.store.Since(ctx, id, cs.next-1, limit)
-		cancel()
-		if err != nil {
-			s.hub.opts.Logger.Warn("catch-up read failed; retrying", "client", s.ClientID, "conversation", id, "err", err)
-			s.fillWait = time.Now().Add(500 * time.Millisecond)
-			return queued
-		}
+		msgs := got[id]
 		for _, m := range msgs {
 			if m.Seq != cs.next {
 				break // cannot happen with gapless seqs; stay safe
@@ -386,7 +392,6 @@ func (s *Session) fill() bool {
 			queued = true
 		}
 		s.hub.opts.Metrics.Replayed.Add(float64(len(msgs)))
-		budget -= len(msgs)
 		if len(msgs) < limit {
 			cs.behind = false
 			s.releaseHeld(cs)

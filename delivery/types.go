@@ -29,7 +29,7 @@ type Conn interface {
 // Store is what delivery reads from and writes to the store of record.
 type Store interface {
 	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]store.ConvCursor, error)
-	Since(ctx context.Context, conversationID, after int64, limit int) ([]chat.Message, error)
+	SinceMany(ctx context.Context, ranges []store.Range, perConv int) (map[int64][]chat.Message, error)
 	SaveCursors(ctx context.Context, cs []store.Cursor) error
 }
 

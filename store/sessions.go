@@ -129,24 +129,43 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	return out, nil
 }
 
-// Since returns up to limit messages of a conversation with seq > after, in
-// seq order. It does no membership check: the delivery layer only asks for
-// conversations the session's user belongs to.
-func (s *Sessions) Since(ctx context.Context, conversationID, after int64, limit int) ([]chat.Message, error) {
-	rows, err := s.pool.Query(ctx, `SELECT conversation_id, seq, sender_id, client_msg_id::text, body, created_at
-		FROM message WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)
+// Range asks for the messages of a conversation after a seq.
+type Range struct {
+	ConversationID int64
+	After          int64
+}
+
+// SinceMany is Since for many conversations in one round trip: up to
+// perConv messages after each range's seq, grouped by conversation in seq
+// order. A session catching up on dozens of conversations costs one query,
+// not dozens, which matters most when the server is busiest.
+func (s *Sessions) SinceMany(ctx context.Context, ranges []Range, perConv int) (map[int64][]chat.Message, error) {
+	convs := make([]int64, len(ranges))
+	afters := make([]int64, len(ranges))
+	for i, r := range ranges {
+		convs[i], afters[i] = r.ConversationID, r.After
+	}
+	rows, err := s.pool.Query(ctx, `SELECT m.conversation_id, m.seq, m.sender_id, m.client_msg_id::text, m.body, m.created_at
+		FROM unnest($1::bigint[], $2::bigint[]) AS r(c, a)
+		CROSS JOIN LATERAL (SELECT * FROM message WHERE conversation_id = r.c AND seq > r.a ORDER BY seq LIMIT $3) m
+		ORDER BY m.conversation_id, m.seq`, convs, afters, perConv)
 	if err != nil {
 		return nil, classify("read messages", err)
 	}
-	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.Message, error) {
+	out := make(map[int64][]chat.Message, len(ranges))
+	for rows.Next() {
 		var m chat.Message
-		err := r.Scan(&m.ConversationID, &m.Seq, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt)
-		return m, err
-	})
-	if err != nil {
+		if err := rows.Scan(&m.ConversationID, &m.Seq, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt); err != nil {
+			rows.Close()
+			return nil, classify("read messages", err)
+		}
+		out[m.ConversationID] = append(out[m.ConversationID], m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return nil, classify("read messages", err)
 	}
-	return msgs, nil
+	return out, nil
 }
 
 // SaveCursors upserts delivered cursors in one statement; a cursor never

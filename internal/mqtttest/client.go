@@ -36,6 +36,8 @@ type Client struct {
 	Done      chan struct{}
 	Err       error
 	readGate  sync.Mutex
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // StopReading makes the client stop reading from its socket for good: a
@@ -77,7 +79,7 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 	}
 	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: true,
 		Publishes: make(chan packets.Packet, o.ReadBuffer), waiters: map[uint16]chan packets.Packet{},
-		subacks: make(chan packets.Packet, 16), Done: make(chan struct{})}
+		subacks: make(chan packets.Packet, 16), Done: make(chan struct{}), closing: make(chan struct{})}
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
 		ProtocolVersion: o.Version,
@@ -207,7 +209,11 @@ func (c *Client) readLoop() {
 		}
 		switch pk.FixedHeader.Type {
 		case packets.Publish:
-			c.Publishes <- pk
+			select {
+			case c.Publishes <- pk:
+			case <-c.closing:
+				continue // dropped by us: the read fails next and ends the loop
+			}
 			if pk.FixedHeader.Qos == 1 && c.AutoAck {
 				_ = c.Ack(pk.PacketID)
 			}
@@ -315,11 +321,15 @@ func (c *Client) Subscribe(filters ...string) ([]byte, error) {
 // Disconnect sends DISCONNECT and closes.
 func (c *Client) Disconnect() {
 	_ = c.write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}})
-	c.conn.Close()
+	c.Drop()
 }
 
-// Drop closes the TCP connection without DISCONNECT (a lost network).
-func (c *Client) Drop() { c.conn.Close() }
+// Drop closes the TCP connection without DISCONNECT (a lost network). The
+// read loop ends even if nobody drains Publishes any more.
+func (c *Client) Drop() {
+	c.closeOnce.Do(func() { close(c.closing) })
+	c.conn.Close()
+}
 
 // Closed reports whether the server closed the connection.
 func (c *Client) Closed() bool {
