@@ -8,7 +8,7 @@
 //
 //   - per conversation, the next seq to hand to the client. A live event
 //     with exactly that seq is sent; a duplicate is dropped; a gap is held
-//     briefly for reordering and otherwise filled from PostgreSQL (Since),
+//     briefly for reordering and otherwise filled from PostgreSQL (SinceMany: one query for many conversations),
 //     so a lost, reordered or cross-node event never leaves a hole;
 //   - a bounded window of unacknowledged QoS1 publishes (its own packet ids,
 //     not mochi's inflight map), advanced by the client's PUBACKs;

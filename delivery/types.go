@@ -50,7 +50,7 @@ type Options struct {
 	LargeGroup  int           // above this many members message.new carries no body (200)
 	SlowTimeout time.Duration // no ack progress with a full window, or one write blocked, this long: disconnect (30s)
 	GapWait     time.Duration // how long an out-of-order event waits for the missing seq before PostgreSQL fills it (50ms)
-	FetchLimit  int           // messages read per catch-up query (200)
+	FetchLimit  int           // most messages read per conversation in one catch-up query (200)
 	CursorFlush time.Duration // delivered-cursor batch interval (100ms)
 	Logger      *slog.Logger
 	Metrics     *Metrics

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -33,9 +32,8 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 	bin := buildChatd(t)
 	addr := freeAddr(t)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+addr, "CHAT_HTTP_ADDR="+freeAddr(t),
-		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_JWT_SECRET="+testSecret, "CHAT_LOG_LEVEL=error", "CHAT_LIMIT_SEND_RATE=0",
-		"CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0")
+	cmd.Env = subprocessEnv("CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+addr, "CHAT_HTTP_ADDR="+freeAddr(t),
+		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_LOG_LEVEL=error")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -99,9 +99,8 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 	bin := buildChatd(t)
 	bAddr := freeAddr(t)
 	b := exec.Command(bin)
-	b.Env = append(os.Environ(), "CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+bAddr, "CHAT_HTTP_ADDR="+freeAddr(t),
-		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_JWT_SECRET="+testSecret, "CHAT_KAFKA_BROKERS="+kafka, "CHAT_NODE_ID=node-b",
-		"CHAT_LOG_LEVEL=warn", "CHAT_LIMIT_SEND_RATE=0", "CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0", "CHAT_PRESENCE_PUSH=false")
+	b.Env = subprocessEnv("CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+bAddr, "CHAT_HTTP_ADDR="+freeAddr(t),
+		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_KAFKA_BROKERS="+kafka, "CHAT_NODE_ID=node-b", "CHAT_LOG_LEVEL=warn")
 	b.Stderr = os.Stderr
 	if err := b.Start(); err != nil {
 		t.Fatal(err)

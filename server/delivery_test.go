@@ -76,8 +76,8 @@ func TestOfflineMemberCatchesUpAfterChatdIsKilled(t *testing.T) {
 	dataDir := t.TempDir()
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(), "CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+addr, "CHAT_HTTP_ADDR="+freeAddr(t),
-			"CHAT_DATA_DIR="+dataDir, "CHAT_JWT_SECRET="+testSecret, "CHAT_MAX_INFLIGHT=16", "CHAT_LOG_LEVEL=warn", "CHAT_SEND_TIMEOUT=20s", "CHAT_LIMIT_SEND_RATE=0", "CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0", "CHAT_PRESENCE_PUSH=false")
+		cmd.Env = subprocessEnv("CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+addr, "CHAT_HTTP_ADDR="+freeAddr(t),
+			"CHAT_DATA_DIR="+dataDir, "CHAT_MAX_INFLIGHT=16", "CHAT_LOG_LEVEL=warn")
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net"
+	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -11,6 +12,15 @@ import (
 
 	"github.com/chatd/chatd/store"
 )
+
+// subprocessEnv is the environment of a chatd test subprocess: the test
+// secret, rate limits and presence pushes off (as startNode does in-process),
+// the CI-sized send timeout, then extra ("KEY=value").
+func subprocessEnv(extra ...string) []string {
+	env := append(os.Environ(), "CHAT_JWT_SECRET="+testSecret, "CHAT_SEND_TIMEOUT=20s", "CHAT_PRESENCE_PUSH=false",
+		"CHAT_LIMIT_SEND_RATE=0", "CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0")
+	return append(env, extra...)
+}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

@@ -19,6 +19,13 @@
 // its outcome is unknown: every write here is safe to retry (Send by
 // clientMsgId; MarkRead and membership changes are idempotent).
 //
+// Send is group-committed (sendbatch.go): sends that arrive while
+// transactions are in flight share one transaction, each with its own
+// outcome. A batch locks its conversation rows in id order and its member
+// rows in key order, the order every other writer uses, so batches never
+// deadlock; seqs within a conversation follow arrival order. With a commit
+// hook the batch hands message.new to the notifier in commit order.
+//
 // # Concurrency rules
 //
 // The conversation row is the lock that serialises every change to a
