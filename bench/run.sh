@@ -11,16 +11,21 @@
 #      PostgreSQL in a temp data dir;
 #   3. the database's ceiling: sendbench -pgbench runs the seed's send
 #      transaction (/work/shared/reference, adapted to this schema) through
-#      pgbench against that same PostgreSQL;
-#   4. chatbench against chatd: CLIENTS clients, CONVERSATIONS conversations,
-#      QoS 1, BODY-byte bodies, as fast as PUBACKs allow for DURATION, every
-#      delivery verified, then verified in the database; then a run at a
-#      sustainable rate (SUSTAINED_RATE msgs/s) for the latencies;
-#   5. chatd stopped, plainbroker (mochi, allow-all, no chat hooks) and
-#      chatbench -plain with the same workload: the broker's ceiling;
-#   6. the ratios.
+#      pgbench against that same PostgreSQL; then one bare commit (pgbench,
+#      one client, a transaction that only commits);
+#   4. a single sender on the idle chatd: PUBACK p50 against the bare commit;
+#   5. per workload (WORKLOADS: mixed = half direct, half groups of 2-50;
+#      direct = one-to-one only), chatbench against chatd: CLIENTS clients,
+#      CONVERSATIONS conversations, QoS 1, BODY-byte bodies, as fast as
+#      PUBACKs allow for DURATION, every delivery verified, then verified in
+#      the database; then a run at half the maximum rate it measured
+#      (SUSTAINED_RATE overrides) for the latencies;
+#   6. chatd stopped, plainbroker (mochi, allow-all, no chat hooks) and
+#      chatbench -plain with the same workloads: the broker's ceiling;
+#   7. the ratios.
 # Tunables (environment): DURATION=20s PG_DURATION=10s CLIENTS=200
-# CONVERSATIONS=1000 BODY=100 INFLIGHT=4 PGBENCH_CLIENTS=8 SUSTAINED_RATE=300
+# CONVERSATIONS=1000 BODY=100 INFLIGHT=4 PGBENCH_CLIENTS=8
+# WORKLOADS="mixed direct" SUSTAINED_RATE=(half the measured maximum)
 # DRAIN=180s KEEP=1 (keep the work dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +37,7 @@ CONVERSATIONS=${CONVERSATIONS:-1000}
 BODY=${BODY:-100}
 INFLIGHT=${INFLIGHT:-4}
 PGBENCH_CLIENTS=${PGBENCH_CLIENTS:-8}
-SUSTAINED_RATE=${SUSTAINED_RATE:-300}
+WORKLOADS=${WORKLOADS:-mixed direct}
 DRAIN=${DRAIN:-180s}
 MQTT_ADDR=127.0.0.1:${MQTT_PORT:-31883}
 HTTP_ADDR=127.0.0.1:${HTTP_PORT:-38080}
@@ -97,16 +102,53 @@ step "the database's ceiling: pgbench, seed send transaction, $PGBENCH_CLIENTS c
 "$WORK/bin/sendbench" -database-url "$DBURL" -senders "$PGBENCH_CLIENTS" -duration "$PG_DURATION" -pgbench | tee "$WORK/sendbench.txt"
 PGBENCH_TPS=$(awk '/^pgbench +[0-9]+ clients:/ {print $4}' "$WORK/sendbench.txt")
 
-BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -body-bytes "$BODY" -inflight "$INFLIGHT" -drain "$DRAIN" -progress off)
-step "chatbench against chatd: as fast as PUBACKs allow, $DURATION"
-"$WORK/bin/chatbench" "${BENCH[@]}" -duration "$DURATION" -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
-	-data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -verify-db "$DBURL" -json >"$WORK/chatd.json" || true
-jq -r '"acked \(.acked) msgs in \(.sendSeconds|floor)s: \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s; lost \(.lost), gaps \(.gaps), duplicates \(.duplicates), resent after 0x80 \(.retried); PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms; delivery p50/p99 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99) ms; drained \(.drained) after \(.drainSeconds|floor)s; db gapless \(.database.gapless); ok \(.ok)\nmachine busy \(.machine.busyPercent|floor)% (chatbench \(.machine.chatbenchPercent|floor)% of a core), chatd CPU \(.server.cpuPercent|floor)% of a core, RSS max \(.server.rssMaxMiB|floor) MiB; chatd metrics: send tx avg \(.serverMetrics.sendAvgMs) ms, delivery avg \(.serverMetrics.deliveryAvgMs) ms, pool acquire wait \(.serverMetrics.poolAcquireWaitSecs) s, queue overflows \(.serverMetrics.queueOverflows), replayed \(.serverMetrics.replayed)"' "$WORK/chatd.json"
+# workload_args prints chatbench's layout flags for a workload: mixed (half
+# direct, half groups of 2-50: the default) or direct (one-to-one only).
+workload_args() {
+	case "$1" in
+	mixed) echo "-direct 0.5" ;;
+	direct) echo "-direct 1" ;;
+	*) echo "run.sh: unknown workload $1" >&2; exit 1 ;;
+	esac
+}
 
-step "chatbench against chatd: sustainable rate $SUSTAINED_RATE msgs/s, 10s"
-"$WORK/bin/chatbench" "${BENCH[@]}" -rate "$SUSTAINED_RATE" -duration 10s -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
-	-data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -json >"$WORK/chatd-sustained.json" || true
-jq -r '"acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s; PUBACK p50/p99/p99.9 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99)/\(.ackLatencyMs.p999) ms; delivery p50/p99/p99.9 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99)/\(.deliveryLatencyMs.p999) ms; lost \(.lost); ok \(.ok)\nmachine busy \(.machine.busyPercent|floor)%, chatd CPU \(.server.cpuPercent|floor)% of a core; chatd metrics: send tx avg \(.serverMetrics.sendAvgMs) ms, delivery avg \(.serverMetrics.deliveryAvgMs) ms, pool acquire wait \(.serverMetrics.poolAcquireWaitSecs) s, queue overflows \(.serverMetrics.queueOverflows)"' "$WORK/chatd-sustained.json"
+step "one bare commit: pgbench, 1 client, one-row INSERT transactions (the smallest commit that flushes WAL), 5s"
+# A transaction must write WAL for its commit to wait for the flush:
+# SELECT txid_current() alone commits without one.
+PGBENCH=$(command -v pgbench || echo "$PGBIN/pgbench")
+printf 'CREATE TABLE IF NOT EXISTS bench_bare_commit (x int);\n' >"$WORK/commit-setup.sql"
+printf 'INSERT INTO bench_bare_commit VALUES (1);\n' >"$WORK/commit.sql"
+printf 'DROP TABLE bench_bare_commit;\n' >"$WORK/commit-teardown.sql"
+"$PGBENCH" -n -f "$WORK/commit-setup.sql" -c 1 -t 1 "$DBURL" >/dev/null
+"$PGBENCH" -n -M prepared -f "$WORK/commit.sql" -c 1 -T 5 "$DBURL" 2>&1 | tee "$WORK/commit.txt" | grep -E "latency average|tps ="
+"$PGBENCH" -n -f "$WORK/commit-teardown.sql" -c 1 -t 1 "$DBURL" >/dev/null
+COMMIT_MS=$(awk '/latency average/ {print $4}' "$WORK/commit.txt")
+
+BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -body-bytes "$BODY" -inflight "$INFLIGHT" -drain "$DRAIN" -progress off)
+J_SAT='"acked \(.acked) msgs in \(.sendSeconds|floor)s: \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s; lost \(.lost), gaps \(.gaps), duplicates \(.duplicates), resent after 0x80 \(.retried); PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms; delivery p50/p99 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99) ms; drained \(.drained) after \(.drainSeconds|floor)s; db gapless \(.database.gapless); ok \(.ok)\nmachine busy \(.machine.busyPercent|floor)% (chatbench \(.machine.chatbenchPercent|floor)% of a core), chatd CPU \(.server.cpuPercent|floor)% of a core, RSS max \(.server.rssMaxMiB|floor) MiB; chatd metrics: send tx avg \(.serverMetrics.sendAvgMs) ms, delivery avg \(.serverMetrics.deliveryAvgMs) ms, pool acquire wait \(.serverMetrics.poolAcquireWaitSecs) s, queue overflows \(.serverMetrics.queueOverflows), replayed \(.serverMetrics.replayed)"'
+J_LAT='"acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s; PUBACK p50/p99/p99.9 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99)/\(.ackLatencyMs.p999) ms; delivery p50/p99/p99.9 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99)/\(.deliveryLatencyMs.p999) ms; lost \(.lost); ok \(.ok)\nmachine busy \(.machine.busyPercent|floor)%, chatd CPU \(.server.cpuPercent|floor)% of a core; chatd metrics: send tx avg \(.serverMetrics.sendAvgMs) ms, delivery avg \(.serverMetrics.deliveryAvgMs) ms, pool acquire wait \(.serverMetrics.poolAcquireWaitSecs) s, queue overflows \(.serverMetrics.queueOverflows)"'
+
+step "a single sender on an idle server: chatbench, 2 clients, 1 direct conversation, 50 msgs/s, 10s"
+"$WORK/bin/chatbench" -clients 2 -conversations 1 -direct 1 -body-bytes "$BODY" -rate 50 -duration 10s -progress off \
+	-broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" -data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -json >"$WORK/lone.json" || true
+jq -r "$J_LAT" "$WORK/lone.json"
+LONE_P50=$(jq '.ackLatencyMs.p50' "$WORK/lone.json")
+
+for WL in $WORKLOADS; do
+	WARGS=$(workload_args "$WL")
+	step "[$WL] chatbench against chatd: as fast as PUBACKs allow, $DURATION"
+	# shellcheck disable=SC2086
+	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -duration "$DURATION" -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
+		-data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -verify-db "$DBURL" -json >"$WORK/chatd-$WL.json" || true
+	jq -r "$J_SAT" "$WORK/chatd-$WL.json"
+
+	RATE=${SUSTAINED_RATE:-$(jq '(.ackedPerSec / 2) | floor' "$WORK/chatd-$WL.json")}
+	step "[$WL] chatbench against chatd: half the maximum rate, $RATE msgs/s, 10s"
+	# shellcheck disable=SC2086
+	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -rate "$RATE" -duration 10s -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
+		-data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -json >"$WORK/chatd-$WL-half.json" || true
+	jq -r "$J_LAT" "$WORK/chatd-$WL-half.json"
+done
 
 step "stop chatd"
 kill "$CHATD_PID"
@@ -117,21 +159,28 @@ step "the broker's ceiling: plainbroker + chatbench -plain, $DURATION"
 "$WORK/bin/plainbroker" -addr "$PLAIN_ADDR" >"$WORK/plainbroker.log" 2>&1 &
 PLAIN_PID=$!
 sleep 1
-"$WORK/bin/chatbench" "${BENCH[@]}" -plain -duration "$DURATION" -broker "$PLAIN_ADDR" -chatd-pid "$PLAIN_PID" -json >"$WORK/plain.json" || true
-jq -r '"acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s; lost \(.lost); PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms; delivery p50/p99 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99) ms; ok \(.ok)\nmachine busy \(.machine.busyPercent|floor)% (chatbench \(.machine.chatbenchPercent|floor)% of a core), broker CPU \(.server.cpuPercent|floor)% of a core, RSS max \(.server.rssMaxMiB|floor) MiB"' "$WORK/plain.json"
+for WL in $WORKLOADS; do
+	WARGS=$(workload_args "$WL")
+	step "[$WL] plain mochi: chatbench -plain, $DURATION"
+	# shellcheck disable=SC2086
+	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -plain -duration "$DURATION" -broker "$PLAIN_ADDR" -chatd-pid "$PLAIN_PID" -json >"$WORK/plain-$WL.json" || true
+	jq -r '"acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s; lost \(.lost); PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms; delivery p50/p99 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99) ms; ok \(.ok)\nmachine busy \(.machine.busyPercent|floor)% (chatbench \(.machine.chatbenchPercent|floor)% of a core), broker CPU \(.server.cpuPercent|floor)% of a core, RSS max \(.server.rssMaxMiB|floor) MiB"' "$WORK/plain-$WL.json"
+done
 
 step "ratios"
-CHATD_ACKED=$(jq '.ackedPerSec' "$WORK/chatd.json")
-CHATD_DELIV=$(jq '.deliveriesPerSec' "$WORK/chatd.json")
-PLAIN_ACKED=$(jq '.ackedPerSec' "$WORK/plain.json")
-PLAIN_DELIV=$(jq '.deliveriesPerSec' "$WORK/plain.json")
-awk -v ca="$CHATD_ACKED" -v cd="$CHATD_DELIV" -v pt="$PGBENCH_TPS" -v pa="$PLAIN_ACKED" -v pd="$PLAIN_DELIV" 'BEGIN {
-	printf "pgbench (seed send transaction)      %8.0f tps\n", pt
-	printf "chatd acked                          %8.0f msgs/s   %8.0f deliveries/s\n", ca, cd
-	printf "plain mochi acked                    %8.0f msgs/s   %8.0f deliveries/s\n", pa, pd
-	printf "chatd acked msgs/s / pgbench tps     %8.2f\n", ca / pt
-	printf "chatd / plain mochi, acked msgs/s    %8.2f\n", ca / pa
-	printf "chatd / plain mochi, deliveries/s    %8.2f\n", cd / pd
-}' | tee "$WORK/ratios.txt"
+{
+	printf "pgbench (seed send transaction, %s clients)   %8.0f tps\n" "$PGBENCH_CLIENTS" "$PGBENCH_TPS"
+	printf "one bare commit (pgbench, 1 client)            %8.3f ms\n" "$COMMIT_MS"
+	printf "lone sender, PUBACK p50 (50 msgs/s)            %8.3f ms   (%+.3f ms over a bare commit)\n" "$LONE_P50" "$(awk -v a="$LONE_P50" -v b="$COMMIT_MS" 'BEGIN {print a - b}')"
+	for WL in $WORKLOADS; do
+		jq -rn --slurpfile c "$WORK/chatd-$WL.json" --slurpfile h "$WORK/chatd-$WL-half.json" --slurpfile p "$WORK/plain-$WL.json" --arg wl "$WL" --argjson pt "$PGBENCH_TPS" '
+			($c[0]) as $c | ($h[0]) as $h | ($p[0]) as $p |
+			"[\($wl)] chatd acked \($c.ackedPerSec|floor) msgs/s, \($c.deliveriesPerSec|floor) deliveries/s; plain mochi \($p.ackedPerSec|floor) msgs/s, \($p.deliveriesPerSec|floor) deliveries/s",
+			"[\($wl)] chatd acked / pgbench tps           \(($c.ackedPerSec / $pt * 100 | floor) / 100)",
+			"[\($wl)] chatd / plain mochi, acked msgs/s   \(($c.ackedPerSec / $p.ackedPerSec * 100 | floor) / 100)",
+			"[\($wl)] chatd / plain mochi, deliveries/s   \(($c.deliveriesPerSec / $p.deliveriesPerSec * 100 | floor) / 100)",
+			"[\($wl)] at half the maximum (\($h.ackedPerSec|floor) msgs/s): PUBACK p99 \($h.ackLatencyMs.p99) ms, delivery p99 \($h.deliveryLatencyMs.p99) ms"'
+	done
+} | tee "$WORK/ratios.txt"
 echo
-echo "reports: $WORK/{chatd,chatd-sustained,plain}.json (kept with KEEP=1)"
+echo "reports: $WORK/*.json (kept with KEEP=1)"

@@ -16,6 +16,22 @@
 //     flushed in batches by the Hub's cursor writer, from which a persistent
 //     session resumes after a reconnect, a takeover or a server restart.
 //
+// Catching up is cheap when it can be: the Hub keeps the encoded
+// message.new of the newest messages of recently active conversations
+// (recent.go; Options.RecentPerConv, RecentBytes), and a session that fell
+// behind takes them from there instead of reading and re-encoding them from
+// PostgreSQL once per member. The cache only serves what the fan-out saw; a
+// session ends its catch-up from it only past the highest seq the fan-out
+// saw for the conversation and past the newest seq it knows committed
+// (its cursor's last_seq, or a dropped live event), and after the hub
+// dropped events (overflow) it asks PostgreSQL. Anything else is a miss
+// that PostgreSQL answers.
+//
+// Writes are batched: every PUBACK already waiting is taken before the
+// pump writes again, and a session whose window filled refills it in bursts
+// of a quarter window, so a busy server writes many publishes per system
+// call instead of one per acknowledgement.
+//
 // Nothing here blocks on a client: Notify and the fan-out only do
 // non-blocking sends into bounded queues. A session whose queue overflows
 // drops it and catches up from PostgreSQL; a session that leaves its window

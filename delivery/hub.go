@@ -30,6 +30,7 @@ type Hub struct {
 	memberCache map[int64][]int64
 
 	cursors *cursorWriter
+	recent  *recent
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -53,6 +54,7 @@ func NewHub(st Store, members Members, opts Options) *Hub {
 		cancel:      cancel,
 	}
 	h.cursors = newCursorWriter(st, opts)
+	h.recent = newRecent(opts.RecentPerConv, opts.RecentBytes)
 	h.wg.Add(3)
 	go func() { defer h.wg.Done(); h.fanout() }()
 	go func() { defer h.wg.Done(); h.cursors.run(ctx) }()
@@ -206,19 +208,31 @@ func (h *Hub) allSessions() []*Session {
 }
 
 // fanout is the single goroutine that routes events; it owns memberCache.
+// After the queue overflowed (events were dropped) every session resyncs
+// from PostgreSQL: at the next event, or within a second if none comes.
 func (h *Hub) fanout() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
+		case <-t.C:
+			if h.overflow.Swap(false) {
+				h.resyncAll()
+			}
 		case ev := <-h.events:
 			if h.overflow.Swap(false) {
-				for _, s := range h.allSessions() {
-					s.resync()
-				}
+				h.resyncAll()
 			}
 			h.route(ev)
 		}
+	}
+}
+
+func (h *Hub) resyncAll() {
+	for _, s := range h.allSessions() {
+		s.resyncUnseen()
 	}
 }
 
@@ -254,9 +268,7 @@ func (h *Hub) route(ev chat.Event) {
 	}
 	members, ok := h.membersOf(ev.ConversationID)
 	if !ok {
-		for _, s := range h.allSessions() {
-			s.resync()
-		}
+		h.resyncAll()
 		return
 	}
 	payload, err := json.Marshal(ev)
@@ -275,6 +287,9 @@ func (h *Hub) route(ev chat.Event) {
 		if ev.CreatedAt != nil {
 			it.at = *ev.CreatedAt
 		}
+		// Into the recent cache before any session sees it: a session
+		// that drops it (while behind) finds it there when it catches up.
+		h.recent.put(ev.ConversationID, ev.Seq, payload, len(members) > h.opts.LargeGroup, it.at)
 		h.toMembers(members, 0, it)
 	case chat.EventTyping:
 		it := eventsItem(kEvent, payload)

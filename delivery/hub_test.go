@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/delivery"
@@ -27,6 +29,7 @@ type fakeConn struct {
 	ack    bool
 	mu     sync.Mutex
 	got    []delivery.Packet
+	writes []int // packets per WritePublishes call
 	closed chan string
 }
 
@@ -42,6 +45,7 @@ func (c *fakeConn) WritePublishes(ps []delivery.Packet) error {
 	}
 	c.mu.Lock()
 	c.got = append(c.got, ps...)
+	c.writes = append(c.writes, len(ps))
 	c.mu.Unlock()
 	for _, p := range ps {
 		if c.ack && p.QoS > 0 {
@@ -253,4 +257,92 @@ func TestNonPersistentSessionStartsNow(t *testing.T) {
 		h.Notify(ev)
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 5), 11, 15)
+}
+
+func TestOverflowedSessionCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *testing.T) {
+	f := setup(t)
+	reg := prometheus.NewRegistry()
+	m := delivery.NewMetrics(reg)
+	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4, Metrics: m})
+	c := attach(t, h, f, "cached", false, true)
+	for _, ev := range f.send(t, 200) {
+		h.Notify(ev)
+	}
+	wantExactly(t, waitSeqs(t, c, f.conv.ID, 200), 1, 200)
+	if hits := testutil.ToFloat64(m.RecentHits); hits == 0 {
+		t.Fatal("the session did not use the recent cache")
+	}
+	if n := testutil.ToFloat64(m.Replayed); n != 0 {
+		t.Fatalf("%v messages read back from PostgreSQL although the cache held them all", n)
+	}
+}
+
+func TestRecentCacheDoesNotEndCatchUpBeforeWhatPostgreSQLHolds(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4})
+	c := attach(t, h, f, "mixed", false, true)
+	evs := f.send(t, 100)
+	for _, ev := range evs[:60] {
+		h.Notify(ev)
+	}
+	// 61..100 are committed but their notifications are lost; 101 then
+	// arrives live. The cache holds 1..60 and must not be taken for the end.
+	more := f.send(t, 1)
+	h.Notify(more[0])
+	wantExactly(t, waitSeqs(t, c, f.conv.ID, 101), 1, 101)
+}
+
+func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{Window: 16})
+	c := attach(t, h, f, "bursty", false, false)
+	for _, ev := range f.send(t, 100) {
+		h.Notify(ev)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	waitFor("a full window", func() bool { return c.unacked() == 16 })
+	snapshot := func() ([]delivery.Packet, []int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return append([]delivery.Packet(nil), c.got...), append([]int(nil), c.writes...)
+	}
+	got, writes := snapshot()
+	// Three acknowledgements leave 13 of 16 in flight: below a quarter
+	// window free, nothing more is written.
+	for _, p := range got[:3] {
+		h.Ack("bursty", p.PacketID)
+	}
+	time.Sleep(100 * time.Millisecond) // a negative check: give a wrong write the time to happen
+	if n := c.unacked(); n != 16 {
+		t.Fatalf("%d publishes written after 3 acks, want none beyond the first 16", n-16)
+	}
+	// The fourth frees a quarter window: four publishes, in one write.
+	h.Ack("bursty", got[3].PacketID)
+	waitFor("the refill", func() bool { return c.unacked() == 20 })
+	_, after := snapshot()
+	if len(after) != len(writes)+1 || after[len(after)-1] != 4 {
+		t.Fatalf("writes went from %v to %v; want one more write of 4 publishes", writes, after)
+	}
+	// Everything still arrives, in order, once the client acknowledges.
+	go func() {
+		acked := 4
+		for acked < 100 {
+			all, _ := snapshot()
+			for _, p := range all[acked:] {
+				h.Ack("bursty", p.PacketID)
+			}
+			acked = len(all)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wantExactly(t, waitSeqs(t, c, f.conv.ID, 100), 1, 100)
 }

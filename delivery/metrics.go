@@ -8,6 +8,7 @@ type Metrics struct {
 	Delivered      prometheus.Counter
 	Acked          prometheus.Counter
 	Replayed       prometheus.Counter
+	RecentHits     prometheus.Counter
 	SlowDisconnect prometheus.Counter
 	Overflows      prometheus.Counter
 	Latency        prometheus.Histogram
@@ -21,6 +22,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Delivered:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_deliveries_total", Help: "PUBLISH packets written to clients on their events topic."}),
 		Acked:          prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_acks_total", Help: "PUBACKs received for delivered message.new events."}),
 		Replayed:       prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_replayed_total", Help: "message.new events read back from PostgreSQL (catch-up, gap fill)."}),
+		RecentHits:     prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_recent_hits_total", Help: "message.new events a catching-up session took from the in-memory recent cache instead of PostgreSQL."}),
 		SlowDisconnect: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_slow_consumer_disconnects_total", Help: "Sessions disconnected because they did not keep up."}),
 		Overflows:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_queue_overflows_total", Help: "Times a session queue or the hub queue overflowed and fell back to PostgreSQL."}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_delivery_latency_seconds", Help: "Commit to PUBLISH written, for live message.new.",
@@ -28,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CursorErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_cursor_flush_errors_total", Help: "Failed delivered-cursor flushes (retried)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors)
+		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors)
 	}
 	return m
 }

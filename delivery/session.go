@@ -2,7 +2,7 @@ package delivery
 
 import (
 	"context"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,24 +28,30 @@ type Session struct {
 	done         chan struct{}
 	loaded       chan struct{} // closed once the starting positions are read
 	overflow     atomic.Bool
+	unseen       atomic.Bool // set by resyncUnseen
 	writingSince atomic.Int64
 	readyFlag    atomic.Bool // mirror of ready for observers
 	started      time.Time
 
-	ready    bool
-	convs    map[int64]*convState
-	inflight map[uint16]inflight
-	pending  []item
-	outBatch []Packet
-	gapped   map[int64]*convState // conversations holding out-of-order events
-	nextID   uint16
-	lastAck  time.Time
-	fillWait time.Time // after a failed catch-up query, when to try again
+	ready      bool
+	convs      map[int64]*convState
+	inflight   map[uint16]inflight
+	pending    []item
+	outBatch   []Packet
+	gapped     map[int64]*convState // conversations holding out-of-order events
+	nextID     uint16
+	lastAck    time.Time
+	fillWait   time.Time // after a failed catch-up query, when to try again
+	fillIDs    []int64
+	recentBuf  []recentEntry
+	windowFull bool // the window filled with more to send: refill in bursts
 }
 
 type convState struct {
 	next     int64 // next seq to hand to the client
 	behind   bool  // PostgreSQL may hold seqs >= next that we have not queued
+	until    int64 // while behind: the recent cache may end catch-up only past this seq (known committed)
+	verify   bool  // catch up from PostgreSQL, not the recent cache (after a resync: events may have been dropped before the cache saw them)
 	held     map[int64]item
 	gapSince time.Time
 	unacked  []int64 // sent, not yet acknowledged, ascending
@@ -106,6 +112,13 @@ func (s *Session) ack(id uint16) {
 	}
 }
 
+// resyncUnseen is resync after the hub dropped events before its recent
+// cache saw them: catch-up must then ask PostgreSQL, not the cache.
+func (s *Session) resyncUnseen() {
+	s.unseen.Store(true)
+	s.resync()
+}
+
 func (s *Session) resync() {
 	select {
 	case s.resyncCh <- struct{}{}:
@@ -161,8 +174,11 @@ func (s *Session) run() {
 		case it := <-s.in:
 			s.accept(it)
 			s.drainIn()
+			s.drainAcks()
 		case id := <-s.acks:
 			s.onAck(id)
+			s.drainAcks()
+			s.drainIn()
 		case <-s.resyncCh:
 			s.doResync()
 		case now := <-tick.C:
@@ -187,6 +203,19 @@ func (s *Session) drainIn() {
 		select {
 		case it := <-s.in:
 			s.accept(it)
+		default:
+			return
+		}
+	}
+}
+
+// drainAcks takes every PUBACK already waiting: the window then refills
+// with one write for the lot instead of one write per acknowledgement.
+func (s *Session) drainAcks() {
+	for i := 0; i < 4*s.hub.opts.Window; i++ {
+		select {
+		case id := <-s.acks:
+			s.onAck(id)
 		default:
 			return
 		}
@@ -240,7 +269,7 @@ func (s *Session) accept(it item) {
 		if _, ok := s.convs[it.conv]; !ok {
 			// Check PostgreSQL once: a message may have been routed
 			// before this join reached us.
-			s.convs[it.conv] = &convState{next: it.seq + 1, behind: true, saved: it.seq, sentHigh: it.seq}
+			s.convs[it.conv] = &convState{next: it.seq + 1, behind: true, verify: true, saved: it.seq, sentHigh: it.seq}
 		}
 	case kLeave:
 		delete(s.convs, it.conv)
@@ -267,7 +296,7 @@ func (s *Session) accept(it item) {
 			// PostgreSQL catch-up will return it in order.
 		case it.seq == cs.next:
 			if !s.ready || len(s.pending) >= s.hub.opts.QueueSize {
-				cs.behind = true
+				cs.behind, cs.until = true, max(cs.until, it.seq)
 				return
 			}
 			s.pending = append(s.pending, it)
@@ -278,6 +307,7 @@ func (s *Session) accept(it item) {
 				cs.held = map[int64]item{}
 			}
 			if len(cs.held) >= 256 {
+				cs.until = max(cs.until, it.seq, maxHeld(cs.held))
 				cs.behind, cs.held, cs.gapSince = true, nil, time.Time{}
 				return
 			}
@@ -317,8 +347,18 @@ func (s *Session) pump() bool {
 	for {
 		// Everything the window allows goes out in one write: one syscall
 		// for a burst instead of one per message.
+		window := s.hub.opts.Window
+		if s.windowFull {
+			// The client fell a full window behind; refill in bursts of a
+			// quarter window rather than one packet per PUBACK, which on a
+			// busy server costs a system call per delivery.
+			if len(s.inflight) > window-max(1, window/4) && len(s.inflight) > 0 {
+				return true
+			}
+			s.windowFull = false
+		}
 		batch := s.outBatch[:0]
-		for len(s.pending) > 0 && len(s.inflight) < s.hub.opts.Window {
+		for len(s.pending) > 0 && len(s.inflight) < window {
 			it := s.pending[0]
 			s.pending[0] = item{}
 			s.pending = s.pending[1:]
@@ -328,7 +368,11 @@ func (s *Session) pump() bool {
 		if len(batch) > 0 && !s.write(batch) {
 			return false
 		}
-		if len(s.pending) > 0 || len(s.inflight) >= s.hub.opts.Window || !s.ready {
+		if len(s.inflight) >= window {
+			s.windowFull = len(s.pending) > 0 || s.anyBehind()
+			return true
+		}
+		if len(s.pending) > 0 || !s.ready {
 			return true
 		}
 		if !s.fill() {
@@ -337,24 +381,38 @@ func (s *Session) pump() bool {
 	}
 }
 
-// fill reads the next messages of conversations that are behind; it reports
-// whether it queued anything.
+// fill queues the next messages of conversations that are behind, from
+// the hub's recent cache when it holds them and otherwise from PostgreSQL;
+// it reports whether it queued anything.
 func (s *Session) fill() bool {
 	if time.Now().Before(s.fillWait) {
 		return false
 	}
-	ids := make([]int64, 0, 8)
+	// Lowest id first: deterministic, and every behind conversation gets
+	// its turn because a caught-up one stops being behind.
+	behind := s.fillIDs[:0]
 	for id, cs := range s.convs {
+		if cs.behind {
+			behind = append(behind, id)
+		}
+	}
+	slices.Sort(behind)
+	s.fillIDs = behind
+	ids := make([]int64, 0, len(behind))
+	queued := false
+	for _, id := range behind {
+		cs := s.convs[id]
+		if !cs.verify && s.fillRecent(id, cs) {
+			queued = true
+			continue
+		}
 		if cs.behind {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) == 0 {
-		return false
+	if queued || len(ids) == 0 {
+		return queued
 	}
-	// Lowest id first: deterministic, and every behind conversation gets
-	// its turn because a caught-up one stops being behind.
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	// One query for up to 64 conversations; each gets an equal share of a
 	// budget of two windows (at least 16 messages, at most FetchLimit).
 	if len(ids) > 64 {
@@ -373,9 +431,9 @@ func (s *Session) fill() bool {
 		s.fillWait = time.Now().Add(500 * time.Millisecond)
 		return false
 	}
-	queued := false
 	for _, id := range ids {
 		cs := s.convs[id]
+		cs.verify = false
 		msgs := got[id]
 		for _, m := range msgs {
 			if m.Seq != cs.next {
@@ -398,6 +456,48 @@ func (s *Session) fill() bool {
 		}
 	}
 	return queued
+}
+
+// fillRecent queues what the hub's recent cache holds from cs.next on; it
+// reports whether it queued anything. When that reaches both the newest
+// message the fan-out has seen and the newest this session knows to be
+// committed (cs.until), the conversation is caught up: anything later is
+// still to be routed to this session live. Otherwise PostgreSQL decides.
+func (s *Session) fillRecent(id int64, cs *convState) bool {
+	got, complete := s.hub.recent.get(s.recentBuf[:0], id, cs.next, s.hub.opts.FetchLimit, cs.large)
+	s.recentBuf = got
+	for _, e := range got {
+		it := item{kind: kMsg, conv: id, seq: cs.next, payload: e.payload, qos: 1}
+		if e.at.After(s.started) {
+			it.at = e.at
+		}
+		s.pending = append(s.pending, it)
+		cs.next++
+	}
+	clear(got)
+	s.hub.opts.Metrics.RecentHits.Add(float64(len(got)))
+	if complete && cs.next > cs.until {
+		cs.behind = false
+		s.releaseHeld(cs)
+	}
+	return len(got) > 0
+}
+
+func maxHeld(held map[int64]item) int64 {
+	var m int64
+	for seq := range held {
+		m = max(m, seq)
+	}
+	return m
+}
+
+func (s *Session) anyBehind() bool {
+	for _, cs := range s.convs {
+		if cs.behind {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Session) nextPacketID() uint16 {
@@ -498,11 +598,12 @@ func (s *Session) tick(now time.Time) bool {
 			continue
 		}
 		if now.Sub(cs.gapSince) > s.hub.opts.GapWait {
+			cs.until = max(cs.until, maxHeld(cs.held))
 			cs.behind, cs.held, cs.gapSince = true, nil, time.Time{}
 			delete(s.gapped, id)
 		}
 	}
-	if len(s.inflight) >= s.hub.opts.Window && now.Sub(s.lastAck) > s.hub.opts.SlowTimeout {
+	if (len(s.inflight) >= s.hub.opts.Window || s.windowFull) && len(s.inflight) > 0 && now.Sub(s.lastAck) > s.hub.opts.SlowTimeout {
 		s.hub.opts.Metrics.SlowDisconnect.Inc()
 		return false
 	}
@@ -524,10 +625,14 @@ func (s *Session) doResync() {
 		break
 	}
 	s.overflow.Store(false)
+	unseen := s.unseen.Swap(false)
 	ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
 	cs, err := s.hub.store.Cursors(ctx, s.ClientID, s.UserID, s.Persistent)
 	cancel()
 	if err != nil {
+		if unseen {
+			s.unseen.Store(true)
+		}
 		s.hub.opts.Logger.Warn("resync failed; retrying", "client", s.ClientID, "err", err)
 		go func() { time.Sleep(500 * time.Millisecond); s.resync() }()
 		return
@@ -537,11 +642,16 @@ func (s *Session) doResync() {
 		seen[c.ConversationID] = true
 		st := s.convs[c.ConversationID]
 		if st == nil {
-			s.convs[c.ConversationID] = s.newConv(c)
+			st = s.newConv(c)
+			st.verify = st.behind
+			s.convs[c.ConversationID] = st
 			continue
 		}
 		st.held, st.gapSince = nil, time.Time{}
 		st.behind = c.LastSeq >= st.next
+		// Events this session dropped itself went through the recent
+		// cache first; events the hub dropped did not.
+		st.verify, st.until = st.behind && unseen, max(st.until, c.LastSeq)
 		st.large = c.MemberCount > s.hub.opts.LargeGroup
 	}
 	for id := range s.convs {
@@ -571,6 +681,6 @@ func (s *Session) saveCursors() {
 }
 
 func (s *Session) newConv(c store.ConvCursor) *convState {
-	return &convState{next: c.Delivered + 1, behind: c.LastSeq > c.Delivered, saved: c.Delivered,
+	return &convState{next: c.Delivered + 1, behind: c.LastSeq > c.Delivered, until: c.LastSeq, saved: c.Delivered,
 		sentHigh: c.Delivered, large: c.MemberCount > s.hub.opts.LargeGroup}
 }

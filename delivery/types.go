@@ -44,17 +44,19 @@ type DeliveredFunc func(conversationID, userID, seq int64)
 
 // Options tune the hub; zero values take the defaults.
 type Options struct {
-	Window      int           // unacknowledged QoS1 publishes per session (64)
-	QueueSize   int           // live events buffered per session before it falls back to PostgreSQL (1024)
-	HubQueue    int           // committed events buffered before fan-out (65536)
-	LargeGroup  int           // above this many members message.new carries no body (200)
-	SlowTimeout time.Duration // no ack progress with a full window, or one write blocked, this long: disconnect (30s)
-	GapWait     time.Duration // how long an out-of-order event waits for the missing seq before PostgreSQL fills it (50ms)
-	FetchLimit  int           // most messages read per conversation in one catch-up query (200)
-	CursorFlush time.Duration // delivered-cursor batch interval (100ms)
-	Logger      *slog.Logger
-	Metrics     *Metrics
-	OnDelivered DeliveredFunc
+	Window        int           // unacknowledged QoS1 publishes per session (64)
+	QueueSize     int           // live events buffered per session before it falls back to PostgreSQL (1024)
+	HubQueue      int           // committed events buffered before fan-out (65536)
+	LargeGroup    int           // above this many members message.new carries no body (200)
+	SlowTimeout   time.Duration // no ack progress with a full window, or one write blocked, this long: disconnect (30s)
+	GapWait       time.Duration // how long an out-of-order event waits for the missing seq before PostgreSQL fills it (50ms)
+	FetchLimit    int           // most messages read per conversation in one catch-up query (200)
+	CursorFlush   time.Duration // delivered-cursor batch interval (1s; sessions that end flush at once)
+	RecentPerConv int           // newest message.new payloads kept in memory per conversation for catch-up (256; negative: none)
+	RecentBytes   int           // memory bound of those payloads over all conversations (64 MiB)
+	Logger        *slog.Logger
+	Metrics       *Metrics
+	OnDelivered   DeliveredFunc
 }
 
 func (o Options) withDefaults() Options {
@@ -79,8 +81,14 @@ func (o Options) withDefaults() Options {
 	if o.FetchLimit <= 0 {
 		o.FetchLimit = 200
 	}
+	if o.RecentPerConv == 0 {
+		o.RecentPerConv = 256
+	}
+	if o.RecentBytes <= 0 {
+		o.RecentBytes = 64 << 20
+	}
 	if o.CursorFlush <= 0 {
-		o.CursorFlush = 100 * time.Millisecond
+		o.CursorFlush = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -18,7 +18,8 @@ type mqttConn struct {
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// WritePublishes encodes the packets the way mochi's WritePacket does and
+// WritePublishes encodes the packets as mochi's WritePacket would (with
+// encodePublish, which matches mochi's PublishEncode byte for byte) and
 // writes them in one system call under the client's lock, the same lock
 // WritePacket holds, so they never interleave with mochi's own writes
 // (PUBACKs, SUBACKs). chatd never routes through mochi's outbound queue,
@@ -32,23 +33,10 @@ func (c *mqttConn) WritePublishes(ps []delivery.Packet) error {
 	buf.Reset()
 	defer bufPool.Put(buf)
 	maxSize := cl.Properties.Props.MaximumPacketSize
-	noProblemInfo := cl.Properties.Props.RequestProblemInfoFlag && cl.Properties.Props.RequestProblemInfo == 0
-	for _, p := range ps {
-		pk := packets.Packet{
-			FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: p.QoS},
-			TopicName:       p.Topic,
-			Payload:         p.Payload,
-			PacketID:        p.PacketID,
-			ProtocolVersion: cl.Properties.ProtocolVersion,
-		}
-		pk.Mods.MaxSize = maxSize
-		pk.Mods.DisallowProblemInfo = noProblemInfo
-		pk.Mods.AllowResponseInfo = true
-		if p.CorrelationData != nil {
-			pk.Properties.CorrelationData = p.CorrelationData
-		}
+	version := cl.Properties.ProtocolVersion
+	for i := range ps {
 		start := buf.Len()
-		if err := pk.PublishEncode(buf); err != nil {
+		if err := encodePublish(buf, &ps[i], version); err != nil {
 			return err
 		}
 		if maxSize > 0 && uint32(buf.Len()-start) > maxSize {

@@ -113,6 +113,9 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	const flushers = 4
 	sendCfg := pool.Config()
 	sendCfg.MaxConns, sendCfg.MinConns = flushers+1, 0
+	// Cached plans: the batch transaction pins them to key lookups
+	// (store.sendTxSetupSQL), so planning every statement is wasted work.
+	sendCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
 	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
 		return nil, fmt.Errorf("open send pool: %w", err)
 	}

@@ -21,10 +21,30 @@
 //
 // Send is group-committed (sendbatch.go): sends that arrive while
 // transactions are in flight share one transaction, each with its own
-// outcome. A batch locks its conversation rows in id order and its member
-// rows in key order, the order every other writer uses, so batches never
-// deadlock; seqs within a conversation follow arrival order. With a commit
-// hook the batch hands message.new to the notifier in commit order.
+// outcome. Each flusher owns the conversations whose id falls in its share
+// (id mod flushers) and has its own queue, so concurrent batches never want
+// the same conversation row; seqs within a conversation follow arrival
+// order. A batch is two round trips (BEGIN and the reads pipelined, then
+// the writes and COMMIT pipelined) and locks its conversation rows in id
+// order and its member rows in key order, the order every other writer
+// uses, so batches never deadlock. With a commit hook the batch hands
+// message.new to the notifier in commit order.
+//
+// Performance rules, each measured (docs/benchmarks.md):
+//
+//   - Pools plan every execution (plan_cache_mode=force_custom_plan): a
+//     generic plan cached on a fresh, unanalyzed database scans whole tables
+//     for the rest of the connection's life. The group-commit pool keeps
+//     cached plans and pins them to nested loops over key lookups instead
+//     (sendTxSetupSQL); its statements are all per-element lookups.
+//   - Hot writers (send batches, receipt batches) silence the outbox
+//     trigger's NOTIFY for their transaction and wake the relay after
+//     COMMIT (migration 0006): a NOTIFY inside a writing transaction holds
+//     PostgreSQL's global notify lock through the WAL flush and serialises
+//     every such commit.
+//   - Delivered-watermark batches hold member rows, which sends also lock,
+//     for one round trip: what moves and the events are read first without
+//     locks (receipts.go).
 //
 // # Concurrency rules
 //

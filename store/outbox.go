@@ -3,10 +3,13 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	chat "github.com/chatd/chatd"
 )
@@ -25,28 +28,106 @@ func newOutboxRow(ev chat.Event) (outboxRow, error) {
 	return outboxRow{key: strconv.FormatInt(ev.ConversationID, 10), payload: string(b)}, nil
 }
 
+// insertOutboxSQL inserts outbox rows from parallel arrays of keys and
+// payloads. ORDER BY ord makes the outbox ids follow the events' order.
+const insertOutboxSQL = `
+		INSERT INTO outbox (msg_key, payload)
+		SELECT k, p::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS e(k, p, ord)
+		ORDER BY ord`
+
+type outboxBatch struct{ keys, payloads []string }
+
+func outboxArgs(evs []chat.Event) (outboxBatch, error) {
+	ob := outboxBatch{keys: make([]string, len(evs)), payloads: make([]string, len(evs))}
+	for i, ev := range evs {
+		r, err := newOutboxRow(ev)
+		if err != nil {
+			return outboxBatch{}, err
+		}
+		ob.keys[i], ob.payloads[i] = r.key, r.payload
+	}
+	return ob, nil
+}
+
 // insertOutbox writes events, in order, in tx. One statement however many
 // events, so a group created with a thousand members costs one round trip.
 func insertOutbox(ctx context.Context, tx pgx.Tx, evs ...chat.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	keys := make([]string, len(evs))
-	payloads := make([]string, len(evs))
-	for i, ev := range evs {
-		r, err := newOutboxRow(ev)
-		if err != nil {
-			return err
-		}
-		keys[i], payloads[i] = r.key, r.payload
-	}
-	// ORDER BY ord makes the outbox ids follow the events' order.
-	_, err := tx.Exec(ctx, `
-		INSERT INTO outbox (msg_key, payload)
-		SELECT k, p::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS e(k, p, ord)
-		ORDER BY ord`, keys, payloads)
+	ob, err := outboxArgs(evs)
 	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, insertOutboxSQL, ob.keys, ob.payloads); err != nil {
 		return fmt.Errorf("insert outbox: %w", err)
+	}
+	return nil
+}
+
+// Hot write paths wake the outbox relay after COMMIT rather than from the
+// outbox trigger inside their transaction (migration 0006 says why):
+// deferNotifySQL, first in the transaction, silences the trigger;
+// notifyOutboxSQL, in a transaction of its own after COMMIT, wakes the
+// relay of whichever node leads it.
+const (
+	deferNotifySQL  = `SELECT set_config('chat.defer_notify', 'on', true)`
+	notifyOutboxSQL = `SELECT pg_notify('chat_outbox', '')`
+)
+
+// sendTxSetupSQL starts a group-commit transaction: deferred relay wake-up,
+// and plans pinned to nested loops over primary-key lookups. Every
+// statement of a send batch looks rows up by key for each element of a
+// small array; the send pool keeps PostgreSQL's cached (generic) plans to
+// save planning each statement of each batch, and these settings keep a
+// plan cached on a fresh, unanalyzed database from being a sequential scan
+// or hash join that stays wrong as the tables grow.
+const sendTxSetupSQL = `SELECT set_config('chat.defer_notify', 'on', true),
+	set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true)`
+
+// wakeRelay sends the deferred wake-up after a commit. Failure only delays
+// the relay until its poll.
+func (s *Store) wakeRelay() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = s.pool.Exec(ctx, notifyOutboxSQL)
+}
+
+// pipelineTx runs the statements queue adds as one transaction in a single
+// round trip: BEGIN, the statements, COMMIT, and the deferred relay wake-up
+// (callers silence the outbox trigger with sendTxSetupSQL or
+// deferNotifySQL). Results are discarded; the first error fails it all.
+func (s *Store) pipelineTx(ctx context.Context, op string, queue func(b *pgx.Batch)) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return classify(op, fmt.Errorf("acquire connection: %w", err))
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	queue(b)
+	b.Queue("COMMIT")
+	commitAt := b.Len()
+	b.Queue(notifyOutboxSQL)
+	br := conn.Conn().SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	for i := 0; i < commitAt; i++ {
+		if tag, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil && tag.String() != "COMMIT" {
+		err = errors.New("transaction rolled back")
+	}
+	_ = br.Close() // a failed wake-up after COMMIT only delays the relay
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+		return classify(op, err)
 	}
 	return nil
 }

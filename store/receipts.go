@@ -25,7 +25,7 @@ type ReceiptsConfig struct {
 	// MaxBatch caps the (conversation, user) pairs of one transaction (4096).
 	MaxBatch int
 	// DeliveredInterval is the least time between two delivered-watermark
-	// transactions (50ms): acknowledgements arrive per message and per
+	// transactions (250ms): acknowledgements arrive per message and per
 	// device, the database sees one UPDATE per interval at most. Read
 	// receipts have no such delay: an idle writer commits at once.
 	DeliveredInterval time.Duration
@@ -56,15 +56,15 @@ type ReceiptsConfig struct {
 //     the user the event is for), not one per member of the conversation,
 //     so a message costs O(members) events, not O(members²).
 //
-// Each batch is one transaction: the member rows are locked in (conversation,
-// user) order, one set-based UPDATE ... FROM unnest(...) moves every
-// watermark that advances (clamped to last_seq, never backwards), and the
-// outbox receives one read.updated per row that moved, or one
-// delivery.updated per row that moved and sender.
-// A read receipt also moves the delivered watermark up to it (what was read
-// was delivered); a delivered acknowledgement moves it only past both
-// watermarks, so the sender's own copies never produce delivery.updated.
-//
+// Each batch is one transaction. A read batch locks its member rows in
+// (conversation, user) order, moves every watermark that advances with one
+// set-based UPDATE ... FROM unnest(...) (clamped to last_seq, never
+// backwards), and writes one read.updated per row that moved. A delivered
+// batch first reads, without locks, which rows move and who sent the
+// messages they move over, then commits in one round trip the outbox rows
+// (one delivery.updated per row and sender) and the UPDATE, which moves rows
+// forward only, in key order: the member rows it holds are the ones group
+// commit locks for the sender's watermark, so it holds them briefly.
 // Concurrency: MarkRead, Pending and Delivered are safe for concurrent use;
 // one goroutine owns the read batches and one the delivered batches. Close
 // stops accepting receipts, commits what is pending and waits for both.
@@ -125,7 +125,7 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 		cfg.MaxBatch = 4096
 	}
 	if cfg.DeliveredInterval <= 0 {
-		cfg.DeliveredInterval = 50 * time.Millisecond
+		cfg.DeliveredInterval = 250 * time.Millisecond
 	}
 	if cfg.FlushTimeout <= 0 {
 		cfg.FlushTimeout = 10 * time.Second
@@ -306,11 +306,13 @@ func (r *Receipts) takeReads() map[memberKey]*pendingRead {
 // watermarks as they are now.
 const lockMembersSQL = `
 SELECT m.conversation_id, m.user_id, m.last_read_seq, c.last_seq
-FROM unnest($1::bigint[], $2::bigint[]) AS r(conversation_id, user_id)
-JOIN conversation_member m ON m.conversation_id = r.conversation_id AND m.user_id = r.user_id
-JOIN conversation c ON c.id = m.conversation_id
-ORDER BY m.conversation_id, m.user_id
-FOR UPDATE OF m`
+FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS r(conversation_id, user_id, ord)
+CROSS JOIN LATERAL (
+  SELECT m.conversation_id, m.user_id, m.last_read_seq FROM conversation_member m
+  WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id
+  LIMIT 1 FOR UPDATE) m
+CROSS JOIN LATERAL (SELECT c.last_seq FROM conversation c WHERE c.id = r.conversation_id LIMIT 1) c
+ORDER BY r.ord`
 
 // readBatchSQL is markReadSQL for a whole batch: clamp to last_seq, only
 // forward; the delivered watermark follows the read one.
@@ -373,10 +375,15 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 		events = events[:0]
 		return r.st.inTx(ctx, "mark read", func(tx pgx.Tx) error {
 			b := &pgx.Batch{}
+			b.Queue(deferNotifySQL)
 			b.Queue(lockMembersSQL, convs, users)
 			b.Queue(readBatchSQL, convs, users, seqs)
 			b.Queue(existingConversationsSQL, convs)
 			br := tx.SendBatch(ctx, b)
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return fmt.Errorf("defer notify: %w", err)
+			}
 			if err := scanStates(br, locked); err != nil {
 				_ = br.Close()
 				return fmt.Errorf("lock members: %w", err)
@@ -419,6 +426,9 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	}
 	r.readFlushes.Add(1)
 	r.m.flushes.WithLabelValues("read").Inc()
+	if len(events) > 0 {
+		r.st.wakeRelay()
+	}
 	for _, k := range keys {
 		p := batch[k]
 		st, ok := locked[k]
@@ -492,26 +502,27 @@ func retryable(err error) bool {
 
 // --- delivered watermarks ---
 
-// lockDeliveredSQL is lockMembersSQL for delivered batches: the effective
-// delivered watermark (reading counts as delivered) before the batch.
-const lockDeliveredSQL = `
-SELECT m.conversation_id, m.user_id, GREATEST(m.last_delivered_seq, m.last_read_seq), c.last_seq
-FROM unnest($1::bigint[], $2::bigint[]) AS r(conversation_id, user_id)
-JOIN conversation_member m ON m.conversation_id = r.conversation_id AND m.user_id = r.user_id
-JOIN conversation c ON c.id = m.conversation_id
-ORDER BY m.conversation_id, m.user_id
-FOR UPDATE OF m`
-
-// deliveredSendersSQL finds, for each watermark that moved from old to new,
-// who sent the messages in (old, new] (the last maxSenderScan of them): the
-// users delivery.updated is for. A member's own messages do not count.
-const deliveredSendersSQL = `
-SELECT DISTINCT r.conversation_id, r.user_id, m.sender_id
-FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS r(conversation_id, user_id, old_seq, new_seq)
-JOIN message m ON m.conversation_id = r.conversation_id
-  AND m.seq > GREATEST(r.old_seq, r.new_seq - 1000) AND m.seq <= r.new_seq
-WHERE m.sender_id <> r.user_id
-ORDER BY 1, 2, 3`
+// deliveredPlanSQL reads, without locking, which delivered watermarks a
+// batch moves (reading counts as delivered) and who sent the messages each
+// moves over (the last 1000 of them): the users delivery.updated is for. A
+// member's own messages do not count. A row that moves over only its own
+// messages comes back once with a NULL sender.
+const deliveredPlanSQL = `
+SELECT r.conversation_id, r.user_id, LEAST(r.seq, c.last_seq), s.sender_id
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(conversation_id, user_id, seq, ord)
+CROSS JOIN LATERAL (
+  SELECT GREATEST(m.last_delivered_seq, m.last_read_seq) AS cur FROM conversation_member m
+  WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id LIMIT 1) m
+CROSS JOIN LATERAL (SELECT c.last_seq FROM conversation c WHERE c.id = r.conversation_id LIMIT 1) c
+LEFT JOIN LATERAL (
+  SELECT DISTINCT x.sender_id FROM (
+    SELECT msg.sender_id FROM message msg
+    WHERE msg.conversation_id = r.conversation_id
+      AND msg.seq > GREATEST(m.cur, LEAST(r.seq, c.last_seq) - 1000) AND msg.seq <= LEAST(r.seq, c.last_seq)
+    LIMIT 1000) x
+  WHERE x.sender_id <> r.user_id) s ON true
+WHERE LEAST(r.seq, c.last_seq) > m.cur
+ORDER BY r.ord, s.sender_id`
 
 // deliveredBatchSQL moves delivered watermarks forward, clamped to last_seq,
 // and only past the read watermark too (reading moved delivered already).
@@ -599,6 +610,15 @@ func (r *Receipts) drainDelivered() bool {
 	}
 }
 
+// flushDelivered writes a batch of delivered watermarks. The member rows it
+// moves are also the ones group commit locks to move a sender's read
+// watermark, so the transaction holding them is kept short: what moves and
+// the delivery.updated events are worked out first, without locks, and
+// the transaction is one round trip (outbox rows, the UPDATE, COMMIT).
+// A watermark moved concurrently (a read receipt, a send) between the two
+// steps only makes an event redundant, never false: the UPDATE moves rows
+// forward only, and after it each row's delivered watermark is at least
+// what its event says.
 func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 	keys := sortedKeys(batch)
 	convs := make([]int64, len(keys))
@@ -612,52 +632,47 @@ func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 	defer cancel()
 	err := r.withRetry(func() error {
 		events = events[:0]
-		return r.st.inTx(ctx, "save delivered watermarks", func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			b.Queue(lockDeliveredSQL, convs, users)
-			b.Queue(deliveredBatchSQL, convs, users, seqs)
-			br := tx.SendBatch(ctx, b)
-			locked, updated := map[memberKey]memberState{}, map[memberKey]memberState{}
-			if err := scanStates(br, locked); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("lock members: %w", err)
+		var mc, mu, ms []int64
+		rows, err := r.st.pool.Query(ctx, deliveredPlanSQL, convs, users, seqs)
+		if err != nil {
+			return classify("save delivered watermarks", fmt.Errorf("plan: %w", err))
+		}
+		var last memberKey
+		for rows.Next() {
+			var k memberKey
+			var seq int64
+			var sender *int64
+			if err := rows.Scan(&k.conv, &k.user, &seq, &sender); err != nil {
+				rows.Close()
+				return classify("save delivered watermarks", fmt.Errorf("plan: %w", err))
 			}
-			if err := scanStates(br, updated); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("update delivered watermarks: %w", err)
+			if k != last {
+				last = k
+				mc, mu, ms = append(mc, k.conv), append(mu, k.user), append(ms, seq)
 			}
-			if err := br.Close(); err != nil {
-				return fmt.Errorf("update delivered watermarks: %w", err)
-			}
-			if len(updated) == 0 {
-				return nil
-			}
-			var mc, mu, mo, mn []int64
-			for _, k := range keys {
-				if u, ok := updated[k]; ok {
-					mc, mu, mo, mn = append(mc, k.conv), append(mu, k.user), append(mo, locked[k].read), append(mn, u.read)
-				}
-			}
-			rows, err := tx.Query(ctx, deliveredSendersSQL, mc, mu, mo, mn)
-			if err != nil {
-				return fmt.Errorf("read senders: %w", err)
-			}
-			for rows.Next() {
-				var k memberKey
-				var sender int64
-				if err := rows.Scan(&k.conv, &k.user, &sender); err != nil {
-					rows.Close()
-					return fmt.Errorf("read senders: %w", err)
-				}
-				ev := chat.DeliveryEvent(k.conv, k.user, updated[k].read)
-				ev.SenderID = sender
+			if sender != nil {
+				ev := chat.DeliveryEvent(k.conv, k.user, seq)
+				ev.SenderID = *sender
 				events = append(events, ev)
 			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("read senders: %w", err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return classify("save delivered watermarks", fmt.Errorf("plan: %w", err))
+		}
+		if len(mc) == 0 {
+			return nil // nothing moves
+		}
+		ob, err := outboxArgs(events)
+		if err != nil {
+			return err
+		}
+		return r.st.pipelineTx(ctx, "save delivered watermarks", func(b *pgx.Batch) {
+			b.Queue(sendTxSetupSQL)
+			if len(events) > 0 {
+				b.Queue(insertOutboxSQL, ob.keys, ob.payloads)
 			}
-			return insertOutbox(ctx, tx, events...)
+			b.Queue(deliveredBatchSQL, mc, mu, ms)
 		})
 	})
 	r.m.batch.WithLabelValues("delivered").Observe(float64(len(keys)))

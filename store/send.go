@@ -145,13 +145,12 @@ func (s *Store) sendBatched(ctx context.Context, req chat.SendRequest) (chat.Sen
 		return chat.SendResult{}, chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
 	}
 	s.batchOnce.Do(func() {
-		s.batch = &batcher{s: s, queue: make(chan *sendReq, 8192), maxBatch: s.maxBatch, flushers: s.flushers,
-			stop: make(chan struct{}), done: make(chan struct{})}
+		s.batch = newBatcher(s)
 		go s.batch.run()
 	})
 	r := &sendReq{ctx: ctx, req: req, done: make(chan struct{})}
 	select {
-	case s.batch.queue <- r:
+	case s.batch.queueOf(req.ConversationID) <- r:
 	case <-ctx.Done():
 		return chat.SendResult{}, chat.Unavailable("send", ctx.Err())
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	chat "github.com/chatd/chatd"
 )
@@ -36,11 +38,36 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 		}
 		pairConv[i], pairUser[i], pairID[i] = r.req.ConversationID, r.req.SenderID, r.req.ClientMsgID
 	}
-	pool := beginner(s.pool)
+	slices.Sort(convIDs) // the lock order
+	pool := s.pool
 	if s.sendPool != nil {
 		pool = s.sendPool
 	}
-	return runTxOn(ctx, pool, "send", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return classify("send", fmt.Errorf("acquire connection: %w", err))
+	}
+	defer conn.Release()
+	if err := pipelinedBatch(ctx, conn.Conn(), reqs, convIDs, pairConv, pairUser, pairID); err != nil {
+		// A failed statement leaves the transaction open (aborted) on the
+		// connection; end it so the locks go now. If even that fails the
+		// pool sees the open transaction and discards the connection.
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+		return classify("send", err)
+	}
+	return nil
+}
+
+// pipelinedBatch runs the batch transaction in two round trips: BEGIN and
+// the reads in one pipeline, the writes and COMMIT in another. Each round
+// trip is a wake-up of PostgreSQL and of this process; on a busy machine
+// those, not the SQL, dominate a small batch's latency.
+func pipelinedBatch(ctx context.Context, tx *pgx.Conn, reqs []*sendReq, convIDs, pairConv, pairUser []int64, pairID []string) error {
+	{
 		type convState struct {
 			lastSeq int64
 			newLast int64
@@ -61,13 +88,26 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 		var now time.Time
 
 		b := &pgx.Batch{}
-		b.Queue(`SELECT id, last_seq, GREATEST(clock_timestamp(), last_message_at) FROM conversation
-			WHERE id = ANY($1) ORDER BY id FOR UPDATE`, convIDs)
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+		b.Queue(sendTxSetupSQL)
+		// Lateral lookups with LIMIT keep PostgreSQL on the primary keys
+		// whatever its statistics say (a fresh database has none); the
+		// conversation ids are sorted, so rows are locked in id order.
+		b.Queue(`SELECT c.id, c.last_seq, GREATEST(clock_timestamp(), c.last_message_at)
+			FROM unnest($1::bigint[]) WITH ORDINALITY AS k(id, ord)
+			CROSS JOIN LATERAL (SELECT id, last_seq, last_message_at FROM conversation WHERE id = k.id LIMIT 1 FOR UPDATE) c
+			ORDER BY k.ord`, convIDs)
 		b.Queue(`SELECT m.conversation_id, m.user_id FROM conversation_member m
 			JOIN unnest($1::bigint[], $2::bigint[]) AS p(c, u) ON m.conversation_id = p.c AND m.user_id = p.u`, pairConv, pairUser)
 		b.Queue(`SELECT m.conversation_id, m.client_msg_id::text, m.seq, m.sender_id, m.body, m.created_at FROM message m
 			JOIN unnest($1::bigint[], $2::uuid[]) AS p(c, id) ON m.conversation_id = p.c AND m.client_msg_id = p.id`, pairConv, pairID)
 		br := tx.SendBatch(ctx, b)
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return fmt.Errorf("begin: %w", err)
+			}
+		}
 		rows, err := br.Query()
 		if err != nil {
 			_ = br.Close()
@@ -178,6 +218,9 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 			wConv, wUser, wSeq = append(wConv, msg.ConversationID), append(wUser, msg.SenderID), append(wSeq, msg.Seq)
 		}
 		if len(mConv) == 0 {
+			if _, err := tx.Exec(ctx, "ROLLBACK"); err != nil {
+				return fmt.Errorf("end read-only batch: %w", err)
+			}
 			return nil
 		}
 		var uConv, uLast []int64
@@ -196,19 +239,35 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 		// sender) with its highest seq. The member rows are locked first in
 		// key order, the order every writer of member rows uses (receipt
 		// and delivered-watermark batches), so batches never deadlock.
-		wb.Queue(`SELECT 1 FROM conversation_member m
-			JOIN (SELECT DISTINCT c, u FROM unnest($1::bigint[], $2::bigint[]) AS t(c, u)) w ON m.conversation_id = w.c AND m.user_id = w.u
-			ORDER BY m.conversation_id, m.user_id FOR UPDATE OF m`, wConv, wUser)
+		wb.Queue(`SELECT 1 FROM (SELECT DISTINCT c, u FROM unnest($1::bigint[], $2::bigint[]) AS t(c, u) ORDER BY c, u) w
+			CROSS JOIN LATERAL (SELECT 1 FROM conversation_member m WHERE m.conversation_id = w.c AND m.user_id = w.u
+				LIMIT 1 FOR UPDATE) l`, wConv, wUser)
 		wb.Queue(`UPDATE conversation_member m SET last_read_seq = GREATEST(m.last_read_seq, w.seq)
 			FROM (SELECT c, u, max(q) AS seq FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS t(c, u, q) GROUP BY c, u) w
 			WHERE m.conversation_id = w.c AND m.user_id = w.u`, wConv, wUser, wSeq)
 		wb.Queue(`INSERT INTO outbox (msg_key, payload)
 			SELECT k, p::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS e(k, p, ord) ORDER BY ord`, oKey, oPayload)
-		if err := tx.SendBatch(ctx, wb).Close(); err != nil {
-			return fmt.Errorf("write %d messages: %w", len(mConv), err)
+		wb.Queue(`COMMIT`)
+		commitAt := wb.Len()
+		wb.Queue(notifyOutboxSQL)
+		wr := tx.SendBatch(ctx, wb)
+		var tag pgconn.CommandTag
+		for i := 0; i < commitAt; i++ {
+			if tag, err = wr.Exec(); err != nil {
+				_ = wr.Close()
+				return fmt.Errorf("write %d messages: %w", len(mConv), err)
+			}
 		}
+		if tag.String() != "COMMIT" {
+			// COMMIT of a transaction that failed answers ROLLBACK.
+			_ = wr.Close()
+			return fmt.Errorf("commit %d messages: transaction rolled back", len(mConv))
+		}
+		// Committed. A failed wake-up only delays the relay until its
+		// poll; the sends succeeded.
+		_ = wr.Close()
 		return nil
-	})
+	}
 }
 
 // sendReq is one queued send and, once its batch is done, its outcome.
@@ -227,13 +286,37 @@ type sendReq struct {
 // commits them together. Flushers take whatever is queued when they become
 // free, so an idle server commits a lone send at once (a batch of one) and a
 // busy one commits many per transaction.
+//
+// Each flusher owns the conversations whose id falls in its share (id mod
+// flushers) and has a queue of its own: two concurrent batches never want
+// the same conversation row, so they never wait for each other's commit
+// (measured: with one shared queue most of a batch's time went to lock waits
+// on rows another batch held through its fsync). A conversation's sends
+// stay in arrival order in one queue.
 type batcher struct {
 	s        *Store
-	queue    chan *sendReq
+	queues   []chan *sendReq
 	maxBatch int
-	flushers int
 	stop     chan struct{}
 	done     chan struct{}
+}
+
+func newBatcher(s *Store) *batcher {
+	b := &batcher{s: s, maxBatch: s.maxBatch, stop: make(chan struct{}), done: make(chan struct{})}
+	n := max(1, s.flushers)
+	per := max(1024, 8192/n)
+	for i := 0; i < n; i++ {
+		b.queues = append(b.queues, make(chan *sendReq, per))
+	}
+	return b
+}
+
+func (b *batcher) queueOf(conversationID int64) chan *sendReq {
+	i := conversationID % int64(len(b.queues))
+	if i < 0 {
+		i = -i
+	}
+	return b.queues[i]
 }
 
 // BatchStats counts batch commits for tests and metrics.
@@ -245,15 +328,15 @@ type BatchStats struct {
 
 func (b *batcher) run() {
 	defer close(b.done)
-	finished := make(chan struct{}, b.flushers)
-	for i := 0; i < b.flushers; i++ {
+	finished := make(chan struct{}, len(b.queues))
+	for _, q := range b.queues {
 		go func() {
 			defer func() { finished <- struct{}{} }()
 			batch := make([]*sendReq, 0, b.maxBatch)
 			for {
 				batch = batch[:0]
 				select {
-				case r := <-b.queue:
+				case r := <-q:
 					batch = append(batch, r)
 				case <-b.stop:
 					return
@@ -261,7 +344,7 @@ func (b *batcher) run() {
 			gather:
 				for len(batch) < b.maxBatch {
 					select {
-					case r := <-b.queue:
+					case r := <-q:
 						batch = append(batch, r)
 					default:
 						break gather
@@ -271,7 +354,7 @@ func (b *batcher) run() {
 			}
 		}()
 	}
-	for i := 0; i < b.flushers; i++ {
+	for range b.queues {
 		<-finished
 	}
 }

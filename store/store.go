@@ -94,7 +94,9 @@ func New(pool *pgxpool.Pool, limits chat.Limits, opts ...Option) *Store {
 func (s *Store) BatchStats() BatchStats {
 	st := BatchStats{Batches: s.batchCount.Load(), Messages: s.batchMsgs.Load()}
 	if s.batch != nil {
-		st.Queued = len(s.batch.queue)
+		for _, q := range s.batch.queues {
+			st.Queued += len(q)
+		}
 	}
 	return st
 }
@@ -110,15 +112,19 @@ func (s *Store) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stop send batcher: %w", ctx.Err())
 	}
-	for {
-		select {
-		case r := <-s.batch.queue:
-			r.err = chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
-			close(r.done)
-		default:
-			return nil
+	for _, q := range s.batch.queues {
+	drain:
+		for {
+			select {
+			case r := <-q:
+				r.err = chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+				close(r.done)
+			default:
+				break drain
+			}
 		}
 	}
+	return nil
 }
 
 // PostgreSQL error codes the store reacts to.

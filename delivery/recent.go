@@ -1,0 +1,137 @@
+package delivery
+
+import (
+	"container/list"
+	"sync"
+	"time"
+)
+
+// recent keeps the encoded message.new payloads of the latest messages of
+// recently active conversations, so a session that fell behind (queue full,
+// a gap, a reconnect a moment ago) catches up from memory instead of reading
+// and re-encoding the same rows from PostgreSQL once per member. Under
+// saturation that catch-up path dominated the server's CPU and its pool.
+//
+// Only committed messages enter it (the hub's fan-out is fed after commit)
+// and messages are immutable, so a hit is exactly what PostgreSQL would
+// return. A miss falls through to PostgreSQL: the cache is an optimisation,
+// never the source of truth. The fan-out goroutine writes; session pumps
+// read; a mutex guards it.
+type recent struct {
+	mu       sync.Mutex
+	perConv  int
+	maxBytes int
+	bytes    int
+	convs    map[int64]*list.Element // of *recentRing, most recently written at the front
+	lru      list.List
+}
+
+type recentRing struct {
+	conv    int64
+	first   int64 // seq of entries[head]
+	high    int64 // highest seq ever put, even if a restart dropped it
+	head, n int
+	entries []recentEntry
+	bytes   int
+}
+
+type recentEntry struct {
+	payload []byte
+	large   bool
+	at      time.Time
+}
+
+func newRecent(perConv, maxBytes int) *recent {
+	return &recent{perConv: perConv, maxBytes: maxBytes, convs: map[int64]*list.Element{}}
+}
+
+// put records message seq of conv. Seqs of a conversation arrive in order
+// from the fan-out; anything else (a cross-node event out of order) restarts
+// the conversation's ring at seq, so a ring always holds consecutive seqs.
+func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) {
+	if r == nil || r.perConv <= 0 {
+		return
+	}
+	cost := len(payload) + 64
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var g *recentRing
+	if el, ok := r.convs[conv]; ok {
+		g = el.Value.(*recentRing)
+		r.lru.MoveToFront(el)
+	} else {
+		g = &recentRing{conv: conv, entries: make([]recentEntry, r.perConv)}
+		r.convs[conv] = r.lru.PushFront(g)
+	}
+	if seq > g.high {
+		g.high = seq
+	}
+	if g.n > 0 && seq != g.first+int64(g.n) {
+		if seq < g.first+int64(g.n) && seq >= g.first {
+			return // already there
+		}
+		if seq < g.first && g.first+int64(g.n)-1 == g.high {
+			// An old event again (a cross-node duplicate): the ring
+			// already holds newer, consecutive seqs up to the highest.
+			return
+		}
+		r.bytes -= g.bytes
+		clear(g.entries)
+		g.head, g.n, g.bytes = 0, 0, 0
+	}
+	if g.n == 0 {
+		g.first = seq
+	}
+	if g.n == len(g.entries) {
+		old := &g.entries[g.head]
+		g.bytes -= len(old.payload) + 64
+		r.bytes -= len(old.payload) + 64
+		*old = recentEntry{}
+		g.head = (g.head + 1) % len(g.entries)
+		g.first++
+		g.n--
+	}
+	g.entries[(g.head+g.n)%len(g.entries)] = recentEntry{payload: payload, large: large, at: at}
+	g.n++
+	g.bytes += cost
+	r.bytes += cost
+	for r.bytes > r.maxBytes && r.lru.Len() > 1 {
+		el := r.lru.Back()
+		old := el.Value.(*recentRing)
+		r.lru.Remove(el)
+		delete(r.convs, old.conv)
+		r.bytes -= old.bytes
+	}
+}
+
+// get appends to dst up to max consecutive entries of conv starting at seq
+// from, rendered for a session that wants large (slim) or full payloads; it
+// stops at the first seq it does not hold. complete reports that dst now
+// ends at the highest seq the fan-out has seen for conv: a session that was
+// dropping live events while behind has then missed nothing.
+func (r *recent) get(dst []recentEntry, conv, from int64, max int, large bool) (_ []recentEntry, complete bool) {
+	if r == nil {
+		return dst, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	el, ok := r.convs[conv]
+	if !ok {
+		return dst, false
+	}
+	g := el.Value.(*recentRing)
+	if from < g.first {
+		return dst, false
+	}
+	next := from
+	for i := from - g.first; i < int64(g.n) && max > 0; i++ {
+		e := g.entries[(g.head+int(i))%len(g.entries)]
+		if e.large != large {
+			break
+		}
+		dst = append(dst, e)
+		next++
+		max--
+	}
+	return dst, next > g.high
+}

@@ -1,0 +1,192 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/store"
+)
+
+// seqScans reads how many sequential scans table has had. Statistics reach
+// pg_stat_user_tables when a backend flushes them (idle, or at exit), so
+// callers close the connections whose scans they want counted first.
+func seqScans(t *testing.T, pool *pgxpool.Pool, table string) int64 {
+	t.Helper()
+	conn, err := pool.Acquire(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(testCtx(t), "SELECT pg_stat_clear_snapshot()"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := conn.QueryRow(testCtx(t), "SELECT coalesce(seq_scan, 0) FROM pg_stat_user_tables WHERE relname = $1", table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
+	url := pgtest.NewDB(t)
+	pool, err := store.OpenPool(testCtx(t), url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, tbl := range []string{"message", "conversation", "conversation_member", "outbox"} {
+		if _, err := pool.Exec(testCtx(t), "ALTER TABLE "+tbl+" SET (autovacuum_enabled = off)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The group-commit pool the way the server configures it (cached
+	// plans), made as bad as it gets: generic plans from the first
+	// execution, built while message is empty.
+	generic := func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan" }
+	sendPool, err := store.OpenPool(testCtx(t), url, 2, generic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(pool, chat.DefaultLimits(), store.WithSendPool(sendPool), store.WithBatching(64, 1))
+	conv := mustGroup(t, st, 1, 2)
+	mustSend(t, st, conv.ID, 1, "plans are made now")
+
+	// The table grows far beyond what the cached plans were made for, and
+	// nothing analyzes it.
+	if _, err := pool.Exec(testCtx(t), `
+		INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body)
+		SELECT $1, s, 2, gen_random_uuid(), 'filler' FROM generate_series(2, 30001) AS s`, conv.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(testCtx(t), `UPDATE conversation SET last_seq = 30001 WHERE id = $1`, conv.ID); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset() // every backend so far exits and flushes its statistics
+	before := seqScans(t, pool, "message")
+
+	for i := 0; i < 30; i++ {
+		if m := mustSend(t, st, conv.ID, 1, "after growth"); m.Seq != int64(30002+i) {
+			t.Fatalf("seq %d, want %d", m.Seq, 30002+i)
+		}
+	}
+	if err := st.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	sendPool.Close() // its backends exit and flush their statistics
+	pool.Reset()
+	if after := seqScans(t, pool, "message"); after != before {
+		t.Fatalf("%d sequential scans of message during 30 group-committed sends; the batch statements must look rows up by key", after-before)
+	}
+}
+
+func TestSendIsNotHeldUpByALockedConversationOfAnotherFlusher(t *testing.T) {
+	st, pool := newStore(t) // four flushers, conversations spread by id
+	var convs []chat.Conversation
+	for i := 0; i < 8; i++ {
+		convs = append(convs, mustGroup(t, st, 1, 2))
+	}
+	stuck := convs[0]
+	// Something else holds the stuck conversation's row (a long
+	// transaction, a slow disk on its pages): its sends must wait...
+	tx, err := pool.Begin(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(testCtx(t), "SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE", stuck.ID); err != nil {
+		t.Fatal(err)
+	}
+	var waiting sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		waiting.Add(1)
+		go func() {
+			defer waiting.Done()
+			if _, err := st.Send(testCtx(t), sendReq(stuck.ID, 1, "waits")); err != nil {
+				t.Errorf("send to the stuck conversation: %v", err)
+			}
+		}()
+	}
+	waitFor(t, "sends queued behind the lock", func() bool {
+		return queryInt(t, pool, "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'") > 0
+	})
+	// ...and nobody else's.
+	var others sync.WaitGroup
+	start := time.Now()
+	for _, c := range convs {
+		if c.ID%4 == stuck.ID%4 {
+			continue // shares the stuck conversation's flusher
+		}
+		for i := 0; i < 5; i++ {
+			others.Add(1)
+			go func() {
+				defer others.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := st.Send(ctx, sendReq(c.ID, 1, "free")); err != nil {
+					t.Errorf("send to conversation %d while %d is locked: %v", c.ID, stuck.ID, err)
+				}
+			}()
+		}
+	}
+	others.Wait()
+	t.Logf("sends to other flushers' conversations committed in %v while one conversation was locked", time.Since(start))
+	if err := tx.Rollback(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waiting.Wait()
+	if n := queryInt(t, pool, "SELECT last_seq FROM conversation WHERE id = $1", stuck.ID); n != 10 {
+		t.Fatalf("stuck conversation last_seq %d after the lock went, want 10", n)
+	}
+}
+
+func TestGroupCommitWakesTheRelayAfterCommitNotFromInsideIt(t *testing.T) {
+	st, pool := newStore(t)
+	conv := mustGroup(t, st, 1, 2)
+	listener, err := pool.Acquire(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(testCtx(t), "LISTEN chat_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(d time.Duration) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err := listener.Conn().WaitForNotification(ctx)
+		return err == nil
+	}
+
+	// A transaction that defers the wake-up inserts outbox rows silently.
+	if err := pgx.BeginFunc(testCtx(t), pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(testCtx(t), "SELECT set_config('chat.defer_notify', 'on', true)"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(testCtx(t), `INSERT INTO outbox (msg_key, payload) VALUES ('x', '{}')`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if wait(300 * time.Millisecond) {
+		t.Fatal("the outbox trigger notified inside a transaction that deferred it")
+	}
+	// Group commit defers it and wakes the relay once committed.
+	mustSend(t, st, conv.ID, 1, "wake up")
+	if !wait(5 * time.Second) {
+		t.Fatal("no chat_outbox notification after a group-committed send")
+	}
+	// Any other writer still notifies through the trigger.
+	if _, err := pool.Exec(testCtx(t), `INSERT INTO outbox (msg_key, payload) VALUES ('y', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if !wait(5 * time.Second) {
+		t.Fatal("no chat_outbox notification for a plain outbox insert")
+	}
+}
