@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/pgstat.sh — where PostgreSQL's time goes under a chatbench load.
+#
+#   bench/pgstat.sh [chatbench flags...]      e.g. bench/pgstat.sh -direct 1 -rate 2000
+#
+# Starts chatd on a fresh embedded PostgreSQL with pg_stat_statements
+# loaded, runs chatbench (200 clients, 1000 conversations, 25 s unless the
+# flags say otherwise), resets the statistics 20 s in, samples the wait
+# events of active backends 50 times over the next 10 s, and prints:
+#   - the wait-event histogram (Lock:* = lock waits, IO:WALSync = fsync,
+#     cpu = running);
+#   - sequential scans per table (a key lookup planned as a scan shows here);
+#   - the statements by total execution time.
+# Needs jq, curl, psql and the pg_stat_statements module (postgresql-contrib).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+W=$(mktemp -d /tmp/chatd-pgstat.XXXXXX)
+chmod 755 "$W"
+P=""
+cleanup() { [ -n "$P" ] && kill "$P" 2>/dev/null && wait "$P" 2>/dev/null; rm -rf "$W"; }
+trap cleanup EXIT
+go build -o "$W/bin/" ./cmd/chatd ./cmd/chatbench
+export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0
+MQTT=127.0.0.1:${MQTT_PORT:-32883} HTTP=127.0.0.1:${HTTP_PORT:-39080}
+start() {
+	CHAT_DATA_DIR="$W/data" CHAT_MQTT_ADDR=$MQTT CHAT_HTTP_ADDR=$HTTP CHAT_LOG_LEVEL=warn "$W/bin/chatd" >"$W/chatd.log" 2>&1 &
+	P=$!
+	for _ in $(seq 1 120); do curl -fsS "http://$HTTP/readyz" >/dev/null 2>&1 && return; sleep 0.5; done
+	cat "$W/chatd.log" >&2
+	exit 1
+}
+start # initdb and migrations
+kill "$P"; wait "$P" || true
+printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n" >>"$W/data/pg/postgresql.auto.conf"
+start
+PM="$W/data/pg/postmaster.pid"
+DB="host=$(sed -n 5p "$PM") port=$(sed -n 4p "$PM") user=postgres dbname=chat"
+psql "$DB" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+"$W/bin/chatbench" -clients 200 -conversations 1000 -duration 25s -drain 120s -progress off -broker "$MQTT" \
+	-http "http://$HTTP" -data-dir "$W/data" -chatd-pid "$P" -settle 60s -json "$@" >"$W/out.json" 2>"$W/chatbench.err" &
+B=$!
+sleep 20
+psql "$DB" -qc "SELECT pg_stat_statements_reset()" >/dev/null
+echo "== wait events of active backends (50 samples over 10 s)"
+for _ in $(seq 1 50); do
+	psql "$DB" -Atc "SELECT coalesce(wait_event_type, 'cpu') || ':' || coalesce(wait_event, '-') || '  ' ||
+		left(regexp_replace(query, '\s+', ' ', 'g'), 60) FROM pg_stat_activity
+		WHERE state = 'active' AND pid <> pg_backend_pid()"
+	sleep 0.2
+done | sort | uniq -c | sort -rn | head -20
+echo "== sequential scans"
+psql "$DB" -c "SELECT relname, seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables ORDER BY seq_tup_read DESC LIMIT 6"
+echo "== statements by total execution time (10 s)"
+psql "$DB" -c "SELECT calls, round(total_exec_time::numeric) AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 100) AS query
+	FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15"
+wait "$B" || true
+jq -r '"chatbench: acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s, PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms, ok \(.ok)"' "$W/out.json"
