@@ -388,6 +388,13 @@ func (s *Session) fill() bool {
 	if time.Now().Before(s.fillWait) {
 		return false
 	}
+	// Queued anything: fetched messages, or held ones a caught-up
+	// conversation released (even when the fetch itself found nothing).
+	before := len(s.pending)
+	return s.fillFrom() || len(s.pending) > before
+}
+
+func (s *Session) fillFrom() bool {
 	// Lowest id first: deterministic, and every behind conversation gets
 	// its turn because a caught-up one stops being behind.
 	behind := s.fillIDs[:0]
