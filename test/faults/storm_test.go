@@ -115,7 +115,7 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 			// SUBACK, and the harness dropped that connection, together with
 			// the messages it had already acknowledged (seen under load:
 			// "1 of 2000 clients lack message 2", always a sender).
-			all[u-1] = &stormClient{dev: device{user: u, clientID: fmt.Sprintf("storm-%d", u), version: v, readBuf: 64}, conv: conv.ID}
+			all[u-1] = &stormClient{dev: device{user: u, clientID: fmt.Sprintf("storm-%d", u), version: v, readBuf: 128}, conv: conv.ID}
 		}
 	}
 	t.Cleanup(func() {
