@@ -259,21 +259,63 @@ func TestNonPersistentSessionStartsNow(t *testing.T) {
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 5), 11, 15)
 }
 
-func TestOverflowedSessionCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *testing.T) {
+func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *testing.T) {
+	f := setup(t)
+	reg := prometheus.NewRegistry()
+	m := delivery.NewMetrics(reg)
+	h := newHub(t, f, delivery.Options{Window: 8, Metrics: m})
+	// The sender's own session shows when the fan-out has routed
+	// everything.
+	if _, err := f.sessions.Open(context.Background(), "observer", 1, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	obs := newConn("observer", true)
+	obs.hub = h
+	<-h.Attach(obs, "observer", 1, false, true).Loaded()
+	// Not subscribed to its events topic yet, the session drops live
+	// messages and only notes that it is behind...
+	if _, err := f.sessions.Open(context.Background(), "cached", 2, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	c := newConn("cached", true)
+	c.hub = h
+	<-h.Attach(c, "cached", 2, false, false).Loaded()
+	for _, ev := range f.send(t, 200) {
+		h.Notify(ev)
+	}
+	waitSeqs(t, obs, f.conv.ID, 200)
+	if n := len(c.seqs(f.conv.ID)); n != 0 {
+		t.Fatalf("%d messages delivered before the subscription", n)
+	}
+	// ...and once subscribed it catches up, all from memory: the hub's
+	// cache saw every one of them.
+	h.SetReady("cached", true)
+	wantExactly(t, waitSeqs(t, c, f.conv.ID, 200), 1, 200)
+	if hits := testutil.ToFloat64(m.RecentHits); hits != 200 {
+		t.Fatalf("%v messages from the recent cache, want all 200", hits)
+	}
+	if n := testutil.ToFloat64(m.Replayed); n != 0 {
+		t.Fatalf("%v messages read back from PostgreSQL although the cache held them all", n)
+	}
+}
+
+func TestOverflowedSessionCatchesUpMostlyFromTheRecentCache(t *testing.T) {
 	f := setup(t)
 	reg := prometheus.NewRegistry()
 	m := delivery.NewMetrics(reg)
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4, Metrics: m})
-	c := attach(t, h, f, "cached", false, true)
+	c := attach(t, h, f, "overflow", false, true)
 	for _, ev := range f.send(t, 200) {
 		h.Notify(ev)
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 200), 1, 200)
-	if hits := testutil.ToFloat64(m.RecentHits); hits == 0 {
-		t.Fatal("the session did not use the recent cache")
-	}
-	if n := testutil.ToFloat64(m.Replayed); n != 0 {
-		t.Fatalf("%v messages read back from PostgreSQL although the cache held them all", n)
+	// A queue overflow resyncs from PostgreSQL, whose last_seq (200 here)
+	// can be ahead of the fan-out; until the cache catches up with it,
+	// PostgreSQL answers. The cache still carries most of the catch-up.
+	hits, replayed := testutil.ToFloat64(m.RecentHits), testutil.ToFloat64(m.Replayed)
+	t.Logf("%v from the recent cache, %v from PostgreSQL", hits, replayed)
+	if hits == 0 || replayed >= hits {
+		t.Fatalf("%v messages from the cache and %v from PostgreSQL: the cache should carry the catch-up", hits, replayed)
 	}
 }
 
