@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -164,7 +163,7 @@ type event struct {
 func (c *benchClient) onPublish(pk packets.Packet) {
 	t := c.b.t
 	var ev event
-	if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+	if err := decodeEvent(pk.Payload, &ev); err != nil {
 		t.noteErr("bad payload")
 		return
 	}
