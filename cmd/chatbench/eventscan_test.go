@@ -32,7 +32,7 @@ func TestDecodeEventMatchesEncodingJSON(t *testing.T) {
 		[]byte(` { "type" : "message.new" , "seq" : 3 , "nested" : {"a":[1,{"b":"}"}]}, "conversationId":1 } `),
 		[]byte(`{"type":null,"seq":null}`),
 		[]byte(`{}`),
-		[]byte(`{"clientMsgId":"with \"escape\""}`), // falls back
+		[]byte(`{"clientMsgId":"with \"escape\""}`),  // falls back
 		[]byte(`{"type":"ok","seq":"not a number"}`), // falls back, and fails like encoding/json
 		[]byte(`{"type":"x",}`),
 		[]byte(`not json`),
