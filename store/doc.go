@@ -36,7 +36,7 @@
 //     generic plan cached on a fresh, unanalyzed database scans whole tables
 //     for the rest of the connection's life. The group-commit pool keeps
 //     cached plans and pins them to nested loops over key lookups instead
-//     (sendTxSetupSQL); its statements are all per-element lookups.
+//     (keyLookupTxSQL); its statements are all per-element lookups.
 //   - Hot writers (send batches, receipt batches) silence the outbox
 //     trigger's NOTIFY for their transaction and wake the relay after
 //     COMMIT (migration 0006): a NOTIFY inside a writing transaction holds

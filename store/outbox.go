@@ -3,13 +3,11 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	chat "github.com/chatd/chatd"
 )
@@ -75,59 +73,10 @@ const (
 	notifyOutboxSQL = `SELECT pg_notify('chat_outbox', '')`
 )
 
-// sendTxSetupSQL starts a group-commit transaction: deferred relay wake-up,
-// and plans pinned to nested loops over primary-key lookups. Every
-// statement of a send batch looks rows up by key for each element of a
-// small array; the send pool keeps PostgreSQL's cached (generic) plans to
-// save planning each statement of each batch, and these settings keep a
-// plan cached on a fresh, unanalyzed database from being a sequential scan
-// or hash join that stays wrong as the tables grow.
-const sendTxSetupSQL = `SELECT set_config('chat.defer_notify', 'on', true),
-	set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true)`
-
 // wakeRelay sends the deferred wake-up after a commit. Failure only delays
 // the relay until its poll.
 func (s *Store) wakeRelay() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, _ = s.pool.Exec(ctx, notifyOutboxSQL)
-}
-
-// pipelineTx runs the statements queue adds as one transaction in a single
-// round trip: BEGIN, the statements, COMMIT, and the deferred relay wake-up
-// (callers silence the outbox trigger with sendTxSetupSQL or
-// deferNotifySQL). Results are discarded; the first error fails it all.
-func (s *Store) pipelineTx(ctx context.Context, op string, queue func(b *pgx.Batch)) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return classify(op, fmt.Errorf("acquire connection: %w", err))
-	}
-	defer conn.Release()
-	b := &pgx.Batch{}
-	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	queue(b)
-	b.Queue("COMMIT")
-	commitAt := b.Len()
-	b.Queue(notifyOutboxSQL)
-	br := conn.Conn().SendBatch(ctx, b)
-	var tag pgconn.CommandTag
-	for i := 0; i < commitAt; i++ {
-		if tag, err = br.Exec(); err != nil {
-			break
-		}
-	}
-	if err == nil && tag.String() != "COMMIT" {
-		err = errors.New("transaction rolled back")
-	}
-	_ = br.Close() // a failed wake-up after COMMIT only delays the relay
-	if err != nil {
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = conn.Exec(rctx, "ROLLBACK")
-			cancel()
-		}
-		return classify(op, err)
-	}
-	return nil
 }

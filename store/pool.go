@@ -37,7 +37,7 @@ func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOptio
 	// each execution with its real arguments and the tables' current sizes
 	// is the robust default; the group-commit pool, whose statements are
 	// all key lookups, keeps cached plans and pins them to indexes instead
-	// (see sendTxSetupSQL).
+	// (see keyLookupTxSQL).
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}

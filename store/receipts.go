@@ -668,7 +668,7 @@ func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 			return err
 		}
 		return r.st.pipelineTx(ctx, "save delivered watermarks", func(b *pgx.Batch) {
-			b.Queue(sendTxSetupSQL)
+			b.Queue(keyLookupTxSQL)
 			if len(events) > 0 {
 				b.Queue(insertOutboxSQL, ob.keys, ob.payloads)
 			}

@@ -49,14 +49,7 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 	}
 	defer conn.Release()
 	if err := pipelinedBatch(ctx, conn.Conn(), reqs, convIDs, pairConv, pairUser, pairID); err != nil {
-		// A failed statement leaves the transaction open (aborted) on the
-		// connection; end it so the locks go now. If even that fails the
-		// pool sees the open transaction and discards the connection.
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = conn.Exec(rctx, "ROLLBACK")
-			cancel()
-		}
+		endOpenTx(conn.Conn())
 		return classify("send", err)
 	}
 	return nil
@@ -89,7 +82,7 @@ func pipelinedBatch(ctx context.Context, tx *pgx.Conn, reqs []*sendReq, convIDs,
 
 		b := &pgx.Batch{}
 		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-		b.Queue(sendTxSetupSQL)
+		b.Queue(keyLookupTxSQL)
 		// Lateral lookups with LIMIT keep PostgreSQL on the primary keys
 		// whatever its statistics say (a fresh database has none); the
 		// conversation ids are sorted, so rows are locked in id order.
