@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +13,8 @@ import (
 
 	"github.com/chatd/chatd/auth"
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -28,30 +27,10 @@ const testSecret = "test-secret-0123456789abcdef0123456789"
 // may stop it earlier).
 func startNode(t *testing.T, url string) *server.Server {
 	t.Helper()
-	env := map[string]string{
-		"CHAT_DATABASE_URL":       url,
-		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
-		"CHAT_DATA_DIR":           t.TempDir(),
-		"CHAT_JWT_SECRET":         testSecret,
-		"CHAT_LIMIT_SEND_RATE":    "0",
-		"CHAT_LIMIT_CONV_RATE":    "0",
-		"CHAT_LIMIT_READ_RATE":    "0",
-		"CHAT_LIMIT_API_RATE":     "0",
-		"CHAT_LIMIT_CONNECT_RATE": "0",
-		"CHAT_SHUTDOWN_TIMEOUT":   "10s",
-	}
-	st, err := config.Load(nil, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatalf("settings: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.Start(context.Background(), st, log)
-	if err != nil {
-		t.Fatalf("start chatd: %v", err)
-	}
-	t.Cleanup(func() { stopNode(t, srv) })
-	return srv
+	env := testnode.Env(t, url)
+	env["CHAT_JWT_SECRET"] = testSecret
+	env["CHAT_SHUTDOWN_TIMEOUT"] = "10s"
+	return testnode.Start(t, env, nil)
 }
 
 func stopNode(t *testing.T, srv *server.Server) {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,9 +14,9 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/auth"
-	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -29,20 +27,18 @@ const testSecret = "test-secret-0123456789abcdef0123456789"
 // startNode starts a chatd node on loopback ports against url.
 func startNode(t *testing.T, url string, env map[string]string) *server.Server {
 	t.Helper()
-	base := map[string]string{
-		"CHAT_DATABASE_URL":    url,
-		"CHAT_MQTT_ADDR":       "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":       "127.0.0.1:0",
-		"CHAT_DATA_DIR":        t.TempDir(),
-		"CHAT_JWT_SECRET":      testSecret,
-		"CHAT_LIMIT_SEND_RATE": "0",
+	return testnode.Start(t, nodeEnv(t, url, env), nil)
+}
+
+// nodeEnv is the settings of this package's test nodes, env on top.
+func nodeEnv(t *testing.T, url string, env map[string]string) map[string]string {
+	t.Helper()
+	base := testnode.Env(t, url)
+	for k, v := range map[string]string{
+		"CHAT_JWT_SECRET": testSecret,
 		// Tests that are not about rate limits run without them; the
 		// rate-limit tests set the ones they exercise.
-		"CHAT_LIMIT_CONV_RATE":    "0",
-		"CHAT_LIMIT_READ_RATE":    "0",
-		"CHAT_LIMIT_TYPING_RATE":  "0",
-		"CHAT_LIMIT_API_RATE":     "0",
-		"CHAT_LIMIT_CONNECT_RATE": "0",
+		"CHAT_LIMIT_TYPING_RATE": "0",
 		// CI runs packages in parallel under -race on two cores: give a
 		// send more than the production 5 s before it answers "retry".
 		"CHAT_SEND_TIMEOUT": "20s",
@@ -50,25 +46,13 @@ func startNode(t *testing.T, url string, env map[string]string) *server.Server {
 		// the presence tests turn them on.
 		"CHAT_PRESENCE_PUSH":    "false",
 		"CHAT_SHUTDOWN_TIMEOUT": "10s",
+	} {
+		base[k] = v
 	}
 	for k, v := range env {
 		base[k] = v
 	}
-	st, err := config.Load(nil, func(k string) string { return base[k] })
-	if err != nil {
-		t.Fatalf("settings: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.Start(context.Background(), st, log)
-	if err != nil {
-		t.Fatalf("start chatd: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	})
-	return srv
+	return base
 }
 
 func token(t testing.TB, user int64) string {

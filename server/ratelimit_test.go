@@ -21,48 +21,21 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
 // startNodeLogged is startNode with the node's log records also handed to h.
 func startNodeLogged(t *testing.T, url string, env map[string]string, h slog.Handler) *server.Server {
 	t.Helper()
-	base := map[string]string{
-		"CHAT_DATABASE_URL":       url,
-		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
-		"CHAT_DATA_DIR":           t.TempDir(),
-		"CHAT_JWT_SECRET":         testSecret,
-		"CHAT_LIMIT_SEND_RATE":    "0",
-		"CHAT_LIMIT_CONV_RATE":    "0",
-		"CHAT_LIMIT_READ_RATE":    "0",
-		"CHAT_LIMIT_TYPING_RATE":  "0",
-		"CHAT_LIMIT_API_RATE":     "0",
-		"CHAT_LIMIT_CONNECT_RATE": "0",
-		"CHAT_PRESENCE_PUSH":      "false",
-		"CHAT_SHUTDOWN_TIMEOUT":   "10s",
-	}
-	for k, v := range env {
-		base[k] = v
-	}
-	st, err := config.Load(nil, func(k string) string { return base[k] })
-	if err != nil {
-		t.Fatalf("settings: %v", err)
+	base := nodeEnv(t, url, env)
+	if _, set := env["CHAT_SEND_TIMEOUT"]; !set {
+		delete(base, "CHAT_SEND_TIMEOUT") // these nodes keep the production send timeout
 	}
 	stderr := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
-	srv, err := server.Start(context.Background(), st, slog.New(teeHandler{stderr, h}))
-	if err != nil {
-		t.Fatalf("start chatd: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	})
-	return srv
+	return testnode.Start(t, base, teeHandler{stderr, h})
 }
 
 type teeHandler struct{ a, b slog.Handler }

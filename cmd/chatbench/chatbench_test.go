@@ -15,8 +15,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 
-	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -28,32 +28,9 @@ const testSecret = "bench-secret-0123456789abcdef0123456789"
 func startChatd(t *testing.T) (*server.Server, string) {
 	t.Helper()
 	url := pgtest.NewDB(t)
-	env := map[string]string{
-		"CHAT_DATABASE_URL":       url,
-		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
-		"CHAT_DATA_DIR":           t.TempDir(),
-		"CHAT_JWT_SECRET":         testSecret,
-		"CHAT_LIMIT_SEND_RATE":    "0",
-		"CHAT_LIMIT_CONV_RATE":    "0",
-		"CHAT_LIMIT_READ_RATE":    "0",
-		"CHAT_LIMIT_API_RATE":     "0",
-		"CHAT_LIMIT_CONNECT_RATE": "0",
-	}
-	st, err := config.Load(nil, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.Start(context.Background(), st, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err != nil {
-		t.Fatalf("start chatd: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	})
-	return srv, url
+	env := testnode.Env(t, url)
+	env["CHAT_JWT_SECRET"] = testSecret
+	return testnode.Start(t, env, nil), url
 }
 
 // runBench runs chatbench with args plus -json and decodes the report.

@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/auth"
-	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -22,31 +20,9 @@ import (
 // dataDir, as a fresh local install does.
 func startChatd(t *testing.T, dataDir string) *server.Server {
 	t.Helper()
-	env := map[string]string{
-		"CHAT_DATABASE_URL":       pgtest.NewDB(t),
-		"CHAT_MQTT_ADDR":          "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":          "127.0.0.1:0",
-		"CHAT_DATA_DIR":           dataDir,
-		"CHAT_LIMIT_SEND_RATE":    "0",
-		"CHAT_LIMIT_CONV_RATE":    "0",
-		"CHAT_LIMIT_READ_RATE":    "0",
-		"CHAT_LIMIT_API_RATE":     "0",
-		"CHAT_LIMIT_CONNECT_RATE": "0",
-	}
-	st, err := config.Load(nil, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.Start(context.Background(), st, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err != nil {
-		t.Fatalf("start chatd: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	})
-	return srv
+	env := testnode.Env(t, pgtest.NewDB(t))
+	env["CHAT_DATA_DIR"] = dataDir
+	return testnode.Start(t, env, nil)
 }
 
 // chatEnv is chatctl's environment for a local chatd: only the data dir

@@ -28,9 +28,9 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/auth"
-	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 	"github.com/chatd/chatd/store"
 )
@@ -80,35 +80,16 @@ func knob(env string, def, ci time.Duration) time.Duration {
 // startNode starts an in-process chatd node on loopback ports against url.
 func startNode(t *testing.T, url string, env map[string]string) *server.Server {
 	t.Helper()
-	base := map[string]string{
-		"CHAT_DATABASE_URL":     url,
-		"CHAT_MQTT_ADDR":        "127.0.0.1:0",
-		"CHAT_HTTP_ADDR":        "127.0.0.1:0",
-		"CHAT_DATA_DIR":         t.TempDir(),
-		"CHAT_JWT_SECRET":       testSecret,
-		"CHAT_SHUTDOWN_TIMEOUT": "10s",
-	}
+	base := testnode.Env(t, url)
+	base["CHAT_JWT_SECRET"] = testSecret
+	base["CHAT_SHUTDOWN_TIMEOUT"] = "10s"
 	for k, v := range noLimits {
 		base[k] = v
 	}
 	for k, v := range env {
 		base[k] = v
 	}
-	st, err := config.Load(nil, func(k string) string { return base[k] })
-	if err != nil {
-		t.Fatalf("settings: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	srv, err := server.Start(context.Background(), st, log)
-	if err != nil {
-		t.Fatalf("start chatd: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	})
-	return srv
+	return testnode.Start(t, base, slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 func token(t testing.TB, user int64) string {

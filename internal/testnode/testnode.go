@@ -1,0 +1,65 @@
+// Package testnode starts in-process chatd nodes for tests: every package
+// that tests against a whole node (server, client, cmd/chatbench,
+// cmd/chatctl, test/faults) starts it the same way.
+//
+// Env is where a test node's settings start: the test's database, loopback
+// ports the kernel picks, a data dir of the test's own and the rate limits
+// off. Callers add or override keys, then Start loads settings from that
+// map alone (no flags, no file, not the process environment), starts the
+// node and closes it when the test ends. Safe for parallel tests: nothing
+// is shared between nodes but the PostgreSQL cluster.
+package testnode
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/server"
+)
+
+// Env returns a fresh copy of the settings every test node starts from.
+func Env(t testing.TB, url string) map[string]string {
+	t.Helper()
+	return map[string]string{
+		"CHAT_DATABASE_URL": url,
+		"CHAT_MQTT_ADDR":    "127.0.0.1:0",
+		"CHAT_HTTP_ADDR":    "127.0.0.1:0",
+		"CHAT_DATA_DIR":     t.TempDir(),
+		// One test drives many users from one address: the limits would
+		// refuse it. Tests about limits set the ones they exercise.
+		"CHAT_LIMIT_SEND_RATE":    "0",
+		"CHAT_LIMIT_CONV_RATE":    "0",
+		"CHAT_LIMIT_READ_RATE":    "0",
+		"CHAT_LIMIT_API_RATE":     "0",
+		"CHAT_LIMIT_CONNECT_RATE": "0",
+	}
+}
+
+// Start starts a node with exactly env's settings, logging to h (nil:
+// warnings and worse to stderr), and closes it when the test ends.
+func Start(t testing.TB, env map[string]string, h slog.Handler) *server.Server {
+	t.Helper()
+	st, err := config.Load(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("settings: %v", err)
+	}
+	if h == nil {
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	}
+	srv, err := server.Start(context.Background(), st, slog.New(h))
+	if err != nil {
+		t.Fatalf("start chatd: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			t.Logf("stop chatd: %v", err)
+		}
+	})
+	return srv
+}
