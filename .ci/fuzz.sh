@@ -12,6 +12,8 @@ mapfile -t targets < <(grep -rl --include='*_test.go' --exclude-dir=node_modules
     dir=$(dirname "$f")
     grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed "s|^func |$dir |"
   done | sort -u)
+# count prints how many files dir holds (0 when it does not exist).
+count() { if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi; }
 echo "fuzzing ${#targets[@]} targets for $fuzztime each"
 for t in "${targets[@]}"; do
   dir=${t% *}
@@ -19,12 +21,12 @@ for t in "${targets[@]}"; do
   echo "--- $name ($dir)"
   log=$(mktemp)
   corpus="$dir/testdata/fuzz/$name"
-  before=$(ls "$corpus" 2>/dev/null | wc -l)
+  before=$(count "$corpus")
   if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$dir" >"$log" 2>&1 &&
     # Go's fuzz coordinator sometimes reports "context deadline exceeded"
     # when a busy worker is slow to stop at the end of -fuzztime. That is
     # no finding (no crasher is written): run the target once more.
-    ! { grep -q '^    context deadline exceeded$' "$log" && [ "$(ls "$corpus" 2>/dev/null | wc -l)" = "$before" ] &&
+    ! { grep -q '^    context deadline exceeded$' "$log" && [ "$(count "$corpus")" = "$before" ] &&
       echo "($name: the fuzz engine timed out stopping its workers, no crasher; once more)" &&
       go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$dir" >"$log" 2>&1; }; then
     cat "$log"
