@@ -108,6 +108,13 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		}
 	}
 	_ = b.Server.Close()
+	// A WebSocket upgrade that was under way when its listener closed may
+	// have attached since the pass above.
+	for _, cl := range b.Server.Clients.GetAll() {
+		if !cl.Net.Inline && !cl.Closed() {
+			_ = b.Server.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
 	if drainErr != nil {
 		return fmt.Errorf("drain publishes: %w", drainErr)
 	}

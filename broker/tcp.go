@@ -58,8 +58,12 @@ func (l *TCPListener) Init(*slog.Logger) error {
 		ln = tls.NewListener(ln, l.tls)
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = ln.Close()
+		return errors.New("listener is closed")
+	}
 	l.ln = ln
-	l.mu.Unlock()
 	return nil
 }
 
@@ -85,12 +89,24 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 }
 
 // Close stops accepting; connections are closed by the broker's shutdown.
+// Only the first Close calls closeClients. Broker.Shutdown closes the
+// listeners first (closing no clients), disconnects every client itself and
+// only then calls mochi's Server.Close, which closes each listener again
+// with mochi's closeListenerClients. That function (mochi v2.7.9) takes the
+// clients read lock twice, nested; a disconnecting client's Delete queued
+// between the two (a writer blocks new readers) deadlocks shutdown. Seen
+// in CI; with nothing to close there, it is not called at all.
 func (l *TCPListener) Close(closeClients listeners.CloseFn) {
 	l.mu.Lock()
-	if !l.closed && l.ln != nil {
+	first := !l.closed
+	if first {
 		l.closed = true
-		_ = l.ln.Close()
+		if l.ln != nil {
+			_ = l.ln.Close()
+		}
 	}
 	l.mu.Unlock()
-	closeClients(l.id)
+	if first {
+		closeClients(l.id)
+	}
 }

@@ -82,12 +82,15 @@ func (l *WSListener) Serve(establish listeners.EstablishFn) {
 // broker's shutdown.
 func (l *WSListener) Close(closeClients listeners.CloseFn) {
 	l.mu.Lock()
-	if !l.closed {
+	first := !l.closed
+	if first {
 		l.closed = true
 		close(l.done)
 	}
 	l.mu.Unlock()
-	closeClients(l.id)
+	if first { // see TCPListener.Close
+		closeClients(l.id)
+	}
 }
 
 // ServeHTTP upgrades to WebSocket (subprotocol "mqtt") and runs the MQTT

@@ -24,11 +24,15 @@
 // outcome. Each flusher owns the conversations whose id falls in its share
 // (id mod flushers) and has its own queue, so concurrent batches never want
 // the same conversation row; seqs within a conversation follow arrival
-// order. A batch is two round trips (BEGIN and the reads pipelined, then
-// the writes and COMMIT pipelined) and locks its conversation rows in id
-// order and its member rows in key order, the order every other writer
-// uses, so batches never deadlock. With a commit hook the batch hands
-// message.new to the notifier in commit order.
+// order. A batch is one round trip: BEGIN, a call of the SQL function
+// chat_send_batch (migrations/0007: it locks, decides every send's outcome
+// with set-based SQL after the locks are granted, and writes) and COMMIT,
+// pipelined. It locks its conversation rows in id order and its member rows
+// in key order, the order every other writer uses, so batches never
+// deadlock. With a commit hook the batch hands message.new to the notifier
+// in commit order. chat_send_batch builds message.new outbox payloads in
+// SQL, as chat.MessageEvent encodes them (createdAt in UTC); a test holds
+// the two encodings equal.
 //
 // Performance rules, each measured (docs/benchmarks.md):
 //

@@ -1,0 +1,294 @@
+package store_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+)
+
+// batchOutcome is one row of chat_send_batch.
+type batchOutcome struct {
+	status int16
+	seq    *int64
+	sender *int64
+	body   *string
+	at     *time.Time
+}
+
+type batchSend struct {
+	conv, sender int64
+	id, body     string
+}
+
+// callSendBatch runs chat_send_batch in a transaction of its own, the way
+// the group-commit flusher does.
+func callSendBatch(t *testing.T, pool *pgxpool.Pool, sends []batchSend) []batchOutcome {
+	t.Helper()
+	ctx := testCtx(t)
+	var conv, sender []int64
+	var id, body []string
+	for _, s := range sends {
+		conv, sender, id, body = append(conv, s.conv), append(sender, s.sender), append(id, s.id), append(body, s.body)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, `SELECT o_status, o_seq, o_sender, o_body, o_at
+		FROM chat_send_batch($1::bigint[], $2::bigint[], $3::uuid[], $4::text[])`, conv, sender, id, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []batchOutcome
+	for rows.Next() {
+		var o batchOutcome
+		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(sends) {
+		t.Fatalf("%d outcomes for %d sends", len(out), len(sends))
+	}
+	return out
+}
+
+// TestSendBatchFunctionDecidesLikeTheSequentialModel feeds random batches
+// (unknown conversations, non-members, resends, other senders' clientMsgIds,
+// repeats within a batch) to chat_send_batch and checks every outcome, and
+// then every table, against sends applied one at a time in arrival order.
+func TestSendBatchFunctionDecidesLikeTheSequentialModel(t *testing.T) {
+	st, pool := newStore(t)
+	members := map[int64]map[int64]bool{}
+	var convs []int64
+	for _, m := range [][]int64{{1, 2}, {2, 3}, {1, 3, 4}} {
+		c := mustGroup(t, st, m[0], m[1:]...)
+		convs = append(convs, c.ID)
+		members[c.ID] = map[int64]bool{}
+		for _, u := range m {
+			members[c.ID][u] = true
+		}
+	}
+	const missing = 999999
+	type stored struct {
+		seq, sender int64
+		body        string
+	}
+	lastSeq := map[int64]int64{}
+	msgs := map[int64]map[string]stored{}
+	for _, c := range convs {
+		msgs[c] = map[string]stored{}
+	}
+	readUpTo := map[[2]int64]int64{}
+	var ids []string
+	bodies := []string{"hi", `quote " and \ backslash`, "<b>&amp;</b>", "emoji 🎉 and ü", "line\nbreak\ttab", "ctl \x01\x1f", "sep \u2028\u2029", "x"}
+	rng := rand.New(rand.NewPCG(8, 7))
+	newMessages := 0
+	for round := 0; round < 150; round++ {
+		n := 1 + rng.IntN(20)
+		var sends []batchSend
+		for i := 0; i < n; i++ {
+			s := batchSend{conv: convs[rng.IntN(len(convs))], sender: 1 + rng.Int64N(4), body: bodies[rng.IntN(len(bodies))]}
+			if rng.IntN(30) == 0 {
+				s.conv = missing
+			}
+			if len(ids) > 0 && rng.IntN(3) == 0 {
+				s.id = ids[rng.IntN(len(ids))]
+			} else {
+				s.id = uuid.NewString()
+				ids = append(ids, s.id)
+			}
+			sends = append(sends, s)
+		}
+		out := callSendBatch(t, pool, sends)
+		for i, s := range sends {
+			o := out[i]
+			var want int16
+			var w stored
+			switch {
+			case s.conv == missing:
+				want = 4
+			case !members[s.conv][s.sender]:
+				want = 3
+			default:
+				if prev, ok := msgs[s.conv][s.id]; ok {
+					want, w = 1, prev
+					if prev.sender != s.sender {
+						want = 2
+					}
+				} else {
+					lastSeq[s.conv]++
+					w = stored{seq: lastSeq[s.conv], sender: s.sender, body: s.body}
+					msgs[s.conv][s.id] = w
+					k := [2]int64{s.conv, s.sender}
+					readUpTo[k] = max(readUpTo[k], w.seq)
+					newMessages++
+				}
+			}
+			if o.status != want {
+				t.Fatalf("round %d send %d %+v: status %d, want %d", round, i, s, o.status, want)
+			}
+			switch want {
+			case 0:
+				if o.seq == nil || *o.seq != w.seq || o.at == nil || o.body != nil {
+					t.Fatalf("round %d send %d: new message outcome %+v, want seq %d, a time and no body", round, i, o, w.seq)
+				}
+			case 1:
+				if o.seq == nil || *o.seq != w.seq || o.sender == nil || *o.sender != w.sender || o.body == nil || *o.body != w.body || o.at == nil {
+					t.Fatalf("round %d send %d: duplicate outcome %+v, want %+v", round, i, o, w)
+				}
+			}
+		}
+	}
+	if newMessages < 500 {
+		t.Fatalf("only %d new messages: the model test exercised too little", newMessages)
+	}
+
+	for _, c := range convs {
+		if got := queryInt(t, pool, "SELECT last_seq FROM conversation WHERE id = $1", c); got != lastSeq[c] {
+			t.Fatalf("conversation %d: last_seq %d, want %d", c, got, lastSeq[c])
+		}
+		rows, err := pool.Query(testCtx(t), `SELECT seq, sender_id, client_msg_id::text, body FROM message WHERE conversation_id = $1 ORDER BY seq`, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for rows.Next() {
+			var seq, sender int64
+			var id, body string
+			if err := rows.Scan(&seq, &sender, &id, &body); err != nil {
+				t.Fatal(err)
+			}
+			n++
+			if w, ok := msgs[c][id]; !ok || seq != n || w != (stored{seq: seq, sender: sender, body: body}) {
+				t.Fatalf("conversation %d row %d: seq %d sender %d id %s body %q, model %+v", c, n, seq, sender, id, body, w)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n != lastSeq[c] {
+			t.Fatalf("conversation %d: %d rows, want %d", c, n, lastSeq[c])
+		}
+		for u := range members[c] {
+			if got := queryInt(t, pool, "SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = $2", c, u); got != readUpTo[[2]int64{c, u}] {
+				t.Fatalf("conversation %d user %d: last_read_seq %d, want %d", c, u, got, readUpTo[[2]int64{c, u}])
+			}
+		}
+	}
+
+	// Every new message has exactly one outbox row, in seq order, whose
+	// payload is what chatd's own encoder makes of the committed message.
+	rows, err := pool.Query(testCtx(t), `
+		SELECT m.conversation_id, m.seq, m.sender_id, m.client_msg_id::text, m.body, m.created_at,
+		       (SELECT count(*) FROM outbox o WHERE o.payload->>'type' = 'message.new'
+		           AND (o.payload->>'conversationId')::bigint = m.conversation_id AND (o.payload->>'seq')::bigint = m.seq),
+		       (SELECT o.payload::text FROM outbox o WHERE o.payload->>'type' = 'message.new'
+		           AND (o.payload->>'conversationId')::bigint = m.conversation_id AND (o.payload->>'seq')::bigint = m.seq LIMIT 1),
+		       (SELECT o.msg_key FROM outbox o WHERE o.payload->>'type' = 'message.new'
+		           AND (o.payload->>'conversationId')::bigint = m.conversation_id AND (o.payload->>'seq')::bigint = m.seq LIMIT 1)
+		FROM message m ORDER BY m.conversation_id, m.seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		msg     chat.Message
+		n       int64
+		payload string
+		key     string
+	}
+	var all []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.msg.ConversationID, &r.msg.Seq, &r.msg.SenderID, &r.msg.ClientMsgID, &r.msg.Body, &r.msg.CreatedAt, &r.n, &r.payload, &r.key); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != newMessages {
+		t.Fatalf("%d messages, want %d", len(all), newMessages)
+	}
+	for _, r := range all {
+		if r.n != 1 || r.key != fmt.Sprint(r.msg.ConversationID) {
+			t.Fatalf("message %d/%d: %d outbox rows, key %q", r.msg.ConversationID, r.msg.Seq, r.n, r.key)
+		}
+		samePayload(t, pool, r.payload, r.msg)
+	}
+	if got := queryInt(t, pool, `SELECT count(*) FROM outbox WHERE payload->>'type' = 'message.new'`); got != int64(newMessages) {
+		t.Fatalf("%d message.new outbox rows, want %d", got, newMessages)
+	}
+	// Outbox ids follow seq within a conversation.
+	if bad := queryInt(t, pool, `SELECT count(*) FROM (
+			SELECT (payload->>'seq')::bigint - lag((payload->>'seq')::bigint) OVER (PARTITION BY msg_key ORDER BY id) AS step
+			FROM outbox WHERE payload->>'type' = 'message.new') s WHERE step <> 1`); bad != 0 {
+		t.Fatalf("%d outbox rows out of seq order", bad)
+	}
+}
+
+// samePayload checks an outbox payload against Go's encoding of msg as
+// message.new, both as JSON values (jsonb equality) and createdAt as the
+// exact string Go writes for the time in UTC.
+func samePayload(t *testing.T, pool *pgxpool.Pool, payload string, msg chat.Message) {
+	t.Helper()
+	msg.CreatedAt = msg.CreatedAt.UTC()
+	want, err := json.Marshal(chat.MessageEvent(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var equal bool
+	if err := pool.QueryRow(testCtx(t), `SELECT $1::jsonb = $2::jsonb`, payload, string(want)).Scan(&equal); err != nil {
+		t.Fatal(err)
+	}
+	if !equal {
+		t.Fatalf("outbox payload\n  %s\nGo encodes\n  %s", payload, want)
+	}
+}
+
+// TestSendBatchFunctionWritesCreatedAtAsGoDoes pins message times (a
+// conversation's last message time in the future wins over the clock) to
+// fractions Go writes differently: none, trailing zeros, all six digits.
+func TestSendBatchFunctionWritesCreatedAtAsGoDoes(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	for i, frac := range []string{"", ".000001", ".1", ".12", ".1234", ".123456", ".999999", ".5"} {
+		at := fmt.Sprintf("2031-05-06T07:08:%02d%s+00:00", 10+i, frac)
+		if _, err := pool.Exec(testCtx(t), `UPDATE conversation SET last_message_at = $2::timestamptz WHERE id = $1`, c.ID, at); err != nil {
+			t.Fatal(err)
+		}
+		id := uuid.NewString()
+		out := callSendBatch(t, pool, []batchSend{{conv: c.ID, sender: 1, id: id, body: "pinned"}})
+		if out[0].status != 0 || out[0].at == nil {
+			t.Fatalf("%s: outcome %+v", at, out[0])
+		}
+		var payload, createdAt string
+		if err := pool.QueryRow(testCtx(t), `SELECT payload::text, payload->>'createdAt' FROM outbox
+			WHERE payload->>'clientMsgId' = $1`, id).Scan(&payload, &createdAt); err != nil {
+			t.Fatal(err)
+		}
+		goText, err := out[0].at.UTC().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if `"`+createdAt+`"` != string(goText) {
+			t.Fatalf("createdAt %s, Go writes %s", createdAt, goText)
+		}
+		samePayload(t, pool, payload, chat.Message{ConversationID: c.ID, Seq: *out[0].seq, SenderID: 1, ClientMsgID: id, Body: "pinned", CreatedAt: *out[0].at})
+	}
+}
