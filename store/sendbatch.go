@@ -16,8 +16,9 @@ import (
 // trip whatever the batch size: BEGIN, the deferred relay wake-up, a call of
 // chat_send_batch (migrations/0007: it locks the batch's conversations in id
 // order, decides every send's outcome with set-based SQL and writes
-// messages, last_seq, sender watermarks and outbox rows), COMMIT and the
-// relay's wake-up, pipelined. Each round trip wakes both PostgreSQL and
+// messages, last_seq, sender watermarks and outbox rows) and COMMIT,
+// pipelined. The relay is woken afterwards, off the senders' path
+// (relayWaker). Each round trip wakes both PostgreSQL and
 // this process; on an idle server that, not the SQL, is most of a lone
 // send's latency.
 //
@@ -67,9 +68,8 @@ func sendBatchTx(ctx context.Context, conn *pgx.Conn, reqs []*sendReq, conv, sen
 	b.Queue(`SELECT o_status, o_seq, o_sender, o_body, o_at FROM chat_send_batch($1::bigint[], $2::bigint[], $3::uuid[], $4::text[])`,
 		conv, sender, id, body)
 	b.Queue(`COMMIT`)
-	b.Queue(notifyOutboxSQL)
 	br := conn.SendBatch(ctx, b)
-	defer func() { _ = br.Close() }() // a failed wake-up after COMMIT only delays the relay
+	defer func() { _ = br.Close() }()
 	for range 2 {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -162,10 +162,13 @@ type batcher struct {
 	maxBatch int
 	stop     chan struct{}
 	done     chan struct{}
+	// wake asks relayWaker for a relay wake-up; one pending request
+	// stands for any number of batches.
+	wake chan struct{}
 }
 
 func newBatcher(s *Store) *batcher {
-	b := &batcher{s: s, maxBatch: s.maxBatch, stop: make(chan struct{}), done: make(chan struct{})}
+	b := &batcher{s: s, maxBatch: s.maxBatch, stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	n := max(1, s.flushers)
 	per := max(1024, 8192/n)
 	for i := 0; i < n; i++ {
@@ -191,6 +194,9 @@ type BatchStats struct {
 
 func (b *batcher) run() {
 	defer close(b.done)
+	flushed, wakerDone := make(chan struct{}), make(chan struct{})
+	go b.relayWaker(flushed, wakerDone)
+	defer func() { close(flushed); <-wakerDone }()
 	finished := make(chan struct{}, len(b.queues))
 	for _, q := range b.queues {
 		go func() {
@@ -219,6 +225,38 @@ func (b *batcher) run() {
 	}
 	for range b.queues {
 		<-finished
+	}
+}
+
+// relayWaker wakes the outbox relay after batches commit new messages. It
+// runs apart from the flushers so that neither a sender's PUBACK nor the
+// flusher's next batch waits for the wake-up's round trip (measured: the
+// pipelined pg_notify after COMMIT was part of every lone send's latency),
+// and batches that commit while a wake-up is under way share the next one.
+// It exits once the flushers have (flushed closed), after a last wake-up
+// if one is pending.
+func (b *batcher) relayWaker(flushed <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-b.wake:
+			b.s.wakeRelay()
+		case <-flushed:
+			select {
+			case <-b.wake:
+				b.s.wakeRelay()
+			default:
+			}
+			return
+		}
+	}
+}
+
+// wakeRelay asks relayWaker for a wake-up without waiting.
+func (b *batcher) wakeRelay() {
+	select {
+	case b.wake <- struct{}{}:
+	default: // one is pending already
 	}
 }
 
@@ -262,16 +300,22 @@ func (s *Store) flush(batch []*sendReq) {
 			s.batchCount.Add(1)
 			close(r.done)
 		}
+		s.batch.wakeRelay() // no harm if none committed
 		return
 	}
 	if err == nil && s.onCommit != nil {
 		s.notifyCommitted(live)
 	}
+	fresh := false
 	for _, r := range live {
 		if err != nil {
 			r.res, r.err = chat.SendResult{}, err
 		}
+		fresh = fresh || (r.err == nil && !r.res.Duplicate)
 		close(r.done)
+	}
+	if fresh {
+		s.batch.wakeRelay()
 	}
 }
 
