@@ -13,7 +13,9 @@
 #      transaction (/work/shared/reference, adapted to this schema) through
 #      pgbench against that same PostgreSQL; then one bare commit (pgbench,
 #      one client, a transaction that only commits);
-#   4. a single sender on the idle chatd: PUBACK p50 against the bare commit;
+#   4. a single sender on the idle chatd: PUBACK p50 against the bare commit,
+#      and its transaction alone (pgbench calling chat_send_batch as chatd
+#      does), which splits the difference into PostgreSQL's part and chatd's;
 #   5. per workload (WORKLOADS: mixed = half direct, half groups of 2-50;
 #      direct = one-to-one only), chatbench against chatd: CLIENTS clients,
 #      CONVERSATIONS conversations, QoS 1, BODY-byte bodies, as fast as
@@ -137,6 +139,15 @@ step "a single sender on an idle server: chatbench, 2 clients, 1 direct conversa
 jq -r "$J_LAT" "$WORK/lone.json"
 LONE_P50=$(jq '.ackLatencyMs.p50' "$WORK/lone.json")
 
+step "the lone sender's transaction alone: pgbench, 1 client, chat_send_batch with one message (the call chatd makes), 10s at 50/s"
+# Splits the lone sender's latency into PostgreSQL's part (this) and chatd's
+# (the rest); chatd wakes the relay apart from the send, hence the setting.
+read -r LONE_CONV LONE_USER < <("$(command -v psql || echo "$PGBIN/psql")" "$DBURL" -Atc "SELECT conversation_id, user_id FROM conversation_member ORDER BY conversation_id DESC, user_id LIMIT 1" | tr '|' ' ')
+printf "SELECT * FROM chat_send_batch(ARRAY[%s]::bigint[], ARRAY[%s]::bigint[], ARRAY[gen_random_uuid()], ARRAY[repeat('x', %s)]);\n" \
+	"$LONE_CONV" "$LONE_USER" "$BODY" >"$WORK/sendtx.sql"
+PGOPTIONS="-c chat.defer_notify=on" "$PGBENCH" -n -M prepared -f "$WORK/sendtx.sql" -c 1 -R 50 -T 10 "$DBURL" 2>&1 | tee "$WORK/sendtx.txt" | grep -E "latency average|tps ="
+SENDTX_MS=$(awk '/latency average/ {print $4}' "$WORK/sendtx.txt")
+
 for WL in $WORKLOADS; do
 	WARGS=$(workload_args "$WL")
 	step "[$WL] chatbench against chatd: as fast as PUBACKs allow, $DURATION"
@@ -175,6 +186,7 @@ step "ratios"
 	printf "pgbench (seed send transaction, %s clients)   %8.0f tps\n" "$PGBENCH_CLIENTS" "$PGBENCH_TPS"
 	printf "one bare commit, back to back (pgbench)        %8.3f ms\n" "$(awk '/latency average/ {print $4}' "$WORK/commit-b2b.txt")"
 	printf "one bare commit at 50/s (pgbench -R 50)        %8.3f ms\n" "$COMMIT_MS"
+	printf "lone sender's transaction alone at 50/s        %8.3f ms   (%+.3f ms over a bare commit at 50/s)\n" "$SENDTX_MS" "$(awk -v a="$SENDTX_MS" -v b="$COMMIT_MS" 'BEGIN {print a - b}')"
 	printf "lone sender, PUBACK p50 (50 msgs/s)            %8.3f ms   (%+.3f ms over a bare commit at 50/s)\n" "$LONE_P50" "$(awk -v a="$LONE_P50" -v b="$COMMIT_MS" 'BEGIN {print a - b}')"
 	for WL in $WORKLOADS; do
 		jq -rn --slurpfile c "$WORK/chatd-$WL.json" --slurpfile h "$WORK/chatd-$WL-half.json" --slurpfile p "$WORK/plain-$WL.json" --arg wl "$WL" --argjson pt "$PGBENCH_TPS" '
