@@ -113,8 +113,8 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	const flushers = 4
 	sendCfg := pool.Config()
 	sendCfg.MaxConns, sendCfg.MinConns = flushers+1, 0
-	// Cached plans: the batch transaction pins them to key lookups
-	// (store.sendTxSetupSQL), so planning every statement is wasted work.
+	// A batch is one call of chat_send_batch, which caches its own
+	// statements' plans; the call itself needs no planning each time.
 	sendCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
 	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
 		return nil, fmt.Errorf("open send pool: %w", err)

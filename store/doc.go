@@ -38,14 +38,16 @@
 //
 //   - Pools plan every execution (plan_cache_mode=force_custom_plan): a
 //     generic plan cached on a fresh, unanalyzed database scans whole tables
-//     for the rest of the connection's life. The group-commit pool keeps
-//     cached plans and pins them to nested loops over key lookups instead
-//     (keyLookupTxSQL); its statements are all per-element lookups.
+//     for the rest of the connection's life. chat_send_batch, whose
+//     statements are all per-element key lookups written as LATERAL ...
+//     LIMIT 1, caches generic plans instead: planning them on each call
+//     took 0.9 ms of a 1.5 ms call.
 //   - Hot writers (send batches, receipt batches) silence the outbox
 //     trigger's NOTIFY for their transaction and wake the relay after
 //     COMMIT (migration 0006): a NOTIFY inside a writing transaction holds
 //     PostgreSQL's global notify lock through the WAL flush and serialises
-//     every such commit.
+//     every such commit. Send batches leave the wake-up to one goroutine
+//     of the batcher (relayWaker), off the PUBACK's path.
 //   - Delivered-watermark batches hold member rows, which sends also lock,
 //     for one round trip: what moves and the events are read first without
 //     locks (receipts.go).

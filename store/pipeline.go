@@ -10,14 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// keyLookupTxSQL starts a hot write transaction (a send batch, a delivered
-// batch): deferred relay wake-up, and plans pinned to nested loops over
-// primary-key lookups. Every statement of such a batch looks rows up by
-// key for each element of a small array; the send pool keeps PostgreSQL's
-// cached (generic) plans to save planning each statement of each batch,
-// and these settings keep a plan cached on a fresh, unanalyzed database
-// from being a sequential scan or hash join that stays wrong as the tables
-// grow.
+// keyLookupTxSQL starts a hot write transaction (a delivered batch):
+// deferred relay wake-up, and plans pinned to nested loops over primary-key
+// lookups. Every statement of such a batch looks rows up by key for each
+// element of a small array; should its plans be cached (a pool or database
+// URL that asks for cached plans), these settings keep a plan made on a
+// fresh, unanalyzed database from being a sequential scan or hash join that
+// stays wrong as the tables grow. Send batches are a call of
+// chat_send_batch, which caches its own plans and keeps them on the indexes
+// by the shape of its queries.
 const keyLookupTxSQL = `SELECT set_config('chat.defer_notify', 'on', true),
 	set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true)`
