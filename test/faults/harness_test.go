@@ -241,7 +241,9 @@ func chatdBinary(t testing.TB) string {
 type proc struct {
 	t        testing.TB
 	bin      string
+	vars     map[string]string // chatd's settings but its addresses
 	env      []string
+	started  bool // once, addresses are fixed: restarts keep them
 	MQTT     string
 	HTTP     string
 	cmd      *exec.Cmd
@@ -251,28 +253,59 @@ type proc struct {
 }
 
 func newProc(t testing.TB, url string, extra map[string]string) *proc {
-	p := &proc{t: t, bin: chatdBinary(t), MQTT: freeAddr(t), HTTP: freeAddr(t)}
-	env := map[string]string{
-		"CHAT_DATABASE_URL": url, "CHAT_MQTT_ADDR": p.MQTT, "CHAT_HTTP_ADDR": p.HTTP,
-		"CHAT_DATA_DIR": t.TempDir(), "CHAT_JWT_SECRET": testSecret, "CHAT_LOG_LEVEL": "error",
+	p := &proc{t: t, bin: chatdBinary(t)}
+	p.vars = map[string]string{
+		"CHAT_DATABASE_URL": url, "CHAT_DATA_DIR": t.TempDir(), "CHAT_JWT_SECRET": testSecret, "CHAT_LOG_LEVEL": "error",
 	}
 	for k, v := range noLimits {
-		env[k] = v
+		p.vars[k] = v
 	}
 	for k, v := range extra {
-		env[k] = v
+		p.vars[k] = v
 	}
-	p.env = os.Environ()
-	for k, v := range env {
-		p.env = append(p.env, k+"="+v)
-	}
+	p.pickAddrs()
 	t.Cleanup(p.kill)
 	return p
 }
 
-// start runs chatd and waits until it accepts MQTT connections.
+// pickAddrs chooses free loopback ports for MQTT and HTTP.
+func (p *proc) pickAddrs() {
+	p.MQTT, p.HTTP = freeAddr(p.t), freeAddr(p.t)
+	p.env = append(os.Environ(), "CHAT_MQTT_ADDR="+p.MQTT, "CHAT_HTTP_ADDR="+p.HTTP)
+	for k, v := range p.vars {
+		p.env = append(p.env, k+"="+v)
+	}
+}
+
+// start runs chatd and waits until it accepts MQTT connections. freeAddr's
+// port is free when picked, not when chatd binds it: another process of a
+// parallel test run can take it in between. chatd then exits on the bind,
+// and the first start tries new ports; a restart keeps its addresses (the
+// tests reconnect to them), so it fails.
 func (p *proc) start() {
 	p.t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := p.startOnce()
+		if err == nil {
+			p.started = true
+			return
+		}
+		if p.started || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			p.t.Fatal(err)
+		}
+		p.t.Logf("chatd start %d: %v; trying other ports", attempt, err)
+		p.pickAddrs()
+	}
+}
+
+// startOnce starts chatd once. It counts chatd as up only when the chatd
+// it started has the MQTT port open and answers a CONNECT there: a probe
+// alone could reach another process that took the port.
+func (p *proc) startOnce() error {
+	p.t.Helper()
+	p.stderrMu.Lock()
+	p.stderr = nil
+	p.stderrMu.Unlock()
 	cmd := exec.Command(p.bin)
 	cmd.Env = p.env
 	errPipe, err := cmd.StderrPipe()
@@ -295,18 +328,72 @@ func (p *proc) start() {
 		_ = cmd.Wait()
 		close(exited)
 	}(p.exited)
-	waitFor(p.t, 60*time.Second, "chatd to accept MQTT connections", func() bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		select {
 		case <-p.exited:
-			p.t.Fatalf("chatd exited during start-up:\n%s", p.log())
+			p.cmd = nil
+			return fmt.Errorf("chatd exited during start-up:\n%s", p.log())
 		default:
 		}
-		c, _, err := mqtttest.Dial(p.MQTT, mqtttest.Options{Version: 5, ClientID: "probe-" + newID(), Password: token(p.t, 999999), Clean: true, ReadBuffer: 1})
-		if err == nil {
-			c.Disconnect()
+		if listening(cmd.Process.Pid, p.MQTT) {
+			c, _, err := mqtttest.Dial(p.MQTT, mqtttest.Options{Version: 5, ClientID: "probe-" + newID(), Password: token(p.t, 999999), Clean: true, ReadBuffer: 1})
+			if err == nil {
+				c.Disconnect()
+				return nil
+			}
 		}
-		return err == nil
-	})
+		if time.Now().After(deadline) {
+			p.t.Fatalf("chatd did not accept MQTT connections on %s within 60s:\n%s", p.MQTT, p.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// listening reports whether process pid holds a listening TCP socket on
+// addr's port: the socket's inode, from /proc/net/tcp{,6}, among the
+// process's file descriptors.
+func listening(pid int, addr string) bool {
+	_, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return false
+	}
+	sockets := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			// sl local_address rem_address st ... inode (field 10)
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			i := strings.LastIndexByte(f[1], ':')
+			if p, err := strconv.ParseUint(f[1][i+1:], 16, 16); err == nil && p == port {
+				sockets["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(sockets) == 0 {
+		return false
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && sockets[link] {
+			return true
+		}
+	}
+	return false
 }
 
 // kill sends SIGKILL (no shutdown code runs) and waits for the exit.
