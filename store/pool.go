@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -40,6 +42,19 @@ func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOptio
 	// 0007).
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
+	// Times leave the store in UTC whatever the host's zone, so every
+	// createdAt, lastSeen and joinedAt a client sees reads "...Z", as
+	// docs/events.md shows and as chat_send_batch writes message.new into
+	// the outbox; pgx's default is the host's local zone.
+	prev := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		if prev != nil {
+			return prev(ctx, c)
+		}
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

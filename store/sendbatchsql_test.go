@@ -296,3 +296,20 @@ func TestSendBatchFunctionWritesCreatedAtAsGoDoes(t *testing.T) {
 		samePayload(t, pool, payload, chat.Message{ConversationID: c.ID, Seq: *out[0].seq, SenderID: 1, ClientMsgID: id, Body: "pinned", CreatedAt: *out[0].at})
 	}
 }
+
+// Go encodes a time in the host's zone; times leave the store in UTC so
+// that events read "...Z" on any host, as the outbox payloads do.
+func TestTimesLeaveTheStoreInUTC(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	if m := mustSend(t, st, c.ID, 1, "when"); m.CreatedAt.Location() != time.UTC {
+		t.Fatalf("send result createdAt in %v, want UTC", m.CreatedAt.Location())
+	}
+	var at time.Time
+	if err := pool.QueryRow(testCtx(t), `SELECT now()`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	if at.Location() != time.UTC {
+		t.Fatalf("scanned timestamptz in %v, want UTC", at.Location())
+	}
+}
