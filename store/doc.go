@@ -30,9 +30,13 @@
 // pipelined. It locks its conversation rows in id order and its member rows
 // in key order, the order every other writer uses, so batches never
 // deadlock. With a commit hook the batch hands message.new to the notifier
-// in commit order. chat_send_batch builds message.new outbox payloads in
-// SQL, as chat.MessageEvent encodes them (createdAt in UTC); a test holds
-// the two encodings equal.
+// in commit order. The batch's deadline, its most impatient caller's, is
+// enforced by PostgreSQL (statement_timeout on the call) and chatd waits
+// for the answer: the COMMIT is already in the pipeline, so a cancel from
+// chatd's side could lose the race against it and a send answered
+// "unavailable" would commit anyway. chat_send_batch builds message.new
+// outbox payloads in SQL, as chat.MessageEvent encodes them (createdAt in
+// UTC); a test holds the two encodings equal.
 //
 // Performance rules, each measured (docs/benchmarks.md):
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,14 @@ import (
 // conversation fails (or answers) alone while the rest commit. Within a
 // conversation seqs follow the batch's order, which is arrival order.
 // It returns an error only for a failure of the whole transaction.
-func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
+//
+// PostgreSQL itself enforces deadline (statement_timeout on the call),
+// and ctx should allow a little longer: the COMMIT travels in the same
+// pipeline as the call, so a batch cancelled from this side could still
+// commit after its callers were told "unavailable" (a cancel request
+// races the lock it waits for). Reading PostgreSQL's own answer gives each
+// caller the real outcome.
+func (s *Store) commitBatch(ctx context.Context, deadline time.Time, reqs []*sendReq) error {
 	conv := make([]int64, len(reqs))
 	sender := make([]int64, len(reqs))
 	id := make([]string, len(reqs))
@@ -43,7 +51,11 @@ func (s *Store) commitBatch(ctx context.Context, reqs []*sendReq) error {
 		return classify("send", fmt.Errorf("acquire connection: %w", err))
 	}
 	defer conn.Release()
-	if err := sendBatchTx(ctx, conn.Conn(), reqs, conv, sender, id, body); err != nil {
+	remaining := time.Until(deadline).Milliseconds()
+	if remaining < 1 {
+		return chat.Unavailable("send", context.DeadlineExceeded)
+	}
+	if err := sendBatchTx(ctx, conn.Conn(), remaining, reqs, conv, sender, id, body); err != nil {
 		endOpenTx(conn.Conn())
 		return classify("send", err)
 	}
@@ -61,10 +73,13 @@ const (
 
 // sendBatchTx runs the batch's transaction as one pipeline and fills in each
 // request's outcome.
-func sendBatchTx(ctx context.Context, conn *pgx.Conn, reqs []*sendReq, conv, sender []int64, id, body []string) error {
+func sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis int64, reqs []*sendReq, conv, sender []int64, id, body []string) error {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-	b.Queue(deferNotifySQL) // the function pins its own plans
+	// The relay is woken after COMMIT (relayWaker); the call must end by
+	// the batch's deadline.
+	b.Queue(`SELECT set_config('chat.defer_notify', 'on', true), set_config('statement_timeout', $1, true)`,
+		strconv.FormatInt(timeoutMillis, 10))
 	b.Queue(`SELECT o_status, o_seq, o_sender, o_body, o_at FROM chat_send_batch($1::bigint[], $2::bigint[], $3::uuid[], $4::text[])`,
 		conv, sender, id, body)
 	b.Queue(`COMMIT`)
@@ -132,6 +147,12 @@ func sendBatchTx(ctx context.Context, conn *pgx.Conn, reqs []*sendReq, conv, sen
 	}
 	return nil
 }
+
+// batchAnswerGrace is how long past a batch's deadline chatd waits for
+// PostgreSQL's answer (a cancelled call's error, or a COMMIT that got in
+// first) before it gives up on the connection. Only then is an outcome
+// unknown, as with any COMMIT lost with its connection.
+const batchAnswerGrace = 2 * time.Second
 
 // sendReq is one queued send and, once its batch is done, its outcome.
 type sendReq struct {
@@ -283,16 +304,17 @@ func (s *Store) flush(batch []*sendReq) {
 		return
 	}
 	// The batch must not outlive its most impatient caller: a send that
-	// was answered "unavailable" must not commit afterwards.
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// was answered "unavailable" must not commit afterwards. PostgreSQL
+	// enforces the deadline; the grace is for its answer to arrive.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(batchAnswerGrace))
 	defer cancel()
-	err := s.commitBatch(ctx, live)
+	err := s.commitBatch(ctx, deadline, live)
 	s.batchCount.Add(1)
 	s.batchMsgs.Add(int64(len(live)))
 	if err != nil && len(live) > 1 && !errors.Is(err, chat.ErrUnavailable) {
 		for _, r := range live {
 			r.res, r.err = chat.SendResult{}, nil
-			if e := s.commitBatch(ctx, []*sendReq{r}); e != nil {
+			if e := s.commitBatch(ctx, deadline, []*sendReq{r}); e != nil {
 				r.err = e
 			} else if s.onCommit != nil {
 				s.notifyCommitted([]*sendReq{r})

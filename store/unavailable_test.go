@@ -137,3 +137,51 @@ func TestTerminatedConnectionIsUnavailable(t *testing.T) {
 		t.Fatalf("retry got seq %d, want 1", m.Seq)
 	}
 }
+
+// A send whose conversation lock is released around its deadline either
+// commits and says so, or fails as unavailable and leaves nothing: never
+// "unavailable" for a message that is in the database. The lock is
+// released at a range of moments around the deadline, which is where a
+// cancel from chatd's side raced the COMMIT already in the pipeline.
+func TestSendNearItsDeadlineReportsWhatPostgreSQLDid(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	conv := mustGroup(t, st, 1, 2)
+	const wait = 200 * time.Millisecond
+	committed, failed := 0, 0
+	for i := 0; i < 30; i++ {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
+			t.Fatal(err)
+		}
+		req := sendReq(conv.ID, 1, "near the deadline")
+		short, cancel := context.WithTimeout(ctx, wait)
+		done := make(chan error, 1)
+		go func() {
+			_, err := st.Send(short, req)
+			done <- err
+		}()
+		// The timing is the test: release the lock between 10 ms before
+		// and 19 ms after the sender's deadline.
+		time.Sleep(wait - 10*time.Millisecond + time.Duration(i)*time.Millisecond)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = <-done
+		cancel()
+		stored := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND client_msg_id = $2`, conv.ID, req.ClientMsgID)
+		switch {
+		case err == nil && stored == 1:
+			committed++
+		case errors.Is(err, chat.ErrUnavailable) && stored == 0:
+			failed++
+		default:
+			t.Fatalf("release %d ms after the deadline: send returned %v, message stored %d times", i-10, err, stored)
+		}
+	}
+	t.Logf("%d committed, %d unavailable", committed, failed)
+}
