@@ -26,6 +26,7 @@
 -- The outbox payload is message.new exactly as chatd encodes it (see
 -- chat.MessageEvent); createdAt is RFC 3339 in UTC with trailing zeros of
 -- the fraction dropped, as Go's time.Time encodes a UTC time.
+
 -- chat_rfc3339 writes a time the way Go's time.Time encodes a UTC time in
 -- JSON: RFC 3339, trailing zeros of the fraction dropped, "Z".
 CREATE OR REPLACE FUNCTION chat_rfc3339(t timestamptz) RETURNS text

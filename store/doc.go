@@ -19,7 +19,7 @@
 // its outcome is unknown: every write here is safe to retry (Send by
 // clientMsgId; MarkRead and membership changes are idempotent).
 //
-// Send is group-committed (sendbatch.go): sends that arrive while
+// Send is group-committed (batcher.go, sendbatch.go): sends that arrive while
 // transactions are in flight share one transaction, each with its own
 // outcome. Each flusher owns the conversations whose id falls in its share
 // (id mod flushers) and has its own queue, so concurrent batches never want
