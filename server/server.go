@@ -125,6 +125,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	st2 := store.New(pool, limits, store.WithBatching(256, flushers), store.WithSendPool(s.sendPool),
 		store.WithCommitHook(func(ev chat.Event) { notifier(ev) }))
 	s.store = st2
+	s.Registry.MustRegister(newSendBatchCollector(st2.BatchStats))
 	sessions := store.NewSessions(pool)
 	s.Hub = delivery.NewHub(sessions, st2, delivery.Options{
 		Window:     st.MaxInflight,

@@ -145,12 +145,17 @@ func (s *Store) sendBatched(ctx context.Context, req chat.SendRequest) (chat.Sen
 		return chat.SendResult{}, chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
 	}
 	s.batchOnce.Do(func() {
-		s.batch = newBatcher(s)
-		go s.batch.run()
+		b := newBatcher(s)
+		s.batch.Store(b)
+		go b.run()
 	})
+	b := s.batch.Load()
+	if b == nil { // Close came first
+		return chat.SendResult{}, chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+	}
 	r := &sendReq{ctx: ctx, req: req, done: make(chan struct{})}
 	select {
-	case s.batch.queueOf(req.ConversationID) <- r:
+	case b.queueOf(req.ConversationID) <- r:
 	case <-ctx.Done():
 		return chat.SendResult{}, chat.Unavailable("send", ctx.Err())
 	}

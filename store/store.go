@@ -31,7 +31,7 @@ type Store struct {
 	flushers     int
 	batchTimeout time.Duration
 	batchOnce    sync.Once
-	batch        *batcher
+	batch        atomic.Pointer[batcher] // set once by batchOnce; nil after Close without sends
 	closed       atomic.Bool
 	batchCount   atomic.Int64
 	batchMsgs    atomic.Int64
@@ -93,8 +93,8 @@ func New(pool *pgxpool.Pool, limits chat.Limits, opts ...Option) *Store {
 // they carried.
 func (s *Store) BatchStats() BatchStats {
 	st := BatchStats{Batches: s.batchCount.Load(), Messages: s.batchMsgs.Load()}
-	if s.batch != nil {
-		for _, q := range s.batch.queues {
+	if b := s.batch.Load(); b != nil {
+		for _, q := range b.queues {
 			st.Queued += len(q)
 		}
 	}
@@ -103,16 +103,24 @@ func (s *Store) BatchStats() BatchStats {
 
 // Close stops group commit; sends still queued fail as unavailable.
 func (s *Store) Close(ctx context.Context) error {
-	if !s.closed.CompareAndSwap(false, true) || s.batch == nil {
+	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	close(s.batch.stop)
+	// Using up the Once means no batcher starts after this point, and
+	// one that a concurrent first send is starting is started when Do
+	// returns.
+	s.batchOnce.Do(func() {})
+	b := s.batch.Load()
+	if b == nil {
+		return nil
+	}
+	close(b.stop)
 	select {
-	case <-s.batch.done:
+	case <-b.done:
 	case <-ctx.Done():
 		return fmt.Errorf("stop send batcher: %w", ctx.Err())
 	}
-	for _, q := range s.batch.queues {
+	for _, q := range b.queues {
 	drain:
 		for {
 			select {
