@@ -20,12 +20,16 @@
 // clientMsgId; MarkRead and membership changes are idempotent).
 //
 // Send is group-committed (batcher.go, sendbatch.go): sends that arrive while
-// transactions are in flight share one transaction, each with its own
-// outcome. Each flusher owns the conversations whose id falls in its share
-// (id mod flushers) and has its own queue, so concurrent batches never want
-// the same conversation row; seqs within a conversation follow arrival
+// a transaction is in flight share the next one, each with its own
+// outcome. One goroutine owns the waiting sends: a batch starts at once when
+// no transaction is in flight, and beside those in flight only when the
+// newest has run for 10 ms (it waits for a lock or a disk, or the load needs
+// overlapping transactions) or a full batch waits. A batch never takes a
+// conversation that a batch in flight holds, so concurrent batches never
+// want the same conversation row, a conversation locked by something else
+// stalls only its own sends, and seqs within a conversation follow arrival
 // order. A batch is one round trip: BEGIN, a call of the SQL function
-// chat_send_batch (migrations/0007: it locks, decides every send's outcome
+// chat_send_batch (migrations/0007, 0008: it locks, decides every send's outcome
 // with set-based SQL after the locks are granted, and writes) and COMMIT,
 // pipelined. It locks its conversation rows in id order and its member rows
 // in key order, the order every other writer uses, so batches never

@@ -155,7 +155,7 @@ func (s *Store) sendBatched(ctx context.Context, req chat.SendRequest) (chat.Sen
 	}
 	r := &sendReq{ctx: ctx, req: req, done: make(chan struct{})}
 	select {
-	case b.queueOf(req.ConversationID) <- r:
+	case b.intake <- r:
 	case <-ctx.Done():
 		return chat.SendResult{}, chat.Unavailable("send", ctx.Err())
 	}

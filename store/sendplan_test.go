@@ -98,8 +98,8 @@ func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
 	}
 }
 
-func TestSendIsNotHeldUpByALockedConversationOfAnotherFlusher(t *testing.T) {
-	st, pool := newStore(t) // four flushers, conversations spread by id
+func TestSendIsNotHeldUpByAnotherConversationsLockedRow(t *testing.T) {
+	st, pool := newStore(t) // up to four transactions in flight
 	var convs []chat.Conversation
 	for i := 0; i < 8; i++ {
 		convs = append(convs, mustGroup(t, st, 1, 2))
@@ -131,10 +131,7 @@ func TestSendIsNotHeldUpByALockedConversationOfAnotherFlusher(t *testing.T) {
 	// ...and nobody else's.
 	var others sync.WaitGroup
 	start := time.Now()
-	for _, c := range convs {
-		if c.ID%4 == stuck.ID%4 {
-			continue // shares the stuck conversation's flusher
-		}
+	for _, c := range convs[1:] {
 		for i := 0; i < 5; i++ {
 			others.Add(1)
 			go func() {
@@ -148,7 +145,7 @@ func TestSendIsNotHeldUpByALockedConversationOfAnotherFlusher(t *testing.T) {
 		}
 	}
 	others.Wait()
-	t.Logf("sends to other flushers' conversations committed in %v while one conversation was locked", time.Since(start))
+	t.Logf("sends to other conversations committed in %v while one conversation was locked", time.Since(start))
 	if err := tx.Rollback(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,8 @@ var _ chat.Store = (*Store)(nil)
 type Option func(*Store)
 
 // WithBatching sets the group-commit limits: at most maxBatch sends per
-// transaction and flushers transactions in flight. flushers <= 0 disables
+// transaction and at most flushers transactions in flight (more than one
+// only while one is slow: see batcher). flushers <= 0 disables
 // group commit (one transaction per send).
 func WithBatching(maxBatch, flushers int) Option {
 	return func(s *Store) {
@@ -94,9 +95,7 @@ func New(pool *pgxpool.Pool, limits chat.Limits, opts ...Option) *Store {
 func (s *Store) BatchStats() BatchStats {
 	st := BatchStats{Batches: s.batchCount.Load(), Messages: s.batchMsgs.Load()}
 	if b := s.batch.Load(); b != nil {
-		for _, q := range b.queues {
-			st.Queued += len(q)
-		}
+		st.Queued = len(b.intake) + int(b.waiting.Load())
 	}
 	return st
 }
@@ -120,16 +119,14 @@ func (s *Store) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stop send batcher: %w", ctx.Err())
 	}
-	for _, q := range b.queues {
-	drain:
-		for {
-			select {
-			case r := <-q:
-				r.err = chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
-				close(r.done)
-			default:
-				break drain
-			}
+drain:
+	for {
+		select {
+		case r := <-b.intake:
+			r.err = chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+			close(r.done)
+		default:
+			break drain
 		}
 	}
 	return nil
