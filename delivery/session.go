@@ -174,11 +174,15 @@ func (s *Session) run() {
 		case it := <-s.in:
 			s.accept(it)
 			s.drainIn()
+			s.noteFull()
 			s.drainAcks()
 		case id := <-s.acks:
+			// Items that came with the PUBACKs count as waiting before
+			// the window opened (noteFull), whichever arrived first.
+			s.drainIn()
+			s.noteFull()
 			s.onAck(id)
 			s.drainAcks()
-			s.drainIn()
 		case <-s.resyncCh:
 			s.doResync()
 		case now := <-tick.C:
@@ -195,6 +199,15 @@ func (s *Session) run() {
 				return
 			}
 		}
+	}
+}
+
+// noteFull marks a full window with items waiting as fallen behind, as
+// pump does when the window fills while items wait: items that arrive
+// after it filled must not be released one per PUBACK either.
+func (s *Session) noteFull() {
+	if len(s.pending) > 0 && len(s.inflight) >= s.hub.opts.Window {
+		s.windowFull = true
 	}
 }
 

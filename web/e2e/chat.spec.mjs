@@ -303,7 +303,9 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
     for (let i = 1; i <= 5; i++) await sendVia(402, cid, `while away ${i}`);
     await send(a.page, 'written offline');
-    assert.deepEqual((await seqs(a.page)).at(-1), [null, 'sending']);
+    // The pending bubble renders once the client has queued the send
+    // (asynchronously: a loaded CI machine showed the list before it).
+    await eventually(async () => assert.deepEqual((await seqs(a.page)).at(-1), [null, 'sending']));
     await a.page.waitForTimeout(1500);
     proxy.restore();
     await online(a.page, 20000);
