@@ -80,6 +80,14 @@ for d in /usr/lib/postgresql/*/bin; do [ -x "$d/postgres" ] && PGBIN=$d; done
 } | tee "$WORK/machine.txt"
 
 step "start chatd (rate limits off)"
+# Another server on these ports would answer the readiness probe below in
+# chatd's place and every figure would be its.
+for addr in "$MQTT_ADDR" "$HTTP_ADDR" "$PLAIN_ADDR"; do
+	if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+		echo "run.sh: something already listens on $addr (set MQTT_PORT, HTTP_PORT, PLAIN_PORT)" >&2
+		exit 1
+	fi
+done
 export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0
 CHAT_DATA_DIR="$WORK/data" CHAT_MQTT_ADDR="$MQTT_ADDR" CHAT_HTTP_ADDR="$HTTP_ADDR" CHAT_LOG_LEVEL=warn \
 	"$WORK/bin/chatd" >"$WORK/chatd.log" 2>&1 &

@@ -263,16 +263,19 @@ func TestDeliveredWatermarkIsBatchedMonotonicAndClamped(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var evs []chat.Event
-	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 200 * time.Millisecond,
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 500 * time.Millisecond,
 		Notify: func(ev chat.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }})
 	events := func() []chat.Event { mu.Lock(); defer mu.Unlock(); return append([]chat.Event(nil), evs...) }
 
+	// The first ack is flushed at once; the ones after it wait out the
+	// interval together.
+	r.Delivered(conv.ID, 1, 4) // the sender's own device: read already, no event
+	waitFor(t, "the first delivered flush", func() bool { return r.DeliveredFlushes() == 1 })
 	// Acks of one member arrive out of order and per device; one flush
 	// keeps the highest.
 	for _, seq := range []int64{1, 3, 2, 3} {
 		r.Delivered(conv.ID, 2, seq)
 	}
-	r.Delivered(conv.ID, 1, 4) // the sender's own device: read already, no event
 	waitFor(t, "delivered flush", func() bool { return member(t, st, conv.ID, 1, 2).LastDeliveredSeq == 3 })
 	if m := member(t, st, conv.ID, 1, 2); m.LastReadSeq != 0 {
 		t.Fatalf("delivery moved the read watermark: %+v", m)
