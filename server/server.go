@@ -108,11 +108,12 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	verifier := auth.NewVerifier(secret, pub)
 
 	limits := st.Limits()
-	// Group commit gets connections of its own (flushers + 1) so sends
-	// never wait behind history reads and delivery catch-up for the pool.
-	const flushers = 4
+	// Group commit gets connections of its own (one per transaction in
+	// flight, and one more) so sends never wait behind history reads and
+	// delivery catch-up for the pool.
+	const maxSendTxs = 4
 	sendCfg := pool.Config()
-	sendCfg.MaxConns, sendCfg.MinConns = flushers+1, 0
+	sendCfg.MaxConns, sendCfg.MinConns = maxSendTxs+1, 0
 	// A batch is one call of chat_send_batch, which caches its own
 	// statements' plans; the call itself needs no planning each time.
 	sendCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
@@ -122,7 +123,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	// Group commit notifies committed messages itself, in seq order, so the
 	// fan-out does not see the gaps that senders woken in any order make.
 	var notifier chat.NotifierFunc
-	st2 := store.New(pool, limits, store.WithBatching(256, flushers), store.WithSendPool(s.sendPool),
+	st2 := store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
 		store.WithCommitHook(func(ev chat.Event) { notifier(ev) }))
 	s.store = st2
 	s.Registry.MustRegister(newSendBatchCollector(st2.BatchStats))

@@ -18,8 +18,8 @@ const batchAnswerGrace = 2 * time.Second
 
 // sendReq is one queued send and, once its batch is done, its outcome.
 type sendReq struct {
-	// taken is set by the flusher before it looks at ctx: a caller whose
-	// ctx ends after that waits for the real outcome instead of guessing.
+	// taken is set by flush before it looks at ctx: a caller whose ctx
+	// ends after that waits for the real outcome instead of guessing.
 	taken atomic.Bool
 	ctx   context.Context
 	req   chat.SendRequest
@@ -51,8 +51,8 @@ const maxPendingSends = 8192
 // One goroutine (run) owns the waiting sends and decides when a batch
 // starts: at once when no transaction is in flight; beside the ones in
 // flight when the newest of them has run for batcherStuckAfter or a full
-// batch is waiting. Up to flushers transactions run at a time, each on a
-// worker goroutine. A batch takes the waiting sends in arrival order, except
+// batch is waiting. Up to maxInflight transactions run at a time, each on
+// a worker goroutine. A batch takes the waiting sends in arrival order, except
 // those of conversations that a batch in flight holds: two concurrent
 // batches never want the same conversation row, so they never wait for each
 // other's commit, and a conversation's sends commit in arrival order. A
@@ -73,7 +73,7 @@ type batcher struct {
 }
 
 func newBatcher(s *Store) *batcher {
-	return &batcher{s: s, intake: make(chan *sendReq, maxPendingSends), maxBatch: s.maxBatch, workers: max(1, s.flushers),
+	return &batcher{s: s, intake: make(chan *sendReq, maxPendingSends), maxBatch: s.maxBatch, workers: max(1, s.maxInflight),
 		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
@@ -98,6 +98,7 @@ func (b *batcher) run() {
 		go func() {
 			defer workers.Done()
 			for batch := range work {
+				// flush compacts batch in place: note what it holds first.
 				convs := make([]int64, len(batch))
 				for i, r := range batch {
 					convs[i] = r.req.ConversationID
@@ -136,7 +137,7 @@ func (b *batcher) run() {
 		b.waiting.Store(int64(len(pending)))
 		if stopping && inflight == 0 {
 			for _, r := range pending {
-				r.err = chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+				r.err = errShuttingDown()
 				close(r.done)
 			}
 			b.waiting.Store(0)
@@ -172,17 +173,14 @@ func (b *batcher) run() {
 		case <-b.stop:
 			stopping = true
 		}
-		if tick != nil && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		if tick != nil {
+			timer.Stop() // Go 1.23+: no stale tick stays in the channel
 		}
 	}
 }
 
 // takeBatch splits the waiting sends, in arrival order, into a batch of at
-// most max sends of conversations not held by a batch in flight, and the
+// most limit sends of conversations not held by a batch in flight, and the
 // rest. Once a send stays behind, every later send of its conversation
 // does too (it is held, or the batch is full), so order holds.
 func takeBatch(pending []*sendReq, held map[int64]bool, limit int) (batch, rest []*sendReq) {
@@ -199,11 +197,11 @@ func takeBatch(pending []*sendReq, held map[int64]bool, limit int) (batch, rest 
 }
 
 // relayWaker wakes the outbox relay after batches commit new messages. It
-// runs apart from the flushers so that neither a sender's PUBACK nor the
-// flusher's next batch waits for the wake-up's round trip (measured: the
+// runs apart from the workers so that neither a sender's PUBACK nor a
+// worker's next batch waits for the wake-up's round trip (measured: the
 // pipelined pg_notify after COMMIT was part of every lone send's latency),
 // and batches that commit while a wake-up is under way share the next one.
-// It exits once the flushers have (flushed closed), after a last wake-up
+// It exits once the workers have (flushed closed), after a last wake-up
 // if one is pending.
 func (b *batcher) relayWaker(flushed <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
@@ -220,6 +218,11 @@ func (b *batcher) relayWaker(flushed <-chan struct{}, done chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// errShuttingDown answers sends that group commit will not take any more.
+func errShuttingDown() error {
+	return chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
 }
 
 // wakeRelay asks relayWaker for a wake-up without waiting.

@@ -88,6 +88,7 @@
 // and MarkRead locks only its member row, so the operations cannot deadlock
 // each other.
 //
-// Store holds no state besides the pool and the limits and is safe for
-// concurrent use. Every call honours its context's deadline.
+// Store holds the pools, the limits and the send batcher (one goroutine
+// owns the waiting sends; a few workers run their transactions) and is safe
+// for concurrent use. Every call honours its context's deadline.
 package store

@@ -138,11 +138,13 @@ func (s *Store) send(ctx context.Context, req chat.SendRequest) (chat.SendResult
 }
 
 // sendBatched queues the send for group commit and waits for its outcome.
-// A caller that gives up after queueing may still see its message commit;
-// resending the same clientMsgId then answers with the committed seq.
+// A caller whose ctx ends before a batch takes its send is answered
+// unavailable and the send is skipped; once taken, it waits for the batch's
+// real outcome (the batch ends by the caller's deadline), so a send answered
+// unavailable never commits later.
 func (s *Store) sendBatched(ctx context.Context, req chat.SendRequest) (chat.SendResult, error) {
 	if s.closed.Load() {
-		return chat.SendResult{}, chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+		return chat.SendResult{}, errShuttingDown()
 	}
 	s.batchOnce.Do(func() {
 		b := newBatcher(s)
@@ -151,7 +153,7 @@ func (s *Store) sendBatched(ctx context.Context, req chat.SendRequest) (chat.Sen
 	})
 	b := s.batch.Load()
 	if b == nil { // Close came first
-		return chat.SendResult{}, chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+		return chat.SendResult{}, errShuttingDown()
 	}
 	r := &sendReq{ctx: ctx, req: req, done: make(chan struct{})}
 	select {

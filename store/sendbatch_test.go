@@ -15,8 +15,9 @@ import (
 )
 
 // TestMixedBatchGivesEachSendItsOwnOutcome holds the conversations locked so
-// that one flusher's next batch gathers a mix of good and bad sends, then
-// checks every request's outcome and that the good ones committed gaplessly.
+// that the next batch (one transaction in flight at most) gathers a mix of
+// good and bad sends, then checks every request's outcome and that the good
+// ones committed gaplessly.
 func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
@@ -26,7 +27,7 @@ func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 	b := mustGroup(t, st, 3, 4)
 	earlier := mustSend(t, st, a.ID, 1, "earlier") // seq 1 in a
 
-	// Block the single flusher inside a batch waiting for a's lock.
+	// Block the only transaction in flight inside a batch waiting for a's lock.
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 		_, err := st.Send(ctx, sendReq(a.ID, 2, "blocked"))
 		blocker <- err
 	}()
-	// Wait until the flusher's transaction waits for the lock.
+	// Wait until that transaction waits for the lock.
 	lockWait := time.Now().Add(10 * time.Second)
 	for queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
 		if time.Now().After(lockWait) {
@@ -174,7 +175,7 @@ func TestLoneSendIsNotDelayedByBatching(t *testing.T) {
 		}
 		return best
 	}
-	measure(batched) // start the flushers
+	measure(batched) // start the batcher
 	d, b := measure(direct), measure(batched)
 	t.Logf("lone send, best of 30: direct %v, group commit %v", d, b)
 	if b > d+2*time.Millisecond {

@@ -30,7 +30,7 @@ type batchSend struct {
 }
 
 // callSendBatch runs chat_send_batch in a transaction of its own, the way
-// the group-commit flusher does.
+// group commit does.
 func callSendBatch(t *testing.T, pool *pgxpool.Pool, sends []batchSend) []batchOutcome {
 	t.Helper()
 	ctx := testCtx(t)

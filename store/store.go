@@ -21,14 +21,14 @@ import (
 
 // Store implements chat.Store on PostgreSQL. Sends are group-committed:
 // concurrent sends share transactions (see batcher); Close stops the
-// flusher goroutines.
+// batcher's goroutines.
 type Store struct {
 	pool   *pgxpool.Pool
 	limits chat.Limits
 
 	batching     bool
 	maxBatch     int
-	flushers     int
+	maxInflight  int // send transactions in flight at most
 	batchTimeout time.Duration
 	batchOnce    sync.Once
 	batch        atomic.Pointer[batcher] // set once by batchOnce; nil after Close without sends
@@ -45,17 +45,17 @@ var _ chat.Store = (*Store)(nil)
 type Option func(*Store)
 
 // WithBatching sets the group-commit limits: at most maxBatch sends per
-// transaction and at most flushers transactions in flight (more than one
-// only while one is slow: see batcher). flushers <= 0 disables
+// transaction and at most maxInflight transactions in flight (more than
+// one only while one is slow: see batcher). maxInflight <= 0 disables
 // group commit (one transaction per send).
-func WithBatching(maxBatch, flushers int) Option {
+func WithBatching(maxBatch, maxInflight int) Option {
 	return func(s *Store) {
-		s.batching = flushers > 0
+		s.batching = maxInflight > 0
 		if maxBatch > 0 {
 			s.maxBatch = maxBatch
 		}
-		if flushers > 0 {
-			s.flushers = flushers
+		if maxInflight > 0 {
+			s.maxInflight = maxInflight
 		}
 	}
 }
@@ -83,7 +83,7 @@ func New(pool *pgxpool.Pool, limits chat.Limits, opts ...Option) *Store {
 	if limits.MaxBodyBytes <= 0 {
 		limits.MaxBodyBytes = chat.DefaultMaxBodyBytes
 	}
-	s := &Store{pool: pool, limits: limits, batching: true, maxBatch: 256, flushers: 4, batchTimeout: 10 * time.Second}
+	s := &Store{pool: pool, limits: limits, batching: true, maxBatch: 256, maxInflight: 4, batchTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
@@ -123,7 +123,7 @@ drain:
 	for {
 		select {
 		case r := <-b.intake:
-			r.err = chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
+			r.err = errShuttingDown()
 			close(r.done)
 		default:
 			break drain
