@@ -16,6 +16,7 @@
 #   4. a single sender on the idle chatd: PUBACK p50 against the bare commit,
 #      and its transaction alone (pgbench calling chat_send_batch as chatd
 #      does), which splits the difference into PostgreSQL's part and chatd's;
+#      and the seed's send transaction alone at the same rate (the reference);
 #   5. per workload (WORKLOADS: mixed = half direct, half groups of 2-50;
 #      direct = one-to-one only), chatbench against chatd: CLIENTS clients,
 #      CONVERSATIONS conversations, QoS 1, BODY-byte bodies, as fast as
@@ -23,7 +24,9 @@
 #      the database; then a run at half the maximum rate it measured
 #      (SUSTAINED_RATE overrides) for the latencies;
 #   6. chatd stopped, plainbroker (mochi, allow-all, no chat hooks) and
-#      chatbench -plain with the same workloads: the broker's ceiling;
+#      chatbench -plain with the same workloads: the broker's ceiling, its
+#      latencies at chatd's half-maximum rate, and a lone sender on it (the
+#      MQTT hop alone);
 #   7. the ratios.
 # Tunables (environment): DURATION=20s PG_DURATION=10s CLIENTS=200
 # CONVERSATIONS=1000 BODY=100 INFLIGHT=4 PGBENCH_CLIENTS=8
@@ -174,6 +177,15 @@ PGOPTIONS="-c chat.defer_notify=on" "$PGBENCH" -n -M prepared -f "$WORK/sendtx.s
 SENDTX_MS=$(exec_p50 "$WORK/sendtx-log")
 echo "p50 $SENDTX_MS ms (execution)"
 
+step "the seed's send transaction alone: pgbench, 1 client, the reference's statements (one round trip each) on the same conversation, 10s at 50/s"
+# The issue's reference for what one send costs PostgreSQL; set beside the
+# bare commit it shows what the reference itself adds at this rate.
+"$WORK/bin/sendbench" -print-script >"$WORK/seed.sql"
+sed -e "1,2d" -e "s/:c\b/$LONE_CONV/g" -e "s/:u\b/$LONE_USER/g" "$WORK/seed.sql" >"$WORK/seed-lone.sql"
+PGOPTIONS="-c chat.defer_notify=on" "$PGBENCH" -n -M prepared -f "$WORK/seed-lone.sql" -c 1 -R 50 -T 10 -l --log-prefix="$WORK/seed-log" "$DBURL" 2>&1 | tee "$WORK/seed-lone.txt" | grep -E "latency average|tps ="
+SEED_MS=$(exec_p50 "$WORK/seed-log")
+echo "p50 $SEED_MS ms (execution)"
+
 for WL in $WORKLOADS; do
 	WARGS=$(workload_args "$WL")
 	step "[$WL] chatbench against chatd: as fast as PUBACKs allow, $DURATION"
@@ -183,6 +195,7 @@ for WL in $WORKLOADS; do
 	jq -r "$J_SAT" "$WORK/chatd-$WL.json"
 
 	RATE=${SUSTAINED_RATE:-$(jq '(.ackedPerSec / 2) | floor' "$WORK/chatd-$WL.json")}
+	echo "$RATE" >"$WORK/half-$WL.rate"
 	step "[$WL] chatbench against chatd: half the maximum rate, $RATE msgs/s, 10s"
 	# shellcheck disable=SC2086
 	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -rate "$RATE" -duration 10s -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
@@ -195,17 +208,49 @@ kill "$CHATD_PID"
 wait "$CHATD_PID" 2>/dev/null || true
 CHATD_PID=""
 
-step "the broker's ceiling: plainbroker + chatbench -plain, $DURATION"
-"$WORK/bin/plainbroker" -addr "$PLAIN_ADDR" >"$WORK/plainbroker.log" 2>&1 &
-PLAIN_PID=$!
-sleep 1
+# plain_restart starts a fresh plainbroker for each run, as chatd's runs
+# follow each other on one chatd but after a drain: a saturated run can
+# leave mochi's inflight queues and retries behind for the next one.
+plain_restart() {
+	if [ -n "$PLAIN_PID" ]; then
+		kill "$PLAIN_PID" 2>/dev/null || true
+		wait "$PLAIN_PID" 2>/dev/null || true
+	fi
+	"$WORK/bin/plainbroker" -addr "$PLAIN_ADDR" >>"$WORK/plainbroker.log" 2>&1 &
+	PLAIN_PID=$!
+	for _ in $(seq 1 50); do
+		(exec 3<>"/dev/tcp/${PLAIN_ADDR%:*}/${PLAIN_ADDR#*:}") 2>/dev/null && return
+		sleep 0.1
+	done
+	echo "run.sh: plainbroker did not listen on $PLAIN_ADDR" >&2
+	exit 1
+}
+
+step "the broker's ceiling: plainbroker + chatbench -plain, $DURATION, a fresh broker for each run"
 for WL in $WORKLOADS; do
 	WARGS=$(workload_args "$WL")
 	step "[$WL] plain mochi: chatbench -plain, $DURATION"
+	plain_restart
 	# shellcheck disable=SC2086
 	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -plain -duration "$DURATION" -broker "$PLAIN_ADDR" -chatd-pid "$PLAIN_PID" -json >"$WORK/plain-$WL.json" || true
 	jq -r '"acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s; lost \(.lost); PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms; delivery p50/p99 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99) ms; ok \(.ok)\nmachine busy \(.machine.busyPercent|floor)% (chatbench \(.machine.chatbenchPercent|floor)% of a core), broker CPU \(.server.cpuPercent|floor)% of a core, RSS max \(.server.rssMaxMiB|floor) MiB"' "$WORK/plain-$WL.json"
+
+	# The same rate chatd's latencies were taken at: what the broker and
+	# chatbench alone give on this machine at that load.
+	RATE=$(cat "$WORK/half-$WL.rate")
+	step "[$WL] plain mochi at chatd's half-maximum rate, $RATE msgs/s, 10s"
+	plain_restart
+	# shellcheck disable=SC2086
+	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -plain -rate "$RATE" -duration 10s -broker "$PLAIN_ADDR" -chatd-pid "$PLAIN_PID" -json >"$WORK/plain-$WL-half.json" || true
+	jq -r "$J_LAT" "$WORK/plain-$WL-half.json"
 done
+
+step "a single sender on plain mochi: chatbench -plain, 2 clients, 1 direct conversation, 50 msgs/s, 10s (the MQTT hop alone)"
+plain_restart
+"$WORK/bin/chatbench" -clients 2 -conversations 1 -direct 1 -body-bytes "$BODY" -rate 50 -duration 10s -progress off -plain \
+	-broker "$PLAIN_ADDR" -chatd-pid "$PLAIN_PID" -json >"$WORK/plain-lone.json" || true
+jq -r "$J_LAT" "$WORK/plain-lone.json"
+PLAIN_LONE_P50=$(jq '.ackLatencyMs.p50' "$WORK/plain-lone.json")
 
 step "ratios"
 {
@@ -213,15 +258,19 @@ step "ratios"
 	printf "one bare commit, back to back (pgbench)        %8.3f ms\n" "$(awk '/latency average/ {print $4}' "$WORK/commit-b2b.txt")"
 	printf "one bare commit at 50/s (pgbench -R 50), p50   %8.3f ms\n" "$COMMIT_MS"
 	printf "lone sender's transaction alone at 50/s, p50   %8.3f ms   (%+.3f ms over a bare commit at 50/s)\n" "$SENDTX_MS" "$(awk -v a="$SENDTX_MS" -v b="$COMMIT_MS" 'BEGIN {print a - b}')"
+	printf "seed's send transaction alone at 50/s, p50     %8.3f ms   (%+.3f ms over a bare commit at 50/s)\n" "$SEED_MS" "$(awk -v a="$SEED_MS" -v b="$COMMIT_MS" 'BEGIN {print a - b}')"
+	printf "plain mochi, lone sender PUBACK p50 (50/s)     %8.3f ms   (the MQTT hop without chat hooks)\n" "$PLAIN_LONE_P50"
 	printf "lone sender, PUBACK p50 (50 msgs/s)            %8.3f ms   (%+.3f ms over a bare commit at 50/s)\n" "$LONE_P50" "$(awk -v a="$LONE_P50" -v b="$COMMIT_MS" 'BEGIN {print a - b}')"
 	for WL in $WORKLOADS; do
-		jq -rn --slurpfile c "$WORK/chatd-$WL.json" --slurpfile h "$WORK/chatd-$WL-half.json" --slurpfile p "$WORK/plain-$WL.json" --arg wl "$WL" --argjson pt "$PGBENCH_TPS" '
-			($c[0]) as $c | ($h[0]) as $h | ($p[0]) as $p |
+		jq -rn --slurpfile c "$WORK/chatd-$WL.json" --slurpfile h "$WORK/chatd-$WL-half.json" --slurpfile p "$WORK/plain-$WL.json" \
+			--slurpfile ph "$WORK/plain-$WL-half.json" --arg wl "$WL" --argjson pt "$PGBENCH_TPS" '
+			($c[0]) as $c | ($h[0]) as $h | ($p[0]) as $p | ($ph[0]) as $ph |
 			"[\($wl)] chatd acked \($c.ackedPerSec|floor) msgs/s, \($c.deliveriesPerSec|floor) deliveries/s; plain mochi \($p.ackedPerSec|floor) msgs/s, \($p.deliveriesPerSec|floor) deliveries/s",
 			"[\($wl)] chatd acked / pgbench tps           \(($c.ackedPerSec / $pt * 100 | floor) / 100)",
 			"[\($wl)] chatd / plain mochi, acked msgs/s   \(($c.ackedPerSec / $p.ackedPerSec * 100 | floor) / 100)",
 			"[\($wl)] chatd / plain mochi, deliveries/s   \(($c.deliveriesPerSec / $p.deliveriesPerSec * 100 | floor) / 100)",
-			"[\($wl)] at half the maximum (\($h.ackedPerSec|floor) msgs/s): PUBACK p99 \($h.ackLatencyMs.p99) ms, delivery p99 \($h.deliveryLatencyMs.p99) ms"'
+			"[\($wl)] at half the maximum (\($h.ackedPerSec|floor) msgs/s): PUBACK p99 \($h.ackLatencyMs.p99) ms, delivery p99 \($h.deliveryLatencyMs.p99) ms; machine busy \($h.machine.busyPercent|floor)%",
+			"[\($wl)] plain mochi at that rate (\($ph.ackedPerSec|floor) msgs/s): PUBACK p99 \($ph.ackLatencyMs.p99) ms, delivery p99 \($ph.deliveryLatencyMs.p99) ms; machine busy \($ph.machine.busyPercent|floor)%"'
 	done
 } | tee "$WORK/ratios.txt"
 echo

@@ -16,7 +16,7 @@ import (
 
 func watermarksOf(t *testing.T, srv *server.Server, conv, user int64) (read, delivered int64) {
 	t.Helper()
-	err := srv.Pool.QueryRow(context.Background(), `SELECT last_read_seq, last_delivered_seq FROM conversation_member
+	err := srv.Pool.QueryRow(context.Background(), `SELECT last_read_seq, last_delivered_seq FROM member_watermark
 		WHERE conversation_id = $1 AND user_id = $2`, conv, user).Scan(&read, &delivered)
 	if err != nil {
 		t.Fatal(err)

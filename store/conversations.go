@@ -56,7 +56,12 @@ func memberConversation(ctx context.Context, tx pgx.Tx, id, userID int64) (chat.
 	return c, nil
 }
 
-const memberColumns = `user_id, role, last_read_seq, last_delivered_seq, joined_at`
+// memberColumns reads a conversation_member row; its delivered watermark
+// is the greater of the row's and member_delivery's (migration 0009).
+const memberColumns = `user_id, role, last_read_seq,
+	GREATEST(last_delivered_seq, COALESCE((SELECT d.delivered_seq FROM member_delivery d
+		WHERE d.conversation_id = conversation_member.conversation_id AND d.user_id = conversation_member.user_id), 0)),
+	joined_at`
 
 func scanMember(row pgx.Row) (chat.Member, error) {
 	var m chat.Member

@@ -56,9 +56,12 @@
 //     PostgreSQL's global notify lock through the WAL flush and serialises
 //     every such commit. Send batches leave the wake-up to one goroutine
 //     of the batcher (relayWaker), off the PUBACK's path.
-//   - Delivered-watermark batches hold member rows, which sends also lock,
-//     for one round trip: what moves and the events are read first without
-//     locks (receipts.go).
+//   - Delivered-watermark batches write member_delivery, not the member
+//     rows that sends lock for the sender's read watermark (migration
+//     0009: the two used to wait for each other's commits). The delivered
+//     watermark is the greater of the two tables' (view member_watermark).
+//     What moves and the events are read first without locks, and the
+//     batch is one round trip (receipts.go).
 //
 // # Concurrency rules
 //
@@ -86,7 +89,10 @@
 //
 // Writers that need both lock the conversation row before any member row,
 // and MarkRead locks only its member row, so the operations cannot deadlock
-// each other.
+// each other. Delivered batches lock only member_delivery rows, in key
+// order; the only other writer there is a member's removal (a trigger
+// deletes the member's row), which waits for them and holds nothing they
+// want.
 //
 // Store holds the pools, the limits and the send batcher (one goroutine
 // owns the waiting sends; a few workers run their transactions) and is safe

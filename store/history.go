@@ -48,7 +48,7 @@ func (s *Store) HistoryPage(ctx context.Context, q chat.HistoryQuery) (chat.Hist
 // Reading implies delivery, hence GREATEST; nobody else gives 0.
 const peerWatermarksSQL = `
 SELECT COALESCE(min(GREATEST(last_delivered_seq, last_read_seq)), 0), COALESCE(min(last_read_seq), 0)
-FROM conversation_member WHERE conversation_id = $1 AND user_id <> $2`
+FROM member_watermark WHERE conversation_id = $1 AND user_id <> $2`
 
 func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks bool) (chat.HistoryPage, error) {
 	if q.BeforeSeq < 0 || q.AfterSeq < 0 {
@@ -128,7 +128,7 @@ LEFT JOIN LATERAL (
 CROSS JOIN LATERAL (
 	SELECT COALESCE(min(GREATEST(o.last_delivered_seq, o.last_read_seq)), 0) AS peer_delivered,
 	       COALESCE(min(o.last_read_seq), 0) AS peer_read
-	FROM conversation_member o WHERE o.conversation_id = p.id AND o.user_id <> $1
+	FROM member_watermark o WHERE o.conversation_id = p.id AND o.user_id <> $1
 ) pw
 ORDER BY p.sort_at DESC, p.id DESC`
 

@@ -91,7 +91,7 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 			       count(*) FILTER (WHERE GREATEST(cm.last_delivered_seq, cm.last_read_seq) >= msg.seq),
 			       count(*)
 			FROM message msg
-			JOIN conversation_member cm ON cm.conversation_id = msg.conversation_id AND cm.user_id <> msg.sender_id
+			JOIN member_watermark cm ON cm.conversation_id = msg.conversation_id AND cm.user_id <> msg.sender_id
 			WHERE msg.conversation_id = $1 AND msg.seq = $2`,
 			conversationID, seq).Scan(&res.SeenBy, &res.DeliveredTo, &res.Members)
 		if err != nil {

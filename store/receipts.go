@@ -62,9 +62,10 @@ type ReceiptsConfig struct {
 // backwards), and writes one read.updated per row that moved. A delivered
 // batch first reads, without locks, which rows move and who sent the
 // messages they move over, then commits in one round trip the outbox rows
-// (one delivery.updated per row and sender) and the UPDATE, which moves rows
-// forward only, in key order: the member rows it holds are the ones group
-// commit locks for the sender's watermark, so it holds them briefly.
+// (one delivery.updated per row and sender) and the upsert into
+// member_delivery, which moves rows forward only, in key order. It locks no
+// conversation_member row, so group commit, which locks the senders' member
+// rows, never waits for it nor it for group commit (migration 0009).
 // Concurrency: MarkRead, Pending and Delivered are safe for concurrent use;
 // one goroutine owns the read batches and one the delivered batches. Close
 // stops accepting receipts, commits what is pending and waits for both.
@@ -511,7 +512,10 @@ const deliveredPlanSQL = `
 SELECT r.conversation_id, r.user_id, LEAST(r.seq, c.last_seq), s.sender_id
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(conversation_id, user_id, seq, ord)
 CROSS JOIN LATERAL (
-  SELECT GREATEST(m.last_delivered_seq, m.last_read_seq) AS cur FROM conversation_member m
+  SELECT GREATEST(m.last_delivered_seq, m.last_read_seq, COALESCE(
+           (SELECT d.delivered_seq FROM member_delivery d
+            WHERE d.conversation_id = m.conversation_id AND d.user_id = m.user_id), 0)) AS cur
+  FROM conversation_member m
   WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id LIMIT 1) m
 CROSS JOIN LATERAL (SELECT c.last_seq FROM conversation c WHERE c.id = r.conversation_id LIMIT 1) c
 LEFT JOIN LATERAL (
@@ -524,16 +528,17 @@ LEFT JOIN LATERAL (
 WHERE LEAST(r.seq, c.last_seq) > m.cur
 ORDER BY r.ord, s.sender_id`
 
-// deliveredBatchSQL moves delivered watermarks forward, clamped to last_seq,
-// and only past the read watermark too (reading moved delivered already).
+// deliveredBatchSQL moves delivered watermarks forward in member_delivery
+// (migration 0009), in key order. The seqs come from deliveredPlanSQL,
+// already clamped to last_seq (which only grows) and only for members. It
+// locks no conversation_member row: group commit holds those.
 const deliveredBatchSQL = `
-UPDATE conversation_member m
-SET last_delivered_seq = LEAST(r.seq, c.last_seq)
+INSERT INTO member_delivery AS d (conversation_id, user_id, delivered_seq)
+SELECT r.conversation_id, r.user_id, r.seq
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(conversation_id, user_id, seq)
-JOIN conversation c ON c.id = r.conversation_id
-WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id
-  AND LEAST(r.seq, c.last_seq) > GREATEST(m.last_delivered_seq, m.last_read_seq)
-RETURNING m.conversation_id, m.user_id, m.last_delivered_seq, c.last_seq`
+ORDER BY r.conversation_id, r.user_id
+ON CONFLICT (conversation_id, user_id) DO UPDATE SET delivered_seq = EXCLUDED.delivered_seq
+WHERE d.delivered_seq < EXCLUDED.delivered_seq`
 
 func (r *Receipts) runDelivered() {
 	defer r.wg.Done()
@@ -610,11 +615,10 @@ func (r *Receipts) drainDelivered() bool {
 	}
 }
 
-// flushDelivered writes a batch of delivered watermarks. The member rows it
-// moves are also the ones group commit locks to move a sender's read
-// watermark, so the transaction holding them is kept short: what moves and
-// the delivery.updated events are worked out first, without locks, and
-// the transaction is one round trip (outbox rows, the UPDATE, COMMIT).
+// flushDelivered writes a batch of delivered watermarks. What moves and the
+// delivery.updated events are worked out first, without locks, and the
+// transaction is one round trip (outbox rows, the upsert, COMMIT), so the
+// member_delivery rows it locks are held briefly.
 // A watermark moved concurrently (a read receipt, a send) between the two
 // steps only makes an event redundant, never false: the UPDATE moves rows
 // forward only, and after it each row's delivered watermark is at least

@@ -35,7 +35,7 @@ type watermark struct{ read, delivered int64 }
 
 func watermarks(t *testing.T, pool *pgxpool.Pool) map[[2]int64]watermark {
 	t.Helper()
-	rows, err := pool.Query(testCtx(t), `SELECT conversation_id, user_id, last_read_seq, last_delivered_seq FROM conversation_member`)
+	rows, err := pool.Query(testCtx(t), `SELECT conversation_id, user_id, last_read_seq, last_delivered_seq FROM member_watermark`)
 	if err != nil {
 		t.Fatal(err)
 	}

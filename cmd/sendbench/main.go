@@ -65,7 +65,8 @@ type options struct {
 	duration      time.Duration
 	pgbench       bool
 	outboxTrigger bool
-	flushers      int
+	maxInflight   int
+	printScript   bool
 }
 
 func main() {
@@ -76,8 +77,13 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each measurement runs")
 	flag.BoolVar(&o.pgbench, "pgbench", false, "also run the reference send transaction through pgbench")
 	flag.BoolVar(&o.outboxTrigger, "outbox-triggers", true, "keep the user triggers on outbox (false measures what they cost)")
-	flag.IntVar(&o.flushers, "flushers", 4, "group-commit transactions in flight; 0 = one transaction per send")
+	flag.IntVar(&o.maxInflight, "max-inflight", 4, "group-commit transactions in flight at most; 0 = one transaction per send")
+	flag.BoolVar(&o.printScript, "print-script", false, "print the reference send transaction (a pgbench script; :cmin, :cmax pick conversations) and exit")
 	flag.Parse()
+	if o.printScript {
+		fmt.Print(pgbenchScript)
+		return
+	}
 	if o.senders <= 0 || o.conversations <= 0 || o.duration <= 0 {
 		fmt.Fprintln(os.Stderr, "sendbench: -senders, -conversations and -duration must be positive")
 		os.Exit(2)
@@ -113,7 +119,7 @@ func run(ctx context.Context, o options) error {
 	if _, err := store.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	st := store.New(pool, chat.DefaultLimits(), store.WithBatching(256, o.flushers))
+	st := store.New(pool, chat.DefaultLimits(), store.WithBatching(256, o.maxInflight))
 	defer st.Close(context.Background())
 	if !o.outboxTrigger {
 		// Diagnostic only: on a shared database this would silence the

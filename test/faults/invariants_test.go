@@ -140,7 +140,7 @@ func snapshotMarks(t *testing.T, pool *pgxpool.Pool) marks {
 	t.Helper()
 	ctx := context.Background()
 	m := marks{}
-	rows, err := pool.Query(ctx, `SELECT conversation_id, user_id, last_read_seq, last_delivered_seq FROM conversation_member`)
+	rows, err := pool.Query(ctx, `SELECT conversation_id, user_id, last_read_seq, last_delivered_seq FROM member_watermark`)
 	if err != nil {
 		t.Fatalf("read watermarks: %v", err)
 	}

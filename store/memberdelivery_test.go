@@ -1,0 +1,106 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/store"
+)
+
+// A delivered-watermark flush moves the delivered watermarks of members
+// who also send, and group commit locks a sender's member row to move its
+// read watermark. Neither may wait for the other's commit (migration 0009:
+// the flush writes member_delivery, not conversation_member).
+func TestSendIsNotHeldUpByAnUncommittedDeliveredFlushOfItsSender(t *testing.T) {
+	t.Parallel()
+	st, pool := newStore(t)
+	conv := mustGroup(t, st, 1, 2)
+	mustSend(t, st, conv.ID, 2, "to user 1")
+	tx, err := pool.Begin(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(testCtx(t), store.DeliveredBatchSQL, []int64{conv.ID}, []int64{1}, []int64{1}); err != nil {
+		t.Fatalf("delivered flush: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(testCtx(t), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := st.Send(ctx, sendReq(conv.ID, 1, "while my delivered watermark moves"))
+	if err != nil {
+		t.Fatalf("send while a delivered flush holds its sender's watermark: %v (after %v)", err, time.Since(start))
+	}
+	if res.Message.Seq != 2 {
+		t.Fatalf("seq %d, want 2", res.Message.Seq)
+	}
+	if err := tx.Commit(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m := member(t, st, conv.ID, 1, 1); m.LastReadSeq != 2 || m.LastDeliveredSeq != 1 {
+		t.Fatalf("user 1: read %d, delivered %d; want 2 and 1", m.LastReadSeq, m.LastDeliveredSeq)
+	}
+}
+
+// The delivered watermark is the greater of what read receipts and joins
+// set and what delivered flushes set, and it never moves back.
+func TestDeliveredWatermarkIsTheGreaterOfReadsAndDeliveredFlushes(t *testing.T) {
+	t.Parallel()
+	st, pool := newStore(t)
+	conv := mustGroup(t, st, 1, 2)
+	for range 5 {
+		mustSend(t, st, conv.ID, 1, "m")
+	}
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
+	r.Delivered(conv.ID, 2, 3)
+	waitFor(t, "the delivered flush", func() bool { return member(t, st, conv.ID, 1, 2).LastDeliveredSeq == 3 })
+	if _, err := st.MarkRead(testCtx(t), conv.ID, 2, 4); err != nil {
+		t.Fatal(err)
+	}
+	if m := member(t, st, conv.ID, 1, 2); m.LastReadSeq != 4 || m.LastDeliveredSeq != 4 {
+		t.Fatalf("after reading 4: read %d, delivered %d; want 4 and 4", m.LastReadSeq, m.LastDeliveredSeq)
+	}
+	// An older ack merges into a newer one; nothing moves back.
+	before := r.DeliveredFlushes()
+	r.Delivered(conv.ID, 2, 2)
+	r.Delivered(conv.ID, 2, 5)
+	waitFor(t, "the second delivered flush", func() bool { return member(t, st, conv.ID, 1, 2).LastDeliveredSeq == 5 })
+	if r.DeliveredFlushes() == before {
+		t.Fatal("no flush counted")
+	}
+	if n := queryInt(t, pool, "SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = 2", conv.ID); n != 5 {
+		t.Fatalf("member_delivery %d, want 5", n)
+	}
+}
+
+// A member who leaves takes their member_delivery row along; one who
+// rejoins starts at the conversation's last_seq, as any new member does.
+func TestALeavingMemberTakesTheirDeliveredWatermarkAlong(t *testing.T) {
+	t.Parallel()
+	st, pool := newStore(t)
+	conv := mustGroup(t, st, 1, 2, 3)
+	for range 3 {
+		mustSend(t, st, conv.ID, 1, "m")
+	}
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
+	r.Delivered(conv.ID, 3, 2)
+	rows := func() int64 {
+		return queryInt(t, pool, "SELECT count(*) FROM member_delivery WHERE conversation_id = $1 AND user_id = 3", conv.ID)
+	}
+	waitFor(t, "user 3's delivered watermark", func() bool { return rows() == 1 })
+	if _, err := st.RemoveMember(testCtx(t), conv.ID, 3, 3); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if n := rows(); n != 0 {
+		t.Fatalf("%d member_delivery rows left for a member who left", n)
+	}
+	mustSend(t, st, conv.ID, 1, "after")
+	m, _, _, err := st.AddMember(testCtx(t), conv.ID, 1, 3, "")
+	if err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	if m.LastReadSeq != 4 || m.LastDeliveredSeq != 4 {
+		t.Fatalf("rejoined: read %d, delivered %d; want 4 and 4", m.LastReadSeq, m.LastDeliveredSeq)
+	}
+}
