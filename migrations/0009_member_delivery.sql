@@ -2,7 +2,8 @@
 --
 -- A send moves its sender's read watermark, so group commit locks the
 -- sender's conversation_member row; a delivered-watermark flush moved
--- last_delivered_seq in those same rows, hundreds at a time. Each waited
+-- last_delivered_seq in those same rows, about a hundred at a time at the
+-- direct maximum. Each waited
 -- for the other's commit (sampled at the direct ceiling: send calls waiting
 -- for a member row lock 112 times against 341 on the CPU, delivered
 -- flushes 69 times). In member_delivery the two never meet.
@@ -10,7 +11,9 @@
 -- The delivered watermark is now the greater of conversation_member's
 -- last_delivered_seq (set when a member joins and by read receipts: what
 -- was read was delivered) and member_delivery's delivered_seq (set by
--- delivered acknowledgements); member_watermark shows it. Rows appear with
+-- delivered acknowledgements). The view member_watermark is the one place
+-- that says so: it is conversation_member with that greater value in
+-- last_delivered_seq, and every reader reads members through it. Rows appear with
 -- a member's first delivered flush and go with the member: no foreign key,
 -- whose check would take a KEY SHARE lock on the member row that conflicts
 -- with group commit's FOR UPDATE. A flush that races a member's removal can
@@ -37,7 +40,8 @@ CREATE TRIGGER member_delivery_forget
     FOR EACH ROW EXECUTE FUNCTION chat_member_delivery_forget();
 
 CREATE VIEW member_watermark AS
-SELECT m.conversation_id, m.user_id, m.last_read_seq,
-       GREATEST(m.last_delivered_seq, COALESCE(d.delivered_seq, 0)) AS last_delivered_seq
+SELECT m.conversation_id, m.user_id, m.role, m.last_read_seq,
+       GREATEST(m.last_delivered_seq, COALESCE(d.delivered_seq, 0)) AS last_delivered_seq,
+       m.join_seq, m.joined_at
 FROM conversation_member m
 LEFT JOIN member_delivery d ON d.conversation_id = m.conversation_id AND d.user_id = m.user_id;

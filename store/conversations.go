@@ -56,12 +56,10 @@ func memberConversation(ctx context.Context, tx pgx.Tx, id, userID int64) (chat.
 	return c, nil
 }
 
-// memberColumns reads a conversation_member row; its delivered watermark
-// is the greater of the row's and member_delivery's (migration 0009).
-const memberColumns = `user_id, role, last_read_seq,
-	GREATEST(last_delivered_seq, COALESCE((SELECT d.delivered_seq FROM member_delivery d
-		WHERE d.conversation_id = conversation_member.conversation_id AND d.user_id = conversation_member.user_id), 0)),
-	joined_at`
+// memberColumns are read from member_watermark (migration 0009), whose
+// last_delivered_seq is the member's delivered watermark. A member row just
+// inserted may return them itself: nothing has been delivered past its join.
+const memberColumns = `user_id, role, last_read_seq, last_delivered_seq, joined_at`
 
 func scanMember(row pgx.Row) (chat.Member, error) {
 	var m chat.Member
@@ -72,7 +70,7 @@ func scanMember(row pgx.Row) (chat.Member, error) {
 // getMember returns the member row, ok=false when userID is not a member.
 func getMember(ctx context.Context, tx pgx.Tx, convID, userID int64) (chat.Member, bool, error) {
 	m, err := scanMember(tx.QueryRow(ctx,
-		`SELECT `+memberColumns+` FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
+		`SELECT `+memberColumns+` FROM member_watermark WHERE conversation_id = $1 AND user_id = $2`,
 		convID, userID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, false, nil
@@ -85,7 +83,7 @@ func getMember(ctx context.Context, tx pgx.Tx, convID, userID int64) (chat.Membe
 
 func loadMembers(ctx context.Context, tx pgx.Tx, convID int64) ([]chat.Member, error) {
 	rows, err := tx.Query(ctx,
-		`SELECT `+memberColumns+` FROM conversation_member WHERE conversation_id = $1 ORDER BY user_id`, convID)
+		`SELECT `+memberColumns+` FROM member_watermark WHERE conversation_id = $1 ORDER BY user_id`, convID)
 	if err != nil {
 		return nil, fmt.Errorf("read members: %w", err)
 	}

@@ -59,7 +59,8 @@
 //   - Delivered-watermark batches write member_delivery, not the member
 //     rows that sends lock for the sender's read watermark (migration
 //     0009: the two used to wait for each other's commits). The delivered
-//     watermark is the greater of the two tables' (view member_watermark).
+//     watermark is the greater of the two tables'; every reader reads
+//     members through the view member_watermark, which says so once.
 //     What moves and the events are read first without locks, and the
 //     batch is one round trip (receipts.go).
 //

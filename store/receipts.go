@@ -512,10 +512,7 @@ const deliveredPlanSQL = `
 SELECT r.conversation_id, r.user_id, LEAST(r.seq, c.last_seq), s.sender_id
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(conversation_id, user_id, seq, ord)
 CROSS JOIN LATERAL (
-  SELECT GREATEST(m.last_delivered_seq, m.last_read_seq, COALESCE(
-           (SELECT d.delivered_seq FROM member_delivery d
-            WHERE d.conversation_id = m.conversation_id AND d.user_id = m.user_id), 0)) AS cur
-  FROM conversation_member m
+  SELECT GREATEST(m.last_delivered_seq, m.last_read_seq) AS cur FROM member_watermark m
   WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id LIMIT 1) m
 CROSS JOIN LATERAL (SELECT c.last_seq FROM conversation c WHERE c.id = r.conversation_id LIMIT 1) c
 LEFT JOIN LATERAL (
