@@ -108,3 +108,25 @@ func TestALeavingMemberTakesTheirDeliveredWatermarkAlong(t *testing.T) {
 		t.Fatalf("rejoined: read %d, delivered %d; want 4 and 4", m.LastReadSeq, m.LastDeliveredSeq)
 	}
 }
+
+// Two nodes' delivered flushes can race: the one that planned from an older
+// snapshot must not move member_delivery back when it commits second.
+func TestALateDeliveredFlushNeverMovesTheWatermarkBack(t *testing.T) {
+	t.Parallel()
+	st, pool := newStore(t)
+	conv := mustGroup(t, st, 1, 2)
+	for range 3 {
+		mustSend(t, st, conv.ID, 1, "m")
+	}
+	flush := func(seq int64) {
+		t.Helper()
+		if _, err := pool.Exec(testCtx(t), store.DeliveredBatchSQL, []int64{conv.ID}, []int64{2}, []int64{seq}); err != nil {
+			t.Fatalf("delivered flush of %d: %v", seq, err)
+		}
+	}
+	flush(3)
+	flush(2)
+	if n := queryInt(t, pool, "SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = 2", conv.ID); n != 3 {
+		t.Fatalf("member_delivery %d after a late flush of 2, want 3", n)
+	}
+}
