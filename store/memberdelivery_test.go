@@ -5,8 +5,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/store"
 )
+
+// groupWithMessages is a fresh store with a group of creator and members
+// holding n messages from the creator.
+func groupWithMessages(t *testing.T, n int, creator int64, members ...int64) (*store.Store, *pgxpool.Pool, chat.Conversation) {
+	t.Helper()
+	st, pool := newStore(t)
+	conv := mustGroup(t, st, creator, members...)
+	for range n {
+		mustSend(t, st, conv.ID, creator, "m")
+	}
+	return st, pool, conv
+}
+
+// deliveredRow is user's member_delivery.delivered_seq in conv.
+func deliveredRow(t *testing.T, pool *pgxpool.Pool, conv, user int64) int64 {
+	t.Helper()
+	return queryInt(t, pool, "SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = $2", conv, user)
+}
 
 // A delivered-watermark flush moves the delivered watermarks of members
 // who also send, and group commit locks a sender's member row to move its
@@ -47,11 +68,7 @@ func TestSendIsNotHeldUpByAnUncommittedDeliveredFlushOfItsSender(t *testing.T) {
 // set and what delivered flushes set, and it never moves back.
 func TestDeliveredWatermarkIsTheGreaterOfReadsAndDeliveredFlushes(t *testing.T) {
 	t.Parallel()
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
-	for range 5 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	st, pool, conv := groupWithMessages(t, 5, 1, 2)
 	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
 	r.Delivered(conv.ID, 2, 3)
 	waitFor(t, "the delivered flush", func() bool { return member(t, st, conv.ID, 1, 2).LastDeliveredSeq == 3 })
@@ -68,12 +85,12 @@ func TestDeliveredWatermarkIsTheGreaterOfReadsAndDeliveredFlushes(t *testing.T) 
 	if m := member(t, st, conv.ID, 1, 2); m.LastDeliveredSeq != 4 {
 		t.Fatalf("after an older ack: delivered %d, want 4", m.LastDeliveredSeq)
 	}
-	if n := queryInt(t, pool, "SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = 2", conv.ID); n != 3 {
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
 		t.Fatalf("member_delivery %d after an older ack, want 3", n)
 	}
 	r.Delivered(conv.ID, 2, 5)
 	waitFor(t, "the newer ack's flush", func() bool { return member(t, st, conv.ID, 1, 2).LastDeliveredSeq == 5 })
-	if n := queryInt(t, pool, "SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = 2", conv.ID); n != 5 {
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 5 {
 		t.Fatalf("member_delivery %d, want 5", n)
 	}
 }
@@ -82,11 +99,7 @@ func TestDeliveredWatermarkIsTheGreaterOfReadsAndDeliveredFlushes(t *testing.T) 
 // rejoins starts at the conversation's last_seq, as any new member does.
 func TestALeavingMemberTakesTheirDeliveredWatermarkAlong(t *testing.T) {
 	t.Parallel()
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2, 3)
-	for range 3 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	st, pool, conv := groupWithMessages(t, 3, 1, 2, 3)
 	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
 	r.Delivered(conv.ID, 3, 2)
 	rows := func() int64 {
@@ -113,11 +126,7 @@ func TestALeavingMemberTakesTheirDeliveredWatermarkAlong(t *testing.T) {
 // snapshot must not move member_delivery back when it commits second.
 func TestALateDeliveredFlushNeverMovesTheWatermarkBack(t *testing.T) {
 	t.Parallel()
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
-	for range 3 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	_, pool, conv := groupWithMessages(t, 3, 1, 2)
 	flush := func(seq int64) {
 		t.Helper()
 		if _, err := pool.Exec(testCtx(t), store.DeliveredBatchSQL, []int64{conv.ID}, []int64{2}, []int64{seq}); err != nil {
@@ -126,7 +135,7 @@ func TestALateDeliveredFlushNeverMovesTheWatermarkBack(t *testing.T) {
 	}
 	flush(3)
 	flush(2)
-	if n := queryInt(t, pool, "SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = 2", conv.ID); n != 3 {
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
 		t.Fatalf("member_delivery %d after a late flush of 2, want 3", n)
 	}
 }
