@@ -27,9 +27,10 @@
 //     leader finishes and deletes its last batch before releasing the lock;
 //   - it wakes on Kick (in-process, called by the send path after commit),
 //     on NOTIFY chat_outbox (a statement-level trigger, migration 0003, for
-//     rows committed by other nodes), and on a slow safety poll
-//     (PollInterval); it then drains everything that accumulated in batches
-//     of up to BatchSize rows / MaxBatchBytes.
+//     rows committed by other nodes; their hot write paths send it only
+//     while they do not lead themselves, see Leading), and on a slow
+//     safety poll (PollInterval); it then drains everything that
+//     accumulated in batches of up to BatchSize rows / MaxBatchBytes.
 //
 // Delivery is at least once: a crash or a lost acknowledgement between the
 // Kafka write and the DELETE publishes the affected rows again, after the

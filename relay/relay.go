@@ -78,6 +78,7 @@ type Relay struct {
 	wake   context.CancelFunc // cancels the current wait, nil when not waiting
 
 	running atomic.Bool
+	leading atomic.Bool // holds the lease and publishes
 }
 
 // New returns a relay for the database behind pool. The relay does not use
@@ -106,6 +107,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 		m:    m,
 	}, nil
 }
+
+// Leading reports whether this relay holds the lease and publishes the
+// outbox now, so that a Kick reaches the publisher and a NOTIFY for
+// other nodes is not needed.
+func (r *Relay) Leading() bool { return r.leading.Load() }
 
 // Kick tells the relay that outbox rows were committed. It never blocks and
 // is safe to call from any goroutine at any time, also when Run is not
@@ -184,8 +190,10 @@ func (r *Relay) Run(ctx context.Context) error {
 
 		standing = false
 		r.log.Info("relay: took the lease, publishing the outbox")
+		r.leading.Store(true)
 		r.m.leader.Set(1)
 		err := r.lead(ctx, conn, w)
+		r.leading.Store(false)
 		r.m.leader.Set(0)
 		r.m.lag.Set(0)
 		r.m.pending.Set(0)

@@ -164,8 +164,11 @@ func TestTwoRelaysPublishEachRowOnceAndTheStandbyTakesOver(t *testing.T) {
 	eventually(t, 5*time.Second, "relay a leading", func() bool { return metric(t, regA, "chat_relay_leader") == 1 })
 	start(t, b.Run)
 	time.Sleep(300 * time.Millisecond) // b tried the lease several times
-	if metric(t, regB, "chat_relay_leader") != 0 {
+	if metric(t, regB, "chat_relay_leader") != 0 || b.Leading() {
 		t.Fatal("both relays lead")
+	}
+	if !a.Leading() {
+		t.Fatal("the leading relay does not say it leads")
 	}
 
 	ev := newEvents(pool)
@@ -185,10 +188,10 @@ func TestTwoRelaysPublishEachRowOnceAndTheStandbyTakesOver(t *testing.T) {
 	go func() { defer wg.Done(); send(100) }()
 	time.Sleep(20 * time.Millisecond)
 	runA.stop(t)
-	if metric(t, regA, "chat_relay_leader") != 0 {
+	if metric(t, regA, "chat_relay_leader") != 0 || a.Leading() {
 		t.Fatal("stopped relay still reports leading")
 	}
-	eventually(t, 5*time.Second, "relay b taking over", func() bool { return metric(t, regB, "chat_relay_leader") == 1 })
+	eventually(t, 5*time.Second, "relay b taking over", func() bool { return metric(t, regB, "chat_relay_leader") == 1 && b.Leading() })
 	wg.Wait()
 	send(50)
 

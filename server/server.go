@@ -122,9 +122,16 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	}
 	// Group commit notifies committed messages itself, in seq order, so the
 	// fan-out does not see the gaps that senders woken in any order make.
-	var notifier chat.NotifierFunc
+	var (
+		notifier chat.NotifierFunc
+		rl       *relay.Relay // nil without Kafka
+	)
 	st2 := store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
-		store.WithCommitHook(func(ev chat.Event) { notifier(ev) }))
+		store.WithCommitHook(func(ev chat.Event) { notifier(ev) }),
+		// Without Kafka no relay listens anywhere; a leading local relay
+		// is kicked in-process (notifier). Only a relay on another node
+		// needs the NOTIFY.
+		store.WithRelayWake(func() bool { return rl != nil && !rl.Leading() }))
 	s.store = st2
 	s.Registry.MustRegister(newSendBatchCollector(st2.BatchStats))
 	sessions := store.NewSessions(pool)
@@ -136,7 +143,6 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		// Set before the broker starts, so before any session can ack.
 		OnDelivered: func(conv, user, seq int64) { s.Receipts.Delivered(conv, user, seq) },
 	})
-	var rl *relay.Relay
 	if len(st.KafkaBrokers) > 0 {
 		if rl, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
 			Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {

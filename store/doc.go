@@ -55,7 +55,11 @@
 //     COMMIT (migration 0006): a NOTIFY inside a writing transaction holds
 //     PostgreSQL's global notify lock through the WAL flush and serialises
 //     every such commit. Send batches leave the wake-up to one goroutine
-//     of the batcher (relayWaker), off the PUBACK's path.
+//     of the batcher (relayWaker), off the PUBACK's path. They skip it
+//     when WithRelayWake says no relay elsewhere listens (no Kafka, or
+//     this node's relay leads and is kicked in-process): up to one
+//     transaction per batch (454 batches a second at 2,000 direct
+//     sends/s) that nobody listened to.
 //   - Delivered-watermark batches write member_delivery, not the member
 //     rows that sends lock for the sender's read watermark (migration
 //     0009: the two used to wait for each other's commits). The delivered

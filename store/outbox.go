@@ -76,7 +76,16 @@ const (
 // wakeRelay sends the deferred wake-up after a commit. Failure only delays
 // the relay until its poll.
 func (s *Store) wakeRelay() {
+	if !s.relayWakeNeeded() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, _ = s.pool.Exec(ctx, notifyOutboxSQL)
+}
+
+// relayWakeNeeded says whether a commit that wrote outbox rows must NOTIFY
+// (WithRelayWake).
+func (s *Store) relayWakeNeeded() bool {
+	return s.relayWake == nil || s.relayWake()
 }

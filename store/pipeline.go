@@ -25,7 +25,7 @@ const keyLookupTxSQL = `SELECT set_config('chat.defer_notify', 'on', true),
 
 // pipelineTx runs the statements queue adds as one transaction in a single
 // round trip: BEGIN, the statements, COMMIT, and the deferred relay wake-up
-// (callers silence the outbox trigger with keyLookupTxSQL or
+// if one is needed (WithRelayWake; callers silence the outbox trigger with keyLookupTxSQL or
 // deferNotifySQL). Results are discarded; the first error fails it all.
 func (s *Store) pipelineTx(ctx context.Context, op string, queue func(b *pgx.Batch)) error {
 	conn, err := s.pool.Acquire(ctx)
@@ -38,7 +38,9 @@ func (s *Store) pipelineTx(ctx context.Context, op string, queue func(b *pgx.Bat
 	queue(b)
 	b.Queue("COMMIT")
 	commitAt := b.Len()
-	b.Queue(notifyOutboxSQL)
+	if s.relayWakeNeeded() {
+		b.Queue(notifyOutboxSQL)
+	}
 	br := conn.Conn().SendBatch(ctx, b)
 	var tag pgconn.CommandTag
 	for i := 0; i < commitAt; i++ {

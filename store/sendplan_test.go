@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,54 @@ func TestGroupCommitWakesTheRelayAfterCommitNotFromInsideIt(t *testing.T) {
 	}
 	if !wait(5 * time.Second) {
 		t.Fatal("no chat_outbox notification for a plain outbox insert")
+	}
+}
+
+func TestHotWritesSkipTheRelayWakeUpWhenNoRelayElsewhereNeedsIt(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	var needed atomic.Bool
+	var asked atomic.Int64
+	st := store.New(pool, chat.DefaultLimits(), store.WithRelayWake(func() bool { asked.Add(1); return needed.Load() }))
+	conv := mustGroup(t, st, 1, 2)
+	r := newReceipts(t, st, store.ReceiptsConfig{})
+	listener, err := pool.Acquire(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(testCtx(t), "LISTEN chat_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(d time.Duration) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err := listener.Conn().WaitForNotification(ctx)
+		return err == nil
+	}
+
+	// No relay needs waking: a send, a read and a delivered flush commit
+	// their outbox rows without a NOTIFY.
+	seq := mustSend(t, st, conv.ID, 1, "quiet").Seq
+	if _, err := r.MarkRead(testCtx(t), conv.ID, 2, seq); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, st, conv.ID, 2, "quiet too")
+	r.Delivered(conv.ID, 1, seq+1)
+	waitFor(t, "delivered flush", func() bool { return r.DeliveredFlushes() == 1 })
+	if n := queryInt(t, pool, "SELECT count(*) FROM outbox"); n < 4 {
+		t.Fatalf("%d outbox rows, want the member events, two messages, a read and a delivery", n)
+	}
+	if wait(300 * time.Millisecond) {
+		t.Fatal("chat_outbox notified although no relay needed it")
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the hot paths never asked whether a relay needs waking")
+	}
+
+	// A relay on another node needs it: group commit notifies again.
+	needed.Store(true)
+	mustSend(t, st, conv.ID, 1, "wake up")
+	if !wait(5 * time.Second) {
+		t.Fatal("no chat_outbox notification after a send once a relay needs it")
 	}
 }

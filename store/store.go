@@ -37,6 +37,9 @@ type Store struct {
 	batchMsgs    atomic.Int64
 	sendPool     *pgxpool.Pool // group-commit transactions; nil = pool
 	onCommit     func(chat.Event)
+	// relayWake says whether a committed outbox row needs a NOTIFY to
+	// reach the relay; nil means always.
+	relayWake func() bool
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -72,6 +75,17 @@ func WithSendPool(p *pgxpool.Pool) Option {
 // one by one would wake in any order and the fan-out would see gaps.
 func WithCommitHook(fn func(chat.Event)) Option {
 	return func(s *Store) { s.onCommit = fn }
+}
+
+// WithRelayWake tells hot write paths (group commit, receipt batches)
+// whether they must NOTIFY chat_outbox after a commit that wrote outbox
+// rows. needed is called after each such commit; it answers false when no
+// relay listens on another node: no Kafka is configured, or this node's
+// relay publishes and is woken in-process. A wake-up skipped wrongly (a
+// lease that just moved) costs only latency: relays also poll. Without
+// this option they always notify.
+func WithRelayWake(needed func() bool) Option {
+	return func(s *Store) { s.relayWake = needed }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
