@@ -159,20 +159,7 @@ func TestSendIsNotHeldUpByAnotherConversationsLockedRow(t *testing.T) {
 func TestGroupCommitWakesTheRelayAfterCommitNotFromInsideIt(t *testing.T) {
 	st, pool := newStore(t)
 	conv := mustGroup(t, st, 1, 2)
-	listener, err := pool.Acquire(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Release()
-	if _, err := listener.Exec(testCtx(t), "LISTEN chat_outbox"); err != nil {
-		t.Fatal(err)
-	}
-	wait := func(d time.Duration) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		_, err := listener.Conn().WaitForNotification(ctx)
-		return err == nil
-	}
+	wait := listenOutbox(t, pool)
 
 	// A transaction that defers the wake-up inserts outbox rows silently.
 	if err := pgx.BeginFunc(testCtx(t), pool, func(tx pgx.Tx) error {
@@ -208,20 +195,7 @@ func TestHotWritesSkipTheRelayWakeUpWhenNoRelayElsewhereNeedsIt(t *testing.T) {
 	st := store.New(pool, chat.DefaultLimits(), store.WithRelayWake(func() bool { asked.Add(1); return needed.Load() }))
 	conv := mustGroup(t, st, 1, 2)
 	r := newReceipts(t, st, store.ReceiptsConfig{})
-	listener, err := pool.Acquire(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Release()
-	if _, err := listener.Exec(testCtx(t), "LISTEN chat_outbox"); err != nil {
-		t.Fatal(err)
-	}
-	wait := func(d time.Duration) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		_, err := listener.Conn().WaitForNotification(ctx)
-		return err == nil
-	}
+	wait := listenOutbox(t, pool)
 
 	// No relay needs waking: a send, a read and a delivered flush commit
 	// their outbox rows without a NOTIFY.
@@ -247,5 +221,25 @@ func TestHotWritesSkipTheRelayWakeUpWhenNoRelayElsewhereNeedsIt(t *testing.T) {
 	mustSend(t, st, conv.ID, 1, "wake up")
 	if !wait(5 * time.Second) {
 		t.Fatal("no chat_outbox notification after a send once a relay needs it")
+	}
+}
+
+// listenOutbox LISTENs on chat_outbox on a connection of its own and
+// returns a wait that reports whether a notification arrived within d.
+func listenOutbox(t *testing.T, pool *pgxpool.Pool) (wait func(d time.Duration) bool) {
+	t.Helper()
+	listener, err := pool.Acquire(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(listener.Release)
+	if _, err := listener.Exec(testCtx(t), "LISTEN chat_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	return func(d time.Duration) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err := listener.Conn().WaitForNotification(ctx)
+		return err == nil
 	}
 }
