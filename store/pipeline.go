@@ -25,8 +25,9 @@ const keyLookupTxSQL = `SELECT set_config('chat.defer_notify', 'on', true),
 
 // pipelineTx runs the statements queue adds as one transaction in a single
 // round trip: BEGIN, the statements, COMMIT, and the deferred relay wake-up
-// if one is needed (WithRelayWake; callers silence the outbox trigger with keyLookupTxSQL or
-// deferNotifySQL). Results are discarded; the first error fails it all.
+// if one is needed (WithRelayWake; callers silence the outbox trigger with
+// keyLookupTxSQL or deferNotifySQL). Results are discarded; the first error
+// fails it all.
 func (s *Store) pipelineTx(ctx context.Context, op string, queue func(b *pgx.Batch)) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
