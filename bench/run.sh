@@ -221,7 +221,7 @@ plain_restart() {
 	"$WORK/bin/plainbroker" -addr "$PLAIN_ADDR" >>"$WORK/plainbroker.log" 2>&1 &
 	PLAIN_PID=$!
 	for _ in $(seq 1 50); do
-		(exec 3<>"/dev/tcp/${PLAIN_ADDR%:*}/${PLAIN_ADDR#*:}") 2>/dev/null && return
+		(exec 3<>"/dev/tcp/${PLAIN_ADDR%:*}/${PLAIN_ADDR##*:}") 2>/dev/null && return
 		sleep 0.1
 	done
 	echo "run.sh: plainbroker did not listen on $PLAIN_ADDR" >&2

@@ -225,8 +225,12 @@ func errShuttingDown() error {
 	return chat.Errorf(chat.CodeUnavailable, "server is shutting down; resend")
 }
 
-// wakeRelay asks relayWaker for a wake-up without waiting.
+// wakeRelay asks relayWaker for a wake-up without waiting, unless no relay
+// needs one (WithRelayWake): then relayWaker is not woken at all.
 func (b *batcher) wakeRelay() {
+	if !b.s.relayWakeNeeded() {
+		return
+	}
 	select {
 	case b.wake <- struct{}{}:
 	default: // one is pending already

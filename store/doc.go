@@ -57,9 +57,8 @@
 //     every such commit. Send batches leave the wake-up to one goroutine
 //     of the batcher (relayWaker), off the PUBACK's path. They skip it
 //     when WithRelayWake says no relay elsewhere listens (no Kafka, or
-//     this node's relay leads and is kicked in-process): up to one
-//     transaction per batch (454 batches a second at 2,000 direct
-//     sends/s) that nobody listened to.
+//     this node's relay leads and is kicked in-process), which would be
+//     a transaction per batch that nobody hears.
 //   - Delivered-watermark batches write member_delivery, not the member
 //     rows that sends lock for the sender's read watermark (migration
 //     0009: the two used to wait for each other's commits). The delivered

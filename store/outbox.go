@@ -73,8 +73,9 @@ const (
 	notifyOutboxSQL = `SELECT pg_notify('chat_outbox', '')`
 )
 
-// wakeRelay sends the deferred wake-up after a commit. Failure only delays
-// the relay until its poll.
+// wakeRelay sends the deferred wake-up after a commit, if a relay needs one
+// (WithRelayWake, asked again: the lease may have moved since the batcher
+// asked). Failure only delays the relay until its poll.
 func (s *Store) wakeRelay() {
 	if !s.relayWakeNeeded() {
 		return

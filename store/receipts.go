@@ -617,7 +617,7 @@ func (r *Receipts) drainDelivered() bool {
 // transaction is one round trip (outbox rows, the upsert, COMMIT), so the
 // member_delivery rows it locks are held briefly.
 // A watermark moved concurrently (a read receipt, a send) between the two
-// steps only makes an event redundant, never false: the UPDATE moves rows
+// steps only makes an event redundant, never false: the upsert moves rows
 // forward only, and after it each row's delivered watermark is at least
 // what its event says.
 func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {

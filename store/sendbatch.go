@@ -14,9 +14,10 @@ import (
 // commitBatch commits a batch of sends (batcher.go gathers them) in one
 // transaction and one round trip whatever the batch size: BEGIN, the
 // deferred relay wake-up and the deadline, a call of chat_send_batch
-// (migrations/0007, 0008: it locks the batch's conversations in id order, decides
-// every send's outcome with set-based SQL and writes messages, last_seq,
-// sender watermarks and outbox rows) and COMMIT, pipelined. Each round trip
+// (migrations 0007 and 0008: it locks the batch's conversations in id
+// order, decides every send's outcome with set-based SQL and writes
+// messages, last_seq, sender watermarks and outbox rows) and COMMIT,
+// pipelined. Each round trip
 // wakes both PostgreSQL and this process; on an idle server that, not the
 // SQL, is most of a lone send's latency. The relay is woken afterwards, off
 // the senders' path (relayWaker).
