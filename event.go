@@ -1,6 +1,10 @@
 package chat
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Event types. They are the payloads of the outbox (and so of Kafka's
 // chat.events) and of the MQTT events topic; the JSON is a public contract.
@@ -43,6 +47,9 @@ type Event struct {
 	// Members lists the conversation's members after a membership change,
 	// so every node can refresh its routing without a query.
 	Members []int64 `json:"members,omitempty"`
+	// To names the users an event without a conversation is for
+	// (presence); never encoded.
+	To []int64 `json:"-"`
 }
 
 // MessageEvent builds message.new for a committed message.
@@ -66,17 +73,21 @@ func (e Event) Slim() Event {
 	return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, SenderID: e.SenderID}
 }
 
-// Notifier learns about committed changes so it can fan them out to
-// connected clients. Notify is called after commit and must not block.
-type Notifier interface {
-	Notify(ev Event)
+// EncodeEvent is the one encoder of event JSON: the outbox, Kafka, the
+// MQTT events topic and replayed history all carry what it writes.
+func EncodeEvent(ev Event) ([]byte, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
+	}
+	return b, nil
 }
 
-// NotifierFunc adapts a function to Notifier.
-type NotifierFunc func(Event)
-
-// Notify calls f(ev).
-func (f NotifierFunc) Notify(ev Event) { f(ev) }
+// Ephemeral reports whether ev is never stored: typing and presence reach
+// the clients online now and nobody else.
+func (e Event) Ephemeral() bool {
+	return e.Type == EventTyping || e.Type == EventPresence
+}
 
 // ReadEvent builds read.updated for a watermark that advanced.
 func ReadEvent(conversationID, userID, seq int64) Event {

@@ -7,13 +7,14 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
 
-// Service is the one entry point transports use: it validates input, calls
-// the Store and, after commit, tells the Notifier so connected clients get
-// the events without waiting for the outbox relay.
+// Service is the one entry point transports use: it validates input,
+// applies the rate limits and calls the Store. It never publishes: the
+// Store publishes what each write committed (chat.Publisher).
 //
 // The optional fields are set once, before the Service is used:
 //   - Limiter and Rates enforce the rate limits (nil Limiter: none), so MQTT,
@@ -22,14 +23,15 @@ import (
 //     (a group-committing writer that also notifies the events itself);
 //   - PresenceSource answers presence queries (nil: not available).
 type Service struct {
-	Store    Store
-	Notifier Notifier // may be nil
-	Limits   Limits
+	Store  Store
+	Limits Limits
 
 	Limiter        RateLimiter
 	Rates          RateLimits
 	Receipts       ReceiptWriter
 	PresenceSource PresenceSource
+
+	typing typingThrottle
 }
 
 // RateKind names a rate limit; it labels metrics and keys the buckets.
@@ -210,20 +212,14 @@ func (s *Service) CheckRate(ctx context.Context, kind RateKind, key string) erro
 // UserKey is the rate-limit key of a user.
 func UserKey(userID int64) string { return strconv.FormatInt(userID, 10) }
 
-// NewService wires a Store and a Notifier with limits (zero = defaults).
-func NewService(st Store, n Notifier, l Limits) *Service {
-	return &Service{Store: st, Notifier: n, Limits: l.withDefaults()}
-}
-
-func (s *Service) notify(ev Event) {
-	if s.Notifier != nil {
-		s.Notifier.Notify(ev)
-	}
+// NewService wires a Store with limits (zero = defaults).
+func NewService(st Store, l Limits) *Service {
+	return &Service{Store: st, Limits: l.withDefaults()}
 }
 
 // Send validates, charges the sender's and the conversation's send limits
-// and commits a message, then notifies (not for duplicates: their event went
-// out with the original).
+// and commits a message (the Store publishes message.new; a duplicate
+// publishes nothing: its event went out with the original).
 //
 // Nothing over a limit reaches the store. A duplicate resend (same
 // clientMsgId, same sender) is charged and then refunded once the store
@@ -254,10 +250,6 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (SendResult, error)
 	if res.Duplicate {
 		s.refund(ctx, RateSend, userKey)
 		s.refund(ctx, RateConv, convKey)
-		return res, nil
-	}
-	if !res.Notified {
-		s.notify(MessageEvent(res.Message))
 	}
 	return res, nil
 }
@@ -280,14 +272,59 @@ func (s *Service) MarkRead(ctx context.Context, conversationID, userID, seq int6
 	if s.Receipts != nil {
 		return s.Receipts.MarkRead(ctx, conversationID, userID, seq)
 	}
-	res, err := s.Store.MarkRead(ctx, conversationID, userID, seq)
-	if err != nil {
-		return ReadResult{}, err
+	return s.Store.MarkRead(ctx, conversationID, userID, seq)
+}
+
+// Typing tells the conversation's members online that userID is typing:
+// at most one event per user and conversation per TypingInterval (the rest
+// are dropped without an error), within the user's typing rate limit, and
+// only from a member. Nothing is stored.
+func (s *Service) Typing(ctx context.Context, conversationID, userID int64) error {
+	if err := ValidateID("conversationId", conversationID); err != nil {
+		return err
 	}
-	if res.Advanced {
-		s.notify(ReadEvent(conversationID, userID, res.LastReadSeq))
+	if !s.typing.allow(userID, conversationID, time.Now()) {
+		return nil
 	}
-	return res, nil
+	// The per-user limit counts forwarded typing events only: the
+	// throttle above already drops the rest.
+	if err := s.take(ctx, RateTyping, UserKey(userID)); err != nil {
+		return err
+	}
+	return s.Store.Typing(ctx, conversationID, userID)
+}
+
+// TypingInterval is the least time between two typing events of one user
+// in one conversation.
+const TypingInterval = time.Second
+
+// typingThrottle remembers when each (user, conversation) last forwarded a
+// typing event; entries older than TypingInterval are forgotten once the
+// map grows large.
+type typingThrottle struct {
+	mu   sync.Mutex
+	last map[[2]int64]time.Time
+}
+
+func (t *typingThrottle) allow(user, conv int64, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[[2]int64]time.Time{}
+	}
+	k := [2]int64{user, conv}
+	if now.Sub(t.last[k]) < TypingInterval {
+		return false
+	}
+	t.last[k] = now
+	if len(t.last) > 100000 {
+		for k, at := range t.last {
+			if now.Sub(at) > TypingInterval {
+				delete(t.last, k)
+			}
+		}
+	}
+	return true
 }
 
 // History validates the query and pages messages.
@@ -403,12 +440,7 @@ func (s *Service) CreateGroup(ctx context.Context, creatorID int64, title string
 	if len(uniq)+1 > s.Limits.MaxMembers {
 		return Conversation{}, Errorf(CodeMemberCap, "a group has at most %d members", s.Limits.MaxMembers)
 	}
-	conv, err := s.Store.CreateGroup(ctx, creatorID, title, uniq)
-	if err != nil {
-		return Conversation{}, err
-	}
-	s.notify(ConversationCreatedEvent(conv, creatorID))
-	return conv, nil
+	return s.Store.CreateGroup(ctx, creatorID, title, uniq)
 }
 
 // OpenDirect returns the pair's DIRECT conversation, creating it if needed.
@@ -419,14 +451,7 @@ func (s *Service) OpenDirect(ctx context.Context, userID, peerID int64) (Convers
 	if peerID == userID {
 		return Conversation{}, false, Errorf(CodeInvalid, "a direct conversation needs two different users")
 	}
-	conv, created, err := s.Store.OpenDirect(ctx, userID, peerID)
-	if err != nil {
-		return Conversation{}, false, err
-	}
-	if created {
-		s.notify(ConversationCreatedEvent(conv, userID))
-	}
-	return conv, created, nil
+	return s.Store.OpenDirect(ctx, userID, peerID)
 }
 
 // GetConversation returns a conversation with members, for members only.
@@ -445,14 +470,7 @@ func (s *Service) AddMember(ctx context.Context, conversationID, actorID, userID
 	if err := ValidateID("userId", userID); err != nil {
 		return Member{}, false, err
 	}
-	m, created, ev, err := s.Store.AddMember(ctx, conversationID, actorID, userID, RoleMember)
-	if err != nil {
-		return Member{}, false, err
-	}
-	if created {
-		s.notify(ev)
-	}
-	return m, created, nil
+	return s.Store.AddMember(ctx, conversationID, actorID, userID, RoleMember)
 }
 
 // RemoveMember removes userID; owner/admin may remove others, anyone may
@@ -464,12 +482,7 @@ func (s *Service) RemoveMember(ctx context.Context, conversationID, actorID, use
 	if err := ValidateID("userId", userID); err != nil {
 		return err
 	}
-	ev, err := s.Store.RemoveMember(ctx, conversationID, actorID, userID)
-	if err != nil {
-		return err
-	}
-	s.notify(ev)
-	return nil
+	return s.Store.RemoveMember(ctx, conversationID, actorID, userID)
 }
 
 // ValidateTitle rejects titles that are not valid UTF-8 or hold NUL.

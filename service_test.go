@@ -73,7 +73,7 @@ func TestSendChargesSenderAndConversationAndRefundsWhatDidNotCount(t *testing.T)
 	ctx := context.Background()
 	st := &sendStore{seen: map[string]bool{}}
 	lim := newBucketLimiter()
-	svc := chat.NewService(st, nil, chat.Limits{})
+	svc := chat.NewService(st, chat.Limits{})
 	svc.Limiter = lim
 	svc.Rates = chat.RateLimits{Send: chat.RateLimit{Rate: 1, Burst: 2}, Conv: chat.RateLimit{Rate: 1, Burst: 3}}
 	send := func(user int64, id string) error {
@@ -130,7 +130,7 @@ func TestMarkReadChargesOnlyReceiptsThatCostAWrite(t *testing.T) {
 	ctx := context.Background()
 	lim := newBucketLimiter()
 	rec := &pendingReceipts{}
-	svc := chat.NewService(&sendStore{seen: map[string]bool{}}, nil, chat.Limits{})
+	svc := chat.NewService(&sendStore{seen: map[string]bool{}}, chat.Limits{})
 	svc.Limiter, svc.Receipts = lim, rec
 	svc.Rates.Read = chat.RateLimit{Rate: 1, Burst: 1}
 	if _, err := svc.MarkRead(ctx, 7, 1, 3); err != nil {
@@ -160,7 +160,7 @@ func TestMarkReadChargesOnlyReceiptsThatCostAWrite(t *testing.T) {
 }
 
 func TestPresenceNeedsASharedConversation(t *testing.T) {
-	svc := chat.NewService(&sendStore{}, nil, chat.Limits{})
+	svc := chat.NewService(&sendStore{}, chat.Limits{})
 	if _, err := svc.Presence(context.Background(), 1, 2); !errors.Is(err, chat.ErrNotFound) {
 		t.Fatalf("without a presence source: %v", err)
 	}

@@ -3,7 +3,8 @@ package chat
 import "context"
 
 // Store is the store of record. Every method is one transaction; events
-// (outbox rows) commit with the change they describe. Implementations return
+// (outbox rows) commit with the change they describe, and every write
+// publishes what it committed (Publisher) before it returns. Implementations return
 // *Error values (typed) for every outcome a client can cause, and wrap
 // infrastructure failures with Unavailable.
 type Store interface {
@@ -27,13 +28,15 @@ type Store interface {
 	// GetConversation returns the conversation with its members; members only.
 	GetConversation(ctx context.Context, conversationID, userID int64) (Conversation, error)
 	// AddMember adds userID; created is false when they already were a
-	// member (nothing written). The event is what the outbox received.
-	AddMember(ctx context.Context, conversationID, actorID, userID int64, role Role) (m Member, created bool, ev Event, err error)
-	// RemoveMember removes userID and returns the member.removed event it
-	// committed to the outbox.
-	RemoveMember(ctx context.Context, conversationID, actorID, userID int64) (Event, error)
+	// member (nothing written).
+	AddMember(ctx context.Context, conversationID, actorID, userID int64, role Role) (m Member, created bool, err error)
+	// RemoveMember removes userID.
+	RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error
 	// Members lists the user ids of a conversation (routing; no auth check).
 	Members(ctx context.Context, conversationID int64) ([]int64, error)
 	// IsMember reports membership (routing and ACL; no auth check).
 	IsMember(ctx context.Context, conversationID, userID int64) (bool, error)
+	// Typing publishes userID's typing event to the conversation's
+	// members if userID is one (not_member otherwise); nothing is stored.
+	Typing(ctx context.Context, conversationID, userID int64) error
 }

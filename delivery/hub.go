@@ -62,9 +62,24 @@ func NewHub(st Store, members Members, opts Options) *Hub {
 	return h
 }
 
-// Notify queues a committed event for fan-out. It never blocks: when the
-// queue is full every session falls back to PostgreSQL, which has the event.
-func (h *Hub) Notify(ev chat.Event) {
+// Publish queues committed (and ephemeral) events for fan-out to this
+// node's sessions, then hands the stored ones to Options.Next (the outbox
+// relay's wake-up). It never blocks: when the queue is full every session
+// falls back to PostgreSQL, which has the events (chat.Publisher).
+func (h *Hub) Publish(evs ...chat.Event) {
+	stored := false
+	for _, ev := range evs {
+		h.Deliver(ev)
+		stored = stored || !ev.Ephemeral()
+	}
+	if stored && h.opts.Next != nil {
+		h.opts.Next.Publish(evs...)
+	}
+}
+
+// Deliver queues one event for fan-out to this node's sessions only: what
+// another node committed (Kafka) or published. It never blocks.
+func (h *Hub) Deliver(ev chat.Event) {
 	select {
 	case h.events <- ev:
 	default:
@@ -255,6 +270,10 @@ func (h *Hub) membersOf(conv int64) ([]int64, bool) {
 }
 
 func (h *Hub) route(ev chat.Event) {
+	if ev.ConversationID == 0 && len(ev.To) > 0 {
+		h.toUsers(ev.To, ev)
+		return
+	}
 	eventsItem := func(kind itemKind, payload []byte) item {
 		return item{kind: kind, conv: ev.ConversationID, seq: ev.Seq, payload: payload, qos: 1}
 	}
@@ -348,11 +367,11 @@ func (h *Hub) toMembers(members []int64, except int64, it item) {
 	}
 }
 
-// NotifyUsers queues ev on the events topic of every session of users on
-// this node (presence, which has no conversation to route by). It never
-// blocks; like every live event it is dropped for sessions not subscribed
-// to their events topic yet.
-func (h *Hub) NotifyUsers(users []int64, ev chat.Event) {
+// toUsers queues ev on the events topic of every session of users on this
+// node (presence, which has no conversation to route by); like every live
+// event it is dropped for sessions not subscribed to their events topic
+// yet.
+func (h *Hub) toUsers(users []int64, ev chat.Event) {
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		h.opts.Logger.Error("encode event", "type", ev.Type, "err", err)

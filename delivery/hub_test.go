@@ -94,7 +94,7 @@ func setup(t *testing.T) fixture {
 	pool := pgtest.NewPool(t)
 	st := store.New(pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	svc := chat.NewService(st, nil, chat.DefaultLimits())
+	svc := chat.NewService(st, chat.DefaultLimits())
 	conv, err := svc.CreateGroup(context.Background(), 1, "pump", []int64{2})
 	if err != nil {
 		t.Fatal(err)
@@ -189,19 +189,19 @@ func TestReorderedDuplicatedAndLostNotificationsStillDeliverInOrderExactlyOnce(t
 			if rng.Intn(10) == 0 {
 				continue
 			}
-			h.Notify(ev)
+			h.Publish(ev)
 			if rng.Intn(10) == 0 {
-				h.Notify(ev)
+				h.Publish(ev)
 			}
 		}
 		i = j
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 300), 1, 300)
 	// A late duplicate changes nothing.
-	h.Notify(evs[0])
-	h.Notify(evs[299])
+	h.Publish(evs[0])
+	h.Publish(evs[299])
 	for _, ev := range f.send(t, 1) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 301), 1, 301)
 }
@@ -211,7 +211,7 @@ func TestQueueOverflowFallsBackToPostgreSQL(t *testing.T) {
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4})
 	c := attach(t, h, f, "overflow", false, true)
 	for _, ev := range f.send(t, 500) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 500), 1, 500)
 }
@@ -221,7 +221,7 @@ func TestWindowBoundsUnackedPublishesAndASilentClientIsDisconnected(t *testing.T
 	h := newHub(t, f, delivery.Options{Window: 4, SlowTimeout: 300 * time.Millisecond})
 	c := attach(t, h, f, "silent", false, false)
 	for _, ev := range f.send(t, 20) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	select {
 	case reason := <-c.closed:
@@ -239,7 +239,7 @@ func TestPersistentSessionResumesAfterItsLastAcknowledgedSeq(t *testing.T) {
 	h := newHub(t, f, delivery.Options{Window: 8, CursorFlush: 10 * time.Millisecond})
 	c := attach(t, h, f, "phone", true, true)
 	for _, ev := range f.send(t, 50) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 50), 1, 50)
 	h.Detach("phone", c) // flushes the cursor
@@ -254,7 +254,7 @@ func TestNonPersistentSessionStartsNow(t *testing.T) {
 	h := newHub(t, f, delivery.Options{})
 	c := attach(t, h, f, "fresh", false, true)
 	for _, ev := range f.send(t, 5) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 5), 11, 15)
 }
@@ -281,7 +281,7 @@ func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *te
 	c.hub = h
 	<-h.Attach(c, "cached", 2, false, false).Loaded()
 	for _, ev := range f.send(t, 200) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	waitSeqs(t, obs, f.conv.ID, 200)
 	if n := len(c.seqs(f.conv.ID)); n != 0 {
@@ -306,7 +306,7 @@ func TestOverflowedSessionCatchesUpMostlyFromTheRecentCache(t *testing.T) {
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4, Metrics: m})
 	c := attach(t, h, f, "overflow", false, true)
 	for _, ev := range f.send(t, 200) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 200), 1, 200)
 	// A queue overflow resyncs from PostgreSQL, whose last_seq (200 here)
@@ -325,12 +325,12 @@ func TestRecentCacheDoesNotEndCatchUpBeforeWhatPostgreSQLHolds(t *testing.T) {
 	c := attach(t, h, f, "mixed", false, true)
 	evs := f.send(t, 100)
 	for _, ev := range evs[:60] {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	// 61..100 are committed but their notifications are lost; 101 then
 	// arrives live. The cache holds 1..60 and must not be taken for the end.
 	more := f.send(t, 1)
-	h.Notify(more[0])
+	h.Publish(more[0])
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 101), 1, 101)
 }
 
@@ -339,7 +339,7 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 	h := newHub(t, f, delivery.Options{Window: 16})
 	c := attach(t, h, f, "bursty", false, false)
 	for _, ev := range f.send(t, 100) {
-		h.Notify(ev)
+		h.Publish(ev)
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()

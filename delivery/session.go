@@ -595,8 +595,8 @@ func (s *Session) onAck(id uint16) {
 			break
 		}
 	}
-	if f := s.hub.opts.OnDelivered; f != nil {
-		f(inf.conv, s.UserID, inf.seq)
+	if d := s.hub.opts.Delivered; d != nil {
+		d.Delivered(inf.conv, s.UserID, inf.seq)
 	}
 	cursor := cs.sentHigh
 	if len(cs.unacked) > 0 {

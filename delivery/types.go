@@ -38,10 +38,6 @@ type Members interface {
 	Members(ctx context.Context, conversationID int64) ([]int64, error)
 }
 
-// DeliveredFunc is told when a session acknowledged message seq of a
-// conversation (for delivered watermarks); it must not block.
-type DeliveredFunc func(conversationID, userID, seq int64)
-
 // Options tune the hub; zero values take the defaults.
 type Options struct {
 	Window        int           // unacknowledged QoS1 publishes per session (64)
@@ -56,7 +52,12 @@ type Options struct {
 	RecentBytes   int           // memory bound of those payloads over all conversations (64 MiB)
 	Logger        *slog.Logger
 	Metrics       *Metrics
-	OnDelivered   DeliveredFunc
+	// Delivered is told every PUBACK of a message.new (the member's
+	// delivered watermark); nil: not recorded.
+	Delivered chat.DeliveredSink
+	// Next gets the stored events Publish routed (the outbox relay's
+	// wake-up); nil: none.
+	Next chat.Publisher
 }
 
 func (o Options) withDefaults() Options {

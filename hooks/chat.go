@@ -57,9 +57,6 @@ type Chat struct {
 
 	busy     atomic.Int64 // publishes being processed
 	draining atomic.Bool
-
-	typingMu   sync.Mutex
-	typingLast map[typingKey]time.Time
 }
 
 type clientInfo struct {
@@ -69,8 +66,6 @@ type clientInfo struct {
 	subs       atomic.Int32
 	present    atomic.Bool // counted by Presence
 }
-
-type typingKey struct{ user, conv int64 }
 
 // New returns the hook; call Attach with the server before serving.
 func New(cfg Config) *Chat {
@@ -86,7 +81,7 @@ func New(cfg Config) *Chat {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Chat{cfg: cfg, typingLast: map[typingKey]time.Time{}}
+	return &Chat{cfg: cfg}
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).

@@ -164,54 +164,24 @@ func (h *Chat) onRead(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv i
 	return h.ok("read", pk, packets.UserProperty{Key: "lastReadSeq", Val: strconv.FormatInt(res.LastReadSeq, 10)})
 }
 
-// onTyping forwards at most one typing event per user and conversation per
-// second to the members online, within the user's typing rate limit;
-// nothing is stored.
+// onTyping hands a typing indicator to the Service, which throttles it and
+// tells the members online; nothing is stored. Over the typing rate limit
+// a QoS 0 indicator is dropped silently: an error event per keystroke would
+// cost more than the indicator.
 func (h *Chat) onTyping(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv int64) (packets.Packet, error) {
 	if len(pk.Payload) > 256 {
 		return h.fail(cl, pk, ci, "typing", chat.Errorf(chat.CodeInvalid, "typing payload must be {}"), conv, "")
 	}
-	key := typingKey{ci.userID, conv}
-	now := time.Now()
-	h.typingMu.Lock()
-	last := h.typingLast[key]
-	forward := now.Sub(last) >= time.Second
-	if forward {
-		h.typingLast[key] = now
-		if len(h.typingLast) > 100000 {
-			for k, t := range h.typingLast {
-				if now.Sub(t) > time.Second {
-					delete(h.typingLast, k)
-				}
-			}
-		}
-	}
-	h.typingMu.Unlock()
-	if !forward {
-		return h.ok("typing", pk)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
-	// The per-user limit counts forwarded typing events (the per
-	// conversation throttle above already drops the rest). Over it, a QoS 0
-	// indicator is dropped silently: an error event per keystroke would
-	// cost more than the indicator.
-	if err := h.cfg.Service.CheckRate(ctx, chat.RateTyping, chat.UserKey(ci.userID)); err != nil {
-		if pk.FixedHeader.Qos == 0 {
+	if err := h.cfg.Service.Typing(ctx, conv, ci.userID); err != nil {
+		if pk.FixedHeader.Qos == 0 && chat.ErrorCode(err) == chat.CodeRateLimited {
 			h.cfg.Metrics.Publishes.WithLabelValues("typing", string(chat.CodeRateLimited)).Inc()
 			pk.Ignore = true
 			return pk, nil
 		}
 		return h.fail(cl, pk, ci, "typing", err, conv, "")
 	}
-	member, err := h.cfg.Service.Store.IsMember(ctx, conv, ci.userID)
-	if err != nil {
-		return h.fail(cl, pk, ci, "typing", err, conv, "")
-	}
-	if !member {
-		return h.fail(cl, pk, ci, "typing", chat.ErrNotMember, conv, "")
-	}
-	h.cfg.Hub.Notify(chat.Event{Type: chat.EventTyping, ConversationID: conv, UserID: ci.userID})
 	return h.ok("typing", pk)
 }
 

@@ -109,7 +109,7 @@ func FuzzReadBody(f *testing.F) {
 		"text/plain", "application/json; charset=latin1", "multipart/form-data; boundary=x", ";;", "application/json; charset"} {
 		f.Add(ct, []byte(`{"seq":1}`))
 	}
-	a := &API{svc: chat.NewService(nil, nil, chat.DefaultLimits()), log: logger(nil)}
+	a := &API{svc: chat.NewService(nil, chat.DefaultLimits()), log: logger(nil)}
 	limit := a.maxRequestBytes()
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
 		r := httptest.NewRequest("POST", "/v1/conversations/1/read", bytes.NewReader(body))

@@ -52,7 +52,7 @@ func newEnvWith(t *testing.T, cfg envConfig) *env {
 	if cfg.wrap != nil {
 		st = cfg.wrap(st)
 	}
-	svc := chat.NewService(st, nil, cfg.limits)
+	svc := chat.NewService(st, cfg.limits)
 	secret := []byte("httpapi-test-secret-0123456789abcdef")
 	verifier := auth.NewVerifier(secret, nil)
 	ready := cfg.ready

@@ -24,17 +24,13 @@ type Store interface {
 	SharesConversation(ctx context.Context, a, b int64) (bool, error)
 }
 
-// Pusher delivers an event to the connected sessions of users on this node
-// (delivery.Hub).
-type Pusher interface {
-	NotifyUsers(users []int64, ev chat.Event)
-}
-
 // Config configures a Tracker; NodeID, Store and Hub are required.
 type Config struct {
-	NodeID     string
-	Store      Store
-	Hub        Pusher
+	NodeID string
+	Store  Store
+	// Hub delivers presence events (chat.Event.To names the watchers) to
+	// the sessions on this node (delivery.Hub).
+	Hub        chat.Publisher
 	LargeGroup int           // conversations above this many members get no pushes (200)
 	Grace      time.Duration // a user offline this long is announced offline (1s)
 	Heartbeat  time.Duration // node heartbeat interval; a node silent 3× this is dead (5s)
@@ -392,7 +388,8 @@ func (t *Tracker) push(ctx context.Context, events []chat.Event, origin string) 
 	}
 	for _, ev := range events {
 		if w := watchers[ev.UserID]; len(w) > 0 {
-			t.cfg.Hub.NotifyUsers(w, ev)
+			ev.To = w
+			t.cfg.Hub.Publish(ev)
 			t.pushed.WithLabelValues(origin).Inc()
 		}
 	}

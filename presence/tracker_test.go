@@ -74,9 +74,9 @@ type fakeHub struct {
 	evs []chat.Event
 }
 
-func (h *fakeHub) NotifyUsers(_ []int64, ev chat.Event) {
+func (h *fakeHub) Publish(evs ...chat.Event) {
 	h.mu.Lock()
-	h.evs = append(h.evs, ev)
+	h.evs = append(h.evs, evs...)
 	h.mu.Unlock()
 }
 

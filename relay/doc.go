@@ -3,14 +3,20 @@
 //
 // # Relay (outbox → Kafka)
 //
-// Every committed change writes one outbox row (msg_key = conversation id,
-// payload = JSON of a chat.Event) in its own transaction. A Relay publishes
-// those rows to the topic chat.events (Config.Topic):
+// Every committed change writes one outbox row in its own transaction
+// (msg_key = conversation id, type = event type): a stream entry's row
+// (message.new) references the entry by (conversation_id, seq), every
+// other row carries its event JSON (payload). A Relay publishes those rows
+// to the topic chat.events (Config.Topic):
 //
 //   - in id order, keyed by conversation id, with kafka.Hash so a
 //     conversation always lands on one partition, and RequiredAcks =
-//     RequireAll; the Kafka value is the payload with "eventId" (the outbox
-//     id) added, headers "eventId" and "type", timestamp = row created_at;
+//     RequireAll; the Kafka value is the chat.Event written by
+//     chat.EncodeEvent (the encoder of every event JSON chatd sends) with
+//     "eventId" (the outbox id) set, a referencing row encoded from its
+//     entry as the entry is when relayed; headers "eventId", "type" and
+//     "origin" (the committing node's application name, "chatd:<node
+//     id>"); timestamp = row created_at;
 //   - a row is deleted only after Kafka acknowledged it; a failed write
 //     leaves its rows in place and is retried, oldest first, with
 //     exponential backoff and full jitter (BackoffMin..BackoffMax). While
@@ -35,7 +41,8 @@
 // Delivery is at least once: a crash or a lost acknowledgement between the
 // Kafka write and the DELETE publishes the affected rows again, after the
 // originals. A row larger than MaxBatchBytes can never be produced; it is
-// dropped with an error log and chat_relay_errors_total{kind="oversize"}.
+// dropped with an error log and chat_relay_errors_total{kind="oversize"};
+// so is a row that cannot be encoded (kind="decode").
 // The partition of a conversation is hash(key) mod partitions, so add
 // partitions to chat.events only knowing that it reorders conversations
 // across the change. docs/events.md documents the payloads and the
@@ -50,12 +57,13 @@
 // event and commits the offset after Handler returned. A node that restarts
 // with the same NodeID resumes from its committed offset.
 //
-// Events carry no origin node (the payload is written by the committing
-// node's store, and the relaying node may be another one), so a node also
-// receives the events it committed and already delivered locally, and any
-// event may arrive twice. Handlers must be idempotent: the delivery layer
-// de-duplicates message.new by (conversationId, seq), read.updated by
-// (conversationId, userId, seq), and anything by eventId.
+// The "origin" header names the node that committed an event (whichever
+// node relays it); ConsumerConfig.SkipOrigin drops the events a node
+// committed itself, which it already delivered in-process. Any event may
+// still arrive twice (at-least-once relaying), so handlers must be
+// idempotent: the delivery layer de-duplicates message.new by
+// (conversationId, seq), read.updated by (conversationId, userId, seq), and
+// anything by eventId.
 //
 // # Pruner (no Kafka)
 //

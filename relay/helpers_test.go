@@ -155,8 +155,8 @@ func (e *events) insert(ctx context.Context, age time.Duration, convs ...int64) 
 		keys[i], payloads[i] = strconv.FormatInt(c, 10), string(b)
 	}
 	_, err := e.pool.Exec(ctx, `
-		INSERT INTO outbox (msg_key, payload, created_at)
-		SELECT k, p::jsonb, now() - make_interval(secs => $3)
+		INSERT INTO outbox (msg_key, type, payload, created_at)
+		SELECT k, p::jsonb->>'type', p::jsonb, now() - make_interval(secs => $3)
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS e(k, p, ord)
 		ORDER BY ord`, keys, payloads, age.Seconds())
 	if err != nil {

@@ -11,7 +11,7 @@ const (
 	kindKafka    = "kafka"    // a Kafka request failed
 	kindDB       = "db"       // a PostgreSQL query or connection failed
 	kindOversize = "oversize" // an outbox row too large for one Kafka request (dropped)
-	kindDecode   = "decode"   // a Kafka message that is not a chat.Event (skipped)
+	kindDecode   = "decode"   // a Kafka message that is not a chat.Event (skipped), or an outbox row that cannot be encoded (dropped)
 )
 
 type relayMetrics struct {

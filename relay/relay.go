@@ -1,11 +1,11 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	chat "github.com/chatd/chatd"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -112,6 +112,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 // outbox now, so that a Kick reaches the publisher and a NOTIFY for
 // other nodes is not needed.
 func (r *Relay) Leading() bool { return r.leading.Load() }
+
+// Publish wakes the relay for stored events this node committed
+// (chat.Publisher: the delivery hub passes them on); it never blocks.
+func (r *Relay) Publish(...chat.Event) { r.Kick() }
 
 // Kick tells the relay that outbox rows were committed. It never blocks and
 // is safe to call from any goroutine at any time, also when Run is not
@@ -383,18 +387,21 @@ func (e *kafkaError) Unwrap() error { return e.err }
 type outboxRow struct {
 	id        int64
 	key       string
-	value     []byte // payload with eventId, compact
+	value     []byte // the event JSON with eventId
 	typ       string
 	origin    string
 	createdAt time.Time
 }
 
-// selectBatch reads the oldest rows with the event id merged into the
-// payload, so the Kafka value is the documented event JSON.
+// selectBatch reads the oldest rows. A row that references a stream entry
+// (payload NULL, migration 0010) comes with the entry as it is now; every
+// other row carries its event JSON.
 const selectBatch = `
-SELECT id, msg_key, (payload || jsonb_build_object('eventId', id))::text,
-       COALESCE(payload->>'type', ''), origin, created_at
-FROM outbox ORDER BY id LIMIT $1`
+SELECT o.id, o.msg_key, o.type, o.payload::text, o.origin, o.created_at,
+       m.conversation_id, m.seq, m.sender_id, m.client_msg_id::text, m.body, m.created_at
+FROM outbox o
+LEFT JOIN message m ON o.payload IS NULL AND m.conversation_id = o.conversation_id AND m.seq = o.seq
+ORDER BY o.id LIMIT $1`
 
 // publishBatch writes the oldest outbox rows to Kafka in one synchronous
 // write and deletes the rows Kafka acknowledged. more reports that the
@@ -423,6 +430,10 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 	var drop []int64
 	total := 0
 	for _, row := range rows {
+		if row.value == nil {
+			drop = append(drop, row.id) // readBatch logged it
+			continue
+		}
 		size := messageSize(row)
 		if size > r.cfg.MaxBatchBytes {
 			r.m.errors.WithLabelValues(kindOversize).Inc()
@@ -496,18 +507,31 @@ func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, err
 	}
 	defer rs.Close()
 	var out []outboxRow
-	var buf bytes.Buffer
 	for rs.Next() {
-		var row outboxRow
-		var payload string
-		if err := rs.Scan(&row.id, &row.key, &payload, &row.typ, &row.origin, &row.createdAt); err != nil {
+		var (
+			row       outboxRow
+			payload   *string
+			conv, seq *int64
+			sender    *int64
+			id        *string
+			body      *string
+			at        *time.Time
+		)
+		if err := rs.Scan(&row.id, &row.key, &row.typ, &payload, &row.origin, &row.createdAt, &conv, &seq, &sender, &id, &body, &at); err != nil {
 			return nil, fmt.Errorf("scan outbox row: %w", err)
 		}
-		buf.Reset()
-		if err := json.Compact(&buf, []byte(payload)); err != nil {
-			return nil, fmt.Errorf("compact outbox payload %d: %w", row.id, err)
+		ev, err := outboxEvent(row.id, payload, conv, seq, sender, id, body, at)
+		if err == nil {
+			ev.EventID = row.id
+			row.value, err = chat.EncodeEvent(ev)
 		}
-		row.value = bytes.Clone(buf.Bytes())
+		if err != nil {
+			// Published it can never be: dropped (publishBatch) rather
+			// than wedging the relay behind it.
+			row.value = nil
+			r.m.errors.WithLabelValues(kindDecode).Inc()
+			r.log.Error("relay: outbox row cannot be encoded, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "err", err)
+		}
 		out = append(out, row)
 	}
 	if err := rs.Err(); err != nil {
@@ -516,9 +540,28 @@ func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, err
 	return out, nil
 }
 
-// messageSize bounds from above what kafka-go counts for a message.
+// outboxEvent is the event of one outbox row: its payload decoded, or the
+// message.new of the message it references.
+func outboxEvent(rowID int64, payload *string, conv, seq, sender *int64, id, body *string, at *time.Time) (chat.Event, error) {
+	var ev chat.Event
+	switch {
+	case payload != nil:
+		if err := json.Unmarshal([]byte(*payload), &ev); err != nil {
+			return ev, fmt.Errorf("decode outbox payload %d: %w", rowID, err)
+		}
+	case conv != nil && seq != nil && sender != nil && id != nil && body != nil && at != nil:
+		ev = chat.MessageEvent(chat.Message{ConversationID: *conv, Seq: *seq, SenderID: *sender,
+			ClientMsgID: *id, Body: *body, CreatedAt: at.UTC()})
+	default:
+		return ev, fmt.Errorf("outbox row %d references no stored entry", rowID)
+	}
+	return ev, nil
+}
+
+// messageSize bounds from above what kafka-go counts for a message: key,
+// value, timestamp and the three headers.
 func messageSize(row outboxRow) int {
-	return 64 + len(row.key) + len(row.value) + len("eventId") + 20 + len("type") + len(row.typ)
+	return 64 + len(row.key) + len(row.value) + len("eventId") + 20 + len("type") + len(row.typ) + len("origin") + len(row.origin)
 }
 
 // acknowledged reports, per message, whether Kafka acknowledged it.

@@ -20,7 +20,7 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 	}
 	url := pgtest.NewDB(t)
 	pool := openPool(t, url)
-	svc := chat.NewService(newStore(pool), nil, chat.DefaultLimits())
+	svc := chat.NewService(newStore(pool), chat.DefaultLimits())
 	var convs []int64
 	for i := 0; i < 20; i++ {
 		c, err := svc.CreateGroup(context.Background(), 1, fmt.Sprint("load ", i), []int64{2, 3, 4, 5, 6, 7, 8})

@@ -96,7 +96,7 @@ func TestOfflineMemberCatchesUpAfterChatdIsKilled(t *testing.T) {
 	// Set up through the server itself: user 1 creates the group over HTTP-free RPC is
 	// not needed; a direct SQL-free path is the in-process service on the same DB.
 	pool := openPool(t, url)
-	svc := chat.NewService(newStore(pool), nil, chat.DefaultLimits())
+	svc := chat.NewService(newStore(pool), chat.DefaultLimits())
 	conv, err := svc.CreateGroup(context.Background(), 1, "killed", []int64{2})
 	if err != nil {
 		t.Fatal(err)

@@ -255,7 +255,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 		t.Fatalf("query on B after the disconnect on A: %d %+v", code, p)
 	}
 	var stored int
-	_ = a.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE payload->>'type' = 'presence'`).Scan(&stored)
+	_ = a.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE type = 'presence'`).Scan(&stored)
 	if stored != 0 {
 		t.Fatalf("%d presence events stored in the outbox", stored)
 	}

@@ -143,7 +143,7 @@ func TestDeliveredOnPubackThenRead(t *testing.T) {
 		break
 	}
 	var rows int
-	_ = srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE payload->>'type' = 'delivery.updated'`).Scan(&rows)
+	_ = srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE type = 'delivery.updated'`).Scan(&rows)
 	if rows != 1 {
 		t.Fatalf("%d delivery.updated outbox rows, want 1 (the sender's own copy is not a delivery)", rows)
 	}

@@ -48,6 +48,8 @@ type Server struct {
 	Limiter *ratelimit.Limiter
 
 	presencePub *presence.KafkaPublisher
+	relay       *relay.Relay // nil without Kafka
+	sessions    *store.Sessions
 
 	log      *slog.Logger
 	closeDB  func(context.Context) error
@@ -108,85 +110,14 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	verifier := auth.NewVerifier(secret, pub)
 
 	limits := st.Limits()
-	// Group commit gets connections of its own (one per transaction in
-	// flight, and one more) so sends never wait behind history reads and
-	// delivery catch-up for the pool.
-	const maxSendTxs = 4
-	sendCfg := pool.Config()
-	sendCfg.MaxConns, sendCfg.MinConns = maxSendTxs+1, 0
-	// A batch is one call of chat_send_batch, which caches its own
-	// statements' plans; the call itself needs no planning each time.
-	sendCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
-	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
-		return nil, fmt.Errorf("open send pool: %w", err)
-	}
-	// Group commit notifies committed messages itself, in seq order, so the
-	// fan-out does not see the gaps that senders woken in any order make.
-	var (
-		notifier chat.NotifierFunc
-		rl       *relay.Relay // nil without Kafka
-	)
-	st2 := store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
-		store.WithCommitHook(func(ev chat.Event) { notifier(ev) }),
-		// Without Kafka no relay listens anywhere; a leading local relay
-		// is kicked in-process (notifier). Only a relay on another node
-		// needs the NOTIFY.
-		store.WithRelayWake(func() bool { return rl != nil && !rl.Leading() }))
-	s.store = st2
-	s.Registry.MustRegister(newSendBatchCollector(st2.BatchStats))
-	sessions := store.NewSessions(pool)
-	s.Hub = delivery.NewHub(sessions, st2, delivery.Options{
-		Window:     st.MaxInflight,
-		LargeGroup: st.LargeGroup,
-		Logger:     log.With("component", "delivery"),
-		Metrics:    delivery.NewMetrics(s.Registry),
-		// Set before the broker starts, so before any session can ack.
-		OnDelivered: func(conv, user, seq int64) { s.Receipts.Delivered(conv, user, seq) },
-	})
-	if len(st.KafkaBrokers) > 0 {
-		if rl, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {
-			return nil, fmt.Errorf("kafka relay: %w", err)
-		}
-	}
-	notifier = chat.NotifierFunc(func(ev chat.Event) {
-		s.Hub.Notify(ev)
-		if rl != nil {
-			rl.Kick()
-		}
-	})
-	s.Service = chat.NewService(st2, notifier, limits)
-	if s.Receipts, err = store.NewReceipts(st2, store.ReceiptsConfig{Notify: notifier.Notify,
-		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
-		return nil, fmt.Errorf("receipts: %w", err)
-	}
-	if s.Limiter, err = ratelimit.New(ratelimit.Config{RedisURL: st.RedisURL,
-		Logger: log.With("component", "ratelimit"), Registerer: s.Registry}); err != nil {
-		return nil, fmt.Errorf("rate limiter: %w", err)
-	}
-	var publish func(chat.Event)
-	if rl != nil {
-		s.presencePub = presence.NewKafkaPublisher(st.KafkaBrokers, st.KafkaTopic, appName, log.With("component", "presence"))
-		publish = s.presencePub.Publish
-	}
-	if s.Presence, err = presence.New(presence.Config{NodeID: st.NodeID, Store: store.NewPresence(pool, presence.TTL(presenceHeartbeat)),
-		Hub: s.Hub, LargeGroup: st.LargeGroup, Heartbeat: presenceHeartbeat, Publish: publish, NoPush: !st.PresencePush,
-		Logger: log.With("component", "presence"), Registerer: s.Registry}); err != nil {
+	if err := s.startCore(ctx, st, limits, appName); err != nil {
 		return nil, err
 	}
-	if err := s.Presence.Start(ctx); err != nil {
-		s.Presence = nil
-		return nil, err
-	}
-	s.Service.Limiter = s.Limiter
-	s.Service.Rates = st.RateLimits()
-	s.Service.Receipts = s.Receipts
-	s.Service.PresenceSource = s.Presence
 
 	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
 	hook := hooks.New(hooks.Config{
 		Service:     s.Service,
-		Sessions:    sessions,
+		Sessions:    s.sessions,
 		Hub:         s.Hub,
 		Verify:      verifier.Verify,
 		RPC:         api.RPC,
@@ -245,7 +176,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.bg, s.bgDone = cancel, make(chan struct{})
 	var runners []func(context.Context) error
-	if rl != nil {
+	if rl := s.relay; rl != nil {
 		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.KafkaTopic, 12); err != nil {
 			log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
@@ -266,10 +197,93 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 		runners = append(runners, pr.Run)
 	}
-	go s.background(bgCtx, sessions, runners)
+	go s.background(bgCtx, s.sessions, runners)
 
 	log.Info("chatd ready", "mqtt", s.MQTTAddr(), "http", s.HTTPAddr(), "node", st.NodeID)
 	return s, nil
+}
+
+// startCore builds the node's core in the one direction its parts depend
+// on each other: the relay (it only needs the pool), the delivery hub (it
+// reads from PostgreSQL and hands stored events on to the relay), the store
+// (it publishes every committed write to the hub), the receipts, the
+// presence tracker and the Service. Nothing is bound after the fact: the
+// delivered acknowledgements the hub records wait in a buffer that exists
+// before both the hub and the receipts that flush it.
+func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.Limits, appName string) error {
+	log, pool := s.log, s.Pool
+	var err error
+	if len(st.KafkaBrokers) > 0 {
+		if s.relay, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
+			Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {
+			return fmt.Errorf("kafka relay: %w", err)
+		}
+	}
+	s.sessions = store.NewSessions(pool)
+	delivered := store.NewDeliveredBuffer()
+	hubOpts := delivery.Options{
+		Window:     st.MaxInflight,
+		LargeGroup: st.LargeGroup,
+		Logger:     log.With("component", "delivery"),
+		Metrics:    delivery.NewMetrics(s.Registry),
+		Delivered:  delivered,
+	}
+	if s.relay != nil {
+		hubOpts.Next = s.relay
+	}
+	s.Hub = delivery.NewHub(s.sessions, s.sessions, hubOpts)
+
+	// Group commit gets connections of its own (one per transaction in
+	// flight, and one more) so sends never wait behind history reads and
+	// delivery catch-up for the pool.
+	const maxSendTxs = 4
+	sendCfg := pool.Config()
+	sendCfg.MaxConns, sendCfg.MinConns = maxSendTxs+1, 0
+	// A batch is one call of chat_send_batch, which caches its own
+	// statements' plans; the call itself needs no planning each time.
+	sendCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
+	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
+		return fmt.Errorf("open send pool: %w", err)
+	}
+	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
+		store.WithPublisher(s.Hub), store.WithRelayWake(relayWakeNeeded(s.relay)))
+	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
+	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered,
+		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
+		return fmt.Errorf("receipts: %w", err)
+	}
+	if s.Limiter, err = ratelimit.New(ratelimit.Config{RedisURL: st.RedisURL,
+		Logger: log.With("component", "ratelimit"), Registerer: s.Registry}); err != nil {
+		return fmt.Errorf("rate limiter: %w", err)
+	}
+	var publish func(chat.Event)
+	if s.relay != nil {
+		s.presencePub = presence.NewKafkaPublisher(st.KafkaBrokers, st.KafkaTopic, appName, log.With("component", "presence"))
+		publish = s.presencePub.Publish
+	}
+	if s.Presence, err = presence.New(presence.Config{NodeID: st.NodeID, Store: store.NewPresence(pool, presence.TTL(presenceHeartbeat)),
+		Hub: s.Hub, LargeGroup: st.LargeGroup, Heartbeat: presenceHeartbeat, Publish: publish, NoPush: !st.PresencePush,
+		Logger: log.With("component", "presence"), Registerer: s.Registry}); err != nil {
+		return err
+	}
+	if err := s.Presence.Start(ctx); err != nil {
+		s.Presence = nil
+		return err
+	}
+	s.Service = chat.NewService(s.store, limits)
+	s.Service.Limiter = s.Limiter
+	s.Service.Rates = st.RateLimits()
+	s.Service.Receipts = s.Receipts
+	s.Service.PresenceSource = s.Presence
+	return nil
+}
+
+// relayWakeNeeded says whether a hot write must NOTIFY the outbox relay
+// after its commit: only a relay on another node needs it. Without Kafka
+// no relay listens anywhere; a leading local relay is woken in-process
+// (the hub hands it every stored event).
+func relayWakeNeeded(rl *relay.Relay) func() bool {
+	return func() bool { return rl != nil && !rl.Leading() }
 }
 
 // presenceHeartbeat is how often a node proves itself alive for presence;
@@ -283,7 +297,7 @@ func (s *Server) consume(ev chat.Event) {
 		s.Presence.Remote(ev)
 		return
 	}
-	s.Hub.Notify(ev)
+	s.Hub.Deliver(ev)
 }
 
 // background runs the relay, consumer or pruner and housekeeping (session

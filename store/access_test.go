@@ -37,7 +37,7 @@ func TestNonMembersCanNeitherWriteNorRead(t *testing.T) {
 	check(stranger, chat.CodeNotMember)
 
 	// Leaving takes every right away.
-	if _, err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
+	if err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
 		t.Fatal(err)
 	}
 	check(2, chat.CodeNotMember)
@@ -69,9 +69,9 @@ func TestUnknownConversationIsNotFound(t *testing.T) {
 	wantCode(t, "seen by", err, chat.CodeNotFound)
 	_, err = st.GetConversation(ctx, missing, 1)
 	wantCode(t, "get conversation", err, chat.CodeNotFound)
-	_, _, _, err = st.AddMember(ctx, missing, 1, 2, chat.RoleMember)
+	_, _, err = st.AddMember(ctx, missing, 1, 2, chat.RoleMember)
 	wantCode(t, "add member", err, chat.CodeNotFound)
-	_, err = st.RemoveMember(ctx, missing, 1, 2)
+	err = st.RemoveMember(ctx, missing, 1, 2)
 	wantCode(t, "remove member", err, chat.CodeNotFound)
 	ids, err := st.Members(ctx, missing)
 	if err != nil || len(ids) != 0 {

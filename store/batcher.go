@@ -25,8 +25,11 @@ type sendReq struct {
 	req   chat.SendRequest
 	res   chat.SendResult
 	err   error
-	done  chan struct{}
+	done  func(chat.SendResult, error)
 }
+
+// answer hands the outcome to the caller.
+func (r *sendReq) answer() { r.done(r.res, r.err) }
 
 // batcherStuckAfter is how long a transaction may be in flight before the
 // next batch starts beside it. Until then sends wait for it and go into
@@ -138,7 +141,7 @@ func (b *batcher) run() {
 		if stopping && inflight == 0 {
 			for _, r := range pending {
 				r.err = errShuttingDown()
-				close(r.done)
+				r.answer()
 			}
 			b.waiting.Store(0)
 			return
@@ -237,10 +240,8 @@ func (b *batcher) wakeRelay() {
 	}
 }
 
-// flush commits a batch and wakes its callers. Requests whose caller gave up
-// before the batch started are skipped. A failure of the whole transaction
-// other than unavailability (a bug or a value PostgreSQL rejects) is retried
-// one request at a time so the bad one fails alone.
+// flush commits a batch and answers its callers. Requests whose caller
+// gave up before the batch started are skipped.
 func (b *batcher) flush(batch []*sendReq) {
 	s := b.s
 	live := batch[:0]
@@ -249,7 +250,7 @@ func (b *batcher) flush(batch []*sendReq) {
 		r.taken.Store(true)
 		if err := r.ctx.Err(); err != nil {
 			r.err = chat.Unavailable("send", err)
-			close(r.done)
+			r.answer()
 			continue
 		}
 		if d, ok := r.ctx.Deadline(); ok && d.Before(deadline) {
@@ -260,51 +261,63 @@ func (b *batcher) flush(batch []*sendReq) {
 	if len(live) == 0 {
 		return
 	}
-	// The batch must not outlive its most impatient caller: a send that
-	// was answered "unavailable" must not commit afterwards. PostgreSQL
-	// enforces the deadline; the grace is for its answer to arrive.
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(batchAnswerGrace))
-	defer cancel()
-	err := s.commitBatch(ctx, deadline, live)
-	s.batchCount.Add(1)
-	s.batchMsgs.Add(int64(len(live)))
-	if err != nil && len(live) > 1 && !errors.Is(err, chat.ErrUnavailable) {
-		for _, r := range live {
-			r.res, r.err = chat.SendResult{}, nil
-			if e := s.commitBatch(ctx, deadline, []*sendReq{r}); e != nil {
-				r.err = e
-			} else if s.onCommit != nil {
-				s.notifyCommitted([]*sendReq{r})
-			}
-			s.batchCount.Add(1)
-			close(r.done)
-		}
-		b.wakeRelay() // no harm if none committed
-		return
-	}
-	if err == nil && s.onCommit != nil {
-		s.notifyCommitted(live)
-	}
-	fresh := false
-	for _, r := range live {
-		if err != nil {
-			r.res, r.err = chat.SendResult{}, err
-		}
-		fresh = fresh || (r.err == nil && !r.res.Duplicate)
-		close(r.done)
-	}
-	if fresh {
+	if s.commitAndAnswer(deadline, live) {
 		b.wakeRelay()
 	}
 }
 
-// notifyCommitted hands the batch's new messages to the commit hook in seq
-// order per conversation (the batch assigned seqs in its own order).
-func (s *Store) notifyCommitted(batch []*sendReq) {
+// commitAndAnswer commits reqs in one transaction, publishes what it
+// committed and answers every caller; it reports whether any new message
+// committed. A failure of the whole transaction other than unavailability
+// (a bug or a value PostgreSQL rejects) is retried one request at a time so
+// the bad one fails alone.
+//
+// The batch must not outlive its most impatient caller (deadline): a send
+// that was answered "unavailable" must not commit afterwards. PostgreSQL
+// enforces the deadline; the grace is for its answer to arrive.
+func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(batchAnswerGrace))
+	defer cancel()
+	err := s.commitBatch(ctx, deadline, reqs)
+	s.batchCount.Add(1)
+	s.batchMsgs.Add(int64(len(reqs)))
+	if err != nil && len(reqs) > 1 && !errors.Is(err, chat.ErrUnavailable) {
+		fresh := false
+		for _, r := range reqs {
+			r.res, r.err = chat.SendResult{}, nil
+			if e := s.commitBatch(ctx, deadline, []*sendReq{r}); e != nil {
+				r.err = e
+			} else {
+				fresh = s.publishCommitted([]*sendReq{r}) || fresh
+			}
+			s.batchCount.Add(1)
+			r.answer()
+		}
+		return fresh
+	}
+	fresh := false
+	if err == nil {
+		fresh = s.publishCommitted(reqs)
+	}
+	for _, r := range reqs {
+		if err != nil {
+			r.res, r.err = chat.SendResult{}, err
+		}
+		r.answer()
+	}
+	return fresh
+}
+
+// publishCommitted hands the batch's new messages to the publisher in seq
+// order per conversation (the batch assigned seqs in its own order), before
+// any caller is answered; it reports whether there were any.
+func (s *Store) publishCommitted(batch []*sendReq) bool {
+	evs := make([]chat.Event, 0, len(batch))
 	for _, r := range batch {
 		if r.err == nil && !r.res.Duplicate {
-			s.onCommit(chat.MessageEvent(r.res.Message))
-			r.res.Notified = true
+			evs = append(evs, chat.MessageEvent(r.res.Message))
 		}
 	}
+	s.publish(evs...)
+	return len(evs) > 0
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
 )
@@ -94,12 +95,6 @@ func loadMembers(ctx context.Context, tx pgx.Tx, convID int64) ([]chat.Member, e
 	return ms, nil
 }
 
-// memberAddedEvents is the event of a new conversation: one
-// conversation.created listing its first members.
-func memberAddedEvents(conv chat.Conversation, actorID int64) []chat.Event {
-	return []chat.Event{chat.ConversationCreatedEvent(conv, actorID)}
-}
-
 // CreateGroup creates a GROUP with creatorID as owner and members as plain
 // members, all starting at seq 0.
 func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (chat.Conversation, error) {
@@ -125,23 +120,23 @@ func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, 
 		return chat.Conversation{}, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
 	}
 	var conv chat.Conversation
-	err := s.inTx(ctx, "create group", func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, "create group", func(tx pgx.Tx) ([]chat.Event, error) {
 		var err error
 		conv, err = scanConversation(tx.QueryRow(ctx,
 			`INSERT INTO conversation (type, title) VALUES ($1, $2) RETURNING `+conversationColumns, chat.Group, title))
 		if err != nil {
-			return fmt.Errorf("insert conversation: %w", err)
+			return nil, fmt.Errorf("insert conversation: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO conversation_member (conversation_id, user_id, role)
 			SELECT $1, u, r FROM unnest($2::bigint[], $3::text[]) AS t(u, r)`,
 			conv.ID, ids, roles); err != nil {
-			return fmt.Errorf("insert members: %w", err)
+			return nil, fmt.Errorf("insert members: %w", err)
 		}
 		if conv.Members, err = loadMembers(ctx, tx, conv.ID); err != nil {
-			return err
+			return nil, err
 		}
-		return insertOutbox(ctx, tx, memberAddedEvents(conv, creatorID)...)
+		return []chat.Event{chat.ConversationCreatedEvent(conv, creatorID)}, nil
 	})
 	if err != nil {
 		return chat.Conversation{}, err
@@ -167,27 +162,27 @@ func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conv
 		conv    chat.Conversation
 		created bool
 	)
-	err := s.inTx(ctx, "open direct", func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, "open direct", func(tx pgx.Tx) ([]chat.Event, error) {
 		id, found, err := directPair(ctx, tx, low, high)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !found {
 			if id, created, err = createDirect(ctx, tx, low, high); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if conv, err = scanConversation(tx.QueryRow(ctx,
 			`SELECT `+conversationColumns+` FROM conversation WHERE id = $1`, id)); err != nil {
-			return fmt.Errorf("read conversation %d: %w", id, err)
+			return nil, fmt.Errorf("read conversation %d: %w", id, err)
 		}
 		if conv.Members, err = loadMembers(ctx, tx, id); err != nil {
-			return err
+			return nil, err
 		}
 		if created {
-			return insertOutbox(ctx, tx, memberAddedEvents(conv, userID)...)
+			return []chat.Event{chat.ConversationCreatedEvent(conv, userID)}, nil
 		}
-		return nil
+		return nil, nil
 	})
 	if err != nil {
 		return chat.Conversation{}, false, err
@@ -277,53 +272,52 @@ func (s *Store) GetConversation(ctx context.Context, conversationID, userID int6
 //
 // role may be member (the default when empty) or admin; a group has one
 // owner, its creator, so owner cannot be granted.
-func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, bool, chat.Event, error) {
+func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, bool, error) {
 	if err := chat.ValidateID("user id", userID); err != nil {
-		return chat.Member{}, false, chat.Event{}, err
+		return chat.Member{}, false, err
 	}
 	switch role {
 	case "":
 		role = chat.RoleMember
 	case chat.RoleMember, chat.RoleAdmin:
 	default:
-		return chat.Member{}, false, chat.Event{}, chat.Errorf(chat.CodeInvalid, "role must be %s or %s", chat.RoleMember, chat.RoleAdmin)
+		return chat.Member{}, false, chat.Errorf(chat.CodeInvalid, "role must be %s or %s", chat.RoleMember, chat.RoleAdmin)
 	}
 	var added chat.Member
-	var ev chat.Event
 	created := false
-	err := s.inTx(ctx, "add member", func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, "add member", func(tx pgx.Tx) ([]chat.Event, error) {
 		conv, err := lockConversation(ctx, tx, conversationID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		actor, ok, err := getMember(ctx, tx, conversationID, actorID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !ok {
-			return errNotMember(conversationID)
+			return nil, errNotMember(conversationID)
 		}
 		if conv.Type == chat.Direct {
-			return chat.Errorf(chat.CodeForbidden, "a direct conversation cannot get more members")
+			return nil, chat.Errorf(chat.CodeForbidden, "a direct conversation cannot get more members")
 		}
 		if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
-			return chat.Errorf(chat.CodeForbidden, "only the owner or an admin can add members")
+			return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can add members")
 		}
 		existing, ok, err := getMember(ctx, tx, conversationID, userID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ok {
 			added = existing
-			return nil
+			return nil, nil
 		}
 		var n int
 		if err := tx.QueryRow(ctx,
 			`SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conversationID).Scan(&n); err != nil {
-			return fmt.Errorf("count members: %w", err)
+			return nil, fmt.Errorf("count members: %w", err)
 		}
 		if n >= s.limits.MaxMembers {
-			return chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
+			return nil, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
 		}
 		if added, err = scanMember(tx.QueryRow(ctx, `
 			INSERT INTO conversation_member
@@ -331,71 +325,68 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 			VALUES ($1, $2, $3, $4, $4, $4)
 			RETURNING `+memberColumns,
 			conversationID, userID, role, conv.LastSeq)); err != nil {
-			return fmt.Errorf("insert member: %w", err)
+			return nil, fmt.Errorf("insert member: %w", err)
 		}
 		created = true
-		ev = chat.MemberAddedEvent(conv, userID, actorID, added.Role)
-		return insertOutbox(ctx, tx, ev)
+		return []chat.Event{chat.MemberAddedEvent(conv, userID, actorID, added.Role)}, nil
 	})
 	if err != nil {
-		return chat.Member{}, false, chat.Event{}, err
+		return chat.Member{}, false, err
 	}
-	return added, created, ev, nil
+	return added, created, nil
 }
 
 // RemoveMember removes userID from a group. Anyone may leave; the owner and
 // admins may remove others, except that only the owner can remove the owner
 // (by leaving).
-func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) (chat.Event, error) {
-	var ev chat.Event
-	err := s.inTx(ctx, "remove member", func(tx pgx.Tx) error {
+func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
+	return s.writeTx(ctx, "remove member", func(tx pgx.Tx) ([]chat.Event, error) {
 		conv, err := lockConversation(ctx, tx, conversationID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		actor, ok, err := getMember(ctx, tx, conversationID, actorID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !ok {
-			return errNotMember(conversationID)
+			return nil, errNotMember(conversationID)
 		}
 		if conv.Type == chat.Direct {
-			return chat.Errorf(chat.CodeForbidden, "nobody can be removed from a direct conversation")
+			return nil, chat.Errorf(chat.CodeForbidden, "nobody can be removed from a direct conversation")
 		}
 		target := actor
 		if userID != actorID {
 			if target, ok, err = getMember(ctx, tx, conversationID, userID); err != nil {
-				return err
+				return nil, err
 			}
 			if !ok {
-				return chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
+				return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
 			}
 			switch {
 			case actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin:
-				return chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
+				return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
 			case target.Role == chat.RoleOwner:
-				return chat.Errorf(chat.CodeForbidden, "the owner can only leave, not be removed")
+				return nil, chat.Errorf(chat.CodeForbidden, "the owner can only leave, not be removed")
 			}
 		}
 		if _, err := tx.Exec(ctx,
 			`DELETE FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
 			conversationID, target.UserID); err != nil {
-			return fmt.Errorf("delete member: %w", err)
+			return nil, fmt.Errorf("delete member: %w", err)
 		}
-		ev = chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)
-		return insertOutbox(ctx, tx, ev)
+		return []chat.Event{chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)}, nil
 	})
-	if err != nil {
-		return chat.Event{}, err
-	}
-	return ev, nil
 }
 
 // Members lists the user ids of a conversation, ascending; empty for an
 // unknown conversation.
 func (s *Store) Members(ctx context.Context, conversationID int64) ([]int64, error) {
-	rows, err := s.pool.Query(ctx,
+	return members(ctx, s.pool, conversationID)
+}
+
+func members(ctx context.Context, pool *pgxpool.Pool, conversationID int64) ([]int64, error) {
+	rows, err := pool.Query(ctx,
 		`SELECT user_id FROM conversation_member WHERE conversation_id = $1 ORDER BY user_id`, conversationID)
 	if err != nil {
 		return nil, classify("members", err)
@@ -420,4 +411,18 @@ func (s *Store) IsMember(ctx context.Context, conversationID, userID int64) (boo
 		return false, classify("is member", err)
 	}
 	return ok, nil
+}
+
+// Typing publishes userID's typing event to the conversation's members if
+// userID is one. Nothing is stored: the indicator matters only now.
+func (s *Store) Typing(ctx context.Context, conversationID, userID int64) error {
+	member, err := s.IsMember(ctx, conversationID, userID)
+	if err != nil {
+		return err
+	}
+	if !member {
+		return errNotMember(conversationID)
+	}
+	s.publish(chat.Event{Type: chat.EventTyping, ConversationID: conversationID, UserID: userID})
+	return nil
 }

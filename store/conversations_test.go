@@ -136,17 +136,17 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 	events := func() int { return len(outboxEvents(t, pool, conv.ID, "")) }
 	before := events()
 
-	_, _, _, err := st.AddMember(ctx, conv.ID, alice, 10, chat.RoleMember)
+	_, _, err := st.AddMember(ctx, conv.ID, alice, 10, chat.RoleMember)
 	wantCode(t, "member adds", err, chat.CodeForbidden)
-	_, _, _, err = st.AddMember(ctx, conv.ID, 99, 10, chat.RoleMember)
+	_, _, err = st.AddMember(ctx, conv.ID, 99, 10, chat.RoleMember)
 	wantCode(t, "non-member adds", err, chat.CodeNotMember)
-	_, _, _, err = st.AddMember(ctx, conv.ID, owner, 10, chat.RoleOwner)
+	_, _, err = st.AddMember(ctx, conv.ID, owner, 10, chat.RoleOwner)
 	wantCode(t, "second owner", err, chat.CodeInvalid)
-	_, err = st.RemoveMember(ctx, conv.ID, alice, bob)
+	err = st.RemoveMember(ctx, conv.ID, alice, bob)
 	wantCode(t, "member removes another", err, chat.CodeForbidden)
-	_, err = st.RemoveMember(ctx, conv.ID, 99, bob)
+	err = st.RemoveMember(ctx, conv.ID, 99, bob)
 	wantCode(t, "non-member removes", err, chat.CodeNotMember)
-	_, err = st.RemoveMember(ctx, conv.ID, owner, 77)
+	err = st.RemoveMember(ctx, conv.ID, owner, 77)
 	wantCode(t, "removing a non-member", err, chat.CodeNotFound)
 	if n := events(); n != before {
 		t.Fatalf("refused changes wrote %d events", n-before)
@@ -154,7 +154,7 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 
 	// The owner makes an admin; new members start read up to now.
 	const admin, newbie = 5, 6
-	m, _, _, err := st.AddMember(ctx, conv.ID, owner, admin, chat.RoleAdmin)
+	m, _, err := st.AddMember(ctx, conv.ID, owner, admin, chat.RoleAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT join_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`, conv.ID, admin); n != 3 {
 		t.Fatalf("join_seq = %d, want 3", n)
 	}
-	if m, _, _, err = st.AddMember(ctx, conv.ID, admin, newbie, ""); err != nil || m.Role != chat.RoleMember {
+	if m, _, err = st.AddMember(ctx, conv.ID, admin, newbie, ""); err != nil || m.Role != chat.RoleMember {
 		t.Fatalf("admin adds: %+v, %v", m, err)
 	}
 	page, err := st.Inbox(ctx, newbie, 0, "")
@@ -173,25 +173,25 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 	}
 	// Adding someone already there is a no-op.
 	before = events()
-	if m, _, _, err = st.AddMember(ctx, conv.ID, owner, admin, chat.RoleMember); err != nil || m.Role != chat.RoleAdmin {
+	if m, _, err = st.AddMember(ctx, conv.ID, owner, admin, chat.RoleMember); err != nil || m.Role != chat.RoleAdmin {
 		t.Fatalf("re-adding the admin: %+v, %v", m, err)
 	}
 	if n := events(); n != before {
 		t.Fatal("re-adding an existing member wrote an event")
 	}
 
-	_, err = st.RemoveMember(ctx, conv.ID, admin, owner)
+	err = st.RemoveMember(ctx, conv.ID, admin, owner)
 	wantCode(t, "admin removes the owner", err, chat.CodeForbidden)
-	if _, err := st.RemoveMember(ctx, conv.ID, admin, newbie); err != nil {
+	if err := st.RemoveMember(ctx, conv.ID, admin, newbie); err != nil {
 		t.Fatalf("admin removes a member: %v", err)
 	}
-	if _, err := st.RemoveMember(ctx, conv.ID, bob, bob); err != nil {
+	if err := st.RemoveMember(ctx, conv.ID, bob, bob); err != nil {
 		t.Fatalf("member leaves: %v", err)
 	}
-	if _, err := st.RemoveMember(ctx, conv.ID, owner, admin); err != nil {
+	if err := st.RemoveMember(ctx, conv.ID, owner, admin); err != nil {
 		t.Fatalf("owner removes the admin: %v", err)
 	}
-	if _, err := st.RemoveMember(ctx, conv.ID, owner, owner); err != nil {
+	if err := st.RemoveMember(ctx, conv.ID, owner, owner); err != nil {
 		t.Fatalf("owner leaves: %v", err)
 	}
 	ids, err := st.Members(ctx, conv.ID)
@@ -241,7 +241,7 @@ func TestAddMemberCapHoldsUnderConcurrentAdds(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, _, _, errs[i] = st.AddMember(ctx, conv.ID, 1, int64(100+i), chat.RoleMember)
+			_, _, errs[i] = st.AddMember(ctx, conv.ID, 1, int64(100+i), chat.RoleMember)
 		}()
 	}
 	close(start)
@@ -265,10 +265,10 @@ func TestAddMemberCapHoldsUnderConcurrentAdds(t *testing.T) {
 		t.Fatalf("%d member.added events, want 1 (the racer that won)", len(evs))
 	}
 	// Leaving frees a slot.
-	if _, err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
+	if err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := st.AddMember(ctx, conv.ID, 1, 200, chat.RoleMember); err != nil {
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 200, chat.RoleMember); err != nil {
 		t.Fatalf("add after a leave: %v", err)
 	}
 }
@@ -281,11 +281,11 @@ func TestDirectConversationMembershipCannotChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err = st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember)
+	_, _, err = st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember)
 	wantCode(t, "add to direct", err, chat.CodeForbidden)
-	_, err = st.RemoveMember(ctx, conv.ID, 1, 2)
+	err = st.RemoveMember(ctx, conv.ID, 1, 2)
 	wantCode(t, "remove from direct", err, chat.CodeForbidden)
-	_, err = st.RemoveMember(ctx, conv.ID, 1, 1)
+	err = st.RemoveMember(ctx, conv.ID, 1, 1)
 	wantCode(t, "leave direct", err, chat.CodeForbidden)
 	if evs := outboxEvents(t, pool, conv.ID, ""); len(evs) != 1 {
 		t.Fatalf("events after refused changes: %+v", evs)

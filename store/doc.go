@@ -5,10 +5,18 @@
 //
 // Every chat.Store method is one transaction. The outbox row describing a
 // change is written in the transaction that makes the change, so an event
-// exists if and only if its change committed. Outbox rows carry the JSON of a
-// chat.Event built with the chat.*Event constructors, keyed by the
+// exists if and only if its change committed. Rows are keyed by the
 // conversation id in decimal, so a keyed consumer sees one conversation's
-// events in commit order.
+// events in commit order; a stream entry's row (message.new) references
+// the entry, every other row carries the JSON chat.EncodeEvent writes (the
+// relay encodes referencing rows with the same encoder). After the commit,
+// every write hands what it committed to the chat.Publisher given with
+// WithPublisher, before its caller is answered.
+//
+// The schema is migrations/NNNN_*.sql, applied once each and recorded with
+// their sha256 (Migrate refuses a database whose applied migrations differ
+// from the binary's, or that a newer chatd migrated), and
+// migrations/functions.sql, the SQL functions, re-applied by every Migrate.
 //
 // Outcomes a client can cause come back as *chat.Error (not_found,
 // not_member, forbidden, conflict, member_cap, invalid). Infrastructure
@@ -29,18 +37,16 @@
 // want the same conversation row, a conversation locked by something else
 // stalls only its own sends, and seqs within a conversation follow arrival
 // order. A batch is one round trip: BEGIN, a call of the SQL function
-// chat_send_batch (migrations/0007, 0008: it locks, decides every send's outcome
-// with set-based SQL after the locks are granted, and writes) and COMMIT,
-// pipelined. It locks its conversation rows in id order and its member rows
-// in key order, the order every other writer uses, so batches never
-// deadlock. With a commit hook the batch hands message.new to the notifier
-// in commit order. The batch's deadline, its most impatient caller's, is
+// chat_send_batch (migrations/functions.sql, the only code that writes a
+// message: it locks, decides every send's outcome with set-based SQL after
+// the locks are granted, and writes) and COMMIT, pipelined; a lone send is
+// a batch of one. It locks its conversation rows in id order and its member
+// rows in key order, the order every other writer uses, so batches never
+// deadlock. The batch publishes its messages' message.new in commit order. The batch's deadline, its most impatient caller's, is
 // enforced by PostgreSQL (statement_timeout on the call) and chatd waits
 // for the answer: the COMMIT is already in the pipeline, so a cancel from
 // chatd's side could lose the race against it and a send answered
-// "unavailable" would commit anyway. chat_send_batch builds message.new
-// outbox payloads in SQL, as chat.MessageEvent encodes them (createdAt in
-// UTC); a test holds the two encodings equal.
+// "unavailable" would commit anyway.
 //
 // Performance rules, each measured (docs/benchmarks.md):
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +37,42 @@ func newStoreWithLimits(t *testing.T, l chat.Limits) (*store.Store, *pgxpool.Poo
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	return store.New(pool, l), pool
+}
+
+// newStoreRecording is newStore with rec as the store's publisher.
+func newStoreRecording(t *testing.T, rec *publishRecorder) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	return store.New(pool, chat.DefaultLimits(), store.WithPublisher(rec)), pool
+}
+
+// publishRecorder is a chat.Publisher that keeps the published events of
+// the listed types (all when types is empty) and tells each to each.
+type publishRecorder struct {
+	types []string
+	each  func(chat.Event)
+	mu    sync.Mutex
+	evs   []chat.Event
+}
+
+func (p *publishRecorder) Publish(evs ...chat.Event) {
+	for _, ev := range evs {
+		if len(p.types) > 0 && !slices.Contains(p.types, ev.Type) {
+			continue
+		}
+		p.mu.Lock()
+		p.evs = append(p.evs, ev)
+		p.mu.Unlock()
+		if p.each != nil {
+			p.each(ev)
+		}
+	}
+}
+
+func (p *publishRecorder) events() []chat.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]chat.Event(nil), p.evs...)
 }
 
 func mustGroup(t *testing.T, st *store.Store, creator int64, members ...int64) chat.Conversation {
@@ -82,26 +120,43 @@ func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 }
 
 // outboxEvents returns the conversation's outbox events of one type (all
-// types when typ is empty) in outbox order, checking each row's key.
+// types when typ is empty) in outbox order, checking each row's key. A row
+// that references a message is the message's message.new, as the relay
+// encodes it.
 func outboxEvents(t *testing.T, pool *pgxpool.Pool, conv int64, typ string) []chat.Event {
 	t.Helper()
 	rows, err := pool.Query(testCtx(t), `
-		SELECT msg_key, payload::text FROM outbox
-		WHERE (payload->>'conversationId')::bigint = $1 AND ($2 = '' OR payload->>'type' = $2)
-		ORDER BY id`, conv, typ)
+		SELECT o.msg_key, o.payload::text, m.conversation_id, m.seq, m.sender_id, m.client_msg_id::text, m.body, m.created_at
+		FROM outbox o LEFT JOIN message m ON m.conversation_id = o.conversation_id AND m.seq = o.seq
+		WHERE o.msg_key = $1::bigint::text AND ($2 = '' OR o.type = $2)
+		ORDER BY o.id`, conv, typ)
 	if err != nil {
 		t.Fatalf("read outbox: %v", err)
 	}
 	defer rows.Close()
 	var evs []chat.Event
 	for rows.Next() {
-		var key, payload string
-		if err := rows.Scan(&key, &payload); err != nil {
+		var key string
+		var payload *string
+		var m struct {
+			conv, seq, sender *int64
+			id, body          *string
+			at                *time.Time
+		}
+		if err := rows.Scan(&key, &payload, &m.conv, &m.seq, &m.sender, &m.id, &m.body, &m.at); err != nil {
 			t.Fatalf("scan outbox: %v", err)
 		}
 		var ev chat.Event
-		if err := json.Unmarshal([]byte(payload), &ev); err != nil {
-			t.Fatalf("decode outbox payload %s: %v", payload, err)
+		switch {
+		case payload != nil:
+			if err := json.Unmarshal([]byte(*payload), &ev); err != nil {
+				t.Fatalf("decode outbox payload %s: %v", *payload, err)
+			}
+		case m.seq != nil:
+			ev = chat.MessageEvent(chat.Message{ConversationID: *m.conv, Seq: *m.seq, SenderID: *m.sender,
+				ClientMsgID: *m.id, Body: *m.body, CreatedAt: m.at.UTC()})
+		default:
+			t.Fatalf("outbox row of %s references no message", key)
 		}
 		if want := jsonInt(conv); key != want {
 			t.Fatalf("outbox msg_key = %q, want %q", key, want)

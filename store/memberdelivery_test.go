@@ -106,14 +106,14 @@ func TestALeavingMemberTakesTheirDeliveredWatermarkAlong(t *testing.T) {
 		return queryInt(t, pool, "SELECT count(*) FROM member_delivery WHERE conversation_id = $1 AND user_id = 3", conv.ID)
 	}
 	waitFor(t, "user 3's delivered watermark", func() bool { return rows() == 1 })
-	if _, err := st.RemoveMember(testCtx(t), conv.ID, 3, 3); err != nil {
+	if err := st.RemoveMember(testCtx(t), conv.ID, 3, 3); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
 	if n := rows(); n != 0 {
 		t.Fatalf("%d member_delivery rows left for a member who left", n)
 	}
 	mustSend(t, st, conv.ID, 1, "after")
-	m, _, _, err := st.AddMember(testCtx(t), conv.ID, 1, 3, "")
+	m, _, err := st.AddMember(testCtx(t), conv.ID, 1, 3, "")
 	if err != nil {
 		t.Fatalf("rejoin: %v", err)
 	}

@@ -2,26 +2,66 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/migrations"
 )
 
+// The runner is written here rather than taken from tern or goose: neither
+// records what an applied migration contained, so neither notices a file
+// edited after it shipped, which is the failure this runner exists to stop.
+// What remains (ordering, one transaction per file, an advisory lock across
+// processes) is a few dozen lines.
+
 // migrationLockKey is the advisory lock that serialises migrations across
 // processes; any constant unique to chatd works.
 const migrationLockKey = 0x63686174 // "chat"
 
+// functionsFile holds the SQL functions, re-applied by every Migrate.
+const functionsFile = "functions.sql"
+
 // Migration is one versioned SQL file.
 type Migration struct {
+	Version  int
+	Name     string
+	SQL      string
+	Checksum string // hex sha256 of SQL
+}
+
+// MigrationState says how a migration stands in a database.
+type MigrationState string
+
+const (
+	MigrationApplied MigrationState = "applied"
+	MigrationPending MigrationState = "pending"
+	// MigrationEdited: applied, but the binary's file differs from what
+	// was applied.
+	MigrationEdited MigrationState = "edited"
+	// MigrationUnknown: applied, but this binary has no such file (a
+	// newer chatd migrated the database, or a file was deleted).
+	MigrationUnknown MigrationState = "unknown"
+)
+
+// MigrationStatus is one migration as the database and the binary see it.
+type MigrationStatus struct {
 	Version int
 	Name    string
-	SQL     string
+	State   MigrationState
+	// Checksum is the binary's file; Applied what the database recorded
+	// (empty when pending).
+	Checksum, Applied string
+	AppliedAt         *time.Time
 }
 
 // Migrations returns the embedded migrations in version order.
@@ -32,6 +72,9 @@ func Migrations() ([]Migration, error) {
 	}
 	var out []Migration
 	for _, name := range entries {
+		if name == functionsFile {
+			continue
+		}
 		v, _, ok := strings.Cut(name, "_")
 		if !ok {
 			return nil, fmt.Errorf("migration %s: name must be NNNN_name.sql", name)
@@ -44,7 +87,7 @@ func Migrations() ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", name, err)
 		}
-		out = append(out, Migration{Version: n, Name: name, SQL: string(b)})
+		out = append(out, Migration{Version: n, Name: name, SQL: string(b), Checksum: checksum(b)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i := 1; i < len(out); i++ {
@@ -55,21 +98,118 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate applies the pending migrations, each in its own transaction, under
-// a session advisory lock so two processes starting at once apply each file
-// exactly once. It returns the versions it applied.
+// Functions returns migrations/functions.sql, which every Migrate applies
+// after the numbered migrations.
+func Functions() (string, error) {
+	b, err := migrations.FS.ReadFile(functionsFile)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", functionsFile, err)
+	}
+	return string(b), nil
+}
+
+func checksum(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// SchemaError is why a database cannot be migrated by this binary: a
+// migration applied there was edited or is missing from the binary, or a
+// newer chatd migrated it.
+type SchemaError struct {
+	Migration string // file name, or "version N" when the binary lacks it
+	Reason    string
+}
+
+func (e *SchemaError) Error() string { return e.Reason }
+
+// ErrSchema matches every *SchemaError with errors.Is.
+var ErrSchema = errors.New("database schema does not match this binary")
+
+func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+// Migrate applies the pending migrations, each in its own transaction, then
+// re-applies the SQL functions, all under a session advisory lock so two
+// processes starting at once apply each file exactly once. It returns the
+// versions it applied.
+//
+// Before applying anything it compares what the database recorded with the
+// binary's files and refuses (*SchemaError, nothing applied) when an
+// applied migration was edited since, when the binary lacks one, or when the
+// database is at a newer version than the binary. Rows recorded before
+// checksums existed take the binary's checksum the first time.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	functions, err := Functions()
+	if err != nil {
+		return nil, err
+	}
+	var done []int
+	err = withMigrationLock(ctx, pool, func(conn *pgx.Conn) error {
+		status, err := readStatus(ctx, conn, ms)
+		if err != nil {
+			return err
+		}
+		if err := schemaProblem(status, ms); err != nil {
+			return err
+		}
+		if err := adoptChecksums(ctx, conn, status); err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if statusOf(status, m.Version).State != MigrationPending {
+				continue
+			}
+			if err := applyMigration(ctx, conn, m); err != nil {
+				return err
+			}
+			done = append(done, m.Version)
+		}
+		if _, err := conn.Exec(ctx, functions); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
+		}
+		return nil
+	})
+	return done, err
+}
+
+// MigrationsStatus lists every migration the binary or the database knows,
+// in version order, without changing anything.
+func MigrationsStatus(ctx context.Context, pool *pgxpool.Pool) ([]MigrationStatus, error) {
 	ms, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: acquire connection: %w", err)
+		return nil, fmt.Errorf("migration status: acquire connection: %w", err)
+	}
+	defer conn.Release()
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	if !exists {
+		out := make([]MigrationStatus, len(ms))
+		for i, m := range ms {
+			out[i] = MigrationStatus{Version: m.Version, Name: m.Name, State: MigrationPending, Checksum: m.Checksum}
+		}
+		return out, nil
+	}
+	return readStatus(ctx, conn.Conn(), ms)
+}
+
+func withMigrationLock(ctx context.Context, pool *pgxpool.Pool, fn func(*pgx.Conn) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: acquire connection: %w", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
-		return nil, fmt.Errorf("migrate: take advisory lock: %w", err)
+		return fmt.Errorf("migrate: take advisory lock: %w", err)
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey)
@@ -77,47 +217,124 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER     PRIMARY KEY,
 		name       TEXT        NOT NULL,
-		applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
-		return nil, fmt.Errorf("migrate: create schema_migrations: %w", err)
+		applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
+		ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS sha256 TEXT`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
-	applied := map[int]bool{}
-	rows, err := conn.Query(ctx, "SELECT version FROM schema_migrations")
+	return fn(conn.Conn())
+}
+
+// readStatus joins the recorded migrations with the binary's, by version.
+func readStatus(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]MigrationStatus, error) {
+	rows, err := conn.Query(ctx, `SELECT version, name, COALESCE(sha256, ''), applied_at FROM schema_migrations ORDER BY version`)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
+		return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
 	}
+	type applied struct {
+		name, sum string
+		at        time.Time
+	}
+	recorded := map[int]applied{}
 	for rows.Next() {
 		var v int
-		if err := rows.Scan(&v); err != nil {
+		var a applied
+		if err := rows.Scan(&v, &a.name, &a.sum, &a.at); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("migrate: scan version: %w", err)
+			return nil, fmt.Errorf("migrate: scan applied migration: %w", err)
 		}
-		applied[v] = true
+		recorded[v] = a
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
+		return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
 	}
-	var done []int
+	var out []MigrationStatus
 	for _, m := range ms {
-		if applied[m.Version] {
-			continue
+		st := MigrationStatus{Version: m.Version, Name: m.Name, Checksum: m.Checksum, State: MigrationPending}
+		if a, ok := recorded[m.Version]; ok {
+			at := a.at
+			st.AppliedAt, st.Applied, st.State = &at, a.sum, MigrationApplied
+			if a.sum != "" && a.sum != m.Checksum {
+				st.State = MigrationEdited
+			}
+			delete(recorded, m.Version)
 		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return done, fmt.Errorf("migrate %s: begin: %w", m.Name, err)
-		}
-		if _, err := tx.Exec(ctx, m.SQL); err != nil {
-			_ = tx.Rollback(ctx)
-			return done, fmt.Errorf("migrate %s: %w", m.Name, err)
-		}
-		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
-			_ = tx.Rollback(ctx)
-			return done, fmt.Errorf("migrate %s: record version: %w", m.Name, err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return done, fmt.Errorf("migrate %s: commit: %w", m.Name, err)
-		}
-		done = append(done, m.Version)
+		out = append(out, st)
 	}
-	return done, nil
+	for v, a := range recorded {
+		at := a.at
+		out = append(out, MigrationStatus{Version: v, Name: a.name, State: MigrationUnknown, Applied: a.sum, AppliedAt: &at})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+func statusOf(status []MigrationStatus, version int) MigrationStatus {
+	for _, s := range status {
+		if s.Version == version {
+			return s
+		}
+	}
+	return MigrationStatus{}
+}
+
+// schemaProblem names the first reason this binary must not touch the
+// database, or nil.
+func schemaProblem(status []MigrationStatus, ms []Migration) error {
+	latest := 0
+	if len(ms) > 0 {
+		latest = ms[len(ms)-1].Version
+	}
+	for _, s := range status {
+		if s.State == MigrationUnknown && s.Version > latest {
+			newest := status[len(status)-1].Version
+			return &SchemaError{Migration: s.Name, Reason: fmt.Sprintf(
+				"database schema %d is newer than this binary's %d (it has %s, which this chatd does not know): run the chatd version that migrated it, or a newer one",
+				newest, latest, s.Name)}
+		}
+	}
+	for _, s := range status {
+		switch s.State {
+		case MigrationEdited:
+			return &SchemaError{Migration: s.Name, Reason: fmt.Sprintf(
+				"migration %s was edited after it was applied (applied sha256 %s, this binary's %s): a migration that shipped is never edited; restore it and put the change in a new migration",
+				s.Name, s.Applied, s.Checksum)}
+		case MigrationUnknown:
+			return &SchemaError{Migration: s.Name, Reason: fmt.Sprintf(
+				"migration %s (version %d) was applied to this database but is missing from this binary: restore the file",
+				s.Name, s.Version)}
+		}
+	}
+	return nil
+}
+
+// adoptChecksums records the binary's checksum for migrations applied
+// before checksums were recorded.
+func adoptChecksums(ctx context.Context, conn *pgx.Conn, status []MigrationStatus) error {
+	for _, s := range status {
+		if s.State == MigrationApplied && s.Applied == "" {
+			if _, err := conn.Exec(ctx, `UPDATE schema_migrations SET sha256 = $2 WHERE version = $1 AND sha256 IS NULL`, s.Version, s.Checksum); err != nil {
+				return fmt.Errorf("migrate: record checksum of %s: %w", s.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, conn *pgx.Conn, m Migration) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate %s: begin: %w", m.Name, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, m.SQL); err != nil {
+		return fmt.Errorf("migrate %s: %w", m.Name, err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3)", m.Version, m.Name, m.Checksum); err != nil {
+		return fmt.Errorf("migrate %s: record version: %w", m.Name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrate %s: commit: %w", m.Name, err)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,37 +11,29 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// outboxRow is one outbox row ready to insert.
-type outboxRow struct {
-	key     string // the conversation id: keyed consumers see a conversation in order
-	payload string // JSON of a chat.Event
-}
+// Outbox rows of stream entries (message.new) reference the entry and
+// carry no payload (chat_send_batch writes them); every other event's row
+// carries its JSON, encoded here by chat.EncodeEvent, the one encoder of
+// event JSON. Every row is keyed by its conversation id, so a keyed
+// consumer sees one conversation's events in commit order.
 
-func newOutboxRow(ev chat.Event) (outboxRow, error) {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return outboxRow{}, fmt.Errorf("encode %s event: %w", ev.Type, err)
-	}
-	return outboxRow{key: strconv.FormatInt(ev.ConversationID, 10), payload: string(b)}, nil
-}
-
-// insertOutboxSQL inserts outbox rows from parallel arrays of keys and
-// payloads. ORDER BY ord makes the outbox ids follow the events' order.
+// insertOutboxSQL inserts outbox rows from parallel arrays of keys, types
+// and payloads. ORDER BY ord makes the outbox ids follow the events' order.
 const insertOutboxSQL = `
-		INSERT INTO outbox (msg_key, payload)
-		SELECT k, p::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS e(k, p, ord)
+		INSERT INTO outbox (msg_key, type, payload)
+		SELECT k, t, p::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS e(k, t, p, ord)
 		ORDER BY ord`
 
-type outboxBatch struct{ keys, payloads []string }
+type outboxBatch struct{ keys, types, payloads []string }
 
 func outboxArgs(evs []chat.Event) (outboxBatch, error) {
-	ob := outboxBatch{keys: make([]string, len(evs)), payloads: make([]string, len(evs))}
+	ob := outboxBatch{keys: make([]string, len(evs)), types: make([]string, len(evs)), payloads: make([]string, len(evs))}
 	for i, ev := range evs {
-		r, err := newOutboxRow(ev)
+		b, err := chat.EncodeEvent(ev)
 		if err != nil {
 			return outboxBatch{}, err
 		}
-		ob.keys[i], ob.payloads[i] = r.key, r.payload
+		ob.keys[i], ob.types[i], ob.payloads[i] = strconv.FormatInt(ev.ConversationID, 10), ev.Type, string(b)
 	}
 	return ob, nil
 }
@@ -57,14 +48,14 @@ func insertOutbox(ctx context.Context, tx pgx.Tx, evs ...chat.Event) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, insertOutboxSQL, ob.keys, ob.payloads); err != nil {
+	if _, err := tx.Exec(ctx, insertOutboxSQL, ob.keys, ob.types, ob.payloads); err != nil {
 		return fmt.Errorf("insert outbox: %w", err)
 	}
 	return nil
 }
 
 // Hot write paths wake the outbox relay after COMMIT rather than from the
-// outbox trigger inside their transaction (migration 0006 says why):
+// outbox trigger inside their transaction (functions.sql, chat_outbox_notify, says why):
 // deferNotifySQL, first in the transaction, silences the trigger;
 // notifyOutboxSQL, in a transaction of its own after COMMIT, wakes the
 // relay of whichever node leads it.

@@ -38,8 +38,8 @@ func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOptio
 	// rows read in 10 s of load, the send transaction 20x slower). Planning
 	// each execution with its real arguments and the tables' current sizes
 	// is the robust default; the group-commit pool only calls
-	// chat_send_batch, which caches its own statements' plans (migration
-	// 0007).
+	// chat_send_batch, which caches its own statements' plans
+	// (migrations/functions.sql).
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}

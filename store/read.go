@@ -31,15 +31,15 @@ func (s *Store) MarkRead(ctx context.Context, conversationID, userID, seq int64)
 		return chat.ReadResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
 	}
 	var res chat.ReadResult
-	err := s.inTx(ctx, "mark read", func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, "mark read", func(tx pgx.Tx) ([]chat.Event, error) {
 		var newSeq int64
 		err := tx.QueryRow(ctx, markReadSQL, conversationID, userID, seq).Scan(&newSeq)
 		switch {
 		case err == nil:
 			res = chat.ReadResult{Advanced: true, LastReadSeq: newSeq}
-			return insertOutbox(ctx, tx, chat.ReadEvent(conversationID, userID, newSeq))
+			return []chat.Event{chat.ReadEvent(conversationID, userID, newSeq)}, nil
 		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("update watermark: %w", err)
+			return nil, fmt.Errorf("update watermark: %w", err)
 		}
 		// Nothing updated: either the watermark is already there, or the
 		// caller has no watermark to move.
@@ -51,16 +51,16 @@ func (s *Store) MarkRead(ctx context.Context, conversationID, userID, seq int64)
 			SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
 			       (SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = $2)`,
 			conversationID, userID).Scan(&exists, &current); err != nil {
-			return fmt.Errorf("read watermark: %w", err)
+			return nil, fmt.Errorf("read watermark: %w", err)
 		}
 		switch {
 		case !exists:
-			return errNoConversation(conversationID)
+			return nil, errNoConversation(conversationID)
 		case current == nil:
-			return errNotMember(conversationID)
+			return nil, errNotMember(conversationID)
 		}
 		res = chat.ReadResult{Advanced: false, LastReadSeq: *current}
-		return nil
+		return nil, nil
 	})
 	if err != nil {
 		return chat.ReadResult{}, err

@@ -159,7 +159,7 @@ func TestSeenByCountsMembersOtherThanTheSender(t *testing.T) {
 	seen(1, mine.Seq, chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3})
 
 	// After the sender leaves, everyone left counts: 1 (read 4), 3 (2), 4 (3).
-	if _, err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
+	if err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
 		t.Fatal(err)
 	}
 	seen(1, 2, chat.SeenResult{SeenBy: 3, DeliveredTo: 3, Members: 3})

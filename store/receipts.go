@@ -15,13 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/coalesce"
 )
 
 // ReceiptsConfig configures Receipts; zero values take the defaults.
 type ReceiptsConfig struct {
-	// Notify is told read.updated and delivery.updated after their batch
-	// committed (the outbox rows commit with the batch). May be nil.
-	Notify func(chat.Event)
 	// MaxBatch caps the (conversation, user) pairs of one transaction (4096).
 	MaxBatch int
 	// DeliveredInterval is the least time between two delivered-watermark
@@ -31,10 +29,9 @@ type ReceiptsConfig struct {
 	DeliveredInterval time.Duration
 	// FlushTimeout bounds one batch transaction (10s).
 	FlushTimeout time.Duration
-	// MaxPending bounds the delivered pairs waiting for a flush (1<<20);
-	// beyond it new pairs are dropped (their watermark moves with the next
-	// acknowledgement).
-	MaxPending int
+	// Delivered is where acknowledgements wait for their flush (the hub
+	// puts them there); nil: a buffer of the Receipts' own.
+	Delivered  *DeliveredBuffer
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: metrics not registered
 }
@@ -79,19 +76,41 @@ type Receipts struct {
 	rclosed bool
 	rwake   chan struct{}
 
-	dmu       sync.Mutex
-	delivered map[memberKey]int64
-	dwake     chan struct{}
+	delivered *DeliveredBuffer
+	dwriter   *coalesce.Writer[memberKey, int64]
 
 	readFlushes      atomic.Int64
 	deliveredFlushes atomic.Int64
 	m                receiptMetrics
 
-	stop      chan struct{}
-	stopOnce  sync.Once
-	wg        sync.WaitGroup
-	failing   atomic.Bool
-	lastStart time.Time // owned by the delivered goroutine
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	failing  atomic.Bool
+}
+
+// DeliveredBuffer holds delivered acknowledgements until Receipts flushes
+// them, merged per (conversation, user) to the highest seq. The delivery
+// hub puts them (chat.DeliveredSink); it is made before both, so neither
+// needs the other.
+type DeliveredBuffer struct {
+	m *coalesce.Map[memberKey, int64]
+}
+
+// MaxPendingDelivered bounds the (conversation, user) pairs waiting for a
+// delivered flush; beyond it new pairs are dropped (their watermark moves
+// with the next acknowledgement).
+const MaxPendingDelivered = 1 << 20
+
+// NewDeliveredBuffer returns an empty buffer.
+func NewDeliveredBuffer() *DeliveredBuffer {
+	return &DeliveredBuffer{m: coalesce.NewMap[memberKey, int64](coalesce.Max[int64], MaxPendingDelivered)}
+}
+
+// Delivered records that one of userID's sessions acknowledged message seq
+// of conversationID. It never blocks.
+func (b *DeliveredBuffer) Delivered(conversationID, userID, seq int64) {
+	b.m.Put(memberKey{conversationID, userID}, seq)
 }
 
 type memberKey struct{ conv, user int64 }
@@ -131,8 +150,8 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 	if cfg.FlushTimeout <= 0 {
 		cfg.FlushTimeout = 10 * time.Second
 	}
-	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = 1 << 20
+	if cfg.Delivered == nil {
+		cfg.Delivered = NewDeliveredBuffer()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -140,8 +159,8 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 	r := &Receipts{
 		st: st, cfg: cfg, log: cfg.Logger,
 		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1),
-		delivered: map[memberKey]int64{}, dwake: make(chan struct{}, 1),
-		stop: make(chan struct{}),
+		delivered: cfg.Delivered,
+		stop:      make(chan struct{}),
 		m: receiptMetrics{
 			flushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_receipt_flushes_total",
 				Help: "Committed watermark batch transactions, by kind (read, delivered)."}, []string{"kind"}),
@@ -161,9 +180,20 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 			}
 		}
 	}
-	r.wg.Add(2)
+	r.wg.Add(1)
 	go r.runReads()
-	go r.runDelivered()
+	r.dwriter = coalesce.NewWriter(cfg.Delivered.m, coalesce.WriterConfig[memberKey, int64]{
+		Flush:    r.flushDelivered,
+		Interval: cfg.DeliveredInterval,
+		MaxBatch: cfg.MaxBatch,
+		Timeout:  cfg.FlushTimeout,
+		OnError: func(err error, pairs int) {
+			r.m.errors.WithLabelValues("delivered").Inc()
+			if !r.failing.Swap(true) {
+				r.log.Warn("delivered watermarks: flush failed; retrying", "pairs", pairs, "err", err)
+			}
+		},
+	})
 	return r, nil
 }
 
@@ -216,22 +246,9 @@ func (r *Receipts) Pending(conversationID, userID int64) bool {
 }
 
 // Delivered records that one of userID's sessions acknowledged message seq
-// of conversationID. It never blocks (delivery.DeliveredFunc).
+// of conversationID. It never blocks (chat.DeliveredSink).
 func (r *Receipts) Delivered(conversationID, userID, seq int64) {
-	k := memberKey{conversationID, userID}
-	r.dmu.Lock()
-	cur, ok := r.delivered[k]
-	switch {
-	case ok:
-		r.m.merged.WithLabelValues("delivered").Inc()
-		if seq > cur {
-			r.delivered[k] = seq
-		}
-	case len(r.delivered) < r.cfg.MaxPending:
-		r.delivered[k] = seq
-	}
-	r.dmu.Unlock()
-	signal(r.dwake)
+	r.delivered.Delivered(conversationID, userID, seq)
 }
 
 func signal(c chan struct{}) {
@@ -252,10 +269,10 @@ func (r *Receipts) Close(ctx context.Context) error {
 	go func() { r.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("close receipts: %w", ctx.Err())
 	}
+	return r.dwriter.Close(ctx)
 }
 
 // --- read receipts ---
@@ -459,11 +476,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 			w.done <- readReply{res: chat.ReadResult{Advanced: adv, LastReadSeq: mark}}
 		}
 	}
-	if r.cfg.Notify != nil {
-		for _, ev := range events {
-			r.cfg.Notify(ev)
-		}
-	}
+	r.st.publish(events...)
 }
 
 // scanStates reads (conversation, user, watermark, last_seq) rows.
@@ -537,81 +550,6 @@ ORDER BY r.conversation_id, r.user_id
 ON CONFLICT (conversation_id, user_id) DO UPDATE SET delivered_seq = EXCLUDED.delivered_seq
 WHERE d.delivered_seq < EXCLUDED.delivered_seq`
 
-func (r *Receipts) runDelivered() {
-	defer r.wg.Done()
-	for {
-		select {
-		case <-r.dwake:
-		case <-r.stop:
-			r.drainDelivered()
-			return
-		}
-		if wait := time.Until(r.lastStart.Add(r.cfg.DeliveredInterval)); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-r.stop:
-				t.Stop()
-				r.drainDelivered()
-				return
-			}
-		}
-		r.lastStart = time.Now()
-		if !r.drainDelivered() {
-			// Failed: what was taken went back to pending; try again later.
-			select {
-			case <-time.After(500 * time.Millisecond):
-				signal(r.dwake)
-			case <-r.stop:
-				r.drainDelivered()
-				return
-			}
-		}
-	}
-}
-
-// drainDelivered flushes everything pending; false when a batch failed.
-func (r *Receipts) drainDelivered() bool {
-	for {
-		r.dmu.Lock()
-		batch := r.delivered
-		if len(batch) == 0 {
-			r.dmu.Unlock()
-			return true
-		}
-		if len(batch) <= r.cfg.MaxBatch {
-			r.delivered = map[memberKey]int64{}
-		} else {
-			batch = make(map[memberKey]int64, r.cfg.MaxBatch)
-			for k, v := range r.delivered {
-				if len(batch) == r.cfg.MaxBatch {
-					break
-				}
-				batch[k] = v
-				delete(r.delivered, k)
-			}
-		}
-		r.dmu.Unlock()
-		if err := r.flushDelivered(batch); err != nil {
-			r.m.errors.WithLabelValues("delivered").Inc()
-			if !r.failing.Swap(true) {
-				r.log.Warn("delivered watermarks: flush failed; retrying", "pairs", len(batch), "err", err)
-			}
-			r.dmu.Lock()
-			for k, v := range batch {
-				if v > r.delivered[k] {
-					r.delivered[k] = v
-				}
-			}
-			r.dmu.Unlock()
-			return false
-		}
-		if r.failing.Swap(false) {
-			r.log.Info("delivered watermarks: flushing again")
-		}
-	}
-}
-
 // flushDelivered writes a batch of delivered watermarks. What moves and the
 // delivery.updated events are worked out first, without locks, and the
 // transaction is one round trip (outbox rows, the upsert, COMMIT), so the
@@ -620,7 +558,7 @@ func (r *Receipts) drainDelivered() bool {
 // steps only makes an event redundant, never false: the upsert moves rows
 // forward only, and after it each row's delivered watermark is at least
 // what its event says.
-func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
+func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64) error {
 	keys := sortedKeys(batch)
 	convs := make([]int64, len(keys))
 	users := make([]int64, len(keys))
@@ -629,8 +567,6 @@ func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 		convs[i], users[i], seqs[i] = k.conv, k.user, batch[k]
 	}
 	var events []chat.Event
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
-	defer cancel()
 	err := r.withRetry(func() error {
 		events = events[:0]
 		var mc, mu, ms []int64
@@ -671,7 +607,7 @@ func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 		return r.st.pipelineTx(ctx, "save delivered watermarks", func(b *pgx.Batch) {
 			b.Queue(keyLookupTxSQL)
 			if len(events) > 0 {
-				b.Queue(insertOutboxSQL, ob.keys, ob.payloads)
+				b.Queue(insertOutboxSQL, ob.keys, ob.types, ob.payloads)
 			}
 			b.Queue(deliveredBatchSQL, mc, mu, ms)
 		})
@@ -682,10 +618,9 @@ func (r *Receipts) flushDelivered(batch map[memberKey]int64) error {
 	}
 	r.deliveredFlushes.Add(1)
 	r.m.flushes.WithLabelValues("delivered").Inc()
-	if r.cfg.Notify != nil {
-		for _, ev := range events {
-			r.cfg.Notify(ev)
-		}
+	if r.failing.Swap(false) {
+		r.log.Info("delivered watermarks: flushing again")
 	}
+	r.st.publish(events...)
 	return nil
 }

@@ -80,7 +80,9 @@ func TestReceiptStormMatchesOneByOne(t *testing.T) {
 		receipts = 10000
 		msgs     = 50
 	)
-	batched, batchedPool := newStore(t)
+	var notified atomic.Int64
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated}, each: func(chat.Event) { notified.Add(1) }}
+	batched, batchedPool := newStoreRecording(t, rec)
 	serial, serialPool := newStore(t)
 	members := make([]int64, 0, users-1)
 	for u := int64(2); u <= users; u++ {
@@ -107,13 +109,8 @@ func TestReceiptStormMatchesOneByOne(t *testing.T) {
 		all[i] = receipt{conv: ids[rng.IntN(convs)], user: int64(1 + i%users), seq: int64(1 + rng.IntN(msgs+10))}
 	}
 
-	var notified atomic.Int64
 	reg := prometheus.NewRegistry()
-	r := newReceipts(t, batched, store.ReceiptsConfig{Registerer: reg, Notify: func(ev chat.Event) {
-		if ev.Type == chat.EventReadUpdated {
-			notified.Add(1)
-		}
-	}})
+	r := newReceipts(t, batched, store.ReceiptsConfig{Registerer: reg})
 	before := commits(t, batchedPool)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -169,7 +166,7 @@ func TestReceiptStormMatchesOneByOne(t *testing.T) {
 		}
 	}
 	var batchedEvents, serialEvents int64
-	q := `SELECT count(*) FROM outbox WHERE payload->>'type' = 'read.updated'`
+	q := `SELECT count(*) FROM outbox WHERE type = 'read.updated'`
 	batchedEvents, serialEvents = queryInt(t, batchedPool, q), queryInt(t, serialPool, q)
 	if batchedEvents > serialEvents || batchedEvents == 0 || batchedEvents != notified.Load() {
 		t.Fatalf("read.updated: %d batched rows, %d notified, %d one by one", batchedEvents, notified.Load(), serialEvents)
@@ -183,14 +180,13 @@ func TestReceiptStormMatchesOneByOne(t *testing.T) {
 
 func TestReceiptsAnswerEachCaller(t *testing.T) {
 	t.Parallel()
-	st, pool := newStore(t)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated, chat.EventDeliveryUpdated}}
+	st, pool := newStoreRecording(t, rec)
 	conv := mustGroup(t, st, 1, 2, 3)
 	for range 5 {
 		mustSend(t, st, conv.ID, 1, "m")
 	}
-	var mu sync.Mutex
-	var evs []chat.Event
-	r := newReceipts(t, st, store.ReceiptsConfig{Notify: func(ev chat.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }})
+	r := newReceipts(t, st, store.ReceiptsConfig{})
 	ctx := testCtx(t)
 
 	res, err := r.MarkRead(ctx, conv.ID, 2, 3)
@@ -219,10 +215,7 @@ func TestReceiptsAnswerEachCaller(t *testing.T) {
 	if len(reads) != 2 || reads[0].Seq != 3 || reads[1].Seq != 5 {
 		t.Fatalf("read.updated rows %+v, want seqs 3 and 5 (only for receipts that advanced)", reads)
 	}
-	mu.Lock()
-	n := len(evs)
-	mu.Unlock()
-	if n != 2 {
+	if n := len(rec.events()); n != 2 {
 		t.Fatalf("%d events notified, want 2", n)
 	}
 
@@ -256,16 +249,14 @@ func TestReceiptsAnswerEachCaller(t *testing.T) {
 
 func TestDeliveredWatermarkIsBatchedMonotonicAndClamped(t *testing.T) {
 	t.Parallel()
-	st, pool := newStore(t)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated, chat.EventDeliveryUpdated}}
+	st, pool := newStoreRecording(t, rec)
 	conv := mustGroup(t, st, 1, 2, 3)
 	for range 4 {
 		mustSend(t, st, conv.ID, 1, "m")
 	}
-	var mu sync.Mutex
-	var evs []chat.Event
-	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 500 * time.Millisecond,
-		Notify: func(ev chat.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }})
-	events := func() []chat.Event { mu.Lock(); defer mu.Unlock(); return append([]chat.Event(nil), evs...) }
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 500 * time.Millisecond})
+	events := rec.events
 
 	// The first ack is flushed at once; the ones after it wait out the
 	// interval together.

@@ -76,12 +76,12 @@ func TestSendConcurrentSendersGetGaplessUniqueSeqs(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, conv.ID); n != total {
 		t.Fatalf("last_seq = %d, want %d", n, total)
 	}
-	if n := queryInt(t, pool, `SELECT count(*) FROM outbox WHERE msg_key = $1 AND payload->>'type' = 'message.new'`,
+	if n := queryInt(t, pool, `SELECT count(*) FROM outbox WHERE msg_key = $1 AND type = 'message.new'`,
 		fmt.Sprint(conv.ID)); n != total {
 		t.Fatalf("%d message.new outbox rows, want %d", n, total)
 	}
-	if n := queryInt(t, pool, `SELECT count(DISTINCT (payload->>'seq')::bigint) FROM outbox
-		WHERE msg_key = $1 AND payload->>'type' = 'message.new'`, fmt.Sprint(conv.ID)); n != total {
+	if n := queryInt(t, pool, `SELECT count(DISTINCT seq) FROM outbox
+		WHERE msg_key = $1 AND type = 'message.new'`, fmt.Sprint(conv.ID)); n != total {
 		t.Fatalf("outbox holds %d distinct seqs, want %d", n, total)
 	}
 }
@@ -258,23 +258,24 @@ func TestSendRejectsMalformedInputAsInvalid(t *testing.T) {
 	}
 }
 
-// installOutboxTrap makes outbox inserts fail for body "explode" and wait on
-// advisory lock 4242 for body "hold": a send's transaction can then be made
-// to fail, or be held open, after its message row is inserted.
+// installOutboxTrap makes message inserts fail for body "explode" and wait on
+// advisory lock 4242 for body "hold", from a trigger after the row is
+// inserted: a send's transaction can then be made to fail, or be held
+// open, after its message row is inserted.
 func installOutboxTrap(t *testing.T, ctx context.Context, exec func(context.Context, string) error) {
 	t.Helper()
 	err := exec(ctx, `
 		CREATE FUNCTION test_outbox_trap() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-			IF NEW.payload->>'body' = 'explode' THEN
+			IF NEW.body = 'explode' THEN
 				RAISE EXCEPTION 'test trap: outbox insert refused';
 			END IF;
-			IF NEW.payload->>'body' = 'hold' THEN
+			IF NEW.body = 'hold' THEN
 				PERFORM pg_advisory_xact_lock_shared(4242);
 			END IF;
 			RETURN NEW;
 		END $$;
-		CREATE TRIGGER test_outbox_trap BEFORE INSERT ON outbox
+		CREATE TRIGGER test_outbox_trap AFTER INSERT ON message
 			FOR EACH ROW EXECUTE FUNCTION test_outbox_trap();`)
 	if err != nil {
 		t.Fatalf("install outbox trap: %v", err)

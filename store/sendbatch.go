@@ -11,16 +11,13 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// commitBatch commits a batch of sends (batcher.go gathers them) in one
-// transaction and one round trip whatever the batch size: BEGIN, the
-// deferred relay wake-up and the deadline, a call of chat_send_batch
-// (migrations 0007 and 0008: it locks the batch's conversations in id
-// order, decides every send's outcome with set-based SQL and writes
-// messages, last_seq, sender watermarks and outbox rows) and COMMIT,
-// pipelined. Each round trip
-// wakes both PostgreSQL and this process; on an idle server that, not the
-// SQL, is most of a lone send's latency. The relay is woken afterwards, off
-// the senders' path (relayWaker).
+// commitBatch commits a batch of sends (batcher.go gathers them; a lone
+// send is a batch of one) in one transaction and one round trip whatever
+// the batch size: BEGIN, the deferred relay wake-up and the deadline, a
+// call of chat_send_batch (migrations/functions.sql holds every rule of a
+// send) and COMMIT, pipelined. Each round trip wakes both PostgreSQL and
+// this process; on an idle server that, not the SQL, is most of a lone
+// send's latency. The relay is woken afterwards, off the senders' path.
 //
 // Each request gets its own outcome: a duplicate, a non-member or an unknown
 // conversation fails (or answers) alone while the rest commit. Within a

@@ -138,7 +138,7 @@ func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 		last := queryInt(t, pool, "SELECT last_seq FROM conversation WHERE id = $1", conv)
 		rows := queryInt(t, pool, "SELECT count(*) FROM message WHERE conversation_id = $1", conv)
 		maxSeq := queryInt(t, pool, "SELECT COALESCE(max(seq),0) FROM message WHERE conversation_id = $1", conv)
-		events := queryInt(t, pool, "SELECT count(*) FROM outbox WHERE payload->>'type' = 'message.new' AND msg_key = $1", fmt.Sprint(conv))
+		events := queryInt(t, pool, "SELECT count(*) FROM outbox WHERE type = 'message.new' AND msg_key = $1", fmt.Sprint(conv))
 		if last != rows || maxSeq != rows || events != rows {
 			t.Fatalf("conversation %d: last_seq %d, rows %d, max %d, events %d", conv, last, rows, maxSeq, events)
 		}

@@ -166,7 +166,7 @@ func TestGroupCommitWakesTheRelayAfterCommitNotFromInsideIt(t *testing.T) {
 		if _, err := tx.Exec(testCtx(t), "SELECT set_config('chat.defer_notify', 'on', true)"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(testCtx(t), `INSERT INTO outbox (msg_key, payload) VALUES ('x', '{}')`)
+		_, err := tx.Exec(testCtx(t), `INSERT INTO outbox (msg_key, type, payload) VALUES ('x', 'test', '{}')`)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestGroupCommitWakesTheRelayAfterCommitNotFromInsideIt(t *testing.T) {
 		t.Fatal("no chat_outbox notification after a group-committed send")
 	}
 	// Any other writer still notifies through the trigger.
-	if _, err := pool.Exec(testCtx(t), `INSERT INTO outbox (msg_key, payload) VALUES ('y', '{}')`); err != nil {
+	if _, err := pool.Exec(testCtx(t), `INSERT INTO outbox (msg_key, type, payload) VALUES ('y', 'test', '{}')`); err != nil {
 		t.Fatal(err)
 	}
 	if !wait(5 * time.Second) {

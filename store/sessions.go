@@ -225,3 +225,8 @@ func (s *Sessions) Expire(ctx context.Context, online []string) (int64, error) {
 	}
 	return tag.RowsAffected(), nil
 }
+
+// Members lists the user ids of a conversation, ascending (delivery routing).
+func (s *Sessions) Members(ctx context.Context, conversationID int64) ([]int64, error) {
+	return members(ctx, s.pool, conversationID)
+}

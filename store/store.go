@@ -36,7 +36,7 @@ type Store struct {
 	batchCount   atomic.Int64
 	batchMsgs    atomic.Int64
 	sendPool     *pgxpool.Pool // group-commit transactions; nil = pool
-	onCommit     func(chat.Event)
+	publisher    chat.Publisher
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool
@@ -69,12 +69,20 @@ func WithSendPool(p *pgxpool.Pool) Option {
 	return func(s *Store) { s.sendPool = p }
 }
 
-// WithCommitHook has group commit hand each committed message.new to fn,
-// in seq order per conversation, right after the commit and before the
-// senders are answered (their SendResult says Notified). Callers notified
-// one by one would wake in any order and the fan-out would see gaps.
-func WithCommitHook(fn func(chat.Event)) Option {
-	return func(s *Store) { s.onCommit = fn }
+// WithPublisher gives the store the port every write publishes what it
+// committed to, right after the commit and before its caller is answered:
+// group commit publishes a batch's messages in seq order per conversation
+// (callers answered one by one would wake in any order and the fan-out
+// would see gaps). Without it nothing is published.
+func WithPublisher(p chat.Publisher) Option {
+	return func(s *Store) { s.publisher = p }
+}
+
+// publish hands committed events to the publisher.
+func (s *Store) publish(evs ...chat.Event) {
+	if s.publisher != nil && len(evs) > 0 {
+		s.publisher.Publish(evs...)
+	}
 }
 
 // WithRelayWake tells hot write paths (group commit, receipt batches)
@@ -138,7 +146,7 @@ drain:
 		select {
 		case r := <-b.intake:
 			r.err = errShuttingDown()
-			close(r.done)
+			r.answer()
 		default:
 			break drain
 		}
@@ -163,6 +171,26 @@ func readOnly() pgx.TxOptions {
 // membership paths rely on. Errors come back classified for op.
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
 	return s.runTx(ctx, op, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+}
+
+// writeTx runs fn in a READ COMMITTED transaction together with the outbox
+// rows of the events fn returns, commits, and publishes the events: the one
+// way a write other than a send (group commit) and the receipt batches makes
+// its events.
+func (s *Store) writeTx(ctx context.Context, op string, fn func(pgx.Tx) ([]chat.Event, error)) error {
+	var evs []chat.Event
+	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
+		var err error
+		if evs, err = fn(tx); err != nil {
+			return err
+		}
+		return insertOutbox(ctx, tx, evs...)
+	})
+	if err != nil {
+		return err
+	}
+	s.publish(evs...)
+	return nil
 }
 
 func (s *Store) runTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {

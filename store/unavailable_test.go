@@ -24,8 +24,8 @@ func everyCall(ctx context.Context, st *store.Store, conv int64) map[string]erro
 	_, errs["create group"] = st.CreateGroup(ctx, 1, "g", []int64{2})
 	_, _, errs["open direct"] = st.OpenDirect(ctx, 1, 2)
 	_, errs["get conversation"] = st.GetConversation(ctx, conv, 1)
-	_, _, _, errs["add member"] = st.AddMember(ctx, conv, 1, 3, chat.RoleMember)
-	_, errs["remove member"] = st.RemoveMember(ctx, conv, 1, 2)
+	_, _, errs["add member"] = st.AddMember(ctx, conv, 1, 3, chat.RoleMember)
+	errs["remove member"] = st.RemoveMember(ctx, conv, 1, 2)
 	_, errs["members"] = st.Members(ctx, conv)
 	_, errs["is member"] = st.IsMember(ctx, conv, 1)
 	return errs

@@ -55,7 +55,7 @@ func (a *app) service(ctx context.Context, db dbFlags) (*chat.Service, func(cont
 		return nil, nil, err
 	}
 	limits := a.settings.Limits()
-	return chat.NewService(store.New(pool, limits), nil, limits), closeDB, nil
+	return chat.NewService(store.New(pool, limits), limits), closeDB, nil
 }
 
 func runConversationCreate(ctx context.Context, a *app, args []string) error {

@@ -208,7 +208,7 @@ func openPool(t testing.TB, url string, conns int32) *pgxpool.Pool {
 // newService is a chat service straight on the database (no node), for
 // setting up conversations and bulk inserts.
 func newService(pool *pgxpool.Pool) *chat.Service {
-	return chat.NewService(store.New(pool, chat.DefaultLimits()), nil, chat.DefaultLimits())
+	return chat.NewService(store.New(pool, chat.DefaultLimits()), chat.DefaultLimits())
 }
 
 var (
