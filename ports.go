@@ -1,5 +1,10 @@
 package chat
 
+import (
+	"context"
+	"time"
+)
+
 // Publisher receives every change the moment it becomes visible: the store
 // publishes what each write committed, right after its commit and before
 // the writer's caller is answered, in commit order within a conversation;
@@ -16,4 +21,119 @@ type Publisher interface {
 // flushes what it collected in batches.
 type DeliveredSink interface {
 	Delivered(conversationID, userID, seq int64)
+}
+
+// Positions in the stream, as delivery and the store of record exchange
+// them.
+
+// ConvCursor is where delivery of one conversation stands for a session.
+type ConvCursor struct {
+	ConversationID int64
+	Delivered      int64 // highest seq acknowledged
+	LastSeq        int64 // conversation's last_seq when read
+	MemberCount    int
+}
+
+// Cursor is one delivered-cursor update of a session.
+type Cursor struct {
+	ClientID       string
+	ConversationID int64
+	Seq            int64
+}
+
+// Range asks for the messages of a conversation after a seq.
+type Range struct {
+	ConversationID int64
+	After          int64
+}
+
+// DeliveryStore is what delivery reads from and writes to the store of
+// record (store.Sessions).
+type DeliveryStore interface {
+	// Cursors returns, for every conversation userID belongs to, where
+	// clientID's delivery stands; with stored false (no persistent
+	// session) every cursor is the conversation's last_seq.
+	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]ConvCursor, error)
+	// SinceMany returns up to perConv messages after each range's seq,
+	// grouped by conversation in seq order, in one round trip.
+	SinceMany(ctx context.Context, ranges []Range, perConv int) (map[int64][]Message, error)
+	// SaveCursors moves sessions' delivered cursors forward (never back).
+	SaveCursors(ctx context.Context, cs []Cursor) error
+	// Members lists the user ids of a conversation (routing).
+	Members(ctx context.Context, conversationID int64) ([]int64, error)
+}
+
+// SessionStore keeps the durable state of MQTT sessions (store.Sessions).
+type SessionStore interface {
+	// Open claims clientID for userID (ErrClientIDTaken when another user
+	// holds it) and prepares its cursors; resumed reports that a
+	// persistent session's stored cursors were kept.
+	Open(ctx context.Context, clientID string, userID int64, persistent, clean bool, expiry time.Duration) (resumed bool, err error)
+	// Touch records that the session was seen now (its expiry starts).
+	Touch(ctx context.Context, clientID string) error
+	// Drop deletes a session and its cursors.
+	Drop(ctx context.Context, clientID string) error
+}
+
+// ErrClientIDTaken says an MQTT client id belongs to another user.
+var ErrClientIDTaken = Errorf(CodeForbidden, "client id belongs to another user")
+
+// What delivery writes to a client connection and what transports ask of
+// delivery.
+
+// Packet is one PUBLISH to a client. An empty Topic is the client's events
+// topic.
+type Packet struct {
+	Topic           string
+	Payload         []byte
+	QoS             byte
+	PacketID        uint16 // 0 for QoS 0
+	CorrelationData []byte // MQTT v5 request/response
+}
+
+// Ack is the answer to one QoS 1 publish of a client (a PUBACK), or, with
+// Close set, the end of the connection instead of an answer: the client
+// resends what was not acknowledged.
+type Ack struct {
+	PacketID uint16
+	Reason   byte   // MQTT v5 reason code (0 success); v3.1.1 clients get a plain PUBACK
+	Message  string // v5 reason string
+	Props    []KV   // v5 user properties
+	Close    string // not empty: close the connection, with this reason, instead
+}
+
+// KV is one MQTT v5 user property.
+type KV struct{ Key, Val string }
+
+// Conn is a client connection as delivery sees it. Write writes the acks,
+// then the packets, in order, ideally in one system call; it may block
+// while the network is slow, and Close must unblock it.
+type Conn interface {
+	Write(acks []Ack, ps []Packet) error
+	Close(reason string)
+}
+
+// Delivery is what transports ask of the delivery layer (delivery.Hub):
+// one session per connected client, writing that client's events, replies
+// and acknowledgements on its own goroutine.
+type Delivery interface {
+	// Attach starts delivery for a connected client (a session already
+	// running under clientID is stopped first). ready says the client is
+	// subscribed to its events topic already.
+	Attach(conn Conn, clientID string, userID int64, persistent, ready bool)
+	// Detach stops clientID's session if conn still owns it.
+	Detach(clientID string, conn Conn)
+	// SetReady tells the session whether its client is subscribed to its
+	// events topic; events wait until it is.
+	SetReady(clientID string, ready bool)
+	// Acked hands the client's PUBACK of one of its deliveries to its
+	// session.
+	Acked(clientID string, packetID uint16)
+	// SendDirect queues a publish for one client only (RPC replies, error
+	// events), sent even before it subscribed; false when clientID has no
+	// session here.
+	SendDirect(clientID string, p Packet) bool
+	// Reply queues acknowledgements of the client's own publishes, written
+	// in the order given, before its next deliveries; never dropped.
+	Reply(clientID string, conn Conn, acks []Ack)
 }

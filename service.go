@@ -228,30 +228,68 @@ func NewService(st Store, l Limits) *Service {
 // answered as a duplicate when retried. A send that failed as unavailable
 // or internal is refunded too: the client resends it.
 func (s *Service) Send(ctx context.Context, req SendRequest) (SendResult, error) {
-	if err := s.Limits.ValidateSend(&req); err != nil {
-		return SendResult{}, err
-	}
-	userKey, convKey := UserKey(req.SenderID), strconv.FormatInt(req.ConversationID, 10)
-	if err := s.take(ctx, RateSend, userKey); err != nil {
-		return SendResult{}, err
-	}
-	if err := s.take(ctx, RateConv, convKey); err != nil {
-		s.refund(ctx, RateSend, userKey)
+	if err := s.admitSend(ctx, &req); err != nil {
 		return SendResult{}, err
 	}
 	res, err := s.Store.Send(ctx, req)
+	s.settleSend(ctx, req, res, err)
 	if err != nil {
-		if c := ErrorCode(err); c == CodeUnavailable || c == CodeInternal {
-			s.refund(context.WithoutCancel(ctx), RateSend, userKey)
-			s.refund(context.WithoutCancel(ctx), RateConv, convKey)
-		}
 		return SendResult{}, err
 	}
-	if res.Duplicate {
-		s.refund(ctx, RateSend, userKey)
-		s.refund(ctx, RateConv, convKey)
-	}
 	return res, nil
+}
+
+// SubmitSend is Send for callers that must not wait: validation and the
+// rate limits are applied before it returns (done may be called before it
+// returns, with their error); the commit's outcome comes to done later, from
+// another goroutine. Sends submitted one after another commit in that order
+// within their conversation. done must not block.
+func (s *Service) SubmitSend(ctx context.Context, req SendRequest, done func(SendResult, error)) {
+	if err := s.admitSend(ctx, &req); err != nil {
+		done(SendResult{}, err)
+		return
+	}
+	s.Store.SubmitSend(ctx, req, func(res SendResult, err error) {
+		s.settleSend(ctx, req, res, err)
+		if err != nil {
+			res = SendResult{}
+		}
+		done(res, err)
+	})
+}
+
+// admitSend validates a send and charges its rate limits.
+func (s *Service) admitSend(ctx context.Context, req *SendRequest) error {
+	if err := s.Limits.ValidateSend(req); err != nil {
+		return err
+	}
+	userKey, convKey := UserKey(req.SenderID), strconv.FormatInt(req.ConversationID, 10)
+	if err := s.take(ctx, RateSend, userKey); err != nil {
+		return err
+	}
+	if err := s.take(ctx, RateConv, convKey); err != nil {
+		s.refund(ctx, RateSend, userKey)
+		return err
+	}
+	return nil
+}
+
+// settleSend refunds what a send should not have cost: a duplicate, or a
+// send that did not commit because of the server.
+func (s *Service) settleSend(ctx context.Context, req SendRequest, res SendResult, err error) {
+	// The caller's deadline may have passed by now; a refund is owed all
+	// the same.
+	ctx = context.WithoutCancel(ctx)
+	userKey, convKey := UserKey(req.SenderID), strconv.FormatInt(req.ConversationID, 10)
+	if err != nil {
+		if c := ErrorCode(err); c != CodeUnavailable && c != CodeInternal {
+			return
+		}
+	} else if !res.Duplicate {
+		return
+	}
+	s.refund(ctx, RateSend, userKey)
+	s.refund(ctx, RateConv, convKey)
 }
 
 // MarkRead validates and applies a read receipt. The read limit is charged

@@ -12,6 +12,11 @@ type Store interface {
 	// the same (conversation, clientMsgId) by the same sender with
 	// Duplicate set. Another sender's clientMsgId is ErrConflict.
 	Send(ctx context.Context, req SendRequest) (SendResult, error)
+	// SubmitSend queues a send and returns at once; done gets the outcome
+	// of Send exactly once, from another goroutine, after the commit (and
+	// after its event was published). Sends submitted one after another
+	// commit in that order within their conversation. done must not block.
+	SubmitSend(ctx context.Context, req SendRequest, done func(SendResult, error))
 	// MarkRead moves the user's watermark to min(seq, last_seq) if that is
 	// ahead of the current one.
 	MarkRead(ctx context.Context, conversationID, userID, seq int64) (ReadResult, error)

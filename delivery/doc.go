@@ -1,50 +1,69 @@
 // Package delivery moves committed events to connected MQTT sessions, in
-// seq order per conversation, with PostgreSQL as the source of truth.
+// seq order per conversation, with PostgreSQL as the source of truth. It
+// depends on the domain (package chat) alone: the store of record is a
+// chat.DeliveryStore, a client connection a chat.Conn, and the Hub is the
+// node's chat.Publisher and the transports' chat.Delivery.
 //
-// The Hub receives every committed change through Notify (called after
-// commit, never blocking the publisher) and fans it out on its own goroutine
-// to the sessions of the conversation's members. Each connected session has
-// one pump goroutine that owns all of that session's delivery state:
+// # Goroutines
 //
-//   - per conversation, the next seq to hand to the client. A live event
-//     with exactly that seq is sent; a duplicate is dropped; a gap is held
-//     briefly for reordering and otherwise filled from PostgreSQL (SinceMany: one query for many conversations),
-//     so a lost, reordered or cross-node event never leaves a hole;
-//   - a bounded window of unacknowledged QoS1 publishes (its own packet ids,
-//     not mochi's inflight map), advanced by the client's PUBACKs;
-//   - the delivered cursor (highest acknowledged seq per conversation),
-//     flushed in batches by the Hub's cursor writer, from which a persistent
-//     session resumes after a reconnect, a takeover or a server restart.
+//   - The fan-out goroutine receives every event through Publish or
+//     Deliver (never blocking the caller: a full queue makes every session
+//     catch up from PostgreSQL instead) and routes it to the sessions of
+//     the conversation's members. It owns the member index (members.go):
+//     members are read by a few loader goroutines, never by the fan-out
+//     itself; an event of a conversation whose members are being loaded
+//     waits, with the later events of that conversation and in order,
+//     while every other conversation's events go on. Membership events
+//     keep the index current; past MemberIndexSize conversations the least
+//     recently routed one is forgotten.
+//   - Each connected session has one pump goroutine (session.go), the only
+//     writer to its client: the acknowledgements of the client's own
+//     publishes (Reply; in order, never dropped), its events and RPC
+//     replies. The pump only does I/O and timers; what to send is decided
+//     by one stream per conversation (stream.go), a pure state machine:
+//     Live (the next live event goes out), Gapped (later events held while
+//     a missing seq is awaited, up to GapWait) and Behind (catch-up must
+//     fetch what PostgreSQL holds first). Catch-up (catchup.go) asks the
+//     hub's recent cache first, then PostgreSQL (SinceMany: one query for
+//     many conversations).
+//   - The cursor writer (internal/coalesce) flushes delivered cursors,
+//     merged per (client, conversation), once per CursorFlush; a stopping
+//     session flushes its own at once.
+//   - The watchdog disconnects sessions whose write has been blocked
+//     longer than SlowTimeout.
 //
-// Catching up is cheap when it can be: the Hub keeps the encoded
-// message.new of the newest messages of recently active conversations
-// (recent.go; Options.RecentPerConv, RecentBytes), and a session that fell
-// behind takes them from there instead of reading and re-encoding them from
-// PostgreSQL once per member. The cache only serves what the fan-out saw; a
-// session ends its catch-up from it only past the highest seq the fan-out
-// saw for the conversation and past the newest seq it knows committed
-// (its cursor's last_seq, or a dropped live event), and after the hub
-// dropped events (overflow) it asks PostgreSQL. Anything else is a miss
-// that PostgreSQL answers.
+// # Windows, cursors and receipts
 //
-// Writes are batched: every PUBACK already waiting is taken before the
-// pump writes again, and a session whose window filled refills it in bursts
-// of a quarter window, so a busy server writes many publishes per system
-// call instead of one per acknowledgement.
+// A session keeps a bounded window of unacknowledged QoS 1 publishes (its
+// own packet ids, not mochi's inflight map), advanced by the client's
+// PUBACKs (Acked). A session that leaves its window full for longer than
+// SlowTimeout is disconnected and resumes from its cursor when it
+// reconnects. Writes are batched: every PUBACK already waiting is taken
+// before the pump writes again, and a session whose window filled refills
+// it in bursts of a quarter window, so a busy server writes many publishes
+// per system call. The delivered cursor (the highest seq with everything
+// before it acknowledged) is what a persistent session resumes from after
+// a reconnect, a takeover or a restart. Every PUBACK of a message.new is
+// also handed to Options.Delivered (the member's delivered watermark).
+// Duplicates with the same (conversationId, seq) are possible after a
+// crash (cursors are flushed in batches); losses are not.
 //
-// Nothing here blocks on a client: Notify and the fan-out only do
-// non-blocking sends into bounded queues. A session whose queue overflows
-// drops it and catches up from PostgreSQL; a session that leaves its window
-// full, or a write blocked, for longer than SlowTimeout is disconnected and
-// resumes from its cursor when it reconnects.
+// # Recent cache
 //
-// Duplicates with the same (conversationId, seq) are possible after a crash
-// (cursors are flushed in batches); losses are not.
+// The Hub keeps the encoded message.new of the newest messages of
+// recently active conversations (recent.go; RecentPerConv, RecentBytes), so
+// a session that fell behind takes them from memory instead of reading and
+// re-encoding them once per member. It only serves what the fan-out saw; a
+// stream ends its catch-up from it only past the highest seq the fan-out
+// saw for the conversation and past the newest seq it knows committed, and
+// after the hub dropped events (overflow) it asks PostgreSQL.
 //
-// Receipts and presence: Options.OnDelivered is called by the pump on every
-// PUBACK of a message.new (the member's delivered watermark, batched by the
-// store's Receipts); delivery.updated is routed to the member named by its
-// senderId (the sender of the delivered messages), and not at all in groups
-// above LargeGroup. NotifyUsers pushes an
-// event to named users' sessions (presence, which has no conversation).
+// # Routing
+//
+// message.new goes to every member (without body above LargeGroup
+// members); typing to the members but its sender, at QoS 0;
+// delivery.updated to the member named by its senderId (the sender of the
+// delivered messages), and not at all in groups above LargeGroup; an event
+// with Event.To and no conversation (presence) to the users named there;
+// membership events start and stop the members' streams.
 package delivery

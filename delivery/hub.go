@@ -2,22 +2,21 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/coalesce"
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // Hub routes committed events to the sessions connected to this node.
 type Hub struct {
-	opts    Options
-	store   Store
-	members Members
+	opts  Options
+	store chat.DeliveryStore
 
 	events   chan chat.Event
 	overflow atomic.Bool
@@ -26,38 +25,62 @@ type Hub struct {
 	byClient map[string]*Session
 	byUser   map[int64]map[*Session]struct{}
 
-	// memberCache is owned by the fan-out goroutine.
-	memberCache map[int64][]int64
+	// members is owned by the fan-out goroutine.
+	members *memberIndex
 
-	cursors *cursorWriter
-	recent  *recent
+	cursors      *coalesce.Map[cursorKey, int64]
+	cursorWriter *coalesce.Writer[cursorKey, int64]
+	recent       *recent
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// NewHub starts the hub's fan-out, cursor writer and watchdog goroutines;
-// stop them with Close.
-func NewHub(st Store, members Members, opts Options) *Hub {
+var (
+	_ chat.Publisher = (*Hub)(nil)
+	_ chat.Delivery  = (*Hub)(nil)
+)
+
+type cursorKey struct {
+	client string
+	conv   int64
+}
+
+// memberLoaders is how many member lookups run at once for the fan-out.
+const memberLoaders = 4
+
+// NewHub starts the hub's fan-out, member loaders, cursor writer and
+// watchdog; stop them with Close.
+func NewHub(st chat.DeliveryStore, opts Options) *Hub {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
-		opts:        opts,
-		store:       st,
-		members:     members,
-		events:      make(chan chat.Event, opts.HubQueue),
-		byClient:    map[string]*Session{},
-		byUser:      map[int64]map[*Session]struct{}{},
-		memberCache: map[int64][]int64{},
-		ctx:         ctx,
-		cancel:      cancel,
+		opts:     opts,
+		store:    st,
+		events:   make(chan chat.Event, opts.HubQueue),
+		byClient: map[string]*Session{},
+		byUser:   map[int64]map[*Session]struct{}{},
+		members:  newMemberIndex(opts.MemberIndexSize),
+		ctx:      ctx,
+		cancel:   cancel,
 	}
-	h.cursors = newCursorWriter(st, opts)
+	// A lost cursor update would only mean duplicates after a reconnect;
+	// bounded all the same.
+	h.cursors = coalesce.NewMap[cursorKey, int64](coalesce.Max[int64], 1<<20)
+	h.cursorWriter = coalesce.NewWriter(h.cursors, coalesce.WriterConfig[cursorKey, int64]{
+		Flush:    h.writeCursors,
+		Interval: opts.CursorFlush,
+		MaxBatch: 4096,
+		Timeout:  5 * time.Second,
+		OnError: func(err error, n int) {
+			opts.Metrics.CursorErrors.Inc()
+			opts.Logger.Warn("flush delivered cursors failed; will retry", "count", n, "err", err)
+		},
+	})
 	h.recent = newRecent(opts.RecentPerConv, opts.RecentBytes)
-	h.wg.Add(3)
+	h.wg.Add(2)
 	go func() { defer h.wg.Done(); h.fanout() }()
-	go func() { defer h.wg.Done(); h.cursors.run(ctx) }()
 	go func() { defer h.wg.Done(); h.watchdog() }()
 	return h
 }
@@ -90,15 +113,10 @@ func (h *Hub) Deliver(ev chat.Event) {
 	}
 }
 
-// Close stops all sessions (flushing their cursors) and the hub goroutines.
+// Close stops all sessions (flushing their cursors), the hub goroutines
+// and the cursor writer.
 func (h *Hub) Close(ctx context.Context) error {
-	h.mu.Lock()
-	sessions := make([]*Session, 0, len(h.byClient))
-	for _, s := range h.byClient {
-		sessions = append(sessions, s)
-	}
-	h.mu.Unlock()
-	for _, s := range sessions {
+	for _, s := range h.allSessions() {
 		s.stopAndWait(ctx)
 	}
 	h.cancel()
@@ -106,20 +124,17 @@ func (h *Hub) Close(ctx context.Context) error {
 	go func() { h.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return h.cursorWriter.Close(ctx)
 }
 
 // Attach starts delivery for a connected client. A session already running
 // under clientID (a takeover) is stopped first, and its cursors flushed, so
 // the new one resumes exactly where the old one stopped.
-func (h *Hub) Attach(conn Conn, clientID string, userID int64, persistent, ready bool) *Session {
-	h.mu.Lock()
-	old := h.byClient[clientID]
-	h.mu.Unlock()
-	if old != nil {
+func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, ready bool) {
+	if old := h.Session(clientID); old != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		old.stopAndWait(ctx)
 		cancel()
@@ -137,7 +152,6 @@ func (h *Hub) Attach(conn Conn, clientID string, userID int64, persistent, ready
 	h.mu.Unlock()
 	h.opts.Metrics.Sessions.Inc()
 	go s.run()
-	return s
 }
 
 func (h *Hub) remove(s *Session) {
@@ -158,11 +172,8 @@ func (h *Hub) remove(s *Session) {
 }
 
 // Detach stops the session of clientID if conn still owns it.
-func (h *Hub) Detach(clientID string, conn Conn) {
-	h.mu.RLock()
-	s := h.byClient[clientID]
-	h.mu.RUnlock()
-	if s != nil && s.conn == conn {
+func (h *Hub) Detach(clientID string, conn chat.Conn) {
+	if s := h.Session(clientID); s != nil && s.conn == conn {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s.stopAndWait(ctx)
 		cancel()
@@ -222,181 +233,26 @@ func (h *Hub) allSessions() []*Session {
 	return out
 }
 
-// fanout is the single goroutine that routes events; it owns memberCache.
-// After the queue overflowed (events were dropped) every session resyncs
-// from PostgreSQL: at the next event, or within a second if none comes.
-func (h *Hub) fanout() {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.ctx.Done():
-			return
-		case <-t.C:
-			if h.overflow.Swap(false) {
-				h.resyncAll()
-			}
-		case ev := <-h.events:
-			if h.overflow.Swap(false) {
-				h.resyncAll()
-			}
-			h.route(ev)
-		}
-	}
-}
-
-func (h *Hub) resyncAll() {
-	for _, s := range h.allSessions() {
-		s.resyncUnseen()
-	}
-}
-
-func (h *Hub) membersOf(conv int64) ([]int64, bool) {
-	if m, ok := h.memberCache[conv]; ok {
-		return m, true
-	}
-	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
-	defer cancel()
-	m, err := h.members.Members(ctx, conv)
-	if err != nil {
-		h.opts.Logger.Warn("load members for fan-out failed; sessions will catch up", "conversation", conv, "err", err)
-		return nil, false
-	}
-	if len(h.memberCache) > 100000 {
-		clear(h.memberCache)
-	}
-	h.memberCache[conv] = m
-	return m, true
-}
-
-func (h *Hub) route(ev chat.Event) {
-	if ev.ConversationID == 0 && len(ev.To) > 0 {
-		h.toUsers(ev.To, ev)
-		return
-	}
-	eventsItem := func(kind itemKind, payload []byte) item {
-		return item{kind: kind, conv: ev.ConversationID, seq: ev.Seq, payload: payload, qos: 1}
-	}
-	switch ev.Type {
-	case chat.EventMemberAdded, chat.EventMemberRemoved, chat.EventConversationUpdated:
-		delete(h.memberCache, ev.ConversationID)
-	case chat.EventConversationCreated:
-		if len(ev.Members) > 0 {
-			h.memberCache[ev.ConversationID] = ev.Members
-		}
-	}
-	members, ok := h.membersOf(ev.ConversationID)
-	if !ok {
-		h.resyncAll()
-		return
-	}
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		h.opts.Logger.Error("encode event", "type", ev.Type, "err", err)
-		return
-	}
-	switch ev.Type {
-	case chat.EventMessageNew:
-		if len(members) > h.opts.LargeGroup {
-			if payload, err = json.Marshal(ev.Slim()); err != nil {
-				return
-			}
-		}
-		it := eventsItem(kMsg, payload)
-		if ev.CreatedAt != nil {
-			it.at = *ev.CreatedAt
-		}
-		// Into the recent cache before any session sees it: a session
-		// that drops it (while behind) finds it there when it catches up.
-		h.recent.put(ev.ConversationID, ev.Seq, payload, len(members) > h.opts.LargeGroup, it.at)
-		h.toMembers(members, 0, it)
-	case chat.EventTyping:
-		it := eventsItem(kEvent, payload)
-		it.qos = 0
-		h.toMembers(members, ev.UserID, it)
-	case chat.EventDeliveryUpdated:
-		// To the sender whose messages were delivered (senderId), if still
-		// a member; without one, to the other members. Large groups get
-		// none: the seen endpoint and history answer instead.
-		if len(members) > h.opts.LargeGroup {
-			return
-		}
-		if ev.SenderID == 0 {
-			h.toMembers(members, ev.UserID, eventsItem(kEvent, payload))
-			return
-		}
-		for _, m := range members {
-			if m == ev.SenderID {
-				h.toMembers([]int64{m}, ev.UserID, eventsItem(kEvent, payload))
-				return
-			}
-		}
-	case chat.EventConversationCreated:
-		for _, u := range members {
-			for _, s := range h.sessionsOf(u) {
-				s.offer(item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
-			}
-		}
-		h.toMembers(members, 0, eventsItem(kEvent, payload))
-	case chat.EventMemberAdded:
-		for _, s := range h.sessionsOf(ev.UserID) {
-			s.offer(item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
-		}
-		h.toMembers(members, 0, eventsItem(kEvent, payload))
-	case chat.EventMemberRemoved:
-		for _, s := range h.sessionsOf(ev.UserID) {
-			s.offer(item{kind: kLeave, conv: ev.ConversationID})
-			s.offer(eventsItem(kDirect, payload))
-		}
-		h.toMembers(members, ev.UserID, eventsItem(kEvent, payload))
-	default:
-		h.toMembers(members, 0, eventsItem(kEvent, payload))
-	}
-}
-
-func (h *Hub) toMembers(members []int64, except int64, it item) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, u := range members {
-		if u == except {
-			continue
-		}
-		for s := range h.byUser[u] {
-			s.offer(it)
-		}
-	}
-}
-
-// toUsers queues ev on the events topic of every session of users on this
-// node (presence, which has no conversation to route by); like every live
-// event it is dropped for sessions not subscribed to their events topic
-// yet.
-func (h *Hub) toUsers(users []int64, ev chat.Event) {
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		h.opts.Logger.Error("encode event", "type", ev.Type, "err", err)
-		return
-	}
-	it := item{kind: kEvent, payload: payload, qos: 1}
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, u := range users {
-		for s := range h.byUser[u] {
-			s.offer(it)
-		}
-	}
-}
-
 // SendDirect queues a publish for one client only (RPC replies, error
 // events); it is sent even before the client subscribed to its events
 // topic. It reports false when the client has no session here.
-func (h *Hub) SendDirect(clientID string, p Packet) bool {
+func (h *Hub) SendDirect(clientID string, p chat.Packet) bool {
 	s := h.Session(clientID)
 	if s == nil {
 		return false
 	}
 	s.offer(item{kind: kDirect, topic: p.Topic, payload: p.Payload, qos: p.QoS, corr: p.CorrelationData})
 	return true
+}
+
+// Reply queues acknowledgements of the client's own publishes on the
+// session conn owns; they go out in order, before its next deliveries, and
+// are never dropped. Without such a session the connection is gone and so
+// is the need to answer.
+func (h *Hub) Reply(clientID string, conn chat.Conn, acks []chat.Ack) {
+	if s := h.Session(clientID); s != nil && s.conn == conn {
+		s.reply(acks)
+	}
 }
 
 // SetReady tells clientID's session whether the client is subscribed to its
@@ -411,11 +267,27 @@ func (h *Hub) SetReady(clientID string, ready bool) {
 	}
 }
 
-// Ack hands a PUBACK from clientID to its session.
-func (h *Hub) Ack(clientID string, packetID uint16) {
+// Acked hands a PUBACK from clientID to its session.
+func (h *Hub) Acked(clientID string, packetID uint16) {
 	if s := h.Session(clientID); s != nil {
 		s.ack(packetID)
 	}
+}
+
+// saveCursor queues a delivered cursor for the cursor writer.
+func (h *Hub) saveCursor(c chat.Cursor) {
+	h.cursors.Put(cursorKey{c.ClientID, c.ConversationID}, c.Seq)
+}
+
+// flushCursors writes every cursor queued before the call.
+func (h *Hub) flushCursors(ctx context.Context) error { return h.cursorWriter.Flush(ctx) }
+
+func (h *Hub) writeCursors(ctx context.Context, batch map[cursorKey]int64) error {
+	cs := make([]chat.Cursor, 0, len(batch))
+	for k, seq := range batch {
+		cs = append(cs, chat.Cursor{ClientID: k.client, ConversationID: k.conv, Seq: seq})
+	}
+	return h.store.SaveCursors(ctx, cs)
 }
 
 // watchdog disconnects sessions whose write has been blocked too long: the

@@ -28,7 +28,7 @@ type fakeConn struct {
 	id     string
 	ack    bool
 	mu     sync.Mutex
-	got    []delivery.Packet
+	got    []chat.Packet
 	writes []int // packets per WritePublishes call
 	closed chan string
 }
@@ -37,7 +37,7 @@ func newConn(id string, ack bool) *fakeConn {
 	return &fakeConn{id: id, ack: ack, closed: make(chan string, 1)}
 }
 
-func (c *fakeConn) WritePublishes(ps []delivery.Packet) error {
+func (c *fakeConn) Write(_ []chat.Ack, ps []chat.Packet) error {
 	select {
 	case <-c.closed:
 		return fmt.Errorf("closed")
@@ -49,7 +49,7 @@ func (c *fakeConn) WritePublishes(ps []delivery.Packet) error {
 	c.mu.Unlock()
 	for _, p := range ps {
 		if c.ack && p.QoS > 0 {
-			go c.hub.Ack(c.id, p.PacketID)
+			go c.hub.Acked(c.id, p.PacketID)
 		}
 	}
 	return nil
@@ -117,7 +117,7 @@ func (f fixture) send(t *testing.T, n int) []chat.Event {
 
 func newHub(t *testing.T, f fixture, o delivery.Options) *delivery.Hub {
 	t.Helper()
-	h := delivery.NewHub(f.sessions, f.st, o)
+	h := delivery.NewHub(f.sessions, o)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -133,7 +133,8 @@ func attach(t *testing.T, h *delivery.Hub, f fixture, id string, persistent, ack
 	}
 	c := newConn(id, ack)
 	c.hub = h
-	sess := h.Attach(c, id, 2, persistent, true)
+	h.Attach(c, id, 2, persistent, true)
+	sess := h.Session(id)
 	select {
 	case <-sess.Loaded():
 	case <-time.After(10 * time.Second):
@@ -271,7 +272,8 @@ func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *te
 	}
 	obs := newConn("observer", true)
 	obs.hub = h
-	<-h.Attach(obs, "observer", 1, false, true).Loaded()
+	h.Attach(obs, "observer", 1, false, true)
+	<-h.Session("observer").Loaded()
 	// Not subscribed to its events topic yet, the session drops live
 	// messages and only notes that it is behind...
 	if _, err := f.sessions.Open(context.Background(), "cached", 2, false, false, time.Hour); err != nil {
@@ -279,7 +281,8 @@ func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *te
 	}
 	c := newConn("cached", true)
 	c.hub = h
-	<-h.Attach(c, "cached", 2, false, false).Loaded()
+	h.Attach(c, "cached", 2, false, false)
+	<-h.Session("cached").Loaded()
 	for _, ev := range f.send(t, 200) {
 		h.Publish(ev)
 	}
@@ -352,23 +355,23 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 		}
 	}
 	waitFor("a full window", func() bool { return c.unacked() == 16 })
-	snapshot := func() ([]delivery.Packet, []int) {
+	snapshot := func() ([]chat.Packet, []int) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return append([]delivery.Packet(nil), c.got...), append([]int(nil), c.writes...)
+		return append([]chat.Packet(nil), c.got...), append([]int(nil), c.writes...)
 	}
 	got, writes := snapshot()
 	// Three acknowledgements leave 13 of 16 in flight: below a quarter
 	// window free, nothing more is written.
 	for _, p := range got[:3] {
-		h.Ack("bursty", p.PacketID)
+		h.Acked("bursty", p.PacketID)
 	}
 	time.Sleep(100 * time.Millisecond) // a negative check: give a wrong write the time to happen
 	if n := c.unacked(); n != 16 {
 		t.Fatalf("%d publishes written after 3 acks, want none beyond the first 16", n-16)
 	}
 	// The fourth frees a quarter window: four publishes, in one write.
-	h.Ack("bursty", got[3].PacketID)
+	h.Acked("bursty", got[3].PacketID)
 	waitFor("the refill", func() bool { return c.unacked() == 20 })
 	_, after := snapshot()
 	if len(after) != len(writes)+1 || after[len(after)-1] != 4 {
@@ -380,11 +383,77 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 		for acked < 100 {
 			all, _ := snapshot()
 			for _, p := range all[acked:] {
-				h.Ack("bursty", p.PacketID)
+				h.Acked("bursty", p.PacketID)
 			}
 			acked = len(all)
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 100), 1, 100)
+}
+
+// slowMembers holds member lookups of one conversation until released.
+type slowMembers struct {
+	chat.DeliveryStore
+	conv    int64
+	release chan struct{}
+}
+
+func (s *slowMembers) Members(ctx context.Context, conv int64) ([]int64, error) {
+	if conv == s.conv {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.DeliveryStore.Members(ctx, conv)
+}
+
+// TestFanOutKeepsRoutingWhileAConversationsMembersLoad: the members of a
+// conversation the hub has not seen yet are read by a loader, not by the
+// fan-out goroutine; while that read hangs, other conversations' events
+// are delivered at once, and the waiting conversation's events follow, in
+// order, once its members are in.
+func TestFanOutKeepsRoutingWhileAConversationsMembersLoad(t *testing.T) {
+	f := setup(t)
+	other, err := f.svc.CreateGroup(context.Background(), 1, "other", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowMembers{DeliveryStore: f.sessions, conv: f.conv.ID, release: make(chan struct{})}
+	h := delivery.NewHub(slow, delivery.Options{})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Close(ctx)
+	})
+	if _, err := f.sessions.Open(context.Background(), "c", 2, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	c := newConn("c", true)
+	c.hub = h
+	h.Attach(c, "c", 2, false, true)
+	<-h.Session("c").Loaded()
+
+	for _, ev := range f.send(t, 3) { // f.conv: its members' lookup hangs
+		h.Publish(ev)
+	}
+	start := time.Now()
+	for i := range 3 {
+		res, err := f.svc.Send(context.Background(), chat.SendRequest{ConversationID: other.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: fmt.Sprint("o", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Publish(chat.MessageEvent(res.Message))
+	}
+	wantExactly(t, waitSeqs(t, c, other.ID, 3), 1, 3)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("another conversation's events took %v behind the hanging member lookup", d)
+	}
+	if got := c.seqs(f.conv.ID); len(got) != 0 {
+		t.Fatalf("conversation with hanging member lookup delivered %v before its members were known", got)
+	}
+	close(slow.release)
+	wantExactly(t, waitSeqs(t, c, f.conv.ID, 3), 1, 3)
 }

@@ -7,19 +7,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chatd/chatd/store"
+	chat "github.com/chatd/chatd"
 )
 
-// Session is one connected client's delivery pump. All fields below the
-// channels are owned by the pump goroutine.
+// Session is one connected client's delivery pump: the only goroutine that
+// writes to the client. It owns every field below the channels; other
+// goroutines reach it through offer, ack, reply and resync, none of which
+// block.
 type Session struct {
 	ClientID   string
 	UserID     int64
 	Persistent bool
 
 	hub          *Hub
-	conn         Conn
-	topic        string
+	conn         chat.Conn
 	in           chan item
 	acks         chan uint16
 	resyncCh     chan struct{}
@@ -33,31 +34,26 @@ type Session struct {
 	readyFlag    atomic.Bool // mirror of ready for observers
 	started      time.Time
 
+	// Acknowledgements of the client's own publishes (Reply), in order;
+	// never dropped: there are at most as many as the client may have
+	// publishes in flight.
+	replyMu  sync.Mutex
+	replies  []chat.Ack
+	replyCh  chan struct{}
+	replyOut []chat.Ack
+
 	ready      bool
-	convs      map[int64]*convState
+	streams    map[int64]*stream
 	inflight   map[uint16]inflight
 	pending    []item
-	outBatch   []Packet
-	gapped     map[int64]*convState // conversations holding out-of-order events
+	outBatch   []chat.Packet
+	gapped     map[int64]*stream // streams holding out-of-order events
 	nextID     uint16
 	lastAck    time.Time
 	fillWait   time.Time // after a failed catch-up query, when to try again
 	fillIDs    []int64
-	recentBuf  []recentEntry
 	windowFull bool // the window filled with more to send: refill in bursts
-}
-
-type convState struct {
-	next     int64 // next seq to hand to the client
-	behind   bool  // PostgreSQL may hold seqs >= next that we have not queued
-	until    int64 // while behind: the recent cache may end catch-up only past this seq (known committed)
-	verify   bool  // catch up from PostgreSQL, not the recent cache (after a resync: events may have been dropped before the cache saw them)
-	held     map[int64]item
-	gapSince time.Time
-	unacked  []int64 // sent, not yet acknowledged, ascending
-	sentHigh int64
-	saved    int64 // last cursor handed to the writer
-	large    bool  // more members than LargeGroup: message.new without body
+	catchUp    catchUp
 }
 
 type inflight struct {
@@ -65,26 +61,28 @@ type inflight struct {
 	at        time.Time
 }
 
-func newSession(h *Hub, conn Conn, clientID string, userID int64, persistent, ready bool) *Session {
-	return &Session{
+func newSession(h *Hub, conn chat.Conn, clientID string, userID int64, persistent, ready bool) *Session {
+	s := &Session{
 		ClientID:   clientID,
 		UserID:     userID,
 		Persistent: persistent,
 		hub:        h,
 		conn:       conn,
-		topic:      EventsTopic(userID),
 		in:         make(chan item, h.opts.QueueSize),
 		acks:       make(chan uint16, 4*h.opts.Window+64),
 		resyncCh:   make(chan struct{}, 1),
 		stopCh:     make(chan struct{}),
 		done:       make(chan struct{}),
 		loaded:     make(chan struct{}),
+		replyCh:    make(chan struct{}, 1),
 		ready:      ready,
 		started:    time.Now(),
-		convs:      map[int64]*convState{},
+		streams:    map[int64]*stream{},
 		inflight:   map[uint16]inflight{},
-		gapped:     map[int64]*convState{},
+		gapped:     map[int64]*stream{},
 	}
+	s.catchUp = newCatchUp(h)
+	return s
 }
 
 // offer queues an item without blocking; on overflow the session drops its
@@ -110,6 +108,26 @@ func (s *Session) ack(id uint16) {
 	case s.acks <- id:
 	default: // more acks than publishes: a broken or hostile client
 	}
+}
+
+// reply queues acknowledgements of the client's publishes, in order.
+func (s *Session) reply(acks []chat.Ack) {
+	s.replyMu.Lock()
+	s.replies = append(s.replies, acks...)
+	s.replyMu.Unlock()
+	select {
+	case s.replyCh <- struct{}{}:
+	default:
+	}
+}
+
+// takeReplies moves the waiting acknowledgements to replyOut.
+func (s *Session) takeReplies() {
+	s.replyMu.Lock()
+	s.replyOut = append(s.replyOut, s.replies...)
+	clear(s.replies)
+	s.replies = s.replies[:0]
+	s.replyMu.Unlock()
 }
 
 // resyncUnseen is resync after the hub dropped events before its recent
@@ -149,7 +167,7 @@ func (s *Session) run() {
 		return
 	}
 	close(s.loaded)
-	// The timer runs fast only while some conversation holds out-of-order
+	// The timer runs fast only while some stream holds out-of-order
 	// events (gap timeouts need GapWait resolution); otherwise it only
 	// checks for a silent client, once a second.
 	slow := time.Second
@@ -183,6 +201,7 @@ func (s *Session) run() {
 			s.noteFull()
 			s.onAck(id)
 			s.drainAcks()
+		case <-s.replyCh:
 		case <-s.resyncCh:
 			s.doResync()
 		case now := <-tick.C:
@@ -244,7 +263,7 @@ func (s *Session) load() bool {
 		cancel()
 		if err == nil {
 			for _, c := range cs {
-				s.convs[c.ConversationID] = s.newConv(c)
+				s.streams[c.ConversationID] = newStream(c.Delivered, c.LastSeq, c.MemberCount > s.hub.opts.LargeGroup)
 			}
 			return true
 		}
@@ -260,7 +279,13 @@ func (s *Session) load() bool {
 	}
 }
 
+// finish writes the acknowledgements still waiting (a stopping server
+// answers every publish it committed) and saves the cursors.
 func (s *Session) finish() {
+	s.takeReplies()
+	if len(s.replyOut) > 0 {
+		s.write(nil)
+	}
 	s.saveCursors()
 }
 
@@ -279,84 +304,32 @@ func (s *Session) accept(it item) {
 			s.pending = append(s.pending, it)
 		}
 	case kJoin:
-		if _, ok := s.convs[it.conv]; !ok {
-			// Check PostgreSQL once: a message may have been routed
-			// before this join reached us.
-			s.convs[it.conv] = &convState{next: it.seq + 1, behind: true, verify: true, saved: it.seq, sentHigh: it.seq}
+		if _, ok := s.streams[it.conv]; !ok {
+			s.streams[it.conv] = joinedStream(it.seq)
 		}
 	case kLeave:
-		delete(s.convs, it.conv)
-		kept := s.pending[:0]
-		for _, p := range s.pending {
-			if p.kind == kMsg && p.conv == it.conv {
-				continue
-			}
-			kept = append(kept, p)
-		}
-		s.pending = kept
+		delete(s.streams, it.conv)
+		delete(s.gapped, it.conv)
+		s.pending = slices.DeleteFunc(s.pending, func(p item) bool { return p.kind == kMsg && p.conv == it.conv })
 	case kMsg:
-		cs := s.convs[it.conv]
-		if cs == nil {
-			// Routed to us before the join event: start at this seq and
-			// let the gap logic fill anything earlier when the join lands.
-			cs = &convState{next: it.seq, saved: it.seq - 1, sentHigh: it.seq - 1}
-			s.convs[it.conv] = cs
+		st := s.streams[it.conv]
+		if st == nil {
+			st = firstSeenStream(it.seq)
+			s.streams[it.conv] = st
 		}
-		switch {
-		case it.seq < cs.next:
-			// duplicate
-		case cs.behind:
-			// PostgreSQL catch-up will return it in order.
-		case it.seq == cs.next:
-			if !s.ready || len(s.pending) >= s.hub.opts.QueueSize {
-				cs.behind, cs.until = true, max(cs.until, it.seq)
-				return
-			}
-			s.pending = append(s.pending, it)
-			cs.next++
-			s.releaseHeld(cs)
-		default:
-			if cs.held == nil {
-				cs.held = map[int64]item{}
-			}
-			if len(cs.held) >= 256 {
-				cs.until = max(cs.until, it.seq, maxHeld(cs.held))
-				cs.behind, cs.held, cs.gapSince = true, nil, time.Time{}
-				return
-			}
-			cs.held[it.seq] = it
-			if cs.gapSince.IsZero() {
-				cs.gapSince = time.Now()
-				s.gapped[it.conv] = cs
-			}
+		room := s.ready && len(s.pending) < s.hub.opts.QueueSize
+		s.pending = append(s.pending, st.offer(it, room, time.Now())...)
+		if st.state == Gapped {
+			s.gapped[it.conv] = st
 		}
 	}
 }
 
-func (s *Session) releaseHeld(cs *convState) {
-	for len(cs.held) > 0 {
-		it, ok := cs.held[cs.next]
-		if !ok {
-			break
-		}
-		delete(cs.held, cs.next)
-		s.pending = append(s.pending, it)
-		cs.next++
-	}
-	for seq := range cs.held {
-		if seq < cs.next {
-			delete(cs.held, seq)
-		}
-	}
-	if len(cs.held) == 0 {
-		cs.gapSince = time.Time{}
-	}
-}
-
-// pump sends pending items while the window allows and refills pending from
-// PostgreSQL for conversations that are behind. It returns false when the
-// connection is gone.
+// pump sends pending items while the window allows and refills pending
+// from the catch-up sources for streams that are behind. It returns false
+// when the connection is gone.
 func (s *Session) pump() bool {
+	s.takeReplies()
 	for {
 		// Everything the window allows goes out in one write: one syscall
 		// for a burst instead of one per message.
@@ -366,7 +339,7 @@ func (s *Session) pump() bool {
 			// quarter window rather than one packet per PUBACK, which on a
 			// busy server costs a system call per delivery.
 			if len(s.inflight) > window-max(1, window/4) && len(s.inflight) > 0 {
-				return true
+				return s.flushReplies()
 			}
 			s.windowFull = false
 		}
@@ -378,7 +351,7 @@ func (s *Session) pump() bool {
 			batch = append(batch, s.prepare(it))
 		}
 		s.outBatch = batch
-		if len(batch) > 0 && !s.write(batch) {
+		if (len(batch) > 0 || len(s.replyOut) > 0) && !s.write(batch) {
 			return false
 		}
 		if len(s.inflight) >= window {
@@ -394,126 +367,45 @@ func (s *Session) pump() bool {
 	}
 }
 
-// fill queues the next messages of conversations that are behind, from
-// the hub's recent cache when it holds them and otherwise from PostgreSQL;
-// it reports whether it queued anything.
+// flushReplies writes waiting acknowledgements even while the delivery
+// window holds everything else back.
+func (s *Session) flushReplies() bool {
+	if len(s.replyOut) == 0 {
+		return true
+	}
+	return s.write(nil)
+}
+
+// fill queues the next events of streams that are behind; it reports
+// whether it queued anything.
 func (s *Session) fill() bool {
 	if time.Now().Before(s.fillWait) {
 		return false
 	}
-	// Queued anything: fetched messages, or held ones a caught-up
-	// conversation released (even when the fetch itself found nothing).
-	before := len(s.pending)
-	return s.fillFrom() || len(s.pending) > before
-}
-
-func (s *Session) fillFrom() bool {
-	// Lowest id first: deterministic, and every behind conversation gets
-	// its turn because a caught-up one stops being behind.
 	behind := s.fillIDs[:0]
-	for id, cs := range s.convs {
-		if cs.behind {
+	for id, st := range s.streams {
+		if st.state == Behind {
 			behind = append(behind, id)
 		}
 	}
+	// Lowest id first: deterministic, and every behind stream gets its
+	// turn because a caught-up one stops being behind.
 	slices.Sort(behind)
 	s.fillIDs = behind
-	ids := make([]int64, 0, len(behind))
-	queued := false
-	for _, id := range behind {
-		cs := s.convs[id]
-		if !cs.verify && s.fillRecent(id, cs) {
-			queued = true
-			continue
-		}
-		if cs.behind {
-			ids = append(ids, id)
-		}
-	}
-	if queued || len(ids) == 0 {
-		return queued
-	}
-	// One query for up to 64 conversations; each gets an equal share of a
-	// budget of two windows (at least 16 messages, at most FetchLimit).
-	if len(ids) > 64 {
-		ids = ids[:64]
-	}
-	limit := min(s.hub.opts.FetchLimit, max(16, 2*s.hub.opts.Window/len(ids)))
-	ranges := make([]store.Range, len(ids))
-	for i, id := range ids {
-		ranges[i] = store.Range{ConversationID: id, After: s.convs[id].next - 1}
-	}
-	ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
-	got, err := s.hub.store.SinceMany(ctx, ranges, limit)
-	cancel()
-	if err != nil {
-		s.hub.opts.Logger.Warn("catch-up read failed; retrying", "client", s.ClientID, "conversations", len(ids), "err", err)
-		s.fillWait = time.Now().Add(500 * time.Millisecond)
+	if len(behind) == 0 {
 		return false
 	}
-	for _, id := range ids {
-		cs := s.convs[id]
-		cs.verify = false
-		msgs := got[id]
-		for _, m := range msgs {
-			if m.Seq != cs.next {
-				break // cannot happen with gapless seqs; stay safe
-			}
-			it := item{kind: kMsg, conv: id, seq: m.Seq, payload: encodeMessage(m, cs.large), qos: 1}
-			if m.CreatedAt.After(s.started) {
-				// Committed while this session was online: the latency
-				// metric counts it (a catch-up after time offline does not).
-				it.at = m.CreatedAt
-			}
-			s.pending = append(s.pending, it)
-			cs.next++
-			queued = true
-		}
-		s.hub.opts.Metrics.Replayed.Add(float64(len(msgs)))
-		if len(msgs) < limit {
-			cs.behind = false
-			s.releaseHeld(cs)
-		}
+	before := len(s.pending)
+	if err := s.catchUp.fill(s, behind); err != nil {
+		s.hub.opts.Logger.Warn("catch-up read failed; retrying", "client", s.ClientID, "conversations", len(behind), "err", err)
+		s.fillWait = time.Now().Add(500 * time.Millisecond)
 	}
-	return queued
-}
-
-// fillRecent queues what the hub's recent cache holds from cs.next on; it
-// reports whether it queued anything. When that reaches both the newest
-// message the fan-out has seen and the newest this session knows to be
-// committed (cs.until), the conversation is caught up: anything later is
-// still to be routed to this session live. Otherwise PostgreSQL decides.
-func (s *Session) fillRecent(id int64, cs *convState) bool {
-	got, complete := s.hub.recent.get(s.recentBuf[:0], id, cs.next, s.hub.opts.FetchLimit, cs.large)
-	s.recentBuf = got
-	for _, e := range got {
-		it := item{kind: kMsg, conv: id, seq: cs.next, payload: e.payload, qos: 1}
-		if e.at.After(s.started) {
-			it.at = e.at
-		}
-		s.pending = append(s.pending, it)
-		cs.next++
-	}
-	clear(got)
-	s.hub.opts.Metrics.RecentHits.Add(float64(len(got)))
-	if complete && cs.next > cs.until {
-		cs.behind = false
-		s.releaseHeld(cs)
-	}
-	return len(got) > 0
-}
-
-func maxHeld(held map[int64]item) int64 {
-	var m int64
-	for seq := range held {
-		m = max(m, seq)
-	}
-	return m
+	return len(s.pending) > before
 }
 
 func (s *Session) anyBehind() bool {
-	for _, cs := range s.convs {
-		if cs.behind {
+	for _, st := range s.streams {
+		if st.state == Behind {
 			return true
 		}
 	}
@@ -534,11 +426,8 @@ func (s *Session) nextPacketID() uint16 {
 
 // prepare assigns a packet id and records the publish as in flight; the
 // record stands even if the write then fails, because the session ends then.
-func (s *Session) prepare(it item) Packet {
-	p := Packet{Topic: it.topic, Payload: it.payload, QoS: it.qos, CorrelationData: it.corr}
-	if p.Topic == "" {
-		p.Topic = s.topic
-	}
+func (s *Session) prepare(it item) chat.Packet {
+	p := chat.Packet{Topic: it.topic, Payload: it.payload, QoS: it.qos, CorrelationData: it.corr}
 	m := s.hub.opts.Metrics
 	m.Delivered.Inc()
 	now := time.Now()
@@ -555,22 +444,36 @@ func (s *Session) prepare(it item) Packet {
 	inf := inflight{at: now}
 	if it.kind == kMsg {
 		inf.conv, inf.seq = it.conv, it.seq
-		if cs := s.convs[it.conv]; cs != nil {
-			cs.unacked = append(cs.unacked, it.seq)
-			if it.seq > cs.sentHigh {
-				cs.sentHigh = it.seq
-			}
+		if st := s.streams[it.conv]; st != nil {
+			st.sent(it.seq)
 		}
 	}
 	s.inflight[p.PacketID] = inf
 	return p
 }
 
-func (s *Session) write(batch []Packet) bool {
+// write sends the waiting acknowledgements and batch in one call; an
+// acknowledgement that closes the connection ends the write after the ones
+// before it.
+func (s *Session) write(batch []chat.Packet) bool {
+	acks := s.replyOut
+	closeReason := ""
+	for i, a := range acks {
+		if a.Close != "" {
+			acks, closeReason, batch = acks[:i], a.Close, nil
+			break
+		}
+	}
 	s.writingSince.Store(time.Now().UnixNano())
-	err := s.conn.WritePublishes(batch)
+	err := s.conn.Write(acks, batch)
 	s.writingSince.Store(0)
 	clear(batch)
+	clear(s.replyOut)
+	s.replyOut = s.replyOut[:0]
+	if closeReason != "" {
+		s.conn.Close(closeReason)
+		return false
+	}
 	return err == nil
 }
 
@@ -585,41 +488,26 @@ func (s *Session) onAck(id uint16) {
 		return
 	}
 	s.hub.opts.Metrics.Acked.Inc()
-	cs := s.convs[inf.conv]
-	if cs == nil {
+	st := s.streams[inf.conv]
+	if st == nil {
 		return
-	}
-	for i, q := range cs.unacked {
-		if q == inf.seq {
-			cs.unacked = append(cs.unacked[:i], cs.unacked[i+1:]...)
-			break
-		}
 	}
 	if d := s.hub.opts.Delivered; d != nil {
 		d.Delivered(inf.conv, s.UserID, inf.seq)
 	}
-	cursor := cs.sentHigh
-	if len(cs.unacked) > 0 {
-		cursor = cs.unacked[0] - 1
-	}
-	if cursor > cs.saved {
-		cs.saved = cursor
-		if s.Persistent {
-			s.hub.cursors.save(store.Cursor{ClientID: s.ClientID, ConversationID: inf.conv, Seq: cursor})
-		}
+	if cursor, moved := st.acked(inf.seq); moved && s.Persistent {
+		s.hub.saveCursor(chat.Cursor{ClientID: s.ClientID, ConversationID: inf.conv, Seq: cursor})
 	}
 }
 
 // tick handles gap timeouts and detects a client that stopped acknowledging.
 func (s *Session) tick(now time.Time) bool {
-	for id, cs := range s.gapped {
-		if cs.gapSince.IsZero() || s.convs[id] != cs {
+	for id, st := range s.gapped {
+		if st.state != Gapped || s.streams[id] != st {
 			delete(s.gapped, id)
 			continue
 		}
-		if now.Sub(cs.gapSince) > s.hub.opts.GapWait {
-			cs.until = max(cs.until, maxHeld(cs.held))
-			cs.behind, cs.held, cs.gapSince = true, nil, time.Time{}
+		if st.tick(now, s.hub.opts.GapWait) {
 			delete(s.gapped, id)
 		}
 	}
@@ -654,29 +542,29 @@ func (s *Session) doResync() {
 			s.unseen.Store(true)
 		}
 		s.hub.opts.Logger.Warn("resync failed; retrying", "client", s.ClientID, "err", err)
-		go func() { time.Sleep(500 * time.Millisecond); s.resync() }()
+		time.AfterFunc(500*time.Millisecond, s.resync)
 		return
 	}
 	seen := map[int64]bool{}
 	for _, c := range cs {
 		seen[c.ConversationID] = true
-		st := s.convs[c.ConversationID]
+		large := c.MemberCount > s.hub.opts.LargeGroup
+		st := s.streams[c.ConversationID]
 		if st == nil {
-			st = s.newConv(c)
-			st.verify = st.behind
-			s.convs[c.ConversationID] = st
+			st = newStream(c.Delivered, c.LastSeq, large)
+			st.verify = st.state == Behind
+			s.streams[c.ConversationID] = st
 			continue
 		}
-		st.held, st.gapSince = nil, time.Time{}
-		st.behind = c.LastSeq >= st.next
 		// Events this session dropped itself went through the recent
 		// cache first; events the hub dropped did not.
-		st.verify, st.until = st.behind && unseen, max(st.until, c.LastSeq)
-		st.large = c.MemberCount > s.hub.opts.LargeGroup
+		st.resync(c.LastSeq, unseen, large)
+		delete(s.gapped, c.ConversationID)
 	}
-	for id := range s.convs {
+	for id := range s.streams {
 		if !seen[id] {
-			delete(s.convs, id)
+			delete(s.streams, id)
+			delete(s.gapped, id)
 		}
 	}
 }
@@ -685,22 +573,14 @@ func (s *Session) saveCursors() {
 	if !s.Persistent {
 		return
 	}
-	for id, cs := range s.convs {
-		cursor := cs.sentHigh
-		if len(cs.unacked) > 0 {
-			cursor = cs.unacked[0] - 1
-		}
-		if cursor > cs.saved {
-			cs.saved = cursor
-			s.hub.cursors.save(store.Cursor{ClientID: s.ClientID, ConversationID: id, Seq: cursor})
+	for id, st := range s.streams {
+		if cursor, moved := st.advanceCursor(); moved {
+			s.hub.saveCursor(chat.Cursor{ClientID: s.ClientID, ConversationID: id, Seq: cursor})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	s.hub.cursors.flushNow(ctx)
+	if err := s.hub.flushCursors(ctx); err != nil {
+		s.hub.opts.Logger.Warn("flush delivered cursors of a stopping session failed; they flush later", "client", s.ClientID, "err", err)
+	}
 	cancel()
-}
-
-func (s *Session) newConv(c store.ConvCursor) *convState {
-	return &convState{next: c.Delivered + 1, behind: c.LastSeq > c.Delivered, until: c.LastSeq, saved: c.Delivered,
-		sentHigh: c.Delivered, large: c.MemberCount > s.hub.opts.LargeGroup}
 }

@@ -1,42 +1,11 @@
 package delivery
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/store"
 )
-
-// Packet is one PUBLISH to a client.
-type Packet struct {
-	Topic           string
-	Payload         []byte
-	QoS             byte
-	PacketID        uint16 // 0 for QoS0
-	CorrelationData []byte // MQTT v5 request/response
-}
-
-// Conn is a client connection as delivery sees it. WritePublishes writes
-// the packets in order, ideally in one system call; it may block while the
-// network is slow, and Close must unblock it.
-type Conn interface {
-	WritePublishes(ps []Packet) error
-	Close(reason string)
-}
-
-// Store is what delivery reads from and writes to the store of record.
-type Store interface {
-	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]store.ConvCursor, error)
-	SinceMany(ctx context.Context, ranges []store.Range, perConv int) (map[int64][]chat.Message, error)
-	SaveCursors(ctx context.Context, cs []store.Cursor) error
-}
-
-// Members lists a conversation's members (routing).
-type Members interface {
-	Members(ctx context.Context, conversationID int64) ([]int64, error)
-}
 
 // Options tune the hub; zero values take the defaults.
 type Options struct {
@@ -50,8 +19,11 @@ type Options struct {
 	CursorFlush   time.Duration // delivered-cursor batch interval (1s; sessions that end flush at once)
 	RecentPerConv int           // newest message.new payloads kept in memory per conversation for catch-up (256; negative: none)
 	RecentBytes   int           // memory bound of those payloads over all conversations (64 MiB)
-	Logger        *slog.Logger
-	Metrics       *Metrics
+	// MemberIndexSize bounds the conversations whose members the fan-out
+	// keeps in memory (100,000; the least recently routed is forgotten).
+	MemberIndexSize int
+	Logger          *slog.Logger
+	Metrics         *Metrics
 	// Delivered is told every PUBACK of a message.new (the member's
 	// delivered watermark); nil: not recorded.
 	Delivered chat.DeliveredSink
@@ -88,6 +60,9 @@ func (o Options) withDefaults() Options {
 	if o.RecentBytes <= 0 {
 		o.RecentBytes = 64 << 20
 	}
+	if o.MemberIndexSize <= 0 {
+		o.MemberIndexSize = 100000
+	}
 	if o.CursorFlush <= 0 {
 		o.CursorFlush = time.Second
 	}
@@ -98,11 +73,6 @@ func (o Options) withDefaults() Options {
 		o.Metrics = NewMetrics(nil)
 	}
 	return o
-}
-
-// EventsTopic is the one topic a user's clients subscribe to.
-func EventsTopic(userID int64) string {
-	return "chat/v1/user/" + itoa(userID) + "/events"
 }
 
 type itemKind uint8

@@ -3,7 +3,6 @@ package hooks
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -17,21 +16,23 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/delivery"
-	"github.com/chatd/chatd/store"
 )
 
 // Config wires the hook to the domain.
 type Config struct {
 	Service  *chat.Service
-	Sessions *store.Sessions
-	Hub      *delivery.Hub
+	Sessions chat.SessionStore
+	Hub      chat.Delivery
 	// Verify turns a CONNECT password (a JWT) into a user id.
 	Verify func(token string) (int64, error)
 	// RPC answers chat/v1/rpc/{method} requests with reply JSON.
 	RPC func(ctx context.Context, userID int64, method string, payload []byte) []byte
 	// SendTimeout bounds one publish's database work (default 5s).
 	SendTimeout time.Duration
+	// RPCWorkers and RPCQueue size the pool that runs RPC requests
+	// (default 8 and 256); a request that finds the queue full is
+	// refused (PUBACK 0x97, reply 503).
+	RPCWorkers, RPCQueue int
 	// MaxSubscriptions per client (default 16).
 	MaxSubscriptions int
 	// Presence is told when sessions start and end (nil: no presence).
@@ -57,12 +58,14 @@ type Chat struct {
 
 	busy     atomic.Int64 // publishes being processed
 	draining atomic.Bool
+	rpc      *rpcPool
 }
 
 type clientInfo struct {
 	userID     int64
 	persistent bool
 	conn       *mqttConn
+	acks       *ackQueue
 	subs       atomic.Int32
 	present    atomic.Bool // counted by Presence
 }
@@ -81,7 +84,13 @@ func New(cfg Config) *Chat {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Chat{cfg: cfg}
+	if cfg.RPCWorkers <= 0 {
+		cfg.RPCWorkers = 8
+	}
+	if cfg.RPCQueue <= 0 {
+		cfg.RPCQueue = 256
+	}
+	return &Chat{cfg: cfg, rpc: newRPCPool(cfg.RPCWorkers, cfg.RPCQueue)}
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).
@@ -190,13 +199,14 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
 	if _, err := h.cfg.Sessions.Open(ctx, cl.ID, userID, persistent, cl.Properties.Clean, expiry); err != nil {
-		if errors.Is(err, store.ErrClientIDTaken) {
+		if errors.Is(err, chat.ErrClientIDTaken) {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
 		}
 		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", err)
 		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
 	}
-	h.clients.Store(cl, &clientInfo{userID: userID, persistent: persistent, conn: &mqttConn{cl: cl}})
+	h.clients.Store(cl, &clientInfo{userID: userID, persistent: persistent,
+		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum())})
 	h.cfg.Metrics.Connects.WithLabelValues("ok").Inc()
 	return nil
 }
@@ -213,7 +223,7 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	if ci == nil {
 		return
 	}
-	events := delivery.EventsTopic(ci.userID)
+	events := EventsTopic(ci.userID)
 	ready := false
 	for filter := range cl.State.Subscriptions.GetAll() {
 		if FilterMatches(filter, events) {
@@ -272,7 +282,7 @@ func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	if ci == nil {
 		return
 	}
-	events := delivery.EventsTopic(ci.userID)
+	events := EventsTopic(ci.userID)
 	for i, f := range pk.Filters {
 		if i < len(codes) && codes[i] < 0x80 && FilterMatches(f.Filter, events) {
 			h.cfg.Hub.SetReady(cl.ID, true)
@@ -287,7 +297,7 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
 	if ci == nil {
 		return
 	}
-	events := delivery.EventsTopic(ci.userID)
+	events := EventsTopic(ci.userID)
 	for filter := range cl.State.Subscriptions.GetAll() {
 		if FilterMatches(filter, events) {
 			return
@@ -302,7 +312,7 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
-		h.cfg.Hub.Ack(cl.ID, pk.PacketID)
+		h.cfg.Hub.Acked(cl.ID, pk.PacketID)
 	case packets.Publish:
 		pk.FixedHeader.Retain = false
 		if strings.HasPrefix(pk.TopicName, "$") && pk.FixedHeader.Qos > 0 {
@@ -315,23 +325,15 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 	return pk, nil
 }
 
+// refuseSystemTopic answers a publish to a $-topic as every refused
+// publish is answered, in its place in the connection's PUBACK order.
 func (h *Chat) refuseSystemTopic(cl *mqtt.Client, pk packets.Packet) {
 	ci := h.info(cl)
 	if ci == nil {
 		return
 	}
-	h.cfg.Metrics.Publishes.WithLabelValues("denied", string(chat.CodeForbidden)).Inc()
-	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID}
-	if isV5(cl) {
-		ack.ReasonCode = 0x87
-		ack.Properties.ReasonString = "publishing to this topic is not allowed"
-	}
-	_ = cl.WritePacket(ack)
-	if !isV5(cl) {
-		ev := chat.Event{Type: chat.EventError, Code: chat.CodeForbidden, Message: "publishing to this topic is not allowed"}
-		if b, err := json.Marshal(ev); err == nil {
-			h.cfg.Hub.SendDirect(cl.ID, delivery.Packet{Topic: delivery.EventsTopic(ci.userID), Payload: b, QoS: 1})
-		}
+	if p := h.begin(cl, ci, pk); p != nil {
+		p.fail("denied", chat.Errorf(chat.CodeForbidden, "publishing to this topic is not allowed"), 0, "")
 	}
 }
 
@@ -352,6 +354,7 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	}
 	h.clients.Delete(cl)
 	h.cfg.Metrics.Online.Dec()
+	ci.acks.close()
 	h.cfg.Hub.Detach(cl.ID, ci.conn)
 	if h.cfg.Presence != nil && ci.present.Swap(false) {
 		h.cfg.Presence.Disconnected(cl.ID, ci.userID)
@@ -372,8 +375,10 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	}
 }
 
-// Drain refuses new publishes and waits until those being processed have
-// committed and been acknowledged (graceful shutdown).
+// Drain refuses new publishes, waits until those being processed have
+// their answers queued on their connections' sessions (a committed send's
+// PUBACK among them; the sessions write them as they stop) and stops the
+// RPC workers (graceful shutdown).
 func (h *Chat) Drain(ctx context.Context) error {
 	h.draining.Store(true)
 	for h.busy.Load() > 0 {
@@ -383,5 +388,16 @@ func (h *Chat) Drain(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return nil
+	return h.rpc.close(ctx)
+}
+
+// receiveMaximum is the Receive Maximum the broker announces: the most
+// QoS 1 publishes a client may have unacknowledged.
+func (h *Chat) receiveMaximum() int {
+	if h.server != nil && h.server.Options != nil && h.server.Options.Capabilities != nil {
+		if n := int(h.server.Options.Capabilities.ReceiveMaximum); n > 0 {
+			return n
+		}
+	}
+	return 65535
 }

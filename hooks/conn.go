@@ -8,23 +8,23 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/chatd/chatd/delivery"
+	chat "github.com/chatd/chatd"
 )
 
-// mqttConn is a mochi client as a delivery.Conn.
+// mqttConn is a mochi client as a chat.Conn: what the client's delivery
+// session writes (PUBACKs of the client's publishes, then PUBLISHes) goes
+// out in one system call under the client's lock, the lock mochi's own
+// WritePacket holds, so it never interleaves with mochi's writes (CONNACK,
+// SUBACK, PINGRESP). chatd never routes through mochi's outbound queue or
+// lets mochi acknowledge a publish, so nothing there can overtake it.
 type mqttConn struct {
-	cl *mqtt.Client
+	cl     *mqtt.Client
+	events string // the user's events topic: where a Packet without a topic goes
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// WritePublishes encodes the packets as mochi's WritePacket would (with
-// encodePublish, which matches mochi's PublishEncode byte for byte) and
-// writes them in one system call under the client's lock, the same lock
-// WritePacket holds, so they never interleave with mochi's own writes
-// (PUBACKs, SUBACKs). chatd never routes through mochi's outbound queue,
-// so nothing is buffered there to overtake.
-func (c *mqttConn) WritePublishes(ps []delivery.Packet) error {
+func (c *mqttConn) Write(acks []chat.Ack, ps []chat.Packet) error {
 	cl := c.cl
 	if cl.Closed() {
 		return mqtt.ErrConnectionClosed
@@ -34,7 +34,15 @@ func (c *mqttConn) WritePublishes(ps []delivery.Packet) error {
 	defer bufPool.Put(buf)
 	maxSize := cl.Properties.Props.MaximumPacketSize
 	version := cl.Properties.ProtocolVersion
+	for i := range acks {
+		if err := encodeAck(buf, &acks[i], cl); err != nil {
+			return err
+		}
+	}
 	for i := range ps {
+		if ps[i].Topic == "" {
+			ps[i].Topic = c.events
+		}
 		start := buf.Len()
 		if err := encodePublish(buf, &ps[i], version); err != nil {
 			return err
@@ -56,4 +64,27 @@ func (c *mqttConn) WritePublishes(ps []delivery.Packet) error {
 
 func (c *mqttConn) Close(reason string) {
 	c.cl.Stop(errors.New(reason))
+}
+
+// encodeAck appends a PUBACK as mochi's WritePacket would encode it for
+// cl: a v5 reason code, reason string and user properties, unless the
+// client asked for no problem information or they would exceed its
+// Maximum Packet Size (then mochi's encoder drops them); v3.1.1 gets the
+// packet id alone.
+func encodeAck(buf *bytes.Buffer, a *chat.Ack, cl *mqtt.Client) error {
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Puback},
+		PacketID:        a.PacketID,
+		ProtocolVersion: cl.Properties.ProtocolVersion,
+	}
+	if pk.ProtocolVersion == 5 {
+		pk.ReasonCode = a.Reason
+		pk.Properties.ReasonString = a.Message
+		for _, kv := range a.Props {
+			pk.Properties.User = append(pk.Properties.User, packets.UserProperty{Key: kv.Key, Val: kv.Val})
+		}
+		pk.Mods.MaxSize = cl.Properties.Props.MaximumPacketSize
+		pk.Mods.DisallowProblemInfo = cl.Properties.Props.RequestProblemInfoFlag && cl.Properties.Props.RequestProblemInfo == 0
+	}
+	return pk.PubackEncode(buf)
 }

@@ -4,13 +4,31 @@
 // or ack-and-drop plus an error event (v3.1.1), and connections become
 // delivery sessions.
 //
-// mochi calls the hooks on each client's own read goroutine. OnPublish runs
-// the PostgreSQL transaction there, before mochi writes the PUBACK, so an
-// acknowledged message is a committed message. Fan-out never happens here:
-// the Service notifies the delivery Hub, which has its own goroutines.
+// It depends on the domain (package chat) alone: sessions are a
+// chat.SessionStore, delivery a chat.Delivery (delivery.Hub), and each
+// client connection a chat.Conn (mqttConn) that its delivery session
+// writes.
 //
-// The broker never routes a client's publish to subscribers (every publish
-// is marked Ignore) and never retains: all delivery goes through the Hub.
+// mochi calls the hooks on each client's own read goroutine, which never
+// waits for PostgreSQL here: OnPublish validates the publish and hands it
+// to the domain (a send to group commit, in publish order; reads, typing
+// and RPC to goroutines of their own, RPC to a bounded pool), then returns
+// without letting mochi acknowledge or route it. Each QoS 1 publish takes
+// its place in the connection's ackQueue; its answer (PUBACK, with the
+// commit's seq) is given when its work is done, after the commit, and
+// released to the connection's delivery session only when every earlier
+// publish has its own, so PUBACKs leave in publish order (MQTT v5 §4.6)
+// whatever order the commits finish in. Meanwhile the read loop keeps
+// reading: the client's PUBACKs of its deliveries are processed while its
+// sends commit, and several publishes in flight share one group commit.
+// At most Receive Maximum publishes wait per connection: a v5 client
+// beyond it is disconnected (0x93), a 3.1.1 client is not read until one
+// is answered.
+//
+// The broker never routes a client's publish to subscribers and never
+// retains: all delivery goes through the Hub. CONNECT (Sessions.Open) is
+// the one exchange that waits for PostgreSQL on the read goroutine: until
+// its CONNACK the connection has nothing else to do.
 //
 // Limits: OnConnect charges the per-IP connect limit before anything else
 // (CONNACK 0x9F, 0x03 for 3.1.1); sends and receipts are limited by the

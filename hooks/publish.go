@@ -14,7 +14,6 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/delivery"
 )
 
 // MQTT v5 reason codes for PUBACK, by domain error code.
@@ -68,8 +67,22 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// OnPublish executes the publish against the domain. The packet is never
-// routed by mochi (Ignore): delivery goes through the Hub after commit.
+// publish is one client publish being answered. Its answer (a PUBACK for
+// QoS 1, an error event where the protocol has no better way) is given
+// exactly once, by ok or fail, from whichever goroutine finished the work.
+type publish struct {
+	h    *Chat
+	cl   *mqtt.Client
+	ci   *clientInfo
+	qos  byte
+	slot *ackSlot // QoS 1: its place in the connection's PUBACK order
+}
+
+// OnPublish hands the publish to the domain and returns at once: mochi
+// neither acknowledges nor routes it (ErrRejectPacket). The connection's
+// read loop never waits for PostgreSQL; the answer goes out when the work
+// is done, in publish order (ackQueue), through the client's delivery
+// session, and only after the commit: acked means committed.
 func (h *Chat) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Net.Inline {
 		return pk, nil
@@ -78,133 +91,202 @@ func (h *Chat) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	if ci == nil {
 		return pk, packets.ErrRejectPacket
 	}
-	h.busy.Add(1)
-	defer h.busy.Add(-1)
+	p := h.begin(cl, ci, pk)
+	if p == nil {
+		return pk, packets.ErrRejectPacket
+	}
 	if h.draining.Load() {
-		return h.fail(cl, pk, ci, "shutdown", chat.Errorf(chat.CodeUnavailable, "server is shutting down; reconnect and resend"), 0, "")
+		p.fail("shutdown", chat.Errorf(chat.CodeUnavailable, "server is shutting down; reconnect and resend"), 0, "")
+		return pk, packets.ErrRejectPacket
 	}
 	r := ParseTopic(pk.TopicName)
 	switch r.Kind {
 	case RouteMsg:
-		return h.onSend(cl, pk, ci, r.ConversationID)
+		h.onSend(p, pk, r.ConversationID)
 	case RouteRead:
-		return h.onRead(cl, pk, ci, r.ConversationID)
+		h.onRead(p, pk, r.ConversationID)
 	case RouteTyping:
-		return h.onTyping(cl, pk, ci, r.ConversationID)
+		h.onTyping(p, pk, r.ConversationID)
 	case RouteRPC:
-		return h.onRPC(cl, pk, ci, r.Method)
+		h.onRPC(p, pk, r.Method)
+	default:
+		p.fail("denied", chat.Errorf(chat.CodeForbidden, "publishing to this topic is not allowed"), 0, "")
 	}
-	return h.fail(cl, pk, ci, "denied", chat.Errorf(chat.CodeForbidden, "publishing to this topic is not allowed"), 0, "")
+	return pk, packets.ErrRejectPacket
 }
 
-func (h *Chat) ok(kind string, pk packets.Packet, props ...packets.UserProperty) (packets.Packet, error) {
-	h.cfg.Metrics.Publishes.WithLabelValues(kind, "ok").Inc()
-	pk.Ignore = true
-	pk.FixedHeader.Retain = false
-	pk.Properties = packets.Properties{User: props}
-	return pk, nil
+// begin starts answering a publish: a QoS 1 publish takes its place in
+// the connection's PUBACK order. A v5 client over the Receive Maximum is
+// disconnected (0x93) and begin returns nil; a 3.1.1 client waits.
+func (h *Chat) begin(cl *mqtt.Client, ci *clientInfo, pk packets.Packet) *publish {
+	p := &publish{h: h, cl: cl, ci: ci, qos: pk.FixedHeader.Qos}
+	if p.qos > 0 {
+		slot, ok := ci.acks.reserve(pk.PacketID, !isV5(cl))
+		if !ok {
+			h.cfg.Metrics.Publishes.WithLabelValues("any", "receive_maximum").Inc()
+			_ = h.server.DisconnectClient(cl, packets.ErrReceiveMaximum)
+			return nil
+		}
+		p.slot = slot
+	}
+	h.busy.Add(1)
+	return p
 }
 
-// fail reports err for one publish: v5 QoS1 gets a PUBACK reason code;
-// v3.1.1 and QoS0 get ack-and-drop plus an error event, except when the
-// database is unavailable: then a v3.1.1 QoS1 publish gets no PUBACK and
-// its connection is closed so the client resends it.
-func (h *Chat) fail(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, kind string, err error, conv int64, clientMsgID string) (packets.Packet, error) {
+// answer hands the publish's PUBACK (QoS 1) to the connection's session.
+func (p *publish) answer(a chat.Ack) {
+	defer p.h.busy.Add(-1)
+	if p.slot == nil {
+		return
+	}
+	p.ci.acks.complete(p.slot, a, func(acks []chat.Ack) { p.h.cfg.Hub.Reply(p.cl.ID, p.ci.conn, acks) })
+}
+
+func (p *publish) ok(kind string, props ...chat.KV) {
+	p.h.cfg.Metrics.Publishes.WithLabelValues(kind, "ok").Inc()
+	p.answer(chat.Ack{Props: props})
+}
+
+// fail reports err for one publish: v5 QoS 1 gets a PUBACK reason code;
+// v3.1.1 and QoS 0 get ack-and-drop plus an error event, except when the
+// database is unavailable: then a v3.1.1 QoS 1 publish gets no PUBACK and
+// its connection is closed (after the answers before it) so the client
+// resends it.
+func (p *publish) fail(kind string, err error, conv int64, clientMsgID string) {
+	h := p.h
 	code := chat.ErrorCode(err)
 	h.cfg.Metrics.Publishes.WithLabelValues(kind, string(code)).Inc()
-	retry := code == chat.CodeUnavailable || code == chat.CodeInternal
 	if code == chat.CodeInternal {
-		h.cfg.Logger.Error("publish failed", "client", cl.ID, "user", ci.userID, "conversation", conv, "kind", kind, "err", err)
+		h.cfg.Logger.Error("publish failed", "client", p.cl.ID, "user", p.ci.userID, "conversation", conv, "kind", kind, "err", err)
 	}
-	if isV5(cl) && pk.FixedHeader.Qos > 0 {
-		return pk, packets.Code{Code: ReasonCode(err), Reason: chat.ErrorMessage(err)}
+	switch {
+	case isV5(p.cl) && p.qos > 0:
+		p.answer(chat.Ack{Reason: ReasonCode(err), Message: chat.ErrorMessage(err)})
+		return
+	case (code == chat.CodeUnavailable || code == chat.CodeInternal) && p.qos > 0:
+		p.answer(chat.Ack{Close: "database unavailable: publish not acknowledged"})
+		return
 	}
-	if retry && pk.FixedHeader.Qos > 0 {
-		cl.Stop(errors.New("database unavailable: publish not acknowledged"))
-		return pk, packets.ErrRejectPacket
-	}
-	ev := chat.Event{Type: chat.EventError, ConversationID: conv, ClientMsgID: clientMsgID, Code: code, Message: chat.ErrorMessage(err)}
-	if b, mErr := json.Marshal(ev); mErr == nil {
-		h.cfg.Hub.SendDirect(cl.ID, delivery.Packet{Topic: delivery.EventsTopic(ci.userID), Payload: b, QoS: 1})
-	}
-	return pk, packets.CodeSuccessIgnore
+	h.sendError(p.cl, p.ci, chat.Event{Type: chat.EventError, ConversationID: conv, ClientMsgID: clientMsgID, Code: code, Message: chat.ErrorMessage(err)})
+	p.answer(chat.Ack{})
 }
 
-func (h *Chat) onSend(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv int64) (packets.Packet, error) {
-	var p sendPayload
-	if err := decodeStrict(pk.Payload, &p); err != nil {
-		return h.fail(cl, pk, ci, "msg", err, conv, "")
+// sendError publishes an error event to the client alone.
+func (h *Chat) sendError(cl *mqtt.Client, ci *clientInfo, ev chat.Event) {
+	if b, err := chat.EncodeEvent(ev); err == nil {
+		h.cfg.Hub.SendDirect(cl.ID, chat.Packet{Payload: b, QoS: 1})
+	}
+}
+
+// onSend hands the message to the domain, which commits it with the
+// connection's other sends in flight (group commit) in the order they were
+// published.
+func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
+	var body sendPayload
+	if err := decodeStrict(pk.Payload, &body); err != nil {
+		p.fail("msg", err, conv, "")
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
-	defer cancel()
 	start := time.Now()
-	res, err := h.cfg.Service.Send(ctx, chat.SendRequest{ConversationID: conv, SenderID: ci.userID, ClientMsgID: p.ClientMsgID, Body: p.Body})
-	h.cfg.Metrics.SendLatency.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return h.fail(cl, pk, ci, "msg", err, conv, p.ClientMsgID)
-	}
-	props := []packets.UserProperty{{Key: "seq", Val: strconv.FormatInt(res.Message.Seq, 10)}}
-	if res.Duplicate {
-		props = append(props, packets.UserProperty{Key: "duplicate", Val: "true"})
-	}
-	return h.ok("msg", pk, props...)
+	h.cfg.Service.SubmitSend(ctx, chat.SendRequest{ConversationID: conv, SenderID: p.ci.userID, ClientMsgID: body.ClientMsgID, Body: body.Body},
+		func(res chat.SendResult, err error) {
+			cancel()
+			h.cfg.Metrics.SendLatency.Observe(time.Since(start).Seconds())
+			if err != nil {
+				p.fail("msg", err, conv, body.ClientMsgID)
+				return
+			}
+			props := []chat.KV{{Key: "seq", Val: strconv.FormatInt(res.Message.Seq, 10)}}
+			if res.Duplicate {
+				props = append(props, chat.KV{Key: "duplicate", Val: "true"})
+			}
+			p.ok("msg", props...)
+		})
 }
 
-func (h *Chat) onRead(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv int64) (packets.Packet, error) {
-	var p readPayload
-	if err := decodeStrict(pk.Payload, &p); err != nil {
-		return h.fail(cl, pk, ci, "read", err, conv, "")
+func (h *Chat) onRead(p *publish, pk packets.Packet, conv int64) {
+	var body readPayload
+	if err := decodeStrict(pk.Payload, &body); err != nil {
+		p.fail("read", err, conv, "")
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
-	defer cancel()
-	res, err := h.cfg.Service.MarkRead(ctx, conv, ci.userID, p.Seq)
-	if err != nil {
-		return h.fail(cl, pk, ci, "read", err, conv, "")
-	}
-	return h.ok("read", pk, packets.UserProperty{Key: "lastReadSeq", Val: strconv.FormatInt(res.LastReadSeq, 10)})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+		defer cancel()
+		res, err := h.cfg.Service.MarkRead(ctx, conv, p.ci.userID, body.Seq)
+		if err != nil {
+			p.fail("read", err, conv, "")
+			return
+		}
+		p.ok("read", chat.KV{Key: "lastReadSeq", Val: strconv.FormatInt(res.LastReadSeq, 10)})
+	}()
 }
 
 // onTyping hands a typing indicator to the Service, which throttles it and
 // tells the members online; nothing is stored. Over the typing rate limit
 // a QoS 0 indicator is dropped silently: an error event per keystroke would
 // cost more than the indicator.
-func (h *Chat) onTyping(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, conv int64) (packets.Packet, error) {
+func (h *Chat) onTyping(p *publish, pk packets.Packet, conv int64) {
 	if len(pk.Payload) > 256 {
-		return h.fail(cl, pk, ci, "typing", chat.Errorf(chat.CodeInvalid, "typing payload must be {}"), conv, "")
+		p.fail("typing", chat.Errorf(chat.CodeInvalid, "typing payload must be {}"), conv, "")
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
-	defer cancel()
-	if err := h.cfg.Service.Typing(ctx, conv, ci.userID); err != nil {
-		if pk.FixedHeader.Qos == 0 && chat.ErrorCode(err) == chat.CodeRateLimited {
-			h.cfg.Metrics.Publishes.WithLabelValues("typing", string(chat.CodeRateLimited)).Inc()
-			pk.Ignore = true
-			return pk, nil
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+		defer cancel()
+		if err := h.cfg.Service.Typing(ctx, conv, p.ci.userID); err != nil {
+			if p.qos == 0 && chat.ErrorCode(err) == chat.CodeRateLimited {
+				h.cfg.Metrics.Publishes.WithLabelValues("typing", string(chat.CodeRateLimited)).Inc()
+				p.answer(chat.Ack{})
+				return
+			}
+			p.fail("typing", err, conv, "")
+			return
 		}
-		return h.fail(cl, pk, ci, "typing", err, conv, "")
-	}
-	return h.ok("typing", pk)
+		p.ok("typing")
+	}()
 }
 
-// onRPC answers an MQTT v5 request on the caller's response topic with the
-// same Correlation Data; the reply JSON is the HTTP API's.
-func (h *Chat) onRPC(cl *mqtt.Client, pk packets.Packet, ci *clientInfo, method string) (packets.Packet, error) {
-	if !isV5(cl) {
-		return h.fail(cl, pk, ci, "rpc", chat.Errorf(chat.CodeInvalid, "request/response needs MQTT v5 (Response Topic)"), 0, "")
+// onRPC queues an MQTT v5 request for the RPC workers; the reply goes to
+// the caller's response topic with the same Correlation Data, its JSON the
+// HTTP API's. The PUBACK says the request was taken (0x97 when the workers
+// are saturated, with a 503 reply).
+func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
+	ci := p.ci
+	if !isV5(p.cl) {
+		p.fail("rpc", chat.Errorf(chat.CodeInvalid, "request/response needs MQTT v5 (Response Topic)"), 0, "")
+		return
 	}
 	rt := pk.Properties.ResponseTopic
 	if rt == "" {
-		return h.fail(cl, pk, ci, "rpc", chat.Errorf(chat.CodeInvalid, "set a Response Topic under %s", UserTree(ci.userID)), 0, "")
+		p.fail("rpc", chat.Errorf(chat.CodeInvalid, "set a Response Topic under %s", UserTree(ci.userID)), 0, "")
+		return
 	}
 	if !ResponseTopicAllowed(ci.userID, rt) {
-		return h.fail(cl, pk, ci, "rpc", chat.Errorf(chat.CodeForbidden, "response topic must be under %s", UserTree(ci.userID)), 0, "")
+		p.fail("rpc", chat.Errorf(chat.CodeForbidden, "response topic must be under %s", UserTree(ci.userID)), 0, "")
+		return
 	}
 	if h.cfg.RPC == nil {
-		return h.fail(cl, pk, ci, "rpc", chat.Errorf(chat.CodeNotFound, "request/response is not enabled"), 0, "")
+		p.fail("rpc", chat.Errorf(chat.CodeNotFound, "request/response is not enabled"), 0, "")
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
-	defer cancel()
-	reply := h.cfg.RPC(ctx, ci.userID, method, pk.Payload)
 	corr := append([]byte(nil), pk.Properties.CorrelationData...)
-	h.cfg.Hub.SendDirect(cl.ID, delivery.Packet{Topic: rt, Payload: reply, QoS: 1, CorrelationData: corr})
-	return h.ok("rpc", pk)
+	payload := append([]byte(nil), pk.Payload...)
+	reply := func(b []byte) {
+		h.cfg.Hub.SendDirect(p.cl.ID, chat.Packet{Topic: rt, Payload: b, QoS: 1, CorrelationData: corr})
+	}
+	job := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+		defer cancel()
+		reply(h.cfg.RPC(ctx, ci.userID, method, payload))
+	}
+	if !h.rpc.submit(job) {
+		reply(rpcBusyReply)
+		p.fail("rpc", chat.Errorf(chat.CodeRateLimited, "the server is busy with requests; retry later"), 0, "")
+		return
+	}
+	p.ok("rpc")
 }
+
+var rpcBusyReply = []byte(`{"status":503,"error":{"code":"unavailable","message":"the server is busy with requests; retry later"}}`)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/chatd/chatd/delivery"
+	chat "github.com/chatd/chatd"
 )
 
 // encodePublish appends p to buf as an MQTT PUBLISH packet for a client of
@@ -27,7 +27,7 @@ import (
 // Like mochi, lengths above 65535 are truncated to 16 bits in their
 // prefixes; chatd's topics and correlation data are far shorter.
 // TestEncodePublishMatchesMochi and FuzzPublishEncode hold it to mochi.
-func encodePublish(buf *bytes.Buffer, p *delivery.Packet, protocolVersion byte) error {
+func encodePublish(buf *bytes.Buffer, p *chat.Packet, protocolVersion byte) error {
 	// Variable header: topic name, packet id when QoS > 0.
 	remaining := 2 + len(p.Topic)
 	if p.QoS > 0 {

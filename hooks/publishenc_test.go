@@ -12,12 +12,12 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/chatd/chatd/delivery"
+	chat "github.com/chatd/chatd"
 )
 
 // mochiPublish is how WritePublishes encoded a packet before
 // encodePublish: mochi's PublishEncode with the Mods it passed.
-func mochiPublish(p delivery.Packet, version byte, maxSize uint32, noProblemInfo bool) ([]byte, error) {
+func mochiPublish(p chat.Packet, version byte, maxSize uint32, noProblemInfo bool) ([]byte, error) {
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: p.QoS},
 		TopicName:       p.Topic,
@@ -38,7 +38,7 @@ func mochiPublish(p delivery.Packet, version byte, maxSize uint32, noProblemInfo
 
 // checkPublishEncode asserts encodePublish appends exactly mochi's bytes
 // (or fails with mochi's error, appending nothing) after existing content.
-func checkPublishEncode(t *testing.T, p delivery.Packet, version byte, maxSize uint32, noProblemInfo bool) {
+func checkPublishEncode(t *testing.T, p chat.Packet, version byte, maxSize uint32, noProblemInfo bool) {
 	t.Helper()
 	want, wantErr := mochiPublish(p, version, maxSize, noProblemInfo)
 	prefix := []byte("prefix")
@@ -73,26 +73,26 @@ func TestEncodePublishMatchesMochi(t *testing.T) {
 	payload := []byte(`{"seq":1,"body":"hi"}`)
 	for _, tc := range []struct {
 		name string
-		p    delivery.Packet
+		p    chat.Packet
 	}{
-		{"qos0", delivery.Packet{Topic: topic, Payload: payload}},
-		{"qos1", delivery.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 1}},
-		{"qos1 max id", delivery.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 65535}},
-		{"qos1 no id", delivery.Packet{Topic: topic, Payload: payload, QoS: 1}},
-		{"qos0 id ignored", delivery.Packet{Topic: topic, Payload: payload, PacketID: 9}},
-		{"empty", delivery.Packet{}},
-		{"empty payload", delivery.Packet{Topic: topic, Payload: []byte{}, QoS: 1, PacketID: 3}},
-		{"corr", delivery.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 2, CorrelationData: []byte("req-1")}},
-		{"corr empty non-nil", delivery.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 2, CorrelationData: []byte{}}},
-		{"corr qos0", delivery.Packet{Topic: topic, Payload: payload, CorrelationData: []byte{0, 1, 2}}},
-		{"corr 124 (props 127)", delivery.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 124)}},
-		{"corr 125 (props 128)", delivery.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 125)}},
-		{"corr 16380 (props 16383)", delivery.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 16380)}},
-		{"corr 16381 (props 16384)", delivery.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 16381)}},
-		{"corr 65535", delivery.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 65535)}},
-		{"topic 65535", delivery.Packet{Topic: strings.Repeat("t", 65535), Payload: payload}},
-		{"topic 65536 (prefix wraps like mochi)", delivery.Packet{Topic: strings.Repeat("t", 65536), Payload: payload}},
-		{"payload 2 MiB", delivery.Packet{Topic: topic, Payload: bytes.Repeat([]byte{'p'}, 2<<20), QoS: 1, PacketID: 5}},
+		{"qos0", chat.Packet{Topic: topic, Payload: payload}},
+		{"qos1", chat.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 1}},
+		{"qos1 max id", chat.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 65535}},
+		{"qos1 no id", chat.Packet{Topic: topic, Payload: payload, QoS: 1}},
+		{"qos0 id ignored", chat.Packet{Topic: topic, Payload: payload, PacketID: 9}},
+		{"empty", chat.Packet{}},
+		{"empty payload", chat.Packet{Topic: topic, Payload: []byte{}, QoS: 1, PacketID: 3}},
+		{"corr", chat.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 2, CorrelationData: []byte("req-1")}},
+		{"corr empty non-nil", chat.Packet{Topic: topic, Payload: payload, QoS: 1, PacketID: 2, CorrelationData: []byte{}}},
+		{"corr qos0", chat.Packet{Topic: topic, Payload: payload, CorrelationData: []byte{0, 1, 2}}},
+		{"corr 124 (props 127)", chat.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 124)}},
+		{"corr 125 (props 128)", chat.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 125)}},
+		{"corr 16380 (props 16383)", chat.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 16380)}},
+		{"corr 16381 (props 16384)", chat.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 16381)}},
+		{"corr 65535", chat.Packet{Topic: topic, CorrelationData: bytes.Repeat([]byte{'c'}, 65535)}},
+		{"topic 65535", chat.Packet{Topic: strings.Repeat("t", 65535), Payload: payload}},
+		{"topic 65536 (prefix wraps like mochi)", chat.Packet{Topic: strings.Repeat("t", 65536), Payload: payload}},
+		{"payload 2 MiB", chat.Packet{Topic: topic, Payload: bytes.Repeat([]byte{'p'}, 2<<20), QoS: 1, PacketID: 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, v := range []byte{3, 4, 5} {
@@ -112,7 +112,7 @@ func TestEncodePublishVarintBoundaries(t *testing.T) {
 	for _, corr := range [][]byte{nil, {}, []byte("c"), bytes.Repeat([]byte{'c'}, 200)} {
 		for _, qos := range []byte{0, 1} {
 			for _, v := range []byte{4, 5} {
-				p := delivery.Packet{Topic: topic, QoS: qos, PacketID: uint16(qos) * 77, CorrelationData: corr}
+				p := chat.Packet{Topic: topic, QoS: qos, PacketID: uint16(qos) * 77, CorrelationData: corr}
 				// The remaining length without payload, as mochi has it.
 				b, err := mochiPublish(p, v, 0, false)
 				if err != nil {
@@ -137,7 +137,7 @@ func TestEncodePublishVarintBoundaries(t *testing.T) {
 }
 
 func TestEncodePublishAllocs(t *testing.T) {
-	p := delivery.Packet{Topic: "chat/v1/user/1/conv/2", Payload: make([]byte, 300), QoS: 1, PacketID: 7, CorrelationData: []byte("corr")}
+	p := chat.Packet{Topic: "chat/v1/user/1/conv/2", Payload: make([]byte, 300), QoS: 1, PacketID: 7, CorrelationData: []byte("corr")}
 	var buf bytes.Buffer
 	buf.Grow(4096)
 	if n := testing.AllocsPerRun(100, func() {
@@ -160,7 +160,7 @@ func TestWritePublishes(t *testing.T) {
 			defer theirs.Close()
 			cl := srv.NewClient(ours, "test", "c1", false)
 			cl.Properties.ProtocolVersion = v
-			ps := []delivery.Packet{
+			ps := []chat.Packet{
 				{Topic: "a/b", Payload: []byte("one"), QoS: 1, PacketID: 1, CorrelationData: []byte("x")},
 				{Topic: "a/c", Payload: bytes.Repeat([]byte{'2'}, 200)},
 				{Topic: "a/d", Payload: []byte{}, QoS: 1, PacketID: 2, CorrelationData: []byte{}},
@@ -179,7 +179,7 @@ func TestWritePublishes(t *testing.T) {
 				_, _ = io.ReadFull(theirs, b)
 				got <- b
 			}()
-			if err := (&mqttConn{cl: cl}).WritePublishes(ps); err != nil {
+			if err := (&mqttConn{cl: cl}).Write(nil, ps); err != nil {
 				t.Fatal(err)
 			}
 			if b := <-got; !bytes.Equal(b, want) {
@@ -187,10 +187,10 @@ func TestWritePublishes(t *testing.T) {
 			}
 
 			cl.Properties.Props.MaximumPacketSize = 100
-			if err := (&mqttConn{cl: cl}).WritePublishes(ps); !errors.Is(err, packets.ErrPacketTooLarge) {
+			if err := (&mqttConn{cl: cl}).Write(nil, ps); !errors.Is(err, packets.ErrPacketTooLarge) {
 				t.Fatalf("packet above Maximum Packet Size: error %v, want %v", err, packets.ErrPacketTooLarge)
 			}
-			if err := (&mqttConn{cl: cl}).WritePublishes([]delivery.Packet{{Topic: "a", QoS: 1}}); !errors.Is(err, packets.ErrProtocolViolationNoPacketID) {
+			if err := (&mqttConn{cl: cl}).Write(nil, []chat.Packet{{Topic: "a", QoS: 1}}); !errors.Is(err, packets.ErrProtocolViolationNoPacketID) {
 				t.Fatalf("QoS 1 without packet id: error %v", err)
 			}
 		})
@@ -236,7 +236,7 @@ func FuzzPublishEncode(f *testing.F) {
 		f.Add(s.topic, s.payload, s.packetID, s.qos, s.version, s.corr, s.hasCorr, s.maxSize, s.noProblemInfo)
 	}
 	f.Fuzz(func(t *testing.T, topic string, payload []byte, packetID uint16, qos, version byte, corr []byte, hasCorr bool, maxSize uint32, noProblemInfo bool) {
-		p := delivery.Packet{Topic: topic, Payload: payload, QoS: qos, PacketID: packetID}
+		p := chat.Packet{Topic: topic, Payload: payload, QoS: qos, PacketID: packetID}
 		if hasCorr {
 			p.CorrelationData = corr
 			if p.CorrelationData == nil {
@@ -248,7 +248,7 @@ func FuzzPublishEncode(f *testing.F) {
 }
 
 func BenchmarkPublishEncode(b *testing.B) {
-	p := delivery.Packet{Topic: "chat/v1/user/12345/conv/67890", Payload: make([]byte, 300), QoS: 1, PacketID: 7}
+	p := chat.Packet{Topic: "chat/v1/user/12345/conv/67890", Payload: make([]byte, 300), QoS: 1, PacketID: 7}
 	b.Run("mochi", func(b *testing.B) {
 		var buf bytes.Buffer
 		b.ReportAllocs()

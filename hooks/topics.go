@@ -88,6 +88,11 @@ func ParseID(s string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
+// EventsTopic is the one topic a user's clients subscribe to for events.
+func EventsTopic(userID int64) string {
+	return UserTree(userID) + "events"
+}
+
 // UserTree is the topic tree a user may subscribe to and receive replies in.
 func UserTree(userID int64) string {
 	return TopicPrefix + "user/" + strconv.FormatInt(userID, 10) + "/"

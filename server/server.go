@@ -231,7 +231,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	if s.relay != nil {
 		hubOpts.Next = s.relay
 	}
-	s.Hub = delivery.NewHub(s.sessions, s.sessions, hubOpts)
+	s.Hub = delivery.NewHub(s.sessions, hubOpts)
 
 	// Group commit gets connections of its own (one per transaction in
 	// flight, and one more) so sends never wait behind history reads and
@@ -333,6 +333,10 @@ func (s *Server) background(ctx context.Context, sessions *store.Sessions, runne
 		}
 	}
 }
+
+// BatchStats reports the group-commit transactions run for sends and the
+// sends they carried.
+func (s *Server) BatchStats() store.BatchStats { return s.store.BatchStats() }
 
 // MQTTAddr is the bound MQTT TCP address.
 func (s *Server) MQTTAddr() string {

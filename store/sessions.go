@@ -24,26 +24,13 @@ type Sessions struct {
 // NewSessions returns the session store on pool.
 func NewSessions(pool *pgxpool.Pool) *Sessions { return &Sessions{pool: pool} }
 
-// ErrClientIDTaken says the client id belongs to another user.
-var ErrClientIDTaken = chat.Errorf(chat.CodeForbidden, "client id belongs to another user")
-
-// ConvCursor is where delivery of one conversation stands for a session.
-type ConvCursor struct {
-	ConversationID int64
-	Delivered      int64 // highest seq acknowledged
-	LastSeq        int64 // conversation's last_seq when read
-	MemberCount    int
-}
-
-// Cursor is one delivered-cursor update.
-type Cursor struct {
-	ClientID       string
-	ConversationID int64
-	Seq            int64
-}
+var (
+	_ chat.DeliveryStore = (*Sessions)(nil)
+	_ chat.SessionStore  = (*Sessions)(nil)
+)
 
 // Open claims clientID for userID and prepares its cursors. A clientID
-// already owned by another user is refused with ErrClientIDTaken. When
+// already owned by another user is refused with chat.ErrClientIDTaken. When
 // persistent is false, or clean is true, or the session is new, cursors are
 // reset to every conversation's current last_seq (the client starts "now");
 // otherwise the stored cursors are kept and Open reports resumed = true.
@@ -63,13 +50,13 @@ func (s *Sessions) Open(ctx context.Context, clientID string, userID int64, pers
 				return fmt.Errorf("read session: %w", err)
 			}
 			if owner != userID {
-				return ErrClientIDTaken
+				return chat.ErrClientIDTaken
 			}
 		case err != nil:
 			return fmt.Errorf("read session: %w", err)
 		default:
 			if owner != userID {
-				return ErrClientIDTaken
+				return chat.ErrClientIDTaken
 			}
 			resumed = persistent && wasPersistent && !clean
 			if _, err := tx.Exec(ctx, `UPDATE chat_session SET persistent = $2, expiry_seconds = $3, last_seen_at = now() WHERE client_id = $1`,
@@ -94,8 +81,8 @@ func (s *Sessions) Open(ctx context.Context, clientID string, userID int64, pers
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrClientIDTaken) {
-			return false, ErrClientIDTaken
+		if errors.Is(err, chat.ErrClientIDTaken) {
+			return false, chat.ErrClientIDTaken
 		}
 		return false, classify("open session", err)
 	}
@@ -107,7 +94,7 @@ func (s *Sessions) Open(ctx context.Context, clientID string, userID int64, pers
 // conversation was joined after the session started) and the conversation's
 // last_seq. For a session without stored state (non-persistent) pass
 // stored=false: the cursor is then last_seq, i.e. nothing to replay.
-func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]ConvCursor, error) {
+func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
 	q := `SELECT c.id, CASE WHEN $3 THEN COALESCE(sc.delivered_seq, m.join_seq) ELSE c.last_seq END, c.last_seq,
 			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = c.id)
 		FROM conversation_member m
@@ -118,8 +105,8 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	if err != nil {
 		return nil, classify("load cursors", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConvCursor, error) {
-		var c ConvCursor
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.ConvCursor, error) {
+		var c chat.ConvCursor
 		err := r.Scan(&c.ConversationID, &c.Delivered, &c.LastSeq, &c.MemberCount)
 		return c, err
 	})
@@ -129,17 +116,11 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	return out, nil
 }
 
-// Range asks for the messages of a conversation after a seq.
-type Range struct {
-	ConversationID int64
-	After          int64
-}
-
 // SinceMany is Since for many conversations in one round trip: up to
 // perConv messages after each range's seq, grouped by conversation in seq
 // order. A session catching up on dozens of conversations costs one query,
 // not dozens, which matters most when the server is busiest.
-func (s *Sessions) SinceMany(ctx context.Context, ranges []Range, perConv int) (map[int64][]chat.Message, error) {
+func (s *Sessions) SinceMany(ctx context.Context, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {
 	convs := make([]int64, len(ranges))
 	afters := make([]int64, len(ranges))
 	for i, r := range ranges {
@@ -170,7 +151,7 @@ func (s *Sessions) SinceMany(ctx context.Context, ranges []Range, perConv int) (
 
 // SaveCursors upserts delivered cursors in one statement; a cursor never
 // moves backwards. Rows of sessions that no longer exist are skipped.
-func (s *Sessions) SaveCursors(ctx context.Context, cs []Cursor) error {
+func (s *Sessions) SaveCursors(ctx context.Context, cs []chat.Cursor) error {
 	if len(cs) == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
@@ -24,7 +25,7 @@ func TestSessionsAreOwnedByOneUserAndExpireOnlyWhenNobodyHoldsThem(t *testing.T)
 	open("offline-fresh", 1, true, time.Hour)
 	open("here", 2, true, time.Minute)
 	open("elsewhere", 3, true, time.Minute)
-	if _, err := ss.Open(ctx, "here", 9, true, false, time.Minute); !errors.Is(err, store.ErrClientIDTaken) {
+	if _, err := ss.Open(ctx, "here", 9, true, false, time.Minute); !errors.Is(err, chat.ErrClientIDTaken) {
 		t.Fatalf("another user's client id: %v", err)
 	}
 	// Everyone was last seen two hours ago; "elsewhere" is connected to a

@@ -204,9 +204,14 @@ func (w *Writer[K, V]) run() {
 			}
 		}
 		if wait := time.Until(last.Add(w.cfg.Interval)); wait > 0 {
+			// A caller waiting in Flush does not wait out the interval.
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
+			case reply := <-w.sync:
+				t.Stop()
+				reply <- w.drain()
+				continue
 			case <-w.stop:
 				t.Stop()
 				w.drain()

@@ -31,6 +31,7 @@ type Client struct {
 	Publishes chan packets.Packet // incoming PUBLISH
 	mu        sync.Mutex
 	waiters   map[uint16]chan packets.Packet // PUBACK by packet id
+	ackOrder  []uint16                       // packet ids of PUBACKs, as they arrived
 	subacks   chan packets.Packet
 	nextID    uint16
 	Done      chan struct{}
@@ -221,6 +222,7 @@ func (c *Client) readLoop() {
 			c.mu.Lock()
 			w := c.waiters[pk.PacketID]
 			delete(c.waiters, pk.PacketID)
+			c.ackOrder = append(c.ackOrder, pk.PacketID)
 			c.mu.Unlock()
 			if w != nil {
 				w <- pk
@@ -244,6 +246,43 @@ type PublishOpts struct {
 	ResponseTopic   string
 	CorrelationData []byte
 	Retain          bool
+}
+
+// AckOrder returns the packet ids of the PUBACKs received so far, in the
+// order they arrived.
+func (c *Client) AckOrder() []uint16 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint16(nil), c.ackOrder...)
+}
+
+// Pending is a QoS 1 publish written and not yet known to be acknowledged.
+type Pending struct {
+	ID   uint16
+	c    *Client
+	wait chan packets.Packet
+}
+
+// Wait waits for the PUBACK of the publish.
+func (p Pending) Wait() (packets.Packet, error) { return p.c.waitAck(p.wait) }
+
+// PublishAsync writes a QoS 1 publish without waiting for its PUBACK: a
+// client with several publishes in flight.
+func (c *Client) PublishAsync(topic string, payload []byte) (Pending, error) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: topic, Payload: payload}
+	c.mu.Lock()
+	c.nextID++
+	if c.nextID == 0 {
+		c.nextID = 1
+	}
+	pk.PacketID = c.nextID
+	w := make(chan packets.Packet, 1)
+	c.waiters[pk.PacketID] = w
+	c.mu.Unlock()
+	if err := c.write(pk); err != nil {
+		return Pending{}, err
+	}
+	return Pending{ID: pk.PacketID, c: c, wait: w}, nil
 }
 
 // Publish sends a publish; for QoS1 it waits for the PUBACK (timeout).
@@ -273,6 +312,10 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 	if qos == 0 {
 		return packets.Packet{}, nil
 	}
+	return c.waitAck(w)
+}
+
+func (c *Client) waitAck(w chan packets.Packet) (packets.Packet, error) {
 	select {
 	case ack, ok := <-w:
 		if !ok {

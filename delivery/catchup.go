@@ -1,0 +1,110 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	chat "github.com/chatd/chatd"
+)
+
+// catchUp refills streams that are behind from two sources in turn: the
+// hub's recent cache (encoded events the fan-out saw, no query), then
+// PostgreSQL (the truth). A stream whose verify flag is set skips the
+// cache. It belongs to one session pump.
+type catchUp struct {
+	hub       *Hub
+	recentBuf []recentEntry
+	ids       []int64
+	ranges    []chat.Range
+}
+
+func newCatchUp(h *Hub) catchUp { return catchUp{hub: h} }
+
+// fill queues on s.pending what the sources hold for the streams behind
+// (ascending ids), the cache first; PostgreSQL is asked only when the
+// cache queued nothing, at most 64 streams per query.
+func (c *catchUp) fill(s *Session, behind []int64) error {
+	queued := false
+	need := c.ids[:0]
+	for _, id := range behind {
+		st := s.streams[id]
+		if !st.verify && c.fromRecent(s, id, st) {
+			queued = true
+			continue
+		}
+		if st.state == Behind {
+			need = append(need, id)
+		}
+	}
+	c.ids = need
+	if queued || len(need) == 0 {
+		return nil
+	}
+	return c.fromPostgreSQL(s, need)
+}
+
+// fromRecent queues what the recent cache holds from st.next on and
+// reports whether it queued anything.
+func (c *catchUp) fromRecent(s *Session, id int64, st *stream) bool {
+	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, c.hub.opts.FetchLimit, st.large)
+	c.recentBuf = got
+	for i, e := range got {
+		it := item{kind: kMsg, conv: id, seq: st.next + int64(i), payload: e.payload, qos: 1}
+		if e.at.After(s.started) {
+			it.at = e.at
+		}
+		s.pending = append(s.pending, it)
+	}
+	n := len(got)
+	clear(got)
+	c.hub.opts.Metrics.RecentHits.Add(float64(n))
+	s.pending = append(s.pending, st.filled(n, complete, true)...)
+	return n > 0
+}
+
+// fromPostgreSQL reads the next events of up to 64 streams in one query;
+// each gets an equal share of a budget of two windows (at least 16
+// events, at most FetchLimit).
+func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
+	if len(ids) > 64 {
+		ids = ids[:64]
+	}
+	opts := c.hub.opts
+	limit := min(opts.FetchLimit, max(16, 2*opts.Window/len(ids)))
+	c.ranges = c.ranges[:0]
+	for _, id := range ids {
+		c.ranges = append(c.ranges, chat.Range{ConversationID: id, After: s.streams[id].next - 1})
+	}
+	ctx, cancel := context.WithTimeout(c.hub.ctx, 10*time.Second)
+	got, err := c.hub.store.SinceMany(ctx, c.ranges, limit)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		st := s.streams[id]
+		msgs := got[id]
+		n := 0
+		for _, m := range msgs {
+			if m.Seq != st.next+int64(n) {
+				break // cannot happen with gapless seqs; stay safe
+			}
+			payload, err := encodeMessage(m, st.large)
+			if err != nil {
+				return fmt.Errorf("catch up conversation %d: %w", id, err)
+			}
+			it := item{kind: kMsg, conv: id, seq: m.Seq, payload: payload, qos: 1}
+			if m.CreatedAt.After(s.started) {
+				// Committed while this session was online: the latency
+				// metric counts it (a catch-up after time offline does not).
+				it.at = m.CreatedAt
+			}
+			s.pending = append(s.pending, it)
+			n++
+		}
+		opts.Metrics.Replayed.Add(float64(n))
+		s.pending = append(s.pending, st.filled(n, n == len(msgs) && len(msgs) < limit, false)...)
+	}
+	return nil
+}

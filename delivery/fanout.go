@@ -1,0 +1,206 @@
+package delivery
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	chat "github.com/chatd/chatd"
+)
+
+// fanout is the single goroutine that routes events. It owns the member
+// index and never waits for PostgreSQL: an event of a conversation whose
+// members it does not know waits (with the later events of that
+// conversation, in order) while a member loader reads them. After the
+// queue overflowed (events were dropped) every session resyncs from
+// PostgreSQL: at the next event, or within a second if none comes.
+func (h *Hub) fanout() {
+	requests := make(chan int64)
+	results := make(chan memberLoad)
+	var loaders sync.WaitGroup
+	for range memberLoaders {
+		loaders.Go(func() { h.loadMembers(requests, results) })
+	}
+	defer loaders.Wait()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var toLoad []int64
+	for {
+		var req chan int64
+		var next int64
+		if len(toLoad) > 0 {
+			req, next = requests, toLoad[0]
+		}
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+			if h.overflow.Swap(false) {
+				h.resyncAll()
+			}
+		case ev := <-h.events:
+			if h.overflow.Swap(false) {
+				h.resyncAll()
+			}
+			if h.dispatch(ev) {
+				toLoad = append(toLoad, ev.ConversationID)
+			}
+		case req <- next:
+			toLoad = toLoad[1:]
+		case r := <-results:
+			h.membersLoaded(r)
+		}
+	}
+}
+
+// dispatch routes ev if its conversation's members are known, else queues
+// it behind their load; it reports whether a load must be requested.
+func (h *Hub) dispatch(ev chat.Event) (load bool) {
+	if ev.ConversationID == 0 {
+		if len(ev.To) > 0 {
+			h.toUsers(ev.To, ev)
+		}
+		return false
+	}
+	if _, loading := h.members.waiting[ev.ConversationID]; loading {
+		h.members.wait(ev)
+		return false
+	}
+	h.members.apply(ev)
+	members, ok := h.members.get(ev.ConversationID)
+	if !ok {
+		return h.members.wait(ev)
+	}
+	h.route(ev, members)
+	return false
+}
+
+// membersLoaded routes the events that waited for a conversation's
+// members, in order; if the load failed they are dropped and every session
+// catches up from PostgreSQL, which has them.
+func (h *Hub) membersLoaded(r memberLoad) {
+	if r.err != nil {
+		n := h.members.failed(r.conv)
+		h.opts.Logger.Warn("load members for fan-out failed; sessions will catch up", "conversation", r.conv, "events", n, "err", r.err)
+		h.resyncAll()
+		return
+	}
+	for _, ev := range h.members.loaded(r.conv, r.members) {
+		h.members.apply(ev)
+		members, _ := h.members.get(ev.ConversationID)
+		h.route(ev, members)
+	}
+}
+
+func (h *Hub) resyncAll() {
+	for _, s := range h.allSessions() {
+		s.resyncUnseen()
+	}
+}
+
+// route hands ev to the sessions of the users it is for.
+func (h *Hub) route(ev chat.Event, members []int64) {
+	large := len(members) > h.opts.LargeGroup
+	payload, err := h.encode(ev, large)
+	if err != nil {
+		return
+	}
+	it := item{kind: kEvent, conv: ev.ConversationID, seq: ev.Seq, payload: payload, qos: 1}
+	switch ev.Type {
+	case chat.EventMessageNew:
+		it.kind = kMsg
+		if ev.CreatedAt != nil {
+			it.at = *ev.CreatedAt
+		}
+		// Into the recent cache before any session sees it: a session
+		// that drops it (while behind) finds it there when it catches up.
+		h.recent.put(ev.ConversationID, ev.Seq, payload, large, it.at)
+		h.toMembers(members, 0, it)
+	case chat.EventTyping:
+		it.qos = 0
+		h.toMembers(members, ev.UserID, it)
+	case chat.EventDeliveryUpdated:
+		h.routeDelivered(ev, members, large, it)
+	case chat.EventConversationCreated:
+		for _, u := range members {
+			h.toSessions(u, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
+		}
+		h.toMembers(members, 0, it)
+	case chat.EventMemberAdded:
+		h.toSessions(ev.UserID, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
+		h.toMembers(members, 0, it)
+	case chat.EventMemberRemoved:
+		// The index no longer lists the removed user: they get the event
+		// on their own, after their sessions stop tracking the
+		// conversation.
+		h.toSessions(ev.UserID, item{kind: kLeave, conv: ev.ConversationID})
+		direct := it
+		direct.kind = kDirect
+		h.toSessions(ev.UserID, direct)
+		h.toMembers(members, ev.UserID, it)
+	default:
+		h.toMembers(members, 0, it)
+	}
+}
+
+// routeDelivered sends delivery.updated to the sender whose messages were
+// delivered (senderId), if still a member; without one, to the other
+// members. Large groups get none: the seen endpoint and history answer
+// instead.
+func (h *Hub) routeDelivered(ev chat.Event, members []int64, large bool, it item) {
+	if large {
+		return
+	}
+	if ev.SenderID == 0 {
+		h.toMembers(members, ev.UserID, it)
+		return
+	}
+	if _, ok := slices.BinarySearch(members, ev.SenderID); ok && ev.SenderID != ev.UserID {
+		h.toSessions(ev.SenderID, it)
+	}
+}
+
+// encode is ev's payload, slim for large groups' message.new.
+func (h *Hub) encode(ev chat.Event, large bool) ([]byte, error) {
+	if large && ev.Type == chat.EventMessageNew {
+		ev = ev.Slim()
+	}
+	b, err := chat.EncodeEvent(ev)
+	if err != nil {
+		h.opts.Logger.Error("encode event for fan-out", "type", ev.Type, "err", err)
+	}
+	return b, err
+}
+
+func (h *Hub) toSessions(user int64, it item) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for s := range h.byUser[user] {
+		s.offer(it)
+	}
+}
+
+func (h *Hub) toMembers(members []int64, except int64, it item) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, u := range members {
+		if u == except {
+			continue
+		}
+		for s := range h.byUser[u] {
+			s.offer(it)
+		}
+	}
+}
+
+// toUsers queues ev on the events topic of every session of users on this
+// node (presence, which has no conversation to route by); like every live
+// event it is dropped for sessions not subscribed to their events topic
+// yet.
+func (h *Hub) toUsers(users []int64, ev chat.Event) {
+	payload, err := h.encode(ev, false)
+	if err != nil {
+		return
+	}
+	h.toMembers(users, 0, item{kind: kEvent, payload: payload, qos: 1})
+}

@@ -1,0 +1,224 @@
+package delivery
+
+import "time"
+
+// streamState is where one conversation's stream stands for one session.
+type streamState uint8
+
+const (
+	// Live: every seq below next went to the client's queue; the next
+	// live event with seq == next goes out at once.
+	Live streamState = iota
+	// Gapped: live, but events past a missing seq arrived; they are held
+	// until the missing one comes or the gap times out (then Behind).
+	Gapped
+	// Behind: PostgreSQL (or the recent cache) may hold seqs >= next that
+	// the session has not queued; live events are dropped until catch-up
+	// reaches the newest seq known to be committed.
+	Behind
+)
+
+func (s streamState) String() string {
+	switch s {
+	case Live:
+		return "live"
+	case Gapped:
+		return "gapped"
+	case Behind:
+		return "behind"
+	}
+	return "?"
+}
+
+// maxHeld bounds the out-of-order events a Gapped stream holds before it
+// gives up waiting and falls Behind.
+const maxHeld = 256
+
+// stream is one conversation's delivery state for one session: which seq
+// the client gets next, what is held, what catch-up must fetch, and what
+// the client acknowledged (the delivered cursor). It is a pure value:
+// methods decide, the session pump does the I/O they call for. One pump
+// owns each stream.
+type stream struct {
+	state streamState
+	next  int64 // next seq to hand to the client
+	// until is, while Behind, the newest seq known to be committed: the
+	// recent cache may end catch-up only past it (PostgreSQL always may).
+	until int64
+	// verify: catch up from PostgreSQL, not the recent cache (events may
+	// have been dropped before the cache saw them).
+	verify   bool
+	held     map[int64]item // Gapped: out-of-order live events by seq
+	gapSince time.Time
+	large    bool // more members than LargeGroup: message.new without body
+
+	unacked  []int64 // sent, not yet acknowledged, ascending
+	sentHigh int64   // highest seq sent
+	saved    int64   // last cursor handed to the writer
+}
+
+// newStream starts where a session's cursor stands: delivered is the
+// highest seq the client acknowledged, lastSeq the conversation's newest.
+func newStream(delivered, lastSeq int64, large bool) *stream {
+	st := &stream{next: delivered + 1, saved: delivered, sentHigh: delivered, large: large}
+	if lastSeq > delivered {
+		st.state, st.until = Behind, lastSeq
+	}
+	return st
+}
+
+// joinedStream starts a conversation the user joined at seq while the
+// session runs: nothing before it is due, and PostgreSQL is asked once in
+// case a message was routed before the join reached the session.
+func joinedStream(seq int64) *stream {
+	return &stream{state: Behind, verify: true, next: seq + 1, saved: seq, sentHigh: seq}
+}
+
+// firstSeenStream starts a conversation whose first event reached the
+// session before its join did: it starts at that event's seq, and the gap
+// logic fills anything earlier once the join lands.
+func firstSeenStream(seq int64) *stream {
+	return &stream{next: seq, saved: seq - 1, sentHigh: seq - 1}
+}
+
+// offer decides a live event. room says the session can queue it now (it
+// is subscribed and its queue has space). It returns the events to queue
+// for the client, in order: this one and any held ones it releases.
+func (st *stream) offer(it item, room bool, now time.Time) []item {
+	switch {
+	case it.seq < st.next:
+		return nil // a duplicate
+	case st.state == Behind:
+		st.until = max(st.until, it.seq) // catch-up will return it in order
+		return nil
+	case it.seq == st.next:
+		if !room {
+			st.fallBehind(it.seq)
+			return nil
+		}
+		st.next++
+		return append([]item{it}, st.release()...)
+	}
+	if len(st.held) >= maxHeld {
+		st.fallBehind(max(it.seq, st.heldHigh()))
+		return nil
+	}
+	if st.held == nil {
+		st.held = map[int64]item{}
+	}
+	st.held[it.seq] = it
+	if st.state == Live {
+		st.state, st.gapSince = Gapped, now
+	}
+	return nil
+}
+
+// release takes the held events that follow next, in order.
+func (st *stream) release() []item {
+	var out []item
+	for len(st.held) > 0 {
+		it, ok := st.held[st.next]
+		if !ok {
+			break
+		}
+		delete(st.held, st.next)
+		out = append(out, it)
+		st.next++
+	}
+	for seq := range st.held {
+		if seq < st.next {
+			delete(st.held, seq)
+		}
+	}
+	if len(st.held) == 0 && st.state == Gapped {
+		st.state, st.gapSince = Live, time.Time{}
+	}
+	return out
+}
+
+func (st *stream) heldHigh() int64 {
+	var m int64
+	for seq := range st.held {
+		m = max(m, seq)
+	}
+	return m
+}
+
+// fallBehind gives up on live delivery: seq is known committed.
+func (st *stream) fallBehind(seq int64) {
+	st.until = max(st.until, seq, st.heldHigh())
+	st.state, st.held, st.gapSince = Behind, nil, time.Time{}
+}
+
+// tick ends a gap that waited longer than gapWait; it reports whether the
+// stream fell Behind.
+func (st *stream) tick(now time.Time, gapWait time.Duration) bool {
+	if st.state == Gapped && now.Sub(st.gapSince) > gapWait {
+		st.fallBehind(0)
+		return true
+	}
+	return false
+}
+
+// filled records what catch-up queued: n consecutive events from next on.
+// complete says the source holds nothing newer than those (PostgreSQL
+// returned fewer than asked), or, from the recent cache, that they reach
+// the newest seq the fan-out saw; the stream then leaves Behind if that is
+// past every seq known committed (the cache's word is not enough before
+// that) and returns the held events it releases.
+func (st *stream) filled(n int, complete, fromCache bool) []item {
+	st.next += int64(n)
+	if !fromCache {
+		st.verify = false
+	}
+	if !complete || (fromCache && st.next <= st.until) {
+		return nil
+	}
+	st.state = Live
+	return st.release()
+}
+
+// resync re-reads a stream's position from PostgreSQL after events were
+// dropped: lastSeq is the conversation's newest seq now; unseen says the
+// hub dropped events before its recent cache saw them.
+func (st *stream) resync(lastSeq int64, unseen bool, large bool) {
+	st.held, st.gapSince = nil, time.Time{}
+	st.state = Live
+	if lastSeq >= st.next {
+		st.state = Behind
+	}
+	st.verify, st.until = st.state == Behind && unseen, max(st.until, lastSeq)
+	st.large = large
+}
+
+// sent records that seq went to the client, unacknowledged.
+func (st *stream) sent(seq int64) {
+	st.unacked = append(st.unacked, seq)
+	st.sentHigh = max(st.sentHigh, seq)
+}
+
+// acked records the client's acknowledgement of seq and returns the new
+// delivered cursor when it moved: the highest seq with everything up to it
+// acknowledged.
+func (st *stream) acked(seq int64) (cursor int64, moved bool) {
+	for i, q := range st.unacked {
+		if q == seq {
+			st.unacked = append(st.unacked[:i], st.unacked[i+1:]...)
+			break
+		}
+	}
+	return st.advanceCursor()
+}
+
+// advanceCursor moves the saved cursor to what the acknowledgements allow.
+func (st *stream) advanceCursor() (int64, bool) {
+	cursor := st.sentHigh
+	if len(st.unacked) > 0 {
+		cursor = st.unacked[0] - 1
+	}
+	if cursor > st.saved {
+		st.saved = cursor
+		return cursor, true
+	}
+	return st.saved, false
+}

@@ -1,0 +1,147 @@
+package delivery
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// queuedSeqs lists the seqs of queued items.
+func queuedSeqs(its []item) []int64 {
+	var out []int64
+	for _, it := range its {
+		out = append(out, it.seq)
+	}
+	return out
+}
+
+func msg(seq int64) item { return item{kind: kMsg, conv: 1, seq: seq} }
+
+// step is one thing that happens to a stream, and what must follow.
+type step struct {
+	do        func(st *stream, now time.Time) []item
+	queued    []int64 // seqs handed to the client's queue by this step
+	state     streamState
+	next      int64
+	until     int64 // checked when > 0
+	verify    bool
+	checkVeri bool
+}
+
+func offer(seq int64, room bool) func(*stream, time.Time) []item {
+	return func(st *stream, now time.Time) []item { return st.offer(msg(seq), room, now) }
+}
+
+func tickAfter(d time.Duration) func(*stream, time.Time) []item {
+	return func(st *stream, now time.Time) []item { st.tick(now.Add(d), 50*time.Millisecond); return nil }
+}
+
+func fill(n int, complete, fromCache bool) func(*stream, time.Time) []item {
+	return func(st *stream, _ time.Time) []item { return st.filled(n, complete, fromCache) }
+}
+
+func TestStreamTransitions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func() *stream
+		steps []step
+	}{
+		{"in-order live events go out as they come", func() *stream { return newStream(4, 4, false) }, []step{
+			{do: offer(5, true), queued: []int64{5}, state: Live, next: 6},
+			{do: offer(6, true), queued: []int64{6}, state: Live, next: 7},
+			{do: offer(6, true), state: Live, next: 7}, // duplicate
+			{do: offer(3, true), state: Live, next: 7}, // old duplicate
+		}},
+		{"a gap holds later events until the missing one arrives", func() *stream { return newStream(0, 0, false) }, []step{
+			{do: offer(2, true), state: Gapped, next: 1},
+			{do: offer(3, true), state: Gapped, next: 1},
+			{do: offer(1, true), queued: []int64{1, 2, 3}, state: Live, next: 4},
+		}},
+		{"a gap that outlasts GapWait falls behind, knowing what committed", func() *stream { return newStream(0, 0, false) }, []step{
+			{do: offer(3, true), state: Gapped, next: 1},
+			{do: tickAfter(10 * time.Millisecond), state: Gapped, next: 1},
+			{do: tickAfter(time.Second), state: Behind, next: 1, until: 3},
+			{do: offer(4, true), state: Behind, next: 1, until: 4}, // dropped: catch-up brings it
+		}},
+		{"too many held events fall behind at once", func() *stream {
+			st := newStream(0, 0, false)
+			for seq := int64(2); seq < 2+maxHeld; seq++ {
+				st.offer(msg(seq), true, time.Now())
+			}
+			return st
+		}, []step{
+			{do: offer(2+maxHeld, true), state: Behind, next: 1, until: 1 + maxHeld + 1},
+		}},
+		{"no room for the next event falls behind", func() *stream { return newStream(0, 0, false) }, []step{
+			{do: offer(1, false), state: Behind, next: 1, until: 1},
+		}},
+		{"a session resuming behind its conversation starts behind", func() *stream { return newStream(3, 9, false) }, []step{
+			{do: offer(10, true), state: Behind, next: 4, until: 10},
+		}},
+		{"PostgreSQL ends catch-up when it returns fewer than asked", func() *stream { return newStream(3, 9, false) }, []step{
+			{do: fill(6, false, false), state: Behind, next: 10},
+			{do: fill(0, true, false), state: Live, next: 10},
+			{do: offer(10, true), queued: []int64{10}, state: Live, next: 11},
+		}},
+		{"the recent cache ends catch-up only past what is known committed", func() *stream { return newStream(3, 9, false) }, []step{
+			{do: fill(3, true, true), state: Behind, next: 7}, // cache complete, but 9 committed
+			{do: fill(3, true, true), state: Live, next: 10},
+		}},
+		{"a join starts behind and asks PostgreSQL first", func() *stream { return joinedStream(7) }, []step{
+			{do: func(st *stream, _ time.Time) []item { return nil }, state: Behind, next: 8, verify: true, checkVeri: true},
+			{do: fill(2, true, false), state: Live, next: 10, verify: false, checkVeri: true},
+		}},
+		{"an event before its join starts the stream at that seq", func() *stream { return firstSeenStream(5) }, []step{
+			{do: offer(5, true), queued: []int64{5}, state: Live, next: 6},
+		}},
+		{"resync after the hub dropped events checks PostgreSQL", func() *stream { return newStream(2, 2, false) }, []step{
+			{do: offer(4, true), state: Gapped, next: 3},
+			{do: func(st *stream, _ time.Time) []item { st.resync(6, true, false); return nil }, state: Behind, next: 3, until: 6, verify: true, checkVeri: true},
+		}},
+		{"resync with nothing new stays live", func() *stream { return newStream(2, 2, false) }, []step{
+			{do: func(st *stream, _ time.Time) []item { st.resync(2, true, false); return nil }, state: Live, next: 3},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.start()
+			now := time.Now()
+			for i, s := range tc.steps {
+				got := queuedSeqs(s.do(st, now))
+				if !slices.Equal(got, s.queued) {
+					t.Fatalf("step %d queued %v, want %v", i, got, s.queued)
+				}
+				if st.state != s.state || st.next != s.next {
+					t.Fatalf("step %d: %s next %d, want %s next %d", i, st.state, st.next, s.state, s.next)
+				}
+				if s.until > 0 && st.until != s.until {
+					t.Fatalf("step %d: until %d, want %d", i, st.until, s.until)
+				}
+				if s.checkVeri && st.verify != s.verify {
+					t.Fatalf("step %d: verify %v, want %v", i, st.verify, s.verify)
+				}
+			}
+		})
+	}
+}
+
+func TestStreamCursorIsTheHighestSeqWithEverythingBeforeItAcknowledged(t *testing.T) {
+	st := newStream(10, 10, false)
+	for _, seq := range []int64{11, 12, 13} {
+		st.sent(seq)
+	}
+	for _, tc := range []struct {
+		ack    int64
+		cursor int64
+		moved  bool
+	}{
+		{12, 10, false}, // 11 still out
+		{11, 12, true},
+		{99, 12, false}, // never sent
+		{13, 13, true},
+	} {
+		cursor, moved := st.acked(tc.ack)
+		if cursor != tc.cursor || moved != tc.moved {
+			t.Fatalf("ack %d: cursor %d moved %v, want %d %v", tc.ack, cursor, moved, tc.cursor, tc.moved)
+		}
+	}
+}
