@@ -12,6 +12,11 @@
 // The broker never routes a client's publish to subscribers (every publish
 // is marked Ignore) and never retains: all delivery goes through the Hub.
 //
+// Authentication: a connection with a transport identity (Config.PeerUser:
+// a verified TLS client certificate) is that user and its password is not
+// looked at; every other connection authenticates with the JWT in its
+// password. A username, if sent, must be the user id either way.
+//
 // Limits: OnConnect charges the per-IP connect limit before anything else
 // (CONNACK 0x9F, 0x03 for 3.1.1); sends and receipts are limited by the
 // Service, typing here. Sessions that reach OnSessionEstablished are
