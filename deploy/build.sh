@@ -1,7 +1,7 @@
 #!/bin/sh
 # Static chatd and chatctl binaries (CGO_ENABLED=0) for Linux on amd64 and
 # arm64 (IoT gateways), in dist/. Run from a git clone so --version shows
-# the revision:  deploy/build.sh   (or VERSION=v1.2.3 deploy/build.sh)
+# the revision (module pseudo-version, commit and time):  deploy/build.sh
 set -eu
 cd "$(dirname "$0")/.."
 for arch in amd64 arm64; do
