@@ -414,12 +414,12 @@ func TestLoadPublicKey(t *testing.T) {
 	garbage := filepath.Join(t.TempDir(), "garbage.pem")
 	os.WriteFile(garbage, []byte("hello"), 0o600)
 	for name, want := range map[string]string{
-		"rsa1024_public.pem":  "at least 2048",
-		"ecdsa_public.pem":    "not supported",
-		"rsa_private.pem":     "private key",
-		"ed25519_private.pem": "private key",
-		"missing.pem":         "no such file",
-		garbage:               "no PEM block",
+		"rsa1024_public.pem":    "at least 2048",
+		"ecdsa_p384_public.pem": "not supported",
+		"rsa_private.pem":       "private key",
+		"ed25519_private.pem":   "private key",
+		"missing.pem":           "no such file",
+		garbage:                 "no PEM block",
 	} {
 		path := name
 		if !filepath.IsAbs(name) {

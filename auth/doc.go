@@ -4,9 +4,17 @@
 // Contract of Verifier.Verify:
 //   - HS256 is accepted with the shared secret (never when it is empty);
 //     RS256 only when an RSA public key was configured, EdDSA only when an
-//     Ed25519 one was. Every other alg, "none" included, is rejected, and an
-//     HS256 token whose "secret" is the public key is rejected (the HS key is
-//     only ever the configured secret).
+//     Ed25519 one was, ES256 only when a P-256 one was; with a JWKS (New,
+//     Options.JWKS) all three, each with the key the token's kid names (every
+//     key of the type when it names none). Every other alg, "none" included,
+//     is rejected, and an HS256 token whose "secret" is the public key is
+//     rejected (the HS key is only ever the configured secret; JWKS keys are
+//     never used for HS256).
+//   - HS256 tokens are chatd's own: sub is the user id, iss and aud are not
+//     looked at. Provider tokens (every other alg) must carry the configured
+//     iss and one of the configured aud values, and the configured user claim
+//     (default sub) holds the user id, as a JSON string or number; a
+//     non-numeric one is refused (ErrSubject), never mapped.
 //   - exp is required and checked with Leeway (30s); nbf and iat in the future
 //     (beyond Leeway) are rejected.
 //   - sub must be a positive int64 in canonical decimal ("7"; not "07",
@@ -18,6 +26,15 @@
 //     Error text never contains the token.
 //
 // A Verifier is immutable and safe for concurrent use.
+//
+// A JWKS fetches an identity provider's key set and caches it: refreshed
+// every JWKSOptions.Refresh by a goroutine of its own that Close stops, and
+// fetched early (at most once per MinRefetch, never waiting for that
+// limit) for a kid it does not hold. A failed fetch keeps the cached keys
+// and is logged at warn. Safe for concurrent use.
+//
+// CertUser maps a verified TLS client certificate to a user: its subject
+// CN, in the same canonical decimal as sub.
 //
 // LoadOrCreateSecret keeps chatd's generated HS256 secret in
 // <data dir>/jwt.secret (hex, mode 0600, created atomically, stable across

@@ -2,7 +2,9 @@ package auth
 
 import (
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
@@ -14,9 +16,10 @@ import (
 // MinRSABits is the smallest RSA modulus LoadPublicKey accepts.
 const MinRSABits = 2048
 
-// LoadPublicKey reads a PEM public key for RS256 or EdDSA: a "PUBLIC KEY"
-// (PKIX, RSA or Ed25519), an "RSA PUBLIC KEY" (PKCS #1) or a "CERTIFICATE"
-// whose key is one of those. It returns *rsa.PublicKey or ed25519.PublicKey.
+// LoadPublicKey reads a PEM public key for RS256, ES256 or EdDSA: a
+// "PUBLIC KEY" (PKIX: RSA, ECDSA P-256 or Ed25519), an "RSA PUBLIC KEY"
+// (PKCS #1) or a "CERTIFICATE" whose key is one of those. It returns
+// *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey.
 func LoadPublicKey(path string) (crypto.PublicKey, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -64,7 +67,12 @@ func ParsePublicKey(pemBytes []byte) (crypto.PublicKey, error) {
 		return k, nil
 	case ed25519.PublicKey:
 		return k, nil
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return nil, fmt.Errorf("ECDSA key on %s is not supported; ES256 needs a P-256 key", k.Curve.Params().Name)
+		}
+		return k, nil
 	default:
-		return nil, fmt.Errorf("key type %T is not supported; use an RSA (RS256) or Ed25519 (EdDSA) key", key)
+		return nil, fmt.Errorf("key type %T is not supported; use an RSA (RS256), ECDSA P-256 (ES256) or Ed25519 (EdDSA) key", key)
 	}
 }

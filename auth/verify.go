@@ -2,7 +2,9 @@ package auth
 
 import (
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rsa"
 	"errors"
 	"fmt"
@@ -23,6 +25,7 @@ const (
 	AlgHS256 = "HS256"
 	AlgRS256 = "RS256"
 	AlgEdDSA = "EdDSA"
+	AlgES256 = "ES256"
 )
 
 // ErrInvalidToken matches every rejection of Verify.
@@ -39,6 +42,9 @@ var (
 	ErrNotYetValid  = errors.New("token is not valid yet (nbf or iat in the future)")
 	ErrSubject      = errors.New("sub claim is not a positive integer user id")
 	ErrInvalidClaim = errors.New("claims are invalid")
+	ErrUnknownKey   = errors.New("signing key (kid) is not in the identity provider's key set")
+	ErrIssuer       = errors.New("iss claim is not the configured issuer")
+	ErrAudience     = errors.New("aud claim does not name the configured audience")
 )
 
 // InvalidTokenError is the error of Verify. Reason is one of the reason
@@ -59,13 +65,21 @@ type Verifier struct {
 	hs      []byte
 	rsaKey  *rsa.PublicKey
 	edKey   ed25519.PublicKey
+	ecKey   *ecdsa.PublicKey
 	methods []string
 	now     func() time.Time // tests only
+
+	// Identity provider tokens (every alg but HS256); see Options.
+	jwks      *JWKS
+	issuer    string
+	audience  []string
+	userClaim string
 }
 
 // NewVerifier accepts HS256 with hsSecret (if non-empty) and, depending on
-// publicKey's type, RS256 (*rsa.PublicKey) or EdDSA (ed25519.PublicKey).
-// A nil publicKey, or one of another type, enables neither.
+// publicKey's type, RS256 (*rsa.PublicKey), EdDSA (ed25519.PublicKey) or
+// ES256 (*ecdsa.PublicKey on P-256). A nil publicKey, or one of another
+// type, enables none of them.
 func NewVerifier(hsSecret []byte, publicKey crypto.PublicKey) *Verifier {
 	v := &Verifier{now: time.Now}
 	if len(hsSecret) > 0 {
@@ -88,6 +102,11 @@ func NewVerifier(hsSecret []byte, publicKey crypto.PublicKey) *Verifier {
 			v.edKey = append(ed25519.PublicKey(nil), *k...)
 			v.methods = append(v.methods, AlgEdDSA)
 		}
+	case *ecdsa.PublicKey:
+		if k != nil && k.Curve == elliptic.P256() {
+			v.ecKey = k
+			v.methods = append(v.methods, AlgES256)
+		}
 	}
 	return v
 }
@@ -97,23 +116,54 @@ func (v *Verifier) Algorithms() []string { return append([]string(nil), v.method
 
 // keyFor returns the key for the token's algorithm. WithValidMethods has
 // already limited the algorithm to the configured ones; the type switch on
-// the method makes the key/algorithm pairing explicit regardless.
+// the method makes the key/algorithm pairing explicit regardless. A token
+// naming a key (kid) is checked with that key of the JWKS when one is
+// configured; without a kid, every JWKS key of the algorithm's type is
+// tried, after the configured public key.
 func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
+	var static jwt.VerificationKey
 	switch t.Method {
 	case jwt.SigningMethodHS256:
 		if len(v.hs) > 0 {
 			return v.hs, nil
 		}
+		return nil, ErrAlgorithm
 	case jwt.SigningMethodRS256:
 		if v.rsaKey != nil {
-			return v.rsaKey, nil
+			static = v.rsaKey
 		}
 	case jwt.SigningMethodEdDSA:
 		if v.edKey != nil {
-			return v.edKey, nil
+			static = v.edKey
 		}
+	case jwt.SigningMethodES256:
+		if v.ecKey != nil {
+			static = v.ecKey
+		}
+	default:
+		return nil, ErrAlgorithm
 	}
-	return nil, ErrAlgorithm
+	if v.jwks == nil {
+		if static == nil {
+			return nil, ErrAlgorithm
+		}
+		return static, nil
+	}
+	alg := t.Method.Alg()
+	if kid, ok := t.Header["kid"].(string); ok {
+		return v.jwks.key(kid, alg)
+	} else if _, present := t.Header["kid"]; present {
+		return nil, ErrMalformed
+	}
+	set := jwt.VerificationKeySet{}
+	if static != nil {
+		set.Keys = append(set.Keys, static)
+	}
+	set.Keys = append(set.Keys, v.jwks.keys(alg)...)
+	if len(set.Keys) == 0 {
+		return nil, ErrUnknownKey
+	}
+	return set, nil
 }
 
 // Verify checks token and returns the user id in its sub claim.
@@ -132,21 +182,30 @@ func (v *Verifier) Verify(token string) (userID int64, err error) {
 		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(v.now),
 	)
-	var claims jwt.RegisteredClaims
-	if _, err := p.ParseWithClaims(token, &claims, v.keyFor); err != nil {
+	claims := claimSet{userClaim: v.userClaim}
+	t, err := p.ParseWithClaims(token, &claims, v.keyFor)
+	if err != nil {
 		return 0, invalid(reason(err))
 	}
-	id, ok := ParseUserID(claims.Subject)
-	if !ok {
-		return 0, invalid(ErrSubject)
+	if t.Method == jwt.SigningMethodHS256 {
+		// chatd's own tokens (chatctl, the dev sign-in): sub, no iss/aud.
+		id, ok := ParseUserID(claims.Subject)
+		if !ok {
+			return 0, invalid(ErrSubject)
+		}
+		return id, nil
 	}
-	return id, nil
+	return v.providerClaims(&claims)
 }
 
 // reason maps a jwt error to one of our reason sentinels, dropping the
 // library's text (which may quote parts of the input).
 func reason(err error) error {
 	switch {
+	case errors.Is(err, ErrUnknownKey):
+		return ErrUnknownKey
+	case errors.Is(err, ErrMalformed):
+		return ErrMalformed
 	case errors.Is(err, ErrAlgorithm), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return ErrAlgorithm
 	case errors.Is(err, jwt.ErrTokenMalformed):
@@ -155,7 +214,8 @@ func reason(err error) error {
 		// WithValidMethods reports a disallowed alg as a signature error;
 		// a signature that does not verify wraps the crypto error.
 		if errors.Is(err, jwt.ErrSignatureInvalid) || errors.Is(err, rsa.ErrVerification) ||
-			errors.Is(err, jwt.ErrEd25519Verification) || errors.Is(err, jwt.ErrInvalidKey) {
+			errors.Is(err, jwt.ErrEd25519Verification) || errors.Is(err, jwt.ErrECDSAVerification) ||
+			errors.Is(err, jwt.ErrInvalidKey) {
 			return ErrSignature
 		}
 		return ErrAlgorithm

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -16,9 +17,15 @@ import (
 
 // Config of the broker.
 type Config struct {
-	MQTTAddr       string      // TCP listener, e.g. 127.0.0.1:1883 ("" = none)
-	TLS            *tls.Config // optional, for the TCP listener
-	AllowedOrigins []string    // extra WebSocket origins besides same-origin
+	MQTTAddr  string      // TCP listener, e.g. 127.0.0.1:1883 ("" = none)
+	TLS       *tls.Config // optional, for the TCP listener
+	MQTTSAddr string      // MQTT over TLS listener, e.g. 0.0.0.0:8883 ("" = none)
+	MQTTSTLS  *tls.Config // its TLS configuration (required with MQTTSAddr)
+	// WrapListener, if set, wraps the sockets of both TCP listeners
+	// before TLS (ProxyProtocol).
+	WrapListener   func(net.Listener) net.Listener
+	SecureWS       bool     // also make a WebSocket listener for HTTPS (SecureWebSocket)
+	AllowedOrigins []string // extra WebSocket origins besides same-origin, on every WebSocket listener
 	Hook           *hooks.Chat
 	Hub            *delivery.Hub
 	Logger         *slog.Logger
@@ -30,6 +37,8 @@ type Broker struct {
 	Server *mqtt.Server
 	tcp    *TCPListener
 	ws     *WSListener
+	tcps   *TCPListener // MQTT over TLS, nil without
+	wss    *WSListener  // for the HTTPS server, nil without
 }
 
 // New builds the server and its listeners; Start begins serving.
@@ -63,9 +72,13 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, Server: srv}
 	if cfg.MQTTAddr != "" {
 		b.tcp = NewTCPListener("tcp", cfg.MQTTAddr, cfg.TLS, cfg.Logger.With("component", "mqtt"))
+		b.tcp.wrap = cfg.WrapListener
 		if err := srv.AddListener(b.tcp); err != nil {
 			return nil, fmt.Errorf("listen mqtt on %s: %w", cfg.MQTTAddr, err)
 		}
+	}
+	if err := b.addSecure(); err != nil {
+		return nil, err
 	}
 	b.ws = NewWSListener("ws", cfg.AllowedOrigins, cfg.Logger)
 	if err := srv.AddListener(b.ws); err != nil {
@@ -99,6 +112,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.tcp != nil {
 		b.tcp.Close(func(string) {})
 	}
+	b.closeSecure()
 	b.ws.Close(func(string) {})
 	drainErr := b.cfg.Hook.Drain(ctx)
 	hubErr := b.cfg.Hub.Close(ctx)

@@ -1,9 +1,14 @@
 // Package broker assembles the embedded mochi MQTT server for chat: the TCP
-// listener, the WebSocket listener served at /mqtt on chatd's HTTP server
-// (same origin as the web page; cross-origin browsers refused), capabilities
+// listener (id "tcp"), the MQTT over TLS listener ("tls"), the WebSocket
+// listeners served at /mqtt on chatd's HTTP ("ws") and HTTPS ("wss")
+// servers (same origin as the web page, or a configured extra origin, on
+// both; other browsers refused), optional PROXY protocol on both TCP
+// listeners from trusted networks only (ProxyProtocol), capabilities
 // that match chat's semantics (QoS ≤ 1, no retain) and the shutdown order:
 // stop accepting, let in-flight publishes commit and ack, flush delivery
 // cursors, disconnect clients. The caller closes the database afterwards.
+//
+// A client's listener id is its transport (mqtt.Client.Net.Listener).
 //
 // Broker methods are called by the owner goroutine (chatd's main); the
 // WebSocket handler is safe for concurrent use.

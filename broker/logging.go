@@ -8,13 +8,20 @@ import (
 // quietHandler filters mochi's logs: it drops the "packet" attribute (mochi
 // logs whole packets, message bodies and passwords included, on every hook
 // error) and demotes per-connection noise (refused or dropped connections,
-// and publishes the chat hook refused on purpose) to debug.
+// and publishes the chat hook refused on purpose) and mochi's lifecycle
+// lines to debug: chatd logs one line per listener and its own start and
+// stop instead.
 type quietHandler struct{ h slog.Handler }
+
+var mochiLifecycle = map[string]bool{
+	"added hook": true, "attached listener": true, "mochi mqtt starting": true, "mochi mqtt server started": true,
+	"gracefully stopping server": true, "stopping hook": true, "mochi mqtt server stopped": true,
+}
 
 func (q quietHandler) Enabled(ctx context.Context, l slog.Level) bool { return q.h.Enabled(ctx, l) }
 
 func (q quietHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "" || r.Message == "publish packet error" || r.Message == "client disconnected" {
+	if r.Message == "" || r.Message == "publish packet error" || r.Message == "client disconnected" || mochiLifecycle[r.Message] {
 		if !q.h.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}

@@ -23,6 +23,7 @@ type TCPListener struct {
 	id, addr string
 	tls      *tls.Config
 	log      *slog.Logger
+	wrap     func(net.Listener) net.Listener // under TLS: PROXY protocol
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -54,6 +55,9 @@ func (l *TCPListener) Init(*slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if l.wrap != nil {
+		ln = l.wrap(ln)
+	}
 	if l.tls != nil {
 		ln = tls.NewListener(ln, l.tls)
 	}
@@ -81,6 +85,11 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(ConnectTimeout))
 		go func() {
+			if err := proxyRefused(conn); err != nil {
+				l.log.Debug("mqtt connection refused: PROXY protocol", "peer", peerAddr(conn), "err", err)
+				_ = conn.Close()
+				return
+			}
 			if err := establish(l.id, conn); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}

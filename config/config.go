@@ -77,6 +77,8 @@ type Settings struct {
 
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
+	OpsSettings
+
 	sources map[string]string // key -> where its value came from
 }
 
@@ -159,6 +161,10 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrVersion is wrapped by Load's error for -version: print the version
+// and exit 0.
+var ErrVersion = errors.New("version requested")
+
 // EnvConfig names the variable that may name the YAML file.
 const EnvConfig = "CHAT_CONFIG"
 
@@ -170,11 +176,15 @@ func Load(args []string, getenv func(string) string) (Settings, error) {
 		getenv = func(string) string { return "" }
 	}
 	fs, flagVals, configFlag := newFlagSet()
+	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Settings{}, &Error{Reason: "help requested", Err: flag.ErrHelp}
 		}
 		return Settings{}, &Error{Source: "command line", Reason: err.Error(), Fix: "run chatd -help to list the flags", Err: err}
+	}
+	if *version {
+		return Settings{}, &Error{Reason: "version requested", Err: ErrVersion}
 	}
 	if fs.NArg() > 0 {
 		return Settings{}, &Error{Source: "command line", Reason: fmt.Sprintf("unexpected argument %q", fs.Arg(0)),
@@ -265,6 +275,9 @@ func (s *Settings) check() error {
 			Reason: fmt.Sprintf("%s is set but %s is not; they must be set together", other, k),
 			Fix:    fmt.Sprintf("set %s (CHAT_%s) too, or unset %s to serve plain TCP/HTTP", k, strings.ToUpper(k), other)}
 	}
+	if err := s.checkOps(); err != nil {
+		return err
+	}
 	if len(s.KafkaBrokers) > 0 && s.KafkaTopic == "" {
 		return &Error{Key: "kafka_topic", Source: s.Source("kafka_topic"),
 			Reason: "kafka_brokers is set but kafka_topic is empty",
@@ -323,6 +336,7 @@ func newFlagSet() (*flag.FlagSet, map[string]*stringValue, *string) {
 // PrintUsage writes chatd's flags, their variables and defaults to w.
 func PrintUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: chatd [flags]\n\nSettings come from flags, then CHAT_* environment variables, then the YAML file\nnamed by -config or %s, then defaults (see configs/chatd.yaml).\n\n", EnvConfig)
+	fmt.Fprintf(w, "  -help, -h\n\tprint this help and exit\n  -version\n\tprint the version (module, VCS revision and time) and exit\n")
 	fmt.Fprintf(w, "  -config PATH\n\tYAML config file (env %s)\n", EnvConfig)
 	for _, k := range keys {
 		arg := " VALUE"
@@ -507,6 +521,7 @@ func (s Settings) Redacted() map[string]any {
 		"presence_push":       s.PresencePush,
 		"shutdown_timeout":    s.ShutdownTimeout.String(),
 	}
+	s.redactedOps(m)
 	return m
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -201,6 +202,19 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"redis_url":           "redis://:pw@redis:6379/1",
 		"presence_push":       "false",
 		"shutdown_timeout":    "1m",
+
+		"mqtts_addr":             "0.0.0.0:8883",
+		"https_addr":             "0.0.0.0:8443",
+		"mqtts_client_ca":        "/etc/chatd/devices-ca.pem",
+		"mqtts_client_auth":      "require",
+		"proxy_protocol":         "true",
+		"proxy_protocol_trusted": "10.0.0.0/8,192.168.1.10",
+		"metrics_addr":           "127.0.0.1:9100",
+		"jwks_url":               "https://idp.example/certs",
+		"jwks_refresh_interval":  "1h",
+		"jwt_issuer":             "https://idp.example",
+		"jwt_audience":           "chatd,chat-web",
+		"jwt_user_claim":         "uid",
 	}
 	if len(vals) != len(Keys()) {
 		t.Fatalf("test covers %d keys, config has %d", len(vals), len(Keys()))
@@ -218,6 +232,11 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			LimitConvRate: 7, LimitConvBurst: 8, LimitReadRate: 0, LimitReadBurst: 9,
 			LimitTypingRate: 1.5, LimitTypingBurst: 2, LimitAPIRate: 11, LimitAPIBurst: 12,
 			LimitConnectRate: 13, LimitConnectBurst: 14, RedisURL: "redis://:pw@redis:6379/1", PresencePush: false,
+			OpsSettings: OpsSettings{MQTTSAddr: "0.0.0.0:8883", HTTPSAddr: "0.0.0.0:8443",
+				MQTTSClientCA: "/etc/chatd/devices-ca.pem", MQTTSClientAuth: "require", ProxyProtocol: true,
+				ProxyTrusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.10/32")},
+				MetricsAddr:  "127.0.0.1:9100", JWKSURL: "https://idp.example/certs", JWKSRefresh: time.Hour,
+				JWTIssuer: "https://idp.example", JWTAudience: []string{"chatd", "chat-web"}, JWTUserClaim: "uid"},
 		}
 		s.ConfigFile, s.sources = "", nil
 		if !reflect.DeepEqual(s, want) {

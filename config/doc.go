@@ -18,5 +18,8 @@
 //     values (jwt_secret, database_url) never appear in error text.
 //   - Unknown YAML keys, unknown flags and positional arguments are errors.
 //   - -help returns an error wrapping flag.ErrHelp; print PrintUsage and exit 0.
+//     -version returns one wrapping ErrVersion; print the version and exit 0.
+//   - "off" (or "" in YAML) turns a listener address off: mqtt_addr,
+//     http_addr, mqtts_addr, https_addr, metrics_addr.
 //   - Redacted returns the settings for logging with secrets masked.
 package config

@@ -69,13 +69,13 @@ func boolKey(k *key) *key { k.boolean = true; return k }
 func listKey(k *key) *key { k.list = true; return k }
 
 // keys in documentation order (configs/chatd.yaml follows it).
-var keys = []*key{
-	mk("mqtt_addr", "127.0.0.1:1883", "MQTT TCP listen address",
-		"use host:port such as 127.0.0.1:1883 or 0.0.0.0:1883",
-		func(s *Settings, v string) (err error) { s.MQTTAddr, err = parseAddr(v); return }),
-	mk("http_addr", "127.0.0.1:8080", "HTTP API and MQTT-over-WebSocket listen address",
-		"use host:port such as 127.0.0.1:8080",
-		func(s *Settings, v string) (err error) { s.HTTPAddr, err = parseAddr(v); return }),
+var keys = append([]*key{
+	mk("mqtt_addr", "127.0.0.1:1883", "MQTT TCP listen address (plain); off = none",
+		"use host:port such as 127.0.0.1:1883 or 0.0.0.0:1883, or off",
+		func(s *Settings, v string) (err error) { s.MQTTAddr, err = parseListenAddr(v); return }),
+	mk("http_addr", "127.0.0.1:8080", "HTTP API and MQTT-over-WebSocket listen address (plain); off = none",
+		"use host:port such as 127.0.0.1:8080, or off",
+		func(s *Settings, v string) (err error) { s.HTTPAddr, err = parseListenAddr(v); return }),
 	secretKey(mk("database_url", "", `PostgreSQL URL; "" runs an embedded PostgreSQL in <data_dir>/pg`,
 		"use a URL like postgres://chat:PASSWORD@db.example:5432/chat, or leave it empty for the embedded database",
 		func(s *Settings, v string) error {
@@ -103,7 +103,7 @@ var keys = []*key{
 			s.JWTSecret = v
 			return nil
 		})),
-	mk("jwt_public_key", "", "PEM RSA or Ed25519 public key file; enables RS256/EdDSA tokens",
+	mk("jwt_public_key", "", "PEM RSA, ECDSA P-256 or Ed25519 public key file of an identity provider; enables RS256/ES256/EdDSA tokens",
 		"give the path of a PEM public key file, or leave it empty for HS256 only",
 		func(s *Settings, v string) error { s.JWTPublicKey = v; return nil }),
 	listKey(mk("kafka_brokers", "", `comma-separated Kafka brokers (host:port); "" disables Kafka`,
@@ -141,7 +141,7 @@ var keys = []*key{
 			s.NodeID = v
 			return nil
 		}),
-	mk("tls_cert", "", "PEM certificate (chain) for MQTT TCP and HTTP/WS; set with tls_key",
+	mk("tls_cert", "", "PEM certificate (chain) for mqtts_addr and https_addr, reloaded when the file changes or on SIGHUP; set with tls_key",
 		"give the path of a PEM certificate file",
 		func(s *Settings, v string) error { s.TLSCert = v; return nil }),
 	mk("tls_key", "", "PEM private key of tls_cert",
@@ -253,7 +253,7 @@ var keys = []*key{
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
-}
+}, opsKeys...)
 
 var keyByName = func() map[string]*key {
 	m := map[string]*key{}

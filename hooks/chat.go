@@ -25,6 +25,11 @@ type Config struct {
 	Hub      chat.Delivery
 	// Verify turns a CONNECT password (a JWT) into a user id.
 	Verify func(token string) (int64, error)
+	// PeerUser, if set, names the user of a connection authenticated by
+	// its transport (a verified TLS client certificate): presented is
+	// false when the connection carries no such identity, and the JWT
+	// decides.
+	PeerUser func(conn net.Conn) (user int64, presented bool, err error)
 	// RPC answers chat/v1/rpc/{method} requests with reply JSON.
 	RPC func(ctx context.Context, userID int64, method string, payload []byte) []byte
 	// SendTimeout bounds one publish's database work (default 5s).
@@ -183,7 +188,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		}
 		return h.refuse(cl, code, "rate_limited", 0)
 	}
-	userID, err := h.cfg.Verify(string(pk.Connect.Password))
+	userID, err := h.authenticate(cl, pk)
 	if err != nil {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
 	}

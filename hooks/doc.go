@@ -30,6 +30,11 @@
 // the one exchange that waits for PostgreSQL on the read goroutine: until
 // its CONNACK the connection has nothing else to do.
 //
+// Authentication: a connection with a transport identity (Config.PeerUser:
+// a verified TLS client certificate) is that user and its password is not
+// looked at; every other connection authenticates with the JWT in its
+// password. A username, if sent, must be the user id either way.
+//
 // Limits: OnConnect charges the per-IP connect limit before anything else
 // (CONNACK 0x9F, 0x03 for 3.1.1); sends and receipts are limited by the
 // Service, typing here. Sessions that reach OnSessionEstablished are

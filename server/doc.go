@@ -4,7 +4,15 @@
 // a thin main around it, and tests start real nodes in-process with Start,
 // in the spirit of nats-server's RunServer.
 //
-// Start and Close are called by one owner goroutine. Close shuts down in
+// Operators' side (ops.go): plain and TLS listeners for MQTT and HTTP,
+// each optional; one certificate for both TLS listeners, re-read when its
+// files change and on ReloadTLS (SIGHUP in cmd/chatd), so live connections
+// stay up; device client certificates on the MQTT TLS listener (the CN is
+// the user); PROXY protocol on both MQTT listeners from trusted networks;
+// a metrics listener of its own; the identity provider's JWKS; and one log
+// line per listener plus the ready line.
+//
+// Start, ReloadTLS and Close are called by one owner goroutine. Close shuts down in
 // dependency order: listeners stop accepting, in-flight publishes commit and
 // are acknowledged, delivery cursors are flushed, clients are disconnected,
 // the relay stops, and PostgreSQL (if embedded) stops last.

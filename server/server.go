@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/auth"
@@ -28,7 +26,6 @@ import (
 	"github.com/chatd/chatd/ratelimit"
 	"github.com/chatd/chatd/relay"
 	"github.com/chatd/chatd/store"
-	"github.com/chatd/chatd/web"
 )
 
 // Server is one running chatd node.
@@ -60,6 +57,8 @@ type Server struct {
 	bg       context.CancelFunc
 	bgDone   chan struct{}
 	closed   bool
+
+	ops opsState // TLS, identity provider, HTTPS and metrics listeners (ops.go)
 }
 
 // Start brings a node up; on error everything started so far is stopped.
@@ -76,6 +75,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 	}()
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registerOpsMetrics()
 
 	// The application name stamps this node on the outbox rows it commits,
 	// so its Kafka consumer can skip events it already delivered itself.
@@ -101,13 +101,19 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 	}
 	s.Secret = secret
+	if err := s.setupTLS(st); err != nil {
+		return nil, err
+	}
 	var pub any
 	if st.JWTPublicKey != "" {
 		if pub, err = auth.LoadPublicKey(st.JWTPublicKey); err != nil {
 			return nil, fmt.Errorf("jwt public key: %w", err)
 		}
 	}
-	verifier := auth.NewVerifier(secret, pub)
+	verifier, err := s.newVerifier(st, secret, pub)
+	if err != nil {
+		return nil, err
+	}
 
 	limits := st.Limits()
 	if err := s.startCore(ctx, st, limits, appName); err != nil {
@@ -120,58 +126,35 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		Sessions:    s.sessions,
 		Hub:         s.Hub,
 		Verify:      verifier.Verify,
+		PeerUser:    s.peerUser(),
 		RPC:         api.RPC,
 		Presence:    s.Presence,
 		SendTimeout: st.SendTimeout,
 		Logger:      log.With("component", "hooks"),
 		Metrics:     hooks.NewMetrics(s.Registry),
 	})
-	var tlsCfg *tls.Config
-	if st.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(st.TLSCert, st.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("load TLS certificate: %w", err)
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	s.Broker, err = broker.New(broker.Config{
+	bc := broker.Config{
 		MQTTAddr:       st.MQTTAddr,
-		TLS:            tlsCfg,
 		AllowedOrigins: st.WSAllowedOrigins,
 		Hook:           hook,
 		Hub:            s.Hub,
 		Logger:         log,
-	})
+	}
+	s.brokerTLS(st, &bc)
+	s.Broker, err = broker.New(bc)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.Broker.Server.AddHook(newConnMetrics(s.Registry), nil); err != nil {
+		return nil, fmt.Errorf("add connection metrics hook: %w", err)
 	}
 	if err := s.Broker.Start(); err != nil {
 		return nil, err
 	}
 
-	mux := http.NewServeMux()
-	api.Register(mux)
-	web.Register(mux, web.Options{Dev: st.Dev, Secret: secret, Logger: log.With("component", "web")})
-	mux.Handle("/mqtt", s.Broker.WebSocket())
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
-	s.httpLn, err = net.Listen("tcp", st.HTTPAddr)
-	if err != nil {
-		return nil, fmt.Errorf("listen http on %s: %w", st.HTTPAddr, err)
+	if err := s.startHTTP(st, api, secret); err != nil {
+		return nil, err
 	}
-	if tlsCfg != nil {
-		s.httpLn = tls.NewListener(s.httpLn, tlsCfg)
-	}
-	s.httpSrv = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second, // slowloris
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 * 1024,
-	}
-	go func() {
-		if err := s.httpSrv.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			log.Error("http server stopped", "err", err)
-		}
-	}()
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.bg, s.bgDone = cancel, make(chan struct{})
@@ -199,7 +182,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	}
 	go s.background(bgCtx, s.sessions, runners)
 
-	log.Info("chatd ready", "mqtt", s.MQTTAddr(), "http", s.HTTPAddr(), "node", st.NodeID)
+	s.logListeners(st)
 	return s, nil
 }
 
@@ -367,6 +350,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.httpSrv.SetKeepAlivesEnabled(false)
 		_ = s.httpLn.Close()
 	}
+	s.stopAcceptingOps()
 	if s.Broker != nil {
 		if err := s.Broker.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -381,6 +365,7 @@ func (s *Server) Close(ctx context.Context) error {
 			_ = s.httpSrv.Close()
 		}
 	}
+	s.shutdownOps(ctx)
 	// Every client is gone: commit the pending receipts, then clear this
 	// node's presence.
 	if s.Receipts != nil {

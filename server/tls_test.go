@@ -54,7 +54,8 @@ func selfSigned(t *testing.T) (certPath, keyPath string, roots *x509.CertPool) {
 
 func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	certPath, keyPath, roots := selfSigned(t)
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath})
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
+		"CHAT_MQTTS_ADDR": "127.0.0.1:0", "CHAT_HTTPS_ADDR": "127.0.0.1:0"})
 	conv, _, err := srv.Service.OpenDirect(t.Context(), 1, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -63,14 +64,14 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 
 	// HTTPS
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 5 * time.Second}
-	resp, err := hc.Get("https://" + srv.HTTPAddr() + "/healthz")
+	resp, err := hc.Get("https://" + srv.HTTPSAddr() + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("https healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
 
 	// MQTT over TLS
-	raw, err := tls.Dial("tcp", srv.MQTTAddr(), tlsCfg)
+	raw, err := tls.Dial("tcp", srv.MQTTSAddr(), tlsCfg)
 	if err != nil {
 		t.Fatalf("tls dial mqtt: %v", err)
 	}
@@ -85,7 +86,7 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 
 	// MQTT over secure WebSocket
 	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: tlsCfg, HandshakeTimeout: 5 * time.Second}
-	ws, _, err := d.Dial("wss://"+srv.HTTPAddr()+"/mqtt", nil)
+	ws, _, err := d.Dial("wss://"+srv.HTTPSAddr()+"/mqtt", nil)
 	if err != nil {
 		t.Fatalf("wss dial: %v", err)
 	}
@@ -103,9 +104,20 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	}
 
 	// Plain TCP to the TLS port is refused.
-	plain, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	plain, _, err := mqtttest.Dial(srv.MQTTSAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
 	if err == nil {
 		plain.Drop()
 		t.Fatal("plain MQTT accepted on the TLS port")
 	}
+	// The plain listeners stay plain beside the TLS ones.
+	if resp, err := http.Get("http://" + srv.HTTPAddr() + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("plain http beside https: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	plain, _, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	if err != nil {
+		t.Fatalf("plain MQTT beside MQTT over TLS: %v", err)
+	}
+	plain.Drop()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/dbopen"
+	"github.com/chatd/chatd/internal/buildinfo"
 )
 
 // app is what a command gets from the process: its output streams and
@@ -85,6 +86,9 @@ func run(ctx context.Context, args []string, a *app) int {
 		}
 		printUsage(a.stdout)
 		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(a.stdout, "chatctl", buildinfo.Get())
+		return 0
 	}
 	var cmd *command
 	for i := range commands {
@@ -141,7 +145,8 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, `
-Run "chatctl <command> --help" for its flags and an example.
+Run "chatctl <command> --help" for its flags and an example, and
+"chatctl --version" for the version (module, VCS revision and time).
 
 Defaults come from chatd's settings: CHAT_DATABASE_URL (empty: the embedded
 PostgreSQL in CHAT_DATA_DIR, default ./data), CHAT_JWT_SECRET, CHAT_CONFIG.

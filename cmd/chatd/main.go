@@ -1,5 +1,8 @@
 // Command chatd is the chat server: MQTT (TCP and WebSocket) and HTTP on
 // PostgreSQL, embedded by default. See README.md and configs/chatd.yaml.
+//
+// Signals: SIGINT and SIGTERM shut down gracefully; SIGHUP re-reads the
+// TLS certificate and key (tls_cert, tls_key) without dropping connections.
 package main
 
 import (
@@ -7,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	_ "net/http/pprof"
@@ -15,28 +19,38 @@ import (
 	"syscall"
 
 	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/buildinfo"
 	"github.com/chatd/chatd/server"
 )
 
 func main() {
-	os.Exit(run())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
 }
 
-func run() int {
-	st, err := config.Load(os.Args[1:], os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
+// run is chatd until ctx ends (SIGINT, SIGTERM): exit status 0 after a
+// clean shutdown or -help/-version, 1 when it fails, 2 for bad settings.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	st, err := config.Load(args, getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		config.PrintUsage(stdout)
 		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chatd:", err)
+	case errors.Is(err, config.ErrVersion):
+		fmt.Fprintln(stdout, "chatd", buildinfo.Get())
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "chatd:", err)
 		return 2
 	}
-	log := newLogger(st)
+	log := newLogger(st, stderr)
 	slog.SetDefault(log)
 	if st.Dev {
 		log.Warn("DEVELOPMENT MODE: anyone can mint a token for any user through the dev sign-in; never run --dev on a reachable address")
 	}
-	if addr := os.Getenv("CHAT_PPROF_ADDR"); addr != "" {
+	if addr := getenv("CHAT_PPROF_ADDR"); addr != "" {
 		// Profiling for operators (go tool pprof http://ADDR/debug/pprof/profile);
 		// its own listener, never on the public HTTP address.
 		go func() {
@@ -46,15 +60,27 @@ func run() int {
 			}
 		}()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Before Start, so a SIGHUP right after "chatd ready" is not fatal.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	srv, err := server.Start(ctx, st, log)
 	if err != nil {
 		log.Error("chatd failed to start", "err", err)
 		return 1
 	}
-	<-ctx.Done()
-	stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-hup:
+			// Let's Encrypt renewals: certbot --deploy-hook "systemctl reload chatd".
+			if err := srv.ReloadTLS(); err != nil {
+				log.Error("SIGHUP: TLS certificate not reloaded; the previous one stays in use", "err", err)
+			}
+		}
+	}
+	// A second Ctrl-C during the graceful shutdown stops at once.
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
 	log.Info("shutting down", "budget", st.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), st.ShutdownTimeout)
 	defer cancel()
@@ -66,10 +92,10 @@ func run() int {
 	return 0
 }
 
-func newLogger(st config.Settings) *slog.Logger {
+func newLogger(st config.Settings, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: st.SlogLevel()}
 	if st.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

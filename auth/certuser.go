@@ -1,0 +1,34 @@
+package auth
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+)
+
+// ErrCertIdentity: a verified client certificate whose subject Common Name
+// is not a user id.
+var ErrCertIdentity = errors.New("client certificate's subject CN is not a positive integer user id")
+
+// CertUser maps a TLS client certificate to a chat user, as Mosquitto's
+// use_identity_as_username does: a certificate that verified against the
+// configured client CAs names the user in its subject Common Name, in
+// canonical decimal (CN=42 is user 42). presented is false for a
+// connection that is not TLS or sent no verified certificate; the caller
+// authenticates it otherwise (the JWT). The TLS handshake must be complete,
+// as it is once the CONNECT packet has been read.
+func CertUser(conn net.Conn) (user int64, presented bool, err error) {
+	tc, ok := conn.(*tls.Conn)
+	if !ok {
+		return 0, false, nil
+	}
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return 0, false, nil
+	}
+	id, ok := ParseUserID(st.VerifiedChains[0][0].Subject.CommonName)
+	if !ok {
+		return 0, true, ErrCertIdentity
+	}
+	return id, true, nil
+}

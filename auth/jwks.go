@@ -1,0 +1,219 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
+)
+
+// JWKS defaults.
+const (
+	DefaultJWKSRefresh    = 15 * time.Minute
+	DefaultJWKSMinRefetch = 30 * time.Second
+	jwksHTTPTimeout       = 10 * time.Second
+	maxJWKSBytes          = 1 << 20
+)
+
+// JWKSOptions configure NewJWKS.
+type JWKSOptions struct {
+	URL string
+	// Refresh is how often the key set is fetched again (default 15m).
+	Refresh time.Duration
+	// MinRefetch bounds the extra fetches a token with an unknown kid
+	// triggers: at most one per MinRefetch (default 30s), so a flood of
+	// forged kids cannot turn into a flood of requests to the provider.
+	MinRefetch time.Duration
+	// Client fetches the key set (default: a client with a 10 s timeout).
+	Client *http.Client
+	Logger *slog.Logger
+}
+
+// JWKS is an identity provider's JSON Web Key Set fetched from a URL and
+// cached: refreshed every Refresh, and fetched early (at most once per
+// MinRefetch) when a token names a kid the cache does not hold, which is
+// how a key rotation is picked up. A failed fetch keeps the cached keys
+// (logged at warn). Safe for concurrent use; Close stops the refreshes.
+type JWKS struct {
+	url     string
+	store   jwkset.Storage
+	log     *slog.Logger
+	cancel  context.CancelFunc
+	failing atomic.Bool
+}
+
+// NewJWKS fetches the key set once (a failure is logged, not returned: the
+// refreshes keep trying) and starts refreshing it in the background.
+func NewJWKS(opts JWKSOptions) (*JWKS, error) {
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultJWKSRefresh
+	}
+	if opts.MinRefetch <= 0 {
+		opts.MinRefetch = DefaultJWKSMinRefetch
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	client := opts.Client
+	if client == nil {
+		client = &http.Client{Timeout: jwksHTTPTimeout}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &JWKS{url: opts.URL, log: opts.Logger, cancel: cancel}
+	watched := *client
+	base := watched.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	watched.Transport = &jwksTransport{base: base, j: j}
+	var cache jwkset.Storage
+	remote, err := jwkset.NewStorageFromHTTP(opts.URL, jwkset.HTTPClientStorageOptions{
+		Client:                    &watched,
+		Ctx:                       ctx,
+		HTTPTimeout:               jwksHTTPTimeout,
+		NoErrorReturnFirstHTTPReq: true,
+		RefreshInterval:           opts.Refresh,
+		RefreshErrorHandler: func(_ context.Context, err error) {
+			j.failing.Store(true)
+			n := 0
+			if cache != nil {
+				if all, err := cache.KeyReadAll(context.Background()); err == nil {
+					n = len(all)
+				}
+			}
+			j.log.Warn("JWKS fetch failed; the cached signing keys stay in use until it answers again",
+				"url", j.url, "cached_keys", n, "err", err)
+		},
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("set up JWKS %s: %w", opts.URL, err)
+	}
+	cache = remote
+	store, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
+		HTTPURLs: map[string]jwkset.Storage{opts.URL: remote},
+		// Waiting for the limiter longer than a fetch takes is never
+		// useful: a token with an unknown kid fails at once instead.
+		RateLimitWaitMax:  jwksHTTPTimeout,
+		RefreshUnknownKID: rate.NewLimiter(rate.Every(opts.MinRefetch), 1),
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("set up JWKS %s: %w", opts.URL, err)
+	}
+	j.store = store
+	return j, nil
+}
+
+// Close stops the background refreshes.
+func (j *JWKS) Close() { j.cancel() }
+
+// URL is where the key set is fetched from.
+func (j *JWKS) URL() string { return j.url }
+
+// Len is the number of keys cached.
+func (j *JWKS) Len() int {
+	all, err := j.store.KeyReadAll(context.Background())
+	if err != nil {
+		return 0
+	}
+	return len(all)
+}
+
+// key returns the public key kid names, checked to be a signing key of
+// alg's type (an "alg" the key set gives must be alg itself).
+func (j *JWKS) key(kid, alg string) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), jwksHTTPTimeout)
+	defer cancel()
+	k, err := j.store.KeyRead(ctx, kid)
+	if err != nil {
+		return nil, ErrUnknownKey
+	}
+	pub, ok := usable(k, alg)
+	if !ok {
+		return nil, ErrAlgorithm
+	}
+	return pub, nil
+}
+
+// keys returns every cached key usable for alg.
+func (j *JWKS) keys(alg string) []jwt.VerificationKey {
+	all, err := j.store.KeyReadAll(context.Background())
+	if err != nil {
+		return nil
+	}
+	var out []jwt.VerificationKey
+	for _, k := range all {
+		if pub, ok := usable(k, alg); ok {
+			out = append(out, pub)
+		}
+	}
+	return out
+}
+
+// usable returns k's public key if it may verify alg: use "sig" or unset,
+// alg unset or equal, and the key type alg needs (RSA of at least
+// MinRSABits for RS256, P-256 for ES256, Ed25519 for EdDSA). Symmetric
+// ("oct") keys are never usable: a published key set is public.
+func usable(k jwkset.JWK, alg string) (any, bool) {
+	m := k.Marshal()
+	if m.USE != "" && m.USE != jwkset.UseSig {
+		return nil, false
+	}
+	if a := m.ALG.String(); a != "" && a != alg {
+		return nil, false
+	}
+	key := k.Key()
+	switch pk := key.(type) {
+	case *rsa.PrivateKey:
+		key = &pk.PublicKey
+	case *ecdsa.PrivateKey:
+		key = &pk.PublicKey
+	case ed25519.PrivateKey:
+		key = pk.Public()
+	}
+	switch pub := key.(type) {
+	case *rsa.PublicKey:
+		return pub, alg == AlgRS256 && pub.N.BitLen() >= MinRSABits
+	case *ecdsa.PublicKey:
+		return pub, alg == AlgES256 && pub.Curve == elliptic.P256()
+	case ed25519.PublicKey:
+		return pub, alg == AlgEdDSA
+	}
+	return nil, false
+}
+
+// jwksTransport bounds the key set's size and logs when a failing
+// provider answers again.
+type jwksTransport struct {
+	base http.RoundTripper
+	j    *JWKS
+}
+
+func (t *jwksTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusOK && t.j.failing.Swap(false) {
+		t.j.log.Info("JWKS answers again", "url", t.j.url)
+	}
+	resp.Body = limitedBody{io.LimitReader(resp.Body, maxJWKSBytes), resp.Body}
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.Reader
+	io.Closer
+}

@@ -1,0 +1,372 @@
+package auth
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// idp is a loopback identity provider serving a JWKS whose keys the test
+// swaps, counting the fetches; down makes it answer 503.
+type idp struct {
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex
+	keys    map[string]crypto.Signer // kid -> private key
+	fetches atomic.Int64
+	down    atomic.Bool
+}
+
+func newIDP(t *testing.T) *idp {
+	p := &idp{t: t, keys: map[string]crypto.Signer{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *idp) serve(w http.ResponseWriter, r *http.Request) {
+	p.fetches.Add(1)
+	if p.down.Load() {
+		http.Error(w, "maintenance", http.StatusServiceUnavailable)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
+	for kid, k := range p.keys {
+		md := jwkset.JWKMetadataOptions{KID: kid, USE: jwkset.UseSig}
+		jwk, err := jwkset.NewJWKFromKey(k.Public(), jwkset.JWKOptions{Metadata: md})
+		if err != nil {
+			p.t.Errorf("jwk %s: %v", kid, err)
+			return
+		}
+		set.Keys = append(set.Keys, jwk.Marshal())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(set)
+}
+
+// setKeys replaces the published keys.
+func (p *idp) setKeys(keys map[string]crypto.Signer) {
+	p.mu.Lock()
+	p.keys = keys
+	p.mu.Unlock()
+}
+
+func (p *idp) url() string { return p.srv.URL + "/.well-known/jwks.json" }
+
+func newECKey(t *testing.T) *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// signKid signs claims with key under kid ("" leaves kid out).
+func signKid(t *testing.T, key crypto.Signer, kid string, c jwt.MapClaims) string {
+	t.Helper()
+	var m jwt.SigningMethod
+	switch key.(type) {
+	case *rsa.PrivateKey:
+		m = jwt.SigningMethodRS256
+	case *ecdsa.PrivateKey:
+		m = jwt.SigningMethodES256
+	case ed25519.PrivateKey:
+		m = jwt.SigningMethodEdDSA
+	}
+	tok := jwt.NewWithClaims(m, c)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// providerClaims are the claims an identity provider would issue.
+func idpClaims(sub string) jwt.MapClaims {
+	return jwt.MapClaims{"sub": sub, "iss": "https://idp.example/realms/chat", "aud": []string{"chatd", "other"},
+		"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()}
+}
+
+// logBuffer collects log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func newJWKS(t *testing.T, p *idp, opts JWKSOptions, logs *logBuffer) *JWKS {
+	t.Helper()
+	opts.URL = p.url()
+	if logs == nil {
+		logs = &logBuffer{}
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	j, err := NewJWKS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	return j
+}
+
+// waitUntil polls cond until it holds or the deadline passes.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestJWKSVerifiesRS256ES256AndEdDSAByKid(t *testing.T) {
+	p := newIDP(t)
+	_, ed, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"rsa-1": rsaPrivate(t), "ec-1": ec, "ed-1": ed})
+	v := New(Options{HSSecret: testSecret, JWKS: newJWKS(t, p, JWKSOptions{}, nil)})
+	accepts(t, v, signKid(t, rsaPrivate(t), "rsa-1", idpClaims("5")), 5)
+	accepts(t, v, signKid(t, ec, "ec-1", idpClaims("6")), 6)
+	accepts(t, v, signKid(t, ed, "ed-1", idpClaims("7")), 7)
+	// Without a kid every key of the algorithm's type is tried.
+	accepts(t, v, signKid(t, ec, "", idpClaims("8")), 8)
+	// A key of the set used under another key's kid: the types differ.
+	rejects(t, v, signKid(t, ec, "rsa-1", idpClaims("8")), ErrAlgorithm)
+	// chatd's own HS256 tokens keep working beside the provider's.
+	tok, _ := Mint(testSecret, 9, time.Hour)
+	accepts(t, v, tok, 9)
+	// A key the set does not hold, under a kid it does: bad signature.
+	rejects(t, v, signKid(t, newECKey(t), "ec-1", idpClaims("8")), ErrSignature)
+}
+
+func TestJWKSRotationFetchesUnknownKidOnceAndDropsRetiredKeys(t *testing.T) {
+	p := newIDP(t)
+	oldKey, newKey := newECKey(t), newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"2025": oldKey})
+	// Refresh far away: only an unknown kid can make it fetch again.
+	j := newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: time.Hour}, nil)
+	v := New(Options{JWKS: j})
+	accepts(t, v, signKid(t, oldKey, "2025", idpClaims("1")), 1)
+	if n := p.fetches.Load(); n != 1 {
+		t.Fatalf("%d fetches after the first verification, want 1", n)
+	}
+	// The provider rotates: the new key is published and the old one
+	// retired. The first token with the new kid fetches the set at once.
+	p.setKeys(map[string]crypto.Signer{"2026": newKey})
+	accepts(t, v, signKid(t, newKey, "2026", idpClaims("2")), 2)
+	if n := p.fetches.Load(); n != 2 {
+		t.Fatalf("%d fetches after the rotation, want 2", n)
+	}
+	// The retired key went with the refetch.
+	rejects(t, v, signKid(t, oldKey, "2025", idpClaims("1")), ErrUnknownKey)
+}
+
+func TestJWKSUnknownKidFloodFetchesAtMostOncePerMinRefetch(t *testing.T) {
+	p := newIDP(t)
+	key := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"a": key})
+	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: time.Hour}, nil)})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rejects(t, v, signKid(t, key, fmt.Sprintf("forged-%d", i), idpClaims("1")), ErrUnknownKey)
+		}()
+	}
+	wg.Wait()
+	if n := p.fetches.Load(); n > 2 {
+		t.Fatalf("200 unknown kids made %d fetches, want at most 2 (the first and one refetch)", n)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("rejecting unknown kids took %v: they must not wait for the rate limit", d)
+	}
+	// The known key is unaffected.
+	accepts(t, v, signKid(t, key, "a", idpClaims("3")), 3)
+}
+
+func TestJWKSRejectsWrongIssuerAudienceAndExpiredTokens(t *testing.T) {
+	p := newIDP(t)
+	key := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"k": key})
+	v := New(Options{HSSecret: testSecret, JWKS: newJWKS(t, p, JWKSOptions{}, nil),
+		Issuer: "https://idp.example/realms/chat", Audience: []string{"chatd"}})
+	accepts(t, v, signKid(t, key, "k", idpClaims("4")), 4)
+
+	c := idpClaims("4")
+	c["iss"] = "https://evil.example/realms/chat"
+	rejects(t, v, signKid(t, key, "k", c), ErrIssuer)
+	delete(c, "iss")
+	rejects(t, v, signKid(t, key, "k", c), ErrIssuer)
+
+	c = idpClaims("4")
+	c["aud"] = "another-app"
+	rejects(t, v, signKid(t, key, "k", c), ErrAudience)
+	delete(c, "aud")
+	rejects(t, v, signKid(t, key, "k", c), ErrAudience)
+	c["aud"] = "chatd" // a single string is an audience too
+	accepts(t, v, signKid(t, key, "k", c), 4)
+
+	c = idpClaims("4")
+	c["exp"] = time.Now().Add(-time.Hour).Unix()
+	rejects(t, v, signKid(t, key, "k", c), ErrExpired)
+	delete(c, "exp")
+	rejects(t, v, signKid(t, key, "k", c), ErrMissingExp)
+
+	// iss and aud are the provider's: chatd's own HS256 tokens have none.
+	tok, _ := Mint(testSecret, 10, time.Hour)
+	accepts(t, v, tok, 10)
+}
+
+func TestJWKSEndpointDownKeepsCachedKeysAndLogsIt(t *testing.T) {
+	p := newIDP(t)
+	key := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"k": key})
+	logs := &logBuffer{}
+	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: 20 * time.Millisecond, MinRefetch: time.Hour}, logs)})
+	accepts(t, v, signKid(t, key, "k", idpClaims("11")), 11)
+
+	p.down.Store(true)
+	waitUntil(t, 5*time.Second, "the failed-refresh log line", func() bool {
+		return strings.Contains(logs.String(), "JWKS fetch failed; the cached signing keys stay in use")
+	})
+	if !strings.Contains(logs.String(), "cached_keys=1") || !strings.Contains(logs.String(), p.url()) {
+		t.Fatalf("log line lacks the URL or the cached key count:\n%s", logs.String())
+	}
+	accepts(t, v, signKid(t, key, "k", idpClaims("11")), 11)
+
+	p.down.Store(false)
+	waitUntil(t, 5*time.Second, "the recovery log line", func() bool {
+		return strings.Contains(logs.String(), "JWKS answers again")
+	})
+	accepts(t, v, signKid(t, key, "k", idpClaims("11")), 11)
+}
+
+func TestJWKSUnreachableAtStartRefusesProviderTokensUntilItAnswers(t *testing.T) {
+	p := newIDP(t)
+	key := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"k": key})
+	p.down.Store(true)
+	logs := &logBuffer{}
+	v := New(Options{HSSecret: testSecret, JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: 50 * time.Millisecond}, logs)})
+	if !strings.Contains(logs.String(), "cached_keys=0") {
+		t.Fatalf("no log line about the failed first fetch:\n%s", logs.String())
+	}
+	rejects(t, v, signKid(t, key, "k", idpClaims("12")), ErrUnknownKey)
+	tok, _ := Mint(testSecret, 12, time.Hour)
+	accepts(t, v, tok, 12)
+	p.down.Store(false)
+	waitUntil(t, 5*time.Second, "the provider's token to be accepted", func() bool {
+		_, err := v.Verify(signKid(t, key, "k", idpClaims("12")))
+		return err == nil
+	})
+}
+
+func TestUserClaimMapsProviderTokensToUserIDs(t *testing.T) {
+	p := newIDP(t)
+	key := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"k": key})
+	v := New(Options{HSSecret: testSecret, JWKS: newJWKS(t, p, JWKSOptions{}, nil), UserClaim: "https://chat.example/uid"})
+	c := idpClaims("auth0|5f7c8ec7c33c6c004bbafe82") // a string subject, as most providers issue
+	c["https://chat.example/uid"] = 42
+	accepts(t, v, signKid(t, key, "k", c), 42)
+	c["https://chat.example/uid"] = "43"
+	accepts(t, v, signKid(t, key, "k", c), 43)
+	for _, bad := range []any{"auth0|abc", "0", "-1", "042", 4.2, "4e1", 1e30, true, nil, map[string]any{"id": 1}} {
+		c["https://chat.example/uid"] = bad
+		rejects(t, v, signKid(t, key, "k", c), ErrSubject)
+	}
+	delete(c, "https://chat.example/uid")
+	rejects(t, v, signKid(t, key, "k", c), ErrSubject)
+
+	// With the default claim, sub itself must be the user id: a string
+	// subject is refused, not hashed or guessed.
+	v = New(Options{JWKS: newJWKS(t, p, JWKSOptions{}, nil)})
+	rejects(t, v, signKid(t, key, "k", idpClaims("auth0|5f7c8ec7c33c6c004bbafe82")), ErrSubject)
+	accepts(t, v, signKid(t, key, "k", idpClaims("44")), 44)
+}
+
+func TestJWKSIgnoresEncryptionAndSymmetricKeys(t *testing.T) {
+	ec := newECKey(t)
+	enc, err := jwkset.NewJWKFromKey(&ec.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "enc", USE: jwkset.UseEnc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oct, err := jwkset.NewJWKFromKey(testSecret, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "oct"},
+		Marshal: jwkset.JWKMarshalOptions{Private: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{enc.Marshal(), oct.Marshal()}})
+	}))
+	defer srv.Close()
+	j, err := NewJWKS(JWKSOptions{URL: srv.URL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	v := New(Options{HSSecret: testSecret, JWKS: j})
+	rejects(t, v, signKid(t, ec, "enc", idpClaims("1")), ErrAlgorithm)
+	// An HS256 token naming the published symmetric key is checked with
+	// chatd's own secret only, never with a key from the set.
+	other := []byte("another-secret-another-secret-xx")
+	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, idpClaims("1"))
+	hs.Header["kid"] = "oct"
+	tok, _ := hs.SignedString(other)
+	rejects(t, v, tok, ErrSignature)
+}
+
+func TestES256WithPublicKeyFile(t *testing.T) {
+	key, err := LoadPublicKey("testdata/ecdsa_public.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv := privateKey(t, "ecdsa_private.pem").(*ecdsa.PrivateKey)
+	v := NewVerifier(testSecret, key)
+	accepts(t, v, sign(t, jwt.SigningMethodES256, priv, claims("15", future())), 15)
+	rejects(t, v, sign(t, jwt.SigningMethodES256, newECKey(t), claims("15", future())), ErrSignature)
+	rejects(t, NewVerifier(testSecret, rsaPublic(t)), sign(t, jwt.SigningMethodES256, priv, claims("15", future())), ErrAlgorithm)
+	if _, err := LoadPublicKey("testdata/ecdsa_p384_public.pem"); err == nil || !strings.Contains(err.Error(), "P-256") {
+		t.Fatalf("P-384 key: %v, want a refusal naming P-256", err)
+	}
+}

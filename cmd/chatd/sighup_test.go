@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 named cn.
+func writeCert(t *testing.T, certPath, keyPath, cn string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	for path, data := range map[string][]byte{
+		certPath: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPath:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
+	} {
+		if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func waitLog(t *testing.T, logs *syncBuffer, re *regexp.Regexp, what string) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the log within 30s:\n%s", what, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSIGHUPReloadsTheTLSCertificateAndReportsABrokenOne(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeCert(t, certPath, keyPath, "chatd before")
+	env := map[string]string{
+		"CHAT_DATABASE_URL": pgtest.NewDB(t), "CHAT_DATA_DIR": t.TempDir(),
+		"CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "127.0.0.1:0", "CHAT_MQTTS_ADDR": "127.0.0.1:0",
+		"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath, "CHAT_SHUTDOWN_TIMEOUT": "10s",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, func(k string) string { return env[k] }) }()
+	addr := waitLog(t, logs, regexp.MustCompile(`listener=mqtts addr=(\S+)`), "mqtts listener line")[1]
+	waitLog(t, logs, regexp.MustCompile(`msg="chatd ready"`), "ready line")
+
+	served := func() string {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	// No handshake happens between the renewal and the signal: only the
+	// SIGHUP can load the new pair.
+	writeCert(t, certPath, keyPath, "chatd after")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, logs, regexp.MustCompile(`msg="TLS certificate loaded".*subject="?CN=chatd after`), "reload line after SIGHUP")
+	if cn := served(); cn != "chatd after" {
+		t.Fatalf("after SIGHUP mqtts serves %q", cn)
+	}
+
+	if err := os.WriteFile(keyPath, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, logs, regexp.MustCompile(`SIGHUP: TLS certificate not reloaded; the previous one stays in use`), "error line after a broken SIGHUP")
+	if cn := served(); cn != "chatd after" {
+		t.Fatalf("after a broken SIGHUP mqtts serves %q", cn)
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("chatd exited %d:\n%s", code, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("chatd did not stop")
+	}
+	if !strings.Contains(logs.String(), "chatd stopped") {
+		t.Fatalf("no clean stop:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,236 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// OpsSettings are the settings of the TLS listeners, the identity provider,
+// the PROXY protocol and the metrics listener (part of Settings).
+type OpsSettings struct {
+	MQTTSAddr string // mqtts_addr: MQTT over TLS listener, "" = none
+	HTTPSAddr string // https_addr: HTTPS (API, web client, wss) listener, "" = none
+
+	// MQTTSClientCA is a PEM bundle of the CAs whose client certificates
+	// the MQTT TLS listener accepts; "" asks for none.
+	MQTTSClientCA string
+	// MQTTSClientAuth is "optional" (a certificate, if given, must verify
+	// and then names the user; without one the JWT does) or "require".
+	MQTTSClientAuth string
+
+	ProxyProtocol bool // proxy_protocol: accept PROXY v1/v2 headers on the MQTT listeners
+	// ProxyTrusted are the networks allowed to send one.
+	ProxyTrusted []netip.Prefix
+
+	MetricsAddr string // metrics_addr: own listener for /metrics; "" = on http_addr
+
+	JWKSURL     string        // jwks_url: identity provider key set
+	JWKSRefresh time.Duration // jwks_refresh_interval
+	JWTIssuer   string        // jwt_issuer: required iss of provider tokens
+	// JWTAudience: provider tokens must name one of these in aud.
+	JWTAudience  []string
+	JWTUserClaim string // jwt_user_claim: claim holding the user id (sub)
+}
+
+// Off is the value that turns a listener with a default address off.
+const Off = "off"
+
+// parseListenAddr is parseAddr, or "off" (also "") for no listener.
+func parseListenAddr(v string) (string, error) {
+	if t := strings.TrimSpace(v); t == "" || strings.EqualFold(t, Off) {
+		return "", nil
+	}
+	return parseAddr(v)
+}
+
+func readablePath(v string) (string, error) {
+	if strings.ContainsAny(v, "\n\r\x00") {
+		return "", errors.New("is not a file path")
+	}
+	return v, nil
+}
+
+// opsKeys follow the core keys in documentation order.
+var opsKeys = []*key{
+	mk("mqtts_addr", "", `MQTT over TLS listen address (conventionally port 8883); "" = none; needs tls_cert and tls_key`,
+		"use host:port such as 0.0.0.0:8883, or leave it empty",
+		func(s *Settings, v string) (err error) { s.MQTTSAddr, err = parseListenAddr(v); return }),
+	mk("https_addr", "", `HTTPS listen address: API, web client and MQTT over secure WebSocket (wss); "" = none; needs tls_cert and tls_key`,
+		"use host:port such as 0.0.0.0:8443, or leave it empty",
+		func(s *Settings, v string) (err error) { s.HTTPSAddr, err = parseListenAddr(v); return }),
+	mk("mqtts_client_ca", "", `PEM file of the CAs that sign device client certificates (mTLS on mqtts_addr); "" = no client certificates`,
+		"give the path of a PEM file with one or more CA certificates, or leave it empty",
+		func(s *Settings, v string) (err error) { s.MQTTSClientCA, err = readablePath(v); return }),
+	mk("mqtts_client_auth", "optional", "with mqtts_client_ca: optional (a client certificate, if sent, names the user; else the JWT does) or require",
+		"use optional or require",
+		func(s *Settings, v string) (err error) {
+			s.MQTTSClientAuth, err = parseEnum(v, "optional", "require")
+			return
+		}),
+	boolKey(mk("proxy_protocol", "false", "accept PROXY protocol v1/v2 headers on the MQTT listeners from proxy_protocol_trusted",
+		"use true or false",
+		func(s *Settings, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("is not true or false")
+			}
+			s.ProxyProtocol = b
+			return nil
+		})),
+	listKey(mk("proxy_protocol_trusted", "", "comma-separated networks (CIDR) or addresses of the load balancers allowed to send a PROXY header",
+		"use CIDRs or IP addresses such as 10.0.0.0/8,192.168.1.10",
+		func(s *Settings, v string) error {
+			list := splitList(v)
+			out := make([]netip.Prefix, 0, len(list))
+			for _, n := range list {
+				p, err := netip.ParsePrefix(n)
+				if err != nil {
+					a, aerr := netip.ParseAddr(n)
+					if aerr != nil {
+						return fmt.Errorf("%q is not a CIDR or IP address", n)
+					}
+					p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+				}
+				if p.Masked() != p {
+					return fmt.Errorf("%q has host bits set; did you mean %s?", n, p.Masked())
+				}
+				out = append(out, p)
+			}
+			s.ProxyTrusted = out
+			return nil
+		})),
+	mk("metrics_addr", "", `own listen address for GET /metrics (and /healthz, /readyz); "" serves /metrics on http_addr`,
+		"use host:port such as 127.0.0.1:9090 or 0.0.0.0:9100, or leave it empty",
+		func(s *Settings, v string) (err error) { s.MetricsAddr, err = parseListenAddr(v); return }),
+	mk("jwks_url", "", `identity provider's JWKS URL (keys by kid; RS256, ES256, EdDSA tokens); "" = none`,
+		"use the provider's https:// key set URL, e.g. https://idp.example/realms/chat/protocol/openid-connect/certs",
+		func(s *Settings, v string) error {
+			if v == "" {
+				s.JWKSURL = ""
+				return nil
+			}
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return errors.New("is not an https:// URL")
+			}
+			s.JWKSURL = v
+			return nil
+		}),
+	mk("jwks_refresh_interval", "15m", "how often the JWKS is fetched again (an unknown kid fetches it at once, at most every 30s)",
+		"use a positive Go duration such as 15m or 1h",
+		func(s *Settings, v string) (err error) { s.JWKSRefresh, err = parseDuration(v); return }),
+	mk("jwt_issuer", "", `required iss of identity provider tokens; "" = not checked`,
+		"use the provider's issuer exactly as it appears in its tokens, e.g. https://idp.example/realms/chat",
+		func(s *Settings, v string) error { s.JWTIssuer = strings.TrimSpace(v); return nil }),
+	listKey(mk("jwt_audience", "", `comma-separated audiences; identity provider tokens must name one in aud; "" = not checked`,
+		"use the client id or API identifier the provider puts in aud, e.g. chatd",
+		func(s *Settings, v string) error { s.JWTAudience = splitList(v); return nil })),
+	mk("jwt_user_claim", "sub", "claim of identity provider tokens that holds the chat user id (a positive integer)",
+		"use the name of a claim holding the numeric user id, e.g. sub or https://chat.example/uid",
+		func(s *Settings, v string) error {
+			v = strings.TrimSpace(v)
+			if v == "" {
+				return errors.New("is empty")
+			}
+			s.JWTUserClaim = v
+			return nil
+		}),
+}
+
+// checkOps validates combinations of the ops keys.
+func (s *Settings) checkOps() error {
+	tls := s.TLSCert != ""
+	switch {
+	case tls && s.MQTTSAddr == "" && s.HTTPSAddr == "":
+		return &Error{Key: "tls_cert", Source: s.Source("tls_cert"),
+			Reason: "tls_cert is set but no TLS listener is: TLS is served on mqtts_addr and https_addr, beside the plain mqtt_addr and http_addr",
+			Fix:    "set mqtts_addr (e.g. 0.0.0.0:8883) and/or https_addr (e.g. 0.0.0.0:8443); set mqtt_addr and http_addr to off to serve TLS only"}
+	case !tls && s.MQTTSAddr != "":
+		return &Error{Key: "mqtts_addr", Source: s.Source("mqtts_addr"),
+			Reason: "mqtts_addr is set but tls_cert and tls_key are not",
+			Fix:    "set tls_cert and tls_key (CHAT_TLS_CERT, CHAT_TLS_KEY) to PEM files, or unset mqtts_addr"}
+	case !tls && s.HTTPSAddr != "":
+		return &Error{Key: "https_addr", Source: s.Source("https_addr"),
+			Reason: "https_addr is set but tls_cert and tls_key are not",
+			Fix:    "set tls_cert and tls_key (CHAT_TLS_CERT, CHAT_TLS_KEY) to PEM files, or unset https_addr"}
+	}
+	if s.MQTTSClientCA != "" && s.MQTTSAddr == "" {
+		return &Error{Key: "mqtts_client_ca", Source: s.Source("mqtts_client_ca"),
+			Reason: "client certificates are only asked for on mqtts_addr, which is not set",
+			Fix:    "set mqtts_addr (e.g. 0.0.0.0:8883) or unset mqtts_client_ca"}
+	}
+	if s.MQTTSClientAuth == "require" && s.MQTTSClientCA == "" {
+		return &Error{Key: "mqtts_client_auth", Source: s.Source("mqtts_client_auth"),
+			Reason: "require needs mqtts_client_ca, the CAs client certificates are checked against",
+			Fix:    "set mqtts_client_ca to a PEM file of CA certificates, or use optional"}
+	}
+	if s.ProxyProtocol && len(s.ProxyTrusted) == 0 {
+		return &Error{Key: "proxy_protocol_trusted", Source: s.Source("proxy_protocol"),
+			Reason: "proxy_protocol is on but no network is trusted to send PROXY headers (anyone could claim any address)",
+			Fix:    "list your load balancers' networks, e.g. proxy_protocol_trusted: 10.0.0.0/8, or turn proxy_protocol off"}
+	}
+	if !s.ProxyProtocol && len(s.ProxyTrusted) > 0 {
+		return &Error{Key: "proxy_protocol", Source: s.Source("proxy_protocol_trusted"),
+			Reason: "proxy_protocol_trusted is set but proxy_protocol is off",
+			Fix:    "set proxy_protocol: true (CHAT_PROXY_PROTOCOL=true), or unset proxy_protocol_trusted"}
+	}
+	if s.JWTPublicKey == "" && s.JWKSURL == "" {
+		for _, c := range []struct {
+			key string
+			set bool
+		}{{"jwt_issuer", s.JWTIssuer != ""}, {"jwt_audience", len(s.JWTAudience) > 0}, {"jwt_user_claim", s.JWTUserClaim != "sub"}} {
+			if k := c.key; c.set {
+				return &Error{Key: k, Source: s.Source(k),
+					Reason: k + " applies to identity provider tokens, but no provider key is configured (chatd's own HS256 tokens always use sub, without iss or aud)",
+					Fix:    "set jwks_url or jwt_public_key, or unset " + k}
+			}
+		}
+	}
+	for _, a := range []struct{ key, addr string }{{"mqtts_addr", s.MQTTSAddr}, {"https_addr", s.HTTPSAddr}, {"metrics_addr", s.MetricsAddr}} {
+		for _, b := range []struct{ key, addr string }{{"mqtt_addr", s.MQTTAddr}, {"http_addr", s.HTTPAddr}, {"mqtts_addr", s.MQTTSAddr}, {"https_addr", s.HTTPSAddr}} {
+			if a.key != b.key && a.addr != "" && sameAddr(a.addr, b.addr) {
+				return &Error{Key: a.key, Source: s.Source(a.key),
+					Reason: fmt.Sprintf("%s is %s, the address of %s too", a.key, a.addr, b.key),
+					Fix:    "give each listener a port of its own"}
+			}
+		}
+	}
+	return nil
+}
+
+// sameAddr reports whether two listen addresses name the same fixed port
+// (port 0 picks a free one each time, so never clashes).
+func sameAddr(a, b string) bool {
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || ap != bp || ap == "0" {
+		return false
+	}
+	return ah == bh || ah == "" || bh == "" || ah == "0.0.0.0" || bh == "0.0.0.0"
+}
+
+// redactedOps adds the ops keys to Redacted's map.
+func (s Settings) redactedOps(m map[string]any) {
+	trusted := make([]string, len(s.ProxyTrusted))
+	for i, p := range s.ProxyTrusted {
+		trusted[i] = p.String()
+	}
+	m["mqtts_addr"] = s.MQTTSAddr
+	m["https_addr"] = s.HTTPSAddr
+	m["mqtts_client_ca"] = s.MQTTSClientCA
+	m["mqtts_client_auth"] = s.MQTTSClientAuth
+	m["proxy_protocol"] = s.ProxyProtocol
+	m["proxy_protocol_trusted"] = trusted
+	m["metrics_addr"] = s.MetricsAddr
+	m["jwks_url"] = s.JWKSURL
+	m["jwks_refresh_interval"] = s.JWKSRefresh.String()
+	m["jwt_issuer"] = s.JWTIssuer
+	m["jwt_audience"] = append([]string{}, s.JWTAudience...)
+	m["jwt_user_claim"] = s.JWTUserClaim
+}

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestOpsCombinationsNameTheKeyTheSourceAndTheFix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string // substrings of the error
+	}{
+		{"tls without a TLS listener", map[string]string{"CHAT_TLS_CERT": "/c.pem", "CHAT_TLS_KEY": "/k.pem"},
+			[]string{"tls_cert (from env CHAT_TLS_CERT)", "no TLS listener", "set mqtts_addr"}},
+		{"mqtts without a certificate", map[string]string{"CHAT_MQTTS_ADDR": "0.0.0.0:8883"},
+			[]string{"mqtts_addr (from env CHAT_MQTTS_ADDR)", "set tls_cert and tls_key"}},
+		{"https without a certificate", map[string]string{"CHAT_HTTPS_ADDR": "0.0.0.0:8443"},
+			[]string{"https_addr (from env CHAT_HTTPS_ADDR)", "tls_cert"}},
+		{"client CA without mqtts", map[string]string{"CHAT_TLS_CERT": "/c.pem", "CHAT_TLS_KEY": "/k.pem",
+			"CHAT_HTTPS_ADDR": ":8443", "CHAT_MQTTS_CLIENT_CA": "/ca.pem"}, []string{"mqtts_client_ca", "set mqtts_addr"}},
+		{"require without a CA", map[string]string{"CHAT_TLS_CERT": "/c.pem", "CHAT_TLS_KEY": "/k.pem",
+			"CHAT_MQTTS_ADDR": ":8883", "CHAT_MQTTS_CLIENT_AUTH": "require"}, []string{"mqtts_client_auth", "set mqtts_client_ca"}},
+		{"proxy protocol trusting nobody", map[string]string{"CHAT_PROXY_PROTOCOL": "true"},
+			[]string{"proxy_protocol_trusted (from env CHAT_PROXY_PROTOCOL)", "10.0.0.0/8"}},
+		{"trusted networks with proxy protocol off", map[string]string{"CHAT_PROXY_PROTOCOL_TRUSTED": "10.0.0.0/8"},
+			[]string{"proxy_protocol (from env CHAT_PROXY_PROTOCOL_TRUSTED)", "proxy_protocol: true"}},
+		{"a network with host bits", map[string]string{"CHAT_PROXY_PROTOCOL": "true", "CHAT_PROXY_PROTOCOL_TRUSTED": "10.1.2.3/8"},
+			[]string{"proxy_protocol_trusted", "did you mean 10.0.0.0/8"}},
+		{"issuer without a provider key", map[string]string{"CHAT_JWT_ISSUER": "https://idp"},
+			[]string{"jwt_issuer (from env CHAT_JWT_ISSUER)", "set jwks_url or jwt_public_key"}},
+		{"user claim without a provider key", map[string]string{"CHAT_JWT_USER_CLAIM": "uid"},
+			[]string{"jwt_user_claim", "set jwks_url"}},
+		{"jwks not a URL", map[string]string{"CHAT_JWKS_URL": "idp.example/certs"}, []string{"jwks_url", "https://"}},
+		{"metrics on the http port", map[string]string{"CHAT_METRICS_ADDR": "127.0.0.1:8080"},
+			[]string{"metrics_addr", "the address of http_addr too", "port of its own"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(nil, env(tc.env))
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Load: %v, want a *config.Error", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestListenersCanBeTurnedOff(t *testing.T) {
+	s := mustLoad(t, nil, map[string]string{"CHAT_MQTT_ADDR": "off", "CHAT_HTTP_ADDR": "OFF",
+		"CHAT_TLS_CERT": "/c.pem", "CHAT_TLS_KEY": "/k.pem", "CHAT_MQTTS_ADDR": "0.0.0.0:8883", "CHAT_HTTPS_ADDR": "0.0.0.0:8443"})
+	if s.MQTTAddr != "" || s.HTTPAddr != "" || s.MQTTSAddr != "0.0.0.0:8883" || s.HTTPSAddr != "0.0.0.0:8443" {
+		t.Fatalf("listeners: %q %q %q %q", s.MQTTAddr, s.HTTPAddr, s.MQTTSAddr, s.HTTPSAddr)
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	for _, arg := range []string{"-version", "--version"} {
+		if _, err := Load([]string{arg}, nil); !errors.Is(err, ErrVersion) {
+			t.Errorf("%s: %v, want ErrVersion", arg, err)
+		}
+	}
+}

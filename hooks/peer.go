@@ -1,0 +1,18 @@
+package hooks
+
+import (
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// authenticate returns the connecting user: the one the connection's
+// transport identity names (mTLS), else the one of the JWT password. A
+// transport identity replaces the password, which is then not looked at.
+func (h *Chat) authenticate(cl *mqtt.Client, pk packets.Packet) (int64, error) {
+	if h.cfg.PeerUser != nil && cl.Net.Conn != nil {
+		if id, presented, err := h.cfg.PeerUser(cl.Net.Conn); presented {
+			return id, err
+		}
+	}
+	return h.cfg.Verify(string(pk.Connect.Password))
+}

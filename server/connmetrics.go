@@ -1,0 +1,65 @@
+package server
+
+import (
+	"bytes"
+	"sync"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// connMetrics is a mochi hook counting authenticated MQTT connections by
+// protocol version ("3.1", "3.1.1", "5") and transport (the listener:
+// "tcp", "tls", "ws", "wss"). It sees only sessions mochi established, so
+// refused connections never count.
+type connMetrics struct {
+	mqtt.HookBase
+	open        *prometheus.GaugeVec
+	established *prometheus.CounterVec
+	live        sync.Map // *mqtt.Client -> []string labels
+}
+
+func newConnMetrics(reg prometheus.Registerer) *connMetrics {
+	h := &connMetrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "chat_mqtt_connections_by_transport",
+			Help: "Authenticated MQTT connections open now, by protocol version and transport (tcp, tls, ws, wss)."}, []string{"protocol", "transport"}),
+		established: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_mqtt_sessions_established_total",
+			Help: "Authenticated MQTT connections established, by protocol version and transport."}, []string{"protocol", "transport"}),
+	}
+	reg.MustRegister(h.open, h.established)
+	return h
+}
+
+func (h *connMetrics) ID() string { return "connection-metrics" }
+
+func (h *connMetrics) Provides(b byte) bool {
+	return bytes.Contains([]byte{mqtt.OnSessionEstablished, mqtt.OnDisconnect}, []byte{b})
+}
+
+func protocolName(v byte) string {
+	switch v {
+	case 3:
+		return "3.1"
+	case 4:
+		return "3.1.1"
+	case 5:
+		return "5"
+	}
+	return "unknown"
+}
+
+func (h *connMetrics) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	labels := []string{protocolName(cl.Properties.ProtocolVersion), cl.Net.Listener}
+	if _, loaded := h.live.LoadOrStore(cl, labels); loaded {
+		return
+	}
+	h.open.WithLabelValues(labels...).Inc()
+	h.established.WithLabelValues(labels...).Inc()
+}
+
+func (h *connMetrics) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	if v, ok := h.live.LoadAndDelete(cl); ok {
+		h.open.WithLabelValues(v.([]string)...).Dec()
+	}
+}

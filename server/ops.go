@@ -1,0 +1,357 @@
+package server
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/broker"
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/internal/buildinfo"
+	"github.com/chatd/chatd/internal/tlsreload"
+	"github.com/chatd/chatd/web"
+)
+
+// opsState is what a node runs for operators beside chat itself: the
+// identity provider's key set, the TLS certificate that reloads, the HTTPS
+// and metrics listeners and their metrics.
+type opsState struct {
+	jwks        *auth.JWKS
+	certs       *tlsreload.Reloader
+	mqttsTLS    *tls.Config
+	httpsTLS    *tls.Config
+	httpMetrics *httpMetrics
+
+	httpsSrv   *http.Server
+	httpsLn    net.Listener
+	metricsSrv *http.Server
+	metricsLn  net.Listener
+}
+
+// registerOpsMetrics adds chat_build_info and chat_pg_up.
+func (s *Server) registerOpsMetrics() {
+	buildinfo.Register(s.Registry)
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chat_pg_up",
+		Help: "1 when PostgreSQL answered a ping within 2 s at scrape time, 0 when not (sends fail while it is 0).",
+	}, func() float64 {
+		if s.Pool == nil {
+			return 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if s.Pool.Ping(ctx) != nil {
+			return 0
+		}
+		return 1
+	}))
+	s.ops.httpMetrics = newHTTPMetrics(s.Registry)
+}
+
+// newVerifier builds the token verifier: chatd's HS256 secret, the
+// identity provider's public key file and its JWKS.
+func (s *Server) newVerifier(st config.Settings, secret []byte, pub crypto.PublicKey) (*auth.Verifier, error) {
+	if st.JWKSURL != "" {
+		if u, err := url.Parse(st.JWKSURL); err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			s.log.Warn("jwks_url is plain http: anyone on the path can replace the keys and forge tokens; use https", "url", st.JWKSURL)
+		}
+		j, err := auth.NewJWKS(auth.JWKSOptions{URL: st.JWKSURL, Refresh: st.JWKSRefresh, Logger: s.log.With("component", "auth")})
+		if err != nil {
+			return nil, fmt.Errorf("jwks: %w", err)
+		}
+		s.ops.jwks = j
+		s.log.Info("identity provider key set", "url", st.JWKSURL, "keys", j.Len(), "refresh", st.JWKSRefresh,
+			"issuer", st.JWTIssuer, "audience", st.JWTAudience, "user_claim", st.JWTUserClaim)
+	}
+	return auth.New(auth.Options{HSSecret: secret, PublicKey: pub, JWKS: s.ops.jwks,
+		Issuer: st.JWTIssuer, Audience: st.JWTAudience, UserClaim: st.JWTUserClaim}), nil
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// setupTLS loads the certificate for the TLS listeners and builds their
+// configurations. Both serve the one certificate, re-read when its files
+// change or on ReloadTLS.
+func (s *Server) setupTLS(st config.Settings) error {
+	if st.TLSCert == "" {
+		return nil
+	}
+	rl, err := tlsreload.New(st.TLSCert, st.TLSKey, s.log.With("component", "tls"))
+	if err != nil {
+		return err
+	}
+	s.ops.certs = rl
+	base := &tls.Config{GetCertificate: rl.GetCertificate, MinVersion: tls.VersionTLS12}
+	s.ops.httpsTLS = base.Clone()
+	s.ops.httpsTLS.NextProtos = []string{"http/1.1"} // WebSocket upgrades need HTTP/1.1
+	s.ops.mqttsTLS = base.Clone()
+	if st.MQTTSClientCA != "" {
+		raw, err := os.ReadFile(st.MQTTSClientCA)
+		if err != nil {
+			return fmt.Errorf("read mqtts_client_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(raw) {
+			return fmt.Errorf("mqtts_client_ca %s: no PEM CERTIFICATE block found; give the CA certificates that sign the devices' certificates", st.MQTTSClientCA)
+		}
+		s.ops.mqttsTLS.ClientCAs = pool
+		s.ops.mqttsTLS.ClientAuth = tls.VerifyClientCertIfGiven
+		if st.MQTTSClientAuth == "require" {
+			s.ops.mqttsTLS.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chat_tls_certificate_expiry_timestamp_seconds",
+		Help: "When the certificate served on mqtts_addr and https_addr expires (Unix time); checks its files for a renewal.",
+	}, func() float64 {
+		_, _ = rl.GetCertificate(nil) // picks up a renewal even without handshakes
+		return float64(rl.NotAfter().Unix())
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chat_tls_certificate_reload_failing",
+		Help: "1 when the certificate files changed but do not load (the previous certificate stays in use).",
+	}, func() float64 {
+		if rl.LastError() != nil {
+			return 1
+		}
+		return 0
+	}))
+	return nil
+}
+
+// brokerTLS fills the broker's TLS listener settings.
+func (s *Server) brokerTLS(st config.Settings, bc *broker.Config) {
+	bc.MQTTSAddr = st.MQTTSAddr
+	bc.MQTTSTLS = s.ops.mqttsTLS
+	bc.SecureWS = st.HTTPSAddr != ""
+	if st.ProxyProtocol {
+		bc.WrapListener = broker.ProxyProtocol(st.ProxyTrusted)
+	}
+}
+
+// peerUser is hooks.Config.PeerUser when client certificates are asked
+// for, nil otherwise.
+func (s *Server) peerUser() func(net.Conn) (int64, bool, error) {
+	if s.ops.mqttsTLS == nil || s.ops.mqttsTLS.ClientCAs == nil {
+		return nil
+	}
+	return auth.CertUser
+}
+
+// ReloadTLS reads the TLS certificate and key again (SIGHUP). New
+// handshakes get the new certificate; established connections keep theirs.
+func (s *Server) ReloadTLS() error {
+	if s.ops.certs == nil {
+		s.log.Info("SIGHUP: no TLS certificate configured, nothing to reload")
+		return nil
+	}
+	return s.ops.certs.Reload()
+}
+
+// startHTTP serves the HTTP API, the web client, MQTT over WebSocket and
+// (unless metrics_addr is set) /metrics on http_addr and https_addr, and
+// the metrics listener.
+func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) error {
+	metrics := promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})
+	publicMetrics := st.MetricsAddr == ""
+	newMux := func(ws http.Handler) http.Handler {
+		mux := http.NewServeMux()
+		api.Register(mux)
+		web.Register(mux, web.Options{Dev: st.Dev, Secret: secret, Logger: s.log.With("component", "web")})
+		mux.Handle("/mqtt", ws)
+		if publicMetrics {
+			mux.Handle("GET /metrics", metrics)
+		}
+		return s.ops.httpMetrics.wrap(mux)
+	}
+	var err error
+	if st.HTTPAddr != "" {
+		if s.httpLn, err = net.Listen("tcp", st.HTTPAddr); err != nil {
+			return fmt.Errorf("listen http on %s: %w", st.HTTPAddr, err)
+		}
+		s.httpSrv = newHTTPServer(newMux(s.Broker.WebSocket()))
+		s.serve("http", s.httpSrv, s.httpLn)
+	}
+	if st.HTTPSAddr != "" {
+		ln, err := net.Listen("tcp", st.HTTPSAddr)
+		if err != nil {
+			return fmt.Errorf("listen https on %s: %w", st.HTTPSAddr, err)
+		}
+		s.ops.httpsLn = tls.NewListener(ln, s.ops.httpsTLS)
+		s.ops.httpsSrv = newHTTPServer(newMux(s.Broker.SecureWebSocket()))
+		s.serve("https", s.ops.httpsSrv, s.ops.httpsLn)
+	}
+	if st.MetricsAddr != "" {
+		if s.ops.metricsLn, err = net.Listen("tcp", st.MetricsAddr); err != nil {
+			return fmt.Errorf("listen metrics on %s: %w", st.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics)
+		mux.Handle("/healthz", api)
+		mux.Handle("/readyz", api)
+		s.ops.metricsSrv = newHTTPServer(mux)
+		s.serve("metrics", s.ops.metricsSrv, s.ops.metricsLn)
+	}
+	return nil
+}
+
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // slowloris
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 * 1024,
+	}
+}
+
+func (s *Server) serve(name string, srv *http.Server, ln net.Listener) {
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.log.Error(name+" server stopped", "err", err)
+		}
+	}()
+}
+
+// HTTPSAddr is the bound HTTPS address ("" without one).
+func (s *Server) HTTPSAddr() string {
+	if s.ops.httpsLn == nil {
+		return ""
+	}
+	return s.ops.httpsLn.Addr().String()
+}
+
+// MQTTSAddr is the bound MQTT over TLS address ("" without one).
+func (s *Server) MQTTSAddr() string {
+	if s.Broker == nil {
+		return ""
+	}
+	return s.Broker.MQTTSAddr()
+}
+
+// MetricsAddr is the bound metrics address ("" without one).
+func (s *Server) MetricsAddr() string {
+	if s.ops.metricsLn == nil {
+		return ""
+	}
+	return s.ops.metricsLn.Addr().String()
+}
+
+// stopAcceptingOps closes the HTTPS listener (with the HTTP one). The
+// metrics listener stays until the end, so a shutdown can be watched.
+func (s *Server) stopAcceptingOps() {
+	if s.ops.httpsSrv != nil {
+		s.ops.httpsSrv.SetKeepAlivesEnabled(false)
+		_ = s.ops.httpsLn.Close()
+	}
+}
+
+// shutdownOps stops the HTTPS and metrics servers and the JWKS refreshes.
+func (s *Server) shutdownOps(ctx context.Context) {
+	for _, srv := range []*http.Server{s.ops.httpsSrv, s.ops.metricsSrv} {
+		if srv != nil {
+			if err := srv.Shutdown(ctx); err != nil {
+				_ = srv.Close()
+			}
+		}
+	}
+	if s.ops.jwks != nil {
+		s.ops.jwks.Close()
+	}
+}
+
+// logListeners writes one line per listener saying what it serves, then
+// the ready line: version, the web client's URL and where the HS256
+// secret comes from.
+func (s *Server) logListeners(st config.Settings) {
+	proxy := ""
+	if st.ProxyProtocol {
+		trusted := make([]string, len(st.ProxyTrusted))
+		for i, p := range st.ProxyTrusted {
+			trusted[i] = p.String()
+		}
+		proxy = "; PROXY protocol from " + strings.Join(trusted, ", ")
+	}
+	web := "HTTP API /v1, web client /, MQTT over WebSocket /mqtt, /healthz, /readyz"
+	if st.MetricsAddr == "" {
+		web += ", /metrics"
+	}
+	if a := s.MQTTAddr(); a != "" {
+		s.log.Info("listening", "listener", "mqtt", "addr", a, "serves", "MQTT 3.1.1 and 5 over TCP"+proxy)
+	}
+	if a := s.MQTTSAddr(); a != "" {
+		certs := "JWT in the password"
+		switch {
+		case st.MQTTSClientCA != "" && st.MQTTSClientAuth == "require":
+			certs = "client certificate required (CN = user id)"
+		case st.MQTTSClientCA != "":
+			certs = "client certificate (CN = user id) or JWT"
+		}
+		s.log.Info("listening", "listener", "mqtts", "addr", a, "serves", "MQTT 3.1.1 and 5 over TLS; "+certs+proxy)
+	}
+	if a := s.HTTPAddr(); a != "" {
+		s.log.Info("listening", "listener", "http", "addr", a, "serves", web)
+	}
+	if a := s.HTTPSAddr(); a != "" {
+		s.log.Info("listening", "listener", "https", "addr", a, "serves", strings.Replace(web, "WebSocket", "secure WebSocket", 1)+" over TLS")
+	}
+	if a := s.MetricsAddr(); a != "" {
+		s.log.Info("listening", "listener", "metrics", "addr", a, "serves", "/metrics, /healthz, /readyz (no authentication)")
+	}
+	secret := "env or config (" + st.Source("jwt_secret") + ")"
+	if st.JWTSecret == "" {
+		secret = auth.SecretPath(st.DataDir)
+		if abs, err := filepath.Abs(secret); err == nil {
+			secret = abs
+		}
+	}
+	attrs := []any{"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "node", st.NodeID}
+	if u := s.WebURL(); u != "" {
+		attrs = append(attrs, "web", u)
+	}
+	attrs = append(attrs, "jwt_secret", secret)
+	if st.Dev {
+		attrs = append(attrs, "dev", true)
+	}
+	s.log.Info("chatd ready", attrs...)
+}
+
+// WebURL is where the web client is served: the HTTPS listener if there
+// is one, else the HTTP one ("" with neither). An unspecified host
+// (0.0.0.0, ::) is shown as localhost.
+func (s *Server) WebURL() string {
+	scheme, addr := "https", s.HTTPSAddr()
+	if addr == "" {
+		scheme, addr = "http", s.HTTPAddr()
+	}
+	if addr == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
+}
