@@ -16,6 +16,7 @@ const (
 	CodeNotMember   Code = "not_member"   // caller is not a member: 403 / MQTT 0x87
 	CodeForbidden   Code = "forbidden"    // member, but role does not allow it: 403 / MQTT 0x87
 	CodeNotFound    Code = "not_found"    // unknown conversation or message: 404 / MQTT 0x87
+	CodeGone        Code = "gone"         // the message was recalled: 410 / MQTT 0x87
 	CodeConflict    Code = "conflict"     // clientMsgId used by another sender: 409 / MQTT 0x99
 	CodeMemberCap   Code = "member_cap"   // group is full: 409 / MQTT 0x97
 	CodeRateLimited Code = "rate_limited" // over a rate limit: 429 / MQTT 0x97
@@ -67,6 +68,7 @@ var (
 	ErrNotMember   = &Error{Code: CodeNotMember, Message: "not a member of this conversation"}
 	ErrForbidden   = &Error{Code: CodeForbidden, Message: "not allowed"}
 	ErrNotFound    = &Error{Code: CodeNotFound, Message: "not found"}
+	ErrGone        = &Error{Code: CodeGone, Message: "recalled"}
 	ErrConflict    = &Error{Code: CodeConflict, Message: "conflict"}
 	ErrMemberCap   = &Error{Code: CodeMemberCap, Message: "member limit reached"}
 	ErrRateLimited = &Error{Code: CodeRateLimited, Message: "rate limited"}

@@ -10,6 +10,9 @@ import (
 // chat.events) and of the MQTT events topic; the JSON is a public contract.
 const (
 	EventMessageNew          = "message.new"
+	EventMessageEdited       = "message.edited"
+	EventMessageRecalled     = "message.recalled"
+	EventReactionUpdated     = "reaction.updated"
 	EventReadUpdated         = "read.updated"
 	EventDeliveryUpdated     = "delivery.updated"
 	EventConversationCreated = "conversation.created"
@@ -22,19 +25,30 @@ const (
 )
 
 // Event is one change, flat so that every type encodes as documented and
-// unused fields vanish. Seq is the message seq for message.new, the new
-// watermark for read.updated, and the conversation's last_seq at the time of
-// a membership change; downstream consumers de-duplicate by
-// (type, conversationId, userId, seq) and by EventID when present.
+// unused fields vanish. Seq is the entry's seq for message.new,
+// message.edited, message.recalled and reaction.updated (TargetSeq the
+// message they change), the new watermark for read.updated, and the
+// conversation's last_seq at the time of a membership change; downstream
+// consumers de-duplicate by (type, conversationId, userId, seq) and by
+// EventID when present.
 type Event struct {
 	Type           string           `json:"type"`
 	EventID        int64            `json:"eventId,omitempty"` // outbox id, set by the relay
 	ConversationID int64            `json:"conversationId,omitempty"`
 	Seq            int64            `json:"seq,omitempty"`
+	TargetSeq      int64            `json:"targetSeq,omitempty"`
 	SenderID       int64            `json:"senderId,omitempty"`
 	ClientMsgID    string           `json:"clientMsgId,omitempty"`
 	Body           *string          `json:"body,omitempty"`
 	CreatedAt      *time.Time       `json:"createdAt,omitempty"`
+	ReplyTo        *ReplyRef        `json:"replyTo,omitempty"`
+	ForwardedFrom  *ForwardRef      `json:"forwardedFrom,omitempty"`
+	EditedAt       *time.Time       `json:"editedAt,omitempty"`
+	Recalled       bool             `json:"recalled,omitempty"`
+	RecalledAt     *time.Time       `json:"recalledAt,omitempty"`
+	Emoji          string           `json:"emoji,omitempty"`
+	On             *bool            `json:"on,omitempty"`
+	Count          *int             `json:"count,omitempty"`
 	UserID         int64            `json:"userId,omitempty"`
 	ActorID        int64            `json:"actorId,omitempty"`
 	Role           Role             `json:"role,omitempty"`
@@ -52,25 +66,72 @@ type Event struct {
 	To []int64 `json:"-"`
 }
 
-// MessageEvent builds message.new for a committed message.
+// MessageEvent builds message.new for a committed message, as it is now:
+// a recalled message has no body and says recalled, an edited one has its
+// current body and editedAt.
 func MessageEvent(m Message) Event {
-	body := m.Body
 	at := m.CreatedAt
-	return Event{
+	ev := Event{
 		Type:           EventMessageNew,
 		ConversationID: m.ConversationID,
 		Seq:            m.Seq,
 		SenderID:       m.SenderID,
 		ClientMsgID:    m.ClientMsgID,
-		Body:           &body,
 		CreatedAt:      &at,
+		ReplyTo:        m.ReplyTo,
+		ForwardedFrom:  m.ForwardedFrom,
+		EditedAt:       m.EditedAt,
 	}
+	if m.Recalled {
+		ev.Recalled, ev.RecalledAt = true, m.RecalledAt
+	} else {
+		body := m.Body
+		ev.Body = &body
+	}
+	return ev
 }
 
-// Slim returns message.new without body: what large groups receive; clients
-// fetch the body through history.
+// EntryEvent builds the event of a committed entry of any kind:
+// message.new, message.edited, message.recalled or reaction.updated.
+func EntryEvent(m Message) Event {
+	at := m.CreatedAt
+	switch m.Kind {
+	case KindEdit:
+		body := m.Body
+		return Event{Type: EventMessageEdited, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq,
+			SenderID: m.SenderID, ClientMsgID: m.ClientMsgID, Body: &body, EditedAt: &at}
+	case KindRecall:
+		return Event{Type: EventMessageRecalled, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq,
+			ActorID: m.SenderID, RecalledAt: &at}
+	case KindReaction:
+		on, count := m.On, m.Count
+		return Event{Type: EventReactionUpdated, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq,
+			UserID: m.SenderID, Emoji: m.Emoji, On: &on, Count: &count}
+	}
+	return MessageEvent(m)
+}
+
+// IsEntry reports whether ev is an entry of a conversation's stream (it
+// has a seq of its own and fills that slot).
+func (e Event) IsEntry() bool {
+	switch e.Type {
+	case EventMessageNew, EventMessageEdited, EventMessageRecalled, EventReactionUpdated:
+		return true
+	}
+	return false
+}
+
+// Slim returns an entry's event without its content: what members of
+// large groups receive for messages and reactions; clients fetch the rest
+// through history.
 func (e Event) Slim() Event {
-	return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, SenderID: e.SenderID}
+	switch e.Type {
+	case EventMessageNew:
+		return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, SenderID: e.SenderID}
+	case EventReactionUpdated:
+		return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, TargetSeq: e.TargetSeq, UserID: e.UserID}
+	}
+	return e
 }
 
 // EncodeEvent is the one encoder of event JSON: the outbox, Kafka, the

@@ -137,3 +137,10 @@ type Delivery interface {
 	// in the order given, before its next deliveries; never dropped.
 	Reply(clientID string, conn Conn, acks []Ack)
 }
+
+// EntryReader reads committed entries as they are now (the outbox relay
+// encodes referencing outbox rows with it).
+type EntryReader interface {
+	// Entries returns the entries refs name that exist, by ref.
+	Entries(ctx context.Context, refs []MessageRef) (map[MessageRef]Message, error)
+}

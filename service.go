@@ -226,13 +226,16 @@ func NewService(st Store, l Limits) *Service {
 // recognised it, so a resend under the limit costs nothing; a resend that
 // arrives while the bucket is empty is refused like any other send and
 // answered as a duplicate when retried. A send that failed as unavailable
-// or internal is refunded too: the client resends it.
+// or internal is refunded too: the client resends it. Edits, recalls and
+// reactions follow the same rules (Change).
 func (s *Service) Send(ctx context.Context, req SendRequest) (SendResult, error) {
-	if err := s.admitSend(ctx, &req); err != nil {
+	c := req.Change()
+	if err := s.admit(ctx, &c); err != nil {
 		return SendResult{}, err
 	}
+	req.ClientMsgID = c.ClientMsgID
 	res, err := s.Store.Send(ctx, req)
-	s.settleSend(ctx, req, res, err)
+	s.settle(ctx, c, res.Duplicate, err)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -245,12 +248,14 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (SendResult, error)
 // another goroutine. Sends submitted one after another commit in that order
 // within their conversation. done must not block.
 func (s *Service) SubmitSend(ctx context.Context, req SendRequest, done func(SendResult, error)) {
-	if err := s.admitSend(ctx, &req); err != nil {
+	c := req.Change()
+	if err := s.admit(ctx, &c); err != nil {
 		done(SendResult{}, err)
 		return
 	}
+	req.ClientMsgID = c.ClientMsgID
 	s.Store.SubmitSend(ctx, req, func(res SendResult, err error) {
-		s.settleSend(ctx, req, res, err)
+		s.settle(ctx, c, res.Duplicate, err)
 		if err != nil {
 			res = SendResult{}
 		}
@@ -258,12 +263,68 @@ func (s *Service) SubmitSend(ctx context.Context, req SendRequest, done func(Sen
 	})
 }
 
-// admitSend validates a send and charges its rate limits.
-func (s *Service) admitSend(ctx context.Context, req *SendRequest) error {
-	if err := s.Limits.ValidateSend(req); err != nil {
+// Edit replaces a message's body: only its sender, within the edit window,
+// not once recalled; the new body obeys the send rules. Editing to the
+// current body is still an edit (an entry).
+func (s *Service) Edit(ctx context.Context, r EditRequest) (ChangeResult, error) {
+	return s.Change(ctx, Change{Kind: KindEdit, ConversationID: r.ConversationID, UserID: r.UserID,
+		ClientMsgID: r.ClientMsgID, TargetSeq: r.TargetSeq, Body: r.Body})
+}
+
+// Recall takes a message back for everyone and erases its body (and its
+// edits'): the sender within the recall window, or a group's owner or
+// admin at any time. Recalling a recalled message is answered with the
+// first recall, Unchanged.
+func (s *Service) Recall(ctx context.Context, r RecallRequest) (ChangeResult, error) {
+	return s.Change(ctx, Change{Kind: KindRecall, ConversationID: r.ConversationID, UserID: r.UserID,
+		ClientMsgID: r.ClientMsgID, TargetSeq: r.TargetSeq})
+}
+
+// React sets (On) or removes an emoji on a message: any member, not on a
+// recalled message, at most MaxReactionsPerUser distinct emoji per user
+// and message. Setting one that is set, or removing one that is not, is
+// answered Unchanged and writes nothing.
+func (s *Service) React(ctx context.Context, r ReactionRequest) (ChangeResult, error) {
+	return s.Change(ctx, Change{Kind: KindReaction, ConversationID: r.ConversationID, UserID: r.UserID,
+		ClientMsgID: r.ClientMsgID, TargetSeq: r.TargetSeq, Emoji: r.Emoji, On: r.On})
+}
+
+// Change commits one change of any kind (Send, Edit, Recall, React are
+// its faces) and waits for the outcome.
+func (s *Service) Change(ctx context.Context, c Change) (ChangeResult, error) {
+	if err := s.admit(ctx, &c); err != nil {
+		return ChangeResult{}, err
+	}
+	res, err := s.Store.Change(ctx, c)
+	s.settle(ctx, c, res.Duplicate || res.Unchanged, err)
+	if err != nil {
+		return ChangeResult{}, err
+	}
+	return res, nil
+}
+
+// SubmitChange is Change for callers that must not wait, as SubmitSend.
+func (s *Service) SubmitChange(ctx context.Context, c Change, done func(ChangeResult, error)) {
+	if err := s.admit(ctx, &c); err != nil {
+		done(ChangeResult{}, err)
+		return
+	}
+	s.Store.SubmitChange(ctx, c, func(res ChangeResult, err error) {
+		s.settle(ctx, c, res.Duplicate || res.Unchanged, err)
+		if err != nil {
+			res = ChangeResult{}
+		}
+		done(res, err)
+	})
+}
+
+// admit validates a change and charges its rate limits (every change of a
+// conversation's stream counts as a send).
+func (s *Service) admit(ctx context.Context, c *Change) error {
+	if err := s.Limits.ValidateChange(c); err != nil {
 		return err
 	}
-	userKey, convKey := UserKey(req.SenderID), strconv.FormatInt(req.ConversationID, 10)
+	userKey, convKey := UserKey(c.UserID), strconv.FormatInt(c.ConversationID, 10)
 	if err := s.take(ctx, RateSend, userKey); err != nil {
 		return err
 	}
@@ -274,18 +335,19 @@ func (s *Service) admitSend(ctx context.Context, req *SendRequest) error {
 	return nil
 }
 
-// settleSend refunds what a send should not have cost: a duplicate, or a
-// send that did not commit because of the server.
-func (s *Service) settleSend(ctx context.Context, req SendRequest, res SendResult, err error) {
+// settle refunds what a change should not have cost: one that wrote
+// nothing new (a duplicate, or one that asked for what already was), or
+// one that did not commit because of the server.
+func (s *Service) settle(ctx context.Context, c Change, nothingNew bool, err error) {
 	// The caller's deadline may have passed by now; a refund is owed all
 	// the same.
 	ctx = context.WithoutCancel(ctx)
-	userKey, convKey := UserKey(req.SenderID), strconv.FormatInt(req.ConversationID, 10)
+	userKey, convKey := UserKey(c.UserID), strconv.FormatInt(c.ConversationID, 10)
 	if err != nil {
-		if c := ErrorCode(err); c != CodeUnavailable && c != CodeInternal {
+		if code := ErrorCode(err); code != CodeUnavailable && code != CodeInternal {
 			return
 		}
-	} else if !res.Duplicate {
+	} else if !nothingNew {
 		return
 	}
 	s.refund(ctx, RateSend, userKey)

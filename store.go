@@ -17,6 +17,11 @@ type Store interface {
 	// after its event was published). Sends submitted one after another
 	// commit in that order within their conversation. done must not block.
 	SubmitSend(ctx context.Context, req SendRequest, done func(SendResult, error))
+	// Change commits one change of any kind (a message, edit, recall or
+	// reaction) as Send does, each taking the conversation's next seq;
+	// SubmitChange is its SubmitSend.
+	Change(ctx context.Context, c Change) (ChangeResult, error)
+	SubmitChange(ctx context.Context, c Change, done func(ChangeResult, error))
 	// MarkRead moves the user's watermark to min(seq, last_seq) if that is
 	// ahead of the current one.
 	MarkRead(ctx context.Context, conversationID, userID, seq int64) (ReadResult, error)

@@ -40,23 +40,50 @@ type Member struct {
 	JoinedAt         time.Time `json:"joinedAt"`
 }
 
-// Message is one committed message.
+// Message is one committed entry of a conversation's stream: a message
+// (Kind message, the zero Kind too) with its current state, or an edit,
+// recall or reaction of one (TargetSeq). SenderID is whoever wrote the
+// entry: the sender, editor, recaller or reactor. Its JSON is the entry as
+// its kind reads (entry.go).
 type Message struct {
-	ConversationID int64     `json:"conversationId"`
-	Seq            int64     `json:"seq"`
-	SenderID       int64     `json:"senderId"`
-	ClientMsgID    string    `json:"clientMsgId"`
-	Body           string    `json:"body"`
-	CreatedAt      time.Time `json:"createdAt"`
+	ConversationID int64
+	Seq            int64
+	Kind           EntryKind
+	SenderID       int64
+	ClientMsgID    string
+	Body           string // empty once recalled
+	CreatedAt      time.Time
+
+	// A message's state.
+	ReplyTo       *ReplyRef
+	ForwardedFrom *ForwardRef
+	EditedAt      *time.Time
+	Recalled      bool
+	RecalledAt    *time.Time
+	Reactions     []ReactionCount
+
+	// An edit's, recall's or reaction's message, and a reaction's emoji,
+	// set or removed, and how many carried it after this change.
+	TargetSeq int64
+	Emoji     string
+	On        bool
+	Count     int
 }
 
+// IsMessage reports whether the entry is a message (not a change of one).
+func (m Message) IsMessage() bool { return m.Kind == "" || m.Kind == KindMessage }
+
 // SendRequest is one message to commit. ClientMsgID is a UUID chosen by the
-// client; it makes resends idempotent.
+// client; it makes resends idempotent. ReplyTo is the seq of the message
+// it replies to (0: none); Forward, the message whose body it copies (Body
+// must then be empty).
 type SendRequest struct {
 	ConversationID int64
 	SenderID       int64
 	ClientMsgID    string
 	Body           string
+	ReplyTo        int64
+	Forward        *MessageRef
 }
 
 // SendResult is the committed message; Duplicate reports that ClientMsgID
@@ -64,10 +91,6 @@ type SendRequest struct {
 type SendResult struct {
 	Message   Message
 	Duplicate bool
-	// Notified says the store already handed message.new to the
-	// notifier, in commit order (group commit does, so that concurrent
-	// sends of one conversation reach the fan-out in seq order).
-	Notified bool
 }
 
 // ReadResult of MarkRead: Advanced is false when the watermark did not move.

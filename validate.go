@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -12,16 +13,33 @@ const DefaultMaxBodyBytes = 16 * 1024
 // DefaultMaxMembers is the default group member cap.
 const DefaultMaxMembers = 1000
 
+// Default edit and recall windows: how long after a message's createdAt
+// its sender may still edit or recall it.
+const (
+	DefaultEditWindow   = 48 * time.Hour
+	DefaultRecallWindow = 24 * time.Hour
+)
+
+// NoLimit, as an EditWindow or RecallWindow, lets senders edit or recall
+// their messages at any time.
+const NoLimit time.Duration = -1
+
 // Limits are the configurable validation limits.
 type Limits struct {
 	MaxBodyBytes int // message body, bytes of UTF-8
 	MaxMembers   int // members per group
+	// EditWindow and RecallWindow: 0 takes the default, NoLimit none.
+	EditWindow, RecallWindow time.Duration
 }
 
 // DefaultLimits returns the documented defaults.
 func DefaultLimits() Limits {
-	return Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxMembers: DefaultMaxMembers}
+	return Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxMembers: DefaultMaxMembers,
+		EditWindow: DefaultEditWindow, RecallWindow: DefaultRecallWindow}
 }
+
+// WithDefaults fills the zero fields with the defaults.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxBodyBytes <= 0 {
@@ -29,6 +47,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxMembers <= 0 {
 		l.MaxMembers = DefaultMaxMembers
+	}
+	if l.EditWindow == 0 {
+		l.EditWindow = DefaultEditWindow
+	}
+	if l.RecallWindow == 0 {
+		l.RecallWindow = DefaultRecallWindow
 	}
 	return l
 }
@@ -76,16 +100,60 @@ func ValidateID(what string, id int64) error {
 
 // ValidateSend checks a SendRequest and canonicalises its ClientMsgID.
 func (l Limits) ValidateSend(r *SendRequest) error {
-	if err := ValidateID("conversationId", r.ConversationID); err != nil {
+	c := r.Change()
+	if err := l.ValidateChange(&c); err != nil {
 		return err
 	}
-	if err := ValidateID("senderId", r.SenderID); err != nil {
+	r.ClientMsgID = c.ClientMsgID
+	return nil
+}
+
+// ValidateChange checks what can be checked of a change without the
+// store (the rest depends on the conversation's state) and canonicalises
+// its ClientMsgID.
+func (l Limits) ValidateChange(c *Change) error {
+	if err := ValidateID("conversationId", c.ConversationID); err != nil {
 		return err
 	}
-	id, err := ValidateClientMsgID(r.ClientMsgID)
+	if err := ValidateID("senderId", c.UserID); err != nil {
+		return err
+	}
+	id, err := ValidateClientMsgID(c.ClientMsgID)
 	if err != nil {
 		return err
 	}
-	r.ClientMsgID = id
-	return l.ValidateBody(r.Body)
+	c.ClientMsgID = id
+	switch c.Kind {
+	case KindMessage, "":
+		c.Kind = KindMessage
+		if c.ReplyTo < 0 {
+			return Errorf(CodeInvalid, "replyTo must be a positive seq")
+		}
+		if c.Forward != nil {
+			if err := ValidateID("forward.conversationId", c.Forward.ConversationID); err != nil {
+				return err
+			}
+			if err := ValidateID("forward.seq", c.Forward.Seq); err != nil {
+				return err
+			}
+			if c.Body != "" {
+				return Errorf(CodeInvalid, "a forward copies the message's body: leave body empty")
+			}
+			return nil
+		}
+		return l.ValidateBody(c.Body)
+	case KindEdit:
+		if err := ValidateID("seq", c.TargetSeq); err != nil {
+			return err
+		}
+		return l.ValidateBody(c.Body)
+	case KindRecall:
+		return ValidateID("seq", c.TargetSeq)
+	case KindReaction:
+		if err := ValidateID("seq", c.TargetSeq); err != nil {
+			return err
+		}
+		return ValidateEmoji(c.Emoji)
+	}
+	return Errorf(CodeInvalid, "unknown change %q", c.Kind)
 }

@@ -5,14 +5,62 @@ import (
 	"time"
 )
 
-// Message is one committed message.
+// Message is one committed entry of a conversation's stream, as history
+// returns it: a message (Kind "message") with its current state, or an
+// edit (SenderID), recall (ActorID) or reaction (UserID) of message
+// TargetSeq.
 type Message struct {
 	ConversationID int64     `json:"conversationId"`
 	Seq            int64     `json:"seq"`
-	SenderID       int64     `json:"senderId"`
+	Kind           string    `json:"kind"`
+	TargetSeq      int64     `json:"targetSeq,omitempty"`
+	SenderID       int64     `json:"senderId,omitempty"`
+	ActorID        int64     `json:"actorId,omitempty"`
+	UserID         int64     `json:"userId,omitempty"`
 	ClientMsgID    string    `json:"clientMsgId"`
 	Body           string    `json:"body"`
 	CreatedAt      time.Time `json:"createdAt"`
+	// A message's state.
+	ReplyTo       *ReplyRef   `json:"replyTo,omitempty"`
+	ForwardedFrom *ForwardRef `json:"forwardedFrom,omitempty"`
+	EditedAt      *time.Time  `json:"editedAt,omitempty"`
+	Recalled      bool        `json:"recalled,omitempty"`
+	RecalledAt    *time.Time  `json:"recalledAt,omitempty"`
+	Reactions     []Reaction  `json:"reactions,omitempty"`
+	// A reaction's emoji, set (On) or removed, and its count after it.
+	Emoji string `json:"emoji,omitempty"`
+	On    bool   `json:"on,omitempty"`
+	Count int    `json:"count,omitempty"`
+}
+
+// Entry kinds of Message.Kind.
+const (
+	KindMessage  = "message"
+	KindEdit     = "edit"
+	KindRecall   = "recall"
+	KindReaction = "reaction"
+)
+
+// ReplyRef is the message a message replies to, as it is now.
+type ReplyRef struct {
+	Seq      int64  `json:"seq"`
+	SenderID int64  `json:"senderId"`
+	Snippet  string `json:"snippet"` // its first 100 characters; empty once recalled
+	Recalled bool   `json:"recalled,omitempty"`
+}
+
+// ForwardRef is the message a forwarded message copies.
+type ForwardRef struct {
+	ConversationID int64 `json:"conversationId"`
+	Seq            int64 `json:"seq"`
+	SenderID       int64 `json:"senderId"`
+}
+
+// Reaction is one emoji on a message: how many set it, whether you did.
+type Reaction struct {
+	Emoji string `json:"emoji"`
+	Count int    `json:"count"`
+	Me    bool   `json:"me"`
 }
 
 // Conversation with its members (when the call returns them).

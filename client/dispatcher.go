@@ -163,10 +163,10 @@ func (d *dispatcher) handle(payload []byte) {
 		return
 	}
 	ev := w.event()
-	switch ev.Type {
-	case EventMessageNew:
-		d.message(ev, w.Body == nil)
-	case EventMemberRemoved:
+	switch {
+	case isEntry(ev.Type):
+		d.message(ev, w.slim())
+	case ev.Type == EventMemberRemoved:
 		if ev.UserID == d.c.cfg.UserID {
 			d.forget(ev.ConversationID)
 		}
@@ -176,8 +176,9 @@ func (d *dispatcher) handle(payload []byte) {
 	}
 }
 
-// message delivers message.new in order: duplicates are dropped, a gap (or
-// a slim event without body) is filled through history first.
+// message delivers an entry (message.new or a change of a message) in
+// order: duplicates are dropped, a gap (or a slim event without its
+// content) is filled through history first.
 func (d *dispatcher) message(ev Event, slim bool) {
 	conv, seq := ev.ConversationID, ev.Seq
 	if conv <= 0 || seq <= 0 {

@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/eclipse/paho.golang/paho"
 )
 
 // Sentinel errors. Every error the client returns for a refusal by the
@@ -17,6 +19,8 @@ var (
 	ErrForbidden = errors.New("not allowed")
 	// ErrNotFound: unknown conversation, message, member or RPC method.
 	ErrNotFound = errors.New("not found")
+	// ErrGone: the message was recalled (code gone).
+	ErrGone = errors.New("message recalled")
 	// ErrInvalid: the request is malformed (PUBACK 0x99; codes invalid,
 	// too_large, conflict). Resending it unchanged fails again.
 	ErrInvalid = errors.New("invalid request")
@@ -74,6 +78,7 @@ var codeClass = map[string]error{
 	"not_member":   ErrNotMember,
 	"forbidden":    ErrForbidden,
 	"not_found":    ErrNotFound,
+	"gone":         ErrGone,
 	"invalid":      ErrInvalid,
 	"too_large":    ErrInvalid,
 	"conflict":     ErrInvalid,
@@ -110,9 +115,17 @@ func reasonCode(rc byte) string {
 	}
 }
 
-// publishError builds the error of a refused publish.
-func publishError(op string, rc byte, reason string) *Error {
-	return &Error{Op: op, Code: reasonCode(rc), Message: reason, Reason: rc}
+// publishError builds the error of a refused publish: its code is the
+// PUBACK's "code" user property when chatd sent one, else derived from the
+// reason code.
+func publishError(op string, rc byte, reason string, props ...paho.UserProperties) *Error {
+	code := reasonCode(rc)
+	for _, p := range props {
+		if c := p.Get("code"); c != "" {
+			code = c
+		}
+	}
+	return &Error{Op: op, Code: code, Message: reason, Reason: rc}
 }
 
 // retryable reports whether a refusal is temporary.

@@ -4,8 +4,14 @@ import "time"
 
 // Event types (docs/protocol.md "Events").
 const (
-	EventMessageNew  = "message.new"
-	EventReadUpdated = "read.updated"
+	EventMessageNew = "message.new"
+	// EventMessageEdited, EventMessageRecalled and EventReactionUpdated
+	// are changes of a message (TargetSeq), each an entry of the
+	// conversation's stream with a Seq of its own.
+	EventMessageEdited   = "message.edited"
+	EventMessageRecalled = "message.recalled"
+	EventReactionUpdated = "reaction.updated"
+	EventReadUpdated     = "read.updated"
 	// EventDeliveryUpdated: a member's delivered watermark moved (one of
 	// their sessions acknowledged messages up to Seq).
 	EventDeliveryUpdated     = "delivery.updated"
@@ -17,21 +23,35 @@ const (
 	EventError               = "error"
 )
 
-// Event is one event for the application. message.new events arrive per
-// conversation in seq order, each (ConversationID, Seq) once; the others
-// (read.updated, delivery.updated, member.added, member.removed, typing,
-// presence, error and types added later) are passed through as the server
-// sent them.
+// Event is one event for the application. The entries of a conversation's
+// stream (message.new, message.edited, message.recalled, reaction.updated)
+// arrive per conversation in seq order, each (ConversationID, Seq) once;
+// the others (read.updated, delivery.updated, member.added, member.removed,
+// typing, presence, error and types added later) are passed through as the
+// server sent them.
 type Event struct {
 	Type           string `json:"type"`
 	ConversationID int64  `json:"conversationId,omitempty"`
-	// Seq is the message's seq for message.new, the new watermark for
-	// read.updated, the conversation's last seq for member events.
+	// Seq is the entry's seq for message.new and the changes, the new
+	// watermark for read.updated, the conversation's last seq for member
+	// events; TargetSeq is the message a change changes.
 	Seq         int64     `json:"seq,omitempty"`
+	TargetSeq   int64     `json:"targetSeq,omitempty"`
 	SenderID    int64     `json:"senderId,omitempty"`
 	ClientMsgID string    `json:"clientMsgId,omitempty"`
 	Body        string    `json:"body,omitempty"`
 	CreatedAt   time.Time `json:"createdAt,omitzero"`
+	// A message's references and state (message.new): what it replies to
+	// or forwards, its last edit, whether it was recalled.
+	ReplyTo       *ReplyRef   `json:"replyTo,omitempty"`
+	ForwardedFrom *ForwardRef `json:"forwardedFrom,omitempty"`
+	EditedAt      *time.Time  `json:"editedAt,omitempty"`
+	Recalled      bool        `json:"recalled,omitempty"`
+	RecalledAt    *time.Time  `json:"recalledAt,omitempty"`
+	// A reaction's emoji, set (On) or removed, and how many carry it now.
+	Emoji string `json:"emoji,omitempty"`
+	On    bool   `json:"on,omitempty"`
+	Count int    `json:"count,omitempty"`
 	// UserID is the reader (read.updated), the member (member.*) or the
 	// typist (typing).
 	UserID           int64  `json:"userId,omitempty"`
@@ -55,34 +75,48 @@ type Event struct {
 // wireEvent decodes an events-topic payload; Body is a pointer so that a
 // slim message.new (large groups: no body) can be told from an empty one.
 type wireEvent struct {
-	Type             string     `json:"type"`
-	ConversationID   int64      `json:"conversationId"`
-	Seq              int64      `json:"seq"`
-	SenderID         int64      `json:"senderId"`
-	ClientMsgID      string     `json:"clientMsgId"`
-	Body             *string    `json:"body"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	UserID           int64      `json:"userId"`
-	ActorID          int64      `json:"actorId"`
-	Role             string     `json:"role"`
-	ConversationType string     `json:"conversationType"`
-	Title            *string    `json:"title"`
-	Online           *bool      `json:"online"`
-	LastSeen         *time.Time `json:"lastSeen"`
-	Code             string     `json:"code"`
-	Message          string     `json:"message"`
-	Members          []int64    `json:"members"`
+	Type             string      `json:"type"`
+	ConversationID   int64       `json:"conversationId"`
+	Seq              int64       `json:"seq"`
+	TargetSeq        int64       `json:"targetSeq"`
+	SenderID         int64       `json:"senderId"`
+	ClientMsgID      string      `json:"clientMsgId"`
+	Body             *string     `json:"body"`
+	CreatedAt        time.Time   `json:"createdAt"`
+	ReplyTo          *ReplyRef   `json:"replyTo"`
+	ForwardedFrom    *ForwardRef `json:"forwardedFrom"`
+	EditedAt         *time.Time  `json:"editedAt"`
+	Recalled         bool        `json:"recalled"`
+	RecalledAt       *time.Time  `json:"recalledAt"`
+	Emoji            string      `json:"emoji"`
+	On               *bool       `json:"on"`
+	Count            int         `json:"count"`
+	UserID           int64       `json:"userId"`
+	ActorID          int64       `json:"actorId"`
+	Role             string      `json:"role"`
+	ConversationType string      `json:"conversationType"`
+	Title            *string     `json:"title"`
+	Online           *bool       `json:"online"`
+	LastSeen         *time.Time  `json:"lastSeen"`
+	Code             string      `json:"code"`
+	Message          string      `json:"message"`
+	Members          []int64     `json:"members"`
 }
 
 func (w wireEvent) event() Event {
 	ev := Event{
-		Type: w.Type, ConversationID: w.ConversationID, Seq: w.Seq, SenderID: w.SenderID,
+		Type: w.Type, ConversationID: w.ConversationID, Seq: w.Seq, TargetSeq: w.TargetSeq, SenderID: w.SenderID,
 		ClientMsgID: w.ClientMsgID, CreatedAt: w.CreatedAt, UserID: w.UserID, ActorID: w.ActorID,
 		Role: w.Role, ConversationType: w.ConversationType, Online: w.Online, LastSeen: w.LastSeen,
 		Code: w.Code, Message: w.Message, Members: w.Members,
+		ReplyTo: w.ReplyTo, ForwardedFrom: w.ForwardedFrom, EditedAt: w.EditedAt, Recalled: w.Recalled,
+		RecalledAt: w.RecalledAt, Emoji: w.Emoji, Count: w.Count,
 	}
 	if w.Body != nil {
 		ev.Body = *w.Body
+	}
+	if w.On != nil {
+		ev.On = *w.On
 	}
 	if w.Title != nil {
 		ev.Title = *w.Title
@@ -90,10 +124,45 @@ func (w wireEvent) event() Event {
 	return ev
 }
 
-// messageEvent is the message.new event of a message read from history.
-func messageEvent(m Message) Event {
-	return Event{
-		Type: EventMessageNew, ConversationID: m.ConversationID, Seq: m.Seq, SenderID: m.SenderID,
-		ClientMsgID: m.ClientMsgID, Body: m.Body, CreatedAt: m.CreatedAt, FromHistory: true,
+// slim reports whether an entry's event came without its content (large
+// groups): the client completes it through history.
+func (w wireEvent) slim() bool {
+	switch w.Type {
+	case EventMessageNew:
+		return w.Body == nil && !w.Recalled
+	case EventReactionUpdated:
+		return w.On == nil
 	}
+	return false
+}
+
+// isEntry reports whether events of typ are entries of a conversation's
+// stream, each filling its seq's slot.
+func isEntry(typ string) bool {
+	switch typ {
+	case EventMessageNew, EventMessageEdited, EventMessageRecalled, EventReactionUpdated:
+		return true
+	}
+	return false
+}
+
+// messageEvent is the event of an entry read from history: a message as
+// it is now, or the edit, recall or reaction it is.
+func messageEvent(m Message) Event {
+	ev := Event{
+		Type: EventMessageNew, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq, SenderID: m.SenderID,
+		ClientMsgID: m.ClientMsgID, Body: m.Body, CreatedAt: m.CreatedAt, FromHistory: true,
+		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom, EditedAt: m.EditedAt, Recalled: m.Recalled, RecalledAt: m.RecalledAt,
+	}
+	switch m.Kind {
+	case KindEdit:
+		at := m.CreatedAt
+		ev.Type, ev.EditedAt = EventMessageEdited, &at
+	case KindRecall:
+		at := m.CreatedAt
+		ev.Type, ev.ActorID, ev.SenderID, ev.RecalledAt = EventMessageRecalled, m.ActorID, 0, &at
+	case KindReaction:
+		ev.Type, ev.UserID, ev.SenderID, ev.Emoji, ev.On, ev.Count = EventReactionUpdated, m.UserID, 0, m.Emoji, m.On, m.Count
+	}
+	return ev
 }

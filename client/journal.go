@@ -13,12 +13,28 @@ import (
 	"time"
 )
 
-// PendingSend is a message the server has not acknowledged yet.
+// PendingSend is a change (a message, or an edit, recall or reaction of
+// one) the server has not acknowledged yet.
 type PendingSend struct {
 	ClientMsgID    string    `json:"id"`
 	ConversationID int64     `json:"conv"`
 	Body           string    `json:"body"`
 	QueuedAt       time.Time `json:"at"`
+	// Kind is "" (or KindMessage) for a message; the other fields say
+	// what a message replies to or forwards, or which message a change
+	// targets.
+	Kind      string      `json:"kind,omitempty"`
+	TargetSeq int64       `json:"target,omitempty"`
+	ReplyTo   int64       `json:"replyTo,omitempty"`
+	Forward   *MessageRef `json:"forward,omitempty"`
+	Emoji     string      `json:"emoji,omitempty"`
+	On        bool        `json:"on,omitempty"`
+}
+
+// MessageRef names a message of a conversation (what to forward).
+type MessageRef struct {
+	ConversationID int64 `json:"conversationId"`
+	Seq            int64 `json:"seq"`
 }
 
 // journal is the durable record of unacknowledged sends: a JSON-lines file

@@ -46,16 +46,83 @@ func (c *Client) Send(ctx context.Context, conversationID int64, body string) (i
 // reuses on every retry of the same message (for example across its own
 // restarts). A Send already running for the id is joined, not repeated.
 func (c *Client) SendWithID(ctx context.Context, conversationID int64, clientMsgID, body string) (int64, error) {
-	if conversationID <= 0 {
-		return 0, &Error{Op: "send", Code: "invalid", Message: "conversation id must be positive"}
+	return c.Apply(ctx, Change{ConversationID: conversationID, ClientMsgID: clientMsgID, Body: body})
+}
+
+// SendOptions are a message's optional parts.
+type SendOptions struct {
+	// ReplyTo is the seq of a message of the same conversation this one
+	// replies to.
+	ReplyTo int64
+	// Forward is a message (of a conversation you are in) whose body this
+	// one copies; leave the body empty.
+	Forward *MessageRef
+	// ClientMsgID, when set, is the message's id (reuse it on retries);
+	// else a new one is picked.
+	ClientMsgID string
+}
+
+// SendMessage is Send with a reply or forward.
+func (c *Client) SendMessage(ctx context.Context, conversationID int64, body string, o SendOptions) (int64, error) {
+	return c.Apply(ctx, Change{ConversationID: conversationID, ClientMsgID: o.ClientMsgID, Body: body, ReplyTo: o.ReplyTo, Forward: o.Forward})
+}
+
+// Edit replaces the body of your message seq and returns the edit's own
+// seq (an entry of the conversation's stream: message.edited).
+func (c *Client) Edit(ctx context.Context, conversationID, seq int64, body string) (int64, error) {
+	return c.Apply(ctx, Change{Kind: KindEdit, ConversationID: conversationID, TargetSeq: seq, Body: body})
+}
+
+// Recall takes message seq back for everyone and returns the recall's
+// seq (that of the first recall, if it was recalled already).
+func (c *Client) Recall(ctx context.Context, conversationID, seq int64) (int64, error) {
+	return c.Apply(ctx, Change{Kind: KindRecall, ConversationID: conversationID, TargetSeq: seq})
+}
+
+// React sets (on) or removes your emoji on message seq and returns the
+// reaction's seq, or 0 when it changed nothing (it was set, or absent).
+func (c *Client) React(ctx context.Context, conversationID, seq int64, emoji string, on bool) (int64, error) {
+	return c.Apply(ctx, Change{Kind: KindReaction, ConversationID: conversationID, TargetSeq: seq, Emoji: emoji, On: on})
+}
+
+// Change is one write to a conversation: a message (Kind "" or
+// KindMessage, with ReplyTo or Forward), or an edit, recall or reaction
+// of message TargetSeq.
+type Change struct {
+	Kind           string
+	ConversationID int64
+	ClientMsgID    string // a UUID, reused on every retry; "" picks a new one
+	Body           string
+	TargetSeq      int64
+	ReplyTo        int64
+	Forward        *MessageRef
+	Emoji          string
+	On             bool
+}
+
+// Apply commits a change as Send commits a message: recorded in the
+// session, re-published with the same clientMsgId until chatd settles it,
+// joined when one runs for the id already. It returns the entry's seq (0
+// for a reaction that changed nothing).
+func (c *Client) Apply(ctx context.Context, ch Change) (int64, error) {
+	name := opName(ch.Kind)
+	if ch.ClientMsgID == "" {
+		ch.ClientMsgID = uuid.NewString()
 	}
-	if _, err := uuid.Parse(clientMsgID); err != nil {
-		return 0, &Error{Op: "send", Code: "invalid", Message: fmt.Sprintf("clientMsgId %q is not a UUID", clientMsgID)}
+	if ch.ConversationID <= 0 {
+		return 0, &Error{Op: name, Code: "invalid", Message: "conversation id must be positive"}
 	}
-	if !utf8.ValidString(body) {
+	if _, err := uuid.Parse(ch.ClientMsgID); err != nil {
+		return 0, &Error{Op: name, Code: "invalid", Message: fmt.Sprintf("clientMsgId %q is not a UUID", ch.ClientMsgID)}
+	}
+	if !utf8.ValidString(ch.Body) || !utf8.ValidString(ch.Emoji) {
 		// JSON encoding would silently replace the bad bytes.
-		return 0, &Error{Op: "send", Code: "invalid", Message: "body is not valid UTF-8"}
+		return 0, &Error{Op: name, Code: "invalid", Message: "body is not valid UTF-8"}
 	}
+	if ch.Kind != "" && ch.Kind != KindMessage && ch.TargetSeq <= 0 {
+		return 0, &Error{Op: name, Code: "invalid", Message: "the message's seq must be positive"}
+	}
+	clientMsgID := ch.ClientMsgID
 	c.mu.Lock()
 	op, running := c.sends[clientMsgID]
 	closed := c.closed
@@ -64,7 +131,8 @@ func (c *Client) SendWithID(ctx context.Context, conversationID int64, clientMsg
 		return 0, ErrClosed
 	}
 	if !running {
-		p := PendingSend{ClientMsgID: clientMsgID, ConversationID: conversationID, Body: body, QueuedAt: time.Now().UTC()}
+		p := PendingSend{ClientMsgID: clientMsgID, ConversationID: ch.ConversationID, Body: ch.Body, QueuedAt: time.Now().UTC(),
+			Kind: ch.Kind, TargetSeq: ch.TargetSeq, ReplyTo: ch.ReplyTo, Forward: ch.Forward, Emoji: ch.Emoji, On: ch.On}
 		if _, err := c.journal.add(p); err != nil {
 			return 0, err
 		}
@@ -77,8 +145,59 @@ func (c *Client) SendWithID(ctx context.Context, conversationID int64, clientMsg
 	case <-op.done:
 		return op.seq, op.err
 	case <-ctx.Done():
-		return 0, fmt.Errorf("send %s: %w: %w", clientMsgID, ErrQueued, ctx.Err())
+		return 0, fmt.Errorf("%s %s: %w: %w", name, clientMsgID, ErrQueued, ctx.Err())
 	}
+}
+
+func opName(kind string) string {
+	switch kind {
+	case KindEdit:
+		return "edit"
+	case KindRecall:
+		return "recall"
+	case KindReaction:
+		return "react"
+	}
+	return "send"
+}
+
+// publication is the topic and payload of a pending change.
+func (p PendingSend) publication() (string, []byte, error) {
+	conv := "chat/v1/conv/" + strconv.FormatInt(p.ConversationID, 10) + "/"
+	var v any
+	topic := conv + "msg"
+	switch p.Kind {
+	case KindEdit:
+		topic, v = conv+"edit", struct {
+			ClientMsgID string `json:"clientMsgId"`
+			Seq         int64  `json:"seq"`
+			Body        string `json:"body"`
+		}{p.ClientMsgID, p.TargetSeq, p.Body}
+	case KindRecall:
+		topic, v = conv+"recall", struct {
+			ClientMsgID string `json:"clientMsgId"`
+			Seq         int64  `json:"seq"`
+		}{p.ClientMsgID, p.TargetSeq}
+	case KindReaction:
+		topic, v = conv+"react", struct {
+			ClientMsgID string `json:"clientMsgId"`
+			Seq         int64  `json:"seq"`
+			Emoji       string `json:"emoji"`
+			On          bool   `json:"on"`
+		}{p.ClientMsgID, p.TargetSeq, p.Emoji, p.On}
+	default:
+		v = struct {
+			ClientMsgID string      `json:"clientMsgId"`
+			Body        string      `json:"body,omitempty"`
+			ReplyTo     int64       `json:"replyTo,omitempty"`
+			Forward     *MessageRef `json:"forward,omitempty"`
+		}{p.ClientMsgID, p.Body, p.ReplyTo, p.Forward}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode %s: %w", opName(p.Kind), err)
+	}
+	return topic, b, nil
 }
 
 // startSend runs the send loop of p unless one runs already; nil once
@@ -125,14 +244,11 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 // carry it either, by looking the message up in history. The message stays
 // in the journal until its seq is known.
 func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
-	payload, err := json.Marshal(struct {
-		ClientMsgID string `json:"clientMsgId"`
-		Body        string `json:"body"`
-	}{p.ClientMsgID, p.Body})
+	topic, payload, err := p.publication()
 	if err != nil {
-		return 0, fmt.Errorf("encode message: %w", err)
+		return 0, err
 	}
-	topic := "chat/v1/conv/" + strconv.FormatInt(p.ConversationID, 10) + "/msg"
+	op := opName(p.Kind)
 	delay := 200 * time.Millisecond
 	noSeq := 0 // success PUBACKs without a seq so far
 	for attempt := 0; ; attempt++ {
@@ -155,6 +271,9 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 			if resp.ReasonCode < 0x80 {
 				if seq, ok := ackSeq(resp); ok {
 					return seq, nil
+				}
+				if resp.Properties != nil && resp.Properties.User.Get("unchanged") == "true" {
+					return 0, nil // a reaction that was already as asked
 				}
 				// Committed, but the seq is unknown: not a failure, and
 				// the message stays in the journal until it is resolved.
@@ -181,10 +300,11 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 				continue
 			}
 			reason := ""
+			var props paho.UserProperties
 			if resp.Properties != nil {
-				reason = resp.Properties.ReasonString
+				reason, props = resp.Properties.ReasonString, resp.Properties.User
 			}
-			perr := publishError("send", resp.ReasonCode, reason)
+			perr := publishError(op, resp.ReasonCode, reason, props)
 			if !retryable(perr) {
 				return 0, perr
 			}

@@ -42,11 +42,13 @@ type Settings struct {
 	TLSCert string // tls_cert: PEM certificate for MQTT TCP and HTTP/WS
 	TLSKey  string // tls_key: its private key
 
-	MaxBodyBytes int   // max_body_bytes: message body limit
-	MaxMembers   int   // max_members: group member cap
-	LargeGroup   int   // large_group: above this many members message.new has no body
-	MaxInflight  int   // max_inflight: outbound QoS 1 window per session
-	DBMaxConns   int32 // db_max_conns: PostgreSQL pool size
+	MaxBodyBytes int // max_body_bytes: message body limit
+	MaxMembers   int // max_members: group member cap
+	LargeGroup   int // large_group: above this many members message.new has no body
+	// edit_window, recall_window: chat.NoLimit for none.
+	EditWindow, RecallWindow time.Duration
+	MaxInflight              int   // max_inflight: outbound QoS 1 window per session
+	DBMaxConns               int32 // db_max_conns: PostgreSQL pool size
 
 	SendTimeout time.Duration // send_timeout: deadline of one send
 
@@ -96,7 +98,7 @@ func (s Settings) Source(key string) string {
 
 // Limits returns the domain validation limits the settings describe.
 func (s Settings) Limits() chat.Limits {
-	return chat.Limits{MaxBodyBytes: s.MaxBodyBytes, MaxMembers: s.MaxMembers}
+	return chat.Limits{MaxBodyBytes: s.MaxBodyBytes, MaxMembers: s.MaxMembers, EditWindow: s.EditWindow, RecallWindow: s.RecallWindow}
 }
 
 // RateLimits returns the rate limits the settings describe.
@@ -498,6 +500,8 @@ func (s Settings) Redacted() map[string]any {
 		"max_body_bytes":      s.MaxBodyBytes,
 		"max_members":         s.MaxMembers,
 		"large_group":         s.LargeGroup,
+		"edit_window":         windowString(s.EditWindow),
+		"recall_window":       windowString(s.RecallWindow),
 		"max_inflight":        s.MaxInflight,
 		"db_max_conns":        s.DBMaxConns,
 		"send_timeout":        s.SendTimeout.String(),
@@ -538,4 +542,11 @@ func (s Settings) LogValue() slog.Value {
 		attrs = append(attrs, slog.Any(k, r[k]))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+func windowString(d time.Duration) string {
+	if d < 0 {
+		return "0"
+	}
+	return d.String()
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	chat "github.com/chatd/chatd"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -55,6 +56,8 @@ func TestDefaults(t *testing.T) {
 		{"max_body_bytes", s.MaxBodyBytes, 16384},
 		{"max_members", s.MaxMembers, 1000},
 		{"large_group", s.LargeGroup, 200},
+		{"edit_window", s.EditWindow, 48 * time.Hour},
+		{"recall_window", s.RecallWindow, 24 * time.Hour},
 		{"max_inflight", s.MaxInflight, 64},
 		{"db_max_conns", s.DBMaxConns, int32(32)},
 		{"send_timeout", s.SendTimeout, 5 * time.Second},
@@ -180,6 +183,8 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"max_body_bytes":      "100",
 		"max_members":         "50",
 		"large_group":         "5",
+		"edit_window":         "15m",
+		"recall_window":       "0",
 		"max_inflight":        "8",
 		"db_max_conns":        "4",
 		"send_timeout":        "2s",
@@ -226,6 +231,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			DataDir: "/var/lib/chatd", JWTSecret: strings.Repeat("s", 32), JWTPublicKey: "/etc/chatd/idp.pem",
 			KafkaBrokers: []string{"a:1", "b:2"}, KafkaTopic: "events", NodeID: "node-1",
 			TLSCert: "/c.pem", TLSKey: "/k.pem", MaxBodyBytes: 100, MaxMembers: 50, LargeGroup: 5,
+			EditWindow: 15 * time.Minute, RecallWindow: chat.NoLimit,
 			MaxInflight: 8, DBMaxConns: 4, SendTimeout: 2 * time.Second, LogLevel: "warn", LogFormat: "json",
 			Dev: true, WSAllowedOrigins: []string{"https://app.example.com"}, LimitSendRate: 0.5,
 			LimitSendBurst: 3, ShutdownTimeout: time.Minute,

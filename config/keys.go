@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	chat "github.com/chatd/chatd"
 	"math"
 	"net"
 	"net/url"
@@ -156,6 +157,12 @@ var keys = append([]*key{
 	mk("large_group", "200", "above this many members message.new events carry no body",
 		"use a whole number of members of at least 1, e.g. 200",
 		func(s *Settings, v string) (err error) { s.LargeGroup, err = parseInt(v, 1, 1000000); return }),
+	mk("edit_window", "48h", "how long after sending a sender may edit a message; 0 for no limit",
+		"use a Go duration such as 48h or 15m, or 0 for no limit",
+		func(s *Settings, v string) (err error) { s.EditWindow, err = parseWindow(v); return }),
+	mk("recall_window", "24h", "how long after sending a sender may recall a message (a group's owner and admins may at any time); 0 for no limit",
+		"use a Go duration such as 24h or 2m, or 0 for no limit",
+		func(s *Settings, v string) (err error) { s.RecallWindow, err = parseWindow(v); return }),
 	mk("max_inflight", "64", "outbound QoS 1 messages awaiting PUBACK per session",
 		"use a whole number between 1 and 65535, e.g. 64",
 		func(s *Settings, v string) (err error) { s.MaxInflight, err = parseInt(v, 1, 65535); return }),
@@ -311,6 +318,14 @@ func parseDuration(v string) (time.Duration, error) {
 		return 0, errors.New("must be positive")
 	}
 	return d, nil
+}
+
+// parseWindow reads an edit or recall window: 0 means no limit.
+func parseWindow(v string) (time.Duration, error) {
+	if strings.TrimSpace(v) == "0" {
+		return chat.NoLimit, nil
+	}
+	return parseDuration(v)
 }
 
 func parseEnum(v string, allowed ...string) (string, error) {

@@ -2,10 +2,11 @@ package delivery
 
 import chat "github.com/chatd/chatd"
 
-// encodeMessage renders message.new for a message read back from
-// PostgreSQL, slim for large groups like the live path.
+// encodeMessage renders the event of an entry read back from PostgreSQL
+// (a message as it is now, or an edit, recall or reaction), slim for large
+// groups like the live path.
 func encodeMessage(m chat.Message, large bool) ([]byte, error) {
-	ev := chat.MessageEvent(m)
+	ev := chat.EntryEvent(m.UTC())
 	if large {
 		ev = ev.Slim()
 	}

@@ -106,16 +106,25 @@ func (h *Hub) route(ev chat.Event, members []int64) {
 		return
 	}
 	it := item{kind: kEvent, conv: ev.ConversationID, seq: ev.Seq, payload: payload, qos: 1}
-	switch ev.Type {
-	case chat.EventMessageNew:
+	if ev.IsEntry() {
+		// Every entry (message, edit, recall, reaction) fills its seq's
+		// slot in each member's stream.
 		it.kind = kMsg
 		if ev.CreatedAt != nil {
 			it.at = *ev.CreatedAt
+		}
+		if ev.Type == chat.EventMessageRecalled {
+			// The cache holds the recalled message (and its edits) with
+			// their bodies: catch-up must read them as they are now.
+			h.recent.forget(ev.ConversationID)
 		}
 		// Into the recent cache before any session sees it: a session
 		// that drops it (while behind) finds it there when it catches up.
 		h.recent.put(ev.ConversationID, ev.Seq, payload, large, it.at)
 		h.toMembers(members, 0, it)
+		return
+	}
+	switch ev.Type {
 	case chat.EventTyping:
 		it.qos = 0
 		h.toMembers(members, ev.UserID, it)
@@ -160,9 +169,9 @@ func (h *Hub) routeDelivered(ev chat.Event, members []int64, large bool, it item
 	}
 }
 
-// encode is ev's payload, slim for large groups' message.new.
+// encode is ev's payload, slim for large groups' messages and reactions.
 func (h *Hub) encode(ev chat.Event, large bool) ([]byte, error) {
-	if large && ev.Type == chat.EventMessageNew {
+	if large {
 		ev = ev.Slim()
 	}
 	b, err := chat.EncodeEvent(ev)

@@ -12,8 +12,9 @@ import (
 // and re-encoding the same rows from PostgreSQL once per member. Under
 // saturation that catch-up path dominated the server's CPU and its pool.
 //
-// Only committed messages enter it (the hub's fan-out is fed after commit)
-// and messages are immutable, so a hit is exactly what PostgreSQL would
+// Only committed entries enter it (the hub's fan-out is fed after commit)
+// and entries change only when a message is recalled, which forgets the
+// conversation's entries, so a hit is exactly what PostgreSQL would
 // return. A miss falls through to PostgreSQL: the cache is an optimisation,
 // never the source of truth. The fan-out goroutine writes; session pumps
 // read; a mutex guards it.
@@ -101,6 +102,21 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) 
 		r.lru.Remove(el)
 		delete(r.convs, old.conv)
 		r.bytes -= old.bytes
+	}
+}
+
+// forget drops what the cache holds of conv (its high mark too): its
+// entries are no longer what PostgreSQL would return.
+func (r *recent) forget(conv int64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if el, ok := r.convs[conv]; ok {
+		r.bytes -= el.Value.(*recentRing).bytes
+		r.lru.Remove(el)
+		delete(r.convs, conv)
 	}
 }
 

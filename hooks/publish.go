@@ -24,6 +24,7 @@ var reasonCodes = map[chat.Code]byte{
 	chat.CodeNotMember:   0x87, // not authorized
 	chat.CodeForbidden:   0x87,
 	chat.CodeNotFound:    0x87,
+	chat.CodeGone:        0x87,
 	chat.CodeRateLimited: 0x97, // quota exceeded
 	chat.CodeMemberCap:   0x97,
 	chat.CodeUnavailable: 0x80, // unspecified error: retry
@@ -39,8 +40,19 @@ func ReasonCode(err error) byte {
 }
 
 type sendPayload struct {
+	ClientMsgID string           `json:"clientMsgId"`
+	Body        string           `json:"body"`
+	ReplyTo     int64            `json:"replyTo"`
+	Forward     *chat.MessageRef `json:"forward"`
+}
+
+// changePayload is an edit, recall or reaction.
+type changePayload struct {
 	ClientMsgID string `json:"clientMsgId"`
-	Body        string `json:"body"`
+	Seq         int64  `json:"seq"`
+	Body        string `json:"body"`  // edit
+	Emoji       string `json:"emoji"` // react
+	On          *bool  `json:"on"`    // react
 }
 
 type readPayload struct {
@@ -109,6 +121,8 @@ func (h *Chat) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		h.onTyping(p, pk, r.ConversationID)
 	case RouteRPC:
 		h.onRPC(p, pk, r.Method)
+	case RouteEdit, RouteRecall, RouteReact:
+		h.onChange(p, pk, r)
 	default:
 		p.fail("denied", chat.Errorf(chat.CodeForbidden, "publishing to this topic is not allowed"), 0, "")
 	}
@@ -161,7 +175,9 @@ func (p *publish) fail(kind string, err error, conv int64, clientMsgID string) {
 	}
 	switch {
 	case isV5(p.cl) && p.qos > 0:
-		p.answer(chat.Ack{Reason: ReasonCode(err), Message: chat.ErrorMessage(err)})
+		// The reason code is coarse (0x87 covers not a member, not
+		// allowed, not found and recalled); the code property says which.
+		p.answer(chat.Ack{Reason: ReasonCode(err), Message: chat.ErrorMessage(err), Props: []chat.KV{{Key: "code", Val: string(code)}}})
 		return
 	case (code == chat.CodeUnavailable || code == chat.CodeInternal) && p.qos > 0:
 		p.answer(chat.Ack{Close: "database unavailable: publish not acknowledged"})
@@ -189,7 +205,8 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	start := time.Now()
-	h.cfg.Service.SubmitSend(ctx, chat.SendRequest{ConversationID: conv, SenderID: p.ci.userID, ClientMsgID: body.ClientMsgID, Body: body.Body},
+	h.cfg.Service.SubmitSend(ctx, chat.SendRequest{ConversationID: conv, SenderID: p.ci.userID, ClientMsgID: body.ClientMsgID,
+		Body: body.Body, ReplyTo: body.ReplyTo, Forward: body.Forward},
 		func(res chat.SendResult, err error) {
 			cancel()
 			h.cfg.Metrics.SendLatency.Observe(time.Since(start).Seconds())
@@ -203,6 +220,59 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 			}
 			p.ok("msg", props...)
 		})
+}
+
+// onChange hands an edit, recall or reaction to the domain: it goes
+// through group commit like a send, in publish order, and its PUBACK
+// carries the entry's seq (seq=0 with unchanged=true when it asked for
+// what already was: a reaction already set or absent).
+func (h *Chat) onChange(p *publish, pk packets.Packet, r Route) {
+	kind, what := map[RouteKind]chat.EntryKind{RouteEdit: chat.KindEdit, RouteRecall: chat.KindRecall, RouteReact: chat.KindReaction}[r.Kind],
+		map[RouteKind]string{RouteEdit: "edit", RouteRecall: "recall", RouteReact: "react"}[r.Kind]
+	var body changePayload
+	if err := decodeStrict(pk.Payload, &body); err != nil {
+		p.fail(what, err, r.ConversationID, "")
+		return
+	}
+	c := chat.Change{Kind: kind, ConversationID: r.ConversationID, UserID: p.ci.userID, ClientMsgID: body.ClientMsgID, TargetSeq: body.Seq}
+	var err error
+	switch kind {
+	case chat.KindEdit:
+		if body.Emoji != "" || body.On != nil {
+			err = chat.Errorf(chat.CodeInvalid, "an edit takes clientMsgId, seq and body")
+		}
+		c.Body = body.Body
+	case chat.KindRecall:
+		if body.Body != "" || body.Emoji != "" || body.On != nil {
+			err = chat.Errorf(chat.CodeInvalid, "a recall takes clientMsgId and seq")
+		}
+	case chat.KindReaction:
+		if body.Body != "" || body.On == nil {
+			err = chat.Errorf(chat.CodeInvalid, `a reaction takes clientMsgId, seq, emoji and "on" (true sets, false removes)`)
+		} else {
+			c.Emoji, c.On = body.Emoji, *body.On
+		}
+	}
+	if err != nil {
+		p.fail(what, err, r.ConversationID, body.ClientMsgID)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+	h.cfg.Service.SubmitChange(ctx, c, func(res chat.ChangeResult, err error) {
+		cancel()
+		if err != nil {
+			p.fail(what, err, r.ConversationID, body.ClientMsgID)
+			return
+		}
+		props := []chat.KV{{Key: "seq", Val: strconv.FormatInt(res.Entry.Seq, 10)}, {Key: "targetSeq", Val: strconv.FormatInt(body.Seq, 10)}}
+		if res.Duplicate {
+			props = append(props, chat.KV{Key: "duplicate", Val: "true"})
+		}
+		if res.Unchanged {
+			props = append(props, chat.KV{Key: "unchanged", Val: "true"})
+		}
+		p.ok(what, props...)
+	})
 }
 
 func (h *Chat) onRead(p *publish, pk packets.Packet, conv int64) {

@@ -17,6 +17,9 @@ const (
 	RouteRead              // chat/v1/conv/{cid}/read
 	RouteTyping            // chat/v1/conv/{cid}/typing
 	RouteRPC               // chat/v1/rpc/{method}
+	RouteEdit              // chat/v1/conv/{cid}/edit
+	RouteRecall            // chat/v1/conv/{cid}/recall
+	RouteReact             // chat/v1/conv/{cid}/react
 )
 
 // Route is a parsed publish topic.
@@ -58,6 +61,12 @@ func ParseTopic(topic string) Route {
 		return Route{Kind: RouteRead, ConversationID: id}
 	case "typing":
 		return Route{Kind: RouteTyping, ConversationID: id}
+	case "edit":
+		return Route{Kind: RouteEdit, ConversationID: id}
+	case "recall":
+		return Route{Kind: RouteRecall, ConversationID: id}
+	case "react":
+		return Route{Kind: RouteReact, ConversationID: id}
 	}
 	return Route{}
 }

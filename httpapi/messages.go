@@ -10,18 +10,24 @@ import (
 
 // sendParams: POST /v1/conversations/{id}/messages and RPC send.
 type sendParams struct {
-	ConversationID int64  `json:"conversationId"`
-	ClientMsgID    string `json:"clientMsgId"`
-	Body           string `json:"body"`
+	ConversationID int64            `json:"conversationId"`
+	ClientMsgID    string           `json:"clientMsgId"`
+	Body           string           `json:"body"`
+	ReplyTo        int64            `json:"replyTo"`
+	Forward        *chat.MessageRef `json:"forward"`
 }
 
-// SendReply acknowledges a committed message. It carries no body: the
-// sender has it, and echoing it would double the bytes of every send.
+// SendReply acknowledges a committed message. It carries no body (the
+// sender has it, and echoing it would double the bytes of every send),
+// except a forward's, which the sender did not send.
 type SendReply struct {
-	ConversationID int64     `json:"conversationId"`
-	Seq            int64     `json:"seq"`
-	ClientMsgID    string    `json:"clientMsgId"`
-	CreatedAt      time.Time `json:"createdAt"`
+	ConversationID int64            `json:"conversationId"`
+	Seq            int64            `json:"seq"`
+	ClientMsgID    string           `json:"clientMsgId"`
+	CreatedAt      time.Time        `json:"createdAt"`
+	ReplyTo        *chat.ReplyRef   `json:"replyTo,omitempty"`
+	ForwardedFrom  *chat.ForwardRef `json:"forwardedFrom,omitempty"`
+	Body           *string          `json:"body,omitempty"`
 }
 
 func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) error {
@@ -30,13 +36,15 @@ func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) err
 		return err
 	}
 	var body struct {
-		ClientMsgID string `json:"clientMsgId"`
-		Body        string `json:"body"`
+		ClientMsgID string           `json:"clientMsgId"`
+		Body        string           `json:"body"`
+		ReplyTo     int64            `json:"replyTo"`
+		Forward     *chat.MessageRef `json:"forward"`
 	}
 	if err := a.bindBody(w, r, &body); err != nil {
 		return err
 	}
-	p.ClientMsgID, p.Body = body.ClientMsgID, body.Body
+	p.ClientMsgID, p.Body, p.ReplyTo, p.Forward = body.ClientMsgID, body.Body, body.ReplyTo, body.Forward
 	return nil
 }
 
@@ -49,12 +57,18 @@ func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, erro
 		SenderID:       user,
 		ClientMsgID:    p.ClientMsgID,
 		Body:           p.Body,
+		ReplyTo:        p.ReplyTo,
+		Forward:        p.Forward,
 	})
 	if err != nil {
 		return 0, nil, err
 	}
 	m := res.Message
-	reply := SendReply{ConversationID: m.ConversationID, Seq: m.Seq, ClientMsgID: m.ClientMsgID, CreatedAt: m.CreatedAt}
+	reply := SendReply{ConversationID: m.ConversationID, Seq: m.Seq, ClientMsgID: m.ClientMsgID, CreatedAt: m.CreatedAt,
+		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom}
+	if m.ForwardedFrom != nil {
+		reply.Body = &m.Body
+	}
 	if res.Duplicate {
 		return http.StatusOK, reply, nil
 	}

@@ -4,66 +4,97 @@
 -- function's arguments or result needs a numbered migration that drops the
 -- old one first; everything else is edited here.
 --
--- # chat_send_batch(p_conv, p_sender, p_id, p_body)
+-- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window)
 --
--- The only way a message is written. Group commit calls it once per
--- transaction with the batch's sends as parallel arrays, one element per
--- send, in arrival order; a lone send is a batch of one.
+-- The only way an entry of a conversation's stream is written: messages,
+-- edits, recalls and reactions. Group commit calls it once per transaction
+-- with the batch's changes as parallel arrays, one element per change, in
+-- arrival order; a lone send is a batch of one. Within a batch, the rows
+-- of one conversation are either all messages or a single change of
+-- another kind (the batcher cuts batches so), so no row depends on
+-- another row of its batch.
 --
--- Returns one row per send, in the same order:
---   o_status 0 new (o_seq, o_at), 1 duplicate (o_seq, o_sender, o_body,
---            o_at of the stored message), 2 clientMsgId used by another
---            sender, 3 sender not a member, 4 no such conversation;
---   o_body   NULL for a new message (the caller has it).
+--   p_kind    'message', 'edit', 'recall' or 'reaction'
+--   p_target  edit/recall/reaction: the message's seq; message: the seq it
+--             replies to (0: none)
+--   p_fwd_*   message: the message it forwards (NULL: none); its body is
+--             copied, p_body is ignored
+--   p_emoji, p_on   reaction: the emoji, and set (true) or remove
+--   p_edit_window, p_recall_window   NULL: no limit
+--
+-- Returns one row per change, in the same order:
+--   o_status  0 new (o_seq, o_at), 1 duplicate (o_seq, o_sender, o_body,
+--             o_at, o_count of the stored entry), 2 clientMsgId used by
+--             another sender or for another change, 3 sender not a member,
+--             4 no such conversation, 5 reaction already as asked (nothing
+--             written), 6 already recalled (o_seq: the recall), 7 target
+--             not a message of the conversation, 8 target recalled, 9 not
+--             allowed (not the sender, or past the window), 10 reply to a
+--             seq that is not a message of the conversation, 11 forward
+--             from a conversation the sender is not in, 12 forward of a
+--             missing or recalled message, 13 reaction limit (20 distinct
+--             emoji per user and message);
+--   o_body    the stored body of a duplicate; a new forward's copied body;
+--   o_target_sender, o_snippet, o_target_recalled
+--             the target's (or replied-to message's, or forward source's)
+--             sender, first 100 characters of its current body, recalled;
+--   o_count   reaction: how many carry the emoji after the change.
 --
 -- Rules, each decided once here:
 --   - seq is the conversation's last_seq + 1, under the conversation row's
---     lock: per conversation, seqs are 1, 2, 3, ... with no gaps, and
---     within a conversation they follow the arrays' order;
---   - only members send;
---   - (conversation, clientMsgId) is one message: a resend by its sender
---     answers the stored message, another sender's is a conflict; a later
---     send of the batch with an earlier one's clientMsgId repeats it;
---   - a send that fails uses no seq;
+--     lock: per conversation, seqs are 1, 2, 3, ... with no gaps, in the
+--     arrays' order; a change that fails or changes nothing uses no seq;
+--   - only members write;
+--   - (conversation, clientMsgId) is one change: a resend by its sender
+--     answers the stored entry, another sender's (or another change's) is
+--     a conflict; a later message of the batch with an earlier one's
+--     clientMsgId repeats it;
 --   - created_at is taken under the lock and never before the
---     conversation's previous message, so times follow seq order and the
---     inbox's sort key never moves backwards;
---   - the conversation's last_seq and last_message_at move with the batch;
---   - the sender has read what it wrote: its read watermark moves to its
---     newest message;
---   - every new message writes one outbox row referencing it
---     (type message.new, conversation_id, seq; the relay encodes it), in
---     seq order.
+--     conversation's previous message;
+--   - edit: the message's sender, within p_edit_window of its created_at,
+--     not recalled; the message's body becomes the edit's;
+--   - recall: the sender within p_recall_window, or a group's owner or
+--     admin at any time; the body of the message and of all its edits is
+--     erased, its reactions removed;
+--   - reaction: any member, on a message not recalled; setting one that
+--     is set, or removing one that is not, writes nothing;
+--   - only messages move last_message_at, last_message_seq and
+--     message_count (unread counts and the inbox order); every entry moves
+--     last_seq and its writer's read watermark (one has read what one
+--     wrote);
+--   - every entry writes one outbox row referencing it (conversation_id,
+--     seq; type by kind), in seq order; the relay encodes it.
 --
 -- Locks are taken in a fixed order, the order every other writer uses:
 -- conversation rows by id before anything else, member rows by
 -- (conversation, user), so concurrent batches and receipt flushes never
--- deadlock. The deciding statement runs after the conversation locks are
--- granted and so (READ COMMITTED, a volatile function: a fresh snapshot per
--- statement) sees what the previous holder committed, such as the same
--- clientMsgId sent through another node.
+-- deadlock. A conversation's entries and reactions change only under its
+-- row's lock. The deciding statement runs after the locks are granted and
+-- so (READ COMMITTED, a volatile function: a fresh snapshot per statement)
+-- sees what the previous holder committed.
 --
 -- Every statement looks rows up by key for each element of a small array
 -- (LATERAL ... LIMIT 1 keeps even a plan made on a fresh, unanalyzed
 -- database on the indexes), so cached generic plans are safe, and they save
 -- planning each statement of each call.
-CREATE OR REPLACE FUNCTION chat_send_batch(p_conv bigint[], p_sender bigint[], p_id uuid[], p_body text[])
-RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz)
+CREATE OR REPLACE FUNCTION chat_send_batch(
+    p_kind text[], p_conv bigint[], p_sender bigint[], p_id uuid[], p_body text[], p_target bigint[],
+    p_fwd_conv bigint[], p_fwd_seq bigint[], p_emoji text[], p_on boolean[],
+    p_edit_window interval, p_recall_window interval)
+RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
+               o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_at     timestamptz;
-    v_new    int;
-    v_status smallint[];
-    v_seq    bigint[];
-    v_sender bigint[];
-    v_body   text[];
-    v_when   timestamptz[];
+    v_n    int := cardinality(p_conv);
+    v_rows chat_batch_row[];
 BEGIN
-    IF cardinality(p_conv) IS DISTINCT FROM cardinality(p_sender)
-       OR cardinality(p_conv) IS DISTINCT FROM cardinality(p_id)
-       OR cardinality(p_conv) IS DISTINCT FROM cardinality(p_body) THEN
+    IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
+       OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
+       OR cardinality(p_target) IS DISTINCT FROM v_n OR cardinality(p_fwd_conv) IS DISTINCT FROM v_n
+       OR cardinality(p_fwd_seq) IS DISTINCT FROM v_n OR cardinality(p_emoji) IS DISTINCT FROM v_n
+       OR cardinality(p_on) IS DISTINCT FROM v_n THEN
         RAISE EXCEPTION 'chat_send_batch: argument arrays differ in length';
     END IF;
 
@@ -72,94 +103,169 @@ BEGIN
     CROSS JOIN LATERAL (SELECT 1 FROM conversation cv WHERE cv.id = k.c LIMIT 1 FOR UPDATE) l;
 
     WITH req AS (
-        SELECT t.ord, t.c, t.s, t.id, t.b
-        FROM unnest(p_conv, p_sender, p_id, p_body) WITH ORDINALITY AS t(c, s, id, b, ord)
+        SELECT t.ord, t.k, t.c, t.s, t.id, t.b, t.tgt, t.fc, t.fs, t.emoji, t.is_on
+        FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on)
+             WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, ord)
     ), cls AS (
-        -- What each send is judged against.
-        SELECT r.ord, r.c, r.s, r.id, r.b, cv.last_seq, cv.last_message_at,
-               mb.ok IS NOT NULL AS member,
+        -- What each change is judged against.
+        SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, cv.type AS ctype, mb.role,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               cv.last_seq IS NOT NULL AND mb.ok IS NOT NULL AND st.seq IS NULL AS eligible
+               st.kind AS st_kind, st.target_seq AS st_target,
+               tg.kind AS t_kind, tg.sender_id AS t_sender, tg.body AS t_body, tg.created_at AS t_at,
+               tg.recalled_at IS NOT NULL AS t_recalled, rc.seq AS recall_seq, rc.created_at AS recall_at,
+               COALESCE(rx.mine, false) AS mine, COALESCE(rx.mine_distinct, 0) AS mine_distinct, COALESCE(rx.total, 0) AS total,
+               fm.ok IS NOT NULL AS f_member, fsrc.kind AS f_kind, fsrc.sender_id AS f_sender,
+               fsrc.body AS f_body, fsrc.recalled_at IS NOT NULL AS f_recalled
         FROM req r
-        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at FROM conversation c
+        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type FROM conversation c
                            WHERE c.id = r.c LIMIT 1) cv ON true
-        LEFT JOIN LATERAL (SELECT true AS ok FROM conversation_member m
+        LEFT JOIN LATERAL (SELECT m.role FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at FROM message m
+        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
-    ), firsts AS (
-        -- The first eligible send of each clientMsgId is new; later ones
-        -- repeat it.
-        SELECT x.*,
-               count(*) FILTER (WHERE x.eligible) OVER byid AS nth,
-               (array_agg(x.s) FILTER (WHERE x.eligible) OVER byid)[1] AS first_s,
-               (array_agg(x.b) FILTER (WHERE x.eligible) OVER byid)[1] AS first_b
+        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at FROM message m
+                           WHERE r.tgt > 0 AND m.conversation_id = r.c AND m.seq = r.tgt LIMIT 1) tg ON true
+        LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM message m WHERE r.k = 'recall' AND m.conversation_id = r.c
+                           AND m.target_seq = r.tgt AND m.kind = 'recall' LIMIT 1) rc ON true
+        LEFT JOIN LATERAL (SELECT bool_or(x.emoji = r.emoji AND x.user_id = r.s) AS mine,
+                                  count(DISTINCT x.emoji) FILTER (WHERE x.user_id = r.s) AS mine_distinct,
+                                  count(*) FILTER (WHERE x.emoji = r.emoji) AS total
+                           FROM reaction x WHERE r.k = 'reaction' AND x.conversation_id = r.c AND x.seq = r.tgt) rx ON true
+        LEFT JOIN LATERAL (SELECT true AS ok FROM conversation_member m
+                           WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.user_id = r.s LIMIT 1) fm ON true
+        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at FROM message m
+                           WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true
+    ), judged AS (
+        SELECT x.*, (CASE
+            WHEN x.last_seq IS NULL THEN 4
+            WHEN x.role IS NULL THEN 3
+            WHEN x.st_seq IS NOT NULL THEN
+                CASE WHEN x.st_sender = x.s AND x.st_kind = x.k AND (x.k = 'message' OR x.st_target = x.tgt) THEN 1 ELSE 2 END
+            WHEN x.k = 'message' AND x.fc IS NOT NULL AND NOT x.f_member THEN 11
+            WHEN x.k = 'message' AND x.fc IS NOT NULL AND (x.f_kind IS DISTINCT FROM 'message' OR x.f_recalled) THEN 12
+            WHEN x.k = 'message' AND x.tgt > 0 AND x.t_kind IS DISTINCT FROM 'message' THEN 10
+            WHEN x.k = 'message' THEN 0
+            WHEN x.t_kind IS DISTINCT FROM 'message' THEN 7
+            WHEN x.k = 'recall' AND x.t_recalled THEN 6
+            WHEN x.t_recalled THEN 8
+            WHEN x.k = 'edit' AND (x.t_sender <> x.s
+                                   OR (p_edit_window IS NOT NULL AND clock_timestamp() > x.t_at + p_edit_window)) THEN 9
+            WHEN x.k = 'recall' AND NOT ((x.t_sender = x.s AND (p_recall_window IS NULL OR clock_timestamp() <= x.t_at + p_recall_window))
+                                         OR (x.ctype = 'GROUP' AND x.role IN ('owner', 'admin'))) THEN 9
+            WHEN x.k = 'reaction' AND x.mine = x.is_on THEN 5
+            WHEN x.k = 'reaction' AND x.is_on AND x.mine_distinct >= 20 THEN 13
+            ELSE 0 END)::smallint AS pre
         FROM cls x
-        WINDOW byid AS (PARTITION BY x.c, x.id ORDER BY x.ord)
+    ), firsts AS (
+        -- The first new message of each clientMsgId is new; later ones of
+        -- the batch repeat it (or conflict). A conversation with a change
+        -- of another kind has nothing else in the batch.
+        SELECT j.*,
+               count(*) FILTER (WHERE j.pre = 0) OVER byid AS nth,
+               (array_agg(j.s) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_s,
+               (array_agg(j.b) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_b
+        FROM judged j
+        WINDOW byid AS (PARTITION BY j.c, j.id ORDER BY j.ord)
     ), numbered AS (
-        SELECT f.*, f.eligible AND f.nth = 1 AS is_new,
-               f.last_seq + count(*) FILTER (WHERE f.eligible AND f.nth = 1)
-                   OVER (PARTITION BY f.c ORDER BY f.ord) AS run_seq
+        SELECT f.*,
+               (CASE WHEN f.pre <> 0 THEN f.pre WHEN f.nth = 1 THEN 0 WHEN f.first_s = f.s THEN 1 ELSE 2 END)::smallint AS status,
+               f.last_seq + count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1) OVER byconv AS run_seq,
+               f.message_count + count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1 AND f.k = 'message') OVER byconv AS run_msg
         FROM firsts f
+        WINDOW byconv AS (PARTITION BY f.c ORDER BY f.ord)
     ), seqs AS (
-        SELECT n.*, max(n.run_seq) FILTER (WHERE n.is_new) OVER (PARTITION BY n.c, n.id) AS new_seq
+        SELECT n.*, max(n.run_seq) FILTER (WHERE n.status = 0) OVER (PARTITION BY n.c, n.id) AS new_seq
         FROM numbered n
     ), clock AS (
+        -- Times follow seq order: never before a conversation's previous
+        -- message, whatever the clocks did.
         SELECT GREATEST(clock_timestamp(), max(x.last_message_at)) AS at FROM cls x
     )
-    SELECT k.at,
-           count(*) FILTER (WHERE q.is_new),
-           array_agg((CASE
-               WHEN q.last_seq IS NULL THEN 4
-               WHEN NOT q.member THEN 3
-               WHEN q.st_seq IS NOT NULL THEN CASE WHEN q.st_sender = q.s THEN 1 ELSE 2 END
-               WHEN q.is_new THEN 0
-               WHEN q.first_s = q.s THEN 1
-               ELSE 2 END)::smallint ORDER BY q.ord),
-           array_agg(COALESCE(q.st_seq, q.new_seq) ORDER BY q.ord),
-           array_agg(COALESCE(q.st_sender, q.first_s) ORDER BY q.ord),
-           array_agg(CASE WHEN q.is_new THEN NULL ELSE COALESCE(q.st_body, q.first_b) END ORDER BY q.ord),
-           array_agg(COALESCE(q.st_at, k.at) ORDER BY q.ord)
-    INTO v_at, v_new, v_status, v_seq, v_sender, v_body, v_when
-    FROM seqs q CROSS JOIN clock k
-    GROUP BY k.at;
+    SELECT array_agg(ROW(
+               q.ord, q.k, q.c, q.s, q.id,
+               CASE WHEN q.fc IS NOT NULL THEN q.f_body ELSE q.b END,
+               q.tgt, q.emoji, q.is_on, q.status,
+               CASE WHEN q.status = 6 THEN q.recall_seq ELSE COALESCE(q.st_seq, q.new_seq) END,
+               q.run_msg, k.at,
+               COALESCE(q.st_sender, q.first_s),
+               CASE WHEN q.status = 0 THEN NULL ELSE COALESCE(q.st_body, q.first_b) END,
+               CASE WHEN q.status = 6 THEN q.recall_at ELSE COALESCE(q.st_at, k.at) END,
+               CASE WHEN q.fc IS NOT NULL THEN q.f_sender ELSE q.t_sender END,
+               left(CASE WHEN q.fc IS NOT NULL THEN q.f_body ELSE q.t_body END, 100),
+               COALESCE(q.t_recalled, false),
+               CASE WHEN q.k <> 'reaction' THEN NULL
+                    WHEN q.status = 0 THEN q.total::int + CASE WHEN q.is_on THEN 1 ELSE -1 END
+                    ELSE q.total::int END,
+               q.fc, q.fs, q.f_sender)::chat_batch_row ORDER BY q.ord)
+    INTO v_rows
+    FROM seqs q CROSS JOIN clock k;
 
-    IF v_new > 0 THEN
-        -- One statement writes all four tables: each statement of a
-        -- function costs its own executor start-up, which is most of what
-        -- a small batch costs PostgreSQL. The sub-statements share one
-        -- snapshot; none reads what another writes. Member rows are
-        -- locked in (conversation, user) order before they are updated
-        -- (lk feeds the update whatever join the planner picks).
-        WITH ins AS (
-            INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at)
-            SELECT t.c, t.q, t.s, t.id, t.b, v_at
-            FROM unnest(p_conv, v_seq, p_sender, p_id, p_body, v_status) AS t(c, q, s, id, b, st)
-            WHERE t.st = 0
+    IF EXISTS (SELECT 1 FROM unnest(v_rows) f WHERE f.status = 0) THEN
+        -- One statement writes every table: each statement of a function
+        -- costs its own executor start-up, most of what a small batch
+        -- costs PostgreSQL. The sub-statements share one snapshot; none
+        -- reads what another writes. Member rows are locked in
+        -- (conversation, user) order before they are updated (lk feeds
+        -- the update whatever join the planner picks).
+        WITH fresh AS MATERIALIZED (
+            SELECT * FROM unnest(v_rows) f WHERE f.status = 0
+        ), ins AS (
+            INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, kind, target_seq,
+                                 msg_no, reply_to, forwarded_conversation_id, forwarded_seq, forwarded_sender_id,
+                                 emoji, reaction_on, reaction_count)
+            SELECT f.conv, f.seq, f.sender, f.id, CASE WHEN f.kind IN ('message', 'edit') THEN f.body ELSE '' END,
+                   f.at, f.kind, CASE WHEN f.kind <> 'message' THEN f.target END, f.msg_no,
+                   CASE WHEN f.kind = 'message' AND f.target > 0 THEN f.target END,
+                   f.fwd_conv, f.fwd_seq, f.fwd_sender,
+                   CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt
+            FROM fresh f
+        ), edited AS (
+            UPDATE message m SET body = f.body, edited_at = f.at
+            FROM fresh f WHERE f.kind = 'edit' AND m.conversation_id = f.conv AND m.seq = f.target
+        ), recalled AS (
+            -- The message and every edit of it lose their bodies.
+            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.sender
+            FROM fresh f
+            WHERE f.kind = 'recall' AND m.conversation_id = f.conv
+              AND (m.seq = f.target OR (m.target_seq = f.target AND m.kind = 'edit'))
+        ), unreacted AS (
+            DELETE FROM reaction x USING fresh f
+            WHERE x.conversation_id = f.conv AND x.seq = f.target
+              AND (f.kind = 'recall' OR (f.kind = 'reaction' AND NOT f.is_on AND x.user_id = f.sender AND x.emoji = f.emoji))
+        ), reacted AS (
+            INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
+            SELECT f.conv, f.target, f.sender, f.emoji, f.at FROM fresh f WHERE f.kind = 'reaction' AND f.is_on
         ), conv AS (
-            UPDATE conversation c SET last_seq = u.last, last_message_at = v_at
-            FROM (SELECT t.c, max(t.q) AS last FROM unnest(p_conv, v_seq, v_status) AS t(c, q, st)
-                  WHERE t.st = 0 GROUP BY t.c) u
-            WHERE c.id = u.c
+            UPDATE conversation c SET last_seq = u.last,
+                   last_message_at = CASE WHEN u.msgs > 0 THEN u.at ELSE c.last_message_at END,
+                   last_message_seq = COALESCE(u.last_msg, c.last_message_seq),
+                   message_count = c.message_count + u.msgs
+            FROM (SELECT f.conv, max(f.seq) AS last, max(f.seq) FILTER (WHERE f.kind = 'message') AS last_msg,
+                         count(*) FILTER (WHERE f.kind = 'message') AS msgs, max(f.at) AS at
+                  FROM fresh f GROUP BY f.conv) u
+            WHERE c.id = u.conv
         ), lk AS MATERIALIZED (
-            SELECT w.c, w.s, w.q
-            FROM (SELECT t.c, t.s, max(t.q) AS q FROM unnest(p_conv, p_sender, v_seq, v_status) AS t(c, s, q, st)
-                  WHERE t.st = 0 GROUP BY t.c, t.s ORDER BY t.c, t.s) w
+            SELECT w.conv, w.sender, w.q
+            FROM (SELECT f.conv, f.sender, max(f.seq) AS q FROM fresh f GROUP BY f.conv, f.sender ORDER BY f.conv, f.sender) w
             CROSS JOIN LATERAL (SELECT 1 FROM conversation_member m
-                                WHERE m.conversation_id = w.c AND m.user_id = w.s LIMIT 1 FOR UPDATE) l
+                                WHERE m.conversation_id = w.conv AND m.user_id = w.sender LIMIT 1 FOR UPDATE) l
         ), reader AS (
             UPDATE conversation_member m SET last_read_seq = GREATEST(m.last_read_seq, lk.q)
             FROM lk
-            WHERE m.conversation_id = lk.c AND m.user_id = lk.s
+            WHERE m.conversation_id = lk.conv AND m.user_id = lk.sender
         )
         INSERT INTO outbox (msg_key, type, conversation_id, seq)
-        SELECT t.c::text, 'message.new', t.c, t.q
-        FROM unnest(p_conv, v_seq, v_status) WITH ORDINALITY AS t(c, q, st, ord)
-        WHERE t.st = 0
-        ORDER BY t.ord;
+        SELECT f.conv::text, CASE f.kind WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
+                                        WHEN 'recall' THEN 'message.recalled' ELSE 'reaction.updated' END,
+               f.conv, f.seq
+        FROM fresh f
+        ORDER BY f.ord;
     END IF;
 
-    RETURN QUERY SELECT * FROM unnest(v_status, v_seq, v_sender, v_body, v_when);
+    RETURN QUERY SELECT f.status, f.seq, f.st_sender,
+                        CASE WHEN f.status = 0 AND f.fwd_conv IS NOT NULL THEN f.body WHEN f.status = 0 THEN NULL ELSE f.st_body END,
+                        f.st_at, f.t_sender, f.t_snippet, f.t_recalled, f.cnt
+                 FROM unnest(v_rows) f ORDER BY f.ord;
 END;
 $$;
 
@@ -194,3 +300,18 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+-- # chat_entry (view)
+--
+-- An entry of a conversation's stream as readers see it (history,
+-- catch-up, the outbox relay): the message row with what its reply_to
+-- points at now (sender, first 100 characters of its current body,
+-- recalled). Reading entries through it keeps that rule in one place.
+CREATE OR REPLACE VIEW chat_entry AS
+SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m.created_at,
+       m.target_seq, m.emoji, m.reaction_on, m.reaction_count, m.edited_at, m.recalled_at,
+       m.reply_to, r.sender_id AS reply_sender, left(r.body, 100) AS reply_snippet,
+       r.recalled_at IS NOT NULL AS reply_recalled,
+       m.forwarded_conversation_id, m.forwarded_seq, m.forwarded_sender_id
+FROM message m
+LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply_to;

@@ -43,7 +43,9 @@ func TestRelayedMessageTimesAreWhatGoWrites(t *testing.T) {
 	}
 	port := freePort(t)
 	startKafka(t, port)
-	rl, err := relay.New(pool, testConfig(t, port, nil))
+	cfg := testConfig(t, port, nil)
+	cfg.Entries = store.NewSessions(pool)
+	rl, err := relay.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

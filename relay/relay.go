@@ -42,8 +42,12 @@ type Config struct {
 	StatsInterval time.Duration // how often the leader refreshes the lag gauges, default 5s
 	BackoffMin    time.Duration // first retry pause after a failure, default 100ms
 	BackoffMax    time.Duration // retry pause cap, default 10s
-	WriteTimeout  time.Duration // one Kafka write, default 10s; bounds how long Run takes to stop
-	LockKey       int64         // advisory lock key, default DefaultLockKey
+	// Entries reads the entries that outbox rows reference (the store);
+	// without it such rows cannot be published and are dropped.
+	Entries chat.EntryReader
+
+	WriteTimeout time.Duration // one Kafka write, default 10s; bounds how long Run takes to stop
+	LockKey      int64         // advisory lock key, default DefaultLockKey
 
 	Logger     *slog.Logger          // default slog.Default()
 	Registerer prometheus.Registerer // nil: metrics are not registered
@@ -393,15 +397,11 @@ type outboxRow struct {
 	createdAt time.Time
 }
 
-// selectBatch reads the oldest rows. A row that references a stream entry
-// (payload NULL, migration 0010) comes with the entry as it is now; every
-// other row carries its event JSON.
+// selectBatch reads the oldest rows: a row that references a stream entry
+// (payload NULL) names it, every other row carries its event JSON.
 const selectBatch = `
-SELECT o.id, o.msg_key, o.type, o.payload::text, o.origin, o.created_at,
-       m.conversation_id, m.seq, m.sender_id, m.client_msg_id::text, m.body, m.created_at
-FROM outbox o
-LEFT JOIN message m ON o.payload IS NULL AND m.conversation_id = o.conversation_id AND m.seq = o.seq
-ORDER BY o.id LIMIT $1`
+SELECT id, msg_key, type, payload::text, origin, created_at, conversation_id, seq
+FROM outbox ORDER BY id LIMIT $1`
 
 // publishBatch writes the oldest outbox rows to Kafka in one synchronous
 // write and deletes the rows Kafka acknowledged. more reports that the
@@ -505,57 +505,76 @@ func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, err
 	if err != nil {
 		return nil, fmt.Errorf("read outbox batch: %w", err)
 	}
-	defer rs.Close()
-	var out []outboxRow
+	var (
+		out      []outboxRow
+		payloads []*string
+		refs     []*chat.MessageRef
+		want     []chat.MessageRef
+	)
 	for rs.Next() {
 		var (
 			row       outboxRow
 			payload   *string
 			conv, seq *int64
-			sender    *int64
-			id        *string
-			body      *string
-			at        *time.Time
 		)
-		if err := rs.Scan(&row.id, &row.key, &row.typ, &payload, &row.origin, &row.createdAt, &conv, &seq, &sender, &id, &body, &at); err != nil {
+		if err := rs.Scan(&row.id, &row.key, &row.typ, &payload, &row.origin, &row.createdAt, &conv, &seq); err != nil {
+			rs.Close()
 			return nil, fmt.Errorf("scan outbox row: %w", err)
 		}
-		ev, err := outboxEvent(row.id, payload, conv, seq, sender, id, body, at)
+		var ref *chat.MessageRef
+		if payload == nil && conv != nil && seq != nil {
+			ref = &chat.MessageRef{ConversationID: *conv, Seq: *seq}
+			want = append(want, *ref)
+		}
+		out, payloads, refs = append(out, row), append(payloads, payload), append(refs, ref)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox batch: %w", err)
+	}
+	var entries map[chat.MessageRef]chat.Message
+	if len(want) > 0 && r.cfg.Entries != nil {
+		// Entries as they are now: a message recalled since its row was
+		// written is relayed without its body.
+		if entries, err = r.cfg.Entries.Entries(ctx, want); err != nil {
+			return nil, fmt.Errorf("read outbox entries: %w", err)
+		}
+	}
+	for i := range out {
+		ev, err := outboxEvent(out[i].id, payloads[i], refs[i], entries)
 		if err == nil {
-			ev.EventID = row.id
-			row.value, err = chat.EncodeEvent(ev)
+			ev.EventID = out[i].id
+			out[i].value, err = chat.EncodeEvent(ev)
 		}
 		if err != nil {
 			// Published it can never be: dropped (publishBatch) rather
 			// than wedging the relay behind it.
-			row.value = nil
+			out[i].value = nil
 			r.m.errors.WithLabelValues(kindDecode).Inc()
-			r.log.Error("relay: outbox row cannot be encoded, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "err", err)
+			r.log.Error("relay: outbox row cannot be encoded, dropped", "eventId", out[i].id, "key", out[i].key, "type", out[i].typ, "err", err)
 		}
-		out = append(out, row)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read outbox batch: %w", err)
 	}
 	return out, nil
 }
 
 // outboxEvent is the event of one outbox row: its payload decoded, or the
-// message.new of the message it references.
-func outboxEvent(rowID int64, payload *string, conv, seq, sender *int64, id, body *string, at *time.Time) (chat.Event, error) {
+// event of the entry it references.
+func outboxEvent(rowID int64, payload *string, ref *chat.MessageRef, entries map[chat.MessageRef]chat.Message) (chat.Event, error) {
 	var ev chat.Event
-	switch {
-	case payload != nil:
+	if payload != nil {
 		if err := json.Unmarshal([]byte(*payload), &ev); err != nil {
 			return ev, fmt.Errorf("decode outbox payload %d: %w", rowID, err)
 		}
-	case conv != nil && seq != nil && sender != nil && id != nil && body != nil && at != nil:
-		ev = chat.MessageEvent(chat.Message{ConversationID: *conv, Seq: *seq, SenderID: *sender,
-			ClientMsgID: *id, Body: *body, CreatedAt: at.UTC()})
-	default:
-		return ev, fmt.Errorf("outbox row %d references no stored entry", rowID)
+		return ev, nil
 	}
-	return ev, nil
+	if ref == nil {
+		return ev, fmt.Errorf("outbox row %d has neither payload nor entry", rowID)
+	}
+	m, ok := entries[*ref]
+	if !ok {
+		return ev, fmt.Errorf("outbox row %d references entry %d/%d, which is not stored", rowID, ref.ConversationID, ref.Seq)
+	}
+	return chat.EntryEvent(m.UTC()), nil
 }
 
 // messageSize bounds from above what kafka-go counts for a message: key,

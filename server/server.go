@@ -196,13 +196,13 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.Limits, appName string) error {
 	log, pool := s.log, s.Pool
 	var err error
+	s.sessions = store.NewSessions(pool)
 	if len(st.KafkaBrokers) > 0 {
 		if s.relay, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {
+			Entries: s.sessions, Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {
 			return fmt.Errorf("kafka relay: %w", err)
 		}
 	}
-	s.sessions = store.NewSessions(pool)
 	delivered := store.NewDeliveredBuffer()
 	hubOpts := delivery.Options{
 		Window:     st.MaxInflight,

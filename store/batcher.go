@@ -22,10 +22,10 @@ type sendReq struct {
 	// ends after that waits for the real outcome instead of guessing.
 	taken atomic.Bool
 	ctx   context.Context
-	req   chat.SendRequest
-	res   chat.SendResult
+	req   chat.Change
+	res   chat.ChangeResult
 	err   error
-	done  func(chat.SendResult, error)
+	done  func(chat.ChangeResult, error)
 }
 
 // answer hands the outcome to the caller.
@@ -182,18 +182,34 @@ func (b *batcher) run() {
 	}
 }
 
-// takeBatch splits the waiting sends, in arrival order, into a batch of at
-// most limit sends of conversations not held by a batch in flight, and the
-// rest. Once a send stays behind, every later send of its conversation
-// does too (it is held, or the batch is full), so order holds.
+// takeBatch splits the waiting changes, in arrival order, into a batch of
+// at most limit changes of conversations not held by a batch in flight,
+// and the rest. A conversation's changes in one batch are either all
+// messages or a single change of another kind (chat_send_batch decides
+// each row against the committed state, so no row may depend on another
+// row of its batch). Once a change stays behind, every later change of its
+// conversation does too, so order holds.
 func takeBatch(pending []*sendReq, held map[int64]bool, limit int) (batch, rest []*sendReq) {
+	const (
+		messages = 1 // the batch holds messages of the conversation
+		closed   = 2 // it holds a change of another kind, or one stayed behind
+	)
+	state := map[int64]uint8{}
 	rest = pending[:0]
 	for _, r := range pending {
-		if len(batch) < limit && !held[r.req.ConversationID] {
-			batch = append(batch, r)
+		c := r.req.ConversationID
+		message := r.req.Kind == chat.KindMessage
+		take := len(batch) < limit && !held[c] && state[c] != closed && (message || state[c] == 0)
+		if !take {
+			state[c] = closed
+			rest = append(rest, r)
 			continue
 		}
-		rest = append(rest, r)
+		state[c] = messages
+		if !message {
+			state[c] = closed
+		}
+		batch = append(batch, r)
 	}
 	clear(pending[len(rest):])
 	return batch, rest
@@ -284,7 +300,7 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	if err != nil && len(reqs) > 1 && !errors.Is(err, chat.ErrUnavailable) {
 		fresh := false
 		for _, r := range reqs {
-			r.res, r.err = chat.SendResult{}, nil
+			r.res, r.err = chat.ChangeResult{}, nil
 			if e := s.commitBatch(ctx, deadline, []*sendReq{r}); e != nil {
 				r.err = e
 			} else {
@@ -301,21 +317,21 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	}
 	for _, r := range reqs {
 		if err != nil {
-			r.res, r.err = chat.SendResult{}, err
+			r.res, r.err = chat.ChangeResult{}, err
 		}
 		r.answer()
 	}
 	return fresh
 }
 
-// publishCommitted hands the batch's new messages to the publisher in seq
+// publishCommitted hands the batch's new entries to the publisher in seq
 // order per conversation (the batch assigned seqs in its own order), before
 // any caller is answered; it reports whether there were any.
 func (s *Store) publishCommitted(batch []*sendReq) bool {
 	evs := make([]chat.Event, 0, len(batch))
 	for _, r := range batch {
-		if r.err == nil && !r.res.Duplicate {
-			evs = append(evs, chat.MessageEvent(r.res.Message))
+		if r.err == nil && !r.res.Duplicate && !r.res.Unchanged {
+			evs = append(evs, chat.EntryEvent(r.res.Entry))
 		}
 	}
 	s.publish(evs...)

@@ -121,50 +121,65 @@ func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 
 // outboxEvents returns the conversation's outbox events of one type (all
 // types when typ is empty) in outbox order, checking each row's key. A row
-// that references a message is the message's message.new, as the relay
-// encodes it.
+// that references an entry is that entry's event as the relay encodes it:
+// from the entry as it is now (Sessions.Entries).
 func outboxEvents(t *testing.T, pool *pgxpool.Pool, conv int64, typ string) []chat.Event {
 	t.Helper()
 	rows, err := pool.Query(testCtx(t), `
-		SELECT o.msg_key, o.payload::text, m.conversation_id, m.seq, m.sender_id, m.client_msg_id::text, m.body, m.created_at
-		FROM outbox o LEFT JOIN message m ON m.conversation_id = o.conversation_id AND m.seq = o.seq
-		WHERE o.msg_key = $1::bigint::text AND ($2 = '' OR o.type = $2)
-		ORDER BY o.id`, conv, typ)
+		SELECT msg_key, payload::text, conversation_id, seq FROM outbox
+		WHERE msg_key = $1::bigint::text AND ($2 = '' OR type = $2)
+		ORDER BY id`, conv, typ)
 	if err != nil {
 		t.Fatalf("read outbox: %v", err)
 	}
-	defer rows.Close()
-	var evs []chat.Event
+	type row struct {
+		payload *string
+		ref     *chat.MessageRef
+	}
+	var all []row
+	var refs []chat.MessageRef
 	for rows.Next() {
 		var key string
-		var payload *string
-		var m struct {
-			conv, seq, sender *int64
-			id, body          *string
-			at                *time.Time
-		}
-		if err := rows.Scan(&key, &payload, &m.conv, &m.seq, &m.sender, &m.id, &m.body, &m.at); err != nil {
+		var r row
+		var c, q *int64
+		if err := rows.Scan(&key, &r.payload, &c, &q); err != nil {
 			t.Fatalf("scan outbox: %v", err)
-		}
-		var ev chat.Event
-		switch {
-		case payload != nil:
-			if err := json.Unmarshal([]byte(*payload), &ev); err != nil {
-				t.Fatalf("decode outbox payload %s: %v", *payload, err)
-			}
-		case m.seq != nil:
-			ev = chat.MessageEvent(chat.Message{ConversationID: *m.conv, Seq: *m.seq, SenderID: *m.sender,
-				ClientMsgID: *m.id, Body: *m.body, CreatedAt: m.at.UTC()})
-		default:
-			t.Fatalf("outbox row of %s references no message", key)
 		}
 		if want := jsonInt(conv); key != want {
 			t.Fatalf("outbox msg_key = %q, want %q", key, want)
 		}
-		evs = append(evs, ev)
+		if r.payload == nil {
+			if c == nil || q == nil {
+				t.Fatalf("outbox row of %s has neither payload nor entry", key)
+			}
+			r.ref = &chat.MessageRef{ConversationID: *c, Seq: *q}
+			refs = append(refs, *r.ref)
+		}
+		all = append(all, r)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		t.Fatalf("read outbox: %v", err)
+	}
+	entries, err := store.NewSessions(pool).Entries(testCtx(t), refs)
+	if err != nil {
+		t.Fatalf("read outbox entries: %v", err)
+	}
+	var evs []chat.Event
+	for _, r := range all {
+		var ev chat.Event
+		if r.payload != nil {
+			if err := json.Unmarshal([]byte(*r.payload), &ev); err != nil {
+				t.Fatalf("decode outbox payload %s: %v", *r.payload, err)
+			}
+		} else {
+			m, ok := entries[*r.ref]
+			if !ok {
+				t.Fatalf("outbox row references entry %+v, which is not stored", *r.ref)
+			}
+			ev = chat.EntryEvent(m.UTC())
+		}
+		evs = append(evs, ev)
 	}
 	return evs
 }

@@ -13,24 +13,19 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-const messageColumns = `conversation_id, seq, sender_id, client_msg_id::text, body, created_at`
-
-func scanMessage(row pgx.CollectableRow) (chat.Message, error) {
-	var m chat.Message
-	err := row.Scan(&m.ConversationID, &m.Seq, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt)
-	return m, err
-}
-
 // Both history queries are range scans of the (conversation_id, seq) primary
 // key that stop after LIMIT rows, whatever the conversation's size.
 const (
-	historyAfterSQL = `SELECT ` + messageColumns + ` FROM message
+	historyAfterSQL = `SELECT ` + entryColumns + ` FROM chat_entry
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq ASC LIMIT $3`
-	historyBeforeSQL = `SELECT ` + messageColumns + ` FROM message
+	historyBeforeSQL = `SELECT ` + entryColumns + ` FROM chat_entry
 		WHERE conversation_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`
 )
 
-// History pages a conversation's messages for a member, ascending by seq.
+// History pages a conversation's entries for a member, ascending by seq:
+// messages as they are now (body after the last edit, recalled, the
+// reactions as the member sees them), and the edits, recalls and
+// reactions themselves, so a client paging forward can apply them.
 func (s *Store) History(ctx context.Context, q chat.HistoryQuery) ([]chat.Message, error) {
 	page, err := s.history(ctx, q, false)
 	return page.Messages, err
@@ -86,13 +81,13 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 		if err != nil {
 			return fmt.Errorf("read messages: %w", err)
 		}
-		if msgs, err = pgx.CollectRows(rows, scanMessage); err != nil {
+		if msgs, err = pgx.CollectRows(rows, scanEntry); err != nil {
 			return fmt.Errorf("read messages: %w", err)
 		}
 		if !forward {
 			slices.Reverse(msgs)
 		}
-		return nil
+		return addReactions(ctx, tx, q.ConversationID, q.UserID, msgs)
 	})
 	if err != nil {
 		return chat.HistoryPage{}, err
@@ -109,10 +104,11 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 // key only for the rows of the page, after the LIMIT.
 const inboxSQL = `
 SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
-       lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at,
+       p.message_count - COALESCE(rd.msg_no, 0),
+       lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at, lm.edited_at, lm.recalled_at,
        pw.peer_delivered, pw.peer_read
 FROM (
-	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at,
+	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at, c.message_count, c.last_message_seq,
 	       COALESCE(c.last_message_at, c.created_at) AS sort_at
 	FROM conversation_member m
 	JOIN conversation c ON c.id = m.conversation_id
@@ -122,9 +118,13 @@ FROM (
 	LIMIT $4
 ) p
 LEFT JOIN LATERAL (
-	SELECT seq, sender_id, client_msg_id, body, created_at FROM message
-	WHERE conversation_id = p.id AND seq = p.last_seq
+	SELECT seq, sender_id, client_msg_id, body, created_at, edited_at, recalled_at FROM message
+	WHERE conversation_id = p.id AND seq = p.last_message_seq AND p.last_message_seq > 0
 ) lm ON true
+LEFT JOIN LATERAL (
+	SELECT msg_no FROM message
+	WHERE conversation_id = p.id AND seq <= p.last_read_seq ORDER BY seq DESC LIMIT 1
+) rd ON true
 CROSS JOIN LATERAL (
 	SELECT COALESCE(min(GREATEST(o.last_delivered_seq, o.last_read_seq)), 0) AS peer_delivered,
 	       COALESCE(min(o.last_read_seq), 0) AS peer_read
@@ -132,9 +132,12 @@ CROSS JOIN LATERAL (
 ) pw
 ORDER BY p.sort_at DESC, p.id DESC`
 
-// Inbox pages the user's conversations, most recent activity first.
-// Unread is last_seq - last_read_seq, which seqs without gaps make exact;
-// DeliveredSeq and ReadSeq are the other members' lowest watermarks.
+// Inbox pages the user's conversations, most recent message first. Unread
+// is the number of messages (not edits, recalls or reactions) after the
+// user's read watermark, wherever it points: the conversation's message
+// count less the message number of the newest entry at or before it.
+// LastMessage is the newest message as it is now; DeliveredSeq and ReadSeq
+// are the other members' lowest watermarks.
 func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor string) (chat.InboxPage, error) {
 	limit = chat.ClampLimit(limit, chat.DefaultInboxLimit, chat.MaxInboxLimit)
 	// The first page starts above every possible row: 'infinity' sorts after
@@ -163,22 +166,25 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 				break
 			}
 			var (
-				e       chat.InboxEntry
-				sortAt  time.Time
-				lmSeq   *int64
-				lmFrom  *int64
-				lmID    *string
-				lmBody  *string
-				lmAtPtr *time.Time
+				e          chat.InboxEntry
+				sortAt     time.Time
+				lmSeq      *int64
+				lmFrom     *int64
+				lmID       *string
+				lmBody     *string
+				lmAtPtr    *time.Time
+				lmEdited   *time.Time
+				lmRecalled *time.Time
 			)
-			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt,
-				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &e.DeliveredSeq, &e.ReadSeq); err != nil {
+			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt, &e.Unread,
+				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &lmEdited, &lmRecalled, &e.DeliveredSeq, &e.ReadSeq); err != nil {
 				return fmt.Errorf("read inbox: %w", err)
 			}
-			e.Unread = max(e.LastSeq-e.LastReadSeq, 0)
+			e.Unread = max(e.Unread, 0)
 			if lmSeq != nil {
-				e.LastMessage = &chat.Message{ConversationID: e.ID, Seq: *lmSeq, SenderID: *lmFrom,
-					ClientMsgID: *lmID, Body: *lmBody, CreatedAt: *lmAtPtr}
+				e.LastMessage = &chat.Message{ConversationID: e.ID, Seq: *lmSeq, Kind: chat.KindMessage, SenderID: *lmFrom,
+					ClientMsgID: *lmID, Body: *lmBody, CreatedAt: *lmAtPtr, EditedAt: lmEdited,
+					Recalled: lmRecalled != nil, RecalledAt: lmRecalled}
 			}
 			page.Conversations = append(page.Conversations, e)
 			lastSortAt = sortAt

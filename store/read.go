@@ -81,7 +81,14 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 		if err != nil {
 			return err
 		}
-		if seq > conv.LastSeq {
+		var kind string
+		if seq <= conv.LastSeq {
+			if err := tx.QueryRow(ctx, `SELECT kind FROM message WHERE conversation_id = $1 AND seq = $2`, conversationID, seq).Scan(&kind); err != nil {
+				return fmt.Errorf("read message %d: %w", seq, err)
+			}
+		}
+		if kind != string(chat.KindMessage) {
+			// Only messages are seen; an edit or reaction is not.
 			return chat.Errorf(chat.CodeNotFound, "message %d does not exist in conversation %d", seq, conversationID)
 		}
 		// Counting only members who are not the sender makes "the sender

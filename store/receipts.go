@@ -531,7 +531,7 @@ CROSS JOIN LATERAL (SELECT c.last_seq FROM conversation c WHERE c.id = r.convers
 LEFT JOIN LATERAL (
   SELECT DISTINCT x.sender_id FROM (
     SELECT msg.sender_id FROM message msg
-    WHERE msg.conversation_id = r.conversation_id
+    WHERE msg.conversation_id = r.conversation_id AND msg.kind = 'message'
       AND msg.seq > GREATEST(m.cur, LEAST(r.seq, c.last_seq) - 1000) AND msg.seq <= LEAST(r.seq, c.last_seq)
     LIMIT 1000) x
   WHERE x.sender_id <> r.user_id) s ON true

@@ -7,18 +7,32 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// Send commits one message and waits for its outcome. It is SubmitSend with
-// a caller that waits: a caller whose ctx ends before a batch takes its send
-// is answered unavailable and the send is skipped; once taken, it waits for
-// the batch's real outcome (the batch ends by the caller's deadline), so a
-// send answered unavailable never commits later.
+// Send commits one message and waits for its outcome (Change).
 func (s *Store) Send(ctx context.Context, req chat.SendRequest) (chat.SendResult, error) {
+	res, err := s.Change(ctx, req.Change())
+	return chat.SendResult{Message: res.Entry, Duplicate: res.Duplicate}, err
+}
+
+// SubmitSend queues a message (SubmitChange).
+func (s *Store) SubmitSend(ctx context.Context, req chat.SendRequest, done func(chat.SendResult, error)) {
+	s.SubmitChange(ctx, req.Change(), func(res chat.ChangeResult, err error) {
+		done(chat.SendResult{Message: res.Entry, Duplicate: res.Duplicate}, err)
+	})
+}
+
+// Change commits one change of a conversation's stream and waits for its
+// outcome. It is SubmitChange with a caller that waits: a caller whose ctx
+// ends before a batch takes its change is answered unavailable and the
+// change is skipped; once taken, it waits for the batch's real outcome
+// (the batch ends by the caller's deadline), so a change answered
+// unavailable never commits later.
+func (s *Store) Change(ctx context.Context, c chat.Change) (chat.ChangeResult, error) {
 	done := make(chan struct{})
 	var (
-		res chat.SendResult
+		res chat.ChangeResult
 		err error
 	)
-	r := s.submit(ctx, req, func(sr chat.SendResult, e error) { res, err = sr, e; close(done) })
+	r := s.submit(ctx, c, func(cr chat.ChangeResult, e error) { res, err = cr, e; close(done) })
 	select {
 	case <-done:
 		return res, err
@@ -29,31 +43,32 @@ func (s *Store) Send(ctx context.Context, req chat.SendRequest) (chat.SendResult
 			<-done
 			return res, err
 		}
-		return chat.SendResult{}, chat.Unavailable("send", ctx.Err())
+		return chat.ChangeResult{}, chat.Unavailable("send", ctx.Err())
 	}
 }
 
-// SubmitSend queues a send and returns at once; done is called exactly once,
-// from another goroutine, with the outcome, after the commit (and after the
-// committed message was published). Sends submitted one after another
-// commit in that order within their conversation. done must not block.
+// SubmitChange queues a change and returns at once; done is called exactly
+// once, from another goroutine, with the outcome, after the commit (and
+// after the committed entry was published). Changes submitted one after
+// another commit in that order within their conversation. done must not
+// block.
 //
 // Submitting blocks only while group commit already holds its maximum of
-// waiting sends: back-pressure, never unbounded memory.
-func (s *Store) SubmitSend(ctx context.Context, req chat.SendRequest, done func(chat.SendResult, error)) {
-	s.submit(ctx, req, done)
+// waiting changes: back-pressure, never unbounded memory.
+func (s *Store) SubmitChange(ctx context.Context, c chat.Change, done func(chat.ChangeResult, error)) {
+	s.submit(ctx, c, done)
 }
 
-// submit validates and queues a send; the returned request is nil when it
+// submit validates and queues a change; the returned request is nil when it
 // was answered at once (invalid, shutting down, ctx ended while queueing).
-func (s *Store) submit(ctx context.Context, req chat.SendRequest, done func(chat.SendResult, error)) *sendReq {
+func (s *Store) submit(ctx context.Context, c chat.Change, done func(chat.ChangeResult, error)) *sendReq {
 	// The Service validated already; validating again keeps a direct caller
 	// (or a malformed UUID) from reaching PostgreSQL as a 500.
-	if err := s.limits.ValidateSend(&req); err != nil {
-		done(chat.SendResult{}, err)
+	if err := s.limits.ValidateChange(&c); err != nil {
+		done(chat.ChangeResult{}, err)
 		return nil
 	}
-	r := &sendReq{ctx: ctx, req: req, done: done}
+	r := &sendReq{ctx: ctx, req: c, done: done}
 	if !s.batching {
 		// One transaction per send, committed on the caller's goroutine:
 		// the same function and outcomes as a batch.
@@ -63,14 +78,14 @@ func (s *Store) submit(ctx context.Context, req chat.SendRequest, done func(chat
 	}
 	b := s.batcher()
 	if b == nil {
-		done(chat.SendResult{}, errShuttingDown())
+		done(chat.ChangeResult{}, errShuttingDown())
 		return nil
 	}
 	select {
 	case b.intake <- r:
 		return r
 	case <-ctx.Done():
-		done(chat.SendResult{}, chat.Unavailable("send", ctx.Err()))
+		done(chat.ChangeResult{}, chat.Unavailable("send", ctx.Err()))
 		return nil
 	}
 }

@@ -31,13 +31,7 @@ import (
 // races the lock it waits for). Reading PostgreSQL's own answer gives each
 // caller the real outcome.
 func (s *Store) commitBatch(ctx context.Context, deadline time.Time, reqs []*sendReq) error {
-	conv := make([]int64, len(reqs))
-	sender := make([]int64, len(reqs))
-	id := make([]string, len(reqs))
-	body := make([]string, len(reqs))
-	for i, r := range reqs {
-		conv[i], sender[i], id[i], body[i] = r.req.ConversationID, r.req.SenderID, r.req.ClientMsgID, r.req.Body
-	}
+	args := newBatchArgs(reqs)
 	pool := s.pool
 	if s.sendPool != nil {
 		pool = s.sendPool
@@ -51,33 +45,104 @@ func (s *Store) commitBatch(ctx context.Context, deadline time.Time, reqs []*sen
 	if remaining < 1 {
 		return chat.Unavailable("send", context.DeadlineExceeded)
 	}
-	if err := sendBatchTx(ctx, conn.Conn(), remaining, reqs, conv, sender, id, body); err != nil {
+	if err := s.sendBatchTx(ctx, conn.Conn(), remaining, reqs, args); err != nil {
 		endOpenTx(conn.Conn())
 		return classify("send", err)
 	}
 	return nil
 }
 
-// Outcomes chat_send_batch reports per send.
+// batchArgs are chat_send_batch's parallel arrays.
+type batchArgs struct {
+	kind, id, body, emoji []string
+	conv, sender, target  []int64
+	fwdConv, fwdSeq       []*int64
+	on                    []bool
+}
+
+func newBatchArgs(reqs []*sendReq) batchArgs {
+	n := len(reqs)
+	a := batchArgs{kind: make([]string, n), id: make([]string, n), body: make([]string, n), emoji: make([]string, n),
+		conv: make([]int64, n), sender: make([]int64, n), target: make([]int64, n),
+		fwdConv: make([]*int64, n), fwdSeq: make([]*int64, n), on: make([]bool, n)}
+	for i, r := range reqs {
+		c := r.req
+		a.kind[i], a.conv[i], a.sender[i], a.id[i], a.body[i] = string(c.Kind), c.ConversationID, c.UserID, c.ClientMsgID, c.Body
+		a.emoji[i], a.on[i] = c.Emoji, c.On
+		a.target[i] = c.TargetSeq
+		if c.Kind == chat.KindMessage {
+			a.target[i] = c.ReplyTo
+		}
+		if f := c.Forward; f != nil {
+			a.fwdConv[i], a.fwdSeq[i] = &f.ConversationID, &f.Seq
+		}
+	}
+	return a
+}
+
+// window is a change window as chat_send_batch takes it: NULL for none.
+func window(d time.Duration) *time.Duration {
+	if d < 0 {
+		return nil
+	}
+	return &d
+}
+
+// Outcomes chat_send_batch reports per change (migrations/functions.sql).
 const (
-	sendNew = iota
-	sendDuplicate
-	sendConflict
-	sendNotMember
-	sendNoConversation
+	outNew = iota
+	outDuplicate
+	outConflict
+	outNotMember
+	outNoConversation
+	outUnchanged
+	outAlreadyRecalled
+	outNoTarget
+	outTargetRecalled
+	outNotAllowed
+	outBadReply
+	outForwardNotMember
+	outForwardMissing
+	outReactionLimit
 )
+
+// outcome is one row of chat_send_batch's answer.
+type outcome struct {
+	status         int16
+	seq, sender    *int64
+	body           *string
+	at             *time.Time
+	targetSender   *int64
+	snippet        *string
+	targetRecalled *bool
+	count          *int32
+}
+
+const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_sender, o_snippet, o_target_recalled, o_count
+	FROM chat_send_batch($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
+	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval)`
+
+// SendMessagesSQL calls chat_send_batch for messages alone (no replies or
+// forwards) from four parallel arrays ($1 conversations, $2 senders, $3
+// clientMsgIds, $4 bodies): what benchmarks and tests run against the
+// function directly.
+const SendMessagesSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at FROM chat_send_batch(
+	array_fill('message'::text, ARRAY[cardinality($1::bigint[])]), $1::bigint[], $2::bigint[], $3::uuid[], $4::text[],
+	array_fill(0::bigint, ARRAY[cardinality($1::bigint[])]), array_fill(NULL::bigint, ARRAY[cardinality($1::bigint[])]),
+	array_fill(NULL::bigint, ARRAY[cardinality($1::bigint[])]), array_fill(NULL::text, ARRAY[cardinality($1::bigint[])]),
+	array_fill(false, ARRAY[cardinality($1::bigint[])]), NULL, NULL)`
 
 // sendBatchTx runs the batch's transaction as one pipeline and fills in each
 // request's outcome.
-func sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis int64, reqs []*sendReq, conv, sender []int64, id, body []string) error {
+func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis int64, reqs []*sendReq, a batchArgs) error {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
 	// The relay is woken after COMMIT (relayWaker); the call must end by
 	// the batch's deadline.
 	b.Queue(`SELECT set_config('chat.defer_notify', 'on', true), set_config('statement_timeout', $1, true)`,
 		strconv.FormatInt(timeoutMillis, 10))
-	b.Queue(`SELECT o_status, o_seq, o_sender, o_body, o_at FROM chat_send_batch($1::bigint[], $2::bigint[], $3::uuid[], $4::text[])`,
-		conv, sender, id, body)
+	b.Queue(sendBatchSQL, a.kind, a.conv, a.sender, a.id, a.body, a.target, a.fwdConv, a.fwdSeq, a.emoji, a.on,
+		window(s.limits.EditWindow), window(s.limits.RecallWindow))
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
@@ -88,58 +153,140 @@ func sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis int64, reqs 
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return fmt.Errorf("write %d messages: %w", len(reqs), err)
+		return fmt.Errorf("write %d changes: %w", len(reqs), err)
 	}
 	i := 0
 	for rows.Next() {
-		var (
-			status   int16
-			seq, who *int64
-			stored   *string
-			at       *time.Time
-		)
-		if err := rows.Scan(&status, &seq, &who, &stored, &at); err != nil {
+		var o outcome
+		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count); err != nil {
 			rows.Close()
-			return fmt.Errorf("write %d messages: %w", len(reqs), err)
+			return fmt.Errorf("write %d changes: %w", len(reqs), err)
 		}
 		if i >= len(reqs) {
 			rows.Close()
-			return fmt.Errorf("write %d messages: more outcomes than sends", len(reqs))
+			return fmt.Errorf("write %d changes: more outcomes than changes", len(reqs))
 		}
-		r, q := reqs[i], reqs[i].req
+		r := reqs[i]
 		i++
-		switch {
-		case status == sendNoConversation:
-			r.err = errNoConversation(q.ConversationID)
-		case status == sendNotMember:
-			r.err = errNotMember(q.ConversationID)
-		case status == sendConflict:
-			r.err = chat.Errorf(chat.CodeConflict, "clientMsgId %s is already used in this conversation by another sender", q.ClientMsgID)
-		case status == sendNew && seq != nil && at != nil:
-			r.res = chat.SendResult{Message: chat.Message{ConversationID: q.ConversationID, Seq: *seq, SenderID: q.SenderID,
-				ClientMsgID: q.ClientMsgID, Body: q.Body, CreatedAt: *at}}
-		case status == sendDuplicate && seq != nil && who != nil && stored != nil && at != nil:
-			r.res = chat.SendResult{Duplicate: true, Message: chat.Message{ConversationID: q.ConversationID, Seq: *seq,
-				SenderID: *who, ClientMsgID: q.ClientMsgID, Body: *stored, CreatedAt: *at}}
-		default:
+		if r.res, r.err, err = s.settleOutcome(r.req, o); err != nil {
 			rows.Close()
-			return fmt.Errorf("write %d messages: outcome %d of send %d is incomplete", len(reqs), status, i)
+			return fmt.Errorf("write %d changes: change %d: %w", len(reqs), i, err)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("write %d messages: %w", len(reqs), err)
+		return fmt.Errorf("write %d changes: %w", len(reqs), err)
 	}
 	if i != len(reqs) {
-		return fmt.Errorf("write %d messages: %d outcomes", len(reqs), i)
+		return fmt.Errorf("write %d changes: %d outcomes", len(reqs), i)
 	}
 	tag, err := br.Exec()
 	if err != nil {
-		return fmt.Errorf("commit %d messages: %w", len(reqs), err)
+		return fmt.Errorf("commit %d changes: %w", len(reqs), err)
 	}
 	if tag.String() != "COMMIT" {
 		// COMMIT of a transaction that failed answers ROLLBACK.
-		return fmt.Errorf("commit %d messages: transaction rolled back", len(reqs))
+		return fmt.Errorf("commit %d changes: transaction rolled back", len(reqs))
 	}
 	return nil
+}
+
+// settleOutcome turns one row of chat_send_batch's answer into the
+// change's result, or the typed error a client gets; err is for an answer
+// that cannot be (a bug).
+func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, refused error, err error) {
+	what := map[chat.EntryKind]string{chat.KindEdit: "edited", chat.KindRecall: "recalled", chat.KindReaction: "reacted to"}[c.Kind]
+	switch o.status {
+	case outNoConversation:
+		return res, errNoConversation(c.ConversationID), nil
+	case outNotMember:
+		return res, errNotMember(c.ConversationID), nil
+	case outConflict:
+		return res, chat.Errorf(chat.CodeConflict, "clientMsgId %s is already used in this conversation by another sender or for another change", c.ClientMsgID), nil
+	case outNoTarget:
+		return res, chat.Errorf(chat.CodeNotFound, "there is no message %d in conversation %d to be %s", c.TargetSeq, c.ConversationID, what), nil
+	case outTargetRecalled:
+		return res, chat.Errorf(chat.CodeGone, "message %d was recalled", c.TargetSeq), nil
+	case outNotAllowed:
+		if c.Kind == chat.KindEdit {
+			return res, chat.Errorf(chat.CodeForbidden, "only the sender can edit a message, within %s of sending it", windowText(s.limits.EditWindow)), nil
+		}
+		return res, chat.Errorf(chat.CodeForbidden, "only the sender (within %s of sending) or a group's owner or admin can recall a message", windowText(s.limits.RecallWindow)), nil
+	case outBadReply:
+		return res, chat.Errorf(chat.CodeInvalid, "replyTo %d is not a message of conversation %d", c.ReplyTo, c.ConversationID), nil
+	case outForwardNotMember:
+		return res, chat.Errorf(chat.CodeForbidden, "not a member of conversation %d, the forwarded message's", c.Forward.ConversationID), nil
+	case outForwardMissing:
+		return res, chat.Errorf(chat.CodeNotFound, "there is no message %d in conversation %d to forward (or it was recalled)", c.Forward.Seq, c.Forward.ConversationID), nil
+	case outReactionLimit:
+		return res, chat.Errorf(chat.CodeConflict, "at most %d different reactions per user on one message", chat.MaxReactionsPerUser), nil
+	}
+	if o.at == nil || (o.status != outUnchanged && o.seq == nil) {
+		return res, nil, fmt.Errorf("outcome %d is incomplete", o.status)
+	}
+	e := chat.Message{ConversationID: c.ConversationID, Kind: c.Kind, SenderID: c.UserID, ClientMsgID: c.ClientMsgID,
+		Body: c.Body, CreatedAt: *o.at, TargetSeq: c.TargetSeq, Emoji: c.Emoji, On: c.On}
+	if o.seq != nil {
+		e.Seq = *o.seq
+	}
+	if o.count != nil {
+		e.Count = int(*o.count)
+	}
+	switch o.status {
+	case outNew:
+		if c.Kind == chat.KindMessage {
+			e.TargetSeq = 0
+			fillReferences(&e, c, o)
+		}
+		if c.Kind == chat.KindRecall {
+			e.Body = ""
+		}
+	case outDuplicate:
+		res.Duplicate = true
+		if o.sender == nil || o.body == nil {
+			return res, nil, fmt.Errorf("duplicate outcome is incomplete")
+		}
+		e.SenderID, e.Body = *o.sender, *o.body
+		if c.Kind == chat.KindMessage {
+			e.TargetSeq = 0
+		}
+	case outUnchanged, outAlreadyRecalled:
+		res.Unchanged = true
+	default:
+		return res, nil, fmt.Errorf("unknown outcome %d", o.status)
+	}
+	res.Entry = e
+	return res, nil, nil
+}
+
+// fillReferences adds what a new message replies to or forwards.
+func fillReferences(e *chat.Message, c chat.Change, o outcome) {
+	if c.Forward != nil && o.body != nil {
+		e.Body = *o.body
+		e.ForwardedFrom = &chat.ForwardRef{ConversationID: c.Forward.ConversationID, Seq: c.Forward.Seq, SenderID: deref(o.targetSender)}
+		return
+	}
+	if c.ReplyTo > 0 {
+		ref := &chat.ReplyRef{Seq: c.ReplyTo, SenderID: deref(o.targetSender)}
+		if o.targetRecalled != nil && *o.targetRecalled {
+			ref.Recalled = true
+		} else if o.snippet != nil {
+			ref.Snippet = *o.snippet
+		}
+		e.ReplyTo = ref
+	}
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func windowText(d time.Duration) string {
+	if d < 0 {
+		return "any time"
+	}
+	return d.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
 )
 
 // batchOutcome is one row of chat_send_batch.
@@ -42,8 +43,7 @@ func callSendBatch(t *testing.T, pool *pgxpool.Pool, sends []batchSend) []batchO
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, `SELECT o_status, o_seq, o_sender, o_body, o_at
-		FROM chat_send_batch($1::bigint[], $2::bigint[], $3::uuid[], $4::text[])`, conv, sender, id, body)
+	rows, err := tx.Query(ctx, store.SendMessagesSQL, conv, sender, id, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestSendBatchesAndReadBatchesNeverDeadlockOverMemberRows(t *testing.T) {
 					conv, sender = append(conv, convs[i]), append(sender, 1)
 					id, body = append(id, uuid.NewString()), append(body, "x")
 				}
-				_, err := pool.Exec(ctx, `SELECT * FROM chat_send_batch($1::bigint[], $2::bigint[], $3::uuid[], $4::text[])`, conv, sender, id, body)
+				_, err := pool.Exec(ctx, store.SendMessagesSQL, conv, sender, id, body)
 				if err != nil {
 					errs <- fmt.Errorf("send batch: %w", err)
 					return

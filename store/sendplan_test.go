@@ -62,11 +62,11 @@ func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
 	// The table grows far beyond what the cached plans were made for, and
 	// nothing analyzes it.
 	if _, err := pool.Exec(testCtx(t), `
-		INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body)
-		SELECT $1, s, 2, gen_random_uuid(), 'filler' FROM generate_series(2, 30001) AS s`, conv.ID); err != nil {
+		INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, msg_no)
+		SELECT $1, s, 2, gen_random_uuid(), 'filler', s FROM generate_series(2, 30001) AS s`, conv.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(testCtx(t), `UPDATE conversation SET last_seq = 30001 WHERE id = $1`, conv.ID); err != nil {
+	if _, err := pool.Exec(testCtx(t), `UPDATE conversation SET last_seq = 30001, message_count = 30001, last_message_seq = 30001 WHERE id = $1`, conv.ID); err != nil {
 		t.Fatal(err)
 	}
 	// So do the conversation and member tables the batch also updates.

@@ -117,7 +117,8 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 }
 
 // SinceMany is Since for many conversations in one round trip: up to
-// perConv messages after each range's seq, grouped by conversation in seq
+// perConv entries after each range's seq (messages as they are now, and
+// their edits, recalls and reactions), grouped by conversation in seq
 // order. A session catching up on dozens of conversations costs one query,
 // not dozens, which matters most when the server is busiest.
 func (s *Sessions) SinceMany(ctx context.Context, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {
@@ -126,25 +127,20 @@ func (s *Sessions) SinceMany(ctx context.Context, ranges []chat.Range, perConv i
 	for i, r := range ranges {
 		convs[i], afters[i] = r.ConversationID, r.After
 	}
-	rows, err := s.pool.Query(ctx, `SELECT m.conversation_id, m.seq, m.sender_id, m.client_msg_id::text, m.body, m.created_at
+	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("m", entryColumns)+`
 		FROM unnest($1::bigint[], $2::bigint[]) AS r(c, a)
-		CROSS JOIN LATERAL (SELECT * FROM message WHERE conversation_id = r.c AND seq > r.a ORDER BY seq LIMIT $3) m
+		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a ORDER BY seq LIMIT $3) m
 		ORDER BY m.conversation_id, m.seq`, convs, afters, perConv)
 	if err != nil {
 		return nil, classify("read messages", err)
 	}
-	out := make(map[int64][]chat.Message, len(ranges))
-	for rows.Next() {
-		var m chat.Message
-		if err := rows.Scan(&m.ConversationID, &m.Seq, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt); err != nil {
-			rows.Close()
-			return nil, classify("read messages", err)
-		}
-		out[m.ConversationID] = append(out[m.ConversationID], m)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	entries, err := pgx.CollectRows(rows, scanEntry)
+	if err != nil {
 		return nil, classify("read messages", err)
+	}
+	out := make(map[int64][]chat.Message, len(ranges))
+	for _, m := range entries {
+		out[m.ConversationID] = append(out[m.ConversationID], m)
 	}
 	return out, nil
 }

@@ -51,10 +51,10 @@ const pgbenchScript = `\set c random(:cmin, :cmax)
 BEGIN;
 SELECT last_seq FROM conversation WHERE id = :c FOR UPDATE \gset
 SELECT seq FROM message WHERE conversation_id = :c AND client_msg_id = gen_random_uuid();
-INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body) VALUES (:c, :last_seq + 1, :u, gen_random_uuid(), '` + body + `');
+INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, msg_no) VALUES (:c, :last_seq + 1, :u, gen_random_uuid(), '` + body + `', :last_seq + 1);
 UPDATE conversation SET last_seq = :last_seq + 1, last_message_at = now() WHERE id = :c;
 UPDATE conversation_member SET last_read_seq = GREATEST(last_read_seq, :last_seq + 1) WHERE conversation_id = :c AND user_id = :u;
-INSERT INTO outbox (msg_key, payload) VALUES (:c::text, jsonb_build_object('type', 'message.new', 'conversationId', :c::bigint, 'seq', :last_seq::bigint + 1, 'senderId', :u::bigint));
+INSERT INTO outbox (msg_key, type, payload) VALUES (:c::text, 'message.new', jsonb_build_object('type', 'message.new', 'conversationId', :c::bigint, 'seq', :last_seq::bigint + 1, 'senderId', :u::bigint));
 COMMIT;
 `
 

@@ -1,0 +1,180 @@
+package client
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// View is what an app renders of its conversations: every message's
+// current body, whether it was edited or recalled, what it replies to or
+// forwards, and its reactions. It is built by applying the entries of each
+// conversation's stream in seq order, as Events delivers them (or as
+// history pages them forward), so a client that was offline converges to
+// exactly the view of one that was online. Safe for concurrent use.
+type View struct {
+	me    int64
+	mu    sync.Mutex
+	convs map[int64]map[int64]*MessageView
+	have  map[int64]int64
+}
+
+// MessageView is one message as the app shows it.
+type MessageView struct {
+	ConversationID int64
+	Seq            int64
+	SenderID       int64
+	ClientMsgID    string
+	Body           string // empty once recalled
+	CreatedAt      time.Time
+	EditedAt       *time.Time
+	Recalled       bool
+	ReplyTo        *ReplyRef
+	ForwardedFrom  *ForwardRef
+	// Reactions, in the order the emoji first appeared; Me says the
+	// viewer set it.
+	Reactions []Reaction
+}
+
+// NewView returns an empty view for user me (whose reactions are "Me").
+func NewView(me int64) *View {
+	return &View{me: me, convs: map[int64]map[int64]*MessageView{}, have: map[int64]int64{}}
+}
+
+// Apply applies one event; events that are not entries of a stream, and
+// entries at or below what the view already applied for their
+// conversation, change nothing.
+func (v *View) Apply(ev Event) {
+	if !isEntry(ev.Type) || ev.ConversationID <= 0 || ev.Seq <= 0 {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ev.Seq <= v.have[ev.ConversationID] {
+		return
+	}
+	v.have[ev.ConversationID] = ev.Seq
+	msgs := v.convs[ev.ConversationID]
+	if msgs == nil {
+		msgs = map[int64]*MessageView{}
+		v.convs[ev.ConversationID] = msgs
+	}
+	if ev.Type == EventMessageNew {
+		m := &MessageView{ConversationID: ev.ConversationID, Seq: ev.Seq, SenderID: ev.SenderID, ClientMsgID: ev.ClientMsgID,
+			Body: ev.Body, CreatedAt: ev.CreatedAt, EditedAt: ev.EditedAt, Recalled: ev.Recalled, ReplyTo: ev.ReplyTo,
+			ForwardedFrom: ev.ForwardedFrom}
+		if m.Recalled {
+			m.Body = ""
+		}
+		msgs[ev.Seq] = m
+		return
+	}
+	m := msgs[ev.TargetSeq]
+	if m == nil || m.Recalled {
+		// A message the view never saw (before its first position), or one
+		// taken back: nothing of it to change.
+		return
+	}
+	switch ev.Type {
+	case EventMessageEdited:
+		at := ev.EditedAt
+		if at == nil {
+			at = &ev.CreatedAt
+		}
+		m.Body, m.EditedAt = ev.Body, at
+	case EventMessageRecalled:
+		m.Body, m.Recalled, m.Reactions = "", true, nil
+	case EventReactionUpdated:
+		v.react(m, ev)
+	}
+	v.followReplies(msgs, m)
+}
+
+// react sets the emoji's count to what the event says it is after the
+// change, and the viewer's own mark when the change was theirs.
+func (v *View) react(m *MessageView, ev Event) {
+	i := slices.IndexFunc(m.Reactions, func(r Reaction) bool { return r.Emoji == ev.Emoji })
+	if i < 0 {
+		m.Reactions = append(m.Reactions, Reaction{Emoji: ev.Emoji})
+		i = len(m.Reactions) - 1
+	}
+	m.Reactions[i].Count = ev.Count
+	if ev.UserID == v.me {
+		m.Reactions[i].Me = ev.On
+	}
+	if m.Reactions[i].Count <= 0 {
+		m.Reactions = slices.Delete(m.Reactions, i, i+1)
+	}
+}
+
+// followReplies keeps the snippets of replies to m as m is now.
+func (v *View) followReplies(msgs map[int64]*MessageView, m *MessageView) {
+	for _, r := range msgs {
+		if r.ReplyTo != nil && r.ReplyTo.Seq == m.Seq {
+			ref := *r.ReplyTo
+			ref.Recalled = m.Recalled
+			ref.Snippet = ""
+			if !m.Recalled {
+				ref.Snippet = snippet(m.Body)
+			}
+			r.ReplyTo = &ref
+		}
+	}
+}
+
+// snippet is the first 100 characters of body, as chatd cuts it.
+func snippet(body string) string {
+	n := 0
+	for i := range body {
+		if n == 100 {
+			return body[:i]
+		}
+		n++
+	}
+	return body
+}
+
+// ApplyHistory applies entries read from history, ascending by seq (a
+// page forward from the view's position).
+func (v *View) ApplyHistory(ms []Message) {
+	for _, m := range ms {
+		ev := messageEvent(m)
+		if m.Kind == KindMessage || m.Kind == "" {
+			ev.FromHistory = true
+			v.Apply(ev)
+			v.setReactions(m)
+			continue
+		}
+		v.Apply(ev)
+	}
+}
+
+// setReactions takes a message's reactions as history reports them now.
+func (v *View) setReactions(m Message) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if mv := v.convs[m.ConversationID][m.Seq]; mv != nil && !mv.Recalled {
+		mv.Reactions = slices.Clone(m.Reactions)
+	}
+}
+
+// Messages returns a conversation's messages, ascending by seq.
+func (v *View) Messages(conversationID int64) []MessageView {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []MessageView
+	for _, m := range v.convs[conversationID] {
+		c := *m
+		c.Reactions = slices.Clone(m.Reactions)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b MessageView) int { return int(a.Seq - b.Seq) })
+	return out
+}
+
+// Position is the highest seq the view applied for a conversation.
+func (v *View) Position(conversationID int64) int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.have[conversationID]
+}

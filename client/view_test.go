@@ -1,0 +1,137 @@
+package client_test
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+)
+
+// logOf is a stream of two conversations' entries: messages, replies,
+// edits, a recall that erases an edited message, and reactions set and
+// removed by the viewer (user 2) and others.
+func logOf() []client.Event {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	msg := func(conv, seq, sender int64, body string) client.Event {
+		return client.Event{Type: client.EventMessageNew, ConversationID: conv, Seq: seq, SenderID: sender, Body: body, CreatedAt: at}
+	}
+	edit := func(conv, seq, target int64, body string) client.Event {
+		return client.Event{Type: client.EventMessageEdited, ConversationID: conv, Seq: seq, TargetSeq: target, SenderID: 1, Body: body, EditedAt: &at}
+	}
+	react := func(conv, seq, target, user int64, emoji string, on bool, count int) client.Event {
+		return client.Event{Type: client.EventReactionUpdated, ConversationID: conv, Seq: seq, TargetSeq: target, UserID: user, Emoji: emoji, On: on, Count: count}
+	}
+	reply := msg(7, 4, 3, "agreed")
+	reply.ReplyTo = &client.ReplyRef{Seq: 1, SenderID: 1, Snippet: "lunch at 12?"}
+	return []client.Event{
+		msg(7, 1, 1, "lunch at 12?"),
+		msg(7, 2, 2, "sure"),
+		react(7, 3, 1, 2, "👍", true, 1),
+		reply,
+		edit(7, 5, 1, "lunch at 1?"),
+		react(7, 6, 1, 3, "👍", true, 2),
+		react(7, 7, 1, 2, "👍", false, 1),
+		react(7, 8, 2, 3, "🎉", true, 1),
+		{Type: client.EventMessageRecalled, ConversationID: 7, Seq: 9, TargetSeq: 2, ActorID: 2},
+		react(7, 10, 1, 2, "😂", true, 1),
+		msg(8, 1, 3, "other room"),
+		edit(8, 2, 1, "other room!"),
+		react(8, 3, 1, 2, "✅", true, 1),
+		{Type: client.EventTyping, ConversationID: 8, UserID: 3}, // not an entry: ignored
+	}
+}
+
+func TestViewBuiltFromAShuffledThenOrderedLogIsTheConversationsCurrentState(t *testing.T) {
+	log := logOf()
+	for round := range 20 {
+		shuffled := slices.Clone(log)
+		rng := rand.New(rand.NewPCG(uint64(round), 9))
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		// Events hands them on per conversation in seq order.
+		ordered := slices.Clone(shuffled)
+		slices.SortStableFunc(ordered, func(a, b client.Event) int {
+			if a.ConversationID != b.ConversationID {
+				return int(a.ConversationID - b.ConversationID)
+			}
+			return int(a.Seq - b.Seq)
+		})
+		v := client.NewView(2)
+		for _, ev := range ordered {
+			v.Apply(ev)
+		}
+		// Applying everything again (a replay) changes nothing.
+		for _, ev := range ordered {
+			v.Apply(ev)
+		}
+		got := v.Messages(7)
+		if len(got) != 3 {
+			t.Fatalf("round %d: %d messages in conversation 7, want 3", round, len(got))
+		}
+		first, second, third := got[0], got[1], got[2]
+		if first.Body != "lunch at 1?" || first.EditedAt == nil || first.Recalled {
+			t.Fatalf("edited message %+v", first)
+		}
+		wantReactions := []client.Reaction{{Emoji: "👍", Count: 1, Me: false}, {Emoji: "😂", Count: 1, Me: true}}
+		if !reflect.DeepEqual(first.Reactions, wantReactions) {
+			t.Fatalf("reactions %+v, want %+v", first.Reactions, wantReactions)
+		}
+		if !second.Recalled || second.Body != "" || len(second.Reactions) != 0 {
+			t.Fatalf("recalled message %+v", second)
+		}
+		if third.ReplyTo == nil || third.ReplyTo.Snippet != "lunch at 1?" {
+			t.Fatalf("the reply's quote %+v does not follow the edit", third.ReplyTo)
+		}
+		other := v.Messages(8)
+		if len(other) != 1 || other[0].Body != "other room!" || len(other[0].Reactions) != 1 || !other[0].Reactions[0].Me {
+			t.Fatalf("conversation 8: %+v", other)
+		}
+		if v.Position(7) != 10 || v.Position(8) != 3 {
+			t.Fatalf("positions %d, %d", v.Position(7), v.Position(8))
+		}
+	}
+}
+
+// The view built from history pages (messages as they are now, then every
+// change as an entry) equals the one built from the live events.
+func TestViewFromHistoryEqualsTheViewFromEvents(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	live := client.NewView(2)
+	for _, ev := range logOf() {
+		if ev.ConversationID == 7 {
+			live.Apply(ev)
+		}
+	}
+	hist := client.NewView(2)
+	hist.ApplyHistory([]client.Message{
+		{ConversationID: 7, Seq: 1, Kind: client.KindMessage, SenderID: 1, Body: "lunch at 1?", CreatedAt: at, EditedAt: &at,
+			Reactions: []client.Reaction{{Emoji: "👍", Count: 1}, {Emoji: "😂", Count: 1, Me: true}}},
+		{ConversationID: 7, Seq: 2, Kind: client.KindMessage, SenderID: 2, CreatedAt: at, Recalled: true},
+		{ConversationID: 7, Seq: 3, Kind: client.KindReaction, TargetSeq: 1, UserID: 2, Emoji: "👍", On: true, Count: 1},
+		{ConversationID: 7, Seq: 4, Kind: client.KindMessage, SenderID: 3, Body: "agreed", CreatedAt: at,
+			ReplyTo: &client.ReplyRef{Seq: 1, SenderID: 1, Snippet: "lunch at 1?"}},
+		{ConversationID: 7, Seq: 5, Kind: client.KindEdit, TargetSeq: 1, SenderID: 1, Body: "lunch at 1?", CreatedAt: at},
+		{ConversationID: 7, Seq: 6, Kind: client.KindReaction, TargetSeq: 1, UserID: 3, Emoji: "👍", On: true, Count: 2},
+		{ConversationID: 7, Seq: 7, Kind: client.KindReaction, TargetSeq: 1, UserID: 2, Emoji: "👍", On: false, Count: 1},
+		{ConversationID: 7, Seq: 8, Kind: client.KindReaction, TargetSeq: 2, UserID: 3, Emoji: "🎉", On: true, Count: 1},
+		{ConversationID: 7, Seq: 9, Kind: client.KindRecall, TargetSeq: 2, ActorID: 2, CreatedAt: at},
+		{ConversationID: 7, Seq: 10, Kind: client.KindReaction, TargetSeq: 1, UserID: 2, Emoji: "😂", On: true, Count: 1},
+	})
+	strip := func(ms []client.MessageView) []client.MessageView {
+		for i := range ms {
+			ms[i].CreatedAt, ms[i].EditedAt = time.Time{}, nil
+			slices.SortFunc(ms[i].Reactions, func(a, b client.Reaction) int {
+				if a.Emoji < b.Emoji {
+					return -1
+				}
+				return 1
+			})
+		}
+		return ms
+	}
+	if a, b := strip(live.Messages(7)), strip(hist.Messages(7)); !reflect.DeepEqual(a, b) {
+		t.Fatalf("from events:\n%+v\nfrom history:\n%+v", a, b)
+	}
+}

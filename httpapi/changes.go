@@ -1,0 +1,141 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+)
+
+// changeParams: edits, recalls and reactions (RPC message.edit,
+// message.recall, reaction.set).
+type changeParams struct {
+	ConversationID int64  `json:"conversationId"`
+	Seq            int64  `json:"seq"`
+	ClientMsgID    string `json:"clientMsgId"`
+	Body           string `json:"body,omitempty"`
+	Emoji          string `json:"emoji,omitempty"`
+	On             *bool  `json:"on,omitempty"`
+}
+
+// ChangeReply acknowledges an edit, recall or reaction: seq is its entry's
+// (0 for a reaction that changed nothing), targetSeq the message's.
+type ChangeReply struct {
+	ConversationID int64      `json:"conversationId"`
+	Seq            int64      `json:"seq"`
+	TargetSeq      int64      `json:"targetSeq"`
+	ClientMsgID    string     `json:"clientMsgId"`
+	Duplicate      bool       `json:"duplicate,omitempty"`
+	Unchanged      bool       `json:"unchanged,omitempty"`
+	Body           *string    `json:"body,omitempty"`
+	EditedAt       *time.Time `json:"editedAt,omitempty"`
+	RecalledAt     *time.Time `json:"recalledAt,omitempty"`
+	Emoji          string     `json:"emoji,omitempty"`
+	On             *bool      `json:"on,omitempty"`
+	Count          *int       `json:"count,omitempty"`
+}
+
+// bindTarget reads the conversation and message seq from the path.
+func bindTarget(r *http.Request, p *changeParams) error {
+	var err error
+	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+		return err
+	}
+	p.Seq, err = pathID(r, "seq", "seq")
+	return err
+}
+
+// idempotencyKey is the optional Idempotency-Key header (a UUID), or a
+// fresh one: a recall or reaction without it is still safe to repeat
+// (recalling twice, setting a set reaction, change nothing).
+func idempotencyKey(r *http.Request) string {
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		return k
+	}
+	return uuid.NewString()
+}
+
+func bindEdit(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) error {
+	if err := bindTarget(r, p); err != nil {
+		return err
+	}
+	var body struct {
+		ClientMsgID string `json:"clientMsgId"`
+		Body        string `json:"body"`
+	}
+	if err := a.bindBody(w, r, &body); err != nil {
+		return err
+	}
+	p.ClientMsgID, p.Body = body.ClientMsgID, body.Body
+	return nil
+}
+
+func bindRecall(_ *API, _ http.ResponseWriter, r *http.Request, p *changeParams) error {
+	if err := bindTarget(r, p); err != nil {
+		return err
+	}
+	p.ClientMsgID = idempotencyKey(r)
+	return nil
+}
+
+func bindReaction(on bool) func(*API, http.ResponseWriter, *http.Request, *changeParams) error {
+	return func(_ *API, _ http.ResponseWriter, r *http.Request, p *changeParams) error {
+		if err := bindTarget(r, p); err != nil {
+			return err
+		}
+		// The mux unescapes path values: {emoji} is the emoji itself.
+		p.Emoji, p.On, p.ClientMsgID = r.PathValue("emoji"), &on, idempotencyKey(r)
+		return nil
+	}
+}
+
+func editMessage(a *API, ctx context.Context, user int64, p changeParams) (int, any, error) {
+	if p.Emoji != "" || p.On != nil {
+		return 0, nil, chat.Errorf(chat.CodeInvalid, "an edit takes clientMsgId, seq and body")
+	}
+	res, err := a.svc.Edit(ctx, chat.EditRequest{ConversationID: p.ConversationID, UserID: user, TargetSeq: p.Seq,
+		ClientMsgID: p.ClientMsgID, Body: p.Body})
+	return changeReply(p, res, err)
+}
+
+func recallMessage(a *API, ctx context.Context, user int64, p changeParams) (int, any, error) {
+	if p.Body != "" || p.Emoji != "" || p.On != nil {
+		return 0, nil, chat.Errorf(chat.CodeInvalid, "a recall takes clientMsgId and seq")
+	}
+	res, err := a.svc.Recall(ctx, chat.RecallRequest{ConversationID: p.ConversationID, UserID: user, TargetSeq: p.Seq,
+		ClientMsgID: p.ClientMsgID})
+	return changeReply(p, res, err)
+}
+
+func setReaction(a *API, ctx context.Context, user int64, p changeParams) (int, any, error) {
+	if p.Body != "" || p.On == nil {
+		return 0, nil, chat.Errorf(chat.CodeInvalid, `a reaction takes clientMsgId, seq, emoji and "on" (true sets, false removes)`)
+	}
+	res, err := a.svc.React(ctx, chat.ReactionRequest{ConversationID: p.ConversationID, UserID: user, TargetSeq: p.Seq,
+		ClientMsgID: p.ClientMsgID, Emoji: p.Emoji, On: *p.On})
+	return changeReply(p, res, err)
+}
+
+func changeReply(p changeParams, res chat.ChangeResult, err error) (int, any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	e := res.Entry
+	reply := ChangeReply{ConversationID: p.ConversationID, Seq: e.Seq, TargetSeq: p.Seq, ClientMsgID: e.ClientMsgID,
+		Duplicate: res.Duplicate, Unchanged: res.Unchanged}
+	switch e.Kind {
+	case chat.KindEdit:
+		at := e.CreatedAt
+		reply.Body, reply.EditedAt = &e.Body, &at
+	case chat.KindRecall:
+		at := e.CreatedAt
+		reply.RecalledAt = &at
+	case chat.KindReaction:
+		on, count := e.On, e.Count
+		reply.Emoji, reply.On, reply.Count = e.Emoji, &on, &count
+	}
+	return http.StatusOK, reply, nil
+}

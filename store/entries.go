@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
+
+// entryColumns are what scanEntry reads from the chat_entry view
+// (migrations/functions.sql), the one definition of how an entry reads.
+const entryColumns = `conversation_id, seq, kind, sender_id, client_msg_id::text, body, created_at,
+	target_seq, emoji, reaction_on, reaction_count, edited_at, recalled_at,
+	reply_to, reply_sender, reply_snippet, reply_recalled,
+	forwarded_conversation_id, forwarded_seq, forwarded_sender_id`
+
+func scanEntry(row pgx.CollectableRow) (chat.Message, error) {
+	var (
+		m                            chat.Message
+		kind                         string
+		target, replyTo, replySender *int64
+		fwdConv, fwdSeq, fwdSender   *int64
+		emoji, snippet               *string
+		on, replyRecalled            *bool
+		count                        *int32
+		recalledAt                   *time.Time
+	)
+	err := row.Scan(&m.ConversationID, &m.Seq, &kind, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt,
+		&target, &emoji, &on, &count, &m.EditedAt, &recalledAt,
+		&replyTo, &replySender, &snippet, &replyRecalled,
+		&fwdConv, &fwdSeq, &fwdSender)
+	if err != nil {
+		return m, err
+	}
+	m.Kind = chat.EntryKind(kind)
+	if target != nil {
+		m.TargetSeq = *target
+	}
+	if emoji != nil {
+		m.Emoji = *emoji
+	}
+	if on != nil {
+		m.On = *on
+	}
+	if count != nil {
+		m.Count = int(*count)
+	}
+	if recalledAt != nil && m.Kind == chat.KindMessage {
+		m.Recalled, m.RecalledAt = true, recalledAt
+	}
+	if replyTo != nil {
+		ref := &chat.ReplyRef{Seq: *replyTo, SenderID: deref(replySender)}
+		if replyRecalled != nil && *replyRecalled {
+			ref.Recalled = true
+		} else if snippet != nil {
+			ref.Snippet = *snippet
+		}
+		m.ReplyTo = ref
+	}
+	if fwdConv != nil && fwdSeq != nil {
+		m.ForwardedFrom = &chat.ForwardRef{ConversationID: *fwdConv, Seq: *fwdSeq, SenderID: deref(fwdSender)}
+	}
+	return m, nil
+}
+
+// reactionsSQL aggregates the reactions on a page's messages, in the order
+// each emoji first appeared, and whether the reader set each.
+const reactionsSQL = `
+SELECT seq, emoji, count(*)::int, bool_or(user_id = $3)
+FROM reaction WHERE conversation_id = $1 AND seq = ANY($2::bigint[])
+GROUP BY seq, emoji ORDER BY seq, min(created_at), emoji`
+
+// addReactions fills the Reactions of the messages of entries, as reader
+// sees them, in one query.
+func addReactions(ctx context.Context, q pgx.Tx, conv, reader int64, entries []chat.Message) error {
+	var seqs []int64
+	at := map[int64]int{}
+	for i, m := range entries {
+		if m.IsMessage() && !m.Recalled {
+			seqs = append(seqs, m.Seq)
+			at[m.Seq] = i
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, reactionsSQL, conv, seqs, reader)
+	if err != nil {
+		return fmt.Errorf("read reactions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var rc chat.ReactionCount
+		if err := rows.Scan(&seq, &rc.Emoji, &rc.Count, &rc.Me); err != nil {
+			return fmt.Errorf("read reactions: %w", err)
+		}
+		m := &entries[at[seq]]
+		m.Reactions = append(m.Reactions, rc)
+	}
+	return rows.Err()
+}
+
+// prefixed qualifies each of a comma-separated column list with alias.
+func prefixed(alias, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, p := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+var _ chat.EntryReader = (*Sessions)(nil)
+
+// Entries reads the entries refs name, as they are now, in one query.
+func (s *Sessions) Entries(ctx context.Context, refs []chat.MessageRef) (map[chat.MessageRef]chat.Message, error) {
+	convs := make([]int64, len(refs))
+	seqs := make([]int64, len(refs))
+	for i, r := range refs {
+		convs[i], seqs[i] = r.ConversationID, r.Seq
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("e", entryColumns)+`
+		FROM unnest($1::bigint[], $2::bigint[]) AS r(c, q)
+		JOIN chat_entry e ON e.conversation_id = r.c AND e.seq = r.q`, convs, seqs)
+	if err != nil {
+		return nil, classify("read entries", err)
+	}
+	entries, err := pgx.CollectRows(rows, scanEntry)
+	if err != nil {
+		return nil, classify("read entries", err)
+	}
+	out := make(map[chat.MessageRef]chat.Message, len(entries))
+	for _, m := range entries {
+		out[chat.MessageRef{ConversationID: m.ConversationID, Seq: m.Seq}] = m
+	}
+	return out, nil
+}
