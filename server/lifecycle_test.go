@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,7 +10,9 @@ import (
 	"github.com/chatd/chatd/internal/pgtest"
 )
 
-func changeTopic(conv int64, what string) string { return fmt.Sprintf("chat/v1/conv/%d/%s", conv, what) }
+func changeTopic(conv int64, what string) string {
+	return fmt.Sprintf("chat/v1/conv/%d/%s", conv, what)
+}
 
 // TestEditRecallAndReactOverMQTTAnswerWithTheirSeqAndReachMembersInOrder:
 // each change is acknowledged after its commit with its own seq and the
@@ -89,5 +90,4 @@ func TestEditRecallAndReactOverMQTTAnswerWithTheirSeqAndReachMembersInOrder(t *t
 	if ev := nextEvent(t, carol, chat.EventError, 5*time.Second); ev.Code != string(chat.CodeNotFound) {
 		t.Fatalf("3.1.1 recall of a recall entry: error event %+v", ev)
 	}
-	_ = strconv.Itoa
 }
