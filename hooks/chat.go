@@ -342,11 +342,12 @@ func (h *Chat) refuseSystemTopic(cl *mqtt.Client, pk packets.Packet) {
 
 // OnPacketEncode fixes mochi's PUBACK success reason: it sends 0x01
 // (granted QoS 1), which MQTT v5 does not define for PUBACK; 0x00 is success.
-func (h *Chat) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Packet {
+// It also keeps DISCONNECT packets from 3.1.1 clients (disconnect.go).
+func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Puback && pk.ReasonCode == packets.CodeGrantedQos1.Code {
 		pk.ReasonCode = packets.CodeSuccess.Code
 	}
-	return pk
+	return withholdV311Disconnect(cl, pk)
 }
 
 // OnDisconnect stops delivery and ends or parks the durable session.
