@@ -186,6 +186,10 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if u := pk.Connect.Username; len(u) > 0 && string(u) != strconv.FormatInt(userID, 10) {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "username_mismatch", userID)
 	}
+	if code, ok := refuseWill(cl, pk); ok {
+		clearWill(cl)
+		return h.refuse(cl, code, "will_refused", userID)
+	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
@@ -342,12 +346,13 @@ func (h *Chat) refuseSystemTopic(cl *mqtt.Client, pk packets.Packet) {
 
 // OnPacketEncode fixes mochi's PUBACK success reason: it sends 0x01
 // (granted QoS 1), which MQTT v5 does not define for PUBACK; 0x00 is success.
-// It also keeps DISCONNECT packets from 3.1.1 clients (disconnect.go).
+// It also keeps DISCONNECT packets from 3.1.1 clients (disconnect.go) and
+// gives them 3.1.1 CONNACK codes (will.go).
 func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Puback && pk.ReasonCode == packets.CodeGrantedQos1.Code {
 		pk.ReasonCode = packets.CodeSuccess.Code
 	}
-	return withholdV311Disconnect(cl, pk)
+	return withholdV311Disconnect(cl, v311Connack(cl, pk))
 }
 
 // OnDisconnect stops delivery and ends or parks the durable session.

@@ -11,6 +11,11 @@
 //
 // The broker never routes a client's publish to subscribers (every publish
 // is marked Ignore) and never retains: all delivery goes through the Hub.
+// mochi's other ways to deliver, which bypass OnPublish and the publish
+// ACL, are closed: a CONNECT with a Will is refused (will.go), the inline
+// client is off, and $SYS and retained messages match no filter the
+// subscribe ACL grants. Clients see CONNACK codes of their own protocol
+// version only, and 3.1.1 clients never get a DISCONNECT (disconnect.go).
 //
 // Limits: OnConnect charges the per-IP connect limit before anything else
 // (CONNACK 0x9F, 0x03 for 3.1.1); sends and receipts are limited by the
