@@ -306,13 +306,20 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
 }
 
 // OnPacketRead sees every inbound packet first: PUBACKs for our own
-// deliveries go to the session pump (mochi's inflight map is not used), and
-// the retain flag is cleared because chat never retains.
+// deliveries go to the session pump (mochi's inflight map is not used), a
+// publish above the maximum QoS ends the connection (caps.go), no alias is
+// recorded for a topic that will be refused (alias.go), and the retain
+// flag is cleared because chat never retains.
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
 		h.cfg.Hub.Ack(cl.ID, pk.PacketID)
 	case packets.Publish:
+		if err := refuseQoSAbove(h.server, cl, pk); err != nil {
+			h.cfg.Metrics.Publishes.WithLabelValues("denied", "qos_not_supported").Inc()
+			return pk, err
+		}
+		dropRefusedAlias(&pk)
 		pk.FixedHeader.Retain = false
 		if strings.HasPrefix(pk.TopicName, "$") && pk.FixedHeader.Qos > 0 {
 			// mochi drops publishes to $-topics before any publish hook,
@@ -346,17 +353,20 @@ func (h *Chat) refuseSystemTopic(cl *mqtt.Client, pk packets.Packet) {
 
 // OnPacketEncode fixes mochi's PUBACK success reason: it sends 0x01
 // (granted QoS 1), which MQTT v5 does not define for PUBACK; 0x00 is success.
-// It also keeps DISCONNECT packets from 3.1.1 clients (disconnect.go) and
-// gives them 3.1.1 CONNACK codes (will.go).
+// It also completes v5 CONNACKs with the server's capabilities (caps.go),
+// keeps DISCONNECT packets from 3.1.1 clients (disconnect.go) and gives
+// them 3.1.1 CONNACK codes (will.go).
 func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Puback && pk.ReasonCode == packets.CodeGrantedQos1.Code {
 		pk.ReasonCode = packets.CodeSuccess.Code
 	}
+	pk = announceCapabilities(h.server.Options.Capabilities, pk)
 	return withholdV311Disconnect(cl, v311Connack(cl, pk))
 }
 
 // OnDisconnect stops delivery and ends or parks the durable session.
 func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	forgetAliases(cl)
 	ci := h.info(cl)
 	if ci == nil {
 		return
