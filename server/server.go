@@ -78,7 +78,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	// The application name stamps this node on the outbox rows it commits,
 	// so its Kafka consumer can skip events it already delivered itself.
 	appName := "chatd:" + st.NodeID
-	pool, closeDB, err := dbopen.Open(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, store.WithApplicationName(appName))
+	pool, closeDB, err := dbopen.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, store.WithApplicationName(appName))
 	if err != nil {
 		return nil, err
 	}
