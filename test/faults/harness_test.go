@@ -239,17 +239,19 @@ func chatdBinary(t testing.TB) string {
 // proc is chatd running as a subprocess on fixed ports, so it can be
 // SIGKILLed and started again on the same addresses.
 type proc struct {
-	t        testing.TB
-	bin      string
-	vars     map[string]string // chatd's settings but its addresses
-	env      []string
-	started  bool // once, addresses are fixed: restarts keep them
-	MQTT     string
-	HTTP     string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	stderrMu sync.Mutex
-	stderr   []string
+	t       testing.TB
+	bin     string
+	vars    map[string]string // chatd's settings but its addresses
+	env     []string
+	started bool // once, addresses are fixed: restarts keep them
+	MQTT    string
+	HTTP    string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	// startedAt is when the last start began the process.
+	startedAt time.Time
+	stderrMu  sync.Mutex
+	stderr    []string
 }
 
 func newProc(t testing.TB, url string, extra map[string]string) *proc {
@@ -315,6 +317,7 @@ func (p *proc) startOnce() error {
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
+	p.startedAt = time.Now()
 	p.cmd, p.exited = cmd, make(chan struct{})
 	go func(exited chan struct{}) {
 		sc := bufio.NewScanner(errPipe)
