@@ -38,6 +38,15 @@ type Config struct {
 	Presence Presence
 	Logger   *slog.Logger
 	Metrics  *Metrics
+	// ConnectBudget paces CONNECT handling node-wide (admission.go).
+	ConnectBudget ConnectBudget
+	// MaxConnectionsPerUser caps the client ids a user may have connected
+	// at once (conncap.go); 0: no cap.
+	MaxConnectionsPerUser int
+	// SharedConns, when set, counts connections across nodes for the cap;
+	// NodeID names this node there.
+	SharedConns SharedConns
+	NodeID      string
 }
 
 // Presence tracks connected sessions (presence.Tracker). Both calls must
@@ -60,6 +69,9 @@ type Chat struct {
 
 	typingMu   sync.Mutex
 	typingLast map[typingKey]time.Time
+
+	budget *pacer // nil: CONNECTs unpaced
+	conns  userConns
 }
 
 type clientInfo struct {
@@ -86,7 +98,7 @@ func New(cfg Config) *Chat {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Chat{cfg: cfg, typingLast: map[typingKey]time.Time{}}
+	return &Chat{cfg: cfg, typingLast: map[typingKey]time.Time{}, budget: newPacer(cfg.ConnectBudget)}
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).
@@ -151,19 +163,21 @@ const MaxSessionExpiry = 7 * 24 * time.Hour
 func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
 	h.cfg.Metrics.Connects.WithLabelValues(why).Inc()
 	level := slog.LevelInfo
-	if why == "rate_limited" {
-		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total
+	if why == "rate_limited" || why == "busy" {
+		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total and chat_mqtt_connects_total
 	}
 	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", cl.ID, "remote", cl.Net.Remote, "reason", why, "user", user)
 	_ = h.server.SendConnack(cl, code, false, nil)
 	return code
 }
 
-// OnConnect limits connection attempts per IP address, authenticates the
-// JWT in the password, enforces client-id ownership and opens (or resumes)
-// the durable chat session, all before mochi takes over any existing
-// session with that client id. The rate limit comes first, so a flood of
-// connects costs neither a signature check nor a query.
+// OnConnect limits connection attempts per IP address, waits for its turn
+// in the node's connect budget, authenticates the JWT in the password,
+// refuses Wills, limits the user's connects and connections, enforces
+// client-id ownership and opens (or resumes) the durable chat session, all
+// before mochi takes over any existing session with that client id. The
+// per-IP limit comes first, so a flood from one address costs neither a
+// turn of the budget others need nor a signature check nor a query.
 func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	// Keepalive 0 (never time out) or hours would let dead connections
 	// hold sessions forever; the server's limit is announced to v5 clients
@@ -172,12 +186,11 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		cl.State.Keepalive = MaxKeepalive
 		cl.State.ServerKeepalive = true
 	}
-	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, remoteIP(cl.Net.Remote)); err != nil {
-		code := packets.ErrConnectionRateExceeded
-		if !isV5(cl) {
-			code = packets.ErrServerUnavailable // 3.1.1 has no such code: 0x03
-		}
-		return h.refuse(cl, code, "rate_limited", 0)
+	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, clientIP(cl)); err != nil {
+		return h.refuse(cl, busyCode(cl), "rate_limited", 0)
+	}
+	if !h.awaitTurn() {
+		return h.refuse(cl, busyCode(cl), "busy", 0)
 	}
 	userID, err := h.cfg.Verify(string(pk.Connect.Password))
 	if err != nil {
@@ -190,6 +203,9 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		clearWill(cl)
 		return h.refuse(cl, code, "will_refused", userID)
 	}
+	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnectUser, chat.UserKey(userID)); err != nil {
+		return h.refuse(cl, busyCode(cl), "rate_limited", userID)
+	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
@@ -198,7 +214,11 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	persistent, expiry := persistentSession(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
+	if !h.takeConnSlot(ctx, cl, userID) {
+		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
+	}
 	if _, err := h.cfg.Sessions.Open(ctx, cl.ID, userID, persistent, cl.Properties.Clean, expiry); err != nil {
+		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, store.ErrClientIDTaken) {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
 		}
@@ -372,6 +392,7 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 		return
 	}
 	h.clients.Delete(cl)
+	h.releaseConnSlot(cl, ci.userID)
 	h.cfg.Metrics.Online.Dec()
 	h.cfg.Hub.Detach(cl.ID, ci.conn)
 	if h.cfg.Presence != nil && ci.present.Swap(false) {

@@ -183,6 +183,10 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	s.Service.Receipts = s.Receipts
 	s.Service.PresenceSource = s.Presence
 
+	var sharedConns hooks.SharedConns // with Redis, the connection cap holds across nodes
+	if s.Limiter.SharesConns() {
+		sharedConns = s.Limiter
+	}
 	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
 	hook := hooks.New(hooks.Config{
 		Service:     s.Service,
@@ -194,6 +198,11 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		SendTimeout: st.SendTimeout,
 		Logger:      log.With("component", "hooks"),
 		Metrics:     hooks.NewMetrics(s.Registry),
+
+		ConnectBudget:         hooks.ConnectBudget{Rate: st.ConnectBudgetRate, Queue: st.ConnectBudgetQueue},
+		MaxConnectionsPerUser: st.MaxConnectionsPerUser,
+		SharedConns:           sharedConns,
+		NodeID:                st.NodeID,
 	})
 	var tlsCfg *tls.Config
 	if st.TLSCert != "" {
@@ -266,10 +275,28 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 		runners = append(runners, pr.Run)
 	}
+	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, log) })
 	go s.background(bgCtx, sessions, runners)
 
 	log.Info("chatd ready", "mqtt", s.MQTTAddr(), "http", s.HTTPAddr(), "node", st.NodeID)
 	return s, nil
+}
+
+// refreshConnections keeps this node's connections counted for the
+// per-user cap until ctx ends (see hooks.RefreshConnections).
+func refreshConnections(ctx context.Context, hook *hooks.Chat, log *slog.Logger) error {
+	t := time.NewTicker(ratelimit.ConnRefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := hook.RefreshConnections(ctx); err != nil {
+				log.Warn("refresh the shared connection counts failed", "err", err)
+			}
+		}
+	}
 }
 
 // presenceHeartbeat is how often a node proves itself alive for presence;
