@@ -51,13 +51,16 @@ const testSecret = "test-secret-0123456789abcdef0123456789"
 // noLimits turns every rate limit off: these tests are about faults, not
 // about limits.
 var noLimits = map[string]string{
-	"CHAT_LIMIT_SEND_RATE":    "0",
-	"CHAT_LIMIT_CONV_RATE":    "0",
-	"CHAT_LIMIT_CONNECT_RATE": "0",
-	"CHAT_LIMIT_API_RATE":     "0",
-	"CHAT_LIMIT_READ_RATE":    "0",
-	"CHAT_LIMIT_TYPING_RATE":  "0",
-	"CHAT_PRESENCE_PUSH":      "false",
+	"CHAT_LIMIT_SEND_RATE":          "0",
+	"CHAT_LIMIT_CONV_RATE":          "0",
+	"CHAT_LIMIT_CONNECT_RATE":       "0",
+	"CHAT_LIMIT_CONNECT_USER_RATE":  "0",
+	"CHAT_MAX_CONNECTIONS_PER_USER": "0",
+	"CHAT_CONNECT_BUDGET_RATE":      "0",
+	"CHAT_LIMIT_API_RATE":           "0",
+	"CHAT_LIMIT_READ_RATE":          "0",
+	"CHAT_LIMIT_TYPING_RATE":        "0",
+	"CHAT_PRESENCE_PUSH":            "false",
 }
 
 // inCI is true under .ci/run, where the long scenarios run shortened.
@@ -118,11 +121,12 @@ type device struct {
 	clientID string
 	version  byte // 4 (3.1.1) or 5
 	readBuf  int
+	local    string // source IP address ("" = any)
 }
 
 func (d device) options(t testing.TB) mqtttest.Options {
 	o := mqtttest.Options{Version: d.version, ClientID: d.clientID, Username: strconv.FormatInt(d.user, 10),
-		Password: token(t, d.user), Clean: false, ReadBuffer: d.readBuf}
+		Password: token(t, d.user), Clean: false, ReadBuffer: d.readBuf, LocalAddr: d.local}
 	if d.version == 5 {
 		o.Expiry = 3600
 	}
@@ -252,6 +256,19 @@ type proc struct {
 	startedAt time.Time
 	stderrMu  sync.Mutex
 	stderr    []string
+}
+
+// newProcWithDefaults is newProc with chatd's default limits: none of
+// noLimits.
+func newProcWithDefaults(t testing.TB, url string, extra map[string]string) *proc {
+	p := newProc(t, url, extra)
+	for k := range noLimits {
+		if _, set := extra[k]; !set {
+			delete(p.vars, k)
+		}
+	}
+	p.pickAddrs()
+	return p
 }
 
 func newProc(t testing.TB, url string, extra map[string]string) *proc {
