@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,13 +41,8 @@ func zombiePostgres(t *testing.T) (pid int, reap func()) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	reaped := false
-	reap = func() {
-		if !reaped {
-			reaped = true
-			_ = cmd.Wait()
-		}
-	}
+	var once sync.Once
+	reap = func() { once.Do(func() { _ = cmd.Wait() }) }
 	t.Cleanup(reap)
 	return cmd.Process.Pid, reap
 }

@@ -151,7 +151,7 @@ func parseUint(s string) (int64, bool) {
 func parseID(what, s string) (int64, error) {
 	n, ok := parseUint(s)
 	if !ok || n <= 0 {
-		return 0, chat.Errorf(chat.CodeInvalid, "%s must be a positive integer without sign or leading zeros", what)
+		return 0, chat.Errorf(chat.CodeInvalid, "%s must be a positive integer", what)
 	}
 	return n, nil
 }
@@ -205,7 +205,7 @@ func (q query) int64(name string) (int64, error) {
 	}
 	n, ok := parseUint(s)
 	if !ok {
-		return 0, chat.Errorf(chat.CodeInvalid, "%s must be a non-negative integer without sign or leading zeros", name)
+		return 0, chat.Errorf(chat.CodeInvalid, "%s must be a non-negative integer", name)
 	}
 	return n, nil
 }
