@@ -4,6 +4,12 @@
 // a thin main around it, and tests start real nodes in-process with Start,
 // in the spirit of nats-server's RunServer.
 //
+// With the embedded database a node owns its data dir: Start takes the
+// data dir's lock (dbopen.OpenOwner) and fails while another live chatd
+// holds it; Close releases it after PostgreSQL stopped. The background
+// workers include the refresh of this node's connections in the shared
+// per-user connection count (with Redis).
+//
 // Start and Close are called by one owner goroutine. Close shuts down in
 // dependency order: listeners stop accepting, in-flight publishes commit and
 // are acknowledged, delivery cursors are flushed, clients are disconnected,
