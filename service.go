@@ -39,14 +39,16 @@ type RateKind string
 
 // The rate limits. Send and Conv are charged by Send (per sender, per
 // conversation), Read by MarkRead, Typing by the MQTT typing topic, API by
-// every HTTP request and RPC call, Connect by every MQTT CONNECT (per IP).
+// every HTTP request and RPC call, Connect by every MQTT CONNECT (per IP),
+// ConnectUser by every MQTT CONNECT whose token is valid (per user).
 const (
-	RateSend    RateKind = "send"
-	RateConv    RateKind = "conv"
-	RateRead    RateKind = "read"
-	RateTyping  RateKind = "typing"
-	RateAPI     RateKind = "api"
-	RateConnect RateKind = "connect"
+	RateSend        RateKind = "send"
+	RateConv        RateKind = "conv"
+	RateRead        RateKind = "read"
+	RateTyping      RateKind = "typing"
+	RateAPI         RateKind = "api"
+	RateConnect     RateKind = "connect"
+	RateConnectUser RateKind = "connect_user"
 )
 
 // RateLimit is a token bucket: Burst tokens at most, refilled at Rate per
@@ -61,7 +63,7 @@ func (l RateLimit) Enabled() bool { return l.Rate > 0 && l.Burst > 0 }
 
 // RateLimits are the configured limits, by kind.
 type RateLimits struct {
-	Send, Conv, Read, Typing, API, Connect RateLimit
+	Send, Conv, Read, Typing, API, Connect, ConnectUser RateLimit
 }
 
 // For returns the limit of kind.
@@ -77,6 +79,8 @@ func (r RateLimits) For(kind RateKind) RateLimit {
 		return r.Typing
 	case RateAPI:
 		return r.API
+	case RateConnectUser:
+		return r.ConnectUser
 	case RateConnect:
 		return r.Connect
 	}
@@ -161,12 +165,13 @@ func PresenceEvent(p Presence) Event {
 }
 
 var rateWhat = map[RateKind]string{
-	RateSend:    "messages per second per user",
-	RateConv:    "messages per second in this conversation",
-	RateRead:    "read receipts per second",
-	RateTyping:  "typing events per second",
-	RateAPI:     "requests per second",
-	RateConnect: "connections per second from this address",
+	RateSend:        "messages per second per user",
+	RateConv:        "messages per second in this conversation",
+	RateRead:        "read receipts per second",
+	RateTyping:      "typing events per second",
+	RateAPI:         "requests per second",
+	RateConnect:     "connections per second from this address",
+	RateConnectUser: "connections per second per user",
 }
 
 // take charges one token of kind for key; nil when allowed or unlimited.

@@ -51,6 +51,10 @@ func New(cfg Config) (*Broker, error) {
 	caps.RetainAvailable = 0      // chat never retains; state lives in PostgreSQL
 	caps.WildcardSubAvailable = 1 // within the user's own tree only (ACL)
 	caps.SharedSubAvailable = 0
+	caps.SubIDAvailable = 0 // deliveries never carry subscription identifiers
+	// mochi's default is 65,535 aliases per connection, each holding a
+	// topic of up to a packet's size.
+	caps.TopicAliasMaximum = hooks.TopicAliasMaximum
 	caps.MaximumClientWritesPending = 8192
 	caps.MaximumPacketSize = 64 * 1024 // a 16 KiB body as JSON with escapes fits
 	caps.ReceiveMaximum = 256

@@ -6,7 +6,9 @@
 // listeners from trusted networks only (ProxyProtocol), capabilities
 // that match chat's semantics (QoS ≤ 1, no retain) and the shutdown order:
 // stop accepting, let in-flight publishes commit and ack, flush delivery
-// cursors, disconnect clients. The caller closes the database afterwards.
+// cursors, disconnect clients (MQTT 5: DISCONNECT 0x8B; 3.1.1, which has no
+// server DISCONNECT: the socket is closed, see hooks). The caller closes
+// the database afterwards.
 //
 // A client's listener id is its transport (mqtt.Client.Net.Listener).
 //

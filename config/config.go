@@ -72,6 +72,18 @@ type Settings struct {
 	LimitAPIBurst     int     // limit_api_burst
 	LimitConnectRate  float64 // limit_connect_rate: MQTT connects per second per IP, 0 = unlimited
 	LimitConnectBurst int     // limit_connect_burst
+	// LimitConnectUserRate: authenticated MQTT connects per second per
+	// user (limit_connect_user_rate), 0 = unlimited.
+	LimitConnectUserRate  float64
+	LimitConnectUserBurst int // limit_connect_user_burst
+	// MaxConnectionsPerUser caps the MQTT connections (distinct client ids)
+	// of one user (max_connections_per_user), 0 = no cap.
+	MaxConnectionsPerUser int
+	// ConnectBudgetRate is how many CONNECTs per second the node handles
+	// (connect_budget_rate), 0 = unlimited; ConnectBudgetQueue how many may
+	// wait for it (connect_budget_queue).
+	ConnectBudgetRate  float64
+	ConnectBudgetQueue int
 	// RedisURL shares the rate limits between nodes; "" keeps them local.
 	RedisURL string
 
@@ -104,12 +116,13 @@ func (s Settings) Limits() chat.Limits {
 // RateLimits returns the rate limits the settings describe.
 func (s Settings) RateLimits() chat.RateLimits {
 	return chat.RateLimits{
-		Send:    chat.RateLimit{Rate: s.LimitSendRate, Burst: s.LimitSendBurst},
-		Conv:    chat.RateLimit{Rate: s.LimitConvRate, Burst: s.LimitConvBurst},
-		Read:    chat.RateLimit{Rate: s.LimitReadRate, Burst: s.LimitReadBurst},
-		Typing:  chat.RateLimit{Rate: s.LimitTypingRate, Burst: s.LimitTypingBurst},
-		API:     chat.RateLimit{Rate: s.LimitAPIRate, Burst: s.LimitAPIBurst},
-		Connect: chat.RateLimit{Rate: s.LimitConnectRate, Burst: s.LimitConnectBurst},
+		Send:        chat.RateLimit{Rate: s.LimitSendRate, Burst: s.LimitSendBurst},
+		Conv:        chat.RateLimit{Rate: s.LimitConvRate, Burst: s.LimitConvBurst},
+		Read:        chat.RateLimit{Rate: s.LimitReadRate, Burst: s.LimitReadBurst},
+		Typing:      chat.RateLimit{Rate: s.LimitTypingRate, Burst: s.LimitTypingBurst},
+		API:         chat.RateLimit{Rate: s.LimitAPIRate, Burst: s.LimitAPIBurst},
+		Connect:     chat.RateLimit{Rate: s.LimitConnectRate, Burst: s.LimitConnectBurst},
+		ConnectUser: chat.RateLimit{Rate: s.LimitConnectUserRate, Burst: s.LimitConnectUserBurst},
 	}
 }
 
@@ -485,45 +498,50 @@ func (s Settings) Redacted() map[string]any {
 		secret = "[redacted]"
 	}
 	m := map[string]any{
-		"config_file":         s.ConfigFile,
-		"mqtt_addr":           s.MQTTAddr,
-		"http_addr":           s.HTTPAddr,
-		"database_url":        redactURL(s.DatabaseURL),
-		"data_dir":            s.DataDir,
-		"jwt_secret":          secret,
-		"jwt_public_key":      s.JWTPublicKey,
-		"kafka_brokers":       append([]string{}, s.KafkaBrokers...),
-		"kafka_topic":         s.KafkaTopic,
-		"node_id":             s.NodeID,
-		"tls_cert":            s.TLSCert,
-		"tls_key":             s.TLSKey,
-		"max_body_bytes":      s.MaxBodyBytes,
-		"max_members":         s.MaxMembers,
-		"large_group":         s.LargeGroup,
-		"edit_window":         windowString(s.EditWindow),
-		"recall_window":       windowString(s.RecallWindow),
-		"max_inflight":        s.MaxInflight,
-		"db_max_conns":        s.DBMaxConns,
-		"send_timeout":        s.SendTimeout.String(),
-		"log_level":           s.LogLevel,
-		"log_format":          s.LogFormat,
-		"dev":                 s.Dev,
-		"ws_allowed_origins":  append([]string{}, s.WSAllowedOrigins...),
-		"limit_send_rate":     s.LimitSendRate,
-		"limit_send_burst":    s.LimitSendBurst,
-		"limit_conv_rate":     s.LimitConvRate,
-		"limit_conv_burst":    s.LimitConvBurst,
-		"limit_read_rate":     s.LimitReadRate,
-		"limit_read_burst":    s.LimitReadBurst,
-		"limit_typing_rate":   s.LimitTypingRate,
-		"limit_typing_burst":  s.LimitTypingBurst,
-		"limit_api_rate":      s.LimitAPIRate,
-		"limit_api_burst":     s.LimitAPIBurst,
-		"limit_connect_rate":  s.LimitConnectRate,
-		"limit_connect_burst": s.LimitConnectBurst,
-		"redis_url":           redactURL(s.RedisURL),
-		"presence_push":       s.PresencePush,
-		"shutdown_timeout":    s.ShutdownTimeout.String(),
+		"config_file":              s.ConfigFile,
+		"mqtt_addr":                s.MQTTAddr,
+		"http_addr":                s.HTTPAddr,
+		"database_url":             redactURL(s.DatabaseURL),
+		"data_dir":                 s.DataDir,
+		"jwt_secret":               secret,
+		"jwt_public_key":           s.JWTPublicKey,
+		"kafka_brokers":            append([]string{}, s.KafkaBrokers...),
+		"kafka_topic":              s.KafkaTopic,
+		"node_id":                  s.NodeID,
+		"tls_cert":                 s.TLSCert,
+		"tls_key":                  s.TLSKey,
+		"max_body_bytes":           s.MaxBodyBytes,
+		"max_members":              s.MaxMembers,
+		"large_group":              s.LargeGroup,
+		"edit_window":              windowString(s.EditWindow),
+		"recall_window":            windowString(s.RecallWindow),
+		"max_inflight":             s.MaxInflight,
+		"db_max_conns":             s.DBMaxConns,
+		"send_timeout":             s.SendTimeout.String(),
+		"log_level":                s.LogLevel,
+		"log_format":               s.LogFormat,
+		"dev":                      s.Dev,
+		"ws_allowed_origins":       append([]string{}, s.WSAllowedOrigins...),
+		"limit_send_rate":          s.LimitSendRate,
+		"limit_send_burst":         s.LimitSendBurst,
+		"limit_conv_rate":          s.LimitConvRate,
+		"limit_conv_burst":         s.LimitConvBurst,
+		"limit_read_rate":          s.LimitReadRate,
+		"limit_read_burst":         s.LimitReadBurst,
+		"limit_typing_rate":        s.LimitTypingRate,
+		"limit_typing_burst":       s.LimitTypingBurst,
+		"limit_api_rate":           s.LimitAPIRate,
+		"limit_api_burst":          s.LimitAPIBurst,
+		"limit_connect_rate":       s.LimitConnectRate,
+		"limit_connect_burst":      s.LimitConnectBurst,
+		"limit_connect_user_rate":  s.LimitConnectUserRate,
+		"limit_connect_user_burst": s.LimitConnectUserBurst,
+		"max_connections_per_user": s.MaxConnectionsPerUser,
+		"connect_budget_rate":      s.ConnectBudgetRate,
+		"connect_budget_queue":     s.ConnectBudgetQueue,
+		"redis_url":                redactURL(s.RedisURL),
+		"presence_push":            s.PresencePush,
+		"shutdown_timeout":         s.ShutdownTimeout.String(),
 	}
 	s.redactedOps(m)
 	return m

@@ -25,13 +25,30 @@ const Database = "chat"
 func PGDir(dataDir string) string { return filepath.Join(dataDir, "pg") }
 
 // readyTimeout bounds the wait for a running postmaster that is still
-// starting up.
+// starting up, and for a data dir whose owner is starting its cluster.
 const readyTimeout = 30 * time.Second
 
 // Open returns a pool on databaseURL or, when it is empty, on the embedded
-// cluster in dataDir (see the package documentation). maxConns <= 0 takes
-// store.OpenPool's default. logger may be nil.
+// cluster in dataDir, joining the server already running there (chatctl's
+// way; see the package documentation). maxConns <= 0 takes store.OpenPool's
+// default. logger may be nil.
 func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+	return open(ctx, databaseURL, dataDir, maxConns, logger, false, opts)
+}
+
+// OpenOwner is Open for the process that serves the data dir (chatd): it
+// takes the data dir's lock for as long as the pool is open and starts the
+// embedded cluster itself, never joining one. Another live process holding
+// the lock is an error wrapping ErrDataDirInUse; a server left by a
+// previous owner that died is waited for (it is shutting down, or a zombie
+// waiting to be reaped) and its data recovered by PostgreSQL as it
+// starts. With a database URL there is no lock: any number of nodes may
+// share one external database.
+func OpenOwner(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+	return open(ctx, databaseURL, dataDir, maxConns, logger, true, opts)
+}
+
+func open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, owner bool, opts []store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -40,50 +57,98 @@ func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logg
 		if err != nil {
 			return nil, nil, fmt.Errorf("open database from the database URL: %w; check CHAT_DATABASE_URL / --database-url", err)
 		}
-		return pool, closer(pool, nil), nil
+		return pool, closer(pool, nil, nil), nil
 	}
 	if dataDir == "" {
 		return nil, nil, errors.New("open embedded database: no data dir given; set CHAT_DATA_DIR or CHAT_DATABASE_URL")
 	}
-	pgDir := PGDir(dataDir)
-
-	pm, ok, err := FindPostmaster(pgDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ok {
-		logger.Info("connecting to the running embedded PostgreSQL", "pid", pm.PID, "socket", pm.SocketPath())
-		if err := pm.WaitReady(ctx, readyTimeout); err != nil {
-			return nil, nil, err
-		}
-		if err := EnsureDatabase(ctx, pm.URL("postgres"), Database); err != nil {
-			return nil, nil, err
-		}
-		pool, err := openAndPing(ctx, pm.URL(Database), maxConns, opts...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open database on the running PostgreSQL (pid %d): %w", pm.PID, err)
-		}
-		return pool, closer(pool, nil), nil
-	}
-
 	if err := prepareDataDir(dataDir, logger); err != nil {
 		return nil, nil, err
 	}
+	if owner {
+		lock, err := lockDataDir(dataDir)
+		if errors.Is(err, ErrDataDirInUse) {
+			return nil, nil, fmt.Errorf("open embedded database in %s: %w; another chatd serves this data dir and its PostgreSQL, and a second one would lose the database when the first stops: stop it, give this chatd a CHAT_DATA_DIR of its own, or point every node at one PostgreSQL with CHAT_DATABASE_URL", dataDir, err)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return startEmbedded(ctx, dataDir, maxConns, logger, lock, opts)
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		pool, closeDB, err := joinRunning(ctx, dataDir, maxConns, logger, opts)
+		if err == nil || !errors.Is(err, errNotRunning) {
+			return pool, closeDB, err
+		}
+		lock, err := lockDataDir(dataDir)
+		if err == nil {
+			return startEmbedded(ctx, dataDir, maxConns, logger, lock, opts)
+		}
+		if !errors.Is(err, ErrDataDirInUse) {
+			return nil, nil, err
+		}
+		// The owner is starting its cluster (or stopping it): wait to join.
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("open embedded database in %s: %w, but no PostgreSQL answers there after %v", dataDir, err, readyTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// errNotRunning: no live postmaster owns the embedded cluster's directory.
+var errNotRunning = errors.New("embedded PostgreSQL is not running")
+
+// joinRunning connects to the live postmaster of dataDir's cluster, or
+// returns errNotRunning.
+func joinRunning(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, opts []store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+	pm, ok, err := FindPostmaster(PGDir(dataDir))
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, errNotRunning
+	}
+	logger.Info("connecting to the running embedded PostgreSQL", "pid", pm.PID, "socket", pm.SocketPath())
+	if err := pm.WaitReady(ctx, readyTimeout); err != nil {
+		return nil, nil, err
+	}
+	if err := EnsureDatabase(ctx, pm.URL("postgres"), Database); err != nil {
+		return nil, nil, err
+	}
+	pool, err := openAndPing(ctx, pm.URL(Database), maxConns, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open database on the running PostgreSQL (pid %d): %w", pm.PID, err)
+	}
+	return pool, closer(pool, nil, nil), nil
+}
+
+// startEmbedded starts dataDir's cluster as its owner; the returned close
+// function stops it, then releases lock. On error the lock is released.
+func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, lock *dirLock, opts []store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+	pgDir := PGDir(dataDir)
 	cluster, err := pgembed.Start(ctx, pgembed.Options{DataDir: pgDir, Logger: logger})
 	if err != nil {
+		lock.release()
 		return nil, nil, fmt.Errorf("start embedded PostgreSQL in %s: %w", pgDir, err)
 	}
 	stop := func(ctx context.Context) error { return cluster.Stop(ctx, false) }
 	if err := cluster.CreateDatabase(ctx, Database); err != nil {
 		_ = stop(context.WithoutCancel(ctx))
+		lock.release()
 		return nil, nil, fmt.Errorf("create database %s: %w", Database, err)
 	}
 	pool, err := openAndPing(ctx, cluster.URL(Database), maxConns, opts...)
 	if err != nil {
 		_ = stop(context.WithoutCancel(ctx))
+		lock.release()
 		return nil, nil, fmt.Errorf("open embedded database: %w", err)
 	}
-	return pool, closer(pool, stop), nil
+	return pool, closer(pool, stop, lock), nil
 }
 
 func openAndPing(ctx context.Context, url string, maxConns int32, opts ...store.PoolOption) (*pgxpool.Pool, error) {
@@ -98,8 +163,9 @@ func openAndPing(ctx context.Context, url string, maxConns int32, opts ...store.
 	return pool, nil
 }
 
-// closer closes the pool, then stops the cluster (if any), once.
-func closer(pool *pgxpool.Pool, stop func(context.Context) error) func(context.Context) error {
+// closer closes the pool, then stops the cluster (if any), then releases
+// the data dir's lock (if held), once.
+func closer(pool *pgxpool.Pool, stop func(context.Context) error, lock *dirLock) func(context.Context) error {
 	var once sync.Once
 	var err error
 	return func(ctx context.Context) error {
@@ -110,6 +176,7 @@ func closer(pool *pgxpool.Pool, stop func(context.Context) error) func(context.C
 					err = fmt.Errorf("stop embedded PostgreSQL: %w", e)
 				}
 			}
+			lock.release()
 		})
 		return err
 	}

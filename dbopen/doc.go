@@ -2,15 +2,33 @@
 // for chatctl.
 //
 // With a database URL it opens a pool on it (store.OpenPool settings) and
-// checks that it answers. Without one it uses the embedded cluster in
-// <dataDir>/pg, database "chat" (created if missing):
-//   - if a live postmaster already owns that directory (chatd is running),
-//     it connects to that server's Unix socket, found through
-//     <dataDir>/pg/postmaster.pid (port on line 4, socket directory on
-//     line 5), and never starts or stops a second server;
-//   - otherwise it starts the cluster with pgembed (initdb on first use) and
-//     the returned close function stops it.
+// checks that it answers; any number of nodes may share one database, and
+// no lock is taken. Without one it uses the embedded cluster in
+// <dataDir>/pg, database "chat" (created if missing), in one of two roles:
 //
-// The close function closes the pool, then stops the cluster if Open started
-// it; it is safe to call more than once. Open does not run migrations.
+//   - OpenOwner is chatd's: it takes an exclusive flock on
+//     <dataDir>/chatd.lock and holds it until the close function has
+//     stopped the cluster, so one live process at a time serves a data
+//     dir. Another live holder is refused (ErrDataDirInUse, with the
+//     holder's pid and what to do): a second chatd that attached to the
+//     first one's server would be left without a database when the first
+//     stops. The kernel drops the lock when its holder dies, however it
+//     dies, so a free lock means the postmaster recorded in postmaster.pid,
+//     if any, is stale: the owner waits until it is gone (a postmaster
+//     still in its fast shutdown after its parent died, or a SIGKILLed one
+//     that is a zombie until init reaps it), then starts the cluster, and
+//     PostgreSQL's crash recovery runs.
+//   - Open is chatctl's: if a live postmaster owns the directory (chatd is
+//     running), it connects to that server's Unix socket, found through
+//     <dataDir>/pg/postmaster.pid (port on line 4, socket directory on
+//     line 5), and never starts or stops a second server. A zombie or an
+//     exited pid is not a live postmaster, also while Open waits for one to
+//     accept connections. Otherwise it takes the lock and starts the
+//     cluster as its owner; while another process holds the lock (chatd is
+//     starting its cluster) it waits to join.
+//
+// The close function closes the pool, then stops the cluster if this call
+// started it and releases the lock; it is safe to call more than once.
+// Open does not run migrations. The lock is a flock: keep the data dir on
+// a local file system.
 package dbopen

@@ -9,10 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/procstate"
 )
 
 // Postmaster is a PostgreSQL server found through the postmaster.pid of its
@@ -109,28 +110,26 @@ func FindPostmaster(pgDataDir string) (Postmaster, bool, error) {
 	return p, true, nil
 }
 
-// processAlive reports whether pid is a running postgres process.
+// processAlive reports whether pid is a running postgres process: not gone,
+// not a zombie (a SIGKILLed postmaster that is not reaped yet answers
+// kill(pid, 0) but serves nothing), and not another program that reused
+// the pid of a stale file.
 func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	if err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	// A pid from a stale file may have been reused by another program.
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
-		return strings.Contains(filepath.Base(exe), "postgres")
-	}
-	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
-		return strings.Contains(string(comm), "postgres")
-	}
-	return true // no /proc: trust kill(0)
+	st, name := procstate.Of(pid)
+	return st == procstate.Running && (name == "" || strings.Contains(name, "postgres"))
 }
 
 // WaitReady waits up to timeout for the server to accept connections (it
-// may still be starting).
+// may still be starting). It re-checks that the postmaster is alive each
+// time: one that exits or turns out a zombie is no server to wait for, and
+// WaitReady then fails at once with an error wrapping errNotRunning.
 func (p Postmaster) WaitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
+		if !processAlive(p.PID) {
+			return fmt.Errorf("PostgreSQL (pid %d) of %s exited: %w", p.PID, p.DataDir, errNotRunning)
+		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		conn, err := pgx.Connect(cctx, p.URL("postgres"))
 		cancel()

@@ -44,6 +44,15 @@ type Config struct {
 	Presence Presence
 	Logger   *slog.Logger
 	Metrics  *Metrics
+	// ConnectBudget paces CONNECT handling node-wide (admission.go).
+	ConnectBudget ConnectBudget
+	// MaxConnectionsPerUser caps the client ids a user may have connected
+	// at once (conncap.go); 0: no cap.
+	MaxConnectionsPerUser int
+	// SharedConns, when set, counts connections across nodes for the cap;
+	// NodeID names this node there.
+	SharedConns SharedConns
+	NodeID      string
 }
 
 // Presence tracks connected sessions (presence.Tracker). Both calls must
@@ -64,6 +73,9 @@ type Chat struct {
 	busy     atomic.Int64 // publishes being processed
 	draining atomic.Bool
 	rpc      *rpcPool
+
+	budget *pacer // nil: CONNECTs unpaced
+	conns  userConns
 }
 
 type clientInfo struct {
@@ -95,7 +107,7 @@ func New(cfg Config) *Chat {
 	if cfg.RPCQueue <= 0 {
 		cfg.RPCQueue = 256
 	}
-	return &Chat{cfg: cfg, rpc: newRPCPool(cfg.RPCWorkers, cfg.RPCQueue)}
+	return &Chat{cfg: cfg, rpc: newRPCPool(cfg.RPCWorkers, cfg.RPCQueue), budget: newPacer(cfg.ConnectBudget)}
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).
@@ -160,19 +172,21 @@ const MaxSessionExpiry = 7 * 24 * time.Hour
 func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
 	h.cfg.Metrics.Connects.WithLabelValues(why).Inc()
 	level := slog.LevelInfo
-	if why == "rate_limited" {
-		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total
+	if why == "rate_limited" || why == "busy" {
+		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total and chat_mqtt_connects_total
 	}
 	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", cl.ID, "remote", cl.Net.Remote, "reason", why, "user", user)
 	_ = h.server.SendConnack(cl, code, false, nil)
 	return code
 }
 
-// OnConnect limits connection attempts per IP address, authenticates the
-// JWT in the password, enforces client-id ownership and opens (or resumes)
-// the durable chat session, all before mochi takes over any existing
-// session with that client id. The rate limit comes first, so a flood of
-// connects costs neither a signature check nor a query.
+// OnConnect limits connection attempts per IP address, waits for its turn
+// in the node's connect budget, authenticates the JWT in the password,
+// refuses Wills, limits the user's connects and connections, enforces
+// client-id ownership and opens (or resumes) the durable chat session, all
+// before mochi takes over any existing session with that client id. The
+// per-IP limit comes first, so a flood from one address costs neither a
+// turn of the budget others need nor a signature check nor a query.
 func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	// Keepalive 0 (never time out) or hours would let dead connections
 	// hold sessions forever; the server's limit is announced to v5 clients
@@ -181,12 +195,11 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		cl.State.Keepalive = MaxKeepalive
 		cl.State.ServerKeepalive = true
 	}
-	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, remoteIP(cl.Net.Remote)); err != nil {
-		code := packets.ErrConnectionRateExceeded
-		if !isV5(cl) {
-			code = packets.ErrServerUnavailable // 3.1.1 has no such code: 0x03
-		}
-		return h.refuse(cl, code, "rate_limited", 0)
+	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, clientIP(cl)); err != nil {
+		return h.refuse(cl, busyCode(cl), "rate_limited", 0)
+	}
+	if !h.awaitTurn() {
+		return h.refuse(cl, busyCode(cl), "busy", 0)
 	}
 	userID, err := h.authenticate(cl, pk)
 	if err != nil {
@@ -194,6 +207,13 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if u := pk.Connect.Username; len(u) > 0 && string(u) != strconv.FormatInt(userID, 10) {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "username_mismatch", userID)
+	}
+	if code, ok := refuseWill(cl, pk); ok {
+		clearWill(cl)
+		return h.refuse(cl, code, "will_refused", userID)
+	}
+	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnectUser, chat.UserKey(userID)); err != nil {
+		return h.refuse(cl, busyCode(cl), "rate_limited", userID)
 	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {
@@ -203,7 +223,11 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	persistent, expiry := persistentSession(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
+	if !h.takeConnSlot(ctx, cl, userID) {
+		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
+	}
 	if _, err := h.cfg.Sessions.Open(ctx, cl.ID, userID, persistent, cl.Properties.Clean, expiry); err != nil {
+		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, chat.ErrClientIDTaken) {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
 		}
@@ -312,13 +336,20 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
 }
 
 // OnPacketRead sees every inbound packet first: PUBACKs for our own
-// deliveries go to the session pump (mochi's inflight map is not used), and
-// the retain flag is cleared because chat never retains.
+// deliveries go to the session pump (mochi's inflight map is not used), a
+// publish above the maximum QoS ends the connection (caps.go), no alias is
+// recorded for a topic that will be refused (alias.go), and the retain
+// flag is cleared because chat never retains.
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
 		h.cfg.Hub.Acked(cl.ID, pk.PacketID)
 	case packets.Publish:
+		if err := refuseQoSAbove(h.server, cl, pk); err != nil {
+			h.cfg.Metrics.Publishes.WithLabelValues("denied", "qos_not_supported").Inc()
+			return pk, err
+		}
+		dropRefusedAlias(&pk)
 		pk.FixedHeader.Retain = false
 		if strings.HasPrefix(pk.TopicName, "$") && pk.FixedHeader.Qos > 0 {
 			// mochi drops publishes to $-topics before any publish hook,
@@ -344,20 +375,26 @@ func (h *Chat) refuseSystemTopic(cl *mqtt.Client, pk packets.Packet) {
 
 // OnPacketEncode fixes mochi's PUBACK success reason: it sends 0x01
 // (granted QoS 1), which MQTT v5 does not define for PUBACK; 0x00 is success.
-func (h *Chat) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Packet {
+// It also completes v5 CONNACKs with the server's capabilities (caps.go),
+// keeps DISCONNECT packets from 3.1.1 clients (disconnect.go) and gives
+// them 3.1.1 CONNACK codes (will.go).
+func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Puback && pk.ReasonCode == packets.CodeGrantedQos1.Code {
 		pk.ReasonCode = packets.CodeSuccess.Code
 	}
-	return pk
+	pk = announceCapabilities(h.server.Options.Capabilities, pk)
+	return withholdV311Disconnect(cl, v311Connack(cl, pk))
 }
 
 // OnDisconnect stops delivery and ends or parks the durable session.
 func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	forgetAliases(cl)
 	ci := h.info(cl)
 	if ci == nil {
 		return
 	}
 	h.clients.Delete(cl)
+	h.releaseConnSlot(cl, ci.userID)
 	h.cfg.Metrics.Online.Dec()
 	ci.acks.close()
 	h.cfg.Hub.Detach(cl.ID, ci.conn)

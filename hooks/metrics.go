@@ -4,23 +4,27 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the MQTT edge.
 type Metrics struct {
-	Connects    *prometheus.CounterVec // by outcome
-	Online      prometheus.Gauge
-	Publishes   *prometheus.CounterVec // by kind and outcome
-	SendLatency prometheus.Histogram
+	Connects *prometheus.CounterVec // by outcome
+	Online   prometheus.Gauge
+	// ConnectQueue is the CONNECTs waiting for the node's connect budget.
+	ConnectQueue prometheus.Gauge
+	Publishes    *prometheus.CounterVec // by kind and outcome
+	SendLatency  prometheus.Histogram
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Connects:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_mqtt_connects_total", Help: "MQTT CONNECTs by outcome."}, []string{"outcome"}),
-		Online:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_mqtt_connections", Help: "Authenticated MQTT connections."}),
+		Connects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_mqtt_connects_total", Help: "MQTT CONNECTs by outcome."}, []string{"outcome"}),
+		Online:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_mqtt_connections", Help: "Authenticated MQTT connections."}),
+		ConnectQueue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_mqtt_connect_queue",
+			Help: "MQTT CONNECTs waiting for their turn in the node's connect budget (connect_budget_rate)."}),
 		Publishes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_mqtt_publishes_total", Help: "Client publishes by kind and outcome (error code or ok)."}, []string{"kind", "outcome"}),
 		SendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_send_seconds", Help: "Send transaction latency as seen by the publish hook (validation, commit).",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connects, m.Online, m.Publishes, m.SendLatency)
+		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency)
 	}
 	return m
 }

@@ -108,9 +108,10 @@ func UserTree(userID int64) string {
 }
 
 // SubscribeAllowed reports whether userID may subscribe to filter: only
-// inside its own chat/v1/user/{id}/ tree, wildcards allowed only there.
+// inside its own chat/v1/user/{id}/ tree, wildcards allowed only there, and
+// at most MaxTopicLength bytes (a persistent session keeps its filters).
 func SubscribeAllowed(userID int64, filter string) bool {
-	if strings.HasPrefix(filter, "$share/") || strings.ContainsRune(filter, 0) {
+	if len(filter) > MaxTopicLength || strings.HasPrefix(filter, "$share/") || strings.ContainsRune(filter, 0) {
 		return false
 	}
 	rest, ok := strings.CutPrefix(filter, UserTree(userID))

@@ -129,11 +129,13 @@ func kindName(k string) string {
 	}
 }
 
-// parseUint parses a non-negative int64 written in decimal digits only.
-// strconv alone would accept "+5"; ids stay canonical so caches and logs see
-// one spelling. Overflow fails like any other bad input.
+// parseUint parses a non-negative int64 in canonical decimal: digits only,
+// no leading zeros ("0" itself is canonical). strconv alone would accept
+// "+5" and "007"; ids stay canonical so that one id has one spelling over
+// HTTP, RPC and in MQTT topics (hooks.ParseID), and caches and logs see one
+// spelling. Overflow fails like any other bad input.
 func parseUint(s string) (int64, bool) {
-	if s == "" || len(s) > 19 {
+	if s == "" || len(s) > 19 || (len(s) > 1 && s[0] == '0') {
 		return 0, false
 	}
 	for i := 0; i < len(s); i++ {

@@ -90,15 +90,15 @@ func FuzzQueryAndPathIDs(f *testing.F) {
 			}
 			for _, k := range known[:3] {
 				n, err := q.int64(k)
-				if err == nil && (n < 0 || (n > 0 && strconv.FormatInt(n, 10) != strings.TrimLeft(q.str(k), "0"))) {
+				if err == nil && (n < 0 || (n > 0 && strconv.FormatInt(n, 10) != q.str(k)) || (n == 0 && q.str(k) != "" && q.str(k) != "0")) {
 					t.Fatalf("%s=%q read as %d", k, q.str(k), n)
 				}
 			}
 		}
-		// Leading zeros are accepted over HTTP ("007" is 7), unlike in MQTT
-		// topics; anything else must be the decimal digits of n.
+		// An accepted id is exactly the canonical decimal of n, as in MQTT
+		// topics: no sign, no leading zeros ("007" is refused).
 		n, err := parseID("id", id)
-		if err == nil && (n <= 0 || strconv.FormatInt(n, 10) != strings.TrimLeft(id, "0")) {
+		if err == nil && (n <= 0 || strconv.FormatInt(n, 10) != id) {
 			t.Fatalf("id %q accepted as %d", id, n)
 		}
 	})

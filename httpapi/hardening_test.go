@@ -50,6 +50,16 @@ func TestRequestHardening(t *testing.T) {
 		{"peer id bad", "POST", "/v1/direct/me", nil, nil, 400, "invalid"},
 		{"user id bad", "DELETE", pathf("/v1/conversations/%d/members/1e3", g), nil, nil, 400, "invalid"},
 		{"max int64 id is valid, not found", "GET", "/v1/conversations/9223372036854775807", nil, nil, 404, "not_found"},
+		// One id has one spelling over HTTP, RPC and MQTT (which refuses
+		// chat/v1/conv/01/msg): leading zeros are not that spelling.
+		{"id with a leading zero", "GET", pathf("/v1/conversations/0%d", g), nil, nil, 400, "invalid"},
+		{"id with leading zeros", "GET", pathf("/v1/conversations/00%d/messages", g), nil, nil, 400, "invalid"},
+		{"seq with a leading zero", "GET", pathf("/v1/conversations/%d/messages/01/seen", g), nil, nil, 400, "invalid"},
+		{"peer id with a leading zero", "POST", "/v1/direct/02", nil, nil, 400, "invalid"},
+		{"member id with a leading zero", "DELETE", pathf("/v1/conversations/%d/members/02", g), nil, nil, 400, "invalid"},
+		{"query with a leading zero", "GET", msgs + "?afterSeq=01", nil, nil, 400, "invalid"},
+		{"query zero padded", "GET", msgs + "?limit=00", nil, nil, 400, "invalid"},
+		{"query zero is canonical", "GET", msgs + "?afterSeq=0", nil, nil, 200, ""},
 
 		{"query negative", "GET", msgs + "?beforeSeq=-1", nil, nil, 400, "invalid"},
 		{"query not a number", "GET", msgs + "?limit=ten", nil, nil, 400, "invalid"},

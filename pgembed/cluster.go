@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/procstate"
 )
 
 // Options configure a cluster. DataDir is required.
@@ -204,7 +206,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.stopStale()
+	if err := c.stopStale(ctx); err != nil {
+		return err
+	}
 	args := []string{"-D", c.opts.DataDir, "-k", c.opts.SocketDir, "-p", strconv.Itoa(c.opts.Port),
 		"-c", "listen_addresses=", "-c", "unix_socket_permissions=0777"}
 	keys := make([]string, 0, len(c.opts.Settings))
@@ -242,29 +246,60 @@ func (c *Cluster) Start(ctx context.Context) error {
 	return nil
 }
 
-// stopStale stops a postmaster that a previous process left running on this
-// data dir (only possible if Pdeathsig did not fire, e.g. a PID reused).
-func (c *Cluster) stopStale() {
+// staleWait bounds how long Start waits for the postmaster a previous
+// process left on this data dir to be gone.
+const staleWait = 30 * time.Second
+
+// stopStale makes sure the postmaster recorded in postmaster.pid is gone
+// before a new one starts. PostgreSQL refuses to start while that pid is
+// taken by any process (its lock-file check is kill(pid, 0)), so:
+//   - a live postgres there (one whose parent died without the parent-death
+//     signal firing, e.g. a reused pid, or one still shutting down after it
+//     fired) gets SIGINT (fast shutdown) and is waited for;
+//   - a zombie (a postmaster SIGKILLed together with chatd, which init has
+//     not reaped yet) runs nothing and is waited for until it is reaped,
+//     a second or two;
+//   - a pid taken by another program is left alone, as before: PostgreSQL
+//     decides.
+//
+// Then PostgreSQL's own crash recovery runs as the new postmaster starts.
+// The caller holds the data dir (dbopen's lock), so no live chatd owns the
+// postmaster recorded there.
+func (c *Cluster) stopStale(ctx context.Context) error {
 	raw, err := os.ReadFile(filepath.Join(c.opts.DataDir, "postmaster.pid"))
 	if err != nil {
-		return
+		return nil
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	if err != nil || pid <= 0 {
-		return
+		return nil
 	}
-	if syscall.Kill(pid, 0) != nil {
-		return
-	}
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if !strings.Contains(exe, "postgres") {
-		return
-	}
-	c.opts.Logger.Warn("stopping PostgreSQL left running on this data dir", "pid", pid)
-	_ = syscall.Kill(pid, syscall.SIGINT)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil {
-		time.Sleep(50 * time.Millisecond)
+	deadline := time.Now().Add(staleWait)
+	signalled, waitLogged := false, false
+	for {
+		st, name := procstate.Of(pid)
+		switch {
+		case st == procstate.Gone:
+			return nil
+		case !strings.Contains(name, "postgres"):
+			return nil
+		case st == procstate.Running && !signalled:
+			c.opts.Logger.Warn("stopping PostgreSQL left running on this data dir", "pid", pid)
+			_ = syscall.Kill(pid, syscall.SIGINT)
+			signalled = true
+		case st == procstate.Zombie && !waitLogged:
+			c.opts.Logger.Info("waiting for the exited PostgreSQL of a previous start to be reaped", "pid", pid)
+			waitLogged = true
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the PostgreSQL recorded in %s (pid %d, %v) is still there after %v; PostgreSQL will not start while it exists: stop it, or if it is a zombie, make its parent reap it",
+				filepath.Join(c.opts.DataDir, "postmaster.pid"), pid, st, staleWait)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the previous PostgreSQL (pid %d) to exit: %w", pid, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 

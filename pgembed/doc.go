@@ -8,5 +8,10 @@
 // A Cluster is owned by one goroutine at a time for Start/Stop; URL and
 // CreateDatabase are safe for concurrent use. The postmaster gets SIGINT
 // (fast shutdown) if the owning process dies, so a killed chatd never leaves
-// a stray server behind; the next Start runs crash recovery as usual.
+// a stray server behind. Start first waits until the postmaster recorded in
+// postmaster.pid by a previous start is gone (PostgreSQL refuses to start
+// while that pid exists, and a SIGKILLed postmaster keeps it as a zombie
+// until it is reaped), signalling one still running; then PostgreSQL runs
+// crash recovery as usual. Start assumes the caller owns the data dir
+// (dbopen's lock).
 package pgembed

@@ -9,8 +9,17 @@
 // when a token will be there (RetryAfter) and when the bucket will be full
 // (Reset). Refund gives one token back, never above Burst. A limit whose
 // Rate is 0 is unlimited and is never looked up. Buckets are named by the
-// limit's kind (send, conv, read, typing, api, connect) and a key (a user
-// id, a conversation id, an IP address).
+// limit's kind (send, conv, read, typing, api, connect, connect_user) and a
+// key (a user id, a conversation id, an IP address).
+//
+// With Redis the Limiter also counts each user's MQTT connections across
+// nodes for the per-user connection cap (AddConn, RemoveConn,
+// RefreshConns; conns.go): per user a sorted set of client ids scored by
+// when they stop counting (ConnTTL after their node last refreshed them)
+// and a hash of the node each is on, changed only by Lua scripts on
+// Redis's clock. A client id counts once whichever node claims it, and only
+// its node removes it. When Redis fails, AddConn allows and each node's own
+// count is the cap, with the same fallback and logging as the buckets.
 //
 // Local buckets live in a sharded map. A bucket that has refilled
 // completely carries no information (a new one would be identical), so the

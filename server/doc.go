@@ -12,6 +12,12 @@
 // a metrics listener of its own; the identity provider's JWKS; and one log
 // line per listener plus the ready line.
 //
+// With the embedded database a node owns its data dir: Start takes the
+// data dir's lock (dbopen.OpenOwner) and fails while another live chatd
+// holds it; Close releases it after PostgreSQL stopped. The background
+// workers include the refresh of this node's connections in the shared
+// per-user connection count (with Redis).
+//
 // Start, ReloadTLS and Close are called by one owner goroutine. Close shuts down in
 // dependency order: listeners stop accepting, in-flight publishes commit and
 // are acknowledged, delivery cursors are flushed, clients are disconnected,

@@ -80,7 +80,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	// The application name stamps this node on the outbox rows it commits,
 	// so its Kafka consumer can skip events it already delivered itself.
 	appName := "chatd:" + st.NodeID
-	pool, closeDB, err := dbopen.Open(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, store.WithApplicationName(appName))
+	pool, closeDB, err := dbopen.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, store.WithApplicationName(appName))
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +120,10 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		return nil, err
 	}
 
+	var sharedConns hooks.SharedConns // with Redis, the connection cap holds across nodes
+	if s.Limiter.SharesConns() {
+		sharedConns = s.Limiter
+	}
 	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
 	hook := hooks.New(hooks.Config{
 		Service:     s.Service,
@@ -132,6 +136,11 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		SendTimeout: st.SendTimeout,
 		Logger:      log.With("component", "hooks"),
 		Metrics:     hooks.NewMetrics(s.Registry),
+
+		ConnectBudget:         hooks.ConnectBudget{Rate: st.ConnectBudgetRate, Queue: st.ConnectBudgetQueue},
+		MaxConnectionsPerUser: st.MaxConnectionsPerUser,
+		SharedConns:           sharedConns,
+		NodeID:                st.NodeID,
 	})
 	bc := broker.Config{
 		MQTTAddr:       st.MQTTAddr,
@@ -180,6 +189,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 		runners = append(runners, pr.Run)
 	}
+	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, log) })
 	go s.background(bgCtx, s.sessions, runners)
 
 	s.logListeners(st)
@@ -267,6 +277,23 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 // (the hub hands it every stored event).
 func relayWakeNeeded(rl *relay.Relay) func() bool {
 	return func() bool { return rl != nil && !rl.Leading() }
+}
+
+// refreshConnections keeps this node's connections counted for the
+// per-user cap until ctx ends (see hooks.RefreshConnections).
+func refreshConnections(ctx context.Context, hook *hooks.Chat, log *slog.Logger) error {
+	t := time.NewTicker(ratelimit.ConnRefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := hook.RefreshConnections(ctx); err != nil {
+				log.Warn("refresh the shared connection counts failed", "err", err)
+			}
+		}
+	}
 }
 
 // presenceHeartbeat is how often a node proves itself alive for presence;

@@ -18,7 +18,8 @@ import (
 // the CI-sized send timeout, then extra ("KEY=value").
 func subprocessEnv(extra ...string) []string {
 	env := append(os.Environ(), "CHAT_JWT_SECRET="+testSecret, "CHAT_SEND_TIMEOUT=20s", "CHAT_PRESENCE_PUSH=false",
-		"CHAT_LIMIT_SEND_RATE=0", "CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0")
+		"CHAT_LIMIT_SEND_RATE=0", "CHAT_LIMIT_CONV_RATE=0", "CHAT_LIMIT_CONNECT_RATE=0", "CHAT_LIMIT_API_RATE=0", "CHAT_LIMIT_READ_RATE=0",
+		"CHAT_LIMIT_CONNECT_USER_RATE=0", "CHAT_MAX_CONNECTIONS_PER_USER=0", "CHAT_CONNECT_BUDGET_RATE=0")
 	return append(env, extra...)
 }
 

@@ -16,7 +16,9 @@
 // semantics, which measures the MQTT broker's own ceiling.
 //
 //	export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 \
-//	       CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0   # chatd's per-user/IP limits off
+//	       CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
+//	       CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 \
+//	       CHAT_CONNECT_BUDGET_RATE=0   # chatd's per-user/IP/node limits off
 //	go run ./cmd/chatd &
 //	go run ./cmd/chatbench -clients 200 -conversations 1000 -duration 20s
 //	go run ./cmd/plainbroker -addr 127.0.0.1:1884 &

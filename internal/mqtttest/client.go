@@ -39,6 +39,8 @@ type Client struct {
 	readGate  sync.Mutex
 	closing   chan struct{}
 	closeOnce sync.Once
+	// disconnect is the DISCONNECT the server sent, if any (guarded by mu).
+	disconnect *packets.Packet
 }
 
 // StopReading makes the client stop reading from its socket for good: a
@@ -55,11 +57,32 @@ type Options struct {
 	Expiry     uint32 // v5 session expiry interval
 	Keepalive  uint16
 	ReadBuffer int // size of the Publishes channel
+	// Will, when its Topic is set, is the connection's Will message.
+	Will Will
+	// LocalAddr is the source IP address to dial from ("" = any), so one
+	// test can be many clients behind one address, or several addresses.
+	LocalAddr string
+	// Properties are extra v5 CONNECT properties (Receive Maximum, Topic
+	// Alias Maximum, ...); Expiry still sets the session expiry.
+	Properties packets.Properties
+}
+
+// Will is a CONNECT's Will message.
+type Will struct {
+	Topic   string
+	Payload []byte
+	QoS     byte
+	Retain  bool
+	Delay   uint32 // v5 Will Delay Interval, seconds
 }
 
 // Dial connects and returns the client with its CONNACK.
 func Dial(addr string, o Options) (*Client, packets.Packet, error) {
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if o.LocalAddr != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(o.LocalAddr)}
+	}
+	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, packets.Packet{}, err
 	}
@@ -95,7 +118,16 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 			Password:         []byte(o.Password),
 		},
 	}
+	if o.Will.Topic != "" {
+		pk.Connect.WillFlag = true
+		pk.Connect.WillTopic = o.Will.Topic
+		pk.Connect.WillPayload = o.Will.Payload
+		pk.Connect.WillQos = o.Will.QoS
+		pk.Connect.WillRetain = o.Will.Retain
+		pk.Connect.WillProperties.WillDelayInterval = o.Will.Delay
+	}
 	if o.Version == 5 {
+		pk.Properties = o.Properties
 		pk.Properties.SessionExpiryInterval = o.Expiry
 		pk.Properties.SessionExpiryIntervalFlag = o.Expiry > 0
 	}
@@ -229,8 +261,23 @@ func (c *Client) readLoop() {
 			}
 		case packets.Suback:
 			c.subacks <- pk
+		case packets.Disconnect:
+			c.mu.Lock()
+			c.disconnect = &pk
+			c.mu.Unlock()
 		}
 	}
+}
+
+// ServerDisconnect returns the DISCONNECT packet the server sent, if it
+// sent one before closing (MQTT 5 only; 3.1.1 servers just close).
+func (c *Client) ServerDisconnect() (packets.Packet, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.disconnect == nil {
+		return packets.Packet{}, false
+	}
+	return *c.disconnect, true
 }
 
 // Ack sends a PUBACK.
@@ -246,6 +293,9 @@ type PublishOpts struct {
 	ResponseTopic   string
 	CorrelationData []byte
 	Retain          bool
+	// TopicAlias (v5) sets an alias for the topic, or with an empty topic
+	// uses one set before.
+	TopicAlias uint16
 }
 
 // AckOrder returns the packet ids of the PUBACKs received so far, in the
@@ -293,6 +343,10 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 		pk.Mods.AllowResponseInfo = true // mochi encodes Response Topic only with this set
 		pk.Properties.CorrelationData = opts[0].CorrelationData
 		pk.FixedHeader.Retain = opts[0].Retain
+		if opts[0].TopicAlias > 0 {
+			pk.Properties.TopicAlias = opts[0].TopicAlias
+			pk.Properties.TopicAliasFlag = true
+		}
 	}
 	var w chan packets.Packet
 	if qos > 0 {

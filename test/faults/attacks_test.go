@@ -209,6 +209,12 @@ func signJWT(t *testing.T, m jwt.SigningMethod, key any, claims jwt.MapClaims) s
 	return s
 }
 
+// attackCase is one row of the hostile-input table.
+type attackCase struct {
+	name string
+	run  func(t *testing.T)
+}
+
 // TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed: a table of
 // attacks on MQTT (both versions), HTTP and authentication. Each gets the
 // refusal docs/protocol.md and docs/http.md document, a healthy pair keeps
@@ -248,10 +254,7 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 	msg := func(body string) []byte { return sendPayload(newID(), body) }
 	both := []byte{5, 4}
 
-	cases := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+	cases := []attackCase{
 		{"MQTT packet over 64 KiB: connection closed", func(t *testing.T) {
 			for _, v := range both {
 				expectClosed(t, attacker(t, addr, v), msgTopic(conv), msg(strings.Repeat("x", 70<<10)))
@@ -451,6 +454,8 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 				{"GET", fmt.Sprintf("%s/v1/conversations/%d/messages?afterSeq=99999999999999999999", base, conv), nil, 400, "invalid"},
 				{"GET", fmt.Sprintf("%s/v1/conversations/%d/messages/-3/seen", base, conv), nil, 400, "invalid"},
 				{"GET", base + "/v1/conversations/9223372036854775807", nil, 404, "not_found"},
+				{"GET", fmt.Sprintf("%s/v1/conversations/0%d", base, conv), nil, 400, "invalid"},
+				{"GET", fmt.Sprintf("%s/v1/conversations/%d/messages?afterSeq=01", base, conv), nil, 400, "invalid"},
 			}
 			for _, c := range checks {
 				if s, code := httpDo(t, c.method, c.url, tok, c.body); s != c.status || code != c.code {
@@ -459,6 +464,7 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 			}
 		}},
 	}
+	cases = append(cases, hardeningCases(t, url, addr, conv)...)
 	for _, c := range cases {
 		t.Run(c.name, c.run)
 	}

@@ -51,13 +51,16 @@ const testSecret = "test-secret-0123456789abcdef0123456789"
 // noLimits turns every rate limit off: these tests are about faults, not
 // about limits.
 var noLimits = map[string]string{
-	"CHAT_LIMIT_SEND_RATE":    "0",
-	"CHAT_LIMIT_CONV_RATE":    "0",
-	"CHAT_LIMIT_CONNECT_RATE": "0",
-	"CHAT_LIMIT_API_RATE":     "0",
-	"CHAT_LIMIT_READ_RATE":    "0",
-	"CHAT_LIMIT_TYPING_RATE":  "0",
-	"CHAT_PRESENCE_PUSH":      "false",
+	"CHAT_LIMIT_SEND_RATE":          "0",
+	"CHAT_LIMIT_CONV_RATE":          "0",
+	"CHAT_LIMIT_CONNECT_RATE":       "0",
+	"CHAT_LIMIT_CONNECT_USER_RATE":  "0",
+	"CHAT_MAX_CONNECTIONS_PER_USER": "0",
+	"CHAT_CONNECT_BUDGET_RATE":      "0",
+	"CHAT_LIMIT_API_RATE":           "0",
+	"CHAT_LIMIT_READ_RATE":          "0",
+	"CHAT_LIMIT_TYPING_RATE":        "0",
+	"CHAT_PRESENCE_PUSH":            "false",
 }
 
 // inCI is true under .ci/run, where the long scenarios run shortened.
@@ -118,11 +121,12 @@ type device struct {
 	clientID string
 	version  byte // 4 (3.1.1) or 5
 	readBuf  int
+	local    string // source IP address ("" = any)
 }
 
 func (d device) options(t testing.TB) mqtttest.Options {
 	o := mqtttest.Options{Version: d.version, ClientID: d.clientID, Username: strconv.FormatInt(d.user, 10),
-		Password: token(t, d.user), Clean: false, ReadBuffer: d.readBuf}
+		Password: token(t, d.user), Clean: false, ReadBuffer: d.readBuf, LocalAddr: d.local}
 	if d.version == 5 {
 		o.Expiry = 3600
 	}
@@ -239,17 +243,32 @@ func chatdBinary(t testing.TB) string {
 // proc is chatd running as a subprocess on fixed ports, so it can be
 // SIGKILLed and started again on the same addresses.
 type proc struct {
-	t        testing.TB
-	bin      string
-	vars     map[string]string // chatd's settings but its addresses
-	env      []string
-	started  bool // once, addresses are fixed: restarts keep them
-	MQTT     string
-	HTTP     string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	stderrMu sync.Mutex
-	stderr   []string
+	t       testing.TB
+	bin     string
+	vars    map[string]string // chatd's settings but its addresses
+	env     []string
+	started bool // once, addresses are fixed: restarts keep them
+	MQTT    string
+	HTTP    string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	// startedAt is when the last start began the process.
+	startedAt time.Time
+	stderrMu  sync.Mutex
+	stderr    []string
+}
+
+// newProcWithDefaults is newProc with chatd's default limits: none of
+// noLimits.
+func newProcWithDefaults(t testing.TB, url string, extra map[string]string) *proc {
+	p := newProc(t, url, extra)
+	for k := range noLimits {
+		if _, set := extra[k]; !set {
+			delete(p.vars, k)
+		}
+	}
+	p.pickAddrs()
+	return p
 }
 
 func newProc(t testing.TB, url string, extra map[string]string) *proc {
@@ -315,6 +334,7 @@ func (p *proc) startOnce() error {
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
+	p.startedAt = time.Now()
 	p.cmd, p.exited = cmd, make(chan struct{})
 	go func(exited chan struct{}) {
 		sc := bufio.NewScanner(errPipe)

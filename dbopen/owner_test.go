@@ -1,0 +1,183 @@
+package dbopen
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/procstate"
+	"github.com/chatd/chatd/pgembed"
+)
+
+// zombiePostgres returns the pid of an exited, unreaped process named
+// postgres, what a SIGKILLed postmaster is until init reaps it, and reap,
+// which reaps it.
+func zombiePostgres(t *testing.T) (pid int, reap func()) {
+	t.Helper()
+	bin, err := pgembed.FindBinaries()
+	if err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), "--version")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if st, _ := procstate.Of(cmd.Process.Pid); st == procstate.Zombie {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("postgres --version did not exit")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var once sync.Once
+	reap = func() { once.Do(func() { _ = cmd.Wait() }) }
+	t.Cleanup(reap)
+	return cmd.Process.Pid, reap
+}
+
+// A SIGKILLed postmaster answers kill(pid, 0) until it is reaped, but it is
+// no server: FindPostmaster must not report it running.
+func TestFindPostmasterDoesNotTakeAZombiePostmasterForARunningOne(t *testing.T) {
+	dir := t.TempDir()
+	pid, _ := zombiePostgres(t)
+	writePID(t, dir, pid)
+	if _, ok, err := FindPostmaster(dir); ok || err != nil {
+		t.Fatalf("zombie postmaster (pid %d): running=%v err=%v, want not running", pid, ok, err)
+	}
+}
+
+// crash leaves dataDir's cluster as SIGKILL leaves it: every process of the
+// cluster killed, postmaster.pid in place and naming a postmaster that is
+// a zombie until reap is called (as if init had not reaped it yet).
+func crash(t *testing.T, dataDir string, closeDB func(context.Context) error) (reap func()) {
+	t.Helper()
+	pidFile := filepath.Join(PGDir(dataDir), "postmaster.pid")
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := ParsePostmasterPID(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-pm.PID, syscall.SIGKILL); err != nil { // the postmaster's process group: it and its backends
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = closeDB(ctx) // the owner is gone too: its lock is released
+	zombie, reap := zombiePostgres(t)
+	_, rest, _ := strings.Cut(string(raw), "\n")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(zombie)+"\n"+rest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return reap
+}
+
+// chatd restarted at once after a kill -9 of itself and its PostgreSQL
+// finds the old postmaster a zombie. It must neither take it for a running
+// server (and wait 30 s for it to answer) nor start PostgreSQL over it
+// (which refuses while the pid exists): it waits until the pid is gone,
+// starts the cluster and PostgreSQL's crash recovery keeps what was
+// committed.
+func TestOpenOwnerAfterAKillWaitsForTheZombiePostmasterThenRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	ctx := context.Background()
+	dir := dataDir(t)
+	pool, closeDB, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE TABLE marker (v int); INSERT INTO marker VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	reap := crash(t, dir, closeDB)
+
+	const zombieFor = time.Second
+	start := time.Now()
+	go func() {
+		time.Sleep(zombieFor)
+		reap()
+	}()
+	pool, closeDB, err = OpenOwner(ctx, "", dir, 2, quietLogger())
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("restart after the kill, %v later: %v", took.Round(time.Millisecond), err)
+	}
+	defer closeDB(ctx)
+	var v int
+	if err := pool.QueryRow(ctx, "SELECT v FROM marker").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("committed row lost across the crash: v=%d err=%v", v, err)
+	}
+	if took < zombieFor {
+		t.Errorf("cluster started after %v, before the zombie was reaped at %v", took, zombieFor)
+	}
+	t.Logf("restarted %v after the kill; the zombie was reaped after %v", took.Round(time.Millisecond), zombieFor)
+}
+
+// A second owner of a data dir (a second chatd) is refused with a message
+// that says what to do; chatctl's Open still joins the running cluster;
+// after the owner closes, the next owner starts. Nodes sharing an external
+// database take no lock.
+func TestOpenOwnerRefusesADataDirThatAnotherLiveOwnerServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	ctx := context.Background()
+	dir := dataDir(t)
+	first, closeFirst, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFirst(ctx)
+	_, closeSecond, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	if err == nil {
+		closeSecond(ctx)
+		t.Fatal("a second owner of the data dir was let in")
+	}
+	if !errors.Is(err, ErrDataDirInUse) || !strings.Contains(err.Error(), "CHAT_DATABASE_URL") || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Errorf("second owner: %v; want ErrDataDirInUse naming the holder and what to do", err)
+	}
+	joined, closeJoined, err := Open(ctx, "", dir, 2, quietLogger())
+	if err != nil {
+		t.Fatalf("chatctl beside the owner: %v", err)
+	}
+	if err := joined.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closeJoined(ctx)
+	if err := first.Ping(ctx); err != nil {
+		t.Fatalf("the joiner's close broke the owner: %v", err)
+	}
+	if err := closeFirst(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, closeNext, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	if err != nil {
+		t.Fatalf("owner after the first closed: %v", err)
+	}
+	closeNext(ctx)
+
+	url := pgtest.NewDB(t)
+	for i := 0; i < 2; i++ {
+		_, c, err := OpenOwner(ctx, url, dir, 2, quietLogger())
+		if err != nil {
+			t.Fatalf("node %d on the external database: %v", i, err)
+		}
+		defer c(ctx)
+	}
+}

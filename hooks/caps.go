@@ -1,0 +1,56 @@
+package hooks
+
+import (
+	"errors"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// announceCapabilities completes a successful MQTT 5 CONNACK with what the
+// server really supports. mochi sends Receive Maximum, Maximum QoS and
+// Server Keep Alive itself but not the rest, and a v5 client assumes what
+// is not announced is available: retained messages, shared and
+// subscription-identifier subscriptions, 65,535 topic aliases, packets of
+// any size. The values come from the broker's capabilities, so one
+// setting decides both what is enforced and what is announced.
+func announceCapabilities(caps *mqtt.Capabilities, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type != packets.Connack || pk.ProtocolVersion != 5 || pk.ReasonCode != packets.CodeSuccess.Code {
+		return pk
+	}
+	p := &pk.Properties
+	p.RetainAvailable, p.RetainAvailableFlag = caps.RetainAvailable, true
+	p.SharedSubAvailable, p.SharedSubAvailableFlag = caps.SharedSubAvailable, true
+	p.WildcardSubAvailable, p.WildcardSubAvailableFlag = caps.WildcardSubAvailable, true
+	p.SubIDAvailable, p.SubIDAvailableFlag = caps.SubIDAvailable, true
+	p.TopicAliasMaximum = caps.TopicAliasMaximum
+	p.MaximumPacketSize = caps.MaximumPacketSize
+	p.ReceiveMaximum = caps.ReceiveMaximum
+	if caps.MaximumQos < 2 {
+		p.MaximumQos, p.MaximumQosFlag = caps.MaximumQos, true
+	}
+	return pk
+}
+
+// errQoSTooHigh ends a connection that published above the server's
+// Maximum QoS.
+var errQoSTooHigh = errors.New("publish above the server's maximum QoS")
+
+// refuseQoSAbove ends the connection of a client that publishes at a QoS
+// above the server's maximum, instead of mochi's silent downgrade (which
+// answers a QoS 2 PUBLISH with a PUBACK the client does not expect). MQTT 5
+// prescribes DISCONNECT 0x9B (QoS not supported) [MQTT-3.2.2-11]; MQTT 3.1.1
+// has no way to announce a maximum or to say why, so the connection is
+// closed, as Mosquitto does for max_qos. It returns ErrRejectPacket, which
+// makes mochi stop reading.
+func refuseQoSAbove(srv *mqtt.Server, cl *mqtt.Client, pk packets.Packet) error {
+	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos <= srv.Options.Capabilities.MaximumQos {
+		return nil
+	}
+	if cl.Properties.ProtocolVersion == 5 {
+		_ = srv.DisconnectClient(cl, packets.ErrQosNotSupported)
+	} else {
+		cl.Stop(errQoSTooHigh)
+	}
+	return packets.ErrRejectPacket
+}

@@ -1,0 +1,163 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// An MQTT 5 client assumes what the CONNACK does not announce is available:
+// the CONNACK says what chatd supports and enforces.
+func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "caps", Password: token(t, 1), Clean: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Drop()
+	p := ack.Properties
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"Retain Available present", p.RetainAvailableFlag, true},
+		{"Retain Available", p.RetainAvailable, byte(0)},
+		{"Shared Subscription Available present", p.SharedSubAvailableFlag, true},
+		{"Shared Subscription Available", p.SharedSubAvailable, byte(0)},
+		{"Wildcard Subscription Available present", p.WildcardSubAvailableFlag, true},
+		{"Wildcard Subscription Available (within the own tree)", p.WildcardSubAvailable, byte(1)},
+		{"Subscription Identifiers Available present", p.SubIDAvailableFlag, true},
+		{"Subscription Identifiers Available", p.SubIDAvailable, byte(0)},
+		{"Maximum QoS present", p.MaximumQosFlag, true},
+		{"Maximum QoS", p.MaximumQos, byte(1)},
+		{"Topic Alias Maximum", p.TopicAliasMaximum, uint16(16)},
+		{"Maximum Packet Size", p.MaximumPacketSize, uint32(64 << 10)},
+		{"Receive Maximum", p.ReceiveMaximum, uint16(256)},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("CONNACK %s: %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+// A publish above the announced Maximum QoS (1) is what MQTT 5 calls a
+// protocol error: DISCONNECT 0x9B, not a silent downgrade answered with a
+// PUBACK the QoS 2 sender does not expect. 3.1.1 cannot be told a maximum
+// or a reason: its connection is closed. Nothing is stored either way.
+func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []byte{5, 4} {
+		c := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("qos2-v%d", v), v, true)
+		ack, err := c.Publish(msgTopic(conv.ID), 2, sendPayload(newID(), "at QoS 2"))
+		if err == nil {
+			t.Errorf("v%d QoS 2 publish answered with packet type %d reason 0x%02x; want the connection ended", v, ack.FixedHeader.Type, ack.ReasonCode)
+		}
+		waitFor(t, 5*time.Second, fmt.Sprintf("the v%d connection to close", v), c.Closed)
+		pk, got := c.ServerDisconnect()
+		if v == 5 && (!got || pk.ReasonCode != 0x9B) {
+			t.Errorf("v5: DISCONNECT %v 0x%02x, want 0x9B (QoS not supported)", got, pk.ReasonCode)
+		}
+		if v == 4 && got {
+			t.Errorf("v3.1.1: got DISCONNECT 0x%02x", pk.ReasonCode)
+		}
+	}
+	if n := countMessages(t, srv.Pool, conv.ID); n != 0 {
+		t.Errorf("QoS 2 publishes stored %d messages", n)
+	}
+}
+
+// Topic aliases work within the announced maximum, one above it is a
+// protocol error (DISCONNECT 0x94), and filters longer than the server
+// keeps are refused.
+func TestTopicAliasesWorkUpToTheMaximumAndLongFiltersAreRefused(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 1, "alias-user", 5, true)
+	if ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "sets alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("publish setting alias 16: 0x%02x %v", ack.ReasonCode, err)
+	}
+	if ack, err := c.Publish("", 1, sendPayload(newID(), "uses alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("publish by alias 16: 0x%02x %v", ack.ReasonCode, err)
+	}
+	if n := countMessages(t, srv.Pool, conv.ID); n != 2 {
+		t.Fatalf("%d messages stored, want 2", n)
+	}
+	for _, v := range []byte{5, 4} {
+		s := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("long-filter-v%d", v), v, true)
+		want := byte(0x87)
+		if v == 4 {
+			want = 0x80
+		}
+		long := "chat/v1/user/1/" + strings.Repeat("x", 300)
+		if codes, err := s.Subscribe(long); err != nil || len(codes) != 1 || codes[0] != want {
+			t.Errorf("v%d subscribe to a %d-byte filter in the own tree: %v %v, want 0x%02x", v, len(long), codes, err, want)
+		}
+	}
+	_, err = c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "alias 17"), mqtttest.PublishOpts{TopicAlias: 17})
+	if err == nil {
+		t.Errorf("publish with alias 17 (maximum 16) was acknowledged")
+	}
+	waitFor(t, 5*time.Second, "the connection to close", c.Closed)
+	if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != 0x94 {
+		t.Errorf("alias above the maximum: DISCONNECT %v 0x%02x, want 0x94 (topic alias invalid)", ok, pk.ReasonCode)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// mochi records a topic alias before OnPublish refuses the publish, and a
+// parked persistent session keeps its aliases: 2,000 refused QoS 0
+// publishes with 60 KiB topics, each setting a new alias, held ~120 MiB for
+// as long as the session lived. Now no alias is recorded for a refused
+// topic and aliases end with their connection: the heap comes back to
+// within a few MiB of where it started.
+func TestRefusedPublishesWithTopicAliasesLeaveTheHeapWhereItWas(t *testing.T) {
+	const publishes, topicBytes = 2000, 60 << 10
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c := rawClient(t, srv.MQTTAddr(), 1, "alias-attacker", 5, false) // persistent: parked after it disconnects
+	before := heapInUse()
+	start := time.Now()
+	pad := strings.Repeat("a", topicBytes)
+	for i := 0; i < publishes; i++ {
+		topic := fmt.Sprintf("chat/v1/x/%05d/%s", i, pad)
+		if _, err := c.Publish(topic, 0, sendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i + 1)}); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		// Each refused QoS 0 publish is answered with an error event: wait
+		// for it, so the server has handled the publish before the next.
+		ev := nextEvent(t, c, "error", 10*time.Second)
+		if ev.Code != "forbidden" {
+			t.Fatalf("publish %d: error event %q, want forbidden", i, ev.Code)
+		}
+	}
+	took := time.Since(start)
+	c.Disconnect()
+	waitFor(t, 5*time.Second, "the session to be parked", func() bool { return !srv.Hub.Ready("alias-attacker") })
+	after := heapInUse()
+	growth := int64(after) - int64(before)
+	t.Logf("%d refused QoS 0 publishes with %d KiB topics and new aliases in %v: heap in use %.1f MiB before, %.1f MiB after the disconnect (%+.1f MiB)",
+		publishes, topicBytes>>10, took.Round(time.Millisecond), float64(before)/(1<<20), float64(after)/(1<<20), float64(growth)/(1<<20))
+	if growth > 8<<20 {
+		t.Errorf("heap in use grew by %.1f MiB and stayed after the disconnect (bound 8 MiB)", float64(growth)/(1<<20))
+	}
+}

@@ -1,0 +1,156 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
+)
+
+// closeNode shuts srv down gracefully within 10 s.
+func closeNode(t *testing.T, srv *server.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("graceful shutdown: %v", err)
+	}
+}
+
+// MQTT 3.1.1 defines no DISCONNECT from server to client: on a graceful
+// shutdown an MQTT 5 client gets DISCONNECT 0x8B (server shutting down)
+// and a 3.1.1 client's socket is just closed.
+func TestGracefulShutdownSendsV5Disconnect0x8BAndClosesV311SocketsWithoutOne(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	v5 := rawClient(t, srv.MQTTAddr(), 1, "shutdown-v5", 5, false)
+	v3 := rawClient(t, srv.MQTTAddr(), 2, "shutdown-v3", 4, false)
+	closeNode(t, srv)
+	for _, c := range []*mqtttest.Client{v5, v3} {
+		select {
+		case <-c.Done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("v%d connection still open after the shutdown", c.Version)
+		}
+	}
+	if pk, ok := v5.ServerDisconnect(); !ok || pk.ReasonCode != 0x8B {
+		t.Errorf("v5 client: DISCONNECT %v (reason 0x%02x), want DISCONNECT 0x8B", ok, pk.ReasonCode)
+	}
+	if pk, ok := v3.ServerDisconnect(); ok {
+		t.Errorf("v3.1.1 client got a DISCONNECT packet (reason 0x%02x), which MQTT 3.1.1 does not allow a server to send", pk.ReasonCode)
+	}
+}
+
+// A second CONNECT with the same client id takes the session over; the old
+// connection is closed. MQTT 5 tells it why (DISCONNECT 0x8E), 3.1.1 cannot.
+func TestSessionTakeoverClosesTheOldV311ConnectionWithoutADisconnectPacket(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	for _, v := range []byte{4, 5} {
+		id := fmt.Sprintf("takeover-v%d", v)
+		old := rawClient(t, srv.MQTTAddr(), 1, id, v, false)
+		rawClient(t, srv.MQTTAddr(), 1, id, v, false)
+		select {
+		case <-old.Done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("v%d: the taken-over connection is still open", v)
+		}
+		pk, got := old.ServerDisconnect()
+		switch {
+		case v == 4 && got:
+			t.Errorf("v3.1.1: the taken-over connection got DISCONNECT 0x%02x, which MQTT 3.1.1 does not allow a server to send", pk.ReasonCode)
+		case v == 5 && (!got || pk.ReasonCode != 0x8E):
+			t.Errorf("v5: the taken-over connection got DISCONNECT %v 0x%02x, want 0x8E (session taken over)", got, pk.ReasonCode)
+		}
+	}
+}
+
+// mosquitto_sub -V mqttv311 treats a DISCONNECT from the server as a
+// protocol error and exits; with the socket just closed it reconnects, as
+// a 3.1.1 client should after a graceful restart, and gets what is sent
+// next.
+func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
+	sub, err := exec.LookPath("mosquitto_sub")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("mosquitto-clients missing on CI: .ci/run must install them")
+		}
+		t.Skip("mosquitto-clients not installed (apt-get install -y mosquitto-clients)")
+	}
+	url := pgtest.NewDB(t)
+	env := nodeEnv(t, url, map[string]string{"CHAT_MQTT_ADDR": freeAddr(t), "CHAT_HTTP_ADDR": freeAddr(t)})
+	srv := testnode.Start(t, env, nil)
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(srv.MQTTAddr(), ":")
+	var out syncBuffer
+	cmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-restart-2", "-c", "-u", "2", "-P", token(t, 2),
+		"-t", eventsTopic(2), "-q", "1", "-C", "1", "-d")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error // set before exited closes
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	waitFor(t, 10*time.Second, "mosquitto_sub to subscribe", func() bool { return srv.Hub.Ready("mosq-restart-2") })
+
+	closeNode(t, srv)
+	srv = testnode.Start(t, env, nil)
+	deadline := time.Now().Add(15 * time.Second)
+	for !srv.Hub.Ready("mosq-restart-2") {
+		select {
+		case <-exited:
+			t.Fatalf("mosquitto_sub -V mqttv311 exited after the graceful shutdown instead of reconnecting (%v):\n%s", waitErr, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mosquitto_sub did not resubscribe within 15 s of the restart:\n%s", out.String())
+		}
+	}
+	body := "after the restart"
+	if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil || !strings.Contains(out.String(), body) {
+			t.Fatalf("mosquitto_sub: %v, printed:\n%s", waitErr, out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("mosquitto_sub did not print the message sent after the restart:\n%s", out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a subprocess writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
