@@ -11,7 +11,6 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/chatd/chatd/delivery"
 	"github.com/chatd/chatd/hooks"
 )
 
@@ -27,8 +26,15 @@ type Config struct {
 	SecureWS       bool     // also make a WebSocket listener for HTTPS (SecureWebSocket)
 	AllowedOrigins []string // extra WebSocket origins besides same-origin, on every WebSocket listener
 	Hook           *hooks.Chat
-	Hub            *delivery.Hub
-	Logger         *slog.Logger
+	// Hub is the node's delivery (delivery.Hub), stopped after the hook
+	// drained and before the clients are disconnected.
+	Hub    Closer
+	Logger *slog.Logger
+}
+
+// Closer is what the broker asks of the delivery layer when it shuts down.
+type Closer interface {
+	Close(ctx context.Context) error
 }
 
 // Broker is the running MQTT side of chatd.

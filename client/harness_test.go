@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/chatd/chatd/auth"
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"

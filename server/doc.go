@@ -13,7 +13,7 @@
 // line per listener plus the ready line.
 //
 // With the embedded database a node owns its data dir: Start takes the
-// data dir's lock (dbopen.OpenOwner) and fails while another live chatd
+// data dir's lock (pgembed.OpenOwner) and fails while another live chatd
 // holds it; Close releases it after PostgreSQL stopped. The background
 // workers include the refresh of this node's connections in the shared
 // per-user connection count (with Redis).

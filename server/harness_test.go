@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"

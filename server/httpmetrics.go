@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/internal/httpapi"
 )
 
 // httpMetrics counts HTTP requests and their latency by route (the

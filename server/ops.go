@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/chatd/chatd/auth"
 	"github.com/chatd/chatd/broker"
 	"github.com/chatd/chatd/config"
-	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/buildinfo"
+	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/tlsreload"
 	"github.com/chatd/chatd/web"
 )

@@ -15,16 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/auth"
 	"github.com/chatd/chatd/broker"
 	"github.com/chatd/chatd/config"
-	"github.com/chatd/chatd/dbopen"
-	"github.com/chatd/chatd/delivery"
 	"github.com/chatd/chatd/hooks"
-	"github.com/chatd/chatd/httpapi"
-	"github.com/chatd/chatd/presence"
-	"github.com/chatd/chatd/ratelimit"
-	"github.com/chatd/chatd/relay"
+	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/pgembed"
+	"github.com/chatd/chatd/internal/presence"
+	"github.com/chatd/chatd/internal/ratelimit"
+	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/store"
 )
 
@@ -80,7 +80,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	// The application name stamps this node on the outbox rows it commits,
 	// so its Kafka consumer can skip events it already delivered itself.
 	appName := "chatd:" + st.NodeID
-	pool, closeDB, err := dbopen.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, store.WithApplicationName(appName))
+	pool, closeDB, err := pgembed.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, pgembed.WithApplicationName(appName))
 	if err != nil {
 		return nil, err
 	}

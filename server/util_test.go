@@ -10,6 +10,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/store"
 )
 
@@ -35,7 +36,7 @@ func freeAddr(t *testing.T) string {
 
 func openPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
-	p, err := store.OpenPool(context.Background(), url, 8)
+	p, err := pgembed.OpenPool(context.Background(), url, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

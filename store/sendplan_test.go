@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
@@ -37,7 +38,7 @@ func seqScans(t *testing.T, pool *pgxpool.Pool, table string) int64 {
 
 func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
 	url := pgtest.NewDB(t)
-	pool, err := store.OpenPool(testCtx(t), url, 4)
+	pool, err := pgembed.OpenPool(testCtx(t), url, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
 	// plans), made as bad as it gets: generic plans from the first
 	// execution, built while message is empty.
 	generic := func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan" }
-	sendPool, err := store.OpenPool(testCtx(t), url, 2, generic)
+	sendPool, err := pgembed.OpenPool(testCtx(t), url, 2, generic)
 	if err != nil {
 		t.Fatal(err)
 	}

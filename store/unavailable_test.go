@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
@@ -51,7 +52,7 @@ func TestClosedPoolIsUnavailable(t *testing.T) {
 func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	t.Parallel()
 	// Nothing listens here: every connection attempt is refused.
-	pool, err := store.OpenPool(testCtx(t),
+	pool, err := pgembed.OpenPool(testCtx(t),
 		"host=/nonexistent-chatd-socket-dir port=5432 user=postgres dbname=chat sslmode=disable connect_timeout=2", 2)
 	if err != nil {
 		t.Fatal(err)

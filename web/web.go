@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/internal/auth"
 )
 
 //go:embed static

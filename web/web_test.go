@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/internal/auth"
 )
 
 var testSecret = []byte("web-test-secret-0123456789abcdef0123")

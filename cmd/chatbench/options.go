@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/internal/auth"
 )
 
 const (

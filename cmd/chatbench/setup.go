@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/internal/auth"
 )
 
 // world is the bench's users and conversations.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/auth"
-	"github.com/chatd/chatd/dbopen"
+	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
@@ -206,13 +206,13 @@ func TestMigrateEmbedded(t *testing.T) {
 	if !strings.Contains(r.stdout, "applied 0001_core.sql (version 1)") {
 		t.Fatalf("embedded migrate: %s", r.stdout)
 	}
-	if _, running, _ := dbopen.FindPostmaster(dbopen.PGDir(dataDir)); running {
+	if _, running, _ := pgembed.FindPostmaster(pgembed.PGDir(dataDir)); running {
 		t.Fatal("chatctl left the embedded cluster running")
 	}
 
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pool, closeDB, err := dbopen.Open(ctx, "", dataDir, 2, quiet) // "chatd"
+	pool, closeDB, err := pgembed.Open(ctx, "", dataDir, 2, quiet) // "chatd"
 	if err != nil {
 		t.Fatal(err)
 	}

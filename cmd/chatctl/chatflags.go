@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chatd/chatd/auth"
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/auth"
 )
 
 // chatFlags are the flags of the commands that talk to chatd as a user

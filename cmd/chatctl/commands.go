@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/config"
-	"github.com/chatd/chatd/dbopen"
 	"github.com/chatd/chatd/internal/buildinfo"
+	"github.com/chatd/chatd/internal/pgembed"
 )
 
 // app is what a command gets from the process: its output streams and
@@ -219,7 +219,7 @@ func (d dbFlags) open(ctx context.Context, a *app) (*pgxpool.Pool, func(context.
 	if dir == "" {
 		dir = a.settings.DataDir
 	}
-	pool, closeDB, err := dbopen.Open(ctx, url, dir, 4, a.logger)
+	pool, closeDB, err := pgembed.Open(ctx, url, dir, 4, a.logger)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/chatd/chatd/auth"
 	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/auth"
 )
 
 func runToken(_ context.Context, a *app, args []string) error {

@@ -32,7 +32,7 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/pgembed"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/store"
 )
 
@@ -111,7 +111,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer db.close()
 
-	pool, err := store.OpenPool(ctx, db.url, int32(o.senders+2))
+	pool, err := pgembed.OpenPool(ctx, db.url, int32(o.senders+2))
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/chatd/chatd/pgembed"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/store"
 )
 
@@ -135,7 +135,7 @@ func NewDB(t testing.TB) string {
 // NewPool is NewDB plus a pool closed at the end of the test.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := store.OpenPool(context.Background(), NewDB(t), 64)
+	pool, err := pgembed.OpenPool(context.Background(), NewDB(t), 64)
 	if err != nil {
 		t.Fatalf("open pool: %v", err)
 	}
@@ -147,7 +147,7 @@ func makeTemplate(ctx context.Context, c *pgembed.Cluster) error {
 	if err := c.CreateDatabase(ctx, "chat_template"); err != nil {
 		return err
 	}
-	pool, err := store.OpenPool(ctx, c.URL("chat_template"), 4)
+	pool, err := pgembed.OpenPool(ctx, c.URL("chat_template"), 4)
 	if err != nil {
 		return err
 	}

@@ -27,8 +27,9 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/auth"
+	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
@@ -201,7 +202,7 @@ func freeAddr(t testing.TB) string {
 
 func openPool(t testing.TB, url string, conns int32) *pgxpool.Pool {
 	t.Helper()
-	p, err := store.OpenPool(context.Background(), url, conns)
+	p, err := pgembed.OpenPool(context.Background(), url, conns)
 	if err != nil {
 		t.Fatal(err)
 	}

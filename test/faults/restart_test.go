@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/dbopen"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/procstate"
 )
@@ -35,11 +35,11 @@ func embeddedDataDir(t *testing.T) string {
 
 // postmasterPID is the pid postmaster.pid records (0 when there is none).
 func postmasterPID(dataDir string) int {
-	raw, err := os.ReadFile(filepath.Join(dbopen.PGDir(dataDir), "postmaster.pid"))
+	raw, err := os.ReadFile(filepath.Join(pgembed.PGDir(dataDir), "postmaster.pid"))
 	if err != nil {
 		return 0
 	}
-	pm, err := dbopen.ParsePostmasterPID(string(raw))
+	pm, err := pgembed.ParsePostmasterPID(string(raw))
 	if err != nil {
 		return 0
 	}
@@ -79,7 +79,7 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 	addr := func() string { return p.MQTT }
 
 	ctx := context.Background()
-	pool, closeDB, err := dbopen.Open(ctx, "", dataDir, 2, nil) // joins chatd's PostgreSQL
+	pool, closeDB, err := pgembed.Open(ctx, "", dataDir, 2, nil) // joins chatd's PostgreSQL
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 	stop.Store(true)
 	wg.Wait()
 
-	pool, closeDB, err = dbopen.Open(ctx, "", dataDir, 2, nil)
+	pool, closeDB, err = pgembed.Open(ctx, "", dataDir, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

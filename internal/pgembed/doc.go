@@ -1,7 +1,8 @@
-// Package dbopen opens chatd's PostgreSQL the way chatd does, for chatd and
-// for chatctl.
+// Package pgembed opens chatd's PostgreSQL, for chatd, chatctl, the
+// benchmarks and the tests: the one place a pool is made (OpenPool, with
+// the settings the store relies on) and the embedded cluster is run.
 //
-// With a database URL it opens a pool on it (store.OpenPool settings) and
+// With a database URL it opens a pool on it (OpenPool's settings) and
 // checks that it answers; any number of nodes may share one database, and
 // no lock is taken. Without one it uses the embedded cluster in
 // <dataDir>/pg, database "chat" (created if missing), in one of two roles:
@@ -31,4 +32,23 @@
 // started it and releases the lock; it is safe to call more than once.
 // Open does not run migrations. The lock is a flock: keep the data dir on
 // a local file system.
-package dbopen
+//
+// # The embedded cluster
+//
+// A Cluster is a private PostgreSQL cluster for chatd and for tests:
+// it finds the server binaries, runs initdb on first start, starts the
+// postmaster as a child process listening only on a Unix socket (no TCP
+// port), and stops it cleanly. When the caller is root the cluster runs as an
+// unprivileged account ("postgres", else "nobody"), because PostgreSQL refuses
+// to run as root.
+//
+// A Cluster is owned by one goroutine at a time for Start/Stop; URL and
+// CreateDatabase are safe for concurrent use. The postmaster gets SIGINT
+// (fast shutdown) if the owning process dies, so a killed chatd never leaves
+// a stray server behind. Start first waits until the postmaster recorded in
+// postmaster.pid by a previous start is gone (PostgreSQL refuses to start
+// while that pid exists, and a SIGKILLed postmaster keeps it as a zombie
+// until it is reaped), signalling one still running; then PostgreSQL runs
+// crash recovery as usual. Start assumes the caller owns the data dir
+// (OpenOwner's lock).
+package pgembed

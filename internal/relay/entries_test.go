@@ -11,7 +11,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/relay"
+	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/store"
 )
 

@@ -1,4 +1,4 @@
-package dbopen
+package pgembed_test
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/procstate"
-	"github.com/chatd/chatd/pgembed"
 )
 
 // zombiePostgres returns the pid of an exited, unreaped process named
@@ -53,7 +53,7 @@ func TestFindPostmasterDoesNotTakeAZombiePostmasterForARunningOne(t *testing.T) 
 	dir := t.TempDir()
 	pid, _ := zombiePostgres(t)
 	writePID(t, dir, pid)
-	if _, ok, err := FindPostmaster(dir); ok || err != nil {
+	if _, ok, err := pgembed.FindPostmaster(dir); ok || err != nil {
 		t.Fatalf("zombie postmaster (pid %d): running=%v err=%v, want not running", pid, ok, err)
 	}
 }
@@ -63,12 +63,12 @@ func TestFindPostmasterDoesNotTakeAZombiePostmasterForARunningOne(t *testing.T) 
 // a zombie until reap is called (as if init had not reaped it yet).
 func crash(t *testing.T, dataDir string, closeDB func(context.Context) error) (reap func()) {
 	t.Helper()
-	pidFile := filepath.Join(PGDir(dataDir), "postmaster.pid")
+	pidFile := filepath.Join(pgembed.PGDir(dataDir), "postmaster.pid")
 	raw, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm, err := ParsePostmasterPID(string(raw))
+	pm, err := pgembed.ParsePostmasterPID(string(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestOpenOwnerAfterAKillWaitsForTheZombiePostmasterThenRecovers(t *testing.T
 	}
 	ctx := context.Background()
 	dir := dataDir(t)
-	pool, closeDB, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	pool, closeDB, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestOpenOwnerAfterAKillWaitsForTheZombiePostmasterThenRecovers(t *testing.T
 		time.Sleep(zombieFor)
 		reap()
 	}()
-	pool, closeDB, err = OpenOwner(ctx, "", dir, 2, quietLogger())
+	pool, closeDB, err = pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("restart after the kill, %v later: %v", took.Round(time.Millisecond), err)
@@ -139,20 +139,20 @@ func TestOpenOwnerRefusesADataDirThatAnotherLiveOwnerServes(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := dataDir(t)
-	first, closeFirst, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	first, closeFirst, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeFirst(ctx)
-	_, closeSecond, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	_, closeSecond, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
 	if err == nil {
 		closeSecond(ctx)
 		t.Fatal("a second owner of the data dir was let in")
 	}
-	if !errors.Is(err, ErrDataDirInUse) || !strings.Contains(err.Error(), "CHAT_DATABASE_URL") || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+	if !errors.Is(err, pgembed.ErrDataDirInUse) || !strings.Contains(err.Error(), "CHAT_DATABASE_URL") || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Errorf("second owner: %v; want ErrDataDirInUse naming the holder and what to do", err)
 	}
-	joined, closeJoined, err := Open(ctx, "", dir, 2, quietLogger())
+	joined, closeJoined, err := pgembed.Open(ctx, "", dir, 2, quietLogger())
 	if err != nil {
 		t.Fatalf("chatctl beside the owner: %v", err)
 	}
@@ -166,7 +166,7 @@ func TestOpenOwnerRefusesADataDirThatAnotherLiveOwnerServes(t *testing.T) {
 	if err := closeFirst(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, closeNext, err := OpenOwner(ctx, "", dir, 2, quietLogger())
+	_, closeNext, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
 	if err != nil {
 		t.Fatalf("owner after the first closed: %v", err)
 	}
@@ -174,7 +174,7 @@ func TestOpenOwnerRefusesADataDirThatAnotherLiveOwnerServes(t *testing.T) {
 
 	url := pgtest.NewDB(t)
 	for i := 0; i < 2; i++ {
-		_, c, err := OpenOwner(ctx, url, dir, 2, quietLogger())
+		_, c, err := pgembed.OpenOwner(ctx, url, dir, 2, quietLogger())
 		if err != nil {
 			t.Fatalf("node %d on the external database: %v", i, err)
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/internal/httpapi"
 )
 
 // TestSendIdempotency: a clientMsgId names one message. The same sender's

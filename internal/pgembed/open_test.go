@@ -1,4 +1,4 @@
-package dbopen
+package pgembed_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 )
 
@@ -35,11 +36,11 @@ func dataDir(t *testing.T) string {
 
 func TestParsePostmasterPID(t *testing.T) {
 	raw := "4242\n/var/lib/chatd/pg\n1700000000\n5432\n/var/lib/chatd/pg\n\n  5432001    131072\nready   \n"
-	p, err := ParsePostmasterPID(raw)
+	p, err := pgembed.ParsePostmasterPID(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Postmaster{PID: 4242, DataDir: "/var/lib/chatd/pg", Port: 5432, SocketDir: "/var/lib/chatd/pg", Status: "ready"}
+	want := pgembed.Postmaster{PID: 4242, DataDir: "/var/lib/chatd/pg", Port: 5432, SocketDir: "/var/lib/chatd/pg", Status: "ready"}
 	if p != want {
 		t.Errorf("got %+v, want %+v", p, want)
 	}
@@ -47,7 +48,7 @@ func TestParsePostmasterPID(t *testing.T) {
 		t.Errorf("URL = %q", got)
 	}
 	for _, bad := range []string{"", "x\n/d\n1\n5432\n/s\n", "1\n/d\n1\nport\n/s\n", "1\n/d\n1\n5432"} {
-		if _, err := ParsePostmasterPID(bad); err == nil {
+		if _, err := pgembed.ParsePostmasterPID(bad); err == nil {
 			t.Errorf("ParsePostmasterPID(%q) accepted", bad)
 		}
 	}
@@ -64,7 +65,7 @@ func writePID(t *testing.T, dir string, pid int) {
 
 func TestFindPostmasterStale(t *testing.T) {
 	dir := t.TempDir()
-	if _, ok, err := FindPostmaster(dir); ok || err != nil {
+	if _, ok, err := pgembed.FindPostmaster(dir); ok || err != nil {
 		t.Fatalf("no pid file: ok=%v err=%v", ok, err)
 	}
 	// A dead process.
@@ -73,22 +74,22 @@ func TestFindPostmasterStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	writePID(t, dir, cmd.Process.Pid)
-	if _, ok, err := FindPostmaster(dir); ok || err != nil {
+	if _, ok, err := pgembed.FindPostmaster(dir); ok || err != nil {
 		t.Errorf("dead pid: ok=%v err=%v", ok, err)
 	}
 	// A live process that is not postgres (a reused pid).
 	writePID(t, dir, os.Getpid())
-	if _, ok, err := FindPostmaster(dir); ok || err != nil {
+	if _, ok, err := pgembed.FindPostmaster(dir); ok || err != nil {
 		t.Errorf("non-postgres pid: ok=%v err=%v", ok, err)
 	}
 	// A damaged file whose pid is dead is stale too.
 	os.WriteFile(filepath.Join(dir, "postmaster.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
-	if _, ok, err := FindPostmaster(dir); ok || err != nil {
+	if _, ok, err := pgembed.FindPostmaster(dir); ok || err != nil {
 		t.Errorf("damaged stale file: ok=%v err=%v", ok, err)
 	}
 	// A damaged file without a pid is an error telling what to do.
 	os.WriteFile(filepath.Join(dir, "postmaster.pid"), []byte("garbage"), 0o600)
-	if _, _, err := FindPostmaster(dir); err == nil || !strings.Contains(err.Error(), "delete the file") {
+	if _, _, err := pgembed.FindPostmaster(dir); err == nil || !strings.Contains(err.Error(), "delete the file") {
 		t.Errorf("damaged file: %v", err)
 	}
 }
@@ -96,7 +97,7 @@ func TestFindPostmasterStale(t *testing.T) {
 // TestFindPostmasterLive reads the pid file of the test cluster.
 func TestFindPostmasterLive(t *testing.T) {
 	c := pgtest.Cluster(t)
-	p, ok, err := FindPostmaster(c.DataDir())
+	p, ok, err := pgembed.FindPostmaster(c.DataDir())
 	if err != nil || !ok {
 		t.Fatalf("live cluster not found: ok=%v err=%v", ok, err)
 	}
@@ -110,7 +111,7 @@ func TestFindPostmasterLive(t *testing.T) {
 
 func TestOpenURL(t *testing.T) {
 	ctx := context.Background()
-	pool, closeDB, err := Open(ctx, pgtest.NewDB(t), "", 4, quietLogger())
+	pool, closeDB, err := pgembed.Open(ctx, pgtest.NewDB(t), "", 4, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestOpenURL(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 
-	_, _, err = Open(ctx, "host=/nonexistent port=1 user=x dbname=y connect_timeout=1", "", 1, quietLogger())
+	_, _, err = pgembed.Open(ctx, "host=/nonexistent port=1 user=x dbname=y connect_timeout=1", "", 1, quietLogger())
 	if err == nil || !strings.Contains(err.Error(), "CHAT_DATABASE_URL") {
 		t.Errorf("bad URL: %v", err)
 	}
@@ -140,7 +141,7 @@ func TestOpenEmbeddedShared(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := dataDir(t)
-	first, closeFirst, err := Open(ctx, "", dir, 4, quietLogger())
+	first, closeFirst, err := pgembed.Open(ctx, "", dir, 4, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +149,12 @@ func TestOpenEmbeddedShared(t *testing.T) {
 	if _, err := first.Exec(ctx, "CREATE TABLE marker (v int); INSERT INTO marker VALUES (7)"); err != nil {
 		t.Fatal(err)
 	}
-	pm, ok, err := FindPostmaster(PGDir(dir))
+	pm, ok, err := pgembed.FindPostmaster(pgembed.PGDir(dir))
 	if err != nil || !ok {
 		t.Fatalf("FindPostmaster after start: ok=%v err=%v", ok, err)
 	}
 
-	second, closeSecond, err := Open(ctx, "", dir, 2, quietLogger())
+	second, closeSecond, err := pgembed.Open(ctx, "", dir, 2, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +176,11 @@ func TestOpenEmbeddedShared(t *testing.T) {
 	if err := closeFirst(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := FindPostmaster(PGDir(dir)); ok {
+	if _, ok, _ := pgembed.FindPostmaster(pgembed.PGDir(dir)); ok {
 		t.Error("cluster still running after the owner closed it")
 	}
 	// Reopening restarts it with the data intact.
-	third, closeThird, err := Open(ctx, "", dir, 2, quietLogger())
+	third, closeThird, err := pgembed.Open(ctx, "", dir, 2, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/internal/httpapi"
 )
 
 // TestHistoryPaging walks 1,000 messages backwards with beforeSeq and

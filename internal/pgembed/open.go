@@ -1,4 +1,4 @@
-package dbopen
+package pgembed
 
 import (
 	"context"
@@ -13,9 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/chatd/chatd/pgembed"
-	"github.com/chatd/chatd/store"
 )
 
 // Database is the name of chatd's database in the embedded cluster.
@@ -30,9 +27,9 @@ const readyTimeout = 30 * time.Second
 
 // Open returns a pool on databaseURL or, when it is empty, on the embedded
 // cluster in dataDir, joining the server already running there (chatctl's
-// way; see the package documentation). maxConns <= 0 takes store.OpenPool's
+// way; see the package documentation). maxConns <= 0 takes OpenPool's
 // default. logger may be nil.
-func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	return open(ctx, databaseURL, dataDir, maxConns, logger, false, opts)
 }
 
@@ -44,11 +41,11 @@ func Open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logg
 // waiting to be reaped) and its data recovered by PostgreSQL as it
 // starts. With a database URL there is no lock: any number of nodes may
 // share one external database.
-func OpenOwner(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+func OpenOwner(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	return open(ctx, databaseURL, dataDir, maxConns, logger, true, opts)
 }
 
-func open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, owner bool, opts []store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+func open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, owner bool, opts []PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -105,7 +102,7 @@ var errNotRunning = errors.New("embedded PostgreSQL is not running")
 
 // joinRunning connects to the live postmaster of dataDir's cluster, or
 // returns errNotRunning.
-func joinRunning(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, opts []store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+func joinRunning(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, opts []PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	pm, ok, err := FindPostmaster(PGDir(dataDir))
 	if err != nil {
 		return nil, nil, err
@@ -129,9 +126,9 @@ func joinRunning(ctx context.Context, dataDir string, maxConns int32, logger *sl
 
 // startEmbedded starts dataDir's cluster as its owner; the returned close
 // function stops it, then releases lock. On error the lock is released.
-func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, lock *dirLock, opts []store.PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
+func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, lock *dirLock, opts []PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	pgDir := PGDir(dataDir)
-	cluster, err := pgembed.Start(ctx, pgembed.Options{DataDir: pgDir, Logger: logger})
+	cluster, err := Start(ctx, Options{DataDir: pgDir, Logger: logger})
 	if err != nil {
 		lock.release()
 		return nil, nil, fmt.Errorf("start embedded PostgreSQL in %s: %w", pgDir, err)
@@ -151,8 +148,8 @@ func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *
 	return pool, closer(pool, stop, lock), nil
 }
 
-func openAndPing(ctx context.Context, url string, maxConns int32, opts ...store.PoolOption) (*pgxpool.Pool, error) {
-	pool, err := store.OpenPool(ctx, url, maxConns, opts...)
+func openAndPing(ctx context.Context, url string, maxConns int32, opts ...PoolOption) (*pgxpool.Pool, error) {
+	pool, err := OpenPool(ctx, url, maxConns, opts...)
 	if err != nil {
 		return nil, err
 	}

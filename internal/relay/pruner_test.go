@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/relay"
+	"github.com/chatd/chatd/internal/relay"
 )
 
 func TestPrunerDeletesOnlyRowsOlderThanRetention(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/auth"
-	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )

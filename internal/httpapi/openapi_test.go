@@ -10,7 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/chatd/chatd/httpapi"
+	"github.com/chatd/chatd/internal/httpapi"
 )
 
 // spec is the part of docs/openapi.yaml the tests read. Path items are kept
@@ -76,7 +76,7 @@ func (s spec) ops(t *testing.T) map[string]operation {
 
 func loadSpec(t *testing.T) spec {
 	t.Helper()
-	b, err := os.ReadFile("../docs/openapi.yaml")
+	b, err := os.ReadFile("../../docs/openapi.yaml")
 	if err != nil {
 		t.Fatalf("read spec: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/delivery"
+	"github.com/chatd/chatd/internal/delivery"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )

@@ -24,7 +24,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/relay"
+	"github.com/chatd/chatd/internal/relay"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
