@@ -1,0 +1,202 @@
+package push_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/push"
+)
+
+func TestUnacknowledgedMessageIsPushedToTheRecipientOnly(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(1, "alice")
+	r.subscribe(2, "bob")
+	start := time.Now()
+	seq := r.send(conv, 1, "hello")
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("pushed after %v, before the delay", d)
+	}
+	n := got[0]
+	if n.ConversationID != conv || n.Seq != seq || n.SenderID != 1 || n.Count != 1 || n.Badge != 1 || n.Title != "New message" || n.Body != "" {
+		t.Errorf("notification = %+v", n)
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+	r.quiet("alice", 0, 0)
+}
+
+func TestAcknowledgedMessageIsNotPushed(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "hello")
+	r.ack(conv, 2, seq)
+	r.quiet("bob", 0, time.Second)
+	if n := r.count(`SELECT seq FROM push_cursor WHERE conversation_id = $1`, conv); n != seq {
+		t.Errorf("cursor at %d, want %d: the message was decided", n, seq)
+	}
+}
+
+func TestBurstCoalescesIntoOnePushAndTheMinimumIntervalCarriesTheCount(t *testing.T) {
+	r := newRig(t)
+	// A delay long enough that the burst's sends are all committed
+	// before its first message is due, even under the race detector.
+	r.start(func(c *push.Config) { c.Delay = time.Second })
+	conv := r.group(1, 2)
+	r.subscribe(2, "bob")
+	for i := 0; i < 3; i++ {
+		r.send(conv, 1, "burst")
+	}
+	got := r.waitPushes("bob", 1, 4*time.Second)
+	if got[0].Count != 3 || got[0].Seq != 3 || got[0].Title != "team" || got[0].Badge != 3 {
+		t.Errorf("burst push = %+v, want one push of 3 messages", got[0])
+	}
+	first := r.ep.Of("bob")[0].At
+	// Within the minimum interval (1s here): two more messages wait and
+	// go out together once it has passed.
+	r.send(conv, 1, "later")
+	r.send(conv, 1, "later")
+	got = r.waitPushes("bob", 2, 5*time.Second)
+	second := r.ep.Of("bob")[1].At
+	if gap := second.Sub(first); gap < time.Second {
+		t.Errorf("second push %v after the first, want at least the minimum interval", gap)
+	}
+	if got[1].Count != 2 || got[1].Seq != 5 || got[1].Badge != 5 {
+		t.Errorf("second push = %+v, want count 2 up to seq 5", got[1])
+	}
+	r.quiet("bob", 2, 1500*time.Millisecond)
+}
+
+func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.group(1, 2, 3)
+	r.subscribe(2, "bob")
+	r.subscribe(3, "carol")
+	ctx := context.Background()
+	if _, err := r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true, Mentions: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.ConversationSettings{Muted: true, Mentions: false}); err != nil {
+		t.Fatal(err)
+	}
+	r.send(conv, 1, "nobody is woken")
+	r.quiet("bob", 0, 800*time.Millisecond)
+	r.send(conv, 1, "@2 and @3, look")
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if got[0].Seq != 2 || got[0].Count != 1 {
+		t.Errorf("mention push = %+v", got[0])
+	}
+	r.quiet("carol", 0, 500*time.Millisecond)
+
+	// A mute that ended pushes again.
+	past := time.Now().Add(-time.Minute)
+	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.ConversationSettings{Muted: true, MutedUntil: &past, Mentions: false}); err != nil {
+		t.Fatal(err)
+	}
+	r.send(conv, 1, "mute is over")
+	r.waitPushes("carol", 1, 3*time.Second)
+}
+
+func TestPreviewCarriesTheText(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview = true })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "the text")
+	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Body != "the text" {
+		t.Errorf("body = %q, want the preview", got[0].Body)
+	}
+}
+
+func TestGoneSubscriptionDeletesTheDevice(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	id := r.subscribe(2, "bob")
+	r.ep.Script("bob", http.StatusGone)
+	r.send(conv, 1, "hello")
+	deadline := time.Now().Add(3 * time.Second)
+	for r.count(`SELECT count(*) FROM push_device WHERE id = $1`, id) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("device still registered after 410: %s", describe(r.ep.Pushes()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job`); n != 0 {
+		t.Errorf("%d jobs left", n)
+	}
+}
+
+func TestServerErrorIsRetriedAfterRetryAfter(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Script("bob", http.StatusInternalServerError)
+	r.send(conv, 1, "hello")
+	got := r.waitPushes("bob", 1, 5*time.Second)
+	all := r.ep.Pushes()
+	if len(all) != 2 || all[0].Status != 500 || all[1].Status != 201 {
+		t.Fatalf("requests: %s", describe(all))
+	}
+	if gap := all[1].At.Sub(all[0].At); gap < time.Second {
+		t.Errorf("retried after %v, before the endpoint's Retry-After: 1", gap)
+	}
+	if got[0].Seq != 1 {
+		t.Errorf("retry = %+v", got[0])
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+}
+
+func TestTwoNodesPushOncePerMessage(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	r.start(nil)
+	conv := r.group(1, 2)
+	r.subscribe(2, "bob")
+	for i := 0; i < 5; i++ {
+		r.send(conv, 1, "x")
+		time.Sleep(1200 * time.Millisecond / 5)
+	}
+	r.waitPushes("bob", 1, 3*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	got := notifications(t, r.ep.Of("bob"))
+	total := 0
+	for _, n := range got {
+		total += n.Count
+	}
+	if total != 5 {
+		t.Errorf("pushes %+v count %d messages, want each of 5 once", got, total)
+	}
+}
+
+func TestPushDecidedByAStoppedNodeIsSentByAnother(t *testing.T) {
+	r := newRig(t)
+	stopA := r.start(func(c *push.Config) { c.Timeout = 300 * time.Millisecond })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Hang("bob", true)
+	r.send(conv, 1, "hello")
+	deadline := time.Now().Add(3 * time.Second)
+	for len(r.ep.Pushes()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no request reached the endpoint")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopA()
+	r.ep.Hang("bob", false)
+	r.start(nil)
+	got := r.waitPushes("bob", 1, 5*time.Second)
+	if got[0].Seq != 1 {
+		t.Errorf("push = %+v", got[0])
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+}
