@@ -16,8 +16,9 @@
 --                   bounds the claim; a node that died leaves it to be
 --                   claimed again). device_ids NULL means every device of
 --                   the user; a retry names the devices still owed.
--- push_last         when (user, conversation) was last pushed: the minimum
---                   interval is measured from it.
+-- push_last         per (user, conversation): when it was last pushed (the
+--                   minimum interval is measured from it) and the highest
+--                   seq a push covers, so no message is counted twice.
 --
 -- Nothing here is written by the send path: the decider reads committed
 -- messages after the fact (push/doc.go).
@@ -85,5 +86,6 @@ CREATE TABLE push_last (
     user_id         bigint      NOT NULL,
     conversation_id bigint      NOT NULL,
     pushed_at       timestamptz NOT NULL,
+    seq             bigint      NOT NULL DEFAULT 0,
     PRIMARY KEY (user_id, conversation_id)
 );

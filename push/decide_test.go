@@ -2,6 +2,7 @@ package push_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -192,11 +193,25 @@ func TestPushDecidedByAStoppedNodeIsSentByAnother(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stopA()
+	t.Logf("after stop: %s", dumpJobs(r))
 	r.ep.Hang("bob", false)
 	r.start(nil)
+	restarted := time.Now()
 	got := r.waitPushes("bob", 1, 5*time.Second)
+	t.Logf("sent %v after the restart", time.Since(restarted))
 	if got[0].Seq != 1 {
 		t.Errorf("push = %+v", got[0])
 	}
 	r.quiet("bob", 1, 500*time.Millisecond)
+}
+
+func dumpJobs(r *rig) string {
+	rows, _ := r.pool.Query(context.Background(), `SELECT id, state, not_before - now(), lease_until - now(), attempts, device_ids FROM push_job`)
+	defer rows.Close()
+	s := ""
+	for rows.Next() {
+		vals, _ := rows.Values()
+		s += fmt.Sprintf("%v\n", vals)
+	}
+	return s
 }

@@ -25,22 +25,25 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //
 //   - under each conversation's push_cursor row lock (a second decider, a
 //     leader that lost its lease without knowing, waits and then sees the
-//     cursor moved), it takes the messages after the cursor up to the
-//     first one younger than Delay ($2 s): their recipients had their
-//     chance to acknowledge;
-//   - a recipient is a member who is not the sender, joined before the
-//     message, has neither acknowledged (delivered watermark) nor read it,
-//     has a device, and has not muted the conversation (in a group, a
-//     mention "@<user id>" still pushes when mentions is on); messages
-//     older than MaxAge ($3 s) are passed over, never pushed;
-//   - per (recipient, conversation) the messages become one pending job,
-//     merged into the one already waiting (coalescing), due at once or
-//     MinInterval ($4 s) after the last push of that pair;
-//   - the cursor moves past the decided messages, in the same transaction
-//     as the jobs: a decision is made exactly once.
+//     cursor moved), it reads the undecided messages (after the cursor, at
+//     most $5); those older than Delay ($2 s) are due: their recipients
+//     had their chance to acknowledge;
+//   - a message would push a member who is not its sender, joined before
+//     it, has neither acknowledged (delivered watermark) nor read it, nor
+//     had it in an earlier push (push_last.seq), has a device, and has not
+//     muted the conversation (in a group, a mention "@<user id>" still
+//     pushes while mentions is on); messages older than MaxAge ($3 s) are
+//     passed over, never pushed;
+//   - a member with such a due message gets one job for every such message
+//     so far, young ones included: they are waiting together (coalescing).
+//     It is merged into the job already waiting for that (user,
+//     conversation), due at once or MinInterval ($4 s) after that pair's
+//     last push, and push_last.seq records what it covers;
+//   - the cursor moves past the due messages, in the same transaction as
+//     the jobs: each message is decided once.
 //
-// It answers per conversation how many messages it looked at and, when a
-// younger message remains, in how many seconds it is due.
+// It answers per conversation how many messages it read and, when a
+// message that is not yet due remains, in how many seconds it is.
 const decideSQL = `
 WITH cur AS (
     SELECT conversation_id, seq FROM push_cursor
@@ -48,40 +51,50 @@ WITH cur AS (
     ORDER BY conversation_id FOR UPDATE
 ), msgs AS (
     SELECT m.conversation_id, m.seq, m.sender_id, m.body, m.created_at,
-           m.created_at > now() - make_interval(secs => $2) AS young
+           m.created_at <= now() - make_interval(secs => $2) AS due
     FROM cur CROSS JOIN LATERAL (
         SELECT conversation_id, seq, sender_id, body, created_at FROM message
         WHERE conversation_id = cur.conversation_id AND seq > cur.seq
         ORDER BY seq LIMIT $5
     ) m
 ), firstyoung AS (
-    SELECT conversation_id, min(seq) AS seq, min(created_at) AS at FROM msgs WHERE young GROUP BY conversation_id
-), ready AS (
-    SELECT m.* FROM msgs m LEFT JOIN firstyoung y USING (conversation_id)
-    WHERE y.seq IS NULL OR m.seq < y.seq
+    SELECT conversation_id, min(seq) AS seq, min(created_at) AS at FROM msgs WHERE NOT due GROUP BY conversation_id
 ), adv AS (
     UPDATE push_cursor p SET seq = r.seq
-    FROM (SELECT conversation_id, max(seq) AS seq FROM ready GROUP BY conversation_id) r
+    FROM (SELECT m.conversation_id, max(m.seq) AS seq FROM msgs m
+          LEFT JOIN firstyoung y USING (conversation_id)
+          WHERE y.seq IS NULL OR m.seq < y.seq
+          GROUP BY m.conversation_id) r
     WHERE p.conversation_id = r.conversation_id
     RETURNING p.conversation_id
-), rcpt AS (
-    SELECT w.user_id, r.conversation_id, count(*)::int AS n, max(r.seq) AS seq,
-           (array_agg(r.sender_id ORDER BY r.seq DESC))[1] AS sender_id
-    FROM ready r
-    JOIN conversation c ON c.id = r.conversation_id
-    JOIN member_watermark w ON w.conversation_id = r.conversation_id
+), elig AS (
+    SELECT w.user_id, m.conversation_id, m.seq, m.sender_id,
+           m.due AND (y.seq IS NULL OR m.seq < y.seq) AS due
+    FROM msgs m
+    LEFT JOIN firstyoung y ON y.conversation_id = m.conversation_id
+    JOIN conversation c ON c.id = m.conversation_id
+    JOIN member_watermark w ON w.conversation_id = m.conversation_id
     LEFT JOIN member_settings s ON s.conversation_id = w.conversation_id AND s.user_id = w.user_id
-    WHERE w.user_id <> r.sender_id
-      AND w.join_seq < r.seq
-      AND w.last_delivered_seq < r.seq
-      AND w.last_read_seq < r.seq
-      AND r.created_at > now() - make_interval(secs => $3)
+    LEFT JOIN push_last l ON l.user_id = w.user_id AND l.conversation_id = w.conversation_id
+    WHERE w.user_id <> m.sender_id
+      AND w.join_seq < m.seq
+      AND GREATEST(w.last_delivered_seq, w.last_read_seq, COALESCE(l.seq, 0)) < m.seq
+      AND m.created_at > now() - make_interval(secs => $3)
       AND EXISTS (SELECT 1 FROM push_device d WHERE d.user_id = w.user_id)
       AND (s.muted IS NOT TRUE
            OR (s.muted_until IS NOT NULL AND s.muted_until <= now())
            OR (c.type = 'GROUP' AND s.mentions
-               AND r.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))
-    GROUP BY w.user_id, r.conversation_id
+               AND m.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))
+), rcpt AS (
+    SELECT user_id, conversation_id, count(*)::int AS n, max(seq) AS seq,
+           (array_agg(sender_id ORDER BY seq DESC))[1] AS sender_id
+    FROM elig
+    GROUP BY user_id, conversation_id
+    HAVING bool_or(due)
+), covered AS (
+    INSERT INTO push_last AS l (user_id, conversation_id, pushed_at, seq)
+    SELECT user_id, conversation_id, '-infinity', seq FROM rcpt
+    ON CONFLICT (user_id, conversation_id) DO UPDATE SET seq = GREATEST(l.seq, EXCLUDED.seq)
 ), ins AS (
     INSERT INTO push_job AS j (user_id, conversation_id, seq, count, sender_id, not_before)
     SELECT rc.user_id, rc.conversation_id, rc.seq, rc.n, rc.sender_id,

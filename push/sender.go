@@ -29,7 +29,7 @@ WITH c AS (
     RETURNING p.id, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.device_ids
 ), last AS (
     INSERT INTO push_last (user_id, conversation_id, pushed_at)
-    SELECT DISTINCT ON (user_id, conversation_id) user_id, conversation_id, now() FROM j WHERE attempts = 1
+    SELECT DISTINCT user_id, conversation_id, now() FROM j WHERE attempts = 1
     ON CONFLICT (user_id, conversation_id) DO UPDATE SET pushed_at = EXCLUDED.pushed_at
 )
 SELECT j.id, j.user_id, j.conversation_id, j.seq, j.count, j.sender_id, j.attempts,
