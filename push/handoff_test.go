@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/push"
