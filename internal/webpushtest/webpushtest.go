@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -250,6 +251,17 @@ func (e *Endpoint) Of(name string) []Push {
 func (e *Endpoint) Notify() <-chan struct{} { return e.notify }
 
 func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
+	if name, ok := strings.CutPrefix(r.URL.Path, "/log/"); ok && r.Method == http.MethodGet {
+		// The accepted payloads of one subscription, for a test in
+		// another process (the browser tests' Node script).
+		out := []string{}
+		for _, p := range e.Of(name) {
+			out = append(out, string(p.Plaintext))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+		return
+	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 8192))
 	p := Push{Path: r.URL.Path, Header: r.Header.Clone(), At: time.Now()}
 	e.mu.Lock()
