@@ -169,11 +169,22 @@ type Push struct {
 	At        time.Time
 }
 
+// Receipt is an accepted push as GET /receipts lists it.
+type Receipt struct {
+	Path       string `json:"path"`
+	Plaintext  string `json:"plaintext"`
+	AtUnixNano int64  `json:"at"`
+}
+
 // Endpoint is a loopback push service for any number of subscriptions,
 // one per path.
 type Endpoint struct {
 	Server   *httptest.Server
 	VAPIDKey string // the server key requests must carry ("" accepts any)
+
+	// Default decrypts for paths without a subscription of their own
+	// (benchmarks with many devices sharing one key pair).
+	Default *Subscriber
 
 	mu     sync.Mutex
 	subs   map[string]*Subscriber
@@ -251,6 +262,19 @@ func (e *Endpoint) Of(name string) []Push {
 func (e *Endpoint) Notify() <-chan struct{} { return e.notify }
 
 func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/receipts" && r.Method == http.MethodGet {
+		// Every accepted push with its arrival time, for a benchmark in
+		// another process.
+		out := []Receipt{}
+		for _, p := range e.Pushes() {
+			if p.Err == nil && p.Status/100 == 2 {
+				out = append(out, Receipt{Path: p.Path, Plaintext: string(p.Plaintext), AtUnixNano: p.At.UnixNano()})
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+		return
+	}
 	if name, ok := strings.CutPrefix(r.URL.Path, "/log/"); ok && r.Method == http.MethodGet {
 		// The accepted payloads of one subscription, for a test in
 		// another process (the browser tests' Node script).
@@ -266,6 +290,9 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	p := Push{Path: r.URL.Path, Header: r.Header.Clone(), At: time.Now()}
 	e.mu.Lock()
 	sub := e.subs[r.URL.Path]
+	if sub == nil && strings.HasPrefix(r.URL.Path, "/push/") {
+		sub = e.Default
+	}
 	hang := e.hang[r.URL.Path]
 	status := http.StatusCreated
 	if s := e.script[r.URL.Path]; len(s) > 0 {
@@ -309,4 +336,14 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	case e.notify <- struct{}{}:
 	default:
 	}
+}
+
+// SubscriberFromBytes rebuilds a Subscriber from its private key and auth
+// secret (to share one between processes).
+func SubscriberFromBytes(private, auth []byte) (*Subscriber, error) {
+	k, err := ecdh.P256().NewPrivateKey(private)
+	if err != nil {
+		return nil, err
+	}
+	return &Subscriber{Private: k, Auth: auth}, nil
 }
