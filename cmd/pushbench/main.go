@@ -322,7 +322,9 @@ func percentiles(ds []time.Duration) string {
 		return "no samples"
 	}
 	slices.Sort(ds)
-	q := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(time.Millisecond) }
+	q := func(p float64) time.Duration {
+		return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(time.Millisecond)
+	}
 	return fmt.Sprintf("n=%d p50 %v p90 %v p99 %v max %v", len(ds), q(0.5), q(0.9), q(0.99), ds[len(ds)-1].Round(time.Millisecond))
 }
 

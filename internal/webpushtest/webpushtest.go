@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -145,8 +144,10 @@ func VerifyVAPID(header, wantKey, origin string) (string, error) {
 	if err != nil || len(raw) != 65 {
 		return "", errors.New("k is not an uncompressed P-256 key")
 	}
-	x, y := new(big.Int).SetBytes(raw[1:33]), new(big.Int).SetBytes(raw[33:])
-	pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: x, Y: y}
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), raw)
+	if err != nil {
+		return "", fmt.Errorf("k: %w", err)
+	}
 	claims := jwt.MapClaims{}
 	if _, err := jwt.ParseWithClaims(tok, claims, func(*jwt.Token) (any, error) { return pub, nil },
 		jwt.WithValidMethods([]string{"ES256"}), jwt.WithAudience(origin), jwt.WithExpirationRequired()); err != nil {
