@@ -5,7 +5,8 @@
 --                   is unique: a token or endpoint belongs to one user, and
 --                   registering it again (as anyone) updates that row.
 -- member_settings   per-member mute and mention settings; rows go with the
---                   member (trigger), like member_delivery.
+--                   member (trigger), like member_delivery, and so do the
+--                   member's push_job and push_last rows.
 -- push_cursor       per conversation, the highest seq the push decider has
 --                   decided. Seeded here with every conversation's
 --                   last_seq, so an upgrade pushes nothing from the past.
@@ -47,18 +48,6 @@ CREATE TABLE member_settings (
     PRIMARY KEY (conversation_id, user_id)
 );
 
-CREATE FUNCTION chat_member_settings_forget() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM member_settings WHERE conversation_id = OLD.conversation_id AND user_id = OLD.user_id;
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER member_settings_forget
-    AFTER DELETE ON conversation_member
-    FOR EACH ROW EXECUTE FUNCTION chat_member_settings_forget();
-
 CREATE TABLE push_cursor (
     conversation_id bigint PRIMARY KEY,
     seq             bigint NOT NULL CHECK (seq >= 0)
@@ -89,3 +78,17 @@ CREATE TABLE push_last (
     seq             bigint      NOT NULL DEFAULT 0,
     PRIMARY KEY (user_id, conversation_id)
 );
+
+CREATE FUNCTION chat_member_push_forget() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM member_settings WHERE conversation_id = OLD.conversation_id AND user_id = OLD.user_id;
+    DELETE FROM push_job WHERE user_id = OLD.user_id AND conversation_id = OLD.conversation_id;
+    DELETE FROM push_last WHERE user_id = OLD.user_id AND conversation_id = OLD.conversation_id;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER member_push_forget
+    AFTER DELETE ON conversation_member
+    FOR EACH ROW EXECUTE FUNCTION chat_member_push_forget();

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/push"
 )
 
@@ -215,4 +216,27 @@ func readPartition(ctx context.Context, address, topic string, p int) ([]kafka.M
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+func TestWebPushCarriesAVAPIDJWTOfTheServerKey(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.VAPIDSubject = "mailto:ops@example.com" })
+	r.subscribe(2, "bob")
+	r.send(r.direct(1, 2), 1, "hi")
+	r.waitPushes("bob", 1, 3*time.Second)
+	p := r.ep.Of("bob")[0]
+	sub, err := webpushtest.VerifyVAPID(p.Header.Get("Authorization"), r.keys.Public, r.ep.Server.URL)
+	if err != nil || sub != "mailto:ops@example.com" {
+		t.Errorf("VAPID JWT: sub %q, %v", sub, err)
+	}
+	other, _ := push.LoadOrCreateVAPID(t.TempDir())
+	if _, err := webpushtest.VerifyVAPID(p.Header.Get("Authorization"), other.Public, r.ep.Server.URL); err == nil {
+		t.Error("the JWT verified against another key")
+	}
+	if _, err := webpushtest.VerifyVAPID(p.Header.Get("Authorization"), "", "https://elsewhere.example"); err == nil {
+		t.Error("the JWT verified for another audience")
+	}
+	if p.Header.Get("TTL") == "" || p.Header.Get("Topic") == "" || p.Header.Get("Urgency") != "high" {
+		t.Errorf("headers: TTL %q Topic %q Urgency %q", p.Header.Get("TTL"), p.Header.Get("Topic"), p.Header.Get("Urgency"))
+	}
 }

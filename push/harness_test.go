@@ -162,7 +162,7 @@ func (r *rig) waitPushes(name string, n int, within time.Duration) []push.Notifi
 			return notifications(r.t, got)
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("%s: %d pushes after %v, want %d (all requests: %s)", name, len(r.ep.Of(name)), within, n, describe(r.ep.Pushes()))
+			r.t.Fatalf("%s: %d pushes after %v, want %d (all requests: %s)\njobs:\n%s", name, len(r.ep.Of(name)), within, n, describe(r.ep.Pushes()), dumpJobs(r))
 		}
 		select {
 		case <-r.ep.Notify():

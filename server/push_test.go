@@ -362,3 +362,67 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 		t.Errorf("p99 PUBACK %v with hanging push services, %v without", hanging, base)
 	}
 }
+
+// TestDeviceRPCTwinsAnswerLikeHTTP registers, lists and deletes a device
+// and mutes a conversation over MQTT v5 RPC.
+func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
+	keys := newVAPID(t)
+	srv := startNode(t, pgtest.NewDB(t), pushEnv(t, keys, nil))
+	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-push", 5, true)
+	if codes, err := c.Subscribe("chat/v1/user/1/rpc"); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe rpc: %v %v", codes, err)
+	}
+	n := 0
+	call := func(method, payload string) map[string]any {
+		t.Helper()
+		n++
+		corr := []byte(fmt.Sprint("c", n))
+		if ack, err := c.Publish("chat/v1/rpc/"+method, 1, []byte(payload),
+			mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: corr}); err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("%s: 0x%02x %v", method, ack.ReasonCode, err)
+		}
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case pk := <-c.Publishes:
+				if !bytes.Equal(pk.Properties.CorrelationData, corr) {
+					continue
+				}
+				var out map[string]any
+				if err := json.Unmarshal(pk.Payload, &out); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			case <-deadline:
+				t.Fatalf("%s: no reply", method)
+			}
+		}
+	}
+	sub := webpushtest.NewSubscriber()
+	reg := call("device.register", fmt.Sprintf(`{"platform":"webpush","endpoint":"https://push.example/rpc","keys":{"p256dh":%q,"auth":%q}}`, sub.P256dh(), sub.AuthB64()))
+	if reg["status"] != 201.0 || reg["id"] == nil {
+		t.Fatalf("device.register: %v", reg)
+	}
+	if again := call("device.register", fmt.Sprintf(`{"platform":"webpush","endpoint":"https://push.example/rpc","keys":{"p256dh":%q,"auth":%q}}`, sub.P256dh(), sub.AuthB64())); again["status"] != 200.0 || again["id"] != reg["id"] {
+		t.Errorf("re-register: %v", again)
+	}
+	if l := call("device.list", `{}`); l["status"] != 200.0 || len(l["devices"].([]any)) != 1 {
+		t.Errorf("device.list: %v", l)
+	}
+	if v := call("push.vapid", `{}`); v["publicKey"] != keys.Public {
+		t.Errorf("push.vapid: %v", v)
+	}
+	if s := call("conversation.settings", fmt.Sprintf(`{"conversationId":%d,"muted":true}`, conv.ID)); s["status"] != 200.0 || s["muted"] != true {
+		t.Errorf("conversation.settings: %v", s)
+	}
+	if d := call("device.delete", fmt.Sprintf(`{"id":%v}`, reg["id"])); d["status"] != 204.0 {
+		t.Errorf("device.delete: %v", d)
+	}
+	if d := call("device.delete", fmt.Sprintf(`{"id":%v}`, reg["id"])); d["status"] != 404.0 {
+		t.Errorf("second device.delete: %v", d)
+	}
+}
