@@ -15,7 +15,9 @@ const (
 )
 
 // ensureCursors gives conversations created since the migration a cursor
-// at 0 (all their messages are new); existing rows are left alone.
+// at 0 (all their messages are new); existing rows are left alone. Its
+// unique check waits for a concurrent decision that holds the row, so a
+// second decider's statement starts after the first committed.
 const ensureCursors = `
 INSERT INTO push_cursor (conversation_id, seq)
 SELECT id, 0 FROM unnest($1::bigint[]) AS id
@@ -231,37 +233,50 @@ func (p *Pusher) reconcile(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// decided is what decideSQL answered for one conversation.
+type decided struct {
+	id      int64
+	n       int
+	youngIn *float64
+}
+
+// decideTx runs one decision in tx and returns its rows and the number of
+// jobs it wrote or merged.
+func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, int, error) {
+	if _, err := tx.Exec(ctx, ensureCursors, ids); err != nil {
+		return nil, 0, err
+	}
+	rows, err := tx.Query(ctx, decideSQL, ids, p.cfg.Delay.Seconds(), p.cfg.MaxAge.Seconds(),
+		p.cfg.MinInterval.Seconds(), decidePerConv)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var (
+		out        []decided
+		jobs, advd int
+	)
+	for rows.Next() {
+		var r decided
+		if err := rows.Scan(&r.id, &r.n, &r.youngIn, &jobs, &advd); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, r)
+	}
+	return out, jobs, rows.Err()
+}
+
 // decideBatch decides conversations ids in one transaction and hints again
 // those that still have messages to decide.
 func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) error {
 	start := time.Now()
-	type res struct {
-		id      int64
-		n       int
-		youngIn *float64
-	}
 	var (
-		out        []res
-		jobs, advd int
+		out  []decided
+		jobs int
 	)
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, ensureCursors, ids); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, decideSQL, ids, p.cfg.Delay.Seconds(), p.cfg.MaxAge.Seconds(),
-			p.cfg.MinInterval.Seconds(), decidePerConv)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r res
-			if err := rows.Scan(&r.id, &r.n, &r.youngIn, &jobs, &advd); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
+		out, jobs, err = p.decideTx(ctx, tx, ids)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("decide pushes: %w", err)
