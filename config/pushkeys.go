@@ -25,7 +25,7 @@ type PushSettings struct {
 	// kept in <data_dir>/vapid.key.
 	VAPIDPrivateKey string
 	VAPIDSubject    string // vapid_subject: contact of the VAPID JWT (mailto: or https:)
-	PushAllowHTTP   bool   // push_allow_http: accept http:// Web Push endpoints
+	PushAllowHTTP   bool   // push_allow_http: accept http:// and private-network Web Push endpoints
 }
 
 // MinWebhookSecretBytes is the shortest accepted push_webhook_secret.
@@ -114,7 +114,7 @@ var pushKeys = []*key{
 			s.VAPIDSubject = v
 			return nil
 		}),
-	boolKey(mk("push_allow_http", "false", "accept http:// Web Push endpoints (tests, a UnifiedPush distributor on a private network); https:// only otherwise",
+	boolKey(mk("push_allow_http", "false", "accept http:// Web Push endpoints and endpoints on private networks (tests, a UnifiedPush distributor on a private network); off, https:// to public addresses only",
 		"use true or false",
 		func(s *Settings, v string) (err error) { s.PushAllowHTTP, err = parseBool(v); return })),
 }

@@ -55,7 +55,9 @@
 // unread), the newest message and the devices owed. A job's devices are
 // sent to concurrently:
 //
-//   - webpush and unifiedpush: RFC 8291 aes128gcm encryption and an RFC 8292
+//   - webpush and unifiedpush (to public addresses only unless
+//     AllowPrivate: checked on the address dialled): RFC 8291 aes128gcm
+//     encryption and an RFC 8292
 //     VAPID JWT (github.com/SherClockHolmes/webpush-go), POST to the
 //     endpoint (RFC 8030) with TTL 24 h, Urgency high and Topic
 //     "conv-<id>" (a newer push replaces an undelivered one);

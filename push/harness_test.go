@@ -60,7 +60,7 @@ func newRig(t *testing.T) *rig {
 	r := &rig{t: t, pool: pool, ep: ep, keys: keys, fan: f,
 		store:   store.New(pool, chat.DefaultLimits(), store.WithPublisher(f)),
 		devices: push.NewDevices(pool, keys.Public, true, false),
-		cfg: push.Config{Pool: pool, VAPID: keys, Delay: 300 * time.Millisecond, MinInterval: time.Second,
+		cfg: push.Config{Pool: pool, VAPID: keys, AllowPrivate: true, Delay: 300 * time.Millisecond, MinInterval: time.Second,
 			Tick: 20 * time.Millisecond, LeaseInterval: 100 * time.Millisecond, Timeout: 2 * time.Second,
 			BackoffMin: 100 * time.Millisecond, BackoffMax: 300 * time.Millisecond},
 	}

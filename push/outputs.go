@@ -10,10 +10,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
@@ -30,13 +33,14 @@ const webPushTTL = 24 * 60 * 60
 
 // outputs are the ways a push leaves chatd.
 type outputs struct {
-	cfg   Config
-	log   *slog.Logger
-	kafka *kafka.Writer // nil: no Kafka hand-off
+	cfg        Config
+	hookClient *http.Client
+	log        *slog.Logger
+	kafka      *kafka.Writer // nil: no Kafka hand-off
 }
 
-func newOutputs(cfg Config, log *slog.Logger) *outputs {
-	o := &outputs{cfg: cfg, log: log}
+func newOutputs(cfg Config, webhook *http.Client, log *slog.Logger) *outputs {
+	o := &outputs{cfg: cfg, hookClient: webhook, log: log}
 	if len(cfg.KafkaBrokers) > 0 && cfg.KafkaTopic != "" {
 		o.kafka = &kafka.Writer{
 			Addr:     kafka.TCP(cfg.KafkaBrokers...),
@@ -113,7 +117,7 @@ func (o *outputs) webhook(ctx context.Context, body []byte) (outcome, time.Durat
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(SignatureHeader, Sign([]byte(o.cfg.WebhookSecret), time.Now(), body))
-	resp, err := o.cfg.HTTPClient.Do(req)
+	resp, err := o.hookClient.Do(req)
 	if err != nil {
 		o.log.Debug("push: webhook failed", "err", err)
 		return sentRetry, 0
@@ -179,6 +183,10 @@ func (o *outputs) webPush(ctx context.Context, j *job, d device, n Notification)
 		Urgency: webpush.UrgencyHigh,
 	})
 	if err != nil {
+		if errors.Is(err, errPrivateAddress) {
+			o.log.Debug("push: endpoint on a private address refused", "device", d.ID)
+			return sentFailed, 0
+		}
 		if ctx.Err() != nil || isNetErr(err) {
 			return sentRetry, 0
 		}
@@ -230,4 +238,48 @@ func retryAfter(v string, now time.Time) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), maxRetryAfter)
+}
+
+// errPrivateAddress refuses a Web Push connection to a non-public address.
+var errPrivateAddress = errors.New("push endpoint is not on a public address (push_allow_http allows it)")
+
+// newHTTPClient returns a client with timeout that follows no redirects (a
+// push service answers; it does not send chatd elsewhere); publicOnly
+// refuses connections to loopback, private, link-local and other
+// non-public addresses, checked on the address actually dialled, so a DNS
+// name pointing inside the network is refused too.
+func newHTTPClient(timeout time.Duration, publicOnly bool) *http.Client {
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if publicOnly {
+		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil || !publicAddr(ip.Unmap()) {
+				return errPrivateAddress
+			}
+			return nil
+		}
+	}
+	return &http.Client{
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         dialer.DialContext,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: timeout,
+			ForceAttemptHTTP2:   true,
+		},
+	}
+}
+
+// sharedAddressSpace is RFC 6598's carrier-grade NAT range.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+func publicAddr(ip netip.Addr) bool {
+	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !sharedAddressSpace.Contains(ip)
 }

@@ -34,8 +34,13 @@ type Config struct {
 	VAPIDSubject string    // mailto: or https: contact (default mailto:push@localhost)
 
 	// HTTPClient sends Web Push and webhook requests (default: one with
-	// Timeout that follows no redirects).
+	// Timeout that follows no redirects and, unless AllowPrivate, connects
+	// Web Push requests to public addresses only).
 	HTTPClient *http.Client
+	// AllowPrivate lets Web Push endpoints be on loopback, private and
+	// link-local addresses. Off, a user cannot make chatd POST into the
+	// operator's own network by registering such an endpoint.
+	AllowPrivate bool
 
 	KafkaBrokers  []string // with KafkaTopic: FCM/APNs requests to Kafka
 	KafkaTopic    string
@@ -70,7 +75,7 @@ type Pusher struct {
 	kick    chan struct{} // new jobs were committed on this node
 
 	mu      sync.Mutex
-	hints   map[int64]time.Time // conversation -> when its oldest undecided message is due
+	hints   *hintQueue // conversation -> when its oldest undecided message is due
 	leading bool
 
 	out *outputs
@@ -102,26 +107,17 @@ func New(cfg Config) (*Pusher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	webhookClient := cfg.HTTPClient
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{
-			Timeout: cfg.Timeout,
-			// A push service answers; it does not send chatd elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Transport: &http.Transport{
-				Proxy:               http.ProxyFromEnvironment,
-				MaxIdleConnsPerHost: 64,
-				IdleConnTimeout:     90 * time.Second,
-				TLSHandshakeTimeout: cfg.Timeout,
-				ForceAttemptHTTP2:   true,
-			},
-		}
+		cfg.HTTPClient = newHTTPClient(cfg.Timeout, !cfg.AllowPrivate)
+		webhookClient = newHTTPClient(cfg.Timeout, false) // the operator's own address
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pusher{cfg: cfg, log: cfg.Logger, m: m, kick: make(chan struct{}, 1), hints: map[int64]time.Time{}}
-	p.out = newOutputs(cfg, p.log)
+	p := &Pusher{cfg: cfg, log: cfg.Logger, m: m, kick: make(chan struct{}, 1), hints: newHintQueue()}
+	p.out = newOutputs(cfg, webhookClient, p.log)
 	return p, nil
 }
 
@@ -140,21 +136,21 @@ func (p *Pusher) Publish(evs ...chat.Event) {
 		if ev.Type != chat.EventMessageNew || ev.ConversationID == 0 {
 			continue
 		}
-		if _, ok := p.hints[ev.ConversationID]; ok || len(p.hints) >= maxHints {
+		if p.hints.has(ev.ConversationID) || p.hints.len() >= maxHints {
 			continue
 		}
 		if now.IsZero() {
 			now = time.Now()
 		}
-		p.hints[ev.ConversationID] = now.Add(p.cfg.Delay)
+		p.hints.add(ev.ConversationID, now.Add(p.cfg.Delay))
 	}
 }
 
 // hint asks for a decision of conversation id at due (earliest wins).
 func (p *Pusher) hint(id int64, due time.Time) {
 	p.mu.Lock()
-	if old, ok := p.hints[id]; (!ok && len(p.hints) < maxHints) || (ok && due.Before(old)) {
-		p.hints[id] = due
+	if p.hints.has(id) || p.hints.len() < maxHints {
+		p.hints.add(id, due)
 	}
 	p.mu.Unlock()
 }
@@ -163,24 +159,14 @@ func (p *Pusher) hint(id int64, due time.Time) {
 func (p *Pusher) due(now time.Time, n int) []int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var ids []int64
-	for id, t := range p.hints {
-		if !t.After(now) {
-			ids = append(ids, id)
-			delete(p.hints, id)
-			if len(ids) == n {
-				break
-			}
-		}
-	}
-	return ids
+	return p.hints.take(now, n)
 }
 
 func (p *Pusher) setLeading(v bool) {
 	p.mu.Lock()
 	p.leading = v
 	if !v {
-		clear(p.hints)
+		p.hints.clear()
 	}
 	p.mu.Unlock()
 	if v {

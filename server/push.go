@@ -32,7 +32,7 @@ func (s *Server) startPush(ctx context.Context, st config.Settings) (chat.Publis
 	cfg := push.Config{
 		Pool: s.Pool, NodeID: st.NodeID,
 		Delay: st.PushDelay, MinInterval: st.PushMinInterval, Preview: st.PushPreview,
-		Timeout: st.PushTimeout, QueueSize: st.PushQueueSize,
+		Timeout: st.PushTimeout, QueueSize: st.PushQueueSize, AllowPrivate: st.PushAllowHTTP,
 		VAPID: keys, VAPIDSubject: st.VAPIDSubject,
 		WebhookURL: st.PushWebhookURL, WebhookSecret: st.PushWebhookSecret,
 		Logger: s.log.With("component", "push"), Registerer: s.Registry,
