@@ -1,7 +1,9 @@
 // The web client's notifications, end to end in headless Chromium against
 // a real chatd: the permission asked on a click, the service worker's
 // subscription registered with POST /v1/devices, chatd's encrypted push
-// (RFC 8291) received and decrypted by a loopback push service, the
+// (RFC 8291) received and decrypted by a loopback push service while the
+// page is closed, the notification the page shows itself while hidden (it
+// stays connected and acknowledges, so nothing is pushed), the
 // notification the service worker shows for it, and the click that opens
 // the conversation. web/browser_test.go (TestBrowserPush) starts chatd and
 // the loopback push service and runs this file.
@@ -64,7 +66,7 @@ async function api(uid, method, p, body) {
   return data;
 }
 
-test('notifications: asked on a click, subscribed, pushed encrypted, shown while the page is closed, opening the conversation', async () => {
+test('notifications: asked on a click, subscribed, shown by the page while hidden, pushed encrypted while closed, opening the conversation', async () => {
   const me = 61;
   const peer = 60;
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
@@ -113,8 +115,26 @@ test('notifications: asked on a click, subscribed, pushed encrypted, shown while
   assert.equal(opts.userVisibleOnly, true);
   assert.equal(opts.key.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''), publicKey, 'subscribed with the server VAPID key');
 
-  // The page closes (its MQTT session ends); a message arrives.
+  // Hidden, the page stays connected and acknowledges, so chatd sends no
+  // push: the page shows the notification itself.
   const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
+  await page.evaluate(() => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'while hidden' });
+  const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
+  const local = await eventually(async () => {
+    const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag }))));
+    assert.equal(ns.length, 1, 'the hidden page shows a notification');
+    return ns[0];
+  });
+  assert.equal(local.body, 'while hidden');
+  assert.equal(local.tag, `conv-${conv.id}`);
+  await sw.evaluate(() => self.registration.getNotifications().then((l) => l.forEach((x) => x.close())));
+
+  // The page closes (its MQTT session ends); a message arrives.
   await page.close();
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'hello from 60' });
   const pushed = await eventually(async () => {
@@ -124,10 +144,10 @@ test('notifications: asked on a click, subscribed, pushed encrypted, shown while
   });
   const n = JSON.parse(pushed);
   assert.equal(n.conversationId, conv.id);
-  assert.equal(n.seq, 1);
+  assert.equal(n.seq, 2, 'the message the hidden page acknowledged is not pushed');
   assert.equal(n.senderId, peer);
   assert.equal(n.count, 1);
-  assert.equal(n.badge, 1);
+  assert.equal(n.badge, 2);
   assert.equal(n.title, 'New message');
   assert.equal(n.body, undefined, 'no preview by default');
 
@@ -144,7 +164,6 @@ test('notifications: asked on a click, subscribed, pushed encrypted, shown while
     return r;
   });
   await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: pushed });
-  const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
   const shown = await eventually(async () => {
     const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag, data: x.data }))));
     assert.equal(ns.length, 1, 'one notification');

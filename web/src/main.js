@@ -12,7 +12,7 @@ import { signInView } from './views/signin.js';
 import { createInbox } from './views/inbox.js';
 import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
-import { disablePush, followNotificationClicks, pushButton } from './push.js';
+import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -111,6 +111,7 @@ async function startApp({ token, userId, exp }) {
   const bell = pushButton(api, userId, notify);
   if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
   followNotificationClicks(go);
+  notifyWhileHidden(session, state, userId);
 
   const emptyPane = h(
     'section',

@@ -7,6 +7,7 @@
 // the conversation on click.
 
 import { h, icon } from './views/dom.js';
+import { conversationTitle } from './views/format.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
@@ -101,5 +102,35 @@ export function followNotificationClicks(go) {
   navigator.serviceWorker.addEventListener('message', (e) => {
     const d = e.data || {};
     if (d.type === 'open' && Number.isSafeInteger(d.conversationId) && d.conversationId > 0) go(d.conversationId);
+  });
+}
+
+function muted(s) {
+  return Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
+}
+
+/**
+ * While the page is hidden its MQTT session stays up and acknowledges, so
+ * chatd sends no push: the page shows the notification itself, through the
+ * service worker so that a click opens the conversation the same way.
+ */
+export function notifyWhileHidden(session, state, uid) {
+  if (!pushSupported()) return;
+  session.addEventListener('event', async (e) => {
+    const ev = e.detail;
+    if (ev.type !== 'message.new' || ev.senderId === uid || document.visibilityState !== 'hidden') return;
+    if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
+    const c = state.conv(ev.conversationId);
+    if (c && muted(c.settings)) return;
+    const reg = await navigator.serviceWorker.getRegistration();
+    if (!reg) return;
+    const unread = c ? c.unread : 1;
+    await reg.showNotification(c ? conversationTitle(c) : 'New message', {
+      body: typeof ev.body === 'string' && ev.body ? ev.body : unread > 1 ? `${unread} new messages` : 'New message',
+      tag: `conv-${ev.conversationId}`,
+      renotify: true,
+      icon: '/favicon.svg',
+      data: { conversationId: ev.conversationId, seq: ev.seq, url: `/#/c/${ev.conversationId}` },
+    });
   });
 }
