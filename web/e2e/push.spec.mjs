@@ -1,12 +1,12 @@
 // The web client's notifications, end to end in headless Chromium against
-// a real chatd: the permission asked on a click, the service worker's
-// subscription registered with POST /v1/devices, chatd's encrypted push
-// (RFC 8291) received and decrypted by a loopback push service while the
-// page is closed, the notification the page shows itself while hidden (it
-// stays connected and acknowledges, so nothing is pushed), the
-// notification the service worker shows for it, and the click that opens
-// the conversation. web/browser_test.go (TestBrowserPush) starts chatd and
-// the loopback push service and runs this file.
+// a real chatd: the permission asked on a click; the service worker's
+// subscription registered with POST /v1/devices; while the page is hidden
+// (still connected and acknowledging, so chatd pushes nothing) the page
+// shows the notification itself; once it is closed, chatd's encrypted push
+// (RFC 8291) reaches a loopback push service that decrypts it, the service
+// worker shows it, and a click opens the conversation. web/browser_test.go
+// (TestBrowserPush) starts chatd and the loopback push service and runs
+// this file.
 //
 // Env: CHATD_URL, CHROMIUM_PATH, and from the loopback push service
 // PUSH_ENDPOINT (the subscription's endpoint), PUSH_P256DH, PUSH_AUTH (its
