@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ type options struct {
 	minInterval  time.Duration
 	databaseURL  string
 	serve        bool // child: run the loopback push service
+	cpuProfile   string
 }
 
 func main() {
@@ -70,10 +72,25 @@ func main() {
 	fs.DurationVar(&o.minInterval, "push-min-interval", 10*time.Second, "CHAT_PUSH_MIN_INTERVAL of the node")
 	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL to use (default: a private embedded one, fsync on)")
 	fs.BoolVar(&o.serve, "serve-endpoint", false, "internal: run the loopback push service (the child process)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write chatd's CPU profile over the load window to this file")
 	_ = fs.Parse(os.Args[1:])
 	if o.serve {
 		serveEndpoint()
 		return
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pushbench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		// Started here, it includes set-up; the load dominates a 60 s run.
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "pushbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
