@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/push"
 )
@@ -272,5 +274,54 @@ func TestConcurrentDecisionsDecideEachMessageOnce(t *testing.T) {
 	}
 	if c := r.count(`SELECT sum(count) FROM push_job WHERE user_id = 2`); c != 3 {
 		t.Errorf("jobs count %d messages, want 3", c)
+	}
+}
+
+// TestFullQueueLeavesPushesInPostgreSQLAndCountsThem: with one worker and
+// a queue of two held by a hanging push service, the other due pushes stay
+// in PostgreSQL (memory stays bounded) and are counted as overflow; once
+// the service answers they all go out.
+func TestFullQueueLeavesPushesInPostgreSQLAndCountsThem(t *testing.T) {
+	r := newRig(t)
+	reg := prometheus.NewRegistry()
+	r.start(func(c *push.Config) {
+		c.Workers, c.QueueSize, c.Registerer, c.Timeout = 1, 2, reg, 3*time.Second
+	})
+	var names []string
+	for u := int64(2); u <= 7; u++ {
+		name := fmt.Sprint("u", u)
+		names = append(names, name)
+		r.subscribe(u, name)
+		r.ep.Hang(name, true)
+		r.send(r.direct(1, u), 1, "hi")
+	}
+	gauge := func(name string) float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				m := mf.GetMetric()[0]
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		return 0
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for gauge("chat_push_queue_overflow_total") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no overflow counted; queue %v", gauge("chat_push_queue_length"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if q := gauge("chat_push_queue_length"); q > 2 {
+		t.Errorf("queue length %v above its bound 2", q)
+	}
+	for _, n := range names {
+		r.ep.Hang(n, false)
+	}
+	for _, n := range names {
+		r.waitPushes(n, 1, 15*time.Second)
 	}
 }

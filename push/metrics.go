@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		decided: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_decided_total",
 			Help: "Pushes decided (new or merged into a waiting one) by this node's decider."}),
 		overflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_queue_overflow_total",
-			Help: "Due pushes left in PostgreSQL because this node's queue was full, counted per claim attempt."}),
+			Help: "Due pushes left in PostgreSQL because this node's queue was full, counted once a second while it is."}),
 		devicesDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_devices_deleted_total",
 			Help: "Devices deleted because their push service answered 404 or 410."}),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_sent_total",

@@ -128,6 +128,7 @@ func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
 	defer t.Stop()
 	lease := 3*p.cfg.Timeout + 5*time.Second
 	fails := 0
+	var lastOverflow time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -139,7 +140,10 @@ func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
 			free := cap(queue) - len(queue)
 			p.m.queue.Set(float64(len(queue)))
 			if free == 0 {
-				p.countOverflow(ctx)
+				if time.Since(lastOverflow) >= time.Second {
+					p.countOverflow(ctx)
+					lastOverflow = time.Now()
+				}
 				break
 			}
 			jobs, err := p.claim(ctx, min(free, 200), lease)
@@ -165,11 +169,12 @@ func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
 }
 
 // countOverflow counts the due pushes this node's full queue leaves in
-// PostgreSQL, for this or another node to take.
+// PostgreSQL, for this or another node to take (at most once a second, and
+// at most 10,000 at a time: a backlog must not make counting it costly).
 func (p *Pusher) countOverflow(ctx context.Context) {
 	var n int64
-	err := p.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM push_job
-WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now())`).Scan(&n)
+	err := p.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM push_job
+WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now()) LIMIT 10000) due`).Scan(&n)
 	if err == nil && n > 0 {
 		p.m.overflow.Add(float64(n))
 	}
