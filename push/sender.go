@@ -181,6 +181,11 @@ WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now()) LIMIT
 }
 
 func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job, error) {
+	// Not cancelled by a stopping Run: a claim that committed but went
+	// unread would leave its jobs to wait out their lease; read, they are
+	// handed back at once.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	rows, err := p.cfg.Pool.Query(ctx, claimSQL, n, lease.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim pushes: %w", err)
