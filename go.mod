@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/MicahParks/jwkset v0.11.4
+	github.com/SherClockHolmes/webpush-go v1.4.0
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -41,6 +42,7 @@ require (
 	github.com/rs/xid v1.5.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

@@ -92,6 +92,7 @@ type Settings struct {
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
 	OpsSettings
+	PushSettings
 
 	sources map[string]string // key -> where its value came from
 }
@@ -291,6 +292,9 @@ func (s *Settings) check() error {
 			Fix:    fmt.Sprintf("set %s (CHAT_%s) too, or unset %s to serve plain TCP/HTTP", k, strings.ToUpper(k), other)}
 	}
 	if err := s.checkOps(); err != nil {
+		return err
+	}
+	if err := s.checkPush(); err != nil {
 		return err
 	}
 	if len(s.KafkaBrokers) > 0 && s.KafkaTopic == "" {
@@ -544,6 +548,7 @@ func (s Settings) Redacted() map[string]any {
 		"shutdown_timeout":         s.ShutdownTimeout.String(),
 	}
 	s.redactedOps(m)
+	s.redactedPush(m)
 	return m
 }
 

@@ -315,3 +315,16 @@ SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m
        m.forwarded_conversation_id, m.forwarded_seq, m.forwarded_sender_id
 FROM message m
 LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply_to;
+
+-- # chat_unread(p_conv, p_read_seq, p_message_count)
+--
+-- A member's unread count: the messages (not edits, recalls, reactions or
+-- system entries) after their read watermark, wherever it points, i.e.
+-- the conversation's message_count less the msg_no of the newest entry at
+-- or before the watermark; two key lookups. The inbox and the push badge
+-- both count with it. Inlined by the planner (one SQL expression).
+CREATE OR REPLACE FUNCTION chat_unread(p_conv bigint, p_read_seq bigint, p_message_count bigint)
+RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT GREATEST(p_message_count - COALESCE(
+        (SELECT msg_no FROM message WHERE conversation_id = p_conv AND seq <= p_read_seq ORDER BY seq DESC LIMIT 1), 0), 0)
+$$;

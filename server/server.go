@@ -25,6 +25,7 @@ import (
 	"github.com/chatd/chatd/internal/presence"
 	"github.com/chatd/chatd/internal/ratelimit"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/store"
 )
 
@@ -46,6 +47,8 @@ type Server struct {
 
 	presencePub *presence.KafkaPublisher
 	relay       *relay.Relay // nil without Kafka
+	push        *push.Pusher
+	devices     *push.Devices
 	sessions    *store.Sessions
 
 	log      *slog.Logger
@@ -190,6 +193,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		runners = append(runners, pr.Run)
 	}
 	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, log) })
+	runners = append(runners, s.push.Run)
 	go s.background(bgCtx, s.sessions, runners)
 
 	s.logListeners(st)
@@ -225,6 +229,10 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		hubOpts.Next = s.relay
 	}
 	s.Hub = delivery.NewHub(s.sessions, hubOpts)
+	publisher, err := s.startPush(ctx, st)
+	if err != nil {
+		return err
+	}
 
 	// Group commit gets connections of its own (one per transaction in
 	// flight, and one more) so sends never wait behind history reads and
@@ -239,7 +247,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		return fmt.Errorf("open send pool: %w", err)
 	}
 	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
-		store.WithPublisher(s.Hub), store.WithRelayWake(relayWakeNeeded(s.relay)))
+		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)))
 	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
 	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered,
 		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
@@ -268,6 +276,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.Service.Rates = st.RateLimits()
 	s.Service.Receipts = s.Receipts
 	s.Service.PresenceSource = s.Presence
+	s.Service.Push = s.devices
 	return nil
 }
 
@@ -307,6 +316,7 @@ func (s *Server) consume(ev chat.Event) {
 		s.Presence.Remote(ev)
 		return
 	}
+	s.push.Publish(ev)
 	s.Hub.Deliver(ev)
 }
 

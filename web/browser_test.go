@@ -176,7 +176,7 @@ func buildChatd(t *testing.T) string {
 // embedded PostgreSQL and returns its base URL once /readyz answers. Its
 // log goes to a file, echoed on failure; warnings and errors are always
 // reported, since a clean browser run can still hide a server-side error.
-func startChatd(t *testing.T, bin string) string {
+func startChatd(t *testing.T, bin string, extraEnv ...string) string {
 	t.Helper()
 	// Under /tmp and world-traversable: PostgreSQL runs as an unprivileged
 	// account when the tests run as root, and must reach its data dir.
@@ -209,6 +209,7 @@ func startChatd(t *testing.T, bin string) string {
 		"CHAT_LIMIT_SEND_RATE=0",
 		"CHAT_SHUTDOWN_TIMEOUT=10s",
 	)
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {

@@ -34,6 +34,11 @@ var endpoints = []endpoint{
 	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
 	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox),
 	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindPresence, userPresence),
+	operation(http.MethodPut, "/v1/conversations/{id}/settings", "conversation.settings", bindSettings, setSettings),
+	operation(http.MethodPost, "/v1/devices", "device.register", bindRegisterDevice, registerDevice),
+	operation(http.MethodGet, "/v1/devices", "device.list", bindNone, listDevices),
+	operation(http.MethodDelete, "/v1/devices/{id}", "device.delete", bindDeviceID, deleteDevice),
+	operation(http.MethodGet, "/v1/push/vapid", "push.vapid", bindNone, vapidKey),
 	public(http.MethodGet, "/healthz", healthz),
 	public(http.MethodGet, "/readyz", readyz),
 }

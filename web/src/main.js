@@ -12,6 +12,7 @@ import { signInView } from './views/signin.js';
 import { createInbox } from './views/inbox.js';
 import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
+import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -31,6 +32,7 @@ async function startApp({ token, userId, exp }) {
   const signOut = (notice, { endSession = false } = {}) => {
     if (ended) return;
     ended = true;
+    if (endSession) disablePush(api, userId);
     clearTimeout(expiryTimer);
     session.close({ endSession });
     clearSignIn();
@@ -105,6 +107,11 @@ async function startApp({ token, userId, exp }) {
         },
       }),
   });
+
+  const bell = pushButton(api, userId, notify);
+  if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
+  followNotificationClicks(go);
+  notifyWhileHidden(session, state, userId);
 
   const emptyPane = h(
     'section',

@@ -64,6 +64,7 @@ export class ChatState extends EventTarget {
       c.title = e.title || '';
       c.createdAt = e.createdAt || c.createdAt;
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
+      c.settings = e.settings || null; // mute (PUT /v1/conversations/{id}/settings)
       c.noteLast(e.lastSeq || 0, e.lastMessage || null, e.lastMessageAt || null);
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
       else if (c.lastSeq > c.have) behind.push(c.id);
