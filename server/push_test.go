@@ -16,8 +16,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/server"
 )
 

@@ -23,9 +23,9 @@ import (
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/presence"
+	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/internal/ratelimit"
 	"github.com/chatd/chatd/internal/relay"
-	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/store"
 )
 

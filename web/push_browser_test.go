@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
 )
 
 // TestBrowserPush runs web/e2e/push.spec.mjs: the notification button, the

@@ -44,9 +44,9 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/config"
-	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/server"
 )
 

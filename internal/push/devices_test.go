@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
 )
 
 func webDevice(endpoint string) chat.DeviceRequest {

@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
 )
 
 func TestSignatureVerifiesAndRejectsTamperingAndReplays(t *testing.T) {

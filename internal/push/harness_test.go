@@ -13,8 +13,8 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/store"
 )
 
