@@ -32,8 +32,15 @@
 // $SYS and retained messages match no filter the subscribe ACL grants.
 // Clients see CONNACK codes of their own protocol version only, and 3.1.1
 // clients never get a DISCONNECT (disconnect.go). CONNECT (Sessions.Open)
-// is the one exchange that waits for PostgreSQL on the read goroutine:
-// until its CONNACK the connection has nothing else to do.
+// and SUBSCRIBE/UNSUBSCRIBE of a persistent session (its subscriptions
+// are recorded before the acknowledgement) are the exchanges that wait for
+// PostgreSQL on the read goroutine: until their answer the connection has
+// nothing else to do.
+//
+// Sessions (session.go): a persistent session's whole state is in
+// PostgreSQL, its cursors and its subscriptions, so mochi forgets a
+// client when it disconnects; it resumes on any node, after any restart,
+// with session present and its subscriptions restored.
 //
 // Authentication: a connection with a transport identity (Config.PeerUser:
 // a verified TLS client certificate) is that user and its password is not

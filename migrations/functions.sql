@@ -328,3 +328,84 @@ RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT GREATEST(p_message_count - COALESCE(
         (SELECT msg_no FROM message WHERE conversation_id = p_conv AND seq <= p_read_seq ORDER BY seq DESC LIMIT 1), 0), 0)
 $$;
+
+-- # chat_session_open(p_client, p_user, p_persistent, p_clean, p_expiry)
+--
+-- Opens (or resumes) an MQTT session in one round trip. A client id
+-- belongs to one user: o_owner is its owner, and when that is not p_user
+-- nothing changed. A persistent session that is not started clean resumes
+-- (o_resumed) with its cursors and its recorded subscriptions
+-- (o_subscriptions; NULL when none were recorded); any other session
+-- starts now: cursors at every conversation's last_seq (persistent) or
+-- none, subscriptions an empty record (persistent) or none.
+--
+-- It commits without waiting for the WAL flush (synchronous_commit off for
+-- its own transaction): reconnect storms then cost no fsync per client.
+-- What a crash of PostgreSQL can lose is an open of the last moments, and
+-- the next connection then reports the session honestly (not present, or
+-- resumed as before that open). A SUBACK waits for a synchronous commit of
+-- the subscriptions (Sessions.SaveSubscriptions), and WAL is flushed in
+-- order, so a session is never present with subscriptions its client was
+-- not told of, nor without ones it was.
+CREATE OR REPLACE FUNCTION chat_session_open(p_client text, p_user bigint, p_persistent boolean, p_clean boolean, p_expiry bigint,
+    OUT o_owner bigint, OUT o_resumed boolean, OUT o_subscriptions jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_persistent boolean;
+    v_subs jsonb;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    o_resumed := false;
+    SELECT user_id, persistent, subscriptions INTO o_owner, v_persistent, v_subs
+    FROM chat_session WHERE client_id = p_client FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions)
+        VALUES (p_client, p_user, p_persistent, p_expiry, CASE WHEN p_persistent THEN '[]'::jsonb END)
+        ON CONFLICT (client_id) DO NOTHING;
+        -- A concurrent open may have won the insert: read the owner again.
+        SELECT user_id INTO o_owner FROM chat_session WHERE client_id = p_client FOR UPDATE;
+        IF o_owner <> p_user THEN
+            RETURN;
+        END IF;
+    ELSE
+        IF o_owner <> p_user THEN
+            RETURN;
+        END IF;
+        o_resumed := p_persistent AND v_persistent AND NOT p_clean;
+        IF o_resumed THEN
+            o_subscriptions := v_subs;
+        END IF;
+        UPDATE chat_session SET persistent = p_persistent, expiry_seconds = p_expiry, last_seen_at = now(),
+            subscriptions = CASE WHEN o_resumed THEN subscriptions WHEN p_persistent THEN '[]'::jsonb END
+        WHERE client_id = p_client;
+    END IF;
+    IF o_resumed THEN
+        RETURN;
+    END IF;
+    DELETE FROM session_cursor WHERE client_id = p_client;
+    IF p_persistent THEN
+        INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
+        SELECT p_client, c.id, c.last_seq FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+        WHERE m.user_id = p_user;
+    END IF;
+END;
+$$;
+
+-- # chat_sessions_touch(p_ids, p_expiry_seconds)
+--
+-- Records that sessions disconnected now, with their expiry (a v5 client
+-- may change it on DISCONNECT), in client id order (the order every
+-- statement that updates many sessions locks them in). Asynchronous
+-- commit: a crash loses at most a last-seen time, which only delays an
+-- expiry.
+CREATE OR REPLACE FUNCTION chat_sessions_touch(p_ids text[], p_expiry_seconds bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    WITH v AS (SELECT * FROM unnest(p_ids, p_expiry_seconds) AS v(id, secs)),
+    locked AS (SELECT s.client_id FROM chat_session s JOIN v ON s.client_id = v.id
+               ORDER BY s.client_id FOR NO KEY UPDATE OF s)
+    UPDATE chat_session s SET last_seen_at = now(), expiry_seconds = v.secs
+    FROM v JOIN locked l ON l.client_id = v.id WHERE s.client_id = v.id;
+END;
+$$;

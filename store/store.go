@@ -154,11 +154,6 @@ drain:
 	return nil
 }
 
-// PostgreSQL error codes the store reacts to.
-const (
-	sqlStateUniqueViolation = "23505"
-)
-
 // readOnly is what the read paths run in: one snapshot for the membership
 // check and the data, and no way to write by mistake.
 func readOnly() pgx.TxOptions {
@@ -286,15 +281,6 @@ func unavailableState(code string) bool {
 		return true
 	}
 	return false
-}
-
-// isUniqueViolation reports a unique_violation, optionally on one constraint.
-func isUniqueViolation(err error, constraint string) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != sqlStateUniqueViolation {
-		return false
-	}
-	return constraint == "" || pe.ConstraintName == constraint
 }
 
 // errNoConversation and errNotMember are the two answers every members-only

@@ -56,6 +56,7 @@ type bench struct {
 	tokens         []string        // chatd: per client
 	baseGoroutines float64         // the server's, before the first connection
 	retries        atomic.Int64    // connect attempts repeated
+	lat            latencies       // of the current paced step
 }
 
 // client is one persistent session. got has bit n set once the message
@@ -106,6 +107,7 @@ func run(ctx context.Context, o *options, log io.Writer) (*Report, error) {
 		{"connect", "all connect and subscribe (online, idle)", b.connectAll},
 		{"message", "each gets one message (online, idle)", b.messageOnline},
 		{"disconnect", "all disconnect (offline sessions)", b.disconnectAll},
+		{"park", "a second device of each connects and disconnects (2 offline sessions each)", b.parkMore},
 		{"owed", "each is owed one message (offline)", b.messageOffline},
 		{"resume", "all resume and get it (online, idle)", b.resumeAll},
 	}
@@ -130,10 +132,17 @@ func run(ctx context.Context, o *options, log io.Writer) (*Report, error) {
 			}
 		}
 		res.Mem = b.mem.sample(ctx, st.name)
-		if st.name == "baseline" {
+		switch st.name {
+		case "baseline":
 			base = res.Mem
 			b.baseGoroutines = base.Goroutines
-		} else {
+		case "park":
+			// What one more offline session costs: this step less the
+			// first disconnect.
+			prev := rep.Steps[len(rep.Steps)-1].Mem
+			res.PerClient = res.Mem.perClient(prev, o.clients)
+			res.PerClientOf = "the step before"
+		default:
 			res.PerClient = res.Mem.perClient(base, o.clients)
 		}
 		rep.Steps = append(rep.Steps, res)

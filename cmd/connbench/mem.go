@@ -84,8 +84,11 @@ func newMemSampler(o *options) (*memSampler, error) {
 func (m *memSampler) sample(ctx context.Context, step string) Mem {
 	var out Mem
 	if m.o.pprofURL != "" {
-		if body, err := m.get(ctx, m.o.pprofURL+"/debug/pprof/heap?gc=1"); err == nil && m.o.profileDir != "" {
-			_ = saveProfile(m.o.profileDir, fmt.Sprintf("%s-%s.heap.pb.gz", m.o.target(), step), body)
+		for i := range m.o.gcs {
+			body, err := m.get(ctx, m.o.pprofURL+"/debug/pprof/heap?gc=1")
+			if err == nil && m.o.profileDir != "" && i == m.o.gcs-1 {
+				_ = saveProfile(m.o.profileDir, fmt.Sprintf("%s-%s.heap.pb.gz", m.o.target(), step), body)
+			}
 		}
 	}
 	if v, err := m.scrape(ctx); err == nil {

@@ -28,7 +28,10 @@ type Step struct {
 	Detail    string     `json:"detail,omitempty"`
 	Error     string     `json:"error,omitempty"`
 	Mem       Mem        `json:"mem"`
-	PerClient *PerClient `json:"perClient,omitempty"` // less the baseline, per client
+	PerClient *PerClient `json:"perClient,omitempty"` // less the baseline (or PerClientOf), per client
+	// PerClientOf names the step PerClient is measured from when not the
+	// baseline.
+	PerClientOf string `json:"perClientOf,omitempty"`
 }
 
 func (r *Report) print(w io.Writer) {
@@ -40,6 +43,9 @@ func (r *Report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%.1f\t%v\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t|", s.Name, s.Seconds, s.OK, m.HeapInuseMiB, m.HeapLiveMiB, m.StackMiB, m.Goroutines, m.RSSMiB, m.PGPSSMiB)
 		if p := s.PerClient; p != nil {
 			fmt.Fprintf(tw, " %.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f", p.TotalKiB, p.HeapInuseKiB, p.StackKiB, p.Goroutines, p.RSSKiB, p.PGPSSKiB)
+			if s.PerClientOf != "" {
+				fmt.Fprintf(tw, "\t(less %s)", s.PerClientOf)
+			}
 		}
 		fmt.Fprintln(tw)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,6 +133,7 @@ func (b *bench) paced(ctx context.Context, rate float64, fn func(ctx context.Con
 		mu     sync.Mutex
 		first  error
 	)
+	b.lat.reset()
 	start := time.Now()
 	for i, c := range b.clients {
 		at := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
@@ -147,7 +149,10 @@ func (b *bench) paced(ctx context.Context, rate float64, fn func(ctx context.Con
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := fn(ctx, c); err != nil {
+			t0 := time.Now()
+			err := fn(ctx, c)
+			b.lat.add(time.Since(t0))
+			if err != nil {
 				failed.Add(1)
 				mu.Lock()
 				if first == nil {
@@ -167,10 +172,21 @@ func (b *bench) paced(ctx context.Context, rate float64, fn func(ctx context.Con
 // dial opens c's session (clean: a fresh one), subscribing unless the
 // server says the session is present; it reports whether it was.
 func (b *bench) dial(ctx context.Context, c *client, clean bool) (present, subscribed bool, err error) {
+	conn, present, subscribed, err := b.dialAs(ctx, c, fmt.Sprintf("connbench-%d", c.user), clean, func(pk packets.Packet) { b.received(c, pk) })
+	if err == nil {
+		c.mu.Lock()
+		c.conn = conn
+		c.mu.Unlock()
+	}
+	return present, subscribed, err
+}
+
+// dialAs opens a session of c's user under clientID.
+func (b *bench) dialAs(ctx context.Context, c *client, clientID string, clean bool, onPublish func(packets.Packet)) (_ *benchmqtt.Conn, present, subscribed bool, err error) {
 	o := b.o
-	opts := benchmqtt.Options{Version: 5, ClientID: fmt.Sprintf("connbench-%d", c.user), CleanStart: clean,
+	opts := benchmqtt.Options{Version: 5, ClientID: clientID, CleanStart: clean,
 		Expiry: 3600, KeepAlive: uint16(o.keepAlive), LocalAddr: c.source, BufferSize: 2048, QueueSize: 16,
-		OnPublish: func(pk packets.Packet) { b.received(c, pk) }}
+		OnPublish: onPublish}
 	if !o.plain {
 		opts.Username = strconv.FormatInt(c.user, 10)
 		opts.Password = b.tokens[c.idx]
@@ -184,7 +200,7 @@ func (b *bench) dial(ctx context.Context, c *client, clean bool) (present, subsc
 		}
 		b.retries.Add(1)
 		if attempt >= 5 || ctx.Err() != nil {
-			return false, false, err
+			return nil, false, false, err
 		}
 		select {
 		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
@@ -199,14 +215,11 @@ func (b *bench) dial(ctx context.Context, c *client, clean bool) (present, subsc
 		}
 		if err := conn.Subscribe([]string{topic}); err != nil {
 			conn.Drop()
-			return present, false, err
+			return nil, present, false, err
 		}
 		subscribed = true
 	}
-	c.mu.Lock()
-	c.conn = conn
-	c.mu.Unlock()
-	return present, subscribed, nil
+	return conn, present, subscribed, nil
 }
 
 // received records a delivery: chatd's message.new events of the pair's
@@ -236,7 +249,7 @@ func (b *bench) connectAll(ctx context.Context) (string, error) {
 		_, _, err := b.dial(ctx, c, true)
 		return err
 	})
-	detail := fmt.Sprintf("%d of %d connected and subscribed; %d connect attempts retried", len(b.clients)-failed, len(b.clients), b.retries.Load())
+	detail := fmt.Sprintf("%d of %d connected and subscribed (%s); %d connect attempts retried", len(b.clients)-failed, len(b.clients), b.lat.summary(), b.retries.Load())
 	return detail, err
 }
 
@@ -309,6 +322,29 @@ func (b *bench) disconnectAll(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d disconnected; the server reports no connection and holds %d open files", len(b.clients), b.mem.openFiles()), nil
 }
 
+// parkMore connects a second device of every user, subscribed like the
+// first, and disconnects it: twice as many offline sessions, so the step's
+// difference to the one before is what one more offline session costs,
+// without the high-water marks (maps sized for N online clients) that
+// the first disconnect leaves behind.
+func (b *bench) parkMore(ctx context.Context) (string, error) {
+	failed, err := b.paced(ctx, b.o.connectRate, func(ctx context.Context, c *client) error {
+		conn, _, _, err := b.dialAs(ctx, c, fmt.Sprintf("connbench-%d-b", c.user), true, func(packets.Packet) {})
+		if err != nil {
+			return err
+		}
+		conn.Disconnect()
+		return nil
+	})
+	if err != nil {
+		return fmt.Sprintf("%d of %d second devices failed", failed, len(b.clients)), err
+	}
+	if err := b.mem.waitIdle(ctx, b.baseGoroutines); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d more sessions connected, subscribed and disconnected: %d offline", len(b.clients), 2*len(b.clients)), nil
+}
+
 // messageOffline: while everyone is offline, the first of each pair sends
 // one more message (chatd: through the HTTP API; plain: from the extra
 // publisher, which mochi queues for the offline subscribers).
@@ -360,7 +396,7 @@ func (b *bench) resumeAll(ctx context.Context) (string, error) {
 		}
 		return err
 	})
-	detail := fmt.Sprintf("%d of %d resumed, %d with their session present (%d resubscribed)", len(b.clients)-failed, len(b.clients), present.Load(), resubscribed.Load())
+	detail := fmt.Sprintf("%d of %d resumed (%s), %d with their session present (%d resubscribed)", len(b.clients)-failed, len(b.clients), b.lat.summary(), present.Load(), resubscribed.Load())
 	if err != nil {
 		return detail, err
 	}
@@ -376,4 +412,37 @@ func saveProfile(dir, name string, body []byte) error {
 		return err
 	}
 	return os.WriteFile(dir+"/"+name, body, 0o644)
+}
+
+// latencies are the durations of one paced step's calls.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) reset() {
+	l.mu.Lock()
+	l.d = l.d[:0]
+	l.mu.Unlock()
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+// summary is "p50/p99/max a/b/c ms" of each call (connect to SUBACK).
+func (l *latencies) summary() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return "no calls"
+	}
+	d := slices.Clone(l.d)
+	slices.Sort(d)
+	pct := func(p float64) float64 {
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
+	}
+	return fmt.Sprintf("each p50/p99/max %.1f/%.1f/%.1f ms", pct(0.5), pct(0.99), float64(d[len(d)-1].Microseconds())/1000)
 }

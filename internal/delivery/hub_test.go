@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -456,4 +457,58 @@ func TestFanOutKeepsRoutingWhileAConversationsMembersLoad(t *testing.T) {
 	}
 	close(slow.release)
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 3), 1, 3)
+}
+
+// Phones and devices keep connections open and get a message a minute: an
+// idle session holds no goroutine (its pump runs only while there is work)
+// and no buffers sized for a burst.
+func TestIdleSessionsHoldNoGoroutineAndLittleMemory(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{})
+	const n = 500
+	conns := make([]*fakeConn, n)
+	for i := range conns {
+		conns[i] = attach(t, h, f, fmt.Sprint("idle-", i), true, true)
+	}
+	for _, ev := range f.send(t, 1) {
+		h.Publish(ev)
+	}
+	for i, c := range conns {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(c.seqs(f.conv.ID)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("session %d did not get the message", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Every delivery was acknowledged: the pumps have nothing left to do.
+	base := runtime.NumGoroutine()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g := runtime.NumGoroutine()
+		if g < n/10 {
+			t.Logf("%d goroutines for %d idle sessions (%d when the last delivery arrived)", g, n, base)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines for %d idle sessions: a pump per session", g, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	more := make([]*fakeConn, n)
+	for i := range more {
+		more[i] = attach(t, h, f, fmt.Sprint("more-", i), true, true)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("%d bytes of heap per idle session (the test's connection and PostgreSQL rows included)", per)
+	if per > 8<<10 {
+		t.Fatalf("%d bytes of heap per idle session, want at most 8 KiB", per)
+	}
+	runtime.KeepAlive(more)
 }
