@@ -96,6 +96,7 @@ async function startApp({ token, userId, exp }) {
 
   const convView = createConversationView(state, sync, {
     back: () => go(null),
+    notify,
     addMember: (cid) =>
       openDialog({
         title: 'Add member',
