@@ -12,6 +12,9 @@ import (
 	"github.com/chatd/chatd/internal/webpushtest"
 )
 
+// pushSpec needs a loopback push service, so TestBrowserE2E leaves it out.
+const pushSpec = "push.spec.mjs"
+
 // TestBrowserPush runs web/e2e/push.spec.mjs: the notification button, the
 // service worker's subscription registered with POST /v1/devices, chatd's
 // encrypted push decrypted by a loopback push service with the
@@ -34,7 +37,7 @@ func TestBrowserPush(t *testing.T) {
 	base := startChatd(t, buildChatd(t), "CHAT_VAPID_PRIVATE_KEY="+keys.Private, "CHAT_PUSH_ALLOW_HTTP=true", "CHAT_PUSH_DELAY=1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := newNodeCmd(ctx, node, filepath.Join("e2e", "push.spec.mjs"))
+	cmd := newNodeCmd(ctx, node, filepath.Join("e2e", pushSpec))
 	cmd.Env = append(os.Environ(),
 		"CHATD_URL="+base,
 		"CHROMIUM_PATH="+chromium,
