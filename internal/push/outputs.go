@@ -94,8 +94,11 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 		err := o.kafka.WriteMessages(wctx, kafka.Message{
 			Key:   []byte(strconv.FormatInt(j.user, 10)),
 			Value: body,
-			Headers: []kafka.Header{{Key: "type", Value: []byte("push")}, {Key: "platform", Value: []byte(d.Platform)},
-				{Key: "notification", Value: []byte(n.Type)}},
+			Headers: []kafka.Header{
+				{Key: "type", Value: []byte("push")},
+				{Key: "platform", Value: []byte(d.Platform)},
+				{Key: "notification", Value: []byte(n.Type)},
+			},
 		})
 		cancel()
 		if err != nil {
