@@ -66,6 +66,10 @@ func TestEditsAndReactionsToAnUnacknowledgedMessagePushNothingOfTheirOwn(t *test
 	r.edit(conv, 1, seq, "hello, fixed")
 	last := r.react(conv, 3, seq, "👍")
 	r.waitCount(last, 3*time.Second, `SELECT COALESCE((SELECT seq FROM push_cursor WHERE conversation_id = $1), 0)`, conv)
+	// Decided, and no push stands for them.
+	if n := r.count(`SELECT seq FROM push_last WHERE user_id = 2 AND conversation_id = $1`, conv); n != seq {
+		t.Errorf("pushes cover up to seq %d, want only the message %d", n, seq)
+	}
 	// Past the delay and the minimum interval: nothing more.
 	r.quiet("bob", 1, r.cfg.Delay+r.cfg.MinInterval+500*time.Millisecond)
 }
@@ -157,6 +161,9 @@ func TestMessageRecalledBeforeItsPushWasDueIsNeverPushed(t *testing.T) {
 	r.quiet("bob", 0, 500*time.Millisecond)
 	if n := r.count(`SELECT count(*) FROM push_job`); n != 0 {
 		t.Errorf("%d jobs for a recalled message:\n%s", n, dumpJobs(r))
+	}
+	if n := r.count(`SELECT count(*) FROM push_last`); n != 0 {
+		t.Errorf("the recalled message was decided into a push (%d push_last rows)", n)
 	}
 }
 
