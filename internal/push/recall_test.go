@@ -249,7 +249,7 @@ func TestRecallOfAMessageANewerPushReplacedSendsNoRemove(t *testing.T) {
 	if got := r.waitPushes("bob", 2, 3*time.Second); got[1].Seq != newer {
 		t.Fatalf("second push = %+v", got[1])
 	}
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent' AND seq = $1`, newer)
 	rc := r.recall(conv, 1, old)
 	r.waitCount(rc, 3*time.Second, `SELECT COALESCE((SELECT seq FROM push_cursor WHERE conversation_id = $1), 0)`, conv)
 	r.quiet("bob", 2, 800*time.Millisecond)
