@@ -113,18 +113,20 @@ WITH cur AS (
     DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count,
                   sender_id = EXCLUDED.sender_id, covered = j.covered + EXCLUDED.covered
     RETURNING 1
+), per AS (
+    SELECT conversation_id, count(*)::int AS n,
+           array_agg(target_seq ORDER BY seq) FILTER (WHERE kind = 'recall') AS recalled,
+           array_agg(sender_id ORDER BY seq) FILTER (WHERE kind = 'recall') AS actors
+    FROM msgs GROUP BY conversation_id
 )
-SELECT cur.conversation_id,
-       (SELECT count(*) FROM msgs WHERE msgs.conversation_id = cur.conversation_id)::int,
-       (SELECT EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8
-        FROM firstyoung y WHERE y.conversation_id = cur.conversation_id),
+SELECT cur.conversation_id, COALESCE(per.n, 0),
+       EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8,
        (SELECT count(*) FROM ins)::int,
        (SELECT count(*) FROM adv)::int,
-       COALESCE((SELECT array_agg(target_seq ORDER BY seq) FROM msgs
-                 WHERE msgs.conversation_id = cur.conversation_id AND kind = 'recall'), '{}'),
-       COALESCE((SELECT array_agg(sender_id ORDER BY seq) FROM msgs
-                 WHERE msgs.conversation_id = cur.conversation_id AND kind = 'recall'), '{}')
-FROM cur`
+       COALESCE(per.recalled, '{}'), COALESCE(per.actors, '{}')
+FROM cur
+LEFT JOIN per ON per.conversation_id = cur.conversation_id
+LEFT JOIN firstyoung y ON y.conversation_id = cur.conversation_id`
 
 // dropRecalledSQL deletes the pending notifications that covered nothing
 // but the recalled messages (conversation $1[i], seq $2[i]): nothing was

@@ -388,13 +388,13 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.
 	}
 	if len(shown) > 0 {
 		// The pair's newest sent notification is what its devices show
-		// (same tag and collapse key): older sent ones are forgotten.
+		// (same tag and collapse key): older sent ones are forgotten (one
+		// left by two writers at once is never the newest, which is all
+		// a recall looks at).
 		b.Queue(`UPDATE push_job SET state = 'sent', lease_until = NULL, device_ids = NULL WHERE id = ANY($1)`, shown)
-		b.Queue(`DELETE FROM push_job o
-USING (SELECT DISTINCT conversation_id, user_id FROM push_job WHERE id = ANY($1)) s
-WHERE o.conversation_id = s.conversation_id AND o.user_id = s.user_id AND o.kind = 'message' AND o.state = 'sent'
-  AND EXISTS (SELECT 1 FROM push_job n WHERE n.conversation_id = o.conversation_id AND n.user_id = o.user_id
-                  AND n.kind = 'message' AND n.state = 'sent' AND n.id > o.id)`, shown)
+		b.Queue(`DELETE FROM push_job o USING push_job n
+WHERE n.id = ANY($1) AND o.conversation_id = n.conversation_id AND o.user_id = n.user_id
+  AND o.kind = 'message' AND o.state = 'sent' AND o.id < n.id`, shown)
 	}
 	if len(released) > 0 {
 		b.Queue(`UPDATE push_job SET lease_until = NULL, attempts = attempts - 1 WHERE id = ANY($1)`, released)
