@@ -49,7 +49,7 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //
 // It answers per conversation how many entries it read, when a message
 // that is not yet due remains, in how many seconds it is, and the targets
-// and actors of the recalls it read (due or not: recallSQL is idempotent).
+// and actors of the recalls it read (also those the cursor does not pass\n// yet, behind a young message: recallSQL is idempotent).
 const decideSQL = `
 WITH cur AS (
     SELECT conversation_id, seq FROM push_cursor

@@ -317,3 +317,85 @@ func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
 		t.Errorf("chat.push records' notification headers %v, want message then remove", kinds)
 	}
 }
+
+// TestRecallBehindAYoungMessageIsHandledAtOnce: a recall committed after
+// a message that is not yet due (the cursor cannot pass it) still sends
+// its remove at once, before that message's push.
+func TestRecallBehindAYoungMessageIsHandledAtOnce(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Delay, c.MinInterval = 2*time.Second, 100*time.Millisecond })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	old := r.send(conv, 1, "oops")
+	r.waitPushes("bob", 1, 5*time.Second)
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	young := r.send(conv, 1, "meant this")
+	recalled := time.Now()
+	r.recall(conv, 1, old)
+	got := r.waitPushes("bob", 2, 5*time.Second)
+	if got[1].Type != push.TypeRemove || got[1].Seq != old {
+		t.Fatalf("second push = %+v, want the remove of %d", got[1], old)
+	}
+	if d := r.ep.Of("bob")[1].At.Sub(recalled); d > 1200*time.Millisecond {
+		t.Errorf("remove sent %v after the recall, want it before the young message is due (2 s)", d)
+	}
+	if got := r.waitPushes("bob", 3, 5*time.Second); got[2].Type != push.TypeMessage || got[2].Seq != young || got[2].Count != 1 {
+		t.Errorf("third push = %+v, want the young message", got[2])
+	}
+}
+
+// TestConcurrentDecisionsOfARecallRemoveOnce: a second decider deciding a
+// recall at the same time as the first waits for it and finds the message
+// already out of every push: one remove, standing for one recall.
+func TestConcurrentDecisionsOfARecallRemoveOnce(t *testing.T) {
+	r := newRig(t)
+	stop := r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "oops")
+	r.waitPushes("bob", 1, 3*time.Second)
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	stop()
+	r.recall(conv, 1, seq)
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx1, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	if _, err := push.DecideInTx(ctx, p, tx1, []int64{conv}); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		tx2, err := r.pool.Begin(ctx)
+		if err == nil {
+			defer tx2.Rollback(ctx)
+			if _, err = push.DecideInTx(ctx, p, tx2, []int64{conv}); err == nil {
+				err = tx2.Commit(ctx)
+			}
+		}
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the second decision did not wait for the first (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE kind = 'remove'`); n != 1 {
+		t.Errorf("%d remove jobs, want 1:\n%s", n, dumpJobs(r))
+	}
+	if n := r.count(`SELECT COALESCE(sum(count), 0) FROM push_job WHERE kind = 'remove'`); n != 1 {
+		t.Errorf("the remove job stands for %d recalls, want 1:\n%s", n, dumpJobs(r))
+	}
+}
