@@ -426,3 +426,75 @@ func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
 		t.Errorf("second device.delete: %v", d)
 	}
 }
+
+// TestRecalledMessageIsTakenOffTheDevicesItWasPushedTo: a message sent
+// over MQTT is pushed with its preview to the offline recipient; its
+// sender's edit and a reaction push nothing; the sender's recall over
+// HTTP sends that device a silent remove and the sender's own device
+// nothing.
+func TestRecalledMessageIsTakenOffTheDevicesItWasPushedTo(t *testing.T) {
+	url := pgtest.NewDB(t)
+	keys := newVAPID(t)
+	srv := startNode(t, url, pushEnv(t, keys, map[string]string{"CHAT_PUSH_PREVIEW": "true"}))
+	ep := webpushtest.NewEndpoint(keys.Public)
+	t.Cleanup(ep.Close)
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "team", []int64{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subscribeDevice(t, srv, ep, 1, "alice")
+	subscribeDevice(t, srv, ep, 2, "bob")
+	alice := rawClient(t, srv.MQTTAddr(), 1, "alice-1", 5, true)
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol-3", 5, true)
+	go func() {
+		for range alice.Publishes {
+		}
+	}()
+	go func() {
+		for range carol.Publishes {
+		}
+	}()
+	if ack, err := alice.Publish(msgTopic(g.ID), 1, sendPayload(newID(), "wrong group")); err != nil || ack.ReasonCode >= 0x80 {
+		t.Fatalf("send: %v %v", err, ack.ReasonCode)
+	}
+	got := waitAccepted(t, ep, "bob", 1, 5*time.Second)
+	if got[0].Type != push.TypeMessage || got[0].Seq != 1 || got[0].Body != "wrong group" {
+		t.Fatalf("push = %+v", got[0])
+	}
+	if ack, err := alice.Publish(changeTopic(g.ID, "edit"), 1, fmt.Appendf(nil, `{"clientMsgId":%q,"seq":1,"body":"wrong group!"}`, newID())); err != nil || ack.ReasonCode >= 0x80 {
+		t.Fatalf("edit: %v %v", err, ack.ReasonCode)
+	}
+	if ack, err := carol.Publish(changeTopic(g.ID, "react"), 1, fmt.Appendf(nil, `{"clientMsgId":%q,"seq":1,"emoji":"😬","on":true}`, newID())); err != nil || ack.ReasonCode >= 0x80 {
+		t.Fatalf("react: %v %v", err, ack.ReasonCode)
+	}
+	stillAccepted(t, ep, "bob", 1, 2500*time.Millisecond) // past push_delay and push_min_interval
+	var rc struct{ Seq, TargetSeq int64 }
+	if st := api(t, srv, 1, "DELETE", fmt.Sprintf("/v1/conversations/%d/messages/1", g.ID), nil, &rc); st != http.StatusOK || rc.TargetSeq != 1 {
+		t.Fatalf("recall: %d %+v", st, rc)
+	}
+	got = waitAccepted(t, ep, "bob", 2, 5*time.Second)
+	if n := got[1]; n.Type != push.TypeRemove || n.ConversationID != g.ID || n.Seq != 1 || n.Body != "" || n.Title != "" {
+		t.Errorf("after the recall: %+v, want a silent remove of seq 1", n)
+	}
+	stillAccepted(t, ep, "bob", 2, 1500*time.Millisecond)
+	stillAccepted(t, ep, "alice", 0, 0)
+}
+
+// stillAccepted fails as soon as subscription name has more than n
+// accepted pushes, watching for d.
+func stillAccepted(t *testing.T, ep *webpushtest.Endpoint, name string, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if got := ep.Of(name); len(got) > n {
+			t.Fatalf("%s: %d pushes, want %d: last %s", name, len(got), n, got[len(got)-1].Plaintext)
+		}
+		if !time.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-ep.Notify():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -34,7 +34,8 @@ func TestBrowserPush(t *testing.T) {
 	t.Cleanup(ep.Close)
 	endpoint, sub := ep.Subscribe("browser")
 
-	base := startChatd(t, buildChatd(t), "CHAT_VAPID_PRIVATE_KEY="+keys.Private, "CHAT_PUSH_ALLOW_HTTP=true", "CHAT_PUSH_DELAY=1s")
+	base := startChatd(t, buildChatd(t), "CHAT_VAPID_PRIVATE_KEY="+keys.Private, "CHAT_PUSH_ALLOW_HTTP=true", "CHAT_PUSH_DELAY=1s",
+		"CHAT_PUSH_MIN_INTERVAL=1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := newNodeCmd(ctx, node, filepath.Join("e2e", pushSpec))

@@ -27,9 +27,9 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //
 //   - under each conversation's push_cursor row lock (a second decider, a
 //     leader that lost its lease without knowing, waits and then sees the
-//     cursor moved), it reads the undecided messages (after the cursor, at
-//     most $5); those older than Delay ($2 s) are due: their recipients
-//     had their chance to acknowledge;
+//     cursor moved), it reads the undecided entries (after the cursor, at
+//     most $5); messages older than Delay ($2 s) are due: their recipients
+//     had their chance to acknowledge; other entries are due at once;
 //   - only messages push (edits, recalls, reactions and system entries
 //     are entries of the stream too, decided and passed over), a recalled
 //     one never; a message would push a member who is not its sender, joined before
@@ -42,22 +42,24 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //     so far, young ones included: they are waiting together (coalescing).
 //     It is merged into the job already waiting for that (user,
 //     conversation), due at once or MinInterval ($4 s) after that pair's
-//     last push, and push_last.seq records what it covers;
-//   - the cursor moves past the due messages, in the same transaction as
+//     last push; the job's covered lists its messages and push_last.seq
+//     records the highest;
+//   - the cursor moves past the due entries, in the same transaction as
 //     the jobs: each message is decided once.
 //
-// It answers per conversation how many messages it read and, when a
-// message that is not yet due remains, in how many seconds it is.
+// It answers per conversation how many entries it read, when a message
+// that is not yet due remains, in how many seconds it is, and the targets
+// and actors of the recalls it read (also those the cursor does not pass\n// yet, behind a young message: recallSQL is idempotent).
 const decideSQL = `
 WITH cur AS (
     SELECT conversation_id, seq FROM push_cursor
     WHERE conversation_id = ANY($1::bigint[])
     ORDER BY conversation_id FOR UPDATE
 ), msgs AS (
-    SELECT m.conversation_id, m.seq, m.sender_id, m.body, m.created_at, m.kind, m.recalled_at,
-           m.created_at <= now() - make_interval(secs => $2) AS due
+    SELECT m.conversation_id, m.seq, m.sender_id, m.body, m.created_at, m.kind, m.recalled_at, m.target_seq,
+           m.kind <> 'message' OR m.created_at <= now() - make_interval(secs => $2) AS due
     FROM cur CROSS JOIN LATERAL (
-        SELECT conversation_id, seq, sender_id, body, created_at, kind, recalled_at FROM message
+        SELECT conversation_id, seq, sender_id, body, created_at, kind, recalled_at, target_seq FROM message
         WHERE conversation_id = cur.conversation_id AND seq > cur.seq
         ORDER BY seq LIMIT $5
     ) m
@@ -92,7 +94,8 @@ WITH cur AS (
                AND m.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))
 ), rcpt AS (
     SELECT user_id, conversation_id, count(*)::int AS n, max(seq) AS seq,
-           (array_agg(sender_id ORDER BY seq DESC))[1] AS sender_id
+           (array_agg(sender_id ORDER BY seq DESC))[1] AS sender_id,
+           range_agg(int8range(seq, seq + 1)) AS covered
     FROM elig
     GROUP BY user_id, conversation_id
     HAVING bool_or(due)
@@ -101,23 +104,85 @@ WITH cur AS (
     SELECT user_id, conversation_id, '-infinity', seq FROM rcpt
     ON CONFLICT (user_id, conversation_id) DO UPDATE SET seq = GREATEST(l.seq, EXCLUDED.seq)
 ), ins AS (
-    INSERT INTO push_job AS j (user_id, conversation_id, seq, count, sender_id, not_before)
-    SELECT rc.user_id, rc.conversation_id, rc.seq, rc.n, rc.sender_id,
+    INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered, not_before)
+    SELECT rc.user_id, rc.conversation_id, 'message', rc.seq, rc.n, rc.sender_id, rc.covered,
            GREATEST(now(), COALESCE(l.pushed_at + make_interval(secs => $4), now()))
     FROM rcpt rc
     LEFT JOIN push_last l ON l.user_id = rc.user_id AND l.conversation_id = rc.conversation_id
-    ON CONFLICT (user_id, conversation_id) WHERE state = 'pending'
+    ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
     DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count,
-                  sender_id = EXCLUDED.sender_id
+                  sender_id = EXCLUDED.sender_id, covered = j.covered + EXCLUDED.covered
     RETURNING 1
+), per AS (
+    SELECT conversation_id, count(*)::int AS n,
+           array_agg(target_seq ORDER BY seq) FILTER (WHERE kind = 'recall') AS recalled,
+           array_agg(sender_id ORDER BY seq) FILTER (WHERE kind = 'recall') AS actors
+    FROM msgs GROUP BY conversation_id
 )
-SELECT cur.conversation_id,
-       (SELECT count(*) FROM msgs WHERE msgs.conversation_id = cur.conversation_id)::int,
-       (SELECT EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8
-        FROM firstyoung y WHERE y.conversation_id = cur.conversation_id),
+SELECT cur.conversation_id, COALESCE(per.n, 0),
+       EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8,
        (SELECT count(*) FROM ins)::int,
-       (SELECT count(*) FROM adv)::int
-FROM cur`
+       (SELECT count(*) FROM adv)::int,
+       COALESCE(per.recalled, '{}'), COALESCE(per.actors, '{}')
+FROM cur
+LEFT JOIN per ON per.conversation_id = cur.conversation_id
+LEFT JOIN firstyoung y ON y.conversation_id = cur.conversation_id`
+
+// dropRecalledSQL deletes the pending notifications that covered nothing
+// but the recalled messages (conversation $1[i], seq $2[i]): nothing was
+// shown, nothing is left to show. A job a sender claimed meanwhile is
+// 'sending' by the time this statement locks it and is left to recallSQL.
+const dropRecalledSQL = `
+WITH rec AS (
+    SELECT conversation_id, range_agg(int8range(seq, seq + 1)) AS t
+    FROM unnest($1::bigint[], $2::bigint[]) AS x(conversation_id, seq)
+    GROUP BY conversation_id
+)
+DELETE FROM push_job j USING rec r
+WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.state = 'pending'
+  AND j.covered && r.t AND isempty(j.covered - r.t)`
+
+// recallSQL takes the recalled messages ($1[i], $2[i], recalled by
+// $3[i]) out of every notification that covered them: a waiting or
+// retried push then counts and previews only what is left (the newest
+// remaining message). Where the notification had been claimed (it may be
+// on a device: 'sending' or 'sent') and is the newest claimed one of its
+// (user, conversation) (a newer one replaced it on the devices), the user
+// gets a remove job, due at once and merged into one waiting already.
+// Being an UPDATE, it sees each job as it is when locked, not as the
+// statement's snapshot had it: a job claimed by a sender after the
+// snapshot is found 'sending' and removed. Once a message is out of every
+// covered, running this again changes nothing, so recalls are handled as
+// soon as the decider reads them, also before the cursor passes them.
+const recallSQL = `
+WITH rec AS (
+    SELECT conversation_id, range_agg(int8range(seq, seq + 1)) AS t,
+           (array_agg(actor ORDER BY seq DESC))[1] AS actor, max(seq) AS seq
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(conversation_id, seq, actor)
+    GROUP BY conversation_id
+), upd AS (
+    UPDATE push_job j SET
+        covered = j.covered - r.t,
+        count = GREATEST(j.count - (SELECT COALESCE(sum(upper(x) - lower(x)), 0) FROM unnest(j.covered * r.t) x)::int, 1),
+        seq = CASE WHEN isempty(j.covered - r.t) THEN j.seq ELSE upper(j.covered - r.t) - 1 END,
+        sender_id = COALESCE((SELECT m.sender_id FROM message m
+                              WHERE m.conversation_id = j.conversation_id AND m.seq = upper(j.covered - r.t) - 1), j.sender_id)
+    FROM rec r
+    WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.covered && r.t
+    RETURNING j.id, j.user_id, j.conversation_id, j.state
+), rm AS (
+    SELECT u.user_id, u.conversation_id, r.seq, r.actor, count(*)::int AS n
+    FROM upd u JOIN rec r USING (conversation_id)
+    WHERE u.state <> 'pending'
+      AND NOT EXISTS (SELECT 1 FROM push_job n
+                      WHERE n.conversation_id = u.conversation_id AND n.user_id = u.user_id
+                        AND n.kind = 'message' AND n.state <> 'pending' AND n.id > u.id)
+    GROUP BY u.user_id, u.conversation_id, r.seq, r.actor
+)
+INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id)
+SELECT user_id, conversation_id, 'remove', seq, n, actor FROM rm
+ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
+DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count, sender_id = EXCLUDED.sender_id`
 
 // reconcileSQL finds every conversation with messages the decider has not
 // decided: on taking the lease (the hints went with the last leader) and
@@ -243,30 +308,53 @@ type decided struct {
 	youngIn *float64
 }
 
-// decideTx runs one decision in tx and returns its rows and the number of
-// jobs it wrote or merged.
-func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, int, error) {
+// decideTx runs one decision in tx and returns its rows, the number of
+// jobs it wrote or merged and the number of remove jobs.
+func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, int, int, error) {
 	if _, err := tx.Exec(ctx, ensureCursors, ids); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	rows, err := tx.Query(ctx, decideSQL, ids, p.cfg.Delay.Seconds(), p.cfg.MaxAge.Seconds(),
 		p.cfg.MinInterval.Seconds(), decidePerConv)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	defer rows.Close()
 	var (
-		out        []decided
-		jobs, advd int
+		out                    []decided
+		jobs, advd             int
+		recConv, recSeq, actor []int64
 	)
 	for rows.Next() {
-		var r decided
-		if err := rows.Scan(&r.id, &r.n, &r.youngIn, &jobs, &advd); err != nil {
-			return nil, 0, err
+		var (
+			r              decided
+			targets, actrs []int64
+		)
+		if err := rows.Scan(&r.id, &r.n, &r.youngIn, &jobs, &advd, &targets, &actrs); err != nil {
+			rows.Close()
+			return nil, 0, 0, err
 		}
 		out = append(out, r)
+		for i := range targets {
+			recConv, recSeq, actor = append(recConv, r.id), append(recSeq, targets[i]), append(actor, actrs[i])
+		}
 	}
-	return out, jobs, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, 0, err
+	}
+	if len(recConv) == 0 {
+		return out, jobs, 0, nil
+	}
+	// After decideSQL, in the same transaction: its merges are seen, and
+	// the cursor rows it locked keep other deciders out.
+	if _, err := tx.Exec(ctx, dropRecalledSQL, recConv, recSeq); err != nil {
+		return nil, 0, 0, fmt.Errorf("drop recalled pushes: %w", err)
+	}
+	tag, err := tx.Exec(ctx, recallSQL, recConv, recSeq, actor)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("remove recalled pushes: %w", err)
+	}
+	return out, jobs, int(tag.RowsAffected()), nil
 }
 
 // decideBatch decides conversations ids in one transaction and hints again
@@ -274,11 +362,11 @@ func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decide
 func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) error {
 	start := time.Now()
 	var (
-		out  []decided
-		jobs int
+		out           []decided
+		jobs, removes int
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		out, jobs, err = p.decideTx(ctx, tx, ids)
+		out, jobs, removes, err = p.decideTx(ctx, tx, ids)
 		return err
 	})
 	if err != nil {
@@ -294,7 +382,10 @@ func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) e
 			p.hint(r.id, now)
 		}
 	}
-	if jobs > 0 {
+	if removes > 0 {
+		p.m.removes.Add(float64(removes))
+	}
+	if jobs > 0 || removes > 0 {
 		p.m.decided.Add(float64(jobs))
 		p.wake()
 	}

@@ -9,6 +9,6 @@ import (
 // DecideInTx runs one decision of ids in the caller's transaction and
 // returns the number of jobs it wrote or merged.
 func DecideInTx(ctx context.Context, p *Pusher, tx pgx.Tx, ids []int64) (int, error) {
-	_, jobs, err := p.decideTx(ctx, tx, ids)
+	_, jobs, _, err := p.decideTx(ctx, tx, ids)
 	return jobs, err
 }

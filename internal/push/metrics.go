@@ -12,6 +12,7 @@ type metrics struct {
 	leader         prometheus.Gauge
 	queue          prometheus.Gauge
 	decided        prometheus.Counter
+	removes        prometheus.Counter
 	overflow       prometheus.Counter
 	devicesDeleted prometheus.Counter
 	sent           *prometheus.CounterVec
@@ -29,6 +30,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Claimed pushes waiting in this node's memory for a worker."}),
 		decided: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_decided_total",
 			Help: "Pushes decided (new or merged into a waiting one) by this node's decider."}),
+		removes: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_removes_total",
+			Help: "Remove pushes decided (new or merged into a waiting one) for recalled messages that devices may show."}),
 		overflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_queue_overflow_total",
 			Help: "Due pushes left in PostgreSQL because this node's queue was full, counted once a second while it is."}),
 		devicesDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_devices_deleted_total",
@@ -36,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_sent_total",
 			Help: "Push attempts per device by platform and result (ok, gone, retry, failed)."}, []string{"platform", "result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_skipped_total",
-			Help: "Claimed pushes not sent, by reason (acked, not_member, no_devices, gave_up)."}, []string{"reason"}),
+			Help: "Claimed pushes not sent, by reason (acked, not_member, no_devices, gave_up, recalled)."}, []string{"reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_errors_total",
 			Help: "Push subsystem failures by kind (db)."}, []string{"kind"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_push_latency_seconds",
@@ -47,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.leader, m.queue, m.decided, m.overflow, m.devicesDeleted,
+		for _, c := range []prometheus.Collector{m.leader, m.queue, m.decided, m.removes, m.overflow, m.devicesDeleted,
 			m.sent, m.skipped, m.errors, m.latency, m.decideSeconds} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register push metrics: %w", err)

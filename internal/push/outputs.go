@@ -92,9 +92,13 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 	if o.kafka != nil {
 		wctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
 		err := o.kafka.WriteMessages(wctx, kafka.Message{
-			Key:     []byte(strconv.FormatInt(j.user, 10)),
-			Value:   body,
-			Headers: []kafka.Header{{Key: "type", Value: []byte("push")}, {Key: "platform", Value: []byte(d.Platform)}},
+			Key:   []byte(strconv.FormatInt(j.user, 10)),
+			Value: body,
+			Headers: []kafka.Header{
+				{Key: "type", Value: []byte("push")},
+				{Key: "platform", Value: []byte(d.Platform)},
+				{Key: "notification", Value: []byte(n.Type)},
+			},
 		})
 		cancel()
 		if err != nil {

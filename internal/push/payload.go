@@ -13,19 +13,31 @@ import (
 const MaxPayloadBytes = 3072
 
 // Notification is what a device is woken with: the Web Push payload, and
-// the "notification" of a chat.push request. Body is the message text,
-// only with push_preview; apps fetch messages over MQTT or HTTP after
-// waking (seq catch-up), the push is only a wake-up.
+// the "notification" of a chat.push request.
+//
+// Type "message": Seq is the newest of Count messages, Body its text only
+// with push_preview; apps fetch messages over MQTT or HTTP after waking
+// (seq catch-up), the push is only a wake-up.
+//
+// Type "remove": silent; the conversation's notification showed a message
+// that was recalled (Seq): take it off the screen. Only conversationId,
+// seq and badge are set.
 type Notification struct {
-	Type           string `json:"type"` // "message"
+	Type           string `json:"type"` // "message" or "remove"
 	ConversationID int64  `json:"conversationId"`
 	Seq            int64  `json:"seq"`
-	SenderID       int64  `json:"senderId"`
-	Count          int    `json:"count"`
+	SenderID       int64  `json:"senderId,omitempty"`
+	Count          int    `json:"count,omitempty"`
 	Badge          int64  `json:"badge"`
-	Title          string `json:"title"`
+	Title          string `json:"title,omitempty"`
 	Body           string `json:"body,omitempty"`
 }
+
+// Notification types.
+const (
+	TypeMessage = "message"
+	TypeRemove  = "remove"
+)
 
 // Request is one FCM or APNs push handed to the operator's sender: the
 // value of a chat.push Kafka record and the body of a webhook POST
@@ -54,13 +66,16 @@ type DeviceRef struct {
 
 // notification builds j's payload.
 func (p *Pusher) notification(j *job) Notification {
+	if j.remove {
+		return Notification{Type: TypeRemove, ConversationID: j.conv, Seq: j.seq, Badge: j.badge}
+	}
 	count := j.count
 	// Messages the user acknowledged meanwhile do not count.
 	if j.acked > 0 {
 		count = int(min(int64(count), j.seq-j.acked))
 	}
 	count = max(count, 1)
-	n := Notification{Type: "message", ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: count, Badge: j.badge}
+	n := Notification{Type: TypeMessage, ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: count, Badge: j.badge}
 	switch {
 	case j.convType == "GROUP" && j.title != "":
 		n.Title = j.title

@@ -123,7 +123,9 @@ func New(cfg Config) (*Pusher, error) {
 
 // Publish implements chat.Publisher: every committed message.new (this
 // node's, or another's through Kafka) hints the decider that its
-// conversation needs a decision after Delay. Other events are ignored.
+// conversation needs a decision after Delay, and every message.recalled
+// that it needs one now (a waiting push must not show the message, a
+// shown one is to be removed). Other events are ignored.
 func (p *Pusher) Publish(evs ...chat.Event) {
 	var now time.Time
 	p.mu.Lock()
@@ -133,16 +135,27 @@ func (p *Pusher) Publish(evs ...chat.Event) {
 	}
 	for i := range evs {
 		ev := &evs[i]
-		if ev.Type != chat.EventMessageNew || ev.ConversationID == 0 {
+		if ev.ConversationID == 0 {
 			continue
 		}
-		if p.hints.has(ev.ConversationID) || p.hints.len() >= maxHints {
+		var after time.Duration
+		switch ev.Type {
+		case chat.EventMessageNew:
+			if p.hints.has(ev.ConversationID) {
+				continue // due no later than this message
+			}
+			after = p.cfg.Delay
+		case chat.EventMessageRecalled:
+		default:
+			continue
+		}
+		if !p.hints.has(ev.ConversationID) && p.hints.len() >= maxHints {
 			continue
 		}
 		if now.IsZero() {
 			now = time.Now()
 		}
-		p.hints.add(ev.ConversationID, now.Add(p.cfg.Delay))
+		p.hints.add(ev.ConversationID, now.Add(after))
 	}
 }
 

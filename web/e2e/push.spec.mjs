@@ -4,7 +4,9 @@
 // (still connected and acknowledging, so chatd pushes nothing) the page
 // shows the notification itself; once it is closed, chatd's encrypted push
 // (RFC 8291) reaches a loopback push service that decrypts it, the service
-// worker shows it, and a click opens the conversation. web/browser_test.go
+// worker shows it, and a click opens the conversation; closed again, a
+// pushed message that is recalled is followed by a silent remove push
+// that takes its notification away. web/browser_test.go
 // (TestBrowserPush) starts chatd and the loopback push service and runs
 // this file.
 //
@@ -185,6 +187,36 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   await page.locator(`[data-testid=conversation][data-conv-id="${conv.id}"]`).waitFor();
   await page.getByTestId('message-body').filter({ hasText: 'hello from 60' }).waitFor();
   assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the clicked notification is closed');
+
+  // Closed again, a message is pushed and shown, then recalled: chatd
+  // pushes a silent remove and the service worker takes the notification
+  // away.
+  await page.close();
+  const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'sent by mistake' });
+  const second = await eventually(async () => {
+    const got = await (await fetch(LOG)).json();
+    assert.equal(got.length, 2, 'the second push at the loopback push service');
+    return got[1];
+  });
+  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: second });
+  await eventually(async () => {
+    assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 1, 'the second notification is shown');
+  });
+  await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${sent.seq}`);
+  const removal = await eventually(async () => {
+    const got = await (await fetch(LOG)).json();
+    assert.equal(got.length, 3, 'the remove at the loopback push service');
+    return got[2];
+  });
+  const rm = JSON.parse(removal);
+  assert.equal(rm.type, 'remove');
+  assert.equal(rm.conversationId, conv.id);
+  assert.equal(rm.seq, sent.seq);
+  assert.equal(rm.title, undefined, 'a remove is silent');
+  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: removal });
+  await eventually(async () => {
+    assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the recalled message\'s notification is taken away');
+  });
   assert.deepEqual(errors, []);
   await context.close();
 });

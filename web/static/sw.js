@@ -1,7 +1,9 @@
 // chatd's service worker: Web Push notifications. A push is only a
-// wake-up ({"type","conversationId","seq","senderId","count","badge",
-// "title","body"}; body only when the server sends previews); the page
-// fetches the messages itself when it opens.
+// wake-up ({"type":"message","conversationId","seq","senderId","count",
+// "badge","title","body"}; body only when the server sends previews); the
+// page fetches the messages itself when it opens. {"type":"remove",
+// "conversationId","seq","badge"} follows when a message a notification
+// showed was recalled: the conversation's notification is closed.
 
 self.addEventListener('install', () => self.skipWaiting());
 self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
@@ -28,8 +30,10 @@ self.addEventListener('push', (event) => {
     (async () => {
       if (n.type === 'remove') {
         for (const x of await self.registration.getNotifications({ tag })) x.close();
+        if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
         return;
       }
+      if (n.type && n.type !== 'message') return; // a type this worker does not know
       const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
       if (wins.some((c) => c.visibilityState === 'visible' && c.focused)) return; // the page shows it
       const count = n.count > 1 ? n.count : 1;
