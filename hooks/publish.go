@@ -306,7 +306,9 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 		Body: body.Body, ReplyTo: body.ReplyTo, Forward: body.Forward},
 		func(res chat.SendResult, err error) {
 			cancel()
-			validate.End() // answered at once: refused by validation or the rate limits
+			// Validation ends here when the Service refused the send at
+			// once (invalid, rate limited), else at SubmitSend's return.
+			validate.End()
 			h.cfg.Metrics.SendLatency.Observe(time.Since(start).Seconds())
 			if err != nil {
 				p.fail("msg", err, conv, body.ClientMsgID)

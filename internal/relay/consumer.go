@@ -202,7 +202,9 @@ func (c *Consumer) handle(msg kafka.Message) {
 }
 
 // DecodeEvent decodes a chat.events message. The event id comes from the
-// payload, or from the eventId header when the payload lacks it.
+// payload, or from the eventId header when the payload lacks it; the
+// trace context (chat.Event.Trace) from the traceparent and tracestate
+// headers.
 func DecodeEvent(msg kafka.Message) (chat.Event, error) {
 	var ev chat.Event
 	if err := json.Unmarshal(msg.Value, &ev); err != nil {
