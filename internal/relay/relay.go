@@ -608,8 +608,11 @@ func outboxEvent(rowID int64, payload *string, ref *chat.MessageRef, entries map
 // value, timestamp and the headers (a trace context is as long as the one
 // stored, the relay's own span id taking the stored one's place).
 func messageSize(row outboxRow) int {
-	return 64 + len(row.key) + len(row.value) + len("eventId") + 20 + len("type") + len(row.typ) + len("origin") + len(row.origin) +
-		len(tracing.HeaderTraceparent) + len(row.trace.Parent) + len(tracing.HeaderTracestate) + len(row.trace.State)
+	n := 64 + len(row.key) + len(row.value) + len("eventId") + 20 + len("type") + len(row.typ) + len("origin") + len(row.origin)
+	if row.trace.Parent != "" {
+		n += len(tracing.HeaderTraceparent) + len(row.trace.Parent) + len(tracing.HeaderTracestate) + len(row.trace.State)
+	}
+	return n
 }
 
 // rowSpan is the span of the traced message msgs[i].

@@ -7,8 +7,8 @@
 //   - Off is a nil *Tracer. Every method of a nil Tracer is a no-op that
 //     returns its context unchanged and allocates nothing, so a hot path
 //     pays one pointer comparison per message when tracing is off. Call
-//     sites that build attributes check Enabled (or span.IsRecording)
-//     first, so those are not built either.
+//     sites that build attributes check the Tracer against nil (or
+//     span.IsRecording) first, so those are not built either.
 //   - Spans follow a write through context.Context where one goroutine
 //     hands work to the next synchronously; where the work crosses a queue
 //     or a process (group commit, the fan-out queue, the outbox row, a

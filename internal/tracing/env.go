@@ -22,22 +22,25 @@ import (
 // CERTIFICATE,CLIENT_CERTIFICATE,CLIENT_KEY,INSECURE}, OTEL_BSP_*,
 // OTEL_SPAN_*_LIMIT and OTEL_RESOURCE_ATTRIBUTES.
 const (
-	EnvSDKDisabled         = "OTEL_SDK_DISABLED"
-	EnvTracesExporter      = "OTEL_TRACES_EXPORTER"
-	EnvEndpoint            = "OTEL_EXPORTER_OTLP_ENDPOINT"
-	EnvTracesEndpoint      = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	EnvProtocol            = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	EnvTracesProtocol      = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	EnvTracesSampler       = "OTEL_TRACES_SAMPLER"
-	EnvTracesSamplerArg    = "OTEL_TRACES_SAMPLER_ARG"
-	EnvServiceName         = "OTEL_SERVICE_NAME"
-	defaultServiceName     = "chatd"
-	protocolHTTPProtobuf   = "http/protobuf"
-	protocolGRPC           = "grpc"
-	defaultSampler         = "parentbased_always_on"
-	defaultHTTPEndpoint    = "http://localhost:4318"
-	defaultGRPCEndpoint    = "http://localhost:4317"
-	samplerRatioArgExample = "0.1"
+	EnvSDKDisabled      = "OTEL_SDK_DISABLED"
+	EnvTracesExporter   = "OTEL_TRACES_EXPORTER"
+	EnvEndpoint         = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvTracesEndpoint   = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvProtocol         = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	EnvTracesProtocol   = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	EnvTracesSampler    = "OTEL_TRACES_SAMPLER"
+	EnvTracesSamplerArg = "OTEL_TRACES_SAMPLER_ARG"
+	EnvServiceName      = "OTEL_SERVICE_NAME"
+)
+
+// The specification's defaults, but for the exporter's: see ReadEnv.
+const (
+	defaultServiceName   = "chatd"
+	defaultSampler       = "parentbased_always_on"
+	protocolHTTPProtobuf = "http/protobuf"
+	protocolGRPC         = "grpc"
+	defaultHTTPEndpoint  = "http://localhost:4318"
+	defaultGRPCEndpoint  = "http://localhost:4317"
 )
 
 // EnvError is a tracing variable chatd cannot use: which, what is wrong
@@ -188,7 +191,7 @@ func newSampler(name, arg string) (sdktrace.Sampler, error) {
 		f, err := strconv.ParseFloat(arg, 64)
 		if err != nil || f < 0 || f > 1 {
 			return nil, &EnvError{Var: EnvTracesSamplerArg, Value: arg, Reason: "is not a ratio from 0 to 1",
-				Fix: "use a fraction of the traces to keep, e.g. " + samplerRatioArgExample}
+				Fix: "use the fraction of traces to keep, e.g. 0.1"}
 		}
 		return sdktrace.TraceIDRatioBased(f), nil
 	}

@@ -85,9 +85,6 @@ func New(tp trace.TracerProvider) *Tracer {
 // interface, so handing it out allocates nothing.
 var NoopSpan trace.Span = noop.Span{}
 
-// Enabled reports whether tracing is on.
-func (t *Tracer) Enabled() bool { return t != nil }
-
 // Start starts a span as a child of ctx's span (or of the remote parent
 // Extract put there). Off, it returns ctx and a no-op span.
 func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
@@ -206,9 +203,3 @@ func (c traceCarrier) Set(key, value string) {
 }
 
 func (c traceCarrier) Keys() []string { return []string{HeaderTraceparent, HeaderTracestate} }
-
-// Link is a link to the span tc names (none when tc is empty).
-func Link(tc chat.TraceContext) (trace.Link, bool) {
-	sc := SpanContext(tc)
-	return trace.Link{SpanContext: sc}, sc.IsValid()
-}
