@@ -3,7 +3,10 @@ package tracing_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -128,5 +131,38 @@ func TestANilTracerAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("a nil Tracer allocates %.1f times per span", allocs)
+	}
+}
+
+func TestFromEnvExportsSpansOverOTLPHTTPToTheConfiguredEndpoint(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	var ctype string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths, ctype = append(paths, r.URL.Path), r.Header.Get("Content-Type")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	// The exporter reads its endpoint from the process environment, as
+	// every OpenTelemetry SDK does; chatd's switch reads the same.
+	vars := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_SERVICE_NAME": "chatd-test"}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+	tp, c, err := tracing.FromEnv(t.Context(), env(vars), tracing.Identity{Version: "v1.2.3", Instance: "node-1"})
+	if err != nil || tp == nil || c.Endpoint != collector.URL {
+		t.Fatalf("FromEnv: %v %+v %v", tp, c, err)
+	}
+	_, span := tracing.New(tp).Start(context.Background(), tracing.SpanSend)
+	span.End()
+	if err := tp.Shutdown(context.Background()); err != nil { // flushes the batch
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) == 0 || paths[0] != "/v1/traces" || ctype != "application/x-protobuf" {
+		t.Fatalf("collector got %v (%s), want a protobuf POST to /v1/traces", paths, ctype)
 	}
 }
