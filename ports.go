@@ -123,6 +123,10 @@ type Ack struct {
 	Message  string // v5 reason string
 	Props    []KV   // v5 user properties
 	Close    string // not empty: close the connection, with this reason, instead
+	// Sent, when set, is called once the acknowledgement was written
+	// (err nil) or could not be (the connection failed or closed first):
+	// how a traced publish learns that its PUBACK is on the wire.
+	Sent func(err error)
 }
 
 // KV is one MQTT v5 user property.

@@ -16,6 +16,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Config wires the hook to the domain.
@@ -53,6 +54,9 @@ type Config struct {
 	// NodeID names this node there.
 	SharedConns SharedConns
 	NodeID      string
+	// Tracer traces the publishes of stream changes and RPC requests
+	// (nil: tracing off).
+	Tracer *tracing.Tracer
 }
 
 // Presence tracks connected sessions (presence.Tracker). Both calls must

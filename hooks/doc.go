@@ -25,6 +25,12 @@
 // beyond it is disconnected (0x93), a 3.1.1 client is not read until one
 // is answered.
 //
+// With Config.Tracer, each publish of a stream change is a span (chat.send,
+// chat.edit, chat.recall, chat.react) continuing the trace of its
+// traceparent user property (MQTT v5), with chat.validate and chat.puback
+// children; the span ends when delivery wrote the PUBACK (chat.Ack.Sent).
+// RPC requests get chat.rpc. docs/operations.md lists the attributes.
+//
 // The broker never routes a client's publish to subscribers and never
 // retains: all delivery goes through the Hub. mochi's other ways to
 // deliver, which bypass OnPublish and the publish ACL, are closed: a

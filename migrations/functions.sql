@@ -4,7 +4,7 @@
 -- function's arguments or result needs a numbered migration that drops the
 -- old one first; everything else is edited here.
 --
--- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window)
+-- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_traceparent, p_tracestate)
 --
 -- The only way an entry of a conversation's stream is written: messages,
 -- edits, recalls and reactions. Group commit calls it once per transaction
@@ -21,6 +21,8 @@
 --             copied, p_body is ignored
 --   p_emoji, p_on   reaction: the emoji, and set (true) or remove
 --   p_edit_window, p_recall_window   NULL: no limit
+--   p_traceparent, p_tracestate   the W3C trace context of each change,
+--             copied into its outbox row ('' or a NULL array: not traced)
 --
 -- Returns one row per change, in the same order:
 --   o_status  0 new (o_seq, o_at), 1 duplicate (o_seq, o_sender, o_body,
@@ -63,7 +65,8 @@
 --     last_seq and its writer's read watermark (one has read what one
 --     wrote);
 --   - every entry writes one outbox row referencing it (conversation_id,
---     seq; type by kind), in seq order; the relay encodes it.
+--     seq; type by kind; its change's trace context), in seq order; the
+--     relay encodes it.
 --
 -- Locks are taken in a fixed order, the order every other writer uses:
 -- conversation rows by id before anything else, member rows by
@@ -80,7 +83,8 @@
 CREATE OR REPLACE FUNCTION chat_send_batch(
     p_kind text[], p_conv bigint[], p_sender bigint[], p_id uuid[], p_body text[], p_target bigint[],
     p_fwd_conv bigint[], p_fwd_seq bigint[], p_emoji text[], p_on boolean[],
-    p_edit_window interval, p_recall_window interval)
+    p_edit_window interval, p_recall_window interval,
+    p_traceparent text[] DEFAULT NULL, p_tracestate text[] DEFAULT NULL)
 RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
                o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer)
 LANGUAGE plpgsql
@@ -254,10 +258,10 @@ BEGIN
             FROM lk
             WHERE m.conversation_id = lk.conv AND m.user_id = lk.sender
         )
-        INSERT INTO outbox (msg_key, type, conversation_id, seq)
+        INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
         SELECT f.conv::text, CASE f.kind WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
                                         WHEN 'recall' THEN 'message.recalled' ELSE 'reaction.updated' END,
-               f.conv, f.seq
+               f.conv, f.seq, NULLIF(p_traceparent[f.ord], ''), NULLIF(p_tracestate[f.ord], '')
         FROM fresh f
         ORDER BY f.ord;
     END IF;

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/broker"
@@ -26,6 +27,7 @@ import (
 	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/internal/ratelimit"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/store"
 )
 
@@ -62,14 +64,30 @@ type Server struct {
 	closed   bool
 
 	ops opsState // TLS, identity provider, HTTPS and metrics listeners (ops.go)
+
+	tracer *tracing.Tracer // nil: tracing off
+}
+
+// Option adds to what the settings configure.
+type Option func(*Server)
+
+// WithTracerProvider traces the node's sends, HTTP requests and relayed
+// events with tp (docs/operations.md, Tracing, lists the spans); without
+// it nothing is traced. The caller owns tp: it shuts tp down, flushing the
+// spans still queued, after Close.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(s *Server) { s.tracer = tracing.New(tp) }
 }
 
 // Start brings a node up; on error everything started so far is stopped.
-func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server, err error) {
+func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Option) (_ *Server, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Server{Settings: st, log: log, Registry: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(s)
+	}
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -127,7 +145,8 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	if s.Limiter.SharesConns() {
 		sharedConns = s.Limiter
 	}
-	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
+	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"),
+		httpapi.WithTracer(s.tracer))
 	hook := hooks.New(hooks.Config{
 		Service:     s.Service,
 		Sessions:    s.sessions,
@@ -144,6 +163,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		MaxConnectionsPerUser: st.MaxConnectionsPerUser,
 		SharedConns:           sharedConns,
 		NodeID:                st.NodeID,
+		Tracer:                s.tracer,
 	})
 	bc := broker.Config{
 		MQTTAddr:       st.MQTTAddr,
@@ -178,7 +198,8 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 		tcancel()
 		cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Handler: s.consume, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry})
+			Handler: s.consume, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry,
+			Tracer: s.tracer})
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("kafka consumer: %w", err)
@@ -213,7 +234,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.sessions = store.NewSessions(pool)
 	if len(st.KafkaBrokers) > 0 {
 		if s.relay, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Entries: s.sessions, Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {
+			Entries: s.sessions, Logger: log.With("component", "relay"), Registerer: s.Registry, Tracer: s.tracer}); err != nil {
 			return fmt.Errorf("kafka relay: %w", err)
 		}
 	}
@@ -224,6 +245,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		Logger:     log.With("component", "delivery"),
 		Metrics:    delivery.NewMetrics(s.Registry),
 		Delivered:  delivered,
+		Tracer:     s.tracer,
 	}
 	if s.relay != nil {
 		hubOpts.Next = s.relay
@@ -247,7 +269,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		return fmt.Errorf("open send pool: %w", err)
 	}
 	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
-		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)))
+		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer))
 	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
 	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered,
 		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {

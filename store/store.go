@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Store implements chat.Store on PostgreSQL. Sends are group-committed:
@@ -40,6 +41,7 @@ type Store struct {
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool
+	tracer    *tracing.Tracer // nil: tracing off
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -94,6 +96,13 @@ func (s *Store) publish(evs ...chat.Event) {
 // this option they always notify.
 func WithRelayWake(needed func() bool) Option {
 	return func(s *Store) { s.relayWake = needed }
+}
+
+// WithTracer traces group commit (a span per change and per batch,
+// linked) and writes the callers' trace context into the outbox rows and
+// the published events; without it (or with nil) nothing is traced.
+func WithTracer(t *tracing.Tracer) Option {
+	return func(s *Store) { s.tracer = t }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
@@ -174,15 +183,22 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) erro
 // its events.
 func (s *Store) writeTx(ctx context.Context, op string, fn func(pgx.Tx) ([]chat.Event, error)) error {
 	var evs []chat.Event
+	var tc chat.TraceContext
+	if s.tracer != nil {
+		tc = tracing.Inject(ctx)
+	}
 	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
 		var err error
 		if evs, err = fn(tx); err != nil {
 			return err
 		}
-		return insertOutbox(ctx, tx, evs...)
+		return insertOutbox(ctx, tx, tc, evs...)
 	})
 	if err != nil {
 		return err
+	}
+	for i := range evs {
+		evs[i].Trace = tc
 	}
 	s.publish(evs...)
 	return nil

@@ -240,6 +240,12 @@ func (h *Hub) SendDirect(clientID string, p chat.Packet) bool {
 func (h *Hub) Reply(clientID string, conn chat.Conn, acks []chat.Ack) {
 	if s := h.Session(clientID); s != nil && s.conn == conn {
 		s.reply(acks)
+		return
+	}
+	for _, a := range acks {
+		if a.Sent != nil {
+			a.Sent(errAckNotWritten)
+		}
 	}
 }
 

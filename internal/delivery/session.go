@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -131,6 +132,10 @@ func (s *Session) ack(id uint16) {
 		s.wakeLocked()
 	}
 }
+
+// errAckNotWritten is what an acknowledgement's Sent hears when its
+// connection closed before it could be written.
+var errAckNotWritten = errors.New("connection closed before the acknowledgement was written")
 
 // reply queues acknowledgements of the client's publishes, in order;
 // never dropped: there are at most as many as the client may have
@@ -591,6 +596,16 @@ func (s *Session) write(batch []chat.Packet) bool {
 	s.writingSince.Store(time.Now().UnixNano())
 	err := s.conn.Write(acks, batch)
 	s.writingSince.Store(0)
+	for _, a := range acks {
+		if a.Sent != nil {
+			a.Sent(err)
+		}
+	}
+	for _, a := range s.replyOut[len(acks):] {
+		if a.Sent != nil {
+			a.Sent(errAckNotWritten) // the connection closes instead
+		}
+	}
 	clear(batch)
 	clear(s.replyOut)
 	s.replyOut = s.replyOut[:0]

@@ -300,6 +300,8 @@ type PublishOpts struct {
 	// TopicAlias (v5) sets an alias for the topic, or with an empty topic
 	// uses one set before.
 	TopicAlias uint16
+	// User are v5 user properties (a traceparent, say).
+	User []packets.UserProperty
 }
 
 // AckOrder returns the packet ids of the PUBACKs received so far, in the
@@ -351,6 +353,7 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 			pk.Properties.TopicAlias = opts[0].TopicAlias
 			pk.Properties.TopicAliasFlag = true
 		}
+		pk.Properties.User = opts[0].User
 	}
 	var w chan packets.Packet
 	if qos > 0 {
