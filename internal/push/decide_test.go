@@ -325,3 +325,31 @@ func TestFullQueueLeavesPushesInPostgreSQLAndCountsThem(t *testing.T) {
 		r.waitPushes(n, 1, 15*time.Second)
 	}
 }
+
+func TestConversationWithoutDevicesIsPassedOverWithoutReadingItsMessages(t *testing.T) {
+	r := newRig(t)
+	// A minute's delay: no message falls due during the test; the short
+	// reconcile interval has the decider look at both conversations at once.
+	r.start(func(c *push.Config) { c.Delay = time.Minute; c.ReconcileInterval = 50 * time.Millisecond })
+	bare := r.direct(1, 2)
+	pushed := r.direct(3, 4)
+	r.subscribe(4, "dave")
+	var last int64
+	for i := range 3 {
+		last = r.send(bare, 1, fmt.Sprint("hello ", i))
+		r.send(pushed, 3, fmt.Sprint("hello ", i))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, bare) != last {
+		if time.Now().After(deadline) {
+			t.Fatalf("cursor of the conversation without devices at %d, want %d at once",
+				r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, bare), last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The conversation with a device waits for its messages to fall due.
+	if n := r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, pushed); n != 0 {
+		t.Errorf("cursor of the conversation with a device at %d before its messages were due", n)
+	}
+	r.quiet("dave", 0, 300*time.Millisecond)
+}

@@ -47,6 +47,12 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //   - the cursor moves past the due entries, in the same transaction as
 //     the jobs: each message is decided once.
 //
+// A conversation none of whose members has a device cannot push: its
+// cursor moves to its last seq at once and its entries are not read (the
+// bench's and a web-only or device-only deployment's common case: this
+// was about a quarter of PostgreSQL's time per message there). A device
+// registered meanwhile gets pushes from the next message on.
+//
 // It answers per conversation how many entries it read, when a message
 // that is not yet due remains, in how many seconds it is, and the targets
 // and actors of the recalls it read (also those the cursor does not pass\n// yet, behind a young message: recallSQL is idempotent).
@@ -55,6 +61,15 @@ WITH cur AS (
     SELECT conversation_id, seq FROM push_cursor
     WHERE conversation_id = ANY($1::bigint[])
     ORDER BY conversation_id FOR UPDATE
+), lone AS MATERIALIZED (
+    SELECT cur.conversation_id FROM cur
+    WHERE NOT EXISTS (SELECT 1 FROM conversation_member cm JOIN push_device d ON d.user_id = cm.user_id
+                      WHERE cm.conversation_id = cur.conversation_id)
+), skip AS (
+    UPDATE push_cursor p SET seq = c.last_seq
+    FROM lone JOIN conversation c ON c.id = lone.conversation_id
+    WHERE p.conversation_id = lone.conversation_id AND p.seq < c.last_seq
+    RETURNING p.conversation_id
 ), msgs AS (
     SELECT m.conversation_id, m.seq, m.sender_id, m.body, m.created_at, m.kind, m.recalled_at, m.target_seq,
            m.kind <> 'message' OR m.created_at <= now() - make_interval(secs => $2) AS due
@@ -63,6 +78,7 @@ WITH cur AS (
         WHERE conversation_id = cur.conversation_id AND seq > cur.seq
         ORDER BY seq LIMIT $5
     ) m
+    WHERE NOT EXISTS (SELECT 1 FROM lone WHERE lone.conversation_id = cur.conversation_id)
 ), firstyoung AS (
     SELECT conversation_id, min(seq) AS seq, min(created_at) AS at FROM msgs WHERE NOT due GROUP BY conversation_id
 ), adv AS (
@@ -122,7 +138,7 @@ WITH cur AS (
 SELECT cur.conversation_id, COALESCE(per.n, 0),
        EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8,
        (SELECT count(*) FROM ins)::int,
-       (SELECT count(*) FROM adv)::int,
+       ((SELECT count(*) FROM adv) + (SELECT count(*) FROM skip))::int,
        COALESCE(per.recalled, '{}'), COALESCE(per.actors, '{}')
 FROM cur
 LEFT JOIN per ON per.conversation_id = cur.conversation_id
