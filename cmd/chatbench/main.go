@@ -262,8 +262,9 @@ func (b *bench) report(setupSeconds, sendSeconds float64) *Report {
 		Sent: t.sent.Load(), Acked: t.acked.Load(), Refused: t.refused.Load(), Unacked: t.unacked.Load(), Retried: t.retried.Load(),
 		Expected: t.owed.Load(), Delivered: t.delivered.Load(), DeliveredUnacked: t.deliveredUnacked.Load(),
 		Duplicates: t.duplicates.Load(), Gaps: t.gaps.Load(), GapMessages: t.gapMessages.Load(),
-		Lost: lost, Unknown: t.unknown.Load(), LossExamples: examples, Errors: t.errCodes, Retries: t.retries,
-		AckLatency: latency(ackAll), DeliveryLatency: latency(t.delivLat), Machine: machine(),
+		Lost: lost, Unknown: t.unknown.Load() + t.unclaimed(), LossExamples: examples, Errors: t.errCodes, Retries: t.retries,
+		AckedByKind: map[string]int64{"message": t.kinds[kindMessage].Load(), "edit": t.kinds[kindEdit].Load(), "reaction": t.kinds[kindReaction].Load()},
+		AckLatency:  latency(ackAll), DeliveryLatency: latency(t.delivLat), Machine: machine(),
 	}
 	if d := time.Duration(t.lastAck.Load()) - b.sendStart; d > 0 {
 		r.AckedPerSec = float64(r.Acked) / d.Seconds()

@@ -44,6 +44,7 @@ type Report struct {
 	Gaps             int64            `json:"gaps"`        // seq jumps seen by receivers
 	GapMessages      int64            `json:"gapMessages"` // seqs skipped by them
 	Lost             int64            `json:"lost"`        // owed deliveries not received by the end of the drain window
+	AckedByKind      map[string]int64 `json:"ackedByKind"` // -edits, -reactions
 	Unknown          int64            `json:"unknown"`     // deliveries of messages this run did not send
 	LossExamples     []string         `json:"lossExamples,omitempty"`
 	Errors           map[string]int64 `json:"errors,omitempty"`
