@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -304,7 +305,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		}
 	}
 	if len(r.retry) > 0 && ctx.Err() == nil {
-		r.after = max(r.after, backoff(j.attempts, p.cfg.BackoffMin, p.cfg.BackoffMax))
+		r.after = max(r.after, retry.Backoff(j.attempts, p.cfg.BackoffMin, p.cfg.BackoffMax))
 	}
 	return r
 }
