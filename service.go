@@ -21,7 +21,8 @@ import (
 //     HTTP and RPC share one budget per user and conversation;
 //   - Receipts, when set, takes the read receipts instead of Store.MarkRead
 //     (a group-committing writer that also notifies the events itself);
-//   - PresenceSource answers presence queries (nil: not available).
+//   - PresenceSource answers presence queries (nil: not available);
+//   - Attachments handles uploads and downloads (nil: not enabled).
 type Service struct {
 	Store  Store
 	Limits Limits
@@ -30,6 +31,8 @@ type Service struct {
 	Rates          RateLimits
 	Receipts       ReceiptWriter
 	PresenceSource PresenceSource
+	// Attachments handles uploads and downloads (nil: not enabled).
+	Attachments Attachments
 
 	typing typingThrottle
 }
@@ -49,6 +52,8 @@ const (
 	RateAPI         RateKind = "api"
 	RateConnect     RateKind = "connect"
 	RateConnectUser RateKind = "connect_user"
+	// RateUpload is charged by every upload ticket (CreateUpload).
+	RateUpload RateKind = "upload"
 )
 
 // RateLimit is a token bucket: Burst tokens at most, refilled at Rate per
@@ -64,6 +69,7 @@ func (l RateLimit) Enabled() bool { return l.Rate > 0 && l.Burst > 0 }
 // RateLimits are the configured limits, by kind.
 type RateLimits struct {
 	Send, Conv, Read, Typing, API, Connect, ConnectUser RateLimit
+	Upload                                              RateLimit
 }
 
 // For returns the limit of kind.
@@ -83,6 +89,8 @@ func (r RateLimits) For(kind RateKind) RateLimit {
 		return r.ConnectUser
 	case RateConnect:
 		return r.Connect
+	case RateUpload:
+		return r.Upload
 	}
 	return RateLimit{}
 }
@@ -172,6 +180,7 @@ var rateWhat = map[RateKind]string{
 	RateAPI:         "requests per second",
 	RateConnect:     "connections per second from this address",
 	RateConnectUser: "connections per second per user",
+	RateUpload:      "uploads per second per user",
 }
 
 // take charges one token of kind for key; nil when allowed or unlimited.

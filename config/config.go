@@ -92,6 +92,7 @@ type Settings struct {
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
 	OpsSettings
+	AttachmentSettings
 
 	sources map[string]string // key -> where its value came from
 }
@@ -123,6 +124,7 @@ func (s Settings) RateLimits() chat.RateLimits {
 		API:         chat.RateLimit{Rate: s.LimitAPIRate, Burst: s.LimitAPIBurst},
 		Connect:     chat.RateLimit{Rate: s.LimitConnectRate, Burst: s.LimitConnectBurst},
 		ConnectUser: chat.RateLimit{Rate: s.LimitConnectUserRate, Burst: s.LimitConnectUserBurst},
+		Upload:      chat.RateLimit{Rate: s.LimitUploadRate, Burst: s.LimitUploadBurst},
 	}
 }
 
@@ -291,6 +293,9 @@ func (s *Settings) check() error {
 			Fix:    fmt.Sprintf("set %s (CHAT_%s) too, or unset %s to serve plain TCP/HTTP", k, strings.ToUpper(k), other)}
 	}
 	if err := s.checkOps(); err != nil {
+		return err
+	}
+	if err := s.checkAttachments(); err != nil {
 		return err
 	}
 	if len(s.KafkaBrokers) > 0 && s.KafkaTopic == "" {
@@ -544,6 +549,7 @@ func (s Settings) Redacted() map[string]any {
 		"shutdown_timeout":         s.ShutdownTimeout.String(),
 	}
 	s.redactedOps(m)
+	s.redactedAttachments(m)
 	return m
 }
 

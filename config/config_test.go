@@ -230,6 +230,23 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"jwt_issuer":             "https://idp.example",
 		"jwt_audience":           "chatd,chat-web",
 		"jwt_user_claim":         "uid",
+
+		"max_upload_bytes":     "10MiB",
+		"upload_types":         "image/png,audio/*",
+		"upload_ttl":           "2h",
+		"upload_url_expiry":    "10m",
+		"download_url_expiry":  "30s",
+		"upload_bytes_per_day": "0",
+		"limit_upload_rate":    "2",
+		"limit_upload_burst":   "5",
+		"image_max_pixels":     "1000000",
+		"thumbnail_workers":    "3",
+		"s3_endpoint":          "minio:9000",
+		"s3_bucket":            "chat",
+		"s3_region":            "eu-west-1",
+		"s3_access_key":        "AK",
+		"s3_secret_key":        "SK",
+		"s3_use_tls":           "false",
 	}
 	if len(vals) != len(Keys()) {
 		t.Fatalf("test covers %d keys, config has %d", len(vals), len(Keys()))
@@ -255,6 +272,10 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 				ProxyTrusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.10/32")},
 				MetricsAddr:  "127.0.0.1:9100", JWKSURL: "https://idp.example/certs", JWKSRefresh: time.Hour,
 				JWTIssuer: "https://idp.example", JWTAudience: []string{"chatd", "chat-web"}, JWTUserClaim: "uid"},
+			AttachmentSettings: AttachmentSettings{MaxUploadBytes: 10 << 20, UploadTypes: []string{"image/png", "audio/*"},
+				UploadTTL: 2 * time.Hour, UploadURLExpiry: 10 * time.Minute, DownloadURLExpiry: 30 * time.Second,
+				LimitUploadRate: 2, LimitUploadBurst: 5, ImageMaxPixels: 1000000, ThumbnailWorkers: 3,
+				S3Endpoint: "minio:9000", S3Bucket: "chat", S3Region: "eu-west-1", S3AccessKey: "AK", S3SecretKey: "SK"},
 		}
 		s.ConfigFile, s.sources = "", nil
 		if !reflect.DeepEqual(s, want) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -272,7 +273,7 @@ var keys = append([]*key{
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
-}, opsKeys...)
+}, slices.Concat(opsKeys, attachmentKeys)...)
 
 var keyByName = func() map[string]*key {
 	m := map[string]*key{}

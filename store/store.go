@@ -40,6 +40,9 @@ type Store struct {
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool
+	// uploadTypes are the attachment types a send may attach (nil: the
+	// defaults).
+	uploadTypes []string
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -94,6 +97,12 @@ func (s *Store) publish(evs ...chat.Event) {
 // this option they always notify.
 func WithRelayWake(needed func() bool) Option {
 	return func(s *Store) { s.relayWake = needed }
+}
+
+// WithUploadTypes sets the attachment types a send's transaction accepts
+// (chat.TypeAllowed syntax); the default is chat.DefaultUploadTypes.
+func WithUploadTypes(types []string) Option {
+	return func(s *Store) { s.uploadTypes = types }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
