@@ -212,7 +212,6 @@ func attachPayload(id, body string, uploads ...string) []byte {
 	return b
 }
 
-
 func hexSHA(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // blobKeys lists what the blob store holds.

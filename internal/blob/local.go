@@ -2,8 +2,6 @@ package blob
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"io"
@@ -16,20 +14,8 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// b32 is lower-case base32 without padding: URL- and file-name-safe.
-var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// NewKey returns a new blob key: 160 random bits, neither sequential nor
-// derived from the content, split "xy/rest" so a local directory holds at
-// most 1024 subdirectories.
-func NewKey() string {
-	var b [20]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand: " + err.Error()) // never fails on Linux
-	}
-	s := b32.EncodeToString(b[:])
-	return s[:2] + "/" + s[2:]
-}
+// NewKey returns a new blob key (chat.NewBlobKey).
+func NewKey() string { return chat.NewBlobKey() }
 
 // validKey accepts what NewKey makes, with an optional ".thumb" suffix:
 // a key never names a path outside the store.

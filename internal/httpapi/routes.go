@@ -75,7 +75,7 @@ type endpoint struct {
 	// returned before they wrote anything is answered as JSON.
 	raw   bool
 	serve func(a *API, w http.ResponseWriter, r *http.Request, user int64) (int, any, error)
-	call   func(a *API, ctx context.Context, user int64, payload []byte) (int, any, error)
+	call  func(a *API, ctx context.Context, user int64, payload []byte) (int, any, error)
 }
 
 // name identifies the endpoint in logs.
