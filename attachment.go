@@ -515,8 +515,13 @@ func (s *Service) CreateUpload(ctx context.Context, req UploadRequest) (UploadTi
 		return UploadTicket{}, err
 	}
 	t, err := a.CreateUpload(ctx, req)
-	if err != nil && (ErrorCode(err) == CodeUnavailable || ErrorCode(err) == CodeInternal) {
-		s.refund(context.WithoutCancel(ctx), RateUpload, UserKey(req.UserID))
+	switch ErrorCode(err) {
+	case CodeUnavailable, CodeInternal, CodeInvalid, CodeTooLarge, CodeUnsupported:
+		// Nothing was recorded: the server failed, or the request was
+		// refused on its face (a file too large, a type not allowed).
+		if err != nil {
+			s.refund(context.WithoutCancel(ctx), RateUpload, UserKey(req.UserID))
+		}
 	}
 	return t, err
 }
