@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -62,6 +63,9 @@ type Client struct {
 	// historyHook, when set (tests), answers the dispatcher's history
 	// calls instead of chatd.
 	historyHook atomic.Pointer[func(conv int64, o HistoryOptions) ([]Message, error)]
+
+	httpOnce sync.Once
+	httpc    *http.Client // uploads and downloads (attachments.go)
 }
 
 // connState is one MQTT connection: ctx ends when it goes down; ready is
