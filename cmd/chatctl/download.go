@@ -137,4 +137,3 @@ func explainDownload(err error, fs *flag.FlagSet, user int64, id string) error {
 	}
 	return explainChat(err, fs, user, 0)
 }
-
