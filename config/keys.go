@@ -87,7 +87,7 @@ var keys = append([]*key{
 			s.DatabaseURL = v
 			return nil
 		})),
-	mk("data_dir", "./data", "directory for the embedded PostgreSQL and jwt.secret",
+	mk("data_dir", "./data", "directory for the embedded PostgreSQL, jwt.secret and attachments on local disk (blobs/)",
 		"use a writable directory such as /var/lib/chatd",
 		func(s *Settings, v string) error {
 			if strings.TrimSpace(v) == "" || strings.ContainsRune(v, 0) {
