@@ -56,3 +56,17 @@ func (s *Server) startAttachments(ctx context.Context, st config.Settings) error
 	s.log.Info("attachments", "store", where, "max_upload_bytes", st.MaxUploadBytes, "upload_ttl", st.UploadTTL)
 	return nil
 }
+
+// objectStoreOrigin is the origin browsers upload to and download from
+// when attachments live in an object store (the web client's CSP must
+// allow it), none for local disk.
+func objectStoreOrigin(st config.Settings) []string {
+	if st.S3Endpoint == "" {
+		return nil
+	}
+	scheme := "http://"
+	if st.S3UseTLS {
+		scheme = "https://"
+	}
+	return []string{scheme + st.S3Endpoint}
+}

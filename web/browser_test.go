@@ -152,7 +152,7 @@ func TestBrowserE2E(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser tests failed: %v", err)
 	}
-	for _, f := range []string{"inbox.png", "conversation.png", "phone.png"} {
+	for _, f := range []string{"inbox.png", "conversation.png", "phone.png", "attachments.png"} {
 		if fi, err := os.Stat(filepath.Join(shots, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("screenshot %s not written: %v", f, err)
 		}

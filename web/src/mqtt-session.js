@@ -100,8 +100,8 @@ export class MqttSession extends EventTarget {
    * with a SendError carrying the reason code. mqtt.js queues the publish
    * while offline and sends it on reconnect.
    */
-  send(cid, clientMsgId, body) {
-    const payload = JSON.stringify({ clientMsgId, body });
+  send(cid, clientMsgId, body, attachments = []) {
+    const payload = JSON.stringify(attachments.length ? { clientMsgId, body, attachments } : { clientMsgId, body });
     return new Promise((resolve, reject) => {
       if (!this.client) {
         reject(new SendError('Signed out.', undefined));

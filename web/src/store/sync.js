@@ -125,6 +125,8 @@ export class Sync {
           clientMsgId: ev.clientMsgId,
           body: ev.body,
           createdAt: ev.createdAt,
+          msgType: ev.msgType,
+          attachments: ev.attachments,
         };
         if (this.state.addMessages(cid, [msg])) this.fill(cid);
         this.afterMessages(cid);
@@ -297,11 +299,15 @@ export class Sync {
     );
   }
 
-  /** Sends with optimistic display: pending now, seq on PUBACK. */
-  send(cid, body) {
+  /**
+   * Sends with optimistic display: pending now, seq on PUBACK.
+   * attachments are complete uploads (their attachment objects).
+   */
+  send(cid, body, attachments = []) {
     const p = {
       clientMsgId: uuid4(),
       body,
+      attachments,
       status: 'sending',
       seq: null,
       error: null,
@@ -323,7 +329,8 @@ export class Sync {
     const timer = setTimeout(() => {
       if (p.attempt === attempt && p.seq === null) this.state.failPending(cid, p.clientMsgId, 'No answer from the server.');
     }, SEND_TIMEOUT_MS);
-    this.session.send(cid, p.clientMsgId, p.body).then(
+    const refs = (p.attachments || []).map((a) => (a.caption ? { uploadId: a.id, caption: a.caption } : { uploadId: a.id }));
+    this.session.send(cid, p.clientMsgId, p.body, refs).then(
       ({ seq }) => {
         clearTimeout(timer);
         if (seq === null) {
@@ -339,6 +346,7 @@ export class Sync {
           clientMsgId: p.clientMsgId,
           body: p.body,
           createdAt: p.createdAt,
+          attachments: p.attachments && p.attachments.length ? p.attachments : undefined,
           local: true, // replaced by the server's copy when message.new arrives
         };
         if (this.state.addMessages(cid, [msg])) this.fill(cid);

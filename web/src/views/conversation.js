@@ -5,13 +5,15 @@
 
 import { h, icon, setText } from './dom.js';
 import { avatar, clockTime, conversationTitle, dayLabel, typingText, userName } from './format.js';
+import { attachmentList, createTray, openLightbox } from './attachments.js';
 
 /**
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../store/sync.js').Sync} sync
+ * @param {{uploader: import('../uploads.js').Uploader, cache: import('../uploads.js').BlobCache}} media
  * @param {{back:()=>void, addMember:(cid:number)=>void}} actions
  */
-export function createConversationView(state, sync, actions) {
+export function createConversationView(state, sync, media, actions) {
   const titleEl = h('h2', { 'data-testid': 'chat-title' });
   const subtitleEl = h('p', { class: 'subtitle', 'data-testid': 'chat-subtitle' });
   const avatarSlot = h('span', { class: 'avatar-slot' });
@@ -38,7 +40,22 @@ export function createConversationView(state, sync, actions) {
     enterkeyhint: 'send',
   });
   const sendBtn = h('button', { class: 'send-btn', type: 'submit', title: 'Send', 'aria-label': 'Send', 'data-testid': 'send' }, icon('send'));
-  const form = h('form', { class: 'composer' }, input, sendBtn);
+  // Files: the attach button (or a drop, or a paste) adds them to the
+  // tray, where they upload at once; the message goes when all are up.
+  const fileInput = h('input', { type: 'file', multiple: true, hidden: true, 'data-testid': 'file-input' });
+  const attachBtn = h(
+    'button',
+    { class: 'icon-btn attach-btn', type: 'button', title: 'Attach files', 'aria-label': 'Attach files', 'data-testid': 'attach', onclick: () => fileInput.click() },
+    icon('clip'),
+  );
+  const tray = createTray(media.uploader, () => state.openId, () => {
+    sendBtn.disabled = tray.busy();
+  });
+  fileInput.addEventListener('change', () => {
+    tray.add([...fileInput.files]);
+    fileInput.value = '';
+  });
+  const form = h('form', { class: 'composer' }, attachBtn, fileInput, input, sendBtn);
 
   const el = h(
     'section',
@@ -53,8 +70,30 @@ export function createConversationView(state, sync, actions) {
     ),
     scroller,
     typingEl,
+    tray.el,
     form,
   );
+  el.addEventListener('dragover', (e) => {
+    if (![...(e.dataTransfer?.types || [])].includes('Files')) return;
+    e.preventDefault();
+    el.classList.add('dropping');
+  });
+  el.addEventListener('dragleave', (e) => {
+    if (e.target === el || !el.contains(e.relatedTarget)) el.classList.remove('dropping');
+  });
+  el.addEventListener('drop', (e) => {
+    if (!e.dataTransfer?.files?.length) return;
+    e.preventDefault();
+    el.classList.remove('dropping');
+    tray.add([...e.dataTransfer.files]);
+  });
+  input.addEventListener('paste', (e) => {
+    const files = [...(e.clipboardData?.files || [])];
+    if (files.length) {
+      e.preventDefault();
+      tray.add(files);
+    }
+  });
 
   let shownId = null;
   /** @type {Map<string, {el:HTMLElement, update:(d:any)=>void}>} */
@@ -64,11 +103,12 @@ export function createConversationView(state, sync, actions) {
   const send = () => {
     const cid = state.openId;
     const body = input.value;
-    if (!cid || !body.trim()) return;
+    if (!cid || tray.busy() || (!body.trim() && !tray.count())) return;
+    const files = tray.take();
     input.value = '';
     autoGrow();
     stickToBottom = true;
-    sync.send(cid, body);
+    sync.send(cid, files.length ? body.trim() : body, files);
     input.focus();
   };
   form.addEventListener('submit', (e) => {
@@ -105,7 +145,10 @@ export function createConversationView(state, sync, actions) {
 
   /** One message row; update() refreshes the parts that can change. */
   function messageNode(m) {
-    const body = h('div', { class: 'bubble' }, h('span', { class: 'body', 'data-testid': 'message-body' }, m.body));
+    const text = h('span', { class: 'body', 'data-testid': 'message-body' }, m.body);
+    const files = h('div', { class: 'files' });
+    const body = h('div', { class: 'bubble' }, files, text);
+    let shownFiles = '';
     const sender = h('div', { class: 'sender' });
     const time = h('time', null);
     const stateEl = h('span', { class: 'receipt', 'data-testid': 'receipt' });
@@ -133,6 +176,15 @@ export function createConversationView(state, sync, actions) {
       setText(stateEl, d.receipt);
       stateEl.hidden = !d.receipt;
       retry.hidden = d.status !== 'failed';
+      const atts = d.m.attachments || [];
+      // Rebuilt only when the files change (a thumbnail made later).
+      const key = atts.map((a) => `${a.id}:${a.thumbnail ? 1 : 0}`).join(',');
+      if (key !== shownFiles) {
+        shownFiles = key;
+        files.replaceChildren(...(atts.length ? [attachmentList(atts, media.cache, (a) => openLightbox(a, media.cache))] : []));
+      }
+      el.classList.toggle('has-files', atts.length > 0);
+      text.hidden = atts.length > 0 && !d.m.body;
       meta.hidden = !d.runEnd && !d.receipt && d.status !== 'failed';
       el.title = d.error || '';
     };
@@ -183,7 +235,7 @@ export function createConversationView(state, sync, actions) {
     for (const p of c.pendingList()) {
       addDay(p.createdAt);
       push(`m:${p.clientMsgId}`, 'msg', {
-        m: { clientMsgId: p.clientMsgId, body: p.body },
+        m: { clientMsgId: p.clientMsgId, body: p.body, attachments: p.attachments },
         mine: true,
         seq: null,
         status: p.status === 'failed' ? 'failed' : 'sending',
@@ -257,6 +309,7 @@ export function createConversationView(state, sync, actions) {
       list.replaceChildren();
       stickToBottom = true;
       input.value = '';
+      tray.clear();
       autoGrow();
       el.dataset.convId = String(c.id);
     }
