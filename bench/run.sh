@@ -171,7 +171,7 @@ step "the lone sender's transaction alone: pgbench, 1 client, chat_send_batch wi
 # Splits the lone sender's latency into PostgreSQL's part (this) and chatd's
 # (the rest); chatd wakes the relay apart from the send, hence the setting.
 read -r LONE_CONV LONE_USER < <("$(command -v psql || echo "$PGBIN/psql")" "$DBURL" -Atc "SELECT conversation_id, user_id FROM conversation_member ORDER BY conversation_id DESC, user_id LIMIT 1" | tr '|' ' ')
-printf "SELECT * FROM chat_send_batch(ARRAY['message'], ARRAY[%s]::bigint[], ARRAY[%s]::bigint[], ARRAY[gen_random_uuid()], ARRAY[repeat('x', %s)], ARRAY[0]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::text[], ARRAY[false], NULL, NULL);\n" \
+printf "SELECT * FROM chat_send_batch(ARRAY['message'], ARRAY[%s]::bigint[], ARRAY[%s]::bigint[], ARRAY[gen_random_uuid()], ARRAY[repeat('x', %s)], ARRAY[0]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::text[], ARRAY[false], NULL, NULL, ARRAY[NULL]::jsonb[], NULL);\n" \
 	"$LONE_CONV" "$LONE_USER" "$BODY" >"$WORK/sendtx.sql"
 PGOPTIONS="-c chat.defer_notify=on" "$PGBENCH" -n -M prepared -f "$WORK/sendtx.sql" -c 1 -R 50 -T 10 -l --log-prefix="$WORK/sendtx-log" "$DBURL" 2>&1 | tee "$WORK/sendtx.txt" | grep -E "latency average|tps ="
 SENDTX_MS=$(exec_p50 "$WORK/sendtx-log")

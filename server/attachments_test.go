@@ -38,7 +38,7 @@ func stores(t *testing.T, env map[string]string, fn func(t *testing.T, n attachN
 	}
 }
 
-func startAttachNode(t *testing.T, s3 bool, env map[string]string) attachNode {
+func startAttachNode(t testing.TB, s3 bool, env map[string]string) attachNode {
 	t.Helper()
 	e := map[string]string{}
 	var fake *s3fake.Server
