@@ -82,4 +82,3 @@ func benchAttachments(b *testing.B, s3 bool, size int) {
 		}
 	})
 }
-
