@@ -50,7 +50,8 @@ export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT
 # results in $WORK/results.
 one() {
 	local bin=$1 name=$2 round=$3 data="$WORK/data-$2-$3"
-	CHAT_DATA_DIR="$data" CHAT_MQTT_ADDR="$MQTT_ADDR" CHAT_HTTP_ADDR="$HTTP_ADDR" CHAT_LOG_LEVEL=warn "$bin/chatd" >"$WORK/chatd.log" 2>&1 &
+	local log="$WORK/chatd-$name-$round.log"
+	CHAT_DATA_DIR="$data" CHAT_MQTT_ADDR="$MQTT_ADDR" CHAT_HTTP_ADDR="$HTTP_ADDR" CHAT_LOG_LEVEL=warn "$bin/chatd" >"$log" 2>&1 &
 	PID=$!
 	for _ in $(seq 1 120); do
 		curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null 2>&1 && break
@@ -63,7 +64,11 @@ one() {
 		jq -r '"\(.ackLatencyMs.p50) \(.ackLatencyMs.p99)"')
 	sat=$( ("$bin/chatbench" "${common[@]}" -clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -duration "$SAT_DURATION" -drain 60s || true) |
 		jq -r '"\(.ackedPerSec|floor) \(.ok)"')
-	kill "$PID" && wait "$PID" 2>/dev/null || true
+	if ! kill "$PID" 2>/dev/null; then
+		echo "ab.sh: chatd ($name, round $round) died during the run:" >&2
+		tail -30 "$log" >&2
+	fi
+	wait "$PID" 2>/dev/null || true
 	PID=""
 	rm -rf "$data"
 	echo "$name $round $lone $sat $load" | tee -a "$WORK/results"

@@ -112,6 +112,11 @@ AS $$
 DECLARE
     v_n    int := cardinality(p_conv);
     v_rows chat_batch_row[];
+    v_new boolean;
+    v_recall boolean;
+    v_aerr smallint[];   -- per change: the first failing attachment's outcome
+    v_abad text[];       -- and its upload id
+    v_atype text[];      -- the first attachment's content type
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
@@ -130,6 +135,36 @@ BEGIN
         FROM (SELECT DISTINCT j.e->>'uploadId' AS id FROM unnest(p_attach) AS a(att)
               CROSS JOIN LATERAL jsonb_array_elements(a.att) AS j(e) WHERE a.att IS NOT NULL ORDER BY 1) k
         CROSS JOIN LATERAL (SELECT 1 FROM attachment t WHERE t.id = k.id LIMIT 1 FOR UPDATE) l;
+        -- Each change's attachments judged, after the locks (a fresh
+        -- snapshot): the first that fails (its outcome and id), and the
+        -- first attachment's type. Apart from the deciding statement, so a
+        -- batch without files never opens the attachment table.
+        SELECT array_agg(v.a_err ORDER BY v.ord), array_agg(v.a_bad ORDER BY v.ord), array_agg(v.a_type ORDER BY v.ord)
+        INTO v_aerr, v_abad, v_atype
+        FROM (
+            SELECT r.ord,
+                   (array_agg(x.code ORDER BY x.pos) FILTER (WHERE x.code > 0))[1] AS a_err,
+                   (array_agg(x.uid ORDER BY x.pos) FILTER (WHERE x.code > 0))[1] AS a_bad,
+                   (array_agg(x.ctype ORDER BY x.pos))[1] AS a_type
+            FROM unnest(p_attach, p_conv, p_sender) WITH ORDINALITY AS r(att, c, s, ord)
+            LEFT JOIN LATERAL (
+                SELECT j.pos, j.e->>'uploadId' AS uid, a.content_type AS ctype,
+                       (CASE WHEN a.id IS NULL THEN 14
+                             WHEN a.uploader_id <> r.s THEN 15
+                             WHEN a.conversation_id <> r.c THEN 16
+                             WHEN a.state IN ('attached', 'recalled') THEN 17
+                             WHEN a.state <> 'complete' THEN 18
+                             WHEN a.size IS DISTINCT FROM a.declared_size THEN 19
+                             WHEN NOT (a.content_type = ANY (p_types)
+                                       OR split_part(a.content_type, '/', 1) || '/*' = ANY (p_types)) THEN 20
+                             ELSE 0 END)::smallint AS code
+                FROM jsonb_array_elements(r.att) WITH ORDINALITY AS j(e, pos)
+                LEFT JOIN LATERAL (SELECT t.id, t.uploader_id, t.conversation_id, t.state, t.size, t.declared_size,
+                                          t.content_type
+                                   FROM attachment t WHERE t.id = j.e->>'uploadId' LIMIT 1) a ON true
+            ) x ON true
+            GROUP BY r.ord
+        ) v;
     END IF;
 
     WITH req AS (
@@ -146,7 +181,7 @@ BEGIN
                COALESCE(rx.mine, false) AS mine, COALESCE(rx.mine_distinct, 0) AS mine_distinct, COALESCE(rx.total, 0) AS total,
                fm.ok IS NOT NULL AS f_member, fsrc.kind AS f_kind, fsrc.sender_id AS f_sender,
                fsrc.body AS f_body, fsrc.recalled_at IS NOT NULL AS f_recalled, fsrc.msg_type AS f_msg_type,
-               av.a_err, av.a_bad, av.a_type
+               v_aerr[r.ord::int] AS a_err, v_abad[r.ord::int] AS a_bad, v_atype[r.ord::int] AS a_type
         FROM req r
         LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type FROM conversation c
                            WHERE c.id = r.c LIMIT 1) cv ON true
@@ -166,27 +201,6 @@ BEGIN
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.user_id = r.s LIMIT 1) fm ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at, m.msg_type FROM message m
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true
-        LEFT JOIN LATERAL (
-            -- The first attachment that fails (its outcome and id), and
-            -- the first attachment's type.
-            SELECT (array_agg(x.code ORDER BY x.pos) FILTER (WHERE x.code > 0))[1] AS a_err,
-                   (array_agg(x.uid ORDER BY x.pos) FILTER (WHERE x.code > 0))[1] AS a_bad,
-                   (array_agg(x.ctype ORDER BY x.pos))[1] AS a_type
-            FROM (SELECT j.pos, j.e->>'uploadId' AS uid, a.content_type AS ctype,
-                         CASE WHEN a.id IS NULL THEN 14
-                              WHEN a.uploader_id <> r.s THEN 15
-                              WHEN a.conversation_id <> r.c THEN 16
-                              WHEN a.state IN ('attached', 'recalled') THEN 17
-                              WHEN a.state <> 'complete' THEN 18
-                              WHEN a.size IS DISTINCT FROM a.declared_size THEN 19
-                              WHEN NOT (a.content_type = ANY (p_types)
-                                        OR split_part(a.content_type, '/', 1) || '/*' = ANY (p_types)) THEN 20
-                              ELSE 0 END AS code
-                  FROM jsonb_array_elements(r.att) WITH ORDINALITY AS j(e, pos)
-                  LEFT JOIN LATERAL (SELECT t.id, t.uploader_id, t.conversation_id, t.state, t.size, t.declared_size,
-                                            t.content_type
-                                     FROM attachment t WHERE t.id = j.e->>'uploadId' LIMIT 1) a ON true) x
-            WHERE r.att IS NOT NULL) av ON r.att IS NOT NULL
     ), judged AS (
         SELECT x.*, (CASE
             WHEN x.last_seq IS NULL THEN 4
@@ -260,7 +274,9 @@ BEGIN
     INTO v_rows
     FROM seqs q CROSS JOIN clock k;
 
-    IF EXISTS (SELECT 1 FROM unnest(v_rows) f WHERE f.status = 0) THEN
+    SELECT COALESCE(bool_or(f.status = 0), false), COALESCE(bool_or(f.status = 0 AND f.kind = 'recall'), false)
+    INTO v_new, v_recall FROM unnest(v_rows) f;
+    IF v_new THEN
         -- One statement writes every table: each statement of a function
         -- costs its own executor start-up, most of what a small batch
         -- costs PostgreSQL. The sub-statements share one snapshot; none
@@ -280,24 +296,6 @@ BEGIN
                    CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt,
                    CASE WHEN f.kind = 'message' THEN f.msg_type END
             FROM fresh f
-        ), attached AS (
-            UPDATE attachment t SET state = 'attached', seq = f.seq, position = j.pos,
-                   caption = NULLIF(j.e->>'caption', '')
-            FROM fresh f CROSS JOIN LATERAL jsonb_array_elements(f.att) WITH ORDINALITY AS j(e, pos)
-            WHERE f.kind = 'message' AND f.att IS NOT NULL AND t.id = j.e->>'uploadId'
-        ), unattached AS (
-            -- A recalled message's files are gone for everyone: the row
-            -- keeps only what a fetch needs to answer 410.
-            UPDATE attachment t SET state = 'recalled', name = '', caption = NULL, sha256 = NULL
-            FROM fresh f
-            WHERE f.kind = 'recall' AND t.conversation_id = f.conv AND t.seq = f.target AND t.state = 'attached'
-            RETURNING t.blob_key
-        ), unblobbed AS (
-            -- A minute's grace lets a thumbnail being made land before
-            -- the deletion, which takes it too.
-            INSERT INTO blob_deletion (blob_key, reason, not_before)
-            SELECT u.blob_key, 'recall', now() + interval '1 minute' FROM unattached u
-            ON CONFLICT (blob_key) DO NOTHING
         ), edited AS (
             UPDATE message m SET body = f.body, edited_at = f.at
             FROM fresh f WHERE f.kind = 'edit' AND m.conversation_id = f.conv AND m.seq = f.target
@@ -339,6 +337,33 @@ BEGIN
                f.conv, f.seq
         FROM fresh f
         ORDER BY f.ord;
+    END IF;
+
+    -- Attachments are written apart, and only by batches that have them:
+    -- every table a statement writes costs its executor start-up (opening
+    -- the table and its indexes) even when no row changes, and a send
+    -- without files must not pay for them.
+    IF v_new AND p_types IS NOT NULL THEN
+        UPDATE attachment t SET state = 'attached', seq = f.seq, position = j.pos,
+               caption = NULLIF(j.e->>'caption', '')
+        FROM unnest(v_rows) f CROSS JOIN LATERAL jsonb_array_elements(f.att) WITH ORDINALITY AS j(e, pos)
+        WHERE f.status = 0 AND f.kind = 'message' AND f.att IS NOT NULL AND t.id = j.e->>'uploadId';
+    END IF;
+    IF v_recall THEN
+        -- A recalled message's files are gone for everyone: the row keeps
+        -- only what a fetch needs to answer 410, and the bytes are queued
+        -- for deletion (a minute's grace lets a thumbnail being made land
+        -- before the deletion, which takes it too).
+        WITH unattached AS (
+            UPDATE attachment t SET state = 'recalled', name = '', caption = NULL, sha256 = NULL
+            FROM unnest(v_rows) f
+            WHERE f.status = 0 AND f.kind = 'recall' AND t.conversation_id = f.conv AND t.seq = f.target
+              AND t.seq IS NOT NULL AND t.state = 'attached'
+            RETURNING t.blob_key
+        )
+        INSERT INTO blob_deletion (blob_key, reason, not_before)
+        SELECT u.blob_key, 'recall', now() + interval '1 minute' FROM unattached u
+        ON CONFLICT (blob_key) DO NOTHING;
     END IF;
 
     RETURN QUERY SELECT f.status, f.seq, f.st_sender,
@@ -397,7 +422,9 @@ LANGUAGE sql STABLE AS $$
                    'contentType', 'image/jpeg', 'width', a.thumb_width, 'height', a.thumb_height, 'size', a.thumb_size) END))
            ORDER BY a.position)
     FROM attachment a
-    WHERE a.conversation_id = p_conv AND a.seq = p_seq AND a.state = 'attached'
+    -- seq IS NOT NULL: the predicate of attachment_message_idx, stated
+    -- so every plan can use it.
+    WHERE a.conversation_id = p_conv AND a.seq = p_seq AND a.seq IS NOT NULL AND a.state = 'attached'
 $$;
 
 -- # chat_entry (view)

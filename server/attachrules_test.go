@@ -381,3 +381,67 @@ func TestUploadsNeverSentExpireWithTheirBlobs(t *testing.T) {
 		}
 	})
 }
+
+// TestANewPutInterruptsOneStillRunning: a phone whose first PUT hangs on
+// a dead connection sends the file again; the new PUT does not wait for
+// the old one's idle timeout, and the file is stored once.
+func TestANewPutInterruptsOneStillRunning(t *testing.T) {
+	n := startAttachNode(t, false, nil)
+	g, err := n.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := mediatest.WAV(64 << 10) // 1 MiB
+	tk, _ := n.ticket(t, 1, g.ID, "v.wav", "audio/wav", len(data))
+	// The first PUT sends half and then nothing, its connection open.
+	c, err := net.Dial("tcp", n.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", tk.URL, token(t, 1), len(data))
+	if _, err := c.Write(data[:len(data)/2]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the first PUT to be writing", n.putting)
+	start := time.Now()
+	if r := n.put(t, 1, tk, data); r.status != http.StatusOK {
+		t.Fatalf("second PUT: %d %s", r.status, r.body)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the second PUT waited %v for the first", took)
+	}
+	waitFor(t, 5*time.Second, "the first PUT to end", func() bool { return !n.putting() })
+	assertNoOrphans(t, n)
+	if ks := blobKeys(t, n); len(ks) != 1 {
+		t.Fatalf("blobs: %v", ks)
+	}
+}
+
+// TestAThumbnailLeftPendingByACrashIsMadeByTheNextCleanup: after a crash
+// between completing an image and making its thumbnail, the cleanup round
+// makes it.
+func TestAThumbnailLeftPendingByACrashIsMadeByTheNextCleanup(t *testing.T) {
+	n := startAttachNode(t, false, nil)
+	g, err := n.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := n.upload(t, 1, g.ID, "p.jpg", "image/jpeg", mediatest.JPEG(800, 600))
+	ctx := context.Background()
+	var key string
+	if err := n.Pool.QueryRow(ctx, `UPDATE attachment SET thumb_state = 'pending', thumb_width = NULL, thumb_height = NULL,
+		thumb_size = NULL WHERE id = $1 RETURNING blob_key`, u.UploadID).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Blobs.Delete(ctx, chat.ThumbnailKey(key)); err != nil {
+		t.Fatal(err)
+	}
+	n.Attachments.Sweep()
+	waitFor(t, 10*time.Second, "the thumbnail", func() bool {
+		r := n.call(t, 1, "GET", "/v1/uploads/"+u.UploadID, nil, nil)
+		a := decode[chat.Upload](t, r).Attachment
+		return a != nil && a.Thumbnail != nil && a.Thumbnail.Width == 320
+	})
+	assertNoOrphans(t, n)
+}
