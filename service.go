@@ -23,6 +23,7 @@ import (
 //     (a group-committing writer that also notifies the events itself);
 //   - PresenceSource answers presence queries (nil: not available);
 //   - Attachments handles uploads and downloads (nil: not enabled).
+//   - Push keeps push devices and member settings (nil: not available).
 type Service struct {
 	Store  Store
 	Limits Limits
@@ -33,6 +34,8 @@ type Service struct {
 	PresenceSource PresenceSource
 	// Attachments handles uploads and downloads (nil: not enabled).
 	Attachments Attachments
+	// Push keeps devices and member settings (nil: push not available).
+	Push PushStore
 
 	typing typingThrottle
 }

@@ -155,6 +155,8 @@ type InboxEntry struct {
 	// member read them (0 when there is nobody else).
 	DeliveredSeq int64 `json:"deliveredSeq"`
 	ReadSeq      int64 `json:"readSeq"`
+	// Settings are the caller's mute settings of the conversation.
+	Settings *ConversationSettings `json:"settings,omitempty"`
 }
 
 // InboxPage is a page of the inbox, newest first; NextCursor is empty on the

@@ -273,7 +273,7 @@ var keys = append([]*key{
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
-}, slices.Concat(opsKeys, attachmentKeys)...)
+}, slices.Concat(opsKeys, pushKeys, attachmentKeys)...)
 
 var keyByName = func() map[string]*key {
 	m := map[string]*key{}

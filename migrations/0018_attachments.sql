@@ -83,8 +83,10 @@ CREATE TABLE upload_quota (
 ALTER TABLE message ADD COLUMN msg_type text CHECK (msg_type IN ('image', 'audio', 'video', 'file'));
 
 -- chat_send_batch takes each change's attachments and the allowed types
--- (functions.sql); its decisions carry them to the writing statement. (A
--- fresh database has no function yet: functions.sql runs after the
--- numbered migrations.)
-DROP FUNCTION IF EXISTS chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[], boolean[], interval, interval);
+-- (functions.sql, after the trace context of 0016) and answers each
+-- message's type and attachments: a new result needs the old function
+-- dropped. Its decisions carry them to the writing statement. (A fresh
+-- database has no function yet: functions.sql runs after the numbered
+-- migrations.)
+DROP FUNCTION IF EXISTS chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[], boolean[], interval, interval, text[], text[]);
 ALTER TYPE chat_batch_row ADD ATTRIBUTE att jsonb, ADD ATTRIBUTE msg_type text;

@@ -4,7 +4,7 @@
 -- function's arguments or result needs a numbered migration that drops the
 -- old one first; everything else is edited here.
 --
--- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_attach, p_types)
+-- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_traceparent, p_tracestate, p_attach, p_types)
 --
 -- The only way an entry of a conversation's stream is written: messages,
 -- edits, recalls and reactions. Group commit calls it once per transaction
@@ -21,10 +21,12 @@
 --             copied, p_body is ignored
 --   p_emoji, p_on   reaction: the emoji, and set (true) or remove
 --   p_edit_window, p_recall_window   NULL: no limit
+--   p_traceparent, p_tracestate   the W3C trace context of each change,
+--             copied into its outbox row ('' or a NULL array: not traced)
 --   p_attach  message: its attachments, [{"uploadId","caption"}, ...] in
---             order (NULL: none); a message with attachments is the only
---             change of its conversation in the batch (the batcher cuts
---             batches so)
+--             order (a NULL element: none; a NULL array: no change has
+--             any); a message with attachments is the only change of its
+--             conversation in the batch (the batcher cuts batches so)
 --   p_types   the allowed attachment types ("type/subtype" or "type/*");
 --             NULL when no change of the batch has attachments
 --
@@ -85,7 +87,8 @@
 --     last_seq and its writer's read watermark (one has read what one
 --     wrote);
 --   - every entry writes one outbox row referencing it (conversation_id,
---     seq; type by kind), in seq order; the relay encodes it.
+--     seq; type by kind; its change's trace context), in seq order; the
+--     relay encodes it.
 --
 -- Locks are taken in a fixed order, the order every other writer uses:
 -- conversation rows by id before anything else, member rows by
@@ -102,7 +105,9 @@
 CREATE OR REPLACE FUNCTION chat_send_batch(
     p_kind text[], p_conv bigint[], p_sender bigint[], p_id uuid[], p_body text[], p_target bigint[],
     p_fwd_conv bigint[], p_fwd_seq bigint[], p_emoji text[], p_on boolean[],
-    p_edit_window interval, p_recall_window interval, p_attach jsonb[], p_types text[])
+    p_edit_window interval, p_recall_window interval,
+    p_traceparent text[] DEFAULT NULL, p_tracestate text[] DEFAULT NULL,
+    p_attach jsonb[] DEFAULT NULL, p_types text[] DEFAULT NULL)
 RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
                o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer,
                o_msg_type text, o_attachments jsonb)
@@ -122,7 +127,7 @@ BEGIN
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
        OR cardinality(p_target) IS DISTINCT FROM v_n OR cardinality(p_fwd_conv) IS DISTINCT FROM v_n
        OR cardinality(p_fwd_seq) IS DISTINCT FROM v_n OR cardinality(p_emoji) IS DISTINCT FROM v_n
-       OR cardinality(p_on) IS DISTINCT FROM v_n OR cardinality(p_attach) IS DISTINCT FROM v_n THEN
+       OR cardinality(p_on) IS DISTINCT FROM v_n OR (p_attach IS NOT NULL AND cardinality(p_attach) IS DISTINCT FROM v_n) THEN
         RAISE EXCEPTION 'chat_send_batch: argument arrays differ in length';
     END IF;
 
@@ -130,7 +135,7 @@ BEGIN
     FROM (SELECT DISTINCT u.c FROM unnest(p_conv) AS u(c) ORDER BY u.c) k
     CROSS JOIN LATERAL (SELECT 1 FROM conversation cv WHERE cv.id = k.c LIMIT 1 FOR UPDATE) l;
 
-    IF p_types IS NOT NULL THEN
+    IF p_types IS NOT NULL AND p_attach IS NOT NULL THEN
         PERFORM 1
         FROM (SELECT DISTINCT j.e->>'uploadId' AS id FROM unnest(p_attach) AS a(att)
               CROSS JOIN LATERAL jsonb_array_elements(a.att) AS j(e) WHERE a.att IS NOT NULL ORDER BY 1) k
@@ -331,10 +336,10 @@ BEGIN
             FROM lk
             WHERE m.conversation_id = lk.conv AND m.user_id = lk.sender
         )
-        INSERT INTO outbox (msg_key, type, conversation_id, seq)
+        INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
         SELECT f.conv::text, CASE f.kind WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
                                         WHEN 'recall' THEN 'message.recalled' ELSE 'reaction.updated' END,
-               f.conv, f.seq
+               f.conv, f.seq, NULLIF(p_traceparent[f.ord], ''), NULLIF(p_tracestate[f.ord], '')
         FROM fresh f
         ORDER BY f.ord;
     END IF;
@@ -444,3 +449,97 @@ SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m
        CASE WHEN m.msg_type IS NOT NULL AND m.recalled_at IS NULL THEN chat_attachments(m.conversation_id, m.seq) END AS attachments
 FROM message m
 LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply_to;
+
+-- # chat_unread(p_conv, p_read_seq, p_message_count)
+--
+-- A member's unread count: the messages (not edits, recalls, reactions or
+-- system entries) after their read watermark, wherever it points, i.e.
+-- the conversation's message_count less the msg_no of the newest entry at
+-- or before the watermark; two key lookups. The inbox and the push badge
+-- both count with it. Inlined by the planner (one SQL expression).
+CREATE OR REPLACE FUNCTION chat_unread(p_conv bigint, p_read_seq bigint, p_message_count bigint)
+RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT GREATEST(p_message_count - COALESCE(
+        (SELECT msg_no FROM message WHERE conversation_id = p_conv AND seq <= p_read_seq ORDER BY seq DESC LIMIT 1), 0), 0)
+$$;
+
+-- # chat_session_open(p_client, p_user, p_persistent, p_clean, p_expiry)
+--
+-- Opens (or resumes) an MQTT session in one round trip. A client id
+-- belongs to one user: o_owner is its owner, and when that is not p_user
+-- nothing changed. A persistent session that is not started clean resumes
+-- (o_resumed) with its cursors and its recorded subscriptions
+-- (o_subscriptions; NULL when none were recorded); any other session
+-- starts now: cursors at every conversation's last_seq (persistent) or
+-- none, subscriptions an empty record (persistent) or none.
+--
+-- It commits without waiting for the WAL flush (synchronous_commit off for
+-- its own transaction): reconnect storms then cost no fsync per client.
+-- What a crash of PostgreSQL can lose is an open of the last moments, and
+-- the next connection then reports the session honestly (not present, or
+-- resumed as before that open). A SUBACK waits for a synchronous commit of
+-- the subscriptions (Sessions.SaveSubscriptions), and WAL is flushed in
+-- order, so a session is never present with subscriptions its client was
+-- not told of, nor without ones it was.
+CREATE OR REPLACE FUNCTION chat_session_open(p_client text, p_user bigint, p_persistent boolean, p_clean boolean, p_expiry bigint,
+    OUT o_owner bigint, OUT o_resumed boolean, OUT o_subscriptions jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_persistent boolean;
+    v_subs jsonb;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    o_resumed := false;
+    SELECT user_id, persistent, subscriptions INTO o_owner, v_persistent, v_subs
+    FROM chat_session WHERE client_id = p_client FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions)
+        VALUES (p_client, p_user, p_persistent, p_expiry, CASE WHEN p_persistent THEN '[]'::jsonb END)
+        ON CONFLICT (client_id) DO NOTHING;
+        -- A concurrent open may have won the insert: read the owner again.
+        SELECT user_id INTO o_owner FROM chat_session WHERE client_id = p_client FOR UPDATE;
+        IF o_owner <> p_user THEN
+            RETURN;
+        END IF;
+    ELSE
+        IF o_owner <> p_user THEN
+            RETURN;
+        END IF;
+        o_resumed := p_persistent AND v_persistent AND NOT p_clean;
+        IF o_resumed THEN
+            o_subscriptions := v_subs;
+        END IF;
+        UPDATE chat_session SET persistent = p_persistent, expiry_seconds = p_expiry, last_seen_at = now(),
+            subscriptions = CASE WHEN o_resumed THEN subscriptions WHEN p_persistent THEN '[]'::jsonb END
+        WHERE client_id = p_client;
+    END IF;
+    IF o_resumed THEN
+        RETURN;
+    END IF;
+    DELETE FROM session_cursor WHERE client_id = p_client;
+    IF p_persistent THEN
+        INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
+        SELECT p_client, c.id, c.last_seq FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+        WHERE m.user_id = p_user;
+    END IF;
+END;
+$$;
+
+-- # chat_sessions_touch(p_ids, p_expiry_seconds)
+--
+-- Records that sessions disconnected now, with their expiry (a v5 client
+-- may change it on DISCONNECT), in client id order (the order every
+-- statement that updates many sessions locks them in). Asynchronous
+-- commit: a crash loses at most a last-seen time, which only delays an
+-- expiry.
+CREATE OR REPLACE FUNCTION chat_sessions_touch(p_ids text[], p_expiry_seconds bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    WITH v AS (SELECT * FROM unnest(p_ids, p_expiry_seconds) AS v(id, secs)),
+    locked AS (SELECT s.client_id FROM chat_session s JOIN v ON s.client_id = v.id
+               ORDER BY s.client_id FOR NO KEY UPDATE OF s)
+    UPDATE chat_session s SET last_seen_at = now(), expiry_seconds = v.secs
+    FROM v JOIN locked l ON l.client_id = v.id WHERE s.client_id = v.id;
+END;
+$$;

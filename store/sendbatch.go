@@ -59,6 +59,9 @@ type batchArgs struct {
 	conv, sender, target  []int64
 	fwdConv, fwdSeq       []*int64
 	on                    []bool
+	// traceparent and tracestate are nil (SQL NULL) unless a change is
+	// traced; then "" stands for an untraced one.
+	traceparent, tracestate []string
 	// att holds each message's attachments as JSON (nil: none); types
 	// the allowed types, nil when no change has attachments.
 	att   []*string
@@ -90,6 +93,12 @@ func newBatchArgs(reqs []*sendReq, types []string) batchArgs {
 			if a.types == nil {
 				a.types = chat.DefaultUploadTypes
 			}
+		}
+		if r.trace.Parent != "" {
+			if a.traceparent == nil {
+				a.traceparent, a.tracestate = make([]string, n), make([]string, n)
+			}
+			a.traceparent[i], a.tracestate[i] = r.trace.Parent, r.trace.State
 		}
 	}
 	return a
@@ -147,7 +156,7 @@ const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_s
 	       o_msg_type, o_attachments
 	FROM chat_send_batch($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
 	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval,
-	                     $13::jsonb[], $14::text[])`
+	                     $13::text[], $14::text[], $15::jsonb[], $16::text[])`
 
 // SendMessagesSQL calls chat_send_batch for messages alone (no replies or
 // forwards) from four parallel arrays ($1 conversations, $2 senders, $3
@@ -157,8 +166,7 @@ const SendMessagesSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at FROM cha
 	array_fill('message'::text, ARRAY[cardinality($1::bigint[])]), $1::bigint[], $2::bigint[], $3::uuid[], $4::text[],
 	array_fill(0::bigint, ARRAY[cardinality($1::bigint[])]), array_fill(NULL::bigint, ARRAY[cardinality($1::bigint[])]),
 	array_fill(NULL::bigint, ARRAY[cardinality($1::bigint[])]), array_fill(NULL::text, ARRAY[cardinality($1::bigint[])]),
-	array_fill(false, ARRAY[cardinality($1::bigint[])]), NULL, NULL,
-	array_fill(NULL::jsonb, ARRAY[cardinality($1::bigint[])]), NULL)`
+	array_fill(false, ARRAY[cardinality($1::bigint[])]), NULL, NULL)`
 
 // sendBatchTx runs the batch's transaction as one pipeline and fills in each
 // request's outcome.
@@ -170,7 +178,7 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	b.Queue(`SELECT set_config('chat.defer_notify', 'on', true), set_config('statement_timeout', $1, true)`,
 		strconv.FormatInt(timeoutMillis, 10))
 	b.Queue(sendBatchSQL, a.kind, a.conv, a.sender, a.id, a.body, a.target, a.fwdConv, a.fwdSeq, a.emoji, a.on,
-		window(s.limits.EditWindow), window(s.limits.RecallWindow), a.att, a.types)
+		window(s.limits.EditWindow), window(s.limits.RecallWindow), a.traceparent, a.tracestate, a.att, a.types)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chatd/chatd/internal/benchmqtt"
 	"github.com/google/uuid"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -43,7 +44,7 @@ type benchClient struct {
 	user int64
 
 	mu   sync.Mutex
-	conn *mqttConn
+	conn *benchmqtt.Conn
 
 	slots   chan struct{} // in-flight publishes
 	samples *samples
@@ -82,7 +83,7 @@ func (c *benchClient) clientID() string { return fmt.Sprintf("bench-%d", c.user)
 // for a plain broker.
 func (c *benchClient) connect(first bool) error {
 	o := c.b.o
-	do := dialOptions{Version: byte(o.mqttVersion), ClientID: c.clientID(), KeepAlive: 60, OnPublish: c.onPublish}
+	do := benchmqtt.Options{Version: byte(o.mqttVersion), ClientID: c.clientID(), KeepAlive: 60, OnPublish: c.onPublish}
 	if o.plain {
 		do.CleanStart = first || !o.persistent
 	} else {
@@ -93,7 +94,7 @@ func (c *benchClient) connect(first bool) error {
 	if o.persistent && o.mqttVersion == 5 {
 		do.Expiry = 600
 	}
-	conn, _, err := dialMQTT(o.broker, do)
+	conn, _, err := benchmqtt.Dial(o.broker, do)
 	if err != nil {
 		return fmt.Errorf("user %d: %w", c.user, err)
 	}
@@ -107,8 +108,8 @@ func (c *benchClient) connect(first bool) error {
 	}
 	for len(filters) > 0 {
 		n := min(len(filters), 100)
-		if err := conn.subscribe(filters[:n]); err != nil {
-			conn.drop()
+		if err := conn.Subscribe(filters[:n]); err != nil {
+			conn.Drop()
 			return fmt.Errorf("user %d: subscribe: %w", c.user, err)
 		}
 		filters = filters[n:]
@@ -121,7 +122,7 @@ func (c *benchClient) connect(first bool) error {
 
 func plainTopic(conv int64) string { return "bench/conv/" + strconv.FormatInt(conv, 10) }
 
-func (c *benchClient) current() *mqttConn {
+func (c *benchClient) current() *benchmqtt.Conn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.conn
@@ -134,8 +135,8 @@ func (c *benchClient) drop() {
 	c.conn = nil
 	c.mu.Unlock()
 	if conn != nil {
-		conn.drop()
-		<-conn.done
+		conn.Drop()
+		<-conn.Done()
 	}
 }
 
@@ -145,7 +146,7 @@ func (c *benchClient) close() {
 	c.conn = nil
 	c.mu.Unlock()
 	if conn != nil {
-		conn.disconnect()
+		conn.Disconnect()
 	}
 }
 
@@ -276,7 +277,7 @@ func (c *benchClient) markRead(conv, seq int64) {
 	sent := t.now()
 	t.readsSent.Add(1)
 	payload := []byte(`{"seq":` + strconv.FormatInt(seq, 10) + `}`)
-	conn.publish("chat/v1/conv/"+strconv.FormatInt(conv, 10)+"/read", 1, payload, func(ack packets.Packet, err error) {
+	conn.Publish("chat/v1/conv/"+strconv.FormatInt(conv, 10)+"/read", 1, payload, func(ack packets.Packet, err error) {
 		if err != nil || ack.ReasonCode >= 0x80 {
 			t.readsFailed.Add(1)
 			return
@@ -342,7 +343,7 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 	}
 }
 
-func (c *benchClient) publishOne(conn *mqttConn, conv conversation) {
+func (c *benchClient) publishOne(conn *benchmqtt.Conn, conv conversation) {
 	t := c.b.t
 	id := uuid.NewString()
 	payload := make([]byte, 0, len(c.body)+64)
@@ -363,9 +364,9 @@ func (c *benchClient) publishOne(conn *mqttConn, conv conversation) {
 // publishRec publishes a message and settles it by its PUBACK. chatd's
 // "unavailable" (0x80) and "internal" (0x83) mean "resend with the same
 // clientMsgId", which it does, as a client would (counted as retried).
-func (c *benchClient) publishRec(conn *mqttConn, rec *msgRec, topic string, payload []byte, attempt int) {
+func (c *benchClient) publishRec(conn *benchmqtt.Conn, rec *msgRec, topic string, payload []byte, attempt int) {
 	t := c.b.t
-	conn.publish(topic, 1, payload, func(ack packets.Packet, err error) {
+	conn.Publish(topic, 1, payload, func(ack packets.Packet, err error) {
 		switch {
 		case err != nil:
 			<-c.slots
@@ -377,7 +378,7 @@ func (c *benchClient) publishRec(conn *mqttConn, rec *msgRec, topic string, payl
 				next := c.current()
 				if next == nil {
 					<-c.slots
-					t.lost(errConnLost)
+					t.lost(benchmqtt.ErrConnLost)
 					return
 				}
 				c.publishRec(next, rec, topic, payload, attempt+1)

@@ -45,6 +45,7 @@ type options struct {
 	jsonOut     bool
 	verifyDB    string
 	chatdPID    int
+	pgPID       int
 	metricsURL  string
 	cpuProfile  string
 	settle      time.Duration
@@ -89,6 +90,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.verifyDB, "verify-db", "", "PostgreSQL URL of chatd's database: also check that every acked message is stored once and seqs are gapless")
 	fs.IntVar(&o.chatdPID, "chatd-pid", 0, "chatd's process id: report its CPU and RSS (Linux /proc)")
+	fs.IntVar(&o.pgPID, "pg-pid", 0, "the PostgreSQL postmaster's process id: report the CPU of it and all its backends, and their PSS (Linux /proc)")
 	fs.StringVar(&o.metricsURL, "metrics", "", "chatd's Prometheus endpoint, scraped before and after to report its own view (default -http + /metrics; \"off\" to skip)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write chatbench's own CPU profile to this file")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line each second: auto (when stdout is a terminal), on, off")

@@ -2,26 +2,25 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
 )
 
 func runSend(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("send", "send --user N (--conversation ID | --peer N) (--body TEXT | --file PATH...)",
-		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.",
+	fs := newFlags("send", "send --user N (--conversation ID | --peer N) (--body TEXT | --file PATH...) [--reply-to SEQ]",
+		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.",
 		`chatctl send --user 1 --peer 2 --body "hello"`,
 		`chatctl send --user 1 --conversation 3 --body "hi team"`,
+		`chatctl send --user 2 --conversation 3 --reply-to 42 --body "agreed"`,
 		`chatctl send --user 1 --peer 2 --file holiday.jpg --body "the view"`)
 	cf := addChatFlags(fs)
 	conv := fs.Int64("conversation", 0, "conversation id")
 	peer := fs.Int64("peer", 0, "send to the direct conversation with this user instead")
 	body := fs.String("body", "", "message text (- reads stdin)")
+	replyTo := fs.Int64("reply-to", 0, "seq of the message (same conversation) this one replies to")
 	id := fs.String("client-msg-id", "", "UUID making the send idempotent (default: a new one); reuse it to retry safely")
 	var files []string
 	fs.Func("file", "a file to attach (repeatable, up to 10)", func(v string) error { files = append(files, v); return nil })
@@ -38,18 +37,15 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	if len(files) > 10 {
 		return usagef("%s: at most 10 files per message, not %d", fs.Name(), len(files))
 	}
-	if *id == "" {
-		*id = uuid.NewString()
-	} else if _, err := uuid.Parse(*id); err != nil {
-		return usagef("%s: --client-msg-id %q is not a UUID", fs.Name(), *id)
+	if *replyTo < 0 {
+		return usagef("%s: --reply-to must be the positive seq of a message, e.g. --reply-to 42", fs.Name())
 	}
-	text := *body
-	if text == "-" {
-		b, err := io.ReadAll(a.stdin())
-		if err != nil {
-			return fmt.Errorf("read body from stdin: %w", err)
-		}
-		text = strings.TrimSuffix(string(b), "\n")
+	if err := checkClientMsgID(fs, id); err != nil {
+		return err
+	}
+	text, err := readBody(a, *body)
+	if err != nil {
+		return err
 	}
 	c, closeFn, err := cf.connect(ctx, a, fs, withHTTP(a, *httpURL))
 	if err != nil {
@@ -80,16 +76,32 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	for i, at := range atts {
 		refs[i] = at.Ref()
 	}
-	seq, err := c.SendMessage(ctx, *conv, text, client.SendOptions{ClientMsgID: *id, Attachments: refs})
+	seq, err := c.SendMessage(ctx, *conv, text, client.SendOptions{ReplyTo: *replyTo, ClientMsgID: *id, Attachments: refs})
 	if err != nil {
+		if *replyTo != 0 && errors.Is(err, client.ErrInvalid) {
+			return hint(err, "%v: --reply-to %d must be the seq of a message of conversation %d; list them with `chatctl history --user %d --conversation %d`",
+				err, *replyTo, *conv, *cf.user, *conv)
+		}
 		return explainChat(err, fs, *cf.user, *conv)
 	}
 	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id, "attachments": atts})
+		out := map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id, "attachments": atts}
+		if *replyTo != 0 {
+			out["replyTo"] = *replyTo
+		}
+		return printJSON(a.stdout, out)
 	}
-	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d: %s\n", *conv, seq, *cf.user, text)
+	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, seq, *cf.user, replyNote(*replyTo), text)
 	for _, at := range atts {
 		fmt.Fprintf(a.stdout, "  attached %s (%s, %d bytes): id %s\n", at.Name, at.ContentType, at.Size, at.ID)
 	}
 	return nil
+}
+
+// replyNote is " (reply to #S)" for a reply, else "".
+func replyNote(seq int64) string {
+	if seq == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (reply to #%d)", seq)
 }

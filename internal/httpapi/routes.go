@@ -40,6 +40,11 @@ var endpoints = []endpoint{
 	operation(http.MethodPost, "/v1/uploads/{id}/complete", "upload.complete", bindUploadID, completeUpload),
 	stream(http.MethodGet, "/v1/attachments/{id}", downloadAttachment(false)),
 	stream(http.MethodGet, "/v1/attachments/{id}/thumbnail", downloadAttachment(true)),
+	operation(http.MethodPut, "/v1/conversations/{id}/settings", "conversation.settings", bindSettings, setSettings),
+	operation(http.MethodPost, "/v1/devices", "device.register", bindRegisterDevice, registerDevice),
+	operation(http.MethodGet, "/v1/devices", "device.list", bindNone, listDevices),
+	operation(http.MethodDelete, "/v1/devices/{id}", "device.delete", bindDeviceID, deleteDevice),
+	operation(http.MethodGet, "/v1/push/vapid", "push.vapid", bindNone, vapidKey),
 	public(http.MethodGet, "/healthz", healthz),
 	public(http.MethodGet, "/readyz", readyz),
 }

@@ -13,6 +13,7 @@ import { createInbox } from './views/inbox.js';
 import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
 import { BlobCache, Uploader } from './uploads.js';
+import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -32,6 +33,7 @@ async function startApp({ token, userId, exp }) {
   const signOut = (notice, { endSession = false } = {}) => {
     if (ended) return;
     ended = true;
+    if (endSession) disablePush(api, userId);
     clearTimeout(expiryTimer);
     session.close({ endSession });
     clearSignIn();
@@ -96,6 +98,7 @@ async function startApp({ token, userId, exp }) {
   const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
   const convView = createConversationView(state, sync, media, {
     back: () => go(null),
+    notify,
     addMember: (cid) =>
       openDialog({
         title: 'Add member',
@@ -107,6 +110,11 @@ async function startApp({ token, userId, exp }) {
         },
       }),
   });
+
+  const bell = pushButton(api, userId, notify);
+  if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
+  followNotificationClicks(go);
+  notifyWhileHidden(session, state, userId);
 
   const emptyPane = h(
     'section',

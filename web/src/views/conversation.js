@@ -6,12 +6,14 @@
 import { h, icon, setText } from './dom.js';
 import { avatar, clockTime, conversationTitle, dayLabel, typingText, userName } from './format.js';
 import { attachmentList, createTray, openLightbox } from './attachments.js';
+import { closeMenus, composerBanner, confirmRecall, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
+import { quoteOf, snippet } from '../store/lifecycle.js';
 
 /**
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../store/sync.js').Sync} sync
  * @param {{uploader: import('../uploads.js').Uploader, cache: import('../uploads.js').BlobCache}} media
- * @param {{back:()=>void, addMember:(cid:number)=>void}} actions
+ * @param {{back:()=>void, addMember:(cid:number)=>void, notify?:(msg:string)=>void}} actions
  */
 export function createConversationView(state, sync, media, actions) {
   const titleEl = h('h2', { 'data-testid': 'chat-title' });
@@ -56,6 +58,10 @@ export function createConversationView(state, sync, media, actions) {
     fileInput.value = '';
   });
   const form = h('form', { class: 'composer' }, attachBtn, fileInput, input, sendBtn);
+  // Replying to or editing a message: {kind, seq} while the banner shows.
+  let mode = null;
+  let draft = ''; // the composer's text before an edit, put back after it
+  const banner = composerBanner(() => setMode(null));
 
   const el = h(
     'section',
@@ -71,6 +77,7 @@ export function createConversationView(state, sync, media, actions) {
     scroller,
     typingEl,
     tray.el,
+    banner.el,
     form,
   );
   el.addEventListener('dragover', (e) => {
@@ -100,17 +107,68 @@ export function createConversationView(state, sync, media, actions) {
   let nodes = new Map();
   let stickToBottom = true;
 
+  const notify = actions.notify || (() => {});
   const send = () => {
     const cid = state.openId;
     const body = input.value;
-    if (!cid || tray.busy() || (!body.trim() && !tray.count())) return;
+    if (!cid) return;
+    if (mode && mode.kind === 'edit') {
+      // An edit changes the text alone: files stay as they were sent.
+      if (body.trim()) saveEdit(cid, mode.seq, body);
+      return;
+    }
+    if (tray.busy() || (!body.trim() && !tray.count())) return;
     const files = tray.take();
+    const replyTo = mode && mode.kind === 'reply' ? mode.seq : 0;
     input.value = '';
     autoGrow();
     stickToBottom = true;
-    sync.send(cid, files.length ? body.trim() : body, files);
+    setMode(null);
+    sync.send(cid, files.length ? body.trim() : body, { replyTo, attachments: files });
     input.focus();
   };
+
+  function saveEdit(cid, seq, body) {
+    const m = state.conv(cid)?.messages.get(seq);
+    setMode(null);
+    if (m && m.body === body) return; // unchanged: no entry for nothing
+    sync.edit(cid, seq, body).catch((e) => notify(`Could not edit the message: ${e.message}`));
+  }
+
+  /** Enters (or, with null, leaves) reply or edit mode for message m. */
+  function setMode(next, m) {
+    const wasEdit = mode && mode.kind === 'edit';
+    mode = next;
+    if (!next) {
+      banner.show(null);
+      if (wasEdit) {
+        input.value = draft;
+        draft = '';
+        autoGrow();
+      }
+      return;
+    }
+    if (next.kind === 'edit') {
+      if (!wasEdit) draft = input.value;
+      input.value = m.body;
+      banner.show({ kind: 'edit', snippet: snippet(m.body) });
+    } else {
+      if (wasEdit) {
+        input.value = draft;
+        draft = '';
+      }
+      banner.show({ kind: 'reply', who: userName(m.senderId, state.me), snippet: snippet(m.body) });
+    }
+    autoGrow();
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
+
+  // The banner and a growing composer shrink the message list: keep the
+  // newest message in view when the list was at the bottom.
+  new ResizeObserver(() => {
+    if (stickToBottom) scroller.scrollTop = scroller.scrollHeight;
+  }).observe(scroller);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     send();
@@ -120,6 +178,17 @@ export function createConversationView(state, sync, media, actions) {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       send();
+    } else if (e.key === 'Escape' && mode) {
+      e.preventDefault();
+      setMode(null);
+    } else if (e.key === 'ArrowUp' && !input.value && !mode) {
+      // As in most chat apps: Up in an empty composer edits your last message.
+      const c = state.conv(state.openId);
+      const last = c && c.visible().filter((m) => m.senderId === state.me && !m.recalled).at(-1);
+      if (last) {
+        e.preventDefault();
+        setMode({ kind: 'edit', seq: last.seq }, last);
+      }
     }
   });
   input.addEventListener('input', () => {
@@ -143,12 +212,89 @@ export function createConversationView(state, sync, media, actions) {
     await sync.loadOlder(c.id);
   }
 
+  /** Scrolls to message seq (loading older pages if needed) and flashes it. */
+  async function jumpTo(seq) {
+    const c = state.conv(state.openId);
+    if (!c) return;
+    for (let i = 0; i < 40 && !c.messages.has(seq) && c.hasOlder; i++) {
+      await sync.loadOlder(c.id);
+      render();
+    }
+    const target = list.querySelector(`.msg[data-seq="${seq}"]`);
+    if (!target) {
+      notify('That message is no longer available.');
+      return;
+    }
+    stickToBottom = false;
+    target.scrollIntoView({ block: 'center' });
+    target.classList.remove('flash');
+    void target.offsetWidth; // restart the animation on a second click
+    target.classList.add('flash');
+    setTimeout(() => target.classList.remove('flash'), 1600);
+  }
+
+  /** The actions menu of message m (committed, not recalled). */
+  function openActions(btn, m) {
+    const cid = state.openId;
+    const c = state.conv(cid);
+    if (!c || !m.seq || m.recalled) return;
+    const mine = m.senderId === state.me;
+    const role = c.myRole();
+    const mayRecall = mine || (c.type === 'GROUP' && (role === 'owner' || role === 'admin'));
+    const reacted = new Set((m.reactions || []).filter((r) => r.me).map((r) => r.emoji));
+    openActionsMenu(btn, {
+      mine,
+      reacted,
+      react: (emoji) => react(cid, m.seq, emoji, !reacted.has(emoji)),
+      reply: () => setMode({ kind: 'reply', seq: m.seq }, m),
+      // A message with files is not forwarded (the server refuses it:
+      // its uploads are attached once); its files can be downloaded.
+      forward: (m.attachments || []).length ? null : async () => {
+        const to = await pickConversation(state, snippet(m.body));
+        if (!to) return;
+        try {
+          await sync.forward(to, cid, m.seq);
+          notify(to === cid ? 'Message forwarded.' : `Message forwarded to ${conversationTitle(state.conv(to))}.`);
+        } catch (e) {
+          notify(`Could not forward the message: ${e.message}`);
+        }
+      },
+      edit: mine ? () => setMode({ kind: 'edit', seq: m.seq }, m) : null,
+      recall: mayRecall
+        ? async () => {
+            if (!(await confirmRecall())) return;
+            if (mode && mode.seq === m.seq) setMode(null);
+            sync.recall(cid, m.seq).catch((e) => notify(`Could not delete the message: ${e.message}`));
+          }
+        : null,
+    });
+  }
+
+  // One reaction toggle in flight per message and emoji: a double click
+  // must not set and remove in a race.
+  const reacting = new Set();
+  function react(cid, seq, emoji, on) {
+    const key = `${cid}:${seq}:${emoji}`;
+    if (reacting.has(key)) return;
+    reacting.add(key);
+    sync
+      .react(cid, seq, emoji, on)
+      .catch((e) => notify(`Could not ${on ? 'add' : 'remove'} the reaction: ${e.message}`))
+      .finally(() => reacting.delete(key));
+  }
+
   /** One message row; update() refreshes the parts that can change. */
   function messageNode(m) {
-    const text = h('span', { class: 'body', 'data-testid': 'message-body' }, m.body);
+    const bodyEl = h('span', { class: 'body', 'data-testid': 'message-body' }, m.body);
     const files = h('div', { class: 'files' });
-    const body = h('div', { class: 'bubble' }, files, text);
     let shownFiles = '';
+    let current = m; // the row's message as of the last update
+    const life = lifecycleParts({
+      jump: jumpTo,
+      toggle: (emoji, on) => current.seq && react(state.openId, current.seq, emoji, on),
+      openActions: (btn) => openActions(btn, current),
+    });
+    const body = h('div', { class: 'bubble' }, life.forwarded, files, bodyEl);
     const sender = h('div', { class: 'sender' });
     const time = h('time', null);
     const stateEl = h('span', { class: 'receipt', 'data-testid': 'receipt' });
@@ -159,8 +305,15 @@ export function createConversationView(state, sync, media, actions) {
       'Retry',
     );
     const meta = h('div', { class: 'meta' }, time, stateEl, retry);
-    const el = h('div', { class: 'msg', 'data-testid': 'message', 'data-client-msg-id': m.clientMsgId }, sender, body, meta);
+    const row = h('div', { class: 'bubble-row' }, body, life.actionsBtn);
+    const el = h('div', { class: 'msg', 'data-testid': 'message', 'data-client-msg-id': m.clientMsgId }, sender, life.quote, row, life.reactions, meta);
+    meta.insertBefore(life.edited, stateEl);
     const update = (d) => {
+      current = d.m;
+      const recalled = !!d.m.recalled;
+      el.classList.toggle('recalled', recalled);
+      setText(bodyEl, recalled ? 'Message deleted' : d.m.body);
+      life.update({ m: d.m, quote: d.quote, me: state.me, actionable: Boolean(d.seq) && !recalled });
       el.classList.toggle('mine', d.mine);
       el.classList.toggle('theirs', !d.mine);
       el.classList.toggle('run-start', d.runStart);
@@ -176,16 +329,17 @@ export function createConversationView(state, sync, media, actions) {
       setText(stateEl, d.receipt);
       stateEl.hidden = !d.receipt;
       retry.hidden = d.status !== 'failed';
-      const atts = d.m.attachments || [];
-      // Rebuilt only when the files change (a thumbnail made later).
+      // A recalled message's files are gone: the server answers 410 for
+      // them. Rebuilt only when the files change (a thumbnail made later).
+      const atts = recalled ? [] : d.m.attachments || [];
       const key = atts.map((a) => `${a.id}:${a.thumbnail ? 1 : 0}`).join(',');
       if (key !== shownFiles) {
         shownFiles = key;
         files.replaceChildren(...(atts.length ? [attachmentList(atts, media.cache, (a) => openLightbox(a, media.cache))] : []));
       }
       el.classList.toggle('has-files', atts.length > 0);
-      text.hidden = atts.length > 0 && !d.m.body;
-      meta.hidden = !d.runEnd && !d.receipt && d.status !== 'failed';
+      bodyEl.hidden = atts.length > 0 && !d.m.body;
+      meta.hidden = !d.runEnd && !d.receipt && d.status !== 'failed' && life.edited.hidden;
       el.title = d.error || '';
     };
     return { el, update };
@@ -222,6 +376,7 @@ export function createConversationView(state, sync, media, actions) {
       }
       push(m.clientMsgId ? `m:${m.clientMsgId}` : `seq:${m.seq}`, 'msg', {
         m,
+        quote: quoteOf(c, m),
         mine,
         seq: m.seq,
         status: 'sent',
@@ -235,7 +390,8 @@ export function createConversationView(state, sync, media, actions) {
     for (const p of c.pendingList()) {
       addDay(p.createdAt);
       push(`m:${p.clientMsgId}`, 'msg', {
-        m: { clientMsgId: p.clientMsgId, body: p.body, attachments: p.attachments },
+        m: { clientMsgId: p.clientMsgId, body: p.body, attachments: p.attachments, replyTo: p.replyTo },
+        quote: p.replyTo ? quoteOf(c, { replyTo: p.replyTo }) : null,
         mine: true,
         seq: null,
         status: p.status === 'failed' ? 'failed' : 'sending',
@@ -308,11 +464,17 @@ export function createConversationView(state, sync, media, actions) {
       nodes = new Map();
       list.replaceChildren();
       stickToBottom = true;
+      mode = null;
+      draft = '';
+      banner.show(null);
+      closeMenus();
       input.value = '';
       tray.clear();
       autoGrow();
       el.dataset.convId = String(c.id);
     }
+    // The message being replied to or edited was deleted meanwhile.
+    if (mode && c.messages.get(mode.seq)?.recalled) setMode(null);
     setText(titleEl, conversationTitle(c));
     avatarSlot.replaceChildren(avatar(c));
     const typing = c.typingUsers(Date.now());
