@@ -233,3 +233,101 @@ func TestTheDailyQuotaHoldsUnderConcurrentUploads(t *testing.T) {
 		t.Fatalf("%d uploads fit a quota of 10, %d refused", ok, over)
 	}
 }
+
+// TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash: the recall
+// and the queueing of its blobs are one transaction, so a crash leaves
+// either both or neither; a resend of the recall, a second recall and a
+// concurrent one queue nothing more; a deletion round cut after the blob
+// store deleted (before its commit) is repeated whole, and deleting what
+// is gone already is no error.
+func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	ids := []string{completeUpload(t, pool, 1, c.ID), completeUpload(t, pool, 1, c.ID)}
+	ctx := testCtx(t)
+	res, err := st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: "",
+		Attachments: []chat.AttachmentRef{{UploadID: ids[0]}, {UploadID: ids[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recall := chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: res.Message.Seq}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ch := recall
+			if i > 1 { // two resends of the first, two recalls of their own
+				ch.ClientMsgID = uuid.NewString()
+			}
+			_, errs[i] = st.Change(ctx, ch)
+		}(i)
+	}
+	wg.Wait()
+	var ok int
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		}
+	}
+	if ok == 0 {
+		t.Fatalf("no recall succeeded: %v", errs)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE reason = 'recall'`); n != 2 {
+		t.Fatalf("%d blobs queued by the recalls, want 2", n)
+	}
+	var keys []string
+	if err := pool.QueryRow(ctx, `SELECT array_agg(blob_key ORDER BY blob_key) FROM attachment WHERE id = ANY($1)`, ids).Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	// The first round deletes in the store, then "crashes" before its
+	// commit: the rows stay.
+	as := store.NewAttachments(pool)
+	deleted := map[string]int{}
+	cctx, cancel := context.WithCancel(ctx)
+	_, err = as.DeleteBlobs(cctx, 10, func(_ context.Context, key string) error {
+		deleted[key]++
+		if len(deleted) == len(keys) {
+			cancel()
+		}
+		return nil
+	})
+	if err == nil {
+		t.Fatal("a round cut before its commit succeeded")
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion`); n != 2 {
+		t.Fatalf("a round cut before its commit forgot deletions: %d left", n)
+	}
+	// The next rounds delete again (gone already: fine) and forget them;
+	// the cut round's rows stay locked until PostgreSQL sees its
+	// connection close, and SKIP LOCKED passes them meanwhile.
+	total := 0
+	for deadline := time.Now().Add(10 * time.Second); total < 2; {
+		n, err := as.DeleteBlobs(ctx, 10, func(_ context.Context, key string) error { deleted[key]++; return nil })
+		if err != nil {
+			t.Fatalf("next round: %v", err)
+		}
+		total += n
+		if total < 2 && time.Now().After(deadline) {
+			t.Fatalf("the queued deletions were not done again: %d of 2", total)
+		}
+		if total < 2 {
+			time.Sleep(20 * time.Millisecond) // a poll under a deadline
+		}
+	}
+	for _, k := range keys {
+		if deleted[k] != 2 {
+			t.Fatalf("blob %s deleted %d times, want 2 (the cut round and the next): %v", k, deleted[k], deleted)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion`); n != 0 {
+		t.Fatalf("%d deletions left", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE id = ANY($1) AND state = 'recalled'`, ids); n != 2 {
+		t.Fatalf("%d attachments recalled, want 2", n)
+	}
+}
