@@ -62,8 +62,10 @@ type batchArgs struct {
 	// traceparent and tracestate are nil (SQL NULL) unless a change is
 	// traced; then "" stands for an untraced one.
 	traceparent, tracestate []string
-	// att holds each message's attachments as JSON (nil: none); types
-	// the allowed types, nil when no change has attachments.
+	// att holds each message's attachments as JSON (a nil element: none;
+	// nil, SQL NULL, when no change has any: a send without files encodes
+	// no array for them); types the allowed types, nil when no change has
+	// attachments.
 	att   []*string
 	types []string
 }
@@ -72,7 +74,7 @@ func newBatchArgs(reqs []*sendReq, types []string) batchArgs {
 	n := len(reqs)
 	a := batchArgs{kind: make([]string, n), id: make([]string, n), body: make([]string, n), emoji: make([]string, n),
 		conv: make([]int64, n), sender: make([]int64, n), target: make([]int64, n),
-		fwdConv: make([]*int64, n), fwdSeq: make([]*int64, n), on: make([]bool, n), att: make([]*string, n)}
+		fwdConv: make([]*int64, n), fwdSeq: make([]*int64, n), on: make([]bool, n)}
 	for i, r := range reqs {
 		c := r.req
 		a.kind[i], a.conv[i], a.sender[i], a.id[i], a.body[i] = string(c.Kind), c.ConversationID, c.UserID, c.ClientMsgID, c.Body
@@ -88,6 +90,9 @@ func newBatchArgs(reqs []*sendReq, types []string) batchArgs {
 			// Validated: ids are base32, captions valid UTF-8.
 			b, _ := json.Marshal(c.Attachments)
 			j := string(b)
+			if a.att == nil {
+				a.att = make([]*string, n)
+			}
 			a.att[i] = &j
 			a.types = types
 			if a.types == nil {
