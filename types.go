@@ -54,6 +54,11 @@ type Message struct {
 	Body           string // empty once recalled
 	CreatedAt      time.Time
 
+	// A message's files (none once recalled) and its type by the first
+	// of them: MsgImage, MsgAudio, MsgVideo or MsgFile ("" is MsgText).
+	MsgType     string
+	Attachments []Attachment
+
 	// A message's state.
 	ReplyTo       *ReplyRef
 	ForwardedFrom *ForwardRef
@@ -76,7 +81,8 @@ func (m Message) IsMessage() bool { return m.Kind == "" || m.Kind == KindMessage
 // SendRequest is one message to commit. ClientMsgID is a UUID chosen by the
 // client; it makes resends idempotent. ReplyTo is the seq of the message
 // it replies to (0: none); Forward, the message whose body it copies (Body
-// must then be empty).
+// must then be empty). Attachments are uploads of the sender's made for
+// the conversation; Body may then be empty.
 type SendRequest struct {
 	ConversationID int64
 	SenderID       int64
@@ -84,6 +90,7 @@ type SendRequest struct {
 	Body           string
 	ReplyTo        int64
 	Forward        *MessageRef
+	Attachments    []AttachmentRef
 }
 
 // SendResult is the committed message; Duplicate reports that ClientMsgID

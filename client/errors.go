@@ -81,6 +81,7 @@ var codeClass = map[string]error{
 	"gone":         ErrGone,
 	"invalid":      ErrInvalid,
 	"too_large":    ErrInvalid,
+	"unsupported":  ErrInvalid,
 	"conflict":     ErrInvalid,
 	"rate_limited": ErrRateLimited,
 	"member_cap":   ErrMemberCap,

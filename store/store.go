@@ -42,6 +42,9 @@ type Store struct {
 	// reach the relay; nil means always.
 	relayWake func() bool
 	tracer    *tracing.Tracer // nil: tracing off
+	// uploadTypes are the attachment types a send may attach (nil: the
+	// defaults).
+	uploadTypes []string
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -103,6 +106,12 @@ func WithRelayWake(needed func() bool) Option {
 // the published events; without it (or with nil) nothing is traced.
 func WithTracer(t *tracing.Tracer) Option {
 	return func(s *Store) { s.tracer = t }
+}
+
+// WithUploadTypes sets the attachment types a send's transaction accepts
+// (chat.TypeAllowed syntax); the default is chat.DefaultUploadTypes.
+func WithUploadTypes(types []string) Option {
+	return func(s *Store) { s.uploadTypes = types }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields

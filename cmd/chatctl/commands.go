@@ -59,6 +59,7 @@ var commands = []command{
 	{"inbox", "list a user's conversations with unread counts", runInbox},
 	{"history", "print a conversation's messages", runHistory},
 	{"read", "mark a conversation read up to a message", runRead},
+	{"download", "download an attachment as a user (over HTTP)", runDownload},
 }
 
 // errHelp: usage was printed on request; exit 0.

@@ -12,6 +12,7 @@ import { signInView } from './views/signin.js';
 import { createInbox } from './views/inbox.js';
 import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
+import { BlobCache, Uploader } from './uploads.js';
 import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
@@ -94,7 +95,8 @@ async function startApp({ token, userId, exp }) {
       }),
   });
 
-  const convView = createConversationView(state, sync, {
+  const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
+  const convView = createConversationView(state, sync, media, {
     back: () => go(null),
     notify,
     addMember: (cid) =>
