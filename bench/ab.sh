@@ -28,8 +28,8 @@ SAT_DURATION=${SAT_DURATION:-15s}
 CLIENTS=${CLIENTS:-100}
 CONVERSATIONS=${CONVERSATIONS:-500}
 BODY=${BODY:-100}
-MQTT_ADDR=127.0.0.1:${MQTT_PORT:-32883}
-HTTP_ADDR=127.0.0.1:${HTTP_PORT:-39080}
+MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21983}
+HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21980}
 for b in "$BASE" "$NEW"; do
 	[ -x "$b/chatd" ] && [ -x "$b/chatbench" ] || { echo "ab.sh: $b must hold chatd and chatbench" >&2; exit 2; }
 done

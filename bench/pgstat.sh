@@ -21,7 +21,7 @@ cleanup() { [ -n "$P" ] && kill "$P" 2>/dev/null && wait "$P" 2>/dev/null; rm -r
 trap cleanup EXIT
 go build -o "$W/bin/" ./cmd/chatd ./cmd/chatbench
 export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
-MQTT=127.0.0.1:${MQTT_PORT:-32883} HTTP=127.0.0.1:${HTTP_PORT:-39080}
+MQTT=127.0.0.1:${MQTT_PORT:-21783} HTTP=127.0.0.1:${HTTP_PORT:-21780}
 start() {
 	CHAT_DATA_DIR="$W/data" CHAT_MQTT_ADDR=$MQTT CHAT_HTTP_ADDR=$HTTP CHAT_LOG_LEVEL=warn "$W/bin/chatd" >"$W/chatd.log" 2>&1 &
 	P=$!

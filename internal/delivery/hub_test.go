@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"runtime"
@@ -584,4 +585,52 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 	}
 	caughtUp(int64(b.N))
+}
+
+// downCursors is the session store while PostgreSQL is down: positions
+// cannot be read.
+type downCursors struct {
+	chat.DeliveryStore
+	down atomic.Bool
+}
+
+func (s *downCursors) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
+	if s.down.Load() {
+		return nil, errors.New("connect to PostgreSQL: connection refused")
+	}
+	return s.DeliveryStore.Cursors(ctx, clientID, userID, stored)
+}
+
+// TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad: a
+// client that connects as PostgreSQL goes down still hears its sends
+// refused; its PUBACKs do not wait for the session's positions.
+func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testing.T) {
+	f := setup(t)
+	st := &downCursors{DeliveryStore: f.sessions}
+	st.down.Store(true)
+	h := delivery.NewHub(st, delivery.Options{})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Close(ctx)
+	})
+	c := newConn("c", true)
+	c.hub = h
+	h.Attach(c, "c", 2, false, true)
+	sent := make(chan error, 1)
+	h.Reply("c", c, []chat.Ack{{PacketID: 7, Reason: 0x80, Message: "unavailable", Sent: func(err error) { sent <- err }}})
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatalf("PUBACK not written: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the PUBACK waited for the session's positions")
+	}
+	st.down.Store(false)
+	select {
+	case <-h.Session("c").Loaded():
+	case <-time.After(10 * time.Second):
+		t.Fatal("positions not loaded after PostgreSQL came back")
+	}
 }

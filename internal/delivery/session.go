@@ -376,7 +376,7 @@ func (s *Session) load() bool {
 			return true
 		}
 		s.hub.opts.Logger.Warn("load delivery cursors failed; retrying", "client", s.ClientID, "err", err)
-		if !s.sleep(backoff) {
+		if !s.sleep(backoff) || !s.writeWaitingReplies() {
 			return false
 		}
 		if backoff < 2*time.Second {
@@ -385,19 +385,33 @@ func (s *Session) load() bool {
 	}
 }
 
-// sleep waits d unless the session is stopped meanwhile.
+// sleep waits d unless the session is stopped meanwhile; acknowledgements
+// that arrive meanwhile are written at once.
 func (s *Session) sleep(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		s.mu.Lock()
 		stopped := s.flags&flagStop != 0
 		s.mu.Unlock()
-		if stopped || s.hub.ctx.Err() != nil {
+		if stopped || s.hub.ctx.Err() != nil || !s.writeWaitingReplies() {
 			return false
 		}
 		time.Sleep(min(20*time.Millisecond, time.Until(deadline)))
 	}
 	return true
+}
+
+// writeWaitingReplies writes the acknowledgements of the client's
+// publishes queued so far. They never wait for this session's positions:
+// while PostgreSQL is down the positions cannot load, and the refusals of
+// the client's sends ("unavailable") are exactly what it must hear then.
+func (s *Session) writeWaitingReplies() bool {
+	s.mu.Lock()
+	s.replyOut = append(s.replyOut, s.replies...)
+	clear(s.replies)
+	s.replies = s.replies[:0]
+	s.mu.Unlock()
+	return s.flushReplies()
 }
 
 // finish writes the acknowledgements still waiting (a stopping server
