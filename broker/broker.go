@@ -79,11 +79,13 @@ func New(cfg Config) (*Broker, error) {
 
 // Per-connection buffers. chatd writes its own packets straight to the
 // socket (hooks.mqttConn), so mochi's write buffer only batches mochi's
-// rare packets (CONNACK, SUBACK, PINGRESP); the read buffer holds a dozen
-// small publishes per system call, and a larger packet is read straight
-// into its own slice. mochi keeps both for a parked session too.
+// rare packets (CONNACK, SUBACK, PINGRESP) and is grown only when used;
+// the read buffer, allocated with every connection, holds a few small
+// publishes per system call (a chat message is ~200 bytes on the wire),
+// and a larger packet is read straight into its own slice, so 1 KiB costs
+// no extra system call for it. Every KiB here is a KiB per connection.
 const (
-	ReadBufferSize  = 2 * 1024
+	ReadBufferSize  = 1024
 	WriteBufferSize = 2 * 1024
 )
 
