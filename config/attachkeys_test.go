@@ -1,17 +1,11 @@
 package config
 
 import (
-	"errors"
-	"strings"
 	"testing"
 )
 
 func TestAttachmentSettingsNameTheKeyTheSourceAndTheFix(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		want []string
-	}{
+	checkLoadErrors(t, []loadErrorCase{
 		{"an endpoint without a bucket", map[string]string{"CHAT_S3_ENDPOINT": "minio:9000", "CHAT_S3_ACCESS_KEY": "a", "CHAT_S3_SECRET_KEY": "s"},
 			[]string{"s3_bucket (from env CHAT_S3_ENDPOINT)", "set s3_bucket (CHAT_S3_BUCKET)"}},
 		{"an endpoint without credentials", map[string]string{"CHAT_S3_ENDPOINT": "minio:9000", "CHAT_S3_BUCKET": "b"},
@@ -27,20 +21,7 @@ func TestAttachmentSettingsNameTheKeyTheSourceAndTheFix(t *testing.T) {
 		{"not a media type", map[string]string{"CHAT_UPLOAD_TYPES": "png"}, []string{"upload_types", `"png" is not a media type`}},
 		{"not a size", map[string]string{"CHAT_MAX_UPLOAD_BYTES": "big"}, []string{"max_upload_bytes", "25MiB"}},
 		{"a size too large", map[string]string{"CHAT_MAX_UPLOAD_BYTES": "6GiB"}, []string{"max_upload_bytes", "above"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(nil, env(tc.env))
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("Load: %v, want a *config.Error", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-		})
-	}
+	}, nil)
 }
 
 func TestSizesTakeUnits(t *testing.T) {

@@ -19,6 +19,38 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// loadErrorCase is settings that Load must refuse with a *config.Error
+// whose text holds every one of want: the key, where its value came from
+// and what to do.
+type loadErrorCase struct {
+	name string
+	env  map[string]string
+	want []string // substrings of the error
+}
+
+// checkLoadErrors runs each case as a subtest; also, when not nil, checks
+// each case's error further.
+func checkLoadErrors(t *testing.T, cases []loadErrorCase, also func(t *testing.T, err error)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(nil, env(tc.env))
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Load: %v, want a *config.Error", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if also != nil {
+				also(t, err)
+			}
+		})
+	}
+}
+
 func writeYAML(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "chatd.yaml")

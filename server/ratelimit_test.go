@@ -21,6 +21,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -57,33 +58,6 @@ func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 func (t teeHandler) WithGroup(g string) slog.Handler {
 	return teeHandler{t.a.WithGroup(g), t.b.WithGroup(g)}
-}
-
-// logCounter records log messages.
-type logCounter struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	c.msgs = append(c.msgs, r.Message)
-	c.mu.Unlock()
-	return nil
-}
-func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *logCounter) WithGroup(string) slog.Handler      { return c }
-func (c *logCounter) count(sub string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, m := range c.msgs {
-		if strings.Contains(m, sub) {
-			n++
-		}
-	}
-	return n
 }
 
 func storedMessages(t *testing.T, srv *server.Server, conv int64) int {
@@ -458,7 +432,7 @@ func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
 	redisURL, stopRedis := startRedis(t)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_REDIS_URL": redisURL, "CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "10"}
-	logsA, logsB := &logCounter{}, &logCounter{}
+	logsA, logsB := &logtest.Counter{}, &logtest.Counter{}
 	envA, envB := map[string]string{"CHAT_NODE_ID": "rl-a"}, map[string]string{"CHAT_NODE_ID": "rl-b"}
 	for k, v := range env {
 		envA[k], envB[k] = v, v
@@ -513,10 +487,10 @@ func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
 	if n := storedMessages(t, a, conv.ID); n != 20 {
 		t.Fatalf("%d stored, want 20", n)
 	}
-	if n := logsA.count("redis unreachable"); n != 1 {
+	if n := logsA.Count("redis unreachable"); n != 1 {
 		t.Fatalf("node A logged the Redis fallback %d times over 30 requests, want once", n)
 	}
-	if n := logsB.count("redis unreachable"); n != 0 {
+	if n := logsB.Count("redis unreachable"); n != 0 {
 		t.Fatalf("node B, which made no request since, logged the fallback %d times", n)
 	}
 }

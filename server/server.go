@@ -106,37 +106,10 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 	// The application name stamps this node on the outbox rows it commits,
 	// so its Kafka consumer can skip events it already delivered itself.
 	appName := "chatd:" + st.NodeID
-	pool, closeDB, err := pgembed.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, log, pgembed.WithApplicationName(appName))
-	if err != nil {
+	if err := s.openDB(ctx, st, appName); err != nil {
 		return nil, err
 	}
-	s.Pool, s.closeDB = pool, closeDB
-	applied, err := store.Migrate(ctx, pool)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
-	}
-	if len(applied) > 0 {
-		log.Info("migrations applied", "versions", applied)
-	}
-	s.Registry.MustRegister(newPoolCollector(pool))
-
-	secret := []byte(st.JWTSecret)
-	if len(secret) == 0 {
-		if secret, err = auth.LoadOrCreateSecret(st.DataDir); err != nil {
-			return nil, fmt.Errorf("jwt secret: %w", err)
-		}
-	}
-	s.Secret = secret
-	if err := s.setupTLS(st); err != nil {
-		return nil, err
-	}
-	var pub any
-	if st.JWTPublicKey != "" {
-		if pub, err = auth.LoadPublicKey(st.JWTPublicKey); err != nil {
-			return nil, fmt.Errorf("jwt public key: %w", err)
-		}
-	}
-	verifier, err := s.newVerifier(st, secret, pub)
+	verifier, err := s.setupCredentials(st)
 	if err != nil {
 		return nil, err
 	}
@@ -149,12 +122,77 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 		return nil, err
 	}
 
+	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return s.Pool.Ping(ctx) }, log.With("component", "http"),
+		httpapi.WithTracer(s.tracer))
+	hook, err := s.startBroker(st, api, verifier)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.startHTTP(st, api, s.Secret); err != nil {
+		return nil, err
+	}
+	if err := s.startBackground(ctx, st, appName, hook); err != nil {
+		return nil, err
+	}
+
+	s.logListeners(st)
+	return s, nil
+}
+
+// openDB opens (or, without a URL, starts) PostgreSQL as appName, brings
+// its schema up to this binary's migrations and exports the pool's
+// metrics.
+func (s *Server) openDB(ctx context.Context, st config.Settings, appName string) error {
+	pool, closeDB, err := pgembed.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, s.log, pgembed.WithApplicationName(appName))
+	if err != nil {
+		return err
+	}
+	s.Pool, s.closeDB = pool, closeDB
+	applied, err := store.Migrate(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if len(applied) > 0 {
+		s.log.Info("migrations applied", "versions", applied)
+	}
+	s.Registry.MustRegister(newPoolCollector(pool))
+	return nil
+}
+
+// setupCredentials loads what the node proves itself and its users with:
+// the JWT secret (from the settings, else created once in the data dir),
+// the TLS certificates, the optional JWT public key, and from them the
+// token verifier.
+func (s *Server) setupCredentials(st config.Settings) (*auth.Verifier, error) {
+	secret := []byte(st.JWTSecret)
+	if len(secret) == 0 {
+		var err error
+		if secret, err = auth.LoadOrCreateSecret(st.DataDir); err != nil {
+			return nil, fmt.Errorf("jwt secret: %w", err)
+		}
+	}
+	s.Secret = secret
+	if err := s.setupTLS(st); err != nil {
+		return nil, err
+	}
+	var pub any
+	if st.JWTPublicKey != "" {
+		var err error
+		if pub, err = auth.LoadPublicKey(st.JWTPublicKey); err != nil {
+			return nil, fmt.Errorf("jwt public key: %w", err)
+		}
+	}
+	return s.newVerifier(st, secret, pub)
+}
+
+// startBroker wires the MQTT hooks to the domain (RPC through api) and
+// starts the broker's listeners; it returns the hook, whose connection
+// count a background runner refreshes.
+func (s *Server) startBroker(st config.Settings, api *httpapi.API, verifier *auth.Verifier) (*hooks.Chat, error) {
 	var sharedConns hooks.SharedConns // with Redis, the connection cap holds across nodes
 	if s.Limiter.SharesConns() {
 		sharedConns = s.Limiter
 	}
-	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"),
-		httpapi.WithTracer(s.tracer))
 	hook := hooks.New(hooks.Config{
 		Service:     s.Service,
 		Sessions:    s.sessions,
@@ -164,7 +202,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 		RPC:         api.RPC,
 		Presence:    s.Presence,
 		SendTimeout: st.SendTimeout,
-		Logger:      log.With("component", "hooks"),
+		Logger:      s.log.With("component", "hooks"),
 		Metrics:     hooks.NewMetrics(s.Registry),
 
 		ConnectBudget:         hooks.ConnectBudget{Rate: st.ConnectBudgetRate, Queue: st.ConnectBudgetQueue},
@@ -178,9 +216,10 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 		AllowedOrigins: st.WSAllowedOrigins,
 		Hook:           hook,
 		Hub:            s.Hub,
-		Logger:         log,
+		Logger:         s.log,
 	}
 	s.brokerTLS(st, &bc)
+	var err error
 	s.Broker, err = broker.New(bc)
 	if err != nil {
 		return nil, err
@@ -191,42 +230,43 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 	if err := s.Broker.Start(); err != nil {
 		return nil, err
 	}
+	return hook, nil
+}
 
-	if err := s.startHTTP(st, api, secret); err != nil {
-		return nil, err
-	}
-
+// startBackground starts the node's long-running loops under one context
+// that Close cancels: with Kafka the outbox relay and the consumer of
+// other nodes' events, without it the outbox pruner; and always the
+// connection-count refresh and the push loop.
+func (s *Server) startBackground(ctx context.Context, st config.Settings, appName string, hook *hooks.Chat) error {
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.bg, s.bgDone = cancel, make(chan struct{})
 	var runners []func(context.Context) error
 	if rl := s.relay; rl != nil {
 		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.KafkaTopic, 12); err != nil {
-			log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
+			s.log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
 		}
 		tcancel()
 		cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Handler: s.consume, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry,
+			Handler: s.consume, SkipOrigin: appName, Logger: s.log.With("component", "kafka-consumer"), Registerer: s.Registry,
 			Tracer: s.tracer})
 		if err != nil {
 			cancel()
-			return nil, fmt.Errorf("kafka consumer: %w", err)
+			return fmt.Errorf("kafka consumer: %w", err)
 		}
 		runners = append(runners, rl.Run, cons.Run)
 	} else {
-		pr, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: log.With("component", "outbox-pruner"), Registerer: s.Registry})
+		pr, err := relay.NewPruner(s.Pool, relay.PrunerConfig{Logger: s.log.With("component", "outbox-pruner"), Registerer: s.Registry})
 		if err != nil {
 			cancel()
-			return nil, fmt.Errorf("outbox pruner: %w", err)
+			return fmt.Errorf("outbox pruner: %w", err)
 		}
 		runners = append(runners, pr.Run)
 	}
-	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, log) })
+	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, s.log) })
 	runners = append(runners, s.push.Run)
 	go s.background(bgCtx, s.sessions, runners)
-
-	s.logListeners(st)
-	return s, nil
+	return nil
 }
 
 // startCore builds the node's core in the one direction its parts depend

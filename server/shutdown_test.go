@@ -1,17 +1,16 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -94,7 +93,7 @@ func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, port, _ := strings.Cut(srv.MQTTAddr(), ":")
-	var out syncBuffer
+	var out logtest.Buffer
 	cmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-restart-2", "-c", "-u", "2", "-P", token(t, 2),
 		"-t", eventsTopic(2), "-q", "1", "-C", "1", "-d")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -135,22 +134,4 @@ func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("mosquitto_sub did not print the message sent after the restart:\n%s", out.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer a subprocess writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

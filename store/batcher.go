@@ -123,77 +123,41 @@ func (b *batcher) run() {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for batch := range work {
-				// flush compacts batch in place: note what it holds first.
-				convs := make([]int64, len(batch))
-				for i, r := range batch {
-					convs[i] = r.req.ConversationID
-				}
-				b.flush(batch)
-				finished <- convs
-			}
+			b.flushBatches(work, finished)
 		}()
 	}
 	defer func() { close(work); workers.Wait() }()
 
-	var (
-		pending   []*sendReq
-		held      = map[int64]bool{} // conversations of batches in flight
-		inflight  int
-		lastStart time.Time
-		stopping  bool
-		timer     = time.NewTimer(time.Hour)
-	)
+	q := batchQueue{held: map[int64]bool{}}
+	var stopping bool
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		for !stopping && inflight < b.workers && len(pending) > 0 &&
-			(inflight == 0 || len(pending) >= b.maxBatch || time.Since(lastStart) >= batcherStuckAfter) {
-			var batch []*sendReq
-			batch, pending = takeBatch(pending, held, b.maxBatch)
-			if len(batch) == 0 {
-				break // all that waits belongs to batches in flight
-			}
-			for _, r := range batch {
-				held[r.req.ConversationID] = true
-			}
-			inflight++
-			lastStart = time.Now()
-			work <- batch // a worker is free: inflight was below workers
+		if !stopping {
+			b.startBatches(&q, work)
 		}
-		b.waiting.Store(int64(len(pending)))
-		if stopping && inflight == 0 {
-			for _, r := range pending {
-				r.err = errShuttingDown()
-				r.answer()
-			}
+		b.waiting.Store(int64(len(q.pending)))
+		if stopping && q.inflight == 0 {
+			refuseAll(q.pending)
 			b.waiting.Store(0)
 			return
 		}
 		var tick <-chan time.Time
-		if wait := batcherStuckAfter - time.Since(lastStart); inflight > 0 && inflight < b.workers && len(pending) > 0 && wait > 0 {
+		if wait := batcherStuckAfter - time.Since(q.lastStart); q.inflight > 0 && q.inflight < b.workers && len(q.pending) > 0 && wait > 0 {
 			timer.Reset(wait)
 			tick = timer.C
 		}
 		var in <-chan *sendReq
-		if !stopping && len(pending) < maxPendingSends {
+		if !stopping && len(q.pending) < maxPendingSends {
 			in = b.intake
 		}
 		select {
 		case r := <-in:
-			pending = append(pending, r)
-		gather:
-			for len(pending) < maxPendingSends {
-				select {
-				case r := <-b.intake:
-					pending = append(pending, r)
-				default:
-					break gather
-				}
-			}
+			q.pending = b.gather(append(q.pending, r))
 		case convs := <-finished:
-			inflight--
+			q.inflight--
 			for _, c := range convs {
-				delete(held, c)
+				delete(q.held, c)
 			}
 		case <-tick:
 		case <-b.stop:
@@ -202,6 +166,73 @@ func (b *batcher) run() {
 		if tick != nil {
 			timer.Stop() // Go 1.23+: no stale tick stays in the channel
 		}
+	}
+}
+
+// batchQueue is what run decides with: the sends waiting and the batches
+// in flight. Only run's goroutine touches it.
+type batchQueue struct {
+	pending   []*sendReq
+	held      map[int64]bool // conversations of batches in flight
+	inflight  int
+	lastStart time.Time // when the newest batch in flight started
+}
+
+// flushBatches is one worker: it commits the batches run hands it and
+// reports each one's conversations back, so run can release them.
+func (b *batcher) flushBatches(work <-chan []*sendReq, finished chan<- []int64) {
+	for batch := range work {
+		// flush compacts batch in place: note what it holds first.
+		convs := make([]int64, len(batch))
+		for i, r := range batch {
+			convs[i] = r.req.ConversationID
+		}
+		b.flush(batch)
+		finished <- convs
+	}
+}
+
+// startBatches hands waiting sends to free workers while a batch may
+// start (see batcher): none in flight, a full batch waiting, or the newest
+// in flight stuck for batcherStuckAfter.
+func (b *batcher) startBatches(q *batchQueue, work chan<- []*sendReq) {
+	for q.inflight < b.workers && len(q.pending) > 0 &&
+		(q.inflight == 0 || len(q.pending) >= b.maxBatch || time.Since(q.lastStart) >= batcherStuckAfter) {
+		var batch []*sendReq
+		batch, q.pending = takeBatch(q.pending, q.held, b.maxBatch)
+		if len(batch) == 0 {
+			break // all that waits belongs to batches in flight
+		}
+		for _, r := range batch {
+			q.held[r.req.ConversationID] = true
+		}
+		q.inflight++
+		q.lastStart = time.Now()
+		work <- batch // a worker is free: inflight was below workers
+	}
+}
+
+// gather adds to pending what else is already in the intake, up to
+// maxPendingSends, without waiting: sends that arrived together go into
+// one batch.
+func (b *batcher) gather(pending []*sendReq) []*sendReq {
+	for len(pending) < maxPendingSends {
+		select {
+		case r := <-b.intake:
+			pending = append(pending, r)
+		default:
+			return pending
+		}
+	}
+	return pending
+}
+
+// refuseAll answers the sends still waiting at shutdown: none of them was
+// started, so none is committed.
+func refuseAll(pending []*sendReq) {
+	for _, r := range pending {
+		r.err = errShuttingDown()
+		r.answer()
 	}
 }
 

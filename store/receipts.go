@@ -380,56 +380,13 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	for i, k := range keys {
 		convs[i], users[i], seqs[i] = k.conv, k.user, batch[k].seq
 	}
-	var (
-		locked  map[memberKey]memberState
-		updated map[memberKey]memberState
-		exists  map[int64]bool
-		events  []chat.Event
-	)
+	var out readOutcome
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
 	defer cancel()
 	err := r.withRetry(func() error {
-		locked, updated, exists = map[memberKey]memberState{}, map[memberKey]memberState{}, map[int64]bool{}
-		events = events[:0]
+		out.reset()
 		return r.st.inTx(ctx, "mark read", func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			b.Queue(deferNotifySQL)
-			b.Queue(lockMembersSQL, convs, users)
-			b.Queue(readBatchSQL, convs, users, seqs)
-			b.Queue(existingConversationsSQL, convs)
-			br := tx.SendBatch(ctx, b)
-			if _, err := br.Exec(); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("defer notify: %w", err)
-			}
-			if err := scanStates(br, locked); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("lock members: %w", err)
-			}
-			if err := scanStates(br, updated); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("update read watermarks: %w", err)
-			}
-			rows, err := br.Query()
-			if err == nil {
-				var ids []int64
-				ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-				for _, id := range ids {
-					exists[id] = true
-				}
-			}
-			if cerr := br.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("read conversations: %w", err)
-			}
-			for _, k := range keys {
-				if u, ok := updated[k]; ok {
-					events = append(events, chat.ReadEvent(k.conv, k.user, u.read))
-				}
-			}
-			return insertOutbox(ctx, tx, chat.TraceContext{}, events...)
+			return markReadsTx(ctx, tx, keys, convs, users, seqs, &out)
 		})
 	})
 	r.m.batch.WithLabelValues("read").Observe(float64(len(keys)))
@@ -444,15 +401,84 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	}
 	r.readFlushes.Add(1)
 	r.m.flushes.WithLabelValues("read").Inc()
-	if len(events) > 0 {
+	if len(out.events) > 0 {
 		r.st.wakeRelay()
 	}
+	answerReads(batch, keys, &out)
+	r.st.publish(out.events...)
+}
+
+// readOutcome is what one attempt of a read flush's transaction found:
+// the members' states as locked and as updated (a member is in updated
+// only when its watermark moved), the conversations that exist, and the
+// read events it wrote to the outbox.
+type readOutcome struct {
+	locked  map[memberKey]memberState
+	updated map[memberKey]memberState
+	exists  map[int64]bool
+	events  []chat.Event
+}
+
+// reset empties out for an attempt: a retried transaction must not keep
+// what the failed one saw.
+func (out *readOutcome) reset() {
+	out.locked, out.updated, out.exists = map[memberKey]memberState{}, map[memberKey]memberState{}, map[int64]bool{}
+	out.events = out.events[:0]
+}
+
+// markReadsTx locks the members of keys, moves their read watermarks to
+// seqs in one round trip, and writes a read event to the outbox for every
+// watermark that moved, in keys' order.
+func markReadsTx(ctx context.Context, tx pgx.Tx, keys []memberKey, convs, users, seqs []int64, out *readOutcome) error {
+	b := &pgx.Batch{}
+	b.Queue(deferNotifySQL)
+	b.Queue(lockMembersSQL, convs, users)
+	b.Queue(readBatchSQL, convs, users, seqs)
+	b.Queue(existingConversationsSQL, convs)
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("defer notify: %w", err)
+	}
+	if err := scanStates(br, out.locked); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("lock members: %w", err)
+	}
+	if err := scanStates(br, out.updated); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("update read watermarks: %w", err)
+	}
+	rows, err := br.Query()
+	if err == nil {
+		var ids []int64
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		for _, id := range ids {
+			out.exists[id] = true
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("read conversations: %w", err)
+	}
+	for _, k := range keys {
+		if u, ok := out.updated[k]; ok {
+			out.events = append(out.events, chat.ReadEvent(k.conv, k.user, u.read))
+		}
+	}
+	return insertOutbox(ctx, tx, chat.TraceContext{}, out.events...)
+}
+
+// answerReads answers every waiter of a committed read flush: not a
+// member (or no such conversation), or its own receipt's outcome.
+func answerReads(batch map[memberKey]*pendingRead, keys []memberKey, out *readOutcome) {
 	for _, k := range keys {
 		p := batch[k]
-		st, ok := locked[k]
+		st, ok := out.locked[k]
 		if !ok {
 			e := errNotMember(k.conv)
-			if !exists[k.conv] {
+			if !out.exists[k.conv] {
 				e = errNoConversation(k.conv)
 			}
 			for _, w := range p.waiters {
@@ -461,7 +487,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 			continue
 		}
 		last := st.lastSeq
-		if u, ok := updated[k]; ok {
+		if u, ok := out.updated[k]; ok {
 			last = u.lastSeq
 		}
 		// Apply the merged receipts one by one in arrival order: the final
@@ -476,7 +502,6 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 			w.done <- readReply{res: chat.ReadResult{Advanced: adv, LastReadSeq: mark}}
 		}
 	}
-	r.st.publish(events...)
 }
 
 // scanStates reads (conversation, user, watermark, last_seq) rows.

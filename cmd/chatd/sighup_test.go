@@ -16,32 +16,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // writeCert writes a self-signed certificate for 127.0.0.1 named cn.
 func writeCert(t *testing.T, certPath, keyPath, cn string) {
@@ -71,7 +54,7 @@ func writeCert(t *testing.T, certPath, keyPath, cn string) {
 	}
 }
 
-func waitLog(t *testing.T, logs *syncBuffer, re *regexp.Regexp, what string) []string {
+func waitLog(t *testing.T, logs *logtest.Buffer, re *regexp.Regexp, what string) []string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -96,7 +79,7 @@ func TestSIGHUPReloadsTheTLSCertificateAndReportsABrokenOne(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, func(k string) string { return env[k] }) }()
 	addr := waitLog(t, logs, regexp.MustCompile(`listener=mqtts addr=(\S+)`), "mqtts listener line")[1]

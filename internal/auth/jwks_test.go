@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -109,29 +109,11 @@ func idpClaims(sub string) jwt.MapClaims {
 		"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()}
 }
 
-// logBuffer collects log lines for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func newJWKS(t *testing.T, p *idp, opts JWKSOptions, logs *logBuffer) *JWKS {
+func newJWKS(t *testing.T, p *idp, opts JWKSOptions, logs *logtest.Buffer) *JWKS {
 	t.Helper()
 	opts.URL = p.url()
 	if logs == nil {
-		logs = &logBuffer{}
+		logs = &logtest.Buffer{}
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	j, err := NewJWKS(opts)
@@ -261,7 +243,7 @@ func TestJWKSEndpointDownKeepsCachedKeysAndLogsIt(t *testing.T) {
 	p := newIDP(t)
 	key := newECKey(t)
 	p.setKeys(map[string]crypto.Signer{"k": key})
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: 20 * time.Millisecond, MinRefetch: time.Hour}, logs)})
 	accepts(t, v, signKid(t, key, "k", idpClaims("11")), 11)
 
@@ -286,7 +268,7 @@ func TestJWKSUnreachableAtStartRefusesProviderTokensUntilItAnswers(t *testing.T)
 	key := newECKey(t)
 	p.setKeys(map[string]crypto.Signer{"k": key})
 	p.down.Store(true)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	v := New(Options{HSSecret: testSecret, JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: 50 * time.Millisecond}, logs)})
 	if !strings.Contains(logs.String(), "cached_keys=0") {
 		t.Fatalf("no log line about the failed first fetch:\n%s", logs.String())

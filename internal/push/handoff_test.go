@@ -97,8 +97,13 @@ func (s *sender) got() []push.Request {
 	return append([]push.Request(nil), s.reqs...)
 }
 
-func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "chat.push"))
+// startOutputs starts what the FCM and APNs pushes leave chatd through:
+// kfake with a chat.push topic of partitions, and a receiver of the signed
+// webhook. It returns both and the Config change that points a rig at
+// them.
+func startOutputs(t *testing.T, partitions int32) (*kfake.Cluster, *sender, func(*push.Config)) {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "chat.push"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +111,16 @@ func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
 	snd := &sender{secret: []byte(strings.Repeat("k", 32))}
 	hook := httptest.NewServer(snd)
 	t.Cleanup(hook.Close)
-
-	r := newRig(t)
-	r.start(func(c *push.Config) {
+	return kc, snd, func(c *push.Config) {
 		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
 		c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret)
-	})
+	}
+}
+
+func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
+	kc, snd, outputs := startOutputs(t, 3)
+	r := newRig(t)
+	r.start(outputs)
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	ctx := context.Background()
 	fcm, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat", Locale: "de"})

@@ -2,13 +2,11 @@ package push_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/push"
@@ -260,19 +258,9 @@ func TestRecallOfAMessageANewerPushReplacedSendsNoRemove(t *testing.T) {
 }
 
 func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "chat.push"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	snd := &sender{secret: []byte(strings.Repeat("k", 32))}
-	hook := httptest.NewServer(snd)
-	t.Cleanup(hook.Close)
+	kc, snd, outputs := startOutputs(t, 1)
 	r := newRig(t)
-	r.start(func(c *push.Config) {
-		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
-		c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret)
-	})
+	r.start(outputs)
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	dev, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"})
 	if err != nil {

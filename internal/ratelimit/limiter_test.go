@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/logtest"
 )
 
 type clock struct {
@@ -174,36 +175,9 @@ func startRedisOn(t *testing.T, port int) (url string, stop func()) {
 	return "redis://" + addr + "/0", stop
 }
 
-// logCounter counts log records containing a substring.
-type logCounter struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	c.msgs = append(c.msgs, r.Message)
-	c.mu.Unlock()
-	return nil
-}
-func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *logCounter) WithGroup(string) slog.Handler      { return c }
-func (c *logCounter) count(sub string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, m := range c.msgs {
-		if strings.Contains(m, sub) {
-			n++
-		}
-	}
-	return n
-}
-
 func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
 	url, stop := startRedis(t)
-	logs := &logCounter{}
+	logs := &logtest.Counter{}
 	a := newTestLimiter(t, Config{RedisURL: url, Logger: slog.New(logs), RetryInterval: 50 * time.Millisecond})
 	b := newTestLimiter(t, Config{RedisURL: url})
 	ctx := context.Background()
@@ -245,7 +219,7 @@ func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
 	if a.Shared() {
 		t.Fatal("limiter claims to be shared with Redis down")
 	}
-	if n := logs.count("redis unreachable"); n != 1 {
+	if n := logs.Count("redis unreachable"); n != 1 {
 		t.Fatalf("fallback logged %d times, want once", n)
 	}
 
@@ -265,10 +239,10 @@ func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
 	for range 20 {
 		a.Take(ctx, chat.RateSend, "43", lim)
 	}
-	if n := logs.count("redis reachable again"); n != 1 {
+	if n := logs.Count("redis reachable again"); n != 1 {
 		t.Fatalf("recovery logged %d times, want once", n)
 	}
-	if n := logs.count("redis unreachable"); n != 1 {
+	if n := logs.Count("redis unreachable"); n != 1 {
 		t.Fatalf("fallback logged %d times after recovery, want once", n)
 	}
 }

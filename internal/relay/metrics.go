@@ -25,35 +25,23 @@ type relayMetrics struct {
 
 func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	m := &relayMetrics{
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "chat_relay_lag_seconds",
-			Help: "Age of the oldest unpublished outbox row, as seen by the leading relay (0 on standby nodes).",
-		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "chat_relay_pending_rows",
-			Help: "Outbox rows not yet published to Kafka, as seen by the leading relay (0 on standby nodes).",
-		}),
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chat_relay_published_total",
-			Help: "Outbox rows published to Kafka and acknowledged by all in-sync replicas.",
-		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chat_relay_errors_total",
-			Help: "Relay failures by kind: kafka (write failed, retried), db (query or connection failed), oversize (row dropped).",
-		}, []string{"kind"}),
+		lag: gauge("chat_relay_lag_seconds",
+			"Age of the oldest unpublished outbox row, as seen by the leading relay (0 on standby nodes)."),
+		pending: gauge("chat_relay_pending_rows",
+			"Outbox rows not yet published to Kafka, as seen by the leading relay (0 on standby nodes)."),
+		published: counter("chat_relay_published_total",
+			"Outbox rows published to Kafka and acknowledged by all in-sync replicas."),
+		errors: byKind("chat_relay_errors_total",
+			"Relay failures by kind: kafka (write failed, retried), db (query or connection failed), oversize (row dropped)."),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chat_relay_batch_size",
 			Help:    "Rows per successful Kafka write.",
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
 		}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "chat_relay_leader",
-			Help: "1 while this node holds the relay lease and publishes the outbox, else 0.",
-		}),
+		leader: gauge("chat_relay_leader",
+			"1 while this node holds the relay lease and publishes the outbox, else 0."),
 	}
-	for _, k := range []string{kindKafka, kindDB, kindOversize} {
-		m.errors.WithLabelValues(k) // export zeros so rate() works from the start
-	}
+	exportZeros(m.errors, kindKafka, kindDB, kindOversize)
 	err := register(reg, m.lag, m.pending, m.published, m.errors, m.batchSize, m.leader)
 	return m, err
 }
@@ -65,18 +53,12 @@ type consumerMetrics struct {
 
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	m := &consumerMetrics{
-		events: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chat_kafka_consumer_events_total",
-			Help: "Events read from Kafka and handed to the handler.",
-		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chat_kafka_consumer_errors_total",
-			Help: "Consumer failures by kind: kafka (fetch, commit or group error), decode (message skipped).",
-		}, []string{"kind"}),
+		events: counter("chat_kafka_consumer_events_total",
+			"Events read from Kafka and handed to the handler."),
+		errors: byKind("chat_kafka_consumer_errors_total",
+			"Consumer failures by kind: kafka (fetch, commit or group error), decode (message skipped)."),
 	}
-	for _, k := range []string{kindKafka, kindDecode} {
-		m.errors.WithLabelValues(k)
-	}
+	exportZeros(m.errors, kindKafka, kindDecode)
 	err := register(reg, m.events, m.errors)
 	return m, err
 }
@@ -88,17 +70,34 @@ type prunerMetrics struct {
 
 func newPrunerMetrics(reg prometheus.Registerer) (*prunerMetrics, error) {
 	m := &prunerMetrics{
-		pruned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chat_outbox_pruned_total",
-			Help: "Outbox rows deleted by the pruner because they outlived the retention (no relay configured).",
-		}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chat_outbox_pruner_errors_total",
-			Help: "Pruner passes that failed.",
-		}),
+		pruned: counter("chat_outbox_pruned_total",
+			"Outbox rows deleted by the pruner because they outlived the retention (no relay configured)."),
+		errors: counter("chat_outbox_pruner_errors_total",
+			"Pruner passes that failed."),
 	}
 	err := register(reg, m.pruned, m.errors)
 	return m, err
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// byKind is an error counter labelled by kind (the kind* constants).
+func byKind(name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"kind"})
+}
+
+// exportZeros creates the kinds' series at 0, so rate() works from the
+// start instead of from a kind's first failure.
+func exportZeros(v *prometheus.CounterVec, kinds ...string) {
+	for _, k := range kinds {
+		v.WithLabelValues(k)
+	}
 }
 
 // register registers cs on reg, all or none; a nil reg leaves the metrics

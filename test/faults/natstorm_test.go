@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -70,30 +69,11 @@ func TestTwoThousandPhonesBehindOneAddressAreBackAndCaughtUpWithin10sWithTheDefa
 	url := pgtest.NewDB(t)
 	pool := openPool(t, url, 8)
 	svc := newService(pool)
-	ctx := context.Background()
 	all := make([]*natDevice, clients)
-	var convs []int64
-	for g := 0; g < clients/groupSize; g++ {
-		owner := int64(g*groupSize + 1)
-		var members []int64
-		for u := owner + 1; u < owner+groupSize; u++ {
-			members = append(members, u)
-		}
-		conv, err := svc.CreateGroup(ctx, owner, fmt.Sprint("nat ", g), members)
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, conv.ID)
-		for i := 0; i < groupSize; i++ {
-			u := owner + int64(i)
-			v := byte(5)
-			if u%2 == 1 {
-				v = 4
-			}
-			all[u-1] = &natDevice{dev: device{user: u, clientID: fmt.Sprintf("nat-%d", u), version: v, readBuf: 256, local: natAddr},
-				conv: conv.ID, app: newApp(fmt.Sprintf("phone %d", u))}
-		}
-	}
+	convs := stormGroups(t, svc, "nat ", clients, groupSize, func(u, conv int64, v byte) {
+		all[u-1] = &natDevice{dev: device{user: u, clientID: fmt.Sprintf("nat-%d", u), version: v, readBuf: 256, local: natAddr},
+			conv: conv, app: newApp(fmt.Sprintf("phone %d", u))}
+	})
 	t.Cleanup(func() {
 		for _, d := range all {
 			if c := d.c.Load(); c != nil {
@@ -126,26 +106,7 @@ func TestTwoThousandPhonesBehindOneAddressAreBackAndCaughtUpWithin10sWithTheDefa
 		wg.Wait()
 		return refused, time.Since(start)
 	}
-	sendRound := func(round int) {
-		var wg sync.WaitGroup
-		work := make(chan int)
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for g := range work {
-					if status, code := httpSend(t, p.HTTP, int64(g*groupSize+1), convs[g], newID(), fmt.Sprintf("round %d", round)); status/100 != 2 {
-						t.Errorf("HTTP send to group %d: %d %s", g, status, code)
-					}
-				}
-			}()
-		}
-		for g := range convs {
-			work <- g
-		}
-		close(work)
-		wg.Wait()
-	}
+	sendRound := func(round int) { sendToGroups(t, p.HTTP, convs, groupSize, fmt.Sprintf("round %d", round)) }
 	caughtUp := func(seq int64) int {
 		missing := 0
 		for _, d := range all {

@@ -75,6 +75,62 @@ func (sc *stormClient) drain() {
 	}
 }
 
+// stormGroups creates the storms' groups: users 1..clients in groups of
+// groupSize consecutive users, each group's first user its owner, named
+// prefix and the group's index. It calls add for every user with its
+// group and its MQTT version, odd users 3.1.1 and even ones 5, so that
+// both protocol versions reconnect together; it returns the groups in
+// order.
+func stormGroups(t *testing.T, svc *chat.Service, prefix string, clients, groupSize int, add func(u, conv int64, version byte)) []int64 {
+	t.Helper()
+	var convs []int64
+	for g := 0; g < clients/groupSize; g++ {
+		owner := int64(g*groupSize + 1)
+		var members []int64
+		for u := owner + 1; u < owner+int64(groupSize); u++ {
+			members = append(members, u)
+		}
+		conv, err := svc.CreateGroup(context.Background(), owner, fmt.Sprint(prefix, g), members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		convs = append(convs, conv.ID)
+		for i := 0; i < groupSize; i++ {
+			u := owner + int64(i)
+			v := byte(5)
+			if u%2 == 1 {
+				v = 4
+			}
+			add(u, conv.ID, v)
+		}
+	}
+	return convs
+}
+
+// sendToGroups sends body over HTTP from every group's owner (as
+// stormGroups made them), eight senders at a time so that a round is
+// sent quickly without one connection per group.
+func sendToGroups(t *testing.T, httpAddr string, convs []int64, groupSize int, body string) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range work {
+				if status, code := httpSend(t, httpAddr, int64(g*groupSize+1), convs[g], newID(), body); status/100 != 2 {
+					t.Errorf("HTTP send to group %d: %d %s", g, status, code)
+				}
+			}
+		}()
+	}
+	for g := range convs {
+		work <- g
+	}
+	close(work)
+	wg.Wait()
+}
+
 // TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound: 2,000
 // persistent clients (v5 and v3.1.1 alternating) of 100 groups are
 // connected to a chatd subprocess; all drop at once, a message goes to
@@ -87,37 +143,18 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 	url := pgtest.NewDB(t)
 	pool := openPool(t, url, 8)
 	svc := newService(pool)
-	ctx := context.Background()
 	all := make([]*stormClient, clients)
-	var convs []int64
-	for g := 0; g < clients/groupSize; g++ {
-		owner := int64(g*groupSize + 1)
-		var members []int64
-		for u := owner + 1; u < owner+groupSize; u++ {
-			members = append(members, u)
-		}
-		conv, err := svc.CreateGroup(ctx, owner, fmt.Sprint("storm ", g), members)
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, conv.ID)
-		for i := 0; i < groupSize; i++ {
-			u := owner + int64(i)
-			v := byte(5)
-			if u%2 == 1 {
-				v = 4
-			}
-			// readBuf holds what arrives between CONNACK and SUBACK, when
-			// nobody drains it: a resumed session is delivered to at once,
-			// and a group's sender gets its message back plus a
-			// delivery.updated per member and presence events. With 16 the
-			// buffer filled, the client's read loop stopped before the
-			// SUBACK, and the harness dropped that connection, together with
-			// the messages it had already acknowledged (seen under load:
-			// "1 of 2000 clients lack message 2", always a sender).
-			all[u-1] = &stormClient{dev: device{user: u, clientID: fmt.Sprintf("storm-%d", u), version: v, readBuf: 128}, conv: conv.ID}
-		}
-	}
+	convs := stormGroups(t, svc, "storm ", clients, groupSize, func(u, conv int64, v byte) {
+		// readBuf holds what arrives between CONNACK and SUBACK, when
+		// nobody drains it: a resumed session is delivered to at once,
+		// and a group's sender gets its message back plus a
+		// delivery.updated per member and presence events. With 16 the
+		// buffer filled, the client's read loop stopped before the
+		// SUBACK, and the harness dropped that connection, together with
+		// the messages it had already acknowledged (seen under load:
+		// "1 of 2000 clients lack message 2", always a sender).
+		all[u-1] = &stormClient{dev: device{user: u, clientID: fmt.Sprintf("storm-%d", u), version: v, readBuf: 128}, conv: conv}
+	})
 	t.Cleanup(func() {
 		for _, sc := range all {
 			if sc != nil && sc.c != nil {
@@ -159,27 +196,7 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 		wg.Wait()
 		return failures.Load()
 	}
-	sendRound := func(seq int) {
-		var wg sync.WaitGroup
-		work := make(chan int)
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for g := range work {
-					status, code := httpSend(t, p.HTTP, int64(g*groupSize+1), convs[g], newID(), fmt.Sprintf("round %d", seq))
-					if status/100 != 2 {
-						t.Errorf("HTTP send to group %d: %d %s", g, status, code)
-					}
-				}
-			}()
-		}
-		for g := range convs {
-			work <- g
-		}
-		close(work)
-		wg.Wait()
-	}
+	sendRound := func(seq int) { sendToGroups(t, p.HTTP, convs, groupSize, fmt.Sprintf("round %d", seq)) }
 	waitAll := func(seq int64, within time.Duration) {
 		deadline := time.Now().Add(within)
 		for {

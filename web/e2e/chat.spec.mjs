@@ -13,7 +13,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { chromium } from 'playwright-core';
+import { bodies, devAPI, devSignIn, eventually, launchChromium, online, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const BASE = process.env.CHATD_URL;
@@ -26,20 +26,7 @@ let browser;
 const pages = []; // every page opened, checked for stray dialogs and errors
 
 before(async () => {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-dev-shm-usage',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--disable-quic',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium(CHROMIUM);
 });
 
 after(async () => {
@@ -48,44 +35,7 @@ after(async () => {
 
 // ---------------------------------------------------------------- helpers
 
-/** Polls fn until it stops throwing; rethrows its last error on timeout. */
-async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (e) {
-      if (Date.now() > end) throw e;
-      await new Promise((r) => setTimeout(r, interval));
-    }
-  }
-}
-
-const tokens = new Map();
-async function token(uid) {
-  if (!tokens.has(uid)) {
-    const res = await fetch(`${BASE}/dev/token`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ userId: uid }),
-    });
-    assert.equal(res.status, 200, 'POST /dev/token');
-    tokens.set(uid, (await res.json()).token);
-  }
-  return tokens.get(uid);
-}
-
-/** Calls the HTTP API as uid (to set up data or act as a third party). */
-async function api(uid, method, p, body) {
-  const res = await fetch(`${BASE}${p}`, {
-    method,
-    headers: { Authorization: `Bearer ${await token(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = res.status === 204 ? null : await res.json();
-  assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
-  return data;
-}
+const { token, api } = devAPI(BASE);
 
 const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body });
 
@@ -93,43 +43,10 @@ const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/m
  * Opens a fresh browser context (its own storage: a separate person) and
  * signs in through the dev sign-in form.
  */
-async function signIn(uid, { base = BASE, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1 } = {}) {
-  const context = await browser.newContext({ viewport, deviceScaleFactor, locale: 'en-GB', timezoneId: 'UTC' });
-  context.setDefaultTimeout(10000);
-  const page = await context.newPage();
-  const rec = { uid, page, context, dialogs: [], errors: [] };
-  page.on('dialog', (d) => {
-    rec.dialogs.push(d.message());
-    d.dismiss().catch(() => {});
-  });
-  page.on('pageerror', (e) => rec.errors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => {
-    // Failed fetches while the network is cut are expected; a CSP
-    // violation or an exception is not.
-    const t = m.text();
-    if (m.type() === 'error' && /Content Security Policy|Uncaught|TypeError|ReferenceError/.test(t)) rec.errors.push(`console: ${t}`);
-  });
-  pages.push(rec);
-  await page.goto(base);
-  await page.getByTestId('dev-user').fill(String(uid));
-  await page.getByTestId('dev-signin').click();
-  await online(page);
-  await page.getByTestId('me').filter({ hasText: `User ${uid}` }).waitFor();
+async function signIn(uid, { base = BASE, ...opts } = {}) {
+  const rec = await devSignIn(browser, pages, uid, { base, ...opts });
+  await rec.page.getByTestId('me').filter({ hasText: `User ${uid}` }).waitFor();
   return rec;
-}
-
-const online = (page, timeout = 15000) => page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout });
-
-const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
-
-/** The unread badge of a conversation: its number, or 0 when absent. */
-async function unread(page, cid) {
-  // One evaluation: the badge may be re-rendered between two calls.
-  const text = await page.evaluate(
-    (id) => document.querySelector(`[data-testid=conv-row][data-conv-id="${id}"] [data-testid=unread]`)?.textContent ?? '0',
-    cid,
-  );
-  return Number(text);
 }
 
 async function openConversation(page, cid) {
@@ -139,17 +56,9 @@ async function openConversation(page, cid) {
 
 const closeConversation = (page) => page.evaluate(() => (location.hash = ''));
 
-/** Bodies of the messages on screen, top to bottom. */
-const bodies = (page) => page.getByTestId('message-body').allTextContents();
-
 /** [seq, status] of every message on screen. */
 const seqs = (page) =>
   page.getByTestId('message').evaluateAll((els) => els.map((e) => [e.dataset.seq ? Number(e.dataset.seq) : null, e.dataset.status]));
-
-async function send(page, text) {
-  await page.getByTestId('composer').fill(text);
-  await page.getByTestId('composer').press('Enter');
-}
 
 /** The receipt under our newest message ("Sent", "Seen", "Seen by 2"). */
 const lastReceipt = (page) =>

@@ -13,7 +13,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { bodies, devAPI, devSignIn, eventually, launchChromium, online, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const BASE = process.env.CHATD_URL;
@@ -25,11 +25,7 @@ const SHOTS = process.env.SCREENSHOT_DIR || '';
 let browser;
 
 before(async () => {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'],
-  });
+  browser = await launchChromium(CHROMIUM);
 });
 
 after(async () => {
@@ -38,40 +34,7 @@ after(async () => {
 
 // ---------------------------------------------------------------- helpers
 
-/** Polls fn until it stops throwing; rethrows its last error on timeout. */
-async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (e) {
-      if (Date.now() > end) throw e;
-      await new Promise((r) => setTimeout(r, interval));
-    }
-  }
-}
-
-const tokens = new Map();
-async function token(uid) {
-  if (!tokens.has(uid)) {
-    const res = await fetch(`${BASE}/dev/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId: uid }) });
-    assert.equal(res.status, 200, 'POST /dev/token');
-    tokens.set(uid, (await res.json()).token);
-  }
-  return tokens.get(uid);
-}
-
-/** Calls the HTTP API as uid (to set up data or act as another member). */
-async function api(uid, method, p, body) {
-  const res = await fetch(`${BASE}${p}`, {
-    method,
-    headers: { Authorization: `Bearer ${await token(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = res.status === 204 ? null : await res.json();
-  assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
-  return data;
-}
+const { api } = devAPI(BASE);
 
 const sendVia = async (uid, cid, body, extra = {}) =>
   (await api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body, ...extra })).seq;
@@ -82,30 +45,8 @@ const reactVia = (uid, cid, seq, emoji, on = true) => api(uid, on ? 'PUT' : 'DEL
 const pages = [];
 
 /** A fresh browser context (a separate person) signed in through the dev form. */
-async function signIn(uid, { base = BASE, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1 } = {}) {
-  const context = await browser.newContext({ viewport, deviceScaleFactor, locale: 'en-GB', timezoneId: 'UTC' });
-  context.setDefaultTimeout(10000);
-  const page = await context.newPage();
-  const rec = { uid, page, context, dialogs: [], errors: [] };
-  page.on('dialog', (d) => {
-    rec.dialogs.push(d.message());
-    d.dismiss().catch(() => {});
-  });
-  page.on('pageerror', (e) => rec.errors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => {
-    const t = m.text();
-    if (m.type() === 'error' && /Content Security Policy|Uncaught|TypeError|ReferenceError/.test(t)) rec.errors.push(`console: ${t}`);
-  });
-  pages.push(rec);
-  await page.goto(base);
-  await page.getByTestId('dev-user').fill(String(uid));
-  await page.getByTestId('dev-signin').click();
-  await online(page);
-  return rec;
-}
+const signIn = (uid, { base = BASE, ...opts } = {}) => devSignIn(browser, pages, uid, { base, ...opts });
 
-const online = (page, timeout = 15000) => page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout });
-const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
 
 async function openConversation(page, cid) {
   await eventually(async () => assert.equal(await row(page, cid).count(), 1));
@@ -119,9 +60,6 @@ async function reloadInto(page, cid) {
   await online(page);
   await openConversation(page, cid);
 }
-
-/** Bodies of the messages on screen, top to bottom ("Message deleted" for tombstones). */
-const bodies = (page) => page.getByTestId('message-body').allTextContents();
 
 /** The row of the message whose body is exactly text. */
 const bubble = (page, text) => page.locator('[data-testid=message]', { has: page.getByTestId('message-body').getByText(text, { exact: true }) });
@@ -141,16 +79,6 @@ const reactions = (page, text) =>
   bubble(page, text)
     .getByTestId('reaction')
     .evaluateAll((els) => els.map((e) => `${e.dataset.emoji} ${e.querySelector('.reaction-count').textContent}${e.getAttribute('aria-pressed') === 'true' ? '*' : ''}`));
-
-async function unread(page, cid) {
-  const text = await page.evaluate((id) => document.querySelector(`[data-testid=conv-row][data-conv-id="${id}"] [data-testid=unread]`)?.textContent ?? '0', cid);
-  return Number(text);
-}
-
-async function send(page, text) {
-  await page.getByTestId('composer').fill(text);
-  await page.getByTestId('composer').press('Enter');
-}
 
 /** Whether el is inside the message list's visible area. */
 async function inView(page, locator) {

@@ -21,7 +21,7 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
+import { devAPI, eventually, launchChromium } from './helpers.mjs';
 
 const BASE = process.env.CHATD_URL;
 const SUB = { endpoint: process.env.PUSH_ENDPOINT, p256dh: process.env.PUSH_P256DH, auth: process.env.PUSH_AUTH };
@@ -30,43 +30,19 @@ if (!BASE || !SUB.endpoint || !LOG) throw new Error('set CHATD_URL, PUSH_ENDPOIN
 
 let browser;
 before(async () => {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--no-first-run'],
-  });
+  browser = await launchChromium(process.env.CHROMIUM_PATH || '/usr/bin/chromium', [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-dev-shm-usage',
+    '--disable-background-networking',
+    '--no-first-run',
+  ]);
 });
 after(async () => {
   await browser?.close();
 });
 
-async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (e) {
-      if (Date.now() > end) throw e;
-      await new Promise((r) => setTimeout(r, interval));
-    }
-  }
-}
-
-const tokens = new Map();
-async function api(uid, method, p, body) {
-  if (!tokens.has(uid)) {
-    const res = await fetch(`${BASE}/dev/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId: uid }) });
-    tokens.set(uid, (await res.json()).token);
-  }
-  const res = await fetch(`${BASE}${p}`, {
-    method,
-    headers: { Authorization: `Bearer ${tokens.get(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = res.status === 204 ? null : await res.json();
-  assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
-  return data;
-}
+const { api } = devAPI(BASE);
 
 test('notifications: asked on a click, subscribed, shown by the page while hidden, pushed encrypted while closed, opening the conversation', async () => {
   const me = 61;

@@ -1,0 +1,116 @@
+// What the e2e specs share: the browser they launch, the dev-mode API
+// client (a token per user from /dev/token), signing in through the dev
+// form, and the locators every scenario reads the inbox and a
+// conversation with. One copy, so a change to the dev sign-in or to a
+// test id is made once for chat, lifecycle and push alike.
+
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+/** The flags headless Chromium runs with in CI containers (no sandbox, no GPU, no background traffic). */
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-dev-shm-usage',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-quic',
+  '--no-first-run',
+];
+
+/** Launches headless Chromium from executablePath. */
+export const launchChromium = (executablePath, args = CHROMIUM_ARGS) => chromium.launch({ executablePath, headless: true, args });
+
+/** Polls fn until it stops throwing; rethrows its last error on timeout. */
+export async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > end) throw e;
+      await new Promise((r) => setTimeout(r, interval));
+    }
+  }
+}
+
+/**
+ * The HTTP API of the chatd at base in dev mode: token(uid) mints (once)
+ * and api(uid, ...) calls as uid, to set up data or act as another member.
+ */
+export function devAPI(base) {
+  const tokens = new Map();
+  async function token(uid) {
+    if (!tokens.has(uid)) {
+      const res = await fetch(`${base}/dev/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId: uid }) });
+      assert.equal(res.status, 200, 'POST /dev/token');
+      tokens.set(uid, (await res.json()).token);
+    }
+    return tokens.get(uid);
+  }
+  async function api(uid, method, p, body) {
+    const res = await fetch(`${base}${p}`, {
+      method,
+      headers: { Authorization: `Bearer ${await token(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const data = res.status === 204 ? null : await res.json();
+    assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
+    return data;
+  }
+  return { token, api };
+}
+
+/**
+ * Opens a fresh browser context (its own storage: a separate person),
+ * signs uid in through the dev sign-in form at base and waits until it is
+ * online. The record it returns (also pushed to pages) collects the
+ * page's dialogs and errors for the spec to check.
+ */
+export async function devSignIn(browser, pages, uid, { base, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1 }) {
+  const context = await browser.newContext({ viewport, deviceScaleFactor, locale: 'en-GB', timezoneId: 'UTC' });
+  context.setDefaultTimeout(10000);
+  const page = await context.newPage();
+  const rec = { uid, page, context, dialogs: [], errors: [] };
+  page.on('dialog', (d) => {
+    rec.dialogs.push(d.message());
+    d.dismiss().catch(() => {});
+  });
+  page.on('pageerror', (e) => rec.errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    // Failed fetches while the network is cut are expected; a CSP
+    // violation or an exception is not.
+    const t = m.text();
+    if (m.type() === 'error' && /Content Security Policy|Uncaught|TypeError|ReferenceError/.test(t)) rec.errors.push(`console: ${t}`);
+  });
+  pages.push(rec);
+  await page.goto(base);
+  await page.getByTestId('dev-user').fill(String(uid));
+  await page.getByTestId('dev-signin').click();
+  await online(page);
+  return rec;
+}
+
+export const online = (page, timeout = 15000) => page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout });
+
+export const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
+
+/** The unread badge of a conversation: its number, or 0 when absent. */
+export async function unread(page, cid) {
+  // One evaluation: the badge may be re-rendered between two calls.
+  const text = await page.evaluate(
+    (id) => document.querySelector(`[data-testid=conv-row][data-conv-id="${id}"] [data-testid=unread]`)?.textContent ?? '0',
+    cid,
+  );
+  return Number(text);
+}
+
+/** Bodies of the messages on screen, top to bottom ("Message deleted" for tombstones). */
+export const bodies = (page) => page.getByTestId('message-body').allTextContents();
+
+/** Types text into the composer and sends it with Enter. */
+export async function send(page, text) {
+  await page.getByTestId('composer').fill(text);
+  await page.getByTestId('composer').press('Enter');
+}
