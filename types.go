@@ -29,6 +29,14 @@ type Conversation struct {
 	LastMessageAt *time.Time       `json:"lastMessageAt"`
 	CreatedAt     time.Time        `json:"createdAt"`
 	Members       []Member         `json:"members,omitempty"`
+	// A group's settings (PATCH /v1/conversations/{id}): its description,
+	// avatar (an https URL, null for none), and what members added later
+	// read (HistoryJoined or HistoryAll); empty for direct conversations.
+	About          string  `json:"about"`
+	Avatar         *string `json:"avatar"`
+	HistoryVisible string  `json:"historyVisible,omitempty"`
+	// PeerID is the other member of a direct conversation.
+	PeerID int64 `json:"peerId,omitempty"`
 }
 
 // Member of a conversation with their watermarks.
@@ -53,6 +61,9 @@ type Message struct {
 	ClientMsgID    string
 	Body           string // empty once recalled
 	CreatedAt      time.Time
+
+	// A system entry's change (Kind system).
+	System *SystemEntry
 
 	// A message's state.
 	ReplyTo       *ReplyRef
@@ -148,6 +159,10 @@ type InboxEntry struct {
 	// member read them (0 when there is nobody else).
 	DeliveredSeq int64 `json:"deliveredSeq"`
 	ReadSeq      int64 `json:"readSeq"`
+	// PeerID is the other member of a direct conversation; Avatar a
+	// group's avatar (the peer's profile has a direct conversation's).
+	PeerID int64   `json:"peerId,omitempty"`
+	Avatar *string `json:"avatar,omitempty"`
 }
 
 // InboxPage is a page of the inbox, newest first; NextCursor is empty on the
@@ -165,4 +180,7 @@ type SeenResult struct {
 	SeenBy      int `json:"seenBy"`
 	DeliveredTo int `json:"deliveredTo"`
 	Members     int `json:"members"`
+	// Hidden: the caller turned read receipts off, so they see nobody's
+	// (SeenBy is 0). Members who turned theirs off are never in SeenBy.
+	Hidden bool `json:"hidden,omitempty"`
 }

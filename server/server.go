@@ -58,6 +58,9 @@ type Server struct {
 	bgDone   chan struct{}
 	closed   bool
 
+	// largeGroup: conversations above it get no profile pushes (people.go).
+	largeGroup int
+
 	ops opsState // TLS, identity provider, HTTPS and metrics listeners (ops.go)
 }
 
@@ -268,6 +271,8 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.Service.Rates = st.RateLimits()
 	s.Service.Receipts = s.Receipts
 	s.Service.PresenceSource = s.Presence
+	s.Service.LargeGroup = st.LargeGroup
+	s.largeGroup = st.LargeGroup
 	return nil
 }
 
@@ -305,6 +310,10 @@ const presenceHeartbeat = 5 * time.Second
 func (s *Server) consume(ev chat.Event) {
 	if ev.Type == chat.EventPresence {
 		s.Presence.Remote(ev)
+		return
+	}
+	if ev.Type == chat.EventProfileUpdated {
+		s.remoteProfile(ev)
 		return
 	}
 	s.Hub.Deliver(ev)

@@ -397,6 +397,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 			b.Queue(lockMembersSQL, convs, users)
 			b.Queue(readBatchSQL, convs, users, seqs)
 			b.Queue(existingConversationsSQL, convs)
+			b.Queue(hiddenMembersSQL, convs) // read receipt privacy (people.go)
 			br := tx.SendBatch(ctx, b)
 			if _, err := br.Exec(); err != nil {
 				_ = br.Close()
@@ -418,6 +419,12 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 					exists[id] = true
 				}
 			}
+			var hidden map[int64][]int64
+			if err == nil {
+				if rows, err = br.Query(); err == nil {
+					hidden, err = scanHiddenMembers(rows)
+				}
+			}
 			if cerr := br.Close(); err == nil {
 				err = cerr
 			}
@@ -429,6 +436,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 					events = append(events, chat.ReadEvent(k.conv, k.user, u.read))
 				}
 			}
+			applyReadPrivacy(events, hidden)
 			return insertOutbox(ctx, tx, events...)
 		})
 	})

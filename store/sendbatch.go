@@ -104,6 +104,7 @@ const (
 	outForwardNotMember
 	outForwardMissing
 	outReactionLimit
+	outBlocked
 )
 
 // outcome is one row of chat_send_batch's answer.
@@ -220,6 +221,8 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		return res, chat.Errorf(chat.CodeNotFound, "there is no message %d in conversation %d to forward (or it was recalled)", c.Forward.Seq, c.Forward.ConversationID), nil
 	case outReactionLimit:
 		return res, chat.Errorf(chat.CodeConflict, "at most %d different reactions per user on one message", chat.MaxReactionsPerUser), nil
+	case outBlocked:
+		return res, chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", c.ConversationID), nil
 	}
 	if o.at == nil || (o.status != outUnchanged && o.seq == nil) {
 		return res, nil, fmt.Errorf("outcome %d is incomplete", o.status)

@@ -40,6 +40,8 @@ type Store struct {
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool
+	// searchScan: WithSearchScanLimit (nil: SearchScanLimit).
+	searchScan *int64
 }
 
 var _ chat.Store = (*Store)(nil)

@@ -130,6 +130,8 @@ func (h *Hub) route(ev chat.Event, members []int64) {
 		h.toMembers(members, ev.UserID, it)
 	case chat.EventDeliveryUpdated:
 		h.routeDelivered(ev, members, large, it)
+	case chat.EventReadUpdated:
+		h.routeRead(ev, members, large, it)
 	case chat.EventConversationCreated:
 		for _, u := range members {
 			h.toSessions(u, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})

@@ -65,7 +65,7 @@ func ErrorStatus(code chat.Code) int {
 		return http.StatusBadRequest
 	case chat.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case chat.CodeNotMember, chat.CodeForbidden:
+	case chat.CodeNotMember, chat.CodeForbidden, chat.CodeBlocked:
 		return http.StatusForbidden
 	case chat.CodeNotFound:
 		return http.StatusNotFound

@@ -1,0 +1,44 @@
+package delivery
+
+import (
+	"slices"
+
+	chat "github.com/chatd/chatd"
+)
+
+// routeRead sends read.updated as its reader's and the members' read
+// receipt settings allow (the store marks the event when it commits, so
+// every node routes it alike without asking PostgreSQL): a Private event
+// (the reader's receipts are off) reaches the reader's own sessions only,
+// and the members listed in Except (theirs are off) never get another
+// member's. Except is the members' settings, not for clients: the payload
+// is encoded again without it.
+func (h *Hub) routeRead(ev chat.Event, members []int64, large bool, it item) {
+	if !ev.Private && len(ev.Except) == 0 {
+		h.toMembers(members, 0, it)
+		return
+	}
+	except := ev.Except
+	ev.Except = nil
+	payload, err := h.encode(ev, large)
+	if err != nil {
+		return
+	}
+	it.payload = payload
+	if ev.Private {
+		if _, ok := slices.BinarySearch(members, ev.UserID); ok {
+			h.toSessions(ev.UserID, it)
+		}
+		return
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, u := range members {
+		if u != ev.UserID && slices.Contains(except, u) {
+			continue
+		}
+		for s := range h.byUser[u] {
+			s.offer(it)
+		}
+	}
+}
