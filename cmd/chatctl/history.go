@@ -45,6 +45,10 @@ func runHistory(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "conversation %d has no messages here yet\n", *conv)
 	}
 	for _, m := range msgs {
+		if m.Kind == client.KindSystem {
+			fmt.Fprintf(a.stdout, "[conv %d #%d] %s\n", m.ConversationID, m.Seq, m.SystemText(nil))
+			continue
+		}
 		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d: %s\n", m.ConversationID, m.Seq, m.SenderID, m.Body)
 	}
 	return nil
