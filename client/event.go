@@ -30,9 +30,9 @@ const (
 	// EventSystemNew is a system entry of a conversation's stream (a
 	// membership or settings change, Action), with a Seq of its own.
 	EventSystemNew = "system.new"
-	EventTyping              = "typing"
-	EventPresence            = "presence"
-	EventError               = "error"
+	EventTyping    = "typing"
+	EventPresence  = "presence"
+	EventError     = "error"
 )
 
 // Event is one event for the application. The entries of a conversation's
