@@ -192,7 +192,10 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 		runners = append(runners, pr.Run)
 	}
-	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, log) })
+	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, log) },
+		func(ctx context.Context) error {
+			return s.store.RunSearchMaintenance(ctx, searchMaintenanceInterval, log.With("component", "search-maintenance"))
+		})
 	go s.background(bgCtx, s.sessions, runners)
 
 	s.logListeners(st)
@@ -275,6 +278,11 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.largeGroup = st.LargeGroup
 	return nil
 }
+
+// searchMaintenanceInterval is how often a node merges the search indexes'
+// pending lists (store.RunSearchMaintenance): sends then append to them
+// and never pay for a merge.
+const searchMaintenanceInterval = time.Second
 
 // relayWakeNeeded says whether a hot write must NOTIFY the outbox relay
 // after its commit: only a relay on another node needs it. Without Kafka
