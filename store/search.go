@@ -34,31 +34,24 @@ import (
 // the one asked), from seq floor+1 on (historyFloor), messages only, never
 // recalled ones; the body is the current one, edits included.
 //
-// Two plans, picked by how much the caller can see: when their visible
-// conversations hold at most SearchScanLimit messages, every one of them
-// is tested directly (the primary key's range per conversation, then the
-// stored tsvector and the body), whatever the words; the cost is bounded
-// by what the caller sees, and a common word costs what a rare one does.
-// Above it, the GIN indexes find the candidates over all conversations and
-// PostgreSQL intersects them with the caller's: fast for rare words, and
-// the only way that scales to users who see millions of messages. The
-// figures that set the limit are in docs/benchmarks.md (cmd/searchbench).
+// Two plans. The direct scan tests every message the caller can see (the
+// primary key's range per conversation, then the stored tsvector and the
+// body), whatever the words: its cost is what the caller sees, a common
+// word costs what a rare one does. The indexes find the candidates over all
+// conversations, which PostgreSQL then intersects with the caller's: fast
+// for rare words, the only way that scales to users who see millions of
+// messages, and slow for a word that a large part of all messages hold.
+// searchByScan picks between them per query (never the scan above
+// SearchScanLimit visible messages); the figures behind its constants are
+// in docs/benchmarks.md ("Search", cmd/searchbench).
 const SearchScanLimit = 50000
 
-// WithSearchScanLimit sets the most messages a search tests directly (see
-// SearchScanLimit); 0 always uses the indexes, a negative value never.
+// WithSearchScanLimit fixes the plan by the caller's visible messages
+// alone: the direct scan up to n of them, the indexes above; 0 always uses
+// the indexes, a negative value never. Without it the plan is chosen per
+// query (searchByScan).
 func WithSearchScanLimit(n int64) Option {
 	return func(s *Store) { s.searchScan = &n }
-}
-
-func (s *Store) searchScanLimit() int64 {
-	if s.searchScan == nil {
-		return SearchScanLimit
-	}
-	if *s.searchScan < 0 {
-		return 1 << 62
-	}
-	return *s.searchScan
 }
 
 // searchScope is one conversation the caller may search.
@@ -88,7 +81,7 @@ func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage
 		if len(scope.ids) == 0 {
 			return nil
 		}
-		sql, args := searchSQL(q, scope, cur, visible <= s.searchScanLimit())
+		sql, args := searchSQL(q, scope, cur, s.searchByScan(ctx, tx, q.Terms, visible))
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			return fmt.Errorf("search: %w", err)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	chat "github.com/chatd/chatd"
 )
 
 // New messages go to the search indexes' pending lists; the maintainer
@@ -78,5 +80,49 @@ func TestSearchMaintenanceMergesInTheBackgroundUntilItsContextEnds(t *testing.T)
 	}
 	if got := hitBodies(t, st, 2, "background"); len(got) != 1 {
 		t.Fatalf("after the merges: %v", got)
+	}
+}
+
+// The plan follows the words: a word most messages hold, or a prefix of
+// one or two characters, is tested on the caller's messages directly; a
+// rare word goes through the indexes; a caller who sees few messages is
+// always scanned, one who sees very many never.
+func TestSearchPlanScansForCommonWordsAndUsesTheIndexesForRareOnes(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	if _, err := pool.Exec(ctx, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
+		SELECT $1, i, 2, gen_random_uuid(), CASE WHEN i % 1000 = 0 THEN 'a rarity ' ELSE 'the usual ' END || i || ' 今天开会',
+		       now(), i FROM generate_series(1, 60000) i`, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE message`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		q       string
+		visible int64
+		scan    bool
+	}{
+		{"usual", 3000, true},
+		{"开会", 3000, true},
+		{"us", 3000, true},
+		{"rarity", 3000, false},
+		{"usual rarity", 3000, false},
+		{"rarity", 1000, true},
+		{"usual", 60000, false},
+	} {
+		terms, err := chat.ParseSearchTerms(c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scan, err := st.SearchByScan(ctx, terms, c.visible)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if scan != c.scan {
+			t.Errorf("%q seen by a caller of %d messages: scan %v, want %v", c.q, c.visible, scan, c.scan)
+		}
 	}
 }

@@ -40,8 +40,10 @@ type Store struct {
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool
-	// searchScan: WithSearchScanLimit (nil: SearchScanLimit).
-	searchScan *int64
+	// searchScan: WithSearchScanLimit (nil: chosen per query, see
+	// searchByScan); searchStats the lexeme frequencies that choice reads.
+	searchScan  *int64
+	searchStats searchStats
 }
 
 var _ chat.Store = (*Store)(nil)

@@ -592,9 +592,9 @@ func queries(c *corpus) []query {
 
 func measureSearch(ctx context.Context, pool *pgxpool.Pool, c *corpus, o options) error {
 	plans := []struct {
-		name  string
-		limit int64
-	}{{"chatd's choice", store.SearchScanLimit}, {"direct scan", -1}, {"indexes", 0}}
+		name string
+		opts []store.Option
+	}{{"chatd's choice", nil}, {"direct scan", []store.Option{store.WithSearchScanLimit(-1)}}, {"indexes", []store.Option{store.WithSearchScanLimit(0)}}}
 	users := []int64{searcher}
 	if o.heavyConvs > 0 {
 		users = append(users, heavy)
@@ -608,18 +608,14 @@ func measureSearch(ctx context.Context, pool *pgxpool.Pool, c *corpus, o options
 				break
 			}
 		}
-		choice := "direct scan"
-		if c.visible[u] > store.SearchScanLimit {
-			choice = "indexes"
-		}
-		fmt.Printf("\nsearch as user %d (%d conversations, %d messages visible; chatd's choice: %s), %d runs each, 20 hits a page:\n",
-			u, countConvs(c, u), c.visible[u], choice, o.runs)
+		fmt.Printf("\nsearch as user %d (%d conversations, %d messages visible), %d runs each, 20 hits a page:\n",
+			u, countConvs(c, u), c.visible[u], o.runs)
 		fmt.Printf("  %-58s %22s %22s %22s\n", "query", "chatd's choice p50/p99", "direct scan p50/p99", "indexes p50/p99")
 		all := make([][]time.Duration, len(plans))
 		for _, q := range qs {
 			line := fmt.Sprintf("  %-58s", q.name)
 			for pi, p := range plans {
-				svc := chat.NewService(store.New(pool, chat.DefaultLimits(), store.WithSearchScanLimit(p.limit)), chat.DefaultLimits())
+				svc := chat.NewService(store.New(pool, chat.DefaultLimits(), p.opts...), chat.DefaultLimits())
 				sq := chat.SearchQuery{UserID: u, Text: q.text, Limit: 20}
 				if q.conv {
 					sq.ConversationID = conv
