@@ -39,8 +39,11 @@ const DevTokenTTL = 24 * time.Hour
 // ContentSecurityPolicy is sent with every response of the web client. No
 // inline script or style is allowed; connect-src admits the same-origin
 // API and the MQTT WebSocket (ws: and wss: because 'self' does not cover
-// WebSocket schemes in every browser).
-const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; " +
+// WebSocket schemes in every browser); img-src admits https: for the
+// avatars people set as https URLs (an image host then sees who looks at
+// it, with no referrer: the trade-off until avatars are attachments served
+// from here).
+const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: https:; " +
 	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // devMarker is the attribute in index.html that Register flips in dev mode.

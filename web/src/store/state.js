@@ -63,6 +63,8 @@ export class ChatState extends EventTarget {
       c.type = e.type;
       c.title = e.title || '';
       c.createdAt = e.createdAt || c.createdAt;
+      if (e.peerId) c.peer = e.peerId;
+      c.avatarUrl = e.avatar || null;
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
       c.noteLast(e.lastSeq || 0, e.lastMessage || null, e.lastMessageAt || null);
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
@@ -86,15 +88,24 @@ export class ChatState extends EventTarget {
     c.type = d.type;
     c.title = d.title || '';
     c.createdAt = d.createdAt || c.createdAt;
+    c.applySettings(d);
     c.noteLast(d.lastSeq || 0, null, d.lastMessageAt || null);
     if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
     if (Array.isArray(d.members)) {
-      c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: m.lastReadSeq }));
+      c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: m.lastReadSeq, joinedAt: m.joinedAt }));
       const mine = c.members.find((m) => m.userId === this.me);
       if (mine) c.lastReadSeq = Math.max(c.lastReadSeq, mine.lastReadSeq);
     }
     this.changed('conv');
     return c;
+  }
+
+  /** conversation.updated: a group's settings after a change. */
+  updateConversation(ev) {
+    const c = this.conversations.get(ev.conversationId);
+    if (!c) return;
+    c.applySettings(ev);
+    this.changed('conv');
   }
 
   removeConversation(id) {
@@ -212,8 +223,12 @@ export class Conversation {
     this.lastReadSeq = 0;
     this.lastMessage = null;
     this.lastMessageAt = null;
-    /** @type {{userId:number, role:string, lastReadSeq:number}[]|null} */
+    /** @type {{userId:number, role:string, lastReadSeq:number, joinedAt?:string}[]|null} */
     this.members = null;
+    this.peer = null; // a direct conversation's other member (inbox peerId)
+    this.about = '';
+    this.avatarUrl = null;
+    this.historyVisible = '';
     // Before the first history load we hold no bodies worth showing, so
     // `have` just follows lastSeq; loadLatest() makes the window exact.
     this.loaded = false;
@@ -237,11 +252,22 @@ export class Conversation {
     return this.lastMessageAt || this.createdAt || '';
   }
 
-  /** The other user of a direct chat, when members are known. */
+  /** The other user of a direct chat: the inbox's peerId, else the members. */
   peerId() {
-    if (this.type !== 'DIRECT' || !this.members) return null;
+    if (this.type !== 'DIRECT') return null;
+    if (this.peer) return this.peer;
+    if (!this.members) return null;
     const m = this.members.find((x) => x.userId !== this.me);
     return m ? m.userId : null;
+  }
+
+  /** A conversation's (or conversation.updated's) group settings. */
+  applySettings(d) {
+    if (d.peerId) this.peer = d.peerId;
+    if (typeof d.title === 'string') this.title = d.title;
+    if (typeof d.about === 'string') this.about = d.about;
+    if (d.avatar !== undefined) this.avatarUrl = d.avatar || null;
+    if (d.historyVisible) this.historyVisible = d.historyVisible;
   }
 
   myRole() {

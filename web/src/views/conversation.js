@@ -4,12 +4,12 @@
 // re-renders touch only what changed.
 
 import { h, icon, setText } from './dom.js';
-import { avatar, clockTime, conversationTitle, dayLabel, typingText, userName } from './format.js';
+import { avatar, clockTime, conversationTitle, dayLabel, systemText, typingText, userName } from './format.js';
 
 /**
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../store/sync.js').Sync} sync
- * @param {{back:()=>void, addMember:(cid:number)=>void}} actions
+ * @param {{back:()=>void, addMember:(cid:number)=>void, info:(cid:number)=>void}} actions
  */
 export function createConversationView(state, sync, actions) {
   const titleEl = h('h2', { 'data-testid': 'chat-title' });
@@ -20,6 +20,11 @@ export function createConversationView(state, sync, actions) {
     { class: 'btn', type: 'button', 'data-testid': 'add-member', onclick: () => actions.addMember(state.openId) },
     icon('plus'),
     h('span', { class: 'label' }, 'Add member'),
+  );
+  const infoBtn = h(
+    'button',
+    { class: 'icon-btn', type: 'button', title: 'Details', 'aria-label': 'Conversation details', 'data-testid': 'info', onclick: () => actions.info(state.openId) },
+    icon('info'),
   );
   const older = h('div', { class: 'older', 'data-testid': 'older' });
   const list = h('div', { class: 'message-list' });
@@ -50,6 +55,7 @@ export function createConversationView(state, sync, actions) {
       avatarSlot,
       h('div', { class: 'chat-title' }, titleEl, subtitleEl),
       addBtn,
+      infoBtn,
     ),
     scroller,
     typingEl,
@@ -139,6 +145,19 @@ export function createConversationView(state, sync, actions) {
     return { el, update };
   }
 
+  /** A system entry: a centred notice ("Ann renamed the group"). */
+  function systemNode() {
+    const text = h('span', null);
+    const el = h('div', { class: 'system', role: 'note', 'data-testid': 'system' }, text);
+    return {
+      el,
+      update: (d) => {
+        setText(text, d.text);
+        el.dataset.seq = String(d.seq);
+      },
+    };
+  }
+
   function dayNode(label) {
     const el = h('div', { class: 'day', role: 'separator' }, h('span', null, label));
     return { el, update: () => {} };
@@ -161,6 +180,11 @@ export function createConversationView(state, sync, actions) {
     };
     for (const m of c.visible()) {
       addDay(m.createdAt);
+      if (m.kind === 'system') {
+        push(`sys:${m.seq}`, 'system', { seq: m.seq, text: systemText(m, state.me) });
+        prevSender = null;
+        continue;
+      }
       const mine = m.senderId === state.me;
       let receipt = '';
       if (mine && m.seq === lastOwn) {
@@ -229,7 +253,7 @@ export function createConversationView(state, sync, actions) {
     const next = new Map();
     want.forEach((r, i) => {
       let n = nodes.get(r.key);
-      if (!n) n = r.kind === 'day' ? dayNode(r.d) : messageNode(r.d.m);
+      if (!n) n = r.kind === 'day' ? dayNode(r.d) : r.kind === 'system' ? systemNode() : messageNode(r.d.m);
       n.update(r.d);
       next.set(r.key, n);
       const at = list.children[i];
@@ -241,7 +265,15 @@ export function createConversationView(state, sync, actions) {
     if (c.hasOlder) older.textContent = c.loadingOlder ? 'Loading earlier messages…' : '';
     else older.textContent = c.loaded ? 'This is the beginning of the conversation.' : 'Loading…';
 
-    if (stickToBottom) scroller.scrollTop = scroller.scrollHeight;
+    const focus = c.focusSeq && list.querySelector(`[data-seq="${c.focusSeq}"]`);
+    if (focus) {
+      // A search hit: in the middle of the screen, marked for a moment.
+      c.focusSeq = 0;
+      stickToBottom = false;
+      focus.classList.add('hit');
+      setTimeout(() => focus.classList.remove('hit'), 2500);
+      scroller.scrollTop = Math.max(0, focus.offsetTop - scroller.clientHeight / 2);
+    } else if (stickToBottom) scroller.scrollTop = scroller.scrollHeight;
     else if (anchor && anchor.isConnected) scroller.scrollTop = anchor.offsetTop - anchorTop;
     // A first page shorter than the screen cannot be scrolled up: load on.
     if (c.hasOlder && !c.loadingOlder && scroller.scrollHeight <= scroller.clientHeight + 150) loadOlder();
