@@ -3,6 +3,7 @@ package store_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -163,7 +164,11 @@ func TestReadReceiptBatchesKeepReadReceiptsPrivate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The batch publishes after its commit, maybe after MarkRead returned.
 	evs := rec.events()
+	for deadline := time.Now().Add(10 * time.Second); len(evs) < 2 && time.Now().Before(deadline); evs = rec.events() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if len(evs) != 2 {
 		t.Fatalf("events %+v", evs)
 	}
