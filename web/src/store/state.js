@@ -67,6 +67,9 @@ export class ChatState extends EventTarget {
       c.avatarUrl = e.avatar || null;
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
       c.noteLast(e.lastSeq || 0, e.lastMessage || null, e.lastMessageAt || null);
+      // The server's count holds for its own lastSeq and watermark only.
+      c.base = typeof e.unread === 'number' && (e.lastSeq || 0) === c.lastSeq && (e.lastReadSeq || 0) === c.lastReadSeq
+        ? { seq: c.lastSeq, read: c.lastReadSeq, unread: e.unread } : null;
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
       else if (c.lastSeq > c.have) behind.push(c.id);
     }
@@ -226,6 +229,10 @@ export class Conversation {
     /** @type {{userId:number, role:string, lastReadSeq:number, joinedAt?:string}[]|null} */
     this.members = null;
     this.peer = null; // a direct conversation's other member (inbox peerId)
+    /** @type {Set<number>} seqs of known entries that are not messages */
+    this.notMessages = new Set();
+    /** @type {{seq:number, read:number, unread:number}|null} the inbox's unread at lastSeq seq, watermark read */
+    this.base = null;
     this.about = '';
     this.avatarUrl = null;
     this.historyVisible = '';
@@ -244,8 +251,19 @@ export class Conversation {
     this.seen = null; // {seq, seenBy, members} for our last message
   }
 
+  /** Messages after the read watermark: entries that are not messages
+   * (system notices) move lastSeq but are not unread (server rule). */
   get unread() {
-    return Math.max(0, this.lastSeq - this.lastReadSeq);
+    const after = (from) => {
+      let n = this.lastSeq - from;
+      for (const s of this.notMessages) if (s > from && s <= this.lastSeq) n--;
+      return n;
+    };
+    // The inbox's count covers what this client may not hold (entries
+    // before it was opened); what came after is counted here.
+    const b = this.base;
+    if (b && this.lastReadSeq === b.read && this.lastSeq >= b.seq) return Math.max(0, b.unread + after(b.seq));
+    return Math.max(0, after(this.lastReadSeq));
   }
 
   activityAt() {
@@ -277,6 +295,7 @@ export class Conversation {
   /** Tracks the newest seq and the inbox preview; never moves backwards. */
   noteLast(seq, msg, at) {
     if (seq > this.lastSeq) this.lastSeq = seq;
+    if (msg && msg.kind && msg.kind !== 'message') this.notMessages.add(msg.seq);
     if (msg && (!this.lastMessage || msg.seq >= this.lastMessage.seq)) this.lastMessage = msg;
     if (at && (!this.lastMessageAt || at > this.lastMessageAt)) this.lastMessageAt = at;
   }
