@@ -85,6 +85,20 @@ type Event struct {
 	// To names the users an event without a conversation is for
 	// (presence, profile.updated); never encoded.
 	To []int64 `json:"-"`
+	// Trace is the trace of the write that made the event, for the
+	// fan-out's span; empty when it is not traced. Never encoded: Kafka
+	// carries it in record headers.
+	Trace TraceContext `json:"-"`
+}
+
+// TraceContext is a W3C trace context (www.w3.org/TR/trace-context) as
+// its two headers write it. It is how a trace follows a write across the
+// hops where no context.Context can go: group commit's queue, the fan-out
+// queue, the outbox row and the Kafka record. The zero value is "not
+// traced".
+type TraceContext struct {
+	Parent string // traceparent: version-traceid-spanid-flags
+	State  string // tracestate, often empty
 }
 
 // MessageEvent builds message.new for a committed message, as it is now:

@@ -29,8 +29,8 @@ import (
 //     off: the same for online state and last seen.
 //   - A blocked user cannot open a direct conversation with the blocker nor
 //     write into one (blocked) and sees none of the blocker's presence; the
-//     blocker gets no push for what the blocked user writes (IsBlocked and
-//     BlockedBy are the questions the push hand-off asks).
+//     blocker gets no push for what the blocked user writes (the push
+//     decider reads the block table itself: internal/push/decider.go).
 
 // Profile is what others see of a user. A user who never set one has an
 // empty DisplayName (clients show "User <id>").
@@ -399,10 +399,10 @@ func (s *Service) Blocks(ctx context.Context, blockerID int64) ([]Block, error) 
 	return p.Blocks(ctx, blockerID)
 }
 
-// IsBlocked answers "did blockerID block userID?": the push hand-off asks
-// it before it wakes blockerID's devices for a message of userID (a blocked
-// user's messages never reach the blocker in a direct conversation, but
-// they still may in a group they share).
+// IsBlocked answers "did blockerID block userID?" (a blocked user's
+// messages never reach the blocker in a direct conversation, but they
+// still may in a group they share; the push decider asks the same of the
+// block table for every recipient in its statement).
 func (s *Service) IsBlocked(ctx context.Context, blockerID, userID int64) (bool, error) {
 	ids, err := s.BlockedBy(ctx, userID, []int64{blockerID})
 	return len(ids) == 1, err

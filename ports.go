@@ -63,16 +63,39 @@ type DeliveryStore interface {
 	Members(ctx context.Context, conversationID int64) ([]int64, error)
 }
 
-// SessionStore keeps the durable state of MQTT sessions (store.Sessions).
+// SessionStore keeps the durable state of MQTT sessions (store.Sessions):
+// all of it, so that an offline session costs the node nothing and
+// resumes on any node, after any restart.
 type SessionStore interface {
 	// Open claims clientID for userID (ErrClientIDTaken when another user
-	// holds it) and prepares its cursors; resumed reports that a
-	// persistent session's stored cursors were kept.
-	Open(ctx context.Context, clientID string, userID int64, persistent, clean bool, expiry time.Duration) (resumed bool, err error)
-	// Touch records that the session was seen now (its expiry starts).
-	Touch(ctx context.Context, clientID string) error
+	// holds it) and prepares its cursors; a persistent session that
+	// resumes keeps its cursors and its subscriptions.
+	Open(ctx context.Context, clientID string, userID int64, persistent, clean bool, expiry time.Duration) (OpenedSession, error)
+	// SaveSubscriptions records all of a persistent session's
+	// subscriptions, replacing what was recorded.
+	SaveSubscriptions(ctx context.Context, clientID string, subs []Subscription) error
+	// Touch records that the session was seen now (its expiry, which the
+	// client may have changed on DISCONNECT, starts).
+	Touch(ctx context.Context, clientID string, expiry time.Duration) error
 	// Drop deletes a session and its cursors.
 	Drop(ctx context.Context, clientID string) error
+}
+
+// OpenedSession is what Open found.
+type OpenedSession struct {
+	// Resumed: a persistent session's stored cursors were kept.
+	Resumed bool
+	// Present: it also resumes with the subscriptions recorded for it
+	// (MQTT's session present); false for a session recorded before
+	// subscriptions were (the client subscribes again).
+	Present       bool
+	Subscriptions []Subscription
+}
+
+// Subscription is an MQTT subscription of a persistent session.
+type Subscription struct {
+	Filter string `json:"filter"`
+	QoS    byte   `json:"qos"`
 }
 
 // ErrClientIDTaken says an MQTT client id belongs to another user.
@@ -100,6 +123,10 @@ type Ack struct {
 	Message  string // v5 reason string
 	Props    []KV   // v5 user properties
 	Close    string // not empty: close the connection, with this reason, instead
+	// Sent, when set, is called once the acknowledgement was written
+	// (err nil) or could not be (the connection failed or closed first):
+	// how a traced publish learns that its PUBACK is on the wire.
+	Sent func(err error)
 }
 
 // KV is one MQTT v5 user property.

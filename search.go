@@ -61,7 +61,7 @@ const (
 
 // SearchTerm is one term of a query. A CJK term (Chinese, Japanese or
 // Korean characters) matches where the text holds it (bigram tokens, see
-// migrations/0013_people.sql); another term of three characters or more
+// migrations/0019_people.sql); another term of three characters or more
 // matches as a case-insensitive substring (trigrams), a shorter one as the
 // start of a word. A message matches when every term does.
 type SearchTerm struct {

@@ -21,7 +21,8 @@ import (
 //     HTTP and RPC share one budget per user and conversation;
 //   - Receipts, when set, takes the read receipts instead of Store.MarkRead
 //     (a group-committing writer that also notifies the events itself);
-//   - PresenceSource answers presence queries (nil: not available).
+//   - PresenceSource answers presence queries (nil: not available);
+//   - Push keeps push devices and member settings (nil: not available).
 type Service struct {
 	Store  Store
 	Limits Limits
@@ -33,6 +34,8 @@ type Service struct {
 	// LargeGroup: conversations above this many members get no profile
 	// pushes (0: DefaultLargeGroup), as they get no presence pushes.
 	LargeGroup int
+	// Push keeps devices and member settings (nil: push not available).
+	Push PushStore
 
 	typing typingThrottle
 }

@@ -163,6 +163,8 @@ type InboxEntry struct {
 	// group's avatar (the peer's profile has a direct conversation's).
 	PeerID int64   `json:"peerId,omitempty"`
 	Avatar *string `json:"avatar,omitempty"`
+	// Settings are the caller's mute settings of the conversation.
+	Settings *ConversationSettings `json:"settings,omitempty"`
 }
 
 // InboxPage is a page of the inbox, newest first; NextCursor is empty on the

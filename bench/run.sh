@@ -56,60 +56,26 @@ WORK=$(mktemp -d /tmp/chatd-bench.XXXXXX)
 chmod 755 "$WORK" # PostgreSQL runs as an unprivileged account when we are root
 CHATD_PID=""
 PLAIN_PID=""
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 cleanup() {
-	[ -n "$PLAIN_PID" ] && kill "$PLAIN_PID" 2>/dev/null && wait "$PLAIN_PID" 2>/dev/null || true
-	[ -n "$CHATD_PID" ] && kill "$CHATD_PID" 2>/dev/null && wait "$CHATD_PID" 2>/dev/null || true
+	plain_stop
+	stop_chatd
 	if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
-
-# step prints a heading with the load average: other work on the machine
-# skews every figure, so the report shows it.
-step() { printf '\n== %s   [load average %s]\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
+find_pgbin
 
 step "build"
 go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench ./cmd/plainbroker ./cmd/sendbench
 
 step "machine"
-PGBIN=$(dirname "$(command -v pg_config || echo /usr/lib/postgresql/bin/x)")
-for d in /usr/lib/postgresql/*/bin; do [ -x "$d/postgres" ] && PGBIN=$d; done
-{
-	echo "nproc: $(nproc)"
-	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-	echo "memory: $(free -h | awk '/^Mem:/ {print $2}')"
-	echo "kernel: $(uname -r)"
-	echo "go: $(go version | awk '{print $3}')"
-	echo "postgresql: $("$PGBIN/postgres" --version 2>/dev/null || echo unknown)"
-} | tee "$WORK/machine.txt"
+print_machine
 
 step "start chatd (rate limits off)"
-# Another server on these ports would answer the readiness probe below in
-# chatd's place and every figure would be its.
-for addr in "$MQTT_ADDR" "$HTTP_ADDR" "$PLAIN_ADDR"; do
-	if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
-		echo "run.sh: something already listens on $addr (set MQTT_PORT, HTTP_PORT, PLAIN_PORT)" >&2
-		exit 1
-	fi
-done
+refuse_taken "$MQTT_ADDR" "$HTTP_ADDR" "$PLAIN_ADDR"
 export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
-CHAT_DATA_DIR="$WORK/data" CHAT_MQTT_ADDR="$MQTT_ADDR" CHAT_HTTP_ADDR="$HTTP_ADDR" CHAT_LOG_LEVEL=warn \
-	"$WORK/bin/chatd" >"$WORK/chatd.log" 2>&1 &
-CHATD_PID=$!
-for _ in $(seq 1 120); do
-	curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null 2>&1 && break
-	kill -0 "$CHATD_PID" 2>/dev/null || { cat "$WORK/chatd.log" >&2; echo "run.sh: chatd exited" >&2; exit 1; }
-	sleep 0.5
-done
-curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null || { cat "$WORK/chatd.log" >&2; exit 1; }
-if [ -n "${CHAT_DATABASE_URL:-}" ]; then
-	DBURL=$CHAT_DATABASE_URL
-	echo "PostgreSQL: CHAT_DATABASE_URL"
-else
-	PM="$WORK/data/pg/postmaster.pid"
-	DBURL="host=$(sed -n 5p "$PM") port=$(sed -n 4p "$PM") user=postgres dbname=chat sslmode=disable"
-	echo "PostgreSQL: chatd's embedded cluster, $DBURL (fsync on)"
-fi
-echo "chatd pid $CHATD_PID on mqtt://$MQTT_ADDR, http://$HTTP_ADDR"
+start_chatd chatd
 
 step "the database's ceiling: pgbench, seed send transaction, $PGBENCH_CLIENTS clients, $PG_DURATION"
 # The seed's schema has no trigger on outbox. chatd's (the relay's NOTIFY)
@@ -131,20 +97,9 @@ workload_args() {
 	esac
 }
 
-# exec_p50 prints the median execution time, in ms, of the transactions in
-# pgbench's per-transaction logs (-l) with that prefix. With -R, pgbench's
-# own latency counts from the scheduled start, so a timer that fires late
-# (on this VM by up to hundreds of ms, now and then) inflates it and its
-# average; chatbench's PUBACK p50 counts from the publish. Fields: client,
-# transaction, latency us, script, epoch s, us, schedule lag us.
-exec_p50() {
-	cat "$1".* | awk '{print ($3 - $7) / 1000}' | sort -n | awk '{v[NR] = $1} END {if (NR) printf "%.3f\n", v[int((NR + 1) / 2)]; else print "nan"}'
-}
-
 step "one bare commit: pgbench, 1 client, one-row INSERT transactions (the smallest commit that flushes WAL), 5s back to back, then 10s at 50/s like the lone sender below"
 # A transaction must write WAL for its commit to wait for the flush:
 # SELECT txid_current() alone commits without one.
-PGBENCH=$(command -v pgbench || echo "$PGBIN/pgbench")
 printf 'CREATE TABLE IF NOT EXISTS bench_bare_commit (x int);\n' >"$WORK/commit-setup.sql"
 printf 'INSERT INTO bench_bare_commit VALUES (1);\n' >"$WORK/commit.sql"
 printf 'DROP TABLE bench_bare_commit;\n' >"$WORK/commit-teardown.sql"
@@ -163,18 +118,15 @@ J_LAT='"acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliverie
 
 step "a single sender on an idle server: chatbench, 2 clients, 1 direct conversation, 50 msgs/s, 10s"
 "$WORK/bin/chatbench" -clients 2 -conversations 1 -direct 1 -body-bytes "$BODY" -rate 50 -duration 10s -progress off \
-	-broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" -data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -json >"$WORK/lone.json" || true
+	-broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" -data-dir "$CHATD_DIR/data" -chatd-pid "$CHATD_PID" -json >"$WORK/lone.json" || true
 jq -r "$J_LAT" "$WORK/lone.json"
 LONE_P50=$(jq '.ackLatencyMs.p50' "$WORK/lone.json")
 
 step "the lone sender's transaction alone: pgbench, 1 client, chat_send_batch with one message (the call chatd makes), 10s at 50/s"
 # Splits the lone sender's latency into PostgreSQL's part (this) and chatd's
-# (the rest); chatd wakes the relay apart from the send, hence the setting.
-read -r LONE_CONV LONE_USER < <("$(command -v psql || echo "$PGBIN/psql")" "$DBURL" -Atc "SELECT conversation_id, user_id FROM conversation_member ORDER BY conversation_id DESC, user_id LIMIT 1" | tr '|' ' ')
-printf "SELECT * FROM chat_send_batch(ARRAY['message'], ARRAY[%s]::bigint[], ARRAY[%s]::bigint[], ARRAY[gen_random_uuid()], ARRAY[repeat('x', %s)], ARRAY[0]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::text[], ARRAY[false], NULL, NULL);\n" \
-	"$LONE_CONV" "$LONE_USER" "$BODY" >"$WORK/sendtx.sql"
-PGOPTIONS="-c chat.defer_notify=on" "$PGBENCH" -n -M prepared -f "$WORK/sendtx.sql" -c 1 -R 50 -T 10 -l --log-prefix="$WORK/sendtx-log" "$DBURL" 2>&1 | tee "$WORK/sendtx.txt" | grep -E "latency average|tps ="
-SENDTX_MS=$(exec_p50 "$WORK/sendtx-log")
+# (the rest).
+sendtx_alone
+grep -E "latency average|tps =" "$WORK/sendtx.txt"
 echo "p50 $SENDTX_MS ms (execution)"
 
 step "the seed's send transaction alone: pgbench, 1 client, the reference's statements (one round trip each) on the same conversation, 10s at 50/s"
@@ -191,7 +143,7 @@ for WL in $WORKLOADS; do
 	step "[$WL] chatbench against chatd: as fast as PUBACKs allow, $DURATION"
 	# shellcheck disable=SC2086
 	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -duration "$DURATION" -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
-		-data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -verify-db "$DBURL" -json >"$WORK/chatd-$WL.json" || true
+		-data-dir "$CHATD_DIR/data" -chatd-pid "$CHATD_PID" -verify-db "$DBURL" -json >"$WORK/chatd-$WL.json" || true
 	jq -r "$J_SAT" "$WORK/chatd-$WL.json"
 
 	RATE=${SUSTAINED_RATE:-$(jq '(.ackedPerSec / 2) | floor' "$WORK/chatd-$WL.json")}
@@ -199,34 +151,12 @@ for WL in $WORKLOADS; do
 	step "[$WL] chatbench against chatd: half the maximum rate, $RATE msgs/s, 10s"
 	# shellcheck disable=SC2086
 	"$WORK/bin/chatbench" "${BENCH[@]}" $WARGS -rate "$RATE" -duration 10s -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
-		-data-dir "$WORK/data" -chatd-pid "$CHATD_PID" -json >"$WORK/chatd-$WL-half.json" || true
+		-data-dir "$CHATD_DIR/data" -chatd-pid "$CHATD_PID" -json >"$WORK/chatd-$WL-half.json" || true
 	jq -r "$J_LAT" "$WORK/chatd-$WL-half.json"
 done
 
 step "stop chatd"
-kill "$CHATD_PID"
-wait "$CHATD_PID" 2>/dev/null || true
-CHATD_PID=""
-
-# plain_restart starts a fresh plainbroker for each run. chatd's runs share
-# one chatd, but each waits for its deliveries to drain; a saturated plain
-# run leaves mochi's inflight queues and retries behind for the next one
-# (the direct ceiling read 4,469-5,388 msgs/s after the mixed run, 22,649
-# and more on a fresh broker).
-plain_restart() {
-	if [ -n "$PLAIN_PID" ]; then
-		kill "$PLAIN_PID" 2>/dev/null || true
-		wait "$PLAIN_PID" 2>/dev/null || true
-	fi
-	"$WORK/bin/plainbroker" -addr "$PLAIN_ADDR" >>"$WORK/plainbroker.log" 2>&1 &
-	PLAIN_PID=$!
-	for _ in $(seq 1 50); do
-		(exec 3<>"/dev/tcp/${PLAIN_ADDR%:*}/${PLAIN_ADDR##*:}") 2>/dev/null && return
-		sleep 0.1
-	done
-	echo "run.sh: plainbroker did not listen on $PLAIN_ADDR" >&2
-	exit 1
-}
+stop_chatd
 
 step "the broker's ceiling: plainbroker + chatbench -plain, $DURATION, a fresh broker for each run"
 for WL in $WORKLOADS; do

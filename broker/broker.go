@@ -52,29 +52,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	caps := mqtt.NewDefaultServerCapabilities()
-	caps.MaximumQos = 1           // chat needs at-least-once, QoS2 adds round trips for nothing
-	caps.RetainAvailable = 0      // chat never retains; state lives in PostgreSQL
-	caps.WildcardSubAvailable = 1 // within the user's own tree only (ACL)
-	caps.SharedSubAvailable = 0
-	caps.SubIDAvailable = 0 // deliveries never carry subscription identifiers
-	// mochi's default is 65,535 aliases per connection, each holding a
-	// topic of up to a packet's size.
-	caps.TopicAliasMaximum = hooks.TopicAliasMaximum
-	caps.MaximumClientWritesPending = 8192
-	caps.MaximumPacketSize = 64 * 1024 // a 16 KiB body as JSON with escapes fits
-	caps.ReceiveMaximum = 256
-	// mochi keeps an offline persistent client in memory until its session
-	// expires; v3.1.1 sessions would otherwise never expire.
-	caps.MaximumSessionExpiryInterval = uint32(hooks.MaxSessionExpiry / time.Second)
-	srv := mqtt.New(&mqtt.Options{
-		Capabilities:             caps,
-		Logger:                   slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "mqtt"),
-		InlineClient:             false,
-		SysTopicResendInterval:   0,
-		ClientNetWriteBufferSize: 16 * 1024,
-		ClientNetReadBufferSize:  16 * 1024,
-	})
+	opts := ServerOptions()
+	opts.Logger = slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "mqtt")
+	srv := mqtt.New(opts)
 	cfg.Hook.Attach(srv)
 	if err := srv.AddHook(cfg.Hook, nil); err != nil {
 		return nil, fmt.Errorf("add chat hook: %w", err)
@@ -95,6 +75,50 @@ func New(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("add websocket listener: %w", err)
 	}
 	return b, nil
+}
+
+// Per-connection buffers. chatd writes its own packets straight to the
+// socket (hooks.mqttConn), so mochi's write buffer only batches mochi's
+// rare packets (CONNACK, SUBACK, PINGRESP); the read buffer holds a dozen
+// small publishes per system call, and a larger packet is read straight
+// into its own slice. mochi keeps both for a parked session too.
+const (
+	ReadBufferSize  = 2 * 1024
+	WriteBufferSize = 2 * 1024
+)
+
+// WritesPending is mochi's outbound queue per client (a channel allocated
+// with every client, 8 bytes a slot): only mochi's own routing uses it,
+// and chatd routes nothing through mochi (delivery writes to the socket),
+// so the queue stays empty; mochi's default is 8,192 slots, 64 KiB a
+// client.
+const WritesPending = 16
+
+// ServerOptions are the mochi options chatd's broker runs with; a
+// benchmark's plain broker uses them too, to compare like with like.
+func ServerOptions() *mqtt.Options {
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumQos = 1           // chat needs at-least-once, QoS2 adds round trips for nothing
+	caps.RetainAvailable = 0      // chat never retains; state lives in PostgreSQL
+	caps.WildcardSubAvailable = 1 // within the user's own tree only (ACL)
+	caps.SharedSubAvailable = 0
+	caps.SubIDAvailable = 0 // deliveries never carry subscription identifiers
+	// mochi's default is 65,535 aliases per connection, each holding a
+	// topic of up to a packet's size.
+	caps.TopicAliasMaximum = hooks.TopicAliasMaximum
+	caps.MaximumClientWritesPending = WritesPending
+	caps.MaximumPacketSize = 64 * 1024 // a 16 KiB body as JSON with escapes fits
+	caps.ReceiveMaximum = 256
+	// mochi keeps an offline persistent client in memory until its session
+	// expires; v3.1.1 sessions would otherwise never expire.
+	caps.MaximumSessionExpiryInterval = uint32(hooks.MaxSessionExpiry / time.Second)
+	return &mqtt.Options{
+		Capabilities:             caps,
+		InlineClient:             false,
+		SysTopicResendInterval:   0,
+		ClientNetWriteBufferSize: WriteBufferSize,
+		ClientNetReadBufferSize:  ReadBufferSize,
+	}
 }
 
 // Start serves the listeners (non-blocking).

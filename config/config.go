@@ -92,6 +92,7 @@ type Settings struct {
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
 	OpsSettings
+	PushSettings
 
 	sources map[string]string // key -> where its value came from
 }
@@ -293,6 +294,9 @@ func (s *Settings) check() error {
 	if err := s.checkOps(); err != nil {
 		return err
 	}
+	if err := s.checkPush(); err != nil {
+		return err
+	}
 	if len(s.KafkaBrokers) > 0 && s.KafkaTopic == "" {
 		return &Error{Key: "kafka_topic", Source: s.Source("kafka_topic"),
 			Reason: "kafka_brokers is set but kafka_topic is empty",
@@ -364,8 +368,32 @@ func PrintUsage(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  -%s%s\n\t%s (env %s, yaml %s, default %s)\n", k.flag, arg, k.help, k.env, k.name, def)
 	}
+	fmt.Fprint(w, tracingUsage)
 	fmt.Fprintf(w, "\nExample:\n  CHAT_DATA_DIR=/var/lib/chatd chatd -config /etc/chatd.yaml -mqtt-addr 0.0.0.0:1883\n")
 }
+
+// tracingUsage lists the OpenTelemetry variables chatd honours. They are
+// the standard ones, read from the environment only (no flags, no YAML),
+// so that chatd is configured like every other traced service.
+const tracingUsage = `
+Tracing (OpenTelemetry, off by default; environment only, see docs/operations.md#tracing):
+  OTEL_TRACES_EXPORTER
+	otlp turns tracing on, none keeps it off (unset: on when an endpoint below is set)
+  OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+	the collector (default http://localhost:4318, grpc http://localhost:4317)
+  OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+	http/protobuf (default) or grpc
+  OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY, _INSECURE
+	the exporter's connection (each also as OTEL_EXPORTER_OTLP_TRACES_...)
+  OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG
+	always_on, always_off, traceidratio, parentbased_always_on (default), parentbased_always_off, parentbased_traceidratio
+  OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+	service.name (default chatd) and more resource attributes
+  OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_EXPORT_TIMEOUT, OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+	the batch span processor
+  OTEL_SDK_DISABLED
+	true turns tracing off whatever else is set
+`
 
 type yamlValue struct {
 	value string
@@ -544,6 +572,7 @@ func (s Settings) Redacted() map[string]any {
 		"shutdown_timeout":         s.ShutdownTimeout.String(),
 	}
 	s.redactedOps(m)
+	s.redactedPush(m)
 	return m
 }
 

@@ -230,6 +230,18 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"jwt_issuer":             "https://idp.example",
 		"jwt_audience":           "chatd,chat-web",
 		"jwt_user_claim":         "uid",
+
+		"push_delay":          "500ms",
+		"push_min_interval":   "1m",
+		"push_preview":        "true",
+		"push_timeout":        "3s",
+		"push_queue_size":     "50",
+		"push_kafka_topic":    "push.requests",
+		"push_webhook_url":    "https://pusher.internal/push",
+		"push_webhook_secret": strings.Repeat("w", 32),
+		"vapid_private_key":   "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE",
+		"vapid_subject":       "mailto:ops@example.com",
+		"push_allow_http":     "true",
 	}
 	if len(vals) != len(Keys()) {
 		t.Fatalf("test covers %d keys, config has %d", len(vals), len(Keys()))
@@ -255,6 +267,10 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 				ProxyTrusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.10/32")},
 				MetricsAddr:  "127.0.0.1:9100", JWKSURL: "https://idp.example/certs", JWKSRefresh: time.Hour,
 				JWTIssuer: "https://idp.example", JWTAudience: []string{"chatd", "chat-web"}, JWTUserClaim: "uid"},
+			PushSettings: PushSettings{PushDelay: 500 * time.Millisecond, PushMinInterval: time.Minute, PushPreview: true,
+				PushTimeout: 3 * time.Second, PushQueueSize: 50, PushKafkaTopic: "push.requests",
+				PushWebhookURL: "https://pusher.internal/push", PushWebhookSecret: strings.Repeat("w", 32),
+				VAPIDPrivateKey: "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE", VAPIDSubject: "mailto:ops@example.com", PushAllowHTTP: true},
 		}
 		s.ConfigFile, s.sources = "", nil
 		if !reflect.DeepEqual(s, want) {

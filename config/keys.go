@@ -272,7 +272,7 @@ var keys = append([]*key{
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
-}, opsKeys...)
+}, append(opsKeys, pushKeys...)...)
 
 var keyByName = func() map[string]*key {
 	m := map[string]*key{}

@@ -16,6 +16,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Config wires the hook to the domain.
@@ -53,6 +54,9 @@ type Config struct {
 	// NodeID names this node there.
 	SharedConns SharedConns
 	NodeID      string
+	// Tracer traces the publishes of stream changes and RPC requests
+	// (nil: tracing off).
+	Tracer *tracing.Tracer
 }
 
 // Presence tracks connected sessions (presence.Tracker). Both calls must
@@ -83,8 +87,8 @@ type clientInfo struct {
 	persistent bool
 	conn       *mqttConn
 	acks       *ackQueue
-	subs       atomic.Int32
 	present    atomic.Bool // counted by Presence
+	session    sessionState
 }
 
 // New returns the hook; call Attach with the server before serving.
@@ -152,21 +156,22 @@ func remoteIP(remote string) string {
 }
 
 // persistentSession: v5 session expiry > 0, v3.1.1 clean session = 0.
-// The expiry is capped at MaxSessionExpiry; a v3.1.1 persistent session,
-// which has no expiry of its own, gets the cap.
-func persistentSession(cl *mqtt.Client) (bool, time.Duration) {
+// The expiry is capped at MaxSessionExpiry (capped: the client asked for
+// more); a v3.1.1 persistent session, which has no expiry of its own, gets
+// the cap.
+func persistentSession(cl *mqtt.Client) (persistent bool, expiry time.Duration, capped bool) {
 	if isV5(cl) {
 		exp := time.Duration(cl.Properties.Props.SessionExpiryInterval) * time.Second
-		return exp > 0, min(exp, MaxSessionExpiry)
+		return exp > 0, min(exp, MaxSessionExpiry), exp > MaxSessionExpiry
 	}
-	return !cl.Properties.Clean, MaxSessionExpiry
+	return !cl.Properties.Clean, MaxSessionExpiry, false
 }
 
 // MaxKeepalive is the longest keepalive (seconds) the server accepts.
 const MaxKeepalive = 600
 
 // MaxSessionExpiry bounds how long an offline persistent session (its
-// delivered cursors in PostgreSQL, its subscriptions in the broker) is kept.
+// cursors and subscriptions, in PostgreSQL) is kept.
 const MaxSessionExpiry = 7 * 24 * time.Hour
 
 func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
@@ -220,13 +225,14 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
 		}
 	}
-	persistent, expiry := persistentSession(cl)
+	persistent, expiry, capped := persistentSession(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
 	if !h.takeConnSlot(ctx, cl, userID) {
 		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
 	}
-	if _, err := h.cfg.Sessions.Open(ctx, cl.ID, userID, persistent, cl.Properties.Clean, expiry); err != nil {
+	opened, err := h.cfg.Sessions.Open(ctx, cl.ID, userID, persistent, cl.Properties.Clean, expiry)
+	if err != nil {
 		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, chat.ErrClientIDTaken) {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
@@ -234,8 +240,16 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", err)
 		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
 	}
-	h.clients.Store(cl, &clientInfo{userID: userID, persistent: persistent,
-		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum())})
+	ci := &clientInfo{userID: userID, persistent: persistent,
+		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()),
+		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}}
+	if persistent {
+		hidePersistence(cl)
+	}
+	// mochi keeps the username as a slice of the CONNECT packet's buffer,
+	// which holds the token too: a copy lets the buffer go.
+	cl.Properties.Username = bytes.Clone(cl.Properties.Username)
+	h.clients.Store(cl, ci)
 	h.cfg.Metrics.Connects.WithLabelValues("ok").Inc()
 	return nil
 }
@@ -245,13 +259,15 @@ func (h *Chat) OnConnectAuthenticate(cl *mqtt.Client, _ packets.Packet) bool {
 	return h.info(cl) != nil
 }
 
-// OnSessionEstablished starts the client's delivery pump. A resumed mochi
-// session may already hold the events subscription.
+// OnSessionEstablished restores a resumed session's subscriptions and
+// starts the client's delivery; it is ready at once when a subscription
+// covers the events topic.
 func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	ci := h.info(cl)
 	if ci == nil {
 		return
 	}
+	h.restoreSubscriptions(cl, ci)
 	events := EventsTopic(ci.userID)
 	ready := false
 	for filter := range cl.State.Subscriptions.GetAll() {
@@ -259,7 +275,6 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 			ready = true
 		}
 	}
-	ci.subs.Store(int32(cl.State.Subscriptions.Len()))
 	h.cfg.Metrics.Online.Inc()
 	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready)
 	if h.cfg.Presence != nil {
@@ -305,12 +320,14 @@ func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	return pk
 }
 
-// OnSubscribed releases event delivery once the events topic is subscribed.
+// OnSubscribed records a persistent session's subscriptions and releases
+// event delivery once the events topic is subscribed.
 func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	ci := h.info(cl)
 	if ci == nil {
 		return
 	}
+	h.recordSubscriptions(cl, ci)
 	events := EventsTopic(ci.userID)
 	for i, f := range pk.Filters {
 		if i < len(codes) && codes[i] < 0x80 && FilterMatches(f.Filter, events) {
@@ -320,12 +337,14 @@ func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	}
 }
 
-// OnUnsubscribed holds event delivery when no subscription covers events.
+// OnUnsubscribed records a persistent session's subscriptions and holds
+// event delivery when none covers events.
 func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
 	ci := h.info(cl)
 	if ci == nil {
 		return
 	}
+	h.recordSubscriptions(cl, ci)
 	events := EventsTopic(ci.userID)
 	for filter := range cl.State.Subscriptions.GetAll() {
 		if FilterMatches(filter, events) {
@@ -344,6 +363,8 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
 		h.cfg.Hub.Acked(cl.ID, pk.PacketID)
+	case packets.Disconnect:
+		takeDisconnectExpiry(h.info(cl), &pk)
 	case packets.Publish:
 		if err := refuseQoSAbove(h.server, cl, pk); err != nil {
 			h.cfg.Metrics.Publishes.WithLabelValues("denied", "qos_not_supported").Inc()
@@ -382,12 +403,15 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 	if pk.FixedHeader.Type == packets.Puback && pk.ReasonCode == packets.CodeGrantedQos1.Code {
 		pk.ReasonCode = packets.CodeSuccess.Code
 	}
-	pk = announceCapabilities(h.server.Options.Capabilities, pk)
+	if pk.FixedHeader.Type == packets.Connack {
+		pk = announceSession(h.info(cl), announceCapabilities(h.server.Options.Capabilities, pk))
+	}
 	return withholdV311Disconnect(cl, v311Connack(cl, pk))
 }
 
-// OnDisconnect stops delivery and ends or parks the durable session.
-func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+// OnDisconnect stops delivery and ends the session or records when it was
+// last seen (a persistent one lives on in PostgreSQL alone: session.go).
+func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 	forgetAliases(cl)
 	ci := h.info(cl)
 	if ci == nil {
@@ -407,10 +431,10 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error
-	if expire && !ci.persistent {
+	if !ci.persistent || ci.session.ended {
 		err = h.cfg.Sessions.Drop(ctx, cl.ID)
 	} else {
-		err = h.cfg.Sessions.Touch(ctx, cl.ID)
+		err = h.cfg.Sessions.Touch(ctx, cl.ID, ci.session.expiry)
 	}
 	if err != nil {
 		h.cfg.Logger.Warn("record disconnect failed", "client", cl.ID, "err", err)

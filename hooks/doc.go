@@ -25,6 +25,12 @@
 // beyond it is disconnected (0x93), a 3.1.1 client is not read until one
 // is answered.
 //
+// With Config.Tracer, each publish of a stream change is a span (chat.send,
+// chat.edit, chat.recall, chat.react) continuing the trace of its
+// traceparent user property (MQTT v5), with chat.validate and chat.puback
+// children; the span ends when delivery wrote the PUBACK (chat.Ack.Sent).
+// RPC requests get chat.rpc. docs/operations.md lists the attributes.
+//
 // The broker never routes a client's publish to subscribers and never
 // retains: all delivery goes through the Hub. mochi's other ways to
 // deliver, which bypass OnPublish and the publish ACL, are closed: a
@@ -32,8 +38,15 @@
 // $SYS and retained messages match no filter the subscribe ACL grants.
 // Clients see CONNACK codes of their own protocol version only, and 3.1.1
 // clients never get a DISCONNECT (disconnect.go). CONNECT (Sessions.Open)
-// is the one exchange that waits for PostgreSQL on the read goroutine:
-// until its CONNACK the connection has nothing else to do.
+// and SUBSCRIBE/UNSUBSCRIBE of a persistent session (its subscriptions
+// are recorded before the acknowledgement) are the exchanges that wait for
+// PostgreSQL on the read goroutine: until their answer the connection has
+// nothing else to do.
+//
+// Sessions (session.go): a persistent session's whole state is in
+// PostgreSQL, its cursors and its subscriptions, so mochi forgets a
+// client when it disconnects; it resumes on any node, after any restart,
+// with session present and its subscriptions restored.
 //
 // Authentication: a connection with a transport identity (Config.PeerUser:
 // a verified TLS client certificate) is that user and its password is not

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // MQTT v5 reason codes for PUBACK, by domain error code.
@@ -89,6 +92,9 @@ type publish struct {
 	ci   *clientInfo
 	qos  byte
 	slot *ackSlot // QoS 1: its place in the connection's PUBACK order
+	// span is the publish's span while tracing is on (nil when off); it
+	// ends when the PUBACK is written.
+	span trace.Span
 }
 
 // OnPublish hands the publish to the domain and returns at once: mochi
@@ -152,9 +158,91 @@ func (h *Chat) begin(cl *mqtt.Client, ci *clientInfo, pk packets.Packet) *publis
 func (p *publish) answer(a chat.Ack) {
 	defer p.h.busy.Add(-1)
 	if p.slot == nil {
+		if p.span != nil {
+			p.span.End() // QoS 0: answered, nothing to write
+		}
 		return
 	}
+	if p.span != nil && p.span.IsRecording() {
+		a.Sent = p.tracePuback(a)
+	}
 	p.ci.acks.complete(p.slot, a, func(acks []chat.Ack) { p.h.cfg.Hub.Reply(p.cl.ID, p.ci.conn, acks) })
+}
+
+// startTrace starts the publish's span (tracing on) and returns its
+// context: a child of the client's trace when its publish carried a
+// traceparent user property (MQTT v5), else the root of a new trace.
+// Off, it returns context.Background() and allocates nothing.
+func (p *publish) startTrace(name, topic string, props []packets.UserProperty, conv int64) context.Context {
+	tr := p.h.cfg.Tracer
+	if tr == nil {
+		return context.Background()
+	}
+	ctx := tracing.ExtractFrom(context.Background(), userProps(props))
+	ctx, p.span = tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		tracing.AttrTopic.String(topic), tracing.AttrClientID.String(p.cl.ID), tracing.AttrQoS.Int(int(p.qos)),
+		tracing.AttrUser.Int64(p.ci.userID), tracing.AttrConversation.Int64(conv)))
+	return ctx
+}
+
+// startValidate starts the span of a publish's validation: payload
+// decoding, the Service's checks and rate limits, until group commit
+// holds the change. A no-op span when the publish is not traced.
+func (p *publish) startValidate(ctx context.Context) trace.Span {
+	if p.span == nil {
+		return tracing.NoopSpan
+	}
+	_, s := p.h.cfg.Tracer.Start(ctx, tracing.SpanValidate)
+	return s
+}
+
+// tracePuback starts the span of a publish's PUBACK, from its answer to
+// its write (after the answers of the connection's earlier publishes), and
+// returns what ends it and the publish's span once delivery wrote it.
+func (p *publish) tracePuback(a chat.Ack) func(error) {
+	send := p.span
+	_, ps := p.h.cfg.Tracer.Start(trace.ContextWithSpan(context.Background(), send), tracing.SpanPuback,
+		trace.WithAttributes(tracing.AttrReasonCode.Int(int(a.Reason))))
+	return func(err error) {
+		tracing.FailTransport(ps, err)
+		ps.End()
+		send.End()
+	}
+}
+
+// traced records a committed change's outcome on the publish's span.
+func (p *publish) traced(res chat.ChangeResult) {
+	if p.span == nil || !p.span.IsRecording() {
+		return
+	}
+	p.span.SetAttributes(tracing.AttrSeq.Int64(res.Entry.Seq), tracing.AttrDuplicate.Bool(res.Duplicate))
+	if res.Unchanged {
+		p.span.SetAttributes(tracing.AttrUnchanged.Bool(true))
+	}
+}
+
+// userProps reads the W3C trace context from MQTT v5 user properties.
+// Keys are matched without regard to case: the W3C names are lower case,
+// HTTP habits are not.
+type userProps []packets.UserProperty
+
+func (u userProps) Get(key string) string {
+	for _, p := range u {
+		if strings.EqualFold(p.Key, key) {
+			return p.Val
+		}
+	}
+	return ""
+}
+
+func (u userProps) Set(string, string) {}
+
+func (u userProps) Keys() []string {
+	keys := make([]string, len(u))
+	for i, p := range u {
+		keys[i] = p.Key
+	}
+	return keys
 }
 
 func (p *publish) ok(kind string, props ...chat.KV) {
@@ -171,6 +259,9 @@ func (p *publish) fail(kind string, err error, conv int64, clientMsgID string) {
 	h := p.h
 	code := chat.ErrorCode(err)
 	h.cfg.Metrics.Publishes.WithLabelValues(kind, string(code)).Inc()
+	if p.span != nil {
+		tracing.Fail(p.span, err)
+	}
 	if code == chat.CodeInternal {
 		h.cfg.Logger.Error("publish failed", "client", p.cl.ID, "user", p.ci.userID, "conversation", conv, "kind", kind, "err", err)
 	}
@@ -199,28 +290,39 @@ func (h *Chat) sendError(cl *mqtt.Client, ci *clientInfo, ev chat.Event) {
 // connection's other sends in flight (group commit) in the order they were
 // published.
 func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
+	ctx := p.startTrace(tracing.SpanSend, pk.TopicName, pk.Properties.User, conv)
+	validate := p.startValidate(ctx)
 	var body sendPayload
 	if err := decodeStrict(pk.Payload, &body); err != nil {
+		tracing.Finish(validate, err)
 		p.fail("msg", err, conv, "")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+	if p.span != nil {
+		p.span.SetAttributes(tracing.AttrClientMsgID.String(body.ClientMsgID))
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.SendTimeout)
 	start := time.Now()
 	h.cfg.Service.SubmitSend(ctx, chat.SendRequest{ConversationID: conv, SenderID: p.ci.userID, ClientMsgID: body.ClientMsgID,
 		Body: body.Body, ReplyTo: body.ReplyTo, Forward: body.Forward},
 		func(res chat.SendResult, err error) {
 			cancel()
+			// Validation ends here when the Service refused the send at
+			// once (invalid, rate limited), else at SubmitSend's return.
+			validate.End()
 			h.cfg.Metrics.SendLatency.Observe(time.Since(start).Seconds())
 			if err != nil {
 				p.fail("msg", err, conv, body.ClientMsgID)
 				return
 			}
+			p.traced(chat.ChangeResult{Entry: res.Message, Duplicate: res.Duplicate})
 			props := []chat.KV{{Key: "seq", Val: strconv.FormatInt(res.Message.Seq, 10)}}
 			if res.Duplicate {
 				props = append(props, chat.KV{Key: "duplicate", Val: "true"})
 			}
 			p.ok("msg", props...)
 		})
+	validate.End()
 }
 
 // onChange hands an edit, recall or reaction to the domain: it goes
@@ -230,10 +332,16 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 func (h *Chat) onChange(p *publish, pk packets.Packet, r Route) {
 	kind, what := map[RouteKind]chat.EntryKind{RouteEdit: chat.KindEdit, RouteRecall: chat.KindRecall, RouteReact: chat.KindReaction}[r.Kind],
 		map[RouteKind]string{RouteEdit: "edit", RouteRecall: "recall", RouteReact: "react"}[r.Kind]
+	ctx := p.startTrace(changeSpan(r.Kind), pk.TopicName, pk.Properties.User, r.ConversationID)
+	validate := p.startValidate(ctx)
 	var body changePayload
 	if err := decodeStrict(pk.Payload, &body); err != nil {
+		tracing.Finish(validate, err)
 		p.fail(what, err, r.ConversationID, "")
 		return
+	}
+	if p.span != nil {
+		p.span.SetAttributes(tracing.AttrClientMsgID.String(body.ClientMsgID))
 	}
 	c := chat.Change{Kind: kind, ConversationID: r.ConversationID, UserID: p.ci.userID, ClientMsgID: body.ClientMsgID, TargetSeq: body.Seq}
 	var err error
@@ -255,16 +363,20 @@ func (h *Chat) onChange(p *publish, pk packets.Packet, r Route) {
 		}
 	}
 	if err != nil {
+		tracing.Finish(validate, err)
 		p.fail(what, err, r.ConversationID, body.ClientMsgID)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.SendTimeout)
+	defer validate.End()
 	h.cfg.Service.SubmitChange(ctx, c, func(res chat.ChangeResult, err error) {
 		cancel()
+		validate.End()
 		if err != nil {
 			p.fail(what, err, r.ConversationID, body.ClientMsgID)
 			return
 		}
+		p.traced(res)
 		props := []chat.KV{{Key: "seq", Val: strconv.FormatInt(res.Entry.Seq, 10)}, {Key: "targetSeq", Val: strconv.FormatInt(body.Seq, 10)}}
 		if res.Duplicate {
 			props = append(props, chat.KV{Key: "duplicate", Val: "true"})
@@ -274,6 +386,17 @@ func (h *Chat) onChange(p *publish, pk packets.Packet, r Route) {
 		}
 		p.ok(what, props...)
 	})
+}
+
+// changeSpan names the span of a change publish.
+func changeSpan(k RouteKind) string {
+	switch k {
+	case RouteEdit:
+		return tracing.SpanEdit
+	case RouteRecall:
+		return tracing.SpanRecall
+	}
+	return tracing.SpanReact
 }
 
 func (h *Chat) onRead(p *publish, pk packets.Packet, conv int64) {
@@ -347,8 +470,18 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 	reply := func(b []byte) {
 		h.cfg.Hub.SendDirect(p.cl.ID, chat.Packet{Topic: rt, Payload: b, QoS: 1, CorrelationData: corr})
 	}
+	parent := context.Background()
+	if h.cfg.Tracer != nil {
+		parent = tracing.ExtractFrom(parent, userProps(pk.Properties.User))
+	}
 	job := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+		ctx, span := parent, tracing.NoopSpan
+		if tr := h.cfg.Tracer; tr != nil {
+			ctx, span = tr.Start(ctx, tracing.SpanRPC, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+				tracing.AttrRPCMethod.String(method), tracing.AttrClientID.String(p.cl.ID), tracing.AttrUser.Int64(ci.userID)))
+		}
+		defer span.End()
+		ctx, cancel := context.WithTimeout(ctx, h.cfg.SendTimeout)
 		defer cancel()
 		reply(h.cfg.RPC(ctx, ci.userID, method, payload))
 	}

@@ -4,7 +4,7 @@
 -- function's arguments or result needs a numbered migration that drops the
 -- old one first; everything else is edited here.
 --
--- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window)
+-- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_traceparent, p_tracestate)
 --
 -- The only way an entry of a conversation's stream is written: messages,
 -- edits, recalls, reactions and system entries (membership and settings
@@ -25,6 +25,8 @@
 --             copied, p_body is ignored
 --   p_emoji, p_on   reaction: the emoji, and set (true) or remove
 --   p_edit_window, p_recall_window   NULL: no limit
+--   p_traceparent, p_tracestate   the W3C trace context of each change,
+--             copied into its outbox row ('' or a NULL array: not traced)
 --
 -- Returns one row per change, in the same order:
 --   o_status  0 new (o_seq, o_at), 1 duplicate (o_seq, o_sender, o_body,
@@ -37,8 +39,9 @@
 --             seq that is not a message of the conversation, 11 forward
 --             from a conversation the sender is not in, 12 forward of a
 --             missing or recalled message, 13 reaction limit (20 distinct
---             emoji per user and message), 14 blocked (a direct
---             conversation whose other member blocked the writer);
+--             emoji per user and message), 21 blocked (a direct
+--             conversation whose other member blocked the writer; 14..20
+--             are kept for the attachment outcomes);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
 --   o_target_sender, o_snippet, o_target_recalled
 --             the target's (or replied-to message's, or forward source's)
@@ -75,8 +78,8 @@
 --     watermark (one has read what one wrote; a system entry is written on
 --     the actor's behalf and must not mark their unread messages read);
 --   - every entry writes one outbox row referencing it (conversation_id,
---     seq; type by kind, system.new for a system entry), in seq order; the
---     relay encodes it.
+--     seq; type by kind, system.new for a system entry; its change's
+--     trace context), in seq order; the relay encodes it.
 --
 -- Locks are taken in a fixed order, the order every other writer uses:
 -- conversation rows by id before anything else, member rows by
@@ -93,7 +96,8 @@
 CREATE OR REPLACE FUNCTION chat_send_batch(
     p_kind text[], p_conv bigint[], p_sender bigint[], p_id uuid[], p_body text[], p_target bigint[],
     p_fwd_conv bigint[], p_fwd_seq bigint[], p_emoji text[], p_on boolean[],
-    p_edit_window interval, p_recall_window interval)
+    p_edit_window interval, p_recall_window interval,
+    p_traceparent text[] DEFAULT NULL, p_tracestate text[] DEFAULT NULL)
 RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
                o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer)
 LANGUAGE plpgsql
@@ -163,7 +167,7 @@ BEGIN
             WHEN x.st_seq IS NOT NULL THEN
                 CASE WHEN x.st_sender = x.s AND x.st_kind = x.k AND (x.k IN ('message', 'system') OR x.st_target = x.tgt) THEN 1 ELSE 2 END
             WHEN x.k = 'system' THEN 0
-            WHEN x.blocked THEN 14
+            WHEN x.blocked THEN 21
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND NOT x.f_member THEN 11
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND (x.f_kind IS DISTINCT FROM 'message' OR x.f_recalled OR x.fs <= x.f_floor) THEN 12
             WHEN x.k = 'message' AND x.tgt > 0 AND (x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor) THEN 10
@@ -278,11 +282,11 @@ BEGIN
             FROM lk
             WHERE m.conversation_id = lk.conv AND m.user_id = lk.sender
         )
-        INSERT INTO outbox (msg_key, type, conversation_id, seq)
+        INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
         SELECT f.conv::text, CASE f.kind WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
                                         WHEN 'recall' THEN 'message.recalled' WHEN 'system' THEN 'system.new'
                                         ELSE 'reaction.updated' END,
-               f.conv, f.seq
+               f.conv, f.seq, NULLIF(p_traceparent[f.ord], ''), NULLIF(p_tracestate[f.ord], '')
         FROM fresh f
         ORDER BY f.ord;
     END IF;
@@ -340,3 +344,97 @@ SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m
        m.forwarded_conversation_id, m.forwarded_seq, m.forwarded_sender_id
 FROM message m
 LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply_to;
+
+-- # chat_unread(p_conv, p_read_seq, p_message_count)
+--
+-- A member's unread count: the messages (not edits, recalls, reactions or
+-- system entries) after their read watermark, wherever it points, i.e.
+-- the conversation's message_count less the msg_no of the newest entry at
+-- or before the watermark; two key lookups. The inbox and the push badge
+-- both count with it. Inlined by the planner (one SQL expression).
+CREATE OR REPLACE FUNCTION chat_unread(p_conv bigint, p_read_seq bigint, p_message_count bigint)
+RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT GREATEST(p_message_count - COALESCE(
+        (SELECT msg_no FROM message WHERE conversation_id = p_conv AND seq <= p_read_seq ORDER BY seq DESC LIMIT 1), 0), 0)
+$$;
+
+-- # chat_session_open(p_client, p_user, p_persistent, p_clean, p_expiry)
+--
+-- Opens (or resumes) an MQTT session in one round trip. A client id
+-- belongs to one user: o_owner is its owner, and when that is not p_user
+-- nothing changed. A persistent session that is not started clean resumes
+-- (o_resumed) with its cursors and its recorded subscriptions
+-- (o_subscriptions; NULL when none were recorded); any other session
+-- starts now: cursors at every conversation's last_seq (persistent) or
+-- none, subscriptions an empty record (persistent) or none.
+--
+-- It commits without waiting for the WAL flush (synchronous_commit off for
+-- its own transaction): reconnect storms then cost no fsync per client.
+-- What a crash of PostgreSQL can lose is an open of the last moments, and
+-- the next connection then reports the session honestly (not present, or
+-- resumed as before that open). A SUBACK waits for a synchronous commit of
+-- the subscriptions (Sessions.SaveSubscriptions), and WAL is flushed in
+-- order, so a session is never present with subscriptions its client was
+-- not told of, nor without ones it was.
+CREATE OR REPLACE FUNCTION chat_session_open(p_client text, p_user bigint, p_persistent boolean, p_clean boolean, p_expiry bigint,
+    OUT o_owner bigint, OUT o_resumed boolean, OUT o_subscriptions jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_persistent boolean;
+    v_subs jsonb;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    o_resumed := false;
+    SELECT user_id, persistent, subscriptions INTO o_owner, v_persistent, v_subs
+    FROM chat_session WHERE client_id = p_client FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions)
+        VALUES (p_client, p_user, p_persistent, p_expiry, CASE WHEN p_persistent THEN '[]'::jsonb END)
+        ON CONFLICT (client_id) DO NOTHING;
+        -- A concurrent open may have won the insert: read the owner again.
+        SELECT user_id INTO o_owner FROM chat_session WHERE client_id = p_client FOR UPDATE;
+        IF o_owner <> p_user THEN
+            RETURN;
+        END IF;
+    ELSE
+        IF o_owner <> p_user THEN
+            RETURN;
+        END IF;
+        o_resumed := p_persistent AND v_persistent AND NOT p_clean;
+        IF o_resumed THEN
+            o_subscriptions := v_subs;
+        END IF;
+        UPDATE chat_session SET persistent = p_persistent, expiry_seconds = p_expiry, last_seen_at = now(),
+            subscriptions = CASE WHEN o_resumed THEN subscriptions WHEN p_persistent THEN '[]'::jsonb END
+        WHERE client_id = p_client;
+    END IF;
+    IF o_resumed THEN
+        RETURN;
+    END IF;
+    DELETE FROM session_cursor WHERE client_id = p_client;
+    IF p_persistent THEN
+        INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
+        SELECT p_client, c.id, c.last_seq FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+        WHERE m.user_id = p_user;
+    END IF;
+END;
+$$;
+
+-- # chat_sessions_touch(p_ids, p_expiry_seconds)
+--
+-- Records that sessions disconnected now, with their expiry (a v5 client
+-- may change it on DISCONNECT), in client id order (the order every
+-- statement that updates many sessions locks them in). Asynchronous
+-- commit: a crash loses at most a last-seen time, which only delays an
+-- expiry.
+CREATE OR REPLACE FUNCTION chat_sessions_touch(p_ids text[], p_expiry_seconds bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    WITH v AS (SELECT * FROM unnest(p_ids, p_expiry_seconds) AS v(id, secs)),
+    locked AS (SELECT s.client_id FROM chat_session s JOIN v ON s.client_id = v.id
+               ORDER BY s.client_id FOR NO KEY UPDATE OF s)
+    UPDATE chat_session s SET last_seen_at = now(), expiry_seconds = v.secs
+    FROM v JOIN locked l ON l.client_id = v.id WHERE s.client_id = v.id;
+END;
+$$;

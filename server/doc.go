@@ -18,6 +18,12 @@
 // workers include the refresh of this node's connections in the shared
 // per-user connection count (with Redis).
 //
+// Push (push.go): the VAPID key (set, or kept in the data dir like the JWT
+// secret), the device store behind the Service's devices API, and the
+// Pusher, which every committed event reaches after the hub (a teed
+// publisher; other nodes' message.new through the Kafka consumer) and which
+// runs with the background workers until Close.
+//
 // Start, ReloadTLS and Close are called by one owner goroutine. Close shuts down in
 // dependency order: listeners stop accepting, in-flight publishes commit and
 // are acknowledged, delivery cursors are flushed, clients are disconnected,

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/broker"
@@ -23,8 +24,10 @@ import (
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/presence"
+	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/internal/ratelimit"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/store"
 )
 
@@ -46,6 +49,8 @@ type Server struct {
 
 	presencePub *presence.KafkaPublisher
 	relay       *relay.Relay // nil without Kafka
+	push        *push.Pusher
+	devices     *push.Devices
 	sessions    *store.Sessions
 
 	log      *slog.Logger
@@ -62,14 +67,30 @@ type Server struct {
 	largeGroup int
 
 	ops opsState // TLS, identity provider, HTTPS and metrics listeners (ops.go)
+
+	tracer *tracing.Tracer // nil: tracing off
+}
+
+// Option adds to what the settings configure.
+type Option func(*Server)
+
+// WithTracerProvider traces the node's sends, HTTP requests and relayed
+// events with tp (docs/operations.md, Tracing, lists the spans); without
+// it nothing is traced. The caller owns tp: it shuts tp down, flushing the
+// spans still queued, after Close.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(s *Server) { s.tracer = tracing.New(tp) }
 }
 
 // Start brings a node up; on error everything started so far is stopped.
-func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server, err error) {
+func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Option) (_ *Server, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Server{Settings: st, log: log, Registry: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(s)
+	}
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -127,7 +148,8 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 	if s.Limiter.SharesConns() {
 		sharedConns = s.Limiter
 	}
-	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"))
+	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return pool.Ping(ctx) }, log.With("component", "http"),
+		httpapi.WithTracer(s.tracer))
 	hook := hooks.New(hooks.Config{
 		Service:     s.Service,
 		Sessions:    s.sessions,
@@ -144,6 +166,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		MaxConnectionsPerUser: st.MaxConnectionsPerUser,
 		SharedConns:           sharedConns,
 		NodeID:                st.NodeID,
+		Tracer:                s.tracer,
 	})
 	bc := broker.Config{
 		MQTTAddr:       st.MQTTAddr,
@@ -178,7 +201,8 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		}
 		tcancel()
 		cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Handler: s.consume, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry})
+			Handler: s.consume, SkipOrigin: appName, Logger: log.With("component", "kafka-consumer"), Registerer: s.Registry,
+			Tracer: s.tracer})
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("kafka consumer: %w", err)
@@ -196,6 +220,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger) (_ *Server
 		func(ctx context.Context) error {
 			return s.store.RunSearchMaintenance(ctx, searchMaintenanceInterval, log.With("component", "search-maintenance"))
 		})
+	runners = append(runners, s.push.Run)
 	go s.background(bgCtx, s.sessions, runners)
 
 	s.logListeners(st)
@@ -215,7 +240,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.sessions = store.NewSessions(pool)
 	if len(st.KafkaBrokers) > 0 {
 		if s.relay, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Entries: s.sessions, Logger: log.With("component", "relay"), Registerer: s.Registry}); err != nil {
+			Entries: s.sessions, Logger: log.With("component", "relay"), Registerer: s.Registry, Tracer: s.tracer}); err != nil {
 			return fmt.Errorf("kafka relay: %w", err)
 		}
 	}
@@ -226,11 +251,16 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		Logger:     log.With("component", "delivery"),
 		Metrics:    delivery.NewMetrics(s.Registry),
 		Delivered:  delivered,
+		Tracer:     s.tracer,
 	}
 	if s.relay != nil {
 		hubOpts.Next = s.relay
 	}
 	s.Hub = delivery.NewHub(s.sessions, hubOpts)
+	publisher, err := s.startPush(ctx, st)
+	if err != nil {
+		return err
+	}
 
 	// Group commit gets connections of its own (one per transaction in
 	// flight, and one more) so sends never wait behind history reads and
@@ -245,7 +275,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		return fmt.Errorf("open send pool: %w", err)
 	}
 	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
-		store.WithPublisher(s.Hub), store.WithRelayWake(relayWakeNeeded(s.relay)))
+		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer))
 	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
 	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered,
 		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
@@ -276,6 +306,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.Service.PresenceSource = s.Presence
 	s.Service.LargeGroup = st.LargeGroup
 	s.largeGroup = st.LargeGroup
+	s.Service.Push = s.devices
 	return nil
 }
 
@@ -324,6 +355,7 @@ func (s *Server) consume(ev chat.Event) {
 		s.remoteProfile(ev)
 		return
 	}
+	s.push.Publish(ev)
 	s.Hub.Deliver(ev)
 }
 

@@ -7,7 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // batchAnswerGrace is how long past a batch's deadline chatd waits for
@@ -26,10 +30,29 @@ type sendReq struct {
 	res   chat.ChangeResult
 	err   error
 	done  func(chat.ChangeResult, error)
+	// trace is the caller's trace context (tracing on and the caller
+	// traced), written into the change's outbox row and event; span is
+	// the change's chat.commit span, nil unless it records.
+	trace chat.TraceContext
+	span  trace.Span
 }
 
-// answer hands the outcome to the caller.
-func (r *sendReq) answer() { r.done(r.res, r.err) }
+// answer hands the outcome to the caller, after ending the change's span.
+func (r *sendReq) answer() {
+	if r.span != nil {
+		r.endSpan()
+	}
+	r.done(r.res, r.err)
+}
+
+func (r *sendReq) endSpan() {
+	if r.err != nil {
+		tracing.Fail(r.span, r.err)
+	} else {
+		r.span.SetAttributes(tracing.AttrSeq.Int64(r.res.Entry.Seq), tracing.AttrDuplicate.Bool(r.res.Duplicate))
+	}
+	r.span.End()
+}
 
 // batcherStuckAfter is how long a transaction may be in flight before the
 // next batch starts beside it. Until then sends wait for it and go into
@@ -294,9 +317,16 @@ func (b *batcher) flush(batch []*sendReq) {
 func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(batchAnswerGrace))
 	defer cancel()
+	var batch trace.Span
+	if s.tracer != nil {
+		batch = s.startBatch(reqs)
+	}
 	err := s.commitBatch(ctx, deadline, reqs)
 	s.batchCount.Add(1)
 	s.batchMsgs.Add(int64(len(reqs)))
+	if batch != nil {
+		tracing.Finish(batch, err)
+	}
 	if err != nil && len(reqs) > 1 && !errors.Is(err, chat.ErrUnavailable) {
 		fresh := false
 		for _, r := range reqs {
@@ -324,6 +354,33 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	return fresh
 }
 
+// startBatch starts the span of one group-commit transaction when any of
+// its changes is traced (nil otherwise): a root of its own, since it
+// serves many traces, linked to each traced change's chat.commit span,
+// which links back to it.
+func (s *Store) startBatch(reqs []*sendReq) trace.Span {
+	var links []trace.Link
+	for _, r := range reqs {
+		if r.span != nil {
+			links = append(links, trace.Link{SpanContext: r.span.SpanContext()})
+		}
+	}
+	if len(links) == 0 {
+		return nil
+	}
+	size := tracing.AttrBatchSize.Int(len(reqs))
+	_, span := s.tracer.Start(context.Background(), tracing.SpanBatch, trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(size, attribute.String("db.system.name", "postgresql"), attribute.String("db.operation.name", "chat_send_batch")))
+	toBatch := trace.Link{SpanContext: span.SpanContext()}
+	for _, r := range reqs {
+		if r.span != nil {
+			r.span.AddLink(toBatch)
+			r.span.SetAttributes(size)
+		}
+	}
+	return span
+}
+
 // publishCommitted hands the batch's new entries to the publisher in seq
 // order per conversation (the batch assigned seqs in its own order), before
 // any caller is answered; it reports whether there were any.
@@ -331,7 +388,9 @@ func (s *Store) publishCommitted(batch []*sendReq) bool {
 	evs := make([]chat.Event, 0, len(batch))
 	for _, r := range batch {
 		if r.err == nil && !r.res.Duplicate && !r.res.Unchanged {
-			evs = append(evs, chat.EntryEvent(r.res.Entry))
+			ev := chat.EntryEvent(r.res.Entry)
+			ev.Trace = r.trace
+			evs = append(evs, ev)
 		}
 	}
 	s.publish(evs...)

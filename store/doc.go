@@ -48,6 +48,15 @@
 // chatd's side could lose the race against it and a send answered
 // "unavailable" would commit anyway.
 //
+// With WithTracer, a change whose caller's span records gets a chat.commit
+// span from queued to answered, and every transaction serving one a
+// chat.batch span of its own, linked both ways (one batch serves many
+// traces). The caller's trace context, sampled or not, is written into
+// the change's outbox row (traceparent, tracestate: migration 0016) and
+// the published event (chat.Event.Trace), so the fan-out and the Kafka
+// record continue its trace. Without it nothing is traced and those
+// columns stay NULL.
+//
 // Performance rules, each measured (docs/benchmarks.md):
 //
 //   - Pools plan every execution (plan_cache_mode=force_custom_plan): a

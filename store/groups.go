@@ -92,7 +92,7 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 		// member.added first: it starts the new member's streams at
 		// join_seq, so the entry after it reaches them too.
 		ev := chat.MemberAddedEvent(conv, userID, actorID, added.Role)
-		if err := insertOutbox(ctx, tx, ev); err != nil {
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
 			return nil, err
 		}
 		entries, err := appendSystem(ctx, tx, conversationID, actorID,
@@ -145,7 +145,7 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		// member.removed first: the removed member's streams stop before
 		// the entries that follow, which are for those who stay.
 		evs := []chat.Event{chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)}
-		if err := insertOutbox(ctx, tx, evs...); err != nil {
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, evs...); err != nil {
 			return nil, err
 		}
 		entry := chat.SystemEntry{Action: chat.SystemMemberRemoved, UserID: target.UserID}
@@ -172,7 +172,7 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		evs = append(evs, systemEvents(entries)...)
 		if successor != 0 {
 			up := chat.MemberUpdatedEvent(conversationID, successor, actorID, chat.RoleOwner, entries[len(entries)-1].Seq)
-			if err := insertOutbox(ctx, tx, up); err != nil {
+			if err := insertOutbox(ctx, tx, chat.TraceContext{}, up); err != nil {
 				return nil, err
 			}
 			evs = append(evs, up)
@@ -284,7 +284,7 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 		}
 		conv.LastSeq = entries[0].Seq
 		ev := chat.ConversationUpdatedEvent(conv, actorID, entries[0].Seq)
-		if err := insertOutbox(ctx, tx, ev); err != nil {
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
 			return nil, err
 		}
 		out = conv
@@ -341,7 +341,7 @@ func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int
 			return nil, err
 		}
 		ev := chat.MemberUpdatedEvent(conversationID, userID, actorID, role, entries[0].Seq)
-		if err := insertOutbox(ctx, tx, ev); err != nil {
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
 			return nil, err
 		}
 		return append(systemEvents(entries), ev), nil
@@ -384,7 +384,7 @@ func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, 
 		seq := entries[0].Seq
 		evs := []chat.Event{chat.MemberUpdatedEvent(conversationID, userID, actorID, chat.RoleOwner, seq),
 			chat.MemberUpdatedEvent(conversationID, actorID, actorID, chat.RoleAdmin, seq)}
-		if err := insertOutbox(ctx, tx, evs...); err != nil {
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, evs...); err != nil {
 			return nil, err
 		}
 		return append(systemEvents(entries), evs...), nil

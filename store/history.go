@@ -113,7 +113,7 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 // key only for the rows of the page, after the LIMIT.
 const inboxSQL = `
 SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
-       p.message_count - COALESCE(rd.msg_no, 0),
+       chat_unread(p.id, p.last_read_seq, p.message_count),
        lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at, lm.edited_at, lm.recalled_at,
        pw.peer_delivered, CASE WHEN me.hidden THEN 0 ELSE pw.peer_read END, p.avatar_url, peer.user_id
 FROM (
@@ -131,10 +131,6 @@ LEFT JOIN LATERAL (
 	SELECT seq, sender_id, client_msg_id, body, created_at, edited_at, recalled_at FROM message
 	WHERE conversation_id = p.id AND seq = p.last_message_seq AND p.last_message_seq > p.floor
 ) lm ON true
-LEFT JOIN LATERAL (
-	SELECT msg_no FROM message
-	WHERE conversation_id = p.id AND seq <= p.last_read_seq ORDER BY seq DESC LIMIT 1
-) rd ON true
 CROSS JOIN LATERAL (
 	SELECT COALESCE(min(GREATEST(o.last_delivered_seq, o.last_read_seq)), 0) AS peer_delivered,
 	       COALESCE(min(CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE 0 END), 0) AS peer_read
@@ -149,8 +145,7 @@ ORDER BY p.sort_at DESC, p.id DESC`
 
 // Inbox pages the user's conversations, most recent message first. Unread
 // is the number of messages (not edits, recalls or reactions) after the
-// user's read watermark, wherever it points: the conversation's message
-// count less the message number of the newest entry at or before it.
+// user's read watermark, wherever it points (SQL chat_unread).
 // LastMessage is the newest message as it is now; DeliveredSeq and ReadSeq
 // are the other members' lowest watermarks.
 func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor string) (chat.InboxPage, error) {

@@ -18,10 +18,11 @@ import (
 // consumer sees one conversation's events in commit order.
 
 // insertOutboxSQL inserts outbox rows from parallel arrays of keys, types
-// and payloads. ORDER BY ord makes the outbox ids follow the events' order.
+// and payloads, all with the trace context $4, $5 (NULL: not traced).
+// ORDER BY ord makes the outbox ids follow the events' order.
 const insertOutboxSQL = `
-		INSERT INTO outbox (msg_key, type, payload)
-		SELECT k, t, p::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS e(k, t, p, ord)
+		INSERT INTO outbox (msg_key, type, payload, traceparent, tracestate)
+		SELECT k, t, p::jsonb, $4::text, $5::text FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS e(k, t, p, ord)
 		ORDER BY ord`
 
 type outboxBatch struct{ keys, types, payloads []string }
@@ -38,9 +39,10 @@ func outboxArgs(evs []chat.Event) (outboxBatch, error) {
 	return ob, nil
 }
 
-// insertOutbox writes events, in order, in tx. One statement however many
-// events, so a group created with a thousand members costs one round trip.
-func insertOutbox(ctx context.Context, tx pgx.Tx, evs ...chat.Event) error {
+// insertOutbox writes events, in order, in tx, with the trace context tc
+// (empty: none). One statement however many events, so a group created
+// with a thousand members costs one round trip.
+func insertOutbox(ctx context.Context, tx pgx.Tx, tc chat.TraceContext, evs ...chat.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -48,10 +50,18 @@ func insertOutbox(ctx context.Context, tx pgx.Tx, evs ...chat.Event) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, insertOutboxSQL, ob.keys, ob.types, ob.payloads); err != nil {
+	if _, err := tx.Exec(ctx, insertOutboxSQL, ob.keys, ob.types, ob.payloads, nullIfEmpty(tc.Parent), nullIfEmpty(tc.State)); err != nil {
 		return fmt.Errorf("insert outbox: %w", err)
 	}
 	return nil
+}
+
+// nullIfEmpty is s as a nullable text argument.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Hot write paths wake the outbox relay after COMMIT rather than from the

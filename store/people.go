@@ -125,7 +125,7 @@ func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpda
 		if to, err = profileWatchers(ctx, tx, userID, largeGroup); err != nil {
 			return err
 		}
-		return insertOutbox(ctx, tx, chat.ProfileUpdatedEvent(p, nil))
+		return insertOutbox(ctx, tx, chat.TraceContext{}, chat.ProfileUpdatedEvent(p, nil))
 	})
 	if err != nil {
 		return chat.Profile{}, err

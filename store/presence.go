@@ -73,6 +73,13 @@ func (p *Presence) ResetNode(ctx context.Context, node string, remove bool) erro
 func (p *Presence) SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		if len(connected)+len(disconnected) > 0 {
+			// In client id order, as every statement that updates many
+			// sessions locks them (sessions.go): batches of the same
+			// sessions wait for each other instead of deadlocking.
+			b.Queue(`SELECT 1 FROM chat_session WHERE client_id = ANY($1::text[]) OR client_id = ANY($2::text[])
+				ORDER BY client_id FOR NO KEY UPDATE`, connected, disconnected)
+		}
 		if len(connected) > 0 {
 			b.Queue(`UPDATE chat_session SET node_id = $1 WHERE client_id = ANY($2::text[]) AND node_id IS DISTINCT FROM $1`, node, connected)
 		}

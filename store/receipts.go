@@ -437,7 +437,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 				}
 			}
 			applyReadPrivacy(events, hidden)
-			return insertOutbox(ctx, tx, events...)
+			return insertOutbox(ctx, tx, chat.TraceContext{}, events...)
 		})
 	})
 	r.m.batch.WithLabelValues("read").Observe(float64(len(keys)))
@@ -615,7 +615,7 @@ func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64
 		return r.st.pipelineTx(ctx, "save delivered watermarks", func(b *pgx.Batch) {
 			b.Queue(keyLookupTxSQL)
 			if len(events) > 0 {
-				b.Queue(insertOutboxSQL, ob.keys, ob.types, ob.payloads)
+				b.Queue(insertOutboxSQL, ob.keys, ob.types, ob.payloads, nil, nil)
 			}
 			b.Queue(deliveredBatchSQL, mc, mu, ms)
 		})

@@ -13,7 +13,7 @@ import (
 )
 
 // Search reads the message table's search column (a tsvector of the body
-// with CJK bigrams, migrations/0013_people.sql) and its two GIN indexes,
+// with CJK bigrams, migrations/0019_people.sql) and its two GIN indexes,
 // one over that column and one of trigrams over the body.
 //
 // A query's terms (chat.ParseSearchTerms) become, per term:

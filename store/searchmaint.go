@@ -14,7 +14,7 @@ import (
 // for the hundreds of milliseconds a merge takes. The search maintainer
 // merges them every interval instead, in a connection of its own, so the
 // send path appends and never merges (an insert that finds the merge lock
-// taken skips the merge). Migration 0013 gives both indexes a 16 MB pending
+// taken skips the merge). Migration 0019 gives both indexes a 16 MB pending
 // list, seconds of sends at full speed between two runs of it.
 
 // searchIndexes are merged by CleanSearchIndexes.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Send commits one message and waits for its outcome (Change).
@@ -69,6 +72,9 @@ func (s *Store) submit(ctx context.Context, c chat.Change, done func(chat.Change
 		return nil
 	}
 	r := &sendReq{ctx: ctx, req: c, done: done}
+	if s.tracer != nil {
+		s.traceSubmit(r)
+	}
 	if !s.batching {
 		// One transaction per send, committed on the caller's goroutine:
 		// the same function and outcomes as a batch.
@@ -88,6 +94,16 @@ func (s *Store) submit(ctx context.Context, c chat.Change, done func(chat.Change
 		done(chat.ChangeResult{}, chat.Unavailable("send", ctx.Err()))
 		return nil
 	}
+}
+
+// traceSubmit takes the caller's trace context for the change's outbox
+// row and event and, when the caller's span records, starts the change's
+// chat.commit span: from now, queued, until it is answered.
+func (s *Store) traceSubmit(r *sendReq) {
+	if r.trace = tracing.Inject(r.ctx); r.trace.Parent == "" || !trace.SpanFromContext(r.ctx).IsRecording() {
+		return
+	}
+	_, r.span = s.tracer.Start(r.ctx, tracing.SpanCommit)
 }
 
 // batcher starts group commit on first use; nil once the Store is closed.

@@ -58,6 +58,9 @@ type batchArgs struct {
 	conv, sender, target  []int64
 	fwdConv, fwdSeq       []*int64
 	on                    []bool
+	// traceparent and tracestate are nil (SQL NULL) unless a change is
+	// traced; then "" stands for an untraced one.
+	traceparent, tracestate []string
 }
 
 func newBatchArgs(reqs []*sendReq) batchArgs {
@@ -75,6 +78,12 @@ func newBatchArgs(reqs []*sendReq) batchArgs {
 		}
 		if f := c.Forward; f != nil {
 			a.fwdConv[i], a.fwdSeq[i] = &f.ConversationID, &f.Seq
+		}
+		if r.trace.Parent != "" {
+			if a.traceparent == nil {
+				a.traceparent, a.tracestate = make([]string, n), make([]string, n)
+			}
+			a.traceparent[i], a.tracestate[i] = r.trace.Parent, r.trace.State
 		}
 	}
 	return a
@@ -104,8 +113,11 @@ const (
 	outForwardNotMember
 	outForwardMissing
 	outReactionLimit
-	outBlocked
 )
+
+// outBlocked is numbered apart: 14..20 are the attachment outcomes of the
+// attachments branch, so both can land without renumbering either.
+const outBlocked = 21
 
 // outcome is one row of chat_send_batch's answer.
 type outcome struct {
@@ -121,7 +133,8 @@ type outcome struct {
 
 const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_sender, o_snippet, o_target_recalled, o_count
 	FROM chat_send_batch($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
-	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval)`
+	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval,
+	                     $13::text[], $14::text[])`
 
 // SendMessagesSQL calls chat_send_batch for messages alone (no replies or
 // forwards) from four parallel arrays ($1 conversations, $2 senders, $3
@@ -143,7 +156,7 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	b.Queue(`SELECT set_config('chat.defer_notify', 'on', true), set_config('statement_timeout', $1, true)`,
 		strconv.FormatInt(timeoutMillis, 10))
 	b.Queue(sendBatchSQL, a.kind, a.conv, a.sender, a.id, a.body, a.target, a.fwdConv, a.fwdSeq, a.emoji, a.on,
-		window(s.limits.EditWindow), window(s.limits.RecallWindow))
+		window(s.limits.EditWindow), window(s.limits.RecallWindow), a.traceparent, a.tracestate)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()

@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/coalesce"
 )
 
 // Sessions stores MQTT chat sessions and their per-conversation delivered
@@ -17,12 +18,24 @@ import (
 // replay after a reconnect starts right after it. Cursors may lag behind
 // what was delivered (they are flushed in batches), which only causes
 // duplicates with the same (conversationId, seq), never a loss.
+//
+// Writes that many connections make at once (subscriptions before each
+// SUBACK, the last-seen time at each disconnect) are group-committed:
+// those waiting together share one statement, and each caller returns once
+// its own row is written.
 type Sessions struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	subs    *coalesce.Group[string, []byte]
+	touches *coalesce.Group[string, int64]
 }
 
 // NewSessions returns the session store on pool.
-func NewSessions(pool *pgxpool.Pool) *Sessions { return &Sessions{pool: pool} }
+func NewSessions(pool *pgxpool.Pool) *Sessions {
+	s := &Sessions{pool: pool}
+	s.subs = coalesce.NewGroup(s.writeSubscriptions)
+	s.touches = coalesce.NewGroup(s.writeTouches)
+	return s
+}
 
 var (
 	_ chat.DeliveryStore = (*Sessions)(nil)
@@ -32,61 +45,71 @@ var (
 // Open claims clientID for userID and prepares its cursors. A clientID
 // already owned by another user is refused with chat.ErrClientIDTaken. When
 // persistent is false, or clean is true, or the session is new, cursors are
-// reset to every conversation's current last_seq (the client starts "now");
-// otherwise the stored cursors are kept and Open reports resumed = true.
-func (s *Sessions) Open(ctx context.Context, clientID string, userID int64, persistent, clean bool, expiry time.Duration) (resumed bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var owner int64
-		var wasPersistent bool
-		err := tx.QueryRow(ctx, `SELECT user_id, persistent FROM chat_session WHERE client_id = $1 FOR UPDATE`, clientID).Scan(&owner, &wasPersistent)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if _, err := tx.Exec(ctx, `INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds)
-				VALUES ($1, $2, $3, $4) ON CONFLICT (client_id) DO NOTHING`, clientID, userID, persistent, int64(expiry/time.Second)); err != nil {
-				return fmt.Errorf("insert session: %w", err)
-			}
-			// A concurrent Open may have won the insert: re-read the owner.
-			if err := tx.QueryRow(ctx, `SELECT user_id FROM chat_session WHERE client_id = $1 FOR UPDATE`, clientID).Scan(&owner); err != nil {
-				return fmt.Errorf("read session: %w", err)
-			}
-			if owner != userID {
-				return chat.ErrClientIDTaken
-			}
-		case err != nil:
-			return fmt.Errorf("read session: %w", err)
-		default:
-			if owner != userID {
-				return chat.ErrClientIDTaken
-			}
-			resumed = persistent && wasPersistent && !clean
-			if _, err := tx.Exec(ctx, `UPDATE chat_session SET persistent = $2, expiry_seconds = $3, last_seen_at = now() WHERE client_id = $1`,
-				clientID, persistent, int64(expiry/time.Second)); err != nil {
-				return fmt.Errorf("update session: %w", err)
-			}
-		}
-		if resumed {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM session_cursor WHERE client_id = $1`, clientID); err != nil {
-			return fmt.Errorf("reset cursors: %w", err)
-		}
-		if !persistent {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
-			SELECT $1, c.id, c.last_seq FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
-			WHERE m.user_id = $2`, clientID, userID); err != nil {
-			return fmt.Errorf("init cursors: %w", err)
-		}
-		return nil
-	})
+// reset to every conversation's current last_seq (the client starts "now")
+// and the recorded subscriptions are forgotten; otherwise the stored
+// cursors are kept (Resumed) and the recorded subscriptions returned
+// (Present when there is a record).
+func (s *Sessions) Open(ctx context.Context, clientID string, userID int64, persistent, clean bool, expiry time.Duration) (chat.OpenedSession, error) {
+	var (
+		owner   int64
+		resumed bool
+		subs    []byte
+	)
+	err := s.pool.QueryRow(ctx, `SELECT * FROM chat_session_open($1, $2, $3, $4, $5)`,
+		clientID, userID, persistent, clean, int64(expiry/time.Second)).Scan(&owner, &resumed, &subs)
 	if err != nil {
-		if errors.Is(err, chat.ErrClientIDTaken) {
-			return false, chat.ErrClientIDTaken
-		}
-		return false, classify("open session", err)
+		return chat.OpenedSession{}, classify("open session", err)
 	}
-	return resumed, nil
+	if owner != userID {
+		return chat.OpenedSession{}, chat.ErrClientIDTaken
+	}
+	out := chat.OpenedSession{Resumed: resumed}
+	if resumed && subs != nil {
+		if err := json.Unmarshal(subs, &out.Subscriptions); err != nil {
+			return chat.OpenedSession{}, fmt.Errorf("read session subscriptions: %w", err)
+		}
+		out.Present = true
+	}
+	return out, nil
+}
+
+// SaveSubscriptions records a persistent session's subscriptions, all of
+// them (the broker's view after a SUBSCRIBE or UNSUBSCRIBE).
+func (s *Sessions) SaveSubscriptions(ctx context.Context, clientID string, subs []chat.Subscription) error {
+	if subs == nil {
+		subs = []chat.Subscription{}
+	}
+	b, err := json.Marshal(subs)
+	if err != nil {
+		return fmt.Errorf("encode subscriptions: %w", err)
+	}
+	return s.subs.Do(ctx, clientID, b)
+}
+
+// lockSessionsInOrder locks the sessions of a batch (CTE v) in client id
+// order: two batches that share sessions (subscriptions and disconnects
+// of the same clients) then wait for each other instead of deadlocking.
+const lockSessionsInOrder = `SELECT s.client_id FROM chat_session s JOIN v ON s.client_id = v.id
+	ORDER BY s.client_id FOR NO KEY UPDATE OF s`
+
+// writeSubscriptions records the subscriptions of many sessions in one
+// statement (the Group's batch: those that waited together).
+func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[string][]byte) error {
+	ids := make([]string, 0, len(batch))
+	docs := make([]string, 0, len(batch))
+	for id, b := range batch {
+		ids = append(ids, id)
+		docs = append(docs, string(b))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `WITH v AS (SELECT * FROM unnest($1::text[], $2::jsonb[]) AS v(id, subs)),
+		locked AS (`+lockSessionsInOrder+`)
+		UPDATE chat_session s SET subscriptions = v.subs FROM v JOIN locked l ON l.client_id = v.id
+		WHERE s.client_id = v.id AND s.persistent`, ids, docs); err != nil {
+		return classify("save subscriptions", err)
+	}
+	return nil
 }
 
 // Cursors returns, for every conversation userID belongs to, the session's
@@ -174,10 +197,24 @@ func (s *Sessions) SaveCursors(ctx context.Context, cs []chat.Cursor) error {
 }
 
 // Touch records that a session was seen now (on disconnect), which starts
-// its expiry clock.
-func (s *Sessions) Touch(ctx context.Context, clientID string) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE chat_session SET last_seen_at = now() WHERE client_id = $1`, clientID); err != nil {
-		return classify("touch session", err)
+// its expiry clock, and its expiry (a v5 client may change it on
+// DISCONNECT).
+func (s *Sessions) Touch(ctx context.Context, clientID string, expiry time.Duration) error {
+	return s.touches.Do(ctx, clientID, int64(expiry/time.Second))
+}
+
+// writeTouches records many disconnects in one statement.
+func (s *Sessions) writeTouches(ctx context.Context, batch map[string]int64) error {
+	ids := make([]string, 0, len(batch))
+	secs := make([]int64, 0, len(batch))
+	for id, e := range batch {
+		ids = append(ids, id)
+		secs = append(secs, e)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `SELECT chat_sessions_touch($1, $2)`, ids, secs); err != nil {
+		return classify("touch sessions", err)
 	}
 	return nil
 }
@@ -195,10 +232,14 @@ func (s *Sessions) Drop(ctx context.Context, clientID string) error {
 // this node, and a session another node holds (node_id set, that node's
 // heartbeat younger than five minutes) is left to that node.
 func (s *Sessions) Expire(ctx context.Context, online []string) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM chat_session s WHERE
+	// A session being written right now (a client coming back) is
+	// skipped, not waited for: it is not expiring.
+	tag, err := s.pool.Exec(ctx, `DELETE FROM chat_session WHERE client_id IN (
+		SELECT s.client_id FROM chat_session s WHERE
 		s.last_seen_at + make_interval(secs => CASE WHEN s.persistent THEN s.expiry_seconds ELSE 3600 END) < now()
 		AND NOT (s.client_id = ANY($1::text[]))
-		AND NOT EXISTS (SELECT 1 FROM chat_node n WHERE n.node_id = s.node_id AND n.heartbeat_at > now() - interval '5 minutes')`, online)
+		AND NOT EXISTS (SELECT 1 FROM chat_node n WHERE n.node_id = s.node_id AND n.heartbeat_at > now() - interval '5 minutes')
+		ORDER BY s.client_id FOR UPDATE SKIP LOCKED)`, online)
 	if err != nil {
 		return 0, classify("expire sessions", err)
 	}

@@ -62,3 +62,43 @@ func TestSessionsAreOwnedByOneUserAndExpireOnlyWhenNobodyHoldsThem(t *testing.T)
 		t.Fatalf("session of a dead node: expired %d (%v), want 1", n, err)
 	}
 }
+
+func TestSessionSubscriptionsResumeWithTheSessionOnly(t *testing.T) {
+	ctx := context.Background()
+	ss := store.NewSessions(pgtest.NewPool(t))
+	open := func(persistent, clean bool) chat.OpenedSession {
+		t.Helper()
+		o, err := ss.Open(ctx, "phone", 1, persistent, clean, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	if o := open(true, false); o.Resumed || o.Present {
+		t.Fatalf("a new session: %+v", o)
+	}
+	subs := []chat.Subscription{{Filter: "chat/v1/user/1/events", QoS: 1}, {Filter: "chat/v1/user/1/#", QoS: 0}}
+	if err := ss.SaveSubscriptions(ctx, "phone", subs); err != nil {
+		t.Fatal(err)
+	}
+	if o := open(true, false); !o.Resumed || !o.Present || len(o.Subscriptions) != 2 || o.Subscriptions[0] != subs[0] || o.Subscriptions[1] != subs[1] {
+		t.Fatalf("resumed: %+v, want present with %+v", o, subs)
+	}
+	if o := open(true, true); o.Resumed || o.Present || len(o.Subscriptions) != 0 {
+		t.Fatalf("clean start: %+v", o)
+	}
+	if o := open(true, false); !o.Present || len(o.Subscriptions) != 0 {
+		t.Fatalf("resumed after a clean start: %+v, want present without subscriptions", o)
+	}
+	// A non-persistent session records nothing; a later persistent one
+	// starts afresh.
+	if o := open(false, false); o.Present {
+		t.Fatalf("non-persistent: %+v", o)
+	}
+	if err := ss.SaveSubscriptions(ctx, "phone", subs); err != nil {
+		t.Fatal(err)
+	}
+	if o := open(true, false); o.Resumed || o.Present || len(o.Subscriptions) != 0 {
+		t.Fatalf("persistent after a non-persistent one: %+v", o)
+	}
+}

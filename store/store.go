@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Store implements chat.Store on PostgreSQL. Sends are group-committed:
@@ -44,6 +45,7 @@ type Store struct {
 	// searchByScan); searchStats the lexeme frequencies that choice reads.
 	searchScan  *int64
 	searchStats searchStats
+	tracer      *tracing.Tracer // nil: tracing off
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -98,6 +100,13 @@ func (s *Store) publish(evs ...chat.Event) {
 // this option they always notify.
 func WithRelayWake(needed func() bool) Option {
 	return func(s *Store) { s.relayWake = needed }
+}
+
+// WithTracer traces group commit (a span per change and per batch,
+// linked) and writes the callers' trace context into the outbox rows and
+// the published events; without it (or with nil) nothing is traced.
+func WithTracer(t *tracing.Tracer) Option {
+	return func(s *Store) { s.tracer = t }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
@@ -158,11 +167,6 @@ drain:
 	return nil
 }
 
-// PostgreSQL error codes the store reacts to.
-const (
-	sqlStateUniqueViolation = "23505"
-)
-
 // readOnly is what the read paths run in: one snapshot for the membership
 // check and the data, and no way to write by mistake.
 func readOnly() pgx.TxOptions {
@@ -183,15 +187,22 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) erro
 // its events.
 func (s *Store) writeTx(ctx context.Context, op string, fn func(pgx.Tx) ([]chat.Event, error)) error {
 	var evs []chat.Event
+	var tc chat.TraceContext
+	if s.tracer != nil {
+		tc = tracing.Inject(ctx)
+	}
 	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
 		var err error
 		if evs, err = fn(tx); err != nil {
 			return err
 		}
-		return insertOutbox(ctx, tx, evs...)
+		return insertOutbox(ctx, tx, tc, evs...)
 	})
 	if err != nil {
 		return err
+	}
+	for i := range evs {
+		evs[i].Trace = tc
 	}
 	s.publish(evs...)
 	return nil
@@ -290,15 +301,6 @@ func unavailableState(code string) bool {
 		return true
 	}
 	return false
-}
-
-// isUniqueViolation reports a unique_violation, optionally on one constraint.
-func isUniqueViolation(err error, constraint string) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != sqlStateUniqueViolation {
-		return false
-	}
-	return constraint == "" || pe.ConstraintName == constraint
 }
 
 // errNoConversation and errNotMember are the two answers every members-only

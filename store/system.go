@@ -41,7 +41,9 @@ func appendSystem(ctx context.Context, tx pgx.Tx, conversationID, actorID int64,
 		}
 		kinds[i], convs[i], senders[i], ids[i], bodies[i] = string(chat.KindSystem), conversationID, actorID, uuid.NewString(), body
 	}
-	rows, err := tx.Query(ctx, sendBatchSQL, kinds, convs, senders, ids, bodies, targets, nulls, nulls, emoji, on, nil, nil)
+	// No trace context (the last two NULLs): tracing follows sends, and a
+	// system entry is a by-product of a membership or settings change.
+	rows, err := tx.Query(ctx, sendBatchSQL, kinds, convs, senders, ids, bodies, targets, nulls, nulls, emoji, on, nil, nil, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("write system entries: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -114,9 +115,11 @@ func TestBundleUpToDate(t *testing.T) {
 	}
 }
 
-// TestBrowserE2E runs web/e2e/chat.spec.mjs in headless Chromium against a
-// chatd it builds and starts itself: dev mode, embedded PostgreSQL, loopback
-// ports. It also writes the README's screenshots to docs/images/.
+// TestBrowserE2E runs web/e2e/*.spec.mjs but push.spec.mjs (one after the other, in name
+// order) in headless Chromium against a chatd it builds and starts itself:
+// dev mode, embedded PostgreSQL, loopback ports. It also writes the README's
+// screenshots to docs/images/. The specs share the chatd, so each uses user
+// ids of its own.
 func TestBrowserE2E(t *testing.T) {
 	chromium := requireTool(t, "Chromium", os.Getenv("CHROMIUM_PATH"), "/usr/bin/chromium", "chromium")
 	node := requireNode(t)
@@ -135,24 +138,37 @@ func TestBrowserE2E(t *testing.T) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", filepath.Join("e2e", "chat.spec.mjs"))
-	cmd.Env = append(os.Environ(),
-		"CHATD_URL="+base,
-		"CHROMIUM_PATH="+chromium,
-		"SCREENSHOT_DIR="+shots,
-		"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1",
-	)
-	cmd.WaitDelay = 10 * time.Second
-	w := &lineLogger{t: t, prefix: "e2e: "}
-	cmd.Stdout, cmd.Stderr = w, w
-	err = cmd.Run()
-	w.Flush()
-	if err != nil {
-		t.Fatalf("browser tests failed: %v", err)
+	specs, err := filepath.Glob(filepath.Join("e2e", "*.spec.mjs"))
+	if err != nil || len(specs) == 0 {
+		t.Fatalf("no e2e/*.spec.mjs (%v)", err)
 	}
-	for _, f := range []string{"inbox.png", "conversation.png", "phone.png"} {
+	sort.Strings(specs)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	for _, spec := range specs {
+		if filepath.Base(spec) == pushSpec {
+			continue // needs a push service: TestBrowserPush runs it
+		}
+		cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", spec)
+		cmd.Env = append(os.Environ(),
+			"CHATD_URL="+base,
+			"CHROMIUM_PATH="+chromium,
+			"SCREENSHOT_DIR="+shots,
+			"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1",
+		)
+		cmd.WaitDelay = 10 * time.Second
+		w := &lineLogger{t: t, prefix: "e2e " + filepath.Base(spec) + ": "}
+		cmd.Stdout, cmd.Stderr = w, w
+		err = cmd.Run()
+		w.Flush()
+		if err != nil {
+			t.Errorf("browser tests of %s failed: %v", spec, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	for _, f := range []string{"inbox.png", "conversation.png", "phone.png", "lifecycle.png"} {
 		if fi, err := os.Stat(filepath.Join(shots, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("screenshot %s not written: %v", f, err)
 		}
@@ -176,7 +192,7 @@ func buildChatd(t *testing.T) string {
 // embedded PostgreSQL and returns its base URL once /readyz answers. Its
 // log goes to a file, echoed on failure; warnings and errors are always
 // reported, since a clean browser run can still hide a server-side error.
-func startChatd(t *testing.T, bin string) string {
+func startChatd(t *testing.T, bin string, extraEnv ...string) string {
 	t.Helper()
 	// Under /tmp and world-traversable: PostgreSQL runs as an unprivileged
 	// account when the tests run as root, and must reach its data dir.
@@ -209,6 +225,7 @@ func startChatd(t *testing.T, bin string) string {
 		"CHAT_LIMIT_SEND_RATE=0",
 		"CHAT_SHUTDOWN_TIMEOUT=10s",
 	)
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {

@@ -24,6 +24,7 @@
 // The static files are built from web/src by web/build.sh (esbuild bundles
 // mqtt.js and the app into static/app.js); the built file is committed, so
 // building chatd needs no Node.js. The page's behaviour (reconnects, gap
-// filling with afterSeq, unread badges, receipts, escaping) is tested in a
-// real Chromium by browser_test.go.
+// filling with afterSeq, unread badges, receipts, escaping, replies,
+// forwards, edits, recalls and reactions) is tested in a real Chromium by
+// browser_test.go.
 package web

@@ -98,6 +98,27 @@ func TestSteadyRunDeliversEveryAckedMessageOnce(t *testing.T) {
 	}
 }
 
+func TestEditsAndReactionsAreEntriesDeliveredToEveryMember(t *testing.T) {
+	srv, url := startChatd(t)
+	r := runBench(t, 0, chatArgs(srv, "-duration", "3s", "-inflight", "2", "-rate", "200", "-edits", "0.3", "-reactions", "0.3", "-verify-db", url)...)
+	assertNoLoss(t, r)
+	k := r.AckedByKind
+	if k["edit"] == 0 || k["reaction"] == 0 || k["message"] == 0 || k["message"]+k["edit"]+k["reaction"] != r.Acked {
+		t.Errorf("acked by kind = %v of %d", k, r.Acked)
+	}
+	if r.Unknown != 0 || r.Duplicates != 0 {
+		t.Errorf("unknown %d, duplicates %d: an entry's delivery was not matched to its publish", r.Unknown, r.Duplicates)
+	}
+	if r.Events["message.edited"] == 0 || r.Events["reaction.updated"] == 0 {
+		t.Errorf("events = %v", r.Events)
+	}
+	// Edits and reactions are entries of the stream: rows with seqs of
+	// their own, gapless with the messages.
+	if d := r.Database; d == nil || !d.Gapless || d.MissingAcked != 0 || d.Duplicated != 0 || d.Rows != r.Acked {
+		t.Errorf("database check = %+v, acked %d", d, r.Acked)
+	}
+}
+
 func TestMQTT311RunWithMessageBudget(t *testing.T) {
 	srv, url := startChatd(t)
 	r := runBench(t, 0, chatArgs(srv, "-mqtt-version", "4", "-messages", "150", "-duration", "20s", "-verify-db", url)...)

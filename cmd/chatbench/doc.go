@@ -13,7 +13,10 @@
 // once mid-run; reports the time until all are back and caught up) and
 // receipts (every delivery answered by a read receipt). -plain runs the same
 // workload against a plain MQTT broker (cmd/plainbroker) without chat
-// semantics, which measures the MQTT broker's own ceiling.
+// semantics, which measures the MQTT broker's own ceiling. -edits and
+// -reactions make those fractions of the publishes edits and reactions
+// (entries of the stream like messages, tracked and verified the same way;
+// the report's ackedByKind counts each kind).
 //
 //	export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 \
 //	       CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chatd/chatd/internal/benchmqtt"
 	"github.com/google/uuid"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -43,7 +44,7 @@ type benchClient struct {
 	user int64
 
 	mu   sync.Mutex
-	conn *mqttConn
+	conn *benchmqtt.Conn
 
 	slots   chan struct{} // in-flight publishes
 	samples *samples
@@ -53,13 +54,24 @@ type benchClient struct {
 	lastMu sync.Mutex
 	last   map[int64]int64  // conversation -> highest seq received (gap detection)
 	types  map[string]int64 // events received by type (under lastMu)
+	newest map[int64]int64  // conversation -> newest message received (reaction target)
+	own    map[int64]int64  // conversation -> this client's newest acknowledged message (edit target)
+	react  map[int64]reactState
+}
+
+// reactState is a client's reaction in a conversation: on the newest
+// message it set, it alternates, so every reaction changes something.
+type reactState struct {
+	target int64
+	on     bool
 }
 
 func (b *bench) newClients() {
 	b.clients = make([]*benchClient, len(b.w.users))
 	for i, u := range b.w.users {
 		c := &benchClient{b: b, idx: int32(i), user: u, slots: make(chan struct{}, b.o.inflight),
-			samples: newSamples(), rng: rand.New(rand.NewPCG(b.o.seed, uint64(i)+1)), last: map[int64]int64{}, types: map[string]int64{}}
+			samples: newSamples(), rng: rand.New(rand.NewPCG(b.o.seed, uint64(i)+1)), last: map[int64]int64{}, types: map[string]int64{},
+			newest: map[int64]int64{}, own: map[int64]int64{}, react: map[int64]reactState{}}
 		c.body = makeBody(fmt.Sprintf("bench user %d ", u), b.o.bodyBytes)
 		b.clients[i] = c
 		if len(b.w.byUser[i]) > 0 {
@@ -82,7 +94,7 @@ func (c *benchClient) clientID() string { return fmt.Sprintf("bench-%d", c.user)
 // for a plain broker.
 func (c *benchClient) connect(first bool) error {
 	o := c.b.o
-	do := dialOptions{Version: byte(o.mqttVersion), ClientID: c.clientID(), KeepAlive: 60, OnPublish: c.onPublish}
+	do := benchmqtt.Options{Version: byte(o.mqttVersion), ClientID: c.clientID(), KeepAlive: 60, OnPublish: c.onPublish}
 	if o.plain {
 		do.CleanStart = first || !o.persistent
 	} else {
@@ -93,7 +105,7 @@ func (c *benchClient) connect(first bool) error {
 	if o.persistent && o.mqttVersion == 5 {
 		do.Expiry = 600
 	}
-	conn, _, err := dialMQTT(o.broker, do)
+	conn, _, err := benchmqtt.Dial(o.broker, do)
 	if err != nil {
 		return fmt.Errorf("user %d: %w", c.user, err)
 	}
@@ -107,8 +119,8 @@ func (c *benchClient) connect(first bool) error {
 	}
 	for len(filters) > 0 {
 		n := min(len(filters), 100)
-		if err := conn.subscribe(filters[:n]); err != nil {
-			conn.drop()
+		if err := conn.Subscribe(filters[:n]); err != nil {
+			conn.Drop()
 			return fmt.Errorf("user %d: subscribe: %w", c.user, err)
 		}
 		filters = filters[n:]
@@ -121,7 +133,7 @@ func (c *benchClient) connect(first bool) error {
 
 func plainTopic(conv int64) string { return "bench/conv/" + strconv.FormatInt(conv, 10) }
 
-func (c *benchClient) current() *mqttConn {
+func (c *benchClient) current() *benchmqtt.Conn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.conn
@@ -134,8 +146,8 @@ func (c *benchClient) drop() {
 	c.conn = nil
 	c.mu.Unlock()
 	if conn != nil {
-		conn.drop()
-		<-conn.done
+		conn.Drop()
+		<-conn.Done()
 	}
 }
 
@@ -145,7 +157,7 @@ func (c *benchClient) close() {
 	c.conn = nil
 	c.mu.Unlock()
 	if conn != nil {
-		conn.disconnect()
+		conn.Disconnect()
 	}
 }
 
@@ -180,20 +192,28 @@ func (c *benchClient) onPublish(pk packets.Packet) {
 		return
 	}
 	switch ev.Type {
-	case "message.new":
+	case "message.new", "message.edited", "reaction.updated":
 		c.checkOrder(ev.ConversationID, ev.Seq)
-		var r any
-		var ok bool
+		if ev.Type == "message.new" {
+			c.lastMu.Lock()
+			c.newest[ev.ConversationID] = max(c.newest[ev.ConversationID], ev.Seq)
+			c.lastMu.Unlock()
+		}
+		var rec *msgRec
 		if ev.ClientMsgID != "" {
-			r, ok = t.byID.Load(ev.ClientMsgID)
+			r, ok := t.byID.Load(ev.ClientMsgID)
+			if !ok {
+				t.unknown.Add(1)
+				return
+			}
+			rec = r.(*msgRec)
 		} else {
-			r, ok = t.bySeq.Load(convSeq{ev.ConversationID, ev.Seq})
+			r, ok := t.bySeqOrLater(convSeq{ev.ConversationID, ev.Seq}, c.idx, c.samples)
+			if !ok {
+				return // credited by its PUBACK
+			}
+			rec = r
 		}
-		if !ok {
-			t.unknown.Add(1)
-			return
-		}
-		rec := r.(*msgRec)
 		rec.mu.Lock()
 		if rec.seq == 0 {
 			rec.seq = ev.Seq
@@ -276,7 +296,7 @@ func (c *benchClient) markRead(conv, seq int64) {
 	sent := t.now()
 	t.readsSent.Add(1)
 	payload := []byte(`{"seq":` + strconv.FormatInt(seq, 10) + `}`)
-	conn.publish("chat/v1/conv/"+strconv.FormatInt(conv, 10)+"/read", 1, payload, func(ack packets.Packet, err error) {
+	conn.Publish("chat/v1/conv/"+strconv.FormatInt(conv, 10)+"/read", 1, payload, func(ack packets.Packet, err error) {
 		if err != nil || ack.ReasonCode >= 0x80 {
 			t.readsFailed.Add(1)
 			return
@@ -342,30 +362,73 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 	}
 }
 
-func (c *benchClient) publishOne(conn *mqttConn, conv conversation) {
+func (c *benchClient) publishOne(conn *benchmqtt.Conn, conv conversation) {
 	t := c.b.t
 	id := uuid.NewString()
-	payload := make([]byte, 0, len(c.body)+64)
+	kind, target, on := c.pickKind(conv.id)
+	payload := make([]byte, 0, len(c.body)+96)
 	payload = append(payload, `{"clientMsgId":"`...)
 	payload = append(payload, id...)
-	payload = append(payload, `","body":"`...)
-	payload = append(payload, c.body...)
-	payload = append(payload, `"}`...)
+	if kind != kindMessage {
+		payload = append(payload, `","seq":`...)
+		payload = strconv.AppendInt(payload, target, 10)
+		payload = append(payload, `,"`...)
+	} else {
+		payload = append(payload, `","`...)
+	}
+	switch kind {
+	case kindReaction:
+		payload = append(payload, `emoji":"👍","on":`...)
+		payload = strconv.AppendBool(payload, on)
+		payload = append(payload, '}')
+	default:
+		payload = append(payload, `body":"`...)
+		payload = append(payload, c.body...)
+		payload = append(payload, `"}`...)
+	}
 	topic := plainTopic(conv.id)
 	if !c.b.o.plain {
-		topic = "chat/v1/conv/" + strconv.FormatInt(conv.id, 10) + "/msg"
+		topic = "chat/v1/conv/" + strconv.FormatInt(conv.id, 10) + [...]string{"/msg", "/edit", "/react"}[kind]
 	}
-	rec := &msgRec{conv: conv.id, sender: c.idx, phase: c.b.phase.Load(), expected: int32(len(conv.members))}
+	rec := &msgRec{conv: conv.id, sender: c.idx, phase: c.b.phase.Load(), expected: int32(len(conv.members)), kind: int8(kind)}
 	t.published(id, rec)
 	c.publishRec(conn, rec, topic, payload, 0)
+}
+
+// pickKind draws what the next publish in conv is (-edits, -reactions):
+// an edit of this client's newest acknowledged message there, a reaction
+// to the newest message it received there (set, or removed if it set it
+// last time), or a message when there is nothing to edit or react to.
+func (c *benchClient) pickKind(conv int64) (kind int, target int64, on bool) {
+	o := c.b.o
+	if o.edits+o.reactions == 0 {
+		return kindMessage, 0, false
+	}
+	x := c.rng.Float64()
+	c.lastMu.Lock()
+	defer c.lastMu.Unlock()
+	switch {
+	case x < o.edits && c.own[conv] > 0:
+		return kindEdit, c.own[conv], false
+	case x >= o.edits && x < o.edits+o.reactions && c.newest[conv] > 0:
+		st := c.react[conv]
+		if st.target != c.newest[conv] {
+			st = reactState{target: c.newest[conv], on: true}
+		} else {
+			st.on = !st.on
+		}
+		c.react[conv] = st
+		return kindReaction, st.target, st.on
+	}
+	return kindMessage, 0, false
 }
 
 // publishRec publishes a message and settles it by its PUBACK. chatd's
 // "unavailable" (0x80) and "internal" (0x83) mean "resend with the same
 // clientMsgId", which it does, as a client would (counted as retried).
-func (c *benchClient) publishRec(conn *mqttConn, rec *msgRec, topic string, payload []byte, attempt int) {
+func (c *benchClient) publishRec(conn *benchmqtt.Conn, rec *msgRec, topic string, payload []byte, attempt int) {
 	t := c.b.t
-	conn.publish(topic, 1, payload, func(ack packets.Packet, err error) {
+	conn.Publish(topic, 1, payload, func(ack packets.Packet, err error) {
 		switch {
 		case err != nil:
 			<-c.slots
@@ -377,7 +440,7 @@ func (c *benchClient) publishRec(conn *mqttConn, rec *msgRec, topic string, payl
 				next := c.current()
 				if next == nil {
 					<-c.slots
-					t.lost(errConnLost)
+					t.lost(benchmqtt.ErrConnLost)
 					return
 				}
 				c.publishRec(next, rec, topic, payload, attempt+1)
@@ -392,6 +455,11 @@ func (c *benchClient) publishRec(conn *mqttConn, rec *msgRec, topic string, payl
 				if p.Key == "seq" {
 					seq, _ = strconv.ParseInt(p.Val, 10, 64)
 				}
+			}
+			if rec.kind == kindMessage && seq > 0 {
+				c.lastMu.Lock()
+				c.own[rec.conv] = max(c.own[rec.conv], seq)
+				c.lastMu.Unlock()
 			}
 			t.ackedMsg(rec, seq, c.samples)
 		}

@@ -109,12 +109,19 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 	}
 	setupSeconds := time.Since(setupStart).Seconds()
 
-	var sampler *procSampler
+	var sampler, pgSampler *procSampler
 	if o.chatdPID > 0 {
 		var err error
-		if sampler, err = startProcSampler(o.chatdPID); err != nil {
+		if sampler, err = startProcSampler(o.chatdPID, false); err != nil {
 			b.closeAll()
-			return nil, err
+			return nil, fmt.Errorf("-chatd-pid: %w", err)
+		}
+	}
+	if o.pgPID > 0 {
+		var err error
+		if pgSampler, err = startProcSampler(o.pgPID, true); err != nil {
+			b.closeAll()
+			return nil, fmt.Errorf("-pg-pid: %w", err)
 		}
 	}
 
@@ -175,23 +182,27 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 	b.waitReads(10 * time.Second)
 	close(stopProgress)
 	progressDone.Wait()
-	busy, self := cpu.finish()
+	busy, self, selfSeconds := cpu.finish()
 	var serverMetrics *ServerMetrics
 	if metricsBefore != nil {
 		if after, err := scrapeMetrics(ctx, o.metricsURL); err == nil {
 			serverMetrics = metricDeltas(metricsBefore, after)
 		}
 	}
-	var proc *ProcStats
+	var proc, pg *ProcStats
 	if sampler != nil {
 		proc = sampler.finish()
+	}
+	if pgSampler != nil {
+		pg = pgSampler.finish()
 	}
 	b.closeAll()
 	for _, c := range b.clients {
 		t.merge(c.samples)
 	}
 	rep := b.report(setupSeconds, (sendEnd - b.sendStart).Seconds())
-	rep.Chatd = proc
+	rep.Chatd, rep.Postgres = proc, pg
+	rep.CPUPerMessage = cpuPerMessage(rep.Acked, proc, pg, selfSeconds)
 	rep.DrainSeconds, rep.Drained = drainSeconds, drained
 	rep.Machine.BusyPercent, rep.Machine.ChatbenchPercent = busy, self
 	rep.ServerMetrics = serverMetrics
@@ -251,8 +262,9 @@ func (b *bench) report(setupSeconds, sendSeconds float64) *Report {
 		Sent: t.sent.Load(), Acked: t.acked.Load(), Refused: t.refused.Load(), Unacked: t.unacked.Load(), Retried: t.retried.Load(),
 		Expected: t.owed.Load(), Delivered: t.delivered.Load(), DeliveredUnacked: t.deliveredUnacked.Load(),
 		Duplicates: t.duplicates.Load(), Gaps: t.gaps.Load(), GapMessages: t.gapMessages.Load(),
-		Lost: lost, Unknown: t.unknown.Load(), LossExamples: examples, Errors: t.errCodes, Retries: t.retries,
-		AckLatency: latency(ackAll), DeliveryLatency: latency(t.delivLat), Machine: machine(),
+		Lost: lost, Unknown: t.unknown.Load() + t.unclaimed(), LossExamples: examples, Errors: t.errCodes, Retries: t.retries,
+		AckedByKind: map[string]int64{"message": t.kinds[kindMessage].Load(), "edit": t.kinds[kindEdit].Load(), "reaction": t.kinds[kindReaction].Load()},
+		AckLatency:  latency(ackAll), DeliveryLatency: latency(t.delivLat), Machine: machine(),
 	}
 	if d := time.Duration(t.lastAck.Load()) - b.sendStart; d > 0 {
 		r.AckedPerSec = float64(r.Acked) / d.Seconds()

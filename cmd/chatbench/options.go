@@ -21,34 +21,36 @@ const (
 
 // options are chatbench's flags.
 type options struct {
-	mode        string
-	plain       bool
-	broker      string
-	httpBase    string
-	jwtSecret   string
-	dataDir     string
-	clients     int
-	direct      float64
-	groupMin    int
-	groupMax    int
-	mqttVersion int
-	rate        float64
-	inflight    int
-	duration    time.Duration
-	messages    int64
-	bodyBytes   int
-	drain       time.Duration
-	persistent  bool
-	userBase    int64
-	seed        uint64
-	workers     int
-	jsonOut     bool
-	verifyDB    string
-	chatdPID    int
-	metricsURL  string
-	cpuProfile  string
-	settle      time.Duration
-	progress    string
+	mode             string
+	plain            bool
+	broker           string
+	httpBase         string
+	jwtSecret        string
+	dataDir          string
+	clients          int
+	direct           float64
+	groupMin         int
+	groupMax         int
+	mqttVersion      int
+	rate             float64
+	inflight         int
+	duration         time.Duration
+	messages         int64
+	bodyBytes        int
+	edits, reactions float64
+	drain            time.Duration
+	persistent       bool
+	userBase         int64
+	seed             uint64
+	workers          int
+	jsonOut          bool
+	verifyDB         string
+	chatdPID         int
+	pgPID            int
+	metricsURL       string
+	cpuProfile       string
+	settle           time.Duration
+	progress         string
 
 	rampFactor float64
 	rampStep   time.Duration
@@ -80,6 +82,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "how long to send")
 	fs.Int64Var(&o.messages, "messages", 0, "stop after this many messages (0: no limit)")
 	fs.IntVar(&o.bodyBytes, "body-bytes", 100, "message body size")
+	fs.Float64Var(&o.edits, "edits", 0, "fraction of publishes that edit the client's newest acknowledged message in the conversation (a message is sent instead while there is none)")
+	fs.Float64Var(&o.reactions, "reactions", 0, "fraction of publishes that set or remove a reaction on the conversation's newest message the client received (a message while there is none)")
 	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "after connecting, wait at most this long for the setup's events (member.added, presence) to be delivered before measuring")
 	fs.DurationVar(&o.drain, "drain", 15*time.Second, "after sending stops, how long to wait for outstanding deliveries")
 	fs.BoolVar(&o.persistent, "persistent", true, "persistent sessions (v5 session expiry, v3.1.1 clean session 0), as mobile clients use")
@@ -89,6 +93,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.verifyDB, "verify-db", "", "PostgreSQL URL of chatd's database: also check that every acked message is stored once and seqs are gapless")
 	fs.IntVar(&o.chatdPID, "chatd-pid", 0, "chatd's process id: report its CPU and RSS (Linux /proc)")
+	fs.IntVar(&o.pgPID, "pg-pid", 0, "the PostgreSQL postmaster's process id: report the CPU of it and all its backends, and their PSS (Linux /proc)")
 	fs.StringVar(&o.metricsURL, "metrics", "", "chatd's Prometheus endpoint, scraped before and after to report its own view (default -http + /metrics; \"off\" to skip)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write chatbench's own CPU profile to this file")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line each second: auto (when stdout is a terminal), on, off")
@@ -125,6 +130,12 @@ func (o *options) validate() error {
 	case modeSteady, modeRamp, modeStorm, modeReceipts:
 	default:
 		errs = append(errs, "-mode must be steady, ramp, storm or receipts")
+	}
+	if o.edits < 0 || o.reactions < 0 || o.edits+o.reactions > 1 {
+		return errors.New("-edits and -reactions are fractions that add up to at most 1")
+	}
+	if o.plain && o.edits+o.reactions > 0 {
+		return errors.New("-edits and -reactions need chatd (a plain broker has no such thing)")
 	}
 	if o.plain && o.mode == modeReceipts {
 		errs = append(errs, "-mode receipts needs chatd (read receipts are chat semantics), not -plain")

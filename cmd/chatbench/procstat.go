@@ -3,28 +3,38 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/chatd/chatd/internal/benchstat"
 )
 
-// ProcStats is chatd's resource use during the run (-chatd-pid).
+// ProcStats is a process's resource use during the run (-chatd-pid, or
+// with -pg-pid the PostgreSQL postmaster and all its backends).
 type ProcStats struct {
 	PID        int     `json:"pid"`
+	Tree       bool    `json:"tree,omitempty"` // the process and its descendants
 	CPUSeconds float64 `json:"cpuSeconds"`
 	CPUPercent float64 `json:"cpuPercent"` // of one core, over the measured window
-	RSSMaxMiB  float64 `json:"rssMaxMiB"`
-	RSSEndMiB  float64 `json:"rssEndMiB"`
+	RSSMaxMiB  float64 `json:"rssMaxMiB,omitempty"`
+	RSSEndMiB  float64 `json:"rssEndMiB,omitempty"`
+	PSSEndMiB  float64 `json:"pssEndMiB,omitempty"` // tree: shared memory counted once
 }
 
-// clockTicks is USER_HZ, 100 on every mainstream Linux.
-const clockTicks = 100
+// CPUPerMessage is CPU time per acknowledged message, in microseconds, by
+// process: what each costs a message whatever else the machine runs.
+type CPUPerMessage struct {
+	Server    float64 `json:"server"`             // chatd, or the plain broker
+	Postgres  float64 `json:"postgres,omitempty"` // -pg-pid
+	Total     float64 `json:"total"`              // server + PostgreSQL
+	Chatbench float64 `json:"chatbench"`          // this load generator
+}
 
 // procSampler samples a process's RSS each second and its CPU time at start
-// and end, from /proc.
+// and end, from /proc; tree samplers add up the process's descendants.
 type procSampler struct {
 	pid      int
+	tree     bool
 	start    time.Time
 	startCPU float64
 	mu       sync.Mutex
@@ -33,18 +43,29 @@ type procSampler struct {
 	done     chan struct{}
 }
 
-func startProcSampler(pid int) (*procSampler, error) {
-	cpu, err := procCPU(pid)
+func startProcSampler(pid int, tree bool) (*procSampler, error) {
+	p := &procSampler{pid: pid, tree: tree, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	cpu, err := p.cpu()
 	if err != nil {
-		return nil, fmt.Errorf("-chatd-pid %d: %w", pid, err)
+		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	p := &procSampler{pid: pid, start: time.Now(), startCPU: cpu, stop: make(chan struct{}), done: make(chan struct{})}
+	p.startCPU = cpu
 	go p.loop()
 	return p, nil
 }
 
+func (p *procSampler) cpu() (float64, error) {
+	if p.tree {
+		return benchstat.TreeCPU(p.pid)
+	}
+	return benchstat.CPU(p.pid)
+}
+
 func (p *procSampler) loop() {
 	defer close(p.done)
+	if p.tree {
+		return // a tree's RSS counts shared memory once per process; PSS is read at the end
+	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -58,10 +79,11 @@ func (p *procSampler) loop() {
 }
 
 func (p *procSampler) sampleRSS() float64 {
-	rss, err := procRSS(p.pid)
+	rss, err := benchstat.RSS(p.pid)
 	if err != nil {
 		return 0
 	}
+	rss /= 1 << 20
 	p.mu.Lock()
 	p.rssMax = max(p.rssMax, rss)
 	p.mu.Unlock()
@@ -72,61 +94,23 @@ func (p *procSampler) sampleRSS() float64 {
 func (p *procSampler) finish() *ProcStats {
 	close(p.stop)
 	<-p.done
-	end := p.sampleRSS()
-	cpu, _ := procCPU(p.pid)
+	cpu, _ := p.cpu()
 	wall := time.Since(p.start).Seconds()
-	ps := &ProcStats{PID: p.pid, CPUSeconds: cpu - p.startCPU, RSSEndMiB: end}
+	ps := &ProcStats{PID: p.pid, Tree: p.tree, CPUSeconds: cpu - p.startCPU}
 	if wall > 0 {
 		ps.CPUPercent = 100 * ps.CPUSeconds / wall
 	}
+	if p.tree {
+		if pss, err := benchstat.TreePSS(p.pid); err == nil {
+			ps.PSSEndMiB = pss / (1 << 20)
+		}
+		return ps
+	}
+	ps.RSSEndMiB = p.sampleRSS()
 	p.mu.Lock()
 	ps.RSSMaxMiB = p.rssMax
 	p.mu.Unlock()
 	return ps
-}
-
-// procCPU returns utime+stime of pid in seconds.
-func procCPU(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	return (utime + stime) / clockTicks, nil
-}
-
-// procRSS returns VmRSS of pid in MiB.
-func procRSS(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseFloat(f[0], 64)
-				if err != nil {
-					return 0, err
-				}
-				return kb / 1024, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
 // cpuWindow measures, over a window, the machine's busy share of all CPUs
@@ -140,50 +124,23 @@ type cpuWindow struct {
 
 func startCPUWindow() *cpuWindow {
 	w := &cpuWindow{start: time.Now()}
-	w.busy0, w.total0, _ = machineCPU()
-	w.self0, _ = procCPU(os.Getpid())
+	w.busy0, w.total0, _ = benchstat.MachineCPU()
+	w.self0, _ = benchstat.CPU(os.Getpid())
 	return w
 }
 
-// finish returns the machine's busy percentage (of all CPUs) and this
-// process's CPU percentage (of one core).
-func (w *cpuWindow) finish() (machineBusy, self float64) {
-	busy, total, err := machineCPU()
+// finish returns the machine's busy percentage (of all CPUs), this
+// process's CPU percentage (of one core) and its CPU seconds.
+func (w *cpuWindow) finish() (machineBusy, self, selfSeconds float64) {
+	busy, total, err := benchstat.MachineCPU()
 	if err == nil && total > w.total0 {
 		machineBusy = 100 * (busy - w.busy0) / (total - w.total0)
 	}
-	if s, err := procCPU(os.Getpid()); err == nil {
+	if s, err := benchstat.CPU(os.Getpid()); err == nil {
+		selfSeconds = s - w.self0
 		if wall := time.Since(w.start).Seconds(); wall > 0 {
-			self = 100 * (s - w.self0) / wall
+			self = 100 * selfSeconds / wall
 		}
 	}
-	return machineBusy, self
-}
-
-// machineCPU reads the aggregate "cpu" line of /proc/stat: busy and total
-// jiffies (idle and iowait count as not busy).
-func machineCPU() (busy, total float64, err error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("unexpected /proc/stat")
-	}
-	for i, x := range f[1:] {
-		v, err := strconv.ParseFloat(x, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("unexpected /proc/stat: %w", err)
-		}
-		if i >= 7 { // guest time is already in user
-			break
-		}
-		total += v
-		if i != 3 && i != 4 { // idle, iowait
-			busy += v
-		}
-	}
-	return busy, total, nil
+	return machineBusy, self, selfSeconds
 }

@@ -44,6 +44,7 @@ type Report struct {
 	Gaps             int64            `json:"gaps"`        // seq jumps seen by receivers
 	GapMessages      int64            `json:"gapMessages"` // seqs skipped by them
 	Lost             int64            `json:"lost"`        // owed deliveries not received by the end of the drain window
+	AckedByKind      map[string]int64 `json:"ackedByKind"` // -edits, -reactions
 	Unknown          int64            `json:"unknown"`     // deliveries of messages this run did not send
 	LossExamples     []string         `json:"lossExamples,omitempty"`
 	Errors           map[string]int64 `json:"errors,omitempty"`
@@ -56,7 +57,9 @@ type Report struct {
 	AckLatency       Latency `json:"ackLatencyMs"`
 	DeliveryLatency  Latency `json:"deliveryLatencyMs"`
 
-	Chatd         *ProcStats      `json:"server,omitempty"` // -chatd-pid: chatd, or the plain broker
+	Chatd         *ProcStats      `json:"server,omitempty"`   // -chatd-pid: chatd, or the plain broker
+	Postgres      *ProcStats      `json:"postgres,omitempty"` // -pg-pid: the postmaster and its backends
+	CPUPerMessage *CPUPerMessage  `json:"cpuPerMessageUs,omitempty"`
 	ServerMetrics *ServerMetrics  `json:"serverMetrics,omitempty"`
 	Database      *DBCheck        `json:"database,omitempty"`
 	Ramp          *RampResult     `json:"ramp,omitempty"`
@@ -106,6 +109,22 @@ func latency(us []int64) Latency {
 		return float64(us[max(i, 0)]) / 1000
 	}
 	return Latency{Count: int64(len(us)), P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), P999: pct(0.999), Max: float64(us[len(us)-1]) / 1000}
+}
+
+// cpuPerMessage divides each process's CPU time over the run by the
+// messages acknowledged in it.
+func cpuPerMessage(acked int64, server, pg *ProcStats, selfSeconds float64) *CPUPerMessage {
+	if acked == 0 || server == nil {
+		return nil
+	}
+	us := func(s float64) float64 { return math.Round(1e7*s/float64(acked)) / 10 }
+	c := &CPUPerMessage{Server: us(server.CPUSeconds), Chatbench: us(selfSeconds)}
+	c.Total = c.Server
+	if pg != nil {
+		c.Postgres = us(pg.CPUSeconds)
+		c.Total = us(server.CPUSeconds + pg.CPUSeconds)
+	}
+	return c
 }
 
 func machine() Machine { return Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()} }
@@ -161,6 +180,12 @@ func writeTable(w io.Writer, r *Report) error {
 			name = "broker"
 		}
 		fmt.Fprintf(tw, "%s (pid %d)\tCPU %.1fs = %.0f%% of one core, RSS max %.0f MiB\n", name, c.PID, c.CPUSeconds, c.CPUPercent, c.RSSMaxMiB)
+	}
+	if p := r.Postgres; p != nil {
+		fmt.Fprintf(tw, "PostgreSQL (postmaster %d and backends)\tCPU %.1fs = %.0f%% of one core, PSS %.0f MiB\n", p.PID, p.CPUSeconds, p.CPUPercent, p.PSSEndMiB)
+	}
+	if c := r.CPUPerMessage; c != nil {
+		fmt.Fprintf(tw, "CPU per acked message\tserver %.1f µs + PostgreSQL %.1f µs = %.1f µs; chatbench %.1f µs\n", c.Server, c.Postgres, c.Total, c.Chatbench)
 	}
 	if m := r.ServerMetrics; m != nil {
 		fmt.Fprintf(tw, "chatd metrics\tsend tx avg %.1f ms, delivery avg %.1f ms, pool acquire wait %.1fs, queue overflows %.0f, replayed from PostgreSQL %.0f\n",

@@ -13,6 +13,7 @@ type msgRec struct {
 	phase    int32 // ramp step (0 otherwise)
 	sentAt   time.Duration
 	expected int32 // members who must receive it
+	kind     int8  // kindMessage, kindEdit, kindReaction
 
 	mu        sync.Mutex
 	seq       int64
@@ -28,6 +29,16 @@ type tracker struct {
 
 	byID  sync.Map // clientMsgId -> *msgRec
 	bySeq sync.Map // convSeq -> *msgRec (chat mode, once the seq is known)
+
+	// Deliveries of entries that name no clientMsgId (reaction.updated,
+	// large groups' slim message.new) that arrived before their PUBACK
+	// told the seq: credited when it does. seqMu orders bySeq's stores
+	// against early, so none is missed.
+	seqMu sync.Mutex
+	early map[convSeq][]earlyDelivery
+
+	// Acknowledged publishes by kind (message, edit, reaction).
+	kinds [3]atomic.Int64
 
 	sent, acked, refused, unacked atomic.Int64
 	delivered, duplicates         atomic.Int64
@@ -56,8 +67,21 @@ type tracker struct {
 
 type convSeq struct{ conv, seq int64 }
 
+type earlyDelivery struct {
+	idx int32
+	s   *samples
+	at  time.Duration
+}
+
+// Kinds of publishes.
+const (
+	kindMessage = iota
+	kindEdit
+	kindReaction
+)
+
 func newTracker() *tracker {
-	return &tracker{start: time.Now(), errCodes: map[string]int64{}, retries: map[string]int64{}, ackLat: map[int32][]int64{}}
+	return &tracker{start: time.Now(), early: map[convSeq][]earlyDelivery{}, errCodes: map[string]int64{}, retries: map[string]int64{}, ackLat: map[int32][]int64{}}
 }
 
 func (t *tracker) now() time.Duration { return time.Since(t.start) }
@@ -83,12 +107,22 @@ func (t *tracker) ackedMsg(r *msgRec, seq int64, s *samples) {
 	}
 	got := int64(len(r.receivers))
 	r.mu.Unlock()
+	var early []earlyDelivery
 	if seq > 0 {
-		t.bySeq.Store(convSeq{r.conv, seq}, r)
+		k := convSeq{r.conv, seq}
+		t.seqMu.Lock()
+		t.bySeq.Store(k, r)
+		early = t.early[k]
+		delete(t.early, k)
+		t.seqMu.Unlock()
 	}
 	t.acked.Add(1)
+	t.kinds[r.kind].Add(1)
 	t.owed.Add(int64(r.expected))
 	t.paid.Add(got)
+	for _, e := range early {
+		t.deliveryAt(r, e.idx, e.s, e.at)
+	}
 	storeMax(&t.lastAck, int64(now))
 	s.mu.Lock()
 	s.ack[r.phase] = append(s.ack[r.phase], int64((now-r.sentAt)/time.Microsecond))
@@ -135,7 +169,36 @@ func (t *tracker) noteErr(code string) {
 // delivery records that client idx received message r; it reports false
 // for a duplicate.
 func (t *tracker) delivery(r *msgRec, idx int32, s *samples) bool {
-	now := t.now()
+	return t.deliveryAt(r, idx, s, t.now())
+}
+
+// bySeqOrLater finds the record of entry k; one whose PUBACK has not told
+// its seq yet is credited with this delivery when it does (false).
+func (t *tracker) bySeqOrLater(k convSeq, idx int32, s *samples) (*msgRec, bool) {
+	if r, ok := t.bySeq.Load(k); ok {
+		return r.(*msgRec), true
+	}
+	t.seqMu.Lock()
+	defer t.seqMu.Unlock()
+	if r, ok := t.bySeq.Load(k); ok {
+		return r.(*msgRec), true
+	}
+	t.early[k] = append(t.early[k], earlyDelivery{idx: idx, s: s, at: t.now()})
+	return nil, false
+}
+
+// unclaimed is the number of deliveries of entries no PUBACK claimed.
+func (t *tracker) unclaimed() int64 {
+	t.seqMu.Lock()
+	defer t.seqMu.Unlock()
+	n := 0
+	for _, e := range t.early {
+		n += len(e)
+	}
+	return int64(n)
+}
+
+func (t *tracker) deliveryAt(r *msgRec, idx int32, s *samples, now time.Duration) bool {
 	r.mu.Lock()
 	for _, x := range r.receivers {
 		if x == idx {

@@ -77,7 +77,7 @@ func waitForText(t *testing.T, buf *syncBuffer, text string, timeout time.Durati
 }
 
 func TestChatCommandsHelpShowsExamples(t *testing.T) {
-	for _, name := range []string{"send", "tail", "inbox", "history", "read"} {
+	for _, name := range []string{"send", "forward", "edit", "recall", "react", "tail", "inbox", "history", "read"} {
 		r := mustOK(t, chatctl(t, nil, name, "--help"))
 		if !strings.Contains(r.stdout, "Example:\n  chatctl "+name+" --user ") {
 			t.Errorf("%s --help has no working example:\n%s", name, r.stdout)

@@ -15,7 +15,8 @@ import (
 )
 
 // chatFlags are the flags of the commands that talk to chatd as a user
-// over MQTT (send, tail, inbox, history, read).
+// over MQTT (send, forward, edit, recall, react, tail, inbox, history,
+// read).
 type chatFlags struct {
 	broker  *string
 	user    *int64

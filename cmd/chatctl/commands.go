@@ -50,7 +50,11 @@ var commands = []command{
 	{"migrate", "apply pending database migrations", runMigrate},
 	{"token", "mint a JWT for a user", runToken},
 	{"conversation", "create conversations and manage members (create, direct, add, remove, show)", runConversation},
-	{"send", "send a message as a user (over MQTT, like a client)", runSend},
+	{"send", "send a message as a user (over MQTT, like a client); --reply-to quotes one", runSend},
+	{"forward", "forward a message into another conversation", runForward},
+	{"edit", "edit one of your messages", runEdit},
+	{"recall", "recall a message for everyone (\"delete for everyone\")", runRecall},
+	{"react", "set or remove a reaction (emoji) on a message", runReact},
 	{"tail", "follow a user's events: [conv 3 #42] user 1: hello", runTail},
 	{"inbox", "list a user's conversations with unread counts", runInbox},
 	{"history", "print a conversation's messages", runHistory},
@@ -155,8 +159,9 @@ Run "chatctl <command> --help" for its flags and an example, and
 
 Defaults come from chatd's settings: CHAT_DATABASE_URL (empty: the embedded
 PostgreSQL in CHAT_DATA_DIR, default ./data), CHAT_JWT_SECRET, CHAT_CONFIG.
-send, tail, inbox, history and read talk to a running chatd over MQTT
-(CHAT_MQTT_ADDR, default 127.0.0.1:1883) with a token minted like "token".
+send, forward, edit, recall, react, tail, inbox, history and read talk to a
+running chatd over MQTT (CHAT_MQTT_ADDR, default 127.0.0.1:1883) with a token
+minted like "token".
 `)
 }
 

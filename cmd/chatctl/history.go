@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/chatd/chatd/client"
 )
 
 func runHistory(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("history", "history --user N --conversation ID [--limit 20] [--before SEQ | --after SEQ] [--json]",
-		"Print a conversation's messages, oldest first: the newest --limit by default,\nthose before --before, or those after --after.",
+		"Print a conversation's messages, oldest first: the newest --limit by default,\nthose before --before, or those after --after. Each message shows as it is\nnow: its latest body and \"(edited)\", \"(recalled)\", what it replies to or\nforwards, and its reactions [👍 2]. Edits, recalls and reactions are entries\nwith seqs of their own: --limit counts them, the text folds them into their\nmessages, --json lists them too.",
 		"chatctl history --user 1 --conversation 3",
 		"chatctl history --user 1 --conversation 3 --after 40 --limit 100")
 	cf := addChatFlags(fs)
@@ -49,7 +50,35 @@ func runHistory(ctx context.Context, a *app, args []string) error {
 			fmt.Fprintf(a.stdout, "[conv %d #%d] %s\n", m.ConversationID, m.Seq, m.SystemText(nil))
 			continue
 		}
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d: %s\n", m.ConversationID, m.Seq, m.SenderID, m.Body)
+		if m.Kind != client.KindMessage && m.Kind != "" {
+			continue // folded into the message it changed
+		}
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", m.ConversationID, m.Seq, m.SenderID, refNote(m.ReplyTo, m.ForwardedFrom), messageState(m))
 	}
 	return nil
+}
+
+// messageState is a message's text as it is now: its body, "(edited)",
+// its reactions, or "(recalled)" once taken back.
+func messageState(m client.Message) string {
+	if m.Recalled {
+		return "(recalled)"
+	}
+	var b strings.Builder
+	b.WriteString(m.Body)
+	if m.EditedAt != nil {
+		b.WriteString(" (edited)")
+	}
+	for i, r := range m.Reactions {
+		if i == 0 {
+			b.WriteString(" [")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", r.Emoji, r.Count)
+		if i == len(m.Reactions)-1 {
+			b.WriteString("]")
+		}
+	}
+	return b.String()
 }

@@ -39,7 +39,7 @@ func runInbox(ctx context.Context, a *app, args []string) error {
 	for _, e := range page.Conversations {
 		last := ""
 		if m := e.LastMessage; m != nil {
-			last = fmt.Sprintf("user %d: %s", m.SenderID, ellipsis(m.Body, 60))
+			last = fmt.Sprintf("user %d: %s", m.SenderID, ellipsis(messageState(*m), 60))
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%d\t%s\n", e.ID, e.Type, strconv.Quote(e.Title), e.LastSeq, e.Unread, last)
 	}

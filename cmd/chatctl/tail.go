@@ -12,7 +12,7 @@ import (
 
 func runTail(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("tail", "tail --user N [--conversation ID] [--count N] [--json]",
-		"Follow a user's events as they happen, one line each, until Ctrl-C:\n  [conv 3 #42] user 1: hello\n  [conv 3] user 2 read up to #42\nMessages come in order per conversation, each once.",
+		"Follow a user's events as they happen, one line each, until Ctrl-C:\n  [conv 3 #42] user 1: hello\n  [conv 3 #43] user 1 edited #42: hello all\n  [conv 3 #44] user 2 reacted 👍 to #42 (👍 1)\n  [conv 3] user 2 read up to #44\nMessages and their edits, recalls and reactions come in order per\nconversation, each once.",
 		"chatctl tail --user 2",
 		"chatctl tail --user 2 --conversation 3 --count 1    # wait for the next message")
 	cf := addChatFlags(fs)
@@ -65,7 +65,20 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 	var err error
 	switch ev.Type {
 	case client.EventMessageNew:
-		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, ev.Body)
+		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d%s: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, refNote(ev.ReplyTo, ev.ForwardedFrom), ev.Body)
+	case client.EventMessageEdited:
+		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d edited #%d: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, ev.TargetSeq, ev.Body)
+	case client.EventMessageRecalled:
+		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d recalled #%d\n", ev.ConversationID, ev.Seq, ev.ActorID, ev.TargetSeq)
+	case client.EventReactionUpdated:
+		switch {
+		case ev.Emoji == "": // a large group's bodiless event
+			_, err = fmt.Fprintf(w, "[conv %d #%d] user %d changed a reaction on #%d\n", ev.ConversationID, ev.Seq, ev.UserID, ev.TargetSeq)
+		case ev.On:
+			_, err = fmt.Fprintf(w, "[conv %d #%d] user %d reacted %s to #%d (%s %d)\n", ev.ConversationID, ev.Seq, ev.UserID, ev.Emoji, ev.TargetSeq, ev.Emoji, ev.Count)
+		default:
+			_, err = fmt.Fprintf(w, "[conv %d #%d] user %d removed %s from #%d (%s %d)\n", ev.ConversationID, ev.Seq, ev.UserID, ev.Emoji, ev.TargetSeq, ev.Emoji, ev.Count)
+		}
 	case client.EventReadUpdated:
 		_, err = fmt.Fprintf(w, "[conv %d] user %d read up to #%d\n", ev.ConversationID, ev.UserID, ev.Seq)
 	case client.EventDeliveryUpdated:
@@ -104,4 +117,16 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 		_, err = fmt.Fprintf(w, "[conv %d] %s %s\n", ev.ConversationID, ev.Type, b)
 	}
 	return err
+}
+
+// refNote says what a message refers to: " (reply to #S)" or
+// " (forwarded from conv C #S)", else "".
+func refNote(reply *client.ReplyRef, fwd *client.ForwardRef) string {
+	switch {
+	case reply != nil:
+		return replyNote(reply.Seq)
+	case fwd != nil:
+		return fmt.Sprintf(" (forwarded from conv %d #%d)", fwd.ConversationID, fwd.Seq)
+	}
+	return ""
 }

@@ -17,9 +17,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/buildinfo"
+	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/server"
 )
 
@@ -47,6 +52,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	log := newLogger(st, stderr)
 	slog.SetDefault(log)
+	tp, tc, err := tracing.FromEnv(ctx, getenv, tracing.Identity{Version: buildinfo.Get().Version, Instance: st.NodeID})
+	if err != nil {
+		fmt.Fprintln(stderr, "chatd:", err)
+		return 2
+	}
+	var opts []server.Option
+	if tp != nil {
+		// Export failures (a collector down) are the SDK's to retry;
+		// they belong in chatd's log, not on a bare stderr line.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing: export failed", "err", err) }))
+		// After the node stopped: its last spans are flushed, not lost.
+		defer shutdownTracing(tp, log)
+		opts = append(opts, server.WithTracerProvider(tp))
+		log.Info("tracing on", "exporter", "otlp", "protocol", tc.Protocol, "endpoint", tc.Endpoint,
+			"sampler", tc.Sampler, "sampler_arg", tc.SamplerArg, "service", tc.ServiceName)
+	}
 	if st.Dev {
 		log.Warn("DEVELOPMENT MODE: anyone can mint a token for any user through the dev sign-in; never run --dev on a reachable address")
 	}
@@ -64,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	srv, err := server.Start(ctx, st, log)
+	srv, err := server.Start(ctx, st, log, opts...)
 	if err != nil {
 		log.Error("chatd failed to start", "err", err)
 		return 1
@@ -90,6 +111,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	log.Info("chatd stopped")
 	return 0
+}
+
+// shutdownTracing flushes the spans still queued, within a bound of its
+// own: a collector that does not answer must not hold up the exit.
+func shutdownTracing(tp *sdktrace.TracerProvider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans not flushed at exit", "err", err)
+	}
 }
 
 func newLogger(st config.Settings, w io.Writer) *slog.Logger {

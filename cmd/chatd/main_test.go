@@ -57,3 +57,20 @@ func TestBadSettingExitsTwoNamingTheSource(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+func TestHelpListsTheTracingVariables(t *testing.T) {
+	_, out, _ := chatd(t, t.Context(), nil, "-help")
+	for _, v := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_SERVICE_NAME", "OTEL_SDK_DISABLED"} {
+		if !strings.Contains(out, v) {
+			t.Errorf("usage lacks %s", v)
+		}
+	}
+}
+
+func TestBadTracingVariableExitsTwoNamingTheVariable(t *testing.T) {
+	code, out, errOut := chatd(t, t.Context(), map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "sometimes"})
+	if code != 2 || out != "" || !strings.Contains(errOut, `OTEL_TRACES_SAMPLER="sometimes"`) || !strings.Contains(errOut, "parentbased_always_on") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

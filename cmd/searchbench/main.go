@@ -7,7 +7,7 @@
 //  1. send throughput through group commit (store.Send, -senders at once)
 //     without the search column and indexes;
 //  2. the time and size of building them (the stored tsvector column, its
-//     GIN index, the trigram index), as migration 0013 does;
+//     GIN index, the trigram index), as migration 0019 does;
 //  3. send throughput again, with them;
 //  4. search latency (chat.Service.Search, as the HTTP and RPC routes call
 //     it) of a user in -user-convs conversations and of a "heavy" user in
@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 40, "runs of each query per plan (after 3 warm-ups)")
 	flag.Uint64Var(&o.seed, "seed", 23, "random seed of the corpus")
 	flag.BoolVar(&o.sendEachStep, "send-each-step", false, "measure sends after each build step (what each index costs)")
-	flag.StringVar(&o.ginWith, "gin-with", "WITH (gin_pending_list_limit = 16384)", `storage parameters of the GIN indexes (migration 0013's by default)`)
+	flag.StringVar(&o.ginWith, "gin-with", "WITH (gin_pending_list_limit = 16384)", `storage parameters of the GIN indexes (migration 0019's by default)`)
 	flag.BoolVar(&o.maintain, "maintain", true, "merge the GIN pending lists every second during sends, as chatd does (store.RunSearchMaintenance)")
 	flag.IntVar(&o.steps, "steps", 3, "build steps: 1 the column, 2 and its GIN index, 3 and the trigram index")
 	flag.Parse()
@@ -115,7 +115,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("searchbench: %d messages over %d conversations; user %d in %d of them, user %d in %d; %s\n",
 		o.messages, o.conversations, searcher, o.userConvs, heavy, o.heavyConvs, describe)
 
-	// The search objects of migration 0013 go before the load: they are
+	// The search objects of migration 0019 go before the load: they are
 	// built afterwards, timed, as an upgrade of a full database builds them.
 	if _, err := pool.Exec(ctx, `DROP INDEX message_search_idx; DROP INDEX message_body_trgm_idx;
 		ALTER TABLE message DROP COLUMN search`); err != nil {
@@ -415,7 +415,7 @@ func load(ctx context.Context, pool *pgxpool.Pool, o options) (*corpus, error) {
 	return c, nil
 }
 
-// buildStep is one object migration 0013 adds to the message table.
+// buildStep is one object migration 0019 adds to the message table.
 type buildStep struct{ name, sql string }
 
 func buildSteps(o options) []buildStep {

@@ -7,8 +7,12 @@
 // "the newest value per key wins" updates that arrive per message or per
 // connection and need one database write per interval, not per update.
 //
+// A Group (group.go) is the same for writes whose callers must wait for
+// them (acknowledged means stored): values waiting together share a write.
+//
 // Concurrency: Map is safe for concurrent use and Put never blocks. A
-// Writer owns one goroutine, started by NewWriter and stopped by Close.
+// Writer owns one goroutine, started by NewWriter and stopped by Close. A
+// Group runs one goroutine only while it has something to write.
 package coalesce
 
 import (

@@ -21,6 +21,9 @@ type catchUp struct {
 
 func newCatchUp(h *Hub) catchUp { return catchUp{hub: h} }
 
+// release drops the scratch buffers (an idle session keeps none).
+func (c *catchUp) release() { c.recentBuf, c.ids, c.ranges = nil, nil, nil }
+
 // fill queues on s.pending what the sources hold for the streams behind
 // (ascending ids), the cache first; PostgreSQL is asked only when the
 // cache queued nothing, at most 64 streams per query.

@@ -16,10 +16,17 @@
 //     while every other conversation's events go on. Membership events
 //     keep the index current; past MemberIndexSize conversations the least
 //     recently routed one is forgotten.
-//   - Each connected session has one pump goroutine (session.go), the only
-//     writer to its client: the acknowledgements of the client's own
-//     publishes (Reply; in order, never dropped), its events and RPC
-//     replies. The pump only does I/O and timers; what to send is decided
+//   - Each connected session has a pump (session.go), the only writer to
+//     its client: the acknowledgements of the client's own publishes
+//     (Reply; in order, never dropped), its events and RPC replies. The
+//     pump holds no goroutine while the session is idle: offer, Acked,
+//     Reply and the rest leave work in the session's mailbox and start a
+//     goroutine if none runs; it takes the mailbox, sends, and ends when
+//     nothing is left, releasing what a burst grew, with a timer (no
+//     goroutine) armed for what is due later: a gap's timeout, the
+//     slow-consumer check of a full window, a catch-up retry. Past
+//     QueueSize live events waiting, the session drops them and catches up
+//     from PostgreSQL. What to send is decided
 //     by one stream per conversation (stream.go), a pure state machine:
 //     Live (the next live event goes out), Gapped (later events held while
 //     a missing seq is awaited, up to GapWait) and Behind (catch-up must
@@ -51,7 +58,8 @@
 // # Recent cache
 //
 // The Hub keeps the encoded message.new of the newest messages of
-// recently active conversations (recent.go; RecentPerConv, RecentBytes), so
+// recently active conversations (recent.go; RecentPerConv, RecentBytes:
+// every byte it holds counts, its rings grow with their conversations), so
 // a session that fell behind takes them from memory instead of reading and
 // re-encoding them once per member. It only serves what the fan-out saw; a
 // stream ends its catch-up from it only past the highest seq the fan-out

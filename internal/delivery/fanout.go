@@ -1,11 +1,15 @@
 package delivery
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // fanout is the single goroutine that routes events. It owns the member
@@ -98,12 +102,27 @@ func (h *Hub) resyncAll() {
 	}
 }
 
-// route hands ev to the sessions of the users it is for.
+// route hands ev to the sessions of the users it is for; a traced event's
+// routing is a span of its write's trace.
 func (h *Hub) route(ev chat.Event, members []int64) {
+	if ev.Trace.Parent == "" || h.opts.Tracer == nil {
+		h.routeTo(ev, members)
+		return
+	}
+	_, span := h.opts.Tracer.Start(tracing.Extract(context.Background(), ev.Trace), tracing.SpanFanout,
+		trace.WithAttributes(tracing.AttrConversation.Int64(ev.ConversationID), tracing.AttrEventType.String(ev.Type),
+			tracing.AttrSeq.Int64(ev.Seq), tracing.AttrMembers.Int(len(members))))
+	span.SetAttributes(tracing.AttrSessions.Int(h.routeTo(ev, members)))
+	span.End()
+}
+
+// routeTo hands ev to the sessions of the users it is for and returns how
+// many sessions it was offered to.
+func (h *Hub) routeTo(ev chat.Event, members []int64) int {
 	large := len(members) > h.opts.LargeGroup
 	payload, err := h.encode(ev, large)
 	if err != nil {
-		return
+		return 0
 	}
 	it := item{kind: kEvent, conv: ev.ConversationID, seq: ev.Seq, payload: payload, qos: 1}
 	if ev.IsEntry() {
@@ -121,25 +140,24 @@ func (h *Hub) route(ev chat.Event, members []int64) {
 		// Into the recent cache before any session sees it: a session
 		// that drops it (while behind) finds it there when it catches up.
 		h.recent.put(ev.ConversationID, ev.Seq, payload, large, it.at)
-		h.toMembers(members, 0, it)
-		return
+		return h.toMembers(members, 0, it)
 	}
 	switch ev.Type {
 	case chat.EventTyping:
 		it.qos = 0
-		h.toMembers(members, ev.UserID, it)
+		return h.toMembers(members, ev.UserID, it)
 	case chat.EventDeliveryUpdated:
-		h.routeDelivered(ev, members, large, it)
+		return h.routeDelivered(ev, members, large, it)
 	case chat.EventReadUpdated:
-		h.routeRead(ev, members, large, it)
+		return h.routeRead(ev, members, large, it)
 	case chat.EventConversationCreated:
 		for _, u := range members {
 			h.toSessions(u, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
 		}
-		h.toMembers(members, 0, it)
+		return h.toMembers(members, 0, it)
 	case chat.EventMemberAdded:
 		h.toSessions(ev.UserID, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
-		h.toMembers(members, 0, it)
+		return h.toMembers(members, 0, it)
 	case chat.EventMemberRemoved:
 		// The index no longer lists the removed user: they get the event
 		// on their own, after their sessions stop tracking the
@@ -147,10 +165,9 @@ func (h *Hub) route(ev chat.Event, members []int64) {
 		h.toSessions(ev.UserID, item{kind: kLeave, conv: ev.ConversationID})
 		direct := it
 		direct.kind = kDirect
-		h.toSessions(ev.UserID, direct)
-		h.toMembers(members, ev.UserID, it)
+		return h.toSessions(ev.UserID, direct) + h.toMembers(members, ev.UserID, it)
 	default:
-		h.toMembers(members, 0, it)
+		return h.toMembers(members, 0, it)
 	}
 }
 
@@ -158,17 +175,17 @@ func (h *Hub) route(ev chat.Event, members []int64) {
 // delivered (senderId), if still a member; without one, to the other
 // members. Large groups get none: the seen endpoint and history answer
 // instead.
-func (h *Hub) routeDelivered(ev chat.Event, members []int64, large bool, it item) {
+func (h *Hub) routeDelivered(ev chat.Event, members []int64, large bool, it item) int {
 	if large {
-		return
+		return 0
 	}
 	if ev.SenderID == 0 {
-		h.toMembers(members, ev.UserID, it)
-		return
+		return h.toMembers(members, ev.UserID, it)
 	}
 	if _, ok := slices.BinarySearch(members, ev.SenderID); ok && ev.SenderID != ev.UserID {
-		h.toSessions(ev.SenderID, it)
+		return h.toSessions(ev.SenderID, it)
 	}
+	return 0
 }
 
 // encode is ev's payload, slim for large groups' messages and reactions.
@@ -183,25 +200,32 @@ func (h *Hub) encode(ev chat.Event, large bool) ([]byte, error) {
 	return b, err
 }
 
-func (h *Hub) toSessions(user int64, it item) {
+// toSessions offers it to user's sessions and returns how many.
+func (h *Hub) toSessions(user int64, it item) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for s := range h.byUser[user] {
 		s.offer(it)
 	}
+	return len(h.byUser[user])
 }
 
-func (h *Hub) toMembers(members []int64, except int64, it item) {
+// toMembers offers it to the sessions of members but except and returns
+// how many.
+func (h *Hub) toMembers(members []int64, except int64, it item) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	n := 0
 	for _, u := range members {
 		if u == except {
 			continue
 		}
 		for s := range h.byUser[u] {
 			s.offer(it)
+			n++
 		}
 	}
+	return n
 }
 
 // toUsers queues ev on the events topic of every session of users on this

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,8 +9,6 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/coalesce"
 )
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // Hub routes committed events to the sessions connected to this node.
 type Hub struct {
@@ -151,7 +148,9 @@ func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, 
 	set[s] = struct{}{}
 	h.mu.Unlock()
 	h.opts.Metrics.Sessions.Inc()
-	go s.run()
+	s.mu.Lock()
+	s.wakeLocked() // loads the starting positions
+	s.mu.Unlock()
 }
 
 func (h *Hub) remove(s *Session) {
@@ -212,17 +211,6 @@ func (h *Hub) ClientIDs() []string {
 	return out
 }
 
-func (h *Hub) sessionsOf(userID int64) []*Session {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	set := h.byUser[userID]
-	out := make([]*Session, 0, len(set))
-	for s := range set {
-		out = append(out, s)
-	}
-	return out
-}
-
 func (h *Hub) allSessions() []*Session {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -252,6 +240,12 @@ func (h *Hub) SendDirect(clientID string, p chat.Packet) bool {
 func (h *Hub) Reply(clientID string, conn chat.Conn, acks []chat.Ack) {
 	if s := h.Session(clientID); s != nil && s.conn == conn {
 		s.reply(acks)
+		return
+	}
+	for _, a := range acks {
+		if a.Sent != nil {
+			a.Sent(errAckNotWritten)
+		}
 	}
 }
 

@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -83,13 +87,14 @@ func (c *fakeConn) unacked() int {
 }
 
 type fixture struct {
+	pool     *pgxpool.Pool
 	st       *store.Store
 	sessions *store.Sessions
 	svc      *chat.Service
 	conv     chat.Conversation
 }
 
-func setup(t *testing.T) fixture {
+func setup(t testing.TB) fixture {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	st := store.New(pool, chat.DefaultLimits())
@@ -99,7 +104,7 @@ func setup(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fixture{st: st, sessions: store.NewSessions(pool), svc: svc, conv: conv}
+	return fixture{pool: pool, st: st, sessions: store.NewSessions(pool), svc: svc, conv: conv}
 }
 
 func (f fixture) send(t *testing.T, n int) []chat.Event {
@@ -456,4 +461,127 @@ func TestFanOutKeepsRoutingWhileAConversationsMembersLoad(t *testing.T) {
 	}
 	close(slow.release)
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 3), 1, 3)
+}
+
+// Phones and devices keep connections open and get a message a minute: an
+// idle session holds no goroutine (its pump runs only while there is work)
+// and no buffers sized for a burst.
+func TestIdleSessionsHoldNoGoroutineAndLittleMemory(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{})
+	const n = 500
+	conns := make([]*fakeConn, n)
+	for i := range conns {
+		conns[i] = attach(t, h, f, fmt.Sprint("idle-", i), true, true)
+	}
+	for _, ev := range f.send(t, 1) {
+		h.Publish(ev)
+	}
+	for i, c := range conns {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(c.seqs(f.conv.ID)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("session %d did not get the message", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Every delivery was acknowledged: the pumps have nothing left to do.
+	base := runtime.NumGoroutine()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g := runtime.NumGoroutine()
+		if g < n/10 {
+			t.Logf("%d goroutines for %d idle sessions (%d when the last delivery arrived)", g, n, base)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines for %d idle sessions: a pump per session", g, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	more := make([]*fakeConn, n)
+	for i := range more {
+		more[i] = attach(t, h, f, fmt.Sprint("more-", i), true, true)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("%d bytes of heap per idle session (the test's connection and PostgreSQL rows included)", per)
+	if per > 8<<10 {
+		t.Fatalf("%d bytes of heap per idle session, want at most 8 KiB", per)
+	}
+	runtime.KeepAlive(more)
+}
+
+// countConn counts the publishes written to it and acknowledges them.
+type countConn struct {
+	hub *delivery.Hub
+	id  string
+	n   atomic.Int64
+}
+
+func (c *countConn) Write(_ []chat.Ack, ps []chat.Packet) error {
+	for _, p := range ps {
+		if p.QoS > 0 {
+			c.hub.Acked(c.id, p.PacketID)
+		}
+	}
+	c.n.Add(int64(len(ps)))
+	return nil
+}
+
+func (c *countConn) Close(string) {}
+
+// BenchmarkFanOut is the third stage of a message's path: a committed
+// message event encoded once, put in the recent cache and routed to the
+// two members' sessions, whose pumps write it and take the PUBACKs (the
+// connection here only counts; BenchmarkPublishEncode in hooks is the
+// write's encoding).
+func BenchmarkFanOut(b *testing.B) {
+	f := setup(b)
+	h := delivery.NewHub(f.sessions, delivery.Options{})
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Close(ctx)
+	})
+	ctx := context.Background()
+	var conns []*countConn
+	for _, u := range []int64{1, 2} {
+		id := fmt.Sprint("bench-", u)
+		if _, err := f.sessions.Open(ctx, id, u, false, false, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+		c := &countConn{hub: h, id: id}
+		h.Attach(c, id, u, false, true)
+		<-h.Session(id).Loaded()
+		conns = append(conns, c)
+	}
+	var last int64
+	_ = f.pool.QueryRow(ctx, "SELECT last_seq FROM conversation WHERE id = $1", f.conv.ID).Scan(&last)
+	now := time.Now()
+	msg := chat.Message{ConversationID: f.conv.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: strings.Repeat("x", 100), CreatedAt: now}
+	b.ReportAllocs()
+	b.ResetTimer()
+	// At most 256 events ahead of the slower session: beyond its queue a
+	// session would fall back to PostgreSQL, which does not have these.
+	caughtUp := func(n int64) {
+		for _, c := range conns {
+			for c.n.Load() < n {
+				runtime.Gosched()
+			}
+		}
+	}
+	for i := range b.N {
+		msg.Seq = last + int64(i) + 1
+		h.Publish(chat.MessageEvent(msg))
+		if i%256 == 255 {
+			caughtUp(int64(i + 1 - 256))
+		}
+	}
+	caughtUp(int64(b.N))
 }

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // recent keeps the encoded message.new payloads of the latest messages of
@@ -18,6 +19,12 @@ import (
 // return. A miss falls through to PostgreSQL: the cache is an optimisation,
 // never the source of truth. The fan-out goroutine writes; session pumps
 // read; a mutex guards it.
+//
+// Every byte it holds counts against maxBytes: payloads, their slots and
+// each conversation's bookkeeping. A conversation's ring grows with its
+// messages (1, 2, 4, ... up to perConv slots), so a hundred thousand quiet
+// conversations with a message each cost a few hundred bytes apiece, not a
+// full ring.
 type recent struct {
 	mu       sync.Mutex
 	perConv  int
@@ -42,6 +49,14 @@ type recentEntry struct {
 	at      time.Time
 }
 
+// What the cache's own structures cost, counted with the payloads:
+// ringCost a conversation (its ring, list element and map entry), slotCost
+// a slot of its ring whether used or not.
+var (
+	ringCost = int(unsafe.Sizeof(recentRing{})) + int(unsafe.Sizeof(list.Element{})) + 64
+	slotCost = int(unsafe.Sizeof(recentEntry{}))
+)
+
 func newRecent(perConv, maxBytes int) *recent {
 	return &recent{perConv: perConv, maxBytes: maxBytes, convs: map[int64]*list.Element{}}
 }
@@ -53,7 +68,6 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) 
 	if r == nil || r.perConv <= 0 {
 		return
 	}
-	cost := len(payload) + 64
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var g *recentRing
@@ -61,7 +75,8 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) 
 		g = el.Value.(*recentRing)
 		r.lru.MoveToFront(el)
 	} else {
-		g = &recentRing{conv: conv, entries: make([]recentEntry, r.perConv)}
+		g = &recentRing{conv: conv, bytes: ringCost}
+		r.bytes += ringCost
 		r.convs[conv] = r.lru.PushFront(g)
 	}
 	if seq > g.high {
@@ -76,17 +91,21 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) 
 			// already holds newer, consecutive seqs up to the highest.
 			return
 		}
-		r.bytes -= g.bytes
+		for i := range g.n {
+			r.account(g, -cap(g.entries[(g.head+i)%len(g.entries)].payload))
+		}
 		clear(g.entries)
-		g.head, g.n, g.bytes = 0, 0, 0
+		g.head, g.n = 0, 0
 	}
 	if g.n == 0 {
 		g.first = seq
 	}
+	if g.n == len(g.entries) && len(g.entries) < r.perConv {
+		r.grow(g)
+	}
 	if g.n == len(g.entries) {
 		old := &g.entries[g.head]
-		g.bytes -= len(old.payload) + 64
-		r.bytes -= len(old.payload) + 64
+		r.account(g, -cap(old.payload))
 		*old = recentEntry{}
 		g.head = (g.head + 1) % len(g.entries)
 		g.first++
@@ -94,8 +113,7 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) 
 	}
 	g.entries[(g.head+g.n)%len(g.entries)] = recentEntry{payload: payload, large: large, at: at}
 	g.n++
-	g.bytes += cost
-	r.bytes += cost
+	r.account(g, cap(payload))
 	for r.bytes > r.maxBytes && r.lru.Len() > 1 {
 		el := r.lru.Back()
 		old := el.Value.(*recentRing)
@@ -103,6 +121,22 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) 
 		delete(r.convs, old.conv)
 		r.bytes -= old.bytes
 	}
+}
+
+func (r *recent) account(g *recentRing, n int) {
+	g.bytes += n
+	r.bytes += n
+}
+
+// grow doubles g's ring (up to perConv slots), oldest entry first.
+func (r *recent) grow(g *recentRing) {
+	size := min(max(2*len(g.entries), 1), r.perConv)
+	entries := make([]recentEntry, size)
+	for i := range g.n {
+		entries[i] = g.entries[(g.head+i)%len(g.entries)]
+	}
+	r.account(g, (size-len(g.entries))*slotCost)
+	g.entries, g.head = entries, 0
 }
 
 // forget drops what the cache holds of conv (its high mark too): its

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -66,7 +67,7 @@ func TestRecentNeverClaimsCompletenessPastAnOutOfOrderSeq(t *testing.T) {
 
 func TestRecentStaysWithinItsMemoryBound(t *testing.T) {
 	payload := make([]byte, 1000)
-	r := newRecent(100, 50*(1000+64))
+	r := newRecent(100, 50*1000+20*(ringCost+16*slotCost))
 	for conv := int64(1); conv <= 20; conv++ {
 		for seq := int64(1); seq <= 10; seq++ {
 			r.put(conv, seq, payload, false, time.Time{})
@@ -87,5 +88,36 @@ func TestRecentStaysWithinItsMemoryBound(t *testing.T) {
 	}
 	if sum != r.bytes {
 		t.Fatalf("accounting drifted: rings hold %d, total says %d", sum, r.bytes)
+	}
+}
+
+// A hundred thousand quiet conversations with one message each must not
+// hold a full ring apiece: the cache counts its slots and bookkeeping, not
+// only the payloads, and stays within its budget in the process's memory
+// too.
+func TestRecentCountsEveryByteUnderManyQuietConversations(t *testing.T) {
+	const budget = 8 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := newRecent(256, budget)
+	for conv := int64(1); conv <= 100_000; conv++ {
+		r.put(conv, 1, make([]byte, 100), false, time.Time{})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if r.bytes > budget {
+		t.Fatalf("the cache counts %d bytes, budget %d", r.bytes, budget)
+	}
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if held > budget*5/4 {
+		t.Fatalf("the cache holds %d MiB of heap for a budget of %d MiB (%d conversations kept)", held>>20, budget>>20, len(r.convs))
+	}
+	if len(r.convs) < 10_000 {
+		t.Fatalf("only %d conversations kept in %d MiB: the bookkeeping is too dear", len(r.convs), budget>>20)
+	}
+	runtime.KeepAlive(r)
+	if got, _ := r.get(nil, 100_000, 1, 10, false); len(got) != 1 {
+		t.Fatal("the newest conversation is not cached")
 	}
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,42 +11,46 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// Session is one connected client's delivery pump: the only goroutine that
-// writes to the client. It owns every field below the channels; other
-// goroutines reach it through offer, ack, reply and resync, none of which
-// block.
+// Session is one connected client's delivery pump: the only writer to the
+// client. It holds no goroutine while idle: other goroutines leave work in
+// its mailbox (offer, ack, reply, resync, stop; none blocks) and the first
+// to find the pump asleep starts it; the pump takes the mailbox, sends,
+// and exits when nothing is left, arming a timer (no goroutine either)
+// for what is due later: a gap's timeout, the slow-consumer check of a
+// full window, a catch-up retry. Only the running pump touches the fields
+// below the mailbox.
 type Session struct {
 	ClientID   string
 	UserID     int64
 	Persistent bool
 
-	hub          *Hub
-	conn         chat.Conn
-	in           chan item
-	acks         chan uint16
-	resyncCh     chan struct{}
-	stopCh       chan struct{}
-	stopOnce     sync.Once
+	hub  *Hub
+	conn chat.Conn
+
+	mu       sync.Mutex // guards the mailbox
+	box      []item     // offered items, in order
+	boxLive  int        // of them, live events (kMsg, kEvent): bounded by QueueSize
+	boxAcks  []uint16
+	replies  []chat.Ack
+	flags    sessionFlags
+	running  bool // a pump goroutine runs (or is about to)
+	timer    *time.Timer
+	overflow bool // live events were dropped since the last resync
+
 	done         chan struct{}
 	loaded       chan struct{} // closed once the starting positions are read
-	overflow     atomic.Bool
-	unseen       atomic.Bool // set by resyncUnseen
+	unseen       atomic.Bool   // set by resyncUnseen
 	writingSince atomic.Int64
 	readyFlag    atomic.Bool // mirror of ready for observers
 	started      time.Time
 
-	// Acknowledgements of the client's own publishes (Reply), in order;
-	// never dropped: there are at most as many as the client may have
-	// publishes in flight.
-	replyMu  sync.Mutex
-	replies  []chat.Ack
-	replyCh  chan struct{}
-	replyOut []chat.Ack
-
+	// Owned by the running pump.
+	isLoaded   bool
 	ready      bool
 	streams    map[int64]*stream
 	inflight   map[uint16]inflight
 	pending    []item
+	replyOut   []chat.Ack
 	outBatch   []chat.Packet
 	gapped     map[int64]*stream // streams holding out-of-order events
 	nextID     uint16
@@ -55,6 +60,14 @@ type Session struct {
 	windowFull bool // the window filled with more to send: refill in bursts
 	catchUp    catchUp
 }
+
+type sessionFlags uint8
+
+const (
+	flagResync sessionFlags = 1 << iota // re-read positions from PostgreSQL
+	flagTick                            // the timer fired
+	flagStop                            // finish and stop for good
+)
 
 type inflight struct {
 	conv, seq int64
@@ -68,66 +81,70 @@ func newSession(h *Hub, conn chat.Conn, clientID string, userID int64, persisten
 		Persistent: persistent,
 		hub:        h,
 		conn:       conn,
-		in:         make(chan item, h.opts.QueueSize),
-		acks:       make(chan uint16, 4*h.opts.Window+64),
-		resyncCh:   make(chan struct{}, 1),
-		stopCh:     make(chan struct{}),
 		done:       make(chan struct{}),
 		loaded:     make(chan struct{}),
-		replyCh:    make(chan struct{}, 1),
 		ready:      ready,
 		started:    time.Now(),
 		streams:    map[int64]*stream{},
-		inflight:   map[uint16]inflight{},
-		gapped:     map[int64]*stream{},
 	}
 	s.catchUp = newCatchUp(h)
 	return s
 }
 
-// offer queues an item without blocking; on overflow the session drops its
-// queue and catches up from PostgreSQL.
+// wakeLocked starts the pump unless it runs; s.mu is held.
+func (s *Session) wakeLocked() {
+	if !s.running {
+		s.running = true
+		go s.run()
+	}
+}
+
+// offer queues an item without blocking. Past QueueSize live events
+// waiting, the session drops them and catches up from PostgreSQL, which
+// has them; membership, readiness and replies are never dropped (the
+// client's own requests bound them).
 func (s *Session) offer(it item) {
-	select {
-	case s.in <- it:
-	default:
-		if it.kind == kJoin || it.kind == kLeave || it.kind == kReady || it.kind == kUnready {
-			// Membership and readiness must not be lost: resync rereads them.
-			s.resync()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it.kind == kMsg || it.kind == kEvent {
+		if s.boxLive >= s.hub.opts.QueueSize {
+			if !s.overflow {
+				s.overflow = true
+				s.hub.opts.Metrics.Overflows.Inc()
+			}
+			s.flags |= flagResync
+			s.wakeLocked()
 			return
 		}
-		if !s.overflow.Swap(true) {
-			s.hub.opts.Metrics.Overflows.Inc()
-		}
-		s.resync()
+		s.boxLive++
 	}
+	s.box = append(s.box, it)
+	s.wakeLocked()
 }
 
+// ack hands over a PUBACK. More than a window's worth waiting means a
+// broken or hostile client: the surplus is dropped.
 func (s *Session) ack(id uint16) {
-	select {
-	case s.acks <- id:
-	default: // more acks than publishes: a broken or hostile client
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.boxAcks) < 4*s.hub.opts.Window+64 {
+		s.boxAcks = append(s.boxAcks, id)
+		s.wakeLocked()
 	}
 }
 
-// reply queues acknowledgements of the client's publishes, in order.
+// errAckNotWritten is what an acknowledgement's Sent hears when its
+// connection closed before it could be written.
+var errAckNotWritten = errors.New("connection closed before the acknowledgement was written")
+
+// reply queues acknowledgements of the client's publishes, in order;
+// never dropped: there are at most as many as the client may have
+// publishes in flight.
 func (s *Session) reply(acks []chat.Ack) {
-	s.replyMu.Lock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.replies = append(s.replies, acks...)
-	s.replyMu.Unlock()
-	select {
-	case s.replyCh <- struct{}{}:
-	default:
-	}
-}
-
-// takeReplies moves the waiting acknowledgements to replyOut.
-func (s *Session) takeReplies() {
-	s.replyMu.Lock()
-	s.replyOut = append(s.replyOut, s.replies...)
-	clear(s.replies)
-	s.replies = s.replies[:0]
-	s.replyMu.Unlock()
+	s.wakeLocked()
 }
 
 // resyncUnseen is resync after the hub dropped events before its recent
@@ -137,88 +154,203 @@ func (s *Session) resyncUnseen() {
 	s.resync()
 }
 
-func (s *Session) resync() {
-	select {
-	case s.resyncCh <- struct{}{}:
-	default:
-	}
+func (s *Session) resync() { s.signal(flagResync) }
+
+func (s *Session) signal(f sessionFlags) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flags |= f
+	s.wakeLocked()
 }
 
 // Loaded is closed once the session has read its starting positions from
 // PostgreSQL: events committed after that are delivered.
 func (s *Session) Loaded() <-chan struct{} { return s.loaded }
 
-// Done is closed when the pump has stopped.
+// Done is closed when the session has stopped.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 func (s *Session) stopAndWait(ctx context.Context) {
-	s.stopOnce.Do(func() { close(s.stopCh) })
+	s.signal(flagStop)
 	select {
 	case <-s.done:
 	case <-ctx.Done():
 	}
 }
 
-func (s *Session) run() {
-	defer close(s.done)
-	defer s.hub.remove(s)
-	log := s.hub.opts.Logger.With("client", s.ClientID, "user", s.UserID)
-	if !s.load() {
-		return
+// mail is what the pump takes from the mailbox in one go.
+type mail struct {
+	items   []item
+	acks    []uint16
+	flags   sessionFlags
+	replies bool
+}
+
+func (s *Session) emptyLocked() bool {
+	return len(s.box) == 0 && len(s.boxAcks) == 0 && s.flags == 0 && len(s.replies) == 0
+}
+
+// park marks the pump stopped if the mailbox is still empty (under the
+// same lock, so no offer finds it running and leaves work behind).
+func (s *Session) park() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.emptyLocked() {
+		return false
 	}
-	close(s.loaded)
-	// The timer runs fast only while some stream holds out-of-order
-	// events (gap timeouts need GapWait resolution); otherwise it only
-	// checks for a silent client, once a second.
-	slow := time.Second
-	fast := max(s.hub.opts.GapWait/4, time.Millisecond)
-	tick := time.NewTimer(slow)
-	defer tick.Stop()
-	tickFast := false
-	for {
-		if len(s.gapped) > 0 && !tickFast {
-			tick.Reset(fast)
-			tickFast = true
+	s.running = false
+	return true
+}
+
+// take empties the mailbox; it reports false when there was nothing. The
+// slices handed out are the mailbox's own: the next offer starts a fresh
+// one.
+func (s *Session) take() (mail, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.emptyLocked() {
+		return mail{}, false
+	}
+	m := mail{items: s.box, acks: s.boxAcks, flags: s.flags, replies: len(s.replies) > 0}
+	s.box, s.boxAcks, s.boxLive, s.flags = nil, nil, 0, 0
+	if m.flags&flagResync != 0 {
+		s.overflow = false
+	}
+	if m.replies {
+		s.replyOut = append(s.replyOut, s.replies...)
+		clear(s.replies)
+		s.replies = s.replies[:0]
+	}
+	return m, true
+}
+
+// run is the pump: it loads the starting positions once, then works off
+// the mailbox until it is empty.
+func (s *Session) run() {
+	if !s.isLoaded {
+		if !s.load() {
+			s.stop()
+			return
 		}
+		s.isLoaded = true
+		close(s.loaded)
+		// Streams that start behind catch up without waiting for mail.
 		if !s.pump() {
-			log.Debug("delivery stopped: write failed")
 			s.finish()
+			s.stop()
 			return
 		}
-		select {
-		case <-s.stopCh:
-			s.finish()
-			return
-		case it := <-s.in:
-			s.accept(it)
-			s.drainIn()
-			s.noteFull()
-			s.drainAcks()
-		case id := <-s.acks:
-			// Items that came with the PUBACKs count as waiting before
-			// the window opened (noteFull), whichever arrived first.
-			s.drainIn()
-			s.noteFull()
-			s.onAck(id)
-			s.drainAcks()
-		case <-s.replyCh:
-		case <-s.resyncCh:
-			s.doResync()
-		case now := <-tick.C:
-			tickFast = len(s.gapped) > 0
-			if tickFast {
-				tick.Reset(fast)
-			} else {
-				tick.Reset(slow)
-			}
-			if !s.tick(now) {
-				log.Warn("disconnecting slow consumer: no acknowledgements")
-				s.conn.Close("slow consumer: no acknowledgements")
-				s.finish()
+		s.arm()
+	}
+	for {
+		m, ok := s.take()
+		if !ok {
+			s.idle()
+			if s.park() {
 				return
 			}
+			continue
+		}
+		if m.flags&flagStop != 0 {
+			// PUBACKs that came before the end still move the cursors.
+			for _, id := range m.acks {
+				s.onAck(id)
+			}
+			s.finish()
+			s.stop()
+			return
+		}
+		if m.flags&flagResync != 0 {
+			m.items = slices.DeleteFunc(m.items, func(it item) bool {
+				return it.kind != kReady && it.kind != kUnready && it.kind != kDirect
+			})
+			s.doResync()
+		}
+		for _, it := range m.items {
+			s.accept(it)
+		}
+		// Items that came with the PUBACKs count as waiting before the
+		// window opened (noteFull), whichever arrived first.
+		s.noteFull()
+		for _, id := range m.acks {
+			s.onAck(id)
+		}
+		if !s.tick(time.Now()) {
+			s.hub.opts.Logger.Warn("disconnecting slow consumer: no acknowledgements", "client", s.ClientID, "user", s.UserID)
+			s.conn.Close("slow consumer: no acknowledgements")
+			s.finish()
+			s.stop()
+			return
+		}
+		if !s.pump() {
+			s.hub.opts.Logger.Debug("delivery stopped: write failed", "client", s.ClientID, "user", s.UserID)
+			s.finish()
+			s.stop()
+			return
+		}
+		s.arm()
+	}
+}
+
+// stop ends the session for good: the pump never runs again (running
+// stays set), later offers only queue.
+func (s *Session) stop() {
+	s.mu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.box, s.boxAcks, s.replies = nil, nil, nil
+	s.mu.Unlock()
+	s.hub.remove(s)
+	close(s.done)
+}
+
+// arm sets the timer for the earliest thing due later, or stops it.
+func (s *Session) arm() {
+	var due time.Duration
+	set := func(d time.Duration) {
+		if due == 0 || d < due {
+			due = max(d, time.Millisecond)
 		}
 	}
+	if len(s.gapped) > 0 {
+		set(max(s.hub.opts.GapWait/4, time.Millisecond))
+	}
+	if (len(s.inflight) >= s.hub.opts.Window || s.windowFull) && len(s.inflight) > 0 {
+		set(time.Until(s.lastAck.Add(s.hub.opts.SlowTimeout)) + time.Millisecond)
+	}
+	if d := time.Until(s.fillWait); d > 0 && s.ready && s.anyBehind() {
+		set(d)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case due == 0:
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+	case s.timer == nil:
+		s.timer = time.AfterFunc(due, func() { s.signal(flagTick) })
+	default:
+		s.timer.Reset(due)
+	}
+}
+
+// idle gives back what a burst grew: an idle session keeps only its
+// streams (a connection that gets a message a minute holds no window's
+// worth of buffers).
+func (s *Session) idle() {
+	if len(s.pending) == 0 {
+		s.pending = nil
+	}
+	if len(s.inflight) == 0 {
+		s.inflight = nil
+	}
+	if len(s.gapped) == 0 {
+		s.gapped = nil
+	}
+	s.outBatch, s.replyOut, s.fillIDs = nil, nil, nil
+	s.catchUp.release()
 }
 
 // noteFull marks a full window with items waiting as fallen behind, as
@@ -227,30 +359,6 @@ func (s *Session) run() {
 func (s *Session) noteFull() {
 	if len(s.pending) > 0 && len(s.inflight) >= s.hub.opts.Window {
 		s.windowFull = true
-	}
-}
-
-func (s *Session) drainIn() {
-	for i := 0; i < 256; i++ {
-		select {
-		case it := <-s.in:
-			s.accept(it)
-		default:
-			return
-		}
-	}
-}
-
-// drainAcks takes every PUBACK already waiting: the window then refills
-// with one write for the lot instead of one write per acknowledgement.
-func (s *Session) drainAcks() {
-	for i := 0; i < 4*s.hub.opts.Window; i++ {
-		select {
-		case id := <-s.acks:
-			s.onAck(id)
-		default:
-			return
-		}
 	}
 }
 
@@ -268,10 +376,8 @@ func (s *Session) load() bool {
 			return true
 		}
 		s.hub.opts.Logger.Warn("load delivery cursors failed; retrying", "client", s.ClientID, "err", err)
-		select {
-		case <-s.stopCh:
+		if !s.sleep(backoff) {
 			return false
-		case <-time.After(backoff):
 		}
 		if backoff < 2*time.Second {
 			backoff *= 2
@@ -279,10 +385,28 @@ func (s *Session) load() bool {
 	}
 }
 
+// sleep waits d unless the session is stopped meanwhile.
+func (s *Session) sleep(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		stopped := s.flags&flagStop != 0
+		s.mu.Unlock()
+		if stopped || s.hub.ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(min(20*time.Millisecond, time.Until(deadline)))
+	}
+	return true
+}
+
 // finish writes the acknowledgements still waiting (a stopping server
 // answers every publish it committed) and saves the cursors.
 func (s *Session) finish() {
-	s.takeReplies()
+	s.mu.Lock()
+	s.replyOut = append(s.replyOut, s.replies...)
+	s.replies = nil
+	s.mu.Unlock()
 	if len(s.replyOut) > 0 {
 		s.write(nil)
 	}
@@ -320,6 +444,9 @@ func (s *Session) accept(it item) {
 		room := s.ready && len(s.pending) < s.hub.opts.QueueSize
 		s.pending = append(s.pending, st.offer(it, room, time.Now())...)
 		if st.state == Gapped {
+			if s.gapped == nil {
+				s.gapped = map[int64]*stream{}
+			}
 			s.gapped[it.conv] = st
 		}
 	}
@@ -329,7 +456,6 @@ func (s *Session) accept(it item) {
 // from the catch-up sources for streams that are behind. It returns false
 // when the connection is gone.
 func (s *Session) pump() bool {
-	s.takeReplies()
 	for {
 		// Everything the window allows goes out in one write: one syscall
 		// for a burst instead of one per message.
@@ -448,6 +574,9 @@ func (s *Session) prepare(it item) chat.Packet {
 			st.sent(it.seq)
 		}
 	}
+	if s.inflight == nil {
+		s.inflight = map[uint16]inflight{}
+	}
 	s.inflight[p.PacketID] = inf
 	return p
 }
@@ -467,6 +596,16 @@ func (s *Session) write(batch []chat.Packet) bool {
 	s.writingSince.Store(time.Now().UnixNano())
 	err := s.conn.Write(acks, batch)
 	s.writingSince.Store(0)
+	for _, a := range acks {
+		if a.Sent != nil {
+			a.Sent(err)
+		}
+	}
+	for _, a := range s.replyOut[len(acks):] {
+		if a.Sent != nil {
+			a.Sent(errAckNotWritten) // the connection closes instead
+		}
+	}
 	clear(batch)
 	clear(s.replyOut)
 	s.replyOut = s.replyOut[:0]
@@ -521,18 +660,6 @@ func (s *Session) tick(now time.Time) bool {
 // doResync drops queued live events and re-reads membership and positions
 // from PostgreSQL; what was dropped is then read back in order.
 func (s *Session) doResync() {
-	for {
-		select {
-		case it := <-s.in:
-			if it.kind == kReady || it.kind == kUnready || it.kind == kDirect {
-				s.accept(it)
-			}
-			continue
-		default:
-		}
-		break
-	}
-	s.overflow.Store(false)
 	unseen := s.unseen.Swap(false)
 	ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
 	cs, err := s.hub.store.Cursors(ctx, s.ClientID, s.UserID, s.Persistent)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Options tune the hub; zero values take the defaults.
@@ -30,6 +31,9 @@ type Options struct {
 	// Next gets the stored events Publish routed (the outbox relay's
 	// wake-up); nil: none.
 	Next chat.Publisher
+	// Tracer traces the fan-out of traced events (chat.Event.Trace); nil:
+	// tracing off.
+	Tracer *tracing.Tracer
 }
 
 func (o Options) withDefaults() Options {

@@ -10,7 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // API serves the HTTP routes and the RPC methods over one chat.Service.
@@ -21,13 +27,28 @@ type API struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	rpc    map[string]*endpoint
+	tracer *tracing.Tracer // nil: tracing off
+}
+
+// Option configures an API.
+type Option func(*API)
+
+// WithTracer traces every request as a server span named by its route
+// ("POST /v1/conversations/{id}/messages"), a child of the trace its
+// traceparent header names; the span's context reaches the Service, so a
+// send's group commit, fan-out and Kafka record join that trace.
+func WithTracer(t *tracing.Tracer) Option {
+	return func(a *API) { a.tracer = t }
 }
 
 // New builds the API. verify turns a bearer token into a user id (nil
 // rejects every token: fail closed); ready reports whether the database
 // answers (nil means always ready); logger may be nil.
-func New(svc *chat.Service, verify func(token string) (int64, error), ready func(ctx context.Context) error, lg *slog.Logger) *API {
+func New(svc *chat.Service, verify func(token string) (int64, error), ready func(ctx context.Context) error, lg *slog.Logger, opts ...Option) *API {
 	a := &API{svc: svc, verify: verify, ready: ready, log: logger(lg), mux: http.NewServeMux(), rpc: map[string]*endpoint{}}
+	for _, o := range opts {
+		o(a)
+	}
 	for i := range endpoints {
 		e := &endpoints[i]
 		a.mux.Handle(e.Method+" "+e.Path, a.serveEndpoint(e))
@@ -64,8 +85,16 @@ type infoKey struct{}
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &reqInfo{}
-	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	_, route := a.mux.Handler(r)
 	sw := &statusWriter{ResponseWriter: w}
+	ctx := r.Context()
+	if a.tracer != nil {
+		var span trace.Span
+		ctx, span = a.startSpan(ctx, r, route)
+		// Deferred first, so it runs last: after a panic's 500.
+		defer func() { endSpan(span, sw.status(), info.user) }()
+	}
+	r = r.WithContext(context.WithValue(ctx, infoKey{}, info))
 	// Every answer is per user or per instant: no cache may keep it.
 	w.Header().Set("Cache-Control", "no-store")
 	defer func() {
@@ -89,11 +118,46 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("method", r.Method), slog.String("pattern", pattern), slog.Int("status", sw.status()),
 			slog.Duration("duration", time.Since(start)), slog.Int64("user", info.user))
 	}()
-	if _, pattern := a.mux.Handler(r); pattern == "" {
+	if route == "" {
 		a.mux.ServeHTTP(&unmatchedWriter{ResponseWriter: sw}, r)
 		return
 	}
 	a.mux.ServeHTTP(sw, r)
+}
+
+// startSpan starts a request's server span, continuing the trace of its
+// traceparent (and tracestate) header. route is the ServeMux pattern that
+// serves it ("" for none: then the span is named by the method alone, as
+// the HTTP conventions ask, so that paths never become span names).
+func (a *API) startSpan(ctx context.Context, r *http.Request, route string) (context.Context, trace.Span) {
+	name, path := r.Method, ""
+	if route != "" {
+		name = route
+		if _, p, ok := strings.Cut(route, " "); ok {
+			path = p
+		}
+	}
+	attrs := []attribute.KeyValue{attribute.String("http.request.method", r.Method)}
+	if path != "" {
+		attrs = append(attrs, attribute.String("http.route", path))
+	}
+	return a.tracer.Start(tracing.ExtractFrom(ctx, propagation.HeaderCarrier(r.Header)), name,
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+}
+
+// endSpan records the answer on a request's span: a 5xx is an error of
+// the server, anything else an answer.
+func endSpan(span trace.Span, status int, user int64) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if user != 0 {
+			span.SetAttributes(tracing.AttrUser.Int64(user))
+		}
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+	}
+	span.End()
 }
 
 // serveEndpoint is the HTTP side of one endpoint: authenticate, bind, run,

@@ -35,5 +35,8 @@ func inbox(a *API, ctx context.Context, user int64, p inboxParams) (int, any, er
 	if page.Conversations == nil {
 		page.Conversations = []chat.InboxEntry{} // [] not null
 	}
+	if err := a.svc.AddInboxSettings(ctx, user, &page); err != nil {
+		return 0, nil, err
+	}
 	return http.StatusOK, page, nil
 }

@@ -15,14 +15,6 @@ import (
 // People and groups: profiles, privacy settings, blocks, group settings,
 // roles and ownership, and search (docs/http.md "People and groups").
 
-// noParams is an operation without parameters.
-type noParams struct{}
-
-func bindNone(_ *API, _ http.ResponseWriter, r *http.Request, _ *noParams) error {
-	_, err := parseQuery(r)
-	return err
-}
-
 func getMe(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {
 	me, err := a.svc.Me(ctx, user)
 	if err != nil {
@@ -51,7 +43,7 @@ func setMe(a *API, ctx context.Context, user int64, p profileParams) (int, any, 
 	return http.StatusOK, prof, nil
 }
 
-func getSettings(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {
+func getUserSettings(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {
 	st, err := a.svc.Settings(ctx, user)
 	if err != nil {
 		return 0, nil, err
@@ -59,18 +51,18 @@ func getSettings(a *API, ctx context.Context, user int64, _ noParams) (int, any,
 	return http.StatusOK, st, nil
 }
 
-// settingsParams: PUT /v1/me/settings and RPC settings.update; absent
+// userSettingsParams: PUT /v1/me/settings and RPC settings.update; absent
 // settings are unchanged.
-type settingsParams struct {
+type userSettingsParams struct {
 	ReadReceipts *bool `json:"readReceipts"`
 	Presence     *bool `json:"presence"`
 }
 
-func bindSettings(a *API, w http.ResponseWriter, r *http.Request, p *settingsParams) error {
+func bindUserSettings(a *API, w http.ResponseWriter, r *http.Request, p *userSettingsParams) error {
 	return a.bindBody(w, r, p)
 }
 
-func setSettings(a *API, ctx context.Context, user int64, p settingsParams) (int, any, error) {
+func setUserSettings(a *API, ctx context.Context, user int64, p userSettingsParams) (int, any, error) {
 	st, err := a.svc.SetSettings(ctx, user, chat.SettingsUpdate{ReadReceipts: p.ReadReceipts, Presence: p.Presence})
 	if err != nil {
 		return 0, nil, err

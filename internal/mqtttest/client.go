@@ -170,6 +170,8 @@ func (c *Client) write(pk packets.Packet) error {
 		err = pk.PubackEncode(buf)
 	case packets.Subscribe:
 		err = pk.SubscribeEncode(buf)
+	case packets.Unsubscribe:
+		err = pk.UnsubscribeEncode(buf)
 	case packets.Disconnect:
 		err = pk.DisconnectEncode(buf)
 	case packets.Pingreq:
@@ -215,6 +217,8 @@ func (c *Client) readPacket() (packets.Packet, error) {
 		err = pk.PubackDecode(body)
 	case packets.Suback:
 		err = pk.SubackDecode(body)
+	case packets.Unsuback:
+		err = pk.UnsubackDecode(body)
 	case packets.Disconnect:
 		err = pk.DisconnectDecode(body)
 	case packets.Pingresp:
@@ -259,7 +263,7 @@ func (c *Client) readLoop() {
 			if w != nil {
 				w <- pk
 			}
-		case packets.Suback:
+		case packets.Suback, packets.Unsuback:
 			c.subacks <- pk
 		case packets.Disconnect:
 			c.mu.Lock()
@@ -296,6 +300,8 @@ type PublishOpts struct {
 	// TopicAlias (v5) sets an alias for the topic, or with an empty topic
 	// uses one set before.
 	TopicAlias uint16
+	// User are v5 user properties (a traceparent, say).
+	User []packets.UserProperty
 }
 
 // AckOrder returns the packet ids of the PUBACKs received so far, in the
@@ -347,6 +353,7 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 			pk.Properties.TopicAlias = opts[0].TopicAlias
 			pk.Properties.TopicAliasFlag = true
 		}
+		pk.Properties.User = opts[0].User
 	}
 	var w chan packets.Packet
 	if qos > 0 {
@@ -413,6 +420,40 @@ func (c *Client) Subscribe(filters ...string) ([]byte, error) {
 	case <-time.After(10 * time.Second):
 		return nil, errors.New("mqtttest: SUBACK timeout")
 	}
+}
+
+// Unsubscribe unsubscribes from filters and returns the UNSUBACK's reason
+// codes (MQTT 5; none for 3.1.1).
+func (c *Client) Unsubscribe(filters ...string) ([]byte, error) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Unsubscribe, Qos: 1}}
+	c.mu.Lock()
+	c.nextID++
+	pk.PacketID = c.nextID
+	c.mu.Unlock()
+	for _, f := range filters {
+		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f})
+	}
+	if err := c.write(pk); err != nil {
+		return nil, err
+	}
+	select {
+	case ack := <-c.subacks:
+		if ack.FixedHeader.Type != packets.Unsuback {
+			return nil, fmt.Errorf("mqtttest: got packet type %d for UNSUBSCRIBE", ack.FixedHeader.Type)
+		}
+		return ack.ReasonCodes, nil
+	case <-c.Done:
+		return nil, errors.New("mqtttest: closed before UNSUBACK")
+	case <-time.After(10 * time.Second):
+		return nil, errors.New("mqtttest: UNSUBACK timeout")
+	}
+}
+
+// DisconnectWith sends a DISCONNECT with these v5 properties (a new
+// session expiry, say), then closes.
+func (c *Client) DisconnectWith(p packets.Properties) {
+	_ = c.write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, Properties: p})
+	c.Drop()
 }
 
 // Disconnect sends DISCONNECT and closes.

@@ -12,8 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // ConsumerConfig configures a Consumer. Brokers, NodeID and Handler are
@@ -46,6 +49,11 @@ type ConsumerConfig struct {
 
 	Logger     *slog.Logger          // default slog.Default()
 	Registerer prometheus.Registerer // nil: metrics are not registered
+	// Tracer continues the trace a record's traceparent header names: a
+	// chat.relay.consume span around Handler, which hands the event on
+	// with that span's context (chat.Event.Trace). Nil: tracing off, and
+	// the header's context is handed on as it came.
+	Tracer *tracing.Tracer
 }
 
 // Consumer reads chat.events in a consumer group of its own, so every node
@@ -178,12 +186,25 @@ func (c *Consumer) handle(msg kafka.Message) {
 		c.log.Warn("kafka consumer: skipped undecodable message", "partition", msg.Partition, "offset", msg.Offset, "bytes", len(msg.Value), "err", err)
 		return
 	}
+	if ev.Trace.Parent != "" && c.cfg.Tracer != nil {
+		_, span := c.cfg.Tracer.Start(tracing.Extract(context.Background(), ev.Trace), tracing.SpanRelayConsume,
+			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+				attribute.String("messaging.system", "kafka"), attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.destination.name", msg.Topic), attribute.Int("messaging.destination.partition.id", msg.Partition),
+				attribute.Int64("messaging.kafka.offset", msg.Offset), tracing.AttrEventType.String(ev.Type), tracing.AttrEventID.Int64(ev.EventID)))
+		if span.IsRecording() {
+			ev.Trace = tracing.FromSpanContext(span.SpanContext())
+		}
+		defer span.End()
+	}
 	c.cfg.Handler(ev)
 	c.m.events.Inc()
 }
 
 // DecodeEvent decodes a chat.events message. The event id comes from the
-// payload, or from the eventId header when the payload lacks it.
+// payload, or from the eventId header when the payload lacks it; the
+// trace context (chat.Event.Trace) from the traceparent and tracestate
+// headers.
 func DecodeEvent(msg kafka.Message) (chat.Event, error) {
 	var ev chat.Event
 	if err := json.Unmarshal(msg.Value, &ev); err != nil {
@@ -192,14 +213,18 @@ func DecodeEvent(msg kafka.Message) (chat.Event, error) {
 	if ev.Type == "" {
 		return chat.Event{}, errors.New("decode event: no type")
 	}
-	if ev.EventID == 0 {
-		for _, h := range msg.Headers {
-			if h.Key == "eventId" {
-				id, err := strconv.ParseInt(string(h.Value), 10, 64)
-				if err == nil {
+	for _, h := range msg.Headers {
+		switch h.Key {
+		case "eventId":
+			if ev.EventID == 0 {
+				if id, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
 					ev.EventID = id
 				}
 			}
+		case tracing.HeaderTraceparent:
+			ev.Trace.Parent = string(h.Value)
+		case tracing.HeaderTracestate:
+			ev.Trace.State = string(h.Value)
 		}
 	}
 	return ev, nil

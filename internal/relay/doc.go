@@ -16,7 +16,10 @@
 //     "eventId" (the outbox id) set, a referencing row encoded from its
 //     entry as the entry is when relayed; headers "eventId", "type" and
 //     "origin" (the committing node's application name, "chatd:<node
-//     id>"); timestamp = row created_at;
+//     id>"), and for a row written by a traced change "traceparent" (and
+//     "tracestate"): with Config.Tracer the context of the row's
+//     chat.relay.publish span, a child of the stored context, else the
+//     stored context itself; timestamp = row created_at;
 //   - a row is deleted only after Kafka acknowledged it; a failed write
 //     leaves its rows in place and is retried, oldest first, with
 //     exponential backoff and full jitter (BackoffMin..BackoffMax). While
@@ -56,6 +59,11 @@
 // clients recover older ones from PostgreSQL. It calls Handler for every
 // event and commits the offset after Handler returned. A node that restarts
 // with the same NodeID resumes from its committed offset.
+//
+// A record's traceparent and tracestate headers become the event's
+// chat.Event.Trace (DecodeEvent); with ConsumerConfig.Tracer the handler
+// runs in a chat.relay.consume span continuing that trace, and the event
+// carries that span's context on to the fan-out.
 //
 // The "origin" header names the node that committed an event (whichever
 // node relays it); ConsumerConfig.SkipOrigin drops the events a node

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	chat "github.com/chatd/chatd"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -16,6 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 const (
@@ -51,6 +55,10 @@ type Config struct {
 
 	Logger     *slog.Logger          // default slog.Default()
 	Registerer prometheus.Registerer // nil: metrics are not registered
+	// Tracer traces each traced row's Kafka write (chat.relay.publish, a
+	// child of the row's trace context); nil: tracing off, and a row's
+	// trace context goes into its record's headers as it was stored.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() {
@@ -395,12 +403,14 @@ type outboxRow struct {
 	typ       string
 	origin    string
 	createdAt time.Time
+	trace     chat.TraceContext // of the write that made it; empty: not traced
 }
 
 // selectBatch reads the oldest rows: a row that references a stream entry
 // (payload NULL) names it, every other row carries its event JSON.
 const selectBatch = `
-SELECT id, msg_key, type, payload::text, origin, created_at, conversation_id, seq
+SELECT id, msg_key, type, payload::text, origin, created_at, conversation_id, seq,
+       COALESCE(traceparent, ''), COALESCE(tracestate, '')
 FROM outbox ORDER BY id LIMIT $1`
 
 // publishBatch writes the oldest outbox rows to Kafka in one synchronous
@@ -427,6 +437,7 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 	// relay.
 	msgs := make([]kafka.Message, 0, len(rows))
 	ids := make([]int64, 0, len(rows))
+	var spans []rowSpan // the traced rows' spans, tracing on
 	var drop []int64
 	total := 0
 	for _, row := range rows {
@@ -446,15 +457,24 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 			break
 		}
 		total += size
+		headers := []kafka.Header{
+			{Key: "eventId", Value: []byte(strconv.FormatInt(row.id, 10))},
+			{Key: "type", Value: []byte(row.typ)},
+			{Key: "origin", Value: []byte(row.origin)},
+		}
+		if row.trace.Parent != "" {
+			tc := row.trace
+			if span := r.startRowSpan(row); span != nil {
+				spans = append(spans, rowSpan{i: len(msgs), span: span})
+				tc = tracing.FromSpanContext(span.SpanContext())
+			}
+			headers = appendTraceHeaders(headers, tc)
+		}
 		msgs = append(msgs, kafka.Message{
-			Key:   []byte(row.key),
-			Value: row.value,
-			Time:  row.createdAt,
-			Headers: []kafka.Header{
-				{Key: "eventId", Value: []byte(strconv.FormatInt(row.id, 10))},
-				{Key: "type", Value: []byte(row.typ)},
-				{Key: "origin", Value: []byte(row.origin)},
-			},
+			Key:     []byte(row.key),
+			Value:   row.value,
+			Time:    row.createdAt,
+			Headers: headers,
 		})
 		ids = append(ids, row.id)
 	}
@@ -469,6 +489,12 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 		werr = w.WriteMessages(wctx, msgs...)
 		cancel()
 		ok := acknowledged(werr, len(msgs))
+		for _, s := range spans {
+			if !ok[s.i] {
+				tracing.FailTransport(s.span, fmt.Errorf("write to Kafka: %w", werr))
+			}
+			s.span.End()
+		}
 		n := 0
 		for i, id := range ids {
 			if ok[i] {
@@ -517,7 +543,8 @@ func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, err
 			payload   *string
 			conv, seq *int64
 		)
-		if err := rs.Scan(&row.id, &row.key, &row.typ, &payload, &row.origin, &row.createdAt, &conv, &seq); err != nil {
+		if err := rs.Scan(&row.id, &row.key, &row.typ, &payload, &row.origin, &row.createdAt, &conv, &seq,
+			&row.trace.Parent, &row.trace.State); err != nil {
 			rs.Close()
 			return nil, fmt.Errorf("scan outbox row: %w", err)
 		}
@@ -578,9 +605,49 @@ func outboxEvent(rowID int64, payload *string, ref *chat.MessageRef, entries map
 }
 
 // messageSize bounds from above what kafka-go counts for a message: key,
-// value, timestamp and the three headers.
+// value, timestamp and the headers (a trace context is as long as the one
+// stored, the relay's own span id taking the stored one's place).
 func messageSize(row outboxRow) int {
-	return 64 + len(row.key) + len(row.value) + len("eventId") + 20 + len("type") + len(row.typ) + len("origin") + len(row.origin)
+	n := 64 + len(row.key) + len(row.value) + len("eventId") + 20 + len("type") + len(row.typ) + len("origin") + len(row.origin)
+	if row.trace.Parent != "" {
+		n += len(tracing.HeaderTraceparent) + len(row.trace.Parent) + len(tracing.HeaderTracestate) + len(row.trace.State)
+	}
+	return n
+}
+
+// rowSpan is the span of the traced message msgs[i].
+type rowSpan struct {
+	i    int
+	span trace.Span
+}
+
+// startRowSpan starts the span of one traced row's Kafka write, a child
+// of the row's trace context: nil when tracing is off or the trace is not
+// sampled (the stored context then goes on as it is).
+func (r *Relay) startRowSpan(row outboxRow) trace.Span {
+	if r.cfg.Tracer == nil {
+		return nil
+	}
+	_, span := r.cfg.Tracer.Start(tracing.Extract(context.Background(), row.trace), tracing.SpanRelayPublish,
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"), attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", r.cfg.Topic), attribute.String("messaging.kafka.message.key", row.key),
+			tracing.AttrEventType.String(row.typ), tracing.AttrEventID.Int64(row.id)))
+	if !span.IsRecording() {
+		span.End()
+		return nil
+	}
+	return span
+}
+
+// appendTraceHeaders adds tc as W3C headers, which Kafka instrumentations
+// (OpenTelemetry's among them) read to continue the trace.
+func appendTraceHeaders(h []kafka.Header, tc chat.TraceContext) []kafka.Header {
+	h = append(h, kafka.Header{Key: tracing.HeaderTraceparent, Value: []byte(tc.Parent)})
+	if tc.State != "" {
+		h = append(h, kafka.Header{Key: tracing.HeaderTracestate, Value: []byte(tc.State)})
+	}
+	return h
 }
 
 // acknowledged reports, per message, whether Kafka acknowledged it.

@@ -44,9 +44,9 @@ func Env(t testing.TB, url string) map[string]string {
 	}
 }
 
-// Start starts a node with exactly env's settings, logging to h (nil:
-// warnings and worse to stderr), and closes it when the test ends.
-func Start(t testing.TB, env map[string]string, h slog.Handler) *server.Server {
+// Start starts a node with exactly env's settings and opts, logging to h
+// (nil: warnings and worse to stderr), and closes it when the test ends.
+func Start(t testing.TB, env map[string]string, h slog.Handler, opts ...server.Option) *server.Server {
 	t.Helper()
 	st, err := config.Load(nil, func(k string) string { return env[k] })
 	if err != nil {
@@ -55,7 +55,7 @@ func Start(t testing.TB, env map[string]string, h slog.Handler) *server.Server {
 	if h == nil {
 		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
-	srv, err := server.Start(context.Background(), st, slog.New(h))
+	srv, err := server.Start(context.Background(), st, slog.New(h), opts...)
 	if err != nil {
 		t.Fatalf("start chatd: %v", err)
 	}

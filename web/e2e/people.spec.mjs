@@ -180,6 +180,14 @@ test('group info: rename, roles, add and remove, leave; every member sees the no
   await eventually(async () => assert.equal(await member.page.getByTestId('member').count(), 3));
   assert.equal(await member.page.locator('[data-testid=member][data-user-id="311"] [data-testid=remove-member]').count(), 0);
   assert.equal(await member.page.getByTestId('group-history').isDisabled(), true, 'only the owner sets the history');
+  // Mute (push): the member's own setting of this group, kept by the server.
+  assert.equal(await member.page.getByTestId('mute-toggle').isChecked(), false);
+  await member.page.getByTestId('mute-toggle').check();
+  const mutedIn = async () => (await api(312, 'GET', '/v1/inbox')).conversations.find((x) => x.id === g.id)?.settings?.muted === true;
+  await eventually(async () => assert.ok(await mutedIn(), 'the inbox shows the group muted'));
+  await member.page.getByTestId('panel-close').click();
+  await member.page.getByTestId('info').click();
+  await eventually(async () => assert.equal(await member.page.getByTestId('mute-toggle').isChecked(), true, 'the panel shows the mute'));
   await member.page.getByTestId('panel-close').click();
 
   // The owner leaves: the longest-standing admin, Bram, owns the group.

@@ -111,6 +111,11 @@ export class Api {
     return this.request('PUT', '/v1/me/settings', s);
   }
 
+  /** The caller's mute settings of one conversation (push). */
+  setConversationSettings(cid, s) {
+    return this.request('PUT', `/v1/conversations/${cid}/settings`, s);
+  }
+
   user(id) {
     return this.request('GET', `/v1/users/${id}`);
   }

@@ -16,6 +16,7 @@ import { People } from './store/people.js';
 import { usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
+import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -35,6 +36,7 @@ async function startApp({ token, userId, exp }) {
   const signOut = (notice, { endSession = false } = {}) => {
     if (ended) return;
     ended = true;
+    if (endSession) disablePush(api, userId);
     clearTimeout(expiryTimer);
     session.close({ endSession });
     clearSignIn();
@@ -113,6 +115,7 @@ async function startApp({ token, userId, exp }) {
   const convView = createConversationView(state, sync, {
     back: () => go(null),
     info: (cid) => openInfo(peopleCtx, cid),
+    notify,
     addMember: (cid) =>
       openDialog({
         title: 'Add member',
@@ -124,6 +127,11 @@ async function startApp({ token, userId, exp }) {
         },
       }),
   });
+
+  const bell = pushButton(api, userId, notify);
+  if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
+  followNotificationClicks(go);
+  notifyWhileHidden(session, state, userId);
 
   const emptyPane = h(
     'section',

@@ -98,16 +98,30 @@ export class MqttSession extends EventTarget {
    * Publishes a message at QoS 1. Resolves with the committed seq from the
    * PUBACK's user property (the server commits before it acks); rejects
    * with a SendError carrying the reason code. mqtt.js queues the publish
-   * while offline and sends it on reconnect.
+   * while offline and sends it on reconnect. `extra` adds the optional
+   * fields of a send: replyTo, forward.
    */
-  send(cid, clientMsgId, body) {
-    const payload = JSON.stringify({ clientMsgId, body });
+  send(cid, clientMsgId, body, extra = {}) {
+    return this.publishEntry(cid, 'msg', { clientMsgId, body, ...extra });
+  }
+
+  /**
+   * Publishes an edit, recall or reaction (topic `edit`, `recall` or
+   * `react`; docs/protocol.md "Message lifecycle"), like send: resolves
+   * with the entry's seq (null for a reaction that changed nothing).
+   */
+  change(cid, topic, payload) {
+    return this.publishEntry(cid, topic, payload);
+  }
+
+  publishEntry(cid, topic, body) {
+    const payload = JSON.stringify(body);
     return new Promise((resolve, reject) => {
       if (!this.client) {
         reject(new SendError('Signed out.', undefined));
         return;
       }
-      this.client.publish(`chat/v1/conv/${cid}/msg`, payload, { qos: 1 }, (err, packet) => {
+      this.client.publish(`chat/v1/conv/${cid}/${topic}`, payload, { qos: 1 }, (err, packet) => {
         const props = (packet && packet.properties) || {};
         if (err) {
           const code = err.code ?? packet?.reasonCode;
@@ -115,7 +129,11 @@ export class MqttSession extends EventTarget {
           return;
         }
         const seq = Number(userProp(props.userProperties, 'seq'));
-        resolve({ seq: Number.isSafeInteger(seq) && seq > 0 ? seq : null, duplicate: userProp(props.userProperties, 'duplicate') === 'true' });
+        resolve({
+          seq: Number.isSafeInteger(seq) && seq > 0 ? seq : null,
+          duplicate: userProp(props.userProperties, 'duplicate') === 'true',
+          unchanged: userProp(props.userProperties, 'unchanged') === 'true',
+        });
       });
     });
   }

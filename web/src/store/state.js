@@ -6,6 +6,11 @@
 // message, and only messages at or below it are shown. A message above
 // have+1 is kept but not shown until history (afterSeq=have) fills the gap,
 // so the user never sees messages out of order, twice, or with a hole.
+// Edits, recalls and reactions are entries of the same stream (see
+// lifecycle.js): held by seq like messages, applied to their message when
+// `have` passes them, never shown as rows of their own.
+
+import { applyChange, isChange, isMessage, isSystem, unreadCount, writerOf } from './lifecycle.js';
 
 /**
  * @typedef {{conversationId:number, seq:number, senderId:number,
@@ -66,10 +71,9 @@ export class ChatState extends EventTarget {
       if (e.peerId) c.peer = e.peerId;
       c.avatarUrl = e.avatar || null;
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
+      c.settings = e.settings || null; // mute (PUT /v1/conversations/{id}/settings)
       c.noteLast(e.lastSeq || 0, e.lastMessage || null, e.lastMessageAt || null);
-      // The server's count holds for its own lastSeq and watermark only.
-      c.base = typeof e.unread === 'number' && (e.lastSeq || 0) === c.lastSeq && (e.lastReadSeq || 0) === c.lastReadSeq
-        ? { seq: c.lastSeq, read: c.lastReadSeq, unread: e.unread } : null;
+      c.setUnreadSnapshot(e);
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
       else if (c.lastSeq > c.have) behind.push(c.id);
     }
@@ -229,10 +233,6 @@ export class Conversation {
     /** @type {{userId:number, role:string, lastReadSeq:number, joinedAt?:string}[]|null} */
     this.members = null;
     this.peer = null; // a direct conversation's other member (inbox peerId)
-    /** @type {Set<number>} seqs of known entries that are not messages */
-    this.notMessages = new Set();
-    /** @type {{seq:number, read:number, unread:number}|null} the inbox's unread at lastSeq seq, watermark read */
-    this.base = null;
     this.about = '';
     this.avatarUrl = null;
     this.historyVisible = '';
@@ -249,21 +249,26 @@ export class Conversation {
     /** @type {Map<number, number>} userId -> typing until (ms epoch) */
     this.typing = new Map();
     this.seen = null; // {seq, seenBy, members} for our last message
+    /** @type {Map<number, boolean>} seq -> is a message (not a change), as far as heard */
+    this.kinds = new Map();
+    /** @type {{seq:number, read:number, n:number}|null} the inbox's unread count at its lastSeq */
+    this.unreadAt = null;
   }
 
-  /** Messages after the read watermark: entries that are not messages
-   * (system notices) move lastSeq but are not unread (server rule). */
+  /** Unread messages: system entries, edits, recalls and reactions move
+   * lastSeq but do not count (the server's rule, chat_unread). */
   get unread() {
-    const after = (from) => {
-      let n = this.lastSeq - from;
-      for (const s of this.notMessages) if (s > from && s <= this.lastSeq) n--;
-      return n;
-    };
-    // The inbox's count covers what this client may not hold (entries
-    // before it was opened); what came after is counted here.
-    const b = this.base;
-    if (b && this.lastReadSeq === b.read && this.lastSeq >= b.seq) return Math.max(0, b.unread + after(b.seq));
-    return Math.max(0, after(this.lastReadSeq));
+    return Math.max(0, unreadCount(this));
+  }
+
+  /** Takes the inbox entry's exact unread count as the base of `unread`. */
+  setUnreadSnapshot(e) {
+    const seq = e.lastSeq || 0, read = e.lastReadSeq || 0;
+    const n = Number.isInteger(e.unread) ? e.unread : Math.max(0, seq - read);
+    this.unreadAt = { seq, read, n };
+    // Kinds at or below both the snapshot and the watermark never count again.
+    const floor = Math.min(seq, this.lastReadSeq);
+    for (const k of this.kinds.keys()) if (k <= floor && !this.messages.has(k)) this.kinds.delete(k);
   }
 
   activityAt() {
@@ -295,7 +300,6 @@ export class Conversation {
   /** Tracks the newest seq and the inbox preview; never moves backwards. */
   noteLast(seq, msg, at) {
     if (seq > this.lastSeq) this.lastSeq = seq;
-    if (msg && msg.kind && msg.kind !== 'message') this.notMessages.add(msg.seq);
     if (msg && (!this.lastMessage || msg.seq >= this.lastMessage.seq)) this.lastMessage = msg;
     if (at && (!this.lastMessageAt || at > this.lastMessageAt)) this.lastMessageAt = at;
   }
@@ -303,17 +307,30 @@ export class Conversation {
   add(msgs) {
     for (const m of msgs) {
       const old = this.messages.get(m.seq);
-      // A server copy replaces our PUBACK-built one (exact createdAt).
-      if (!old || (old.local && !m.local)) this.messages.set(m.seq, m);
-      this.noteLast(m.seq, m, m.local ? null : m.createdAt);
-      // Sending advances the sender's own watermark (server rule).
-      if (m.senderId === this.me) this.lastReadSeq = Math.max(this.lastReadSeq, m.seq);
-      if (m.senderId !== this.me) this.typing.delete(m.senderId);
+      const msg = isMessage(m);
+      // Messages and system notices are shown (and previewed in the inbox);
+      // edits, recalls and reactions change what they target.
+      const shown = msg || isSystem(m);
+      // A server copy replaces our PUBACK-built one (exact createdAt),
+      // unless changes were applied to ours already: then it keeps them.
+      if (!old || (old.local && !m.local && !old.rev)) this.messages.set(m.seq, m);
+      else if (old.local && !m.local) Object.assign(old, { createdAt: m.createdAt, local: false });
+      this.kinds.set(m.seq, msg);
+      this.noteLast(m.seq, shown ? m : null, shown && !m.local ? m.createdAt : null);
+      // Writing anything advances the writer's own watermark (server rule),
+      // but a system entry is written on its actor's behalf and does not.
+      const writer = writerOf(m);
+      if (writer === this.me && !isSystem(m)) this.lastReadSeq = Math.max(this.lastReadSeq, m.seq);
+      if (msg && m.senderId !== this.me) this.typing.delete(m.senderId);
     }
     if (!this.loaded) {
-      // Not on screen: only the counters matter. Keep bodies anyway so a
-      // load that races with live events does not lose them.
-      for (const m of msgs) this.have = Math.max(this.have, m.seq);
+      // Not on screen: only the counters and the inbox preview matter.
+      // Keep bodies anyway so a load that races with live events does not
+      // lose them.
+      for (const m of msgs) {
+        if (m.seq > this.have && isChange(m)) this.applyToHeld(m);
+        this.have = Math.max(this.have, m.seq);
+      }
       // Bounded: a busy conversation that is never opened must not grow.
       for (const seq of this.messages.keys()) if (seq <= this.have - 200) this.messages.delete(seq);
       return false;
@@ -327,7 +344,14 @@ export class Conversation {
     const min = page.length ? page[0].seq : Infinity;
     for (const seq of [...this.messages.keys()]) if (seq < min) this.messages.delete(seq);
     for (const m of page) this.messages.set(m.seq, m);
-    for (const m of page) this.noteLast(m.seq, m, m.createdAt);
+    for (const m of page) {
+      this.kinds.set(m.seq, isMessage(m));
+      if (isChange(m)) this.noteLast(m.seq, null, null);
+      else this.noteLast(m.seq, m, m.createdAt);
+    }
+    // The page's messages are as they are now; applying its changes in
+    // order on top ends at the same state (the last change of each wins).
+    for (const m of page) if (isChange(m)) this.applyToHeld(m);
     this.have = page.length ? page[page.length - 1].seq : 0;
     this.loaded = true;
     this.oldest = page.length ? page[0].seq : 0;
@@ -336,7 +360,12 @@ export class Conversation {
   }
 
   addOlder(page, requested) {
-    for (const m of page) if (m.seq < requested && !this.messages.has(m.seq)) this.messages.set(m.seq, m);
+    // Older messages come as they are now; the changes among them are
+    // already part of that state and are not applied again.
+    for (const m of page) {
+      if (m.seq < requested && !this.messages.has(m.seq)) this.messages.set(m.seq, m);
+      this.kinds.set(m.seq, isMessage(m));
+    }
     if (page.length) this.oldest = Math.min(this.oldest || Infinity, page[0].seq);
     this.hasOlder = page.length > 0 && this.oldest > 1;
   }
@@ -353,7 +382,11 @@ export class Conversation {
 
   /** Moves `have` over contiguous messages; reports a remaining gap. */
   advance() {
-    while (this.messages.has(this.have + 1)) this.have++;
+    while (this.messages.has(this.have + 1)) {
+      this.have++;
+      const e = this.messages.get(this.have);
+      if (isChange(e)) this.applyToHeld(e);
+    }
     if (this.oldest === 0 && this.have > 0) {
       this.oldest = Math.min(...this.messages.keys());
       this.hasOlder = this.oldest > 1;
@@ -369,10 +402,21 @@ export class Conversation {
     return this.lastSeq > this.have || [...this.messages.keys()].some((s) => s > this.have + 1);
   }
 
+  /**
+   * Applies a change to its message if held, and to the inbox preview
+   * when that is the message (it may be the inbox's own copy).
+   */
+  applyToHeld(ch) {
+    const t = this.messages.get(ch.targetSeq);
+    applyChange(t, ch, this.me);
+    const last = this.lastMessage;
+    if (last && last !== t && last.seq === ch.targetSeq) applyChange(last, ch, this.me);
+  }
+
   /** Messages to show: committed and contiguous, then own pending sends. */
   visible() {
     const out = [];
-    for (const m of this.messages.values()) if (m.seq <= this.have) out.push(m);
+    for (const m of this.messages.values()) if (m.seq <= this.have && !isChange(m)) out.push(m);
     out.sort((a, b) => a.seq - b.seq);
     return out;
   }
@@ -385,7 +429,7 @@ export class Conversation {
   lastOwnSeq() {
     let best = 0;
     for (const m of this.messages.values()) {
-      if (m.senderId === this.me && m.seq <= this.have && m.seq > best) best = m.seq;
+      if (isMessage(m) && m.senderId === this.me && m.seq <= this.have && m.seq > best) best = m.seq;
     }
     return best;
   }

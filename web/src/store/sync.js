@@ -5,6 +5,7 @@
 // except to ask whether the page is visible.
 
 import { uuid4 } from '../uuid.js';
+import { changeFromEvent, isMessage, snippet } from './lifecycle.js';
 
 const PAGE = 50; // history page when opening or scrolling back
 const FILL_PAGE = 200; // the server's cap: catch up in as few requests as possible
@@ -111,23 +112,41 @@ export class Sync {
           this.refreshInbox();
           return;
         }
-        if (typeof ev.body !== 'string') {
+        if (typeof ev.body !== 'string' && !ev.recalled) {
           // Large groups send no body: the event only says "seq exists".
-          c.noteLast(ev.seq, null, null);
-          if (!c.loaded) c.have = Math.max(c.have, ev.seq);
-          this.state.changed('messages');
-          if (c.loaded) this.fill(cid);
+          this.slimEntry(c, ev.seq, true);
           return;
         }
         const msg = {
           conversationId: cid,
           seq: ev.seq,
+          kind: 'message',
           senderId: ev.senderId,
           clientMsgId: ev.clientMsgId,
-          body: ev.body,
+          body: ev.body ?? '',
           createdAt: ev.createdAt,
         };
+        // A reply or forward, and (replayed late) its state.
+        for (const k of ['replyTo', 'forwardedFrom', 'editedAt', 'recalled', 'recalledAt']) if (ev[k]) msg[k] = ev[k];
         if (this.state.addMessages(cid, [msg])) this.fill(cid);
+        this.afterMessages(cid);
+        return;
+      }
+      case 'message.edited':
+      case 'message.recalled':
+      case 'reaction.updated': {
+        // Entries like message.new: applied to their message by seq, gaps
+        // filled from history, duplicates dropped.
+        if (!c) {
+          this.refreshInbox();
+          return;
+        }
+        const ch = changeFromEvent(ev);
+        if (ch.slim) {
+          this.slimEntry(c, ev.seq, false);
+          return;
+        }
+        if (this.state.addMessages(cid, [ch])) this.fill(cid);
         this.afterMessages(cid);
         return;
       }
@@ -180,6 +199,18 @@ export class Sync {
       default:
       // Unknown types are ignored: the contract may add some.
     }
+  }
+
+  /**
+   * An entry whose event carried no content (large groups): only its seq
+   * and kind are known; history brings the rest when the chat is loaded.
+   */
+  slimEntry(c, seq, message) {
+    c.kinds.set(seq, message);
+    c.noteLast(seq, null, null);
+    if (!c.loaded) c.have = Math.max(c.have, seq);
+    this.state.changed('messages');
+    if (c.loaded) this.fill(c.id);
   }
 
   removed(cid) {
@@ -339,8 +370,11 @@ export class Sync {
     );
   }
 
-  /** Sends with optimistic display: pending now, seq on PUBACK. */
-  send(cid, body) {
+  /**
+   * Sends with optimistic display: pending now, seq on PUBACK. `replyTo`
+   * is the seq of a message of this conversation that this one answers.
+   */
+  send(cid, body, { replyTo = 0 } = {}) {
     const p = {
       clientMsgId: uuid4(),
       body,
@@ -349,6 +383,7 @@ export class Sync {
       error: null,
       createdAt: new Date().toISOString(),
     };
+    if (replyTo) p.replyTo = this.replyRef(cid, replyTo);
     this.state.addPending(cid, p);
     this.publish(cid, p);
     return p.clientMsgId;
@@ -365,7 +400,8 @@ export class Sync {
     const timer = setTimeout(() => {
       if (p.attempt === attempt && p.seq === null) this.state.failPending(cid, p.clientMsgId, 'No answer from the server.');
     }, SEND_TIMEOUT_MS);
-    this.session.send(cid, p.clientMsgId, p.body).then(
+    const extra = p.replyTo ? { replyTo: p.replyTo.seq } : {};
+    this.session.send(cid, p.clientMsgId, p.body, extra).then(
       ({ seq }) => {
         clearTimeout(timer);
         if (seq === null) {
@@ -383,6 +419,7 @@ export class Sync {
           createdAt: p.createdAt,
           local: true, // replaced by the server's copy when message.new arrives
         };
+        if (p.replyTo) msg.replyTo = p.replyTo;
         if (this.state.addMessages(cid, [msg])) this.fill(cid);
         this.afterMessages(cid);
       },
@@ -391,6 +428,69 @@ export class Sync {
         this.state.failPending(cid, p.clientMsgId, err.message || 'Not sent.');
       },
     );
+  }
+
+  /** What a reply to seq shows until the server's copy comes. */
+  replyRef(cid, seq) {
+    const t = this.state.conv(cid)?.messages.get(seq);
+    if (!t || !isMessage(t)) return { seq, senderId: 0, snippet: '' };
+    return { seq, senderId: t.senderId, snippet: t.recalled ? '' : snippet(t.body), recalled: !!t.recalled };
+  }
+
+  /**
+   * Forwards message seq of conversation fromCid into toCid: a new message
+   * that copies its body (the server copies it; ours stays empty).
+   * Resolves with the new message's seq.
+   */
+  async forward(toCid, fromCid, seq) {
+    const { seq: sent } = await this.session.send(toCid, uuid4(), '', { forward: { conversationId: fromCid, seq } });
+    if (sent) this.expect(toCid, sent, true);
+    return sent;
+  }
+
+  /** Replaces the body of our message seq. */
+  edit(cid, seq, body) {
+    return this.change(cid, 'edit', { clientMsgId: uuid4(), seq, body });
+  }
+
+  /** Takes message seq back for everyone. */
+  recall(cid, seq) {
+    return this.change(cid, 'recall', { clientMsgId: uuid4(), seq });
+  }
+
+  /** Sets (on) or removes our emoji on message seq. */
+  react(cid, seq, emoji, on) {
+    return this.change(cid, 'react', { clientMsgId: uuid4(), seq, emoji, on });
+  }
+
+  /**
+   * Publishes a change. Its effect shows when its entry arrives (the event
+   * follows the PUBACK at once), so every client applies the same entries
+   * in the same order. Refusals reject with the server's reason.
+   */
+  async change(cid, topic, payload) {
+    const { seq } = await this.session.change(cid, topic, payload);
+    if (seq) this.expect(cid, seq, false);
+    return seq;
+  }
+
+  /**
+   * The PUBACK says entry seq exists. Its event normally comes right
+   * after; if it has not arrived shortly (an event lost with a
+   * non-persistent session), history fills the conversation up to it.
+   */
+  expect(cid, seq, message) {
+    const c = this.state.conv(cid);
+    if (!c) return;
+    // Ours, so read (the server moves the writer's watermark), and of a
+    // known kind: no badge for it while the event is on its way.
+    c.kinds.set(seq, message);
+    c.noteLast(seq, null, null);
+    c.lastReadSeq = Math.max(c.lastReadSeq, seq);
+    setTimeout(() => {
+      const c2 = this.state.conv(cid);
+      if (c2 && c2.loaded && c2.have < seq) this.fill(cid);
+    }, 2000);
   }
 
   /** Throttled "typing" signal while the user types. */

@@ -5,11 +5,13 @@
 
 import { h, icon, setText } from './dom.js';
 import { avatar, clockTime, conversationTitle, dayLabel, systemText, typingText, userName } from './format.js';
+import { closeMenus, composerBanner, confirmRecall, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
+import { quoteOf, snippet } from '../store/lifecycle.js';
 
 /**
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../store/sync.js').Sync} sync
- * @param {{back:()=>void, addMember:(cid:number)=>void, info:(cid:number)=>void}} actions
+ * @param {{back:()=>void, addMember:(cid:number)=>void, info:(cid:number)=>void, notify?:(msg:string)=>void}} actions
  */
 export function createConversationView(state, sync, actions) {
   const titleEl = h('h2', { 'data-testid': 'chat-title' });
@@ -44,6 +46,10 @@ export function createConversationView(state, sync, actions) {
   });
   const sendBtn = h('button', { class: 'send-btn', type: 'submit', title: 'Send', 'aria-label': 'Send', 'data-testid': 'send' }, icon('send'));
   const form = h('form', { class: 'composer' }, input, sendBtn);
+  // Replying to or editing a message: {kind, seq} while the banner shows.
+  let mode = null;
+  let draft = ''; // the composer's text before an edit, put back after it
+  const banner = composerBanner(() => setMode(null));
 
   const el = h(
     'section',
@@ -59,6 +65,7 @@ export function createConversationView(state, sync, actions) {
     ),
     scroller,
     typingEl,
+    banner.el,
     form,
   );
 
@@ -67,16 +74,65 @@ export function createConversationView(state, sync, actions) {
   let nodes = new Map();
   let stickToBottom = true;
 
+  const notify = actions.notify || (() => {});
   const send = () => {
     const cid = state.openId;
     const body = input.value;
     if (!cid || !body.trim()) return;
+    if (mode && mode.kind === 'edit') {
+      saveEdit(cid, mode.seq, body);
+      return;
+    }
+    const replyTo = mode && mode.kind === 'reply' ? mode.seq : 0;
     input.value = '';
     autoGrow();
     stickToBottom = true;
-    sync.send(cid, body);
+    setMode(null);
+    sync.send(cid, body, { replyTo });
     input.focus();
   };
+
+  function saveEdit(cid, seq, body) {
+    const m = state.conv(cid)?.messages.get(seq);
+    setMode(null);
+    if (m && m.body === body) return; // unchanged: no entry for nothing
+    sync.edit(cid, seq, body).catch((e) => notify(`Could not edit the message: ${e.message}`));
+  }
+
+  /** Enters (or, with null, leaves) reply or edit mode for message m. */
+  function setMode(next, m) {
+    const wasEdit = mode && mode.kind === 'edit';
+    mode = next;
+    if (!next) {
+      banner.show(null);
+      if (wasEdit) {
+        input.value = draft;
+        draft = '';
+        autoGrow();
+      }
+      return;
+    }
+    if (next.kind === 'edit') {
+      if (!wasEdit) draft = input.value;
+      input.value = m.body;
+      banner.show({ kind: 'edit', snippet: snippet(m.body) });
+    } else {
+      if (wasEdit) {
+        input.value = draft;
+        draft = '';
+      }
+      banner.show({ kind: 'reply', who: userName(m.senderId, state.me), snippet: snippet(m.body) });
+    }
+    autoGrow();
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
+
+  // The banner and a growing composer shrink the message list: keep the
+  // newest message in view when the list was at the bottom.
+  new ResizeObserver(() => {
+    if (stickToBottom) scroller.scrollTop = scroller.scrollHeight;
+  }).observe(scroller);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     send();
@@ -86,6 +142,17 @@ export function createConversationView(state, sync, actions) {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       send();
+    } else if (e.key === 'Escape' && mode) {
+      e.preventDefault();
+      setMode(null);
+    } else if (e.key === 'ArrowUp' && !input.value && !mode) {
+      // As in most chat apps: Up in an empty composer edits your last message.
+      const c = state.conv(state.openId);
+      const last = c && c.visible().filter((m) => m.senderId === state.me && !m.recalled).at(-1);
+      if (last) {
+        e.preventDefault();
+        setMode({ kind: 'edit', seq: last.seq }, last);
+      }
     }
   });
   input.addEventListener('input', () => {
@@ -109,9 +176,85 @@ export function createConversationView(state, sync, actions) {
     await sync.loadOlder(c.id);
   }
 
+  /** Scrolls to message seq (loading older pages if needed) and flashes it. */
+  async function jumpTo(seq) {
+    const c = state.conv(state.openId);
+    if (!c) return;
+    for (let i = 0; i < 40 && !c.messages.has(seq) && c.hasOlder; i++) {
+      await sync.loadOlder(c.id);
+      render();
+    }
+    const target = list.querySelector(`.msg[data-seq="${seq}"]`);
+    if (!target) {
+      notify('That message is no longer available.');
+      return;
+    }
+    stickToBottom = false;
+    target.scrollIntoView({ block: 'center' });
+    target.classList.remove('flash');
+    void target.offsetWidth; // restart the animation on a second click
+    target.classList.add('flash');
+    setTimeout(() => target.classList.remove('flash'), 1600);
+  }
+
+  /** The actions menu of message m (committed, not recalled). */
+  function openActions(btn, m) {
+    const cid = state.openId;
+    const c = state.conv(cid);
+    if (!c || !m.seq || m.recalled) return;
+    const mine = m.senderId === state.me;
+    const role = c.myRole();
+    const mayRecall = mine || (c.type === 'GROUP' && (role === 'owner' || role === 'admin'));
+    const reacted = new Set((m.reactions || []).filter((r) => r.me).map((r) => r.emoji));
+    openActionsMenu(btn, {
+      mine,
+      reacted,
+      react: (emoji) => react(cid, m.seq, emoji, !reacted.has(emoji)),
+      reply: () => setMode({ kind: 'reply', seq: m.seq }, m),
+      forward: async () => {
+        const to = await pickConversation(state, snippet(m.body));
+        if (!to) return;
+        try {
+          await sync.forward(to, cid, m.seq);
+          notify(to === cid ? 'Message forwarded.' : `Message forwarded to ${conversationTitle(state.conv(to))}.`);
+        } catch (e) {
+          notify(`Could not forward the message: ${e.message}`);
+        }
+      },
+      edit: mine ? () => setMode({ kind: 'edit', seq: m.seq }, m) : null,
+      recall: mayRecall
+        ? async () => {
+            if (!(await confirmRecall())) return;
+            if (mode && mode.seq === m.seq) setMode(null);
+            sync.recall(cid, m.seq).catch((e) => notify(`Could not delete the message: ${e.message}`));
+          }
+        : null,
+    });
+  }
+
+  // One reaction toggle in flight per message and emoji: a double click
+  // must not set and remove in a race.
+  const reacting = new Set();
+  function react(cid, seq, emoji, on) {
+    const key = `${cid}:${seq}:${emoji}`;
+    if (reacting.has(key)) return;
+    reacting.add(key);
+    sync
+      .react(cid, seq, emoji, on)
+      .catch((e) => notify(`Could not ${on ? 'add' : 'remove'} the reaction: ${e.message}`))
+      .finally(() => reacting.delete(key));
+  }
+
   /** One message row; update() refreshes the parts that can change. */
   function messageNode(m) {
-    const body = h('div', { class: 'bubble' }, h('span', { class: 'body', 'data-testid': 'message-body' }, m.body));
+    const bodyEl = h('span', { class: 'body', 'data-testid': 'message-body' }, m.body);
+    let current = m; // the row's message as of the last update
+    const life = lifecycleParts({
+      jump: jumpTo,
+      toggle: (emoji, on) => current.seq && react(state.openId, current.seq, emoji, on),
+      openActions: (btn) => openActions(btn, current),
+    });
+    const body = h('div', { class: 'bubble' }, life.forwarded, bodyEl);
     const sender = h('div', { class: 'sender' });
     const time = h('time', null);
     const stateEl = h('span', { class: 'receipt', 'data-testid': 'receipt' });
@@ -122,8 +265,15 @@ export function createConversationView(state, sync, actions) {
       'Retry',
     );
     const meta = h('div', { class: 'meta' }, time, stateEl, retry);
-    const el = h('div', { class: 'msg', 'data-testid': 'message', 'data-client-msg-id': m.clientMsgId }, sender, body, meta);
+    const row = h('div', { class: 'bubble-row' }, body, life.actionsBtn);
+    const el = h('div', { class: 'msg', 'data-testid': 'message', 'data-client-msg-id': m.clientMsgId }, sender, life.quote, row, life.reactions, meta);
+    meta.insertBefore(life.edited, stateEl);
     const update = (d) => {
+      current = d.m;
+      const recalled = !!d.m.recalled;
+      el.classList.toggle('recalled', recalled);
+      setText(bodyEl, recalled ? 'Message deleted' : d.m.body);
+      life.update({ m: d.m, quote: d.quote, me: state.me, actionable: Boolean(d.seq) && !recalled });
       el.classList.toggle('mine', d.mine);
       el.classList.toggle('theirs', !d.mine);
       el.classList.toggle('run-start', d.runStart);
@@ -139,7 +289,7 @@ export function createConversationView(state, sync, actions) {
       setText(stateEl, d.receipt);
       stateEl.hidden = !d.receipt;
       retry.hidden = d.status !== 'failed';
-      meta.hidden = !d.runEnd && !d.receipt && d.status !== 'failed';
+      meta.hidden = !d.runEnd && !d.receipt && d.status !== 'failed' && life.edited.hidden;
       el.title = d.error || '';
     };
     return { el, update };
@@ -194,6 +344,7 @@ export function createConversationView(state, sync, actions) {
       }
       push(m.clientMsgId ? `m:${m.clientMsgId}` : `seq:${m.seq}`, 'msg', {
         m,
+        quote: quoteOf(c, m),
         mine,
         seq: m.seq,
         status: 'sent',
@@ -207,7 +358,8 @@ export function createConversationView(state, sync, actions) {
     for (const p of c.pendingList()) {
       addDay(p.createdAt);
       push(`m:${p.clientMsgId}`, 'msg', {
-        m: { clientMsgId: p.clientMsgId, body: p.body },
+        m: { clientMsgId: p.clientMsgId, body: p.body, replyTo: p.replyTo },
+        quote: p.replyTo ? quoteOf(c, { replyTo: p.replyTo }) : null,
         mine: true,
         seq: null,
         status: p.status === 'failed' ? 'failed' : 'sending',
@@ -288,10 +440,16 @@ export function createConversationView(state, sync, actions) {
       nodes = new Map();
       list.replaceChildren();
       stickToBottom = true;
+      mode = null;
+      draft = '';
+      banner.show(null);
+      closeMenus();
       input.value = '';
       autoGrow();
       el.dataset.convId = String(c.id);
     }
+    // The message being replied to or edited was deleted meanwhile.
+    if (mode && c.messages.get(mode.seq)?.recalled) setMode(null);
     setText(titleEl, conversationTitle(c));
     avatarSlot.replaceChildren(avatar(c));
     const typing = c.typingUsers(Date.now());

@@ -57,7 +57,7 @@ export function createInbox(state, actions) {
         preview = h('span', { class: 'muted' }, systemText(m, state.me));
       } else {
       const who = m.senderId === state.me ? 'You: ' : c.type === 'GROUP' ? `${userName(m.senderId, state.me)}: ` : '';
-      preview = [who && h('span', { class: 'who' }, who), m.body];
+      preview = [who && h('span', { class: 'who' }, who), m.recalled ? h('span', { class: 'muted deleted' }, 'Message deleted') : m.body];
       }
     } else {
       preview = h('span', { class: 'muted' }, c.lastSeq ? 'New messages' : 'No messages yet');

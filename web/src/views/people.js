@@ -149,6 +149,26 @@ export async function openProfile(ctx) {
   name.focus();
 }
 
+/**
+ * Mute: no pushes from this conversation (PUT /v1/conversations/{id}/settings;
+ * mentions in a group still push, the server's default). A mute that has
+ * run out (mutedUntil passed) shows as off.
+ */
+function muteToggle(ctx, c, p) {
+  const s = c.settings;
+  const on = Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
+  return toggle('Mute notifications', 'mute-toggle', on, (v, box) =>
+    p.attempt(async () => {
+      c.settings = await ctx.api.setConversationSettings(c.id, { muted: v });
+      ctx.state.changed('inbox');
+      ctx.notify(v ? 'Muted: this chat sends no notifications.' : 'Notifications are on for this chat.');
+    }).then((ok) => {
+      if (!ok) box.checked = !v;
+    }),
+    c.type === 'GROUP' ? 'Messages that mention you still notify.' : undefined,
+  );
+}
+
 const ROLE_LABEL = { owner: 'Owner', admin: 'Admin', member: '' };
 
 /**
@@ -265,6 +285,7 @@ export async function openInfo(ctx, cid) {
       settingsForm(),
       h('div', { class: 'stack' }, h('h3', null, `Members (${members.length})`), add,
         h('ul', { class: 'plain-list', 'data-testid': 'member-list' }, members.map(memberRow))),
+      muteToggle(ctx, c, p),
       h('div', { class: 'modal-actions' }, leave),
     );
   }
@@ -306,6 +327,7 @@ async function openPerson(ctx, c) {
         h('div', null, h('strong', { 'data-testid': 'person-name' }, displayName(peer)), h('p', { class: 'hint', 'data-testid': 'person-seen' }, seen))),
       prof.about ? h('p', { class: 'about', 'data-testid': 'person-about' }, prof.about) : null,
       h('p', { class: 'hint' }, `User id ${peer}`),
+      muteToggle(ctx, c, p),
       h('div', { class: 'modal-actions' }, blockBtn),
     );
   }

@@ -10,8 +10,8 @@
 --   presence false: the same for online state and last seen. No row: both on.
 -- user_block: blocker_id blocked blocked_id. A blocked user cannot open a
 --   direct conversation with the blocker nor write into an existing one
---   (chat_send_batch refuses with status 14); push hand-off asks the same
---   table (chat.Service.IsBlocked).
+--   (chat_send_batch refuses with status 21); the push decider
+--   (internal/push/decider.go) asks the same table.
 CREATE TABLE user_profile (
     user_id      bigint      PRIMARY KEY CHECK (user_id > 0),
     display_name text        NOT NULL,

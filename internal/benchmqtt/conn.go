@@ -1,4 +1,4 @@
-package main
+package benchmqtt
 
 import (
 	"bufio"
@@ -13,15 +13,16 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// mqttConn is a lean MQTT 3.1.1/5 client connection for load generation:
+// Conn is a lean MQTT 3.1.1/5 client connection for load generation:
 // one reader goroutine, one writer goroutine that batches packets into few
 // syscalls, QoS 1 publishes completed by callback instead of a goroutine
 // each. Packets are encoded and decoded with mochi's codec, which speaks
 // both protocol versions (paho.golang speaks only v5).
-type mqttConn struct {
+type Conn struct {
 	version byte
 	nc      net.Conn
 	out     chan []byte
+	bufSize int
 
 	mu      sync.Mutex
 	nextID  uint16
@@ -35,8 +36,8 @@ type mqttConn struct {
 	err  error         // why (read after done)
 }
 
-// dialOptions are CONNECT parameters.
-type dialOptions struct {
+// Options are CONNECT parameters.
+type Options struct {
 	Version    byte // 4 or 5
 	ClientID   string
 	Username   string
@@ -45,20 +46,46 @@ type dialOptions struct {
 	Expiry     uint32 // v5 session expiry; v4 uses CleanStart only
 	KeepAlive  uint16
 	OnPublish  func(packets.Packet) // runs on the reader goroutine; must not block long
+
+	// LocalAddr is the source IP to dial from ("" lets the kernel pick):
+	// one source address has about 28,000 ephemeral ports towards one
+	// server port, so many connections spread over several 127.0.0.x.
+	LocalAddr string
+	// BufferSize is the read and the write buffer size (default 64 KiB,
+	// for senders at full rate); QueueSize the packets waiting for the
+	// writer (default 4096). Thousands of idle connections want both small.
+	BufferSize int
+	QueueSize  int
 }
 
-// errConnLost completes publishes whose PUBACK never came.
-var errConnLost = errors.New("connection lost before PUBACK")
+// ErrConnLost completes publishes whose PUBACK never came.
+var ErrConnLost = errors.New("connection lost before PUBACK")
 
-func dialMQTT(addr string, o dialOptions) (*mqttConn, packets.Packet, error) {
-	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+// Dial connects, sends CONNECT and waits for a successful CONNACK, which
+// it returns (a refusal is an error, with the CONNACK).
+func Dial(addr string, o Options) (*Conn, packets.Packet, error) {
+	if o.BufferSize <= 0 {
+		o.BufferSize = 64 * 1024
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if o.LocalAddr != "" {
+		ip := net.ParseIP(o.LocalAddr)
+		if ip == nil {
+			return nil, packets.Packet{}, fmt.Errorf("dial: bad source address %q", o.LocalAddr)
+		}
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, packets.Packet{}, err
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &mqttConn{version: o.Version, nc: nc, out: make(chan []byte, 4096),
+	c := &Conn{version: o.Version, nc: nc, out: make(chan []byte, o.QueueSize), bufSize: o.BufferSize,
 		waiters: map[uint16]func(packets.Packet, error){}, suback: make(chan packets.Packet, 4),
 		onPublish: o.OnPublish, done: make(chan struct{})}
 	pk := packets.Packet{
@@ -85,7 +112,7 @@ func dialMQTT(addr string, o dialOptions) (*mqttConn, packets.Packet, error) {
 		nc.Close()
 		return nil, packets.Packet{}, fmt.Errorf("write CONNECT: %w", err)
 	}
-	r := bufio.NewReaderSize(nc, 64*1024)
+	r := bufio.NewReaderSize(nc, o.BufferSize)
 	ack, err := readPacket(r, o.Version)
 	_ = nc.SetDeadline(time.Time{})
 	if err != nil {
@@ -161,7 +188,7 @@ func readPacket(r *bufio.Reader, version byte) (packets.Packet, error) {
 	return pk, err
 }
 
-func (c *mqttConn) readLoop(r *bufio.Reader) {
+func (c *Conn) readLoop(r *bufio.Reader) {
 	var err error
 	defer func() {
 		c.mu.Lock()
@@ -173,7 +200,7 @@ func (c *mqttConn) readLoop(r *bufio.Reader) {
 		close(c.done)
 		c.nc.Close()
 		for _, w := range ws {
-			w(packets.Packet{}, errConnLost)
+			w(packets.Packet{}, ErrConnLost)
 		}
 	}()
 	for {
@@ -215,8 +242,8 @@ func (c *mqttConn) readLoop(r *bufio.Reader) {
 
 // writeLoop writes queued packets, as many per syscall as are waiting,
 // and pings when idle.
-func (c *mqttConn) writeLoop(keepAlive uint16) {
-	w := bufio.NewWriterSize(c.nc, 64*1024)
+func (c *Conn) writeLoop(keepAlive uint16) {
+	w := bufio.NewWriterSize(c.nc, c.bufSize)
 	ping := time.Duration(keepAlive) * time.Second / 2
 	if ping <= 0 {
 		ping = time.Hour
@@ -257,22 +284,22 @@ func (c *mqttConn) writeLoop(keepAlive uint16) {
 	}
 }
 
-func (c *mqttConn) write(b []byte) {
+func (c *Conn) write(b []byte) {
 	select {
 	case c.out <- b:
 	case <-c.done:
 	}
 }
 
-// publish sends a publish; for QoS 1 done runs with the PUBACK (or
-// errConnLost) on the reader goroutine. QoS 0 calls done at once.
-func (c *mqttConn) publish(topic string, qos byte, payload []byte, done func(packets.Packet, error)) {
+// Publish sends a publish; for QoS 1 done runs with the PUBACK (or
+// ErrConnLost) on the reader goroutine. QoS 0 calls done at once.
+func (c *Conn) Publish(topic string, qos byte, payload []byte, done func(packets.Packet, error)) {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: payload, ProtocolVersion: c.version}
 	if qos > 0 {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			done(packets.Packet{}, errConnLost)
+			done(packets.Packet{}, ErrConnLost)
 			return
 		}
 		for {
@@ -304,8 +331,8 @@ func (c *mqttConn) publish(topic string, qos byte, payload []byte, done func(pac
 	}
 }
 
-// subscribe subscribes to filters at QoS 1 and waits for the SUBACK.
-func (c *mqttConn) subscribe(filters []string) error {
+// Subscribe subscribes to filters at QoS 1 and waits for the SUBACK.
+func (c *Conn) Subscribe(filters []string) error {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, ProtocolVersion: c.version}
 	c.mu.Lock()
 	c.nextID++
@@ -337,11 +364,17 @@ func (c *mqttConn) subscribe(filters []string) error {
 	}
 }
 
-// drop closes the TCP connection without DISCONNECT (a lost network).
-func (c *mqttConn) drop() { c.nc.Close() }
+// Done is closed when the connection has ended; Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// disconnect sends DISCONNECT, then closes.
-func (c *mqttConn) disconnect() {
+// Err is why the connection ended (after Done is closed).
+func (c *Conn) Err() error { return c.err }
+
+// Drop closes the TCP connection without DISCONNECT (a lost network).
+func (c *Conn) Drop() { c.nc.Close() }
+
+// Disconnect sends DISCONNECT, then closes.
+func (c *Conn) Disconnect() {
 	if b, err := encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ProtocolVersion: c.version}); err == nil {
 		c.write(b)
 	}

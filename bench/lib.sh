@@ -1,0 +1,119 @@
+# bench/lib.sh — what bench/run.sh and bench/efficiency.sh share. Source it
+# after setting WORK (a temp dir, mode 755) and PGBIN (where pgbench lives).
+
+# step prints a heading with the load average: other work on the machine
+# skews every figure, so the report shows it.
+step() { printf '\n== %s   [load average %s]\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+# find_pgbin sets PGBIN to the newest PostgreSQL installation's bin dir.
+find_pgbin() {
+	PGBIN=$(dirname "$(command -v pg_config || echo /usr/lib/postgresql/bin/x)")
+	for d in /usr/lib/postgresql/*/bin; do [ -x "$d/postgres" ] && PGBIN=$d; done
+	PGBENCH=$(command -v pgbench || echo "$PGBIN/pgbench")
+	PSQL=$(command -v psql || echo "$PGBIN/psql")
+}
+
+print_machine() {
+	{
+		echo "nproc: $(nproc)"
+		echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+		echo "memory: $(free -h | awk '/^Mem:/ {print $2}')"
+		echo "kernel: $(uname -r)"
+		echo "open files: $(ulimit -n)"
+		echo "go: $(go version | awk '{print $3}')"
+		echo "postgresql: $("$PGBIN/postgres" --version 2>/dev/null || echo unknown)"
+	} | tee "$WORK/machine.txt"
+}
+
+# refuse_taken exits when something already listens on one of the
+# addresses: it would answer the readiness probe in chatd's place.
+refuse_taken() {
+	for addr in "$@"; do
+		if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+			echo "bench: something already listens on $addr (set MQTT_PORT, HTTP_PORT, PLAIN_PORT)" >&2
+			exit 1
+		fi
+	done
+}
+
+# start_chatd NAME starts $WORK/bin/chatd on a fresh embedded PostgreSQL in
+# $WORK/NAME (or on CHAT_DATABASE_URL), with the CHAT_* settings of the
+# caller's environment, and sets CHATD_PID, DBURL and PG_PID (the
+# postmaster, when embedded).
+start_chatd() {
+	local dir=$WORK/$1
+	mkdir -p "$dir"
+	CHAT_DATA_DIR="$dir/data" CHAT_MQTT_ADDR="$MQTT_ADDR" CHAT_HTTP_ADDR="$HTTP_ADDR" CHAT_LOG_LEVEL=warn \
+		"$WORK/bin/chatd" >"$dir/chatd.log" 2>&1 &
+	CHATD_PID=$!
+	for _ in $(seq 1 120); do
+		curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null 2>&1 && break
+		kill -0 "$CHATD_PID" 2>/dev/null || { cat "$dir/chatd.log" >&2; echo "bench: chatd exited" >&2; exit 1; }
+		sleep 0.5
+	done
+	curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null || { cat "$dir/chatd.log" >&2; exit 1; }
+	CHATD_DIR=$dir
+	PG_PID=""
+	if [ -n "${CHAT_DATABASE_URL:-}" ]; then
+		DBURL=$CHAT_DATABASE_URL
+		echo "PostgreSQL: CHAT_DATABASE_URL"
+	else
+		local pm="$dir/data/pg/postmaster.pid"
+		DBURL="host=$(sed -n 5p "$pm") port=$(sed -n 4p "$pm") user=postgres dbname=chat sslmode=disable"
+		PG_PID=$(head -1 "$pm")
+		echo "PostgreSQL: chatd's embedded cluster, $DBURL, postmaster $PG_PID (fsync on)"
+	fi
+	echo "chatd pid $CHATD_PID on mqtt://$MQTT_ADDR, http://$HTTP_ADDR"
+}
+
+stop_chatd() {
+	[ -n "${CHATD_PID:-}" ] || return 0
+	kill "$CHATD_PID" 2>/dev/null || true
+	wait "$CHATD_PID" 2>/dev/null || true
+	CHATD_PID=""
+}
+
+# plain_restart starts a fresh plainbroker (extra flags: "$@") and sets
+# PLAIN_PID. Each run gets a fresh one: a saturated run leaves mochi's
+# inflight queues and retries behind for the next.
+plain_restart() {
+	plain_stop
+	"$WORK/bin/plainbroker" -addr "$PLAIN_ADDR" "$@" >>"$WORK/plainbroker.log" 2>&1 &
+	PLAIN_PID=$!
+	for _ in $(seq 1 50); do
+		(exec 3<>"/dev/tcp/${PLAIN_ADDR%:*}/${PLAIN_ADDR##*:}") 2>/dev/null && return
+		sleep 0.1
+	done
+	echo "bench: plainbroker did not listen on $PLAIN_ADDR" >&2
+	exit 1
+}
+
+plain_stop() {
+	[ -n "${PLAIN_PID:-}" ] || return 0
+	kill "$PLAIN_PID" 2>/dev/null || true
+	wait "$PLAIN_PID" 2>/dev/null || true
+	PLAIN_PID=""
+}
+
+# exec_p50 prints the median execution time, in ms, of the transactions in
+# pgbench's per-transaction logs (-l) with that prefix. With -R, pgbench's
+# own latency counts from the scheduled start, so a timer that fires late
+# (on this VM by up to hundreds of ms, now and then) inflates it and its
+# average; chatbench's PUBACK p50 counts from the publish. Fields: client,
+# transaction, latency us, script, epoch s, us, schedule lag us.
+exec_p50() {
+	cat "$1".* | awk '{print ($3 - $7) / 1000}' | sort -n | awk '{v[NR] = $1} END {if (NR) printf "%.3f\n", v[int((NR + 1) / 2)]; else print "nan"}'
+}
+
+# sendtx_alone runs, through pgbench at 50/s for 10 s, the transaction
+# chatd makes for a lone sender (chat_send_batch with one message) in the
+# newest conversation, and sets SENDTX_MS to its median execution time in
+# ms and LONE_CONV, LONE_USER to the conversation and sender it used.
+sendtx_alone() {
+	read -r LONE_CONV LONE_USER < <("$PSQL" "$DBURL" -Atc "SELECT conversation_id, user_id FROM conversation_member ORDER BY conversation_id DESC, user_id LIMIT 1" | tr '|' ' ')
+	printf "SELECT * FROM chat_send_batch(ARRAY['message'], ARRAY[%s]::bigint[], ARRAY[%s]::bigint[], ARRAY[gen_random_uuid()], ARRAY[repeat('x', %s)], ARRAY[0]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::bigint[], ARRAY[NULL]::text[], ARRAY[false], NULL, NULL);\n" \
+		"$LONE_CONV" "$LONE_USER" "$BODY" >"$WORK/sendtx.sql"
+	# chatd wakes the relay apart from the send, hence the setting.
+	PGOPTIONS="-c chat.defer_notify=on" "$PGBENCH" -n -M prepared -f "$WORK/sendtx.sql" -c 1 -R 50 -T 10 -l --log-prefix="$WORK/sendtx-log" "$DBURL" >"$WORK/sendtx.txt" 2>&1
+	SENDTX_MS=$(exec_p50 "$WORK/sendtx-log")
+}

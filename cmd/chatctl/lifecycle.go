@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+)
+
+// The message lifecycle commands (docs/protocol.md "Message lifecycle"):
+// edit, recall and react change a message; each change is an entry of the
+// conversation's stream with a seq of its own, which is what they print.
+// forward (and send --reply-to) send a message that refers to another.
+
+func runEdit(ctx context.Context, a *app, args []string) error {
+	fs := newFlags("edit", "edit --user N --conversation ID --seq SEQ --body TEXT",
+		"Replace the body of your message --seq, over MQTT like any client. The edit\nis an entry of the conversation with a seq of its own (printed); members get\nmessage.edited and history shows the message with its new body and\n\"editedAt\". Only the sender may edit, within CHAT_EDIT_WINDOW (default 48h).\n--body - reads the new body from stdin.",
+		`chatctl edit --user 1 --conversation 3 --seq 42 --body "fixed the typo"`)
+	cf := addChatFlags(fs)
+	conv := fs.Int64("conversation", 0, "conversation id")
+	seq := fs.Int64("seq", 0, "seq of the message to edit")
+	body := fs.String("body", "", "the new text (- reads stdin)")
+	id := addClientMsgIDFlag(fs, "edit")
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	if err := requireTarget(fs, *conv, *seq); err != nil {
+		return err
+	}
+	if *body == "" {
+		return usagef(`%s: --body is required: the new text, e.g. --body "fixed" (or --body - for stdin)`, fs.Name())
+	}
+	if err := checkClientMsgID(fs, id); err != nil {
+		return err
+	}
+	text, err := readBody(a, *body)
+	if err != nil {
+		return err
+	}
+	c, closeFn, err := cf.connect(ctx, a, fs)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	entry, err := c.Apply(ctx, client.Change{Kind: client.KindEdit, ConversationID: *conv, ClientMsgID: *id, TargetSeq: *seq, Body: text})
+	if err != nil {
+		return explainChange(err, fs, "edit", *cf.user, *conv, *seq)
+	}
+	if *cf.json {
+		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id, "body": text})
+	}
+	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, text)
+	return nil
+}
+
+func runRecall(ctx context.Context, a *app, args []string) error {
+	fs := newFlags("recall", "recall --user N --conversation ID --seq SEQ",
+		"Take message --seq back for everyone (\"delete for everyone\"). Its body and\nthe bodies of its edits are erased from the database; members get\nmessage.recalled and history keeps the message as \"recalled\": true. The\nsender may recall within CHAT_RECALL_WINDOW (default 24h), a group's owner\nor admin at any time. Recalling again changes nothing and prints the first\nrecall's seq.",
+		"chatctl recall --user 1 --conversation 3 --seq 42")
+	cf := addChatFlags(fs)
+	conv := fs.Int64("conversation", 0, "conversation id")
+	seq := fs.Int64("seq", 0, "seq of the message to recall")
+	id := addClientMsgIDFlag(fs, "recall")
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	if err := requireTarget(fs, *conv, *seq); err != nil {
+		return err
+	}
+	if err := checkClientMsgID(fs, id); err != nil {
+		return err
+	}
+	c, closeFn, err := cf.connect(ctx, a, fs)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	entry, err := c.Apply(ctx, client.Change{Kind: client.KindRecall, ConversationID: *conv, ClientMsgID: *id, TargetSeq: *seq})
+	if err != nil {
+		return explainChange(err, fs, "recall", *cf.user, *conv, *seq)
+	}
+	if *cf.json {
+		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id})
+	}
+	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d recalled #%d for everyone\n", *conv, entry, *cf.user, *seq)
+	return nil
+}
+
+func runReact(ctx context.Context, a *app, args []string) error {
+	fs := newFlags("react", "react --user N --conversation ID --seq SEQ --emoji EMOJI [--off]",
+		"Set your reaction --emoji on message --seq, or remove it with --off. A change\nis an entry with a seq of its own (printed); members get reaction.updated with\nthe emoji's new count. Setting a reaction you already set, or removing one you\ndid not, changes nothing and says so. At most 20 different emoji per user\nand message.",
+		"chatctl react --user 2 --conversation 3 --seq 42 --emoji 👍",
+		"chatctl react --user 2 --conversation 3 --seq 42 --emoji 👍 --off")
+	cf := addChatFlags(fs)
+	conv := fs.Int64("conversation", 0, "conversation id")
+	seq := fs.Int64("seq", 0, "seq of the message to react to")
+	emoji := fs.String("emoji", "", "the reaction: 1-32 bytes without spaces, e.g. 👍")
+	off := fs.Bool("off", false, "remove the reaction instead of setting it")
+	id := addClientMsgIDFlag(fs, "reaction")
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	if err := requireTarget(fs, *conv, *seq); err != nil {
+		return err
+	}
+	if *emoji == "" {
+		return usagef("%s: --emoji is required, e.g. --emoji 👍", fs.Name())
+	}
+	if err := checkClientMsgID(fs, id); err != nil {
+		return err
+	}
+	c, closeFn, err := cf.connect(ctx, a, fs)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	on := !*off
+	entry, err := c.Apply(ctx, client.Change{Kind: client.KindReaction, ConversationID: *conv, ClientMsgID: *id, TargetSeq: *seq, Emoji: *emoji, On: on})
+	if err != nil {
+		return explainChange(err, fs, "react to", *cf.user, *conv, *seq)
+	}
+	if *cf.json {
+		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id,
+			"emoji": *emoji, "on": on, "changed": entry != 0})
+	}
+	switch {
+	case entry == 0 && on:
+		fmt.Fprintf(a.stdout, "[conv %d] user %d had already reacted %s to #%d; nothing changed\n", *conv, *cf.user, *emoji, *seq)
+	case entry == 0:
+		fmt.Fprintf(a.stdout, "[conv %d] user %d had no %s on #%d; nothing changed\n", *conv, *cf.user, *emoji, *seq)
+	case on:
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d reacted %s to #%d\n", *conv, entry, *cf.user, *emoji, *seq)
+	default:
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d removed %s from #%d\n", *conv, entry, *cf.user, *emoji, *seq)
+	}
+	return nil
+}
+
+func runForward(ctx context.Context, a *app, args []string) error {
+	fs := newFlags("forward", "forward --user N (--conversation ID | --peer N) --from-conversation ID --seq SEQ",
+		"Forward message --seq of --from-conversation into --conversation (or the\ndirect conversation with --peer): a new message that copies its body and\ncarries \"forwardedFrom\". --user must be a member of both; a recalled message\ncannot be forwarded. Forwarding into the same conversation is allowed.",
+		"chatctl forward --user 1 --conversation 4 --from-conversation 3 --seq 42",
+		"chatctl forward --user 1 --peer 5 --from-conversation 3 --seq 42")
+	cf := addChatFlags(fs)
+	conv := fs.Int64("conversation", 0, "conversation to forward into")
+	peer := fs.Int64("peer", 0, "forward into the direct conversation with this user instead")
+	from := fs.Int64("from-conversation", 0, "conversation of the message to forward")
+	seq := fs.Int64("seq", 0, "seq of the message to forward, in --from-conversation")
+	id := fs.String("client-msg-id", "", "UUID making the forward idempotent (default: a new one); reuse it to retry safely")
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	if (*conv == 0) == (*peer == 0) {
+		return usagef("%s: give exactly one of --conversation ID and --peer USER: where to forward to", fs.Name())
+	}
+	if err := requireID(fs, "from-conversation", *from, "the conversation of the message to forward"); err != nil {
+		return err
+	}
+	if err := requireID(fs, "seq", *seq, "the seq of the message to forward (see `chatctl history`)"); err != nil {
+		return err
+	}
+	if err := checkClientMsgID(fs, id); err != nil {
+		return err
+	}
+	c, closeFn, err := cf.connect(ctx, a, fs)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if *peer != 0 {
+		d, _, err := c.OpenDirect(ctx, *peer)
+		if err != nil {
+			return explainChat(err, fs, *cf.user, 0)
+		}
+		*conv = d.ID
+	}
+	ref := &client.MessageRef{ConversationID: *from, Seq: *seq}
+	sent, err := c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
+	if err != nil {
+		return explainForward(err, fs, *cf.user, *conv, *from, *seq)
+	}
+	// The forward's body is the server's copy: read it back to show what
+	// was sent (best effort; the forward is committed either way).
+	body := ""
+	if ms, err := c.History(ctx, *conv, client.HistoryOptions{AfterSeq: sent - 1, Forward: true, Limit: 1}); err == nil && len(ms) == 1 && ms[0].Seq == sent {
+		body = ms[0].Body
+	}
+	if *cf.json {
+		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": sent, "clientMsgId": *id, "body": body,
+			"forwardedFrom": map[string]int64{"conversationId": *from, "seq": *seq}})
+	}
+	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d (forwarded from conv %d #%d): %s\n", *conv, sent, *cf.user, *from, *seq, body)
+	return nil
+}
+
+// addClientMsgIDFlag is the --client-msg-id flag of a change.
+func addClientMsgIDFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("client-msg-id", "", fmt.Sprintf("UUID making the %s idempotent (default: a new one); reuse it to retry safely", what))
+}
+
+// checkClientMsgID fills in a new id, or checks the given one.
+func checkClientMsgID(fs *flag.FlagSet, id *string) error {
+	if *id == "" {
+		*id = uuid.NewString()
+		return nil
+	}
+	if _, err := uuid.Parse(*id); err != nil {
+		return usagef("%s: --client-msg-id %q is not a UUID", fs.Name(), *id)
+	}
+	return nil
+}
+
+// requireTarget checks --conversation and --seq of a change.
+func requireTarget(fs *flag.FlagSet, conv, seq int64) error {
+	if err := requireID(fs, "conversation", conv, "the conversation id"); err != nil {
+		return err
+	}
+	return requireID(fs, "seq", seq, "the seq of the message (see `chatctl history`)")
+}
+
+// readBody is the text of --body, from stdin for "-".
+func readBody(a *app, body string) (string, error) {
+	if body != "-" {
+		return body, nil
+	}
+	b, err := io.ReadAll(a.stdin())
+	if err != nil {
+		return "", fmt.Errorf("read body from stdin: %w", err)
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// explainChange turns the refusal of an edit, recall or reaction into what
+// to do next. The server's message says which rule refused it.
+func explainChange(err error, fs *flag.FlagSet, verb string, user, conv, seq int64) error {
+	historyCmd := fmt.Sprintf("`chatctl history --user %d --conversation %d`", user, conv)
+	switch {
+	case errors.Is(err, client.ErrNotMember):
+		return explainChat(err, fs, user, conv)
+	case errors.Is(err, client.ErrNotFound):
+		return hint(err, "%v: conversation %d has no message #%d to %s (edits, recalls and reactions have seqs too, but only messages can be changed); list the messages with %s",
+			err, conv, seq, verb, historyCmd)
+	case errors.Is(err, client.ErrGone):
+		return hint(err, "%v: message #%d was recalled for everyone, so there is nothing left to %s", err, seq, verb)
+	case errors.Is(err, client.ErrForbidden):
+		return hint(err, "%v: user %d may not %s #%d; see who sent it with %s", err, user, verb, seq, historyCmd)
+	}
+	return explainChat(err, fs, user, conv)
+}
+
+// explainForward explains a refused forward (or reply): the source is the
+// usual culprit.
+func explainForward(err error, fs *flag.FlagSet, user, conv, from, seq int64) error {
+	switch {
+	case errors.Is(err, client.ErrForbidden):
+		return hint(err, "%v: user %d must be a member of conversation %d to forward from it; list the user's conversations with `chatctl inbox --user %d`",
+			err, user, from, user)
+	case errors.Is(err, client.ErrNotFound):
+		return hint(err, "%v: conversation %d has no message #%d that can be forwarded (recalled messages cannot); list them with `chatctl history --user %d --conversation %d`",
+			err, from, seq, user, from)
+	}
+	return explainChat(err, fs, user, conv)
+}

@@ -1,0 +1,37 @@
+package hooks
+
+import (
+	"testing"
+
+	chat "github.com/chatd/chatd"
+)
+
+// BenchmarkDecodeSend is the first stage of a message's path: the publish
+// topic parsed and its payload decoded into a send request (the rest of
+// onSend hands it to the domain, which validates it and queues it for
+// the batcher). Stages: this, store's
+// BenchmarkGroupCommit, delivery's BenchmarkFanOut, BenchmarkPublishEncode.
+func BenchmarkDecodeSend(b *testing.B) {
+	topic := "chat/v1/conv/67890/msg"
+	payload := []byte(`{"clientMsgId":"3f1b8a52-6c1e-4d7a-9a0e-2b6f4c1d9e01","body":"` + string(make100()) + `"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := ParseTopic(topic)
+		var body sendPayload
+		if err := decodeStrict(payload, &body); err != nil {
+			b.Fatal(err)
+		}
+		req := chat.SendRequest{ConversationID: r.ConversationID, SenderID: 1, ClientMsgID: body.ClientMsgID, Body: body.Body}
+		if req.ConversationID != 67890 {
+			b.Fatal("bad topic")
+		}
+	}
+}
+
+func make100() []byte {
+	b := make([]byte, 100)
+	for i := range b {
+		b[i] = 'x'
+	}
+	return b
+}

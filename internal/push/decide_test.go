@@ -1,0 +1,384 @@
+package push_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/push"
+)
+
+func TestUnacknowledgedMessageIsPushedToTheRecipientOnly(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(1, "alice")
+	r.subscribe(2, "bob")
+	start := time.Now()
+	seq := r.send(conv, 1, "hello")
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("pushed after %v, before the delay", d)
+	}
+	n := got[0]
+	if n.ConversationID != conv || n.Seq != seq || n.SenderID != 1 || n.Count != 1 || n.Badge != 1 || n.Title != "New message" || n.Body != "" {
+		t.Errorf("notification = %+v", n)
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+	r.quiet("alice", 0, 0)
+}
+
+func TestAcknowledgedMessageIsNotPushed(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "hello")
+	r.ack(conv, 2, seq)
+	r.quiet("bob", 0, time.Second)
+	if n := r.count(`SELECT seq FROM push_cursor WHERE conversation_id = $1`, conv); n != seq {
+		t.Errorf("cursor at %d, want %d: the message was decided", n, seq)
+	}
+}
+
+func TestBurstCoalescesIntoOnePushAndTheMinimumIntervalCarriesTheCount(t *testing.T) {
+	r := newRig(t)
+	// A delay long enough that the burst's sends are all committed
+	// before its first message is due, even under the race detector.
+	r.start(func(c *push.Config) { c.Delay = time.Second })
+	conv := r.group(1, 2)
+	r.subscribe(2, "bob")
+	for i := 0; i < 3; i++ {
+		r.send(conv, 1, "burst")
+	}
+	got := r.waitPushes("bob", 1, 4*time.Second)
+	if got[0].Count != 3 || got[0].Seq != 3 || got[0].Title != "team" || got[0].Badge != 3 {
+		t.Errorf("burst push = %+v, want one push of 3 messages", got[0])
+	}
+	first := r.ep.Of("bob")[0].At
+	// Within the minimum interval (1s here): two more messages wait and
+	// go out together once it has passed.
+	r.send(conv, 1, "later")
+	r.send(conv, 1, "later")
+	got = r.waitPushes("bob", 2, 5*time.Second)
+	second := r.ep.Of("bob")[1].At
+	if gap := second.Sub(first); gap < time.Second {
+		t.Errorf("second push %v after the first, want at least the minimum interval", gap)
+	}
+	if got[1].Count != 2 || got[1].Seq != 5 || got[1].Badge != 5 {
+		t.Errorf("second push = %+v, want count 2 up to seq 5", got[1])
+	}
+	r.quiet("bob", 2, 1500*time.Millisecond)
+}
+
+func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.group(1, 2, 3)
+	r.subscribe(2, "bob")
+	r.subscribe(3, "carol")
+	ctx := context.Background()
+	if _, err := r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true, Mentions: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.ConversationSettings{Muted: true, Mentions: false}); err != nil {
+		t.Fatal(err)
+	}
+	r.send(conv, 1, "nobody is woken")
+	r.quiet("bob", 0, 800*time.Millisecond)
+	r.send(conv, 1, "@2 and @3, look")
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if got[0].Seq != 2 || got[0].Count != 1 {
+		t.Errorf("mention push = %+v", got[0])
+	}
+	r.quiet("carol", 0, 500*time.Millisecond)
+
+	// A mute that ended pushes again.
+	past := time.Now().Add(-time.Minute)
+	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.ConversationSettings{Muted: true, MutedUntil: &past, Mentions: false}); err != nil {
+		t.Fatal(err)
+	}
+	r.send(conv, 1, "mute is over")
+	r.waitPushes("carol", 1, 3*time.Second)
+}
+
+// A blocked user can still write in a group the blocker is in, and the
+// blocker's sessions still get it, but the blocker's devices are never
+// woken for it; the other members' are, and the blocker's are for
+// everyone else's messages.
+func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.group(1, 2, 3)
+	r.subscribe(2, "bob")
+	r.subscribe(3, "carol")
+	if err := r.store.Block(context.Background(), 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	seq := r.send(conv, 1, "from the blocked one")
+	// carol's push proves the message was decided: bob's silence after it
+	// is the block, not a decision still to come.
+	if got := r.waitPushes("carol", 1, 3*time.Second); got[0].Seq != seq || got[0].SenderID != 1 {
+		t.Errorf("carol's push = %+v, want seq %d from user 1", got[0], seq)
+	}
+	r.quiet("bob", 0, 800*time.Millisecond)
+
+	next := r.send(conv, 3, "from carol")
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if got[0].Seq != next || got[0].SenderID != 3 || got[0].Count != 1 {
+		t.Errorf("bob's push = %+v, want carol's message %d alone", got[0], next)
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+}
+
+func TestPreviewCarriesTheText(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview = true })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "the text")
+	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Body != "the text" {
+		t.Errorf("body = %q, want the preview", got[0].Body)
+	}
+}
+
+func TestGoneSubscriptionDeletesTheDevice(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	id := r.subscribe(2, "bob")
+	r.ep.Script("bob", http.StatusGone)
+	r.send(conv, 1, "hello")
+	deadline := time.Now().Add(3 * time.Second)
+	for r.count(`SELECT count(*) FROM push_device WHERE id = $1`, id) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("device still registered after 410: %s", describe(r.ep.Pushes()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job`); n != 0 {
+		t.Errorf("%d jobs left", n)
+	}
+}
+
+func TestServerErrorIsRetriedAfterRetryAfter(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Script("bob", http.StatusInternalServerError)
+	r.send(conv, 1, "hello")
+	got := r.waitPushes("bob", 1, 5*time.Second)
+	all := r.ep.Pushes()
+	if len(all) != 2 || all[0].Status != 500 || all[1].Status != 201 {
+		t.Fatalf("requests: %s", describe(all))
+	}
+	if gap := all[1].At.Sub(all[0].At); gap < time.Second {
+		t.Errorf("retried after %v, before the endpoint's Retry-After: 1", gap)
+	}
+	if got[0].Seq != 1 {
+		t.Errorf("retry = %+v", got[0])
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+}
+
+func TestTwoNodesPushOncePerMessage(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	r.start(nil)
+	conv := r.group(1, 2)
+	r.subscribe(2, "bob")
+	for i := 0; i < 5; i++ {
+		r.send(conv, 1, "x")
+		time.Sleep(1200 * time.Millisecond / 5)
+	}
+	r.waitPushes("bob", 1, 3*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	got := notifications(t, r.ep.Of("bob"))
+	total := 0
+	for _, n := range got {
+		total += n.Count
+	}
+	if total != 5 {
+		t.Errorf("pushes %+v count %d messages, want each of 5 once", got, total)
+	}
+}
+
+func TestPushDecidedByAStoppedNodeIsSentByAnother(t *testing.T) {
+	r := newRig(t)
+	stopA := r.start(func(c *push.Config) { c.Timeout = 300 * time.Millisecond })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Hang("bob", true)
+	r.send(conv, 1, "hello")
+	deadline := time.Now().Add(3 * time.Second)
+	for len(r.ep.Pushes()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no request reached the endpoint")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopA()
+	t.Logf("after stop: %s", dumpJobs(r))
+	r.ep.Hang("bob", false)
+	r.start(nil)
+	restarted := time.Now()
+	got := r.waitPushes("bob", 1, 5*time.Second)
+	t.Logf("sent %v after the restart", time.Since(restarted))
+	if got[0].Seq != 1 {
+		t.Errorf("push = %+v", got[0])
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+}
+
+func dumpJobs(r *rig) string {
+	rows, _ := r.pool.Query(context.Background(), `SELECT id, state, not_before - now(), lease_until - now(), attempts, device_ids FROM push_job`)
+	defer rows.Close()
+	s := ""
+	for rows.Next() {
+		vals, _ := rows.Values()
+		s += fmt.Sprintf("%v\n", vals)
+	}
+	return s
+}
+
+// TestConcurrentDecisionsDecideEachMessageOnce: a second decider (a leader
+// that lost its lease without knowing yet) deciding the same conversation
+// at the same time waits for the first and then finds nothing left.
+func TestConcurrentDecisionsDecideEachMessageOnce(t *testing.T) {
+	r := newRig(t)
+	conv := r.group(1, 2)
+	r.subscribe(2, "bob")
+	// The cursor exists (committed) before either decision, as for every
+	// conversation but a brand-new one.
+	if _, err := r.pool.Exec(context.Background(), `INSERT INTO push_cursor (conversation_id, seq) VALUES ($1, 0)`, conv); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		r.send(conv, 1, "x")
+	}
+	time.Sleep(r.cfg.Delay + 50*time.Millisecond)
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx1, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	if n, err := push.DecideInTx(ctx, p, tx1, []int64{conv}); err != nil || n != 1 {
+		t.Fatalf("first decision: %d jobs, %v", n, err)
+	}
+	second := make(chan int, 1)
+	go func() {
+		tx2, err := r.pool.Begin(ctx)
+		if err != nil {
+			second <- -1
+			return
+		}
+		defer tx2.Rollback(ctx)
+		n, err := push.DecideInTx(ctx, p, tx2, []int64{conv})
+		if err != nil || tx2.Commit(ctx) != nil {
+			n = -1
+		}
+		second <- n
+	}()
+	select {
+	case n := <-second:
+		t.Fatalf("the second decision did not wait for the first (%d jobs)", n)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-second; n != 0 {
+		t.Errorf("the second decision wrote %d jobs, want none", n)
+	}
+	if c := r.count(`SELECT sum(count) FROM push_job WHERE user_id = 2`); c != 3 {
+		t.Errorf("jobs count %d messages, want 3", c)
+	}
+}
+
+// TestFullQueueLeavesPushesInPostgreSQLAndCountsThem: with one worker and
+// a queue of two held by a hanging push service, the other due pushes stay
+// in PostgreSQL (memory stays bounded) and are counted as overflow; once
+// the service answers they all go out.
+func TestFullQueueLeavesPushesInPostgreSQLAndCountsThem(t *testing.T) {
+	r := newRig(t)
+	reg := prometheus.NewRegistry()
+	r.start(func(c *push.Config) {
+		c.Workers, c.QueueSize, c.Registerer, c.Timeout = 1, 2, reg, 3*time.Second
+	})
+	var names []string
+	for u := int64(2); u <= 7; u++ {
+		name := fmt.Sprint("u", u)
+		names = append(names, name)
+		r.subscribe(u, name)
+		r.ep.Hang(name, true)
+		r.send(r.direct(1, u), 1, "hi")
+	}
+	gauge := func(name string) float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				m := mf.GetMetric()[0]
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		return 0
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for gauge("chat_push_queue_overflow_total") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no overflow counted; queue %v", gauge("chat_push_queue_length"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if q := gauge("chat_push_queue_length"); q > 2 {
+		t.Errorf("queue length %v above its bound 2", q)
+	}
+	for _, n := range names {
+		r.ep.Hang(n, false)
+	}
+	for _, n := range names {
+		r.waitPushes(n, 1, 15*time.Second)
+	}
+}
+
+func TestConversationWithoutDevicesIsPassedOverWithoutReadingItsMessages(t *testing.T) {
+	r := newRig(t)
+	// A minute's delay: no message falls due during the test; the short
+	// reconcile interval has the decider look at both conversations at once.
+	r.start(func(c *push.Config) { c.Delay = time.Minute; c.ReconcileInterval = 50 * time.Millisecond })
+	bare := r.direct(1, 2)
+	pushed := r.direct(3, 4)
+	r.subscribe(4, "dave")
+	var last int64
+	for i := range 3 {
+		last = r.send(bare, 1, fmt.Sprint("hello ", i))
+		r.send(pushed, 3, fmt.Sprint("hello ", i))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, bare) != last {
+		if time.Now().After(deadline) {
+			t.Fatalf("cursor of the conversation without devices at %d, want %d at once",
+				r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, bare), last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The conversation with a device waits for its messages to fall due.
+	if n := r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, pushed); n != 0 {
+		t.Errorf("cursor of the conversation with a device at %d before its messages were due", n)
+	}
+	r.quiet("dave", 0, 300*time.Millisecond)
+}

@@ -1,0 +1,414 @@
+package push
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Decisions per transaction, and messages decided per conversation in one.
+const (
+	decideBatch   = 500
+	decidePerConv = 1000
+)
+
+// ensureCursors gives conversations created since the migration a cursor
+// at 0 (all their messages are new); existing rows are left alone. Its
+// unique check waits for a concurrent decision that holds the row, so a
+// second decider's statement starts after the first committed.
+const ensureCursors = `
+INSERT INTO push_cursor (conversation_id, seq)
+SELECT id, 0 FROM unnest($1::bigint[]) AS id
+ON CONFLICT (conversation_id) DO NOTHING`
+
+// decideSQL decides the conversations $1 in one statement:
+//
+//   - under each conversation's push_cursor row lock (a second decider, a
+//     leader that lost its lease without knowing, waits and then sees the
+//     cursor moved), it reads the undecided entries (after the cursor, at
+//     most $5); messages older than Delay ($2 s) are due: their recipients
+//     had their chance to acknowledge; other entries are due at once;
+//   - only messages push (edits, recalls, reactions and system entries
+//     are entries of the stream too, decided and passed over), a recalled
+//     one never; a message would push a member who is not its sender, joined before
+//     it, has neither acknowledged (delivered watermark) nor read it, nor
+//     had it in an earlier push (push_last.seq), has a device, has not
+//     blocked its sender (user_block: the blocked user may still write in
+//     a group both are in, and the message still reaches the blocker's
+//     sessions, but it never wakes the blocker's devices), and has not
+//     muted the conversation (in a group, a mention "@<user id>" still
+//     pushes while mentions is on); messages older than MaxAge ($3 s) are
+//     passed over, never pushed;
+//   - a member with such a due message gets one job for every such message
+//     so far, young ones included: they are waiting together (coalescing).
+//     It is merged into the job already waiting for that (user,
+//     conversation), due at once or MinInterval ($4 s) after that pair's
+//     last push; the job's covered lists its messages and push_last.seq
+//     records the highest;
+//   - the cursor moves past the due entries, in the same transaction as
+//     the jobs: each message is decided once.
+//
+// A conversation none of whose members has a device cannot push: its
+// cursor moves to its last seq at once and its entries are not read (the
+// bench's and a web-only or device-only deployment's common case: this
+// was about a quarter of PostgreSQL's time per message there). A device
+// registered meanwhile gets pushes from the next message on.
+//
+// It answers per conversation how many entries it read, when a message
+// that is not yet due remains, in how many seconds it is, and the targets
+// and actors of the recalls it read (also those the cursor does not pass
+// yet, behind a young message: recallSQL is idempotent).
+const decideSQL = `
+WITH cur AS (
+    SELECT conversation_id, seq FROM push_cursor
+    WHERE conversation_id = ANY($1::bigint[])
+    ORDER BY conversation_id FOR UPDATE
+), lone AS MATERIALIZED (
+    SELECT cur.conversation_id FROM cur
+    WHERE NOT EXISTS (SELECT 1 FROM conversation_member cm JOIN push_device d ON d.user_id = cm.user_id
+                      WHERE cm.conversation_id = cur.conversation_id)
+), skip AS (
+    UPDATE push_cursor p SET seq = c.last_seq
+    FROM lone JOIN conversation c ON c.id = lone.conversation_id
+    WHERE p.conversation_id = lone.conversation_id AND p.seq < c.last_seq
+    RETURNING p.conversation_id
+), msgs AS (
+    SELECT m.conversation_id, m.seq, m.sender_id, m.body, m.created_at, m.kind, m.recalled_at, m.target_seq,
+           m.kind <> 'message' OR m.created_at <= now() - make_interval(secs => $2) AS due
+    FROM cur CROSS JOIN LATERAL (
+        SELECT conversation_id, seq, sender_id, body, created_at, kind, recalled_at, target_seq FROM message
+        WHERE conversation_id = cur.conversation_id AND seq > cur.seq
+        ORDER BY seq LIMIT $5
+    ) m
+    WHERE NOT EXISTS (SELECT 1 FROM lone WHERE lone.conversation_id = cur.conversation_id)
+), firstyoung AS (
+    SELECT conversation_id, min(seq) AS seq, min(created_at) AS at FROM msgs WHERE NOT due GROUP BY conversation_id
+), adv AS (
+    UPDATE push_cursor p SET seq = r.seq
+    FROM (SELECT m.conversation_id, max(m.seq) AS seq FROM msgs m
+          LEFT JOIN firstyoung y USING (conversation_id)
+          WHERE y.seq IS NULL OR m.seq < y.seq
+          GROUP BY m.conversation_id) r
+    WHERE p.conversation_id = r.conversation_id
+    RETURNING p.conversation_id
+), elig AS (
+    SELECT w.user_id, m.conversation_id, m.seq, m.sender_id,
+           m.due AND (y.seq IS NULL OR m.seq < y.seq) AS due
+    FROM msgs m
+    LEFT JOIN firstyoung y ON y.conversation_id = m.conversation_id
+    JOIN conversation c ON c.id = m.conversation_id
+    JOIN member_watermark w ON w.conversation_id = m.conversation_id
+    LEFT JOIN member_settings s ON s.conversation_id = w.conversation_id AND s.user_id = w.user_id
+    LEFT JOIN push_last l ON l.user_id = w.user_id AND l.conversation_id = w.conversation_id
+    WHERE m.kind = 'message' AND m.recalled_at IS NULL
+      AND w.user_id <> m.sender_id
+      AND w.join_seq < m.seq
+      AND GREATEST(w.last_delivered_seq, w.last_read_seq, COALESCE(l.seq, 0)) < m.seq
+      AND m.created_at > now() - make_interval(secs => $3)
+      AND EXISTS (SELECT 1 FROM push_device d WHERE d.user_id = w.user_id)
+      AND NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = w.user_id AND b.blocked_id = m.sender_id)
+      AND (s.muted IS NOT TRUE
+           OR (s.muted_until IS NOT NULL AND s.muted_until <= now())
+           OR (c.type = 'GROUP' AND s.mentions
+               AND m.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))
+), rcpt AS (
+    SELECT user_id, conversation_id, count(*)::int AS n, max(seq) AS seq,
+           (array_agg(sender_id ORDER BY seq DESC))[1] AS sender_id,
+           range_agg(int8range(seq, seq + 1)) AS covered
+    FROM elig
+    GROUP BY user_id, conversation_id
+    HAVING bool_or(due)
+), covered AS (
+    INSERT INTO push_last AS l (user_id, conversation_id, pushed_at, seq)
+    SELECT user_id, conversation_id, '-infinity', seq FROM rcpt
+    ON CONFLICT (user_id, conversation_id) DO UPDATE SET seq = GREATEST(l.seq, EXCLUDED.seq)
+), ins AS (
+    INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered, not_before)
+    SELECT rc.user_id, rc.conversation_id, 'message', rc.seq, rc.n, rc.sender_id, rc.covered,
+           GREATEST(now(), COALESCE(l.pushed_at + make_interval(secs => $4), now()))
+    FROM rcpt rc
+    LEFT JOIN push_last l ON l.user_id = rc.user_id AND l.conversation_id = rc.conversation_id
+    ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
+    DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count,
+                  sender_id = EXCLUDED.sender_id, covered = j.covered + EXCLUDED.covered
+    RETURNING 1
+), per AS (
+    SELECT conversation_id, count(*)::int AS n,
+           array_agg(target_seq ORDER BY seq) FILTER (WHERE kind = 'recall') AS recalled,
+           array_agg(sender_id ORDER BY seq) FILTER (WHERE kind = 'recall') AS actors
+    FROM msgs GROUP BY conversation_id
+)
+SELECT cur.conversation_id, COALESCE(per.n, 0),
+       EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8,
+       (SELECT count(*) FROM ins)::int,
+       ((SELECT count(*) FROM adv) + (SELECT count(*) FROM skip))::int,
+       COALESCE(per.recalled, '{}'), COALESCE(per.actors, '{}')
+FROM cur
+LEFT JOIN per ON per.conversation_id = cur.conversation_id
+LEFT JOIN firstyoung y ON y.conversation_id = cur.conversation_id`
+
+// dropRecalledSQL deletes the pending notifications that covered nothing
+// but the recalled messages (conversation $1[i], seq $2[i]): nothing was
+// shown, nothing is left to show. A job a sender claimed meanwhile is
+// 'sending' by the time this statement locks it and is left to recallSQL.
+const dropRecalledSQL = `
+WITH rec AS (
+    SELECT conversation_id, range_agg(int8range(seq, seq + 1)) AS t
+    FROM unnest($1::bigint[], $2::bigint[]) AS x(conversation_id, seq)
+    GROUP BY conversation_id
+)
+DELETE FROM push_job j USING rec r
+WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.state = 'pending'
+  AND j.covered && r.t AND isempty(j.covered - r.t)`
+
+// recallSQL takes the recalled messages ($1[i], $2[i], recalled by
+// $3[i]) out of every notification that covered them: a waiting or
+// retried push then counts and previews only what is left (the newest
+// remaining message). Where the notification had been claimed (it may be
+// on a device: 'sending' or 'sent') and is the newest claimed one of its
+// (user, conversation) (a newer one replaced it on the devices), the user
+// gets a remove job, due at once and merged into one waiting already.
+// Being an UPDATE, it sees each job as it is when locked, not as the
+// statement's snapshot had it: a job claimed by a sender after the
+// snapshot is found 'sending' and removed. Once a message is out of every
+// covered, running this again changes nothing, so recalls are handled as
+// soon as the decider reads them, also before the cursor passes them.
+const recallSQL = `
+WITH rec AS (
+    SELECT conversation_id, range_agg(int8range(seq, seq + 1)) AS t,
+           (array_agg(actor ORDER BY seq DESC))[1] AS actor, max(seq) AS seq
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(conversation_id, seq, actor)
+    GROUP BY conversation_id
+), upd AS (
+    UPDATE push_job j SET
+        covered = j.covered - r.t,
+        count = GREATEST(j.count - (SELECT COALESCE(sum(upper(x) - lower(x)), 0) FROM unnest(j.covered * r.t) x)::int, 1),
+        seq = CASE WHEN isempty(j.covered - r.t) THEN j.seq ELSE upper(j.covered - r.t) - 1 END,
+        sender_id = COALESCE((SELECT m.sender_id FROM message m
+                              WHERE m.conversation_id = j.conversation_id AND m.seq = upper(j.covered - r.t) - 1), j.sender_id)
+    FROM rec r
+    WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.covered && r.t
+    RETURNING j.id, j.user_id, j.conversation_id, j.state
+), rm AS (
+    SELECT u.user_id, u.conversation_id, r.seq, r.actor, count(*)::int AS n
+    FROM upd u JOIN rec r USING (conversation_id)
+    WHERE u.state <> 'pending'
+      AND NOT EXISTS (SELECT 1 FROM push_job n
+                      WHERE n.conversation_id = u.conversation_id AND n.user_id = u.user_id
+                        AND n.kind = 'message' AND n.state <> 'pending' AND n.id > u.id)
+    GROUP BY u.user_id, u.conversation_id, r.seq, r.actor
+)
+INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id)
+SELECT user_id, conversation_id, 'remove', seq, n, actor FROM rm
+ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
+DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count, sender_id = EXCLUDED.sender_id`
+
+// reconcileSQL finds every conversation with messages the decider has not
+// decided: on taking the lease (the hints went with the last leader) and
+// every ReconcileInterval (a hint lost with a Kafka event).
+const reconcileSQL = `
+SELECT c.id FROM conversation c
+LEFT JOIN push_cursor p ON p.conversation_id = c.id
+WHERE c.last_seq > COALESCE(p.seq, 0)`
+
+// decide runs the decider's lease loop until ctx is done.
+func (p *Pusher) decide(ctx context.Context) {
+	fails := 0
+	standing := false
+	for ctx.Err() == nil {
+		conn, err := p.connect(ctx)
+		if err == nil {
+			var got bool
+			if err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", p.cfg.LockKey).Scan(&got); err == nil {
+				fails = 0
+				if got {
+					standing = false
+					p.log.Info("push: took the decider lease")
+					p.setLeading(true)
+					err = p.lead(ctx, conn)
+					p.setLeading(false)
+				} else if !standing {
+					p.log.Info("push: standing by, another node decides pushes")
+					standing = true
+				}
+			}
+			closeConn(conn)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		pause := p.cfg.LeaseInterval
+		if err != nil {
+			fails++
+			p.m.errors.WithLabelValues("db").Inc()
+			if fails == 1 {
+				p.log.Warn("push: decider failed, retrying", "err", err)
+			}
+			pause = backoff(fails, p.cfg.LeaseInterval, 30*time.Second)
+		}
+		sleep(ctx, pause)
+	}
+}
+
+func (p *Pusher) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg := p.cfg.Pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = "chatd-push"
+	// A vanished leader's session, and so its lease, ends within ~25 s.
+	cfg.RuntimeParams["tcp_keepalives_idle"] = "10"
+	cfg.RuntimeParams["tcp_keepalives_interval"] = "5"
+	cfg.RuntimeParams["tcp_keepalives_count"] = "3"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect push decider session: %w", err)
+	}
+	return conn, nil
+}
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// lead decides while the lease is held; it returns nil when ctx is done and
+// the error that ended the session otherwise.
+func (p *Pusher) lead(ctx context.Context, conn *pgx.Conn) error {
+	t := time.NewTicker(p.cfg.Tick)
+	defer t.Stop()
+	var nextReconcile time.Time
+	for {
+		now := time.Now()
+		if !now.Before(nextReconcile) {
+			if err := p.reconcile(ctx, conn); err != nil {
+				return err
+			}
+			nextReconcile = now.Add(p.cfg.ReconcileInterval)
+		}
+		for {
+			ids := p.due(time.Now(), decideBatch)
+			if len(ids) == 0 {
+				break
+			}
+			if err := p.decideBatch(ctx, conn, ids); err != nil {
+				for _, id := range ids {
+					p.hint(id, time.Now())
+				}
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Pusher) reconcile(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, reconcileSQL)
+	if err != nil {
+		return fmt.Errorf("find undecided conversations: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("find undecided conversations: %w", err)
+	}
+	now := time.Now()
+	for _, id := range ids {
+		p.hint(id, now)
+	}
+	return nil
+}
+
+// decided is what decideSQL answered for one conversation.
+type decided struct {
+	id      int64
+	n       int
+	youngIn *float64
+}
+
+// decideTx runs one decision in tx and returns its rows, the number of
+// jobs it wrote or merged and the number of remove jobs.
+func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, int, int, error) {
+	if _, err := tx.Exec(ctx, ensureCursors, ids); err != nil {
+		return nil, 0, 0, err
+	}
+	rows, err := tx.Query(ctx, decideSQL, ids, p.cfg.Delay.Seconds(), p.cfg.MaxAge.Seconds(),
+		p.cfg.MinInterval.Seconds(), decidePerConv)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var (
+		out                    []decided
+		jobs, advd             int
+		recConv, recSeq, actor []int64
+	)
+	for rows.Next() {
+		var (
+			r              decided
+			targets, actrs []int64
+		)
+		if err := rows.Scan(&r.id, &r.n, &r.youngIn, &jobs, &advd, &targets, &actrs); err != nil {
+			rows.Close()
+			return nil, 0, 0, err
+		}
+		out = append(out, r)
+		for i := range targets {
+			recConv, recSeq, actor = append(recConv, r.id), append(recSeq, targets[i]), append(actor, actrs[i])
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, 0, err
+	}
+	if len(recConv) == 0 {
+		return out, jobs, 0, nil
+	}
+	// After decideSQL, in the same transaction: its merges are seen, and
+	// the cursor rows it locked keep other deciders out.
+	if _, err := tx.Exec(ctx, dropRecalledSQL, recConv, recSeq); err != nil {
+		return nil, 0, 0, fmt.Errorf("drop recalled pushes: %w", err)
+	}
+	tag, err := tx.Exec(ctx, recallSQL, recConv, recSeq, actor)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("remove recalled pushes: %w", err)
+	}
+	return out, jobs, int(tag.RowsAffected()), nil
+}
+
+// decideBatch decides conversations ids in one transaction and hints again
+// those that still have messages to decide.
+func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) error {
+	start := time.Now()
+	var (
+		out           []decided
+		jobs, removes int
+	)
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
+		out, jobs, removes, err = p.decideTx(ctx, tx, ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("decide pushes: %w", err)
+	}
+	p.m.decideSeconds.Observe(time.Since(start).Seconds())
+	now := time.Now()
+	for _, r := range out {
+		switch {
+		case r.youngIn != nil:
+			p.hint(r.id, now.Add(time.Duration(max(*r.youngIn, 0)*float64(time.Second))))
+		case r.n == decidePerConv:
+			p.hint(r.id, now)
+		}
+	}
+	if removes > 0 {
+		p.m.removes.Add(float64(removes))
+	}
+	if jobs > 0 || removes > 0 {
+		p.m.decided.Add(float64(jobs))
+		p.wake()
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package push_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
+)
+
+func webDevice(endpoint string) chat.DeviceRequest {
+	s := webpushtest.NewSubscriber()
+	return chat.DeviceRequest{Platform: "webpush", Endpoint: endpoint, Keys: &chat.DeviceKeys{P256dh: s.P256dh(), Auth: s.AuthB64()}}
+}
+
+func TestReRegisteringATokenUpdatesItAndAnotherUserTakesItOver(t *testing.T) {
+	r := newRig(t)
+	d := push.NewDevices(r.pool, r.keys.Public, false, true)
+	ctx := context.Background()
+	id, created, err := d.RegisterDevice(ctx, 1, chat.DeviceRequest{Platform: "fcm", Token: "tok-1", AppID: "com.example", Locale: "de"})
+	if err != nil || !created {
+		t.Fatalf("register: %v created=%v", err, created)
+	}
+	id2, created, err := d.RegisterDevice(ctx, 1, chat.DeviceRequest{Platform: "fcm", Token: "tok-1", Locale: "fr"})
+	if err != nil || created || id2 != id {
+		t.Fatalf("re-register: id %d (first %d) created=%v err=%v", id2, id, created, err)
+	}
+	ds, _ := d.Devices(ctx, 1)
+	if len(ds) != 1 || ds[0].Locale != "fr" || ds[0].Token != "tok-1" {
+		t.Fatalf("devices = %+v", ds)
+	}
+	// The phone changed hands.
+	if id3, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "tok-1"}); err != nil || id3 != id {
+		t.Fatalf("takeover: %d %v", id3, err)
+	}
+	if ds, _ := d.Devices(ctx, 1); len(ds) != 0 {
+		t.Errorf("user 1 still has %+v", ds)
+	}
+	if err := d.DeleteDevice(ctx, 1, id); !errors.Is(err, chat.ErrNotFound) {
+		t.Errorf("deleting another user's device: %v, want not_found", err)
+	}
+	if err := d.DeleteDevice(ctx, 2, id); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+}
+
+func TestAUserKeepsTheTwentyNewestDevices(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	var first int64
+	for i := 0; i <= chat.MaxDevicesPerUser; i++ {
+		id, _, err := r.devices.RegisterDevice(ctx, 7, webDevice(fmt.Sprintf("https://push.example/%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = id
+		}
+	}
+	ds, _ := r.devices.Devices(ctx, 7)
+	if len(ds) != chat.MaxDevicesPerUser {
+		t.Fatalf("%d devices, want %d", len(ds), chat.MaxDevicesPerUser)
+	}
+	for _, d := range ds {
+		if d.ID == first {
+			t.Error("the oldest device was kept")
+		}
+	}
+}
+
+func TestRegistrationsAreValidated(t *testing.T) {
+	r := newRig(t)
+	strict := push.NewDevices(r.pool, r.keys.Public, false, false)
+	good := webDevice("https://push.example/x")
+	for name, req := range map[string]chat.DeviceRequest{
+		"unknown platform":   {Platform: "pager", Token: "x"},
+		"http endpoint":      webDevice("http://push.example/x"),
+		"relative endpoint":  webDevice("/x"),
+		"no keys":            {Platform: "webpush", Endpoint: "https://push.example/x"},
+		"bad p256dh":         {Platform: "webpush", Endpoint: "https://push.example/x", Keys: &chat.DeviceKeys{P256dh: "AAAA", Auth: good.Keys.Auth}},
+		"short auth":         {Platform: "webpush", Endpoint: "https://push.example/x", Keys: &chat.DeviceKeys{P256dh: good.Keys.P256dh, Auth: "AAAA"}},
+		"token on webpush":   {Platform: "webpush", Token: "t", Endpoint: "https://push.example/x", Keys: good.Keys},
+		"fcm without token":  {Platform: "fcm"},
+		"fcm without sender": {Platform: "fcm", Token: "t"},
+		"bad locale":         {Platform: "webpush", Endpoint: "https://push.example/x", Keys: good.Keys, Locale: "de;DROP"},
+	} {
+		if _, _, err := strict.RegisterDevice(context.Background(), 1, req); chat.ErrorCode(err) != chat.CodeInvalid {
+			t.Errorf("%s: %v, want invalid", name, err)
+		}
+	}
+	if _, _, err := strict.RegisterDevice(context.Background(), 1, good); err != nil {
+		t.Errorf("valid subscription: %v", err)
+	}
+}
+
+func TestSettingsNeedMembership(t *testing.T) {
+	r := newRig(t)
+	conv := r.group(1, 2)
+	ctx := context.Background()
+	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.DefaultConversationSettings); !errors.Is(err, chat.ErrNotMember) {
+		t.Errorf("non-member: %v", err)
+	}
+	if _, err := r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.devices.Settings(ctx, 2, []int64{conv})
+	if err != nil || !m[conv].Muted || m[conv].Mentions {
+		t.Errorf("settings = %+v, %v", m, err)
+	}
+	// Leaving the conversation forgets them.
+	if err := r.store.RemoveMember(ctx, conv, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(`SELECT count(*) FROM member_settings WHERE user_id = 2`); n != 0 {
+		t.Errorf("%d settings rows left after leaving", n)
+	}
+}
+
+func TestVAPIDKeyIsGeneratedOnceAndKept(t *testing.T) {
+	dir := t.TempDir()
+	a, err := push.LoadOrCreateVAPID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := push.LoadOrCreateVAPID(dir)
+	if err != nil || a != b {
+		t.Fatalf("second load: %+v %v, want %+v", b, err, a)
+	}
+	c, err := push.ParseVAPID(a.Private)
+	if err != nil || c != a {
+		t.Errorf("ParseVAPID = %+v %v", c, err)
+	}
+	if len(a.Public) != 87 {
+		t.Errorf("public key %q is not a base64url uncompressed point", a.Public)
+	}
+}

@@ -1,0 +1,140 @@
+// Package push wakes devices whose apps are not connected: it decides, from
+// the delivered watermark chatd already keeps, which committed messages no
+// session of a recipient acknowledged within a delay, and hands one push
+// per (user, conversation) burst to Web Push endpoints directly and to the
+// operator's FCM/APNs sender (Kafka chat.push and/or a signed webhook). A
+// push is only a wake-up: apps sync over their own connection (seq
+// catch-up) after it.
+//
+// # Devices and settings
+//
+// Devices implements chat.PushStore: push_device rows keyed by (platform,
+// token or endpoint), so re-registering updates and another user's
+// registration moves the device; at most chat.MaxDevicesPerUser per user
+// (the oldest is forgotten; a per-user advisory lock keeps the cap under
+// concurrent registrations). member_settings holds mute (until a time, or
+// until unmuted) and whether mentions still push in a muted group
+// (default true); rows go with the member.
+//
+// # Deciding (one node at a time)
+//
+// The decider runs on the node holding a PostgreSQL session advisory lock
+// (DefaultLockKey, on a dedicated connection, like the outbox relay's
+// lease); the others stand by and try it every LeaseInterval. It learns of
+// committed messages from the Publisher it is given (Publish: this node's
+// commits, and other nodes' through the Kafka consumer), as in-memory
+// hints "conversation c is due at t". Hints are only a shortcut: on taking
+// the lease and every ReconcileInterval it finds every conversation whose
+// push_cursor is behind its last_seq, so a lost hint (a restart, a Kafka
+// event missed) costs latency, never a push. Due conversations are decided
+// in batches, each one transaction (decideSQL): the messages after the
+// cursor that are older than Delay are due (other entries of the stream
+// at once: they never push); a recipient who is a member since before
+// the message, not its sender, and neither acknowledged nor read it, with
+// a device, not muted and not a blocker of its sender, gets a job covering every such message so far
+// (younger ones waiting with it included: coalescing; push_job.covered
+// lists them); the cursor moves past the due entries in the same
+// transaction. So a message is decided exactly once, whichever node
+// decides, also across a crash: an uncommitted decision is made again, a
+// committed one never. The send path is not touched: it writes nothing
+// for push.
+//
+// # Recalls
+//
+// A recall is an entry of the stream too: Publish hints its conversation
+// due at once, and the decision that reads it, in the same transaction
+// and under the same cursor lock, takes the recalled message out of every
+// notification job that covered it (recallSQL): a pending one then
+// counts, and previews, only the messages left, or is dropped when none is
+// left (dropRecalledSQL). A job that was claimed ('sending') or sent
+// ('sent': a notification that reached a device stays until a newer one
+// of its (user, conversation) replaces it, as the devices' tag and
+// collapse key do) may be on a device: when it is the pair's newest
+// claimed one, the user gets a remove job, due at once. Those statements
+// are UPDATEs, so they see each job as it is when locked: a job a sender
+// claimed after the decision's snapshot is found 'sending' and removed,
+// and a sender that claims a job after the decision reads it adjusted.
+// Once a message is out of every covered set, handling its recall again
+// changes nothing: recalls are handled when read, also before the cursor
+// passes them (behind a young message), and exactly once in effect. The
+// claim re-checks too (the newest covered message not recalled, and how
+// many were recalled), so a recall the decider has not read yet is
+// neither previewed nor counted.
+//
+// A (user, conversation)'s jobs reach its devices in order: none is
+// claimed while another of the pair is in flight (leased), and a
+// notification waits while a remove of the pair is due. So a remove
+// never overtakes the push it removes, nor takes away a newer one.
+//
+// # Coalescing and the minimum interval
+//
+// A (user, conversation) has at most one pending job; later decisions merge
+// into it (count grows, seq moves up). A new job is due at once, or
+// MinInterval after the pair's last push (push_last.pushed_at); push_last.seq
+// is the highest seq any job covered, so no message is counted twice.
+//
+// # Sending (every node)
+//
+// Every node claims due jobs with FOR UPDATE SKIP LOCKED, setting a lease
+// (3 × Timeout + 5 s), into a bounded in-memory queue (QueueSize; due jobs
+// beyond it stay in PostgreSQL for this or another node, counted in
+// chat_push_queue_overflow_total) served by Workers goroutines. The claim
+// reads what sending needs in the same round trip: the recipient's
+// watermark (acknowledged meanwhile: skipped), the badge (the user's total
+// unread messages, chat_unread: edits and reactions are not counted), the
+// newest covered message not recalled (none: skipped) and the devices
+// owed. A job's devices are sent to concurrently:
+//
+//   - webpush and unifiedpush (to public addresses only unless
+//     AllowPrivate: checked on the address dialled): RFC 8291 aes128gcm
+//     encryption and an RFC 8292
+//     VAPID JWT (github.com/SherClockHolmes/webpush-go), POST to the
+//     endpoint (RFC 8030) with TTL 24 h, Urgency high and Topic
+//     "conv-<id>" (a newer push, a remove too, replaces an undelivered
+//     one);
+//   - fcm and apns: a Request (JSON, docs/events.md) to the Kafka topic
+//     (key: user id) and/or POSTed to the webhook with
+//     X-Chat-Signature "t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>"
+//     (Sign, Verify).
+//
+// 2xx is sent; 404 and 410 delete the device; 429, 5xx and network errors
+// retry that device only, after the longer of Retry-After (capped at 1 h)
+// and exponential backoff with full jitter (BackoffMin..BackoffMax);
+// after MaxAttempts a push is dropped (chat_push_skipped_total
+// {reason="gave_up"}); any other status fails that push for that device.
+// Outcomes are written back in batches by one goroutine. A node that dies
+// mid-send leaves its claims to expire: another node (or itself after a
+// restart) sends them again, so a push goes out at least once and at most
+// once more per crash. A push service that hangs holds one worker for at
+// most Timeout; sends and deliveries never wait for push.
+//
+// # Payload
+//
+// Notification: {"type":"message","conversationId","seq","senderId",
+// "count","badge","title","body"}, body only with Preview, at most
+// MaxPayloadBytes (3 KB: inside APNs' and FCM's 4 KB and one Web Push
+// record); messages older than MaxAge are never pushed. Remove:
+// {"type":"remove","conversationId","seq","badge"}, seq the recalled
+// message, to every device of the user, by the same routes (the Kafka
+// record's header "notification" says which type).
+//
+// # Concurrency and lifecycle
+//
+// New builds a Pusher; Publish is safe for concurrent use and never blocks
+// (a map insert under a mutex, on the commit path). Run owns everything
+// else (the decider, the claimer, the workers and the result writer), may
+// be called once, and returns when its context is cancelled, after
+// cancelling sends in flight (their devices are owed again), handing
+// queued claims back and writing the last outcomes. Devices is safe for
+// concurrent use.
+//
+// # Metrics
+//
+// chat_push_decider_leader, chat_push_queue_length,
+// chat_push_decided_total, chat_push_removes_total,
+// chat_push_queue_overflow_total,
+// chat_push_devices_deleted_total, chat_push_sent_total{platform,result},
+// chat_push_skipped_total{reason}, chat_push_errors_total{kind},
+// chat_push_latency_seconds (commit of the newest message to acceptance)
+// and chat_push_decide_seconds.
+package push

@@ -1,0 +1,242 @@
+package push_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
+)
+
+func TestSignatureVerifiesAndRejectsTamperingAndReplays(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	body := []byte(`{"id":"1-2"}`)
+	now := time.Now()
+	sig := push.Sign(secret, now, body)
+	if err := push.Verify(secret, sig, body, now, 5*time.Minute); err != nil {
+		t.Fatalf("fresh signature: %v", err)
+	}
+	for name, c := range map[string]struct {
+		sig  string
+		body string
+		at   time.Time
+	}{
+		"tampered body": {sig, `{"id":"1-3"}`, now},
+		"wrong secret":  {push.Sign([]byte(strings.Repeat("x", 32)), now, body), string(body), now},
+		"replayed late": {sig, string(body), now.Add(6 * time.Minute)},
+		"malformed":     {"v1=abc", string(body), now},
+	} {
+		if err := push.Verify(secret, c.sig, []byte(c.body), c.at, 5*time.Minute); err == nil {
+			t.Errorf("%s: verified", name)
+		}
+	}
+}
+
+func TestNotificationNeverExceedsTheLimit(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview = true })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	// Control characters escape to six bytes each in JSON.
+	r.send(conv, 1, strings.Repeat("\x01", 10000))
+	for _, p := range r.ep.Of("bob") {
+		if len(p.Plaintext) > push.MaxPayloadBytes {
+			t.Errorf("payload of %d bytes", len(p.Plaintext))
+		}
+	}
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if got[0].Body == "" || len(r.ep.Of("bob")[0].Plaintext) > push.MaxPayloadBytes {
+		t.Errorf("payload %d bytes, body %d", len(r.ep.Of("bob")[0].Plaintext), len(got[0].Body))
+	}
+}
+
+// sender is a loopback webhook receiver that verifies signatures.
+type sender struct {
+	secret []byte
+	mu     sync.Mutex
+	reqs   []push.Request
+	status []int
+}
+
+func (s *sender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if err := push.Verify(s.secret, r.Header.Get(push.SignatureHeader), body, time.Now(), 5*time.Minute); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	var req push.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	code := http.StatusAccepted
+	if len(s.status) > 0 {
+		code, s.status = s.status[0], s.status[1:]
+	}
+	s.mu.Unlock()
+	w.WriteHeader(code)
+}
+
+func (s *sender) got() []push.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]push.Request(nil), s.reqs...)
+}
+
+func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "chat.push"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	snd := &sender{secret: []byte(strings.Repeat("k", 32))}
+	hook := httptest.NewServer(snd)
+	t.Cleanup(hook.Close)
+
+	r := newRig(t)
+	r.start(func(c *push.Config) {
+		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
+		c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret)
+	})
+	d := push.NewDevices(r.pool, r.keys.Public, false, true)
+	ctx := context.Background()
+	fcm, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat", Locale: "de"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apns, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := r.direct(1, 2)
+	r.send(conv, 1, "hi")
+
+	deadline := time.Now().Add(5 * time.Second)
+	for len(snd.got()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("webhook got %d requests", len(snd.got()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	byDevice := map[int64]push.Request{}
+	for _, q := range snd.got() {
+		byDevice[q.Device.ID] = q
+	}
+	if q := byDevice[fcm]; q.Device.Token != "fcm-token" || q.Device.Platform != "fcm" || q.Device.Locale != "de" || q.UserID != 2 ||
+		q.Notification.ConversationID != conv || q.Notification.Seq != 1 || q.CollapseKey == "" || q.ID == "" {
+		t.Errorf("fcm request = %+v", q)
+	}
+	if q := byDevice[apns]; q.Device.Token != "abcdef0123" || q.Device.AppID != "com.example.chat" {
+		t.Errorf("apns request = %+v", q)
+	}
+
+	var recs []kafka.Message
+	for p := 0; p < 3; p++ {
+		ms, err := readPartition(ctx, kc.ListenAddrs()[0], "chat.push", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, ms...)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("chat.push has %d records, want 2", len(recs))
+	}
+	for _, rec := range recs {
+		var q push.Request
+		if err := json.Unmarshal(rec.Value, &q); err != nil {
+			t.Fatal(err)
+		}
+		if string(rec.Key) != strconv.FormatInt(q.UserID, 10) || q.UserID != 2 {
+			t.Errorf("record key %q for user %d", rec.Key, q.UserID)
+		}
+	}
+}
+
+func TestWebhookGoneDeletesTheDevice(t *testing.T) {
+	snd := &sender{secret: []byte(strings.Repeat("k", 32)), status: []int{http.StatusGone}}
+	hook := httptest.NewServer(snd)
+	t.Cleanup(hook.Close)
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret) })
+	d := push.NewDevices(r.pool, r.keys.Public, false, true)
+	id, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "stale"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.send(r.direct(1, 2), 1, "hi")
+	deadline := time.Now().Add(5 * time.Second)
+	for r.count(`SELECT count(*) FROM push_device WHERE id = $1`, id) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("device kept after the sender answered 410 (%d requests)", len(snd.got()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readPartition reads every record of one partition.
+func readPartition(ctx context.Context, address, topic string, p int) ([]kafka.Message, error) {
+	conn, err := kafka.DialLeader(ctx, "tcp", address, topic, p)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return nil, err
+	}
+	var out []kafka.Message
+	if first == last {
+		return nil, nil
+	}
+	if _, err := conn.Seek(first, kafka.SeekAbsolute); err != nil {
+		return nil, err
+	}
+	b := conn.ReadBatch(1, 10<<20)
+	defer b.Close()
+	for int64(len(out)) < last-first {
+		m, err := b.ReadMessage()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func TestWebPushCarriesAVAPIDJWTOfTheServerKey(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.VAPIDSubject = "mailto:ops@example.com" })
+	r.subscribe(2, "bob")
+	r.send(r.direct(1, 2), 1, "hi")
+	r.waitPushes("bob", 1, 3*time.Second)
+	p := r.ep.Of("bob")[0]
+	sub, err := webpushtest.VerifyVAPID(p.Header.Get("Authorization"), r.keys.Public, r.ep.Server.URL)
+	if err != nil || sub != "mailto:ops@example.com" {
+		t.Errorf("VAPID JWT: sub %q, %v", sub, err)
+	}
+	other, _ := push.LoadOrCreateVAPID(t.TempDir())
+	if _, err := webpushtest.VerifyVAPID(p.Header.Get("Authorization"), other.Public, r.ep.Server.URL); err == nil {
+		t.Error("the JWT verified against another key")
+	}
+	if _, err := webpushtest.VerifyVAPID(p.Header.Get("Authorization"), "", "https://elsewhere.example"); err == nil {
+		t.Error("the JWT verified for another audience")
+	}
+	if p.Header.Get("TTL") == "" || p.Header.Get("Topic") == "" || p.Header.Get("Urgency") != "high" {
+		t.Errorf("headers: TTL %q Topic %q Urgency %q", p.Header.Get("TTL"), p.Header.Get("Topic"), p.Header.Get("Urgency"))
+	}
+}

@@ -1,0 +1,201 @@
+package push_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
+	"github.com/chatd/chatd/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// rig is one database, a store that publishes to the pushers, a loopback
+// push endpoint and any number of pushers (nodes).
+type rig struct {
+	t       *testing.T
+	pool    *pgxpool.Pool
+	store   *store.Store
+	ep      *webpushtest.Endpoint
+	keys    push.VAPIDKeys
+	devices *push.Devices
+	fan     *fanout
+	cfg     push.Config
+}
+
+// fanout hands committed events to every pusher started so far.
+type fanout struct {
+	mu sync.Mutex
+	ps []*push.Pusher
+}
+
+func (f *fanout) Publish(evs ...chat.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.ps {
+		p.Publish(evs...)
+	}
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	keys, err := push.LoadOrCreateVAPID(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := webpushtest.NewEndpoint(keys.Public)
+	t.Cleanup(ep.Close)
+	f := &fanout{}
+	r := &rig{t: t, pool: pool, ep: ep, keys: keys, fan: f,
+		store:   store.New(pool, chat.DefaultLimits(), store.WithPublisher(f)),
+		devices: push.NewDevices(pool, keys.Public, true, false),
+		cfg: push.Config{Pool: pool, VAPID: keys, AllowPrivate: true, Delay: 300 * time.Millisecond, MinInterval: time.Second,
+			Tick: 20 * time.Millisecond, LeaseInterval: 100 * time.Millisecond, Timeout: 2 * time.Second,
+			BackoffMin: 100 * time.Millisecond, BackoffMax: 300 * time.Millisecond},
+	}
+	t.Cleanup(func() { _ = r.store.Close(context.Background()) })
+	return r
+}
+
+// start runs a pusher until the test ends (or stop is called).
+func (r *rig) start(mod func(*push.Config)) (stop func()) {
+	r.t.Helper()
+	cfg := r.cfg
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := push.New(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.fan.mu.Lock()
+	r.fan.ps = append(r.fan.ps, p)
+	r.fan.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	r.t.Cleanup(stop)
+	return stop
+}
+
+func (r *rig) group(creator int64, members ...int64) int64 {
+	r.t.Helper()
+	c, err := r.store.CreateGroup(context.Background(), creator, "team", members)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c.ID
+}
+
+func (r *rig) direct(a, b int64) int64 {
+	r.t.Helper()
+	c, _, err := r.store.OpenDirect(context.Background(), a, b)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c.ID
+}
+
+func (r *rig) send(conv, from int64, body string) int64 {
+	r.t.Helper()
+	res, err := r.store.Send(context.Background(), chat.SendRequest{ConversationID: conv, SenderID: from, ClientMsgID: uuid.NewString(), Body: body})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return res.Message.Seq
+}
+
+// subscribe registers a webpush device of user at the loopback endpoint.
+func (r *rig) subscribe(user int64, name string) int64 {
+	r.t.Helper()
+	url, sub := r.ep.Subscribe(name)
+	id, _, err := r.devices.RegisterDevice(context.Background(), user, chat.DeviceRequest{Platform: "webpush", Endpoint: url,
+		Keys: &chat.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return id
+}
+
+// ack records what a PUBACK of user's session flushes: the delivered
+// watermark.
+func (r *rig) ack(conv, user, seq int64) {
+	r.t.Helper()
+	if _, err := r.pool.Exec(context.Background(), `INSERT INTO member_delivery (conversation_id, user_id, delivered_seq)
+VALUES ($1, $2, $3) ON CONFLICT (conversation_id, user_id) DO UPDATE SET delivered_seq = GREATEST(member_delivery.delivered_seq, EXCLUDED.delivered_seq)`, conv, user, seq); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func notifications(t *testing.T, ps []webpushtest.Push) []push.Notification {
+	t.Helper()
+	var out []push.Notification
+	for _, p := range ps {
+		var n push.Notification
+		if err := json.Unmarshal(p.Plaintext, &n); err != nil {
+			t.Fatalf("payload %q: %v", p.Plaintext, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// waitPushes waits until subscription name got n accepted pushes.
+func (r *rig) waitPushes(name string, n int, within time.Duration) []push.Notification {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if got := r.ep.Of(name); len(got) >= n {
+			return notifications(r.t, got)
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: %d pushes after %v, want %d (all requests: %s)\njobs:\n%s", name, len(r.ep.Of(name)), within, n, describe(r.ep.Pushes()), dumpJobs(r))
+		}
+		select {
+		case <-r.ep.Notify():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// quiet asserts subscription name gets no more than n pushes for d.
+func (r *rig) quiet(name string, n int, d time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if got := r.ep.Of(name); len(got) > n {
+			r.t.Fatalf("%s: %d pushes, want %d: %s", name, len(got), n, describe(got))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func describe(ps []webpushtest.Push) string {
+	s := ""
+	for _, p := range ps {
+		s += fmt.Sprintf("\n  %s status=%d err=%v %s", p.Path, p.Status, p.Err, p.Plaintext)
+	}
+	return s
+}
+
+func (r *rig) count(sql string, args ...any) int64 {
+	r.t.Helper()
+	var n int64
+	if err := r.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		r.t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,85 @@
+package push
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	leader         prometheus.Gauge
+	queue          prometheus.Gauge
+	decided        prometheus.Counter
+	removes        prometheus.Counter
+	overflow       prometheus.Counter
+	devicesDeleted prometheus.Counter
+	sent           *prometheus.CounterVec
+	skipped        *prometheus.CounterVec
+	errors         *prometheus.CounterVec
+	latency        prometheus.Histogram
+	decideSeconds  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_push_decider_leader",
+			Help: "1 while this node holds the push decider lease."}),
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_push_queue_length",
+			Help: "Claimed pushes waiting in this node's memory for a worker."}),
+		decided: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_decided_total",
+			Help: "Pushes decided (new or merged into a waiting one) by this node's decider."}),
+		removes: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_removes_total",
+			Help: "Remove pushes decided (new or merged into a waiting one) for recalled messages that devices may show."}),
+		overflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_queue_overflow_total",
+			Help: "Due pushes left in PostgreSQL because this node's queue was full, counted once a second while it is."}),
+		devicesDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_devices_deleted_total",
+			Help: "Devices deleted because their push service answered 404 or 410."}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_sent_total",
+			Help: "Push attempts per device by platform and result (ok, gone, retry, failed)."}, []string{"platform", "result"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_skipped_total",
+			Help: "Claimed pushes not sent, by reason (acked, not_member, no_devices, gave_up, recalled)."}, []string{"reason"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_errors_total",
+			Help: "Push subsystem failures by kind (db)."}, []string{"kind"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_push_latency_seconds",
+			Help:    "From the commit of a push's newest message to its push service's acceptance.",
+			Buckets: []float64{0.5, 1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 30, 60}}),
+		decideSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_push_decide_seconds",
+			Help:    "Duration of one decider transaction.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.leader, m.queue, m.decided, m.removes, m.overflow, m.devicesDeleted,
+			m.sent, m.skipped, m.errors, m.latency, m.decideSeconds} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register push metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// backoff returns the pause before retry number attempt (1, 2, ...):
+// exponential with full jitter in [min, min·2^(attempt-1)], capped at max,
+// so pushes that failed together do not retry together.
+func backoff(attempt int, min, max time.Duration) time.Duration {
+	attempt = maxInt(attempt, 1)
+	ceil := max
+	if attempt <= 30 {
+		if c := min << (attempt - 1); c > 0 && c < max {
+			ceil = c
+		}
+	}
+	if ceil <= min {
+		return min
+	}
+	return min + rand.N(ceil-min+1)
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}

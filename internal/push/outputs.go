@@ -1,0 +1,289 @@
+package push
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	webpush "github.com/SherClockHolmes/webpush-go"
+	"github.com/segmentio/kafka-go"
+)
+
+// SignatureHeader carries the webhook's signature:
+// "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>".
+const SignatureHeader = "X-Chat-Signature"
+
+// webPushTTL is how long a push service keeps an undelivered Web Push: a
+// chat wake-up older than a day is noise (the app syncs when opened).
+const webPushTTL = 24 * 60 * 60
+
+// outputs are the ways a push leaves chatd.
+type outputs struct {
+	cfg        Config
+	hookClient *http.Client
+	log        *slog.Logger
+	kafka      *kafka.Writer // nil: no Kafka hand-off
+}
+
+func newOutputs(cfg Config, webhook *http.Client, log *slog.Logger) *outputs {
+	o := &outputs{cfg: cfg, hookClient: webhook, log: log}
+	if len(cfg.KafkaBrokers) > 0 && cfg.KafkaTopic != "" {
+		o.kafka = &kafka.Writer{
+			Addr:     kafka.TCP(cfg.KafkaBrokers...),
+			Topic:    cfg.KafkaTopic,
+			Balancer: &kafka.Hash{}, // one user's requests stay in order on one partition
+			// Retries are the push job's, with backoff and jitter.
+			MaxAttempts:            1,
+			BatchTimeout:           2 * time.Millisecond,
+			ReadTimeout:            cfg.Timeout,
+			WriteTimeout:           cfg.Timeout,
+			RequiredAcks:           kafka.RequireAll,
+			AllowAutoTopicCreation: true,
+			Transport:              &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-push-" + cfg.NodeID},
+		}
+	}
+	return o
+}
+
+func (o *outputs) close() {
+	if o.kafka != nil {
+		_ = o.kafka.Close()
+	}
+}
+
+// deliver sends n to one device and classifies the answer; after is the
+// push service's Retry-After, if it gave one.
+func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification) (outcome, time.Duration) {
+	if isWebPush(d.Platform) {
+		return o.webPush(ctx, j, d, n)
+	}
+	req := Request{
+		ID:     strconv.FormatInt(j.id, 10) + "-" + strconv.FormatInt(d.ID, 10),
+		UserID: j.user,
+		Device: DeviceRef{ID: d.ID, Platform: d.Platform, Token: d.Address, AppID: d.AppID, Locale: d.Locale},
+		// Apple's apns-collapse-id allows 64 bytes, FCM's collapse_key 4 per device.
+		CollapseKey:  "conv-" + strconv.FormatInt(j.conv, 10),
+		Notification: n,
+		CreatedAt:    time.Now().UTC(),
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return sentFailed, 0
+	}
+	res, after := sentFailed, time.Duration(0)
+	if o.kafka == nil && o.cfg.WebhookURL == "" {
+		o.log.Warn("push: no FCM/APNs hand-off configured; dropping the push", "platform", d.Platform)
+		return sentFailed, 0
+	}
+	if o.kafka != nil {
+		wctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
+		err := o.kafka.WriteMessages(wctx, kafka.Message{
+			Key:   []byte(strconv.FormatInt(j.user, 10)),
+			Value: body,
+			Headers: []kafka.Header{
+				{Key: "type", Value: []byte("push")},
+				{Key: "platform", Value: []byte(d.Platform)},
+				{Key: "notification", Value: []byte(n.Type)},
+			},
+		})
+		cancel()
+		if err != nil {
+			o.log.Debug("push: Kafka hand-off failed", "err", err)
+			return sentRetry, 0
+		}
+		res = sentOK
+	}
+	if o.cfg.WebhookURL != "" {
+		res, after = o.webhook(ctx, body)
+	}
+	return res, after
+}
+
+// webhook POSTs a signed request to the operator's sender.
+func (o *outputs) webhook(ctx context.Context, body []byte) (outcome, time.Duration) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.WebhookURL, bytes.NewReader(body))
+	if err != nil {
+		return sentFailed, 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(SignatureHeader, Sign([]byte(o.cfg.WebhookSecret), time.Now(), body))
+	resp, err := o.hookClient.Do(req)
+	if err != nil {
+		o.log.Debug("push: webhook failed", "err", err)
+		return sentRetry, 0
+	}
+	return classify(resp)
+}
+
+// Sign returns the X-Chat-Signature value of body sent at t.
+func Sign(secret []byte, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(ts))
+	mac.Write([]byte("."))
+	mac.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// ErrBadSignature is Verify's answer to a forged, stale or malformed
+// signature.
+var ErrBadSignature = errors.New("bad X-Chat-Signature")
+
+// Verify checks a webhook request's X-Chat-Signature against body: the
+// HMAC must match and the timestamp lie within tolerance of now (replay
+// safety together with de-duplication by Request.ID).
+func Verify(secret []byte, header string, body []byte, now time.Time, tolerance time.Duration) error {
+	var ts, sig string
+	for _, part := range strings.Split(header, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			sig = v
+		}
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sig == "" {
+		return ErrBadSignature
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return ErrBadSignature
+	}
+	want := Sign(secret, time.Unix(sec, 0), body)
+	if !hmac.Equal([]byte(want[strings.Index(want, "v1=")+3:]), []byte(sig)) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// webPush encrypts n for the subscription (RFC 8291 aes128gcm) and POSTs
+// it with a VAPID JWT (RFC 8292) to the endpoint (RFC 8030).
+func (o *outputs) webPush(ctx context.Context, j *job, d device, n Notification) (outcome, time.Duration) {
+	sub := &webpush.Subscription{Endpoint: d.Address, Keys: webpush.Keys{P256dh: d.P256dh, Auth: d.Auth}}
+	resp, err := webpush.SendNotificationWithContext(ctx, n.encode(), sub, &webpush.Options{
+		HTTPClient: o.cfg.HTTPClient,
+		// webpush-go prefixes "mailto:" itself unless the subject is https.
+		Subscriber:      strings.TrimPrefix(o.cfg.VAPIDSubject, "mailto:"),
+		VAPIDPublicKey:  o.cfg.VAPID.Public,
+		VAPIDPrivateKey: o.cfg.VAPID.Private,
+		// One conversation's undelivered pushes replace each other.
+		Topic:   "conv-" + strconv.FormatInt(j.conv, 10),
+		TTL:     webPushTTL,
+		Urgency: webpush.UrgencyHigh,
+	})
+	if err != nil {
+		if errors.Is(err, errPrivateAddress) {
+			o.log.Debug("push: endpoint on a private address refused", "device", d.ID)
+			return sentFailed, 0
+		}
+		if ctx.Err() != nil || isNetErr(err) {
+			return sentRetry, 0
+		}
+		o.log.Debug("push: Web Push request could not be built", "err", err)
+		return sentFailed, 0
+	}
+	return classify(resp)
+}
+
+// isNetErr tells a failed request (retry) from one that could not be
+// built (a bad subscription: retrying cannot help).
+func isNetErr(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue)
+}
+
+// classify maps a push service's (or the webhook's) answer to an outcome:
+// 2xx sent; 404 and 410 the subscription or token is gone for good; 429
+// and 5xx retry, after Retry-After when given; anything else fails this
+// push only.
+func classify(resp *http.Response) (outcome, time.Duration) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return sentOK, 0
+	case c == http.StatusNotFound || c == http.StatusGone:
+		return sentGone, 0
+	case c == http.StatusTooManyRequests || c >= 500:
+		return sentRetry, retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	default:
+		return sentFailed, 0
+	}
+}
+
+// maxRetryAfter caps a push service's Retry-After.
+const maxRetryAfter = time.Hour
+
+// retryAfter parses Retry-After: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if s, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(s) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
+// errPrivateAddress refuses a Web Push connection to a non-public address.
+var errPrivateAddress = errors.New("push endpoint is not on a public address (push_allow_http allows it)")
+
+// newHTTPClient returns a client with timeout that follows no redirects (a
+// push service answers; it does not send chatd elsewhere); publicOnly
+// refuses connections to loopback, private, link-local and other
+// non-public addresses, checked on the address actually dialled, so a DNS
+// name pointing inside the network is refused too.
+func newHTTPClient(timeout time.Duration, publicOnly bool) *http.Client {
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if publicOnly {
+		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil || !publicAddr(ip.Unmap()) {
+				return errPrivateAddress
+			}
+			return nil
+		}
+	}
+	return &http.Client{
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         dialer.DialContext,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: timeout,
+			ForceAttemptHTTP2:   true,
+		},
+	}
+}
+
+// sharedAddressSpace is RFC 6598's carrier-grade NAT range.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+func publicAddr(ip netip.Addr) bool {
+	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !sharedAddressSpace.Contains(ip)
+}

@@ -1,0 +1,126 @@
+package push
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxPayloadBytes bounds a notification's JSON: within APNs' and FCM's
+// 4 KB, and within one 4096-byte Web Push record after RFC 8291's header,
+// padding delimiter and tag.
+const MaxPayloadBytes = 3072
+
+// Notification is what a device is woken with: the Web Push payload, and
+// the "notification" of a chat.push request.
+//
+// Type "message": Seq is the newest of Count messages, Body its text only
+// with push_preview; apps fetch messages over MQTT or HTTP after waking
+// (seq catch-up), the push is only a wake-up.
+//
+// Type "remove": silent; the conversation's notification showed a message
+// that was recalled (Seq): take it off the screen. Only conversationId,
+// seq and badge are set.
+type Notification struct {
+	Type           string `json:"type"` // "message" or "remove"
+	ConversationID int64  `json:"conversationId"`
+	Seq            int64  `json:"seq"`
+	SenderID       int64  `json:"senderId,omitempty"`
+	Count          int    `json:"count,omitempty"`
+	Badge          int64  `json:"badge"`
+	Title          string `json:"title,omitempty"`
+	Body           string `json:"body,omitempty"`
+}
+
+// Notification types.
+const (
+	TypeMessage = "message"
+	TypeRemove  = "remove"
+)
+
+// Request is one FCM or APNs push handed to the operator's sender: the
+// value of a chat.push Kafka record and the body of a webhook POST
+// (docs/events.md).
+type Request struct {
+	// ID is the same for every attempt of one push to one device: the
+	// receiver de-duplicates by it.
+	ID     string    `json:"id"`
+	UserID int64     `json:"userId"`
+	Device DeviceRef `json:"device"`
+	// CollapseKey groups a conversation's pushes (apns-collapse-id,
+	// FCM collapse_key): a newer one replaces an undelivered older one.
+	CollapseKey  string       `json:"collapseKey"`
+	Notification Notification `json:"notification"`
+	CreatedAt    time.Time    `json:"createdAt"`
+}
+
+// DeviceRef names the target of a Request.
+type DeviceRef struct {
+	ID       int64  `json:"id"`
+	Platform string `json:"platform"`
+	Token    string `json:"token"`
+	AppID    string `json:"appId"`
+	Locale   string `json:"locale"`
+}
+
+// notification builds j's payload.
+func (p *Pusher) notification(j *job) Notification {
+	if j.remove {
+		return Notification{Type: TypeRemove, ConversationID: j.conv, Seq: j.seq, Badge: j.badge}
+	}
+	count := j.count
+	// Messages the user acknowledged meanwhile do not count.
+	if j.acked > 0 {
+		count = int(min(int64(count), j.seq-j.acked))
+	}
+	count = max(count, 1)
+	n := Notification{Type: TypeMessage, ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: count, Badge: j.badge}
+	switch {
+	case j.convType == "GROUP" && j.title != "":
+		n.Title = j.title
+	case count == 1:
+		n.Title = "New message"
+	default:
+		n.Title = strconv.Itoa(count) + " new messages"
+	}
+	n.Title = truncate(n.Title, 200)
+	if p.cfg.Preview {
+		n.Body = truncate(j.body, 1024)
+	}
+	return n
+}
+
+// encode writes n as JSON within MaxPayloadBytes, shortening the body (and
+// then the title) when escaping made it longer.
+func (n Notification) encode() []byte {
+	for {
+		b, err := json.Marshal(n)
+		if err == nil && len(b) <= MaxPayloadBytes {
+			return b
+		}
+		switch {
+		case len(n.Body) > 16:
+			n.Body = truncate(n.Body, len(n.Body)/2)
+		case n.Body != "":
+			n.Body = ""
+		case len(n.Title) > 16:
+			n.Title = truncate(n.Title, len(n.Title)/2)
+		default:
+			n.Title = ""
+		}
+	}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	cut := max(n-len(ell), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ell
+}

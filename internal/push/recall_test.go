@@ -1,0 +1,401 @@
+package push_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/push"
+)
+
+// change commits an edit, recall or reaction of conv's message target.
+func (r *rig) change(c chat.Change) int64 {
+	r.t.Helper()
+	c.ClientMsgID = uuid.NewString()
+	res, err := r.store.Change(context.Background(), c)
+	if err != nil {
+		r.t.Fatalf("%s of %d: %v", c.Kind, c.TargetSeq, err)
+	}
+	return res.Entry.Seq
+}
+
+func (r *rig) edit(conv, user, target int64, body string) int64 {
+	return r.change(chat.Change{Kind: chat.KindEdit, ConversationID: conv, UserID: user, TargetSeq: target, Body: body})
+}
+
+func (r *rig) react(conv, user, target int64, emoji string) int64 {
+	return r.change(chat.Change{Kind: chat.KindReaction, ConversationID: conv, UserID: user, TargetSeq: target, Emoji: emoji, On: true})
+}
+
+func (r *rig) recall(conv, user, target int64) int64 {
+	return r.change(chat.Change{Kind: chat.KindRecall, ConversationID: conv, UserID: user, TargetSeq: target})
+}
+
+// waitCount polls sql until it answers want.
+func (r *rig) waitCount(want int64, within time.Duration, sql string, args ...any) {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n := r.count(sql, args...)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: %d after %v, want %d\njobs:\n%s", sql, n, within, want, dumpJobs(r))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestEditsAndReactionsToAnUnacknowledgedMessagePushNothingOfTheirOwn(t *testing.T) {
+	r := newRig(t)
+	// Changes are not hinted (they never push): the scan finds them.
+	r.start(func(c *push.Config) { c.ReconcileInterval = 100 * time.Millisecond })
+	conv := r.group(1, 2, 3)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "hello")
+	r.waitPushes("bob", 1, 3*time.Second)
+	// Bob has still acknowledged nothing: each change is an entry after
+	// his watermark, from someone else.
+	r.edit(conv, 1, seq, "hello, fixed")
+	last := r.react(conv, 3, seq, "👍")
+	r.waitCount(last, 3*time.Second, `SELECT COALESCE((SELECT seq FROM push_cursor WHERE conversation_id = $1), 0)`, conv)
+	// Decided, and no push stands for them.
+	if n := r.count(`SELECT seq FROM push_last WHERE user_id = 2 AND conversation_id = $1`, conv); n != seq {
+		t.Errorf("pushes cover up to seq %d, want only the message %d", n, seq)
+	}
+	// Past the delay and the minimum interval: nothing more.
+	r.quiet("bob", 1, r.cfg.Delay+r.cfg.MinInterval+500*time.Millisecond)
+}
+
+func TestCountAndBadgeCountMessagesOnly(t *testing.T) {
+	r := newRig(t)
+	// A delay long enough that every entry below is committed before the
+	// first message is due.
+	r.start(func(c *push.Config) { c.Delay = time.Second })
+	g := r.group(1, 2, 3)
+	d := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	m1 := r.send(g, 1, "one")
+	r.edit(g, 1, m1, "one, fixed")
+	r.react(g, 3, m1, "👍")
+	m2 := r.send(g, 1, "two")
+	r.react(g, 3, m2, "🎉")
+	dm := r.send(d, 1, "direct")
+	r.edit(d, 1, dm, "direct, fixed")
+	got := r.waitPushes("bob", 2, 5*time.Second)
+	for _, n := range got {
+		switch n.ConversationID {
+		case g:
+			if n.Count != 2 || n.Seq != m2 || n.Title != "team" {
+				t.Errorf("group push = %+v, want 2 messages up to seq %d", n, m2)
+			}
+		case d:
+			if n.Count != 1 || n.Seq != dm {
+				t.Errorf("direct push = %+v, want 1 message", n)
+			}
+		}
+		// 3 unread messages in all, although 8 entries are unread.
+		if n.Badge != 3 {
+			t.Errorf("badge %d in %+v, want the 3 unread messages", n.Badge, n)
+		}
+	}
+}
+
+// TestRecalledPushedMessageGetsOneRemovePushPerDeviceThatShowedIt: in a
+// group, the recipient who was pushed the message gets a silent remove on
+// each of his devices; the sender, a member who had acknowledged it and
+// one who muted the group were never pushed it and get nothing.
+func TestRecalledPushedMessageGetsOneRemovePushPerDeviceThatShowedIt(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	g := r.group(1, 2, 3, 4)
+	r.subscribe(1, "alice")
+	r.subscribe(2, "bob-phone")
+	r.subscribe(2, "bob-laptop")
+	r.subscribe(3, "carol")
+	r.subscribe(4, "dave")
+	if _, err := r.devices.SetSettings(context.Background(), g, 4, chat.ConversationSettings{Muted: true}); err != nil {
+		t.Fatal(err)
+	}
+	seq := r.send(g, 1, "oops")
+	r.ack(g, 3, seq) // carol is online
+	for _, name := range []string{"bob-phone", "bob-laptop"} {
+		r.waitPushes(name, 1, 3*time.Second)
+	}
+	r.recall(g, 1, seq)
+	for _, name := range []string{"bob-phone", "bob-laptop"} {
+		got := r.waitPushes(name, 2, 3*time.Second)
+		if n := got[1]; n.Type != push.TypeRemove || n.ConversationID != g || n.Seq != seq || n.Title != "" || n.Body != "" || n.Count != 0 {
+			t.Errorf("%s: second push = %+v, want a silent remove of seq %d", name, n, seq)
+		}
+		p := r.ep.Of(name)[1]
+		if p.Header.Get("Topic") != r.ep.Of(name)[0].Header.Get("Topic") {
+			t.Errorf("%s: remove's Topic %q, want the notification's (it replaces it if still undelivered)", name, p.Header.Get("Topic"))
+		}
+	}
+	r.quiet("bob-phone", 2, 800*time.Millisecond)
+	r.quiet("bob-laptop", 2, 0)
+	for _, name := range []string{"alice", "carol", "dave"} {
+		r.quiet(name, 0, 0)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE kind = 'remove'`); n != 0 {
+		t.Errorf("%d remove jobs left", n)
+	}
+}
+
+func TestMessageRecalledBeforeItsPushWasDueIsNeverPushed(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Delay = time.Second })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "wrong chat")
+	rc := r.recall(conv, 1, seq)
+	r.waitCount(rc, 5*time.Second, `SELECT COALESCE((SELECT seq FROM push_cursor WHERE conversation_id = $1), 0)`, conv)
+	r.quiet("bob", 0, 500*time.Millisecond)
+	if n := r.count(`SELECT count(*) FROM push_job`); n != 0 {
+		t.Errorf("%d jobs for a recalled message:\n%s", n, dumpJobs(r))
+	}
+	if n := r.count(`SELECT count(*) FROM push_last`); n != 0 {
+		t.Errorf("the recalled message was decided into a push (%d push_last rows)", n)
+	}
+}
+
+// TestPreviewNeverShowsARecalledBody: pushes waiting out the minimum
+// interval when one of their messages is recalled: one left with another
+// message counts and previews that one only; one that stood for nothing
+// but the recalled message is not sent.
+func TestPreviewNeverShowsARecalledBody(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 3*time.Second })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "first")
+	r.waitPushes("bob", 1, 3*time.Second)
+	keep := r.send(conv, 1, "keep")
+	secret := r.send(conv, 1, "secret one")
+	// Decided (one waiting push of both), not yet due.
+	r.waitCount(2, 3*time.Second, `SELECT COALESCE(sum(count), 0) FROM push_job WHERE kind = 'message' AND state = 'pending'`)
+	r.recall(conv, 1, secret)
+	got := r.waitPushes("bob", 2, 5*time.Second)
+	if n := got[1]; n.Type != push.TypeMessage || n.Body != "keep" || n.Seq != keep || n.Count != 1 || n.Title != "New message" {
+		t.Errorf("push after the recall = %+v, want one message, seq %d, previewing %q", n, keep, "keep")
+	}
+
+	alone := r.send(conv, 1, "secret two")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending'`)
+	r.recall(conv, 1, alone)
+	r.waitCount(0, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'pending'`)
+	r.quiet("bob", 2, 3500*time.Millisecond) // past the minimum interval
+	for _, p := range r.ep.Pushes() {
+		if strings.Contains(string(p.Plaintext), "secret") {
+			t.Errorf("a push showed a recalled text: %s", p.Plaintext)
+		}
+	}
+}
+
+// TestPushInFlightWhenItsMessageIsRecalledIsFollowedByARemove: the push
+// service holds a push that previews the message when it is recalled; the
+// remove waits until that request is over, and the retry of the push
+// (all it stood for is recalled) is not sent.
+func TestPushInFlightWhenItsMessageIsRecalledIsFollowedByARemove(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview, c.Timeout = true, time.Second })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Hang("bob", true)
+	seq := r.send(conv, 1, "secret")
+	deadline := time.Now().Add(3 * time.Second)
+	for len(r.ep.Pushes()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the push did not reach the endpoint")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	held := r.ep.Pushes()[0]
+	if !strings.Contains(string(held.Plaintext), "secret") {
+		t.Fatalf("held push %s, want the preview", held.Plaintext)
+	}
+	r.ep.Hang("bob", false) // the held request stays held until chatd's timeout
+	r.recall(conv, 1, seq)
+	got := r.waitPushes("bob", 1, 5*time.Second)
+	if got[0].Type != push.TypeRemove || got[0].Seq != seq {
+		t.Fatalf("push after the recall = %+v, want the remove", got[0])
+	}
+	if gap := r.ep.Of("bob")[0].At.Sub(held.At); gap < 900*time.Millisecond {
+		t.Errorf("remove sent %v after the push it removes, while that was still in flight", gap)
+	}
+	r.quiet("bob", 1, 1500*time.Millisecond) // past the retry's backoff
+	r.waitCount(0, 3*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
+}
+
+// TestRecallOfAMessageANewerPushReplacedSendsNoRemove: the devices show
+// a conversation's newest notification (same tag and collapse key); a
+// recall of a message only an older one showed leaves it alone.
+func TestRecallOfAMessageANewerPushReplacedSendsNoRemove(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.MinInterval = 300 * time.Millisecond })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	old := r.send(conv, 1, "old")
+	r.waitPushes("bob", 1, 3*time.Second)
+	newer := r.send(conv, 1, "newer")
+	if got := r.waitPushes("bob", 2, 3*time.Second); got[1].Seq != newer {
+		t.Fatalf("second push = %+v", got[1])
+	}
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent' AND seq = $1`, newer)
+	rc := r.recall(conv, 1, old)
+	r.waitCount(rc, 3*time.Second, `SELECT COALESCE((SELECT seq FROM push_cursor WHERE conversation_id = $1), 0)`, conv)
+	r.quiet("bob", 2, 800*time.Millisecond)
+	r.recall(conv, 1, newer)
+	if got := r.waitPushes("bob", 3, 3*time.Second); got[2].Type != push.TypeRemove || got[2].Seq != newer {
+		t.Errorf("after recalling the newest push's message: %+v, want its remove", got[2])
+	}
+}
+
+func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "chat.push"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	snd := &sender{secret: []byte(strings.Repeat("k", 32))}
+	hook := httptest.NewServer(snd)
+	t.Cleanup(hook.Close)
+	r := newRig(t)
+	r.start(func(c *push.Config) {
+		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
+		c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret)
+	})
+	d := push.NewDevices(r.pool, r.keys.Public, false, true)
+	dev, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := r.direct(1, 2)
+	seq := r.send(conv, 1, "hi")
+	deadline := time.Now().Add(5 * time.Second)
+	for len(snd.got()) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no push reached the sender")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.recall(conv, 1, seq)
+	for len(snd.got()) < 2 {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("the sender got %d requests, want the push and its remove", len(snd.got()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	reqs := snd.got()
+	msg, rm := reqs[0], reqs[1]
+	if rm.Notification.Type != push.TypeRemove || rm.Notification.Seq != seq || rm.Notification.ConversationID != conv ||
+		rm.Device.ID != dev || rm.Device.Token != "abcdef0123" || rm.UserID != 2 ||
+		rm.CollapseKey != msg.CollapseKey || rm.ID == msg.ID || rm.Notification.Title != "" {
+		t.Errorf("remove request = %+v (the push was %+v)", rm, msg)
+	}
+	recs, err := readPartition(context.Background(), kc.ListenAddrs()[0], "chat.push", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, rec := range recs {
+		for _, h := range rec.Headers {
+			if h.Key == "notification" {
+				kinds = append(kinds, string(h.Value))
+			}
+		}
+	}
+	if strings.Join(kinds, ",") != "message,remove" {
+		t.Errorf("chat.push records' notification headers %v, want message then remove", kinds)
+	}
+}
+
+// TestRecallBehindAYoungMessageIsHandledAtOnce: a recall committed after
+// a message that is not yet due (the cursor cannot pass it) still sends
+// its remove at once, before that message's push.
+func TestRecallBehindAYoungMessageIsHandledAtOnce(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Delay, c.MinInterval = 2*time.Second, 100*time.Millisecond })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	old := r.send(conv, 1, "oops")
+	r.waitPushes("bob", 1, 5*time.Second)
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	young := r.send(conv, 1, "meant this")
+	recalled := time.Now()
+	r.recall(conv, 1, old)
+	got := r.waitPushes("bob", 2, 5*time.Second)
+	if got[1].Type != push.TypeRemove || got[1].Seq != old {
+		t.Fatalf("second push = %+v, want the remove of %d", got[1], old)
+	}
+	if d := r.ep.Of("bob")[1].At.Sub(recalled); d > 1200*time.Millisecond {
+		t.Errorf("remove sent %v after the recall, want it before the young message is due (2 s)", d)
+	}
+	if got := r.waitPushes("bob", 3, 5*time.Second); got[2].Type != push.TypeMessage || got[2].Seq != young || got[2].Count != 1 {
+		t.Errorf("third push = %+v, want the young message", got[2])
+	}
+}
+
+// TestConcurrentDecisionsOfARecallRemoveOnce: a second decider deciding a
+// recall at the same time as the first waits for it and finds the message
+// already out of every push: one remove, standing for one recall.
+func TestConcurrentDecisionsOfARecallRemoveOnce(t *testing.T) {
+	r := newRig(t)
+	stop := r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "oops")
+	r.waitPushes("bob", 1, 3*time.Second)
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	stop()
+	r.recall(conv, 1, seq)
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx1, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	if _, err := push.DecideInTx(ctx, p, tx1, []int64{conv}); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		tx2, err := r.pool.Begin(ctx)
+		if err == nil {
+			defer tx2.Rollback(ctx)
+			if _, err = push.DecideInTx(ctx, p, tx2, []int64{conv}); err == nil {
+				err = tx2.Commit(ctx)
+			}
+		}
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the second decision did not wait for the first (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE kind = 'remove'`); n != 1 {
+		t.Errorf("%d remove jobs, want 1:\n%s", n, dumpJobs(r))
+	}
+	if n := r.count(`SELECT COALESCE(sum(count), 0) FROM push_job WHERE kind = 'remove'`); n != 1 {
+		t.Errorf("the remove job stands for %d recalls, want 1:\n%s", n, dumpJobs(r))
+	}
+}

@@ -1,0 +1,405 @@
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// claimSQL claims up to $1 due jobs for $2 seconds (the lease: a node that
+// dies holding a claim leaves it to be claimed again when it ends) and
+// reads what sending them needs in the same round trip: whether the user
+// acknowledged the message meanwhile, the conversation, the newest
+// message the job covers that is not recalled (its seq, sender and text
+// are the notification's; none left: nothing to send), how many covered
+// messages were recalled since the decision (a recall the decider has not
+// handled yet is not counted nor previewed), the badge (the user's total
+// unread) and the devices owed.
+//
+// A (user, conversation)'s pushes reach its devices in order: none is
+// claimed while another of the pair is in flight (leased), and a waiting
+// notification is not claimed while a remove of the pair is due, which
+// goes first (the notification replaces what the remove takes away).
+// The first claim of a notification records the push of (user,
+// conversation) that the minimum interval counts from.
+const claimSQL = `
+WITH c AS (
+    SELECT p.id FROM push_job p
+    WHERE p.state <> 'sent' AND p.not_before <= now() AND (p.lease_until IS NULL OR p.lease_until < now())
+      AND NOT EXISTS (
+          SELECT 1 FROM push_job o
+          WHERE o.conversation_id = p.conversation_id AND o.user_id = p.user_id AND o.id <> p.id AND o.state <> 'sent'
+            AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind = 'remove' AND o.not_before <= now())))
+    ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
+), j AS (
+    UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
+                          attempts = p.attempts + 1
+    FROM c WHERE p.id = c.id
+    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.device_ids, p.covered
+), last AS (
+    INSERT INTO push_last (user_id, conversation_id, pushed_at)
+    SELECT DISTINCT user_id, conversation_id, now() FROM j WHERE attempts = 1 AND kind = 'message'
+    ON CONFLICT (user_id, conversation_id) DO UPDATE SET pushed_at = EXCLUDED.pushed_at
+)
+SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
+       j.count - COALESCE(rc.n, 0), COALESCE(lm.sender_id, j.sender_id), j.attempts,
+       j.kind = 'remove' OR lm.seq IS NOT NULL,
+       w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
+       COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ''), lm.created_at,
+       (SELECT COALESCE(sum(chat_unread(c2.id, m2.last_read_seq, c2.message_count)), 0)::bigint
+        FROM conversation_member m2 JOIN conversation c2 ON c2.id = m2.conversation_id
+        WHERE m2.user_id = j.user_id),
+       COALESCE((SELECT json_agg(json_build_object('id', d.id, 'platform', d.platform, 'address', d.address,
+                                                   'p256dh', d.p256dh, 'auth', d.auth, 'appId', d.app_id, 'locale', d.locale))
+                 FROM push_device d
+                 WHERE d.user_id = j.user_id AND (j.device_ids IS NULL OR d.id = ANY(j.device_ids))), '[]')
+FROM j
+LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
+LEFT JOIN conversation c ON c.id = j.conversation_id
+LEFT JOIN LATERAL (
+    SELECT m.seq, m.sender_id, m.body, m.created_at FROM message m
+    WHERE j.kind = 'message' AND m.conversation_id = j.conversation_id
+      AND m.seq >= lower(j.covered) AND m.seq < upper(j.covered) AND j.covered @> m.seq
+      AND m.kind = 'message' AND m.recalled_at IS NULL
+    ORDER BY m.seq DESC LIMIT 1
+) lm ON true
+LEFT JOIN LATERAL (
+    SELECT count(*)::int AS n FROM message r
+    WHERE j.kind = 'message' AND r.conversation_id = j.conversation_id AND r.kind = 'recall'
+      AND r.target_seq >= lower(j.covered) AND r.target_seq < upper(j.covered) AND j.covered @> r.target_seq
+) rc ON true`
+
+// device is a push target as the sender reads it.
+type device struct {
+	ID       int64  `json:"id"`
+	Platform string `json:"platform"`
+	Address  string `json:"address"`
+	P256dh   string `json:"p256dh"`
+	Auth     string `json:"auth"`
+	AppID    string `json:"appId"`
+	Locale   string `json:"locale"`
+}
+
+// job is one claimed push: a notification, or a remove (seq the recalled
+// message).
+type job struct {
+	id, user, conv, seq, sender int64
+	count, attempts             int
+	remove                      bool
+	live                        bool // a remove, or a notification with a message left to show
+	member                      bool
+	acked                       int64
+	convType, title, body       string
+	msgAt                       *time.Time
+	badge                       int64
+	devices                     []device
+}
+
+// outcome of one device's send.
+type outcome int
+
+const (
+	sentOK outcome = iota
+	sentGone
+	sentRetry
+	sentFailed
+)
+
+// result of one job, written back by the result writer.
+type result struct {
+	id       int64
+	attempts int
+	gone     []int64 // devices to delete (404/410)
+	retry    []int64 // devices still owed
+	after    time.Duration
+	release  bool // not attempted (shutdown): hand the claim back as it was
+	// shown: a notification that may be on a device (sent to one now or
+	// in an earlier attempt), kept as the pair's sent one for recalls.
+	shown bool
+}
+
+// send claims due jobs into the bounded queue, runs the workers and the
+// result writer, until ctx is done.
+func (p *Pusher) send(ctx context.Context) {
+	queue := make(chan *job, p.cfg.QueueSize)
+	results := make(chan result, p.cfg.QueueSize+p.cfg.Workers)
+	sendCtx, cancelSends := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	for range p.cfg.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for j := range queue {
+				if ctx.Err() != nil {
+					results <- result{id: j.id, attempts: j.attempts, release: true}
+					continue
+				}
+				results <- p.process(sendCtx, j)
+			}
+		}()
+	}
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); p.writeResults(results) }()
+
+	p.claimLoop(ctx, queue)
+	// Stop: sends in flight are cancelled (their devices are owed again);
+	// queued jobs are handed back untouched.
+	cancelSends()
+	close(queue)
+	workers.Wait()
+	close(results)
+	<-writerDone
+}
+
+func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
+	t := time.NewTicker(p.cfg.Tick)
+	defer t.Stop()
+	lease := 3*p.cfg.Timeout + 5*time.Second
+	fails := 0
+	var lastOverflow time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.kick:
+		}
+		for ctx.Err() == nil {
+			free := cap(queue) - len(queue)
+			p.m.queue.Set(float64(len(queue)))
+			if free == 0 {
+				if time.Since(lastOverflow) >= time.Second {
+					p.countOverflow(ctx)
+					lastOverflow = time.Now()
+				}
+				break
+			}
+			jobs, err := p.claim(ctx, min(free, 200), lease)
+			if err != nil {
+				if ctx.Err() == nil {
+					fails++
+					p.m.errors.WithLabelValues("db").Inc()
+					if fails == 1 {
+						p.log.Warn("push: claiming pushes failed, retrying", "err", err)
+					}
+				}
+				break
+			}
+			fails = 0
+			for _, j := range jobs {
+				queue <- j
+			}
+			if len(jobs) < min(free, 200) {
+				break
+			}
+		}
+	}
+}
+
+// countOverflow counts the due pushes this node's full queue leaves in
+// PostgreSQL, for this or another node to take (at most once a second, and
+// at most 10,000 at a time: a backlog must not make counting it costly).
+func (p *Pusher) countOverflow(ctx context.Context) {
+	var n int64
+	err := p.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM push_job
+WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now()) LIMIT 10000) due`).Scan(&n)
+	if err == nil && n > 0 {
+		p.m.overflow.Add(float64(n))
+	}
+}
+
+func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job, error) {
+	// Not cancelled by a stopping Run: a claim that committed but went
+	// unread would leave its jobs to wait out their lease; read, they are
+	// handed back at once.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rows, err := p.cfg.Pool.Query(ctx, claimSQL, n, lease.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim pushes: %w", err)
+	}
+	defer rows.Close()
+	var out []*job
+	for rows.Next() {
+		j := &job{}
+		var devs []byte
+		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.live,
+			&j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.badge, &devs); err != nil {
+			return nil, fmt.Errorf("claim pushes: %w", err)
+		}
+		if err := json.Unmarshal(devs, &j.devices); err != nil {
+			return nil, fmt.Errorf("claim pushes: decode devices: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim pushes: %w", err)
+	}
+	return out, nil
+}
+
+// process sends one job to its devices, each at the same time.
+func (p *Pusher) process(ctx context.Context, j *job) result {
+	r := result{id: j.id, attempts: j.attempts}
+	// Earlier attempts may have reached a device.
+	maybeShown := !j.remove && j.attempts > 1
+	switch {
+	case !j.member:
+		p.m.skipped.WithLabelValues("not_member").Inc()
+		return r
+	case !j.live:
+		// Every message it stood for was recalled.
+		p.m.skipped.WithLabelValues("recalled").Inc()
+		return r
+	case !j.remove && j.acked >= j.seq:
+		// The app came to the foreground meanwhile: nothing to wake.
+		p.m.skipped.WithLabelValues("acked").Inc()
+		r.shown = maybeShown
+		return r
+	case len(j.devices) == 0:
+		p.m.skipped.WithLabelValues("no_devices").Inc()
+		r.shown = maybeShown
+		return r
+	case j.attempts > p.cfg.MaxAttempts:
+		p.m.skipped.WithLabelValues("gave_up").Inc()
+		p.log.Warn("push: giving up after retries", "user", j.user, "conversation", j.conv, "attempts", j.attempts-1)
+		r.shown = maybeShown
+		return r
+	}
+	n := p.notification(j)
+	type devOut struct {
+		id    int64
+		o     outcome
+		after time.Duration
+	}
+	outs := make([]devOut, len(j.devices))
+	var wg sync.WaitGroup
+	for i, d := range j.devices {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, after := p.out.deliver(ctx, j, d, n)
+			outs[i] = devOut{d.ID, o, after}
+			p.m.sent.WithLabelValues(d.Platform, o.String()).Inc()
+			if o == sentOK && !j.remove && j.msgAt != nil {
+				p.m.latency.Observe(time.Since(*j.msgAt).Seconds())
+			}
+		}()
+	}
+	wg.Wait()
+	r.shown = maybeShown
+	for _, o := range outs {
+		switch o.o {
+		case sentOK:
+			r.shown = !j.remove
+		case sentGone:
+			r.gone = append(r.gone, o.id)
+		case sentRetry:
+			r.retry = append(r.retry, o.id)
+			r.after = max(r.after, o.after)
+		}
+	}
+	if len(r.retry) > 0 && ctx.Err() == nil {
+		r.after = max(r.after, backoff(j.attempts, p.cfg.BackoffMin, p.cfg.BackoffMax))
+	}
+	return r
+}
+
+func (o outcome) String() string {
+	switch o {
+	case sentOK:
+		return "ok"
+	case sentGone:
+		return "gone"
+	case sentRetry:
+		return "retry"
+	default:
+		return "failed"
+	}
+}
+
+// writeResults records outcomes in batches (one transaction each), so a
+// busy node writes back many pushes per round trip. Outcomes not yet
+// written when a node dies are sent again after the lease: at most once
+// more.
+func (p *Pusher) writeResults(in <-chan result) {
+	const maxBatch = 500
+	var batch []result
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.applyResults(ctx, batch); err != nil {
+			p.m.errors.WithLabelValues("db").Inc()
+			p.log.Warn("push: recording push outcomes failed; their leases expire and they are sent again", "pushes", len(batch), "err", err)
+		}
+		batch = batch[:0]
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case r, ok := <-in:
+			if !ok {
+				flush()
+				return
+			}
+			batch = append(batch, r)
+			if len(batch) >= maxBatch {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		}
+	}
+}
+
+func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
+	var (
+		done, shown, gone, released []int64
+		b                           pgx.Batch
+	)
+	for _, r := range rs {
+		gone = append(gone, r.gone...)
+		switch {
+		case r.release:
+			released = append(released, r.id)
+		case len(r.retry) > 0:
+			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL,
+not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.after.Seconds())
+		case r.shown:
+			shown = append(shown, r.id)
+		default:
+			done = append(done, r.id)
+		}
+	}
+	if len(gone) > 0 {
+		b.Queue(`DELETE FROM push_device WHERE id = ANY($1)`, gone)
+		p.m.devicesDeleted.Add(float64(len(gone)))
+	}
+	if len(done) > 0 {
+		b.Queue(`DELETE FROM push_job WHERE id = ANY($1)`, done)
+	}
+	if len(shown) > 0 {
+		// The pair's newest sent notification is what its devices show
+		// (same tag and collapse key): older sent ones are forgotten (one
+		// left by two writers at once is never the newest, which is all
+		// a recall looks at).
+		b.Queue(`UPDATE push_job SET state = 'sent', lease_until = NULL, device_ids = NULL WHERE id = ANY($1)`, shown)
+		b.Queue(`DELETE FROM push_job o USING push_job n
+WHERE n.id = ANY($1) AND o.conversation_id = n.conversation_id AND o.user_id = n.user_id
+  AND o.kind = 'message' AND o.state = 'sent' AND o.id < n.id`, shown)
+	}
+	if len(released) > 0 {
+		b.Queue(`UPDATE push_job SET lease_until = NULL, attempts = attempts - 1 WHERE id = ANY($1)`, released)
+	}
+	return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, &b).Close()
+	})
+}

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/relay"
+)
+
+// startPush builds the push hand-off: the VAPID key (set, or kept in the
+// data dir like the JWT secret), the device store the Service answers the
+// devices API with, and the Pusher (run with the background workers). It
+// returns the publisher the store hands committed events to: the hub,
+// then the Pusher's hints.
+func (s *Server) startPush(ctx context.Context, st config.Settings) (chat.Publisher, error) {
+	var (
+		keys push.VAPIDKeys
+		err  error
+	)
+	if st.VAPIDPrivateKey != "" {
+		keys, err = push.ParseVAPID(st.VAPIDPrivateKey)
+	} else {
+		keys, err = push.LoadOrCreateVAPID(st.DataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("vapid key: %w", err)
+	}
+	cfg := push.Config{
+		Pool: s.Pool, NodeID: st.NodeID,
+		Delay: st.PushDelay, MinInterval: st.PushMinInterval, Preview: st.PushPreview,
+		Timeout: st.PushTimeout, QueueSize: st.PushQueueSize, AllowPrivate: st.PushAllowHTTP,
+		VAPID: keys, VAPIDSubject: st.VAPIDSubject,
+		WebhookURL: st.PushWebhookURL, WebhookSecret: st.PushWebhookSecret,
+		Logger: s.log.With("component", "push"), Registerer: s.Registry,
+	}
+	if len(st.KafkaBrokers) > 0 && st.PushKafkaTopic != "" {
+		cfg.KafkaBrokers, cfg.KafkaTopic = st.KafkaBrokers, st.PushKafkaTopic
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.PushKafkaTopic, 12); err != nil {
+			s.log.Warn("could not ensure the Kafka push topic; pushes to it are retried", "topic", st.PushKafkaTopic, "err", err)
+		}
+		cancel()
+	}
+	if s.push, err = push.New(cfg); err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	s.devices = push.NewDevices(s.Pool, keys.Public, st.PushAllowHTTP, cfg.HandOff())
+	return teePublisher{s.Hub, s.push}, nil
+}
+
+// teePublisher hands every committed event to each publisher in turn.
+type teePublisher []chat.Publisher
+
+func (t teePublisher) Publish(evs ...chat.Event) {
+	for _, p := range t {
+		p.Publish(evs...)
+	}
+}

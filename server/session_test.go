@@ -1,0 +1,213 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
+)
+
+// resume reconnects clientID without clean start and without subscribing,
+// as a client whose session is present does.
+func resume(t *testing.T, addr string, user int64, clientID string, v byte) (*mqtttest.Client, packets.Packet) {
+	t.Helper()
+	c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
+		Password: token(t, user), Clean: false, Expiry: expiryFor(v, false)})
+	if err != nil {
+		t.Fatalf("resume %s: %v", clientID, err)
+	}
+	t.Cleanup(c.Drop)
+	return c, ack
+}
+
+// waitCursor waits until the session's delivered cursor reached seq: the
+// client's PUBACKs were all taken before it disconnects.
+func waitCursor(t *testing.T, srv *server.Server, clientID string, conv, seq int64) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("the cursor of %s at %d", clientID, seq), func() bool {
+		var got int64
+		_ = srv.Pool.QueryRow(context.Background(), `SELECT delivered_seq FROM session_cursor WHERE client_id = $1 AND conversation_id = $2`, clientID, conv).Scan(&got)
+		return got >= seq
+	})
+}
+
+// A persistent session's whole state is in PostgreSQL: it resumes with its
+// subscriptions (session present, no SUBSCRIBE needed) on another node and
+// after a restart, and gets what it missed meanwhile.
+func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterARestart(t *testing.T) {
+	url := pgtest.NewDB(t)
+	a := startNode(t, url, nil)
+	b := startNode(t, url, nil)
+	conv, err := a.Service.CreateGroup(context.Background(), 1, "resume", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(n int, tag string) {
+		t.Helper()
+		for i := range n {
+			if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: fmt.Sprint(tag, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, v := range []byte{5, 4} {
+		clientID := fmt.Sprintf("phone-v%d", v)
+		first := rawClient(t, a.MQTTAddr(), 2, clientID, v, false)
+		first.Disconnect()
+		waitFor(t, 5*time.Second, "session stopped", func() bool { return a.Hub.Session(clientID) == nil })
+		var before int64
+		_ = a.Pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", conv.ID).Scan(&before)
+
+		send(3, "while away")
+		other, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
+		if !ack.SessionPresent {
+			t.Fatalf("v%d: the other node answered session present = false for a persistent session", v)
+		}
+		assertInOrder(t, collectMessages(t, other, conv.ID, 3, 15*time.Second), before+1)
+		waitCursor(t, b, clientID, conv.ID, before+3)
+		other.Disconnect()
+		waitFor(t, 5*time.Second, "session stopped", func() bool { return b.Hub.Session(clientID) == nil })
+
+		send(2, "while restarting")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := a.Close(ctx); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		cancel()
+		a = startNode(t, url, nil)
+		again, ack := resume(t, a.MQTTAddr(), 2, clientID, v)
+		if !ack.SessionPresent {
+			t.Fatalf("v%d: after a restart the node answered session present = false", v)
+		}
+		assertInOrder(t, collectMessages(t, again, conv.ID, 2, 15*time.Second), before+4)
+		again.Disconnect()
+		waitFor(t, 5*time.Second, "session stopped", func() bool { return a.Hub.Session(clientID) == nil })
+	}
+}
+
+// An offline persistent session costs the broker nothing: mochi forgets
+// the client when it disconnects (PostgreSQL has it all).
+func TestOfflinePersistentSessionsLeaveNothingInTheBroker(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	before := srv.Broker.Server.Clients.Len()
+	for i := range 20 {
+		v := byte(5 - i%2)
+		c := rawClient(t, srv.MQTTAddr(), int64(100+i), fmt.Sprint("parked-", i), v, false)
+		c.Disconnect()
+	}
+	waitFor(t, 10*time.Second, "the broker to forget the offline sessions", func() bool {
+		return srv.Broker.Server.Clients.Len() == before
+	})
+	var n int
+	if err := srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_session WHERE client_id LIKE 'parked-%' AND persistent AND subscriptions IS NOT NULL`).Scan(&n); err != nil || n != 20 {
+		t.Fatalf("%d persistent sessions with their subscriptions in PostgreSQL, want 20 (%v)", n, err)
+	}
+}
+
+// SUBACK and UNSUBACK mean recorded: the session's subscriptions in
+// PostgreSQL are what the client was told.
+func TestSubscriptionsAreRecordedBeforeTheyAreAcknowledged(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c := rawClient(t, srv.MQTTAddr(), 7, "recorded", 5, false)
+	recorded := func() []chat.Subscription {
+		t.Helper()
+		var raw []byte
+		if err := srv.Pool.QueryRow(context.Background(), `SELECT subscriptions FROM chat_session WHERE client_id = 'recorded'`).Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		var subs []chat.Subscription
+		if err := json.Unmarshal(raw, &subs); err != nil {
+			t.Fatal(err)
+		}
+		return subs
+	}
+	if subs := recorded(); len(subs) != 1 || subs[0].Filter != eventsTopic(7) || subs[0].QoS != 1 {
+		t.Fatalf("after SUBACK the session records %+v", subs)
+	}
+	if codes, err := c.Unsubscribe(eventsTopic(7)); err != nil || len(codes) != 1 || codes[0] != 0 {
+		t.Fatalf("unsubscribe: %v %v", codes, err)
+	}
+	if subs := recorded(); len(subs) != 0 {
+		t.Fatalf("after UNSUBACK the session records %+v", subs)
+	}
+	c.Disconnect()
+	// Resumed without a subscription: present, and nothing delivered until
+	// the client subscribes.
+	back, ack := resume(t, srv.MQTTAddr(), 7, "recorded", 5)
+	if !ack.SessionPresent {
+		t.Fatal("session not present")
+	}
+	if srv.Hub.Ready("recorded") {
+		t.Fatal("delivery ready without a subscription to the events topic")
+	}
+	back.Disconnect()
+}
+
+// A v5 DISCONNECT may change the session expiry; 0 ends the session then
+// and there: the next connection starts a new one and is owed nothing.
+func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	conv, err := srv.Service.CreateGroup(context.Background(), 1, "expiry", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 2, "expiring", 5, false)
+	c.DisconnectWith(packets.Properties{SessionExpiryInterval: 120, SessionExpiryIntervalFlag: true})
+	waitFor(t, 5*time.Second, "expiry recorded", func() bool {
+		var secs int64
+		_ = srv.Pool.QueryRow(context.Background(), `SELECT expiry_seconds FROM chat_session WHERE client_id = 'expiring'`).Scan(&secs)
+		return secs == 120
+	})
+	c, ack := resume(t, srv.MQTTAddr(), 2, "expiring", 5)
+	if !ack.SessionPresent {
+		t.Fatal("session with a new expiry not present")
+	}
+	c.DisconnectWith(packets.Properties{SessionExpiryInterval: 0, SessionExpiryIntervalFlag: true})
+	waitFor(t, 5*time.Second, "session ended", func() bool {
+		var n int
+		_ = srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_session WHERE client_id = 'expiring'`).Scan(&n)
+		return n == 0
+	})
+	if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "after the end"}); err != nil {
+		t.Fatal(err)
+	}
+	fresh, ack := resume(t, srv.MQTTAddr(), 2, "expiring", 5)
+	if ack.SessionPresent {
+		t.Fatal("an ended session is present")
+	}
+	if codes, err := fresh.Subscribe(eventsTopic(2)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe: %v %v", codes, err)
+	}
+	select {
+	case pk := <-fresh.Publishes:
+		var ev event
+		_ = json.Unmarshal(pk.Payload, &ev)
+		if ev.Type == chat.EventMessageNew {
+			t.Fatalf("a new session got a message sent before it started: %s", pk.Payload)
+		}
+	case <-time.After(time.Second):
+	}
+}
+
+// The session expiry a client asked for is capped, and the CONNACK says
+// so.
+func TestConnackAnnouncesACappedSessionExpiry(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "forever", Username: "3",
+		Password: token(t, 3), Clean: true, Expiry: 30 * 24 * 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Drop()
+	if !ack.Properties.SessionExpiryIntervalFlag || ack.Properties.SessionExpiryInterval != 7*24*3600 {
+		t.Fatalf("CONNACK session expiry %d (flag %v), want the cap of 7 days", ack.Properties.SessionExpiryInterval, ack.Properties.SessionExpiryIntervalFlag)
+	}
+}

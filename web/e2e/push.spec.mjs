@@ -1,0 +1,222 @@
+// The web client's notifications, end to end in headless Chromium against
+// a real chatd: the permission asked on a click; the service worker's
+// subscription registered with POST /v1/devices; while the page is hidden
+// (still connected and acknowledging, so chatd pushes nothing) the page
+// shows the notification itself; once it is closed, chatd's encrypted push
+// (RFC 8291) reaches a loopback push service that decrypts it, the service
+// worker shows it, and a click opens the conversation; closed again, a
+// pushed message that is recalled is followed by a silent remove push
+// that takes its notification away. web/browser_test.go
+// (TestBrowserPush) starts chatd and the loopback push service and runs
+// this file.
+//
+// Env: CHATD_URL, CHROMIUM_PATH, and from the loopback push service
+// PUSH_ENDPOINT (the subscription's endpoint), PUSH_P256DH, PUSH_AUTH (its
+// keys) and PUSH_LOG (GET: the decrypted payloads it accepted, JSON).
+//
+// Headless Chromium has no vendor push service to subscribe with, so the
+// page's PushManager answers with that loopback subscription instead; the
+// rest (permission, service worker, chatd, encryption, notification) is
+// the real thing.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+const BASE = process.env.CHATD_URL;
+const SUB = { endpoint: process.env.PUSH_ENDPOINT, p256dh: process.env.PUSH_P256DH, auth: process.env.PUSH_AUTH };
+const LOG = process.env.PUSH_LOG;
+if (!BASE || !SUB.endpoint || !LOG) throw new Error('set CHATD_URL, PUSH_ENDPOINT, PUSH_P256DH, PUSH_AUTH and PUSH_LOG');
+
+let browser;
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--no-first-run'],
+  });
+});
+after(async () => {
+  await browser?.close();
+});
+
+async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > end) throw e;
+      await new Promise((r) => setTimeout(r, interval));
+    }
+  }
+}
+
+const tokens = new Map();
+async function api(uid, method, p, body) {
+  if (!tokens.has(uid)) {
+    const res = await fetch(`${BASE}/dev/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId: uid }) });
+    tokens.set(uid, (await res.json()).token);
+  }
+  const res = await fetch(`${BASE}${p}`, {
+    method,
+    headers: { Authorization: `Bearer ${tokens.get(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const data = res.status === 204 ? null : await res.json();
+  assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
+  return data;
+}
+
+test('notifications: asked on a click, subscribed, shown by the page while hidden, pushed encrypted while closed, opening the conversation', async () => {
+  const me = 61;
+  const peer = 60;
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
+  context.setDefaultTimeout(10000);
+  await context.grantPermissions(['notifications'], { origin: BASE });
+  await context.addInitScript((sub) => {
+    if (!self.PushManager) return;
+    const bytes = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4)), (c) => c.charCodeAt(0)).buffer;
+    let current = null;
+    PushManager.prototype.subscribe = async function (opts) {
+      window.__pushOptions = { userVisibleOnly: opts.userVisibleOnly, key: btoa(String.fromCharCode(...new Uint8Array(opts.applicationServerKey))) };
+      current = {
+        endpoint: sub.endpoint,
+        expirationTime: null,
+        options: { applicationServerKey: opts.applicationServerKey, userVisibleOnly: opts.userVisibleOnly },
+        getKey: (n) => bytes(n === 'p256dh' ? sub.p256dh : sub.auth),
+        toJSON: () => ({ endpoint: sub.endpoint, expirationTime: null, keys: { p256dh: sub.p256dh, auth: sub.auth } }),
+        unsubscribe: async () => ((current = null), true),
+      };
+      return current;
+    };
+    PushManager.prototype.getSubscription = async function () {
+      return current;
+    };
+  }, SUB);
+  const errors = [];
+  let page = await context.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(BASE);
+  await page.getByTestId('dev-user').fill(String(me));
+  await page.getByTestId('dev-signin').click();
+  await page.locator('[data-testid=connection][data-state=online]').waitFor();
+
+  // Nothing is asked or registered before the click.
+  assert.deepEqual((await api(me, 'GET', '/v1/devices')).devices, []);
+  const bell = page.getByTestId('enable-notifications');
+  await bell.waitFor();
+  await bell.click();
+  await page.locator('[data-testid=enable-notifications][data-state=on]').waitFor();
+  const { devices } = await api(me, 'GET', '/v1/devices');
+  assert.equal(devices.length, 1);
+  assert.equal(devices[0].platform, 'webpush');
+  assert.equal(devices[0].endpoint, SUB.endpoint);
+  const opts = await page.evaluate(() => window.__pushOptions);
+  const { publicKey } = await api(me, 'GET', '/v1/push/vapid');
+  assert.equal(opts.userVisibleOnly, true);
+  assert.equal(opts.key.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''), publicKey, 'subscribed with the server VAPID key');
+
+  // Hidden, the page stays connected and acknowledges, so chatd sends no
+  // push: the page shows the notification itself.
+  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
+  await page.evaluate(() => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'while hidden' });
+  const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
+  const local = await eventually(async () => {
+    const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag }))));
+    assert.equal(ns.length, 1, 'the hidden page shows a notification');
+    return ns[0];
+  });
+  assert.equal(local.body, 'while hidden');
+  assert.equal(local.tag, `conv-${conv.id}`);
+  await sw.evaluate(() => self.registration.getNotifications().then((l) => l.forEach((x) => x.close())));
+
+  // The page closes (its MQTT session ends); a message arrives.
+  await page.close();
+  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'hello from 60' });
+  const pushed = await eventually(async () => {
+    const got = await (await fetch(LOG)).json();
+    assert.equal(got.length, 1, 'one push at the loopback push service');
+    return got[0];
+  });
+  const n = JSON.parse(pushed);
+  assert.equal(n.conversationId, conv.id);
+  assert.equal(n.seq, 2, 'the message the hidden page acknowledged is not pushed');
+  assert.equal(n.senderId, peer);
+  assert.equal(n.count, 1);
+  assert.equal(n.badge, 2);
+  assert.equal(n.title, 'New message');
+  assert.equal(n.body, undefined, 'no preview by default');
+
+  // The browser's push service would now wake the service worker with
+  // that payload: DevTools delivers it the same way.
+  const blank = await context.newPage();
+  const cdp = await context.newCDPSession(blank);
+  const regs = [];
+  cdp.on('ServiceWorker.workerRegistrationUpdated', (e) => regs.push(...e.registrations));
+  await cdp.send('ServiceWorker.enable');
+  const reg = await eventually(() => {
+    const r = regs.find((x) => x.scopeURL.startsWith(BASE) && !x.isDeleted);
+    assert.ok(r, 'service worker registration');
+    return r;
+  });
+  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: pushed });
+  const shown = await eventually(async () => {
+    const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag, data: x.data }))));
+    assert.equal(ns.length, 1, 'one notification');
+    return ns[0];
+  });
+  assert.equal(shown.title, 'New message');
+  assert.equal(shown.tag, `conv-${conv.id}`);
+  assert.equal(shown.data.url, `/#/c/${conv.id}`);
+
+  // A click opens the conversation in the page.
+  page = await context.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(BASE);
+  await page.locator('[data-testid=connection][data-state=online]').waitFor();
+  await sw.evaluate(async () => {
+    const [x] = await self.registration.getNotifications();
+    self.dispatchEvent(new NotificationEvent('notificationclick', { notification: x }));
+  });
+  await page.locator(`[data-testid=conversation][data-conv-id="${conv.id}"]`).waitFor();
+  await page.getByTestId('message-body').filter({ hasText: 'hello from 60' }).waitFor();
+  assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the clicked notification is closed');
+
+  // Closed again, a message is pushed and shown, then recalled: chatd
+  // pushes a silent remove and the service worker takes the notification
+  // away.
+  await page.close();
+  const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'sent by mistake' });
+  const second = await eventually(async () => {
+    const got = await (await fetch(LOG)).json();
+    assert.equal(got.length, 2, 'the second push at the loopback push service');
+    return got[1];
+  });
+  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: second });
+  await eventually(async () => {
+    assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 1, 'the second notification is shown');
+  });
+  await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${sent.seq}`);
+  const removal = await eventually(async () => {
+    const got = await (await fetch(LOG)).json();
+    assert.equal(got.length, 3, 'the remove at the loopback push service');
+    return got[2];
+  });
+  const rm = JSON.parse(removal);
+  assert.equal(rm.type, 'remove');
+  assert.equal(rm.conversationId, conv.id);
+  assert.equal(rm.seq, sent.seq);
+  assert.equal(rm.title, undefined, 'a remove is silent');
+  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: removal });
+  await eventually(async () => {
+    assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the recalled message\'s notification is taken away');
+  });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -1,0 +1,136 @@
+// Web Push for the web client: the permission is asked on a click, never
+// on load (browsers penalise sites that ask unprompted); the service
+// worker (static/sw.js) is subscribed with the server's VAPID key and the
+// subscription registered as a device (POST /v1/devices). chatd pushes
+// only what no session of the user acknowledged, so an open, visible
+// page gets nothing; the service worker shows the notification and opens
+// the conversation on click.
+
+import { h, icon } from './views/dom.js';
+import { conversationTitle } from './views/format.js';
+
+const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
+
+export function pushSupported() {
+  return 'serviceWorker' in navigator && 'PushManager' in window && 'Notification' in window;
+}
+
+function b64urlBytes(s) {
+  const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4));
+  return Uint8Array.from(b, (c) => c.charCodeAt(0));
+}
+
+function sameKey(a, b64) {
+  if (!a) return false;
+  const x = new Uint8Array(a);
+  const y = b64urlBytes(b64);
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
+/** Subscribes this browser and registers it as uid's device. */
+export async function enablePush(api, uid) {
+  const perm = await Notification.requestPermission();
+  if (perm !== 'granted') {
+    throw new Error(perm === 'denied' ? 'Notifications are blocked for this site in the browser settings.' : 'Notifications were not allowed.');
+  }
+  const reg = await navigator.serviceWorker.register('/sw.js');
+  await navigator.serviceWorker.ready;
+  const { publicKey } = await api.request('GET', '/v1/push/vapid');
+  let sub = await reg.pushManager.getSubscription();
+  if (sub && !sameKey(sub.options && sub.options.applicationServerKey, publicKey)) {
+    await sub.unsubscribe(); // made for another server key: it could never be pushed to
+    sub = null;
+  }
+  if (!sub) sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64urlBytes(publicKey) });
+  const j = sub.toJSON();
+  const { id } = await api.request('POST', '/v1/devices', {
+    platform: 'webpush',
+    endpoint: j.endpoint,
+    keys: { p256dh: j.keys.p256dh, auth: j.keys.auth },
+    locale: navigator.language || '',
+  });
+  localStorage.setItem(deviceKey(uid), String(id));
+  return id;
+}
+
+/** Forgets this browser's device on sign-out (best effort). */
+export function disablePush(api, uid) {
+  const id = localStorage.getItem(deviceKey(uid));
+  if (!id) return;
+  localStorage.removeItem(deviceKey(uid));
+  api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
+}
+
+/**
+ * The "Enable notifications" button, or null where the browser has no
+ * Web Push. With the permission already granted it re-registers quietly
+ * (a browser may have rotated its subscription) and shows the state.
+ */
+export function pushButton(api, uid, notify) {
+  if (!pushSupported()) return null;
+  const label = h('span', null, 'Enable notifications');
+  const btn = h('button', { class: 'btn push-btn', type: 'button', 'data-testid': 'enable-notifications' }, icon('bell'), label);
+  const on = () => {
+    label.textContent = 'Notifications on';
+    btn.disabled = true;
+    btn.dataset.state = 'on';
+  };
+  btn.onclick = async () => {
+    btn.disabled = true;
+    try {
+      await enablePush(api, uid);
+      on();
+      notify('Notifications are on: new messages reach you while this page is hidden or closed.');
+    } catch (e) {
+      btn.disabled = false;
+      notify(e.message || 'Notifications could not be turned on.');
+    }
+  };
+  if (Notification.permission === 'denied') {
+    label.textContent = 'Notifications blocked';
+    btn.disabled = true;
+  } else if (Notification.permission === 'granted' && localStorage.getItem(deviceKey(uid))) {
+    on();
+    enablePush(api, uid).catch(() => {});
+  }
+  return btn;
+}
+
+/** Opens the conversation a clicked notification is for. */
+export function followNotificationClicks(go) {
+  if (!('serviceWorker' in navigator)) return;
+  navigator.serviceWorker.addEventListener('message', (e) => {
+    const d = e.data || {};
+    if (d.type === 'open' && Number.isSafeInteger(d.conversationId) && d.conversationId > 0) go(d.conversationId);
+  });
+}
+
+function muted(s) {
+  return Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
+}
+
+/**
+ * While the page is hidden its MQTT session stays up and acknowledges, so
+ * chatd sends no push: the page shows the notification itself, through the
+ * service worker so that a click opens the conversation the same way.
+ */
+export function notifyWhileHidden(session, state, uid) {
+  if (!pushSupported()) return;
+  session.addEventListener('event', async (e) => {
+    const ev = e.detail;
+    if (ev.type !== 'message.new' || ev.senderId === uid || document.visibilityState !== 'hidden') return;
+    if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
+    const c = state.conv(ev.conversationId);
+    if (c && muted(c.settings)) return;
+    const reg = await navigator.serviceWorker.getRegistration();
+    if (!reg) return;
+    const unread = c ? c.unread : 1;
+    await reg.showNotification(c ? conversationTitle(c) : 'New message', {
+      body: typeof ev.body === 'string' && ev.body ? ev.body : unread > 1 ? `${unread} new messages` : 'New message',
+      tag: `conv-${ev.conversationId}`,
+      renotify: true,
+      icon: '/favicon.svg',
+      data: { conversationId: ev.conversationId, seq: ev.seq, url: `/#/c/${ev.conversationId}` },
+    });
+  });
+}

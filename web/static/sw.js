@@ -1,0 +1,72 @@
+// chatd's service worker: Web Push notifications. A push is only a
+// wake-up ({"type":"message","conversationId","seq","senderId","count",
+// "badge","title","body"}; body only when the server sends previews); the
+// page fetches the messages itself when it opens. {"type":"remove",
+// "conversationId","seq","badge"} follows when a message a notification
+// showed was recalled: the conversation's notification is closed.
+
+self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
+
+function wait(event, p) {
+  try {
+    event.waitUntil(p);
+  } catch {
+    // An event dispatched by script (tests) cannot be extended.
+  }
+  return p;
+}
+
+self.addEventListener('push', (event) => {
+  let n = {};
+  try {
+    n = event.data ? event.data.json() : {};
+  } catch {
+    n = {};
+  }
+  const tag = `conv-${n.conversationId}`;
+  wait(
+    event,
+    (async () => {
+      if (n.type === 'remove') {
+        for (const x of await self.registration.getNotifications({ tag })) x.close();
+        if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
+        return;
+      }
+      if (n.type && n.type !== 'message') return; // a type this worker does not know
+      const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+      if (wins.some((c) => c.visibilityState === 'visible' && c.focused)) return; // the page shows it
+      const count = n.count > 1 ? n.count : 1;
+      const countText = count > 1 ? `${count} new messages` : 'New message';
+      let body = n.body || countText;
+      if (body === n.title) body = 'Open the conversation to read it.';
+      await self.registration.showNotification(n.title || 'chatd', {
+        body,
+        tag,
+        renotify: true,
+        icon: '/favicon.svg',
+        data: { conversationId: n.conversationId, seq: n.seq, url: `/#/c/${n.conversationId}` },
+      });
+      if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
+    })(),
+  );
+});
+
+self.addEventListener('notificationclick', (event) => {
+  event.notification.close();
+  const data = event.notification.data || {};
+  const url = data.url || '/';
+  wait(
+    event,
+    (async () => {
+      const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+      const win = wins.find((c) => new URL(c.url).origin === self.location.origin);
+      if (win) {
+        win.postMessage({ type: 'open', conversationId: data.conversationId });
+        await win.focus().catch(() => {});
+        return;
+      }
+      await self.clients.openWindow(url);
+    })(),
+  );
+});
