@@ -19,6 +19,11 @@ var forbiddenImports = map[string][]string{
 	"internal/httpapi":  {"store", "hooks", "broker", "internal/delivery", "internal/relay", "server"},
 	"internal/presence": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "server"},
 	"internal/pgembed":  {"store", "hooks", "broker", "internal/delivery", "server"},
+	// Attachments: the subsystem reaches its stores through the domain's
+	// ports; the blob stores and the media checks know nothing of chatd.
+	"internal/attach": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/blob", "server"},
+	"internal/blob":   {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/attach", "internal/media", "server"},
+	"internal/media":  {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/attach", "internal/blob", "server"},
 }
 
 // The root package is the domain: it imports neither the broker nor the

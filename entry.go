@@ -64,6 +64,8 @@ type Change struct {
 	Forward        *MessageRef // message: the message it copies
 	Emoji          string      // reaction
 	On             bool        // reaction: set (true) or remove
+	// message: the uploads it carries (1 to MaxAttachments)
+	Attachments []AttachmentRef
 }
 
 // ChangeResult is a committed change. Duplicate says ClientMsgID had been
@@ -79,7 +81,7 @@ type ChangeResult struct {
 // SendChange is the Change of a send.
 func (r SendRequest) Change() Change {
 	return Change{Kind: KindMessage, ConversationID: r.ConversationID, UserID: r.SenderID, ClientMsgID: r.ClientMsgID,
-		Body: r.Body, ReplyTo: r.ReplyTo, Forward: r.Forward}
+		Body: r.Body, ReplyTo: r.ReplyTo, Forward: r.Forward, Attachments: r.Attachments}
 }
 
 // EditRequest changes a message's body.
@@ -137,6 +139,8 @@ type entryJSON struct {
 	UserID         int64           `json:"userId,omitempty"`
 	ClientMsgID    string          `json:"clientMsgId"`
 	Body           *string         `json:"body,omitempty"`
+	MsgType        string          `json:"msgType,omitempty"`
+	Attachments    []Attachment    `json:"attachments,omitempty"`
 	CreatedAt      time.Time       `json:"createdAt"`
 	ReplyTo        *ReplyRef       `json:"replyTo,omitempty"`
 	ForwardedFrom  *ForwardRef     `json:"forwardedFrom,omitempty"`
@@ -163,10 +167,11 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	switch kind {
 	case KindMessage:
 		j.SenderID, j.ReplyTo, j.ForwardedFrom, j.EditedAt, j.Reactions = m.SenderID, m.ReplyTo, m.ForwardedFrom, m.EditedAt, m.Reactions
+		j.MsgType = m.MsgType
 		if m.Recalled {
 			j.Recalled, j.RecalledAt = true, m.RecalledAt
 		} else {
-			j.Body = &body
+			j.Body, j.Attachments = &body, m.Attachments
 		}
 	case KindEdit:
 		j.TargetSeq, j.SenderID, j.Body = m.TargetSeq, m.SenderID, &body
@@ -192,7 +197,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	*m = Message{ConversationID: j.ConversationID, Seq: j.Seq, Kind: j.Kind, TargetSeq: j.TargetSeq,
 		SenderID: j.SenderID, ClientMsgID: j.ClientMsgID, CreatedAt: j.CreatedAt, ReplyTo: j.ReplyTo,
 		ForwardedFrom: j.ForwardedFrom, EditedAt: j.EditedAt, Recalled: j.Recalled, RecalledAt: j.RecalledAt,
-		Reactions: j.Reactions, Emoji: j.Emoji}
+		Reactions: j.Reactions, Emoji: j.Emoji, MsgType: j.MsgType, Attachments: j.Attachments}
 	if m.Kind == "" {
 		m.Kind = KindMessage
 	}

@@ -12,7 +12,8 @@ type Code string
 
 const (
 	CodeInvalid     Code = "invalid"      // malformed input: 400 / MQTT 0x99
-	CodeTooLarge    Code = "too_large"    // body over the limit: 413 / MQTT 0x99
+	CodeTooLarge    Code = "too_large"    // body or file over the limit: 413 / MQTT 0x99
+	CodeUnsupported Code = "unsupported"  // a file type that is not allowed: 415 / MQTT 0x99
 	CodeNotMember   Code = "not_member"   // caller is not a member: 403 / MQTT 0x87
 	CodeForbidden   Code = "forbidden"    // member, but role does not allow it: 403 / MQTT 0x87
 	CodeBlocked     Code = "blocked"      // the other member of a direct conversation blocked the caller: 403 / MQTT 0x87
@@ -66,6 +67,7 @@ func (e *Error) Is(target error) bool {
 var (
 	ErrInvalid     = &Error{Code: CodeInvalid, Message: "invalid request"}
 	ErrTooLarge    = &Error{Code: CodeTooLarge, Message: "too large"}
+	ErrUnsupported = &Error{Code: CodeUnsupported, Message: "unsupported file type"}
 	ErrNotMember   = &Error{Code: CodeNotMember, Message: "not a member of this conversation"}
 	ErrForbidden   = &Error{Code: CodeForbidden, Message: "not allowed"}
 	ErrBlocked     = &Error{Code: CodeBlocked, Message: "blocked by this user"}

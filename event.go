@@ -43,6 +43,8 @@ type Event struct {
 	SenderID       int64            `json:"senderId,omitempty"`
 	ClientMsgID    string           `json:"clientMsgId,omitempty"`
 	Body           *string          `json:"body,omitempty"`
+	MsgType        string           `json:"msgType,omitempty"`
+	Attachments    []Attachment     `json:"attachments,omitempty"`
 	CreatedAt      *time.Time       `json:"createdAt,omitempty"`
 	ReplyTo        *ReplyRef        `json:"replyTo,omitempty"`
 	ForwardedFrom  *ForwardRef      `json:"forwardedFrom,omitempty"`
@@ -116,12 +118,13 @@ func MessageEvent(m Message) Event {
 		ReplyTo:        m.ReplyTo,
 		ForwardedFrom:  m.ForwardedFrom,
 		EditedAt:       m.EditedAt,
+		MsgType:        m.MsgType,
 	}
 	if m.Recalled {
 		ev.Recalled, ev.RecalledAt = true, m.RecalledAt
 	} else {
 		body := m.Body
-		ev.Body = &body
+		ev.Body, ev.Attachments = &body, m.Attachments
 	}
 	return ev
 }
@@ -164,7 +167,8 @@ func (e Event) IsEntry() bool {
 func (e Event) Slim() Event {
 	switch e.Type {
 	case EventMessageNew:
-		return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, SenderID: e.SenderID}
+		// msgType stays: enough for "sent a photo".
+		return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, SenderID: e.SenderID, MsgType: e.MsgType}
 	case EventReactionUpdated:
 		return Event{Type: e.Type, ConversationID: e.ConversationID, Seq: e.Seq, TargetSeq: e.TargetSeq, UserID: e.UserID}
 	}

@@ -22,6 +22,7 @@ import (
 //   - Receipts, when set, takes the read receipts instead of Store.MarkRead
 //     (a group-committing writer that also notifies the events itself);
 //   - PresenceSource answers presence queries (nil: not available);
+//   - Attachments handles uploads and downloads (nil: not enabled).
 //   - Push keeps push devices and member settings (nil: not available).
 type Service struct {
 	Store  Store
@@ -34,6 +35,8 @@ type Service struct {
 	// LargeGroup: conversations above this many members get no profile
 	// pushes (0: DefaultLargeGroup), as they get no presence pushes.
 	LargeGroup int
+	// Attachments handles uploads and downloads (nil: not enabled).
+	Attachments Attachments
 	// Push keeps devices and member settings (nil: push not available).
 	Push PushStore
 
@@ -55,6 +58,8 @@ const (
 	RateAPI         RateKind = "api"
 	RateConnect     RateKind = "connect"
 	RateConnectUser RateKind = "connect_user"
+	// RateUpload is charged by every upload ticket (CreateUpload).
+	RateUpload RateKind = "upload"
 )
 
 // RateLimit is a token bucket: Burst tokens at most, refilled at Rate per
@@ -70,6 +75,7 @@ func (l RateLimit) Enabled() bool { return l.Rate > 0 && l.Burst > 0 }
 // RateLimits are the configured limits, by kind.
 type RateLimits struct {
 	Send, Conv, Read, Typing, API, Connect, ConnectUser RateLimit
+	Upload                                              RateLimit
 }
 
 // For returns the limit of kind.
@@ -89,6 +95,8 @@ func (r RateLimits) For(kind RateKind) RateLimit {
 		return r.ConnectUser
 	case RateConnect:
 		return r.Connect
+	case RateUpload:
+		return r.Upload
 	}
 	return RateLimit{}
 }
@@ -182,6 +190,7 @@ var rateWhat = map[RateKind]string{
 	RateAPI:         "requests per second",
 	RateConnect:     "connections per second from this address",
 	RateConnectUser: "connections per second per user",
+	RateUpload:      "uploads per second per user",
 }
 
 // take charges one token of kind for key; nil when allowed or unlimited.

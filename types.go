@@ -64,6 +64,10 @@ type Message struct {
 
 	// A system entry's change (Kind system).
 	System *SystemEntry
+	// A message's files (none once recalled) and its type by the first
+	// of them: MsgImage, MsgAudio, MsgVideo or MsgFile ("" is MsgText).
+	MsgType     string
+	Attachments []Attachment
 
 	// A message's state.
 	ReplyTo       *ReplyRef
@@ -87,7 +91,8 @@ func (m Message) IsMessage() bool { return m.Kind == "" || m.Kind == KindMessage
 // SendRequest is one message to commit. ClientMsgID is a UUID chosen by the
 // client; it makes resends idempotent. ReplyTo is the seq of the message
 // it replies to (0: none); Forward, the message whose body it copies (Body
-// must then be empty).
+// must then be empty). Attachments are uploads of the sender's made for
+// the conversation; Body may then be empty.
 type SendRequest struct {
 	ConversationID int64
 	SenderID       int64
@@ -95,6 +100,7 @@ type SendRequest struct {
 	Body           string
 	ReplyTo        int64
 	Forward        *MessageRef
+	Attachments    []AttachmentRef
 }
 
 // SendResult is the committed message; Duplicate reports that ClientMsgID

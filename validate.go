@@ -123,11 +123,26 @@ func (l Limits) ValidateChange(c *Change) error {
 		return err
 	}
 	c.ClientMsgID = id
+	if len(c.Attachments) > 0 && c.Kind != KindMessage && c.Kind != "" {
+		return Errorf(CodeInvalid, "only a message carries attachments")
+	}
 	switch c.Kind {
 	case KindMessage, "":
 		c.Kind = KindMessage
 		if c.ReplyTo < 0 {
 			return Errorf(CodeInvalid, "replyTo must be a positive seq")
+		}
+		if len(c.Attachments) > 0 {
+			if c.Forward != nil {
+				return Errorf(CodeInvalid, "a forward copies the message: it takes no attachments of its own")
+			}
+			if err := ValidateAttachments(c.Attachments); err != nil {
+				return err
+			}
+			if c.Body == "" {
+				return nil // the attachments are the message
+			}
+			return l.ValidateBody(c.Body)
 		}
 		if c.Forward != nil {
 			if err := ValidateID("forward.conversationId", c.Forward.ConversationID); err != nil {

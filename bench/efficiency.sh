@@ -45,29 +45,15 @@ PGBENCH_CLIENTS=${PGBENCH_CLIENTS:-8}
 SCALE_CLIENTS=${SCALE_CLIENTS:-$(( ($(ulimit -n) - 200) / 2 * 2 ))}
 CONNECT_RATE=${CONNECT_RATE:-1000}
 SOURCES=${SOURCES:-127.0.0.2-127.0.0.9}
-MQTT_ADDR=127.0.0.1:${MQTT_PORT:-41883}
-HTTP_ADDR=127.0.0.1:${HTTP_PORT:-41880}
-PPROF_ADDR=127.0.0.1:${PPROF_PORT:-41860}
-PLAIN_ADDR=127.0.0.1:${PLAIN_PORT:-41884}
-PLAIN_METRICS=127.0.0.1:${PLAIN_METRICS_PORT:-41885}
+MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21883}
+HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21880}
+PPROF_ADDR=127.0.0.1:${PPROF_PORT:-21860}
+PLAIN_ADDR=127.0.0.1:${PLAIN_PORT:-21884}
+PLAIN_METRICS=127.0.0.1:${PLAIN_METRICS_PORT:-21885}
 
-for tool in go jq curl; do
-	command -v "$tool" >/dev/null || { echo "efficiency.sh: $tool is required" >&2; exit 1; }
-done
-
-WORK=$(mktemp -d /tmp/chatd-efficiency.XXXXXX)
-chmod 755 "$WORK" # PostgreSQL runs as an unprivileged account when we are root
-CHATD_PID=""
-PLAIN_PID=""
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-cleanup() {
-	plain_stop
-	stop_chatd
-	if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-find_pgbin
+bench_init efficiency
 T0=$(date +%s)
 
 step "build"

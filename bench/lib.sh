@@ -1,5 +1,27 @@
-# bench/lib.sh — what bench/run.sh and bench/efficiency.sh share. Source it
-# after setting WORK (a temp dir, mode 755) and PGBIN (where pgbench lives).
+# bench/lib.sh — what bench/run.sh and bench/efficiency.sh share. Source
+# it, then call bench_init NAME.
+
+# bench_init checks the tools, makes the work dir WORK (/tmp/chatd-NAME.*,
+# removed on exit unless KEEP=1; chatd and plainbroker are stopped) and
+# finds PostgreSQL's binaries (PGBIN, PGBENCH, PSQL).
+bench_init() {
+	local tool
+	for tool in go jq curl; do
+		command -v "$tool" >/dev/null || { echo "$1: $tool is required" >&2; exit 1; }
+	done
+	WORK=$(mktemp -d "/tmp/chatd-$1.XXXXXX")
+	chmod 755 "$WORK" # PostgreSQL runs as an unprivileged account when we are root
+	CHATD_PID=""
+	PLAIN_PID=""
+	trap bench_cleanup EXIT
+	find_pgbin
+}
+
+bench_cleanup() {
+	plain_stop
+	stop_chatd
+	if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
+}
 
 # step prints a heading with the load average: other work on the machine
 # skews every figure, so the report shows it.

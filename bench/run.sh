@@ -45,26 +45,12 @@ PGBENCH_CLIENTS=${PGBENCH_CLIENTS:-8}
 WORKLOADS=${WORKLOADS:-mixed direct}
 DRAIN=${DRAIN:-180s}
 MQTT_ADDR=127.0.0.1:${MQTT_PORT:-31883}
-HTTP_ADDR=127.0.0.1:${HTTP_PORT:-38080}
+HTTP_ADDR=127.0.0.1:${HTTP_PORT:-28080}
 PLAIN_ADDR=127.0.0.1:${PLAIN_PORT:-31884}
 
-for tool in go jq curl; do
-	command -v "$tool" >/dev/null || { echo "run.sh: $tool is required" >&2; exit 1; }
-done
-
-WORK=$(mktemp -d /tmp/chatd-bench.XXXXXX)
-chmod 755 "$WORK" # PostgreSQL runs as an unprivileged account when we are root
-CHATD_PID=""
-PLAIN_PID=""
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-cleanup() {
-	plain_stop
-	stop_chatd
-	if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-find_pgbin
+bench_init bench
 
 step "build"
 go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench ./cmd/plainbroker ./cmd/sendbench

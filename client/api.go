@@ -20,6 +20,10 @@ type Message struct {
 	ClientMsgID    string    `json:"clientMsgId"`
 	Body           string    `json:"body"`
 	CreatedAt      time.Time `json:"createdAt"`
+	// A message's files and its type by the first: "image", "audio",
+	// "video" or "file" ("" is text).
+	MsgType     string       `json:"msgType,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// A message's state.
 	ReplyTo       *ReplyRef   `json:"replyTo,omitempty"`
 	ForwardedFrom *ForwardRef `json:"forwardedFrom,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -62,6 +63,9 @@ type Client struct {
 	// historyHook, when set (tests), answers the dispatcher's history
 	// calls instead of chatd.
 	historyHook atomic.Pointer[func(conv int64, o HistoryOptions) ([]Message, error)]
+
+	httpOnce sync.Once
+	httpc    *http.Client // uploads and downloads (attachments.go)
 }
 
 // connState is one MQTT connection: ctx ends when it goes down; ready is

@@ -29,8 +29,13 @@ type Config struct {
 	// refreshed; an error from it fails that attempt.
 	Token     string
 	TokenFunc func(ctx context.Context) (string, error)
-	// TLS is used for mqtts:// and wss:// brokers.
+	// TLS is used for mqtts:// and wss:// brokers (and https:// HTTPURL).
 	TLS *tls.Config
+	// HTTPURL is chatd's HTTP API, e.g. http://127.0.0.1:8080: uploads to
+	// chatd's own store and downloads go there. Default: the first ws://
+	// or wss:// broker's host (http, https). Not needed to send or receive
+	// messages.
+	HTTPURL string
 
 	// ClientID is the MQTT client id, which names the server-side session.
 	// Default: the id kept in SessionDir (created on first use), else a
@@ -109,6 +114,15 @@ func (c Config) resolve() (*settings, error) {
 		}
 		s.ClientID = id
 	}
+	if s.HTTPURL == "" {
+		for _, b := range s.brokers {
+			if b.Scheme == "ws" || b.Scheme == "wss" {
+				s.HTTPURL = strings.Replace(b.Scheme, "ws", "http", 1) + "://" + b.Host
+				break
+			}
+		}
+	}
+	s.HTTPURL = strings.TrimSuffix(s.HTTPURL, "/")
 	s.persistent = !c.Ephemeral && s.ClientID != ""
 	if s.ClientID == "" {
 		s.ClientID = newClientID(c.UserID)

@@ -90,6 +90,19 @@
 // writes are not, and then fail with an error matching ErrUnavailable.
 // Refusals are *Error values with the HTTP API's code and status.
 //
+// # Attachments
+//
+// Upload sends a file for a conversation (a ticket over RPC upload.create,
+// the bytes over HTTP to chatd, Config.HTTPURL, or straight to the object
+// store, then upload.complete) and returns the Attachment a message will
+// carry; a PUT cut short is sent again from the start, re-reading the file
+// (a one-shot reader is spooled to a temporary file first). Send it with
+// SendMessage and SendOptions.Attachments (it rides the journal like any
+// message). Events and history carry MsgType and Attachments. Download and
+// DownloadThumbnail fetch one (following an object store's redirect);
+// a broken connection is resumed with a Range request from where it
+// stopped, and DownloadFrom resumes a file a previous run began.
+//
 // # Concurrency
 //
 // All methods are safe for concurrent use. Events are produced by one

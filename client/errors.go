@@ -85,6 +85,7 @@ var codeClass = map[string]error{
 	"blocked":      ErrBlocked,
 	"invalid":      ErrInvalid,
 	"too_large":    ErrInvalid,
+	"unsupported":  ErrInvalid,
 	"conflict":     ErrInvalid,
 	"rate_limited": ErrRateLimited,
 	"member_cap":   ErrMemberCap,

@@ -53,6 +53,10 @@ type Event struct {
 	ClientMsgID string    `json:"clientMsgId,omitempty"`
 	Body        string    `json:"body,omitempty"`
 	CreatedAt   time.Time `json:"createdAt,omitzero"`
+	// A message's type by its first attachment ("" is text) and its
+	// files (message.new); download them with Download.
+	MsgType     string       `json:"msgType,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// A message's references and state (message.new): what it replies to
 	// or forwards, its last edit, whether it was recalled.
 	ReplyTo       *ReplyRef   `json:"replyTo,omitempty"`
@@ -97,38 +101,40 @@ type Event struct {
 // wireEvent decodes an events-topic payload; Body is a pointer so that a
 // slim message.new (large groups: no body) can be told from an empty one.
 type wireEvent struct {
-	Type             string      `json:"type"`
-	ConversationID   int64       `json:"conversationId"`
-	Seq              int64       `json:"seq"`
-	TargetSeq        int64       `json:"targetSeq"`
-	SenderID         int64       `json:"senderId"`
-	ClientMsgID      string      `json:"clientMsgId"`
-	Body             *string     `json:"body"`
-	CreatedAt        time.Time   `json:"createdAt"`
-	ReplyTo          *ReplyRef   `json:"replyTo"`
-	ForwardedFrom    *ForwardRef `json:"forwardedFrom"`
-	EditedAt         *time.Time  `json:"editedAt"`
-	Recalled         bool        `json:"recalled"`
-	RecalledAt       *time.Time  `json:"recalledAt"`
-	Emoji            string      `json:"emoji"`
-	On               *bool       `json:"on"`
-	Count            int         `json:"count"`
-	UserID           int64       `json:"userId"`
-	ActorID          int64       `json:"actorId"`
-	Role             string      `json:"role"`
-	ConversationType string      `json:"conversationType"`
-	Title            *string     `json:"title"`
-	Online           *bool       `json:"online"`
-	LastSeen         *time.Time  `json:"lastSeen"`
-	Code             string      `json:"code"`
-	Message          string      `json:"message"`
-	Members          []int64     `json:"members"`
-	Action           string      `json:"action"`
-	About            *string     `json:"about"`
-	Avatar           *string     `json:"avatar"`
-	HistoryVisible   string      `json:"historyVisible"`
-	DisplayName      *string     `json:"displayName"`
-	Private          bool        `json:"private"`
+	Type             string       `json:"type"`
+	ConversationID   int64        `json:"conversationId"`
+	Seq              int64        `json:"seq"`
+	TargetSeq        int64        `json:"targetSeq"`
+	SenderID         int64        `json:"senderId"`
+	ClientMsgID      string       `json:"clientMsgId"`
+	Body             *string      `json:"body"`
+	CreatedAt        time.Time    `json:"createdAt"`
+	MsgType          string       `json:"msgType"`
+	Attachments      []Attachment `json:"attachments"`
+	ReplyTo          *ReplyRef    `json:"replyTo"`
+	ForwardedFrom    *ForwardRef  `json:"forwardedFrom"`
+	EditedAt         *time.Time   `json:"editedAt"`
+	Recalled         bool         `json:"recalled"`
+	RecalledAt       *time.Time   `json:"recalledAt"`
+	Emoji            string       `json:"emoji"`
+	On               *bool        `json:"on"`
+	Count            int          `json:"count"`
+	UserID           int64        `json:"userId"`
+	ActorID          int64        `json:"actorId"`
+	Role             string       `json:"role"`
+	ConversationType string       `json:"conversationType"`
+	Title            *string      `json:"title"`
+	Online           *bool        `json:"online"`
+	LastSeen         *time.Time   `json:"lastSeen"`
+	Code             string       `json:"code"`
+	Message          string       `json:"message"`
+	Members          []int64      `json:"members"`
+	Action           string       `json:"action"`
+	About            *string      `json:"about"`
+	Avatar           *string      `json:"avatar"`
+	HistoryVisible   string       `json:"historyVisible"`
+	DisplayName      *string      `json:"displayName"`
+	Private          bool         `json:"private"`
 }
 
 func (w wireEvent) event() Event {
@@ -139,6 +145,7 @@ func (w wireEvent) event() Event {
 		Code: w.Code, Message: w.Message, Members: w.Members,
 		ReplyTo: w.ReplyTo, ForwardedFrom: w.ForwardedFrom, EditedAt: w.EditedAt, Recalled: w.Recalled,
 		RecalledAt: w.RecalledAt, Emoji: w.Emoji, Count: w.Count,
+		MsgType: w.MsgType, Attachments: w.Attachments,
 		Action: w.Action, HistoryVisible: w.HistoryVisible, Private: w.Private,
 	}
 	for dst, src := range map[*string]*string{&ev.About: w.About, &ev.Avatar: w.Avatar, &ev.DisplayName: w.DisplayName} {
@@ -187,6 +194,7 @@ func messageEvent(m Message) Event {
 		Type: EventMessageNew, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq, SenderID: m.SenderID,
 		ClientMsgID: m.ClientMsgID, Body: m.Body, CreatedAt: m.CreatedAt, FromHistory: true,
 		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom, EditedAt: m.EditedAt, Recalled: m.Recalled, RecalledAt: m.RecalledAt,
+		MsgType: m.MsgType, Attachments: m.Attachments,
 	}
 	switch m.Kind {
 	case KindEdit:

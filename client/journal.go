@@ -29,6 +29,8 @@ type PendingSend struct {
 	Forward   *MessageRef `json:"forward,omitempty"`
 	Emoji     string      `json:"emoji,omitempty"`
 	On        bool        `json:"on,omitempty"`
+	// Attachments are a message's uploads (complete before the send).
+	Attachments []AttachmentRef `json:"attachments,omitempty"`
 }
 
 // MessageRef names a message of a conversation (what to forward).

@@ -60,11 +60,15 @@ type SendOptions struct {
 	// ClientMsgID, when set, is the message's id (reuse it on retries);
 	// else a new one is picked.
 	ClientMsgID string
+	// Attachments are uploads (Upload) the message carries, 1 to 10; the
+	// body may then be empty.
+	Attachments []AttachmentRef
 }
 
-// SendMessage is Send with a reply or forward.
+// SendMessage is Send with a reply, a forward or attachments.
 func (c *Client) SendMessage(ctx context.Context, conversationID int64, body string, o SendOptions) (int64, error) {
-	return c.Apply(ctx, Change{ConversationID: conversationID, ClientMsgID: o.ClientMsgID, Body: body, ReplyTo: o.ReplyTo, Forward: o.Forward})
+	return c.Apply(ctx, Change{ConversationID: conversationID, ClientMsgID: o.ClientMsgID, Body: body, ReplyTo: o.ReplyTo,
+		Forward: o.Forward, Attachments: o.Attachments})
 }
 
 // Edit replaces the body of your message seq and returns the edit's own
@@ -98,6 +102,7 @@ type Change struct {
 	Forward        *MessageRef
 	Emoji          string
 	On             bool
+	Attachments    []AttachmentRef
 }
 
 // Apply commits a change as Send commits a message: recorded in the
@@ -132,7 +137,8 @@ func (c *Client) Apply(ctx context.Context, ch Change) (int64, error) {
 	}
 	if !running {
 		p := PendingSend{ClientMsgID: clientMsgID, ConversationID: ch.ConversationID, Body: ch.Body, QueuedAt: time.Now().UTC(),
-			Kind: ch.Kind, TargetSeq: ch.TargetSeq, ReplyTo: ch.ReplyTo, Forward: ch.Forward, Emoji: ch.Emoji, On: ch.On}
+			Kind: ch.Kind, TargetSeq: ch.TargetSeq, ReplyTo: ch.ReplyTo, Forward: ch.Forward, Emoji: ch.Emoji, On: ch.On,
+			Attachments: ch.Attachments}
 		if _, err := c.journal.add(p); err != nil {
 			return 0, err
 		}
@@ -187,11 +193,12 @@ func (p PendingSend) publication() (string, []byte, error) {
 		}{p.ClientMsgID, p.TargetSeq, p.Emoji, p.On}
 	default:
 		v = struct {
-			ClientMsgID string      `json:"clientMsgId"`
-			Body        string      `json:"body,omitempty"`
-			ReplyTo     int64       `json:"replyTo,omitempty"`
-			Forward     *MessageRef `json:"forward,omitempty"`
-		}{p.ClientMsgID, p.Body, p.ReplyTo, p.Forward}
+			ClientMsgID string          `json:"clientMsgId"`
+			Body        string          `json:"body,omitempty"`
+			ReplyTo     int64           `json:"replyTo,omitempty"`
+			Forward     *MessageRef     `json:"forward,omitempty"`
+			Attachments []AttachmentRef `json:"attachments,omitempty"`
+		}{p.ClientMsgID, p.Body, p.ReplyTo, p.Forward, p.Attachments}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -93,6 +93,7 @@ type Settings struct {
 
 	OpsSettings
 	PushSettings
+	AttachmentSettings
 
 	sources map[string]string // key -> where its value came from
 }
@@ -124,6 +125,7 @@ func (s Settings) RateLimits() chat.RateLimits {
 		API:         chat.RateLimit{Rate: s.LimitAPIRate, Burst: s.LimitAPIBurst},
 		Connect:     chat.RateLimit{Rate: s.LimitConnectRate, Burst: s.LimitConnectBurst},
 		ConnectUser: chat.RateLimit{Rate: s.LimitConnectUserRate, Burst: s.LimitConnectUserBurst},
+		Upload:      chat.RateLimit{Rate: s.LimitUploadRate, Burst: s.LimitUploadBurst},
 	}
 }
 
@@ -295,6 +297,9 @@ func (s *Settings) check() error {
 		return err
 	}
 	if err := s.checkPush(); err != nil {
+		return err
+	}
+	if err := s.checkAttachments(); err != nil {
 		return err
 	}
 	if len(s.KafkaBrokers) > 0 && s.KafkaTopic == "" {
@@ -573,6 +578,7 @@ func (s Settings) Redacted() map[string]any {
 	}
 	s.redactedOps(m)
 	s.redactedPush(m)
+	s.redactedAttachments(m)
 	return m
 }
 

@@ -242,6 +242,23 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"vapid_private_key":   "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE",
 		"vapid_subject":       "mailto:ops@example.com",
 		"push_allow_http":     "true",
+
+		"max_upload_bytes":     "10MiB",
+		"upload_types":         "image/png,audio/*",
+		"upload_ttl":           "2h",
+		"upload_url_expiry":    "10m",
+		"download_url_expiry":  "30s",
+		"upload_bytes_per_day": "0",
+		"limit_upload_rate":    "2",
+		"limit_upload_burst":   "5",
+		"image_max_pixels":     "1000000",
+		"thumbnail_workers":    "3",
+		"s3_endpoint":          "minio:9000",
+		"s3_bucket":            "chat",
+		"s3_region":            "eu-west-1",
+		"s3_access_key":        "AK",
+		"s3_secret_key":        "SK",
+		"s3_use_tls":           "false",
 	}
 	if len(vals) != len(Keys()) {
 		t.Fatalf("test covers %d keys, config has %d", len(vals), len(Keys()))
@@ -271,6 +288,10 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 				PushTimeout: 3 * time.Second, PushQueueSize: 50, PushKafkaTopic: "push.requests",
 				PushWebhookURL: "https://pusher.internal/push", PushWebhookSecret: strings.Repeat("w", 32),
 				VAPIDPrivateKey: "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE", VAPIDSubject: "mailto:ops@example.com", PushAllowHTTP: true},
+			AttachmentSettings: AttachmentSettings{MaxUploadBytes: 10 << 20, UploadTypes: []string{"image/png", "audio/*"},
+				UploadTTL: 2 * time.Hour, UploadURLExpiry: 10 * time.Minute, DownloadURLExpiry: 30 * time.Second,
+				LimitUploadRate: 2, LimitUploadBurst: 5, ImageMaxPixels: 1000000, ThumbnailWorkers: 3,
+				S3Endpoint: "minio:9000", S3Bucket: "chat", S3Region: "eu-west-1", S3AccessKey: "AK", S3SecretKey: "SK"},
 		}
 		s.ConfigFile, s.sources = "", nil
 		if !reflect.DeepEqual(s, want) {

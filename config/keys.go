@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +87,7 @@ var keys = append([]*key{
 			s.DatabaseURL = v
 			return nil
 		})),
-	mk("data_dir", "./data", "directory for the embedded PostgreSQL and jwt.secret",
+	mk("data_dir", "./data", "directory for the embedded PostgreSQL, jwt.secret and attachments on local disk (blobs/)",
 		"use a writable directory such as /var/lib/chatd",
 		func(s *Settings, v string) error {
 			if strings.TrimSpace(v) == "" || strings.ContainsRune(v, 0) {
@@ -272,7 +273,7 @@ var keys = append([]*key{
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
-}, append(opsKeys, pushKeys...)...)
+}, slices.Concat(opsKeys, pushKeys, attachmentKeys)...)
 
 var keyByName = func() map[string]*key {
 	m := map[string]*key{}

@@ -23,6 +23,7 @@ import (
 var reasonCodes = map[chat.Code]byte{
 	chat.CodeInvalid:     0x99, // payload format invalid
 	chat.CodeTooLarge:    0x99,
+	chat.CodeUnsupported: 0x99,
 	chat.CodeConflict:    0x99,
 	chat.CodeNotMember:   0x87, // not authorized
 	chat.CodeForbidden:   0x87,
@@ -44,10 +45,11 @@ func ReasonCode(err error) byte {
 }
 
 type sendPayload struct {
-	ClientMsgID string           `json:"clientMsgId"`
-	Body        string           `json:"body"`
-	ReplyTo     int64            `json:"replyTo"`
-	Forward     *chat.MessageRef `json:"forward"`
+	ClientMsgID string               `json:"clientMsgId"`
+	Body        string               `json:"body"`
+	ReplyTo     int64                `json:"replyTo"`
+	Forward     *chat.MessageRef     `json:"forward"`
+	Attachments []chat.AttachmentRef `json:"attachments"`
 }
 
 // changePayload is an edit, recall or reaction.
@@ -304,7 +306,7 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.SendTimeout)
 	start := time.Now()
 	h.cfg.Service.SubmitSend(ctx, chat.SendRequest{ConversationID: conv, SenderID: p.ci.userID, ClientMsgID: body.ClientMsgID,
-		Body: body.Body, ReplyTo: body.ReplyTo, Forward: body.Forward},
+		Body: body.Body, ReplyTo: body.ReplyTo, Forward: body.Forward, Attachments: body.Attachments},
 		func(res chat.SendResult, err error) {
 			cancel()
 			// Validation ends here when the Service refused the send at

@@ -4,7 +4,7 @@
 -- function's arguments or result needs a numbered migration that drops the
 -- old one first; everything else is edited here.
 --
--- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_traceparent, p_tracestate)
+-- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_traceparent, p_tracestate, p_attach, p_types)
 --
 -- The only way an entry of a conversation's stream is written: messages,
 -- edits, recalls, reactions and system entries (membership and settings
@@ -27,6 +27,12 @@
 --   p_edit_window, p_recall_window   NULL: no limit
 --   p_traceparent, p_tracestate   the W3C trace context of each change,
 --             copied into its outbox row ('' or a NULL array: not traced)
+--   p_attach  message: its attachments, [{"uploadId","caption"}, ...] in
+--             order (a NULL element: none; a NULL array: no change has
+--             any); a message with attachments is the only change of its
+--             conversation in the batch (the batcher cuts batches so)
+--   p_types   the allowed attachment types ("type/subtype" or "type/*");
+--             NULL when no change of the batch has attachments
 --
 -- Returns one row per change, in the same order:
 --   o_status  0 new (o_seq, o_at), 1 duplicate (o_seq, o_sender, o_body,
@@ -39,14 +45,21 @@
 --             seq that is not a message of the conversation, 11 forward
 --             from a conversation the sender is not in, 12 forward of a
 --             missing or recalled message, 13 reaction limit (20 distinct
---             emoji per user and message), 21 blocked (a direct
---             conversation whose other member blocked the writer; 14..20
---             are kept for the attachment outcomes);
+--             emoji per user and message), 14 unknown upload, 15 another
+--             user's upload, 16 an upload for another conversation, 17 an
+--             upload attached already, 18 an upload not complete, 19 an
+--             upload not of its declared size, 20 an upload of a type not
+--             allowed (o_snippet: the upload id of 14-20), 21 forward of a
+--             message with attachments, 22 blocked (a direct conversation
+--             whose other member blocked the writer);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
 --   o_target_sender, o_snippet, o_target_recalled
 --             the target's (or replied-to message's, or forward source's)
 --             sender, first 100 characters of its current body, recalled;
---   o_count   reaction: how many carry the emoji after the change.
+--   o_count   reaction: how many carry the emoji after the change;
+--   o_msg_type, o_attachments
+--             a new or duplicate message's type (NULL: text) and its
+--             attachments as chat_attachments reads them.
 --
 -- Rules, each decided once here:
 --   - seq is the conversation's last_seq + 1, under the conversation row's
@@ -72,6 +85,14 @@
 --     erased, its reactions removed;
 --   - reaction: any member, on a message not recalled; setting one that
 --     is set, or removing one that is not, writes nothing;
+--   - attachments: each a complete upload of the sender's, made for the
+--     conversation, of its declared size and an allowed (sniffed) type,
+--     not attached yet; the message takes them in order and its msg_type
+--     by the first. Their rows are locked after the conversation rows, in
+--     id order, so the upload expiry (which locks only them) cannot drop
+--     one a send is attaching;
+--   - recall: the message's attachments become recalled and their blobs
+--     are queued for deletion (blob_deletion), in the same transaction;
 --   - only messages move last_message_at, last_message_seq and
 --     message_count (unread counts and the inbox order); every entry moves
 --     last_seq, and every entry but a system one its writer's read
@@ -97,21 +118,28 @@ CREATE OR REPLACE FUNCTION chat_send_batch(
     p_kind text[], p_conv bigint[], p_sender bigint[], p_id uuid[], p_body text[], p_target bigint[],
     p_fwd_conv bigint[], p_fwd_seq bigint[], p_emoji text[], p_on boolean[],
     p_edit_window interval, p_recall_window interval,
-    p_traceparent text[] DEFAULT NULL, p_tracestate text[] DEFAULT NULL)
+    p_traceparent text[] DEFAULT NULL, p_tracestate text[] DEFAULT NULL,
+    p_attach jsonb[] DEFAULT NULL, p_types text[] DEFAULT NULL)
 RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
-               o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer)
+               o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer,
+               o_msg_type text, o_attachments jsonb)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_n    int := cardinality(p_conv);
     v_rows chat_batch_row[];
+    v_new boolean;
+    v_recall boolean;
+    v_aerr smallint[];   -- per change: the first failing attachment's outcome
+    v_abad text[];       -- and its upload id
+    v_atype text[];      -- the first attachment's content type
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
        OR cardinality(p_target) IS DISTINCT FROM v_n OR cardinality(p_fwd_conv) IS DISTINCT FROM v_n
        OR cardinality(p_fwd_seq) IS DISTINCT FROM v_n OR cardinality(p_emoji) IS DISTINCT FROM v_n
-       OR cardinality(p_on) IS DISTINCT FROM v_n THEN
+       OR cardinality(p_on) IS DISTINCT FROM v_n OR (p_attach IS NOT NULL AND cardinality(p_attach) IS DISTINCT FROM v_n) THEN
         RAISE EXCEPTION 'chat_send_batch: argument arrays differ in length';
     END IF;
 
@@ -119,22 +147,60 @@ BEGIN
     FROM (SELECT DISTINCT u.c FROM unnest(p_conv) AS u(c) ORDER BY u.c) k
     CROSS JOIN LATERAL (SELECT 1 FROM conversation cv WHERE cv.id = k.c LIMIT 1 FOR UPDATE) l;
 
+    IF p_types IS NOT NULL AND p_attach IS NOT NULL THEN
+        PERFORM 1
+        FROM (SELECT DISTINCT j.e->>'uploadId' AS id FROM unnest(p_attach) AS a(att)
+              CROSS JOIN LATERAL jsonb_array_elements(a.att) AS j(e) WHERE a.att IS NOT NULL ORDER BY 1) k
+        CROSS JOIN LATERAL (SELECT 1 FROM attachment t WHERE t.id = k.id LIMIT 1 FOR UPDATE) l;
+        -- Each change's attachments judged, after the locks (a fresh
+        -- snapshot): the first that fails (its outcome and id), and the
+        -- first attachment's type. Apart from the deciding statement, so a
+        -- batch without files never opens the attachment table.
+        SELECT array_agg(v.a_err ORDER BY v.ord), array_agg(v.a_bad ORDER BY v.ord), array_agg(v.a_type ORDER BY v.ord)
+        INTO v_aerr, v_abad, v_atype
+        FROM (
+            SELECT r.ord,
+                   (array_agg(x.code ORDER BY x.pos) FILTER (WHERE x.code > 0))[1] AS a_err,
+                   (array_agg(x.uid ORDER BY x.pos) FILTER (WHERE x.code > 0))[1] AS a_bad,
+                   (array_agg(x.ctype ORDER BY x.pos))[1] AS a_type
+            FROM unnest(p_attach, p_conv, p_sender) WITH ORDINALITY AS r(att, c, s, ord)
+            LEFT JOIN LATERAL (
+                SELECT j.pos, j.e->>'uploadId' AS uid, a.content_type AS ctype,
+                       (CASE WHEN a.id IS NULL THEN 14
+                             WHEN a.uploader_id <> r.s THEN 15
+                             WHEN a.conversation_id <> r.c THEN 16
+                             WHEN a.state IN ('attached', 'recalled') THEN 17
+                             WHEN a.state <> 'complete' THEN 18
+                             WHEN a.size IS DISTINCT FROM a.declared_size THEN 19
+                             WHEN NOT (a.content_type = ANY (p_types)
+                                       OR split_part(a.content_type, '/', 1) || '/*' = ANY (p_types)) THEN 20
+                             ELSE 0 END)::smallint AS code
+                FROM jsonb_array_elements(r.att) WITH ORDINALITY AS j(e, pos)
+                LEFT JOIN LATERAL (SELECT t.id, t.uploader_id, t.conversation_id, t.state, t.size, t.declared_size,
+                                          t.content_type
+                                   FROM attachment t WHERE t.id = j.e->>'uploadId' LIMIT 1) a ON true
+            ) x ON true
+            GROUP BY r.ord
+        ) v;
+    END IF;
+
     WITH req AS (
-        SELECT t.ord, t.k, t.c, t.s, t.id, t.b, t.tgt, t.fc, t.fs, t.emoji, t.is_on
-        FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on)
-             WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, ord)
+        SELECT t.ord, t.k, t.c, t.s, t.id, t.b, t.tgt, t.fc, t.fs, t.emoji, t.is_on, t.att
+        FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_attach)
+             WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, att, ord)
     ), cls AS (
         -- What each change is judged against.
         SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, cv.type AS ctype, mb.role,
                CASE WHEN cv.type = 'GROUP' AND cv.history_visible = 'joined' THEN mb.join_seq ELSE 0 END AS floor,
                blk.yes IS NOT NULL AS blocked,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.kind AS st_kind, st.target_seq AS st_target,
+               st.kind AS st_kind, st.target_seq AS st_target, st.msg_type AS st_msg_type,
                tg.kind AS t_kind, tg.sender_id AS t_sender, tg.body AS t_body, tg.created_at AS t_at,
                tg.recalled_at IS NOT NULL AS t_recalled, rc.seq AS recall_seq, rc.created_at AS recall_at,
                COALESCE(rx.mine, false) AS mine, COALESCE(rx.mine_distinct, 0) AS mine_distinct, COALESCE(rx.total, 0) AS total,
                fm.ok IS NOT NULL AS f_member, fm.floor AS f_floor, fsrc.kind AS f_kind, fsrc.sender_id AS f_sender,
-               fsrc.body AS f_body, fsrc.recalled_at IS NOT NULL AS f_recalled
+               fsrc.body AS f_body, fsrc.recalled_at IS NOT NULL AS f_recalled, fsrc.msg_type AS f_msg_type,
+               v_aerr[r.ord::int] AS a_err, v_abad[r.ord::int] AS a_bad, v_atype[r.ord::int] AS a_type
         FROM req r
         LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type, c.history_visible FROM conversation c
                            WHERE c.id = r.c LIMIT 1) cv ON true
@@ -144,7 +210,7 @@ BEGIN
                            JOIN user_block b ON b.blocker_id = o.user_id AND b.blocked_id = r.s
                            WHERE cv.type = 'DIRECT' AND r.k IN ('message', 'edit', 'reaction')
                              AND o.conversation_id = r.c AND o.user_id <> r.s LIMIT 1) blk ON true
-        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq FROM message m
+        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at FROM message m
                            WHERE r.tgt > 0 AND m.conversation_id = r.c AND m.seq = r.tgt LIMIT 1) tg ON true
@@ -158,7 +224,7 @@ BEGIN
                                   CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
                            FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.user_id = r.s LIMIT 1) fm ON true
-        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at FROM message m
+        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at, m.msg_type FROM message m
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true
     ), judged AS (
         SELECT x.*, (CASE
@@ -167,10 +233,12 @@ BEGIN
             WHEN x.st_seq IS NOT NULL THEN
                 CASE WHEN x.st_sender = x.s AND x.st_kind = x.k AND (x.k IN ('message', 'system') OR x.st_target = x.tgt) THEN 1 ELSE 2 END
             WHEN x.k = 'system' THEN 0
-            WHEN x.blocked THEN 21
+            WHEN x.blocked THEN 22
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND NOT x.f_member THEN 11
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND (x.f_kind IS DISTINCT FROM 'message' OR x.f_recalled OR x.fs <= x.f_floor) THEN 12
+            WHEN x.k = 'message' AND x.fc IS NOT NULL AND x.f_msg_type IS NOT NULL THEN 21
             WHEN x.k = 'message' AND x.tgt > 0 AND (x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor) THEN 10
+            WHEN x.k = 'message' AND x.a_err IS NOT NULL THEN x.a_err
             WHEN x.k = 'message' THEN 0
             WHEN x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor THEN 7
             WHEN x.k = 'recall' AND x.t_recalled THEN 6
@@ -218,16 +286,24 @@ BEGIN
                CASE WHEN q.status = 0 THEN NULL ELSE COALESCE(q.st_body, q.first_b) END,
                CASE WHEN q.status = 6 THEN q.recall_at ELSE COALESCE(q.st_at, k.at) END,
                CASE WHEN q.fc IS NOT NULL THEN q.f_sender ELSE q.t_sender END,
-               left(CASE WHEN q.fc IS NOT NULL THEN q.f_body ELSE q.t_body END, 100),
+               CASE WHEN q.status BETWEEN 14 AND 20 THEN q.a_bad
+                    ELSE left(CASE WHEN q.fc IS NOT NULL THEN q.f_body ELSE q.t_body END, 100) END,
                COALESCE(q.t_recalled, false),
                CASE WHEN q.k <> 'reaction' THEN NULL
                     WHEN q.status = 0 THEN q.total::int + CASE WHEN q.is_on THEN 1 ELSE -1 END
                     ELSE q.total::int END,
-               q.fc, q.fs, q.f_sender)::chat_batch_row ORDER BY q.ord)
+               q.fc, q.fs, q.f_sender,
+               q.att,
+               CASE WHEN q.status <> 0 THEN q.st_msg_type
+                    WHEN q.att IS NULL THEN NULL
+                    WHEN q.a_type LIKE 'image/%' THEN 'image' WHEN q.a_type LIKE 'audio/%' THEN 'audio'
+                    WHEN q.a_type LIKE 'video/%' THEN 'video' ELSE 'file' END)::chat_batch_row ORDER BY q.ord)
     INTO v_rows
     FROM seqs q CROSS JOIN clock k;
 
-    IF EXISTS (SELECT 1 FROM unnest(v_rows) f WHERE f.status = 0) THEN
+    SELECT COALESCE(bool_or(f.status = 0), false), COALESCE(bool_or(f.status = 0 AND f.kind = 'recall'), false)
+    INTO v_new, v_recall FROM unnest(v_rows) f;
+    IF v_new THEN
         -- One statement writes every table: each statement of a function
         -- costs its own executor start-up, most of what a small batch
         -- costs PostgreSQL. The sub-statements share one snapshot; none
@@ -239,12 +315,13 @@ BEGIN
         ), ins AS (
             INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, kind, target_seq,
                                  msg_no, reply_to, forwarded_conversation_id, forwarded_seq, forwarded_sender_id,
-                                 emoji, reaction_on, reaction_count)
+                                 emoji, reaction_on, reaction_count, msg_type)
             SELECT f.conv, f.seq, f.sender, f.id, CASE WHEN f.kind IN ('message', 'edit', 'system') THEN f.body ELSE '' END,
                    f.at, f.kind, CASE WHEN f.kind IN ('edit', 'recall', 'reaction') THEN f.target END, f.msg_no,
                    CASE WHEN f.kind = 'message' AND f.target > 0 THEN f.target END,
                    f.fwd_conv, f.fwd_seq, f.fwd_sender,
-                   CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt
+                   CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt,
+                   CASE WHEN f.kind = 'message' THEN f.msg_type END
             FROM fresh f
         ), edited AS (
             UPDATE message m SET body = f.body, edited_at = f.at
@@ -291,9 +368,39 @@ BEGIN
         ORDER BY f.ord;
     END IF;
 
+    -- Attachments are written apart, and only by batches that have them:
+    -- every table a statement writes costs its executor start-up (opening
+    -- the table and its indexes) even when no row changes, and a send
+    -- without files must not pay for them.
+    IF v_new AND p_types IS NOT NULL THEN
+        UPDATE attachment t SET state = 'attached', seq = f.seq, position = j.pos,
+               caption = NULLIF(j.e->>'caption', '')
+        FROM unnest(v_rows) f CROSS JOIN LATERAL jsonb_array_elements(f.att) WITH ORDINALITY AS j(e, pos)
+        WHERE f.status = 0 AND f.kind = 'message' AND f.att IS NOT NULL AND t.id = j.e->>'uploadId';
+    END IF;
+    IF v_recall THEN
+        -- A recalled message's files are gone for everyone: the row keeps
+        -- only what a fetch needs to answer 410, and the bytes are queued
+        -- for deletion (a minute's grace lets a thumbnail being made land
+        -- before the deletion, which takes it too).
+        WITH unattached AS (
+            UPDATE attachment t SET state = 'recalled', name = '', caption = NULL, sha256 = NULL
+            FROM unnest(v_rows) f
+            WHERE f.status = 0 AND f.kind = 'recall' AND t.conversation_id = f.conv AND t.seq = f.target
+              AND t.seq IS NOT NULL AND t.state = 'attached'
+            RETURNING t.blob_key
+        )
+        INSERT INTO blob_deletion (blob_key, reason, not_before)
+        SELECT u.blob_key, 'recall', now() + interval '1 minute' FROM unattached u
+        ON CONFLICT (blob_key) DO NOTHING;
+    END IF;
+
     RETURN QUERY SELECT f.status, f.seq, f.st_sender,
                         CASE WHEN f.status = 0 AND f.fwd_conv IS NOT NULL THEN f.body WHEN f.status = 0 THEN NULL ELSE f.st_body END,
-                        f.st_at, f.t_sender, f.t_snippet, f.t_recalled, f.cnt
+                        f.st_at, f.t_sender, f.t_snippet, f.t_recalled, f.cnt,
+                        CASE WHEN f.kind = 'message' AND f.status IN (0, 1) THEN f.msg_type END,
+                        CASE WHEN f.kind = 'message' AND f.status IN (0, 1) AND f.msg_type IS NOT NULL
+                             THEN chat_attachments(f.conv, f.seq) END
                  FROM unnest(v_rows) f ORDER BY f.ord;
 END;
 $$;
@@ -330,18 +437,40 @@ BEGIN
 END;
 $$;
 
+-- # chat_attachments(p_conv, p_seq)
+--
+-- A message's attachments as members see them, in order: the JSON of
+-- chat.Attachment. The one definition, read by chat_entry (history,
+-- catch-up, the relay) and by chat_send_batch's answer (the live event).
+CREATE OR REPLACE FUNCTION chat_attachments(p_conv bigint, p_seq bigint) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+               'id', a.id, 'name', a.name, 'contentType', a.content_type, 'size', a.size, 'sha256', a.sha256,
+               'width', a.width, 'height', a.height, 'durationMs', NULLIF(a.duration_ms, 0), 'caption', a.caption,
+               'thumbnail', CASE WHEN a.thumb_state = 'ready' THEN jsonb_build_object(
+                   'contentType', 'image/jpeg', 'width', a.thumb_width, 'height', a.thumb_height, 'size', a.thumb_size) END))
+           ORDER BY a.position)
+    FROM attachment a
+    -- seq IS NOT NULL: the predicate of attachment_message_idx, stated
+    -- so every plan can use it.
+    WHERE a.conversation_id = p_conv AND a.seq = p_seq AND a.seq IS NOT NULL AND a.state = 'attached'
+$$;
+
 -- # chat_entry (view)
 --
 -- An entry of a conversation's stream as readers see it (history,
 -- catch-up, the outbox relay): the message row with what its reply_to
 -- points at now (sender, first 100 characters of its current body,
--- recalled). Reading entries through it keeps that rule in one place.
+-- recalled) and its attachments (none once recalled). Reading entries
+-- through it keeps those rules in one place.
 CREATE OR REPLACE VIEW chat_entry AS
 SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m.created_at,
        m.target_seq, m.emoji, m.reaction_on, m.reaction_count, m.edited_at, m.recalled_at,
        m.reply_to, r.sender_id AS reply_sender, left(r.body, 100) AS reply_snippet,
        r.recalled_at IS NOT NULL AS reply_recalled,
-       m.forwarded_conversation_id, m.forwarded_seq, m.forwarded_sender_id
+       m.forwarded_conversation_id, m.forwarded_seq, m.forwarded_sender_id,
+       m.msg_type,
+       CASE WHEN m.msg_type IS NOT NULL AND m.recalled_at IS NULL THEN chat_attachments(m.conversation_id, m.seq) END AS attachments
 FROM message m
 LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply_to;
 

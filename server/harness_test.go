@@ -25,13 +25,13 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const testSecret = "test-secret-0123456789abcdef0123456789"
 
 // startNode starts a chatd node on loopback ports against url.
-func startNode(t *testing.T, url string, env map[string]string) *server.Server {
+func startNode(t testing.TB, url string, env map[string]string) *server.Server {
 	t.Helper()
 	return testnode.Start(t, nodeEnv(t, url, env), nil)
 }
 
 // nodeEnv is the settings of this package's test nodes, env on top.
-func nodeEnv(t *testing.T, url string, env map[string]string) map[string]string {
+func nodeEnv(t testing.TB, url string, env map[string]string) map[string]string {
 	t.Helper()
 	base := testnode.Env(t, url)
 	for k, v := range map[string]string{

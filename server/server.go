@@ -19,6 +19,7 @@ import (
 	"github.com/chatd/chatd/broker"
 	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/hooks"
+	"github.com/chatd/chatd/internal/attach"
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/delivery"
 	"github.com/chatd/chatd/internal/httpapi"
@@ -46,6 +47,10 @@ type Server struct {
 	Presence *presence.Tracker
 	// Limiter enforces the rate limits (local or shared through Redis).
 	Limiter *ratelimit.Limiter
+	// Attachments is the attachment subsystem; Blobs where its bytes are.
+	Attachments *attach.Service
+	Blobs       chat.BlobStore
+	attachStore *store.Attachments
 
 	presencePub *presence.KafkaPublisher
 	relay       *relay.Relay // nil without Kafka
@@ -141,6 +146,9 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 
 	limits := st.Limits()
 	if err := s.startCore(ctx, st, limits, appName); err != nil {
+		return nil, err
+	}
+	if err := s.startAttachments(ctx, st); err != nil {
 		return nil, err
 	}
 
@@ -275,7 +283,8 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		return fmt.Errorf("open send pool: %w", err)
 	}
 	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
-		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer))
+		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer),
+		store.WithUploadTypes(st.UploadTypes))
 	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
 	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered,
 		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
@@ -467,6 +476,11 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.bg != nil {
 		s.bg()
 		<-s.bgDone
+	}
+	if s.Attachments != nil {
+		if err := s.Attachments.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.store != nil {
 		// After the broker drained: no send can arrive any more.

@@ -208,10 +208,11 @@ func (b *batcher) run() {
 // takeBatch splits the waiting changes, in arrival order, into a batch of
 // at most limit changes of conversations not held by a batch in flight,
 // and the rest. A conversation's changes in one batch are either all
-// messages or a single change of another kind (chat_send_batch decides
-// each row against the committed state, so no row may depend on another
-// row of its batch). Once a change stays behind, every later change of its
-// conversation does too, so order holds.
+// messages or a single change of another kind, or a single message with
+// attachments (chat_send_batch decides each row against the committed
+// state, so no row may depend on another row of its batch: two messages
+// attaching one upload would). Once a change stays behind, every later
+// change of its conversation does too, so order holds.
 func takeBatch(pending []*sendReq, held map[int64]bool, limit int) (batch, rest []*sendReq) {
 	const (
 		messages = 1 // the batch holds messages of the conversation
@@ -221,7 +222,7 @@ func takeBatch(pending []*sendReq, held map[int64]bool, limit int) (batch, rest 
 	rest = pending[:0]
 	for _, r := range pending {
 		c := r.req.ConversationID
-		message := r.req.Kind == chat.KindMessage
+		message := r.req.Kind == chat.KindMessage && len(r.req.Attachments) == 0
 		take := len(batch) < limit && !held[c] && state[c] != closed && (message || state[c] == 0)
 		if !take {
 			state[c] = closed

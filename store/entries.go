@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ import (
 const entryColumns = `conversation_id, seq, kind, sender_id, client_msg_id::text, body, created_at,
 	target_seq, emoji, reaction_on, reaction_count, edited_at, recalled_at,
 	reply_to, reply_sender, reply_snippet, reply_recalled,
-	forwarded_conversation_id, forwarded_seq, forwarded_sender_id`
+	forwarded_conversation_id, forwarded_seq, forwarded_sender_id, msg_type, attachments`
 
 func scanEntry(row pgx.CollectableRow) (chat.Message, error) {
 	var (
@@ -28,13 +29,23 @@ func scanEntry(row pgx.CollectableRow) (chat.Message, error) {
 		on, replyRecalled            *bool
 		count                        *int32
 		recalledAt                   *time.Time
+		msgType                      *string
+		attachments                  []byte
 	)
 	err := row.Scan(&m.ConversationID, &m.Seq, &kind, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt,
 		&target, &emoji, &on, &count, &m.EditedAt, &recalledAt,
 		&replyTo, &replySender, &snippet, &replyRecalled,
-		&fwdConv, &fwdSeq, &fwdSender)
+		&fwdConv, &fwdSeq, &fwdSender, &msgType, &attachments)
 	if err != nil {
 		return m, err
+	}
+	if msgType != nil {
+		m.MsgType = *msgType
+	}
+	if len(attachments) > 0 {
+		if err := json.Unmarshal(attachments, &m.Attachments); err != nil {
+			return m, fmt.Errorf("decode attachments of %d/%d: %w", m.ConversationID, m.Seq, err)
+		}
 	}
 	m.Kind = chat.EntryKind(kind)
 	if target != nil {

@@ -115,7 +115,7 @@ const inboxSQL = `
 SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
        chat_unread(p.id, p.last_read_seq, p.message_count),
        lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at, lm.edited_at, lm.recalled_at,
-       pw.peer_delivered, CASE WHEN me.hidden THEN 0 ELSE pw.peer_read END, p.avatar_url, peer.user_id
+       lm.msg_type, pw.peer_delivered, CASE WHEN me.hidden THEN 0 ELSE pw.peer_read END, p.avatar_url, peer.user_id
 FROM (
 	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at, c.message_count, c.last_message_seq,
 	       COALESCE(c.last_message_at, c.created_at) AS sort_at, c.avatar_url,
@@ -128,7 +128,7 @@ FROM (
 	LIMIT $4
 ) p
 LEFT JOIN LATERAL (
-	SELECT seq, sender_id, client_msg_id, body, created_at, edited_at, recalled_at FROM message
+	SELECT seq, sender_id, client_msg_id, body, created_at, edited_at, recalled_at, msg_type FROM message
 	WHERE conversation_id = p.id AND seq = p.last_message_seq AND p.last_message_seq > p.floor
 ) lm ON true
 CROSS JOIN LATERAL (
@@ -185,10 +185,11 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 				lmAtPtr    *time.Time
 				lmEdited   *time.Time
 				lmRecalled *time.Time
+				lmType     *string
 				peer       *int64
 			)
 			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt, &e.Unread,
-				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &lmEdited, &lmRecalled, &e.DeliveredSeq, &e.ReadSeq, &e.Avatar, &peer); err != nil {
+				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &lmEdited, &lmRecalled, &lmType, &e.DeliveredSeq, &e.ReadSeq, &e.Avatar, &peer); err != nil {
 				return fmt.Errorf("read inbox: %w", err)
 			}
 			e.Unread = max(e.Unread, 0)
@@ -199,6 +200,10 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 				e.LastMessage = &chat.Message{ConversationID: e.ID, Seq: *lmSeq, Kind: chat.KindMessage, SenderID: *lmFrom,
 					ClientMsgID: *lmID, Body: *lmBody, CreatedAt: *lmAtPtr, EditedAt: lmEdited,
 					Recalled: lmRecalled != nil, RecalledAt: lmRecalled}
+				if lmType != nil && lmRecalled == nil {
+					// The inbox says "a photo"; history has the files.
+					e.LastMessage.MsgType = *lmType
+				}
 			}
 			page.Conversations = append(page.Conversations, e)
 			lastSortAt = sortAt

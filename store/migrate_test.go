@@ -142,7 +142,7 @@ func TestMigrateAdoptsChecksumsOfMigrationsAppliedBeforeTheyWereRecorded(t *test
 
 func TestEveryMigrateReappliesTheSQLFunctions(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	if _, err := pool.Exec(testCtx(t), `DROP FUNCTION chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[], boolean[], interval, interval, text[], text[])`); err != nil {
+	if _, err := pool.Exec(testCtx(t), `DROP FUNCTION chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[], boolean[], interval, interval, text[], text[], jsonb[], text[])`); err != nil {
 		t.Fatal(err)
 	}
 	applied, err := store.Migrate(testCtx(t), pool)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -31,7 +32,7 @@ import (
 // races the lock it waits for). Reading PostgreSQL's own answer gives each
 // caller the real outcome.
 func (s *Store) commitBatch(ctx context.Context, deadline time.Time, reqs []*sendReq) error {
-	args := newBatchArgs(reqs)
+	args := newBatchArgs(reqs, s.uploadTypes)
 	pool := s.pool
 	if s.sendPool != nil {
 		pool = s.sendPool
@@ -61,9 +62,15 @@ type batchArgs struct {
 	// traceparent and tracestate are nil (SQL NULL) unless a change is
 	// traced; then "" stands for an untraced one.
 	traceparent, tracestate []string
+	// att holds each message's attachments as JSON (a nil element: none;
+	// nil, SQL NULL, when no change has any: a send without files encodes
+	// no array for them); types the allowed types, nil when no change has
+	// attachments.
+	att   []*string
+	types []string
 }
 
-func newBatchArgs(reqs []*sendReq) batchArgs {
+func newBatchArgs(reqs []*sendReq, types []string) batchArgs {
 	n := len(reqs)
 	a := batchArgs{kind: make([]string, n), id: make([]string, n), body: make([]string, n), emoji: make([]string, n),
 		conv: make([]int64, n), sender: make([]int64, n), target: make([]int64, n),
@@ -78,6 +85,19 @@ func newBatchArgs(reqs []*sendReq) batchArgs {
 		}
 		if f := c.Forward; f != nil {
 			a.fwdConv[i], a.fwdSeq[i] = &f.ConversationID, &f.Seq
+		}
+		if len(c.Attachments) > 0 {
+			// Validated: ids are base32, captions valid UTF-8.
+			b, _ := json.Marshal(c.Attachments)
+			j := string(b)
+			if a.att == nil {
+				a.att = make([]*string, n)
+			}
+			a.att[i] = &j
+			a.types = types
+			if a.types == nil {
+				a.types = chat.DefaultUploadTypes
+			}
 		}
 		if r.trace.Parent != "" {
 			if a.traceparent == nil {
@@ -113,11 +133,19 @@ const (
 	outForwardNotMember
 	outForwardMissing
 	outReactionLimit
+	outUploadUnknown
+	outUploadNotYours
+	outUploadOtherConversation
+	outUploadAttached
+	outUploadIncomplete
+	outUploadSize
+	outUploadType
+	outForwardAttachments
 )
 
-// outBlocked is numbered apart: 14..20 are the attachment outcomes of the
-// attachments branch, so both can land without renumbering either.
-const outBlocked = 21
+// outBlocked is appended after the attachments' outcomes (14..21):
+// outcome codes are never renumbered.
+const outBlocked = 22
 
 // outcome is one row of chat_send_batch's answer.
 type outcome struct {
@@ -129,12 +157,15 @@ type outcome struct {
 	snippet        *string
 	targetRecalled *bool
 	count          *int32
+	msgType        *string
+	attachments    []byte
 }
 
-const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_sender, o_snippet, o_target_recalled, o_count
+const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_sender, o_snippet, o_target_recalled, o_count,
+	       o_msg_type, o_attachments
 	FROM chat_send_batch($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
 	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval,
-	                     $13::text[], $14::text[])`
+	                     $13::text[], $14::text[], $15::jsonb[], $16::text[])`
 
 // SendMessagesSQL calls chat_send_batch for messages alone (no replies or
 // forwards) from four parallel arrays ($1 conversations, $2 senders, $3
@@ -156,7 +187,7 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	b.Queue(`SELECT set_config('chat.defer_notify', 'on', true), set_config('statement_timeout', $1, true)`,
 		strconv.FormatInt(timeoutMillis, 10))
 	b.Queue(sendBatchSQL, a.kind, a.conv, a.sender, a.id, a.body, a.target, a.fwdConv, a.fwdSeq, a.emoji, a.on,
-		window(s.limits.EditWindow), window(s.limits.RecallWindow), a.traceparent, a.tracestate)
+		window(s.limits.EditWindow), window(s.limits.RecallWindow), a.traceparent, a.tracestate, a.att, a.types)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
@@ -172,7 +203,8 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	i := 0
 	for rows.Next() {
 		var o outcome
-		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count); err != nil {
+		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count,
+			&o.msgType, &o.attachments); err != nil {
 			rows.Close()
 			return fmt.Errorf("write %d changes: %w", len(reqs), err)
 		}
@@ -236,6 +268,9 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		return res, chat.Errorf(chat.CodeConflict, "at most %d different reactions per user on one message", chat.MaxReactionsPerUser), nil
 	case outBlocked:
 		return res, chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", c.ConversationID), nil
+	case outUploadUnknown, outUploadNotYours, outUploadOtherConversation, outUploadAttached, outUploadIncomplete,
+		outUploadSize, outUploadType, outForwardAttachments:
+		return res, uploadRefusal(o.status, c, derefStr(o.snippet)), nil
 	}
 	if o.at == nil || (o.status != outUnchanged && o.seq == nil) {
 		return res, nil, fmt.Errorf("outcome %d is incomplete", o.status)
@@ -253,6 +288,9 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		if c.Kind == chat.KindMessage {
 			e.TargetSeq = 0
 			fillReferences(&e, c, o)
+			if err := fillAttachments(&e, o); err != nil {
+				return res, nil, err
+			}
 		}
 		if c.Kind == chat.KindRecall {
 			e.Body = ""
@@ -265,6 +303,9 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		e.SenderID, e.Body = *o.sender, *o.body
 		if c.Kind == chat.KindMessage {
 			e.TargetSeq = 0
+			if err := fillAttachments(&e, o); err != nil {
+				return res, nil, err
+			}
 		}
 	case outUnchanged, outAlreadyRecalled:
 		res.Unchanged = true
@@ -291,6 +332,50 @@ func fillReferences(e *chat.Message, c chat.Change, o outcome) {
 		}
 		e.ReplyTo = ref
 	}
+}
+
+// fillAttachments adds a message's type and attachments, as
+// chat_attachments read them in the batch's transaction.
+func fillAttachments(e *chat.Message, o outcome) error {
+	if o.msgType != nil {
+		e.MsgType = *o.msgType
+	}
+	if len(o.attachments) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(o.attachments, &e.Attachments); err != nil {
+		return fmt.Errorf("decode attachments: %w", err)
+	}
+	return nil
+}
+
+// uploadRefusal is the error of an attachment chat_send_batch refused
+// (id is the upload's).
+func uploadRefusal(status int16, c chat.Change, id string) error {
+	switch status {
+	case outUploadUnknown:
+		return chat.Errorf(chat.CodeNotFound, "there is no upload %s (it may have expired: uploads not sent within the upload TTL are deleted)", id)
+	case outUploadNotYours:
+		return chat.Errorf(chat.CodeForbidden, "upload %s is another user's; attach your own uploads", id)
+	case outUploadOtherConversation:
+		return chat.Errorf(chat.CodeInvalid, "upload %s was made for another conversation than %d; upload the file for this one", id, c.ConversationID)
+	case outUploadAttached:
+		return chat.Errorf(chat.CodeConflict, "upload %s is attached to a message already; an upload is sent once", id)
+	case outUploadIncomplete:
+		return chat.Errorf(chat.CodeInvalid, "upload %s is not complete: PUT its bytes (and, with an object store, POST its completeUrl) first", id)
+	case outUploadSize:
+		return chat.Errorf(chat.CodeInvalid, "upload %s is not of its declared size", id)
+	case outUploadType:
+		return chat.Errorf(chat.CodeUnsupported, "upload %s is of a type not accepted here", id)
+	}
+	return chat.Errorf(chat.CodeUnsupported, "forwarding a message with attachments is not supported; send the files again")
+}
+
+func derefStr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func deref(p *int64) int64 {

@@ -46,6 +46,9 @@ type Store struct {
 	searchScan  *int64
 	searchStats searchStats
 	tracer      *tracing.Tracer // nil: tracing off
+	// uploadTypes are the attachment types a send may attach (nil: the
+	// defaults).
+	uploadTypes []string
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -107,6 +110,12 @@ func WithRelayWake(needed func() bool) Option {
 // the published events; without it (or with nil) nothing is traced.
 func WithTracer(t *tracing.Tracer) Option {
 	return func(s *Store) { s.tracer = t }
+}
+
+// WithUploadTypes sets the attachment types a send's transaction accepts
+// (chat.TypeAllowed syntax); the default is chat.DefaultUploadTypes.
+func WithUploadTypes(types []string) Option {
+	return func(s *Store) { s.uploadTypes = types }
 }
 
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields

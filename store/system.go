@@ -41,9 +41,10 @@ func appendSystem(ctx context.Context, tx pgx.Tx, conversationID, actorID int64,
 		}
 		kinds[i], convs[i], senders[i], ids[i], bodies[i] = string(chat.KindSystem), conversationID, actorID, uuid.NewString(), body
 	}
-	// No trace context (the last two NULLs): tracing follows sends, and a
-	// system entry is a by-product of a membership or settings change.
-	rows, err := tx.Query(ctx, sendBatchSQL, kinds, convs, senders, ids, bodies, targets, nulls, nulls, emoji, on, nil, nil, nil, nil)
+	// No trace context ($13, $14): tracing follows sends, and a system
+	// entry is a by-product of a membership or settings change. No
+	// attachments ($15, $16).
+	rows, err := tx.Query(ctx, sendBatchSQL, kinds, convs, senders, ids, bodies, targets, nulls, nulls, emoji, on, nil, nil, nil, nil, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("write system entries: %w", err)
 	}
@@ -51,7 +52,8 @@ func appendSystem(ctx context.Context, tx pgx.Tx, conversationID, actorID int64,
 	out := make([]chat.Message, 0, n)
 	for rows.Next() {
 		var o outcome
-		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count); err != nil {
+		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count,
+			&o.msgType, &o.attachments); err != nil {
 			return nil, fmt.Errorf("write system entries: %w", err)
 		}
 		i := len(out)

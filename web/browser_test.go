@@ -168,7 +168,7 @@ func TestBrowserE2E(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, f := range []string{"inbox.png", "conversation.png", "phone.png", "lifecycle.png"} {
+	for _, f := range []string{"inbox.png", "conversation.png", "phone.png", "lifecycle.png", "attachments.png"} {
 		if fi, err := os.Stat(filepath.Join(shots, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("screenshot %s not written: %v", f, err)
 		}

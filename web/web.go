@@ -31,6 +31,10 @@ type Options struct {
 	Secret []byte
 	// Logger may be nil (slog.Default()).
 	Logger *slog.Logger
+	// ConnectSrc are more origins the page may fetch from (an object
+	// store's, e.g. https://s3.eu-west-1.amazonaws.com, when attachments
+	// live there).
+	ConnectSrc []string
 }
 
 // DevTokenTTL is how long a token from POST /dev/token is valid.
@@ -39,12 +43,22 @@ const DevTokenTTL = 24 * time.Hour
 // ContentSecurityPolicy is sent with every response of the web client. No
 // inline script or style is allowed; connect-src admits the same-origin
 // API and the MQTT WebSocket (ws: and wss: because 'self' does not cover
-// WebSocket schemes in every browser); img-src admits https: for the
-// avatars people set as https URLs (an image host then sees who looks at
-// it, with no referrer: the trade-off until avatars are attachments served
-// from here).
-const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: https:; " +
-	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// WebSocket schemes in every browser). Attachments are fetched with the
+// bearer token and shown from blob: URLs (img-src, media-src); img-src
+// also admits https: for the avatars people set as https URLs (an image
+// host then sees who looks at it, with no referrer: the trade-off until
+// avatars are attachments served from here).
+const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob: https:; " +
+	"media-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// csp is ContentSecurityPolicy with more origins the page may connect to
+// (an object store the browser uploads to and downloads from).
+func csp(connect []string) string {
+	if len(connect) == 0 {
+		return ContentSecurityPolicy
+	}
+	return strings.Replace(ContentSecurityPolicy, "connect-src 'self' ws: wss:", "connect-src 'self' ws: wss: "+strings.Join(connect, " "), 1)
+}
 
 // devMarker is the attribute in index.html that Register flips in dev mode.
 const devMarker = `data-dev="false"`
@@ -71,11 +85,12 @@ func Register(mux *http.ServeMux, opts Options) {
 		// every test run catches, not a runtime condition.
 		panic("web: " + err.Error())
 	}
-	mux.Handle("/", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	policy := csp(opts.ConnectSrc)
+	mux.Handle("/", secure(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serveAsset(w, r, assets)
 	})))
 	if opts.Dev {
-		mux.Handle("POST /dev/token", secure(devToken(opts.Secret, log)))
+		mux.Handle("POST /dev/token", secure(policy, devToken(opts.Secret, log)))
 	}
 }
 
@@ -142,10 +157,10 @@ func serveAsset(w http.ResponseWriter, r *http.Request, assets map[string]asset)
 }
 
 // secure adds the headers every web client response carries.
-func secure(next http.Handler) http.Handler {
+func secure(policy string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("Content-Security-Policy", policy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY") // for browsers without frame-ancestors
 		h.Set("Referrer-Policy", "no-referrer")

@@ -64,6 +64,7 @@ var commands = []command{
 	{"block", "block or unblock a user, or list the blocked", runBlock},
 	{"group", "manage a group as a member: update, members, add, remove, role, owner", runGroup},
 	{"search", "search the messages a user may read", runSearch},
+	{"download", "download an attachment as a user (over HTTP)", runDownload},
 }
 
 // errHelp: usage was printed on request; exit 0.

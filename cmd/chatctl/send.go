@@ -4,30 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/chatd/chatd/client"
 )
 
 func runSend(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("send", "send --user N (--conversation ID | --peer N) --body TEXT [--reply-to SEQ]",
-		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).",
+	fs := newFlags("send", "send --user N (--conversation ID | --peer N) (--body TEXT | --file PATH...) [--reply-to SEQ]",
+		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.",
 		`chatctl send --user 1 --peer 2 --body "hello"`,
 		`chatctl send --user 1 --conversation 3 --body "hi team"`,
-		`chatctl send --user 2 --conversation 3 --reply-to 42 --body "agreed"`)
+		`chatctl send --user 2 --conversation 3 --reply-to 42 --body "agreed"`,
+		`chatctl send --user 1 --peer 2 --file holiday.jpg --body "the view"`)
 	cf := addChatFlags(fs)
 	conv := fs.Int64("conversation", 0, "conversation id")
 	peer := fs.Int64("peer", 0, "send to the direct conversation with this user instead")
 	body := fs.String("body", "", "message text (- reads stdin)")
 	replyTo := fs.Int64("reply-to", 0, "seq of the message (same conversation) this one replies to")
 	id := fs.String("client-msg-id", "", "UUID making the send idempotent (default: a new one); reuse it to retry safely")
+	var files []string
+	fs.Func("file", "a file to attach (repeatable, up to 10)", func(v string) error { files = append(files, v); return nil })
+	httpURL := addHTTPFlag(fs)
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
 	if (*conv == 0) == (*peer == 0) {
 		return usagef("%s: give exactly one of --conversation ID and --peer USER", fs.Name())
 	}
-	if *body == "" {
-		return usagef(`%s: --body is required, e.g. --body "hello" (or --body - for stdin)`, fs.Name())
+	if *body == "" && len(files) == 0 {
+		return usagef(`%s: --body is required, e.g. --body "hello" (or --body - for stdin), unless --file attaches a file`, fs.Name())
+	}
+	if len(files) > 10 {
+		return usagef("%s: at most 10 files per message, not %d", fs.Name(), len(files))
 	}
 	if *replyTo < 0 {
 		return usagef("%s: --reply-to must be the positive seq of a message, e.g. --reply-to 42", fs.Name())
@@ -39,7 +47,7 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
+	c, closeFn, err := cf.connect(ctx, a, fs, withHTTP(a, *httpURL))
 	if err != nil {
 		return err
 	}
@@ -51,7 +59,24 @@ func runSend(ctx context.Context, a *app, args []string) error {
 		}
 		*conv = d.ID
 	}
-	seq, err := c.SendMessage(ctx, *conv, text, client.SendOptions{ReplyTo: *replyTo, ClientMsgID: *id})
+	var atts []client.Attachment
+	for _, p := range files {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fs.Name(), err)
+		}
+		att, err := c.Upload(ctx, *conv, p, f)
+		f.Close()
+		if err != nil {
+			return explainUpload(err, fs, *cf.user, *conv, p)
+		}
+		atts = append(atts, att)
+	}
+	refs := make([]client.AttachmentRef, len(atts))
+	for i, at := range atts {
+		refs[i] = at.Ref()
+	}
+	seq, err := c.SendMessage(ctx, *conv, text, client.SendOptions{ReplyTo: *replyTo, ClientMsgID: *id, Attachments: refs})
 	if err != nil {
 		if *replyTo != 0 && errors.Is(err, client.ErrInvalid) {
 			return hint(err, "%v: --reply-to %d must be the seq of a message of conversation %d; list them with `chatctl history --user %d --conversation %d`",
@@ -60,13 +85,16 @@ func runSend(ctx context.Context, a *app, args []string) error {
 		return explainChat(err, fs, *cf.user, *conv)
 	}
 	if *cf.json {
-		out := map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id}
+		out := map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id, "attachments": atts}
 		if *replyTo != 0 {
 			out["replyTo"] = *replyTo
 		}
 		return printJSON(a.stdout, out)
 	}
 	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, seq, *cf.user, replyNote(*replyTo), text)
+	for _, at := range atts {
+		fmt.Fprintf(a.stdout, "  attached %s (%s, %d bytes): id %s\n", at.Name, at.ContentType, at.Size, at.ID)
+	}
 	return nil
 }
 

@@ -181,6 +181,12 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 			}
 		}
 		status, v, err := e.serve(a, w, r, user)
+		if e.raw {
+			if err != nil && !headerWritten(w) {
+				a.writeError(w, r, e.name(), user, err)
+			}
+			return
+		}
 		if err != nil {
 			a.writeError(w, r, e.name(), user, err)
 			return
@@ -256,6 +262,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// headerWritten reports whether a handler wrote its answer's header.
+func headerWritten(w http.ResponseWriter) bool {
+	sw, ok := w.(*statusWriter)
+	return ok && sw.wroteHeader
 }
 
 func (w *statusWriter) status() int {

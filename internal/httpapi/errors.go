@@ -65,6 +65,10 @@ func ErrorStatus(code chat.Code) int {
 		return http.StatusBadRequest
 	case chat.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case chat.CodeUnsupported:
+		return http.StatusUnsupportedMediaType
+	case chat.CodeGone:
+		return http.StatusGone
 	case chat.CodeNotMember, chat.CodeForbidden, chat.CodeBlocked:
 		return http.StatusForbidden
 	case chat.CodeNotFound:

@@ -10,24 +10,28 @@ import (
 
 // sendParams: POST /v1/conversations/{id}/messages and RPC send.
 type sendParams struct {
-	ConversationID int64            `json:"conversationId"`
-	ClientMsgID    string           `json:"clientMsgId"`
-	Body           string           `json:"body"`
-	ReplyTo        int64            `json:"replyTo"`
-	Forward        *chat.MessageRef `json:"forward"`
+	ConversationID int64                `json:"conversationId"`
+	ClientMsgID    string               `json:"clientMsgId"`
+	Body           string               `json:"body"`
+	ReplyTo        int64                `json:"replyTo"`
+	Forward        *chat.MessageRef     `json:"forward"`
+	Attachments    []chat.AttachmentRef `json:"attachments"`
 }
 
 // SendReply acknowledges a committed message. It carries no body (the
 // sender has it, and echoing it would double the bytes of every send),
-// except a forward's, which the sender did not send.
+// except a forward's, which the sender did not send; a message with
+// attachments carries its type and what chatd knows of them.
 type SendReply struct {
-	ConversationID int64            `json:"conversationId"`
-	Seq            int64            `json:"seq"`
-	ClientMsgID    string           `json:"clientMsgId"`
-	CreatedAt      time.Time        `json:"createdAt"`
-	ReplyTo        *chat.ReplyRef   `json:"replyTo,omitempty"`
-	ForwardedFrom  *chat.ForwardRef `json:"forwardedFrom,omitempty"`
-	Body           *string          `json:"body,omitempty"`
+	ConversationID int64             `json:"conversationId"`
+	Seq            int64             `json:"seq"`
+	ClientMsgID    string            `json:"clientMsgId"`
+	CreatedAt      time.Time         `json:"createdAt"`
+	ReplyTo        *chat.ReplyRef    `json:"replyTo,omitempty"`
+	ForwardedFrom  *chat.ForwardRef  `json:"forwardedFrom,omitempty"`
+	Body           *string           `json:"body,omitempty"`
+	MsgType        string            `json:"msgType,omitempty"`
+	Attachments    []chat.Attachment `json:"attachments,omitempty"`
 }
 
 func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) error {
@@ -36,15 +40,17 @@ func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) err
 		return err
 	}
 	var body struct {
-		ClientMsgID string           `json:"clientMsgId"`
-		Body        string           `json:"body"`
-		ReplyTo     int64            `json:"replyTo"`
-		Forward     *chat.MessageRef `json:"forward"`
+		ClientMsgID string               `json:"clientMsgId"`
+		Body        string               `json:"body"`
+		ReplyTo     int64                `json:"replyTo"`
+		Forward     *chat.MessageRef     `json:"forward"`
+		Attachments []chat.AttachmentRef `json:"attachments"`
 	}
 	if err := a.bindBody(w, r, &body); err != nil {
 		return err
 	}
 	p.ClientMsgID, p.Body, p.ReplyTo, p.Forward = body.ClientMsgID, body.Body, body.ReplyTo, body.Forward
+	p.Attachments = body.Attachments
 	return nil
 }
 
@@ -59,13 +65,14 @@ func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, erro
 		Body:           p.Body,
 		ReplyTo:        p.ReplyTo,
 		Forward:        p.Forward,
+		Attachments:    p.Attachments,
 	})
 	if err != nil {
 		return 0, nil, err
 	}
 	m := res.Message
 	reply := SendReply{ConversationID: m.ConversationID, Seq: m.Seq, ClientMsgID: m.ClientMsgID, CreatedAt: m.CreatedAt,
-		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom}
+		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom, MsgType: m.MsgType, Attachments: m.Attachments}
 	if m.ForwardedFrom != nil {
 		reply.Body = &m.Body
 	}

@@ -34,6 +34,12 @@ var endpoints = []endpoint{
 	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
 	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox),
 	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindPresence, userPresence),
+	operation(http.MethodPost, "/v1/uploads", "upload.create", bindCreateUpload, createUpload),
+	operation(http.MethodGet, "/v1/uploads/{id}", "upload.get", bindUploadID, getUpload),
+	stream(http.MethodPut, "/v1/uploads/{id}", putUpload),
+	operation(http.MethodPost, "/v1/uploads/{id}/complete", "upload.complete", bindUploadID, completeUpload),
+	stream(http.MethodGet, "/v1/attachments/{id}", downloadAttachment(false)),
+	stream(http.MethodGet, "/v1/attachments/{id}/thumbnail", downloadAttachment(true)),
 	operation(http.MethodPut, "/v1/conversations/{id}/settings", "conversation.settings", bindSettings, setSettings),
 	operation(http.MethodPost, "/v1/devices", "device.register", bindRegisterDevice, registerDevice),
 	operation(http.MethodGet, "/v1/devices", "device.list", bindNone, listDevices),
@@ -85,8 +91,11 @@ func RPCMethods() []string {
 type endpoint struct {
 	Route
 	public bool // no bearer token needed (health probes)
-	serve  func(a *API, w http.ResponseWriter, r *http.Request, user int64) (int, any, error)
-	call   func(a *API, ctx context.Context, user int64, payload []byte) (int, any, error)
+	// raw endpoints write their own answer (bytes, not JSON); an error
+	// returned before they wrote anything is answered as JSON.
+	raw   bool
+	serve func(a *API, w http.ResponseWriter, r *http.Request, user int64) (int, any, error)
+	call  func(a *API, ctx context.Context, user int64, payload []byte) (int, any, error)
 }
 
 // name identifies the endpoint in logs.
@@ -130,6 +139,18 @@ func public(method, path string, run func(a *API, ctx context.Context) (int, any
 		public: true,
 		serve: func(a *API, w http.ResponseWriter, r *http.Request, _ int64) (int, any, error) {
 			return run(a, r.Context())
+		},
+	}
+}
+
+// stream builds an authenticated, HTTP-only endpoint that reads or writes
+// bytes itself (uploads, downloads).
+func stream(method, path string, run func(a *API, w http.ResponseWriter, r *http.Request, user int64) error) endpoint {
+	return endpoint{
+		Route: Route{Method: method, Path: path},
+		raw:   true,
+		serve: func(a *API, w http.ResponseWriter, r *http.Request, user int64) (int, any, error) {
+			return 0, nil, run(a, w, r, user)
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -22,18 +23,18 @@ func TestSendIdempotency(t *testing.T) {
 		t.Fatalf("first send: %+v", first)
 	}
 	e.must(200, 1, "POST", path, map[string]string{"clientMsgId": id, "body": "hello"}, &again)
-	if again != first {
+	if !reflect.DeepEqual(again, first) {
 		t.Fatalf("resend: %+v, want %+v", again, first)
 	}
 	// UUIDs compare canonically: the upper-case spelling is the same id.
 	e.must(200, 1, "POST", path, map[string]string{"clientMsgId": strings.ToUpper(id), "body": "hello"}, &again)
-	if again != first {
+	if !reflect.DeepEqual(again, first) {
 		t.Fatalf("upper-case resend: %+v, want %+v", again, first)
 	}
 	rr := e.rpc(1, "send", pathf(`{"conversationId":%d,"clientMsgId":%q,"body":"hello"}`, g, id))
 	var viaRPC httpapi.SendReply
 	decodeInto(t, rr.raw, &viaRPC)
-	if rr.status != 200 || viaRPC != first {
+	if rr.status != 200 || !reflect.DeepEqual(viaRPC, first) {
 		t.Fatalf("rpc resend: %s, want seq %d", rr.raw, first.Seq)
 	}
 

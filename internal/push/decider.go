@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -246,9 +247,9 @@ func (p *Pusher) decide(ctx context.Context) {
 			if fails == 1 {
 				p.log.Warn("push: decider failed, retrying", "err", err)
 			}
-			pause = backoff(fails, p.cfg.LeaseInterval, 30*time.Second)
+			pause = retry.Backoff(fails, p.cfg.LeaseInterval, 30*time.Second)
 		}
-		sleep(ctx, pause)
+		retry.Sleep(ctx, pause)
 	}
 }
 

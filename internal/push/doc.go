@@ -111,7 +111,8 @@
 // # Payload
 //
 // Notification: {"type":"message","conversationId","seq","senderId",
-// "count","badge","title","body"}, body only with Preview, at most
+// "count","badge","title","body"}, body only with Preview (a message of
+// files alone says what it is: "📷 Photo", ...), at most
 // MaxPayloadBytes (3 KB: inside APNs' and FCM's 4 KB and one Web Push
 // record); messages older than MaxAge are never pushed. Remove:
 // {"type":"remove","conversationId","seq","badge"}, seq the recalled

@@ -2,8 +2,6 @@ package push
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -58,28 +56,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
-}
-
-// backoff returns the pause before retry number attempt (1, 2, ...):
-// exponential with full jitter in [min, min·2^(attempt-1)], capped at max,
-// so pushes that failed together do not retry together.
-func backoff(attempt int, min, max time.Duration) time.Duration {
-	attempt = maxInt(attempt, 1)
-	ceil := max
-	if attempt <= 30 {
-		if c := min << (attempt - 1); c > 0 && c < max {
-			ceil = c
-		}
-	}
-	if ceil <= min {
-		return min
-	}
-	return min + rand.N(ceil-min+1)
-}
-
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
 }

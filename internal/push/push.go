@@ -221,14 +221,3 @@ func orDefault[T comparable](v, def T) T {
 	}
 	return v
 }
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}

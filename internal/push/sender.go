@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -61,7 +62,13 @@ FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
 LEFT JOIN conversation c ON c.id = j.conversation_id
 LEFT JOIN LATERAL (
-    SELECT m.seq, m.sender_id, m.body, m.created_at FROM message m
+    -- A message of files alone previews as what it is (as the inbox
+    -- shows it), not as an empty text.
+    SELECT m.seq, m.sender_id,
+           CASE WHEN m.body <> '' OR m.msg_type IS NULL THEN m.body
+                WHEN m.msg_type = 'image' THEN '📷 Photo' WHEN m.msg_type = 'audio' THEN '🎤 Voice message'
+                WHEN m.msg_type = 'video' THEN '🎬 Video' ELSE '📎 File' END AS body,
+           m.created_at FROM message m
     WHERE j.kind = 'message' AND m.conversation_id = j.conversation_id
       AND m.seq >= lower(j.covered) AND m.seq < upper(j.covered) AND j.covered @> m.seq
       AND m.kind = 'message' AND m.recalled_at IS NULL
@@ -304,7 +311,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		}
 	}
 	if len(r.retry) > 0 && ctx.Err() == nil {
-		r.after = max(r.after, backoff(j.attempts, p.cfg.BackoffMin, p.cfg.BackoffMax))
+		r.after = max(r.after, retry.Backoff(j.attempts, p.cfg.BackoffMin, p.cfg.BackoffMax))
 	}
 	return r
 }

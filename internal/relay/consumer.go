@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/retry"
 	"github.com/chatd/chatd/internal/tracing"
 )
 
@@ -145,7 +146,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if c.failing.CompareAndSwap(false, true) {
 				c.log.Warn("kafka consumer: fetch failed, retrying with backoff", "err", err)
 			}
-			sleep(ctx, backoff(fails, c.cfg.BackoffMin, c.cfg.BackoffMax))
+			retry.Sleep(ctx, retry.Backoff(fails, c.cfg.BackoffMin, c.cfg.BackoffMax))
 			continue
 		}
 		fails = 0

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -83,7 +84,7 @@ func (p *Pruner) Run(ctx context.Context) error {
 				p.log.Debug("outbox pruner: deleted old rows", "rows", n)
 			}
 		}
-		if !sleep(ctx, p.cfg.Interval) {
+		if !retry.Sleep(ctx, p.cfg.Interval) {
 			return nil
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/retry"
 	"github.com/chatd/chatd/internal/tracing"
 )
 
@@ -174,7 +175,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				}
 				dbFails++
 				r.dbFailed(dbFails, err)
-				sleep(ctx, backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
+				retry.Sleep(ctx, retry.Backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
 				continue
 			}
 			conn = c
@@ -188,7 +189,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			dbFails++
 			r.dbFailed(dbFails, fmt.Errorf("try relay lease: %w", err))
-			sleep(ctx, backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
+			retry.Sleep(ctx, retry.Backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
 			continue
 		}
 		if dbFails > 0 {
@@ -200,7 +201,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				r.log.Info("relay: standing by, another node holds the lease")
 				standing = true
 			}
-			sleep(ctx, r.cfg.LeaseInterval)
+			retry.Sleep(ctx, r.cfg.LeaseInterval)
 			continue
 		}
 
@@ -223,7 +224,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		dbFails++
 		r.m.errors.WithLabelValues(kindDB).Inc()
 		r.log.Warn("relay: lost the lease", "err", err)
-		sleep(ctx, backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
+		retry.Sleep(ctx, retry.Backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
 	}
 	r.log.Info("relay: stopped")
 	return nil
@@ -334,7 +335,7 @@ func (r *Relay) lead(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) error
 					downSince = now
 					r.log.Warn("relay: Kafka write failed, rows stay in the outbox; retrying with backoff", "err", kerr.err)
 				}
-				retryAt = time.Now().Add(backoff(attempt, r.cfg.BackoffMin, r.cfg.BackoffMax))
+				retryAt = time.Now().Add(retry.Backoff(attempt, r.cfg.BackoffMin, r.cfg.BackoffMax))
 			default:
 				return ctxOr(ctx, err)
 			}

@@ -5,13 +5,14 @@
 //   CHATD_URL=http://127.0.0.1:8080 node web/e2e/chat.spec.mjs
 //
 // Env: CHATD_URL (required), CHROMIUM_PATH (default /usr/bin/chromium),
-// SCREENSHOT_DIR (where inbox.png, conversation.png and phone.png go; none
+// SCREENSHOT_DIR (where inbox.png, conversation.png, phone.png and attachments.png go; none
 // are written when empty). Every scenario uses its own user ids, so the
 // scenarios do not see each other's conversations.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { startProxy } from './proxy.mjs';
 
@@ -171,6 +172,92 @@ function assertClean(...recs) {
     assert.deepEqual(r.dialogs, [], `user ${r.uid}: unexpected dialogs`);
     assert.deepEqual(r.errors, [], `user ${r.uid}: page errors`);
   }
+}
+
+// ---------------------------------------------------------------- files
+
+const CRC = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+function crc32(buf) {
+  let c = 0xffffffff;
+  for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/**
+ * A w×h PNG: an evening sky, a sun and a horizon, with a photo's grain
+ * (so it is as large as a photo: about 1 byte a pixel).
+ */
+function photoPNG(w, hgt) {
+  const raw = Buffer.alloc((w * 3 + 1) * hgt);
+  let seed = 7;
+  const grain = () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 29) - 4;
+  for (let y = 0; y < hgt; y++) {
+    raw[y * (w * 3 + 1)] = 0;
+    for (let x = 0; x < w; x++) {
+      const i = y * (w * 3 + 1) + 1 + x * 3;
+      const sky = y < hgt * 0.68;
+      const dx = x - w * 0.62, dy = y - hgt * 0.55;
+      const sun = dx * dx + dy * dy < (hgt * 0.12) ** 2;
+      const t = y / hgt;
+      raw[i] = Math.max(0, Math.min(255, (sun ? 250 : sky ? 40 + 200 * t : 30 + 20 * Math.sin(x / 9)) + grain()));
+      raw[i + 1] = Math.max(0, Math.min(255, (sun ? 214 : sky ? 60 + 90 * t : 50 + 30 * t) + grain()));
+      raw[i + 2] = Math.max(0, Math.min(255, (sun ? 120 : sky ? 140 - 60 * t : 90) + grain()));
+    }
+  }
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const td = Buffer.concat([Buffer.from(type), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(td));
+    return Buffer.concat([len, td, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(hgt, 4);
+  ihdr[8] = 8; // 8-bit
+  ihdr[9] = 2; // RGB
+  return Buffer.concat([
+    Buffer.from('\x89PNG\r\n\x1a\n', 'latin1'),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(raw)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+/** ms of 8 kHz 16-bit mono: a quiet voice note. */
+function voiceWAV(ms) {
+  const n = Math.floor((8000 * 2 * ms) / 1000);
+  const b = Buffer.alloc(44 + n);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + n, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(8000, 24);
+  b.writeUInt32LE(16000, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(n, 40);
+  for (let i = 0; i < n / 2; i++) b.writeInt16LE(Math.round(3000 * Math.sin(i / 6) * Math.sin(i / 4000)), 44 + i * 2);
+  return b;
+}
+
+const PDF = Buffer.from('%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj 2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n');
+
+/** Adds files through the attach button's input and waits for the tray. */
+async function attach(page, files) {
+  await page.getByTestId('file-input').setInputFiles(files);
+  await eventually(async () => {
+    const states = await page.getByTestId('tray-item').evaluateAll((els) => els.map((e) => e.dataset.status));
+    assert.ok(states.length === files.length && states.every((s) => s === 'done'), `tray: ${states}`);
+  });
 }
 
 // -------------------------------------------------------------- scenarios
@@ -416,6 +503,106 @@ test('sign in by pasting a token; bad tokens are explained; sign out', async () 
   assert.equal(await page.evaluate(() => localStorage.getItem('chatd.token')), null);
   assertClean(rec);
   await context.close();
+});
+
+test('attachments: a photo another user sees as a thumbnail then full size, a voice note, a file, a failed upload retried', async () => {
+  const a = await signIn(701);
+  const b = await signIn(702);
+  const direct = await api(701, 'POST', '/v1/direct/702');
+  const cid = direct.id;
+  await eventually(async () => assert.equal(await row(a.page, cid).count(), 1));
+  await openConversation(a.page, cid);
+
+  // A photo, with a caption typed in the composer: the tray shows it
+  // uploading (progress), then the message carries it.
+  // Uploads at 512 KB/s (Chromium's network emulation), so the progress
+  // shows on the way.
+  const cdp = await a.context.newCDPSession(a.page);
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: 512 * 1024 });
+  const photo = photoPNG(1200, 800);
+  await a.page.getByTestId('file-input').setInputFiles([{ name: 'sunset.png', mimeType: 'image/png', buffer: photo }]);
+  const progress = new Set();
+  await eventually(
+    async () => {
+      progress.add(await a.page.getByTestId('tray-state').textContent());
+      assert.equal(await a.page.getByTestId('tray-item').getAttribute('data-status'), 'done');
+    },
+    { interval: 20 },
+  );
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+  assert.ok([...progress].some((p) => /^([1-9]|[1-9][0-9])%$/.test(p)), `progress seen: ${[...progress]}`);
+  await a.page.getByTestId('composer').fill('Tonight from the balcony');
+  await a.page.getByTestId('composer').press('Enter');
+  await eventually(async () => assert.deepEqual(await seqs(a.page), [[1, 'sent']]));
+  assert.equal(await a.page.getByTestId('tray').isHidden(), true, 'the tray empties once sent');
+
+  // The other user sees the picture: the thumbnail first (at most 320 px),
+  // a click shows it full size.
+  await eventually(async () => assert.equal(await unread(b.page, cid), 1));
+  await openConversation(b.page, cid);
+  const thumb = b.page.getByTestId('attachment-image');
+  await eventually(async () => {
+    const [nw, nh] = await thumb.evaluate((img) => [img.naturalWidth, img.naturalHeight]);
+    assert.ok(nw === 320 && nh === 213, `thumbnail ${nw}×${nh}`);
+  });
+  assert.match(await thumb.getAttribute('src'), /^blob:/);
+  assert.deepEqual(await bodies(b.page), ['Tonight from the balcony']);
+  await thumb.click();
+  const full = b.page.getByTestId('lightbox-image');
+  await eventually(async () => assert.deepEqual(await full.evaluate((img) => [img.naturalWidth, img.naturalHeight]), [1200, 800]));
+  await b.page.keyboard.press('Escape');
+  await b.page.getByTestId('lightbox').waitFor({ state: 'detached' });
+
+  // A voice note and a document in one message, no text.
+  await attach(a.page, [
+    { name: 'voice-note.wav', mimeType: 'audio/wav', buffer: voiceWAV(3200) },
+    { name: 'Minutes 2026-03.pdf', mimeType: 'application/pdf', buffer: PDF },
+  ]);
+  await a.page.getByTestId('send').click();
+  await eventually(async () => assert.equal(await b.page.getByTestId('attachment-audio').count(), 1));
+  await eventually(async () => {
+    const d = await b.page.getByTestId('attachment-audio').evaluate((el) => el.duration);
+    assert.ok(Math.abs(d - 3.2) < 0.2, `audio duration ${d}`);
+  });
+  const chip = b.page.getByTestId('attachment-file');
+  assert.match(await chip.textContent(), /Minutes 2026-03\.pdf/);
+  const download = b.page.waitForEvent('download');
+  await chip.click();
+  assert.equal((await download).suggestedFilename(), 'Minutes 2026-03.pdf');
+  // The inbox says what the last message was.
+  await closeConversation(a.page);
+  await eventually(async () => assert.match(await row(a.page, cid).textContent(), /🎤 Voice message/));
+  await openConversation(a.page, cid);
+
+  // The network fails during an upload: the file shows "failed" with
+  // Retry, which sends it again.
+  let cut = true;
+  await a.page.route('**/v1/uploads/*', (route) => {
+    if (route.request().method() === 'PUT' && cut) {
+      cut = false;
+      return route.abort('connectionreset');
+    }
+    return route.continue();
+  });
+  await a.page.getByTestId('file-input').setInputFiles([{ name: 'harbour.png', mimeType: 'image/png', buffer: photoPNG(640, 480) }]);
+  const item = a.page.getByTestId('tray-item');
+  await eventually(async () => assert.equal(await item.getAttribute('data-status'), 'failed'));
+  assert.equal(await a.page.getByTestId('send').isDisabled(), true, 'nothing is sent while a file failed');
+  await a.page.getByTestId('tray-retry').click();
+  await eventually(async () => assert.equal(await item.getAttribute('data-status'), 'done'));
+  await a.page.getByTestId('send').click();
+  await eventually(async () => assert.equal(await b.page.getByTestId('attachment-image').count(), 2));
+  await eventually(async () => {
+    const widths = await b.page.getByTestId('attachment-image').evaluateAll((els) => els.map((e) => e.naturalWidth));
+    assert.deepEqual(widths, [320, 320]);
+  });
+  await send(b.page, 'Beautiful! Is the second one the harbour?');
+  await eventually(async () => assert.equal((await seqs(b.page)).at(-1)[1], 'sent'));
+  await b.page.mouse.move(0, 0);
+  if (SHOTS) await b.page.screenshot({ path: path.join(SHOTS, 'attachments.png') });
+  assertClean(a, b);
+  await a.context.close();
+  await b.context.close();
 });
 
 test('screenshots, and a single column on a phone-sized screen', async () => {

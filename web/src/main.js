@@ -16,6 +16,7 @@ import { People } from './store/people.js';
 import { usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
+import { BlobCache, Uploader } from './uploads.js';
 import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
@@ -112,7 +113,8 @@ async function startApp({ token, userId, exp }) {
       }),
   });
 
-  const convView = createConversationView(state, sync, {
+  const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
+  const convView = createConversationView(state, sync, media, {
     back: () => go(null),
     info: (cid) => openInfo(peopleCtx, cid),
     notify,

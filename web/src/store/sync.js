@@ -125,6 +125,8 @@ export class Sync {
           clientMsgId: ev.clientMsgId,
           body: ev.body ?? '',
           createdAt: ev.createdAt,
+          msgType: ev.msgType,
+          attachments: ev.attachments,
         };
         // A reply or forward, and (replayed late) its state.
         for (const k of ['replyTo', 'forwardedFrom', 'editedAt', 'recalled', 'recalledAt']) if (ev[k]) msg[k] = ev[k];
@@ -372,12 +374,14 @@ export class Sync {
 
   /**
    * Sends with optimistic display: pending now, seq on PUBACK. `replyTo`
-   * is the seq of a message of this conversation that this one answers.
+   * is the seq of a message of this conversation that this one answers;
+   * `attachments` are complete uploads (their attachment objects).
    */
-  send(cid, body, { replyTo = 0 } = {}) {
+  send(cid, body, { replyTo = 0, attachments = [] } = {}) {
     const p = {
       clientMsgId: uuid4(),
       body,
+      attachments,
       status: 'sending',
       seq: null,
       error: null,
@@ -401,6 +405,8 @@ export class Sync {
       if (p.attempt === attempt && p.seq === null) this.state.failPending(cid, p.clientMsgId, 'No answer from the server.');
     }, SEND_TIMEOUT_MS);
     const extra = p.replyTo ? { replyTo: p.replyTo.seq } : {};
+    const refs = (p.attachments || []).map((a) => (a.caption ? { uploadId: a.id, caption: a.caption } : { uploadId: a.id }));
+    if (refs.length) extra.attachments = refs;
     this.session.send(cid, p.clientMsgId, p.body, extra).then(
       ({ seq }) => {
         clearTimeout(timer);
@@ -417,6 +423,7 @@ export class Sync {
           clientMsgId: p.clientMsgId,
           body: p.body,
           createdAt: p.createdAt,
+          attachments: p.attachments && p.attachments.length ? p.attachments : undefined,
           local: true, // replaced by the server's copy when message.new arrives
         };
         if (p.replyTo) msg.replyTo = p.replyTo;

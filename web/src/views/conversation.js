@@ -5,15 +5,17 @@
 
 import { h, icon, setText } from './dom.js';
 import { avatar, clockTime, conversationTitle, dayLabel, systemText, typingText, userName } from './format.js';
+import { attachmentList, createTray, openLightbox } from './attachments.js';
 import { closeMenus, composerBanner, confirmRecall, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
 import { quoteOf, snippet } from '../store/lifecycle.js';
 
 /**
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../store/sync.js').Sync} sync
+ * @param {{uploader: import('../uploads.js').Uploader, cache: import('../uploads.js').BlobCache}} media
  * @param {{back:()=>void, addMember:(cid:number)=>void, info:(cid:number)=>void, notify?:(msg:string)=>void}} actions
  */
-export function createConversationView(state, sync, actions) {
+export function createConversationView(state, sync, media, actions) {
   const titleEl = h('h2', { 'data-testid': 'chat-title' });
   const subtitleEl = h('p', { class: 'subtitle', 'data-testid': 'chat-subtitle' });
   const avatarSlot = h('span', { class: 'avatar-slot' });
@@ -45,7 +47,22 @@ export function createConversationView(state, sync, actions) {
     enterkeyhint: 'send',
   });
   const sendBtn = h('button', { class: 'send-btn', type: 'submit', title: 'Send', 'aria-label': 'Send', 'data-testid': 'send' }, icon('send'));
-  const form = h('form', { class: 'composer' }, input, sendBtn);
+  // Files: the attach button (or a drop, or a paste) adds them to the
+  // tray, where they upload at once; the message goes when all are up.
+  const fileInput = h('input', { type: 'file', multiple: true, hidden: true, 'data-testid': 'file-input' });
+  const attachBtn = h(
+    'button',
+    { class: 'icon-btn attach-btn', type: 'button', title: 'Attach files', 'aria-label': 'Attach files', 'data-testid': 'attach', onclick: () => fileInput.click() },
+    icon('clip'),
+  );
+  const tray = createTray(media.uploader, () => state.openId, () => {
+    sendBtn.disabled = tray.busy();
+  });
+  fileInput.addEventListener('change', () => {
+    tray.add([...fileInput.files]);
+    fileInput.value = '';
+  });
+  const form = h('form', { class: 'composer' }, attachBtn, fileInput, input, sendBtn);
   // Replying to or editing a message: {kind, seq} while the banner shows.
   let mode = null;
   let draft = ''; // the composer's text before an edit, put back after it
@@ -65,9 +82,31 @@ export function createConversationView(state, sync, actions) {
     ),
     scroller,
     typingEl,
+    tray.el,
     banner.el,
     form,
   );
+  el.addEventListener('dragover', (e) => {
+    if (![...(e.dataTransfer?.types || [])].includes('Files')) return;
+    e.preventDefault();
+    el.classList.add('dropping');
+  });
+  el.addEventListener('dragleave', (e) => {
+    if (e.target === el || !el.contains(e.relatedTarget)) el.classList.remove('dropping');
+  });
+  el.addEventListener('drop', (e) => {
+    if (!e.dataTransfer?.files?.length) return;
+    e.preventDefault();
+    el.classList.remove('dropping');
+    tray.add([...e.dataTransfer.files]);
+  });
+  input.addEventListener('paste', (e) => {
+    const files = [...(e.clipboardData?.files || [])];
+    if (files.length) {
+      e.preventDefault();
+      tray.add(files);
+    }
+  });
 
   let shownId = null;
   /** @type {Map<string, {el:HTMLElement, update:(d:any)=>void}>} */
@@ -78,17 +117,20 @@ export function createConversationView(state, sync, actions) {
   const send = () => {
     const cid = state.openId;
     const body = input.value;
-    if (!cid || !body.trim()) return;
+    if (!cid) return;
     if (mode && mode.kind === 'edit') {
-      saveEdit(cid, mode.seq, body);
+      // An edit changes the text alone: files stay as they were sent.
+      if (body.trim()) saveEdit(cid, mode.seq, body);
       return;
     }
+    if (tray.busy() || (!body.trim() && !tray.count())) return;
+    const files = tray.take();
     const replyTo = mode && mode.kind === 'reply' ? mode.seq : 0;
     input.value = '';
     autoGrow();
     stickToBottom = true;
     setMode(null);
-    sync.send(cid, body, { replyTo });
+    sync.send(cid, files.length ? body.trim() : body, { replyTo, attachments: files });
     input.focus();
   };
 
@@ -211,7 +253,9 @@ export function createConversationView(state, sync, actions) {
       reacted,
       react: (emoji) => react(cid, m.seq, emoji, !reacted.has(emoji)),
       reply: () => setMode({ kind: 'reply', seq: m.seq }, m),
-      forward: async () => {
+      // A message with files is not forwarded (the server refuses it:
+      // its uploads are attached once); its files can be downloaded.
+      forward: (m.attachments || []).length ? null : async () => {
         const to = await pickConversation(state, snippet(m.body));
         if (!to) return;
         try {
@@ -248,13 +292,15 @@ export function createConversationView(state, sync, actions) {
   /** One message row; update() refreshes the parts that can change. */
   function messageNode(m) {
     const bodyEl = h('span', { class: 'body', 'data-testid': 'message-body' }, m.body);
+    const files = h('div', { class: 'files' });
+    let shownFiles = '';
     let current = m; // the row's message as of the last update
     const life = lifecycleParts({
       jump: jumpTo,
       toggle: (emoji, on) => current.seq && react(state.openId, current.seq, emoji, on),
       openActions: (btn) => openActions(btn, current),
     });
-    const body = h('div', { class: 'bubble' }, life.forwarded, bodyEl);
+    const body = h('div', { class: 'bubble' }, life.forwarded, files, bodyEl);
     const sender = h('div', { class: 'sender' });
     const time = h('time', null);
     const stateEl = h('span', { class: 'receipt', 'data-testid': 'receipt' });
@@ -289,6 +335,16 @@ export function createConversationView(state, sync, actions) {
       setText(stateEl, d.receipt);
       stateEl.hidden = !d.receipt;
       retry.hidden = d.status !== 'failed';
+      // A recalled message's files are gone: the server answers 410 for
+      // them. Rebuilt only when the files change (a thumbnail made later).
+      const atts = recalled ? [] : d.m.attachments || [];
+      const key = atts.map((a) => `${a.id}:${a.thumbnail ? 1 : 0}`).join(',');
+      if (key !== shownFiles) {
+        shownFiles = key;
+        files.replaceChildren(...(atts.length ? [attachmentList(atts, media.cache, (a) => openLightbox(a, media.cache))] : []));
+      }
+      el.classList.toggle('has-files', atts.length > 0);
+      bodyEl.hidden = atts.length > 0 && !d.m.body;
       meta.hidden = !d.runEnd && !d.receipt && d.status !== 'failed' && life.edited.hidden;
       el.title = d.error || '';
     };
@@ -358,7 +414,7 @@ export function createConversationView(state, sync, actions) {
     for (const p of c.pendingList()) {
       addDay(p.createdAt);
       push(`m:${p.clientMsgId}`, 'msg', {
-        m: { clientMsgId: p.clientMsgId, body: p.body, replyTo: p.replyTo },
+        m: { clientMsgId: p.clientMsgId, body: p.body, attachments: p.attachments, replyTo: p.replyTo },
         quote: p.replyTo ? quoteOf(c, { replyTo: p.replyTo }) : null,
         mine: true,
         seq: null,
@@ -445,6 +501,7 @@ export function createConversationView(state, sync, actions) {
       banner.show(null);
       closeMenus();
       input.value = '';
+      tray.clear();
       autoGrow();
       el.dataset.convId = String(c.id);
     }

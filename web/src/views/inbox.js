@@ -3,6 +3,7 @@
 // full rebuild cannot leave a stale badge behind.
 
 import { h, icon, replace } from './dom.js';
+import { msgTypeLabel } from './attachments.js';
 import { avatar, conversationTitle, displayName, personAvatar, shortTime, systemText, typingText, userName } from './format.js';
 
 const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'Offline, reconnecting…' };
@@ -57,7 +58,7 @@ export function createInbox(state, actions) {
         preview = h('span', { class: 'muted' }, systemText(m, state.me));
       } else {
       const who = m.senderId === state.me ? 'You: ' : c.type === 'GROUP' ? `${userName(m.senderId, state.me)}: ` : '';
-      preview = [who && h('span', { class: 'who' }, who), m.recalled ? h('span', { class: 'muted deleted' }, 'Message deleted') : m.body];
+      preview = [who && h('span', { class: 'who' }, who), m.recalled ? h('span', { class: 'muted deleted' }, 'Message deleted') : m.body || msgTypeLabel(m.msgType)];
       }
     } else {
       preview = h('span', { class: 'muted' }, c.lastSeq ? 'New messages' : 'No messages yet');

@@ -1,4 +1,4 @@
-package relay
+package retry
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ func TestBackoffGrowsExponentiallyWithJitterWithinBounds(t *testing.T) {
 		}
 		seen := map[time.Duration]bool{}
 		for i := 0; i < 200; i++ {
-			d := backoff(attempt, min, max)
+			d := Backoff(attempt, min, max)
 			if d < min || d > ceil {
 				t.Fatalf("attempt %d: %v outside [%v, %v]", attempt, d, min, ceil)
 			}

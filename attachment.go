@@ -1,0 +1,583 @@
+package chat
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"io"
+	"mime"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Attachments: photos, voice notes, videos and files carried by messages.
+//
+// A file travels in three steps. The client asks for an upload
+// (CreateUpload: conversation, name, declared type and size) and gets a
+// ticket: an upload id and a URL to PUT the bytes to, chatd's own for the
+// local disk store, a presigned one of the object store otherwise. Once
+// the bytes are there the upload is complete: chatd has checked their
+// size, sniffed their type, measured an image and stripped its location
+// data. Then a send names the upload ids ("attachments") and the send's
+// own transaction checks each one before the message commits. Members
+// fetch an attachment by id (OpenAttachment).
+
+// Message types: what a message mostly is, by its first attachment.
+const (
+	MsgText  = "text"
+	MsgImage = "image"
+	MsgAudio = "audio"
+	MsgVideo = "video"
+	MsgFile  = "file"
+)
+
+// MsgTypeOf is the message type an attachment of contentType gives its
+// message.
+func MsgTypeOf(contentType string) string {
+	switch strings.SplitN(contentType, "/", 2)[0] {
+	case "image":
+		return MsgImage
+	case "audio":
+		return MsgAudio
+	case "video":
+		return MsgVideo
+	}
+	return MsgFile
+}
+
+// Attachment is a file carried by a message, as members see it. ID is the
+// upload's id; ContentType is the type chatd sniffed from the bytes (the
+// client's word only where the bytes have no signature, as for plain
+// text); SHA256 is of the bytes as stored (hex). Width and Height are an
+// image's, DurationMs an audio or video file's when chatd could read it
+// (or the uploader declared it). Thumbnail is set once chatd made one
+// (images only).
+type Attachment struct {
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	ContentType string     `json:"contentType"`
+	Size        int64      `json:"size"`
+	SHA256      string     `json:"sha256"`
+	Width       int        `json:"width,omitempty"`
+	Height      int        `json:"height,omitempty"`
+	DurationMs  int64      `json:"durationMs,omitempty"`
+	Caption     string     `json:"caption,omitempty"`
+	Thumbnail   *Thumbnail `json:"thumbnail,omitempty"`
+}
+
+// Thumbnail is a JPEG of at most ThumbnailMaxSide pixels on its long side,
+// without any metadata, at GET /v1/attachments/{id}/thumbnail.
+type Thumbnail struct {
+	ContentType string `json:"contentType"`
+	Width       int    `json:"width"`
+	Height      int    `json:"height"`
+	Size        int64  `json:"size"`
+}
+
+// ThumbnailMaxSide bounds a thumbnail's long side in pixels.
+const ThumbnailMaxSide = 320
+
+// AttachmentRef is one attachment of a send: a complete upload of the
+// sender's, made for the conversation, and an optional caption.
+type AttachmentRef struct {
+	UploadID string `json:"uploadId"`
+	Caption  string `json:"caption,omitempty"`
+}
+
+// Attachment limits of a message.
+const (
+	MaxAttachments    = 10
+	MaxCaptionBytes   = 1024
+	MaxFileNameBytes  = 255
+	uploadIDLength    = 26
+	uploadIDAlphabet  = "abcdefghijklmnopqrstuvwxyz234567"
+	MaxDeclaredTypeSz = 255
+)
+
+var idEncoding = base32.NewEncoding(uploadIDAlphabet).WithPadding(base32.NoPadding)
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error()) // never fails on Linux
+	}
+	return idEncoding.EncodeToString(b)
+}
+
+// NewUploadID returns a new upload (and attachment) id: 128 random bits
+// in 26 characters of lower-case base32.
+func NewUploadID() string { return randomString(16) }
+
+// NewBlobKey returns a new blob key: 160 random bits, neither sequential
+// nor derived from the id or the content, split "xy/rest" so a local
+// directory holds at most 1024 subdirectories.
+func NewBlobKey() string {
+	s := randomString(20)
+	return s[:2] + "/" + s[2:]
+}
+
+// ContentDisposition is the header a file is served with: inline (images,
+// shown in the page) or attachment (everything else: saved, never
+// rendered by the browser), with the name in RFC 6266 form.
+func ContentDisposition(name string, inline bool) string {
+	kind := "attachment"
+	if inline {
+		kind = "inline"
+	}
+	if v := mime.FormatMediaType(kind, map[string]string{"filename": name}); v != "" {
+		return v
+	}
+	return kind
+}
+
+// ValidateUploadID accepts the ids chatd hands out: 26 characters of
+// lower-case base32 (128 random bits).
+func ValidateUploadID(what, id string) error {
+	if len(id) != uploadIDLength || strings.Trim(id, uploadIDAlphabet) != "" {
+		return Errorf(CodeInvalid, "%s %q is not an upload id (26 characters a-z, 2-7)", what, truncate(id, 40))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// ValidateAttachments checks a message's attachments: 1 to MaxAttachments,
+// each a well-formed upload id named once, each caption valid UTF-8 of at
+// most MaxCaptionBytes without NUL.
+func ValidateAttachments(refs []AttachmentRef) error {
+	if len(refs) > MaxAttachments {
+		return Errorf(CodeInvalid, "a message carries at most %d attachments, not %d", MaxAttachments, len(refs))
+	}
+	seen := make(map[string]bool, len(refs))
+	for i, r := range refs {
+		if err := ValidateUploadID("attachments["+strconv.Itoa(i)+"].uploadId", r.UploadID); err != nil {
+			return err
+		}
+		if seen[r.UploadID] {
+			return Errorf(CodeInvalid, "upload %s is attached twice; attach each upload once", r.UploadID)
+		}
+		seen[r.UploadID] = true
+		if len(r.Caption) > MaxCaptionBytes {
+			return Errorf(CodeTooLarge, "caption of attachment %d is %d bytes, the limit is %d", i, len(r.Caption), MaxCaptionBytes)
+		}
+		if !utf8.ValidString(r.Caption) || strings.ContainsRune(r.Caption, 0) {
+			return Errorf(CodeInvalid, "caption of attachment %d is not valid UTF-8 without NUL", i)
+		}
+	}
+	return nil
+}
+
+// CleanFileName returns the name a file is shown and downloaded under:
+// the last element of what the client sent (no directories), without
+// control characters, at most MaxFileNameBytes. An empty result is
+// invalid.
+func CleanFileName(name string) (string, error) {
+	if !utf8.ValidString(name) {
+		return "", Errorf(CodeInvalid, "name is not valid UTF-8")
+	}
+	name = strings.ReplaceAll(name, "\\", "/")
+	name = path.Base("/" + name)
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '"' {
+			return -1
+		}
+		return r
+	}, name)
+	name = strings.TrimSpace(name)
+	if name == "" || name == "/" || name == "." || name == ".." {
+		return "", Errorf(CodeInvalid, "name must name a file, e.g. photo.jpg")
+	}
+	for len(name) > MaxFileNameBytes {
+		// Keep the extension: it tells people (and their apps) the type.
+		ext := path.Ext(name)
+		if len(ext) > 16 {
+			ext = ""
+		}
+		base := []rune(strings.TrimSuffix(name, ext))
+		name = string(base[:len(base)-1]) + ext
+	}
+	return name, nil
+}
+
+// UploadLimits are what an upload may be.
+type UploadLimits struct {
+	MaxBytes int64 // declared size at most (413 too_large)
+	// Types are the allowed media types, "type/subtype" or "type/*"
+	// (415 unsupported).
+	Types []string
+	// MaxPixels bounds an image's width × height: a decompression bomb
+	// (a tiny file declaring 50,000 × 50,000 px) is refused, not decoded.
+	MaxPixels int64
+}
+
+// DefaultMaxUploadBytes is 25 MiB.
+const DefaultMaxUploadBytes = 25 << 20
+
+// DefaultMaxImagePixels is 50 megapixels: the largest phone photos.
+const DefaultMaxImagePixels = 50_000_000
+
+// DefaultUploadTypes: images chatd can measure and thumbnail, audio,
+// video, PDF, plain text, and common office and archive files. SVG and
+// HTML are not among them: a browser runs their scripts.
+var DefaultUploadTypes = []string{
+	"image/jpeg", "image/png", "image/gif", "image/webp",
+	"audio/*", "video/*",
+	"application/pdf", "text/plain", "text/csv", "text/markdown",
+	"application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",
+	"application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+	"application/vnd.openxmlformats-officedocument.presentationml.presentation",
+	"application/vnd.oasis.opendocument.text", "application/vnd.oasis.opendocument.spreadsheet",
+	"application/vnd.oasis.opendocument.presentation", "application/rtf",
+	"application/zip", "application/gzip", "application/x-7z-compressed", "application/x-tar",
+	"application/vnd.rar",
+}
+
+// TypeAllowed reports whether media type t (no parameters) is in types.
+func TypeAllowed(types []string, t string) bool {
+	major, _, _ := strings.Cut(t, "/")
+	for _, a := range types {
+		if a == t || (strings.HasSuffix(a, "/*") && strings.TrimSuffix(a, "/*") == major) {
+			return true
+		}
+	}
+	return false
+}
+
+// NormalizeMediaType parses a client's content type and returns it
+// without parameters, in lower case.
+func NormalizeMediaType(ct string) (string, error) {
+	if len(ct) > MaxDeclaredTypeSz {
+		return "", Errorf(CodeInvalid, "contentType is longer than %d bytes", MaxDeclaredTypeSz)
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || !strings.Contains(mt, "/") {
+		return "", Errorf(CodeInvalid, "contentType %q is not a media type like image/jpeg", truncate(ct, 40))
+	}
+	return mt, nil
+}
+
+// UploadRequest asks for an upload of one file into a conversation.
+// DurationMs is what the uploader knows of an audio or video file's
+// length (a recorder does); chatd keeps it where it cannot read its own.
+type UploadRequest struct {
+	ConversationID int64
+	UserID         int64
+	Name           string
+	ContentType    string
+	Size           int64
+	DurationMs     int64
+}
+
+// UploadTicket is where and how to send an upload's bytes: Method (PUT)
+// URL with Headers, before ExpiresAt. CompleteURL, when set, is to be
+// POSTed after the bytes were sent (object stores: chatd does not see the
+// bytes arrive); chatd's own URL completes the upload by itself.
+type UploadTicket struct {
+	UploadID    string            `json:"uploadId"`
+	URL         string            `json:"url"`
+	Method      string            `json:"method"`
+	Headers     map[string]string `json:"headers"`
+	ExpiresAt   time.Time         `json:"expiresAt"`
+	CompleteURL string            `json:"completeUrl,omitempty"`
+}
+
+// UploadState is where an upload stands.
+type UploadState string
+
+const (
+	UploadPending  UploadState = "pending"  // waiting for its bytes
+	UploadComplete UploadState = "complete" // checked, ready to attach
+	UploadAttached UploadState = "attached" // carried by a message
+	UploadRecalled UploadState = "recalled" // its message was recalled; the bytes are gone
+)
+
+// Upload is an upload as its uploader sees it; Attachment is what a
+// message attaching it will carry (complete or attached).
+type Upload struct {
+	UploadID       string      `json:"uploadId"`
+	ConversationID int64       `json:"conversationId"`
+	State          UploadState `json:"state"`
+	ExpiresAt      time.Time   `json:"expiresAt"`
+	Seq            int64       `json:"seq,omitempty"` // attached: the message
+	Attachment     *Attachment `json:"attachment,omitempty"`
+}
+
+// Download is an attachment (or its thumbnail) to hand to a member:
+// Redirect, a short-lived URL of the object store, or Content, the bytes.
+type Download struct {
+	Attachment  Attachment
+	Thumbnail   bool
+	ContentType string
+	Disposition string // Content-Disposition
+	Size        int64
+	ETag        string // quoted
+	ModTime     time.Time
+	Redirect    string
+	Content     BlobReader
+}
+
+// Attachments is what transports ask of the attachment subsystem
+// (internal/attach): uploads, their bytes and downloads. The Service
+// wraps it with the rate limits; every method checks who asks.
+type Attachments interface {
+	CreateUpload(ctx context.Context, req UploadRequest) (UploadTicket, error)
+	// PutUpload takes the bytes of an upload sent to chatd's own URL:
+	// exactly the declared size, streamed to the blob store. A PUT
+	// cut short leaves the upload pending, to be sent again; bytes that
+	// are not what was declared refuse and delete it.
+	PutUpload(ctx context.Context, userID int64, uploadID string, body io.Reader, length int64) (Upload, error)
+	// CompleteUpload checks bytes the client sent to the object store.
+	CompleteUpload(ctx context.Context, userID int64, uploadID string) (Upload, error)
+	GetUpload(ctx context.Context, userID int64, uploadID string) (Upload, error)
+	// OpenAttachment hands a member an attachment or its thumbnail:
+	// not_found when unknown (or another user's upload not yet sent),
+	// not_member when the caller is not in its conversation, gone when
+	// its message was recalled.
+	OpenAttachment(ctx context.Context, userID int64, id string, thumbnail bool) (Download, error)
+}
+
+// BlobReader reads a stored blob: sequentially, at offsets, seeking (a
+// Range request), then closed.
+type BlobReader interface {
+	io.Reader
+	io.ReaderAt
+	io.Seeker
+	io.Closer
+}
+
+// BlobInfo describes a stored blob.
+type BlobInfo struct {
+	Size    int64
+	ModTime time.Time
+}
+
+// Blob store errors.
+var (
+	ErrBlobNotFound = errors.New("blob not found")
+	// ErrBlobSize: Put's reader held fewer or more bytes than declared;
+	// nothing was stored.
+	ErrBlobSize = errors.New("blob is not the declared size")
+	// ErrNoDirectAccess: the store has no URLs of its own (local disk:
+	// chatd serves the bytes).
+	ErrNoDirectAccess = errors.New("blob store has no direct access URLs")
+)
+
+// BlobStore keeps attachment bytes under keys chatd picks (random,
+// unguessable); PostgreSQL keeps what they are. internal/blob implements
+// it on local disk and on S3-compatible object storage. Every method is
+// safe for concurrent use.
+type BlobStore interface {
+	// Put stores exactly size bytes of r under key, all or nothing: a
+	// reader with fewer or more bytes fails with ErrBlobSize and stores
+	// nothing; a key written again is replaced whole.
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	// Open reads a blob (ErrBlobNotFound).
+	Open(ctx context.Context, key string) (BlobReader, error)
+	// Stat describes a blob (ErrBlobNotFound).
+	Stat(ctx context.Context, key string) (BlobInfo, error)
+	// Delete removes a blob; a missing one is not an error (deleting is
+	// idempotent, so a deletion interrupted by a crash is simply run
+	// again).
+	Delete(ctx context.Context, key string) error
+	// List calls fn with every key (operators' checks and tests).
+	List(ctx context.Context, fn func(key string) error) error
+	// Direct reports whether clients upload and download with presigned
+	// URLs (PresignPut, PresignGet) rather than through chatd.
+	Direct() bool
+	// PresignPut returns a URL (and the headers the PUT must carry) that
+	// stores exactly size bytes under key until ttl passes.
+	PresignPut(ctx context.Context, key, contentType string, size int64, ttl time.Duration) (string, map[string]string, error)
+	// PresignGet returns a URL that reads key until ttl passes, answered
+	// with contentType and Content-Disposition disposition.
+	PresignGet(ctx context.Context, key string, ttl time.Duration, contentType, disposition string) (string, error)
+}
+
+// ThumbnailKey is where an attachment's thumbnail is stored beside it:
+// deleting an attachment deletes both keys, so a thumbnail never outlives
+// its attachment whatever crashed when.
+func ThumbnailKey(blobKey string) string { return blobKey + ".thumb" }
+
+// UploadRecord is an upload as the store of record keeps it.
+type UploadRecord struct {
+	ID             string
+	BlobKey        string
+	UploaderID     int64
+	ConversationID int64
+	Name           string
+	DeclaredType   string
+	DeclaredSize   int64
+	DurationMs     int64 // declared, or read
+	State          UploadState
+	CreatedAt      time.Time
+	URLExpiresAt   time.Time
+	CompletedAt    *time.Time
+	Seq            int64 // attached: the message
+	Caption        string
+	// Known once complete.
+	ContentType   string
+	Size          int64
+	SHA256        string
+	Width, Height int
+	// ThumbState: "" (none: not an image chatd can decode), pending,
+	// ready or failed.
+	ThumbState string
+	Thumbnail  *Thumbnail
+}
+
+// Attachment is the record as a message carries it.
+func (r UploadRecord) Attachment() Attachment {
+	a := Attachment{ID: r.ID, Name: r.Name, ContentType: r.ContentType, Size: r.Size, SHA256: r.SHA256,
+		Width: r.Width, Height: r.Height, DurationMs: r.DurationMs, Caption: r.Caption}
+	if r.ThumbState == "ready" && r.Thumbnail != nil {
+		t := *r.Thumbnail
+		a.Thumbnail = &t
+	}
+	return a
+}
+
+// UploadMeta is what chatd learnt of an upload's bytes.
+type UploadMeta struct {
+	ContentType   string
+	Size          int64
+	SHA256        string
+	Width, Height int
+	DurationMs    int64
+	Thumbnail     bool // an image chatd will make a thumbnail of
+}
+
+// AttachmentStore keeps uploads, attachments and the blob deletion
+// queue in the store of record (store.Attachments). A blob is deleted
+// only through the queue, which is written in the transaction that drops
+// what referenced it: a crash between PostgreSQL and the blob store
+// leaves a queue row, never an orphan.
+type AttachmentStore interface {
+	// CreateUpload records r (pending) if its uploader is a member of
+	// its conversation and, with a bytes-per-day quota (> 0), the day's
+	// declared bytes stay within it (rate_limited, retry at midnight UTC).
+	CreateUpload(ctx context.Context, r UploadRecord, quotaBytes int64) error
+	GetUpload(ctx context.Context, id string) (UploadRecord, error)
+	// CompleteUpload moves a pending upload to complete; false when it
+	// was not pending any more (then nothing changed).
+	CompleteUpload(ctx context.Context, id string, m UploadMeta) (bool, error)
+	// DropUpload deletes an upload not attached to any message and
+	// queues its blob's deletion for notBefore (a presigned PUT may
+	// still write it until then).
+	DropUpload(ctx context.Context, id string, notBefore time.Time) error
+	// QueueBlobDeletion queues a blob nothing references (bytes written
+	// for an upload that went meanwhile).
+	QueueBlobDeletion(ctx context.Context, key, reason string, notBefore time.Time) error
+	// SetThumbnail records the thumbnail made for id (nil: it could not
+	// be made). false: the attachment is gone or recalled; its blobs
+	// were queued for deletion again, thumbnail included.
+	SetThumbnail(ctx context.Context, id string, t *Thumbnail) (bool, error)
+	// PendingThumbnails lists complete or attached images still waiting
+	// for their thumbnail (after a restart).
+	PendingThumbnails(ctx context.Context, limit int) ([]UploadRecord, error)
+	// Attachment returns what userID may fetch (see Attachments).
+	Attachment(ctx context.Context, id string, userID int64) (UploadRecord, error)
+	// ExpireUploads drops up to limit uploads never attached and created
+	// before cutoff, queueing their blobs; it returns how many.
+	ExpireUploads(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// DeleteBlobs claims up to limit due deletions, calls del for each
+	// key and forgets those del succeeded for, in one transaction: a
+	// crash forgets nothing. It returns how many were done.
+	DeleteBlobs(ctx context.Context, limit int, del func(ctx context.Context, key string) error) (int, error)
+}
+
+// CreateUpload validates an upload request, charges the uploader's
+// upload rate limit and asks the attachment subsystem for a ticket.
+func (s *Service) CreateUpload(ctx context.Context, req UploadRequest) (UploadTicket, error) {
+	a, err := s.attachments()
+	if err != nil {
+		return UploadTicket{}, err
+	}
+	if err := ValidateID("conversationId", req.ConversationID); err != nil {
+		return UploadTicket{}, err
+	}
+	if req.Size <= 0 {
+		return UploadTicket{}, Errorf(CodeInvalid, "size must be the file's size in bytes, at least 1")
+	}
+	if req.DurationMs < 0 {
+		return UploadTicket{}, Errorf(CodeInvalid, "durationMs must not be negative")
+	}
+	if err := s.take(ctx, RateUpload, UserKey(req.UserID)); err != nil {
+		return UploadTicket{}, err
+	}
+	t, err := a.CreateUpload(ctx, req)
+	switch ErrorCode(err) {
+	case CodeUnavailable, CodeInternal, CodeInvalid, CodeTooLarge, CodeUnsupported:
+		// Nothing was recorded: the server failed, or the request was
+		// refused on its face (a file too large, a type not allowed).
+		if err != nil {
+			s.refund(context.WithoutCancel(ctx), RateUpload, UserKey(req.UserID))
+		}
+	}
+	return t, err
+}
+
+// PutUpload streams an upload's bytes (chatd's own upload URL).
+func (s *Service) PutUpload(ctx context.Context, userID int64, uploadID string, body io.Reader, length int64) (Upload, error) {
+	a, err := s.attachments()
+	if err != nil {
+		return Upload{}, err
+	}
+	if err := ValidateUploadID("uploadId", uploadID); err != nil {
+		return Upload{}, err
+	}
+	return a.PutUpload(ctx, userID, uploadID, body, length)
+}
+
+// CompleteUpload checks an upload sent to the object store.
+func (s *Service) CompleteUpload(ctx context.Context, userID int64, uploadID string) (Upload, error) {
+	a, err := s.attachments()
+	if err != nil {
+		return Upload{}, err
+	}
+	if err := ValidateUploadID("uploadId", uploadID); err != nil {
+		return Upload{}, err
+	}
+	return a.CompleteUpload(ctx, userID, uploadID)
+}
+
+// GetUpload reports where the caller's upload stands.
+func (s *Service) GetUpload(ctx context.Context, userID int64, uploadID string) (Upload, error) {
+	a, err := s.attachments()
+	if err != nil {
+		return Upload{}, err
+	}
+	if err := ValidateUploadID("uploadId", uploadID); err != nil {
+		return Upload{}, err
+	}
+	return a.GetUpload(ctx, userID, uploadID)
+}
+
+// OpenAttachment hands a member an attachment or its thumbnail.
+func (s *Service) OpenAttachment(ctx context.Context, userID int64, id string, thumbnail bool) (Download, error) {
+	a, err := s.attachments()
+	if err != nil {
+		return Download{}, err
+	}
+	if err := ValidateUploadID("attachment id", id); err != nil {
+		// Not an id chatd hands out: no such attachment.
+		return Download{}, Errorf(CodeNotFound, "no attachment %q", truncate(id, 40))
+	}
+	return a.OpenAttachment(ctx, userID, id, thumbnail)
+}
+
+func (s *Service) attachments() (Attachments, error) {
+	if s.Attachments == nil {
+		return nil, Errorf(CodeNotFound, "attachments are not enabled on this server")
+	}
+	return s.Attachments, nil
+}

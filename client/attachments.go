@@ -1,0 +1,470 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Attachment is a file a message carries (docs/protocol.md
+// "Attachments"): ContentType is what chatd sniffed from the bytes,
+// SHA256 is of the bytes Download returns.
+type Attachment struct {
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	ContentType string     `json:"contentType"`
+	Size        int64      `json:"size"`
+	SHA256      string     `json:"sha256"`
+	Width       int        `json:"width,omitempty"`
+	Height      int        `json:"height,omitempty"`
+	DurationMs  int64      `json:"durationMs,omitempty"`
+	Caption     string     `json:"caption,omitempty"`
+	Thumbnail   *Thumbnail `json:"thumbnail,omitempty"`
+}
+
+// Thumbnail is a small JPEG of an image attachment (DownloadThumbnail).
+type Thumbnail struct {
+	ContentType string `json:"contentType"`
+	Width       int    `json:"width"`
+	Height      int    `json:"height"`
+	Size        int64  `json:"size"`
+}
+
+// AttachmentRef names an upload a message carries, with its caption.
+type AttachmentRef struct {
+	UploadID string `json:"uploadId"`
+	Caption  string `json:"caption,omitempty"`
+}
+
+// Ref is the attachment as a send names it.
+func (a Attachment) Ref() AttachmentRef { return AttachmentRef{UploadID: a.ID, Caption: a.Caption} }
+
+// UploadOptions tune Upload.
+type UploadOptions struct {
+	// ContentType declares the file's type; "" takes it from the name's
+	// extension, else from the first bytes. chatd checks it against the
+	// bytes either way.
+	ContentType string
+	// DurationMs is an audio or video file's length, when known (chatd
+	// reads it itself from WAV, MP4, Ogg and WebM files that say it).
+	DurationMs int64
+	// Progress, when set, is called as bytes are sent (sent of total).
+	Progress func(sent, total int64)
+	// Attempts bounds the PUTs of the bytes (default 6): a PUT cut short
+	// by the network is sent again from the start.
+	Attempts int
+}
+
+type ticket struct {
+	UploadID    string            `json:"uploadId"`
+	URL         string            `json:"url"`
+	Method      string            `json:"method"`
+	Headers     map[string]string `json:"headers"`
+	ExpiresAt   time.Time         `json:"expiresAt"`
+	CompleteURL string            `json:"completeUrl"`
+}
+
+type uploadState struct {
+	UploadID   string      `json:"uploadId"`
+	State      string      `json:"state"`
+	Attachment *Attachment `json:"attachment"`
+}
+
+// Upload uploads a file for a conversation and returns it as a message
+// will carry it; send it with SendMessage(…, SendOptions{Attachments:
+// []AttachmentRef{a.Ref()}}). The ticket comes over MQTT (RPC
+// upload.create); the bytes go to chatd's HTTP API (Config.HTTPURL) or
+// straight to the object store, and a PUT cut short is sent again from
+// the start, so r is read once into a temporary file unless it can be
+// re-read itself (an *os.File, *bytes.Reader, *strings.Reader or any
+// io.ReadSeeker).
+func (c *Client) Upload(ctx context.Context, conversationID int64, name string, r io.Reader) (Attachment, error) {
+	return c.UploadWithOptions(ctx, conversationID, name, r, UploadOptions{})
+}
+
+// UploadWithOptions is Upload with a declared type, duration or progress.
+func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, name string, r io.Reader, o UploadOptions) (Attachment, error) {
+	src, err := newSource(r)
+	if err != nil {
+		return Attachment{}, err
+	}
+	defer src.close()
+	if src.size <= 0 {
+		return Attachment{}, &Error{Op: "upload", Code: "invalid", Message: "the file is empty"}
+	}
+	ctype := o.ContentType
+	if ctype == "" {
+		ctype = guessType(name, src)
+	}
+	attempts := o.Attempts
+	if attempts <= 0 {
+		attempts = 6
+	}
+	var t ticket
+	newTicket := func() error {
+		return c.call(ctx, "upload.create", map[string]any{"conversationId": conversationID, "name": filepath.Base(name),
+			"contentType": ctype, "size": src.size, "durationMs": o.DurationMs}, &t, false)
+	}
+	if err := newTicket(); err != nil {
+		return Attachment{}, err
+	}
+	var last error
+	for attempt := 0; attempt < attempts; attempt++ {
+		if attempt > 0 {
+			if !sleepCtx(ctx, c.backoff(attempt)) {
+				return Attachment{}, fmt.Errorf("upload %s: %w (last attempt: %w)", name, ctx.Err(), last)
+			}
+			if time.Until(t.ExpiresAt) < 30*time.Second {
+				if err := newTicket(); err != nil {
+					return Attachment{}, err
+				}
+			}
+		}
+		up, err := c.putBytes(ctx, t, src, o.Progress)
+		if err == nil {
+			if up.Attachment == nil {
+				return Attachment{}, fmt.Errorf("upload %s: chatd answered without the attachment", name)
+			}
+			return *up.Attachment, nil
+		}
+		var ce *Error
+		if errors.As(err, &ce) && ce.Code == "conflict" {
+			// An earlier PUT got through but its answer was lost.
+			var st uploadState
+			if err := c.call(ctx, "upload.get", map[string]any{"uploadId": t.UploadID}, &st, true); err == nil && st.Attachment != nil {
+				return *st.Attachment, nil
+			}
+		}
+		if errors.As(err, &ce) && ce.Code == "gone" {
+			if err := newTicket(); err != nil {
+				return Attachment{}, err
+			}
+			continue
+		}
+		if !retryableUpload(err) {
+			return Attachment{}, err
+		}
+		last = err
+		c.cfg.Logger.Info("upload interrupted; sending it again", "name", name, "attempt", attempt+1, "err", err)
+	}
+	return Attachment{}, fmt.Errorf("upload %s: gave up after %d attempts: %w", name, attempts, last)
+}
+
+// retryableUpload: the network broke or chatd was briefly unable; a
+// refusal for the bytes themselves is final.
+func retryableUpload(err error) bool {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce.Code == "unavailable" || ce.Code == "internal" || ce.Code == "rate_limited" ||
+			(ce.Code == "invalid" && strings.Contains(ce.Message, "cut short"))
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// putBytes sends the bytes where the ticket says and, for an object
+// store, completes the upload.
+func (c *Client) putBytes(ctx context.Context, t ticket, src *source, progress func(int64, int64)) (uploadState, error) {
+	body, err := src.open()
+	if err != nil {
+		return uploadState{}, err
+	}
+	if progress != nil {
+		body = &progressReader{r: body, total: src.size, fn: progress}
+	}
+	own := strings.HasPrefix(t.URL, "/")
+	url := t.URL
+	if own {
+		if c.cfg.HTTPURL == "" {
+			return uploadState{}, &Error{Op: "upload", Code: "invalid",
+				Message: "chatd keeps files on its own disk: set Config.HTTPURL (e.g. http://127.0.0.1:8080) to upload"}
+		}
+		url = c.cfg.HTTPURL + t.URL
+	}
+	method := t.Method
+	if method == "" {
+		method = http.MethodPut
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return uploadState{}, fmt.Errorf("upload: %w", err)
+	}
+	req.ContentLength = src.size
+	for k, v := range t.Headers {
+		req.Header.Set(k, v)
+	}
+	if own {
+		if err := c.authorize(ctx, req); err != nil {
+			return uploadState{}, err
+		}
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return uploadState{}, fmt.Errorf("upload: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		if own {
+			return uploadState{}, httpError("upload", resp.StatusCode, b)
+		}
+		// The object store's own answer (XML).
+		code := "unavailable"
+		if resp.StatusCode == http.StatusForbidden {
+			code = "gone" // expired or refused signature: a new ticket
+		} else if resp.StatusCode < 500 {
+			code = "invalid"
+		}
+		return uploadState{}, &Error{Op: "upload", Code: code, Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
+	}
+	var st uploadState
+	if t.CompleteURL != "" {
+		err := c.call(ctx, "upload.complete", map[string]any{"uploadId": t.UploadID}, &st, false)
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("upload: decode chatd's answer: %w", err)
+	}
+	return st, nil
+}
+
+// httpError reads chatd's JSON error body.
+func httpError(op string, status int, b []byte) error {
+	var body struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	e := &Error{Op: op, Status: status, Code: "internal"}
+	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
+		e.Code, e.Message = body.Error.Code, body.Error.Message
+	} else if status >= 500 || status == http.StatusTooManyRequests {
+		e.Code = "unavailable"
+	}
+	return e
+}
+
+func (c *Client) authorize(ctx context.Context, req *http.Request) error {
+	tok := c.cfg.Token
+	if c.cfg.TokenFunc != nil {
+		t, err := c.cfg.TokenFunc(ctx)
+		if err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		tok = t
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return nil
+}
+
+// http is the client's HTTP client: no overall timeout (a large file on a
+// slow network takes what it takes), a bounded wait for headers.
+func (c *Client) http() *http.Client {
+	c.httpOnce.Do(func() {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = c.cfg.TLS
+		tr.ResponseHeaderTimeout = 60 * time.Second
+		c.httpc = &http.Client{Transport: tr}
+	})
+	return c.httpc
+}
+
+// source is a file Upload can read again from the start.
+type source struct {
+	size  int64
+	open  func() (io.Reader, error)
+	close func()
+}
+
+func newSource(r io.Reader) (*source, error) {
+	if ra, ok := r.(interface {
+		io.ReaderAt
+		Size() int64
+	}); ok { // *bytes.Reader, *strings.Reader, *io.SectionReader
+		n := ra.Size()
+		return &source{size: n, open: func() (io.Reader, error) { return io.NewSectionReader(ra, 0, n), nil }, close: func() {}}, nil
+	}
+	if s, ok := r.(io.ReadSeeker); ok { // *os.File
+		start, err := s.Seek(0, io.SeekCurrent)
+		if err == nil {
+			end, err := s.Seek(0, io.SeekEnd)
+			if err == nil {
+				return &source{size: end - start, close: func() {},
+					open: func() (io.Reader, error) {
+						if _, err := s.Seek(start, io.SeekStart); err != nil {
+							return nil, fmt.Errorf("upload: rewind the file: %w", err)
+						}
+						return io.LimitReader(s, end-start), nil
+					}}, nil
+			}
+		}
+	}
+	f, err := os.CreateTemp("", "chatd-upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("upload: spool the file: %w", err)
+	}
+	cleanup := func() { f.Close(); os.Remove(f.Name()) }
+	n, err := io.Copy(f, r)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("upload: spool the file: %w", err)
+	}
+	return &source{size: n, close: cleanup, open: func() (io.Reader, error) { return io.NewSectionReader(f, 0, n), nil }}, nil
+}
+
+// guessType is the name's extension's type, else the first bytes'.
+func guessType(name string, src *source) string {
+	if t := mime.TypeByExtension(strings.ToLower(filepath.Ext(name))); t != "" {
+		if mt, _, err := mime.ParseMediaType(t); err == nil {
+			return mt
+		}
+	}
+	head := make([]byte, 512)
+	if r, err := src.open(); err == nil {
+		n, _ := io.ReadFull(r, head)
+		head = head[:n]
+	}
+	t, _, _ := strings.Cut(http.DetectContentType(head), ";")
+	return t
+}
+
+type progressReader struct {
+	r     io.Reader
+	sent  int64
+	total int64
+	fn    func(int64, int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.sent += int64(n)
+		p.fn(p.sent, p.total)
+	}
+	return n, err
+}
+
+// DownloadInfo describes a downloaded attachment.
+type DownloadInfo struct {
+	Name        string
+	ContentType string
+	Size        int64 // the whole file's
+	Written     int64 // bytes written by this call
+}
+
+// Download writes an attachment to w (HTTP GET /v1/attachments/{id}, from
+// chatd or, redirected, from the object store). A connection that breaks
+// is resumed where it stopped with a Range request, until ctx ends.
+func (c *Client) Download(ctx context.Context, attachmentID string, w io.Writer) (DownloadInfo, error) {
+	return c.DownloadFrom(ctx, attachmentID, w, 0)
+}
+
+// DownloadFrom is Download from byte offset on, to resume a file a
+// previous run wrote offset bytes of.
+func (c *Client) DownloadFrom(ctx context.Context, attachmentID string, w io.Writer, offset int64) (DownloadInfo, error) {
+	return c.download(ctx, "/v1/attachments/"+attachmentID, w, offset)
+}
+
+// DownloadThumbnail writes an image attachment's thumbnail to w.
+func (c *Client) DownloadThumbnail(ctx context.Context, attachmentID string, w io.Writer) (DownloadInfo, error) {
+	return c.download(ctx, "/v1/attachments/"+attachmentID+"/thumbnail", w, 0)
+}
+
+func (c *Client) download(ctx context.Context, path string, w io.Writer, offset int64) (DownloadInfo, error) {
+	var info DownloadInfo
+	if c.cfg.HTTPURL == "" {
+		return info, &Error{Op: "download", Code: "invalid", Message: "set Config.HTTPURL (e.g. http://127.0.0.1:8080) to download attachments"}
+	}
+	failures := 0
+	var last error
+	for {
+		done, progressed, err := c.downloadOnce(ctx, path, w, &offset, &info)
+		if done {
+			return info, nil
+		}
+		if progressed {
+			failures = 0
+		}
+		var ce *Error
+		if errors.As(err, &ce) && ce.Code != "unavailable" {
+			return info, err
+		}
+		if ctx.Err() != nil {
+			return info, fmt.Errorf("download: %w (last attempt: %w)", ctx.Err(), err)
+		}
+		last = err
+		failures++
+		if failures > 8 {
+			return info, fmt.Errorf("download: gave up after %d attempts without progress: %w", failures, last)
+		}
+		c.cfg.Logger.Info("download interrupted; resuming", "path", path, "at", offset, "err", err)
+		if !sleepCtx(ctx, c.backoff(failures)) {
+			return info, fmt.Errorf("download: %w (last attempt: %w)", ctx.Err(), last)
+		}
+	}
+}
+
+// downloadOnce is one GET from *offset; done when the file is whole.
+func (c *Client) downloadOnce(ctx context.Context, path string, w io.Writer, offset *int64, info *DownloadInfo) (done, progressed bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.HTTPURL+path, nil)
+	if err != nil {
+		return false, false, err
+	}
+	if err := c.authorize(ctx, req); err != nil {
+		return false, false, err
+	}
+	if *offset > 0 {
+		// Attachments never change (their ETag is their sha256), so the
+		// rest is the rest of the same bytes.
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(*offset, 10)+"-")
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return false, false, fmt.Errorf("download: %w", err)
+	}
+	defer resp.Body.Close()
+	skip := int64(0)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		info.Size, skip = resp.ContentLength, *offset // the whole file: skip what we have
+	case http.StatusPartialContent:
+		var start, end, size int64
+		if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &start, &end, &size); err != nil || start != *offset {
+			return false, false, fmt.Errorf("download: unexpected Content-Range %q", resp.Header.Get("Content-Range"))
+		}
+		info.Size = size
+	case http.StatusRequestedRangeNotSatisfiable:
+		return true, false, nil // offset is the end: nothing left
+	default:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return false, false, httpError("download", resp.StatusCode, b)
+	}
+	info.ContentType = resp.Header.Get("Content-Type")
+	if _, p, err := mime.ParseMediaType(resp.Header.Get("Content-Disposition")); err == nil {
+		info.Name = p["filename"]
+	}
+	if skip > 0 {
+		if _, err := io.CopyN(io.Discard, resp.Body, skip); err != nil {
+			return false, false, fmt.Errorf("download: %w", err)
+		}
+	}
+	n, err := io.Copy(w, resp.Body)
+	*offset += n
+	info.Written += n
+	if err != nil {
+		return false, n > 0, fmt.Errorf("download: cut after %d bytes: %w", *offset, err)
+	}
+	if info.Size >= 0 && *offset < info.Size {
+		return false, n > 0, fmt.Errorf("download: %d of %d bytes", *offset, info.Size)
+	}
+	return true, n > 0, nil
+}

@@ -1,0 +1,142 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/media/mediatest"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := "mqtt://" + srv.MQTTAddr()
+	cfg1, cfg2 := testConfig(t, broker, 1), testConfig(t, broker, 2)
+	cfg1.HTTPURL, cfg2.HTTPURL = "http://"+srv.HTTPAddr(), "http://"+srv.HTTPAddr()
+	alice, bob := connect(t, cfg1), connect(t, cfg2)
+	ctx := ctxFor(t, 30*time.Second)
+
+	photo := mediatest.JPEG(900, 600)
+	var progress atomic.Int64
+	// A reader that can only be read once: Upload spools it.
+	a, err := alice.UploadWithOptions(ctx, g.ID, "dir/photo.jpg", io.MultiReader(bytes.NewReader(photo)),
+		client.UploadOptions{Progress: func(sent, _ int64) { progress.Store(sent) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != "photo.jpg" || a.ContentType != "image/jpeg" || a.Width != 900 || a.Thumbnail == nil || progress.Load() != int64(len(photo)) {
+		t.Fatalf("upload: %+v, progress %d", a, progress.Load())
+	}
+	seq, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}})
+	if err != nil || seq != 1 {
+		t.Fatalf("send: %d %v", seq, err)
+	}
+	ev := messages(t, bob, g.ID, 1, 15*time.Second)[0]
+	if ev.MsgType != "image" || len(ev.Attachments) != 1 || ev.Attachments[0].SHA256 != a.SHA256 {
+		t.Fatalf("event: %+v", ev)
+	}
+	var buf bytes.Buffer
+	info, err := bob.Download(ctx, ev.Attachments[0].ID, &buf)
+	if err != nil || info.Name != "photo.jpg" || info.Size != a.Size {
+		t.Fatalf("download: %+v %v", info, err)
+	}
+	if sum := sha256.Sum256(buf.Bytes()); hex.EncodeToString(sum[:]) != a.SHA256 {
+		t.Fatal("downloaded bytes differ from the announced sha256")
+	}
+	var thumb bytes.Buffer
+	if _, err := bob.DownloadThumbnail(ctx, a.ID, &thumb); err != nil || int64(thumb.Len()) != a.Thumbnail.Size {
+		t.Fatalf("thumbnail: %d bytes, %v", thumb.Len(), err)
+	}
+	// Resuming a partial file: the rest only.
+	var rest bytes.Buffer
+	if info, err := bob.DownloadFrom(ctx, a.ID, &rest, 1000); err != nil || info.Written != a.Size-1000 || !bytes.Equal(rest.Bytes(), buf.Bytes()[1000:]) {
+		t.Fatalf("resume: %+v %v", info, err)
+	}
+	// A non-member is refused for good.
+	eve := connect(t, func() client.Config { c := testConfig(t, broker, 3); c.HTTPURL = cfg1.HTTPURL; return c }())
+	if _, err := eve.Download(ctx, a.ID, io.Discard); !errors.Is(err, client.ErrNotMember) {
+		t.Fatalf("non-member download: %v", err)
+	}
+	// A voice note from a file on disk.
+	p := filepath.Join(t.TempDir(), "note.wav")
+	if err := os.WriteFile(p, mediatest.WAV(1200), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(p)
+	defer f.Close()
+	v, err := alice.Upload(ctx, g.ID, p, f)
+	if err != nil || v.DurationMs != 1200 || v.ContentType != "audio/wav" {
+		t.Fatalf("voice note: %+v %v", v, err)
+	}
+	// A refused file is an *Error with chatd's code.
+	if _, err := alice.Upload(ctx, g.ID, "cat.png", bytes.NewReader(mediatest.HTML())); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("HTML as a PNG: %v", err)
+	}
+}
+
+// TestAnUploadCutByTheNetworkIsSentAgain cuts the first PUT halfway
+// (a proxy that drops the connection): Upload sends it again and the
+// message is sent once.
+func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse("http://" + srv.HTTPAddr())
+	var puts atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && puts.Add(1) == 1 {
+			// Read half, then drop the connection under the client.
+			_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			_ = conn.Close()
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.HTTPURL = "http://" + ln.Addr().String()
+	alice := connect(t, cfg)
+	ctx := ctxFor(t, 30*time.Second)
+	data := mediatest.PNG(300, 300)
+	a, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if puts.Load() != 2 {
+		t.Fatalf("%d PUTs, want the cut one and its retry", puts.Load())
+	}
+	if _, err := alice.SendMessage(ctx, g.ID, "again", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := srv.Pool.QueryRow(ctx, `SELECT count(*) FROM message WHERE conversation_id = $1`, g.ID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d messages, %v", n, err)
+	}
+}

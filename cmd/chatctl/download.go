@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/chatd/chatd/client"
+)
+
+// addHTTPFlag is --http, chatd's HTTP API (uploads and downloads).
+func addHTTPFlag(fs *flag.FlagSet) *string {
+	return fs.String("http", "", "chatd HTTP API, http://host:port (default http://$CHAT_HTTP_ADDR, else http://127.0.0.1:8080)")
+}
+
+// withHTTP sets the client's HTTP API from --http or chatd's settings.
+func withHTTP(a *app, flagVal string) func(*client.Config) {
+	return func(cfg *client.Config) {
+		if flagVal != "" {
+			cfg.HTTPURL = flagVal
+			return
+		}
+		host, port, err := net.SplitHostPort(a.settings.HTTPAddr)
+		if err != nil {
+			cfg.HTTPURL = "http://127.0.0.1:8080"
+			return
+		}
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			host = "127.0.0.1"
+		}
+		cfg.HTTPURL = "http://" + net.JoinHostPort(host, port)
+	}
+}
+
+// explainUpload turns a refused upload into what to do next.
+func explainUpload(err error, fs *flag.FlagSet, user, conv int64, path string) error {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case "too_large":
+			return hint(err, "%s is larger than chatd accepts (max_upload_bytes, CHAT_MAX_UPLOAD_BYTES): %s", path, ce.Message)
+		case "unsupported":
+			return hint(err, "chatd does not accept %s: %s (upload_types, CHAT_UPLOAD_TYPES, lists what it does)", path, ce.Message)
+		case "rate_limited":
+			return hint(err, "%s: %s", path, ce.Message)
+		}
+	}
+	return explainChat(err, fs, user, conv)
+}
+
+func runDownload(ctx context.Context, a *app, args []string) error {
+	fs := newFlags("download", "download --user N --id ATTACHMENT [--out PATH] [--resume]",
+		"Download an attachment as --user (a member of its conversation) over chatd's\nHTTP API, following an object store's redirect. --out - writes to stdout;\nwithout --out the file gets the attachment's name in the current directory.\n--resume continues a partial --out file where it stops (a Range request);\na broken connection is resumed by itself.",
+		`chatctl download --user 2 --id ofbjcmujwrisdvlx7lig5xzoiu`,
+		`chatctl download --user 2 --id ofbjcmujwrisdvlx7lig5xzoiu --out photo.jpg --resume`)
+	cf := addChatFlags(fs)
+	id := fs.String("id", "", "the attachment id (message.new's attachments[].id)")
+	out := fs.String("out", "", "where to write it (- for stdout; default its name)")
+	resume := fs.Bool("resume", false, "continue a partial --out file")
+	httpURL := addHTTPFlag(fs)
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	if *id == "" {
+		return usagef("%s: --id is required (an attachment id from a message)", fs.Name())
+	}
+	if *resume && (*out == "" || *out == "-") {
+		return usagef("%s: --resume needs --out PATH, the partial file", fs.Name())
+	}
+	c, closeFn, err := cf.connect(ctx, a, fs, withHTTP(a, *httpURL))
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if *out == "-" {
+		if _, err := c.Download(ctx, *id, a.stdout); err != nil {
+			return explainDownload(err, fs, *cf.user, *id)
+		}
+		return nil
+	}
+	// Without --out the name is the attachment's; write to a temporary
+	// file and rename once its name is known and the bytes are whole.
+	path, offset := *out, int64(0)
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if path == "" {
+		path = ".chatctl-download-" + *id
+	}
+	if *resume {
+		if fi, err := os.Stat(path); err == nil {
+			offset = fi.Size()
+		}
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.Name(), err)
+	}
+	info, err := c.DownloadFrom(ctx, *id, f, offset)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if *out == "" {
+			os.Remove(path)
+		}
+		return explainDownload(err, fs, *cf.user, *id)
+	}
+	if *out == "" {
+		name := filepath.Base(info.Name)
+		if name == "" || name == "." || name == "/" {
+			name = *id
+		}
+		if err := os.Rename(path, name); err != nil {
+			return fmt.Errorf("%s: %w", fs.Name(), err)
+		}
+		path = name
+	}
+	if *cf.json {
+		return printJSON(a.stdout, map[string]any{"path": path, "name": info.Name, "contentType": info.ContentType, "size": info.Size, "written": info.Written})
+	}
+	fmt.Fprintf(a.stdout, "saved %s (%s, %d bytes)\n", path, info.ContentType, info.Size)
+	return nil
+}
+
+func explainDownload(err error, fs *flag.FlagSet, user int64, id string) error {
+	switch {
+	case errors.Is(err, client.ErrNotMember):
+		return hint(err, "user %d is not a member of the conversation attachment %s was sent in", user, id)
+	case errors.Is(err, client.ErrNotFound):
+		return hint(err, "there is no attachment %s (or it is another user's upload not sent yet)", id)
+	case errors.Is(err, client.ErrGone):
+		return hint(err, "attachment %s was recalled with its message", id)
+	}
+	return explainChat(err, fs, user, 0)
+}

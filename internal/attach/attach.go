@@ -1,0 +1,576 @@
+package attach
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/media"
+)
+
+// Config configures a Service; zero durations and counts take the
+// defaults documented on each field.
+type Config struct {
+	Store chat.AttachmentStore
+	Blobs chat.BlobStore
+	// Limits: size, types and image pixels (chat defaults when zero).
+	Limits chat.UploadLimits
+	// QuotaBytesPerDay bounds the bytes a user declares per UTC day
+	// (0: no quota).
+	QuotaBytesPerDay int64
+	// URLExpiry: how long an upload URL is valid (15m).
+	URLExpiry time.Duration
+	// DownloadExpiry: how long a presigned download URL is valid (5m).
+	DownloadExpiry time.Duration
+	// TTL: uploads never attached are deleted this long after they were
+	// created (24h). It must be longer than URLExpiry.
+	TTL time.Duration
+	// ThumbnailWorkers bounds the images decoded at once (2): each may
+	// hold up to MaxPixels × 4 bytes.
+	ThumbnailWorkers int
+	// ThumbnailWait: how long completing an upload waits for its
+	// thumbnail (5s).
+	ThumbnailWait time.Duration
+	// CleanupInterval: how often expired uploads are dropped and queued
+	// blobs deleted (1m).
+	CleanupInterval time.Duration
+	Logger          *slog.Logger
+	Registerer      prometheus.Registerer
+}
+
+// Service implements chat.Attachments.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	mu  sync.Mutex
+	ops map[string]*op // uploads being written or completed
+
+	jobs   chan thumbJob
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	start  sync.Once
+	closed sync.Once
+}
+
+var _ chat.Attachments = (*Service)(nil)
+
+// op is a PUT or completion of one upload in progress: a new PUT
+// interrupts it (interrupt) and waits for it (done).
+type op struct {
+	interrupt func()
+	done      chan struct{}
+}
+
+type thumbJob struct {
+	rec  chat.UploadRecord
+	done chan struct{} // closed when made or failed; nil: nobody waits
+}
+
+// New checks cfg and returns a Service; Start starts its goroutines.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Blobs == nil {
+		return nil, errors.New("attach: Store and Blobs are required")
+	}
+	if cfg.Limits.MaxBytes <= 0 {
+		cfg.Limits.MaxBytes = chat.DefaultMaxUploadBytes
+	}
+	if len(cfg.Limits.Types) == 0 {
+		cfg.Limits.Types = chat.DefaultUploadTypes
+	}
+	if cfg.Limits.MaxPixels <= 0 {
+		cfg.Limits.MaxPixels = chat.DefaultMaxImagePixels
+	}
+	cfg.URLExpiry = orDefault(cfg.URLExpiry, 15*time.Minute)
+	cfg.DownloadExpiry = orDefault(cfg.DownloadExpiry, 5*time.Minute)
+	cfg.TTL = orDefault(cfg.TTL, 24*time.Hour)
+	cfg.ThumbnailWait = orDefault(cfg.ThumbnailWait, 5*time.Second)
+	cfg.CleanupInterval = orDefault(cfg.CleanupInterval, time.Minute)
+	if cfg.ThumbnailWorkers <= 0 {
+		cfg.ThumbnailWorkers = 2
+	}
+	if cfg.TTL <= cfg.URLExpiry {
+		return nil, fmt.Errorf("attach: the upload TTL (%s) must be longer than the upload URL expiry (%s)", cfg.TTL, cfg.URLExpiry)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, ops: map[string]*op{},
+		jobs: make(chan thumbJob, 1024), stop: make(chan struct{})}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Start starts the thumbnail workers and the cleanup loop.
+func (s *Service) Start() {
+	s.start.Do(func() {
+		for i := 0; i < s.cfg.ThumbnailWorkers; i++ {
+			s.wg.Add(1)
+			go s.thumbnailer()
+		}
+		s.wg.Add(1)
+		go s.cleanup()
+	})
+}
+
+// Close stops the goroutines and waits for them (a thumbnail being made
+// is finished, one waiting is left for the next start).
+func (s *Service) Close(ctx context.Context) error {
+	s.closed.Do(func() { close(s.stop) })
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop attachments: %w", ctx.Err())
+	}
+}
+
+// CreateUpload checks a request against the limits and records it.
+func (s *Service) CreateUpload(ctx context.Context, req chat.UploadRequest) (chat.UploadTicket, error) {
+	name, err := chat.CleanFileName(req.Name)
+	if err != nil {
+		return chat.UploadTicket{}, err
+	}
+	declared, err := chat.NormalizeMediaType(req.ContentType)
+	if err != nil {
+		return chat.UploadTicket{}, err
+	}
+	if req.Size > s.cfg.Limits.MaxBytes {
+		s.metrics.uploads.WithLabelValues("too_large").Inc()
+		return chat.UploadTicket{}, chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", sizeText(req.Size), sizeText(s.cfg.Limits.MaxBytes))
+	}
+	if !chat.TypeAllowed(s.cfg.Limits.Types, declared) {
+		s.metrics.uploads.WithLabelValues("unsupported").Inc()
+		return chat.UploadTicket{}, chat.Errorf(chat.CodeUnsupported, "files of type %s are not accepted here", declared)
+	}
+	now := time.Now()
+	rec := chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: req.UserID,
+		ConversationID: req.ConversationID, Name: name, DeclaredType: declared, DeclaredSize: req.Size,
+		DurationMs: req.DurationMs, URLExpiresAt: now.Add(s.cfg.URLExpiry).UTC().Truncate(time.Second)}
+	t := chat.UploadTicket{UploadID: rec.ID, Method: "PUT", ExpiresAt: rec.URLExpiresAt,
+		Headers: map[string]string{"Content-Type": declared}}
+	if s.cfg.Blobs.Direct() {
+		// Signed before the row exists: a failure leaves nothing behind.
+		url, hdr, err := s.cfg.Blobs.PresignPut(ctx, rec.BlobKey, declared, req.Size, time.Until(rec.URLExpiresAt))
+		if err != nil {
+			return chat.UploadTicket{}, chat.Unavailable("sign the upload URL", err)
+		}
+		t.URL, t.Headers, t.CompleteURL = url, hdr, "/v1/uploads/"+rec.ID+"/complete"
+	} else {
+		t.URL = "/v1/uploads/" + rec.ID
+	}
+	if err := s.cfg.Store.CreateUpload(ctx, rec, s.cfg.QuotaBytesPerDay); err != nil {
+		if chat.ErrorCode(err) == chat.CodeRateLimited {
+			s.metrics.uploads.WithLabelValues("quota").Inc()
+		}
+		return chat.UploadTicket{}, err
+	}
+	s.metrics.uploads.WithLabelValues("created").Inc()
+	return t, nil
+}
+
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// own reads an upload of userID's (another user's is not_found: upload
+// ids are not shown to anyone else before they are sent).
+func (s *Service) own(ctx context.Context, userID int64, id string) (chat.UploadRecord, error) {
+	rec, err := s.cfg.Store.GetUpload(ctx, id)
+	if err != nil {
+		return rec, err
+	}
+	if rec.UploaderID != userID {
+		return rec, chat.Errorf(chat.CodeNotFound, "there is no upload %s", id)
+	}
+	return rec, nil
+}
+
+// begin makes this the upload's only PUT or completion: one still running
+// is interrupted and waited for. end must be called when done.
+func (s *Service) begin(ctx context.Context, id string, interrupt func()) (end func(), err error) {
+	me := &op{interrupt: interrupt, done: make(chan struct{})}
+	for {
+		s.mu.Lock()
+		prev := s.ops[id]
+		if prev == nil {
+			s.ops[id] = me
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(s.ops, id)
+				s.mu.Unlock()
+				close(me.done)
+			}, nil
+		}
+		s.mu.Unlock()
+		if prev.interrupt != nil {
+			prev.interrupt()
+		}
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return nil, chat.Unavailable("upload", ctx.Err())
+		}
+	}
+}
+
+// Interrupter is implemented by request bodies whose blocked Read can be
+// cut short (httpapi's: a read deadline), so a PUT sent again does not
+// wait for a dead connection of the first.
+type Interrupter interface{ Interrupt() }
+
+// counter counts what a body delivered and how it ended.
+type counter struct {
+	r   io.Reader
+	ctx context.Context
+	n   int64
+	err error
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		c.err = err
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// PutUpload streams an upload's bytes to the blob store: the head held to
+// sniff and strip it, the rest straight through, hashed on the way.
+func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body io.Reader, length int64) (chat.Upload, error) {
+	if s.cfg.Blobs.Direct() {
+		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "uploads on this server go to the object store: PUT to the url of the upload's ticket")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupt := cancel
+	if in, ok := body.(Interrupter); ok {
+		interrupt = func() { cancel(); in.Interrupt() }
+	}
+	end, err := s.begin(ctx, id, interrupt)
+	if err != nil {
+		return chat.Upload{}, err
+	}
+	defer end()
+	rec, err := s.own(ctx, userID, id)
+	if err != nil {
+		return chat.Upload{}, err
+	}
+	if rec.State != chat.UploadPending {
+		return chat.Upload{}, chat.Errorf(chat.CodeConflict, "upload %s is %s already; its bytes cannot change", id, rec.State)
+	}
+	if time.Now().After(rec.URLExpiresAt) {
+		return chat.Upload{}, chat.Errorf(chat.CodeGone, "the URL of upload %s expired at %s; create a new upload", id, rec.URLExpiresAt.Format(time.RFC3339))
+	}
+	switch {
+	case length > rec.DeclaredSize:
+		s.refused(ctx, rec, "too_large")
+		return chat.Upload{}, chat.Errorf(chat.CodeTooLarge, "Content-Length is %d, more than the declared %d bytes; the upload is deleted", length, rec.DeclaredSize)
+	case length >= 0 && length < rec.DeclaredSize:
+		s.refused(ctx, rec, "size")
+		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "Content-Length is %d, not the declared %d bytes; the upload is deleted", length, rec.DeclaredSize)
+	}
+
+	c := &counter{r: body, ctx: ctx}
+	head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
+	if _, err := io.ReadFull(c, head); err != nil {
+		return chat.Upload{}, s.shortPut(ctx, rec, c)
+	}
+	ctype, err := media.Sniff(head, rec.DeclaredType, s.cfg.Limits.Types)
+	if err != nil {
+		s.refused(ctx, rec, "sniff")
+		return chat.Upload{}, refusal(err, id)
+	}
+	_, _ = media.StripLocation(head, ctype)
+	h := sha256.New()
+	h.Write(head)
+	rest := io.TeeReader(c, h)
+	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, io.MultiReader(bytes.NewReader(head), rest), rec.DeclaredSize, ctype); err != nil {
+		if !errors.Is(err, chat.ErrBlobSize) {
+			if c.err != nil && !errors.Is(c.err, io.EOF) {
+				return chat.Upload{}, s.shortPut(ctx, rec, c)
+			}
+			return chat.Upload{}, chat.Unavailable("store the upload", err)
+		}
+		if c.n > rec.DeclaredSize {
+			s.refused(ctx, rec, "too_large")
+			return chat.Upload{}, chat.Errorf(chat.CodeTooLarge, "more bytes than the declared %d; the upload is deleted", rec.DeclaredSize)
+		}
+		return chat.Upload{}, s.shortPut(ctx, rec, c)
+	}
+	s.metrics.bytesIn.Add(float64(rec.DeclaredSize))
+	return s.finish(ctx, rec, ctype, hex.EncodeToString(h.Sum(nil)))
+}
+
+// shortPut answers a PUT that ended before the declared size: a body
+// that ended cleanly said the file is smaller than declared (refused); a
+// connection that broke leaves the upload pending, to be PUT again.
+func (s *Service) shortPut(ctx context.Context, rec chat.UploadRecord, c *counter) error {
+	if errors.Is(c.err, io.EOF) && c.n < rec.DeclaredSize {
+		s.refused(ctx, rec, "size")
+		return chat.Errorf(chat.CodeInvalid, "the body held %d bytes, not the declared %d; the upload is deleted", c.n, rec.DeclaredSize)
+	}
+	s.metrics.uploads.WithLabelValues("cut").Inc()
+	return chat.Errorf(chat.CodeInvalid, "the upload was cut short after %d of %d bytes; PUT it again (the upload stays open until %s)",
+		c.n, rec.DeclaredSize, rec.URLExpiresAt.Format(time.RFC3339))
+}
+
+// refusal turns a media verdict into the client's error.
+func refusal(err error, id string) error {
+	switch {
+	case errors.Is(err, media.ErrBomb):
+		return chat.Errorf(chat.CodeTooLarge, "upload %s refused: %v", id, err)
+	case errors.Is(err, media.ErrMismatch):
+		return chat.Errorf(chat.CodeUnsupported, "upload %s refused: %v", id, err)
+	}
+	var ce *chat.Error
+	if errors.As(err, &ce) {
+		return chat.Errorf(ce.Code, "upload %s refused: %s", id, ce.Message)
+	}
+	return chat.Errorf(chat.CodeUnsupported, "upload %s refused: the file cannot be read (%v)", id, err)
+}
+
+// refused deletes an upload whose bytes are not what it declared; its
+// blob (if any was written) is queued, not before its URL expires.
+func (s *Service) refused(ctx context.Context, rec chat.UploadRecord, why string) {
+	s.metrics.uploads.WithLabelValues("refused_" + why).Inc()
+	if err := s.cfg.Store.DropUpload(context.WithoutCancel(ctx), rec.ID, rec.URLExpiresAt); err != nil {
+		// The expiry drops it later; nothing is lost.
+		s.log.Warn("drop a refused upload", "upload", rec.ID, "err", err)
+	}
+}
+
+// finish measures stored bytes, records the upload complete and waits a
+// little for its thumbnail.
+func (s *Service) finish(ctx context.Context, rec chat.UploadRecord, ctype, sum string) (chat.Upload, error) {
+	meta := chat.UploadMeta{ContentType: ctype, Size: rec.DeclaredSize, SHA256: sum}
+	if err := s.measure(ctx, rec, &meta); err != nil {
+		s.refused(ctx, rec, "image")
+		return chat.Upload{}, refusal(err, rec.ID)
+	}
+	ok, err := s.cfg.Store.CompleteUpload(ctx, rec.ID, meta)
+	if err != nil {
+		// Pending still: the blob is written again by the next PUT, or
+		// deleted with the upload when it expires.
+		return chat.Upload{}, err
+	}
+	if !ok {
+		// The upload went meanwhile (expired): nothing references the
+		// blob just written.
+		if err := s.cfg.Store.QueueBlobDeletion(context.WithoutCancel(ctx), rec.BlobKey, "orphaned by a late upload", rec.URLExpiresAt); err != nil {
+			s.log.Warn("queue an orphaned blob", "upload", rec.ID, "err", err)
+		}
+		return chat.Upload{}, chat.Errorf(chat.CodeGone, "upload %s expired while its bytes arrived; create a new upload", rec.ID)
+	}
+	s.metrics.uploads.WithLabelValues("complete").Inc()
+	if meta.Thumbnail {
+		done := make(chan struct{})
+		rec.ContentType, rec.State = ctype, chat.UploadComplete
+		if s.enqueue(thumbJob{rec: rec, done: done}) {
+			t := time.NewTimer(s.cfg.ThumbnailWait)
+			select {
+			case <-done:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+	}
+	return s.GetUpload(context.WithoutCancel(ctx), rec.UploaderID, rec.ID)
+}
+
+// measure reads an image's size from the stored header (refusing a bomb)
+// and an audio or video file's duration.
+func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat.UploadMeta) error {
+	image := media.Decodable(meta.ContentType)
+	av := chat.MsgTypeOf(meta.ContentType) == chat.MsgAudio || chat.MsgTypeOf(meta.ContentType) == chat.MsgVideo
+	if !image && !av {
+		return nil
+	}
+	r, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
+	if err != nil {
+		return chat.Unavailable("read the upload", err)
+	}
+	defer r.Close()
+	if av {
+		meta.DurationMs = media.Duration(r, rec.DeclaredSize, meta.ContentType)
+		return nil
+	}
+	head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return chat.Unavailable("read the upload", err)
+	}
+	_, orientation := media.StripLocation(head, meta.ContentType)
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return chat.Unavailable("read the upload", err)
+	}
+	size, err := media.Config(r, meta.ContentType, s.cfg.Limits.MaxPixels, orientation)
+	if err != nil {
+		return err
+	}
+	meta.Width, meta.Height, meta.Thumbnail = size.Width, size.Height, true
+	return nil
+}
+
+// CompleteUpload checks the bytes a client PUT to the object store: their
+// size, their sniffed type; location data is stripped (the object is
+// rewritten, same size) and the bytes hashed, reading them once.
+func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (chat.Upload, error) {
+	end, err := s.begin(ctx, id, nil)
+	if err != nil {
+		return chat.Upload{}, err
+	}
+	defer end()
+	rec, err := s.own(ctx, userID, id)
+	if err != nil {
+		return chat.Upload{}, err
+	}
+	if rec.State != chat.UploadPending {
+		return s.view(rec), nil // completing twice is answered the same
+	}
+	if !s.cfg.Blobs.Direct() {
+		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "upload %s has no bytes yet: PUT them to /v1/uploads/%s, which completes it", id, id)
+	}
+	info, err := s.cfg.Blobs.Stat(ctx, rec.BlobKey)
+	if errors.Is(err, chat.ErrBlobNotFound) {
+		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "upload %s has no bytes yet: PUT them to the ticket's url first", id)
+	}
+	if err != nil {
+		return chat.Upload{}, chat.Unavailable("read the upload", err)
+	}
+	if info.Size != rec.DeclaredSize {
+		s.refused(ctx, rec, "size")
+		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "upload %s is %d bytes, not the declared %d; the upload is deleted", id, info.Size, rec.DeclaredSize)
+	}
+	r, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
+	if err != nil {
+		return chat.Upload{}, chat.Unavailable("read the upload", err)
+	}
+	defer r.Close()
+	head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
+	if _, err := io.ReadFull(r, head); err != nil {
+		return chat.Upload{}, chat.Unavailable("read the upload", err)
+	}
+	ctype, err := media.Sniff(head, rec.DeclaredType, s.cfg.Limits.Types)
+	if err != nil {
+		s.refused(ctx, rec, "sniff")
+		return chat.Upload{}, refusal(err, id)
+	}
+	h := sha256.New()
+	h.Write(head)
+	if changed, _ := media.StripLocation(head, ctype); changed {
+		h = sha256.New()
+		h.Write(head)
+		err = s.cfg.Blobs.Put(ctx, rec.BlobKey, io.MultiReader(bytes.NewReader(head), io.TeeReader(r, h)), rec.DeclaredSize, ctype)
+	} else {
+		_, err = io.Copy(h, r)
+	}
+	if err != nil {
+		return chat.Upload{}, chat.Unavailable("read the upload", err)
+	}
+	return s.finish(ctx, rec, ctype, hexSum(h))
+}
+
+func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
+
+// GetUpload reports where an upload of the caller's stands.
+func (s *Service) GetUpload(ctx context.Context, userID int64, id string) (chat.Upload, error) {
+	rec, err := s.own(ctx, userID, id)
+	if err != nil {
+		return chat.Upload{}, err
+	}
+	return s.view(rec), nil
+}
+
+func (s *Service) view(rec chat.UploadRecord) chat.Upload {
+	u := chat.Upload{UploadID: rec.ID, ConversationID: rec.ConversationID, State: rec.State, ExpiresAt: rec.URLExpiresAt, Seq: rec.Seq}
+	if rec.State == chat.UploadComplete || rec.State == chat.UploadAttached {
+		a := rec.Attachment()
+		u.Attachment = &a
+	}
+	return u
+}
+
+// OpenAttachment hands a member an attachment or its thumbnail: a
+// presigned URL of the object store, or the bytes from local disk.
+func (s *Service) OpenAttachment(ctx context.Context, userID int64, id string, thumbnail bool) (chat.Download, error) {
+	rec, err := s.cfg.Store.Attachment(ctx, id, userID)
+	if err != nil {
+		return chat.Download{}, err
+	}
+	if rec.State == chat.UploadPending {
+		return chat.Download{}, chat.Errorf(chat.CodeNotFound, "upload %s has no bytes yet", id)
+	}
+	d := chat.Download{Attachment: rec.Attachment(), Thumbnail: thumbnail, ContentType: rec.ContentType, Size: rec.Size,
+		ETag: `"` + rec.SHA256 + `"`}
+	if rec.CompletedAt != nil {
+		d.ModTime = *rec.CompletedAt
+	}
+	key, inline := rec.BlobKey, media.Decodable(rec.ContentType)
+	name := rec.Name
+	if thumbnail {
+		if rec.ThumbState != "ready" || rec.Thumbnail == nil {
+			return chat.Download{}, chat.Errorf(chat.CodeNotFound, "attachment %s has no thumbnail", id)
+		}
+		key, inline = chat.ThumbnailKey(rec.BlobKey), true
+		d.ContentType, d.Size, d.ETag = "image/jpeg", rec.Thumbnail.Size, `"`+rec.SHA256+`-thumb"`
+		name = "thumbnail.jpg"
+	}
+	d.Disposition = chat.ContentDisposition(name, inline)
+	kind := map[bool]string{false: "original", true: "thumbnail"}[thumbnail]
+	if s.cfg.Blobs.Direct() {
+		url, err := s.cfg.Blobs.PresignGet(ctx, key, s.cfg.DownloadExpiry, d.ContentType, d.Disposition)
+		if err != nil {
+			return chat.Download{}, chat.Unavailable("sign the download URL", err)
+		}
+		d.Redirect = url
+		s.metrics.downloads.WithLabelValues(kind, "redirect").Inc()
+		return d, nil
+	}
+	r, err := s.cfg.Blobs.Open(ctx, key)
+	if errors.Is(err, chat.ErrBlobNotFound) {
+		// Deleted under a queued deletion that raced this read.
+		return chat.Download{}, chat.Errorf(chat.CodeGone, "attachment %s is gone", id)
+	}
+	if err != nil {
+		return chat.Download{}, chat.Unavailable("read the attachment", err)
+	}
+	d.Content = r
+	s.metrics.downloads.WithLabelValues(kind, "served").Inc()
+	return d, nil
+}

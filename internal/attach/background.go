@@ -1,0 +1,218 @@
+package attach
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/media"
+)
+
+// enqueue hands a thumbnail to the workers without blocking; false when
+// the queue is full (the cleanup loop finds it again).
+func (s *Service) enqueue(j thumbJob) bool {
+	select {
+	case s.jobs <- j:
+		return true
+	default:
+		s.metrics.thumbnails.WithLabelValues("deferred").Inc()
+		return false
+	}
+}
+
+// thumbnailer makes thumbnails until Close.
+func (s *Service) thumbnailer() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case j := <-s.jobs:
+			s.thumbnail(j.rec)
+			if j.done != nil {
+				close(j.done)
+			}
+		}
+	}
+}
+
+// thumbnail makes and stores one thumbnail. A failure to decode is
+// recorded (the attachment is shown without one); a failure of the stores
+// leaves it pending for the next round.
+func (s *Service) thumbnail(rec chat.UploadRecord) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	r, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
+	if err != nil {
+		if !errors.Is(err, chat.ErrBlobNotFound) {
+			s.log.Warn("thumbnail: read the original", "attachment", rec.ID, "err", err)
+			s.metrics.thumbnails.WithLabelValues("retry").Inc()
+			return
+		}
+		r = nil
+	}
+	var (
+		img []byte
+		th  chat.Thumbnail
+	)
+	if r != nil {
+		head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
+		_, _ = r.ReadAt(head, 0)
+		_, orientation := media.StripLocation(head, rec.ContentType)
+		if _, err = r.Seek(0, io.SeekStart); err == nil {
+			img, th, err = media.Thumbnail(r, rec.ContentType, s.cfg.Limits.MaxPixels, orientation)
+		}
+		_ = r.Close()
+	}
+	var result *chat.Thumbnail
+	switch {
+	case r == nil:
+		// The original is gone (deleted): record the failure, which
+		// also queues the blobs again if the attachment is gone too.
+	case err != nil:
+		s.log.Info("thumbnail: the image cannot be decoded; shown without one", "attachment", rec.ID, "err", err)
+	default:
+		if err := s.cfg.Blobs.Put(ctx, chat.ThumbnailKey(rec.BlobKey), bytes.NewReader(img), int64(len(img)), "image/jpeg"); err != nil {
+			s.log.Warn("thumbnail: store it", "attachment", rec.ID, "err", err)
+			s.metrics.thumbnails.WithLabelValues("retry").Inc()
+			return
+		}
+		result = &th
+	}
+	live, err := s.cfg.Store.SetThumbnail(ctx, rec.ID, result)
+	if err != nil {
+		s.log.Warn("thumbnail: record it", "attachment", rec.ID, "err", err)
+		s.metrics.thumbnails.WithLabelValues("retry").Inc()
+		return
+	}
+	outcome := "made"
+	switch {
+	case !live:
+		outcome = "gone"
+	case result == nil:
+		outcome = "failed"
+	}
+	s.metrics.thumbnails.WithLabelValues(outcome).Inc()
+	s.metrics.thumbSeconds.Observe(time.Since(start).Seconds())
+}
+
+// cleanup runs until Close: at once (what a crash left: thumbnails to
+// make, deletions to finish), then every CleanupInterval.
+func (s *Service) cleanup() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.CleanupInterval)
+	defer t.Stop()
+	for {
+		s.sweep()
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweep drops expired uploads, deletes the queued blobs and requeues
+// thumbnails left pending.
+func (s *Service) sweep() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		n, err := s.cfg.Store.ExpireUploads(ctx, time.Now().Add(-s.cfg.TTL), 500)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("expire uploads", "err", err)
+			}
+			break
+		}
+		s.metrics.expired.Add(float64(n))
+		if n < 500 {
+			break
+		}
+	}
+	for {
+		n, err := s.cfg.Store.DeleteBlobs(ctx, 100, s.deleteBlob)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("delete blobs", "err", err)
+			}
+			break
+		}
+		s.metrics.deletions.Add(float64(n))
+		if n == 0 {
+			break
+		}
+	}
+	if recs, err := s.cfg.Store.PendingThumbnails(ctx, cap(s.jobs)/2); err == nil {
+		for _, r := range recs {
+			if len(s.jobs) >= cap(s.jobs)/2 {
+				break
+			}
+			s.enqueue(thumbJob{rec: r})
+		}
+	} else if ctx.Err() == nil {
+		s.log.Warn("read pending thumbnails", "err", err)
+	}
+}
+
+// deleteBlob deletes a blob and its thumbnail (both idempotent).
+func (s *Service) deleteBlob(ctx context.Context, key string) error {
+	if err := s.cfg.Blobs.Delete(ctx, key); err != nil {
+		return err
+	}
+	return s.cfg.Blobs.Delete(ctx, chat.ThumbnailKey(key))
+}
+
+// Sweep runs one cleanup round now (tests, and operators through chatctl
+// in the future).
+func (s *Service) Sweep() { s.sweep() }
+
+type metrics struct {
+	uploads      *prometheus.CounterVec
+	downloads    *prometheus.CounterVec
+	thumbnails   *prometheus.CounterVec
+	thumbSeconds prometheus.Histogram
+	bytesIn      prometheus.Counter
+	expired      prometheus.Counter
+	deletions    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_uploads_total",
+			Help: "Uploads by outcome: created, complete, cut (PUT cut short, pending still), too_large, unsupported, quota, refused_* (the bytes were not as declared: sniff, size, image)."}, []string{"outcome"}),
+		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_attachment_downloads_total",
+			Help: "Attachment downloads by what (original, thumbnail) and how (served by chatd, redirect to the object store)."}, []string{"what", "how"}),
+		thumbnails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_thumbnails_total",
+			Help: "Thumbnails by outcome: made, failed (not decodable), gone (the attachment went), retry (a store failed), deferred (queue full)."}, []string{"outcome"}),
+		thumbSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_thumbnail_seconds",
+			Help: "Time to make one thumbnail (read, decode, scale, encode, store).", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_upload_bytes_total",
+			Help: "Bytes received by chatd's own upload endpoint (local disk store)."}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_uploads_expired_total",
+			Help: "Uploads never attached and deleted after upload_ttl."}),
+		deletions: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_blob_deletions_total",
+			Help: "Blobs deleted from the blob store (with their thumbnails) through the deletion queue."}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.uploads, m.downloads, m.thumbnails, m.thumbSeconds, m.bytesIn, m.expired, m.deletions} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

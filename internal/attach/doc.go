@@ -1,0 +1,42 @@
+// Package attach is chatd's attachment subsystem: chat.Attachments over a
+// chat.BlobStore (the bytes) and a chat.AttachmentStore (what they are, in
+// PostgreSQL). It hands out upload tickets, takes and checks the bytes,
+// makes thumbnails, serves downloads and deletes what is no longer needed.
+// It depends on the domain and internal/media only, never on another
+// adapter: server wires the stores in.
+//
+// # Contract
+//
+//   - CreateUpload records a pending upload (member only, within the size,
+//     type and bytes-per-day limits) and returns where to PUT the bytes:
+//     chatd's own /v1/uploads/{id} for local disk, a presigned URL of the
+//     object store otherwise (then the client POSTs completeUrl).
+//   - The bytes are checked before an upload is complete: exactly the
+//     declared size, a type sniffed from the first bytes that is allowed
+//     and agrees with the declared one, an image's pixels within the limit
+//     (a decompression bomb is refused from its header, never decoded).
+//     Location data is removed from the stored original (JPEG, PNG, WebP:
+//     media.StripLocation) before it is hashed, so the sha256 members see
+//     is of the bytes they get. A refusal deletes the upload and queues its
+//     blob; a PUT cut short keeps the upload pending, to be sent again.
+//   - chatd's PUT streams: a 256 KiB head is held to sniff and strip it,
+//     the rest goes straight to the blob store, never the whole file in
+//     memory. A new PUT of the same upload interrupts one still running.
+//   - A send checks its uploads inside its own transaction
+//     (chat_send_batch); nothing here is on the send path.
+//   - Thumbnails (JPEG, at most 320 px, upright, no metadata) are made
+//     after completion by ThumbnailWorkers goroutines; completion waits up
+//     to ThumbnailWait for its own so the message usually carries it.
+//     Pending ones are found again after a restart.
+//   - Cleanup: uploads never attached are dropped after TTL; blobs are
+//     deleted only through the store's queue, written in the transaction
+//     that dropped what referenced them, and a deletion is a transaction
+//     that forgets a queue row only after the blob (and its thumbnail) is
+//     gone. A crash anywhere leaves a queue row, never an orphan blob.
+//
+// # Concurrency
+//
+// Service is safe for concurrent use. It owns its goroutines: the
+// thumbnail workers and one cleanup loop, started by Start and stopped by
+// Close(ctx), which waits for them.
+package attach

@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	chat "github.com/chatd/chatd"
+)
+
+// uploadParams: POST /v1/uploads and RPC upload.create.
+type uploadParams struct {
+	ConversationID int64  `json:"conversationId"`
+	Name           string `json:"name"`
+	ContentType    string `json:"contentType"`
+	Size           int64  `json:"size"`
+	DurationMs     int64  `json:"durationMs"`
+}
+
+func bindCreateUpload(a *API, w http.ResponseWriter, r *http.Request, p *uploadParams) error {
+	return a.bindBody(w, r, p)
+}
+
+// createUpload answers 201 with the ticket: where to PUT the bytes.
+func createUpload(a *API, ctx context.Context, user int64, p uploadParams) (int, any, error) {
+	t, err := a.svc.CreateUpload(ctx, chat.UploadRequest{ConversationID: p.ConversationID, UserID: user, Name: p.Name,
+		ContentType: p.ContentType, Size: p.Size, DurationMs: p.DurationMs})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, t, nil
+}
+
+// uploadIDParams: the upload named by the path (RPC: uploadId).
+type uploadIDParams struct {
+	UploadID string `json:"uploadId"`
+}
+
+func bindUploadID(_ *API, _ http.ResponseWriter, r *http.Request, p *uploadIDParams) error {
+	p.UploadID = r.PathValue("id")
+	return nil
+}
+
+func getUpload(a *API, ctx context.Context, user int64, p uploadIDParams) (int, any, error) {
+	u, err := a.svc.GetUpload(ctx, user, p.UploadID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, u, nil
+}
+
+// completeUpload checks the bytes a client PUT to the object store.
+func completeUpload(a *API, ctx context.Context, user int64, p uploadIDParams) (int, any, error) {
+	u, err := a.svc.CompleteUpload(ctx, user, p.UploadID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, u, nil
+}
+
+// uploadIdle is how long a PUT may deliver no byte before chatd gives up
+// on it: long enough for a phone in a tunnel, short enough that a dead
+// connection does not hold an upload.
+const uploadIdle = 60 * time.Second
+
+// putBody is a PUT's body with a read deadline per read (a slow upload
+// may take many minutes; a stalled one ends after uploadIdle) that a new
+// PUT of the same upload can cut short (Interrupt).
+type putBody struct {
+	r    *http.Request
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (b *putBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	n, err := b.r.Body.Read(p)
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		err = errUploadStalled
+	}
+	return n, err
+}
+
+func (b *putBody) Interrupt() { _ = b.rc.SetReadDeadline(time.Now()) }
+
+var errUploadStalled = errors.New("the upload stalled or was replaced by a new PUT")
+
+// putUpload takes the bytes of an upload (local disk store): exactly the
+// declared size, streamed; 200 with the upload, complete.
+func putUpload(a *API, w http.ResponseWriter, r *http.Request, user int64) error {
+	body := &putBody{r: r, rc: http.NewResponseController(w), idle: uploadIdle}
+	u, err := a.svc.PutUpload(r.Context(), user, r.PathValue("id"), body, r.ContentLength)
+	// No more reads: the connection's next request gets the server's
+	// own deadlines.
+	_ = body.rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, u)
+	return nil
+}
+
+// downloadAttachment serves an attachment or its thumbnail to a member:
+// the bytes (local disk) with Range, ETag and conditional requests, or a
+// redirect to a short-lived URL of the object store.
+func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *http.Request, user int64) error {
+	return func(a *API, w http.ResponseWriter, r *http.Request, user int64) error {
+		d, err := a.svc.OpenAttachment(r.Context(), user, r.PathValue("id"), thumbnail)
+		if err != nil {
+			return err
+		}
+		h := w.Header()
+		if d.Redirect != "" {
+			// Signed for this request only: nothing may keep it.
+			h.Set("Cache-Control", "no-store")
+			http.Redirect(w, r, d.Redirect, http.StatusFound)
+			return nil
+		}
+		defer d.Content.Close()
+		h.Set("Content-Type", d.ContentType)
+		h.Set("Content-Disposition", d.Disposition)
+		h.Set("ETag", d.ETag)
+		h.Set("X-Content-Type-Options", "nosniff")
+		// Whatever a file holds, a browser opening it runs nothing.
+		h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self'; media-src 'self'; sandbox")
+		// A member's browser may keep it but must ask again (ETag: a
+		// 304) so a recall or a left group takes effect.
+		h.Set("Cache-Control", "private, no-cache")
+		http.ServeContent(w, r, "", d.ModTime, d.Content)
+		return nil
+	}
+}

@@ -1,0 +1,174 @@
+package media_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"image/jpeg"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/media"
+	"github.com/chatd/chatd/internal/media/mediatest"
+)
+
+func TestSniffServesWhatTheBytesAreAndRefusesLies(t *testing.T) {
+	allowed := chat.DefaultUploadTypes
+	zip := []byte("PK\x03\x04\x14\x00\x06\x00" + string(make([]byte, 40)))
+	webm := []byte("\x1A\x45\xDF\xA3\x9f\x42\x86\x81\x01\x42\xf7\x81\x01\x42\xf2\x81\x04\x42\xf3\x81\x08\x42\x82\x84webm")
+	for _, tc := range []struct {
+		name     string
+		head     []byte
+		declared string
+		want     string // "" = refused
+		code     chat.Code
+	}{
+		{"a JPEG as declared", mediatest.JPEG(8, 8), "image/jpeg", "image/jpeg", ""},
+		{"a PNG declared as JPEG is served as PNG", mediatest.PNG(8, 8), "image/jpeg", "image/png", ""},
+		{"an HTML page declared as image/png", mediatest.HTML(), "image/png", "", ""},
+		{"an HTML page declared as text/plain", mediatest.HTML(), "text/plain", "", ""},
+		{"an HTML page declared as HTML", mediatest.HTML(), "text/html", "", chat.CodeUnsupported},
+		{"random bytes declared as a PNG", bytes.Repeat([]byte{0x01, 0x02}, 100), "image/png", "", ""},
+		{"text declared as a video", []byte("#!/bin/sh\nrm -rf /\n"), "video/mp4", "", ""},
+		{"a docx is a zip", zip, "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+			"application/vnd.openxmlformats-officedocument.wordprocessingml.document", ""},
+		{"a zip", zip, "application/zip", "application/zip", ""},
+		{"a browser's voice note is WebM", webm, "audio/webm", "audio/webm", ""},
+		{"a WAV", mediatest.WAV(10), "audio/wav", "audio/wav", ""},
+		{"a PDF", mediatest.PDF(), "application/pdf", "application/pdf", ""},
+		{"a PDF declared as a PNG", mediatest.PDF(), "image/png", "", ""},
+		{"a CSV is text", []byte("a,b\n1,2\n"), "text/csv", "text/csv", ""},
+		{"an executable", []byte("MZ\x90\x00\x03" + string(make([]byte, 60))), "application/x-msdownload", "", ""},
+		{"a legacy Word file", []byte("\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1" + string(make([]byte, 60))), "application/msword", "application/msword", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := media.Sniff(tc.head, tc.declared, allowed)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("accepted as %s", got)
+				}
+				if tc.code != "" && chat.ErrorCode(err) != tc.code {
+					t.Fatalf("refused with %v, want code %s", err, tc.code)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Sniff = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestADecompressionBombIsRefusedFromItsHeader(t *testing.T) {
+	bomb := mediatest.Bomb()
+	if len(bomb) > 200 {
+		t.Fatalf("bomb is %d bytes", len(bomb))
+	}
+	if _, err := media.Config(bytes.NewReader(bomb), "image/png", chat.DefaultMaxImagePixels, 0); !errors.Is(err, media.ErrBomb) {
+		t.Fatalf("Config: %v, want ErrBomb", err)
+	}
+	// Thumbnail checks the header before it decodes a pixel: allocating
+	// 50,000 × 50,000 × 4 bytes would fail or take minutes.
+	if _, _, err := media.Thumbnail(bytes.NewReader(bomb), "image/png", chat.DefaultMaxImagePixels, 0); !errors.Is(err, media.ErrBomb) {
+		t.Fatalf("Thumbnail: %v, want ErrBomb", err)
+	}
+}
+
+func TestLocationIsStrippedInPlaceAndOrientationKept(t *testing.T) {
+	photo := mediatest.JPEGWithLocation(64, 48, 6)
+	n := len(photo)
+	if !bytes.Contains(photo, mediatest.Latitude) {
+		t.Fatal("the test photo has no latitude")
+	}
+	changed, orientation := media.StripLocation(photo, "image/jpeg")
+	if !changed || orientation != 6 {
+		t.Fatalf("StripLocation = %v, %d; want true, 6", changed, orientation)
+	}
+	if len(photo) != n {
+		t.Fatal("length changed")
+	}
+	if bytes.Contains(photo, mediatest.Latitude) || bytes.Contains(photo, []byte("N\x00\x00\x00")) {
+		t.Fatal("the latitude survived")
+	}
+	if _, err := jpeg.Decode(bytes.NewReader(photo)); err != nil {
+		t.Fatalf("the stripped photo no longer decodes: %v", err)
+	}
+	if c, o := media.StripLocation(photo, "image/jpeg"); c || o != 6 {
+		t.Fatalf("stripping again: %v, %d", c, o)
+	}
+	if c, _ := media.StripLocation(mediatest.JPEG(8, 8), "image/jpeg"); c {
+		t.Fatal("a photo without EXIF changed")
+	}
+}
+
+func TestThumbnailIsASmallUprightJPEGWithoutMetadata(t *testing.T) {
+	photo := mediatest.JPEGWithLocation(1200, 800, 6) // stored landscape, shown portrait
+	_, orientation := media.StripLocation(append([]byte{}, photo...), "image/jpeg")
+	size, err := media.Config(bytes.NewReader(photo), "image/jpeg", chat.DefaultMaxImagePixels, orientation)
+	if err != nil || size.Width != 800 || size.Height != 1200 {
+		t.Fatalf("Config = %+v, %v; want 800×1200 as shown", size, err)
+	}
+	b, th, err := media.Thumbnail(bytes.NewReader(photo), "image/jpeg", chat.DefaultMaxImagePixels, orientation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Width != 213 || th.Height != 320 || th.ContentType != "image/jpeg" || th.Size != int64(len(b)) {
+		t.Fatalf("thumbnail %+v", th)
+	}
+	img, err := jpeg.Decode(bytes.NewReader(b))
+	if err != nil || img.Bounds().Dx() != 213 {
+		t.Fatalf("decode thumbnail: %v", err)
+	}
+	// Turned a quarter clockwise: the dark top-left corner of the stored
+	// picture is now top right.
+	if r, _, _, _ := img.At(205, 5).RGBA(); r > 0x3000 {
+		t.Errorf("top right is not dark: the thumbnail is not upright")
+	}
+	if bytes.Contains(b, []byte("Exif")) || bytes.Contains(b, mediatest.Latitude) {
+		t.Fatal("the thumbnail carries EXIF")
+	}
+}
+
+func TestDurationOfWAVOggAndMP4(t *testing.T) {
+	wav := mediatest.WAV(1500)
+	if d := media.Duration(bytes.NewReader(wav), int64(len(wav)), "audio/wav"); d != 1500 {
+		t.Errorf("WAV: %d ms, want 1500", d)
+	}
+	// An Opus stream: OpusHead (pre-skip 312), then a last page at
+	// granule 48000*3+312: three seconds.
+	ogg := oggPage(0, append([]byte("OpusHead\x01\x01"), 0x38, 0x01, 0x80, 0xBB, 0, 0, 0, 0, 0))
+	ogg = append(ogg, make([]byte, 1000)...)
+	ogg = append(ogg, oggPage(48000*3+312, []byte("x"))...)
+	if d := media.Duration(bytes.NewReader(ogg), int64(len(ogg)), "audio/ogg"); d != 3000 {
+		t.Errorf("Ogg Opus: %d ms, want 3000", d)
+	}
+	// MP4: ftyp, a large mdat, then moov/mvhd (timescale 1000, 2.5 s).
+	var mp4 bytes.Buffer
+	box := func(typ string, body []byte) []byte {
+		b := make([]byte, 8+len(body))
+		binary.BigEndian.PutUint32(b, uint32(len(b)))
+		copy(b[4:], typ)
+		copy(b[8:], body)
+		return b
+	}
+	mp4.Write(box("ftyp", []byte("isom\x00\x00\x02\x00isommp41")))
+	mp4.Write(box("mdat", make([]byte, 100000)))
+	mvhd := make([]byte, 100)
+	binary.BigEndian.PutUint32(mvhd[12:], 1000)
+	binary.BigEndian.PutUint32(mvhd[16:], 2500)
+	mp4.Write(box("moov", box("mvhd", mvhd)))
+	if d := media.Duration(bytes.NewReader(mp4.Bytes()), int64(mp4.Len()), "video/mp4"); d != 2500 {
+		t.Errorf("MP4: %d ms, want 2500", d)
+	}
+	if d := media.Duration(bytes.NewReader([]byte("ID3\x03")), 4, "audio/mpeg"); d != 0 {
+		t.Errorf("MP3: %d, want 0 (unknown)", d)
+	}
+}
+
+func oggPage(granule uint64, data []byte) []byte {
+	p := []byte("OggS\x00\x00")
+	p = binary.LittleEndian.AppendUint64(p, granule)
+	p = append(p, make([]byte, 12)...) // serial, page number, checksum
+	p = append(p, 1, byte(len(data)))
+	return append(p, data...)
+}

@@ -1,0 +1,151 @@
+// Package mediatest makes the files attachment tests upload: photos with
+// and without location data, a decompression bomb, a voice note, an HTML
+// page. Every function is deterministic and safe for concurrent use.
+package mediatest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+)
+
+// Latitude is the GPS latitude JPEGWithLocation writes, as its EXIF
+// bytes: three rationals, degrees/minutes/seconds (52° 31' 12").
+var Latitude = func() []byte {
+	b := make([]byte, 24)
+	for i, v := range []uint32{52, 1, 31, 1, 12, 1} {
+		binary.LittleEndian.PutUint32(b[4*i:], v)
+	}
+	return b
+}()
+
+func picture(w, h int) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			img.SetRGBA(x, y, color.RGBA{R: uint8(x * 255 / max(1, w)), G: uint8(y * 255 / max(1, h)), B: 160, A: 255})
+		}
+	}
+	// A dark top-left corner tells which way up a thumbnail is.
+	for y := 0; y < h/4; y++ {
+		for x := 0; x < w/4; x++ {
+			img.SetRGBA(x, y, color.RGBA{A: 255})
+		}
+	}
+	return img
+}
+
+// JPEG is a w×h photo without metadata.
+func JPEG(w, h int) []byte {
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, picture(w, h), &jpeg.Options{Quality: 85}); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// PNG is a w×h image.
+func PNG(w, h int) []byte {
+	var b bytes.Buffer
+	if err := png.Encode(&b, picture(w, h)); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// exif is a little-endian TIFF block with IFD0 {Orientation, GPSInfo}
+// and a GPS IFD {GPSLatitudeRef "N", GPSLatitude}.
+func exif(orientation uint16) []byte {
+	var t bytes.Buffer
+	le := binary.LittleEndian
+	w := func(v any) { _ = binary.Write(&t, le, v) }
+	t.WriteString("II*\x00")
+	w(uint32(8))
+	// IFD0 at 8: 2 entries (2+24+4 = 30 bytes), GPS IFD at 38.
+	w(uint16(2))
+	w([]uint16{0x0112, 3}) // Orientation, SHORT
+	w(uint32(1))
+	w([]uint16{orientation, 0})
+	w([]uint16{0x8825, 4}) // GPSInfo, LONG
+	w(uint32(1))
+	w(uint32(38))
+	w(uint32(0))
+	// GPS IFD at 38: 2 entries (30 bytes), latitude values at 68.
+	w(uint16(2))
+	w([]uint16{0x0001, 2}) // GPSLatitudeRef, ASCII
+	w(uint32(2))
+	t.WriteString("N\x00\x00\x00")
+	w([]uint16{0x0002, 5}) // GPSLatitude, RATIONAL
+	w(uint32(3))
+	w(uint32(68))
+	w(uint32(0))
+	t.Write(Latitude)
+	return t.Bytes()
+}
+
+// JPEGWithLocation is a w×h photo with EXIF orientation and a GPS
+// position (Latitude), as phones write them.
+func JPEGWithLocation(w, h int, orientation uint16) []byte {
+	plain := JPEG(w, h)
+	seg := append([]byte("Exif\x00\x00"), exif(orientation)...)
+	app1 := []byte{0xFF, 0xE1, 0, 0}
+	binary.BigEndian.PutUint16(app1[2:], uint16(len(seg)+2))
+	out := append([]byte{}, plain[:2]...)
+	out = append(out, app1...)
+	out = append(out, seg...)
+	return append(out, plain[2:]...)
+}
+
+// Bomb is a valid PNG of a few hundred bytes whose header declares
+// 50,000 × 50,000 pixels: decoding it would take 10 GB.
+func Bomb() []byte {
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		_ = binary.Write(&b, binary.BigEndian, uint32(len(data)))
+		b.WriteString(typ)
+		b.Write(data)
+		_ = binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(append([]byte(typ), data...)))
+	}
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr, 50000)
+	binary.BigEndian.PutUint32(ihdr[4:], 50000)
+	ihdr[8], ihdr[9] = 8, 2 // 8-bit RGB
+	chunk("IHDR", ihdr)
+	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01}) // deflate of nothing
+	chunk("IEND", nil)
+	return b.Bytes()
+}
+
+// HTML is a web page, as someone would declare as image/png.
+func HTML() []byte {
+	return []byte("<!DOCTYPE html><html><body><script>alert(document.cookie)</script></body></html>\n")
+}
+
+// WAV is ms milliseconds of 8 kHz 16-bit mono silence: a voice note.
+func WAV(ms int) []byte {
+	const rate = 8000
+	n := rate * 2 * ms / 1000
+	var b bytes.Buffer
+	le := binary.LittleEndian
+	b.WriteString("RIFF")
+	_ = binary.Write(&b, le, uint32(36+n))
+	b.WriteString("WAVEfmt ")
+	_ = binary.Write(&b, le, []uint32{16})
+	_ = binary.Write(&b, le, []uint16{1, 1})
+	_ = binary.Write(&b, le, []uint32{rate, rate * 2})
+	_ = binary.Write(&b, le, []uint16{2, 16})
+	b.WriteString("data")
+	_ = binary.Write(&b, le, uint32(n))
+	b.Write(make([]byte, n))
+	return b.Bytes()
+}
+
+// PDF is a tiny PDF document.
+func PDF() []byte {
+	return []byte("%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj 2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n")
+}

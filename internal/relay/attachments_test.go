@@ -1,0 +1,85 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/store"
+)
+
+// TestKafkaCarriesAMessagesAttachmentsAsItsLiveEvent sends a message with
+// an attachment and checks that the message.new on Kafka (encoded by the
+// relay from the entry as stored) is byte for byte the event the send
+// published live: attachment metadata has one definition.
+func TestKafkaCarriesAMessagesAttachmentsAsItsLiveEvent(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	st := store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	conv, err := st.CreateGroup(ctx, 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := store.NewAttachments(pool)
+	id := chat.NewUploadID()
+	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: 1, ConversationID: conv.ID,
+		Name: "cat.jpg", DeclaredType: "image/jpeg", DeclaredSize: 1234, URLExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := as.CompleteUpload(ctx, id, chat.UploadMeta{ContentType: "image/jpeg", Size: 1234, SHA256: "ab12", Width: 640, Height: 480, Thumbnail: true}); !ok || err != nil {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	if live, err := as.SetThumbnail(ctx, id, &chat.Thumbnail{ContentType: "image/jpeg", Width: 320, Height: 240, Size: 999}); !live || err != nil {
+		t.Fatalf("thumbnail: %v %v", live, err)
+	}
+	res, err := st.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Attachments: []chat.AttachmentRef{{UploadID: id, Caption: "a cat"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Message
+	if m.MsgType != chat.MsgImage || len(m.Attachments) != 1 || m.Attachments[0].Thumbnail == nil {
+		t.Fatalf("sent: %+v", m)
+	}
+	live, err := chat.EncodeEvent(chat.EntryEvent(m.UTC()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	startKafka(t, port)
+	cfg := testConfig(t, port, nil)
+	cfg.Entries = store.NewSessions(pool)
+	rl, err := relay.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, rl.Run)
+	rl.Kick()
+	for _, msg := range readUntil(t, addr(port), 2, 10*time.Second) {
+		e, err := relay.DecodeEvent(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != chat.EventMessageNew {
+			continue
+		}
+		var ev chat.Event
+		if err := json.Unmarshal(msg.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		ev.EventID = 0
+		kafka, _ := chat.EncodeEvent(ev)
+		if string(kafka) != string(live) {
+			t.Fatalf("Kafka\n  %s\nlive\n  %s", kafka, live)
+		}
+		return
+	}
+	t.Fatal("no message.new on Kafka")
+}

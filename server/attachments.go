@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/attach"
+	"github.com/chatd/chatd/internal/blob"
+	"github.com/chatd/chatd/store"
+)
+
+// BlobDir is where the local disk store keeps attachments, in the data
+// dir the node owns (its lock keeps other processes out).
+func BlobDir(dataDir string) string { return filepath.Join(dataDir, "blobs") }
+
+// startAttachments opens the blob store (S3 when configured, else local
+// disk), starts the attachment subsystem and hands it to the Service.
+func (s *Server) startAttachments(ctx context.Context, st config.Settings) error {
+	var err error
+	if st.S3Endpoint != "" {
+		if s.Blobs, err = blob.NewS3(ctx, blob.S3Config{Endpoint: st.S3Endpoint, Bucket: st.S3Bucket, Region: st.S3Region,
+			AccessKey: st.S3AccessKey, SecretKey: st.S3SecretKey, UseTLS: st.S3UseTLS}); err != nil {
+			return fmt.Errorf("attachments: %w; check s3_endpoint, s3_bucket and the keys (or unset s3_endpoint for local disk)", err)
+		}
+	} else if s.Blobs, err = blob.NewLocal(BlobDir(st.DataDir)); err != nil {
+		return fmt.Errorf("attachments: %w", err)
+	}
+	s.attachStore = store.NewAttachments(s.Pool)
+	s.Attachments, err = attach.New(attach.Config{Store: s.attachStore, Blobs: s.Blobs, Limits: st.UploadLimits(),
+		QuotaBytesPerDay: st.UploadBytesPerDay, URLExpiry: st.UploadURLExpiry, DownloadExpiry: st.DownloadURLExpiry,
+		TTL: st.UploadTTL, ThumbnailWorkers: st.ThumbnailWorkers, Logger: s.log.With("component", "attachments"),
+		Registerer: s.Registry})
+	if err != nil {
+		return err
+	}
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chat_blob_deletions_pending",
+		Help: "Blobs queued for deletion (recalled, expired or refused attachments) and not deleted yet; growing means the blob store refuses deletes.",
+	}, func() float64 {
+		n, err := s.attachStore.PendingBlobDeletions(context.Background())
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	}))
+	s.Attachments.Start()
+	s.Service.Attachments = s.Attachments
+	where := "local disk " + BlobDir(st.DataDir)
+	if st.S3Endpoint != "" {
+		where = "s3 " + st.S3Endpoint + "/" + st.S3Bucket
+	}
+	s.log.Info("attachments", "store", where, "max_upload_bytes", st.MaxUploadBytes, "upload_ttl", st.UploadTTL)
+	return nil
+}
+
+// objectStoreOrigin is the origin browsers upload to and download from
+// when attachments live in an object store (the web client's CSP must
+// allow it), none for local disk.
+func objectStoreOrigin(st config.Settings) []string {
+	if st.S3Endpoint == "" {
+		return nil
+	}
+	scheme := "http://"
+	if st.S3UseTLS {
+		scheme = "https://"
+	}
+	return []string{scheme + st.S3Endpoint}
+}

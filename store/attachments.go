@@ -1,0 +1,320 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Attachments keeps uploads, attachments and the blob deletion queue
+// (migration 0012) for the attachment subsystem: chat.AttachmentStore.
+// Sends attach uploads inside chat_send_batch (functions.sql), not here.
+//
+// Lock order: sends lock conversation rows, then attachment rows (in id
+// order). Everything here locks only attachment or blob_deletion rows, one
+// statement at a time, so nothing here deadlocks a send: an upload being
+// attached is skipped by the expiry (SKIP LOCKED) and seen attached on
+// its next round.
+//
+// Attachments is safe for concurrent use.
+type Attachments struct {
+	pool *pgxpool.Pool
+}
+
+var _ chat.AttachmentStore = (*Attachments)(nil)
+
+// NewAttachments returns the attachment store on pool.
+func NewAttachments(pool *pgxpool.Pool) *Attachments { return &Attachments{pool: pool} }
+
+const attachmentColumns = `id, blob_key, uploader_id, conversation_id, name, declared_type, declared_size,
+	COALESCE(duration_ms, 0), state, created_at, url_expires_at, completed_at, COALESCE(seq, 0), COALESCE(caption, ''),
+	COALESCE(content_type, ''), COALESCE(size, 0), COALESCE(sha256, ''), COALESCE(width, 0), COALESCE(height, 0),
+	COALESCE(thumb_state, ''), thumb_width, thumb_height, thumb_size`
+
+func scanUpload(row pgx.Row, extra ...any) (chat.UploadRecord, error) {
+	var (
+		r          chat.UploadRecord
+		state      string
+		tw, th     *int32
+		tsz        *int64
+		width, hgt int32
+	)
+	dest := []any{&r.ID, &r.BlobKey, &r.UploaderID, &r.ConversationID, &r.Name, &r.DeclaredType, &r.DeclaredSize,
+		&r.DurationMs, &state, &r.CreatedAt, &r.URLExpiresAt, &r.CompletedAt, &r.Seq, &r.Caption,
+		&r.ContentType, &r.Size, &r.SHA256, &width, &hgt, &r.ThumbState, &tw, &th, &tsz}
+	err := row.Scan(append(dest, extra...)...)
+	if err != nil {
+		return r, err
+	}
+	r.State, r.Width, r.Height = chat.UploadState(state), int(width), int(hgt)
+	if tw != nil && th != nil && tsz != nil {
+		r.Thumbnail = &chat.Thumbnail{ContentType: "image/jpeg", Width: int(*tw), Height: int(*th), Size: *tsz}
+	}
+	return r, nil
+}
+
+// CreateUpload records a pending upload for a member, charging the
+// uploader's bytes of the UTC day against quotaBytes (> 0).
+func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quotaBytes int64) error {
+	if quotaBytes > 0 && r.DeclaredSize > quotaBytes {
+		return quotaError(quotaBytes, time.Now())
+	}
+	return runTxOn(ctx, a.pool, "create upload", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var exists, member bool
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
+			EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2), now()`,
+			r.ConversationID, r.UploaderID).Scan(&exists, &member, &now); err != nil {
+			return fmt.Errorf("check membership: %w", err)
+		}
+		switch {
+		case !exists:
+			return errNoConversation(r.ConversationID)
+		case !member:
+			return errNotMember(r.ConversationID)
+		}
+		if quotaBytes > 0 {
+			// One row per user and day, updated in place: the check and
+			// the charge are one statement, so concurrent uploads of
+			// one user cannot both slip under the quota.
+			var used int64
+			err := tx.QueryRow(ctx, `
+				INSERT INTO upload_quota (user_id, day, bytes, uploads)
+				VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, 1)
+				ON CONFLICT (user_id, day) DO UPDATE
+				   SET bytes = upload_quota.bytes + EXCLUDED.bytes, uploads = upload_quota.uploads + 1
+				 WHERE upload_quota.bytes + EXCLUDED.bytes <= $3
+				RETURNING bytes`, r.UploaderID, r.DeclaredSize, quotaBytes).Scan(&used)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return quotaError(quotaBytes, now)
+			}
+			if err != nil {
+				return fmt.Errorf("charge the upload quota: %w", err)
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO attachment (id, blob_key, uploader_id, conversation_id, name, declared_type,
+			declared_size, duration_ms, url_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, 0), $9)`,
+			r.ID, r.BlobKey, r.UploaderID, r.ConversationID, r.Name, r.DeclaredType, r.DeclaredSize, r.DurationMs, r.URLExpiresAt)
+		if err != nil {
+			return fmt.Errorf("record upload: %w", err)
+		}
+		return nil
+	})
+}
+
+// quotaError refuses an upload over the day's bytes until midnight UTC.
+func quotaError(quota int64, now time.Time) error {
+	now = now.UTC()
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	retry := midnight.Sub(now)
+	return &chat.Error{Code: chat.CodeRateLimited,
+		Message:   fmt.Sprintf("upload quota reached: at most %d MiB per day (UTC); retry in %s", quota>>20, retry.Round(time.Minute)),
+		RateLimit: &chat.RateLimitInfo{Kind: "upload_bytes", Limit: int(min(quota, 1<<31-1)), RetryAfter: retry, Reset: retry}}
+}
+
+// GetUpload reads one upload (not_found).
+func (a *Attachments) GetUpload(ctx context.Context, id string) (chat.UploadRecord, error) {
+	r, err := scanUpload(a.pool.QueryRow(ctx, `SELECT `+attachmentColumns+` FROM attachment WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, chat.Errorf(chat.CodeNotFound, "there is no upload %s", id)
+	}
+	if err != nil {
+		return r, classify("read upload", err)
+	}
+	return r, nil
+}
+
+// CompleteUpload records what chatd read from an upload's bytes.
+func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.UploadMeta) (bool, error) {
+	var thumb *string
+	if m.Thumbnail {
+		p := "pending"
+		thumb = &p
+	}
+	tag, err := a.pool.Exec(ctx, `UPDATE attachment SET state = 'complete', completed_at = now(), content_type = $2, size = $3,
+		sha256 = $4, width = NULLIF($5, 0), height = NULLIF($6, 0), duration_ms = COALESCE(NULLIF($7, 0), duration_ms),
+		thumb_state = $8
+		WHERE id = $1 AND state = 'pending'`, id, m.ContentType, m.Size, m.SHA256, m.Width, m.Height, m.DurationMs, thumb)
+	if err != nil {
+		return false, classify("complete upload", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// DropUpload deletes an upload never attached and queues its blob.
+func (a *Attachments) DropUpload(ctx context.Context, id string, notBefore time.Time) error {
+	_, err := a.pool.Exec(ctx, `
+		WITH gone AS (DELETE FROM attachment WHERE id = $1 AND seq IS NULL RETURNING blob_key)
+		INSERT INTO blob_deletion (blob_key, reason, not_before)
+		SELECT blob_key, 'refused', $2 FROM gone
+		ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before)`, id, notBefore)
+	return classify("drop upload", err)
+}
+
+// QueueBlobDeletion queues one blob's deletion.
+func (a *Attachments) QueueBlobDeletion(ctx context.Context, key, reason string, notBefore time.Time) error {
+	_, err := a.pool.Exec(ctx, `INSERT INTO blob_deletion (blob_key, reason, not_before) VALUES ($1, $2, $3)
+		ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before)`, key, reason, notBefore)
+	return classify("queue blob deletion", err)
+}
+
+// SetThumbnail records a thumbnail; when the attachment went meanwhile
+// (recalled, expired) its blobs are queued again, so the thumbnail just
+// written is deleted with them.
+func (a *Attachments) SetThumbnail(ctx context.Context, id string, t *chat.Thumbnail) (bool, error) {
+	state, w, h, size := "failed", 0, 0, int64(0)
+	if t != nil {
+		state, w, h, size = "ready", t.Width, t.Height, t.Size
+	}
+	var live bool
+	err := a.pool.QueryRow(ctx, `
+		WITH set AS (
+			UPDATE attachment SET thumb_state = $2, thumb_width = NULLIF($3, 0), thumb_height = NULLIF($4, 0), thumb_size = NULLIF($5, 0)
+			WHERE id = $1 AND state IN ('complete', 'attached') RETURNING id
+		), requeue AS (
+			INSERT INTO blob_deletion (blob_key, reason)
+			SELECT blob_key, 'thumbnail of a deleted attachment' FROM attachment
+			WHERE id = $1 AND state = 'recalled' AND NOT EXISTS (SELECT 1 FROM set)
+			ON CONFLICT (blob_key) DO NOTHING
+		)
+		SELECT EXISTS (SELECT 1 FROM set)`, id, state, w, h, size).Scan(&live)
+	if err != nil {
+		return false, classify("record thumbnail", err)
+	}
+	return live, nil
+}
+
+// PendingThumbnails lists images whose thumbnail is still to be made.
+func (a *Attachments) PendingThumbnails(ctx context.Context, limit int) ([]chat.UploadRecord, error) {
+	rows, err := a.pool.Query(ctx, `SELECT `+attachmentColumns+` FROM attachment
+		WHERE thumb_state = 'pending' AND state IN ('complete', 'attached') ORDER BY completed_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, classify("read pending thumbnails", err)
+	}
+	defer rows.Close()
+	var out []chat.UploadRecord
+	for rows.Next() {
+		r, err := scanUpload(rows)
+		if err != nil {
+			return nil, classify("read pending thumbnails", err)
+		}
+		out = append(out, r)
+	}
+	return out, classify("read pending thumbnails", rows.Err())
+}
+
+// Attachment returns what userID may fetch: its own upload (any state but
+// recalled), or an attachment of a conversation userID is in. Another
+// user's upload not sent yet is not_found; a sent attachment of a
+// conversation the caller is not in is not_member (its id was shown only
+// to members: nobody learns anything by guessing 128 random bits).
+func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (chat.UploadRecord, error) {
+	var member bool
+	r, err := scanUpload(a.pool.QueryRow(ctx, `SELECT `+attachmentColumns+`,
+		EXISTS (SELECT 1 FROM conversation_member m WHERE m.conversation_id = a.conversation_id AND m.user_id = $2)
+		FROM attachment a WHERE id = $1`, id, userID), &member)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
+	}
+	if err != nil {
+		return r, classify("read attachment", err)
+	}
+	switch r.State {
+	case chat.UploadAttached:
+		if !member {
+			return r, errNotMember(r.ConversationID)
+		}
+	case chat.UploadRecalled:
+		if !member {
+			return r, errNotMember(r.ConversationID)
+		}
+		return r, chat.Errorf(chat.CodeGone, "attachment %s was recalled with its message", id)
+	default: // not sent yet: its uploader's alone
+		if r.UploaderID != userID {
+			return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
+		}
+	}
+	return r, nil
+}
+
+// ExpireUploads drops uploads never attached, created before cutoff. A
+// row a send holds locked (it is being attached) is skipped.
+func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	tag, err := a.pool.Exec(ctx, `
+		WITH old AS (
+			SELECT id FROM attachment WHERE seq IS NULL AND created_at < $1
+			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+		), gone AS (
+			DELETE FROM attachment t USING old WHERE t.id = old.id AND t.seq IS NULL
+			RETURNING t.blob_key, t.url_expires_at
+		)
+		INSERT INTO blob_deletion (blob_key, reason, not_before)
+		SELECT blob_key, 'expired', url_expires_at FROM gone
+		ON CONFLICT (blob_key) DO NOTHING`, cutoff, limit)
+	if err != nil {
+		return 0, classify("expire uploads", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DeleteBlobs runs due deletions in one transaction that holds their rows
+// (SKIP LOCKED: nodes share the queue): del removes the blob, and only the
+// rows of blobs del removed are deleted, at the commit. A crash before the
+// commit forgets nothing; the deletion runs again, and deleting a missing
+// blob succeeds.
+func (a *Attachments) DeleteBlobs(ctx context.Context, limit int, del func(ctx context.Context, key string) error) (int, error) {
+	done := 0
+	err := runTxOn(ctx, a.pool, "delete blobs", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT blob_key FROM blob_deletion WHERE not_before <= now()
+			ORDER BY not_before LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+		if err != nil {
+			return fmt.Errorf("claim blob deletions: %w", err)
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("claim blob deletions: %w", err)
+		}
+		var gone, failed []string
+		var reasons []string
+		for _, k := range keys {
+			if err := del(ctx, k); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				failed, reasons = append(failed, k), append(reasons, err.Error())
+				continue
+			}
+			gone = append(gone, k)
+		}
+		if len(gone) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM blob_deletion WHERE blob_key = ANY($1)`, gone); err != nil {
+				return fmt.Errorf("forget deleted blobs: %w", err)
+			}
+		}
+		if len(failed) > 0 {
+			// Back off: a blob store that fails now is tried again in a
+			// minute, then less and less often (at most hourly).
+			if _, err := tx.Exec(ctx, `UPDATE blob_deletion d SET attempts = d.attempts + 1, last_error = f.reason,
+				not_before = now() + least(interval '1 hour', interval '1 minute' * power(2, d.attempts))
+				FROM unnest($1::text[], $2::text[]) AS f(key, reason) WHERE d.blob_key = f.key`, failed, reasons); err != nil {
+				return fmt.Errorf("record failed blob deletions: %w", err)
+			}
+		}
+		done = len(gone)
+		return nil
+	})
+	return done, err
+}
+
+// PendingBlobDeletions counts the queued blob deletions (a metric).
+func (a *Attachments) PendingBlobDeletions(ctx context.Context) (int64, error) {
+	var n int64
+	err := a.pool.QueryRow(ctx, `SELECT count(*) FROM blob_deletion`).Scan(&n)
+	return n, classify("count blob deletions", err)
+}

@@ -1,0 +1,333 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
+)
+
+// completeUpload records a complete upload of user's for conv.
+func completeUpload(t *testing.T, pool *pgxpool.Pool, user, conv int64) string {
+	t.Helper()
+	ctx := testCtx(t)
+	as := store.NewAttachments(pool)
+	id := chat.NewUploadID()
+	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: user, ConversationID: conv,
+		Name: "f.pdf", DeclaredType: "application/pdf", DeclaredSize: 10, URLExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := as.CompleteUpload(ctx, id, chat.UploadMeta{ContentType: "application/pdf", Size: 10, SHA256: "00"}); !ok || err != nil {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	return id
+}
+
+func TestAnUploadIsAttachedOnceWhateverTheConcurrentSends(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	id := completeUpload(t, pool, 1, c.ID)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ok, dupe int
+	)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.Send(context.Background(), chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+				Attachments: []chat.AttachmentRef{{UploadID: id}}})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case isCode(err, chat.CodeConflict):
+				dupe++
+			default:
+				t.Errorf("send: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 1 || dupe != 19 {
+		t.Fatalf("%d sends attached the upload, %d were refused; want 1 and 19", ok, dupe)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1`, c.ID); n != 1 {
+		t.Fatalf("%d messages", n)
+	}
+}
+
+func TestTheExpiryNeverDropsAnUploadASendIsAttaching(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	as := store.NewAttachments(pool)
+	ctx := testCtx(t)
+	sent, expired := 0, 0
+	for i := 0; i < 40; i++ {
+		id := completeUpload(t, pool, 1, c.ID)
+		if _, err := pool.Exec(ctx, `UPDATE attachment SET created_at = now() - interval '2 days' WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			wg      sync.WaitGroup
+			sendErr error
+		)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, sendErr = st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+				Attachments: []chat.AttachmentRef{{UploadID: id}}})
+		}()
+		go func() {
+			defer wg.Done()
+			// A send holding the row is skipped and seen attached on
+			// the next round.
+			for j := 0; j < 2; j++ {
+				if _, err := as.ExpireUploads(ctx, time.Now().Add(-time.Hour), 10); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+		wg.Wait()
+		switch {
+		case sendErr == nil:
+			sent++
+		case isCode(sendErr, chat.CodeNotFound):
+			expired++
+		default:
+			t.Fatalf("send: %v", sendErr)
+		}
+	}
+	// Every message with files has them; every expired upload is queued.
+	if n := queryInt(t, pool, `SELECT count(*) FROM message m WHERE m.msg_type IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM attachment a WHERE a.conversation_id = m.conversation_id AND a.seq = m.seq)`); n != 0 {
+		t.Fatalf("%d messages lost their attachment to the expiry", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion`); n != int64(expired) {
+		t.Fatalf("%d blobs queued, %d uploads expired", n, expired)
+	}
+	t.Logf("%d sent, %d expired first", sent, expired)
+}
+
+func TestEntriesReadAMessagesAttachmentsUntilItIsRecalled(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	ids := []string{completeUpload(t, pool, 1, c.ID), completeUpload(t, pool, 1, c.ID)}
+	ctx := testCtx(t)
+	res, err := st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: "two files",
+		Attachments: []chat.AttachmentRef{{UploadID: ids[1], Caption: "second first"}, {UploadID: ids[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := chat.MessageRef{ConversationID: c.ID, Seq: res.Message.Seq}
+	got, err := store.NewSessions(pool).Entries(ctx, []chat.MessageRef{ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got[ref]
+	if m.MsgType != chat.MsgFile || len(m.Attachments) != 2 || m.Attachments[0].ID != ids[1] ||
+		m.Attachments[0].Caption != "second first" || m.Attachments[1].ID != ids[0] {
+		t.Fatalf("entry: %+v", m)
+	}
+	hist, err := st.History(ctx, chat.HistoryQuery{ConversationID: c.ID, UserID: 2})
+	if err != nil || len(hist) != 1 || len(hist[0].Attachments) != 2 {
+		t.Fatalf("history: %+v %v", hist, err)
+	}
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: ref.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = store.NewSessions(pool).Entries(ctx, []chat.MessageRef{ref})
+	if m := got[ref]; !m.Recalled || len(m.Attachments) != 0 || m.MsgType != chat.MsgFile {
+		t.Fatalf("recalled entry: %+v", m)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE reason = 'recall'`); n != 2 {
+		t.Fatalf("%d blobs queued by the recall, want 2", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE state = 'recalled' AND name = ''`); n != 2 {
+		t.Fatalf("%d attachments recalled and erased, want 2", n)
+	}
+}
+
+func TestBlobDeletionsForgetOnlyWhatWasDeleted(t *testing.T) {
+	_, pool := newStore(t)
+	as := store.NewAttachments(pool)
+	ctx := testCtx(t)
+	for _, k := range []string{"aa/1", "bb/2", "cc/3"} {
+		if err := as.QueueBlobDeletion(ctx, k, "test", time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.QueueBlobDeletion(ctx, "dd/later", "test", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	n, err := as.DeleteBlobs(ctx, 10, func(_ context.Context, key string) error {
+		seen = append(seen, key)
+		if key == "bb/2" {
+			return errors.New("store down")
+		}
+		return nil
+	})
+	if err != nil || n != 2 || len(seen) != 3 {
+		t.Fatalf("DeleteBlobs: %d %v, saw %v", n, err, seen)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE blob_key = 'bb/2' AND attempts = 1 AND last_error = 'store down' AND not_before > now()`); n != 1 {
+		t.Fatal("the failed deletion was not kept for a retry")
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion`); n != 2 {
+		t.Fatalf("%d deletions left, want the failed and the later one", n)
+	}
+	// A crash mid-deletion (the transaction ends without its commit)
+	// forgets nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	if _, err := pool.Exec(ctx, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = as.DeleteBlobs(cctx, 10, func(context.Context, string) error { cancel(); return context.Canceled })
+	if err == nil {
+		t.Fatal("a cancelled deletion round succeeded")
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion`); n != 2 {
+		t.Fatalf("an interrupted round forgot deletions: %d left", n)
+	}
+}
+
+func TestTheDailyQuotaHoldsUnderConcurrentUploads(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	as := store.NewAttachments(pool)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ok, over int
+	)
+	for i := 0; i < 30; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := as.CreateUpload(context.Background(), chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(),
+				UploaderID: 1, ConversationID: c.ID, Name: "f", DeclaredType: "text/plain", DeclaredSize: 100,
+				URLExpiresAt: time.Now().Add(time.Hour)}, 1000)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				ok++
+			} else if rl := chat.RateLimitOf(err); rl != nil && rl.RetryAfter > 0 {
+				over++
+			} else {
+				t.Errorf("create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 10 || over != 20 {
+		t.Fatalf("%d uploads fit a quota of 10, %d refused", ok, over)
+	}
+}
+
+// TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash: the recall
+// and the queueing of its blobs are one transaction, so a crash leaves
+// either both or neither; a resend of the recall, a second recall and a
+// concurrent one queue nothing more; a deletion round cut after the blob
+// store deleted (before its commit) is repeated whole, and deleting what
+// is gone already is no error.
+func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	ids := []string{completeUpload(t, pool, 1, c.ID), completeUpload(t, pool, 1, c.ID)}
+	ctx := testCtx(t)
+	res, err := st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: "",
+		Attachments: []chat.AttachmentRef{{UploadID: ids[0]}, {UploadID: ids[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recall := chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: res.Message.Seq}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ch := recall
+			if i > 1 { // two resends of the first, two recalls of their own
+				ch.ClientMsgID = uuid.NewString()
+			}
+			_, errs[i] = st.Change(ctx, ch)
+		}(i)
+	}
+	wg.Wait()
+	var ok int
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		}
+	}
+	if ok == 0 {
+		t.Fatalf("no recall succeeded: %v", errs)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE reason = 'recall'`); n != 2 {
+		t.Fatalf("%d blobs queued by the recalls, want 2", n)
+	}
+	var keys []string
+	if err := pool.QueryRow(ctx, `SELECT array_agg(blob_key ORDER BY blob_key) FROM attachment WHERE id = ANY($1)`, ids).Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	// The first round deletes in the store, then "crashes" before its
+	// commit: the rows stay.
+	as := store.NewAttachments(pool)
+	deleted := map[string]int{}
+	cctx, cancel := context.WithCancel(ctx)
+	_, err = as.DeleteBlobs(cctx, 10, func(_ context.Context, key string) error {
+		deleted[key]++
+		if len(deleted) == len(keys) {
+			cancel()
+		}
+		return nil
+	})
+	if err == nil {
+		t.Fatal("a round cut before its commit succeeded")
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion`); n != 2 {
+		t.Fatalf("a round cut before its commit forgot deletions: %d left", n)
+	}
+	// The next rounds delete again (gone already: fine) and forget them;
+	// the cut round's rows stay locked until PostgreSQL sees its
+	// connection close, and SKIP LOCKED passes them meanwhile.
+	total := 0
+	for deadline := time.Now().Add(10 * time.Second); total < 2; {
+		n, err := as.DeleteBlobs(ctx, 10, func(_ context.Context, key string) error { deleted[key]++; return nil })
+		if err != nil {
+			t.Fatalf("next round: %v", err)
+		}
+		total += n
+		if total < 2 && time.Now().After(deadline) {
+			t.Fatalf("the queued deletions were not done again: %d of 2", total)
+		}
+		if total < 2 {
+			time.Sleep(20 * time.Millisecond) // a poll under a deadline
+		}
+	}
+	for _, k := range keys {
+		if deleted[k] != 2 {
+			t.Fatalf("blob %s deleted %d times, want 2 (the cut round and the next): %v", k, deleted[k], deleted)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion`); n != 0 {
+		t.Fatalf("%d deletions left", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE id = ANY($1) AND state = 'recalled'`, ids); n != 2 {
+		t.Fatalf("%d attachments recalled, want 2", n)
+	}
+}

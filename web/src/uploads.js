@@ -1,0 +1,130 @@
+// Uploads and downloads of attachments (docs/protocol.md "Attachments").
+// An upload is a ticket (POST /v1/uploads), the bytes (a PUT to the
+// ticket's url, with progress: XMLHttpRequest, since fetch reports none)
+// and, for an object store, its completion. Downloads are fetched with the
+// bearer token and shown from blob: URLs, kept in a small cache.
+
+import { ApiError } from './api.js';
+
+/** What the browser calls a file's type, or the extension's guess. */
+export function fileType(file) {
+  if (file.type) return file.type;
+  const ext = (file.name.split('.').pop() || '').toLowerCase();
+  return (
+    {
+      md: 'text/markdown',
+      csv: 'text/csv',
+      txt: 'text/plain',
+      opus: 'audio/ogg',
+      m4a: 'audio/mp4',
+      heic: 'image/heic',
+    }[ext] || 'application/octet-stream'
+  );
+}
+
+export class Uploader {
+  /** @param {import('./api.js').Api} api */
+  constructor(api) {
+    this.api = api;
+  }
+
+  /**
+   * Uploads file for conversation cid; resolves with the attachment a
+   * message will carry. onProgress(sent, total) follows the bytes;
+   * abort() (returned in handle) stops it.
+   */
+  upload(cid, file, onProgress, handle = {}) {
+    return (async () => {
+      const t = await this.api.request('POST', '/v1/uploads', {
+        conversationId: cid,
+        name: file.name || 'file',
+        contentType: fileType(file),
+        size: file.size,
+      });
+      const own = t.url.startsWith('/');
+      const put = await this.put(t, file, own, onProgress, handle);
+      const u = t.completeUrl ? await this.api.request('POST', t.completeUrl) : put;
+      if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
+      return u.attachment;
+    })();
+  }
+
+  put(t, file, own, onProgress, handle) {
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      handle.abort = () => xhr.abort();
+      xhr.open(t.method || 'PUT', t.url);
+      for (const [k, v] of Object.entries(t.headers || {})) xhr.setRequestHeader(k, v);
+      if (own) xhr.setRequestHeader('Authorization', `Bearer ${this.api.token}`);
+      xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+      xhr.onload = () => {
+        let data = null;
+        try {
+          data = JSON.parse(xhr.responseText);
+        } catch {
+          // An object store answers XML (or nothing).
+        }
+        if (xhr.status >= 200 && xhr.status < 300) {
+          onProgress(file.size, file.size);
+          resolve(data);
+          return;
+        }
+        if (xhr.status === 401 && own) this.api.onUnauthorized();
+        const err = data && data.error;
+        reject(new ApiError(xhr.status, err ? err.code : xhr.status === 403 ? 'gone' : 'network', err ? err.message : `upload refused (${xhr.status})`));
+      };
+      xhr.onerror = () => reject(new ApiError(0, 'network', 'the upload was cut off'));
+      xhr.onabort = () => reject(new ApiError(0, 'aborted', 'upload cancelled'));
+      xhr.send(file);
+    });
+  }
+}
+
+/**
+ * Downloads shown as blob: URLs, at most max of them kept (the oldest
+ * revoked). A failed fetch is forgotten so a later render tries again.
+ */
+export class BlobCache {
+  constructor(api, max = 150) {
+    this.api = api;
+    this.max = max;
+    /** @type {Map<string, Promise<string>>} */
+    this.urls = new Map();
+  }
+
+  url(id, thumbnail = false) {
+    const key = `${id}${thumbnail ? '/thumbnail' : ''}`;
+    let p = this.urls.get(key);
+    if (p) {
+      this.urls.delete(key); // most recently used last
+      this.urls.set(key, p);
+      return p;
+    }
+    p = (async () => {
+      let res;
+      try {
+        res = await fetch(`/v1/attachments/${key}`, { headers: { Authorization: `Bearer ${this.api.token}` } });
+      } catch (e) {
+        throw new ApiError(0, 'network', 'network error: ' + e.message);
+      }
+      if (!res.ok) {
+        let data = null;
+        try {
+          data = await res.json();
+        } catch {
+          // An object store's error body.
+        }
+        throw new ApiError(res.status, data?.error?.code, data?.error?.message);
+      }
+      return URL.createObjectURL(await res.blob());
+    })();
+    p.catch(() => this.urls.get(key) === p && this.urls.delete(key));
+    this.urls.set(key, p);
+    while (this.urls.size > this.max) {
+      const [oldKey, old] = this.urls.entries().next().value;
+      this.urls.delete(oldKey);
+      old.then((u) => URL.revokeObjectURL(u), () => {});
+    }
+    return p;
+  }
+}

@@ -1,0 +1,219 @@
+// Attachments on screen: in a message (image previews that open full
+// size, an audio player for voice notes, file chips), the composer's tray
+// of files being uploaded (progress, retry, remove) and the full-size
+// viewer. Names and captions are text nodes like every user string.
+
+import { h, icon, setText } from './dom.js';
+import { fileType } from '../uploads.js';
+
+export function formatSize(n) {
+  if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MB`;
+  if (n >= 1 << 10) return `${Math.round(n / (1 << 10))} KB`;
+  return `${n} B`;
+}
+
+/** What the inbox shows for a message without text. */
+export function msgTypeLabel(msgType) {
+  return { image: '📷 Photo', audio: '🎤 Voice message', video: '🎬 Video', file: '📎 File' }[msgType] || '';
+}
+
+function duration(ms) {
+  const s = Math.round(ms / 1000);
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+}
+
+/** Saves a blob URL under a name (the browser's download). */
+function save(url, name) {
+  const a = h('a', { href: url, download: name });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+}
+
+/**
+ * The attachments of one message. cache: BlobCache; openImage(att) shows
+ * one full size.
+ */
+export function attachmentList(atts, cache, openImage) {
+  return h(
+    'div',
+    { class: 'attachments', 'data-testid': 'attachments' },
+    atts.map((a) => {
+      const kind = (a.contentType || '').split('/')[0];
+      let node;
+      if (kind === 'image') node = imageNode(a, cache, openImage);
+      else if (kind === 'audio') node = audioNode(a, cache);
+      else node = fileChip(a, cache);
+      return h('figure', { class: `att att-${kind === 'image' || kind === 'audio' ? kind : 'file'}`, dataset: { attachmentId: a.id } }, node, a.caption ? h('figcaption', null, a.caption) : null);
+    }),
+  );
+}
+
+function imageNode(a, cache, openImage) {
+  // The thumbnail's (or the image's) size reserves the space before the
+  // bytes arrive, so the list does not jump.
+  const t = a.thumbnail;
+  const w = t ? t.width : Math.min(a.width || 240, 320);
+  const hgt = t ? t.height : a.width ? Math.round((a.height * w) / a.width) : 180;
+  const img = h('img', { alt: a.name, width: w, height: hgt, 'data-testid': 'attachment-image', loading: 'lazy' });
+  cache.url(a.id, Boolean(t)).then(
+    (u) => (img.src = u),
+    () => img.classList.add('broken'),
+  );
+  return h('button', { class: 'att-image', type: 'button', title: `${a.name} — open full size`, onclick: () => openImage(a) }, img);
+}
+
+function audioNode(a, cache) {
+  const player = h('audio', { controls: true, preload: 'metadata', 'data-testid': 'attachment-audio' });
+  cache.url(a.id).then(
+    (u) => (player.src = u),
+    () => player.classList.add('broken'),
+  );
+  return h(
+    'div',
+    { class: 'att-audio-row' },
+    icon('mic'),
+    player,
+    h('span', { class: 'att-meta' }, a.durationMs ? duration(a.durationMs) : formatSize(a.size)),
+  );
+}
+
+function fileChip(a, cache) {
+  return h(
+    'button',
+    {
+      class: 'file-chip',
+      type: 'button',
+      'data-testid': 'attachment-file',
+      title: `Download ${a.name}`,
+      onclick: () => cache.url(a.id).then((u) => save(u, a.name), () => {}),
+    },
+    icon('file'),
+    h('span', { class: 'file-name' }, a.name),
+    h('span', { class: 'att-meta' }, formatSize(a.size)),
+  );
+}
+
+/** The full-size viewer: click, Escape or the close button leave it. */
+export function openLightbox(a, cache) {
+  const img = h('img', { alt: a.name, 'data-testid': 'lightbox-image' });
+  const close = () => {
+    el.remove();
+    document.removeEventListener('keydown', onKey);
+  };
+  const onKey = (e) => e.key === 'Escape' && close();
+  const el = h(
+    'div',
+    { class: 'lightbox', role: 'dialog', 'aria-label': a.name, 'data-testid': 'lightbox', onclick: (e) => e.target === el && close() },
+    h('button', { class: 'icon-btn lightbox-close', type: 'button', 'aria-label': 'Close', 'data-testid': 'lightbox-close', onclick: close }, icon('close')),
+    img,
+    h('div', { class: 'lightbox-caption' }, a.caption || a.name, a.width ? ` · ${a.width}×${a.height}` : ''),
+  );
+  document.addEventListener('keydown', onKey);
+  document.body.appendChild(el);
+  cache.url(a.id).then(
+    (u) => (img.src = u),
+    () => setText(el.querySelector('.lightbox-caption'), 'The image could not be loaded.'),
+  );
+}
+
+/**
+ * The composer's files: each uploads as soon as it is added, with a
+ * progress bar; a failed one can be retried or removed. onChange is called
+ * whenever what can be sent changes.
+ * @param {import('../uploads.js').Uploader} uploader
+ * @param {() => number|null} convId
+ */
+export function createTray(uploader, convId, onChange) {
+  const el = h('div', { class: 'tray', 'data-testid': 'tray', hidden: true });
+  /** @type {{file:File, cid:number, status:string, error:string, attachment:any, el:HTMLElement, bar:HTMLElement, stateEl:HTMLElement, handle:any, preview:string|null}[]} */
+  let items = [];
+
+  function render() {
+    el.hidden = items.length === 0;
+    onChange();
+  }
+
+  function start(it) {
+    it.status = 'uploading';
+    it.error = '';
+    it.handle = {};
+    paint(it, 0);
+    uploader
+      .upload(it.cid, it.file, (sent, total) => paint(it, total ? sent / total : 0), it.handle)
+      .then((a) => {
+        it.status = 'done';
+        it.attachment = a;
+        paint(it, 1);
+      })
+      .catch((e) => {
+        if (e.code === 'aborted') return;
+        it.status = 'failed';
+        it.error = e.message;
+        paint(it, 0);
+      })
+      .finally(render);
+  }
+
+  function paint(it, frac) {
+    it.el.dataset.status = it.status;
+    it.bar.style.transform = `scaleX(${Math.max(0, Math.min(1, frac))})`;
+    setText(it.stateEl, it.status === 'failed' ? it.error || 'Upload failed' : it.status === 'done' ? formatSize(it.file.size) : `${Math.round(frac * 100)}%`);
+    it.el.querySelector('.tray-retry').hidden = it.status !== 'failed';
+    render();
+  }
+
+  function add(files) {
+    const cid = convId();
+    if (!cid) return;
+    for (const file of files) {
+      if (items.length >= 10) break; // a message carries at most 10
+      const preview = fileType(file).startsWith('image/') ? URL.createObjectURL(file) : null;
+      const bar = h('span', { class: 'tray-bar' });
+      const stateEl = h('span', { class: 'att-meta', 'data-testid': 'tray-state' });
+      const it = { file, cid, status: 'uploading', error: '', attachment: null, bar, stateEl, handle: {}, preview, el: null };
+      it.el = h(
+        'div',
+        { class: 'tray-item', 'data-testid': 'tray-item' },
+        preview ? h('img', { class: 'tray-thumb', src: preview, alt: '' }) : h('span', { class: 'tray-thumb' }, icon('file')),
+        h('span', { class: 'tray-text' }, h('span', { class: 'file-name' }, file.name), stateEl, h('span', { class: 'tray-track' }, bar)),
+        h('button', { class: 'retry tray-retry', type: 'button', 'data-testid': 'tray-retry', hidden: true, onclick: () => start(it) }, icon('retry'), 'Retry'),
+        h('button', { class: 'icon-btn tray-remove', type: 'button', 'aria-label': `Remove ${file.name}`, 'data-testid': 'tray-remove', onclick: () => remove(it) }, icon('close')),
+      );
+      items.push(it);
+      el.appendChild(it.el);
+      start(it);
+    }
+    render();
+  }
+
+  function remove(it) {
+    it.handle.abort?.();
+    it.el.remove();
+    if (it.preview) URL.revokeObjectURL(it.preview);
+    items = items.filter((x) => x !== it);
+    render();
+  }
+
+  return {
+    el,
+    add,
+    /** Files are waiting: the message waits for them. */
+    busy: () => items.some((it) => it.status !== 'done'),
+    count: () => items.length,
+    /** The uploads to send, in order, and clears the tray. */
+    take() {
+      const out = items.map((it) => it.attachment);
+      for (const it of items) {
+        it.el.remove();
+        if (it.preview) URL.revokeObjectURL(it.preview);
+      }
+      items = [];
+      render();
+      return out;
+    },
+    clear() {
+      for (const it of [...items]) remove(it);
+    },
+  };
+}
