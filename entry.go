@@ -17,6 +17,7 @@ const (
 	KindEdit     EntryKind = "edit"     // a message's new body, by its sender
 	KindRecall   EntryKind = "recall"   // a message taken back for everyone
 	KindReaction EntryKind = "reaction" // an emoji set on or removed from a message
+	KindSystem   EntryKind = "system"   // a membership or settings change (SystemEntry)
 )
 
 // ReplyRef is the message a message replies to, as it is now: its first
@@ -179,6 +180,8 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	case KindReaction:
 		on, count := m.On, m.Count
 		j.TargetSeq, j.UserID, j.Emoji, j.On, j.Count = m.TargetSeq, m.SenderID, m.Emoji, &on, &count
+	case KindSystem:
+		return marshalSystem(j, m)
 	default:
 		j.SenderID, j.Body = m.SenderID, &body
 	}
@@ -212,6 +215,9 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	}
 	if j.Count != nil {
 		m.Count = *j.Count
+	}
+	if m.Kind == KindSystem {
+		return unmarshalSystem(b, m)
 	}
 	return nil
 }

@@ -19,6 +19,9 @@ const (
 	EventMemberAdded         = "member.added"
 	EventMemberRemoved       = "member.removed"
 	EventConversationUpdated = "conversation.updated"
+	EventMemberUpdated       = "member.updated"
+	EventProfileUpdated      = "profile.updated"
+	EventSystemNew           = "system.new"
 	EventTyping              = "typing"
 	EventPresence            = "presence"
 	EventError               = "error"
@@ -63,8 +66,26 @@ type Event struct {
 	// Members lists the conversation's members after a membership change,
 	// so every node can refresh its routing without a query.
 	Members []int64 `json:"members,omitempty"`
+
+	// People and groups (people.go): a system entry's action and the
+	// settings it or conversation.updated carries; a profile.updated's
+	// profile.
+	Action         string     `json:"action,omitempty"`
+	About          *string    `json:"about,omitempty"`
+	Avatar         *string    `json:"avatar,omitempty"`
+	HistoryVisible string     `json:"historyVisible,omitempty"`
+	DisplayName    *string    `json:"displayName,omitempty"`
+	UpdatedAt      *time.Time `json:"updatedAt,omitempty"`
+	// Private: a read.updated of a user whose read receipts are off, for
+	// that user's own sessions only. Except: members who must not get
+	// this read.updated (their own read receipts are off). Both travel
+	// with the event to other nodes and Kafka consumers; delivery strips
+	// Except before a client sees it.
+	Private bool    `json:"private,omitempty"`
+	Except  []int64 `json:"except,omitempty"`
+
 	// To names the users an event without a conversation is for
-	// (presence); never encoded.
+	// (presence, profile.updated); never encoded.
 	To []int64 `json:"-"`
 	// Trace is the trace of the write that made the event, for the
 	// fan-out's span; empty when it is not traced. Never encoded: Kafka
@@ -124,6 +145,8 @@ func EntryEvent(m Message) Event {
 		on, count := m.On, m.Count
 		return Event{Type: EventReactionUpdated, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq,
 			UserID: m.SenderID, Emoji: m.Emoji, On: &on, Count: &count}
+	case KindSystem:
+		return SystemEvent(m)
 	}
 	return MessageEvent(m)
 }
@@ -132,7 +155,7 @@ func EntryEvent(m Message) Event {
 // has a seq of its own and fills that slot).
 func (e Event) IsEntry() bool {
 	switch e.Type {
-	case EventMessageNew, EventMessageEdited, EventMessageRecalled, EventReactionUpdated:
+	case EventMessageNew, EventMessageEdited, EventMessageRecalled, EventReactionUpdated, EventSystemNew:
 		return true
 	}
 	return false

@@ -32,6 +32,9 @@ type Service struct {
 	Rates          RateLimits
 	Receipts       ReceiptWriter
 	PresenceSource PresenceSource
+	// LargeGroup: conversations above this many members get no profile
+	// pushes (0: DefaultLargeGroup), as they get no presence pushes.
+	LargeGroup int
 	// Attachments handles uploads and downloads (nil: not enabled).
 	Attachments Attachments
 	// Push keeps devices and member settings (nil: push not available).
@@ -133,6 +136,10 @@ type Presence struct {
 	UserID   int64      `json:"userId"`
 	Online   bool       `json:"online"`
 	LastSeen *time.Time `json:"lastSeen"`
+	// Hidden: the user hides their presence, or the caller hides theirs
+	// (reciprocal), or the user blocked the caller; Online is then false
+	// and LastSeen null.
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 // PresenceSource answers presence queries.
@@ -506,6 +513,15 @@ func (s *Service) Presence(ctx context.Context, callerID, targetID int64) (Prese
 		}
 		if !shared {
 			return Presence{}, Errorf(CodeNotFound, "no user %d among your conversations", targetID)
+		}
+		if p, ok := s.Store.(PeopleStore); ok {
+			visible, err := p.PresenceVisible(ctx, callerID, targetID)
+			if err != nil {
+				return Presence{}, err
+			}
+			if !visible {
+				return Presence{UserID: targetID, Hidden: true}, nil
+			}
 		}
 	}
 	return s.PresenceSource.Presence(ctx, targetID)

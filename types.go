@@ -29,6 +29,14 @@ type Conversation struct {
 	LastMessageAt *time.Time       `json:"lastMessageAt"`
 	CreatedAt     time.Time        `json:"createdAt"`
 	Members       []Member         `json:"members,omitempty"`
+	// A group's settings (PATCH /v1/conversations/{id}): its description,
+	// avatar (an https URL, null for none), and what members added later
+	// read (HistoryJoined or HistoryAll); empty for direct conversations.
+	About          string  `json:"about"`
+	Avatar         *string `json:"avatar"`
+	HistoryVisible string  `json:"historyVisible,omitempty"`
+	// PeerID is the other member of a direct conversation.
+	PeerID int64 `json:"peerId,omitempty"`
 }
 
 // Member of a conversation with their watermarks.
@@ -54,6 +62,8 @@ type Message struct {
 	Body           string // empty once recalled
 	CreatedAt      time.Time
 
+	// A system entry's change (Kind system).
+	System *SystemEntry
 	// A message's files (none once recalled) and its type by the first
 	// of them: MsgImage, MsgAudio, MsgVideo or MsgFile ("" is MsgText).
 	MsgType     string
@@ -155,6 +165,10 @@ type InboxEntry struct {
 	// member read them (0 when there is nobody else).
 	DeliveredSeq int64 `json:"deliveredSeq"`
 	ReadSeq      int64 `json:"readSeq"`
+	// PeerID is the other member of a direct conversation; Avatar a
+	// group's avatar (the peer's profile has a direct conversation's).
+	PeerID int64   `json:"peerId,omitempty"`
+	Avatar *string `json:"avatar,omitempty"`
 	// Settings are the caller's mute settings of the conversation.
 	Settings *ConversationSettings `json:"settings,omitempty"`
 }
@@ -174,4 +188,7 @@ type SeenResult struct {
 	SeenBy      int `json:"seenBy"`
 	DeliveredTo int `json:"deliveredTo"`
 	Members     int `json:"members"`
+	// Hidden: the caller turned read receipts off, so they see nobody's
+	// (SeenBy is 0). Members who turned theirs off are never in SeenBy.
+	Hidden bool `json:"hidden,omitempty"`
 }

@@ -35,6 +35,14 @@ type Message struct {
 	Emoji string `json:"emoji,omitempty"`
 	On    bool   `json:"on,omitempty"`
 	Count int    `json:"count,omitempty"`
+	// A system entry: what ActorID changed (Action), the member it is
+	// about (UserID, Role), a group.updated's new settings.
+	Action         string `json:"action,omitempty"`
+	Role           string `json:"role,omitempty"`
+	Title          string `json:"title,omitempty"`
+	About          string `json:"about,omitempty"`
+	Avatar         string `json:"avatar,omitempty"`
+	HistoryVisible string `json:"historyVisible,omitempty"`
 }
 
 // Entry kinds of Message.Kind.
@@ -43,6 +51,10 @@ const (
 	KindEdit     = "edit"
 	KindRecall   = "recall"
 	KindReaction = "reaction"
+	// KindSystem: a membership or settings change (Action: group.updated,
+	// member.added, member.removed, member.left, role.changed,
+	// owner.changed).
+	KindSystem = "system"
 )
 
 // ReplyRef is the message a message replies to, as it is now.
@@ -76,6 +88,11 @@ type Conversation struct {
 	LastMessageAt *time.Time `json:"lastMessageAt"`
 	CreatedAt     time.Time  `json:"createdAt"`
 	Members       []Member   `json:"members,omitempty"`
+	// A group's settings; PeerID is a direct conversation's other member.
+	About          string  `json:"about"`
+	Avatar         *string `json:"avatar"`
+	HistoryVisible string  `json:"historyVisible,omitempty"`
+	PeerID         int64   `json:"peerId,omitempty"`
 }
 
 // Member of a conversation with their watermarks.
@@ -97,6 +114,8 @@ type InboxEntry struct {
 	Unread        int64      `json:"unread"`
 	LastMessageAt *time.Time `json:"lastMessageAt"`
 	LastMessage   *Message   `json:"lastMessage"`
+	PeerID        int64      `json:"peerId,omitempty"` // a direct conversation's other member
+	Avatar        *string    `json:"avatar,omitempty"` // a group's
 }
 
 // InboxPage is a page of the inbox, most recent activity first; pass
@@ -130,6 +149,8 @@ type HistoryOptions struct {
 type Seen struct {
 	SeenBy  int `json:"seenBy"`
 	Members int `json:"members"`
+	// Hidden: the user's read receipts are off, so they see nobody's.
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 // ReadResult is the watermark after a read receipt; Advanced is false

@@ -339,8 +339,11 @@ func TestRequestsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Adding user 3 is the stream's first entry (a system entry), the
+	// message its second.
 	msgs, err := b.History(ctx, g.ID, client.HistoryOptions{Limit: 10})
-	if err != nil || len(msgs) != 1 || msgs[0].Seq != seq || msgs[0].Body != "hi team" {
+	if err != nil || len(msgs) != 2 || msgs[0].Kind != client.KindSystem || msgs[0].Action != "member.added" ||
+		msgs[1].Seq != seq || msgs[1].Body != "hi team" {
 		t.Fatalf("history: %+v %v", msgs, err)
 	}
 	r, err := b.MarkReadNow(ctx, g.ID, seq)

@@ -21,6 +21,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrGone: the message was recalled (code gone).
 	ErrGone = errors.New("message recalled")
+	// ErrBlocked: the other member of a direct conversation blocked the
+	// user (code blocked; PUBACK 0x87 with the code property).
+	ErrBlocked = errors.New("blocked by the other member")
 	// ErrInvalid: the request is malformed (PUBACK 0x99; codes invalid,
 	// too_large, conflict). Resending it unchanged fails again.
 	ErrInvalid = errors.New("invalid request")
@@ -79,6 +82,7 @@ var codeClass = map[string]error{
 	"forbidden":    ErrForbidden,
 	"not_found":    ErrNotFound,
 	"gone":         ErrGone,
+	"blocked":      ErrBlocked,
 	"invalid":      ErrInvalid,
 	"too_large":    ErrInvalid,
 	"unsupported":  ErrInvalid,

@@ -18,9 +18,21 @@ const (
 	EventConversationCreated = "conversation.created"
 	EventMemberAdded         = "member.added"
 	EventMemberRemoved       = "member.removed"
-	EventTyping              = "typing"
-	EventPresence            = "presence"
-	EventError               = "error"
+	// EventMemberUpdated: a member's role changed (Role); also both sides
+	// of an ownership transfer.
+	EventMemberUpdated = "member.updated"
+	// EventConversationUpdated: a group's title, about, avatar or
+	// historyVisible changed (the settings after it).
+	EventConversationUpdated = "conversation.updated"
+	// EventProfileUpdated: UserID's profile changed (DisplayName, Avatar,
+	// About).
+	EventProfileUpdated = "profile.updated"
+	// EventSystemNew is a system entry of a conversation's stream (a
+	// membership or settings change, Action), with a Seq of its own.
+	EventSystemNew = "system.new"
+	EventTyping    = "typing"
+	EventPresence  = "presence"
+	EventError     = "error"
 )
 
 // Event is one event for the application. The entries of a conversation's
@@ -71,6 +83,16 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 	// Members lists the first members (conversation.created).
 	Members []int64 `json:"members,omitempty"`
+	// A system entry's Action (system.new), the settings it or
+	// conversation.updated carries, and profile.updated's profile.
+	Action         string `json:"action,omitempty"`
+	About          string `json:"about,omitempty"`
+	Avatar         string `json:"avatar,omitempty"`
+	HistoryVisible string `json:"historyVisible,omitempty"`
+	DisplayName    string `json:"displayName,omitempty"`
+	// Private: a read.updated of the user's own, whose read receipts are
+	// off (no other member got it).
+	Private bool `json:"private,omitempty"`
 	// FromHistory is set on messages the client fetched through history
 	// (to fill a gap or catch up) rather than received live.
 	FromHistory bool `json:"-"`
@@ -107,6 +129,12 @@ type wireEvent struct {
 	Code             string       `json:"code"`
 	Message          string       `json:"message"`
 	Members          []int64      `json:"members"`
+	Action           string       `json:"action"`
+	About            *string      `json:"about"`
+	Avatar           *string      `json:"avatar"`
+	HistoryVisible   string       `json:"historyVisible"`
+	DisplayName      *string      `json:"displayName"`
+	Private          bool         `json:"private"`
 }
 
 func (w wireEvent) event() Event {
@@ -116,7 +144,14 @@ func (w wireEvent) event() Event {
 		Role: w.Role, ConversationType: w.ConversationType, Online: w.Online, LastSeen: w.LastSeen,
 		Code: w.Code, Message: w.Message, Members: w.Members,
 		ReplyTo: w.ReplyTo, ForwardedFrom: w.ForwardedFrom, EditedAt: w.EditedAt, Recalled: w.Recalled,
-		RecalledAt: w.RecalledAt, Emoji: w.Emoji, Count: w.Count, MsgType: w.MsgType, Attachments: w.Attachments,
+		RecalledAt: w.RecalledAt, Emoji: w.Emoji, Count: w.Count,
+		MsgType: w.MsgType, Attachments: w.Attachments,
+		Action: w.Action, HistoryVisible: w.HistoryVisible, Private: w.Private,
+	}
+	for dst, src := range map[*string]*string{&ev.About: w.About, &ev.Avatar: w.Avatar, &ev.DisplayName: w.DisplayName} {
+		if src != nil {
+			*dst = *src
+		}
 	}
 	if w.Body != nil {
 		ev.Body = *w.Body
@@ -146,7 +181,7 @@ func (w wireEvent) slim() bool {
 // stream, each filling its seq's slot.
 func isEntry(typ string) bool {
 	switch typ {
-	case EventMessageNew, EventMessageEdited, EventMessageRecalled, EventReactionUpdated:
+	case EventMessageNew, EventMessageEdited, EventMessageRecalled, EventReactionUpdated, EventSystemNew:
 		return true
 	}
 	return false
@@ -170,6 +205,9 @@ func messageEvent(m Message) Event {
 		ev.Type, ev.ActorID, ev.SenderID, ev.RecalledAt = EventMessageRecalled, m.ActorID, 0, &at
 	case KindReaction:
 		ev.Type, ev.UserID, ev.SenderID, ev.Emoji, ev.On, ev.Count = EventReactionUpdated, m.UserID, 0, m.Emoji, m.On, m.Count
+	case KindSystem:
+		ev.Type, ev.ActorID, ev.SenderID, ev.UserID, ev.Role, ev.Action = EventSystemNew, m.ActorID, 0, m.UserID, m.Role, m.Action
+		ev.Title, ev.About, ev.Avatar, ev.HistoryVisible = m.Title, m.About, m.Avatar, m.HistoryVisible
 	}
 	return ev
 }

@@ -27,6 +27,7 @@ var reasonCodes = map[chat.Code]byte{
 	chat.CodeConflict:    0x99,
 	chat.CodeNotMember:   0x87, // not authorized
 	chat.CodeForbidden:   0x87,
+	chat.CodeBlocked:     0x87,
 	chat.CodeNotFound:    0x87,
 	chat.CodeGone:        0x87,
 	chat.CodeRateLimited: 0x97, // quota exceeded

@@ -7,14 +7,18 @@
 -- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_traceparent, p_tracestate, p_attach, p_types)
 --
 -- The only way an entry of a conversation's stream is written: messages,
--- edits, recalls and reactions. Group commit calls it once per transaction
+-- edits, recalls, reactions and system entries (membership and settings
+-- changes, written by the transaction that makes the change, after it
+-- decided who may: store/system.go). Group commit calls it once per transaction
 -- with the batch's changes as parallel arrays, one element per change, in
 -- arrival order; a lone send is a batch of one. Within a batch, the rows
 -- of one conversation are either all messages or a single change of
--- another kind (the batcher cuts batches so), so no row depends on
--- another row of its batch.
+-- another kind (the batcher cuts batches so), or system entries alone
+-- (store/system.go), so no row depends on another row of its batch.
 --
---   p_kind    'message', 'edit', 'recall' or 'reaction'
+--   p_kind    'message', 'edit', 'recall', 'reaction' or 'system'
+--   p_body    message, edit: the body; system: the entry's JSON
+--             (chat.SystemEntry)
 --   p_target  edit/recall/reaction: the message's seq; message: the seq it
 --             replies to (0: none)
 --   p_fwd_*   message: the message it forwards (NULL: none); its body is
@@ -46,7 +50,8 @@
 --             upload attached already, 18 an upload not complete, 19 an
 --             upload not of its declared size, 20 an upload of a type not
 --             allowed (o_snippet: the upload id of 14-20), 21 forward of a
---             message with attachments;
+--             message with attachments, 22 blocked (a direct conversation
+--             whose other member blocked the writer);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
 --   o_target_sender, o_snippet, o_target_recalled
 --             the target's (or replied-to message's, or forward source's)
@@ -60,7 +65,13 @@
 --   - seq is the conversation's last_seq + 1, under the conversation row's
 --     lock: per conversation, seqs are 1, 2, 3, ... with no gaps, in the
 --     arrays' order; a change that fails or changes nothing uses no seq;
---   - only members write;
+--   - only members write (a system entry is written for its actor, who
+--     may just have left);
+--   - a member of a group whose history is 'joined' reaches nothing
+--     before their join: a reply to, forward of, edit, recall or reaction
+--     of an earlier entry is refused as if it did not exist (7, 10, 12);
+--   - in a direct conversation, a writer the other member blocked writes
+--     no message, edit or reaction (a recall is still allowed);
 --   - (conversation, clientMsgId) is one change: a resend by its sender
 --     answers the stored entry, another sender's (or another change's) is
 --     a conflict; a later message of the batch with an earlier one's
@@ -84,11 +95,12 @@
 --     are queued for deletion (blob_deletion), in the same transaction;
 --   - only messages move last_message_at, last_message_seq and
 --     message_count (unread counts and the inbox order); every entry moves
---     last_seq and its writer's read watermark (one has read what one
---     wrote);
+--     last_seq, and every entry but a system one its writer's read
+--     watermark (one has read what one wrote; a system entry is written on
+--     the actor's behalf and must not mark their unread messages read);
 --   - every entry writes one outbox row referencing it (conversation_id,
---     seq; type by kind; its change's trace context), in seq order; the
---     relay encodes it.
+--     seq; type by kind, system.new for a system entry; its change's
+--     trace context), in seq order; the relay encodes it.
 --
 -- Locks are taken in a fixed order, the order every other writer uses:
 -- conversation rows by id before anything else, member rows by
@@ -179,19 +191,25 @@ BEGIN
     ), cls AS (
         -- What each change is judged against.
         SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, cv.type AS ctype, mb.role,
+               CASE WHEN cv.type = 'GROUP' AND cv.history_visible = 'joined' THEN mb.join_seq ELSE 0 END AS floor,
+               blk.yes IS NOT NULL AS blocked,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
                st.kind AS st_kind, st.target_seq AS st_target, st.msg_type AS st_msg_type,
                tg.kind AS t_kind, tg.sender_id AS t_sender, tg.body AS t_body, tg.created_at AS t_at,
                tg.recalled_at IS NOT NULL AS t_recalled, rc.seq AS recall_seq, rc.created_at AS recall_at,
                COALESCE(rx.mine, false) AS mine, COALESCE(rx.mine_distinct, 0) AS mine_distinct, COALESCE(rx.total, 0) AS total,
-               fm.ok IS NOT NULL AS f_member, fsrc.kind AS f_kind, fsrc.sender_id AS f_sender,
+               fm.ok IS NOT NULL AS f_member, fm.floor AS f_floor, fsrc.kind AS f_kind, fsrc.sender_id AS f_sender,
                fsrc.body AS f_body, fsrc.recalled_at IS NOT NULL AS f_recalled, fsrc.msg_type AS f_msg_type,
                v_aerr[r.ord::int] AS a_err, v_abad[r.ord::int] AS a_bad, v_atype[r.ord::int] AS a_type
         FROM req r
-        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type FROM conversation c
+        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type, c.history_visible FROM conversation c
                            WHERE c.id = r.c LIMIT 1) cv ON true
-        LEFT JOIN LATERAL (SELECT m.role FROM conversation_member m
+        LEFT JOIN LATERAL (SELECT m.role, m.join_seq FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
+        LEFT JOIN LATERAL (SELECT true AS yes FROM conversation_member o
+                           JOIN user_block b ON b.blocker_id = o.user_id AND b.blocked_id = r.s
+                           WHERE cv.type = 'DIRECT' AND r.k IN ('message', 'edit', 'reaction')
+                             AND o.conversation_id = r.c AND o.user_id <> r.s LIMIT 1) blk ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at FROM message m
@@ -202,23 +220,27 @@ BEGIN
                                   count(DISTINCT x.emoji) FILTER (WHERE x.user_id = r.s) AS mine_distinct,
                                   count(*) FILTER (WHERE x.emoji = r.emoji) AS total
                            FROM reaction x WHERE r.k = 'reaction' AND x.conversation_id = r.c AND x.seq = r.tgt) rx ON true
-        LEFT JOIN LATERAL (SELECT true AS ok FROM conversation_member m
+        LEFT JOIN LATERAL (SELECT true AS ok,
+                                  CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
+                           FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.user_id = r.s LIMIT 1) fm ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at, m.msg_type FROM message m
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true
     ), judged AS (
         SELECT x.*, (CASE
             WHEN x.last_seq IS NULL THEN 4
-            WHEN x.role IS NULL THEN 3
+            WHEN x.role IS NULL AND x.k <> 'system' THEN 3
             WHEN x.st_seq IS NOT NULL THEN
-                CASE WHEN x.st_sender = x.s AND x.st_kind = x.k AND (x.k = 'message' OR x.st_target = x.tgt) THEN 1 ELSE 2 END
+                CASE WHEN x.st_sender = x.s AND x.st_kind = x.k AND (x.k IN ('message', 'system') OR x.st_target = x.tgt) THEN 1 ELSE 2 END
+            WHEN x.k = 'system' THEN 0
+            WHEN x.blocked THEN 22
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND NOT x.f_member THEN 11
-            WHEN x.k = 'message' AND x.fc IS NOT NULL AND (x.f_kind IS DISTINCT FROM 'message' OR x.f_recalled) THEN 12
+            WHEN x.k = 'message' AND x.fc IS NOT NULL AND (x.f_kind IS DISTINCT FROM 'message' OR x.f_recalled OR x.fs <= x.f_floor) THEN 12
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND x.f_msg_type IS NOT NULL THEN 21
-            WHEN x.k = 'message' AND x.tgt > 0 AND x.t_kind IS DISTINCT FROM 'message' THEN 10
+            WHEN x.k = 'message' AND x.tgt > 0 AND (x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor) THEN 10
             WHEN x.k = 'message' AND x.a_err IS NOT NULL THEN x.a_err
             WHEN x.k = 'message' THEN 0
-            WHEN x.t_kind IS DISTINCT FROM 'message' THEN 7
+            WHEN x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor THEN 7
             WHEN x.k = 'recall' AND x.t_recalled THEN 6
             WHEN x.t_recalled THEN 8
             WHEN x.k = 'edit' AND (x.t_sender <> x.s
@@ -294,8 +316,8 @@ BEGIN
             INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, kind, target_seq,
                                  msg_no, reply_to, forwarded_conversation_id, forwarded_seq, forwarded_sender_id,
                                  emoji, reaction_on, reaction_count, msg_type)
-            SELECT f.conv, f.seq, f.sender, f.id, CASE WHEN f.kind IN ('message', 'edit') THEN f.body ELSE '' END,
-                   f.at, f.kind, CASE WHEN f.kind <> 'message' THEN f.target END, f.msg_no,
+            SELECT f.conv, f.seq, f.sender, f.id, CASE WHEN f.kind IN ('message', 'edit', 'system') THEN f.body ELSE '' END,
+                   f.at, f.kind, CASE WHEN f.kind IN ('edit', 'recall', 'reaction') THEN f.target END, f.msg_no,
                    CASE WHEN f.kind = 'message' AND f.target > 0 THEN f.target END,
                    f.fwd_conv, f.fwd_seq, f.fwd_sender,
                    CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt,
@@ -328,7 +350,8 @@ BEGIN
             WHERE c.id = u.conv
         ), lk AS MATERIALIZED (
             SELECT w.conv, w.sender, w.q
-            FROM (SELECT f.conv, f.sender, max(f.seq) AS q FROM fresh f GROUP BY f.conv, f.sender ORDER BY f.conv, f.sender) w
+            FROM (SELECT f.conv, f.sender, max(f.seq) AS q FROM fresh f WHERE f.kind <> 'system'
+                  GROUP BY f.conv, f.sender ORDER BY f.conv, f.sender) w
             CROSS JOIN LATERAL (SELECT 1 FROM conversation_member m
                                 WHERE m.conversation_id = w.conv AND m.user_id = w.sender LIMIT 1 FOR UPDATE) l
         ), reader AS (
@@ -338,7 +361,8 @@ BEGIN
         )
         INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
         SELECT f.conv::text, CASE f.kind WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
-                                        WHEN 'recall' THEN 'message.recalled' ELSE 'reaction.updated' END,
+                                        WHEN 'recall' THEN 'message.recalled' WHEN 'system' THEN 'system.new'
+                                        ELSE 'reaction.updated' END,
                f.conv, f.seq, NULLIF(p_traceparent[f.ord], ''), NULLIF(p_tracestate[f.ord], '')
         FROM fresh f
         ORDER BY f.ord;

@@ -68,6 +68,9 @@ type Server struct {
 	bgDone   chan struct{}
 	closed   bool
 
+	// largeGroup: conversations above it get no profile pushes (people.go).
+	largeGroup int
+
 	ops opsState // TLS, identity provider, HTTPS and metrics listeners (ops.go)
 
 	tracer *tracing.Tracer // nil: tracing off
@@ -263,7 +266,10 @@ func (s *Server) startBackground(ctx context.Context, st config.Settings, appNam
 		}
 		runners = append(runners, pr.Run)
 	}
-	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, s.log) })
+	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, s.log) },
+		func(ctx context.Context) error {
+			return s.store.RunSearchMaintenance(ctx, searchMaintenanceInterval, s.log.With("component", "search-maintenance"))
+		})
 	runners = append(runners, s.push.Run)
 	go s.background(bgCtx, s.sessions, runners)
 	return nil
@@ -347,9 +353,16 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.Service.Rates = st.RateLimits()
 	s.Service.Receipts = s.Receipts
 	s.Service.PresenceSource = s.Presence
+	s.Service.LargeGroup = st.LargeGroup
+	s.largeGroup = st.LargeGroup
 	s.Service.Push = s.devices
 	return nil
 }
+
+// searchMaintenanceInterval is how often a node merges the search indexes'
+// pending lists (store.RunSearchMaintenance): sends then append to them
+// and never pay for a merge.
+const searchMaintenanceInterval = time.Second
 
 // relayWakeNeeded says whether a hot write must NOTIFY the outbox relay
 // after its commit: only a relay on another node needs it. Without Kafka
@@ -385,6 +398,10 @@ const presenceHeartbeat = 5 * time.Second
 func (s *Server) consume(ev chat.Event) {
 	if ev.Type == chat.EventPresence {
 		s.Presence.Remote(ev)
+		return
+	}
+	if ev.Type == chat.EventProfileUpdated {
+		s.remoteProfile(ev)
 		return
 	}
 	s.push.Publish(ev)

@@ -42,11 +42,12 @@ func TestNonMembersCanNeitherWriteNorRead(t *testing.T) {
 	}
 	check(2, chat.CodeNotMember)
 
-	if n := queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, conv.ID); n != 1 {
+	// The message and the leave's system entry.
+	if n := queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, conv.ID); n != 2 {
 		t.Fatalf("last_seq = %d after refused sends", n)
 	}
-	if n := len(outboxEvents(t, pool, conv.ID, "")); n != outboxBefore+1 { // the leave
-		t.Fatalf("refused calls wrote %d events", n-outboxBefore-1)
+	if n := len(outboxEvents(t, pool, conv.ID, "")); n != outboxBefore+2 { // member.removed, system.new
+		t.Fatalf("refused calls wrote %d events", n-outboxBefore-2)
 	}
 	if ok, err := st.IsMember(ctx, conv.ID, stranger); err != nil || ok {
 		t.Fatalf("IsMember(stranger) = %v, %v", ok, err)

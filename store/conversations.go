@@ -11,11 +11,14 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-const conversationColumns = `id, type, title, last_seq, last_message_at, created_at`
+const conversationColumns = `id, type, title, last_seq, last_message_at, created_at, about, avatar_url, history_visible`
 
 func scanConversation(row pgx.Row) (chat.Conversation, error) {
 	var c chat.Conversation
-	err := row.Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt)
+	err := row.Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt, &c.About, &c.Avatar, &c.HistoryVisible)
+	if c.Type == chat.Direct {
+		c.HistoryVisible = ""
+	}
 	return c, err
 }
 
@@ -45,7 +48,7 @@ func memberConversation(ctx context.Context, tx pgx.Tx, id, userID int64) (chat.
 		SELECT `+conversationColumns+`,
 		       EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = c.id AND user_id = $2)
 		FROM conversation c WHERE id = $1`, id, userID).
-		Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt, &member)
+		Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt, &c.About, &c.Avatar, &c.HistoryVisible, &member)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return c, errNoConversation(id)
@@ -53,6 +56,9 @@ func memberConversation(ctx context.Context, tx pgx.Tx, id, userID int64) (chat.
 		return c, fmt.Errorf("read conversation: %w", err)
 	case !member:
 		return c, errNotMember(id)
+	}
+	if c.Type == chat.Direct {
+		c.HistoryVisible = ""
 	}
 	return c, nil
 }
@@ -163,6 +169,9 @@ func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conv
 		created bool
 	)
 	err := s.writeTx(ctx, "open direct", func(tx pgx.Tx) ([]chat.Event, error) {
+		if err := refuseBlocked(ctx, tx, peerID, userID); err != nil {
+			return nil, err
+		}
 		id, found, err := directPair(ctx, tx, low, high)
 		if err != nil {
 			return nil, err
@@ -177,6 +186,9 @@ func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conv
 			return nil, fmt.Errorf("read conversation %d: %w", id, err)
 		}
 		if conv.Members, err = loadMembers(ctx, tx, id); err != nil {
+			return nil, err
+		}
+		if err := viewMembers(ctx, tx, &conv, userID); err != nil {
 			return nil, err
 		}
 		if created {
@@ -256,8 +268,10 @@ func (s *Store) GetConversation(ctx context.Context, conversationID, userID int6
 		if conv, err = memberConversation(ctx, tx, conversationID, userID); err != nil {
 			return err
 		}
-		conv.Members, err = loadMembers(ctx, tx, conversationID)
-		return err
+		if conv.Members, err = loadMembers(ctx, tx, conversationID); err != nil {
+			return err
+		}
+		return viewMembers(ctx, tx, &conv, userID)
 	})
 	if err != nil {
 		return chat.Conversation{}, err
@@ -265,119 +279,8 @@ func (s *Store) GetConversation(ctx context.Context, conversationID, userID int6
 	return conv, nil
 }
 
-// AddMember adds userID to a group. Owners and admins may add; adding an
-// existing member returns them unchanged. The new member starts with
-// join_seq, last_read_seq and last_delivered_seq at the current last_seq:
-// history before joining is neither unread nor pending delivery.
-//
-// role may be member (the default when empty) or admin; a group has one
-// owner, its creator, so owner cannot be granted.
-func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, bool, error) {
-	if err := chat.ValidateID("user id", userID); err != nil {
-		return chat.Member{}, false, err
-	}
-	switch role {
-	case "":
-		role = chat.RoleMember
-	case chat.RoleMember, chat.RoleAdmin:
-	default:
-		return chat.Member{}, false, chat.Errorf(chat.CodeInvalid, "role must be %s or %s", chat.RoleMember, chat.RoleAdmin)
-	}
-	var added chat.Member
-	created := false
-	err := s.writeTx(ctx, "add member", func(tx pgx.Tx) ([]chat.Event, error) {
-		conv, err := lockConversation(ctx, tx, conversationID)
-		if err != nil {
-			return nil, err
-		}
-		actor, ok, err := getMember(ctx, tx, conversationID, actorID)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errNotMember(conversationID)
-		}
-		if conv.Type == chat.Direct {
-			return nil, chat.Errorf(chat.CodeForbidden, "a direct conversation cannot get more members")
-		}
-		if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
-			return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can add members")
-		}
-		existing, ok, err := getMember(ctx, tx, conversationID, userID)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			added = existing
-			return nil, nil
-		}
-		var n int
-		if err := tx.QueryRow(ctx,
-			`SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conversationID).Scan(&n); err != nil {
-			return nil, fmt.Errorf("count members: %w", err)
-		}
-		if n >= s.limits.MaxMembers {
-			return nil, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
-		}
-		if added, err = scanMember(tx.QueryRow(ctx, `
-			INSERT INTO conversation_member
-				(conversation_id, user_id, role, join_seq, last_read_seq, last_delivered_seq)
-			VALUES ($1, $2, $3, $4, $4, $4)
-			RETURNING `+memberColumns,
-			conversationID, userID, role, conv.LastSeq)); err != nil {
-			return nil, fmt.Errorf("insert member: %w", err)
-		}
-		created = true
-		return []chat.Event{chat.MemberAddedEvent(conv, userID, actorID, added.Role)}, nil
-	})
-	if err != nil {
-		return chat.Member{}, false, err
-	}
-	return added, created, nil
-}
-
-// RemoveMember removes userID from a group. Anyone may leave; the owner and
-// admins may remove others, except that only the owner can remove the owner
-// (by leaving).
-func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
-	return s.writeTx(ctx, "remove member", func(tx pgx.Tx) ([]chat.Event, error) {
-		conv, err := lockConversation(ctx, tx, conversationID)
-		if err != nil {
-			return nil, err
-		}
-		actor, ok, err := getMember(ctx, tx, conversationID, actorID)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errNotMember(conversationID)
-		}
-		if conv.Type == chat.Direct {
-			return nil, chat.Errorf(chat.CodeForbidden, "nobody can be removed from a direct conversation")
-		}
-		target := actor
-		if userID != actorID {
-			if target, ok, err = getMember(ctx, tx, conversationID, userID); err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
-			}
-			switch {
-			case actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin:
-				return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
-			case target.Role == chat.RoleOwner:
-				return nil, chat.Errorf(chat.CodeForbidden, "the owner can only leave, not be removed")
-			}
-		}
-		if _, err := tx.Exec(ctx,
-			`DELETE FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
-			conversationID, target.UserID); err != nil {
-			return nil, fmt.Errorf("delete member: %w", err)
-		}
-		return []chat.Event{chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)}, nil
-	})
-}
+// AddMember and RemoveMember are in groups.go, with the other changes of
+// a group's membership and settings.
 
 // Members lists the user ids of a conversation, ascending; empty for an
 // unknown conversation.

@@ -209,18 +209,40 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 
 	added := outboxEvents(t, pool, conv.ID, chat.EventMemberAdded)
 	if len(added) != 2 || added[0].UserID != admin || added[0].ActorID != owner || added[0].Role != chat.RoleAdmin ||
-		added[0].Seq != 3 || added[1].UserID != newbie || added[1].ActorID != admin {
+		added[0].Seq != 3 || added[1].UserID != newbie || added[1].ActorID != admin || added[1].Seq != 4 {
 		t.Fatalf("member.added events: %+v", added)
 	}
+	// Each change is also a system entry of the stream (seqs 4 to 10), so
+	// member.removed's seq (last_seq before its entry) moves with them.
 	removed := outboxEvents(t, pool, conv.ID, chat.EventMemberRemoved)
-	wantRemoved := [][2]int64{{newbie, admin}, {bob, bob}, {admin, owner}, {owner, owner}}
+	wantRemoved := [][3]int64{{newbie, admin, 5}, {bob, bob, 6}, {admin, owner, 7}, {owner, owner, 8}}
 	if len(removed) != len(wantRemoved) {
 		t.Fatalf("member.removed events: %+v", removed)
 	}
 	for i, w := range wantRemoved {
-		if removed[i].UserID != w[0] || removed[i].ActorID != w[1] || removed[i].Seq != 3 {
-			t.Fatalf("member.removed %d: %+v, want user %d by %d at seq 3", i, removed[i], w[0], w[1])
+		if removed[i].UserID != w[0] || removed[i].ActorID != w[1] || removed[i].Seq != w[2] {
+			t.Fatalf("member.removed %d: %+v, want user %d by %d at seq %d", i, removed[i], w[0], w[1], w[2])
 		}
+	}
+	sys := outboxEvents(t, pool, conv.ID, chat.EventSystemNew)
+	wantSys := []struct {
+		action      chat.SystemAction
+		user, actor int64
+	}{{chat.SystemMemberAdded, admin, owner}, {chat.SystemMemberAdded, newbie, admin}, {chat.SystemMemberRemoved, newbie, admin},
+		{chat.SystemMemberLeft, bob, bob}, {chat.SystemMemberRemoved, admin, owner}, {chat.SystemMemberLeft, owner, owner},
+		{chat.SystemOwnerChanged, alice, owner}}
+	if len(sys) != len(wantSys) {
+		t.Fatalf("system entries: %+v", sys)
+	}
+	for i, w := range wantSys {
+		if e := sys[i]; chat.SystemAction(e.Action) != w.action || e.UserID != w.user || e.ActorID != w.actor || e.Seq != int64(4+i) {
+			t.Fatalf("system entry %d: %+v, want %s of %d by %d at seq %d", i, e, w.action, w.user, w.actor, 4+i)
+		}
+	}
+	// The owner left without admins: the longest-standing member (the
+	// founders joined together: the lowest id) owns the group.
+	if m := member(t, st, conv.ID, alice, alice); m.Role != chat.RoleOwner {
+		t.Fatalf("after the owner left, alice is %s, want owner", m.Role)
 	}
 }
 

@@ -63,6 +63,13 @@ func scanEntry(row pgx.CollectableRow) (chat.Message, error) {
 	if recalledAt != nil && m.Kind == chat.KindMessage {
 		m.Recalled, m.RecalledAt = true, recalledAt
 	}
+	if m.Kind == chat.KindSystem {
+		// A system entry's body is its description (store/system.go).
+		if m.System, err = chat.DecodeSystemEntry(m.Body); err != nil {
+			return m, err
+		}
+		m.Body = ""
+	}
 	if replyTo != nil {
 		ref := &chat.ReplyRef{Seq: *replyTo, SenderID: deref(replySender)}
 		if replyRecalled != nil && *replyRecalled {

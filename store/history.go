@@ -19,7 +19,7 @@ const (
 	historyAfterSQL = `SELECT ` + entryColumns + ` FROM chat_entry
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq ASC LIMIT $3`
 	historyBeforeSQL = `SELECT ` + entryColumns + ` FROM chat_entry
-		WHERE conversation_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`
+		WHERE conversation_id = $1 AND seq < $2 AND seq > $4 ORDER BY seq DESC LIMIT $3`
 )
 
 // History pages a conversation's entries for a member, ascending by seq:
@@ -40,10 +40,16 @@ func (s *Store) HistoryPage(ctx context.Context, q chat.HistoryQuery) (chat.Hist
 }
 
 // peerWatermarksSQL: the lowest watermarks of the members other than $2.
-// Reading implies delivery, hence GREATEST; nobody else gives 0.
+// Reading implies delivery, hence GREATEST; nobody else gives 0. A member
+// whose read receipts are off counts as having read nothing, and a caller
+// whose receipts are off sees 0 (people.go).
 const peerWatermarksSQL = `
-SELECT COALESCE(min(GREATEST(last_delivered_seq, last_read_seq)), 0), COALESCE(min(last_read_seq), 0)
-FROM member_watermark WHERE conversation_id = $1 AND user_id <> $2`
+SELECT COALESCE(min(GREATEST(o.last_delivered_seq, o.last_read_seq)), 0),
+       CASE WHEN EXISTS (SELECT 1 FROM user_settings v WHERE v.user_id = $2 AND NOT v.read_receipts) THEN 0
+            ELSE COALESCE(min(CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE 0 END), 0) END
+FROM member_watermark o
+LEFT JOIN user_settings s ON s.user_id = o.user_id AND NOT s.read_receipts
+WHERE o.conversation_id = $1 AND o.user_id <> $2`
 
 func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks bool) (chat.HistoryPage, error) {
 	if q.BeforeSeq < 0 || q.AfterSeq < 0 {
@@ -57,7 +63,10 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 	var msgs []chat.Message
 	var page chat.HistoryPage
 	err := s.runTx(ctx, "history", readOnly(), func(tx pgx.Tx) error {
-		if _, err := memberConversation(ctx, tx, q.ConversationID, q.UserID); err != nil {
+		// floor: in a group whose history is "joined", a member reads only
+		// what came after their join (people.go, historyFloor).
+		floor, err := historyFloor(ctx, tx, q.ConversationID, q.UserID)
+		if err != nil {
 			return err
 		}
 		if watermarks {
@@ -66,9 +75,8 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 			}
 		}
 		var rows pgx.Rows
-		var err error
 		if forward {
-			rows, err = tx.Query(ctx, historyAfterSQL, q.ConversationID, q.AfterSeq, limit)
+			rows, err = tx.Query(ctx, historyAfterSQL, q.ConversationID, max(q.AfterSeq, floor), limit)
 		} else {
 			// A real bound instead of "$2 = 0 OR ..." keeps the generic plan
 			// of the prepared statement an index range scan.
@@ -76,7 +84,7 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 			if before == 0 {
 				before = math.MaxInt64
 			}
-			rows, err = tx.Query(ctx, historyBeforeSQL, q.ConversationID, before, limit)
+			rows, err = tx.Query(ctx, historyBeforeSQL, q.ConversationID, before, limit, floor)
 		}
 		if err != nil {
 			return fmt.Errorf("read messages: %w", err)
@@ -87,6 +95,7 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 		if !forward {
 			slices.Reverse(msgs)
 		}
+		hideBeforeFloor(msgs, floor)
 		return addReactions(ctx, tx, q.ConversationID, q.UserID, msgs)
 	})
 	if err != nil {
@@ -106,10 +115,11 @@ const inboxSQL = `
 SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
        chat_unread(p.id, p.last_read_seq, p.message_count),
        lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at, lm.edited_at, lm.recalled_at,
-       lm.msg_type, pw.peer_delivered, pw.peer_read
+       lm.msg_type, pw.peer_delivered, CASE WHEN me.hidden THEN 0 ELSE pw.peer_read END, p.avatar_url, peer.user_id
 FROM (
 	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at, c.message_count, c.last_message_seq,
-	       COALESCE(c.last_message_at, c.created_at) AS sort_at
+	       COALESCE(c.last_message_at, c.created_at) AS sort_at, c.avatar_url,
+	       CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
 	FROM conversation_member m
 	JOIN conversation c ON c.id = m.conversation_id
 	WHERE m.user_id = $1
@@ -119,13 +129,18 @@ FROM (
 ) p
 LEFT JOIN LATERAL (
 	SELECT seq, sender_id, client_msg_id, body, created_at, edited_at, recalled_at, msg_type FROM message
-	WHERE conversation_id = p.id AND seq = p.last_message_seq AND p.last_message_seq > 0
+	WHERE conversation_id = p.id AND seq = p.last_message_seq AND p.last_message_seq > p.floor
 ) lm ON true
 CROSS JOIN LATERAL (
 	SELECT COALESCE(min(GREATEST(o.last_delivered_seq, o.last_read_seq)), 0) AS peer_delivered,
-	       COALESCE(min(o.last_read_seq), 0) AS peer_read
-	FROM member_watermark o WHERE o.conversation_id = p.id AND o.user_id <> $1
+	       COALESCE(min(CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE 0 END), 0) AS peer_read
+	FROM member_watermark o LEFT JOIN user_settings s ON s.user_id = o.user_id AND NOT s.read_receipts
+	WHERE o.conversation_id = p.id AND o.user_id <> $1
 ) pw
+LEFT JOIN LATERAL (
+	SELECT o.user_id FROM conversation_member o WHERE p.type = 'DIRECT' AND o.conversation_id = p.id AND o.user_id <> $1 LIMIT 1
+) peer ON true
+CROSS JOIN (SELECT EXISTS (SELECT 1 FROM user_settings v WHERE v.user_id = $1 AND NOT v.read_receipts) AS hidden) me
 ORDER BY p.sort_at DESC, p.id DESC`
 
 // Inbox pages the user's conversations, most recent message first. Unread
@@ -171,12 +186,16 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 				lmEdited   *time.Time
 				lmRecalled *time.Time
 				lmType     *string
+				peer       *int64
 			)
 			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt, &e.Unread,
-				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &lmEdited, &lmRecalled, &lmType, &e.DeliveredSeq, &e.ReadSeq); err != nil {
+				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &lmEdited, &lmRecalled, &lmType, &e.DeliveredSeq, &e.ReadSeq, &e.Avatar, &peer); err != nil {
 				return fmt.Errorf("read inbox: %w", err)
 			}
 			e.Unread = max(e.Unread, 0)
+			if peer != nil {
+				e.PeerID = *peer
+			}
 			if lmSeq != nil {
 				e.LastMessage = &chat.Message{ConversationID: e.ID, Seq: *lmSeq, Kind: chat.KindMessage, SenderID: *lmFrom,
 					ClientMsgID: *lmID, Body: *lmBody, CreatedAt: *lmAtPtr, EditedAt: lmEdited,

@@ -96,7 +96,8 @@ func TestDeliveredWatermarkIsTheGreaterOfReadsAndDeliveredFlushes(t *testing.T) 
 }
 
 // A member who leaves takes their member_delivery row along; one who
-// rejoins starts at the conversation's last_seq, as any new member does.
+// rejoins starts at the conversation's last_seq, as any new member does
+// (3 messages, the leave's system entry, one more message: 5).
 func TestALeavingMemberTakesTheirDeliveredWatermarkAlong(t *testing.T) {
 	t.Parallel()
 	st, pool, conv := groupWithMessages(t, 3, 1, 2, 3)
@@ -117,8 +118,8 @@ func TestALeavingMemberTakesTheirDeliveredWatermarkAlong(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rejoin: %v", err)
 	}
-	if m.LastReadSeq != 4 || m.LastDeliveredSeq != 4 {
-		t.Fatalf("rejoined: read %d, delivered %d; want 4 and 4", m.LastReadSeq, m.LastDeliveredSeq)
+	if m.LastReadSeq != 5 || m.LastDeliveredSeq != 5 {
+		t.Fatalf("rejoined: read %d, delivered %d; want 5 and 5", m.LastReadSeq, m.LastDeliveredSeq)
 	}
 }
 

@@ -128,15 +128,20 @@ func (p *Presence) OnlineElsewhere(ctx context.Context, node string, users []int
 
 // Watchers returns, for each user in users, the users who share with them
 // a conversation of at most maxMembers members: who sees their presence.
+// A user who hides their presence has no watchers and watches nobody
+// (user_settings, reciprocal), and nobody the user blocked watches them.
 func (p *Presence) Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error) {
 	rows, err := p.pool.Query(ctx, `
 		WITH small AS (
 			SELECT m.user_id AS subject, m.conversation_id FROM conversation_member m
 			WHERE m.user_id = ANY($1::bigint[])
+			  AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = m.user_id AND NOT h.presence)
 			  AND (SELECT count(*) FROM conversation_member x WHERE x.conversation_id = m.conversation_id) <= $2
 		)
 		SELECT DISTINCT s.subject, o.user_id FROM small s
-		JOIN conversation_member o ON o.conversation_id = s.conversation_id AND o.user_id <> s.subject`, users, maxMembers)
+		JOIN conversation_member o ON o.conversation_id = s.conversation_id AND o.user_id <> s.subject
+		WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = o.user_id AND NOT h.presence)
+		  AND NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = s.subject AND b.blocked_id = o.user_id)`, users, maxMembers)
 	if err != nil {
 		return nil, classify("read presence watchers", err)
 	}

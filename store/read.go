@@ -37,7 +37,8 @@ func (s *Store) MarkRead(ctx context.Context, conversationID, userID, seq int64)
 		switch {
 		case err == nil:
 			res = chat.ReadResult{Advanced: true, LastReadSeq: newSeq}
-			return []chat.Event{chat.ReadEvent(conversationID, userID, newSeq)}, nil
+			evs := []chat.Event{chat.ReadEvent(conversationID, userID, newSeq)}
+			return evs, readEventsPrivacy(ctx, tx, evs)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, fmt.Errorf("update watermark: %w", err)
 		}
@@ -93,14 +94,21 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 		}
 		// Counting only members who are not the sender makes "the sender
 		// left" and "the sender is still here" both come out right.
+		// Members whose read receipts are off are never seen; a caller
+		// whose receipts are off sees nobody (Hidden).
 		err = tx.QueryRow(ctx, `
-			SELECT count(*) FILTER (WHERE cm.last_read_seq >= msg.seq),
+			SELECT count(*) FILTER (WHERE cm.last_read_seq >= msg.seq AND s.user_id IS NULL),
 			       count(*) FILTER (WHERE GREATEST(cm.last_delivered_seq, cm.last_read_seq) >= msg.seq),
-			       count(*)
+			       count(*),
+			       EXISTS (SELECT 1 FROM user_settings v WHERE v.user_id = $3 AND NOT v.read_receipts)
 			FROM message msg
 			JOIN member_watermark cm ON cm.conversation_id = msg.conversation_id AND cm.user_id <> msg.sender_id
+			LEFT JOIN user_settings s ON s.user_id = cm.user_id AND NOT s.read_receipts
 			WHERE msg.conversation_id = $1 AND msg.seq = $2`,
-			conversationID, seq).Scan(&res.SeenBy, &res.DeliveredTo, &res.Members)
+			conversationID, seq, userID).Scan(&res.SeenBy, &res.DeliveredTo, &res.Members, &res.Hidden)
+		if res.Hidden {
+			res.SeenBy = 0
+		}
 		if err != nil {
 			return fmt.Errorf("count readers: %w", err)
 		}

@@ -435,6 +435,7 @@ func markReadsTx(ctx context.Context, tx pgx.Tx, keys []memberKey, convs, users,
 	b.Queue(lockMembersSQL, convs, users)
 	b.Queue(readBatchSQL, convs, users, seqs)
 	b.Queue(existingConversationsSQL, convs)
+	b.Queue(hiddenMembersSQL, convs) // read receipt privacy (people.go)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -456,6 +457,12 @@ func markReadsTx(ctx context.Context, tx pgx.Tx, keys []memberKey, convs, users,
 			out.exists[id] = true
 		}
 	}
+	var hidden map[int64][]int64
+	if err == nil {
+		if rows, err = br.Query(); err == nil {
+			hidden, err = scanHiddenMembers(rows)
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -467,6 +474,7 @@ func markReadsTx(ctx context.Context, tx pgx.Tx, keys []memberKey, convs, users,
 			out.events = append(out.events, chat.ReadEvent(k.conv, k.user, u.read))
 		}
 	}
+	applyReadPrivacy(out.events, hidden)
 	return insertOutbox(ctx, tx, chat.TraceContext{}, out.events...)
 }
 

@@ -143,6 +143,10 @@ const (
 	outForwardAttachments
 )
 
+// outBlocked is appended after the attachments' outcomes (14..21):
+// outcome codes are never renumbered.
+const outBlocked = 22
+
 // outcome is one row of chat_send_batch's answer.
 type outcome struct {
 	status         int16
@@ -262,6 +266,8 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		return res, chat.Errorf(chat.CodeNotFound, "there is no message %d in conversation %d to forward (or it was recalled)", c.Forward.Seq, c.Forward.ConversationID), nil
 	case outReactionLimit:
 		return res, chat.Errorf(chat.CodeConflict, "at most %d different reactions per user on one message", chat.MaxReactionsPerUser), nil
+	case outBlocked:
+		return res, chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", c.ConversationID), nil
 	case outUploadUnknown, outUploadNotYours, outUploadOtherConversation, outUploadAttached, outUploadIncomplete,
 		outUploadSize, outUploadType, outForwardAttachments:
 		return res, uploadRefusal(o.status, c, derefStr(o.snippet)), nil

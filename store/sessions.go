@@ -114,11 +114,13 @@ func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[string][]by
 
 // Cursors returns, for every conversation userID belongs to, the session's
 // delivered cursor (the stored one, else the member's join_seq: the
-// conversation was joined after the session started) and the conversation's
+// conversation was joined after the session started; never below join_seq,
+// so a member who left and came back is not replayed what happened while
+// they were away) and the conversation's
 // last_seq. For a session without stored state (non-persistent) pass
 // stored=false: the cursor is then last_seq, i.e. nothing to replay.
 func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
-	q := `SELECT c.id, CASE WHEN $3 THEN COALESCE(sc.delivered_seq, m.join_seq) ELSE c.last_seq END, c.last_seq,
+	q := `SELECT c.id, CASE WHEN $3 THEN GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) ELSE c.last_seq END, c.last_seq,
 			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = c.id)
 		FROM conversation_member m
 		JOIN conversation c ON c.id = m.conversation_id

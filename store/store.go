@@ -41,7 +41,11 @@ type Store struct {
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool
-	tracer    *tracing.Tracer // nil: tracing off
+	// searchScan: WithSearchScanLimit (nil: chosen per query, see
+	// searchByScan); searchStats the lexeme frequencies that choice reads.
+	searchScan  *int64
+	searchStats searchStats
+	tracer      *tracing.Tracer // nil: tracing off
 	// uploadTypes are the attachment types a send may attach (nil: the
 	// defaults).
 	uploadTypes []string

@@ -44,8 +44,11 @@ const DevTokenTTL = 24 * time.Hour
 // inline script or style is allowed; connect-src admits the same-origin
 // API and the MQTT WebSocket (ws: and wss: because 'self' does not cover
 // WebSocket schemes in every browser). Attachments are fetched with the
-// bearer token and shown from blob: URLs (img-src, media-src).
-const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob:; " +
+// bearer token and shown from blob: URLs (img-src, media-src); img-src
+// also admits https: for the avatars people set as https URLs (an image
+// host then sees who looks at it, with no referrer: the trade-off until
+// avatars are attachments served from here).
+const ContentSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob: https:; " +
 	"media-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // csp is ContentSecurityPolicy with more origins the page may connect to

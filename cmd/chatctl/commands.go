@@ -59,6 +59,11 @@ var commands = []command{
 	{"inbox", "list a user's conversations with unread counts", runInbox},
 	{"history", "print a conversation's messages", runHistory},
 	{"read", "mark a conversation read up to a message", runRead},
+	{"profile", "show or set a user's profile; show others' (--of)", runProfile},
+	{"settings", "show or change a user's privacy settings (read receipts, presence)", runSettings},
+	{"block", "block or unblock a user, or list the blocked", runBlock},
+	{"group", "manage a group as a member: update, members, add, remove, role, owner", runGroup},
+	{"search", "search the messages a user may read", runSearch},
 	{"download", "download an attachment as a user (over HTTP)", runDownload},
 }
 

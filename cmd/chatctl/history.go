@@ -46,6 +46,10 @@ func runHistory(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "conversation %d has no messages here yet\n", *conv)
 	}
 	for _, m := range msgs {
+		if m.Kind == client.KindSystem {
+			fmt.Fprintf(a.stdout, "[conv %d #%d] %s\n", m.ConversationID, m.Seq, m.SystemText(nil))
+			continue
+		}
 		if m.Kind != client.KindMessage && m.Kind != "" {
 			continue // folded into the message it changed
 		}

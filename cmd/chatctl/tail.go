@@ -94,6 +94,14 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 		_, err = fmt.Fprintf(w, "[conv %d] user %d joined (%s%s)\n", ev.ConversationID, ev.UserID, ev.Role, by)
 	case client.EventMemberRemoved:
 		_, err = fmt.Fprintf(w, "[conv %d] user %d removed by user %d\n", ev.ConversationID, ev.UserID, ev.ActorID)
+	case client.EventSystemNew:
+		_, err = fmt.Fprintf(w, "[conv %d #%d] %s\n", ev.ConversationID, ev.Seq, client.SystemText(ev, nil))
+	case client.EventConversationUpdated:
+		_, err = fmt.Fprintf(w, "[conv %d] group is now %q (history %s)\n", ev.ConversationID, ev.Title, ev.HistoryVisible)
+	case client.EventMemberUpdated:
+		_, err = fmt.Fprintf(w, "[conv %d] user %d is now %s\n", ev.ConversationID, ev.UserID, ev.Role)
+	case client.EventProfileUpdated:
+		_, err = fmt.Fprintf(w, "user %d is now called %q\n", ev.UserID, ev.DisplayName)
 	case client.EventTyping:
 		_, err = fmt.Fprintf(w, "[conv %d] user %d is typing\n", ev.ConversationID, ev.UserID)
 	case client.EventPresence:

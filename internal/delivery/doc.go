@@ -72,6 +72,9 @@
 // members); typing to the members but its sender, at QoS 0;
 // delivery.updated to the member named by its senderId (the sender of the
 // delivered messages), and not at all in groups above LargeGroup; an event
-// with Event.To and no conversation (presence) to the users named there;
-// membership events start and stop the members' streams.
+// with Event.To and no conversation (presence, profile.updated) to the
+// users named there; read.updated to the members, except as the read
+// receipt settings its event carries say (privacy.go); system.new is an
+// entry like message.new; membership events start and stop the members'
+// streams.
 package delivery

@@ -148,6 +148,8 @@ func (h *Hub) routeTo(ev chat.Event, members []int64) int {
 		return h.toMembers(members, ev.UserID, it)
 	case chat.EventDeliveryUpdated:
 		return h.routeDelivered(ev, members, large, it)
+	case chat.EventReadUpdated:
+		return h.routeRead(ev, members, large, it)
 	case chat.EventConversationCreated:
 		for _, u := range members {
 			h.toSessions(u, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})

@@ -191,6 +191,10 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 			a.writeError(w, r, e.name(), user, err)
 			return
 		}
+		if notModified(w, r, v) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
 		writeJSON(w, status, v)
 	})
 }

@@ -94,25 +94,35 @@ type memberParams struct {
 	UserID         int64 `json:"userId"`
 }
 
-func bindAddMember(a *API, w http.ResponseWriter, r *http.Request, p *memberParams) error {
+// addParams: POST /v1/conversations/{id}/members and RPC members.add; role
+// is "member" (the default) or "admin" (the owner only).
+type addParams struct {
+	ConversationID int64     `json:"conversationId"`
+	UserID         int64     `json:"userId"`
+	Role           chat.Role `json:"role"`
+}
+
+func bindAddMember(a *API, w http.ResponseWriter, r *http.Request, p *addParams) error {
 	var err error
 	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
 		return err
 	}
 	var body struct {
-		UserID int64 `json:"userId"`
+		UserID int64     `json:"userId"`
+		Role   chat.Role `json:"role"`
 	}
 	if err := a.bindBody(w, r, &body); err != nil {
 		return err
 	}
-	p.UserID = body.UserID
+	p.UserID, p.Role = body.UserID, body.Role
 	return nil
 }
 
-// addMember adds a plain member (owner/admin only): 201 with the member, or
-// 200 when they already were one, so a retried add is harmless.
-func addMember(a *API, ctx context.Context, user int64, p memberParams) (int, any, error) {
-	m, created, err := a.svc.AddMember(ctx, p.ConversationID, user, p.UserID)
+// addMember adds a member (owner/admin only; an admin, the owner only):
+// 201 with the member, or 200 when they already were one, so a retried add
+// is harmless.
+func addMember(a *API, ctx context.Context, user int64, p addParams) (int, any, error) {
+	m, created, err := a.svc.AddMemberAs(ctx, p.ConversationID, user, p.UserID, p.Role)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -69,7 +69,7 @@ func ErrorStatus(code chat.Code) int {
 		return http.StatusUnsupportedMediaType
 	case chat.CodeGone:
 		return http.StatusGone
-	case chat.CodeNotMember, chat.CodeForbidden:
+	case chat.CodeNotMember, chat.CodeForbidden, chat.CodeBlocked:
 		return http.StatusForbidden
 	case chat.CodeNotFound:
 		return http.StatusNotFound

@@ -27,7 +27,7 @@ func TestRequestHardening(t *testing.T) {
 		{"oversized create body", "POST", "/v1/conversations", `{"type":"group","title":"` + strings.Repeat("t", 2<<20) + `"}`, nil, 413, "too_large"},
 		{"unknown field", "POST", msgs, `{"clientMsgId":"` + newID() + `","body":"x","conversationId":1}`, nil, 400, "invalid"},
 		{"unknown field on read", "POST", read, `{"seq":1,"sequence":1}`, nil, 400, "invalid"},
-		{"unknown field on add", "POST", pathf("/v1/conversations/%d/members", g), `{"userId":3,"role":"admin"}`, nil, 400, "invalid"},
+		{"unknown field on add", "POST", pathf("/v1/conversations/%d/members", g), `{"userId":3,"admin":true}`, nil, 400, "invalid"},
 		{"trailing data", "POST", read, `{"seq":1} {"seq":2}`, nil, 400, "invalid"},
 		{"trailing garbage", "POST", read, `{"seq":1}x`, nil, 400, "invalid"},
 		{"malformed JSON", "POST", read, `{"seq":`, nil, 400, "invalid"},

@@ -107,6 +107,35 @@ func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
 	r.waitPushes("carol", 1, 3*time.Second)
 }
 
+// A blocked user can still write in a group the blocker is in, and the
+// blocker's sessions still get it, but the blocker's devices are never
+// woken for it; the other members' are, and the blocker's are for
+// everyone else's messages.
+func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	conv := r.group(1, 2, 3)
+	r.subscribe(2, "bob")
+	r.subscribe(3, "carol")
+	if err := r.store.Block(context.Background(), 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	seq := r.send(conv, 1, "from the blocked one")
+	// carol's push proves the message was decided: bob's silence after it
+	// is the block, not a decision still to come.
+	if got := r.waitPushes("carol", 1, 3*time.Second); got[0].Seq != seq || got[0].SenderID != 1 {
+		t.Errorf("carol's push = %+v, want seq %d from user 1", got[0], seq)
+	}
+	r.quiet("bob", 0, 800*time.Millisecond)
+
+	next := r.send(conv, 3, "from carol")
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if got[0].Seq != next || got[0].SenderID != 3 || got[0].Count != 1 {
+		t.Errorf("bob's push = %+v, want carol's message %d alone", got[0], next)
+	}
+	r.quiet("bob", 1, 500*time.Millisecond)
+}
+
 func TestPreviewCarriesTheText(t *testing.T) {
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview = true })

@@ -35,7 +35,10 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //     are entries of the stream too, decided and passed over), a recalled
 //     one never; a message would push a member who is not its sender, joined before
 //     it, has neither acknowledged (delivered watermark) nor read it, nor
-//     had it in an earlier push (push_last.seq), has a device, and has not
+//     had it in an earlier push (push_last.seq), has a device, has not
+//     blocked its sender (user_block: the blocked user may still write in
+//     a group both are in, and the message still reaches the blocker's
+//     sessions, but it never wakes the blocker's devices), and has not
 //     muted the conversation (in a group, a mention "@<user id>" still
 //     pushes while mentions is on); messages older than MaxAge ($3 s) are
 //     passed over, never pushed;
@@ -56,7 +59,8 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //
 // It answers per conversation how many entries it read, when a message
 // that is not yet due remains, in how many seconds it is, and the targets
-// and actors of the recalls it read (also those the cursor does not pass\n// yet, behind a young message: recallSQL is idempotent).
+// and actors of the recalls it read (also those the cursor does not pass
+// yet, behind a young message: recallSQL is idempotent).
 const decideSQL = `
 WITH cur AS (
     SELECT conversation_id, seq FROM push_cursor
@@ -105,6 +109,7 @@ WITH cur AS (
       AND GREATEST(w.last_delivered_seq, w.last_read_seq, COALESCE(l.seq, 0)) < m.seq
       AND m.created_at > now() - make_interval(secs => $3)
       AND EXISTS (SELECT 1 FROM push_device d WHERE d.user_id = w.user_id)
+      AND NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = w.user_id AND b.blocked_id = m.sender_id)
       AND (s.muted IS NOT TRUE
            OR (s.muted_until IS NOT NULL AND s.muted_until <= now())
            OR (c.type = 'GROUP' AND s.mentions

@@ -31,7 +31,7 @@
 // cursor that are older than Delay are due (other entries of the stream
 // at once: they never push); a recipient who is a member since before
 // the message, not its sender, and neither acknowledged nor read it, with
-// a device and not muted, gets a job covering every such message so far
+// a device, not muted and not a blocker of its sender, gets a job covering every such message so far
 // (younger ones waiting with it included: coalescing; push_job.covered
 // lists them); the cursor moves past the due entries in the same
 // transaction. So a message is decided exactly once, whichever node

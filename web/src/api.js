@@ -95,4 +95,102 @@ export class Api {
   seen(cid, seq) {
     return this.request('GET', `/v1/conversations/${cid}/messages/${seq}/seen`);
   }
+
+  // People and groups (docs/http.md "People and groups").
+
+  me() {
+    return this.request('GET', '/v1/me');
+  }
+
+  /** @param {{displayName:string, about?:string, avatarUrl?:string}} p */
+  setMe(p) {
+    return this.request('PUT', '/v1/me', p);
+  }
+
+  setSettings(s) {
+    return this.request('PUT', '/v1/me/settings', s);
+  }
+
+  /** The caller's mute settings of one conversation (push). */
+  setConversationSettings(cid, s) {
+    return this.request('PUT', `/v1/conversations/${cid}/settings`, s);
+  }
+
+  user(id) {
+    return this.request('GET', `/v1/users/${id}`);
+  }
+
+  /**
+   * Profiles of up to 100 ids, revalidated with the ETag of the previous
+   * answer for the same ids: null when nothing changed (304).
+   */
+  async users(ids, etag) {
+    const headers = { Authorization: `Bearer ${this.token}` };
+    if (etag) headers['If-None-Match'] = etag;
+    let res;
+    try {
+      res = await fetch(`/v1/users?ids=${ids.join(',')}`, { headers, cache: 'no-cache' });
+    } catch (e) {
+      throw new ApiError(0, 'network', 'network error: ' + e.message);
+    }
+    if (res.status === 304) return null;
+    const data = await res.json().catch(() => null);
+    if (!res.ok) {
+      if (res.status === 401) this.onUnauthorized();
+      const err = data && data.error;
+      throw new ApiError(res.status, err && err.code, err && err.message);
+    }
+    return { users: data.users, etag: res.headers.get('ETag') };
+  }
+
+  block(id) {
+    return this.request('PUT', `/v1/me/blocks/${id}`);
+  }
+
+  unblock(id) {
+    return this.request('DELETE', `/v1/me/blocks/${id}`);
+  }
+
+  blocks() {
+    return this.request('GET', '/v1/me/blocks');
+  }
+
+  updateGroup(cid, changes) {
+    return this.request('PATCH', `/v1/conversations/${cid}`, changes);
+  }
+
+  /** Every member (pages of 500), the owner first. */
+  async members(cid) {
+    const all = [];
+    let cursor = '';
+    for (let page = 0; page < 20; page++) {
+      const q = new URLSearchParams({ limit: '500' });
+      if (cursor) q.set('cursor', cursor);
+      const r = await this.request('GET', `/v1/conversations/${cid}/members?${q}`);
+      all.push(...r.members);
+      cursor = r.nextCursor;
+      if (!cursor) break;
+    }
+    return all;
+  }
+
+  setRole(cid, userId, role) {
+    return this.request('PUT', `/v1/conversations/${cid}/members/${userId}/role`, { role });
+  }
+
+  transferOwner(cid, userId) {
+    return this.request('POST', `/v1/conversations/${cid}/owner`, { userId });
+  }
+
+  removeMember(cid, userId) {
+    return this.request('DELETE', `/v1/conversations/${cid}/members/${userId}`);
+  }
+
+  /** @param {{q:string, conversationId?:number, cursor?:string, limit?:number}} p */
+  search(p) {
+    const q = new URLSearchParams({ q: p.q, limit: String(p.limit || 20) });
+    if (p.conversationId) q.set('conversationId', String(p.conversationId));
+    if (p.cursor) q.set('cursor', p.cursor);
+    return this.request('GET', `/v1/search?${q}`);
+  }
 }

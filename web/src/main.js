@@ -12,6 +12,10 @@ import { signInView } from './views/signin.js';
 import { createInbox } from './views/inbox.js';
 import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
+import { People } from './store/people.js';
+import { usePeople } from './views/format.js';
+import { createSearch } from './views/search.js';
+import { openInfo, openProfile } from './views/people.js';
 import { BlobCache, Uploader } from './uploads.js';
 import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
@@ -47,6 +51,11 @@ async function startApp({ token, userId, exp }) {
   const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.'));
   session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.'));
   const sync = new Sync(state, api, session);
+  const people = new People(api, userId);
+  usePeople(people);
+  sync.people = people;
+  people.addEventListener('change', () => state.changed('people'));
+  people.loadMe().catch(() => {});
 
   const toast = h('div', { class: 'toast', role: 'status', 'data-testid': 'toast', hidden: true });
   let toastTimer = 0;
@@ -65,9 +74,18 @@ async function startApp({ token, userId, exp }) {
   const go = (cid) => {
     location.hash = cid ? `#/c/${cid}` : '';
   };
+  const peopleCtx = { state, sync, api, people, notify, go };
+  const search = createSearch(state, api, {
+    jump: (cid, seq) => {
+      go(cid);
+      sync.jumpTo(cid, seq).then((found) => found || notify('That message is no longer there.'));
+    },
+  });
 
   const inbox = createInbox(state, {
     open: go,
+    search,
+    profile: () => openProfile(peopleCtx),
     signOut: () => signOut('', { endSession: true }),
     newDirect: () =>
       openDialog({
@@ -98,6 +116,7 @@ async function startApp({ token, userId, exp }) {
   const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
   const convView = createConversationView(state, sync, media, {
     back: () => go(null),
+    info: (cid) => openInfo(peopleCtx, cid),
     notify,
     addMember: (cid) =>
       openDialog({

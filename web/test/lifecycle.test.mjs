@@ -220,3 +220,15 @@ function shuffle(xs, rnd) {
     [xs[i], xs[j]] = [xs[j], xs[i]];
   }
 }
+
+test('system entries are shown as notices but are not unread, change no message and do not mark their actor read', () => {
+  const { s, c } = loaded(1, [msg(1)]);
+  const sys = (seq, senderId) => ({ conversationId: 7, seq, kind: 'system', senderId, action: 'member.added', userId: 4, clientMsgId: id(), createdAt: at(seq) });
+  // Our own system entry (we added someone) between others' entries.
+  s.addMessages(7, [sys(2, ME), msg(3), sys(4, 3), edit(5, 3, 'm3 fixed'), react(6, 3, 3, '👍', true, 1)]);
+  assert.equal(c.have, 6);
+  assert.deepEqual(c.visible().map((m) => `${m.kind}:${m.seq}`), ['message:1', 'system:2', 'message:3', 'system:4']);
+  assert.equal(c.visible()[2].body, 'm3 fixed');
+  assert.equal(c.lastReadSeq, 0, 'a system entry is written on its actor\'s behalf: not a read');
+  assert.equal(c.unread, 1, 'message 3 only (the inbox counted none up to seq 1)');
+});

@@ -17,6 +17,17 @@ export function isMessage(e) {
   return !e.kind || e.kind === 'message';
 }
 
+/** System entries (membership and settings changes) are notices: shown,
+ * never unread, and they change no other entry. */
+export function isSystem(e) {
+  return e.kind === 'system';
+}
+
+/** Edits, recalls and reactions: entries that change the message they target. */
+export function isChange(e) {
+  return !isMessage(e) && !isSystem(e);
+}
+
 /** Who wrote an entry: a message's or edit's sender, a recall's actor, a reactor. */
 export function writerOf(e) {
   return e.senderId || e.actorId || e.userId || 0;

@@ -10,7 +10,7 @@
 // lifecycle.js): held by seq like messages, applied to their message when
 // `have` passes them, never shown as rows of their own.
 
-import { applyChange, isMessage, unreadCount, writerOf } from './lifecycle.js';
+import { applyChange, isChange, isMessage, isSystem, unreadCount, writerOf } from './lifecycle.js';
 
 /**
  * @typedef {{conversationId:number, seq:number, senderId:number,
@@ -68,6 +68,8 @@ export class ChatState extends EventTarget {
       c.type = e.type;
       c.title = e.title || '';
       c.createdAt = e.createdAt || c.createdAt;
+      if (e.peerId) c.peer = e.peerId;
+      c.avatarUrl = e.avatar || null;
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
       c.settings = e.settings || null; // mute (PUT /v1/conversations/{id}/settings)
       c.noteLast(e.lastSeq || 0, e.lastMessage || null, e.lastMessageAt || null);
@@ -93,15 +95,24 @@ export class ChatState extends EventTarget {
     c.type = d.type;
     c.title = d.title || '';
     c.createdAt = d.createdAt || c.createdAt;
+    c.applySettings(d);
     c.noteLast(d.lastSeq || 0, null, d.lastMessageAt || null);
     if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
     if (Array.isArray(d.members)) {
-      c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: m.lastReadSeq }));
+      c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: m.lastReadSeq, joinedAt: m.joinedAt }));
       const mine = c.members.find((m) => m.userId === this.me);
       if (mine) c.lastReadSeq = Math.max(c.lastReadSeq, mine.lastReadSeq);
     }
     this.changed('conv');
     return c;
+  }
+
+  /** conversation.updated: a group's settings after a change. */
+  updateConversation(ev) {
+    const c = this.conversations.get(ev.conversationId);
+    if (!c) return;
+    c.applySettings(ev);
+    this.changed('conv');
   }
 
   removeConversation(id) {
@@ -219,8 +230,12 @@ export class Conversation {
     this.lastReadSeq = 0;
     this.lastMessage = null;
     this.lastMessageAt = null;
-    /** @type {{userId:number, role:string, lastReadSeq:number}[]|null} */
+    /** @type {{userId:number, role:string, lastReadSeq:number, joinedAt?:string}[]|null} */
     this.members = null;
+    this.peer = null; // a direct conversation's other member (inbox peerId)
+    this.about = '';
+    this.avatarUrl = null;
+    this.historyVisible = '';
     // Before the first history load we hold no bodies worth showing, so
     // `have` just follows lastSeq; loadLatest() makes the window exact.
     this.loaded = false;
@@ -240,7 +255,8 @@ export class Conversation {
     this.unreadAt = null;
   }
 
-  /** Unread messages: edits, recalls and reactions do not count. */
+  /** Unread messages: system entries, edits, recalls and reactions move
+   * lastSeq but do not count (the server's rule, chat_unread). */
   get unread() {
     return Math.max(0, unreadCount(this));
   }
@@ -259,11 +275,22 @@ export class Conversation {
     return this.lastMessageAt || this.createdAt || '';
   }
 
-  /** The other user of a direct chat, when members are known. */
+  /** The other user of a direct chat: the inbox's peerId, else the members. */
   peerId() {
-    if (this.type !== 'DIRECT' || !this.members) return null;
+    if (this.type !== 'DIRECT') return null;
+    if (this.peer) return this.peer;
+    if (!this.members) return null;
     const m = this.members.find((x) => x.userId !== this.me);
     return m ? m.userId : null;
+  }
+
+  /** A conversation's (or conversation.updated's) group settings. */
+  applySettings(d) {
+    if (d.peerId) this.peer = d.peerId;
+    if (typeof d.title === 'string') this.title = d.title;
+    if (typeof d.about === 'string') this.about = d.about;
+    if (d.avatar !== undefined) this.avatarUrl = d.avatar || null;
+    if (d.historyVisible) this.historyVisible = d.historyVisible;
   }
 
   myRole() {
@@ -281,15 +308,19 @@ export class Conversation {
     for (const m of msgs) {
       const old = this.messages.get(m.seq);
       const msg = isMessage(m);
+      // Messages and system notices are shown (and previewed in the inbox);
+      // edits, recalls and reactions change what they target.
+      const shown = msg || isSystem(m);
       // A server copy replaces our PUBACK-built one (exact createdAt),
       // unless changes were applied to ours already: then it keeps them.
       if (!old || (old.local && !m.local && !old.rev)) this.messages.set(m.seq, m);
       else if (old.local && !m.local) Object.assign(old, { createdAt: m.createdAt, local: false });
       this.kinds.set(m.seq, msg);
-      this.noteLast(m.seq, msg ? m : null, msg && !m.local ? m.createdAt : null);
-      // Writing anything advances the writer's own watermark (server rule).
+      this.noteLast(m.seq, shown ? m : null, shown && !m.local ? m.createdAt : null);
+      // Writing anything advances the writer's own watermark (server rule),
+      // but a system entry is written on its actor's behalf and does not.
       const writer = writerOf(m);
-      if (writer === this.me) this.lastReadSeq = Math.max(this.lastReadSeq, m.seq);
+      if (writer === this.me && !isSystem(m)) this.lastReadSeq = Math.max(this.lastReadSeq, m.seq);
       if (msg && m.senderId !== this.me) this.typing.delete(m.senderId);
     }
     if (!this.loaded) {
@@ -297,7 +328,7 @@ export class Conversation {
       // Keep bodies anyway so a load that races with live events does not
       // lose them.
       for (const m of msgs) {
-        if (m.seq > this.have && !isMessage(m)) this.applyToHeld(m);
+        if (m.seq > this.have && isChange(m)) this.applyToHeld(m);
         this.have = Math.max(this.have, m.seq);
       }
       // Bounded: a busy conversation that is never opened must not grow.
@@ -315,12 +346,12 @@ export class Conversation {
     for (const m of page) this.messages.set(m.seq, m);
     for (const m of page) {
       this.kinds.set(m.seq, isMessage(m));
-      if (isMessage(m)) this.noteLast(m.seq, m, m.createdAt);
-      else this.noteLast(m.seq, null, null);
+      if (isChange(m)) this.noteLast(m.seq, null, null);
+      else this.noteLast(m.seq, m, m.createdAt);
     }
     // The page's messages are as they are now; applying its changes in
     // order on top ends at the same state (the last change of each wins).
-    for (const m of page) if (!isMessage(m)) this.applyToHeld(m);
+    for (const m of page) if (isChange(m)) this.applyToHeld(m);
     this.have = page.length ? page[page.length - 1].seq : 0;
     this.loaded = true;
     this.oldest = page.length ? page[0].seq : 0;
@@ -354,7 +385,7 @@ export class Conversation {
     while (this.messages.has(this.have + 1)) {
       this.have++;
       const e = this.messages.get(this.have);
-      if (!isMessage(e)) this.applyToHeld(e);
+      if (isChange(e)) this.applyToHeld(e);
     }
     if (this.oldest === 0 && this.have > 0) {
       this.oldest = Math.min(...this.messages.keys());
@@ -385,7 +416,7 @@ export class Conversation {
   /** Messages to show: committed and contiguous, then own pending sends. */
   visible() {
     const out = [];
-    for (const m of this.messages.values()) if (m.seq <= this.have && isMessage(m)) out.push(m);
+    for (const m of this.messages.values()) if (m.seq <= this.have && !isChange(m)) out.push(m);
     out.sort((a, b) => a.seq - b.seq);
     return out;
   }

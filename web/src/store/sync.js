@@ -53,6 +53,7 @@ export class Sync {
    * the inbox too. Duplicates of replayed messages are dropped by seq.
    */
   async resync() {
+    if (this.people) this.people.refresh();
     await this.refreshInbox();
     const open = this.state.openId;
     if (open) {
@@ -171,6 +172,28 @@ export class Sync {
         if (ev.userId === this.me) this.removed(cid);
         else if (c) this.refreshMembers(cid);
         return;
+      case 'system.new': {
+        // A membership or settings change: an entry of the stream like a
+        // message, shown as a notice (people.js has what the events mean).
+        if (!c) {
+          this.refreshInbox();
+          return;
+        }
+        const entry = { ...ev, kind: 'system' };
+        delete entry.type;
+        if (this.state.addMessages(cid, [entry])) this.fill(cid);
+        if (ev.action !== 'group.updated') this.refreshMembers(cid);
+        return;
+      }
+      case 'conversation.updated':
+        this.state.updateConversation(ev);
+        return;
+      case 'member.updated':
+        if (c) this.refreshMembers(cid);
+        return;
+      case 'profile.updated':
+        if (this.people) this.people.apply(ev);
+        return;
       case 'error':
         // MQTT 3.1.1 reports refused sends this way; v5 uses PUBACK codes.
         if (ev.clientMsgId) this.state.failPending(cid, ev.clientMsgId, ev.message || ev.code);
@@ -257,6 +280,25 @@ export class Sync {
 
   close() {
     this.state.setOpen(null);
+  }
+
+  /**
+   * Opens a conversation scrolled to one of its messages (a search hit):
+   * older pages are loaded until it is among them. Returns whether it is.
+   */
+  async jumpTo(cid, seq) {
+    if (this.state.openId !== cid) await this.open(cid);
+    const c = this.state.conv(cid);
+    for (let i = 0; c && c.loaded && c.hasOlder && c.oldest > seq && i < 100; i++) {
+      const before = c.oldest;
+      await this.loadOlder(cid);
+      if (c.oldest === before) break;
+    }
+    if (c) {
+      c.focusSeq = seq;
+      this.state.changed('messages');
+    }
+    return Boolean(c && c.messages.has(seq));
   }
 
   /** Scrolling up: the page before the oldest loaded message. */

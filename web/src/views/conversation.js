@@ -4,7 +4,7 @@
 // re-renders touch only what changed.
 
 import { h, icon, setText } from './dom.js';
-import { avatar, clockTime, conversationTitle, dayLabel, typingText, userName } from './format.js';
+import { avatar, clockTime, conversationTitle, dayLabel, systemText, typingText, userName } from './format.js';
 import { attachmentList, createTray, openLightbox } from './attachments.js';
 import { closeMenus, composerBanner, confirmRecall, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
 import { quoteOf, snippet } from '../store/lifecycle.js';
@@ -13,7 +13,7 @@ import { quoteOf, snippet } from '../store/lifecycle.js';
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../store/sync.js').Sync} sync
  * @param {{uploader: import('../uploads.js').Uploader, cache: import('../uploads.js').BlobCache}} media
- * @param {{back:()=>void, addMember:(cid:number)=>void, notify?:(msg:string)=>void}} actions
+ * @param {{back:()=>void, addMember:(cid:number)=>void, info:(cid:number)=>void, notify?:(msg:string)=>void}} actions
  */
 export function createConversationView(state, sync, media, actions) {
   const titleEl = h('h2', { 'data-testid': 'chat-title' });
@@ -24,6 +24,11 @@ export function createConversationView(state, sync, media, actions) {
     { class: 'btn', type: 'button', 'data-testid': 'add-member', onclick: () => actions.addMember(state.openId) },
     icon('plus'),
     h('span', { class: 'label' }, 'Add member'),
+  );
+  const infoBtn = h(
+    'button',
+    { class: 'icon-btn', type: 'button', title: 'Details', 'aria-label': 'Conversation details', 'data-testid': 'info', onclick: () => actions.info(state.openId) },
+    icon('info'),
   );
   const older = h('div', { class: 'older', 'data-testid': 'older' });
   const list = h('div', { class: 'message-list' });
@@ -73,6 +78,7 @@ export function createConversationView(state, sync, media, actions) {
       avatarSlot,
       h('div', { class: 'chat-title' }, titleEl, subtitleEl),
       addBtn,
+      infoBtn,
     ),
     scroller,
     typingEl,
@@ -345,6 +351,19 @@ export function createConversationView(state, sync, media, actions) {
     return { el, update };
   }
 
+  /** A system entry: a centred notice ("Ann renamed the group"). */
+  function systemNode() {
+    const text = h('span', null);
+    const el = h('div', { class: 'system', role: 'note', 'data-testid': 'system' }, text);
+    return {
+      el,
+      update: (d) => {
+        setText(text, d.text);
+        el.dataset.seq = String(d.seq);
+      },
+    };
+  }
+
   function dayNode(label) {
     const el = h('div', { class: 'day', role: 'separator' }, h('span', null, label));
     return { el, update: () => {} };
@@ -367,6 +386,11 @@ export function createConversationView(state, sync, media, actions) {
     };
     for (const m of c.visible()) {
       addDay(m.createdAt);
+      if (m.kind === 'system') {
+        push(`sys:${m.seq}`, 'system', { seq: m.seq, text: systemText(m, state.me) });
+        prevSender = null;
+        continue;
+      }
       const mine = m.senderId === state.me;
       let receipt = '';
       if (mine && m.seq === lastOwn) {
@@ -437,7 +461,7 @@ export function createConversationView(state, sync, media, actions) {
     const next = new Map();
     want.forEach((r, i) => {
       let n = nodes.get(r.key);
-      if (!n) n = r.kind === 'day' ? dayNode(r.d) : messageNode(r.d.m);
+      if (!n) n = r.kind === 'day' ? dayNode(r.d) : r.kind === 'system' ? systemNode() : messageNode(r.d.m);
       n.update(r.d);
       next.set(r.key, n);
       const at = list.children[i];
@@ -449,7 +473,15 @@ export function createConversationView(state, sync, media, actions) {
     if (c.hasOlder) older.textContent = c.loadingOlder ? 'Loading earlier messages…' : '';
     else older.textContent = c.loaded ? 'This is the beginning of the conversation.' : 'Loading…';
 
-    if (stickToBottom) scroller.scrollTop = scroller.scrollHeight;
+    const focus = c.focusSeq && list.querySelector(`[data-seq="${c.focusSeq}"]`);
+    if (focus) {
+      // A search hit: in the middle of the screen, marked for a moment.
+      c.focusSeq = 0;
+      stickToBottom = false;
+      focus.classList.add('hit');
+      setTimeout(() => focus.classList.remove('hit'), 2500);
+      scroller.scrollTop = Math.max(0, focus.offsetTop - scroller.clientHeight / 2);
+    } else if (stickToBottom) scroller.scrollTop = scroller.scrollHeight;
     else if (anchor && anchor.isConnected) scroller.scrollTop = anchor.offsetTop - anchorTop;
     // A first page shorter than the screen cannot be scrolled up: load on.
     if (c.hasOlder && !c.loadingOlder && scroller.scrollHeight <= scroller.clientHeight + 150) loadOlder();

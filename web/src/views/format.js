@@ -1,17 +1,33 @@
-// Presentation helpers shared by the views. chatd has no user profiles, so
-// people are shown by id; the avatar colour is derived from the id so the
-// same person looks the same everywhere.
+// Presentation helpers shared by the views. People are shown by their
+// display name and avatar (store/people.js), falling back to "User <id>"
+// until their profile is known or when they never set one; the avatar
+// colour is derived from the id so the same person looks the same
+// everywhere.
 
 import { h } from './dom.js';
 
+/** @type {import('../store/people.js').People|null} */
+let people = null;
+
+/** Names and avatars come from p from now on. */
+export function usePeople(p) {
+  people = p;
+}
+
 export function userName(uid, me) {
-  return uid === me ? 'You' : `User ${uid}`;
+  if (uid === me) return 'You';
+  return people ? people.name(uid) : `User ${uid}`;
+}
+
+/** The name even for oneself (profile cards, the sidebar). */
+export function displayName(uid) {
+  return people ? people.name(uid, { you: false }) : `User ${uid}`;
 }
 
 export function conversationTitle(c) {
   if (c.type === 'DIRECT') {
     const peer = c.peerId();
-    return peer ? `User ${peer}` : 'Direct message';
+    return peer ? displayName(peer) : 'Direct message';
   }
   return c.title || `Group ${c.id}`;
 }
@@ -19,24 +35,67 @@ export function conversationTitle(c) {
 const PALETTE = ['#2563eb', '#7c3aed', '#db2777', '#ea580c', '#16a34a', '#0891b2', '#4f46e5', '#ca8a04'];
 
 export function avatar(c, size = '') {
-  let label, seed;
   if (c.type === 'DIRECT') {
     const peer = c.peerId();
-    label = peer ? String(peer) : '?';
-    seed = peer || 0;
-  } else {
-    const t = (c.title || '').trim();
-    // First letters of up to two words; Array.from keeps emoji whole.
-    label = t ? t.split(/\s+/).slice(0, 2).map((w) => Array.from(w)[0]).join('').toUpperCase() : '#';
-    seed = c.id;
+    return peer ? personAvatar(peer, size) : userAvatar('?', 0, size);
   }
-  return userAvatar(label, seed, size, c.type === 'GROUP');
+  const t = (c.title || '').trim();
+  return userAvatar(initials(t) || '#', c.id, size, true, c.avatarUrl);
 }
 
-export function userAvatar(label, seed, size = '', square = false) {
+/** First letters of up to two words; Array.from keeps emoji whole. */
+function initials(name) {
+  return name ? name.split(/\s+/).slice(0, 2).map((w) => Array.from(w)[0]).join('').toUpperCase() : '';
+}
+
+/** A person's avatar: their picture, else their initials, else their id. */
+export function personAvatar(uid, size = '') {
+  const name = people ? people.name(uid, { you: false }) : '';
+  const label = name && !name.startsWith('User ') ? initials(name) : String(uid);
+  return userAvatar(label, uid, size, false, people && people.avatar(uid));
+}
+
+export function userAvatar(label, seed, size = '', square = false, url = null) {
   const el = h('span', { class: `avatar ${size} ${square ? 'square' : ''}`.trim(), 'aria-hidden': 'true' }, label.length > 3 ? label.slice(-3) : label);
   el.style.setProperty('--avatar-bg', PALETTE[Math.abs(Number(seed)) % PALETTE.length]);
+  if (url && /^https:\/\//.test(url)) {
+    // The initials stay underneath until the picture loads (or fails).
+    const img = h('img', { src: url, alt: '', referrerpolicy: 'no-referrer', loading: 'lazy', decoding: 'async' });
+    img.addEventListener('error', () => img.remove());
+    el.appendChild(img);
+  }
   return el;
+}
+
+/** What a system entry says, for people ("Ann renamed the group to ..."). */
+export function systemText(m, me) {
+  const actor = userName(m.actorId, me);
+  // "you" inside a sentence, "You" at its start.
+  const user = m.userId === me ? 'you' : userName(m.userId, me);
+  const User = m.userId === me ? 'You' : user;
+  switch (m.action) {
+    case 'group.updated': {
+      const parts = [];
+      if (m.title !== undefined) parts.push(`renamed the group to “${m.title}”`);
+      if (m.about !== undefined) parts.push('changed the description');
+      if (m.avatar !== undefined) parts.push(m.avatar ? 'changed the group picture' : 'removed the group picture');
+      if (m.historyVisible === 'all') parts.push('let new members read the whole history');
+      if (m.historyVisible === 'joined') parts.push('let new members read from when they join');
+      return `${actor} ${parts.join(' and ') || 'changed the group'}`;
+    }
+    case 'member.added':
+      return m.role === 'admin' ? `${actor} added ${user} as an admin` : `${actor} added ${user}`;
+    case 'member.removed':
+      return `${actor} removed ${user}`;
+    case 'member.left':
+      return `${User} left`;
+    case 'role.changed':
+      return m.role === 'admin' ? `${actor} made ${user} an admin` : `${actor} made ${user} a member`;
+    case 'owner.changed':
+      return `${User} now own${m.userId === me ? '' : 's'} the group` + (m.actorId === m.userId ? '' : ` (from ${actor})`);
+    default:
+      return `${actor} changed the group`;
+  }
 }
 
 /** "14:05" today, "Mon" this week, else "12 Mar". */

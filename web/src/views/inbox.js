@@ -4,13 +4,14 @@
 
 import { h, icon, replace } from './dom.js';
 import { msgTypeLabel } from './attachments.js';
-import { avatar, conversationTitle, shortTime, typingText, userAvatar, userName } from './format.js';
+import { avatar, conversationTitle, displayName, personAvatar, shortTime, systemText, typingText, userName } from './format.js';
 
 const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'Offline, reconnecting…' };
 
 /**
  * @param {import('../store/state.js').ChatState} state
- * @param {{open:(id:number)=>void, newDirect:()=>void, newGroup:()=>void, signOut:()=>void}} actions
+ * @param {{open:(id:number)=>void, newDirect:()=>void, newGroup:()=>void, signOut:()=>void,
+ *   profile:()=>void, search:{el:HTMLElement}}} actions
  */
 export function createInbox(state, actions) {
   const status = h('span', { class: 'status', 'data-testid': 'connection' });
@@ -22,16 +23,20 @@ export function createInbox(state, actions) {
     h('p', { class: 'hint' }, 'Start a direct chat or create a group.'),
   );
 
+  const meAvatar = h('span', { class: 'avatar-slot' });
+  const meName = h('strong', { 'data-testid': 'me' }, `User ${state.me}`);
   const el = h(
     'aside',
     { class: 'sidebar' },
     h(
       'header',
       { class: 'sidebar-head' },
-      userAvatar(String(state.me), state.me),
-      h('div', { class: 'me' }, h('strong', { 'data-testid': 'me' }, `User ${state.me}`), status),
+      h('button', { class: 'me-btn', type: 'button', title: 'Profile and settings', 'data-testid': 'profile', onclick: actions.profile }, meAvatar,
+        h('span', { class: 'me' }, meName, status)),
+      h('button', { class: 'icon-btn', type: 'button', title: 'Profile and settings', 'aria-label': 'Profile and settings', 'data-testid': 'settings', onclick: actions.profile }, icon('settings')),
       h('button', { class: 'icon-btn', type: 'button', title: 'Sign out', 'aria-label': 'Sign out', onclick: actions.signOut }, icon('logout')),
     ),
+    actions.search.el,
     h(
       'div',
       { class: 'sidebar-actions' },
@@ -49,8 +54,12 @@ export function createInbox(state, actions) {
       preview = h('span', { class: 'typing' }, c.type === 'DIRECT' ? 'typing…' : typingText(typing, state.me));
     } else if (c.lastMessage) {
       const m = c.lastMessage;
+      if (m.kind === 'system') {
+        preview = h('span', { class: 'muted' }, systemText(m, state.me));
+      } else {
       const who = m.senderId === state.me ? 'You: ' : c.type === 'GROUP' ? `${userName(m.senderId, state.me)}: ` : '';
       preview = [who && h('span', { class: 'who' }, who), m.recalled ? h('span', { class: 'muted deleted' }, 'Message deleted') : m.body || msgTypeLabel(m.msgType)];
+      }
     } else {
       preview = h('span', { class: 'muted' }, c.lastSeq ? 'New messages' : 'No messages yet');
     }
@@ -86,6 +95,8 @@ export function createInbox(state, actions) {
   }
 
   function render() {
+    meName.textContent = displayName(state.me);
+    meAvatar.replaceChildren(personAvatar(state.me));
     status.textContent = STATUS_TEXT[state.connection] || state.connection;
     status.dataset.state = state.connection;
     const convs = state.sortedConversations();

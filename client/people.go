@@ -1,0 +1,296 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// People and groups: profiles, privacy settings, blocks, group settings,
+// roles and ownership, search (docs/http.md "People and groups"). Each is
+// one RPC; a method that changes something and is not idempotent says so.
+
+// Profile is what others see of a user; DisplayName is empty for a user
+// who never set one. Online and LastSeen are set by User when the caller
+// may see the user's presence.
+type Profile struct {
+	ID          int64      `json:"id"`
+	DisplayName string     `json:"displayName"`
+	Avatar      *string    `json:"avatar"`
+	About       string     `json:"about"`
+	Online      *bool      `json:"online,omitempty"`
+	LastSeen    *time.Time `json:"lastSeen,omitempty"`
+	UpdatedAt   *time.Time `json:"updatedAt,omitempty"`
+}
+
+// Settings are the user's privacy settings.
+type Settings struct {
+	ReadReceipts bool `json:"readReceipts"`
+	Presence     bool `json:"presence"`
+}
+
+// Me is the user's own profile and settings.
+type Me struct {
+	Profile
+	Settings Settings `json:"settings"`
+}
+
+// ProfileUpdate sets the user's profile: DisplayName is required; nil
+// AvatarURL or About keep what is stored, "" clears them.
+type ProfileUpdate struct {
+	DisplayName string  `json:"displayName"`
+	AvatarURL   *string `json:"avatarUrl,omitempty"`
+	About       *string `json:"about,omitempty"`
+}
+
+// SettingsUpdate changes the settings given.
+type SettingsUpdate struct {
+	ReadReceipts *bool `json:"readReceipts,omitempty"`
+	Presence     *bool `json:"presence,omitempty"`
+}
+
+// Block is a user the caller blocked.
+type Block struct {
+	UserID    int64     `json:"userId"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// GroupUpdate changes the settings given of a group.
+type GroupUpdate struct {
+	Title          *string `json:"title,omitempty"`
+	About          *string `json:"about,omitempty"`
+	AvatarURL      *string `json:"avatarUrl,omitempty"`
+	HistoryVisible *string `json:"historyVisible,omitempty"` // "joined" or "all"
+}
+
+// MembersPage is a page of members, the owner first, then admins, then
+// members by join time.
+type MembersPage struct {
+	Members    []Member `json:"members"`
+	NextCursor string   `json:"nextCursor"`
+}
+
+// SearchOptions narrow a search; Limit defaults to 20 (at most 50).
+type SearchOptions struct {
+	ConversationID int64      `json:"conversationId,omitempty"`
+	SenderID       int64      `json:"senderId,omitempty"`
+	Before         *time.Time `json:"before,omitempty"`
+	After          *time.Time `json:"after,omitempty"`
+	Limit          int        `json:"limit,omitempty"`
+	Cursor         string     `json:"cursor,omitempty"`
+}
+
+// SearchHit is one message found, with a snippet of its current body and
+// the matches in it as [start, end) offsets in code points.
+type SearchHit struct {
+	ConversationID int64      `json:"conversationId"`
+	Seq            int64      `json:"seq"`
+	SenderID       int64      `json:"senderId"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	EditedAt       *time.Time `json:"editedAt,omitempty"`
+	Snippet        string     `json:"snippet"`
+	Highlights     [][2]int   `json:"highlights"`
+	Score          int64      `json:"score"`
+}
+
+// SearchPage is a page of hits, most relevant then newest first.
+type SearchPage struct {
+	Results    []SearchHit `json:"results"`
+	NextCursor string      `json:"nextCursor"`
+}
+
+// Me returns the user's profile and settings.
+func (c *Client) Me(ctx context.Context) (Me, error) {
+	var me Me
+	err := c.call(ctx, "me.get", struct{}{}, &me, true)
+	return me, err
+}
+
+// SetProfile stores the user's profile; the users who share a
+// conversation with them get profile.updated.
+func (c *Client) SetProfile(ctx context.Context, u ProfileUpdate) (Profile, error) {
+	var p Profile
+	err := c.call(ctx, "me.update", u, &p, true)
+	return p, err
+}
+
+// User returns one user's profile: ErrNotFound unless they share a
+// conversation with the caller.
+func (c *Client) User(ctx context.Context, userID int64) (Profile, error) {
+	var p Profile
+	err := c.call(ctx, "user.get", struct {
+		UserID int64 `json:"userId"`
+	}{userID}, &p, true)
+	return p, err
+}
+
+// Users returns the profiles of up to 100 ids the caller may see, in the
+// order asked; others are left out.
+func (c *Client) Users(ctx context.Context, ids []int64) ([]Profile, error) {
+	var reply struct {
+		Users []Profile `json:"users"`
+	}
+	err := c.call(ctx, "users.get", struct {
+		IDs []int64 `json:"ids"`
+	}{ids}, &reply, true)
+	return reply.Users, err
+}
+
+// Settings returns the user's privacy settings.
+func (c *Client) Settings(ctx context.Context) (Settings, error) {
+	var s Settings
+	err := c.call(ctx, "settings.get", struct{}{}, &s, true)
+	return s, err
+}
+
+// SetSettings changes privacy settings and returns them all.
+func (c *Client) SetSettings(ctx context.Context, u SettingsUpdate) (Settings, error) {
+	var s Settings
+	err := c.call(ctx, "settings.update", u, &s, true)
+	return s, err
+}
+
+type userIDParams struct {
+	UserID int64 `json:"userId"`
+}
+
+// Block blocks a user (idempotent).
+func (c *Client) Block(ctx context.Context, userID int64) error {
+	return c.call(ctx, "block", userIDParams{userID}, nil, true)
+}
+
+// Unblock lifts a block (idempotent).
+func (c *Client) Unblock(ctx context.Context, userID int64) error {
+	return c.call(ctx, "unblock", userIDParams{userID}, nil, true)
+}
+
+// Blocks lists the users the caller blocked, newest first.
+func (c *Client) Blocks(ctx context.Context) ([]Block, error) {
+	var reply struct {
+		Blocked []Block `json:"blocked"`
+	}
+	err := c.call(ctx, "blocks.list", struct{}{}, &reply, true)
+	return reply.Blocked, err
+}
+
+// UpdateGroup changes a group's settings (owner or admin; historyVisible
+// the owner) and returns the conversation as it is now.
+func (c *Client) UpdateGroup(ctx context.Context, conversationID int64, u GroupUpdate) (Conversation, error) {
+	params := struct {
+		ConversationID int64 `json:"conversationId"`
+		GroupUpdate
+	}{conversationID, u}
+	var conv Conversation
+	err := c.call(ctx, "conversation.update", params, &conv, true)
+	return conv, err
+}
+
+// AddAdmin adds user to a group as an admin (the owner only).
+func (c *Client) AddAdmin(ctx context.Context, conversationID, user int64) (Member, error) {
+	var m Member
+	err := c.call(ctx, "members.add", struct {
+		ConversationID int64  `json:"conversationId"`
+		UserID         int64  `json:"userId"`
+		Role           string `json:"role"`
+	}{conversationID, user, "admin"}, &m, true)
+	return m, err
+}
+
+// SetRole makes a member an admin or a plain member ("admin", "member"):
+// the owner only.
+func (c *Client) SetRole(ctx context.Context, conversationID, user int64, role string) (Member, error) {
+	var m Member
+	err := c.call(ctx, "members.role", struct {
+		ConversationID int64  `json:"conversationId"`
+		UserID         int64  `json:"userId"`
+		Role           string `json:"role"`
+	}{conversationID, user, role}, &m, true)
+	return m, err
+}
+
+// TransferOwnership makes user the owner and the caller an admin. Not
+// idempotent: after a lost reply the caller may be an admin already.
+func (c *Client) TransferOwnership(ctx context.Context, conversationID, user int64) error {
+	return c.call(ctx, "conversation.owner", memberParams{conversationID, user}, nil, false)
+}
+
+// Members returns a page of a conversation's members; cursor is "" for
+// the first page.
+func (c *Client) Members(ctx context.Context, conversationID int64, limit int, cursor string) (MembersPage, error) {
+	var p MembersPage
+	err := c.call(ctx, "members.list", struct {
+		ConversationID int64  `json:"conversationId"`
+		Limit          int    `json:"limit,omitempty"`
+		Cursor         string `json:"cursor,omitempty"`
+	}{conversationID, limit, cursor}, &p, true)
+	return p, err
+}
+
+// Search finds messages the user may read (see docs/http.md "Search").
+func (c *Client) Search(ctx context.Context, q string, o SearchOptions) (SearchPage, error) {
+	params := struct {
+		Q string `json:"q"`
+		SearchOptions
+	}{q, o}
+	var p SearchPage
+	err := c.call(ctx, "search", params, &p, true)
+	return p, err
+}
+
+// SystemText describes a system entry (a system.new event) for people,
+// e.g. `user 1 renamed the group to "Trip"`. name turns a user id into
+// what to show (nil: "user N").
+func SystemText(ev Event, name func(int64) string) string {
+	if name == nil {
+		name = func(id int64) string { return fmt.Sprintf("user %d", id) }
+	}
+	actor, user := name(ev.ActorID), name(ev.UserID)
+	switch ev.Action {
+	case "group.updated":
+		var parts []string
+		if ev.Title != "" {
+			parts = append(parts, fmt.Sprintf("renamed the group to %q", ev.Title))
+		}
+		if ev.About != "" {
+			parts = append(parts, "changed the group's description")
+		}
+		if ev.Avatar != "" {
+			parts = append(parts, "changed the group's picture")
+		}
+		if ev.HistoryVisible == "all" {
+			parts = append(parts, "let new members read the whole history")
+		} else if ev.HistoryVisible == "joined" {
+			parts = append(parts, "let new members read from when they join")
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "changed the group")
+		}
+		return actor + " " + strings.Join(parts, " and ")
+	case "member.added":
+		if ev.Role == "admin" {
+			return fmt.Sprintf("%s added %s as an admin", actor, user)
+		}
+		return fmt.Sprintf("%s added %s", actor, user)
+	case "member.removed":
+		return fmt.Sprintf("%s removed %s", actor, user)
+	case "member.left":
+		return user + " left"
+	case "role.changed":
+		if ev.Role == "admin" {
+			return fmt.Sprintf("%s made %s an admin", actor, user)
+		}
+		return fmt.Sprintf("%s made %s a member", actor, user)
+	case "owner.changed":
+		if ev.ActorID == ev.UserID {
+			return user + " owns the group now"
+		}
+		return fmt.Sprintf("%s owns the group now (from %s)", user, actor)
+	}
+	return fmt.Sprintf("%s changed the group (%s)", actor, ev.Action)
+}
+
+// SystemText describes a system entry read from history (SystemText).
+func (m Message) SystemText(name func(int64) string) string {
+	return SystemText(messageEvent(m), name)
+}

@@ -1,0 +1,531 @@
+package chat
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// People and groups: profiles, privacy settings and blocks, group settings,
+// roles and ownership. The rules:
+//
+//   - A profile (display name, avatar, about) is visible to the user and
+//     to the users who share a conversation with them; to anyone else the
+//     user does not exist (not_found), so ids cannot be probed.
+//   - A group's owner and admins change its title, about and avatar; only
+//     the owner changes historyVisible, grants and takes the admin role,
+//     adds admins and transfers ownership. Admins add members and remove
+//     plain members; the owner removes anyone; any member may leave. When
+//     the owner leaves, the longest-standing admin owns the group, else the
+//     longest-standing member; when the last member leaves the group is
+//     archived. Every such change is an entry of kind system in the
+//     conversation's stream (SystemEntry).
+//   - Read receipts off: nobody else learns the user's read watermark
+//     (no read.updated, not counted in seen-by, 0 in members' lastReadSeq
+//     and in readSeq) and, reciprocally, the user learns nobody's. Presence
+//     off: the same for online state and last seen.
+//   - A blocked user cannot open a direct conversation with the blocker nor
+//     write into one (blocked) and sees none of the blocker's presence; the
+//     blocker gets no push for what the blocked user writes (the push
+//     decider reads the block table itself: internal/push/decider.go).
+
+// Profile is what others see of a user. A user who never set one has an
+// empty DisplayName (clients show "User <id>").
+type Profile struct {
+	ID          int64   `json:"id"`
+	DisplayName string  `json:"displayName"`
+	Avatar      *string `json:"avatar"` // an https URL, null for none
+	About       string  `json:"about"`
+	// LastSeen and Online are the user's presence, when the caller may
+	// see it (see Presence.Hidden); omitted otherwise.
+	LastSeen  *time.Time `json:"lastSeen,omitempty"`
+	Online    *bool      `json:"online,omitempty"`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+}
+
+// ProfileUpdate is PUT /v1/me. DisplayName is required; AvatarURL and
+// About, when nil, keep what is stored, and the empty string clears them.
+type ProfileUpdate struct {
+	DisplayName string
+	AvatarURL   *string
+	About       *string
+}
+
+// Settings are a user's privacy settings; both default to true.
+type Settings struct {
+	ReadReceipts bool `json:"readReceipts"`
+	Presence     bool `json:"presence"`
+}
+
+// SettingsUpdate changes the settings given (nil: unchanged).
+type SettingsUpdate struct {
+	ReadReceipts *bool
+	Presence     *bool
+}
+
+// Me is GET /v1/me: the caller's profile and settings.
+type Me struct {
+	Profile
+	Settings Settings `json:"settings"`
+}
+
+// Block is one user the caller blocked.
+type Block struct {
+	UserID    int64     `json:"userId"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// History visibility of a group (Conversation.HistoryVisible).
+const (
+	HistoryJoined = "joined" // a member added later reads from their join on
+	HistoryAll    = "all"    // every member reads the whole history
+)
+
+// GroupUpdate is PATCH /v1/conversations/{id}: the settings given change
+// (nil: unchanged). AvatarURL "" removes the avatar.
+type GroupUpdate struct {
+	Title          *string
+	About          *string
+	AvatarURL      *string
+	HistoryVisible *string
+}
+
+// MembersPage is a page of a conversation's members: the owner first, then
+// admins, then members, each by join time.
+type MembersPage struct {
+	Members    []Member `json:"members"`
+	NextCursor string   `json:"nextCursor"`
+}
+
+// Limits of people and groups.
+const (
+	MaxDisplayNameRunes = 64
+	MaxAboutRunes       = 500
+	MaxAvatarURLBytes   = 2048
+	MaxTitleBytes       = 200
+	MaxUsersPerRequest  = 100
+	DefaultMembersLimit = 100
+	MaxMembersLimit     = 500
+)
+
+// ValidateDisplayName trims name and requires 1-64 characters of UTF-8
+// without control characters; it returns the trimmed name.
+func ValidateDisplayName(name string) (string, error) {
+	if !utf8.ValidString(name) {
+		return "", Errorf(CodeInvalid, "displayName is not valid UTF-8")
+	}
+	name = strings.TrimSpace(name)
+	n := utf8.RuneCountInString(name)
+	if n == 0 || n > MaxDisplayNameRunes {
+		return "", Errorf(CodeInvalid, "displayName must be 1 to %d characters", MaxDisplayNameRunes)
+	}
+	if hasControl(name, false) {
+		return "", Errorf(CodeInvalid, "displayName must not contain control characters")
+	}
+	return name, nil
+}
+
+// ValidateAbout trims about and allows at most 500 characters; line breaks
+// are the only control characters it may hold.
+func ValidateAbout(what, about string) (string, error) {
+	if !utf8.ValidString(about) {
+		return "", Errorf(CodeInvalid, "%s is not valid UTF-8", what)
+	}
+	about = strings.TrimSpace(about)
+	if utf8.RuneCountInString(about) > MaxAboutRunes {
+		return "", Errorf(CodeInvalid, "%s must be at most %d characters", what, MaxAboutRunes)
+	}
+	if hasControl(about, true) {
+		return "", Errorf(CodeInvalid, "%s must not contain control characters other than line breaks", what)
+	}
+	return about, nil
+}
+
+// ValidateAvatarURL accepts "" (none) or an absolute https URL with a host
+// and no credentials, at most 2048 bytes. Only https: the web client's
+// content security policy loads images from https origins alone, and a
+// plain-http image would be a mixed-content downgrade.
+func ValidateAvatarURL(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", nil
+	}
+	if len(s) > MaxAvatarURLBytes {
+		return "", Errorf(CodeInvalid, "avatarUrl must be at most %d bytes", MaxAvatarURLBytes)
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Opaque != "" || hasControl(s, false) {
+		return "", Errorf(CodeInvalid, "avatarUrl must be an https:// URL with a host and no user name or password")
+	}
+	return u.String(), nil
+}
+
+// ValidateGroupTitle trims a new group title: 1-200 bytes of UTF-8 without
+// control characters.
+func ValidateGroupTitle(t string) (string, error) {
+	if !utf8.ValidString(t) {
+		return "", Errorf(CodeInvalid, "title is not valid UTF-8")
+	}
+	t = strings.TrimSpace(t)
+	if t == "" || len(t) > MaxTitleBytes {
+		return "", Errorf(CodeInvalid, "title must be 1 to %d bytes", MaxTitleBytes)
+	}
+	if hasControl(t, false) {
+		return "", Errorf(CodeInvalid, "title must not contain control characters")
+	}
+	return t, nil
+}
+
+func hasControl(s string, lineBreaks bool) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) && !(lineBreaks && (r == '\n' || r == '\r' || r == '\t')) {
+			return true
+		}
+		if r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') {
+			// Line separators and bidirectional overrides: text that
+			// rearranges what is shown around it.
+			return true
+		}
+	}
+	return false
+}
+
+// PeopleStore is the store of record's side of people and groups
+// (store.Store implements it). Like Store, every method is one
+// transaction; writes publish what they committed.
+type PeopleStore interface {
+	// Profiles returns the profiles of ids that viewerID may see (the
+	// viewer, and users sharing a conversation with them), in ids' order;
+	// others are left out.
+	Profiles(ctx context.Context, viewerID int64, ids []int64) ([]Profile, error)
+	// SetProfile stores userID's profile and publishes profile.updated to
+	// the users who share a conversation of at most largeGroup members.
+	SetProfile(ctx context.Context, userID int64, p ProfileUpdate, largeGroup int) (Profile, error)
+	Settings(ctx context.Context, userID int64) (Settings, error)
+	SetSettings(ctx context.Context, userID int64, u SettingsUpdate) (Settings, error)
+
+	// Block and Unblock are idempotent.
+	Block(ctx context.Context, blockerID, blockedID int64) error
+	Unblock(ctx context.Context, blockerID, blockedID int64) error
+	Blocks(ctx context.Context, blockerID int64) ([]Block, error)
+	// BlockedBy returns those of users who blocked senderID.
+	BlockedBy(ctx context.Context, senderID int64, users []int64) ([]int64, error)
+
+	// PresenceVisible reports whether viewerID may see subjectID's
+	// presence: both share it, and subjectID did not block viewerID.
+	PresenceVisible(ctx context.Context, viewerID, subjectID int64) (bool, error)
+
+	UpdateGroup(ctx context.Context, conversationID, actorID int64, u GroupUpdate) (Conversation, error)
+	SetRole(ctx context.Context, conversationID, actorID, userID int64, role Role) (Member, error)
+	TransferOwnership(ctx context.Context, conversationID, actorID, userID int64) error
+	MembersPage(ctx context.Context, conversationID, userID int64, limit int, cursor string) (MembersPage, error)
+
+	Search(ctx context.Context, q SearchQuery) (SearchPage, error)
+}
+
+// people returns the Store's PeopleStore side.
+func (s *Service) people() (PeopleStore, error) {
+	if p, ok := s.Store.(PeopleStore); ok {
+		return p, nil
+	}
+	return nil, Errorf(CodeNotFound, "profiles, groups settings and search are not available on this server")
+}
+
+// DefaultLargeGroup is the member count above which a conversation gets no
+// presence and profile pushes (the delivery hub's LargeGroup).
+const DefaultLargeGroup = 200
+
+// Me returns the caller's own profile and settings.
+func (s *Service) Me(ctx context.Context, userID int64) (Me, error) {
+	p, err := s.people()
+	if err != nil {
+		return Me{}, err
+	}
+	ps, err := p.Profiles(ctx, userID, []int64{userID})
+	if err != nil {
+		return Me{}, err
+	}
+	me := Me{Profile: Profile{ID: userID}}
+	if len(ps) == 1 {
+		me.Profile = ps[0]
+	}
+	if me.Settings, err = p.Settings(ctx, userID); err != nil {
+		return Me{}, err
+	}
+	return me, nil
+}
+
+// SetProfile validates and stores the caller's profile.
+func (s *Service) SetProfile(ctx context.Context, userID int64, u ProfileUpdate) (Profile, error) {
+	p, err := s.people()
+	if err != nil {
+		return Profile{}, err
+	}
+	if u.DisplayName, err = ValidateDisplayName(u.DisplayName); err != nil {
+		return Profile{}, err
+	}
+	if u.About != nil {
+		a, err := ValidateAbout("about", *u.About)
+		if err != nil {
+			return Profile{}, err
+		}
+		u.About = &a
+	}
+	if u.AvatarURL != nil {
+		a, err := ValidateAvatarURL(*u.AvatarURL)
+		if err != nil {
+			return Profile{}, err
+		}
+		u.AvatarURL = &a
+	}
+	large := s.LargeGroup
+	if large <= 0 {
+		large = DefaultLargeGroup
+	}
+	return p.SetProfile(ctx, userID, u, large)
+}
+
+// Profile returns one user's profile to viewerID: not_found unless they
+// share a conversation (or it is the viewer). LastSeen and Online are set
+// when the viewer may see the user's presence.
+func (s *Service) Profile(ctx context.Context, viewerID, userID int64) (Profile, error) {
+	if err := ValidateID("userId", userID); err != nil {
+		return Profile{}, err
+	}
+	p, err := s.people()
+	if err != nil {
+		return Profile{}, err
+	}
+	ps, err := p.Profiles(ctx, viewerID, []int64{userID})
+	if err != nil {
+		return Profile{}, err
+	}
+	if len(ps) == 0 {
+		return Profile{}, Errorf(CodeNotFound, "no user %d among your conversations", userID)
+	}
+	prof := ps[0]
+	if s.PresenceSource != nil && viewerID != userID {
+		pr, err := s.Presence(ctx, viewerID, userID)
+		if err == nil && !pr.Hidden {
+			online := pr.Online
+			prof.Online, prof.LastSeen = &online, pr.LastSeen
+		}
+	}
+	return prof, nil
+}
+
+// Profiles returns the profiles of up to 100 ids the viewer may see, in
+// the order asked; ids the viewer may not see are left out, as unknown ones
+// are, so the answer says nothing about who exists.
+func (s *Service) Profiles(ctx context.Context, viewerID int64, ids []int64) ([]Profile, error) {
+	if len(ids) == 0 {
+		return nil, Errorf(CodeInvalid, "ids is empty: give 1 to %d user ids", MaxUsersPerRequest)
+	}
+	if len(ids) > MaxUsersPerRequest {
+		return nil, Errorf(CodeInvalid, "at most %d user ids per request", MaxUsersPerRequest)
+	}
+	seen := map[int64]bool{}
+	uniq := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if err := ValidateID("id", id); err != nil {
+			return nil, err
+		}
+		if !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	p, err := s.people()
+	if err != nil {
+		return nil, err
+	}
+	return p.Profiles(ctx, viewerID, uniq)
+}
+
+// Settings returns the caller's privacy settings.
+func (s *Service) Settings(ctx context.Context, userID int64) (Settings, error) {
+	p, err := s.people()
+	if err != nil {
+		return Settings{}, err
+	}
+	return p.Settings(ctx, userID)
+}
+
+// SetSettings changes the caller's privacy settings.
+func (s *Service) SetSettings(ctx context.Context, userID int64, u SettingsUpdate) (Settings, error) {
+	p, err := s.people()
+	if err != nil {
+		return Settings{}, err
+	}
+	return p.SetSettings(ctx, userID, u)
+}
+
+// Block blocks userID for the caller (idempotent).
+func (s *Service) Block(ctx context.Context, blockerID, userID int64) error {
+	if err := ValidateID("userId", userID); err != nil {
+		return err
+	}
+	if userID == blockerID {
+		return Errorf(CodeInvalid, "you cannot block yourself")
+	}
+	p, err := s.people()
+	if err != nil {
+		return err
+	}
+	return p.Block(ctx, blockerID, userID)
+}
+
+// Unblock lifts a block (idempotent).
+func (s *Service) Unblock(ctx context.Context, blockerID, userID int64) error {
+	if err := ValidateID("userId", userID); err != nil {
+		return err
+	}
+	p, err := s.people()
+	if err != nil {
+		return err
+	}
+	return p.Unblock(ctx, blockerID, userID)
+}
+
+// Blocks lists the users the caller blocked, newest first.
+func (s *Service) Blocks(ctx context.Context, blockerID int64) ([]Block, error) {
+	p, err := s.people()
+	if err != nil {
+		return nil, err
+	}
+	return p.Blocks(ctx, blockerID)
+}
+
+// IsBlocked answers "did blockerID block userID?" (a blocked user's
+// messages never reach the blocker in a direct conversation, but they
+// still may in a group they share; the push decider asks the same of the
+// block table for every recipient in its statement).
+func (s *Service) IsBlocked(ctx context.Context, blockerID, userID int64) (bool, error) {
+	ids, err := s.BlockedBy(ctx, userID, []int64{blockerID})
+	return len(ids) == 1, err
+}
+
+// BlockedBy returns those of recipients who blocked senderID: IsBlocked for
+// a whole fan-out in one query.
+func (s *Service) BlockedBy(ctx context.Context, senderID int64, recipients []int64) ([]int64, error) {
+	if len(recipients) == 0 {
+		return nil, nil
+	}
+	p, err := s.people()
+	if err != nil {
+		return nil, err
+	}
+	return p.BlockedBy(ctx, senderID, recipients)
+}
+
+// UpdateGroup changes a group's settings (see GroupUpdate): owner or admin,
+// historyVisible the owner only. Nothing given is invalid; values equal to
+// the current ones write nothing.
+func (s *Service) UpdateGroup(ctx context.Context, conversationID, actorID int64, u GroupUpdate) (Conversation, error) {
+	if err := ValidateID("conversationId", conversationID); err != nil {
+		return Conversation{}, err
+	}
+	if u.Title == nil && u.About == nil && u.AvatarURL == nil && u.HistoryVisible == nil {
+		return Conversation{}, Errorf(CodeInvalid, "give at least one of title, about, avatarUrl, historyVisible")
+	}
+	var err error
+	if u.Title != nil {
+		t, err := ValidateGroupTitle(*u.Title)
+		if err != nil {
+			return Conversation{}, err
+		}
+		u.Title = &t
+	}
+	if u.About != nil {
+		a, err := ValidateAbout("about", *u.About)
+		if err != nil {
+			return Conversation{}, err
+		}
+		u.About = &a
+	}
+	if u.AvatarURL != nil {
+		a, err := ValidateAvatarURL(*u.AvatarURL)
+		if err != nil {
+			return Conversation{}, err
+		}
+		u.AvatarURL = &a
+	}
+	if u.HistoryVisible != nil && *u.HistoryVisible != HistoryJoined && *u.HistoryVisible != HistoryAll {
+		return Conversation{}, Errorf(CodeInvalid, `historyVisible must be "joined" or "all"`)
+	}
+	p, err := s.people()
+	if err != nil {
+		return Conversation{}, err
+	}
+	return p.UpdateGroup(ctx, conversationID, actorID, u)
+}
+
+// SetRole makes userID an admin or a plain member: the owner only.
+func (s *Service) SetRole(ctx context.Context, conversationID, actorID, userID int64, role Role) (Member, error) {
+	if err := ValidateID("conversationId", conversationID); err != nil {
+		return Member{}, err
+	}
+	if err := ValidateID("userId", userID); err != nil {
+		return Member{}, err
+	}
+	if role != RoleAdmin && role != RoleMember {
+		return Member{}, Errorf(CodeInvalid, `role must be "admin" or "member" (ownership moves with POST .../owner)`)
+	}
+	p, err := s.people()
+	if err != nil {
+		return Member{}, err
+	}
+	return p.SetRole(ctx, conversationID, actorID, userID, role)
+}
+
+// TransferOwnership makes userID the group's owner; the previous owner
+// becomes an admin. The owner only.
+func (s *Service) TransferOwnership(ctx context.Context, conversationID, actorID, userID int64) error {
+	if err := ValidateID("conversationId", conversationID); err != nil {
+		return err
+	}
+	if err := ValidateID("userId", userID); err != nil {
+		return err
+	}
+	p, err := s.people()
+	if err != nil {
+		return err
+	}
+	return p.TransferOwnership(ctx, conversationID, actorID, userID)
+}
+
+// MembersPage pages a conversation's members with roles and join times,
+// members only.
+func (s *Service) MembersPage(ctx context.Context, conversationID, userID int64, limit int, cursor string) (MembersPage, error) {
+	if err := ValidateID("conversationId", conversationID); err != nil {
+		return MembersPage{}, err
+	}
+	if limit < 0 {
+		return MembersPage{}, Errorf(CodeInvalid, "limit must not be negative")
+	}
+	p, err := s.people()
+	if err != nil {
+		return MembersPage{}, err
+	}
+	return p.MembersPage(ctx, conversationID, userID, ClampLimit(limit, DefaultMembersLimit, MaxMembersLimit), cursor)
+}
+
+// AddMemberAs adds userID with role (member, or admin: the owner only).
+func (s *Service) AddMemberAs(ctx context.Context, conversationID, actorID, userID int64, role Role) (Member, bool, error) {
+	if err := ValidateID("conversationId", conversationID); err != nil {
+		return Member{}, false, err
+	}
+	if err := ValidateID("userId", userID); err != nil {
+		return Member{}, false, err
+	}
+	if role == "" {
+		role = RoleMember
+	}
+	if role != RoleAdmin && role != RoleMember {
+		return Member{}, false, Errorf(CodeInvalid, `role must be "admin" or "member"`)
+	}
+	return s.Store.AddMember(ctx, conversationID, actorID, userID, role)
+}

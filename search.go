@@ -1,0 +1,287 @@
+package chat
+
+import (
+	"context"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// SearchQuery finds messages of the conversations UserID is a member of,
+// among the entries UserID may read (from their join on in a group whose
+// history is "joined"), never recalled ones, by their current body.
+// ConversationID and SenderID narrow it; Before and After bound createdAt
+// (exclusive). Results are ranked by relevance, then newest first; Cursor
+// continues a previous page.
+type SearchQuery struct {
+	UserID         int64
+	Text           string
+	ConversationID int64
+	SenderID       int64
+	Before, After  *time.Time
+	Limit          int
+	Cursor         string
+
+	// Terms is Text parsed (ParseSearchTerms); the Service fills it.
+	Terms []SearchTerm
+}
+
+// SearchPage is a page of hits; NextCursor is empty on the last one.
+type SearchPage struct {
+	Results    []SearchHit `json:"results"`
+	NextCursor string      `json:"nextCursor"`
+}
+
+// SearchHit is one message found: where it is, who wrote it, and a
+// snippet of its current body around the first match, with the matched
+// parts as [start, end) offsets in Unicode code points of Snippet.
+type SearchHit struct {
+	ConversationID int64      `json:"conversationId"`
+	Seq            int64      `json:"seq"`
+	SenderID       int64      `json:"senderId"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	EditedAt       *time.Time `json:"editedAt,omitempty"`
+	Snippet        string     `json:"snippet"`
+	Highlights     [][2]int   `json:"highlights"`
+	// Score is the relevance the results are ordered by (higher first).
+	Score int64 `json:"score"`
+}
+
+// Search limits.
+const (
+	DefaultSearchLimit = 20
+	MaxSearchLimit     = 50
+	MaxSearchRunes     = 200
+	MaxSearchTerms     = 8
+	SearchSnippetRunes = 120
+)
+
+// SearchTerm is one term of a query. A CJK term (Chinese, Japanese or
+// Korean characters) matches where the text holds it (bigram tokens, see
+// migrations/0019_people.sql); another term of three characters or more
+// matches as a case-insensitive substring (trigrams), a shorter one as the
+// start of a word. A message matches when every term does.
+type SearchTerm struct {
+	Text string // lower-cased
+	CJK  bool
+}
+
+// Substring reports whether the term matches anywhere in a word (rather
+// than at a word's start).
+func (t SearchTerm) Substring() bool { return !t.CJK && utf8.RuneCountInString(t.Text) >= 3 }
+
+// IsCJK reports whether r is a Chinese, Japanese or Korean character, as
+// the search document tokenises them.
+func IsCJK(r rune) bool {
+	switch {
+	case r >= 0x1100 && r <= 0x11ff, r >= 0x3040 && r <= 0x30ff, r >= 0x3130 && r <= 0x318f,
+		r >= 0x3400 && r <= 0x4dbf, r >= 0x4e00 && r <= 0x9fff, r >= 0xac00 && r <= 0xd7af,
+		r >= 0xf900 && r <= 0xfaff, r >= 0xff66 && r <= 0xff9f, r >= 0x20000 && r <= 0x2ffff:
+		return true
+	}
+	return false
+}
+
+// ParseSearchTerms splits a query into terms: at anything but letters and
+// digits, and where CJK characters meet others ("用PostgreSQL" is 用 and
+// postgresql). Repeated terms count once.
+func ParseSearchTerms(text string) ([]SearchTerm, error) {
+	if !utf8.ValidString(text) {
+		return nil, Errorf(CodeInvalid, "q is not valid UTF-8")
+	}
+	text = strings.TrimSpace(text)
+	if n := utf8.RuneCountInString(text); n == 0 || n > MaxSearchRunes {
+		return nil, Errorf(CodeInvalid, "q must be 1 to %d characters", MaxSearchRunes)
+	}
+	var terms []SearchTerm
+	seen := map[SearchTerm]bool{}
+	var cur []rune
+	curCJK := false
+	flush := func() {
+		if len(cur) == 0 {
+			return
+		}
+		t := SearchTerm{Text: string(cur), CJK: curCJK}
+		cur = cur[:0]
+		if !seen[t] {
+			seen[t] = true
+			terms = append(terms, t)
+		}
+	}
+	for _, r := range text {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.Is(unicode.Mn, r) {
+			flush()
+			continue
+		}
+		c := IsCJK(r)
+		if len(cur) > 0 && c != curCJK {
+			flush()
+		}
+		curCJK = c
+		cur = append(cur, unicode.ToLower(r))
+	}
+	flush()
+	if len(terms) == 0 {
+		return nil, Errorf(CodeInvalid, "q has no letters or digits to search for")
+	}
+	if len(terms) > MaxSearchTerms {
+		return nil, Errorf(CodeInvalid, "q has more than %d words", MaxSearchTerms)
+	}
+	return terms, nil
+}
+
+// Search validates and runs a search.
+func (s *Service) Search(ctx context.Context, q SearchQuery) (SearchPage, error) {
+	terms, err := ParseSearchTerms(q.Text)
+	if err != nil {
+		return SearchPage{}, err
+	}
+	q.Terms = terms
+	if q.ConversationID < 0 || q.SenderID < 0 {
+		return SearchPage{}, Errorf(CodeInvalid, "conversationId and senderId must be positive integers")
+	}
+	if q.Limit < 0 {
+		return SearchPage{}, Errorf(CodeInvalid, "limit must not be negative")
+	}
+	if q.Before != nil && q.After != nil && !q.After.Before(*q.Before) {
+		return SearchPage{}, Errorf(CodeInvalid, "after must be earlier than before")
+	}
+	if q.Cursor != "" {
+		if _, err := DecodeSearchCursor(q.Cursor); err != nil {
+			return SearchPage{}, err
+		}
+	}
+	q.Limit = ClampLimit(q.Limit, DefaultSearchLimit, MaxSearchLimit)
+	p, err := s.people()
+	if err != nil {
+		return SearchPage{}, err
+	}
+	return p.Search(ctx, q)
+}
+
+// SearchCursor is where a page of search results ended: the last hit's
+// ordering key.
+type SearchCursor struct {
+	Score          int64
+	AtMicros       int64
+	ConversationID int64
+	Seq            int64
+}
+
+// EncodeSearchCursor makes the opaque cursor of a search page.
+func EncodeSearchCursor(c SearchCursor) string {
+	s := strconv.FormatInt(c.Score, 10) + ":" + strconv.FormatInt(c.AtMicros, 10) + ":" +
+		strconv.FormatInt(c.ConversationID, 10) + ":" + strconv.FormatInt(c.Seq, 10)
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// DecodeSearchCursor parses a cursor made by EncodeSearchCursor.
+func DecodeSearchCursor(s string) (SearchCursor, error) {
+	bad := Errorf(CodeInvalid, "cursor is not one this server returned")
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return SearchCursor{}, bad
+	}
+	parts := strings.Split(string(raw), ":")
+	if len(parts) != 4 {
+		return SearchCursor{}, bad
+	}
+	var v [4]int64
+	for i, p := range parts {
+		if v[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+			return SearchCursor{}, bad
+		}
+	}
+	if v[2] <= 0 || v[3] <= 0 {
+		return SearchCursor{}, bad
+	}
+	return SearchCursor{Score: v[0], AtMicros: v[1], ConversationID: v[2], Seq: v[3]}, nil
+}
+
+// Snippet cuts body to about SearchSnippetRunes characters around the first
+// match of terms (case-insensitive) and returns the [start, end) code point
+// ranges of every match within it. A cut is marked with "…".
+func Snippet(body string, terms []SearchTerm) (string, [][2]int) {
+	rs := []rune(body)
+	low := make([]rune, len(rs))
+	for i, r := range rs {
+		low[i] = unicode.ToLower(r)
+	}
+	var hits [][2]int
+	for _, t := range terms {
+		tr := []rune(t.Text)
+		for i := 0; i+len(tr) <= len(low); {
+			if matchAt(low, tr, i) && (t.Substring() || t.CJK || i == 0 || !isWordRune(low[i-1])) {
+				hits = append(hits, [2]int{i, i + len(tr)})
+				i += len(tr)
+				continue
+			}
+			i++
+		}
+	}
+	hits = mergeRanges(hits)
+	start, end := 0, len(rs)
+	if len(rs) > SearchSnippetRunes {
+		first := 0
+		if len(hits) > 0 {
+			first = hits[0][0]
+		}
+		start = max(0, first-SearchSnippetRunes/4)
+		end = min(len(rs), start+SearchSnippetRunes)
+		start = max(0, end-SearchSnippetRunes)
+	}
+	var b strings.Builder
+	shift := -start
+	if start > 0 {
+		b.WriteString("…")
+		shift++
+	}
+	b.WriteString(string(rs[start:end]))
+	if end < len(rs) {
+		b.WriteString("…")
+	}
+	out := [][2]int{}
+	for _, h := range hits {
+		if h[1] <= start || h[0] >= end {
+			continue
+		}
+		out = append(out, [2]int{max(h[0], start) + shift, min(h[1], end) + shift})
+	}
+	return b.String(), out
+}
+
+func matchAt(s, t []rune, i int) bool {
+	for j, r := range t {
+		if s[i+j] != r {
+			return false
+		}
+	}
+	return true
+}
+
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// mergeRanges sorts ranges and joins overlapping ones.
+func mergeRanges(rs [][2]int) [][2]int {
+	if len(rs) < 2 {
+		return rs
+	}
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j][0] < rs[j-1][0]; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+	out := rs[:1]
+	for _, r := range rs[1:] {
+		last := &out[len(out)-1]
+		if r[0] <= last[1] {
+			last[1] = max(last[1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}

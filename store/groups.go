@@ -1,0 +1,452 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
+
+// A group's membership and settings. Every change here:
+//
+//   - locks the conversation row first (lockConversation), so concurrent
+//     changes of one group, and its sends, run one after another, and
+//     reads every member row after the lock (READ COMMITTED: the previous
+//     holder's commit is visible), so two racing changes decide on the
+//     same, current state. The owner and an admin leaving at once is such
+//     a race: whichever commits second sees the other's outcome (a new
+//     owner, or one admin fewer) and decides the successor from it;
+//   - decides who may, then writes the change, its events (outbox rows, in
+//     the order they are published), and the system entries members see in
+//     history (appendSystem), in one transaction.
+//
+// Roles: the owner (one per group) and admins add members; only the owner
+// adds admins, changes roles, changes historyVisible and transfers
+// ownership. The owner removes anyone; an admin removes plain members; any
+// member leaves. When the owner leaves, the longest-standing admin (earliest
+// joined_at, then the lowest id) owns the group, else the longest-standing
+// member; the last member leaving archives it.
+
+// AddMember adds userID to a group. Owners and admins may add; adding an
+// existing member returns them unchanged and writes nothing. The new member
+// starts at the current last_seq (join_seq, read and delivered watermarks):
+// history before joining is neither unread nor pending delivery, and in a
+// group whose history is "joined" not readable either; the system entry
+// announcing the join is the first entry they receive.
+//
+// role may be member (the default when empty) or admin (the owner only);
+// owner cannot be granted: ownership moves with TransferOwnership.
+func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, bool, error) {
+	if err := chat.ValidateID("user id", userID); err != nil {
+		return chat.Member{}, false, err
+	}
+	switch role {
+	case "":
+		role = chat.RoleMember
+	case chat.RoleMember, chat.RoleAdmin:
+	default:
+		return chat.Member{}, false, chat.Errorf(chat.CodeInvalid, "role must be %s or %s", chat.RoleMember, chat.RoleAdmin)
+	}
+	var added chat.Member
+	created := false
+	err := s.changeTx(ctx, "add member", func(tx pgx.Tx) ([]chat.Event, error) {
+		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "get more members")
+		if err != nil {
+			return nil, err
+		}
+		if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
+			return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can add members")
+		}
+		if role == chat.RoleAdmin && actor.Role != chat.RoleOwner {
+			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can add an admin")
+		}
+		existing, ok, err := getMember(ctx, tx, conversationID, userID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			added = existing
+			return nil, nil
+		}
+		var n int
+		if err := tx.QueryRow(ctx,
+			`SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conversationID).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count members: %w", err)
+		}
+		if n >= s.limits.MaxMembers {
+			return nil, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
+		}
+		if added, err = scanMember(tx.QueryRow(ctx, `
+			INSERT INTO conversation_member
+				(conversation_id, user_id, role, join_seq, last_read_seq, last_delivered_seq)
+			VALUES ($1, $2, $3, $4, $4, $4)
+			RETURNING `+memberColumns,
+			conversationID, userID, role, conv.LastSeq)); err != nil {
+			return nil, fmt.Errorf("insert member: %w", err)
+		}
+		created = true
+		// member.added first: it starts the new member's streams at
+		// join_seq, so the entry after it reaches them too.
+		ev := chat.MemberAddedEvent(conv, userID, actorID, added.Role)
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
+			return nil, err
+		}
+		entries, err := appendSystem(ctx, tx, conversationID, actorID,
+			chat.SystemEntry{Action: chat.SystemMemberAdded, UserID: userID, Role: added.Role})
+		if err != nil {
+			return nil, err
+		}
+		return append([]chat.Event{ev}, systemEvents(entries)...), nil
+	})
+	if err != nil {
+		return chat.Member{}, false, err
+	}
+	return added, created, nil
+}
+
+// RemoveMember removes userID from a group, or lets actorID leave
+// (userID == actorID). See the roles above; the owner cannot be removed,
+// only leave.
+func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
+	return s.changeTx(ctx, "remove member", func(tx pgx.Tx) ([]chat.Event, error) {
+		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "lose members")
+		if err != nil {
+			return nil, err
+		}
+		target := actor
+		if userID != actorID {
+			var ok bool
+			if target, ok, err = getMember(ctx, tx, conversationID, userID); err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
+			}
+			switch {
+			case target.Role == chat.RoleOwner:
+				return nil, chat.Errorf(chat.CodeForbidden, "the owner can only leave, not be removed")
+			case actor.Role == chat.RoleOwner:
+			case actor.Role == chat.RoleAdmin && target.Role == chat.RoleMember:
+			case actor.Role == chat.RoleAdmin:
+				return nil, chat.Errorf(chat.CodeForbidden, "an admin removes plain members only; only the owner removes an admin")
+			default:
+				return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
+			}
+		}
+		if _, err := tx.Exec(ctx,
+			`DELETE FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
+			conversationID, target.UserID); err != nil {
+			return nil, fmt.Errorf("delete member: %w", err)
+		}
+		// member.removed first: the removed member's streams stop before
+		// the entries that follow, which are for those who stay.
+		evs := []chat.Event{chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)}
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, evs...); err != nil {
+			return nil, err
+		}
+		entry := chat.SystemEntry{Action: chat.SystemMemberRemoved, UserID: target.UserID}
+		if target.UserID == actorID {
+			entry.Action = chat.SystemMemberLeft
+		}
+		sys := []chat.SystemEntry{entry}
+		var successor int64
+		if target.Role == chat.RoleOwner {
+			if successor, err = passOwnership(ctx, tx, conversationID); err != nil {
+				return nil, err
+			}
+			if successor != 0 {
+				sys = append(sys, chat.SystemEntry{Action: chat.SystemOwnerChanged, UserID: successor, Role: chat.RoleOwner})
+			}
+		}
+		if err := archiveIfEmpty(ctx, tx, conversationID); err != nil {
+			return nil, err
+		}
+		entries, err := appendSystem(ctx, tx, conversationID, actorID, sys...)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, systemEvents(entries)...)
+		if successor != 0 {
+			up := chat.MemberUpdatedEvent(conversationID, successor, actorID, chat.RoleOwner, entries[len(entries)-1].Seq)
+			if err := insertOutbox(ctx, tx, chat.TraceContext{}, up); err != nil {
+				return nil, err
+			}
+			evs = append(evs, up)
+		}
+		return evs, nil
+	})
+}
+
+// lockGroup locks the conversation and reads the actor's membership: not
+// a member, or a direct conversation (whose membership never changes), is
+// refused.
+func lockGroup(ctx context.Context, tx pgx.Tx, conversationID, actorID int64, change string) (chat.Conversation, chat.Member, error) {
+	conv, err := lockConversation(ctx, tx, conversationID)
+	if err != nil {
+		return conv, chat.Member{}, err
+	}
+	actor, ok, err := getMember(ctx, tx, conversationID, actorID)
+	if err != nil {
+		return conv, actor, err
+	}
+	if !ok {
+		return conv, actor, errNotMember(conversationID)
+	}
+	if conv.Type == chat.Direct {
+		return conv, actor, chat.Errorf(chat.CodeForbidden, "a direct conversation cannot %s", change)
+	}
+	return conv, actor, nil
+}
+
+// passOwnership makes the longest-standing admin, else the longest-standing
+// member, the owner; 0 when nobody is left. The owner's row is gone
+// already, under the conversation lock.
+func passOwnership(ctx context.Context, tx pgx.Tx, conversationID int64) (int64, error) {
+	var next int64
+	err := tx.QueryRow(ctx, `
+		UPDATE conversation_member SET role = 'owner'
+		WHERE conversation_id = $1 AND user_id = (
+			SELECT user_id FROM conversation_member WHERE conversation_id = $1
+			ORDER BY role = 'admin' DESC, joined_at, user_id LIMIT 1)
+		RETURNING user_id`, conversationID).Scan(&next)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pass ownership: %w", err)
+	}
+	return next, nil
+}
+
+// archiveIfEmpty marks a group nobody is a member of any more.
+func archiveIfEmpty(ctx context.Context, tx pgx.Tx, conversationID int64) error {
+	if _, err := tx.Exec(ctx, `
+		UPDATE conversation SET archived_at = now()
+		WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1)`,
+		conversationID); err != nil {
+		return fmt.Errorf("archive conversation: %w", err)
+	}
+	return nil
+}
+
+var _ chat.PeopleStore = (*Store)(nil)
+
+// UpdateGroup changes a group's title, about, avatar or historyVisible:
+// the owner or an admin, historyVisible the owner only. It writes one
+// system entry listing what changed and conversation.updated with the
+// settings after it; asking for what already is writes nothing.
+func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, u chat.GroupUpdate) (chat.Conversation, error) {
+	var out chat.Conversation
+	err := s.changeTx(ctx, "update group", func(tx pgx.Tx) ([]chat.Event, error) {
+		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "be renamed or changed")
+		if err != nil {
+			return nil, err
+		}
+		if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
+			return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can change the group")
+		}
+		if u.HistoryVisible != nil && actor.Role != chat.RoleOwner && *u.HistoryVisible != conv.HistoryVisible {
+			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can change who reads the history")
+		}
+		entry := chat.SystemEntry{Action: chat.SystemGroupUpdated}
+		changed := false
+		if u.Title != nil && *u.Title != conv.Title {
+			conv.Title, entry.Title, changed = *u.Title, u.Title, true
+		}
+		if u.About != nil && *u.About != conv.About {
+			conv.About, entry.About, changed = *u.About, u.About, true
+		}
+		if u.AvatarURL != nil && *u.AvatarURL != strOrEmpty(conv.Avatar) {
+			entry.Avatar, changed = u.AvatarURL, true
+			conv.Avatar = nil
+			if *u.AvatarURL != "" {
+				conv.Avatar = u.AvatarURL
+			}
+		}
+		if u.HistoryVisible != nil && *u.HistoryVisible != conv.HistoryVisible {
+			conv.HistoryVisible, entry.HistoryVisible, changed = *u.HistoryVisible, *u.HistoryVisible, true
+		}
+		if !changed {
+			out = conv
+			return nil, nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE conversation SET title = $2, about = $3, avatar_url = $4, history_visible = $5 WHERE id = $1`,
+			conversationID, conv.Title, conv.About, conv.Avatar, conv.HistoryVisible); err != nil {
+			return nil, fmt.Errorf("update conversation: %w", err)
+		}
+		entries, err := appendSystem(ctx, tx, conversationID, actorID, entry)
+		if err != nil {
+			return nil, err
+		}
+		conv.LastSeq = entries[0].Seq
+		ev := chat.ConversationUpdatedEvent(conv, actorID, entries[0].Seq)
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
+			return nil, err
+		}
+		out = conv
+		return append(systemEvents(entries), ev), nil
+	})
+	if err != nil {
+		return chat.Conversation{}, err
+	}
+	return out, nil
+}
+
+func strOrEmpty(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// SetRole makes userID an admin or a plain member: the owner only, not of
+// the owner (ownership moves with TransferOwnership). Asking for the role
+// the member has writes nothing.
+func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, error) {
+	var out chat.Member
+	err := s.changeTx(ctx, "set role", func(tx pgx.Tx) ([]chat.Event, error) {
+		_, actor, err := lockGroup(ctx, tx, conversationID, actorID, "have roles")
+		if err != nil {
+			return nil, err
+		}
+		if actor.Role != chat.RoleOwner {
+			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can change roles")
+		}
+		target, ok, err := getMember(ctx, tx, conversationID, userID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
+		}
+		if target.Role == chat.RoleOwner {
+			return nil, chat.Errorf(chat.CodeInvalid, "the owner's role changes only by transferring ownership (POST .../owner)")
+		}
+		out = target
+		if target.Role == role {
+			return nil, nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE conversation_member SET role = $3 WHERE conversation_id = $1 AND user_id = $2`,
+			conversationID, userID, role); err != nil {
+			return nil, fmt.Errorf("update role: %w", err)
+		}
+		out.Role = role
+		entries, err := appendSystem(ctx, tx, conversationID, actorID,
+			chat.SystemEntry{Action: chat.SystemRoleChanged, UserID: userID, Role: role})
+		if err != nil {
+			return nil, err
+		}
+		ev := chat.MemberUpdatedEvent(conversationID, userID, actorID, role, entries[0].Seq)
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
+			return nil, err
+		}
+		return append(systemEvents(entries), ev), nil
+	})
+	if err != nil {
+		return chat.Member{}, err
+	}
+	return out, nil
+}
+
+// TransferOwnership makes userID (a member) the owner and the previous
+// owner an admin: the owner only.
+func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, userID int64) error {
+	return s.changeTx(ctx, "transfer ownership", func(tx pgx.Tx) ([]chat.Event, error) {
+		_, actor, err := lockGroup(ctx, tx, conversationID, actorID, "have an owner")
+		if err != nil {
+			return nil, err
+		}
+		if actor.Role != chat.RoleOwner {
+			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can transfer ownership")
+		}
+		if userID == actorID {
+			return nil, chat.Errorf(chat.CodeInvalid, "you own the group already")
+		}
+		if _, ok, err := getMember(ctx, tx, conversationID, userID); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE conversation_member SET role = CASE WHEN user_id = $2 THEN 'owner' ELSE 'admin' END
+			WHERE conversation_id = $1 AND user_id IN ($2, $3)`, conversationID, userID, actorID); err != nil {
+			return nil, fmt.Errorf("transfer ownership: %w", err)
+		}
+		entries, err := appendSystem(ctx, tx, conversationID, actorID,
+			chat.SystemEntry{Action: chat.SystemOwnerChanged, UserID: userID, Role: chat.RoleOwner})
+		if err != nil {
+			return nil, err
+		}
+		seq := entries[0].Seq
+		evs := []chat.Event{chat.MemberUpdatedEvent(conversationID, userID, actorID, chat.RoleOwner, seq),
+			chat.MemberUpdatedEvent(conversationID, actorID, actorID, chat.RoleAdmin, seq)}
+		if err := insertOutbox(ctx, tx, chat.TraceContext{}, evs...); err != nil {
+			return nil, err
+		}
+		return append(systemEvents(entries), evs...), nil
+	})
+}
+
+// membersPageSQL pages members by (role rank, joined_at, user_id), strictly
+// after the cursor's row.
+const membersPageSQL = `
+SELECT ` + memberColumns + `, CASE role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END AS rank
+FROM member_watermark
+WHERE conversation_id = $1
+  AND (CASE role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END, joined_at, user_id) > ($2::int, $3::timestamptz, $4::bigint)
+ORDER BY rank, joined_at, user_id
+LIMIT $5`
+
+// MembersPage pages a conversation's members for one of them: the owner,
+// then admins, then members, each by join time, with roles, join times and
+// watermarks (read watermarks as the viewer may see them).
+func (s *Store) MembersPage(ctx context.Context, conversationID, userID int64, limit int, cursor string) (chat.MembersPage, error) {
+	rank, at, after := -1, time.Unix(0, 0), int64(0)
+	if cursor != "" {
+		var err error
+		if rank, at, after, err = decodeMembersCursor(cursor); err != nil {
+			return chat.MembersPage{}, err
+		}
+	}
+	page := chat.MembersPage{Members: []chat.Member{}}
+	err := s.runTx(ctx, "members", readOnly(), func(tx pgx.Tx) error {
+		conv, err := memberConversation(ctx, tx, conversationID, userID)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, membersPageSQL, conversationID, rank, at, after, limit+1)
+		if err != nil {
+			return fmt.Errorf("read members: %w", err)
+		}
+		var ranks []int
+		for rows.Next() {
+			var m chat.Member
+			var r int
+			if err := rows.Scan(&m.UserID, &m.Role, &m.LastReadSeq, &m.LastDeliveredSeq, &m.JoinedAt, &r); err != nil {
+				rows.Close()
+				return fmt.Errorf("read members: %w", err)
+			}
+			page.Members = append(page.Members, m)
+			ranks = append(ranks, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read members: %w", err)
+		}
+		if len(page.Members) > limit {
+			page.Members = page.Members[:limit]
+			last := page.Members[limit-1]
+			page.NextCursor = encodeMembersCursor(ranks[limit-1], last.JoinedAt, last.UserID)
+		}
+		conv.Members = page.Members
+		return viewMembers(ctx, tx, &conv, userID)
+	})
+	if err != nil {
+		return chat.MembersPage{}, err
+	}
+	return page, nil
+}

@@ -1,0 +1,352 @@
+package store_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
+)
+
+func strp(s string) *string { return &s }
+
+// Every rule of who may change a group: rename, historyVisible, roles,
+// adding an admin, removing, transferring; non-members and unknown groups.
+func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, admin, admin2, member, other, stranger = 1, 2, 3, 4, 5, 99
+	g := mustGroup(t, st, owner, member, other)
+	for _, a := range []int64{admin, admin2} {
+		if _, _, err := st.AddMember(ctx, g.ID, owner, a, chat.RoleAdmin); err != nil {
+			t.Fatalf("owner adds admin %d: %v", a, err)
+		}
+	}
+	events := func() int { return len(outboxEvents(t, pool, g.ID, "")) }
+	before := events()
+
+	rename := func(actor int64, title string) error {
+		_, err := st.UpdateGroup(ctx, g.ID, actor, chat.GroupUpdate{Title: &title})
+		return err
+	}
+	wantCode(t, "member renames", rename(member, "x"), chat.CodeForbidden)
+	wantCode(t, "stranger renames", rename(stranger, "x"), chat.CodeNotMember)
+	_, err := st.UpdateGroup(ctx, 4242, owner, chat.GroupUpdate{Title: strp("x")})
+	wantCode(t, "rename of an unknown group", err, chat.CodeNotFound)
+	_, err = st.UpdateGroup(ctx, g.ID, admin, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)})
+	wantCode(t, "admin changes historyVisible", err, chat.CodeForbidden)
+	_, err = st.SetRole(ctx, g.ID, admin, member, chat.RoleAdmin)
+	wantCode(t, "admin grants admin", err, chat.CodeForbidden)
+	_, err = st.SetRole(ctx, g.ID, member, member, chat.RoleAdmin)
+	wantCode(t, "member promotes themself", err, chat.CodeForbidden)
+	_, err = st.SetRole(ctx, g.ID, owner, stranger, chat.RoleAdmin)
+	wantCode(t, "role of a non-member", err, chat.CodeNotFound)
+	_, err = st.SetRole(ctx, g.ID, owner, owner, chat.RoleMember)
+	wantCode(t, "owner demotes themself", err, chat.CodeInvalid)
+	wantCode(t, "admin transfers", st.TransferOwnership(ctx, g.ID, admin, admin), chat.CodeForbidden)
+	wantCode(t, "member transfers", st.TransferOwnership(ctx, g.ID, member, member), chat.CodeForbidden)
+	wantCode(t, "transfer to a stranger", st.TransferOwnership(ctx, g.ID, owner, stranger), chat.CodeNotFound)
+	wantCode(t, "transfer to oneself", st.TransferOwnership(ctx, g.ID, owner, owner), chat.CodeInvalid)
+	_, _, err = st.AddMember(ctx, g.ID, admin, 20, chat.RoleAdmin)
+	wantCode(t, "admin adds an admin", err, chat.CodeForbidden)
+	_, _, err = st.AddMember(ctx, g.ID, member, 20, chat.RoleMember)
+	wantCode(t, "member adds", err, chat.CodeForbidden)
+	wantCode(t, "admin removes an admin", st.RemoveMember(ctx, g.ID, admin, admin2), chat.CodeForbidden)
+	wantCode(t, "admin removes the owner", st.RemoveMember(ctx, g.ID, admin, owner), chat.CodeForbidden)
+	wantCode(t, "member removes a member", st.RemoveMember(ctx, g.ID, member, other), chat.CodeForbidden)
+	wantCode(t, "stranger removes", st.RemoveMember(ctx, g.ID, stranger, member), chat.CodeNotMember)
+	_, err = st.MembersPage(ctx, g.ID, stranger, 10, "")
+	wantCode(t, "stranger lists members", err, chat.CodeNotMember)
+	if n := events(); n != before {
+		t.Fatalf("refused changes wrote %d events", n-before)
+	}
+	d, _, err := st.OpenDirect(ctx, owner, member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.UpdateGroup(ctx, d.ID, owner, chat.GroupUpdate{Title: strp("x")})
+	wantCode(t, "rename a direct conversation", err, chat.CodeForbidden)
+
+	// What is allowed.
+	if err := rename(admin, "Climbing"); err != nil {
+		t.Fatalf("admin renames: %v", err)
+	}
+	if m, err := st.SetRole(ctx, g.ID, owner, member, chat.RoleAdmin); err != nil || m.Role != chat.RoleAdmin {
+		t.Fatalf("owner grants admin: %+v, %v", m, err)
+	}
+	if _, err := st.SetRole(ctx, g.ID, owner, member, chat.RoleMember); err != nil {
+		t.Fatalf("owner takes admin back: %v", err)
+	}
+	if err := st.RemoveMember(ctx, g.ID, admin, other); err != nil {
+		t.Fatalf("admin removes a member: %v", err)
+	}
+	if err := st.RemoveMember(ctx, g.ID, owner, admin2); err != nil {
+		t.Fatalf("owner removes an admin: %v", err)
+	}
+	if err := st.RemoveMember(ctx, g.ID, member, member); err != nil {
+		t.Fatalf("member leaves: %v", err)
+	}
+	if err := st.TransferOwnership(ctx, g.ID, owner, admin); err != nil {
+		t.Fatalf("owner transfers: %v", err)
+	}
+	roles := map[int64]chat.Role{}
+	conv, err := st.GetConversation(ctx, g.ID, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range conv.Members {
+		roles[m.UserID] = m.Role
+	}
+	if want := map[int64]chat.Role{owner: chat.RoleAdmin, admin: chat.RoleOwner}; fmt.Sprint(roles) != fmt.Sprint(want) {
+		t.Fatalf("roles after the transfer: %v, want %v", roles, want)
+	}
+	if conv.Title != "Climbing" {
+		t.Fatalf("title %q", conv.Title)
+	}
+	// The changes are entries of the stream, each once, in order.
+	var got []string
+	for _, e := range outboxEvents(t, pool, g.ID, chat.EventSystemNew)[2:] {
+		got = append(got, fmt.Sprintf("%s %d by %d", e.Action, e.UserID, e.ActorID))
+	}
+	want := []string{"group.updated 0 by 2", "role.changed 4 by 1", "role.changed 4 by 1", "member.removed 5 by 2",
+		"member.removed 3 by 1", "member.left 4 by 4", "owner.changed 2 by 1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("system entries\n%q\nwant\n%q", got, want)
+	}
+	updated := outboxEvents(t, pool, g.ID, chat.EventMemberUpdated)
+	if len(updated) != 4 || updated[2].UserID != admin || updated[2].Role != chat.RoleOwner ||
+		updated[3].UserID != owner || updated[3].Role != chat.RoleAdmin {
+		t.Fatalf("member.updated events: %+v", updated)
+	}
+}
+
+// Renaming writes a system entry (offline members read it in history) and
+// conversation.updated with the settings after it; the same values again
+// write nothing.
+func TestRenamingAGroupIsAStreamEntryAndAnEvent(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	mustSend(t, st, g.ID, 2, "hi")
+	conv, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: strp("Trip"), About: strp("Plans"),
+		AvatarURL: strp("https://img.example/trip.png")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.Title != "Trip" || conv.About != "Plans" || conv.Avatar == nil || *conv.Avatar != "https://img.example/trip.png" || conv.LastSeq != 2 {
+		t.Fatalf("updated conversation %+v", conv)
+	}
+	page, err := st.History(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 2 || page[1].Kind != chat.KindSystem || page[1].SenderID != 1 || page[1].System == nil ||
+		page[1].System.Action != chat.SystemGroupUpdated || *page[1].System.Title != "Trip" || page[1].Body != "" {
+		t.Fatalf("history %+v", page)
+	}
+	if page[1].System.HistoryVisible != "" {
+		t.Fatalf("unchanged historyVisible listed: %+v", page[1].System)
+	}
+	ev := outboxEvents(t, pool, g.ID, chat.EventConversationUpdated)
+	if len(ev) != 1 || *ev[0].Title != "Trip" || *ev[0].About != "Plans" || ev[0].Seq != 2 || ev[0].ActorID != 1 ||
+		ev[0].HistoryVisible != chat.HistoryJoined {
+		t.Fatalf("conversation.updated %+v", ev)
+	}
+	before := len(outboxEvents(t, pool, g.ID, ""))
+	if _, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: strp("Trip")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(outboxEvents(t, pool, g.ID, "")); n != before {
+		t.Fatalf("renaming to the same title wrote %d events", n-before)
+	}
+	// Removing the avatar.
+	conv, err = st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{AvatarURL: strp("")})
+	if err != nil || conv.Avatar != nil {
+		t.Fatalf("avatar removed: %+v, %v", conv, err)
+	}
+	// The inbox shows the new title.
+	in, err := st.Inbox(ctx, 2, 0, "")
+	if err != nil || in.Conversations[0].Title != "Trip" {
+		t.Fatalf("inbox %+v, %v", in, err)
+	}
+}
+
+// When the owner leaves, the longest-standing admin owns the group, else
+// the longest-standing member; the last one out archives it.
+func TestOwnerLeavingPassesOwnershipToTheLongestStandingAdminElseMember(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner = 1
+	g := mustGroup(t, st, owner, 7)
+	add := func(u int64, r chat.Role) {
+		t.Helper()
+		if _, _, err := st.AddMember(ctx, g.ID, owner, u, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(5, chat.RoleAdmin) // the earliest admin
+	add(3, chat.RoleMember)
+	add(2, chat.RoleAdmin) // a lower id, but later
+	role := func(u int64) chat.Role {
+		t.Helper()
+		for _, m := range mustMembers(t, st, g.ID, u) {
+			if m.UserID == u {
+				return m.Role
+			}
+		}
+		return ""
+	}
+	if err := st.RemoveMember(ctx, g.ID, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	if r := role(5); r != chat.RoleOwner {
+		t.Fatalf("longest-standing admin 5 is %s", r)
+	}
+	if err := st.RemoveMember(ctx, g.ID, 5, 5); err != nil {
+		t.Fatal(err)
+	}
+	if r := role(2); r != chat.RoleOwner {
+		t.Fatalf("remaining admin 2 is %s", r)
+	}
+	if err := st.RemoveMember(ctx, g.ID, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	// No admin left: 7 was a founder, 3 came later.
+	if r := role(7); r != chat.RoleOwner {
+		t.Fatalf("longest-standing member 7 is %s", r)
+	}
+	for _, u := range []int64{7, 3} {
+		if err := st.RemoveMember(ctx, g.ID, u, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM conversation WHERE id = $1 AND archived_at IS NOT NULL`, g.ID); n != 1 {
+		t.Fatal("the group whose last member left is not archived")
+	}
+	owners := outboxEvents(t, pool, g.ID, chat.EventMemberUpdated)
+	// 7 leaving made 3 the owner, the last one out.
+	if len(owners) != 4 || owners[0].UserID != 5 || owners[1].UserID != 2 || owners[2].UserID != 7 || owners[3].UserID != 3 {
+		t.Fatalf("member.updated on succession: %+v", owners)
+	}
+}
+
+func mustMembers(t *testing.T, st *store.Store, conv, viewer int64) []chat.Member {
+	t.Helper()
+	c, err := st.GetConversation(testCtx(t), conv, viewer)
+	if err != nil {
+		t.Fatalf("get conversation: %v", err)
+	}
+	return c.Members
+}
+
+// The owner and an admin leaving at the same moment: whichever commits
+// second decides on what the first left. Run many times over: exactly one
+// owner remains, the right one, and the stream holds every entry once.
+func TestOwnerAndAdminLeavingAtOnceLeaveExactlyOneRightfulOwner(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const rounds = 20
+	for i := range rounds {
+		const owner, admin, admin2 = 1, 2, 3
+		g := mustGroup(t, st, owner, 10, 11)
+		for _, a := range []int64{admin, admin2} {
+			if _, _, err := st.AddMember(ctx, g.ID, owner, a, chat.RoleAdmin); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leavers := []int64{owner, admin}
+		if i%2 == 1 {
+			leavers = []int64{owner, admin, admin2}
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, len(leavers))
+		for j, u := range leavers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[j] = st.RemoveMember(ctx, g.ID, u, u)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for j, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %d leaves: %v", i, leavers[j], err)
+			}
+		}
+		ms := mustMembers(t, st, g.ID, 10)
+		var owners []int64
+		for _, m := range ms {
+			if m.Role == chat.RoleOwner {
+				owners = append(owners, m.UserID)
+			}
+		}
+		// admin2 stays in even rounds: the only admin left must own it;
+		// in odd rounds every admin left: the longest-standing member (10).
+		want := int64(admin2)
+		if i%2 == 1 {
+			want = 10
+		}
+		if len(owners) != 1 || owners[0] != want {
+			t.Fatalf("round %d: owners %v of %+v, want [%d]", i, owners, ms, want)
+		}
+		n := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1`, g.ID)
+		last := queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, g.ID)
+		if n != last {
+			t.Fatalf("round %d: %d entries, last_seq %d: a gap or a duplicate", i, n, last)
+		}
+	}
+}
+
+// GET members: paged, the owner first, then admins, then members by join
+// time, with roles and join times; every member exactly once.
+func TestMembersArePagedOwnerFirstThenAdminsThenMembersByJoinTime(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	g := mustGroup(t, st, 50, 1, 2, 3)
+	for _, u := range []int64{40, 30} {
+		if _, _, err := st.AddMember(ctx, g.ID, 50, u, chat.RoleAdmin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for u := int64(60); u < 67; u++ {
+		if _, _, err := st.AddMember(ctx, g.ID, 30, u, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []int64
+	cursor := ""
+	for pages := 0; ; pages++ {
+		p, err := st.MembersPage(ctx, g.ID, 1, 4, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range p.Members {
+			if m.JoinedAt.IsZero() || m.Role == "" {
+				t.Fatalf("member without role or join time: %+v", m)
+			}
+			got = append(got, m.UserID)
+		}
+		if cursor = p.NextCursor; cursor == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+	}
+	want := []int64{50, 40, 30, 1, 2, 3, 60, 61, 62, 63, 64, 65, 66}
+	if !slices.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+	_, err := st.MembersPage(ctx, g.ID, 1, 4, "bogus")
+	wantCode(t, "bad cursor", err, chat.CodeInvalid)
+}

@@ -1,0 +1,113 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
+)
+
+// A member added later to a group whose history is "joined" (the default)
+// reads from the entry announcing their join on: not the earlier messages,
+// not the body an edit gives an earlier message, and cannot reach earlier
+// messages by replying to, forwarding or reacting to them. "all" opens the
+// whole history.
+func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	const owner, late = 1, 9
+	g := mustGroup(t, st, owner, 2)
+	secret := mustSend(t, st, g.ID, owner, "before you came")
+	mustSend(t, st, g.ID, 2, "also before")
+	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, st, g.ID, 2, "welcome")
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: g.ID, UserID: owner, TargetSeq: secret.Seq,
+		ClientMsgID: uuid.NewString(), Body: "edited secret"}); err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(ms []chat.Message) (out []string) {
+		for _, m := range ms {
+			out = append(out, string(m.Kind)+":"+m.Body)
+		}
+		return out
+	}
+	for _, q := range []chat.HistoryQuery{
+		{ConversationID: g.ID, UserID: late},
+		{ConversationID: g.ID, UserID: late, AfterSeq: 0, Forward: true},
+		{ConversationID: g.ID, UserID: late, AfterSeq: 1},
+		{ConversationID: g.ID, UserID: late, BeforeSeq: 6},
+	} {
+		page, err := st.History(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 || page[0].Seq != 3 || page[0].Kind != chat.KindSystem || page[0].System.Action != chat.SystemMemberAdded {
+			t.Fatalf("%+v: history %q starts before the join", q, kinds(page))
+		}
+		for _, m := range page {
+			if m.Body == "before you came" || m.Body == "also before" || m.Body == "edited secret" {
+				t.Fatalf("%+v: the late member reads %q", q, m.Body)
+			}
+		}
+	}
+	in, err := st.Inbox(ctx, late, 0, "")
+	if err != nil || in.Conversations[0].LastMessage == nil || in.Conversations[0].LastMessage.Body != "welcome" {
+		t.Fatalf("inbox %+v, %v", in, err)
+	}
+	// Nothing before the join can be reached through a new entry.
+	_, err = st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: late, ClientMsgID: uuid.NewString(), Body: "re", ReplyTo: secret.Seq})
+	wantCode(t, "reply to a message from before the join", err, chat.CodeInvalid)
+	other := mustGroup(t, st, late)
+	_, err = st.Send(ctx, chat.SendRequest{ConversationID: other.ID, SenderID: late, ClientMsgID: uuid.NewString(),
+		Forward: &chat.MessageRef{ConversationID: g.ID, Seq: secret.Seq}})
+	wantCode(t, "forward of a message from before the join", err, chat.CodeNotFound)
+	_, err = st.Change(ctx, chat.Change{Kind: chat.KindReaction, ConversationID: g.ID, UserID: late, TargetSeq: secret.Seq,
+		ClientMsgID: uuid.NewString(), Emoji: "👀", On: true})
+	wantCode(t, "reaction to a message from before the join", err, chat.CodeNotFound)
+	// Founders read everything.
+	if page, err := st.History(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: 2}); err != nil || page[0].Seq != 1 {
+		t.Fatalf("a founder's history %q, %v", kinds(page), err)
+	}
+
+	// The owner opens the history.
+	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := st.History(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: late})
+	if err != nil || page[0].Seq != 1 || page[0].Body != "edited secret" {
+		t.Fatalf("history with historyVisible all: %q, %v", kinds(page), err)
+	}
+	if _, err := st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: late, ClientMsgID: uuid.NewString(), Body: "re", ReplyTo: secret.Seq}); err != nil {
+		t.Fatalf("reply with historyVisible all: %v", err)
+	}
+}
+
+// A member who left and came back is not replayed what happened while
+// they were away: a persistent session's cursor starts at the rejoin.
+func TestARejoiningMembersSessionStartsAtTheRejoin(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	mustSend(t, st, g.ID, 1, "one")
+	sess := store.NewSessions(pool)
+	if _, err := sess.Open(ctx, "c2", 2, true, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RemoveMember(ctx, g.ID, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, st, g.ID, 1, "while away")
+	if _, _, err := st.AddMember(ctx, g.ID, 1, 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sess.Cursors(ctx, "c2", 2, true)
+	if err != nil || len(cs) != 1 || cs[0].Delivered != 3 {
+		t.Fatalf("cursors %+v, %v: want delivered 3 (the seq before the rejoin's entry)", cs, err)
+	}
+}

@@ -1,0 +1,437 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Profiles, privacy settings and blocks. A user without a user_profile row
+// has an empty profile; without a user_settings row both settings are on.
+
+// profilesSQL returns the profiles of $2 that $1 may see: $1 itself and
+// users who share a conversation with $1, in $2's order. A user the viewer
+// may not see is left out exactly like one that does not exist.
+const profilesSQL = `
+WITH mine AS (SELECT conversation_id FROM conversation_member WHERE user_id = $1)
+SELECT u.id, p.display_name, p.avatar_url, p.about, p.updated_at
+FROM unnest($2::bigint[]) WITH ORDINALITY AS u(id, ord)
+LEFT JOIN user_profile p ON p.user_id = u.id
+WHERE u.id = $1 OR EXISTS (
+	SELECT 1 FROM conversation_member b
+	WHERE b.user_id = u.id AND b.conversation_id IN (SELECT conversation_id FROM mine))
+ORDER BY u.ord`
+
+// Profiles returns the profiles of ids viewerID may see, in ids' order.
+func (s *Store) Profiles(ctx context.Context, viewerID int64, ids []int64) ([]chat.Profile, error) {
+	rows, err := s.pool.Query(ctx, profilesSQL, viewerID, ids)
+	if err != nil {
+		return nil, classify("read profiles", err)
+	}
+	out, err := pgx.CollectRows(rows, scanProfile)
+	if err != nil {
+		return nil, classify("read profiles", err)
+	}
+	if out == nil {
+		out = []chat.Profile{}
+	}
+	return out, nil
+}
+
+func scanProfile(row pgx.CollectableRow) (chat.Profile, error) {
+	var (
+		p     chat.Profile
+		name  *string
+		about *string
+	)
+	if err := row.Scan(&p.ID, &name, &p.Avatar, &about, &p.UpdatedAt); err != nil {
+		return p, err
+	}
+	if name != nil {
+		p.DisplayName = *name
+	}
+	if about != nil {
+		p.About = *about
+	}
+	if p.UpdatedAt != nil {
+		at := p.UpdatedAt.UTC()
+		p.UpdatedAt = &at
+	}
+	return p, nil
+}
+
+// setProfileSQL writes a profile when it changes; $3/$5 say whether the
+// avatar and about are given ($4, $6), else the stored ones stay.
+const setProfileSQL = `
+INSERT INTO user_profile AS p (user_id, display_name, avatar_url, about, updated_at)
+VALUES ($1, $2, CASE WHEN $3 THEN NULLIF($4, '') END, CASE WHEN $5 THEN $6 ELSE '' END, now())
+ON CONFLICT (user_id) DO UPDATE SET
+	display_name = EXCLUDED.display_name,
+	avatar_url = CASE WHEN $3 THEN NULLIF($4, '') ELSE p.avatar_url END,
+	about = CASE WHEN $5 THEN $6 ELSE p.about END,
+	updated_at = now()
+WHERE (p.display_name, p.avatar_url, p.about) IS DISTINCT FROM
+      (EXCLUDED.display_name, CASE WHEN $3 THEN NULLIF($4, '') ELSE p.avatar_url END, CASE WHEN $5 THEN $6 ELSE p.about END)
+RETURNING user_id, display_name, avatar_url, about, updated_at`
+
+// SetProfile stores userID's profile. When it changed, profile.updated goes
+// to the user's own sessions and to the users who share a conversation of
+// at most largeGroup members with them, and its outbox row to other nodes
+// (which find the same users: ProfileWatchers).
+func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpdate, largeGroup int) (chat.Profile, error) {
+	var (
+		p       chat.Profile
+		changed bool
+		to      []int64
+	)
+	avatar, about := "", ""
+	if u.AvatarURL != nil {
+		avatar = *u.AvatarURL
+	}
+	if u.About != nil {
+		about = *u.About
+	}
+	err := s.inTx(ctx, "set profile", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, setProfileSQL, userID, u.DisplayName, u.AvatarURL != nil, avatar, u.About != nil, about)
+		if err != nil {
+			return fmt.Errorf("write profile: %w", err)
+		}
+		ps, err := pgx.CollectRows(rows, scanProfile)
+		if err != nil {
+			return fmt.Errorf("write profile: %w", err)
+		}
+		if len(ps) == 0 {
+			// Unchanged: answer what is stored, tell nobody.
+			rows, err := tx.Query(ctx, `SELECT user_id, display_name, avatar_url, about, updated_at FROM user_profile WHERE user_id = $1`, userID)
+			if err != nil {
+				return fmt.Errorf("read profile: %w", err)
+			}
+			if ps, err = pgx.CollectRows(rows, scanProfile); err != nil || len(ps) != 1 {
+				return fmt.Errorf("read profile: %w (%d rows)", err, len(ps))
+			}
+			p = ps[0]
+			return nil
+		}
+		p, changed = ps[0], true
+		if to, err = profileWatchers(ctx, tx, userID, largeGroup); err != nil {
+			return err
+		}
+		return insertOutbox(ctx, tx, chat.TraceContext{}, chat.ProfileUpdatedEvent(p, nil))
+	})
+	if err != nil {
+		return chat.Profile{}, err
+	}
+	if changed {
+		s.publish(chat.ProfileUpdatedEvent(p, to))
+	}
+	return p, nil
+}
+
+// ProfileWatchers returns who gets userID's profile.updated: userID and
+// the users who share a conversation of at most largeGroup members with
+// them (a node that learns of a profile change from Kafka asks this).
+func (s *Store) ProfileWatchers(ctx context.Context, userID int64, largeGroup int) ([]int64, error) {
+	var out []int64
+	err := s.runTx(ctx, "read profile watchers", readOnly(), func(tx pgx.Tx) error {
+		var err error
+		out, err = profileWatchers(ctx, tx, userID, largeGroup)
+		return err
+	})
+	return out, err
+}
+
+func profileWatchers(ctx context.Context, tx pgx.Tx, userID int64, largeGroup int) ([]int64, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT DISTINCT o.user_id FROM conversation_member m
+		JOIN conversation_member o ON o.conversation_id = m.conversation_id
+		WHERE m.user_id = $1
+		  AND (SELECT count(*) FROM conversation_member x WHERE x.conversation_id = m.conversation_id) <= $2`, userID, largeGroup)
+	if err != nil {
+		return nil, fmt.Errorf("read profile watchers: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("read profile watchers: %w", err)
+	}
+	if !slices.Contains(ids, userID) {
+		ids = append(ids, userID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// Settings returns userID's privacy settings (both on without a row).
+func (s *Store) Settings(ctx context.Context, userID int64) (chat.Settings, error) {
+	st := chat.Settings{ReadReceipts: true, Presence: true}
+	err := s.pool.QueryRow(ctx, `SELECT read_receipts, presence FROM user_settings WHERE user_id = $1`, userID).
+		Scan(&st.ReadReceipts, &st.Presence)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return chat.Settings{}, classify("read settings", err)
+	}
+	return st, nil
+}
+
+// SetSettings changes the settings given and returns them all.
+func (s *Store) SetSettings(ctx context.Context, userID int64, u chat.SettingsUpdate) (chat.Settings, error) {
+	var st chat.Settings
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO user_settings AS s (user_id, read_receipts, presence) VALUES ($1, COALESCE($2, true), COALESCE($3, true))
+		ON CONFLICT (user_id) DO UPDATE SET read_receipts = COALESCE($2, s.read_receipts), presence = COALESCE($3, s.presence),
+			updated_at = now()
+		RETURNING read_receipts, presence`, userID, u.ReadReceipts, u.Presence).Scan(&st.ReadReceipts, &st.Presence)
+	if err != nil {
+		return chat.Settings{}, classify("write settings", err)
+	}
+	return st, nil
+}
+
+// Block records that blockerID blocked blockedID (again is a no-op).
+func (s *Store) Block(ctx context.Context, blockerID, blockedID int64) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, blockerID, blockedID)
+	return classify("block", err)
+}
+
+// Unblock lifts a block (a missing one is a no-op).
+func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID)
+	return classify("unblock", err)
+}
+
+// Blocks lists who blockerID blocked, newest first.
+func (s *Store) Blocks(ctx context.Context, blockerID int64) ([]chat.Block, error) {
+	rows, err := s.pool.Query(ctx, `SELECT blocked_id, created_at FROM user_block WHERE blocker_id = $1 ORDER BY created_at DESC, blocked_id`, blockerID)
+	if err != nil {
+		return nil, classify("read blocks", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.Block, error) {
+		var b chat.Block
+		err := r.Scan(&b.UserID, &b.CreatedAt)
+		b.CreatedAt = b.CreatedAt.UTC()
+		return b, err
+	})
+	if err != nil {
+		return nil, classify("read blocks", err)
+	}
+	if out == nil {
+		out = []chat.Block{}
+	}
+	return out, nil
+}
+
+// BlockedBy returns those of users who blocked senderID, ascending.
+func (s *Store) BlockedBy(ctx context.Context, senderID int64, users []int64) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT blocker_id FROM user_block WHERE blocked_id = $1 AND blocker_id = ANY($2::bigint[]) ORDER BY blocker_id`,
+		senderID, users)
+	if err != nil {
+		return nil, classify("read blocks", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, classify("read blocks", err)
+	}
+	return ids, nil
+}
+
+// refuseBlocked fails with blocked when blockerID blocked userID.
+func refuseBlocked(ctx context.Context, tx pgx.Tx, blockerID, userID int64) error {
+	var blocked bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM user_block WHERE blocker_id = $1 AND blocked_id = $2)`,
+		blockerID, userID).Scan(&blocked); err != nil {
+		return fmt.Errorf("read blocks: %w", err)
+	}
+	if blocked {
+		return chat.Errorf(chat.CodeBlocked, "user %d does not accept direct messages from you", blockerID)
+	}
+	return nil
+}
+
+// PresenceVisible reports whether viewerID may see subjectID's presence:
+// neither hides theirs (reciprocal), and subjectID did not block viewerID.
+func (s *Store) PresenceVisible(ctx context.Context, viewerID, subjectID int64) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `
+		SELECT NOT EXISTS (SELECT 1 FROM user_settings WHERE user_id IN ($1, $2) AND NOT presence)
+		   AND NOT EXISTS (SELECT 1 FROM user_block WHERE blocker_id = $2 AND blocked_id = $1)`, viewerID, subjectID).Scan(&ok)
+	if err != nil {
+		return false, classify("read presence settings", err)
+	}
+	return ok, nil
+}
+
+// hiddenReaders returns, of users, those whose read receipts are off.
+func hiddenReaders(ctx context.Context, tx pgx.Tx, users []int64) (map[int64]bool, error) {
+	rows, err := tx.Query(ctx, `SELECT user_id FROM user_settings WHERE user_id = ANY($1::bigint[]) AND NOT read_receipts`, users)
+	if err != nil {
+		return nil, fmt.Errorf("read receipt settings: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("read receipt settings: %w", err)
+	}
+	out := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// viewMembers prepares conv's members for viewer: the read watermarks of
+// members whose read receipts are off read 0, and every other member's
+// does when the viewer's are off (reciprocity); a direct conversation gets
+// its PeerID.
+func viewMembers(ctx context.Context, tx pgx.Tx, conv *chat.Conversation, viewer int64) error {
+	ids := make([]int64, len(conv.Members))
+	for i, m := range conv.Members {
+		ids[i] = m.UserID
+		if conv.Type == chat.Direct && m.UserID != viewer {
+			conv.PeerID = m.UserID
+		}
+	}
+	hidden, err := hiddenReaders(ctx, tx, append(ids, viewer))
+	if err != nil {
+		return err
+	}
+	for i := range conv.Members {
+		m := &conv.Members[i]
+		if m.UserID != viewer && (hidden[viewer] || hidden[m.UserID]) {
+			m.LastReadSeq = 0
+		}
+	}
+	return nil
+}
+
+// readEventsPrivacy marks read.updated events for the read receipt
+// settings of the members of their conversations: the event of a reader
+// whose receipts are off is Private (their own sessions only); any other
+// lists in Except the members whose receipts are off, who see nobody's.
+func readEventsPrivacy(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, evs []chat.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	convs := make([]int64, 0, len(evs))
+	for _, ev := range evs {
+		convs = append(convs, ev.ConversationID)
+	}
+	rows, err := q.Query(ctx, hiddenMembersSQL, convs)
+	if err != nil {
+		return fmt.Errorf("read receipt settings: %w", err)
+	}
+	hidden, err := scanHiddenMembers(rows)
+	if err != nil {
+		return err
+	}
+	applyReadPrivacy(evs, hidden)
+	return nil
+}
+
+// hiddenMembersSQL lists the members of $1's conversations whose read
+// receipts are off.
+const hiddenMembersSQL = `
+SELECT m.conversation_id, m.user_id FROM conversation_member m
+JOIN user_settings s ON s.user_id = m.user_id AND NOT s.read_receipts
+WHERE m.conversation_id = ANY($1::bigint[])
+ORDER BY 1, 2`
+
+func scanHiddenMembers(rows pgx.Rows) (map[int64][]int64, error) {
+	defer rows.Close()
+	hidden := map[int64][]int64{}
+	for rows.Next() {
+		var c, u int64
+		if err := rows.Scan(&c, &u); err != nil {
+			return nil, fmt.Errorf("read receipt settings: %w", err)
+		}
+		hidden[c] = append(hidden[c], u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read receipt settings: %w", err)
+	}
+	return hidden, nil
+}
+
+func applyReadPrivacy(evs []chat.Event, hidden map[int64][]int64) {
+	for i := range evs {
+		ev := &evs[i]
+		h := hidden[ev.ConversationID]
+		if len(h) == 0 || ev.Type != chat.EventReadUpdated {
+			continue
+		}
+		if _, ok := slices.BinarySearch(h, ev.UserID); ok {
+			ev.Private = true
+			continue
+		}
+		ev.Except = slices.Clone(h)
+	}
+}
+
+// The members page cursor: role rank, joined_at (unix micros), user id.
+func encodeMembersCursor(rank int, at time.Time, user int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(rank) + ":" + strconv.FormatInt(at.UnixMicro(), 10) + ":" + strconv.FormatInt(user, 10)))
+}
+
+func decodeMembersCursor(c string) (int, time.Time, int64, error) {
+	bad := chat.Errorf(chat.CodeInvalid, "cursor is not one this server returned")
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, time.Time{}, 0, bad
+	}
+	parts := strings.Split(string(raw), ":")
+	if len(parts) != 3 {
+		return 0, time.Time{}, 0, bad
+	}
+	rank, err1 := strconv.Atoi(parts[0])
+	micros, err2 := strconv.ParseInt(parts[1], 10, 64)
+	user, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || rank < 0 || rank > 2 || user <= 0 {
+		return 0, time.Time{}, 0, bad
+	}
+	return rank, time.UnixMicro(micros), user, nil
+}
+
+// historyFloor is the highest seq userID may not read in a conversation
+// they are a member of: their join_seq in a group whose history is
+// "joined", else 0. It fails like memberConversation for anyone else.
+func historyFloor(ctx context.Context, tx pgx.Tx, conversationID, userID int64) (int64, error) {
+	var (
+		exists bool
+		floor  *int64
+	)
+	err := tx.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
+		       (SELECT CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END
+		        FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+		        WHERE m.conversation_id = $1 AND m.user_id = $2)`, conversationID, userID).Scan(&exists, &floor)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read membership: %w", err)
+	case !exists:
+		return 0, errNoConversation(conversationID)
+	case floor == nil:
+		return 0, errNotMember(conversationID)
+	}
+	return *floor, nil
+}
+
+// hideBeforeFloor empties what entries after the floor carry of messages
+// before it: the new body of an edit of an earlier message. (A reply's
+// snippet is a quote its writer chose to share; a reaction carries none.)
+func hideBeforeFloor(entries []chat.Message, floor int64) {
+	if floor == 0 {
+		return
+	}
+	for i := range entries {
+		if m := &entries[i]; m.Kind == chat.KindEdit && m.TargetSeq <= floor {
+			m.Body = ""
+		}
+	}
+}

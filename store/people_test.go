@@ -1,0 +1,280 @@
+package store_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
+)
+
+func boolp(b bool) *bool { return &b }
+
+// Profiles are visible to the user and to who shares a conversation with
+// them, nobody else (left out as if they did not exist); profile.updated
+// goes to the same people, but not through large groups.
+func TestProfilesAreSeenByWhoSharesAConversationAndUpdatesReachThem(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	rec := &publishRecorder{types: []string{chat.EventProfileUpdated}}
+	st, pool := newStoreRecording(t, rec)
+	mustGroup(t, st, 1, 2)
+	if _, _, err := st.OpenDirect(ctx, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	big := mustGroup(t, st, 1, 4, 5) // "large" below: 3 members > 2
+	_ = big
+	p, err := st.SetProfile(ctx, 1, chat.ProfileUpdate{DisplayName: "Ann", About: strp("hi"), AvatarURL: strp("https://a.example/ann.png")}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DisplayName != "Ann" || p.About != "hi" || p.Avatar == nil || p.UpdatedAt == nil {
+		t.Fatalf("stored %+v", p)
+	}
+	evs := rec.events()
+	if len(evs) != 1 || !slices.Equal(evs[0].To, []int64{1, 2, 3}) || *evs[0].DisplayName != "Ann" {
+		t.Fatalf("profile.updated %+v (want to 1, 2 and 3: the group of 3 is large here)", evs)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM outbox WHERE type = 'profile.updated'`); n != 1 {
+		t.Fatalf("%d profile.updated outbox rows", n)
+	}
+	// Unchanged: nothing new. The avatar and about stay when not given.
+	if p, err = st.SetProfile(ctx, 1, chat.ProfileUpdate{DisplayName: "Ann"}, 2); err != nil || p.About != "hi" || p.Avatar == nil {
+		t.Fatalf("same name again: %+v, %v", p, err)
+	}
+	if n := len(rec.events()); n != 1 {
+		t.Fatalf("an unchanged profile published %d events", n-1)
+	}
+	for viewer, want := range map[int64][]int64{1: {1, 2, 3, 4}, 2: {1, 2}, 3: {1, 3}, 4: {1, 4}, 9: {9}} {
+		ps, err := st.Profiles(ctx, viewer, []int64{3, 1, 2, 4, 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, p := range ps {
+			ids = append(ids, p.ID)
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, want) {
+			t.Errorf("viewer %d sees %v, want %v", viewer, ids, want)
+		}
+	}
+	ps, _ := st.Profiles(ctx, 2, []int64{2})
+	if len(ps) != 1 || ps[0].DisplayName != "" || ps[0].Avatar != nil {
+		t.Fatalf("a user without a profile: %+v", ps)
+	}
+}
+
+// Read receipts off: no read.updated reaches others (the event is the
+// reader's own), the reader is not counted in seen-by nor in readSeq, and
+// reciprocally the reader sees nobody's read state.
+func TestReadReceiptsOffHideTheReaderAndHideOthersFromTheReader(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated}}
+	st, _ := newStoreRecording(t, rec)
+	const alice, bob, carol = 1, 2, 3
+	g := mustGroup(t, st, alice, bob, carol)
+	m := mustSend(t, st, g.ID, alice, "did you read this?")
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []int64{bob, carol} {
+		if _, err := st.MarkRead(ctx, g.ID, u, m.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := rec.events()
+	if len(evs) != 2 || evs[0].UserID != bob || !evs[0].Private || evs[1].UserID != carol || evs[1].Private ||
+		!slices.Equal(evs[1].Except, []int64{bob}) {
+		t.Fatalf("read.updated events %+v: bob's must be private, carol's must skip bob", evs)
+	}
+	seen, err := st.SeenBy(ctx, g.ID, alice, m.Seq)
+	if err != nil || seen.SeenBy != 1 || seen.Members != 2 || seen.Hidden {
+		t.Fatalf("alice's seen-by %+v, %v: want 1 of 2 (carol; bob hides)", seen, err)
+	}
+	// Reciprocity: bob sees nobody's read state.
+	mb := mustSend(t, st, g.ID, bob, "and mine?")
+	if _, err := st.MarkRead(ctx, g.ID, carol, mb.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkRead(ctx, g.ID, alice, mb.Seq); err != nil {
+		t.Fatal(err)
+	}
+	seen, err = st.SeenBy(ctx, g.ID, bob, mb.Seq)
+	if err != nil || seen.SeenBy != 0 || !seen.Hidden {
+		t.Fatalf("bob's seen-by %+v, %v: want hidden", seen, err)
+	}
+	page, err := st.HistoryPage(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: bob})
+	if err != nil || page.ReadSeq != 0 {
+		t.Fatalf("bob's readSeq %d, %v: want 0", page.ReadSeq, err)
+	}
+	for _, mm := range mustMembers(t, st, g.ID, bob) {
+		if mm.UserID != bob && mm.LastReadSeq != 0 {
+			t.Fatalf("bob sees %d's lastReadSeq %d", mm.UserID, mm.LastReadSeq)
+		}
+	}
+	in, err := st.Inbox(ctx, bob, 0, "")
+	if err != nil || in.Conversations[0].ReadSeq != 0 {
+		t.Fatalf("bob's inbox readSeq: %+v, %v", in, err)
+	}
+	// Others see bob as having read nothing, while bob's own counts work.
+	for _, mm := range mustMembers(t, st, g.ID, alice) {
+		if mm.UserID == bob && mm.LastReadSeq != 0 {
+			t.Fatalf("alice sees bob's lastReadSeq %d", mm.LastReadSeq)
+		}
+		if mm.UserID == carol && mm.LastReadSeq != mb.Seq {
+			t.Fatalf("alice sees carol's lastReadSeq %d, want %d", mm.LastReadSeq, mb.Seq)
+		}
+	}
+	page, err = st.HistoryPage(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: alice})
+	if err != nil || page.ReadSeq != 0 {
+		t.Fatalf("alice's readSeq %d, %v: bob counts as unread", page.ReadSeq, err)
+	}
+	in, err = st.Inbox(ctx, bob, 0, "")
+	if err != nil || in.Conversations[0].LastReadSeq != mb.Seq || in.Conversations[0].Unread != 0 {
+		t.Fatalf("bob's own watermark: %+v, %v", in.Conversations[0], err)
+	}
+	// Turned back on: counted again.
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if seen, err = st.SeenBy(ctx, g.ID, alice, m.Seq); err != nil || seen.SeenBy != 2 {
+		t.Fatalf("after bob turned receipts on: %+v, %v", seen, err)
+	}
+}
+
+// The receipt batches (what chatd runs) mark events the same way.
+func TestReadReceiptBatchesKeepReadReceiptsPrivate(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated}}
+	st, _ := newStoreRecording(t, rec)
+	g := mustGroup(t, st, 1, 2, 3)
+	m := mustSend(t, st, g.ID, 1, "x")
+	if _, err := st.SetSettings(ctx, 3, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	r := newReceipts(t, st, store.ReceiptsConfig{})
+	for _, u := range []int64{2, 3} {
+		if _, err := r.MarkRead(ctx, g.ID, u, m.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The batch publishes after its commit, maybe after MarkRead returned.
+	evs := rec.events()
+	for deadline := time.Now().Add(10 * time.Second); len(evs) < 2 && time.Now().Before(deadline); evs = rec.events() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(evs) != 2 {
+		t.Fatalf("events %+v", evs)
+	}
+	for _, ev := range evs {
+		switch ev.UserID {
+		case 2:
+			if ev.Private || !slices.Equal(ev.Except, []int64{3}) {
+				t.Fatalf("2's read.updated %+v", ev)
+			}
+		case 3:
+			if !ev.Private {
+				t.Fatalf("3's read.updated %+v", ev)
+			}
+		}
+	}
+}
+
+// A blocked user cannot open a direct conversation with the blocker nor
+// write into theirs; the blocker can; groups are not affected; recalls are.
+func TestABlockedUserCannotOpenOrWriteToTheBlockersDirectConversation(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const blocker, blocked = 1, 2
+	d, _, err := st.OpenDirect(ctx, blocker, blocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mustSend(t, st, d.ID, blocked, "before the block")
+	g := mustGroup(t, st, blocker, blocked)
+	if err := st.Block(ctx, blocker, blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Block(ctx, blocker, blocked); err != nil {
+		t.Fatalf("blocking twice: %v", err)
+	}
+	_, _, err = st.OpenDirect(ctx, blocked, blocker)
+	wantCode(t, "blocked opens the direct conversation", err, chat.CodeBlocked)
+	_, _, err = st.OpenDirect(ctx, blocked, 77) // others are fine
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Send(ctx, sendReq(d.ID, blocked, "let me talk"))
+	wantCode(t, "blocked sends", err, chat.CodeBlocked)
+	_, err = st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: d.ID, UserID: blocked, TargetSeq: old.Seq, ClientMsgID: uuid.NewString(), Body: "edited"})
+	wantCode(t, "blocked edits", err, chat.CodeBlocked)
+	_, err = st.Change(ctx, chat.Change{Kind: chat.KindReaction, ConversationID: d.ID, UserID: blocked, TargetSeq: old.Seq, ClientMsgID: uuid.NewString(), Emoji: "👍", On: true})
+	wantCode(t, "blocked reacts", err, chat.CodeBlocked)
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: d.ID, UserID: blocked, TargetSeq: old.Seq, ClientMsgID: uuid.NewString()}); err != nil {
+		t.Fatalf("the blocked user takes their message back: %v", err)
+	}
+	mustSend(t, st, d.ID, blocker, "the blocker still can")
+	mustSend(t, st, g.ID, blocked, "groups are not affected")
+	if ids, err := st.BlockedBy(ctx, blocked, []int64{blocker, 5}); err != nil || !slices.Equal(ids, []int64{blocker}) {
+		t.Fatalf("BlockedBy = %v, %v", ids, err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND sender_id = $2 AND kind = 'message'`, d.ID, blocked); n != 1 {
+		t.Fatalf("%d messages of the blocked user in the direct conversation", n)
+	}
+	bs, err := st.Blocks(ctx, blocker)
+	if err != nil || len(bs) != 1 || bs[0].UserID != blocked {
+		t.Fatalf("blocks %+v, %v", bs, err)
+	}
+	if err := st.Unblock(ctx, blocker, blocked); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, st, d.ID, blocked, "unblocked")
+	if _, _, err := st.OpenDirect(ctx, blocked, blocker); err != nil {
+		t.Fatalf("open after unblock: %v", err)
+	}
+}
+
+// Presence off hides a user's presence both ways; a block hides the
+// blocker's presence from the blocked.
+func TestPresenceVisibilityFollowsSettingsBothWaysAndBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	vis := func(viewer, subject int64) bool {
+		t.Helper()
+		ok, err := st.PresenceVisible(ctx, viewer, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !vis(1, 2) || !vis(2, 1) {
+		t.Fatal("presence hidden by default")
+	}
+	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	if vis(2, 1) || vis(1, 2) {
+		t.Fatal("presence off must hide 1 from 2 and 2 from 1")
+	}
+	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: boolp(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Block(ctx, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+	if vis(4, 3) || !vis(3, 4) {
+		t.Fatal("a block hides the blocker from the blocked, not the other way")
+	}
+	s, err := st.Settings(ctx, 1)
+	if err != nil || !s.Presence || !s.ReadReceipts {
+		t.Fatalf("settings %+v, %v", s, err)
+	}
+}

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Search reads the message table's search column (a tsvector of the body
+// with CJK bigrams, migrations/0019_people.sql) and its two GIN indexes,
+// one over that column and one of trigrams over the body.
+//
+// A query's terms (chat.ParseSearchTerms) become, per term:
+//   - CJK: the term's bigrams as a phrase ('北京' <-> '京市'), one bigram
+//     for two characters, a prefix ('北':*) for one: exactly "the body
+//     holds these characters in a row";
+//   - three characters or more: a case-insensitive substring (ILIKE
+//     '%term%', which the trigram index serves);
+//   - one or two characters: the start of a word ('ok':*).
+//
+// A message matches when every term does. Relevance is ts_rank of the
+// terms as words (any of them, prefixes), so a word match outranks a match
+// inside a word; ties go to the newer message. The score is ts_rank scaled
+// to an integer so that the keyset cursor (score, created_at,
+// conversation, seq) compares exactly.
+//
+// Where the caller may look: the conversations they are a member of (or
+// the one asked), from seq floor+1 on (historyFloor), messages only, never
+// recalled ones; the body is the current one, edits included.
+//
+// Two plans. The direct scan tests every message the caller can see (the
+// primary key's range per conversation, then the stored tsvector and the
+// body), whatever the words: its cost is what the caller sees, a common
+// word costs what a rare one does. The indexes find the candidates over all
+// conversations, which PostgreSQL then intersects with the caller's: fast
+// for rare words, the only way that scales to users who see millions of
+// messages, and slow for a word that a large part of all messages hold.
+// searchByScan picks between them per query (never the scan above
+// SearchScanLimit visible messages); the figures behind its constants are
+// in docs/benchmarks.md ("Search", cmd/searchbench).
+const SearchScanLimit = 50000
+
+// WithSearchScanLimit fixes the plan by the caller's visible messages
+// alone: the direct scan up to n of them, the indexes above; 0 always uses
+// the indexes, a negative value never. Without it the plan is chosen per
+// query (searchByScan).
+func WithSearchScanLimit(n int64) Option {
+	return func(s *Store) { s.searchScan = &n }
+}
+
+// searchScope is one conversation the caller may search.
+type searchScope struct{ ids, floors []int64 }
+
+func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage, error) {
+	page := chat.SearchPage{Results: []chat.SearchHit{}}
+	var cur *chat.SearchCursor
+	if q.Cursor != "" {
+		c, err := chat.DecodeSearchCursor(q.Cursor)
+		if err != nil {
+			return page, err
+		}
+		cur = &c
+	}
+	err := s.runTx(ctx, "search", readOnly(), func(tx pgx.Tx) error {
+		// Parameters decide the plan here (the terms, the scope's size):
+		// a cached generic plan would be one for every query.
+		if _, err := tx.Exec(ctx, `SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
+			set_config('statement_timeout', '10s', true)`); err != nil {
+			return fmt.Errorf("configure search: %w", err)
+		}
+		scope, visible, err := searchScopeOf(ctx, tx, q.UserID, q.ConversationID)
+		if err != nil {
+			return err
+		}
+		if len(scope.ids) == 0 {
+			return nil
+		}
+		sql, args := searchSQL(q, scope, cur, s.searchByScan(ctx, tx, q.Terms, visible))
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				h    chat.SearchHit
+				body string
+			)
+			if err := rows.Scan(&h.ConversationID, &h.Seq, &h.SenderID, &h.CreatedAt, &h.EditedAt, &body, &h.Score); err != nil {
+				return fmt.Errorf("search: %w", err)
+			}
+			if len(page.Results) == q.Limit {
+				last := page.Results[q.Limit-1]
+				page.NextCursor = chat.EncodeSearchCursor(chat.SearchCursor{Score: last.Score,
+					AtMicros: last.CreatedAt.UnixMicro(), ConversationID: last.ConversationID, Seq: last.Seq})
+				break
+			}
+			h.CreatedAt = h.CreatedAt.UTC()
+			if h.EditedAt != nil {
+				at := h.EditedAt.UTC()
+				h.EditedAt = &at
+			}
+			h.Snippet, h.Highlights = chat.Snippet(body, q.Terms)
+			page.Results = append(page.Results, h)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return chat.SearchPage{}, err
+	}
+	return page, nil
+}
+
+// searchScopeOf returns the conversations userID may search (only conv
+// when given: then not_found or not_member like history) with their
+// floors, and how many messages they hold.
+func searchScopeOf(ctx context.Context, tx pgx.Tx, userID, conv int64) (searchScope, int64, error) {
+	var sc searchScope
+	if conv > 0 {
+		if _, err := historyFloor(ctx, tx, conv, userID); err != nil {
+			return sc, 0, err
+		}
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT m.conversation_id,
+		       CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END,
+		       c.message_count
+		FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+		WHERE m.user_id = $1 AND ($2::bigint = 0 OR m.conversation_id = $2)
+		ORDER BY m.conversation_id`, userID, conv)
+	if err != nil {
+		return sc, 0, fmt.Errorf("read search scope: %w", err)
+	}
+	defer rows.Close()
+	var visible int64
+	for rows.Next() {
+		var id, floor, n int64
+		if err := rows.Scan(&id, &floor, &n); err != nil {
+			return sc, 0, fmt.Errorf("read search scope: %w", err)
+		}
+		sc.ids, sc.floors = append(sc.ids, id), append(sc.floors, floor)
+		visible += n
+	}
+	return sc, visible, rows.Err()
+}
+
+// searchSQL builds the query for q. Every value is a parameter; only fixed
+// fragments are put together. scan tests the caller's messages directly:
+// ts_match_vq and texticlike are the functions behind @@ and ILIKE, and a
+// function call, unlike the operator, is never matched to an index.
+func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, scan bool) (string, []any) {
+	args := []any{sc.ids, sc.floors}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	match, rank := searchQueries(q.Terms)
+	var where []string
+	if match != "" {
+		p := arg(match)
+		if scan {
+			where = append(where, "ts_match_vq(x.search, to_tsquery('simple', "+p+"))")
+		} else {
+			where = append(where, "x.search @@ to_tsquery('simple', "+p+")")
+		}
+	}
+	for _, t := range q.Terms {
+		if !t.Substring() {
+			continue
+		}
+		p := arg("%" + likeEscape(t.Text) + "%")
+		if scan {
+			where = append(where, "texticlike(x.body, "+p+")")
+		} else {
+			where = append(where, "x.body ILIKE "+p)
+		}
+	}
+	if q.SenderID > 0 {
+		where = append(where, "x.sender_id = "+arg(q.SenderID))
+	}
+	if q.Before != nil {
+		where = append(where, "x.created_at < "+arg(*q.Before))
+	}
+	if q.After != nil {
+		where = append(where, "x.created_at > "+arg(*q.After))
+	}
+	rq := arg(rank)
+	sql := `SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
+	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body,
+	       (ts_rank(x.search, to_tsquery('simple', ` + rq + `)) * 1000000)::bigint AS score
+	FROM message x
+	JOIN unnest($1::bigint[], $2::bigint[]) AS v(c, f) ON v.c = x.conversation_id
+	WHERE x.conversation_id = ANY($1::bigint[]) AND x.seq > v.f
+	  AND x.kind = 'message' AND x.recalled_at IS NULL
+	  AND ` + strings.Join(where, "\n\t  AND ") + `
+) t`
+	if cur != nil {
+		sql += `
+WHERE (score, created_at, conversation_id, seq) < (` + arg(cur.Score) + `::bigint, ` +
+			arg(time.UnixMicro(cur.AtMicros)) + `::timestamptz, ` + arg(cur.ConversationID) + `::bigint, ` + arg(cur.Seq) + `::bigint)`
+	}
+	sql += `
+ORDER BY score DESC, created_at DESC, conversation_id DESC, seq DESC
+LIMIT ` + arg(q.Limit+1)
+	return sql, args
+}
+
+// searchQueries returns the tsquery text that must match (CJK terms and
+// short ones; "" when every term is a substring) and the one relevance is
+// ranked by (every term as a word or phrase, any of them).
+func searchQueries(terms []chat.SearchTerm) (match, rank string) {
+	var must, either []string
+	for _, t := range terms {
+		var tq string
+		switch rs := []rune(t.Text); {
+		case t.CJK && len(rs) == 1:
+			tq = lexeme(t.Text) + ":*"
+		case t.CJK:
+			parts := make([]string, 0, len(rs)-1)
+			for i := 0; i+1 < len(rs); i++ {
+				parts = append(parts, lexeme(string(rs[i:i+2])))
+			}
+			tq = strings.Join(parts, " <-> ")
+			if len(parts) > 1 {
+				tq = "(" + tq + ")"
+			}
+		default:
+			tq = lexeme(t.Text) + ":*"
+		}
+		either = append(either, tq)
+		if !t.Substring() {
+			must = append(must, tq)
+		}
+	}
+	return strings.Join(must, " & "), strings.Join(either, " | ")
+}
+
+// lexeme quotes a term for to_tsquery: terms hold letters and digits only
+// (chat.ParseSearchTerms), but quoting keeps the syntax out of reach.
+func lexeme(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}
+
+// likeEscape escapes LIKE's wildcards and its escape character.
+func likeEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s)
+}

@@ -1,0 +1,256 @@
+package store_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
+)
+
+// searchStores are two stores on one database: one that tests the
+// caller's messages directly, one that always goes through the indexes.
+// Every search test runs its queries on both: the two plans must agree.
+func searchStores(t *testing.T) (*store.Store, []*store.Store) {
+	t.Helper()
+	st, pool := newStore(t)
+	scan := store.New(pool, chat.DefaultLimits(), store.WithSearchScanLimit(-1))
+	index := store.New(pool, chat.DefaultLimits(), store.WithSearchScanLimit(0))
+	return st, []*store.Store{scan, index}
+}
+
+func search(t *testing.T, st *store.Store, q chat.SearchQuery) chat.SearchPage {
+	t.Helper()
+	svc := chat.NewService(st, chat.DefaultLimits())
+	page, err := svc.Search(testCtx(t), q)
+	if err != nil {
+		t.Fatalf("search %+v: %v", q, err)
+	}
+	return page
+}
+
+func hitBodies(t *testing.T, st *store.Store, user int64, text string) []string {
+	t.Helper()
+	var out []string
+	for _, h := range search(t, st, chat.SearchQuery{UserID: user, Text: text, Limit: 50}).Results {
+		out = append(out, fmt.Sprintf("%d:%d", h.ConversationID, h.Seq))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func ref(m chat.Message) string { return fmt.Sprintf("%d:%d", m.ConversationID, m.Seq) }
+
+// Search finds only what the caller may read: conversations they are in,
+// from their join on in a "joined" group, never recalled messages, and
+// edited ones by their current body.
+func TestSearchFindsOnlyWhatTheCallerMayReadAsItIsNow(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, plans := searchStores(t)
+	const me, other = 1, 2
+	mine := mustGroup(t, st, me, other)
+	notMine := mustGroup(t, st, other, 3)
+	later := mustGroup(t, st, other)
+	a := mustSend(t, st, mine.ID, other, "planning meeting at noon")
+	mustSend(t, st, notMine.ID, other, "secret meeting elsewhere")
+	mustSend(t, st, later.ID, other, "meeting before you joined")
+	if _, _, err := st.AddMember(ctx, later.ID, other, me, ""); err != nil {
+		t.Fatal(err)
+	}
+	b := mustSend(t, st, later.ID, other, "meeting after you joined")
+	gone := mustSend(t, st, mine.ID, other, "meeting that will be recalled")
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: mine.ID, UserID: other, TargetSeq: gone.Seq, ClientMsgID: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	ed := mustSend(t, st, mine.ID, other, "typo in the meetnig")
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: mine.ID, UserID: other, TargetSeq: ed.Seq, ClientMsgID: uuid.NewString(), Body: "fixed: the meeting moved"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range plans {
+		want := []string{ref(a), ref(b), ref(ed)}
+		slices.Sort(want)
+		if got := hitBodies(t, p, me, "meeting"); !slices.Equal(got, want) {
+			t.Errorf("plan %d: meeting: %v, want %v", i, got, want)
+		}
+		if got := hitBodies(t, p, me, "meetnig"); len(got) != 0 {
+			t.Errorf("plan %d: the body before the edit is found: %v", i, got)
+		}
+		if got := hitBodies(t, p, me, "recalled"); len(got) != 0 {
+			t.Errorf("plan %d: a recalled message is found: %v", i, got)
+		}
+		if got := hitBodies(t, p, other, "secret"); len(got) != 1 {
+			t.Errorf("plan %d: the member finds %v", i, got)
+		}
+	}
+	// Narrowing to a conversation the caller is not in is refused as
+	// history is.
+	_, err := chat.NewService(st, chat.DefaultLimits()).Search(ctx, chat.SearchQuery{UserID: me, Text: "meeting", ConversationID: notMine.ID})
+	wantCode(t, "search in a conversation of others", err, chat.CodeNotMember)
+	page := search(t, st, chat.SearchQuery{UserID: me, Text: "meeting", ConversationID: later.ID})
+	if len(page.Results) != 1 || page.Results[0].Seq != b.Seq {
+		t.Fatalf("narrowed to the later group: %+v", page)
+	}
+	// historyVisible all: the earlier message becomes findable.
+	if _, err := st.UpdateGroup(ctx, later.ID, other, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hitBodies(t, st, me, "joined"); len(got) != 2 {
+		t.Fatalf("with history all: %v", got)
+	}
+}
+
+// Chinese, Japanese and Korean: a query of two Han characters finds the
+// messages that hold them in a row, wherever they are in a sentence
+// without spaces; one character, three or more, kana and hangul too.
+func TestSearchFindsChineseJapaneseAndKoreanWithinSentences(t *testing.T) {
+	t.Parallel()
+	st, plans := searchStores(t)
+	g := mustGroup(t, st, 1, 2)
+	zh := mustSend(t, st, g.ID, 2, "我们明天在北京开会，记得带电脑")
+	zh2 := mustSend(t, st, g.ID, 2, "北京的天气很好")
+	ja := mustSend(t, st, g.ID, 2, "明日は東京で会議があります")
+	ko := mustSend(t, st, g.ID, 2, "내일 학교에서 만나요")
+	mix := mustSend(t, st, g.ID, 2, "我在用PostgreSQL做搜索")
+	mustSend(t, st, g.ID, 2, "京都和北海道") // 京 and 北 but not 北京
+	cases := map[string][]string{
+		"北京":          {ref(zh), ref(zh2)},
+		"京开":          {ref(zh)},
+		"北京开会":        {ref(zh)},
+		"开会 电脑":       {ref(zh)},
+		"天气":          {ref(zh2)},
+		"会議":          {ref(ja)},
+		"東京":          {ref(ja)},
+		"あります":        {ref(ja)},
+		"학교":          {ref(ko)},
+		"만나":          {ref(ko)},
+		"postgresql":  {ref(mix)},
+		"用PostgreSQL": {ref(mix)},
+		"搜索":          {ref(mix)},
+		"京北":          nil,
+		"海道北":         nil,
+	}
+	for i, p := range plans {
+		for q, want := range cases {
+			got := hitBodies(t, p, 1, q)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("plan %d: %q found %v, want %v", i, q, got, want)
+			}
+		}
+		if got := hitBodies(t, p, 1, "京"); len(got) != 4 {
+			t.Errorf("plan %d: one character 京 found %v, want the 4 messages holding it", i, got)
+		}
+	}
+	h := search(t, st, chat.SearchQuery{UserID: 1, Text: "北京", ConversationID: g.ID, Limit: 1, Before: ptrTime(time.Now().Add(time.Hour))})
+	if len(h.Results) != 1 {
+		t.Fatalf("hits %+v", h)
+	}
+	hit := h.Results[0]
+	rs := []rune(hit.Snippet)
+	if len(hit.Highlights) != 1 || string(rs[hit.Highlights[0][0]:hit.Highlights[0][1]]) != "北京" {
+		t.Fatalf("highlights %v of %q", hit.Highlights, hit.Snippet)
+	}
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }
+
+// Substrings of three characters or more match inside words; shorter
+// terms match the start of words; whole-word matches rank first, then
+// newer messages.
+func TestSearchMatchesSubstringsAndRanksWordsFirstThenRecency(t *testing.T) {
+	t.Parallel()
+	st, plans := searchStores(t)
+	g := mustGroup(t, st, 1, 2)
+	inner := mustSend(t, st, g.ID, 2, "see the signpost")
+	word1 := mustSend(t, st, g.ID, 2, "post it today")
+	word2 := mustSend(t, st, g.ID, 2, "the post office")
+	mustSend(t, st, g.ID, 2, "nothing here")
+	for i, p := range plans {
+		var got []int64
+		for _, h := range search(t, p, chat.SearchQuery{UserID: 1, Text: "Post"}).Results {
+			got = append(got, h.Seq)
+		}
+		if want := []int64{word2.Seq, word1.Seq, inner.Seq}; !slices.Equal(got, want) {
+			t.Errorf("plan %d: post ranked %v, want %v (words, newest first, then the substring)", i, got, want)
+		}
+		if got := hitBodies(t, p, 1, "ign"); !slices.Equal(got, []string{ref(inner)}) {
+			t.Errorf("plan %d: substring ign: %v", i, got)
+		}
+		if got := hitBodies(t, p, 1, "to"); !slices.Equal(got, []string{ref(word1)}) {
+			t.Errorf("plan %d: prefix to: %v", i, got)
+		}
+		if got := hitBodies(t, p, 1, "post office"); !slices.Equal(got, []string{ref(word2)}) {
+			t.Errorf("plan %d: two words: %v", i, got)
+		}
+	}
+	// Filters.
+	mine := mustSend(t, st, g.ID, 1, "my post")
+	page := search(t, st, chat.SearchQuery{UserID: 1, Text: "post", SenderID: 1})
+	if len(page.Results) != 1 || page.Results[0].Seq != mine.Seq {
+		t.Fatalf("senderId filter: %+v", page)
+	}
+	page = search(t, st, chat.SearchQuery{UserID: 1, Text: "post", After: &mine.CreatedAt})
+	if len(page.Results) != 0 {
+		t.Fatalf("after the newest: %+v", page)
+	}
+	svc := chat.NewService(st, chat.DefaultLimits())
+	for _, bad := range []chat.SearchQuery{{UserID: 1, Text: ""}, {UserID: 1, Text: "!!!"}, {UserID: 1, Text: "x", Cursor: "nope"}} {
+		_, err := svc.Search(testCtx(t), bad)
+		wantCode(t, fmt.Sprintf("search %+v", bad), err, chat.CodeInvalid)
+	}
+}
+
+// Paging is stable: messages that arrive between pages never make a page
+// repeat or skip a hit of the first listing.
+func TestSearchPagingNeitherRepeatsNorSkipsWhileMessagesArrive(t *testing.T) {
+	t.Parallel()
+	st, plans := searchStores(t)
+	g := mustGroup(t, st, 1, 2)
+	var want []string
+	for i := range 23 {
+		body := fmt.Sprintf("report %d", i)
+		if i%3 == 0 {
+			body = fmt.Sprintf("the report number %d, a longer one", i)
+		}
+		want = append(want, ref(mustSend(t, st, g.ID, 2, body)))
+	}
+	slices.Sort(want)
+	for i, p := range plans {
+		var got []string
+		seen := map[string]bool{}
+		cursor := ""
+		for pages := 0; ; pages++ {
+			page := search(t, p, chat.SearchQuery{UserID: 1, Text: "report", Limit: 5, Cursor: cursor})
+			for _, h := range page.Results {
+				r := fmt.Sprintf("%d:%d", h.ConversationID, h.Seq)
+				if seen[r] {
+					t.Fatalf("plan %d: %s on two pages", i, r)
+				}
+				seen[r] = true
+				got = append(got, r)
+			}
+			mustSend(t, st, g.ID, 2, "another report arrives") // a new hit, ranked first
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+			if pages > 10 {
+				t.Fatalf("plan %d: paging does not end", i)
+			}
+		}
+		var old []string
+		for _, r := range got {
+			if slices.Contains(want, r) {
+				old = append(old, r)
+			}
+		}
+		slices.Sort(old)
+		if !slices.Equal(old, want) {
+			t.Fatalf("plan %d: pages held %d of the %d first hits", i, len(old), len(want))
+		}
+	}
+}

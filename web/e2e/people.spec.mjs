@@ -1,0 +1,313 @@
+// End-to-end tests of people and groups in the web client: profiles and
+// names everywhere, the group info panel (rename, roles, add/remove,
+// leave), privacy settings, and search that jumps to the hit. Run by
+// web/people_browser_test.go against a chatd of its own; by hand:
+//
+//   CHATD_URL=http://127.0.0.1:8080 node web/e2e/people.spec.mjs
+//
+// Env as chat.spec.mjs: CHATD_URL, CHROMIUM_PATH, SCREENSHOT_DIR (profile.png,
+// group-info.png and search.png go there). Users are 300 and up, their own.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const BASE = process.env.CHATD_URL;
+if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const SHOTS = process.env.SCREENSHOT_DIR || '';
+
+let browser;
+const pages = [];
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > end) throw e;
+      await new Promise((r) => setTimeout(r, interval));
+    }
+  }
+}
+
+const tokens = new Map();
+async function token(uid) {
+  if (!tokens.has(uid)) {
+    const res = await fetch(`${BASE}/dev/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId: uid }) });
+    assert.equal(res.status, 200);
+    tokens.set(uid, (await res.json()).token);
+  }
+  return tokens.get(uid);
+}
+
+async function api(uid, method, p, body) {
+  const res = await fetch(`${BASE}${p}`, {
+    method,
+    headers: { Authorization: `Bearer ${await token(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const data = res.status === 204 ? null : await res.json();
+  assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
+  return data;
+}
+
+const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body });
+
+async function signIn(uid, { viewport = { width: 1280, height: 800 } } = {}) {
+  const context = await browser.newContext({ viewport, locale: 'en-GB', timezoneId: 'UTC' });
+  context.setDefaultTimeout(10000);
+  const page = await context.newPage();
+  const rec = { uid, page, context, dialogs: [], errors: [] };
+  page.on('dialog', (d) => {
+    rec.dialogs.push(d.message());
+    d.dismiss().catch(() => {});
+  });
+  page.on('pageerror', (e) => rec.errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    const t = m.text();
+    if (m.type() === 'error' && /Content Security Policy|Uncaught|TypeError|ReferenceError/.test(t)) rec.errors.push(`console: ${t}`);
+  });
+  pages.push(rec);
+  await page.goto(BASE);
+  await page.getByTestId('dev-user').fill(String(uid));
+  await page.getByTestId('dev-signin').click();
+  await page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout: 15000 });
+  return rec;
+}
+
+const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
+const title = (page, cid) => row(page, cid).getByTestId('conv-title').textContent();
+
+async function openConversation(page, cid) {
+  await row(page, cid).click();
+  await page.locator(`[data-testid=conversation][data-conv-id="${cid}"]`).waitFor();
+}
+
+const notices = (page) => page.getByTestId('system').allTextContents();
+
+function assertClean(...recs) {
+  for (const r of recs) {
+    assert.deepEqual(r.dialogs, [], `user ${r.uid}: unexpected dialogs`);
+    assert.deepEqual(r.errors, [], `user ${r.uid}: page errors`);
+  }
+}
+
+// -------------------------------------------------------------- scenarios
+
+test('profile: a name set in the editor shows everywhere, live, for who shares a chat', async () => {
+  const d = await api(301, 'POST', '/v1/direct/302');
+  const g = await api(303, 'POST', '/v1/conversations', { type: 'group', title: 'Climbing', members: [301, 302] });
+  await sendVia(301, g.id, 'See you at the crag');
+  const a = await signIn(301);
+  const b = await signIn(302);
+  await eventually(async () => assert.equal(await title(b.page, d.id), 'User 301'));
+
+  await a.page.getByTestId('profile').click();
+  await a.page.getByTestId('profile-name').fill('Ann Lee');
+  await a.page.getByTestId('profile-about').fill('Climbs on Sundays');
+  await a.page.getByTestId('profile-save').click();
+  await eventually(async () => assert.equal(await a.page.getByTestId('me').textContent(), 'Ann Lee'));
+  if (SHOTS) await a.page.screenshot({ path: path.join(SHOTS, 'profile.png') });
+  await a.page.getByTestId('panel-close').click();
+
+  // The peer's inbox and the group's sender label follow without a reload.
+  await eventually(async () => assert.equal(await title(b.page, d.id), 'Ann Lee'));
+  await openConversation(b.page, g.id);
+  await eventually(async () => assert.ok((await b.page.locator('.sender').allTextContents()).includes('Ann Lee')));
+  // Contact info shows the profile.
+  await openConversation(b.page, d.id);
+  await b.page.getByTestId('info').click();
+  await eventually(async () => assert.equal(await b.page.getByTestId('person-name').textContent(), 'Ann Lee'));
+  assert.equal(await b.page.getByTestId('person-about').textContent(), 'Climbs on Sundays');
+  await b.page.getByTestId('panel-close').click();
+  assertClean(a, b);
+  await a.context.close();
+  await b.context.close();
+});
+
+test('group info: rename, roles, add and remove, leave; every member sees the notices', async () => {
+  const g = await api(311, 'POST', '/v1/conversations', { type: 'group', title: 'Trip', members: [312, 313] });
+  await api(311, 'PUT', '/v1/me', { displayName: 'Olga' });
+  await api(312, 'PUT', '/v1/me', { displayName: 'Bram' });
+  await api(313, 'PUT', '/v1/me', { displayName: 'Cleo' });
+  await sendVia(312, g.id, 'Where are we going?');
+  const owner = await signIn(311);
+  const member = await signIn(312);
+  await openConversation(member.page, g.id);
+
+  await openConversation(owner.page, g.id);
+  await owner.page.getByTestId('info').click();
+  await owner.page.getByTestId('member-list').waitFor();
+  assert.equal(await owner.page.getByTestId('member').count(), 3);
+  await owner.page.getByTestId('group-title').fill('Trip to Fontainebleau');
+  await owner.page.getByTestId('group-about').fill('Bouldering, 12-14 June');
+  await owner.page.getByTestId('group-save').click();
+  await eventually(async () => assert.equal(await owner.page.getByTestId('chat-title').textContent(), 'Trip to Fontainebleau'));
+  // Bram (a member) is made an admin, 314 is added.
+  await owner.page.locator('[data-testid=member][data-user-id="312"] [data-testid=make-admin]').click();
+  await eventually(async () => assert.equal(await owner.page.locator('[data-testid=member][data-user-id="312"]').getAttribute('data-role'), 'admin'));
+  await owner.page.getByTestId('add-member-id').fill('314');
+  await owner.page.getByTestId('add-member-submit').click();
+  await eventually(async () => assert.equal(await owner.page.getByTestId('member').count(), 4));
+  if (SHOTS) await owner.page.screenshot({ path: path.join(SHOTS, 'group-info.png') });
+  await owner.page.getByTestId('panel-close').click();
+
+  // The member, online all along, sees the title and the notices.
+  await eventually(async () => assert.equal(await member.page.getByTestId('chat-title').textContent(), 'Trip to Fontainebleau'));
+  await eventually(async () =>
+    assert.deepEqual(await notices(member.page), ['Olga renamed the group to “Trip to Fontainebleau” and changed the description',
+      'Olga made you an admin', 'Olga added User 314']),
+  );
+  // The admin may remove a plain member, not the owner.
+  await member.page.getByTestId('info').click();
+  await member.page.locator('[data-testid=member][data-user-id="313"] [data-testid=remove-member]').click();
+  await eventually(async () => assert.equal(await member.page.getByTestId('member').count(), 3));
+  assert.equal(await member.page.locator('[data-testid=member][data-user-id="311"] [data-testid=remove-member]').count(), 0);
+  assert.equal(await member.page.getByTestId('group-history').isDisabled(), true, 'only the owner sets the history');
+  // Mute (push): the member's own setting of this group, kept by the server.
+  assert.equal(await member.page.getByTestId('mute-toggle').isChecked(), false);
+  await member.page.getByTestId('mute-toggle').check();
+  const mutedIn = async () => (await api(312, 'GET', '/v1/inbox')).conversations.find((x) => x.id === g.id)?.settings?.muted === true;
+  await eventually(async () => assert.ok(await mutedIn(), 'the inbox shows the group muted'));
+  await member.page.getByTestId('panel-close').click();
+  await member.page.getByTestId('info').click();
+  await eventually(async () => assert.equal(await member.page.getByTestId('mute-toggle').isChecked(), true, 'the panel shows the mute'));
+  await member.page.getByTestId('panel-close').click();
+
+  // The owner leaves: the longest-standing admin, Bram, owns the group.
+  await owner.page.getByTestId('info').click();
+  await owner.page.getByTestId('leave-group').click();
+  assert.equal(await owner.page.getByTestId('leave-group').getAttribute('data-armed'), 'true', 'the first click arms Leave');
+  await owner.page.getByTestId('leave-group').click();
+  await eventually(async () => assert.equal(await row(owner.page, g.id).count(), 0, 'the group is still listed'));
+  await eventually(async () => assert.ok((await notices(member.page)).includes('Olga left')));
+  await eventually(async () => assert.ok((await notices(member.page)).some((n) => n.startsWith('You now own the group'))));
+  assertClean(owner, member);
+  await owner.context.close();
+  await member.context.close();
+});
+
+test('privacy: with read receipts off the sender sees "Sent", not "Seen", and the reader sees nobody\'s', async () => {
+  const d = await api(321, 'POST', '/v1/direct/322');
+  const a = await signIn(321);
+  const b = await signIn(322);
+  await b.page.getByTestId('settings').click();
+  await b.page.getByTestId('setting-read-receipts').uncheck();
+  await eventually(async () => assert.equal((await api(322, 'GET', '/v1/me/settings')).readReceipts, false));
+  await b.page.getByTestId('panel-close').click();
+
+  await openConversation(a.page, d.id);
+  await a.page.getByTestId('composer').fill('Did you read this?');
+  await a.page.getByTestId('composer').press('Enter');
+  await openConversation(b.page, d.id);
+  await eventually(async () => assert.ok((await b.page.getByTestId('message-body').allTextContents()).includes('Did you read this?')));
+  // b's client marked it read (its own unread count is 0)...
+  await eventually(async () => {
+    const inbox = await api(322, 'GET', '/v1/inbox');
+    assert.equal(inbox.conversations.find((c) => c.id === d.id).unread, 0);
+  });
+  // ...and a never sees it: a refresh of "seen" still says Sent.
+  await a.page.reload();
+  await a.page.locator('[data-testid=connection][data-state=online]').waitFor();
+  await openConversation(a.page, d.id);
+  await a.page.waitForTimeout(500);
+  const receipt = await a.page.evaluate(() => [...document.querySelectorAll('[data-testid=receipt]')].filter((e) => !e.hidden).pop()?.textContent);
+  assert.equal(receipt, 'Sent');
+  // Reciprocity: b's own message read by a shows no "Seen" to b.
+  await b.page.getByTestId('composer').fill('Yes');
+  await b.page.getByTestId('composer').press('Enter');
+  await eventually(async () => assert.ok((await a.page.getByTestId('message-body').allTextContents()).includes('Yes')));
+  await b.page.waitForTimeout(800);
+  const bReceipt = await b.page.evaluate(() => [...document.querySelectorAll('[data-testid=receipt]')].filter((e) => !e.hidden).pop()?.textContent);
+  assert.equal(bReceipt, 'Sent');
+  assertClean(a, b);
+  await a.context.close();
+  await b.context.close();
+});
+
+test('block: from contact info; the blocked person\'s message is refused and never reaches the blocker; unblock from settings', async () => {
+  const d = await api(341, 'POST', '/v1/direct/342');
+  await api(342, 'PUT', '/v1/me', { displayName: 'Mallory' });
+  await sendVia(342, d.id, 'hello there');
+  const a = await signIn(341);
+  const b = await signIn(342);
+  await openConversation(a.page, d.id);
+  await a.page.getByTestId('info').click();
+  await eventually(async () => assert.equal(await a.page.getByTestId('person-name').textContent(), 'Mallory'));
+  await a.page.getByTestId('block-toggle').click();
+  await eventually(async () => assert.equal(await a.page.getByTestId('block-toggle').textContent(), 'Unblock'));
+  await a.page.getByTestId('panel-close').click();
+
+  await openConversation(b.page, d.id);
+  await b.page.getByTestId('composer').fill('are you ignoring me?');
+  await b.page.getByTestId('composer').press('Enter');
+  const failed = b.page.locator('[data-testid=message].failed');
+  await failed.waitFor();
+  assert.match(await failed.getAttribute('title'), /does not accept your messages/);
+  assert.ok(!(await a.page.getByTestId('message-body').allTextContents()).includes('are you ignoring me?'));
+
+  // Unblocked from the settings' list, the next message goes through.
+  await a.page.getByTestId('settings').click();
+  await a.page.locator('[data-testid=blocked-user][data-user-id="342"] [data-testid=unblock]').click();
+  await eventually(async () => assert.equal(await a.page.getByTestId('blocked-user').count(), 0));
+  await a.page.getByTestId('panel-close').click();
+  await b.page.getByTestId('composer').fill('ok, sorry');
+  await b.page.getByTestId('composer').press('Enter');
+  await eventually(async () => assert.ok((await a.page.getByTestId('message-body').allTextContents()).includes('ok, sorry')));
+  assert.ok(!(await a.page.getByTestId('message-body').allTextContents()).includes('are you ignoring me?'));
+  assertClean(a, b);
+  await a.context.close();
+  await b.context.close();
+});
+
+test('search: CJK and words, highlighted, and a hit far back opens scrolled to it', async () => {
+  const g = await api(331, 'POST', '/v1/conversations', { type: 'group', title: 'Planning', members: [332] });
+  await api(332, 'PUT', '/v1/me', { displayName: 'Wei' });
+  const first = await sendVia(332, g.id, '我们明天在北京开会，记得带电脑');
+  for (let i = 0; i < 120; i++) await sendVia(331, g.id, `filler message ${i}`);
+  await sendVia(332, g.id, 'The agenda for the meeting is in the doc');
+  const other = await api(333, 'POST', '/v1/conversations', { type: 'group', title: 'Not yours', members: [334] });
+  await sendVia(333, other.id, '北京 is not for you');
+
+  const a = await signIn(331);
+  await a.page.getByTestId('search').fill('北京');
+  await eventually(async () => assert.equal(await a.page.getByTestId('search-hit').count(), 1));
+  assert.equal(await a.page.locator('[data-testid=search-hit] mark').textContent(), '北京');
+  assert.ok((await a.page.getByTestId('search-hit').textContent()).includes('Wei'));
+  if (SHOTS) await a.page.screenshot({ path: path.join(SHOTS, 'search.png') });
+  await a.page.getByTestId('search-hit').click();
+  await a.page.locator(`[data-testid=conversation][data-conv-id="${g.id}"]`).waitFor();
+  // The hit, 120 messages back, is loaded, on screen and marked.
+  const hit = a.page.locator(`[data-testid=message][data-seq="${first.seq}"]`);
+  await hit.waitFor();
+  await eventually(async () => assert.ok(await hit.evaluate((e) => e.classList.contains('hit'))));
+  await eventually(async () => {
+    const box = await hit.boundingBox();
+    const pane = await a.page.getByTestId('messages').boundingBox();
+    assert.ok(box && box.y >= pane.y && box.y + box.height <= pane.y + pane.height, 'the hit is on screen');
+  });
+  await a.page.getByTestId('search').fill('meet');
+  await eventually(async () => assert.deepEqual(await a.page.locator('[data-testid=search-hit] mark').allTextContents(), ['meet']));
+  await a.page.getByTestId('search').fill('nothingmatchesthis');
+  await eventually(async () => assert.match(await a.page.getByTestId('search-note').textContent(), /No messages match/));
+  await a.page.getByTestId('search').fill('');
+  await row(a.page, g.id).waitFor();
+  assertClean(a);
+  await a.context.close();
+});

@@ -1,0 +1,108 @@
+// Who people are: display names and avatars of the users the signed-in
+// user shares conversations with. History, the inbox and events name people
+// by id; this cache resolves them with GET /v1/users?ids= (batches of up
+// to 100, revalidated by ETag) and keeps them current from profile.updated.
+// Pure data and fetches: no DOM.
+
+const BATCH = 100;
+
+export class People extends EventTarget {
+  /** @param {import('../api.js').Api} api @param {number} me */
+  constructor(api, me) {
+    super();
+    this.api = api;
+    this.me = me;
+    /** @type {Map<number, {id:number, displayName:string, avatar:string|null, about:string}>} */
+    this.profiles = new Map();
+    this.settings = { readReceipts: true, presence: true };
+    this.wanted = new Set();
+    this.timer = 0;
+    this.etags = new Map(); // batch key -> ETag
+  }
+
+  /** The name to show for uid ("You" for the signed-in user). */
+  name(uid, { you = true } = {}) {
+    if (uid === this.me && you) return 'You';
+    const p = this.profiles.get(uid);
+    if (p && p.displayName) return p.displayName;
+    if (!p) this.want(uid);
+    return `User ${uid}`;
+  }
+
+  avatar(uid) {
+    const p = this.profiles.get(uid);
+    if (!p) this.want(uid);
+    return (p && p.avatar) || null;
+  }
+
+  profile(uid) {
+    if (!this.profiles.has(uid)) this.want(uid);
+    return this.profiles.get(uid) || null;
+  }
+
+  /** Queues uid for the next batch (a few ms later, many at once). */
+  want(uid) {
+    if (!uid || this.wanted.has(uid)) return;
+    this.wanted.add(uid);
+    if (!this.timer) this.timer = setTimeout(() => this.flush(), 20);
+  }
+
+  async flush() {
+    this.timer = 0;
+    const ids = [...this.wanted].sort((a, b) => a - b);
+    this.wanted.clear();
+    for (let i = 0; i < ids.length; i += BATCH) await this.fetchBatch(ids.slice(i, i + BATCH));
+  }
+
+  async fetchBatch(ids) {
+    const key = ids.join(',');
+    try {
+      const r = await this.api.users(ids, this.etags.get(key));
+      if (!r) return; // 304: what we hold is current
+      this.etags.set(key, r.etag);
+      for (const id of ids) if (!this.profiles.has(id)) this.profiles.set(id, { id, displayName: '', avatar: null, about: '' });
+      for (const p of r.users) this.profiles.set(p.id, p);
+      this.changed();
+    } catch {
+      // Names stay "User N" until the next mention asks again.
+      for (const id of ids) this.profiles.delete(id);
+    }
+  }
+
+  /** Refetches everyone we know (after a reconnect: updates may be missed). */
+  refresh() {
+    for (const id of this.profiles.keys()) this.want(id);
+  }
+
+  async loadMe() {
+    const me = await this.api.me();
+    this.settings = me.settings;
+    this.profiles.set(this.me, { id: me.id, displayName: me.displayName, avatar: me.avatar, about: me.about });
+    this.changed();
+    return me;
+  }
+
+  /** A profile.updated event. */
+  apply(ev) {
+    this.profiles.set(ev.userId, { id: ev.userId, displayName: ev.displayName || '', avatar: ev.avatar || null, about: ev.about || '' });
+    this.etags.clear();
+    this.changed();
+  }
+
+  async saveProfile(p) {
+    const saved = await this.api.setMe(p);
+    this.profiles.set(this.me, saved);
+    this.changed();
+    return saved;
+  }
+
+  async saveSettings(s) {
+    this.settings = await this.api.setSettings(s);
+    this.changed();
+    return this.settings;
+  }
+
+  changed() {
+    this.dispatchEvent(new CustomEvent('change'));
+  }
+}

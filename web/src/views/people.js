@@ -1,0 +1,335 @@
+// Profiles and groups: the profile editor with the privacy settings, and
+// the details panel of a conversation (a group's title, description,
+// picture, history setting and members with their roles and what the
+// caller's role lets them do; a direct chat's peer with Block). Every
+// action calls the HTTP API and shows the server's refusal in place.
+
+import { h, icon, replace } from './dom.js';
+import { avatar, displayName, personAvatar, userName } from './format.js';
+import { parseUserId } from './dialogs.js';
+
+/** A modal panel: title, close button, body; Esc and the backdrop close it. */
+function panel(title, testid) {
+  const body = h('div', { class: 'panel-body' });
+  const error = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'panel-error' });
+  const closeBtn = h('button', { class: 'icon-btn', type: 'button', title: 'Close', 'aria-label': 'Close', 'data-testid': 'panel-close' }, icon('close'));
+  const box = h(
+    'div',
+    { class: 'modal panel', role: 'dialog', 'aria-modal': 'true', 'aria-label': title, 'data-testid': testid },
+    h('div', { class: 'panel-head' }, h('h2', null, title), closeBtn),
+    error,
+    body,
+  );
+  const backdrop = h('div', { class: 'modal-backdrop' }, box);
+  const prevFocus = document.activeElement;
+  const onKey = (e) => e.key === 'Escape' && close();
+  function close() {
+    backdrop.remove();
+    document.removeEventListener('keydown', onKey);
+    if (prevFocus && prevFocus.focus) prevFocus.focus();
+  }
+  closeBtn.addEventListener('click', close);
+  backdrop.addEventListener('mousedown', (e) => e.target === backdrop && close());
+  document.addEventListener('keydown', onKey);
+  document.body.appendChild(backdrop);
+  /** Runs fn, showing its error in the panel; resolves to whether it worked. */
+  async function attempt(fn) {
+    error.textContent = '';
+    try {
+      await fn();
+      return true;
+    } catch (e) {
+      error.textContent = e.message || String(e);
+      return false;
+    }
+  }
+  return { body, close, attempt, box };
+}
+
+/**
+ * A button that asks once more before it acts: the first click arms it
+ * ("Confirm: …"), a second within 4 seconds runs fn. No window.confirm:
+ * it blocks the page and cannot be styled.
+ */
+function armed(label, confirmLabel, attrs, fn) {
+  const b = h('button', { class: 'btn', type: 'button', ...attrs }, label);
+  let timer = 0;
+  b.addEventListener('click', () => {
+    if (!b.dataset.armed) {
+      b.dataset.armed = 'true';
+      b.textContent = confirmLabel;
+      timer = setTimeout(() => {
+        delete b.dataset.armed;
+        b.textContent = label;
+      }, 4000);
+      return;
+    }
+    clearTimeout(timer);
+    delete b.dataset.armed;
+    b.textContent = label;
+    fn();
+  });
+  return b;
+}
+
+function field(label, input, hint) {
+  return h('label', { class: 'field' }, h('span', null, label), input, hint && h('span', { class: 'hint' }, hint));
+}
+
+function toggle(label, testid, checked, onchange, hint) {
+  const box = h('input', { type: 'checkbox', 'data-testid': testid });
+  box.checked = checked;
+  box.addEventListener('change', () => onchange(box.checked, box));
+  return h('label', { class: 'toggle' }, box, h('span', null, h('strong', null, label), hint && h('span', { class: 'hint' }, hint)));
+}
+
+/**
+ * The caller's profile (name, about, avatar URL) and privacy settings.
+ * @param {{people:import('../store/people.js').People, api:import('../api.js').Api, notify:(m:string)=>void}} ctx
+ */
+export async function openProfile(ctx) {
+  const { people, api } = ctx;
+  const p = panel('Profile and settings', 'profile-panel');
+  let me;
+  if (!(await p.attempt(async () => (me = await people.loadMe())))) return;
+  const name = h('input', { value: me.displayName, maxlength: '64', placeholder: `User ${me.id}`, 'data-testid': 'profile-name', autocomplete: 'name' });
+  const about = h('textarea', { rows: '2', maxlength: '500', 'data-testid': 'profile-about' });
+  about.value = me.about || '';
+  const avatarUrl = h('input', { value: me.avatar || '', placeholder: 'https://…', 'data-testid': 'profile-avatar', inputmode: 'url' });
+  const preview = h('span', { class: 'avatar-slot' }, personAvatar(me.id, 'large'));
+  const heading = h('strong', { 'data-testid': 'profile-heading' }, displayName(me.id));
+  const save = h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'profile-save' }, 'Save profile');
+  const form = h(
+    'form',
+    { class: 'stack' },
+    h('div', { class: 'profile-card' }, preview, h('div', null, heading, h('p', { class: 'hint' }, `User id ${me.id}`))),
+    field('Display name', name, '1 to 64 characters; others see it instead of your id.'),
+    field('About', about),
+    field('Picture', avatarUrl, 'An https:// image address. Uploads come with attachments.'),
+    h('div', { class: 'modal-actions' }, save),
+  );
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    save.disabled = true;
+    const ok = await p.attempt(async () => {
+      await people.saveProfile({ displayName: name.value, about: about.value, avatarUrl: avatarUrl.value.trim() });
+      preview.replaceChildren(personAvatar(me.id, 'large'));
+      heading.textContent = displayName(me.id);
+    });
+    save.disabled = false;
+    if (ok) ctx.notify('Profile saved.');
+  });
+  const settings = h(
+    'div',
+    { class: 'stack settings' },
+    h('h3', null, 'Privacy'),
+    toggle('Read receipts', 'setting-read-receipts', people.settings.readReceipts, (v, box) =>
+      p.attempt(() => people.saveSettings({ readReceipts: v })).then((ok) => ok || (box.checked = !v)),
+      'Off: nobody sees when you read their messages, and you do not see when others read yours.'),
+    toggle('Online status', 'setting-presence', people.settings.presence, (v, box) =>
+      p.attempt(() => people.saveSettings({ presence: v })).then((ok) => ok || (box.checked = !v)),
+      'Off: nobody sees when you are online or were last seen, and you do not see theirs.'),
+  );
+  const blocked = h('ul', { class: 'plain-list', 'data-testid': 'blocked-list' });
+  const blocks = h('div', { class: 'stack' }, h('h3', null, 'Blocked'), blocked);
+  async function loadBlocks() {
+    const r = await api.blocks();
+    replace(
+      blocked,
+      r.blocked.length
+        ? r.blocked.map((b) =>
+            h('li', { class: 'person', 'data-testid': 'blocked-user', 'data-user-id': b.userId }, personAvatar(b.userId), h('span', { class: 'grow' }, displayName(b.userId)),
+              h('button', { class: 'btn', type: 'button', 'data-testid': 'unblock', onclick: () => p.attempt(async () => { await api.unblock(b.userId); await loadBlocks(); }) }, 'Unblock')),
+          )
+        : h('li', { class: 'hint' }, 'Nobody.'),
+    );
+  }
+  replace(p.body, form, settings, blocks);
+  p.attempt(loadBlocks);
+  name.focus();
+}
+
+/**
+ * Mute: no pushes from this conversation (PUT /v1/conversations/{id}/settings;
+ * mentions in a group still push, the server's default). A mute that has
+ * run out (mutedUntil passed) shows as off.
+ */
+function muteToggle(ctx, c, p) {
+  const s = c.settings;
+  const on = Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
+  return toggle('Mute notifications', 'mute-toggle', on, (v, box) =>
+    p.attempt(async () => {
+      c.settings = await ctx.api.setConversationSettings(c.id, { muted: v });
+      ctx.state.changed('inbox');
+      ctx.notify(v ? 'Muted: this chat sends no notifications.' : 'Notifications are on for this chat.');
+    }).then((ok) => {
+      if (!ok) box.checked = !v;
+    }),
+    c.type === 'GROUP' ? 'Messages that mention you still notify.' : undefined,
+  );
+}
+
+const ROLE_LABEL = { owner: 'Owner', admin: 'Admin', member: '' };
+
+/**
+ * The details of a conversation: a group's settings and members, or a
+ * direct chat's other person.
+ * @param {{state:any, sync:any, api:import('../api.js').Api, people:any, notify:(m:string)=>void, go:(cid:number|null)=>void}} ctx
+ */
+export async function openInfo(ctx, cid) {
+  const c = ctx.state.conv(cid);
+  if (!c) return;
+  if (c.type === 'DIRECT') return openPerson(ctx, c);
+  const { api, state, sync } = ctx;
+  const p = panel('Group info', 'group-info');
+  let members = [];
+  const me = state.me;
+  const myRole = () => members.find((m) => m.userId === me)?.role || 'member';
+  const canManage = () => myRole() === 'owner' || myRole() === 'admin';
+
+  async function reload() {
+    members = await api.members(cid);
+    await sync.refreshMembers(cid);
+    render();
+  }
+
+  function settingsForm() {
+    const title = h('input', { value: c.title, maxlength: '200', 'data-testid': 'group-title', disabled: !canManage() });
+    const about = h('textarea', { rows: '2', maxlength: '500', 'data-testid': 'group-about', disabled: !canManage() });
+    about.value = c.about || '';
+    const pic = h('input', { value: c.avatarUrl || '', placeholder: 'https://…', 'data-testid': 'group-avatar', disabled: !canManage() });
+    const history = h('select', { 'data-testid': 'group-history', disabled: myRole() !== 'owner' },
+      h('option', { value: 'joined' }, 'From when they join'), h('option', { value: 'all' }, 'The whole history'));
+    history.value = c.historyVisible || 'joined';
+    const save = h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'group-save', hidden: !canManage() }, 'Save');
+    const form = h(
+      'form',
+      { class: 'stack' },
+      h('div', { class: 'profile-card' }, avatar(c, 'large'), h('div', null, h('strong', null, c.title || `Group ${c.id}`),
+        h('p', { class: 'hint' }, `${members.length} members`))),
+      field('Name', title),
+      field('Description', about),
+      field('Picture', pic, 'An https:// image address.'),
+      field('New members read', history, 'Only the owner changes this.'),
+      h('div', { class: 'modal-actions' }, save),
+    );
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const changes = {};
+      if (title.value.trim() !== c.title) changes.title = title.value;
+      if (about.value.trim() !== (c.about || '')) changes.about = about.value;
+      if (pic.value.trim() !== (c.avatarUrl || '')) changes.avatarUrl = pic.value.trim();
+      if (myRole() === 'owner' && history.value !== (c.historyVisible || 'joined')) changes.historyVisible = history.value;
+      if (!Object.keys(changes).length) return;
+      save.disabled = true;
+      const ok = await p.attempt(async () => state.setConversation(await api.updateGroup(cid, changes)));
+      save.disabled = false;
+      if (ok) {
+        ctx.notify('Group updated.');
+        render();
+      }
+    });
+    return form;
+  }
+
+  function memberRow(m) {
+    const actions = [];
+    const role = myRole();
+    if (m.userId !== me) {
+      if (role === 'owner') {
+        actions.push(m.role === 'admin'
+          ? h('button', { class: 'btn small', type: 'button', 'data-testid': 'make-member', onclick: () => act(() => api.setRole(cid, m.userId, 'member')) }, 'Dismiss admin')
+          : h('button', { class: 'btn small', type: 'button', 'data-testid': 'make-admin', onclick: () => act(() => api.setRole(cid, m.userId, 'admin')) }, 'Make admin'));
+        actions.push(armed('Make owner', 'Confirm: you become an admin', { class: 'btn small', 'data-testid': 'make-owner' },
+          () => act(() => api.transferOwner(cid, m.userId))));
+      }
+      if (m.role !== 'owner' && (role === 'owner' || (role === 'admin' && m.role === 'member'))) {
+        actions.push(h('button', { class: 'btn small danger', type: 'button', 'data-testid': 'remove-member', onclick: () => act(() => api.removeMember(cid, m.userId)) }, 'Remove'));
+      }
+    }
+    return h(
+      'li',
+      { class: 'person', 'data-testid': 'member', 'data-user-id': m.userId, 'data-role': m.role },
+      personAvatar(m.userId),
+      h('span', { class: 'grow' }, h('strong', null, userName(m.userId, me)), ROLE_LABEL[m.role] && h('span', { class: 'role' }, ROLE_LABEL[m.role])),
+      actions.length ? h('span', { class: 'actions' }, actions) : null,
+    );
+  }
+
+  async function act(fn) {
+    if (await p.attempt(fn)) await p.attempt(reload);
+  }
+
+  function render() {
+    const add = h('form', { class: 'row', hidden: !canManage() },
+      h('input', { type: 'number', min: '1', step: '1', inputmode: 'numeric', placeholder: 'User id to add', 'data-testid': 'add-member-id' }),
+      h('button', { class: 'btn', type: 'submit', 'data-testid': 'add-member-submit' }, icon('plus'), 'Add'));
+    add.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const input = add.querySelector('input');
+      act(async () => {
+        await api.addMember(cid, parseUserId(input.value.trim()));
+        input.value = '';
+      });
+    });
+    const leave = armed('Leave group', myRole() === 'owner' ? 'Confirm: the longest-standing admin will own it' : 'Confirm: leave',
+      { class: 'btn danger', 'data-testid': 'leave-group' }, async () => {
+        if (await p.attempt(() => api.removeMember(cid, me))) {
+          p.close();
+          sync.removed(cid);
+          ctx.go(null);
+        }
+      });
+    replace(
+      p.body,
+      settingsForm(),
+      h('div', { class: 'stack' }, h('h3', null, `Members (${members.length})`), add,
+        h('ul', { class: 'plain-list', 'data-testid': 'member-list' }, members.map(memberRow))),
+      muteToggle(ctx, c, p),
+      h('div', { class: 'modal-actions' }, leave),
+    );
+  }
+
+  await p.attempt(reload);
+}
+
+/** A direct chat's other person: profile, last seen, Block. */
+async function openPerson(ctx, c) {
+  const { api, people } = ctx;
+  const peer = c.peerId();
+  const p = panel('Contact info', 'person-info');
+  let prof = null;
+  let blocked = false;
+  async function load() {
+    prof = await api.user(peer);
+    people.profiles.set(peer, { id: prof.id, displayName: prof.displayName, avatar: prof.avatar, about: prof.about });
+    blocked = (await api.blocks()).blocked.some((b) => b.userId === peer);
+    render();
+  }
+  function render() {
+    let seen = 'Last seen: hidden';
+    if (prof.online) seen = 'Online';
+    else if (prof.lastSeen) seen = `Last seen ${new Date(prof.lastSeen).toLocaleString()}`;
+    else if (prof.online === false) seen = 'Not seen yet';
+    const blockBtn = h('button', { class: `btn ${blocked ? '' : 'danger'}`, type: 'button', 'data-testid': 'block-toggle' }, blocked ? 'Unblock' : 'Block');
+    blockBtn.addEventListener('click', () =>
+      p.attempt(async () => {
+        if (blocked) await api.unblock(peer);
+        else await api.block(peer);
+        blocked = !blocked;
+        ctx.notify(blocked ? `${displayName(peer)} is blocked: they cannot message you here.` : `${displayName(peer)} is unblocked.`);
+        render();
+      }),
+    );
+    replace(
+      p.body,
+      h('div', { class: 'profile-card' }, personAvatar(peer, 'large'),
+        h('div', null, h('strong', { 'data-testid': 'person-name' }, displayName(peer)), h('p', { class: 'hint', 'data-testid': 'person-seen' }, seen))),
+      prof.about ? h('p', { class: 'about', 'data-testid': 'person-about' }, prof.about) : null,
+      h('p', { class: 'hint' }, `User id ${peer}`),
+      muteToggle(ctx, c, p),
+      h('div', { class: 'modal-actions' }, blockBtn),
+    );
+  }
+  await p.attempt(load);
+}

@@ -1,0 +1,128 @@
+// The search box at the top of the sidebar. While it holds a query the
+// conversation list gives way to the hits (GET /v1/search): who wrote it,
+// where, and a snippet with the matches marked; a hit opens its
+// conversation scrolled to the message. Marks are built as DOM nodes from
+// the server's code point ranges, never as markup.
+
+import { h, icon, replace } from './dom.js';
+import { conversationTitle, shortTime, userName } from './format.js';
+
+/**
+ * @param {import('../store/state.js').ChatState} state
+ * @param {import('../api.js').Api} api
+ * @param {{jump:(cid:number, seq:number)=>void}} actions
+ */
+export function createSearch(state, api, actions) {
+  const input = h('input', {
+    type: 'search',
+    placeholder: 'Search messages',
+    'aria-label': 'Search messages',
+    'data-testid': 'search',
+    enterkeyhint: 'search',
+    autocomplete: 'off',
+  });
+  const list = h('ul', { class: 'search-results', 'data-testid': 'search-results', 'aria-label': 'Search results' });
+  const more = h('button', { class: 'btn more', type: 'button', 'data-testid': 'search-more', hidden: true }, 'More results');
+  const note = h('p', { class: 'search-note muted', 'data-testid': 'search-note' });
+  const results = h('div', { class: 'search-pane', hidden: true }, note, list, more);
+  const form = h('form', { class: 'search-box', role: 'search' }, icon('search'), input);
+  const el = h('div', { class: 'search' }, form, results);
+
+  let query = '';
+  let cursor = '';
+  let hits = [];
+  let timer = 0;
+  let seq = 0; // the newest request; older answers are dropped
+
+  async function run(q, next = '') {
+    const mine = ++seq;
+    note.textContent = next ? '' : 'Searching…';
+    try {
+      const page = await api.search({ q, cursor: next });
+      if (mine !== seq) return;
+      hits = next ? hits.concat(page.results) : page.results;
+      cursor = page.nextCursor;
+      note.textContent = hits.length ? '' : `No messages match “${q}”.`;
+      render();
+    } catch (e) {
+      if (mine !== seq) return;
+      note.textContent = e.code === 'invalid' ? e.message : `Search failed: ${e.message}`;
+      hits = [];
+      cursor = '';
+      render();
+    }
+  }
+
+  function changed() {
+    const q = input.value.trim();
+    if (q === query) return;
+    query = q;
+    clearTimeout(timer);
+    el.closest('.sidebar')?.classList.toggle('searching', Boolean(q));
+    results.hidden = !q;
+    if (!q) {
+      seq++;
+      hits = [];
+      render();
+      return;
+    }
+    timer = setTimeout(() => run(q), 250);
+  }
+  input.addEventListener('input', changed);
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      input.value = '';
+      changed();
+    }
+  });
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    clearTimeout(timer);
+    if (query) run(query);
+  });
+  more.addEventListener('click', () => cursor && run(query, cursor));
+
+  function snippet(hit) {
+    const cps = Array.from(hit.snippet);
+    const out = [];
+    let at = 0;
+    for (const [s, e] of hit.highlights || []) {
+      if (s < at || e > cps.length) continue;
+      if (s > at) out.push(cps.slice(at, s).join(''));
+      out.push(h('mark', null, cps.slice(s, e).join('')));
+      at = e;
+    }
+    if (at < cps.length) out.push(cps.slice(at).join(''));
+    return out;
+  }
+
+  function row(hit) {
+    const c = state.conv(hit.conversationId);
+    const where = c ? conversationTitle(c) : `Conversation ${hit.conversationId}`;
+    return h(
+      'li',
+      null,
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'hit-row',
+          'data-testid': 'search-hit',
+          'data-conv-id': hit.conversationId,
+          'data-seq': hit.seq,
+          onclick: () => actions.jump(hit.conversationId, hit.seq),
+        },
+        h('span', { class: 'hit-head' }, h('strong', null, where), h('time', null, shortTime(hit.createdAt))),
+        h('span', { class: 'hit-who muted' }, userName(hit.senderId, state.me)),
+        h('span', { class: 'hit-snippet' }, snippet(hit)),
+      ),
+    );
+  }
+
+  function render() {
+    replace(list, hits.map(row));
+    more.hidden = !cursor;
+  }
+
+  return { el, render, clear: () => ((input.value = ''), changed()) };
+}
