@@ -115,7 +115,7 @@ func TestBundleUpToDate(t *testing.T) {
 	}
 }
 
-// TestBrowserE2E runs web/e2e/*.spec.mjs but push.spec.mjs (one after the other, in name
+// TestBrowserE2E runs web/e2e/*.spec.mjs but those with a test of their own (one after the other, in name
 // order) in headless Chromium against a chatd it builds and starts itself:
 // dev mode, embedded PostgreSQL, loopback ports. It also writes the README's
 // screenshots to docs/images/. The specs share the chatd, so each uses user
@@ -146,8 +146,8 @@ func TestBrowserE2E(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	for _, spec := range specs {
-		if filepath.Base(spec) == pushSpec {
-			continue // needs a push service: TestBrowserPush runs it
+		if ownTest[filepath.Base(spec)] {
+			continue
 		}
 		cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", spec)
 		cmd.Env = append(os.Environ(),

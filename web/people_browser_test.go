@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// peopleSpec runs against a chatd of its own (its screenshots are checked).
+const peopleSpec = "people.spec.mjs"
+
 // TestBrowserPeopleE2E runs web/e2e/people.spec.mjs (profiles and names,
 // the group info panel, privacy settings, search that jumps to the hit) in
 // headless Chromium against a chatd of its own, and writes
@@ -27,7 +30,7 @@ func TestBrowserPeopleE2E(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", filepath.Join("e2e", "people.spec.mjs"))
+	cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", filepath.Join("e2e", peopleSpec))
 	cmd.Env = append(os.Environ(), "CHATD_URL="+base, "CHROMIUM_PATH="+chromium, "SCREENSHOT_DIR="+shots,
 		"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
 	cmd.WaitDelay = 10 * time.Second

@@ -15,6 +15,9 @@ import (
 // pushSpec needs a loopback push service, so TestBrowserE2E leaves it out.
 const pushSpec = "push.spec.mjs"
 
+// ownTest lists the specs a test of their own runs; TestBrowserE2E skips them.
+var ownTest = map[string]bool{pushSpec: true, peopleSpec: true}
+
 // TestBrowserPush runs web/e2e/push.spec.mjs: the notification button, the
 // service worker's subscription registered with POST /v1/devices, chatd's
 // encrypted push decrypted by a loopback push service with the

@@ -11,7 +11,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { devAPI, devSignIn, eventually, launchChromium, row } from './helpers.mjs';
 
 const BASE = process.env.CHATD_URL;
 if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
@@ -22,76 +22,19 @@ let browser;
 const pages = [];
 
 before(async () => {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'],
-  });
+  browser = await launchChromium(CHROMIUM);
 });
 
 after(async () => {
   await browser?.close();
 });
 
-async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (e) {
-      if (Date.now() > end) throw e;
-      await new Promise((r) => setTimeout(r, interval));
-    }
-  }
-}
-
-const tokens = new Map();
-async function token(uid) {
-  if (!tokens.has(uid)) {
-    const res = await fetch(`${BASE}/dev/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId: uid }) });
-    assert.equal(res.status, 200);
-    tokens.set(uid, (await res.json()).token);
-  }
-  return tokens.get(uid);
-}
-
-async function api(uid, method, p, body) {
-  const res = await fetch(`${BASE}${p}`, {
-    method,
-    headers: { Authorization: `Bearer ${await token(uid)}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const data = res.status === 204 ? null : await res.json();
-  assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
-  return data;
-}
+const { api } = devAPI(BASE);
 
 const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body });
 
-async function signIn(uid, { viewport = { width: 1280, height: 800 } } = {}) {
-  const context = await browser.newContext({ viewport, locale: 'en-GB', timezoneId: 'UTC' });
-  context.setDefaultTimeout(10000);
-  const page = await context.newPage();
-  const rec = { uid, page, context, dialogs: [], errors: [] };
-  page.on('dialog', (d) => {
-    rec.dialogs.push(d.message());
-    d.dismiss().catch(() => {});
-  });
-  page.on('pageerror', (e) => rec.errors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => {
-    const t = m.text();
-    if (m.type() === 'error' && /Content Security Policy|Uncaught|TypeError|ReferenceError/.test(t)) rec.errors.push(`console: ${t}`);
-  });
-  pages.push(rec);
-  await page.goto(BASE);
-  await page.getByTestId('dev-user').fill(String(uid));
-  await page.getByTestId('dev-signin').click();
-  await page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout: 15000 });
-  return rec;
-}
+const signIn = (uid, { viewport = { width: 1280, height: 800 } } = {}) => devSignIn(browser, pages, uid, { base: BASE, viewport });
 
-const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
 const title = (page, cid) => row(page, cid).getByTestId('conv-title').textContent();
 
 async function openConversation(page, cid) {
