@@ -31,7 +31,20 @@ after(async () => {
 
 const { api } = devAPI(BASE);
 
-const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body });
+// Seeding sends many messages as one user: past the per-user API rate
+// (429) it waits and sends again with the same clientMsgId, as a client
+// would.
+async function sendVia(uid, cid, body) {
+  const clientMsgId = crypto.randomUUID();
+  for (;;) {
+    try {
+      return await api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId, body });
+    } catch (e) {
+      if (!/: 429 /.test(e.message)) throw e;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
 
 const signIn = (uid, { viewport = { width: 1280, height: 800 } } = {}) => devSignIn(browser, pages, uid, { base: BASE, viewport });
 

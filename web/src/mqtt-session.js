@@ -60,12 +60,19 @@ export class MqttSession extends EventTarget {
       this.connects++;
       // After a server restart the session is new (sessionPresent 0) but
       // our delivery position is kept: subscribing again resumes it.
+      // Online, and the catch-up that 'connected' starts, only once the
+      // subscription is granted: from then on every change arrives as an
+      // event, and the inbox read after it holds everything before. Before
+      // the SUBACK the server has nowhere to deliver a membership event.
       c.subscribe(this.eventsTopic, { qos: 1 }, (err, granted) => {
         const refused = err || !granted || granted.some((g) => g.qos >= 0x80);
-        if (refused) this.emit('error', new Error('subscription to events refused'));
+        if (refused) {
+          this.emit('error', new Error('subscription to events refused'));
+          return;
+        }
+        this.emit('status', 'online');
+        this.emit('connected', { first: this.connects === 1, sessionPresent: !!connack.sessionPresent });
       });
-      this.emit('status', 'online');
-      this.emit('connected', { first: this.connects === 1, sessionPresent: !!connack.sessionPresent });
     });
     c.on('reconnect', () => this.emit('status', 'connecting'));
     c.on('offline', () => this.emit('status', 'offline'));
