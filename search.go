@@ -46,7 +46,9 @@ type SearchHit struct {
 	EditedAt       *time.Time `json:"editedAt,omitempty"`
 	Snippet        string     `json:"snippet"`
 	Highlights     [][2]int   `json:"highlights"`
-	// Score is the relevance the results are ordered by (higher first).
+	// Score is the relevance the results are ordered by (higher first);
+	// 0 for every hit of a query whose terms are all too common to carry
+	// relevance (then the order is recency alone).
 	Score int64 `json:"score"`
 }
 
@@ -169,12 +171,19 @@ type SearchCursor struct {
 	AtMicros       int64
 	ConversationID int64
 	Seq            int64
+	// Recent: the listing is by recency alone (every term too common to
+	// carry relevance); its later pages stay so whatever the statistics
+	// say by then.
+	Recent bool
 }
 
 // EncodeSearchCursor makes the opaque cursor of a search page.
 func EncodeSearchCursor(c SearchCursor) string {
 	s := strconv.FormatInt(c.Score, 10) + ":" + strconv.FormatInt(c.AtMicros, 10) + ":" +
 		strconv.FormatInt(c.ConversationID, 10) + ":" + strconv.FormatInt(c.Seq, 10)
+	if c.Recent {
+		s += ":r"
+	}
 	return base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
@@ -186,6 +195,10 @@ func DecodeSearchCursor(s string) (SearchCursor, error) {
 		return SearchCursor{}, bad
 	}
 	parts := strings.Split(string(raw), ":")
+	recent := len(parts) == 5 && parts[4] == "r"
+	if recent {
+		parts = parts[:4]
+	}
 	if len(parts) != 4 {
 		return SearchCursor{}, bad
 	}
@@ -198,7 +211,7 @@ func DecodeSearchCursor(s string) (SearchCursor, error) {
 	if v[2] <= 0 || v[3] <= 0 {
 		return SearchCursor{}, bad
 	}
-	return SearchCursor{Score: v[0], AtMicros: v[1], ConversationID: v[2], Seq: v[3]}, nil
+	return SearchCursor{Score: v[0], AtMicros: v[1], ConversationID: v[2], Seq: v[3], Recent: recent}, nil
 }
 
 // Snippet cuts body to about SearchSnippetRunes characters around the first

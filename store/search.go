@@ -26,7 +26,9 @@ import (
 //
 // A message matches when every term does. Relevance is ts_rank of the
 // terms as words (any of them, prefixes), so a word match outranks a match
-// inside a word; ties go to the newer message. The score is ts_rank scaled
+// inside a word; ties go to the newer message. A term a fifth of all
+// messages hold carries no relevance (a stop word): a query of only such
+// terms is listed by recency alone (searchByRecency, searchRecentSQL). The score is ts_rank scaled
 // to an integer so that the keyset cursor (score, created_at,
 // conversation, seq) compares exactly.
 //
@@ -81,7 +83,27 @@ func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage
 		if len(scope.ids) == 0 {
 			return nil
 		}
-		sql, args := searchSQL(q, scope, cur, s.searchByScan(ctx, tx, q.Terms, visible))
+		recent := s.searchByRecency(ctx, tx, q.Terms)
+		if cur != nil {
+			recent = cur.Recent
+		}
+		var (
+			sql  string
+			args []any
+		)
+		if recent {
+			// The page is cheap only by walking each conversation's
+			// primary key newest first and stopping; PostgreSQL would
+			// rather fetch a conversation's rows by bitmap and sort
+			// them, which reads every one (3× the time measured on
+			// cmd/searchbench's corpus).
+			if _, err := tx.Exec(ctx, `SELECT set_config('enable_bitmapscan', 'off', true)`); err != nil {
+				return fmt.Errorf("configure search: %w", err)
+			}
+			sql, args = searchRecentSQL(q, scope, cur)
+		} else {
+			sql, args = searchSQL(q, scope, cur, s.searchByScan(ctx, tx, q.Terms, visible))
+		}
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			return fmt.Errorf("search: %w", err)
@@ -98,7 +120,7 @@ func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage
 			if len(page.Results) == q.Limit {
 				last := page.Results[q.Limit-1]
 				page.NextCursor = chat.EncodeSearchCursor(chat.SearchCursor{Score: last.Score,
-					AtMicros: last.CreatedAt.UnixMicro(), ConversationID: last.ConversationID, Seq: last.Seq})
+					AtMicros: last.CreatedAt.UnixMicro(), ConversationID: last.ConversationID, Seq: last.Seq, Recent: recent})
 				break
 			}
 			h.CreatedAt = h.CreatedAt.UTC()
@@ -150,17 +172,77 @@ func searchScopeOf(ctx context.Context, tx pgx.Tx, userID, conv int64) (searchSc
 	return sc, visible, rows.Err()
 }
 
-// searchSQL builds the query for q. Every value is a parameter; only fixed
-// fragments are put together. scan tests the caller's messages directly:
-// ts_match_vq and texticlike are the functions behind @@ and ILIKE, and a
-// function call, unlike the operator, is never matched to an index.
+// searchSQL builds the ranked query for q. Every value is a parameter;
+// only fixed fragments are put together.
 func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, scan bool) (string, []any) {
 	args := []any{sc.ids, sc.floors}
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	match, rank := searchQueries(q.Terms)
+	where := searchFilters(q, scan, arg)
+	_, rank := searchQueries(q.Terms)
+	rq := arg(rank)
+	sql := `SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
+	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body,
+	       (ts_rank(x.search, to_tsquery('simple', ` + rq + `)) * 1000000)::bigint AS score
+	FROM message x
+	JOIN unnest($1::bigint[], $2::bigint[]) AS v(c, f) ON v.c = x.conversation_id
+	WHERE x.conversation_id = ANY($1::bigint[]) AND x.seq > v.f
+	  AND x.kind = 'message' AND x.recalled_at IS NULL
+	  AND ` + strings.Join(where, "\n\t  AND ") + `
+) t`
+	if cur != nil {
+		sql += `
+WHERE (score, created_at, conversation_id, seq) < (` + arg(cur.Score) + `::bigint, ` +
+			arg(time.UnixMicro(cur.AtMicros)) + `::timestamptz, ` + arg(cur.ConversationID) + `::bigint, ` + arg(cur.Seq) + `::bigint)`
+	}
+	sql += `
+ORDER BY score DESC, created_at DESC, conversation_id DESC, seq DESC
+LIMIT ` + arg(q.Limit+1)
+	return sql, args
+}
+
+// searchRecentSQL builds the query for q listed by recency alone (score
+// 0, so its cursor compares like a ranked one): per conversation the
+// newest matches by the primary key, at most a page of them, then the
+// newest of all those. A conversation's created_at never goes back as its
+// seq grows (chat_send_batch), so its newest by seq are its newest by
+// the listing's order.
+func searchRecentSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor) (string, []any) {
+	args := []any{sc.ids, sc.floors}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := searchFilters(q, true, arg)
+	if cur != nil {
+		where = append(where, `(x.created_at, x.conversation_id, x.seq) < (`+arg(time.UnixMicro(cur.AtMicros))+
+			`::timestamptz, `+arg(cur.ConversationID)+`::bigint, `+arg(cur.Seq)+`::bigint)`)
+	}
+	limit := arg(q.Limit + 1)
+	sql := `SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body, 0::bigint AS score
+FROM unnest($1::bigint[], $2::bigint[]) AS v(c, f)
+CROSS JOIN LATERAL (
+	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body
+	FROM message x
+	WHERE x.conversation_id = v.c AND x.seq > v.f
+	  AND x.kind = 'message' AND x.recalled_at IS NULL
+	  AND ` + strings.Join(where, "\n\t  AND ") + `
+	ORDER BY x.seq DESC
+	LIMIT ` + limit + `
+) x
+ORDER BY x.created_at DESC, x.conversation_id DESC, x.seq DESC
+LIMIT ` + limit
+	return sql, args
+}
+
+// searchFilters returns the conditions a message x must meet for q. scan
+// tests each message directly: ts_match_vq and texticlike are the
+// functions behind @@ and ILIKE, and a function call, unlike the
+// operator, is never matched to an index.
+func searchFilters(q chat.SearchQuery, scan bool, arg func(any) string) []string {
+	match, _ := searchQueries(q.Terms)
 	var where []string
 	if match != "" {
 		p := arg(match)
@@ -190,25 +272,7 @@ func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, scan 
 	if q.After != nil {
 		where = append(where, "x.created_at > "+arg(*q.After))
 	}
-	rq := arg(rank)
-	sql := `SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
-	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body,
-	       (ts_rank(x.search, to_tsquery('simple', ` + rq + `)) * 1000000)::bigint AS score
-	FROM message x
-	JOIN unnest($1::bigint[], $2::bigint[]) AS v(c, f) ON v.c = x.conversation_id
-	WHERE x.conversation_id = ANY($1::bigint[]) AND x.seq > v.f
-	  AND x.kind = 'message' AND x.recalled_at IS NULL
-	  AND ` + strings.Join(where, "\n\t  AND ") + `
-) t`
-	if cur != nil {
-		sql += `
-WHERE (score, created_at, conversation_id, seq) < (` + arg(cur.Score) + `::bigint, ` +
-			arg(time.UnixMicro(cur.AtMicros)) + `::timestamptz, ` + arg(cur.ConversationID) + `::bigint, ` + arg(cur.Seq) + `::bigint)`
-	}
-	sql += `
-ORDER BY score DESC, created_at DESC, conversation_id DESC, seq DESC
-LIMIT ` + arg(q.Limit+1)
-	return sql, args
+	return where
 }
 
 // searchQueries returns the tsquery text that must match (CJK terms and

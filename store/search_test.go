@@ -254,3 +254,69 @@ func TestSearchPagingNeitherRepeatsNorSkipsWhileMessagesArrive(t *testing.T) {
 		}
 	}
 }
+
+// A word that most messages hold carries no relevance, like a stop word:
+// its hits are listed newest first with score 0, also those that hold it
+// three times (ranked first otherwise), by either plan; paging reaches
+// each hit once while new ones arrive, and a rarer word is still ranked.
+func TestSearchListsAWordMostMessagesHoldByRecencyAlone(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	groups := []chat.Conversation{mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 3)}
+	var want []string // newest first
+	for i := range 40 {
+		body := fmt.Sprintf("status %d", i)
+		switch {
+		case i%8 == 0:
+			body = fmt.Sprintf("nothing of note %d", i)
+		case i%5 == 0:
+			body = fmt.Sprintf("status status status %d and a rare remark", i)
+		}
+		m := mustSend(t, st, groups[i%2].ID, 2+int64(i%2), body)
+		if i%8 != 0 {
+			want = append([]string{ref(m)}, want...)
+		}
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE message`); err != nil {
+		t.Fatal(err)
+	}
+	arrived := 0
+	for i, opt := range []store.Option{store.WithSearchScanLimit(-1), store.WithSearchScanLimit(0)} {
+		p := store.New(pool, chat.DefaultLimits(), opt) // reads the statistics afresh
+		var got []string
+		cursor, sent := "", 0
+		for pages := 0; ; pages++ {
+			page := search(t, p, chat.SearchQuery{UserID: 1, Text: "status", Limit: 6, Cursor: cursor})
+			for _, h := range page.Results {
+				if h.Score != 0 {
+					t.Fatalf("plan %d: hit %d:%d scored %d, want 0", i, h.ConversationID, h.Seq, h.Score)
+				}
+				got = append(got, fmt.Sprintf("%d:%d", h.ConversationID, h.Seq))
+			}
+			mustSend(t, st, groups[0].ID, 2, "a new status") // newer than every cursor
+			sent++
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+			if pages > 10 {
+				t.Fatalf("plan %d: paging does not end", i)
+			}
+		}
+		// The earlier plan's new messages are listed too, newest of all.
+		var old []string
+		for _, r := range got {
+			if slices.Contains(want, r) {
+				old = append(old, r)
+			}
+		}
+		if !slices.Equal(old, want) || len(got) != len(want)+arrived {
+			t.Fatalf("plan %d: status listed\n%v\nwant newest first\n%v", i, got, want)
+		}
+		arrived += sent
+		page := search(t, p, chat.SearchQuery{UserID: 1, Text: "rare"})
+		if len(page.Results) == 0 || page.Results[0].Score == 0 {
+			t.Fatalf("plan %d: a rarer word is not ranked: %+v", i, page.Results)
+		}
+	}
+}

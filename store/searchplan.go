@@ -26,6 +26,10 @@ const (
 	// messages, a word in 61% of them, 0.1 µs a candidate; the scan
 	// 2.3 µs a message).
 	searchIndexCandidatesPerScan = 16
+	// searchCommonShare: a term at least this share of all messages hold
+	// carries no relevance, like a stop word: a query of only such terms
+	// is listed by recency alone (searchByRecency).
+	searchCommonShare = 0.2
 	// searchStatsTTL: how long the frequencies are reused (ANALYZE
 	// changes them slowly).
 	searchStatsTTL = 5 * time.Minute
@@ -62,6 +66,31 @@ func (s *Store) searchByScan(ctx context.Context, tx pgx.Tx, terms []chat.Search
 		candidates = min(candidates, termCandidates(t, rows, freq, lowest))
 	}
 	return candidates > float64(searchIndexCandidatesPerScan*visible)
+}
+
+// searchByRecency reports whether every term of q is one that at least
+// searchCommonShare of all messages hold (by the column's statistics):
+// ranking would then order most of the caller's messages by a relevance
+// that tells them apart by little more than length, and costs reading
+// every match before the first page is known. Listed by recency alone,
+// a page reads the newest messages of each conversation and stops.
+// A term counts by its own lexeme, which its matches include (a prefix or
+// substring matches more): a lower bound; a CJK term of three or more
+// characters is a phrase, rarer than its bigrams, and never counts.
+func (s *Store) searchByRecency(ctx context.Context, tx pgx.Tx, terms []chat.SearchTerm) bool {
+	if len(terms) == 0 {
+		return false
+	}
+	_, freq, _ := s.lexemeFrequencies(ctx, tx)
+	for _, t := range terms {
+		if t.CJK && len([]rune(t.Text)) != 2 {
+			return false
+		}
+		if freq[t.Text] < searchCommonShare {
+			return false
+		}
+	}
+	return true
 }
 
 // termCandidates estimates how many rows the indexes return for t.
