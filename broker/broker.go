@@ -80,12 +80,13 @@ func New(cfg Config) (*Broker, error) {
 // Per-connection buffers. chatd writes its own packets straight to the
 // socket (hooks.mqttConn), so mochi's write buffer only batches mochi's
 // rare packets (CONNACK, SUBACK, PINGRESP) and is grown only when used;
-// the read buffer, allocated with every connection, holds a few small
-// publishes per system call (a chat message is ~200 bytes on the wire),
-// and a larger packet is read straight into its own slice, so 1 KiB costs
-// no extra system call for it. Every KiB here is a KiB per connection.
+// the read buffer, allocated with every connection, holds the fixed header
+// and a small publish or two per system call (a chat message is ~200
+// bytes on the wire), and a larger packet is read straight into its own
+// slice, so 512 bytes cost no extra system call for it. Every KiB here is
+// a KiB per connection.
 const (
-	ReadBufferSize  = 1024
+	ReadBufferSize  = 512
 	WriteBufferSize = 2 * 1024
 )
 

@@ -124,7 +124,7 @@ func (h *Chat) ID() string { return "chat" }
 func (h *Chat) Provides(b byte) bool {
 	return bytes.Contains([]byte{
 		mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablished,
-		mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnPublish, mqtt.OnPacketRead, mqtt.OnPacketEncode, mqtt.OnDisconnect,
+		mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribe, mqtt.OnUnsubscribed, mqtt.OnPublish, mqtt.OnPacketRead, mqtt.OnPacketEncode, mqtt.OnDisconnect,
 	}, []byte{b})
 }
 
@@ -271,6 +271,9 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	events := EventsTopic(ci.userID)
 	ready := false
 	for filter := range cl.State.Subscriptions.GetAll() {
+		// A takeover of a client mochi still had copied its filters into
+		// the tree.
+		h.untree(cl, filter)
 		if FilterMatches(filter, events) {
 			ready = true
 		}
@@ -327,6 +330,11 @@ func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	if ci == nil {
 		return
 	}
+	for i, f := range pk.Filters {
+		if i < len(codes) && codes[i] < 0x80 {
+			h.untree(cl, f.Filter)
+		}
+	}
 	h.recordSubscriptions(cl, ci)
 	events := EventsTopic(ci.userID)
 	for i, f := range pk.Filters {
@@ -335,6 +343,18 @@ func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 			return
 		}
 	}
+}
+
+// OnUnsubscribe puts the filters back into mochi's topic tree for the
+// UNSUBSCRIBE mochi is about to process (see untree).
+func (h *Chat) OnUnsubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	if h.info(cl) == nil {
+		return pk
+	}
+	for _, f := range pk.Filters {
+		h.retree(cl, f.Filter)
+	}
+	return pk
 }
 
 // OnUnsubscribed records a persistent session's subscriptions and holds

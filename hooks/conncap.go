@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -31,8 +32,16 @@ type SharedConns interface {
 // written, and a slot must not stay taken for ever by a connection that
 // never got going.
 type userConns struct {
-	mu     sync.Mutex
-	byUser map[int64]map[string]map[*mqtt.Client]struct{}
+	mu sync.Mutex
+	// byUser lists each user's clients in the order they came. A slice,
+	// not maps: a user holds a handful (MaxConnectionsPerUser), usually
+	// one, and this is memory per connection (a map of maps cost ~0.5 KiB).
+	byUser map[int64][]heldConn
+}
+
+type heldConn struct {
+	clientID string
+	cl       *mqtt.Client
 }
 
 type userClient struct {
@@ -40,24 +49,55 @@ type userClient struct {
 	clientID string
 }
 
+// holds reports whether conns has a client holding clientID.
+func holds(conns []heldConn, clientID string) bool {
+	for _, c := range conns {
+		if c.clientID == clientID {
+			return true
+		}
+	}
+	return false
+}
+
+// distinctIDs returns the client ids conns hold, each once, in order.
+func distinctIDs(conns []heldConn) []string {
+	var ids []string
+	for i, c := range conns {
+		if !holds(conns[:i], c.clientID) {
+			ids = append(ids, c.clientID)
+		}
+	}
+	return ids
+}
+
+// set stores user's clients, forgetting the user when there are none.
+func (u *userConns) set(user int64, conns []heldConn) {
+	if len(conns) == 0 {
+		delete(u.byUser, user)
+		return
+	}
+	u.byUser[user] = conns
+}
+
 // pruneLocked drops user's closed clients and returns the client ids left
 // with none.
 func (u *userConns) pruneLocked(user int64) []string {
-	var emptied []string
-	for id, cls := range u.byUser[user] {
-		for cl := range cls {
-			if cl.Closed() {
-				delete(cls, cl)
-			}
+	conns := u.byUser[user]
+	ids := distinctIDs(conns)
+	kept := conns[:0]
+	for _, c := range conns {
+		if !c.cl.Closed() {
+			kept = append(kept, c)
 		}
-		if len(cls) == 0 {
-			delete(u.byUser[user], id)
+	}
+	var emptied []string
+	for _, id := range ids {
+		if !holds(kept, id) {
 			emptied = append(emptied, id)
 		}
 	}
-	if len(u.byUser[user]) == 0 {
-		delete(u.byUser, user)
-	}
+	clear(conns[len(kept):])
+	u.set(user, kept)
 	return emptied
 }
 
@@ -67,25 +107,16 @@ func (u *userConns) pruneLocked(user int64) []string {
 func (u *userConns) admit(user int64, clientID string, cl *mqtt.Client, max int) (ok bool, emptied []string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	ids := u.byUser[user]
-	if _, held := ids[clientID]; !held && len(ids) >= max {
+	if u.byUser == nil {
+		u.byUser = map[int64][]heldConn{}
+	}
+	if !holds(u.byUser[user], clientID) && len(distinctIDs(u.byUser[user])) >= max {
 		emptied = u.pruneLocked(user)
-		ids = u.byUser[user]
-		if len(ids) >= max {
+		if len(distinctIDs(u.byUser[user])) >= max {
 			return false, emptied
 		}
 	}
-	if ids == nil {
-		if u.byUser == nil {
-			u.byUser = map[int64]map[string]map[*mqtt.Client]struct{}{}
-		}
-		ids = map[string]map[*mqtt.Client]struct{}{}
-		u.byUser[user] = ids
-	}
-	if ids[clientID] == nil {
-		ids[clientID] = map[*mqtt.Client]struct{}{}
-	}
-	ids[clientID][cl] = struct{}{}
+	u.byUser[user] = append(u.byUser[user], heldConn{clientID, cl})
 	return true, emptied
 }
 
@@ -94,19 +125,14 @@ func (u *userConns) admit(user int64, clientID string, cl *mqtt.Client, max int)
 func (u *userConns) leave(user int64, clientID string, cl *mqtt.Client) (last bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	cls := u.byUser[user][clientID]
-	if _, ok := cls[cl]; !ok {
+	conns := u.byUser[user]
+	i := slices.Index(conns, heldConn{clientID, cl})
+	if i < 0 {
 		return false
 	}
-	delete(cls, cl)
-	if len(cls) > 0 {
-		return false
-	}
-	delete(u.byUser[user], clientID)
-	if len(u.byUser[user]) == 0 {
-		delete(u.byUser, user)
-	}
-	return true
+	conns = slices.Delete(conns, i, i+1)
+	u.set(user, conns)
+	return !holds(conns, clientID)
 }
 
 // held prunes every user and returns the client ids each one holds, and
@@ -120,8 +146,8 @@ func (u *userConns) held() (map[int64][]string, []userClient) {
 		for _, id := range u.pruneLocked(user) {
 			emptied = append(emptied, userClient{user, id})
 		}
-		for id := range u.byUser[user] {
-			out[user] = append(out[user], id)
+		if ids := distinctIDs(u.byUser[user]); len(ids) > 0 {
+			out[user] = ids
 		}
 	}
 	return out, emptied

@@ -46,7 +46,10 @@
 // Sessions (session.go): a persistent session's whole state is in
 // PostgreSQL, its cursors and its subscriptions, so mochi forgets a
 // client when it disconnects; it resumes on any node, after any restart,
-// with session present and its subscriptions restored.
+// with session present and its subscriptions restored. A chat client's
+// subscriptions are kept in its own list only, never in mochi's topic
+// tree (untree: the Hub delivers, the tree would route nothing and cost
+// ~2 KiB a connection).
 //
 // Authentication: a connection with a transport identity (Config.PeerUser:
 // a verified TLS client certificate) is that user and its password is not

@@ -80,12 +80,32 @@ func (h *Chat) restoreSubscriptions(cl *mqtt.Client, ci *clientInfo) {
 		if !SubscribeAllowed(ci.userID, sub.Filter) {
 			continue // recorded under other rules: not any more
 		}
-		if h.server.Topics.Subscribe(cl.ID, sub) {
-			atomic.AddInt64(&h.server.Info.Subscriptions, 1)
-		}
-		cl.State.Subscriptions.Add(sub.Filter, sub)
+		cl.State.Subscriptions.Add(sub.Filter, sub) // the client's own list only: see untree
 	}
 	ci.session.restore = nil
+}
+
+// chatd writes every delivery to its client itself (the delivery session
+// through mqttConn) and a chat client may subscribe only inside its own
+// tree (SubscribeAllowed), so mochi's topic tree never routes anything to
+// a chat subscription: held there it would only be memory, about 2 KiB a
+// connection (a map of mochi's subscriptions per filter and the tree's
+// nodes for the user's levels). A chat client's subscriptions therefore
+// live in the client's own list (cl.State.Subscriptions, what mochi and
+// recordSubscriptions read) alone: untree takes the ones mochi has just
+// added to the tree out again (OnSubscribed), and retree puts a filter
+// back for the instant of an UNSUBSCRIBE (OnUnsubscribe), so that mochi
+// answers it as the removal of a subscription that existed.
+func (h *Chat) untree(cl *mqtt.Client, filter string) {
+	if h.server.Topics.Unsubscribe(filter, cl.ID) {
+		atomic.AddInt64(&h.server.Info.Subscriptions, -1)
+	}
+}
+
+func (h *Chat) retree(cl *mqtt.Client, filter string) {
+	if sub, ok := cl.State.Subscriptions.Get(filter); ok && h.server.Topics.Subscribe(cl.ID, sub) {
+		atomic.AddInt64(&h.server.Info.Subscriptions, 1)
+	}
 }
 
 // recordSubscriptions writes the client's subscriptions to its persistent

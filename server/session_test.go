@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
@@ -209,5 +210,64 @@ func TestConnackAnnouncesACappedSessionExpiry(t *testing.T) {
 	defer c.Drop()
 	if !ack.Properties.SessionExpiryIntervalFlag || ack.Properties.SessionExpiryInterval != 7*24*3600 {
 		t.Fatalf("CONNACK session expiry %d (flag %v), want the cap of 7 days", ack.Properties.SessionExpiryInterval, ack.Properties.SessionExpiryIntervalFlag)
+	}
+}
+
+// chatd writes every delivery itself, so mochi's topic tree holds no chat
+// subscription (memory per connection, and nothing is ever routed
+// through it): not after a SUBSCRIBE, not after a resume restores one.
+// The client's own list still has them, deliveries still arrive, and an
+// UNSUBSCRIBE answers a held filter as removed and an unknown one as "no
+// subscription existed", as before.
+func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	wild := "chat/v1/user/7/#"
+	inTree := func() bool {
+		t.Helper()
+		for _, topic := range []string{eventsTopic(7), "chat/v1/user/7/replies"} {
+			if _, ok := srv.Broker.Server.Topics.Subscribers(topic).Subscriptions["untreed"]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	c := rawClient(t, srv.MQTTAddr(), 7, "untreed", 5, false)
+	if codes, err := c.Subscribe(wild); err != nil || len(codes) != 1 || codes[0] >= 0x80 {
+		t.Fatalf("subscribe %s: %v %v", wild, codes, err)
+	}
+	if inTree() {
+		t.Fatal("after SUBSCRIBE mochi's topic tree holds the client's subscriptions")
+	}
+	if n := len(srv.Broker.Server.Topics.Subscribers(eventsTopic(7)).Subscriptions); n != 0 {
+		t.Fatalf("%d subscribers of the events topic in mochi's tree, want 0", n)
+	}
+	c.Disconnect()
+	back, ack := resume(t, srv.MQTTAddr(), 7, "untreed", 5)
+	if !ack.SessionPresent {
+		t.Fatal("session not present")
+	}
+	if inTree() {
+		t.Fatal("after a resume mochi's topic tree holds the restored subscriptions")
+	}
+	waitFor(t, 5*time.Second, "delivery to be ready on the restored subscriptions", func() bool {
+		return srv.Hub.Ready("untreed")
+	})
+	conv, err := srv.Service.CreateGroup(context.Background(), 8, "untreed", []int64{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 8,
+		ClientMsgID: uuid.NewString(), Body: "still delivered"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, back, "message.new", 10*time.Second); ev.Body != "still delivered" {
+		t.Fatalf("delivered %+v", ev)
+	}
+	codes, err := back.Unsubscribe(wild, eventsTopic(7), "chat/v1/user/7/never")
+	if err != nil || len(codes) != 3 || codes[0] != 0 || codes[1] != 0 || codes[2] != packets.CodeNoSubscriptionExisted.Code {
+		t.Fatalf("unsubscribe two held filters and one never held: %v %v, want [0 0 17]", codes, err)
+	}
+	if inTree() || back.Closed() {
+		t.Fatal("after UNSUBSCRIBE the tree holds a subscription or the client was disconnected")
 	}
 }
