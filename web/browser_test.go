@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // These tests need Node.js (and, for the browser, Debian's chromium). On
@@ -208,7 +209,7 @@ func startChatd(t *testing.T, bin string, extraEnv ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpAddr, mqttAddr := freeAddr(t), freeAddr(t)
+	httpAddr, mqttAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 
 	cmd := exec.Command(bin)
 	env := []string{}
@@ -309,18 +310,6 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// freeAddr picks a free loopback port. It is released before chatd binds
-// it; on a test machine the window for a collision is negligible.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // lineLogger streams a child's output into the test log line by line, so

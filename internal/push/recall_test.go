@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/push"
 )
 
@@ -289,7 +290,7 @@ func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
 		rm.CollapseKey != msg.CollapseKey || rm.ID == msg.ID || rm.Notification.Title != "" {
 		t.Errorf("remove request = %+v (the push was %+v)", rm, msg)
 	}
-	recs, err := readPartition(context.Background(), kc.ListenAddrs()[0], "chat.push", 0)
+	recs, err := kafkatest.ReadPartition(context.Background(), kc.ListenAddrs()[0], "chat.push", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
