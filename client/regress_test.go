@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -127,19 +126,11 @@ func TestRPCRightAfterNewIsRaceFree(t *testing.T) {
 // server, an empty page) while a gap is open are retried; the later live
 // event is handed on only after the gap is filled.
 func TestTransientHistoryFailureKeepsTheGap(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	b := connect(t, testConfig(t, broker, 2))
-	conv := direct(t, a, 2)
+	a, b, conv := pair(t)
 	sendN(t, a, conv, 1, "m")
 	messages(t, b, conv, 1, 10*time.Second)
 
-	b.DropEvents(func(p []byte) bool {
-		var ev client.Event
-		_ = json.Unmarshal(p, &ev)
-		return ev.Type == client.EventMessageNew && ev.Seq >= 2 && ev.Seq <= 4
-	})
+	dropMessages(b, 2, 4)
 	calls := 0
 	b.InjectHistoryFaults(func(_, _ int64) ([]client.Message, error, bool) {
 		calls++
@@ -180,11 +171,7 @@ func TestFillFromPositionZeroStartsAtSeqOne(t *testing.T) {
 	cfg := testConfig(t, broker, 2)
 	cfg.Positions = map[int64]int64{conv: 0}
 	b := connect(t, cfg)
-	b.DropEvents(func(p []byte) bool {
-		var ev client.Event
-		_ = json.Unmarshal(p, &ev)
-		return ev.Type == client.EventMessageNew && ev.Seq <= 2
-	})
+	dropMessages(b, 1, 2)
 	sendN(t, a, conv, 3, "m")
 	got := messages(t, b, conv, 1, 10*time.Second)
 	if got[0].Seq != 1 {

@@ -19,6 +19,7 @@ import (
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -79,7 +80,7 @@ func (n attachNode) call(t *testing.T, user int64, method, path string, body any
 		t.Fatal(err)
 	}
 	if user > 0 {
-		req.Header.Set("Authorization", "Bearer "+token(t, user))
+		req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -275,10 +276,7 @@ func assertNoOrphans(t *testing.T, n attachNode) {
 func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
-		g, err := n.Service.CreateGroup(ctx, 1, "photos", []int64{2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGroup(t, ctx, n.Server, 1, "photos", []int64{2})
 		sender := rawClient(t, n.MQTTAddr(), 1, "att-sender", 5, true)
 		reader := rawClient(t, n.MQTTAddr(), 2, "att-reader", 5, true)
 
@@ -300,7 +298,7 @@ func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {
 		id := newID()
 		payload, _ := json.Marshal(map[string]any{"clientMsgId": id, "attachments": []chat.AttachmentRef{
 			{UploadID: up.UploadID, Caption: "the view"}, {UploadID: vu.UploadID}, {UploadID: du.UploadID}}})
-		ack, err := sender.Publish(msgTopic(g.ID), 1, payload)
+		ack, err := sender.Publish(testnode.MsgTopic(g.ID), 1, payload)
 		if err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("send with attachments: %v reason 0x%x %s", err, ack.ReasonCode, ack.Properties.ReasonString)
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -21,8 +20,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-const testSecret = "test-secret-0123456789abcdef0123456789"
 
 // startNode starts a chatd node on loopback ports against url.
 func startNode(t testing.TB, url string, env map[string]string) *server.Server {
@@ -33,9 +30,7 @@ func startNode(t testing.TB, url string, env map[string]string) *server.Server {
 // nodeEnv is the settings of this package's test nodes, env on top.
 func nodeEnv(t testing.TB, url string, env map[string]string) map[string]string {
 	t.Helper()
-	base := testnode.Env(t, url)
-	for k, v := range map[string]string{
-		"CHAT_JWT_SECRET": testSecret,
+	return testnode.SecretEnv(t, url, map[string]string{
 		// Tests that are not about rate limits run without them; the
 		// rate-limit tests set the ones they exercise.
 		"CHAT_LIMIT_TYPING_RATE": "0",
@@ -44,46 +39,41 @@ func nodeEnv(t testing.TB, url string, env map[string]string) map[string]string 
 		"CHAT_SEND_TIMEOUT": "20s",
 		// Presence events would interleave with what other tests expect;
 		// the presence tests turn them on.
-		"CHAT_PRESENCE_PUSH":    "false",
-		"CHAT_SHUTDOWN_TIMEOUT": "10s",
-	} {
-		base[k] = v
-	}
-	for k, v := range env {
-		base[k] = v
-	}
-	return base
+		"CHAT_PRESENCE_PUSH": "false",
+	}, env)
 }
 
-func token(t testing.TB, user int64) string {
+// mustGroup creates a group on srv as creator with members.
+func mustGroup(t testing.TB, ctx context.Context, srv *server.Server, creator int64, title string, members []int64) chat.Conversation {
 	t.Helper()
-	tok, err := auth.Mint([]byte(testSecret), user, time.Hour)
+	conv, err := srv.Service.CreateGroup(ctx, creator, title, members)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok
+	return conv
 }
 
-func sendPayload(clientMsgID, body string) []byte {
-	b, _ := json.Marshal(map[string]string{"clientMsgId": clientMsgID, "body": body})
-	return b
+// mustDirect opens (or finds) the direct conversation of a and b on srv.
+func mustDirect(t testing.TB, ctx context.Context, srv *server.Server, a, b int64) chat.Conversation {
+	t.Helper()
+	conv, _, err := srv.Service.OpenDirect(ctx, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conv
 }
-
-func msgTopic(conv int64) string  { return fmt.Sprintf("chat/v1/conv/%d/msg", conv) }
-func readTopic(conv int64) string { return fmt.Sprintf("chat/v1/conv/%d/read", conv) }
-func eventsTopic(u int64) string  { return fmt.Sprintf("chat/v1/user/%d/events", u) }
 
 // rawClient connects a raw MQTT client (v is 4 or 5) for user and subscribes
 // to its events topic.
 func rawClient(t *testing.T, addr string, user int64, clientID string, v byte, clean bool) *mqtttest.Client {
 	t.Helper()
 	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
-		Password: token(t, user), Clean: clean, Expiry: expiryFor(v, clean)})
+		Password: testnode.Token(t, user), Clean: clean, Expiry: expiryFor(v, clean)})
 	if err != nil {
 		t.Fatalf("connect user %d: %v", user, err)
 	}
 	t.Cleanup(c.Drop)
-	codes, err := c.Subscribe(eventsTopic(user))
+	codes, err := c.Subscribe(testnode.EventsTopic(user))
 	if err != nil || len(codes) != 1 || codes[0] >= 0x80 {
 		t.Fatalf("subscribe events: %v %v", codes, err)
 	}
@@ -190,12 +180,12 @@ func newPaho(t *testing.T, addr string, user int64, clientID string) *pahoClient
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ca, err := pc.Connect(ctx, &paho.Connect{KeepAlive: 30, ClientID: clientID, CleanStart: true,
-		Username: fmt.Sprint(user), UsernameFlag: true, Password: []byte(token(t, user)), PasswordFlag: true})
+		Username: fmt.Sprint(user), UsernameFlag: true, Password: []byte(testnode.Token(t, user)), PasswordFlag: true})
 	if err != nil || ca.ReasonCode != 0 {
 		t.Fatalf("paho connect user %d: %v", user, err)
 	}
 	t.Cleanup(func() { _ = pc.Disconnect(&paho.Disconnect{}) })
-	if _, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: eventsTopic(user), QoS: 1}}}); err != nil {
+	if _, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: testnode.EventsTopic(user), QoS: 1}}}); err != nil {
 		t.Fatalf("paho subscribe: %v", err)
 	}
 	return pc
@@ -211,18 +201,6 @@ func (pc *pahoClient) messages(conv int64) []event {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func newID() string { return uuid.NewString() }

@@ -21,6 +21,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and returns the paths and a
@@ -56,10 +57,7 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	certPath, keyPath, roots := selfSigned(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
 		"CHAT_MQTTS_ADDR": "127.0.0.1:0", "CHAT_HTTPS_ADDR": "127.0.0.1:0"})
-	conv, _, err := srv.Service.OpenDirect(t.Context(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, t.Context(), srv, 1, 2)
 	tlsCfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 
 	// HTTPS
@@ -75,12 +73,12 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tls dial mqtt: %v", err)
 	}
-	listener, _, err := mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: "tls-2", Password: token(t, 2), Clean: true})
+	listener, _, err := mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: "tls-2", Password: testnode.Token(t, 2), Clean: true})
 	if err != nil {
 		t.Fatalf("mqtt over tls: %v", err)
 	}
 	defer listener.Drop()
-	if codes, err := listener.Subscribe(eventsTopic(2)); err != nil || codes[0] >= 0x80 {
+	if codes, err := listener.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe: %v %v", codes, err)
 	}
 
@@ -90,12 +88,12 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wss dial: %v", err)
 	}
-	sender, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "wss-1", Password: token(t, 1), Clean: true})
+	sender, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "wss-1", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatalf("mqtt over wss: %v", err)
 	}
 	defer sender.Drop()
-	ack, err := sender.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "encrypted"))
+	ack, err := sender.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "encrypted"))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("send over wss: 0x%02x %v", ack.ReasonCode, err)
 	}
@@ -104,7 +102,7 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	}
 
 	// Plain TCP to the TLS port is refused.
-	plain, _, err := mqtttest.Dial(srv.MQTTSAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	plain, _, err := mqtttest.Dial(srv.MQTTSAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: testnode.Token(t, 1), Clean: true})
 	if err == nil {
 		plain.Drop()
 		t.Fatal("plain MQTT accepted on the TLS port")
@@ -115,7 +113,7 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	plain, _, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	plain, _, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatalf("plain MQTT beside MQTT over TLS: %v", err)
 	}

@@ -44,6 +44,22 @@ func Env(t testing.TB, url string) map[string]string {
 	}
 }
 
+// SecretEnv is Env for a node that tests sign in to with Token:
+// CHAT_JWT_SECRET is Secret and shutdowns wait at most 10 s. Each of
+// overlays is then copied on top, in order.
+func SecretEnv(t testing.TB, url string, overlays ...map[string]string) map[string]string {
+	t.Helper()
+	env := Env(t, url)
+	env["CHAT_JWT_SECRET"] = Secret
+	env["CHAT_SHUTDOWN_TIMEOUT"] = "10s"
+	for _, o := range overlays {
+		for k, v := range o {
+			env[k] = v
+		}
+	}
+	return env
+}
+
 // Start starts a node with exactly env's settings and opts, logging to h
 // (nil: warnings and worse to stderr), and closes it when the test ends.
 func Start(t testing.TB, env map[string]string, h slog.Handler, opts ...server.Option) *server.Server {

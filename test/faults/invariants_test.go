@@ -16,6 +16,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // The invariants every fault scenario ends with:
@@ -392,7 +393,7 @@ func (s *sender) send(t *testing.T, conv int64, id, body string, deadline time.T
 		}
 		if s.c == nil || s.c.Closed() {
 			c, connack, err := mqtttest.Dial(s.addr(), mqtttest.Options{Version: s.dev.version, ClientID: s.dev.clientID,
-				Password: token(t, s.dev.user), Clean: true, ReadBuffer: 64})
+				Password: testnode.Token(t, s.dev.user), Clean: true, ReadBuffer: 64})
 			if err != nil {
 				if connack.ReasonCode != 0 {
 					s.mu.Lock()
@@ -405,7 +406,7 @@ func (s *sender) send(t *testing.T, conv int64, id, body string, deadline time.T
 			s.c = c
 			t.Cleanup(c.Drop)
 		}
-		ack, err := s.c.Publish(msgTopic(conv), 1, sendPayload(id, body))
+		ack, err := s.c.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(id, body))
 		if err != nil {
 			s.mu.Lock()
 			s.noAck++

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // TestChatdKilledUnderLoadLosesNothingAndClientsResume: chatd (a
@@ -71,7 +73,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 					continue
 				}
 				rc := live[0].client()
-				if ack, err := rc.Publish(readTopic(conv), 1, fmt.Appendf(nil, `{"seq":%d}`, seq)); err == nil && ack.ReasonCode < 0x80 {
+				if ack, err := rc.Publish(testnode.ReadTopic(conv), 1, fmt.Appendf(nil, `{"seq":%d}`, seq)); err == nil && ack.ReasonCode < 0x80 {
 					readMu.Lock()
 					readAcked[conv] = max(readAcked[conv], seq)
 					readMu.Unlock()
@@ -104,7 +106,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 			}
 		}(i, s)
 	}
-	waitFor(t, 60*time.Second, "load to build up", func() bool { return sent.Load() >= perSender })
+	testkit.WaitFor(t, 60*time.Second, "load to build up", func() bool { return sent.Load() >= perSender })
 	before := snapshotMarks(t, pool)
 	ackedBefore := led.count()
 	p.kill() // SIGKILL in the middle of sends, deliveries and receipts
@@ -123,7 +125,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	keepConnected(t, away, apps[6], addr)
 	start := time.Now()
 	for u, a := range apps {
-		waitFor(t, 60*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
+		testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
 	}
 	caughtUp := time.Since(start)
 	// Nothing more may arrive: exactly once after de-duplication.

@@ -20,6 +20,8 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // TestOfflineClientConvergesToTheOnlineViewByCatchUpAlone: three users send,
@@ -133,7 +135,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 	back := startClient(t, viewAddr, 2, offlineDir)
 	stopBack := follow(back, offlineView)
 	defer stopBack()
-	waitFor(t, 30*time.Second, "the devices to reach the last seq", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the devices to reach the last seq", func() bool {
 		return onlineView.Position(conv) == last && offlineView.Position(conv) == last
 	})
 
@@ -173,7 +175,7 @@ func startClient(t *testing.T, addr func() string, user int64, dir string) *clie
 	c, err := client.New(ctx, client.Config{
 		Brokers:           []string{"mqtt://" + addr()},
 		UserID:            user,
-		Token:             token(t, user),
+		Token:             testnode.Token(t, user),
 		SessionDir:        dir,
 		MaxReconnectDelay: 300 * time.Millisecond,
 		RequestTimeout:    10 * time.Second,

@@ -17,6 +17,7 @@ import (
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/procstate"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // embeddedDataDir is a data dir for chatd's embedded PostgreSQL that the
@@ -123,7 +124,7 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 	zombies := 0
 	for r := 0; r < restarts; r++ {
 		from := sent.Load()
-		waitFor(t, 30*time.Second, fmt.Sprintf("acknowledged sends before kill %d", r+1), func() bool { return sent.Load() >= from+5 })
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("acknowledged sends before kill %d", r+1), func() bool { return sent.Load() >= from+5 })
 		pm := postmasterPID(dataDir)
 		if pm == 0 {
 			t.Fatalf("kill %d: no postmaster.pid", r+1)
