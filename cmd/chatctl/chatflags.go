@@ -27,6 +27,21 @@ type chatFlags struct {
 	json    *bool
 }
 
+// openPeer points *conv at the direct conversation of --user with peer
+// (opening it if needed) when a command was given --peer instead of
+// --conversation; with peer 0 it leaves *conv as it is.
+func (f chatFlags) openPeer(ctx context.Context, c *client.Client, fs *flag.FlagSet, conv *int64, peer int64) error {
+	if peer == 0 {
+		return nil
+	}
+	d, _, err := c.OpenDirect(ctx, peer)
+	if err != nil {
+		return explainChat(err, fs, *f.user, 0)
+	}
+	*conv = d.ID
+	return nil
+}
+
 func addChatFlags(fs *flag.FlagSet) chatFlags {
 	return chatFlags{
 		broker:  fs.String("broker", "", "chatd MQTT address, mqtt://host:port or ws://host:port/mqtt (default mqtt://$CHAT_MQTT_ADDR, else mqtt://127.0.0.1:1883)"),

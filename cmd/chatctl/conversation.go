@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"slices"
 
 	chat "github.com/chatd/chatd"
@@ -22,29 +21,7 @@ var conversationCommands = []command{
 }
 
 func runConversation(ctx context.Context, a *app, args []string) error {
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: chatctl conversation <subcommand> [flags]\n\nThese commands write to the database directly (no MQTT); their events go\nto the outbox like chatd's own.\n\nSubcommands:\n")
-		for _, c := range conversationCommands {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-		}
-		fmt.Fprintf(w, "\nRun \"chatctl conversation <subcommand> --help\" for its flags.\n\nExample:\n  chatctl conversation create --owner 1 --title \"Team\" --members 2,3,4\n")
-	}
-	if len(args) == 0 {
-		usage(a.stderr)
-		return usagef("conversation: a subcommand is required")
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(a.stdout)
-		return errHelp
-	}
-	for _, c := range conversationCommands {
-		if c.name == args[0] {
-			return c.run(ctx, a, args[1:])
-		}
-	}
-	usage(a.stderr)
-	return usagef("conversation: unknown subcommand %q", args[0])
+	return subcommands{name: "conversation", usage: "Usage: chatctl conversation <subcommand> [flags]\n\nThese commands write to the database directly (no MQTT); their events go\nto the outbox like chatd's own.\n", example: `chatctl conversation create --owner 1 --title "Team" --members 2,3,4`, cmds: conversationCommands}.run(ctx, a, args)
 }
 
 // service opens the database and builds the chat service the way chatd

@@ -207,29 +207,7 @@ var groupCommands = []command{
 }
 
 func runGroup(ctx context.Context, a *app, args []string) error {
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: chatctl group <subcommand> --user N --conversation C [flags]\n\nManage a group as one of its members, over MQTT like a client.\n\nSubcommands:\n")
-		for _, c := range groupCommands {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-		}
-		fmt.Fprintf(w, "\nRun \"chatctl group <subcommand> --help\" for its flags.\n\nExample:\n  chatctl group update --user 1 --conversation 3 --title \"Crag crew\"\n")
-	}
-	if len(args) == 0 {
-		usage(a.stderr)
-		return usagef("group: a subcommand is required")
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(a.stdout)
-		return errHelp
-	}
-	for _, c := range groupCommands {
-		if c.name == args[0] {
-			return c.run(ctx, a, args[1:])
-		}
-	}
-	usage(a.stderr)
-	return usagef("group: unknown subcommand %q", args[0])
+	return subcommands{name: "group", usage: "Usage: chatctl group <subcommand> --user N --conversation C [flags]\n\nManage a group as one of its members, over MQTT like a client.\n", example: `chatctl group update --user 1 --conversation 3 --title "Crag crew"`, cmds: groupCommands}.run(ctx, a, args)
 }
 
 // groupFlags are the flags every group subcommand has.

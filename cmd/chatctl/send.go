@@ -52,12 +52,8 @@ func runSend(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer closeFn()
-	if *peer != 0 {
-		d, _, err := c.OpenDirect(ctx, *peer)
-		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
-		}
-		*conv = d.ID
+	if err := cf.openPeer(ctx, c, fs, conv, *peer); err != nil {
+		return err
 	}
 	var atts []client.Attachment
 	for _, p := range files {
