@@ -245,15 +245,8 @@ func bindMembers(_ *API, _ http.ResponseWriter, r *http.Request, p *membersParam
 	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
 		return err
 	}
-	q, err := parseQuery(r, "limit", "cursor")
-	if err != nil {
-		return err
-	}
-	if p.Limit, err = q.int("limit"); err != nil {
-		return err
-	}
-	p.Cursor = q.str("cursor")
-	return nil
+	p.Limit, p.Cursor, err = pageQuery(r)
+	return err
 }
 
 func listMembers(a *API, ctx context.Context, user int64, p membersParams) (int, any, error) {
