@@ -130,9 +130,7 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 	st, pool := newStore(t)
 	const owner, alice, bob, carol = 1, 2, 3, 4
 	conv := mustGroup(t, st, owner, alice, bob, carol)
-	for range 3 {
-		mustSend(t, st, conv.ID, owner, "before they joined")
-	}
+	sendN(t, st, conv.ID, owner, 3, "before they joined")
 	events := func() int { return len(outboxEvents(t, pool, conv.ID, "")) }
 	before := events()
 

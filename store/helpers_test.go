@@ -100,6 +100,14 @@ func mustSend(t *testing.T, st *store.Store, conv, sender int64, body string) ch
 	return res.Message
 }
 
+// sendN sends n messages of body to conv as sender.
+func sendN(t *testing.T, st *store.Store, conv, sender int64, n int, body string) {
+	t.Helper()
+	for range n {
+		mustSend(t, st, conv, sender, body)
+	}
+}
+
 func wantCode(t *testing.T, what string, err error, code chat.Code) {
 	t.Helper()
 	if err == nil {

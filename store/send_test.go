@@ -288,9 +288,7 @@ func TestSendFailingBeforeCommitLeavesNoMessageEventOrGap(t *testing.T) {
 	st, pool := newStore(t)
 	installOutboxTrap(t, ctx, func(ctx context.Context, sql string) error { _, err := pool.Exec(ctx, sql); return err })
 	conv := mustGroup(t, st, 1, 2)
-	for range 3 {
-		mustSend(t, st, conv.ID, 1, "ok")
-	}
+	sendN(t, st, conv.ID, 1, 3, "ok")
 	failed := sendReq(conv.ID, 2, "explode")
 	_, err := st.Send(ctx, failed)
 	if err == nil {
