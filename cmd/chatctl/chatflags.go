@@ -27,6 +27,17 @@ type chatFlags struct {
 	json    *bool
 }
 
+// with runs fn with a client connected as connect does and closes it
+// after.
+func (f chatFlags) with(ctx context.Context, a *app, fs *flag.FlagSet, fn func(*client.Client) error, opts ...func(*client.Config)) error {
+	c, closeFn, err := f.connect(ctx, a, fs, opts...)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return fn(c)
+}
+
 // openPeer points *conv at the direct conversation of --user with peer
 // (opening it if needed) when a command was given --peer instead of
 // --conversation; with peer 0 it leaves *conv as it is.

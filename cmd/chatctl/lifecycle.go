@@ -132,31 +132,28 @@ func runForward(ctx context.Context, a *app, args []string) error {
 	if err := checkClientMsgID(fs, id); err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	if err := cf.openPeer(ctx, c, fs, conv, *peer); err != nil {
-		return err
-	}
-	ref := &client.MessageRef{ConversationID: *from, Seq: *seq}
-	sent, err := c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
-	if err != nil {
-		return explainForward(err, fs, *cf.user, *conv, *from, *seq)
-	}
-	// The forward's body is the server's copy: read it back to show what
-	// was sent (best effort; the forward is committed either way).
-	body := ""
-	if ms, err := c.History(ctx, *conv, client.HistoryOptions{AfterSeq: sent - 1, Forward: true, Limit: 1}); err == nil && len(ms) == 1 && ms[0].Seq == sent {
-		body = ms[0].Body
-	}
-	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": sent, "clientMsgId": *id, "body": body,
-			"forwardedFrom": map[string]int64{"conversationId": *from, "seq": *seq}})
-	}
-	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d (forwarded from conv %d #%d): %s\n", *conv, sent, *cf.user, *from, *seq, body)
-	return nil
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		if err := cf.openPeer(ctx, c, fs, conv, *peer); err != nil {
+			return err
+		}
+		ref := &client.MessageRef{ConversationID: *from, Seq: *seq}
+		sent, err := c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
+		if err != nil {
+			return explainForward(err, fs, *cf.user, *conv, *from, *seq)
+		}
+		// The forward's body is the server's copy: read it back to show what
+		// was sent (best effort; the forward is committed either way).
+		body := ""
+		if ms, err := c.History(ctx, *conv, client.HistoryOptions{AfterSeq: sent - 1, Forward: true, Limit: 1}); err == nil && len(ms) == 1 && ms[0].Seq == sent {
+			body = ms[0].Body
+		}
+		if *cf.json {
+			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": sent, "clientMsgId": *id, "body": body,
+				"forwardedFrom": map[string]int64{"conversationId": *from, "seq": *seq}})
+		}
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d (forwarded from conv %d #%d): %s\n", *conv, sent, *cf.user, *from, *seq, body)
+		return nil
+	})
 }
 
 // changeFlags are the flags of edit, recall and react: who changes which
@@ -192,17 +189,14 @@ func (ch changeFlags) parse(a *app, args []string) error {
 // prints the result with the seq of its entry, still connected; a refusal
 // is explained for verb.
 func (ch changeFlags) apply(ctx context.Context, a *app, verb string, change client.Change, print func(entry int64) error) error {
-	c, closeFn, err := ch.chat.connect(ctx, a, ch.fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	change.ConversationID, change.ClientMsgID, change.TargetSeq = *ch.conv, *ch.id, *ch.seq
-	entry, err := c.Apply(ctx, change)
-	if err != nil {
-		return explainChange(err, ch.fs, verb, *ch.chat.user, *ch.conv, *ch.seq)
-	}
-	return print(entry)
+	return ch.chat.with(ctx, a, ch.fs, func(c *client.Client) error {
+		change.ConversationID, change.ClientMsgID, change.TargetSeq = *ch.conv, *ch.id, *ch.seq
+		entry, err := c.Apply(ctx, change)
+		if err != nil {
+			return explainChange(err, ch.fs, verb, *ch.chat.user, *ch.conv, *ch.seq)
+		}
+		return print(entry)
+	})
 }
 
 // addClientMsgIDFlag is the --client-msg-id flag of a change.
