@@ -164,6 +164,21 @@ func newService(pool *pgxpool.Pool) *chat.Service {
 	return chat.NewService(store.New(pool, chat.DefaultLimits()), chat.DefaultLimits())
 }
 
+// createGroups creates n groups of user 1 with members, titled prefix and
+// their number, and returns their ids.
+func createGroups(t testing.TB, ctx context.Context, svc *chat.Service, n int, prefix string, members []int64) []int64 {
+	t.Helper()
+	var convs []int64
+	for i := 0; i < n; i++ {
+		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint(prefix, i), members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		convs = append(convs, g.ID)
+	}
+	return convs
+}
+
 var (
 	buildOnce sync.Once
 	buildErr  error

@@ -88,21 +88,9 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 	srv := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafkaAddr, "CHAT_NODE_ID": "faults-kafka"})
 	pool := openPool(t, url, 2)
 	ctx := context.Background()
-	var convs []int64
-	for i := 0; i < 3; i++ {
-		g, err := srv.Service.CreateGroup(ctx, 1, fmt.Sprint("kafka ", i), []int64{2, 3, 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, g.ID)
-	}
+	convs := createGroups(t, ctx, srv.Service, 3, "kafka ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
-	apps := map[int64]*app{2: newApp("user 2 (v5)"), 3: newApp("user 3 (v3.1.1)"), 4: newApp("user 4 (v5, returns after Kafka is back)")}
-	keepConnected(t, device{user: 2, clientID: "kafka-phone-2", version: 5}, apps[2], addr)
-	keepConnected(t, device{user: 3, clientID: "kafka-phone-3", version: 4}, apps[3], addr)
-	away := device{user: 4, clientID: "kafka-phone-4", version: 5}
-	c := away.mustConnect(t, addr(), 10*time.Second)
-	c.Disconnect()
+	apps, away := outageAudience(t, "kafka-phone-", "returns after Kafka is back", addr)
 
 	led := newLedger()
 	s := newSender(device{user: 1, clientID: "kafka-sender", version: 5}, addr, led)

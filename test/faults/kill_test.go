@@ -3,7 +3,6 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,14 +24,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	pool := openPool(t, url, 4)
 	svc := newService(pool)
 	ctx := context.Background()
-	var convs []int64
-	for i := 0; i < 3; i++ {
-		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint("kill ", i), []int64{2, 3, 4, 5, 6})
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, g.ID)
-	}
+	convs := createGroups(t, ctx, svc, 3, "kill ", []int64{2, 3, 4, 5, 6})
 	p := newProc(t, url, map[string]string{"CHAT_MAX_INFLIGHT": "16"})
 	p.start()
 	addr := func() string { return p.MQTT }
@@ -49,8 +41,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 		live = append(live, keepConnected(t, device{user: u, clientID: fmt.Sprintf("kill-phone-%d", u), version: v}, apps[u], addr))
 	}
 	away := device{user: 6, clientID: "kill-phone-6", version: 4}
-	c := away.mustConnect(t, addr(), 10*time.Second)
-	c.Disconnect()
+	away.goAway(t, addr)
 	apps[6] = newApp("user 6 (v4, offline during the kill)")
 
 	// Member 2 marks what it has read as it goes; acknowledged receipts must
@@ -91,21 +82,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 		newSender(device{user: 3, clientID: "kill-sender-3", version: 5}, addr, led),
 		newSender(device{user: 4, clientID: "kill-sender-4", version: 4}, addr, led),
 	}
-	for i, s := range senders {
-		wg.Add(1)
-		go func(i int, s *sender) {
-			defer wg.Done()
-			rnd := rand.New(rand.NewPCG(uint64(i), 9))
-			for n := 0; n < perSender; n++ {
-				conv := convs[rnd.IntN(len(convs))]
-				if _, err := s.send(t, conv, newID(), fmt.Sprintf("load %d/%d", i, n), time.Now().Add(90*time.Second)); err != nil {
-					t.Errorf("%s: message %d: %v", s.dev.clientID, n, err)
-					return
-				}
-				sent.Add(1)
-			}
-		}(i, s)
-	}
+	sendLoad(t, &wg, senders, convs, 9, 90*time.Second, &sent, func(n int) bool { return n < perSender })
 	testkit.WaitFor(t, 60*time.Second, "load to build up", func() bool { return sent.Load() >= perSender })
 	before := snapshotMarks(t, pool)
 	ackedBefore := led.count()

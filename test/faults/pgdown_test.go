@@ -84,21 +84,9 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	srv := startNode(t, url, map[string]string{"CHAT_SEND_TIMEOUT": "2s"})
 	pool := openPool(t, url, 4)
 	ctx := context.Background()
-	var convs []int64
-	for i := 0; i < 2; i++ {
-		g, err := srv.Service.CreateGroup(ctx, 1, fmt.Sprint("outage ", i), []int64{2, 3, 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, g.ID)
-	}
+	convs := createGroups(t, ctx, srv.Service, 2, "outage ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
-	apps := map[int64]*app{2: newApp("user 2 (v5, online)"), 3: newApp("user 3 (v3.1.1, online)"), 4: newApp("user 4 (v5, away during the outage)")}
-	keepConnected(t, device{user: 2, clientID: "pg-phone-2", version: 5}, apps[2], addr)
-	keepConnected(t, device{user: 3, clientID: "pg-phone-3", version: 4}, apps[3], addr)
-	away := device{user: 4, clientID: "pg-phone-4", version: 5}
-	c := away.mustConnect(t, addr(), 10*time.Second)
-	c.Disconnect()
+	apps, away := outageAudience(t, "pg-phone-", "away during the outage", addr)
 
 	led := newLedger()
 	senders := []*sender{
