@@ -68,10 +68,7 @@ func TestSendReturnsSeqAndPeerReceivesInOrder(t *testing.T) {
 // after reconnecting it fetches them through history and delivers each once,
 // in order.
 func TestGapAfterOfflineIsFilledFromHistory(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	srv, _, a, conv := sender(t)
 
 	px := newProxy(t, srv.MQTTAddr())
 	cfg := testConfig(t, px.URL(), 2)
@@ -148,10 +145,7 @@ func TestDuplicateEventIsDropped(t *testing.T) {
 // several times while messages stream in: it still delivers 1..N exactly
 // once and in order.
 func TestOrderSurvivesConnectionKills(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	srv, _, a, conv := sender(t)
 	px := newProxy(t, srv.MQTTAddr())
 	cfg := testConfig(t, px.URL(), 2)
 	cfg.SessionDir = t.TempDir()

@@ -28,15 +28,21 @@ func startNode(t *testing.T, url string) *server.Server {
 	return testnode.Start(t, testnode.SecretEnv(t, url), nil)
 }
 
-// pair starts a node and connects users 1 (a) and 2 (b) to it over MQTT,
-// with their direct conversation conv.
+// sender starts a node (its MQTT URL is broker) and connects user 1 (a)
+// to it, with a's direct conversation conv with user 2.
+func sender(t *testing.T) (srv *server.Server, broker string, a *client.Client, conv int64) {
+	t.Helper()
+	srv = startNode(t, pgtest.NewDB(t))
+	broker = "mqtt://" + srv.MQTTAddr()
+	a = connect(t, testConfig(t, broker, 1))
+	return srv, broker, a, direct(t, a, 2)
+}
+
+// pair is sender with user 2 (b) connected too.
 func pair(t *testing.T) (a, b *client.Client, conv int64) {
 	t.Helper()
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a = connect(t, testConfig(t, broker, 1))
-	b = connect(t, testConfig(t, broker, 2))
-	return a, b, direct(t, a, 2)
+	_, broker, a, conv := sender(t)
+	return a, connect(t, testConfig(t, broker, 2)), conv
 }
 
 // dropMessages makes c lose the message.new events of seqs from..to on

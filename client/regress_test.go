@@ -20,10 +20,7 @@ import (
 // Problem Information = 0 then, so chatd's PUBACK carried no seq and Send
 // failed although the message was committed.
 func TestPersistentSessionSendReturnsSeq(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, _, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.SessionDir = t.TempDir()
 	b := connect(t, cfg)
@@ -94,10 +91,7 @@ func TestSendResolvesSeqWhenPUBACKLacksIt(t *testing.T) {
 // connection manager; an RPC issued right after New, without
 // AwaitConnection, must work too. Run with -race.
 func TestRPCRightAfterNewIsRaceFree(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, a, conv := sender(t)
 	sendN(t, a, conv, 1, "m")
 
 	// Hold New between starting the connection and recording its manager
@@ -164,10 +158,7 @@ func TestTransientHistoryFailureKeepsTheGap(t *testing.T) {
 // filled from seq 1 (afterSeq=0 sent explicitly), not with the newest page,
 // which would already hold the live event's seq and skip seq 1.
 func TestFillFromPositionZeroStartsAtSeqOne(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, a, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.Positions = map[int64]int64{conv: 0}
 	b := connect(t, cfg)
@@ -281,10 +272,7 @@ func TestPersistentCatchUpTakesTheReplayNotHistory(t *testing.T) {
 // application's Positions lack still arrives, through history, once the
 // client has seen that no replay is coming.
 func TestPersistentCatchUpFillsWhatIsNotReplayed(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, a, conv := sender(t)
 	sendN(t, a, conv, 5, "before the session")
 	cfg := testConfig(t, broker, 2)
 	cfg.SessionDir = t.TempDir()
