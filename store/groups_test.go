@@ -128,9 +128,7 @@ func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
 // write nothing.
 func TestRenamingAGroupIsAStreamEntryAndAnEvent(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	g := mustGroup(t, st, 1, 2)
+	ctx, st, pool, g := groupOf12(t)
 	mustSend(t, st, g.ID, 2, "hi")
 	conv, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: strp("Trip"), About: strp("Plans"),
 		AvatarURL: strp("https://img.example/trip.png")})

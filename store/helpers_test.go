@@ -33,6 +33,15 @@ func newStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
 	return newStoreWithLimits(t, chat.DefaultLimits())
 }
 
+// groupOf12 is most tests' set-up: testCtx, a store of the test's own
+// and a group that user 1 created with user 2.
+func groupOf12(t *testing.T) (context.Context, *store.Store, *pgxpool.Pool, chat.Conversation) {
+	t.Helper()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	return ctx, st, pool, mustGroup(t, st, 1, 2)
+}
+
 func newStoreWithLimits(t *testing.T, l chat.Limits) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.NewPool(t)

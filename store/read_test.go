@@ -10,9 +10,7 @@ import (
 
 func TestMarkReadWatermarkOnlyMovesForwardAndStopsAtLastSeq(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	sendN(t, st, conv.ID, 1, 5, "m")
 
 	check := func(what string, seq int64, want chat.ReadResult) {
@@ -53,9 +51,7 @@ func TestMarkReadWatermarkOnlyMovesForwardAndStopsAtLastSeq(t *testing.T) {
 
 func TestSendAdvancesTheSendersOwnWatermark(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	sendN(t, st, conv.ID, 1, 3, "m")
 	if m := member(t, st, conv.ID, 1, 1); m.LastReadSeq != 3 {
 		t.Fatalf("sender's watermark = %d after sending 1..3", m.LastReadSeq)
@@ -83,9 +79,7 @@ func TestSendAdvancesTheSendersOwnWatermark(t *testing.T) {
 
 func TestMarkReadConcurrentReceiptsNeverMoveBackwards(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	sendN(t, st, conv.ID, 1, 50, "m")
 	var wg sync.WaitGroup
 	for range 20 {
