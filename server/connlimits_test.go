@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
@@ -94,7 +95,7 @@ func TestThe21stConnectionOfAUserIsRefusedWith0x97WhileReconnectsGetIn(t *testin
 // a client id counts once on whichever node it is; when Redis is gone each
 // node caps what it holds itself.
 func TestConnectionCapHoldsAcrossNodesWithRedis(t *testing.T) {
-	redisURL, stopRedis := startRedis(t)
+	redisURL, stopRedis := redistest.Start(t)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_REDIS_URL": redisURL, "CHAT_MAX_CONNECTIONS_PER_USER": "3"}
 	a := startNode(t, url, env)

@@ -1,20 +1,16 @@
 package server_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +20,7 @@ import (
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -375,47 +371,11 @@ func TestHTTP429CarriesRetryAfterAndRateLimitHeaders(t *testing.T) {
 	}
 }
 
-// startRedis runs redis-server on a free loopback port in a temp dir. It
-// skips the test when redis-server is missing, unless CI=true.
-func startRedis(t *testing.T) (url string, stop func()) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not installed (apt-get install redis-server); CI must run the Redis tests")
-		}
-		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server)")
-	}
-	addr := testkit.FreeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
-	t.Cleanup(stop)
-	testkit.WaitFor(t, 10*time.Second, "redis-server to answer PING", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		fmt.Fprintf(c, "PING\r\n")
-		_ = c.SetReadDeadline(time.Now().Add(time.Second))
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		return strings.HasPrefix(line, "+PONG")
-	})
-	return "redis://" + addr + "/0", stop
-}
-
 // TestRateLimitHoldsAcrossNodesWithRedis: two nodes sharing Redis enforce
 // one budget per user; with Redis stopped, sends go on under each node's
 // local limit, and the fallback is logged once, not per request.
 func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
-	redisURL, stopRedis := startRedis(t)
+	redisURL, stopRedis := redistest.Start(t)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_REDIS_URL": redisURL, "CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "10"}
 	logsA, logsB := &logtest.Counter{}, &logtest.Counter{}
