@@ -382,15 +382,7 @@ func TestANewPutInterruptsOneStillRunning(t *testing.T) {
 	data := mediatest.WAV(64 << 10) // 1 MiB
 	tk, _ := n.ticket(t, 1, g.ID, "v.wav", "audio/wav", len(data))
 	// The first PUT sends half and then nothing, its connection open.
-	c, err := net.Dial("tcp", n.HTTPAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", tk.URL, testnode.Token(t, 1), len(data))
-	if _, err := c.Write(data[:len(data)/2]); err != nil {
-		t.Fatal(err)
-	}
+	testnode.HalfPut(t, n.HTTPAddr(), tk.URL, 1, data)
 	testkit.WaitFor(t, 5*time.Second, "the first PUT to be writing", n.putting)
 	start := time.Now()
 	if r := n.put(t, 1, tk, data); r.status != http.StatusOK {

@@ -3,6 +3,7 @@ package testnode
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -27,6 +28,22 @@ func Token(t testing.TB, user int64) string {
 func SendPayload(clientMsgID, body string) []byte {
 	b, _ := json.Marshal(map[string]string{"clientMsgId": clientMsgID, "body": body})
 	return b
+}
+
+// HalfPut starts an upload PUT of data to path on the HTTP listener addr as
+// user, writes half the body and then nothing more: a slow or stalled
+// client. The connection stays open until the end of the test.
+func HalfPut(t testing.TB, addr, path string, user int64, data []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", path, Token(t, user), len(data))
+	if _, err := c.Write(data[:len(data)/2]); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // The MQTT topics tests publish and subscribe to, spelled out as a

@@ -399,15 +399,7 @@ func TestKill9MidUploadLeavesNoOrphanAndTheUploadCanBeSentAgain(t *testing.T) {
 	data := mediatest.WAV(512 << 10) // 8 MiB
 	tk := newTicket(t, p.HTTP, 1, conv.ID, "long.wav", "audio/wav", len(data))
 	// Half the body, then hold the connection open.
-	c, err := net.Dial("tcp", p.HTTP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", tk.URL, testnode.Token(t, 1), len(data))
-	if _, err := c.Write(data[:len(data)/2]); err != nil {
-		t.Fatal(err)
-	}
+	testnode.HalfPut(t, p.HTTP, tk.URL, 1, data)
 	testkit.WaitFor(t, 10*time.Second, "the upload's temporary file", func() bool { return tmpFiles(t, dataDir) == 1 })
 	p.kill()
 	p.start()
