@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/media/mediatest"
@@ -184,24 +186,15 @@ type attachEvent struct {
 
 func nextAttachEvent(t *testing.T, c *mqtttest.Client, typ string) attachEvent {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case pk, ok := <-c.Publishes:
-			if !ok {
-				t.Fatalf("connection closed waiting for %s", typ)
-			}
-			var ev attachEvent
-			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
-				t.Fatal(err)
-			}
-			if ev.Type == typ {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no %s within 15s", typ)
+	var ev attachEvent
+	nextPublish(t, c, typ, 15*time.Second, func(pk packets.Packet) bool {
+		ev = attachEvent{}
+		if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+			t.Fatal(err)
 		}
-	}
+		return ev.Type == typ
+	})
+	return ev
 }
 
 func attachPayload(id, body string, uploads ...string) []byte {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/google/uuid"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
@@ -100,27 +101,39 @@ type event struct {
 	Message        string `json:"message"`
 }
 
-// nextEvent waits for the next event of type typ on a raw client.
-func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Duration) event {
+// nextPublish waits for the next publish on a raw client that match
+// accepts, skipping the others; what names it when the connection closes
+// or none arrives within timeout.
+func nextPublish(t *testing.T, c *mqtttest.Client, what string, timeout time.Duration, match func(packets.Packet) bool) packets.Packet {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
 		select {
 		case pk, ok := <-c.Publishes:
 			if !ok {
-				t.Fatalf("connection closed while waiting for %s: %v", typ, c.Err)
+				t.Fatalf("connection closed while waiting for %s: %v", what, c.Err)
 			}
-			var ev event
-			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
-				t.Fatalf("bad event payload %q: %v", pk.Payload, err)
-			}
-			if ev.Type == typ {
-				return ev
+			if match(pk) {
+				return pk
 			}
 		case <-deadline:
-			t.Fatalf("no %s event within %v", typ, timeout)
+			t.Fatalf("no %s within %v", what, timeout)
 		}
 	}
+}
+
+// nextEvent waits for the next event of type typ on a raw client.
+func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Duration) event {
+	t.Helper()
+	var ev event
+	nextPublish(t, c, typ+" event", timeout, func(pk packets.Packet) bool {
+		ev = event{}
+		if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+			t.Fatalf("bad event payload %q: %v", pk.Payload, err)
+		}
+		return ev.Type == typ
+	})
+	return ev
 }
 
 // collectMessages reads message.new events of conv until n arrived.

@@ -153,28 +153,7 @@ func TestTLSCertificateReloadsWhenItsFilesChangeAndLiveConnectionsStayUp(t *test
 	}
 	conv := mustDirect(t, t.Context(), srv, 1, 2)
 	tlsCfg := &tls.Config{RootCAs: roots}
-	raw, err := tls.Dial("tcp", srv.MQTTSAddr(), tlsCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, _, err := mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: "reload-2", Password: testnode.Token(t, 2), Clean: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Drop()
-	if codes, err := listener.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
-		t.Fatalf("subscribe: %v %v", codes, err)
-	}
-	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: tlsCfg, HandshakeTimeout: 5 * time.Second}
-	ws, _, err := d.Dial("wss://"+srv.HTTPSAddr()+"/mqtt", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sender, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "reload-1", Password: testnode.Token(t, 1), Clean: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Drop()
+	listener, sender := overTLS(t, srv, tlsCfg, "reload-2", "reload-1")
 
 	// The renewal lands: key first, then the certificate, as certbot's
 	// symlink swap or a copy does.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -25,24 +27,15 @@ type presenceEvent struct {
 // nextPresence waits for a presence event about user on c.
 func nextPresence(t *testing.T, c *mqtttest.Client, user int64, timeout time.Duration) presenceEvent {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case pk, ok := <-c.Publishes:
-			if !ok {
-				t.Fatalf("connection closed while waiting for presence of %d: %v", user, c.Err)
-			}
-			var ev presenceEvent
-			if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user {
-				if ev.Online == nil || ev.LastSeen == nil {
-					t.Fatalf("presence event without online or lastSeen: %s", pk.Payload)
-				}
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no presence event about user %d within %v", user, timeout)
-		}
+	var ev presenceEvent
+	pk := nextPublish(t, c, fmt.Sprintf("presence event about user %d", user), timeout, func(pk packets.Packet) bool {
+		ev = presenceEvent{}
+		return json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user
+	})
+	if ev.Online == nil || ev.LastSeen == nil {
+		t.Fatalf("presence event without online or lastSeen: %s", pk.Payload)
 	}
+	return ev
 }
 
 // noPresence fails if a presence event about user arrives on c within d.

@@ -22,6 +22,7 @@ import (
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and returns the paths and a
@@ -68,31 +69,8 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	// MQTT over TLS
-	raw, err := tls.Dial("tcp", srv.MQTTSAddr(), tlsCfg)
-	if err != nil {
-		t.Fatalf("tls dial mqtt: %v", err)
-	}
-	listener, _, err := mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: "tls-2", Password: testnode.Token(t, 2), Clean: true})
-	if err != nil {
-		t.Fatalf("mqtt over tls: %v", err)
-	}
-	defer listener.Drop()
-	if codes, err := listener.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
-		t.Fatalf("subscribe: %v %v", codes, err)
-	}
-
-	// MQTT over secure WebSocket
-	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: tlsCfg, HandshakeTimeout: 5 * time.Second}
-	ws, _, err := d.Dial("wss://"+srv.HTTPSAddr()+"/mqtt", nil)
-	if err != nil {
-		t.Fatalf("wss dial: %v", err)
-	}
-	sender, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "wss-1", Password: testnode.Token(t, 1), Clean: true})
-	if err != nil {
-		t.Fatalf("mqtt over wss: %v", err)
-	}
-	defer sender.Drop()
+	// MQTT over TLS and over secure WebSocket
+	listener, sender := overTLS(t, srv, tlsCfg, "tls-2", "wss-1")
 	ack, err := sender.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "encrypted"))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("send over wss: 0x%02x %v", ack.ReasonCode, err)
@@ -118,4 +96,35 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 		t.Fatalf("plain MQTT beside MQTT over TLS: %v", err)
 	}
 	plain.Drop()
+}
+
+// overTLS connects user 2 (listener, v3.1.1, subscribed to its events)
+// over MQTT over TLS and user 1 (sender, v5) over MQTT over secure
+// WebSocket, with the given client ids; both are dropped at the end of
+// the test.
+func overTLS(t *testing.T, srv *server.Server, cfg *tls.Config, listenerID, senderID string) (listener, sender *mqtttest.Client) {
+	t.Helper()
+	raw, err := tls.Dial("tcp", srv.MQTTSAddr(), cfg)
+	if err != nil {
+		t.Fatalf("tls dial mqtt: %v", err)
+	}
+	listener, _, err = mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: listenerID, Password: testnode.Token(t, 2), Clean: true})
+	if err != nil {
+		t.Fatalf("mqtt over tls: %v", err)
+	}
+	t.Cleanup(listener.Drop)
+	if codes, err := listener.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe: %v %v", codes, err)
+	}
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: cfg, HandshakeTimeout: 5 * time.Second}
+	ws, _, err := d.Dial("wss://"+srv.HTTPSAddr()+"/mqtt", nil)
+	if err != nil {
+		t.Fatalf("wss dial: %v", err)
+	}
+	sender, _, err = mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: senderID, Password: testnode.Token(t, 1), Clean: true})
+	if err != nil {
+		t.Fatalf("mqtt over wss: %v", err)
+	}
+	t.Cleanup(sender.Drop)
+	return listener, sender
 }
