@@ -297,6 +297,15 @@ func memberFlag(fs *flag.FlagSet) *int64 {
 	return fs.Int64("member", 0, "the member the change is about")
 }
 
+// parseMember parses a group subcommand's flags and checks --member, what
+// the subcommand needs it for.
+func parseMember(a *app, fs *flag.FlagSet, args []string, member *int64, what string) error {
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	return requireID(fs, "member", *member, what)
+}
+
 func runGroupAdd(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("group add", "group add --user N --conversation C --member M [--admin]",
 		"Add --member to the group as --user (owner or admin; --admin: the owner only).",
@@ -304,10 +313,7 @@ func runGroupAdd(ctx context.Context, a *app, args []string) error {
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
 	admin := fs.Bool("admin", false, "add as an admin")
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireID(fs, "member", *member, "the user to add"); err != nil {
+	if err := parseMember(a, fs, args, member, "the user to add"); err != nil {
 		return err
 	}
 	return g.with(ctx, a, fs, func(c *client.Client) error {
@@ -332,10 +338,7 @@ func runGroupRemove(ctx context.Context, a *app, args []string) error {
 		"chatctl group remove --user 5 --conversation 3 --member 5")
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireID(fs, "member", *member, "the member to remove (--user's own id to leave)"); err != nil {
+	if err := parseMember(a, fs, args, member, "the member to remove (--user's own id to leave)"); err != nil {
 		return err
 	}
 	return g.with(ctx, a, fs, func(c *client.Client) error {
@@ -358,10 +361,7 @@ func runGroupRole(ctx context.Context, a *app, args []string) error {
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
 	role := fs.String("role", "", "admin or member")
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireID(fs, "member", *member, "the member whose role changes"); err != nil {
+	if err := parseMember(a, fs, args, member, "the member whose role changes"); err != nil {
 		return err
 	}
 	if *role != "admin" && *role != "member" {
@@ -382,10 +382,7 @@ func runGroupOwner(ctx context.Context, a *app, args []string) error {
 		"chatctl group owner --user 1 --conversation 3 --member 5")
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireID(fs, "member", *member, "the new owner"); err != nil {
+	if err := parseMember(a, fs, args, member, "the new owner"); err != nil {
 		return err
 	}
 	return g.with(ctx, a, fs, func(c *client.Client) error {
