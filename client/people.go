@@ -176,21 +176,20 @@ func (c *Client) UpdateGroup(ctx context.Context, conversationID int64, u GroupU
 
 // AddAdmin adds user to a group as an admin (the owner only).
 func (c *Client) AddAdmin(ctx context.Context, conversationID, user int64) (Member, error) {
-	return callFor[Member](ctx, c, "members.add", struct {
-		ConversationID int64  `json:"conversationId"`
-		UserID         int64  `json:"userId"`
-		Role           string `json:"role"`
-	}{conversationID, user, "admin"}, true)
+	return callFor[Member](ctx, c, "members.add", roleParams{conversationID, user, "admin"}, true)
+}
+
+// roleParams name a member of a conversation and a role for them.
+type roleParams struct {
+	ConversationID int64  `json:"conversationId"`
+	UserID         int64  `json:"userId"`
+	Role           string `json:"role"`
 }
 
 // SetRole makes a member an admin or a plain member ("admin", "member"):
 // the owner only.
 func (c *Client) SetRole(ctx context.Context, conversationID, user int64, role string) (Member, error) {
-	return callFor[Member](ctx, c, "members.role", struct {
-		ConversationID int64  `json:"conversationId"`
-		UserID         int64  `json:"userId"`
-		Role           string `json:"role"`
-	}{conversationID, user, role}, true)
+	return callFor[Member](ctx, c, "members.role", roleParams{conversationID, user, role}, true)
 }
 
 // TransferOwnership makes user the owner and the caller an admin. Not
