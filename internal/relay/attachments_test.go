@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/store"
 )
@@ -19,9 +18,8 @@ import (
 // relay from the entry as stored) is byte for byte the event the send
 // published live: attachment metadata has one definition.
 func TestKafkaCarriesAMessagesAttachmentsAsItsLiveEvent(t *testing.T) {
-	pool := pgtest.NewPool(t)
+	pool, st, conv := storeGroup(t)
 	ctx := context.Background()
-	st, conv := storeGroup(t, pool)
 	as := store.NewAttachments(pool)
 	id := chat.NewUploadID()
 	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: 1, ConversationID: conv.ID,

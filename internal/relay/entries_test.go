@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
 )
 
@@ -20,9 +19,8 @@ import (
 // Kafka value is exactly chatd's encoding of the stored message, createdAt
 // to the microsecond in UTC.
 func TestRelayedMessageTimesAreWhatGoWrites(t *testing.T) {
-	pool := pgtest.NewPool(t)
+	pool, st, conv := storeGroup(t)
 	ctx := context.Background()
-	st, conv := storeGroup(t, pool)
 	var sent []chat.Message
 	for i, frac := range []string{"", ".000001", ".1", ".12", ".1234", ".123456", ".999999", ".5"} {
 		at := fmt.Sprintf("2031-05-06T07:08:%02d%s+00:00", 10+i, frac)

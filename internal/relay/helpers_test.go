@@ -58,17 +58,18 @@ func newRelay(t *testing.T, pool *pgxpool.Pool, cfg relay.Config) *relay.Relay {
 	return rl
 }
 
-// storeGroup is a store on pool, closed at the end of the test, and a
-// group "g" that user 1 created with user 2.
-func storeGroup(t *testing.T, pool *pgxpool.Pool) (*store.Store, chat.Conversation) {
+// storeGroup is a database of the test's own, a store on it, closed at
+// the end of the test, and a group "g" that user 1 created with user 2.
+func storeGroup(t *testing.T) (*pgxpool.Pool, *store.Store, chat.Conversation) {
 	t.Helper()
+	pool := pgtest.NewPool(t)
 	st := store.New(pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	conv, err := st.CreateGroup(context.Background(), 1, "g", []int64{2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, conv
+	return pool, st, conv
 }
 
 // relayEntries starts Kafka and a relay that encodes outbox rows from the
