@@ -141,24 +141,25 @@ func (c *benchClient) current() *benchmqtt.Conn {
 	return c.conn
 }
 
-// drop cuts the connection as a lost network would.
-func (c *benchClient) drop() {
+// take detaches the client's connection (nil if it has none).
+func (c *benchClient) take() *benchmqtt.Conn {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	conn := c.conn
 	c.conn = nil
-	c.mu.Unlock()
-	if conn != nil {
+	return conn
+}
+
+// drop cuts the connection as a lost network would.
+func (c *benchClient) drop() {
+	if conn := c.take(); conn != nil {
 		conn.Drop()
 		<-conn.Done()
 	}
 }
 
 func (c *benchClient) close() {
-	c.mu.Lock()
-	conn := c.conn
-	c.conn = nil
-	c.mu.Unlock()
-	if conn != nil {
+	if conn := c.take(); conn != nil {
 		conn.Disconnect()
 	}
 }
