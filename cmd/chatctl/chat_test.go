@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -151,12 +151,7 @@ func TestChatCommandsSayWhatToDo(t *testing.T) {
 	env := chatEnv(srv, dataDir)
 
 	// Nothing listens on the broker address.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := testkit.FreeAddr(t)
 	wantFail(t, chatctl(t, env, "inbox", "--user", "1", "--broker", "mqtt://"+closed), 1,
 		"connection refused", "is chatd running?", "go run ./cmd/chatd")
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"reflect"
 	"slices"
 	"sort"
@@ -42,12 +41,7 @@ func TestOfflineClientConvergesToTheOnlineViewByCatchUpAlone(t *testing.T) {
 	})
 	t.Run("across two nodes over Kafka", func(t *testing.T) {
 		url := pgtest.NewDB(t)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		port := testkit.FreePort(t)
 		startKafka(t, port, "")
 		kafka := map[string]string{"CHAT_KAFKA_BROKERS": fmt.Sprintf("127.0.0.1:%d", port)}
 		a := newProc(t, url, withVars(kafka, "CHAT_NODE_ID", "node-a"))
