@@ -1,10 +1,13 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +65,52 @@ func mustDirect(t testing.TB, ctx context.Context, srv *server.Server, a, b int6
 		t.Fatal(err)
 	}
 	return conv
+}
+
+// httpReply is an answer of the node's HTTP API.
+type httpReply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// httpDo calls the node's HTTP API as user with body as JSON (when not
+// nil).
+func httpDo(t *testing.T, srv *server.Server, user int64, method, path string, body any) httpReply {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// api is httpDo decoding a successful answer into out (when not nil); it
+// returns the status.
+func api(t *testing.T, srv *server.Server, user int64, method, path string, body any, out any) int {
+	t.Helper()
+	r := httpDo(t, srv, user, method, path, body)
+	if out != nil && r.status < 300 && len(r.body) > 0 {
+		if err := json.Unmarshal(r.body, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, r.body)
+		}
+	}
+	return r.status
 }
 
 // rawClient connects a raw MQTT client (v is 4 or 5) for user and subscribes

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sort"
@@ -46,34 +45,6 @@ func newVAPID(t *testing.T) push.VAPIDKeys {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// api calls the node's HTTP API as user and decodes the answer into out
-// (when not nil); it returns the status.
-func api(t *testing.T, srv *server.Server, user int64, method, path string, body any, out any) int {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
-	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode < 300 && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, path, err, b)
-		}
-	}
-	return resp.StatusCode
 }
 
 // subscribeDevice registers a subscription of the loopback endpoint as a

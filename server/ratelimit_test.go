@@ -1,11 +1,9 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -244,33 +242,6 @@ func TestConnectRateLimitPerIP(t *testing.T) {
 	if err == nil || ack.ReasonCode != 0x03 {
 		t.Fatalf("5th attempt (3.1.1): %v reason 0x%02x, want 0x03", err, ack.ReasonCode)
 	}
-}
-
-type httpReply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func httpDo(t *testing.T, srv *server.Server, user int64, method, path string, body any) httpReply {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
 func headerInt(t *testing.T, h http.Header, name string) int {

@@ -291,16 +291,9 @@ func TestAfterSeqZeroPagesForwardFromTheFirstMessage(t *testing.T) {
 	c := rawClient(t, srv.MQTTAddr(), 1, "fwd", 5, true)
 	sendN(t, c, conv.ID, 60, "m")
 	get := func(query string) []chat.Message {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/v1/conversations/%d/messages?%s", srv.HTTPAddr(), conv.ID, query), nil)
-		req.Header.Set("Authorization", "Bearer "+testnode.Token(t, 2))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("history %s: %v %v", query, resp, err)
-		}
-		defer resp.Body.Close()
 		var page struct{ Messages []chat.Message }
-		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
-			t.Fatal(err)
+		if st := api(t, srv, 2, "GET", fmt.Sprintf("/v1/conversations/%d/messages?%s", conv.ID, query), nil, &page); st != http.StatusOK {
+			t.Fatalf("history %s: %d", query, st)
 		}
 		return page.Messages
 	}
