@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -61,42 +60,11 @@ func startAttachNode(t testing.TB, s3 bool, env map[string]string) attachNode {
 }
 
 // call is one HTTP request of user to the node, JSON in (unless body is
-// []byte) and out.
+// []byte) and out (see request).
 func (n attachNode) call(t *testing.T, user int64, method, path string, body any, hdr map[string]string) httpReply {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	url := path
-	if strings.HasPrefix(path, "/") {
-		url = "http://" + n.HTTPAddr() + path
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if user > 0 {
-		req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
+	return request(t, n.Server, user, method, path, body, hdr)
 }
-
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 func decode[T any](t *testing.T, r httpReply) T {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,30 +75,54 @@ type httpReply struct {
 	body   []byte
 }
 
-// httpDo calls the node's HTTP API as user with body as JSON (when not
-// nil).
-func httpDo(t *testing.T, srv *server.Server, user int64, method, path string, body any) httpReply {
+// request is one HTTP request to srv (path starting with /) or to the URL
+// path: as user (0: anonymous), with body as JSON (raw when a []byte) and
+// the headers hdr. Redirects are answered, not followed.
+func request(t *testing.T, srv *server.Server, user int64, method, path string, body any, hdr map[string]string) httpReply {
 	t.Helper()
 	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
+	switch b := body.(type) {
+	case nil:
+	case []byte:
 		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
+	url := path
+	if strings.HasPrefix(path, "/") {
+		url = "http://" + srv.HTTPAddr() + path
+	}
+	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if user > 0 {
+		req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := noRedirect.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// httpDo calls the node's HTTP API as user with body as JSON (when not
+// nil).
+func httpDo(t *testing.T, srv *server.Server, user int64, method, path string, body any) httpReply {
+	t.Helper()
+	var hdr map[string]string
+	if body != nil {
+		hdr = map[string]string{"Content-Type": "application/json"}
+	}
+	return request(t, srv, user, method, path, body, hdr)
 }
 
 // api is httpDo decoding a successful answer into out (when not nil); it
