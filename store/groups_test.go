@@ -80,15 +80,9 @@ func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
 	if _, err := st.SetRole(ctx, g.ID, owner, member, chat.RoleMember); err != nil {
 		t.Fatalf("owner takes admin back: %v", err)
 	}
-	if err := st.RemoveMember(ctx, g.ID, admin, other); err != nil {
-		t.Fatalf("admin removes a member: %v", err)
-	}
-	if err := st.RemoveMember(ctx, g.ID, owner, admin2); err != nil {
-		t.Fatalf("owner removes an admin: %v", err)
-	}
-	if err := st.RemoveMember(ctx, g.ID, member, member); err != nil {
-		t.Fatalf("member leaves: %v", err)
-	}
+	mustRemove(t, ctx, st, g.ID, admin, other, "admin removes a member")
+	mustRemove(t, ctx, st, g.ID, owner, admin2, "owner removes an admin")
+	mustRemove(t, ctx, st, g.ID, member, member, "member leaves")
 	if err := st.TransferOwnership(ctx, g.ID, owner, admin); err != nil {
 		t.Fatalf("owner transfers: %v", err)
 	}

@@ -109,6 +109,15 @@ func mustSend(t *testing.T, st *store.Store, conv, sender int64, body string) ch
 	return res.Message
 }
 
+// mustRemove removes user from conv as actor; what names the removal in
+// a failure.
+func mustRemove(t *testing.T, ctx context.Context, st *store.Store, conv, actor, user int64, what string) {
+	t.Helper()
+	if err := st.RemoveMember(ctx, conv, actor, user); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // sendN sends n messages of body to conv as sender.
 func sendN(t *testing.T, st *store.Store, conv, sender int64, n int, body string) {
 	t.Helper()
