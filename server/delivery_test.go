@@ -39,10 +39,8 @@ func TestOfflineMemberReceivesEveryMissedMessageAfterServerRestart(t *testing.T)
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("phone-2-v%d", v)
 		away := rawClient(t, srv.MQTTAddr(), 2, clientID, v, false)
-		away.Disconnect()
-		testkit.WaitFor(t, 5*time.Second, "session parked", func() bool { return srv.Hub.Session(clientID) == nil })
-		var before int64
-		_ = srv.Pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", conv.ID).Scan(&before)
+		disconnect(t, srv, away, clientID)
+		before := lastSeq(srv, conv.ID)
 
 		sender := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("sender-v%d", v), 5, true)
 		sendN(t, sender, conv.ID, 250, "before restart")

@@ -20,6 +20,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -66,6 +67,22 @@ func mustDirect(t testing.TB, ctx context.Context, srv *server.Server, a, b int6
 		t.Fatal(err)
 	}
 	return conv
+}
+
+// disconnect sends DISCONNECT on c and waits until srv has parked the
+// session of clientID.
+func disconnect(t *testing.T, srv *server.Server, c *mqtttest.Client, clientID string) {
+	t.Helper()
+	c.Disconnect()
+	testkit.WaitFor(t, 5*time.Second, "session "+clientID+" parked", func() bool { return srv.Hub.Session(clientID) == nil })
+}
+
+// lastSeq is the last seq of conv as srv's database has it (0 when it
+// cannot be read).
+func lastSeq(srv *server.Server, conv int64) int64 {
+	var n int64
+	_ = srv.Pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", conv).Scan(&n)
+	return n
 }
 
 // httpReply is an answer of the node's HTTP API.

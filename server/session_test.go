@@ -63,10 +63,8 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("phone-v%d", v)
 		first := rawClient(t, a.MQTTAddr(), 2, clientID, v, false)
-		first.Disconnect()
-		testkit.WaitFor(t, 5*time.Second, "session stopped", func() bool { return a.Hub.Session(clientID) == nil })
-		var before int64
-		_ = a.Pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", conv.ID).Scan(&before)
+		disconnect(t, a, first, clientID)
+		before := lastSeq(a, conv.ID)
 
 		send(3, "while away")
 		other, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
@@ -75,8 +73,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 		}
 		assertInOrder(t, collectMessages(t, other, conv.ID, 3, 15*time.Second), before+1)
 		waitCursor(t, b, clientID, conv.ID, before+3)
-		other.Disconnect()
-		testkit.WaitFor(t, 5*time.Second, "session stopped", func() bool { return b.Hub.Session(clientID) == nil })
+		disconnect(t, b, other, clientID)
 
 		send(2, "while restarting")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -90,8 +87,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 			t.Fatalf("v%d: after a restart the node answered session present = false", v)
 		}
 		assertInOrder(t, collectMessages(t, again, conv.ID, 2, 15*time.Second), before+4)
-		again.Disconnect()
-		testkit.WaitFor(t, 5*time.Second, "session stopped", func() bool { return a.Hub.Session(clientID) == nil })
+		disconnect(t, a, again, clientID)
 	}
 }
 
