@@ -8,6 +8,11 @@
 // map alone (no flags, no file, not the process environment), starts the
 // node and closes it when the test ends. Safe for parallel tests: nothing
 // is shared between nodes but the PostgreSQL cluster.
+//
+// SecretEnv is Env for nodes that tests sign in to with Token (the JWT
+// secret Secret); MsgTopic, ReadTopic, EventsTopic, SendPayload and
+// HalfPut are what a test client speaks to such a node. The rule of each
+// is written here once, not in every package's harness.
 package testnode
 
 import (
