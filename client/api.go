@@ -162,9 +162,7 @@ type ReadResult struct {
 
 // Inbox returns a page of the user's conversations.
 func (c *Client) Inbox(ctx context.Context, o InboxOptions) (InboxPage, error) {
-	var p InboxPage
-	err := c.call(ctx, "inbox", o, &p, true)
-	return p, err
+	return callFor[InboxPage](ctx, c, "inbox", o, true)
 }
 
 // History returns a page of a conversation's messages, ascending by seq.
@@ -191,9 +189,7 @@ func (c *Client) History(ctx context.Context, conversationID int64, o HistoryOpt
 
 // Conversation returns a conversation with its members and roles.
 func (c *Client) Conversation(ctx context.Context, conversationID int64) (Conversation, error) {
-	var conv Conversation
-	err := c.call(ctx, "conversation.get", convParams{conversationID}, &conv, true)
-	return conv, err
+	return callFor[Conversation](ctx, c, "conversation.get", convParams{conversationID}, true)
 }
 
 // CreateGroup creates a group owned by the user with the given other
@@ -208,9 +204,7 @@ func (c *Client) CreateGroup(ctx context.Context, title string, members []int64)
 		Title   string  `json:"title"`
 		Members []int64 `json:"members"`
 	}{"group", title, members}
-	var conv Conversation
-	err := c.call(ctx, "conversation.create", params, &conv, false)
-	return conv, err
+	return callFor[Conversation](ctx, c, "conversation.create", params, false)
 }
 
 // OpenDirect returns the direct conversation with peer, creating it if
@@ -229,9 +223,7 @@ func (c *Client) OpenDirect(ctx context.Context, peer int64) (conv Conversation,
 // AddMember adds user to a group (owner or admin only); adding a member
 // twice returns the existing membership.
 func (c *Client) AddMember(ctx context.Context, conversationID, user int64) (Member, error) {
-	var m Member
-	err := c.call(ctx, "members.add", memberParams{conversationID, user}, &m, true)
-	return m, err
+	return callFor[Member](ctx, c, "members.add", memberParams{conversationID, user}, true)
 }
 
 // RemoveMember removes user from a group, or leaves it when user is the
@@ -242,17 +234,13 @@ func (c *Client) RemoveMember(ctx context.Context, conversationID, user int64) e
 
 // SeenBy counts the members who have read message seq.
 func (c *Client) SeenBy(ctx context.Context, conversationID, seq int64) (Seen, error) {
-	var s Seen
-	err := c.call(ctx, "seen", seqParams{conversationID, seq}, &s, true)
-	return s, err
+	return callFor[Seen](ctx, c, "seen", seqParams{conversationID, seq}, true)
 }
 
 // MarkReadNow moves the read watermark at once, bypassing MarkRead's
 // debounce, and returns the result.
 func (c *Client) MarkReadNow(ctx context.Context, conversationID, seq int64) (ReadResult, error) {
-	var r ReadResult
-	err := c.call(ctx, "read", seqParams{conversationID, seq}, &r, true)
-	return r, err
+	return callFor[ReadResult](ctx, c, "read", seqParams{conversationID, seq}, true)
 }
 
 type convParams struct {

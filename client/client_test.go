@@ -18,6 +18,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // direct opens the direct conversation of a and b through a's client.
@@ -44,11 +45,7 @@ func sendN(t *testing.T, c *client.Client, conv int64, n int, prefix string) []i
 }
 
 func TestSendReturnsSeqAndPeerReceivesInOrder(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	b := connect(t, testConfig(t, broker, 2))
-	conv := direct(t, a, 2)
+	a, b, conv := pair(t)
 
 	seqs := sendN(t, a, conv, 5, "hello")
 	for i, s := range seqs {
@@ -71,10 +68,7 @@ func TestSendReturnsSeqAndPeerReceivesInOrder(t *testing.T) {
 // after reconnecting it fetches them through history and delivers each once,
 // in order.
 func TestGapAfterOfflineIsFilledFromHistory(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	srv, _, a, conv := sender(t)
 
 	px := newProxy(t, srv.MQTTAddr())
 	cfg := testConfig(t, px.URL(), 2)
@@ -83,7 +77,7 @@ func TestGapAfterOfflineIsFilledFromHistory(t *testing.T) {
 	b := connect(t, cfg)
 
 	px.Cut()
-	waitFor(t, 5*time.Second, "b to notice the cut", func() bool { return !b.Connected() })
+	testkit.WaitFor(t, 5*time.Second, "b to notice the cut", func() bool { return !b.Connected() })
 	sendN(t, a, conv, 30, "while away")
 	px.Resume()
 
@@ -105,19 +99,11 @@ func TestGapAfterOfflineIsFilledFromHistory(t *testing.T) {
 // TestLiveGapIsFilledBeforeLaterMessages: events lost on the way (dropped by
 // a test hook) are noticed at the next message and fetched first.
 func TestLiveGapIsFilledBeforeLaterMessages(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	b := connect(t, testConfig(t, broker, 2))
-	conv := direct(t, a, 2)
+	a, b, conv := pair(t)
 
 	sendN(t, a, conv, 1, "m")
 	messages(t, b, conv, 1, 10*time.Second)
-	b.DropEvents(func(p []byte) bool {
-		var ev client.Event
-		_ = json.Unmarshal(p, &ev)
-		return ev.Type == client.EventMessageNew && ev.Seq >= 2 && ev.Seq <= 4
-	})
+	dropMessages(b, 2, 4)
 	sendN(t, a, conv, 4, "m") // seqs 2..5; 2..4 are lost
 	got := messages(t, b, conv, 4, 10*time.Second)
 	for i, ev := range got {
@@ -132,11 +118,7 @@ func TestLiveGapIsFilledBeforeLaterMessages(t *testing.T) {
 }
 
 func TestDuplicateEventIsDropped(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	b := connect(t, testConfig(t, broker, 2))
-	conv := direct(t, a, 2)
+	a, b, conv := pair(t)
 
 	sendN(t, a, conv, 2, "m")
 	first := messages(t, b, conv, 2, 10*time.Second)
@@ -163,10 +145,7 @@ func TestDuplicateEventIsDropped(t *testing.T) {
 // several times while messages stream in: it still delivers 1..N exactly
 // once and in order.
 func TestOrderSurvivesConnectionKills(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	srv, _, a, conv := sender(t)
 	px := newProxy(t, srv.MQTTAddr())
 	cfg := testConfig(t, px.URL(), 2)
 	cfg.SessionDir = t.TempDir()
@@ -388,7 +367,7 @@ func TestUnackedSendSurvivesClientAndServerRestart(t *testing.T) {
 	c1 := connect(t, cfg)
 
 	stopNode(t, srv)
-	waitFor(t, 10*time.Second, "the client to lose chatd", func() bool { return !c1.Connected() })
+	testkit.WaitFor(t, 10*time.Second, "the client to lose chatd", func() bool { return !c1.Connected() })
 	queuedCtx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c1.Send(queuedCtx, conv, "sent while chatd was down")
@@ -416,7 +395,7 @@ func TestUnackedSendSurvivesClientAndServerRestart(t *testing.T) {
 	if c2.ClientID() == "" || !strings.HasPrefix(c2.ClientID(), "chatc-1-") {
 		t.Errorf("client id %q not kept in the session dir", c2.ClientID())
 	}
-	waitFor(t, 20*time.Second, "the queued messages to be acknowledged", func() bool { return len(c2.Pending()) == 0 })
+	testkit.WaitFor(t, 20*time.Second, "the queued messages to be acknowledged", func() bool { return len(c2.Pending()) == 0 })
 	got := messages(t, c2, conv, 1, 10*time.Second)
 	if got[0].Seq != 2 || got[0].ClientMsgID != pending[0].ClientMsgID || got[0].Body != "sent while chatd was down" {
 		t.Fatalf("recovered message = %+v", got[0])

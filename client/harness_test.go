@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -12,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
@@ -20,17 +20,39 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-const testSecret = "test-secret-0123456789abcdef0123456789"
-
 // startNode starts a chatd node on loopback ports against the database url.
 // The node is closed at the end of the test (Close is idempotent, so tests
 // may stop it earlier).
 func startNode(t *testing.T, url string) *server.Server {
 	t.Helper()
-	env := testnode.Env(t, url)
-	env["CHAT_JWT_SECRET"] = testSecret
-	env["CHAT_SHUTDOWN_TIMEOUT"] = "10s"
-	return testnode.Start(t, env, nil)
+	return testnode.Start(t, testnode.SecretEnv(t, url), nil)
+}
+
+// sender starts a node (its MQTT URL is broker) and connects user 1 (a)
+// to it, with a's direct conversation conv with user 2.
+func sender(t *testing.T) (srv *server.Server, broker string, a *client.Client, conv int64) {
+	t.Helper()
+	srv = startNode(t, pgtest.NewDB(t))
+	broker = "mqtt://" + srv.MQTTAddr()
+	a = connect(t, testConfig(t, broker, 1))
+	return srv, broker, a, direct(t, a, 2)
+}
+
+// pair is sender with user 2 (b) connected too.
+func pair(t *testing.T) (a, b *client.Client, conv int64) {
+	t.Helper()
+	_, broker, a, conv := sender(t)
+	return a, connect(t, testConfig(t, broker, 2)), conv
+}
+
+// dropMessages makes c lose the message.new events of seqs from..to on
+// the way in, as a lossy network would.
+func dropMessages(c *client.Client, from, to int64) {
+	c.DropEvents(func(p []byte) bool {
+		var ev client.Event
+		_ = json.Unmarshal(p, &ev)
+		return ev.Type == client.EventMessageNew && ev.Seq >= from && ev.Seq <= to
+	})
 }
 
 func stopNode(t *testing.T, srv *server.Server) {
@@ -42,21 +64,12 @@ func stopNode(t *testing.T, srv *server.Server) {
 	}
 }
 
-func token(t testing.TB, user int64) string {
-	t.Helper()
-	tok, err := auth.Mint([]byte(testSecret), user, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
 // testConfig is a client config for user against broker; fast reconnects.
 func testConfig(t *testing.T, broker string, user int64) client.Config {
 	return client.Config{
 		Brokers:           []string{broker},
 		UserID:            user,
-		Token:             token(t, user),
+		Token:             testnode.Token(t, user),
 		MaxReconnectDelay: 300 * time.Millisecond,
 		RequestTimeout:    10 * time.Second,
 		Logger:            slog.New(slog.DiscardHandler),
@@ -154,18 +167,6 @@ func nextEvent(t *testing.T, c *client.Client, typ string, timeout time.Duration
 		case <-deadline.C:
 			t.Fatalf("no %s event within %v", typ, timeout)
 		}
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

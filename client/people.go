@@ -102,27 +102,21 @@ type SearchPage struct {
 
 // Me returns the user's profile and settings.
 func (c *Client) Me(ctx context.Context) (Me, error) {
-	var me Me
-	err := c.call(ctx, "me.get", struct{}{}, &me, true)
-	return me, err
+	return callFor[Me](ctx, c, "me.get", struct{}{}, true)
 }
 
 // SetProfile stores the user's profile; the users who share a
 // conversation with them get profile.updated.
 func (c *Client) SetProfile(ctx context.Context, u ProfileUpdate) (Profile, error) {
-	var p Profile
-	err := c.call(ctx, "me.update", u, &p, true)
-	return p, err
+	return callFor[Profile](ctx, c, "me.update", u, true)
 }
 
 // User returns one user's profile: ErrNotFound unless they share a
 // conversation with the caller.
 func (c *Client) User(ctx context.Context, userID int64) (Profile, error) {
-	var p Profile
-	err := c.call(ctx, "user.get", struct {
+	return callFor[Profile](ctx, c, "user.get", struct {
 		UserID int64 `json:"userId"`
-	}{userID}, &p, true)
-	return p, err
+	}{userID}, true)
 }
 
 // Users returns the profiles of up to 100 ids the caller may see, in the
@@ -139,16 +133,12 @@ func (c *Client) Users(ctx context.Context, ids []int64) ([]Profile, error) {
 
 // Settings returns the user's privacy settings.
 func (c *Client) Settings(ctx context.Context) (Settings, error) {
-	var s Settings
-	err := c.call(ctx, "settings.get", struct{}{}, &s, true)
-	return s, err
+	return callFor[Settings](ctx, c, "settings.get", struct{}{}, true)
 }
 
 // SetSettings changes privacy settings and returns them all.
 func (c *Client) SetSettings(ctx context.Context, u SettingsUpdate) (Settings, error) {
-	var s Settings
-	err := c.call(ctx, "settings.update", u, &s, true)
-	return s, err
+	return callFor[Settings](ctx, c, "settings.update", u, true)
 }
 
 type userIDParams struct {
@@ -181,32 +171,25 @@ func (c *Client) UpdateGroup(ctx context.Context, conversationID int64, u GroupU
 		ConversationID int64 `json:"conversationId"`
 		GroupUpdate
 	}{conversationID, u}
-	var conv Conversation
-	err := c.call(ctx, "conversation.update", params, &conv, true)
-	return conv, err
+	return callFor[Conversation](ctx, c, "conversation.update", params, true)
 }
 
 // AddAdmin adds user to a group as an admin (the owner only).
 func (c *Client) AddAdmin(ctx context.Context, conversationID, user int64) (Member, error) {
-	var m Member
-	err := c.call(ctx, "members.add", struct {
-		ConversationID int64  `json:"conversationId"`
-		UserID         int64  `json:"userId"`
-		Role           string `json:"role"`
-	}{conversationID, user, "admin"}, &m, true)
-	return m, err
+	return callFor[Member](ctx, c, "members.add", roleParams{conversationID, user, "admin"}, true)
+}
+
+// roleParams name a member of a conversation and a role for them.
+type roleParams struct {
+	ConversationID int64  `json:"conversationId"`
+	UserID         int64  `json:"userId"`
+	Role           string `json:"role"`
 }
 
 // SetRole makes a member an admin or a plain member ("admin", "member"):
 // the owner only.
 func (c *Client) SetRole(ctx context.Context, conversationID, user int64, role string) (Member, error) {
-	var m Member
-	err := c.call(ctx, "members.role", struct {
-		ConversationID int64  `json:"conversationId"`
-		UserID         int64  `json:"userId"`
-		Role           string `json:"role"`
-	}{conversationID, user, role}, &m, true)
-	return m, err
+	return callFor[Member](ctx, c, "members.role", roleParams{conversationID, user, role}, true)
 }
 
 // TransferOwnership makes user the owner and the caller an admin. Not
@@ -218,13 +201,11 @@ func (c *Client) TransferOwnership(ctx context.Context, conversationID, user int
 // Members returns a page of a conversation's members; cursor is "" for
 // the first page.
 func (c *Client) Members(ctx context.Context, conversationID int64, limit int, cursor string) (MembersPage, error) {
-	var p MembersPage
-	err := c.call(ctx, "members.list", struct {
+	return callFor[MembersPage](ctx, c, "members.list", struct {
 		ConversationID int64  `json:"conversationId"`
 		Limit          int    `json:"limit,omitempty"`
 		Cursor         string `json:"cursor,omitempty"`
-	}{conversationID, limit, cursor}, &p, true)
-	return p, err
+	}{conversationID, limit, cursor}, true)
 }
 
 // Search finds messages the user may read (see docs/http.md "Search").
@@ -233,9 +214,7 @@ func (c *Client) Search(ctx context.Context, q string, o SearchOptions) (SearchP
 		Q string `json:"q"`
 		SearchOptions
 	}{q, o}
-	var p SearchPage
-	err := c.call(ctx, "search", params, &p, true)
-	return p, err
+	return callFor[SearchPage](ctx, c, "search", params, true)
 }
 
 // SystemText describes a system entry (a system.new event) for people,

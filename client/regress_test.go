@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,10 +20,7 @@ import (
 // Problem Information = 0 then, so chatd's PUBACK carried no seq and Send
 // failed although the message was committed.
 func TestPersistentSessionSendReturnsSeq(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, _, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.SessionDir = t.TempDir()
 	b := connect(t, cfg)
@@ -95,10 +91,7 @@ func TestSendResolvesSeqWhenPUBACKLacksIt(t *testing.T) {
 // connection manager; an RPC issued right after New, without
 // AwaitConnection, must work too. Run with -race.
 func TestRPCRightAfterNewIsRaceFree(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, a, conv := sender(t)
 	sendN(t, a, conv, 1, "m")
 
 	// Hold New between starting the connection and recording its manager
@@ -127,19 +120,11 @@ func TestRPCRightAfterNewIsRaceFree(t *testing.T) {
 // server, an empty page) while a gap is open are retried; the later live
 // event is handed on only after the gap is filled.
 func TestTransientHistoryFailureKeepsTheGap(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	b := connect(t, testConfig(t, broker, 2))
-	conv := direct(t, a, 2)
+	a, b, conv := pair(t)
 	sendN(t, a, conv, 1, "m")
 	messages(t, b, conv, 1, 10*time.Second)
 
-	b.DropEvents(func(p []byte) bool {
-		var ev client.Event
-		_ = json.Unmarshal(p, &ev)
-		return ev.Type == client.EventMessageNew && ev.Seq >= 2 && ev.Seq <= 4
-	})
+	dropMessages(b, 2, 4)
 	calls := 0
 	b.InjectHistoryFaults(func(_, _ int64) ([]client.Message, error, bool) {
 		calls++
@@ -173,18 +158,11 @@ func TestTransientHistoryFailureKeepsTheGap(t *testing.T) {
 // filled from seq 1 (afterSeq=0 sent explicitly), not with the newest page,
 // which would already hold the live event's seq and skip seq 1.
 func TestFillFromPositionZeroStartsAtSeqOne(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, a, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.Positions = map[int64]int64{conv: 0}
 	b := connect(t, cfg)
-	b.DropEvents(func(p []byte) bool {
-		var ev client.Event
-		_ = json.Unmarshal(p, &ev)
-		return ev.Type == client.EventMessageNew && ev.Seq <= 2
-	})
+	dropMessages(b, 1, 2)
 	sendN(t, a, conv, 3, "m")
 	got := messages(t, b, conv, 1, 10*time.Second)
 	if got[0].Seq != 1 {
@@ -294,10 +272,7 @@ func TestPersistentCatchUpTakesTheReplayNotHistory(t *testing.T) {
 // application's Positions lack still arrives, through history, once the
 // client has seen that no replay is coming.
 func TestPersistentCatchUpFillsWhatIsNotReplayed(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
-	a := connect(t, testConfig(t, broker, 1))
-	conv := direct(t, a, 2)
+	_, broker, a, conv := sender(t)
 	sendN(t, a, conv, 5, "before the session")
 	cfg := testConfig(t, broker, 2)
 	cfg.SessionDir = t.TempDir()

@@ -77,6 +77,13 @@ func (c *Client) call(ctx context.Context, method string, params, out any, idemp
 	}
 }
 
+// callFor is call with the reply decoded into a new T.
+func callFor[T any](ctx context.Context, c *Client, method string, params any, idempotent bool) (T, error) {
+	var out T
+	err := c.call(ctx, method, params, &out, idempotent)
+	return out, err
+}
+
 // roundTrip publishes one request and waits for its reply.
 func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) ([]byte, error) {
 	cs, err := c.ready(ctx)

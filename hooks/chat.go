@@ -268,16 +268,12 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		return
 	}
 	h.restoreSubscriptions(cl, ci)
-	events := EventsTopic(ci.userID)
-	ready := false
 	for filter := range cl.State.Subscriptions.GetAll() {
 		// A takeover of a client mochi still had copied its filters into
 		// the tree.
 		h.untree(cl, filter)
-		if FilterMatches(filter, events) {
-			ready = true
-		}
 	}
+	ready := subscribedToEvents(cl, ci.userID)
 	h.cfg.Metrics.Online.Inc()
 	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready)
 	if h.cfg.Presence != nil {
@@ -365,13 +361,21 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
 		return
 	}
 	h.recordSubscriptions(cl, ci)
-	events := EventsTopic(ci.userID)
+	if !subscribedToEvents(cl, ci.userID) {
+		h.cfg.Hub.SetReady(cl.ID, false)
+	}
+}
+
+// subscribedToEvents is whether one of cl's subscriptions covers the
+// events topic of user.
+func subscribedToEvents(cl *mqtt.Client, user int64) bool {
+	events := EventsTopic(user)
 	for filter := range cl.State.Subscriptions.GetAll() {
 		if FilterMatches(filter, events) {
-			return
+			return true
 		}
 	}
-	h.cfg.Hub.SetReady(cl.ID, false)
+	return false
 }
 
 // OnPacketRead sees every inbound packet first: PUBACKs for our own

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/media/mediatest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // BenchmarkAttachments measures upload and download throughput on
@@ -41,7 +42,7 @@ func benchAttachments(b *testing.B, s3 bool, size int) {
 	connectAs := func(user int64) *client.Client {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		c, err := client.New(ctx, client.Config{Brokers: []string{"mqtt://" + n.MQTTAddr()}, UserID: user, Token: token(b, user),
+		c, err := client.New(ctx, client.Config{Brokers: []string{"mqtt://" + n.MQTTAddr()}, UserID: user, Token: testnode.Token(b, user),
 			HTTPURL: "http://" + n.HTTPAddr(), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)

@@ -7,18 +7,20 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -58,42 +60,11 @@ func startAttachNode(t testing.TB, s3 bool, env map[string]string) attachNode {
 }
 
 // call is one HTTP request of user to the node, JSON in (unless body is
-// []byte) and out.
+// []byte) and out (see request).
 func (n attachNode) call(t *testing.T, user int64, method, path string, body any, hdr map[string]string) httpReply {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	url := path
-	if strings.HasPrefix(path, "/") {
-		url = "http://" + n.HTTPAddr() + path
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if user > 0 {
-		req.Header.Set("Authorization", "Bearer "+token(t, user))
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
+	return request(t, n.Server, user, method, path, body, hdr)
 }
-
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 func decode[T any](t *testing.T, r httpReply) T {
 	t.Helper()
@@ -183,24 +154,15 @@ type attachEvent struct {
 
 func nextAttachEvent(t *testing.T, c *mqtttest.Client, typ string) attachEvent {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case pk, ok := <-c.Publishes:
-			if !ok {
-				t.Fatalf("connection closed waiting for %s", typ)
-			}
-			var ev attachEvent
-			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
-				t.Fatal(err)
-			}
-			if ev.Type == typ {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no %s within 15s", typ)
+	var ev attachEvent
+	nextPublish(t, c, typ, 15*time.Second, func(pk packets.Packet) bool {
+		ev = attachEvent{}
+		if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+			t.Fatal(err)
 		}
-	}
+		return ev.Type == typ
+	})
+	return ev
 }
 
 func attachPayload(id, body string, uploads ...string) []byte {
@@ -275,10 +237,7 @@ func assertNoOrphans(t *testing.T, n attachNode) {
 func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
-		g, err := n.Service.CreateGroup(ctx, 1, "photos", []int64{2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGroup(t, ctx, n.Server, 1, "photos", []int64{2})
 		sender := rawClient(t, n.MQTTAddr(), 1, "att-sender", 5, true)
 		reader := rawClient(t, n.MQTTAddr(), 2, "att-reader", 5, true)
 
@@ -300,7 +259,7 @@ func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {
 		id := newID()
 		payload, _ := json.Marshal(map[string]any{"clientMsgId": id, "attachments": []chat.AttachmentRef{
 			{UploadID: up.UploadID, Caption: "the view"}, {UploadID: vu.UploadID}, {UploadID: du.UploadID}}})
-		ack, err := sender.Publish(msgTopic(g.ID), 1, payload)
+		ack, err := sender.Publish(testnode.MsgTopic(g.ID), 1, payload)
 		if err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("send with attachments: %v reason 0x%x %s", err, ack.ReasonCode, ack.Properties.ReasonString)
 		}

@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
-	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // dueNow makes every queued blob deletion due and runs a cleanup round.
@@ -37,10 +40,7 @@ func TestEveryUploadRefusalLeavesNothingBehind(t *testing.T) {
 	stores(t, map[string]string{"CHAT_MAX_UPLOAD_BYTES": "1MiB", "CHAT_UPLOAD_BYTES_PER_DAY": "3MiB",
 		"CHAT_LIMIT_UPLOAD_RATE": "0.001", "CHAT_LIMIT_UPLOAD_BURST": "8"}, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
-		g, err := n.Service.CreateGroup(ctx, 1, "g", []int64{2, 3, 4, 5, 6})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2, 3, 4, 5, 6})
 		before := queryCount(t, n, `SELECT count(*) FROM attachment`)
 
 		// Refused at the ticket: nothing recorded, no quota charged.
@@ -109,7 +109,7 @@ func TestEveryUploadRefusalLeavesNothingBehind(t *testing.T) {
 			// read until it says so).
 			long, _ := n.ticket(t, 1, g.ID, "a.txt", "text/plain", 100)
 			req, _ := http.NewRequest("PUT", "http://"+n.HTTPAddr()+long.URL, io.MultiReader(strings.NewReader(strings.Repeat("a", 150))))
-			req.Header.Set("Authorization", "Bearer "+token(t, 1))
+			req.Header.Set("Authorization", "Bearer "+testnode.Token(t, 1))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -159,7 +159,7 @@ func cutPut(t *testing.T, n attachNode, url string, data []byte, cutAt int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", url, token(t, 1), len(data))
+	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", url, testnode.Token(t, 1), len(data))
 	if _, err := c.Write(data[:cutAt]); err != nil {
 		t.Fatal(err)
 	}
@@ -170,14 +170,11 @@ func cutPut(t *testing.T, n attachNode, url string, data []byte, cutAt int) {
 func TestATruncatedUploadStaysPendingUntilSentAgain(t *testing.T) {
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
-	g, err := n.Service.CreateGroup(ctx, 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
 	data := mediatest.JPEG(600, 400)
 	tk, _ := n.ticket(t, 1, g.ID, "p.jpg", "image/jpeg", len(data))
 	cutPut(t, n, tk.URL, data, len(data)/2)
-	waitFor(t, 5*time.Second, "the cut PUT to end", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the cut PUT to end", func() bool {
 		r := n.call(t, 1, "GET", "/v1/uploads/"+tk.UploadID, nil, nil)
 		return r.status == 200 && decode[chat.Upload](t, r).State == chat.UploadPending && !n.putting()
 	})
@@ -186,7 +183,7 @@ func TestATruncatedUploadStaysPendingUntilSentAgain(t *testing.T) {
 	}
 	// A send of it is refused in the send's transaction.
 	sender := rawClient(t, n.MQTTAddr(), 1, "trunc", 5, true)
-	ack, err := sender.Publish(msgTopic(g.ID), 1, attachPayload(newID(), "", tk.UploadID))
+	ack, err := sender.Publish(testnode.MsgTopic(g.ID), 1, attachPayload(newID(), "", tk.UploadID))
 	if err != nil || ack.ReasonCode != 0x99 || !strings.Contains(ack.Properties.ReasonString, "not complete") {
 		t.Fatalf("send of a truncated upload: %v 0x%x %q", err, ack.ReasonCode, ack.Properties.ReasonString)
 	}
@@ -194,7 +191,7 @@ func TestATruncatedUploadStaysPendingUntilSentAgain(t *testing.T) {
 	if r := n.put(t, 1, tk, data); r.status != 200 {
 		t.Fatalf("PUT again: %d %s", r.status, r.body)
 	}
-	if ack, err := sender.Publish(msgTopic(g.ID), 1, attachPayload(newID(), "", tk.UploadID)); err != nil || ack.ReasonCode != 0 {
+	if ack, err := sender.Publish(testnode.MsgTopic(g.ID), 1, attachPayload(newID(), "", tk.UploadID)); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("send after the PUT: %v 0x%x", err, ack.ReasonCode)
 	}
 	assertNoOrphans(t, n)
@@ -228,25 +225,19 @@ func prop(ps []packets.UserProperty, k string) string {
 func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
-	g, err := n.Service.CreateGroup(ctx, 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _, err := n.Service.OpenDirect(ctx, 1, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
+	other := mustDirect(t, ctx, n.Server, 1, 3)
 	c1 := rawClient(t, n.MQTTAddr(), 1, "c1", 5, true)
 	c2 := rawClient(t, n.MQTTAddr(), 2, "c2", 5, true)
 	up := func() string { return n.upload(t, 1, g.ID, "a.png", "image/png", mediatest.PNG(40, 30)).UploadID }
 
 	a := up()
 	id := newID()
-	if rc, _, msg := reasonCode(t, c1, msgTopic(g.ID), attachPayload(id, "look", a)); rc != 0 {
+	if rc, _, msg := reasonCode(t, c1, testnode.MsgTopic(g.ID), attachPayload(id, "look", a)); rc != 0 {
 		t.Fatalf("first send: 0x%x %s", rc, msg)
 	}
 	// The same message again (a resend) is the same message...
-	ack, err := c1.Publish(msgTopic(g.ID), 1, attachPayload(id, "look", a))
+	ack, err := c1.Publish(testnode.MsgTopic(g.ID), 1, attachPayload(id, "look", a))
 	if err != nil || ack.ReasonCode != 0 || prop(ack.Properties.User, "duplicate") != "true" || prop(ack.Properties.User, "seq") != "1" {
 		t.Fatalf("resend: %v %+v", err, ack.Properties)
 	}
@@ -274,7 +265,7 @@ func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
 		}(), 0x99, "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc, code, msg := reasonCode(t, tc.client, msgTopic(tc.conv), attachPayload(newID(), "", tc.uploads...))
+			rc, code, msg := reasonCode(t, tc.client, testnode.MsgTopic(tc.conv), attachPayload(newID(), "", tc.uploads...))
 			if rc != tc.rc || code != tc.code {
 				t.Fatalf("reason 0x%x code %q (%s), want 0x%x %s", rc, code, msg, tc.rc, tc.code)
 			}
@@ -290,10 +281,10 @@ func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
 	if _, err := n.Pool.Exec(ctx, `UPDATE attachment SET size = size + 1 WHERE id = $1`, c); err != nil {
 		t.Fatal(err)
 	}
-	if rc, code, msg := reasonCode(t, c1, msgTopic(g.ID), attachPayload(newID(), "", b)); rc != 0x99 || code != "unsupported" {
+	if rc, code, msg := reasonCode(t, c1, testnode.MsgTopic(g.ID), attachPayload(newID(), "", b)); rc != 0x99 || code != "unsupported" {
 		t.Errorf("a type not allowed: 0x%x %s %s", rc, code, msg)
 	}
-	if rc, code, msg := reasonCode(t, c1, msgTopic(g.ID), attachPayload(newID(), "", c)); rc != 0x99 || !strings.Contains(msg, "declared size") {
+	if rc, code, msg := reasonCode(t, c1, testnode.MsgTopic(g.ID), attachPayload(newID(), "", c)); rc != 0x99 || !strings.Contains(msg, "declared size") {
 		t.Errorf("a size not as declared: 0x%x %s %s", rc, code, msg)
 	}
 	// Nothing refused was attached: only the first message has files.
@@ -331,10 +322,7 @@ func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
 func TestUploadsNeverSentExpireWithTheirBlobs(t *testing.T) {
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
-		g, err := n.Service.CreateGroup(ctx, 1, "g", []int64{2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
 		kept := n.upload(t, 1, g.ID, "kept.png", "image/png", mediatest.PNG(50, 50))
 		old := n.upload(t, 1, g.ID, "old.png", "image/png", mediatest.PNG(50, 50))
 		pending, _ := n.ticket(t, 1, g.ID, "never.txt", "text/plain", 5)
@@ -342,7 +330,7 @@ func TestUploadsNeverSentExpireWithTheirBlobs(t *testing.T) {
 			t.Fatalf("blobs: %v, want 2 originals and 2 thumbnails", blobKeys(t, n))
 		}
 		sender := rawClient(t, n.MQTTAddr(), 1, "exp", 5, true)
-		if rc, _, msg := reasonCode(t, sender, msgTopic(g.ID), attachPayload(newID(), "", kept.UploadID)); rc != 0 {
+		if rc, _, msg := reasonCode(t, sender, testnode.MsgTopic(g.ID), attachPayload(newID(), "", kept.UploadID)); rc != 0 {
 			t.Fatalf("send: 0x%x %s", rc, msg)
 		}
 		// A day later (upload_ttl 24h), the two never sent go.
@@ -359,7 +347,7 @@ func TestUploadsNeverSentExpireWithTheirBlobs(t *testing.T) {
 		if n.uploadRow(t, kept.UploadID) != 1 || len(blobKeys(t, n)) != 2 {
 			t.Errorf("the sent attachment lost something: blobs %v", blobKeys(t, n))
 		}
-		if rc, code, _ := reasonCode(t, sender, msgTopic(g.ID), attachPayload(newID(), "", old.UploadID)); rc != 0x87 || code != "not_found" {
+		if rc, code, _ := reasonCode(t, sender, testnode.MsgTopic(g.ID), attachPayload(newID(), "", old.UploadID)); rc != 0x87 || code != "not_found" {
 			t.Errorf("send of an expired upload: 0x%x %s", rc, code)
 		}
 		// Deleting is idempotent: a second round changes nothing.
@@ -394,16 +382,8 @@ func TestANewPutInterruptsOneStillRunning(t *testing.T) {
 	data := mediatest.WAV(64 << 10) // 1 MiB
 	tk, _ := n.ticket(t, 1, g.ID, "v.wav", "audio/wav", len(data))
 	// The first PUT sends half and then nothing, its connection open.
-	c, err := net.Dial("tcp", n.HTTPAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", tk.URL, token(t, 1), len(data))
-	if _, err := c.Write(data[:len(data)/2]); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "the first PUT to be writing", n.putting)
+	testnode.HalfPut(t, n.HTTPAddr(), tk.URL, 1, data)
+	testkit.WaitFor(t, 5*time.Second, "the first PUT to be writing", n.putting)
 	start := time.Now()
 	if r := n.put(t, 1, tk, data); r.status != http.StatusOK {
 		t.Fatalf("second PUT: %d %s", r.status, r.body)
@@ -411,7 +391,7 @@ func TestANewPutInterruptsOneStillRunning(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the second PUT waited %v for the first", took)
 	}
-	waitFor(t, 5*time.Second, "the first PUT to end", func() bool { return !n.putting() })
+	testkit.WaitFor(t, 5*time.Second, "the first PUT to end", func() bool { return !n.putting() })
 	assertNoOrphans(t, n)
 	if ks := blobKeys(t, n); len(ks) != 1 {
 		t.Fatalf("blobs: %v", ks)
@@ -438,7 +418,7 @@ func TestAThumbnailLeftPendingByACrashIsMadeByTheNextCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Attachments.Sweep()
-	waitFor(t, 10*time.Second, "the thumbnail", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the thumbnail", func() bool {
 		r := n.call(t, 1, "GET", "/v1/uploads/"+u.UploadID, nil, nil)
 		a := decode[chat.Upload](t, r).Attachment
 		return a != nil && a.Thumbnail != nil && a.Thumbnail.Width == 320

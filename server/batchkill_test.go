@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
@@ -30,21 +31,8 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 		convs = append(convs, c.ID)
 	}
 	bin := buildChatd(t)
-	addr := freeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = subprocessEnv("CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+addr, "CHAT_HTTP_ADDR="+freeAddr(t),
-		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_LOG_LEVEL=error")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, 30*time.Second, "chatd up", func() bool {
-		c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "probe", Password: token(t, 99), Clean: true})
-		if err == nil {
-			c.Disconnect()
-		}
-		return err == nil
-	})
+	addr := testkit.FreeAddr(t)
+	cmd := startProcess(t, bin, addr, nil, "CHAT_DATABASE_URL="+url, "CHAT_DATA_DIR="+t.TempDir(), "CHAT_LOG_LEVEL=error")
 	type ackRec struct {
 		conv int64
 		seq  string
@@ -56,7 +44,7 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 	// 8 users x 4 connections: 32 concurrent publishers make batches.
 	for u := int64(1); u <= 8; u++ {
 		for k := 0; k < 4; k++ {
-			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("load-%d-%d", u, k), Password: token(t, u), Clean: true})
+			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("load-%d-%d", u, k), Password: testnode.Token(t, u), Clean: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +55,7 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 				for i := 0; ; i++ {
 					conv := convs[(int(u)*7+k*3+i)%len(convs)]
 					id := newID()
-					ack, err := c.Publish(msgTopic(conv), 1, sendPayload(id, "load"))
+					ack, err := c.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(id, "load"))
 					if err != nil || ack.ReasonCode >= 0x80 {
 						return // the server died
 					}
@@ -79,7 +67,7 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 			}(u, k)
 		}
 	}
-	waitFor(t, 30*time.Second, "load to build up", func() bool { return n.Load() > 2000 })
+	testkit.WaitFor(t, 30*time.Second, "load to build up", func() bool { return n.Load() > 2000 })
 	_ = cmd.Process.Kill() // SIGKILL in the middle of batches
 	_ = cmd.Wait()
 	wg.Wait()

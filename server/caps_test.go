@@ -10,13 +10,15 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // An MQTT 5 client assumes what the CONNACK does not announce is available:
 // the CONNACK says what chatd supports and enforces.
 func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "caps", Password: token(t, 1), Clean: true})
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "caps", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,17 +55,14 @@ func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
 // or a reason: its connection is closed. Nothing is stored either way.
 func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	for _, v := range []byte{5, 4} {
 		c := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("qos2-v%d", v), v, true)
-		ack, err := c.Publish(msgTopic(conv.ID), 2, sendPayload(newID(), "at QoS 2"))
+		ack, err := c.Publish(testnode.MsgTopic(conv.ID), 2, testnode.SendPayload(newID(), "at QoS 2"))
 		if err == nil {
 			t.Errorf("v%d QoS 2 publish answered with packet type %d reason 0x%02x; want the connection ended", v, ack.FixedHeader.Type, ack.ReasonCode)
 		}
-		waitFor(t, 5*time.Second, fmt.Sprintf("the v%d connection to close", v), c.Closed)
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("the v%d connection to close", v), c.Closed)
 		pk, got := c.ServerDisconnect()
 		if v == 5 && (!got || pk.ReasonCode != 0x9B) {
 			t.Errorf("v5: DISCONNECT %v 0x%02x, want 0x9B (QoS not supported)", got, pk.ReasonCode)
@@ -82,15 +81,12 @@ func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testin
 // keeps are refused.
 func TestTopicAliasesWorkUpToTheMaximumAndLongFiltersAreRefused(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	c := rawClient(t, srv.MQTTAddr(), 1, "alias-user", 5, true)
-	if ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "sets alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
+	if ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "sets alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("publish setting alias 16: 0x%02x %v", ack.ReasonCode, err)
 	}
-	if ack, err := c.Publish("", 1, sendPayload(newID(), "uses alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
+	if ack, err := c.Publish("", 1, testnode.SendPayload(newID(), "uses alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("publish by alias 16: 0x%02x %v", ack.ReasonCode, err)
 	}
 	if n := countMessages(t, srv.Pool, conv.ID); n != 2 {
@@ -107,11 +103,11 @@ func TestTopicAliasesWorkUpToTheMaximumAndLongFiltersAreRefused(t *testing.T) {
 			t.Errorf("v%d subscribe to a %d-byte filter in the own tree: %v %v, want 0x%02x", v, len(long), codes, err, want)
 		}
 	}
-	_, err = c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "alias 17"), mqtttest.PublishOpts{TopicAlias: 17})
+	_, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "alias 17"), mqtttest.PublishOpts{TopicAlias: 17})
 	if err == nil {
 		t.Errorf("publish with alias 17 (maximum 16) was acknowledged")
 	}
-	waitFor(t, 5*time.Second, "the connection to close", c.Closed)
+	testkit.WaitFor(t, 5*time.Second, "the connection to close", c.Closed)
 	if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != 0x94 {
 		t.Errorf("alias above the maximum: DISCONNECT %v 0x%02x, want 0x94 (topic alias invalid)", ok, pk.ReasonCode)
 	}
@@ -140,7 +136,7 @@ func TestRefusedPublishesWithTopicAliasesLeaveTheHeapWhereItWas(t *testing.T) {
 	pad := strings.Repeat("a", topicBytes)
 	for i := 0; i < publishes; i++ {
 		topic := fmt.Sprintf("chat/v1/x/%05d/%s", i, pad)
-		if _, err := c.Publish(topic, 0, sendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i + 1)}); err != nil {
+		if _, err := c.Publish(topic, 0, testnode.SendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i + 1)}); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 		// Each refused QoS 0 publish is answered with an error event: wait
@@ -152,7 +148,7 @@ func TestRefusedPublishesWithTopicAliasesLeaveTheHeapWhereItWas(t *testing.T) {
 	}
 	took := time.Since(start)
 	c.Disconnect()
-	waitFor(t, 5*time.Second, "the session to be parked", func() bool { return !srv.Hub.Ready("alias-attacker") })
+	testkit.WaitFor(t, 5*time.Second, "the session to be parked", func() bool { return !srv.Hub.Ready("alias-attacker") })
 	after := heapInUse()
 	growth := int64(after) - int64(before)
 	t.Logf("%d refused QoS 0 publishes with %d KiB topics and new aliases in %v: heap in use %.1f MiB before, %.1f MiB after the disconnect (%+.1f MiB)",

@@ -15,6 +15,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 func countMessages(t *testing.T, pool *pgxpool.Pool, conv int64) int {
@@ -29,14 +31,8 @@ func countMessages(t *testing.T, pool *pgxpool.Pool, conv int64) int {
 func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
-	direct, _, err := srv.Service.OpenDirect(ctx, 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group, err := srv.Service.CreateGroup(ctx, 1, "five", []int64{2, 3, 4, 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := mustDirect(t, ctx, srv, 1, 2)
+	group := mustGroup(t, ctx, srv, 1, "five", []int64{2, 3, 4, 5})
 	clients := map[int64]*pahoClient{}
 	for u := int64(1); u <= 5; u++ {
 		clients[u] = newPaho(t, srv.MQTTAddr(), u, fmt.Sprintf("dev-%d", u))
@@ -52,7 +48,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 				if u <= 2 && i%2 == 0 {
 					conv = direct.ID
 				}
-				pr, err := clients[u].Publish(ctx, &paho.Publish{Topic: msgTopic(conv), QoS: 1, Payload: sendPayload(newID(), fmt.Sprintf("u%d m%d", u, i))})
+				pr, err := clients[u].Publish(ctx, &paho.Publish{Topic: testnode.MsgTopic(conv), QoS: 1, Payload: testnode.SendPayload(newID(), fmt.Sprintf("u%d m%d", u, i))})
 				if err != nil {
 					t.Errorf("user %d publish: %v", u, err)
 					return
@@ -71,10 +67,10 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 	}
 	for u := int64(1); u <= 5; u++ {
 		pc := clients[u]
-		waitFor(t, 45*time.Second, fmt.Sprintf("user %d to receive all group messages", u), func() bool { return len(pc.messages(group.ID)) >= groupN })
+		testkit.WaitFor(t, 45*time.Second, fmt.Sprintf("user %d to receive all group messages", u), func() bool { return len(pc.messages(group.ID)) >= groupN })
 		assertInOrder(t, pc.messages(group.ID), 1)
 		if u <= 2 {
-			waitFor(t, 45*time.Second, "direct messages", func() bool { return len(pc.messages(direct.ID)) >= directN })
+			testkit.WaitFor(t, 45*time.Second, "direct messages", func() bool { return len(pc.messages(direct.ID)) >= directN })
 			assertInOrder(t, pc.messages(direct.ID), 1)
 		} else if n := len(pc.messages(direct.ID)); n != 0 {
 			t.Fatalf("user %d outside the direct chat received %d of its messages", u, n)
@@ -91,26 +87,23 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 
 func TestResendAfterLostPubackStoresOnceWithSameSeq(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	for _, v := range []byte{4, 5} {
 		id := newID()
-		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("lossy-%d", v), Password: token(t, 1), Clean: true})
+		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("lossy-%d", v), Password: testnode.Token(t, 1), Clean: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := countMessages(t, srv.Pool, conv.ID)
 		// Publish and drop the connection at once: the PUBACK is lost.
-		go func() { _, _ = c.Publish(msgTopic(conv.ID), 1, sendPayload(id, "hello")) }()
-		waitFor(t, 5*time.Second, "the first attempt to commit", func() bool { return countMessages(t, srv.Pool, conv.ID) == before+1 })
+		go func() { _, _ = c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, "hello")) }()
+		testkit.WaitFor(t, 5*time.Second, "the first attempt to commit", func() bool { return countMessages(t, srv.Pool, conv.ID) == before+1 })
 		c.Drop()
-		c2, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("lossy-%d", v), Password: token(t, 1), Clean: true})
+		c2, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("lossy-%d", v), Password: testnode.Token(t, 1), Clean: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ack, err := c2.Publish(msgTopic(conv.ID), 1, sendPayload(id, "hello"))
+		ack, err := c2.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, "hello"))
 		if err != nil || ack.ReasonCode >= 0x80 {
 			t.Fatalf("resend: %v reason 0x%x", err, ack.ReasonCode)
 		}
@@ -139,14 +132,11 @@ func userProp(props []packets.UserProperty, key string) string {
 func TestAuthorizationRefusalsStoreAndLeakNothing(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
-	conv, err := srv.Service.CreateGroup(ctx, 1, "private", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, ctx, srv, 1, "private", []int64{2})
 	addr := srv.MQTTAddr()
 	badTokens := map[string]string{
 		"wrong secret": mintWith(t, "another-secret-0123456789abcdef0123", 1, time.Hour),
-		"expired":      mintWith(t, testSecret, 1, -time.Hour),
+		"expired":      mintWith(t, testnode.Secret, 1, -time.Hour),
 		"alg none":     "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiIxIiwiZXhwIjo0MTAyNDQ0ODAwfQ.",
 		"garbage":      "not-a-jwt",
 	}
@@ -163,12 +153,12 @@ func TestAuthorizationRefusalsStoreAndLeakNothing(t *testing.T) {
 		}
 	}
 	// Username must match the token's subject.
-	if _, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "u-mismatch", Username: "2", Password: token(t, 1), Clean: true}); err == nil || ack.ReasonCode != 0x86 {
+	if _, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "u-mismatch", Username: "2", Password: testnode.Token(t, 1), Clean: true}); err == nil || ack.ReasonCode != 0x86 {
 		t.Fatalf("username mismatch accepted: 0x%02x", ack.ReasonCode)
 	}
 	// Another user's client id: refused, owner's session untouched.
 	owner := rawClient(t, addr, 1, "phone-of-1", 5, false)
-	if _, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "phone-of-1", Password: token(t, 3), Clean: false, Expiry: 60}); err == nil || ack.ReasonCode != 0x86 {
+	if _, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "phone-of-1", Password: testnode.Token(t, 3), Clean: false, Expiry: 60}); err == nil || ack.ReasonCode != 0x86 {
 		t.Fatalf("takeover by another user: 0x%02x %v", ack.ReasonCode, err)
 	}
 	if owner.Closed() {
@@ -176,30 +166,30 @@ func TestAuthorizationRefusalsStoreAndLeakNothing(t *testing.T) {
 	}
 	owner.Drop()
 	// Offline persistent session: still refused (ownership is in PostgreSQL).
-	waitFor(t, 5*time.Second, "owner offline", func() bool { return srv.Hub.Session("phone-of-1") == nil })
-	if _, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: 4, ClientID: "phone-of-1", Password: token(t, 3), Clean: false}); err == nil || ack.ReasonCode != 0x05 {
+	testkit.WaitFor(t, 5*time.Second, "owner offline", func() bool { return srv.Hub.Session("phone-of-1") == nil })
+	if _, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: 4, ClientID: "phone-of-1", Password: testnode.Token(t, 3), Clean: false}); err == nil || ack.ReasonCode != 0x05 {
 		t.Fatalf("offline session taken by another user: 0x%02x %v", ack.ReasonCode, err)
 	}
 	// Subscriptions outside one's own tree.
-	intruder, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "intruder", Password: token(t, 3), Clean: true})
+	intruder, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "intruder", Password: testnode.Token(t, 3), Clean: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer intruder.Drop()
-	for _, f := range []string{eventsTopic(1), "chat/v1/#", "#", "chat/v1/user/+/events", "chat/v1/conv/" + fmt.Sprint(conv.ID) + "/msg", "$SYS/#"} {
+	for _, f := range []string{testnode.EventsTopic(1), "chat/v1/#", "#", "chat/v1/user/+/events", "chat/v1/conv/" + fmt.Sprint(conv.ID) + "/msg", "$SYS/#"} {
 		codes, err := intruder.Subscribe(f)
 		if err != nil || len(codes) != 1 || codes[0] != 0x87 {
 			t.Fatalf("subscribe %q: want 0x87, got %v %v", f, codes, err)
 		}
 	}
 	// Publishing into a conversation one is not a member of.
-	ack, err := intruder.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "let me in"))
+	ack, err := intruder.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "let me in"))
 	if err != nil || ack.ReasonCode != 0x87 {
 		t.Fatalf("non-member publish: want 0x87, got 0x%02x %v", ack.ReasonCode, err)
 	}
 	// Publishing to another user's events topic is refused, not routed.
 	victim := rawClient(t, addr, 2, "victim", 5, true)
-	ack, err = intruder.Publish(eventsTopic(2), 1, []byte(`{"type":"message.new","body":"spoof"}`), mqtttest.PublishOpts{Retain: true})
+	ack, err = intruder.Publish(testnode.EventsTopic(2), 1, []byte(`{"type":"message.new","body":"spoof"}`), mqtttest.PublishOpts{Retain: true})
 	if err != nil || ack.ReasonCode != 0x87 {
 		t.Fatalf("publish to another user's events: want 0x87, got 0x%02x %v", ack.ReasonCode, err)
 	}
@@ -216,14 +206,8 @@ func TestAuthorizationRefusalsStoreAndLeakNothing(t *testing.T) {
 func TestBadPayloadsGetTheirDocumentedOutcomeAndConnectionStaysUsable(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_BODY_BYTES": "1024"})
 	ctx := context.Background()
-	conv, _, err := srv.Service.OpenDirect(ctx, 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _, err := srv.Service.OpenDirect(ctx, 2, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, ctx, srv, 1, 2)
+	other := mustDirect(t, ctx, srv, 2, 3)
 	cases := []struct {
 		name    string
 		topic   string
@@ -231,19 +215,19 @@ func TestBadPayloadsGetTheirDocumentedOutcomeAndConnectionStaysUsable(t *testing
 		v5      byte
 		code    chat.Code
 	}{
-		{"bad json", msgTopic(conv.ID), []byte(`{"clientMsgId":`), 0x99, chat.CodeInvalid},
-		{"not an object", msgTopic(conv.ID), []byte(`[1,2]`), 0x99, chat.CodeInvalid},
-		{"unknown field", msgTopic(conv.ID), []byte(`{"clientMsgId":"` + newID() + `","body":"x","admin":true}`), 0x99, chat.CodeInvalid},
-		{"missing clientMsgId", msgTopic(conv.ID), []byte(`{"body":"hi"}`), 0x99, chat.CodeInvalid},
-		{"invalid clientMsgId", msgTopic(conv.ID), sendPayload("12345", "hi"), 0x99, chat.CodeInvalid},
-		{"empty body", msgTopic(conv.ID), sendPayload(newID(), ""), 0x99, chat.CodeInvalid},
-		{"oversize body", msgTopic(conv.ID), sendPayload(newID(), strings.Repeat("x", 1025)), 0x99, chat.CodeTooLarge},
-		{"invalid utf-8", msgTopic(conv.ID), []byte("{\"clientMsgId\":\"" + newID() + "\",\"body\":\"\xff\xfe\"}"), 0x99, chat.CodeInvalid},
-		{"not a member", msgTopic(other.ID), sendPayload(newID(), "hi"), 0x87, chat.CodeNotMember},
-		{"unknown conversation", msgTopic(999999), sendPayload(newID(), "hi"), 0x87, chat.CodeNotFound},
+		{"bad json", testnode.MsgTopic(conv.ID), []byte(`{"clientMsgId":`), 0x99, chat.CodeInvalid},
+		{"not an object", testnode.MsgTopic(conv.ID), []byte(`[1,2]`), 0x99, chat.CodeInvalid},
+		{"unknown field", testnode.MsgTopic(conv.ID), []byte(`{"clientMsgId":"` + newID() + `","body":"x","admin":true}`), 0x99, chat.CodeInvalid},
+		{"missing clientMsgId", testnode.MsgTopic(conv.ID), []byte(`{"body":"hi"}`), 0x99, chat.CodeInvalid},
+		{"invalid clientMsgId", testnode.MsgTopic(conv.ID), testnode.SendPayload("12345", "hi"), 0x99, chat.CodeInvalid},
+		{"empty body", testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), ""), 0x99, chat.CodeInvalid},
+		{"oversize body", testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), strings.Repeat("x", 1025)), 0x99, chat.CodeTooLarge},
+		{"invalid utf-8", testnode.MsgTopic(conv.ID), []byte("{\"clientMsgId\":\"" + newID() + "\",\"body\":\"\xff\xfe\"}"), 0x99, chat.CodeInvalid},
+		{"not a member", testnode.MsgTopic(other.ID), testnode.SendPayload(newID(), "hi"), 0x87, chat.CodeNotMember},
+		{"unknown conversation", testnode.MsgTopic(999999), testnode.SendPayload(newID(), "hi"), 0x87, chat.CodeNotFound},
 		{"unknown topic", "chat/v1/conv/1/delete", []byte(`{}`), 0x87, chat.CodeForbidden},
-		{"bad read seq", readTopic(conv.ID), []byte(`{"seq":-1}`), 0x99, chat.CodeInvalid},
-		{"bad conversation id", "chat/v1/conv/01/msg", sendPayload(newID(), "hi"), 0x87, chat.CodeForbidden},
+		{"bad read seq", testnode.ReadTopic(conv.ID), []byte(`{"seq":-1}`), 0x99, chat.CodeInvalid},
+		{"bad conversation id", "chat/v1/conv/01/msg", testnode.SendPayload(newID(), "hi"), 0x87, chat.CodeForbidden},
 	}
 	for _, v := range []byte{5, 4} {
 		c := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("bad-payloads-%d", v), v, true)
@@ -274,7 +258,7 @@ func TestBadPayloadsGetTheirDocumentedOutcomeAndConnectionStaysUsable(t *testing
 			t.Fatalf("bad payloads stored messages: %d", n)
 		}
 		// The connection is still usable.
-		ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "still here"))
+		ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "still here"))
 		if err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("v%d: good publish after bad ones: 0x%02x %v", v, ack.ReasonCode, err)
 		}

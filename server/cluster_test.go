@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,20 +17,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 func startKafka(t *testing.T) string {
 	t.Helper()
-	addr := freeAddr(t)
-	_, portStr, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(portStr)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(12, "chat.events"), kfake.Ports(port))
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := kafkatest.Start(t, kfake.SeedTopics(12, "chat.events"), kfake.Ports(testkit.FreePort(t)))
 	return c.ListenAddrs()[0]
 }
 
@@ -97,22 +92,9 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 	}
 	// Node B is a separate process so it can be killed with SIGKILL.
 	bin := buildChatd(t)
-	bAddr := freeAddr(t)
-	b := exec.Command(bin)
-	b.Env = subprocessEnv("CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+bAddr, "CHAT_HTTP_ADDR="+freeAddr(t),
-		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_KAFKA_BROKERS="+kafka, "CHAT_NODE_ID=node-b", "CHAT_LOG_LEVEL=warn")
-	b.Stderr = os.Stderr
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Process.Kill(); _ = b.Wait() })
-	waitFor(t, 30*time.Second, "node B up", func() bool {
-		c, _, err := mqtttest.Dial(bAddr, mqtttest.Options{Version: 5, ClientID: "probe-b", Password: token(t, 99), Clean: true})
-		if err == nil {
-			c.Disconnect()
-		}
-		return err == nil
-	})
+	bAddr := testkit.FreeAddr(t)
+	b := startProcess(t, bin, bAddr, os.Stderr, "CHAT_DATABASE_URL="+url, "CHAT_DATA_DIR="+t.TempDir(),
+		"CHAT_KAFKA_BROKERS="+kafka, "CHAT_NODE_ID=node-b", "CHAT_LOG_LEVEL=warn")
 
 	trackers := map[int64]*tracker{}
 	clients := map[int64]*mqtttest.Client{}
@@ -130,8 +112,8 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 		trackers[u].follow(clients[u], conv.ID, u == 3)
 	}
 	// Kafka consumers start at the newest offset: let both join first.
-	waitFor(t, 30*time.Second, "cross-node delivery", func() bool {
-		ack, err := clients[1].Publish(msgTopic(conv.ID), 1, sendPayload(newID(), fmt.Sprint(time.Now().UnixNano())+" warmup"))
+	testkit.WaitFor(t, 30*time.Second, "cross-node delivery", func() bool {
+		ack, err := clients[1].Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), fmt.Sprint(time.Now().UnixNano())+" warmup"))
 		if err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("warm-up send: %v", err)
 		}
@@ -157,14 +139,14 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 		for i := 0; i < n; i++ {
 			id := newID()
 			for {
-				ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(id, fmt.Sprintf("%d from %d", time.Now().UnixNano(), u)))
+				ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, fmt.Sprintf("%d from %d", time.Now().UnixNano(), u)))
 				if err == nil && ack.ReasonCode == 0 {
 					break
 				}
 				// The node died under us: reconnect (to the survivor) and
 				// resend with the same clientMsgId.
 				time.Sleep(50 * time.Millisecond)
-				nc, _, err := mqtttest.Dial(addr(), mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("sender-%d", u), Password: token(t, u), Clean: true})
+				nc, _, err := mqtttest.Dial(addr(), mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("sender-%d", u), Password: testnode.Token(t, u), Clean: true})
 				if err == nil {
 					t.Cleanup(nc.Drop)
 					c = nc
@@ -185,12 +167,12 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 		for i := 0; i < total/2; i++ {
 			id := newID()
 			for {
-				ack, err := sc.Publish(msgTopic(conv.ID), 1, sendPayload(id, fmt.Sprintf("%d from 3", time.Now().UnixNano())))
+				ack, err := sc.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, fmt.Sprintf("%d from 3", time.Now().UnixNano())))
 				if err == nil && ack.ReasonCode == 0 {
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
-				nc, _, err := mqtttest.Dial(survivor(), mqtttest.Options{Version: 5, ClientID: "sender-3", Password: token(t, 3), Clean: true})
+				nc, _, err := mqtttest.Dial(survivor(), mqtttest.Options{Version: 5, ClientID: "sender-3", Password: testnode.Token(t, 3), Clean: true})
 				if err == nil {
 					t.Cleanup(nc.Drop)
 					sc = nc
@@ -211,7 +193,7 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 		if u%2 == 0 {
 			v = 4
 		}
-		waitFor(t, 10*time.Second, "B's client to notice", func() bool { return clients[u].Closed() })
+		testkit.WaitFor(t, 10*time.Second, "B's client to notice", func() bool { return clients[u].Closed() })
 		nc := rawClient(t, a.MQTTAddr(), u, fmt.Sprintf("cluster-%d", u), v, false)
 		trackers[u].follow(nc, conv.ID, false)
 	}
@@ -219,7 +201,7 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 	want := warm + total
 	for u := int64(1); u <= 4; u++ {
 		tr := trackers[u]
-		waitFor(t, 60*time.Second, fmt.Sprintf("user %d to have all %d messages", u, want), func() bool { return int64(tr.count()) >= want })
+		testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("user %d to have all %d messages", u, want), func() bool { return int64(tr.count()) >= want })
 		tr.mu.Lock()
 		for i, seq := range tr.order {
 			if seq != int64(i+1) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -16,7 +18,7 @@ import (
 // returns the client, or the CONNACK of a refusal.
 func dialUser(t *testing.T, addr string, user int64, clientID string, v byte) (*mqtttest.Client, byte, string) {
 	t.Helper()
-	c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Password: token(t, user), Clean: true, ReadBuffer: 64})
+	c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Password: testnode.Token(t, user), Clean: true, ReadBuffer: 64})
 	if err != nil {
 		return nil, ack.ReasonCode, ack.Properties.ReasonString
 	}
@@ -47,7 +49,7 @@ func TestThe21stConnectionOfAUserIsRefusedWith0x97WhileReconnectsGetIn(t *testin
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, _, err = mqtttest.DialConn(conn, mqtttest.Options{Version: v, ClientID: "device-19", Password: token(t, 1), Clean: true, ReadBuffer: 64})
+			c, _, err = mqtttest.DialConn(conn, mqtttest.Options{Version: v, ClientID: "device-19", Password: testnode.Token(t, 1), Clean: true, ReadBuffer: 64})
 			if err != nil {
 				t.Fatalf("connection 20 (WebSocket): %v", err)
 			}
@@ -70,7 +72,7 @@ func TestThe21stConnectionOfAUserIsRefusedWith0x97WhileReconnectsGetIn(t *testin
 	if c, code, _ := dialUser(t, addr, 1, "device-3", 4); c == nil {
 		t.Fatalf("reconnect with a held client id refused: 0x%02x", code)
 	}
-	waitFor(t, 5*time.Second, "the taken-over connection to close", held[3].Closed)
+	testkit.WaitFor(t, 5*time.Second, "the taken-over connection to close", held[3].Closed)
 	if c, code, _ := dialUser(t, addr, 1, "device-22", 5); c != nil || code != 0x97 {
 		t.Fatalf("after the takeover, a new client id: CONNACK 0x%02x, want 0x97 (still 20)", code)
 	}
@@ -93,7 +95,7 @@ func TestThe21stConnectionOfAUserIsRefusedWith0x97WhileReconnectsGetIn(t *testin
 // a client id counts once on whichever node it is; when Redis is gone each
 // node caps what it holds itself.
 func TestConnectionCapHoldsAcrossNodesWithRedis(t *testing.T) {
-	redisURL, stopRedis := startRedis(t)
+	redisURL, stopRedis := redistest.Start(t)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_REDIS_URL": redisURL, "CHAT_MAX_CONNECTIONS_PER_USER": "3"}
 	a := startNode(t, url, env)
@@ -185,7 +187,7 @@ func TestConnectBudgetQueuesWhatItCanAndRefusesTheRestWith0x9F(t *testing.T) {
 		t.Errorf("accepted %d, refused %d (%v); want 12-25 accepted and the rest 0x9F", codes[0], codes[0x9F], codes)
 	}
 	// The budget refills: a client that comes back later gets in.
-	waitFor(t, 5*time.Second, "a later CONNECT to be accepted", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "a later CONNECT to be accepted", func() bool {
 		c, _, _ := dialUser(t, srv.MQTTAddr(), 99, "later", 5)
 		return c != nil
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,13 +13,15 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // sendN publishes n messages from c into conv, each acknowledged.
 func sendN(t *testing.T, c *mqtttest.Client, conv int64, n int, prefix string) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		ack, err := c.Publish(msgTopic(conv), 1, sendPayload(newID(), fmt.Sprintf("%s %d", prefix, i)))
+		ack, err := c.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(newID(), fmt.Sprintf("%s %d", prefix, i)))
 		if err != nil || ack.ReasonCode >= 0x80 {
 			t.Fatalf("send %s %d: 0x%02x %v", prefix, i, ack.ReasonCode, err)
 		}
@@ -38,10 +39,8 @@ func TestOfflineMemberReceivesEveryMissedMessageAfterServerRestart(t *testing.T)
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("phone-2-v%d", v)
 		away := rawClient(t, srv.MQTTAddr(), 2, clientID, v, false)
-		away.Disconnect()
-		waitFor(t, 5*time.Second, "session parked", func() bool { return srv.Hub.Session(clientID) == nil })
-		var before int64
-		_ = srv.Pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", conv.ID).Scan(&before)
+		disconnect(t, srv, away, clientID)
+		before := lastSeq(srv, conv.ID)
 
 		sender := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("sender-v%d", v), 5, true)
 		sendN(t, sender, conv.ID, 250, "before restart")
@@ -67,30 +66,11 @@ func TestOfflineMemberCatchesUpAfterChatdIsKilled(t *testing.T) {
 		t.Skip("builds and kills a chatd process")
 	}
 	url := pgtest.NewDB(t)
-	bin := filepath.Join(t.TempDir(), "chatd")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/chatd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build chatd: %v\n%s", err, out)
-	}
-	addr := freeAddr(t)
+	bin := buildChatd(t)
+	addr := testkit.FreeAddr(t)
 	dataDir := t.TempDir()
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin)
-		cmd.Env = subprocessEnv("CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+addr, "CHAT_HTTP_ADDR="+freeAddr(t),
-			"CHAT_DATA_DIR="+dataDir, "CHAT_MAX_INFLIGHT=16", "CHAT_LOG_LEVEL=warn")
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		waitFor(t, 30*time.Second, "chatd to accept connections", func() bool {
-			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "probe", Password: token(t, 99), Clean: true})
-			if err == nil {
-				c.Disconnect()
-			}
-			return err == nil
-		})
-		return cmd
+		return startProcess(t, bin, addr, os.Stderr, "CHAT_DATABASE_URL="+url, "CHAT_DATA_DIR="+dataDir, "CHAT_MAX_INFLIGHT=16", "CHAT_LOG_LEVEL=warn")
 	}
 	proc := start()
 	// Set up through the server itself: user 1 creates the group over HTTP-free RPC is
@@ -152,16 +132,13 @@ func TestStuckSubscriberDoesNotSlowOthers(t *testing.T) {
 func TestReadReceiptsNeverMoveBackAndReachMembers(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
-	conv, err := srv.Service.CreateGroup(ctx, 1, "receipts", []int64{2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, ctx, srv, 1, "receipts", []int64{2, 3})
 	u1 := rawClient(t, srv.MQTTAddr(), 1, "r1", 5, true)
 	u2 := rawClient(t, srv.MQTTAddr(), 2, "r2", 4, true)
 	sendN(t, u1, conv.ID, 5, "m")
 	collectMessages(t, u2, conv.ID, 5, 10*time.Second)
 
-	if ack, err := u2.Publish(readTopic(conv.ID), 1, []byte(`{"seq":4}`)); err != nil || ack.ReasonCode != 0 {
+	if ack, err := u2.Publish(testnode.ReadTopic(conv.ID), 1, []byte(`{"seq":4}`)); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("read 4: %v", err)
 	}
 	ev := nextEvent(t, u1, chat.EventReadUpdated, 5*time.Second)
@@ -169,7 +146,7 @@ func TestReadReceiptsNeverMoveBackAndReachMembers(t *testing.T) {
 		t.Fatalf("read.updated = %+v", ev)
 	}
 	// A late, lower receipt does not move the watermark back.
-	if ack, err := u2.Publish(readTopic(conv.ID), 1, []byte(`{"seq":2}`)); err != nil || ack.ReasonCode != 0 {
+	if ack, err := u2.Publish(testnode.ReadTopic(conv.ID), 1, []byte(`{"seq":2}`)); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("read 2: %v", err)
 	}
 	got, err := srv.Service.GetConversation(ctx, conv.ID, 2)
@@ -186,10 +163,10 @@ func TestReadReceiptsNeverMoveBackAndReachMembers(t *testing.T) {
 		t.Fatalf("seen by after one reader: %+v %v", seen, err)
 	}
 	u3 := rawClient(t, srv.MQTTAddr(), 3, "r3", 5, true)
-	if ack, err := u3.Publish(readTopic(conv.ID), 0, []byte(`{"seq":99}`)); err != nil || ack.ReasonCode != 0 {
+	if ack, err := u3.Publish(testnode.ReadTopic(conv.ID), 0, []byte(`{"seq":99}`)); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("read 99 (QoS0): %v", err)
 	}
-	waitFor(t, 5*time.Second, "message 4 seen by 2", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "message 4 seen by 2", func() bool {
 		s, err := srv.Service.SeenBy(ctx, conv.ID, 1, 4)
 		return err == nil && s.SeenBy == 2
 	})
@@ -209,22 +186,19 @@ func TestMosquittoClientsSendAndReceive(t *testing.T) {
 		t.Skip("mosquitto-clients not installed (apt-get install -y mosquitto-clients)")
 	}
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	host, port, _ := strings.Cut(srv.MQTTAddr(), ":")
 	var out strings.Builder
-	subCmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-sub-2", "-u", "2", "-P", token(t, 2),
-		"-t", eventsTopic(2), "-q", "1", "-C", "1", "-W", "20")
+	subCmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-sub-2", "-u", "2", "-P", testnode.Token(t, 2),
+		"-t", testnode.EventsTopic(2), "-q", "1", "-C", "1", "-W", "20")
 	subCmd.Stdout = &out
 	if err := subCmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "mosquitto_sub to subscribe", func() bool { return srv.Hub.Ready("mosq-sub-2") })
+	testkit.WaitFor(t, 10*time.Second, "mosquitto_sub to subscribe", func() bool { return srv.Hub.Ready("mosq-sub-2") })
 	body := "hello from mosquitto_pub"
-	pubOut, err := exec.Command(pub, "-h", host, "-p", port, "-V", "mqttv5", "-i", "mosq-pub-1", "-u", "1", "-P", token(t, 1),
-		"-t", msgTopic(conv.ID), "-q", "1", "-m", string(sendPayload(newID(), body))).CombinedOutput()
+	pubOut, err := exec.Command(pub, "-h", host, "-p", port, "-V", "mqttv5", "-i", "mosq-pub-1", "-u", "1", "-P", testnode.Token(t, 1),
+		"-t", testnode.MsgTopic(conv.ID), "-q", "1", "-m", string(testnode.SendPayload(newID(), body))).CombinedOutput()
 	if err != nil {
 		t.Fatalf("mosquitto_pub: %v %s", err, pubOut)
 	}
@@ -243,7 +217,7 @@ func sendRetrying(t *testing.T, addr string, user, conv int64, n int) {
 	t.Helper()
 	dial := func() *mqtttest.Client {
 		for {
-			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("sender-%d", user), Password: token(t, user), Clean: true, ReadBuffer: 16})
+			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("sender-%d", user), Password: testnode.Token(t, user), Clean: true, ReadBuffer: 16})
 			if err == nil {
 				t.Cleanup(c.Drop)
 				return c
@@ -255,7 +229,7 @@ func sendRetrying(t *testing.T, addr string, user, conv int64, n int) {
 	for i := 0; i < n; i++ {
 		id := newID()
 		for attempt := 0; ; attempt++ {
-			ack, err := c.Publish(msgTopic(conv), 1, sendPayload(id, fmt.Sprintf("x %d", i)))
+			ack, err := c.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(id, fmt.Sprintf("x %d", i)))
 			if err == nil && ack.ReasonCode == 0 {
 				break
 			}

@@ -1,28 +1,31 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/google/uuid"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-const testSecret = "test-secret-0123456789abcdef0123456789"
 
 // startNode starts a chatd node on loopback ports against url.
 func startNode(t testing.TB, url string, env map[string]string) *server.Server {
@@ -33,9 +36,7 @@ func startNode(t testing.TB, url string, env map[string]string) *server.Server {
 // nodeEnv is the settings of this package's test nodes, env on top.
 func nodeEnv(t testing.TB, url string, env map[string]string) map[string]string {
 	t.Helper()
-	base := testnode.Env(t, url)
-	for k, v := range map[string]string{
-		"CHAT_JWT_SECRET": testSecret,
+	return testnode.SecretEnv(t, url, map[string]string{
 		// Tests that are not about rate limits run without them; the
 		// rate-limit tests set the ones they exercise.
 		"CHAT_LIMIT_TYPING_RATE": "0",
@@ -44,46 +45,127 @@ func nodeEnv(t testing.TB, url string, env map[string]string) map[string]string 
 		"CHAT_SEND_TIMEOUT": "20s",
 		// Presence events would interleave with what other tests expect;
 		// the presence tests turn them on.
-		"CHAT_PRESENCE_PUSH":    "false",
-		"CHAT_SHUTDOWN_TIMEOUT": "10s",
-	} {
-		base[k] = v
-	}
-	for k, v := range env {
-		base[k] = v
-	}
-	return base
+		"CHAT_PRESENCE_PUSH": "false",
+	}, env)
 }
 
-func token(t testing.TB, user int64) string {
+// mustGroup creates a group on srv as creator with members.
+func mustGroup(t testing.TB, ctx context.Context, srv *server.Server, creator int64, title string, members []int64) chat.Conversation {
 	t.Helper()
-	tok, err := auth.Mint([]byte(testSecret), user, time.Hour)
+	conv, err := srv.Service.CreateGroup(ctx, creator, title, members)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok
+	return conv
 }
 
-func sendPayload(clientMsgID, body string) []byte {
-	b, _ := json.Marshal(map[string]string{"clientMsgId": clientMsgID, "body": body})
-	return b
+// mustDirect opens (or finds) the direct conversation of a and b on srv.
+func mustDirect(t testing.TB, ctx context.Context, srv *server.Server, a, b int64) chat.Conversation {
+	t.Helper()
+	conv, _, err := srv.Service.OpenDirect(ctx, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conv
 }
 
-func msgTopic(conv int64) string  { return fmt.Sprintf("chat/v1/conv/%d/msg", conv) }
-func readTopic(conv int64) string { return fmt.Sprintf("chat/v1/conv/%d/read", conv) }
-func eventsTopic(u int64) string  { return fmt.Sprintf("chat/v1/user/%d/events", u) }
+// disconnect sends DISCONNECT on c and waits until srv has parked the
+// session of clientID.
+func disconnect(t *testing.T, srv *server.Server, c *mqtttest.Client, clientID string) {
+	t.Helper()
+	c.Disconnect()
+	testkit.WaitFor(t, 5*time.Second, "session "+clientID+" parked", func() bool { return srv.Hub.Session(clientID) == nil })
+}
+
+// lastSeq is the last seq of conv as srv's database has it (0 when it
+// cannot be read).
+func lastSeq(srv *server.Server, conv int64) int64 {
+	var n int64
+	_ = srv.Pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", conv).Scan(&n)
+	return n
+}
+
+// httpReply is an answer of the node's HTTP API.
+type httpReply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// request is one HTTP request to srv (path starting with /) or to the URL
+// path: as user (0: anonymous), with body as JSON (raw when a []byte) and
+// the headers hdr. Redirects are answered, not followed.
+func request(t *testing.T, srv *server.Server, user int64, method, path string, body any, hdr map[string]string) httpReply {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	url := path
+	if strings.HasPrefix(path, "/") {
+		url = "http://" + srv.HTTPAddr() + path
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user > 0 {
+		req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// httpDo calls the node's HTTP API as user with body as JSON (when not
+// nil).
+func httpDo(t *testing.T, srv *server.Server, user int64, method, path string, body any) httpReply {
+	t.Helper()
+	var hdr map[string]string
+	if body != nil {
+		hdr = map[string]string{"Content-Type": "application/json"}
+	}
+	return request(t, srv, user, method, path, body, hdr)
+}
+
+// api is httpDo decoding a successful answer into out (when not nil); it
+// returns the status.
+func api(t *testing.T, srv *server.Server, user int64, method, path string, body any, out any) int {
+	t.Helper()
+	r := httpDo(t, srv, user, method, path, body)
+	if out != nil && r.status < 300 && len(r.body) > 0 {
+		if err := json.Unmarshal(r.body, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, r.body)
+		}
+	}
+	return r.status
+}
 
 // rawClient connects a raw MQTT client (v is 4 or 5) for user and subscribes
 // to its events topic.
 func rawClient(t *testing.T, addr string, user int64, clientID string, v byte, clean bool) *mqtttest.Client {
 	t.Helper()
 	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
-		Password: token(t, user), Clean: clean, Expiry: expiryFor(v, clean)})
+		Password: testnode.Token(t, user), Clean: clean, Expiry: expiryFor(v, clean)})
 	if err != nil {
 		t.Fatalf("connect user %d: %v", user, err)
 	}
 	t.Cleanup(c.Drop)
-	codes, err := c.Subscribe(eventsTopic(user))
+	codes, err := c.Subscribe(testnode.EventsTopic(user))
 	if err != nil || len(codes) != 1 || codes[0] >= 0x80 {
 		t.Fatalf("subscribe events: %v %v", codes, err)
 	}
@@ -110,27 +192,39 @@ type event struct {
 	Message        string `json:"message"`
 }
 
-// nextEvent waits for the next event of type typ on a raw client.
-func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Duration) event {
+// nextPublish waits for the next publish on a raw client that match
+// accepts, skipping the others; what names it when the connection closes
+// or none arrives within timeout.
+func nextPublish(t *testing.T, c *mqtttest.Client, what string, timeout time.Duration, match func(packets.Packet) bool) packets.Packet {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
 		select {
 		case pk, ok := <-c.Publishes:
 			if !ok {
-				t.Fatalf("connection closed while waiting for %s: %v", typ, c.Err)
+				t.Fatalf("connection closed while waiting for %s: %v", what, c.Err)
 			}
-			var ev event
-			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
-				t.Fatalf("bad event payload %q: %v", pk.Payload, err)
-			}
-			if ev.Type == typ {
-				return ev
+			if match(pk) {
+				return pk
 			}
 		case <-deadline:
-			t.Fatalf("no %s event within %v", typ, timeout)
+			t.Fatalf("no %s within %v", what, timeout)
 		}
 	}
+}
+
+// nextEvent waits for the next event of type typ on a raw client.
+func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Duration) event {
+	t.Helper()
+	var ev event
+	nextPublish(t, c, typ+" event", timeout, func(pk packets.Packet) bool {
+		ev = event{}
+		if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+			t.Fatalf("bad event payload %q: %v", pk.Payload, err)
+		}
+		return ev.Type == typ
+	})
+	return ev
 }
 
 // collectMessages reads message.new events of conv until n arrived.
@@ -190,12 +284,12 @@ func newPaho(t *testing.T, addr string, user int64, clientID string) *pahoClient
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ca, err := pc.Connect(ctx, &paho.Connect{KeepAlive: 30, ClientID: clientID, CleanStart: true,
-		Username: fmt.Sprint(user), UsernameFlag: true, Password: []byte(token(t, user)), PasswordFlag: true})
+		Username: fmt.Sprint(user), UsernameFlag: true, Password: []byte(testnode.Token(t, user)), PasswordFlag: true})
 	if err != nil || ca.ReasonCode != 0 {
 		t.Fatalf("paho connect user %d: %v", user, err)
 	}
 	t.Cleanup(func() { _ = pc.Disconnect(&paho.Disconnect{}) })
-	if _, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: eventsTopic(user), QoS: 1}}}); err != nil {
+	if _, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: testnode.EventsTopic(user), QoS: 1}}}); err != nil {
 		t.Fatalf("paho subscribe: %v", err)
 	}
 	return pc
@@ -211,18 +305,6 @@ func (pc *pahoClient) messages(conv int64) []event {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func newID() string { return uuid.NewString() }

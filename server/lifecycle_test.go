@@ -8,6 +8,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 func changeTopic(conv int64, what string) string {
@@ -22,15 +23,12 @@ func changeTopic(conv int64, what string) string {
 func TestEditRecallAndReactOverMQTTAnswerWithTheirSeqAndReachMembersInOrder(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
-	g, err := srv.Service.CreateGroup(ctx, 1, "lifecycle", []int64{2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, ctx, srv, 1, "lifecycle", []int64{2, 3})
 	alice := rawClient(t, srv.MQTTAddr(), 1, "alice", 5, true)
 	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
 	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 4, true)
 
-	ack, err := alice.Publish(msgTopic(g.ID), 1, sendPayload(newID(), "helo"))
+	ack, err := alice.Publish(testnode.MsgTopic(g.ID), 1, testnode.SendPayload(newID(), "helo"))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("send: %v %#x", err, ack.ReasonCode)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // scrape returns the metric samples of /metrics keyed by name{labels}.
@@ -40,10 +42,7 @@ func scrape(t *testing.T, httpAddr string) map[string]float64 {
 
 func TestMetricsExposeTrafficRelayAndPool(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_KAFKA_BROKERS": startKafka(t), "CHAT_NODE_ID": "metrics"})
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	a := rawClient(t, srv.MQTTAddr(), 1, "m1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "m2", 4, true)
 	sendN(t, a, conv.ID, 10, "m")
@@ -51,11 +50,11 @@ func TestMetricsExposeTrafficRelayAndPool(t *testing.T) {
 	// The sender's own echoes count as deliveries too; scraping before
 	// they were written read 14 of 20 once.
 	collectMessages(t, a, conv.ID, 10, 10*time.Second)
-	if ack, _ := a.Publish(msgTopic(999), 1, sendPayload(newID(), "x")); ack.ReasonCode != 0x87 {
+	if ack, _ := a.Publish(testnode.MsgTopic(999), 1, testnode.SendPayload(newID(), "x")); ack.ReasonCode != 0x87 {
 		t.Fatalf("unexpected 0x%02x", ack.ReasonCode)
 	}
 	var m map[string]float64
-	waitFor(t, 20*time.Second, "relay to publish the events", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "relay to publish the events", func() bool {
 		m = scrape(t, srv.HTTPAddr())
 		return m["chat_relay_published_total"] >= 10
 	})

@@ -31,6 +31,7 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -150,45 +151,21 @@ func TestTLSCertificateReloadsWhenItsFilesChangeAndLiveConnectionsStayUp(t *test
 	if cn := servedCN(t, srv.MQTTSAddr(), roots); cn != "chatd 2025" {
 		t.Fatalf("mqtts serves %q", cn)
 	}
-	conv, _, err := srv.Service.OpenDirect(t.Context(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, t.Context(), srv, 1, 2)
 	tlsCfg := &tls.Config{RootCAs: roots}
-	raw, err := tls.Dial("tcp", srv.MQTTSAddr(), tlsCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, _, err := mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: "reload-2", Password: token(t, 2), Clean: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Drop()
-	if codes, err := listener.Subscribe(eventsTopic(2)); err != nil || codes[0] >= 0x80 {
-		t.Fatalf("subscribe: %v %v", codes, err)
-	}
-	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: tlsCfg, HandshakeTimeout: 5 * time.Second}
-	ws, _, err := d.Dial("wss://"+srv.HTTPSAddr()+"/mqtt", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sender, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "reload-1", Password: token(t, 1), Clean: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Drop()
+	listener, sender := overTLS(t, srv, tlsCfg, "reload-2", "reload-1")
 
 	// The renewal lands: key first, then the certificate, as certbot's
 	// symlink swap or a copy does.
 	c2, k2, _ := ca.issue(t, "chatd 2026", true)
 	replaceFile(t, keyPath, k2)
 	replaceFile(t, certPath, c2)
-	waitFor(t, 10*time.Second, "both TLS listeners to serve the renewed certificate", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "both TLS listeners to serve the renewed certificate", func() bool {
 		return servedCN(t, srv.MQTTSAddr(), roots) == "chatd 2026" && servedCN(t, srv.HTTPSAddr(), roots) == "chatd 2026"
 	})
 
 	// The connections made before the renewal still work, both ways.
-	if ack, err := sender.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "after renewal")); err != nil || ack.ReasonCode != 0 {
+	if ack, err := sender.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "after renewal")); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("send after renewal: 0x%02x %v", ack.ReasonCode, err)
 	}
 	if ev := nextEvent(t, listener, "message.new", 10*time.Second); ev.Body != "after renewal" {
@@ -197,7 +174,7 @@ func TestTLSCertificateReloadsWhenItsFilesChangeAndLiveConnectionsStayUp(t *test
 
 	// A renewal that does not load keeps the current certificate.
 	replaceFile(t, keyPath, []byte("-----BEGIN EC PRIVATE KEY-----\nbroken\n-----END EC PRIVATE KEY-----\n"))
-	waitFor(t, 10*time.Second, "chat_tls_certificate_reload_failing to be 1", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "chat_tls_certificate_reload_failing to be 1", func() bool {
 		return scrape(t, srv.HTTPAddr())["chat_tls_certificate_reload_failing"] == 1
 	})
 	if cn := servedCN(t, srv.MQTTSAddr(), roots); cn != "chatd 2026" {
@@ -250,27 +227,27 @@ func TestClientCertificateAuthenticatesDevicesAsTheUserInItsCommonName(t *testin
 	if err != nil {
 		t.Fatalf("device with a certificate: %v", err)
 	}
-	if codes, err := c7.Subscribe(eventsTopic(7)); err != nil || codes[0] >= 0x80 {
+	if codes, err := c7.Subscribe(testnode.EventsTopic(7)); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("user 7's events: %v %v", codes, err)
 	}
-	if codes, err := c7.Subscribe(eventsTopic(8)); err != nil || codes[0] < 0x80 {
+	if codes, err := c7.Subscribe(testnode.EventsTopic(8)); err != nil || codes[0] < 0x80 {
 		t.Fatalf("user 8's events were granted to the certificate of user 7: %v %v", codes, err)
 	}
 	// Optional mode: a client without a certificate uses its JWT.
-	c8, _, err := dialCert(t, node.MQTTSAddr(), roots, nil, mqtttest.Options{Version: 5, ClientID: "phone-8", Password: token(t, 8), Clean: true})
+	c8, _, err := dialCert(t, node.MQTTSAddr(), roots, nil, mqtttest.Options{Version: 5, ClientID: "phone-8", Password: testnode.Token(t, 8), Clean: true})
 	if err != nil {
 		t.Fatalf("JWT client on the mTLS listener: %v", err)
 	}
-	if codes, err := c8.Subscribe(eventsTopic(8)); err != nil || codes[0] >= 0x80 {
+	if codes, err := c8.Subscribe(testnode.EventsTopic(8)); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe 8: %v %v", codes, err)
 	}
 	// The certificate decides, not the password: a token for 8 beside
 	// the certificate of 7 is still user 7; a username of 8 is refused.
-	c7b, _, err := dialCert(t, node.MQTTSAddr(), roots, &dev7, mqtttest.Options{Version: 5, ClientID: "device-7b", Password: token(t, 8), Clean: true})
+	c7b, _, err := dialCert(t, node.MQTTSAddr(), roots, &dev7, mqtttest.Options{Version: 5, ClientID: "device-7b", Password: testnode.Token(t, 8), Clean: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if codes, _ := c7b.Subscribe(eventsTopic(8)); codes[0] < 0x80 {
+	if codes, _ := c7b.Subscribe(testnode.EventsTopic(8)); codes[0] < 0x80 {
 		t.Fatal("a password overrode the client certificate")
 	}
 	if _, ack, err := dialCert(t, node.MQTTSAddr(), roots, &dev7, mqtttest.Options{Version: 5, ClientID: "device-7c", Username: "8", Clean: true}); err == nil || ack.ReasonCode != 0x86 {
@@ -278,7 +255,7 @@ func TestClientCertificateAuthenticatesDevicesAsTheUserInItsCommonName(t *testin
 	}
 	// A verified certificate whose CN is no user id is refused.
 	_, _, sensor := deviceCA.issue(t, "sensor-basement", false)
-	if _, ack, err := dialCert(t, node.MQTTSAddr(), roots, &sensor, mqtttest.Options{Version: 5, ClientID: "sensor", Password: token(t, 9), Clean: true}); err == nil || ack.ReasonCode != 0x86 {
+	if _, ack, err := dialCert(t, node.MQTTSAddr(), roots, &sensor, mqtttest.Options{Version: 5, ClientID: "sensor", Password: testnode.Token(t, 9), Clean: true}); err == nil || ack.ReasonCode != 0x86 {
 		t.Fatalf("CN sensor-basement: %v reason 0x%02x, want 0x86", err, ack.ReasonCode)
 	}
 	// A certificate of another CA never gets as far as MQTT.
@@ -297,7 +274,7 @@ func TestRequiredClientCertificateRefusesClientsWithoutOne(t *testing.T) {
 	}
 	srv, _, _ := tlsNode(t, serverCA, "chatd", map[string]string{"CHAT_MQTTS_CLIENT_CA": caPath, "CHAT_MQTTS_CLIENT_AUTH": "require"})
 	addr := srv.MQTTSAddr()
-	if c, _, err := dialCert(t, addr, serverCA.pool(), nil, mqtttest.Options{Version: 5, ClientID: "jwt-only", Password: token(t, 3), Clean: true}); err == nil {
+	if c, _, err := dialCert(t, addr, serverCA.pool(), nil, mqtttest.Options{Version: 5, ClientID: "jwt-only", Password: testnode.Token(t, 3), Clean: true}); err == nil {
 		c.Drop()
 		t.Fatal("require: a client without a certificate was accepted")
 	}
@@ -346,7 +323,7 @@ func TestProxyProtocolFromTrustedNetworksFeedsTheRealAddressToTheConnectLimit(t 
 	// 203.0.113.7 connects through the load balancer (v2 header): its one
 	// connect of the burst.
 	a, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), proxyHeader(2, "203.0.113.7")),
-		mqtttest.Options{Version: 5, ClientID: "a", Password: token(t, 1), Clean: true})
+		mqtttest.Options{Version: 5, ClientID: "a", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatalf("first client through the proxy: %v", err)
 	}
@@ -354,24 +331,24 @@ func TestProxyProtocolFromTrustedNetworksFeedsTheRealAddressToTheConnectLimit(t 
 	// The same client again (v1 header): its address is over the limit,
 	// though the TCP peer is the load balancer as before.
 	if _, ack, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), proxyHeader(1, "203.0.113.7")),
-		mqtttest.Options{Version: 5, ClientID: "a2", Password: token(t, 1), Clean: true}); err == nil || ack.ReasonCode != 0x9F {
+		mqtttest.Options{Version: 5, ClientID: "a2", Password: testnode.Token(t, 1), Clean: true}); err == nil || ack.ReasonCode != 0x9F {
 		t.Fatalf("same client address again: %v reason 0x%02x, want 0x9F", err, ack.ReasonCode)
 	}
 	// And over TLS: the header comes before the handshake.
 	raw := dialProxied(t, srv.MQTTSAddr(), proxyHeader(2, "203.0.113.7"))
 	if _, ack, err := mqtttest.DialConn(tls.Client(raw, &tls.Config{RootCAs: ca.pool(), ServerName: "127.0.0.1"}),
-		mqtttest.Options{Version: 5, ClientID: "a3", Password: token(t, 1), Clean: true}); err == nil || ack.ReasonCode != 0x9F {
+		mqtttest.Options{Version: 5, ClientID: "a3", Password: testnode.Token(t, 1), Clean: true}); err == nil || ack.ReasonCode != 0x9F {
 		t.Fatalf("same client address over mqtts: %v reason 0x%02x, want 0x9F", err, ack.ReasonCode)
 	}
 	// Another client behind the same load balancer has its own budget.
 	b, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), proxyHeader(2, "198.51.100.9")),
-		mqtttest.Options{Version: 4, ClientID: "b", Password: token(t, 2), Clean: true})
+		mqtttest.Options{Version: 4, ClientID: "b", Password: testnode.Token(t, 2), Clean: true})
 	if err != nil {
 		t.Fatalf("second client through the proxy: %v", err)
 	}
 	defer b.Drop()
 	// A trusted peer that sends no header (a health check) is itself.
-	direct, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), nil), mqtttest.Options{Version: 5, ClientID: "d", Password: token(t, 3), Clean: true})
+	direct, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), nil), mqtttest.Options{Version: 5, ClientID: "d", Password: testnode.Token(t, 3), Clean: true})
 	if err != nil {
 		t.Fatalf("direct client from a trusted network: %v", err)
 	}
@@ -384,11 +361,11 @@ func TestProxyProtocolFromTrustedNetworksFeedsTheRealAddressToTheConnectLimit(t 
 func TestProxyHeadersFromUntrustedNetworksCloseTheConnection(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PROXY_PROTOCOL": "true", "CHAT_PROXY_PROTOCOL_TRUSTED": "10.0.0.0/8"})
 	if c, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), proxyHeader(2, "10.1.2.3")),
-		mqtttest.Options{Version: 5, ClientID: "spoof", Password: token(t, 1), Clean: true}); err == nil {
+		mqtttest.Options{Version: 5, ClientID: "spoof", Password: testnode.Token(t, 1), Clean: true}); err == nil {
 		c.Drop()
 		t.Fatal("a PROXY header from an untrusted address was accepted")
 	}
-	c, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), nil), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	c, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), nil), mqtttest.Options{Version: 5, ClientID: "plain", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatalf("a direct client from an untrusted address: %v", err)
 	}
@@ -437,7 +414,7 @@ func TestMetricsCountHTTPRequestsByRouteAndMQTTConnectionsByTransport(t *testing
 	get := func(path string, user int64) {
 		req, _ := http.NewRequest("GET", "http://"+srv.HTTPAddr()+path, nil)
 		if user > 0 {
-			req.Header.Set("Authorization", "Bearer "+token(t, user))
+			req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -453,7 +430,7 @@ func TestMetricsCountHTTPRequestsByRouteAndMQTTConnectionsByTransport(t *testing
 	get("/v1/no-such-route", 1)
 
 	dial := func(v byte, id string) *mqtttest.Client {
-		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: id, Password: token(t, 1), Clean: true})
+		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: id, Password: testnode.Token(t, 1), Clean: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,12 +442,12 @@ func TestMetricsCountHTTPRequestsByRouteAndMQTTConnectionsByTransport(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws5, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "ws5", Password: token(t, 1), Clean: true})
+	ws5, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "ws5", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws5.Drop()
-	tls5, _, err := dialCert(t, srv.MQTTSAddr(), ca.pool(), nil, mqtttest.Options{Version: 5, ClientID: "tls5", Password: token(t, 1), Clean: true})
+	tls5, _, err := dialCert(t, srv.MQTTSAddr(), ca.pool(), nil, mqtttest.Options{Version: 5, ClientID: "tls5", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +457,7 @@ func TestMetricsCountHTTPRequestsByRouteAndMQTTConnectionsByTransport(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	wss4, _, err := mqtttest.DialConn(mqtttest.WrapWS(wss), mqtttest.Options{Version: 4, ClientID: "wss4", Password: token(t, 1), Clean: true})
+	wss4, _, err := mqtttest.DialConn(mqtttest.WrapWS(wss), mqtttest.Options{Version: 4, ClientID: "wss4", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +510,7 @@ func TestMetricsCountHTTPRequestsByRouteAndMQTTConnectionsByTransport(t *testing
 		t.Error("WebSocket sessions are timed as HTTP requests")
 	}
 	tcp5.Disconnect()
-	waitFor(t, 10*time.Second, "the tcp v5 connection to be uncounted", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the tcp v5 connection to be uncounted", func() bool {
 		return scrape(t, srv.HTTPAddr())[`chat_mqtt_connections_by_transport{protocol="5",transport="tcp"}`] == 0
 	})
 }
@@ -630,13 +607,13 @@ func TestIdentityProviderTokensFromAJWKSAuthenticateMQTTAndHTTP(t *testing.T) {
 		t.Fatalf("MQTT with a provider token: %v", err)
 	}
 	defer c.Drop()
-	if codes, err := c.Subscribe(eventsTopic(21)); err != nil || codes[0] >= 0x80 {
+	if codes, err := c.Subscribe(testnode.EventsTopic(21)); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("user 21's events: %v %v", codes, err)
 	}
 	if _, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "kc-x", Password: idpToken("another-app", 21), Clean: true}); err == nil || ack.ReasonCode != 0x86 {
 		t.Fatalf("token for another audience: %v 0x%02x, want 0x86", err, ack.ReasonCode)
 	}
-	for tok, want := range map[string]int{idpToken("chatd", "21"): http.StatusOK, idpToken("chatd", "alice"): http.StatusUnauthorized, token(t, 21): http.StatusOK} {
+	for tok, want := range map[string]int{idpToken("chatd", "21"): http.StatusOK, idpToken("chatd", "alice"): http.StatusUnauthorized, testnode.Token(t, 21): http.StatusOK} {
 		req, _ := http.NewRequest("GET", "http://"+srv.HTTPAddr()+"/v1/inbox", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)

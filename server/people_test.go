@@ -10,6 +10,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -50,7 +52,7 @@ func readsOf(evs []map[string]any) (users []int64) {
 
 func markReadMQTT(t *testing.T, c *mqtttest.Client, conv, seq int64) {
 	t.Helper()
-	ack, err := c.Publish(readTopic(conv), 1, []byte(fmt.Sprintf(`{"seq":%d}`, seq)))
+	ack, err := c.Publish(testnode.ReadTopic(conv), 1, []byte(fmt.Sprintf(`{"seq":%d}`, seq)))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("read receipt: %v 0x%02x", err, ack.ReasonCode)
 	}
@@ -67,10 +69,7 @@ func TestReadReceiptsOffReachNoOtherMemberOnAnyNode(t *testing.T) {
 	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "rb"})
 	ctx := context.Background()
 	const alice, bob, carol = 1, 2, 3
-	g, err := a.Service.CreateGroup(ctx, alice, "g", []int64{bob, carol})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, ctx, a, alice, "g", []int64{bob, carol})
 	if _, err := a.Service.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: new(bool)}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +125,7 @@ func TestReadReceiptsOffReachNoOtherMemberOnAnyNode(t *testing.T) {
 // on it: a message sent on a arrives at c on b.
 func waitForConsumer(t *testing.T, a, b *server.Server, c *mqtttest.Client) {
 	t.Helper()
-	conv, _, err := a.Service.OpenDirect(context.Background(), 1, 999)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), a, 1, 999)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 999, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
@@ -159,14 +155,11 @@ func TestGroupChangesReachAnOfflineMemberAsSystemEntriesOnReconnect(t *testing.T
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	const owner, away = 1, 2
-	g, err := srv.Service.CreateGroup(ctx, owner, "before", []int64{away})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, ctx, srv, owner, "before", []int64{away})
 	phone := rawClient(t, srv.MQTTAddr(), away, "away-phone", 5, false)
 	sessionLoaded(t, srv, "away-phone")
 	phone.Disconnect()
-	waitFor(t, 10*time.Second, "the session to stop", func() bool { return srv.Hub.Session("away-phone") == nil })
+	testkit.WaitFor(t, 10*time.Second, "the session to stop", func() bool { return srv.Hub.Session("away-phone") == nil })
 
 	live := rawClient(t, srv.MQTTAddr(), owner, "owner-live", 5, true)
 	sessionLoaded(t, srv, "owner-live")
@@ -213,15 +206,12 @@ func TestGroupChangesReachAnOfflineMemberAsSystemEntriesOnReconnect(t *testing.T
 func TestABlockedUsersMQTTSendIsRefusedWith0x87(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
-	d, _, err := srv.Service.OpenDirect(ctx, 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustDirect(t, ctx, srv, 1, 2)
 	if err := srv.Service.Block(ctx, 1, 2); err != nil {
 		t.Fatal(err)
 	}
 	c := rawClient(t, srv.MQTTAddr(), 2, "blocked-2", 5, true)
-	ack, err := c.Publish(msgTopic(d.ID), 1, sendPayload(newID(), "let me in"))
+	ack, err := c.Publish(testnode.MsgTopic(d.ID), 1, testnode.SendPayload(newID(), "let me in"))
 	if err != nil || ack.ReasonCode != 0x87 {
 		t.Fatalf("blocked send: %v 0x%02x", err, ack.ReasonCode)
 	}
@@ -259,10 +249,7 @@ func TestProfileUpdatesReachWhoSharesAConversationOnEveryNode(t *testing.T) {
 		t.Fatalf("profile.updated %v", ev)
 	}
 	// The stranger shares nothing: their next event is the sentinel.
-	d3, _, err := a.Service.OpenDirect(ctx, 3, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d3 := mustDirect(t, ctx, a, 3, 4)
 	if _, err := a.Service.Send(ctx, chat.SendRequest{ConversationID: d3.ID, SenderID: 4, ClientMsgID: newID(), Body: "sentinel"}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -23,24 +27,15 @@ type presenceEvent struct {
 // nextPresence waits for a presence event about user on c.
 func nextPresence(t *testing.T, c *mqtttest.Client, user int64, timeout time.Duration) presenceEvent {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case pk, ok := <-c.Publishes:
-			if !ok {
-				t.Fatalf("connection closed while waiting for presence of %d: %v", user, c.Err)
-			}
-			var ev presenceEvent
-			if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user {
-				if ev.Online == nil || ev.LastSeen == nil {
-					t.Fatalf("presence event without online or lastSeen: %s", pk.Payload)
-				}
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no presence event about user %d within %v", user, timeout)
-		}
+	var ev presenceEvent
+	pk := nextPublish(t, c, fmt.Sprintf("presence event about user %d", user), timeout, func(pk packets.Packet) bool {
+		ev = presenceEvent{}
+		return json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user
+	})
+	if ev.Online == nil || ev.LastSeen == nil {
+		t.Fatalf("presence event without online or lastSeen: %s", pk.Payload)
 	}
+	return ev
 }
 
 // noPresence fails if a presence event about user arrives on c within d.
@@ -105,7 +100,7 @@ func TestPresenceFollowsASilentDeviceAndStaysWithinSharedConversations(t *testin
 	if code, p := queryPresence(t, srv, 2, 1); code != 200 || p.Online || p.LastSeen != nil {
 		t.Fatalf("never-seen user: %d %+v", code, p)
 	}
-	dev, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "dying-1", Password: token(t, 1), Clean: true, Keepalive: 2})
+	dev, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "dying-1", Password: testnode.Token(t, 1), Clean: true, Keepalive: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +180,7 @@ func TestPresenceWithTwoDevices(t *testing.T) {
 	if code, p := queryPresence(t, srv, 2, 1); code != 200 || !p.Online {
 		t.Fatalf("one device left: %d %+v", code, p)
 	}
-	waitFor(t, 5*time.Second, "phone's session released", func() bool { return srv.Hub.Session("phone-1") == nil })
+	testkit.WaitFor(t, 5*time.Second, "phone's session released", func() bool { return srv.Hub.Session("phone-1") == nil })
 
 	laptop.Drop()
 	start := time.Now()
@@ -217,13 +212,10 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	kafka := startKafka(t)
 	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pa", "CHAT_PRESENCE_PUSH": "true"})
 	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pb", "CHAT_PRESENCE_PUSH": "true"})
-	conv, _, err := a.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), a, 1, 2)
 	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
 	// Node B's consumer starts at the newest offset: wait until it reads.
-	waitFor(t, 60*time.Second, "node B consuming chat.events", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "node B consuming chat.events", func() bool {
 		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(), Body: "x"}); err == nil {
 			t.Fatal("a non-member sent")
 		}

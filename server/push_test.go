@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os/exec"
 	"slices"
 	"sort"
 	"testing"
@@ -17,6 +15,8 @@ import (
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/server"
 )
@@ -47,34 +47,6 @@ func newVAPID(t *testing.T) push.VAPIDKeys {
 	return k
 }
 
-// api calls the node's HTTP API as user and decodes the answer into out
-// (when not nil); it returns the status.
-func api(t *testing.T, srv *server.Server, user int64, method, path string, body any, out any) int {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token(t, user))
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode < 300 && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, path, err, b)
-		}
-	}
-	return resp.StatusCode
-}
-
 // subscribeDevice registers a subscription of the loopback endpoint as a
 // webpush device of user, over HTTP like a browser.
 func subscribeDevice(t *testing.T, srv *server.Server, ep *webpushtest.Endpoint, user int64, name string) int64 {
@@ -90,7 +62,7 @@ func subscribeDevice(t *testing.T, srv *server.Server, ep *webpushtest.Endpoint,
 
 func waitAccepted(t *testing.T, ep *webpushtest.Endpoint, name string, n int, within time.Duration) []push.Notification {
 	t.Helper()
-	waitFor(t, within, fmt.Sprintf("%d pushes to %s", n, name), func() bool { return len(ep.Of(name)) >= n })
+	testkit.WaitFor(t, within, fmt.Sprintf("%d pushes to %s", n, name), func() bool { return len(ep.Of(name)) >= n })
 	var out []push.Notification
 	for _, p := range ep.Of(name) {
 		var nt push.Notification
@@ -135,10 +107,7 @@ func TestDevicesAPIAndSettingsInTheInbox(t *testing.T) {
 		t.Errorf("fcm without a hand-off: %d, want 400", st)
 	}
 
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	var set chat.ConversationSettings
 	if st := api(t, srv, 1, "PUT", fmt.Sprintf("/v1/conversations/%d/settings", conv.ID),
@@ -193,7 +162,7 @@ func TestPushesGoToDisconnectedAndStuckRecipientsOnly(t *testing.T) {
 	}()
 	sender := rawClient(t, srv.MQTTAddr(), 1, "sender-1", 5, true)
 	for i := 0; i < 3; i++ {
-		if ack, err := sender.Publish(msgTopic(g.ID), 1, sendPayload(newID(), "burst")); err != nil || ack.ReasonCode >= 0x80 {
+		if ack, err := sender.Publish(testnode.MsgTopic(g.ID), 1, testnode.SendPayload(newID(), "burst")); err != nil || ack.ReasonCode >= 0x80 {
 			t.Fatalf("send: %v %v", err, ack.ReasonCode)
 		}
 	}
@@ -226,10 +195,7 @@ func TestTwoNodesPushOnceAlthoughBothSeeEveryMessage(t *testing.T) {
 	ep := webpushtest.NewEndpoint(keys.Public)
 	t.Cleanup(ep.Close)
 	subscribeDevice(t, a, ep, 2, "bob")
-	conv, _, err := a.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), a, 1, 2)
 	ca := rawClient(t, a.MQTTAddr(), 1, "alice-a", 5, true)
 	cb := rawClient(t, b.MQTTAddr(), 1, "alice-b", 5, true)
 	for i := 0; i < 6; i++ {
@@ -237,7 +203,7 @@ func TestTwoNodesPushOnceAlthoughBothSeeEveryMessage(t *testing.T) {
 		if i%2 == 1 {
 			c = cb
 		}
-		if _, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "x")); err != nil {
+		if _, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "x")); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -266,35 +232,19 @@ func TestKilledDecidingNodesPushIsSentByAnother(t *testing.T) {
 	ep := webpushtest.NewEndpoint(keys.Public)
 	t.Cleanup(ep.Close)
 	bin := buildChatd(t)
-	aAddr := freeAddr(t)
-	proc := exec.Command(bin)
-	proc.Env = subprocessEnv("CHAT_DATABASE_URL="+url, "CHAT_MQTT_ADDR="+aAddr, "CHAT_HTTP_ADDR="+freeAddr(t),
-		"CHAT_DATA_DIR="+t.TempDir(), "CHAT_LOG_LEVEL=error", "CHAT_PUSH_DELAY=500ms", "CHAT_PUSH_ALLOW_HTTP=true",
-		"CHAT_PUSH_TIMEOUT=1s", "CHAT_VAPID_PRIVATE_KEY="+keys.Private)
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proc.Process.Kill(); _ = proc.Wait() })
-	waitFor(t, 30*time.Second, "chatd up", func() bool {
-		c, _, err := mqtttest.Dial(aAddr, mqtttest.Options{Version: 5, ClientID: "probe", Password: token(t, 99), Clean: true})
-		if err == nil {
-			c.Disconnect()
-		}
-		return err == nil
-	})
+	aAddr := testkit.FreeAddr(t)
+	proc := startProcess(t, bin, aAddr, nil, "CHAT_DATABASE_URL="+url, "CHAT_DATA_DIR="+t.TempDir(), "CHAT_LOG_LEVEL=error",
+		"CHAT_PUSH_DELAY=500ms", "CHAT_PUSH_ALLOW_HTTP=true", "CHAT_PUSH_TIMEOUT=1s", "CHAT_VAPID_PRIVATE_KEY="+keys.Private)
 	// Node B starts second: A holds the decider lease.
 	b := startNode(t, url, pushEnv(t, keys, map[string]string{"CHAT_PUSH_DELAY": "500ms", "CHAT_PUSH_TIMEOUT": "1s"}))
 	subscribeDevice(t, b, ep, 2, "bob")
 	ep.Hang("bob", true)
-	conv, _, err := b.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), b, 1, 2)
 	c := rawClient(t, aAddr, 1, "alice", 5, true)
-	if _, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "hello")); err != nil {
+	if _, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "hello")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "node A's push to reach the endpoint", func() bool { return len(ep.Pushes()) > 0 })
+	testkit.WaitFor(t, 5*time.Second, "node A's push to reach the endpoint", func() bool { return len(ep.Pushes()) > 0 })
 	_ = proc.Process.Kill() // SIGKILL: A's claim is left to expire
 	_ = proc.Wait()
 	ep.Hang("bob", false)
@@ -320,10 +270,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 	t.Cleanup(ep.Close)
 	var convs []int64
 	for u := int64(2); u <= 41; u++ {
-		c, _, err := srv.Service.OpenDirect(context.Background(), 1, u)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := mustDirect(t, context.Background(), srv, 1, u)
 		convs = append(convs, c.ID)
 	}
 	sender := rawClient(t, srv.MQTTAddr(), 1, "sender", 5, true)
@@ -335,7 +282,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 		lat := make([]time.Duration, 0, 1000)
 		for i := 0; i < 1000; i++ {
 			t0 := time.Now()
-			if ack, err := sender.Publish(msgTopic(convs[i%len(convs)]), 1, sendPayload(newID(), "x")); err != nil || ack.ReasonCode >= 0x80 {
+			if ack, err := sender.Publish(testnode.MsgTopic(convs[i%len(convs)]), 1, testnode.SendPayload(newID(), "x")); err != nil || ack.ReasonCode >= 0x80 {
 				t.Fatalf("send %d: %v", i, err)
 			}
 			lat = append(lat, time.Since(t0))
@@ -351,11 +298,11 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 	}
 	// A message each; their pushes take every worker and fill the queue.
 	for _, c := range convs {
-		if _, err := sender.Publish(msgTopic(c), 1, sendPayload(newID(), "x")); err != nil {
+		if _, err := sender.Publish(testnode.MsgTopic(c), 1, testnode.SendPayload(newID(), "x")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "pushes hanging", func() bool { return len(ep.Pushes()) >= 30 })
+	testkit.WaitFor(t, 10*time.Second, "pushes hanging", func() bool { return len(ep.Pushes()) >= 30 })
 	hanging := burst()
 	t.Logf("p99 PUBACK: %v without devices, %v with every push service hanging (%d requests hanging)", base, hanging, len(ep.Pushes()))
 	if hanging > 3*base+50*time.Millisecond {
@@ -368,10 +315,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
 	keys := newVAPID(t)
 	srv := startNode(t, pgtest.NewDB(t), pushEnv(t, keys, nil))
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-push", 5, true)
 	if codes, err := c.Subscribe("chat/v1/user/1/rpc"); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe rpc: %v %v", codes, err)
@@ -454,7 +398,7 @@ func TestRecalledMessageIsTakenOffTheDevicesItWasPushedTo(t *testing.T) {
 		for range carol.Publishes {
 		}
 	}()
-	if ack, err := alice.Publish(msgTopic(g.ID), 1, sendPayload(newID(), "wrong group")); err != nil || ack.ReasonCode >= 0x80 {
+	if ack, err := alice.Publish(testnode.MsgTopic(g.ID), 1, testnode.SendPayload(newID(), "wrong group")); err != nil || ack.ReasonCode >= 0x80 {
 		t.Fatalf("send: %v %v", err, ack.ReasonCode)
 	}
 	got := waitAccepted(t, ep, "bob", 1, 5*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/internal/webpushtest"
 )
 
@@ -24,10 +25,7 @@ func TestAPhotoWithoutTextIsPushedAsAPhoto(t *testing.T) {
 	ep := webpushtest.NewEndpoint(keys.Public)
 	t.Cleanup(ep.Close)
 	ctx := context.Background()
-	g, err := srv.Service.CreateGroup(ctx, 1, "team", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, ctx, srv, 1, "team", []int64{2})
 	subscribeDevice(t, srv, ep, 2, "bob")
 	photo := mediatest.JPEG(64, 48)
 	var tk chat.UploadTicket
@@ -36,7 +34,7 @@ func TestAPhotoWithoutTextIsPushedAsAPhoto(t *testing.T) {
 		t.Fatalf("upload.create: %d", st)
 	}
 	req, _ := http.NewRequest(http.MethodPut, "http://"+srv.HTTPAddr()+tk.URL, bytes.NewReader(photo))
-	req.Header.Set("Authorization", "Bearer "+token(t, 1))
+	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, 1))
 	for k, v := range tk.Headers {
 		req.Header.Set(k, v)
 	}

@@ -1,20 +1,14 @@
 package server_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +18,7 @@ import (
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -79,10 +74,7 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 		"CHAT_LIMIT_SEND_RATE": "10", "CHAT_LIMIT_SEND_BURST": "30",
 		"CHAT_LIMIT_CONV_RATE": "100", "CHAT_LIMIT_CONV_BURST": "200",
 	})
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	a := rawClient(t, srv.MQTTAddr(), 1, "flood-1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "calm-2", 5, true)
 
@@ -92,7 +84,7 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 	for i := range 100 {
 		// Paced over one second: 100 publishes, one every 10ms.
 		time.Sleep(time.Until(start.Add(time.Duration(i) * 10 * time.Millisecond)))
-		ack, err := a.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), fmt.Sprintf("m%d", i)))
+		ack, err := a.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), fmt.Sprintf("m%d", i)))
 		if err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
@@ -128,7 +120,7 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 	}
 	// The other member is not limited by user 1's bucket.
 	for i := range 20 {
-		ack, err := b.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "calm"))
+		ack, err := b.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "calm"))
 		if err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("user 2 send %d: reason 0x%02x %v", i, ack.ReasonCode, err)
 		}
@@ -136,7 +128,7 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 	// A pause refills user 1's bucket.
 	time.Sleep(1100 * time.Millisecond)
 	for i := range 10 {
-		ack, err := a.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "again"))
+		ack, err := a.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "again"))
 		if err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("send %d after a pause: reason 0x%02x %v", i, ack.ReasonCode, err)
 		}
@@ -165,14 +157,11 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 // error event with code rate_limited follows.
 func TestRateLimitedV311IsAckedDroppedAndReported(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "2"})
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	c := rawClient(t, srv.MQTTAddr(), 1, "v311-1", 4, true)
 	ids := []string{newID(), newID(), newID()}
 	for _, id := range ids {
-		if _, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(id, "x")); err != nil {
+		if _, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, "x")); err != nil {
 			t.Fatalf("publish: %v (3.1.1 must get a PUBACK)", err)
 		}
 	}
@@ -185,7 +174,7 @@ func TestRateLimitedV311IsAckedDroppedAndReported(t *testing.T) {
 	}
 	// The connection stays usable: a resend of a committed message is a
 	// duplicate, refunded, and still answered.
-	if _, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(ids[0], "x")); err != nil {
+	if _, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(ids[0], "x")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -195,14 +184,8 @@ func TestRateLimitedV311IsAckedDroppedAndReported(t *testing.T) {
 func TestConversationRateLimitCapsAllSenders(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONV_RATE": "0.01", "CHAT_LIMIT_CONV_BURST": "5"})
 	ctx := context.Background()
-	hot, err := srv.Service.CreateGroup(ctx, 1, "hot", []int64{2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet, _, err := srv.Service.OpenDirect(ctx, 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hot := mustGroup(t, ctx, srv, 1, "hot", []int64{2, 3})
+	quiet := mustDirect(t, ctx, srv, 1, 2)
 	clients := []*mqtttest.Client{
 		rawClient(t, srv.MQTTAddr(), 1, "hot-1", 5, true),
 		rawClient(t, srv.MQTTAddr(), 2, "hot-2", 5, true),
@@ -210,7 +193,7 @@ func TestConversationRateLimitCapsAllSenders(t *testing.T) {
 	}
 	ok := 0
 	for i := range 12 {
-		ack, err := clients[i%3].Publish(msgTopic(hot.ID), 1, sendPayload(newID(), "hot"))
+		ack, err := clients[i%3].Publish(testnode.MsgTopic(hot.ID), 1, testnode.SendPayload(newID(), "hot"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +213,7 @@ func TestConversationRateLimitCapsAllSenders(t *testing.T) {
 	}
 	// Another conversation has a bucket of its own.
 	for i := range 5 {
-		ack, err := clients[0].Publish(msgTopic(quiet.ID), 1, sendPayload(newID(), "quiet"))
+		ack, err := clients[0].Publish(testnode.MsgTopic(quiet.ID), 1, testnode.SendPayload(newID(), "quiet"))
 		if err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("send %d to another conversation: 0x%02x %v", i, ack.ReasonCode, err)
 		}
@@ -251,41 +234,14 @@ func TestConnectRateLimitPerIP(t *testing.T) {
 			t.Fatalf("attempt %d: %v, want the token refused (0x86) within the burst", i, err)
 		}
 	}
-	_, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "c4", Password: token(t, 1), Clean: true})
+	_, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "c4", Password: testnode.Token(t, 1), Clean: true})
 	if err == nil || ack.ReasonCode != packets.ErrConnectionRateExceeded.Code {
 		t.Fatalf("4th attempt (v5): %v reason 0x%02x, want 0x9F", err, ack.ReasonCode)
 	}
-	_, ack, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 4, ClientID: "c5", Password: token(t, 1), Clean: true})
+	_, ack, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 4, ClientID: "c5", Password: testnode.Token(t, 1), Clean: true})
 	if err == nil || ack.ReasonCode != 0x03 {
 		t.Fatalf("5th attempt (3.1.1): %v reason 0x%02x, want 0x03", err, ack.ReasonCode)
 	}
-}
-
-type httpReply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func httpDo(t *testing.T, srv *server.Server, user int64, method, path string, body any) httpReply {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token(t, user))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return httpReply{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
 func headerInt(t *testing.T, h http.Header, name string) int {
@@ -305,10 +261,7 @@ func TestHTTP429CarriesRetryAfterAndRateLimitHeaders(t *testing.T) {
 		"CHAT_LIMIT_SEND_RATE": "0.5", "CHAT_LIMIT_SEND_BURST": "2",
 		"CHAT_LIMIT_API_RATE": "0.2", "CHAT_LIMIT_API_BURST": "8",
 	})
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	path := fmt.Sprintf("/v1/conversations/%d/messages", conv.ID)
 	first := map[string]string{"clientMsgId": newID(), "body": "one"}
 	if r := httpDo(t, srv, 1, "POST", path, first); r.status != 201 {
@@ -389,47 +342,11 @@ func TestHTTP429CarriesRetryAfterAndRateLimitHeaders(t *testing.T) {
 	}
 }
 
-// startRedis runs redis-server on a free loopback port in a temp dir. It
-// skips the test when redis-server is missing, unless CI=true.
-func startRedis(t *testing.T) (url string, stop func()) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not installed (apt-get install redis-server); CI must run the Redis tests")
-		}
-		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server)")
-	}
-	addr := freeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
-	t.Cleanup(stop)
-	waitFor(t, 10*time.Second, "redis-server to answer PING", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		fmt.Fprintf(c, "PING\r\n")
-		_ = c.SetReadDeadline(time.Now().Add(time.Second))
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		return strings.HasPrefix(line, "+PONG")
-	})
-	return "redis://" + addr + "/0", stop
-}
-
 // TestRateLimitHoldsAcrossNodesWithRedis: two nodes sharing Redis enforce
 // one budget per user; with Redis stopped, sends go on under each node's
 // local limit, and the fallback is logged once, not per request.
 func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
-	redisURL, stopRedis := startRedis(t)
+	redisURL, stopRedis := redistest.Start(t)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_REDIS_URL": redisURL, "CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "10"}
 	logsA, logsB := &logtest.Counter{}, &logtest.Counter{}
@@ -439,15 +356,12 @@ func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
 	}
 	a := startNodeLogged(t, url, envA, logsA)
 	b := startNodeLogged(t, url, envB, logsB)
-	conv, _, err := a.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), a, 1, 2)
 	onA := rawClient(t, a.MQTTAddr(), 1, "phone-1", 5, true)
 	onB := rawClient(t, b.MQTTAddr(), 1, "laptop-1", 5, true)
 	send := func(c *mqtttest.Client) bool {
 		t.Helper()
-		ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "x"))
+		ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "x"))
 		if err != nil {
 			t.Fatal(err)
 		}

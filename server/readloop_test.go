@@ -11,6 +11,8 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder: one client
@@ -23,14 +25,8 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
 	ctx := context.Background()
-	a, err := srv.Service.CreateGroup(ctx, 1, "a", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := srv.Service.CreateGroup(ctx, 1, "b", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustGroup(t, ctx, srv, 1, "a", []int64{2})
+	b := mustGroup(t, ctx, srv, 1, "b", []int64{2})
 	c := rawClient(t, srv.MQTTAddr(), 1, "orderly", 5, true)
 
 	// Hold conversation b's row: its sends wait for the lock.
@@ -46,7 +42,7 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 	convOf := map[uint16]int64{}
 	publish := func(conv int64, body string) {
 		t.Helper()
-		p, err := c.PublishAsync(msgTopic(conv), sendPayload(newID(), body))
+		p, err := c.PublishAsync(testnode.MsgTopic(conv), testnode.SendPayload(newID(), body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +50,7 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 		convOf[p.ID] = conv
 	}
 	publish(b.ID, "first, to the locked conversation")
-	waitFor(t, 10*time.Second, "the first send waiting for the lock", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the first send waiting for the lock", func() bool {
 		var n int
 		_ = srv.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&n)
 		return n > 0
@@ -67,7 +63,7 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 		}
 		publish(conv, "m"+strconv.Itoa(i))
 	}
-	waitFor(t, 10*time.Second, "conversation a's sends committed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "conversation a's sends committed", func() bool {
 		var last int64
 		_ = srv.Pool.QueryRow(ctx, `SELECT last_seq FROM conversation WHERE id = $1`, a.ID).Scan(&last)
 		return last == more-more/10
@@ -112,10 +108,7 @@ func TestOneConnectionsPublishesInFlightShareGroupCommits(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
 	ctx := context.Background()
-	conv, err := srv.Service.CreateGroup(ctx, 1, "burst", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, ctx, srv, 1, "burst", []int64{2})
 	c := rawClient(t, srv.MQTTAddr(), 1, "burst", 5, true)
 	// Slow every commit of the conversation a little (a lock held 50 ms at
 	// a time) so the publishes arrive while a batch is in flight.
@@ -139,7 +132,7 @@ func TestOneConnectionsPublishesInFlightShareGroupCommits(t *testing.T) {
 	const n = 60
 	var pending []mqtttest.Pending
 	for i := range n {
-		p, err := c.PublishAsync(msgTopic(conv.ID), sendPayload(newID(), "b"+strconv.Itoa(i)))
+		p, err := c.PublishAsync(testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), "b"+strconv.Itoa(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,10 +159,7 @@ func TestClientPagingHistoryKeepsAcknowledgingDeliveries(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
 	ctx := context.Background()
-	conv, err := srv.Service.CreateGroup(ctx, 1, "busy reader", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, ctx, srv, 1, "busy reader", []int64{2})
 	sender := rawClient(t, srv.MQTTAddr(), 1, "sender", 5, true)
 	reader := rawClient(t, srv.MQTTAddr(), 2, "reader", 5, true)
 
@@ -198,7 +188,7 @@ func TestClientPagingHistoryKeepsAcknowledgingDeliveries(t *testing.T) {
 	const n = 200
 	go func() {
 		for i := range n {
-			if _, err := sender.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "d"+strconv.Itoa(i))); err != nil {
+			if _, err := sender.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "d"+strconv.Itoa(i))); err != nil {
 				t.Error(err)
 				return
 			}

@@ -11,6 +11,8 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -46,10 +48,7 @@ func seenOf(t *testing.T, srv *server.Server, user, conv, seq int64) seenReply {
 // once the recipient reads, and the seen endpoint, history and inbox agree.
 func TestDeliveredOnPubackThenRead(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	sender := rawClient(t, srv.MQTTAddr(), 1, "sender-1", 5, true)
 	phone := rawClient(t, srv.MQTTAddr(), 2, "phone-2", 5, true)
 	phone.AutoAck = false
@@ -105,7 +104,7 @@ func TestDeliveredOnPubackThenRead(t *testing.T) {
 	}
 
 	// Reading: the PUBACK of the receipt comes after its commit.
-	ack, err := phone.Publish(readTopic(conv.ID), 1, []byte(`{"seq":1}`))
+	ack, err := phone.Publish(testnode.ReadTopic(conv.ID), 1, []byte(`{"seq":1}`))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("read receipt: %v 0x%02x", err, ack.ReasonCode)
 	}
@@ -153,23 +152,20 @@ func TestDeliveredOnPubackThenRead(t *testing.T) {
 // the node's registry and move.
 func TestMetricsExposeLimitsReceiptsAndPresence(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "1", "CHAT_PRESENCE_PUSH": "true"})
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	a := rawClient(t, srv.MQTTAddr(), 1, "m1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "m2", 4, true)
 	sessionLoaded(t, srv, "m2")
 	sendN(t, a, conv.ID, 1, "m")
-	if ack, _ := a.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "over")); ack.ReasonCode != 0x97 {
+	if ack, _ := a.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "over")); ack.ReasonCode != 0x97 {
 		t.Fatalf("second send: 0x%02x, want 0x97", ack.ReasonCode)
 	}
 	collectMessages(t, b, conv.ID, 1, 5*time.Second)
-	if _, err := b.Publish(readTopic(conv.ID), 1, []byte(`{"seq":1}`)); err != nil {
+	if _, err := b.Publish(testnode.ReadTopic(conv.ID), 1, []byte(`{"seq":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	var m map[string]float64
-	waitFor(t, 10*time.Second, "metrics", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "metrics", func() bool {
 		m = scrape(t, srv.HTTPAddr())
 		return m[`chat_receipt_flushes_total{kind="read"}`] >= 1 && m[`chat_receipt_flushes_total{kind="delivered"}`] >= 1
 	})
@@ -190,7 +186,7 @@ func TestMetricsExposeLimitsReceiptsAndPresence(t *testing.T) {
 // starting positions: a clean session gets what commits after that.
 func sessionLoaded(t *testing.T, srv *server.Server, clientID string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "session of "+clientID, func() bool { return srv.Hub.Session(clientID) != nil })
+	testkit.WaitFor(t, 5*time.Second, "session of "+clientID, func() bool { return srv.Hub.Session(clientID) != nil })
 	select {
 	case <-srv.Hub.Session(clientID).Loaded():
 	case <-time.After(10 * time.Second):

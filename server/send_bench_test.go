@@ -17,7 +17,7 @@ import (
 func benchNode(b *testing.B, opts ...server.Option) *server.Server {
 	b.Helper()
 	env := testnode.Env(b, pgtest.NewDB(b))
-	env["CHAT_JWT_SECRET"] = testSecret
+	env["CHAT_JWT_SECRET"] = testnode.Secret
 	env["CHAT_PRESENCE_PUSH"] = "false"
 	return testnode.Start(b, env, nil, opts...)
 }
@@ -25,12 +25,12 @@ func benchNode(b *testing.B, opts ...server.Option) *server.Server {
 func benchDial(b *testing.B, addr string, user int64, id string) *mqtttest.Client {
 	b.Helper()
 	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: id, Username: fmt.Sprint(user),
-		Password: token(b, user), Clean: true, ReadBuffer: 1024})
+		Password: testnode.Token(b, user), Clean: true, ReadBuffer: 1024})
 	if err != nil {
 		b.Fatalf("connect user %d: %v", user, err)
 	}
 	b.Cleanup(c.Drop)
-	if _, err := c.Subscribe(eventsTopic(user)); err != nil {
+	if _, err := c.Subscribe(testnode.EventsTopic(user)); err != nil {
 		b.Fatal(err)
 	}
 	go func() {
@@ -53,10 +53,10 @@ func benchSends(b *testing.B, srv *server.Server, opts ...mqtttest.PublishOpts) 
 	send := benchDial(b, srv.MQTTAddr(), 1, "bench-send")
 	payloads := make([][]byte, b.N+100)
 	for i := range payloads {
-		payloads[i] = sendPayload(newID(), "a message of about the size people send, forty-odd bytes")
+		payloads[i] = testnode.SendPayload(newID(), "a message of about the size people send, forty-odd bytes")
 	}
 	for i := range 100 { // warm up: plans cached, buffers grown
-		if ack, err := send.Publish(msgTopic(conv.ID), 1, payloads[b.N+i], opts...); err != nil || ack.ReasonCode != 0 {
+		if ack, err := send.Publish(testnode.MsgTopic(conv.ID), 1, payloads[b.N+i], opts...); err != nil || ack.ReasonCode != 0 {
 			b.Fatalf("warm-up send: %v %v", ack.ReasonCode, err)
 		}
 	}
@@ -64,7 +64,7 @@ func benchSends(b *testing.B, srv *server.Server, opts ...mqtttest.PublishOpts) 
 	cpu0 := processCPU(b)
 	b.ResetTimer()
 	for i := range b.N {
-		if ack, err := send.Publish(msgTopic(conv.ID), 1, payloads[i], opts...); err != nil || ack.ReasonCode != 0 {
+		if ack, err := send.Publish(testnode.MsgTopic(conv.ID), 1, payloads[i], opts...); err != nil || ack.ReasonCode != 0 {
 			b.Fatalf("send %d: %v %v", i, ack.ReasonCode, err)
 		}
 	}

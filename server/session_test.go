@@ -13,6 +13,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -21,7 +23,7 @@ import (
 func resume(t *testing.T, addr string, user int64, clientID string, v byte) (*mqtttest.Client, packets.Packet) {
 	t.Helper()
 	c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
-		Password: token(t, user), Clean: false, Expiry: expiryFor(v, false)})
+		Password: testnode.Token(t, user), Clean: false, Expiry: expiryFor(v, false)})
 	if err != nil {
 		t.Fatalf("resume %s: %v", clientID, err)
 	}
@@ -33,7 +35,7 @@ func resume(t *testing.T, addr string, user int64, clientID string, v byte) (*mq
 // client's PUBACKs were all taken before it disconnects.
 func waitCursor(t *testing.T, srv *server.Server, clientID string, conv, seq int64) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("the cursor of %s at %d", clientID, seq), func() bool {
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("the cursor of %s at %d", clientID, seq), func() bool {
 		var got int64
 		_ = srv.Pool.QueryRow(context.Background(), `SELECT delivered_seq FROM session_cursor WHERE client_id = $1 AND conversation_id = $2`, clientID, conv).Scan(&got)
 		return got >= seq
@@ -62,10 +64,8 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("phone-v%d", v)
 		first := rawClient(t, a.MQTTAddr(), 2, clientID, v, false)
-		first.Disconnect()
-		waitFor(t, 5*time.Second, "session stopped", func() bool { return a.Hub.Session(clientID) == nil })
-		var before int64
-		_ = a.Pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", conv.ID).Scan(&before)
+		disconnect(t, a, first, clientID)
+		before := lastSeq(a, conv.ID)
 
 		send(3, "while away")
 		other, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
@@ -74,8 +74,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 		}
 		assertInOrder(t, collectMessages(t, other, conv.ID, 3, 15*time.Second), before+1)
 		waitCursor(t, b, clientID, conv.ID, before+3)
-		other.Disconnect()
-		waitFor(t, 5*time.Second, "session stopped", func() bool { return b.Hub.Session(clientID) == nil })
+		disconnect(t, b, other, clientID)
 
 		send(2, "while restarting")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -89,8 +88,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 			t.Fatalf("v%d: after a restart the node answered session present = false", v)
 		}
 		assertInOrder(t, collectMessages(t, again, conv.ID, 2, 15*time.Second), before+4)
-		again.Disconnect()
-		waitFor(t, 5*time.Second, "session stopped", func() bool { return a.Hub.Session(clientID) == nil })
+		disconnect(t, a, again, clientID)
 	}
 }
 
@@ -104,7 +102,7 @@ func TestOfflinePersistentSessionsLeaveNothingInTheBroker(t *testing.T) {
 		c := rawClient(t, srv.MQTTAddr(), int64(100+i), fmt.Sprint("parked-", i), v, false)
 		c.Disconnect()
 	}
-	waitFor(t, 10*time.Second, "the broker to forget the offline sessions", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the broker to forget the offline sessions", func() bool {
 		return srv.Broker.Server.Clients.Len() == before
 	})
 	var n int
@@ -130,10 +128,10 @@ func TestSubscriptionsAreRecordedBeforeTheyAreAcknowledged(t *testing.T) {
 		}
 		return subs
 	}
-	if subs := recorded(); len(subs) != 1 || subs[0].Filter != eventsTopic(7) || subs[0].QoS != 1 {
+	if subs := recorded(); len(subs) != 1 || subs[0].Filter != testnode.EventsTopic(7) || subs[0].QoS != 1 {
 		t.Fatalf("after SUBACK the session records %+v", subs)
 	}
-	if codes, err := c.Unsubscribe(eventsTopic(7)); err != nil || len(codes) != 1 || codes[0] != 0 {
+	if codes, err := c.Unsubscribe(testnode.EventsTopic(7)); err != nil || len(codes) != 1 || codes[0] != 0 {
 		t.Fatalf("unsubscribe: %v %v", codes, err)
 	}
 	if subs := recorded(); len(subs) != 0 {
@@ -162,7 +160,7 @@ func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
 	}
 	c := rawClient(t, srv.MQTTAddr(), 2, "expiring", 5, false)
 	c.DisconnectWith(packets.Properties{SessionExpiryInterval: 120, SessionExpiryIntervalFlag: true})
-	waitFor(t, 5*time.Second, "expiry recorded", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "expiry recorded", func() bool {
 		var secs int64
 		_ = srv.Pool.QueryRow(context.Background(), `SELECT expiry_seconds FROM chat_session WHERE client_id = 'expiring'`).Scan(&secs)
 		return secs == 120
@@ -172,7 +170,7 @@ func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
 		t.Fatal("session with a new expiry not present")
 	}
 	c.DisconnectWith(packets.Properties{SessionExpiryInterval: 0, SessionExpiryIntervalFlag: true})
-	waitFor(t, 5*time.Second, "session ended", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "session ended", func() bool {
 		var n int
 		_ = srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_session WHERE client_id = 'expiring'`).Scan(&n)
 		return n == 0
@@ -184,7 +182,7 @@ func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
 	if ack.SessionPresent {
 		t.Fatal("an ended session is present")
 	}
-	if codes, err := fresh.Subscribe(eventsTopic(2)); err != nil || codes[0] >= 0x80 {
+	if codes, err := fresh.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe: %v %v", codes, err)
 	}
 	select {
@@ -203,7 +201,7 @@ func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
 func TestConnackAnnouncesACappedSessionExpiry(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "forever", Username: "3",
-		Password: token(t, 3), Clean: true, Expiry: 30 * 24 * 3600})
+		Password: testnode.Token(t, 3), Clean: true, Expiry: 30 * 24 * 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +222,7 @@ func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
 	wild := "chat/v1/user/7/#"
 	inTree := func() bool {
 		t.Helper()
-		for _, topic := range []string{eventsTopic(7), "chat/v1/user/7/replies"} {
+		for _, topic := range []string{testnode.EventsTopic(7), "chat/v1/user/7/replies"} {
 			if _, ok := srv.Broker.Server.Topics.Subscribers(topic).Subscriptions["untreed"]; ok {
 				return true
 			}
@@ -238,7 +236,7 @@ func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
 	if inTree() {
 		t.Fatal("after SUBSCRIBE mochi's topic tree holds the client's subscriptions")
 	}
-	if n := len(srv.Broker.Server.Topics.Subscribers(eventsTopic(7)).Subscriptions); n != 0 {
+	if n := len(srv.Broker.Server.Topics.Subscribers(testnode.EventsTopic(7)).Subscriptions); n != 0 {
 		t.Fatalf("%d subscribers of the events topic in mochi's tree, want 0", n)
 	}
 	c.Disconnect()
@@ -249,7 +247,7 @@ func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
 	if inTree() {
 		t.Fatal("after a resume mochi's topic tree holds the restored subscriptions")
 	}
-	waitFor(t, 5*time.Second, "delivery to be ready on the restored subscriptions", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "delivery to be ready on the restored subscriptions", func() bool {
 		return srv.Hub.Ready("untreed")
 	})
 	conv, err := srv.Service.CreateGroup(context.Background(), 8, "untreed", []int64{7})
@@ -263,7 +261,7 @@ func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
 	if ev := nextEvent(t, back, "message.new", 10*time.Second); ev.Body != "still delivered" {
 		t.Fatalf("delivered %+v", ev)
 	}
-	codes, err := back.Unsubscribe(wild, eventsTopic(7), "chat/v1/user/7/never")
+	codes, err := back.Unsubscribe(wild, testnode.EventsTopic(7), "chat/v1/user/7/never")
 	if err != nil || len(codes) != 3 || codes[0] != 0 || codes[1] != 0 || codes[2] != packets.CodeNoSubscriptionExisted.Code {
 		t.Fatalf("unsubscribe two held filters and one never held: %v %v, want [0 0 17]", codes, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -86,16 +87,13 @@ func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
 		t.Skip("mosquitto-clients not installed (apt-get install -y mosquitto-clients)")
 	}
 	url := pgtest.NewDB(t)
-	env := nodeEnv(t, url, map[string]string{"CHAT_MQTT_ADDR": freeAddr(t), "CHAT_HTTP_ADDR": freeAddr(t)})
+	env := nodeEnv(t, url, map[string]string{"CHAT_MQTT_ADDR": testkit.FreeAddr(t), "CHAT_HTTP_ADDR": testkit.FreeAddr(t)})
 	srv := testnode.Start(t, env, nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	host, port, _ := strings.Cut(srv.MQTTAddr(), ":")
 	var out logtest.Buffer
-	cmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-restart-2", "-c", "-u", "2", "-P", token(t, 2),
-		"-t", eventsTopic(2), "-q", "1", "-C", "1", "-d")
+	cmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-restart-2", "-c", "-u", "2", "-P", testnode.Token(t, 2),
+		"-t", testnode.EventsTopic(2), "-q", "1", "-C", "1", "-d")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -107,7 +105,7 @@ func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	waitFor(t, 10*time.Second, "mosquitto_sub to subscribe", func() bool { return srv.Hub.Ready("mosq-restart-2") })
+	testkit.WaitFor(t, 10*time.Second, "mosquitto_sub to subscribe", func() bool { return srv.Hub.Ready("mosq-restart-2") })
 
 	closeNode(t, srv)
 	srv = testnode.Start(t, env, nil)

@@ -21,6 +21,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and returns the paths and a
@@ -56,10 +58,7 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	certPath, keyPath, roots := selfSigned(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
 		"CHAT_MQTTS_ADDR": "127.0.0.1:0", "CHAT_HTTPS_ADDR": "127.0.0.1:0"})
-	conv, _, err := srv.Service.OpenDirect(t.Context(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, t.Context(), srv, 1, 2)
 	tlsCfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 
 	// HTTPS
@@ -70,32 +69,9 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	// MQTT over TLS
-	raw, err := tls.Dial("tcp", srv.MQTTSAddr(), tlsCfg)
-	if err != nil {
-		t.Fatalf("tls dial mqtt: %v", err)
-	}
-	listener, _, err := mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: "tls-2", Password: token(t, 2), Clean: true})
-	if err != nil {
-		t.Fatalf("mqtt over tls: %v", err)
-	}
-	defer listener.Drop()
-	if codes, err := listener.Subscribe(eventsTopic(2)); err != nil || codes[0] >= 0x80 {
-		t.Fatalf("subscribe: %v %v", codes, err)
-	}
-
-	// MQTT over secure WebSocket
-	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: tlsCfg, HandshakeTimeout: 5 * time.Second}
-	ws, _, err := d.Dial("wss://"+srv.HTTPSAddr()+"/mqtt", nil)
-	if err != nil {
-		t.Fatalf("wss dial: %v", err)
-	}
-	sender, _, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: "wss-1", Password: token(t, 1), Clean: true})
-	if err != nil {
-		t.Fatalf("mqtt over wss: %v", err)
-	}
-	defer sender.Drop()
-	ack, err := sender.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "encrypted"))
+	// MQTT over TLS and over secure WebSocket
+	listener, sender := overTLS(t, srv, tlsCfg, "tls-2", "wss-1")
+	ack, err := sender.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "encrypted"))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("send over wss: 0x%02x %v", ack.ReasonCode, err)
 	}
@@ -104,7 +80,7 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	}
 
 	// Plain TCP to the TLS port is refused.
-	plain, _, err := mqtttest.Dial(srv.MQTTSAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	plain, _, err := mqtttest.Dial(srv.MQTTSAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: testnode.Token(t, 1), Clean: true})
 	if err == nil {
 		plain.Drop()
 		t.Fatal("plain MQTT accepted on the TLS port")
@@ -115,9 +91,40 @@ func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	plain, _, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: token(t, 1), Clean: true})
+	plain, _, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "plain", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
 		t.Fatalf("plain MQTT beside MQTT over TLS: %v", err)
 	}
 	plain.Drop()
+}
+
+// overTLS connects user 2 (listener, v3.1.1, subscribed to its events)
+// over MQTT over TLS and user 1 (sender, v5) over MQTT over secure
+// WebSocket, with the given client ids; both are dropped at the end of
+// the test.
+func overTLS(t *testing.T, srv *server.Server, cfg *tls.Config, listenerID, senderID string) (listener, sender *mqtttest.Client) {
+	t.Helper()
+	raw, err := tls.Dial("tcp", srv.MQTTSAddr(), cfg)
+	if err != nil {
+		t.Fatalf("tls dial mqtt: %v", err)
+	}
+	listener, _, err = mqtttest.DialConn(raw, mqtttest.Options{Version: 4, ClientID: listenerID, Password: testnode.Token(t, 2), Clean: true})
+	if err != nil {
+		t.Fatalf("mqtt over tls: %v", err)
+	}
+	t.Cleanup(listener.Drop)
+	if codes, err := listener.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe: %v %v", codes, err)
+	}
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, TLSClientConfig: cfg, HandshakeTimeout: 5 * time.Second}
+	ws, _, err := d.Dial("wss://"+srv.HTTPSAddr()+"/mqtt", nil)
+	if err != nil {
+		t.Fatalf("wss dial: %v", err)
+	}
+	sender, _, err = mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: senderID, Password: testnode.Token(t, 1), Clean: true})
+	if err != nil {
+		t.Fatalf("mqtt over wss: %v", err)
+	}
+	t.Cleanup(sender.Drop)
+	return listener, sender
 }

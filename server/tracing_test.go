@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -19,7 +18,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -61,7 +62,7 @@ func (c clientTrace) traceparent() string {
 func spansOf(t *testing.T, exp *tracetest.InMemoryExporter, tid trace.TraceID, names ...string) map[string]tracetest.SpanStub {
 	t.Helper()
 	var got map[string]tracetest.SpanStub
-	waitFor(t, 20*time.Second, fmt.Sprintf("spans %v of trace %s", names, tid), func() bool {
+	testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("spans %v of trace %s", names, tid), func() bool {
 		got = map[string]tracetest.SpanStub{}
 		for _, s := range exp.GetSpans() {
 			if _, seen := got[s.Name]; s.SpanContext.TraceID() == tid && !seen {
@@ -127,7 +128,7 @@ func publishTraced(t *testing.T, pc *pahoClient, conv int64, body string, props 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := pc.Publish(ctx, &paho.Publish{Topic: msgTopic(conv), QoS: 1, Payload: sendPayload(newID(), body),
+	res, err := pc.Publish(ctx, &paho.Publish{Topic: testnode.MsgTopic(conv), QoS: 1, Payload: testnode.SendPayload(newID(), body),
 		Properties: &paho.PublishProperties{User: props}})
 	if err != nil || res.ReasonCode != 0 {
 		t.Fatalf("publish: %+v %v", res, err)
@@ -141,10 +142,7 @@ func publishTraced(t *testing.T, pc *pahoClient, conv int64, body string, props 
 
 func TestAnMQTTSendContinuesTheClientsTraceThroughValidationGroupCommitFanoutAndPuback(t *testing.T) {
 	srv, exp := tracedNode(t, nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	recv := rawClient(t, srv.MQTTAddr(), 2, "trace-recv", 5, true)
 	sender := newPaho(t, srv.MQTTAddr(), 1, "trace-send")
 	ct := newClientTrace(1)
@@ -162,7 +160,7 @@ func TestAnMQTTSendContinuesTheClientsTraceThroughValidationGroupCommitFanoutAnd
 	wantInt(t, send, "chat.conversation_id", conv.ID)
 	wantInt(t, send, "chat.user_id", 1)
 	wantInt(t, send, "chat.seq", seq)
-	if v, _ := attr(send, "mqtt.topic"); v.AsString() != msgTopic(conv.ID) {
+	if v, _ := attr(send, "mqtt.topic"); v.AsString() != testnode.MsgTopic(conv.ID) {
 		t.Errorf("chat.send: mqtt.topic = %q", v.AsString())
 	}
 	for _, name := range []string{"chat.validate", "chat.commit", "chat.fanout", "chat.puback"} {
@@ -223,15 +221,12 @@ func mustAttr(t *testing.T, s tracetest.SpanStub, key string) attribute.Value {
 
 func TestAnHTTPSendContinuesTheTraceOfItsTraceparentHeader(t *testing.T) {
 	srv, exp := tracedNode(t, nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	recv := rawClient(t, srv.MQTTAddr(), 2, "trace-http-recv", 5, true)
 	ct := newClientTrace(2)
 	req, _ := http.NewRequest("POST", fmt.Sprintf("http://%s/v1/conversations/%d/messages", srv.HTTPAddr(), conv.ID),
 		bytes.NewBufferString(fmt.Sprintf(`{"clientMsgId":%q,"body":"over http"}`, newID())))
-	req.Header.Set("Authorization", "Bearer "+token(t, 1))
+	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, 1))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", ct.traceparent())
 	resp, err := http.DefaultClient.Do(req)
@@ -268,10 +263,7 @@ func TestRelayedKafkaRecordsCarryATraceparentThatContinuesTheSendsTrace(t *testi
 	}
 	kafkaAddr := startKafka(t)
 	srv, exp := tracedNode(t, map[string]string{"CHAT_KAFKA_BROKERS": kafkaAddr, "CHAT_NODE_ID": "trace-relay"})
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	sender := newPaho(t, srv.MQTTAddr(), 1, "trace-kafka-send")
 	ct := newClientTrace(3)
 	seq := publishTraced(t, sender, conv.ID, "to kafka", paho.UserProperties{
@@ -279,13 +271,15 @@ func TestRelayedKafkaRecordsCarryATraceparentThatContinuesTheSendsTrace(t *testi
 
 	// The relay publishes the row; find the record of this message.
 	var rec kafka.Message
-	waitFor(t, 30*time.Second, "the message's Kafka record", func() bool {
-		msgs, err := readAllPartitions(t, kafkaAddr, 12)
+	testkit.WaitFor(t, 30*time.Second, "the message's Kafka record", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		msgs, err := kafkatest.ReadTopic(ctx, kafkaAddr, "chat.events", 12)
 		if err != nil {
 			return false
 		}
 		for _, m := range msgs {
-			if header(m, "type") == chat.EventMessageNew && string(m.Key) == strconv.FormatInt(conv.ID, 10) &&
+			if kafkatest.Header(m, "type") == chat.EventMessageNew && string(m.Key) == strconv.FormatInt(conv.ID, 10) &&
 				bytes.Contains(m.Value, []byte(`"seq":`+strconv.FormatInt(seq, 10)+`,`)) {
 				rec = m
 				return true
@@ -293,12 +287,12 @@ func TestRelayedKafkaRecordsCarryATraceparentThatContinuesTheSendsTrace(t *testi
 		}
 		return false
 	})
-	tp := header(rec, "traceparent")
+	tp := kafkatest.Header(rec, "traceparent")
 	parts := strings.Split(tp, "-")
 	if len(parts) != 4 || parts[1] != ct.trace.String() || parts[3] != "01" {
 		t.Fatalf("record traceparent %q, want the client's trace %s, sampled", tp, ct.trace)
 	}
-	if ts := header(rec, "tracestate"); ts != "vendor=abc" {
+	if ts := kafkatest.Header(rec, "tracestate"); ts != "vendor=abc" {
 		t.Errorf("record tracestate %q, want the client's vendor=abc", ts)
 	}
 	got := spansOf(t, exp, ct.trace, "chat.send", "chat.relay.publish")
@@ -313,58 +307,4 @@ func TestRelayedKafkaRecordsCarryATraceparentThatContinuesTheSendsTrace(t *testi
 	if v, _ := attr(pub, "messaging.destination.name"); v.AsString() != "chat.events" {
 		t.Errorf("messaging.destination.name = %q", v.AsString())
 	}
-}
-
-func header(m kafka.Message, key string) string {
-	for _, h := range m.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
-
-// readAllPartitions reads every record of chat.events' partitions.
-func readAllPartitions(t *testing.T, addr string, partitions int) ([]kafka.Message, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out []kafka.Message
-	for p := 0; p < partitions; p++ {
-		conn, err := kafka.DialLeader(ctx, "tcp", addr, "chat.events", p)
-		if err != nil {
-			return nil, err
-		}
-		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-		first, last, err := conn.ReadOffsets()
-		if err != nil {
-			conn.Close()
-			return nil, err
-		}
-		for off := first; off < last; {
-			if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
-				conn.Close()
-				return nil, err
-			}
-			b := conn.ReadBatch(1, 10<<20)
-			before := off
-			for {
-				m, err := b.ReadMessage()
-				if err != nil {
-					break
-				}
-				out = append(out, m)
-				off = m.Offset + 1
-			}
-			if err := b.Close(); err != nil && !errors.Is(err, kafka.RequestTimedOut) {
-				conn.Close()
-				return nil, err
-			}
-			if off == before {
-				break
-			}
-		}
-		conn.Close()
-	}
-	return out, nil
 }

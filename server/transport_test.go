@@ -14,14 +14,13 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 func TestWebSocketClientsChatAndForeignOriginsAreRefused(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	url := "ws://" + srv.HTTPAddr() + "/mqtt"
 	if _, resp, err := mqtttest.DialWS(url, "http://evil.example"); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("foreign origin: want 403, got %v %v", resp, err)
@@ -31,19 +30,19 @@ func TestWebSocketClientsChatAndForeignOriginsAreRefused(t *testing.T) {
 		if err != nil {
 			t.Fatalf("websocket dial: %v", err)
 		}
-		c, _, err := mqtttest.DialConn(conn, mqtttest.Options{Version: 5, ClientID: id, Password: token(t, user), Clean: true})
+		c, _, err := mqtttest.DialConn(conn, mqtttest.Options{Version: 5, ClientID: id, Password: testnode.Token(t, user), Clean: true})
 		if err != nil {
 			t.Fatalf("mqtt over websocket: %v", err)
 		}
 		t.Cleanup(c.Drop)
-		if codes, err := c.Subscribe(eventsTopic(user)); err != nil || codes[0] >= 0x80 {
+		if codes, err := c.Subscribe(testnode.EventsTopic(user)); err != nil || codes[0] >= 0x80 {
 			t.Fatalf("subscribe: %v %v", codes, err)
 		}
 		return c
 	}
 	browser := dial(2, "browser-2", "http://"+srv.HTTPAddr()) // same origin
 	sender := dial(1, "ws-1", "")                             // not a browser
-	ack, err := sender.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "over websocket"))
+	ack, err := sender.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "over websocket"))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("publish over websocket: 0x%02x %v", ack.ReasonCode, err)
 	}
@@ -70,7 +69,7 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 			defer wg.Done()
 			for {
 				id := newID()
-				ack, err := c.Publish(msgTopic(conv.ID), 1, sendPayload(id, "x"))
+				ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, "x"))
 				if err != nil || ack.ReasonCode >= 0x80 {
 					return
 				}
@@ -79,7 +78,7 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 10*time.Second, "some traffic", func() bool { return count.Load() > 100 })
+	testkit.WaitFor(t, 10*time.Second, "some traffic", func() bool { return count.Load() > 100 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := srv.Close(ctx); err != nil {
@@ -136,10 +135,7 @@ func TestLargeGroupMessageNewCarriesNoBody(t *testing.T) {
 
 func TestTypingReachesOnlineMembersAtMostOncePerSecond(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	a := rawClient(t, srv.MQTTAddr(), 1, "ty-1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "ty-2", 4, true)
 	topic := fmt.Sprintf("chat/v1/conv/%d/typing", conv.ID)
@@ -179,10 +175,7 @@ func TestTypingReachesOnlineMembersAtMostOncePerSecond(t *testing.T) {
 func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
-	conv, err := srv.Service.CreateGroup(ctx, 1, "rm", []int64{2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, ctx, srv, 1, "rm", []int64{2, 3})
 	owner := rawClient(t, srv.MQTTAddr(), 1, "rm-1", 5, true)
 	leaver := rawClient(t, srv.MQTTAddr(), 3, "rm-3", 5, true)
 	sendN(t, owner, conv.ID, 3, "before")
@@ -206,7 +199,7 @@ func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
 				t.Fatalf("removed member still receives: %s", pk.Payload)
 			}
 		case <-deadline:
-			ack, err := leaver.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "still here?"))
+			ack, err := leaver.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "still here?"))
 			if err != nil || ack.ReasonCode != 0x87 {
 				t.Fatalf("removed member may still send: 0x%02x %v", ack.ReasonCode, err)
 			}
@@ -217,10 +210,7 @@ func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
 
 func TestRPCOverMQTTAnswersOnTheCallersResponseTopic(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-1", 5, true)
 	if codes, err := c.Subscribe("chat/v1/user/1/rpc/#"); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe rpc: %v %v", codes, err)
@@ -266,10 +256,7 @@ refused:
 
 func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	listener := rawClient(t, srv.MQTTAddr(), 2, "gapless-2", 4, true)
 	mq := rawClient(t, srv.MQTTAddr(), 1, "gapless-1", 5, true)
 	var wg sync.WaitGroup
@@ -283,7 +270,7 @@ func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
 		for i := 0; i < 100; i++ {
 			body := fmt.Sprintf(`{"clientMsgId":%q,"body":"http %d"}`, newID(), i)
 			req, _ := http.NewRequest("POST", fmt.Sprintf("http://%s/v1/conversations/%d/messages", srv.HTTPAddr(), conv.ID), bytes.NewBufferString(body))
-			req.Header.Set("Authorization", "Bearer "+token(t, 1))
+			req.Header.Set("Authorization", "Bearer "+testnode.Token(t, 1))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil || resp.StatusCode != http.StatusCreated {
@@ -300,23 +287,13 @@ func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
 
 func TestAfterSeqZeroPagesForwardFromTheFirstMessage(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv, _, err := srv.Service.OpenDirect(context.Background(), 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	c := rawClient(t, srv.MQTTAddr(), 1, "fwd", 5, true)
 	sendN(t, c, conv.ID, 60, "m")
 	get := func(query string) []chat.Message {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/v1/conversations/%d/messages?%s", srv.HTTPAddr(), conv.ID, query), nil)
-		req.Header.Set("Authorization", "Bearer "+token(t, 2))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("history %s: %v %v", query, resp, err)
-		}
-		defer resp.Body.Close()
 		var page struct{ Messages []chat.Message }
-		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
-			t.Fatal(err)
+		if st := api(t, srv, 2, "GET", fmt.Sprintf("/v1/conversations/%d/messages?%s", conv.ID, query), nil, &page); st != http.StatusOK {
+			t.Fatalf("history %s: %d", query, st)
 		}
 		return page.Messages
 	}

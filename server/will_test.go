@@ -15,6 +15,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -94,12 +96,12 @@ func victims(t *testing.T, srv *server.Server, user int64) []*watcher {
 				name = fmt.Sprintf("v%d websocket", v)
 			}
 			c, _, err := dialVia(t, srv, ws_, mqtttest.Options{Version: v, ClientID: fmt.Sprintf("victim-%d-%s", user, strings.ReplaceAll(name, " ", "-")),
-				Password: token(t, user), Clean: true})
+				Password: testnode.Token(t, user), Clean: true})
 			if err != nil {
 				t.Fatalf("victim %s: %v", name, err)
 			}
 			t.Cleanup(c.Drop)
-			if codes, err := c.Subscribe(eventsTopic(user), fmt.Sprintf("chat/v1/user/%d/#", user)); err != nil || len(codes) != 2 || codes[0] >= 0x80 || codes[1] >= 0x80 {
+			if codes, err := c.Subscribe(testnode.EventsTopic(user), fmt.Sprintf("chat/v1/user/%d/#", user)); err != nil || len(codes) != 2 || codes[0] >= 0x80 || codes[1] >= 0x80 {
 				t.Fatalf("victim %s subscribe: %v %v", name, codes, err)
 			}
 			ws = append(ws, watch(name, c))
@@ -139,7 +141,7 @@ func sentinelThrough(t *testing.T, srv *server.Server, conv, sender int64, ws []
 		t.Fatal(err)
 	}
 	for _, w := range ws {
-		waitFor(t, 10*time.Second, w.name+" to receive the sentinel", func() bool { return w.has(sentinel) })
+		testkit.WaitFor(t, 10*time.Second, w.name+" to receive the sentinel", func() bool { return w.has(sentinel) })
 	}
 }
 
@@ -153,10 +155,7 @@ func sentinelThrough(t *testing.T, srv *server.Server, conv, sender int64, ws []
 func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	const victim, friend, attacker = 2, 3, 1
-	conv, _, err := srv.Service.OpenDirect(context.Background(), victim, friend)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, victim, friend)
 	ws := victims(t, srv, victim)
 
 	type attempt struct {
@@ -166,16 +165,16 @@ func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
 		v5, v3  byte   // expected CONNACK
 	}
 	var attempts []attempt
-	for _, topic := range []string{eventsTopic(victim), fmt.Sprintf("chat/v1/user/%d/rpc", victim), "chat/v1/conv/1/msg"} {
+	for _, topic := range []string{testnode.EventsTopic(victim), fmt.Sprintf("chat/v1/user/%d/rpc", victim), "chat/v1/conv/1/msg"} {
 		attempts = append(attempts,
 			attempt{"on " + topic + ", socket dropped", mqtttest.Will{Topic: topic, Payload: forged(victim), QoS: 1}, "drop", 0x87, 0x05},
 			attempt{"on " + topic + ", session taken over", mqtttest.Will{Topic: topic, Payload: forged(victim), QoS: 0}, "takeover", 0x87, 0x05},
 		)
 	}
 	attempts = append(attempts,
-		attempt{"with a 1 s Will Delay", mqtttest.Will{Topic: eventsTopic(victim), Payload: forged(victim), QoS: 1, Delay: 1}, "delay", 0x87, 0x05},
-		attempt{"retained", mqtttest.Will{Topic: eventsTopic(victim), Payload: forged(victim), QoS: 1, Retain: true}, "drop", 0x9A, 0x05},
-		attempt{"at QoS 2", mqtttest.Will{Topic: eventsTopic(victim), Payload: forged(victim), QoS: 2}, "drop", 0x9B, 0x05},
+		attempt{"with a 1 s Will Delay", mqtttest.Will{Topic: testnode.EventsTopic(victim), Payload: forged(victim), QoS: 1, Delay: 1}, "delay", 0x87, 0x05},
+		attempt{"retained", mqtttest.Will{Topic: testnode.EventsTopic(victim), Payload: forged(victim), QoS: 1, Retain: true}, "drop", 0x9A, 0x05},
+		attempt{"at QoS 2", mqtttest.Will{Topic: testnode.EventsTopic(victim), Payload: forged(victim), QoS: 2}, "drop", 0x9B, 0x05},
 	)
 	n := 0
 	for _, a := range attempts {
@@ -183,7 +182,7 @@ func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
 			for _, v := range []byte{5, 4} {
 				n++
 				how := fmt.Sprintf("v%d %s Will %s", v, map[bool]string{false: "TCP", true: "WebSocket"}[overWS], a.name)
-				o := mqtttest.Options{Version: v, ClientID: fmt.Sprintf("will-attacker-%d", n), Password: token(t, attacker), Clean: true, Will: a.will}
+				o := mqtttest.Options{Version: v, ClientID: fmt.Sprintf("will-attacker-%d", n), Password: testnode.Token(t, attacker), Clean: true, Will: a.will}
 				if v == 5 {
 					o.Expiry = 60 // the Will Delay applies to a session that outlives its connection
 				}
@@ -219,7 +218,7 @@ func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
 	neverWithin(t, 2500*time.Millisecond, "a victim to receive a forged event", func() bool { return anyHas(ws, "FORGED") })
 	sentinelThrough(t, srv, conv.ID, friend, ws, "sentinel after the Will attacks")
 	for _, w := range ws {
-		if bad := w.unexpected(eventsTopic(victim), "sentinel after the Will attacks"); len(bad) > 0 {
+		if bad := w.unexpected(testnode.EventsTopic(victim), "sentinel after the Will attacks"); len(bad) > 0 {
 			t.Errorf("victim's %s device received what the attacker's Wills carried: %q", w.name, bad)
 		}
 	}
@@ -232,13 +231,10 @@ func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
 func TestNoMochiPathDeliversAroundTheChatACL(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	const victim, friend, attacker = 2, 3, 1
-	conv, _, err := srv.Service.OpenDirect(context.Background(), victim, friend)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustDirect(t, context.Background(), srv, victim, friend)
 	ws := victims(t, srv, victim)
 
-	if err := srv.Broker.Server.Publish(eventsTopic(victim), forged(victim), false, 1); !errors.Is(err, mqtt.ErrInlineClientNotEnabled) {
+	if err := srv.Broker.Server.Publish(testnode.EventsTopic(victim), forged(victim), false, 1); !errors.Is(err, mqtt.ErrInlineClientNotEnabled) {
 		t.Errorf("inline publish: %v, want ErrInlineClientNotEnabled", err)
 	}
 	if err := srv.Broker.Server.Subscribe("#", 1, func(*mqtt.Client, packets.Subscription, packets.Packet) {}); !errors.Is(err, mqtt.ErrInlineClientNotEnabled) {
@@ -261,10 +257,10 @@ func TestNoMochiPathDeliversAroundTheChatACL(t *testing.T) {
 		// A retained publish to the victim's own events topic is refused,
 		// and the retain flag of an accepted send is ignored.
 		a := rawClient(t, srv.MQTTAddr(), friend, fmt.Sprintf("retainer-v%d", v), v, true)
-		if ack, err := a.Publish(eventsTopic(victim), 1, forged(victim), mqtttest.PublishOpts{Retain: true}); err != nil || (v == 5 && ack.ReasonCode != 0x87) {
+		if ack, err := a.Publish(testnode.EventsTopic(victim), 1, forged(victim), mqtttest.PublishOpts{Retain: true}); err != nil || (v == 5 && ack.ReasonCode != 0x87) {
 			t.Errorf("v%d retained publish to another user's events: 0x%02x %v, want 0x87", v, ack.ReasonCode, err)
 		}
-		if ack, err := a.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "retain ignored"), mqtttest.PublishOpts{Retain: true}); err != nil || ack.ReasonCode != 0 {
+		if ack, err := a.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "retain ignored"), mqtttest.PublishOpts{Retain: true}); err != nil || ack.ReasonCode != 0 {
 			t.Errorf("v%d retained send: 0x%02x %v, want a plain send", v, ack.ReasonCode, err)
 		}
 	}
@@ -272,7 +268,7 @@ func TestNoMochiPathDeliversAroundTheChatACL(t *testing.T) {
 	lateW := watch("late subscriber", late)
 
 	for _, v := range []byte{5, 4} {
-		_, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("victim-%d-v%d-tcp", victim, v), Password: token(t, attacker), Clean: false, Expiry: expiryFor(v, false)})
+		_, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("victim-%d-v%d-tcp", victim, v), Password: testnode.Token(t, attacker), Clean: false, Expiry: expiryFor(v, false)})
 		want := byte(0x86)
 		if v == 4 {
 			want = 0x05
@@ -286,7 +282,7 @@ func TestNoMochiPathDeliversAroundTheChatACL(t *testing.T) {
 	all := append(ws, lateW)
 	neverWithin(t, 2500*time.Millisecond, "a $SYS, retained or forged publish to arrive", func() bool {
 		for _, w := range all {
-			for _, s := range w.unexpected(eventsTopic(victim), "") {
+			for _, s := range w.unexpected(testnode.EventsTopic(victim), "") {
 				if strings.HasPrefix(s, "$") || strings.Contains(s, "retain=true") || strings.Contains(s, "FORGED") {
 					return true
 				}
@@ -297,7 +293,7 @@ func TestNoMochiPathDeliversAroundTheChatACL(t *testing.T) {
 	sentinelThrough(t, srv, conv.ID, friend, all, "sentinel after the bypass attempts")
 	for _, w := range all {
 		var bad []string
-		for _, s := range w.unexpected(eventsTopic(victim), "") {
+		for _, s := range w.unexpected(testnode.EventsTopic(victim), "") {
 			if strings.HasPrefix(s, "$") || strings.Contains(s, "retain=true") || strings.Contains(s, "FORGED") {
 				bad = append(bad, s)
 			}

@@ -8,9 +8,7 @@ import (
 
 func TestNonMembersCanNeitherWriteNorRead(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	mustSend(t, st, conv.ID, 1, "secret")
 	const stranger = 99
 	outboxBefore := len(outboxEvents(t, pool, conv.ID, ""))

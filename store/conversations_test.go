@@ -130,9 +130,7 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 	st, pool := newStore(t)
 	const owner, alice, bob, carol = 1, 2, 3, 4
 	conv := mustGroup(t, st, owner, alice, bob, carol)
-	for range 3 {
-		mustSend(t, st, conv.ID, owner, "before they joined")
-	}
+	sendN(t, st, conv.ID, owner, 3, "before they joined")
 	events := func() int { return len(outboxEvents(t, pool, conv.ID, "")) }
 	before := events()
 
@@ -182,18 +180,10 @@ func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
 
 	err = st.RemoveMember(ctx, conv.ID, admin, owner)
 	wantCode(t, "admin removes the owner", err, chat.CodeForbidden)
-	if err := st.RemoveMember(ctx, conv.ID, admin, newbie); err != nil {
-		t.Fatalf("admin removes a member: %v", err)
-	}
-	if err := st.RemoveMember(ctx, conv.ID, bob, bob); err != nil {
-		t.Fatalf("member leaves: %v", err)
-	}
-	if err := st.RemoveMember(ctx, conv.ID, owner, admin); err != nil {
-		t.Fatalf("owner removes the admin: %v", err)
-	}
-	if err := st.RemoveMember(ctx, conv.ID, owner, owner); err != nil {
-		t.Fatalf("owner leaves: %v", err)
-	}
+	mustRemove(t, ctx, st, conv.ID, admin, newbie, "admin removes a member")
+	mustRemove(t, ctx, st, conv.ID, bob, bob, "member leaves")
+	mustRemove(t, ctx, st, conv.ID, owner, admin, "owner removes the admin")
+	mustRemove(t, ctx, st, conv.ID, owner, owner, "owner leaves")
 	ids, err := st.Members(ctx, conv.ID)
 	if err != nil || !slices.Equal(ids, []int64{alice, carol}) {
 		t.Fatalf("members left: %v, %v", ids, err)

@@ -80,15 +80,9 @@ func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
 	if _, err := st.SetRole(ctx, g.ID, owner, member, chat.RoleMember); err != nil {
 		t.Fatalf("owner takes admin back: %v", err)
 	}
-	if err := st.RemoveMember(ctx, g.ID, admin, other); err != nil {
-		t.Fatalf("admin removes a member: %v", err)
-	}
-	if err := st.RemoveMember(ctx, g.ID, owner, admin2); err != nil {
-		t.Fatalf("owner removes an admin: %v", err)
-	}
-	if err := st.RemoveMember(ctx, g.ID, member, member); err != nil {
-		t.Fatalf("member leaves: %v", err)
-	}
+	mustRemove(t, ctx, st, g.ID, admin, other, "admin removes a member")
+	mustRemove(t, ctx, st, g.ID, owner, admin2, "owner removes an admin")
+	mustRemove(t, ctx, st, g.ID, member, member, "member leaves")
 	if err := st.TransferOwnership(ctx, g.ID, owner, admin); err != nil {
 		t.Fatalf("owner transfers: %v", err)
 	}
@@ -128,9 +122,7 @@ func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
 // write nothing.
 func TestRenamingAGroupIsAStreamEntryAndAnEvent(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	g := mustGroup(t, st, 1, 2)
+	ctx, st, pool, g := groupOf12(t)
 	mustSend(t, st, g.ID, 2, "hi")
 	conv, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: strp("Trip"), About: strp("Plans"),
 		AvatarURL: strp("https://img.example/trip.png")})

@@ -33,6 +33,15 @@ func newStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
 	return newStoreWithLimits(t, chat.DefaultLimits())
 }
 
+// groupOf12 is most tests' set-up: testCtx, a store of the test's own
+// and a group that user 1 created with user 2.
+func groupOf12(t *testing.T) (context.Context, *store.Store, *pgxpool.Pool, chat.Conversation) {
+	t.Helper()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	return ctx, st, pool, mustGroup(t, st, 1, 2)
+}
+
 func newStoreWithLimits(t *testing.T, l chat.Limits) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
@@ -98,6 +107,23 @@ func mustSend(t *testing.T, st *store.Store, conv, sender int64, body string) ch
 		t.Fatalf("fresh clientMsgId reported as duplicate")
 	}
 	return res.Message
+}
+
+// mustRemove removes user from conv as actor; what names the removal in
+// a failure.
+func mustRemove(t *testing.T, ctx context.Context, st *store.Store, conv, actor, user int64, what string) {
+	t.Helper()
+	if err := st.RemoveMember(ctx, conv, actor, user); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// sendN sends n messages of body to conv as sender.
+func sendN(t *testing.T, st *store.Store, conv, sender int64, n int, body string) {
+	t.Helper()
+	for range n {
+		mustSend(t, st, conv, sender, body)
+	}
 }
 
 func wantCode(t *testing.T, what string, err error, code chat.Code) {

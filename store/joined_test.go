@@ -91,9 +91,7 @@ func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
 // they were away: a persistent session's cursor starts at the rejoin.
 func TestARejoiningMembersSessionStartsAtTheRejoin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	g := mustGroup(t, st, 1, 2)
+	ctx, st, pool, g := groupOf12(t)
 	mustSend(t, st, g.ID, 1, "one")
 	sess := store.NewSessions(pool)
 	if _, err := sess.Open(ctx, "c2", 2, true, false, 0); err != nil {

@@ -10,12 +10,8 @@ import (
 
 func TestMarkReadWatermarkOnlyMovesForwardAndStopsAtLastSeq(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
-	for range 5 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	ctx, st, pool, conv := groupOf12(t)
+	sendN(t, st, conv.ID, 1, 5, "m")
 
 	check := func(what string, seq int64, want chat.ReadResult) {
 		t.Helper()
@@ -55,12 +51,8 @@ func TestMarkReadWatermarkOnlyMovesForwardAndStopsAtLastSeq(t *testing.T) {
 
 func TestSendAdvancesTheSendersOwnWatermark(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
-	for range 3 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	ctx, st, pool, conv := groupOf12(t)
+	sendN(t, st, conv.ID, 1, 3, "m")
 	if m := member(t, st, conv.ID, 1, 1); m.LastReadSeq != 3 {
 		t.Fatalf("sender's watermark = %d after sending 1..3", m.LastReadSeq)
 	}
@@ -87,12 +79,8 @@ func TestSendAdvancesTheSendersOwnWatermark(t *testing.T) {
 
 func TestMarkReadConcurrentReceiptsNeverMoveBackwards(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
-	for range 50 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	ctx, st, pool, conv := groupOf12(t)
+	sendN(t, st, conv.ID, 1, 50, "m")
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
@@ -127,9 +115,7 @@ func TestSeenByCountsMembersOtherThanTheSender(t *testing.T) {
 	ctx := testCtx(t)
 	st, _ := newStore(t)
 	conv := mustGroup(t, st, 1, 2, 3, 4)
-	for range 3 {
-		mustSend(t, st, conv.ID, 2, "m") // seqs 1..3 by user 2
-	}
+	sendN(t, st, conv.ID, 2, 3, "m") // seqs 1..3 by user 2
 	if _, err := st.MarkRead(ctx, conv.ID, 3, 2); err != nil {
 		t.Fatal(err)
 	}

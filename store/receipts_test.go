@@ -183,9 +183,7 @@ func TestReceiptsAnswerEachCaller(t *testing.T) {
 	rec := &publishRecorder{types: []string{chat.EventReadUpdated, chat.EventDeliveryUpdated}}
 	st, pool := newStoreRecording(t, rec)
 	conv := mustGroup(t, st, 1, 2, 3)
-	for range 5 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	sendN(t, st, conv.ID, 1, 5, "m")
 	r := newReceipts(t, st, store.ReceiptsConfig{})
 	ctx := testCtx(t)
 
@@ -252,9 +250,7 @@ func TestDeliveredWatermarkIsBatchedMonotonicAndClamped(t *testing.T) {
 	rec := &publishRecorder{types: []string{chat.EventReadUpdated, chat.EventDeliveryUpdated}}
 	st, pool := newStoreRecording(t, rec)
 	conv := mustGroup(t, st, 1, 2, 3)
-	for range 4 {
-		mustSend(t, st, conv.ID, 1, "m")
-	}
+	sendN(t, st, conv.ID, 1, 4, "m")
 	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 500 * time.Millisecond})
 	events := rec.events
 

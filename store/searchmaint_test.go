@@ -89,9 +89,7 @@ func TestSearchMaintenanceMergesInTheBackgroundUntilItsContextEnds(t *testing.T)
 // always scanned, one who sees very many never.
 func TestSearchPlanScansForCommonWordsAndUsesTheIndexesForRareOnes(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	g := mustGroup(t, st, 1, 2)
+	ctx, st, pool, g := groupOf12(t)
 	if _, err := pool.Exec(ctx, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
 		SELECT $1, i, 2, gen_random_uuid(), CASE WHEN i % 1000 = 0 THEN 'a rarity ' ELSE 'the usual ' END || i || ' 今天开会',
 		       now(), i FROM generate_series(1, 60000) i`, g.ID); err != nil {

@@ -88,9 +88,7 @@ func TestSendConcurrentSendersGetGaplessUniqueSeqs(t *testing.T) {
 
 func TestSendSameClientMsgIDConcurrentlyCommitsOnce(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	mustSend(t, st, conv.ID, 2, "before") // so the contested message is not seq 1 by luck
 
 	const callers = 20
@@ -152,9 +150,7 @@ func TestSendSameClientMsgIDConcurrentlyCommitsOnce(t *testing.T) {
 
 func TestSendClientMsgIDOfAnotherSenderIsConflict(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	req := sendReq(conv.ID, 1, "mine")
 	if _, err := st.Send(ctx, req); err != nil {
 		t.Fatal(err)
@@ -185,9 +181,7 @@ func TestSendClientMsgIDOfAnotherSenderIsConflict(t *testing.T) {
 
 func TestSendReturnsTheCommittedMessageAndEvent(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	// A non-canonical (upper case) UUID is stored and returned canonically.
 	id := uuid.New()
 	res, err := st.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 2,
@@ -288,9 +282,7 @@ func TestSendFailingBeforeCommitLeavesNoMessageEventOrGap(t *testing.T) {
 	st, pool := newStore(t)
 	installOutboxTrap(t, ctx, func(ctx context.Context, sql string) error { _, err := pool.Exec(ctx, sql); return err })
 	conv := mustGroup(t, st, 1, 2)
-	for range 3 {
-		mustSend(t, st, conv.ID, 1, "ok")
-	}
+	sendN(t, st, conv.ID, 1, 3, "ok")
 	failed := sendReq(conv.ID, 2, "explode")
 	_, err := st.Send(ctx, failed)
 	if err == nil {

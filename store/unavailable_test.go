@@ -72,9 +72,7 @@ func TestCancelledContextIsUnavailable(t *testing.T) {
 
 func TestSendBlockedPastItsDeadlineIsUnavailable(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	// Another transaction holds the conversation lock.
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -146,9 +144,7 @@ func TestTerminatedConnectionIsUnavailable(t *testing.T) {
 // cancel from chatd's side raced the COMMIT already in the pipeline.
 func TestSendNearItsDeadlineReportsWhatPostgreSQLDid(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
 	const wait = 200 * time.Millisecond
 	committed, failed := 0, 0
 	for i := 0; i < 30; i++ {

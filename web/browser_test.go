@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // These tests need Node.js (and, for the browser, Debian's chromium). On
@@ -121,20 +122,12 @@ func TestBundleUpToDate(t *testing.T) {
 // screenshots to docs/images/. The specs share the chatd, so each uses user
 // ids of its own.
 func TestBrowserE2E(t *testing.T) {
-	chromium := requireTool(t, "Chromium", os.Getenv("CHROMIUM_PATH"), "/usr/bin/chromium", "chromium")
-	node := requireNode(t)
-	ensureNodeModules(t)
-	if testing.Short() {
-		t.Skip("-short: not starting chatd and a browser")
-	}
+	chromium, node := browserTools(t)
 
 	bin := buildChatd(t)
 	base := startChatd(t, bin)
 
-	shots, err := filepath.Abs(filepath.Join("..", "docs", "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	shots := screenshotDir(t)
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -149,26 +142,58 @@ func TestBrowserE2E(t *testing.T) {
 		if ownTest[filepath.Base(spec)] {
 			continue
 		}
-		cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", spec)
-		cmd.Env = append(os.Environ(),
-			"CHATD_URL="+base,
-			"CHROMIUM_PATH="+chromium,
-			"SCREENSHOT_DIR="+shots,
-			"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1",
-		)
-		cmd.WaitDelay = 10 * time.Second
-		w := &lineLogger{t: t, prefix: "e2e " + filepath.Base(spec) + ": "}
-		cmd.Stdout, cmd.Stderr = w, w
-		err = cmd.Run()
-		w.Flush()
-		if err != nil {
+		if err := runSpec(ctx, t, node, spec, "e2e "+filepath.Base(spec)+": ", "CHATD_URL="+base, "CHROMIUM_PATH="+chromium, "SCREENSHOT_DIR="+shots); err != nil {
 			t.Errorf("browser tests of %s failed: %v", spec, err)
 		}
 	}
 	if t.Failed() {
 		return
 	}
-	for _, f := range []string{"inbox.png", "conversation.png", "phone.png", "lifecycle.png", "attachments.png"} {
+	wantScreenshots(t, shots, "inbox.png", "conversation.png", "phone.png", "lifecycle.png", "attachments.png")
+}
+
+// browserTools finds Chromium and Node and installs the e2e specs'
+// dependencies; it skips the test without them and under -short.
+func browserTools(t *testing.T) (chromium, node string) {
+	t.Helper()
+	chromium = requireTool(t, "Chromium", os.Getenv("CHROMIUM_PATH"), "/usr/bin/chromium", "chromium")
+	node = requireNode(t)
+	ensureNodeModules(t)
+	if testing.Short() {
+		t.Skip("-short: not starting chatd and a browser")
+	}
+	return chromium, node
+}
+
+// screenshotDir is where the specs write the README's screenshots.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	shots, err := filepath.Abs(filepath.Join("..", "docs", "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shots
+}
+
+// runSpec runs one e2e spec with node, its environment env on top of the
+// process's (never downloading a browser), its output logged line by line
+// behind prefix.
+func runSpec(ctx context.Context, t *testing.T, node, spec, prefix string, env ...string) error {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, node, "--test-reporter=spec", spec)
+	cmd.Env = append(append(os.Environ(), env...), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
+	cmd.WaitDelay = 10 * time.Second
+	w := &lineLogger{t: t, prefix: prefix}
+	cmd.Stdout, cmd.Stderr = w, w
+	err := cmd.Run()
+	w.Flush()
+	return err
+}
+
+// wantScreenshots checks that the specs wrote files into shots.
+func wantScreenshots(t *testing.T, shots string, files ...string) {
+	t.Helper()
+	for _, f := range files {
 		if fi, err := os.Stat(filepath.Join(shots, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("screenshot %s not written: %v", f, err)
 		}
@@ -208,7 +233,7 @@ func startChatd(t *testing.T, bin string, extraEnv ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpAddr, mqttAddr := freeAddr(t), freeAddr(t)
+	httpAddr, mqttAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 
 	cmd := exec.Command(bin)
 	env := []string{}
@@ -309,18 +334,6 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// freeAddr picks a free loopback port. It is released before chatd binds
-// it; on a test machine the window for a collision is negligible.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // lineLogger streams a child's output into the test log line by line, so

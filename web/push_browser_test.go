@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -23,12 +21,7 @@ var ownTest = map[string]bool{pushSpec: true, peopleSpec: true}
 // encrypted push decrypted by a loopback push service with the
 // subscription's keys, the notification and its click.
 func TestBrowserPush(t *testing.T) {
-	chromium := requireTool(t, "Chromium", os.Getenv("CHROMIUM_PATH"), "/usr/bin/chromium", "chromium")
-	node := requireNode(t)
-	ensureNodeModules(t)
-	if testing.Short() {
-		t.Skip("-short: not starting chatd and a browser")
-	}
+	chromium, node := browserTools(t)
 	keys, err := push.LoadOrCreateVAPID(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -41,20 +34,14 @@ func TestBrowserPush(t *testing.T) {
 		"CHAT_PUSH_MIN_INTERVAL=1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := newNodeCmd(ctx, node, filepath.Join("e2e", pushSpec))
-	cmd.Env = append(os.Environ(),
+	err = runSpec(ctx, t, node, filepath.Join("e2e", pushSpec), "push e2e: ",
 		"CHATD_URL="+base,
 		"CHROMIUM_PATH="+chromium,
 		"PUSH_ENDPOINT="+endpoint,
 		"PUSH_P256DH="+sub.P256dh(),
 		"PUSH_AUTH="+sub.AuthB64(),
 		"PUSH_LOG="+ep.Server.URL+"/log/browser",
-		"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1",
 	)
-	w := &lineLogger{t: t, prefix: "push e2e: "}
-	cmd.Stdout, cmd.Stderr = w, w
-	err = cmd.Run()
-	w.Flush()
 	if err != nil {
 		t.Fatalf("push browser test failed: %v\n%s", err, describePushes(ep))
 	}
@@ -69,10 +56,4 @@ func describePushes(ep *webpushtest.Endpoint) string {
 		}
 	}
 	return s
-}
-
-func newNodeCmd(ctx context.Context, node string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, node, append([]string{"--test-reporter=spec"}, args...)...)
-	cmd.WaitDelay = 10 * time.Second
-	return cmd
 }

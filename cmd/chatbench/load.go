@@ -11,9 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chatd/chatd/internal/benchmqtt"
 	"github.com/google/uuid"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/benchmqtt"
+	"github.com/chatd/chatd/internal/retry"
 )
 
 // bench is one run: the world, the clients and the books.
@@ -139,24 +141,25 @@ func (c *benchClient) current() *benchmqtt.Conn {
 	return c.conn
 }
 
-// drop cuts the connection as a lost network would.
-func (c *benchClient) drop() {
+// take detaches the client's connection (nil if it has none).
+func (c *benchClient) take() *benchmqtt.Conn {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	conn := c.conn
 	c.conn = nil
-	c.mu.Unlock()
-	if conn != nil {
+	return conn
+}
+
+// drop cuts the connection as a lost network would.
+func (c *benchClient) drop() {
+	if conn := c.take(); conn != nil {
 		conn.Drop()
 		<-conn.Done()
 	}
 }
 
 func (c *benchClient) close() {
-	c.mu.Lock()
-	conn := c.conn
-	c.conn = nil
-	c.mu.Unlock()
-	if conn != nil {
+	if conn := c.take(); conn != nil {
 		conn.Disconnect()
 	}
 }
@@ -243,7 +246,7 @@ func (b *bench) settle(ctx context.Context, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	last, quietSince := b.received.Load(), time.Now()
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		sleepCtx(ctx, 100*time.Millisecond)
+		retry.Sleep(ctx, 100*time.Millisecond)
 		if n := b.received.Load(); n != last {
 			last, quietSince = n, time.Now()
 		} else if time.Since(quietSince) >= time.Second {
@@ -324,14 +327,14 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		if c.b.paused.Load() {
-			sleepCtx(ctx, 5*time.Millisecond)
+			retry.Sleep(ctx, 5*time.Millisecond)
 			next = time.Now()
 			continue
 		}
 		if r := c.b.rate(); r > 0 {
 			interval := time.Duration(float64(time.Second) * float64(c.b.senders) / r)
 			if d := time.Until(next); d > 0 {
-				if !sleepCtx(ctx, d) {
+				if !retry.Sleep(ctx, d) {
 					return
 				}
 			}
@@ -355,7 +358,7 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 			if c.b.limited {
 				c.b.budget.Add(1)
 			}
-			sleepCtx(ctx, 5*time.Millisecond)
+			retry.Sleep(ctx, 5*time.Millisecond)
 			continue
 		}
 		c.publishOne(conn, c.b.w.convs[convs[c.rng.IntN(len(convs))]])
@@ -469,17 +472,6 @@ func (c *benchClient) publishRec(conn *benchmqtt.Conn, rec *msgRec, topic string
 // inflight reports this client's publishes awaiting a PUBACK.
 func (c *benchClient) inflight() int { return len(c.slots) }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // connectAll connects every client, parallel at most n at a time.
 func (b *bench) connectAll(ctx context.Context, n int, first bool) error {
 	sem := make(chan struct{}, n)
@@ -502,7 +494,7 @@ func (b *bench) connectAll(ctx context.Context, n int, first bool) error {
 				if err = c.connect(first); err == nil {
 					return
 				}
-				sleepCtx(ctx, time.Duration(attempt+1)*200*time.Millisecond)
+				retry.Sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond)
 			}
 			mu.Lock()
 			if firstErr == nil {

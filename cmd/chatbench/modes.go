@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/chatd/chatd/internal/retry"
 )
 
 // RampResult is the outcome of -mode ramp.
@@ -59,7 +61,7 @@ func (b *bench) ramp(ctx context.Context) *RampResult {
 		b.setRate(r)
 		acked0, errs0 := b.t.acked.Load(), b.t.refused.Load()+b.t.unacked.Load()
 		start := time.Now()
-		if !sleepCtx(ctx, o.rampStep) {
+		if !retry.Sleep(ctx, o.rampStep) {
 			res.StoppedBecause = "interrupted"
 			break
 		}
@@ -109,7 +111,7 @@ func (b *bench) phaseSamples(ph int32) []int64 {
 // back and until every delivery owed for acknowledged messages has arrived.
 // Sending pauses meanwhile.
 func (b *bench) storm(ctx context.Context) *StormResult {
-	if !sleepCtx(ctx, b.o.duration/2) {
+	if !retry.Sleep(ctx, b.o.duration/2) {
 		return nil
 	}
 	res := &StormResult{Clients: len(b.clients), AtSeconds: (b.t.now() - b.sendStart).Seconds()}
@@ -136,7 +138,7 @@ func (b *bench) storm(ctx context.Context) *StormResult {
 				mu.Lock()
 				res.ReconnectErrors++
 				mu.Unlock()
-				if attempt >= 20 || !sleepCtx(context.Background(), 100*time.Millisecond) {
+				if attempt >= 20 || !retry.Sleep(context.Background(), 100*time.Millisecond) {
 					return
 				}
 			}

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -31,29 +31,10 @@ func chatEnv(srv *server.Server, dataDir string) map[string]string {
 	return map[string]string{"CHAT_DATA_DIR": dataDir, "CHAT_MQTT_ADDR": srv.MQTTAddr()}
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startChatctl runs a long-running command (tail) in the background.
-func startChatctl(t *testing.T, env map[string]string, args ...string) (stdout, stderr *syncBuffer, done <-chan int) {
+func startChatctl(t *testing.T, env map[string]string, args ...string) (stdout, stderr *logtest.Buffer, done <-chan int) {
 	t.Helper()
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &logtest.Buffer{}, &logtest.Buffer{}
 	a := &app{stdout: stdout, stderr: stderr, getenv: func(k string) string { return env[k] }}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	ch := make(chan int, 1)
@@ -65,7 +46,7 @@ func startChatctl(t *testing.T, env map[string]string, args ...string) (stdout, 
 	return stdout, stderr, ch
 }
 
-func waitForText(t *testing.T, buf *syncBuffer, text string, timeout time.Duration) {
+func waitForText(t *testing.T, buf *logtest.Buffer, text string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !strings.Contains(buf.String(), text) {
@@ -170,12 +151,7 @@ func TestChatCommandsSayWhatToDo(t *testing.T) {
 	env := chatEnv(srv, dataDir)
 
 	// Nothing listens on the broker address.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := testkit.FreeAddr(t)
 	wantFail(t, chatctl(t, env, "inbox", "--user", "1", "--broker", "mqtt://"+closed), 1,
 		"connection refused", "is chatd running?", "go run ./cmd/chatd")
 

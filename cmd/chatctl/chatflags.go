@@ -27,6 +27,32 @@ type chatFlags struct {
 	json    *bool
 }
 
+// with runs fn with a client connected as connect does and closes it
+// after.
+func (f chatFlags) with(ctx context.Context, a *app, fs *flag.FlagSet, fn func(*client.Client) error, opts ...func(*client.Config)) error {
+	c, closeFn, err := f.connect(ctx, a, fs, opts...)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return fn(c)
+}
+
+// openPeer points *conv at the direct conversation of --user with peer
+// (opening it if needed) when a command was given --peer instead of
+// --conversation; with peer 0 it leaves *conv as it is.
+func (f chatFlags) openPeer(ctx context.Context, c *client.Client, fs *flag.FlagSet, conv *int64, peer int64) error {
+	if peer == 0 {
+		return nil
+	}
+	d, _, err := c.OpenDirect(ctx, peer)
+	if err != nil {
+		return explainChat(err, fs, *f.user, 0)
+	}
+	*conv = d.ID
+	return nil
+}
+
 func addChatFlags(fs *flag.FlagSet) chatFlags {
 	return chatFlags{
 		broker:  fs.String("broker", "", "chatd MQTT address, mqtt://host:port or ws://host:port/mqtt (default mqtt://$CHAT_MQTT_ADDR, else mqtt://127.0.0.1:1883)"),

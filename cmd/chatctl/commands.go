@@ -45,6 +45,43 @@ type command struct {
 	run     func(ctx context.Context, a *app, args []string) error
 }
 
+// subcommands is a command with subcommands ("chatctl <name> <sub>"):
+// its table and the parts of its usage around the list of subcommands.
+type subcommands struct {
+	name    string    // "conversation"
+	usage   string    // the usage line and intro, before "Subcommands:"
+	example string    // after "Example:"
+	cmds    []command // the subcommands, in help order
+}
+
+// run runs the subcommand args[0] names with the rest of args; help
+// prints the usage to stdout, no or an unknown subcommand to stderr.
+func (s subcommands) run(ctx context.Context, a *app, args []string) error {
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "%s\nSubcommands:\n", s.usage)
+		for _, c := range s.cmds {
+			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		}
+		fmt.Fprintf(w, "\nRun \"chatctl %s <subcommand> --help\" for its flags.\n\nExample:\n  %s\n", s.name, s.example)
+	}
+	if len(args) == 0 {
+		usage(a.stderr)
+		return usagef("%s: a subcommand is required", s.name)
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(a.stdout)
+		return errHelp
+	}
+	for _, c := range s.cmds {
+		if c.name == args[0] {
+			return c.run(ctx, a, args[1:])
+		}
+	}
+	usage(a.stderr)
+	return usagef("%s: unknown subcommand %q", s.name, args[0])
+}
+
 // commands is the top-level command table, in help order.
 var commands = []command{
 	{"migrate", "apply pending database migrations", runMigrate},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"slices"
 
 	chat "github.com/chatd/chatd"
@@ -22,29 +21,18 @@ var conversationCommands = []command{
 }
 
 func runConversation(ctx context.Context, a *app, args []string) error {
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: chatctl conversation <subcommand> [flags]\n\nThese commands write to the database directly (no MQTT); their events go\nto the outbox like chatd's own.\n\nSubcommands:\n")
-		for _, c := range conversationCommands {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-		}
-		fmt.Fprintf(w, "\nRun \"chatctl conversation <subcommand> --help\" for its flags.\n\nExample:\n  chatctl conversation create --owner 1 --title \"Team\" --members 2,3,4\n")
+	return subcommands{name: "conversation", usage: "Usage: chatctl conversation <subcommand> [flags]\n\nThese commands write to the database directly (no MQTT); their events go\nto the outbox like chatd's own.\n", example: `chatctl conversation create --owner 1 --title "Team" --members 2,3,4`, cmds: conversationCommands}.run(ctx, a, args)
+}
+
+// withService runs fn with the chat service on the database of db (see
+// service) and closes the database after it.
+func (a *app) withService(ctx context.Context, db dbFlags, fn func(*chat.Service) error) error {
+	svc, closeDB, err := a.service(ctx, db)
+	if err != nil {
+		return err
 	}
-	if len(args) == 0 {
-		usage(a.stderr)
-		return usagef("conversation: a subcommand is required")
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(a.stdout)
-		return errHelp
-	}
-	for _, c := range conversationCommands {
-		if c.name == args[0] {
-			return c.run(ctx, a, args[1:])
-		}
-	}
-	usage(a.stderr)
-	return usagef("conversation: unknown subcommand %q", args[0])
+	defer closeDB(context.WithoutCancel(ctx))
+	return fn(svc)
 }
 
 // service opens the database and builds the chat service the way chatd
@@ -76,16 +64,13 @@ func runConversationCreate(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, closeDB, err := a.service(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer closeDB(context.WithoutCancel(ctx))
-	conv, err := svc.CreateGroup(ctx, *owner, *title, members)
-	if err != nil {
-		return explain(ctx, svc, fs, "owner", 0, *owner, 0, err)
-	}
-	return printJSON(a.stdout, conv)
+	return a.withService(ctx, db, func(svc *chat.Service) error {
+		conv, err := svc.CreateGroup(ctx, *owner, *title, members)
+		if err != nil {
+			return explain(ctx, svc, fs, "owner", 0, *owner, 0, err)
+		}
+		return printJSON(a.stdout, conv)
+	})
 }
 
 func runConversationDirect(ctx context.Context, a *app, args []string) error {
@@ -107,19 +92,16 @@ func runConversationDirect(ctx context.Context, a *app, args []string) error {
 	if *user == *peer {
 		return usagef("conversation direct: --user and --peer are both %d; a direct conversation needs two different users", *user)
 	}
-	svc, closeDB, err := a.service(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer closeDB(context.WithoutCancel(ctx))
-	conv, created, err := svc.OpenDirect(ctx, *user, *peer)
-	if err != nil {
-		return explain(ctx, svc, fs, "user", 0, *user, *peer, err)
-	}
-	return printJSON(a.stdout, struct {
-		Created      bool              `json:"created"`
-		Conversation chat.Conversation `json:"conversation"`
-	}{created, conv})
+	return a.withService(ctx, db, func(svc *chat.Service) error {
+		conv, created, err := svc.OpenDirect(ctx, *user, *peer)
+		if err != nil {
+			return explain(ctx, svc, fs, "user", 0, *user, *peer, err)
+		}
+		return printJSON(a.stdout, struct {
+			Created      bool              `json:"created"`
+			Conversation chat.Conversation `json:"conversation"`
+		}{created, conv})
+	})
 }
 
 // memberFlags are the flags of add and remove.
@@ -162,19 +144,16 @@ func runConversationAdd(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, closeDB, err := a.service(ctx, m.db)
-	if err != nil {
-		return err
-	}
-	defer closeDB(context.WithoutCancel(ctx))
-	member, _, err := svc.AddMember(ctx, *m.conv, *m.actor, *m.user)
-	if err != nil {
-		return explain(ctx, svc, fs, "actor", *m.conv, *m.actor, *m.user, err)
-	}
-	return printJSON(a.stdout, struct {
-		ConversationID int64       `json:"conversationId"`
-		Member         chat.Member `json:"member"`
-	}{*m.conv, member})
+	return a.withService(ctx, m.db, func(svc *chat.Service) error {
+		member, _, err := svc.AddMember(ctx, *m.conv, *m.actor, *m.user)
+		if err != nil {
+			return explain(ctx, svc, fs, "actor", *m.conv, *m.actor, *m.user, err)
+		}
+		return printJSON(a.stdout, struct {
+			ConversationID int64       `json:"conversationId"`
+			Member         chat.Member `json:"member"`
+		}{*m.conv, member})
+	})
 }
 
 func runConversationRemove(ctx context.Context, a *app, args []string) error {
@@ -184,19 +163,16 @@ func runConversationRemove(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, closeDB, err := a.service(ctx, m.db)
-	if err != nil {
-		return err
-	}
-	defer closeDB(context.WithoutCancel(ctx))
-	if err := svc.RemoveMember(ctx, *m.conv, *m.actor, *m.user); err != nil {
-		return explain(ctx, svc, fs, "actor", *m.conv, *m.actor, *m.user, err)
-	}
-	return printJSON(a.stdout, struct {
-		ConversationID int64 `json:"conversationId"`
-		UserID         int64 `json:"userId"`
-		Removed        bool  `json:"removed"`
-	}{*m.conv, *m.user, true})
+	return a.withService(ctx, m.db, func(svc *chat.Service) error {
+		if err := svc.RemoveMember(ctx, *m.conv, *m.actor, *m.user); err != nil {
+			return explain(ctx, svc, fs, "actor", *m.conv, *m.actor, *m.user, err)
+		}
+		return printJSON(a.stdout, struct {
+			ConversationID int64 `json:"conversationId"`
+			UserID         int64 `json:"userId"`
+			Removed        bool  `json:"removed"`
+		}{*m.conv, *m.user, true})
+	})
 }
 
 func runConversationShow(ctx context.Context, a *app, args []string) error {
@@ -215,16 +191,13 @@ func runConversationShow(ctx context.Context, a *app, args []string) error {
 	if err := requireID(fs, "user", *user, "a member of the conversation"); err != nil {
 		return err
 	}
-	svc, closeDB, err := a.service(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer closeDB(context.WithoutCancel(ctx))
-	c, err := svc.GetConversation(ctx, *conv, *user)
-	if err != nil {
-		return explain(ctx, svc, fs, "user", *conv, *user, 0, err)
-	}
-	return printJSON(a.stdout, c)
+	return a.withService(ctx, db, func(svc *chat.Service) error {
+		c, err := svc.GetConversation(ctx, *conv, *user)
+		if err != nil {
+			return explain(ctx, svc, fs, "user", *conv, *user, 0, err)
+		}
+		return printJSON(a.stdout, c)
+	})
 }
 
 // hinted is an error whose text says what happened and what to do next;

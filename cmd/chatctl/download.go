@@ -71,59 +71,56 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 	if *resume && (*out == "" || *out == "-") {
 		return usagef("%s: --resume needs --out PATH, the partial file", fs.Name())
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs, withHTTP(a, *httpURL))
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	if *out == "-" {
-		if _, err := c.Download(ctx, *id, a.stdout); err != nil {
-			return explainDownload(err, fs, *cf.user, *id)
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		if *out == "-" {
+			if _, err := c.Download(ctx, *id, a.stdout); err != nil {
+				return explainDownload(err, fs, *cf.user, *id)
+			}
+			return nil
 		}
-		return nil
-	}
-	// Without --out the name is the attachment's; write to a temporary
-	// file and rename once its name is known and the bytes are whole.
-	path, offset := *out, int64(0)
-	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-	if path == "" {
-		path = ".chatctl-download-" + *id
-	}
-	if *resume {
-		if fi, err := os.Stat(path); err == nil {
-			offset = fi.Size()
+		// Without --out the name is the attachment's; write to a temporary
+		// file and rename once its name is known and the bytes are whole.
+		path, offset := *out, int64(0)
+		flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+		if path == "" {
+			path = ".chatctl-download-" + *id
 		}
-		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	}
-	f, err := os.OpenFile(path, flags, 0o644)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Name(), err)
-	}
-	info, err := c.DownloadFrom(ctx, *id, f, offset)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		if *out == "" {
-			os.Remove(path)
+		if *resume {
+			if fi, err := os.Stat(path); err == nil {
+				offset = fi.Size()
+			}
+			flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
 		}
-		return explainDownload(err, fs, *cf.user, *id)
-	}
-	if *out == "" {
-		name := filepath.Base(info.Name)
-		if name == "" || name == "." || name == "/" {
-			name = *id
-		}
-		if err := os.Rename(path, name); err != nil {
+		f, err := os.OpenFile(path, flags, 0o644)
+		if err != nil {
 			return fmt.Errorf("%s: %w", fs.Name(), err)
 		}
-		path = name
-	}
-	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"path": path, "name": info.Name, "contentType": info.ContentType, "size": info.Size, "written": info.Written})
-	}
-	fmt.Fprintf(a.stdout, "saved %s (%s, %d bytes)\n", path, info.ContentType, info.Size)
-	return nil
+		info, err := c.DownloadFrom(ctx, *id, f, offset)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			if *out == "" {
+				os.Remove(path)
+			}
+			return explainDownload(err, fs, *cf.user, *id)
+		}
+		if *out == "" {
+			name := filepath.Base(info.Name)
+			if name == "" || name == "." || name == "/" {
+				name = *id
+			}
+			if err := os.Rename(path, name); err != nil {
+				return fmt.Errorf("%s: %w", fs.Name(), err)
+			}
+			path = name
+		}
+		if *cf.json {
+			return printJSON(a.stdout, map[string]any{"path": path, "name": info.Name, "contentType": info.ContentType, "size": info.Size, "written": info.Written})
+		}
+		fmt.Fprintf(a.stdout, "saved %s (%s, %d bytes)\n", path, info.ContentType, info.Size)
+		return nil
+	}, withHTTP(a, *httpURL))
 }
 
 func explainDownload(err error, fs *flag.FlagSet, user int64, id string) error {

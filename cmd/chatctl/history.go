@@ -27,35 +27,32 @@ func runHistory(ctx context.Context, a *app, args []string) error {
 	if *before != 0 && *after != 0 {
 		return usagef("%s: give --before or --after, not both", fs.Name())
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	msgs, err := c.History(ctx, *conv, client.HistoryOptions{BeforeSeq: *before, AfterSeq: *after, Limit: *limit})
-	if err != nil {
-		return explainChat(err, fs, *cf.user, *conv)
-	}
-	if *cf.json {
-		if msgs == nil {
-			msgs = []client.Message{}
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		msgs, err := c.History(ctx, *conv, client.HistoryOptions{BeforeSeq: *before, AfterSeq: *after, Limit: *limit})
+		if err != nil {
+			return explainChat(err, fs, *cf.user, *conv)
 		}
-		return printJSON(a.stdout, map[string]any{"messages": msgs})
-	}
-	if len(msgs) == 0 {
-		fmt.Fprintf(a.stdout, "conversation %d has no messages here yet\n", *conv)
-	}
-	for _, m := range msgs {
-		if m.Kind == client.KindSystem {
-			fmt.Fprintf(a.stdout, "[conv %d #%d] %s\n", m.ConversationID, m.Seq, m.SystemText(nil))
-			continue
+		if *cf.json {
+			if msgs == nil {
+				msgs = []client.Message{}
+			}
+			return printJSON(a.stdout, map[string]any{"messages": msgs})
 		}
-		if m.Kind != client.KindMessage && m.Kind != "" {
-			continue // folded into the message it changed
+		if len(msgs) == 0 {
+			fmt.Fprintf(a.stdout, "conversation %d has no messages here yet\n", *conv)
 		}
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", m.ConversationID, m.Seq, m.SenderID, refNote(m.ReplyTo, m.ForwardedFrom), messageState(m))
-	}
-	return nil
+		for _, m := range msgs {
+			if m.Kind == client.KindSystem {
+				fmt.Fprintf(a.stdout, "[conv %d #%d] %s\n", m.ConversationID, m.Seq, m.SystemText(nil))
+				continue
+			}
+			if m.Kind != client.KindMessage && m.Kind != "" {
+				continue // folded into the message it changed
+			}
+			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", m.ConversationID, m.Seq, m.SenderID, refNote(m.ReplyTo, m.ForwardedFrom), messageState(m))
+		}
+		return nil
+	})
 }
 
 // messageState is a message's text as it is now: its body, "(edited)",

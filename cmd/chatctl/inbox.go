@@ -18,38 +18,35 @@ func runInbox(ctx context.Context, a *app, args []string) error {
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	page, err := c.Inbox(ctx, client.InboxOptions{Limit: *limit})
-	if err != nil {
-		return explainChat(err, fs, *cf.user, 0)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, page)
-	}
-	if len(page.Conversations) == 0 {
-		fmt.Fprintf(a.stdout, "user %d has no conversations yet; start one with `chatctl send --user %d --peer 2 --body hello`\n", *cf.user, *cf.user)
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONV\tTYPE\tTITLE\tLAST\tUNREAD\tLAST MESSAGE")
-	for _, e := range page.Conversations {
-		last := ""
-		if m := e.LastMessage; m != nil {
-			last = fmt.Sprintf("user %d: %s", m.SenderID, ellipsis(messageState(*m), 60))
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		page, err := c.Inbox(ctx, client.InboxOptions{Limit: *limit})
+		if err != nil {
+			return explainChat(err, fs, *cf.user, 0)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%d\t%s\n", e.ID, e.Type, strconv.Quote(e.Title), e.LastSeq, e.Unread, last)
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write inbox: %w", err)
-	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(a.stdout, "(more: raise --limit)\n")
-	}
-	return nil
+		if *cf.json {
+			return printJSON(a.stdout, page)
+		}
+		if len(page.Conversations) == 0 {
+			fmt.Fprintf(a.stdout, "user %d has no conversations yet; start one with `chatctl send --user %d --peer 2 --body hello`\n", *cf.user, *cf.user)
+			return nil
+		}
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CONV\tTYPE\tTITLE\tLAST\tUNREAD\tLAST MESSAGE")
+		for _, e := range page.Conversations {
+			last := ""
+			if m := e.LastMessage; m != nil {
+				last = fmt.Sprintf("user %d: %s", m.SenderID, ellipsis(messageState(*m), 60))
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%d\t%s\n", e.ID, e.Type, strconv.Quote(e.Title), e.LastSeq, e.Unread, last)
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("write inbox: %w", err)
+		}
+		if page.NextCursor != "" {
+			fmt.Fprintf(a.stdout, "(more: raise --limit)\n")
+		}
+		return nil
+	})
 }
 
 // ellipsis shortens s to at most n runes.

@@ -22,74 +22,50 @@ func runEdit(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("edit", "edit --user N --conversation ID --seq SEQ --body TEXT",
 		"Replace the body of your message --seq, over MQTT like any client. The edit\nis an entry of the conversation with a seq of its own (printed); members get\nmessage.edited and history shows the message with its new body and\n\"editedAt\". Only the sender may edit, within CHAT_EDIT_WINDOW (default 48h).\n--body - reads the new body from stdin.",
 		`chatctl edit --user 1 --conversation 3 --seq 42 --body "fixed the typo"`)
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "conversation id")
-	seq := fs.Int64("seq", 0, "seq of the message to edit")
+	ch := addChangeFlags(fs, "edit", "edit")
 	body := fs.String("body", "", "the new text (- reads stdin)")
-	id := addClientMsgIDFlag(fs, "edit")
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireTarget(fs, *conv, *seq); err != nil {
+	if err := ch.parse(a, args); err != nil {
 		return err
 	}
 	if *body == "" {
 		return usagef(`%s: --body is required: the new text, e.g. --body "fixed" (or --body - for stdin)`, fs.Name())
 	}
-	if err := checkClientMsgID(fs, id); err != nil {
+	if err := checkClientMsgID(fs, ch.id); err != nil {
 		return err
 	}
 	text, err := readBody(a, *body)
 	if err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	entry, err := c.Apply(ctx, client.Change{Kind: client.KindEdit, ConversationID: *conv, ClientMsgID: *id, TargetSeq: *seq, Body: text})
-	if err != nil {
-		return explainChange(err, fs, "edit", *cf.user, *conv, *seq)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id, "body": text})
-	}
-	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, text)
-	return nil
+	return ch.apply(ctx, a, "edit", client.Change{Kind: client.KindEdit, Body: text}, func(entry int64) error {
+		cf, conv, seq, id := ch.chat, ch.conv, ch.seq, ch.id
+		if *cf.json {
+			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id, "body": text})
+		}
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, text)
+		return nil
+	})
 }
 
 func runRecall(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("recall", "recall --user N --conversation ID --seq SEQ",
 		"Take message --seq back for everyone (\"delete for everyone\"). Its body and\nthe bodies of its edits are erased from the database; members get\nmessage.recalled and history keeps the message as \"recalled\": true. The\nsender may recall within CHAT_RECALL_WINDOW (default 24h), a group's owner\nor admin at any time. Recalling again changes nothing and prints the first\nrecall's seq.",
 		"chatctl recall --user 1 --conversation 3 --seq 42")
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "conversation id")
-	seq := fs.Int64("seq", 0, "seq of the message to recall")
-	id := addClientMsgIDFlag(fs, "recall")
-	if err := parse(a, fs, args); err != nil {
+	ch := addChangeFlags(fs, "recall", "recall")
+	if err := ch.parse(a, args); err != nil {
 		return err
 	}
-	if err := requireTarget(fs, *conv, *seq); err != nil {
+	if err := checkClientMsgID(fs, ch.id); err != nil {
 		return err
 	}
-	if err := checkClientMsgID(fs, id); err != nil {
-		return err
-	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	entry, err := c.Apply(ctx, client.Change{Kind: client.KindRecall, ConversationID: *conv, ClientMsgID: *id, TargetSeq: *seq})
-	if err != nil {
-		return explainChange(err, fs, "recall", *cf.user, *conv, *seq)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id})
-	}
-	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d recalled #%d for everyone\n", *conv, entry, *cf.user, *seq)
-	return nil
+	return ch.apply(ctx, a, "recall", client.Change{Kind: client.KindRecall}, func(entry int64) error {
+		cf, conv, seq, id := ch.chat, ch.conv, ch.seq, ch.id
+		if *cf.json {
+			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id})
+		}
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d recalled #%d for everyone\n", *conv, entry, *cf.user, *seq)
+		return nil
+	})
 }
 
 func runReact(ctx context.Context, a *app, args []string) error {
@@ -97,49 +73,37 @@ func runReact(ctx context.Context, a *app, args []string) error {
 		"Set your reaction --emoji on message --seq, or remove it with --off. A change\nis an entry with a seq of its own (printed); members get reaction.updated with\nthe emoji's new count. Setting a reaction you already set, or removing one you\ndid not, changes nothing and says so. At most 20 different emoji per user\nand message.",
 		"chatctl react --user 2 --conversation 3 --seq 42 --emoji 👍",
 		"chatctl react --user 2 --conversation 3 --seq 42 --emoji 👍 --off")
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "conversation id")
-	seq := fs.Int64("seq", 0, "seq of the message to react to")
+	ch := addChangeFlags(fs, "react to", "reaction")
 	emoji := fs.String("emoji", "", "the reaction: 1-32 bytes without spaces, e.g. 👍")
 	off := fs.Bool("off", false, "remove the reaction instead of setting it")
-	id := addClientMsgIDFlag(fs, "reaction")
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireTarget(fs, *conv, *seq); err != nil {
+	if err := ch.parse(a, args); err != nil {
 		return err
 	}
 	if *emoji == "" {
 		return usagef("%s: --emoji is required, e.g. --emoji 👍", fs.Name())
 	}
-	if err := checkClientMsgID(fs, id); err != nil {
+	if err := checkClientMsgID(fs, ch.id); err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
 	on := !*off
-	entry, err := c.Apply(ctx, client.Change{Kind: client.KindReaction, ConversationID: *conv, ClientMsgID: *id, TargetSeq: *seq, Emoji: *emoji, On: on})
-	if err != nil {
-		return explainChange(err, fs, "react to", *cf.user, *conv, *seq)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id,
-			"emoji": *emoji, "on": on, "changed": entry != 0})
-	}
-	switch {
-	case entry == 0 && on:
-		fmt.Fprintf(a.stdout, "[conv %d] user %d had already reacted %s to #%d; nothing changed\n", *conv, *cf.user, *emoji, *seq)
-	case entry == 0:
-		fmt.Fprintf(a.stdout, "[conv %d] user %d had no %s on #%d; nothing changed\n", *conv, *cf.user, *emoji, *seq)
-	case on:
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d reacted %s to #%d\n", *conv, entry, *cf.user, *emoji, *seq)
-	default:
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d removed %s from #%d\n", *conv, entry, *cf.user, *emoji, *seq)
-	}
-	return nil
+	return ch.apply(ctx, a, "react to", client.Change{Kind: client.KindReaction, Emoji: *emoji, On: on}, func(entry int64) error {
+		cf, conv, seq, id := ch.chat, ch.conv, ch.seq, ch.id
+		if *cf.json {
+			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id,
+				"emoji": *emoji, "on": on, "changed": entry != 0})
+		}
+		switch {
+		case entry == 0 && on:
+			fmt.Fprintf(a.stdout, "[conv %d] user %d had already reacted %s to #%d; nothing changed\n", *conv, *cf.user, *emoji, *seq)
+		case entry == 0:
+			fmt.Fprintf(a.stdout, "[conv %d] user %d had no %s on #%d; nothing changed\n", *conv, *cf.user, *emoji, *seq)
+		case on:
+			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d reacted %s to #%d\n", *conv, entry, *cf.user, *emoji, *seq)
+		default:
+			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d removed %s from #%d\n", *conv, entry, *cf.user, *emoji, *seq)
+		}
+		return nil
+	})
 }
 
 func runForward(ctx context.Context, a *app, args []string) error {
@@ -168,35 +132,71 @@ func runForward(ctx context.Context, a *app, args []string) error {
 	if err := checkClientMsgID(fs, id); err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		if err := cf.openPeer(ctx, c, fs, conv, *peer); err != nil {
+			return err
+		}
+		ref := &client.MessageRef{ConversationID: *from, Seq: *seq}
+		sent, err := c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
+		if err != nil {
+			return explainForward(err, fs, *cf.user, *conv, *from, *seq)
+		}
+		// The forward's body is the server's copy: read it back to show what
+		// was sent (best effort; the forward is committed either way).
+		body := ""
+		if ms, err := c.History(ctx, *conv, client.HistoryOptions{AfterSeq: sent - 1, Forward: true, Limit: 1}); err == nil && len(ms) == 1 && ms[0].Seq == sent {
+			body = ms[0].Body
+		}
+		if *cf.json {
+			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": sent, "clientMsgId": *id, "body": body,
+				"forwardedFrom": map[string]int64{"conversationId": *from, "seq": *seq}})
+		}
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d (forwarded from conv %d #%d): %s\n", *conv, sent, *cf.user, *from, *seq, body)
+		return nil
+	})
+}
+
+// changeFlags are the flags of edit, recall and react: who changes which
+// message, under which client message id.
+type changeFlags struct {
+	fs        *flag.FlagSet
+	chat      chatFlags
+	conv, seq *int64
+	id        *string
+}
+
+// addChangeFlags adds the flags of a change: verb is what it does to the
+// message ("react to"), what what its id makes idempotent ("reaction").
+func addChangeFlags(fs *flag.FlagSet, verb, what string) changeFlags {
+	return changeFlags{
+		fs:   fs,
+		chat: addChatFlags(fs),
+		conv: fs.Int64("conversation", 0, "conversation id"),
+		seq:  fs.Int64("seq", 0, "seq of the message to "+verb),
+		id:   addClientMsgIDFlag(fs, what),
+	}
+}
+
+// parse parses args and checks --conversation and --seq.
+func (ch changeFlags) parse(a *app, args []string) error {
+	if err := parse(a, ch.fs, args); err != nil {
 		return err
 	}
-	defer closeFn()
-	if *peer != 0 {
-		d, _, err := c.OpenDirect(ctx, *peer)
+	return requireTarget(ch.fs, *ch.conv, *ch.seq)
+}
+
+// apply connects and applies change to the message the flags name, then
+// prints the result with the seq of its entry, still connected; a refusal
+// is explained for verb.
+func (ch changeFlags) apply(ctx context.Context, a *app, verb string, change client.Change, print func(entry int64) error) error {
+	return ch.chat.with(ctx, a, ch.fs, func(c *client.Client) error {
+		change.ConversationID, change.ClientMsgID, change.TargetSeq = *ch.conv, *ch.id, *ch.seq
+		entry, err := c.Apply(ctx, change)
 		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
+			return explainChange(err, ch.fs, verb, *ch.chat.user, *ch.conv, *ch.seq)
 		}
-		*conv = d.ID
-	}
-	ref := &client.MessageRef{ConversationID: *from, Seq: *seq}
-	sent, err := c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
-	if err != nil {
-		return explainForward(err, fs, *cf.user, *conv, *from, *seq)
-	}
-	// The forward's body is the server's copy: read it back to show what
-	// was sent (best effort; the forward is committed either way).
-	body := ""
-	if ms, err := c.History(ctx, *conv, client.HistoryOptions{AfterSeq: sent - 1, Forward: true, Limit: 1}); err == nil && len(ms) == 1 && ms[0].Seq == sent {
-		body = ms[0].Body
-	}
-	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": sent, "clientMsgId": *id, "body": body,
-			"forwardedFrom": map[string]int64{"conversationId": *from, "seq": *seq}})
-	}
-	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d (forwarded from conv %d #%d): %s\n", *conv, sent, *cf.user, *from, *seq, body)
-	return nil
+		return print(entry)
+	})
 }
 
 // addClientMsgIDFlag is the --client-msg-id flag of a change.

@@ -31,47 +31,44 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 	if *name == "" && (*about != "" || *avatar != "") {
 		return usagef("%s: --about and --avatar are set together with --name", fs.Name())
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	if *of != "" {
-		ids, err := parseIDs("of", *of)
-		if err != nil {
-			return err
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		if *of != "" {
+			ids, err := parseIDs("of", *of)
+			if err != nil {
+				return err
+			}
+			ps, err := c.Users(ctx, ids)
+			if err != nil {
+				return explainChat(err, fs, *cf.user, 0)
+			}
+			if *cf.json {
+				return printJSON(a.stdout, map[string]any{"users": ps})
+			}
+			for _, p := range ps {
+				printProfile(a.stdout, p)
+			}
+			if len(ps) < len(ids) {
+				fmt.Fprintf(a.stdout, "(%d of %d users share no conversation with user %d, or do not exist)\n", len(ids)-len(ps), len(ids), *cf.user)
+			}
+			return nil
 		}
-		ps, err := c.Users(ctx, ids)
+		if *name != "" {
+			u := client.ProfileUpdate{DisplayName: *name, About: clearable(*about), AvatarURL: clearable(*avatar)}
+			if _, err := c.SetProfile(ctx, u); err != nil {
+				return explainChat(err, fs, *cf.user, 0)
+			}
+		}
+		me, err := c.Me(ctx)
 		if err != nil {
 			return explainChat(err, fs, *cf.user, 0)
 		}
 		if *cf.json {
-			return printJSON(a.stdout, map[string]any{"users": ps})
+			return printJSON(a.stdout, me)
 		}
-		for _, p := range ps {
-			printProfile(a.stdout, p)
-		}
-		if len(ps) < len(ids) {
-			fmt.Fprintf(a.stdout, "(%d of %d users share no conversation with user %d, or do not exist)\n", len(ids)-len(ps), len(ids), *cf.user)
-		}
+		printProfile(a.stdout, me.Profile)
+		fmt.Fprintf(a.stdout, "  read receipts %s, presence %s\n", onOff(me.Settings.ReadReceipts), onOff(me.Settings.Presence))
 		return nil
-	}
-	if *name != "" {
-		u := client.ProfileUpdate{DisplayName: *name, About: clearable(*about), AvatarURL: clearable(*avatar)}
-		if _, err := c.SetProfile(ctx, u); err != nil {
-			return explainChat(err, fs, *cf.user, 0)
-		}
-	}
-	me, err := c.Me(ctx)
-	if err != nil {
-		return explainChat(err, fs, *cf.user, 0)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, me)
-	}
-	printProfile(a.stdout, me.Profile)
-	fmt.Fprintf(a.stdout, "  read receipts %s, presence %s\n", onOff(me.Settings.ReadReceipts), onOff(me.Settings.Presence))
-	return nil
+	})
 }
 
 // clearable: "" keeps what is stored (nil), "-" clears it.
@@ -129,25 +126,23 @@ func runSettings(ctx context.Context, a *app, args []string) error {
 			return usagef("%s: --%s must be on or off, not %q", fs.Name(), flagName, v)
 		}
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	var st client.Settings
-	if u.ReadReceipts != nil || u.Presence != nil {
-		st, err = c.SetSettings(ctx, u)
-	} else {
-		st, err = c.Settings(ctx)
-	}
-	if err != nil {
-		return explainChat(err, fs, *cf.user, 0)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, st)
-	}
-	fmt.Fprintf(a.stdout, "user %d: read receipts %s, presence %s\n", *cf.user, onOff(st.ReadReceipts), onOff(st.Presence))
-	return nil
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		var st client.Settings
+		var err error
+		if u.ReadReceipts != nil || u.Presence != nil {
+			st, err = c.SetSettings(ctx, u)
+		} else {
+			st, err = c.Settings(ctx)
+		}
+		if err != nil {
+			return explainChat(err, fs, *cf.user, 0)
+		}
+		if *cf.json {
+			return printJSON(a.stdout, st)
+		}
+		fmt.Fprintf(a.stdout, "user %d: read receipts %s, presence %s\n", *cf.user, onOff(st.ReadReceipts), onOff(st.Presence))
+		return nil
+	})
 }
 
 func runBlock(ctx context.Context, a *app, args []string) error {
@@ -163,37 +158,35 @@ func runBlock(ctx context.Context, a *app, args []string) error {
 	if *remove && *peer == 0 {
 		return usagef("%s: --remove needs --peer", fs.Name())
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	switch {
-	case *peer != 0 && *remove:
-		err = c.Unblock(ctx, *peer)
-	case *peer != 0:
-		err = c.Block(ctx, *peer)
-	}
-	if err != nil {
-		return explainChat(err, fs, *cf.user, 0)
-	}
-	bs, err := c.Blocks(ctx)
-	if err != nil {
-		return explainChat(err, fs, *cf.user, 0)
-	}
-	if *cf.json {
-		if bs == nil {
-			bs = []client.Block{}
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		var err error
+		switch {
+		case *peer != 0 && *remove:
+			err = c.Unblock(ctx, *peer)
+		case *peer != 0:
+			err = c.Block(ctx, *peer)
 		}
-		return printJSON(a.stdout, map[string]any{"blocked": bs})
-	}
-	if len(bs) == 0 {
-		fmt.Fprintf(a.stdout, "user %d blocks nobody\n", *cf.user)
-	}
-	for _, b := range bs {
-		fmt.Fprintf(a.stdout, "user %d blocks user %d (since %s)\n", *cf.user, b.UserID, b.CreatedAt.Format(time.RFC3339))
-	}
-	return nil
+		if err != nil {
+			return explainChat(err, fs, *cf.user, 0)
+		}
+		bs, err := c.Blocks(ctx)
+		if err != nil {
+			return explainChat(err, fs, *cf.user, 0)
+		}
+		if *cf.json {
+			if bs == nil {
+				bs = []client.Block{}
+			}
+			return printJSON(a.stdout, map[string]any{"blocked": bs})
+		}
+		if len(bs) == 0 {
+			fmt.Fprintf(a.stdout, "user %d blocks nobody\n", *cf.user)
+		}
+		for _, b := range bs {
+			fmt.Fprintf(a.stdout, "user %d blocks user %d (since %s)\n", *cf.user, b.UserID, b.CreatedAt.Format(time.RFC3339))
+		}
+		return nil
+	})
 }
 
 // groupCommands is the table of "chatctl group <sub>".
@@ -207,29 +200,7 @@ var groupCommands = []command{
 }
 
 func runGroup(ctx context.Context, a *app, args []string) error {
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: chatctl group <subcommand> --user N --conversation C [flags]\n\nManage a group as one of its members, over MQTT like a client.\n\nSubcommands:\n")
-		for _, c := range groupCommands {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-		}
-		fmt.Fprintf(w, "\nRun \"chatctl group <subcommand> --help\" for its flags.\n\nExample:\n  chatctl group update --user 1 --conversation 3 --title \"Crag crew\"\n")
-	}
-	if len(args) == 0 {
-		usage(a.stderr)
-		return usagef("group: a subcommand is required")
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(a.stdout)
-		return errHelp
-	}
-	for _, c := range groupCommands {
-		if c.name == args[0] {
-			return c.run(ctx, a, args[1:])
-		}
-	}
-	usage(a.stderr)
-	return usagef("group: unknown subcommand %q", args[0])
+	return subcommands{name: "group", usage: "Usage: chatctl group <subcommand> --user N --conversation C [flags]\n\nManage a group as one of its members, over MQTT like a client.\n", example: `chatctl group update --user 1 --conversation 3 --title "Crag crew"`, cmds: groupCommands}.run(ctx, a, args)
 }
 
 // groupFlags are the flags every group subcommand has.
@@ -242,11 +213,12 @@ func addGroupFlags(fs *flag.FlagSet) groupFlags {
 	return groupFlags{chat: addChatFlags(fs), conv: fs.Int64("conversation", 0, "the group's conversation id")}
 }
 
-func (g groupFlags) connect(ctx context.Context, a *app, fs *flag.FlagSet) (*client.Client, func(), error) {
+// with is chatFlags.with after checking --conversation.
+func (g groupFlags) with(ctx context.Context, a *app, fs *flag.FlagSet, fn func(*client.Client) error) error {
 	if err := requireID(fs, "conversation", *g.conv, "the group's conversation id"); err != nil {
-		return nil, nil, err
+		return err
 	}
-	return g.chat.connect(ctx, a, fs)
+	return g.chat.with(ctx, a, fs, fn)
 }
 
 // explainGroup adds what the roles allow to explainChat.
@@ -279,16 +251,13 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 	if u.Title == nil && u.About == nil && u.AvatarURL == nil && u.HistoryVisible == nil {
 		return usagef("%s: give at least one of --title, --about, --avatar, --history", fs.Name())
 	}
-	c, closeFn, err := g.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	conv, err := c.UpdateGroup(ctx, *g.conv, u)
-	if err != nil {
-		return explainGroup(err, fs, *g.chat.user, *g.conv)
-	}
-	return printJSON(a.stdout, conv)
+	return g.with(ctx, a, fs, func(c *client.Client) error {
+		conv, err := c.UpdateGroup(ctx, *g.conv, u)
+		if err != nil {
+			return explainGroup(err, fs, *g.chat.user, *g.conv)
+		}
+		return printJSON(a.stdout, conv)
+	})
 }
 
 func runGroupMembers(ctx context.Context, a *app, args []string) error {
@@ -299,36 +268,42 @@ func runGroupMembers(ctx context.Context, a *app, args []string) error {
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	c, closeFn, err := g.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	var all []client.Member
-	cursor := ""
-	for range 1000 {
-		p, err := c.Members(ctx, *g.conv, 500, cursor)
-		if err != nil {
-			return explainGroup(err, fs, *g.chat.user, *g.conv)
+	return g.with(ctx, a, fs, func(c *client.Client) error {
+		var all []client.Member
+		cursor := ""
+		for range 1000 {
+			p, err := c.Members(ctx, *g.conv, 500, cursor)
+			if err != nil {
+				return explainGroup(err, fs, *g.chat.user, *g.conv)
+			}
+			all = append(all, p.Members...)
+			if cursor = p.NextCursor; cursor == "" {
+				break
+			}
 		}
-		all = append(all, p.Members...)
-		if cursor = p.NextCursor; cursor == "" {
-			break
+		if *g.chat.json {
+			return printJSON(a.stdout, map[string]any{"members": all})
 		}
-	}
-	if *g.chat.json {
-		return printJSON(a.stdout, map[string]any{"members": all})
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "USER\tROLE\tJOINED")
-	for _, m := range all {
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", m.UserID, m.Role, m.JoinedAt.Format(time.RFC3339))
-	}
-	return tw.Flush()
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "USER\tROLE\tJOINED")
+		for _, m := range all {
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", m.UserID, m.Role, m.JoinedAt.Format(time.RFC3339))
+		}
+		return tw.Flush()
+	})
 }
 
 func memberFlag(fs *flag.FlagSet) *int64 {
 	return fs.Int64("member", 0, "the member the change is about")
+}
+
+// parseMember parses a group subcommand's flags and checks --member, what
+// the subcommand needs it for.
+func parseMember(a *app, fs *flag.FlagSet, args []string, member *int64, what string) error {
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	return requireID(fs, "member", *member, what)
 }
 
 func runGroupAdd(ctx context.Context, a *app, args []string) error {
@@ -338,27 +313,22 @@ func runGroupAdd(ctx context.Context, a *app, args []string) error {
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
 	admin := fs.Bool("admin", false, "add as an admin")
-	if err := parse(a, fs, args); err != nil {
+	if err := parseMember(a, fs, args, member, "the user to add"); err != nil {
 		return err
 	}
-	if err := requireID(fs, "member", *member, "the user to add"); err != nil {
-		return err
-	}
-	c, closeFn, err := g.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	var m client.Member
-	if *admin {
-		m, err = c.AddAdmin(ctx, *g.conv, *member)
-	} else {
-		m, err = c.AddMember(ctx, *g.conv, *member)
-	}
-	if err != nil {
-		return explainGroup(err, fs, *g.chat.user, *g.conv)
-	}
-	return printJSON(a.stdout, m)
+	return g.with(ctx, a, fs, func(c *client.Client) error {
+		var m client.Member
+		var err error
+		if *admin {
+			m, err = c.AddAdmin(ctx, *g.conv, *member)
+		} else {
+			m, err = c.AddMember(ctx, *g.conv, *member)
+		}
+		if err != nil {
+			return explainGroup(err, fs, *g.chat.user, *g.conv)
+		}
+		return printJSON(a.stdout, m)
+	})
 }
 
 func runGroupRemove(ctx context.Context, a *app, args []string) error {
@@ -368,26 +338,20 @@ func runGroupRemove(ctx context.Context, a *app, args []string) error {
 		"chatctl group remove --user 5 --conversation 3 --member 5")
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
-	if err := parse(a, fs, args); err != nil {
+	if err := parseMember(a, fs, args, member, "the member to remove (--user's own id to leave)"); err != nil {
 		return err
 	}
-	if err := requireID(fs, "member", *member, "the member to remove (--user's own id to leave)"); err != nil {
-		return err
-	}
-	c, closeFn, err := g.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	if err := c.RemoveMember(ctx, *g.conv, *member); err != nil {
-		return explainGroup(err, fs, *g.chat.user, *g.conv)
-	}
-	if *member == *g.chat.user {
-		fmt.Fprintf(a.stdout, "user %d left conversation %d\n", *member, *g.conv)
-	} else {
-		fmt.Fprintf(a.stdout, "user %d removed user %d from conversation %d\n", *g.chat.user, *member, *g.conv)
-	}
-	return nil
+	return g.with(ctx, a, fs, func(c *client.Client) error {
+		if err := c.RemoveMember(ctx, *g.conv, *member); err != nil {
+			return explainGroup(err, fs, *g.chat.user, *g.conv)
+		}
+		if *member == *g.chat.user {
+			fmt.Fprintf(a.stdout, "user %d left conversation %d\n", *member, *g.conv)
+		} else {
+			fmt.Fprintf(a.stdout, "user %d removed user %d from conversation %d\n", *g.chat.user, *member, *g.conv)
+		}
+		return nil
+	})
 }
 
 func runGroupRole(ctx context.Context, a *app, args []string) error {
@@ -397,25 +361,19 @@ func runGroupRole(ctx context.Context, a *app, args []string) error {
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
 	role := fs.String("role", "", "admin or member")
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireID(fs, "member", *member, "the member whose role changes"); err != nil {
+	if err := parseMember(a, fs, args, member, "the member whose role changes"); err != nil {
 		return err
 	}
 	if *role != "admin" && *role != "member" {
 		return usagef("%s: --role must be admin or member", fs.Name())
 	}
-	c, closeFn, err := g.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	m, err := c.SetRole(ctx, *g.conv, *member, *role)
-	if err != nil {
-		return explainGroup(err, fs, *g.chat.user, *g.conv)
-	}
-	return printJSON(a.stdout, m)
+	return g.with(ctx, a, fs, func(c *client.Client) error {
+		m, err := c.SetRole(ctx, *g.conv, *member, *role)
+		if err != nil {
+			return explainGroup(err, fs, *g.chat.user, *g.conv)
+		}
+		return printJSON(a.stdout, m)
+	})
 }
 
 func runGroupOwner(ctx context.Context, a *app, args []string) error {
@@ -424,22 +382,16 @@ func runGroupOwner(ctx context.Context, a *app, args []string) error {
 		"chatctl group owner --user 1 --conversation 3 --member 5")
 	g := addGroupFlags(fs)
 	member := memberFlag(fs)
-	if err := parse(a, fs, args); err != nil {
+	if err := parseMember(a, fs, args, member, "the new owner"); err != nil {
 		return err
 	}
-	if err := requireID(fs, "member", *member, "the new owner"); err != nil {
-		return err
-	}
-	c, closeFn, err := g.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	if err := c.TransferOwnership(ctx, *g.conv, *member); err != nil {
-		return explainGroup(err, fs, *g.chat.user, *g.conv)
-	}
-	fmt.Fprintf(a.stdout, "user %d owns conversation %d now\n", *member, *g.conv)
-	return nil
+	return g.with(ctx, a, fs, func(c *client.Client) error {
+		if err := c.TransferOwnership(ctx, *g.conv, *member); err != nil {
+			return explainGroup(err, fs, *g.chat.user, *g.conv)
+		}
+		fmt.Fprintf(a.stdout, "user %d owns conversation %d now\n", *member, *g.conv)
+		return nil
+	})
 }
 
 func runSearch(ctx context.Context, a *app, args []string) error {
@@ -458,28 +410,25 @@ func runSearch(ctx context.Context, a *app, args []string) error {
 	if strings.TrimSpace(*q) == "" {
 		return usagef("%s: --query is required", fs.Name())
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	page, err := c.Search(ctx, *q, client.SearchOptions{ConversationID: *conv, SenderID: *sender, Limit: *limit, Cursor: *cursor})
-	if err != nil {
-		return explainChat(err, fs, *cf.user, *conv)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, page)
-	}
-	if len(page.Results) == 0 {
-		fmt.Fprintf(a.stdout, "nothing found for %q\n", *q)
-	}
-	for _, h := range page.Results {
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d: %s\n", h.ConversationID, h.Seq, h.SenderID, bracketed(h.Snippet, h.Highlights))
-	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(a.stdout, "(more: --cursor %s)\n", page.NextCursor)
-	}
-	return nil
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		page, err := c.Search(ctx, *q, client.SearchOptions{ConversationID: *conv, SenderID: *sender, Limit: *limit, Cursor: *cursor})
+		if err != nil {
+			return explainChat(err, fs, *cf.user, *conv)
+		}
+		if *cf.json {
+			return printJSON(a.stdout, page)
+		}
+		if len(page.Results) == 0 {
+			fmt.Fprintf(a.stdout, "nothing found for %q\n", *q)
+		}
+		for _, h := range page.Results {
+			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d: %s\n", h.ConversationID, h.Seq, h.SenderID, bracketed(h.Snippet, h.Highlights))
+		}
+		if page.NextCursor != "" {
+			fmt.Fprintf(a.stdout, "(more: --cursor %s)\n", page.NextCursor)
+		}
+		return nil
+	})
 }
 
 // bracketed marks the highlighted ranges (code points) of s with [ ].

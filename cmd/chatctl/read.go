@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/chatd/chatd/client"
 )
 
 func runRead(ctx context.Context, a *app, args []string) error {
@@ -22,34 +24,31 @@ func runRead(ctx context.Context, a *app, args []string) error {
 	if *seq < 0 {
 		return usagef("%s: --seq must be positive", fs.Name())
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	upTo := *seq
-	if upTo == 0 {
-		cv, err := c.Conversation(ctx, *conv)
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		upTo := *seq
+		if upTo == 0 {
+			cv, err := c.Conversation(ctx, *conv)
+			if err != nil {
+				return explainChat(err, fs, *cf.user, *conv)
+			}
+			if cv.LastSeq == 0 {
+				fmt.Fprintf(a.stdout, "conversation %d has no messages yet; nothing to read\n", *conv)
+				return nil
+			}
+			upTo = cv.LastSeq
+		}
+		r, err := c.MarkReadNow(ctx, *conv, upTo)
 		if err != nil {
 			return explainChat(err, fs, *cf.user, *conv)
 		}
-		if cv.LastSeq == 0 {
-			fmt.Fprintf(a.stdout, "conversation %d has no messages yet; nothing to read\n", *conv)
-			return nil
+		if *cf.json {
+			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "advanced": r.Advanced, "lastReadSeq": r.LastReadSeq})
 		}
-		upTo = cv.LastSeq
-	}
-	r, err := c.MarkReadNow(ctx, *conv, upTo)
-	if err != nil {
-		return explainChat(err, fs, *cf.user, *conv)
-	}
-	if *cf.json {
-		return printJSON(a.stdout, map[string]any{"conversationId": *conv, "advanced": r.Advanced, "lastReadSeq": r.LastReadSeq})
-	}
-	if r.Advanced {
-		fmt.Fprintf(a.stdout, "[conv %d] user %d read up to #%d\n", *conv, *cf.user, r.LastReadSeq)
-	} else {
-		fmt.Fprintf(a.stdout, "[conv %d] user %d had already read up to #%d\n", *conv, *cf.user, r.LastReadSeq)
-	}
-	return nil
+		if r.Advanced {
+			fmt.Fprintf(a.stdout, "[conv %d] user %d read up to #%d\n", *conv, *cf.user, r.LastReadSeq)
+		} else {
+			fmt.Fprintf(a.stdout, "[conv %d] user %d had already read up to #%d\n", *conv, *cf.user, r.LastReadSeq)
+		}
+		return nil
+	})
 }

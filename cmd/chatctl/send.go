@@ -47,55 +47,48 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs, withHTTP(a, *httpURL))
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	if *peer != 0 {
-		d, _, err := c.OpenDirect(ctx, *peer)
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		if err := cf.openPeer(ctx, c, fs, conv, *peer); err != nil {
+			return err
+		}
+		var atts []client.Attachment
+		for _, p := range files {
+			f, err := os.Open(p)
+			if err != nil {
+				return fmt.Errorf("%s: %w", fs.Name(), err)
+			}
+			att, err := c.Upload(ctx, *conv, p, f)
+			f.Close()
+			if err != nil {
+				return explainUpload(err, fs, *cf.user, *conv, p)
+			}
+			atts = append(atts, att)
+		}
+		refs := make([]client.AttachmentRef, len(atts))
+		for i, at := range atts {
+			refs[i] = at.Ref()
+		}
+		seq, err := c.SendMessage(ctx, *conv, text, client.SendOptions{ReplyTo: *replyTo, ClientMsgID: *id, Attachments: refs})
 		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
+			if *replyTo != 0 && errors.Is(err, client.ErrInvalid) {
+				return hint(err, "%v: --reply-to %d must be the seq of a message of conversation %d; list them with `chatctl history --user %d --conversation %d`",
+					err, *replyTo, *conv, *cf.user, *conv)
+			}
+			return explainChat(err, fs, *cf.user, *conv)
 		}
-		*conv = d.ID
-	}
-	var atts []client.Attachment
-	for _, p := range files {
-		f, err := os.Open(p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", fs.Name(), err)
+		if *cf.json {
+			out := map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id, "attachments": atts}
+			if *replyTo != 0 {
+				out["replyTo"] = *replyTo
+			}
+			return printJSON(a.stdout, out)
 		}
-		att, err := c.Upload(ctx, *conv, p, f)
-		f.Close()
-		if err != nil {
-			return explainUpload(err, fs, *cf.user, *conv, p)
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, seq, *cf.user, replyNote(*replyTo), text)
+		for _, at := range atts {
+			fmt.Fprintf(a.stdout, "  attached %s (%s, %d bytes): id %s\n", at.Name, at.ContentType, at.Size, at.ID)
 		}
-		atts = append(atts, att)
-	}
-	refs := make([]client.AttachmentRef, len(atts))
-	for i, at := range atts {
-		refs[i] = at.Ref()
-	}
-	seq, err := c.SendMessage(ctx, *conv, text, client.SendOptions{ReplyTo: *replyTo, ClientMsgID: *id, Attachments: refs})
-	if err != nil {
-		if *replyTo != 0 && errors.Is(err, client.ErrInvalid) {
-			return hint(err, "%v: --reply-to %d must be the seq of a message of conversation %d; list them with `chatctl history --user %d --conversation %d`",
-				err, *replyTo, *conv, *cf.user, *conv)
-		}
-		return explainChat(err, fs, *cf.user, *conv)
-	}
-	if *cf.json {
-		out := map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id, "attachments": atts}
-		if *replyTo != 0 {
-			out["replyTo"] = *replyTo
-		}
-		return printJSON(a.stdout, out)
-	}
-	fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, seq, *cf.user, replyNote(*replyTo), text)
-	for _, at := range atts {
-		fmt.Fprintf(a.stdout, "  attached %s (%s, %d bytes): id %s\n", at.Name, at.ContentType, at.Size, at.ID)
-	}
-	return nil
+		return nil
+	}, withHTTP(a, *httpURL))
 }
 
 // replyNote is " (reply to #S)" for a reply, else "".

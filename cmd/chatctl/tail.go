@@ -21,35 +21,32 @@ func runTail(ctx context.Context, a *app, args []string) error {
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	c, closeFn, err := cf.connect(ctx, a, fs)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, cf.brokerURL(a))
-	seen := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-c.Events():
-			if !ok {
+	return cf.with(ctx, a, fs, func(c *client.Client) error {
+		fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, cf.brokerURL(a))
+		seen := 0
+		for {
+			select {
+			case <-ctx.Done():
 				return nil
-			}
-			if *conv != 0 && ev.ConversationID != *conv {
-				continue
-			}
-			if err := printEvent(a.stdout, ev, *cf.json); err != nil {
-				return err
-			}
-			if ev.Type == client.EventMessageNew {
-				seen++
-				if *count > 0 && seen >= *count {
+			case ev, ok := <-c.Events():
+				if !ok {
 					return nil
+				}
+				if *conv != 0 && ev.ConversationID != *conv {
+					continue
+				}
+				if err := printEvent(a.stdout, ev, *cf.json); err != nil {
+					return err
+				}
+				if ev.Type == client.EventMessageNew {
+					seen++
+					if *count > 0 && seen >= *count {
+						return nil
+					}
 				}
 			}
 		}
-	}
+	})
 }
 
 // printEvent writes one event as a line for people, or as JSON.

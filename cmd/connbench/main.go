@@ -74,6 +74,15 @@ type client struct {
 	other  atomic.Int64 // other events (presence, receipts)
 }
 
+// take detaches the client's connection (nil if it has none).
+func (c *client) take() *benchmqtt.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn := c.conn
+	c.conn = nil
+	return conn
+}
+
 func run(ctx context.Context, o *options, log io.Writer) (*Report, error) {
 	b := &bench{o: o, log: log}
 	for i := range o.clients {
@@ -198,11 +207,7 @@ func (b *bench) waitAll(ctx context.Context) error {
 func (b *bench) closeAll() {
 	var wg sync.WaitGroup
 	for _, c := range b.clients {
-		c.mu.Lock()
-		conn := c.conn
-		c.conn = nil
-		c.mu.Unlock()
-		if conn != nil {
+		if conn := c.take(); conn != nil {
 			wg.Go(conn.Drop)
 		}
 	}

@@ -304,11 +304,7 @@ func (b *bench) message(c *client, seq int) (topic string, payload []byte) {
 func (b *bench) disconnectAll(ctx context.Context) (string, error) {
 	err := b.parallel(ctx, len(b.clients), 256, func(i int) error {
 		c := b.clients[i]
-		c.mu.Lock()
-		conn := c.conn
-		c.conn = nil
-		c.mu.Unlock()
-		if conn != nil {
+		if conn := c.take(); conn != nil {
 			conn.Disconnect()
 		}
 		return nil

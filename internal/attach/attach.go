@@ -244,6 +244,20 @@ func (s *Service) begin(ctx context.Context, id string, interrupt func()) (end f
 	}
 }
 
+// claim begins the only PUT or completion of upload id (see begin) and
+// reads it as userID's (see own). end must be called when done; on an
+// error there is nothing to end.
+func (s *Service) claim(ctx context.Context, userID int64, id string, interrupt func()) (rec chat.UploadRecord, end func(), err error) {
+	if end, err = s.begin(ctx, id, interrupt); err != nil {
+		return rec, nil, err
+	}
+	if rec, err = s.own(ctx, userID, id); err != nil {
+		end()
+		return rec, nil, err
+	}
+	return rec, end, nil
+}
+
 // Interrupter is implemented by request bodies whose blocked Read can be
 // cut short (httpapi's: a read deadline), so a PUT sent again does not
 // wait for a dead connection of the first.
@@ -282,15 +296,11 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 	if in, ok := body.(Interrupter); ok {
 		interrupt = func() { cancel(); in.Interrupt() }
 	}
-	end, err := s.begin(ctx, id, interrupt)
+	rec, end, err := s.claim(ctx, userID, id, interrupt)
 	if err != nil {
 		return chat.Upload{}, err
 	}
 	defer end()
-	rec, err := s.own(ctx, userID, id)
-	if err != nil {
-		return chat.Upload{}, err
-	}
 	if rec.State != chat.UploadPending {
 		return chat.Upload{}, chat.Errorf(chat.CodeConflict, "upload %s is %s already; its bytes cannot change", id, rec.State)
 	}
@@ -451,15 +461,11 @@ func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat
 // size, their sniffed type; location data is stripped (the object is
 // rewritten, same size) and the bytes hashed, reading them once.
 func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (chat.Upload, error) {
-	end, err := s.begin(ctx, id, nil)
+	rec, end, err := s.claim(ctx, userID, id, nil)
 	if err != nil {
 		return chat.Upload{}, err
 	}
 	defer end()
-	rec, err := s.own(ctx, userID, id)
-	if err != nil {
-		return chat.Upload{}, err
-	}
 	if rec.State != chat.UploadPending {
 		return s.view(rec), nil // completing twice is answered the same
 	}

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
-	"github.com/chatd/chatd/internal/logtest"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/internal/logtest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // idp is a loopback identity provider serving a JWKS whose keys the test
@@ -122,18 +124,6 @@ func newJWKS(t *testing.T, p *idp, opts JWKSOptions, logs *logtest.Buffer) *JWKS
 	}
 	t.Cleanup(j.Close)
 	return j
-}
-
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestJWKSVerifiesRS256ES256AndEdDSAByKid(t *testing.T) {
@@ -248,7 +238,7 @@ func TestJWKSEndpointDownKeepsCachedKeysAndLogsIt(t *testing.T) {
 	accepts(t, v, signKid(t, key, "k", idpClaims("11")), 11)
 
 	p.down.Store(true)
-	waitUntil(t, 5*time.Second, "the failed-refresh log line", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the failed-refresh log line", func() bool {
 		return strings.Contains(logs.String(), "JWKS fetch failed; the cached signing keys stay in use")
 	})
 	if !strings.Contains(logs.String(), "cached_keys=1") || !strings.Contains(logs.String(), p.url()) {
@@ -257,7 +247,7 @@ func TestJWKSEndpointDownKeepsCachedKeysAndLogsIt(t *testing.T) {
 	accepts(t, v, signKid(t, key, "k", idpClaims("11")), 11)
 
 	p.down.Store(false)
-	waitUntil(t, 5*time.Second, "the recovery log line", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the recovery log line", func() bool {
 		return strings.Contains(logs.String(), "JWKS answers again")
 	})
 	accepts(t, v, signKid(t, key, "k", idpClaims("11")), 11)
@@ -277,7 +267,7 @@ func TestJWKSUnreachableAtStartRefusesProviderTokensUntilItAnswers(t *testing.T)
 	tok, _ := Mint(testSecret, 12, time.Hour)
 	accepts(t, v, tok, 12)
 	p.down.Store(false)
-	waitUntil(t, 5*time.Second, "the provider's token to be accepted", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the provider's token to be accepted", func() bool {
 		_, err := v.Verify(signKid(t, key, "k", idpClaims("12")))
 		return err == nil
 	})

@@ -45,20 +45,12 @@ func bindUploadID(_ *API, _ http.ResponseWriter, r *http.Request, p *uploadIDPar
 }
 
 func getUpload(a *API, ctx context.Context, user int64, p uploadIDParams) (int, any, error) {
-	u, err := a.svc.GetUpload(ctx, user, p.UploadID)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, u, nil
+	return okReply(a.svc.GetUpload(ctx, user, p.UploadID))
 }
 
 // completeUpload checks the bytes a client PUT to the object store.
 func completeUpload(a *API, ctx context.Context, user int64, p uploadIDParams) (int, any, error) {
-	u, err := a.svc.CompleteUpload(ctx, user, p.UploadID)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, u, nil
+	return okReply(a.svc.CompleteUpload(ctx, user, p.UploadID))
 }
 
 // uploadIdle is how long a PUT may deliver no byte before chatd gives up

@@ -81,11 +81,7 @@ func bindGetConversation(_ *API, _ http.ResponseWriter, r *http.Request, p *conv
 }
 
 func getConversation(a *API, ctx context.Context, user int64, p conversationParams) (int, any, error) {
-	conv, err := a.svc.GetConversation(ctx, p.ConversationID, user)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, conv, nil
+	return okReply(a.svc.GetConversation(ctx, p.ConversationID, user))
 }
 
 // memberParams: the members routes and RPC members.add / members.remove.

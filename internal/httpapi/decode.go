@@ -193,6 +193,19 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 	return query{values: v}, nil
 }
 
+// pageQuery reads the query of a paged list: ?limit=N&cursor=C, nothing
+// else.
+func pageQuery(r *http.Request) (limit int, cursor string, err error) {
+	q, err := parseQuery(r, "limit", "cursor")
+	if err != nil {
+		return 0, "", err
+	}
+	if limit, err = q.int("limit"); err != nil {
+		return 0, "", err
+	}
+	return limit, q.str("cursor"), nil
+}
+
 // str returns a parameter, "" when absent.
 func (q query) str(name string) string { return q.values.Get(name) }
 

@@ -14,15 +14,9 @@ type inboxParams struct {
 }
 
 func bindInbox(_ *API, _ http.ResponseWriter, r *http.Request, p *inboxParams) error {
-	q, err := parseQuery(r, "limit", "cursor")
-	if err != nil {
-		return err
-	}
-	if p.Limit, err = q.int("limit"); err != nil {
-		return err
-	}
-	p.Cursor = q.str("cursor")
-	return nil
+	var err error
+	p.Limit, p.Cursor, err = pageQuery(r)
+	return err
 }
 
 // inbox pages the caller's conversations, most recent activity first; the

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
@@ -34,7 +34,7 @@ type env struct {
 	api    *httpapi.API
 	srv    *httptest.Server
 	secret []byte
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 }
 
 type envConfig struct {
@@ -59,7 +59,7 @@ func newEnvWith(t *testing.T, cfg envConfig) *env {
 	if ready == nil {
 		ready = pool.Ping
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	api := httpapi.New(svc, verifier.Verify, ready, logger)
 	srv := httptest.NewServer(api.Handler())
@@ -228,24 +228,6 @@ func (e *env) sendMsg(user, conv int64, clientMsgID, body string) httpapi.SendRe
 	e.must(http.StatusCreated, user, "POST", pathf("/v1/conversations/%d/messages", conv),
 		map[string]string{"clientMsgId": clientMsgID, "body": body}, &rep)
 	return rep
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // pathf is fmt.Sprintf, named for what it builds.

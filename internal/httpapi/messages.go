@@ -171,11 +171,7 @@ func bindRead(a *API, w http.ResponseWriter, r *http.Request, p *seqParams) erro
 // advance it is still 200 (advanced=false), because receipts race and
 // repeat by nature.
 func markRead(a *API, ctx context.Context, user int64, p seqParams) (int, any, error) {
-	res, err := a.svc.MarkRead(ctx, p.ConversationID, user, p.Seq)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, res, nil
+	return okReply(a.svc.MarkRead(ctx, p.ConversationID, user, p.Seq))
 }
 
 func bindSeen(_ *API, _ http.ResponseWriter, r *http.Request, p *seqParams) error {
@@ -189,11 +185,7 @@ func bindSeen(_ *API, _ http.ResponseWriter, r *http.Request, p *seqParams) erro
 
 // seen answers "seen by N of M" (and "delivered to D of M") for one message.
 func seen(a *API, ctx context.Context, user int64, p seqParams) (int, any, error) {
-	res, err := a.svc.SeenBy(ctx, p.ConversationID, user, p.Seq)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, res, nil
+	return okReply(a.svc.SeenBy(ctx, p.ConversationID, user, p.Seq))
 }
 
 func derefOr(p *int64, def int64) int64 {

@@ -16,11 +16,7 @@ import (
 // roles and ownership, and search (docs/http.md "People and groups").
 
 func getMe(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {
-	me, err := a.svc.Me(ctx, user)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, me, nil
+	return okReply(a.svc.Me(ctx, user))
 }
 
 // profileParams: PUT /v1/me and RPC me.update. AvatarURL and About absent
@@ -36,19 +32,11 @@ func bindProfile(a *API, w http.ResponseWriter, r *http.Request, p *profileParam
 }
 
 func setMe(a *API, ctx context.Context, user int64, p profileParams) (int, any, error) {
-	prof, err := a.svc.SetProfile(ctx, user, chat.ProfileUpdate{DisplayName: p.DisplayName, AvatarURL: p.AvatarURL, About: p.About})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, prof, nil
+	return okReply(a.svc.SetProfile(ctx, user, chat.ProfileUpdate{DisplayName: p.DisplayName, AvatarURL: p.AvatarURL, About: p.About}))
 }
 
 func getUserSettings(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {
-	st, err := a.svc.Settings(ctx, user)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, st, nil
+	return okReply(a.svc.Settings(ctx, user))
 }
 
 // userSettingsParams: PUT /v1/me/settings and RPC settings.update; absent
@@ -63,11 +51,7 @@ func bindUserSettings(a *API, w http.ResponseWriter, r *http.Request, p *userSet
 }
 
 func setUserSettings(a *API, ctx context.Context, user int64, p userSettingsParams) (int, any, error) {
-	st, err := a.svc.SetSettings(ctx, user, chat.SettingsUpdate{ReadReceipts: p.ReadReceipts, Presence: p.Presence})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, st, nil
+	return okReply(a.svc.SetSettings(ctx, user, chat.SettingsUpdate{ReadReceipts: p.ReadReceipts, Presence: p.Presence}))
 }
 
 // BlocksReply lists the users the caller blocked, newest first.
@@ -116,11 +100,7 @@ func unblock(a *API, ctx context.Context, user int64, p userParams) (int, any, e
 // getUser answers one profile, with presence when the caller may see it:
 // 404 for users who share no conversation with the caller.
 func getUser(a *API, ctx context.Context, user int64, p userParams) (int, any, error) {
-	prof, err := a.svc.Profile(ctx, user, p.UserID)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, prof, nil
+	return okReply(a.svc.Profile(ctx, user, p.UserID))
 }
 
 // usersParams: GET /v1/users?ids=1,2,3 and RPC users.get {"ids":[1,2,3]}.
@@ -245,23 +225,12 @@ func bindMembers(_ *API, _ http.ResponseWriter, r *http.Request, p *membersParam
 	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
 		return err
 	}
-	q, err := parseQuery(r, "limit", "cursor")
-	if err != nil {
-		return err
-	}
-	if p.Limit, err = q.int("limit"); err != nil {
-		return err
-	}
-	p.Cursor = q.str("cursor")
-	return nil
+	p.Limit, p.Cursor, err = pageQuery(r)
+	return err
 }
 
 func listMembers(a *API, ctx context.Context, user int64, p membersParams) (int, any, error) {
-	page, err := a.svc.MembersPage(ctx, p.ConversationID, user, p.Limit, p.Cursor)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, page, nil
+	return okReply(a.svc.MembersPage(ctx, p.ConversationID, user, p.Limit, p.Cursor))
 }
 
 // roleParams: PUT /v1/conversations/{id}/members/{userId}/role and RPC
@@ -291,11 +260,7 @@ func bindRole(a *API, w http.ResponseWriter, r *http.Request, p *roleParams) err
 }
 
 func setRole(a *API, ctx context.Context, user int64, p roleParams) (int, any, error) {
-	m, err := a.svc.SetRole(ctx, p.ConversationID, user, p.UserID, p.Role)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, m, nil
+	return okReply(a.svc.SetRole(ctx, p.ConversationID, user, p.UserID, p.Role))
 }
 
 func bindOwner(a *API, w http.ResponseWriter, r *http.Request, p *memberParams) error {

@@ -20,9 +20,5 @@ func bindPresence(_ *API, _ http.ResponseWriter, r *http.Request, p *presencePar
 // a conversation with the caller (or the caller themself); anyone else is
 // 404, so presence cannot be used to probe who exists.
 func userPresence(a *API, ctx context.Context, user int64, p presenceParams) (int, any, error) {
-	res, err := a.svc.Presence(ctx, user, p.UserID)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, res, nil
+	return okReply(a.svc.Presence(ctx, user, p.UserID))
 }

@@ -73,11 +73,7 @@ func deleteDevice(a *API, ctx context.Context, user int64, p deviceIDParams) (in
 }
 
 func vapidKey(a *API, _ context.Context, _ int64, _ noParams) (int, any, error) {
-	k, err := a.svc.VAPIDPublicKey()
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, k, nil
+	return okReply(a.svc.VAPIDPublicKey())
 }
 
 // settingsParams: PUT /v1/conversations/{id}/settings and RPC

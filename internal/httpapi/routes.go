@@ -133,6 +133,15 @@ func operation[P any](method, path, rpc string,
 }
 
 // public builds an unauthenticated, HTTP-only endpoint.
+// okReply is an endpoint's answer to a call that returns v or fails: 200
+// with v, or err.
+func okReply(v any, err error) (int, any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, v, nil
+}
+
 func public(method, path string, run func(a *API, ctx context.Context) (int, any, error)) endpoint {
 	return endpoint{
 		Route:  Route{Method: method, Path: path},

@@ -263,43 +263,13 @@ func TestConcurrentDecisionsDecideEachMessageOnce(t *testing.T) {
 		r.send(conv, 1, "x")
 	}
 	time.Sleep(r.cfg.Delay + 50*time.Millisecond)
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	tx1, err := r.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx1.Rollback(ctx)
-	if n, err := push.DecideInTx(ctx, p, tx1, []int64{conv}); err != nil || n != 1 {
-		t.Fatalf("first decision: %d jobs, %v", n, err)
-	}
-	second := make(chan int, 1)
-	go func() {
-		tx2, err := r.pool.Begin(ctx)
-		if err != nil {
-			second <- -1
-			return
+	n, err := r.decideTwice(conv, func(n int, err error) {
+		if err != nil || n != 1 {
+			t.Fatalf("first decision: %d jobs, %v", n, err)
 		}
-		defer tx2.Rollback(ctx)
-		n, err := push.DecideInTx(ctx, p, tx2, []int64{conv})
-		if err != nil || tx2.Commit(ctx) != nil {
-			n = -1
-		}
-		second <- n
-	}()
-	select {
-	case n := <-second:
-		t.Fatalf("the second decision did not wait for the first (%d jobs)", n)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if err := tx1.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := <-second; n != 0 {
-		t.Errorf("the second decision wrote %d jobs, want none", n)
+	})
+	if err != nil || n != 0 {
+		t.Errorf("the second decision wrote %d jobs (%v), want none", n, err)
 	}
 	if c := r.count(`SELECT sum(count) FROM push_job WHERE user_id = 2`); c != 3 {
 		t.Errorf("jobs count %d messages, want 3", c)

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/internal/webpushtest"
 )
@@ -103,11 +103,7 @@ func (s *sender) got() []push.Request {
 // them.
 func startOutputs(t *testing.T, partitions int32) (*kfake.Cluster, *sender, func(*push.Config)) {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "chat.push"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	kc := kafkatest.Start(t, kfake.SeedTopics(partitions, "chat.push"))
 	snd := &sender{secret: []byte(strings.Repeat("k", 32))}
 	hook := httptest.NewServer(snd)
 	t.Cleanup(hook.Close)
@@ -153,13 +149,9 @@ func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
 		t.Errorf("apns request = %+v", q)
 	}
 
-	var recs []kafka.Message
-	for p := 0; p < 3; p++ {
-		ms, err := readPartition(ctx, kc.ListenAddrs()[0], "chat.push", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, ms...)
+	recs, err := kafkatest.ReadTopic(ctx, kc.ListenAddrs()[0], "chat.push", 3)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(recs) != 2 {
 		t.Fatalf("chat.push has %d records, want 2", len(recs))
@@ -194,37 +186,6 @@ func TestWebhookGoneDeletesTheDevice(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// readPartition reads every record of one partition.
-func readPartition(ctx context.Context, address, topic string, p int) ([]kafka.Message, error) {
-	conn, err := kafka.DialLeader(ctx, "tcp", address, topic, p)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	first, last, err := conn.ReadOffsets()
-	if err != nil {
-		return nil, err
-	}
-	var out []kafka.Message
-	if first == last {
-		return nil, nil
-	}
-	if _, err := conn.Seek(first, kafka.SeekAbsolute); err != nil {
-		return nil, err
-	}
-	b := conn.ReadBatch(1, 10<<20)
-	defer b.Close()
-	for int64(len(out)) < last-first {
-		m, err := b.ReadMessage()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, m)
-	}
-	return out, nil
 }
 
 func TestWebPushCarriesAVAPIDJWTOfTheServerKey(t *testing.T) {

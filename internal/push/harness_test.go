@@ -191,6 +191,54 @@ func describe(ps []webpushtest.Push) string {
 	return s
 }
 
+// decideTwice races two decisions on conv's pushes, each in its own
+// transaction: first checks what the first decided; the second must wait
+// for the first to commit (300 ms without an answer), then commits too.
+// It returns how many jobs the second wrote, or why it failed.
+func (r *rig) decideTwice(conv int64, first func(n int, err error)) (int, error) {
+	t := r.t
+	t.Helper()
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx1, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	first(push.DecideInTx(ctx, p, tx1, []int64{conv}))
+	type result struct {
+		n   int
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		tx2, err := r.pool.Begin(ctx)
+		if err != nil {
+			second <- result{-1, err}
+			return
+		}
+		defer tx2.Rollback(ctx)
+		n, err := push.DecideInTx(ctx, p, tx2, []int64{conv})
+		if err == nil {
+			err = tx2.Commit(ctx)
+		}
+		second <- result{n, err}
+	}()
+	select {
+	case res := <-second:
+		t.Fatalf("the second decision did not wait for the first (%d jobs, %v)", res.n, res.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-second
+	return res.n, res.err
+}
+
 func (r *rig) count(sql string, args ...any) int64 {
 	r.t.Helper()
 	var n int64

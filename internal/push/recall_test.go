@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/push"
 )
 
@@ -289,7 +290,7 @@ func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
 		rm.CollapseKey != msg.CollapseKey || rm.ID == msg.ID || rm.Notification.Title != "" {
 		t.Errorf("remove request = %+v (the push was %+v)", rm, msg)
 	}
-	recs, err := readPartition(context.Background(), kc.ListenAddrs()[0], "chat.push", 0)
+	recs, err := kafkatest.ReadPartition(context.Background(), kc.ListenAddrs()[0], "chat.push", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,39 +346,11 @@ func TestConcurrentDecisionsOfARecallRemoveOnce(t *testing.T) {
 	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
 	stop()
 	r.recall(conv, 1, seq)
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	tx1, err := r.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx1.Rollback(ctx)
-	if _, err := push.DecideInTx(ctx, p, tx1, []int64{conv}); err != nil {
-		t.Fatal(err)
-	}
-	second := make(chan error, 1)
-	go func() {
-		tx2, err := r.pool.Begin(ctx)
-		if err == nil {
-			defer tx2.Rollback(ctx)
-			if _, err = push.DecideInTx(ctx, p, tx2, []int64{conv}); err == nil {
-				err = tx2.Commit(ctx)
-			}
+	if _, err := r.decideTwice(conv, func(_ int, err error) {
+		if err != nil {
+			t.Fatal(err)
 		}
-		second <- err
-	}()
-	select {
-	case err := <-second:
-		t.Fatalf("the second decision did not wait for the first (%v)", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if err := tx1.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-second; err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.count(`SELECT count(*) FROM push_job WHERE kind = 'remove'`); n != 1 {

@@ -1,14 +1,9 @@
 package ratelimit
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +14,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/logtest"
+	"github.com/chatd/chatd/internal/redistest"
 )
 
 type clock struct {
@@ -123,60 +119,8 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 	}
 }
 
-// startRedis runs redis-server on a free loopback port in a temp dir. It
-// skips the test when redis-server is missing, unless CI=true.
-func startRedis(t *testing.T) (url string, stop func()) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return startRedisOn(t, port)
-}
-
-func startRedisOn(t *testing.T, port int) (url string, stop func()) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not installed (apt-get install redis-server); CI must run the Redis tests")
-		}
-		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server)")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
-	t.Cleanup(stop)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			fmt.Fprintf(c, "PING\r\n")
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(line, "+PONG") {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not start: %s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return "redis://" + addr + "/0", stop
-}
-
 func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
-	url, stop := startRedis(t)
+	url, stop := redistest.Start(t)
 	logs := &logtest.Counter{}
 	a := newTestLimiter(t, Config{RedisURL: url, Logger: slog.New(logs), RetryInterval: 50 * time.Millisecond})
 	b := newTestLimiter(t, Config{RedisURL: url})
@@ -227,7 +171,7 @@ func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
 	port := strings.TrimSuffix(strings.TrimPrefix(url, "redis://127.0.0.1:"), "/0")
 	var p int
 	fmt.Sscan(port, &p)
-	startRedisOn(t, p)
+	redistest.StartOn(t, p)
 	deadline := time.Now().Add(5 * time.Second)
 	for !a.Shared() {
 		if time.Now().After(deadline) {

@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/store"
 )
@@ -19,14 +18,8 @@ import (
 // relay from the entry as stored) is byte for byte the event the send
 // published live: attachment metadata has one definition.
 func TestKafkaCarriesAMessagesAttachmentsAsItsLiveEvent(t *testing.T) {
-	pool := pgtest.NewPool(t)
+	pool, st, conv := storeGroup(t)
 	ctx := context.Background()
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	conv, err := st.CreateGroup(ctx, 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	as := store.NewAttachments(pool)
 	id := chat.NewUploadID()
 	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: 1, ConversationID: conv.ID,
@@ -52,16 +45,7 @@ func TestKafkaCarriesAMessagesAttachmentsAsItsLiveEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	startKafka(t, port)
-	cfg := testConfig(t, port, nil)
-	cfg.Entries = store.NewSessions(pool)
-	rl, err := relay.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start(t, rl.Run)
-	rl.Kick()
+	port := relayEntries(t, pool)
 	for _, msg := range readUntil(t, addr(port), 2, 10*time.Second) {
 		e, err := relay.DecodeEvent(msg)
 		if err != nil {

@@ -10,9 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
-	"github.com/chatd/chatd/store"
 )
 
 // TestRelayedMessageTimesAreWhatGoWrites commits messages through the store
@@ -21,14 +19,8 @@ import (
 // Kafka value is exactly chatd's encoding of the stored message, createdAt
 // to the microsecond in UTC.
 func TestRelayedMessageTimesAreWhatGoWrites(t *testing.T) {
-	pool := pgtest.NewPool(t)
+	pool, st, conv := storeGroup(t)
 	ctx := context.Background()
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	conv, err := st.CreateGroup(ctx, 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sent []chat.Message
 	for i, frac := range []string{"", ".000001", ".1", ".12", ".1234", ".123456", ".999999", ".5"} {
 		at := fmt.Sprintf("2031-05-06T07:08:%02d%s+00:00", 10+i, frac)
@@ -41,16 +33,7 @@ func TestRelayedMessageTimesAreWhatGoWrites(t *testing.T) {
 		}
 		sent = append(sent, res.Message)
 	}
-	port := freePort(t)
-	startKafka(t, port)
-	cfg := testConfig(t, port, nil)
-	cfg.Entries = store.NewSessions(pool)
-	rl, err := relay.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start(t, rl.Run)
-	rl.Kick()
+	port := relayEntries(t, pool)
 	msgs := readUntil(t, addr(port), 1+len(sent), 10*time.Second) // conversation.created first
 	byType := map[string][]json.RawMessage{}
 	for _, m := range msgs {

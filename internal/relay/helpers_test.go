@@ -3,10 +3,8 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"runtime"
 	"sort"
 	"strconv"
@@ -23,48 +21,69 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const topic = relay.DefaultTopic
 
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
-
 // startKafka starts an in-process Kafka-protocol server on port with
 // chat.events seeded with 3 partitions; extra options (such as
 // kfake.DataDir) are appended. It is closed at the end of the test.
 func startKafka(t *testing.T, port int, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(3, topic), kfake.Ports(port)}, opts...)
-	var c *kfake.Cluster
-	var err error
-	// The port may still be held for a moment by a cluster just closed.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err = kfake.NewCluster(opts...)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return kafkatest.Start(t, append([]kfake.Opt{kfake.SeedTopics(3, topic), kfake.Ports(port)}, opts...)...)
+}
+
+// kafkaPort starts Kafka (startKafka) on a free port and returns the port.
+func kafkaPort(t *testing.T) int {
+	t.Helper()
+	port := testkit.FreePort(t)
+	startKafka(t, port)
+	return port
+}
+
+// newRelay is relay.New, failing the test on error.
+func newRelay(t *testing.T, pool *pgxpool.Pool, cfg relay.Config) *relay.Relay {
+	t.Helper()
+	rl, err := relay.New(pool, cfg)
 	if err != nil {
-		t.Fatalf("start kfake on port %d: %v", port, err)
+		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	return c
+	return rl
+}
+
+// storeGroup is a database of the test's own, a store on it, closed at
+// the end of the test, and a group "g" that user 1 created with user 2.
+func storeGroup(t *testing.T) (*pgxpool.Pool, *store.Store, chat.Conversation) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	st := store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	conv, err := st.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, st, conv
+}
+
+// relayEntries starts Kafka and a relay that encodes outbox rows from the
+// entries they reference (as chatd runs it), kicks it and returns Kafka's
+// port.
+func relayEntries(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	port := kafkaPort(t)
+	cfg := testConfig(t, port, nil)
+	cfg.Entries = store.NewSessions(pool)
+	rl := newRelay(t, pool, cfg)
+	start(t, rl.Run)
+	rl.Kick()
+	return port
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -197,65 +216,9 @@ func outboxCount(t *testing.T, pool *pgxpool.Pool) int {
 	return n
 }
 
-// eventually polls cond every 20ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // readTopic reads every message of every partition of topic.
 func readTopic(ctx context.Context, address string) ([]kafka.Message, error) {
-	var out []kafka.Message
-	for p := 0; p < 3; p++ {
-		msgs, err := readPartition(ctx, address, p)
-		if err != nil {
-			return nil, fmt.Errorf("partition %d: %w", p, err)
-		}
-		out = append(out, msgs...)
-	}
-	return out, nil
-}
-
-func readPartition(ctx context.Context, address string, p int) ([]kafka.Message, error) {
-	conn, err := kafka.DialLeader(ctx, "tcp", address, topic, p)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	first, last, err := conn.ReadOffsets()
-	if err != nil {
-		return nil, err
-	}
-	var out []kafka.Message
-	for off := first; off < last; {
-		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
-			return nil, err
-		}
-		b := conn.ReadBatch(1, 10<<20)
-		before := off
-		for {
-			m, err := b.ReadMessage()
-			if err != nil {
-				break
-			}
-			out = append(out, m)
-			off = m.Offset + 1
-		}
-		if err := b.Close(); err != nil && !errors.Is(err, kafka.RequestTimedOut) {
-			return nil, err
-		}
-		if off == before {
-			return nil, fmt.Errorf("no progress at offset %d of %d", off, last)
-		}
-	}
-	return out, nil
+	return kafkatest.ReadTopic(ctx, address, topic, 3)
 }
 
 // readUntil polls the topic until it holds at least n messages.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 func TestPrunerDeletesOnlyRowsOlderThanRetention(t *testing.T) {
@@ -52,7 +53,7 @@ func TestPrunerDeletesOnlyRowsOlderThanRetention(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '61 minutes' WHERE msg_key IN ('1', '2')`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "aged rows pruned by Run", func() bool { return outboxCount(t, pool) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "aged rows pruned by Run", func() bool { return outboxCount(t, pool) == 1 })
 	var key string
 	if err := pool.QueryRow(ctx, "SELECT msg_key FROM outbox").Scan(&key); err != nil || key != "3" {
 		t.Fatalf("row left is conversation %q (err %v), want 3", key, err)

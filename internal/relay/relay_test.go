@@ -16,16 +16,13 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 func TestRelayPublishesEveryCommittedEventOnceInOrderPerConversation(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
-	rl, err := relay.New(pool, testConfig(t, port, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := kafkaPort(t)
+	rl := newRelay(t, pool, testConfig(t, port, nil))
 	start(t, rl.Run)
 
 	ev := newEvents(pool)
@@ -41,7 +38,7 @@ func TestRelayPublishesEveryCommittedEventOnceInOrderPerConversation(t *testing.
 		rl.Kick()
 	}
 	want, total := ev.counts()
-	eventually(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
 	msgs := readUntil(t, addr(port), total, 10*time.Second)
 	time.Sleep(100 * time.Millisecond)
 	if again, err := readTopic(context.Background(), addr(port)); err != nil || len(again) != total {
@@ -64,14 +61,11 @@ func TestRelayPublishesEveryCommittedEventOnceInOrderPerConversation(t *testing.
 
 func TestRelayKeepsRowsWhileKafkaIsDownAndDrainsThemInOrder(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	dir := t.TempDir() // kfake persists here on Close and reloads on start
 	k1 := startKafka(t, port, kfake.DataDir(dir))
 	reg := prometheus.NewRegistry()
-	rl, err := relay.New(pool, testConfig(t, port, reg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := newRelay(t, pool, testConfig(t, port, reg))
 	start(t, rl.Run)
 
 	ev := newEvents(pool)
@@ -106,17 +100,17 @@ func TestRelayKeepsRowsWhileKafkaIsDownAndDrainsThemInOrder(t *testing.T) {
 	}
 	t.Cleanup(stopInserts)
 
-	eventually(t, 10*time.Second, "100 events published", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "100 events published", func() bool {
 		return metric(t, reg, "chat_relay_published_total") >= 100
 	})
 	k1.Close() // Kafka goes away mid-stream
 	publishedAtClose := metric(t, reg, "chat_relay_published_total")
 
 	n0 := outboxCount(t, pool)
-	eventually(t, 10*time.Second, "rows accumulating in the outbox", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "rows accumulating in the outbox", func() bool {
 		return outboxCount(t, pool) >= n0+100
 	})
-	eventually(t, 5*time.Second, "Kafka errors counted and the backlog measured", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "Kafka errors counted and the backlog measured", func() bool {
 		return metric(t, reg, "chat_relay_errors_total", "kind", "kafka") >= 1 &&
 			metric(t, reg, "chat_relay_pending_rows") >= 50 &&
 			metric(t, reg, "chat_relay_lag_seconds") > 0
@@ -134,7 +128,7 @@ func TestRelayKeepsRowsWhileKafkaIsDownAndDrainsThemInOrder(t *testing.T) {
 	if insErr != nil {
 		t.Fatal(insErr)
 	}
-	eventually(t, 15*time.Second, "outbox drained after Kafka returned", func() bool { return outboxCount(t, pool) == 0 })
+	testkit.WaitFor(t, 15*time.Second, "outbox drained after Kafka returned", func() bool { return outboxCount(t, pool) == 0 })
 
 	want, total := ev.counts()
 	msgs := readUntil(t, addr(port), total, 10*time.Second)
@@ -147,21 +141,14 @@ func TestRelayKeepsRowsWhileKafkaIsDownAndDrainsThemInOrder(t *testing.T) {
 
 func TestTwoRelaysPublishEachRowOnceAndTheStandbyTakesOver(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
+	port := kafkaPort(t)
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
 	cfgA, cfgB := testConfig(t, port, regA), testConfig(t, port, regB)
 	cfgA.NodeID, cfgB.NodeID = "a", "b"
-	a, err := relay.New(pool, cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := relay.New(pool, cfgB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newRelay(t, pool, cfgA)
+	b := newRelay(t, pool, cfgB)
 	runA := start(t, a.Run)
-	eventually(t, 5*time.Second, "relay a leading", func() bool { return metric(t, regA, "chat_relay_leader") == 1 })
+	testkit.WaitFor(t, 5*time.Second, "relay a leading", func() bool { return metric(t, regA, "chat_relay_leader") == 1 })
 	start(t, b.Run)
 	time.Sleep(300 * time.Millisecond) // b tried the lease several times
 	if metric(t, regB, "chat_relay_leader") != 0 || b.Leading() {
@@ -191,11 +178,11 @@ func TestTwoRelaysPublishEachRowOnceAndTheStandbyTakesOver(t *testing.T) {
 	if metric(t, regA, "chat_relay_leader") != 0 || a.Leading() {
 		t.Fatal("stopped relay still reports leading")
 	}
-	eventually(t, 5*time.Second, "relay b taking over", func() bool { return metric(t, regB, "chat_relay_leader") == 1 && b.Leading() })
+	testkit.WaitFor(t, 5*time.Second, "relay b taking over", func() bool { return metric(t, regB, "chat_relay_leader") == 1 && b.Leading() })
 	wg.Wait()
 	send(50)
 
-	eventually(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
 	want, total := ev.counts()
 	msgs := readUntil(t, addr(port), total, 10*time.Second)
 	time.Sleep(100 * time.Millisecond)
@@ -214,23 +201,19 @@ func TestTwoRelaysPublishEachRowOnceAndTheStandbyTakesOver(t *testing.T) {
 
 func TestRelayWakesOnNotifyAndOnKickWithoutPolling(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
+	port := kafkaPort(t)
 	reg := prometheus.NewRegistry()
 	cfg := testConfig(t, port, reg)
 	cfg.PollInterval = time.Minute
 	cfg.StatsInterval = time.Minute
-	rl, err := relay.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := newRelay(t, pool, cfg)
 	start(t, rl.Run)
-	eventually(t, 5*time.Second, "relay leading", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
+	testkit.WaitFor(t, 5*time.Second, "relay leading", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
 	time.Sleep(100 * time.Millisecond) // idle, waiting
 
 	ev := newEvents(pool)
 	ev.mustInsert(t, 41) // committed by "another node": no Kick, only NOTIFY
-	eventually(t, 3*time.Second, "row published on NOTIFY", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "row published on NOTIFY", func() bool {
 		return metric(t, reg, "chat_relay_published_total") == 1
 	})
 
@@ -243,28 +226,25 @@ func TestRelayWakesOnNotifyAndOnKickWithoutPolling(t *testing.T) {
 		t.Fatalf("published %v without a wake-up, want 1", got)
 	}
 	rl.Kick()
-	eventually(t, 3*time.Second, "row published on Kick", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "row published on Kick", func() bool {
 		return metric(t, reg, "chat_relay_published_total") == 2
 	})
 }
 
 func TestRelayMetricsReportLagBacklogAndPublished(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t) // no Kafka yet
+	port := testkit.FreePort(t) // no Kafka yet
 	reg := prometheus.NewRegistry()
-	rl, err := relay.New(pool, testConfig(t, port, reg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := newRelay(t, pool, testConfig(t, port, reg))
 	start(t, rl.Run)
-	eventually(t, 5*time.Second, "relay leading", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
+	testkit.WaitFor(t, 5*time.Second, "relay leading", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
 
 	ev := newEvents(pool)
 	if err := ev.insert(context.Background(), 30*time.Second, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1); err != nil {
 		t.Fatal(err)
 	}
 	rl.Kick()
-	eventually(t, 5*time.Second, "10 pending rows at least 30s old", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "10 pending rows at least 30s old", func() bool {
 		return metric(t, reg, "chat_relay_pending_rows") == 10 &&
 			metric(t, reg, "chat_relay_lag_seconds") >= 30 &&
 			metric(t, reg, "chat_relay_errors_total", "kind", "kafka") >= 1
@@ -274,8 +254,8 @@ func TestRelayMetricsReportLagBacklogAndPublished(t *testing.T) {
 	}
 
 	startKafka(t, port)
-	eventually(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
-	eventually(t, 5*time.Second, "lag gauges back to 0", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
+	testkit.WaitFor(t, 5*time.Second, "lag gauges back to 0", func() bool {
 		return metric(t, reg, "chat_relay_pending_rows") == 0 && metric(t, reg, "chat_relay_lag_seconds") == 0
 	})
 	const wantPublished = `
@@ -304,15 +284,11 @@ chat_relay_published_total 10
 
 func TestRelayDropsRowTooLargeForKafkaAndKeepsGoing(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
+	port := kafkaPort(t)
 	reg := prometheus.NewRegistry()
 	cfg := testConfig(t, port, reg)
 	cfg.MaxBatchBytes = 4096
-	rl, err := relay.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := newRelay(t, pool, cfg)
 	ev := newEvents(pool)
 	ev.mustInsert(t, 51)
 	big := `{"type":"message.new","conversationId":52,"seq":1,"body":"` + strings.Repeat("x", 8000) + `"}`
@@ -321,7 +297,7 @@ func TestRelayDropsRowTooLargeForKafkaAndKeepsGoing(t *testing.T) {
 	}
 	ev.mustInsert(t, 51)
 	start(t, rl.Run)
-	eventually(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
 	want, _ := ev.counts()
 	checkMessages(t, readUntil(t, addr(port), 2, 5*time.Second), want)
 	if n := metric(t, reg, "chat_relay_errors_total", "kind", "oversize"); n != 1 {
@@ -331,12 +307,8 @@ func TestRelayDropsRowTooLargeForKafkaAndKeepsGoing(t *testing.T) {
 
 func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
-	rl, err := relay.New(pool, testConfig(t, port, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := kafkaPort(t)
+	rl := newRelay(t, pool, testConfig(t, port, nil))
 	start(t, rl.Run)
 
 	reg := prometheus.NewRegistry()
@@ -382,7 +354,7 @@ func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 	}
 	want, _ := ev.counts()
 	wantConv := int(want[61] + want[62] + want[63])
-	eventually(t, 15*time.Second, "all events handled", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "all events handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		n := 0
@@ -421,8 +393,7 @@ func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 }
 
 func TestEnsureTopicCreatesMissingTopicAndKeepsExistingOne(t *testing.T) {
-	port := freePort(t)
-	startKafka(t, port)
+	port := kafkaPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := relay.EnsureTopic(ctx, []string{addr(port)}, "chat.other", 4); err != nil {
@@ -452,14 +423,10 @@ func TestEnsureTopicCreatesMissingTopicAndKeepsExistingOne(t *testing.T) {
 
 func TestRunStopsOnCancelWithoutLeakingGoroutines(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
+	port := kafkaPort(t)
 	before := ourGoroutines()
 
-	rl, err := relay.New(pool, testConfig(t, port, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := newRelay(t, pool, testConfig(t, port, nil))
 	cons, err := relay.NewConsumer(relay.ConsumerConfig{
 		Brokers: []string{addr(port)}, NodeID: "leak", Handler: func(chat.Event) {}, Logger: testLogger(t),
 	})

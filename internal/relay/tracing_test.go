@@ -17,8 +17,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/tracing"
 )
 
@@ -54,23 +56,10 @@ func recordOf(msgs []kafka.Message, conv int64) (kafka.Message, bool) {
 	return kafka.Message{}, false
 }
 
-func headerOf(m kafka.Message, key string) (string, bool) {
-	for _, h := range m.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
 func TestRelayPassesARowsTraceContextOnInItsRecordAsStoredWhenTracingIsOff(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
-	rl, err := relay.New(pool, testConfig(t, port, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := kafkaPort(t)
+	rl := newRelay(t, pool, testConfig(t, port, nil))
 	insertTraced(t, pool, 71, chat.TraceContext{Parent: sendTraceparent, State: "vendor=x"})
 	insertTraced(t, pool, 72, chat.TraceContext{})
 	start(t, rl.Run)
@@ -80,14 +69,14 @@ func TestRelayPassesARowsTraceContextOnInItsRecordAsStoredWhenTracingIsOff(t *te
 	if !ok {
 		t.Fatal("the traced row's record is missing")
 	}
-	if tp, _ := headerOf(traced, "traceparent"); tp != sendTraceparent {
+	if tp, _ := kafkatest.LookupHeader(traced, "traceparent"); tp != sendTraceparent {
 		t.Errorf("traceparent header %q, want the row's %q", tp, sendTraceparent)
 	}
-	if ts, _ := headerOf(traced, "tracestate"); ts != "vendor=x" {
+	if ts, _ := kafkatest.LookupHeader(traced, "tracestate"); ts != "vendor=x" {
 		t.Errorf("tracestate header %q, want vendor=x", ts)
 	}
 	plain, _ := recordOf(msgs, 72)
-	if _, ok := headerOf(plain, "traceparent"); ok {
+	if _, ok := kafkatest.LookupHeader(plain, "traceparent"); ok {
 		t.Errorf("an untraced row's record has a traceparent: %v", plain.Headers)
 	}
 	ev, err := relay.DecodeEvent(traced)
@@ -98,8 +87,7 @@ func TestRelayPassesARowsTraceContextOnInItsRecordAsStoredWhenTracingIsOff(t *te
 
 func TestATracedRowsKafkaWriteIsASpanOfItsTraceAndTheConsumerContinuesIt(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := freePort(t)
-	startKafka(t, port)
+	port := kafkaPort(t)
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -107,10 +95,7 @@ func TestATracedRowsKafkaWriteIsASpanOfItsTraceAndTheConsumerContinuesIt(t *test
 
 	cfg := testConfig(t, port, nil)
 	cfg.Tracer = tr
-	rl, err := relay.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := newRelay(t, pool, cfg)
 	start(t, rl.Run)
 	var mu sync.Mutex
 	var handled []chat.Event
@@ -124,7 +109,7 @@ func TestATracedRowsKafkaWriteIsASpanOfItsTraceAndTheConsumerContinuesIt(t *test
 	// A new group starts at the newest offset once it has joined: send
 	// traced rows until the consumer sees one.
 	var got chat.Event
-	eventually(t, 30*time.Second, "the consumer handling a traced event", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the consumer handling a traced event", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range handled {
@@ -139,7 +124,7 @@ func TestATracedRowsKafkaWriteIsASpanOfItsTraceAndTheConsumerContinuesIt(t *test
 	})
 
 	var publish, consume tracetest.SpanStub
-	eventually(t, 10*time.Second, "the relay's and the consumer's spans", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the relay's and the consumer's spans", func() bool {
 		for _, s := range exp.GetSpans() {
 			if s.Name == tracing.SpanRelayConsume && s.SpanContext.SpanID() == tracing.SpanContext(got.Trace).SpanID() {
 				consume = s

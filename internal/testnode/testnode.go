@@ -8,6 +8,11 @@
 // map alone (no flags, no file, not the process environment), starts the
 // node and closes it when the test ends. Safe for parallel tests: nothing
 // is shared between nodes but the PostgreSQL cluster.
+//
+// SecretEnv is Env for nodes that tests sign in to with Token (the JWT
+// secret Secret); MsgTopic, ReadTopic, EventsTopic, SendPayload and
+// HalfPut are what a test client speaks to such a node. The rule of each
+// is written here once, not in every package's harness.
 package testnode
 
 import (
@@ -42,6 +47,22 @@ func Env(t testing.TB, url string) map[string]string {
 		"CHAT_MAX_CONNECTIONS_PER_USER": "0",
 		"CHAT_CONNECT_BUDGET_RATE":      "0",
 	}
+}
+
+// SecretEnv is Env for a node that tests sign in to with Token:
+// CHAT_JWT_SECRET is Secret and shutdowns wait at most 10 s. Each of
+// overlays is then copied on top, in order.
+func SecretEnv(t testing.TB, url string, overlays ...map[string]string) map[string]string {
+	t.Helper()
+	env := Env(t, url)
+	env["CHAT_JWT_SECRET"] = Secret
+	env["CHAT_SHUTDOWN_TIMEOUT"] = "10s"
+	for _, o := range overlays {
+		for k, v := range o {
+			env[k] = v
+		}
+	}
+	return env
 }
 
 // Start starts a node with exactly env's settings and opts, logging to h

@@ -15,35 +15,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
-
-// syncLog is a slog destination tests read.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // attachClient is a client of user whose HTTP goes through httpURL.
 func attachClient(t *testing.T, mqttAddr, httpURL string, user int64, log io.Writer) *client.Client {
@@ -53,7 +37,7 @@ func attachClient(t *testing.T, mqttAddr, httpURL string, user int64, log io.Wri
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Brokers: []string{"mqtt://" + mqttAddr}, UserID: user, Token: token(t, user),
+	c, err := client.New(ctx, client.Config{Brokers: []string{"mqtt://" + mqttAddr}, UserID: user, Token: testnode.Token(t, user),
 		HTTPURL: httpURL, MaxReconnectDelay: 300 * time.Millisecond, RequestTimeout: 20 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
@@ -99,7 +83,7 @@ func TestWeakNetworkDownloadCutAtHalfResumesWithRange(t *testing.T) {
 	l := newLink(t, "attach-download", counted.addr)
 	l.add("slow", "bandwidth", "downstream", `{"rate":32}`) // KB/s: 256 kbit/s
 	l.add("cut", "limit_data", "downstream", fmt.Sprintf(`{"bytes":%d}`, len(voice)/2))
-	var logs syncLog
+	var logs logtest.Buffer
 	reader := attachClient(t, srv.MQTTAddr(), "http://"+l.addr(), 2, &logs)
 	var got bytes.Buffer
 	liftAfter(t, l, "cut", &logs, "download interrupted")
@@ -170,7 +154,7 @@ func countingForwarder(t *testing.T, upstream string) *forwarder {
 // liftAfter removes a link's toxic once the client logged what, so the
 // connection the toxic cut is cut and the next one gets through (the
 // client waits a backoff of at least 125 ms before it tries again).
-func liftAfter(t *testing.T, l *link, toxic string, logs *syncLog, what string) {
+func liftAfter(t *testing.T, l *link, toxic string, logs *logtest.Buffer, what string) {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -206,7 +190,7 @@ func TestWeakNetworkUploadCutAtHalfIsSentAgainAndTheMessageOnce(t *testing.T) {
 	l := newLink(t, "attach-upload", srv.HTTPAddr())
 	l.add("slow", "bandwidth", "upstream", `{"rate":32}`)
 	l.add("cut", "limit_data", "upstream", fmt.Sprintf(`{"bytes":%d}`, len(photo)/2))
-	var logs syncLog
+	var logs logtest.Buffer
 	c := attachClient(t, srv.MQTTAddr(), "http://"+l.addr(), 1, &logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -262,7 +246,7 @@ func httpCall(t *testing.T, base string, user int64, method, path string, body i
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token(t, user))
+	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
 	if length >= 0 {
 		req.ContentLength = length
 	}
@@ -415,16 +399,8 @@ func TestKill9MidUploadLeavesNoOrphanAndTheUploadCanBeSentAgain(t *testing.T) {
 	data := mediatest.WAV(512 << 10) // 8 MiB
 	tk := newTicket(t, p.HTTP, 1, conv.ID, "long.wav", "audio/wav", len(data))
 	// Half the body, then hold the connection open.
-	c, err := net.Dial("tcp", p.HTTP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "PUT %s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", tk.URL, token(t, 1), len(data))
-	if _, err := c.Write(data[:len(data)/2]); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the upload's temporary file", func() bool { return tmpFiles(t, dataDir) == 1 })
+	testnode.HalfPut(t, p.HTTP, tk.URL, 1, data)
+	testkit.WaitFor(t, 10*time.Second, "the upload's temporary file", func() bool { return tmpFiles(t, dataDir) == 1 })
 	p.kill()
 	p.start()
 	checkNoOrphans(t, url, dataDir)
@@ -484,7 +460,7 @@ func TestKill9MidCleanupLeavesNoOrphan(t *testing.T) {
 	// chatd starts, expires them all and deletes their blobs in batches
 	// of 100, each batch a transaction; it is killed in the middle.
 	p.start()
-	waitFor(t, 30*time.Second, "the cleanup to start deleting", func() bool { return len(localBlobs(t, dataDir)) < n })
+	testkit.WaitFor(t, 30*time.Second, "the cleanup to start deleting", func() bool { return len(localBlobs(t, dataDir)) < n })
 	p.kill()
 	left := len(localBlobs(t, dataDir))
 	var queued int
@@ -494,7 +470,7 @@ func TestKill9MidCleanupLeavesNoOrphan(t *testing.T) {
 		t.Logf("the cleanup finished before the kill; the restart still checks the rest")
 	}
 	p.start()
-	waitFor(t, 30*time.Second, "the cleanup to finish after the restart", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the cleanup to finish after the restart", func() bool {
 		var q int
 		_ = pool.QueryRow(ctx, `SELECT count(*) FROM blob_deletion`).Scan(&q)
 		return q == 0 && len(localBlobs(t, dataDir)) == 1

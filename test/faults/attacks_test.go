@@ -28,6 +28,8 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -57,7 +59,7 @@ func startHealthy(t *testing.T, srv *server.Server) *healthy {
 		defer close(h.done)
 		for !h.stop.Load() {
 			start := time.Now()
-			ack, err := s.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), "still here"))
+			ack, err := s.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "still here"))
 			took := time.Since(start)
 			h.mu.Lock()
 			h.sent++
@@ -86,7 +88,7 @@ func (h *healthy) finish(t *testing.T) {
 		t.Errorf("healthy client's send failed during the attacks: %s", f)
 	}
 	want := map[int64]int64{h.conv: int64(h.sent)}
-	waitFor(t, 10*time.Second, "the healthy receiver to get every message", func() bool { return h.app.caughtUp(want) })
+	testkit.WaitFor(t, 10*time.Second, "the healthy receiver to get every message", func() bool { return h.app.caughtUp(want) })
 	h.app.assertExact(t, want)
 	t.Logf("healthy pair exchanged %d messages during the attacks, none failed, slowest send %v", h.sent, h.slowest.Round(time.Millisecond))
 }
@@ -112,7 +114,7 @@ func (m memSample) String() string {
 func attacker(t *testing.T, addr string, v byte) *mqtttest.Client {
 	t.Helper()
 	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: fmt.Sprintf("attacker-%d-%s", v, newID()[:8]),
-		Password: token(t, 1), Clean: true, ReadBuffer: 64})
+		Password: testnode.Token(t, 1), Clean: true, ReadBuffer: 64})
 	if err != nil {
 		t.Fatalf("attacker connect: %v", err)
 	}
@@ -168,7 +170,7 @@ func expectClosed(t *testing.T, c *mqtttest.Client, topic string, payload []byte
 	if err == nil {
 		t.Fatalf("publish to %.60q was acknowledged; want the connection closed", topic)
 	}
-	waitFor(t, 5*time.Second, "the connection to be closed", c.Closed)
+	testkit.WaitFor(t, 5*time.Second, "the connection to be closed", c.Closed)
 }
 
 func httpDo(t *testing.T, method, url, tok string, body []byte) (int, string) {
@@ -251,49 +253,49 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 		return claims
 	}
 	nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
-	msg := func(body string) []byte { return sendPayload(newID(), body) }
+	msg := func(body string) []byte { return testnode.SendPayload(newID(), body) }
 	both := []byte{5, 4}
 
 	cases := []attackCase{
 		{"MQTT packet over 64 KiB: connection closed", func(t *testing.T) {
 			for _, v := range both {
-				expectClosed(t, attacker(t, addr, v), msgTopic(conv), msg(strings.Repeat("x", 70<<10)))
+				expectClosed(t, attacker(t, addr, v), testnode.MsgTopic(conv), msg(strings.Repeat("x", 70<<10)))
 			}
 		}},
 		{"body over 16 KiB: 0x99 / too_large", func(t *testing.T) {
 			for _, v := range both {
-				expectPuback(t, attacker(t, addr, v), msgTopic(conv), msg(strings.Repeat("x", 16385)), 0x99, "too_large")
+				expectPuback(t, attacker(t, addr, v), testnode.MsgTopic(conv), msg(strings.Repeat("x", 16385)), 0x99, "too_large")
 			}
 		}},
 		{"60k nested arrays in body: 0x99 / invalid", func(t *testing.T) {
 			p := []byte(`{"clientMsgId":"` + newID() + `","body":` + nested(30000) + `}`)
 			for _, v := range both {
-				expectPuback(t, attacker(t, addr, v), msgTopic(conv), p, 0x99, "invalid")
+				expectPuback(t, attacker(t, addr, v), testnode.MsgTopic(conv), p, 0x99, "invalid")
 			}
 		}},
 		{"60k nested arrays in an unknown field: 0x99 / invalid", func(t *testing.T) {
 			p := []byte(`{"x":` + nested(30000) + `,"clientMsgId":"` + newID() + `","body":"hi"}`)
 			for _, v := range both {
-				expectPuback(t, attacker(t, addr, v), msgTopic(conv), p, 0x99, "invalid")
+				expectPuback(t, attacker(t, addr, v), testnode.MsgTopic(conv), p, 0x99, "invalid")
 			}
 		}},
 		{"invalid UTF-8: 0x99 / invalid", func(t *testing.T) {
 			p := []byte("{\"clientMsgId\":\"" + newID() + "\",\"body\":\"bad \xff\xfe\"}")
 			for _, v := range both {
-				expectPuback(t, attacker(t, addr, v), msgTopic(conv), p, 0x99, "invalid")
+				expectPuback(t, attacker(t, addr, v), testnode.MsgTopic(conv), p, 0x99, "invalid")
 			}
 		}},
 		{"negative, zero, fractional and overflowing read seqs: 0x99 / invalid", func(t *testing.T) {
 			for _, v := range both {
 				c := attacker(t, addr, v)
 				for _, p := range []string{`{"seq":-1}`, `{"seq":0}`, `{"seq":1.5}`, `{"seq":9223372036854775808}`, `{"seq":1e400}`, `{"seq":"1"}`} {
-					expectPuback(t, c, readTopic(conv), []byte(p), 0x99, "invalid")
+					expectPuback(t, c, testnode.ReadTopic(conv), []byte(p), 0x99, "invalid")
 				}
 			}
 		}},
 		{"max int64 read seq clamps to last_seq", func(t *testing.T) {
 			c := attacker(t, addr, 5)
-			ack, err := c.Publish(readTopic(conv), 1, []byte(`{"seq":9223372036854775807}`))
+			ack, err := c.Publish(testnode.ReadTopic(conv), 1, []byte(`{"seq":9223372036854775807}`))
 			if err != nil || ack.ReasonCode != 0 {
 				t.Fatalf("0x%02x %v", ack.ReasonCode, err)
 			}
@@ -389,7 +391,7 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 					t.Fatalf("v%d: %d granted, %d refused; want 16 and 9984", v, granted, refused)
 				}
 				// The client is still usable.
-				expectPuback(t, c, msgTopic(conv), msg("after 10k subscriptions"), 0x00, "")
+				expectPuback(t, c, testnode.MsgTopic(conv), msg("after 10k subscriptions"), 0x00, "")
 			}
 		}},
 		{"JWT alg none: CONNACK 0x86 / 0x05", func(t *testing.T) {
@@ -417,12 +419,12 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 		}},
 		{"JWT subject beyond int64, zero, negative, padded: refused", func(t *testing.T) {
 			for _, sub := range []string{"9223372036854775808", "18446744073709551616", "0", "-1", "01", " 1", "1e3"} {
-				tok := signJWT(t, jwt.SigningMethodHS256, []byte(testSecret), good(jwt.MapClaims{"sub": sub}))
+				tok := signJWT(t, jwt.SigningMethodHS256, []byte(testnode.Secret), good(jwt.MapClaims{"sub": sub}))
 				expectConnRefused(t, addr, tok)
 			}
 		}},
 		{"replayed expired token: refused on MQTT and HTTP", func(t *testing.T) {
-			tok := signJWT(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "1", "exp": time.Now().Add(-time.Hour).Unix(), "iat": time.Now().Add(-2 * time.Hour).Unix()})
+			tok := signJWT(t, jwt.SigningMethodHS256, []byte(testnode.Secret), jwt.MapClaims{"sub": "1", "exp": time.Now().Add(-time.Hour).Unix(), "iat": time.Now().Add(-2 * time.Hour).Unix()})
 			for i := 0; i < 3; i++ {
 				expectConnRefused(t, addr, tok)
 			}
@@ -431,11 +433,11 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 			}
 		}},
 		{"token over 4 KiB: refused", func(t *testing.T) {
-			tok := signJWT(t, jwt.SigningMethodHS256, []byte(testSecret), good(jwt.MapClaims{"sub": "1", "pad": strings.Repeat("p", 5000)}))
+			tok := signJWT(t, jwt.SigningMethodHS256, []byte(testnode.Secret), good(jwt.MapClaims{"sub": "1", "pad": strings.Repeat("p", 5000)}))
 			expectConnRefused(t, addr, tok)
 		}},
 		{"HTTP: oversized, nested, invalid UTF-8 bodies and hostile ids", func(t *testing.T) {
-			tok := token(t, 1)
+			tok := testnode.Token(t, 1)
 			msgs := fmt.Sprintf("%s/v1/conversations/%d/messages", base, conv)
 			checks := []struct {
 				method, url string

@@ -11,6 +11,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // TestOfflineClientCatchesUpTenThousandMessagesInUnderTwoSeconds: user 2
@@ -56,7 +58,7 @@ func TestOfflineClientCatchesUpTenThousandMessagesInUnderTwoSeconds(t *testing.T
 	for _, id := range ids {
 		positions[id] = 1
 	}
-	cfg := client.Config{Brokers: []string{"mqtt://" + p.MQTT}, UserID: 2, Token: token(t, 2), SessionDir: sessionDir,
+	cfg := client.Config{Brokers: []string{"mqtt://" + p.MQTT}, UserID: 2, Token: testnode.Token(t, 2), SessionDir: sessionDir,
 		Positions: positions, Logger: slog.New(slog.DiscardHandler)}
 	c, err := client.New(ctx, cfg)
 	if err != nil {
@@ -137,7 +139,7 @@ func TestOfflineClientCatchesUpTenThousandMessagesInUnderTwoSeconds(t *testing.T
 		b.start(id, 1)
 	}
 	done := b.follow(rc)
-	waitFor(t, 60*time.Second, "the raw session to receive all 10,000", func() bool { return b.caughtUp(want) })
+	testkit.WaitFor(t, 60*time.Second, "the raw session to receive all 10,000", func() bool { return b.caughtUp(want) })
 	rawTook := time.Since(start)
 	rc.Drop()
 	<-done

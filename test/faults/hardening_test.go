@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // hardeningCases are the attacks of issue 18 in the hostile-input table:
@@ -18,12 +20,12 @@ func hardeningCases(t *testing.T, url, addr string, conv int64) []attackCase {
 		{"Will on another user's events or rpc topic (forged message.new): CONNACK 0x87 / 0x05, nothing reaches the victim", func(t *testing.T) {
 			victim := device{user: 2, clientID: "will-victim", version: 5}.mustConnect(t, addr, 5*time.Second)
 			for _, v := range []byte{5, 4} {
-				for _, topic := range []string{eventsTopic(2), "chat/v1/user/2/rpc"} {
+				for _, topic := range []string{testnode.EventsTopic(2), "chat/v1/user/2/rpc"} {
 					want := byte(0x87)
 					if v == 4 {
 						want = 0x05
 					}
-					c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: "will-" + newID()[:8], Password: token(t, 1), Clean: true,
+					c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: "will-" + newID()[:8], Password: testnode.Token(t, 1), Clean: true,
 						Will: mqtttest.Will{Topic: topic, Payload: forged, QoS: 1}})
 					if err == nil {
 						c.Drop()
@@ -47,10 +49,10 @@ func hardeningCases(t *testing.T, url, addr string, conv int64) []attackCase {
 		{"QoS 2 PUBLISH: v5 DISCONNECT 0x9B, 3.1.1 connection closed", func(t *testing.T) {
 			for _, v := range []byte{5, 4} {
 				c := attacker(t, addr, v)
-				if _, err := c.Publish(msgTopic(conv), 2, sendPayload(newID(), "qos 2")); err == nil {
+				if _, err := c.Publish(testnode.MsgTopic(conv), 2, testnode.SendPayload(newID(), "qos 2")); err == nil {
 					t.Errorf("v%d QoS 2 publish answered", v)
 				}
-				waitFor(t, 5*time.Second, "the connection to close", c.Closed)
+				testkit.WaitFor(t, 5*time.Second, "the connection to close", c.Closed)
 				pk, got := c.ServerDisconnect()
 				if (v == 5 && (!got || pk.ReasonCode != 0x9B)) || (v == 4 && got) {
 					t.Errorf("v%d: DISCONNECT %v 0x%02x", v, got, pk.ReasonCode)
@@ -59,23 +61,23 @@ func hardeningCases(t *testing.T, url, addr string, conv int64) []attackCase {
 		}},
 		{"topic alias above the maximum (16): DISCONNECT 0x94", func(t *testing.T) {
 			c := attacker(t, addr, 5)
-			if _, err := c.Publish(msgTopic(conv), 1, sendPayload(newID(), "alias 17"), mqtttest.PublishOpts{TopicAlias: 17}); err == nil {
+			if _, err := c.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(newID(), "alias 17"), mqtttest.PublishOpts{TopicAlias: 17}); err == nil {
 				t.Error("alias 17 acknowledged")
 			}
-			waitFor(t, 5*time.Second, "the connection to close", c.Closed)
+			testkit.WaitFor(t, 5*time.Second, "the connection to close", c.Closed)
 			if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != 0x94 {
 				t.Errorf("DISCONNECT %v 0x%02x, want 0x94", ok, pk.ReasonCode)
 			}
 		}},
 		{"2,000 refused QoS 0 publishes with 60 KiB topics setting aliases on a persistent session: refused, heap back where it was", func(t *testing.T) {
 			before := sampleMem(t)
-			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "alias-flood", Password: token(t, 1), Clean: false, Expiry: 3600, ReadBuffer: 4096})
+			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "alias-flood", Password: testnode.Token(t, 1), Clean: false, Expiry: 3600, ReadBuffer: 4096})
 			if err != nil {
 				t.Fatal(err)
 			}
 			pad := strings.Repeat("a", 60<<10)
 			for i := 0; i < 2000; i++ {
-				if _, err := c.Publish(fmt.Sprintf("chat/v1/x/%05d/%s", i, pad), 0, sendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i + 1)}); err != nil {
+				if _, err := c.Publish(fmt.Sprintf("chat/v1/x/%05d/%s", i, pad), 0, testnode.SendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i + 1)}); err != nil {
 					t.Fatalf("publish %d: %v", i, err)
 				}
 				select {
@@ -108,7 +110,7 @@ func hardeningCases(t *testing.T, url, addr string, conv int64) []attackCase {
 			accepted, refused := 0, map[byte]int{}
 			for i := 0; i < 500; i++ {
 				v := byte(5 - i%2)
-				c, ack, err := mqtttest.Dial(n.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("hog-%d", i), Password: token(t, 77), Clean: true, ReadBuffer: 4})
+				c, ack, err := mqtttest.Dial(n.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("hog-%d", i), Password: testnode.Token(t, 77), Clean: true, ReadBuffer: 4})
 				if err != nil {
 					refused[ack.ReasonCode]++
 					continue

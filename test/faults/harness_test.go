@@ -9,7 +9,6 @@ package faults_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -27,10 +26,10 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 	"github.com/chatd/chatd/store"
@@ -46,8 +45,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
-
-const testSecret = "test-secret-0123456789abcdef0123456789"
 
 // noLimits turns every rate limit off: these tests are about faults, not
 // about limits.
@@ -84,37 +81,10 @@ func knob(env string, def, ci time.Duration) time.Duration {
 // startNode starts an in-process chatd node on loopback ports against url.
 func startNode(t *testing.T, url string, env map[string]string) *server.Server {
 	t.Helper()
-	base := testnode.Env(t, url)
-	base["CHAT_JWT_SECRET"] = testSecret
-	base["CHAT_SHUTDOWN_TIMEOUT"] = "10s"
-	for k, v := range noLimits {
-		base[k] = v
-	}
-	for k, v := range env {
-		base[k] = v
-	}
-	return testnode.Start(t, base, slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-}
-
-func token(t testing.TB, user int64) string {
-	t.Helper()
-	tok, err := auth.Mint([]byte(testSecret), user, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return testnode.Start(t, testnode.SecretEnv(t, url, noLimits, env), slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 func newID() string { return uuid.NewString() }
-
-func sendPayload(clientMsgID, body string) []byte {
-	b, _ := json.Marshal(map[string]string{"clientMsgId": clientMsgID, "body": body})
-	return b
-}
-
-func msgTopic(conv int64) string  { return fmt.Sprintf("chat/v1/conv/%d/msg", conv) }
-func readTopic(conv int64) string { return fmt.Sprintf("chat/v1/conv/%d/read", conv) }
-func eventsTopic(u int64) string  { return fmt.Sprintf("chat/v1/user/%d/events", u) }
 
 // device describes one MQTT client of a user.
 type device struct {
@@ -127,7 +97,7 @@ type device struct {
 
 func (d device) options(t testing.TB) mqtttest.Options {
 	o := mqtttest.Options{Version: d.version, ClientID: d.clientID, Username: strconv.FormatInt(d.user, 10),
-		Password: token(t, d.user), Clean: false, ReadBuffer: d.readBuf, LocalAddr: d.local}
+		Password: testnode.Token(t, d.user), Clean: false, ReadBuffer: d.readBuf, LocalAddr: d.local}
 	if d.version == 5 {
 		o.Expiry = 3600
 	}
@@ -143,7 +113,7 @@ func (d device) connect(t testing.TB, addr string) (*mqtttest.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	codes, err := c.Subscribe(eventsTopic(d.user))
+	codes, err := c.Subscribe(testnode.EventsTopic(d.user))
 	if err != nil || len(codes) != 1 || codes[0] >= 0x80 {
 		c.Drop()
 		return nil, fmt.Errorf("subscribe events of user %d: %v %v", d.user, codes, err)
@@ -178,28 +148,6 @@ func userProp(props []packets.UserProperty, key string) string {
 	return ""
 }
 
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func openPool(t testing.TB, url string, conns int32) *pgxpool.Pool {
 	t.Helper()
 	p, err := pgembed.OpenPool(context.Background(), url, conns)
@@ -214,6 +162,21 @@ func openPool(t testing.TB, url string, conns int32) *pgxpool.Pool {
 // setting up conversations and bulk inserts.
 func newService(pool *pgxpool.Pool) *chat.Service {
 	return chat.NewService(store.New(pool, chat.DefaultLimits()), chat.DefaultLimits())
+}
+
+// createGroups creates n groups of user 1 with members, titled prefix and
+// their number, and returns their ids.
+func createGroups(t testing.TB, ctx context.Context, svc *chat.Service, n int, prefix string, members []int64) []int64 {
+	t.Helper()
+	var convs []int64
+	for i := 0; i < n; i++ {
+		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint(prefix, i), members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		convs = append(convs, g.ID)
+	}
+	return convs
 }
 
 var (
@@ -275,7 +238,7 @@ func newProcWithDefaults(t testing.TB, url string, extra map[string]string) *pro
 func newProc(t testing.TB, url string, extra map[string]string) *proc {
 	p := &proc{t: t, bin: chatdBinary(t)}
 	p.vars = map[string]string{
-		"CHAT_DATABASE_URL": url, "CHAT_DATA_DIR": t.TempDir(), "CHAT_JWT_SECRET": testSecret, "CHAT_LOG_LEVEL": "error",
+		"CHAT_DATABASE_URL": url, "CHAT_DATA_DIR": t.TempDir(), "CHAT_JWT_SECRET": testnode.Secret, "CHAT_LOG_LEVEL": "error",
 	}
 	for k, v := range noLimits {
 		p.vars[k] = v
@@ -290,7 +253,7 @@ func newProc(t testing.TB, url string, extra map[string]string) *proc {
 
 // pickAddrs chooses free loopback ports for MQTT and HTTP.
 func (p *proc) pickAddrs() {
-	p.MQTT, p.HTTP = freeAddr(p.t), freeAddr(p.t)
+	p.MQTT, p.HTTP = testkit.FreeAddr(p.t), testkit.FreeAddr(p.t)
 	p.env = append(os.Environ(), "CHAT_MQTT_ADDR="+p.MQTT, "CHAT_HTTP_ADDR="+p.HTTP)
 	for k, v := range p.vars {
 		p.env = append(p.env, k+"="+v)
@@ -358,7 +321,7 @@ func (p *proc) startOnce() error {
 		default:
 		}
 		if listening(cmd.Process.Pid, p.MQTT) {
-			c, _, err := mqtttest.Dial(p.MQTT, mqtttest.Options{Version: 5, ClientID: "probe-" + newID(), Password: token(p.t, 999999), Clean: true, ReadBuffer: 1})
+			c, _, err := mqtttest.Dial(p.MQTT, mqtttest.Options{Version: 5, ClientID: "probe-" + newID(), Password: testnode.Token(p.t, 999999), Clean: true, ReadBuffer: 1})
 			if err == nil {
 				c.Disconnect()
 				return nil

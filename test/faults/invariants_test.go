@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // The invariants every fault scenario ends with:
@@ -304,6 +306,48 @@ type liveDevice struct {
 	done     chan struct{}
 }
 
+// sendLoad starts one goroutine per sender (added to wg) that sends
+// "load <sender>/<n>" to a random one of convs (seeded by seed) while
+// more(n) holds, each send acknowledged within within, counting the
+// acknowledged in sent. A failed send fails the test and stops its sender.
+func sendLoad(t *testing.T, wg *sync.WaitGroup, senders []*sender, convs []int64, seed uint64, within time.Duration, sent *atomic.Int64, more func(n int) bool) {
+	for i, s := range senders {
+		wg.Add(1)
+		go func(i int, s *sender) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(i), seed))
+			for n := 0; more(n); n++ {
+				conv := convs[rnd.IntN(len(convs))]
+				if _, err := s.send(t, conv, newID(), fmt.Sprintf("load %d/%d", i, n), time.Now().Add(within)); err != nil {
+					t.Errorf("%s: message %d: %v", s.dev.clientID, n, err)
+					return
+				}
+				sent.Add(1)
+			}
+		}(i, s)
+	}
+}
+
+// goAway opens d's persistent session and disconnects: what is sent to
+// d's user from now on waits for it to return.
+func (d device) goAway(t *testing.T, addr func() string) {
+	t.Helper()
+	d.mustConnect(t, addr(), 10*time.Second).Disconnect()
+}
+
+// outageAudience is who a fault is delivered through: users 2 (v5) and 3
+// (v3.1.1) online throughout, and user 4 (v5), away (the device returned)
+// while the fault lasts. Client ids start with prefix.
+func outageAudience(t *testing.T, prefix, away string, addr func() string) (map[int64]*app, device) {
+	t.Helper()
+	apps := map[int64]*app{2: newApp("user 2 (v5, online)"), 3: newApp("user 3 (v3.1.1, online)"), 4: newApp("user 4 (v5, " + away + ")")}
+	keepConnected(t, device{user: 2, clientID: prefix + "2", version: 5}, apps[2], addr)
+	keepConnected(t, device{user: 3, clientID: prefix + "3", version: 4}, apps[3], addr)
+	d := device{user: 4, clientID: prefix + "4", version: 5}
+	d.goAway(t, addr)
+	return apps, d
+}
+
 func keepConnected(t *testing.T, d device, a *app, addr func() string) *liveDevice {
 	t.Helper()
 	ld := &liveDevice{dev: d, app: a, addr: addr, done: make(chan struct{})}
@@ -392,7 +436,7 @@ func (s *sender) send(t *testing.T, conv int64, id, body string, deadline time.T
 		}
 		if s.c == nil || s.c.Closed() {
 			c, connack, err := mqtttest.Dial(s.addr(), mqtttest.Options{Version: s.dev.version, ClientID: s.dev.clientID,
-				Password: token(t, s.dev.user), Clean: true, ReadBuffer: 64})
+				Password: testnode.Token(t, s.dev.user), Clean: true, ReadBuffer: 64})
 			if err != nil {
 				if connack.ReasonCode != 0 {
 					s.mu.Lock()
@@ -405,7 +449,7 @@ func (s *sender) send(t *testing.T, conv int64, id, body string, deadline time.T
 			s.c = c
 			t.Cleanup(c.Drop)
 		}
-		ack, err := s.c.Publish(msgTopic(conv), 1, sendPayload(id, body))
+		ack, err := s.c.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(id, body))
 		if err != nil {
 			s.mu.Lock()
 			s.noAck++

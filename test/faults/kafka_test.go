@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"sort"
 	"strconv"
 	"testing"
@@ -15,7 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 const kafkaTopic = "chat.events"
@@ -24,21 +25,7 @@ const kafkaTopic = "chat.events"
 // chatd creates it); with dir, the log survives Close and is reloaded.
 func startKafka(t *testing.T, port int, dir string) *kfake.Cluster {
 	t.Helper()
-	var c *kfake.Cluster
-	var err error
-	deadline := time.Now().Add(10 * time.Second)
-	for { // the port may be held for a moment by a cluster just closed
-		c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(12, kafkaTopic), kfake.Ports(port), kfake.DataDir(dir))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("start kfake on port %d: %v", port, err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return kafkatest.Start(t, kfake.SeedTopics(12, kafkaTopic), kfake.Ports(port), kfake.DataDir(dir))
 }
 
 func outboxRows(t *testing.T, pool *pgxpool.Pool) int {
@@ -92,12 +79,7 @@ func topicMessages(t *testing.T, addr string, want int, within time.Duration) (m
 // usual and the outbox keeps the events; afterwards it drains, and the
 // topic holds every message.new of every conversation in seq order.
 func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testkit.FreePort(t)
 	kafkaAddr := "127.0.0.1:" + strconv.Itoa(port)
 	dir := t.TempDir()
 	k1 := startKafka(t, port, dir)
@@ -106,21 +88,9 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 	srv := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafkaAddr, "CHAT_NODE_ID": "faults-kafka"})
 	pool := openPool(t, url, 2)
 	ctx := context.Background()
-	var convs []int64
-	for i := 0; i < 3; i++ {
-		g, err := srv.Service.CreateGroup(ctx, 1, fmt.Sprint("kafka ", i), []int64{2, 3, 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, g.ID)
-	}
+	convs := createGroups(t, ctx, srv.Service, 3, "kafka ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
-	apps := map[int64]*app{2: newApp("user 2 (v5)"), 3: newApp("user 3 (v3.1.1)"), 4: newApp("user 4 (v5, returns after Kafka is back)")}
-	keepConnected(t, device{user: 2, clientID: "kafka-phone-2", version: 5}, apps[2], addr)
-	keepConnected(t, device{user: 3, clientID: "kafka-phone-3", version: 4}, apps[3], addr)
-	away := device{user: 4, clientID: "kafka-phone-4", version: 5}
-	c := away.mustConnect(t, addr(), 10*time.Second)
-	c.Disconnect()
+	apps, away := outageAudience(t, "kafka-phone-", "returns after Kafka is back", addr)
 
 	led := newLedger()
 	s := newSender(device{user: 1, clientID: "kafka-sender", version: 5}, addr, led)
@@ -136,7 +106,7 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 		return lat
 	}
 	sendSome(60, "before")
-	waitFor(t, 30*time.Second, "the outbox to be relayed before the outage", func() bool { return outboxRows(t, pool) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "the outbox to be relayed before the outage", func() bool { return outboxRows(t, pool) == 0 })
 
 	k1.Close() // Kafka goes away
 	downAt := time.Now()
@@ -145,7 +115,7 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 	during := checkGapless(t, pool, convs)
 	for _, u := range []int64{2, 3} {
 		a := apps[u]
-		waitFor(t, 15*time.Second, fmt.Sprintf("user %d to receive the messages sent while Kafka is down", u), func() bool { return a.caughtUp(during) })
+		testkit.WaitFor(t, 15*time.Second, fmt.Sprintf("user %d to receive the messages sent while Kafka is down", u), func() bool { return a.caughtUp(during) })
 	}
 	pending := outboxRows(t, pool)
 	if pending < 150 {
@@ -156,7 +126,7 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 	startKafka(t, port, dir) // back on the same port with the same log
 	upAt := time.Now()
 	sendSome(30, "after")
-	waitFor(t, 60*time.Second, "the outbox to drain after Kafka returned", func() bool { return outboxRows(t, pool) == 0 })
+	testkit.WaitFor(t, 60*time.Second, "the outbox to drain after Kafka returned", func() bool { return outboxRows(t, pool) == 0 })
 	drainedIn := time.Since(upAt)
 
 	last := checkGapless(t, pool, convs)
@@ -186,7 +156,7 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 	}
 	keepConnected(t, away, apps[4], addr)
 	for u, a := range apps {
-		waitFor(t, 15*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
+		testkit.WaitFor(t, 15*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
 	}
 	time.Sleep(200 * time.Millisecond)
 	for _, a := range apps {

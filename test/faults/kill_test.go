@@ -3,13 +3,14 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // TestChatdKilledUnderLoadLosesNothingAndClientsResume: chatd (a
@@ -23,14 +24,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	pool := openPool(t, url, 4)
 	svc := newService(pool)
 	ctx := context.Background()
-	var convs []int64
-	for i := 0; i < 3; i++ {
-		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint("kill ", i), []int64{2, 3, 4, 5, 6})
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, g.ID)
-	}
+	convs := createGroups(t, ctx, svc, 3, "kill ", []int64{2, 3, 4, 5, 6})
 	p := newProc(t, url, map[string]string{"CHAT_MAX_INFLIGHT": "16"})
 	p.start()
 	addr := func() string { return p.MQTT }
@@ -47,8 +41,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 		live = append(live, keepConnected(t, device{user: u, clientID: fmt.Sprintf("kill-phone-%d", u), version: v}, apps[u], addr))
 	}
 	away := device{user: 6, clientID: "kill-phone-6", version: 4}
-	c := away.mustConnect(t, addr(), 10*time.Second)
-	c.Disconnect()
+	away.goAway(t, addr)
 	apps[6] = newApp("user 6 (v4, offline during the kill)")
 
 	// Member 2 marks what it has read as it goes; acknowledged receipts must
@@ -71,7 +64,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 					continue
 				}
 				rc := live[0].client()
-				if ack, err := rc.Publish(readTopic(conv), 1, fmt.Appendf(nil, `{"seq":%d}`, seq)); err == nil && ack.ReasonCode < 0x80 {
+				if ack, err := rc.Publish(testnode.ReadTopic(conv), 1, fmt.Appendf(nil, `{"seq":%d}`, seq)); err == nil && ack.ReasonCode < 0x80 {
 					readMu.Lock()
 					readAcked[conv] = max(readAcked[conv], seq)
 					readMu.Unlock()
@@ -89,22 +82,8 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 		newSender(device{user: 3, clientID: "kill-sender-3", version: 5}, addr, led),
 		newSender(device{user: 4, clientID: "kill-sender-4", version: 4}, addr, led),
 	}
-	for i, s := range senders {
-		wg.Add(1)
-		go func(i int, s *sender) {
-			defer wg.Done()
-			rnd := rand.New(rand.NewPCG(uint64(i), 9))
-			for n := 0; n < perSender; n++ {
-				conv := convs[rnd.IntN(len(convs))]
-				if _, err := s.send(t, conv, newID(), fmt.Sprintf("load %d/%d", i, n), time.Now().Add(90*time.Second)); err != nil {
-					t.Errorf("%s: message %d: %v", s.dev.clientID, n, err)
-					return
-				}
-				sent.Add(1)
-			}
-		}(i, s)
-	}
-	waitFor(t, 60*time.Second, "load to build up", func() bool { return sent.Load() >= perSender })
+	sendLoad(t, &wg, senders, convs, 9, 90*time.Second, &sent, func(n int) bool { return n < perSender })
+	testkit.WaitFor(t, 60*time.Second, "load to build up", func() bool { return sent.Load() >= perSender })
 	before := snapshotMarks(t, pool)
 	ackedBefore := led.count()
 	p.kill() // SIGKILL in the middle of sends, deliveries and receipts
@@ -123,7 +102,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	keepConnected(t, away, apps[6], addr)
 	start := time.Now()
 	for u, a := range apps {
-		waitFor(t, 60*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
+		testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
 	}
 	caughtUp := time.Since(start)
 	// Nothing more may arrive: exactly once after de-duplication.

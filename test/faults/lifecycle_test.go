@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"reflect"
 	"slices"
 	"sort"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // TestOfflineClientConvergesToTheOnlineViewByCatchUpAlone: three users send,
@@ -40,12 +41,7 @@ func TestOfflineClientConvergesToTheOnlineViewByCatchUpAlone(t *testing.T) {
 	})
 	t.Run("across two nodes over Kafka", func(t *testing.T) {
 		url := pgtest.NewDB(t)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		port := testkit.FreePort(t)
 		startKafka(t, port, "")
 		kafka := map[string]string{"CHAT_KAFKA_BROKERS": fmt.Sprintf("127.0.0.1:%d", port)}
 		a := newProc(t, url, withVars(kafka, "CHAT_NODE_ID", "node-a"))
@@ -133,7 +129,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 	back := startClient(t, viewAddr, 2, offlineDir)
 	stopBack := follow(back, offlineView)
 	defer stopBack()
-	waitFor(t, 30*time.Second, "the devices to reach the last seq", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the devices to reach the last seq", func() bool {
 		return onlineView.Position(conv) == last && offlineView.Position(conv) == last
 	})
 
@@ -173,7 +169,7 @@ func startClient(t *testing.T, addr func() string, user int64, dir string) *clie
 	c, err := client.New(ctx, client.Config{
 		Brokers:           []string{"mqtt://" + addr()},
 		UserID:            user,
-		Token:             token(t, user),
+		Token:             testnode.Token(t, user),
 		SessionDir:        dir,
 		MaxReconnectDelay: 300 * time.Millisecond,
 		RequestTimeout:    10 * time.Second,

@@ -11,6 +11,8 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // natDevice is one phone of the storm with what its app has seen.
@@ -47,7 +49,7 @@ func (d *natDevice) dial(t *testing.T, addr string) (*mqtttest.Client, bool, byt
 	if err != nil {
 		return nil, false, ack.ReasonCode, err
 	}
-	codes, err := c.Subscribe(eventsTopic(d.dev.user))
+	codes, err := c.Subscribe(testnode.EventsTopic(d.dev.user))
 	if err != nil || len(codes) != 1 || codes[0] >= 0x80 {
 		c.Drop()
 		return nil, false, 0xff, fmt.Errorf("subscribe: %v %v", codes, err)
@@ -120,7 +122,7 @@ func TestTwoThousandPhonesBehindOneAddressAreBackAndCaughtUpWithin10sWithTheDefa
 	refused, took := connectAll(time.Now().Add(60 * time.Second))
 	t.Logf("initial connect of %d phones from %s with the default limits: %v (refusals %v)", clients, natAddr, took.Round(time.Millisecond), refused)
 	sendRound(1)
-	waitFor(t, 60*time.Second, "every phone to have message 1", func() bool { return caughtUp(1) == 0 })
+	testkit.WaitFor(t, 60*time.Second, "every phone to have message 1", func() bool { return caughtUp(1) == 0 })
 
 	// The storm: all drop at once, the groups move on, all come back at once.
 	stormAt := time.Now()
@@ -198,7 +200,7 @@ func TestABadTokenFloodFromOneAddressDoesNotStarveOthersWithTheDefaultLimits(t *
 		}(i)
 	}
 	// Let the flood spend its address's burst first.
-	waitFor(t, 10*time.Second, "the flood to be limited per IP", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the flood to be limited per IP", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return floodCodes[0x9F] > 0

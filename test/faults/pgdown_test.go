@@ -15,6 +15,8 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // httpSend posts one message over the HTTP API and returns the status and
@@ -22,8 +24,8 @@ import (
 func httpSend(t *testing.T, httpAddr string, user, conv int64, id, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/v1/conversations/%d/messages", httpAddr, conv),
-		bytes.NewReader(sendPayload(id, body)))
-	req.Header.Set("Authorization", "Bearer "+token(t, user))
+		bytes.NewReader(testnode.SendPayload(id, body)))
+	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -46,7 +48,7 @@ func httpSend(t *testing.T, httpAddr string, user, conv int64, id, body string) 
 // v3.1.1 no PUBACK and the connection closed; HTTP 503 "unavailable".
 func assertSendRefusedAsUnavailable(t *testing.T, what string, v5, v3 *mqtttest.Client, httpAddr string, conv int64) {
 	t.Helper()
-	ack, err := v5.Publish(msgTopic(conv), 1, sendPayload(newID(), "while "+what))
+	ack, err := v5.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(newID(), "while "+what))
 	if err != nil {
 		t.Errorf("%s: v5 send: %v, want PUBACK 0x80", what, err)
 	} else if ack.ReasonCode != 0x80 || ack.Properties.ReasonString == "" {
@@ -54,10 +56,10 @@ func assertSendRefusedAsUnavailable(t *testing.T, what string, v5, v3 *mqtttest.
 	} else {
 		t.Logf("%s: v5 PUBACK 0x80 %q", what, ack.Properties.ReasonString)
 	}
-	if _, err := v3.Publish(msgTopic(conv), 1, sendPayload(newID(), "while "+what)); !errors.Is(err, mqtttest.ErrNoAck) {
+	if _, err := v3.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(newID(), "while "+what)); !errors.Is(err, mqtttest.ErrNoAck) {
 		t.Errorf("%s: v3.1.1 send: %v, want no PUBACK and the connection closed", what, err)
 	}
-	waitFor(t, 5*time.Second, what+": the v3.1.1 connection to be closed", v3.Closed)
+	testkit.WaitFor(t, 5*time.Second, what+": the v3.1.1 connection to be closed", v3.Closed)
 	status, code := httpSend(t, httpAddr, 1, conv, newID(), "while "+what)
 	if status != http.StatusServiceUnavailable || code != "unavailable" {
 		t.Errorf("%s: HTTP send got %d %q, want 503 unavailable", what, status, code)
@@ -82,21 +84,9 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	srv := startNode(t, url, map[string]string{"CHAT_SEND_TIMEOUT": "2s"})
 	pool := openPool(t, url, 4)
 	ctx := context.Background()
-	var convs []int64
-	for i := 0; i < 2; i++ {
-		g, err := srv.Service.CreateGroup(ctx, 1, fmt.Sprint("outage ", i), []int64{2, 3, 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, g.ID)
-	}
+	convs := createGroups(t, ctx, srv.Service, 2, "outage ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
-	apps := map[int64]*app{2: newApp("user 2 (v5, online)"), 3: newApp("user 3 (v3.1.1, online)"), 4: newApp("user 4 (v5, away during the outage)")}
-	keepConnected(t, device{user: 2, clientID: "pg-phone-2", version: 5}, apps[2], addr)
-	keepConnected(t, device{user: 3, clientID: "pg-phone-3", version: 4}, apps[3], addr)
-	away := device{user: 4, clientID: "pg-phone-4", version: 5}
-	c := away.mustConnect(t, addr(), 10*time.Second)
-	c.Disconnect()
+	apps, away := outageAudience(t, "pg-phone-", "away during the outage", addr)
 
 	led := newLedger()
 	senders := []*sender{
@@ -120,7 +110,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 			}
 		}(i, s)
 	}
-	waitFor(t, 30*time.Second, "load before the outage", func() bool { return acks.Load() >= 60 })
+	testkit.WaitFor(t, 30*time.Second, "load before the outage", func() bool { return acks.Load() >= 60 })
 
 	// Probes connected before the outage.
 	v5 := device{user: 1, clientID: "pg-probe-5", version: 5}.mustConnect(t, addr(), 5*time.Second)
@@ -135,7 +125,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	downAt := time.Now()
 	acksAtStop := acks.Load()
 	assertSendRefusedAsUnavailable(t, "PostgreSQL down", v5, v3, srv.HTTPAddr(), convs[0])
-	if ack, err := v5.Publish(readTopic(convs[0]), 1, []byte(`{"seq":1}`)); err != nil || ack.ReasonCode != 0x80 {
+	if ack, err := v5.Publish(testnode.ReadTopic(convs[0]), 1, []byte(`{"seq":1}`)); err != nil || ack.ReasonCode != 0x80 {
 		t.Errorf("read receipt while PostgreSQL is down: 0x%02x %v, want 0x80", ack.ReasonCode, err)
 	}
 	for _, v := range []byte{5, 4} {
@@ -162,7 +152,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	}
 	resumedIn := time.Since(upAt)
 	acksAtUp := acks.Load()
-	waitFor(t, 30*time.Second, "load to continue after the outage", func() bool { return acks.Load() >= acksAtUp+60 })
+	testkit.WaitFor(t, 30*time.Second, "load to continue after the outage", func() bool { return acks.Load() >= acksAtUp+60 })
 	stop.Store(true)
 	wg.Wait()
 
@@ -170,7 +160,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	led.check(t, pool)
 	keepConnected(t, away, apps[4], addr)
 	for u, a := range apps {
-		waitFor(t, 30*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
 	}
 	time.Sleep(200 * time.Millisecond)
 	for _, a := range apps {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -67,9 +69,9 @@ func (f *faultNode) waitRefused(t *testing.T, v5 *mqtttest.Client) (byte, string
 	t.Helper()
 	var code byte
 	var reason string
-	waitFor(t, 10*time.Second, "the fault to refuse sends", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the fault to refuse sends", func() bool {
 		id := newID()
-		ack, err := v5.Publish(msgTopic(f.conv), 1, sendPayload(id, "probe"))
+		ack, err := v5.Publish(testnode.MsgTopic(f.conv), 1, testnode.SendPayload(id, "probe"))
 		if err != nil {
 			t.Fatalf("probe send: %v", err)
 		}
@@ -94,7 +96,7 @@ func (f *faultNode) finish(t *testing.T, what string, clearedAt time.Time) {
 	pool := openPool(t, f.srv.Settings.DatabaseURL, 1)
 	last := checkGapless(t, pool, []int64{f.conv})
 	f.led.check(t, pool)
-	waitFor(t, 15*time.Second, "the member to receive every message", func() bool { return f.app.caughtUp(last) })
+	testkit.WaitFor(t, 15*time.Second, "the member to receive every message", func() bool { return f.app.caughtUp(last) })
 	time.Sleep(100 * time.Millisecond)
 	f.app.assertExact(t, last)
 	t.Logf("%s: sends succeed again %v after the fault was cleared (first send took %v); %d messages acknowledged, all stored once, gapless, delivered once in order; %s",
@@ -145,7 +147,7 @@ func TestReadOnlyDatabaseRefusesSendsAsUnavailableAndRecovers(t *testing.T) {
 func httpGet(t *testing.T, httpAddr string, user int64, path string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token(t, user))
+	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, user))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)

@@ -3,7 +3,6 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/procstate"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // embeddedDataDir is a data dir for chatd's embedded PostgreSQL that the
@@ -84,14 +84,7 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 		t.Fatal(err)
 	}
 	svc := newService(pool)
-	var convs []int64
-	for i := 0; i < 3; i++ {
-		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint("restart ", i), []int64{2, 3, 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		convs = append(convs, g.ID)
-	}
+	convs := createGroups(t, ctx, svc, 3, "restart ", []int64{2, 3, 4})
 	_ = closeDB(ctx)
 
 	led := newLedger()
@@ -103,27 +96,13 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 		newSender(device{user: 2, clientID: "restart-sender-2", version: 5}, addr, led),
 		newSender(device{user: 3, clientID: "restart-sender-3", version: 4}, addr, led),
 	}
-	for i, s := range senders {
-		wg.Add(1)
-		go func(i int, s *sender) {
-			defer wg.Done()
-			rnd := rand.New(rand.NewPCG(uint64(i), 6))
-			for n := 0; !stop.Load(); n++ {
-				conv := convs[rnd.IntN(len(convs))]
-				if _, err := s.send(t, conv, newID(), fmt.Sprintf("load %d/%d", i, n), time.Now().Add(60*time.Second)); err != nil {
-					t.Errorf("%s: message %d: %v", s.dev.clientID, n, err)
-					return
-				}
-				sent.Add(1)
-			}
-		}(i, s)
-	}
+	sendLoad(t, &wg, senders, convs, 6, 60*time.Second, &sent, func(int) bool { return !stop.Load() })
 
 	var ready, gaps []time.Duration
 	zombies := 0
 	for r := 0; r < restarts; r++ {
 		from := sent.Load()
-		waitFor(t, 30*time.Second, fmt.Sprintf("acknowledged sends before kill %d", r+1), func() bool { return sent.Load() >= from+5 })
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("acknowledged sends before kill %d", r+1), func() bool { return sent.Load() >= from+5 })
 		pm := postmasterPID(dataDir)
 		if pm == 0 {
 			t.Fatalf("kill %d: no postmaster.pid", r+1)

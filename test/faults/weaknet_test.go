@@ -18,6 +18,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // weakPersistent runs the weak-network apps with persistent sessions
@@ -183,7 +185,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 		c, err := client.New(context.Background(), client.Config{
 			Brokers:           []string{broker},
 			UserID:            u,
-			Token:             token(t, u),
+			Token:             testnode.Token(t, u),
 			SessionDir:        sessionDir,
 			KeepAlive:         5 * time.Second,
 			MaxReconnectDelay: time.Second,
@@ -260,7 +262,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 			}
 		}(u)
 	}
-	waitFor(t, 2*time.Minute, "a third of the conversation", func() bool { return sent.Load() >= total/3 })
+	testkit.WaitFor(t, 2*time.Minute, "a third of the conversation", func() bool { return sent.Load() >= total/3 })
 	// Users 3, 4 and 5 go into a blackhole; 1 and 2 keep talking.
 	blackholed := []int64{3, 4, 5}
 	chaosMu.Lock()
@@ -285,7 +287,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 	caught := map[int64]time.Duration{}
 	for _, u := range blackholed {
 		a := apps[u]
-		waitFor(t, 2*time.Minute, fmt.Sprintf("user %d to catch up after the blackhole", u), func() bool {
+		testkit.WaitFor(t, 2*time.Minute, fmt.Sprintf("user %d to catch up after the blackhole", u), func() bool {
 			have, at := a.position(conv.ID)
 			if have >= target {
 				caught[u] = max(at.Sub(restoredAt), 0)
@@ -308,7 +310,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 		t.Errorf("conversation holds %d messages, the users sent %d (a resend stored twice?)", last, total)
 	}
 	for u, a := range apps {
-		waitFor(t, time.Minute, fmt.Sprintf("user %d to have every message", u), func() bool { have, _ := a.position(conv.ID); return have >= last })
+		testkit.WaitFor(t, time.Minute, fmt.Sprintf("user %d to have every message", u), func() bool { have, _ := a.position(conv.ID); return have >= last })
 	}
 	time.Sleep(500 * time.Millisecond)
 	for u := int64(1); u <= 5; u++ {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // countingConn counts the bytes that cross a connection.
@@ -85,11 +87,11 @@ func TestBytesOnTheWirePerDeliveredMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(rc.Drop)
-		if codes, err := rc.Subscribe(eventsTopic(2)); err != nil || codes[0] >= 0x80 {
+		if codes, err := rc.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
 			t.Fatalf("subscribe: %v %v", codes, err)
 		}
 		sc, sconn := vr.dial()
-		s, _, err := mqtttest.DialConn(sconn, mqtttest.Options{Version: vr.v, ClientID: fmt.Sprintf("wire-send-%d", i), Password: token(t, 1), Clean: true})
+		s, _, err := mqtttest.DialConn(sconn, mqtttest.Options{Version: vr.v, ClientID: fmt.Sprintf("wire-send-%d", i), Password: testnode.Token(t, 1), Clean: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,13 +103,13 @@ func TestBytesOnTheWirePerDeliveredMessage(t *testing.T) {
 		a := newApp(vr.name)
 		a.start(conv.ID, int64(n*i)) // a new session starts "now"
 		for k := 0; k < n; k++ {
-			if ack, err := s.Publish(msgTopic(conv.ID), 1, sendPayload(newID(), body)); err != nil || ack.ReasonCode != 0 {
+			if ack, err := s.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), body)); err != nil || ack.ReasonCode != 0 {
 				t.Fatalf("send: %v", err)
 			}
 		}
 		done := a.follow(rc)
 		last := int64(n * (i + 1))
-		waitFor(t, 30*time.Second, vr.name+" deliveries", func() bool { return a.position(conv.ID) >= last })
+		testkit.WaitFor(t, 30*time.Second, vr.name+" deliveries", func() bool { return a.position(conv.ID) >= last })
 		// The PUBACK of the last delivery follows its PUBLISH.
 		time.Sleep(100 * time.Millisecond)
 		in, out := counted.in.Load()-in0, counted.out.Load()-out0

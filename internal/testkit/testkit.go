@@ -1,0 +1,49 @@
+// Package testkit holds the small helpers every test package would
+// otherwise write again: polling a condition until it holds and picking a
+// free loopback port. It imports nothing of chatd, so any package's
+// in-package tests can use it without an import cycle. Only tests import
+// it.
+package testkit
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond every 10 ms until it holds, failing the test with
+// "timed out after <timeout> waiting for <what>" once timeout has passed.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// FreeAddr returns a loopback host:port nobody listens on right now. It is
+// released before the caller binds it; on a test machine the window for a
+// collision is negligible.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// FreePort is FreeAddr's port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
