@@ -465,6 +465,7 @@ func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 type sendResult struct {
 	n, senders, errs int
+	firstErr         string // the first failed send's error, to say what failed
 	elapsed          time.Duration
 	lat              []time.Duration
 	pgCPU, selfCPU   float64 // seconds over the run
@@ -483,6 +484,9 @@ func (s sendResult) rate() float64 { return float64(s.n) / s.elapsed.Seconds() }
 func (s sendResult) String() string {
 	out := fmt.Sprintf("%7.0f messages/s (%d senders, %d in %s, %d errors) p50 %s p99 %s", s.rate(), s.senders,
 		s.n, s.elapsed.Round(time.Millisecond), s.errs, pct(s.lat, 0.50), pct(s.lat, 0.99))
+	if s.firstErr != "" {
+		out += fmt.Sprintf(" (first error: %s)", s.firstErr)
+	}
 	if s.pgCPU > 0 {
 		pg, all := s.cpuPerMessage()
 		out += fmt.Sprintf("; CPU per message: PostgreSQL %s, with the sender %s", pg.Round(time.Microsecond), all.Round(time.Microsecond))
@@ -522,8 +526,10 @@ func measureSends(ctx context.Context, st *store.Store, c *corpus, o options) (s
 				t := time.Now()
 				_, err := st.Send(ctx, chat.SendRequest{ConversationID: conv, SenderID: ms[r.IntN(len(ms))], ClientMsgID: uuid.NewString(), Body: b.String()})
 				if err != nil {
-					if ctx.Err() == nil {
-						errs.Add(1)
+					if ctx.Err() == nil && errs.Add(1) == 1 {
+						mu.Lock()
+						res.firstErr = err.Error()
+						mu.Unlock()
 					}
 					continue
 				}

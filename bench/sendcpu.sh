@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# bench/sendcpu.sh — what chat_send_batch costs PostgreSQL's CPU per call,
+# build against build (docs/benchmarks.md, "The send function's CPU").
+#
+#   bench/sendcpu.sh DIR [DIR ...]     # each holds a chatd and a chatbench binary
+#
+# For each build in turn (ROUNDS times): a fresh chatd on a fresh embedded
+# PostgreSQL (fsync on), a short chatbench run to create direct
+# conversations, then pgbench calling chat_send_batch with two 100-byte
+# messages into two of them, one client, CALLS calls back to back after a
+# warm-up, synchronous_commit off (the commit's flush is not the function's
+# cost). The figure is the pgbench backend's own CPU time (utime + stime
+# from /proc) divided by the calls: unlike wall time, it is not stretched
+# by other processes taking the cores. A build from before the message
+# lifecycle (chat_send_batch of four arrays) is recognised and called that
+# way. Tunables: ROUNDS=3 CALLS=4000.
+set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: bench/sendcpu.sh DIR [DIR ...]" >&2; exit 2; }
+ROUNDS=${ROUNDS:-3}
+CALLS=${CALLS:-4000}
+MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21973}
+HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21970}
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_init sendcpu
+refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
+export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
+	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+
+# backend_cpu_per_call SQLFILE: runs pgbench CALLS times and prints the
+# backend's CPU µs per call.
+backend_cpu_per_call() {
+	local out=$WORK/pgbench.out ticks=0 pid="" v
+	PGOPTIONS="-c chat.defer_notify=on -c synchronous_commit=off" PGAPPNAME=sendcpu \
+		"$PGBENCH" -n -M prepared -f "$1" -c 1 -t "$CALLS" "$DBURL" >"$out" 2>&1 &
+	local bp=$!
+	for _ in $(seq 1 200); do
+		pid=$("$PSQL" "$DBURL" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name = 'sendcpu' LIMIT 1")
+		[ -n "$pid" ] && break
+		kill -0 "$bp" 2>/dev/null || break
+		sleep 0.05
+	done
+	# The backend's CPU just before it exits: sampled until pgbench ends.
+	while [ -n "$pid" ] && kill -0 "$bp" 2>/dev/null && [ -r "/proc/$pid/stat" ]; do
+		v=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || true)
+		[ -n "$v" ] && ticks=$v
+		sleep 0.05
+	done
+	wait "$bp" || { cat "$out" >&2; return 1; }
+	grep -q "number of failed transactions: 0" "$out" || { cat "$out" >&2; return 1; }
+	awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v n="$CALLS" 'BEGIN {printf "%.0f", t / hz * 1e6 / n}'
+}
+
+declare -A RESULTS
+for round in $(seq 1 "$ROUNDS"); do
+	for dir in "$@"; do
+		name=$(basename "$dir")
+		mkdir -p "$WORK/bin"
+		cp "$dir/chatd" "$WORK/bin/chatd"
+		rm -rf "${WORK:?}/run"
+		start_chatd run >/dev/null
+		"$dir/chatbench" -clients 20 -conversations 10 -direct 1 -rate 100 -duration 2s -progress off \
+			-broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" -data-dir "$CHATD_DIR/data" -json >/dev/null 2>&1 || true
+		read -r C1 U1 < <("$PSQL" "$DBURL" -Atc "SELECT conversation_id, user_id FROM conversation_member ORDER BY conversation_id, user_id LIMIT 1" | tr '|' ' ')
+		read -r C2 U2 < <("$PSQL" "$DBURL" -Atc "SELECT conversation_id, user_id FROM conversation_member ORDER BY conversation_id DESC, user_id LIMIT 1" | tr '|' ' ')
+		[ -n "${C1:-}" ] || { echo "sendcpu: $name: chatbench created no conversations" >&2; exit 1; }
+		args=$("$PSQL" "$DBURL" -Atc "SELECT pronargs FROM pg_proc WHERE proname = 'chat_send_batch' ORDER BY pronargs DESC LIMIT 1")
+		common="ARRAY[$C1,$C2]::bigint[], ARRAY[$U1,$U2]::bigint[], ARRAY[gen_random_uuid(),gen_random_uuid()], ARRAY[repeat('x',100),repeat('y',100)]"
+		if [ "$args" = 4 ]; then
+			echo "SELECT * FROM chat_send_batch($common);" >"$WORK/send.sql"
+		else
+			echo "SELECT * FROM chat_send_batch(ARRAY['message','message'], $common, ARRAY[0,0]::bigint[], ARRAY[NULL,NULL]::bigint[], ARRAY[NULL,NULL]::bigint[], ARRAY[NULL,NULL]::text[], ARRAY[false,false], NULL, NULL);" >"$WORK/send.sql"
+		fi
+		backend_cpu_per_call "$WORK/send.sql" >/dev/null # warm-up
+		us=$(backend_cpu_per_call "$WORK/send.sql")
+		stop_chatd
+		RESULTS[$name]="${RESULTS[$name]:-} $us"
+		printf 'round %d  %-12s %6s µs CPU per call of two messages   [load average %s]\n' "$round" "$name" "$us" "$(cut -d' ' -f1-3 /proc/loadavg)"
+	done
+done
+echo
+echo "medians over $ROUNDS rounds (µs of the backend's CPU per call of two messages):"
+for dir in "$@"; do
+	name=$(basename "$dir")
+	printf '  %-12s %s   (%s)\n' "$name" "$(tr ' ' '\n' <<<"${RESULTS[$name]}" | grep . | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')" "${RESULTS[$name]# }"
+done
