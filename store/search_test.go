@@ -205,6 +205,43 @@ func TestSearchMatchesSubstringsAndRanksWordsFirstThenRecency(t *testing.T) {
 	}
 }
 
+// pageThrough lists every page of q on plan i, in order, calling between
+// after each page; a hit on two pages, or paging that does not end, fails.
+func pageThrough(t *testing.T, i int, p *store.Store, q chat.SearchQuery, between func(chat.SearchPage)) []string {
+	t.Helper()
+	var got []string
+	seen := map[string]bool{}
+	for pages := 0; ; pages++ {
+		page := search(t, p, q)
+		for _, h := range page.Results {
+			r := fmt.Sprintf("%d:%d", h.ConversationID, h.Seq)
+			if seen[r] {
+				t.Fatalf("plan %d: %s on two pages", i, r)
+			}
+			seen[r] = true
+			got = append(got, r)
+		}
+		between(page)
+		if q.Cursor = page.NextCursor; q.Cursor == "" {
+			return got
+		}
+		if pages > 10 {
+			t.Fatalf("plan %d: paging does not end", i)
+		}
+	}
+}
+
+// among is the refs of got that want holds, in got's order.
+func among(got, want []string) []string {
+	var out []string
+	for _, r := range got {
+		if slices.Contains(want, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Paging is stable: messages that arrive between pages never make a page
 // repeat or skip a hit of the first listing.
 func TestSearchPagingNeitherRepeatsNorSkipsWhileMessagesArrive(t *testing.T) {
@@ -221,33 +258,10 @@ func TestSearchPagingNeitherRepeatsNorSkipsWhileMessagesArrive(t *testing.T) {
 	}
 	slices.Sort(want)
 	for i, p := range plans {
-		var got []string
-		seen := map[string]bool{}
-		cursor := ""
-		for pages := 0; ; pages++ {
-			page := search(t, p, chat.SearchQuery{UserID: 1, Text: "report", Limit: 5, Cursor: cursor})
-			for _, h := range page.Results {
-				r := fmt.Sprintf("%d:%d", h.ConversationID, h.Seq)
-				if seen[r] {
-					t.Fatalf("plan %d: %s on two pages", i, r)
-				}
-				seen[r] = true
-				got = append(got, r)
-			}
+		got := pageThrough(t, i, p, chat.SearchQuery{UserID: 1, Text: "report", Limit: 5}, func(chat.SearchPage) {
 			mustSend(t, st, g.ID, 2, "another report arrives") // a new hit, ranked first
-			if cursor = page.NextCursor; cursor == "" {
-				break
-			}
-			if pages > 10 {
-				t.Fatalf("plan %d: paging does not end", i)
-			}
-		}
-		var old []string
-		for _, r := range got {
-			if slices.Contains(want, r) {
-				old = append(old, r)
-			}
-		}
+		})
+		old := among(got, want)
 		slices.Sort(old)
 		if !slices.Equal(old, want) {
 			t.Fatalf("plan %d: pages held %d of the %d first hits", i, len(old), len(want))
@@ -284,33 +298,18 @@ func TestSearchListsAWordMostMessagesHoldByRecencyAlone(t *testing.T) {
 	arrived := 0
 	for i, opt := range []store.Option{store.WithSearchScanLimit(-1), store.WithSearchScanLimit(0)} {
 		p := store.New(pool, chat.DefaultLimits(), opt) // reads the statistics afresh
-		var got []string
-		cursor, sent := "", 0
-		for pages := 0; ; pages++ {
-			page := search(t, p, chat.SearchQuery{UserID: 1, Text: "status", Limit: 6, Cursor: cursor})
+		sent := 0
+		got := pageThrough(t, i, p, chat.SearchQuery{UserID: 1, Text: "status", Limit: 6}, func(page chat.SearchPage) {
 			for _, h := range page.Results {
 				if h.Score != 0 {
 					t.Fatalf("plan %d: hit %d:%d scored %d, want 0", i, h.ConversationID, h.Seq, h.Score)
 				}
-				got = append(got, fmt.Sprintf("%d:%d", h.ConversationID, h.Seq))
 			}
 			mustSend(t, st, groups[0].ID, 2, "a new status") // newer than every cursor
 			sent++
-			if cursor = page.NextCursor; cursor == "" {
-				break
-			}
-			if pages > 10 {
-				t.Fatalf("plan %d: paging does not end", i)
-			}
-		}
+		})
 		// The earlier plan's new messages are listed too, newest of all.
-		var old []string
-		for _, r := range got {
-			if slices.Contains(want, r) {
-				old = append(old, r)
-			}
-		}
-		if !slices.Equal(old, want) || len(got) != len(want)+arrived {
+		if old := among(got, want); !slices.Equal(old, want) || len(got) != len(want)+arrived {
 			t.Fatalf("plan %d: status listed\n%v\nwant newest first\n%v", i, got, want)
 		}
 		arrived += sent
