@@ -7,6 +7,7 @@ package testkit
 
 import (
 	"net"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -40,10 +41,13 @@ func FreeAddr(t testing.TB) string {
 // FreePort is FreeAddr's port.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, err := net.SplitHostPort(FreeAddr(t))
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	return n
 }
