@@ -131,7 +131,6 @@ DECLARE
     v_rows chat_batch_row[];
     v_new boolean;
     v_recall boolean;
-    v_change boolean;    -- an edit, recall or reaction is written
     v_aerr smallint[];   -- per change: the first failing attachment's outcome
     v_abad text[];       -- and its upload id
     v_atype text[];      -- the first attachment's content type
@@ -302,13 +301,12 @@ BEGIN
     INTO v_rows
     FROM seqs q CROSS JOIN clock k;
 
-    SELECT COALESCE(bool_or(f.status = 0), false), COALESCE(bool_or(f.status = 0 AND f.kind = 'recall'), false),
-           COALESCE(bool_or(f.status = 0 AND f.kind IN ('edit', 'recall', 'reaction')), false)
-    INTO v_new, v_recall, v_change FROM unnest(v_rows) f;
+    SELECT COALESCE(bool_or(f.status = 0), false), COALESCE(bool_or(f.status = 0 AND f.kind = 'recall'), false)
+    INTO v_new, v_recall FROM unnest(v_rows) f;
     IF v_new THEN
-        -- One statement writes every table each entry touches: each
-        -- statement of a function costs its own executor start-up, most
-        -- of what a small batch costs PostgreSQL. The sub-statements share one snapshot; none
+        -- One statement writes every table: each statement of a function
+        -- costs its own executor start-up, most of what a small batch
+        -- costs PostgreSQL. The sub-statements share one snapshot; none
         -- reads what another writes. Member rows are locked in
         -- (conversation, user) order before they are updated (lk feeds
         -- the update whatever join the planner picks).
@@ -325,6 +323,22 @@ BEGIN
                    CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt,
                    CASE WHEN f.kind = 'message' THEN f.msg_type END
             FROM fresh f
+        ), edited AS (
+            UPDATE message m SET body = f.body, edited_at = f.at
+            FROM fresh f WHERE f.kind = 'edit' AND m.conversation_id = f.conv AND m.seq = f.target
+        ), recalled AS (
+            -- The message and every edit of it lose their bodies.
+            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.sender
+            FROM fresh f
+            WHERE f.kind = 'recall' AND m.conversation_id = f.conv
+              AND (m.seq = f.target OR (m.target_seq = f.target AND m.kind = 'edit'))
+        ), unreacted AS (
+            DELETE FROM reaction x USING fresh f
+            WHERE x.conversation_id = f.conv AND x.seq = f.target
+              AND (f.kind = 'recall' OR (f.kind = 'reaction' AND NOT f.is_on AND x.user_id = f.sender AND x.emoji = f.emoji))
+        ), reacted AS (
+            INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
+            SELECT f.conv, f.target, f.sender, f.emoji, f.at FROM fresh f WHERE f.kind = 'reaction' AND f.is_on
         ), conv AS (
             UPDATE conversation c SET last_seq = u.last,
                    last_message_at = CASE WHEN u.msgs > 0 THEN u.at ELSE c.last_message_at END,
@@ -352,33 +366,6 @@ BEGIN
                f.conv, f.seq, NULLIF(p_traceparent[f.ord], ''), NULLIF(p_tracestate[f.ord], '')
         FROM fresh f
         ORDER BY f.ord;
-    END IF;
-
-    -- What edits, recalls and reactions do to their targets is written
-    -- apart, and only by batches that have them, for the reason
-    -- attachments are (below): a batch of messages neither opens the
-    -- reaction table nor updates message rows. A conversation with such a
-    -- change has nothing else in the batch (firsts), so this statement
-    -- touches no row the one before wrote.
-    IF v_change THEN
-        WITH fresh AS MATERIALIZED (
-            SELECT * FROM unnest(v_rows) f WHERE f.status = 0 AND f.kind IN ('edit', 'recall', 'reaction')
-        ), edited AS (
-            UPDATE message m SET body = f.body, edited_at = f.at
-            FROM fresh f WHERE f.kind = 'edit' AND m.conversation_id = f.conv AND m.seq = f.target
-        ), recalled AS (
-            -- The message and every edit of it lose their bodies.
-            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.sender
-            FROM fresh f
-            WHERE f.kind = 'recall' AND m.conversation_id = f.conv
-              AND (m.seq = f.target OR (m.target_seq = f.target AND m.kind = 'edit'))
-        ), unreacted AS (
-            DELETE FROM reaction x USING fresh f
-            WHERE x.conversation_id = f.conv AND x.seq = f.target
-              AND (f.kind = 'recall' OR (f.kind = 'reaction' AND NOT f.is_on AND x.user_id = f.sender AND x.emoji = f.emoji))
-        )
-        INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
-        SELECT f.conv, f.target, f.sender, f.emoji, f.at FROM fresh f WHERE f.kind = 'reaction' AND f.is_on;
     END IF;
 
     -- Attachments are written apart, and only by batches that have them:

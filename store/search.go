@@ -172,14 +172,20 @@ func searchScopeOf(ctx context.Context, tx pgx.Tx, userID, conv int64) (searchSc
 	return sc, visible, rows.Err()
 }
 
+// params starts a query's parameters with the scope ($1 conversations,
+// $2 their floors); arg adds one and returns its placeholder.
+func (sc searchScope) params() (*[]any, func(any) string) {
+	args := &[]any{sc.ids, sc.floors}
+	return args, func(v any) string {
+		*args = append(*args, v)
+		return "$" + strconv.Itoa(len(*args))
+	}
+}
+
 // searchSQL builds the ranked query for q. Every value is a parameter;
 // only fixed fragments are put together.
 func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, scan bool) (string, []any) {
-	args := []any{sc.ids, sc.floors}
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	args, arg := sc.params()
 	where := searchFilters(q, scan, arg)
 	_, rank := searchQueries(q.Terms)
 	rq := arg(rank)
@@ -200,7 +206,7 @@ WHERE (score, created_at, conversation_id, seq) < (` + arg(cur.Score) + `::bigin
 	sql += `
 ORDER BY score DESC, created_at DESC, conversation_id DESC, seq DESC
 LIMIT ` + arg(q.Limit+1)
-	return sql, args
+	return sql, *args
 }
 
 // searchRecentSQL builds the query for q listed by recency alone (score
@@ -210,11 +216,7 @@ LIMIT ` + arg(q.Limit+1)
 // seq grows (chat_send_batch), so its newest by seq are its newest by
 // the listing's order.
 func searchRecentSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor) (string, []any) {
-	args := []any{sc.ids, sc.floors}
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	args, arg := sc.params()
 	where := searchFilters(q, true, arg)
 	if cur != nil {
 		where = append(where, `(x.created_at, x.conversation_id, x.seq) < (`+arg(time.UnixMicro(cur.AtMicros))+
@@ -234,7 +236,7 @@ CROSS JOIN LATERAL (
 ) x
 ORDER BY x.created_at DESC, x.conversation_id DESC, x.seq DESC
 LIMIT ` + limit
-	return sql, args
+	return sql, *args
 }
 
 // searchFilters returns the conditions a message x must meet for q. scan
