@@ -13,13 +13,13 @@ import (
 )
 
 // Search reads the message table's search column (a tsvector of the body
-// with CJK bigrams, migrations/0019_people.sql) and its two GIN indexes,
-// one over that column and one of trigrams over the body.
+// with CJK bigrams and single CJK characters, migrations/0020) and its two
+// GIN indexes, one over that column and one of trigrams over the body.
 //
 // A query's terms (chat.ParseSearchTerms) become, per term:
 //   - CJK: the term's bigrams as a phrase ('北京' <-> '京市'), one bigram
-//     for two characters, a prefix ('北':*) for one: exactly "the body
-//     holds these characters in a row";
+//     for two characters, the character itself for one: exactly "the
+//     body holds these characters in a row";
 //   - three characters or more: a case-insensitive substring (ILIKE
 //     '%term%', which the trigram index serves);
 //   - one or two characters: the start of a word ('ok':*).
@@ -286,7 +286,7 @@ func searchQueries(terms []chat.SearchTerm) (match, rank string) {
 		var tq string
 		switch rs := []rune(t.Text); {
 		case t.CJK && len(rs) == 1:
-			tq = lexeme(t.Text) + ":*"
+			tq = lexeme(t.Text)
 		case t.CJK:
 			parts := make([]string, 0, len(rs)-1)
 			for i := 0; i+1 < len(rs); i++ {

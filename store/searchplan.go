@@ -75,15 +75,16 @@ func (s *Store) searchByScan(ctx context.Context, tx pgx.Tx, terms []chat.Search
 // every match before the first page is known. Listed by recency alone,
 // a page reads the newest messages of each conversation and stops.
 // A term counts by its own lexeme, which its matches include (a prefix or
-// substring matches more): a lower bound; a CJK term of three or more
-// characters is a phrase, rarer than its bigrams, and never counts.
+// substring matches more): a lower bound; a CJK term of one or two
+// characters is its lexeme, one of three or more a phrase, rarer than its
+// bigrams, that never counts.
 func (s *Store) searchByRecency(ctx context.Context, tx pgx.Tx, terms []chat.SearchTerm) bool {
 	if len(terms) == 0 {
 		return false
 	}
 	_, freq, _ := s.lexemeFrequencies(ctx, tx)
 	for _, t := range terms {
-		if t.CJK && len([]rune(t.Text)) != 2 {
+		if t.CJK && len([]rune(t.Text)) > 2 {
 			return false
 		}
 		if freq[t.Text] < searchCommonShare {
@@ -103,10 +104,13 @@ func termCandidates(t chat.SearchTerm, rows float64, freq map[string]float64, lo
 		return lowest
 	}
 	switch {
-	case len(rs) == 1 && t.CJK, len(rs) <= 2 && !t.CJK:
-		// A prefix of one or two characters: the union of every lexeme
+	case len(rs) <= 2 && !t.CJK:
+		// A prefix of one or two letters: the union of every lexeme
 		// that starts with it.
 		return math.Inf(1)
+	case len(rs) <= 2:
+		// One CJK character or two: a lexeme of the document.
+		return share(t.Text) * rows
 	case t.CJK:
 		// A phrase of bigrams: no more than its rarest bigram.
 		f := 1.0
