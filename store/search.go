@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +43,9 @@ import (
 // word costs what a rare one does. The indexes find the candidates over all
 // conversations, which PostgreSQL then intersects with the caller's: fast
 // for rare words, the only way that scales to users who see millions of
-// messages, and slow for a word that a large part of all messages hold.
-// searchByScan picks between them per query (never the scan above
+// messages, and slow for a word that a large part of all messages hold
+// (or, were PostgreSQL to fetch every candidate before it intersects, for
+// a rare word made of common trigrams: searchAsTrigrams). searchByScan picks between them per query (never the scan above
 // SearchScanLimit visible messages); the figures behind its constants are
 // in docs/benchmarks.md ("Search", cmd/searchbench).
 const SearchScanLimit = 50000
@@ -70,39 +72,9 @@ func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage
 		cur = &c
 	}
 	err := s.runTx(ctx, "search", readOnly(), func(tx pgx.Tx) error {
-		// Parameters decide the plan here (the terms, the scope's size):
-		// a cached generic plan would be one for every query.
-		if _, err := tx.Exec(ctx, `SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
-			set_config('statement_timeout', '10s', true)`); err != nil {
-			return fmt.Errorf("configure search: %w", err)
-		}
-		scope, visible, err := searchScopeOf(ctx, tx, q.UserID, q.ConversationID)
-		if err != nil {
+		sql, args, recent, err := s.searchStatement(ctx, tx, q, cur)
+		if err != nil || sql == "" {
 			return err
-		}
-		if len(scope.ids) == 0 {
-			return nil
-		}
-		recent := s.searchByRecency(ctx, tx, q.Terms)
-		if cur != nil {
-			recent = cur.Recent
-		}
-		var (
-			sql  string
-			args []any
-		)
-		if recent {
-			// The page is cheap only by walking each conversation's
-			// primary key newest first and stopping; PostgreSQL would
-			// rather fetch a conversation's rows by bitmap and sort
-			// them, which reads every one (3× the time measured on
-			// cmd/searchbench's corpus).
-			if _, err := tx.Exec(ctx, `SELECT set_config('enable_bitmapscan', 'off', true)`); err != nil {
-				return fmt.Errorf("configure search: %w", err)
-			}
-			sql, args = searchRecentSQL(q, scope, cur)
-		} else {
-			sql, args = searchSQL(q, scope, cur, s.searchByScan(ctx, tx, q.Terms, visible))
 		}
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
@@ -137,6 +109,43 @@ func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage
 		return chat.SearchPage{}, err
 	}
 	return page, nil
+}
+
+// searchStatement configures tx for q's page after cur and returns the
+// statement that reads it ("" when the caller may search nowhere) and
+// whether it lists by recency alone.
+func (s *Store) searchStatement(ctx context.Context, tx pgx.Tx, q chat.SearchQuery, cur *chat.SearchCursor) (string, []any, bool, error) {
+	// Parameters decide the plan here (the terms, the scope's size): a
+	// cached generic plan would be one for every query.
+	if _, err := tx.Exec(ctx, `SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
+		set_config('statement_timeout', '10s', true)`); err != nil {
+		return "", nil, false, fmt.Errorf("configure search: %w", err)
+	}
+	scope, visible, err := searchScopeOf(ctx, tx, q.UserID, q.ConversationID)
+	if err != nil || len(scope.ids) == 0 {
+		return "", nil, false, err
+	}
+	recent := s.searchByRecency(ctx, tx, q.Terms)
+	if cur != nil {
+		recent = cur.Recent
+	}
+	if recent {
+		// The page is cheap only by walking each conversation's primary
+		// key newest first and stopping; PostgreSQL would rather fetch a
+		// conversation's rows by bitmap and sort them, which reads every
+		// one (3× the time measured on cmd/searchbench's corpus).
+		if _, err := tx.Exec(ctx, `SELECT set_config('enable_bitmapscan', 'off', true)`); err != nil {
+			return "", nil, false, fmt.Errorf("configure search: %w", err)
+		}
+		sql, args := searchRecentSQL(q, scope, cur)
+		return sql, args, true, nil
+	}
+	way := searchWay{scan: s.searchByScan(ctx, tx, q.Terms, visible)}
+	if !way.scan {
+		way.trigrams = s.searchAsTrigrams(ctx, tx, q.Terms)
+	}
+	sql, args := searchSQL(q, scope, cur, way)
+	return sql, args, false, nil
 }
 
 // searchScopeOf returns the conversations userID may search (only conv
@@ -182,22 +191,54 @@ func (sc searchScope) params() (*[]any, func(any) string) {
 	}
 }
 
+// searchWay is how a query reads its messages.
+type searchWay struct {
+	// scan tests every message the caller can see (functions, which no
+	// index serves); otherwise the GIN indexes find the candidates.
+	scan bool
+	// trigrams holds the substring terms the indexes are given as their
+	// trigrams (searchAsTrigrams).
+	trigrams map[string]bool
+}
+
 // searchSQL builds the ranked query for q. Every value is a parameter;
-// only fixed fragments are put together.
-func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, scan bool) (string, []any) {
+// only fixed fragments are put together. The scan walks each
+// conversation's primary key (the join drives it); the indexes' candidates
+// are found first, on their own (MATERIALIZED keeps PostgreSQL from
+// planning them through the join), so that PostgreSQL intersects the
+// index's bitmap with the caller's conversations' before it reads a row.
+func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, way searchWay) (string, []any) {
 	args, arg := sc.params()
-	where := searchFilters(q, scan, arg)
+	where := strings.Join(searchFilters(q, way, arg), "\n\t  AND ")
 	_, rank := searchQueries(q.Terms)
 	rq := arg(rank)
-	sql := `SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
+	var sql string
+	if way.scan {
+		sql = `SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
 	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body,
 	       (ts_rank(x.search, to_tsquery('simple', ` + rq + `)) * 1000000)::bigint AS score
 	FROM message x
 	JOIN unnest($1::bigint[], $2::bigint[]) AS v(c, f) ON v.c = x.conversation_id
 	WHERE x.conversation_id = ANY($1::bigint[]) AND x.seq > v.f
 	  AND x.kind = 'message' AND x.recalled_at IS NULL
-	  AND ` + strings.Join(where, "\n\t  AND ") + `
+	  AND ` + where + `
 ) t`
+	} else {
+		sql = `WITH hit AS MATERIALIZED (
+	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body, x.search
+	FROM message x
+	WHERE x.conversation_id = ANY($1::bigint[])
+	  AND x.kind = 'message' AND x.recalled_at IS NULL
+	  AND ` + where + `
+)
+SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
+	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body,
+	       (ts_rank(x.search, to_tsquery('simple', ` + rq + `)) * 1000000)::bigint AS score
+	FROM hit x
+	JOIN unnest($1::bigint[], $2::bigint[]) AS v(c, f) ON v.c = x.conversation_id
+	WHERE x.seq > v.f
+) t`
+	}
 	if cur != nil {
 		sql += `
 WHERE (score, created_at, conversation_id, seq) < (` + arg(cur.Score) + `::bigint, ` +
@@ -217,7 +258,7 @@ LIMIT ` + arg(q.Limit+1)
 // the listing's order.
 func searchRecentSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor) (string, []any) {
 	args, arg := sc.params()
-	where := searchFilters(q, true, arg)
+	where := searchFilters(q, searchWay{scan: true}, arg)
 	if cur != nil {
 		where = append(where, `(x.created_at, x.conversation_id, x.seq) < (`+arg(time.UnixMicro(cur.AtMicros))+
 			`::timestamptz, `+arg(cur.ConversationID)+`::bigint, `+arg(cur.Seq)+`::bigint)`)
@@ -239,16 +280,18 @@ LIMIT ` + limit
 	return sql, *args
 }
 
-// searchFilters returns the conditions a message x must meet for q. scan
-// tests each message directly: ts_match_vq and texticlike are the
+// searchFilters returns the conditions a message x must meet for q. The
+// scan tests each message directly: ts_match_vq and texticlike are the
 // functions behind @@ and ILIKE, and a function call, unlike the
-// operator, is never matched to an index.
-func searchFilters(q chat.SearchQuery, scan bool, arg func(any) string) []string {
+// operator, is never matched to an index. The indexes are given a
+// substring term as one ILIKE, or, for way.trigrams, as one ILIKE per
+// trigram with the whole term tested by texticlike.
+func searchFilters(q chat.SearchQuery, way searchWay, arg func(any) string) []string {
 	match, _ := searchQueries(q.Terms)
 	var where []string
 	if match != "" {
 		p := arg(match)
-		if scan {
+		if way.scan {
 			where = append(where, "ts_match_vq(x.search, to_tsquery('simple', "+p+"))")
 		} else {
 			where = append(where, "x.search @@ to_tsquery('simple', "+p+")")
@@ -259,9 +302,15 @@ func searchFilters(q chat.SearchQuery, scan bool, arg func(any) string) []string
 			continue
 		}
 		p := arg("%" + likeEscape(t.Text) + "%")
-		if scan {
+		switch {
+		case way.scan:
 			where = append(where, "texticlike(x.body, "+p+")")
-		} else {
+		case way.trigrams[t.Text]:
+			for _, tri := range trigramsOf(t.Text) {
+				where = append(where, "x.body ILIKE "+arg("%"+likeEscape(tri)+"%"))
+			}
+			where = append(where, "texticlike(x.body, "+p+")")
+		default:
 			where = append(where, "x.body ILIKE "+p)
 		}
 	}
@@ -275,6 +324,17 @@ func searchFilters(q chat.SearchQuery, scan bool, arg func(any) string) []string
 		where = append(where, "x.created_at > "+arg(*q.After))
 	}
 	return where
+}
+
+// trigramsOf returns the distinct three-letter windows of s, in order.
+func trigramsOf(s string) []string {
+	var out []string
+	for i := 0; i+3 <= len(s); i++ {
+		if w := s[i : i+3]; !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // searchQueries returns the tsquery text that must match (CJK terms and

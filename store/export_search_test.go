@@ -1,0 +1,30 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
+
+// ExplainSearch returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
+// statement Search runs for the first page of q (its Terms parsed).
+func (s *Store) ExplainSearch(ctx context.Context, q chat.SearchQuery) (string, error) {
+	var plan []string
+	err := s.runTx(ctx, "explain search", readOnly(), func(tx pgx.Tx) error {
+		sql, args, _, err := s.searchStatement(ctx, tx, q, nil)
+		if err != nil || sql == "" {
+			return err
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
+		if err != nil {
+			return fmt.Errorf("explain search: %w", err)
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return strings.Join(plan, "\n"), err
+}
