@@ -122,10 +122,8 @@ func runForward(ctx context.Context, a *app, args []string) error {
 	if (*conv == 0) == (*peer == 0) {
 		return usagef("%s: give exactly one of --conversation ID and --peer USER: where to forward to", cf.fs.Name())
 	}
-	if err := requireID(cf.fs, "from-conversation", *from, "the conversation of the message to forward"); err != nil {
-		return err
-	}
-	if err := requireID(cf.fs, "seq", *seq, "the seq of the message to forward (see `chatctl history`)"); err != nil {
+	if err := requireIDs(cf.fs, required{"from-conversation", *from, "the conversation of the message to forward"},
+		required{"seq", *seq, "the seq of the message to forward (see `chatctl history`)"}); err != nil {
 		return err
 	}
 	if err := checkClientMsgID(cf.fs, id); err != nil {
@@ -215,10 +213,7 @@ func checkClientMsgID(fs *flag.FlagSet, id *string) error {
 
 // requireTarget checks --conversation and --seq of a change.
 func requireTarget(fs *flag.FlagSet, conv, seq int64) error {
-	if err := requireID(fs, "conversation", conv, "the conversation id"); err != nil {
-		return err
-	}
-	return requireID(fs, "seq", seq, "the seq of the message (see `chatctl history`)")
+	return requireIDs(fs, required{"conversation", conv, "the conversation id"}, required{"seq", seq, "the seq of the message (see `chatctl history`)"})
 }
 
 // readBody is the text of --body, from stdin for "-".
