@@ -17,31 +17,28 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// encoders encode the packets a client sends, by type.
-var encoders = map[byte]func(*packets.Packet, *bytes.Buffer) error{
-	packets.Connect:     (*packets.Packet).ConnectEncode,
-	packets.Publish:     (*packets.Packet).PublishEncode,
-	packets.Puback:      (*packets.Packet).PubackEncode,
-	packets.Subscribe:   (*packets.Packet).SubscribeEncode,
-	packets.Unsubscribe: (*packets.Packet).UnsubscribeEncode,
-	packets.Pingreq:     (*packets.Packet).PingreqEncode,
-	packets.Disconnect:  (*packets.Packet).DisconnectEncode,
-}
-
-// decoders decode the packets with a body a client reads, by type.
-var decoders = map[byte]func(*packets.Packet, []byte) error{
-	packets.Connack:    (*packets.Packet).ConnackDecode,
-	packets.Publish:    (*packets.Packet).PublishDecode,
-	packets.Puback:     (*packets.Packet).PubackDecode,
-	packets.Suback:     (*packets.Packet).SubackDecode,
-	packets.Unsuback:   (*packets.Packet).UnsubackDecode,
-	packets.Disconnect: (*packets.Packet).DisconnectDecode,
+// codecs are mochi's encoder of each packet type a client sends and
+// decoder of each type with a body it reads.
+var codecs = map[byte]struct {
+	encode func(*packets.Packet, *bytes.Buffer) error
+	decode func(*packets.Packet, []byte) error
+}{
+	packets.Connect:     {encode: (*packets.Packet).ConnectEncode},
+	packets.Connack:     {decode: (*packets.Packet).ConnackDecode},
+	packets.Publish:     {encode: (*packets.Packet).PublishEncode, decode: (*packets.Packet).PublishDecode},
+	packets.Puback:      {encode: (*packets.Packet).PubackEncode, decode: (*packets.Packet).PubackDecode},
+	packets.Subscribe:   {encode: (*packets.Packet).SubscribeEncode},
+	packets.Suback:      {decode: (*packets.Packet).SubackDecode},
+	packets.Unsubscribe: {encode: (*packets.Packet).UnsubscribeEncode},
+	packets.Unsuback:    {decode: (*packets.Packet).UnsubackDecode},
+	packets.Pingreq:     {encode: (*packets.Packet).PingreqEncode},
+	packets.Disconnect:  {encode: (*packets.Packet).DisconnectEncode, decode: (*packets.Packet).DisconnectDecode},
 }
 
 // Encode encodes a packet a client sends, at pk.ProtocolVersion.
 func Encode(pk packets.Packet) ([]byte, error) {
-	enc, ok := encoders[pk.FixedHeader.Type]
-	if !ok {
+	enc := codecs[pk.FixedHeader.Type].encode
+	if enc == nil {
 		return nil, fmt.Errorf("mqttwire: cannot encode packet type %d", pk.FixedHeader.Type)
 	}
 	var buf bytes.Buffer
@@ -71,7 +68,7 @@ func Read(r *bufio.Reader, version byte) (packets.Packet, error) {
 		return packets.Packet{}, err
 	}
 	pk := packets.Packet{FixedHeader: fh, ProtocolVersion: version}
-	if dec, ok := decoders[fh.Type]; ok {
+	if dec := codecs[fh.Type].decode; dec != nil {
 		err = dec(&pk, body)
 	}
 	return pk, err
