@@ -16,7 +16,8 @@ import (
 
 // chatFlags are the flags of the commands that talk to chatd as a user
 // over MQTT (send, forward, edit, recall, react, tail, inbox, history,
-// read).
+// read, and the people and group commands), with the flag set they belong
+// to, which names the command in errors.
 type chatFlags struct {
 	fs      *flag.FlagSet
 	broker  *string
