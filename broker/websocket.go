@@ -1,10 +1,7 @@
 package broker
 
 import (
-	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +10,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/chatd/chatd/internal/wsstream"
 )
 
 // WSListener is a mochi listener fed by an http.Handler, so MQTT over
@@ -115,53 +114,7 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The CONNECT must arrive in time; mochi's keepalive deadline takes
 	// over after it.
 	_ = c.NetConn().SetReadDeadline(time.Now().Add(ConnectTimeout))
-	if err := establish(l.id, &wsConn{Conn: c.NetConn(), c: c}); err != nil {
+	if err := establish(l.id, wsstream.New(c)); err != nil {
 		l.log.Debug("websocket mqtt connection ended", "err", err)
 	}
 }
-
-// errNotBinary: MQTT over WebSocket uses binary frames only.
-var errNotBinary = errors.New("websocket: MQTT needs binary messages")
-
-// wsConn presents a WebSocket as the byte stream mochi reads packets from.
-type wsConn struct {
-	net.Conn
-	c *websocket.Conn
-	r io.Reader
-	w sync.Mutex
-}
-
-func (ws *wsConn) Read(p []byte) (int, error) {
-	for {
-		if ws.r == nil {
-			op, r, err := ws.c.NextReader()
-			if err != nil {
-				return 0, err
-			}
-			if op != websocket.BinaryMessage {
-				return 0, errNotBinary
-			}
-			ws.r = r
-		}
-		n, err := ws.r.Read(p)
-		if errors.Is(err, io.EOF) {
-			ws.r = nil
-			if n > 0 {
-				return n, nil
-			}
-			continue
-		}
-		return n, err
-	}
-}
-
-func (ws *wsConn) Write(p []byte) (int, error) {
-	ws.w.Lock()
-	defer ws.w.Unlock()
-	if err := ws.c.WriteMessage(websocket.BinaryMessage, p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-func (ws *wsConn) Close() error { return ws.Conn.Close() }

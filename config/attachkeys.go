@@ -99,17 +99,13 @@ var attachmentKeys = []*key{
 	mk("upload_url_expiry", "15m", "how long an upload URL (chatd's or a presigned one) accepts the bytes",
 		"use a Go duration between 1m and 7 days, such as 15m",
 		func(s *Settings, v string) (err error) {
-			if s.UploadURLExpiry, err = parseDuration(v); err == nil && (s.UploadURLExpiry < time.Minute || s.UploadURLExpiry > 7*24*time.Hour) {
-				err = errors.New("is not between 1m and 168h")
-			}
+			s.UploadURLExpiry, err = parseDurationBetween(v, time.Minute, 7*24*time.Hour, "1m and 168h")
 			return
 		}),
 	mk("download_url_expiry", "5m", "how long a presigned download URL of the object store is valid (chatd redirects to one per request)",
 		"use a Go duration between 1s and 7 days, such as 5m",
 		func(s *Settings, v string) (err error) {
-			if s.DownloadURLExpiry, err = parseDuration(v); err == nil && (s.DownloadURLExpiry < time.Second || s.DownloadURLExpiry > 7*24*time.Hour) {
-				err = errors.New("is not between 1s and 168h")
-			}
+			s.DownloadURLExpiry, err = parseDurationBetween(v, time.Second, 7*24*time.Hour, "1s and 168h")
 			return
 		}),
 	mk("upload_bytes_per_day", "2GiB", "attachment bytes one user may upload per UTC day; over it, 429 until midnight UTC; 0 = no quota",
@@ -151,16 +147,8 @@ var attachmentKeys = []*key{
 	secretKey(mk("s3_secret_key", "", "secret access key of the object store",
 		"use the secret key that belongs to s3_access_key",
 		func(s *Settings, v string) error { s.S3SecretKey = v; return nil })),
-	boolKey(mk("s3_use_tls", "true", "reach the object store over https",
-		"use true or false",
-		func(s *Settings, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("is not true or false")
-			}
-			s.S3UseTLS = b
-			return nil
-		})),
+	switchKey("s3_use_tls", "true", "reach the object store over https",
+		func(s *Settings) *bool { return &s.S3UseTLS }),
 }
 
 // checkAttachments validates combinations of the attachment keys.

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	chat "github.com/chatd/chatd"
 	"math"
 	"net"
 	"net/url"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	chat "github.com/chatd/chatd"
 )
 
 // key describes one setting: its names, default, documentation and parser.
@@ -69,6 +70,35 @@ func burstKey(name, def, help string, field func(*Settings) *int) *key {
 }
 func boolKey(k *key) *key { k.boolean = true; return k }
 func listKey(k *key) *key { k.list = true; return k }
+
+// switchKey is a true/false key whose flag takes no argument.
+func switchKey(name, def, help string, field func(*Settings) *bool) *key {
+	return boolKey(mk(name, def, help, "use true or false",
+		func(s *Settings, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("is not true or false")
+			}
+			*field(s) = b
+			return nil
+		}))
+}
+
+// urlKey is an optional URL ("" = none) with a host and one of schemes;
+// notA says what a bad value is not ("an https:// URL").
+func urlKey(name, help, fix, notA string, field func(*Settings) *string, schemes ...string) *key {
+	return mk(name, "", help, fix,
+		func(s *Settings, v string) error {
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
+					return errors.New("is not " + notA)
+				}
+			}
+			*field(s) = v
+			return nil
+		})
+}
 
 // keys in documentation order (configs/chatd.yaml follows it).
 var keys = append([]*key{
@@ -186,16 +216,8 @@ var keys = append([]*key{
 	mk("log_format", "text", "log format: text or json",
 		"use text or json",
 		func(s *Settings, v string) (err error) { s.LogFormat, err = parseEnum(v, "text", "json"); return }),
-	boolKey(mk("dev", "false", "development mode",
-		"use true or false",
-		func(s *Settings, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("is not true or false")
-			}
-			s.Dev = b
-			return nil
-		})),
+	switchKey("dev", "false", "development mode",
+		func(s *Settings) *bool { return &s.Dev }),
 	listKey(mk("ws_allowed_origins", "", "comma-separated extra browser origins allowed to open WebSockets (same-origin always is)",
 		"use origins like https://app.example.com,http://localhost:3000",
 		func(s *Settings, v string) error {
@@ -246,30 +268,11 @@ var keys = append([]*key{
 	mk("connect_budget_queue", "1000", "CONNECTs that may wait for connect_budget_rate; beyond, CONNACK 0x9F",
 		"use a whole number between 0 and 1000000, e.g. 1000; 0 refuses at once when the budget is spent",
 		func(s *Settings, v string) (err error) { s.ConnectBudgetQueue, err = parseInt(v, 0, 1000000); return }),
-	boolKey(mk("presence_push", "true", "push presence events to the members of shared conversations; false: presence is only queryable",
-		"use true or false",
-		func(s *Settings, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("is not true or false")
-			}
-			s.PresencePush = b
-			return nil
-		})),
-	secretKey(mk("redis_url", "", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
+	switchKey("presence_push", "true", "push presence events to the members of shared conversations; false: presence is only queryable",
+		func(s *Settings) *bool { return &s.PresencePush }),
+	secretKey(urlKey("redis_url", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
 		"use a URL like redis://:PASSWORD@redis.example:6379/0 (rediss:// for TLS), or leave it empty",
-		func(s *Settings, v string) error {
-			if v == "" {
-				s.RedisURL = ""
-				return nil
-			}
-			u, err := url.Parse(v)
-			if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-				return errors.New("is not a redis:// or rediss:// URL with a host")
-			}
-			s.RedisURL = v
-			return nil
-		})),
+		"a redis:// or rediss:// URL with a host", func(s *Settings) *string { return &s.RedisURL }, "redis", "rediss")),
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
@@ -331,6 +334,16 @@ func parseDuration(v string) (time.Duration, error) {
 		return 0, errors.New("must be positive")
 	}
 	return d, nil
+}
+
+// parseDurationBetween is parseDuration within lo and hi; between names
+// them for the error ("1m and 168h").
+func parseDurationBetween(v string, lo, hi time.Duration, between string) (time.Duration, error) {
+	d, err := parseDuration(v)
+	if err == nil && (d < lo || d > hi) {
+		return 0, errors.New("is not between " + between)
+	}
+	return d, err
 }
 
 // parseWindow reads an edit or recall window: 0 means no limit.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -73,16 +71,8 @@ var opsKeys = []*key{
 			s.MQTTSClientAuth, err = parseEnum(v, "optional", "require")
 			return
 		}),
-	boolKey(mk("proxy_protocol", "false", "accept PROXY protocol v1/v2 headers on the MQTT listeners from proxy_protocol_trusted",
-		"use true or false",
-		func(s *Settings, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("is not true or false")
-			}
-			s.ProxyProtocol = b
-			return nil
-		})),
+	switchKey("proxy_protocol", "false", "accept PROXY protocol v1/v2 headers on the MQTT listeners from proxy_protocol_trusted",
+		func(s *Settings) *bool { return &s.ProxyProtocol }),
 	listKey(mk("proxy_protocol_trusted", "", "comma-separated networks (CIDR) or addresses of the load balancers allowed to send a PROXY header",
 		"use CIDRs or IP addresses such as 10.0.0.0/8,192.168.1.10",
 		func(s *Settings, v string) error {
@@ -108,20 +98,9 @@ var opsKeys = []*key{
 	mk("metrics_addr", "", `own listen address for GET /metrics (and /healthz, /readyz); "" serves /metrics on http_addr`,
 		"use host:port such as 127.0.0.1:9090 or 0.0.0.0:9100, or leave it empty",
 		func(s *Settings, v string) (err error) { s.MetricsAddr, err = parseListenAddr(v); return }),
-	mk("jwks_url", "", `identity provider's JWKS URL (keys by kid; RS256, ES256, EdDSA tokens); "" = none`,
+	urlKey("jwks_url", `identity provider's JWKS URL (keys by kid; RS256, ES256, EdDSA tokens); "" = none`,
 		"use the provider's https:// key set URL, e.g. https://idp.example/realms/chat/protocol/openid-connect/certs",
-		func(s *Settings, v string) error {
-			if v == "" {
-				s.JWKSURL = ""
-				return nil
-			}
-			u, err := url.Parse(v)
-			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				return errors.New("is not an https:// URL")
-			}
-			s.JWKSURL = v
-			return nil
-		}),
+		"an https:// URL", func(s *Settings) *string { return &s.JWKSURL }, "https", "http"),
 	mk("jwks_refresh_interval", "15m", "how often the JWKS is fetched again (an unknown kid fetches it at once, at most every 30s)",
 		"use a positive Go duration such as 15m or 1h",
 		func(s *Settings, v string) (err error) { s.JWKSRefresh, err = parseDuration(v); return }),

@@ -4,7 +4,6 @@ import (
 	"crypto/ecdh"
 	"encoding/base64"
 	"errors"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -65,20 +64,9 @@ var pushKeys = []*key{
 			s.PushKafkaTopic = v
 			return nil
 		}),
-	mk("push_webhook_url", "", `URL that FCM/APNs push requests are POSTed to, signed with push_webhook_secret; "" = none`,
+	urlKey("push_webhook_url", `URL that FCM/APNs push requests are POSTed to, signed with push_webhook_secret; "" = none`,
 		"use an http:// or https:// URL such as https://pusher.internal/v1/push, or leave it empty",
-		func(s *Settings, v string) error {
-			if v == "" {
-				s.PushWebhookURL = ""
-				return nil
-			}
-			u, err := url.Parse(v)
-			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				return errors.New("is not an http:// or https:// URL")
-			}
-			s.PushWebhookURL = v
-			return nil
-		}),
+		"an http:// or https:// URL", func(s *Settings) *string { return &s.PushWebhookURL }, "https", "http"),
 	secretKey(mk("push_webhook_secret", "", "HMAC-SHA256 key of the X-Chat-Signature header of webhook requests",
 		"use at least 32 bytes, e.g. the output of `openssl rand -hex 32`",
 		func(s *Settings, v string) error {

@@ -45,8 +45,7 @@ type benchClient struct {
 	idx  int32
 	user int64
 
-	mu   sync.Mutex
-	conn *benchmqtt.Conn
+	conn benchmqtt.Slot
 
 	slots   chan struct{} // in-flight publishes
 	samples *samples
@@ -127,39 +126,22 @@ func (c *benchClient) connect(first bool) error {
 		}
 		filters = filters[n:]
 	}
-	c.mu.Lock()
-	c.conn = conn
-	c.mu.Unlock()
+	c.conn.Set(conn)
 	return nil
 }
 
 func plainTopic(conv int64) string { return "bench/conv/" + strconv.FormatInt(conv, 10) }
 
-func (c *benchClient) current() *benchmqtt.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.conn
-}
-
-// take detaches the client's connection (nil if it has none).
-func (c *benchClient) take() *benchmqtt.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	conn := c.conn
-	c.conn = nil
-	return conn
-}
-
 // drop cuts the connection as a lost network would.
 func (c *benchClient) drop() {
-	if conn := c.take(); conn != nil {
+	if conn := c.conn.Take(); conn != nil {
 		conn.Drop()
 		<-conn.Done()
 	}
 }
 
 func (c *benchClient) close() {
-	if conn := c.take(); conn != nil {
+	if conn := c.conn.Take(); conn != nil {
 		conn.Disconnect()
 	}
 }
@@ -290,7 +272,7 @@ func (c *benchClient) checkOrder(conv, seq int64) {
 
 // markRead publishes a read receipt at once (receipts mode).
 func (c *benchClient) markRead(conv, seq int64) {
-	conn := c.current()
+	conn := c.conn.Current()
 	if conn == nil {
 		c.b.t.readsFailed.Add(1)
 		return
@@ -352,7 +334,7 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 			<-c.slots
 			return
 		}
-		conn := c.current()
+		conn := c.conn.Current()
 		if conn == nil {
 			<-c.slots
 			if c.b.limited {
@@ -440,7 +422,7 @@ func (c *benchClient) publishRec(conn *benchmqtt.Conn, rec *msgRec, topic string
 			t.retried.Add(1)
 			t.noteRetry(fmt.Sprintf("PUBACK 0x%02x %s", ack.ReasonCode, ack.Properties.ReasonString))
 			time.AfterFunc(time.Duration(attempt+1)*20*time.Millisecond, func() {
-				next := c.current()
+				next := c.conn.Current()
 				if next == nil {
 					<-c.slots
 					t.lost(benchmqtt.ErrConnLost)

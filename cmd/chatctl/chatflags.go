@@ -16,8 +16,10 @@ import (
 
 // chatFlags are the flags of the commands that talk to chatd as a user
 // over MQTT (send, forward, edit, recall, react, tail, inbox, history,
-// read).
+// read, and the people and group commands), with the flag set they belong
+// to, which names the command in errors.
 type chatFlags struct {
+	fs      *flag.FlagSet
 	broker  *string
 	user    *int64
 	token   *string
@@ -27,10 +29,32 @@ type chatFlags struct {
 	json    *bool
 }
 
+// newChatFlags makes the flag set of a command acting as a user (see
+// newFlags) with the chat flags added.
+func newChatFlags(name, usage, about string, examples ...string) chatFlags {
+	return addChatFlags(newFlags(name, usage, about, examples...))
+}
+
+// parse parses the command line (see parse).
+func (f chatFlags) parse(a *app, args []string) error { return parse(a, f.fs, args) }
+
+// parseConversation is parse, then checks the required --conversation.
+func (f chatFlags) parseConversation(a *app, args []string, conv *int64) error {
+	if err := f.parse(a, args); err != nil {
+		return err
+	}
+	return requireID(f.fs, "conversation", *conv, "the conversation id")
+}
+
+// explain is explainChat for --user in conversation conv (0: none).
+func (f chatFlags) explain(err error, conv int64) error {
+	return explainChat(err, f.fs, *f.user, conv)
+}
+
 // with runs fn with a client connected as connect does and closes it
 // after.
-func (f chatFlags) with(ctx context.Context, a *app, fs *flag.FlagSet, fn func(*client.Client) error, opts ...func(*client.Config)) error {
-	c, closeFn, err := f.connect(ctx, a, fs, opts...)
+func (f chatFlags) with(ctx context.Context, a *app, fn func(*client.Client) error, opts ...func(*client.Config)) error {
+	c, closeFn, err := f.connect(ctx, a, opts...)
 	if err != nil {
 		return err
 	}
@@ -41,13 +65,13 @@ func (f chatFlags) with(ctx context.Context, a *app, fs *flag.FlagSet, fn func(*
 // openPeer points *conv at the direct conversation of --user with peer
 // (opening it if needed) when a command was given --peer instead of
 // --conversation; with peer 0 it leaves *conv as it is.
-func (f chatFlags) openPeer(ctx context.Context, c *client.Client, fs *flag.FlagSet, conv *int64, peer int64) error {
+func (f chatFlags) openPeer(ctx context.Context, c *client.Client, conv *int64, peer int64) error {
 	if peer == 0 {
 		return nil
 	}
 	d, _, err := c.OpenDirect(ctx, peer)
 	if err != nil {
-		return explainChat(err, fs, *f.user, 0)
+		return f.explain(err, 0)
 	}
 	*conv = d.ID
 	return nil
@@ -55,6 +79,7 @@ func (f chatFlags) openPeer(ctx context.Context, c *client.Client, fs *flag.Flag
 
 func addChatFlags(fs *flag.FlagSet) chatFlags {
 	return chatFlags{
+		fs:      fs,
 		broker:  fs.String("broker", "", "chatd MQTT address, mqtt://host:port or ws://host:port/mqtt (default mqtt://$CHAT_MQTT_ADDR, else mqtt://127.0.0.1:1883)"),
 		user:    fs.Int64("user", 0, "act as this user id"),
 		token:   fs.String("token", "", "JWT for --user (default: minted like \"chatctl token\" does, from --secret, $CHAT_JWT_SECRET or <data dir>/jwt.secret)"),
@@ -83,8 +108,8 @@ func (f chatFlags) brokerURL(a *app) string {
 
 // connect opens an ephemeral client for --user and waits for chatd; its
 // errors say what to do next.
-func (f chatFlags) connect(ctx context.Context, a *app, fs *flag.FlagSet, opts ...func(*client.Config)) (*client.Client, func(), error) {
-	if err := requireID(fs, "user", *f.user, "the user to act as"); err != nil {
+func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Config)) (*client.Client, func(), error) {
+	if err := requireID(f.fs, "user", *f.user, "the user to act as"); err != nil {
 		return nil, nil, err
 	}
 	tok := *f.token
@@ -115,7 +140,7 @@ func (f chatFlags) connect(ctx context.Context, a *app, fs *flag.FlagSet, opts .
 	}
 	c, err := client.New(ctx, cfg)
 	if err != nil {
-		return nil, nil, usagef("%s: %v", fs.Name(), err)
+		return nil, nil, usagef("%s: %v", f.fs.Name(), err)
 	}
 	closeFn := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

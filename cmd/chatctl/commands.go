@@ -288,6 +288,23 @@ func requireID(fs *flag.FlagSet, name string, v int64, what string) error {
 	return nil
 }
 
+// required is a required positive id flag: its name, value and what it is.
+type required struct {
+	name string
+	v    int64
+	what string
+}
+
+// requireIDs checks required id flags with requireID, in order.
+func requireIDs(fs *flag.FlagSet, ids ...required) error {
+	for _, r := range ids {
+		if err := requireID(fs, r.name, r.v, r.what); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // parseIDs parses "2,3,4".
 func parseIDs(flagName, s string) ([]int64, error) {
 	out := []int64{}

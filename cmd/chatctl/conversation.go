@@ -83,10 +83,7 @@ func runConversationDirect(ctx context.Context, a *app, args []string) error {
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	if err := requireID(fs, "user", *user, "one of the two users"); err != nil {
-		return err
-	}
-	if err := requireID(fs, "peer", *peer, "the other user"); err != nil {
+	if err := requireIDs(fs, required{"user", *user, "one of the two users"}, required{"peer", *peer, "the other user"}); err != nil {
 		return err
 	}
 	if *user == *peer {
@@ -121,20 +118,10 @@ func parseMemberFlags(a *app, name, about, example string, args []string) (*flag
 	if err := parse(a, fs, args); err != nil {
 		return fs, m, err
 	}
-	for _, r := range []struct {
-		name string
-		v    int64
-		what string
-	}{
-		{"conversation", *m.conv, "the conversation id"},
-		{"actor", *m.actor, "the user performing the change, an owner or admin"},
-		{"user", *m.user, "the user to " + name},
-	} {
-		if err := requireID(fs, r.name, r.v, r.what); err != nil {
-			return fs, m, err
-		}
-	}
-	return fs, m, nil
+	return fs, m, requireIDs(fs,
+		required{"conversation", *m.conv, "the conversation id"},
+		required{"actor", *m.actor, "the user performing the change, an owner or admin"},
+		required{"user", *m.user, "the user to " + name})
 }
 
 func runConversationAdd(ctx context.Context, a *app, args []string) error {
@@ -185,10 +172,7 @@ func runConversationShow(ctx context.Context, a *app, args []string) error {
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	if err := requireID(fs, "conversation", *conv, "the conversation id"); err != nil {
-		return err
-	}
-	if err := requireID(fs, "user", *user, "a member of the conversation"); err != nil {
+	if err := requireIDs(fs, required{"conversation", *conv, "the conversation id"}, required{"user", *user, "a member of the conversation"}); err != nil {
 		return err
 	}
 	return a.withService(ctx, db, func(svc *chat.Service) error {

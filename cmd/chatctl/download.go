@@ -53,28 +53,27 @@ func explainUpload(err error, fs *flag.FlagSet, user, conv int64, path string) e
 }
 
 func runDownload(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("download", "download --user N --id ATTACHMENT [--out PATH] [--resume]",
+	cf := newChatFlags("download", "download --user N --id ATTACHMENT [--out PATH] [--resume]",
 		"Download an attachment as --user (a member of its conversation) over chatd's\nHTTP API, following an object store's redirect. --out - writes to stdout;\nwithout --out the file gets the attachment's name in the current directory.\n--resume continues a partial --out file where it stops (a Range request);\na broken connection is resumed by itself.",
 		`chatctl download --user 2 --id ofbjcmujwrisdvlx7lig5xzoiu`,
 		`chatctl download --user 2 --id ofbjcmujwrisdvlx7lig5xzoiu --out photo.jpg --resume`)
-	cf := addChatFlags(fs)
-	id := fs.String("id", "", "the attachment id (message.new's attachments[].id)")
-	out := fs.String("out", "", "where to write it (- for stdout; default its name)")
-	resume := fs.Bool("resume", false, "continue a partial --out file")
-	httpURL := addHTTPFlag(fs)
-	if err := parse(a, fs, args); err != nil {
+	id := cf.fs.String("id", "", "the attachment id (message.new's attachments[].id)")
+	out := cf.fs.String("out", "", "where to write it (- for stdout; default its name)")
+	resume := cf.fs.Bool("resume", false, "continue a partial --out file")
+	httpURL := addHTTPFlag(cf.fs)
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
 	if *id == "" {
-		return usagef("%s: --id is required (an attachment id from a message)", fs.Name())
+		return usagef("%s: --id is required (an attachment id from a message)", cf.fs.Name())
 	}
 	if *resume && (*out == "" || *out == "-") {
-		return usagef("%s: --resume needs --out PATH, the partial file", fs.Name())
+		return usagef("%s: --resume needs --out PATH, the partial file", cf.fs.Name())
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		if *out == "-" {
 			if _, err := c.Download(ctx, *id, a.stdout); err != nil {
-				return explainDownload(err, fs, *cf.user, *id)
+				return explainDownload(err, cf.fs, *cf.user, *id)
 			}
 			return nil
 		}
@@ -93,7 +92,7 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 		}
 		f, err := os.OpenFile(path, flags, 0o644)
 		if err != nil {
-			return fmt.Errorf("%s: %w", fs.Name(), err)
+			return fmt.Errorf("%s: %w", cf.fs.Name(), err)
 		}
 		info, err := c.DownloadFrom(ctx, *id, f, offset)
 		if cerr := f.Close(); err == nil {
@@ -103,7 +102,7 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 			if *out == "" {
 				os.Remove(path)
 			}
-			return explainDownload(err, fs, *cf.user, *id)
+			return explainDownload(err, cf.fs, *cf.user, *id)
 		}
 		if *out == "" {
 			name := filepath.Base(info.Name)
@@ -111,7 +110,7 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 				name = *id
 			}
 			if err := os.Rename(path, name); err != nil {
-				return fmt.Errorf("%s: %w", fs.Name(), err)
+				return fmt.Errorf("%s: %w", cf.fs.Name(), err)
 			}
 			path = name
 		}

@@ -9,28 +9,24 @@ import (
 )
 
 func runHistory(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("history", "history --user N --conversation ID [--limit 20] [--before SEQ | --after SEQ] [--json]",
+	cf := newChatFlags("history", "history --user N --conversation ID [--limit 20] [--before SEQ | --after SEQ] [--json]",
 		"Print a conversation's messages, oldest first: the newest --limit by default,\nthose before --before, or those after --after. Each message shows as it is\nnow: its latest body and \"(edited)\", \"(recalled)\", what it replies to or\nforwards, and its reactions [👍 2]. Edits, recalls and reactions are entries\nwith seqs of their own: --limit counts them, the text folds them into their\nmessages, --json lists them too.",
 		"chatctl history --user 1 --conversation 3",
 		"chatctl history --user 1 --conversation 3 --after 40 --limit 100")
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "conversation id")
-	limit := fs.Int("limit", 20, "how many messages (at most 200)")
-	before := fs.Int64("before", 0, "only messages before this seq")
-	after := fs.Int64("after", 0, "only messages after this seq")
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireID(fs, "conversation", *conv, "the conversation id"); err != nil {
+	conv := cf.fs.Int64("conversation", 0, "conversation id")
+	limit := cf.fs.Int("limit", 20, "how many messages (at most 200)")
+	before := cf.fs.Int64("before", 0, "only messages before this seq")
+	after := cf.fs.Int64("after", 0, "only messages after this seq")
+	if err := cf.parseConversation(a, args, conv); err != nil {
 		return err
 	}
 	if *before != 0 && *after != 0 {
-		return usagef("%s: give --before or --after, not both", fs.Name())
+		return usagef("%s: give --before or --after, not both", cf.fs.Name())
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		msgs, err := c.History(ctx, *conv, client.HistoryOptions{BeforeSeq: *before, AfterSeq: *after, Limit: *limit})
 		if err != nil {
-			return explainChat(err, fs, *cf.user, *conv)
+			return cf.explain(err, *conv)
 		}
 		if *cf.json {
 			if msgs == nil {

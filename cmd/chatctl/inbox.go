@@ -10,18 +10,17 @@ import (
 )
 
 func runInbox(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("inbox", "inbox --user N [--limit 20] [--json]",
+	cf := newChatFlags("inbox", "inbox --user N [--limit 20] [--json]",
 		"List a user's conversations, most recent activity first, with the unread\ncount and the last message.",
 		"chatctl inbox --user 1")
-	cf := addChatFlags(fs)
-	limit := fs.Int("limit", 20, "how many conversations (at most 200)")
-	if err := parse(a, fs, args); err != nil {
+	limit := cf.fs.Int("limit", 20, "how many conversations (at most 200)")
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		page, err := c.Inbox(ctx, client.InboxOptions{Limit: *limit})
 		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
+			return cf.explain(err, 0)
 		}
 		if *cf.json {
 			return printJSON(a.stdout, page)

@@ -107,39 +107,36 @@ func runReact(ctx context.Context, a *app, args []string) error {
 }
 
 func runForward(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("forward", "forward --user N (--conversation ID | --peer N) --from-conversation ID --seq SEQ",
+	cf := newChatFlags("forward", "forward --user N (--conversation ID | --peer N) --from-conversation ID --seq SEQ",
 		"Forward message --seq of --from-conversation into --conversation (or the\ndirect conversation with --peer): a new message that copies its body and\ncarries \"forwardedFrom\". --user must be a member of both; a recalled message\ncannot be forwarded. Forwarding into the same conversation is allowed.",
 		"chatctl forward --user 1 --conversation 4 --from-conversation 3 --seq 42",
 		"chatctl forward --user 1 --peer 5 --from-conversation 3 --seq 42")
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "conversation to forward into")
-	peer := fs.Int64("peer", 0, "forward into the direct conversation with this user instead")
-	from := fs.Int64("from-conversation", 0, "conversation of the message to forward")
-	seq := fs.Int64("seq", 0, "seq of the message to forward, in --from-conversation")
-	id := fs.String("client-msg-id", "", "UUID making the forward idempotent (default: a new one); reuse it to retry safely")
-	if err := parse(a, fs, args); err != nil {
+	conv := cf.fs.Int64("conversation", 0, "conversation to forward into")
+	peer := cf.fs.Int64("peer", 0, "forward into the direct conversation with this user instead")
+	from := cf.fs.Int64("from-conversation", 0, "conversation of the message to forward")
+	seq := cf.fs.Int64("seq", 0, "seq of the message to forward, in --from-conversation")
+	id := cf.fs.String("client-msg-id", "", "UUID making the forward idempotent (default: a new one); reuse it to retry safely")
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
 	if (*conv == 0) == (*peer == 0) {
-		return usagef("%s: give exactly one of --conversation ID and --peer USER: where to forward to", fs.Name())
+		return usagef("%s: give exactly one of --conversation ID and --peer USER: where to forward to", cf.fs.Name())
 	}
-	if err := requireID(fs, "from-conversation", *from, "the conversation of the message to forward"); err != nil {
+	if err := requireIDs(cf.fs, required{"from-conversation", *from, "the conversation of the message to forward"},
+		required{"seq", *seq, "the seq of the message to forward (see `chatctl history`)"}); err != nil {
 		return err
 	}
-	if err := requireID(fs, "seq", *seq, "the seq of the message to forward (see `chatctl history`)"); err != nil {
+	if err := checkClientMsgID(cf.fs, id); err != nil {
 		return err
 	}
-	if err := checkClientMsgID(fs, id); err != nil {
-		return err
-	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
-		if err := cf.openPeer(ctx, c, fs, conv, *peer); err != nil {
+	return cf.with(ctx, a, func(c *client.Client) error {
+		if err := cf.openPeer(ctx, c, conv, *peer); err != nil {
 			return err
 		}
 		ref := &client.MessageRef{ConversationID: *from, Seq: *seq}
 		sent, err := c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
 		if err != nil {
-			return explainForward(err, fs, *cf.user, *conv, *from, *seq)
+			return explainForward(err, cf.fs, *cf.user, *conv, *from, *seq)
 		}
 		// The forward's body is the server's copy: read it back to show what
 		// was sent (best effort; the forward is committed either way).
@@ -159,7 +156,6 @@ func runForward(ctx context.Context, a *app, args []string) error {
 // changeFlags are the flags of edit, recall and react: who changes which
 // message, under which client message id.
 type changeFlags struct {
-	fs        *flag.FlagSet
 	chat      chatFlags
 	conv, seq *int64
 	id        *string
@@ -169,7 +165,6 @@ type changeFlags struct {
 // message ("react to"), what what its id makes idempotent ("reaction").
 func addChangeFlags(fs *flag.FlagSet, verb, what string) changeFlags {
 	return changeFlags{
-		fs:   fs,
 		chat: addChatFlags(fs),
 		conv: fs.Int64("conversation", 0, "conversation id"),
 		seq:  fs.Int64("seq", 0, "seq of the message to "+verb),
@@ -179,21 +174,21 @@ func addChangeFlags(fs *flag.FlagSet, verb, what string) changeFlags {
 
 // parse parses args and checks --conversation and --seq.
 func (ch changeFlags) parse(a *app, args []string) error {
-	if err := parse(a, ch.fs, args); err != nil {
+	if err := ch.chat.parse(a, args); err != nil {
 		return err
 	}
-	return requireTarget(ch.fs, *ch.conv, *ch.seq)
+	return requireTarget(ch.chat.fs, *ch.conv, *ch.seq)
 }
 
 // apply connects and applies change to the message the flags name, then
 // prints the result with the seq of its entry, still connected; a refusal
 // is explained for verb.
 func (ch changeFlags) apply(ctx context.Context, a *app, verb string, change client.Change, print func(entry int64) error) error {
-	return ch.chat.with(ctx, a, ch.fs, func(c *client.Client) error {
+	return ch.chat.with(ctx, a, func(c *client.Client) error {
 		change.ConversationID, change.ClientMsgID, change.TargetSeq = *ch.conv, *ch.id, *ch.seq
 		entry, err := c.Apply(ctx, change)
 		if err != nil {
-			return explainChange(err, ch.fs, verb, *ch.chat.user, *ch.conv, *ch.seq)
+			return explainChange(err, ch.chat.fs, verb, *ch.chat.user, *ch.conv, *ch.seq)
 		}
 		return print(entry)
 	})
@@ -218,10 +213,7 @@ func checkClientMsgID(fs *flag.FlagSet, id *string) error {
 
 // requireTarget checks --conversation and --seq of a change.
 func requireTarget(fs *flag.FlagSet, conv, seq int64) error {
-	if err := requireID(fs, "conversation", conv, "the conversation id"); err != nil {
-		return err
-	}
-	return requireID(fs, "seq", seq, "the seq of the message (see `chatctl history`)")
+	return requireIDs(fs, required{"conversation", conv, "the conversation id"}, required{"seq", seq, "the seq of the message (see `chatctl history`)"})
 }
 
 // readBody is the text of --body, from stdin for "-".

@@ -16,22 +16,21 @@ import (
 // profile, settings, block, group and search.
 
 func runProfile(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("profile", "profile --user N [--name NAME [--about TEXT] [--avatar URL]] [--of IDS] [--json]",
+	cf := newChatFlags("profile", "profile --user N [--name NAME [--about TEXT] [--avatar URL]] [--of IDS] [--json]",
 		"Show --user's own profile and settings; with --name, set the profile first;\nwith --of, show the profiles of those users (only users who share a\nconversation with --user are shown).",
 		`chatctl profile --user 1 --name "Ann Lee" --about "climbs on Sundays"`,
 		"chatctl profile --user 2 --of 1,3")
-	cf := addChatFlags(fs)
-	name := fs.String("name", "", "display name to set (1-64 characters)")
-	about := fs.String("about", "", "about text to set (with --name; \"-\" clears it)")
-	avatar := fs.String("avatar", "", "avatar https URL to set (with --name; \"-\" clears it)")
-	of := fs.String("of", "", "comma-separated user ids whose profiles to show")
-	if err := parse(a, fs, args); err != nil {
+	name := cf.fs.String("name", "", "display name to set (1-64 characters)")
+	about := cf.fs.String("about", "", "about text to set (with --name; \"-\" clears it)")
+	avatar := cf.fs.String("avatar", "", "avatar https URL to set (with --name; \"-\" clears it)")
+	of := cf.fs.String("of", "", "comma-separated user ids whose profiles to show")
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
 	if *name == "" && (*about != "" || *avatar != "") {
-		return usagef("%s: --about and --avatar are set together with --name", fs.Name())
+		return usagef("%s: --about and --avatar are set together with --name", cf.fs.Name())
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		if *of != "" {
 			ids, err := parseIDs("of", *of)
 			if err != nil {
@@ -39,7 +38,7 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 			}
 			ps, err := c.Users(ctx, ids)
 			if err != nil {
-				return explainChat(err, fs, *cf.user, 0)
+				return cf.explain(err, 0)
 			}
 			if *cf.json {
 				return printJSON(a.stdout, map[string]any{"users": ps})
@@ -55,12 +54,12 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 		if *name != "" {
 			u := client.ProfileUpdate{DisplayName: *name, About: clearable(*about), AvatarURL: clearable(*avatar)}
 			if _, err := c.SetProfile(ctx, u); err != nil {
-				return explainChat(err, fs, *cf.user, 0)
+				return cf.explain(err, 0)
 			}
 		}
 		me, err := c.Me(ctx)
 		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
+			return cf.explain(err, 0)
 		}
 		if *cf.json {
 			return printJSON(a.stdout, me)
@@ -105,13 +104,12 @@ func onOff(b bool) string {
 }
 
 func runSettings(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("settings", "settings --user N [--read-receipts on|off] [--presence on|off] [--json]",
+	cf := newChatFlags("settings", "settings --user N [--read-receipts on|off] [--presence on|off] [--json]",
 		"Show --user's privacy settings, changing the ones given first. Read receipts\noff: nobody learns what the user read, and the user learns nobody's. Presence\noff: the same for online state and last seen.",
 		"chatctl settings --user 1 --read-receipts off")
-	cf := addChatFlags(fs)
-	rr := fs.String("read-receipts", "", "on or off")
-	pr := fs.String("presence", "", "on or off")
-	if err := parse(a, fs, args); err != nil {
+	rr := cf.fs.String("read-receipts", "", "on or off")
+	pr := cf.fs.String("presence", "", "on or off")
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
 	var u client.SettingsUpdate
@@ -123,10 +121,10 @@ func runSettings(ctx context.Context, a *app, args []string) error {
 			b := v == "on"
 			*dst = &b
 		default:
-			return usagef("%s: --%s must be on or off, not %q", fs.Name(), flagName, v)
+			return usagef("%s: --%s must be on or off, not %q", cf.fs.Name(), flagName, v)
 		}
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		var st client.Settings
 		var err error
 		if u.ReadReceipts != nil || u.Presence != nil {
@@ -135,7 +133,7 @@ func runSettings(ctx context.Context, a *app, args []string) error {
 			st, err = c.Settings(ctx)
 		}
 		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
+			return cf.explain(err, 0)
 		}
 		if *cf.json {
 			return printJSON(a.stdout, st)
@@ -146,19 +144,18 @@ func runSettings(ctx context.Context, a *app, args []string) error {
 }
 
 func runBlock(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("block", "block --user N [--peer M [--remove]] [--json]",
+	cf := newChatFlags("block", "block --user N [--peer M [--remove]] [--json]",
 		"Block --peer for --user (with --remove, unblock); without --peer, list whom\n--user blocked. A blocked user cannot open or write into a direct\nconversation with the blocker.",
 		"chatctl block --user 1 --peer 2", "chatctl block --user 1 --peer 2 --remove", "chatctl block --user 1")
-	cf := addChatFlags(fs)
-	peer := fs.Int64("peer", 0, "the user to block or unblock")
-	remove := fs.Bool("remove", false, "unblock instead")
-	if err := parse(a, fs, args); err != nil {
+	peer := cf.fs.Int64("peer", 0, "the user to block or unblock")
+	remove := cf.fs.Bool("remove", false, "unblock instead")
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
 	if *remove && *peer == 0 {
-		return usagef("%s: --remove needs --peer", fs.Name())
+		return usagef("%s: --remove needs --peer", cf.fs.Name())
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		var err error
 		switch {
 		case *peer != 0 && *remove:
@@ -167,11 +164,11 @@ func runBlock(ctx context.Context, a *app, args []string) error {
 			err = c.Block(ctx, *peer)
 		}
 		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
+			return cf.explain(err, 0)
 		}
 		bs, err := c.Blocks(ctx)
 		if err != nil {
-			return explainChat(err, fs, *cf.user, 0)
+			return cf.explain(err, 0)
 		}
 		if *cf.json {
 			if bs == nil {
@@ -214,11 +211,16 @@ func addGroupFlags(fs *flag.FlagSet) groupFlags {
 }
 
 // with is chatFlags.with after checking --conversation.
-func (g groupFlags) with(ctx context.Context, a *app, fs *flag.FlagSet, fn func(*client.Client) error) error {
-	if err := requireID(fs, "conversation", *g.conv, "the group's conversation id"); err != nil {
+func (g groupFlags) with(ctx context.Context, a *app, fn func(*client.Client) error) error {
+	if err := requireID(g.chat.fs, "conversation", *g.conv, "the group's conversation id"); err != nil {
 		return err
 	}
-	return g.chat.with(ctx, a, fs, fn)
+	return g.chat.with(ctx, a, fn)
+}
+
+// explain is explainGroup for --user in the group.
+func (g groupFlags) explain(err error) error {
+	return explainGroup(err, g.chat.fs, *g.chat.user, *g.conv)
 }
 
 // explainGroup adds what the roles allow to explainChat.
@@ -251,10 +253,10 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 	if u.Title == nil && u.About == nil && u.AvatarURL == nil && u.HistoryVisible == nil {
 		return usagef("%s: give at least one of --title, --about, --avatar, --history", fs.Name())
 	}
-	return g.with(ctx, a, fs, func(c *client.Client) error {
+	return g.with(ctx, a, func(c *client.Client) error {
 		conv, err := c.UpdateGroup(ctx, *g.conv, u)
 		if err != nil {
-			return explainGroup(err, fs, *g.chat.user, *g.conv)
+			return g.explain(err)
 		}
 		return printJSON(a.stdout, conv)
 	})
@@ -268,13 +270,13 @@ func runGroupMembers(ctx context.Context, a *app, args []string) error {
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	return g.with(ctx, a, fs, func(c *client.Client) error {
+	return g.with(ctx, a, func(c *client.Client) error {
 		var all []client.Member
 		cursor := ""
 		for range 1000 {
 			p, err := c.Members(ctx, *g.conv, 500, cursor)
 			if err != nil {
-				return explainGroup(err, fs, *g.chat.user, *g.conv)
+				return g.explain(err)
 			}
 			all = append(all, p.Members...)
 			if cursor = p.NextCursor; cursor == "" {
@@ -316,7 +318,7 @@ func runGroupAdd(ctx context.Context, a *app, args []string) error {
 	if err := parseMember(a, fs, args, member, "the user to add"); err != nil {
 		return err
 	}
-	return g.with(ctx, a, fs, func(c *client.Client) error {
+	return g.with(ctx, a, func(c *client.Client) error {
 		var m client.Member
 		var err error
 		if *admin {
@@ -325,7 +327,7 @@ func runGroupAdd(ctx context.Context, a *app, args []string) error {
 			m, err = c.AddMember(ctx, *g.conv, *member)
 		}
 		if err != nil {
-			return explainGroup(err, fs, *g.chat.user, *g.conv)
+			return g.explain(err)
 		}
 		return printJSON(a.stdout, m)
 	})
@@ -341,9 +343,9 @@ func runGroupRemove(ctx context.Context, a *app, args []string) error {
 	if err := parseMember(a, fs, args, member, "the member to remove (--user's own id to leave)"); err != nil {
 		return err
 	}
-	return g.with(ctx, a, fs, func(c *client.Client) error {
+	return g.with(ctx, a, func(c *client.Client) error {
 		if err := c.RemoveMember(ctx, *g.conv, *member); err != nil {
-			return explainGroup(err, fs, *g.chat.user, *g.conv)
+			return g.explain(err)
 		}
 		if *member == *g.chat.user {
 			fmt.Fprintf(a.stdout, "user %d left conversation %d\n", *member, *g.conv)
@@ -367,10 +369,10 @@ func runGroupRole(ctx context.Context, a *app, args []string) error {
 	if *role != "admin" && *role != "member" {
 		return usagef("%s: --role must be admin or member", fs.Name())
 	}
-	return g.with(ctx, a, fs, func(c *client.Client) error {
+	return g.with(ctx, a, func(c *client.Client) error {
 		m, err := c.SetRole(ctx, *g.conv, *member, *role)
 		if err != nil {
-			return explainGroup(err, fs, *g.chat.user, *g.conv)
+			return g.explain(err)
 		}
 		return printJSON(a.stdout, m)
 	})
@@ -385,9 +387,9 @@ func runGroupOwner(ctx context.Context, a *app, args []string) error {
 	if err := parseMember(a, fs, args, member, "the new owner"); err != nil {
 		return err
 	}
-	return g.with(ctx, a, fs, func(c *client.Client) error {
+	return g.with(ctx, a, func(c *client.Client) error {
 		if err := c.TransferOwnership(ctx, *g.conv, *member); err != nil {
-			return explainGroup(err, fs, *g.chat.user, *g.conv)
+			return g.explain(err)
 		}
 		fmt.Fprintf(a.stdout, "user %d owns conversation %d now\n", *member, *g.conv)
 		return nil
@@ -395,25 +397,24 @@ func runGroupOwner(ctx context.Context, a *app, args []string) error {
 }
 
 func runSearch(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("search", "search --user N --query Q [--conversation C] [--sender S] [--limit 20] [--cursor X] [--json]",
+	cf := newChatFlags("search", "search --user N --query Q [--conversation C] [--sender S] [--limit 20] [--cursor X] [--json]",
 		"Search the messages --user may read, most relevant then newest first; matches\nare shown in [brackets]. Chinese, Japanese and Korean are found inside\nsentences; other words of three letters or more inside words.",
 		`chatctl search --user 1 --query "北京"`, `chatctl search --user 1 --query meeting --conversation 3`)
-	cf := addChatFlags(fs)
-	q := fs.String("query", "", "what to find")
-	conv := fs.Int64("conversation", 0, "only this conversation")
-	sender := fs.Int64("sender", 0, "only messages of this user")
-	limit := fs.Int("limit", 20, "how many hits (at most 50)")
-	cursor := fs.String("cursor", "", "continue after a previous page (its next cursor)")
-	if err := parse(a, fs, args); err != nil {
+	q := cf.fs.String("query", "", "what to find")
+	conv := cf.fs.Int64("conversation", 0, "only this conversation")
+	sender := cf.fs.Int64("sender", 0, "only messages of this user")
+	limit := cf.fs.Int("limit", 20, "how many hits (at most 50)")
+	cursor := cf.fs.String("cursor", "", "continue after a previous page (its next cursor)")
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
 	if strings.TrimSpace(*q) == "" {
-		return usagef("%s: --query is required", fs.Name())
+		return usagef("%s: --query is required", cf.fs.Name())
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		page, err := c.Search(ctx, *q, client.SearchOptions{ConversationID: *conv, SenderID: *sender, Limit: *limit, Cursor: *cursor})
 		if err != nil {
-			return explainChat(err, fs, *cf.user, *conv)
+			return cf.explain(err, *conv)
 		}
 		if *cf.json {
 			return printJSON(a.stdout, page)

@@ -8,28 +8,24 @@ import (
 )
 
 func runRead(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("read", "read --user N --conversation ID [--seq SEQ]",
+	cf := newChatFlags("read", "read --user N --conversation ID [--seq SEQ]",
 		"Mark a conversation read by --user up to --seq (default: its latest message);\nthe other members get read.updated. The watermark never moves backwards.",
 		"chatctl read --user 2 --conversation 3",
 		"chatctl read --user 2 --conversation 3 --seq 42")
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "conversation id")
-	seq := fs.Int64("seq", 0, "read up to this seq (default: the latest)")
-	if err := parse(a, fs, args); err != nil {
-		return err
-	}
-	if err := requireID(fs, "conversation", *conv, "the conversation id"); err != nil {
+	conv := cf.fs.Int64("conversation", 0, "conversation id")
+	seq := cf.fs.Int64("seq", 0, "read up to this seq (default: the latest)")
+	if err := cf.parseConversation(a, args, conv); err != nil {
 		return err
 	}
 	if *seq < 0 {
-		return usagef("%s: --seq must be positive", fs.Name())
+		return usagef("%s: --seq must be positive", cf.fs.Name())
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		upTo := *seq
 		if upTo == 0 {
 			cv, err := c.Conversation(ctx, *conv)
 			if err != nil {
-				return explainChat(err, fs, *cf.user, *conv)
+				return cf.explain(err, *conv)
 			}
 			if cv.LastSeq == 0 {
 				fmt.Fprintf(a.stdout, "conversation %d has no messages yet; nothing to read\n", *conv)
@@ -39,7 +35,7 @@ func runRead(ctx context.Context, a *app, args []string) error {
 		}
 		r, err := c.MarkReadNow(ctx, *conv, upTo)
 		if err != nil {
-			return explainChat(err, fs, *cf.user, *conv)
+			return cf.explain(err, *conv)
 		}
 		if *cf.json {
 			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "advanced": r.Advanced, "lastReadSeq": r.LastReadSeq})

@@ -10,57 +10,56 @@ import (
 )
 
 func runSend(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("send", "send --user N (--conversation ID | --peer N) (--body TEXT | --file PATH...) [--reply-to SEQ]",
+	cf := newChatFlags("send", "send --user N (--conversation ID | --peer N) (--body TEXT | --file PATH...) [--reply-to SEQ]",
 		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.",
 		`chatctl send --user 1 --peer 2 --body "hello"`,
 		`chatctl send --user 1 --conversation 3 --body "hi team"`,
 		`chatctl send --user 2 --conversation 3 --reply-to 42 --body "agreed"`,
 		`chatctl send --user 1 --peer 2 --file holiday.jpg --body "the view"`)
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "conversation id")
-	peer := fs.Int64("peer", 0, "send to the direct conversation with this user instead")
-	body := fs.String("body", "", "message text (- reads stdin)")
-	replyTo := fs.Int64("reply-to", 0, "seq of the message (same conversation) this one replies to")
-	id := fs.String("client-msg-id", "", "UUID making the send idempotent (default: a new one); reuse it to retry safely")
+	conv := cf.fs.Int64("conversation", 0, "conversation id")
+	peer := cf.fs.Int64("peer", 0, "send to the direct conversation with this user instead")
+	body := cf.fs.String("body", "", "message text (- reads stdin)")
+	replyTo := cf.fs.Int64("reply-to", 0, "seq of the message (same conversation) this one replies to")
+	id := cf.fs.String("client-msg-id", "", "UUID making the send idempotent (default: a new one); reuse it to retry safely")
 	var files []string
-	fs.Func("file", "a file to attach (repeatable, up to 10)", func(v string) error { files = append(files, v); return nil })
-	httpURL := addHTTPFlag(fs)
-	if err := parse(a, fs, args); err != nil {
+	cf.fs.Func("file", "a file to attach (repeatable, up to 10)", func(v string) error { files = append(files, v); return nil })
+	httpURL := addHTTPFlag(cf.fs)
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
 	if (*conv == 0) == (*peer == 0) {
-		return usagef("%s: give exactly one of --conversation ID and --peer USER", fs.Name())
+		return usagef("%s: give exactly one of --conversation ID and --peer USER", cf.fs.Name())
 	}
 	if *body == "" && len(files) == 0 {
-		return usagef(`%s: --body is required, e.g. --body "hello" (or --body - for stdin), unless --file attaches a file`, fs.Name())
+		return usagef(`%s: --body is required, e.g. --body "hello" (or --body - for stdin), unless --file attaches a file`, cf.fs.Name())
 	}
 	if len(files) > 10 {
-		return usagef("%s: at most 10 files per message, not %d", fs.Name(), len(files))
+		return usagef("%s: at most 10 files per message, not %d", cf.fs.Name(), len(files))
 	}
 	if *replyTo < 0 {
-		return usagef("%s: --reply-to must be the positive seq of a message, e.g. --reply-to 42", fs.Name())
+		return usagef("%s: --reply-to must be the positive seq of a message, e.g. --reply-to 42", cf.fs.Name())
 	}
-	if err := checkClientMsgID(fs, id); err != nil {
+	if err := checkClientMsgID(cf.fs, id); err != nil {
 		return err
 	}
 	text, err := readBody(a, *body)
 	if err != nil {
 		return err
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
-		if err := cf.openPeer(ctx, c, fs, conv, *peer); err != nil {
+	return cf.with(ctx, a, func(c *client.Client) error {
+		if err := cf.openPeer(ctx, c, conv, *peer); err != nil {
 			return err
 		}
 		var atts []client.Attachment
 		for _, p := range files {
 			f, err := os.Open(p)
 			if err != nil {
-				return fmt.Errorf("%s: %w", fs.Name(), err)
+				return fmt.Errorf("%s: %w", cf.fs.Name(), err)
 			}
 			att, err := c.Upload(ctx, *conv, p, f)
 			f.Close()
 			if err != nil {
-				return explainUpload(err, fs, *cf.user, *conv, p)
+				return explainUpload(err, cf.fs, *cf.user, *conv, p)
 			}
 			atts = append(atts, att)
 		}
@@ -74,7 +73,7 @@ func runSend(ctx context.Context, a *app, args []string) error {
 				return hint(err, "%v: --reply-to %d must be the seq of a message of conversation %d; list them with `chatctl history --user %d --conversation %d`",
 					err, *replyTo, *conv, *cf.user, *conv)
 			}
-			return explainChat(err, fs, *cf.user, *conv)
+			return cf.explain(err, *conv)
 		}
 		if *cf.json {
 			out := map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id, "attachments": atts}

@@ -11,17 +11,16 @@ import (
 )
 
 func runTail(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("tail", "tail --user N [--conversation ID] [--count N] [--json]",
+	cf := newChatFlags("tail", "tail --user N [--conversation ID] [--count N] [--json]",
 		"Follow a user's events as they happen, one line each, until Ctrl-C:\n  [conv 3 #42] user 1: hello\n  [conv 3 #43] user 1 edited #42: hello all\n  [conv 3 #44] user 2 reacted 👍 to #42 (👍 1)\n  [conv 3] user 2 read up to #44\nMessages and their edits, recalls and reactions come in order per\nconversation, each once.",
 		"chatctl tail --user 2",
 		"chatctl tail --user 2 --conversation 3 --count 1    # wait for the next message")
-	cf := addChatFlags(fs)
-	conv := fs.Int64("conversation", 0, "only this conversation's events")
-	count := fs.Int("count", 0, "exit after this many messages (0: run until Ctrl-C)")
-	if err := parse(a, fs, args); err != nil {
+	conv := cf.fs.Int64("conversation", 0, "only this conversation's events")
+	count := cf.fs.Int("count", 0, "exit after this many messages (0: run until Ctrl-C)")
+	if err := cf.parse(a, args); err != nil {
 		return err
 	}
-	return cf.with(ctx, a, fs, func(c *client.Client) error {
+	return cf.with(ctx, a, func(c *client.Client) error {
 		fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, cf.brokerURL(a))
 		seen := 0
 		for {

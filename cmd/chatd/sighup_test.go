@@ -3,15 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +14,7 @@ import (
 
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testcert"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -29,29 +22,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // writeCert writes a self-signed certificate for 127.0.0.1 named cn.
 func writeCert(t *testing.T, certPath, keyPath, cn string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	for path, data := range map[string][]byte{
-		certPath: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPath:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
-	} {
-		if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(path+".tmp", path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	certPEM, keyPEM := testcert.SelfSigned(t, cn)
+	testcert.WriteFiles(t, certPath, keyPath, certPEM, keyPEM)
 }
 
 func waitLog(t *testing.T, logs *logtest.Buffer, re *regexp.Regexp, what string) []string {

@@ -67,20 +67,10 @@ type client struct {
 	pair   int
 	conv   int64 // chatd: the pair's direct conversation
 	source string
-	mu     sync.Mutex
-	conn   *benchmqtt.Conn
+	conn   benchmqtt.Slot
 	got    atomic.Uint32
 	dups   atomic.Int32
 	other  atomic.Int64 // other events (presence, receipts)
-}
-
-// take detaches the client's connection (nil if it has none).
-func (c *client) take() *benchmqtt.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	conn := c.conn
-	c.conn = nil
-	return conn
 }
 
 func run(ctx context.Context, o *options, log io.Writer) (*Report, error) {
@@ -207,7 +197,7 @@ func (b *bench) waitAll(ctx context.Context) error {
 func (b *bench) closeAll() {
 	var wg sync.WaitGroup
 	for _, c := range b.clients {
-		if conn := c.take(); conn != nil {
+		if conn := c.conn.Take(); conn != nil {
 			wg.Go(conn.Drop)
 		}
 	}

@@ -174,9 +174,7 @@ func (b *bench) paced(ctx context.Context, rate float64, fn func(ctx context.Con
 func (b *bench) dial(ctx context.Context, c *client, clean bool) (present, subscribed bool, err error) {
 	conn, present, subscribed, err := b.dialAs(ctx, c, fmt.Sprintf("connbench-%d", c.user), clean, func(pk packets.Packet) { b.received(c, pk) })
 	if err == nil {
-		c.mu.Lock()
-		c.conn = conn
-		c.mu.Unlock()
+		c.conn.Set(conn)
 	}
 	return present, subscribed, err
 }
@@ -263,9 +261,7 @@ func (b *bench) messageOnline(ctx context.Context) (string, error) {
 		if c.idx%2 != 0 {
 			return nil
 		}
-		c.mu.Lock()
-		conn := c.conn
-		c.mu.Unlock()
+		conn := c.conn.Current()
 		if conn == nil {
 			return fmt.Errorf("not connected")
 		}
@@ -304,7 +300,7 @@ func (b *bench) message(c *client, seq int) (topic string, payload []byte) {
 func (b *bench) disconnectAll(ctx context.Context) (string, error) {
 	err := b.parallel(ctx, len(b.clients), 256, func(i int) error {
 		c := b.clients[i]
-		if conn := c.take(); conn != nil {
+		if conn := c.conn.Take(); conn != nil {
 			conn.Disconnect()
 		}
 		return nil

@@ -31,7 +31,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -44,7 +43,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/config"
-	"github.com/chatd/chatd/internal/pgembed"
+	"github.com/chatd/chatd/internal/benchdb"
 	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/server"
@@ -127,33 +126,11 @@ func startDB(ctx context.Context, o options) (string, func(), error) {
 	if o.databaseURL != "" {
 		return o.databaseURL, func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "pushbench")
+	c, stop, err := benchdb.Start(ctx, "pushbench", map[string]string{"max_connections": "100"})
 	if err != nil {
 		return "", nil, err
 	}
-	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL runs unprivileged under root
-		return "", nil, err
-	}
-	c, err := pgembed.Start(ctx, pgembed.Options{
-		DataDir:  filepath.Join(dir, "data"),
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Settings: map[string]string{"fsync": "on", "synchronous_commit": "on", "max_connections": "100"},
-	})
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("start embedded PostgreSQL: %w", err)
-	}
-	cleanup := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = c.Stop(sctx, false)
-		os.RemoveAll(dir)
-	}
-	if err := c.CreateDatabase(ctx, "pushbench"); err != nil {
-		cleanup()
-		return "", nil, err
-	}
-	return c.URL("pushbench"), cleanup, nil
+	return c.URL("pushbench"), stop, nil
 }
 
 func run(ctx context.Context, o options) error {

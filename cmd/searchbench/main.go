@@ -29,7 +29,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/benchdb"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/store"
 )
@@ -181,40 +181,17 @@ func openDatabase(ctx context.Context, o *options) (url, describe string, closeF
 	if o.databaseURL != "" {
 		return o.databaseURL, "database given by -database-url", func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "searchbench")
-	if err != nil {
-		return "", "", nil, fmt.Errorf("make temp dir: %w", err)
-	}
-	// Run as root, PostgreSQL runs as an unprivileged account that must be
-	// able to enter the directory.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return "", "", nil, fmt.Errorf("chmod temp dir: %w", err)
-	}
-	cl, err := pgembed.Start(ctx, pgembed.Options{
-		DataDir: filepath.Join(dir, "data"),
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Settings: map[string]string{
-			"fsync": "on", "synchronous_commit": "on", "max_connections": strconv.Itoa(max(100, 2*o.senders+20)),
-			"shared_buffers": "512MB", "maintenance_work_mem": "256MB", "max_wal_size": "4GB",
-		},
+	cl, stop, err := benchdb.Start(ctx, "searchbench", map[string]string{
+		"max_connections":      strconv.Itoa(max(100, 2*o.senders+20)),
+		"shared_buffers":       "512MB",
+		"maintenance_work_mem": "256MB",
+		"max_wal_size":         "4GB",
 	})
 	if err != nil {
-		os.RemoveAll(dir)
-		return "", "", nil, fmt.Errorf("start embedded PostgreSQL: %w", err)
-	}
-	cleanup := func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = cl.Stop(stopCtx, false)
-		os.RemoveAll(dir)
-	}
-	if err := cl.CreateDatabase(ctx, "searchbench"); err != nil {
-		cleanup()
 		return "", "", nil, err
 	}
 	o.dataDir = cl.DataDir()
-	return cl.URL("searchbench"), "embedded PostgreSQL 15, fsync on, shared_buffers 512MB", cleanup, nil
+	return cl.URL("searchbench"), "embedded PostgreSQL 15, fsync on, shared_buffers 512MB", stop, nil
 }
 
 // corpus is what load made.

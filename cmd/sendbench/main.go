@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -32,6 +31,7 @@ import (
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/benchdb"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/store"
 )
@@ -172,38 +172,9 @@ func openTarget(ctx context.Context, o options) (target, error) {
 		return target{url: o.databaseURL, pgbenchConn: []string{o.databaseURL},
 			describe: "given by -database-url", close: func() {}}, nil
 	}
-	dir, err := os.MkdirTemp("", "sendbench")
-	if err != nil {
-		return target{}, fmt.Errorf("make temp dir: %w", err)
-	}
-	// When run as root, PostgreSQL runs as an unprivileged account that must
-	// be able to enter the directory.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return target{}, fmt.Errorf("chmod temp dir: %w", err)
-	}
-	c, err := pgembed.Start(ctx, pgembed.Options{
-		DataDir: filepath.Join(dir, "data"),
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Settings: map[string]string{
-			"fsync":              "on",
-			"synchronous_commit": "on",
-			"max_connections":    strconv.Itoa(max(100, 2*o.senders+20)),
-		},
-	})
-	if err != nil {
-		os.RemoveAll(dir)
-		return target{}, fmt.Errorf("start embedded PostgreSQL: %w", err)
-	}
-	cleanup := func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = c.Stop(stopCtx, false)
-		os.RemoveAll(dir)
-	}
 	const dbname = "sendbench"
-	if err := c.CreateDatabase(ctx, dbname); err != nil {
-		cleanup()
+	c, stop, err := benchdb.Start(ctx, dbname, map[string]string{"max_connections": strconv.Itoa(max(100, 2*o.senders+20))})
+	if err != nil {
 		return target{}, err
 	}
 	socketDir := filepath.Dir(c.SocketPath())
@@ -212,7 +183,7 @@ func openTarget(ctx context.Context, o options) (target, error) {
 		url:         c.URL(dbname),
 		pgbenchConn: []string{"-h", socketDir, "-p", port, "-U", "postgres", dbname},
 		describe:    fmt.Sprintf("embedded PostgreSQL, fsync on, socket %s", c.SocketPath()),
-		close:       cleanup,
+		close:       stop,
 	}, nil
 }
 

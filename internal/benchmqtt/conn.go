@@ -2,15 +2,15 @@ package benchmqtt
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/mqttwire"
 )
 
 // Conn is a lean MQTT 3.1.1/5 client connection for load generation:
@@ -88,104 +88,16 @@ func Dial(addr string, o Options) (*Conn, packets.Packet, error) {
 	c := &Conn{version: o.Version, nc: nc, out: make(chan []byte, o.QueueSize), bufSize: o.BufferSize,
 		waiters: map[uint16]func(packets.Packet, error){}, suback: make(chan packets.Packet, 4),
 		onPublish: o.OnPublish, done: make(chan struct{})}
-	pk := packets.Packet{
-		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
-		ProtocolVersion: o.Version,
-		Connect: packets.ConnectParams{
-			ProtocolName: []byte("MQTT"), Clean: o.CleanStart,
-			Keepalive: o.KeepAlive, ClientIdentifier: o.ClientID,
-			UsernameFlag: o.Username != "", Username: []byte(o.Username),
-			PasswordFlag: o.Password != "", Password: []byte(o.Password),
-		},
-	}
-	if o.Version == 5 && o.Expiry > 0 {
-		pk.Properties.SessionExpiryInterval = o.Expiry
-		pk.Properties.SessionExpiryIntervalFlag = true
-	}
-	b, err := encode(pk)
-	if err != nil {
-		nc.Close()
-		return nil, packets.Packet{}, err
-	}
-	_ = nc.SetDeadline(time.Now().Add(15 * time.Second))
-	if _, err := nc.Write(b); err != nil {
-		nc.Close()
-		return nil, packets.Packet{}, fmt.Errorf("write CONNECT: %w", err)
-	}
+	connect := mqttwire.Connect(o.Version, mqttwire.Login{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
+		Clean: o.CleanStart, Keepalive: o.KeepAlive, Expiry: o.Expiry})
 	r := bufio.NewReaderSize(nc, o.BufferSize)
-	ack, err := readPacket(r, o.Version)
-	_ = nc.SetDeadline(time.Time{})
+	ack, err := mqttwire.Handshake(nc, r, connect, 15*time.Second)
 	if err != nil {
-		nc.Close()
-		return nil, packets.Packet{}, fmt.Errorf("read CONNACK: %w", err)
-	}
-	if ack.FixedHeader.Type != packets.Connack {
-		nc.Close()
-		return nil, ack, fmt.Errorf("expected CONNACK, got packet type %d", ack.FixedHeader.Type)
-	}
-	if ack.ReasonCode != 0 {
-		nc.Close()
-		return nil, ack, fmt.Errorf("connect refused with reason 0x%02x", ack.ReasonCode)
+		return nil, ack, err
 	}
 	go c.readLoop(r)
 	go c.writeLoop(o.KeepAlive)
 	return c, ack, nil
-}
-
-func encode(pk packets.Packet) ([]byte, error) {
-	var buf bytes.Buffer
-	var err error
-	switch pk.FixedHeader.Type {
-	case packets.Connect:
-		err = pk.ConnectEncode(&buf)
-	case packets.Publish:
-		err = pk.PublishEncode(&buf)
-	case packets.Puback:
-		err = pk.PubackEncode(&buf)
-	case packets.Subscribe:
-		err = pk.SubscribeEncode(&buf)
-	case packets.Pingreq:
-		err = pk.PingreqEncode(&buf)
-	case packets.Disconnect:
-		err = pk.DisconnectEncode(&buf)
-	default:
-		err = fmt.Errorf("cannot encode packet type %d", pk.FixedHeader.Type)
-	}
-	return buf.Bytes(), err
-}
-
-func readPacket(r *bufio.Reader, version byte) (packets.Packet, error) {
-	hb, err := r.ReadByte()
-	if err != nil {
-		return packets.Packet{}, err
-	}
-	var fh packets.FixedHeader
-	if err := fh.Decode(hb); err != nil {
-		return packets.Packet{}, err
-	}
-	n, _, err := packets.DecodeLength(r)
-	if err != nil {
-		return packets.Packet{}, err
-	}
-	fh.Remaining = n
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return packets.Packet{}, err
-	}
-	pk := packets.Packet{FixedHeader: fh, ProtocolVersion: version}
-	switch fh.Type {
-	case packets.Connack:
-		err = pk.ConnackDecode(body)
-	case packets.Publish:
-		err = pk.PublishDecode(body)
-	case packets.Puback:
-		err = pk.PubackDecode(body)
-	case packets.Suback:
-		err = pk.SubackDecode(body)
-	case packets.Disconnect:
-		err = pk.DisconnectDecode(body)
-	}
-	return pk, err
 }
 
 func (c *Conn) readLoop(r *bufio.Reader) {
@@ -205,7 +117,7 @@ func (c *Conn) readLoop(r *bufio.Reader) {
 	}()
 	for {
 		var pk packets.Packet
-		pk, err = readPacket(r, c.version)
+		pk, err = mqttwire.Read(r, c.version)
 		if err != nil {
 			return
 		}
@@ -213,7 +125,7 @@ func (c *Conn) readLoop(r *bufio.Reader) {
 		case packets.Publish:
 			if pk.FixedHeader.Qos > 0 {
 				ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID, ProtocolVersion: c.version}
-				if b, eerr := encode(ack); eerr == nil {
+				if b, eerr := mqttwire.Encode(ack); eerr == nil {
 					c.write(b)
 				}
 			}
@@ -250,7 +162,7 @@ func (c *Conn) writeLoop(keepAlive uint16) {
 	}
 	t := time.NewTimer(ping)
 	defer t.Stop()
-	pingPk, _ := encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}})
+	pingPk, _ := mqttwire.Encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}})
 	for {
 		select {
 		case b := <-c.out:
@@ -315,7 +227,7 @@ func (c *Conn) Publish(topic string, qos byte, payload []byte, done func(packets
 		c.waiters[pk.PacketID] = done
 		c.mu.Unlock()
 	}
-	b, err := encode(pk)
+	b, err := mqttwire.Encode(pk)
 	if err != nil {
 		if qos > 0 {
 			c.mu.Lock()
@@ -344,7 +256,7 @@ func (c *Conn) Subscribe(filters []string) error {
 	for _, f := range filters {
 		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f, Qos: 1})
 	}
-	b, err := encode(pk)
+	b, err := mqttwire.Encode(pk)
 	if err != nil {
 		return err
 	}
@@ -375,7 +287,7 @@ func (c *Conn) Drop() { c.nc.Close() }
 
 // Disconnect sends DISCONNECT, then closes.
 func (c *Conn) Disconnect() {
-	if b, err := encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ProtocolVersion: c.version}); err == nil {
+	if b, err := mqttwire.Encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ProtocolVersion: c.version}); err == nil {
 		c.write(b)
 	}
 	c.write(nil) // the writer flushes and closes

@@ -7,15 +7,15 @@ package mqtttest
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/mqttwire"
 )
 
 // Client is a raw MQTT connection.
@@ -104,20 +104,8 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: true,
 		Publishes: make(chan packets.Packet, o.ReadBuffer), waiters: map[uint16]chan packets.Packet{},
 		subacks: make(chan packets.Packet, 16), Done: make(chan struct{}), closing: make(chan struct{})}
-	pk := packets.Packet{
-		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
-		ProtocolVersion: o.Version,
-		Connect: packets.ConnectParams{
-			ProtocolName:     []byte("MQTT"),
-			Clean:            o.Clean,
-			Keepalive:        o.Keepalive,
-			ClientIdentifier: o.ClientID,
-			UsernameFlag:     o.Username != "",
-			Username:         []byte(o.Username),
-			PasswordFlag:     o.Password != "",
-			Password:         []byte(o.Password),
-		},
-	}
+	pk := mqttwire.Connect(o.Version, mqttwire.Login{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
+		Clean: o.Clean, Keepalive: o.Keepalive, Expiry: o.Expiry, Properties: o.Properties})
 	if o.Will.Topic != "" {
 		pk.Connect.WillFlag = true
 		pk.Connect.WillTopic = o.Will.Topic
@@ -126,32 +114,9 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 		pk.Connect.WillRetain = o.Will.Retain
 		pk.Connect.WillProperties.WillDelayInterval = o.Will.Delay
 	}
-	if o.Version == 5 {
-		pk.Properties = o.Properties
-		pk.Properties.SessionExpiryInterval = o.Expiry
-		pk.Properties.SessionExpiryIntervalFlag = o.Expiry > 0
-	}
-	if o.Version == 4 {
-		pk.Connect.ProtocolName = []byte("MQTT")
-	}
-	if err := c.write(pk); err != nil {
-		conn.Close()
-		return nil, packets.Packet{}, err
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	ack, err := c.readPacket()
-	_ = conn.SetReadDeadline(time.Time{})
+	ack, err := mqttwire.Handshake(conn, c.r, pk, 10*time.Second)
 	if err != nil {
-		conn.Close()
-		return nil, packets.Packet{}, fmt.Errorf("read connack: %w", err)
-	}
-	if ack.FixedHeader.Type != packets.Connack {
-		conn.Close()
-		return nil, ack, fmt.Errorf("expected CONNACK, got type %d", ack.FixedHeader.Type)
-	}
-	if ack.ReasonCode != 0 {
-		conn.Close()
-		return nil, ack, fmt.Errorf("connect refused: reason 0x%02x", ack.ReasonCode)
+		return nil, ack, err
 	}
 	go c.readLoop()
 	return c, ack, nil
@@ -159,79 +124,22 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 
 func (c *Client) write(pk packets.Packet) error {
 	pk.ProtocolVersion = c.Version
-	buf := new(bytes.Buffer)
-	var err error
-	switch pk.FixedHeader.Type {
-	case packets.Connect:
-		err = pk.ConnectEncode(buf)
-	case packets.Publish:
-		err = pk.PublishEncode(buf)
-	case packets.Puback:
-		err = pk.PubackEncode(buf)
-	case packets.Subscribe:
-		err = pk.SubscribeEncode(buf)
-	case packets.Unsubscribe:
-		err = pk.UnsubscribeEncode(buf)
-	case packets.Disconnect:
-		err = pk.DisconnectEncode(buf)
-	case packets.Pingreq:
-		err = pk.PingreqEncode(buf)
-	default:
-		err = fmt.Errorf("mqtttest: cannot encode type %d", pk.FixedHeader.Type)
-	}
+	b, err := mqttwire.Encode(pk)
 	if err != nil {
 		return err
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	_, err = c.conn.Write(buf.Bytes())
+	_, err = c.conn.Write(b)
 	return err
-}
-
-func (c *Client) readPacket() (packets.Packet, error) {
-	hb, err := c.r.ReadByte()
-	if err != nil {
-		return packets.Packet{}, err
-	}
-	var fh packets.FixedHeader
-	if err := fh.Decode(hb); err != nil {
-		return packets.Packet{}, err
-	}
-	n, _, err := packets.DecodeLength(c.r)
-	if err != nil {
-		return packets.Packet{}, err
-	}
-	fh.Remaining = n
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return packets.Packet{}, err
-	}
-	pk := packets.Packet{FixedHeader: fh, ProtocolVersion: c.Version}
-	switch fh.Type {
-	case packets.Connack:
-		err = pk.ConnackDecode(body)
-	case packets.Publish:
-		err = pk.PublishDecode(body)
-	case packets.Puback:
-		err = pk.PubackDecode(body)
-	case packets.Suback:
-		err = pk.SubackDecode(body)
-	case packets.Unsuback:
-		err = pk.UnsubackDecode(body)
-	case packets.Disconnect:
-		err = pk.DisconnectDecode(body)
-	case packets.Pingresp:
-	default:
-	}
-	return pk, err
 }
 
 func (c *Client) readLoop() {
 	defer close(c.Done)
 	for {
 		c.readGate.Lock()
-		pk, err := c.readPacket()
+		pk, err := mqttwire.Read(c.r, c.Version)
 		c.readGate.Unlock()
 		if err != nil {
 			c.Err = err
@@ -326,15 +234,7 @@ func (p Pending) Wait() (packets.Packet, error) { return p.c.waitAck(p.wait) }
 // client with several publishes in flight.
 func (c *Client) PublishAsync(topic string, payload []byte) (Pending, error) {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: topic, Payload: payload}
-	c.mu.Lock()
-	c.nextID++
-	if c.nextID == 0 {
-		c.nextID = 1
-	}
-	pk.PacketID = c.nextID
-	w := make(chan packets.Packet, 1)
-	c.waiters[pk.PacketID] = w
-	c.mu.Unlock()
+	w := c.awaitAck(&pk)
 	if err := c.write(pk); err != nil {
 		return Pending{}, err
 	}
@@ -357,15 +257,7 @@ func (c *Client) Publish(topic string, qos byte, payload []byte, opts ...Publish
 	}
 	var w chan packets.Packet
 	if qos > 0 {
-		c.mu.Lock()
-		c.nextID++
-		if c.nextID == 0 {
-			c.nextID = 1
-		}
-		pk.PacketID = c.nextID
-		w = make(chan packets.Packet, 1)
-		c.waiters[pk.PacketID] = w
-		c.mu.Unlock()
+		w = c.awaitAck(&pk)
 	}
 	if err := c.write(pk); err != nil {
 		return packets.Packet{}, err
@@ -402,51 +294,70 @@ func (c *Client) waitAck(w chan packets.Packet) (packets.Packet, error) {
 // Subscribe subscribes at QoS1 and returns the SUBACK reason codes.
 func (c *Client) Subscribe(filters ...string) ([]byte, error) {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}}
-	c.mu.Lock()
-	c.nextID++
-	pk.PacketID = c.nextID
-	c.mu.Unlock()
 	for _, f := range filters {
 		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f, Qos: 1})
 	}
-	if err := c.write(pk); err != nil {
+	ack, err := c.subscription(pk, "SUBACK")
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case ack := <-c.subacks:
-		return ack.ReasonCodes, nil
-	case <-c.Done:
-		return nil, errors.New("mqtttest: closed before SUBACK")
-	case <-time.After(10 * time.Second):
-		return nil, errors.New("mqtttest: SUBACK timeout")
-	}
+	return ack.ReasonCodes, nil
 }
 
 // Unsubscribe unsubscribes from filters and returns the UNSUBACK's reason
 // codes (MQTT 5; none for 3.1.1).
 func (c *Client) Unsubscribe(filters ...string) ([]byte, error) {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Unsubscribe, Qos: 1}}
-	c.mu.Lock()
-	c.nextID++
-	pk.PacketID = c.nextID
-	c.mu.Unlock()
 	for _, f := range filters {
 		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f})
 	}
-	if err := c.write(pk); err != nil {
+	ack, err := c.subscription(pk, "UNSUBACK")
+	if err != nil {
 		return nil, err
+	}
+	if ack.FixedHeader.Type != packets.Unsuback {
+		return nil, fmt.Errorf("mqtttest: got packet type %d for UNSUBSCRIBE", ack.FixedHeader.Type)
+	}
+	return ack.ReasonCodes, nil
+}
+
+// subscription sends a SUBSCRIBE or UNSUBSCRIBE under a new packet id and
+// waits for its acknowledgement, named ackName in errors.
+func (c *Client) subscription(pk packets.Packet, ackName string) (packets.Packet, error) {
+	c.mu.Lock()
+	pk.PacketID = c.newPacketID()
+	c.mu.Unlock()
+	if err := c.write(pk); err != nil {
+		return packets.Packet{}, err
 	}
 	select {
 	case ack := <-c.subacks:
-		if ack.FixedHeader.Type != packets.Unsuback {
-			return nil, fmt.Errorf("mqtttest: got packet type %d for UNSUBSCRIBE", ack.FixedHeader.Type)
-		}
-		return ack.ReasonCodes, nil
+		return ack, nil
 	case <-c.Done:
-		return nil, errors.New("mqtttest: closed before UNSUBACK")
+		return packets.Packet{}, fmt.Errorf("mqtttest: closed before %s", ackName)
 	case <-time.After(10 * time.Second):
-		return nil, errors.New("mqtttest: UNSUBACK timeout")
+		return packets.Packet{}, fmt.Errorf("mqtttest: %s timeout", ackName)
 	}
+}
+
+// newPacketID is the next packet id, never 0 (c.mu held).
+func (c *Client) newPacketID() uint16 {
+	c.nextID++
+	if c.nextID == 0 {
+		c.nextID = 1
+	}
+	return c.nextID
+}
+
+// awaitAck gives pk a new packet id and registers the channel its PUBACK
+// will come on.
+func (c *Client) awaitAck(pk *packets.Packet) chan packets.Packet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pk.PacketID = c.newPacketID()
+	w := make(chan packets.Packet, 1)
+	c.waiters[pk.PacketID] = w
+	return w
 }
 
 // DisconnectWith sends a DISCONNECT with these v5 properties (a new

@@ -13,7 +13,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { bodies, devAPI, devSignIn, eventually, launchChromium, online, row, send, unread } from './helpers.mjs';
+import { assertClean, bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const BASE = process.env.CHATD_URL;
@@ -49,11 +49,6 @@ async function signIn(uid, { base = BASE, ...opts } = {}) {
   return rec;
 }
 
-async function openConversation(page, cid) {
-  await row(page, cid).click();
-  await page.locator(`[data-testid=conversation][data-conv-id="${cid}"]`).waitFor();
-}
-
 const closeConversation = (page) => page.evaluate(() => (location.hash = ''));
 
 /** [seq, status] of every message on screen. */
@@ -74,13 +69,6 @@ async function dialog(page, opener, values) {
   for (const [k, v] of Object.entries(values)) await page.getByTestId(`dialog-${k}`).fill(v);
   await page.getByTestId('dialog-submit').click();
   await page.getByTestId('dialog').waitFor({ state: 'detached' });
-}
-
-function assertClean(...recs) {
-  for (const r of recs) {
-    assert.deepEqual(r.dialogs, [], `user ${r.uid}: unexpected dialogs`);
-    assert.deepEqual(r.errors, [], `user ${r.uid}: page errors`);
-  }
 }
 
 // ---------------------------------------------------------------- files
@@ -217,9 +205,7 @@ test('direct chat: messages in order, live unread badges, typing, "Seen"', async
     await eventually(async () => assert.deepEqual(await bodies(p), want));
     assert.deepEqual(await seqs(p), want.map((_, i) => [i + 1, 'sent']));
   }
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('group of three: add member, "Seen by 2"', async () => {
@@ -247,8 +233,7 @@ test('group of three: add member, "Seen by 2"', async () => {
   // Others' messages carry their name in a group.
   await send(m3.page, 'Works for me');
   await eventually(async () => assert.ok((await owner.page.locator('.msg.theirs .sender').allTextContents()).includes('User 203')));
-  assertClean(owner, m2, m3);
-  for (const r of [owner, m2, m3]) await r.context.close();
+  await finish(owner, m2, m3);
 });
 
 test('user text is never markup: an <img onerror> body and title render literally', async () => {
@@ -278,9 +263,7 @@ test('user text is never markup: an <img onerror> body and title render literall
   for (const r of [a, b]) {
     assert.equal(await r.page.locator('#app img, #app script, #app b, #app i').count(), 0, `user ${r.uid}: markup from user text`);
   }
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('network cut and restored: messages sent meanwhile appear once, in order', async () => {
@@ -329,8 +312,7 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     const all = [...want, 'second cut 1', 'second cut 2', 'second cut 3'];
     await eventually(async () => assert.deepEqual(await bodies(a.page), all));
     assert.deepEqual(await seqs(a.page), all.map((_, i) => [i + 1, 'sent']));
-    assertClean(a);
-    await a.context.close();
+    await finish(a);
   } finally {
     await proxy.close();
   }
@@ -360,8 +342,7 @@ test('a refused send shows "Not sent" with Retry, keeping its clientMsgId', asyn
   const ok = a.page.locator('[data-testid=message]', { has: a.page.getByTestId('message-body').filter({ hasText: /^short one$/ }) });
   await eventually(async () => assert.equal(await ok.getAttribute('data-status'), 'sent'));
   assert.equal(await ok.getAttribute('data-seq'), '1');
-  assertClean(a);
-  await a.context.close();
+  await finish(a);
 });
 
 test('history loads on scroll up without gaps or duplicates', async () => {
@@ -381,8 +362,7 @@ test('history loads on scroll up without gaps or duplicates', async () => {
   );
   assert.deepEqual(await bodies(a.page), Array.from({ length: 120 }, (_, i) => `message ${i + 1}`));
   assert.equal(await a.page.getByTestId('older').textContent(), 'This is the beginning of the conversation.');
-  assertClean(a);
-  await a.context.close();
+  await finish(a);
 });
 
 test('sign in by pasting a token; bad tokens are explained; sign out', async () => {
@@ -509,9 +489,7 @@ test('attachments: a photo another user sees as a thumbnail then full size, a vo
   await eventually(async () => assert.equal((await seqs(b.page)).at(-1)[1], 'sent'));
   await b.page.mouse.move(0, 0);
   if (SHOTS) await b.page.screenshot({ path: path.join(SHOTS, 'attachments.png') });
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('screenshots, and a single column on a phone-sized screen', async () => {

@@ -92,9 +92,29 @@ export async function devSignIn(browser, pages, uid, { base, viewport = { width:
   return rec;
 }
 
+/** Asserts that none of devSignIn's records met a dialog or a page error. */
+export function assertClean(...recs) {
+  for (const r of recs) {
+    assert.deepEqual(r.dialogs, [], `user ${r.uid}: unexpected dialogs`);
+    assert.deepEqual(r.errors, [], `user ${r.uid}: page errors`);
+  }
+}
+
+/** The end of a scenario: assertClean, then each person's context is closed. */
+export async function finish(...recs) {
+  assertClean(...recs);
+  for (const r of recs) await r.context.close();
+}
+
 export const online = (page, timeout = 15000) => page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout });
 
 export const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
+
+/** Opens a conversation from its inbox row and waits for its view. */
+export async function openConversation(page, cid) {
+  await row(page, cid).click();
+  await page.locator(`[data-testid=conversation][data-conv-id="${cid}"]`).waitFor();
+}
 
 /** The unread badge of a conversation: its number, or 0 when absent. */
 export async function unread(page, cid) {

@@ -13,7 +13,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { bodies, devAPI, devSignIn, eventually, launchChromium, online, row, send, unread } from './helpers.mjs';
+import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const BASE = process.env.CHATD_URL;
@@ -46,7 +46,6 @@ const pages = [];
 
 /** A fresh browser context (a separate person) signed in through the dev form. */
 const signIn = (uid, { base = BASE, ...opts } = {}) => devSignIn(browser, pages, uid, { base, ...opts });
-
 
 async function openConversation(page, cid) {
   await eventually(async () => assert.equal(await row(page, cid).count(), 1));
@@ -85,13 +84,6 @@ async function inView(page, locator) {
   const box = await locator.boundingBox();
   const view = await page.getByTestId('messages').boundingBox();
   return Boolean(box && view && box.y >= view.y - 1 && box.y + box.height <= view.y + view.height + 1);
-}
-
-function assertClean(...recs) {
-  for (const r of recs) {
-    assert.deepEqual(r.dialogs, [], `user ${r.uid}: unexpected dialogs`);
-    assert.deepEqual(r.errors, [], `user ${r.uid}: page errors`);
-  }
 }
 
 // -------------------------------------------------------------- scenarios
@@ -136,9 +128,7 @@ test('reply: the quote shows above the bubble and clicking it scrolls to the quo
   await reloadInto(a.page, cid);
   await eventually(async () => assert.equal(await bubble(a.page, 'agreed, see you there').getByTestId('reply-quote').textContent(), 'Youchatter 78'));
   assert.equal(await bubble(a.page, 'The 8:15, platform 2').getByTestId('reply-quote').textContent(), 'YouWhich train are we taking?');
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('forward: pick another conversation; the copy arrives there marked "Forwarded", live and after reload', async () => {
@@ -169,9 +159,7 @@ test('forward: pick another conversation; the copy arrives there marked "Forward
   await eventually(async () => assert.equal(await bubble(c.page, 'The deploy key rotates on Friday').getByTestId('forwarded').isVisible(), true));
   // The original is unchanged and not marked.
   assert.equal(await bubble(a.page, 'The deploy key rotates on Friday').getByTestId('forwarded').isVisible(), false);
-  assertClean(a, c);
-  await a.context.close();
-  await c.context.close();
+  await finish(a, c);
 });
 
 test('edit own message: everyone sees the new text marked "edited", live and after reload; others get no Edit', async () => {
@@ -212,9 +200,7 @@ test('edit own message: everyone sees the new text marked "edited", live and aft
   await reloadInto(b.page, direct.id);
   await eventually(async () => assert.deepEqual(await bodies(b.page), ['Meet at 6 in the lobby']));
   assert.equal(await bubble(b.page, 'Meet at 6 in the lobby').getByTestId('edited').isVisible(), true);
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('delete for everyone: "Message deleted" replaces it everywhere, in replies and the inbox too, live and after reload', async () => {
@@ -252,9 +238,7 @@ test('delete for everyone: "Message deleted" replaces it everywhere, in replies 
   // Deleting the newest message: the inbox preview says so.
   await recallVia(2032, direct.id, seq + 1);
   await eventually(async () => assert.equal(await row(b.page, direct.id).locator('.conv-preview').textContent(), 'You: Message deleted'));
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('reactions: counts under the bubble, a click toggles your own, live and after reload, and no unread badge', async () => {
@@ -297,9 +281,7 @@ test('reactions: counts under the bubble, a click toggles your own, live and aft
   await eventually(async () => assert.equal(await unread(a.page, cid), 1), { timeout: 10000 });
   await a.page.waitForTimeout(500);
   assert.equal(await unread(a.page, cid), 1, 'only the message counts');
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('changes made while the network was cut arrive after reconnecting, once and in order', async () => {
@@ -331,8 +313,7 @@ test('changes made while the network was cut arrive after reconnecting, once and
     await a.page.waitForTimeout(1000);
     assert.deepEqual(await reactions(a.page, 'my note'), ['👀 1']);
     assert.deepEqual(await bodies(a.page), ['final one', 'Message deleted', 'my note', 'done']);
-    assertClean(a);
-    await a.context.close();
+    await finish(a);
   } finally {
     await proxy.close();
   }
@@ -396,7 +377,5 @@ test('screenshot: a conversation with a reply, an edited message, a deleted one 
   await pmenu.waitFor({ state: 'detached' });
   const chips = await m.getByTestId('reactions').boundingBox();
   assert.ok(chips.x + chips.width <= 390, 'reactions inside the screen');
-  assertClean(a, phone);
-  await a.context.close();
-  await phone.context.close();
+  await finish(a, phone);
 });

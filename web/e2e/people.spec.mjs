@@ -11,7 +11,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { devAPI, devSignIn, eventually, launchChromium, row } from './helpers.mjs';
+import { devAPI, devSignIn, eventually, finish, launchChromium, openConversation, row } from './helpers.mjs';
 
 const BASE = process.env.CHATD_URL;
 if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
@@ -50,19 +50,7 @@ const signIn = (uid, { viewport = { width: 1280, height: 800 } } = {}) => devSig
 
 const title = (page, cid) => row(page, cid).getByTestId('conv-title').textContent();
 
-async function openConversation(page, cid) {
-  await row(page, cid).click();
-  await page.locator(`[data-testid=conversation][data-conv-id="${cid}"]`).waitFor();
-}
-
 const notices = (page) => page.getByTestId('system').allTextContents();
-
-function assertClean(...recs) {
-  for (const r of recs) {
-    assert.deepEqual(r.dialogs, [], `user ${r.uid}: unexpected dialogs`);
-    assert.deepEqual(r.errors, [], `user ${r.uid}: page errors`);
-  }
-}
 
 // -------------------------------------------------------------- scenarios
 
@@ -92,9 +80,7 @@ test('profile: a name set in the editor shows everywhere, live, for who shares a
   await eventually(async () => assert.equal(await b.page.getByTestId('person-name').textContent(), 'Ann Lee'));
   assert.equal(await b.page.getByTestId('person-about').textContent(), 'Climbs on Sundays');
   await b.page.getByTestId('panel-close').click();
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('group info: rename, roles, add and remove, leave; every member sees the notices', async () => {
@@ -154,9 +140,7 @@ test('group info: rename, roles, add and remove, leave; every member sees the no
   await eventually(async () => assert.equal(await row(owner.page, g.id).count(), 0, 'the group is still listed'));
   await eventually(async () => assert.ok((await notices(member.page)).includes('Olga left')));
   await eventually(async () => assert.ok((await notices(member.page)).some((n) => n.startsWith('You now own the group'))));
-  assertClean(owner, member);
-  await owner.context.close();
-  await member.context.close();
+  await finish(owner, member);
 });
 
 test('privacy: with read receipts off the sender sees "Sent", not "Seen", and the reader sees nobody\'s', async () => {
@@ -192,9 +176,7 @@ test('privacy: with read receipts off the sender sees "Sent", not "Seen", and th
   await b.page.waitForTimeout(800);
   const bReceipt = await b.page.evaluate(() => [...document.querySelectorAll('[data-testid=receipt]')].filter((e) => !e.hidden).pop()?.textContent);
   assert.equal(bReceipt, 'Sent');
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('block: from contact info; the blocked person\'s message is refused and never reaches the blocker; unblock from settings', async () => {
@@ -227,9 +209,7 @@ test('block: from contact info; the blocked person\'s message is refused and nev
   await b.page.getByTestId('composer').press('Enter');
   await eventually(async () => assert.ok((await a.page.getByTestId('message-body').allTextContents()).includes('ok, sorry')));
   assert.ok(!(await a.page.getByTestId('message-body').allTextContents()).includes('are you ignoring me?'));
-  assertClean(a, b);
-  await a.context.close();
-  await b.context.close();
+  await finish(a, b);
 });
 
 test('search: CJK and words, highlighted, and a hit far back opens scrolled to it', async () => {
@@ -264,6 +244,5 @@ test('search: CJK and words, highlighted, and a hit far back opens scrolled to i
   await eventually(async () => assert.match(await a.page.getByTestId('search-note').textContent(), /No messages match/));
   await a.page.getByTestId('search').fill('');
   await row(a.page, g.id).waitFor();
-  assertClean(a);
-  await a.context.close();
+  await finish(a);
 });

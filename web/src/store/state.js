@@ -40,6 +40,16 @@ export class ChatState extends EventTarget {
     return this.conversations.get(id) || null;
   }
 
+  /** Conversation id, added empty when this state does not hold it yet. */
+  ensure(id) {
+    let c = this.conversations.get(id);
+    if (!c) {
+      c = new Conversation(id, this.me);
+      this.conversations.set(id, c);
+    }
+    return c;
+  }
+
   /** Conversations, most recent activity first (as the server's inbox). */
   sortedConversations() {
     return [...this.conversations.values()].sort((a, b) => {
@@ -60,11 +70,7 @@ export class ChatState extends EventTarget {
     const behind = [];
     for (const e of entries) {
       seen.add(e.id);
-      let c = this.conversations.get(e.id);
-      if (!c) {
-        c = new Conversation(e.id, this.me);
-        this.conversations.set(e.id, c);
-      }
+      const c = this.ensure(e.id);
       c.type = e.type;
       c.title = e.title || '';
       c.createdAt = e.createdAt || c.createdAt;
@@ -87,11 +93,7 @@ export class ChatState extends EventTarget {
 
   /** Adds or refreshes one conversation from GET /v1/conversations/{id}. */
   setConversation(d) {
-    let c = this.conversations.get(d.id);
-    if (!c) {
-      c = new Conversation(d.id, this.me);
-      this.conversations.set(d.id, c);
-    }
+    const c = this.ensure(d.id);
     c.type = d.type;
     c.title = d.title || '';
     c.createdAt = d.createdAt || c.createdAt;
@@ -107,12 +109,22 @@ export class ChatState extends EventTarget {
     return c;
   }
 
+  /**
+   * Applies fn to conversation id and tells the views `what` changed;
+   * nothing happens for a conversation this state does not hold. Returns
+   * what fn returns, or false (no gap) for an unknown conversation.
+   */
+  update(id, what, fn) {
+    const c = this.conversations.get(id);
+    if (!c) return false;
+    const result = fn(c);
+    this.changed(what);
+    return result;
+  }
+
   /** conversation.updated: a group's settings after a change. */
   updateConversation(ev) {
-    const c = this.conversations.get(ev.conversationId);
-    if (!c) return;
-    c.applySettings(ev);
-    this.changed('conv');
+    this.update(ev.conversationId, 'conv', (c) => c.applySettings(ev));
   }
 
   removeConversation(id) {
@@ -125,54 +137,35 @@ export class ChatState extends EventTarget {
    * caller fetches afterSeq=have.
    */
   addMessages(id, msgs) {
-    const c = this.conversations.get(id);
-    if (!c) return false;
-    const gap = c.add(msgs);
-    this.changed('messages');
-    return gap;
+    return this.update(id, 'messages', (c) => c.add(msgs));
   }
 
   /** First load of a conversation: the newest page of history. */
   loadLatest(id, page) {
-    const c = this.conversations.get(id);
-    if (!c) return false;
-    const gap = c.loadLatest(page);
-    this.changed('messages');
-    return gap;
+    return this.update(id, 'messages', (c) => c.loadLatest(page));
   }
 
   /** History answered afterSeq=have with a later first message. */
   skipTo(id, seq) {
-    const c = this.conversations.get(id);
-    if (!c) return false;
-    const gap = c.skipTo(seq);
-    this.changed('messages');
-    return gap;
+    return this.update(id, 'messages', (c) => c.skipTo(seq));
   }
 
   /** An older page (beforeSeq); `page` is ascending like every page. */
   addOlder(id, page, requested) {
-    const c = this.conversations.get(id);
-    if (!c) return;
-    c.addOlder(page, requested);
-    this.changed('messages');
+    this.update(id, 'messages', (c) => c.addOlder(page, requested));
   }
 
   /** A member's read watermark moved (read.updated or our own receipt). */
   applyRead(id, userId, seq) {
-    const c = this.conversations.get(id);
-    if (!c) return;
-    if (userId === this.me) c.lastReadSeq = Math.max(c.lastReadSeq, seq);
-    const m = c.members && c.members.find((x) => x.userId === userId);
-    if (m) m.lastReadSeq = Math.max(m.lastReadSeq, seq);
-    this.changed('read');
+    this.update(id, 'read', (c) => {
+      if (userId === this.me) c.lastReadSeq = Math.max(c.lastReadSeq, seq);
+      const m = c.members && c.members.find((x) => x.userId === userId);
+      if (m) m.lastReadSeq = Math.max(m.lastReadSeq, seq);
+    });
   }
 
   addPending(id, p) {
-    const c = this.conversations.get(id);
-    if (!c) return;
-    c.pending.set(p.clientMsgId, p);
-    this.changed('messages');
+    this.update(id, 'messages', (c) => c.pending.set(p.clientMsgId, p));
   }
 
   /** A send failed: keep the text and clientMsgId so Retry resends it. */
@@ -194,17 +187,14 @@ export class ChatState extends EventTarget {
   }
 
   setTyping(id, userId, until) {
-    const c = this.conversations.get(id);
-    if (!c || userId === this.me) return;
-    c.typing.set(userId, until);
-    this.changed('typing');
+    if (userId === this.me) return;
+    this.update(id, 'typing', (c) => c.typing.set(userId, until));
   }
 
   setSeen(id, seen) {
-    const c = this.conversations.get(id);
-    if (!c) return;
-    c.seen = seen;
-    this.changed('seen');
+    this.update(id, 'seen', (c) => {
+      c.seen = seen;
+    });
   }
 
   setOpen(id) {
