@@ -16,21 +16,34 @@
 -- characters. string_agg orders explicitly rather than trusting the
 -- order of the set-returning functions.
 --
+-- It is PL/pgSQL, not SQL like 0019's: PostgreSQL prepares a generated
+-- column's expression at every INSERT and UPDATE of the table, and a SQL
+-- function there is parsed twice each time (once to try inlining it, which
+-- a STRICT function with a CASE never is, once to run it), then planned:
+-- 27% of chat_send_batch's CPU for a call of two plain messages (perf on
+-- the pgbench backend, docs/benchmarks.md). A PL/pgSQL function is
+-- compiled once per connection and its one statement planned once; a body
+-- without CJK returns at the first test.
+--
 -- PostgreSQL 15 cannot change a generated column's expression, so the
 -- column and its index are made again: the message table is rewritten once
 -- (docs/operations.md has the measured time). Like 0019's function this
 -- one lives here, not in functions.sql: the stored column is its output.
 CREATE FUNCTION chat_search_document(t text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
-SELECT CASE WHEN t !~ '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]' THEN t
-ELSE regexp_replace(t, '[\u1100-\u11ff\u3000-\u303f\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002ffff]+', ' ', 'g')
-    || ' ' || (
-        SELECT string_agg(substr(r.m[1], i, 2), ' ' ORDER BY r.n, i)
-        FROM regexp_matches(t, '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]+', 'g') WITH ORDINALITY AS r(m, n)
-        CROSS JOIN LATERAL generate_series(1, char_length(r.m[1])) AS i)
-    || ' ' || (
-        SELECT string_agg(c.m[1], ' ' ORDER BY c.n)
-        FROM regexp_matches(t, '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]', 'g') WITH ORDINALITY AS c(m, n)) END
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $$
+BEGIN
+    IF t !~ '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]' THEN
+        RETURN t;
+    END IF;
+    RETURN regexp_replace(t, '[\u1100-\u11ff\u3000-\u303f\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002ffff]+', ' ', 'g')
+        || ' ' || (
+            SELECT string_agg(substr(r.m[1], i, 2), ' ' ORDER BY r.n, i)
+            FROM regexp_matches(t, '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]+', 'g') WITH ORDINALITY AS r(m, n)
+            CROSS JOIN LATERAL generate_series(1, char_length(r.m[1])) AS i)
+        || ' ' || (
+            SELECT string_agg(c.m[1], ' ' ORDER BY c.n)
+            FROM regexp_matches(t, '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]', 'g') WITH ORDINALITY AS c(m, n));
+END
 $$;
 
 DROP INDEX message_search_idx;
