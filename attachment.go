@@ -89,6 +89,10 @@ type AttachmentRef struct {
 	Caption  string `json:"caption,omitempty"`
 }
 
+// Ref is the attachment as a send names it: forwarding a file is sending
+// the same upload again, with its caption.
+func (a Attachment) Ref() AttachmentRef { return AttachmentRef{UploadID: a.ID, Caption: a.Caption} }
+
 // Attachment limits of a message.
 const (
 	MaxAttachments    = 10

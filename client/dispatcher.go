@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	chat "github.com/chatd/chatd"
 )
 
 // dispatcher turns the raw events stream into the application's: per
@@ -157,15 +159,15 @@ func (d *dispatcher) run() {
 
 // handle applies one event from the events topic.
 func (d *dispatcher) handle(payload []byte) {
-	var w wireEvent
+	var w chat.Event
 	if err := json.Unmarshal(payload, &w); err != nil {
 		d.c.cfg.Logger.Warn("dropping an event that is not JSON", "err", err)
 		return
 	}
-	ev := w.event()
+	ev := eventOf(w)
 	switch {
 	case isEntry(ev.Type):
-		d.message(ev, w.slim())
+		d.message(ev, slim(w))
 	case ev.Type == EventMemberRemoved:
 		if ev.UserID == d.c.cfg.UserID {
 			d.forget(ev.ConversationID)
