@@ -10,12 +10,8 @@ import (
 
 // sendParams: POST /v1/conversations/{id}/messages and RPC send.
 type sendParams struct {
-	ConversationID int64                `json:"conversationId"`
-	ClientMsgID    string               `json:"clientMsgId"`
-	Body           string               `json:"body"`
-	ReplyTo        int64                `json:"replyTo"`
-	Forward        *chat.MessageRef     `json:"forward"`
-	Attachments    []chat.AttachmentRef `json:"attachments"`
+	ConversationID int64 `json:"conversationId"`
+	chat.SendPayload
 }
 
 // SendReply acknowledges a committed message. It carries no body (the
@@ -39,34 +35,14 @@ func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) err
 	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
 		return err
 	}
-	var body struct {
-		ClientMsgID string               `json:"clientMsgId"`
-		Body        string               `json:"body"`
-		ReplyTo     int64                `json:"replyTo"`
-		Forward     *chat.MessageRef     `json:"forward"`
-		Attachments []chat.AttachmentRef `json:"attachments"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.ClientMsgID, p.Body, p.ReplyTo, p.Forward = body.ClientMsgID, body.Body, body.ReplyTo, body.Forward
-	p.Attachments = body.Attachments
-	return nil
+	return a.bindBody(w, r, &p.SendPayload)
 }
 
 // send commits a message through the same Service.Send as MQTT, so a
 // clientMsgId is idempotent across transports: 201 when new, 200 with the
 // original seq for a resend by the same sender, 409 for another sender's.
 func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, error) {
-	res, err := a.svc.Send(ctx, chat.SendRequest{
-		ConversationID: p.ConversationID,
-		SenderID:       user,
-		ClientMsgID:    p.ClientMsgID,
-		Body:           p.Body,
-		ReplyTo:        p.ReplyTo,
-		Forward:        p.Forward,
-		Attachments:    p.Attachments,
-	})
+	res, err := a.svc.Send(ctx, p.Request(p.ConversationID, user))
 	if err != nil {
 		return 0, nil, err
 	}
