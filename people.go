@@ -87,10 +87,10 @@ const (
 // GroupUpdate is PATCH /v1/conversations/{id}: the settings given change
 // (nil: unchanged). AvatarURL "" removes the avatar.
 type GroupUpdate struct {
-	Title          *string
-	About          *string
-	AvatarURL      *string
-	HistoryVisible *string
+	Title          *string `json:"title"`
+	About          *string `json:"about"`
+	AvatarURL      *string `json:"avatarUrl"`
+	HistoryVisible *string `json:"historyVisible"`
 }
 
 // MembersPage is a page of a conversation's members: the owner first, then

@@ -75,9 +75,7 @@ type conversationParams struct {
 }
 
 func bindGetConversation(_ *API, _ http.ResponseWriter, r *http.Request, p *conversationParams) error {
-	var err error
-	p.ConversationID, err = pathID(r, "id", "conversationId")
-	return err
+	return pathConversation(r, &p.ConversationID)
 }
 
 func getConversation(a *API, ctx context.Context, user int64, p conversationParams) (int, any, error) {
@@ -87,31 +85,29 @@ func getConversation(a *API, ctx context.Context, user int64, p conversationPara
 // memberParams: the members routes and RPC members.add / members.remove.
 type memberParams struct {
 	ConversationID int64 `json:"conversationId"`
-	UserID         int64 `json:"userId"`
+	userBody
+}
+
+// userBody names a user in a request body.
+type userBody struct {
+	UserID int64 `json:"userId"`
 }
 
 // addParams: POST /v1/conversations/{id}/members and RPC members.add; role
 // is "member" (the default) or "admin" (the owner only).
 type addParams struct {
-	ConversationID int64     `json:"conversationId"`
-	UserID         int64     `json:"userId"`
-	Role           chat.Role `json:"role"`
+	ConversationID int64 `json:"conversationId"`
+	newMember
+}
+
+// newMember is members.add's request body: who joins, with which role.
+type newMember struct {
+	UserID int64     `json:"userId"`
+	Role   chat.Role `json:"role"`
 }
 
 func bindAddMember(a *API, w http.ResponseWriter, r *http.Request, p *addParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body struct {
-		UserID int64     `json:"userId"`
-		Role   chat.Role `json:"role"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.UserID, p.Role = body.UserID, body.Role
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.newMember)
 }
 
 // addMember adds a member (owner/admin only; an admin, the owner only):
@@ -129,12 +125,7 @@ func addMember(a *API, ctx context.Context, user int64, p addParams) (int, any, 
 }
 
 func bindRemoveMember(_ *API, _ http.ResponseWriter, r *http.Request, p *memberParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	p.UserID, err = pathID(r, "userId", "userId")
-	return err
+	return pathConversationAnd(r, &p.ConversationID, "userId", &p.UserID)
 }
 
 // removeMember removes a member (owner/admin) or lets the caller leave.

@@ -31,11 +31,7 @@ type SendReply struct {
 }
 
 func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	return a.bindBody(w, r, &p.SendPayload)
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.SendPayload)
 }
 
 // send commits a message through the same Service.Send as MQTT, so a
@@ -79,8 +75,7 @@ type HistoryReply struct {
 }
 
 func bindHistory(_ *API, _ http.ResponseWriter, r *http.Request, p *historyParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+	if err := pathConversation(r, &p.ConversationID); err != nil {
 		return err
 	}
 	q, err := parseQuery(r, "beforeSeq", "afterSeq", "limit")
@@ -125,22 +120,16 @@ func history(a *API, ctx context.Context, user int64, p historyParams) (int, any
 // seqParams: read receipts and "seen by" (RPC read and seen).
 type seqParams struct {
 	ConversationID int64 `json:"conversationId"`
-	Seq            int64 `json:"seq"`
+	seqBody
+}
+
+// seqBody names a message by its seq in a request body.
+type seqBody struct {
+	Seq int64 `json:"seq"`
 }
 
 func bindRead(a *API, w http.ResponseWriter, r *http.Request, p *seqParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body struct {
-		Seq int64 `json:"seq"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.Seq = body.Seq
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.seqBody)
 }
 
 // markRead moves the caller's read watermark forward; a read that does not
@@ -151,12 +140,7 @@ func markRead(a *API, ctx context.Context, user int64, p seqParams) (int, any, e
 }
 
 func bindSeen(_ *API, _ http.ResponseWriter, r *http.Request, p *seqParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	p.Seq, err = pathID(r, "seq", "seq")
-	return err
+	return pathConversationAnd(r, &p.ConversationID, "seq", &p.Seq)
 }
 
 // seen answers "seen by N of M" (and "delivered to D of M") for one message.

@@ -172,3 +172,12 @@ func (a *API) bindBody(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	return decodeStrict(b, v, false)
 }
+
+// bindConversationBody binds a conversation route whose other parameters
+// come in the body: {id} into *conv, the request body into body.
+func (a *API) bindConversationBody(w http.ResponseWriter, r *http.Request, conv *int64, body any) error {
+	if err := pathConversation(r, conv); err != nil {
+		return err
+	}
+	return a.bindBody(w, r, body)
+}
