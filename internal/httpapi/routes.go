@@ -33,7 +33,7 @@ var endpoints = []endpoint{
 	operation(http.MethodPost, "/v1/conversations/{id}/read", "read", bindRead, markRead),
 	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
 	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox),
-	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindPresence, userPresence),
+	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindUserID("id"), userPresence),
 	operation(http.MethodPost, "/v1/uploads", "upload.create", bindCreateUpload, createUpload),
 	operation(http.MethodGet, "/v1/uploads/{id}", "upload.get", bindUploadID, getUpload),
 	stream(http.MethodPut, "/v1/uploads/{id}", putUpload),
