@@ -242,6 +242,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// concurrently calls f(0) to f(n-1) in n goroutines released together,
+// so that they race, and returns their errors by i.
+func concurrently(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// tally counts the outcomes of racing calls: ok the nil errors, refused
+// those that refusal expects. Any other error fails the test (what names
+// the calls).
+func tally(t *testing.T, what string, errs []error, refusal func(error) bool) (ok, refused int) {
+	t.Helper()
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case refusal(err):
+			refused++
+		default:
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	return ok, refused
+}
+
 func isCode(err error, code chat.Code) bool {
 	var ce *chat.Error
 	return errors.As(err, &ce) && ce.Code == code

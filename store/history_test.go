@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/store"
 )
@@ -260,15 +262,12 @@ func TestInboxCursorPagesWithoutDuplicatesOrHoles(t *testing.T) {
 		id int64
 		at time.Time
 	}
-	var all []key
-	for rows.Next() {
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (key, error) {
 		var k key
-		if err := rows.Scan(&k.id, &k.at); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, k)
-	}
-	if err := rows.Err(); err != nil {
+		err := row.Scan(&k.id, &k.at)
+		return k, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	slices.SortFunc(all, func(x, y key) int {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -327,17 +326,12 @@ func TestConcurrentResendsOfOneChangeCommitItOnce(t *testing.T) {
 		change(chat.KindRecall, g.ID, 1, m.Seq),
 	} {
 		before := lastSeq(t, pool, g.ID)
-		var wg sync.WaitGroup
 		results := make([]chat.ChangeResult, 8)
-		errs := make([]error, 8)
-		for i := range results {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[i], errs[i] = st.Change(context.Background(), c)
-			}()
-		}
-		wg.Wait()
+		errs := concurrently(len(results), func(i int) error {
+			var err error
+			results[i], err = st.Change(context.Background(), c)
+			return err
+		})
 		seq, dups := int64(0), 0
 		for i, res := range results {
 			if errs[i] != nil {

@@ -94,19 +94,11 @@ func TestSendSameClientMsgIDConcurrentlyCommitsOnce(t *testing.T) {
 	const callers = 20
 	req := sendReq(conv.ID, 1, "contested")
 	results := make([]chat.SendResult, callers)
-	errs := make([]error, callers)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], errs[i] = st.Send(ctx, req)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	errs := concurrently(callers, func(i int) error {
+		var err error
+		results[i], err = st.Send(ctx, req)
+		return err
+	})
 
 	dups := 0
 	for i := range callers {

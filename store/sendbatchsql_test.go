@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
@@ -47,15 +48,12 @@ func callSendBatch(t *testing.T, pool *pgxpool.Pool, sends []batchSend) []batchO
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []batchOutcome
-	for rows.Next() {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batchOutcome, error) {
 		var o batchOutcome
-		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
+		err := row.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at)
+		return o, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -214,15 +212,12 @@ func TestSendBatchFunctionDecidesLikeTheSequentialModel(t *testing.T) {
 		n, bare   int64
 		key       string
 	}
-	var all []row
-	for rows.Next() {
+	all, err := pgx.CollectRows(rows, func(pr pgx.CollectableRow) (row, error) {
 		var r row
-		if err := rows.Scan(&r.conv, &r.seq, &r.n, &r.bare, &r.key); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, r)
-	}
-	if err := rows.Err(); err != nil {
+		err := pr.Scan(&r.conv, &r.seq, &r.n, &r.bare, &r.key)
+		return r, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != newMessages {
