@@ -46,15 +46,6 @@ type UploadOptions struct {
 	Attempts int
 }
 
-type ticket struct {
-	UploadID    string            `json:"uploadId"`
-	URL         string            `json:"url"`
-	Method      string            `json:"method"`
-	Headers     map[string]string `json:"headers"`
-	ExpiresAt   time.Time         `json:"expiresAt"`
-	CompleteURL string            `json:"completeUrl"`
-}
-
 type uploadState struct {
 	UploadID   string      `json:"uploadId"`
 	State      string      `json:"state"`
@@ -91,7 +82,7 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 	if attempts <= 0 {
 		attempts = 6
 	}
-	var t ticket
+	var t chat.UploadTicket
 	newTicket := func() error {
 		return c.call(ctx, "upload.create", map[string]any{"conversationId": conversationID, "name": filepath.Base(name),
 			"contentType": ctype, "size": src.size, "durationMs": o.DurationMs}, &t, false)
@@ -154,7 +145,7 @@ func retryableUpload(err error) bool {
 
 // putBytes sends the bytes where the ticket says and, for an object
 // store, completes the upload.
-func (c *Client) putBytes(ctx context.Context, t ticket, src *source, progress func(int64, int64)) (uploadState, error) {
+func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source, progress func(int64, int64)) (uploadState, error) {
 	body, err := src.open()
 	if err != nil {
 		return uploadState{}, err

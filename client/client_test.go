@@ -182,8 +182,7 @@ func TestOrderSurvivesConnectionKills(t *testing.T) {
 
 func TestMarkReadIsDebouncedToOnePublish(t *testing.T) {
 	url := pgtest.NewDB(t)
-	srv := startNode(t, url)
-	broker := "mqtt://" + srv.MQTTAddr()
+	_, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))
 	cfg := testConfig(t, broker, 2)
 	cfg.ReadDebounce = 300 * time.Millisecond
@@ -245,8 +244,7 @@ wait:
 }
 
 func TestRefusalsAreTypedErrors(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	c := connect(t, testConfig(t, broker, 3))
 	ctx := ctxFor(t, 20*time.Second)
@@ -294,8 +292,7 @@ func TestRefusalsAreTypedErrors(t *testing.T) {
 }
 
 func TestRequestsRoundTrip(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 20*time.Second)

@@ -28,12 +28,26 @@ func startNode(t *testing.T, url string) *server.Server {
 	return testnode.Start(t, testnode.SecretEnv(t, url), nil)
 }
 
+// nodeOn starts a node on the database at url; broker is its MQTT URL.
+func nodeOn(t *testing.T, url string) (srv *server.Server, broker string) {
+	t.Helper()
+	srv = startNode(t, url)
+	return srv, "mqtt://" + srv.MQTTAddr()
+}
+
+// newBroker starts a node on a database of its own and returns its MQTT
+// URL.
+func newBroker(t *testing.T) string {
+	t.Helper()
+	_, broker := nodeOn(t, pgtest.NewDB(t))
+	return broker
+}
+
 // sender starts a node (its MQTT URL is broker) and connects user 1 (a)
 // to it, with a's direct conversation conv with user 2.
 func sender(t *testing.T) (srv *server.Server, broker string, a *client.Client, conv int64) {
 	t.Helper()
-	srv = startNode(t, pgtest.NewDB(t))
-	broker = "mqtt://" + srv.MQTTAddr()
+	srv, broker = nodeOn(t, pgtest.NewDB(t))
 	a = connect(t, testConfig(t, broker, 1))
 	return srv, broker, a, direct(t, a, 2)
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/pgtest"
 )
 
 func strp(s string) *string { return &s }
@@ -15,8 +14,7 @@ func strp(s string) *string { return &s }
 // a group's settings and roles, search; system entries arrive as events in
 // seq order, between messages, and a View stays in step.
 func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 30*time.Second)

@@ -45,8 +45,7 @@ func TestPersistentSessionSendReturnsSeq(t *testing.T) {
 // and is stored once.
 func TestSendResolvesSeqWhenPUBACKLacksIt(t *testing.T) {
 	url := pgtest.NewDB(t)
-	srv := startNode(t, url)
-	broker := "mqtt://" + srv.MQTTAddr()
+	_, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))
 	conv := direct(t, a, 2)
 	dir := t.TempDir()
@@ -232,8 +231,7 @@ func collect(t *testing.T, c *client.Client, from, want map[int64]int64, timeout
 // missed messages gets them from chatd's replay; the client must not fetch
 // them through history as well (every message would come twice).
 func TestPersistentCatchUpTakesTheReplayNotHistory(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	ctx := ctxFor(t, 30*time.Second)
 	from, want := map[int64]int64{}, map[int64]int64{}
