@@ -42,17 +42,17 @@ func groupOf12(t *testing.T) (context.Context, *store.Store, *pgxpool.Pool, chat
 	return ctx, st, pool, mustGroup(t, st, 1, 2)
 }
 
-func newStoreWithLimits(t *testing.T, l chat.Limits) (*store.Store, *pgxpool.Pool) {
+// newStoreWithLimits is newStore with limits l and the options given.
+func newStoreWithLimits(t *testing.T, l chat.Limits, opts ...store.Option) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	return store.New(pool, l), pool
+	return store.New(pool, l, opts...), pool
 }
 
 // newStoreRecording is newStore with rec as the store's publisher.
 func newStoreRecording(t *testing.T, rec *publishRecorder) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	return store.New(pool, chat.DefaultLimits(), store.WithPublisher(rec)), pool
+	return newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(rec))
 }
 
 // publishRecorder is a chat.Publisher that keeps the published events of

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -122,10 +121,9 @@ func TestEveryLifecycleRuleRefusesWithItsCodeAndStoresNothing(t *testing.T) {
 }
 
 func TestEditAndRecallWindowsBindTheSenderNotTheGroupsAdmins(t *testing.T) {
-	pool := pgtest.NewPool(t)
 	lim := chat.DefaultLimits()
 	lim.EditWindow, lim.RecallWindow = time.Hour, time.Hour
-	st := store.New(pool, lim)
+	st, pool := newStoreWithLimits(t, lim)
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	g := mustGroup(t, st, 1, 2, 3)
 	if _, _, err := st.AddMember(testCtx(t), g.ID, 1, 4, chat.RoleAdmin); err != nil {

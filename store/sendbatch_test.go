@@ -20,8 +20,7 @@ import (
 // ones committed gaplessly.
 func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	st := store.New(pool, chat.DefaultLimits(), store.WithBatching(512, 1))
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithBatching(512, 1))
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	a := mustGroup(t, st, 1, 2)
 	b := mustGroup(t, st, 3, 4)
