@@ -71,10 +71,17 @@ func dropMessages(c *client.Client, from, to int64) {
 
 func stopNode(t *testing.T, srv *server.Server) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	closeWithin(t, "stop chatd", 20*time.Second, srv.Close)
+}
+
+// closeWithin runs close with a deadline of d; a failure is logged as
+// what, since a test's clean-up has nothing left to check.
+func closeWithin(t *testing.T, what string, d time.Duration, close func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	if err := srv.Close(ctx); err != nil {
-		t.Logf("stop chatd: %v", err)
+	if err := close(ctx); err != nil {
+		t.Logf("%s: %v", what, err)
 	}
 }
 
@@ -109,11 +116,7 @@ func connect(t *testing.T, cfg client.Config) *client.Client {
 
 func closeClient(t *testing.T, c *client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Close(ctx); err != nil {
-		t.Logf("close client: %v", err)
-	}
+	closeWithin(t, "close client", 10*time.Second, c.Close)
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
