@@ -206,19 +206,12 @@ func TestMarkReadIsDebouncedToOnePublish(t *testing.T) {
 		t.Fatalf("read.updated = %+v, want user 2 at seq 10", ev)
 	}
 	// No further read.updated: only one receipt was published.
-	deadline := time.NewTimer(2 * cfg.ReadDebounce)
-	defer deadline.Stop()
-wait:
-	for {
-		select {
-		case ev := <-a.Events():
-			if ev.Type == client.EventReadUpdated {
-				t.Fatalf("second read.updated %+v: receipts not debounced", ev)
-			}
-		case <-deadline.C:
-			break wait
+	watchEvents(t, a, 2*cfg.ReadDebounce, func(ev client.Event) bool {
+		if ev.Type == client.EventReadUpdated {
+			t.Fatalf("second read.updated %+v: receipts not debounced", ev)
 		}
-	}
+		return false
+	})
 	if n := b.Stats().ReadsPublished; n != 1 {
 		t.Errorf("ReadsPublished = %d, want 1", n)
 	}

@@ -131,24 +131,17 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func messages(t *testing.T, c *client.Client, conv int64, n int, timeout time.Duration) []client.Event {
 	t.Helper()
 	var out []client.Event
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for len(out) < n {
-		select {
-		case ev, ok := <-c.Events():
-			if !ok {
-				t.Fatalf("events closed after %d/%d messages", len(out), n)
-			}
-			if ev.Type != client.EventMessageNew || ev.ConversationID != conv {
-				continue
-			}
-			if len(out) > 0 && ev.Seq != out[len(out)-1].Seq+1 {
-				t.Fatalf("message seq %d after %d: order or exactly-once broken", ev.Seq, out[len(out)-1].Seq)
-			}
-			out = append(out, ev)
-		case <-deadline.C:
-			t.Fatalf("got %d/%d messages of conversation %d within %v", len(out), n, conv, timeout)
+	if n > 0 && !watchEvents(t, c, timeout, func(ev client.Event) bool {
+		if ev.Type != client.EventMessageNew || ev.ConversationID != conv {
+			return false
 		}
+		if len(out) > 0 && ev.Seq != out[len(out)-1].Seq+1 {
+			t.Fatalf("message seq %d after %d: order or exactly-once broken", ev.Seq, out[len(out)-1].Seq)
+		}
+		out = append(out, ev)
+		return len(out) == n
+	}) {
+		t.Fatalf("got %d/%d messages of conversation %d within %v", len(out), n, conv, timeout)
 	}
 	return out
 }
@@ -156,33 +149,45 @@ func messages(t *testing.T, c *client.Client, conv int64, n int, timeout time.Du
 // noMoreMessages asserts that no message.new of conv arrives within d.
 func noMoreMessages(t *testing.T, c *client.Client, conv int64, d time.Duration) {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		select {
-		case ev := <-c.Events():
-			if ev.Type == client.EventMessageNew && ev.ConversationID == conv {
-				t.Fatalf("unexpected message seq %d (a duplicate?)", ev.Seq)
-			}
-		case <-deadline.C:
-			return
+	watchEvents(t, c, d, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == conv {
+			t.Fatalf("unexpected message seq %d (a duplicate?)", ev.Seq)
 		}
-	}
+		return false
+	})
 }
 
 // nextEvent waits for the next event of type typ.
 func nextEvent(t *testing.T, c *client.Client, typ string, timeout time.Duration) client.Event {
 	t.Helper()
+	var got client.Event
+	if !watchEvents(t, c, timeout, func(ev client.Event) bool {
+		got = ev
+		return ev.Type == typ
+	}) {
+		t.Fatalf("no %s event within %v", typ, timeout)
+	}
+	return got
+}
+
+// watchEvents hands c's events to f until f reports it is done (true) or
+// timeout passes (false). The events closing fails the test: no more
+// will come.
+func watchEvents(t *testing.T, c *client.Client, timeout time.Duration, f func(client.Event) (done bool)) bool {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		select {
-		case ev := <-c.Events():
-			if ev.Type == typ {
-				return ev
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Fatalf("events closed")
+			}
+			if f(ev) {
+				return true
 			}
 		case <-deadline.C:
-			t.Fatalf("no %s event within %v", typ, timeout)
+			return false
 		}
 	}
 }

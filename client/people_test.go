@@ -55,21 +55,18 @@ func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
 	// b sees seq 1 (message), 2 (rename), 3 (role), 4 (message) in order.
 	view := client.NewView(2)
 	var types []string
-	deadline := time.After(15 * time.Second)
-	for len(types) < 4 {
-		select {
-		case ev := <-b.Events():
-			if ev.ConversationID != g.ID || (ev.Type != client.EventMessageNew && ev.Type != client.EventSystemNew) {
-				continue
-			}
-			if ev.Seq != int64(len(types)+1) {
-				t.Fatalf("entry %d has seq %d (%s)", len(types)+1, ev.Seq, ev.Type)
-			}
-			view.Apply(ev)
-			types = append(types, ev.Type+":"+ev.Action)
-		case <-deadline:
-			t.Fatalf("entries so far %v", types)
+	if !watchEvents(t, b, 15*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID != g.ID || (ev.Type != client.EventMessageNew && ev.Type != client.EventSystemNew) {
+			return false
 		}
+		if ev.Seq != int64(len(types)+1) {
+			t.Fatalf("entry %d has seq %d (%s)", len(types)+1, ev.Seq, ev.Type)
+		}
+		view.Apply(ev)
+		types = append(types, ev.Type+":"+ev.Action)
+		return len(types) == 4
+	}) {
+		t.Fatalf("entries so far %v", types)
 	}
 	if types[1] != "system.new:group.updated" || types[2] != "system.new:role.changed" {
 		t.Fatalf("entries %v", types)

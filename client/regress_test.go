@@ -202,27 +202,20 @@ func collect(t *testing.T, c *client.Client, from, want map[int64]int64, timeout
 		}
 		return true
 	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !done() {
-		select {
-		case ev, ok := <-c.Events():
-			if !ok {
-				t.Fatal("events closed")
-			}
-			if ev.Type != client.EventMessageNew {
-				continue
-			}
-			if ev.Seq != have[ev.ConversationID]+1 {
-				t.Fatalf("conversation %d: seq %d after %d", ev.ConversationID, ev.Seq, have[ev.ConversationID])
-			}
-			have[ev.ConversationID] = ev.Seq
-			if ev.FromHistory {
-				fromHistory++
-			}
-		case <-deadline.C:
-			t.Fatalf("after %v: have %v, want %v", timeout, have, want)
+	if !done() && !watchEvents(t, c, timeout, func(ev client.Event) bool {
+		if ev.Type != client.EventMessageNew {
+			return false
 		}
+		if ev.Seq != have[ev.ConversationID]+1 {
+			t.Fatalf("conversation %d: seq %d after %d", ev.ConversationID, ev.Seq, have[ev.ConversationID])
+		}
+		have[ev.ConversationID] = ev.Seq
+		if ev.FromHistory {
+			fromHistory++
+		}
+		return done()
+	}) {
+		t.Fatalf("after %v: have %v, want %v", timeout, have, want)
 	}
 	return fromHistory
 }
