@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	chat "github.com/chatd/chatd"
 )
@@ -62,14 +61,7 @@ type MembersPage struct {
 }
 
 // SearchOptions narrow a search; Limit defaults to 20 (at most 50).
-type SearchOptions struct {
-	ConversationID int64      `json:"conversationId,omitempty"`
-	SenderID       int64      `json:"senderId,omitempty"`
-	Before         *time.Time `json:"before,omitempty"`
-	After          *time.Time `json:"after,omitempty"`
-	Limit          int        `json:"limit,omitempty"`
-	Cursor         string     `json:"cursor,omitempty"`
-}
+type SearchOptions = chat.SearchFilter
 
 // Me returns the user's profile and settings.
 func (c *Client) Me(ctx context.Context) (Me, error) {

@@ -250,13 +250,8 @@ func transferOwner(a *API, ctx context.Context, user int64, p memberParams) (int
 // searchParams: GET /v1/search and RPC search. Before and After are RFC
 // 3339 times.
 type searchParams struct {
-	Q              string     `json:"q"`
-	ConversationID int64      `json:"conversationId"`
-	SenderID       int64      `json:"senderId"`
-	Before         *time.Time `json:"before"`
-	After          *time.Time `json:"after"`
-	Limit          int        `json:"limit"`
-	Cursor         string     `json:"cursor"`
+	Q string `json:"q"`
+	chat.SearchFilter
 }
 
 func bindSearch(_ *API, _ http.ResponseWriter, r *http.Request, p *searchParams) error {
@@ -287,8 +282,7 @@ func bindSearch(_ *API, _ http.ResponseWriter, r *http.Request, p *searchParams)
 }
 
 func search(a *API, ctx context.Context, user int64, p searchParams) (int, any, error) {
-	page, err := a.svc.Search(ctx, chat.SearchQuery{UserID: user, Text: p.Q, ConversationID: p.ConversationID,
-		SenderID: p.SenderID, Before: p.Before, After: p.After, Limit: p.Limit, Cursor: p.Cursor})
+	page, err := a.svc.Search(ctx, p.Query(user, p.Q))
 	if err != nil {
 		return 0, nil, err
 	}
