@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
@@ -240,6 +241,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// scanAll reads every row of rows into a T, scanning into the fields
+// fields names; an error fails the test.
+func scanAll[T any](t *testing.T, rows pgx.Rows, fields func(*T) []any) []T {
+	t.Helper()
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
+		var v T
+		err := row.Scan(fields(&v)...)
+		return v, err
+	})
+	if err != nil {
+		t.Fatalf("read rows: %v", err)
+	}
+	return out
 }
 
 // concurrently calls f(0) to f(n-1) in n goroutines released together,

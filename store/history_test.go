@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/store"
 )
@@ -262,14 +260,7 @@ func TestInboxCursorPagesWithoutDuplicatesOrHoles(t *testing.T) {
 		id int64
 		at time.Time
 	}
-	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (key, error) {
-		var k key
-		err := row.Scan(&k.id, &k.at)
-		return k, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := scanAll(t, rows, func(k *key) []any { return []any{&k.id, &k.at} })
 	slices.SortFunc(all, func(x, y key) int {
 		if c := y.at.Compare(x.at); c != 0 {
 			return c

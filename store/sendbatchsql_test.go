@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
@@ -48,14 +47,7 @@ func callSendBatch(t *testing.T, pool *pgxpool.Pool, sends []batchSend) []batchO
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batchOutcome, error) {
-		var o batchOutcome
-		err := row.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at)
-		return o, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := scanAll(t, rows, func(o *batchOutcome) []any { return []any{&o.status, &o.seq, &o.sender, &o.body, &o.at} })
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -212,14 +204,7 @@ func TestSendBatchFunctionDecidesLikeTheSequentialModel(t *testing.T) {
 		n, bare   int64
 		key       string
 	}
-	all, err := pgx.CollectRows(rows, func(pr pgx.CollectableRow) (row, error) {
-		var r row
-		err := pr.Scan(&r.conv, &r.seq, &r.n, &r.bare, &r.key)
-		return r, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := scanAll(t, rows, func(r *row) []any { return []any{&r.conv, &r.seq, &r.n, &r.bare, &r.key} })
 	if len(all) != newMessages {
 		t.Fatalf("%d messages, want %d", len(all), newMessages)
 	}
