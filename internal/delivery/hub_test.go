@@ -121,6 +121,13 @@ func (f fixture) send(t *testing.T, n int) []chat.Event {
 	return evs
 }
 
+// publishEach hands evs to h one by one, as commits reach it.
+func publishEach(h *delivery.Hub, evs []chat.Event) {
+	for _, ev := range evs {
+		h.Publish(ev)
+	}
+}
+
 func newHub(t *testing.T, f fixture, o delivery.Options) *delivery.Hub {
 	t.Helper()
 	h := delivery.NewHub(f.sessions, o)
@@ -207,9 +214,7 @@ func TestReorderedDuplicatedAndLostNotificationsStillDeliverInOrderExactlyOnce(t
 	// A late duplicate changes nothing.
 	h.Publish(evs[0])
 	h.Publish(evs[299])
-	for _, ev := range f.send(t, 1) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 1))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 301), 1, 301)
 }
 
@@ -217,9 +222,7 @@ func TestQueueOverflowFallsBackToPostgreSQL(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4})
 	c := attach(t, h, f, "overflow", false, true)
-	for _, ev := range f.send(t, 500) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 500))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 500), 1, 500)
 }
 
@@ -227,9 +230,7 @@ func TestWindowBoundsUnackedPublishesAndASilentClientIsDisconnected(t *testing.T
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 4, SlowTimeout: 300 * time.Millisecond})
 	c := attach(t, h, f, "silent", false, false)
-	for _, ev := range f.send(t, 20) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 20))
 	select {
 	case reason := <-c.closed:
 		t.Logf("disconnected: %s", reason)
@@ -245,9 +246,7 @@ func TestPersistentSessionResumesAfterItsLastAcknowledgedSeq(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 8, CursorFlush: 10 * time.Millisecond})
 	c := attach(t, h, f, "phone", true, true)
-	for _, ev := range f.send(t, 50) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 50))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 50), 1, 50)
 	h.Detach("phone", c) // flushes the cursor
 	f.send(t, 30)        // while offline: no notifications at all
@@ -260,9 +259,7 @@ func TestNonPersistentSessionStartsNow(t *testing.T) {
 	f.send(t, 10)
 	h := newHub(t, f, delivery.Options{})
 	c := attach(t, h, f, "fresh", false, true)
-	for _, ev := range f.send(t, 5) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 5))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 5), 11, 15)
 }
 
@@ -289,9 +286,7 @@ func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *te
 	c.hub = h
 	h.Attach(c, "cached", 2, false, false)
 	<-h.Session("cached").Loaded()
-	for _, ev := range f.send(t, 200) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 200))
 	waitSeqs(t, obs, f.conv.ID, 200)
 	if n := len(c.seqs(f.conv.ID)); n != 0 {
 		t.Fatalf("%d messages delivered before the subscription", n)
@@ -314,9 +309,7 @@ func TestOverflowedSessionCatchesUpMostlyFromTheRecentCache(t *testing.T) {
 	m := delivery.NewMetrics(reg)
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4, Metrics: m})
 	c := attach(t, h, f, "overflow", false, true)
-	for _, ev := range f.send(t, 200) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 200))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 200), 1, 200)
 	// A queue overflow resyncs from PostgreSQL, whose last_seq (200 here)
 	// can be ahead of the fan-out; until the cache catches up with it,
@@ -332,10 +325,7 @@ func TestRecentCacheDoesNotEndCatchUpBeforeWhatPostgreSQLHolds(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4})
 	c := attach(t, h, f, "mixed", false, true)
-	evs := f.send(t, 100)
-	for _, ev := range evs[:60] {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 100)[:60])
 	// 61..100 are committed but their notifications are lost; 101 then
 	// arrives live. The cache holds 1..60 and must not be taken for the end.
 	more := f.send(t, 1)
@@ -347,9 +337,7 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 16})
 	c := attach(t, h, f, "bursty", false, false)
-	for _, ev := range f.send(t, 100) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 100))
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -442,9 +430,7 @@ func TestFanOutKeepsRoutingWhileAConversationsMembersLoad(t *testing.T) {
 	h.Attach(c, "c", 2, false, true)
 	<-h.Session("c").Loaded()
 
-	for _, ev := range f.send(t, 3) { // f.conv: its members' lookup hangs
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 3)) // f.conv: its members' lookup hangs
 	start := time.Now()
 	for i := range 3 {
 		res, err := f.svc.Send(context.Background(), chat.SendRequest{ConversationID: other.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: fmt.Sprint("o", i)})
@@ -475,9 +461,7 @@ func TestIdleSessionsHoldNoGoroutineAndLittleMemory(t *testing.T) {
 	for i := range conns {
 		conns[i] = attach(t, h, f, fmt.Sprint("idle-", i), true, true)
 	}
-	for _, ev := range f.send(t, 1) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 1))
 	for i, c := range conns {
 		deadline := time.Now().Add(10 * time.Second)
 		for len(c.seqs(f.conv.ID)) == 0 {
