@@ -130,8 +130,14 @@ func publishEach(h *delivery.Hub, evs []chat.Event) {
 
 func newHub(t *testing.T, f fixture, o delivery.Options) *delivery.Hub {
 	t.Helper()
-	h := delivery.NewHub(f.sessions, o)
-	t.Cleanup(func() {
+	return startHub(t, f.sessions, o)
+}
+
+// startHub is a hub on st, closed when the test ends.
+func startHub(tb testing.TB, st chat.DeliveryStore, o delivery.Options) *delivery.Hub {
+	tb.Helper()
+	h := delivery.NewHub(st, o)
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = h.Close(ctx)
@@ -141,12 +147,19 @@ func newHub(t *testing.T, f fixture, o delivery.Options) *delivery.Hub {
 
 func attach(t *testing.T, h *delivery.Hub, f fixture, id string, persistent, ack bool) *fakeConn {
 	t.Helper()
-	if _, err := f.sessions.Open(context.Background(), id, 2, persistent, false, time.Hour); err != nil {
+	return attachUser(t, h, f, id, 2, persistent, ack, true)
+}
+
+// attachUser is attach for session id of user; ready is whether it is
+// subscribed to its events topic yet.
+func attachUser(t *testing.T, h *delivery.Hub, f fixture, id string, user int64, persistent, ack, ready bool) *fakeConn {
+	t.Helper()
+	if _, err := f.sessions.Open(context.Background(), id, user, persistent, false, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	c := newConn(id, ack)
 	c.hub = h
-	h.Attach(c, id, 2, persistent, true)
+	h.Attach(c, id, user, persistent, ready)
 	sess := h.Session(id)
 	select {
 	case <-sess.Loaded():
@@ -270,22 +283,10 @@ func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *te
 	h := newHub(t, f, delivery.Options{Window: 8, Metrics: m})
 	// The sender's own session shows when the fan-out has routed
 	// everything.
-	if _, err := f.sessions.Open(context.Background(), "observer", 1, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	obs := newConn("observer", true)
-	obs.hub = h
-	h.Attach(obs, "observer", 1, false, true)
-	<-h.Session("observer").Loaded()
+	obs := attachUser(t, h, f, "observer", 1, false, true, true)
 	// Not subscribed to its events topic yet, the session drops live
 	// messages and only notes that it is behind...
-	if _, err := f.sessions.Open(context.Background(), "cached", 2, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	c := newConn("cached", true)
-	c.hub = h
-	h.Attach(c, "cached", 2, false, false)
-	<-h.Session("cached").Loaded()
+	c := attachUser(t, h, f, "cached", 2, false, true, false)
 	publishEach(h, f.send(t, 200))
 	waitSeqs(t, obs, f.conv.ID, 200)
 	if n := len(c.seqs(f.conv.ID)); n != 0 {
@@ -416,19 +417,8 @@ func TestFanOutKeepsRoutingWhileAConversationsMembersLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := &slowMembers{DeliveryStore: f.sessions, conv: f.conv.ID, release: make(chan struct{})}
-	h := delivery.NewHub(slow, delivery.Options{})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
-	if _, err := f.sessions.Open(context.Background(), "c", 2, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	c := newConn("c", true)
-	c.hub = h
-	h.Attach(c, "c", 2, false, true)
-	<-h.Session("c").Loaded()
+	h := startHub(t, slow, delivery.Options{})
+	c := attach(t, h, f, "c", false, true)
 
 	publishEach(h, f.send(t, 3)) // f.conv: its members' lookup hangs
 	start := time.Now()
@@ -528,12 +518,7 @@ func (c *countConn) Close(string) {}
 // write's encoding).
 func BenchmarkFanOut(b *testing.B) {
 	f := setup(b)
-	h := delivery.NewHub(f.sessions, delivery.Options{})
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
+	h := startHub(b, f.sessions, delivery.Options{})
 	ctx := context.Background()
 	var conns []*countConn
 	for _, u := range []int64{1, 2} {
@@ -592,12 +577,7 @@ func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testin
 	f := setup(t)
 	st := &downCursors{DeliveryStore: f.sessions}
 	st.down.Store(true)
-	h := delivery.NewHub(st, delivery.Options{})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
+	h := startHub(t, st, delivery.Options{})
 	c := newConn("c", true)
 	c.hub = h
 	h.Attach(c, "c", 2, false, true)
