@@ -31,10 +31,7 @@ func createConversation(a *API, ctx context.Context, user int64, p createParams)
 		return 0, nil, chat.Errorf(chat.CodeInvalid, `type must be "group"`)
 	}
 	conv, err := a.svc.CreateGroup(ctx, user, p.Title, p.Members)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, conv, nil
+	return createdReply(conv, true, err)
 }
 
 // directParams: POST /v1/direct/{peerId} and RPC direct.open.
@@ -59,14 +56,7 @@ func bindOpenDirect(a *API, w http.ResponseWriter, r *http.Request, p *directPar
 // openDirect returns the pair's one DIRECT conversation: 201 when this call
 // created it, 200 when it existed, so clients can tell without a GET.
 func openDirect(a *API, ctx context.Context, user int64, p directParams) (int, any, error) {
-	conv, created, err := a.svc.OpenDirect(ctx, user, p.PeerID)
-	if err != nil {
-		return 0, nil, err
-	}
-	if created {
-		return http.StatusCreated, conv, nil
-	}
-	return http.StatusOK, conv, nil
+	return createdReply(a.svc.OpenDirect(ctx, user, p.PeerID))
 }
 
 // conversationParams: GET /v1/conversations/{id} and RPC conversation.get.
@@ -114,14 +104,7 @@ func bindAddMember(a *API, w http.ResponseWriter, r *http.Request, p *addParams)
 // 201 with the member, or 200 when they already were one, so a retried add
 // is harmless.
 func addMember(a *API, ctx context.Context, user int64, p addParams) (int, any, error) {
-	m, created, err := a.svc.AddMemberAs(ctx, p.ConversationID, user, p.UserID, p.Role)
-	if err != nil {
-		return 0, nil, err
-	}
-	if !created {
-		return http.StatusOK, m, nil
-	}
-	return http.StatusCreated, m, nil
+	return createdReply(a.svc.AddMemberAs(ctx, p.ConversationID, user, p.UserID, p.Role))
 }
 
 func bindRemoveMember(_ *API, _ http.ResponseWriter, r *http.Request, p *memberParams) error {

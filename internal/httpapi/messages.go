@@ -48,10 +48,7 @@ func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, erro
 	if m.ForwardedFrom != nil {
 		reply.Body = &m.Body
 	}
-	if res.Duplicate {
-		return http.StatusOK, reply, nil
-	}
-	return http.StatusCreated, reply, nil
+	return createdReply(reply, !res.Duplicate, nil)
 }
 
 // historyParams: GET /v1/conversations/{id}/messages and RPC history.

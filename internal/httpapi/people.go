@@ -188,11 +188,7 @@ func bindGroup(a *API, w http.ResponseWriter, r *http.Request, p *groupParams) e
 }
 
 func updateGroup(a *API, ctx context.Context, user int64, p groupParams) (int, any, error) {
-	conv, err := a.svc.UpdateGroup(ctx, p.ConversationID, user, p.GroupUpdate)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, conv, nil
+	return okReply(a.svc.UpdateGroup(ctx, p.ConversationID, user, p.GroupUpdate))
 }
 
 // membersParams: GET /v1/conversations/{id}/members and RPC members.list.
@@ -282,9 +278,5 @@ func bindSearch(_ *API, _ http.ResponseWriter, r *http.Request, p *searchParams)
 }
 
 func search(a *API, ctx context.Context, user int64, p searchParams) (int, any, error) {
-	page, err := a.svc.Search(ctx, p.Query(user, p.Q))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, page, nil
+	return okReply(a.svc.Search(ctx, p.Query(user, p.Q)))
 }

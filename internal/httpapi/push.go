@@ -87,9 +87,5 @@ func bindSettings(a *API, w http.ResponseWriter, r *http.Request, p *settingsPar
 }
 
 func setSettings(a *API, ctx context.Context, user int64, p settingsParams) (int, any, error) {
-	s, err := a.svc.SetConversationSettings(ctx, p.ConversationID, user, p.SettingsRequest)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, s, nil
+	return okReply(a.svc.SetConversationSettings(ctx, p.ConversationID, user, p.SettingsRequest))
 }

@@ -142,6 +142,18 @@ func okReply(v any, err error) (int, any, error) {
 	return http.StatusOK, v, nil
 }
 
+// createdReply is the answer to a call that may make something: 201 with
+// v when it did (created), 200 with v when it was there already, or err.
+func createdReply(v any, created bool, err error) (int, any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	if created {
+		return http.StatusCreated, v, nil
+	}
+	return http.StatusOK, v, nil
+}
+
 func public(method, path string, run func(a *API, ctx context.Context) (int, any, error)) endpoint {
 	return endpoint{
 		Route:  Route{Method: method, Path: path},
