@@ -43,11 +43,11 @@ func groupOf12(t *testing.T) (context.Context, *store.Store, *pgxpool.Pool, chat
 	return ctx, st, pool, mustGroup(t, st, 1, 2)
 }
 
-// newStoreWithLimits is newStore with limits l and the options given.
+// newStoreWithLimits is newStore with limits l and the options given; the
+// store is closed at the end of the test.
 func newStoreWithLimits(t *testing.T, l chat.Limits, opts ...store.Option) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	return store.New(pool, l, opts...), pool
+	return pgtest.NewStore(t, l, opts...)
 }
 
 // newStoreRecording is newStore with rec as the store's publisher.

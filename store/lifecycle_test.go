@@ -124,7 +124,6 @@ func TestEditAndRecallWindowsBindTheSenderNotTheGroupsAdmins(t *testing.T) {
 	lim := chat.DefaultLimits()
 	lim.EditWindow, lim.RecallWindow = time.Hour, time.Hour
 	st, pool := newStoreWithLimits(t, lim)
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	g := mustGroup(t, st, 1, 2, 3)
 	if _, _, err := st.AddMember(testCtx(t), g.ID, 1, 4, chat.RoleAdmin); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 	ctx := testCtx(t)
 	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithBatching(512, 1))
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	a := mustGroup(t, st, 1, 2)
 	b := mustGroup(t, st, 3, 4)
 	earlier := mustSend(t, st, a.ID, 1, "earlier") // seq 1 in a

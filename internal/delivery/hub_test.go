@@ -97,9 +97,7 @@ type fixture struct {
 
 func setup(t testing.TB) fixture {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
 	svc := chat.NewService(st, chat.DefaultLimits())
 	conv, err := svc.CreateGroup(context.Background(), 1, "pump", []int64{2})
 	if err != nil {
