@@ -89,6 +89,10 @@ type AttachmentRef struct {
 	Caption  string `json:"caption,omitempty"`
 }
 
+// Ref is the attachment as a send names it: forwarding a file is sending
+// the same upload again, with its caption.
+func (a Attachment) Ref() AttachmentRef { return AttachmentRef{UploadID: a.ID, Caption: a.Caption} }
+
 // Attachment limits of a message.
 const (
 	MaxAttachments    = 10
@@ -528,30 +532,28 @@ func (s *Service) CreateUpload(ctx context.Context, req UploadRequest) (UploadTi
 
 // PutUpload streams an upload's bytes (chatd's own upload URL).
 func (s *Service) PutUpload(ctx context.Context, userID int64, uploadID string, body io.Reader, length int64) (Upload, error) {
-	a, err := s.attachments()
-	if err != nil {
-		return Upload{}, err
-	}
-	if err := ValidateUploadID("uploadId", uploadID); err != nil {
-		return Upload{}, err
-	}
-	return a.PutUpload(ctx, userID, uploadID, body, length)
+	return s.onUpload(uploadID, func(a Attachments) (Upload, error) {
+		return a.PutUpload(ctx, userID, uploadID, body, length)
+	})
 }
 
 // CompleteUpload checks an upload sent to the object store.
 func (s *Service) CompleteUpload(ctx context.Context, userID int64, uploadID string) (Upload, error) {
-	a, err := s.attachments()
-	if err != nil {
-		return Upload{}, err
-	}
-	if err := ValidateUploadID("uploadId", uploadID); err != nil {
-		return Upload{}, err
-	}
-	return a.CompleteUpload(ctx, userID, uploadID)
+	return s.onUpload(uploadID, func(a Attachments) (Upload, error) {
+		return a.CompleteUpload(ctx, userID, uploadID)
+	})
 }
 
 // GetUpload reports where the caller's upload stands.
 func (s *Service) GetUpload(ctx context.Context, userID int64, uploadID string) (Upload, error) {
+	return s.onUpload(uploadID, func(a Attachments) (Upload, error) {
+		return a.GetUpload(ctx, userID, uploadID)
+	})
+}
+
+// onUpload is a call about one upload: op runs on the attachments port
+// once there is one and uploadID is an id chatd hands out.
+func (s *Service) onUpload(uploadID string, op func(Attachments) (Upload, error)) (Upload, error) {
 	a, err := s.attachments()
 	if err != nil {
 		return Upload{}, err
@@ -559,7 +561,7 @@ func (s *Service) GetUpload(ctx context.Context, userID int64, uploadID string) 
 	if err := ValidateUploadID("uploadId", uploadID); err != nil {
 		return Upload{}, err
 	}
-	return a.GetUpload(ctx, userID, uploadID)
+	return op(a)
 }
 
 // OpenAttachment hands a member an attachment or its thumbnail.

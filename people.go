@@ -87,10 +87,10 @@ const (
 // GroupUpdate is PATCH /v1/conversations/{id}: the settings given change
 // (nil: unchanged). AvatarURL "" removes the avatar.
 type GroupUpdate struct {
-	Title          *string
-	About          *string
-	AvatarURL      *string
-	HistoryVisible *string
+	Title          *string `json:"title"`
+	About          *string `json:"about"`
+	AvatarURL      *string `json:"avatarUrl"`
+	HistoryVisible *string `json:"historyVisible"`
 }
 
 // MembersPage is a page of a conversation's members: the owner first, then
@@ -267,19 +267,8 @@ func (s *Service) SetProfile(ctx context.Context, userID int64, u ProfileUpdate)
 	if u.DisplayName, err = ValidateDisplayName(u.DisplayName); err != nil {
 		return Profile{}, err
 	}
-	if u.About != nil {
-		a, err := ValidateAbout("about", *u.About)
-		if err != nil {
-			return Profile{}, err
-		}
-		u.About = &a
-	}
-	if u.AvatarURL != nil {
-		a, err := ValidateAvatarURL(*u.AvatarURL)
-		if err != nil {
-			return Profile{}, err
-		}
-		u.AvatarURL = &a
+	if err := validateAboutAndAvatar(&u.About, &u.AvatarURL); err != nil {
+		return Profile{}, err
 	}
 	large := s.LargeGroup
 	if large <= 0 {
@@ -421,6 +410,28 @@ func (s *Service) BlockedBy(ctx context.Context, senderID int64, recipients []in
 	return p.BlockedBy(ctx, senderID, recipients)
 }
 
+// validateGiven replaces *v, when given, with what validate makes of it.
+func validateGiven(v **string, validate func(string) (string, error)) error {
+	if *v == nil {
+		return nil
+	}
+	s, err := validate(**v)
+	if err != nil {
+		return err
+	}
+	*v = &s
+	return nil
+}
+
+// validateAboutAndAvatar validates the about and avatar URL a profile or
+// a group update gives (nil: unchanged).
+func validateAboutAndAvatar(about, avatarURL **string) error {
+	if err := validateGiven(about, func(s string) (string, error) { return ValidateAbout("about", s) }); err != nil {
+		return err
+	}
+	return validateGiven(avatarURL, ValidateAvatarURL)
+}
+
 // UpdateGroup changes a group's settings (see GroupUpdate): owner or admin,
 // historyVisible the owner only. Nothing given is invalid; values equal to
 // the current ones write nothing.
@@ -431,27 +442,11 @@ func (s *Service) UpdateGroup(ctx context.Context, conversationID, actorID int64
 	if u.Title == nil && u.About == nil && u.AvatarURL == nil && u.HistoryVisible == nil {
 		return Conversation{}, Errorf(CodeInvalid, "give at least one of title, about, avatarUrl, historyVisible")
 	}
-	var err error
-	if u.Title != nil {
-		t, err := ValidateGroupTitle(*u.Title)
-		if err != nil {
-			return Conversation{}, err
-		}
-		u.Title = &t
+	if err := validateGiven(&u.Title, ValidateGroupTitle); err != nil {
+		return Conversation{}, err
 	}
-	if u.About != nil {
-		a, err := ValidateAbout("about", *u.About)
-		if err != nil {
-			return Conversation{}, err
-		}
-		u.About = &a
-	}
-	if u.AvatarURL != nil {
-		a, err := ValidateAvatarURL(*u.AvatarURL)
-		if err != nil {
-			return Conversation{}, err
-		}
-		u.AvatarURL = &a
+	if err := validateAboutAndAvatar(&u.About, &u.AvatarURL); err != nil {
+		return Conversation{}, err
 	}
 	if u.HistoryVisible != nil && *u.HistoryVisible != HistoryJoined && *u.HistoryVisible != HistoryAll {
 		return Conversation{}, Errorf(CodeInvalid, `historyVisible must be "joined" or "all"`)

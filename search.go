@@ -29,6 +29,24 @@ type SearchQuery struct {
 	Terms []SearchTerm
 }
 
+// SearchFilter is a search's parameters besides its text, as clients
+// send them (RPC search, GET /v1/search's query): the SearchQuery fields
+// of the same names.
+type SearchFilter struct {
+	ConversationID int64      `json:"conversationId,omitempty"`
+	SenderID       int64      `json:"senderId,omitempty"`
+	Before         *time.Time `json:"before,omitempty"`
+	After          *time.Time `json:"after,omitempty"`
+	Limit          int        `json:"limit,omitempty"`
+	Cursor         string     `json:"cursor,omitempty"`
+}
+
+// Query is the search for text by userID that f narrows.
+func (f SearchFilter) Query(userID int64, text string) SearchQuery {
+	return SearchQuery{UserID: userID, Text: text, ConversationID: f.ConversationID, SenderID: f.SenderID,
+		Before: f.Before, After: f.After, Limit: f.Limit, Cursor: f.Cursor}
+}
+
 // SearchPage is a page of hits; NextCursor is empty on the last one.
 type SearchPage struct {
 	Results    []SearchHit `json:"results"`

@@ -103,6 +103,24 @@ type SendRequest struct {
 	Attachments    []AttachmentRef
 }
 
+// SendPayload is a send as a client writes it, the same on every
+// transport: the payload of an MQTT publish to a conversation's msg topic
+// and the body of POST /v1/conversations/{id}/messages. The topic or path
+// names the conversation, the connection or token the sender.
+type SendPayload struct {
+	ClientMsgID string          `json:"clientMsgId"`
+	Body        string          `json:"body"`
+	ReplyTo     int64           `json:"replyTo"`
+	Forward     *MessageRef     `json:"forward"`
+	Attachments []AttachmentRef `json:"attachments"`
+}
+
+// Request is the send of p by senderID to conversationID.
+func (p SendPayload) Request(conversationID, senderID int64) SendRequest {
+	return SendRequest{ConversationID: conversationID, SenderID: senderID, ClientMsgID: p.ClientMsgID,
+		Body: p.Body, ReplyTo: p.ReplyTo, Forward: p.Forward, Attachments: p.Attachments}
+}
+
 // SendResult is the committed message; Duplicate reports that ClientMsgID
 // had already been committed by this sender and nothing new was written.
 type SendResult struct {

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"time"
+
+	chat "github.com/chatd/chatd"
 )
 
 // Message is one committed entry of a conversation's stream, as history
@@ -57,20 +59,13 @@ const (
 	KindSystem = "system"
 )
 
-// ReplyRef is the message a message replies to, as it is now.
-type ReplyRef struct {
-	Seq      int64  `json:"seq"`
-	SenderID int64  `json:"senderId"`
-	Snippet  string `json:"snippet"` // its first 100 characters; empty once recalled
-	Recalled bool   `json:"recalled,omitempty"`
-}
-
-// ForwardRef is the message a forwarded message copies.
-type ForwardRef struct {
-	ConversationID int64 `json:"conversationId"`
-	Seq            int64 `json:"seq"`
-	SenderID       int64 `json:"senderId"`
-}
+type (
+	// ReplyRef is the message a message replies to, as it is now: its
+	// Snippet is its first 100 characters, empty once recalled.
+	ReplyRef = chat.ReplyRef
+	// ForwardRef is the message a forwarded message copies.
+	ForwardRef = chat.ForwardRef
+)
 
 // Reaction is one emoji on a message: how many set it, whether you did.
 type Reaction struct {
@@ -155,10 +150,7 @@ type Seen struct {
 
 // ReadResult is the watermark after a read receipt; Advanced is false
 // when it did not move.
-type ReadResult struct {
-	Advanced    bool  `json:"advanced"`
-	LastReadSeq int64 `json:"lastReadSeq"`
-}
+type ReadResult = chat.ReadResult
 
 // Inbox returns a page of the user's conversations.
 func (c *Client) Inbox(ctx context.Context, o InboxOptions) (InboxPage, error) {

@@ -13,40 +13,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	chat "github.com/chatd/chatd"
 )
 
-// Attachment is a file a message carries (docs/protocol.md
-// "Attachments"): ContentType is what chatd sniffed from the bytes,
-// SHA256 is of the bytes Download returns.
-type Attachment struct {
-	ID          string     `json:"id"`
-	Name        string     `json:"name"`
-	ContentType string     `json:"contentType"`
-	Size        int64      `json:"size"`
-	SHA256      string     `json:"sha256"`
-	Width       int        `json:"width,omitempty"`
-	Height      int        `json:"height,omitempty"`
-	DurationMs  int64      `json:"durationMs,omitempty"`
-	Caption     string     `json:"caption,omitempty"`
-	Thumbnail   *Thumbnail `json:"thumbnail,omitempty"`
-}
-
-// Thumbnail is a small JPEG of an image attachment (DownloadThumbnail).
-type Thumbnail struct {
-	ContentType string `json:"contentType"`
-	Width       int    `json:"width"`
-	Height      int    `json:"height"`
-	Size        int64  `json:"size"`
-}
-
-// AttachmentRef names an upload a message carries, with its caption.
-type AttachmentRef struct {
-	UploadID string `json:"uploadId"`
-	Caption  string `json:"caption,omitempty"`
-}
-
-// Ref is the attachment as a send names it.
-func (a Attachment) Ref() AttachmentRef { return AttachmentRef{UploadID: a.ID, Caption: a.Caption} }
+// The attachment types are the server's own (docs/protocol.md
+// "Attachments"), so what the client decodes is what chatd encodes.
+type (
+	// Attachment is a file a message carries: ContentType is what chatd
+	// sniffed from the bytes, SHA256 is of the bytes Download returns;
+	// Ref names it for another send.
+	Attachment = chat.Attachment
+	// Thumbnail is a small JPEG of an image attachment (DownloadThumbnail).
+	Thumbnail = chat.Thumbnail
+	// AttachmentRef names an upload a message carries, with its caption.
+	AttachmentRef = chat.AttachmentRef
+)
 
 // UploadOptions tune Upload.
 type UploadOptions struct {
@@ -62,15 +44,6 @@ type UploadOptions struct {
 	// Attempts bounds the PUTs of the bytes (default 6): a PUT cut short
 	// by the network is sent again from the start.
 	Attempts int
-}
-
-type ticket struct {
-	UploadID    string            `json:"uploadId"`
-	URL         string            `json:"url"`
-	Method      string            `json:"method"`
-	Headers     map[string]string `json:"headers"`
-	ExpiresAt   time.Time         `json:"expiresAt"`
-	CompleteURL string            `json:"completeUrl"`
 }
 
 type uploadState struct {
@@ -109,7 +82,7 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 	if attempts <= 0 {
 		attempts = 6
 	}
-	var t ticket
+	var t chat.UploadTicket
 	newTicket := func() error {
 		return c.call(ctx, "upload.create", map[string]any{"conversationId": conversationID, "name": filepath.Base(name),
 			"contentType": ctype, "size": src.size, "durationMs": o.DurationMs}, &t, false)
@@ -172,7 +145,7 @@ func retryableUpload(err error) bool {
 
 // putBytes sends the bytes where the ticket says and, for an object
 // store, completes the upload.
-func (c *Client) putBytes(ctx context.Context, t ticket, src *source, progress func(int64, int64)) (uploadState, error) {
+func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source, progress func(int64, int64)) (uploadState, error) {
 	body, err := src.open()
 	if err != nil {
 		return uploadState{}, err

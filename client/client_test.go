@@ -182,8 +182,7 @@ func TestOrderSurvivesConnectionKills(t *testing.T) {
 
 func TestMarkReadIsDebouncedToOnePublish(t *testing.T) {
 	url := pgtest.NewDB(t)
-	srv := startNode(t, url)
-	broker := "mqtt://" + srv.MQTTAddr()
+	_, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))
 	cfg := testConfig(t, broker, 2)
 	cfg.ReadDebounce = 300 * time.Millisecond
@@ -207,19 +206,12 @@ func TestMarkReadIsDebouncedToOnePublish(t *testing.T) {
 		t.Fatalf("read.updated = %+v, want user 2 at seq 10", ev)
 	}
 	// No further read.updated: only one receipt was published.
-	deadline := time.NewTimer(2 * cfg.ReadDebounce)
-	defer deadline.Stop()
-wait:
-	for {
-		select {
-		case ev := <-a.Events():
-			if ev.Type == client.EventReadUpdated {
-				t.Fatalf("second read.updated %+v: receipts not debounced", ev)
-			}
-		case <-deadline.C:
-			break wait
+	watchEvents(t, a, 2*cfg.ReadDebounce, func(ev client.Event) bool {
+		if ev.Type == client.EventReadUpdated {
+			t.Fatalf("second read.updated %+v: receipts not debounced", ev)
 		}
-	}
+		return false
+	})
 	if n := b.Stats().ReadsPublished; n != 1 {
 		t.Errorf("ReadsPublished = %d, want 1", n)
 	}
@@ -245,8 +237,7 @@ wait:
 }
 
 func TestRefusalsAreTypedErrors(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	c := connect(t, testConfig(t, broker, 3))
 	ctx := ctxFor(t, 20*time.Second)
@@ -294,8 +285,7 @@ func TestRefusalsAreTypedErrors(t *testing.T) {
 }
 
 func TestRequestsRoundTrip(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 20*time.Second)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	chat "github.com/chatd/chatd"
 )
 
 // dispatcher turns the raw events stream into the application's: per
@@ -157,15 +159,15 @@ func (d *dispatcher) run() {
 
 // handle applies one event from the events topic.
 func (d *dispatcher) handle(payload []byte) {
-	var w wireEvent
+	var w chat.Event
 	if err := json.Unmarshal(payload, &w); err != nil {
 		d.c.cfg.Logger.Warn("dropping an event that is not JSON", "err", err)
 		return
 	}
-	ev := w.event()
+	ev := eventOf(w)
 	switch {
 	case isEntry(ev.Type):
-		d.message(ev, w.slim())
+		d.message(ev, slim(w))
 	case ev.Type == EventMemberRemoved:
 		if ev.UserID == d.c.cfg.UserID {
 			d.forget(ev.ConversationID)
@@ -246,7 +248,7 @@ func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 // nil once filled, ErrClosed, or a refusal for good.
 func (d *dispatcher) fill(conv, upto int64) error {
 	d.c.stats.gapFills.Add(1)
-	delay := 200 * time.Millisecond
+	pause := newRetryPause(5 * time.Second)
 	for {
 		h, _ := d.position(conv)
 		if h >= upto {
@@ -274,7 +276,7 @@ func (d *dispatcher) fill(conv, upto int64) error {
 			progressed = true
 		}
 		if progressed {
-			delay = 200 * time.Millisecond
+			pause = newRetryPause(5 * time.Second)
 			continue
 		}
 		if h == 0 && len(msgs) > 0 {
@@ -288,10 +290,9 @@ func (d *dispatcher) fill(conv, upto int64) error {
 		}
 		d.c.cfg.Logger.Warn("history did not return the next message yet; retrying",
 			"conversation", conv, "after", h, "upto", upto, "got", len(msgs))
-		if !sleepCtx(d.c.life, delay) {
+		if !pause.wait(d.c.life) {
 			return ErrClosed
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
@@ -338,7 +339,7 @@ func (d *dispatcher) history(conv, after int64, limit int) ([]Message, error) {
 // historyPage retries every failure but a refusal for good (see
 // fillRefused) until the client closes.
 func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error) {
-	delay := 200 * time.Millisecond
+	pause := newRetryPause(5 * time.Second)
 	for {
 		var msgs []Message
 		var err error
@@ -359,10 +360,9 @@ func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error
 			return nil, err
 		}
 		d.c.cfg.Logger.Debug("history fill failed; retrying", "conversation", conv, "err", err)
-		if !sleepCtx(d.c.life, delay) {
+		if !pause.wait(d.c.life) {
 			return nil, ErrClosed
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
@@ -428,7 +428,7 @@ func inboxTargets(entries []InboxEntry) map[int64]int64 {
 // the client closed or the connection went down (the next connection
 // queues another catch-up).
 func (d *dispatcher) inboxRetry() ([]InboxEntry, bool) {
-	delay := 200 * time.Millisecond
+	pause := newRetryPause(5 * time.Second)
 	for {
 		entries, err := d.inboxAll()
 		if err == nil {
@@ -438,10 +438,9 @@ func (d *dispatcher) inboxRetry() ([]InboxEntry, bool) {
 			return nil, false
 		}
 		d.c.cfg.Logger.Warn("catch-up: inbox failed; retrying", "err", err)
-		if !sleepCtx(d.c.life, delay) {
+		if !pause.wait(d.c.life) {
 			return nil, false
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
@@ -584,6 +583,24 @@ func (d *dispatcher) emit(ev Event) {
 		d.c.stats.delivered.Add(1)
 	case <-d.c.life.Done():
 	}
+}
+
+// retryPause is a retry loop's wait between attempts: 200ms at first,
+// doubling after each wait up to max.
+type retryPause struct{ next, max time.Duration }
+
+func newRetryPause(max time.Duration) retryPause {
+	return retryPause{next: 200 * time.Millisecond, max: max}
+}
+
+// wait sleeps the pause unless ctx ends first (then it reports false) and
+// doubles it for the next attempt.
+func (p *retryPause) wait(ctx context.Context) bool {
+	if !sleepCtx(ctx, p.next) {
+		return false
+	}
+	p.next = min(2*p.next, p.max)
+	return true
 }
 
 // sleepCtx sleeps d unless ctx ends first; it reports whether it slept.

@@ -1,38 +1,42 @@
 package client
 
-import "time"
+import (
+	"time"
 
-// Event types (docs/protocol.md "Events").
+	chat "github.com/chatd/chatd"
+)
+
+// Event types (docs/protocol.md "Events"): the server's own names.
 const (
-	EventMessageNew = "message.new"
+	EventMessageNew = chat.EventMessageNew
 	// EventMessageEdited, EventMessageRecalled and EventReactionUpdated
 	// are changes of a message (TargetSeq), each an entry of the
 	// conversation's stream with a Seq of its own.
-	EventMessageEdited   = "message.edited"
-	EventMessageRecalled = "message.recalled"
-	EventReactionUpdated = "reaction.updated"
-	EventReadUpdated     = "read.updated"
+	EventMessageEdited   = chat.EventMessageEdited
+	EventMessageRecalled = chat.EventMessageRecalled
+	EventReactionUpdated = chat.EventReactionUpdated
+	EventReadUpdated     = chat.EventReadUpdated
 	// EventDeliveryUpdated: a member's delivered watermark moved (one of
 	// their sessions acknowledged messages up to Seq).
-	EventDeliveryUpdated     = "delivery.updated"
-	EventConversationCreated = "conversation.created"
-	EventMemberAdded         = "member.added"
-	EventMemberRemoved       = "member.removed"
+	EventDeliveryUpdated     = chat.EventDeliveryUpdated
+	EventConversationCreated = chat.EventConversationCreated
+	EventMemberAdded         = chat.EventMemberAdded
+	EventMemberRemoved       = chat.EventMemberRemoved
 	// EventMemberUpdated: a member's role changed (Role); also both sides
 	// of an ownership transfer.
-	EventMemberUpdated = "member.updated"
+	EventMemberUpdated = chat.EventMemberUpdated
 	// EventConversationUpdated: a group's title, about, avatar or
 	// historyVisible changed (the settings after it).
-	EventConversationUpdated = "conversation.updated"
+	EventConversationUpdated = chat.EventConversationUpdated
 	// EventProfileUpdated: UserID's profile changed (DisplayName, Avatar,
 	// About).
-	EventProfileUpdated = "profile.updated"
+	EventProfileUpdated = chat.EventProfileUpdated
 	// EventSystemNew is a system entry of a conversation's stream (a
 	// membership or settings change, Action), with a Seq of its own.
-	EventSystemNew = "system.new"
-	EventTyping    = "typing"
-	EventPresence  = "presence"
-	EventError     = "error"
+	EventSystemNew = chat.EventSystemNew
+	EventTyping    = chat.EventTyping
+	EventPresence  = chat.EventPresence
+	EventError     = chat.EventError
 )
 
 // Event is one event for the application. The entries of a conversation's
@@ -98,76 +102,39 @@ type Event struct {
 	FromHistory bool `json:"-"`
 }
 
-// wireEvent decodes an events-topic payload; Body is a pointer so that a
-// slim message.new (large groups: no body) can be told from an empty one.
-type wireEvent struct {
-	Type             string       `json:"type"`
-	ConversationID   int64        `json:"conversationId"`
-	Seq              int64        `json:"seq"`
-	TargetSeq        int64        `json:"targetSeq"`
-	SenderID         int64        `json:"senderId"`
-	ClientMsgID      string       `json:"clientMsgId"`
-	Body             *string      `json:"body"`
-	CreatedAt        time.Time    `json:"createdAt"`
-	MsgType          string       `json:"msgType"`
-	Attachments      []Attachment `json:"attachments"`
-	ReplyTo          *ReplyRef    `json:"replyTo"`
-	ForwardedFrom    *ForwardRef  `json:"forwardedFrom"`
-	EditedAt         *time.Time   `json:"editedAt"`
-	Recalled         bool         `json:"recalled"`
-	RecalledAt       *time.Time   `json:"recalledAt"`
-	Emoji            string       `json:"emoji"`
-	On               *bool        `json:"on"`
-	Count            int          `json:"count"`
-	UserID           int64        `json:"userId"`
-	ActorID          int64        `json:"actorId"`
-	Role             string       `json:"role"`
-	ConversationType string       `json:"conversationType"`
-	Title            *string      `json:"title"`
-	Online           *bool        `json:"online"`
-	LastSeen         *time.Time   `json:"lastSeen"`
-	Code             string       `json:"code"`
-	Message          string       `json:"message"`
-	Members          []int64      `json:"members"`
-	Action           string       `json:"action"`
-	About            *string      `json:"about"`
-	Avatar           *string      `json:"avatar"`
-	HistoryVisible   string       `json:"historyVisible"`
-	DisplayName      *string      `json:"displayName"`
-	Private          bool         `json:"private"`
-}
-
-func (w wireEvent) event() Event {
+// eventOf is the application's view of an events-topic payload, decoded
+// as the server's own chat.Event so that the two cannot drift apart.
+func eventOf(w chat.Event) Event {
 	ev := Event{
 		Type: w.Type, ConversationID: w.ConversationID, Seq: w.Seq, TargetSeq: w.TargetSeq, SenderID: w.SenderID,
-		ClientMsgID: w.ClientMsgID, CreatedAt: w.CreatedAt, UserID: w.UserID, ActorID: w.ActorID,
-		Role: w.Role, ConversationType: w.ConversationType, Online: w.Online, LastSeen: w.LastSeen,
-		Code: w.Code, Message: w.Message, Members: w.Members,
+		ClientMsgID: w.ClientMsgID, UserID: w.UserID, ActorID: w.ActorID,
+		Role: string(w.Role), ConversationType: string(w.ConvType), Online: w.Online, LastSeen: w.LastSeen,
+		Code: string(w.Code), Message: w.Message, Members: w.Members,
 		ReplyTo: w.ReplyTo, ForwardedFrom: w.ForwardedFrom, EditedAt: w.EditedAt, Recalled: w.Recalled,
-		RecalledAt: w.RecalledAt, Emoji: w.Emoji, Count: w.Count,
+		RecalledAt: w.RecalledAt, Emoji: w.Emoji,
 		MsgType: w.MsgType, Attachments: w.Attachments,
 		Action: w.Action, HistoryVisible: w.HistoryVisible, Private: w.Private,
 	}
-	for dst, src := range map[*string]*string{&ev.About: w.About, &ev.Avatar: w.Avatar, &ev.DisplayName: w.DisplayName} {
+	for dst, src := range map[*string]*string{&ev.About: w.About, &ev.Avatar: w.Avatar, &ev.DisplayName: w.DisplayName, &ev.Body: w.Body, &ev.Title: w.Title} {
 		if src != nil {
 			*dst = *src
 		}
 	}
-	if w.Body != nil {
-		ev.Body = *w.Body
+	if w.CreatedAt != nil {
+		ev.CreatedAt = *w.CreatedAt
 	}
 	if w.On != nil {
 		ev.On = *w.On
 	}
-	if w.Title != nil {
-		ev.Title = *w.Title
+	if w.Count != nil {
+		ev.Count = *w.Count
 	}
 	return ev
 }
 
 // slim reports whether an entry's event came without its content (large
 // groups): the client completes it through history.
-func (w wireEvent) slim() bool {
+func slim(w chat.Event) bool {
 	switch w.Type {
 	case EventMessageNew:
 		return w.Body == nil && !w.Recalled
@@ -178,14 +145,8 @@ func (w wireEvent) slim() bool {
 }
 
 // isEntry reports whether events of typ are entries of a conversation's
-// stream, each filling its seq's slot.
-func isEntry(typ string) bool {
-	switch typ {
-	case EventMessageNew, EventMessageEdited, EventMessageRecalled, EventReactionUpdated, EventSystemNew:
-		return true
-	}
-	return false
-}
+// stream, each filling its seq's slot: the server's rule.
+func isEntry(typ string) bool { return chat.Event{Type: typ}.IsEntry() }
 
 // messageEvent is the event of an entry read from history: a message as
 // it is now, or the edit, recall or reaction it is.

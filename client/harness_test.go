@@ -28,12 +28,26 @@ func startNode(t *testing.T, url string) *server.Server {
 	return testnode.Start(t, testnode.SecretEnv(t, url), nil)
 }
 
+// nodeOn starts a node on the database at url; broker is its MQTT URL.
+func nodeOn(t *testing.T, url string) (srv *server.Server, broker string) {
+	t.Helper()
+	srv = startNode(t, url)
+	return srv, "mqtt://" + srv.MQTTAddr()
+}
+
+// newBroker starts a node on a database of its own and returns its MQTT
+// URL.
+func newBroker(t *testing.T) string {
+	t.Helper()
+	_, broker := nodeOn(t, pgtest.NewDB(t))
+	return broker
+}
+
 // sender starts a node (its MQTT URL is broker) and connects user 1 (a)
 // to it, with a's direct conversation conv with user 2.
 func sender(t *testing.T) (srv *server.Server, broker string, a *client.Client, conv int64) {
 	t.Helper()
-	srv = startNode(t, pgtest.NewDB(t))
-	broker = "mqtt://" + srv.MQTTAddr()
+	srv, broker = nodeOn(t, pgtest.NewDB(t))
 	a = connect(t, testConfig(t, broker, 1))
 	return srv, broker, a, direct(t, a, 2)
 }
@@ -57,10 +71,17 @@ func dropMessages(c *client.Client, from, to int64) {
 
 func stopNode(t *testing.T, srv *server.Server) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	closeWithin(t, "stop chatd", 20*time.Second, srv.Close)
+}
+
+// closeWithin runs close with a deadline of d; a failure is logged as
+// what, since a test's clean-up has nothing left to check.
+func closeWithin(t *testing.T, what string, d time.Duration, close func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	if err := srv.Close(ctx); err != nil {
-		t.Logf("stop chatd: %v", err)
+	if err := close(ctx); err != nil {
+		t.Logf("%s: %v", what, err)
 	}
 }
 
@@ -95,11 +116,7 @@ func connect(t *testing.T, cfg client.Config) *client.Client {
 
 func closeClient(t *testing.T, c *client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Close(ctx); err != nil {
-		t.Logf("close client: %v", err)
-	}
+	closeWithin(t, "close client", 10*time.Second, c.Close)
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -114,24 +131,17 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func messages(t *testing.T, c *client.Client, conv int64, n int, timeout time.Duration) []client.Event {
 	t.Helper()
 	var out []client.Event
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for len(out) < n {
-		select {
-		case ev, ok := <-c.Events():
-			if !ok {
-				t.Fatalf("events closed after %d/%d messages", len(out), n)
-			}
-			if ev.Type != client.EventMessageNew || ev.ConversationID != conv {
-				continue
-			}
-			if len(out) > 0 && ev.Seq != out[len(out)-1].Seq+1 {
-				t.Fatalf("message seq %d after %d: order or exactly-once broken", ev.Seq, out[len(out)-1].Seq)
-			}
-			out = append(out, ev)
-		case <-deadline.C:
-			t.Fatalf("got %d/%d messages of conversation %d within %v", len(out), n, conv, timeout)
+	if n > 0 && !watchEvents(t, c, timeout, func(ev client.Event) bool {
+		if ev.Type != client.EventMessageNew || ev.ConversationID != conv {
+			return false
 		}
+		if len(out) > 0 && ev.Seq != out[len(out)-1].Seq+1 {
+			t.Fatalf("message seq %d after %d: order or exactly-once broken", ev.Seq, out[len(out)-1].Seq)
+		}
+		out = append(out, ev)
+		return len(out) == n
+	}) {
+		t.Fatalf("got %d/%d messages of conversation %d within %v", len(out), n, conv, timeout)
 	}
 	return out
 }
@@ -139,33 +149,45 @@ func messages(t *testing.T, c *client.Client, conv int64, n int, timeout time.Du
 // noMoreMessages asserts that no message.new of conv arrives within d.
 func noMoreMessages(t *testing.T, c *client.Client, conv int64, d time.Duration) {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		select {
-		case ev := <-c.Events():
-			if ev.Type == client.EventMessageNew && ev.ConversationID == conv {
-				t.Fatalf("unexpected message seq %d (a duplicate?)", ev.Seq)
-			}
-		case <-deadline.C:
-			return
+	watchEvents(t, c, d, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == conv {
+			t.Fatalf("unexpected message seq %d (a duplicate?)", ev.Seq)
 		}
-	}
+		return false
+	})
 }
 
 // nextEvent waits for the next event of type typ.
 func nextEvent(t *testing.T, c *client.Client, typ string, timeout time.Duration) client.Event {
 	t.Helper()
+	var got client.Event
+	if !watchEvents(t, c, timeout, func(ev client.Event) bool {
+		got = ev
+		return ev.Type == typ
+	}) {
+		t.Fatalf("no %s event within %v", typ, timeout)
+	}
+	return got
+}
+
+// watchEvents hands c's events to f until f reports it is done (true) or
+// timeout passes (false). The events closing fails the test: no more
+// will come.
+func watchEvents(t *testing.T, c *client.Client, timeout time.Duration, f func(client.Event) (done bool)) bool {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		select {
-		case ev := <-c.Events():
-			if ev.Type == typ {
-				return ev
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Fatalf("events closed")
+			}
+			if f(ev) {
+				return true
 			}
 		case <-deadline.C:
-			t.Fatalf("no %s event within %v", typ, timeout)
+			return false
 		}
 	}
 }

@@ -4,37 +4,32 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
+
+	chat "github.com/chatd/chatd"
 )
 
 // People and groups: profiles, privacy settings, blocks, group settings,
 // roles and ownership, search (docs/http.md "People and groups"). Each is
 // one RPC; a method that changes something and is not idempotent says so.
 
-// Profile is what others see of a user; DisplayName is empty for a user
-// who never set one. Online and LastSeen are set by User when the caller
-// may see the user's presence.
-type Profile struct {
-	ID          int64      `json:"id"`
-	DisplayName string     `json:"displayName"`
-	Avatar      *string    `json:"avatar"`
-	About       string     `json:"about"`
-	Online      *bool      `json:"online,omitempty"`
-	LastSeen    *time.Time `json:"lastSeen,omitempty"`
-	UpdatedAt   *time.Time `json:"updatedAt,omitempty"`
-}
-
-// Settings are the user's privacy settings.
-type Settings struct {
-	ReadReceipts bool `json:"readReceipts"`
-	Presence     bool `json:"presence"`
-}
-
-// Me is the user's own profile and settings.
-type Me struct {
-	Profile
-	Settings Settings `json:"settings"`
-}
+// The people types the server answers with are the server's own.
+type (
+	// Profile is what others see of a user; DisplayName is empty for a
+	// user who never set one. Online and LastSeen are set by User when
+	// the caller may see the user's presence.
+	Profile = chat.Profile
+	// Settings are the user's privacy settings.
+	Settings = chat.Settings
+	// Me is the user's own profile and settings.
+	Me = chat.Me
+	// Block is a user the caller blocked.
+	Block = chat.Block
+	// SearchHit is one message found, with a snippet of its current body
+	// and the matches in it as [start, end) offsets in code points.
+	SearchHit = chat.SearchHit
+	// SearchPage is a page of hits, most relevant then newest first.
+	SearchPage = chat.SearchPage
+)
 
 // ProfileUpdate sets the user's profile: DisplayName is required; nil
 // AvatarURL or About keep what is stored, "" clears them.
@@ -48,12 +43,6 @@ type ProfileUpdate struct {
 type SettingsUpdate struct {
 	ReadReceipts *bool `json:"readReceipts,omitempty"`
 	Presence     *bool `json:"presence,omitempty"`
-}
-
-// Block is a user the caller blocked.
-type Block struct {
-	UserID    int64     `json:"userId"`
-	CreatedAt time.Time `json:"createdAt"`
 }
 
 // GroupUpdate changes the settings given of a group.
@@ -72,33 +61,7 @@ type MembersPage struct {
 }
 
 // SearchOptions narrow a search; Limit defaults to 20 (at most 50).
-type SearchOptions struct {
-	ConversationID int64      `json:"conversationId,omitempty"`
-	SenderID       int64      `json:"senderId,omitempty"`
-	Before         *time.Time `json:"before,omitempty"`
-	After          *time.Time `json:"after,omitempty"`
-	Limit          int        `json:"limit,omitempty"`
-	Cursor         string     `json:"cursor,omitempty"`
-}
-
-// SearchHit is one message found, with a snippet of its current body and
-// the matches in it as [start, end) offsets in code points.
-type SearchHit struct {
-	ConversationID int64      `json:"conversationId"`
-	Seq            int64      `json:"seq"`
-	SenderID       int64      `json:"senderId"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	EditedAt       *time.Time `json:"editedAt,omitempty"`
-	Snippet        string     `json:"snippet"`
-	Highlights     [][2]int   `json:"highlights"`
-	Score          int64      `json:"score"`
-}
-
-// SearchPage is a page of hits, most relevant then newest first.
-type SearchPage struct {
-	Results    []SearchHit `json:"results"`
-	NextCursor string      `json:"nextCursor"`
-}
+type SearchOptions = chat.SearchFilter
 
 // Me returns the user's profile and settings.
 func (c *Client) Me(ctx context.Context) (Me, error) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/pgtest"
 )
 
 func strp(s string) *string { return &s }
@@ -15,8 +14,7 @@ func strp(s string) *string { return &s }
 // a group's settings and roles, search; system entries arrive as events in
 // seq order, between messages, and a View stays in step.
 func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 30*time.Second)
@@ -57,21 +55,18 @@ func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
 	// b sees seq 1 (message), 2 (rename), 3 (role), 4 (message) in order.
 	view := client.NewView(2)
 	var types []string
-	deadline := time.After(15 * time.Second)
-	for len(types) < 4 {
-		select {
-		case ev := <-b.Events():
-			if ev.ConversationID != g.ID || (ev.Type != client.EventMessageNew && ev.Type != client.EventSystemNew) {
-				continue
-			}
-			if ev.Seq != int64(len(types)+1) {
-				t.Fatalf("entry %d has seq %d (%s)", len(types)+1, ev.Seq, ev.Type)
-			}
-			view.Apply(ev)
-			types = append(types, ev.Type+":"+ev.Action)
-		case <-deadline:
-			t.Fatalf("entries so far %v", types)
+	if !watchEvents(t, b, 15*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID != g.ID || (ev.Type != client.EventMessageNew && ev.Type != client.EventSystemNew) {
+			return false
 		}
+		if ev.Seq != int64(len(types)+1) {
+			t.Fatalf("entry %d has seq %d (%s)", len(types)+1, ev.Seq, ev.Type)
+		}
+		view.Apply(ev)
+		types = append(types, ev.Type+":"+ev.Action)
+		return len(types) == 4
+	}) {
+		t.Fatalf("entries so far %v", types)
 	}
 	if types[1] != "system.new:group.updated" || types[2] != "system.new:role.changed" {
 		t.Fatalf("entries %v", types)

@@ -45,8 +45,7 @@ func TestPersistentSessionSendReturnsSeq(t *testing.T) {
 // and is stored once.
 func TestSendResolvesSeqWhenPUBACKLacksIt(t *testing.T) {
 	url := pgtest.NewDB(t)
-	srv := startNode(t, url)
-	broker := "mqtt://" + srv.MQTTAddr()
+	_, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))
 	conv := direct(t, a, 2)
 	dir := t.TempDir()
@@ -203,27 +202,20 @@ func collect(t *testing.T, c *client.Client, from, want map[int64]int64, timeout
 		}
 		return true
 	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !done() {
-		select {
-		case ev, ok := <-c.Events():
-			if !ok {
-				t.Fatal("events closed")
-			}
-			if ev.Type != client.EventMessageNew {
-				continue
-			}
-			if ev.Seq != have[ev.ConversationID]+1 {
-				t.Fatalf("conversation %d: seq %d after %d", ev.ConversationID, ev.Seq, have[ev.ConversationID])
-			}
-			have[ev.ConversationID] = ev.Seq
-			if ev.FromHistory {
-				fromHistory++
-			}
-		case <-deadline.C:
-			t.Fatalf("after %v: have %v, want %v", timeout, have, want)
+	if !done() && !watchEvents(t, c, timeout, func(ev client.Event) bool {
+		if ev.Type != client.EventMessageNew {
+			return false
 		}
+		if ev.Seq != have[ev.ConversationID]+1 {
+			t.Fatalf("conversation %d: seq %d after %d", ev.ConversationID, ev.Seq, have[ev.ConversationID])
+		}
+		have[ev.ConversationID] = ev.Seq
+		if ev.FromHistory {
+			fromHistory++
+		}
+		return done()
+	}) {
+		t.Fatalf("after %v: have %v, want %v", timeout, have, want)
 	}
 	return fromHistory
 }
@@ -232,8 +224,7 @@ func collect(t *testing.T, c *client.Client, from, want map[int64]int64, timeout
 // missed messages gets them from chatd's replay; the client must not fetch
 // them through history as well (every message would come twice).
 func TestPersistentCatchUpTakesTheReplayNotHistory(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	ctx := ctxFor(t, 30*time.Second)
 	from, want := map[int64]int64{}, map[int64]int64{}

@@ -256,7 +256,7 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 		return 0, err
 	}
 	op := opName(p.Kind)
-	delay := 200 * time.Millisecond
+	pause := newRetryPause(10 * time.Second)
 	noSeq := 0 // success PUBACKs without a seq so far
 	for attempt := 0; ; attempt++ {
 		cs, err := c.ready(c.life)
@@ -300,10 +300,9 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 					return 0, ErrClosed
 				}
 				c.cfg.Logger.Warn("send: seq of a committed message not found in history yet", "clientMsgId", p.ClientMsgID, "err", err)
-				if !sleepCtx(c.life, delay) {
+				if !pause.wait(c.life) {
 					return 0, ErrClosed
 				}
-				delay = min(2*delay, 10*time.Second)
 				continue
 			}
 			reason := ""
@@ -316,10 +315,9 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 				return 0, perr
 			}
 			c.cfg.Logger.Debug("send: chatd unavailable; retrying", "clientMsgId", p.ClientMsgID, "err", perr)
-			if !sleepCtx(c.life, delay) {
+			if !pause.wait(c.life) {
 				return 0, ErrClosed
 			}
-			delay = min(2*delay, 10*time.Second)
 			continue
 		}
 		if c.life.Err() != nil {

@@ -17,11 +17,11 @@ func BenchmarkDecodeSend(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r := ParseTopic(topic)
-		var body sendPayload
+		var body chat.SendPayload
 		if err := decodeStrict(payload, &body); err != nil {
 			b.Fatal(err)
 		}
-		req := chat.SendRequest{ConversationID: r.ConversationID, SenderID: 1, ClientMsgID: body.ClientMsgID, Body: body.Body}
+		req := body.Request(r.ConversationID, 1)
 		if req.ConversationID != 67890 {
 			b.Fatal("bad topic")
 		}

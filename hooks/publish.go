@@ -44,14 +44,6 @@ func ReasonCode(err error) byte {
 	return 0x83
 }
 
-type sendPayload struct {
-	ClientMsgID string               `json:"clientMsgId"`
-	Body        string               `json:"body"`
-	ReplyTo     int64                `json:"replyTo"`
-	Forward     *chat.MessageRef     `json:"forward"`
-	Attachments []chat.AttachmentRef `json:"attachments"`
-}
-
 // changePayload is an edit, recall or reaction.
 type changePayload struct {
 	ClientMsgID string `json:"clientMsgId"`
@@ -294,7 +286,7 @@ func (h *Chat) sendError(cl *mqtt.Client, ci *clientInfo, ev chat.Event) {
 func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 	ctx := p.startTrace(tracing.SpanSend, pk.TopicName, pk.Properties.User, conv)
 	validate := p.startValidate(ctx)
-	var body sendPayload
+	var body chat.SendPayload
 	if err := decodeStrict(pk.Payload, &body); err != nil {
 		tracing.Finish(validate, err)
 		p.fail("msg", err, conv, "")
@@ -305,8 +297,7 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.SendTimeout)
 	start := time.Now()
-	h.cfg.Service.SubmitSend(ctx, chat.SendRequest{ConversationID: conv, SenderID: p.ci.userID, ClientMsgID: body.ClientMsgID,
-		Body: body.Body, ReplyTo: body.ReplyTo, Forward: body.Forward, Attachments: body.Attachments},
+	h.cfg.Service.SubmitSend(ctx, body.Request(conv, p.ci.userID),
 		func(res chat.SendResult, err error) {
 			cancel()
 			// Validation ends here when the Service refused the send at

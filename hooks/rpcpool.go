@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/chatd/chatd/internal/shutdown"
 )
 
 // rpcPool runs MQTT v5 requests (history pages, conversation lookups) on a
@@ -52,12 +54,8 @@ func (p *rpcPool) close(ctx context.Context) error {
 		close(p.jobs)
 	}
 	p.mu.Unlock()
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for RPC workers: %w", ctx.Err())
+	if err := shutdown.Wait(ctx, &p.wg); err != nil {
+		return fmt.Errorf("wait for RPC workers: %w", err)
 	}
+	return nil
 }

@@ -54,21 +54,21 @@ func ParseTopic(topic string) Route {
 	if !ok {
 		return Route{}
 	}
-	switch action {
-	case "msg":
-		return Route{Kind: RouteMsg, ConversationID: id}
-	case "read":
-		return Route{Kind: RouteRead, ConversationID: id}
-	case "typing":
-		return Route{Kind: RouteTyping, ConversationID: id}
-	case "edit":
-		return Route{Kind: RouteEdit, ConversationID: id}
-	case "recall":
-		return Route{Kind: RouteRecall, ConversationID: id}
-	case "react":
-		return Route{Kind: RouteReact, ConversationID: id}
+	kind, ok := conversationActions[action]
+	if !ok {
+		return Route{}
 	}
-	return Route{}
+	return Route{Kind: kind, ConversationID: id}
+}
+
+// conversationActions are the last segments of a conversation's topics.
+var conversationActions = map[string]RouteKind{
+	"msg":    RouteMsg,
+	"read":   RouteRead,
+	"typing": RouteTyping,
+	"edit":   RouteEdit,
+	"recall": RouteRecall,
+	"react":  RouteReact,
 }
 
 func validMethod(m string) bool {

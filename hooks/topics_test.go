@@ -3,6 +3,8 @@ package hooks
 import (
 	"strings"
 	"testing"
+
+	chat "github.com/chatd/chatd"
 )
 
 func TestParseTopicAcceptsOnlyCanonicalChatTopics(t *testing.T) {
@@ -109,7 +111,7 @@ func FuzzDecodeStrict(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var p sendPayload
+		var p chat.SendPayload
 		if err := decodeStrict(b, &p); err == nil && !strings.Contains(string(b), "{") {
 			t.Fatalf("accepted non-object %q", b)
 		}

@@ -34,30 +34,12 @@ func TestAnUploadIsAttachedOnceWhateverTheConcurrentSends(t *testing.T) {
 	st, pool := newStore(t)
 	c := mustGroup(t, st, 1, 2)
 	id := completeUpload(t, pool, 1, c.ID)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		ok, dupe int
-	)
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := st.Send(context.Background(), chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-				Attachments: []chat.AttachmentRef{{UploadID: id}}})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				ok++
-			case isCode(err, chat.CodeConflict):
-				dupe++
-			default:
-				t.Errorf("send: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
+	errs := concurrently(20, func(int) error {
+		_, err := st.Send(context.Background(), chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+			Attachments: []chat.AttachmentRef{{UploadID: id}}})
+		return err
+	})
+	ok, dupe := tally(t, "send", errs, func(err error) bool { return isCode(err, chat.CodeConflict) })
 	if ok != 1 || dupe != 19 {
 		t.Fatalf("%d sends attached the upload, %d were refused; want 1 and 19", ok, dupe)
 	}
@@ -205,30 +187,15 @@ func TestTheDailyQuotaHoldsUnderConcurrentUploads(t *testing.T) {
 	st, pool := newStore(t)
 	c := mustGroup(t, st, 1, 2)
 	as := store.NewAttachments(pool)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		ok, over int
-	)
-	for i := 0; i < 30; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := as.CreateUpload(context.Background(), chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(),
-				UploaderID: 1, ConversationID: c.ID, Name: "f", DeclaredType: "text/plain", DeclaredSize: 100,
-				URLExpiresAt: time.Now().Add(time.Hour)}, 1000)
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				ok++
-			} else if rl := chat.RateLimitOf(err); rl != nil && rl.RetryAfter > 0 {
-				over++
-			} else {
-				t.Errorf("create: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
+	errs := concurrently(30, func(int) error {
+		return as.CreateUpload(context.Background(), chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(),
+			UploaderID: 1, ConversationID: c.ID, Name: "f", DeclaredType: "text/plain", DeclaredSize: 100,
+			URLExpiresAt: time.Now().Add(time.Hour)}, 1000)
+	})
+	ok, over := tally(t, "create", errs, func(err error) bool {
+		rl := chat.RateLimitOf(err)
+		return rl != nil && rl.RetryAfter > 0
+	})
 	if ok != 10 || over != 20 {
 		t.Fatalf("%d uploads fit a quota of 10, %d refused", ok, over)
 	}
@@ -251,20 +218,14 @@ func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	recall := chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: res.Message.Seq}
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			ch := recall
-			if i > 1 { // two resends of the first, two recalls of their own
-				ch.ClientMsgID = uuid.NewString()
-			}
-			_, errs[i] = st.Change(ctx, ch)
-		}(i)
-	}
-	wg.Wait()
+	errs := concurrently(4, func(i int) error {
+		ch := recall
+		if i > 1 { // two resends of the first, two recalls of their own
+			ch.ClientMsgID = uuid.NewString()
+		}
+		_, err := st.Change(ctx, ch)
+		return err
+	})
 	var ok int
 	for _, err := range errs {
 		if err == nil {

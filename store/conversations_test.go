@@ -245,28 +245,11 @@ func TestAddMemberCapHoldsUnderConcurrentAdds(t *testing.T) {
 	conv := mustGroup(t, st, 1, 2, 3, 4) // one slot left
 
 	const racers = 10
-	errs := make([]error, racers)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range racers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, _, errs[i] = st.AddMember(ctx, conv.ID, 1, int64(100+i), chat.RoleMember)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	ok := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case !isCode(err, chat.CodeMemberCap):
-			t.Fatalf("racing add: %v", err)
-		}
-	}
+	errs := concurrently(racers, func(i int) error {
+		_, _, err := st.AddMember(ctx, conv.ID, 1, int64(100+i), chat.RoleMember)
+		return err
+	})
+	ok, _ := tally(t, "racing add", errs, func(err error) bool { return isCode(err, chat.CodeMemberCap) })
 	if ok != 1 {
 		t.Fatalf("%d adds won the last slot, want 1", ok)
 	}

@@ -54,12 +54,9 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 	var added chat.Member
 	created := false
 	err := s.changeTx(ctx, "add member", func(tx pgx.Tx) ([]chat.Event, error) {
-		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "get more members")
+		conv, actor, err := lockGroupToManage(ctx, tx, conversationID, actorID, "get more members", "add members")
 		if err != nil {
 			return nil, err
-		}
-		if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
-			return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can add members")
 		}
 		if role == chat.RoleAdmin && actor.Role != chat.RoleOwner {
 			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can add an admin")
@@ -202,6 +199,16 @@ func lockGroup(ctx context.Context, tx pgx.Tx, conversationID, actorID int64, ch
 	return conv, actor, nil
 }
 
+// lockGroupToManage is lockGroup for a change only the owner or an admin
+// may make; what names it in the refusal of the others.
+func lockGroupToManage(ctx context.Context, tx pgx.Tx, conversationID, actorID int64, change, what string) (chat.Conversation, chat.Member, error) {
+	conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, change)
+	if err == nil && actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
+		err = chat.Errorf(chat.CodeForbidden, "only the owner or an admin can %s", what)
+	}
+	return conv, actor, err
+}
+
 // passOwnership makes the longest-standing admin, else the longest-standing
 // member, the owner; 0 when nobody is left. The owner's row is gone
 // already, under the conversation lock.
@@ -242,12 +249,9 @@ var _ chat.PeopleStore = (*Store)(nil)
 func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, u chat.GroupUpdate) (chat.Conversation, error) {
 	var out chat.Conversation
 	err := s.changeTx(ctx, "update group", func(tx pgx.Tx) ([]chat.Event, error) {
-		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "be renamed or changed")
+		conv, actor, err := lockGroupToManage(ctx, tx, conversationID, actorID, "be renamed or changed", "change the group")
 		if err != nil {
 			return nil, err
-		}
-		if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
-			return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can change the group")
 		}
 		if u.HistoryVisible != nil && actor.Role != chat.RoleOwner && *u.HistoryVisible != conv.HistoryVisible {
 			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can change who reads the history")

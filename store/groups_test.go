@@ -3,7 +3,6 @@ package store_test
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 
 	chat "github.com/chatd/chatd"
@@ -256,19 +255,9 @@ func TestOwnerAndAdminLeavingAtOnceLeaveExactlyOneRightfulOwner(t *testing.T) {
 		if i%2 == 1 {
 			leavers = []int64{owner, admin, admin2}
 		}
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		errs := make([]error, len(leavers))
-		for j, u := range leavers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				errs[j] = st.RemoveMember(ctx, g.ID, u, u)
-			}()
-		}
-		close(start)
-		wg.Wait()
+		errs := concurrently(len(leavers), func(j int) error {
+			return st.RemoveMember(ctx, g.ID, leavers[j], leavers[j])
+		})
 		for j, err := range errs {
 			if err != nil {
 				t.Fatalf("round %d: %d leaves: %v", i, leavers[j], err)

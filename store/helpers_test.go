@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
@@ -42,17 +43,17 @@ func groupOf12(t *testing.T) (context.Context, *store.Store, *pgxpool.Pool, chat
 	return ctx, st, pool, mustGroup(t, st, 1, 2)
 }
 
-func newStoreWithLimits(t *testing.T, l chat.Limits) (*store.Store, *pgxpool.Pool) {
+// newStoreWithLimits is newStore with limits l and the options given; the
+// store is closed at the end of the test.
+func newStoreWithLimits(t *testing.T, l chat.Limits, opts ...store.Option) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	return store.New(pool, l), pool
+	return pgtest.NewStore(t, l, opts...)
 }
 
 // newStoreRecording is newStore with rec as the store's publisher.
 func newStoreRecording(t *testing.T, rec *publishRecorder) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	return store.New(pool, chat.DefaultLimits(), store.WithPublisher(rec)), pool
+	return newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(rec))
 }
 
 // publishRecorder is a chat.Publisher that keeps the published events of
@@ -240,6 +241,56 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// scanAll reads every row of rows into a T, scanning into the fields
+// fields names; an error fails the test.
+func scanAll[T any](t *testing.T, rows pgx.Rows, fields func(*T) []any) []T {
+	t.Helper()
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
+		var v T
+		err := row.Scan(fields(&v)...)
+		return v, err
+	})
+	if err != nil {
+		t.Fatalf("read rows: %v", err)
+	}
+	return out
+}
+
+// concurrently calls f(0) to f(n-1) in n goroutines released together,
+// so that they race, and returns their errors by i.
+func concurrently(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// tally counts the outcomes of racing calls: ok the nil errors, refused
+// those that refusal expects. Any other error fails the test (what names
+// the calls).
+func tally(t *testing.T, what string, errs []error, refusal func(error) bool) (ok, refused int) {
+	t.Helper()
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case refusal(err):
+			refused++
+		default:
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	return ok, refused
 }
 
 func isCode(err error, code chat.Code) bool {

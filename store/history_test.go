@@ -260,17 +260,7 @@ func TestInboxCursorPagesWithoutDuplicatesOrHoles(t *testing.T) {
 		id int64
 		at time.Time
 	}
-	var all []key
-	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.id, &k.at); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, k)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	all := scanAll(t, rows, func(k *key) []any { return []any{&k.id, &k.at} })
 	slices.SortFunc(all, func(x, y key) int {
 		if c := y.at.Compare(x.at); c != 0 {
 			return c

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -123,11 +121,9 @@ func TestEveryLifecycleRuleRefusesWithItsCodeAndStoresNothing(t *testing.T) {
 }
 
 func TestEditAndRecallWindowsBindTheSenderNotTheGroupsAdmins(t *testing.T) {
-	pool := pgtest.NewPool(t)
 	lim := chat.DefaultLimits()
 	lim.EditWindow, lim.RecallWindow = time.Hour, time.Hour
-	st := store.New(pool, lim)
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	st, pool := newStoreWithLimits(t, lim)
 	g := mustGroup(t, st, 1, 2, 3)
 	if _, _, err := st.AddMember(testCtx(t), g.ID, 1, 4, chat.RoleAdmin); err != nil {
 		t.Fatal(err)
@@ -327,17 +323,12 @@ func TestConcurrentResendsOfOneChangeCommitItOnce(t *testing.T) {
 		change(chat.KindRecall, g.ID, 1, m.Seq),
 	} {
 		before := lastSeq(t, pool, g.ID)
-		var wg sync.WaitGroup
 		results := make([]chat.ChangeResult, 8)
-		errs := make([]error, 8)
-		for i := range results {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[i], errs[i] = st.Change(context.Background(), c)
-			}()
-		}
-		wg.Wait()
+		errs := concurrently(len(results), func(i int) error {
+			var err error
+			results[i], err = st.Change(context.Background(), c)
+			return err
+		})
 		seq, dups := int64(0), 0
 		for i, res := range results {
 			if errs[i] != nil {

@@ -16,6 +16,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/coalesce"
+	"github.com/chatd/chatd/internal/shutdown"
 )
 
 // ReceiptsConfig configures Receipts; zero values take the defaults.
@@ -265,12 +266,8 @@ func (r *Receipts) Close(ctx context.Context) error {
 	r.rclosed = true
 	r.rmu.Unlock()
 	r.stopOnce.Do(func() { close(r.stop) })
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("close receipts: %w", ctx.Err())
+	if err := shutdown.Wait(ctx, &r.wg); err != nil {
+		return fmt.Errorf("close receipts: %w", err)
 	}
 	return r.dwriter.Close(ctx)
 }

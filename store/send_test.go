@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
 )
@@ -94,19 +95,11 @@ func TestSendSameClientMsgIDConcurrentlyCommitsOnce(t *testing.T) {
 	const callers = 20
 	req := sendReq(conv.ID, 1, "contested")
 	results := make([]chat.SendResult, callers)
-	errs := make([]error, callers)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], errs[i] = st.Send(ctx, req)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	errs := concurrently(callers, func(i int) error {
+		var err error
+		results[i], err = st.Send(ctx, req)
+		return err
+	})
 
 	dups := 0
 	for i := range callers {
@@ -256,9 +249,9 @@ func TestSendRejectsMalformedInputAsInvalid(t *testing.T) {
 // advisory lock 4242 for body "hold", from a trigger after the row is
 // inserted: a send's transaction can then be made to fail, or be held
 // open, after its message row is inserted.
-func installOutboxTrap(t *testing.T, ctx context.Context, exec func(context.Context, string) error) {
+func installOutboxTrap(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
 	t.Helper()
-	err := exec(ctx, `
+	_, err := pool.Exec(ctx, `
 		CREATE FUNCTION test_outbox_trap() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF NEW.body = 'explode' THEN
@@ -278,10 +271,8 @@ func installOutboxTrap(t *testing.T, ctx context.Context, exec func(context.Cont
 
 func TestSendFailingBeforeCommitLeavesNoMessageEventOrGap(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	installOutboxTrap(t, ctx, func(ctx context.Context, sql string) error { _, err := pool.Exec(ctx, sql); return err })
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
+	installOutboxTrap(t, ctx, pool)
 	sendN(t, st, conv.ID, 1, 3, "ok")
 	failed := sendReq(conv.ID, 2, "explode")
 	_, err := st.Send(ctx, failed)
@@ -320,10 +311,8 @@ func TestSendFailingBeforeCommitLeavesNoMessageEventOrGap(t *testing.T) {
 
 func TestSendIsInvisibleUntilCommit(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, pool := newStore(t)
-	installOutboxTrap(t, ctx, func(ctx context.Context, sql string) error { _, err := pool.Exec(ctx, sql); return err })
-	conv := mustGroup(t, st, 1, 2)
+	ctx, st, pool, conv := groupOf12(t)
+	installOutboxTrap(t, ctx, pool)
 	mustSend(t, st, conv.ID, 1, "first")
 
 	holder, err := pool.Acquire(ctx)

@@ -20,9 +20,7 @@ import (
 // ones committed gaplessly.
 func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	st := store.New(pool, chat.DefaultLimits(), store.WithBatching(512, 1))
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithBatching(512, 1))
 	a := mustGroup(t, st, 1, 2)
 	b := mustGroup(t, st, 3, 4)
 	earlier := mustSend(t, st, a.ID, 1, "earlier") // seq 1 in a

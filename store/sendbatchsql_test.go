@@ -47,17 +47,7 @@ func callSendBatch(t *testing.T, pool *pgxpool.Pool, sends []batchSend) []batchO
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []batchOutcome
-	for rows.Next() {
-		var o batchOutcome
-		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	out := scanAll(t, rows, func(o *batchOutcome) []any { return []any{&o.status, &o.seq, &o.sender, &o.body, &o.at} })
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -214,17 +204,7 @@ func TestSendBatchFunctionDecidesLikeTheSequentialModel(t *testing.T) {
 		n, bare   int64
 		key       string
 	}
-	var all []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.conv, &r.seq, &r.n, &r.bare, &r.key); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	all := scanAll(t, rows, func(r *row) []any { return []any{&r.conv, &r.seq, &r.n, &r.bare, &r.key} })
 	if len(all) != newMessages {
 		t.Fatalf("%d messages, want %d", len(all), newMessages)
 	}

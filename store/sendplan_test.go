@@ -190,10 +190,9 @@ func TestGroupCommitWakesTheRelayAfterCommitNotFromInsideIt(t *testing.T) {
 }
 
 func TestHotWritesSkipTheRelayWakeUpWhenNoRelayElsewhereNeedsIt(t *testing.T) {
-	pool := pgtest.NewPool(t)
 	var needed atomic.Bool
 	var asked atomic.Int64
-	st := store.New(pool, chat.DefaultLimits(), store.WithRelayWake(func() bool { asked.Add(1); return needed.Load() }))
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithRelayWake(func() bool { asked.Add(1); return needed.Load() }))
 	conv := mustGroup(t, st, 1, 2)
 	r := newReceipts(t, st, store.ReceiptsConfig{})
 	wait := listenOutbox(t, pool)

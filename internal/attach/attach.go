@@ -17,6 +17,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media"
+	"github.com/chatd/chatd/internal/shutdown"
 )
 
 // Config configures a Service; zero durations and counts take the
@@ -138,14 +139,10 @@ func (s *Service) Start() {
 // is finished, one waiting is left for the next start).
 func (s *Service) Close(ctx context.Context) error {
 	s.closed.Do(func() { close(s.stop) })
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop attachments: %w", ctx.Err())
+	if err := shutdown.Wait(ctx, &s.wg); err != nil {
+		return fmt.Errorf("stop attachments: %w", err)
 	}
+	return nil
 }
 
 // CreateUpload checks a request against the limits and records it.

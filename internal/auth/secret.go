@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/chatd/chatd/internal/keyfile"
 )
 
 // SecretFile is the name of the generated secret inside the data dir.
@@ -48,44 +50,16 @@ func LoadOrCreateSecret(dataDir string) ([]byte, error) {
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return secret, err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir for JWT secret: %w", err)
-	}
 	secret = make([]byte, SecretBytes)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("generate JWT secret: %w", err)
 	}
-	tmp, err := os.CreateTemp(dataDir, ".jwt.secret-*") // mode 0600
+	created, err := keyfile.Create(SecretPath(dataDir), []byte(hex.EncodeToString(secret)+"\n"))
 	if err != nil {
-		return nil, fmt.Errorf("create JWT secret: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("chmod JWT secret: %w", err)
-	}
-	if _, err := tmp.WriteString(hex.EncodeToString(secret) + "\n"); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("write JWT secret: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("sync JWT secret: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, fmt.Errorf("close JWT secret: %w", err)
-	}
-	// Link, unlike rename, fails if the file exists: a concurrent creator
-	// that won the race keeps its secret and we read it back.
-	if err := os.Link(tmp.Name(), SecretPath(dataDir)); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return LoadSecret(dataDir)
-		}
 		return nil, fmt.Errorf("install JWT secret: %w", err)
 	}
-	if d, err := os.Open(dataDir); err == nil {
-		_ = d.Sync() // make the new directory entry durable
-		d.Close()
+	if !created { // a concurrent creator won: its secret is the one
+		return LoadSecret(dataDir)
 	}
 	return secret, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/coalesce"
+	"github.com/chatd/chatd/internal/shutdown"
 )
 
 // Hub routes committed events to the sessions connected to this node.
@@ -117,12 +118,8 @@ func (h *Hub) Close(ctx context.Context) error {
 		s.stopAndWait(ctx)
 	}
 	h.cancel()
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := shutdown.Wait(ctx, &h.wg); err != nil {
+		return err
 	}
 	return h.cursorWriter.Close(ctx)
 }

@@ -97,9 +97,7 @@ type fixture struct {
 
 func setup(t testing.TB) fixture {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
 	svc := chat.NewService(st, chat.DefaultLimits())
 	conv, err := svc.CreateGroup(context.Background(), 1, "pump", []int64{2})
 	if err != nil {
@@ -121,10 +119,23 @@ func (f fixture) send(t *testing.T, n int) []chat.Event {
 	return evs
 }
 
+// publishEach hands evs to h one by one, as commits reach it.
+func publishEach(h *delivery.Hub, evs []chat.Event) {
+	for _, ev := range evs {
+		h.Publish(ev)
+	}
+}
+
 func newHub(t *testing.T, f fixture, o delivery.Options) *delivery.Hub {
 	t.Helper()
-	h := delivery.NewHub(f.sessions, o)
-	t.Cleanup(func() {
+	return startHub(t, f.sessions, o)
+}
+
+// startHub is a hub on st, closed when the test ends.
+func startHub(tb testing.TB, st chat.DeliveryStore, o delivery.Options) *delivery.Hub {
+	tb.Helper()
+	h := delivery.NewHub(st, o)
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = h.Close(ctx)
@@ -134,12 +145,19 @@ func newHub(t *testing.T, f fixture, o delivery.Options) *delivery.Hub {
 
 func attach(t *testing.T, h *delivery.Hub, f fixture, id string, persistent, ack bool) *fakeConn {
 	t.Helper()
-	if _, err := f.sessions.Open(context.Background(), id, 2, persistent, false, time.Hour); err != nil {
+	return attachUser(t, h, f, id, 2, persistent, ack, true)
+}
+
+// attachUser is attach for session id of user; ready is whether it is
+// subscribed to its events topic yet.
+func attachUser(t *testing.T, h *delivery.Hub, f fixture, id string, user int64, persistent, ack, ready bool) *fakeConn {
+	t.Helper()
+	if _, err := f.sessions.Open(context.Background(), id, user, persistent, false, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	c := newConn(id, ack)
 	c.hub = h
-	h.Attach(c, id, 2, persistent, true)
+	h.Attach(c, id, user, persistent, ready)
 	sess := h.Session(id)
 	select {
 	case <-sess.Loaded():
@@ -207,9 +225,7 @@ func TestReorderedDuplicatedAndLostNotificationsStillDeliverInOrderExactlyOnce(t
 	// A late duplicate changes nothing.
 	h.Publish(evs[0])
 	h.Publish(evs[299])
-	for _, ev := range f.send(t, 1) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 1))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 301), 1, 301)
 }
 
@@ -217,9 +233,7 @@ func TestQueueOverflowFallsBackToPostgreSQL(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4})
 	c := attach(t, h, f, "overflow", false, true)
-	for _, ev := range f.send(t, 500) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 500))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 500), 1, 500)
 }
 
@@ -227,9 +241,7 @@ func TestWindowBoundsUnackedPublishesAndASilentClientIsDisconnected(t *testing.T
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 4, SlowTimeout: 300 * time.Millisecond})
 	c := attach(t, h, f, "silent", false, false)
-	for _, ev := range f.send(t, 20) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 20))
 	select {
 	case reason := <-c.closed:
 		t.Logf("disconnected: %s", reason)
@@ -245,9 +257,7 @@ func TestPersistentSessionResumesAfterItsLastAcknowledgedSeq(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 8, CursorFlush: 10 * time.Millisecond})
 	c := attach(t, h, f, "phone", true, true)
-	for _, ev := range f.send(t, 50) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 50))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 50), 1, 50)
 	h.Detach("phone", c) // flushes the cursor
 	f.send(t, 30)        // while offline: no notifications at all
@@ -260,9 +270,7 @@ func TestNonPersistentSessionStartsNow(t *testing.T) {
 	f.send(t, 10)
 	h := newHub(t, f, delivery.Options{})
 	c := attach(t, h, f, "fresh", false, true)
-	for _, ev := range f.send(t, 5) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 5))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 5), 11, 15)
 }
 
@@ -273,25 +281,11 @@ func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *te
 	h := newHub(t, f, delivery.Options{Window: 8, Metrics: m})
 	// The sender's own session shows when the fan-out has routed
 	// everything.
-	if _, err := f.sessions.Open(context.Background(), "observer", 1, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	obs := newConn("observer", true)
-	obs.hub = h
-	h.Attach(obs, "observer", 1, false, true)
-	<-h.Session("observer").Loaded()
+	obs := attachUser(t, h, f, "observer", 1, false, true, true)
 	// Not subscribed to its events topic yet, the session drops live
 	// messages and only notes that it is behind...
-	if _, err := f.sessions.Open(context.Background(), "cached", 2, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	c := newConn("cached", true)
-	c.hub = h
-	h.Attach(c, "cached", 2, false, false)
-	<-h.Session("cached").Loaded()
-	for _, ev := range f.send(t, 200) {
-		h.Publish(ev)
-	}
+	c := attachUser(t, h, f, "cached", 2, false, true, false)
+	publishEach(h, f.send(t, 200))
 	waitSeqs(t, obs, f.conv.ID, 200)
 	if n := len(c.seqs(f.conv.ID)); n != 0 {
 		t.Fatalf("%d messages delivered before the subscription", n)
@@ -314,9 +308,7 @@ func TestOverflowedSessionCatchesUpMostlyFromTheRecentCache(t *testing.T) {
 	m := delivery.NewMetrics(reg)
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4, Metrics: m})
 	c := attach(t, h, f, "overflow", false, true)
-	for _, ev := range f.send(t, 200) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 200))
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 200), 1, 200)
 	// A queue overflow resyncs from PostgreSQL, whose last_seq (200 here)
 	// can be ahead of the fan-out; until the cache catches up with it,
@@ -332,10 +324,7 @@ func TestRecentCacheDoesNotEndCatchUpBeforeWhatPostgreSQLHolds(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 8, QueueSize: 4})
 	c := attach(t, h, f, "mixed", false, true)
-	evs := f.send(t, 100)
-	for _, ev := range evs[:60] {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 100)[:60])
 	// 61..100 are committed but their notifications are lost; 101 then
 	// arrives live. The cache holds 1..60 and must not be taken for the end.
 	more := f.send(t, 1)
@@ -347,9 +336,7 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 16})
 	c := attach(t, h, f, "bursty", false, false)
-	for _, ev := range f.send(t, 100) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 100))
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -428,23 +415,10 @@ func TestFanOutKeepsRoutingWhileAConversationsMembersLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := &slowMembers{DeliveryStore: f.sessions, conv: f.conv.ID, release: make(chan struct{})}
-	h := delivery.NewHub(slow, delivery.Options{})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
-	if _, err := f.sessions.Open(context.Background(), "c", 2, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	c := newConn("c", true)
-	c.hub = h
-	h.Attach(c, "c", 2, false, true)
-	<-h.Session("c").Loaded()
+	h := startHub(t, slow, delivery.Options{})
+	c := attach(t, h, f, "c", false, true)
 
-	for _, ev := range f.send(t, 3) { // f.conv: its members' lookup hangs
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 3)) // f.conv: its members' lookup hangs
 	start := time.Now()
 	for i := range 3 {
 		res, err := f.svc.Send(context.Background(), chat.SendRequest{ConversationID: other.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: fmt.Sprint("o", i)})
@@ -475,9 +449,7 @@ func TestIdleSessionsHoldNoGoroutineAndLittleMemory(t *testing.T) {
 	for i := range conns {
 		conns[i] = attach(t, h, f, fmt.Sprint("idle-", i), true, true)
 	}
-	for _, ev := range f.send(t, 1) {
-		h.Publish(ev)
-	}
+	publishEach(h, f.send(t, 1))
 	for i, c := range conns {
 		deadline := time.Now().Add(10 * time.Second)
 		for len(c.seqs(f.conv.ID)) == 0 {
@@ -544,12 +516,7 @@ func (c *countConn) Close(string) {}
 // write's encoding).
 func BenchmarkFanOut(b *testing.B) {
 	f := setup(b)
-	h := delivery.NewHub(f.sessions, delivery.Options{})
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
+	h := startHub(b, f.sessions, delivery.Options{})
 	ctx := context.Background()
 	var conns []*countConn
 	for _, u := range []int64{1, 2} {
@@ -608,12 +575,7 @@ func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testin
 	f := setup(t)
 	st := &downCursors{DeliveryStore: f.sessions}
 	st.down.Store(true)
-	h := delivery.NewHub(st, delivery.Options{})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
+	h := startHub(t, st, delivery.Options{})
 	c := newConn("c", true)
 	c.hub = h
 	h.Attach(c, "c", 2, false, true)

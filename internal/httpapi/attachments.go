@@ -28,10 +28,7 @@ func bindCreateUpload(a *API, w http.ResponseWriter, r *http.Request, p *uploadP
 func createUpload(a *API, ctx context.Context, user int64, p uploadParams) (int, any, error) {
 	t, err := a.svc.CreateUpload(ctx, chat.UploadRequest{ConversationID: p.ConversationID, UserID: user, Name: p.Name,
 		ContentType: p.ContentType, Size: p.Size, DurationMs: p.DurationMs})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, t, nil
+	return createdReply(t, true, err)
 }
 
 // uploadIDParams: the upload named by the path (RPC: uploadId).

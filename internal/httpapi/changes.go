@@ -40,12 +40,7 @@ type ChangeReply struct {
 
 // bindTarget reads the conversation and message seq from the path.
 func bindTarget(r *http.Request, p *changeParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	p.Seq, err = pathID(r, "seq", "seq")
-	return err
+	return pathConversationAnd(r, &p.ConversationID, "seq", &p.Seq)
 }
 
 // idempotencyKey is the optional Idempotency-Key header (a UUID), or a

@@ -31,10 +31,7 @@ func createConversation(a *API, ctx context.Context, user int64, p createParams)
 		return 0, nil, chat.Errorf(chat.CodeInvalid, `type must be "group"`)
 	}
 	conv, err := a.svc.CreateGroup(ctx, user, p.Title, p.Members)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, conv, nil
+	return createdReply(conv, true, err)
 }
 
 // directParams: POST /v1/direct/{peerId} and RPC direct.open.
@@ -59,14 +56,7 @@ func bindOpenDirect(a *API, w http.ResponseWriter, r *http.Request, p *directPar
 // openDirect returns the pair's one DIRECT conversation: 201 when this call
 // created it, 200 when it existed, so clients can tell without a GET.
 func openDirect(a *API, ctx context.Context, user int64, p directParams) (int, any, error) {
-	conv, created, err := a.svc.OpenDirect(ctx, user, p.PeerID)
-	if err != nil {
-		return 0, nil, err
-	}
-	if created {
-		return http.StatusCreated, conv, nil
-	}
-	return http.StatusOK, conv, nil
+	return createdReply(a.svc.OpenDirect(ctx, user, p.PeerID))
 }
 
 // conversationParams: GET /v1/conversations/{id} and RPC conversation.get.
@@ -75,9 +65,7 @@ type conversationParams struct {
 }
 
 func bindGetConversation(_ *API, _ http.ResponseWriter, r *http.Request, p *conversationParams) error {
-	var err error
-	p.ConversationID, err = pathID(r, "id", "conversationId")
-	return err
+	return pathConversation(r, &p.ConversationID)
 }
 
 func getConversation(a *API, ctx context.Context, user int64, p conversationParams) (int, any, error) {
@@ -87,54 +75,40 @@ func getConversation(a *API, ctx context.Context, user int64, p conversationPara
 // memberParams: the members routes and RPC members.add / members.remove.
 type memberParams struct {
 	ConversationID int64 `json:"conversationId"`
-	UserID         int64 `json:"userId"`
+	userBody
+}
+
+// userBody names a user in a request body.
+type userBody struct {
+	UserID int64 `json:"userId"`
 }
 
 // addParams: POST /v1/conversations/{id}/members and RPC members.add; role
 // is "member" (the default) or "admin" (the owner only).
 type addParams struct {
-	ConversationID int64     `json:"conversationId"`
-	UserID         int64     `json:"userId"`
-	Role           chat.Role `json:"role"`
+	ConversationID int64 `json:"conversationId"`
+	newMember
+}
+
+// newMember is members.add's request body: who joins, with which role.
+type newMember struct {
+	UserID int64     `json:"userId"`
+	Role   chat.Role `json:"role"`
 }
 
 func bindAddMember(a *API, w http.ResponseWriter, r *http.Request, p *addParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body struct {
-		UserID int64     `json:"userId"`
-		Role   chat.Role `json:"role"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.UserID, p.Role = body.UserID, body.Role
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.newMember)
 }
 
 // addMember adds a member (owner/admin only; an admin, the owner only):
 // 201 with the member, or 200 when they already were one, so a retried add
 // is harmless.
 func addMember(a *API, ctx context.Context, user int64, p addParams) (int, any, error) {
-	m, created, err := a.svc.AddMemberAs(ctx, p.ConversationID, user, p.UserID, p.Role)
-	if err != nil {
-		return 0, nil, err
-	}
-	if !created {
-		return http.StatusOK, m, nil
-	}
-	return http.StatusCreated, m, nil
+	return createdReply(a.svc.AddMemberAs(ctx, p.ConversationID, user, p.UserID, p.Role))
 }
 
 func bindRemoveMember(_ *API, _ http.ResponseWriter, r *http.Request, p *memberParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	p.UserID, err = pathID(r, "userId", "userId")
-	return err
+	return pathConversationAnd(r, &p.ConversationID, "userId", &p.UserID)
 }
 
 // removeMember removes a member (owner/admin) or lets the caller leave.

@@ -163,6 +163,26 @@ func pathID(r *http.Request, name, field string) (int64, error) {
 	return parseID(field, r.PathValue(name))
 }
 
+// pathConversation reads the {id} of a /v1/conversations/{id} route into
+// *conv.
+func pathConversation(r *http.Request, conv *int64) error {
+	var err error
+	*conv, err = pathID(r, "id", "conversationId")
+	return err
+}
+
+// pathConversationAnd reads a conversation route's {id} into *conv and
+// the id of its segment name ({userId}, {seq}: named as the RPC names
+// it) into *id.
+func pathConversationAnd(r *http.Request, conv *int64, name string, id *int64) error {
+	if err := pathConversation(r, conv); err != nil {
+		return err
+	}
+	var err error
+	*id, err = pathID(r, name, name)
+	return err
+}
+
 // query validates a query string against the parameters an endpoint knows:
 // unknown or repeated parameters are rejected, as unknown JSON fields are,
 // because "?before=10" silently meaning "from the newest" hides bugs.

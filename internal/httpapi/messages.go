@@ -10,12 +10,8 @@ import (
 
 // sendParams: POST /v1/conversations/{id}/messages and RPC send.
 type sendParams struct {
-	ConversationID int64                `json:"conversationId"`
-	ClientMsgID    string               `json:"clientMsgId"`
-	Body           string               `json:"body"`
-	ReplyTo        int64                `json:"replyTo"`
-	Forward        *chat.MessageRef     `json:"forward"`
-	Attachments    []chat.AttachmentRef `json:"attachments"`
+	ConversationID int64 `json:"conversationId"`
+	chat.SendPayload
 }
 
 // SendReply acknowledges a committed message. It carries no body (the
@@ -35,38 +31,14 @@ type SendReply struct {
 }
 
 func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body struct {
-		ClientMsgID string               `json:"clientMsgId"`
-		Body        string               `json:"body"`
-		ReplyTo     int64                `json:"replyTo"`
-		Forward     *chat.MessageRef     `json:"forward"`
-		Attachments []chat.AttachmentRef `json:"attachments"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.ClientMsgID, p.Body, p.ReplyTo, p.Forward = body.ClientMsgID, body.Body, body.ReplyTo, body.Forward
-	p.Attachments = body.Attachments
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.SendPayload)
 }
 
 // send commits a message through the same Service.Send as MQTT, so a
 // clientMsgId is idempotent across transports: 201 when new, 200 with the
 // original seq for a resend by the same sender, 409 for another sender's.
 func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, error) {
-	res, err := a.svc.Send(ctx, chat.SendRequest{
-		ConversationID: p.ConversationID,
-		SenderID:       user,
-		ClientMsgID:    p.ClientMsgID,
-		Body:           p.Body,
-		ReplyTo:        p.ReplyTo,
-		Forward:        p.Forward,
-		Attachments:    p.Attachments,
-	})
+	res, err := a.svc.Send(ctx, p.Request(p.ConversationID, user))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -76,10 +48,7 @@ func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, erro
 	if m.ForwardedFrom != nil {
 		reply.Body = &m.Body
 	}
-	if res.Duplicate {
-		return http.StatusOK, reply, nil
-	}
-	return http.StatusCreated, reply, nil
+	return createdReply(reply, !res.Duplicate, nil)
 }
 
 // historyParams: GET /v1/conversations/{id}/messages and RPC history.
@@ -103,8 +72,7 @@ type HistoryReply struct {
 }
 
 func bindHistory(_ *API, _ http.ResponseWriter, r *http.Request, p *historyParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+	if err := pathConversation(r, &p.ConversationID); err != nil {
 		return err
 	}
 	q, err := parseQuery(r, "beforeSeq", "afterSeq", "limit")
@@ -149,22 +117,16 @@ func history(a *API, ctx context.Context, user int64, p historyParams) (int, any
 // seqParams: read receipts and "seen by" (RPC read and seen).
 type seqParams struct {
 	ConversationID int64 `json:"conversationId"`
-	Seq            int64 `json:"seq"`
+	seqBody
+}
+
+// seqBody names a message by its seq in a request body.
+type seqBody struct {
+	Seq int64 `json:"seq"`
 }
 
 func bindRead(a *API, w http.ResponseWriter, r *http.Request, p *seqParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body struct {
-		Seq int64 `json:"seq"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.Seq = body.Seq
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.seqBody)
 }
 
 // markRead moves the caller's read watermark forward; a read that does not
@@ -175,12 +137,7 @@ func markRead(a *API, ctx context.Context, user int64, p seqParams) (int, any, e
 }
 
 func bindSeen(_ *API, _ http.ResponseWriter, r *http.Request, p *seqParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	p.Seq, err = pathID(r, "seq", "seq")
-	return err
+	return pathConversationAnd(r, &p.ConversationID, "seq", &p.Seq)
 }
 
 // seen answers "seen by N of M" (and "delivered to D of M") for one message.

@@ -179,38 +179,16 @@ func notModified(w http.ResponseWriter, r *http.Request, v any) bool {
 
 // groupParams: PATCH /v1/conversations/{id} and RPC conversation.update.
 type groupParams struct {
-	ConversationID int64   `json:"conversationId"`
-	Title          *string `json:"title"`
-	About          *string `json:"about"`
-	AvatarURL      *string `json:"avatarUrl"`
-	HistoryVisible *string `json:"historyVisible"`
+	ConversationID int64 `json:"conversationId"`
+	chat.GroupUpdate
 }
 
 func bindGroup(a *API, w http.ResponseWriter, r *http.Request, p *groupParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body struct {
-		Title          *string `json:"title"`
-		About          *string `json:"about"`
-		AvatarURL      *string `json:"avatarUrl"`
-		HistoryVisible *string `json:"historyVisible"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.Title, p.About, p.AvatarURL, p.HistoryVisible = body.Title, body.About, body.AvatarURL, body.HistoryVisible
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.GroupUpdate)
 }
 
 func updateGroup(a *API, ctx context.Context, user int64, p groupParams) (int, any, error) {
-	conv, err := a.svc.UpdateGroup(ctx, p.ConversationID, user, chat.GroupUpdate{Title: p.Title, About: p.About,
-		AvatarURL: p.AvatarURL, HistoryVisible: p.HistoryVisible})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, conv, nil
+	return okReply(a.svc.UpdateGroup(ctx, p.ConversationID, user, p.GroupUpdate))
 }
 
 // membersParams: GET /v1/conversations/{id}/members and RPC members.list.
@@ -221,8 +199,8 @@ type membersParams struct {
 }
 
 func bindMembers(_ *API, _ http.ResponseWriter, r *http.Request, p *membersParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+	err := pathConversation(r, &p.ConversationID)
+	if err != nil {
 		return err
 	}
 	p.Limit, p.Cursor, err = pageQuery(r)
@@ -236,27 +214,21 @@ func listMembers(a *API, ctx context.Context, user int64, p membersParams) (int,
 // roleParams: PUT /v1/conversations/{id}/members/{userId}/role and RPC
 // members.role.
 type roleParams struct {
-	ConversationID int64     `json:"conversationId"`
-	UserID         int64     `json:"userId"`
-	Role           chat.Role `json:"role"`
+	ConversationID int64 `json:"conversationId"`
+	UserID         int64 `json:"userId"`
+	roleBody
+}
+
+// roleBody is a member's role in a request body.
+type roleBody struct {
+	Role chat.Role `json:"role"`
 }
 
 func bindRole(a *API, w http.ResponseWriter, r *http.Request, p *roleParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
+	if err := pathConversationAnd(r, &p.ConversationID, "userId", &p.UserID); err != nil {
 		return err
 	}
-	if p.UserID, err = pathID(r, "userId", "userId"); err != nil {
-		return err
-	}
-	var body struct {
-		Role chat.Role `json:"role"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.Role = body.Role
-	return nil
+	return a.bindBody(w, r, &p.roleBody)
 }
 
 func setRole(a *API, ctx context.Context, user int64, p roleParams) (int, any, error) {
@@ -264,18 +236,7 @@ func setRole(a *API, ctx context.Context, user int64, p roleParams) (int, any, e
 }
 
 func bindOwner(a *API, w http.ResponseWriter, r *http.Request, p *memberParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body struct {
-		UserID int64 `json:"userId"`
-	}
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.UserID = body.UserID
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.userBody)
 }
 
 func transferOwner(a *API, ctx context.Context, user int64, p memberParams) (int, any, error) {
@@ -285,13 +246,8 @@ func transferOwner(a *API, ctx context.Context, user int64, p memberParams) (int
 // searchParams: GET /v1/search and RPC search. Before and After are RFC
 // 3339 times.
 type searchParams struct {
-	Q              string     `json:"q"`
-	ConversationID int64      `json:"conversationId"`
-	SenderID       int64      `json:"senderId"`
-	Before         *time.Time `json:"before"`
-	After          *time.Time `json:"after"`
-	Limit          int        `json:"limit"`
-	Cursor         string     `json:"cursor"`
+	Q string `json:"q"`
+	chat.SearchFilter
 }
 
 func bindSearch(_ *API, _ http.ResponseWriter, r *http.Request, p *searchParams) error {
@@ -322,10 +278,5 @@ func bindSearch(_ *API, _ http.ResponseWriter, r *http.Request, p *searchParams)
 }
 
 func search(a *API, ctx context.Context, user int64, p searchParams) (int, any, error) {
-	page, err := a.svc.Search(ctx, chat.SearchQuery{UserID: user, Text: p.Q, ConversationID: p.ConversationID,
-		SenderID: p.SenderID, Before: p.Before, After: p.After, Limit: p.Limit, Cursor: p.Cursor})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, page, nil
+	return okReply(a.svc.Search(ctx, p.Query(user, p.Q)))
 }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"time"
 
 	chat "github.com/chatd/chatd"
 )
@@ -79,30 +78,14 @@ func vapidKey(a *API, _ context.Context, _ int64, _ noParams) (int, any, error) 
 // settingsParams: PUT /v1/conversations/{id}/settings and RPC
 // conversation.settings.
 type settingsParams struct {
-	ConversationID int64      `json:"conversationId"`
-	Muted          *bool      `json:"muted"`
-	MutedUntil     *time.Time `json:"mutedUntil"`
-	Mentions       *bool      `json:"mentions"`
+	ConversationID int64 `json:"conversationId"`
+	chat.SettingsRequest
 }
 
 func bindSettings(a *API, w http.ResponseWriter, r *http.Request, p *settingsParams) error {
-	var err error
-	if p.ConversationID, err = pathID(r, "id", "conversationId"); err != nil {
-		return err
-	}
-	var body chat.SettingsRequest
-	if err := a.bindBody(w, r, &body); err != nil {
-		return err
-	}
-	p.Muted, p.MutedUntil, p.Mentions = body.Muted, body.MutedUntil, body.Mentions
-	return nil
+	return a.bindConversationBody(w, r, &p.ConversationID, &p.SettingsRequest)
 }
 
 func setSettings(a *API, ctx context.Context, user int64, p settingsParams) (int, any, error) {
-	s, err := a.svc.SetConversationSettings(ctx, p.ConversationID, user,
-		chat.SettingsRequest{Muted: p.Muted, MutedUntil: p.MutedUntil, Mentions: p.Mentions})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, s, nil
+	return okReply(a.svc.SetConversationSettings(ctx, p.ConversationID, user, p.SettingsRequest))
 }

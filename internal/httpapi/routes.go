@@ -33,7 +33,7 @@ var endpoints = []endpoint{
 	operation(http.MethodPost, "/v1/conversations/{id}/read", "read", bindRead, markRead),
 	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
 	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox),
-	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindPresence, userPresence),
+	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindUserID("id"), userPresence),
 	operation(http.MethodPost, "/v1/uploads", "upload.create", bindCreateUpload, createUpload),
 	operation(http.MethodGet, "/v1/uploads/{id}", "upload.get", bindUploadID, getUpload),
 	stream(http.MethodPut, "/v1/uploads/{id}", putUpload),
@@ -142,6 +142,18 @@ func okReply(v any, err error) (int, any, error) {
 	return http.StatusOK, v, nil
 }
 
+// createdReply is the answer to a call that may make something: 201 with
+// v when it did (created), 200 with v when it was there already, or err.
+func createdReply(v any, created bool, err error) (int, any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	if created {
+		return http.StatusCreated, v, nil
+	}
+	return http.StatusOK, v, nil
+}
+
 func public(method, path string, run func(a *API, ctx context.Context) (int, any, error)) endpoint {
 	return endpoint{
 		Route:  Route{Method: method, Path: path},
@@ -171,4 +183,13 @@ func (a *API) bindBody(w http.ResponseWriter, r *http.Request, v any) error {
 		return err
 	}
 	return decodeStrict(b, v, false)
+}
+
+// bindConversationBody binds a conversation route whose other parameters
+// come in the body: {id} into *conv, the request body into body.
+func (a *API) bindConversationBody(w http.ResponseWriter, r *http.Request, conv *int64, body any) error {
+	if err := pathConversation(r, conv); err != nil {
+		return err
+	}
+	return a.bindBody(w, r, body)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
+	"math/bits"
 )
 
 // Duration reads the length of an audio or video file in milliseconds
@@ -200,33 +201,28 @@ func ebmlDuration(b []byte) int64 {
 
 // vint reads an EBML variable-length size.
 func vint(b []byte) (uint64, int) {
-	if len(b) == 0 || b[0] == 0 {
+	v, l := ebmlNumber(b, 8)
+	if l == 0 {
 		return 0, 0
 	}
-	l := 1
-	for mask := byte(0x80); b[0]&mask == 0; mask >>= 1 {
-		l++
-	}
-	if l > 8 || len(b) < l {
-		return 0, 0
-	}
-	v := uint64(b[0] & (0xFF >> l))
-	for _, c := range b[1:l] {
-		v = v<<8 | uint64(c)
-	}
-	return v, l
+	return v &^ (1 << (7 * l)), l // the length marker cleared
 }
 
 // elementID reads an EBML element id (its marker bits kept).
 func elementID(b []byte) (uint64, int) {
+	return ebmlNumber(b, 4)
+}
+
+// ebmlNumber reads the big-endian number of up to maxLen bytes that starts
+// b, its length given by the leading zero bits of its first byte; it
+// returns the bytes as they are (length marker included) and how many
+// there are, or 0, 0 when b does not start with one.
+func ebmlNumber(b []byte, maxLen int) (uint64, int) {
 	if len(b) == 0 || b[0] == 0 {
 		return 0, 0
 	}
-	l := 1
-	for mask := byte(0x80); b[0]&mask == 0; mask >>= 1 {
-		l++
-	}
-	if l > 4 || len(b) < l {
+	l := bits.LeadingZeros8(b[0]) + 1
+	if l > maxLen || len(b) < l {
 		return 0, 0
 	}
 	var v uint64

@@ -22,41 +22,40 @@ import (
 // allowed: decoding it could take gigabytes.
 var ErrBomb = errors.New("image declares too many pixels")
 
+// codec reads the images of one type.
+type codec struct {
+	decode       func(io.Reader) (image.Image, error)
+	decodeConfig func(io.Reader) (image.Config, error)
+}
+
+// codecs are the image types chatd reads (and thumbnails).
+var codecs = map[string]codec{
+	"image/jpeg": {jpeg.Decode, jpeg.DecodeConfig},
+	"image/png":  {png.Decode, png.DecodeConfig},
+	"image/gif":  {gif.Decode, gif.DecodeConfig}, // decode reads the first frame
+	"image/webp": {webp.Decode, webp.DecodeConfig},
+}
+
 // Decodable reports whether chatd reads (and thumbnails) images of type t.
 func Decodable(t string) bool {
-	switch t {
-	case "image/jpeg", "image/png", "image/gif", "image/webp":
-		return true
-	}
-	return false
+	_, ok := codecs[t]
+	return ok
 }
 
 func decodeConfig(r io.Reader, t string) (image.Config, error) {
-	switch t {
-	case "image/jpeg":
-		return jpeg.DecodeConfig(r)
-	case "image/png":
-		return png.DecodeConfig(r)
-	case "image/gif":
-		return gif.DecodeConfig(r)
-	case "image/webp":
-		return webp.DecodeConfig(r)
+	c, ok := codecs[t]
+	if !ok {
+		return image.Config{}, fmt.Errorf("cannot read images of type %s", t)
 	}
-	return image.Config{}, fmt.Errorf("cannot read images of type %s", t)
+	return c.decodeConfig(r)
 }
 
 func decode(r io.Reader, t string) (image.Image, error) {
-	switch t {
-	case "image/jpeg":
-		return jpeg.Decode(r)
-	case "image/png":
-		return png.Decode(r)
-	case "image/gif":
-		return gif.Decode(r) // the first frame
-	case "image/webp":
-		return webp.Decode(r)
+	c, ok := codecs[t]
+	if !ok {
+		return nil, fmt.Errorf("cannot read images of type %s", t)
 	}
-	return nil, fmt.Errorf("cannot read images of type %s", t)
+	return c.decode(r)
 }
 
 // Size is an image's size as it is shown: EXIF orientations 5 to 8 turn

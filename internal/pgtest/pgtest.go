@@ -6,7 +6,7 @@
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
-// and in a test: url := pgtest.NewDB(t). Test clusters run with fsync off;
+// and in a test: url := pgtest.NewDB(t), or st, pool := pgtest.NewStore(t, limits). Test clusters run with fsync off;
 // crash-safety tests that need durability use Cluster() and their own settings.
 package pgtest
 
@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/store"
 )
@@ -141,6 +142,16 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// NewStore is NewPool with a store on it (limits l and the options given),
+// closed at the end of the test before the pool is.
+func NewStore(t testing.TB, l chat.Limits, opts ...store.Option) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := NewPool(t)
+	st := store.New(pool, l, opts...)
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	return st, pool
 }
 
 func makeTemplate(ctx context.Context, c *pgembed.Cluster) error {

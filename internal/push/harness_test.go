@@ -49,22 +49,20 @@ func (f *fanout) Publish(evs ...chat.Event) {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	pool := pgtest.NewPool(t)
+	f := &fanout{}
+	st, pool := pgtest.NewStore(t, chat.DefaultLimits(), store.WithPublisher(f))
 	keys, err := push.LoadOrCreateVAPID(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep := webpushtest.NewEndpoint(keys.Public)
 	t.Cleanup(ep.Close)
-	f := &fanout{}
-	r := &rig{t: t, pool: pool, ep: ep, keys: keys, fan: f,
-		store:   store.New(pool, chat.DefaultLimits(), store.WithPublisher(f)),
+	r := &rig{t: t, pool: pool, ep: ep, keys: keys, fan: f, store: st,
 		devices: push.NewDevices(pool, keys.Public, true, false),
 		cfg: push.Config{Pool: pool, VAPID: keys, AllowPrivate: true, Delay: 300 * time.Millisecond, MinInterval: time.Second,
 			Tick: 20 * time.Millisecond, LeaseInterval: 100 * time.Millisecond, Timeout: 2 * time.Second,
 			BackoffMin: 100 * time.Millisecond, BackoffMax: 300 * time.Millisecond},
 	}
-	t.Cleanup(func() { _ = r.store.Close(context.Background()) })
 	return r
 }
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/chatd/chatd/internal/keyfile"
 )
 
 // VAPIDFile is the name of the generated VAPID private key in the data dir.
@@ -56,30 +58,13 @@ func LoadOrCreateVAPID(dataDir string) (VAPIDKeys, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return VAPIDKeys{}, fmt.Errorf("read VAPID key: %w", err)
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return VAPIDKeys{}, fmt.Errorf("create data dir for VAPID key: %w", err)
-	}
 	k, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		return VAPIDKeys{}, fmt.Errorf("generate VAPID key: %w", err)
 	}
-	tmp, err := os.CreateTemp(dataDir, ".vapid.key-*") // mode 0600
-	if err != nil {
-		return VAPIDKeys{}, fmt.Errorf("create VAPID key: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, werr := tmp.WriteString(base64.RawURLEncoding.EncodeToString(k.Bytes()) + "\n")
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return VAPIDKeys{}, fmt.Errorf("write VAPID key: %w", werr)
-	}
-	// Link fails if the file exists: a concurrent creator keeps its key.
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+	// Created or not (a concurrent creator keeps its key), the file read
+	// back is the key.
+	if _, err := keyfile.Create(path, []byte(base64.RawURLEncoding.EncodeToString(k.Bytes())+"\n")); err != nil {
 		return VAPIDKeys{}, fmt.Errorf("install VAPID key: %w", err)
 	}
 	return LoadOrCreateVAPID(dataDir)
