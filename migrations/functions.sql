@@ -131,9 +131,18 @@ DECLARE
     v_rows chat_batch_row[];
     v_new boolean;
     v_recall boolean;
+    v_change boolean;    -- an edit, recall or reaction is written
     v_aerr smallint[];   -- per change: the first failing attachment's outcome
     v_abad text[];       -- and its upload id
     v_atype text[];      -- the first attachment's content type
+    -- per change, what its target, recall, reactions and forward source
+    -- are (NULL arrays: a batch with no edit, recall, reaction, reply or
+    -- forward, which never reads them)
+    v_t_kind text[]; v_t_sender bigint[]; v_t_body text[]; v_t_at timestamptz[]; v_t_recalled boolean[];
+    v_recall_seq bigint[]; v_recall_at timestamptz[];
+    v_mine boolean[]; v_mine_distinct bigint[]; v_total bigint[];
+    v_f_member boolean[]; v_f_floor bigint[]; v_f_kind text[]; v_f_sender bigint[]; v_f_body text[];
+    v_f_recalled boolean[]; v_f_msg_type text[];
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
@@ -184,34 +193,23 @@ BEGIN
         ) v;
     END IF;
 
-    WITH req AS (
-        SELECT t.ord, t.k, t.c, t.s, t.id, t.b, t.tgt, t.fc, t.fs, t.emoji, t.is_on, t.att
-        FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_attach)
-             WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, att, ord)
-    ), cls AS (
-        -- What each change is judged against.
-        SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, cv.type AS ctype, mb.role,
-               CASE WHEN cv.type = 'GROUP' AND cv.history_visible = 'joined' THEN mb.join_seq ELSE 0 END AS floor,
-               blk.yes IS NOT NULL AS blocked,
-               st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.kind AS st_kind, st.target_seq AS st_target, st.msg_type AS st_msg_type,
-               tg.kind AS t_kind, tg.sender_id AS t_sender, tg.body AS t_body, tg.created_at AS t_at,
-               tg.recalled_at IS NOT NULL AS t_recalled, rc.seq AS recall_seq, rc.created_at AS recall_at,
-               COALESCE(rx.mine, false) AS mine, COALESCE(rx.mine_distinct, 0) AS mine_distinct, COALESCE(rx.total, 0) AS total,
-               fm.ok IS NOT NULL AS f_member, fm.floor AS f_floor, fsrc.kind AS f_kind, fsrc.sender_id AS f_sender,
-               fsrc.body AS f_body, fsrc.recalled_at IS NOT NULL AS f_recalled, fsrc.msg_type AS f_msg_type,
-               v_aerr[r.ord::int] AS a_err, v_abad[r.ord::int] AS a_bad, v_atype[r.ord::int] AS a_type
-        FROM req r
-        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type, c.history_visible FROM conversation c
-                           WHERE c.id = r.c LIMIT 1) cv ON true
-        LEFT JOIN LATERAL (SELECT m.role, m.join_seq FROM conversation_member m
-                           WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT true AS yes FROM conversation_member o
-                           JOIN user_block b ON b.blocker_id = o.user_id AND b.blocked_id = r.s
-                           WHERE cv.type = 'DIRECT' AND r.k IN ('message', 'edit', 'reaction')
-                             AND o.conversation_id = r.c AND o.user_id <> r.s LIMIT 1) blk ON true
-        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type FROM message m
-                           WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
+    -- What an edit, recall, reaction, reply or forward is judged against,
+    -- after the locks: apart from the deciding statement, so that a batch
+    -- of plain messages never opens these lookups (each costs its executor
+    -- start-up on every call, whether or not a row needs it).
+    IF p_kind && ARRAY['edit', 'recall', 'reaction'] OR COALESCE(0 < ANY (p_target), false)
+       OR cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
+        SELECT array_agg(tg.kind ORDER BY r.ord), array_agg(tg.sender_id ORDER BY r.ord), array_agg(tg.body ORDER BY r.ord),
+               array_agg(tg.created_at ORDER BY r.ord), array_agg(tg.recalled_at IS NOT NULL ORDER BY r.ord),
+               array_agg(rc.seq ORDER BY r.ord), array_agg(rc.created_at ORDER BY r.ord),
+               array_agg(rx.mine ORDER BY r.ord), array_agg(rx.mine_distinct ORDER BY r.ord), array_agg(rx.total ORDER BY r.ord),
+               array_agg(fm.ok IS NOT NULL ORDER BY r.ord), array_agg(fm.floor ORDER BY r.ord), array_agg(fsrc.kind ORDER BY r.ord),
+               array_agg(fsrc.sender_id ORDER BY r.ord), array_agg(fsrc.body ORDER BY r.ord),
+               array_agg(fsrc.recalled_at IS NOT NULL ORDER BY r.ord), array_agg(fsrc.msg_type ORDER BY r.ord)
+        INTO v_t_kind, v_t_sender, v_t_body, v_t_at, v_t_recalled, v_recall_seq, v_recall_at, v_mine, v_mine_distinct,
+             v_total, v_f_member, v_f_floor, v_f_kind, v_f_sender, v_f_body, v_f_recalled, v_f_msg_type
+        FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji)
+             WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, ord)
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at FROM message m
                            WHERE r.tgt > 0 AND m.conversation_id = r.c AND m.seq = r.tgt LIMIT 1) tg ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM message m WHERE r.k = 'recall' AND m.conversation_id = r.c
@@ -225,7 +223,40 @@ BEGIN
                            FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.user_id = r.s LIMIT 1) fm ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at, m.msg_type FROM message m
-                           WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true
+                           WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true;
+    END IF;
+
+    WITH req AS (
+        SELECT t.ord, t.k, t.c, t.s, t.id, t.b, t.tgt, t.fc, t.fs, t.emoji, t.is_on, t.att
+        FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_attach)
+             WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, att, ord)
+    ), cls AS (
+        -- What each change is judged against.
+        SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, cv.type AS ctype, mb.role,
+               CASE WHEN cv.type = 'GROUP' AND cv.history_visible = 'joined' THEN mb.join_seq ELSE 0 END AS floor,
+               blk.yes IS NOT NULL AS blocked,
+               st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
+               st.kind AS st_kind, st.target_seq AS st_target, st.msg_type AS st_msg_type,
+               v_t_kind[r.ord::int] AS t_kind, v_t_sender[r.ord::int] AS t_sender, v_t_body[r.ord::int] AS t_body,
+               v_t_at[r.ord::int] AS t_at, COALESCE(v_t_recalled[r.ord::int], false) AS t_recalled,
+               v_recall_seq[r.ord::int] AS recall_seq, v_recall_at[r.ord::int] AS recall_at,
+               COALESCE(v_mine[r.ord::int], false) AS mine, COALESCE(v_mine_distinct[r.ord::int], 0) AS mine_distinct,
+               COALESCE(v_total[r.ord::int], 0) AS total,
+               COALESCE(v_f_member[r.ord::int], false) AS f_member, v_f_floor[r.ord::int] AS f_floor,
+               v_f_kind[r.ord::int] AS f_kind, v_f_sender[r.ord::int] AS f_sender, v_f_body[r.ord::int] AS f_body,
+               COALESCE(v_f_recalled[r.ord::int], false) AS f_recalled, v_f_msg_type[r.ord::int] AS f_msg_type,
+               v_aerr[r.ord::int] AS a_err, v_abad[r.ord::int] AS a_bad, v_atype[r.ord::int] AS a_type
+        FROM req r
+        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type, c.history_visible FROM conversation c
+                           WHERE c.id = r.c LIMIT 1) cv ON true
+        LEFT JOIN LATERAL (SELECT m.role, m.join_seq FROM conversation_member m
+                           WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
+        LEFT JOIN LATERAL (SELECT true AS yes FROM conversation_member o
+                           JOIN user_block b ON b.blocker_id = o.user_id AND b.blocked_id = r.s
+                           WHERE cv.type = 'DIRECT' AND r.k IN ('message', 'edit', 'reaction')
+                             AND o.conversation_id = r.c AND o.user_id <> r.s LIMIT 1) blk ON true
+        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type FROM message m
+                           WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), judged AS (
         SELECT x.*, (CASE
             WHEN x.last_seq IS NULL THEN 4
@@ -301,15 +332,16 @@ BEGIN
     INTO v_rows
     FROM seqs q CROSS JOIN clock k;
 
-    SELECT COALESCE(bool_or(f.status = 0), false), COALESCE(bool_or(f.status = 0 AND f.kind = 'recall'), false)
-    INTO v_new, v_recall FROM unnest(v_rows) f;
+    SELECT COALESCE(bool_or(f.status = 0), false), COALESCE(bool_or(f.status = 0 AND f.kind = 'recall'), false),
+           COALESCE(bool_or(f.status = 0 AND f.kind IN ('edit', 'recall', 'reaction')), false)
+    INTO v_new, v_recall, v_change FROM unnest(v_rows) f;
     IF v_new THEN
-        -- One statement writes every table: each statement of a function
-        -- costs its own executor start-up, most of what a small batch
-        -- costs PostgreSQL. The sub-statements share one snapshot; none
-        -- reads what another writes. Member rows are locked in
-        -- (conversation, user) order before they are updated (lk feeds
-        -- the update whatever join the planner picks).
+        -- One statement writes every table each entry touches: each
+        -- statement of a function costs its own executor start-up, most
+        -- of what a small batch costs PostgreSQL. The sub-statements
+        -- share one snapshot; none reads what another writes. Member
+        -- rows are locked in (conversation, user) order before they are
+        -- updated (lk feeds the update whatever join the planner picks).
         WITH fresh AS MATERIALIZED (
             SELECT * FROM unnest(v_rows) f WHERE f.status = 0
         ), ins AS (
@@ -323,22 +355,6 @@ BEGIN
                    CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt,
                    CASE WHEN f.kind = 'message' THEN f.msg_type END
             FROM fresh f
-        ), edited AS (
-            UPDATE message m SET body = f.body, edited_at = f.at
-            FROM fresh f WHERE f.kind = 'edit' AND m.conversation_id = f.conv AND m.seq = f.target
-        ), recalled AS (
-            -- The message and every edit of it lose their bodies.
-            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.sender
-            FROM fresh f
-            WHERE f.kind = 'recall' AND m.conversation_id = f.conv
-              AND (m.seq = f.target OR (m.target_seq = f.target AND m.kind = 'edit'))
-        ), unreacted AS (
-            DELETE FROM reaction x USING fresh f
-            WHERE x.conversation_id = f.conv AND x.seq = f.target
-              AND (f.kind = 'recall' OR (f.kind = 'reaction' AND NOT f.is_on AND x.user_id = f.sender AND x.emoji = f.emoji))
-        ), reacted AS (
-            INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
-            SELECT f.conv, f.target, f.sender, f.emoji, f.at FROM fresh f WHERE f.kind = 'reaction' AND f.is_on
         ), conv AS (
             UPDATE conversation c SET last_seq = u.last,
                    last_message_at = CASE WHEN u.msgs > 0 THEN u.at ELSE c.last_message_at END,
@@ -366,6 +382,33 @@ BEGIN
                f.conv, f.seq, NULLIF(p_traceparent[f.ord], ''), NULLIF(p_tracestate[f.ord], '')
         FROM fresh f
         ORDER BY f.ord;
+    END IF;
+
+    -- What edits, recalls and reactions do to their targets is written
+    -- apart, and only by batches that have them, for the reason
+    -- attachments are (below): a batch of messages neither opens the
+    -- reaction table nor updates message rows. A conversation with such a
+    -- change has nothing else in the batch (firsts), so this statement
+    -- touches no row the one before wrote.
+    IF v_change THEN
+        WITH fresh AS MATERIALIZED (
+            SELECT * FROM unnest(v_rows) f WHERE f.status = 0 AND f.kind IN ('edit', 'recall', 'reaction')
+        ), edited AS (
+            UPDATE message m SET body = f.body, edited_at = f.at
+            FROM fresh f WHERE f.kind = 'edit' AND m.conversation_id = f.conv AND m.seq = f.target
+        ), recalled AS (
+            -- The message and every edit of it lose their bodies.
+            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.sender
+            FROM fresh f
+            WHERE f.kind = 'recall' AND m.conversation_id = f.conv
+              AND (m.seq = f.target OR (m.target_seq = f.target AND m.kind = 'edit'))
+        ), unreacted AS (
+            DELETE FROM reaction x USING fresh f
+            WHERE x.conversation_id = f.conv AND x.seq = f.target
+              AND (f.kind = 'recall' OR (f.kind = 'reaction' AND NOT f.is_on AND x.user_id = f.sender AND x.emoji = f.emoji))
+        )
+        INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
+        SELECT f.conv, f.target, f.sender, f.emoji, f.at FROM fresh f WHERE f.kind = 'reaction' AND f.is_on;
     END IF;
 
     -- Attachments are written apart, and only by batches that have them:
