@@ -13,7 +13,10 @@
 # from /proc) divided by the calls: unlike wall time, it is not stretched
 # by other processes taking the cores. A build from before the message
 # lifecycle (chat_send_batch of four arrays) is recognised and called that
-# way. Tunables: ROUNDS=3 CALLS=4000.
+# way. Tunables: ROUNDS=3 CALLS=4000. PERF_DIR=DIR also records each
+# measured pass with perf (perf record -g, 2 kHz) into
+# DIR/<build>.<round>.data, for `perf report --children -i ...`: where the
+# backend's time goes (executor start-up, the writes, ...).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/sendcpu.sh DIR [DIR ...]" >&2; exit 2; }
 ROUNDS=${ROUNDS:-3}
@@ -40,6 +43,11 @@ backend_cpu_per_call() {
 		kill -0 "$bp" 2>/dev/null || break
 		sleep 0.05
 	done
+	local perfpid=""
+	if [ -n "${PERF_OUT:-}" ] && [ -n "$pid" ]; then
+		perf record -F 2000 -g -p "$pid" -o "$PERF_OUT" >/dev/null 2>&1 &
+		perfpid=$!
+	fi
 	# The backend's CPU just before it exits: sampled until pgbench ends.
 	while [ -n "$pid" ] && kill -0 "$bp" 2>/dev/null && [ -r "/proc/$pid/stat" ]; do
 		v=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || true)
@@ -47,6 +55,10 @@ backend_cpu_per_call() {
 		sleep 0.05
 	done
 	wait "$bp" || { cat "$out" >&2; return 1; }
+	if [ -n "$perfpid" ]; then
+		kill -INT "$perfpid" 2>/dev/null || true
+		wait "$perfpid" 2>/dev/null || true
+	fi
 	grep -q "number of failed transactions: 0" "$out" || { cat "$out" >&2; return 1; }
 	awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v n="$CALLS" 'BEGIN {printf "%.0f", t / hz * 1e6 / n}'
 }
@@ -72,7 +84,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			echo "SELECT * FROM chat_send_batch(ARRAY['message','message'], $common, ARRAY[0,0]::bigint[], ARRAY[NULL,NULL]::bigint[], ARRAY[NULL,NULL]::bigint[], ARRAY[NULL,NULL]::text[], ARRAY[false,false], NULL, NULL);" >"$WORK/send.sql"
 		fi
 		backend_cpu_per_call "$WORK/send.sql" >/dev/null # warm-up
-		us=$(backend_cpu_per_call "$WORK/send.sql")
+		us=$(PERF_OUT=${PERF_DIR:+$PERF_DIR/$name.$round.data} backend_cpu_per_call "$WORK/send.sql")
 		stop_chatd
 		RESULTS[$name]="${RESULTS[$name]:-} $us"
 		printf 'round %d  %-12s %6s µs CPU per call of two messages   [load average %s]\n' "$round" "$name" "$us" "$(cut -d' ' -f1-3 /proc/loadavg)"

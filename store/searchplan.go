@@ -118,8 +118,8 @@ func (s *Store) searchByRecency(ctx context.Context, tx pgx.Tx, terms []chat.Sea
 func (s *Store) searchAsTrigrams(ctx context.Context, tx pgx.Tx, terms []chat.SearchTerm) map[string]bool {
 	out := map[string]bool{}
 	for _, t := range terms {
-		if !t.Substring() || !asciiAlnum(t.Text) {
-			continue
+		if !t.Substring() || len(t.Text) == 3 || !asciiAlnum(t.Text) {
+			continue // not a substring, one trigram already, or not splittable
 		}
 		if _, freq, _ := s.lexemeFrequencies(ctx, tx); freq[t.Text] < searchTrigramWordShare {
 			out[t.Text] = true
