@@ -32,25 +32,15 @@ func TestOfflineMemberReceivesEveryMissedMessageAfterServerRestart(t *testing.T)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_MAX_INFLIGHT": "16"} // far below the 500 missed messages
 	srv := startNode(t, url, env)
-	conv, err := srv.Service.CreateGroup(context.Background(), 1, "offline", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, context.Background(), srv, 1, "offline", []int64{2})
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("phone-2-v%d", v)
-		away := rawClient(t, srv.MQTTAddr(), 2, clientID, v, false)
-		disconnect(t, srv, away, clientID)
-		before := lastSeq(srv, conv.ID)
+		before := parkSession(t, srv, 2, clientID, v, conv.ID)
 
 		sender := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("sender-v%d", v), 5, true)
 		sendN(t, sender, conv.ID, 250, "before restart")
 		sender.Drop()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		if err := srv.Close(ctx); err != nil {
-			t.Fatalf("close: %v", err)
-		}
-		cancel()
-		srv = startNode(t, url, env)
+		srv = restartNode(t, srv, url, env)
 		sender = rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("sender2-v%d", v), 5, true)
 		sendN(t, sender, conv.ID, 250, "after restart")
 

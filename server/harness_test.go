@@ -77,6 +77,28 @@ func disconnect(t *testing.T, srv *server.Server, c *mqtttest.Client, clientID s
 	testkit.WaitFor(t, 5*time.Second, "session "+clientID+" parked", func() bool { return srv.Hub.Session(clientID) == nil })
 }
 
+// parkSession connects clientID as a persistent session of user and
+// disconnects it, leaving it parked on srv, and returns conv's last seq at
+// that moment: what the session misses from then on follows it.
+func parkSession(t *testing.T, srv *server.Server, user int64, clientID string, v byte, conv int64) (before int64) {
+	t.Helper()
+	c := rawClient(t, srv.MQTTAddr(), user, clientID, v, false)
+	disconnect(t, srv, c, clientID)
+	return lastSeq(srv, conv)
+}
+
+// restartNode closes srv gracefully and starts a node again on url with env,
+// as a restart of the same node.
+func restartNode(t *testing.T, srv *server.Server, url string, env map[string]string) *server.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	return startNode(t, url, env)
+}
+
 // lastSeq is the last seq of conv as srv's database has it (0 when it
 // cannot be read).
 func lastSeq(srv *server.Server, conv int64) int64 {
