@@ -40,9 +40,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 	const perSender = 20
 	var wg sync.WaitGroup
 	for u := int64(1); u <= 5; u++ {
-		wg.Add(1)
-		go func(u int64) {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < perSender; i++ {
 				conv := group.ID
 				if u <= 2 && i%2 == 0 {
@@ -57,7 +55,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 					t.Errorf("v5 PUBACK carries no seq user property")
 				}
 			}
-		}(u)
+		})
 	}
 	wg.Wait()
 	directN := int(countMessages(t, srv.Pool, direct.ID))

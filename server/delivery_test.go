@@ -99,13 +99,11 @@ func TestStuckSubscriberDoesNotSlowOthers(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, u := range []int64{1, 2} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// Separate sending connections, resending like a real client
 			// if an overloaded machine makes a send time out.
 			sendRetrying(t, srv.MQTTAddr(), u, conv.ID, 500)
-		}()
+		})
 	}
 	gotA := collectMessages(t, a, conv.ID, 1000, 60*time.Second)
 	gotB := collectMessages(t, b, conv.ID, 1000, 60*time.Second)

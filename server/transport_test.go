@@ -64,9 +64,7 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 	var count atomic.Int64
 	for u := int64(1); u <= 4; u++ {
 		c := rawClient(t, srv.MQTTAddr(), u, fmt.Sprintf("sd-%d", u), 5, true)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				id := newID()
 				ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, "x"))
@@ -76,7 +74,7 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 				acked.Store(id, userProp(ack.Properties.User, "seq"))
 				count.Add(1)
 			}
-		}()
+		})
 	}
 	testkit.WaitFor(t, 10*time.Second, "some traffic", func() bool { return count.Load() > 100 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

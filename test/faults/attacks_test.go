@@ -536,9 +536,7 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 	}
 
 	// HTTP slowloris: one header byte every 200 ms, never finishing.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		c, err := net.Dial("tcp", srv.HTTPAddr())
 		if err != nil {
 			t.Error(err)
@@ -566,12 +564,10 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 			}
 		}
 		record("HTTP slowloris (headers trickled byte by byte)", time.Since(start), closed)
-	}()
+	})
 
 	// WebSocket upgraded to /mqtt, then silence.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		c, _, err := mqtttest.DialWS("ws://"+srv.HTTPAddr()+"/mqtt", "")
 		if err != nil {
 			t.Error(err)
@@ -580,7 +576,7 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 		defer c.Close()
 		d, closed := heldFor(c, limit)
 		record("WebSocket upgrade, no CONNECT", d, closed)
-	}()
+	})
 
 	// TCP MQTT without CONNECT: one measured, idle-1 more for the cost.
 	var conns []net.Conn
@@ -596,16 +592,12 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 			c.Close()
 		}
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		d, closed := heldFor(conns[0], limit)
 		record("TCP MQTT, no CONNECT", d, closed)
-	}()
+	})
 	// TCP MQTT: a CONNECT fixed header announcing 60 KiB, then silence.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		c, err := net.Dial("tcp", srv.MQTTAddr())
 		if err != nil {
 			t.Error(err)
@@ -615,7 +607,7 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 		_, _ = c.Write([]byte{0x10, 0x80, 0xe0, 0x03}) // CONNECT, remaining length 61440
 		d, closed := heldFor(c, limit)
 		record("TCP MQTT, partial CONNECT (60 KiB announced)", d, closed)
-	}()
+	})
 	time.Sleep(time.Second)
 	during := sampleMem(t)
 	wg.Wait()

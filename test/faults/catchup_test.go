@@ -81,16 +81,14 @@ func TestOfflineClientCatchesUpTenThousandMessagesInUnderTwoSeconds(t *testing.T
 	insertStart := time.Now()
 	var wg sync.WaitGroup
 	for _, id := range ids {
-		wg.Add(1)
-		go func(id int64) {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < perConv; i++ {
 				if _, err := svc.Send(ctx, chat.SendRequest{ConversationID: id, SenderID: 1, ClientMsgID: newID(), Body: fmt.Sprintf("missed %d", i)}); err != nil {
 					t.Errorf("insert: %v", err)
 					return
 				}
 			}
-		}(id)
+		})
 	}
 	wg.Wait()
 	inserted := time.Since(insertStart)

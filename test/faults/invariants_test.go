@@ -312,9 +312,7 @@ type liveDevice struct {
 // acknowledged in sent. A failed send fails the test and stops its sender.
 func sendLoad(t *testing.T, wg *sync.WaitGroup, senders []*sender, convs []int64, seed uint64, within time.Duration, sent *atomic.Int64, more func(n int) bool) {
 	for i, s := range senders {
-		wg.Add(1)
-		go func(i int, s *sender) {
-			defer wg.Done()
+		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(i), seed))
 			for n := 0; more(n); n++ {
 				conv := convs[rnd.IntN(len(convs))]
@@ -324,7 +322,7 @@ func sendLoad(t *testing.T, wg *sync.WaitGroup, senders []*sender, convs []int64
 				}
 				sent.Add(1)
 			}
-		}(i, s)
+		})
 	}
 }
 
@@ -423,6 +421,21 @@ type sender struct {
 
 func newSender(d device, addr func() string, led *ledger) *sender {
 	return &sender{dev: d, addr: addr, led: led, codes: map[byte]int{}, connRefused: map[byte]int{}}
+}
+
+// mixedSenders makes a sender recording into led for each of users, the
+// last on MQTT 3.1.1 and the others on MQTT 5, so that a load speaks both
+// versions; their client ids are prefix+"-sender-<user>".
+func mixedSenders(prefix string, addr func() string, led *ledger, users ...int64) []*sender {
+	senders := make([]*sender, len(users))
+	for i, u := range users {
+		version := byte(5)
+		if i == len(users)-1 {
+			version = 4
+		}
+		senders[i] = newSender(device{user: u, clientID: fmt.Sprintf("%s-sender-%d", prefix, u), version: version}, addr, led)
+	}
+	return senders
 }
 
 var errGaveUp = errors.New("gave up")

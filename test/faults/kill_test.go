@@ -77,11 +77,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	const perSender = 150
 	var sent atomic.Int64
 	var wg sync.WaitGroup
-	senders := []*sender{
-		newSender(device{user: 1, clientID: "kill-sender-1", version: 5}, addr, led),
-		newSender(device{user: 3, clientID: "kill-sender-3", version: 5}, addr, led),
-		newSender(device{user: 4, clientID: "kill-sender-4", version: 4}, addr, led),
-	}
+	senders := mixedSenders("kill", addr, led, 1, 3, 4)
 	sendLoad(t, &wg, senders, convs, 9, 90*time.Second, &sent, func(n int) bool { return n < perSender })
 	testkit.WaitFor(t, 60*time.Second, "load to build up", func() bool { return sent.Load() >= perSender })
 	before := snapshotMarks(t, pool)

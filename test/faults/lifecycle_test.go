@@ -100,9 +100,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 	var halfOnce sync.Once
 	var wg sync.WaitGroup
 	for _, a := range actors {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for made.Load() < total {
 				if err := a.act(); err != nil {
 					t.Errorf("user %d: %v", a.user, err)
@@ -112,7 +110,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 					halfOnce.Do(func() { close(half) })
 				}
 			}
-		}()
+		})
 	}
 	if midway != nil {
 		<-half

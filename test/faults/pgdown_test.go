@@ -89,17 +89,12 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	apps, away := outageAudience(t, "pg-phone-", "away during the outage", addr)
 
 	led := newLedger()
-	senders := []*sender{
-		newSender(device{user: 1, clientID: "pg-sender-1", version: 5}, addr, led),
-		newSender(device{user: 2, clientID: "pg-sender-2", version: 4}, addr, led),
-	}
+	senders := mixedSenders("pg", addr, led, 1, 2)
 	var stop atomic.Bool
 	var acks atomic.Int64
 	var wg sync.WaitGroup
 	for i, s := range senders {
-		wg.Add(1)
-		go func(i int, s *sender) {
-			defer wg.Done()
+		wg.Go(func() {
 			for n := 0; !stop.Load(); n++ {
 				if _, err := s.send(t, convs[n%len(convs)], newID(), fmt.Sprintf("load %d/%d", i, n), time.Now().Add(outage+60*time.Second)); err != nil {
 					t.Errorf("%s: %v", s.dev.clientID, err)
@@ -108,7 +103,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 				acks.Add(1)
 				time.Sleep(5 * time.Millisecond)
 			}
-		}(i, s)
+		})
 	}
 	testkit.WaitFor(t, 30*time.Second, "load before the outage", func() bool { return acks.Load() >= 60 })
 

@@ -114,15 +114,13 @@ func sendToGroups(t *testing.T, httpAddr string, convs []int64, groupSize int, b
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for g := range work {
 				if status, code := httpSend(t, httpAddr, int64(g*groupSize+1), convs[g], newID(), body); status/100 != 2 {
 					t.Errorf("HTTP send to group %d: %d %s", g, status, code)
 				}
 			}
-		}()
+		})
 	}
 	for g := range convs {
 		work <- g
@@ -173,9 +171,7 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i, sc := range all {
-			wg.Add(1)
-			go func(i int, sc *stormClient) {
-				defer wg.Done()
+			wg.Go(func() {
 				time.Sleep(time.Until(start.Add(spread * time.Duration(i) / clients)))
 				deadline := time.Now().Add(60 * time.Second)
 				for {
@@ -191,7 +187,7 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
-			}(i, sc)
+			})
 		}
 		wg.Wait()
 		return failures.Load()

@@ -243,9 +243,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 	var wg sync.WaitGroup
 	sendStart := time.Now()
 	for u := int64(1); u <= 5; u++ {
-		wg.Add(1)
-		go func(u int64) {
-			defer wg.Done()
+		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(u), 7))
 			for i := 0; i < perUser; i++ {
 				body := fmt.Sprintf("user %d message %d ", u, i)
@@ -260,7 +258,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 				sent.Add(1)
 				time.Sleep(time.Duration(100+rnd.IntN(400)) * time.Millisecond)
 			}
-		}(u)
+		})
 	}
 	testkit.WaitFor(t, 2*time.Minute, "a third of the conversation", func() bool { return sent.Load() >= total/3 })
 	// Users 3, 4 and 5 go into a blackhole; 1 and 2 keep talking.
