@@ -347,36 +347,7 @@ func (s *slowReader) Read(p []byte) (int, error) {
 // them.
 func checkNoOrphans(t *testing.T, url, dataDir string) {
 	t.Helper()
-	pool := openPool(t, url, 2)
-	rows, err := pool.Query(context.Background(), `SELECT blob_key, state IN ('complete', 'attached') FROM attachment`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	known, needed := map[string]bool{}, []string{}
-	for rows.Next() {
-		var key string
-		var live bool
-		if err := rows.Scan(&key, &live); err != nil {
-			t.Fatal(err)
-		}
-		known[key], known[chat.ThumbnailKey(key)] = true, true
-		if live {
-			needed = append(needed, key)
-		}
-	}
-	rows.Close()
-	have := map[string]bool{}
-	for _, k := range localBlobs(t, dataDir) {
-		have[k] = true
-		if !known[k] {
-			t.Errorf("orphan blob %s", k)
-		}
-	}
-	for _, k := range needed {
-		if !have[k] {
-			t.Errorf("dangling attachment: blob %s is missing", k)
-		}
-	}
+	testnode.CheckAttachmentBlobs(t, openPool(t, url, 2), localBlobs(t, dataDir))
 	if n := tmpFiles(t, dataDir); n != 0 {
 		t.Errorf("%d temporary files", n)
 	}
