@@ -63,10 +63,7 @@ func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 // twice over: nothing was downloaded from the start again.
 func TestWeakNetworkDownloadCutAtHalfResumesWithRange(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "voice", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, srv.Service, "voice", []int64{2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sender := attachClient(t, srv.MQTTAddr(), "http://"+srv.HTTPAddr(), 1, nil)
@@ -180,10 +177,7 @@ func liftAfter(t *testing.T, l *link, toxic string, logs *logtest.Buffer, what s
 // is left on disk.
 func TestWeakNetworkUploadCutAtHalfIsSentAgainAndTheMessageOnce(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "photos", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, srv.Service, "photos", []int64{2})
 	photo := make([]byte, 256<<10)
 	copy(photo, mediatest.JPEG(64, 64))
 	_, _ = rand.Read(photo[len(mediatest.JPEG(64, 64)):]) // trailing bytes decoders ignore
@@ -280,10 +274,7 @@ func TestChatdMemoryDoesNotGrowWithTheUploadSize(t *testing.T) {
 	p := newProc(t, url, nil)
 	p.start()
 	pool := openPool(t, url, 2)
-	conv, err := newService(pool).CreateGroup(context.Background(), 1, "big", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, newService(pool), "big", []int64{2})
 	peakDuring := func(size int) (before, peak int64) {
 		// A voice note the size asked: no image decoding, just bytes.
 		data := mediatest.WAV((size - 44) / 16)
@@ -362,10 +353,7 @@ func TestKill9MidUploadLeavesNoOrphanAndTheUploadCanBeSentAgain(t *testing.T) {
 	p := newProc(t, url, nil)
 	p.start()
 	pool := openPool(t, url, 2)
-	conv, err := newService(pool).CreateGroup(context.Background(), 1, "k", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, newService(pool), "k", []int64{2})
 	dataDir := p.vars["CHAT_DATA_DIR"]
 	data := mediatest.WAV(512 << 10) // 8 MiB
 	tk := newTicket(t, p.HTTP, 1, conv.ID, "long.wav", "audio/wav", len(data))
@@ -396,10 +384,7 @@ func TestKill9MidCleanupLeavesNoOrphan(t *testing.T) {
 	url := pgtest.NewDB(t)
 	pool := openPool(t, url, 4)
 	ctx := context.Background()
-	conv, err := newService(pool).CreateGroup(ctx, 1, "k", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, newService(pool), "k", []int64{2})
 	p := newProc(t, url, nil)
 	dataDir := p.vars["CHAT_DATA_DIR"]
 	root := server.BlobDir(dataDir)

@@ -237,10 +237,7 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_JWT_PUBLIC_KEY": pubFile})
 	plain := startNode(t, url, nil) // HS256 only
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "target", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, srv.Service, "target", []int64{2})
 	conv := g.ID
 	addr, base := srv.MQTTAddr(), "http://"+srv.HTTPAddr()
 	h := startHealthy(t, srv)

@@ -164,16 +164,23 @@ func newService(pool *pgxpool.Pool) *chat.Service {
 	return chat.NewService(store.New(pool, chat.DefaultLimits()), chat.DefaultLimits())
 }
 
+// mustGroup creates a group of user 1 with members on svc.
+func mustGroup(t testing.TB, svc *chat.Service, title string, members []int64) chat.Conversation {
+	t.Helper()
+	g, err := svc.CreateGroup(context.Background(), 1, title, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // createGroups creates n groups of user 1 with members, titled prefix and
 // their number, and returns their ids.
-func createGroups(t testing.TB, ctx context.Context, svc *chat.Service, n int, prefix string, members []int64) []int64 {
+func createGroups(t testing.TB, svc *chat.Service, n int, prefix string, members []int64) []int64 {
 	t.Helper()
 	var convs []int64
 	for i := 0; i < n; i++ {
-		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint(prefix, i), members)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGroup(t, svc, fmt.Sprint(prefix, i), members)
 		convs = append(convs, g.ID)
 	}
 	return convs

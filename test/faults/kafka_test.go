@@ -87,8 +87,7 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafkaAddr, "CHAT_NODE_ID": "faults-kafka"})
 	pool := openPool(t, url, 2)
-	ctx := context.Background()
-	convs := createGroups(t, ctx, srv.Service, 3, "kafka ", []int64{2, 3, 4})
+	convs := createGroups(t, srv.Service, 3, "kafka ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
 	apps, away := outageAudience(t, "kafka-phone-", "returns after Kafka is back", addr)
 

@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -23,8 +22,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	url := pgtest.NewDB(t)
 	pool := openPool(t, url, 4)
 	svc := newService(pool)
-	ctx := context.Background()
-	convs := createGroups(t, ctx, svc, 3, "kill ", []int64{2, 3, 4, 5, 6})
+	convs := createGroups(t, svc, 3, "kill ", []int64{2, 3, 4, 5, 6})
 	p := newProc(t, url, map[string]string{"CHAT_MAX_INFLIGHT": "16"})
 	p.start()
 	addr := func() string { return p.MQTT }

@@ -69,10 +69,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 	pool := openPool(t, url, 4)
 	svc := newService(pool)
 	ctx := context.Background()
-	g, err := svc.CreateGroup(ctx, 1, "lifecycle", []int64{2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, svc, "lifecycle", []int64{2, 3})
 	conv := g.ID
 
 	offlineDir := t.TempDir()

@@ -84,7 +84,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	srv := startNode(t, url, map[string]string{"CHAT_SEND_TIMEOUT": "2s"})
 	pool := openPool(t, url, 4)
 	ctx := context.Background()
-	convs := createGroups(t, ctx, srv.Service, 2, "outage ", []int64{2, 3, 4})
+	convs := createGroups(t, srv.Service, 2, "outage ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
 	apps, away := outageAudience(t, "pg-phone-", "away during the outage", addr)
 

@@ -84,7 +84,7 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 		t.Fatal(err)
 	}
 	svc := newService(pool)
-	convs := createGroups(t, ctx, svc, 3, "restart ", []int64{2, 3, 4})
+	convs := createGroups(t, svc, 3, "restart ", []int64{2, 3, 4})
 	_ = closeDB(ctx)
 
 	led := newLedger()

@@ -146,10 +146,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 	}
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
-	conv, err := srv.Service.CreateGroup(context.Background(), 1, "weak", []int64{2, 3, 4, 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, srv.Service, "weak", []int64{2, 3, 4, 5})
 	// The conversation's first message is sent before the apps exist and
 	// their position starts at 0: each app fetches it through history
 	// (afterSeq=0, sent explicitly, pages from seq 1), while the others
