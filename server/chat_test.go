@@ -84,8 +84,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 }
 
 func TestResendAfterLostPubackStoresOnceWithSameSeq(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	for _, v := range []byte{4, 5} {
 		id := newID()
 		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("lossy-%d", v), Password: testnode.Token(t, 1), Clean: true})

@@ -173,8 +173,7 @@ func TestMosquittoClientsSendAndReceive(t *testing.T) {
 		}
 		t.Skip("mosquitto-clients not installed (apt-get install -y mosquitto-clients)")
 	}
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	host, port, _ := strings.Cut(srv.MQTTAddr(), ":")
 	var out strings.Builder
 	subCmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-sub-2", "-u", "2", "-P", testnode.Token(t, 2),

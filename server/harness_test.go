@@ -69,6 +69,15 @@ func mustDirect(t testing.TB, ctx context.Context, srv *server.Server, a, b int6
 	return conv
 }
 
+// startDirect starts a node with env on a fresh database and opens the
+// direct conversation of users 1 and 2 on it, the setup most one-to-one
+// tests share.
+func startDirect(t *testing.T, env map[string]string) (*server.Server, chat.Conversation) {
+	t.Helper()
+	srv := startNode(t, pgtest.NewDB(t), env)
+	return srv, mustDirect(t, context.Background(), srv, 1, 2)
+}
+
 // disconnect sends DISCONNECT on c and waits until srv has parked the
 // session of clientID.
 func disconnect(t *testing.T, srv *server.Server, c *mqtttest.Client, clientID string) {

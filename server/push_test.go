@@ -317,8 +317,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 // and mutes a conversation over MQTT v5 RPC.
 func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
 	keys := newVAPID(t)
-	srv := startNode(t, pgtest.NewDB(t), pushEnv(t, keys, nil))
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, pushEnv(t, keys, nil))
 	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-push", 5, true)
 	if codes, err := c.Subscribe("chat/v1/user/1/rpc"); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe rpc: %v %v", codes, err)
