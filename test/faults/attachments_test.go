@@ -280,29 +280,13 @@ func TestChatdMemoryDoesNotGrowWithTheUploadSize(t *testing.T) {
 		data := mediatest.WAV((size - 44) / 16)
 		tk := newTicket(t, p.HTTP, 1, conv.ID, "long.wav", "audio/wav", len(data))
 		before = p.rssBytes()
-		var max atomic.Int64
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				if r := p.rssBytes(); r > max.Load() {
-					max.Store(r)
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		}()
+		peakRSS := p.samplePeakRSS(5 * time.Millisecond)
 		code, body := httpCall(t, p.HTTP, 1, "PUT", tk.URL, &slowReader{r: bytes.NewReader(data), chunk: 256 << 10}, int64(len(data)))
-		close(stop)
-		<-done
+		peak = peakRSS()
 		if code != http.StatusOK {
 			t.Fatalf("PUT %d bytes: %d %s", len(data), code, body)
 		}
-		return before, max.Load()
+		return before, peak
 	}
 	b1, p1 := peakDuring(1 << 20)
 	b25, p25 := peakDuring(25 << 20)

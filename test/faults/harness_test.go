@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -407,6 +408,32 @@ func (p *proc) log() string {
 func (p *proc) rssBytes() int64 {
 	p.t.Helper()
 	return vmRSS(p.t, p.cmd.Process.Pid)
+}
+
+// samplePeakRSS samples chatd's resident memory every interval, from now
+// until the returned stop is called; stop returns the highest sample.
+func (p *proc) samplePeakRSS(every time.Duration) (stop func() int64) {
+	var peak atomic.Int64
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if r := p.rssBytes(); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() int64 {
+		close(quit)
+		<-done
+		return peak.Load()
+	}
 }
 
 func vmRSS(t testing.TB, pid int) int64 {

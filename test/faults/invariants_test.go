@@ -17,6 +17,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -344,6 +345,26 @@ func outageAudience(t *testing.T, prefix, away string, addr func() string) (map[
 	d := device{user: 4, clientID: prefix + "4", version: 5}
 	d.goAway(t, addr)
 	return apps, d
+}
+
+// everyAppReceivesExactly brings the away device back, waits up to within
+// for every app to have each conversation up to last, and then, after a
+// pause for whatever else might still arrive, asserts that each app has
+// every message exactly once. It returns how long the catching up took.
+func everyAppReceivesExactly(t *testing.T, apps map[int64]*app, away device, addr func() string, last map[int64]int64, within time.Duration) time.Duration {
+	t.Helper()
+	keepConnected(t, away, apps[away.user], addr)
+	start := time.Now()
+	for u, a := range apps {
+		testkit.WaitFor(t, within, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
+	}
+	caughtUp := time.Since(start)
+	// Nothing more may arrive: exactly once after de-duplication.
+	time.Sleep(200 * time.Millisecond)
+	for _, a := range apps {
+		a.assertExact(t, last)
+	}
+	return caughtUp
 }
 
 func keepConnected(t *testing.T, d device, a *app, addr func() string) *liveDevice {

@@ -93,17 +93,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	if got := led.count(); got != len(senders)*perSender {
 		t.Fatalf("%d messages acknowledged, want %d", got, len(senders)*perSender)
 	}
-	keepConnected(t, away, apps[6], addr)
-	start := time.Now()
-	for u, a := range apps {
-		testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
-	}
-	caughtUp := time.Since(start)
-	// Nothing more may arrive: exactly once after de-duplication.
-	time.Sleep(200 * time.Millisecond)
-	for _, a := range apps {
-		a.assertExact(t, last)
-	}
+	caughtUp := everyAppReceivesExactly(t, apps, away, addr, last, 60*time.Second)
 	after := snapshotMarks(t, pool)
 	before.notBehind(t, after)
 	readMu.Lock()

@@ -153,14 +153,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 
 	last := checkGapless(t, pool, convs)
 	led.check(t, pool)
-	keepConnected(t, away, apps[4], addr)
-	for u, a := range apps {
-		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
-	}
-	time.Sleep(200 * time.Millisecond)
-	for _, a := range apps {
-		a.assertExact(t, last)
-	}
+	everyAppReceivesExactly(t, apps, away, addr, last, 30*time.Second)
 	before.notBehind(t, snapshotMarks(t, pool))
 
 	t.Logf("PostgreSQL down for %v (immediate stop); %d sends acknowledged before, %d while it was down (all committed: see the ledger check), %d after; a send succeeds again %v after PostgreSQL is back, without restarting chatd",

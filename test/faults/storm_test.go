@@ -232,29 +232,13 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 		<-sc.c.Done
 	}
 	sendRound(2)
-	var peak atomic.Int64
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if r := vmRSS(t, p.cmd.Process.Pid); r > peak.Load() {
-				peak.Store(r)
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	peakRSS := p.samplePeakRSS(50 * time.Millisecond)
 	stormAt := time.Now()
 	retried := connectAll(time.Second)
 	reconnected := time.Since(stormAt)
 	waitAll(2, 60*time.Second)
 	resumed := time.Since(stormAt)
-	close(stopSampling)
-	<-sampled
+	peak := peakRSS()
 	rssAfter := p.rssBytes()
 	goroutinesAfter := metricValue(t, p.HTTP, "go_goroutines")
 
@@ -265,13 +249,13 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 		}
 		dups += sc.dups
 	}
-	if peak.Load() >= memBound {
-		t.Errorf("chatd's resident memory peaked at %s during the storm, bound %s", mib(peak.Load()), mib(memBound))
+	if peak >= memBound {
+		t.Errorf("chatd's resident memory peaked at %s during the storm, bound %s", mib(peak), mib(memBound))
 	}
 	t.Logf("%d clients (v5 and v3.1.1, persistent) connected in %v; chatd RSS idle %s, with %d clients %s (%d goroutines)",
 		clients, connectTime.Round(time.Millisecond), mib(rssIdle), clients, mib(rssConnected), int(goroutinesBefore))
 	t.Logf("storm: all dropped at once and reconnected within 1 s: all connected after %v (%d attempts retried), all resumed with the missed message after %v; %d duplicates dropped",
 		reconnected.Round(time.Millisecond), retried, resumed.Round(time.Millisecond), dups)
 	t.Logf("chatd RSS peak during the storm %s (bound %s), after %s; goroutines %d before, %d after",
-		mib(peak.Load()), mib(memBound), mib(rssAfter), int(goroutinesBefore), int(goroutinesAfter))
+		mib(peak), mib(memBound), mib(rssAfter), int(goroutinesBefore), int(goroutinesAfter))
 }
