@@ -200,38 +200,7 @@ func queryCount(t *testing.T, n attachNode, q string, args ...any) int {
 // thumbnail) and that every stored attachment's blob exists.
 func assertNoOrphans(t *testing.T, n attachNode) {
 	t.Helper()
-	rows, err := n.Pool.Query(context.Background(), `SELECT blob_key, state, COALESCE(thumb_state, '') FROM attachment`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := map[string]bool{}
-	var needed []string
-	for rows.Next() {
-		var key, state, thumb string
-		if err := rows.Scan(&key, &state, &thumb); err != nil {
-			t.Fatal(err)
-		}
-		known[key], known[chat.ThumbnailKey(key)] = true, true
-		if state == "complete" || state == "attached" {
-			needed = append(needed, key)
-			if thumb == "ready" {
-				needed = append(needed, chat.ThumbnailKey(key))
-			}
-		}
-	}
-	rows.Close()
-	have := map[string]bool{}
-	for _, k := range blobKeys(t, n) {
-		have[k] = true
-		if !known[k] {
-			t.Errorf("orphan blob %s: no attachment references it", k)
-		}
-	}
-	for _, k := range needed {
-		if !have[k] {
-			t.Errorf("dangling attachment: blob %s is missing", k)
-		}
-	}
+	testnode.CheckAttachmentBlobs(t, n.Pool, blobKeys(t, n))
 }
 
 func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mochi-mqtt/server/v2/packets"
-
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/mqtttest"
@@ -210,16 +208,7 @@ func reasonCode(t *testing.T, c *mqtttest.Client, topic string, payload []byte) 
 	if err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	return ack.ReasonCode, prop(ack.Properties.User, "code"), ack.Properties.ReasonString
-}
-
-func prop(ps []packets.UserProperty, k string) string {
-	for _, p := range ps {
-		if p.Key == k {
-			return p.Val
-		}
-	}
-	return ""
+	return ack.ReasonCode, userProp(ack.Properties.User, "code"), ack.Properties.ReasonString
 }
 
 func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
@@ -238,7 +227,7 @@ func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
 	}
 	// The same message again (a resend) is the same message...
 	ack, err := c1.Publish(testnode.MsgTopic(g.ID), 1, attachPayload(id, "look", a))
-	if err != nil || ack.ReasonCode != 0 || prop(ack.Properties.User, "duplicate") != "true" || prop(ack.Properties.User, "seq") != "1" {
+	if err != nil || ack.ReasonCode != 0 || userProp(ack.Properties.User, "duplicate") != "true" || userProp(ack.Properties.User, "seq") != "1" {
 		t.Fatalf("resend: %v %+v", err, ack.Properties)
 	}
 	// ...another message may not attach it again.

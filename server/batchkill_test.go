@@ -49,9 +49,7 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Drop)
-			wg.Add(1)
-			go func(u int64, k int) {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := 0; ; i++ {
 					conv := convs[(int(u)*7+k*3+i)%len(convs)]
 					id := newID()
@@ -64,7 +62,7 @@ func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
 					mu.Unlock()
 					n.Add(1)
 				}
-			}(u, k)
+			})
 		}
 	}
 	testkit.WaitFor(t, 30*time.Second, "load to build up", func() bool { return n.Load() > 2000 })

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -54,8 +53,7 @@ func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
 // PUBACK the QoS 2 sender does not expect. 3.1.1 cannot be told a maximum
 // or a reason: its connection is closed. Nothing is stored either way.
 func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	for _, v := range []byte{5, 4} {
 		c := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("qos2-v%d", v), v, true)
 		ack, err := c.Publish(testnode.MsgTopic(conv.ID), 2, testnode.SendPayload(newID(), "at QoS 2"))
@@ -80,8 +78,7 @@ func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testin
 // protocol error (DISCONNECT 0x94), and filters longer than the server
 // keeps are refused.
 func TestTopicAliasesWorkUpToTheMaximumAndLongFiltersAreRefused(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	c := rawClient(t, srv.MQTTAddr(), 1, "alias-user", 5, true)
 	if ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "sets alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("publish setting alias 16: 0x%02x %v", ack.ReasonCode, err)

@@ -40,9 +40,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 	const perSender = 20
 	var wg sync.WaitGroup
 	for u := int64(1); u <= 5; u++ {
-		wg.Add(1)
-		go func(u int64) {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < perSender; i++ {
 				conv := group.ID
 				if u <= 2 && i%2 == 0 {
@@ -57,7 +55,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 					t.Errorf("v5 PUBACK carries no seq user property")
 				}
 			}
-		}(u)
+		})
 	}
 	wg.Wait()
 	directN := int(countMessages(t, srv.Pool, direct.ID))
@@ -86,8 +84,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 }
 
 func TestResendAfterLostPubackStoresOnceWithSameSeq(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	for _, v := range []byte{4, 5} {
 		id := newID()
 		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("lossy-%d", v), Password: testnode.Token(t, 1), Clean: true})

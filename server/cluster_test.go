@@ -22,12 +22,29 @@ import (
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
 )
 
 func startKafka(t *testing.T) string {
 	t.Helper()
 	c := kafkatest.Start(t, kfake.SeedTopics(12, "chat.events"), kfake.Ports(testkit.FreePort(t)))
 	return c.ListenAddrs()[0]
+}
+
+// startKafkaPair starts two nodes, named prefix+"a" and prefix+"b", on one
+// fresh database and one Kafka, with extra on both: events one node
+// commits reach the other only through Kafka.
+func startKafkaPair(t *testing.T, prefix string, extra map[string]string) (a, b *server.Server) {
+	t.Helper()
+	url, kafka := pgtest.NewDB(t), startKafka(t)
+	env := func(node string) map[string]string {
+		e := map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": prefix + node}
+		for k, v := range extra {
+			e[k] = v
+		}
+		return e
+	}
+	return startNode(t, url, env("a")), startNode(t, url, env("b"))
 }
 
 func buildChatd(t *testing.T) string {

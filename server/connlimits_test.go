@@ -159,9 +159,7 @@ func TestConnectBudgetQueuesWhatItCanAndRefusesTheRestWith0x9F(t *testing.T) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
+		wg.Go(func() {
 			v := byte(5)
 			if i%2 == 1 {
 				v = 4
@@ -176,7 +174,7 @@ func TestConnectBudgetQueuesWhatItCanAndRefusesTheRestWith0x9F(t *testing.T) {
 				code = 0x9F // the same refusal in 3.1.1's words
 			}
 			codes[code]++
-		}(i)
+		})
 	}
 	wg.Wait()
 	t.Logf("%d CONNECTs at once against a budget of 20/s with a queue of 10: %d accepted (the last after %v), %d refused with 0x9F/0x03, others %v",

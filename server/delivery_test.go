@@ -32,25 +32,15 @@ func TestOfflineMemberReceivesEveryMissedMessageAfterServerRestart(t *testing.T)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_MAX_INFLIGHT": "16"} // far below the 500 missed messages
 	srv := startNode(t, url, env)
-	conv, err := srv.Service.CreateGroup(context.Background(), 1, "offline", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, context.Background(), srv, 1, "offline", []int64{2})
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("phone-2-v%d", v)
-		away := rawClient(t, srv.MQTTAddr(), 2, clientID, v, false)
-		disconnect(t, srv, away, clientID)
-		before := lastSeq(srv, conv.ID)
+		before := parkSession(t, srv, 2, clientID, v, conv.ID)
 
 		sender := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("sender-v%d", v), 5, true)
 		sendN(t, sender, conv.ID, 250, "before restart")
 		sender.Drop()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		if err := srv.Close(ctx); err != nil {
-			t.Fatalf("close: %v", err)
-		}
-		cancel()
-		srv = startNode(t, url, env)
+		srv = restartNode(t, srv, url, env)
 		sender = rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("sender2-v%d", v), 5, true)
 		sendN(t, sender, conv.ID, 250, "after restart")
 
@@ -109,13 +99,11 @@ func TestStuckSubscriberDoesNotSlowOthers(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, u := range []int64{1, 2} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// Separate sending connections, resending like a real client
 			// if an overloaded machine makes a send time out.
 			sendRetrying(t, srv.MQTTAddr(), u, conv.ID, 500)
-		}()
+		})
 	}
 	gotA := collectMessages(t, a, conv.ID, 1000, 60*time.Second)
 	gotB := collectMessages(t, b, conv.ID, 1000, 60*time.Second)
@@ -185,8 +173,7 @@ func TestMosquittoClientsSendAndReceive(t *testing.T) {
 		}
 		t.Skip("mosquitto-clients not installed (apt-get install -y mosquitto-clients)")
 	}
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	host, port, _ := strings.Cut(srv.MQTTAddr(), ":")
 	var out strings.Builder
 	subCmd := exec.Command(sub, "-h", host, "-p", port, "-V", "mqttv311", "-i", "mosq-sub-2", "-u", "2", "-P", testnode.Token(t, 2),

@@ -69,12 +69,43 @@ func mustDirect(t testing.TB, ctx context.Context, srv *server.Server, a, b int6
 	return conv
 }
 
+// startDirect starts a node with env on a fresh database and opens the
+// direct conversation of users 1 and 2 on it, the setup most one-to-one
+// tests share.
+func startDirect(t *testing.T, env map[string]string) (*server.Server, chat.Conversation) {
+	t.Helper()
+	srv := startNode(t, pgtest.NewDB(t), env)
+	return srv, mustDirect(t, context.Background(), srv, 1, 2)
+}
+
 // disconnect sends DISCONNECT on c and waits until srv has parked the
 // session of clientID.
 func disconnect(t *testing.T, srv *server.Server, c *mqtttest.Client, clientID string) {
 	t.Helper()
 	c.Disconnect()
 	testkit.WaitFor(t, 5*time.Second, "session "+clientID+" parked", func() bool { return srv.Hub.Session(clientID) == nil })
+}
+
+// parkSession connects clientID as a persistent session of user and
+// disconnects it, leaving it parked on srv, and returns conv's last seq at
+// that moment: what the session misses from then on follows it.
+func parkSession(t *testing.T, srv *server.Server, user int64, clientID string, v byte, conv int64) (before int64) {
+	t.Helper()
+	c := rawClient(t, srv.MQTTAddr(), user, clientID, v, false)
+	disconnect(t, srv, c, clientID)
+	return lastSeq(srv, conv)
+}
+
+// restartNode closes srv gracefully and starts a node again on url with env,
+// as a restart of the same node.
+func restartNode(t *testing.T, srv *server.Server, url string, env map[string]string) *server.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	return startNode(t, url, env)
 }
 
 // lastSeq is the last seq of conv as srv's database has it (0 when it

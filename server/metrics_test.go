@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
@@ -41,8 +39,7 @@ func scrape(t *testing.T, httpAddr string) map[string]float64 {
 }
 
 func TestMetricsExposeTrafficRelayAndPool(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_KAFKA_BROKERS": startKafka(t), "CHAT_NODE_ID": "metrics"})
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, map[string]string{"CHAT_KAFKA_BROKERS": startKafka(t), "CHAT_NODE_ID": "metrics"})
 	a := rawClient(t, srv.MQTTAddr(), 1, "m1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "m2", 4, true)
 	sendN(t, a, conv.ID, 10, "m")

@@ -63,10 +63,7 @@ func markReadMQTT(t *testing.T, c *mqtttest.Client, conv, seq int64) {
 // Node b learns of the events through Kafka, so the rule travels with the
 // event.
 func TestReadReceiptsOffReachNoOtherMemberOnAnyNode(t *testing.T) {
-	url := pgtest.NewDB(t)
-	kafka := startKafka(t)
-	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "ra"})
-	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "rb"})
+	a, b := startKafkaPair(t, "r", nil)
 	ctx := context.Background()
 	const alice, bob, carol = 1, 2, 3
 	g := mustGroup(t, ctx, a, alice, "g", []int64{bob, carol})
@@ -227,10 +224,7 @@ func TestABlockedUsersMQTTSendIsRefusedWith0x87(t *testing.T) {
 // profile.updated reaches the users who share a conversation with the
 // user, on every node (node b reads the audience itself), and nobody else.
 func TestProfileUpdatesReachWhoSharesAConversationOnEveryNode(t *testing.T) {
-	url := pgtest.NewDB(t)
-	kafka := startKafka(t)
-	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pa"})
-	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pb"})
+	a, b := startKafkaPair(t, "p", nil)
 	ctx := context.Background()
 	if _, _, err := a.Service.OpenDirect(ctx, 1, 2); err != nil {
 		t.Fatal(err)

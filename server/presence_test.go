@@ -208,10 +208,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two nodes and Kafka")
 	}
-	url := pgtest.NewDB(t)
-	kafka := startKafka(t)
-	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pa", "CHAT_PRESENCE_PUSH": "true"})
-	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pb", "CHAT_PRESENCE_PUSH": "true"})
+	a, b := startKafkaPair(t, "p", map[string]string{"CHAT_PRESENCE_PUSH": "true"})
 	conv := mustDirect(t, context.Background(), a, 1, 2)
 	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
 	// Node B's consumer starts at the newest offset: wait until it reads.

@@ -47,6 +47,17 @@ func newVAPID(t *testing.T) push.VAPIDKeys {
 	return k
 }
 
+// startPushNode starts a node on a fresh database with Web Push on (pushEnv
+// with extra) and the loopback push service that its VAPID keys sign for.
+func startPushNode(t *testing.T, extra map[string]string) (*server.Server, *webpushtest.Endpoint) {
+	t.Helper()
+	keys := newVAPID(t)
+	srv := startNode(t, pgtest.NewDB(t), pushEnv(t, keys, extra))
+	ep := webpushtest.NewEndpoint(keys.Public)
+	t.Cleanup(ep.Close)
+	return srv, ep
+}
+
 // subscribeDevice registers a subscription of the loopback endpoint as a
 // webpush device of user, over HTTP like a browser.
 func subscribeDevice(t *testing.T, srv *server.Server, ep *webpushtest.Endpoint, user int64, name string) int64 {
@@ -134,11 +145,7 @@ func TestDevicesAPIAndSettingsInTheInbox(t *testing.T) {
 // not acknowledging (a stuck socket) is pushed too, and the sender and a
 // member who muted the group get none.
 func TestPushesGoToDisconnectedAndStuckRecipientsOnly(t *testing.T) {
-	url := pgtest.NewDB(t)
-	keys := newVAPID(t)
-	srv := startNode(t, url, pushEnv(t, keys, nil))
-	ep := webpushtest.NewEndpoint(keys.Public)
-	t.Cleanup(ep.Close)
+	srv, ep := startPushNode(t, nil)
 	g, err := srv.Service.CreateGroup(context.Background(), 1, "team", []int64{2, 3, 4, 5})
 	if err != nil {
 		t.Fatal(err)
@@ -262,12 +269,8 @@ func TestKilledDecidingNodesPushIsSentByAnother(t *testing.T) {
 // service hanging, a 1,000-message burst is acknowledged as fast as
 // without devices (p99 PUBACK within noise).
 func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
-	url := pgtest.NewDB(t)
-	keys := newVAPID(t)
-	srv := startNode(t, url, pushEnv(t, keys, map[string]string{"CHAT_PUSH_DELAY": "100ms", "CHAT_PUSH_MIN_INTERVAL": "100ms",
-		"CHAT_PUSH_TIMEOUT": "30s", "CHAT_PUSH_QUEUE_SIZE": "50"}))
-	ep := webpushtest.NewEndpoint(keys.Public)
-	t.Cleanup(ep.Close)
+	srv, ep := startPushNode(t, map[string]string{"CHAT_PUSH_DELAY": "100ms", "CHAT_PUSH_MIN_INTERVAL": "100ms",
+		"CHAT_PUSH_TIMEOUT": "30s", "CHAT_PUSH_QUEUE_SIZE": "50"})
 	var convs []int64
 	for u := int64(2); u <= 41; u++ {
 		c := mustDirect(t, context.Background(), srv, 1, u)
@@ -314,8 +317,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 // and mutes a conversation over MQTT v5 RPC.
 func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
 	keys := newVAPID(t)
-	srv := startNode(t, pgtest.NewDB(t), pushEnv(t, keys, nil))
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, pushEnv(t, keys, nil))
 	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-push", 5, true)
 	if codes, err := c.Subscribe("chat/v1/user/1/rpc"); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe rpc: %v %v", codes, err)
@@ -377,11 +379,7 @@ func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
 // HTTP sends that device a silent remove and the sender's own device
 // nothing.
 func TestRecalledMessageIsTakenOffTheDevicesItWasPushedTo(t *testing.T) {
-	url := pgtest.NewDB(t)
-	keys := newVAPID(t)
-	srv := startNode(t, url, pushEnv(t, keys, map[string]string{"CHAT_PUSH_PREVIEW": "true"}))
-	ep := webpushtest.NewEndpoint(keys.Public)
-	t.Cleanup(ep.Close)
+	srv, ep := startPushNode(t, map[string]string{"CHAT_PUSH_PREVIEW": "true"})
 	g, err := srv.Service.CreateGroup(context.Background(), 1, "team", []int64{2, 3})
 	if err != nil {
 		t.Fatal(err)

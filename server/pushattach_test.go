@@ -9,21 +9,15 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media/mediatest"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/internal/testnode"
-	"github.com/chatd/chatd/internal/webpushtest"
 )
 
 // TestAPhotoWithoutTextIsPushedAsAPhoto: with previews on, a message that
 // is a photo alone is not pushed as an empty text: its preview says what
 // it is, as the inbox does.
 func TestAPhotoWithoutTextIsPushedAsAPhoto(t *testing.T) {
-	url := pgtest.NewDB(t)
-	keys := newVAPID(t)
-	srv := startNode(t, url, pushEnv(t, keys, map[string]string{"CHAT_PUSH_PREVIEW": "true"}))
-	ep := webpushtest.NewEndpoint(keys.Public)
-	t.Cleanup(ep.Close)
+	srv, ep := startPushNode(t, map[string]string{"CHAT_PUSH_PREVIEW": "true"})
 	ctx := context.Background()
 	g := mustGroup(t, ctx, srv, 1, "team", []int64{2})
 	subscribeDevice(t, srv, ep, 2, "bob")

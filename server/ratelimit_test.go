@@ -70,11 +70,10 @@ func storedMessages(t *testing.T, srv *server.Server, conv int64) int {
 // none of which is stored; after a pause it sends again; another user of
 // the same conversation is not affected.
 func TestSendRateLimitWithDefaults(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{
+	srv, conv := startDirect(t, map[string]string{
 		"CHAT_LIMIT_SEND_RATE": "10", "CHAT_LIMIT_SEND_BURST": "30",
 		"CHAT_LIMIT_CONV_RATE": "100", "CHAT_LIMIT_CONV_BURST": "200",
 	})
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	a := rawClient(t, srv.MQTTAddr(), 1, "flood-1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "calm-2", 5, true)
 
@@ -156,8 +155,7 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 // reason codes: an over-limit send is acknowledged, not stored, and an
 // error event with code rate_limited follows.
 func TestRateLimitedV311IsAckedDroppedAndReported(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "2"})
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "2"})
 	c := rawClient(t, srv.MQTTAddr(), 1, "v311-1", 4, true)
 	ids := []string{newID(), newID(), newID()}
 	for _, id := range ids {
@@ -257,11 +255,10 @@ func headerInt(t *testing.T, h http.Header, name string) int {
 // over HTTP (a duplicate resend is not charged), the per-user API limit over
 // HTTP, and the same API budget over MQTT RPC.
 func TestHTTP429CarriesRetryAfterAndRateLimitHeaders(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{
+	srv, conv := startDirect(t, map[string]string{
 		"CHAT_LIMIT_SEND_RATE": "0.5", "CHAT_LIMIT_SEND_BURST": "2",
 		"CHAT_LIMIT_API_RATE": "0.2", "CHAT_LIMIT_API_BURST": "8",
 	})
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	path := fmt.Sprintf("/v1/conversations/%d/messages", conv.ID)
 	first := map[string]string{"clientMsgId": newID(), "body": "one"}
 	if r := httpDo(t, srv, 1, "POST", path, first); r.status != 201 {

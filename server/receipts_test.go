@@ -10,7 +10,6 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
@@ -47,8 +46,7 @@ func seenOf(t *testing.T, srv *server.Server, user, conv, seq int64) seenReply {
 // published to it; the sender then sees delivery.updated, and read.updated
 // once the recipient reads, and the seen endpoint, history and inbox agree.
 func TestDeliveredOnPubackThenRead(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	sender := rawClient(t, srv.MQTTAddr(), 1, "sender-1", 5, true)
 	phone := rawClient(t, srv.MQTTAddr(), 2, "phone-2", 5, true)
 	phone.AutoAck = false
@@ -151,8 +149,7 @@ func TestDeliveredOnPubackThenRead(t *testing.T) {
 // TestMetricsExposeLimitsReceiptsAndPresence: the metrics are on
 // the node's registry and move.
 func TestMetricsExposeLimitsReceiptsAndPresence(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "1", "CHAT_PRESENCE_PUSH": "true"})
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "1", "CHAT_PRESENCE_PUSH": "true"})
 	a := rawClient(t, srv.MQTTAddr(), 1, "m1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "m2", 4, true)
 	sessionLoaded(t, srv, "m2")

@@ -49,10 +49,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil)
 	b := startNode(t, url, nil)
-	conv, err := a.Service.CreateGroup(context.Background(), 1, "resume", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, context.Background(), a, 1, "resume", []int64{2})
 	send := func(n int, tag string) {
 		t.Helper()
 		for i := range n {
@@ -63,9 +60,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 	}
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("phone-v%d", v)
-		first := rawClient(t, a.MQTTAddr(), 2, clientID, v, false)
-		disconnect(t, a, first, clientID)
-		before := lastSeq(a, conv.ID)
+		before := parkSession(t, a, 2, clientID, v, conv.ID)
 
 		send(3, "while away")
 		other, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
@@ -77,12 +72,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 		disconnect(t, b, other, clientID)
 
 		send(2, "while restarting")
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		if err := a.Close(ctx); err != nil {
-			t.Fatalf("close: %v", err)
-		}
-		cancel()
-		a = startNode(t, url, nil)
+		a = restartNode(t, a, url, nil)
 		again, ack := resume(t, a.MQTTAddr(), 2, clientID, v)
 		if !ack.SessionPresent {
 			t.Fatalf("v%d: after a restart the node answered session present = false", v)

@@ -1,15 +1,8 @@
 package server_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,37 +18,24 @@ import (
 	"github.com/chatd/chatd/server"
 )
 
-// selfSigned writes a certificate for 127.0.0.1 and returns the paths and a
-// pool trusting it.
-func selfSigned(t *testing.T) (certPath, keyPath string, roots *x509.CertPool) {
+// serverCert writes a server certificate for 127.0.0.1 that a test CA
+// issued, and returns the paths and a pool trusting that CA.
+func serverCert(t *testing.T) (certPath, keyPath string, roots *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chatd test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := newCA(t, "chatd test CA")
+	certPEM, keyPEM, _ := ca.issue(t, "chatd test", true)
 	dir := t.TempDir()
 	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	kb, _ := x509.MarshalECPrivateKey(key)
-	_ = os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	roots = x509.NewCertPool()
-	roots.AddCert(cert)
-	return certPath, keyPath, roots
+	for path, data := range map[string][]byte{certPath: certPEM, keyPath: keyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certPath, keyPath, ca.pool()
 }
 
 func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
-	certPath, keyPath, roots := selfSigned(t)
+	certPath, keyPath, roots := serverCert(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
 		"CHAT_MQTTS_ADDR": "127.0.0.1:0", "CHAT_HTTPS_ADDR": "127.0.0.1:0"})
 	conv := mustDirect(t, t.Context(), srv, 1, 2)

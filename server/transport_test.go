@@ -19,8 +19,7 @@ import (
 )
 
 func TestWebSocketClientsChatAndForeignOriginsAreRefused(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	url := "ws://" + srv.HTTPAddr() + "/mqtt"
 	if _, resp, err := mqtttest.DialWS(url, "http://evil.example"); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("foreign origin: want 403, got %v %v", resp, err)
@@ -64,9 +63,7 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 	var count atomic.Int64
 	for u := int64(1); u <= 4; u++ {
 		c := rawClient(t, srv.MQTTAddr(), u, fmt.Sprintf("sd-%d", u), 5, true)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				id := newID()
 				ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(id, "x"))
@@ -76,7 +73,7 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 				acked.Store(id, userProp(ack.Properties.User, "seq"))
 				count.Add(1)
 			}
-		}()
+		})
 	}
 	testkit.WaitFor(t, 10*time.Second, "some traffic", func() bool { return count.Load() > 100 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -134,8 +131,7 @@ func TestLargeGroupMessageNewCarriesNoBody(t *testing.T) {
 }
 
 func TestTypingReachesOnlineMembersAtMostOncePerSecond(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	a := rawClient(t, srv.MQTTAddr(), 1, "ty-1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "ty-2", 4, true)
 	topic := fmt.Sprintf("chat/v1/conv/%d/typing", conv.ID)
@@ -209,8 +205,7 @@ func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
 }
 
 func TestRPCOverMQTTAnswersOnTheCallersResponseTopic(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-1", 5, true)
 	if codes, err := c.Subscribe("chat/v1/user/1/rpc/#"); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe rpc: %v %v", codes, err)
@@ -255,8 +250,7 @@ refused:
 }
 
 func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	listener := rawClient(t, srv.MQTTAddr(), 2, "gapless-2", 4, true)
 	mq := rawClient(t, srv.MQTTAddr(), 1, "gapless-1", 5, true)
 	var wg sync.WaitGroup
@@ -286,8 +280,7 @@ func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
 }
 
 func TestAfterSeqZeroPagesForwardFromTheFirstMessage(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	srv, conv := startDirect(t, nil)
 	c := rawClient(t, srv.MQTTAddr(), 1, "fwd", 5, true)
 	sendN(t, c, conv.ID, 60, "m")
 	get := func(query string) []chat.Message {

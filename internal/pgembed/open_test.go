@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 )
@@ -32,6 +34,43 @@ func dataDir(t *testing.T) string {
 	os.Chmod(d, 0o755)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return filepath.Join(d, "data")
+}
+
+// openFunc is pgembed.Open or pgembed.OpenOwner.
+type openFunc func(ctx context.Context, databaseURL, dataDir string, maxConns int32, logger *slog.Logger, opts ...pgembed.PoolOption) (*pgxpool.Pool, func(context.Context) error, error)
+
+// startCluster starts the embedded cluster in a fresh data dir with open,
+// failing t if it does not start; in -short mode it skips t instead.
+func startCluster(t *testing.T, open openFunc, maxConns int32) (dir string, pool *pgxpool.Pool, closeDB func(context.Context) error) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	dir = dataDir(t)
+	pool, closeDB, err := open(context.Background(), "", dir, maxConns, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, pool, closeDB
+}
+
+// writeMarker commits the row wantMarker looks for, to tell whether a later
+// pool reaches the same cluster, and whether its data outlived a restart.
+func writeMarker(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(ctx, "CREATE TABLE marker (v int); INSERT INTO marker VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantMarker fails t, saying what went wrong, unless pool reads the row
+// writeMarker committed.
+func wantMarker(t *testing.T, ctx context.Context, pool *pgxpool.Pool, what string) {
+	t.Helper()
+	var v int
+	if err := pool.QueryRow(ctx, "SELECT v FROM marker").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("%s: v=%d err=%v", what, v, err)
+	}
 }
 
 func TestParsePostmasterPID(t *testing.T) {
@@ -136,19 +175,10 @@ func TestOpenURL(t *testing.T) {
 // second time as chatctl would while chatd runs: the second Open must join
 // the running server, and closing it must leave that server up.
 func TestOpenEmbeddedShared(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a PostgreSQL cluster")
-	}
 	ctx := context.Background()
-	dir := dataDir(t)
-	first, closeFirst, err := pgembed.Open(ctx, "", dir, 4, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, first, closeFirst := startCluster(t, pgembed.Open, 4)
 	defer closeFirst(ctx)
-	if _, err := first.Exec(ctx, "CREATE TABLE marker (v int); INSERT INTO marker VALUES (7)"); err != nil {
-		t.Fatal(err)
-	}
+	writeMarker(t, ctx, first)
 	pm, ok, err := pgembed.FindPostmaster(pgembed.PGDir(dir))
 	if err != nil || !ok {
 		t.Fatalf("FindPostmaster after start: ok=%v err=%v", ok, err)
@@ -158,10 +188,7 @@ func TestOpenEmbeddedShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v int
-	if err := second.QueryRow(ctx, "SELECT v FROM marker").Scan(&v); err != nil || v != 7 {
-		t.Fatalf("second Open did not reach the running cluster: v=%d err=%v", v, err)
-	}
+	wantMarker(t, ctx, second, "second Open did not reach the running cluster")
 	var dd string
 	if err := second.QueryRow(ctx, "SHOW data_directory").Scan(&dd); err != nil || dd != pm.DataDir {
 		t.Errorf("second Open talks to the server of %q, want %q (err %v)", dd, pm.DataDir, err)
@@ -185,7 +212,5 @@ func TestOpenEmbeddedShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeThird(ctx)
-	if err := third.QueryRow(ctx, "SELECT v FROM marker").Scan(&v); err != nil || v != 7 {
-		t.Fatalf("data lost across restart: v=%d err=%v", v, err)
-	}
+	wantMarker(t, ctx, third, "data lost across restart")
 }

@@ -93,18 +93,9 @@ func crash(t *testing.T, dataDir string, closeDB func(context.Context) error) (r
 // starts the cluster and PostgreSQL's crash recovery keeps what was
 // committed.
 func TestOpenOwnerAfterAKillWaitsForTheZombiePostmasterThenRecovers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a PostgreSQL cluster")
-	}
 	ctx := context.Background()
-	dir := dataDir(t)
-	pool, closeDB, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "CREATE TABLE marker (v int); INSERT INTO marker VALUES (7)"); err != nil {
-		t.Fatal(err)
-	}
+	dir, pool, closeDB := startCluster(t, pgembed.OpenOwner, 2)
+	writeMarker(t, ctx, pool)
 	reap := crash(t, dir, closeDB)
 
 	const zombieFor = time.Second
@@ -113,16 +104,13 @@ func TestOpenOwnerAfterAKillWaitsForTheZombiePostmasterThenRecovers(t *testing.T
 		time.Sleep(zombieFor)
 		reap()
 	}()
-	pool, closeDB, err = pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
+	pool, closeDB, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("restart after the kill, %v later: %v", took.Round(time.Millisecond), err)
 	}
 	defer closeDB(ctx)
-	var v int
-	if err := pool.QueryRow(ctx, "SELECT v FROM marker").Scan(&v); err != nil || v != 7 {
-		t.Fatalf("committed row lost across the crash: v=%d err=%v", v, err)
-	}
+	wantMarker(t, ctx, pool, "committed row lost across the crash")
 	if took < zombieFor {
 		t.Errorf("cluster started after %v, before the zombie was reaped at %v", took, zombieFor)
 	}
@@ -134,15 +122,8 @@ func TestOpenOwnerAfterAKillWaitsForTheZombiePostmasterThenRecovers(t *testing.T
 // after the owner closes, the next owner starts. Nodes sharing an external
 // database take no lock.
 func TestOpenOwnerRefusesADataDirThatAnotherLiveOwnerServes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a PostgreSQL cluster")
-	}
 	ctx := context.Background()
-	dir := dataDir(t)
-	first, closeFirst, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, first, closeFirst := startCluster(t, pgembed.OpenOwner, 2)
 	defer closeFirst(ctx)
 	_, closeSecond, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger())
 	if err == nil {

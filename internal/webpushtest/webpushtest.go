@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/internal/authparam"
 )
 
 // Subscriber is a user agent's Web Push key pair and auth secret.
@@ -127,16 +129,8 @@ func VerifyVAPID(header, wantKey, origin string) (string, error) {
 	if !ok {
 		return "", errors.New("authorization scheme is not vapid")
 	}
-	var tok, key string
-	for _, p := range strings.Split(rest, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-		switch k {
-		case "t":
-			tok = v
-		case "k":
-			key = v
-		}
-	}
+	params := authparam.Parse(rest)
+	tok, key := params["t"], params["k"]
 	if wantKey != "" && key != wantKey {
 		return "", fmt.Errorf("k is %q, want the server's key %q", key, wantKey)
 	}

@@ -63,10 +63,7 @@ func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 // twice over: nothing was downloaded from the start again.
 func TestWeakNetworkDownloadCutAtHalfResumesWithRange(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "voice", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, srv.Service, "voice", []int64{2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sender := attachClient(t, srv.MQTTAddr(), "http://"+srv.HTTPAddr(), 1, nil)
@@ -180,10 +177,7 @@ func liftAfter(t *testing.T, l *link, toxic string, logs *logtest.Buffer, what s
 // is left on disk.
 func TestWeakNetworkUploadCutAtHalfIsSentAgainAndTheMessageOnce(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "photos", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, srv.Service, "photos", []int64{2})
 	photo := make([]byte, 256<<10)
 	copy(photo, mediatest.JPEG(64, 64))
 	_, _ = rand.Read(photo[len(mediatest.JPEG(64, 64)):]) // trailing bytes decoders ignore
@@ -280,38 +274,19 @@ func TestChatdMemoryDoesNotGrowWithTheUploadSize(t *testing.T) {
 	p := newProc(t, url, nil)
 	p.start()
 	pool := openPool(t, url, 2)
-	conv, err := newService(pool).CreateGroup(context.Background(), 1, "big", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, newService(pool), "big", []int64{2})
 	peakDuring := func(size int) (before, peak int64) {
 		// A voice note the size asked: no image decoding, just bytes.
 		data := mediatest.WAV((size - 44) / 16)
 		tk := newTicket(t, p.HTTP, 1, conv.ID, "long.wav", "audio/wav", len(data))
 		before = p.rssBytes()
-		var max atomic.Int64
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				if r := p.rssBytes(); r > max.Load() {
-					max.Store(r)
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		}()
+		peakRSS := p.samplePeakRSS(5 * time.Millisecond)
 		code, body := httpCall(t, p.HTTP, 1, "PUT", tk.URL, &slowReader{r: bytes.NewReader(data), chunk: 256 << 10}, int64(len(data)))
-		close(stop)
-		<-done
+		peak = peakRSS()
 		if code != http.StatusOK {
 			t.Fatalf("PUT %d bytes: %d %s", len(data), code, body)
 		}
-		return before, max.Load()
+		return before, peak
 	}
 	b1, p1 := peakDuring(1 << 20)
 	b25, p25 := peakDuring(25 << 20)
@@ -347,36 +322,7 @@ func (s *slowReader) Read(p []byte) (int, error) {
 // them.
 func checkNoOrphans(t *testing.T, url, dataDir string) {
 	t.Helper()
-	pool := openPool(t, url, 2)
-	rows, err := pool.Query(context.Background(), `SELECT blob_key, state IN ('complete', 'attached') FROM attachment`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	known, needed := map[string]bool{}, []string{}
-	for rows.Next() {
-		var key string
-		var live bool
-		if err := rows.Scan(&key, &live); err != nil {
-			t.Fatal(err)
-		}
-		known[key], known[chat.ThumbnailKey(key)] = true, true
-		if live {
-			needed = append(needed, key)
-		}
-	}
-	rows.Close()
-	have := map[string]bool{}
-	for _, k := range localBlobs(t, dataDir) {
-		have[k] = true
-		if !known[k] {
-			t.Errorf("orphan blob %s", k)
-		}
-	}
-	for _, k := range needed {
-		if !have[k] {
-			t.Errorf("dangling attachment: blob %s is missing", k)
-		}
-	}
+	testnode.CheckAttachmentBlobs(t, openPool(t, url, 2), localBlobs(t, dataDir))
 	if n := tmpFiles(t, dataDir); n != 0 {
 		t.Errorf("%d temporary files", n)
 	}
@@ -391,10 +337,7 @@ func TestKill9MidUploadLeavesNoOrphanAndTheUploadCanBeSentAgain(t *testing.T) {
 	p := newProc(t, url, nil)
 	p.start()
 	pool := openPool(t, url, 2)
-	conv, err := newService(pool).CreateGroup(context.Background(), 1, "k", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, newService(pool), "k", []int64{2})
 	dataDir := p.vars["CHAT_DATA_DIR"]
 	data := mediatest.WAV(512 << 10) // 8 MiB
 	tk := newTicket(t, p.HTTP, 1, conv.ID, "long.wav", "audio/wav", len(data))
@@ -425,10 +368,7 @@ func TestKill9MidCleanupLeavesNoOrphan(t *testing.T) {
 	url := pgtest.NewDB(t)
 	pool := openPool(t, url, 4)
 	ctx := context.Background()
-	conv, err := newService(pool).CreateGroup(ctx, 1, "k", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, newService(pool), "k", []int64{2})
 	p := newProc(t, url, nil)
 	dataDir := p.vars["CHAT_DATA_DIR"]
 	root := server.BlobDir(dataDir)

@@ -237,10 +237,7 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_JWT_PUBLIC_KEY": pubFile})
 	plain := startNode(t, url, nil) // HS256 only
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "target", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, srv.Service, "target", []int64{2})
 	conv := g.ID
 	addr, base := srv.MQTTAddr(), "http://"+srv.HTTPAddr()
 	h := startHealthy(t, srv)
@@ -536,9 +533,7 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 	}
 
 	// HTTP slowloris: one header byte every 200 ms, never finishing.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		c, err := net.Dial("tcp", srv.HTTPAddr())
 		if err != nil {
 			t.Error(err)
@@ -566,12 +561,10 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 			}
 		}
 		record("HTTP slowloris (headers trickled byte by byte)", time.Since(start), closed)
-	}()
+	})
 
 	// WebSocket upgraded to /mqtt, then silence.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		c, _, err := mqtttest.DialWS("ws://"+srv.HTTPAddr()+"/mqtt", "")
 		if err != nil {
 			t.Error(err)
@@ -580,7 +573,7 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 		defer c.Close()
 		d, closed := heldFor(c, limit)
 		record("WebSocket upgrade, no CONNECT", d, closed)
-	}()
+	})
 
 	// TCP MQTT without CONNECT: one measured, idle-1 more for the cost.
 	var conns []net.Conn
@@ -596,16 +589,12 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 			c.Close()
 		}
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		d, closed := heldFor(conns[0], limit)
 		record("TCP MQTT, no CONNECT", d, closed)
-	}()
+	})
 	// TCP MQTT: a CONNECT fixed header announcing 60 KiB, then silence.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		c, err := net.Dial("tcp", srv.MQTTAddr())
 		if err != nil {
 			t.Error(err)
@@ -615,7 +604,7 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 		_, _ = c.Write([]byte{0x10, 0x80, 0xe0, 0x03}) // CONNECT, remaining length 61440
 		d, closed := heldFor(c, limit)
 		record("TCP MQTT, partial CONNECT (60 KiB announced)", d, closed)
-	}()
+	})
 	time.Sleep(time.Second)
 	during := sampleMem(t)
 	wg.Wait()

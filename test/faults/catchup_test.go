@@ -35,10 +35,7 @@ func TestOfflineClientCatchesUpTenThousandMessagesInUnderTwoSeconds(t *testing.T
 	ctx := context.Background()
 	ids := make([]int64, convs)
 	for i := range ids {
-		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint("backlog ", i), []int64{2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGroup(t, svc, fmt.Sprint("backlog ", i), []int64{2})
 		ids[i] = g.ID
 		// One message the devices see while online: their position is 1.
 		if _, err := svc.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: 1, ClientMsgID: newID(), Body: "first"}); err != nil {
@@ -81,16 +78,14 @@ func TestOfflineClientCatchesUpTenThousandMessagesInUnderTwoSeconds(t *testing.T
 	insertStart := time.Now()
 	var wg sync.WaitGroup
 	for _, id := range ids {
-		wg.Add(1)
-		go func(id int64) {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < perConv; i++ {
 				if _, err := svc.Send(ctx, chat.SendRequest{ConversationID: id, SenderID: 1, ClientMsgID: newID(), Body: fmt.Sprintf("missed %d", i)}); err != nil {
 					t.Errorf("insert: %v", err)
 					return
 				}
 			}
-		}(id)
+		})
 	}
 	wg.Wait()
 	inserted := time.Since(insertStart)

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,16 +165,23 @@ func newService(pool *pgxpool.Pool) *chat.Service {
 	return chat.NewService(store.New(pool, chat.DefaultLimits()), chat.DefaultLimits())
 }
 
+// mustGroup creates a group of user 1 with members on svc.
+func mustGroup(t testing.TB, svc *chat.Service, title string, members []int64) chat.Conversation {
+	t.Helper()
+	g, err := svc.CreateGroup(context.Background(), 1, title, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // createGroups creates n groups of user 1 with members, titled prefix and
 // their number, and returns their ids.
-func createGroups(t testing.TB, ctx context.Context, svc *chat.Service, n int, prefix string, members []int64) []int64 {
+func createGroups(t testing.TB, svc *chat.Service, n int, prefix string, members []int64) []int64 {
 	t.Helper()
 	var convs []int64
 	for i := 0; i < n; i++ {
-		g, err := svc.CreateGroup(ctx, 1, fmt.Sprint(prefix, i), members)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGroup(t, svc, fmt.Sprint(prefix, i), members)
 		convs = append(convs, g.ID)
 	}
 	return convs
@@ -400,6 +408,32 @@ func (p *proc) log() string {
 func (p *proc) rssBytes() int64 {
 	p.t.Helper()
 	return vmRSS(p.t, p.cmd.Process.Pid)
+}
+
+// samplePeakRSS samples chatd's resident memory every interval, from now
+// until the returned stop is called; stop returns the highest sample.
+func (p *proc) samplePeakRSS(every time.Duration) (stop func() int64) {
+	var peak atomic.Int64
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if r := p.rssBytes(); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() int64 {
+		close(quit)
+		<-done
+		return peak.Load()
+	}
 }
 
 func vmRSS(t testing.TB, pid int) int64 {

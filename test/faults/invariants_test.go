@@ -17,6 +17,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -312,9 +313,7 @@ type liveDevice struct {
 // acknowledged in sent. A failed send fails the test and stops its sender.
 func sendLoad(t *testing.T, wg *sync.WaitGroup, senders []*sender, convs []int64, seed uint64, within time.Duration, sent *atomic.Int64, more func(n int) bool) {
 	for i, s := range senders {
-		wg.Add(1)
-		go func(i int, s *sender) {
-			defer wg.Done()
+		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(i), seed))
 			for n := 0; more(n); n++ {
 				conv := convs[rnd.IntN(len(convs))]
@@ -324,7 +323,7 @@ func sendLoad(t *testing.T, wg *sync.WaitGroup, senders []*sender, convs []int64
 				}
 				sent.Add(1)
 			}
-		}(i, s)
+		})
 	}
 }
 
@@ -346,6 +345,26 @@ func outageAudience(t *testing.T, prefix, away string, addr func() string) (map[
 	d := device{user: 4, clientID: prefix + "4", version: 5}
 	d.goAway(t, addr)
 	return apps, d
+}
+
+// everyAppReceivesExactly brings the away device back, waits up to within
+// for every app to have each conversation up to last, and then, after a
+// pause for whatever else might still arrive, asserts that each app has
+// every message exactly once. It returns how long the catching up took.
+func everyAppReceivesExactly(t *testing.T, apps map[int64]*app, away device, addr func() string, last map[int64]int64, within time.Duration) time.Duration {
+	t.Helper()
+	keepConnected(t, away, apps[away.user], addr)
+	start := time.Now()
+	for u, a := range apps {
+		testkit.WaitFor(t, within, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
+	}
+	caughtUp := time.Since(start)
+	// Nothing more may arrive: exactly once after de-duplication.
+	time.Sleep(200 * time.Millisecond)
+	for _, a := range apps {
+		a.assertExact(t, last)
+	}
+	return caughtUp
 }
 
 func keepConnected(t *testing.T, d device, a *app, addr func() string) *liveDevice {
@@ -423,6 +442,21 @@ type sender struct {
 
 func newSender(d device, addr func() string, led *ledger) *sender {
 	return &sender{dev: d, addr: addr, led: led, codes: map[byte]int{}, connRefused: map[byte]int{}}
+}
+
+// mixedSenders makes a sender recording into led for each of users, the
+// last on MQTT 3.1.1 and the others on MQTT 5, so that a load speaks both
+// versions; their client ids are prefix+"-sender-<user>".
+func mixedSenders(prefix string, addr func() string, led *ledger, users ...int64) []*sender {
+	senders := make([]*sender, len(users))
+	for i, u := range users {
+		version := byte(5)
+		if i == len(users)-1 {
+			version = 4
+		}
+		senders[i] = newSender(device{user: u, clientID: fmt.Sprintf("%s-sender-%d", prefix, u), version: version}, addr, led)
+	}
+	return senders
 }
 
 var errGaveUp = errors.New("gave up")

@@ -87,8 +87,7 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafkaAddr, "CHAT_NODE_ID": "faults-kafka"})
 	pool := openPool(t, url, 2)
-	ctx := context.Background()
-	convs := createGroups(t, ctx, srv.Service, 3, "kafka ", []int64{2, 3, 4})
+	convs := createGroups(t, srv.Service, 3, "kafka ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
 	apps, away := outageAudience(t, "kafka-phone-", "returns after Kafka is back", addr)
 
@@ -154,14 +153,7 @@ func TestKafkaOutageLeavesChatUnaffectedAndOutboxDrainsInOrder(t *testing.T) {
 			t.Errorf("Kafka: conversation %d reaches seq %d, want %d", conv, have, last[conv])
 		}
 	}
-	keepConnected(t, away, apps[4], addr)
-	for u, a := range apps {
-		testkit.WaitFor(t, 15*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
-	}
-	time.Sleep(200 * time.Millisecond)
-	for _, a := range apps {
-		a.assertExact(t, last)
-	}
+	everyAppReceivesExactly(t, apps, away, addr, last, 15*time.Second)
 	t.Logf("Kafka down %v: 150 sends all acknowledged (latency p50 %v, max %v) and delivered locally; %d outbox rows kept; drained %v after Kafka returned; topic holds all %d message.new events in seq order per conversation (%d duplicates, %d other events)",
 		upAt.Sub(downAt).Round(time.Millisecond), lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond),
 		pending, drainedIn.Round(time.Millisecond), total, dups, other)

@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -23,8 +22,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	url := pgtest.NewDB(t)
 	pool := openPool(t, url, 4)
 	svc := newService(pool)
-	ctx := context.Background()
-	convs := createGroups(t, ctx, svc, 3, "kill ", []int64{2, 3, 4, 5, 6})
+	convs := createGroups(t, svc, 3, "kill ", []int64{2, 3, 4, 5, 6})
 	p := newProc(t, url, map[string]string{"CHAT_MAX_INFLIGHT": "16"})
 	p.start()
 	addr := func() string { return p.MQTT }
@@ -77,11 +75,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	const perSender = 150
 	var sent atomic.Int64
 	var wg sync.WaitGroup
-	senders := []*sender{
-		newSender(device{user: 1, clientID: "kill-sender-1", version: 5}, addr, led),
-		newSender(device{user: 3, clientID: "kill-sender-3", version: 5}, addr, led),
-		newSender(device{user: 4, clientID: "kill-sender-4", version: 4}, addr, led),
-	}
+	senders := mixedSenders("kill", addr, led, 1, 3, 4)
 	sendLoad(t, &wg, senders, convs, 9, 90*time.Second, &sent, func(n int) bool { return n < perSender })
 	testkit.WaitFor(t, 60*time.Second, "load to build up", func() bool { return sent.Load() >= perSender })
 	before := snapshotMarks(t, pool)
@@ -99,17 +93,7 @@ func TestChatdKilledUnderLoadLosesNothingAndClientsResume(t *testing.T) {
 	if got := led.count(); got != len(senders)*perSender {
 		t.Fatalf("%d messages acknowledged, want %d", got, len(senders)*perSender)
 	}
-	keepConnected(t, away, apps[6], addr)
-	start := time.Now()
-	for u, a := range apps {
-		testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
-	}
-	caughtUp := time.Since(start)
-	// Nothing more may arrive: exactly once after de-duplication.
-	time.Sleep(200 * time.Millisecond)
-	for _, a := range apps {
-		a.assertExact(t, last)
-	}
+	caughtUp := everyAppReceivesExactly(t, apps, away, addr, last, 60*time.Second)
 	after := snapshotMarks(t, pool)
 	before.notBehind(t, after)
 	readMu.Lock()

@@ -69,10 +69,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 	pool := openPool(t, url, 4)
 	svc := newService(pool)
 	ctx := context.Background()
-	g, err := svc.CreateGroup(ctx, 1, "lifecycle", []int64{2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, svc, "lifecycle", []int64{2, 3})
 	conv := g.ID
 
 	offlineDir := t.TempDir()
@@ -100,9 +97,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 	var halfOnce sync.Once
 	var wg sync.WaitGroup
 	for _, a := range actors {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for made.Load() < total {
 				if err := a.act(); err != nil {
 					t.Errorf("user %d: %v", a.user, err)
@@ -112,7 +107,7 @@ func convergence(t *testing.T, url string, actorAddr, viewAddr func() string, mi
 					halfOnce.Do(func() { close(half) })
 				}
 			}
-		}()
+		})
 	}
 	if midway != nil {
 		<-half

@@ -93,9 +93,7 @@ func TestTwoThousandPhonesBehindOneAddressAreBackAndCaughtUpWithin10sWithTheDefa
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i, d := range all {
-			wg.Add(1)
-			go func(i int, d *natDevice) {
-				defer wg.Done()
+			wg.Go(func() {
 				r := d.connectUntil(t, p.MQTT, deadline, rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))))
 				backAfter[i] = time.Since(start)
 				mu.Lock()
@@ -103,7 +101,7 @@ func TestTwoThousandPhonesBehindOneAddressAreBackAndCaughtUpWithin10sWithTheDefa
 					refused[c] += n
 				}
 				mu.Unlock()
-			}(i, d)
+			})
 		}
 		wg.Wait()
 		return refused, time.Since(start)
@@ -183,9 +181,7 @@ func TestABadTokenFloodFromOneAddressDoesNotStarveOthersWithTheDefaultLimits(t *
 	var fwg sync.WaitGroup
 	floodStart := time.Now()
 	for i := 0; i < flooders; i++ {
-		fwg.Add(1)
-		go func(i int) {
-			defer fwg.Done()
+		fwg.Go(func() {
 			for n := 0; !stop.Load(); n++ {
 				_, ack, err := mqtttest.Dial(p.MQTT, mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("flood-%d-%d", i, n), Password: "forged.token.value",
 					Clean: true, ReadBuffer: 1, LocalAddr: "127.0.0.2"})
@@ -197,7 +193,7 @@ func TestABadTokenFloodFromOneAddressDoesNotStarveOthersWithTheDefaultLimits(t *
 				floodCodes[code]++
 				mu.Unlock()
 			}
-		}(i)
+		})
 	}
 	// Let the flood spend its address's burst first.
 	testkit.WaitFor(t, 10*time.Second, "the flood to be limited per IP", func() bool {
@@ -210,9 +206,7 @@ func TestABadTokenFloodFromOneAddressDoesNotStarveOthersWithTheDefaultLimits(t *
 	var failed atomic.Int64
 	othersStart := time.Now()
 	for i := 0; i < others; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
+		wg.Go(func() {
 			d := &natDevice{dev: device{user: int64(5000 + i), clientID: fmt.Sprintf("other-%d", i), version: byte(4 + i%2), readBuf: 64, local: "127.0.0.3"}, app: newApp("other")}
 			start := time.Now()
 			c, _, code, err := d.dial(t, p.MQTT)
@@ -223,7 +217,7 @@ func TestABadTokenFloodFromOneAddressDoesNotStarveOthersWithTheDefaultLimits(t *
 				return
 			}
 			t.Cleanup(c.Drop)
-		}(i)
+		})
 	}
 	wg.Wait()
 	othersTook := time.Since(othersStart)

@@ -84,22 +84,17 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 	srv := startNode(t, url, map[string]string{"CHAT_SEND_TIMEOUT": "2s"})
 	pool := openPool(t, url, 4)
 	ctx := context.Background()
-	convs := createGroups(t, ctx, srv.Service, 2, "outage ", []int64{2, 3, 4})
+	convs := createGroups(t, srv.Service, 2, "outage ", []int64{2, 3, 4})
 	addr := srv.MQTTAddr
 	apps, away := outageAudience(t, "pg-phone-", "away during the outage", addr)
 
 	led := newLedger()
-	senders := []*sender{
-		newSender(device{user: 1, clientID: "pg-sender-1", version: 5}, addr, led),
-		newSender(device{user: 2, clientID: "pg-sender-2", version: 4}, addr, led),
-	}
+	senders := mixedSenders("pg", addr, led, 1, 2)
 	var stop atomic.Bool
 	var acks atomic.Int64
 	var wg sync.WaitGroup
 	for i, s := range senders {
-		wg.Add(1)
-		go func(i int, s *sender) {
-			defer wg.Done()
+		wg.Go(func() {
 			for n := 0; !stop.Load(); n++ {
 				if _, err := s.send(t, convs[n%len(convs)], newID(), fmt.Sprintf("load %d/%d", i, n), time.Now().Add(outage+60*time.Second)); err != nil {
 					t.Errorf("%s: %v", s.dev.clientID, err)
@@ -108,7 +103,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 				acks.Add(1)
 				time.Sleep(5 * time.Millisecond)
 			}
-		}(i, s)
+		})
 	}
 	testkit.WaitFor(t, 30*time.Second, "load before the outage", func() bool { return acks.Load() >= 60 })
 
@@ -158,14 +153,7 @@ func TestPostgresOutageRefusesSendsWithDocumentedCodesAndRecoversByItself(t *tes
 
 	last := checkGapless(t, pool, convs)
 	led.check(t, pool)
-	keepConnected(t, away, apps[4], addr)
-	for u, a := range apps {
-		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("user %d to receive every message", u), func() bool { return a.caughtUp(last) })
-	}
-	time.Sleep(200 * time.Millisecond)
-	for _, a := range apps {
-		a.assertExact(t, last)
-	}
+	everyAppReceivesExactly(t, apps, away, addr, last, 30*time.Second)
 	before.notBehind(t, snapshotMarks(t, pool))
 
 	t.Logf("PostgreSQL down for %v (immediate stop); %d sends acknowledged before, %d while it was down (all committed: see the ledger check), %d after; a send succeeds again %v after PostgreSQL is back, without restarting chatd",

@@ -36,10 +36,7 @@ type faultNode struct {
 func newFaultNode(t *testing.T, url, prefix string) *faultNode {
 	t.Helper()
 	srv := startNode(t, url, map[string]string{"CHAT_SEND_TIMEOUT": "2s"})
-	g, err := srv.Service.CreateGroup(context.Background(), 1, prefix, []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGroup(t, srv.Service, prefix, []int64{2})
 	f := &faultNode{srv: srv, conv: g.ID, led: newLedger(), app: newApp(prefix + ": user 2")}
 	keepConnected(t, device{user: 2, clientID: prefix + "-phone-2", version: 5}, f.app, srv.MQTTAddr)
 	f.s = newSender(device{user: 1, clientID: prefix + "-sender", version: 5}, srv.MQTTAddr, f.led)

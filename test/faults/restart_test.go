@@ -84,18 +84,14 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 		t.Fatal(err)
 	}
 	svc := newService(pool)
-	convs := createGroups(t, ctx, svc, 3, "restart ", []int64{2, 3, 4})
+	convs := createGroups(t, svc, 3, "restart ", []int64{2, 3, 4})
 	_ = closeDB(ctx)
 
 	led := newLedger()
 	var sent atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	senders := []*sender{
-		newSender(device{user: 1, clientID: "restart-sender-1", version: 5}, addr, led),
-		newSender(device{user: 2, clientID: "restart-sender-2", version: 5}, addr, led),
-		newSender(device{user: 3, clientID: "restart-sender-3", version: 4}, addr, led),
-	}
+	senders := mixedSenders("restart", addr, led, 1, 2, 3)
 	sendLoad(t, &wg, senders, convs, 6, 60*time.Second, &sent, func(int) bool { return !stop.Load() })
 
 	var ready, gaps []time.Duration

@@ -114,15 +114,13 @@ func sendToGroups(t *testing.T, httpAddr string, convs []int64, groupSize int, b
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for g := range work {
 				if status, code := httpSend(t, httpAddr, int64(g*groupSize+1), convs[g], newID(), body); status/100 != 2 {
 					t.Errorf("HTTP send to group %d: %d %s", g, status, code)
 				}
 			}
-		}()
+		})
 	}
 	for g := range convs {
 		work <- g
@@ -173,9 +171,7 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i, sc := range all {
-			wg.Add(1)
-			go func(i int, sc *stormClient) {
-				defer wg.Done()
+			wg.Go(func() {
 				time.Sleep(time.Until(start.Add(spread * time.Duration(i) / clients)))
 				deadline := time.Now().Add(60 * time.Second)
 				for {
@@ -191,7 +187,7 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
-			}(i, sc)
+			})
 		}
 		wg.Wait()
 		return failures.Load()
@@ -236,29 +232,13 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 		<-sc.c.Done
 	}
 	sendRound(2)
-	var peak atomic.Int64
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if r := vmRSS(t, p.cmd.Process.Pid); r > peak.Load() {
-				peak.Store(r)
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	peakRSS := p.samplePeakRSS(50 * time.Millisecond)
 	stormAt := time.Now()
 	retried := connectAll(time.Second)
 	reconnected := time.Since(stormAt)
 	waitAll(2, 60*time.Second)
 	resumed := time.Since(stormAt)
-	close(stopSampling)
-	<-sampled
+	peak := peakRSS()
 	rssAfter := p.rssBytes()
 	goroutinesAfter := metricValue(t, p.HTTP, "go_goroutines")
 
@@ -269,13 +249,13 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 		}
 		dups += sc.dups
 	}
-	if peak.Load() >= memBound {
-		t.Errorf("chatd's resident memory peaked at %s during the storm, bound %s", mib(peak.Load()), mib(memBound))
+	if peak >= memBound {
+		t.Errorf("chatd's resident memory peaked at %s during the storm, bound %s", mib(peak), mib(memBound))
 	}
 	t.Logf("%d clients (v5 and v3.1.1, persistent) connected in %v; chatd RSS idle %s, with %d clients %s (%d goroutines)",
 		clients, connectTime.Round(time.Millisecond), mib(rssIdle), clients, mib(rssConnected), int(goroutinesBefore))
 	t.Logf("storm: all dropped at once and reconnected within 1 s: all connected after %v (%d attempts retried), all resumed with the missed message after %v; %d duplicates dropped",
 		reconnected.Round(time.Millisecond), retried, resumed.Round(time.Millisecond), dups)
 	t.Logf("chatd RSS peak during the storm %s (bound %s), after %s; goroutines %d before, %d after",
-		mib(peak.Load()), mib(memBound), mib(rssAfter), int(goroutinesBefore), int(goroutinesAfter))
+		mib(peak), mib(memBound), mib(rssAfter), int(goroutinesBefore), int(goroutinesAfter))
 }

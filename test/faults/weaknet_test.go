@@ -146,10 +146,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 	}
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
-	conv, err := srv.Service.CreateGroup(context.Background(), 1, "weak", []int64{2, 3, 4, 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := mustGroup(t, srv.Service, "weak", []int64{2, 3, 4, 5})
 	// The conversation's first message is sent before the apps exist and
 	// their position starts at 0: each app fetches it through history
 	// (afterSeq=0, sent explicitly, pages from seq 1), while the others
@@ -243,9 +240,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 	var wg sync.WaitGroup
 	sendStart := time.Now()
 	for u := int64(1); u <= 5; u++ {
-		wg.Add(1)
-		go func(u int64) {
-			defer wg.Done()
+		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(u), 7))
 			for i := 0; i < perUser; i++ {
 				body := fmt.Sprintf("user %d message %d ", u, i)
@@ -260,7 +255,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 				sent.Add(1)
 				time.Sleep(time.Duration(100+rnd.IntN(400)) * time.Millisecond)
 			}
-		}(u)
+		})
 	}
 	testkit.WaitFor(t, 2*time.Minute, "a third of the conversation", func() bool { return sent.Load() >= total/3 })
 	// Users 3, 4 and 5 go into a blackhole; 1 and 2 keep talking.

@@ -28,6 +28,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/chatd/chatd/internal/authparam"
 )
 
 // Server is a running fake S3.
@@ -146,17 +148,8 @@ func (s *Server) verify(r *http.Request) string {
 		if !strings.HasPrefix(auth, algorithm+" ") {
 			return "Access Denied: the request is not signed"
 		}
-		for _, part := range strings.Split(strings.TrimPrefix(auth, algorithm+" "), ",") {
-			k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-			switch k {
-			case "Credential":
-				credential = v
-			case "SignedHeaders":
-				signedHeaders = v
-			case "Signature":
-				signature = v
-			}
-		}
+		params := authparam.Parse(strings.TrimPrefix(auth, algorithm+" "))
+		credential, signedHeaders, signature = params["Credential"], params["SignedHeaders"], params["Signature"]
 		amzDate = r.Header.Get("X-Amz-Date")
 		payload = r.Header.Get("X-Amz-Content-Sha256")
 		if payload == "" {
