@@ -13,7 +13,9 @@
 //     it) of a user in -user-convs conversations and of a "heavy" user in
 //     -heavy-convs, for a set of queries from very common words to rare
 //     ones, substrings and CJK, through both plans (the direct scan of the
-//     user's messages and the indexes) and the one chatd picks.
+//     user's messages and the indexes) and the one chatd picks;
+//  5. with -upgrade, the time migration 0020 takes on a database of this
+//     size (docs/operations.md, "Upgrading").
 //
 // Without -database-url it starts a private PostgreSQL (pgembed, fsync on)
 // in a temporary directory.
@@ -60,6 +62,7 @@ type options struct {
 	ginWith       string
 	maintain      bool
 	steps         int
+	upgrade       bool
 	dataDir       string // the embedded cluster's, for its CPU time
 }
 
@@ -78,6 +81,7 @@ func main() {
 	flag.StringVar(&o.ginWith, "gin-with", "WITH (gin_pending_list_limit = 16384)", `storage parameters of the GIN indexes (migrations 0019's and 0020's by default)`)
 	flag.BoolVar(&o.maintain, "maintain", true, "merge the GIN pending lists every second during sends, as chatd does (store.RunSearchMaintenance)")
 	flag.IntVar(&o.steps, "steps", 3, "build steps: 1 the column, 2 and its GIN index, 3 and the trigram index")
+	flag.BoolVar(&o.upgrade, "upgrade", true, "at the end, time migration 0020's rewrite of the message table (needs -steps 3)")
 	flag.Parse()
 	if o.messages <= 0 || o.conversations <= 0 || o.userConvs <= 0 || o.userConvs > o.conversations || o.heavyConvs > o.conversations {
 		fmt.Fprintln(os.Stderr, "searchbench: -messages and -conversations must be positive, -user-convs and -heavy-convs at most -conversations")
@@ -174,7 +178,40 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("send throughput with / without: %.2f\n", with.rate()/without.rate())
 		printCPURatio(with, without)
 	}
-	return measureSearch(ctx, pool, c, o)
+	if err := measureSearch(ctx, pool, c, o); err != nil {
+		return err
+	}
+	if o.upgrade && o.steps == 3 {
+		return timeUpgrade(ctx, pool, o)
+	}
+	return nil
+}
+
+// timeUpgrade runs what migration 0020 does to the message table, in one
+// transaction with the server's default maintenance_work_mem, as Migrate
+// runs it: drop the search index and column, add the column again (a
+// rewrite of the table, which rebuilds every index on it, the trigram
+// index and the primary key included) and build its GIN index. The
+// function 0020 creates exists already; creating it costs nothing.
+func timeUpgrade(ctx context.Context, pool *pgxpool.Pool, o options) error {
+	steps := buildSteps(o)
+	t := time.Now()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("upgrade: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	for _, q := range []string{`DROP INDEX message_search_idx`, `ALTER TABLE message DROP COLUMN search`, steps[0].sql, steps[1].sql} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return fmt.Errorf("upgrade: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("upgrade: commit: %w", err)
+	}
+	fmt.Printf("upgrade: migration 0020 on %d messages (rewrite of message and its indexes, then the search GIN): %s\n",
+		o.messages, time.Since(t).Round(100*time.Millisecond))
+	return nil
 }
 
 func openDatabase(ctx context.Context, o *options) (url, describe string, closeFn func(), err error) {

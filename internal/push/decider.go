@@ -24,6 +24,37 @@ INSERT INTO push_cursor (conversation_id, seq)
 SELECT id, 0 FROM unnest($1::bigint[]) AS id
 ON CONFLICT (conversation_id) DO NOTHING`
 
+// passOverSQL passes over the conversations of $1 none of whose members
+// has a device: they cannot push, so each one's cursor moves to its last
+// seq at once, under its row lock, and its entries are not read. It
+// answers the others, still locked, for decideSQL. A device registered
+// meanwhile gets pushes from the next message on.
+//
+// It is a statement of its own because decideSQL is large: PostgreSQL
+// plans it at each call (chatd's connections plan every statement with
+// its arguments, see pgembed.OpenPool), 4.3 ms a time, which at 4,000
+// direct messages a second without devices was 60 µs of PostgreSQL's CPU
+// per message, a third of all it spent (pg_stat_statements with
+// track_planning, docs/benchmarks.md "Message lifecycle"). The
+// conversations of web-only and device-less deployments, and of the
+// bench, never reach it.
+const passOverSQL = `
+WITH cur AS (
+    SELECT conversation_id FROM push_cursor
+    WHERE conversation_id = ANY($1::bigint[])
+    ORDER BY conversation_id FOR UPDATE
+), lone AS MATERIALIZED (
+    SELECT cur.conversation_id FROM cur
+    WHERE NOT EXISTS (SELECT 1 FROM conversation_member cm JOIN push_device d ON d.user_id = cm.user_id
+                      WHERE cm.conversation_id = cur.conversation_id)
+), skip AS (
+    UPDATE push_cursor p SET seq = c.last_seq
+    FROM lone JOIN conversation c ON c.id = lone.conversation_id
+    WHERE p.conversation_id = lone.conversation_id AND p.seq < c.last_seq
+)
+SELECT COALESCE(array_agg(conversation_id ORDER BY conversation_id), '{}')
+FROM cur WHERE conversation_id NOT IN (SELECT conversation_id FROM lone)`
+
 // decideSQL decides the conversations $1 in one statement:
 //
 //   - under each conversation's push_cursor row lock (a second decider, a
@@ -51,11 +82,8 @@ ON CONFLICT (conversation_id) DO NOTHING`
 //   - the cursor moves past the due entries, in the same transaction as
 //     the jobs: each message is decided once.
 //
-// A conversation none of whose members has a device cannot push: its
-// cursor moves to its last seq at once and its entries are not read (the
-// bench's and a web-only or device-only deployment's common case: this
-// was about a quarter of PostgreSQL's time per message there). A device
-// registered meanwhile gets pushes from the next message on.
+// Conversations none of whose members has a device were passed over by
+// passOverSQL before it: decideSQL gets the others only.
 //
 // It answers per conversation how many entries it read, when a message
 // that is not yet due remains, in how many seconds it is, and the targets
@@ -66,15 +94,6 @@ WITH cur AS (
     SELECT conversation_id, seq FROM push_cursor
     WHERE conversation_id = ANY($1::bigint[])
     ORDER BY conversation_id FOR UPDATE
-), lone AS MATERIALIZED (
-    SELECT cur.conversation_id FROM cur
-    WHERE NOT EXISTS (SELECT 1 FROM conversation_member cm JOIN push_device d ON d.user_id = cm.user_id
-                      WHERE cm.conversation_id = cur.conversation_id)
-), skip AS (
-    UPDATE push_cursor p SET seq = c.last_seq
-    FROM lone JOIN conversation c ON c.id = lone.conversation_id
-    WHERE p.conversation_id = lone.conversation_id AND p.seq < c.last_seq
-    RETURNING p.conversation_id
 ), msgs AS (
     SELECT m.conversation_id, m.seq, m.sender_id, m.body, m.created_at, m.kind, m.recalled_at, m.target_seq,
            m.kind <> 'message' OR m.created_at <= now() - make_interval(secs => $2) AS due
@@ -83,7 +102,6 @@ WITH cur AS (
         WHERE conversation_id = cur.conversation_id AND seq > cur.seq
         ORDER BY seq LIMIT $5
     ) m
-    WHERE NOT EXISTS (SELECT 1 FROM lone WHERE lone.conversation_id = cur.conversation_id)
 ), firstyoung AS (
     SELECT conversation_id, min(seq) AS seq, min(created_at) AS at FROM msgs WHERE NOT due GROUP BY conversation_id
 ), adv AS (
@@ -144,7 +162,7 @@ WITH cur AS (
 SELECT cur.conversation_id, COALESCE(per.n, 0),
        EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8,
        (SELECT count(*) FROM ins)::int,
-       ((SELECT count(*) FROM adv) + (SELECT count(*) FROM skip))::int,
+       (SELECT count(*) FROM adv)::int,
        COALESCE(per.recalled, '{}'), COALESCE(per.actors, '{}')
 FROM cur
 LEFT JOIN per ON per.conversation_id = cur.conversation_id
@@ -287,6 +305,10 @@ func (p *Pusher) lead(ctx context.Context, conn *pgx.Conn) error {
 			}
 			nextReconcile = now.Add(p.cfg.ReconcileInterval)
 		}
+		// Once a tick, in batches while they are full: conversations that
+		// fall due during a decision wait for the next tick, so a steady
+		// trickle of hints is decided a tick's worth at a time, not a
+		// statement per few conversations.
 		for {
 			ids := p.due(time.Now(), decideBatch)
 			if len(ids) == 0 {
@@ -297,6 +319,9 @@ func (p *Pusher) lead(ctx context.Context, conn *pgx.Conn) error {
 					p.hint(id, time.Now())
 				}
 				return err
+			}
+			if len(ids) < decideBatch {
+				break
 			}
 		}
 		select {
@@ -335,6 +360,12 @@ type decided struct {
 func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, int, int, error) {
 	if _, err := tx.Exec(ctx, ensureCursors, ids); err != nil {
 		return nil, 0, 0, err
+	}
+	if err := tx.QueryRow(ctx, passOverSQL, ids).Scan(&ids); err != nil {
+		return nil, 0, 0, fmt.Errorf("pass over conversations without devices: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, 0, 0, nil
 	}
 	rows, err := tx.Query(ctx, decideSQL, ids, p.cfg.Delay.Seconds(), p.cfg.MaxAge.Seconds(),
 		p.cfg.MinInterval.Seconds(), decidePerConv)

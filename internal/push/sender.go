@@ -219,12 +219,27 @@ WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_
 	}
 }
 
+// anyDueSQL is claimSQL's question without its work: is a job due? Every
+// node asks it every Tick, mostly to hear no: claimSQL is planned at each
+// call (chatd's connections plan every statement with its arguments),
+// 1.4 ms a time, 1.4% of a core on an idle node; this is planned in a
+// tenth of that and read from push_job_due_idx.
+const anyDueSQL = `SELECT EXISTS (SELECT 1 FROM push_job
+WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now()))`
+
 func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job, error) {
 	// Not cancelled by a stopping Run: a claim that committed but went
 	// unread would leave its jobs to wait out their lease; read, they are
 	// handed back at once.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	var due bool
+	if err := p.cfg.Pool.QueryRow(ctx, anyDueSQL).Scan(&due); err != nil {
+		return nil, fmt.Errorf("claim pushes: look for due ones: %w", err)
+	}
+	if !due {
+		return nil, nil
+	}
 	rows, err := p.cfg.Pool.Query(ctx, claimSQL, n, lease.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim pushes: %w", err)
