@@ -28,6 +28,15 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// mustExec runs one statement of a test's set-up and fails the test if it
+// fails.
+func mustExec(t *testing.T, ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("set up: %v", err)
+	}
+}
+
 // newStore gives the test its own migrated database.
 func newStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
 	t.Helper()

@@ -17,19 +17,13 @@ func TestOneCJKCharacterIsATokenWhereverItStandsInARun(t *testing.T) {
 	t.Parallel()
 	ctx, st, pool, g := groupOf12(t)
 	// 罕 opens its run, 今 too; neither is ever a run's last character.
-	if _, err := pool.Exec(ctx, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
+	mustExec(t, ctx, pool, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
 		SELECT $1, i, 2, gen_random_uuid(), 'note ' || i || CASE WHEN i % 1000 = 0 THEN ' 罕见的字' ELSE ' 今天开会' END,
-		       now(), i FROM generate_series(1, 60000) i`, g.ID); err != nil {
-		t.Fatal(err)
-	}
+		       now(), i FROM generate_series(1, 60000) i`, g.ID)
 	// As sends keep them: the plan is chosen by how many messages the
 	// caller can see.
-	if _, err := pool.Exec(ctx, `UPDATE conversation SET last_seq = 60000, message_count = 60000 WHERE id = $1`, g.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE message`); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, pool, `UPDATE conversation SET last_seq = 60000, message_count = 60000 WHERE id = $1`, g.ID)
+	mustExec(t, ctx, pool, `ANALYZE message`)
 	for _, c := range []struct {
 		char string
 		held int

@@ -90,14 +90,10 @@ func TestSearchMaintenanceMergesInTheBackgroundUntilItsContextEnds(t *testing.T)
 func TestSearchPlanScansForCommonWordsAndUsesTheIndexesForRareOnes(t *testing.T) {
 	t.Parallel()
 	ctx, st, pool, g := groupOf12(t)
-	if _, err := pool.Exec(ctx, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
+	mustExec(t, ctx, pool, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
 		SELECT $1, i, 2, gen_random_uuid(), CASE WHEN i % 1000 = 0 THEN 'a rarity ' ELSE 'the usual ' END || i || ' 今天开会',
-		       now(), i FROM generate_series(1, 60000) i`, g.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE message`); err != nil {
-		t.Fatal(err)
-	}
+		       now(), i FROM generate_series(1, 60000) i`, g.ID)
+	mustExec(t, ctx, pool, `ANALYZE message`)
 	for _, c := range []struct {
 		q       string
 		visible int64

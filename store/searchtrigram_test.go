@@ -27,25 +27,16 @@ func TestARareWordOfCommonTrigramsReadsNoRowOfOtherConversations(t *testing.T) {
 		mine = append(mine, mustGroup(t, st, 1, 2).ID)
 	}
 	others := mustGroup(t, st, 3, 4)
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
-		  SELECT $1, i, 3, gen_random_uuid(), 'nenu ene ' || i, now(), i FROM generate_series(1, 50000) i`, []any{others.ID}},
-		{`INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
-		  SELECT c, i, 2, gen_random_uuid(), CASE WHEN c = $2 AND i % 50 = 0 THEN 'a nenene ' ELSE 'plain words ' END || i, now(), i
-		  FROM unnest($1::bigint[]) c, generate_series(1, 200) i`, []any{mine, mine[0]}},
-		// As sends keep them: the plan is chosen by how many messages
-		// the caller can see.
-		{`UPDATE conversation c SET last_seq = n, message_count = n
-		  FROM (SELECT conversation_id, count(*) AS n FROM message GROUP BY 1) m WHERE c.id = m.conversation_id`, nil},
-		{`ANALYZE message`, nil},
-	} {
-		if _, err := pool.Exec(ctx, q.sql, q.args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mustExec(t, ctx, pool, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
+		SELECT $1, i, 3, gen_random_uuid(), 'nenu ene ' || i, now(), i FROM generate_series(1, 50000) i`, others.ID)
+	mustExec(t, ctx, pool, `INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)
+		SELECT c, i, 2, gen_random_uuid(), CASE WHEN c = $2 AND i % 50 = 0 THEN 'a nenene ' ELSE 'plain words ' END || i, now(), i
+		FROM unnest($1::bigint[]) c, generate_series(1, 200) i`, mine, mine[0])
+	// As sends keep them: the plan is chosen by how many messages the
+	// caller can see.
+	mustExec(t, ctx, pool, `UPDATE conversation c SET last_seq = n, message_count = n
+		FROM (SELECT conversation_id, count(*) AS n FROM message GROUP BY 1) m WHERE c.id = m.conversation_id`)
+	mustExec(t, ctx, pool, `ANALYZE message`)
 	terms, err := chat.ParseSearchTerms("nenene")
 	if err != nil {
 		t.Fatal(err)

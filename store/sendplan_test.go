@@ -62,20 +62,14 @@ func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
 
 	// The table grows far beyond what the cached plans were made for, and
 	// nothing analyzes it.
-	if _, err := pool.Exec(testCtx(t), `
+	mustExec(t, testCtx(t), pool, `
 		INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, msg_no)
-		SELECT $1, s, 2, gen_random_uuid(), 'filler', s FROM generate_series(2, 30001) AS s`, conv.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(testCtx(t), `UPDATE conversation SET last_seq = 30001, message_count = 30001, last_message_seq = 30001 WHERE id = $1`, conv.ID); err != nil {
-		t.Fatal(err)
-	}
+		SELECT $1, s, 2, gen_random_uuid(), 'filler', s FROM generate_series(2, 30001) AS s`, conv.ID)
+	mustExec(t, testCtx(t), pool, `UPDATE conversation SET last_seq = 30001, message_count = 30001, last_message_seq = 30001 WHERE id = $1`, conv.ID)
 	// So do the conversation and member tables the batch also updates.
-	if _, err := pool.Exec(testCtx(t), `
+	mustExec(t, testCtx(t), pool, `
 		WITH c AS (INSERT INTO conversation (type) SELECT 'GROUP' FROM generate_series(1, 5000) RETURNING id)
-		INSERT INTO conversation_member (conversation_id, user_id) SELECT c.id, u FROM c, generate_series(10, 15) AS u`); err != nil {
-		t.Fatal(err)
-	}
+		INSERT INTO conversation_member (conversation_id, user_id) SELECT c.id, u FROM c, generate_series(10, 15) AS u`)
 	pool.Reset() // every backend so far exits and flushes its statistics
 	tables := []string{"message", "conversation", "conversation_member"}
 	before := map[string]int64{}

@@ -27,7 +27,10 @@
 // the lease and every ReconcileInterval it finds every conversation whose
 // push_cursor is behind its last_seq, so a lost hint (a restart, a Kafka
 // event missed) costs latency, never a push. Due conversations are decided
-// in batches, each one transaction (decideSQL): the messages after the
+// once a Tick, in batches, each one transaction: conversations none of
+// whose members has a device are passed over first (passOverSQL: their
+// cursors move to last_seq, their entries are not read), the others are
+// decided (decideSQL): the messages after the
 // cursor that are older than Delay are due (other entries of the stream
 // at once: they never push); a recipient who is a member since before
 // the message, not its sender, and neither acknowledged nor read it, with
