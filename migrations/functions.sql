@@ -585,8 +585,13 @@ BEGIN
     END IF;
     DELETE FROM session_cursor WHERE client_id = p_client;
     IF p_persistent THEN
+        -- Each of the user's conversations by key (LATERAL ... LIMIT 1):
+        -- planned from an unanalyzed table's guesses, a join read every
+        -- conversation of the node at every connect.
         INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
-        SELECT p_client, c.id, c.last_seq FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+        SELECT p_client, m.conversation_id, c.last_seq
+        FROM conversation_member m
+        CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
         WHERE m.user_id = p_user;
     END IF;
 END;

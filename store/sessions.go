@@ -120,11 +120,15 @@ func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[string][]by
 // last_seq. For a session without stored state (non-persistent) pass
 // stored=false: the cursor is then last_seq, i.e. nothing to replay.
 func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
-	q := `SELECT c.id, CASE WHEN $3 THEN GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) ELSE c.last_seq END, c.last_seq,
-			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = c.id)
+	// Every row by key (LATERAL ... LIMIT 1), whatever the statistics say:
+	// planned from an unanalyzed table's guesses, a join read every
+	// conversation of the node at every connect.
+	q := `SELECT m.conversation_id, CASE WHEN $3 THEN GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) ELSE c.last_seq END, c.last_seq,
+			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id)
 		FROM conversation_member m
-		JOIN conversation c ON c.id = m.conversation_id
-		LEFT JOIN session_cursor sc ON sc.client_id = $1 AND sc.conversation_id = c.id
+		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
+		LEFT JOIN LATERAL (SELECT s.delivered_seq FROM session_cursor s
+		                   WHERE s.client_id = $1 AND s.conversation_id = m.conversation_id LIMIT 1) sc ON true
 		WHERE m.user_id = $2`
 	rows, err := s.pool.Query(ctx, q, clientID, userID, stored)
 	if err != nil {

@@ -43,6 +43,15 @@ func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOptio
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
+	// chatd's statements are lookups by key that take a millisecond; one
+	// whose estimate crosses jit_above_cost (an unanalyzed table, a guess
+	// about a subquery) was compiled by LLVM first: 52.7 ms of JIT for the
+	// 1 ms presence-watchers lookup of a connect burst (EXPLAIN ANALYZE,
+	// 10,000 conversations). An operator may still ask for it in the URL
+	// (jit=on).
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	// Times leave the store in UTC whatever the host's zone, so every
 	// createdAt, lastSeen and joinedAt a client sees reads "...Z", as
 	// docs/events.md shows and as chat_send_batch writes message.new into
