@@ -21,7 +21,8 @@
 // its node removes it. When Redis fails, AddConn allows and each node's own
 // count is the cap, with the same fallback and logging as the buckets.
 //
-// Local buckets live in a sharded map. A bucket that has refilled
+// Local buckets live in a sharded map, by value under the 64-bit hash of
+// their names (local.go says why). A bucket that has refilled
 // completely carries no information (a new one would be identical), so the
 // janitor goroutine deletes those every SweepInterval, and Take sweeps a
 // shard at once when it grows past MaxKeys/shards: memory is bounded by the

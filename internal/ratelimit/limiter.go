@@ -141,16 +141,15 @@ func (l *Limiter) apply(ctx context.Context, kind chat.RateKind, key string, lim
 	if !lim.Enabled() {
 		return chat.RateDecision{Allowed: true}
 	}
-	name := string(kind) + ":" + key
 	if l.rdb != nil && l.tryRedis() {
-		d, err := l.redisTake(ctx, name, lim, cost)
+		d, err := l.redisTake(ctx, string(kind)+":"+key, lim, cost)
 		if err == nil {
 			l.healthy()
 			return d
 		}
 		l.failed(err)
 	}
-	return l.local.take(name, lim, cost)
+	return l.local.take(string(kind), key, lim, cost)
 }
 
 // tryRedis reports whether this call should use Redis: always while it is

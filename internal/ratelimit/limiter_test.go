@@ -190,3 +190,37 @@ func TestRedisBucketIsSharedAndFallsBackOnce(t *testing.T) {
 		t.Fatalf("fallback logged %d times after recovery, want once", n)
 	}
 }
+
+// A connect burst checks a bucket per user; what the check leaves on the
+// heap outlives the burst's garbage and keeps its memory in use after the
+// connections have gone, so a local check allocates nothing, not even for
+// a new key.
+func TestALocalCheckAllocatesNothingEvenForANewKey(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	l := newTestLimiter(t, Config{Now: c.Now, SweepInterval: time.Hour})
+	ctx := context.Background()
+	lim := chat.RateLimit{Rate: 1, Burst: 5}
+	keys := make([]string, 2000)
+	for i := range keys {
+		keys[i] = fmt.Sprint(1000000 + i)
+	}
+	// Grow the maps first (a map's growth is not what this is about), then
+	// let every bucket refill and be swept: the keys are new again.
+	for _, k := range keys {
+		l.Take(ctx, chat.RateConnectUser, k, lim)
+	}
+	c.Advance(time.Minute)
+	if left := l.local.sweepAll(); left != 0 {
+		t.Fatalf("%d buckets left after they refilled", left)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(1000, func() {
+		l.Take(ctx, chat.RateConnectUser, keys[i%len(keys)], lim)
+		i++
+	}); n != 0 {
+		t.Fatalf("%.1f allocations per Take, want none", n)
+	}
+	if got := l.local.size(); got != 1001 { // AllocsPerRun's warm-up run and its 1,000
+		t.Fatalf("%d buckets, want 1001", got)
+	}
+}

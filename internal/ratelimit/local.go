@@ -19,9 +19,15 @@ type local struct {
 	now     func() time.Time
 }
 
+// A bucket is kept under the 64-bit hash of its name, by value: no string
+// or bucket of its own on the heap per key, so the buckets a burst of
+// connects creates are not scattered one by one among that burst's
+// garbage (each pinning its span after the connections have gone). Two
+// names whose hashes collide (about one chance in 10^8 with a million live
+// keys) share a bucket, which errs on the side of limiting.
 type shard struct {
 	mu sync.Mutex
-	m  map[string]*bucket
+	m  map[uint64]bucket
 }
 
 type bucket struct {
@@ -34,23 +40,31 @@ type bucket struct {
 func newLocal(maxKeys int, now func() time.Time) *local {
 	l := &local{seed: maphash.MakeSeed(), maxKeys: max(maxKeys/shards, 16), now: now}
 	for i := range l.shards {
-		l.shards[i].m = map[string]*bucket{}
+		l.shards[i].m = map[uint64]bucket{}
 	}
 	return l
 }
 
-func (l *local) shard(key string) *shard {
-	return &l.shards[maphash.String(l.seed, key)%shards]
+// hash is the key of the bucket named kind:key.
+func (l *local) hash(kind, key string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	_, _ = h.WriteString(kind)
+	_ = h.WriteByte(':')
+	_, _ = h.WriteString(key)
+	return h.Sum64()
 }
 
-// take spends cost tokens (a negative cost refunds) from key's bucket.
-func (l *local) take(key string, lim chat.RateLimit, cost float64) chat.RateDecision {
+// take spends cost tokens (a negative cost refunds) from the bucket named
+// kind:key.
+func (l *local) take(kind, key string, lim chat.RateLimit, cost float64) chat.RateDecision {
 	now := l.now()
-	sh := l.shard(key)
+	h := l.hash(kind, key)
+	sh := &l.shards[h%shards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	b := sh.m[key]
-	if b == nil {
+	b, ok := sh.m[h]
+	if !ok {
 		if len(sh.m) >= l.maxKeys {
 			sh.sweep(now)
 			// Under a flood of distinct keys, forget arbitrary buckets
@@ -63,12 +77,13 @@ func (l *local) take(key string, lim chat.RateLimit, cost float64) chat.RateDeci
 				delete(sh.m, k)
 			}
 		}
-		b = &bucket{tokens: float64(lim.Burst), last: now}
-		sh.m[key] = b
+		b = bucket{tokens: float64(lim.Burst), last: now}
 	}
 	b.rate, b.burst = lim.Rate, float64(lim.Burst)
 	b.refill(now)
-	return spend(&b.tokens, lim, cost)
+	d := spend(&b.tokens, lim, cost)
+	sh.m[h] = b
+	return d
 }
 
 func (b *bucket) refill(now time.Time) {
@@ -128,7 +143,9 @@ func (sh *shard) sweep(now time.Time) int {
 		if b.tokens >= b.burst {
 			delete(sh.m, k)
 			n++
+			continue
 		}
+		sh.m[k] = b
 	}
 	return n
 }
