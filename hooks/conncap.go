@@ -8,6 +8,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/shrink"
 )
 
 // SharedConns counts each user's connections across the nodes of a cluster
@@ -37,6 +39,7 @@ type userConns struct {
 	// not maps: a user holds a handful (MaxConnectionsPerUser), usually
 	// one, and this is memory per connection (a map of maps cost ~0.5 KiB).
 	byUser map[int64][]heldConn
+	peak   int // the most users byUser held since it was last copied (shrink.Map)
 }
 
 type heldConn struct {
@@ -74,6 +77,7 @@ func distinctIDs(conns []heldConn) []string {
 func (u *userConns) set(user int64, conns []heldConn) {
 	if len(conns) == 0 {
 		delete(u.byUser, user)
+		u.byUser = shrink.Map(u.byUser, &u.peak)
 		return
 	}
 	u.byUser[user] = conns

@@ -8,6 +8,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/coalesce"
+	"github.com/chatd/chatd/internal/shrink"
 	"github.com/chatd/chatd/internal/shutdown"
 )
 
@@ -22,6 +23,8 @@ type Hub struct {
 	mu       sync.RWMutex
 	byClient map[string]*Session
 	byUser   map[int64]map[*Session]struct{}
+	// the most entries each held since it was last copied (shrink.Map)
+	byClientPeak, byUserPeak int
 
 	// members is owned by the fan-out goroutine.
 	members *memberIndex
@@ -165,6 +168,8 @@ func (h *Hub) remove(s *Session) {
 			delete(h.byUser, s.UserID)
 		}
 	}
+	h.byClient = shrink.Map(h.byClient, &h.byClientPeak)
+	h.byUser = shrink.Map(h.byUser, &h.byUserPeak)
 }
 
 // Detach stops the session of clientID if conn still owns it.

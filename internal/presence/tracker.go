@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/shrink"
 )
 
 // Store is the presence state in the store of record (store.Presence).
@@ -58,6 +59,7 @@ type Tracker struct {
 	zeroAt       map[int64]time.Time // users whose last connection closed, not yet announced offline
 	dirtyClients map[string]int64    // client id -> its user, flag to write
 	dirtyUsers   map[int64]struct{}  // users who came online
+	peaks        [5]int              // the most entries each map above held since it was last copied (shrink.Map)
 	remote       []chat.Event
 
 	wake    chan struct{}
@@ -178,8 +180,19 @@ func (t *Tracker) Disconnected(clientID string, userID int64) {
 		t.zeroAt[c.user] = time.Now()
 	}
 	t.dirtyClients[clientID] = c.user
+	t.shrinkLocked()
 	t.mu.Unlock()
 	t.signal()
+}
+
+// shrinkLocked gives back the room the maps grew to in a burst of
+// connections once they hold far fewer; the caller holds t.mu.
+func (t *Tracker) shrinkLocked() {
+	t.clients = shrink.Map(t.clients, &t.peaks[0])
+	t.users = shrink.Map(t.users, &t.peaks[1])
+	t.zeroAt = shrink.Map(t.zeroAt, &t.peaks[2])
+	t.dirtyClients = shrink.Map(t.dirtyClients, &t.peaks[3])
+	t.dirtyUsers = shrink.Map(t.dirtyUsers, &t.peaks[4])
 }
 
 // Online reports whether userID has a connection on this node.
@@ -291,6 +304,7 @@ func (t *Tracker) process() time.Duration {
 	t.mu.Lock()
 	var connected, disconnected []string
 	var seen []int64
+	t.shrinkLocked() // the peaks of what the connects since the last call added
 	dirty := make(map[string]int64, len(t.dirtyClients))
 	for id, u := range t.dirtyClients {
 		dirty[id] = u
@@ -323,6 +337,7 @@ func (t *Tracker) process() time.Duration {
 	}
 	remote := t.remote
 	t.remote = nil
+	t.shrinkLocked()
 	t.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
