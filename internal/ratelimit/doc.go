@@ -24,7 +24,7 @@
 // Local buckets live in a sharded map, by value under the 64-bit hash of
 // their names (local.go says why). A bucket that has refilled
 // completely carries no information (a new one would be identical), so the
-// janitor goroutine deletes those every SweepInterval, and Take sweeps a
+// janitor goroutine deletes those every SweepInterval (10 s), and Take sweeps a
 // shard at once when it grows past MaxKeys/shards: memory is bounded by the
 // keys active within one refill time.
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -222,5 +224,35 @@ func TestALocalCheckAllocatesNothingEvenForANewKey(t *testing.T) {
 	}
 	if got := l.local.size(); got != 1001 { // AllocsPerRun's warm-up run and its 1,000
 		t.Fatalf("%d buckets, want 1001", got)
+	}
+}
+
+// The buckets of a reconnect storm carry nothing once they have refilled:
+// the sweep drops them and gives back the room the storm grew the maps to.
+func TestSweptBucketsGiveBackTheirMemory(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	l := newTestLimiter(t, Config{Now: c.Now, SweepInterval: time.Hour})
+	ctx := context.Background()
+	lim := chat.RateLimit{Rate: 1, Burst: 20}
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	base := heap()
+	for i := range 50000 {
+		l.Take(ctx, chat.RateConnectUser, strconv.Itoa(i), lim)
+	}
+	grown := heap()
+	c.Advance(time.Second) // every bucket is full again
+	if left := l.local.sweepAll(); left != 0 {
+		t.Fatalf("%d buckets left after they refilled", left)
+	}
+	left := heap()
+	t.Logf("heap: %d KiB for 50,000 buckets, %d KiB once swept", (grown-base)>>10, (left-base)>>10)
+	if left-base > (grown-base)/10 {
+		t.Fatalf("%d KiB of the %d KiB 50,000 buckets took is still held once they were swept", (left-base)>>10, (grown-base)>>10)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/shrink"
 )
 
 const shards = 64
@@ -26,8 +27,9 @@ type local struct {
 // names whose hashes collide (about one chance in 10^8 with a million live
 // keys) share a bucket, which errs on the side of limiting.
 type shard struct {
-	mu sync.Mutex
-	m  map[uint64]bucket
+	mu   sync.Mutex
+	m    map[uint64]bucket
+	peak int // the most buckets m held since it was last copied (shrink.Map)
 }
 
 type bucket struct {
@@ -137,6 +139,8 @@ func seconds(s float64) time.Duration {
 
 // sweep deletes the buckets that are full again; the caller holds sh.mu.
 func (sh *shard) sweep(now time.Time) int {
+	sh.m = shrink.Map(sh.m, &sh.peak) // records the peak since the last sweep
+	defer func() { sh.m = shrink.Map(sh.m, &sh.peak) }()
 	n := 0
 	for k, b := range sh.m {
 		b.refill(now)
