@@ -36,18 +36,34 @@ func seqScans(t *testing.T, pool *pgxpool.Pool, table string) int64 {
 	return n
 }
 
-func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
-	url := pgtest.NewDB(t)
+// seqScanCounts is seqScans of each table.
+func seqScanCounts(t *testing.T, pool *pgxpool.Pool, tables []string) map[string]int64 {
+	t.Helper()
+	n := map[string]int64{}
+	for _, tbl := range tables {
+		n[tbl] = seqScans(t, pool, tbl)
+	}
+	return n
+}
+
+// unanalyzedDB is a fresh database whose tables autovacuum never analyzes,
+// so their plans are made from the planner's guesses however they grow.
+func unanalyzedDB(t *testing.T, tables ...string) (url string, pool *pgxpool.Pool) {
+	t.Helper()
+	url = pgtest.NewDB(t)
 	pool, err := pgembed.OpenPool(testCtx(t), url, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	for _, tbl := range []string{"message", "conversation", "conversation_member", "outbox"} {
-		if _, err := pool.Exec(testCtx(t), "ALTER TABLE "+tbl+" SET (autovacuum_enabled = off)"); err != nil {
-			t.Fatal(err)
-		}
+	t.Cleanup(pool.Close)
+	for _, tbl := range tables {
+		mustExec(t, testCtx(t), pool, "ALTER TABLE "+tbl+" SET (autovacuum_enabled = off)")
 	}
+	return url, pool
+}
+
+func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
+	url, pool := unanalyzedDB(t, "message", "conversation", "conversation_member", "outbox")
 	// The group-commit pool the way the server configures it (cached
 	// plans), made as bad as it gets: generic plans from the first
 	// execution, built while message is empty.
@@ -72,10 +88,7 @@ func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
 		INSERT INTO conversation_member (conversation_id, user_id) SELECT c.id, u FROM c, generate_series(10, 15) AS u`)
 	pool.Reset() // every backend so far exits and flushes its statistics
 	tables := []string{"message", "conversation", "conversation_member"}
-	before := map[string]int64{}
-	for _, tbl := range tables {
-		before[tbl] = seqScans(t, pool, tbl)
-	}
+	before := seqScanCounts(t, pool, tables)
 
 	for i := 0; i < 30; i++ {
 		if m := mustSend(t, st, conv.ID, 1, "after growth"); m.Seq != int64(30002+i) {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/internal/pgembed"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -18,15 +16,8 @@ import (
 // connect at 10,000 conversations: connects at 1,000/s then took three
 // cores of PostgreSQL.
 func TestConnectLooksUpOnlyTheUsersConversationsOnAnUnanalyzedDatabase(t *testing.T) {
-	url := pgtest.NewDB(t)
-	pool, err := pgembed.OpenPool(testCtx(t), url, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	for _, tbl := range []string{"conversation", "conversation_member", "session_cursor", "chat_session"} {
-		mustExec(t, testCtx(t), pool, "ALTER TABLE "+tbl+" SET (autovacuum_enabled = off)")
-	}
+	tables := []string{"conversation", "conversation_member", "session_cursor", "chat_session"}
+	_, pool := unanalyzedDB(t, tables...)
 	// 10,000 direct conversations of two users each (users 1,000,000 and
 	// up), each with some history.
 	mustExec(t, testCtx(t), pool, `
@@ -34,11 +25,7 @@ func TestConnectLooksUpOnlyTheUsersConversationsOnAnUnanalyzedDatabase(t *testin
 		INSERT INTO conversation_member (conversation_id, user_id)
 		SELECT c.id, 1000000 + 2 * (c.id - (SELECT min(id) FROM c)) + u FROM c, generate_series(0, 1) AS u`)
 	pool.Reset() // every backend so far exits and flushes its statistics
-	tables := []string{"conversation", "conversation_member", "session_cursor", "chat_session"}
-	before := map[string]int64{}
-	for _, tbl := range tables {
-		before[tbl] = seqScans(t, pool, tbl)
-	}
+	before := seqScanCounts(t, pool, tables)
 
 	ss := store.NewSessions(pool)
 	for u := int64(1000000); u < 1000040; u++ {

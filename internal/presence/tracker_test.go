@@ -3,12 +3,12 @@ package presence
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // fakeStore keeps the flags in memory; every user watches every other.
@@ -208,14 +208,6 @@ func TestTrackerWithoutPushKeepsState(t *testing.T) {
 	}
 }
 
-func liveHeap() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
-
 // A node's connections come and go in bursts (a restart, a cell tower's
 // hand-over); what the tracker took for a burst is given back once the
 // clients have gone and been announced offline.
@@ -223,26 +215,16 @@ func TestTrackerGivesBackWhatABurstOfConnectionsTookOnceTheyLeave(t *testing.T) 
 	tr, st, _ := newTracker(t, Config{NoPush: true})
 	const n = 50000
 	flags := func() int { st.mu.Lock(); defer st.mu.Unlock(); return len(st.flags) }
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	base := liveHeap()
+	base := testkit.LiveHeap()
 	for i := range n {
 		tr.Connected(fmt.Sprint("client-", i), int64(i))
 	}
-	waitUntil("the connections to be written", func() bool { return flags() == n })
-	grown := liveHeap()
+	testkit.WaitFor(t, 10*time.Second, "the connections to be written", func() bool { return flags() == n })
+	grown := testkit.LiveHeap()
 	for i := range n {
 		tr.Disconnected(fmt.Sprint("client-", i), int64(i))
 	}
-	waitUntil("the disconnects to be written and announced", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the disconnects to be written and announced", func() bool {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		return flags() == 0 && len(tr.zeroAt) == 0 && len(tr.dirtyClients) == 0
@@ -251,7 +233,7 @@ func TestTrackerGivesBackWhatABurstOfConnectionsTookOnceTheyLeave(t *testing.T) 
 	st.mu.Lock()
 	st.flags, st.seen = map[string]string{}, map[int64]int{}
 	st.mu.Unlock()
-	left := liveHeap()
+	left := testkit.LiveHeap()
 	t.Logf("heap: %d KiB for %d connections, %d KiB once they left", (grown-base)>>10, n, (left-base)>>10)
 	if left-base > (grown-base)/10 {
 		t.Fatalf("%d KiB of the %d KiB a burst of %d connections took is still held after they left", (left-base)>>10, (grown-base)>>10, n)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 type clock struct {
@@ -234,23 +234,16 @@ func TestSweptBucketsGiveBackTheirMemory(t *testing.T) {
 	l := newTestLimiter(t, Config{Now: c.Now, SweepInterval: time.Hour})
 	ctx := context.Background()
 	lim := chat.RateLimit{Rate: 1, Burst: 20}
-	heap := func() int64 {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	base := heap()
+	base := testkit.LiveHeap()
 	for i := range 50000 {
 		l.Take(ctx, chat.RateConnectUser, strconv.Itoa(i), lim)
 	}
-	grown := heap()
+	grown := testkit.LiveHeap()
 	c.Advance(time.Second) // every bucket is full again
 	if left := l.local.sweepAll(); left != 0 {
 		t.Fatalf("%d buckets left after they refilled", left)
 	}
-	left := heap()
+	left := testkit.LiveHeap()
 	t.Logf("heap: %d KiB for 50,000 buckets, %d KiB once swept", (grown-base)>>10, (left-base)>>10)
 	if left-base > (grown-base)/10 {
 		t.Fatalf("%d KiB of the %d KiB 50,000 buckets took is still held once they were swept", (left-base)>>10, (grown-base)>>10)

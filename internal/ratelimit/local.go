@@ -24,8 +24,8 @@ type local struct {
 // or bucket of its own on the heap per key, so the buckets a burst of
 // connects creates are not scattered one by one among that burst's
 // garbage (each pinning its span after the connections have gone). Two
-// names whose hashes collide (about one chance in 10^8 with a million live
-// keys) share a bucket, which errs on the side of limiting.
+// names whose hashes collide (about one chance in 40 million with a
+// million live keys) share a bucket, which errs on the side of limiting.
 type shard struct {
 	mu   sync.Mutex
 	m    map[uint64]bucket
@@ -47,7 +47,8 @@ func newLocal(maxKeys int, now func() time.Time) *local {
 	return l
 }
 
-// hash is the key of the bucket named kind:key.
+// hash is the key of the bucket named kind:key, the name the Redis
+// buckets go by (Limiter.apply), hashed without building it.
 func (l *local) hash(kind, key string) uint64 {
 	var h maphash.Hash
 	h.SetSeed(l.seed)

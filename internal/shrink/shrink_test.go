@@ -1,32 +1,25 @@
 package shrink
 
 import (
-	"runtime"
 	"testing"
+
+	"github.com/chatd/chatd/internal/testkit"
 )
 
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 func TestAMapEmptiedAfterAPeakGivesItsTableBack(t *testing.T) {
-	base := heapInUse()
+	base := testkit.LiveHeap()
 	m := map[int64]int{}
 	peak := 0
 	for i := range int64(100000) {
 		m[i] = 1
 		m = Map(m, &peak)
 	}
-	grown := heapInUse()
+	grown := testkit.LiveHeap()
 	for i := range int64(99990) {
 		delete(m, i)
 		m = Map(m, &peak)
 	}
-	left := heapInUse()
+	left := testkit.LiveHeap()
 	if len(m) != 10 {
 		t.Fatalf("%d entries left, want 10", len(m))
 	}

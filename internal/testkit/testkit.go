@@ -1,12 +1,13 @@
 // Package testkit holds the small helpers every test package would
-// otherwise write again: polling a condition until it holds and picking a
-// free loopback port. It imports nothing of chatd, so any package's
+// otherwise write again: polling a condition until it holds, picking a
+// free loopback port and reading the live heap. It imports nothing of chatd, so any package's
 // in-package tests can use it without an import cycle. Only tests import
 // it.
 package testkit
 
 import (
 	"net"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -23,6 +24,17 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// LiveHeap is the bytes of heap objects still reachable after two
+// collections (the first may leave objects that finalizers or the sweep
+// free only by the second).
+func LiveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
 
 // FreeAddr returns a loopback host:port nobody listens on right now. It is
