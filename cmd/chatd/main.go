@@ -3,6 +3,10 @@
 //
 // Signals: SIGINT and SIGTERM shut down gracefully; SIGHUP re-reads the
 // TLS certificate and key (tls_cert, tls_key) without dropping connections.
+//
+// chatd starts goroutines with the runtime's smallest stack
+// (GODEBUG=adaptivestackstart=0, set by re-executing itself when the
+// environment does not set it): see stacks.go.
 package main
 
 import (
@@ -29,6 +33,7 @@ import (
 )
 
 func main() {
+	reexecWithSmallStacks()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()

@@ -20,8 +20,11 @@
 //     its client: the acknowledgements of the client's own publishes
 //     (Reply; in order, never dropped), its events and RPC replies. The
 //     pump holds no goroutine while the session is idle: offer, Acked,
-//     Reply and the rest leave work in the session's mailbox and start a
-//     goroutine if none runs; it takes the mailbox, sends, and ends when
+//     Reply and the rest leave work in the session's mailbox and start the
+//     pump if it does not run: on one of the hub's pump workers (a few
+//     goroutines that keep the stack a pump grows) when one is idle, else
+//     on a goroutine of its own, so no session waits behind another; the
+//     pump takes the mailbox, sends, and ends when
 //     nothing is left, releasing what a burst grew, with a timer (no
 //     goroutine) armed for what is due later: a gap's timeout, the
 //     slow-consumer check of a full window, a catch-up retry. Past

@@ -596,3 +596,53 @@ func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testin
 		t.Fatal("positions not loaded after PostgreSQL came back")
 	}
 }
+
+// stuckConn is a client whose socket takes no more bytes: every write
+// blocks until the test ends.
+type stuckConn struct {
+	release <-chan struct{}
+	writing *atomic.Int32 // writes begun, across all stuck clients
+}
+
+func (c stuckConn) Write([]chat.Ack, []chat.Packet) error {
+	c.writing.Add(1)
+	<-c.release
+	return fmt.Errorf("closed")
+}
+func (c stuckConn) Close(string) {}
+
+func TestAPumpStartsAtOnceWhileEveryPumpWorkerIsBlockedOnASlowClient(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the hub closes (cleanups run last first)
+	fast := attach(t, h, f, "fast", true, true)
+	// More stuck clients than the hub has pump workers.
+	const stuck = 40
+	var writing atomic.Int32
+	for i := range stuck {
+		id := fmt.Sprint("stuck-", i)
+		if _, err := f.sessions.Open(context.Background(), id, 2, true, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		h.Attach(stuckConn{release, &writing}, id, 2, true, true)
+		select {
+		case <-h.Session(id).Loaded():
+		case <-time.After(10 * time.Second):
+			t.Fatal("a stuck session never loaded its positions")
+		}
+	}
+	publishEach(h, f.send(t, 1))
+	waitSeqs(t, fast, f.conv.ID, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for writing.Load() < stuck {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d stuck pumps are writing", writing.Load(), stuck)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Every pump worker is blocked writing to a stuck client, and the fast
+	// client's pump, idle since it was acknowledged, has a message again.
+	publishEach(h, f.send(t, 1))
+	wantExactly(t, waitSeqs(t, fast, f.conv.ID, 2), 1, 2)
+}

@@ -14,7 +14,8 @@ import (
 // Session is one connected client's delivery pump: the only writer to the
 // client. It holds no goroutine while idle: other goroutines leave work in
 // its mailbox (offer, ack, reply, resync, stop; none blocks) and the first
-// to find the pump asleep starts it; the pump takes the mailbox, sends,
+// to find the pump asleep starts it (on one of the hub's pump workers when
+// one is idle); the pump takes the mailbox, sends,
 // and exits when nothing is left, arming a timer (no goroutine either)
 // for what is due later: a gap's timeout, the slow-consumer check of a
 // full window, a catch-up retry. Only the running pump touches the fields
@@ -91,11 +92,16 @@ func newSession(h *Hub, conn chat.Conn, clientID string, userID int64, persisten
 	return s
 }
 
-// wakeLocked starts the pump unless it runs; s.mu is held.
+// wakeLocked starts the pump unless it runs, on an idle pump worker or
+// else a goroutine of its own; s.mu is held (neither way blocks).
 func (s *Session) wakeLocked() {
 	if !s.running {
 		s.running = true
-		go s.run()
+		select {
+		case s.hub.pumps <- s:
+		default:
+			go s.run()
+		}
 	}
 }
 
