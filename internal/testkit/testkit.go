@@ -6,9 +6,12 @@
 package testkit
 
 import (
+	"math/rand/v2"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,17 +40,52 @@ func LiveHeap() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// FreeAddr returns a loopback host:port nobody listens on right now. It is
-// released before the caller binds it; on a test machine the window for a
-// collision is negligible.
+// FreeAddr returns a loopback host:port nobody listens on right now, below
+// the kernel's ephemeral range. It is released before the caller binds it,
+// often seconds later (a chatd starting its PostgreSQL first); a port from
+// the ephemeral range (what port 0 gives) can meanwhile become the source
+// port of any outgoing connection on the machine, and tests in parallel
+// make thousands. Below the range only another listener can take it.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+	low := ephemeralLow()
+	for range 200 {
+		port := freeFloor + rand.IntN(low-freeFloor)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // taken: another try
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("find a free port: none free of 200 tried in %d-%d", freeFloor, low-1)
+	return ""
+}
+
+// freeFloor is the lowest port FreeAddr picks: above the well-known and
+// registered services a test machine may run, and above the ports the
+// bench/ scripts use (21xxx-22xxx).
+const freeFloor = 24000
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range; 32768 where it cannot be read
+// or leaves no room above freeFloor).
+func ephemeralLow() int {
+	const fallback = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return fallback
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return fallback
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= freeFloor+1000 {
+		return fallback
+	}
+	return low
 }
 
 // FreePort is FreeAddr's port.
