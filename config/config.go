@@ -374,8 +374,19 @@ func PrintUsage(w io.Writer) {
 		fmt.Fprintf(w, "  -%s%s\n\t%s (env %s, yaml %s, default %s)\n", k.flag, arg, k.help, k.env, k.name, def)
 	}
 	fmt.Fprint(w, tracingUsage)
+	fmt.Fprint(w, processUsage)
 	fmt.Fprintf(w, "\nExample:\n  CHAT_DATA_DIR=/var/lib/chatd chatd -config /etc/chatd.yaml -mqtt-addr 0.0.0.0:1883\n")
 }
+
+// processUsage lists what cmd/chatd reads from the environment itself,
+// outside the settings: the process's concerns, not the server's.
+const processUsage = `
+Process (environment only):
+  CHAT_PPROF_ADDR
+	serve net/http/pprof on this address, a listener of its own (operators only; never a public address)
+  GODEBUG
+	the Go runtime's settings; chatd adds adaptivestackstart=0 unless GODEBUG names it (smaller stacks per connection, docs/operations.md#connection-limits)
+`
 
 // tracingUsage lists the OpenTelemetry variables chatd honours. They are
 // the standard ones, read from the environment only (no flags, no YAML),

@@ -531,6 +531,12 @@ func TestHelp(t *testing.T) {
 			t.Errorf("usage lacks -%s / %s", k.flag, k.env)
 		}
 	}
+	// What cmd/chatd reads from the environment itself.
+	for _, env := range []string{"CHAT_PPROF_ADDR", "GODEBUG", "adaptivestackstart=0"} {
+		if !strings.Contains(b.String(), env) {
+			t.Errorf("usage lacks %s", env)
+		}
+	}
 }
 
 // TestShippedYAML proves configs/chatd.yaml documents every key, each with
