@@ -3,12 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/pgtest"
 )
+
+func TestMain(m *testing.M) {
+	if os.Getenv(reexecProbe) != "" {
+		probeReexec() // the child of TestChatdReexecutesItselfWithSmallStacks
+		return
+	}
+	pgtest.Main(m)
+}
 
 // chatd runs chatd's main with args and env as the whole environment.
 func chatd(t *testing.T, ctx context.Context, env map[string]string, args ...string) (code int, stdout, stderr string) {

@@ -17,14 +17,6 @@ import (
 	"github.com/chatd/chatd/internal/testcert"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(reexecProbe) != "" {
-		probeReexec() // the child of TestChatdReexecutesItselfWithSmallStacks
-		return
-	}
-	pgtest.Main(m)
-}
-
 // writeCert writes a self-signed certificate for 127.0.0.1 named cn.
 func writeCert(t *testing.T, certPath, keyPath, cn string) {
 	t.Helper()

@@ -9,8 +9,8 @@ import "strings"
 // (its 1.8 KiB frame plus the runtime's allowance): started at the
 // average 8 KiB it never halves to 4 KiB (the runtime halves a stack only
 // below a quarter in use), started at 2 KiB it grows to 4 KiB and stays.
-// Off, an idle connection holds 20 KiB of stacks, as plain mochi's do,
-// instead of 22–23.5 (connbench, 19,800 sessions; docs/benchmarks.md).
+// Off, an idle connection holds the stacks plain mochi's does
+// (docs/benchmarks.md, Efficiency, item 14).
 const stackStart = "adaptivestackstart"
 
 // smallStacksEnv returns env with stackStart off in GODEBUG, and whether

@@ -1,9 +1,27 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"slices"
 	"testing"
 )
+
+// reexecProbe names the child of TestChatdReexecutesItselfWithSmallStacks
+// to TestMain.
+const reexecProbe = "CHATD_TEST_REEXEC_PROBE"
+
+// probeReexec is what main does first, in a child process: it prints its
+// process id before and after reexecWithSmallStacks, and GODEBUG after.
+func probeReexec() {
+	if os.Getenv(reexecProbe) == "before" {
+		fmt.Printf("before %d\n", os.Getpid())
+		// After the exec the probe reports instead of re-executing.
+		os.Setenv(reexecProbe, "after")
+		reexecWithSmallStacks()
+	}
+	fmt.Printf("after %d %s\n", os.Getpid(), os.Getenv("GODEBUG"))
+}
 
 func TestSmallStacksEnvTurnsTheAdaptiveStackStartOffUnlessGODEBUGDecides(t *testing.T) {
 	for _, c := range []struct {

@@ -10,20 +10,6 @@ import (
 	"testing"
 )
 
-const reexecProbe = "CHATD_TEST_REEXEC_PROBE"
-
-// probeReexec is what main does first, in a child process: it prints its
-// process id before and after reexecWithSmallStacks, and GODEBUG after.
-func probeReexec() {
-	if os.Getenv(reexecProbe) == "before" {
-		fmt.Printf("before %d\n", os.Getpid())
-		// After the exec the probe reports instead of re-executing.
-		os.Setenv(reexecProbe, "after")
-		reexecWithSmallStacks()
-	}
-	fmt.Printf("after %d %s\n", os.Getpid(), os.Getenv("GODEBUG"))
-}
-
 func TestChatdReexecutesItselfWithSmallStacks(t *testing.T) {
 	for _, c := range []struct {
 		godebug, want string // the GODEBUG the child starts with; that it runs with (changed: by the exec)

@@ -24,10 +24,10 @@
 //     pump if it does not run: on one of the hub's pump workers (a few
 //     goroutines that keep the stack a pump grows) when one is idle, else
 //     on a goroutine of its own, so no session waits behind another; the
-//     pump takes the mailbox, sends, and ends when
-//     nothing is left, releasing what a burst grew, with a timer (no
-//     goroutine) armed for what is due later: a gap's timeout, the
-//     slow-consumer check of a full window, a catch-up retry. Past
+//     pump takes the mailbox, sends, and ends when nothing is left,
+//     releasing what a burst grew, with a timer (no goroutine) armed for
+//     what is due later: a gap's timeout, the slow-consumer check of a
+//     full window, a catch-up retry. Past
 //     QueueSize live events waiting, the session drops them and catches up
 //     from PostgreSQL. What to send is decided
 //     by one stream per conversation (stream.go), a pure state machine:

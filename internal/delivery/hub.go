@@ -59,10 +59,10 @@ const memberLoaders = 4
 // runs only while its session has work, and a goroutine started for each
 // run begins with the runtime's smallest stack (chatd turns the runtime's
 // adaptive starting size off, see cmd/chatd) and grows it by copying on
-// every run: 4% of chatd's CPU at 1,000 msgs/s. The workers keep the stack
-// they grew. When none is idle a run gets a goroutine of its own, so no
-// session waits behind another's (a pump can block on a slow client's
-// write).
+// every run, a cost per message; the workers keep the stack they grew
+// (docs/benchmarks.md, Efficiency, item 14). When none is idle a run gets
+// a goroutine of its own, so no session waits behind another's (a pump
+// can block on a slow client's write).
 const pumpWorkers = 16
 
 // NewHub starts the hub's fan-out, member loaders, cursor writer and

@@ -15,11 +15,10 @@ import (
 // client. It holds no goroutine while idle: other goroutines leave work in
 // its mailbox (offer, ack, reply, resync, stop; none blocks) and the first
 // to find the pump asleep starts it (on one of the hub's pump workers when
-// one is idle); the pump takes the mailbox, sends,
-// and exits when nothing is left, arming a timer (no goroutine either)
-// for what is due later: a gap's timeout, the slow-consumer check of a
-// full window, a catch-up retry. Only the running pump touches the fields
-// below the mailbox.
+// one is idle); the pump takes the mailbox, sends, and exits when nothing
+// is left, arming a timer (no goroutine either) for what is due later: a
+// gap's timeout, the slow-consumer check of a full window, a catch-up
+// retry. Only the running pump touches the fields below the mailbox.
 type Session struct {
 	ClientID   string
 	UserID     int64

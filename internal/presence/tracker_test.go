@@ -215,27 +215,23 @@ func TestTrackerGivesBackWhatABurstOfConnectionsTookOnceTheyLeave(t *testing.T) 
 	tr, st, _ := newTracker(t, Config{NoPush: true})
 	const n = 50000
 	flags := func() int { st.mu.Lock(); defer st.mu.Unlock(); return len(st.flags) }
-	base := testkit.LiveHeap()
-	for i := range n {
-		tr.Connected(fmt.Sprint("client-", i), int64(i))
-	}
-	testkit.WaitFor(t, 10*time.Second, "the connections to be written", func() bool { return flags() == n })
-	grown := testkit.LiveHeap()
-	for i := range n {
-		tr.Disconnected(fmt.Sprint("client-", i), int64(i))
-	}
-	testkit.WaitFor(t, 10*time.Second, "the disconnects to be written and announced", func() bool {
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		return flags() == 0 && len(tr.zeroAt) == 0 && len(tr.dirtyClients) == 0
+	testkit.GivesBack(t, "a burst of 50,000 connections", 10, func() {
+		for i := range n {
+			tr.Connected(fmt.Sprint("client-", i), int64(i))
+		}
+		testkit.WaitFor(t, 10*time.Second, "the connections to be written", func() bool { return flags() == n })
+	}, func() {
+		for i := range n {
+			tr.Disconnected(fmt.Sprint("client-", i), int64(i))
+		}
+		testkit.WaitFor(t, 10*time.Second, "the disconnects to be written and announced", func() bool {
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			return flags() == 0 && len(tr.zeroAt) == 0 && len(tr.dirtyClients) == 0
+		})
+		// The fake store's own maps are not the tracker's.
+		st.mu.Lock()
+		st.flags, st.seen = map[string]string{}, map[int64]int{}
+		st.mu.Unlock()
 	})
-	// The fake store's own maps are not the tracker's.
-	st.mu.Lock()
-	st.flags, st.seen = map[string]string{}, map[int64]int{}
-	st.mu.Unlock()
-	left := testkit.LiveHeap()
-	t.Logf("heap: %d KiB for %d connections, %d KiB once they left", (grown-base)>>10, n, (left-base)>>10)
-	if left-base > (grown-base)/10 {
-		t.Fatalf("%d KiB of the %d KiB a burst of %d connections took is still held after they left", (left-base)>>10, (grown-base)>>10, n)
-	}
 }

@@ -1,6 +1,7 @@
 // Package testkit holds the small helpers every test package would
 // otherwise write again: polling a condition until it holds, picking a
-// free loopback port and reading the live heap. It imports nothing of chatd, so any package's
+// free loopback port, reading the live heap and checking that memory a
+// burst took is given back. It imports nothing of chatd, so any package's
 // in-package tests can use it without an import cycle. Only tests import
 // it.
 package testkit
@@ -38,6 +39,22 @@ func LiveHeap() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// GivesBack runs grow, then release, and fails t unless what grow added
+// to the live heap is down to at most 1/div of it once release has run;
+// what names the thing grown in the messages.
+func GivesBack(t testing.TB, what string, div int64, grow, release func()) {
+	t.Helper()
+	base := LiveHeap()
+	grow()
+	grown := LiveHeap() - base
+	release()
+	left := LiveHeap() - base
+	t.Logf("heap: %d KiB for %s, %d KiB once released", grown>>10, what, left>>10)
+	if left > grown/div {
+		t.Fatalf("%d KiB of the %d KiB %s took is still held once released", left>>10, grown>>10, what)
+	}
 }
 
 // FreeAddr returns a loopback host:port nobody listens on right now, below
