@@ -4,6 +4,19 @@
 -- function's arguments or result needs a numbered migration that drops the
 -- old one first; everything else is edited here.
 --
+-- # chat_new_upload_id()
+--
+-- An upload (attachment) id as chat.NewUploadID makes one: 26 characters
+-- of a-z and 2-7 (chat.ValidateUploadID), from 130 bits of the strong
+-- random source gen_random_uuid() draws on, each character 5 bits of one
+-- byte of two fresh UUIDs. chat_send_batch names a forward's copied files
+-- with it.
+CREATE OR REPLACE FUNCTION chat_new_upload_id() RETURNS text
+LANGUAGE sql VOLATILE AS $f$
+    SELECT string_agg(substr('abcdefghijklmnopqrstuvwxyz234567', (get_byte(b, i) & 31) + 1, 1), '' ORDER BY i)
+    FROM (SELECT uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS b) r, generate_series(0, 25) AS i
+$f$;
+
 -- # chat_send_batch(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_edit_window, p_recall_window, p_traceparent, p_tracestate, p_attach, p_types)
 --
 -- The only way an entry of a conversation's stream is written: messages,
@@ -49,9 +62,10 @@
 --             user's upload, 16 an upload for another conversation, 17 an
 --             upload attached already, 18 an upload not complete, 19 an
 --             upload not of its declared size, 20 an upload of a type not
---             allowed (o_snippet: the upload id of 14-20), 21 forward of a
---             message with attachments, 22 blocked (a direct conversation
---             whose other member blocked the writer);
+--             allowed (o_snippet: the upload id of 14-20), 22 blocked (a
+--             direct conversation whose other member blocked the writer);
+--             (21, a forward of a message with attachments, is no longer
+--             returned: the forward copies them);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
 --   o_target_sender, o_snippet, o_target_recalled
 --             the target's (or replied-to message's, or forward source's)
@@ -91,8 +105,13 @@
 --     by the first. Their rows are locked after the conversation rows, in
 --     id order, so the upload expiry (which locks only them) cannot drop
 --     one a send is attaching;
+--   - forward: a copy of the source's attached files (rows of their own,
+--     new ids, the source's blobs, metadata, positions and captions) and
+--     its msg_type; a file the source lost meanwhile (a recall committed
+--     between the judging and the writing statement) is not copied;
 --   - recall: the message's attachments become recalled and their blobs
 --     are queued for deletion (blob_deletion), in the same transaction;
+--     a blob another live row (a forward's copy) still names is kept;
 --   - only messages move last_message_at, last_message_seq and
 --     message_count (unread counts and the inbox order); every entry moves
 --     last_seq, and every entry but a system one its writer's read
@@ -267,7 +286,6 @@ BEGIN
             WHEN x.blocked THEN 22
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND NOT x.f_member THEN 11
             WHEN x.k = 'message' AND x.fc IS NOT NULL AND (x.f_kind IS DISTINCT FROM 'message' OR x.f_recalled OR x.fs <= x.f_floor) THEN 12
-            WHEN x.k = 'message' AND x.fc IS NOT NULL AND x.f_msg_type IS NOT NULL THEN 21
             WHEN x.k = 'message' AND x.tgt > 0 AND (x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor) THEN 10
             WHEN x.k = 'message' AND x.a_err IS NOT NULL THEN x.a_err
             WHEN x.k = 'message' THEN 0
@@ -326,6 +344,7 @@ BEGIN
                q.fc, q.fs, q.f_sender,
                q.att,
                CASE WHEN q.status <> 0 THEN q.st_msg_type
+                    WHEN q.fc IS NOT NULL THEN q.f_msg_type
                     WHEN q.att IS NULL THEN NULL
                     WHEN q.a_type LIKE 'image/%' THEN 'image' WHEN q.a_type LIKE 'audio/%' THEN 'audio'
                     WHEN q.a_type LIKE 'video/%' THEN 'video' ELSE 'file' END)::chat_batch_row ORDER BY q.ord)
@@ -420,6 +439,21 @@ BEGIN
                caption = NULLIF(j.e->>'caption', '')
         FROM unnest(v_rows) f CROSS JOIN LATERAL jsonb_array_elements(f.att) WITH ORDINALITY AS j(e, pos)
         WHERE f.status = 0 AND f.kind = 'message' AND f.att IS NOT NULL AND t.id = j.e->>'uploadId';
+    END IF;
+    -- A forward's files are copies of its source's rows, naming the same
+    -- blobs. Only batches with a forward run this (an expression on the
+    -- arguments decides, not a statement).
+    IF v_new AND cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
+        INSERT INTO attachment (id, blob_key, uploader_id, conversation_id, name, declared_type, declared_size, state,
+                                created_at, url_expires_at, completed_at, content_type, size, sha256, width, height,
+                                duration_ms, thumb_state, thumb_width, thumb_height, thumb_size, seq, position, caption)
+        SELECT chat_new_upload_id(), a.blob_key, a.uploader_id, f.conv, a.name, a.declared_type, a.declared_size, 'attached',
+               f.at, a.url_expires_at, a.completed_at, a.content_type, a.size, a.sha256, a.width, a.height,
+               a.duration_ms, a.thumb_state, a.thumb_width, a.thumb_height, a.thumb_size, f.seq, a.position, a.caption
+        FROM unnest(v_rows) f
+        JOIN attachment a ON a.conversation_id = f.fwd_conv AND a.seq = f.fwd_seq AND a.state = 'attached'
+        WHERE f.status = 0 AND f.kind = 'message' AND f.fwd_conv IS NOT NULL AND f.msg_type IS NOT NULL
+        ORDER BY f.ord, a.position;
     END IF;
     IF v_recall THEN
         -- A recalled message's files are gone for everyone: the row keeps

@@ -300,10 +300,11 @@ func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
 		map[string]any{"clientMsgId": newID(), "body": "", "attachments": []chat.AttachmentRef{{UploadID: d}}}, nil); r.status != 409 {
 		t.Errorf("HTTP double attach: %d %s", r.status, r.body)
 	}
-	// A forward of a message with files is refused plainly.
+	// A forward of a message with files copies them (the rules of the
+	// copies: TestAForwardCarriesTheFilesAndKeepsThemWhileACopyIsLive).
 	fwd := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", other.ID),
 		map[string]any{"clientMsgId": newID(), "forward": map[string]any{"conversationId": g.ID, "seq": reply.Seq}}, nil)
-	if fwd.status != http.StatusUnsupportedMediaType {
+	if fwd.status != http.StatusCreated || !strings.Contains(string(fwd.body), `"attachments"`) {
 		t.Errorf("forward of a message with attachments: %d %s", fwd.status, fwd.body)
 	}
 }

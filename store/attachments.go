@@ -271,14 +271,33 @@ func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, limit
 func (a *Attachments) DeleteBlobs(ctx context.Context, limit int, del func(ctx context.Context, key string) error) (int, error) {
 	done := 0
 	err := runTxOn(ctx, a.pool, "delete blobs", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT blob_key FROM blob_deletion WHERE not_before <= now()
-			ORDER BY not_before LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+		// A blob a live attachment still names (a forward's copy of a
+		// recalled message's file) is kept: its queued deletion is
+		// forgotten, and queued again when its last live row is recalled.
+		rows, err := tx.Query(ctx, `SELECT d.blob_key, EXISTS (SELECT 1 FROM attachment a
+				WHERE a.blob_key = d.blob_key AND a.state <> 'recalled')
+			FROM blob_deletion d WHERE d.not_before <= now()
+			ORDER BY d.not_before LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 		if err != nil {
 			return fmt.Errorf("claim blob deletions: %w", err)
 		}
-		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+		var keys, kept []string
+		var key string
+		var live bool
+		if _, err := pgx.ForEachRow(rows, []any{&key, &live}, func() error {
+			if live {
+				kept = append(kept, key)
+			} else {
+				keys = append(keys, key)
+			}
+			return nil
+		}); err != nil {
 			return fmt.Errorf("claim blob deletions: %w", err)
+		}
+		if len(kept) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM blob_deletion WHERE blob_key = ANY($1)`, kept); err != nil {
+				return fmt.Errorf("keep blobs still attached: %w", err)
+			}
 		}
 		var gone, failed []string
 		var reasons []string

@@ -140,7 +140,7 @@ const (
 	outUploadIncomplete
 	outUploadSize
 	outUploadType
-	outForwardAttachments
+	_ // 21 was a forward of a message with attachments: forwards copy them now
 )
 
 // outBlocked is appended after the attachments' outcomes (14..21):
@@ -269,7 +269,7 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 	case outBlocked:
 		return res, chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", c.ConversationID), nil
 	case outUploadUnknown, outUploadNotYours, outUploadOtherConversation, outUploadAttached, outUploadIncomplete,
-		outUploadSize, outUploadType, outForwardAttachments:
+		outUploadSize, outUploadType:
 		return res, uploadRefusal(o.status, c, derefStr(o.snippet)), nil
 	}
 	if o.at == nil || (o.status != outUnchanged && o.seq == nil) {
@@ -365,10 +365,8 @@ func uploadRefusal(status int16, c chat.Change, id string) error {
 		return chat.Errorf(chat.CodeInvalid, "upload %s is not complete: PUT its bytes (and, with an object store, POST its completeUrl) first", id)
 	case outUploadSize:
 		return chat.Errorf(chat.CodeInvalid, "upload %s is not of its declared size", id)
-	case outUploadType:
-		return chat.Errorf(chat.CodeUnsupported, "upload %s is of a type not accepted here", id)
 	}
-	return chat.Errorf(chat.CodeUnsupported, "forwarding a message with attachments is not supported; send the files again")
+	return chat.Errorf(chat.CodeUnsupported, "upload %s is of a type not accepted here", id) // outUploadType
 }
 
 func derefStr(p *string) string {

@@ -32,7 +32,9 @@
 //     deleted only through the store's queue, written in the transaction
 //     that dropped what referenced them, and a deletion is a transaction
 //     that forgets a queue row only after the blob (and its thumbnail) is
-//     gone. A crash anywhere leaves a queue row, never an orphan blob.
+//     gone, or when a live attachment still names the blob (a forward's
+//     copies share their source's bytes). A crash anywhere leaves a queue
+//     row, never an orphan blob.
 //
 // # Concurrency
 //

@@ -162,6 +162,46 @@ test('forward: pick another conversation; the copy arrives there marked "Forward
   await finish(a, c);
 });
 
+// A 40×30 orange PNG.
+const TINY_PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAACgAAAAeCAIAAADRv8uKAAAAK0lEQVR42u3NMQ0AAAgDsAlDGBKRhQw4mvRvputExGKxWCwWi8VisVj8N15LdPWbT+GMHQAAAABJRU5ErkJggg==',
+  'base64',
+);
+
+test('forward a photo: the copy carries the picture to members who are not in its source, live and after reload', async () => {
+  const direct = await api(2041, 'POST', '/v1/direct/2042');
+  const group = await api(2041, 'POST', '/v1/conversations', { type: 'group', title: 'Photo wall', members: [2043] });
+  const a = await signIn(2041);
+  const c = await signIn(2043);
+  await openConversation(a.page, direct.id);
+  await openConversation(c.page, group.id);
+
+  await a.page.getByTestId('file-input').setInputFiles([{ name: 'orange.png', mimeType: 'image/png', buffer: TINY_PNG }]);
+  await eventually(async () => assert.equal(await a.page.getByTestId('tray-item').getAttribute('data-status'), 'done'));
+  await send(a.page, 'An orange square');
+  await bubble(a.page, 'An orange square').getByTestId('attachment-image').waitFor();
+
+  const menu = await actions(a.page, 'An orange square');
+  await menu.getByRole('menuitem', { name: 'Forward' }).click();
+  const dlg = a.page.getByTestId('dialog');
+  await dlg.locator(`[data-testid=forward-target][data-conv-id="${group.id}"]`).click();
+  await dlg.waitFor({ state: 'detached' });
+  await eventually(async () => assert.equal(await a.page.getByTestId('toast').textContent(), 'Message forwarded to Photo wall.'));
+
+  for (const reload of [false, true]) {
+    if (reload) await reloadInto(c.page, group.id);
+    const copy = bubble(c.page, 'An orange square');
+    await copy.waitFor();
+    assert.equal(await copy.getByTestId('forwarded').isVisible(), true);
+    const img = copy.getByTestId('attachment-image');
+    await eventually(async () => {
+      const [nw, nh] = await img.evaluate((el) => [el.naturalWidth, el.naturalHeight]);
+      assert.ok(nw === 40 && nh === 30, `picture ${nw}×${nh}`);
+    });
+  }
+  await finish(a, c);
+});
+
 test('edit own message: everyone sees the new text marked "edited", live and after reload; others get no Edit', async () => {
   const direct = await api(2021, 'POST', '/v1/direct/2022');
   const a = await signIn(2021);

@@ -9,6 +9,12 @@ import { attachmentList, createTray, openLightbox } from './attachments.js';
 import { closeMenus, composerBanner, confirmRecall, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
 import { quoteOf, snippet } from '../store/lifecycle.js';
 
+/** What the forward dialog shows of a message without text: its files. */
+function filesPreview(m) {
+  const files = m.attachments || [];
+  return files.length === 1 ? files[0].name : files.length ? `${files.length} files` : '';
+}
+
 /**
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../store/sync.js').Sync} sync
@@ -253,10 +259,10 @@ export function createConversationView(state, sync, media, actions) {
       reacted,
       react: (emoji) => react(cid, m.seq, emoji, !reacted.has(emoji)),
       reply: () => setMode({ kind: 'reply', seq: m.seq }, m),
-      // A message with files is not forwarded (the server refuses it:
-      // its uploads are attached once); its files can be downloaded.
-      forward: (m.attachments || []).length ? null : async () => {
-        const to = await pickConversation(state, snippet(m.body));
+      // A forward copies the text and the files (the server makes the
+      // copies).
+      forward: async () => {
+        const to = await pickConversation(state, snippet(m.body) || filesPreview(m));
         if (!to) return;
         try {
           await sync.forward(to, cid, m.seq);
