@@ -62,7 +62,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, Server: srv}
 	if cfg.MQTTAddr != "" {
 		b.tcp = NewTCPListener("tcp", cfg.MQTTAddr, cfg.TLS, cfg.Logger.With("component", "mqtt"))
-		b.tcp.wrap = cfg.WrapListener
+		b.tcp.wrap, b.tcp.ended = cfg.WrapListener, cfg.Hook.ConnectionEnded
 		if err := srv.AddListener(b.tcp); err != nil {
 			return nil, fmt.Errorf("listen mqtt on %s: %w", cfg.MQTTAddr, err)
 		}
@@ -71,6 +71,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.ws = NewWSListener("ws", cfg.AllowedOrigins, cfg.Logger)
+	b.ws.ended = cfg.Hook.ConnectionEnded
 	if err := srv.AddListener(b.ws); err != nil {
 		return nil, fmt.Errorf("add websocket listener: %w", err)
 	}

@@ -11,6 +11,9 @@
 // the database afterwards.
 //
 // A client's listener id is its transport (mqtt.Client.Net.Listener).
+// Every listener tells the chat hook when mochi is done with a connection
+// (hooks.Chat.ConnectionEnded), on the connection's own goroutine, after
+// every hook call mochi made for it.
 //
 // Broker methods are called by the owner goroutine (chatd's main); the
 // WebSocket handler is safe for concurrent use.

@@ -24,6 +24,7 @@ type TCPListener struct {
 	tls      *tls.Config
 	log      *slog.Logger
 	wrap     func(net.Listener) net.Listener // under TLS: PROXY protocol
+	ended    func(net.Conn)                  // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -92,6 +93,9 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 			}
 			if err := establish(l.id, conn); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
+			}
+			if l.ended != nil {
+				l.ended(conn)
 			}
 		}()
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,6 +23,7 @@ type WSListener struct {
 	origins  map[string]bool
 	log      *slog.Logger
 	upgrader websocket.Upgrader
+	ended    func(net.Conn) // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
 
 	mu        sync.Mutex
 	establish listeners.EstablishFn
@@ -114,7 +116,11 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The CONNECT must arrive in time; mochi's keepalive deadline takes
 	// over after it.
 	_ = c.NetConn().SetReadDeadline(time.Now().Add(ConnectTimeout))
-	if err := establish(l.id, wsstream.New(c)); err != nil {
+	conn := wsstream.New(c)
+	if err := establish(l.id, conn); err != nil {
 		l.log.Debug("websocket mqtt connection ended", "err", err)
+	}
+	if l.ended != nil {
+		l.ended(conn)
 	}
 }

@@ -73,6 +73,9 @@ type Chat struct {
 	server *mqtt.Server
 
 	clients sync.Map // *mqtt.Client -> *clientInfo
+	// connecting holds the clients OnConnect accepted whose session is
+	// not established yet, by their connection (ConnectionEnded).
+	connecting sync.Map // net.Conn -> *mqtt.Client
 
 	busy     atomic.Int64 // publishes being processed
 	draining atomic.Bool
@@ -83,12 +86,13 @@ type Chat struct {
 }
 
 type clientInfo struct {
-	userID     int64
-	persistent bool
-	conn       *mqttConn
-	acks       *ackQueue
-	present    atomic.Bool // counted by Presence
-	session    sessionState
+	userID      int64
+	persistent  bool
+	established atomic.Bool // OnSessionEstablished ran (counted online)
+	conn        *mqttConn
+	acks        *ackQueue
+	present     atomic.Bool // counted by Presence
+	session     sessionState
 }
 
 // New returns the hook; call Attach with the server before serving.
@@ -250,6 +254,9 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	// which holds the token too: a copy lets the buffer go.
 	cl.Properties.Username = bytes.Clone(cl.Properties.Username)
 	h.clients.Store(cl, ci)
+	if cl.Net.Conn != nil {
+		h.connecting.Store(cl.Net.Conn, cl)
+	}
 	h.cfg.Metrics.Connects.WithLabelValues("ok").Inc()
 	return nil
 }
@@ -263,10 +270,14 @@ func (h *Chat) OnConnectAuthenticate(cl *mqtt.Client, _ packets.Packet) bool {
 // starts the client's delivery; it is ready at once when a subscription
 // covers the events topic.
 func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	if cl.Net.Conn != nil {
+		h.connecting.Delete(cl.Net.Conn)
+	}
 	ci := h.info(cl)
 	if ci == nil {
 		return
 	}
+	ci.established.Store(true)
 	h.restoreSubscriptions(cl, ci)
 	for filter := range cl.State.Subscriptions.GetAll() {
 		// A takeover of a client mochi still had copied its filters into
@@ -442,8 +453,13 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 		return
 	}
 	h.clients.Delete(cl)
+	if cl.Net.Conn != nil {
+		h.connecting.Delete(cl.Net.Conn)
+	}
 	h.releaseConnSlot(cl, ci.userID)
-	h.cfg.Metrics.Online.Dec()
+	if ci.established.Load() {
+		h.cfg.Metrics.Online.Dec()
+	}
 	ci.acks.close()
 	h.cfg.Hub.Detach(cl.ID, ci.conn)
 	if h.cfg.Presence != nil && ci.present.Swap(false) {
@@ -463,6 +479,25 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 	if err != nil {
 		h.cfg.Logger.Warn("record disconnect failed", "client", cl.ID, "err", err)
 	}
+}
+
+// ConnectionEnded is called by the listener once mochi is done with conn.
+// A client OnConnect accepted that mochi dropped before establishing its
+// session (the CONNACK could not be written: the peer went, or the
+// CONNACK exceeds the client's Maximum Packet Size) gets neither
+// OnSessionEstablished nor OnDisconnect, and mochi keeps it in its client
+// list: without this, its connection slot, its record here and mochi's
+// client would stay for the life of the process. It ends as a disconnect.
+func (h *Chat) ConnectionEnded(conn net.Conn) {
+	v, ok := h.connecting.LoadAndDelete(conn)
+	if !ok {
+		return
+	}
+	cl := v.(*mqtt.Client)
+	if c, ok := h.server.Clients.Get(cl.ID); ok && c == cl {
+		h.server.Clients.Delete(cl.ID)
+	}
+	h.OnDisconnect(cl, nil, true)
 }
 
 // Drain refuses new publishes, waits until those being processed have

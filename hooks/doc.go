@@ -68,5 +68,9 @@
 // closed without OnDisconnect. Sends and receipts are limited by the
 // Service, typing here. Sessions that reach OnSessionEstablished are
 // reported to Presence, and reported gone from OnDisconnect however the
-// connection ended (takeovers included: Presence counts connections).
+// connection ended (takeovers included: Presence counts connections). A
+// client OnConnect accepted whose CONNACK mochi could not write gets no
+// OnDisconnect from mochi: the listener calls ConnectionEnded once mochi is
+// done with the connection, which ends such a client as a disconnect (and
+// takes it out of mochi's client list, where mochi leaves it).
 package hooks
