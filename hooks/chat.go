@@ -486,8 +486,9 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 // session (the CONNACK could not be written: the peer went, or the
 // CONNACK exceeds the client's Maximum Packet Size) gets neither
 // OnSessionEstablished nor OnDisconnect, and mochi keeps it in its client
-// list: without this, its connection slot, its record here and mochi's
-// client would stay for the life of the process. It ends as a disconnect.
+// list: without this, its record here, a clean session's row and mochi's
+// client would stay for the life of the process (its connection slot until
+// RefreshConnections pruned it). It ends as a disconnect.
 func (h *Chat) ConnectionEnded(conn net.Conn) {
 	v, ok := h.connecting.LoadAndDelete(conn)
 	if !ok {

@@ -265,7 +265,8 @@ func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, limit
 
 // DeleteBlobs runs due deletions in one transaction that holds their rows
 // (SKIP LOCKED: nodes share the queue): del removes the blob, and only the
-// rows of blobs del removed are deleted, at the commit. A crash before the
+// rows of blobs del removed (or that a live attachment still names, which
+// are kept) are deleted, at the commit. A crash before the
 // commit forgets nothing; the deletion runs again, and deleting a missing
 // blob succeeds.
 func (a *Attachments) DeleteBlobs(ctx context.Context, limit int, del func(ctx context.Context, key string) error) (int, error) {
