@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -199,7 +198,7 @@ func (c *Client) openSession() error {
 	if err != nil {
 		return fmt.Errorf("open session lock: %w", err)
 	}
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(lf); err != nil {
 		lf.Close()
 		return fmt.Errorf("session dir %s is in use by another client (close it first): %w", dir, err)
 	}

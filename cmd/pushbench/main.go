@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command pushbench measures the push hand-off: a chatd node (in this
 // process) with -users offline users, each with a Web Push device, in
 // -convs groups (one sender, user 1, in all of them), takes -rate messages

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command searchbench measures message search (docs/benchmarks.md
 // "Search"): it loads a corpus (by default 1,000,000 messages over 10,000
 // conversations, English-like words with a Zipf distribution, a fifth in

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command sendbench measures the send path: N goroutines call store.Send on
 // random members of random group conversations for a fixed time, and it
 // prints messages/s and latency percentiles. With -pgbench it then runs the

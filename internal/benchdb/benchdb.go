@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package benchdb is the PostgreSQL the benchmarks (cmd/pushbench,
 // cmd/searchbench, cmd/sendbench) run on when they are given no database
 // URL: a private embedded cluster in a temporary directory, fsync on as on

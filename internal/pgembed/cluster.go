@@ -1,3 +1,5 @@
+//go:build unix
+
 package pgembed
 
 import (
@@ -224,8 +226,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		return fmt.Errorf("open postgres log: %w", err)
 	}
 	cmd := exec.Command(binPath(c.binDir, "postgres"), args...)
-	// Pdeathsig: if our process dies, the postmaster does a fast shutdown.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Setpgid: true, Pdeathsig: syscall.SIGINT}
+	cmd.SysProcAttr = postmasterAttr(c.cred)
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANG=C")
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -35,6 +35,13 @@
 //
 // # The embedded cluster
 //
+// The embedded cluster (and so the data dir's lock) exists on unix systems
+// only: it runs PostgreSQL as an unprivileged user in a process group of
+// its own and stops it by signal. On Windows, Open and OpenOwner without a
+// database URL return an error that asks for one. Only on Linux does the
+// postmaster get a parent-death signal and can a stale one be told apart
+// by /proc (procstate).
+//
 // A Cluster is a private PostgreSQL cluster for chatd and for tests:
 // it finds the server binaries, runs initdb on first start, starts the
 // postmaster as a child process listening only on a Unix socket (no TCP

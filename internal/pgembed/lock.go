@@ -1,3 +1,5 @@
+//go:build unix
+
 package pgembed
 
 import (
@@ -9,14 +11,6 @@ import (
 	"strings"
 	"syscall"
 )
-
-// LockFile is the name, inside the data dir, of the file whose lock marks
-// the process that owns the data dir's embedded PostgreSQL.
-const LockFile = "chatd.lock"
-
-// ErrDataDirInUse is returned (wrapped) when another live process holds the
-// data dir's lock.
-var ErrDataDirInUse = errors.New("data dir in use by another process")
 
 // dirLock is an exclusive flock on <dataDir>/chatd.lock. The kernel drops
 // it when the holder's file is closed, so also when the process dies in any

@@ -18,6 +18,14 @@ import (
 // Database is the name of chatd's database in the embedded cluster.
 const Database = "chat"
 
+// LockFile is the name, inside the data dir, of the file whose lock marks
+// the process that owns the data dir's embedded PostgreSQL.
+const LockFile = "chatd.lock"
+
+// ErrDataDirInUse is returned (wrapped) when another live process holds the
+// data dir's lock.
+var ErrDataDirInUse = errors.New("data dir in use by another process")
+
 // PGDir returns the embedded cluster's directory inside dataDir.
 func PGDir(dataDir string) string { return filepath.Join(dataDir, "pg") }
 
@@ -122,30 +130,6 @@ func joinRunning(ctx context.Context, dataDir string, maxConns int32, logger *sl
 		return nil, nil, fmt.Errorf("open database on the running PostgreSQL (pid %d): %w", pm.PID, err)
 	}
 	return pool, closer(pool, nil, nil), nil
-}
-
-// startEmbedded starts dataDir's cluster as its owner; the returned close
-// function stops it, then releases lock. On error the lock is released.
-func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, lock *dirLock, opts []PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
-	pgDir := PGDir(dataDir)
-	cluster, err := Start(ctx, Options{DataDir: pgDir, Logger: logger})
-	if err != nil {
-		lock.release()
-		return nil, nil, fmt.Errorf("start embedded PostgreSQL in %s: %w", pgDir, err)
-	}
-	stop := func(ctx context.Context) error { return cluster.Stop(ctx, false) }
-	if err := cluster.CreateDatabase(ctx, Database); err != nil {
-		_ = stop(context.WithoutCancel(ctx))
-		lock.release()
-		return nil, nil, fmt.Errorf("create database %s: %w", Database, err)
-	}
-	pool, err := openAndPing(ctx, cluster.URL(Database), maxConns, opts...)
-	if err != nil {
-		_ = stop(context.WithoutCancel(ctx))
-		lock.release()
-		return nil, nil, fmt.Errorf("open embedded database: %w", err)
-	}
-	return pool, closer(pool, stop, lock), nil
 }
 
 func openAndPing(ctx context.Context, url string, maxConns int32, opts ...PoolOption) (*pgxpool.Pool, error) {

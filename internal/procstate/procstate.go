@@ -13,12 +13,10 @@
 package procstate
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // State is what a pid stands for now.
@@ -52,7 +50,7 @@ func Of(pid int) (State, string) {
 	if pid <= 0 {
 		return Gone, ""
 	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+	if !exists(pid) {
 		return Gone, ""
 	}
 	name := ""
