@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -25,7 +26,10 @@ type Config struct {
 	WrapListener   func(net.Listener) net.Listener
 	SecureWS       bool     // also make a WebSocket listener for HTTPS (SecureWebSocket)
 	AllowedOrigins []string // extra WebSocket origins besides same-origin, on every WebSocket listener
-	Hook           *hooks.Chat
+	// ForwardedTrusted are the HTTP proxies whose X-Forwarded-For names a
+	// WebSocket client's address (ClientAddr).
+	ForwardedTrusted []netip.Prefix
+	Hook             *hooks.Chat
 	// Hub is the node's delivery (delivery.Hub), stopped after the hook
 	// drained and before the clients are disconnected.
 	Hub    Closer
@@ -71,7 +75,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.ws = NewWSListener("ws", cfg.AllowedOrigins, cfg.Logger)
-	b.ws.ended = cfg.Hook.ConnectionEnded
+	b.ws.ended, b.ws.trusted = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted
 	if err := srv.AddListener(b.ws); err != nil {
 		return nil, fmt.Errorf("add websocket listener: %w", err)
 	}

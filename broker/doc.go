@@ -3,7 +3,10 @@
 // listeners served at /mqtt on chatd's HTTP ("ws") and HTTPS ("wss")
 // servers (same origin as the web page, or a configured extra origin, on
 // both; other browsers refused), optional PROXY protocol on both TCP
-// listeners from trusted networks only (ProxyProtocol), capabilities
+// listeners from trusted networks only (ProxyProtocol), X-Forwarded-For
+// on the WebSocket listeners from trusted proxies only (ClientAddr: the
+// client's address is what mochi, the connect limit and the logs see),
+// capabilities
 // that match chat's semantics (QoS ≤ 1, no retain) and the shutdown order:
 // stop accepting, let in-flight publishes commit and ack, flush delivery
 // cursors, disconnect clients (MQTT 5: DISCONNECT 0x8B; 3.1.1, which has no

@@ -26,7 +26,7 @@ func (b *Broker) addSecure() error {
 	}
 	if cfg.SecureWS {
 		b.wss = NewWSListener("wss", cfg.AllowedOrigins, cfg.Logger)
-		b.wss.ended = cfg.Hook.ConnectionEnded
+		b.wss.ended, b.wss.trusted = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted
 		if err := b.Server.AddListener(b.wss); err != nil {
 			return fmt.Errorf("add secure websocket listener: %w", err)
 		}
@@ -65,13 +65,8 @@ func (b *Broker) SecureWebSocket() *WSListener { return b.wss }
 // ConnectTimeout.
 func ProxyProtocol(trusted []netip.Prefix) func(net.Listener) net.Listener {
 	policy := func(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
-		if ap, err := netip.ParseAddrPort(o.Upstream.String()); err == nil {
-			a := ap.Addr().Unmap()
-			for _, p := range trusted {
-				if p.Contains(a) {
-					return proxyproto.USE, nil
-				}
-			}
+		if ap, err := netip.ParseAddrPort(o.Upstream.String()); err == nil && contains(trusted, ap.Addr().Unmap()) {
+			return proxyproto.USE, nil
 		}
 		return proxyproto.REJECT, nil
 	}

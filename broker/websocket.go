@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ type WSListener struct {
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 	ended    func(net.Conn) // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
+	trusted  []netip.Prefix // proxies whose X-Forwarded-For is believed (ClientAddr)
 
 	mu        sync.Mutex
 	establish listeners.EstablishFn
@@ -116,7 +118,10 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The CONNECT must arrive in time; mochi's keepalive deadline takes
 	// over after it.
 	_ = c.NetConn().SetReadDeadline(time.Now().Add(ConnectTimeout))
-	conn := wsstream.New(c)
+	var conn net.Conn = wsstream.New(c)
+	if addr, ok := ClientAddr(r, l.trusted); ok {
+		conn = remoteConn{Conn: conn, remote: net.TCPAddrFromAddrPort(addr)}
+	}
 	if err := establish(l.id, conn); err != nil {
 		l.log.Debug("websocket mqtt connection ended", "err", err)
 	}

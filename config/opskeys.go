@@ -25,6 +25,9 @@ type OpsSettings struct {
 	ProxyProtocol bool // proxy_protocol: accept PROXY v1/v2 headers on the MQTT listeners
 	// ProxyTrusted are the networks allowed to send one.
 	ProxyTrusted []netip.Prefix
+	// ForwardedTrusted (forwarded_trusted) are the HTTP proxies whose
+	// X-Forwarded-For is believed for MQTT over WebSocket.
+	ForwardedTrusted []netip.Prefix
 
 	MetricsAddr string // metrics_addr: own listener for /metrics; "" = on http_addr
 
@@ -75,26 +78,10 @@ var opsKeys = []*key{
 		func(s *Settings) *bool { return &s.ProxyProtocol }),
 	listKey(mk("proxy_protocol_trusted", "", "comma-separated networks (CIDR) or addresses of the load balancers allowed to send a PROXY header",
 		"use CIDRs or IP addresses such as 10.0.0.0/8,192.168.1.10",
-		func(s *Settings, v string) error {
-			list := splitList(v)
-			out := make([]netip.Prefix, 0, len(list))
-			for _, n := range list {
-				p, err := netip.ParsePrefix(n)
-				if err != nil {
-					a, aerr := netip.ParseAddr(n)
-					if aerr != nil {
-						return fmt.Errorf("%q is not a CIDR or IP address", n)
-					}
-					p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
-				}
-				if p.Masked() != p {
-					return fmt.Errorf("%q has host bits set; did you mean %s?", n, p.Masked())
-				}
-				out = append(out, p)
-			}
-			s.ProxyTrusted = out
-			return nil
-		})),
+		func(s *Settings, v string) (err error) { s.ProxyTrusted, err = parsePrefixes(v); return })),
+	listKey(mk("forwarded_trusted", "", "comma-separated networks (CIDR) or addresses of the HTTP proxies whose X-Forwarded-For names the client of an MQTT-over-WebSocket connection",
+		"use CIDRs or IP addresses such as 10.0.0.0/8,192.168.1.10",
+		func(s *Settings, v string) (err error) { s.ForwardedTrusted, err = parsePrefixes(v); return })),
 	mk("metrics_addr", "", `own listen address for GET /metrics (and /healthz, /readyz); "" serves /metrics on http_addr`,
 		"use host:port such as 127.0.0.1:9090 or 0.0.0.0:9100, or leave it empty",
 		func(s *Settings, v string) (err error) { s.MetricsAddr, err = parseListenAddr(v); return }),
@@ -196,20 +183,48 @@ func sameAddr(a, b string) bool {
 
 // redactedOps adds the ops keys to Redacted's map.
 func (s Settings) redactedOps(m map[string]any) {
-	trusted := make([]string, len(s.ProxyTrusted))
-	for i, p := range s.ProxyTrusted {
-		trusted[i] = p.String()
-	}
 	m["mqtts_addr"] = s.MQTTSAddr
 	m["https_addr"] = s.HTTPSAddr
 	m["mqtts_client_ca"] = s.MQTTSClientCA
 	m["mqtts_client_auth"] = s.MQTTSClientAuth
 	m["proxy_protocol"] = s.ProxyProtocol
-	m["proxy_protocol_trusted"] = trusted
+	m["proxy_protocol_trusted"] = prefixStrings(s.ProxyTrusted)
+	m["forwarded_trusted"] = prefixStrings(s.ForwardedTrusted)
 	m["metrics_addr"] = s.MetricsAddr
 	m["jwks_url"] = s.JWKSURL
 	m["jwks_refresh_interval"] = s.JWKSRefresh.String()
 	m["jwt_issuer"] = s.JWTIssuer
 	m["jwt_audience"] = append([]string{}, s.JWTAudience...)
 	m["jwt_user_claim"] = s.JWTUserClaim
+}
+
+// parsePrefixes reads a comma-separated list of networks (CIDR) and
+// addresses (a network of one); a network with host bits set is refused
+// rather than silently widened or narrowed.
+func parsePrefixes(v string) ([]netip.Prefix, error) {
+	list := splitList(v)
+	out := make([]netip.Prefix, 0, len(list))
+	for _, n := range list {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			a, aerr := netip.ParseAddr(n)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not a CIDR or IP address", n)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		if p.Masked() != p {
+			return nil, fmt.Errorf("%q has host bits set; did you mean %s?", n, p.Masked())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }

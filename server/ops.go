@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -147,6 +148,7 @@ func (s *Server) brokerTLS(st config.Settings, bc *broker.Config) {
 	if st.ProxyProtocol {
 		bc.WrapListener = broker.ProxyProtocol(st.ProxyTrusted)
 	}
+	bc.ForwardedTrusted = st.ForwardedTrusted
 }
 
 // peerUser is hooks.Config.PeerUser when client certificates are asked
@@ -285,13 +287,12 @@ func (s *Server) shutdownOps(ctx context.Context) {
 func (s *Server) logListeners(st config.Settings) {
 	proxy := ""
 	if st.ProxyProtocol {
-		trusted := make([]string, len(st.ProxyTrusted))
-		for i, p := range st.ProxyTrusted {
-			trusted[i] = p.String()
-		}
-		proxy = "; PROXY protocol from " + strings.Join(trusted, ", ")
+		proxy = "; PROXY protocol from " + prefixList(st.ProxyTrusted)
 	}
 	web := "HTTP API /v1, web client /, MQTT over WebSocket /mqtt, /healthz, /readyz"
+	if len(st.ForwardedTrusted) > 0 {
+		web = strings.Replace(web, "/mqtt", "/mqtt (client addresses from the X-Forwarded-For of "+prefixList(st.ForwardedTrusted)+")", 1)
+	}
 	if st.MetricsAddr == "" {
 		web += ", /metrics"
 	}
@@ -354,4 +355,12 @@ func (s *Server) WebURL() string {
 		host = "localhost"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port) + "/"
+}
+
+func prefixList(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ", ")
 }

@@ -1,0 +1,68 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
+)
+
+// dialWSFrom opens MQTT over WebSocket to srv from the local address from
+// (127.0.0.x), sending X-Forwarded-For xff, as a proxy in front of chatd
+// would, and returns the CONNACK's reason code (0: connected).
+func dialWSFrom(t *testing.T, srv *server.Server, from, xff, clientID string) byte {
+	t.Helper()
+	local := &net.TCPAddr{IP: net.ParseIP(from)}
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return (&net.Dialer{LocalAddr: local}).DialContext(ctx, network, addr)
+		}}
+	ws, _, err := d.Dial("ws://"+srv.HTTPAddr()+"/mqtt", http.Header{"X-Forwarded-For": {xff}})
+	if err != nil {
+		t.Fatalf("websocket from %s: %v", from, err)
+	}
+	c, ack, err := mqtttest.DialConn(mqtttest.WrapWS(ws), mqtttest.Options{Version: 5, ClientID: clientID, Password: testnode.Token(t, 1), Clean: true})
+	if err != nil {
+		if ack.ReasonCode == 0 {
+			t.Fatalf("connect %s over websocket: %v", clientID, err)
+		}
+		return ack.ReasonCode
+	}
+	t.Cleanup(c.Drop)
+	return 0
+}
+
+// Behind an HTTP proxy every WebSocket shares the proxy's address: with
+// forwarded_trusted naming the proxy, the per-IP connect limit counts the
+// client X-Forwarded-For names instead, and a peer that is not trusted
+// cannot pick its address by sending the header.
+func TestWebSocketClientsBehindATrustedProxyEachHaveTheirOwnConnectLimit(t *testing.T) {
+	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_FORWARDED_TRUSTED":  "127.0.0.1",
+		"CHAT_LIMIT_CONNECT_RATE": "0.001", "CHAT_LIMIT_CONNECT_BURST": "1"}), nil)
+
+	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.7", "a"); code != 0 {
+		t.Fatalf("first client through the proxy: CONNACK 0x%02x", code)
+	}
+	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.7", "a2"); code != 0x9F {
+		t.Fatalf("the same client through the proxy again: CONNACK 0x%02x, want 0x9F", code)
+	}
+	if code := dialWSFrom(t, srv, "127.0.0.1", "198.51.100.1, 198.51.100.9", "b"); code != 0 {
+		t.Fatalf("another client behind the same proxy: CONNACK 0x%02x, want its own budget", code)
+	}
+	// 127.0.0.2 is no trusted proxy: its header changes nothing.
+	if code := dialWSFrom(t, srv, "127.0.0.2", "192.0.2.1", "c"); code != 0 {
+		t.Fatalf("first connect from an untrusted peer: CONNACK 0x%02x", code)
+	}
+	if code := dialWSFrom(t, srv, "127.0.0.2", "192.0.2.2", "c2"); code != 0x9F {
+		t.Fatalf("an untrusted peer claiming another address: CONNACK 0x%02x, want 0x9F (its own address is over the limit)", code)
+	}
+}
