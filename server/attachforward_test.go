@@ -3,12 +3,14 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media/mediatest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // A forward copies its source's files: rows of their own in the target
@@ -113,6 +115,65 @@ func TestAForwardCarriesTheFilesAndKeepsThemWhileACopyIsLive(t *testing.T) {
 		recall(dst.ID, second.Seq)
 		if ks := blobKeys(t, n); len(ks) != 0 {
 			t.Fatalf("blobs left once every copy is recalled: %v", ks)
+		}
+		assertNoOrphans(t, n)
+	})
+}
+
+// A resend of a forward of files (the same clientMsgId, as a client that
+// lost the answer retries) is the forward: 200 with the original seq and
+// the same attachment ids, and no second set of copies is written, over
+// HTTP and over MQTT alike.
+func TestAResentForwardOfFilesAnswersTheSameCopiesAndWritesNoMore(t *testing.T) {
+	stores(t, nil, func(t *testing.T, n attachNode) {
+		ctx := context.Background()
+		src := mustGroup(t, ctx, n.Server, 1, "source", []int64{2})
+		dst := mustGroup(t, ctx, n.Server, 1, "target", []int64{2})
+		up := n.upload(t, 1, src.ID, "view.png", "image/png", mediatest.PNG(64, 48))
+		sent := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", src.ID), map[string]any{"clientMsgId": newID(),
+			"body": "look", "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil)
+		if sent.status != http.StatusCreated {
+			t.Fatalf("send: %d %s", sent.status, sent.body)
+		}
+		orig := decode[struct{ Seq int64 }](t, sent)
+		type answer struct {
+			Seq         int64
+			Attachments []chat.Attachment
+		}
+		id := newID()
+		body := map[string]any{"clientMsgId": id, "forward": map[string]any{"conversationId": src.ID, "seq": orig.Seq}}
+		first := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", dst.ID), body, nil)
+		if first.status != http.StatusCreated {
+			t.Fatalf("forward: %d %s", first.status, first.body)
+		}
+		fw := decode[answer](t, first)
+		rows := func() int {
+			return queryCount(t, n, `SELECT count(*) FROM attachment WHERE conversation_id = $1`, dst.ID)
+		}
+		if len(fw.Attachments) != 1 || rows() != 1 {
+			t.Fatalf("forward: %+v, %d attachment rows in the target", fw, rows())
+		}
+		for i := range 3 {
+			again := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", dst.ID), body, nil)
+			got := decode[answer](t, again)
+			if again.status != http.StatusOK || got.Seq != fw.Seq || len(got.Attachments) != 1 || got.Attachments[0].ID != fw.Attachments[0].ID {
+				t.Fatalf("resend %d: %d %s, want 200 with seq %d and attachment %s", i, again.status, again.body, fw.Seq, fw.Attachments[0].ID)
+			}
+		}
+		pub := rawClient(t, n.MQTTAddr(), 1, "resender", 5, true)
+		payload, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := pub.Publish(testnode.MsgTopic(dst.ID), 1, payload)
+		if err != nil || ack.ReasonCode != 0 || userProp(ack.Properties.User, "duplicate") != "true" || userProp(ack.Properties.User, "seq") != fmt.Sprint(fw.Seq) {
+			t.Fatalf("resend over MQTT: %v %+v, want a duplicate with seq %d", err, ack.Properties, fw.Seq)
+		}
+		if got := rows(); got != 1 {
+			t.Fatalf("%d attachment rows in the target after the resends, want the forward's one", got)
+		}
+		if got := queryCount(t, n, `SELECT last_seq FROM conversation WHERE id = $1`, dst.ID); int64(got) != fw.Seq {
+			t.Fatalf("the target's last_seq is %d after the resends, want %d", got, fw.Seq)
 		}
 		assertNoOrphans(t, n)
 	})
