@@ -492,6 +492,46 @@ test('attachments: a photo another user sees as a thumbnail then full size, a vo
   await finish(a, b);
 });
 
+test('a click on a conversation opens it though the inbox is rebuilt between press and release', async () => {
+  // A row may be rebuilt while it is measured (null): measure again.
+  const boxOf = async (loc) => {
+    let b = null;
+    await eventually(async () => assert.ok((b = await loc.boundingBox())));
+    return b;
+  };
+  const d = await api(261, 'POST', '/v1/direct/262');
+  await sendVia(262, d.id, 'first');
+  const a = await signIn(261);
+  await eventually(async () => assert.equal(await unread(a.page, d.id), 1));
+  // Press on the row, let a message arrive (the inbox is rebuilt: the row
+  // under the pointer is a new element, still the same conversation, still
+  // on top), then release: the click is the user's, and it opens the chat.
+  const box = await boxOf(row(a.page, d.id));
+  await a.page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await a.page.mouse.down();
+  const before = await row(a.page, d.id).elementHandle();
+  await sendVia(262, d.id, 'second');
+  await eventually(async () => assert.equal(await unread(a.page, d.id), 2));
+  assert.equal(await before.evaluate((el) => el.isConnected), false, 'the inbox was not rebuilt while the button was down');
+  await a.page.mouse.up();
+  await a.page.locator(`[data-testid=conversation][data-conv-id="${d.id}"]`).waitFor({ timeout: 5000 });
+  await eventually(async () => assert.deepEqual(await bodies(a.page), ['first', 'second']));
+  // Pressed on one conversation and released on another is no click.
+  const e = await api(261, 'POST', '/v1/direct/263');
+  await sendVia(263, e.id, 'elsewhere');
+  await closeConversation(a.page);
+  await a.page.getByTestId('no-conversation').waitFor();
+  await row(a.page, e.id).waitFor();
+  const top = await boxOf(row(a.page, e.id));
+  const below = await boxOf(row(a.page, d.id));
+  await a.page.mouse.move(top.x + top.width / 2, top.y + top.height / 2);
+  await a.page.mouse.down();
+  await a.page.mouse.move(below.x + below.width / 2, below.y + below.height / 2);
+  await a.page.mouse.up();
+  await a.page.getByTestId('no-conversation').waitFor();
+  await finish(a);
+});
+
 test('screenshots, and a single column on a phone-sized screen', async () => {
   // A small, plausible inbox for user 1.
   const d2 = await api(1, 'POST', '/v1/direct/2');

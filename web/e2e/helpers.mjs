@@ -112,6 +112,7 @@ export const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv
 
 /** Opens a conversation from its inbox row and waits for its view. */
 export async function openConversation(page, cid) {
+  await eventually(async () => assert.equal(await row(page, cid).count(), 1));
   await row(page, cid).click();
   await page.locator(`[data-testid=conversation][data-conv-id="${cid}"]`).waitFor();
 }

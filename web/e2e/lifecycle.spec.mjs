@@ -13,7 +13,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, row, send, unread } from './helpers.mjs';
+import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const BASE = process.env.CHATD_URL;
@@ -46,12 +46,6 @@ const pages = [];
 
 /** A fresh browser context (a separate person) signed in through the dev form. */
 const signIn = (uid, { base = BASE, ...opts } = {}) => devSignIn(browser, pages, uid, { base, ...opts });
-
-async function openConversation(page, cid) {
-  await eventually(async () => assert.equal(await row(page, cid).count(), 1));
-  await row(page, cid).click();
-  await page.locator(`[data-testid=conversation][data-conv-id="${cid}"]`).waitFor();
-}
 
 /** Reloads and opens the conversation again: what history alone shows. */
 async function reloadInto(page, cid) {

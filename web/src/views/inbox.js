@@ -75,7 +75,6 @@ export function createInbox(state, actions) {
           'data-testid': 'conv-row',
           'data-conv-id': c.id,
           'aria-current': state.openId === c.id ? 'true' : null,
-          onclick: () => actions.open(c.id),
         },
         avatar(c),
         h(
@@ -93,6 +92,28 @@ export function createInbox(state, actions) {
       ),
     );
   }
+
+  // A click opens the conversation whose row it is on (delegated: the
+  // rows are rebuilt on every change). A message arriving between press
+  // and release rebuilds the row under the pointer, and the browser then
+  // sends no click to either element: a release on the new row of the
+  // conversation that was pressed is that click.
+  const rowOf = (target) => target.closest?.('[data-testid=conv-row]');
+  let pressed = null; // {el, id} of the row the primary button went down on
+  list.addEventListener('pointerdown', (e) => {
+    const el = e.button === 0 ? rowOf(e.target) : null;
+    pressed = el ? { el, id: Number(el.dataset.convId) } : null;
+  });
+  list.addEventListener('pointerup', (e) => {
+    const el = e.button === 0 ? rowOf(e.target) : null;
+    const p = pressed;
+    pressed = null;
+    if (el && p && el !== p.el && !p.el.isConnected && Number(el.dataset.convId) === p.id) actions.open(p.id);
+  });
+  list.addEventListener('click', (e) => {
+    const el = rowOf(e.target);
+    if (el) actions.open(Number(el.dataset.convId));
+  });
 
   function render() {
     meName.textContent = displayName(state.me);
