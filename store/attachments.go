@@ -164,9 +164,12 @@ func (a *Attachments) QueueBlobDeletion(ctx context.Context, key, reason string,
 	return classify("queue blob deletion", err)
 }
 
-// SetThumbnail records a thumbnail; when the attachment went meanwhile
-// (recalled, expired) its blobs are queued again, so the thumbnail just
-// written is deleted with them.
+// SetThumbnail records a thumbnail: for the attachment, and for every
+// live row still waiting for one that names the same blob (a forward's
+// copies share the original's bytes and so its thumbnail, and one made
+// before the thumbnail copied "pending"). When none of them is live any
+// more (recalled, expired), the blobs are queued again, so the thumbnail
+// just written is deleted with them.
 func (a *Attachments) SetThumbnail(ctx context.Context, id string, t *chat.Thumbnail) (bool, error) {
 	state, w, h, size := "failed", 0, 0, int64(0)
 	if t != nil {
@@ -176,7 +179,8 @@ func (a *Attachments) SetThumbnail(ctx context.Context, id string, t *chat.Thumb
 	err := a.pool.QueryRow(ctx, `
 		WITH set AS (
 			UPDATE attachment SET thumb_state = $2, thumb_width = NULLIF($3, 0), thumb_height = NULLIF($4, 0), thumb_size = NULLIF($5, 0)
-			WHERE id = $1 AND state IN ('complete', 'attached') RETURNING id
+			WHERE blob_key = (SELECT blob_key FROM attachment WHERE id = $1)
+			  AND (id = $1 OR thumb_state = 'pending') AND state IN ('complete', 'attached') RETURNING id
 		), requeue AS (
 			INSERT INTO blob_deletion (blob_key, reason)
 			SELECT blob_key, 'thumbnail of a deleted attachment' FROM attachment

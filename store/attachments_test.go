@@ -292,3 +292,46 @@ func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
 		t.Fatalf("%d attachments recalled, want 2", n)
 	}
 }
+
+// A forward made before the original's thumbnail exists copies its
+// "pending" state; the copies name the same blob, and so the same
+// thumbnail: recording it once makes every live copy's ready too, and none
+// is left for the background sweep to render again.
+func TestAThumbnailRecordedForAnImageIsItsForwardedCopiesToo(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := testCtx(t)
+	src, dst := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 3)
+	as := store.NewAttachments(pool)
+	id := chat.NewUploadID()
+	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: 1, ConversationID: src.ID,
+		Name: "p.png", DeclaredType: "image/png", DeclaredSize: 10, URLExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := as.CompleteUpload(ctx, id, chat.UploadMeta{ContentType: "image/png", Size: 10, SHA256: "00", Width: 40, Height: 30, Thumbnail: true}); !ok || err != nil {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: src.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := st.Send(ctx, chat.SendRequest{ConversationID: dst.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+			Forward: &chat.MessageRef{ConversationID: src.ID, Seq: sent.Message.Seq}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blob := `(SELECT blob_key FROM attachment WHERE id = $1)`
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE blob_key = `+blob+` AND thumb_state = 'pending'`, id); n != 3 {
+		t.Fatalf("%d rows of the image pending a thumbnail, want the original and its 2 copies", n)
+	}
+	if live, err := as.SetThumbnail(ctx, id, &chat.Thumbnail{ContentType: "image/jpeg", Width: 40, Height: 30, Size: 500}); !live || err != nil {
+		t.Fatalf("record the thumbnail: %v %v", live, err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE blob_key = `+blob+` AND thumb_state = 'ready' AND thumb_size = 500 AND thumb_width = 40`, id); n != 3 {
+		t.Fatalf("%d rows of the image have the thumbnail, want 3", n)
+	}
+	if left, err := as.PendingThumbnails(ctx, 10); err != nil || len(left) != 0 {
+		t.Fatalf("thumbnails still to make: %d %v", len(left), err)
+	}
+}
