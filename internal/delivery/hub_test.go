@@ -336,7 +336,22 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 16})
 	c := attach(t, h, f, "bursty", false, false)
+	other, err := f.svc.CreateGroup(context.Background(), 1, "sentinel", []int64{3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher := attachUser(t, h, f, "watcher", 3, false, true, true)
+	sentinel, err := f.svc.Send(context.Background(), chat.SendRequest{ConversationID: other.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	publishEach(h, f.send(t, 100))
+	// The hub fans out in publish order: once the sentinel reached its
+	// session, all 100 are in bursty's mailbox, so the window below is one
+	// that filled with more to send (otherwise messages reaching the
+	// session after the acks go out at once, rightly: nothing was waiting).
+	h.Publish(chat.MessageEvent(sentinel.Message))
+	waitSeqs(t, watcher, other.ID, 1)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

@@ -358,14 +358,18 @@ func (s *Session) idle() {
 	s.catchUp.release()
 }
 
-// noteFull marks a full window with items waiting as fallen behind, as
-// pump does when the window fills while items wait: items that arrive
-// after it filled must not be released one per PUBACK either.
+// noteFull marks a full window with more to send as fallen behind, as
+// pump does when the window fills with more to send: what arrives after it
+// filled (queued, or a stream now behind, to be filled from the catch-up
+// sources) must not be released one per PUBACK either.
 func (s *Session) noteFull() {
-	if len(s.pending) > 0 && len(s.inflight) >= s.hub.opts.Window {
+	if len(s.inflight) >= s.hub.opts.Window && s.moreToSend() {
 		s.windowFull = true
 	}
 }
+
+// moreToSend: items are queued, or a stream has entries still to fetch.
+func (s *Session) moreToSend() bool { return len(s.pending) > 0 || s.anyBehind() }
 
 // load reads the starting cursors, retrying while the database is away.
 func (s *Session) load() bool {
@@ -500,7 +504,7 @@ func (s *Session) pump() bool {
 			return false
 		}
 		if len(s.inflight) >= window {
-			s.windowFull = len(s.pending) > 0 || s.anyBehind()
+			s.windowFull = s.moreToSend()
 			return true
 		}
 		if len(s.pending) > 0 || !s.ready {
