@@ -279,11 +279,6 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	}
 	ci.established.Store(true)
 	h.restoreSubscriptions(cl, ci)
-	for filter := range cl.State.Subscriptions.GetAll() {
-		// A takeover of a client mochi still had copied its filters into
-		// the tree.
-		h.untree(cl, filter)
-	}
 	ready := subscribedToEvents(cl, ci.userID)
 	h.cfg.Metrics.Online.Inc()
 	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready)
@@ -439,7 +434,16 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 		pk.ReasonCode = packets.CodeSuccess.Code
 	}
 	if pk.FixedHeader.Type == packets.Connack {
-		pk = announceSession(h.info(cl), announceCapabilities(h.server.Options.Capabilities, pk))
+		ci := h.info(cl)
+		if ci != nil && pk.ReasonCode == packets.CodeSuccess.Code {
+			// A takeover of a client mochi still held has just copied its
+			// filters into the tree (inheritClientSession); out again
+			// before the client learns it is connected.
+			for filter := range cl.State.Subscriptions.GetAll() {
+				h.untree(cl, filter)
+			}
+		}
+		pk = announceSession(ci, announceCapabilities(h.server.Options.Capabilities, pk))
 	}
 	return withholdV311Disconnect(cl, v311Connack(cl, pk))
 }
