@@ -14,17 +14,24 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-// completeUpload records a complete upload of user's for conv.
+// completeUpload records a complete upload of user's for conv: a PDF.
 func completeUpload(t *testing.T, pool *pgxpool.Pool, user, conv int64) string {
+	t.Helper()
+	return completeUploadOf(t, pool, user, conv, "f.pdf", chat.UploadMeta{ContentType: "application/pdf", Size: 10, SHA256: "00"})
+}
+
+// completeUploadOf records a complete upload named name with what chatd
+// read from its bytes, m.
+func completeUploadOf(t *testing.T, pool *pgxpool.Pool, user, conv int64, name string, m chat.UploadMeta) string {
 	t.Helper()
 	ctx := testCtx(t)
 	as := store.NewAttachments(pool)
 	id := chat.NewUploadID()
 	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: user, ConversationID: conv,
-		Name: "f.pdf", DeclaredType: "application/pdf", DeclaredSize: 10, URLExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
+		Name: name, DeclaredType: m.ContentType, DeclaredSize: m.Size, URLExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := as.CompleteUpload(ctx, id, chat.UploadMeta{ContentType: "application/pdf", Size: 10, SHA256: "00"}); !ok || err != nil {
+	if ok, err := as.CompleteUpload(ctx, id, m); !ok || err != nil {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
 	return id
@@ -302,14 +309,7 @@ func TestAThumbnailRecordedForAnImageIsItsForwardedCopiesToo(t *testing.T) {
 	ctx := testCtx(t)
 	src, dst := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 3)
 	as := store.NewAttachments(pool)
-	id := chat.NewUploadID()
-	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: 1, ConversationID: src.ID,
-		Name: "p.png", DeclaredType: "image/png", DeclaredSize: 10, URLExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := as.CompleteUpload(ctx, id, chat.UploadMeta{ContentType: "image/png", Size: 10, SHA256: "00", Width: 40, Height: 30, Thumbnail: true}); !ok || err != nil {
-		t.Fatalf("complete: %v %v", ok, err)
-	}
+	id := completeUploadOf(t, pool, 1, src.ID, "p.png", chat.UploadMeta{ContentType: "image/png", Size: 10, SHA256: "00", Width: 40, Height: 30, Thumbnail: true})
 	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: src.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
 		Attachments: []chat.AttachmentRef{{UploadID: id}}})
 	if err != nil {
