@@ -27,7 +27,9 @@
 //   - Thumbnails (JPEG, at most 320 px, upright, no metadata) are made
 //     after completion by ThumbnailWorkers goroutines; completion waits up
 //     to ThumbnailWait for its own so the message usually carries it.
-//     Pending ones are found again after a restart.
+//     Pending ones are found again after a restart. A thumbnail belongs
+//     to the bytes (chat.ThumbnailKey of the blob), so recording it gives
+//     it to every live copy that was forwarded while it was pending.
 //   - Cleanup: uploads never attached are dropped after TTL; blobs are
 //     deleted only through the store's queue, written in the transaction
 //     that dropped what referenced them, and a deletion is a transaction
