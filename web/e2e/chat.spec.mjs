@@ -492,7 +492,7 @@ test('attachments: a photo another user sees as a thumbnail then full size, a vo
   await finish(a, b);
 });
 
-test('a click on a conversation opens it though the inbox is rebuilt between press and release', async () => {
+test('a click or Enter on a conversation opens it though the inbox is rebuilt meanwhile (press and release, keyboard focus)', async () => {
   // A row may be rebuilt while it is measured (null): measure again.
   const boxOf = async (loc) => {
     let b = null;
@@ -529,6 +529,14 @@ test('a click on a conversation opens it though the inbox is rebuilt between pre
   await a.page.mouse.move(below.x + below.width / 2, below.y + below.height / 2);
   await a.page.mouse.up();
   await a.page.getByTestId('no-conversation').waitFor();
+  // A keyboard user's focus stays on the conversation's row through a
+  // rebuild, and Enter opens it.
+  await row(a.page, d.id).focus();
+  await sendVia(262, d.id, 'third');
+  await eventually(async () => assert.equal(await unread(a.page, d.id), 1));
+  assert.equal(await a.page.evaluate(() => document.activeElement?.dataset?.convId), String(d.id));
+  await a.page.keyboard.press('Enter');
+  await a.page.locator(`[data-testid=conversation][data-conv-id="${d.id}"]`).waitFor({ timeout: 5000 });
   await finish(a);
 });
 

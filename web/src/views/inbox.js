@@ -121,7 +121,12 @@ export function createInbox(state, actions) {
     status.textContent = STATUS_TEXT[state.connection] || state.connection;
     status.dataset.state = state.connection;
     const convs = state.sortedConversations();
+    // The rebuild replaces the focused row too: a keyboard user keeps
+    // their place on the same conversation's new row.
+    const focused = rowOf(document.activeElement ?? list);
+    const focusedId = focused && list.contains(focused) ? focused.dataset.convId : null;
     replace(list, convs.map(row));
+    if (focusedId !== null) list.querySelector(`[data-testid=conv-row][data-conv-id="${focusedId}"]`)?.focus({ preventScroll: true });
     empty.hidden = !state.inboxLoaded || convs.length > 0;
   }
 
