@@ -1,5 +1,5 @@
-# bench/lib.sh — what bench/run.sh and bench/efficiency.sh share. Source
-# it, then call bench_init NAME.
+# bench/lib.sh — what the bench/ scripts share. Source it, then call
+# bench_init NAME.
 
 # bench_init checks the tools, makes the work dir WORK (/tmp/chatd-NAME.*,
 # removed on exit unless KEEP=1; chatd and plainbroker are stopped) and
@@ -9,6 +9,7 @@ bench_init() {
 	for tool in go jq curl; do
 		command -v "$tool" >/dev/null || { echo "$1: $tool is required" >&2; exit 1; }
 	done
+	BENCH_APP=$1
 	WORK=$(mktemp -d "/tmp/chatd-$1.XXXXXX")
 	chmod 755 "$WORK" # PostgreSQL runs as an unprivileged account when we are root
 	CHATD_PID=""
@@ -138,4 +139,40 @@ sendtx_alone() {
 	# chatd wakes the relay apart from the send, hence the setting.
 	PGOPTIONS="-c chat.defer_notify=on" "$PGBENCH" -n -M prepared -f "$WORK/sendtx.sql" -c 1 -R 50 -T 10 -l --log-prefix="$WORK/sendtx-log" "$DBURL" >"$WORK/sendtx.txt" 2>&1
 	SENDTX_MS=$(exec_p50 "$WORK/sendtx-log")
+}
+
+# backend_cpu_per_call SQLFILE: runs SQLFILE through pgbench CALLS times
+# on one connection (application name: bench_init's NAME; synchronous_commit off,
+# the commit's flush is not the statement's cost) and prints the backend's
+# own CPU (utime + stime) per call in µs. PERF_OUT=FILE also records the
+# backend with perf.
+backend_cpu_per_call() {
+	local out=$WORK/pgbench.out pid="" p v best=0 perfpid=""
+	local -A ticks=()
+	PGOPTIONS="-c chat.defer_notify=on -c synchronous_commit=off" PGAPPNAME=$BENCH_APP \
+		"$PGBENCH" -n -M prepared -f "$1" -c 1 -t "$CALLS" "$DBURL" >"$out" 2>&1 &
+	local bp=$!
+	# Every backend pgbench opens is sampled until pgbench ends (it may
+	# open a short-lived one first, and the pass before's may still be
+	# listed while it exits); the one that ran the calls has the most CPU.
+	while kill -0 "$bp" 2>/dev/null; do
+		for p in $("$PSQL" "$DBURL" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name = '$BENCH_APP'"); do
+			v=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true)
+			[ -n "$v" ] && ticks[$p]=$v
+			if [ -n "${PERF_OUT:-}" ] && [ -z "$perfpid" ] && [ "${v:-0}" -gt 10 ]; then
+				perf record -F 2000 -g -p "$p" -o "$PERF_OUT" >/dev/null 2>&1 &
+				perfpid=$!
+			fi
+		done
+		sleep 0.05
+	done
+	wait "$bp" || { cat "$out" >&2; return 1; }
+	if [ -n "$perfpid" ]; then
+		kill -INT "$perfpid" 2>/dev/null || true
+		wait "$perfpid" 2>/dev/null || true
+	fi
+	grep -q "number of failed transactions: 0" "$out" || { cat "$out" >&2; return 1; }
+	for p in "${!ticks[@]}"; do [ "${ticks[$p]}" -gt "$best" ] && best=${ticks[$p]}; done
+	[ "$best" -gt 0 ] || { echo "$BENCH_APP: no CPU time read for pgbench's backend" >&2; return 1; }
+	awk -v t="$best" -v hz="$(getconf CLK_TCK)" -v n="$CALLS" 'BEGIN {printf "%.0f", t / hz * 1e6 / n}'
 }

@@ -30,39 +30,6 @@ refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
 export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
 	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
 
-# backend_cpu_per_call SQLFILE: runs pgbench CALLS times and prints the
-# backend's CPU µs per call.
-backend_cpu_per_call() {
-	local out=$WORK/pgbench.out pid="" p v best=0 perfpid=""
-	local -A ticks=()
-	PGOPTIONS="-c chat.defer_notify=on -c synchronous_commit=off" PGAPPNAME=sendcpu \
-		"$PGBENCH" -n -M prepared -f "$1" -c 1 -t "$CALLS" "$DBURL" >"$out" 2>&1 &
-	local bp=$!
-	# Every backend pgbench opens is sampled until pgbench ends (it may
-	# open a short-lived one first, and the pass before's may still be
-	# listed while it exits); the one that ran the calls has the most CPU.
-	while kill -0 "$bp" 2>/dev/null; do
-		for p in $("$PSQL" "$DBURL" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name = 'sendcpu'"); do
-			v=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true)
-			[ -n "$v" ] && ticks[$p]=$v
-			if [ -n "${PERF_OUT:-}" ] && [ -z "$perfpid" ] && [ "${v:-0}" -gt 10 ]; then
-				perf record -F 2000 -g -p "$p" -o "$PERF_OUT" >/dev/null 2>&1 &
-				perfpid=$!
-			fi
-		done
-		sleep 0.05
-	done
-	wait "$bp" || { cat "$out" >&2; return 1; }
-	if [ -n "$perfpid" ]; then
-		kill -INT "$perfpid" 2>/dev/null || true
-		wait "$perfpid" 2>/dev/null || true
-	fi
-	grep -q "number of failed transactions: 0" "$out" || { cat "$out" >&2; return 1; }
-	for p in "${!ticks[@]}"; do [ "${ticks[$p]}" -gt "$best" ] && best=${ticks[$p]}; done
-	[ "$best" -gt 0 ] || { echo "sendcpu: no CPU time read for pgbench's backend" >&2; return 1; }
-	awk -v t="$best" -v hz="$(getconf CLK_TCK)" -v n="$CALLS" 'BEGIN {printf "%.0f", t / hz * 1e6 / n}'
-}
-
 declare -A RESULTS
 for round in $(seq 1 "$ROUNDS"); do
 	for dir in "$@"; do

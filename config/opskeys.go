@@ -188,8 +188,8 @@ func (s Settings) redactedOps(m map[string]any) {
 	m["mqtts_client_ca"] = s.MQTTSClientCA
 	m["mqtts_client_auth"] = s.MQTTSClientAuth
 	m["proxy_protocol"] = s.ProxyProtocol
-	m["proxy_protocol_trusted"] = prefixStrings(s.ProxyTrusted)
-	m["forwarded_trusted"] = prefixStrings(s.ForwardedTrusted)
+	m["proxy_protocol_trusted"] = PrefixStrings(s.ProxyTrusted)
+	m["forwarded_trusted"] = PrefixStrings(s.ForwardedTrusted)
 	m["metrics_addr"] = s.MetricsAddr
 	m["jwks_url"] = s.JWKSURL
 	m["jwks_refresh_interval"] = s.JWKSRefresh.String()
@@ -221,7 +221,9 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func prefixStrings(ps []netip.Prefix) []string {
+// PrefixStrings spells networks as the settings take them, for logs and
+// the redacted settings.
+func PrefixStrings(ps []netip.Prefix) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
 		out[i] = p.String()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -287,11 +286,11 @@ func (s *Server) shutdownOps(ctx context.Context) {
 func (s *Server) logListeners(st config.Settings) {
 	proxy := ""
 	if st.ProxyProtocol {
-		proxy = "; PROXY protocol from " + prefixList(st.ProxyTrusted)
+		proxy = "; PROXY protocol from " + strings.Join(config.PrefixStrings(st.ProxyTrusted), ", ")
 	}
 	web := "HTTP API /v1, web client /, MQTT over WebSocket /mqtt, /healthz, /readyz"
 	if len(st.ForwardedTrusted) > 0 {
-		web = strings.Replace(web, "/mqtt", "/mqtt (client addresses from the X-Forwarded-For of "+prefixList(st.ForwardedTrusted)+")", 1)
+		web = strings.Replace(web, "/mqtt", "/mqtt (client addresses from the X-Forwarded-For of "+strings.Join(config.PrefixStrings(st.ForwardedTrusted), ", ")+")", 1)
 	}
 	if st.MetricsAddr == "" {
 		web += ", /metrics"
@@ -355,12 +354,4 @@ func (s *Server) WebURL() string {
 		host = "localhost"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port) + "/"
-}
-
-func prefixList(ps []netip.Prefix) string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.String()
-	}
-	return strings.Join(out, ", ")
 }

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# bench/sendvariants.sh — versions of chat_send_batch against each other on
+# one database (docs/benchmarks.md, "the lifecycle as the send function now
+# runs it").
+#
+#   bench/sendvariants.sh VARIANT [VARIANT ...]
+#   bench/sendvariants.sh migrations/functions.sql 979424e:migrations/functions.sql
+#
+# A VARIANT is a SQL file that replaces chat_send_batch (CREATE OR REPLACE),
+# or REV:PATH, a file as git holds it at REV, of which only
+# chat_send_batch is applied (the other functions of an old file would
+# not fit this schema). Before the message lifecycle (979424e and older)
+# it took four arrays and left msg_no, a column the lifecycle added as NOT
+# NULL, unset: such a function is given msg_no = seq, so it runs on this
+# schema, and is called with four arrays (both signatures coexist, so
+# variants of either kind take turns).
+#
+# Builds and starts this checkout's chatd once (fresh embedded PostgreSQL,
+# fsync on), creates BATCH direct conversations with chatbench, then for
+# ROUNDS rounds applies each file in turn and runs pgbench: CALLS calls of
+# chat_send_batch with BATCH 100-byte messages, one into each conversation,
+# one client, synchronous_commit off. It prints the pgbench backend's CPU
+# per call (utime + stime from /proc) for every pass and the medians.
+# PSS=1 loads pg_stat_statements (track = all) and prints, per pass, the
+# time of the function's statements (decide = the judging statement,
+# write = the one that writes the entries). Tunables: ROUNDS=6 CALLS=400 BATCH=64; keep
+# a pass a second or longer (more CALLS for small batches, e.g. BATCH=2
+# CALLS=3000): the backend is found by sampling, and its CPU is counted
+# in clock ticks.
+set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: bench/sendvariants.sh VARIANT [VARIANT ...]" >&2; exit 2; }
+ROUNDS=${ROUNDS:-6}
+CALLS=${CALLS:-400}
+BATCH=${BATCH:-64}
+MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21963}
+HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21960}
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_init sendvariants
+files=()
+for v in "$@"; do
+	f=$WORK/$(tr '/:' '__' <<<"$v")
+	if [ -f "$v" ]; then
+		cp "$v" "$f"
+	elif git cat-file -e "$v" 2>/dev/null; then
+		git show "$v" | sed -n '/^CREATE OR REPLACE FUNCTION chat_send_batch/,/^\$\$;/p' >"$f"
+		[ -s "$f" ] || { echo "sendvariants: $v defines no chat_send_batch" >&2; exit 2; }
+		if grep -q 'FUNCTION chat_send_batch(p_conv bigint\[\], p_sender bigint\[\], p_id uuid\[\], p_body text\[\])' "$f"; then
+			sed -i '1i -- call4' "$f"
+			sed -i 's/INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at)/INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, msg_no)/; s/SELECT t.c, t.q, t.s, t.id, t.b, v_at$/SELECT t.c, t.q, t.s, t.id, t.b, v_at, t.q/' "$f"
+			grep -q 'created_at, msg_no)' "$f" || { echo "sendvariants: $v: could not give its message insert msg_no" >&2; exit 2; }
+		fi
+	else
+		echo "sendvariants: $v is neither a file nor REV:PATH" >&2
+		exit 2
+	fi
+	files+=("$f")
+done
+refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
+export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
+	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench
+start_chatd run >/dev/null
+if [ -n "${PSS:-}" ]; then
+	stop_chatd
+	printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n" >>"$CHATD_DIR/data/pg/postgresql.auto.conf"
+	start_chatd run >/dev/null
+	"$PSQL" "$DBURL" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+fi
+"$WORK/bin/chatbench" -clients "$((BATCH < 20 ? 40 : BATCH))" -conversations "$BATCH" -direct 1 -rate 100 -duration 2s -progress off \
+	-broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" -data-dir "$CHATD_DIR/data" -json >/dev/null 2>&1 || true
+pairs="FROM (SELECT DISTINCT ON (conversation_id) conversation_id c, user_id u FROM conversation_member ORDER BY conversation_id, user_id LIMIT $BATCH) x"
+n=$("$PSQL" "$DBURL" -Atc "SELECT count(*) $pairs")
+[ "$n" = "$BATCH" ] || { echo "sendvariants: chatbench made $n conversations, want $BATCH" >&2; exit 1; }
+arr() { echo "ARRAY[' || string_agg($1, ',') || ']"; }
+"$PSQL" "$DBURL" -Atc "SELECT 'SELECT * FROM chat_send_batch($(arr "quote_literal('message')")::text[], $(arr 'c::text')::bigint[], $(arr 'u::text')::bigint[], $(arr "'gen_random_uuid()'")::uuid[], $(arr "quote_literal(repeat('x', 100))")::text[], $(arr "'0'")::bigint[], $(arr "'NULL'")::bigint[], $(arr "'NULL'")::bigint[], $(arr "'NULL'")::text[], $(arr "'false'")::boolean[], NULL, NULL);' $pairs" >"$WORK/send.sql"
+"$PSQL" "$DBURL" -Atc "SELECT 'SELECT * FROM chat_send_batch($(arr 'c::text')::bigint[], $(arr 'u::text')::bigint[], $(arr "'gen_random_uuid()'")::uuid[], $(arr "quote_literal(repeat('x', 100))")::text[]);' $pairs" >"$WORK/send4.sql"
+
+# pass FILE: applies FILE, then prints the pgbench backend's CPU µs per call.
+pass() {
+	local script=$WORK/send.sql
+	head -1 "$1" | grep -q call4 && script=$WORK/send4.sql
+	"$PSQL" "$DBURL" -q -v ON_ERROR_STOP=1 -f "$1" >/dev/null
+	[ -n "${PSS:-}" ] && "$PSQL" "$DBURL" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
+	backend_cpu_per_call "$script"
+}
+
+statements() {
+	"$PSQL" "$DBURL" -Atc "SELECT string_agg(CASE WHEN query LIKE 'WITH req%' THEN 'decide' WHEN query LIKE 'WITH fresh%' OR query LIKE 'WITH ins%' THEN 'write' WHEN query LIKE 'SELECT * FROM chat_send_batch%' THEN 'total' ELSE 'other' END || '=' || round((total_exec_time / calls * 1000)::numeric), ' ' ORDER BY total_exec_time DESC) FROM pg_stat_statements WHERE calls >= $CALLS AND calls < $CALLS * 2 AND total_exec_time / calls > 0.005"
+}
+
+for f in "${files[@]}"; do pass "$f" >/dev/null; done # warm-up
+declare -A RESULTS
+echo "file round µs-CPU-per-call-of-$BATCH [statements, µs wall]"
+for round in $(seq 1 "$ROUNDS"); do
+	for f in "${files[@]}"; do
+		us=$(pass "$f")
+		RESULTS[$f]="${RESULTS[$f]:-} $us"
+		printf '%-28s %2d %6s %s\n' "${f##*/}" "$round" "$us" "$([ -n "${PSS:-}" ] && statements || true)"
+	done
+done
+echo
+echo "medians over $ROUNDS rounds (µs of the backend's CPU per call of $BATCH messages):"
+for f in "${files[@]}"; do
+	printf '  %-28s %s   (%s)\n' "${f##*/}" "$(tr ' ' '\n' <<<"${RESULTS[$f]}" | grep . | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')" "${RESULTS[$f]# }"
+done
