@@ -186,7 +186,9 @@ func TestClientPagingHistoryKeepsAcknowledgingDeliveries(t *testing.T) {
 	}
 	// Three windows' worth (the default window is 64).
 	const n = 200
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
 		for i := range n {
 			if _, err := sender.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "d"+strconv.Itoa(i))); err != nil {
 				t.Error(err)
@@ -203,4 +205,7 @@ func TestClientPagingHistoryKeepsAcknowledgingDeliveries(t *testing.T) {
 			t.Fatalf("history request: %v", err)
 		}
 	}
+	// Deliveries can reach the reader before the sender's last PUBACKs:
+	// every send is still acknowledged, before the connection goes.
+	<-sent
 }
