@@ -17,6 +17,11 @@
 #     PUBACKs allow for SAT_DURATION: acked msgs/s.
 # Messages carry no attachments: what is measured is what the attachment
 # feature costs sends that do not use it.
+# A directory may also hold send.sql, a chat_send_batch that replaces
+# chatd's own once chatd is ready (before chatbench makes its
+# conversations), so two versions of the send function take turns in the
+# same chatd: e.g. bench/patches/979424e-send-function.sql, the function
+# before the message lifecycle (docs/benchmarks.md).
 # Tunables: ROUNDS=4 LONE_DURATION=10s SAT_DURATION=15s CLIENTS=100
 # CONVERSATIONS=500 BODY=100.
 set -euo pipefail
@@ -34,6 +39,8 @@ for b in "$BASE" "$NEW"; do
 	[ -x "$b/chatd" ] && [ -x "$b/chatbench" ] || { echo "ab.sh: $b must hold chatd and chatbench" >&2; exit 2; }
 done
 command -v jq >/dev/null || { echo "ab.sh: jq is required" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
+find_pgbin
 
 WORK=$(mktemp -d /tmp/chatd-ab.XXXXXX)
 chmod 755 "$WORK"
@@ -57,6 +64,11 @@ one() {
 		curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null 2>&1 && break
 		sleep 0.5
 	done
+	if [ -f "$bin/send.sql" ]; then
+		local pm="$data/pg/postmaster.pid"
+		"$PSQL" "host=$(sed -n 5p "$pm") port=$(sed -n 4p "$pm") user=postgres dbname=chat sslmode=disable" \
+			-q -v ON_ERROR_STOP=1 -f "$bin/send.sql" >/dev/null
+	fi
 	local common=(-broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" -data-dir "$data" -progress off -json -metrics off -body-bytes "$BODY")
 	local lone sat load
 	load=$(cut -d' ' -f1 /proc/loadavg)

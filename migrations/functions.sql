@@ -85,7 +85,9 @@ $f$;
 --     before their join: a reply to, forward of, edit, recall or reaction
 --     of an earlier entry is refused as if it did not exist (7, 10, 12);
 --   - in a direct conversation, a writer the other member blocked writes
---     no message, edit or reaction (a recall is still allowed);
+--     no message, edit or reaction (a recall is still allowed); the
+--     writer's member row says so (peer_blocked, kept with user_block by
+--     the block's writers), so the check costs no lookup;
 --   - (conversation, clientMsgId) is one change: a resend by its sender
 --     answers the stored entry, another sender's (or another change's) is
 --     a conflict; a later message of the batch with an earlier one's
@@ -108,7 +110,7 @@ $f$;
 --   - forward: a copy of the source's attached files (rows of their own,
 --     new ids, the source's blobs, metadata, positions and captions) and
 --     its msg_type; a file the source lost meanwhile (a recall committed
---     between the judging and the writing statement) is not copied;
+--     between the judging statement and the copy) is not copied;
 --   - recall: the message's attachments become recalled and their blobs
 --     are queued for deletion (blob_deletion), in the same transaction;
 --     a blob another live row (a forward's copy) still names is kept;
@@ -129,6 +131,15 @@ $f$;
 -- so (READ COMMITTED, a volatile function: a fresh snapshot per statement)
 -- sees what the previous holder committed.
 --
+-- A batch of plain messages runs three statements: the conversation
+-- locks, the deciding statement (which also writes the entries, last_seq,
+-- watermarks and outbox rows) and the answer. Replies, forwards, edits,
+-- recalls, reactions and attachments are judged and written by statements
+-- of their own that only batches having them run: every statement, and
+-- every lookup in one, costs its executor start-up on each call whether
+-- or not a row needs it (docs/benchmarks.md, "Sends are not slower with
+-- the new kinds").
+--
 -- Every statement looks rows up by key for each element of a small array
 -- (LATERAL ... LIMIT 1 keeps even a plan made on a fresh, unanalyzed
 -- database on the indexes), so cached generic plans are safe, and they save
@@ -147,21 +158,23 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_n    int := cardinality(p_conv);
-    v_rows chat_batch_row[];
-    v_new boolean;
-    v_recall boolean;
-    v_change boolean;    -- an edit, recall or reaction is written
-    v_aerr smallint[];   -- per change: the first failing attachment's outcome
-    v_abad text[];       -- and its upload id
-    v_atype text[];      -- the first attachment's content type
-    -- per change, what its target, recall, reactions and forward source
-    -- are (NULL arrays: a batch with no edit, recall, reaction, reply or
-    -- forward, which never reads them)
-    v_t_kind text[]; v_t_sender bigint[]; v_t_body text[]; v_t_at timestamptz[]; v_t_recalled boolean[];
-    v_recall_seq bigint[]; v_recall_at timestamptz[];
-    v_mine boolean[]; v_mine_distinct bigint[]; v_total bigint[];
-    v_f_member boolean[]; v_f_floor bigint[]; v_f_kind text[]; v_f_sender bigint[]; v_f_body text[];
-    v_f_recalled boolean[]; v_f_msg_type text[];
+    -- Per change, what its attachments are judged to be (NULL arrays: no
+    -- change of the batch has any): the first failing one's outcome and
+    -- upload id, and the first one's content type.
+    v_aerr smallint[]; v_abad text[]; v_atype text[];
+    -- Per change, what the rules of replies, forwards, edits, recalls and
+    -- reactions decide (NULL arrays: a batch with none of them, which
+    -- never runs their lookups): v_ref the outcome of those rules (0
+    -- allowed, NULL none apply); the target's or forward source's sender,
+    -- current body and recall; the source's type; the target's earlier
+    -- recall; how many carry a reaction's emoji before the change.
+    v_ref smallint[]; v_ref_sender bigint[]; v_ref_body text[]; v_ref_recalled boolean[]; v_f_msg_type text[];
+    v_recall_seq bigint[]; v_recall_at timestamptz[]; v_total bigint[];
+    -- Per change, the answer: outcome, seq, the stored entry's sender and
+    -- body (a duplicate's) or the forwarded copy's body, time, a
+    -- reaction's count after the change, a message's type.
+    v_status smallint[]; v_seq bigint[]; v_sender bigint[]; v_body text[]; v_at timestamptz[]; v_count int[];
+    v_msg_type text[];
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
@@ -212,23 +225,44 @@ BEGIN
         ) v;
     END IF;
 
-    -- What an edit, recall, reaction, reply or forward is judged against,
-    -- after the locks: apart from the deciding statement, so that a batch
-    -- of plain messages never opens these lookups (each costs its executor
-    -- start-up on every call, whether or not a row needs it).
+    -- The rules of replies, forwards, edits, recalls and reactions, after
+    -- the locks, apart from the deciding statement: a batch of plain
+    -- messages never runs them (every lookup a statement holds costs its
+    -- executor start-up on every call, whether or not a row needs it).
+    -- Whether the writer is a member, blocked, or repeating a change is
+    -- the deciding statement's, which judges first.
     IF p_kind && ARRAY['edit', 'recall', 'reaction'] OR COALESCE(0 < ANY (p_target), false)
        OR cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
-        SELECT array_agg(tg.kind ORDER BY r.ord), array_agg(tg.sender_id ORDER BY r.ord), array_agg(tg.body ORDER BY r.ord),
-               array_agg(tg.created_at ORDER BY r.ord), array_agg(tg.recalled_at IS NOT NULL ORDER BY r.ord),
-               array_agg(rc.seq ORDER BY r.ord), array_agg(rc.created_at ORDER BY r.ord),
-               array_agg(rx.mine ORDER BY r.ord), array_agg(rx.mine_distinct ORDER BY r.ord), array_agg(rx.total ORDER BY r.ord),
-               array_agg(fm.ok IS NOT NULL ORDER BY r.ord), array_agg(fm.floor ORDER BY r.ord), array_agg(fsrc.kind ORDER BY r.ord),
-               array_agg(fsrc.sender_id ORDER BY r.ord), array_agg(fsrc.body ORDER BY r.ord),
-               array_agg(fsrc.recalled_at IS NOT NULL ORDER BY r.ord), array_agg(fsrc.msg_type ORDER BY r.ord)
-        INTO v_t_kind, v_t_sender, v_t_body, v_t_at, v_t_recalled, v_recall_seq, v_recall_at, v_mine, v_mine_distinct,
-             v_total, v_f_member, v_f_floor, v_f_kind, v_f_sender, v_f_body, v_f_recalled, v_f_msg_type
-        FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji)
-             WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, ord)
+        SELECT array_agg((CASE
+                   WHEN r.k = 'message' AND r.fc IS NOT NULL AND fm.ok IS NULL THEN 11
+                   WHEN r.k = 'message' AND r.fc IS NOT NULL
+                        AND (fsrc.kind IS DISTINCT FROM 'message' OR fsrc.recalled_at IS NOT NULL OR r.fs <= fm.floor) THEN 12
+                   WHEN r.k = 'message' AND r.tgt > 0 AND (tg.kind IS DISTINCT FROM 'message' OR r.tgt <= mb.floor) THEN 10
+                   WHEN r.k NOT IN ('edit', 'recall', 'reaction') THEN NULL
+                   WHEN tg.kind IS DISTINCT FROM 'message' OR r.tgt <= mb.floor THEN 7
+                   WHEN r.k = 'recall' AND tg.recalled_at IS NOT NULL THEN 6
+                   WHEN tg.recalled_at IS NOT NULL THEN 8
+                   WHEN r.k = 'edit' AND (tg.sender_id <> r.s
+                                          OR (p_edit_window IS NOT NULL AND clock_timestamp() > tg.created_at + p_edit_window)) THEN 9
+                   WHEN r.k = 'recall' AND NOT ((tg.sender_id = r.s AND (p_recall_window IS NULL OR clock_timestamp() <= tg.created_at + p_recall_window))
+                                                OR (mb.type = 'GROUP' AND mb.role IN ('owner', 'admin'))) THEN 9
+                   WHEN r.k = 'reaction' AND COALESCE(rx.mine, false) = r.is_on THEN 5
+                   WHEN r.k = 'reaction' AND r.is_on AND rx.mine_distinct >= 20 THEN 13
+                   ELSE 0 END)::smallint ORDER BY r.ord),
+               array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.sender_id ELSE tg.sender_id END ORDER BY r.ord),
+               array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.body ELSE tg.body END ORDER BY r.ord),
+               array_agg(tg.recalled_at IS NOT NULL ORDER BY r.ord), array_agg(fsrc.msg_type ORDER BY r.ord),
+               array_agg(rc.seq ORDER BY r.ord), array_agg(rc.created_at ORDER BY r.ord), array_agg(rx.total ORDER BY r.ord)
+        INTO v_ref, v_ref_sender, v_ref_body, v_ref_recalled, v_f_msg_type, v_recall_seq, v_recall_at, v_total
+        FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on)
+             WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, is_on, ord)
+        -- The writer's role and, in a group that shows members only what
+        -- came after their join, the seq at and below which they reach
+        -- nothing (the floor).
+        LEFT JOIN LATERAL (SELECT m.role, c.type,
+                                  CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
+                           FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+                           WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at FROM message m
                            WHERE r.tgt > 0 AND m.conversation_id = r.c AND m.seq = r.tgt LIMIT 1) tg ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM message m WHERE r.k = 'recall' AND m.conversation_id = r.c
@@ -237,43 +271,35 @@ BEGIN
                                   count(DISTINCT x.emoji) FILTER (WHERE x.user_id = r.s) AS mine_distinct,
                                   count(*) FILTER (WHERE x.emoji = r.emoji) AS total
                            FROM reaction x WHERE r.k = 'reaction' AND x.conversation_id = r.c AND x.seq = r.tgt) rx ON true
-        LEFT JOIN LATERAL (SELECT true AS ok,
-                                  CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
+        LEFT JOIN LATERAL (SELECT true AS ok, CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
                            FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.user_id = r.s LIMIT 1) fm ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at, m.msg_type FROM message m
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true;
     END IF;
 
+    -- The deciding statement judges every change and writes every table
+    -- each new entry touches: each statement of a function costs its own
+    -- executor start-up, most of what a small batch costs PostgreSQL. Its
+    -- parts share one snapshot, taken after the locks; none reads what
+    -- another writes. Member rows are locked in (conversation, user)
+    -- order before they are updated (lk feeds the update whatever join the
+    -- planner picks).
     WITH req AS (
         SELECT t.ord, t.k, t.c, t.s, t.id, t.b, t.tgt, t.fc, t.fs, t.emoji, t.is_on, t.att
         FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_attach)
              WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, att, ord)
     ), cls AS (
         -- What each change is judged against.
-        SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, cv.type AS ctype, mb.role,
-               CASE WHEN cv.type = 'GROUP' AND cv.history_visible = 'joined' THEN mb.join_seq ELSE 0 END AS floor,
-               blk.yes IS NOT NULL AS blocked,
+        SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, mb.role,
+               mb.peer_blocked AND r.k IN ('message', 'edit', 'reaction') AS blocked,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.kind AS st_kind, st.target_seq AS st_target, st.msg_type AS st_msg_type,
-               v_t_kind[r.ord::int] AS t_kind, v_t_sender[r.ord::int] AS t_sender, v_t_body[r.ord::int] AS t_body,
-               v_t_at[r.ord::int] AS t_at, COALESCE(v_t_recalled[r.ord::int], false) AS t_recalled,
-               v_recall_seq[r.ord::int] AS recall_seq, v_recall_at[r.ord::int] AS recall_at,
-               COALESCE(v_mine[r.ord::int], false) AS mine, COALESCE(v_mine_distinct[r.ord::int], 0) AS mine_distinct,
-               COALESCE(v_total[r.ord::int], 0) AS total,
-               COALESCE(v_f_member[r.ord::int], false) AS f_member, v_f_floor[r.ord::int] AS f_floor,
-               v_f_kind[r.ord::int] AS f_kind, v_f_sender[r.ord::int] AS f_sender, v_f_body[r.ord::int] AS f_body,
-               COALESCE(v_f_recalled[r.ord::int], false) AS f_recalled, v_f_msg_type[r.ord::int] AS f_msg_type,
-               v_aerr[r.ord::int] AS a_err, v_abad[r.ord::int] AS a_bad, v_atype[r.ord::int] AS a_type
+               st.kind AS st_kind, st.target_seq AS st_target, st.msg_type AS st_msg_type
         FROM req r
-        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count, c.type, c.history_visible FROM conversation c
+        LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count FROM conversation c
                            WHERE c.id = r.c LIMIT 1) cv ON true
-        LEFT JOIN LATERAL (SELECT m.role, m.join_seq FROM conversation_member m
+        LEFT JOIN LATERAL (SELECT m.role, m.peer_blocked FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT true AS yes FROM conversation_member o
-                           JOIN user_block b ON b.blocker_id = o.user_id AND b.blocked_id = r.s
-                           WHERE cv.type = 'DIRECT' AND r.k IN ('message', 'edit', 'reaction')
-                             AND o.conversation_id = r.c AND o.user_id <> r.s LIMIT 1) blk ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), judged AS (
@@ -284,26 +310,12 @@ BEGIN
                 CASE WHEN x.st_sender = x.s AND x.st_kind = x.k AND (x.k IN ('message', 'system') OR x.st_target = x.tgt) THEN 1 ELSE 2 END
             WHEN x.k = 'system' THEN 0
             WHEN x.blocked THEN 22
-            WHEN x.k = 'message' AND x.fc IS NOT NULL AND NOT x.f_member THEN 11
-            WHEN x.k = 'message' AND x.fc IS NOT NULL AND (x.f_kind IS DISTINCT FROM 'message' OR x.f_recalled OR x.fs <= x.f_floor) THEN 12
-            WHEN x.k = 'message' AND x.tgt > 0 AND (x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor) THEN 10
-            WHEN x.k = 'message' AND x.a_err IS NOT NULL THEN x.a_err
-            WHEN x.k = 'message' THEN 0
-            WHEN x.t_kind IS DISTINCT FROM 'message' OR x.tgt <= x.floor THEN 7
-            WHEN x.k = 'recall' AND x.t_recalled THEN 6
-            WHEN x.t_recalled THEN 8
-            WHEN x.k = 'edit' AND (x.t_sender <> x.s
-                                   OR (p_edit_window IS NOT NULL AND clock_timestamp() > x.t_at + p_edit_window)) THEN 9
-            WHEN x.k = 'recall' AND NOT ((x.t_sender = x.s AND (p_recall_window IS NULL OR clock_timestamp() <= x.t_at + p_recall_window))
-                                         OR (x.ctype = 'GROUP' AND x.role IN ('owner', 'admin'))) THEN 9
-            WHEN x.k = 'reaction' AND x.mine = x.is_on THEN 5
-            WHEN x.k = 'reaction' AND x.is_on AND x.mine_distinct >= 20 THEN 13
-            ELSE 0 END)::smallint AS pre
+            ELSE COALESCE(v_ref[x.ord::int], v_aerr[x.ord::int], 0) END)::smallint AS pre
         FROM cls x
     ), firsts AS (
-        -- The first new message of each clientMsgId is new; later ones of
+        -- The first new change of each clientMsgId is new; later ones of
         -- the batch repeat it (or conflict). A conversation with a change
-        -- of another kind has nothing else in the batch.
+        -- of another kind than message has nothing else in the batch.
         SELECT j.*,
                count(*) FILTER (WHERE j.pre = 0) OVER byid AS nth,
                (array_agg(j.s) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_s,
@@ -324,146 +336,136 @@ BEGIN
         -- Times follow seq order: never before a conversation's previous
         -- message, whatever the clocks did.
         SELECT GREATEST(clock_timestamp(), max(x.last_message_at)) AS at FROM cls x
-    )
-    SELECT array_agg(ROW(
-               q.ord, q.k, q.c, q.s, q.id,
-               CASE WHEN q.fc IS NOT NULL THEN q.f_body ELSE q.b END,
-               q.tgt, q.emoji, q.is_on, q.status,
-               CASE WHEN q.status = 6 THEN q.recall_seq ELSE COALESCE(q.st_seq, q.new_seq) END,
-               q.run_msg, k.at,
-               COALESCE(q.st_sender, q.first_s),
-               CASE WHEN q.status = 0 THEN NULL ELSE COALESCE(q.st_body, q.first_b) END,
-               CASE WHEN q.status = 6 THEN q.recall_at ELSE COALESCE(q.st_at, k.at) END,
-               CASE WHEN q.fc IS NOT NULL THEN q.f_sender ELSE q.t_sender END,
-               CASE WHEN q.status BETWEEN 14 AND 20 THEN q.a_bad
-                    ELSE left(CASE WHEN q.fc IS NOT NULL THEN q.f_body ELSE q.t_body END, 100) END,
-               COALESCE(q.t_recalled, false),
+    ), dec AS MATERIALIZED (
+        -- The answer to each change, and for a new entry what is written.
+        SELECT q.ord, q.k, q.c, q.s, q.id, q.tgt, q.fc, q.fs, q.emoji, q.is_on, q.status, q.run_msg,
+               CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int] ELSE COALESCE(q.st_seq, q.new_seq) END AS seq,
+               COALESCE(q.st_sender, q.first_s) AS o_sender,
+               CASE WHEN q.fc IS NOT NULL THEN v_ref_body[q.ord::int] ELSE q.b END AS body,
+               CASE WHEN q.status = 0 THEN NULL ELSE COALESCE(q.st_body, q.first_b) END AS st_body,
+               CASE WHEN q.status = 6 THEN v_recall_at[q.ord::int] ELSE COALESCE(q.st_at, k.at) END AS at,
                CASE WHEN q.k <> 'reaction' THEN NULL
-                    WHEN q.status = 0 THEN q.total::int + CASE WHEN q.is_on THEN 1 ELSE -1 END
-                    ELSE q.total::int END,
-               q.fc, q.fs, q.f_sender,
-               q.att,
+                    WHEN q.status = 0 THEN COALESCE(v_total[q.ord::int], 0)::int + CASE WHEN q.is_on THEN 1 ELSE -1 END
+                    ELSE COALESCE(v_total[q.ord::int], 0)::int END AS cnt,
                CASE WHEN q.status <> 0 THEN q.st_msg_type
-                    WHEN q.fc IS NOT NULL THEN q.f_msg_type
+                    WHEN q.fc IS NOT NULL THEN v_f_msg_type[q.ord::int]
                     WHEN q.att IS NULL THEN NULL
-                    WHEN q.a_type LIKE 'image/%' THEN 'image' WHEN q.a_type LIKE 'audio/%' THEN 'audio'
-                    WHEN q.a_type LIKE 'video/%' THEN 'video' ELSE 'file' END)::chat_batch_row ORDER BY q.ord)
-    INTO v_rows
-    FROM seqs q CROSS JOIN clock k;
-
-    SELECT COALESCE(bool_or(f.status = 0), false), COALESCE(bool_or(f.status = 0 AND f.kind = 'recall'), false),
-           COALESCE(bool_or(f.status = 0 AND f.kind IN ('edit', 'recall', 'reaction')), false)
-    INTO v_new, v_recall, v_change FROM unnest(v_rows) f;
-    IF v_new THEN
-        -- One statement writes every table each entry touches: each
-        -- statement of a function costs its own executor start-up, most
-        -- of what a small batch costs PostgreSQL. The sub-statements
-        -- share one snapshot; none reads what another writes. Member
-        -- rows are locked in (conversation, user) order before they are
-        -- updated (lk feeds the update whatever join the planner picks).
-        WITH fresh AS MATERIALIZED (
-            SELECT * FROM unnest(v_rows) f WHERE f.status = 0
-        ), ins AS (
-            INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, kind, target_seq,
-                                 msg_no, reply_to, forwarded_conversation_id, forwarded_seq, forwarded_sender_id,
-                                 emoji, reaction_on, reaction_count, msg_type)
-            SELECT f.conv, f.seq, f.sender, f.id, CASE WHEN f.kind IN ('message', 'edit', 'system') THEN f.body ELSE '' END,
-                   f.at, f.kind, CASE WHEN f.kind IN ('edit', 'recall', 'reaction') THEN f.target END, f.msg_no,
-                   CASE WHEN f.kind = 'message' AND f.target > 0 THEN f.target END,
-                   f.fwd_conv, f.fwd_seq, f.fwd_sender,
-                   CASE WHEN f.kind = 'reaction' THEN f.emoji END, CASE WHEN f.kind = 'reaction' THEN f.is_on END, f.cnt,
-                   CASE WHEN f.kind = 'message' THEN f.msg_type END
-            FROM fresh f
-        ), conv AS (
-            UPDATE conversation c SET last_seq = u.last,
-                   last_message_at = CASE WHEN u.msgs > 0 THEN u.at ELSE c.last_message_at END,
-                   last_message_seq = COALESCE(u.last_msg, c.last_message_seq),
-                   message_count = c.message_count + u.msgs
-            FROM (SELECT f.conv, max(f.seq) AS last, max(f.seq) FILTER (WHERE f.kind = 'message') AS last_msg,
-                         count(*) FILTER (WHERE f.kind = 'message') AS msgs, max(f.at) AS at
-                  FROM fresh f GROUP BY f.conv) u
-            WHERE c.id = u.conv
-        ), lk AS MATERIALIZED (
-            SELECT w.conv, w.sender, w.q
-            FROM (SELECT f.conv, f.sender, max(f.seq) AS q FROM fresh f WHERE f.kind <> 'system'
-                  GROUP BY f.conv, f.sender ORDER BY f.conv, f.sender) w
-            CROSS JOIN LATERAL (SELECT 1 FROM conversation_member m
-                                WHERE m.conversation_id = w.conv AND m.user_id = w.sender LIMIT 1 FOR UPDATE) l
-        ), reader AS (
-            UPDATE conversation_member m SET last_read_seq = GREATEST(m.last_read_seq, lk.q)
-            FROM lk
-            WHERE m.conversation_id = lk.conv AND m.user_id = lk.sender
-        )
-        INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
-        SELECT f.conv::text, CASE f.kind WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
-                                        WHEN 'recall' THEN 'message.recalled' WHEN 'system' THEN 'system.new'
-                                        ELSE 'reaction.updated' END,
-               f.conv, f.seq, NULLIF(p_traceparent[f.ord], ''), NULLIF(p_tracestate[f.ord], '')
+                    WHEN v_atype[q.ord::int] LIKE 'image/%' THEN 'image' WHEN v_atype[q.ord::int] LIKE 'audio/%' THEN 'audio'
+                    WHEN v_atype[q.ord::int] LIKE 'video/%' THEN 'video' ELSE 'file' END AS msg_type
+        FROM seqs q CROSS JOIN clock k
+    ), fresh AS (
+        SELECT d.* FROM dec d WHERE d.status = 0
+    ), ins AS (
+        INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, kind, target_seq,
+                             msg_no, reply_to, forwarded_conversation_id, forwarded_seq, forwarded_sender_id,
+                             emoji, reaction_on, reaction_count, msg_type)
+        SELECT f.c, f.seq, f.s, f.id, CASE WHEN f.k IN ('message', 'edit', 'system') THEN f.body ELSE '' END,
+               f.at, f.k, CASE WHEN f.k IN ('edit', 'recall', 'reaction') THEN f.tgt END, f.run_msg,
+               CASE WHEN f.k = 'message' AND f.tgt > 0 THEN f.tgt END,
+               f.fc, f.fs, CASE WHEN f.fc IS NOT NULL THEN v_ref_sender[f.ord::int] END,
+               CASE WHEN f.k = 'reaction' THEN f.emoji END, CASE WHEN f.k = 'reaction' THEN f.is_on END, f.cnt,
+               CASE WHEN f.k = 'message' THEN f.msg_type END
         FROM fresh f
-        ORDER BY f.ord;
-    END IF;
+    ), conv AS (
+        UPDATE conversation c SET last_seq = u.last,
+               last_message_at = CASE WHEN u.msgs > 0 THEN u.at ELSE c.last_message_at END,
+               last_message_seq = COALESCE(u.last_msg, c.last_message_seq),
+               message_count = c.message_count + u.msgs
+        FROM (SELECT f.c, max(f.seq) AS last, max(f.seq) FILTER (WHERE f.k = 'message') AS last_msg,
+                     count(*) FILTER (WHERE f.k = 'message') AS msgs, max(f.at) AS at
+              FROM fresh f GROUP BY f.c) u
+        WHERE c.id = u.c
+    ), lk AS MATERIALIZED (
+        SELECT w.c, w.s, w.q
+        FROM (SELECT f.c, f.s, max(f.seq) AS q FROM fresh f WHERE f.k <> 'system'
+              GROUP BY f.c, f.s ORDER BY f.c, f.s) w
+        CROSS JOIN LATERAL (SELECT 1 FROM conversation_member m
+                            WHERE m.conversation_id = w.c AND m.user_id = w.s LIMIT 1 FOR UPDATE) l
+    ), reader AS (
+        UPDATE conversation_member m SET last_read_seq = GREATEST(m.last_read_seq, lk.q)
+        FROM lk
+        WHERE m.conversation_id = lk.c AND m.user_id = lk.s
+    ), ob AS (
+        INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
+        SELECT f.c::text, CASE f.k WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
+                                   WHEN 'recall' THEN 'message.recalled' WHEN 'system' THEN 'system.new'
+                                   ELSE 'reaction.updated' END,
+               f.c, f.seq, NULLIF(p_traceparent[f.ord::int], ''), NULLIF(p_tracestate[f.ord::int], '')
+        FROM fresh f
+        ORDER BY f.ord
+    )
+    SELECT array_agg(d.status ORDER BY d.ord), array_agg(d.seq ORDER BY d.ord), array_agg(d.o_sender ORDER BY d.ord),
+           array_agg(CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END ORDER BY d.ord),
+           array_agg(d.at ORDER BY d.ord), array_agg(d.cnt ORDER BY d.ord),
+           array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord)
+    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type
+    FROM dec d;
 
     -- What edits, recalls and reactions do to their targets is written
-    -- apart, and only by batches that have them, for the reason
-    -- attachments are (below): a batch of messages neither opens the
-    -- reaction table nor updates message rows. A conversation with such a
-    -- change has nothing else in the batch (firsts), so this statement
-    -- touches no row the one before wrote.
-    IF v_change THEN
+    -- apart, and only by batches that have them, for the reason the
+    -- lookups are: a batch of messages neither opens the reaction table
+    -- nor updates message rows. A conversation with such a change has
+    -- nothing else in the batch (firsts), so this statement touches no
+    -- row the one before wrote.
+    IF p_kind && ARRAY['edit', 'recall', 'reaction'] THEN
         WITH fresh AS MATERIALIZED (
-            SELECT * FROM unnest(v_rows) f WHERE f.status = 0 AND f.kind IN ('edit', 'recall', 'reaction')
+            SELECT f.* FROM unnest(p_kind, p_conv, p_sender, p_body, p_target, p_emoji, p_on, v_status, v_at)
+                            AS f(k, c, s, b, tgt, emoji, is_on, status, at)
+            WHERE f.status = 0 AND f.k IN ('edit', 'recall', 'reaction')
         ), edited AS (
-            UPDATE message m SET body = f.body, edited_at = f.at
-            FROM fresh f WHERE f.kind = 'edit' AND m.conversation_id = f.conv AND m.seq = f.target
+            UPDATE message m SET body = f.b, edited_at = f.at
+            FROM fresh f WHERE f.k = 'edit' AND m.conversation_id = f.c AND m.seq = f.tgt
         ), recalled AS (
             -- The message and every edit of it lose their bodies.
-            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.sender
+            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.s
             FROM fresh f
-            WHERE f.kind = 'recall' AND m.conversation_id = f.conv
-              AND (m.seq = f.target OR (m.target_seq = f.target AND m.kind = 'edit'))
+            WHERE f.k = 'recall' AND m.conversation_id = f.c
+              AND (m.seq = f.tgt OR (m.target_seq = f.tgt AND m.kind = 'edit'))
         ), unreacted AS (
             DELETE FROM reaction x USING fresh f
-            WHERE x.conversation_id = f.conv AND x.seq = f.target
-              AND (f.kind = 'recall' OR (f.kind = 'reaction' AND NOT f.is_on AND x.user_id = f.sender AND x.emoji = f.emoji))
+            WHERE x.conversation_id = f.c AND x.seq = f.tgt
+              AND (f.k = 'recall' OR (f.k = 'reaction' AND NOT f.is_on AND x.user_id = f.s AND x.emoji = f.emoji))
         )
         INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
-        SELECT f.conv, f.target, f.sender, f.emoji, f.at FROM fresh f WHERE f.kind = 'reaction' AND f.is_on;
+        SELECT f.c, f.tgt, f.s, f.emoji, f.at FROM fresh f WHERE f.k = 'reaction' AND f.is_on;
     END IF;
 
     -- Attachments are written apart, and only by batches that have them:
     -- every table a statement writes costs its executor start-up (opening
     -- the table and its indexes) even when no row changes, and a send
     -- without files must not pay for them.
-    IF v_new AND p_types IS NOT NULL THEN
+    IF p_types IS NOT NULL AND p_attach IS NOT NULL THEN
         UPDATE attachment t SET state = 'attached', seq = f.seq, position = j.pos,
                caption = NULLIF(j.e->>'caption', '')
-        FROM unnest(v_rows) f CROSS JOIN LATERAL jsonb_array_elements(f.att) WITH ORDINALITY AS j(e, pos)
-        WHERE f.status = 0 AND f.kind = 'message' AND f.att IS NOT NULL AND t.id = j.e->>'uploadId';
+        FROM unnest(p_kind, p_attach, v_status, v_seq) AS f(k, att, status, seq)
+        CROSS JOIN LATERAL jsonb_array_elements(f.att) WITH ORDINALITY AS j(e, pos)
+        WHERE f.status = 0 AND f.k = 'message' AND f.att IS NOT NULL AND t.id = j.e->>'uploadId';
     END IF;
     -- A forward's files are copies of its source's rows, naming the same
     -- blobs. Only batches with a forward run this (an expression on the
     -- arguments decides, not a statement).
-    IF v_new AND cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
+    IF cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
         INSERT INTO attachment (id, blob_key, uploader_id, conversation_id, name, declared_type, declared_size, state,
                                 created_at, url_expires_at, completed_at, content_type, size, sha256, width, height,
                                 duration_ms, thumb_state, thumb_width, thumb_height, thumb_size, seq, position, caption)
-        SELECT chat_new_upload_id(), a.blob_key, a.uploader_id, f.conv, a.name, a.declared_type, a.declared_size, 'attached',
+        SELECT chat_new_upload_id(), a.blob_key, a.uploader_id, f.c, a.name, a.declared_type, a.declared_size, 'attached',
                f.at, a.url_expires_at, a.completed_at, a.content_type, a.size, a.sha256, a.width, a.height,
                a.duration_ms, a.thumb_state, a.thumb_width, a.thumb_height, a.thumb_size, f.seq, a.position, a.caption
-        FROM unnest(v_rows) f
-        JOIN attachment a ON a.conversation_id = f.fwd_conv AND a.seq = f.fwd_seq AND a.state = 'attached'
-        WHERE f.status = 0 AND f.kind = 'message' AND f.fwd_conv IS NOT NULL AND f.msg_type IS NOT NULL
+        FROM unnest(p_kind, p_conv, p_fwd_conv, p_fwd_seq, v_status, v_seq, v_at, v_msg_type)
+             WITH ORDINALITY AS f(k, c, fc, fs, status, seq, at, msg_type, ord)
+        JOIN attachment a ON a.conversation_id = f.fc AND a.seq = f.fs AND a.state = 'attached'
+        WHERE f.status = 0 AND f.k = 'message' AND f.fc IS NOT NULL AND f.msg_type IS NOT NULL
         ORDER BY f.ord, a.position;
     END IF;
-    IF v_recall THEN
+    IF 'recall' = ANY (p_kind) THEN
         -- A recalled message's files are gone for everyone: the row keeps
         -- only what a fetch needs to answer 410, and the bytes are queued
         -- for deletion (a minute's grace lets a thumbnail being made land
         -- before the deletion, which takes it too).
         WITH unattached AS (
             UPDATE attachment t SET state = 'recalled', name = '', caption = NULL, sha256 = NULL
-            FROM unnest(v_rows) f
-            WHERE f.status = 0 AND f.kind = 'recall' AND t.conversation_id = f.conv AND t.seq = f.target
+            FROM unnest(p_kind, p_conv, p_target, v_status) AS f(k, c, tgt, status)
+            WHERE f.status = 0 AND f.k = 'recall' AND t.conversation_id = f.c AND t.seq = f.tgt
               AND t.seq IS NOT NULL AND t.state = 'attached'
             RETURNING t.blob_key
         )
@@ -472,13 +474,13 @@ BEGIN
         ON CONFLICT (blob_key) DO NOTHING;
     END IF;
 
-    RETURN QUERY SELECT f.status, f.seq, f.st_sender,
-                        CASE WHEN f.status = 0 AND f.fwd_conv IS NOT NULL THEN f.body WHEN f.status = 0 THEN NULL ELSE f.st_body END,
-                        f.st_at, f.t_sender, f.t_snippet, f.t_recalled, f.cnt,
-                        CASE WHEN f.kind = 'message' AND f.status IN (0, 1) THEN f.msg_type END,
-                        CASE WHEN f.kind = 'message' AND f.status IN (0, 1) AND f.msg_type IS NOT NULL
-                             THEN chat_attachments(f.conv, f.seq) END
-                 FROM unnest(v_rows) f ORDER BY f.ord;
+    RETURN QUERY
+        SELECT f.status, f.seq, f.sender, f.body, f.at, v_ref_sender[f.ord::int],
+               CASE WHEN f.status BETWEEN 14 AND 20 THEN v_abad[f.ord::int] ELSE left(v_ref_body[f.ord::int], 100) END,
+               COALESCE(v_ref_recalled[f.ord::int], false), f.cnt, f.msg_type,
+               CASE WHEN f.msg_type IS NOT NULL THEN chat_attachments(f.c, f.seq) END
+        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv)
+             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, ord);
 END;
 $$;
 

@@ -169,6 +169,9 @@ func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conv
 		created bool
 	)
 	err := s.writeTx(ctx, "open direct", func(tx pgx.Tx) ([]chat.Event, error) {
+		if err := lockPair(ctx, tx, low, high); err != nil {
+			return nil, err
+		}
 		if err := refuseBlocked(ctx, tx, peerID, userID); err != nil {
 			return nil, err
 		}
@@ -249,9 +252,13 @@ func createDirect(ctx context.Context, tx pgx.Tx, low, high int64) (id int64, cr
 	if err != nil {
 		return 0, false, fmt.Errorf("claim direct pair: %w", err)
 	}
+	// Each member row says whether the other one blocked them
+	// (peer_blocked, what the send function reads); the caller holds the
+	// pair's lock, so no block of the pair changes meanwhile.
 	if _, err := sp.Exec(ctx, `
-		INSERT INTO conversation_member (conversation_id, user_id, role)
-		VALUES ($1, $2, 'member'), ($1, $3, 'member')`, id, low, high); err != nil {
+		INSERT INTO conversation_member (conversation_id, user_id, role, peer_blocked)
+		VALUES ($1, $2, 'member', EXISTS (SELECT 1 FROM user_block WHERE blocker_id = $3 AND blocked_id = $2)),
+		       ($1, $3, 'member', EXISTS (SELECT 1 FROM user_block WHERE blocker_id = $2 AND blocked_id = $3))`, id, low, high); err != nil {
 		return 0, false, fmt.Errorf("insert members: %w", err)
 	}
 	if err := sp.Commit(ctx); err != nil {

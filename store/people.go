@@ -196,14 +196,53 @@ func (s *Store) SetSettings(ctx context.Context, userID int64, u chat.SettingsUp
 
 // Block records that blockerID blocked blockedID (again is a no-op).
 func (s *Store) Block(ctx context.Context, blockerID, blockedID int64) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, blockerID, blockedID)
-	return classify("block", err)
+	return s.inTx(ctx, "block", func(tx pgx.Tx) error {
+		return setBlock(ctx, tx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			blockerID, blockedID, true)
+	})
 }
 
 // Unblock lifts a block (a missing one is a no-op).
 func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID)
-	return classify("unblock", err)
+	return s.inTx(ctx, "unblock", func(tx pgx.Tx) error {
+		return setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, false)
+	})
+}
+
+// setBlock runs change (a write of user_block's row for the pair) and marks
+// blockedID's member row of the pair's direct conversation, if they have
+// one, with what it leaves: conversation_member.peer_blocked is the copy of
+// user_block that the send function reads.
+func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, blocked bool) error {
+	if err := lockPair(ctx, tx, blockerID, blockedID); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, change, blockerID, blockedID); err != nil {
+		return fmt.Errorf("write block: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE conversation_member m SET peer_blocked = $3
+		FROM direct_pair p
+		WHERE p.user_low = LEAST($1::bigint, $2::bigint) AND p.user_high = GREATEST($1::bigint, $2::bigint)
+		  AND m.conversation_id = p.conversation_id AND m.user_id = $2 AND m.peer_blocked <> $3`,
+		blockerID, blockedID, blocked); err != nil {
+		return fmt.Errorf("mark the direct conversation: %w", err)
+	}
+	return nil
+}
+
+// lockPair serialises, for the rest of the transaction, the writers of a
+// pair of users' blocks and of their direct conversation's creation, so
+// conversation_member.peer_blocked always equals user_block: run at once
+// without it, a block could find no member row to mark while the creation
+// did not see the block yet. The key is a hash of the pair (a collision
+// only makes two unrelated pairs wait for each other).
+func lockPair(ctx context.Context, tx pgx.Tx, a, b int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.pair:' || LEAST($1::bigint, $2::bigint) || ':' || GREATEST($1::bigint, $2::bigint), 0))`,
+		a, b); err != nil {
+		return fmt.Errorf("lock the pair: %w", err)
+	}
+	return nil
 }
 
 // Blocks lists who blockerID blocked, newest first.
