@@ -27,6 +27,14 @@
 # a pass a second or longer (more CALLS for small batches, e.g. BATCH=2
 # CALLS=3000): the backend is found by sampling, and its CPU is counted
 # in clock ticks.
+#
+# PAIRED=CHUNK times the variants inside one backend instead, where the
+# machine's drift (20-60% within minutes here) cancels out: each variant's
+# function is created under a name of its own, and one DO block calls
+# them in turn, CHUNK calls of each (a commit after every call), ROUNDS
+# rounds after a round of warm-up, and prints the wall time in µs per
+# call and commit for every round and over all rounds. E.g. a lone send:
+#   PAIRED=300 BATCH=1 bench/sendvariants.sh migrations/functions.sql bench/patches/979424e-send-function.sql
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/sendvariants.sh VARIANT [VARIANT ...]" >&2; exit 2; }
 ROUNDS=${ROUNDS:-6}
@@ -75,6 +83,61 @@ n=$("$PSQL" "$DBURL" -Atc "SELECT count(*) $pairs")
 arr() { echo "ARRAY[' || string_agg($1, ',') || ']"; }
 "$PSQL" "$DBURL" -Atc "SELECT 'SELECT * FROM chat_send_batch($(arr "quote_literal('message')")::text[], $(arr 'c::text')::bigint[], $(arr 'u::text')::bigint[], $(arr "'gen_random_uuid()'")::uuid[], $(arr "quote_literal(repeat('x', 100))")::text[], $(arr "'0'")::bigint[], $(arr "'NULL'")::bigint[], $(arr "'NULL'")::bigint[], $(arr "'NULL'")::text[], $(arr "'false'")::boolean[], NULL, NULL);' $pairs" >"$WORK/send.sql"
 "$PSQL" "$DBURL" -Atc "SELECT 'SELECT * FROM chat_send_batch($(arr 'c::text')::bigint[], $(arr 'u::text')::bigint[], $(arr "'gen_random_uuid()'")::uuid[], $(arr "quote_literal(repeat('x', 100))")::text[]);' $pairs" >"$WORK/send4.sql"
+
+# paired: every variant under a name of its own, timed in turn by one DO
+# block (PAIRED above).
+paired() {
+	local i=0 f fn calls="" names=()
+	for f in "${files[@]}"; do
+		i=$((i + 1))
+		fn=chat_send_batch_v$i
+		sed -n '/^CREATE OR REPLACE FUNCTION chat_send_batch(/,/^\$\$;/p' "$f" | sed "1s/chat_send_batch(/$fn(/" >"$WORK/v$i.sql"
+		"$PSQL" "$DBURL" -q -v ON_ERROR_STOP=1 -f "$WORK/v$i.sql"
+		local args="k, c, u, ids(), b, t, fc, fs, e, o, NULL, NULL"
+		head -1 "$f" | grep -q call4 && args="c, u, ids(), b"
+		names+=("v$i=${f##*/}")
+		calls+="
+		t0 := clock_timestamp();
+		FOR i IN 1..$PAIRED LOOP
+			PERFORM * FROM $fn(${args//ids()/array(SELECT gen_random_uuid() FROM generate_series(1, $BATCH))});
+			COMMIT;
+		END LOOP;
+		us := extract(epoch FROM clock_timestamp() - t0) * 1e6 / $PAIRED;
+		line := line || ' v$i=' || round(us);
+		IF r > 0 THEN tot[$i] := COALESCE(tot[$i], 0) + us; END IF;"
+	done
+	echo "variants: ${names[*]}"
+	echo "round µs-per-call-and-commit-of-$BATCH (wall, in the backend; round 0 is the warm-up)"
+	"$PSQL" "$DBURL" -q -v ON_ERROR_STOP=1 <<SQL 2>&1 | sed -n 's/.*NOTICE: *//p'
+SET synchronous_commit = off;
+SET chat.defer_notify = on;
+DO \$\$
+DECLARE
+	t0 timestamptz; us float8; line text; tot float8[] := '{}';
+	k text[]; c bigint[]; u bigint[]; b text[]; t bigint[]; fc bigint[]; fs bigint[]; e text[]; o boolean[];
+BEGIN
+	SELECT array_agg('message'::text), array_agg(x.c), array_agg(x.u), array_agg(repeat('x', 100)), array_agg(0::bigint),
+	       array_agg(NULL::bigint), array_agg(NULL::bigint), array_agg(NULL::text), array_agg(false)
+	INTO k, c, u, b, t, fc, fs, e, o
+	$pairs;
+	FOR r IN 0..$ROUNDS LOOP
+		line := r::text;
+		$calls
+		RAISE NOTICE '%', line;
+	END LOOP;
+	line := 'mean over the rounds:';
+	FOR i IN 1..cardinality(tot) LOOP
+		line := line || ' v' || i || '=' || round(tot[i] / $ROUNDS);
+	END LOOP;
+	RAISE NOTICE '%', line;
+END
+\$\$;
+SQL
+}
+if [ -n "${PAIRED:-}" ]; then
+	paired
+	exit 0
+fi
 
 # pass FILE: applies FILE, then prints the pgbench backend's CPU µs per call.
 pass() {
