@@ -192,8 +192,9 @@ var (
 	buildErr  error
 )
 
-// chatdBinary builds cmd/chatd once per test binary (without the race
-// detector: the subprocess is the server under test, not the test).
+// chatdBinary builds cmd/chatd and the fleet once per test binary (without
+// the race detector: chatd is the server under test and the fleet its
+// load, not the test) and returns chatd's path.
 func chatdBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -201,9 +202,9 @@ func chatdBinary(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "chatd"), "../../cmd/chatd").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), "../../cmd/chatd", "./fleet").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("build chatd: %v\n%s", err, out)
+			buildErr = fmt.Errorf("build chatd and the fleet: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
