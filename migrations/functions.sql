@@ -290,11 +290,24 @@ BEGIN
         FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_attach)
              WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, att, ord)
     ), cls AS (
-        -- What each change is judged against.
-        SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count, mb.role,
-               mb.peer_blocked AND r.k IN ('message', 'edit', 'reaction') AS blocked,
+        -- What each change is judged against, and pre: its outcome before
+        -- the batch's other changes count (0: new unless an earlier change
+        -- of the batch has its clientMsgId). Judged in the row that looks
+        -- it up, not a level above: every level of this statement is a
+        -- node the executor builds anew at each call (two such levels
+        -- were 6% of a lone send's cost, docs/benchmarks.md).
+        SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.kind AS st_kind, st.target_seq AS st_target, st.msg_type AS st_msg_type
+               st.msg_type AS st_msg_type,
+               (CASE
+                    WHEN cv.last_seq IS NULL THEN 4
+                    WHEN mb.role IS NULL AND r.k <> 'system' THEN 3
+                    WHEN st.seq IS NOT NULL THEN
+                        CASE WHEN st.sender_id = r.s AND st.kind = r.k AND (r.k IN ('message', 'system') OR st.target_seq = r.tgt)
+                             THEN 1 ELSE 2 END
+                    WHEN r.k = 'system' THEN 0
+                    WHEN mb.peer_blocked AND r.k IN ('message', 'edit', 'reaction') THEN 22
+                    ELSE COALESCE(v_ref[r.ord::int], v_aerr[r.ord::int], 0) END)::smallint AS pre
         FROM req r
         LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count FROM conversation c
                            WHERE c.id = r.c LIMIT 1) cv ON true
@@ -302,16 +315,6 @@ BEGIN
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
-    ), judged AS (
-        SELECT x.*, (CASE
-            WHEN x.last_seq IS NULL THEN 4
-            WHEN x.role IS NULL AND x.k <> 'system' THEN 3
-            WHEN x.st_seq IS NOT NULL THEN
-                CASE WHEN x.st_sender = x.s AND x.st_kind = x.k AND (x.k IN ('message', 'system') OR x.st_target = x.tgt) THEN 1 ELSE 2 END
-            WHEN x.k = 'system' THEN 0
-            WHEN x.blocked THEN 22
-            ELSE COALESCE(v_ref[x.ord::int], v_aerr[x.ord::int], 0) END)::smallint AS pre
-        FROM cls x
     ), firsts AS (
         -- The first new change of each clientMsgId is new; later ones of
         -- the batch repeat it (or conflict). A conversation with a change
@@ -320,7 +323,7 @@ BEGIN
                count(*) FILTER (WHERE j.pre = 0) OVER byid AS nth,
                (array_agg(j.s) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_s,
                (array_agg(j.b) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_b
-        FROM judged j
+        FROM cls j
         WINDOW byid AS (PARTITION BY j.c, j.id ORDER BY j.ord)
     ), numbered AS (
         SELECT f.*,
@@ -329,9 +332,6 @@ BEGIN
                f.message_count + count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1 AND f.k = 'message') OVER byconv AS run_msg
         FROM firsts f
         WINDOW byconv AS (PARTITION BY f.c ORDER BY f.ord)
-    ), seqs AS (
-        SELECT n.*, max(n.run_seq) FILTER (WHERE n.status = 0) OVER (PARTITION BY n.c, n.id) AS new_seq
-        FROM numbered n
     ), clock AS (
         -- Times follow seq order: never before a conversation's previous
         -- message, whatever the clocks did.
@@ -339,7 +339,9 @@ BEGIN
     ), dec AS MATERIALIZED (
         -- The answer to each change, and for a new entry what is written.
         SELECT q.ord, q.k, q.c, q.s, q.id, q.tgt, q.fc, q.fs, q.emoji, q.is_on, q.status, q.run_msg,
-               CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int] ELSE COALESCE(q.st_seq, q.new_seq) END AS seq,
+               -- A repeat within the batch answers its first's seq.
+               CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int]
+                    ELSE COALESCE(q.st_seq, max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id)) END AS seq,
                COALESCE(q.st_sender, q.first_s) AS o_sender,
                CASE WHEN q.fc IS NOT NULL THEN v_ref_body[q.ord::int] ELSE q.b END AS body,
                CASE WHEN q.status = 0 THEN NULL ELSE COALESCE(q.st_body, q.first_b) END AS st_body,
@@ -352,7 +354,7 @@ BEGIN
                     WHEN q.att IS NULL THEN NULL
                     WHEN v_atype[q.ord::int] LIKE 'image/%' THEN 'image' WHEN v_atype[q.ord::int] LIKE 'audio/%' THEN 'audio'
                     WHEN v_atype[q.ord::int] LIKE 'video/%' THEN 'video' ELSE 'file' END AS msg_type
-        FROM seqs q CROSS JOIN clock k
+        FROM numbered q CROSS JOIN clock k
     ), fresh AS (
         SELECT d.* FROM dec d WHERE d.status = 0
     ), ins AS (
