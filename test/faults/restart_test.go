@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,7 +72,8 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 	const restarts = 20
 	const readyWithin = 15 * time.Second
 	dataDir := embeddedDataDir(t)
-	p := newProc(t, "", map[string]string{"CHAT_DATA_DIR": dataDir, "CHAT_MAX_INFLIGHT": "16"})
+	// Info: chatd logs that it waits for the old postmaster.
+	p := newProc(t, "", map[string]string{"CHAT_DATA_DIR": dataDir, "CHAT_MAX_INFLIGHT": "16", "CHAT_LOG_LEVEL": "info"})
 	p.start()
 	t.Cleanup(p.stop)
 	addr := func() string { return p.MQTT }
@@ -95,7 +95,7 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 	sendLoad(t, &wg, senders, convs, 6, 60*time.Second, &sent, func(int) bool { return !stop.Load() })
 
 	var ready, gaps []time.Duration
-	zombies := 0
+	zombies, met := 0, 0
 	for r := 0; r < restarts; r++ {
 		from := sent.Load()
 		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("acknowledged sends before kill %d", r+1), func() bool { return sent.Load() >= from+5 })
@@ -117,6 +117,9 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 			t.Fatalf("restart %d: %v", r+1, err)
 		}
 		gaps = append(gaps, p.startedAt.Sub(killedAt))
+		if log := p.log(); strings.Contains(log, "previous start to be reaped") || strings.Contains(log, "left running on this data dir") {
+			met++
+		}
 		took := time.Since(killedAt)
 		ready = append(ready, took)
 		if took > readyWithin {
@@ -138,18 +141,18 @@ func TestChatdAndItsPostgresKilledAndRestartedAtOnceComeBackEveryTimeWithEveryAc
 	for _, d := range ready {
 		minR, maxR, sum = min(minR, d), max(maxR, d), sum+d
 	}
-	t.Logf("%d kills of chatd and its PostgreSQL under load; the old postmaster was still a zombie at %d of the restarts; chatd started %v–%v after each kill; ready after %v–%v (mean %v); %d messages acknowledged, all stored once, gapless in %d conversations",
-		restarts, zombies, slicesMin(gaps).Round(time.Microsecond), slicesMax(gaps).Round(time.Microsecond),
+	t.Logf("%d kills of chatd and its PostgreSQL under load; the old postmaster was still a zombie right after %d of the kills; the restarted chatd found it still there (and waited for it) at %d; chatd started %v–%v after each kill; ready after %v–%v (mean %v); %d messages acknowledged, all stored once, gapless in %d conversations",
+		restarts, zombies, met, slicesMin(gaps).Round(time.Microsecond), slicesMax(gaps).Round(time.Microsecond),
 		minR.Round(time.Millisecond), maxR.Round(time.Millisecond), (sum / restarts).Round(time.Millisecond), led.count(), len(convs))
 	for _, s := range senders {
 		t.Log(s.stats())
 	}
-	// The harness's fork and exec of chatd can take longer than 10 ms once
-	// on a loaded machine; the typical restart must not.
-	sorted := append([]time.Duration(nil), gaps...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-	if median := sorted[len(sorted)/2]; median > 10*time.Millisecond {
-		t.Errorf("restarts began a median %v after the kill; the scenario is a restart within 10 ms", median)
+	// The scenario is a restart that meets the old postmaster before init
+	// has reaped it (~2 s here). How fast the harness forks and execs
+	// chatd depends on the machine's load (0.4 ms to 30 ms seen), so the
+	// test asks chatd what it met: its start-up logs the wait.
+	if met < restarts/2 {
+		t.Errorf("the restarted chatd met the old postmaster at %d of %d restarts; the scenario is a restart before it is reaped", met, restarts)
 	}
 }
 
