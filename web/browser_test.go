@@ -118,8 +118,8 @@ func TestBundleUpToDate(t *testing.T) {
 
 // TestBrowserE2E runs web/e2e/*.spec.mjs but those with a test of their own (one after the other, in name
 // order) in headless Chromium against a chatd it builds and starts itself:
-// dev mode, embedded PostgreSQL, loopback ports. It also writes the README's
-// screenshots to docs/images/. The specs share the chatd, so each uses user
+// dev mode, embedded PostgreSQL, loopback ports. It also takes the README's
+// screenshots (screenshotDir says where they go). The specs share the chatd, so each uses user
 // ids of its own.
 func TestBrowserE2E(t *testing.T) {
 	chromium, node := browserTools(t)
@@ -165,9 +165,15 @@ func browserTools(t *testing.T) (chromium, node string) {
 	return chromium, node
 }
 
-// screenshotDir is where the specs write the README's screenshots.
+// screenshotDir is where the specs write the README's screenshots: a
+// temporary directory, so that running the tests leaves the checkout as it
+// was, or docs/images/ with CHAT_UPDATE_SCREENSHOTS=1, to refresh the
+// README's pictures after a change to the client.
 func screenshotDir(t *testing.T) string {
 	t.Helper()
+	if os.Getenv("CHAT_UPDATE_SCREENSHOTS") != "1" {
+		return t.TempDir()
+	}
 	shots, err := filepath.Abs(filepath.Join("..", "docs", "images"))
 	if err != nil {
 		t.Fatal(err)

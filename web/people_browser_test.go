@@ -12,8 +12,8 @@ const peopleSpec = "people.spec.mjs"
 
 // TestBrowserPeopleE2E runs web/e2e/people.spec.mjs (profiles and names,
 // the group info panel, privacy settings, search that jumps to the hit) in
-// headless Chromium against a chatd of its own, and writes
-// docs/images/{profile,group-info,search}.png.
+// headless Chromium against a chatd of its own, and takes the screenshots
+// profile.png, group-info.png and search.png (screenshotDir).
 func TestBrowserPeopleE2E(t *testing.T) {
 	chromium, node := browserTools(t)
 	base := startChatd(t, buildChatd(t))
