@@ -35,9 +35,13 @@
 # rounds after a round of warm-up, and prints the wall time in µs per
 # call and commit for every round and over all rounds. E.g. a lone send:
 #   PAIRED=300 BATCH=1 bench/sendvariants.sh migrations/functions.sql bench/patches/979424e-send-function.sql
+# PAUSE_MS=N sleeps N ms after each call, untimed, as a lone sender's
+# backend idles between sends (its caches and the core go cold): e.g.
+# PAUSE_MS=20 PAIRED=100 is 50 sends a second.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/sendvariants.sh VARIANT [VARIANT ...]" >&2; exit 2; }
 ROUNDS=${ROUNDS:-6}
+PAUSE_MS=${PAUSE_MS:-0}
 CALLS=${CALLS:-400}
 BATCH=${BATCH:-64}
 MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21963}
@@ -97,12 +101,15 @@ paired() {
 		head -1 "$f" | grep -q call4 && args="c, u, ids(), b"
 		names+=("v$i=${f##*/}")
 		calls+="
-		t0 := clock_timestamp();
+		us := 0;
 		FOR i IN 1..$PAIRED LOOP
+			t0 := clock_timestamp();
 			PERFORM * FROM $fn(${args//ids()/array(SELECT gen_random_uuid() FROM generate_series(1, $BATCH))});
 			COMMIT;
+			us := us + extract(epoch FROM clock_timestamp() - t0) * 1e6;
+			IF $PAUSE_MS > 0 THEN PERFORM pg_sleep($PAUSE_MS / 1000.0); END IF;
 		END LOOP;
-		us := extract(epoch FROM clock_timestamp() - t0) * 1e6 / $PAIRED;
+		us := us / $PAIRED;
 		line := line || ' v$i=' || round(us);
 		IF r > 0 THEN tot[$i] := COALESCE(tot[$i], 0) + us; END IF;"
 	done
