@@ -31,6 +31,7 @@ type ConvCursor struct {
 	ConversationID int64
 	Delivered      int64 // highest seq acknowledged
 	LastSeq        int64 // conversation's last_seq when read
+	JoinSeq        int64 // the member's join_seq: entries after it are theirs
 	MemberCount    int
 }
 

@@ -124,7 +124,7 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	// planned from an unanalyzed table's guesses, a join read every
 	// conversation of the node at every connect.
 	q := `SELECT m.conversation_id, CASE WHEN $3 THEN GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) ELSE c.last_seq END, c.last_seq,
-			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id)
+			m.join_seq, (SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id)
 		FROM conversation_member m
 		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
 		LEFT JOIN LATERAL (SELECT s.delivered_seq FROM session_cursor s
@@ -136,7 +136,7 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.ConvCursor, error) {
 		var c chat.ConvCursor
-		err := r.Scan(&c.ConversationID, &c.Delivered, &c.LastSeq, &c.MemberCount)
+		err := r.Scan(&c.ConversationID, &c.Delivered, &c.LastSeq, &c.JoinSeq, &c.MemberCount)
 		return c, err
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ func (c *catchUp) fill(s *Session, behind []int64) error {
 	need := c.ids[:0]
 	for _, id := range behind {
 		st := s.streams[id]
-		if !st.verify && c.fromRecent(s, id, st) {
+		if !st.verify && st.end == 0 && c.fromRecent(s, id, st) {
 			queued = true
 			continue
 		}
@@ -89,9 +89,14 @@ func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
 		st := s.streams[id]
 		msgs := got[id]
 		n := 0
+		reachedEnd := false
 		for _, m := range msgs {
 			if m.Seq != st.next+int64(n) {
 				break // cannot happen with gapless seqs; stay safe
+			}
+			if st.end > 0 && m.Seq > st.end {
+				reachedEnd = true // committed after the user left
+				break
 			}
 			payload, err := encodeMessage(m, st.large)
 			if err != nil {
@@ -107,7 +112,7 @@ func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
 			n++
 		}
 		opts.Metrics.Replayed.Add(float64(n))
-		s.pending = append(s.pending, st.filled(n, n == len(msgs) && len(msgs) < limit, false)...)
+		s.pending = append(s.pending, st.filled(n, reachedEnd || (n == len(msgs) && len(msgs) < limit), false)...)
 	}
 	return nil
 }

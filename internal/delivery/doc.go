@@ -80,4 +80,21 @@
 // receipt settings its event carries say (privacy.go); system.new is an
 // entry like message.new; membership events start and stop the members'
 // streams.
+//
+// # Membership
+//
+// The fan-out routes by its member index; a session delivers by its own
+// streams, which come from PostgreSQL (its conversations, read when it
+// starts and at every resync) and from the joins and leaves routed to it.
+// The two can disagree for a moment: members loaded after a change that
+// committed behind the events waiting for them, or a membership event the
+// hub dropped in an overflow. The session's word decides: an entry of a
+// conversation it has no stream for is not delivered, and the session
+// re-reads its conversations from PostgreSQL (catch-up then delivers the
+// entry if it is the user's). A join starts a stream after its seq; a
+// leave carries the last seq the user is owed, and a stream that has not
+// reached it fetches the rest from PostgreSQL before it ends. A join or
+// leave that arrives with a resync applies before the positions are
+// re-read. After an overflow the member index is emptied, so no dropped
+// membership change leaves it wrong.
 package delivery

@@ -40,11 +40,11 @@ func (h *Hub) fanout() {
 			return
 		case <-t.C:
 			if h.overflow.Swap(false) {
-				h.resyncAll()
+				h.overflowed()
 			}
 		case ev := <-h.events:
 			if h.overflow.Swap(false) {
-				h.resyncAll()
+				h.overflowed()
 			}
 			if h.dispatch(ev) {
 				toLoad = append(toLoad, ev.ConversationID)
@@ -94,6 +94,15 @@ func (h *Hub) membersLoaded(r memberLoad) {
 		members, _ := h.members.get(ev.ConversationID)
 		h.route(ev, members)
 	}
+}
+
+// overflowed recovers from events the queue dropped: membership changes
+// among them would leave the member index wrong for good, so it is
+// emptied (each conversation's members are read again when next routed),
+// and every session re-reads its positions.
+func (h *Hub) overflowed() {
+	h.members.forgetAll()
+	h.resyncAll()
 }
 
 func (h *Hub) resyncAll() {
@@ -162,7 +171,7 @@ func (h *Hub) routeTo(ev chat.Event, members []int64) int {
 		// The index no longer lists the removed user: they get the event
 		// on their own, after their sessions stop tracking the
 		// conversation.
-		h.toSessions(ev.UserID, item{kind: kLeave, conv: ev.ConversationID})
+		h.toSessions(ev.UserID, item{kind: kLeave, conv: ev.ConversationID, seq: ev.Seq})
 		direct := it
 		direct.kind = kDirect
 		return h.toSessions(ev.UserID, direct) + h.toMembers(members, ev.UserID, it)

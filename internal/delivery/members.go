@@ -60,6 +60,13 @@ func (x *memberIndex) set(conv int64, members []int64) {
 	}
 }
 
+// forgetAll empties the index (loads in flight and the events waiting for
+// them stay).
+func (x *memberIndex) forgetAll() {
+	clear(x.entries)
+	x.lru.Init()
+}
+
 // apply updates a known conversation's members for a membership event; a
 // conversation not in the index is left to its next load.
 func (x *memberIndex) apply(ev chat.Event) {

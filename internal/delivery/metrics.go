@@ -13,6 +13,7 @@ type Metrics struct {
 	Overflows      prometheus.Counter
 	Latency        prometheus.Histogram
 	CursorErrors   prometheus.Counter
+	Strays         prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -28,9 +29,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_delivery_latency_seconds", Help: "Commit to PUBLISH written, for live message.new.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
 		CursorErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_cursor_flush_errors_total", Help: "Failed delivered-cursor flushes (retried)."}),
+		Strays:       prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_strays_total", Help: "Entries routed to a session of a user it does not know to be a member (not delivered; the session re-reads its conversations)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors)
+		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors, m.Strays)
 	}
 	return m
 }

@@ -266,9 +266,19 @@ func (s *Session) run() {
 			return
 		}
 		if m.flags&flagResync != 0 {
-			m.items = slices.DeleteFunc(m.items, func(it item) bool {
-				return it.kind != kReady && it.kind != kUnready && it.kind != kDirect
-			})
+			// Live events go (catch-up reads them back in order); joins
+			// and leaves apply before the positions are re-read, so a
+			// conversation joined meanwhile catches up from its join.
+			rest := m.items[:0]
+			for _, it := range m.items {
+				switch it.kind {
+				case kJoin, kLeave:
+					s.accept(it)
+				case kReady, kUnready, kDirect:
+					rest = append(rest, it)
+				}
+			}
+			m.items = rest
 			s.doResync()
 		}
 		for _, it := range m.items {
@@ -451,18 +461,33 @@ func (s *Session) accept(it item) {
 			s.pending = append(s.pending, it)
 		}
 	case kJoin:
-		if _, ok := s.streams[it.conv]; !ok {
+		// A stream still delivering what a previous membership was owed
+		// gives way to the new membership.
+		if st, ok := s.streams[it.conv]; !ok || st.end > 0 {
 			s.streams[it.conv] = joinedStream(it.seq)
 		}
 	case kLeave:
-		delete(s.streams, it.conv)
-		delete(s.gapped, it.conv)
-		s.pending = slices.DeleteFunc(s.pending, func(p item) bool { return p.kind == kMsg && p.conv == it.conv })
+		// What was committed up to the leave (it.seq) is still theirs:
+		// queued entries stay, and a stream that has not reached it yet
+		// fetches the rest from PostgreSQL before it ends.
+		s.pending = slices.DeleteFunc(s.pending, func(p item) bool {
+			return p.kind == kMsg && p.conv == it.conv && p.seq > it.seq
+		})
+		if st := s.streams[it.conv]; st == nil || st.leave(it.seq) {
+			delete(s.streams, it.conv)
+			delete(s.gapped, it.conv)
+		}
 	case kMsg:
 		st := s.streams[it.conv]
 		if st == nil {
-			st = firstSeenStream(it.seq)
-			s.streams[it.conv] = st
+			// Not a conversation this session knows the user is in: the
+			// fan-out's member list was older or newer than the session's
+			// (a membership change it applied late, or one it lost).
+			// Nothing is delivered on its word; PostgreSQL decides, and
+			// catch-up delivers the entry if it is the user's.
+			s.hub.opts.Metrics.Strays.Inc()
+			s.resync()
+			return
 		}
 		room := s.ready && len(s.pending) < s.hub.opts.QueueSize
 		s.pending = append(s.pending, st.offer(it, room, time.Now())...)
@@ -548,6 +573,13 @@ func (s *Session) fill() bool {
 	if err := s.catchUp.fill(s, behind); err != nil {
 		s.hub.opts.Logger.Warn("catch-up read failed; retrying", "client", s.ClientID, "conversations", len(behind), "err", err)
 		s.fillWait = time.Now().Add(500 * time.Millisecond)
+	}
+	for _, id := range behind {
+		if st := s.streams[id]; st != nil && st.ended() {
+			// A conversation the user left, delivered up to the leave.
+			delete(s.streams, id)
+			delete(s.gapped, id)
+		}
 	}
 	return len(s.pending) > before
 }
@@ -701,18 +733,28 @@ func (s *Session) doResync() {
 		large := c.MemberCount > s.hub.opts.LargeGroup
 		st := s.streams[c.ConversationID]
 		if st == nil {
-			st = newStream(c.Delivered, c.LastSeq, large)
+			if s.Persistent {
+				st = newStream(c.Delivered, c.LastSeq, large)
+			} else {
+				// Joined while this session ran, and the join did not
+				// reach it (its event was lost to an overflow): what
+				// came after the join is due, as for a join that did.
+				st = newStream(min(c.JoinSeq, c.LastSeq), c.LastSeq, large)
+			}
 			st.verify = st.state == Behind
 			s.streams[c.ConversationID] = st
 			continue
+		}
+		if st.end > 0 {
+			continue // still delivering what the user was owed before leaving
 		}
 		// Events this session dropped itself went through the recent
 		// cache first; events the hub dropped did not.
 		st.resync(c.LastSeq, unseen, large)
 		delete(s.gapped, c.ConversationID)
 	}
-	for id := range s.streams {
-		if !seen[id] {
+	for id, st := range s.streams {
+		if !seen[id] && st.end == 0 {
 			delete(s.streams, id)
 			delete(s.gapped, id)
 		}

@@ -55,6 +55,12 @@ type stream struct {
 	unacked  []int64 // sent, not yet acknowledged, ascending
 	sentHigh int64   // highest seq sent
 	saved    int64   // last cursor handed to the writer
+
+	// end, once the user left the conversation, is the last seq they are
+	// owed (0: a member). The stream catches up to it from PostgreSQL and
+	// then ends: whatever was committed while they were a member reaches
+	// them, even when the fan-out no longer routed it to them.
+	end int64
 }
 
 // newStream starts where a session's cursor stands: delivered is the
@@ -74,12 +80,23 @@ func joinedStream(seq int64) *stream {
 	return &stream{state: Behind, verify: true, next: seq + 1, saved: seq, sentHigh: seq}
 }
 
-// firstSeenStream starts a conversation whose first event reached the
-// session before its join did: it starts at that event's seq, and the gap
-// logic fills anything earlier once the join lands.
-func firstSeenStream(seq int64) *stream {
-	return &stream{next: seq, saved: seq - 1, sentHigh: seq - 1}
+// leave ends the stream at seq, the last seq the user is owed in a
+// conversation they left; it reports whether nothing is left to deliver
+// (the stream can go at once). Otherwise the stream falls Behind and
+// catch-up fetches up to seq from PostgreSQL (never the recent cache,
+// which may hold later entries).
+func (st *stream) leave(seq int64) (done bool) {
+	if st.next > seq {
+		return true
+	}
+	st.end = seq
+	st.fallBehind(seq)
+	st.verify = true
+	return false
 }
+
+// ended reports whether a stream that is ending delivered all it owes.
+func (st *stream) ended() bool { return st.end > 0 && st.next > st.end }
 
 // offer decides a live event. room says the session can queue it now (it
 // is subscribed and its queue has space). It returns the events to queue
@@ -88,6 +105,8 @@ func (st *stream) offer(it item, room bool, now time.Time) []item {
 	switch {
 	case it.seq < st.next:
 		return nil // a duplicate
+	case st.end > 0 && it.seq > st.end:
+		return nil // after the user left
 	case st.state == Behind:
 		st.until = max(st.until, it.seq) // catch-up will return it in order
 		return nil

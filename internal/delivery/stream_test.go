@@ -36,6 +36,10 @@ func tickAfter(d time.Duration) func(*stream, time.Time) []item {
 	return func(st *stream, now time.Time) []item { st.tick(now.Add(d), 50*time.Millisecond); return nil }
 }
 
+func leave(seq int64) func(*stream, time.Time) []item {
+	return func(st *stream, _ time.Time) []item { st.leave(seq); return nil }
+}
+
 func fill(n int, complete, fromCache bool) func(*stream, time.Time) []item {
 	return func(st *stream, _ time.Time) []item { return st.filled(n, complete, fromCache) }
 }
@@ -91,8 +95,15 @@ func TestStreamTransitions(t *testing.T) {
 			{do: func(st *stream, _ time.Time) []item { return nil }, state: Behind, next: 8, verify: true, checkVeri: true},
 			{do: fill(2, true, false), state: Live, next: 10, verify: false, checkVeri: true},
 		}},
-		{"an event before its join starts the stream at that seq", func() *stream { return firstSeenStream(5) }, []step{
-			{do: offer(5, true), queued: []int64{5}, state: Live, next: 6},
+		{"a leave before what the user is owed was sent fetches it from PostgreSQL, then ends", func() *stream { return newStream(2, 2, false) }, []step{
+			{do: offer(4, true), state: Gapped, next: 3},
+			{do: leave(5), state: Behind, next: 3, until: 5, verify: true, checkVeri: true},
+			{do: offer(6, true), state: Behind, next: 3, until: 5}, // after the leave: not theirs
+			{do: fill(3, true, false), state: Live, next: 6},
+		}},
+		{"a leave after everything owed was queued ends at once", func() *stream { return newStream(2, 2, false) }, []step{
+			{do: offer(3, true), queued: []int64{3}, state: Live, next: 4},
+			{do: leave(3), state: Live, next: 4},
 		}},
 		{"resync after the hub dropped events checks PostgreSQL", func() *stream { return newStream(2, 2, false) }, []step{
 			{do: offer(4, true), state: Gapped, next: 3},
@@ -121,6 +132,25 @@ func TestStreamTransitions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestAStreamEndsOnceItDeliveredWhatTheUserWasOwedBeforeLeaving(t *testing.T) {
+	st := newStream(2, 2, false)
+	if st.leave(2) != true || st.ended() {
+		t.Fatal("a leave at a seq already queued must end the stream at once, without an end to reach")
+	}
+	st = newStream(2, 2, false)
+	if st.leave(5) {
+		t.Fatal("a leave at seq 5 with 3..5 not queued must not end the stream yet")
+	}
+	st.filled(2, false, false)
+	if st.ended() {
+		t.Fatal("ended after 3 and 4; 5 is still owed")
+	}
+	st.filled(1, true, false)
+	if !st.ended() {
+		t.Fatal("not ended after 3..5 were queued")
 	}
 }
 

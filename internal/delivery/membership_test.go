@@ -1,0 +1,265 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/delivery"
+)
+
+// failMembers fails the member lookup of one conversation at once.
+type failMembers struct {
+	chat.DeliveryStore
+	conv int64
+}
+
+func (s *failMembers) Members(ctx context.Context, conv int64) ([]int64, error) {
+	if conv == s.conv {
+		return nil, errors.New("boom")
+	}
+	return s.DeliveryStore.Members(ctx, conv)
+}
+
+// blockingHandler blocks the goroutine that logs a message with prefix
+// until released: here, the fan-out goroutine (membersLoaded's warning).
+type blockingHandler struct {
+	prefix  string
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *blockingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.once.Do(func() { close(h.entered) })
+		<-h.release
+	}
+	return nil
+}
+func (h *blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *blockingHandler) WithGroup(string) slog.Handler      { return h }
+
+// stallFanout blocks the hub's fan-out goroutine; the returned func releases it.
+func stallFanout(t *testing.T, h *delivery.Hub, bh *blockingHandler, badConv int64) func() {
+	h.Publish(chat.Event{Type: chat.EventTyping, ConversationID: badConv, UserID: 1})
+	select {
+	case <-bh.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("fan-out never stalled")
+	}
+	return func() { close(bh.release) }
+}
+
+func sendAs(t *testing.T, f fixture, conv, sender int64) chat.Event {
+	t.Helper()
+	res, err := f.svc.Send(context.Background(), chat.SendRequest{ConversationID: conv, SenderID: sender, ClientMsgID: uuid.NewString(), Body: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chat.MessageEvent(res.Message)
+}
+
+// A member.removed lost to a hub overflow leaves the fan-out's member
+// index stale: the removed user keeps receiving the conversation's messages.
+func TestAMemberRemovedWhileTheHubOverflowedGetsNoMoreOfTheConversation(t *testing.T) {
+	f := setup(t)
+	const bad = 987654321
+	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
+	h := startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Logger: slog.New(bh)})
+	u := attach(t, h, f, "u2", false, true) // user 2, member of f.conv
+	h.Publish(sendAs(t, f, f.conv.ID, 1))   // warms the member index
+	waitSeqs(t, u, f.conv.ID, 1)
+
+	if err := f.svc.RemoveMember(context.Background(), f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	_ = f.pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", f.conv.ID).Scan(&last)
+	release := stallFanout(t, h, bh, bad)
+	h.Publish(chat.Event{Type: chat.EventPresence})           // fills the queue of 1
+	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last)) // dropped: overflow
+	release()
+
+	ev := sendAs(t, f, f.conv.ID, 1) // user 2 is no longer a member
+	h.Publish(ev)
+	never(t, time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), ev.Seq) },
+		"user 2, removed from the conversation, received message seq %d sent after the removal", ev.Seq)
+}
+
+// A member.added lost to a hub overflow: the new member's sessions never
+// get the conversation's live messages.
+func TestAMemberAddedWhileTheHubOverflowedGetsTheConversationLive(t *testing.T) {
+	f := setup(t)
+	const bad = 987654321
+	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
+	h := startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Logger: slog.New(bh)})
+	u3 := attachUser(t, h, f, "u3", 3, true, true, true)
+	obs := attach(t, h, f, "u2", false, true)
+	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the member index (1, 2)
+	waitSeqs(t, obs, f.conv.ID, 1)
+
+	if _, _, err := f.svc.AddMember(context.Background(), f.conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := f.svc.GetConversation(context.Background(), f.conv.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := stallFanout(t, h, bh, bad)
+	h.Publish(chat.Event{Type: chat.EventPresence})
+	h.Publish(chat.MemberAddedEvent(conv, 3, 1, chat.RoleMember)) // dropped: overflow
+	release()
+
+	var evs []chat.Event
+	for range 3 {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		h.Publish(ev)
+		evs = append(evs, ev)
+	}
+	waitSeqs(t, obs, f.conv.ID, 4)
+	for _, ev := range evs {
+		eventually(t, 10*time.Second, func() bool { return slices.Contains(u3.seqs(f.conv.ID), ev.Seq) },
+			"new member 3 never received message seq %d", ev.Seq)
+	}
+}
+
+// Members read after a later membership change are applied to events that
+// waited for them: a message sent before user 3 joined reaches user 3.
+func TestAnEntryFromBeforeAJoinDoesNotReachTheNewMemberWhoseJoinCommittedWhileMembersLoaded(t *testing.T) {
+	f := setup(t)
+	if _, err := f.pool.Exec(context.Background(), "UPDATE conversation SET history_visible='joined' WHERE id=$1", f.conv.ID); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowMembers{DeliveryStore: f.sessions, conv: f.conv.ID, release: make(chan struct{})}
+	h := startHub(t, slow, delivery.Options{})
+	u3 := attachUser(t, h, f, "u3", 3, true, true, true)
+	obs := attach(t, h, f, "u2", false, true)
+	before := sendAs(t, f, f.conv.ID, 1) // user 3 not a member yet
+	h.Publish(before)                    // waits for the member lookup
+	if _, _, err := f.svc.AddMember(context.Background(), f.conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := f.svc.GetConversation(context.Background(), f.conv.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv.LastSeq = before.Seq                                     // the join's seq, as the store publishes it
+	h.Publish(chat.MemberAddedEvent(conv, 3, 1, chat.RoleMember)) // behind the message
+	close(slow.release)                                           // the lookup reads the members now: user 3 included
+	waitSeqs(t, obs, f.conv.ID, 1)
+	never(t, 500*time.Millisecond, func() bool { return slices.Contains(u3.seqs(f.conv.ID), before.Seq) },
+		"user 3 received seq %d, sent before they joined (history_visible=joined)", before.Seq)
+}
+
+// ... and a message sent while user 2 was a member never reaches user 2
+// when the removal commits before the lookup reads the members.
+func TestAnEntryFromBeforeARemovalReachesTheRemovedMemberWhoseRemovalCommittedWhileMembersLoaded(t *testing.T) {
+	f := setup(t)
+	slow := &slowMembers{DeliveryStore: f.sessions, conv: f.conv.ID, release: make(chan struct{})}
+	h := startHub(t, slow, delivery.Options{})
+	u2 := attach(t, h, f, "u2", true, true)
+	obs := attachUser(t, h, f, "u1", 1, false, true, true)
+	ev := sendAs(t, f, f.conv.ID, 1) // user 2 is a member
+	h.Publish(ev)
+	if err := f.svc.RemoveMember(context.Background(), f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, ev.Seq)) // as the store publishes it, behind the message
+	close(slow.release)
+	waitSeqs(t, obs, f.conv.ID, 1)
+	eventually(t, 10*time.Second, func() bool { return slices.Contains(u2.seqs(f.conv.ID), ev.Seq) },
+		"user 2 never received seq %d, committed while they were a member", ev.Seq)
+}
+
+// gateConn is a fakeConn whose writes block while the gate is closed.
+type gateConn struct {
+	*fakeConn
+	gate    chan struct{}
+	blocked chan struct{}
+	once    sync.Once
+}
+
+func (c *gateConn) Write(a []chat.Ack, ps []chat.Packet) error {
+	select {
+	case <-c.gate:
+	default:
+		c.once.Do(func() { close(c.blocked) })
+		<-c.gate
+	}
+	return c.fakeConn.Write(a, ps)
+}
+
+// A join that reaches a non-persistent session in the same mailbox as a
+// resync is dropped with the live events; the resync then starts the new
+// conversation at last_seq, so what was sent since the join is lost.
+func TestAJoinThatReachesASessionWithAResyncDeliversWhatFollowedTheJoin(t *testing.T) {
+	testResyncJoin(t, 2)
+}
+func TestAJoinWithoutAResyncDeliversWhatFollowedTheJoin(t *testing.T) { testResyncJoin(t, 1024) }
+func testResyncJoin(t *testing.T, qs int) {
+	f := setup(t)
+	h := startHub(t, f.sessions, delivery.Options{QueueSize: qs})
+	if _, err := f.sessions.Open(context.Background(), "u3", 3, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fc := newConn("u3", true)
+	fc.hub = h
+	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
+	h.Attach(c, "u3", 3, false, true)
+	<-h.Session("u3").Loaded()
+	obs := attach(t, h, f, "u2", false, true)
+	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the index
+	waitSeqs(t, obs, f.conv.ID, 1)
+
+	h.SendDirect("u3", chat.Packet{Topic: "x", Payload: []byte("{}")})
+	<-c.blocked // u3's pump is stuck in a write (a slow socket)
+	if _, _, err := f.svc.AddMember(context.Background(), f.conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	conv, _ := f.svc.GetConversation(context.Background(), f.conv.ID, 1)
+	h.Publish(chat.MemberAddedEvent(conv, 3, 1, chat.RoleMember))
+	var want []int64
+	for range 4 {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		h.Publish(ev)
+		want = append(want, ev.Seq)
+	}
+	waitSeqs(t, obs, f.conv.ID, 5) // routed everywhere
+	close(c.gate)
+	eventually(t, 10*time.Second, func() bool { return len(fc.seqs(f.conv.ID)) >= len(want) },
+		"user 3 (joined, then sent %v) never received them all", want)
+	if got := fc.seqs(f.conv.ID); !slices.Equal(got, want) {
+		t.Fatalf("user 3 (joined, then sent %v) received %v", want, got)
+	}
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+	}
+}
+
+// never polls cond for d and fails the moment it holds: what must not
+// happen is given d to happen.
+func never(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			t.Fatalf(format, args...)
+		}
+	}
+}
