@@ -94,7 +94,10 @@
 //     of one clientMsgId resolve to one message. A rolled-back send releases
 //     the lock with last_seq untouched, so it leaves no gap either.
 //   - AddMember and RemoveMember take the same lock, so the member cap and
-//     the role checks cannot race each other or a concurrent send.
+//     the role checks cannot race each other or a concurrent send. A
+//     change that writes two member rows (the owner leaving and the
+//     successor taking over, a transfer) locks both first, in user id
+//     order (lockMembers), as read and send batches do.
 //   - MarkRead does not take the conversation lock: it is a single
 //     conditional UPDATE of the member row (row-locked by PostgreSQL and
 //     re-evaluated after a wait), clamped to the conversation's last_seq, so

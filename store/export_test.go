@@ -12,6 +12,10 @@ import (
 // statement open in a transaction of their own.
 const DeliveredBatchSQL = deliveredBatchSQL
 
+// LockMembersSQL lets tests hold a read-receipt batch's member locks in a
+// transaction of their own, partway through when another holds a row.
+const LockMembersSQL = lockMembersSQL
+
 // SearchByScan is the plan Search picks for text and a caller who sees
 // visible messages: true for the direct scan, false for the indexes.
 func (s *Store) SearchByScan(ctx context.Context, terms []chat.SearchTerm, visible int64) (scan bool, err error) {

@@ -134,6 +134,19 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 				return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
 			}
 		}
+		// The successor is chosen before any member row is locked: roles
+		// and join times change only under the conversation lock, which
+		// this transaction holds, so the choice cannot go stale. Then the
+		// rows this change writes are locked together, in key order.
+		var successor int64
+		if target.Role == chat.RoleOwner {
+			if successor, err = chooseSuccessor(ctx, tx, conversationID, target.UserID); err != nil {
+				return nil, err
+			}
+		}
+		if err := lockMembers(ctx, tx, conversationID, target.UserID, successor); err != nil {
+			return nil, err
+		}
 		if _, err := tx.Exec(ctx,
 			`DELETE FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
 			conversationID, target.UserID); err != nil {
@@ -150,14 +163,12 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 			entry.Action = chat.SystemMemberLeft
 		}
 		sys := []chat.SystemEntry{entry}
-		var successor int64
-		if target.Role == chat.RoleOwner {
-			if successor, err = passOwnership(ctx, tx, conversationID); err != nil {
-				return nil, err
+		if successor != 0 {
+			if _, err := tx.Exec(ctx, `UPDATE conversation_member SET role = 'owner' WHERE conversation_id = $1 AND user_id = $2`,
+				conversationID, successor); err != nil {
+				return nil, fmt.Errorf("pass ownership: %w", err)
 			}
-			if successor != 0 {
-				sys = append(sys, chat.SystemEntry{Action: chat.SystemOwnerChanged, UserID: successor, Role: chat.RoleOwner})
-			}
+			sys = append(sys, chat.SystemEntry{Action: chat.SystemOwnerChanged, UserID: successor, Role: chat.RoleOwner})
 		}
 		if err := archiveIfEmpty(ctx, tx, conversationID); err != nil {
 			return nil, err
@@ -209,24 +220,40 @@ func lockGroupToManage(ctx context.Context, tx pgx.Tx, conversationID, actorID i
 	return conv, actor, err
 }
 
-// passOwnership makes the longest-standing admin, else the longest-standing
-// member, the owner; 0 when nobody is left. The owner's row is gone
-// already, under the conversation lock.
-func passOwnership(ctx context.Context, tx pgx.Tx, conversationID int64) (int64, error) {
+// chooseSuccessor returns who owns the group when its owner leaves: the
+// longest-standing admin, else the longest-standing member; 0 when nobody
+// else is left. The caller holds the conversation lock.
+func chooseSuccessor(ctx context.Context, tx pgx.Tx, conversationID, ownerID int64) (int64, error) {
 	var next int64
 	err := tx.QueryRow(ctx, `
-		UPDATE conversation_member SET role = 'owner'
-		WHERE conversation_id = $1 AND user_id = (
-			SELECT user_id FROM conversation_member WHERE conversation_id = $1
-			ORDER BY role = 'admin' DESC, joined_at, user_id LIMIT 1)
-		RETURNING user_id`, conversationID).Scan(&next)
+		SELECT user_id FROM conversation_member WHERE conversation_id = $1 AND user_id <> $2
+		ORDER BY role = 'admin' DESC, joined_at, user_id LIMIT 1`, conversationID, ownerID).Scan(&next)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("pass ownership: %w", err)
+		return 0, fmt.Errorf("choose the next owner: %w", err)
 	}
 	return next, nil
+}
+
+// lockMembers locks the member rows of users (0s are skipped) that a
+// membership change is about to write, after the conversation row and in
+// user id order: the project's lock order (migrations/functions.sql), which
+// read-receipt and send batches follow too. Writing them one by one, or in
+// one statement, would lock them in the order of the change's logic or of
+// the plan's scan (a sequential scan meets them in heap order), and a
+// batch holding one of them while waiting for another would deadlock with
+// the change.
+func lockMembers(ctx context.Context, tx pgx.Tx, conversationID int64, users ...int64) error {
+	// ORDER BY is applied before FOR UPDATE: the rows are locked in
+	// user_id order whatever the scan.
+	if _, err := tx.Exec(ctx, `
+		SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = ANY($2::bigint[])
+		ORDER BY user_id FOR UPDATE`, conversationID, users); err != nil {
+		return fmt.Errorf("lock members: %w", err)
+	}
+	return nil
 }
 
 // archiveIfEmpty marks a group nobody is a member of any more.
@@ -374,6 +401,11 @@ func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, 
 			return nil, err
 		} else if !ok {
 			return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
+		}
+		// Both rows first, in key order: the update alone would lock them
+		// in whatever order its plan scans them.
+		if err := lockMembers(ctx, tx, conversationID, actorID, userID); err != nil {
+			return nil, err
 		}
 		if _, err := tx.Exec(ctx, `
 			UPDATE conversation_member SET role = CASE WHEN user_id = $2 THEN 'owner' ELSE 'admin' END
