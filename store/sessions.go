@@ -176,6 +176,15 @@ func (s *Sessions) SinceMany(ctx context.Context, ranges []chat.Range, perConv i
 
 // SaveCursors upserts delivered cursors in one statement; a cursor never
 // moves backwards. Rows of sessions that no longer exist are skipped.
+//
+// The sessions are locked first (FOR KEY SHARE, in client id order), in
+// an InitPlan that runs to the end before the first cursor row is
+// written: a session, then its cursors, the order in which opening,
+// dropping and expiring a session lock them. Left to the foreign key
+// check, the KEY SHARE came after the upsert held an existing cursor row,
+// and a clean reopen (or drop, or expiry) of the session, holding the
+// session while deleting its cursors, deadlocked with the flush. A session
+// deleted meanwhile is not returned by the lock, and its rows are skipped.
 func (s *Sessions) SaveCursors(ctx context.Context, cs []chat.Cursor) error {
 	if len(cs) == 0 {
 		return nil
@@ -189,7 +198,8 @@ func (s *Sessions) SaveCursors(ctx context.Context, cs []chat.Cursor) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
 		SELECT u.client_id, u.conversation_id, max(u.seq)
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(client_id, conversation_id, seq)
-		WHERE EXISTS (SELECT 1 FROM chat_session s WHERE s.client_id = u.client_id)
+		WHERE u.client_id = ANY (ARRAY(SELECT s.client_id FROM chat_session s WHERE s.client_id = ANY($1::text[])
+		                               ORDER BY s.client_id FOR KEY SHARE))
 		GROUP BY u.client_id, u.conversation_id
 		ORDER BY 1, 2
 		ON CONFLICT (client_id, conversation_id)
