@@ -251,7 +251,7 @@ func (s *Sessions) Expire(ctx context.Context, online []string) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM chat_session WHERE client_id IN (
 		SELECT s.client_id FROM chat_session s WHERE
 		s.last_seen_at + make_interval(secs => CASE WHEN s.persistent THEN s.expiry_seconds ELSE 3600 END) < now()
-		AND NOT (s.client_id = ANY($1::text[]))
+		AND NOT (s.client_id = ANY(COALESCE($1::text[], '{}')))
 		AND NOT EXISTS (SELECT 1 FROM chat_node n WHERE n.node_id = s.node_id AND n.heartbeat_at > now() - interval '5 minutes')
 		ORDER BY s.client_id FOR UPDATE SKIP LOCKED)`, online)
 	if err != nil {

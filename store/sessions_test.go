@@ -61,6 +61,10 @@ func TestSessionsAreOwnedByOneUserAndExpireOnlyWhenNobodyHoldsThem(t *testing.T)
 	if n, err := ss.Expire(ctx, []string{"here"}); err != nil || n != 1 {
 		t.Fatalf("session of a dead node: expired %d (%v), want 1", n, err)
 	}
+	// No client connected here: a nil list is none, not "unknown".
+	if n, err := ss.Expire(ctx, nil); err != nil || n != 1 {
+		t.Fatalf("with nobody connected: expired %d (%v), want 1 (\"here\")", n, err)
+	}
 }
 
 func TestSessionSubscriptionsResumeWithTheSessionOnly(t *testing.T) {
