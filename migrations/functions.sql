@@ -90,7 +90,9 @@ $f$;
 --     the block's writers), so the check costs no lookup;
 --   - (conversation, clientMsgId) is one change: a resend by its sender
 --     answers the stored entry, another sender's (or another change's) is
---     a conflict; a later message of the batch with an earlier one's
+--     a conflict: the same change is the same kind on the same target and,
+--     for a reaction, the same emoji set or removed alike, since a
+--     duplicate's answer is the request's own emoji and on; a later message of the batch with an earlier one's
 --     clientMsgId repeats it;
 --   - created_at is taken under the lock and never before the
 --     conversation's previous message;
@@ -304,6 +306,7 @@ BEGIN
                     WHEN mb.role IS NULL AND r.k <> 'system' THEN 3
                     WHEN st.seq IS NOT NULL THEN
                         CASE WHEN st.sender_id = r.s AND st.kind = r.k AND (r.k IN ('message', 'system') OR st.target_seq = r.tgt)
+                                  AND (r.k <> 'reaction' OR (st.emoji = r.emoji AND st.reaction_on = r.is_on))
                              THEN 1 ELSE 2 END
                     WHEN r.k = 'system' THEN 0
                     WHEN mb.peer_blocked AND r.k IN ('message', 'edit', 'reaction') THEN 22
@@ -313,7 +316,8 @@ BEGIN
                            WHERE c.id = r.c LIMIT 1) cv ON true
         LEFT JOIN LATERAL (SELECT m.role, m.peer_blocked FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type FROM message m
+        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type,
+                                  m.emoji, m.reaction_on FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), firsts AS (
         -- The first new change of each clientMsgId is new; later ones of

@@ -349,3 +349,27 @@ func TestConcurrentResendsOfOneChangeCommitItOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestAReactionsClientMsgIDReusedForAnotherEmojiOrOnIsAConflict(t *testing.T) {
+	st, pool := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	m := mustSend(t, st, g.ID, 1, "target")
+	first := react(g.ID, 2, m.Seq, "👍", true)
+	done := mustChange(t, st, first)
+
+	otherEmoji := first
+	otherEmoji.Emoji = "👎"
+	refused(t, st, pool, "the same clientMsgId for another emoji", otherEmoji, chat.CodeConflict)
+	removal := first
+	removal.On = false
+	refused(t, st, pool, "the same clientMsgId for the removal", removal, chat.CodeConflict)
+	if n := queryInt(t, pool, `SELECT count(*) FROM reaction WHERE conversation_id = $1 AND seq = $2 AND user_id = 2`, g.ID, m.Seq); n != 1 {
+		t.Fatalf("user 2 carries %d reactions, want the first one only", n)
+	}
+
+	// The very same change is still answered as a duplicate.
+	res := mustChange(t, st, first)
+	if !res.Duplicate || res.Entry.Seq != done.Entry.Seq || res.Entry.Emoji != "👍" || !res.Entry.On || res.Entry.Count != 1 {
+		t.Fatalf("the resend: %+v, want a duplicate of seq %d (👍, on, count 1)", res, done.Entry.Seq)
+	}
+}
