@@ -52,7 +52,8 @@ $f$;
 --             o_at, o_count of the stored entry), 2 clientMsgId used by
 --             another sender or for another change, 3 sender not a member,
 --             4 no such conversation, 5 reaction already as asked (nothing
---             written), 6 already recalled (o_seq: the recall), 7 target
+--             written), 6 already recalled (o_seq, o_at, o_sender: the
+--             recall's; o_body: its clientMsgId), 7 target
 --             not a message of the conversation, 8 target recalled, 9 not
 --             allowed (not the sender, or past the window), 10 reply to a
 --             seq that is not a message of the conversation, 11 forward
@@ -67,6 +68,7 @@ $f$;
 --             (21, a forward of a message with attachments, is no longer
 --             returned: the forward copies them);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
+--             the first recall's clientMsgId (6);
 --   o_target_sender, o_snippet, o_target_recalled
 --             the target's (or replied-to message's, or forward source's)
 --             sender, first 100 characters of its current body, recalled;
@@ -169,9 +171,9 @@ DECLARE
     -- never runs their lookups): v_ref the outcome of those rules (0
     -- allowed, NULL none apply); the target's or forward source's sender,
     -- current body and recall; the source's type; the target's earlier
-    -- recall; how many carry a reaction's emoji before the change.
+    -- recall (seq, time, clientMsgId, sender); how many carry a reaction's emoji before the change.
     v_ref smallint[]; v_ref_sender bigint[]; v_ref_body text[]; v_ref_recalled boolean[]; v_f_msg_type text[];
-    v_recall_seq bigint[]; v_recall_at timestamptz[]; v_total bigint[];
+    v_recall_seq bigint[]; v_recall_at timestamptz[]; v_recall_id text[]; v_recall_by bigint[]; v_total bigint[];
     -- Per change, the answer: outcome, seq, the stored entry's sender and
     -- body (a duplicate's) or the forwarded copy's body, time, a
     -- reaction's count after the change, a message's type.
@@ -254,8 +256,11 @@ BEGIN
                array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.sender_id ELSE tg.sender_id END ORDER BY r.ord),
                array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.body ELSE tg.body END ORDER BY r.ord),
                array_agg(tg.recalled_at IS NOT NULL ORDER BY r.ord), array_agg(fsrc.msg_type ORDER BY r.ord),
-               array_agg(rc.seq ORDER BY r.ord), array_agg(rc.created_at ORDER BY r.ord), array_agg(rx.total ORDER BY r.ord)
-        INTO v_ref, v_ref_sender, v_ref_body, v_ref_recalled, v_f_msg_type, v_recall_seq, v_recall_at, v_total
+               array_agg(rc.seq ORDER BY r.ord), array_agg(rc.created_at ORDER BY r.ord),
+               array_agg(rc.client_msg_id::text ORDER BY r.ord), array_agg(rc.sender_id ORDER BY r.ord),
+               array_agg(rx.total ORDER BY r.ord)
+        INTO v_ref, v_ref_sender, v_ref_body, v_ref_recalled, v_f_msg_type, v_recall_seq, v_recall_at, v_recall_id,
+             v_recall_by, v_total
         FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on)
              WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, is_on, ord)
         -- The writer's role and, in a group that shows members only what
@@ -267,7 +272,8 @@ BEGIN
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at FROM message m
                            WHERE r.tgt > 0 AND m.conversation_id = r.c AND m.seq = r.tgt LIMIT 1) tg ON true
-        LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM message m WHERE r.k = 'recall' AND m.conversation_id = r.c
+        LEFT JOIN LATERAL (SELECT m.seq, m.created_at, m.client_msg_id, m.sender_id FROM message m
+                           WHERE r.k = 'recall' AND m.conversation_id = r.c
                            AND m.target_seq = r.tgt AND m.kind = 'recall' LIMIT 1) rc ON true
         LEFT JOIN LATERAL (SELECT bool_or(x.emoji = r.emoji AND x.user_id = r.s) AS mine,
                                   count(DISTINCT x.emoji) FILTER (WHERE x.user_id = r.s) AS mine_distinct,
@@ -346,9 +352,10 @@ BEGIN
                -- A repeat within the batch answers its first's seq.
                CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int]
                     ELSE COALESCE(q.st_seq, max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id)) END AS seq,
-               COALESCE(q.st_sender, q.first_s) AS o_sender,
+               CASE WHEN q.status = 6 THEN v_recall_by[q.ord::int] ELSE COALESCE(q.st_sender, q.first_s) END AS o_sender,
                CASE WHEN q.fc IS NOT NULL THEN v_ref_body[q.ord::int] ELSE q.b END AS body,
-               CASE WHEN q.status = 0 THEN NULL ELSE COALESCE(q.st_body, q.first_b) END AS st_body,
+               CASE WHEN q.status = 0 THEN NULL WHEN q.status = 6 THEN v_recall_id[q.ord::int]
+                    ELSE COALESCE(q.st_body, q.first_b) END AS st_body,
                CASE WHEN q.status = 6 THEN v_recall_at[q.ord::int] ELSE COALESCE(q.st_at, k.at) END AS at,
                CASE WHEN q.k <> 'reaction' THEN NULL
                     WHEN q.status = 0 THEN COALESCE(v_total[q.ord::int], 0)::int + CASE WHEN q.is_on THEN 1 ELSE -1 END

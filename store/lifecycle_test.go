@@ -373,3 +373,17 @@ func TestAReactionsClientMsgIDReusedForAnotherEmojiOrOnIsAConflict(t *testing.T)
 		t.Fatalf("the resend: %+v, want a duplicate of seq %d (👍, on, count 1)", res, done.Entry.Seq)
 	}
 }
+
+func TestRecallingARecalledMessageAnswersTheFirstRecallWhole(t *testing.T) {
+	st, _ := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	m := mustSend(t, st, g.ID, 2, "soon gone")
+	first := mustChange(t, st, change(chat.KindRecall, g.ID, 2, m.Seq))
+	again := change(chat.KindRecall, g.ID, 1, m.Seq) // the owner, with a clientMsgId of its own
+	res := mustChange(t, st, again)
+	want := first.Entry
+	if !res.Unchanged || res.Entry.Seq != want.Seq || res.Entry.ClientMsgID != want.ClientMsgID ||
+		res.Entry.SenderID != want.SenderID || !res.Entry.CreatedAt.Equal(want.CreatedAt) {
+		t.Fatalf("recalling again answered %+v, want unchanged and the first recall %+v", res.Entry, want)
+	}
+}

@@ -307,8 +307,16 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 				return res, nil, err
 			}
 		}
-	case outUnchanged, outAlreadyRecalled:
+	case outUnchanged:
 		res.Unchanged = true
+	case outAlreadyRecalled:
+		// The answer is the first recall, whoever asks again: its seq and
+		// time come with it, so its clientMsgId and sender must too.
+		res.Unchanged = true
+		if o.sender == nil || o.body == nil {
+			return res, nil, fmt.Errorf("already-recalled outcome is incomplete")
+		}
+		e.SenderID, e.ClientMsgID = *o.sender, *o.body
 	default:
 		return res, nil, fmt.Errorf("unknown outcome %d", o.status)
 	}

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"testing"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/httpapi"
 )
 
@@ -46,5 +47,31 @@ func TestAnIdempotencyKeyReusedForAnotherReactionIs409(t *testing.T) {
 	e.must(200, 1, "GET", pathf("/v1/conversations/%d/messages", g), nil, &h)
 	if len(h.Messages) != 2 {
 		t.Fatalf("history holds %d entries, want the message and one reaction", len(h.Messages))
+	}
+}
+
+// TestRecallingARecalledMessageAnswersTheFirstRecallsClientMsgID: the
+// second recall is answered with the first one's seq, clientMsgId and time,
+// not a mix of the first's seq and the second request's key.
+func TestRecallingARecalledMessageAnswersTheFirstRecallsClientMsgID(t *testing.T) {
+	e := newEnvWith(t, envConfig{limits: chat.DefaultLimits()})
+	g := e.group(1, 2)
+	m := e.sendMsg(2, g, newID(), "soon gone")
+	path := pathf("/v1/conversations/%d/messages/%d", g, m.Seq)
+	firstKey := newID()
+	var first, again httpapi.ChangeReply
+	if r := e.do(2, "DELETE", path, nil, withHeader("Idempotency-Key", firstKey)); r.status != 200 {
+		t.Fatalf("recall: %d %s", r.status, r.body)
+	} else {
+		r.decode(t, &first)
+	}
+	if r := e.do(1, "DELETE", path, nil, withHeader("Idempotency-Key", newID())); r.status != 200 {
+		t.Fatalf("recall again: %d %s", r.status, r.body)
+	} else {
+		r.decode(t, &again)
+	}
+	if !again.Unchanged || again.Seq != first.Seq || again.ClientMsgID != firstKey ||
+		again.RecalledAt == nil || first.RecalledAt == nil || !again.RecalledAt.Equal(*first.RecalledAt) {
+		t.Fatalf("recall again: %+v, want unchanged and the first recall %+v", again, first)
 	}
 }
