@@ -67,7 +67,7 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 		}
 		if ok {
 			added = existing
-			return nil, nil
+			return nil, viewMember(ctx, tx, &added, actorID)
 		}
 		var n int
 		if err := tx.QueryRow(ctx,
@@ -86,6 +86,9 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 			return nil, fmt.Errorf("insert member: %w", err)
 		}
 		created = true
+		if err := viewMember(ctx, tx, &added, actorID); err != nil {
+			return nil, err
+		}
 		// member.added first: it starts the new member's streams at
 		// join_seq, so the entry after it reaches them too.
 		ev := chat.MemberAddedEvent(conv, userID, actorID, added.Role)
@@ -358,6 +361,9 @@ func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int
 			return nil, chat.Errorf(chat.CodeInvalid, "the owner's role changes only by transferring ownership (POST .../owner)")
 		}
 		out = target
+		if err := viewMember(ctx, tx, &out, actorID); err != nil {
+			return nil, err
+		}
 		if target.Role == role {
 			return nil, nil
 		}

@@ -328,19 +328,40 @@ func hiddenReaders(ctx context.Context, tx pgx.Tx, users []int64) (map[int64]boo
 // does when the viewer's are off (reciprocity); a direct conversation gets
 // its PeerID.
 func viewMembers(ctx context.Context, tx pgx.Tx, conv *chat.Conversation, viewer int64) error {
-	ids := make([]int64, len(conv.Members))
-	for i, m := range conv.Members {
-		ids[i] = m.UserID
+	for _, m := range conv.Members {
 		if conv.Type == chat.Direct && m.UserID != viewer {
 			conv.PeerID = m.UserID
 		}
+	}
+	return maskReadWatermarks(ctx, tx, conv.Members, viewer)
+}
+
+// viewMember is viewMembers for a reply that carries one member (a role
+// change, an add of someone already in): every reply showing a member
+// shows it as the conversation does.
+func viewMember(ctx context.Context, tx pgx.Tx, m *chat.Member, viewer int64) error {
+	ms := []chat.Member{*m}
+	if err := maskReadWatermarks(ctx, tx, ms, viewer); err != nil {
+		return err
+	}
+	*m = ms[0]
+	return nil
+}
+
+// maskReadWatermarks zeroes the read watermarks viewer may not see: a
+// member's whose read receipts are off, and, when viewer's are off, every
+// other member's (reciprocity).
+func maskReadWatermarks(ctx context.Context, tx pgx.Tx, ms []chat.Member, viewer int64) error {
+	ids := make([]int64, 0, len(ms)+1)
+	for _, m := range ms {
+		ids = append(ids, m.UserID)
 	}
 	hidden, err := hiddenReaders(ctx, tx, append(ids, viewer))
 	if err != nil {
 		return err
 	}
-	for i := range conv.Members {
-		m := &conv.Members[i]
+	for i := range ms {
+		m := &ms[i]
 		if m.UserID != viewer && (hidden[viewer] || hidden[m.UserID]) {
 			m.LastReadSeq = 0
 		}

@@ -278,3 +278,88 @@ func TestPresenceVisibilityFollowsSettingsBothWaysAndBlocks(t *testing.T) {
 		t.Fatalf("settings %+v, %v", s, err)
 	}
 }
+
+// A reader whose read receipts are off is not seen reading through the
+// delivered watermark either: reading (a single receipt or a receipt
+// batch) leaves the delivered watermark others see where their sessions'
+// acknowledgements put it, and those still move it.
+func TestAHiddenReadersReadingDoesNotMoveTheDeliveredWatermarkOthersSee(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	const alice, bob, carol = 1, 2, 3
+	g := mustGroup(t, st, alice, bob, carol)
+	m1 := mustSend(t, st, g.ID, alice, "one")
+	m2 := mustSend(t, st, g.ID, alice, "two")
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
+	if _, err := st.MarkRead(ctx, g.ID, carol, m2.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkRead(ctx, g.ID, bob, m1.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.MarkRead(ctx, g.ID, bob, m2.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if got := member(t, st, g.ID, bob, bob).LastReadSeq; got != m2.Seq {
+		t.Fatalf("bob's own read watermark %d, want %d", got, m2.Seq)
+	}
+	shows := func(what string, want int64) {
+		t.Helper()
+		if d := member(t, st, g.ID, alice, bob).LastDeliveredSeq; d != want {
+			t.Fatalf("%s: alice sees bob's lastDeliveredSeq %d, want %d", what, d, want)
+		}
+		seen, err := st.SeenBy(ctx, g.ID, alice, m1.Seq)
+		if wantTo := map[bool]int{true: 2, false: 1}[want >= m1.Seq]; err != nil || seen.DeliveredTo != wantTo {
+			t.Fatalf("%s: seen-by %+v, %v; want deliveredTo %d", what, seen, err, wantTo)
+		}
+		page, err := st.HistoryPage(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: alice})
+		if err != nil || page.DeliveredSeq != want {
+			t.Fatalf("%s: alice's deliveredSeq %d, %v; want %d", what, page.DeliveredSeq, err, want)
+		}
+		in, err := st.Inbox(ctx, alice, 0, "")
+		if err != nil || in.Conversations[0].DeliveredSeq != want {
+			t.Fatalf("%s: alice's inbox %+v, %v; want deliveredSeq %d", what, in.Conversations, err, want)
+		}
+	}
+	shows("after bob read both", 0)
+	r.Delivered(g.ID, bob, m1.Seq)
+	waitFor(t, "bob's session's ack", func() bool { return member(t, st, g.ID, alice, bob).LastDeliveredSeq == m1.Seq })
+	shows("after bob's session acknowledged the first", m1.Seq)
+}
+
+// Every reply that carries a member masks its read watermark as the
+// conversation's members do: a role change, and adding someone who is a
+// member already.
+func TestRepliesCarryingAMemberHideAHiddenReadersWatermark(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	const alice, bob = 1, 2
+	g := mustGroup(t, st, alice, bob)
+	m := mustSend(t, st, g.ID, alice, "read me")
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkRead(ctx, g.ID, bob, m.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if got := member(t, st, g.ID, alice, bob).LastReadSeq; got != 0 {
+		t.Fatalf("the conversation shows bob's lastReadSeq %d", got)
+	}
+	again, created, err := st.AddMember(ctx, g.ID, alice, bob, "")
+	if err != nil || created || again.LastReadSeq != 0 {
+		t.Fatalf("adding bob again: %+v (created %v), %v; want lastReadSeq 0", again, created, err)
+	}
+	promoted, err := st.SetRole(ctx, g.ID, alice, bob, chat.RoleAdmin)
+	if err != nil || promoted.Role != chat.RoleAdmin || promoted.LastReadSeq != 0 {
+		t.Fatalf("promoting bob: %+v, %v; want an admin with lastReadSeq 0", promoted, err)
+	}
+	same, err := st.SetRole(ctx, g.ID, alice, bob, chat.RoleAdmin)
+	if err != nil || same.LastReadSeq != 0 {
+		t.Fatalf("promoting bob again: %+v, %v; want lastReadSeq 0", same, err)
+	}
+}

@@ -14,11 +14,14 @@ import (
 // last_seq, move only forward. If a concurrent MarkRead holds the member row,
 // PostgreSQL re-evaluates the WHERE against the row it committed, so two
 // readers can never move the watermark backwards. What was read was
-// delivered: the delivered watermark follows.
+// delivered: the delivered watermark follows, unless the reader's read
+// receipts are off (readMovesDeliveredSQL).
 const markReadSQL = `
 UPDATE conversation_member m
 SET last_read_seq = LEAST($3::bigint, c.last_seq),
-    last_delivered_seq = GREATEST(m.last_delivered_seq, LEAST($3::bigint, c.last_seq))
+    last_delivered_seq = CASE WHEN ` + readMovesDeliveredSQL + `
+                              THEN GREATEST(m.last_delivered_seq, LEAST($3::bigint, c.last_seq))
+                              ELSE m.last_delivered_seq END
 FROM conversation c
 WHERE m.conversation_id = $1 AND m.user_id = $2 AND c.id = m.conversation_id
   AND LEAST($3::bigint, c.last_seq) > m.last_read_seq
@@ -69,9 +72,16 @@ func (s *Store) MarkRead(ctx context.Context, conversationID, userID, seq int64)
 	return res, nil
 }
 
+// readMovesDeliveredSQL is true when member m's reading moves their
+// delivered watermark: the delivered watermark is shown to the other
+// members, so a reader whose read receipts are off would be seen reading
+// through it. Theirs moves by their sessions' acknowledgements alone.
+const readMovesDeliveredSQL = `NOT EXISTS (SELECT 1 FROM user_settings rs WHERE rs.user_id = m.user_id AND NOT rs.read_receipts)`
+
 // SeenBy counts the members other than the message's sender whose read
 // watermark is at or past seq, and those whose delivered watermark is (a
-// read watermark counts as delivered too).
+// read watermark counts as delivered too, unless its member's read
+// receipts are off).
 func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (chat.SeenResult, error) {
 	if seq <= 0 {
 		return chat.SeenResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
@@ -98,7 +108,7 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 		// whose receipts are off sees nobody (Hidden).
 		err = tx.QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE cm.last_read_seq >= msg.seq AND s.user_id IS NULL),
-			       count(*) FILTER (WHERE GREATEST(cm.last_delivered_seq, cm.last_read_seq) >= msg.seq),
+			       count(*) FILTER (WHERE GREATEST(cm.last_delivered_seq, CASE WHEN s.user_id IS NULL THEN cm.last_read_seq ELSE 0 END) >= msg.seq),
 			       count(*),
 			       EXISTS (SELECT 1 FROM user_settings v WHERE v.user_id = $3 AND NOT v.read_receipts)
 			FROM message msg

@@ -330,11 +330,14 @@ CROSS JOIN LATERAL (SELECT c.last_seq FROM conversation c WHERE c.id = r.convers
 ORDER BY r.ord`
 
 // readBatchSQL is markReadSQL for a whole batch: clamp to last_seq, only
-// forward; the delivered watermark follows the read one.
+// forward; the delivered watermark follows the read one unless the
+// reader's read receipts are off.
 const readBatchSQL = `
 UPDATE conversation_member m
 SET last_read_seq = LEAST(r.seq, c.last_seq),
-    last_delivered_seq = GREATEST(m.last_delivered_seq, LEAST(r.seq, c.last_seq))
+    last_delivered_seq = CASE WHEN ` + readMovesDeliveredSQL + `
+                              THEN GREATEST(m.last_delivered_seq, LEAST(r.seq, c.last_seq))
+                              ELSE m.last_delivered_seq END
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(conversation_id, user_id, seq)
 JOIN conversation c ON c.id = r.conversation_id
 WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id
@@ -547,7 +550,8 @@ func retryable(err error) bool {
 // --- delivered watermarks ---
 
 // deliveredPlanSQL reads, without locking, which delivered watermarks a
-// batch moves (reading counts as delivered) and who sent the messages each
+// batch moves (reading counts as delivered, unless the reader's read
+// receipts are off: as the watermarks are shown) and who sent the messages each
 // moves over (the last 1000 of them): the users delivery.updated is for. A
 // member's own messages do not count. A row that moves over only its own
 // messages comes back once with a NULL sender.
@@ -555,7 +559,8 @@ const deliveredPlanSQL = `
 SELECT r.conversation_id, r.user_id, LEAST(r.seq, c.last_seq), s.sender_id
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(conversation_id, user_id, seq, ord)
 CROSS JOIN LATERAL (
-  SELECT GREATEST(m.last_delivered_seq, m.last_read_seq) AS cur FROM member_watermark m
+  SELECT GREATEST(m.last_delivered_seq, CASE WHEN ` + readMovesDeliveredSQL + ` THEN m.last_read_seq ELSE 0 END) AS cur
+  FROM member_watermark m
   WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id LIMIT 1) m
 CROSS JOIN LATERAL (SELECT c.last_seq FROM conversation c WHERE c.id = r.conversation_id LIMIT 1) c
 LEFT JOIN LATERAL (

@@ -191,8 +191,8 @@ func TestSettingsAndBlocksOverHTTP(t *testing.T) {
 	e.must(200, 2, "POST", pathf("/v1/conversations/%d/read", d.ID), map[string]int64{"seq": msg.Seq}, nil)
 	var seen chat.SeenResult
 	e.must(200, 1, "GET", pathf("/v1/conversations/%d/messages/%d/seen", d.ID, msg.Seq), nil, &seen)
-	if seen.SeenBy != 0 || seen.DeliveredTo != 1 {
-		t.Fatalf("seen %+v: the reader hides read receipts", seen)
+	if seen.SeenBy != 0 || seen.DeliveredTo != 0 {
+		t.Fatalf("seen %+v: the reader hides read receipts, and reading is not shown as delivery either", seen)
 	}
 	if r := e.do(2, "PUT", "/v1/me/settings", map[string]any{"readReceipts": "no"}); r.status != 400 {
 		t.Fatalf("bad settings: %d", r.status)
@@ -260,5 +260,40 @@ func TestSearchOverHTTPAndRPC(t *testing.T) {
 	e.must(200, 9, "GET", "/v1/search?q=noon", nil, &page)
 	if len(page.Results) != 0 {
 		t.Fatalf("stranger finds %+v", page)
+	}
+}
+
+// Every reply that carries a member, over HTTP and RPC, hides the read
+// watermark of a member whose read receipts are off, as the conversation
+// does: a role change, and an add of someone already a member.
+func TestMemberRepliesHideAHiddenReadersLastReadSeq(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	msg := e.sendMsg(1, g, newID(), "hello")
+	e.must(200, 2, "PUT", "/v1/me/settings", map[string]bool{"readReceipts": false}, nil)
+	e.must(200, 2, "POST", pathf("/v1/conversations/%d/read", g), map[string]int64{"seq": msg.Seq}, nil)
+
+	hidden := func(what string, m chat.Member) {
+		t.Helper()
+		if m.UserID != 2 || m.LastReadSeq != 0 || m.LastDeliveredSeq != 0 {
+			t.Errorf("%s: %+v, want user 2 with lastReadSeq and lastDeliveredSeq 0", what, m)
+		}
+	}
+	var m chat.Member
+	e.must(200, 1, "PUT", pathf("/v1/conversations/%d/members/2/role", g), map[string]string{"role": "admin"}, &m)
+	hidden("role change over HTTP", m)
+	e.must(200, 1, "POST", pathf("/v1/conversations/%d/members", g), map[string]int64{"userId": 2}, &m)
+	hidden("add of a member over HTTP", m)
+	for _, c := range []struct{ method, payload string }{
+		{"members.role", pathf(`{"conversationId":%d,"userId":2,"role":"member"}`, g)},
+		{"members.add", pathf(`{"conversationId":%d,"userId":2}`, g)},
+	} {
+		r := e.rpc(1, c.method, c.payload)
+		var rm chat.Member
+		decodeInto(t, r.raw, &rm)
+		if r.status != 200 {
+			t.Fatalf("%s: %s", c.method, r.raw)
+		}
+		hidden(c.method+" over RPC", rm)
 	}
 }
