@@ -553,10 +553,8 @@ func (s *Service) SeenBy(ctx context.Context, conversationID, userID, seq int64)
 
 // CreateGroup creates a group with the caller as owner.
 func (s *Service) CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (Conversation, error) {
-	if len(title) > 200 {
-		return Conversation{}, Errorf(CodeInvalid, "title is longer than 200 bytes")
-	}
-	if err := s.Limits.ValidateTitle(title); err != nil {
+	title, err := newGroupTitle(title)
+	if err != nil {
 		return Conversation{}, err
 	}
 	seen := map[int64]bool{creatorID: true}
@@ -618,12 +616,21 @@ func (s *Service) RemoveMember(ctx context.Context, conversationID, actorID, use
 	return s.Store.RemoveMember(ctx, conversationID, actorID, userID)
 }
 
-// ValidateTitle rejects titles that are not valid UTF-8 or hold NUL.
+// ValidateTitle rejects a title a group may not be created with (see
+// newGroupTitle).
 func (l Limits) ValidateTitle(title string) error {
-	if strings.ContainsRune(title, 0) || !utf8.ValidString(title) {
-		return Errorf(CodeInvalid, "title must be valid UTF-8 without NUL")
+	_, err := newGroupTitle(title)
+	return err
+}
+
+// newGroupTitle is the title a group is created with: none (empty or
+// blank), or one that obeys the rule a rename does (ValidateGroupTitle),
+// so no title gets past creation that a rename would refuse.
+func newGroupTitle(title string) (string, error) {
+	if utf8.ValidString(title) && strings.TrimSpace(title) == "" {
+		return "", nil
 	}
-	return nil
+	return ValidateGroupTitle(title)
 }
 
 // EncodeInboxCursor makes the opaque keyset cursor of the inbox: the sort key

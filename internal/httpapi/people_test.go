@@ -297,3 +297,36 @@ func TestMemberRepliesHideAHiddenReadersLastReadSeq(t *testing.T) {
 		hidden(c.method+" over RPC", rm)
 	}
 }
+
+// Creating a group obeys the title rule a rename does: control and
+// bidirectional characters are refused, the title is trimmed; no title at
+// all is still allowed.
+func TestCreatingAGroupRefusesATitleARenameWould(t *testing.T) {
+	e := newEnv(t)
+	for _, title := range []string{"evil\u202egnp.exe", "ding\a", "two\nlines", "\u2066isolated"} {
+		for _, transport := range []string{"HTTP", "RPC"} {
+			body := map[string]any{"type": "group", "title": title}
+			status, code := 0, ""
+			if transport == "HTTP" {
+				r := e.do(1, "POST", "/v1/conversations", body)
+				status, code = r.status, r.errorCode()
+			} else {
+				b, _ := json.Marshal(body)
+				r := e.rpc(1, "conversation.create", string(b))
+				status, code = r.status, r.code
+			}
+			if status != 400 || code != "invalid" {
+				t.Errorf("create over %s with title %q: %d %q, want 400 invalid", transport, title, status, code)
+			}
+		}
+	}
+	var c chat.Conversation
+	e.must(201, 1, "POST", "/v1/conversations", map[string]any{"type": "group", "title": "  Crag crew  "}, &c)
+	if c.Title != "Crag crew" {
+		t.Fatalf("title %q, want it trimmed as a rename trims it", c.Title)
+	}
+	e.must(201, 1, "POST", "/v1/conversations", map[string]any{"type": "group"}, &c)
+	if c.Title != "" {
+		t.Fatalf("untitled group got title %q", c.Title)
+	}
+}
