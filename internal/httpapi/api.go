@@ -180,6 +180,14 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 				return
 			}
 		}
+		// Health probes answer whatever query a prober adds: refusing one
+		// would take a healthy node out of service.
+		if !e.public {
+			if err := checkQuery(r, e.query); err != nil {
+				a.writeError(w, r, e.name(), user, err)
+				return
+			}
+		}
 		status, v, err := e.serve(a, w, r, user)
 		if e.raw {
 			if err != nil && !headerWritten(w) {

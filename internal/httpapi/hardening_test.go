@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/chatd/chatd/internal/httpapi"
 )
 
 // TestRequestHardening: oversized bodies, unknown fields, trailing data,
@@ -107,4 +109,67 @@ func TestRequestHardening(t *testing.T) {
 	if r := e.do(1, "POST", msgs, escaped); r.status != 201 {
 		t.Errorf("escaped body at the limit: %d %s", r.status, truncate(r.body))
 	}
+}
+
+// TestEveryRouteRefusesUnknownQueryParameters: the query rule holds on
+// every route, not only the lists: a parameter the route does not take, or
+// one given twice, is 400 invalid before the route runs. Health probes
+// answer whatever a prober adds.
+func TestEveryRouteRefusesUnknownQueryParameters(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	fill := strings.NewReplacer("{id}", pathf("%d", g), "{peerId}", "2", "{userId}", "2", "{seq}", "1",
+		"{emoji}", "x")
+	for _, rt := range httpapi.Routes() {
+		path := fill.Replace(rt.Path)
+		if rt.Path == "/healthz" || rt.Path == "/readyz" {
+			if r := e.do(0, rt.Method, path+"?x=1", nil); r.status != 200 {
+				t.Errorf("%s %s?x=1: %d %s, want 200", rt.Method, rt.Path, r.status, truncate(r.body))
+			}
+			continue
+		}
+		if r := e.do(1, rt.Method, path+"?x=1", nil); r.status != 400 || r.errorCode() != "invalid" ||
+			!strings.Contains(string(r.body), `unknown query parameter \"x\"`) {
+			t.Errorf("%s %s?x=1: %d %s, want 400 invalid", rt.Method, rt.Path, r.status, truncate(r.body))
+		}
+	}
+	for _, path := range []string{pathf("/v1/conversations/%d/members?limit=1&limit=1", g), "/v1/inbox?cursor=a&cursor=a"} {
+		if r := e.do(1, "GET", path, nil); r.status != 400 || r.errorCode() != "invalid" {
+			t.Errorf("GET %s: %d %s, want 400 invalid", path, r.status, truncate(r.body))
+		}
+	}
+	if r := e.do(1, "GET", pathf("/v1/conversations/%d/members?limit=1", g), nil); r.status != 200 {
+		t.Errorf("a known parameter: %d %s", r.status, truncate(r.body))
+	}
+}
+
+// TestJSONFieldNamesAreExactAndGivenOnce: encoding/json alone would read
+// {"SEQ":2} as seq and let the last of {"seq":1,"seq":2} win; bodies and
+// RPC payloads are refused instead, nested objects included.
+func TestJSONFieldNamesAreExactAndGivenOnce(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	m := e.sendMsg(1, g, newID(), "hi")
+	read := pathf("/v1/conversations/%d/read", g)
+	msgs := pathf("/v1/conversations/%d/messages", g)
+	for _, c := range []struct{ name, path, body string }{
+		{"upper-case field", read, `{"SEQ":1}`},
+		{"mixed-case field", read, `{"Seq":1}`},
+		{"repeated field", read, `{"seq":1,"seq":2}`},
+		{"repeated field, one escaped", read, `{"seq":1,"s\u0065q":1}`},
+		{"nested case", msgs, pathf(`{"clientMsgId":"%s","forward":{"ConversationId":%d,"seq":%d}}`, newID(), g, m.Seq)},
+		{"nested repeat", msgs, pathf(`{"clientMsgId":"%s","forward":{"conversationId":%d,"seq":%d,"seq":%d}}`, newID(), g, m.Seq, m.Seq)},
+	} {
+		if r := e.do(2, "POST", c.path, c.body); r.status != 400 || r.errorCode() != "invalid" {
+			t.Errorf("%s: %d %s, want 400 invalid", c.name, r.status, truncate(r.body))
+		}
+	}
+	for _, payload := range []string{pathf(`{"conversationId":%d,"SEQ":1}`, g), pathf(`{"conversationId":%d,"seq":1,"seq":1}`, g)} {
+		if r := e.rpc(2, "read", payload); r.status != 400 || r.code != "invalid" {
+			t.Errorf("rpc read %s: %s, want 400 invalid", payload, r.raw)
+		}
+	}
+	// The exact spelling, escaped or not, is accepted.
+	e.must(200, 2, "POST", read, `{"s\u0065q":1}`, nil)
+	e.must(201, 2, "POST", msgs, pathf(`{"clientMsgId":"%s","forward":{"conversationId":%d,"seq":%d}}`, newID(), g, m.Seq), nil)
 }

@@ -75,10 +75,8 @@ func bindHistory(_ *API, _ http.ResponseWriter, r *http.Request, p *historyParam
 	if err := pathConversation(r, &p.ConversationID); err != nil {
 		return err
 	}
-	q, err := parseQuery(r, "beforeSeq", "afterSeq", "limit")
-	if err != nil {
-		return err
-	}
+	q := queryOf(r)
+	var err error
 	if p.BeforeSeq, err = q.int64("beforeSeq"); err != nil {
 		return err
 	}

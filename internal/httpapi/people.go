@@ -109,11 +109,7 @@ type usersParams struct {
 }
 
 func bindUsers(_ *API, _ http.ResponseWriter, r *http.Request, p *usersParams) error {
-	q, err := parseQuery(r, "ids")
-	if err != nil {
-		return err
-	}
-	raw := q.str("ids")
+	raw := queryOf(r).str("ids")
 	if raw == "" {
 		return chat.Errorf(chat.CodeInvalid, "ids is missing: give 1 to %d user ids, comma-separated", chat.MaxUsersPerRequest)
 	}
@@ -251,10 +247,8 @@ type searchParams struct {
 }
 
 func bindSearch(_ *API, _ http.ResponseWriter, r *http.Request, p *searchParams) error {
-	q, err := parseQuery(r, "q", "conversationId", "senderId", "before", "after", "limit", "cursor")
-	if err != nil {
-		return err
-	}
+	q := queryOf(r)
+	var err error
 	p.Q, p.Cursor = q.str("q"), q.str("cursor")
 	if p.ConversationID, err = q.int64("conversationId"); err != nil {
 		return err

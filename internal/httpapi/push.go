@@ -35,9 +35,8 @@ func registerDevice(a *API, ctx context.Context, user int64, p deviceParams) (in
 // noParams: operations without parameters.
 type noParams struct{}
 
-func bindNone(_ *API, _ http.ResponseWriter, r *http.Request, _ *noParams) error {
-	_, err := parseQuery(r)
-	return err
+func bindNone(_ *API, _ http.ResponseWriter, _ *http.Request, _ *noParams) error {
+	return nil
 }
 
 // DeviceList answers device.list.

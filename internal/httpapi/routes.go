@@ -25,14 +25,14 @@ var endpoints = []endpoint{
 	operation(http.MethodPost, "/v1/conversations/{id}/members", "members.add", bindAddMember, addMember),
 	operation(http.MethodDelete, "/v1/conversations/{id}/members/{userId}", "members.remove", bindRemoveMember, removeMember),
 	operation(http.MethodPost, "/v1/conversations/{id}/messages", "send", bindSend, send),
-	operation(http.MethodGet, "/v1/conversations/{id}/messages", "history", bindHistory, history),
+	operation(http.MethodGet, "/v1/conversations/{id}/messages", "history", bindHistory, history).takes("beforeSeq", "afterSeq", "limit"),
 	operation(http.MethodPatch, "/v1/conversations/{id}/messages/{seq}", "message.edit", bindEdit, editMessage),
 	operation(http.MethodDelete, "/v1/conversations/{id}/messages/{seq}", "message.recall", bindRecall, recallMessage),
 	operation(http.MethodPut, "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", "reaction.set", bindReaction(true), setReaction),
 	operation(http.MethodDelete, "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", "", bindReaction(false), setReaction),
 	operation(http.MethodPost, "/v1/conversations/{id}/read", "read", bindRead, markRead),
 	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
-	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox),
+	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox).takes("limit", "cursor"),
 	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindUserID("id"), userPresence),
 	operation(http.MethodPost, "/v1/uploads", "upload.create", bindCreateUpload, createUpload),
 	operation(http.MethodGet, "/v1/uploads/{id}", "upload.get", bindUploadID, getUpload),
@@ -53,13 +53,13 @@ var endpoints = []endpoint{
 	operation(http.MethodGet, "/v1/me/blocks", "blocks.list", bindNone, listBlocks),
 	operation(http.MethodPut, "/v1/me/blocks/{userId}", "block", bindUserID("userId"), block),
 	operation(http.MethodDelete, "/v1/me/blocks/{userId}", "unblock", bindUserID("userId"), unblock),
-	operation(http.MethodGet, "/v1/users", "users.get", bindUsers, getUsers),
+	operation(http.MethodGet, "/v1/users", "users.get", bindUsers, getUsers).takes("ids"),
 	operation(http.MethodGet, "/v1/users/{id}", "user.get", bindUserID("id"), getUser),
 	operation(http.MethodPatch, "/v1/conversations/{id}", "conversation.update", bindGroup, updateGroup),
-	operation(http.MethodGet, "/v1/conversations/{id}/members", "members.list", bindMembers, listMembers),
+	operation(http.MethodGet, "/v1/conversations/{id}/members", "members.list", bindMembers, listMembers).takes("limit", "cursor"),
 	operation(http.MethodPut, "/v1/conversations/{id}/members/{userId}/role", "members.role", bindRole, setRole),
 	operation(http.MethodPost, "/v1/conversations/{id}/owner", "conversation.owner", bindOwner, transferOwner),
-	operation(http.MethodGet, "/v1/search", "search", bindSearch, search),
+	operation(http.MethodGet, "/v1/search", "search", bindSearch, search).takes("q", "conversationId", "senderId", "before", "after", "limit", "cursor"),
 	public(http.MethodGet, "/healthz", healthz),
 	public(http.MethodGet, "/readyz", readyz),
 }
@@ -90,12 +90,23 @@ func RPCMethods() []string {
 // come from.
 type endpoint struct {
 	Route
+	// query names the query parameters the route takes (takes); any
+	// other, or one given twice, is refused before the route runs, as an
+	// unknown JSON field is.
+	query  []string
 	public bool // no bearer token needed (health probes)
 	// raw endpoints write their own answer (bytes, not JSON); an error
 	// returned before they wrote anything is answered as JSON.
 	raw   bool
 	serve func(a *API, w http.ResponseWriter, r *http.Request, user int64) (int, any, error)
 	call  func(a *API, ctx context.Context, user int64, payload []byte) (int, any, error)
+}
+
+// takes declares the query parameters a route reads; without it a route
+// takes none.
+func (e endpoint) takes(names ...string) endpoint {
+	e.query = names
+	return e
 }
 
 // name identifies the endpoint in logs.
