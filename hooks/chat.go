@@ -361,9 +361,20 @@ func (h *Chat) OnUnsubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet 
 
 // OnUnsubscribed records a persistent session's subscriptions and holds
 // event delivery when none covers events.
-func (h *Chat) OnUnsubscribed(cl *mqtt.Client, _ packets.Packet) {
+//
+// Only a client's own UNSUBSCRIBE counts. mochi also calls this hook from
+// UnsubscribeClient, its clean-up of a connection it believes clean (every
+// persistent one: hidePersistence), with a packet it made up whose packet
+// id is 0, which no UNSUBSCRIBE from the wire has (the fixed header must
+// say QoS 1 and UnsubscribeValidate then wants an id). On a takeover that
+// clean-up runs for the old connection before the new one's CONNACK, and
+// recording its now empty list would wipe the subscriptions the session
+// resumes with (and hold delivery by client id). Keying on the packet
+// rather than on the old connection's state (Closed, IsTakenOver) does not
+// depend on mochi's order of closing, marking and unsubscribing.
+func (h *Chat) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	ci := h.info(cl)
-	if ci == nil {
+	if ci == nil || pk.PacketID == 0 {
 		return
 	}
 	h.recordSubscriptions(cl, ci)

@@ -30,7 +30,9 @@ import (
 //     with its subscriptions (sessionPresent), which mochi cannot know;
 //   - OnSessionEstablished restores the recorded subscriptions;
 //   - OnSubscribed and OnUnsubscribed record the subscriptions before the
-//     SUBACK/UNSUBACK goes out: acknowledged means recorded;
+//     SUBACK/UNSUBACK goes out: acknowledged means recorded; mochi's own
+//     unsubscribing of a connection it ends or sees taken over records
+//     nothing (OnUnsubscribed);
 //   - a DISCONNECT's session expiry (v5 may change it, 0 ends the session)
 //     is taken out of the packet for mochi and applied to PostgreSQL.
 

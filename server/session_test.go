@@ -259,3 +259,50 @@ func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
 		t.Fatal("after UNSUBSCRIBE the tree holds a subscription or the client was disconnected")
 	}
 }
+
+// A persistent session taken over on its node (the device reconnects with
+// its client id while its old connection is still open) keeps the
+// subscriptions recorded in PostgreSQL: mochi's clean-up of the old
+// connection is not the client unsubscribing. The takeover's subscriptions
+// are checked once the CONNACK is in (mochi has done with the old client by
+// then), and the next resume must still get events without subscribing.
+func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
+	for _, v := range []byte{4, 5} {
+		srv, conv := startDirect(t, nil)
+		clientID := fmt.Sprintf("phone-takeover-v%d", v)
+		recorded := func() string {
+			t.Helper()
+			var s *string
+			if err := srv.Pool.QueryRow(context.Background(), `SELECT subscriptions::text FROM chat_session WHERE client_id = $1`, clientID).Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			if s == nil {
+				return "NULL"
+			}
+			return *s
+		}
+		old := rawClient(t, srv.MQTTAddr(), 2, clientID, v, false)
+		before := recorded()
+		again, ack := resume(t, srv.MQTTAddr(), 2, clientID, v)
+		if !ack.SessionPresent {
+			t.Fatalf("v%d: takeover of a persistent session answered session present = false", v)
+		}
+		testkit.WaitFor(t, 5*time.Second, "the old connection closed", old.Closed)
+		if after := recorded(); after != before {
+			t.Fatalf("v%d: the takeover changed the recorded subscriptions from %s to %s", v, before, after)
+		}
+		again.Drop()
+		testkit.WaitFor(t, 5*time.Second, "session parked", func() bool { return srv.Hub.Session(clientID) == nil })
+		third, ack := resume(t, srv.MQTTAddr(), 2, clientID, v)
+		if !ack.SessionPresent {
+			t.Fatalf("v%d: resume after the takeover answered session present = false", v)
+		}
+		if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "after"}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextEvent(t, third, chat.EventMessageNew, 10*time.Second); ev.Body != "after" {
+			t.Fatalf("v%d: delivered %+v", v, ev)
+		}
+		disconnect(t, srv, third, clientID)
+	}
+}
