@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -413,18 +412,32 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		}
 		dropRefusedAlias(&pk)
 		pk.FixedHeader.Retain = false
-		if strings.HasPrefix(pk.TopicName, "$") && pk.FixedHeader.Qos > 0 {
-			// mochi drops publishes to $-topics before any publish hook,
-			// with no PUBACK: a QoS 1 client would resend forever. Answer
-			// it as every refused publish is answered.
+		if pk.FixedHeader.Qos > 0 && mochiDropsPublish(pk, h.server.Options.Capabilities.TopicAliasMaximum) {
+			// mochi drops this publish before any publish hook, with no
+			// PUBACK: a QoS 1 client would resend forever. Answer it as
+			// every refused publish is answered. Only these: any other
+			// publish reaches OnPublish, which answers it (a $foo topic
+			// refused there too), and answering it here as well would
+			// send two PUBACKs with one packet id.
 			h.refuseSystemTopic(cl, pk)
 		}
 	}
 	return pk, nil
 }
 
-// refuseSystemTopic answers a publish to a $-topic as every refused
-// publish is answered, in its place in the connection's PUBACK order.
+// mochiDropsPublish is whether mochi's processPublish silently drops pk:
+// its topic is one mochi's IsValidFilter refuses for publishing ($SYS…, a
+// bare $share or $share/group), the very test processPublish makes. A
+// publish that fails mochi's PublishValidate first (a wildcard in the
+// topic) is not dropped but ends the connection as a protocol error, and
+// gets no answer here either.
+func mochiDropsPublish(pk packets.Packet, topicAliasMaximum uint16) bool {
+	return pk.PublishValidate(topicAliasMaximum) == packets.CodeSuccess && !mqtt.IsValidFilter(pk.TopicName, true)
+}
+
+// refuseSystemTopic answers a publish mochi would drop ($SYS…, $share) as
+// every refused publish is answered, in its place in the connection's
+// PUBACK order.
 func (h *Chat) refuseSystemTopic(cl *mqtt.Client, pk packets.Packet) {
 	ci := h.info(cl)
 	if ci == nil {

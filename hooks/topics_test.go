@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 )
 
@@ -116,4 +118,26 @@ func FuzzDecodeStrict(f *testing.F) {
 			t.Fatalf("accepted non-object %q", b)
 		}
 	})
+}
+
+// mochiDropsPublish names exactly the publishes mochi's processPublish
+// drops without a hook: those OnPacketRead must answer itself, and only
+// those (OnPublish answers the rest).
+func TestMochiDropsPublishExactlyTheTopicsMochiDrops(t *testing.T) {
+	for topic, want := range map[string]bool{
+		"$SYS/broker/x":               true,
+		"$sys/x":                      true,
+		"$share":                      true,
+		"$share/g":                    true,
+		"$foo/bar":                    false,
+		"$share/g/chat/v1/conv/1/msg": false,
+		"chat/v1/conv/1/msg":          false,
+		"chat/v1/conv/+/msg":          false, // a protocol error: the connection ends, unanswered
+		"":                            false, // no topic, no alias: a protocol error too
+	} {
+		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, PacketID: 1, TopicName: topic}
+		if got := mochiDropsPublish(pk, TopicAliasMaximum); got != want {
+			t.Errorf("mochiDropsPublish(%q) = %v, want %v", topic, got, want)
+		}
+	}
 }

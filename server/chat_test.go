@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -275,4 +276,58 @@ func mintWith(t *testing.T, secret string, user int64, ttl time.Duration) string
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// Every QoS 1 publish to a $-topic is refused exactly once: one PUBACK
+// (0x87 for v5), and for v3.1.1 one forbidden error event. mochi drops
+// some of them before any publish hook ($SYS…, a bare $share or
+// $share/group) and passes the others ($foo, $share/group/topic) on to
+// OnPublish; neither kind may be answered twice (a second PUBACK with the
+// same packet id would acknowledge the client's next publish that reuses
+// it). A refused send to a conversation the user is not in closes the
+// sequence: its PUBACK (and v3.1.1 error event, which names it) comes
+// after every earlier answer.
+func TestDollarTopicPublishIsRefusedExactlyOnce(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	topics := []string{"$foo/bar", "$share/g/chat/v1/conv/1/msg", "$SYS/broker/x", "$share/g", "$share"}
+	for _, v := range []byte{5, 4} {
+		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("dollar-v%d", v), Password: testnode.Token(t, 3), Clean: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if codes, err := c.Subscribe(testnode.EventsTopic(3)); err != nil || codes[0] >= 0x80 {
+			t.Fatalf("subscribe: %v %v", codes, err)
+		}
+		for _, topic := range topics {
+			ack, err := c.Publish(topic, 1, []byte(`{}`))
+			if err != nil || (v == 5 && ack.ReasonCode != 0x87) {
+				t.Fatalf("v%d publish to %s: PUBACK 0x%02x %v, want 0x87", v, topic, ack.ReasonCode, err)
+			}
+		}
+		marker := newID()
+		if _, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(marker, "not a member")); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.AckOrder(); len(got) != len(topics)+1 {
+			t.Fatalf("v%d: %d PUBACKs for %d publishes (packet ids %v)", v, len(got), len(topics)+1, got)
+		}
+		if v == 4 {
+			denied := 0
+			nextPublish(t, c, "the error event of the last publish", 10*time.Second, func(pk packets.Packet) bool {
+				var ev event
+				_ = json.Unmarshal(pk.Payload, &ev)
+				if ev.ClientMsgID == marker {
+					return true
+				}
+				if ev.Type == chat.EventError && ev.Code == string(chat.CodeForbidden) {
+					denied++
+				}
+				return false
+			})
+			if denied != len(topics) {
+				t.Fatalf("v3.1.1: %d forbidden error events for %d refused $-topic publishes", denied, len(topics))
+			}
+		}
+		c.Disconnect()
+	}
 }
