@@ -147,8 +147,11 @@ type Conn interface {
 type Delivery interface {
 	// Attach starts delivery for a connected client (a session already
 	// running under clientID is stopped first). ready says the client is
-	// subscribed to its events topic already.
-	Attach(conn Conn, clientID string, userID int64, persistent, ready bool)
+	// subscribed to its events topic already. receiveMaximum, when above
+	// 0, is the client's own bound on its unacknowledged QoS 1 publishes
+	// (MQTT 5 Receive Maximum): the session's window is the smaller of it
+	// and the server's.
+	Attach(conn Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int)
 	// Detach stops clientID's session if conn still owns it.
 	Detach(clientID string, conn Conn)
 	// SetReady tells the session whether its client is subscribed to its

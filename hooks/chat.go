@@ -280,11 +280,23 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.restoreSubscriptions(cl, ci)
 	ready := subscribedToEvents(cl, ci.userID)
 	h.cfg.Metrics.Online.Inc()
-	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready)
+	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready, clientReceiveMaximum(cl))
 	if h.cfg.Presence != nil {
 		ci.present.Store(true)
 		h.cfg.Presence.Connected(cl.ID, ci.userID)
 	}
+}
+
+// clientReceiveMaximum is the most unacknowledged QoS 1 publishes the
+// client will take (MQTT 5 Receive Maximum; 0: it set none, which means
+// 65535, and v3.1.1 has none). Delivery must keep to it [MQTT-3.3.4-9];
+// mochi's own bound on it (its inflight map) is not used for chat
+// deliveries, which the session writes itself.
+func clientReceiveMaximum(cl *mqtt.Client) int {
+	if !isV5(cl) {
+		return 0
+	}
+	return int(cl.Properties.Props.ReceiveMaximum)
 }
 
 // OnACLCheck: subscriptions only inside the user's own tree. Publishes are

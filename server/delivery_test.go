@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
@@ -234,4 +237,69 @@ func sendRetrying(t *testing.T, addr string, user, conv int64, n int) {
 			}
 		}
 	}
+}
+
+// An MQTT 5 client's Receive Maximum bounds its unacknowledged deliveries
+// [MQTT-3.3.4-9], below the server's window (CHAT_MAX_INFLIGHT). The
+// session resumes with 20 messages it missed, all read in one catch-up
+// query; a client that asked for 5 gets 5 and no more until it
+// acknowledges. Two refused publishes after the fifth delivery are the
+// barrier: the session writes its PUBACKs before any deliveries of the
+// same write, so once the second PUBACK is in, whatever the first write
+// carried is in too. Then, acknowledging as it reads, it gets the rest in
+// order, never more than 5 unacknowledged.
+func TestDeliveryKeepsToTheClientsReceiveMaximum(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	const rm, missed = 5, 20
+	before := parkSession(t, srv, 2, "rm5", 5, conv.ID)
+	for i := range missed {
+		if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: fmt.Sprint("m", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "rm5", Username: "2", Password: testnode.Token(t, 2),
+		Expiry: 3600, Properties: packets.Properties{ReceiveMaximum: rm}, NoAutoAck: true})
+	if err != nil || !ack.SessionPresent {
+		t.Fatalf("resume: present=%v %v", ack.SessionPresent, err)
+	}
+	t.Cleanup(c.Drop)
+	var got []packets.Packet
+	for len(got) < rm {
+		got = append(got, nextPublish(t, c, "a delivery", 10*time.Second, func(packets.Packet) bool { return true }))
+	}
+	for range 2 {
+		if ack, err := c.Publish("chat/v1/no-such-topic", 1, []byte(`{}`)); err != nil || ack.ReasonCode != 0x87 {
+			t.Fatalf("barrier publish: 0x%02x %v", ack.ReasonCode, err)
+		}
+	}
+	if n := len(c.Publishes); n > 0 {
+		t.Fatalf("%d unacknowledged QoS 1 publishes sent to a client whose Receive Maximum is %d", rm+n, rm)
+	}
+	unacked := rm
+	for _, pk := range got {
+		if err := c.Ack(pk.PacketID); err != nil {
+			t.Fatal(err)
+		}
+		unacked--
+	}
+	var evs []event
+	for _, pk := range got {
+		var ev event
+		_ = json.Unmarshal(pk.Payload, &ev)
+		evs = append(evs, ev)
+	}
+	for len(evs) < missed {
+		pk := nextPublish(t, c, "a delivery", 10*time.Second, func(packets.Packet) bool { return true })
+		if unacked++; unacked > rm {
+			t.Fatalf("%d unacknowledged QoS 1 publishes, Receive Maximum %d", unacked, rm)
+		}
+		var ev event
+		_ = json.Unmarshal(pk.Payload, &ev)
+		evs = append(evs, ev)
+		if err := c.Ack(pk.PacketID); err != nil {
+			t.Fatal(err)
+		}
+		unacked--
+	}
+	assertInOrder(t, evs, before+1)
 }

@@ -46,7 +46,8 @@
 //
 // A session keeps a bounded window of unacknowledged QoS 1 publishes (its
 // own packet ids, not mochi's inflight map), advanced by the client's
-// PUBACKs (Acked). A session that leaves its window full for longer than
+// PUBACKs (Acked): Options.Window, or the client's Receive Maximum when
+// that is smaller (Attach). A session that leaves its window full for longer than
 // SlowTimeout is disconnected and resumes from its cursor when it
 // reconnects. Writes are batched: every PUBACK already waiting is taken
 // before the pump writes again, and a session whose window filled refills

@@ -159,14 +159,21 @@ func (h *Hub) Close(ctx context.Context) error {
 
 // Attach starts delivery for a connected client. A session already running
 // under clientID (a takeover) is stopped first, and its cursors flushed, so
-// the new one resumes exactly where the old one stopped.
-func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, ready bool) {
+// the new one resumes exactly where the old one stopped. The session's
+// window is Options.Window, or the client's receiveMaximum when that is
+// smaller (and above 0): MQTT 5 forbids sending a client more
+// unacknowledged QoS 1 publishes than it asked for [MQTT-3.3.4-9].
+func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int) {
 	if old := h.Session(clientID); old != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		old.stopAndWait(ctx)
 		cancel()
 	}
 	s := newSession(h, conn, clientID, userID, persistent, ready)
+	s.window = h.opts.Window
+	if receiveMaximum > 0 {
+		s.window = min(s.window, receiveMaximum)
+	}
 	s.readyFlag.Store(ready)
 	h.mu.Lock()
 	h.byClient[clientID] = s

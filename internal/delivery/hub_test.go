@@ -157,7 +157,7 @@ func attachUser(t *testing.T, h *delivery.Hub, f fixture, id string, user int64,
 	}
 	c := newConn(id, ack)
 	c.hub = h
-	h.Attach(c, id, user, persistent, ready)
+	h.Attach(c, id, user, persistent, ready, 0)
 	sess := h.Session(id)
 	select {
 	case <-sess.Loaded():
@@ -540,7 +540,7 @@ func BenchmarkFanOut(b *testing.B) {
 			b.Fatal(err)
 		}
 		c := &countConn{hub: h, id: id}
-		h.Attach(c, id, u, false, true)
+		h.Attach(c, id, u, false, true, 0)
 		<-h.Session(id).Loaded()
 		conns = append(conns, c)
 	}
@@ -593,7 +593,7 @@ func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testin
 	h := startHub(t, st, delivery.Options{})
 	c := newConn("c", true)
 	c.hub = h
-	h.Attach(c, "c", 2, false, true)
+	h.Attach(c, "c", 2, false, true, 0)
 	sent := make(chan error, 1)
 	h.Reply("c", c, []chat.Ack{{PacketID: 7, Reason: 0x80, Message: "unavailable", Sent: func(err error) { sent <- err }}})
 	select {
@@ -640,7 +640,7 @@ func TestAPumpStartsAtOnceWhileEveryPumpWorkerIsBlockedOnASlowClient(t *testing.
 		if _, err := f.sessions.Open(context.Background(), id, 2, true, false, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		h.Attach(stuckConn{release, &writing}, id, 2, true, true)
+		h.Attach(stuckConn{release, &writing}, id, 2, true, true, 0)
 		select {
 		case <-h.Session(id).Loaded():
 		case <-time.After(10 * time.Second):

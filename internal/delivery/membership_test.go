@@ -215,7 +215,7 @@ func testResyncJoin(t *testing.T, qs int) {
 	fc := newConn("u3", true)
 	fc.hub = h
 	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
-	h.Attach(c, "u3", 3, false, true)
+	h.Attach(c, "u3", 3, false, true, 0)
 	<-h.Session("u3").Loaded()
 	obs := attach(t, h, f, "u2", false, true)
 	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the index

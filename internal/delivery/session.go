@@ -26,6 +26,9 @@ type Session struct {
 
 	hub  *Hub
 	conn chat.Conn
+	// window bounds the unacknowledged QoS 1 publishes: Options.Window, or
+	// less when the client's Receive Maximum is (Hub.Attach).
+	window int
 
 	mu       sync.Mutex // guards the mailbox
 	box      []item     // offered items, in order
@@ -132,7 +135,7 @@ func (s *Session) offer(it item) {
 func (s *Session) ack(id uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.boxAcks) < 4*s.hub.opts.Window+64 {
+	if len(s.boxAcks) < 4*s.window+64 {
 		s.boxAcks = append(s.boxAcks, id)
 		s.wakeLocked()
 	}
@@ -331,7 +334,7 @@ func (s *Session) arm() {
 	if len(s.gapped) > 0 {
 		set(max(s.hub.opts.GapWait/4, time.Millisecond))
 	}
-	if (len(s.inflight) >= s.hub.opts.Window || s.windowFull) && len(s.inflight) > 0 {
+	if (len(s.inflight) >= s.window || s.windowFull) && len(s.inflight) > 0 {
 		set(time.Until(s.lastAck.Add(s.hub.opts.SlowTimeout)) + time.Millisecond)
 	}
 	if d := time.Until(s.fillWait); d > 0 && s.ready && s.anyBehind() {
@@ -373,7 +376,7 @@ func (s *Session) idle() {
 // filled (queued, or a stream now behind, to be filled from the catch-up
 // sources) must not be released one per PUBACK either.
 func (s *Session) noteFull() {
-	if len(s.inflight) >= s.hub.opts.Window && s.moreToSend() {
+	if len(s.inflight) >= s.window && s.moreToSend() {
 		s.windowFull = true
 	}
 }
@@ -507,7 +510,7 @@ func (s *Session) pump() bool {
 	for {
 		// Everything the window allows goes out in one write: one syscall
 		// for a burst instead of one per message.
-		window := s.hub.opts.Window
+		window := s.window
 		if s.windowFull {
 			// The client fell a full window behind; refill in bursts of a
 			// quarter window rather than one packet per PUBACK, which on a
@@ -705,7 +708,7 @@ func (s *Session) tick(now time.Time) bool {
 			delete(s.gapped, id)
 		}
 	}
-	if (len(s.inflight) >= s.hub.opts.Window || s.windowFull) && len(s.inflight) > 0 && now.Sub(s.lastAck) > s.hub.opts.SlowTimeout {
+	if (len(s.inflight) >= s.window || s.windowFull) && len(s.inflight) > 0 && now.Sub(s.lastAck) > s.hub.opts.SlowTimeout {
 		s.hub.opts.Metrics.SlowDisconnect.Inc()
 		return false
 	}

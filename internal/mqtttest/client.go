@@ -65,6 +65,9 @@ type Options struct {
 	// Properties are extra v5 CONNECT properties (Receive Maximum, Topic
 	// Alias Maximum, ...); Expiry still sets the session expiry.
 	Properties packets.Properties
+	// NoAutoAck starts the client with AutoAck false: a resumed session's
+	// deliveries may arrive before the caller could clear it.
+	NoAutoAck bool
 }
 
 // Will is a CONNECT's Will message.
@@ -101,7 +104,7 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 	if o.ReadBuffer == 0 {
 		o.ReadBuffer = 100000
 	}
-	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: true,
+	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: !o.NoAutoAck,
 		Publishes: make(chan packets.Packet, o.ReadBuffer), waiters: map[uint16]chan packets.Packet{},
 		subacks: make(chan packets.Packet, 16), Done: make(chan struct{}), closing: make(chan struct{})}
 	pk := mqttwire.Connect(o.Version, mqttwire.Login{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
