@@ -70,16 +70,21 @@ type DeliveryStore interface {
 type SessionStore interface {
 	// Open claims clientID for userID (ErrClientIDTaken when another user
 	// holds it) and prepares its cursors; a persistent session that
-	// resumes keeps its cursors and its subscriptions.
-	Open(ctx context.Context, clientID string, userID int64, persistent, clean bool, expiry time.Duration) (OpenedSession, error)
+	// resumes keeps its cursors and its subscriptions. token names the
+	// connection opening it, unique across nodes and restarts: the
+	// session is that connection's until another opens it.
+	Open(ctx context.Context, clientID, token string, userID int64, persistent, clean bool, expiry time.Duration) (OpenedSession, error)
 	// SaveSubscriptions records all of a persistent session's
 	// subscriptions, replacing what was recorded.
 	SaveSubscriptions(ctx context.Context, clientID string, subs []Subscription) error
 	// Touch records that the session was seen now (its expiry, which the
-	// client may have changed on DISCONNECT, starts).
-	Touch(ctx context.Context, clientID string, expiry time.Duration) error
-	// Drop deletes a session and its cursors.
-	Drop(ctx context.Context, clientID string) error
+	// client may have changed on DISCONNECT, starts), if the connection
+	// token opened it last.
+	Touch(ctx context.Context, clientID, token string, expiry time.Duration) error
+	// Drop deletes a session and its cursors, if the connection token
+	// opened it last: a connection that ends after its client reconnected
+	// elsewhere leaves the session to the new connection.
+	Drop(ctx context.Context, clientID, token string) error
 }
 
 // OpenedSession is what Open found.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
@@ -82,6 +83,11 @@ type Chat struct {
 
 	budget *pacer // nil: CONNECTs unpaced
 	conns  userConns
+
+	// tokenPrefix and connSeq make each connection's session token
+	// (newToken).
+	tokenPrefix string
+	connSeq     atomic.Uint64
 }
 
 type clientInfo struct {
@@ -92,6 +98,7 @@ type clientInfo struct {
 	acks        *ackQueue
 	present     atomic.Bool // counted by Presence
 	session     sessionState
+	token       string // this connection's claim on its session (newToken)
 }
 
 // New returns the hook; call Attach with the server before serving.
@@ -114,7 +121,20 @@ func New(cfg Config) *Chat {
 	if cfg.RPCQueue <= 0 {
 		cfg.RPCQueue = 256
 	}
-	return &Chat{cfg: cfg, rpc: newRPCPool(cfg.RPCWorkers, cfg.RPCQueue), budget: newPacer(cfg.ConnectBudget)}
+	return &Chat{cfg: cfg, rpc: newRPCPool(cfg.RPCWorkers, cfg.RPCQueue), budget: newPacer(cfg.ConnectBudget),
+		tokenPrefix: cfg.NodeID + "/" + strconv.FormatUint(rand.Uint64(), 36) + "/"}
+}
+
+// newToken names a new connection for its session (Sessions.Open): only
+// the connection that opened a session last may end it or start its
+// expiry clock, so the end of an older connection of the same client id
+// (on another node, which is not told of the reconnect, or here, racing
+// mochi's takeover) leaves the session alone. The node id and a random
+// per-process part keep tokens apart across nodes and restarts (a
+// configured node id is the same after a restart), the counter within the
+// process.
+func (h *Chat) newToken() string {
+	return h.tokenPrefix + strconv.FormatUint(h.connSeq.Add(1), 36)
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).
@@ -234,7 +254,8 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if !h.takeConnSlot(ctx, cl, userID) {
 		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
 	}
-	opened, err := h.cfg.Sessions.Open(ctx, cl.ID, userID, persistent, cl.Properties.Clean, expiry)
+	token := h.newToken()
+	opened, err := h.cfg.Sessions.Open(ctx, cl.ID, token, userID, persistent, cl.Properties.Clean, expiry)
 	if err != nil {
 		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, chat.ErrClientIDTaken) {
@@ -245,7 +266,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	ci := &clientInfo{userID: userID, persistent: persistent,
 		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()),
-		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}}
+		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token}
 	if persistent {
 		hidePersistence(cl)
 	}
@@ -485,7 +506,9 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 }
 
 // OnDisconnect stops delivery and ends the session or records when it was
-// last seen (a persistent one lives on in PostgreSQL alone: session.go).
+// last seen (a persistent one lives on in PostgreSQL alone: session.go),
+// either only while this connection is the one that opened it last
+// (newToken).
 func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 	forgetAliases(cl)
 	ci := h.info(cl)
@@ -512,9 +535,9 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 	defer cancel()
 	var err error
 	if !ci.persistent || ci.session.ended {
-		err = h.cfg.Sessions.Drop(ctx, cl.ID)
+		err = h.cfg.Sessions.Drop(ctx, cl.ID, ci.token)
 	} else {
-		err = h.cfg.Sessions.Touch(ctx, cl.ID, ci.session.expiry)
+		err = h.cfg.Sessions.Touch(ctx, cl.ID, ci.token, ci.session.expiry)
 	}
 	if err != nil {
 		h.cfg.Logger.Warn("record disconnect failed", "client", cl.ID, "err", err)

@@ -579,11 +579,13 @@ RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
         (SELECT msg_no FROM message WHERE conversation_id = p_conv AND seq <= p_read_seq ORDER BY seq DESC LIMIT 1), 0), 0)
 $$;
 
--- # chat_session_open(p_client, p_user, p_persistent, p_clean, p_expiry)
+-- # chat_session_open(p_client, p_user, p_persistent, p_clean, p_expiry, p_token)
 --
 -- Opens (or resumes) an MQTT session in one round trip. A client id
 -- belongs to one user: o_owner is its owner, and when that is not p_user
--- nothing changed. A persistent session that is not started clean resumes
+-- nothing changed. Otherwise the session is p_token's, the connection
+-- opening it: only that connection's end deletes or touches it (migration
+-- 0024). A persistent session that is not started clean resumes
 -- (o_resumed) with its cursors and its recorded subscriptions
 -- (o_subscriptions; NULL when none were recorded); any other session
 -- starts now: cursors at every conversation's last_seq (persistent) or
@@ -597,25 +599,32 @@ $$;
 -- the subscriptions (Sessions.SaveSubscriptions), and WAL is flushed in
 -- order, so a session is never present with subscriptions its client was
 -- not told of, nor without ones it was.
-CREATE OR REPLACE FUNCTION chat_session_open(p_client text, p_user bigint, p_persistent boolean, p_clean boolean, p_expiry bigint,
+CREATE OR REPLACE FUNCTION chat_session_open(p_client text, p_user bigint, p_persistent boolean, p_clean boolean, p_expiry bigint, p_token text,
     OUT o_owner bigint, OUT o_resumed boolean, OUT o_subscriptions jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_persistent boolean;
     v_subs jsonb;
+    v_inserted boolean;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     o_resumed := false;
     SELECT user_id, persistent, subscriptions INTO o_owner, v_persistent, v_subs
     FROM chat_session WHERE client_id = p_client FOR UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions)
-        VALUES (p_client, p_user, p_persistent, p_expiry, CASE WHEN p_persistent THEN '[]'::jsonb END)
+        INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions, conn_token)
+        VALUES (p_client, p_user, p_persistent, p_expiry, CASE WHEN p_persistent THEN '[]'::jsonb END, p_token)
         ON CONFLICT (client_id) DO NOTHING;
+        v_inserted := FOUND;
         -- A concurrent open may have won the insert: read the owner again.
         SELECT user_id INTO o_owner FROM chat_session WHERE client_id = p_client FOR UPDATE;
         IF o_owner <> p_user THEN
             RETURN;
+        END IF;
+        IF NOT v_inserted THEN
+            -- That open was this user's other connection: this one takes
+            -- the session over from it, as any later open does.
+            UPDATE chat_session SET conn_token = p_token WHERE client_id = p_client;
         END IF;
     ELSE
         IF o_owner <> p_user THEN
@@ -626,7 +635,8 @@ BEGIN
             o_subscriptions := v_subs;
         END IF;
         UPDATE chat_session SET persistent = p_persistent, expiry_seconds = p_expiry, last_seen_at = now(),
-            subscriptions = CASE WHEN o_resumed THEN subscriptions WHEN p_persistent THEN '[]'::jsonb END
+            subscriptions = CASE WHEN o_resumed THEN subscriptions WHEN p_persistent THEN '[]'::jsonb END,
+            conn_token = p_token
         WHERE client_id = p_client;
     END IF;
     IF o_resumed THEN
@@ -646,21 +656,22 @@ BEGIN
 END;
 $$;
 
--- # chat_sessions_touch(p_ids, p_expiry_seconds)
+-- # chat_sessions_touch(p_ids, p_tokens, p_expiry_seconds)
 --
 -- Records that sessions disconnected now, with their expiry (a v5 client
 -- may change it on DISCONNECT), in client id order (the order every
--- statement that updates many sessions locks them in). Asynchronous
--- commit: a crash loses at most a last-seen time, which only delays an
--- expiry.
-CREATE OR REPLACE FUNCTION chat_sessions_touch(p_ids text[], p_expiry_seconds bigint[]) RETURNS void
+-- statement that updates many sessions locks them in); a session another
+-- connection opened since (its conn_token is not p_tokens') is left
+-- alone. Asynchronous commit: a crash loses at most a last-seen time,
+-- which only delays an expiry.
+CREATE OR REPLACE FUNCTION chat_sessions_touch(p_ids text[], p_tokens text[], p_expiry_seconds bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    WITH v AS (SELECT * FROM unnest(p_ids, p_expiry_seconds) AS v(id, secs)),
+    WITH v AS (SELECT * FROM unnest(p_ids, p_tokens, p_expiry_seconds) AS v(id, token, secs)),
     locked AS (SELECT s.client_id FROM chat_session s JOIN v ON s.client_id = v.id
                ORDER BY s.client_id FOR NO KEY UPDATE OF s)
     UPDATE chat_session s SET last_seen_at = now(), expiry_seconds = v.secs
-    FROM v JOIN locked l ON l.client_id = v.id WHERE s.client_id = v.id;
+    FROM v JOIN locked l ON l.client_id = v.id WHERE s.client_id = v.id AND s.conn_token = v.token;
 END;
 $$;

@@ -306,3 +306,86 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 		disconnect(t, srv, third, clientID)
 	}
 }
+
+// A device that reconnects to another node while its old connection on
+// the first is still open (nothing tells the first node) does not lose its
+// session when that old connection finally ends: the old connection
+// neither deletes the session (it was a clean one) nor restarts its expiry
+// clock with its own expiry (a persistent one). Only the connection that
+// opened the session last may end it. The first node's broker forgetting
+// the old client is the barrier: mochi does that after OnDisconnect, which
+// does the deleting and touching, returned.
+func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing.T) {
+	url := pgtest.NewDB(t)
+	a := startNode(t, url, nil)
+	b := startNode(t, url, nil)
+	conv := mustGroup(t, context.Background(), a, 1, "moved", []int64{2})
+	expiry := func(clientID string) (secs int64) {
+		t.Helper()
+		if err := a.Pool.QueryRow(context.Background(), `SELECT expiry_seconds FROM chat_session WHERE client_id = $1`, clientID).Scan(&secs); err != nil {
+			t.Fatalf("the session of %s: %v", clientID, err)
+		}
+		return secs
+	}
+	for _, v := range []byte{5, 4} {
+		// A clean connection on a, then the device's persistent session on b.
+		clientID := fmt.Sprintf("moved-clean-v%d", v)
+		old := rawClient(t, a.MQTTAddr(), 2, clientID, v, true)
+		moved := rawClient(t, b.MQTTAddr(), 2, clientID, v, false)
+		if old.Closed() {
+			t.Fatalf("v%d: the old connection on the other node was closed", v)
+		}
+		old.Drop()
+		testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
+		expiry(clientID) // the session's row is still there
+		disconnect(t, b, moved, clientID)
+		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "while away"}); err != nil {
+			t.Fatal(err)
+		}
+		back, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
+		if !ack.SessionPresent {
+			t.Fatalf("v%d: the reconnected session was lost to the old connection's end", v)
+		}
+		if ev := nextEvent(t, back, chat.EventMessageNew, 10*time.Second); ev.Body != "while away" {
+			t.Fatalf("v%d: delivered %+v", v, ev)
+		}
+		disconnect(t, b, back, clientID)
+	}
+}
+
+// The same for an old persistent connection: its end does not restart the
+// session's expiry clock with its own (short) expiry after the connection
+// on the other node recorded the session's (long) one when the device left
+// it.
+func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *testing.T) {
+	url := pgtest.NewDB(t)
+	a := startNode(t, url, nil)
+	b := startNode(t, url, nil)
+	expiry := func(clientID string) (secs int64) {
+		t.Helper()
+		if err := a.Pool.QueryRow(context.Background(), `SELECT expiry_seconds FROM chat_session WHERE client_id = $1`, clientID).Scan(&secs); err != nil {
+			t.Fatalf("the session of %s: %v", clientID, err)
+		}
+		return secs
+	}
+	clientID := "moved-persistent"
+	old, _, err := mqtttest.Dial(a.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: clientID, Username: "2", Password: testnode.Token(t, 2), Expiry: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(old.Drop)
+	moved := rawClient(t, b.MQTTAddr(), 2, clientID, 5, false) // 3600 s
+	disconnect(t, b, moved, clientID)
+	testkit.WaitFor(t, 5*time.Second, "b to record the session's expiry", func() bool { return expiry(clientID) == 3600 })
+	old.Drop()
+	testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
+	if secs := expiry(clientID); secs != 3600 {
+		t.Fatalf("the old connection's end set the session's expiry to %d s, want the 3600 s of the connection that left it last", secs)
+	}
+}
+
+// brokerForgot says when srv's broker no longer lists clientID: mochi
+// removes an ended connection's client after OnDisconnect returned.
+func brokerForgot(srv *server.Server, clientID string) func() bool {
+	return func() bool { _, ok := srv.Broker.Server.Clients.Get(clientID); return !ok }
+}

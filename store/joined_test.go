@@ -94,7 +94,7 @@ func TestARejoiningMembersSessionStartsAtTheRejoin(t *testing.T) {
 	ctx, st, pool, g := groupOf12(t)
 	mustSend(t, st, g.ID, 1, "one")
 	sess := store.NewSessions(pool)
-	if _, err := sess.Open(ctx, "c2", 2, true, false, 0); err != nil {
+	if _, err := sess.Open(ctx, "c2", "", 2, true, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.RemoveMember(ctx, g.ID, 2, 2); err != nil {

@@ -90,7 +90,7 @@ func cursorFlushRace(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ss *
 
 func openPhone(t *testing.T, ctx context.Context, ss *store.Sessions) {
 	t.Helper()
-	if _, err := ss.Open(ctx, "phone", 1, true, false, time.Hour); err != nil {
+	if _, err := ss.Open(ctx, "phone", "", 1, true, false, time.Hour); err != nil {
 		t.Fatalf("open: %v", err)
 	}
 }
@@ -102,7 +102,7 @@ func TestCleanReopenDuringACursorFlushDoesNotDeadlock(t *testing.T) {
 	ss := store.NewSessions(pool)
 	openPhone(t, ctx, ss)
 	cursorFlushRace(t, ctx, pool, ss, "clean reopen", func() error {
-		_, err := ss.Open(ctx, "phone", 1, true, true, time.Hour)
+		_, err := ss.Open(ctx, "phone", "", 1, true, true, time.Hour)
 		return err
 	})
 	// The reopen ran after the flush and started the session now: user 1
@@ -118,7 +118,7 @@ func TestDroppingASessionDuringACursorFlushDoesNotDeadlock(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ss := store.NewSessions(pool)
 	openPhone(t, ctx, ss)
-	cursorFlushRace(t, ctx, pool, ss, "drop", func() error { return ss.Drop(ctx, "phone") })
+	cursorFlushRace(t, ctx, pool, ss, "drop", func() error { return ss.Drop(ctx, "phone", "") })
 	if n := queryInt(t, pool, `SELECT count(*) FROM session_cursor WHERE client_id = 'phone'`); n != 0 {
 		t.Fatalf("%d cursors after the drop, want 0", n)
 	}

@@ -30,7 +30,7 @@ func TestConnectLooksUpOnlyTheUsersConversationsOnAnUnanalyzedDatabase(t *testin
 	ss := store.NewSessions(pool)
 	for u := int64(1000000); u < 1000040; u++ {
 		client := fmt.Sprintf("phone-%d", u)
-		if _, err := ss.Open(testCtx(t), client, u, true, true, time.Hour); err != nil {
+		if _, err := ss.Open(testCtx(t), client, "", u, true, true, time.Hour); err != nil {
 			t.Fatalf("open the session of user %d: %v", u, err)
 		}
 		cursors, err := ss.Cursors(testCtx(t), client, u, true)

@@ -26,8 +26,13 @@ import (
 type Sessions struct {
 	pool    *pgxpool.Pool
 	subs    *coalesce.Group[string, []byte]
-	touches *coalesce.Group[string, int64]
+	touches *coalesce.Group[connKey, int64]
 }
+
+// connKey is a session as one connection holds it: Touch waits together
+// by connection, so that an old connection's touch of a client id cannot
+// take the place of the current one's in a batch.
+type connKey struct{ clientID, token string }
 
 // NewSessions returns the session store on pool.
 func NewSessions(pool *pgxpool.Pool) *Sessions {
@@ -48,15 +53,16 @@ var (
 // reset to every conversation's current last_seq (the client starts "now")
 // and the recorded subscriptions are forgotten; otherwise the stored
 // cursors are kept (Resumed) and the recorded subscriptions returned
-// (Present when there is a record).
-func (s *Sessions) Open(ctx context.Context, clientID string, userID int64, persistent, clean bool, expiry time.Duration) (chat.OpenedSession, error) {
+// (Present when there is a record). The session is token's, the opening
+// connection's, from then on: only it may Drop or Touch it.
+func (s *Sessions) Open(ctx context.Context, clientID, token string, userID int64, persistent, clean bool, expiry time.Duration) (chat.OpenedSession, error) {
 	var (
 		owner   int64
 		resumed bool
 		subs    []byte
 	)
-	err := s.pool.QueryRow(ctx, `SELECT * FROM chat_session_open($1, $2, $3, $4, $5)`,
-		clientID, userID, persistent, clean, int64(expiry/time.Second)).Scan(&owner, &resumed, &subs)
+	err := s.pool.QueryRow(ctx, `SELECT * FROM chat_session_open($1, $2, $3, $4, $5, $6)`,
+		clientID, userID, persistent, clean, int64(expiry/time.Second), token).Scan(&owner, &resumed, &subs)
 	if err != nil {
 		return chat.OpenedSession{}, classify("open session", err)
 	}
@@ -212,30 +218,34 @@ func (s *Sessions) SaveCursors(ctx context.Context, cs []chat.Cursor) error {
 
 // Touch records that a session was seen now (on disconnect), which starts
 // its expiry clock, and its expiry (a v5 client may change it on
-// DISCONNECT).
-func (s *Sessions) Touch(ctx context.Context, clientID string, expiry time.Duration) error {
-	return s.touches.Do(ctx, clientID, int64(expiry/time.Second))
+// DISCONNECT), unless a connection other than token's opened it since.
+func (s *Sessions) Touch(ctx context.Context, clientID, token string, expiry time.Duration) error {
+	return s.touches.Do(ctx, connKey{clientID, token}, int64(expiry/time.Second))
 }
 
 // writeTouches records many disconnects in one statement.
-func (s *Sessions) writeTouches(ctx context.Context, batch map[string]int64) error {
+func (s *Sessions) writeTouches(ctx context.Context, batch map[connKey]int64) error {
 	ids := make([]string, 0, len(batch))
+	tokens := make([]string, 0, len(batch))
 	secs := make([]int64, 0, len(batch))
-	for id, e := range batch {
-		ids = append(ids, id)
+	for k, e := range batch {
+		ids = append(ids, k.clientID)
+		tokens = append(tokens, k.token)
 		secs = append(secs, e)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `SELECT chat_sessions_touch($1, $2)`, ids, secs); err != nil {
+	if _, err := s.pool.Exec(ctx, `SELECT chat_sessions_touch($1, $2, $3)`, ids, tokens, secs); err != nil {
 		return classify("touch sessions", err)
 	}
 	return nil
 }
 
-// Drop deletes a session and its cursors (clean session ended).
-func (s *Sessions) Drop(ctx context.Context, clientID string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM chat_session WHERE client_id = $1`, clientID); err != nil {
+// Drop deletes a session and its cursors (clean session ended), unless a
+// connection other than token's opened it since (the client reconnected,
+// here or on another node, before this connection ended).
+func (s *Sessions) Drop(ctx context.Context, clientID, token string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM chat_session WHERE client_id = $1 AND conn_token = $2`, clientID, token); err != nil {
 		return classify("drop session", err)
 	}
 	return nil

@@ -17,7 +17,7 @@ func TestSessionsAreOwnedByOneUserAndExpireOnlyWhenNobodyHoldsThem(t *testing.T)
 	ss := store.NewSessions(pool)
 	open := func(id string, user int64, persistent bool, expiry time.Duration) {
 		t.Helper()
-		if _, err := ss.Open(ctx, id, user, persistent, false, expiry); err != nil {
+		if _, err := ss.Open(ctx, id, "", user, persistent, false, expiry); err != nil {
 			t.Fatalf("open %s: %v", id, err)
 		}
 	}
@@ -25,7 +25,7 @@ func TestSessionsAreOwnedByOneUserAndExpireOnlyWhenNobodyHoldsThem(t *testing.T)
 	open("offline-fresh", 1, true, time.Hour)
 	open("here", 2, true, time.Minute)
 	open("elsewhere", 3, true, time.Minute)
-	if _, err := ss.Open(ctx, "here", 9, true, false, time.Minute); !errors.Is(err, chat.ErrClientIDTaken) {
+	if _, err := ss.Open(ctx, "here", "", 9, true, false, time.Minute); !errors.Is(err, chat.ErrClientIDTaken) {
 		t.Fatalf("another user's client id: %v", err)
 	}
 	// Everyone was last seen two hours ago; "elsewhere" is connected to a
@@ -72,7 +72,7 @@ func TestSessionSubscriptionsResumeWithTheSessionOnly(t *testing.T) {
 	ss := store.NewSessions(pgtest.NewPool(t))
 	open := func(persistent, clean bool) chat.OpenedSession {
 		t.Helper()
-		o, err := ss.Open(ctx, "phone", 1, persistent, clean, time.Hour)
+		o, err := ss.Open(ctx, "phone", "", 1, persistent, clean, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -152,7 +152,7 @@ func attach(t *testing.T, h *delivery.Hub, f fixture, id string, persistent, ack
 // subscribed to its events topic yet.
 func attachUser(t *testing.T, h *delivery.Hub, f fixture, id string, user int64, persistent, ack, ready bool) *fakeConn {
 	t.Helper()
-	if _, err := f.sessions.Open(context.Background(), id, user, persistent, false, time.Hour); err != nil {
+	if _, err := f.sessions.Open(context.Background(), id, "", user, persistent, false, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	c := newConn(id, ack)
@@ -536,7 +536,7 @@ func BenchmarkFanOut(b *testing.B) {
 	var conns []*countConn
 	for _, u := range []int64{1, 2} {
 		id := fmt.Sprint("bench-", u)
-		if _, err := f.sessions.Open(ctx, id, u, false, false, time.Hour); err != nil {
+		if _, err := f.sessions.Open(ctx, id, "", u, false, false, time.Hour); err != nil {
 			b.Fatal(err)
 		}
 		c := &countConn{hub: h, id: id}
@@ -637,7 +637,7 @@ func TestAPumpStartsAtOnceWhileEveryPumpWorkerIsBlockedOnASlowClient(t *testing.
 	var writing atomic.Int32
 	for i := range stuck {
 		id := fmt.Sprint("stuck-", i)
-		if _, err := f.sessions.Open(context.Background(), id, 2, true, false, time.Hour); err != nil {
+		if _, err := f.sessions.Open(context.Background(), id, "", 2, true, false, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		h.Attach(stuckConn{release, &writing}, id, 2, true, true, 0)

@@ -209,7 +209,7 @@ func TestAJoinWithoutAResyncDeliversWhatFollowedTheJoin(t *testing.T) { testResy
 func testResyncJoin(t *testing.T, qs int) {
 	f := setup(t)
 	h := startHub(t, f.sessions, delivery.Options{QueueSize: qs})
-	if _, err := f.sessions.Open(context.Background(), "u3", 3, false, false, time.Hour); err != nil {
+	if _, err := f.sessions.Open(context.Background(), "u3", "", 3, false, false, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	fc := newConn("u3", true)
