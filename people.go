@@ -84,6 +84,42 @@ const (
 	HistoryAll    = "all"    // every member reads the whole history
 )
 
+// A reader's history floor is the highest seq they may not read: their
+// join_seq in a group whose history is "joined", else 0. Entries after the
+// floor reach them; what such an entry carries of a message at or before
+// it is hidden by one rule, FloorHidesEdit, in history, catch-up and live
+// delivery alike.
+
+// FloorHidesEdit reports whether a reader whose history floor is floor
+// must not read the new body of an edit of message target: the edit is
+// theirs (it came after their join), the message it rewrites is not. (A
+// reply's snippet is a quote its writer chose to share; a recall or a
+// reaction carries nothing of the message.)
+func FloorHidesEdit(target, floor int64) bool { return target <= floor }
+
+// HideBeforeFloor empties the body of the edits among entries that a
+// reader whose history floor is floor must not read (FloorHidesEdit).
+func HideBeforeFloor(entries []Message, floor int64) {
+	for i := range entries {
+		if m := &entries[i]; m.Kind == KindEdit && FloorHidesEdit(m.TargetSeq, floor) {
+			m.Body = ""
+		}
+	}
+}
+
+// BeforeFloor returns ev as a reader whose history floor is floor receives
+// it: the body of an edit they must not read emptied, as history and
+// catch-up show that edit (HideBeforeFloor). hidden reports whether it
+// differs from ev.
+func (e Event) BeforeFloor(floor int64) (_ Event, hidden bool) {
+	if e.Type != EventMessageEdited || !FloorHidesEdit(e.TargetSeq, floor) {
+		return e, false
+	}
+	empty := ""
+	e.Body = &empty
+	return e, true
+}
+
 // GroupUpdate is PATCH /v1/conversations/{id}: the settings given change
 // (nil: unchanged). AvatarURL "" removes the avatar.
 type GroupUpdate struct {

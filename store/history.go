@@ -95,7 +95,7 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 		if !forward {
 			slices.Reverse(msgs)
 		}
-		hideBeforeFloor(msgs, floor)
+		chat.HideBeforeFloor(msgs, floor)
 		return addReactions(ctx, tx, q.ConversationID, q.UserID, msgs)
 	})
 	if err != nil {
@@ -119,7 +119,7 @@ SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.
 FROM (
 	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at, c.message_count, c.last_message_seq,
 	       COALESCE(c.last_message_at, c.created_at) AS sort_at, c.avatar_url,
-	       CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
+	       ` + floorSQL + ` AS floor
 	FROM conversation_member m
 	JOIN conversation c ON c.id = m.conversation_id
 	WHERE m.user_id = $1

@@ -458,6 +458,11 @@ func decodeMembersCursor(c string) (int, time.Time, int64, error) {
 	return rank, time.UnixMicro(micros), user, nil
 }
 
+// floorSQL is a member's history floor (chat.FloorHidesEdit) in SQL, for
+// the aliases c (the conversation) and m (the member's
+// conversation_member row): every query that needs it says it this way.
+const floorSQL = `CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END`
+
 // historyFloor is the highest seq userID may not read in a conversation
 // they are a member of: their join_seq in a group whose history is
 // "joined", else 0. It fails like memberConversation for anyone else.
@@ -468,7 +473,7 @@ func historyFloor(ctx context.Context, tx pgx.Tx, conversationID, userID int64) 
 	)
 	err := tx.QueryRow(ctx, `
 		SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
-		       (SELECT CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END
+		       (SELECT `+floorSQL+`
 		        FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
 		        WHERE m.conversation_id = $1 AND m.user_id = $2)`, conversationID, userID).Scan(&exists, &floor)
 	switch {
@@ -480,18 +485,4 @@ func historyFloor(ctx context.Context, tx pgx.Tx, conversationID, userID int64) 
 		return 0, errNotMember(conversationID)
 	}
 	return *floor, nil
-}
-
-// hideBeforeFloor empties what entries after the floor carry of messages
-// before it: the new body of an edit of an earlier message. (A reply's
-// snippet is a quote its writer chose to share; a reaction carries none.)
-func hideBeforeFloor(entries []chat.Message, floor int64) {
-	if floor == 0 {
-		return
-	}
-	for i := range entries {
-		if m := &entries[i]; m.Kind == chat.KindEdit && m.TargetSeq <= floor {
-			m.Body = ""
-		}
-	}
 }

@@ -160,7 +160,7 @@ func searchScopeOf(ctx context.Context, tx pgx.Tx, userID, conv int64) (searchSc
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT m.conversation_id,
-		       CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END,
+		       `+floorSQL+`,
 		       c.message_count
 		FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
 		WHERE m.user_id = $1 AND ($2::bigint = 0 OR m.conversation_id = $2)
