@@ -56,8 +56,9 @@ type DeliveryStore interface {
 	// session) every cursor is the conversation's last_seq.
 	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]ConvCursor, error)
 	// SinceMany returns up to perConv messages after each range's seq,
-	// grouped by conversation in seq order, in one round trip.
-	SinceMany(ctx context.Context, ranges []Range, perConv int) (map[int64][]Message, error)
+	// grouped by conversation in seq order, in one round trip, as userID
+	// may read them (HideBeforeFloor with their history floor).
+	SinceMany(ctx context.Context, userID int64, ranges []Range, perConv int) (map[int64][]Message, error)
 	// SaveCursors moves sessions' delivered cursors forward (never back).
 	SaveCursors(ctx context.Context, cs []Cursor) error
 	// Members lists the user ids of a conversation (routing).

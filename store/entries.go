@@ -19,7 +19,11 @@ const entryColumns = `conversation_id, seq, kind, sender_id, client_msg_id::text
 	reply_to, reply_sender, reply_snippet, reply_recalled,
 	forwarded_conversation_id, forwarded_seq, forwarded_sender_id, msg_type, attachments`
 
-func scanEntry(row pgx.CollectableRow) (chat.Message, error) {
+func scanEntry(row pgx.CollectableRow) (chat.Message, error) { return scanEntryAnd(row) }
+
+// scanEntryAnd scans an entry's columns (entryColumns), then into extra
+// the columns its query selects after them.
+func scanEntryAnd(row pgx.CollectableRow, extra ...any) (chat.Message, error) {
 	var (
 		m                            chat.Message
 		kind                         string
@@ -32,10 +36,10 @@ func scanEntry(row pgx.CollectableRow) (chat.Message, error) {
 		msgType                      *string
 		attachments                  []byte
 	)
-	err := row.Scan(&m.ConversationID, &m.Seq, &kind, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt,
+	err := row.Scan(append([]any{&m.ConversationID, &m.Seq, &kind, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt,
 		&target, &emoji, &on, &count, &m.EditedAt, &recalledAt,
 		&replyTo, &replySender, &snippet, &replyRecalled,
-		&fwdConv, &fwdSeq, &fwdSender, &msgType, &attachments)
+		&fwdConv, &fwdSeq, &fwdSender, &msgType, &attachments}, extra...)...)
 	if err != nil {
 		return m, err
 	}

@@ -109,3 +109,56 @@ func TestARejoiningMembersSessionStartsAtTheRejoin(t *testing.T) {
 		t.Fatalf("cursors %+v, %v: want delivered 3 (the seq before the rejoin's entry)", cs, err)
 	}
 }
+
+// Catch-up (SinceMany) gives each user the entries as history shows them:
+// an edit made after a late member joined, of a message from before their
+// join, reaches them without its new body in a "joined" group, while a
+// founder gets the body; "all" gives it to the late member too. A user who
+// left (their stream finishing what they were owed) has no join left to
+// go by and gets no edit's body in a "joined" group.
+func TestCatchUpGivesALateMemberTheEditOfAMessageFromBeforeTheirJoinWithoutItsBody(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	sess := store.NewSessions(pool)
+	const owner, founder, late, gone = 1, 2, 9, 8
+	secret := mustSend(t, st, g.ID, owner, "before you came")
+	for _, u := range []int64{late, gone} {
+		if _, _, err := st.AddMember(ctx, g.ID, owner, u, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: g.ID, UserID: owner, TargetSeq: secret.Seq,
+		ClientMsgID: uuid.NewString(), Body: "edited secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RemoveMember(ctx, g.ID, gone, gone); err != nil {
+		t.Fatal(err)
+	}
+	editBody := func(user int64) string {
+		t.Helper()
+		got, err := sess.SinceMany(ctx, user, []chat.Range{{ConversationID: g.ID, After: edit.Entry.Seq - 1}}, 1)
+		if err != nil || len(got[g.ID]) != 1 || got[g.ID][0].Kind != chat.KindEdit {
+			t.Fatalf("catch-up of user %d: %+v, %v; want the edit", user, got, err)
+		}
+		return got[g.ID][0].Body
+	}
+	for user, want := range map[int64]string{owner: "edited secret", founder: "edited secret", late: "", gone: ""} {
+		if got := editBody(user); got != want {
+			t.Errorf("history joined: catch-up gives user %d the edit of seq %d with body %q, want %q", user, secret.Seq, got, want)
+		}
+	}
+	if page, err := st.History(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: late, AfterSeq: edit.Entry.Seq - 1}); err != nil ||
+		len(page) == 0 || page[0].Kind != chat.KindEdit || page[0].Body != "" {
+		t.Fatalf("the late member's history from the edit: %+v, %v; want the edit without body, as catch-up gives it", page, err)
+	}
+
+	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []int64{late, gone} {
+		if got := editBody(user); got != "edited secret" {
+			t.Errorf("history all: catch-up gives user %d the edit with body %q, want %q", user, got, "edited secret")
+		}
+	}
+}

@@ -154,28 +154,51 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 // SinceMany is Since for many conversations in one round trip: up to
 // perConv entries after each range's seq (messages as they are now, and
 // their edits, recalls and reactions), grouped by conversation in seq
-// order. A session catching up on dozens of conversations costs one query,
-// not dozens, which matters most when the server is busiest.
-func (s *Sessions) SinceMany(ctx context.Context, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {
+// order, as userID may read them: what an entry carries of a message
+// before their history floor is hidden as history hides it
+// (chat.HideBeforeFloor). A session catching up on dozens of
+// conversations costs one query, not dozens, which matters most when the
+// server is busiest.
+//
+// A user with no member row (they left; their stream is finishing what
+// they were owed up to the leave) has no join_seq left to read: in a
+// "joined" group every edit body is hidden from them, since which
+// messages they could read is no longer known, and an edit's new body is
+// in history for the members who may read it.
+func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {
 	convs := make([]int64, len(ranges))
 	afters := make([]int64, len(ranges))
 	for i, r := range ranges {
 		convs[i], afters[i] = r.ConversationID, r.After
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("m", entryColumns)+`
+	// Every row by key (LATERAL ... LIMIT 1), as in Cursors.
+	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("e", entryColumns)+`, f.floor
 		FROM unnest($1::bigint[], $2::bigint[]) AS r(c, a)
-		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a ORDER BY seq LIMIT $3) m
-		ORDER BY m.conversation_id, m.seq`, convs, afters, perConv)
+		CROSS JOIN LATERAL (SELECT COALESCE(`+floorSQL+`, 9223372036854775807) AS floor
+		                    FROM conversation c
+		                    LEFT JOIN conversation_member m ON m.conversation_id = c.id AND m.user_id = $4
+		                    WHERE c.id = r.c LIMIT 1) f
+		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a ORDER BY seq LIMIT $3) e
+		ORDER BY e.conversation_id, e.seq`, convs, afters, perConv, userID)
 	if err != nil {
 		return nil, classify("read messages", err)
 	}
-	entries, err := pgx.CollectRows(rows, scanEntry)
+	floors := make(map[int64]int64, len(ranges))
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.Message, error) {
+		var floor int64
+		m, err := scanEntryAnd(r, &floor)
+		floors[m.ConversationID] = floor
+		return m, err
+	})
 	if err != nil {
 		return nil, classify("read messages", err)
 	}
 	out := make(map[int64][]chat.Message, len(ranges))
 	for _, m := range entries {
 		out[m.ConversationID] = append(out[m.ConversationID], m)
+	}
+	for conv, ms := range out {
+		chat.HideBeforeFloor(ms, floors[conv])
 	}
 	return out, nil
 }

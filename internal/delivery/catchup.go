@@ -80,7 +80,7 @@ func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
 		c.ranges = append(c.ranges, chat.Range{ConversationID: id, After: s.streams[id].next - 1})
 	}
 	ctx, cancel := context.WithTimeout(c.hub.ctx, 10*time.Second)
-	got, err := c.hub.store.SinceMany(ctx, c.ranges, limit)
+	got, err := c.hub.store.SinceMany(ctx, s.UserID, c.ranges, limit)
 	cancel()
 	if err != nil {
 		return err
