@@ -50,7 +50,7 @@ func (c *catchUp) fill(s *Session, behind []int64) error {
 // fromRecent queues what the recent cache holds from st.next on and
 // reports whether it queued anything.
 func (c *catchUp) fromRecent(s *Session, id int64, st *stream) bool {
-	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, c.hub.opts.FetchLimit, st.large)
+	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, c.hub.opts.FetchLimit, st.large, st.floor)
 	c.recentBuf = got
 	for i, e := range got {
 		it := item{kind: kMsg, conv: id, seq: st.next + int64(i), payload: e.payload, qos: 1}

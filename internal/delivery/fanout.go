@@ -148,7 +148,11 @@ func (h *Hub) routeTo(ev chat.Event, members []int64) int {
 		}
 		// Into the recent cache before any session sees it: a session
 		// that drops it (while behind) finds it there when it catches up.
-		h.recent.put(ev.ConversationID, ev.Seq, payload, large, it.at)
+		var editOf int64
+		if ev.Type == chat.EventMessageEdited {
+			editOf = ev.TargetSeq
+		}
+		h.recent.put(ev.ConversationID, ev.Seq, payload, large, it.at, editOf)
 		return h.toMembers(members, 0, it)
 	}
 	switch ev.Type {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	chat "github.com/chatd/chatd"
 )
 
 // recent keeps the encoded message.new payloads of the latest messages of
@@ -16,7 +18,10 @@ import (
 // Only committed entries enter it (the hub's fan-out is fed after commit)
 // and entries change only when a message is recalled, which forgets the
 // conversation's entries, so a hit is exactly what PostgreSQL would
-// return. A miss falls through to PostgreSQL: the cache is an optimisation,
+// return. Payloads are shared by all members, so an edit is served only
+// to a reader who may read its body (chat.FloorHidesEdit): for anyone
+// else the cache ends before it and PostgreSQL, which hides the body for
+// them, answers. A miss falls through to PostgreSQL: the cache is an optimisation,
 // never the source of truth. The fan-out goroutine writes; session pumps
 // read; a mutex guards it.
 //
@@ -47,6 +52,10 @@ type recentEntry struct {
 	payload []byte
 	large   bool
 	at      time.Time
+	// editOf is, for an edit, the message it rewrites (else 0): its
+	// payload carries the new body, which a reader whose history floor
+	// reaches that message must not get.
+	editOf int64
 }
 
 // What the cache's own structures cost, counted with the payloads:
@@ -61,10 +70,11 @@ func newRecent(perConv, maxBytes int) *recent {
 	return &recent{perConv: perConv, maxBytes: maxBytes, convs: map[int64]*list.Element{}}
 }
 
-// put records message seq of conv. Seqs of a conversation arrive in order
+// put records message seq of conv (editOf: the message an edit rewrites,
+// else 0). Seqs of a conversation arrive in order
 // from the fan-out; anything else (a cross-node event out of order) restarts
 // the conversation's ring at seq, so a ring always holds consecutive seqs.
-func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) {
+func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time, editOf int64) {
 	if r == nil || r.perConv <= 0 {
 		return
 	}
@@ -111,7 +121,7 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time) 
 		g.first++
 		g.n--
 	}
-	g.entries[(g.head+g.n)%len(g.entries)] = recentEntry{payload: payload, large: large, at: at}
+	g.entries[(g.head+g.n)%len(g.entries)] = recentEntry{payload: payload, large: large, at: at, editOf: editOf}
 	g.n++
 	r.account(g, cap(payload))
 	for r.bytes > r.maxBytes && r.lru.Len() > 1 {
@@ -155,11 +165,12 @@ func (r *recent) forget(conv int64) {
 }
 
 // get appends to dst up to max consecutive entries of conv starting at seq
-// from, rendered for a session that wants large (slim) or full payloads; it
-// stops at the first seq it does not hold. complete reports that dst now
+// from, rendered for a session that wants large (slim) or full payloads,
+// for a reader whose history floor is at most floor; it stops at the first
+// seq it does not hold and at an edit that reader must not read. complete reports that dst now
 // ends at the highest seq the fan-out has seen for conv: a session that was
 // dropping live events while behind has then missed nothing.
-func (r *recent) get(dst []recentEntry, conv, from int64, max int, large bool) (_ []recentEntry, complete bool) {
+func (r *recent) get(dst []recentEntry, conv, from int64, max int, large bool, floor int64) (_ []recentEntry, complete bool) {
 	if r == nil {
 		return dst, false
 	}
@@ -176,7 +187,7 @@ func (r *recent) get(dst []recentEntry, conv, from int64, max int, large bool) (
 	next := from
 	for i := from - g.first; i < int64(g.n) && max > 0; i++ {
 		e := g.entries[(g.head+int(i))%len(g.entries)]
-		if e.large != large {
+		if e.large != large || (e.editOf > 0 && chat.FloorHidesEdit(e.editOf, floor)) {
 			break
 		}
 		dst = append(dst, e)

@@ -16,51 +16,74 @@ func seqsOf(t *testing.T, es []recentEntry) []string {
 	return out
 }
 
+// An edit of message 2 (seq 5) is not for a reader whose history floor
+// reaches message 2: the cache serves them up to it, then PostgreSQL
+// (which hides its body for them) must answer; anyone else gets it all.
+func TestRecentServesAnEditOnlyToReadersWhoseHistoryFloorIsBelowItsMessage(t *testing.T) {
+	r := newRecent(8, 1<<20)
+	for seq := int64(1); seq <= 6; seq++ {
+		var editOf int64
+		if seq == 5 {
+			editOf = 2
+		}
+		r.put(7, seq, []byte(fmt.Sprint(seq)), false, time.Time{}, editOf)
+	}
+	if got, complete := r.get(nil, 7, 3, 10, false, 2); fmt.Sprint(seqsOf(t, got)) != "[3 4]" || complete {
+		t.Fatalf("floor 2: %v complete=%v, want [3 4] incomplete", seqsOf(t, got), complete)
+	}
+	if got, complete := r.get(nil, 7, 5, 10, false, 3); len(got) != 0 || complete {
+		t.Fatalf("floor 3 from the edit: %v complete=%v, want a miss", seqsOf(t, got), complete)
+	}
+	if got, complete := r.get(nil, 7, 3, 10, false, 1); fmt.Sprint(seqsOf(t, got)) != "[3 4 5 6]" || !complete {
+		t.Fatalf("floor 1: %v complete=%v, want [3 4 5 6] complete", seqsOf(t, got), complete)
+	}
+}
+
 func TestRecentReturnsConsecutiveSeqsAndKeepsOnlyTheNewest(t *testing.T) {
 	r := newRecent(4, 1<<20)
 	for seq := int64(1); seq <= 6; seq++ {
-		r.put(7, seq, []byte(fmt.Sprint(seq)), false, time.Time{})
+		r.put(7, seq, []byte(fmt.Sprint(seq)), false, time.Time{}, 0)
 	}
-	got, complete := r.get(nil, 7, 3, 10, false)
+	got, complete := r.get(nil, 7, 3, 10, false, 0)
 	if fmt.Sprint(seqsOf(t, got)) != "[3 4 5 6]" || !complete {
 		t.Fatalf("get from 3: %v complete=%v, want [3 4 5 6] complete", seqsOf(t, got), complete)
 	}
-	if got, complete = r.get(nil, 7, 2, 10, false); len(got) != 0 || complete {
+	if got, complete = r.get(nil, 7, 2, 10, false, 0); len(got) != 0 || complete {
 		t.Fatalf("get from an evicted seq: %v complete=%v, want a miss", seqsOf(t, got), complete)
 	}
-	if got, complete = r.get(nil, 7, 4, 2, false); fmt.Sprint(seqsOf(t, got)) != "[4 5]" || complete {
+	if got, complete = r.get(nil, 7, 4, 2, false, 0); fmt.Sprint(seqsOf(t, got)) != "[4 5]" || complete {
 		t.Fatalf("get with max 2: %v complete=%v, want [4 5] incomplete", seqsOf(t, got), complete)
 	}
-	if got, _ = r.get(nil, 7, 4, 10, true); len(got) != 0 {
+	if got, _ = r.get(nil, 7, 4, 10, true, 0); len(got) != 0 {
 		t.Fatalf("a slim reader got full payloads: %v", seqsOf(t, got))
 	}
-	if got, complete = r.get(nil, 8, 1, 10, false); len(got) != 0 || complete {
+	if got, complete = r.get(nil, 8, 1, 10, false, 0); len(got) != 0 || complete {
 		t.Fatal("an unknown conversation answered")
 	}
 }
 
 func TestRecentNeverClaimsCompletenessPastAnOutOfOrderSeq(t *testing.T) {
 	r := newRecent(8, 1<<20)
-	r.put(1, 5, []byte("5"), false, time.Time{})
-	r.put(1, 7, []byte("7"), false, time.Time{}) // 6 not seen (yet): the ring restarts at 7
-	r.put(1, 6, []byte("6"), false, time.Time{}) // 6 arrives late, behind what the ring holds
-	if got, complete := r.get(nil, 1, 6, 10, false); len(got) != 0 || complete {
+	r.put(1, 5, []byte("5"), false, time.Time{}, 0)
+	r.put(1, 7, []byte("7"), false, time.Time{}, 0) // 6 not seen (yet): the ring restarts at 7
+	r.put(1, 6, []byte("6"), false, time.Time{}, 0) // 6 arrives late, behind what the ring holds
+	if got, complete := r.get(nil, 1, 6, 10, false, 0); len(got) != 0 || complete {
 		t.Fatalf("got %v complete=%v for a seq the ring does not hold consecutively", seqsOf(t, got), complete)
 	}
-	if got, complete := r.get(nil, 1, 7, 10, false); fmt.Sprint(seqsOf(t, got)) != "[7]" || !complete {
+	if got, complete := r.get(nil, 1, 7, 10, false, 0); fmt.Sprint(seqsOf(t, got)) != "[7]" || !complete {
 		t.Fatalf("got %v complete=%v from 7, want [7] complete", seqsOf(t, got), complete)
 	}
-	if got, complete := r.get(nil, 1, 5, 10, false); len(got) != 0 || complete {
+	if got, complete := r.get(nil, 1, 5, 10, false, 0); len(got) != 0 || complete {
 		t.Fatalf("got %v complete=%v for a seq dropped by the restart", seqsOf(t, got), complete)
 	}
 	// A gap that is never filled: the ring restarts at the newest seq, and
 	// a reader still waiting for the seq before it is told nothing.
-	r.put(1, 9, []byte("9"), false, time.Time{})
-	if got, complete := r.get(nil, 1, 8, 10, false); len(got) != 0 || complete {
+	r.put(1, 9, []byte("9"), false, time.Time{}, 0)
+	if got, complete := r.get(nil, 1, 8, 10, false, 0); len(got) != 0 || complete {
 		t.Fatalf("got %v complete=%v from 8 after 9 restarted the ring", seqsOf(t, got), complete)
 	}
-	r.put(1, 9, []byte("9 again"), false, time.Time{})
-	if got, _ := r.get(nil, 1, 9, 10, false); fmt.Sprint(seqsOf(t, got)) != "[9]" {
+	r.put(1, 9, []byte("9 again"), false, time.Time{}, 0)
+	if got, _ := r.get(nil, 1, 9, 10, false, 0); fmt.Sprint(seqsOf(t, got)) != "[9]" {
 		t.Fatalf("a repeated put changed the ring: %v", seqsOf(t, got))
 	}
 }
@@ -70,16 +93,16 @@ func TestRecentStaysWithinItsMemoryBound(t *testing.T) {
 	r := newRecent(100, 50*1000+20*(ringCost+16*slotCost))
 	for conv := int64(1); conv <= 20; conv++ {
 		for seq := int64(1); seq <= 10; seq++ {
-			r.put(conv, seq, payload, false, time.Time{})
+			r.put(conv, seq, payload, false, time.Time{}, 0)
 		}
 	}
 	if r.bytes > r.maxBytes {
 		t.Fatalf("%d bytes held, bound %d", r.bytes, r.maxBytes)
 	}
-	if got, _ := r.get(nil, 20, 1, 100, false); len(got) != 10 {
+	if got, _ := r.get(nil, 20, 1, 100, false, 0); len(got) != 10 {
 		t.Fatalf("the most recently written conversation holds %d of 10", len(got))
 	}
-	if got, _ := r.get(nil, 1, 1, 100, false); len(got) != 0 {
+	if got, _ := r.get(nil, 1, 1, 100, false, 0); len(got) != 0 {
 		t.Fatal("the least recently written conversation was not evicted")
 	}
 	sum := 0
@@ -102,7 +125,7 @@ func TestRecentCountsEveryByteUnderManyQuietConversations(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	r := newRecent(256, budget)
 	for conv := int64(1); conv <= 100_000; conv++ {
-		r.put(conv, 1, make([]byte, 100), false, time.Time{})
+		r.put(conv, 1, make([]byte, 100), false, time.Time{}, 0)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -117,7 +140,7 @@ func TestRecentCountsEveryByteUnderManyQuietConversations(t *testing.T) {
 		t.Fatalf("only %d conversations kept in %d MiB: the bookkeeping is too dear", len(r.convs), budget>>20)
 	}
 	runtime.KeepAlive(r)
-	if got, _ := r.get(nil, 100_000, 1, 10, false); len(got) != 1 {
+	if got, _ := r.get(nil, 100_000, 1, 10, false, 0); len(got) != 1 {
 		t.Fatal("the newest conversation is not cached")
 	}
 }

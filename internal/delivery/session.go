@@ -393,7 +393,9 @@ func (s *Session) load() bool {
 		cancel()
 		if err == nil {
 			for _, c := range cs {
-				s.streams[c.ConversationID] = newStream(c.Delivered, c.LastSeq, c.MemberCount > s.hub.opts.LargeGroup)
+				st := newStream(c.Delivered, c.LastSeq, c.MemberCount > s.hub.opts.LargeGroup)
+				st.floor = c.JoinSeq
+				s.streams[c.ConversationID] = st
 			}
 			return true
 		}
@@ -745,12 +747,15 @@ func (s *Session) doResync() {
 				st = newStream(min(c.JoinSeq, c.LastSeq), c.LastSeq, large)
 			}
 			st.verify = st.state == Behind
+			st.floor = c.JoinSeq
 			s.streams[c.ConversationID] = st
 			continue
 		}
 		if st.end > 0 {
 			continue // still delivering what the user was owed before leaving
 		}
+		// A leave and a rejoin lost to an overflow moved the join.
+		st.floor = c.JoinSeq
 		// Events this session dropped itself went through the recent
 		// cache first; events the hub dropped did not.
 		st.resync(c.LastSeq, unseen, large)

@@ -51,6 +51,11 @@ type stream struct {
 	held     map[int64]item // Gapped: out-of-order live events by seq
 	gapSince time.Time
 	large    bool // more members than LargeGroup: message.new without body
+	// floor bounds the user's history floor from above: their join_seq,
+	// which is their floor if the group's history is or becomes "joined".
+	// The recent cache serves the stream no edit of a message at or
+	// before it (recent.get); PostgreSQL, which knows the floor, does.
+	floor int64
 
 	unacked  []int64 // sent, not yet acknowledged, ascending
 	sentHigh int64   // highest seq sent
@@ -77,7 +82,7 @@ func newStream(delivered, lastSeq int64, large bool) *stream {
 // session runs: nothing before it is due, and PostgreSQL is asked once in
 // case a message was routed before the join reached the session.
 func joinedStream(seq int64) *stream {
-	return &stream{state: Behind, verify: true, next: seq + 1, saved: seq, sentHigh: seq}
+	return &stream{state: Behind, verify: true, next: seq + 1, saved: seq, sentHigh: seq, floor: seq}
 }
 
 // leave ends the stream at seq, the last seq the user is owed in a
