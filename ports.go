@@ -61,8 +61,19 @@ type DeliveryStore interface {
 	SinceMany(ctx context.Context, userID int64, ranges []Range, perConv int) (map[int64][]Message, error)
 	// SaveCursors moves sessions' delivered cursors forward (never back).
 	SaveCursors(ctx context.Context, cs []Cursor) error
-	// Members lists the user ids of a conversation (routing).
-	Members(ctx context.Context, conversationID int64) ([]int64, error)
+	// Members lists who a conversation's events go to, with their
+	// history floors (routing).
+	Members(ctx context.Context, conversationID int64) (Routing, error)
+}
+
+// Routing is who a conversation's events go to: its members, each with
+// their history floor (HideBeforeFloor), which live delivery applies as
+// history and catch-up do.
+type Routing struct {
+	Members []int64 // ascending
+	// Floors[i] is Members[i]'s history floor; nil when every floor is 0
+	// (most conversations: no memory spent on them).
+	Floors []int64
 }
 
 // SessionStore keeps the durable state of MQTT sessions (store.Sessions):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -293,7 +294,27 @@ func (s *Sessions) Expire(ctx context.Context, online []string) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// Members lists the user ids of a conversation, ascending (delivery routing).
-func (s *Sessions) Members(ctx context.Context, conversationID int64) ([]int64, error) {
-	return members(ctx, s.pool, conversationID)
+// Members lists the members of a conversation, ascending, with their
+// history floors (delivery routing).
+func (s *Sessions) Members(ctx context.Context, conversationID int64) (chat.Routing, error) {
+	rows, err := s.pool.Query(ctx, `SELECT m.user_id, `+floorSQL+`
+		FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+		WHERE m.conversation_id = $1 ORDER BY m.user_id`, conversationID)
+	if err != nil {
+		return chat.Routing{}, classify("members", err)
+	}
+	r := chat.Routing{Members: []int64{}}
+	var floors []int64
+	var user, floor int64
+	if _, err := pgx.ForEachRow(rows, []any{&user, &floor}, func() error {
+		r.Members = append(r.Members, user)
+		floors = append(floors, floor)
+		return nil
+	}); err != nil {
+		return chat.Routing{}, classify("members", err)
+	}
+	if slices.ContainsFunc(floors, func(f int64) bool { return f > 0 }) {
+		r.Floors = floors
+	}
+	return r, nil
 }

@@ -70,6 +70,7 @@ func (h *Hub) dispatch(ev chat.Event) (load bool) {
 		h.members.wait(ev)
 		return false
 	}
+	h.members.refresh(ev)
 	h.members.apply(ev)
 	members, ok := h.members.get(ev.ConversationID)
 	if !ok {
@@ -113,21 +114,22 @@ func (h *Hub) resyncAll() {
 
 // route hands ev to the sessions of the users it is for; a traced event's
 // routing is a span of its write's trace.
-func (h *Hub) route(ev chat.Event, members []int64) {
+func (h *Hub) route(ev chat.Event, members chat.Routing) {
 	if ev.Trace.Parent == "" || h.opts.Tracer == nil {
 		h.routeTo(ev, members)
 		return
 	}
 	_, span := h.opts.Tracer.Start(tracing.Extract(context.Background(), ev.Trace), tracing.SpanFanout,
 		trace.WithAttributes(tracing.AttrConversation.Int64(ev.ConversationID), tracing.AttrEventType.String(ev.Type),
-			tracing.AttrSeq.Int64(ev.Seq), tracing.AttrMembers.Int(len(members))))
+			tracing.AttrSeq.Int64(ev.Seq), tracing.AttrMembers.Int(len(members.Members))))
 	span.SetAttributes(tracing.AttrSessions.Int(h.routeTo(ev, members)))
 	span.End()
 }
 
 // routeTo hands ev to the sessions of the users it is for and returns how
 // many sessions it was offered to.
-func (h *Hub) routeTo(ev chat.Event, members []int64) int {
+func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
+	members := r.Members
 	large := len(members) > h.opts.LargeGroup
 	payload, err := h.encode(ev, large)
 	if err != nil {
@@ -153,6 +155,9 @@ func (h *Hub) routeTo(ev chat.Event, members []int64) int {
 			editOf = ev.TargetSeq
 		}
 		h.recent.put(ev.ConversationID, ev.Seq, payload, large, it.at, editOf)
+		if ev.Type == chat.EventMessageEdited {
+			return h.routeEdit(ev, r, large, it)
+		}
 		return h.toMembers(members, 0, it)
 	}
 	switch ev.Type {
@@ -182,6 +187,39 @@ func (h *Hub) routeTo(ev chat.Event, members []int64) int {
 	default:
 		return h.toMembers(members, 0, it)
 	}
+}
+
+// routeEdit sends message.edited to the members, with its body emptied
+// for those whose history floor reaches the message it rewrites
+// (chat.Event.BeforeFloor), as history and catch-up show it them.
+func (h *Hub) routeEdit(ev chat.Event, r chat.Routing, large bool, it item) int {
+	var hidden []byte
+	for _, f := range r.Floors {
+		if e, hide := ev.BeforeFloor(f); hide {
+			var err error
+			if hidden, err = h.encode(e, large); err != nil {
+				return 0
+			}
+			break
+		}
+	}
+	if hidden == nil {
+		return h.toMembers(r.Members, 0, it)
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := 0
+	for i, u := range r.Members {
+		out := it
+		if _, hide := ev.BeforeFloor(r.Floors[i]); hide {
+			out.payload = hidden
+		}
+		for s := range h.byUser[u] {
+			s.offer(out)
+			n++
+		}
+	}
+	return n
 }
 
 // routeDelivered sends delivery.updated to the sender whose messages were

@@ -104,3 +104,83 @@ func TestALateMemberCatchingUpFromTheRecentCacheGetsAnEditOfAMessageFromBeforeTh
 		t.Fatalf("user 3, added after seq %d, caught up on its edit with body %q, want it empty (history_visible=joined)", secret.Seq, got)
 	}
 }
+
+func TestALiveEditOfAMessageFromBeforeALateMembersJoinReachesThemWithoutItsBody(t *testing.T) {
+	testLiveEdit(t, chat.HistoryJoined, 0, "")
+}
+
+// Slim payloads (past LargeGroup members) keep an edit's body: the same
+// rule applies.
+func TestALiveEditOfAMessageFromBeforeALateMembersJoinReachesThemWithoutItsBodyInALargeGroup(t *testing.T) {
+	testLiveEdit(t, chat.HistoryJoined, 1, "")
+}
+
+// No over-hiding: with the whole history open, the late member reads
+// the edit as every member does.
+func TestALiveEditReachesALateMemberWithItsBodyWhenTheGroupsHistoryIsAll(t *testing.T) {
+	testLiveEdit(t, chat.HistoryAll, 0, "edited secret")
+}
+
+func testLiveEdit(t *testing.T, history string, largeGroup int, want string) {
+	f := setup(t)
+	ctx := context.Background()
+	if _, err := f.svc.UpdateGroup(ctx, f.conv.ID, 1, chat.GroupUpdate{HistoryVisible: &history}); err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, f.sessions, delivery.Options{LargeGroup: largeGroup})
+	old := attach(t, h, f, "u2", false, true)
+	late := attachUser(t, h, f, "u3", 3, false, true, true)
+	secret := sendAs(t, f, f.conv.ID, 1)
+	h.Publish(secret) // the member index holds users 1 and 2 now
+	waitEntry(t, old, f.conv.ID, secret.Seq)
+	announce := join(t, h, f, 3)
+	waitEntry(t, late, f.conv.ID, announce.Seq) // user 3's stream is live
+
+	ed := editAs(t, f, 1, secret.Seq, "edited secret")
+	h.Publish(ed)
+	if got := body(waitEntry(t, old, f.conv.ID, ed.Seq)); got != "edited secret" {
+		t.Fatalf("founder 2 got the edit with body %q, want %q", got, "edited secret")
+	}
+	if got := body(waitEntry(t, late, f.conv.ID, ed.Seq)); got != want {
+		t.Fatalf("user 3, added after seq %d (history %s), got its edit with body %q, want %q", secret.Seq, history, got, want)
+	}
+}
+
+// Closing the history while the fan-out knows the members: the late
+// member's next edit of an earlier message reaches them without its body.
+func TestALiveEditAfterTheOwnerClosesTheHistoryReachesALateMemberWithoutItsBody(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	setHistory := func(v string) chat.Event {
+		conv, err := f.svc.UpdateGroup(ctx, f.conv.ID, 1, chat.GroupUpdate{HistoryVisible: &v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return chat.ConversationUpdatedEvent(conv, 1, conv.LastSeq)
+	}
+	setHistory(chat.HistoryAll)
+	h := startHub(t, f.sessions, delivery.Options{})
+	late := attachUser(t, h, f, "u3", 3, false, true, true)
+	secret := sendAs(t, f, f.conv.ID, 1)
+	h.Publish(secret)
+	announce := join(t, h, f, 3)
+	waitEntry(t, late, f.conv.ID, announce.Seq)
+	ed := editAs(t, f, 1, secret.Seq, "open")
+	h.Publish(ed) // routed with user 3's floor 0
+	if got := body(waitEntry(t, late, f.conv.ID, ed.Seq)); got != "open" {
+		t.Fatalf("history all: user 3 got the edit with body %q, want %q", got, "open")
+	}
+
+	updated := setHistory(chat.HistoryJoined) // published as the store does: its entry, then the event
+	got, err := f.sessions.SinceMany(ctx, 1, []chat.Range{{ConversationID: f.conv.ID, After: updated.Seq - 1}}, 1)
+	if err != nil || len(got[f.conv.ID]) != 1 {
+		t.Fatalf("read the settings change's entry: %v, %v", got, err)
+	}
+	h.Publish(chat.EntryEvent(got[f.conv.ID][0]))
+	h.Publish(updated)
+	ed = editAs(t, f, 1, secret.Seq, "closed")
+	h.Publish(ed)
+	if got := body(waitEntry(t, late, f.conv.ID, ed.Seq)); got != "" {
+		t.Fatalf("history joined again: user 3, added after seq %d, got its edit with body %q, want it empty", secret.Seq, got)
+	}
+}

@@ -407,12 +407,12 @@ type slowMembers struct {
 	release chan struct{}
 }
 
-func (s *slowMembers) Members(ctx context.Context, conv int64) ([]int64, error) {
+func (s *slowMembers) Members(ctx context.Context, conv int64) (chat.Routing, error) {
 	if conv == s.conv {
 		select {
 		case <-s.release:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return chat.Routing{}, ctx.Err()
 		}
 	}
 	return s.DeliveryStore.Members(ctx, conv)

@@ -9,7 +9,8 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// memberIndex is the fan-out's view of who belongs to which conversation.
+// memberIndex is the fan-out's view of who belongs to which conversation,
+// with each member's history floor (what live delivery hides from them).
 // The fan-out goroutine owns it. It is filled on demand by the hub's
 // member loaders (never a query on the fan-out goroutine), kept current by
 // the membership events the fan-out routes, and bounded: beyond max
@@ -26,8 +27,8 @@ type memberIndex struct {
 }
 
 type memberEntry struct {
-	conv    int64
-	members []int64 // ascending
+	conv int64
+	r    chat.Routing
 }
 
 func newMemberIndex(max int) *memberIndex {
@@ -35,28 +36,50 @@ func newMemberIndex(max int) *memberIndex {
 }
 
 // get returns the members of conv if they are known.
-func (x *memberIndex) get(conv int64) ([]int64, bool) {
+func (x *memberIndex) get(conv int64) (chat.Routing, bool) {
 	el, ok := x.entries[conv]
 	if !ok {
-		return nil, false
+		return chat.Routing{}, false
 	}
 	x.lru.MoveToFront(el)
-	return el.Value.(*memberEntry).members, true
+	return el.Value.(*memberEntry).r, true
 }
 
-// set records conv's members (sorted, owned by the index from now on).
-func (x *memberIndex) set(conv int64, members []int64) {
-	slices.Sort(members)
+// set records conv's members (ascending, owned by the index from now on).
+func (x *memberIndex) set(conv int64, r chat.Routing) {
 	if el, ok := x.entries[conv]; ok {
-		el.Value.(*memberEntry).members = members
+		el.Value.(*memberEntry).r = r
 		x.lru.MoveToFront(el)
 		return
 	}
-	x.entries[conv] = x.lru.PushFront(&memberEntry{conv: conv, members: members})
+	x.entries[conv] = x.lru.PushFront(&memberEntry{conv: conv, r: r})
 	for x.lru.Len() > x.max {
 		el := x.lru.Back()
 		x.lru.Remove(el)
 		delete(x.entries, el.Value.(*memberEntry).conv)
+	}
+}
+
+// forget drops what the index knows of conv (loads in flight and the
+// events waiting for them stay).
+func (x *memberIndex) forget(conv int64) {
+	if el, ok := x.entries[conv]; ok {
+		x.lru.Remove(el)
+		delete(x.entries, conv)
+	}
+}
+
+// refresh forgets conv's members when ev changes history floors in a way
+// it does not say, so that ev waits for a load that reads them as they
+// are: a join (the new member's floor depends on the group's history
+// visibility, which member.added does not carry) and a change of the
+// group's settings (which may change that visibility, and so every
+// member's floor). Only for an event as it arrives: the events that
+// waited for a load are applied to what it read (apply).
+func (x *memberIndex) refresh(ev chat.Event) {
+	switch ev.Type {
+	case chat.EventMemberAdded, chat.EventConversationUpdated:
+		x.forget(ev.ConversationID)
 	}
 }
 
@@ -73,18 +96,40 @@ func (x *memberIndex) apply(ev chat.Event) {
 	switch ev.Type {
 	case chat.EventConversationCreated:
 		if len(ev.Members) > 0 {
-			x.set(ev.ConversationID, slices.Clone(ev.Members))
+			// The first members joined before any entry: no floor.
+			m := slices.Clone(ev.Members)
+			slices.Sort(m)
+			x.set(ev.ConversationID, chat.Routing{Members: m})
 		}
 	case chat.EventMemberAdded:
-		if m, ok := x.get(ev.ConversationID); ok {
-			if i, found := slices.BinarySearch(m, ev.UserID); !found {
-				x.set(ev.ConversationID, slices.Insert(slices.Clone(m), i, ev.UserID))
+		// A member the index lacks comes only from a join that waited
+		// for a load (refresh forgets the conversation at a join that
+		// arrives) and that the load did not see: it read the members
+		// before the join committed, or after the member left again.
+		// The join's seq is their floor if the group's history is
+		// "joined"; otherwise it is the safe side: an edit of a message
+		// from before the join reaches them without its body until the
+		// conversation is loaded again.
+		if r, ok := x.get(ev.ConversationID); ok {
+			if i, found := slices.BinarySearch(r.Members, ev.UserID); !found {
+				if r.Floors == nil && ev.Seq > 0 {
+					r.Floors = make([]int64, len(r.Members))
+				}
+				r.Members = slices.Insert(slices.Clone(r.Members), i, ev.UserID)
+				if r.Floors != nil {
+					r.Floors = slices.Insert(slices.Clone(r.Floors), i, ev.Seq)
+				}
+				x.set(ev.ConversationID, r)
 			}
 		}
 	case chat.EventMemberRemoved:
-		if m, ok := x.get(ev.ConversationID); ok {
-			if i, found := slices.BinarySearch(m, ev.UserID); found {
-				x.set(ev.ConversationID, slices.Delete(slices.Clone(m), i, i+1))
+		if r, ok := x.get(ev.ConversationID); ok {
+			if i, found := slices.BinarySearch(r.Members, ev.UserID); found {
+				r.Members = slices.Delete(slices.Clone(r.Members), i, i+1)
+				if r.Floors != nil {
+					r.Floors = slices.Delete(slices.Clone(r.Floors), i, i+1)
+				}
+				x.set(ev.ConversationID, r)
 			}
 		}
 	}
@@ -100,8 +145,8 @@ func (x *memberIndex) wait(ev chat.Event) (startLoad bool) {
 
 // loaded records a finished load and returns the events that waited for
 // it, in arrival order.
-func (x *memberIndex) loaded(conv int64, members []int64) []chat.Event {
-	x.set(conv, members)
+func (x *memberIndex) loaded(conv int64, r chat.Routing) []chat.Event {
+	x.set(conv, r)
 	evs := x.waiting[conv]
 	delete(x.waiting, conv)
 	return evs
@@ -118,7 +163,7 @@ func (x *memberIndex) failed(conv int64) int {
 // memberLoad is the outcome of one load.
 type memberLoad struct {
 	conv    int64
-	members []int64
+	members chat.Routing
 	err     error
 }
 

@@ -22,9 +22,9 @@ type failMembers struct {
 	conv int64
 }
 
-func (s *failMembers) Members(ctx context.Context, conv int64) ([]int64, error) {
+func (s *failMembers) Members(ctx context.Context, conv int64) (chat.Routing, error) {
 	if conv == s.conv {
-		return nil, errors.New("boom")
+		return chat.Routing{}, errors.New("boom")
 	}
 	return s.DeliveryStore.Members(ctx, conv)
 }
