@@ -35,7 +35,7 @@
 //     a missing seq is awaited, up to GapWait) and Behind (catch-up must
 //     fetch what PostgreSQL holds first). Catch-up (catchup.go) asks the
 //     hub's recent cache first, then PostgreSQL (SinceMany: one query for
-//     many conversations).
+//     many conversations, which hides what the user may not read).
 //   - The cursor writer (internal/coalesce) flushes delivered cursors,
 //     merged per (client, conversation), once per CursorFlush; a stopping
 //     session flushes its own at once.
@@ -68,12 +68,21 @@
 // re-encoding them once per member. It only serves what the fan-out saw; a
 // stream ends its catch-up from it only past the highest seq the fan-out
 // saw for the conversation and past the newest seq it knows committed, and
-// after the hub dropped events (overflow) it asks PostgreSQL.
+// after the hub dropped events (overflow) it asks PostgreSQL. Its payloads
+// are shared by all members, so it ends a stream's catch-up before an edit
+// of a message at or before the user's join_seq (the most their history
+// floor can be, whatever the group's visibility is or becomes):
+// PostgreSQL answers that edit, without its body if the user may not read
+// it.
 //
 // # Routing
 //
 // message.new goes to every member (without body above LargeGroup
-// members); typing to the members but its sender, at QoS 0;
+// members); message.edited to every member, its body emptied for those
+// whose history floor reaches the message it rewrites (a member added to
+// a group whose history is "joined" reads nothing from before their join:
+// history, catch-up and the fan-out hide by one rule,
+// chat.FloorHidesEdit); typing to the members but its sender, at QoS 0;
 // delivery.updated to the member named by its senderId (the sender of the
 // delivered messages), and not at all in groups above LargeGroup; an event
 // with Event.To and no conversation (presence, profile.updated) to the
@@ -98,4 +107,12 @@
 // leave that arrives with a resync applies before the positions are
 // re-read. After an overflow the member index is emptied, so no dropped
 // membership change leaves it wrong.
+//
+// The member index keeps each member's history floor, read with the
+// members. A member.added or conversation.updated that arrives forgets the
+// conversation and waits for a load, which reads the floors as they are:
+// neither event says them (a join's floor depends on the group's history
+// visibility; a settings change may change every floor). A user who left
+// has no floor left to read: catch-up finishing what they were owed gives
+// them no edit's body in a "joined" group.
 package delivery
