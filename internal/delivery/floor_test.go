@@ -86,7 +86,7 @@ func TestALateMemberCatchingUpFromTheRecentCacheGetsAnEditOfAMessageFromBeforeTh
 	h := startHub(t, f.sessions, delivery.Options{})
 	// User 3's persistent session exists before the join: when it comes
 	// back it is behind, from its join on.
-	if _, err := f.sessions.Open(context.Background(), "u3", 3, true, false, time.Hour); err != nil {
+	if _, err := f.sessions.Open(context.Background(), "u3", "", 3, true, false, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	old := attach(t, h, f, "u2", false, true)
