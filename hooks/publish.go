@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/strictjson"
 	"github.com/chatd/chatd/internal/tracing"
 )
 
@@ -57,7 +59,8 @@ type readPayload struct {
 	Seq int64 `json:"seq"`
 }
 
-// decodeStrict decodes exactly one JSON object with no unknown fields.
+// decodeStrict decodes exactly one JSON object whose field names are the
+// documented ones, exactly and once each (as over HTTP).
 func decodeStrict(b []byte, v any) error {
 	if len(b) == 0 {
 		return chat.Errorf(chat.CodeInvalid, "payload is empty; expected a JSON object")
@@ -74,7 +77,7 @@ func decodeStrict(b []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return chat.Errorf(chat.CodeInvalid, "payload has data after the JSON object")
 	}
-	return nil
+	return strictjson.ExactKeys(b, reflect.TypeOf(v))
 }
 
 // publish is one client publish being answered. Its answer (a PUBACK for

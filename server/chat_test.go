@@ -216,6 +216,8 @@ func TestBadPayloadsGetTheirDocumentedOutcomeAndConnectionStaysUsable(t *testing
 		{"bad json", testnode.MsgTopic(conv.ID), []byte(`{"clientMsgId":`), 0x99, chat.CodeInvalid},
 		{"not an object", testnode.MsgTopic(conv.ID), []byte(`[1,2]`), 0x99, chat.CodeInvalid},
 		{"unknown field", testnode.MsgTopic(conv.ID), []byte(`{"clientMsgId":"` + newID() + `","body":"x","admin":true}`), 0x99, chat.CodeInvalid},
+		{"a field name in another case", testnode.MsgTopic(conv.ID), []byte(`{"clientMsgId":"` + newID() + `","BODY":"x"}`), 0x99, chat.CodeInvalid},
+		{"a field given twice", testnode.MsgTopic(conv.ID), []byte(`{"clientMsgId":"` + newID() + `","body":"x","body":"y"}`), 0x99, chat.CodeInvalid},
 		{"missing clientMsgId", testnode.MsgTopic(conv.ID), []byte(`{"body":"hi"}`), 0x99, chat.CodeInvalid},
 		{"invalid clientMsgId", testnode.MsgTopic(conv.ID), testnode.SendPayload("12345", "hi"), 0x99, chat.CodeInvalid},
 		{"empty body", testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), ""), 0x99, chat.CodeInvalid},

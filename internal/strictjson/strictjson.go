@@ -1,0 +1,206 @@
+// Package strictjson holds the one rule both transports apply to a
+// client's JSON after encoding/json decoded it: field names exactly as
+// documented, each given once (encoding/json folds case and lets a later
+// duplicate win). It has no state but a cache of struct field names, safe
+// for concurrent use.
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+
+	chat "github.com/chatd/chatd"
+)
+
+// ExactKeys checks what encoding/json lets through: it matches object keys
+// to fields without regard to case ({"SEQ":1} sets seq) and lets a later
+// duplicate key win ({"seq":1,"seq":2}). data is one valid JSON value
+// (decoded already) into a value of type t; every key of an object decoded
+// into a struct must be a field's name exactly, and no object may repeat a
+// key. The error is chat's invalid. It only scans: no allocation unless a
+// key holds an escape.
+func ExactKeys(data []byte, t reflect.Type) error {
+	s := keyScan{data: data}
+	return s.value(t)
+}
+
+type keyScan struct {
+	data []byte
+	i    int
+}
+
+func (s *keyScan) space() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// str skips a string starting at s.i and returns its raw contents.
+func (s *keyScan) str() (raw []byte, escaped bool) {
+	start := s.i + 1
+	s.i = start
+	for {
+		j := bytes.IndexAny(s.data[s.i:], `"\`)
+		if j < 0 {
+			s.i = len(s.data)
+			return s.data[start:], escaped
+		}
+		s.i += j
+		if s.data[s.i] == '"' {
+			s.i++
+			return s.data[start : s.i-1], escaped
+		}
+		escaped = true
+		s.i += 2
+	}
+}
+
+func (s *keyScan) value(t reflect.Type) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)) {
+		t = nil // a type that decodes itself says what it accepts
+	}
+	s.space()
+	if s.i >= len(s.data) {
+		return nil
+	}
+	switch s.data[s.i] {
+	case '{':
+		return s.object(t)
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		s.i++
+		for {
+			s.space()
+			if s.i >= len(s.data) || s.data[s.i] == ']' {
+				s.i++
+				return nil
+			}
+			if err := s.value(elem); err != nil {
+				return err
+			}
+			s.space()
+			if s.i < len(s.data) && s.data[s.i] == ',' {
+				s.i++
+			}
+		}
+	case '"':
+		s.str()
+	default:
+		for s.i < len(s.data) && !strings.ContainsRune(",]} \t\n\r", rune(s.data[s.i])) {
+			s.i++
+		}
+	}
+	return nil
+}
+
+func (s *keyScan) object(t reflect.Type) error {
+	var fields map[string]reflect.Type
+	var elem reflect.Type
+	switch {
+	case t != nil && t.Kind() == reflect.Struct:
+		fields = jsonFields(t)
+	case t != nil && t.Kind() == reflect.Map:
+		elem = t.Elem()
+	}
+	var buf [8][]byte // most objects have fewer keys: no allocation
+	seen := buf[:0]
+	s.i++
+	for {
+		s.space()
+		if s.i >= len(s.data) || s.data[s.i] == '}' {
+			s.i++
+			return nil
+		}
+		raw, escaped := s.str()
+		key := raw
+		if escaped {
+			var k string
+			if err := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &k); err == nil {
+				key = []byte(k)
+			}
+		}
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				return chat.Errorf(chat.CodeInvalid, "field %q is given more than once", key)
+			}
+		}
+		seen = append(seen, key)
+		ft := elem
+		if fields != nil {
+			var ok bool
+			if ft, ok = fields[string(key)]; !ok {
+				return chat.Errorf(chat.CodeInvalid, "unknown field %q (field names are case-sensitive)", key)
+			}
+		}
+		s.space()
+		s.i++ // ':'
+		if err := s.value(ft); err != nil {
+			return err
+		}
+		s.space()
+		if s.i < len(s.data) && s.data[s.i] == ',' {
+			s.i++
+		}
+	}
+}
+
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	fieldCache      sync.Map // reflect.Type -> map[string]reflect.Type
+)
+
+// jsonFields maps a struct's JSON field names, as encoding/json names
+// them (tags, embedded structs' fields promoted), to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	addJSONFields(t, m)
+	fieldCache.Store(t, m)
+	return m
+}
+
+func addJSONFields(t reflect.Type, m map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				addJSONFields(ft, m)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, dup := m[name]; !dup {
+			m[name] = f.Type
+		}
+	}
+}
