@@ -7,7 +7,8 @@
 #   bench/sendvariants.sh migrations/functions.sql 979424e:migrations/functions.sql
 #
 # A VARIANT is a SQL file that replaces chat_send_batch (CREATE OR REPLACE),
-# or REV:PATH, a file as git holds it at REV, of which only
+# a FILE.patch, migrations/functions.sql with that patch applied (e.g.
+# bench/patches/no-lifecycle.patch), or REV:PATH, a file as git holds it at REV, of which only
 # chat_send_batch is applied (the other functions of an old file would
 # not fit this schema). Before the message lifecycle (979424e and older)
 # it took four arrays and left msg_no, a column the lifecycle added as NOT
@@ -52,7 +53,9 @@ bench_init sendvariants
 files=()
 for v in "$@"; do
 	f=$WORK/$(tr '/:' '__' <<<"$v")
-	if [ -f "$v" ]; then
+	if [ -f "$v" ] && [[ $v == *.patch ]]; then
+		patch -s -o "$f" migrations/functions.sql "$v" || { echo "sendvariants: $v does not apply to migrations/functions.sql" >&2; exit 2; }
+	elif [ -f "$v" ]; then
 		cp "$v" "$f"
 	elif git cat-file -e "$v" 2>/dev/null; then
 		git show "$v" | sed -n '/^CREATE OR REPLACE FUNCTION chat_send_batch/,/^\$\$;/p' >"$f"
@@ -141,8 +144,17 @@ END
 \$\$;
 SQL
 }
+# medians: the rounds' medians (a round the machine disturbed moves the
+# mean), and each variant's median difference from v1, round by round.
+medians() {
+	awk '
+		/^[0-9]+ v1=/ && $1 > 0 { n++; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[i, n] = kv[2]; if (i == 2) base[n] = kv[2] } ; nf = NF }
+		function med(a, m,   i, j, t) { for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }; return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
+		END { line = "median over the rounds:"; for (i = 2; i <= nf; i++) { delete a; delete d; for (r = 1; r <= n; r++) { a[r] = v[i, r]; d[r] = v[i, r] - base[r] }; line = line " v" i - 1 "=" med(a, n); if (i > 2) diff = diff " v" i - 1 "-v1=" med(d, n) }; print line; if (diff != "") print "median of the rounds'"'"' differences:" diff }'
+}
 if [ -n "${PAIRED:-}" ]; then
-	paired
+	paired | tee "$WORK/paired.txt"
+	medians <"$WORK/paired.txt"
 	exit 0
 fi
 

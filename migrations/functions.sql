@@ -141,8 +141,8 @@ $f$;
 -- recalls, reactions and attachments are judged and written by statements
 -- of their own that only batches having them run: every statement, and
 -- every lookup in one, costs its executor start-up on each call whether
--- or not a row needs it (docs/benchmarks.md, "Sends are not slower with
--- the new kinds").
+-- or not a row needs it (docs/benchmarks.md, "What the new kinds cost a
+-- plain send").
 --
 -- Every statement looks rows up by key for each element of a small array
 -- (LATERAL ... LIMIT 1 keeps even a plan made on a fresh, unanalyzed
