@@ -171,12 +171,15 @@ type Delivery interface {
 	Attach(conn Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int)
 	// Detach stops clientID's session if conn still owns it.
 	Detach(clientID string, conn Conn)
-	// SetReady tells the session whether its client is subscribed to its
-	// events topic; events wait until it is.
-	SetReady(clientID string, ready bool)
+	// SetReady tells clientID's session, if conn still owns it, whether
+	// its client is subscribed to its events topic; events wait until it
+	// is.
+	SetReady(clientID string, conn Conn, ready bool)
 	// Acked hands the client's PUBACK of one of its deliveries to its
-	// session.
-	Acked(clientID string, packetID uint16)
+	// session, if conn still owns it: a PUBACK an old connection read
+	// after a takeover names the old session's packet id, not the new
+	// one's.
+	Acked(clientID string, conn Conn, packetID uint16)
 	// SendDirect queues a publish for one client only (RPC replies, error
 	// events), sent even before it subscribed; false when clientID has no
 	// session here.

@@ -373,7 +373,7 @@ func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	events := EventsTopic(ci.userID)
 	for i, f := range pk.Filters {
 		if i < len(codes) && codes[i] < 0x80 && FilterMatches(f.Filter, events) {
-			h.cfg.Hub.SetReady(cl.ID, true)
+			h.cfg.Hub.SetReady(cl.ID, ci.conn, true)
 			return
 		}
 	}
@@ -411,7 +411,7 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	}
 	h.recordSubscriptions(cl, ci)
 	if !subscribedToEvents(cl, ci.userID) {
-		h.cfg.Hub.SetReady(cl.ID, false)
+		h.cfg.Hub.SetReady(cl.ID, ci.conn, false)
 	}
 }
 
@@ -435,7 +435,9 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
-		h.cfg.Hub.Acked(cl.ID, pk.PacketID)
+		if ci := h.info(cl); ci != nil {
+			h.cfg.Hub.Acked(cl.ID, ci.conn, pk.PacketID)
+		}
 	case packets.Disconnect:
 		takeDisconnectExpiry(h.info(cl), &pk)
 	case packets.Publish:

@@ -288,10 +288,10 @@ func (h *Hub) Reply(clientID string, conn chat.Conn, acks []chat.Ack) {
 	}
 }
 
-// SetReady tells clientID's session whether the client is subscribed to its
-// events topic; events are held until it is.
-func (h *Hub) SetReady(clientID string, ready bool) {
-	if s := h.Session(clientID); s != nil {
+// SetReady tells clientID's session, if conn still owns it, whether the
+// client is subscribed to its events topic; events are held until it is.
+func (h *Hub) SetReady(clientID string, conn chat.Conn, ready bool) {
+	if s := h.Session(clientID); s != nil && s.conn == conn {
 		k := kReady
 		if !ready {
 			k = kUnready
@@ -300,9 +300,11 @@ func (h *Hub) SetReady(clientID string, ready bool) {
 	}
 }
 
-// Acked hands a PUBACK from clientID to its session.
-func (h *Hub) Acked(clientID string, packetID uint16) {
-	if s := h.Session(clientID); s != nil {
+// Acked hands a PUBACK from clientID to its session if conn still owns it:
+// after a takeover the old connection's PUBACKs answer the old session's
+// packet ids, which the new session reuses for other deliveries.
+func (h *Hub) Acked(clientID string, conn chat.Conn, packetID uint16) {
+	if s := h.Session(clientID); s != nil && s.conn == conn {
 		s.ack(packetID)
 	}
 }

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // standing in for a client socket; the store behind the hub is real.
 type fakeConn struct {
 	hub    *delivery.Hub
+	self   chat.Conn // what the session was attached with (c, or a wrapper of c)
 	id     string
 	ack    bool
 	mu     sync.Mutex
@@ -39,7 +40,9 @@ type fakeConn struct {
 }
 
 func newConn(id string, ack bool) *fakeConn {
-	return &fakeConn{id: id, ack: ack, closed: make(chan string, 1)}
+	c := &fakeConn{id: id, ack: ack, closed: make(chan string, 1)}
+	c.self = c
+	return c
 }
 
 func (c *fakeConn) Write(_ []chat.Ack, ps []chat.Packet) error {
@@ -54,7 +57,7 @@ func (c *fakeConn) Write(_ []chat.Ack, ps []chat.Packet) error {
 	c.mu.Unlock()
 	for _, p := range ps {
 		if c.ack && p.QoS > 0 {
-			go c.hub.Acked(c.id, p.PacketID)
+			go c.hub.Acked(c.id, c.self, p.PacketID)
 		}
 	}
 	return nil
@@ -79,6 +82,13 @@ func (c *fakeConn) seqs(conv int64) []int64 {
 		}
 	}
 	return out
+}
+
+// packets returns what was written so far.
+func (c *fakeConn) packets() []chat.Packet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]chat.Packet(nil), c.got...)
 }
 
 func (c *fakeConn) unacked() int {
@@ -292,7 +302,7 @@ func TestSessionThatFellBehindCatchesUpFromTheRecentCacheWithoutPostgreSQL(t *te
 	}
 	// ...and once subscribed it catches up, all from memory: the hub's
 	// cache saw every one of them.
-	h.SetReady("cached", true)
+	h.SetReady("cached", c, true)
 	wantExactly(t, waitSeqs(t, c, f.conv.ID, 200), 1, 200)
 	if hits := testutil.ToFloat64(m.RecentHits); hits != 200 {
 		t.Fatalf("%v messages from the recent cache, want all 200", hits)
@@ -372,14 +382,14 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 	// Three acknowledgements leave 13 of 16 in flight: below a quarter
 	// window free, nothing more is written.
 	for _, p := range got[:3] {
-		h.Acked("bursty", p.PacketID)
+		h.Acked("bursty", c, p.PacketID)
 	}
 	time.Sleep(100 * time.Millisecond) // a negative check: give a wrong write the time to happen
 	if n := c.unacked(); n != 16 {
 		t.Fatalf("%d publishes written after 3 acks, want none beyond the first 16", n-16)
 	}
 	// The fourth frees a quarter window: four publishes, in one write.
-	h.Acked("bursty", got[3].PacketID)
+	h.Acked("bursty", c, got[3].PacketID)
 	waitFor("the refill", func() bool { return c.unacked() == 20 })
 	_, after := snapshot()
 	if len(after) != len(writes)+1 || after[len(after)-1] != 4 {
@@ -391,7 +401,7 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 		for acked < 100 {
 			all, _ := snapshot()
 			for _, p := range all[acked:] {
-				h.Acked("bursty", p.PacketID)
+				h.Acked("bursty", c, p.PacketID)
 			}
 			acked = len(all)
 			time.Sleep(2 * time.Millisecond)
@@ -515,7 +525,7 @@ type countConn struct {
 func (c *countConn) Write(_ []chat.Ack, ps []chat.Packet) error {
 	for _, p := range ps {
 		if p.QoS > 0 {
-			c.hub.Acked(c.id, p.PacketID)
+			c.hub.Acked(c.id, c, p.PacketID)
 		}
 	}
 	c.n.Add(int64(len(ps)))

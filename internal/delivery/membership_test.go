@@ -215,6 +215,7 @@ func testResyncJoin(t *testing.T, qs int) {
 	fc := newConn("u3", true)
 	fc.hub = h
 	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
+	fc.self = c
 	h.Attach(c, "u3", 3, false, true, 0)
 	<-h.Session("u3").Loaded()
 	obs := attach(t, h, f, "u2", false, true)
@@ -262,4 +263,24 @@ func never(t *testing.T, d time.Duration, cond func() bool, format string, args 
 			t.Fatalf(format, args...)
 		}
 	}
+}
+
+// A PUBACK the old connection reads after a takeover answers the old
+// session's packet id; the new session reuses ids from 1, so taking it
+// for its own would release the window (and, for a persistent session,
+// move the delivered cursor) past a delivery the client never
+// acknowledged.
+func TestAPubackFromTheConnectionATakeoverReplacedAcknowledgesNothing(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{Window: 1})
+	old := attach(t, h, f, "phone", true, false)
+	cur := attach(t, h, f, "phone", true, false) // takes over
+	publishEach(h, f.send(t, 2))
+	waitSeqs(t, cur, f.conv.ID, 1) // the window of one is full
+	first := cur.packets()[0].PacketID
+	h.Acked("phone", old, first)
+	never(t, 500*time.Millisecond, func() bool { return len(cur.seqs(f.conv.ID)) > 1 },
+		"the old connection's PUBACK of packet %d released the new session's window", first)
+	h.Acked("phone", cur, first)
+	wantExactly(t, waitSeqs(t, cur, f.conv.ID, 2), 1, 2)
 }
