@@ -69,6 +69,12 @@ func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
 	_, err = st.Change(ctx, chat.Change{Kind: chat.KindReaction, ConversationID: g.ID, UserID: late, TargetSeq: secret.Seq,
 		ClientMsgID: uuid.NewString(), Emoji: "👀", On: true})
 	wantCode(t, "reaction to a message from before the join", err, chat.CodeNotFound)
+	// Nor are its receipts theirs to count.
+	_, err = st.SeenBy(ctx, g.ID, late, secret.Seq)
+	wantCode(t, "who has seen a message from before the join", err, chat.CodeNotFound)
+	if _, err := st.SeenBy(ctx, g.ID, 2, secret.Seq); err != nil {
+		t.Fatalf("a founder asking who has seen the first message: %v", err)
+	}
 	// Founders read everything.
 	if page, err := st.History(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: 2}); err != nil || page[0].Seq != 1 {
 		t.Fatalf("a founder's history %q, %v", kinds(page), err)

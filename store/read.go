@@ -92,8 +92,15 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 		if err != nil {
 			return err
 		}
+		// What a member may not read (before their join, in a group whose
+		// history is "joined") does not exist for them: neither do its
+		// receipts.
+		floor, err := historyFloor(ctx, tx, conversationID, userID)
+		if err != nil {
+			return err
+		}
 		var kind string
-		if seq <= conv.LastSeq {
+		if seq > floor && seq <= conv.LastSeq {
 			if err := tx.QueryRow(ctx, `SELECT kind FROM message WHERE conversation_id = $1 AND seq = $2`, conversationID, seq).Scan(&kind); err != nil {
 				return fmt.Errorf("read message %d: %w", seq, err)
 			}
