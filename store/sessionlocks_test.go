@@ -95,52 +95,58 @@ func openPhone(t *testing.T, ctx context.Context, ss *store.Sessions) {
 	}
 }
 
-func TestCleanReopenDuringACursorFlushDoesNotDeadlock(t *testing.T) {
+// A clean reopen, a drop or an expiry of the session while a flush of its
+// cursors waits between two cursor rows: neither deadlocks, and the
+// session's cursors (or the session) are gone afterwards.
+func TestChangingASessionDuringACursorFlushDoesNotDeadlock(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	ss := store.NewSessions(pool)
-	openPhone(t, ctx, ss)
-	cursorFlushRace(t, ctx, pool, ss, "clean reopen", func() error {
-		_, err := ss.Open(ctx, "phone", "", 1, true, true, time.Hour)
-		return err
-	})
-	// The reopen ran after the flush and started the session now: user 1
-	// is in no conversation, so no cursor is left.
-	if n := queryInt(t, pool, `SELECT count(*) FROM session_cursor WHERE client_id = 'phone'`); n != 0 {
-		t.Fatalf("%d cursors after the clean reopen, want 0", n)
-	}
-}
-
-func TestDroppingASessionDuringACursorFlushDoesNotDeadlock(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	ss := store.NewSessions(pool)
-	openPhone(t, ctx, ss)
-	cursorFlushRace(t, ctx, pool, ss, "drop", func() error { return ss.Drop(ctx, "phone", "") })
-	if n := queryInt(t, pool, `SELECT count(*) FROM session_cursor WHERE client_id = 'phone'`); n != 0 {
-		t.Fatalf("%d cursors after the drop, want 0", n)
-	}
-}
-
-func TestExpiringASessionDuringACursorFlushDoesNotDeadlock(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	ss := store.NewSessions(pool)
-	openPhone(t, ctx, ss)
-	mustExec(t, ctx, pool, `UPDATE chat_session SET last_seen_at = now() - interval '2 hours'`)
-	cursorFlushRace(t, ctx, pool, ss, "expire", func() error {
-		_, err := ss.Expire(ctx, []string{})
-		return err
-	})
-	// Skipped while being written, or expired: either way it goes now.
-	if _, err := ss.Expire(ctx, []string{}); err != nil {
-		t.Fatalf("expire after the flush: %v", err)
-	}
-	if n := queryInt(t, pool, `SELECT count(*) FROM chat_session WHERE client_id = 'phone'`); n != 0 {
-		t.Fatalf("the expired session is still there")
+	for _, tc := range []struct {
+		what   string
+		before string // run first, if any
+		op     func(ctx context.Context, ss *store.Sessions) error
+		after  func(ctx context.Context, ss *store.Sessions) error // run after both, if any
+		gone   string                                              // what must be empty at the end
+	}{
+		// The reopen started the session anew: user 1 is in no
+		// conversation, so no cursor is left.
+		{what: "clean reopen", op: func(ctx context.Context, ss *store.Sessions) error {
+			_, err := ss.Open(ctx, "phone", "", 1, true, true, time.Hour)
+			return err
+		}, gone: `SELECT count(*) FROM session_cursor WHERE client_id = 'phone'`},
+		{what: "drop", op: func(ctx context.Context, ss *store.Sessions) error { return ss.Drop(ctx, "phone", "") },
+			gone: `SELECT count(*) FROM session_cursor WHERE client_id = 'phone'`},
+		// Skipped while being written, or expired: either way it goes
+		// at the next pass.
+		{what: "expiry", before: `UPDATE chat_session SET last_seen_at = now() - interval '2 hours'`,
+			op: func(ctx context.Context, ss *store.Sessions) error {
+				_, err := ss.Expire(ctx, []string{})
+				return err
+			},
+			after: func(ctx context.Context, ss *store.Sessions) error {
+				_, err := ss.Expire(ctx, []string{})
+				return err
+			},
+			gone: `SELECT count(*) FROM chat_session WHERE client_id = 'phone'`},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			pool := pgtest.NewPool(t)
+			ss := store.NewSessions(pool)
+			openPhone(t, ctx, ss)
+			if tc.before != "" {
+				mustExec(t, ctx, pool, tc.before)
+			}
+			cursorFlushRace(t, ctx, pool, ss, tc.what, func() error { return tc.op(ctx, ss) })
+			if tc.after != nil {
+				if err := tc.after(ctx, ss); err != nil {
+					t.Fatalf("%s after the flush: %v", tc.what, err)
+				}
+			}
+			if n := queryInt(t, pool, tc.gone); n != 0 {
+				t.Fatalf("after the %s: %s = %d, want 0", tc.what, tc.gone, n)
+			}
+		})
 	}
 }
 
