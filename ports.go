@@ -87,8 +87,9 @@ type SessionStore interface {
 	// session is that connection's until another opens it.
 	Open(ctx context.Context, clientID, token string, userID int64, persistent, clean bool, expiry time.Duration) (OpenedSession, error)
 	// SaveSubscriptions records all of a persistent session's
-	// subscriptions, replacing what was recorded.
-	SaveSubscriptions(ctx context.Context, clientID string, subs []Subscription) error
+	// subscriptions, replacing what was recorded, unless a connection other
+	// than token's opened the session since.
+	SaveSubscriptions(ctx context.Context, clientID, token string, subs []Subscription) error
 	// Touch records that the session was seen now (its expiry, which the
 	// client may have changed on DISCONNECT, starts), if the connection
 	// token opened it last.

@@ -125,7 +125,7 @@ func (h *Chat) recordSubscriptions(cl *mqtt.Client, ci *clientInfo) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
-	if err := h.cfg.Sessions.SaveSubscriptions(ctx, cl.ID, subs); err != nil {
+	if err := h.cfg.Sessions.SaveSubscriptions(ctx, cl.ID, ci.token, subs); err != nil {
 		h.cfg.Logger.Warn("record subscriptions failed; disconnecting the client", "client", cl.ID, "user", ci.userID, "err", err)
 		_ = h.server.DisconnectClient(cl, packets.ErrServerUnavailable)
 	}

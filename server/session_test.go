@@ -389,3 +389,57 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *
 func brokerForgot(srv *server.Server, clientID string) func() bool {
 	return func() bool { _, ok := srv.Broker.Server.Clients.Get(clientID); return !ok }
 }
+
+// Nor does that old connection rewrite the session's recorded
+// subscriptions: an UNSUBSCRIBE it still reads (its socket works, as a
+// half-open one's can) is about that connection, not about the session
+// the device resumed elsewhere, whose next resume must still get events.
+func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAlone(t *testing.T) {
+	url := pgtest.NewDB(t)
+	a := startNode(t, url, nil)
+	b := startNode(t, url, nil)
+	conv := mustGroup(t, context.Background(), a, 1, "subs", []int64{2})
+	for _, v := range []byte{5, 4} {
+		clientID := fmt.Sprintf("moved-subs-v%d", v)
+		recorded := func() string {
+			t.Helper()
+			var s *string
+			if err := a.Pool.QueryRow(context.Background(), `SELECT subscriptions::text FROM chat_session WHERE client_id = $1`, clientID).Scan(&s); err != nil {
+				t.Fatalf("the session of %s: %v", clientID, err)
+			}
+			if s == nil {
+				return "NULL"
+			}
+			return *s
+		}
+		old := rawClient(t, a.MQTTAddr(), 2, clientID, v, false)
+		moved := rawClient(t, b.MQTTAddr(), 2, clientID, v, false)
+		want := recorded()
+		if codes, err := old.Unsubscribe(testnode.EventsTopic(2)); err != nil || (v == 5 && len(codes) != 1) {
+			t.Fatalf("v%d: the old connection's UNSUBSCRIBE: %v %v", v, codes, err)
+		}
+		// The hook records (or not) before the UNSUBACK's connection reads
+		// its next packet: a PUBLISH answered after it is the barrier.
+		if _, err := old.Publish(testnode.MsgTopic(999999), 1, testnode.SendPayload(newID(), "barrier")); err != nil {
+			t.Fatalf("v%d: barrier: %v", v, err)
+		}
+		if got := recorded(); got != want {
+			t.Fatalf("v%d: the old connection's UNSUBSCRIBE changed the session's subscriptions from %s to %s", v, want, got)
+		}
+		disconnect(t, b, moved, clientID)
+		old.Drop()
+		testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
+		body := fmt.Sprintf("while away v%d", v)
+		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		back, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
+		if !ack.SessionPresent {
+			t.Fatalf("v%d: resume answered session present = false", v)
+		}
+		if ev := nextEvent(t, back, chat.EventMessageNew, 10*time.Second); ev.Body != body {
+			t.Fatalf("v%d: delivered %+v", v, ev)
+		}
+		disconnect(t, b, back, clientID)
+	}
+}

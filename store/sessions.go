@@ -26,13 +26,14 @@ import (
 // its own row is written.
 type Sessions struct {
 	pool    *pgxpool.Pool
-	subs    *coalesce.Group[string, []byte]
+	subs    *coalesce.Group[connKey, []byte]
 	touches *coalesce.Group[connKey, int64]
 }
 
-// connKey is a session as one connection holds it: Touch waits together
-// by connection, so that an old connection's touch of a client id cannot
-// take the place of the current one's in a batch.
+// connKey is a session as one connection holds it: touches and recorded
+// subscriptions wait together by connection, so that an old connection's
+// write for a client id cannot take the place of the current one's in a
+// batch.
 type connKey struct{ clientID, token string }
 
 // NewSessions returns the session store on pool.
@@ -81,8 +82,11 @@ func (s *Sessions) Open(ctx context.Context, clientID, token string, userID int6
 }
 
 // SaveSubscriptions records a persistent session's subscriptions, all of
-// them (the broker's view after a SUBSCRIBE or UNSUBSCRIBE).
-func (s *Sessions) SaveSubscriptions(ctx context.Context, clientID string, subs []chat.Subscription) error {
+// them (the broker's view after a SUBSCRIBE or UNSUBSCRIBE), unless a
+// connection other than token's opened the session since: an old
+// connection still open on another node after its device reconnected
+// elsewhere speaks for itself, not for the session.
+func (s *Sessions) SaveSubscriptions(ctx context.Context, clientID, token string, subs []chat.Subscription) error {
 	if subs == nil {
 		subs = []chat.Subscription{}
 	}
@@ -90,7 +94,7 @@ func (s *Sessions) SaveSubscriptions(ctx context.Context, clientID string, subs 
 	if err != nil {
 		return fmt.Errorf("encode subscriptions: %w", err)
 	}
-	return s.subs.Do(ctx, clientID, b)
+	return s.subs.Do(ctx, connKey{clientID, token}, b)
 }
 
 // lockSessionsInOrder locks the sessions of a batch (CTE v) in client id
@@ -101,19 +105,21 @@ const lockSessionsInOrder = `SELECT s.client_id FROM chat_session s JOIN v ON s.
 
 // writeSubscriptions records the subscriptions of many sessions in one
 // statement (the Group's batch: those that waited together).
-func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[string][]byte) error {
+func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[connKey][]byte) error {
 	ids := make([]string, 0, len(batch))
+	tokens := make([]string, 0, len(batch))
 	docs := make([]string, 0, len(batch))
-	for id, b := range batch {
-		ids = append(ids, id)
+	for k, b := range batch {
+		ids = append(ids, k.clientID)
+		tokens = append(tokens, k.token)
 		docs = append(docs, string(b))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `WITH v AS (SELECT * FROM unnest($1::text[], $2::jsonb[]) AS v(id, subs)),
+	if _, err := s.pool.Exec(ctx, `WITH v AS (SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[]) AS v(id, token, subs)),
 		locked AS (`+lockSessionsInOrder+`)
 		UPDATE chat_session s SET subscriptions = v.subs FROM v JOIN locked l ON l.client_id = v.id
-		WHERE s.client_id = v.id AND s.persistent`, ids, docs); err != nil {
+		WHERE s.client_id = v.id AND s.conn_token = v.token AND s.persistent`, ids, tokens, docs); err != nil {
 		return classify("save subscriptions", err)
 	}
 	return nil

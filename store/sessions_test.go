@@ -82,7 +82,7 @@ func TestSessionSubscriptionsResumeWithTheSessionOnly(t *testing.T) {
 		t.Fatalf("a new session: %+v", o)
 	}
 	subs := []chat.Subscription{{Filter: "chat/v1/user/1/events", QoS: 1}, {Filter: "chat/v1/user/1/#", QoS: 0}}
-	if err := ss.SaveSubscriptions(ctx, "phone", subs); err != nil {
+	if err := ss.SaveSubscriptions(ctx, "phone", "", subs); err != nil {
 		t.Fatal(err)
 	}
 	if o := open(true, false); !o.Resumed || !o.Present || len(o.Subscriptions) != 2 || o.Subscriptions[0] != subs[0] || o.Subscriptions[1] != subs[1] {
@@ -99,7 +99,7 @@ func TestSessionSubscriptionsResumeWithTheSessionOnly(t *testing.T) {
 	if o := open(false, false); o.Present {
 		t.Fatalf("non-persistent: %+v", o)
 	}
-	if err := ss.SaveSubscriptions(ctx, "phone", subs); err != nil {
+	if err := ss.SaveSubscriptions(ctx, "phone", "", subs); err != nil {
 		t.Fatal(err)
 	}
 	if o := open(true, false); o.Resumed || o.Present || len(o.Subscriptions) != 0 {
