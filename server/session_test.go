@@ -270,17 +270,7 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 	for _, v := range []byte{4, 5} {
 		srv, conv := startDirect(t, nil)
 		clientID := fmt.Sprintf("phone-takeover-v%d", v)
-		recorded := func() string {
-			t.Helper()
-			var s *string
-			if err := srv.Pool.QueryRow(context.Background(), `SELECT subscriptions::text FROM chat_session WHERE client_id = $1`, clientID).Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			if s == nil {
-				return "NULL"
-			}
-			return *s
-		}
+		recorded := func() string { t.Helper(); return sessionColumn(t, srv, clientID, "subscriptions") }
 		old := rawClient(t, srv.MQTTAddr(), 2, clientID, v, false)
 		before := recorded()
 		again, ack := resume(t, srv.MQTTAddr(), 2, clientID, v)
@@ -320,13 +310,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing
 	a := startNode(t, url, nil)
 	b := startNode(t, url, nil)
 	conv := mustGroup(t, context.Background(), a, 1, "moved", []int64{2})
-	expiry := func(clientID string) (secs int64) {
-		t.Helper()
-		if err := a.Pool.QueryRow(context.Background(), `SELECT expiry_seconds FROM chat_session WHERE client_id = $1`, clientID).Scan(&secs); err != nil {
-			t.Fatalf("the session of %s: %v", clientID, err)
-		}
-		return secs
-	}
+	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	for _, v := range []byte{5, 4} {
 		// A clean connection on a, then the device's persistent session on b.
 		clientID := fmt.Sprintf("moved-clean-v%d", v)
@@ -361,13 +345,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil)
 	b := startNode(t, url, nil)
-	expiry := func(clientID string) (secs int64) {
-		t.Helper()
-		if err := a.Pool.QueryRow(context.Background(), `SELECT expiry_seconds FROM chat_session WHERE client_id = $1`, clientID).Scan(&secs); err != nil {
-			t.Fatalf("the session of %s: %v", clientID, err)
-		}
-		return secs
-	}
+	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	clientID := "moved-persistent"
 	old, _, err := mqtttest.Dial(a.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: clientID, Username: "2", Password: testnode.Token(t, 2), Expiry: 60})
 	if err != nil {
@@ -376,11 +354,11 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *
 	t.Cleanup(old.Drop)
 	moved := rawClient(t, b.MQTTAddr(), 2, clientID, 5, false) // 3600 s
 	disconnect(t, b, moved, clientID)
-	testkit.WaitFor(t, 5*time.Second, "b to record the session's expiry", func() bool { return expiry(clientID) == 3600 })
+	testkit.WaitFor(t, 5*time.Second, "b to record the session's expiry", func() bool { return expiry(clientID) == "3600" })
 	old.Drop()
 	testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
-	if secs := expiry(clientID); secs != 3600 {
-		t.Fatalf("the old connection's end set the session's expiry to %d s, want the 3600 s of the connection that left it last", secs)
+	if secs := expiry(clientID); secs != "3600" {
+		t.Fatalf("the old connection's end set the session's expiry to %s s, want the 3600 s of the connection that left it last", secs)
 	}
 }
 
@@ -401,17 +379,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAl
 	conv := mustGroup(t, context.Background(), a, 1, "subs", []int64{2})
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("moved-subs-v%d", v)
-		recorded := func() string {
-			t.Helper()
-			var s *string
-			if err := a.Pool.QueryRow(context.Background(), `SELECT subscriptions::text FROM chat_session WHERE client_id = $1`, clientID).Scan(&s); err != nil {
-				t.Fatalf("the session of %s: %v", clientID, err)
-			}
-			if s == nil {
-				return "NULL"
-			}
-			return *s
-		}
+		recorded := func() string { t.Helper(); return sessionColumn(t, a, clientID, "subscriptions") }
 		old := rawClient(t, a.MQTTAddr(), 2, clientID, v, false)
 		moved := rawClient(t, b.MQTTAddr(), 2, clientID, v, false)
 		want := recorded()
@@ -442,4 +410,18 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAl
 		}
 		disconnect(t, b, back, clientID)
 	}
+}
+
+// sessionColumn reads one column of clientID's chat_session row as text
+// ("NULL" for a null), failing the test if there is no such session.
+func sessionColumn(t *testing.T, srv *server.Server, clientID, column string) string {
+	t.Helper()
+	var v *string
+	if err := srv.Pool.QueryRow(context.Background(), `SELECT `+column+`::text FROM chat_session WHERE client_id = $1`, clientID).Scan(&v); err != nil {
+		t.Fatalf("the session of %s: %v", clientID, err)
+	}
+	if v == nil {
+		return "NULL"
+	}
+	return *v
 }
