@@ -141,6 +141,16 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
     assert.ok(r, 'service worker registration');
     return r;
   });
+  // The worker leaves a push to a visible, focused page; a page just closed
+  // can still be among its clients for a moment on a loaded machine.
+  const closedPageGone = () =>
+    eventually(async () => {
+      const open = await sw.evaluate(() =>
+        self.clients.matchAll({ type: 'window', includeUncontrolled: true }).then((l) => l.filter((c) => c.visibilityState === 'visible' && c.focused).length),
+      );
+      assert.equal(open, 0, 'the closed page is gone from the worker\'s clients');
+    });
+  await closedPageGone();
   await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: pushed });
   const shown = await eventually(async () => {
     const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag, data: x.data }))));
@@ -174,14 +184,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
     assert.equal(got.length, 2, 'the second push at the loopback push service');
     return got[1];
   });
-  // The worker leaves a push to a visible, focused page; a page just closed
-  // can still be among its clients for a moment on a loaded machine.
-  await eventually(async () => {
-    const open = await sw.evaluate(() =>
-      self.clients.matchAll({ type: 'window', includeUncontrolled: true }).then((l) => l.filter((c) => c.visibilityState === 'visible' && c.focused).length),
-    );
-    assert.equal(open, 0, 'the closed page is gone from the worker\'s clients');
-  });
+  await closedPageGone();
   await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: second });
   await eventually(async () => {
     assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 1, 'the second notification is shown');
