@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,6 +136,29 @@ func New(cfg Config) *Chat {
 // process.
 func (h *Chat) newToken() string {
 	return h.tokenPrefix + strconv.FormatUint(h.connSeq.Add(1), 36)
+}
+
+// SessionTakenOver closes this node's connection token of clientID, whose
+// session a connection on another node took over (store.WatchTakeovers):
+// the server must close the existing connection of a client id that
+// connects again (MQTT-3.1.4-3), with DISCONNECT 0x8E on MQTT 5 as mochi
+// does for a takeover on one node. Any other token (a connection that
+// already ended, or one of another process) is not this node's to close.
+// It does not block: the DISCONNECT is written on a goroutine of its own,
+// since a half-open socket can hold a write until its deadline.
+func (h *Chat) SessionTakenOver(clientID, token string) {
+	if !strings.HasPrefix(token, h.tokenPrefix) {
+		return
+	}
+	cl, ok := h.server.Clients.Get(clientID)
+	if !ok {
+		return
+	}
+	if ci := h.info(cl); ci == nil || ci.token != token {
+		return
+	}
+	h.cfg.Metrics.TakenOver.Inc()
+	go func() { _ = h.server.DisconnectClient(cl, packets.ErrSessionTakenOver) }()
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).

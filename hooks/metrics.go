@@ -10,6 +10,9 @@ type Metrics struct {
 	ConnectQueue prometheus.Gauge
 	Publishes    *prometheus.CounterVec // by kind and outcome
 	SendLatency  prometheus.Histogram
+	// TakenOver counts the connections closed because a connection on
+	// another node took their session over.
+	TakenOver prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -22,9 +25,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Publishes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_mqtt_publishes_total", Help: "Client publishes by kind and outcome (error code or ok)."}, []string{"kind", "outcome"}),
 		SendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_send_seconds", Help: "Send transaction latency as seen by the publish hook (validation, commit).",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
+		TakenOver: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_taken_over_total",
+			Help: "MQTT connections closed (v5: DISCONNECT 0x8E) because a connection on another node took their session over."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency)
+		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency, m.TakenOver)
 	}
 	return m
 }

@@ -591,6 +591,17 @@ $$;
 -- starts now: cursors at every conversation's last_seq (persistent) or
 -- none, subscriptions an empty record (persistent) or none.
 --
+-- Taking a session over from a connection that may still be open in
+-- another chatd process (a device that moved to another node) sends
+-- NOTIFY chat_session_takeover, payload {"clientId","token"} with the old
+-- connection's token, so that its node closes it (MQTT-3.1.4-3; on one
+-- node mochi does that itself). Tokens are "<node>/<process>/<n>"
+-- (hooks.Chat.newToken): the part before the last "/" names the process.
+-- A connection that ended cleared its token (chat_sessions_touch), so a
+-- resume after a disconnect notifies nobody. A client id too long for a
+-- notification's 8,000 bytes is not announced: its old connection stays
+-- open until its keepalive runs out, as before.
+--
 -- It commits without waiting for the WAL flush (synchronous_commit off for
 -- its own transaction): reconnect storms then cost no fsync per client.
 -- What a crash of PostgreSQL can lose is an open of the last moments, and
@@ -606,10 +617,12 @@ DECLARE
     v_persistent boolean;
     v_subs jsonb;
     v_inserted boolean;
+    v_old text; -- the token of the connection that held the session
+    v_notice text;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     o_resumed := false;
-    SELECT user_id, persistent, subscriptions INTO o_owner, v_persistent, v_subs
+    SELECT user_id, persistent, subscriptions, conn_token INTO o_owner, v_persistent, v_subs, v_old
     FROM chat_session WHERE client_id = p_client FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions, conn_token)
@@ -617,7 +630,7 @@ BEGIN
         ON CONFLICT (client_id) DO NOTHING;
         v_inserted := FOUND;
         -- A concurrent open may have won the insert: read the owner again.
-        SELECT user_id INTO o_owner FROM chat_session WHERE client_id = p_client FOR UPDATE;
+        SELECT user_id, conn_token INTO o_owner, v_old FROM chat_session WHERE client_id = p_client FOR UPDATE;
         IF o_owner <> p_user THEN
             RETURN;
         END IF;
@@ -638,6 +651,13 @@ BEGIN
             subscriptions = CASE WHEN o_resumed THEN subscriptions WHEN p_persistent THEN '[]'::jsonb END,
             conn_token = p_token
         WHERE client_id = p_client;
+    END IF;
+    IF v_old IS NOT NULL AND v_old <> p_token
+            AND regexp_replace(v_old, '[^/]*$', '') <> regexp_replace(p_token, '[^/]*$', '') THEN
+        v_notice := json_build_object('clientId', p_client, 'token', v_old)::text;
+        IF octet_length(v_notice) < 8000 THEN
+            PERFORM pg_notify('chat_session_takeover', v_notice);
+        END IF;
     END IF;
     IF o_resumed THEN
         RETURN;
@@ -662,7 +682,8 @@ $$;
 -- may change it on DISCONNECT), in client id order (the order every
 -- statement that updates many sessions locks them in); a session another
 -- connection opened since (its conn_token is not p_tokens') is left
--- alone. Asynchronous commit: a crash loses at most a last-seen time,
+-- alone; a session touched here no longer has a connection (conn_token
+-- NULL), so whoever resumes it takes it over from nobody. Asynchronous commit: a crash loses at most a last-seen time,
 -- which only delays an expiry.
 CREATE OR REPLACE FUNCTION chat_sessions_touch(p_ids text[], p_tokens text[], p_expiry_seconds bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -671,7 +692,7 @@ BEGIN
     WITH v AS (SELECT * FROM unnest(p_ids, p_tokens, p_expiry_seconds) AS v(id, token, secs)),
     locked AS (SELECT s.client_id FROM chat_session s JOIN v ON s.client_id = v.id
                ORDER BY s.client_id FOR NO KEY UPDATE OF s)
-    UPDATE chat_session s SET last_seen_at = now(), expiry_seconds = v.secs
+    UPDATE chat_session s SET last_seen_at = now(), expiry_seconds = v.secs, conn_token = NULL
     FROM v JOIN locked l ON l.client_id = v.id WHERE s.client_id = v.id AND s.conn_token = v.token;
 END;
 $$;

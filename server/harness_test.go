@@ -28,9 +28,9 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // startNode starts a chatd node on loopback ports against url.
-func startNode(t testing.TB, url string, env map[string]string) *server.Server {
+func startNode(t testing.TB, url string, env map[string]string, opts ...server.Option) *server.Server {
 	t.Helper()
-	return testnode.Start(t, nodeEnv(t, url, env), nil)
+	return testnode.Start(t, nodeEnv(t, url, env), nil, opts...)
 }
 
 // nodeEnv is the settings of this package's test nodes, env on top.

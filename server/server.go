@@ -74,6 +74,10 @@ type Server struct {
 	ops opsState // TLS, identity provider, HTTPS and metrics listeners (ops.go)
 
 	tracer *tracing.Tracer // nil: tracing off
+
+	// noTakeoverWatch: this node is not told when a connection on another
+	// node takes one of its sessions over (tests of a late or lost notice).
+	noTakeoverWatch bool
 }
 
 // Option adds to what the settings configure.
@@ -239,7 +243,8 @@ func (s *Server) startBroker(st config.Settings, api *httpapi.API, verifier *aut
 // startBackground starts the node's long-running loops under one context
 // that Close cancels: with Kafka the outbox relay and the consumer of
 // other nodes' events, without it the outbox pruner; and always the
-// connection-count refresh and the push loop.
+// connection-count refresh, the push loop and the watch for sessions
+// taken over on other nodes.
 func (s *Server) startBackground(ctx context.Context, st config.Settings, appName string, hook *hooks.Chat) error {
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.bg, s.bgDone = cancel, make(chan struct{})
@@ -271,6 +276,11 @@ func (s *Server) startBackground(ctx context.Context, st config.Settings, appNam
 			return s.store.RunSearchMaintenance(ctx, searchMaintenanceInterval, s.log.With("component", "search-maintenance"))
 		})
 	runners = append(runners, s.push.Run)
+	if !s.noTakeoverWatch {
+		runners = append(runners, func(ctx context.Context) error {
+			return s.sessions.WatchTakeovers(ctx, hook.SessionTakenOver, s.log.With("component", "takeovers"))
+		})
+	}
 	go s.background(bgCtx, s.sessions, runners)
 	return nil
 }

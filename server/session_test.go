@@ -298,8 +298,9 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 }
 
 // A device that reconnects to another node while its old connection on
-// the first is still open (nothing tells the first node) does not lose its
-// session when that old connection finally ends: the old connection
+// the first is still open (the first node's takeover notice is late or
+// lost: here it gets none) does not lose its session when that old
+// connection finally ends: the old connection
 // neither deletes the session (it was a clean one) nor restarts its expiry
 // clock with its own expiry (a persistent one). Only the connection that
 // opened the session last may end it. The first node's broker forgetting
@@ -307,7 +308,7 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 // does the deleting and touching, returned.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing.T) {
 	url := pgtest.NewDB(t)
-	a := startNode(t, url, nil)
+	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
 	b := startNode(t, url, nil)
 	conv := mustGroup(t, context.Background(), a, 1, "moved", []int64{2})
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
@@ -343,7 +344,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing
 // it.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *testing.T) {
 	url := pgtest.NewDB(t)
-	a := startNode(t, url, nil)
+	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
 	b := startNode(t, url, nil)
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	clientID := "moved-persistent"
@@ -362,6 +363,77 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *
 	}
 }
 
+// A device that reconnects to another node while its old connection on
+// the first is still open (a phone that moved from Wi-Fi to cellular, its
+// old socket half-open) has that old connection closed by the first node,
+// as the server must close the existing connection of a client id that
+// connects again (MQTT-3.1.4-3): with DISCONNECT 0x8E (session taken
+// over) on MQTT 5, by closing the socket on 3.1.1. The session goes on on
+// the second node, whose own connection stays open.
+func TestAReconnectOnAnotherNodeClosesTheOldConnection(t *testing.T) {
+	url := pgtest.NewDB(t)
+	a := startNode(t, url, nil)
+	b := startNode(t, url, nil)
+	conv := mustGroup(t, context.Background(), a, 1, "moving", []int64{2})
+	for i, v := range []byte{5, 4} {
+		for _, clean := range []bool{false, true} {
+			clientID := fmt.Sprintf("moving-v%d-clean-%v", v, clean)
+			old := rawClient(t, a.MQTTAddr(), 2, clientID, v, clean)
+			moved := rawClient(t, b.MQTTAddr(), 2, clientID, v, clean)
+			select {
+			case <-old.Done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("v%d clean=%v: the old connection on the other node is still open", v, clean)
+			}
+			pk, got := old.ServerDisconnect()
+			switch {
+			case v == 4 && got:
+				t.Errorf("v3.1.1: the old connection got DISCONNECT 0x%02x, which MQTT 3.1.1 does not allow a server to send", pk.ReasonCode)
+			case v == 5 && (!got || pk.ReasonCode != 0x8E):
+				t.Errorf("v5: the old connection got DISCONNECT %v 0x%02x, want 0x8E (session taken over)", got, pk.ReasonCode)
+			}
+			testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
+			body := fmt.Sprintf("after the move v%d %v", v, clean)
+			if _, err := b.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
+				t.Fatal(err)
+			}
+			if ev := nextEvent(t, moved, chat.EventMessageNew, 10*time.Second); ev.Body != body {
+				t.Fatalf("v%d clean=%v: the moved connection got %+v", v, clean, ev)
+			}
+			if moved.Closed() {
+				t.Fatalf("v%d clean=%v: the moved connection was closed", v, clean)
+			}
+			if !clean {
+				disconnect(t, b, moved, clientID)
+			} else {
+				moved.Disconnect()
+			}
+		}
+		if n := counter(t, a, "chat_mqtt_taken_over_total"); n != float64(2*(i+1)) {
+			t.Fatalf("after v%d: chat_mqtt_taken_over_total on the first node = %v, want %d", v, n, 2*(i+1))
+		}
+	}
+	if n := counter(t, b, "chat_mqtt_taken_over_total"); n != 0 {
+		t.Fatalf("chat_mqtt_taken_over_total on the second node = %v, want 0", n)
+	}
+}
+
+// counter is the value of an unlabelled counter of srv's registry.
+func counter(t *testing.T, srv *server.Server, name string) float64 {
+	t.Helper()
+	mfs, err := srv.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
+
 // brokerForgot says when srv's broker no longer lists clientID: mochi
 // removes an ended connection's client after OnDisconnect returned.
 func brokerForgot(srv *server.Server, clientID string) func() bool {
@@ -374,7 +446,7 @@ func brokerForgot(srv *server.Server, clientID string) func() bool {
 // the device resumed elsewhere, whose next resume must still get events.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAlone(t *testing.T) {
 	url := pgtest.NewDB(t)
-	a := startNode(t, url, nil)
+	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
 	b := startNode(t, url, nil)
 	conv := mustGroup(t, context.Background(), a, 1, "subs", []int64{2})
 	for _, v := range []byte{5, 4} {

@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -104,5 +106,73 @@ func TestSessionSubscriptionsResumeWithTheSessionOnly(t *testing.T) {
 	}
 	if o := open(true, false); o.Resumed || o.Present || len(o.Subscriptions) != 0 {
 		t.Fatalf("persistent after a non-persistent one: %+v", o)
+	}
+}
+
+// A session opened by a connection of another chatd process than the one
+// that held it announces the takeover (store.WatchTakeovers) with the old
+// connection's token, so that its node closes it; a takeover within one
+// process (mochi closes the old connection itself) and a resume after the
+// old connection ended (Touch) announce nothing.
+func TestOpeningASessionHeldByAnotherProcessAnnouncesTheTakeoverOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	type notice struct{ clientID, token string }
+	got := make(chan notice, 64)
+	done := make(chan error, 1)
+	go func() {
+		done <- ss.WatchTakeovers(ctx, func(c, tok string) { got <- notice{c, tok} }, slog.Default())
+	}()
+	open := func(id, token string) {
+		t.Helper()
+		if _, err := ss.Open(ctx, id, token, 1, true, false, time.Hour); err != nil {
+			t.Fatalf("open %s as %s: %v", id, token, err)
+		}
+	}
+	// Until the watcher listens, takeovers of "probe" go unheard.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		open("probe", fmt.Sprintf("node-%d/p/1", i))
+		select {
+		case n := <-got:
+			if n.clientID != "probe" {
+				t.Fatalf("notice %+v", n)
+			}
+		case <-time.After(100 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the watcher never heard a takeover")
+			}
+			continue
+		}
+		break
+	}
+	for len(got) > 0 {
+		<-got
+	}
+	open("phone", "node-a/p1/1")
+	open("phone", "node-a/p1/2") // the same process
+	open("phone", "node-b/p2/1") // another one
+	if err := ss.Touch(ctx, "phone", "node-b/p2/1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	open("phone", "node-a/p1/3") // after that connection ended
+	open("sentinel", "node-x/p/1")
+	open("sentinel", "node-y/p/1")
+	want := []notice{{"phone", "node-a/p1/2"}, {"sentinel", "node-x/p/1"}}
+	for i, w := range want {
+		select {
+		case n := <-got:
+			if n != w {
+				t.Fatalf("notice %d = %+v, want %+v", i, n, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("notice %d (%+v) never came", i, w)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("WatchTakeovers: %v", err)
 	}
 }

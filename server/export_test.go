@@ -1,0 +1,6 @@
+package server
+
+// WithoutTakeoverWatch starts a node that is not told when a connection on
+// another node takes one of its sessions over, as when that notice is late
+// or lost: the old connection stays open meanwhile.
+func WithoutTakeoverWatch() Option { return func(s *Server) { s.noTakeoverWatch = true } }
