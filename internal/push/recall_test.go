@@ -2,6 +2,7 @@ package push_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -359,4 +360,52 @@ func TestConcurrentDecisionsOfARecallRemoveOnce(t *testing.T) {
 	if n := r.count(`SELECT COALESCE(sum(count), 0) FROM push_job WHERE kind = 'remove'`); n != 1 {
 		t.Errorf("the remove job stands for %d recalls, want 1:\n%s", n, dumpJobs(r))
 	}
+}
+
+// TestAnOlderPushsRetryNeverReplacesANewerOne: the push service refuses
+// a conversation's push once (503, Retry-After); a newer message is
+// pushed meanwhile. The older push's retry must not land after the newer
+// one (the device shows the conversation's last notification: it would
+// go back to the older message), and when that older message is recalled
+// no device is left showing it.
+func TestAnOlderPushsRetryNeverReplacesANewerOne(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) {
+		c.Preview = true
+		c.MinInterval = time.Millisecond
+		c.BackoffMin, c.BackoffMax = 2*time.Second, 2*time.Second
+	})
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Script("bob", http.StatusServiceUnavailable)
+	first := r.send(conv, 1, "first, soon recalled")
+	deadline := time.Now().Add(3 * time.Second)
+	for len(r.ep.Pushes()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first push did not reach the endpoint")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	second := r.send(conv, 1, "second")
+	r.waitPushes("bob", 1, 3*time.Second)
+	// Past the first push's retry (2 s after its refusal).
+	r.quiet("bob", 2, 2500*time.Millisecond)
+	got := notifications(t, r.ep.Of("bob"))
+	last := got[len(got)-1]
+	if last.Seq != second {
+		t.Errorf("the device's last notification is %+v, want the newest message %d (pushes: %s)", last, second, describe(r.ep.Pushes()))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Seq < got[i-1].Seq {
+			t.Errorf("push %d (seq %d) arrived after push %d (seq %d)", i, got[i].Seq, i-1, got[i-1].Seq)
+		}
+	}
+
+	// The notification counted the first message: it is taken away.
+	r.recall(conv, 1, first)
+	got = r.waitPushes("bob", len(got)+1, 3*time.Second)
+	if n := got[len(got)-1]; n.Type != push.TypeRemove || n.Seq != first {
+		t.Errorf("push after the recall = %+v, want the remove of %d\njobs:\n%s", n, first, dumpJobs(r))
+	}
+	r.quiet("bob", len(got), time.Second)
 }

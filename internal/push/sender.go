@@ -25,6 +25,12 @@ import (
 // claimed while another of the pair is in flight (leased), and a waiting
 // notification is not claimed while a remove of the pair is due, which
 // goes first (the notification replaces what the remove takes away).
+// A notification waiting for a retry (claimed before, not leased) is
+// never sent again once a newer notification of its pair is waiting: it
+// would replace the newer one on the devices. The newer one takes it
+// over when claimed: it covers and counts its messages too, and the older
+// one is kept as sent (it may be on a device; a recall looks at the
+// pair's newest claimed one).
 // The first claim of a notification records the push of (user,
 // conversation) that the minimum interval counts from.
 const claimSQL = `
@@ -34,13 +40,26 @@ WITH c AS (
       AND NOT EXISTS (
           SELECT 1 FROM push_job o
           WHERE o.conversation_id = p.conversation_id AND o.user_id = p.user_id AND o.id <> p.id AND o.state <> 'sent'
-            AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind = 'remove' AND o.not_before <= now())))
+            AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind = 'remove' AND o.not_before <= now())
+                 OR (p.kind = 'message' AND o.kind = 'message' AND o.id > p.id)))
     ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
 ), j AS (
     UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
-                          attempts = p.attempts + 1
-    FROM c WHERE p.id = c.id
+                          attempts = p.attempts + 1,
+                          covered = p.covered + COALESCE(o.covered, '{}'), count = p.count + COALESCE(o.n, 0)
+    FROM c LEFT JOIN LATERAL (
+        SELECT range_agg(x) AS covered, sum(o.count)::int AS n
+        FROM push_job q JOIN push_job o ON o.conversation_id = q.conversation_id AND o.user_id = q.user_id
+        CROSS JOIN LATERAL unnest(o.covered) x
+        WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
+    ) o ON true
+    WHERE p.id = c.id
     RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.device_ids, p.covered
+), taken AS (
+    UPDATE push_job o SET state = 'sent', lease_until = NULL, device_ids = NULL
+    FROM j
+    WHERE j.kind = 'message' AND o.conversation_id = j.conversation_id AND o.user_id = j.user_id
+      AND o.kind = 'message' AND o.state = 'sending' AND o.id < j.id
 ), last AS (
     INSERT INTO push_last (user_id, conversation_id, pushed_at)
     SELECT DISTINCT user_id, conversation_id, now() FROM j WHERE attempts = 1 AND kind = 'message'
