@@ -352,3 +352,37 @@ func TestConversationWithoutDevicesIsPassedOverWithoutReadingItsMessages(t *test
 	}
 	r.quiet("dave", 0, 300*time.Millisecond)
 }
+
+// TestABlockOrAMuteSilencesAPushAlreadyDecided: a push waiting out the
+// minimum interval when its user blocks the sender, or mutes the
+// conversation, is not sent: "a user you blocked never pushes you", and
+// a muted conversation pushes nothing, also when the message came just
+// before.
+func TestABlockOrAMuteSilencesAPushAlreadyDecided(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
+	ctx := context.Background()
+	r.subscribe(2, "bob")
+	pending := `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending'`
+
+	withAlice := r.direct(1, 2)
+	r.send(withAlice, 1, "hi")
+	r.waitPushes("bob", 1, 3*time.Second)
+	r.send(withAlice, 1, "from alice, now blocked")
+	r.waitCount(1, 3*time.Second, pending) // decided, waiting for the minimum interval
+	if err := r.store.Block(ctx, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.quiet("bob", 1, 2500*time.Millisecond)
+
+	withCarol := r.direct(3, 2)
+	r.send(withCarol, 3, "hi")
+	r.waitPushes("bob", 2, 3*time.Second)
+	r.send(withCarol, 3, "from carol, now muted")
+	r.waitCount(1, 3*time.Second, pending)
+	if _, err := r.devices.SetSettings(ctx, withCarol, 2, chat.ConversationSettings{Muted: true, Mentions: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.quiet("bob", 2, 2500*time.Millisecond)
+	r.waitCount(0, 3*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
+}

@@ -55,6 +55,18 @@ WITH cur AS (
 SELECT COALESCE(array_agg(conversation_id ORDER BY conversation_id), '{}')
 FROM cur WHERE conversation_id NOT IN (SELECT conversation_id FROM lone)`
 
+// wakesSQL is whether message m may wake member w.user_id's devices as
+// far as they chose: they have not blocked its sender, and have not muted
+// conversation c (member_settings s), or the mute is over, or it is a
+// group whose message mentions them while mentions is on. The decision
+// asks it, and the claim again (a block or a mute since the decision
+// silences a push still waiting).
+const wakesSQL = `NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = w.user_id AND b.blocked_id = m.sender_id)
+      AND (s.muted IS NOT TRUE
+           OR (s.muted_until IS NOT NULL AND s.muted_until <= now())
+           OR (c.type = 'GROUP' AND s.mentions
+               AND m.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))`
+
 // decideSQL decides the conversations $1 in one statement:
 //
 //   - under each conversation's push_cursor row lock (a second decider, a
@@ -127,11 +139,7 @@ WITH cur AS (
       AND GREATEST(w.last_delivered_seq, w.last_read_seq, COALESCE(l.seq, 0)) < m.seq
       AND m.created_at > now() - make_interval(secs => $3)
       AND EXISTS (SELECT 1 FROM push_device d WHERE d.user_id = w.user_id)
-      AND NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = w.user_id AND b.blocked_id = m.sender_id)
-      AND (s.muted IS NOT TRUE
-           OR (s.muted_until IS NOT NULL AND s.muted_until <= now())
-           OR (c.type = 'GROUP' AND s.mentions
-               AND m.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))
+      AND ` + wakesSQL + `
 ), rcpt AS (
     SELECT user_id, conversation_id, count(*)::int AS n, max(seq) AS seq,
            (array_agg(sender_id ORDER BY seq DESC))[1] AS sender_id,

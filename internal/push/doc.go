@@ -61,8 +61,11 @@
 // changes nothing: recalls are handled when read, also before the cursor
 // passes them (behind a young message), and exactly once in effect. The
 // claim re-checks too (the newest covered message not recalled, and how
-// many were recalled), so a recall the decider has not read yet is
-// neither previewed nor counted.
+// many are left), so a recall the decider has not read yet is neither
+// previewed nor counted. It also asks again whether each covered message
+// may wake the user (not from a sender they block, the conversation not
+// muted: the decision's rule), so a block or a mute made while a push
+// waits (the minimum interval, a retry) silences it.
 //
 // A (user, conversation)'s jobs reach its devices in order: none is
 // claimed while another of the pair is in flight (leased), and a

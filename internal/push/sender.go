@@ -15,9 +15,10 @@ import (
 // dies holding a claim leaves it to be claimed again when it ends) and
 // reads what sending them needs in the same round trip: whether the user
 // acknowledged the message meanwhile, the conversation, the newest
-// message the job covers that is not recalled (its seq, sender and text
-// are the notification's; none left: nothing to send), how many covered
-// messages were recalled since the decision (a recall the decider has not
+// message the job covers that is not recalled and may still wake the
+// user (wakesSQL: a block or a mute since the decision counts; its seq,
+// sender and text are the notification's; none left: nothing to send),
+// how many such covered messages there are (a recall the decider has not
 // handled yet is not counted nor previewed), the badge (the user's total
 // unread) and the devices owed.
 //
@@ -66,7 +67,7 @@ WITH c AS (
     ON CONFLICT (user_id, conversation_id) DO UPDATE SET pushed_at = EXCLUDED.pushed_at
 )
 SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
-       j.count - COALESCE(rc.n, 0), COALESCE(lm.sender_id, j.sender_id), j.attempts,
+       CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts,
        j.kind = 'remove' OR lm.seq IS NOT NULL,
        w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
        COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ''), lm.created_at,
@@ -80,6 +81,7 @@ SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j
 FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
 LEFT JOIN conversation c ON c.id = j.conversation_id
+LEFT JOIN member_settings s ON s.conversation_id = j.conversation_id AND s.user_id = j.user_id
 LEFT JOIN LATERAL (
     -- A message of files alone previews as what it is (as the inbox
     -- shows it), not as an empty text.
@@ -87,17 +89,13 @@ LEFT JOIN LATERAL (
            CASE WHEN m.body <> '' OR m.msg_type IS NULL THEN m.body
                 WHEN m.msg_type = 'image' THEN '📷 Photo' WHEN m.msg_type = 'audio' THEN '🎤 Voice message'
                 WHEN m.msg_type = 'video' THEN '🎬 Video' ELSE '📎 File' END AS body,
-           m.created_at FROM message m
+           m.created_at, (count(*) OVER ())::int AS n FROM message m
     WHERE j.kind = 'message' AND m.conversation_id = j.conversation_id
       AND m.seq >= lower(j.covered) AND m.seq < upper(j.covered) AND j.covered @> m.seq
       AND m.kind = 'message' AND m.recalled_at IS NULL
+      AND ` + wakesSQL + `
     ORDER BY m.seq DESC LIMIT 1
-) lm ON true
-LEFT JOIN LATERAL (
-    SELECT count(*)::int AS n FROM message r
-    WHERE j.kind = 'message' AND r.conversation_id = j.conversation_id AND r.kind = 'recall'
-      AND r.target_seq >= lower(j.covered) AND r.target_seq < upper(j.covered) AND j.covered @> r.target_seq
-) rc ON true`
+) lm ON true`
 
 // device is a push target as the sender reads it.
 type device struct {
@@ -293,8 +291,10 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		p.m.skipped.WithLabelValues("not_member").Inc()
 		return r
 	case !j.live:
-		// Every message it stood for was recalled.
+		// Every message it stood for was recalled, or its user blocked
+		// their senders or muted the conversation since.
 		p.m.skipped.WithLabelValues("recalled").Inc()
+		r.shown = maybeShown
 		return r
 	case !j.remove && j.acked >= j.seq:
 		// The app came to the foreground meanwhile: nothing to wake.
