@@ -69,7 +69,8 @@
 //
 // A (user, conversation)'s jobs reach its devices in order: none is
 // claimed while another of the pair is in flight (leased), and a
-// notification waits while a remove of the pair is due. So a remove
+// notification waits while a remove of the pair is owed (due, or waiting
+// for its retry: a remove sent after it would take it away). So a remove
 // never overtakes the push it removes, nor takes away a newer one. A
 // notification waiting for its retry is never sent once a newer one of
 // its pair waits (it would replace the newer one on the devices): the

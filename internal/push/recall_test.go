@@ -409,3 +409,38 @@ func TestAnOlderPushsRetryNeverReplacesANewerOne(t *testing.T) {
 	}
 	r.quiet("bob", len(got), time.Second)
 }
+
+// TestARemoveRetriedLaterNeverTakesAwayANewerNotification: the remove of
+// a recalled message is refused once by the push service; a newer
+// message meanwhile is pushed after the remove's retry, never before it
+// (the remove takes the conversation's notification away: it would take
+// the newer one).
+func TestARemoveRetriedLaterNeverTakesAwayANewerNotification(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) {
+		c.MinInterval = time.Millisecond
+		c.BackoffMin, c.BackoffMax = 2*time.Second, 2*time.Second
+	})
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	first := r.send(conv, 1, "oops")
+	r.waitPushes("bob", 1, 3*time.Second)
+	r.ep.Script("bob", http.StatusServiceUnavailable)
+	r.recall(conv, 1, first)
+	deadline := time.Now().Add(3 * time.Second)
+	for len(r.ep.Pushes()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the remove did not reach the endpoint")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	second := r.send(conv, 1, "the right one")
+	got := r.waitPushes("bob", 3, 5*time.Second)
+	r.quiet("bob", 3, time.Second)
+	if n := got[1]; n.Type != push.TypeRemove || n.Seq != first {
+		t.Errorf("second push = %+v, want the remove of %d", n, first)
+	}
+	if n := got[2]; n.Type != push.TypeMessage || n.Seq != second {
+		t.Errorf("last push = %+v, want the newer message %d on screen (pushes: %s)", n, second, describe(r.ep.Pushes()))
+	}
+}

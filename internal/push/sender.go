@@ -24,8 +24,10 @@ import (
 //
 // A (user, conversation)'s pushes reach its devices in order: none is
 // claimed while another of the pair is in flight (leased), and a waiting
-// notification is not claimed while a remove of the pair is due, which
-// goes first (the notification replaces what the remove takes away).
+// notification is not claimed while a remove of the pair is owed (due,
+// or waiting for its retry), which goes first (the notification replaces
+// what the remove takes away; after it, the remove would take the
+// notification away).
 // A notification waiting for a retry (claimed before, not leased) is
 // never sent again once a newer notification of its pair is waiting: it
 // would replace the newer one on the devices. The newer one takes it
@@ -41,7 +43,7 @@ WITH c AS (
       AND NOT EXISTS (
           SELECT 1 FROM push_job o
           WHERE o.conversation_id = p.conversation_id AND o.user_id = p.user_id AND o.id <> p.id AND o.state <> 'sent'
-            AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind = 'remove' AND o.not_before <= now())
+            AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind = 'remove')
                  OR (p.kind = 'message' AND o.kind = 'message' AND o.id > p.id)))
     ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
 ), j AS (
