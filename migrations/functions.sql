@@ -529,6 +529,26 @@ BEGIN
 END;
 $$;
 
+-- # chat_member_push_forget (trigger on conversation_member, row level)
+--
+-- A member who leaves (or is removed) takes their settings, their waiting
+-- notification and their push_last row along. A notification that was
+-- claimed ('sending': it may have reached a device; 'sent') stays, as do
+-- remove pushes: it is on their devices until a recall of one of its
+-- messages takes it away (a remove is sent to a former member too; it
+-- carries nothing of the conversation), and a claimed one is otherwise
+-- never sent again (the claim finds no member).
+CREATE OR REPLACE FUNCTION chat_member_push_forget() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM member_settings WHERE conversation_id = OLD.conversation_id AND user_id = OLD.user_id;
+    DELETE FROM push_job WHERE user_id = OLD.user_id AND conversation_id = OLD.conversation_id
+                           AND kind = 'message' AND state = 'pending';
+    DELETE FROM push_last WHERE user_id = OLD.user_id AND conversation_id = OLD.conversation_id;
+    RETURN NULL;
+END;
+$$;
+
 -- # chat_attachments(p_conv, p_seq)
 --
 -- A message's attachments as members see them, in order: the JSON of

@@ -25,8 +25,10 @@ SELECT id, 0 FROM unnest($1::bigint[]) AS id
 ON CONFLICT (conversation_id) DO NOTHING`
 
 // passOverSQL passes over the conversations of $1 none of whose members
-// has a device: they cannot push, so each one's cursor moves to its last
-// seq at once, under its row lock, and its entries are not read. It
+// has a device, nor anyone with a device a job of (a former member's
+// notification, which a recall still takes away): they cannot push, so
+// each one's cursor moves to its last seq at once, under its row lock,
+// and its entries are not read. It
 // answers the others, still locked, for decideSQL. A device registered
 // meanwhile gets pushes from the next message on.
 //
@@ -47,6 +49,8 @@ WITH cur AS (
     SELECT cur.conversation_id FROM cur
     WHERE NOT EXISTS (SELECT 1 FROM conversation_member cm JOIN push_device d ON d.user_id = cm.user_id
                       WHERE cm.conversation_id = cur.conversation_id)
+      AND NOT EXISTS (SELECT 1 FROM push_job j JOIN push_device d ON d.user_id = j.user_id
+                      WHERE j.conversation_id = cur.conversation_id)
 ), skip AS (
     UPDATE push_cursor p SET seq = c.last_seq
     FROM lone JOIN conversation c ON c.id = lone.conversation_id

@@ -53,7 +53,10 @@
 // ('sent': a notification that reached a device stays until a newer one
 // of its (user, conversation) replaces it, as the devices' tag and
 // collapse key do) may be on a device: when it is the pair's newest
-// claimed one, the user gets a remove job, due at once. Those statements
+// claimed one, the user gets a remove job, due at once, also when the
+// user has left the conversation since (a member's claimed notifications
+// and removes outlive the membership, chat_member_push_forget; a remove
+// carries nothing of the conversation). Those statements
 // are UPDATEs, so they see each job as it is when locked: a job a sender
 // claimed after the decision's snapshot is found 'sending' and removed,
 // and a sender that claims a job after the decision reads it adjusted.

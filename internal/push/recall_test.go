@@ -444,3 +444,27 @@ func TestARemoveRetriedLaterNeverTakesAwayANewerNotification(t *testing.T) {
 		t.Errorf("last push = %+v, want the newer message %d on screen (pushes: %s)", n, second, describe(r.ep.Pushes()))
 	}
 }
+
+// TestRecallRemovesTheNotificationFromAMemberWhoWasRemovedSinceItsPush: a
+// message pushed to bob, bob removed from the group (or leaving it), the
+// message recalled: bob's devices still show it and get the silent
+// remove, as every device whose notification showed it does.
+func TestRecallRemovesTheNotificationFromAMemberWhoWasRemovedSinceItsPush(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview = true })
+	g := r.group(1, 2, 3)
+	r.subscribe(2, "bob")
+	seq := r.send(g, 1, "the password is hunter2")
+	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Body != "the password is hunter2" {
+		t.Fatalf("push = %+v", got[0])
+	}
+	if err := r.store.RemoveMember(context.Background(), g, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	r.recall(g, 1, seq)
+	got := r.waitPushes("bob", 2, 3*time.Second)
+	if n := got[1]; n.Type != push.TypeRemove || n.ConversationID != g || n.Seq != seq || n.Body != "" {
+		t.Errorf("second push = %+v, want a silent remove of seq %d", n, seq)
+	}
+	r.quiet("bob", 2, 500*time.Millisecond)
+}

@@ -95,6 +95,7 @@ LEFT JOIN LATERAL (
     WHERE j.kind = 'message' AND m.conversation_id = j.conversation_id
       AND m.seq >= lower(j.covered) AND m.seq < upper(j.covered) AND j.covered @> m.seq
       AND m.kind = 'message' AND m.recalled_at IS NULL
+      AND m.seq > w.join_seq -- a member since before it (not one who left and came back)
       AND ` + wakesSQL + `
     ORDER BY m.seq DESC LIMIT 1
 ) lm ON true`
@@ -289,7 +290,9 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	// Earlier attempts may have reached a device.
 	maybeShown := !j.remove && j.attempts > 1
 	switch {
-	case !j.member:
+	case !j.member && !j.remove:
+		// A remove goes to a former member too: their devices may show
+		// the recalled message, and it carries nothing else.
 		p.m.skipped.WithLabelValues("not_member").Inc()
 		return r
 	case !j.live:
