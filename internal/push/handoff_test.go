@@ -210,3 +210,43 @@ func TestWebPushCarriesAVAPIDJWTOfTheServerKey(t *testing.T) {
 		t.Errorf("headers: TTL %q Topic %q Urgency %q", p.Header.Get("TTL"), p.Header.Get("Topic"), p.Header.Get("Urgency"))
 	}
 }
+
+// TestFCMAndAPNsNotificationNeverExceedsTheLimit: the notification handed
+// to the operator's sender (Kafka and webhook) is within MaxPayloadBytes
+// as docs/events.md promises, as a Web Push payload is: escaping a long
+// preview must not take it past APNs' and FCM's 4 KB.
+func TestFCMAndAPNsNotificationNeverExceedsTheLimit(t *testing.T) {
+	kc, snd, outputs := startOutputs(t, 1)
+	r := newRig(t)
+	r.start(func(c *push.Config) { outputs(c); c.Preview = true })
+	d := push.NewDevices(r.pool, r.keys.Public, false, true)
+	ctx := context.Background()
+	if _, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123"}); err != nil {
+		t.Fatal(err)
+	}
+	// Control characters escape to six bytes each in JSON.
+	r.send(r.direct(1, 2), 1, strings.Repeat("\x01", 10000))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(snd.got()) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("webhook got %d requests", len(snd.got()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if q := snd.got()[0]; q.Notification.Body == "" {
+		t.Errorf("notification %+v has no preview left", q.Notification)
+	}
+	recs, err := kafkatest.ReadTopic(ctx, kc.ListenAddrs()[0], "chat.push", 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("chat.push: %d records, %v", len(recs), err)
+	}
+	var q struct {
+		Notification json.RawMessage `json:"notification"`
+	}
+	if err := json.Unmarshal(recs[0].Value, &q); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Notification) > push.MaxPayloadBytes {
+		t.Errorf("notification of %d bytes, over %d", len(q.Notification), push.MaxPayloadBytes)
+	}
+}

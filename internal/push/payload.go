@@ -88,16 +88,24 @@ func (p *Pusher) notification(j *job) Notification {
 	if p.cfg.Preview {
 		n.Body = truncate(j.body, 1024)
 	}
-	return n
+	return n.fit()
 }
 
-// encode writes n as JSON within MaxPayloadBytes, shortening the body (and
-// then the title) when escaping made it longer.
+// encode writes n as JSON within MaxPayloadBytes (n.fit()).
 func (n Notification) encode() []byte {
+	b, _ := json.Marshal(n.fit())
+	return b
+}
+
+// fit returns n shortened so that its JSON is within MaxPayloadBytes: the
+// body (and then the title) is cut when escaping made it longer. Every
+// output sends the fitted notification: the Web Push payload, and the one
+// in an FCM/APNs Request.
+func (n Notification) fit() Notification {
 	for {
 		b, err := json.Marshal(n)
 		if err == nil && len(b) <= MaxPayloadBytes {
-			return b
+			return n
 		}
 		switch {
 		case len(n.Body) > 16:
