@@ -38,16 +38,20 @@ func lockConversation(ctx context.Context, tx pgx.Tx, id int64) (chat.Conversati
 }
 
 // memberConversation reads the conversation for a member of it: not_found
-// when it does not exist, not_member when userID is not in it.
+// when it does not exist, not_member when userID is not in it. Its
+// lastMessageAt is the member's (lastMessageAtSQL).
 func memberConversation(ctx context.Context, tx pgx.Tx, id, userID int64) (chat.Conversation, error) {
 	var (
 		c      chat.Conversation
 		member bool
 	)
 	err := tx.QueryRow(ctx, `
-		SELECT `+conversationColumns+`,
-		       EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = c.id AND user_id = $2)
-		FROM conversation c WHERE id = $1`, id, userID).
+		SELECT c.id, c.type, c.title, c.last_seq, `+lastMessageAtSQL+`, c.created_at, c.about, c.avatar_url, c.history_visible,
+		       m.user_id IS NOT NULL
+		FROM conversation c
+		LEFT JOIN conversation_member m ON m.conversation_id = c.id AND m.user_id = $2
+		CROSS JOIN LATERAL (SELECT `+floorSQL+` AS floor) f
+		WHERE c.id = $1`, id, userID).
 		Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt, &c.About, &c.Avatar, &c.HistoryVisible, &member)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

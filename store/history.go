@@ -109,7 +109,10 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 }
 
 // inboxSQL pages the user's conversations by (last activity, id) descending,
-// strictly after the cursor row. The last message is looked up by primary
+// strictly after the cursor row. The last activity is the newest message
+// the user may read (lastMessageAtSQL), else their join to a group whose
+// history they read from it on, else the conversation's creation: a
+// message before their floor moves nothing and shows nothing. The last message is looked up by primary
 // key only for the rows of the page, after the LIMIT.
 const inboxSQL = `
 SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
@@ -117,14 +120,17 @@ SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.
        lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at, lm.edited_at, lm.recalled_at,
        lm.msg_type, pw.peer_delivered, CASE WHEN me.hidden THEN 0 ELSE pw.peer_read END, p.avatar_url, peer.user_id
 FROM (
-	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, c.last_message_at, c.message_count, c.last_message_seq,
-	       COALESCE(c.last_message_at, c.created_at) AS sort_at, c.avatar_url,
-	       ` + floorSQL + ` AS floor
+	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, v.last_message_at, c.message_count, c.last_message_seq,
+	       v.sort_at, c.avatar_url, f.floor
 	FROM conversation_member m
 	JOIN conversation c ON c.id = m.conversation_id
+	CROSS JOIN LATERAL (SELECT ` + floorSQL + ` AS floor) f
+	CROSS JOIN LATERAL (SELECT ` + lastMessageAtSQL + ` AS last_message_at) l
+	CROSS JOIN LATERAL (SELECT l.last_message_at,
+	       COALESCE(l.last_message_at, CASE WHEN f.floor > 0 THEN m.joined_at ELSE c.created_at END) AS sort_at) v
 	WHERE m.user_id = $1
-	  AND (COALESCE(c.last_message_at, c.created_at), c.id) < ($2::timestamptz, $3::bigint)
-	ORDER BY sort_at DESC, c.id DESC
+	  AND (v.sort_at, c.id) < ($2::timestamptz, $3::bigint)
+	ORDER BY v.sort_at DESC, c.id DESC
 	LIMIT $4
 ) p
 LEFT JOIN LATERAL (

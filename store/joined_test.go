@@ -168,3 +168,45 @@ func TestCatchUpGivesALateMemberTheEditOfAMessageFromBeforeTheirJoinWithoutItsBo
 		}
 	}
 }
+
+// A member added to a group whose history is "joined" learns nothing of
+// the messages before their join from their inbox or the conversation:
+// no lastMessageAt (the time of a message they may not read), and the
+// group sorts by their join, not by that message.
+func TestTheInboxOfAMemberAddedLaterHidesWhenTheGroupLastSpokeBeforeTheirJoin(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	const owner, late = 1, 9
+	g := mustGroup(t, st, owner, 2)
+	mustSend(t, st, g.ID, owner, "before you came")
+	own := mustGroup(t, st, late)
+	mustSend(t, st, own.ID, late, "my own, after that secret, before my join")
+	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
+		t.Fatal(err)
+	}
+	in, err := st.Inbox(ctx, late, 0, "")
+	if err != nil || len(in.Conversations) != 2 {
+		t.Fatalf("inbox %+v, %v", in, err)
+	}
+	first := in.Conversations[0]
+	if first.ID != g.ID {
+		t.Fatalf("the inbox lists %d first: the group sorts by the time of a message from before the join", first.ID)
+	}
+	if first.LastMessage != nil || first.LastMessageAt != nil {
+		t.Fatalf("the inbox shows the late member lastMessage %+v at %v, from before their join", first.LastMessage, first.LastMessageAt)
+	}
+	conv, err := st.GetConversation(ctx, g.ID, late)
+	if err != nil || conv.LastMessageAt != nil {
+		t.Fatalf("the conversation shows the late member lastMessageAt %v (%v), from before their join", conv.LastMessageAt, err)
+	}
+	// Their first message to read is, and a founder still sees it all.
+	welcome := mustSend(t, st, g.ID, 2, "welcome")
+	if in, err = st.Inbox(ctx, late, 0, ""); err != nil || in.Conversations[0].LastMessageAt == nil ||
+		!in.Conversations[0].LastMessageAt.Equal(welcome.CreatedAt) || in.Conversations[0].LastMessage.Body != "welcome" {
+		t.Fatalf("after a message the late member may read, inbox %+v, %v", in, err)
+	}
+	if conv, err = st.GetConversation(ctx, g.ID, late); err != nil || conv.LastMessageAt == nil || !conv.LastMessageAt.Equal(welcome.CreatedAt) {
+		t.Fatalf("after a message the late member may read, conversation %+v, %v", conv, err)
+	}
+}

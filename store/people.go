@@ -463,6 +463,12 @@ func decodeMembersCursor(c string) (int, time.Time, int64, error) {
 // conversation_member row): every query that needs it says it this way.
 const floorSQL = `CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END`
 
+// lastMessageAtSQL is conversation c's lastMessageAt as member m sees it:
+// the time of its newest message, unless that message is at or before
+// m's floor (f.floor, floorSQL), which m may not read, when of it m learns
+// nothing, not even when it was written.
+const lastMessageAtSQL = `CASE WHEN f.floor = 0 OR c.last_message_seq > f.floor THEN c.last_message_at END`
+
 // historyFloor is the highest seq userID may not read in a conversation
 // they are a member of: their join_seq in a group whose history is
 // "joined", else 0. It fails like memberConversation for anyone else.
