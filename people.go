@@ -28,7 +28,8 @@ import (
 //     and in readSeq) and, reciprocally, the user learns nobody's. Presence
 //     off: the same for online state and last seen.
 //   - A blocked user cannot open a direct conversation with the blocker nor
-//     write into one (blocked) and sees none of the blocker's presence; the
+//     write into one, typing indicators included (blocked), and sees none
+//     of the blocker's presence; the
 //     blocker gets no push for what the blocked user writes (the push
 //     decider reads the block table itself: internal/push/decider.go).
 

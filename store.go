@@ -47,6 +47,7 @@ type Store interface {
 	// IsMember reports membership (routing and ACL; no auth check).
 	IsMember(ctx context.Context, conversationID, userID int64) (bool, error)
 	// Typing publishes userID's typing event to the conversation's
-	// members if userID is one (not_member otherwise); nothing is stored.
+	// members if userID is one (not_member otherwise) and not the blocked
+	// member of a direct conversation (blocked); nothing is stored.
 	Typing(ctx context.Context, conversationID, userID int64) error
 }

@@ -328,14 +328,22 @@ func (s *Store) IsMember(ctx context.Context, conversationID, userID int64) (boo
 }
 
 // Typing publishes userID's typing event to the conversation's members if
-// userID is one. Nothing is stored: the indicator matters only now.
+// userID is one, and not the blocked member of a direct conversation
+// (peer_blocked: blocked, as for a message). Nothing is stored: the
+// indicator matters only now.
 func (s *Store) Typing(ctx context.Context, conversationID, userID int64) error {
-	member, err := s.IsMember(ctx, conversationID, userID)
-	if err != nil {
-		return err
+	var member, blocked bool
+	err := s.pool.QueryRow(ctx, `
+		SELECT true, peer_blocked FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
+		conversationID, userID).Scan(&member, &blocked)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return classify("typing", err)
 	}
 	if !member {
 		return errNotMember(conversationID)
+	}
+	if blocked {
+		return chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", conversationID)
 	}
 	s.publish(chat.Event{Type: chat.EventTyping, ConversationID: conversationID, UserID: userID})
 	return nil

@@ -123,3 +123,39 @@ func TestMigration0022MarksTheBlockedMembersOfExistingDirectConversations(t *tes
 		t.Fatalf("marked members %v, want %v", got, want)
 	}
 }
+
+// A blocked user's typing indicator never reaches the blocker in their
+// direct conversation (blocked, like a message): it would tell them, once
+// a second, "is typing…" from someone they blocked. Lifting the block
+// lets it through again; the blocker's own indicator is theirs to send.
+func TestABlockedUsersTypingNeverReachesTheBlocker(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	rec := &publishRecorder{types: []string{chat.EventTyping}}
+	st, _ := newStoreRecording(t, rec)
+	const blocker, blocked = 1, 2
+	d, _, err := st.OpenDirect(ctx, blocker, blocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Block(ctx, blocker, blocked); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Typing(ctx, d.ID, blocked)
+	wantCode(t, "the blocked user types", err, chat.CodeBlocked)
+	if evs := rec.events(); len(evs) != 0 {
+		t.Fatalf("the blocked user's typing was published: %+v", evs)
+	}
+	if err := st.Typing(ctx, d.ID, blocker); err != nil {
+		t.Fatalf("the blocker types: %v", err)
+	}
+	if err := st.Unblock(ctx, blocker, blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Typing(ctx, d.ID, blocked); err != nil {
+		t.Fatalf("typing after the unblock: %v", err)
+	}
+	if evs := rec.events(); len(evs) != 2 || evs[0].UserID != blocker || evs[1].UserID != blocked {
+		t.Fatalf("typing events %+v, want the blocker's then the unblocked user's", evs)
+	}
+}
