@@ -105,8 +105,8 @@ func IsCJK(r rune) bool {
 	return false
 }
 
-// ParseSearchTerms splits a query into terms: at anything but letters and
-// digits, and where CJK characters meet others ("用PostgreSQL" is 用 and
+// ParseSearchTerms splits a query into terms: at anything but letters,
+// digits and combining marks (isWordRune), and where CJK characters meet others ("用PostgreSQL" is 用 and
 // postgresql). Repeated terms count once.
 func ParseSearchTerms(text string) ([]SearchTerm, error) {
 	if !utf8.ValidString(text) {
@@ -132,7 +132,7 @@ func ParseSearchTerms(text string) ([]SearchTerm, error) {
 		}
 	}
 	for _, r := range text {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.Is(unicode.Mn, r) {
+		if !isWordRune(r) {
 			flush()
 			continue
 		}
@@ -293,7 +293,10 @@ func matchAt(s, t []rune, i int) bool {
 	return true
 }
 
-func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+// isWordRune reports whether r belongs to a word: a letter, a digit or a
+// combining mark (an accent, or a vowel sign of Hindi, Bengali or Tamil,
+// spacing or not, which is inside the word it writes).
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) }
 
 // mergeRanges sorts ranges and joins overlapping ones.
 func mergeRanges(rs [][2]int) [][2]int {
