@@ -306,7 +306,7 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 		}
 		if !changed {
 			out = conv
-			return nil, nil
+			return nil, lastMessageAtFor(ctx, tx, &out, actorID)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE conversation SET title = $2, about = $3, avatar_url = $4, history_visible = $5 WHERE id = $1`,
 			conversationID, conv.Title, conv.About, conv.Avatar, conv.HistoryVisible); err != nil {
@@ -322,12 +322,23 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 			return nil, err
 		}
 		out = conv
-		return append(systemEvents(entries), ev), nil
+		return append(systemEvents(entries), ev), lastMessageAtFor(ctx, tx, &out, actorID)
 	})
 	if err != nil {
 		return chat.Conversation{}, err
 	}
 	return out, nil
+}
+
+// lastMessageAtFor sets conv's lastMessageAt to what userID, a member,
+// sees of it (lastMessageAtSQL), under the settings tx wrote.
+func lastMessageAtFor(ctx context.Context, tx pgx.Tx, conv *chat.Conversation, userID int64) error {
+	c, err := memberConversation(ctx, tx, conv.ID, userID)
+	if err != nil {
+		return err
+	}
+	conv.LastMessageAt = c.LastMessageAt
+	return nil
 }
 
 func strOrEmpty(p *string) string {

@@ -210,3 +210,33 @@ func TestTheInboxOfAMemberAddedLaterHidesWhenTheGroupLastSpokeBeforeTheirJoin(t 
 		t.Fatalf("after a message the late member may read, conversation %+v, %v", conv, err)
 	}
 }
+
+// The group a late admin changes comes back to them as GET shows it: no
+// lastMessageAt of a message from before their join (until the owner opens
+// the whole history).
+func TestAGroupChangedByAnAdminAddedLaterShowsThemNoLastMessageAtFromBeforeTheirJoin(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	const owner, late = 1, 9
+	g := mustGroup(t, st, owner, 2)
+	before := mustSend(t, st, g.ID, owner, "before you came")
+	if _, _, err := st.AddMember(ctx, g.ID, owner, late, chat.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	title := "renamed by the late admin"
+	conv, err := st.UpdateGroup(ctx, g.ID, late, chat.GroupUpdate{Title: &title})
+	if err != nil || conv.LastMessageAt != nil {
+		t.Fatalf("the late admin's rename answers lastMessageAt %v (%v), from before their join", conv.LastMessageAt, err)
+	}
+	all := chat.HistoryAll
+	if conv, err = st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: &all}); err != nil ||
+		conv.LastMessageAt == nil || !conv.LastMessageAt.Equal(before.CreatedAt) {
+		t.Fatalf("the owner's change answers lastMessageAt %v (%v), want the last message's", conv.LastMessageAt, err)
+	}
+	title = "again"
+	if conv, err = st.UpdateGroup(ctx, g.ID, late, chat.GroupUpdate{Title: &title}); err != nil ||
+		conv.LastMessageAt == nil || !conv.LastMessageAt.Equal(before.CreatedAt) {
+		t.Fatalf("with the whole history open, the late admin's rename answers lastMessageAt %v (%v)", conv.LastMessageAt, err)
+	}
+}
