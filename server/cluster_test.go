@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/kafkatest"
@@ -234,5 +236,38 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 	if len(lat) > 10 {
 		t.Logf("cross-node publish->delivery (node A sender -> node B member, %d samples before the kill): p50 %v p99 %v",
 			len(lat), lat[len(lat)/2], lat[len(lat)*99/100])
+	}
+}
+
+// A node that has just started serves its clients every message committed
+// on another node from the moment it accepts them: its Kafka consumer's
+// starting position is fixed before the node listens, not whenever its
+// consumer group happens to be joined, so the first message of a quiet
+// conversation is not left undelivered until the next one exposes the gap.
+// Kafka holds the first join of a new group back by
+// group.initial.rebalance.delay.ms (3 s by default); kfake is told to.
+func TestANodeJustStartedDeliversTheFirstMessageFromAnotherNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two chatd nodes and Kafka")
+	}
+	url := pgtest.NewDB(t)
+	k := kafkatest.Start(t, kfake.SeedTopics(12, "chat.events"), kfake.Ports(testkit.FreePort(t)))
+	var delayed atomic.Bool
+	k.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.JoinGroupRequest).Group == "chatd-late-b" && delayed.CompareAndSwap(false, true) {
+			k.SleepControl(func() { time.Sleep(3 * time.Second) })
+		}
+		return nil, nil, false
+	})
+	kafka := k.ListenAddrs()[0]
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "late-a"})
+	conv := mustGroup(t, context.Background(), a, 1, "late", []int64{2})
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "late-b"})
+	c := rawClient(t, b.MQTTAddr(), 2, "late-2", 5, false)
+	if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "first" {
+		t.Fatalf("delivered %+v", ev)
 	}
 }

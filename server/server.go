@@ -53,7 +53,8 @@ type Server struct {
 	attachStore *store.Attachments
 
 	presencePub *presence.KafkaPublisher
-	relay       *relay.Relay // nil without Kafka
+	relay       *relay.Relay    // nil without Kafka
+	consumer    *relay.Consumer // of the other nodes' events; nil without Kafka
 	push        *push.Pusher
 	devices     *push.Devices
 	sessions    *store.Sessions
@@ -131,6 +132,9 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 
 	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return s.Pool.Ping(ctx) }, log.With("component", "http"),
 		httpapi.WithTracer(s.tracer))
+	if err := s.prepareConsumer(ctx, st, appName); err != nil {
+		return nil, err
+	}
 	hook, err := s.startBroker(st, api, verifier)
 	if err != nil {
 		return nil, err
@@ -240,6 +244,33 @@ func (s *Server) startBroker(st config.Settings, api *httpapi.API, verifier *aut
 	return hook, nil
 }
 
+// prepareConsumer, with Kafka, ensures the topic and makes the consumer of
+// the other nodes' events, pinning where a new consumer group starts
+// (relay.Consumer.Pin) before the broker accepts clients: every event
+// relayed after a client's session is loaded then reaches it. Kafka
+// unreachable now is logged, not fatal: the relay and the consumer retry.
+func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appName string) error {
+	if s.relay == nil {
+		return nil
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer tcancel()
+	if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.KafkaTopic, 12); err != nil {
+		s.log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
+	}
+	cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
+		Handler: s.consume, SkipOrigin: appName, Logger: s.log.With("component", "kafka-consumer"), Registerer: s.Registry,
+		Tracer: s.tracer})
+	if err != nil {
+		return fmt.Errorf("kafka consumer: %w", err)
+	}
+	if err := cons.Pin(tctx); err != nil {
+		s.log.Warn("could not pin where the Kafka consumer starts; a new group starts where the topic ends when it joins", "err", err)
+	}
+	s.consumer = cons
+	return nil
+}
+
 // startBackground starts the node's long-running loops under one context
 // that Close cancels: with Kafka the outbox relay and the consumer of
 // other nodes' events, without it the outbox pruner; and always the
@@ -250,19 +281,7 @@ func (s *Server) startBackground(ctx context.Context, st config.Settings, appNam
 	s.bg, s.bgDone = cancel, make(chan struct{})
 	var runners []func(context.Context) error
 	if rl := s.relay; rl != nil {
-		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.KafkaTopic, 12); err != nil {
-			s.log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
-		}
-		tcancel()
-		cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Handler: s.consume, SkipOrigin: appName, Logger: s.log.With("component", "kafka-consumer"), Registerer: s.Registry,
-			Tracer: s.tracer})
-		if err != nil {
-			cancel()
-			return fmt.Errorf("kafka consumer: %w", err)
-		}
-		runners = append(runners, rl.Run, cons.Run)
+		runners = append(runners, rl.Run, s.consumer.Run)
 	} else {
 		pr, err := relay.NewPruner(s.Pool, relay.PrunerConfig{Logger: s.log.With("component", "outbox-pruner"), Registerer: s.Registry})
 		if err != nil {

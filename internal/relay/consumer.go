@@ -164,6 +164,99 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
+// Pin fixes where Run starts in partitions for which the group has no
+// committed offset yet (a new group): it commits, as a group with no
+// members may, the offset StartOffset names now (the end of each
+// partition by default). Call it before the node accepts clients, so that
+// every event relayed after a client's session was loaded from PostgreSQL
+// is handled. Without it a new group starts wherever the partitions end
+// once the group is joined, which Kafka holds back
+// (group.initial.rebalance.delay.ms, 3 s by default) and a rebalance can
+// delay further: an event of another node relayed meanwhile would never
+// reach this node's sessions, which would then wait for the
+// conversation's next event to notice the gap. Partitions the group has
+// committed offsets for (a node restarted with the same NodeID) are left
+// as they are.
+func (c *Consumer) Pin(ctx context.Context) error {
+	transport := &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-consumer-" + c.cfg.NodeID}
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...), Transport: transport}
+	topic := c.cfg.Topic
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return fmt.Errorf("pin consumer offsets: metadata: %w", err)
+	}
+	var parts []int
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return fmt.Errorf("pin consumer offsets: metadata of %s: %w", topic, t.Error)
+		}
+		for _, p := range t.Partitions {
+			parts = append(parts, p.ID)
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("pin consumer offsets: topic %s has no partitions", topic)
+	}
+	fetched, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: c.cfg.GroupID, Topics: map[string][]int{topic: parts}})
+	if err == nil {
+		err = fetched.Error
+	}
+	committed := map[int]bool{}
+	switch {
+	case errors.Is(err, kafka.GroupIdNotFound):
+		// A group never seen: nothing committed (some brokers say so).
+		fetched = &kafka.OffsetFetchResponse{}
+	case err != nil:
+		return fmt.Errorf("pin consumer offsets: fetch the group's offsets: %w", err)
+	}
+	for _, p := range fetched.Topics[topic] {
+		if p.Error != nil {
+			return fmt.Errorf("pin consumer offsets: fetch the offset of partition %d: %w", p.Partition, p.Error)
+		}
+		committed[p.Partition] = p.CommittedOffset >= 0
+	}
+	var want []kafka.OffsetRequest
+	for _, p := range parts {
+		if !committed[p] {
+			want = append(want, kafka.OffsetRequest{Partition: p, Timestamp: c.cfg.StartOffset})
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	listed, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: want}})
+	if err != nil {
+		return fmt.Errorf("pin consumer offsets: list offsets: %w", err)
+	}
+	var commits []kafka.OffsetCommit
+	for _, p := range listed.Topics[topic] {
+		if p.Error != nil {
+			return fmt.Errorf("pin consumer offsets: list the offset of partition %d: %w", p.Partition, p.Error)
+		}
+		off := p.LastOffset
+		if c.cfg.StartOffset == kafka.FirstOffset {
+			off = p.FirstOffset
+		}
+		commits = append(commits, kafka.OffsetCommit{Partition: p.Partition, Offset: off})
+	}
+	res, err := client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: c.cfg.GroupID, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{topic: commits}})
+	if err != nil {
+		return fmt.Errorf("pin consumer offsets: commit: %w", err)
+	}
+	for _, p := range res.Topics[topic] {
+		if p.Error != nil {
+			return fmt.Errorf("pin consumer offsets: commit partition %d: %w", p.Partition, p.Error)
+		}
+	}
+	c.log.Info("kafka consumer: new group starts at the partitions' current offsets", "partitions", len(commits))
+	return nil
+}
+
 // readerFailed counts errors kafka-go handles internally (reconnects,
 // rebalances) and logs the first of a run of them.
 func (c *Consumer) readerFailed() {

@@ -56,9 +56,12 @@
 // A Consumer reads chat.events in a consumer group of its own per node
 // ("chatd-" + NodeID), so every node sees every event, starting, for a new
 // group, at the newest offset: a node needs the events from when it started;
-// clients recover older ones from PostgreSQL. It calls Handler for every
-// event and commits the offset after Handler returned. A node that restarts
-// with the same NodeID resumes from its committed offset.
+// clients recover older ones from PostgreSQL. Consumer.Pin fixes that offset
+// (commits it for the new group) before the node accepts clients, rather
+// than when the group is first joined, which Kafka delays by seconds: an
+// event relayed in between would otherwise never reach the node. It calls
+// Handler for every event and commits the offset after Handler returned. A
+// node that restarts with the same NodeID resumes from its committed offset.
 //
 // A record's traceparent and tracestate headers become the event's
 // chat.Event.Trace (DecodeEvent); with ConsumerConfig.Tracer the handler
