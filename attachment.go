@@ -452,6 +452,12 @@ func (r UploadRecord) Attachment() Attachment {
 
 // UploadMeta is what chatd learnt of an upload's bytes.
 type UploadMeta struct {
+	// BlobKey, when set and not the upload's, is where the checked bytes
+	// are now: an object store's upload URL stays writable until it
+	// expires, so chatd keeps what it checked under a key of its own.
+	// The upload's record moves to it, and the previous key is queued
+	// for deletion once its URL expired, in the same transaction.
+	BlobKey       string
 	ContentType   string
 	Size          int64
 	SHA256        string
@@ -471,8 +477,9 @@ type AttachmentStore interface {
 	// declared bytes stay within it (rate_limited, retry at midnight UTC).
 	CreateUpload(ctx context.Context, r UploadRecord, quotaBytes int64) error
 	GetUpload(ctx context.Context, id string) (UploadRecord, error)
-	// CompleteUpload moves a pending upload to complete; false when it
-	// was not pending any more (then nothing changed).
+	// CompleteUpload moves a pending upload to complete (and to
+	// m.BlobKey, see UploadMeta); false when it was not pending any more
+	// (then nothing changed).
 	CompleteUpload(ctx context.Context, id string, m UploadMeta) (bool, error)
 	// DropUpload deletes an upload not attached to any message and
 	// queues its blob's deletion for notBefore (a presigned PUT may

@@ -130,21 +130,36 @@ func (a *Attachments) GetUpload(ctx context.Context, id string) (chat.UploadReco
 	return r, nil
 }
 
-// CompleteUpload records what chatd read from an upload's bytes.
+// CompleteUpload records what chatd read from an upload's bytes. When
+// they were copied to a key of chatd's own (m.BlobKey), the upload's key
+// is queued for deletion not before its URL expires (a PUT may still
+// write it until then), in the same statement: nothing is orphaned.
 func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.UploadMeta) (bool, error) {
 	var thumb *string
 	if m.Thumbnail {
 		p := "pending"
 		thumb = &p
 	}
-	tag, err := a.pool.Exec(ctx, `UPDATE attachment SET state = 'complete', completed_at = now(), content_type = $2, size = $3,
-		sha256 = $4, width = NULLIF($5, 0), height = NULLIF($6, 0), duration_ms = COALESCE(NULLIF($7, 0), duration_ms),
-		thumb_state = $8
-		WHERE id = $1 AND state = 'pending'`, id, m.ContentType, m.Size, m.SHA256, m.Width, m.Height, m.DurationMs, thumb)
+	var n int
+	err := a.pool.QueryRow(ctx, `
+		WITH prev AS (
+			SELECT blob_key, url_expires_at FROM attachment WHERE id = $1 AND state = 'pending'
+		), done AS (
+			UPDATE attachment t SET state = 'complete', completed_at = now(), content_type = $2, size = $3,
+				sha256 = $4, width = NULLIF($5, 0), height = NULLIF($6, 0), duration_ms = COALESCE(NULLIF($7, 0), t.duration_ms),
+				thumb_state = $8, blob_key = COALESCE(NULLIF($9, ''), t.blob_key)
+			WHERE t.id = $1 AND t.state = 'pending' RETURNING t.id
+		), moved AS (
+			INSERT INTO blob_deletion (blob_key, reason, not_before)
+			SELECT p.blob_key, 'upload URL', p.url_expires_at FROM prev p, done
+			WHERE p.blob_key <> COALESCE(NULLIF($9, ''), p.blob_key)
+			ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before)
+		)
+		SELECT count(*) FROM done`, id, m.ContentType, m.Size, m.SHA256, m.Width, m.Height, m.DurationMs, thumb, m.BlobKey).Scan(&n)
 	if err != nil {
 		return false, classify("complete upload", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // DropUpload deletes an upload never attached and queues its blob.

@@ -385,7 +385,7 @@ func (s *Service) refused(ctx context.Context, rec chat.UploadRecord, why string
 // finish measures stored bytes, records the upload complete and waits a
 // little for its thumbnail.
 func (s *Service) finish(ctx context.Context, rec chat.UploadRecord, ctype, sum string) (chat.Upload, error) {
-	meta := chat.UploadMeta{ContentType: ctype, Size: rec.DeclaredSize, SHA256: sum}
+	meta := chat.UploadMeta{BlobKey: rec.BlobKey, ContentType: ctype, Size: rec.DeclaredSize, SHA256: sum}
 	if err := s.measure(ctx, rec, &meta); err != nil {
 		s.refused(ctx, rec, "image")
 		return chat.Upload{}, refusal(err, rec.ID)
@@ -455,8 +455,11 @@ func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat
 }
 
 // CompleteUpload checks the bytes a client PUT to the object store: their
-// size, their sniffed type; location data is stripped (the object is
-// rewritten, same size) and the bytes hashed, reading them once.
+// size, their sniffed type; they are read once, location data stripped
+// and hashed on the way to a key of chatd's own. The upload URL stays
+// valid until it expires and nothing can revoke it, so whatever is PUT
+// to it after this read is never served: the upload's key is deleted,
+// and deleted again once its URL expired.
 func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (chat.Upload, error) {
 	rec, end, err := s.claim(ctx, userID, id, nil)
 	if err != nil {
@@ -494,19 +497,28 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 		s.refused(ctx, rec, "sniff")
 		return chat.Upload{}, refusal(err, id)
 	}
+	_, _ = media.StripLocation(head, ctype)
 	h := sha256.New()
 	h.Write(head)
-	if changed, _ := media.StripLocation(head, ctype); changed {
-		h = sha256.New()
-		h.Write(head)
-		err = s.cfg.Blobs.Put(ctx, rec.BlobKey, io.MultiReader(bytes.NewReader(head), io.TeeReader(r, h)), rec.DeclaredSize, ctype)
-	} else {
-		_, err = io.Copy(h, r)
+	uploaded := rec.BlobKey
+	rec.BlobKey = chat.NewBlobKey()
+	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, io.MultiReader(bytes.NewReader(head), io.TeeReader(r, h)), rec.DeclaredSize, ctype); err != nil {
+		return chat.Upload{}, chat.Unavailable("copy the upload", err)
 	}
+	u, err := s.finish(ctx, rec, ctype, hexSum(h))
 	if err != nil {
-		return chat.Upload{}, chat.Unavailable("read the upload", err)
+		// The copy is not recorded (or, if the record committed after
+		// all, a live attachment names it and the queue keeps it).
+		if err := s.cfg.Store.QueueBlobDeletion(context.WithoutCancel(ctx), rec.BlobKey, "copy of a refused upload", time.Now()); err != nil {
+			s.log.Warn("queue the copy of an upload", "upload", id, "err", err)
+		}
+		return chat.Upload{}, err
 	}
-	return s.finish(ctx, rec, ctype, hexSum(h))
+	// Queued already for when its URL expires; gone now.
+	if err := s.cfg.Blobs.Delete(context.WithoutCancel(ctx), uploaded); err != nil {
+		s.log.Info("delete a completed upload's object", "upload", id, "err", err)
+	}
+	return u, nil
 }
 
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
