@@ -345,7 +345,8 @@ type Attachments interface {
 	CompleteUpload(ctx context.Context, userID int64, uploadID string) (Upload, error)
 	GetUpload(ctx context.Context, userID int64, uploadID string) (Upload, error)
 	// OpenAttachment hands a member an attachment or its thumbnail:
-	// not_found when unknown (or another user's upload not yet sent),
+	// not_found when unknown (or another user's upload not yet sent, or
+	// a file of a message at or before the caller's history floor),
 	// not_member when the caller is not in its conversation, gone when
 	// its message was recalled.
 	OpenAttachment(ctx context.Context, userID int64, id string, thumbnail bool) (Download, error)

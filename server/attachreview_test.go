@@ -57,3 +57,60 @@ func TestBytesPutAgainToTheUploadURLAfterCompletionAreNeverServed(t *testing.T) 
 	n.sweepNow(t)
 	assertNoOrphans(t, n)
 }
+
+// TestAMemberAddedLaterCannotDownloadFilesFromBeforeTheirJoin: in a group
+// whose history is "joined" (the default) a member added later reaches
+// nothing before their join, files included: an attachment (or its
+// thumbnail) of an earlier message is not found for them, by an id
+// someone passed on or one they kept from before they left, as the
+// message is. The files sent after their join are theirs.
+func TestAMemberAddedLaterCannotDownloadFilesFromBeforeTheirJoin(t *testing.T) {
+	stores(t, nil, func(t *testing.T, n attachNode) {
+		ctx := context.Background()
+		g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
+		send := func(upload string) {
+			t.Helper()
+			if r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", g.ID),
+				map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: upload}}}, nil); r.status != http.StatusCreated {
+				t.Fatalf("send: %d %s", r.status, r.body)
+			}
+		}
+		before := n.upload(t, 1, g.ID, "before.jpg", "image/jpeg", mediatest.JPEG(400, 300))
+		send(before.UploadID)
+		if r := n.fetch(t, 2, "/v1/attachments/"+before.UploadID, nil); r.status != http.StatusOK {
+			t.Fatalf("a founder's download: %d %s", r.status, r.body)
+		}
+		// 3 joins; 2 leaves and is added again.
+		if _, _, err := n.Service.AddMember(ctx, g.ID, 1, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Service.RemoveMember(ctx, g.ID, 1, 2); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := n.Service.AddMember(ctx, g.ID, 1, 2); err != nil {
+			t.Fatal(err)
+		}
+		after := n.upload(t, 1, g.ID, "after.jpg", "image/jpeg", mediatest.JPEG(400, 300))
+		send(after.UploadID)
+		for _, user := range []int64{3, 2} {
+			for _, path := range []string{"/v1/attachments/" + before.UploadID, "/v1/attachments/" + before.UploadID + "/thumbnail"} {
+				if r := n.call(t, user, "GET", path, nil, nil); r.status != http.StatusNotFound || errCode(r) != "not_found" {
+					t.Errorf("user %d, joined after the message, GET %s: %d %s", user, path, r.status, errCode(r))
+				}
+			}
+			if r := n.fetch(t, user, "/v1/attachments/"+after.UploadID, nil); r.status != http.StatusOK {
+				t.Errorf("user %d, a file sent after their join: %d %s", user, r.status, r.body)
+			}
+		}
+		// The sender still reaches it; "all" opens it to everyone.
+		if r := n.fetch(t, 1, "/v1/attachments/"+before.UploadID, nil); r.status != http.StatusOK {
+			t.Errorf("the sender's download: %d %s", r.status, r.body)
+		}
+		if r := n.call(t, 1, "PATCH", fmt.Sprintf("/v1/conversations/%d", g.ID), map[string]any{"historyVisible": "all"}, nil); r.status != http.StatusOK {
+			t.Fatalf("history all: %d %s", r.status, r.body)
+		}
+		if r := n.fetch(t, 3, "/v1/attachments/"+before.UploadID, nil); r.status != http.StatusOK {
+			t.Errorf("history all, a later member's download: %d %s", r.status, r.body)
+		}
+	})
+}

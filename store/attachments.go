@@ -229,15 +229,19 @@ func (a *Attachments) PendingThumbnails(ctx context.Context, limit int) ([]chat.
 }
 
 // Attachment returns what userID may fetch: its own upload (any state but
-// recalled), or an attachment of a conversation userID is in. Another
-// user's upload not sent yet is not_found; a sent attachment of a
-// conversation the caller is not in is not_member (its id was shown only
-// to members: nobody learns anything by guessing 128 random bits).
+// recalled), or an attachment of a conversation userID is in, of a
+// message after their history floor. Another user's upload not sent yet,
+// and a file of a message at or before the caller's floor (a group whose
+// history is "joined", a message from before their join), are not_found;
+// a sent attachment of a conversation the caller is not in is not_member
+// (its id was shown only to members: nobody learns anything by guessing
+// 128 random bits).
 func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (chat.UploadRecord, error) {
-	var member bool
+	var floor *int64 // nil: not a member
 	r, err := scanUpload(a.pool.QueryRow(ctx, `SELECT `+attachmentColumns+`,
-		EXISTS (SELECT 1 FROM conversation_member m WHERE m.conversation_id = a.conversation_id AND m.user_id = $2)
-		FROM attachment a WHERE id = $1`, id, userID), &member)
+		(SELECT `+floorSQL+` FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+		 WHERE m.conversation_id = a.conversation_id AND m.user_id = $2)
+		FROM attachment a WHERE id = $1`, id, userID), &floor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
 	}
@@ -245,15 +249,17 @@ func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (
 		return r, classify("read attachment", err)
 	}
 	switch r.State {
-	case chat.UploadAttached:
-		if !member {
+	case chat.UploadAttached, chat.UploadRecalled:
+		if floor == nil {
 			return r, errNotMember(r.ConversationID)
 		}
-	case chat.UploadRecalled:
-		if !member {
-			return r, errNotMember(r.ConversationID)
+		if r.Seq <= *floor {
+			// As its message: nothing before the floor exists for them.
+			return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
 		}
-		return r, chat.Errorf(chat.CodeGone, "attachment %s was recalled with its message", id)
+		if r.State == chat.UploadRecalled {
+			return r, chat.Errorf(chat.CodeGone, "attachment %s was recalled with its message", id)
+		}
 	default: // not sent yet: its uploader's alone
 		if r.UploaderID != userID {
 			return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
