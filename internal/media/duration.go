@@ -11,9 +11,11 @@ import (
 // Duration reads the length of an audio or video file in milliseconds
 // from its container: WAV (header), MP4/M4A/MOV (moov/mvhd, wherever it
 // is), Ogg (Opus or Vorbis: the last page's granule position) and
-// WebM/Matroska (Segment Info). It reads at most a few hundred KiB at
-// offsets of r and returns 0 when the file does not say (an MP3, a
-// browser recording without a duration).
+// WebM/Matroska (Segment Info). It reads at most a few hundred KiB, in
+// at most mp4MaxBoxes+3 reads at offsets of r (each a range request to an
+// object store), and returns 0 when the file does not say (an MP3, a
+// browser recording without a duration, an MP4 whose moov is not among
+// its first mp4MaxBoxes top-level boxes).
 func Duration(r io.ReaderAt, size int64, t string) int64 {
 	head := make([]byte, min(size, 64<<10))
 	if n, _ := r.ReadAt(head, 0); n < len(head) {
@@ -56,10 +58,16 @@ func wavDuration(b []byte, size int64) int64 {
 	return 0
 }
 
+// mp4MaxBoxes bounds the top-level boxes walked to moov: each is a read
+// (a range request to an object store), and real files have a handful
+// before it (ftyp, free, wide, mdat; a fragmented one's moov comes
+// before its fragments).
+const mp4MaxBoxes = 64
+
 // mp4Duration walks the top-level boxes to moov, then its mvhd.
 func mp4Duration(r io.ReaderAt, size int64) int64 {
 	var hdr [16]byte
-	for off := int64(0); off+8 <= size; {
+	for off, boxes := int64(0), 0; off+8 <= size && boxes < mp4MaxBoxes; boxes++ {
 		if _, err := r.ReadAt(hdr[:8], off); err != nil {
 			return 0
 		}

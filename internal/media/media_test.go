@@ -172,3 +172,34 @@ func oggPage(granule uint64, data []byte) []byte {
 	p = append(p, 1, byte(len(data)))
 	return append(p, data...)
 }
+
+// readCounter counts the reads at offsets: on an object store each one is
+// an HTTP range request of its own.
+type readCounter struct {
+	r     *bytes.Reader
+	reads int
+}
+
+func (c *readCounter) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	return c.r.ReadAt(p, off)
+}
+
+// TestAnMP4OfTinyBoxesCostsAFewReadsNotOnePerBox: the walk to moov reads
+// each top-level box's header at its offset; a file of a million empty
+// boxes must not cost a million reads (range requests to the object
+// store) while an upload completes. Real files have a handful of
+// top-level boxes before moov.
+func TestAnMP4OfTinyBoxesCostsAFewReadsNotOnePerBox(t *testing.T) {
+	var mp4 bytes.Buffer
+	ftyp := []byte("\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isommp41")
+	mp4.Write(ftyp)
+	for i := 0; i < 1<<20/9; i++ {
+		mp4.Write([]byte("\x00\x00\x00\x09free\x00")) // 9 bytes: no two reads adjoin
+	}
+	c := &readCounter{r: bytes.NewReader(mp4.Bytes())}
+	_ = media.Duration(c, int64(mp4.Len()), "video/mp4")
+	if c.reads > 100 {
+		t.Errorf("reading the duration of a 1 MiB MP4 of empty boxes took %d reads", c.reads)
+	}
+}
