@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/media/mediatest"
+	"github.com/chatd/chatd/internal/pgtest"
 )
 
 // TestBytesPutAgainToTheUploadURLAfterCompletionAreNeverServed: with an
@@ -113,4 +116,52 @@ func TestAMemberAddedLaterCannotDownloadFilesFromBeforeTheirJoin(t *testing.T) {
 			t.Errorf("history all, a later member's download: %d %s", r.status, r.body)
 		}
 	})
+}
+
+// TestACompletionSentToTwoNodesAtOnceAnswersBothWithTheCompleteUpload: a
+// client whose POST completeUrl timed out sends it again, and the load
+// balancer hands it to another node while the first is still reading the
+// object. Completing is idempotent: both answer the complete upload, not
+// one of them 410 "expired", which would make the client upload it again.
+func TestACompletionSentToTwoNodesAtOnceAnswersBothWithTheCompleteUpload(t *testing.T) {
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	env := map[string]string{"CHAT_S3_ENDPOINT": fake.Endpoint(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
+		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}
+	url := pgtest.NewDB(t)
+	a := attachNode{Server: startNode(t, url, env), fake: fake}
+	b := attachNode{Server: startNode(t, url, env), fake: fake}
+	g := mustGroup(t, context.Background(), a.Server, 1, "g", []int64{2})
+	voice := mediatest.WAV(500_000) // 8 MB: reading it takes a while
+	tk, r := a.ticket(t, 1, g.ID, "v.wav", "audio/wav", len(voice))
+	if r.status != http.StatusCreated {
+		t.Fatalf("ticket: %d %s", r.status, r.body)
+	}
+	if r := a.call(t, 0, tk.Method, tk.URL, voice, tk.Headers); r.status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", r.status, r.body)
+	}
+	replies := make([]httpReply, 2)
+	var wg sync.WaitGroup
+	for i, n := range []attachNode{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i] = n.call(t, 1, "POST", tk.CompleteURL, nil, nil)
+		}()
+	}
+	wg.Wait()
+	for i, r := range replies {
+		if r.status != http.StatusOK {
+			t.Errorf("completion on node %d: %d %s", i+1, r.status, r.body)
+			continue
+		}
+		if u := decode[chat.Upload](t, r); u.State != chat.UploadComplete || u.Attachment == nil || u.Attachment.SHA256 != hexSHA(voice) {
+			t.Errorf("completion on node %d: %s", i+1, r.body)
+		}
+	}
+	a.sweepNow(t)
+	assertNoOrphans(t, a)
 }

@@ -397,10 +397,18 @@ func (s *Service) finish(ctx context.Context, rec chat.UploadRecord, ctype, sum 
 		return chat.Upload{}, err
 	}
 	if !ok {
-		// The upload went meanwhile (expired): nothing references the
-		// blob just written.
-		if err := s.cfg.Store.QueueBlobDeletion(context.WithoutCancel(ctx), rec.BlobKey, "orphaned by a late upload", rec.URLExpiresAt); err != nil {
-			s.log.Warn("queue an orphaned blob", "upload", rec.ID, "err", err)
+		// Not pending any more: another completion of it won (the same
+		// POST sent again to another node), or the upload went
+		// (expired). Unless the winner recorded the same key, nothing
+		// references the blob just written.
+		cur, err := s.cfg.Store.GetUpload(context.WithoutCancel(ctx), rec.ID)
+		if err != nil || cur.BlobKey != rec.BlobKey {
+			if err := s.cfg.Store.QueueBlobDeletion(context.WithoutCancel(ctx), rec.BlobKey, "orphaned by a late upload", rec.URLExpiresAt); err != nil {
+				s.log.Warn("queue an orphaned blob", "upload", rec.ID, "err", err)
+			}
+		}
+		if err == nil && cur.State != chat.UploadPending {
+			return s.view(cur), nil // completing twice is answered the same
 		}
 		return chat.Upload{}, chat.Errorf(chat.CodeGone, "upload %s expired while its bytes arrived; create a new upload", rec.ID)
 	}
