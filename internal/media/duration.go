@@ -103,14 +103,10 @@ func mvhd(r io.ReaderAt, off, n int64) int64 {
 			v := b[i+8:]
 			if v[0] == 1 && len(v) >= 32 { // 64-bit times
 				scale, dur := binary.BigEndian.Uint32(v[20:]), binary.BigEndian.Uint64(v[24:])
-				if scale > 0 {
-					return int64(dur * 1000 / uint64(scale))
-				}
+				return millis(dur, uint64(scale))
 			} else if len(v) >= 20 {
 				scale, dur := binary.BigEndian.Uint32(v[12:]), binary.BigEndian.Uint32(v[16:])
-				if scale > 0 {
-					return int64(uint64(dur) * 1000 / uint64(scale))
-				}
+				return millis(uint64(dur), uint64(scale))
 			}
 			return 0
 		}
@@ -154,7 +150,7 @@ func oggDuration(r io.ReaderAt, size int64, head []byte) int64 {
 	if g == math.MaxUint64 || g < preSkip {
 		return 0
 	}
-	return int64((g - preSkip) * 1000 / rate)
+	return millis(g-preSkip, rate)
 }
 
 // ebmlDuration finds Segment/Info's TimecodeScale and Duration in the
@@ -204,7 +200,33 @@ func ebmlDuration(b []byte) int64 {
 	if dur <= 0 || math.IsNaN(dur) || math.IsInf(dur, 0) {
 		return 0
 	}
-	return int64(dur * float64(scale) / 1e6)
+	ms := dur * float64(scale) / 1e6
+	if ms >= maxMillis {
+		return 0
+	}
+	return int64(ms)
+}
+
+// maxMillis bounds a duration read from a file (about 292 years): one
+// beyond it is a crafted header, unknown (0), never a number that
+// overflows into a negative or wrapped durationMs.
+const maxMillis = 1 << 53
+
+// millis is ticks of perSecond in milliseconds, 0 when unknown (no
+// rate) or absurd (the product overflows, or beyond maxMillis).
+func millis(ticks, perSecond uint64) int64 {
+	if perSecond == 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(ticks, 1000)
+	if hi >= perSecond {
+		return 0
+	}
+	q, _ := bits.Div64(hi, lo, perSecond)
+	if q >= maxMillis {
+		return 0
+	}
+	return int64(q)
 }
 
 // vint reads an EBML variable-length size.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"image/jpeg"
+	"math"
 	"testing"
 
 	chat "github.com/chatd/chatd"
@@ -201,5 +202,43 @@ func TestAnMP4OfTinyBoxesCostsAFewReadsNotOnePerBox(t *testing.T) {
 	_ = media.Duration(c, int64(mp4.Len()), "video/mp4")
 	if c.reads > 100 {
 		t.Errorf("reading the duration of a 1 MiB MP4 of empty boxes took %d reads", c.reads)
+	}
+}
+
+// A duration read from a file is what members see as durationMs: a
+// crafted header (a 64-bit MP4 duration, an EBML float of 1e30) must not
+// overflow into a negative or wrapped number; an absurd one is unknown (0).
+func TestADurationReadFromAFileIsNeverNegativeOrWrapped(t *testing.T) {
+	box := func(typ string, body []byte) []byte {
+		b := make([]byte, 8+len(body))
+		binary.BigEndian.PutUint32(b, uint32(len(b)))
+		copy(b[4:], typ)
+		copy(b[8:], body)
+		return b
+	}
+	mp4 := func(scale uint32, dur uint64) []byte {
+		var b bytes.Buffer
+		b.Write(box("ftyp", []byte("isom\x00\x00\x02\x00isommp41")))
+		mvhd := make([]byte, 100)
+		mvhd[0] = 1 // version 1: 64-bit times
+		binary.BigEndian.PutUint32(mvhd[20:], scale)
+		binary.BigEndian.PutUint64(mvhd[24:], dur)
+		b.Write(box("moov", box("mvhd", mvhd)))
+		return b.Bytes()
+	}
+	for _, tc := range []struct {
+		name string
+		file []byte
+		want int64
+	}{
+		{"MP4, 64-bit, 9.2e15 ticks of a second", mp4(1, 9_223_372_036_854_776), 0},
+		{"MP4, 64-bit, 2^62+1 ticks of a second", mp4(1, 1<<62+1), 0},
+		{"MP4, 64-bit, an hour", mp4(90000, 90000*3600), 3_600_000},
+		{"WebM, a duration of 1e30 ms", append([]byte("\x1A\x45\xDF\xA3\x80\x15\x49\xA9\x66\x8B\x44\x89\x88"),
+			binary.BigEndian.AppendUint64(nil, math.Float64bits(1e30))...), 0},
+	} {
+		if d := media.Duration(bytes.NewReader(tc.file), int64(len(tc.file)), "video/mp4"); d != tc.want {
+			t.Errorf("%s: %d ms, want %d", tc.name, d, tc.want)
+		}
 	}
 }
