@@ -25,8 +25,10 @@ type Config struct {
 	Service  *chat.Service
 	Sessions chat.SessionStore
 	Hub      chat.Delivery
-	// Verify turns a CONNECT password (a JWT) into a user id.
-	Verify func(token string) (int64, error)
+	// Verify turns a CONNECT password (a JWT) into a user id, and says
+	// until when the token is accepted: the connection ends then
+	// (tokenexpiry.go).
+	Verify func(token string) (user int64, until time.Time, err error)
 	// PeerUser, if set, names the user of a connection authenticated by
 	// its transport (a verified TLS client certificate): presented is
 	// false when the connection carries no such identity, and the JWT
@@ -100,6 +102,11 @@ type clientInfo struct {
 	present     atomic.Bool // counted by Presence
 	session     sessionState
 	token       string // this connection's claim on its session (newToken)
+	// authUntil is when the connection's credentials stop being accepted
+	// (zero: never), authEnd the timer that ends it then; both used on
+	// the connection's own goroutine only (tokenexpiry.go).
+	authUntil time.Time
+	authEnd   *time.Timer
 }
 
 // New returns the hook; call Attach with the server before serving.
@@ -253,7 +260,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if !h.awaitTurn() {
 		return h.refuse(cl, busyCode(cl), "busy", 0)
 	}
-	userID, err := h.authenticate(cl, pk)
+	userID, authUntil, err := h.authenticate(cl, pk)
 	if err != nil {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
 	}
@@ -290,7 +297,8 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	ci := &clientInfo{userID: userID, persistent: persistent,
 		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()),
-		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token}
+		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token,
+		authUntil: authUntil}
 	if persistent {
 		hidePersistence(cl)
 	}
@@ -322,6 +330,7 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		return
 	}
 	ci.established.Store(true)
+	h.endAtAuthExpiry(cl, ci)
 	h.restoreSubscriptions(cl, ci)
 	ready := subscribedToEvents(cl, ci.userID)
 	h.cfg.Metrics.Online.Inc()
@@ -542,6 +551,9 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 		return
 	}
 	h.clients.Delete(cl)
+	if ci.authEnd != nil {
+		ci.authEnd.Stop()
+	}
 	if cl.Net.Conn != nil {
 		h.connecting.Delete(cl.Net.Conn)
 	}

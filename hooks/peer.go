@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"time"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -8,10 +10,12 @@ import (
 // authenticate returns the connecting user: the one the connection's
 // transport identity names (mTLS), else the one of the JWT password. A
 // transport identity replaces the password, which is then not looked at.
-func (h *Chat) authenticate(cl *mqtt.Client, pk packets.Packet) (int64, error) {
+// until is when the JWT stops being accepted (zero for a transport
+// identity, which the TLS handshake checked).
+func (h *Chat) authenticate(cl *mqtt.Client, pk packets.Packet) (user int64, until time.Time, err error) {
 	if h.cfg.PeerUser != nil && cl.Net.Conn != nil {
 		if id, presented, err := h.cfg.PeerUser(cl.Net.Conn); presented {
-			return id, err
+			return id, time.Time{}, err
 		}
 	}
 	return h.cfg.Verify(string(pk.Connect.Password))

@@ -208,7 +208,7 @@ func (s *Server) startBroker(st config.Settings, api *httpapi.API, verifier *aut
 		Service:     s.Service,
 		Sessions:    s.sessions,
 		Hub:         s.Hub,
-		Verify:      verifier.Verify,
+		Verify:      verifier.VerifyUntil,
 		PeerUser:    s.peerUser(),
 		RPC:         api.RPC,
 		Presence:    s.Presence,

@@ -17,6 +17,8 @@
 //     non-numeric one is refused (ErrSubject), never mapped.
 //   - exp is required and checked with Leeway (30s); nbf and iat in the future
 //     (beyond Leeway) are rejected.
+//     VerifyUntil also returns exp plus Leeway, the instant from which the
+//     token is refused: a connection it authenticated ends then.
 //   - sub must be a positive int64 in canonical decimal ("7"; not "07",
 //     "+7", " 7", "1e3", "0", "-1" or anything above 9223372036854775807).
 //   - Tokens longer than MaxTokenBytes are rejected before parsing; base64

@@ -168,11 +168,27 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 
 // Verify checks token and returns the user id in its sub claim.
 func (v *Verifier) Verify(token string) (userID int64, err error) {
+	userID, _, err = v.VerifyUntil(token)
+	return userID, err
+}
+
+// VerifyUntil is Verify that also says until when the token is accepted:
+// its exp plus Leeway, the instant from which Verify refuses it. A
+// connection authenticated by the token must not outlive it.
+func (v *Verifier) VerifyUntil(token string) (userID int64, until time.Time, err error) {
+	userID, exp, err := v.verify(token)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return userID, exp.Add(Leeway), nil
+}
+
+func (v *Verifier) verify(token string) (userID int64, exp time.Time, err error) {
 	if len(token) > MaxTokenBytes {
-		return 0, invalid(ErrTooLarge)
+		return 0, exp, invalid(ErrTooLarge)
 	}
 	if len(v.methods) == 0 {
-		return 0, invalid(ErrAlgorithm)
+		return 0, exp, invalid(ErrAlgorithm)
 	}
 	p := jwt.NewParser(
 		jwt.WithValidMethods(v.methods),
@@ -185,17 +201,19 @@ func (v *Verifier) Verify(token string) (userID int64, err error) {
 	claims := claimSet{userClaim: v.userClaim}
 	t, err := p.ParseWithClaims(token, &claims, v.keyFor)
 	if err != nil {
-		return 0, invalid(reason(err))
+		return 0, exp, invalid(reason(err))
 	}
+	exp = claims.ExpiresAt.Time // required: the parser refused a token without it
 	if t.Method == jwt.SigningMethodHS256 {
 		// chatd's own tokens (chatctl, the dev sign-in): sub, no iss/aud.
 		id, ok := ParseUserID(claims.Subject)
 		if !ok {
-			return 0, invalid(ErrSubject)
+			return 0, exp, invalid(ErrSubject)
 		}
-		return id, nil
+		return id, exp, nil
 	}
-	return v.providerClaims(&claims)
+	id, err := v.providerClaims(&claims)
+	return id, exp, err
 }
 
 // reason maps a jwt error to one of our reason sentinels, dropping the

@@ -1,0 +1,32 @@
+package hooks
+
+import (
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// tokenExpiredReason is the reason string of the DISCONNECT that ends a
+// connection whose token expired.
+const tokenExpiredReason = "the token this connection was authenticated with has expired: reconnect with a new one"
+
+// endAtAuthExpiry ends the connection when the token it connected with
+// stops being accepted (Config.Verify's until): a token authorizes a
+// connection for its lifetime, not for as long as keepalives hold the
+// connection open, so a stolen or withdrawn token stops working for the
+// connections it opened as it does for new CONNECTs. MQTT 5 clients get
+// DISCONNECT 0x87 not authorized with a reason string, 3.1.1 ones a close
+// (withholdV311Disconnect); both reconnect with a fresh token.
+func (h *Chat) endAtAuthExpiry(cl *mqtt.Client, ci *clientInfo) {
+	if ci.authUntil.IsZero() {
+		return
+	}
+	ci.authEnd = time.AfterFunc(time.Until(ci.authUntil), func() {
+		if cl.Closed() {
+			return
+		}
+		h.cfg.Logger.Info("token expired; disconnecting the client", "client", cl.ID, "user", ci.userID)
+		_ = h.server.DisconnectClient(cl, packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: tokenExpiredReason})
+	})
+}

@@ -1,0 +1,74 @@
+package server_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// tokenExpiringIn is an HS256 token for user whose exp is d from now (d may
+// be negative: a token that expired within auth.Leeway is still accepted).
+func tokenExpiringIn(t *testing.T, user int64, d time.Duration) string {
+	t.Helper()
+	now := time.Now()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(user, 10),
+		IssuedAt:  jwt.NewNumericDate(now.Add(-time.Hour)),
+		ExpiresAt: jwt.NewNumericDate(now.Add(d)),
+	}).SignedString([]byte(testnode.Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// A token authorizes a connection until it expires, not for as long as
+// the connection lasts: a stolen or revoked token must not buy a session
+// that keepalives hold open for ever. The server ends the connection when
+// the token it connected with stops being accepted (exp plus the clock
+// skew allowed at CONNECT: the same token would be refused by then), with
+// DISCONNECT 0x87 not authorized on MQTT 5 and a plain close on 3.1.1.
+func TestAConnectionEndsWhenItsTokenExpires(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	for _, v := range []byte{4, 5} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			// Accepted now (within the leeway), refused two seconds from now.
+			tok := tokenExpiringIn(t, 7, -auth.Leeway+2*time.Second)
+			c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("expiring-v%d", v),
+				Username: "7", Password: tok, Clean: true, Keepalive: 60})
+			if err != nil {
+				t.Fatalf("connect: %v (%v)", err, ack)
+			}
+			t.Cleanup(c.Drop)
+			if codes, err := c.Subscribe(testnode.EventsTopic(7)); err != nil || codes[0] >= 0x80 {
+				t.Fatalf("subscribe: %v %v", codes, err)
+			}
+			select {
+			case <-c.Done:
+			case <-time.After(15 * time.Second):
+				t.Fatal("the connection is still open 15 s after its token expired")
+			}
+			if v == 5 {
+				d, ok := c.ServerDisconnect()
+				if !ok || d.ReasonCode != packets.ErrNotAuthorized.Code {
+					t.Fatalf("DISCONNECT = %v (sent: %v), want 0x87 not authorized", d.ReasonCode, ok)
+				}
+			}
+			// The same token connects no more.
+			if c2, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("expiring-v%d", v),
+				Username: "7", Password: tok, Clean: true}); err == nil {
+				c2.Drop()
+				t.Fatalf("reconnected with the expired token: %v", ack.ReasonCode)
+			}
+		})
+	}
+}
