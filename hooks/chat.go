@@ -32,8 +32,9 @@ type Config struct {
 	// PeerUser, if set, names the user of a connection authenticated by
 	// its transport (a verified TLS client certificate): presented is
 	// false when the connection carries no such identity, and the JWT
-	// decides.
-	PeerUser func(conn net.Conn) (user int64, presented bool, err error)
+	// decides. until is when that identity expires (zero: never); the
+	// connection ends then.
+	PeerUser func(conn net.Conn) (user int64, until time.Time, presented bool, err error)
 	// RPC answers chat/v1/rpc/{method} requests with reply JSON.
 	RPC func(ctx context.Context, userID int64, method string, payload []byte) []byte
 	// SendTimeout bounds one publish's database work (default 5s).

@@ -54,7 +54,10 @@
 // Authentication: a connection with a transport identity (Config.PeerUser:
 // a verified TLS client certificate) is that user and its password is not
 // looked at; every other connection authenticates with the JWT in its
-// password. A username, if sent, must be the user id either way.
+// password. A username, if sent, must be the user id either way. The
+// connection ends (v5 DISCONNECT 0x87) when that identity expires: the
+// token's exp plus the verifier's leeway, the certificate's NotAfter
+// (tokenexpiry.go).
 //
 // Limits: OnConnect charges the per-IP connect limit before anything else
 // (CONNACK 0x9F, 0x03 for 3.1.1), then waits for its turn in the node's

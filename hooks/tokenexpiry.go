@@ -9,13 +9,14 @@ import (
 
 // tokenExpiredReason is the reason string of the DISCONNECT that ends a
 // connection whose token expired.
-const tokenExpiredReason = "the token this connection was authenticated with has expired: reconnect with a new one"
+const tokenExpiredReason = "the token (or client certificate) this connection was authenticated with has expired: reconnect with a new one"
 
 // endAtAuthExpiry ends the connection when the token it connected with
-// stops being accepted (Config.Verify's until): a token authorizes a
-// connection for its lifetime, not for as long as keepalives hold the
-// connection open, so a stolen or withdrawn token stops working for the
-// connections it opened as it does for new CONNECTs. MQTT 5 clients get
+// stops being accepted (Config.Verify's until), or its client certificate
+// expires (Config.PeerUser's): credentials authorize a connection for
+// their lifetime, not for as long as keepalives hold the connection open,
+// so a stolen or withdrawn token (a short-lived certificate) stops working
+// for the connections it opened as it does for new CONNECTs. MQTT 5 clients get
 // DISCONNECT 0x87 not authorized with a reason string, 3.1.1 ones a close
 // (withholdV311Disconnect); both reconnect with a fresh token.
 func (h *Chat) endAtAuthExpiry(cl *mqtt.Client, ci *clientInfo) {

@@ -70,13 +70,19 @@ func (ca *testCA) pool() *x509.CertPool {
 // or a client one. It returns the PEM cert and key and the tls pair.
 func (ca *testCA) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM []byte, pair tls.Certificate) {
 	t.Helper()
+	return ca.issueUntil(t, cn, server, time.Now().Add(24*time.Hour))
+}
+
+// issueUntil is issue for a certificate that expires at notAfter.
+func (ca *testCA) issueUntil(t *testing.T, cn string, server bool, notAfter time.Time) (certPEM, keyPEM []byte, pair tls.Certificate) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}

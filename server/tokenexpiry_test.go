@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -70,5 +72,34 @@ func TestAConnectionEndsWhenItsTokenExpires(t *testing.T) {
 				t.Fatalf("reconnected with the expired token: %v", ack.ReasonCode)
 			}
 		})
+	}
+}
+
+// A device certificate authorizes a connection until it expires, as a
+// token does: operations.md tells operators to issue short-lived
+// certificates because none is checked for revocation, which only works
+// if a connection does not outlive its certificate.
+func TestAConnectionEndsWhenItsClientCertificateExpires(t *testing.T) {
+	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
+	caPath := filepath.Join(t.TempDir(), "devices-ca.pem")
+	if err := os.WriteFile(caPath, deviceCA.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, _, _ := tlsNode(t, serverCA, "chatd", map[string]string{"CHAT_MQTTS_CLIENT_CA": caPath})
+	_, _, dev := deviceCA.issueUntil(t, "7", false, time.Now().Add(3*time.Second))
+	c, ack, err := dialCert(t, srv.MQTTSAddr(), serverCA.pool(), &dev, mqtttest.Options{Version: 5, ClientID: "device-7", Clean: true, Keepalive: 60})
+	if err != nil {
+		t.Fatalf("connect: %v (%v)", err, ack)
+	}
+	if codes, err := c.Subscribe(testnode.EventsTopic(7)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe: %v %v", codes, err)
+	}
+	select {
+	case <-c.Done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the connection is still open 12 s after its certificate expired")
+	}
+	if d, ok := c.ServerDisconnect(); !ok || d.ReasonCode != packets.ErrNotAuthorized.Code {
+		t.Fatalf("DISCONNECT = %v (sent: %v), want 0x87 not authorized", d.ReasonCode, ok)
 	}
 }

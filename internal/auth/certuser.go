@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"time"
 )
 
 // ErrCertIdentity: a verified client certificate whose subject Common Name
@@ -15,20 +16,29 @@ var ErrCertIdentity = errors.New("client certificate's subject CN is not a posit
 // configured client CAs names the user in its subject Common Name, in
 // canonical decimal (CN=42 is user 42). presented is false for a
 // connection that is not TLS or sent no verified certificate; the caller
-// authenticates it otherwise (the JWT). The TLS handshake must be complete,
-// as it is once the CONNECT packet has been read.
-func CertUser(conn net.Conn) (user int64, presented bool, err error) {
+// authenticates it otherwise (the JWT). until is when the certificate
+// chain stops being valid (the earliest NotAfter in it): a connection it
+// authenticated ends then. The TLS handshake must be complete, as it is
+// once the CONNECT packet has been read.
+func CertUser(conn net.Conn) (user int64, until time.Time, presented bool, err error) {
 	tc, ok := conn.(*tls.Conn)
 	if !ok {
-		return 0, false, nil
+		return 0, until, false, nil
 	}
 	st := tc.ConnectionState()
 	if len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
-		return 0, false, nil
+		return 0, until, false, nil
 	}
-	id, ok := ParseUserID(st.VerifiedChains[0][0].Subject.CommonName)
+	chain := st.VerifiedChains[0]
+	id, ok := ParseUserID(chain[0].Subject.CommonName)
 	if !ok {
-		return 0, true, ErrCertIdentity
+		return 0, until, true, ErrCertIdentity
 	}
-	return id, true, nil
+	until = chain[0].NotAfter
+	for _, c := range chain[1:] {
+		if c.NotAfter.Before(until) {
+			until = c.NotAfter
+		}
+	}
+	return id, until, true, nil
 }

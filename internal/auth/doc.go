@@ -36,7 +36,8 @@
 // and is logged at warn. Safe for concurrent use.
 //
 // CertUser maps a verified TLS client certificate to a user: its subject
-// CN, in the same canonical decimal as sub.
+// CN, in the same canonical decimal as sub; and says until when the chain
+// is valid, as VerifyUntil does for a token.
 //
 // LoadOrCreateSecret keeps chatd's generated HS256 secret in
 // <data dir>/jwt.secret (hex, mode 0600, created atomically, stable across
