@@ -225,6 +225,13 @@ func persistentSession(cl *mqtt.Client) (persistent bool, expiry time.Duration, 
 // MaxKeepalive is the longest keepalive (seconds) the server accepts.
 const MaxKeepalive = 600
 
+// MaxClientIDLength bounds a client id (bytes): it is the session's key in
+// PostgreSQL, whose index refuses keys of a few KiB, and is in every log
+// line of the connection. A longer one is refused as an invalid identifier
+// (v5 0x85, 3.1.1 0x02), a final answer, before anything else is spent on
+// it.
+const MaxClientIDLength = 256
+
 // MaxSessionExpiry bounds how long an offline persistent session (its
 // cursors and subscriptions, in PostgreSQL) is kept.
 const MaxSessionExpiry = 7 * 24 * time.Hour
@@ -235,7 +242,11 @@ func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64
 	if why == "rate_limited" || why == "busy" {
 		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total and chat_mqtt_connects_total
 	}
-	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", cl.ID, "remote", cl.Net.Remote, "reason", why, "user", user)
+	id := cl.ID
+	if len(id) > MaxClientIDLength {
+		id = id[:MaxClientIDLength] + "…"
+	}
+	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", id, "remote", cl.Net.Remote, "reason", why, "user", user)
 	_ = h.server.SendConnack(cl, code, false, nil)
 	return code
 }
@@ -257,6 +268,9 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, clientIP(cl)); err != nil {
 		return h.refuse(cl, busyCode(cl), "rate_limited", 0)
+	}
+	if len(cl.ID) > MaxClientIDLength {
+		return h.refuse(cl, packets.ErrClientIdentifierNotValid, "client_id_invalid", 0)
 	}
 	if !h.awaitTurn() {
 		return h.refuse(cl, busyCode(cl), "busy", 0)

@@ -36,15 +36,17 @@ func clearWill(cl *mqtt.Client) {
 	cl.Properties.Will = mqtt.Will{}
 }
 
-// v311ConnackCodes maps the CONNACK refusals mochi itself sends with MQTT 5
-// codes it has no 3.1.1 return code for (a Will asking for retain, 0x9A, or
-// QoS 2, 0x9B; server busy, 0x89) to the 3.1.1 return codes, which are
-// 0x00-0x05 only: a refused Will is not authorized, a busy server is
-// unavailable.
+// v311ConnackCodes maps the CONNACK refusals sent with MQTT 5 codes
+// (mochi's: a Will asking for retain, 0x9A, or QoS 2, 0x9B; server busy,
+// 0x89; chat's: an invalid client id, 0x85) to the 3.1.1 return codes,
+// which are 0x00-0x05 only: a refused Will is not authorized, a busy
+// server is unavailable, an invalid client id is identifier rejected.
 var v311ConnackCodes = map[byte]byte{
 	packets.ErrRetainNotSupported.Code: packets.Err3NotAuthorized.Code,
 	packets.ErrQosNotSupported.Code:    packets.Err3NotAuthorized.Code,
 	packets.ErrServerBusy.Code:         packets.Err3ServerUnavailable.Code,
+	// A client id over MaxClientIDLength.
+	packets.ErrClientIdentifierNotValid.Code: packets.Err3ClientIdentifierNotValid.Code,
 }
 
 // v311Connack rewrites a CONNACK to a 3.1.1 client whose return code is not

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -45,4 +47,44 @@ func TestAConnectWhoseConnackCannotBeWrittenLeavesNothingBehind(t *testing.T) {
 	// The user's two connection slots are free: two devices connect.
 	rawClient(t, srv.MQTTAddr(), 7, "phone", 5, true)
 	rawClient(t, srv.MQTTAddr(), 7, "laptop", 5, true)
+}
+
+// A client id longer than the server keeps is refused as an invalid
+// identifier (v5 0x85, 3.1.1 0x02), a final answer, not 0x88 / 0x03
+// "try again later" the database's refusal of an oversized key would give
+// (a client would retry it for ever), and the limit is the same for clean
+// and persistent sessions.
+func TestAnOverlongClientIDIsRefusedAsAnInvalidIdentifier(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	// Random, so that PostgreSQL cannot compress it below its index
+	// row limit.
+	raw := make([]byte, 1500)
+	_, _ = rand.Read(raw)
+	long := []byte(hex.EncodeToString(raw))
+	for _, v := range []byte{4, 5} {
+		for _, clean := range []bool{true, false} {
+			id := fmt.Sprintf("%s-%d-%v", long, v, clean)
+			c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: id,
+				Username: "7", Password: testnode.Token(t, 7), Clean: clean, Expiry: expiryFor(v, clean)})
+			if err == nil {
+				c.Drop()
+				t.Errorf("v%d clean=%v: connected with a %d-byte client id", v, clean, len(id))
+				continue
+			}
+			want := packets.ErrClientIdentifierNotValid.Code
+			if v == 4 {
+				want = packets.Err3ClientIdentifierNotValid.Code
+			}
+			if ack.ReasonCode != want {
+				t.Errorf("v%d clean=%v: CONNACK 0x%02x, want 0x%02x (identifier rejected)", v, clean, ack.ReasonCode, want)
+			}
+		}
+	}
+	// A 256-byte one is fine.
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: string(long[:256]),
+		Username: "7", Password: testnode.Token(t, 7), Clean: false, Expiry: 3600})
+	if err != nil {
+		t.Fatalf("256-byte client id: %v (0x%02x)", err, ack.ReasonCode)
+	}
+	c.Drop()
 }
