@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,7 +48,9 @@ type JWKSOptions struct {
 // (logged at warn). Safe for concurrent use; Close stops the refreshes.
 type JWKS struct {
 	url     string
-	store   jwkset.Storage
+	store   jwkset.Storage // fetches the set again for an unknown kid
+	cache   jwkset.Storage // the keys fetched, never fetching
+	refetch *rate.Limiter  // the unknown-kid refetches: Allow, never Wait
 	log     *slog.Logger
 	cancel  context.CancelFunc
 	failing atomic.Bool
@@ -70,7 +73,7 @@ func NewJWKS(opts JWKSOptions) (*JWKS, error) {
 		client = &http.Client{Timeout: jwksHTTPTimeout}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &JWKS{url: opts.URL, log: opts.Logger, cancel: cancel}
+	j := &JWKS{url: opts.URL, log: opts.Logger, cancel: cancel, refetch: rate.NewLimiter(rate.Every(opts.MinRefetch), 1)}
 	watched := *client
 	base := watched.Transport
 	if base == nil {
@@ -101,12 +104,13 @@ func NewJWKS(opts JWKSOptions) (*JWKS, error) {
 		return nil, fmt.Errorf("set up JWKS %s: %w", opts.URL, err)
 	}
 	cache = remote
+	j.cache = remote
 	store, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
 		HTTPURLs: map[string]jwkset.Storage{opts.URL: remote},
-		// Waiting for the limiter longer than a fetch takes is never
-		// useful: a token with an unknown kid fails at once instead.
-		RateLimitWaitMax:  jwksHTTPTimeout,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(opts.MinRefetch), 1),
+		// Unlimited here: key lets a lookup through to this client only
+		// when j.refetch allows a refetch now. The library's own limiter
+		// would make a token wait for its turn (up to RateLimitWaitMax).
+		RefreshUnknownKID: rate.NewLimiter(rate.Inf, 1),
 	})
 	if err != nil {
 		cancel()
@@ -132,13 +136,20 @@ func (j *JWKS) Len() int {
 }
 
 // key returns the public key kid names, checked to be a signing key of
-// alg's type (an "alg" the key set gives must be alg itself).
+// alg's type (an "alg" the key set gives must be alg itself). A kid the
+// cache does not hold fetches the set again when the refetch limit allows
+// one now, and is refused at once when it does not.
 func (j *JWKS) key(kid, alg string) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), jwksHTTPTimeout)
 	defer cancel()
-	k, err := j.store.KeyRead(ctx, kid)
+	k, err := j.cache.KeyRead(ctx, kid)
 	if err != nil {
-		return nil, ErrUnknownKey
+		if !errors.Is(err, jwkset.ErrKeyNotFound) || !j.refetch.Allow() {
+			return nil, ErrUnknownKey
+		}
+		if k, err = j.store.KeyRead(ctx, kid); err != nil {
+			return nil, ErrUnknownKey
+		}
 	}
 	pub, ok := usable(k, alg)
 	if !ok {

@@ -342,3 +342,26 @@ func TestES256WithPublicKeyFile(t *testing.T) {
 		t.Fatalf("P-384 key: %v, want a refusal naming P-256", err)
 	}
 }
+
+// A token whose kid is unknown is refused at once while the refetch limit
+// holds, whatever is left of MinRefetch: it never waits for the limiter
+// (which would hold the CONNECT or the HTTP request, up to the 10 s of a
+// fetch, for a forged kid), and a refetch is not put off to later either.
+func TestJWKSUnknownKidNeverWaitsForTheRefetchLimit(t *testing.T) {
+	p := newIDP(t)
+	key := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"a": key})
+	// Less than a fetch's timeout away: the limiter could be waited for.
+	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: 4 * time.Second}, nil)})
+	rejects(t, v, signKid(t, key, "forged-1", idpClaims("1")), ErrUnknownKey) // refetches
+	fetches := p.fetches.Load()
+	start := time.Now()
+	rejects(t, v, signKid(t, key, "forged-2", idpClaims("1")), ErrUnknownKey)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("an unknown kid within MinRefetch of the last refetch took %v to refuse: it waited for the limit", d)
+	}
+	if n := p.fetches.Load(); n != fetches {
+		t.Fatalf("%d fetches within MinRefetch, want %d", n, fetches)
+	}
+	accepts(t, v, signKid(t, key, "a", idpClaims("3")), 3)
+}
