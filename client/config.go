@@ -26,7 +26,9 @@ type Config struct {
 	UserID int64
 	// Token is the JWT sent as the MQTT password. TokenFunc, when set, is
 	// called before every connection attempt instead, so tokens can be
-	// refreshed; an error from it fails that attempt.
+	// refreshed; an error from it fails that attempt. chatd ends a
+	// connection when its token expires, so a client that stays connected
+	// longer than a token lives needs TokenFunc.
 	Token     string
 	TokenFunc func(ctx context.Context) (string, error)
 	// TLS is used for mqtts:// and wss:// brokers (and https:// HTTPURL).
