@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -86,8 +87,28 @@ func (h *Chat) awaitTurn() bool {
 // the connection's remote end, as the listener's net.Conn reports it. A
 // listener behind a load balancer that speaks the PROXY protocol hands
 // mochi connections whose RemoteAddr is the client's own address, and this
-// reads that one.
-func clientIP(cl *mqtt.Client) string { return remoteIP(cl.Net.Remote) }
+// reads that one. An IPv6 address counts as its /64 (connectKey).
+func clientIP(cl *mqtt.Client) string { return connectKey(remoteIP(cl.Net.Remote)) }
+
+// connectKey is the key of ip's connect limit: an IPv4 address (or an
+// IPv4-mapped IPv6 one) itself, an IPv6 address its /64 prefix. One host
+// is handed a whole /64 (SLAAC, a VPS, a phone's mobile data) and can
+// connect from any of its 2^64 addresses; keyed by address, the limit
+// would not hold it back at all.
+func connectKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	if a = a.Unmap(); a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return ip
+	}
+	return p.String()
+}
 
 // busyCode is the CONNACK of a CONNECT refused by a connect rate or the
 // node's budget: 0x9F connection rate exceeded (v5), 0x03 server

@@ -59,7 +59,7 @@
 // token's exp plus the verifier's leeway, the certificate's NotAfter
 // (tokenexpiry.go).
 //
-// Limits: OnConnect charges the per-IP connect limit before anything else
+// Limits: OnConnect charges the per-IP (IPv6: per /64) connect limit first
 // (CONNACK 0x9F, 0x03 for 3.1.1), then waits for its turn in the node's
 // connect budget (admission.go: up to ConnectBudget.Queue CONNECTs wait,
 // each on its own goroutine; beyond, 0x9F / 0x03), then verifies the token,

@@ -66,3 +66,31 @@ func TestWebSocketClientsBehindATrustedProxyEachHaveTheirOwnConnectLimit(t *test
 		t.Fatalf("an untrusted peer claiming another address: CONNACK 0x%02x, want 0x9F (its own address is over the limit)", code)
 	}
 }
+
+// An IPv6 host is given a whole /64 (a VPS, a phone's mobile data, a
+// home network), so it can connect from 2^64 addresses: counted per
+// address, the per-IP connect limit would not hold it back at all, and one
+// host could take the node's whole connect budget. IPv6 clients are
+// counted per /64; IPv4 ones per address.
+func TestIPv6ClientsOfOneSlash64ShareOneConnectLimit(t *testing.T) {
+	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_FORWARDED_TRUSTED":  "127.0.0.1",
+		"CHAT_LIMIT_CONNECT_RATE": "0.001", "CHAT_LIMIT_CONNECT_BURST": "1"}), nil)
+
+	if code := dialWSFrom(t, srv, "127.0.0.1", "2001:db8:1:2::1", "v6-a"); code != 0 {
+		t.Fatalf("first client of 2001:db8:1:2::/64: CONNACK 0x%02x", code)
+	}
+	if code := dialWSFrom(t, srv, "127.0.0.1", "2001:db8:1:2:ffff:1234:5678:9abc", "v6-a2"); code != 0x9F {
+		t.Fatalf("another address of the same /64: CONNACK 0x%02x, want 0x9F", code)
+	}
+	if code := dialWSFrom(t, srv, "127.0.0.1", "2001:db8:1:3::1", "v6-b"); code != 0 {
+		t.Fatalf("a client of another /64: CONNACK 0x%02x, want its own budget", code)
+	}
+	// IPv4 stays per address, however close.
+	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.7", "v4-a"); code != 0 {
+		t.Fatalf("IPv4 client: CONNACK 0x%02x", code)
+	}
+	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.8", "v4-b"); code != 0 {
+		t.Fatalf("IPv4 neighbour: CONNACK 0x%02x, want its own budget", code)
+	}
+}
