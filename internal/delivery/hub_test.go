@@ -622,6 +622,46 @@ func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testin
 	}
 }
 
+// gatedCursors is the session store while reading positions is slow: a
+// Cursors call waits until open is closed.
+type gatedCursors struct {
+	chat.DeliveryStore
+	open chan struct{}
+}
+
+func (s *gatedCursors) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
+	<-s.open
+	return s.DeliveryStore.Cursors(ctx, clientID, userID, stored)
+}
+
+// TestACleanSessionGetsAMessageCommittedWhileItReadItsPositions: a
+// session without stored cursors starts at each conversation's last_seq
+// as it reads it, after its client connected; a message committed and
+// routed to it before that read returned is in that last_seq, yet its
+// client was connected and subscribed when it committed: it is delivered.
+func TestACleanSessionGetsAMessageCommittedWhileItReadItsPositions(t *testing.T) {
+	f := setup(t)
+	f.send(t, 1) // committed before the client connected: not owed
+	st := &gatedCursors{DeliveryStore: f.sessions, open: make(chan struct{})}
+	h := startHub(t, st, delivery.Options{})
+	c := newConn("c", true)
+	c.hub = h
+	h.Attach(c, "c", 2, false, true, 0)
+	evs := f.send(t, 2)
+	publishEach(h, evs)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Session("c").Queued() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d items routed to the session", h.Session("c").Queued())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(st.open)
+	if got := waitSeqs(t, c, f.conv.ID, 2); len(got) != 2 || got[0] != evs[0].Seq || got[1] != evs[1].Seq {
+		t.Fatalf("delivered seqs %v, want %d and %d", got, evs[0].Seq, evs[1].Seq)
+	}
+}
+
 // stuckConn is a client whose socket takes no more bytes: every write
 // blocks until the test ends.
 type stuckConn struct {

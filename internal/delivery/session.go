@@ -241,6 +241,7 @@ func (s *Session) run() {
 			return
 		}
 		s.isLoaded = true
+		s.startAtQueued()
 		close(s.loaded)
 		// Streams that start behind catch up without waiting for mail.
 		if !s.pump() {
@@ -406,6 +407,30 @@ func (s *Session) load() bool {
 		if backoff < 2*time.Second {
 			backoff *= 2
 		}
+	}
+}
+
+// startAtQueued moves a session without stored cursors back to the
+// messages routed to it while it read its starting positions. Such a
+// session starts at each conversation's last_seq as it read it, after its
+// client connected and maybe subscribed: a message committed meanwhile is
+// already in that last_seq, yet its client was connected when it
+// committed and is owed it. Its stream starts before it and catches the
+// rest up from the recent cache or PostgreSQL.
+func (s *Session) startAtQueued() {
+	if s.Persistent {
+		return // stored cursors were read as of the connect
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range s.box {
+		st := s.streams[it.conv]
+		if it.kind != kMsg || st == nil || it.seq > st.saved || it.seq <= st.floor {
+			continue
+		}
+		restart := newStream(it.seq-1, max(st.until, st.saved), st.large)
+		restart.floor = st.floor
+		s.streams[it.conv] = restart
 	}
 }
 
