@@ -605,7 +605,9 @@ $$;
 -- belongs to one user: o_owner is its owner, and when that is not p_user
 -- nothing changed. Otherwise the session is p_token's, the connection
 -- opening it: only that connection's end deletes or touches it (migration
--- 0024). A persistent session that is not started clean resumes
+-- 0024). A persistent session that is not started clean, and whose
+-- expiry did not run out since its last connection ended (the sweep that
+-- deletes such sessions runs only every minute), resumes
 -- (o_resumed) with its cursors and its recorded subscriptions
 -- (o_subscriptions; NULL when none were recorded); any other session
 -- starts now: cursors at every conversation's last_seq (persistent) or
@@ -639,10 +641,13 @@ DECLARE
     v_inserted boolean;
     v_old text; -- the token of the connection that held the session
     v_notice text;
+    v_expired boolean; -- its last connection ended longer ago than its expiry
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     o_resumed := false;
-    SELECT user_id, persistent, subscriptions, conn_token INTO o_owner, v_persistent, v_subs, v_old
+    SELECT user_id, persistent, subscriptions, conn_token,
+           COALESCE(conn_token IS NULL AND last_seen_at + make_interval(secs => expiry_seconds) < now(), false)
+    INTO o_owner, v_persistent, v_subs, v_old, v_expired
     FROM chat_session WHERE client_id = p_client FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions, conn_token)
@@ -663,7 +668,7 @@ BEGIN
         IF o_owner <> p_user THEN
             RETURN;
         END IF;
-        o_resumed := p_persistent AND v_persistent AND NOT p_clean;
+        o_resumed := p_persistent AND v_persistent AND NOT p_clean AND NOT v_expired;
         IF o_resumed THEN
             o_subscriptions := v_subs;
         END IF;

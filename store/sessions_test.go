@@ -176,3 +176,35 @@ func TestOpeningASessionHeldByAnotherProcessAnnouncesTheTakeoverOnly(t *testing.
 		t.Fatalf("WatchTakeovers: %v", err)
 	}
 }
+
+// A persistent session whose expiry ran out after its last connection
+// ended is gone for its client (MQTT-3.1.2-23 keeps a session only until
+// its expiry), though the sweep that deletes it runs only every minute: a
+// resume then starts a new session (session present 0), not the old one.
+// One whose expiry has not run out resumes.
+func TestAnExpiredSessionIsNotResumedBeforeTheSweepDeletesIt(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	for _, expired := range []bool{false, true} {
+		id := fmt.Sprintf("phone-expired-%v", expired)
+		if _, err := ss.Open(ctx, id, "n/p/1", 1, true, false, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := ss.Touch(ctx, id, "n/p/1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if expired {
+			if _, err := pool.Exec(ctx, `UPDATE chat_session SET last_seen_at = now() - interval '61 seconds' WHERE client_id = $1`, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o, err := ss.Open(ctx, id, "n/p/2", 1, true, false, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Present == expired {
+			t.Fatalf("expired=%v: session present = %v", expired, o.Present)
+		}
+	}
+}
