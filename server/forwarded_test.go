@@ -45,25 +45,38 @@ func dialWSFrom(t *testing.T, srv *server.Server, from, xff, clientID string) by
 // client X-Forwarded-For names instead, and a peer that is not trusted
 // cannot pick its address by sending the header.
 func TestWebSocketClientsBehindATrustedProxyEachHaveTheirOwnConnectLimit(t *testing.T) {
-	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{
+	connectAll(t, limitedBehindProxy(t), []wsConnect{
+		{"127.0.0.1", "203.0.113.7", "a", 0, "first client through the proxy"},
+		{"127.0.0.1", "203.0.113.7", "a2", 0x9F, "the same client through the proxy again"},
+		{"127.0.0.1", "198.51.100.1, 198.51.100.9", "b", 0, "another client behind the same proxy: its own budget"},
+		// 127.0.0.2 is no trusted proxy: its header changes nothing.
+		{"127.0.0.2", "192.0.2.1", "c", 0, "first connect from an untrusted peer"},
+		{"127.0.0.2", "192.0.2.2", "c2", 0x9F, "an untrusted peer claiming another address (its own address is over the limit)"},
+	})
+}
+
+// limitedBehindProxy is a node behind a trusted proxy at 127.0.0.1 that
+// allows one connect per client address.
+func limitedBehindProxy(t *testing.T) *server.Server {
+	return testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_FORWARDED_TRUSTED":  "127.0.0.1",
 		"CHAT_LIMIT_CONNECT_RATE": "0.001", "CHAT_LIMIT_CONNECT_BURST": "1"}), nil)
+}
 
-	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.7", "a"); code != 0 {
-		t.Fatalf("first client through the proxy: CONNACK 0x%02x", code)
-	}
-	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.7", "a2"); code != 0x9F {
-		t.Fatalf("the same client through the proxy again: CONNACK 0x%02x, want 0x9F", code)
-	}
-	if code := dialWSFrom(t, srv, "127.0.0.1", "198.51.100.1, 198.51.100.9", "b"); code != 0 {
-		t.Fatalf("another client behind the same proxy: CONNACK 0x%02x, want its own budget", code)
-	}
-	// 127.0.0.2 is no trusted proxy: its header changes nothing.
-	if code := dialWSFrom(t, srv, "127.0.0.2", "192.0.2.1", "c"); code != 0 {
-		t.Fatalf("first connect from an untrusted peer: CONNACK 0x%02x", code)
-	}
-	if code := dialWSFrom(t, srv, "127.0.0.2", "192.0.2.2", "c2"); code != 0x9F {
-		t.Fatalf("an untrusted peer claiming another address: CONNACK 0x%02x, want 0x9F (its own address is over the limit)", code)
+// wsConnect is a WebSocket CONNECT from peer with X-Forwarded-For xff,
+// and the CONNACK reason code it must get.
+type wsConnect struct {
+	peer, xff, clientID string
+	want                byte
+	what                string
+}
+
+func connectAll(t *testing.T, srv *server.Server, cs []wsConnect) {
+	t.Helper()
+	for _, c := range cs {
+		if code := dialWSFrom(t, srv, c.peer, c.xff, c.clientID); code != c.want {
+			t.Fatalf("%s: CONNACK 0x%02x, want 0x%02x", c.what, code, c.want)
+		}
 	}
 }
 
@@ -73,24 +86,12 @@ func TestWebSocketClientsBehindATrustedProxyEachHaveTheirOwnConnectLimit(t *test
 // host could take the node's whole connect budget. IPv6 clients are
 // counted per /64; IPv4 ones per address.
 func TestIPv6ClientsOfOneSlash64ShareOneConnectLimit(t *testing.T) {
-	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_FORWARDED_TRUSTED":  "127.0.0.1",
-		"CHAT_LIMIT_CONNECT_RATE": "0.001", "CHAT_LIMIT_CONNECT_BURST": "1"}), nil)
-
-	if code := dialWSFrom(t, srv, "127.0.0.1", "2001:db8:1:2::1", "v6-a"); code != 0 {
-		t.Fatalf("first client of 2001:db8:1:2::/64: CONNACK 0x%02x", code)
-	}
-	if code := dialWSFrom(t, srv, "127.0.0.1", "2001:db8:1:2:ffff:1234:5678:9abc", "v6-a2"); code != 0x9F {
-		t.Fatalf("another address of the same /64: CONNACK 0x%02x, want 0x9F", code)
-	}
-	if code := dialWSFrom(t, srv, "127.0.0.1", "2001:db8:1:3::1", "v6-b"); code != 0 {
-		t.Fatalf("a client of another /64: CONNACK 0x%02x, want its own budget", code)
-	}
-	// IPv4 stays per address, however close.
-	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.7", "v4-a"); code != 0 {
-		t.Fatalf("IPv4 client: CONNACK 0x%02x", code)
-	}
-	if code := dialWSFrom(t, srv, "127.0.0.1", "203.0.113.8", "v4-b"); code != 0 {
-		t.Fatalf("IPv4 neighbour: CONNACK 0x%02x, want its own budget", code)
-	}
+	connectAll(t, limitedBehindProxy(t), []wsConnect{
+		{"127.0.0.1", "2001:db8:1:2::1", "v6-a", 0, "first client of 2001:db8:1:2::/64"},
+		{"127.0.0.1", "2001:db8:1:2:ffff:1234:5678:9abc", "v6-a2", 0x9F, "another address of the same /64"},
+		{"127.0.0.1", "2001:db8:1:3::1", "v6-b", 0, "a client of another /64: its own budget"},
+		// IPv4 stays per address, however close.
+		{"127.0.0.1", "203.0.113.7", "v4-a", 0, "IPv4 client"},
+		{"127.0.0.1", "203.0.113.8", "v4-b", 0, "IPv4 neighbour: its own budget"},
+	})
 }

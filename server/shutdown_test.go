@@ -64,13 +64,21 @@ func TestSessionTakeoverClosesTheOldV311ConnectionWithoutADisconnectPacket(t *te
 		case <-time.After(5 * time.Second):
 			t.Fatalf("v%d: the taken-over connection is still open", v)
 		}
-		pk, got := old.ServerDisconnect()
-		switch {
-		case v == 4 && got:
-			t.Errorf("v3.1.1: the taken-over connection got DISCONNECT 0x%02x, which MQTT 3.1.1 does not allow a server to send", pk.ReasonCode)
-		case v == 5 && (!got || pk.ReasonCode != 0x8E):
-			t.Errorf("v5: the taken-over connection got DISCONNECT %v 0x%02x, want 0x8E (session taken over)", got, pk.ReasonCode)
-		}
+		checkTakenOverDisconnect(t, old, v)
+	}
+}
+
+// checkTakenOverDisconnect checks how the closed connection c of protocol
+// version v was told its session was taken over: v5 by DISCONNECT 0x8E,
+// 3.1.1 by nothing (it has no DISCONNECT from the server).
+func checkTakenOverDisconnect(t *testing.T, c *mqtttest.Client, v byte) {
+	t.Helper()
+	pk, got := c.ServerDisconnect()
+	switch {
+	case v == 4 && got:
+		t.Errorf("v3.1.1: the taken-over connection got DISCONNECT 0x%02x, which MQTT 3.1.1 does not allow a server to send", pk.ReasonCode)
+	case v == 5 && (!got || pk.ReasonCode != 0x8E):
+		t.Errorf("v5: the taken-over connection got DISCONNECT %v 0x%02x, want 0x8E (session taken over)", got, pk.ReasonCode)
 	}
 }
 

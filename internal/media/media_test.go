@@ -145,13 +145,6 @@ func TestDurationOfWAVOggAndMP4(t *testing.T) {
 	}
 	// MP4: ftyp, a large mdat, then moov/mvhd (timescale 1000, 2.5 s).
 	var mp4 bytes.Buffer
-	box := func(typ string, body []byte) []byte {
-		b := make([]byte, 8+len(body))
-		binary.BigEndian.PutUint32(b, uint32(len(b)))
-		copy(b[4:], typ)
-		copy(b[8:], body)
-		return b
-	}
 	mp4.Write(box("ftyp", []byte("isom\x00\x00\x02\x00isommp41")))
 	mp4.Write(box("mdat", make([]byte, 100000)))
 	mvhd := make([]byte, 100)
@@ -209,13 +202,6 @@ func TestAnMP4OfTinyBoxesCostsAFewReadsNotOnePerBox(t *testing.T) {
 // crafted header (a 64-bit MP4 duration, an EBML float of 1e30) must not
 // overflow into a negative or wrapped number; an absurd one is unknown (0).
 func TestADurationReadFromAFileIsNeverNegativeOrWrapped(t *testing.T) {
-	box := func(typ string, body []byte) []byte {
-		b := make([]byte, 8+len(body))
-		binary.BigEndian.PutUint32(b, uint32(len(b)))
-		copy(b[4:], typ)
-		copy(b[8:], body)
-		return b
-	}
 	mp4 := func(scale uint32, dur uint64) []byte {
 		var b bytes.Buffer
 		b.Write(box("ftyp", []byte("isom\x00\x00\x02\x00isommp41")))
@@ -241,4 +227,13 @@ func TestADurationReadFromAFileIsNeverNegativeOrWrapped(t *testing.T) {
 			t.Errorf("%s: %d ms, want %d", tc.name, d, tc.want)
 		}
 	}
+}
+
+// box is an MP4 box of type typ holding body.
+func box(typ string, body []byte) []byte {
+	b := make([]byte, 8+len(body))
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	copy(b[4:], typ)
+	copy(b[8:], body)
+	return b
 }
