@@ -33,6 +33,9 @@ type ConvCursor struct {
 	LastSeq        int64 // conversation's last_seq when read
 	JoinSeq        int64 // the member's join_seq: entries after it are theirs
 	MemberCount    int
+	// End is the last seq owed in a conversation the user left while the
+	// session was away (0: a member): delivery catches up to it and stops.
+	End int64
 }
 
 // Cursor is one delivered-cursor update of a session.
@@ -53,7 +56,9 @@ type Range struct {
 type DeliveryStore interface {
 	// Cursors returns, for every conversation userID belongs to, where
 	// clientID's delivery stands; with stored false (no persistent
-	// session) every cursor is the conversation's last_seq.
+	// session) every cursor is the conversation's last_seq. With stored
+	// true it also returns, with End set, the conversations the user left
+	// whose entries up to the leave the session has not all acknowledged.
 	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]ConvCursor, error)
 	// SinceMany returns up to perConv messages after each range's seq,
 	// grouped by conversation in seq order, in one round trip, as userID

@@ -611,7 +611,9 @@ $$;
 -- (o_resumed) with its cursors and its recorded subscriptions
 -- (o_subscriptions; NULL when none were recorded); any other session
 -- starts now: cursors at every conversation's last_seq (persistent) or
--- none, subscriptions an empty record (persistent) or none.
+-- none, subscriptions an empty record (persistent) or none. A resume drops
+-- the cursors of conversations the user left (end_seq, migration 0026)
+-- once the session acknowledged everything it was owed there.
 --
 -- Taking a session over from a connection that may still be open in
 -- another chatd process (a device that moved to another node) sends
@@ -685,6 +687,12 @@ BEGIN
         END IF;
     END IF;
     IF o_resumed THEN
+        -- The cursors of conversations the user left whose owed entries
+        -- the session acknowledged (end_seq reached) have served.
+        DELETE FROM session_cursor sc
+        WHERE sc.client_id = p_client AND sc.end_seq <= sc.delivered_seq
+          AND NOT EXISTS (SELECT 1 FROM conversation_member m
+                          WHERE m.conversation_id = sc.conversation_id AND m.user_id = p_user);
         RETURN;
     END IF;
     DELETE FROM session_cursor WHERE client_id = p_client;

@@ -491,3 +491,109 @@ func sessionColumn(t *testing.T, srv *server.Server, clientID, column string) st
 	}
 	return *v
 }
+
+// A persistent session that was offline while its user left a group, or
+// was removed from it, gets on reconnect what was committed up to the
+// leave, as a connected one got it live (the offline view converges to
+// the online one by catch-up alone), and nothing after it. A user added
+// back meanwhile gets what follows the new join only: the tail owed from
+// the earlier membership is given up rather than replay the time away.
+func TestAnOfflineSessionGetsWhatWasCommittedUpToALeaveOnReconnect(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		leave   func(t *testing.T, srv *server.Server, conv int64)
+		readded bool
+	}{
+		{name: "removed by the owner", leave: func(t *testing.T, srv *server.Server, conv int64) {
+			if err := srv.Service.RemoveMember(context.Background(), conv, 1, 2); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "left from another device", leave: func(t *testing.T, srv *server.Server, conv int64) {
+			laptop := rawClient(t, srv.MQTTAddr(), 2, "laptop-2", 5, false)
+			if err := srv.Service.RemoveMember(context.Background(), conv, 2, 2); err != nil {
+				t.Fatal(err)
+			}
+			nextEvent(t, laptop, chat.EventMemberRemoved, 5*time.Second)
+		}},
+		{name: "removed and added back", readded: true, leave: func(t *testing.T, srv *server.Server, conv int64) {
+			if err := srv.Service.RemoveMember(context.Background(), conv, 1, 2); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startNode(t, pgtest.NewDB(t), nil)
+			ctx := context.Background()
+			conv := mustGroup(t, ctx, srv, 1, "away", []int64{2, 3})
+			send := func(n int, tag string) {
+				t.Helper()
+				for i := range n {
+					if _, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(), Body: fmt.Sprint(tag, i)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			before := parkSession(t, srv, 2, "phone-2", 5, conv.ID)
+			send(3, "while a member")
+			tc.leave(t, srv, conv.ID)
+			send(2, "after the leave")
+			want, from := 3, before+1
+			if tc.readded {
+				if _, _, err := srv.Service.AddMember(ctx, conv.ID, 1, 2); err != nil {
+					t.Fatal(err)
+				}
+				send(2, "after coming back")
+				want, from = 2, lastSeq(srv, conv.ID)-1
+			}
+			last := lastSeq(srv, conv.ID)
+
+			phone, ack := resume(t, srv.MQTTAddr(), 2, "phone-2", 5)
+			if !ack.SessionPresent {
+				t.Fatal("the persistent session was not resumed")
+			}
+			got := collectMessages(t, phone, conv.ID, want, 10*time.Second)
+			assertInOrder(t, got, from)
+			// Nothing else of the conversation follows: a sentinel in a
+			// conversation the user stays in arrives after anything the
+			// session would still have sent.
+			other := mustGroup(t, ctx, srv, 1, "sentinel", []int64{2})
+			if _, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: other.ID, SenderID: 1, ClientMsgID: newID(), Body: "sentinel"}); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				pk := nextPublish(t, phone, "the sentinel", 10*time.Second, func(packets.Packet) bool { return true })
+				var ev event
+				_ = json.Unmarshal(pk.Payload, &ev)
+				if ev.Type == chat.EventMessageNew && ev.ConversationID == other.ID {
+					break
+				}
+				if ev.Type == chat.EventMessageNew && ev.ConversationID == conv.ID {
+					t.Fatalf("after %d messages up to the leave (last seq %d) the session also got %s", want, last, pk.Payload)
+				}
+			}
+			if tc.readded {
+				return
+			}
+			// Delivered to the end, the left conversation's cursor has
+			// served: the next resume forgets it, and replays nothing.
+			waitCursor(t, srv, "phone-2", conv.ID, got[len(got)-1].Seq)
+			disconnect(t, srv, phone, "phone-2")
+			again, _ := resume(t, srv.MQTTAddr(), 2, "phone-2", 5)
+			testkit.WaitFor(t, 5*time.Second, "the left conversation's cursor forgotten", func() bool {
+				var n int
+				_ = srv.Pool.QueryRow(ctx, `SELECT count(*) FROM session_cursor WHERE client_id = 'phone-2' AND conversation_id = $1`, conv.ID).Scan(&n)
+				return n == 0
+			})
+			select {
+			case pk := <-again.Publishes:
+				var ev event
+				_ = json.Unmarshal(pk.Payload, &ev)
+				if ev.Type == chat.EventMessageNew && ev.ConversationID == conv.ID {
+					t.Fatalf("a second resume replayed %s", pk.Payload)
+				}
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
+}

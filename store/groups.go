@@ -150,10 +150,14 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		if err := lockMembers(ctx, tx, conversationID, target.UserID, successor); err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(ctx,
-			`DELETE FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
-			conversationID, target.UserID); err != nil {
+		var joinSeq int64
+		if err := tx.QueryRow(ctx,
+			`DELETE FROM conversation_member WHERE conversation_id = $1 AND user_id = $2 RETURNING join_seq`,
+			conversationID, target.UserID).Scan(&joinSeq); err != nil {
 			return nil, fmt.Errorf("delete member: %w", err)
+		}
+		if err := oweUntilLeave(ctx, tx, conversationID, target.UserID, joinSeq, conv.LastSeq); err != nil {
+			return nil, err
 		}
 		// member.removed first: the removed member's streams stop before
 		// the entries that follow, which are for those who stay.

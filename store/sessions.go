@@ -132,30 +132,71 @@ func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[connKey][]b
 // they were away) and the conversation's
 // last_seq. For a session without stored state (non-persistent) pass
 // stored=false: the cursor is then last_seq, i.e. nothing to replay.
+//
+// With stored state it also returns each conversation the user left whose
+// entries up to the leave (the cursor's end_seq, oweUntilLeave) the
+// session has not all acknowledged, with End set: a session that was
+// offline when its user left gets what was committed before the leave.
 func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
 	// Every row by key (LATERAL ... LIMIT 1), whatever the statistics say:
 	// planned from an unanalyzed table's guesses, a join read every
 	// conversation of the node at every connect.
 	q := `SELECT m.conversation_id, CASE WHEN $3 THEN GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) ELSE c.last_seq END, c.last_seq,
-			m.join_seq, (SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id)
+			m.join_seq, (SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id), 0
 		FROM conversation_member m
 		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
 		LEFT JOIN LATERAL (SELECT s.delivered_seq FROM session_cursor s
 		                   WHERE s.client_id = $1 AND s.conversation_id = m.conversation_id LIMIT 1) sc ON true
-		WHERE m.user_id = $2`
+		WHERE m.user_id = $2
+		UNION ALL
+		SELECT sc.conversation_id, sc.delivered_seq, c.last_seq, 0,
+			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = sc.conversation_id), sc.end_seq
+		FROM session_cursor sc
+		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = sc.conversation_id LIMIT 1) c
+		WHERE $3 AND sc.client_id = $1 AND sc.end_seq > sc.delivered_seq
+		  AND NOT EXISTS (SELECT 1 FROM conversation_member m WHERE m.conversation_id = sc.conversation_id AND m.user_id = $2)`
 	rows, err := s.pool.Query(ctx, q, clientID, userID, stored)
 	if err != nil {
 		return nil, classify("load cursors", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.ConvCursor, error) {
 		var c chat.ConvCursor
-		err := r.Scan(&c.ConversationID, &c.Delivered, &c.LastSeq, &c.JoinSeq, &c.MemberCount)
+		err := r.Scan(&c.ConversationID, &c.Delivered, &c.LastSeq, &c.JoinSeq, &c.MemberCount, &c.End)
 		return c, err
 	})
 	if err != nil {
 		return nil, classify("load cursors", err)
 	}
 	return out, nil
+}
+
+// oweUntilLeave records, in the transaction of a leave, that each of the
+// user's persistent sessions is owed the conversation's entries up to
+// lastSeq (the last one committed before the leave) and none before
+// joinSeq (those of an earlier membership): the session cursor's end_seq.
+// A connected session learns it from member.removed as well; one that is
+// offline reads it on reconnect (Cursors) and catches up to it.
+//
+// The sessions are locked first (FOR KEY SHARE, in client id order, an
+// InitPlan run before the first cursor row is written), then their cursor
+// rows in key order: the order of SaveCursors and of opening, dropping and
+// expiring a session, so none of them deadlocks with a leave.
+func oweUntilLeave(ctx context.Context, tx pgx.Tx, conversationID, userID, joinSeq, lastSeq int64) error {
+	if lastSeq <= joinSeq {
+		return nil // nothing was committed while they were a member
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO session_cursor (client_id, conversation_id, delivered_seq, end_seq)
+		SELECT u.client_id, $2, $3, $4
+		FROM unnest(ARRAY(SELECT s.client_id FROM chat_session s WHERE s.user_id = $1 AND s.persistent
+		                  ORDER BY s.client_id FOR KEY SHARE)) AS u(client_id)
+		ORDER BY 1
+		ON CONFLICT (client_id, conversation_id)
+		DO UPDATE SET delivered_seq = GREATEST(session_cursor.delivered_seq, EXCLUDED.delivered_seq), end_seq = EXCLUDED.end_seq`,
+		userID, conversationID, joinSeq, lastSeq)
+	if err != nil {
+		return fmt.Errorf("record what sessions are owed before the leave: %w", err)
+	}
+	return nil
 }
 
 // SinceMany is Since for many conversations in one round trip: up to

@@ -208,3 +208,72 @@ func TestAnExpiredSessionIsNotResumedBeforeTheSweepDeletesIt(t *testing.T) {
 		}
 	}
 }
+
+// A leave records, for each persistent session of the user (connected or
+// not; a non-persistent one is owed nothing after it ends), the last seq
+// it is owed: Cursors returns the conversation with End set while the
+// session has not acknowledged up to it, from its cursor, or from the
+// join when it never acknowledged anything there. Once the user is a
+// member again the cursor reads as a member's.
+func TestALeaveTellsEachPersistentSessionOfTheUserWhatItIsStillOwed(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	ss := store.NewSessions(pool)
+	for _, o := range []struct {
+		id         string
+		persistent bool
+	}{{"phone", true}, {"tablet", true}, {"web", false}} {
+		if _, err := ss.Open(ctx, o.id, "", 2, o.persistent, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conv := mustGroup(t, st, 1, 2) // after the opens: no stored cursor
+	join := queryInt(t, pool, `SELECT join_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID)
+	sendN(t, st, conv.ID, 1, 4, "owed")
+	if err := ss.SaveCursors(ctx, []chat.Cursor{{ClientID: "phone", ConversationID: conv.ID, Seq: join + 2}}); err != nil {
+		t.Fatal(err)
+	}
+	mustRemove(t, ctx, st, conv.ID, 1, 2, "remove user 2")
+	sendN(t, st, conv.ID, 1, 1, "not owed")
+	end := join + 4
+	for _, tc := range []struct {
+		id     string
+		stored bool
+		want   *chat.ConvCursor
+	}{
+		{"phone", true, &chat.ConvCursor{ConversationID: conv.ID, Delivered: join + 2, LastSeq: end + 2, End: end, MemberCount: 1}},
+		{"tablet", true, &chat.ConvCursor{ConversationID: conv.ID, Delivered: join, LastSeq: end + 2, End: end, MemberCount: 1}},
+		{"web", false, nil},
+	} {
+		cs, err := ss.Cursors(ctx, tc.id, 2, tc.stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.want == nil && len(cs) != 0:
+			t.Errorf("%s: %+v, want nothing", tc.id, cs)
+		case tc.want != nil && (len(cs) != 1 || cs[0] != *tc.want):
+			t.Errorf("%s: %+v, want %+v", tc.id, cs, *tc.want)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM session_cursor WHERE client_id = 'web'`); n != 0 {
+		t.Errorf("the non-persistent session got %d cursor rows", n)
+	}
+	// Acknowledged up to the leave: nothing is owed any more.
+	if err := ss.SaveCursors(ctx, []chat.Cursor{{ClientID: "phone", ConversationID: conv.ID, Seq: end}}); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := ss.Cursors(ctx, "phone", 2, true); err != nil || len(cs) != 0 {
+		t.Errorf("after acknowledging up to the leave: %+v %v", cs, err)
+	}
+	// Added back: the tablet's cursor reads as a member's, from the new
+	// join, never from the old membership's tail.
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 2, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := ss.Cursors(ctx, "tablet", 2, true)
+	if err != nil || len(cs) != 1 || cs[0].End != 0 || cs[0].Delivered != end+2 {
+		t.Fatalf("added back: %+v %v, want a member's cursor at the new join %d", cs, err, end+2)
+	}
+}

@@ -396,6 +396,9 @@ func (s *Session) load() bool {
 			for _, c := range cs {
 				st := newStream(c.Delivered, c.LastSeq, c.MemberCount > s.hub.opts.LargeGroup)
 				st.floor = c.JoinSeq
+				if c.End > 0 && st.leave(c.End) {
+					continue // left, and nothing of it is owed
+				}
 				s.streams[c.ConversationID] = st
 			}
 			return true
@@ -604,13 +607,6 @@ func (s *Session) fill() bool {
 		s.hub.opts.Logger.Warn("catch-up read failed; retrying", "client", s.ClientID, "conversations", len(behind), "err", err)
 		s.fillWait = time.Now().Add(500 * time.Millisecond)
 	}
-	for _, id := range behind {
-		if st := s.streams[id]; st != nil && st.ended() {
-			// A conversation the user left, delivered up to the leave.
-			delete(s.streams, id)
-			delete(s.gapped, id)
-		}
-	}
 	return len(s.pending) > before
 }
 
@@ -722,6 +718,11 @@ func (s *Session) onAck(id uint16) {
 	if cursor, moved := st.acked(inf.seq); moved && s.Persistent {
 		s.hub.saveCursor(chat.Cursor{ClientID: s.ClientID, ConversationID: inf.conv, Seq: cursor})
 	}
+	if st.finished() {
+		// A conversation the user left, acknowledged up to the leave.
+		delete(s.streams, inf.conv)
+		delete(s.gapped, inf.conv)
+	}
 }
 
 // tick handles gap timeouts and detects a client that stopped acknowledging.
@@ -762,6 +763,16 @@ func (s *Session) doResync() {
 		seen[c.ConversationID] = true
 		large := c.MemberCount > s.hub.opts.LargeGroup
 		st := s.streams[c.ConversationID]
+		if c.End > 0 {
+			// Left: a stream this session still has (its member.removed
+			// was lost to an overflow) finishes what the user was owed.
+			// One it has not ended already, or never had.
+			if st != nil && st.end == 0 && st.leave(c.End) {
+				delete(s.streams, c.ConversationID)
+				delete(s.gapped, c.ConversationID)
+			}
+			continue
+		}
 		if st == nil {
 			if s.Persistent {
 				st = newStream(c.Delivered, c.LastSeq, large)

@@ -86,22 +86,26 @@ func joinedStream(seq int64) *stream {
 }
 
 // leave ends the stream at seq, the last seq the user is owed in a
-// conversation they left; it reports whether nothing is left to deliver
-// (the stream can go at once). Otherwise the stream falls Behind and
-// catch-up fetches up to seq from PostgreSQL (never the recent cache,
-// which may hold later entries).
+// conversation they left; it reports whether the client acknowledged all
+// of it already (the stream can go at once). Otherwise the stream stays
+// until it did, so that the acknowledgements still move the session's
+// cursor (a persistent session that reconnects resumes from it), and if it
+// has not queued up to seq it falls Behind and catch-up fetches the rest
+// from PostgreSQL (never the recent cache, which may hold later entries).
 func (st *stream) leave(seq int64) (done bool) {
-	if st.next > seq {
-		return true
-	}
 	st.end = seq
+	if st.next > seq {
+		st.state, st.held, st.gapSince = Live, nil, time.Time{} // nothing of it is held
+		return st.finished()
+	}
 	st.fallBehind(seq)
 	st.verify = true
 	return false
 }
 
-// ended reports whether a stream that is ending delivered all it owes.
-func (st *stream) ended() bool { return st.end > 0 && st.next > st.end }
+// finished reports whether a stream that is ending had all it owed
+// acknowledged.
+func (st *stream) finished() bool { return st.end > 0 && st.saved >= st.end }
 
 // offer decides a live event. room says the session can queue it now (it
 // is subscribed and its queue has space). It returns the events to queue

@@ -135,22 +135,37 @@ func TestStreamTransitions(t *testing.T) {
 	}
 }
 
-func TestAStreamEndsOnceItDeliveredWhatTheUserWasOwedBeforeLeaving(t *testing.T) {
+func TestAStreamEndsOnceTheClientAcknowledgedWhatTheUserWasOwedBeforeLeaving(t *testing.T) {
 	st := newStream(2, 2, false)
-	if st.leave(2) != true || st.ended() {
-		t.Fatal("a leave at a seq already queued must end the stream at once, without an end to reach")
+	if st.leave(2) != true {
+		t.Fatal("a leave at a seq already acknowledged must end the stream at once")
 	}
 	st = newStream(2, 2, false)
-	if st.leave(5) {
-		t.Fatal("a leave at seq 5 with 3..5 not queued must not end the stream yet")
+	if st.leave(5) || st.state != Behind {
+		t.Fatal("a leave at seq 5 with 3..5 not queued must not end the stream, and must fetch them")
 	}
-	st.filled(2, false, false)
-	if st.ended() {
-		t.Fatal("ended after 3 and 4; 5 is still owed")
+	st.filled(3, true, false)
+	for _, seq := range []int64{3, 4, 5} {
+		st.sent(seq)
 	}
+	st.acked(3)
+	st.acked(5)
+	if st.finished() {
+		t.Fatal("finished while 4 is unacknowledged: its acknowledgement would not move the cursor")
+	}
+	if cursor, _ := st.acked(4); cursor != 5 || !st.finished() {
+		t.Fatalf("cursor %d after 3..5 were acknowledged, finished %v", cursor, st.finished())
+	}
+	// Sent but unacknowledged when the leave arrives: the stream stays
+	// for the acknowledgement, and is not behind.
+	st = newStream(2, 2, false)
 	st.filled(1, true, false)
-	if !st.ended() {
-		t.Fatal("not ended after 3..5 were queued")
+	st.sent(3)
+	if st.leave(3) || st.state == Behind {
+		t.Fatalf("a leave at a seq sent but unacknowledged: state %v", st.state)
+	}
+	if st.acked(3); !st.finished() {
+		t.Fatal("not finished once 3 was acknowledged")
 	}
 }
 
