@@ -365,7 +365,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	}
 	var publish func(chat.Event)
 	if s.relay != nil {
-		s.presencePub = presence.NewKafkaPublisher(st.KafkaBrokers, st.KafkaTopic, appName, log.With("component", "presence"))
+		s.presencePub = presence.NewKafkaPublisher(st.KafkaBrokers, st.KafkaTopic, appName, log.With("component", "presence"), s.Registry)
 		publish = s.presencePub.Publish
 	}
 	if s.Presence, err = presence.New(presence.Config{NodeID: st.NodeID, Store: store.NewPresence(pool, presence.TTL(presenceHeartbeat)),
@@ -533,7 +533,7 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 	if s.presencePub != nil {
-		if err := s.presencePub.Close(); err != nil {
+		if err := s.presencePub.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
