@@ -279,13 +279,30 @@ func (d *dispatcher) fill(conv, upto int64) error {
 			pause = newRetryPause(5 * time.Second)
 			continue
 		}
-		if h == 0 && len(msgs) > 0 {
-			// The page started after seq 1: page backwards down to it.
-			if err := d.fillFromStart(conv, msgs[0].Seq, upto); err != nil {
+		if i := slices.IndexFunc(msgs, func(m Message) bool { return m.Seq > h }); i >= 0 {
+			// The page does not continue at h+1. If nothing between h and
+			// its first entry is readable (a page backwards from it is
+			// empty down to h), those entries are below the reader's
+			// history floor (a group whose history is "joined" that they
+			// were removed from and added to again): skip them. Else, at
+			// h = 0, the server read afterSeq=0 as "the newest page":
+			// page backwards down to seq 1.
+			first := msgs[i].Seq
+			below, err := d.historyPage(conv, HistoryOptions{BeforeSeq: first, Limit: 1})
+			if err != nil {
 				return err
 			}
-			if h2, _ := d.position(conv); h2 > h {
+			if len(below) == 0 || below[len(below)-1].Seq <= h {
+				d.setHave(conv, min(first-1, upto))
 				continue
+			}
+			if h == 0 {
+				if err := d.fillFromStart(conv, first, upto); err != nil {
+					return err
+				}
+				if h2, _ := d.position(conv); h2 > h {
+					continue
+				}
 			}
 		}
 		d.c.cfg.Logger.Warn("history did not return the next message yet; retrying",

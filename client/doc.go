@@ -55,7 +55,10 @@
 // explicitly also when it is 0) before the event is handed on. A failing
 // history call is retried with backoff until the gap is filled or the
 // client closes: later events of any conversation wait. Only a refusal for
-// good (no longer a member) drops the event after the gap.
+// good (no longer a member) drops the event after the gap. Entries the
+// user may not read are not a gap: in a group whose history is "joined",
+// a member removed and added again (while offline, say) reads only what
+// came after the new join, and the client goes on from there.
 //
 // After every (re)connection the client compares each tracked
 // conversation's inbox lastSeq with have, which covers anything missed

@@ -1,0 +1,68 @@
+package client_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+)
+
+// TestARejoinedMembersCatchUpSkipsWhatItsFloorHides: user 2 is removed
+// from a group whose history is "joined" and added again while their
+// client is offline. The entries between the old position and the new
+// join are not theirs to read (history starts after the new floor), so
+// catch-up must go on from the floor instead of waiting forever for seqs
+// history will never return, and live events of every conversation keep
+// flowing.
+func TestARejoinedMembersCatchUpSkipsWhatItsFloorHides(t *testing.T) {
+	_, broker, a, dm := sender(t)
+	ctx := ctxFor(t, 60*time.Second)
+	g, err := a.CreateGroup(ctx, "joined history", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 2, "before") // seqs 1, 2
+	b := connect(t, testConfig(t, broker, 2))
+	cfg := testConfig(t, broker, 2)
+	cfg.Positions = map[int64]int64{g.ID: 2}
+	closeClient(t, b)
+
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil { // seq 3
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 3, "while away")                   // seqs 4..6, hidden from user 2 forever
+	if _, err := a.AddMember(ctx, g.ID, 2); err != nil { // join_seq 6, the entry is seq 7
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 1, "welcome back") // seq 8
+
+	b = connect(t, cfg)
+	var got []client.Event
+	if !watchEvents(t, b, 15*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID != g.ID || (ev.Type != client.EventMessageNew && ev.Type != client.EventSystemNew) {
+			return false
+		}
+		got = append(got, ev)
+		return ev.Type == client.EventMessageNew
+	}) {
+		t.Fatalf("no message of the group after the rejoin within 15s (entries %+v, positions %v): catch-up stuck below the floor",
+			got, b.Positions())
+	}
+	if last := got[len(got)-1]; last.Seq != 8 || last.Body != "welcome back 1" {
+		t.Fatalf("first message after the rejoin: %+v", last)
+	}
+	for _, ev := range got {
+		if ev.Seq <= 6 {
+			t.Fatalf("entry %d from before the rejoin handed on: %+v", ev.Seq, ev)
+		}
+	}
+	// Everything else flows on.
+	sendN(t, a, dm, 1, "direct")
+	if m := messages(t, b, dm, 1, 10*time.Second); m[0].Body != "direct 1" {
+		t.Fatalf("direct message %+v", m[0])
+	}
+	sendN(t, a, g.ID, 1, "live")
+	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != 9 {
+		t.Fatalf("live group message %+v", m[0])
+	}
+}
