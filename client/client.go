@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -74,6 +75,24 @@ type connState struct {
 	cancel context.CancelFunc
 	ready  chan struct{}
 	cm     *autopaho.ConnectionManager // the manager that reported it up
+	// maxPacket is the largest packet the server accepts (its CONNACK's
+	// Maximum Packet Size; 0: no limit).
+	maxPacket uint32
+}
+
+// tooLarge refuses a publish larger than the server of cs accepts: MQTT 5
+// forbids sending it (MQTT-3.1.2-24) and chatd drops the connection of a
+// client that does, so re-publishing it could never succeed.
+func (cs *connState) tooLarge(op string, pb *paho.Publish) *Error {
+	if cs.maxPacket == 0 {
+		return nil
+	}
+	n, err := pb.Packet().WriteTo(io.Discard)
+	if err != nil || n <= int64(cs.maxPacket) {
+		return nil
+	}
+	return &Error{Op: op, Code: "too_large", Reason: 0x95,
+		Message: fmt.Sprintf("the publish is %d bytes; chatd accepts packets of at most %d", n, cs.maxPacket)}
 }
 
 // Stats are counters since New, for monitoring and tests.
@@ -257,6 +276,9 @@ func (c *Client) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	c.cm.CompareAndSwap(nil, cm)
 	ctx, cancel := context.WithCancel(c.life)
 	cs := &connState{ctx: ctx, cancel: cancel, ready: make(chan struct{}), cm: cm}
+	if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
+		cs.maxPacket = *ca.Properties.MaximumPacketSize
+	}
 	c.stats.connects.Add(1)
 	c.mu.Lock()
 	if c.closed {

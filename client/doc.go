@@ -40,8 +40,12 @@
 // present", as chatd does after its own restart.
 //
 // Refusals are *Error values matching ErrNotMember (0x87), ErrInvalid
-// (0x99) and ErrRateLimited (0x97); they are final. A message queued when
-// Send's context ends keeps being sent in the background (ErrQueued).
+// (0x99) and ErrRateLimited (0x97); they are final. A send or request
+// larger than the Maximum Packet Size of chatd's CONNACK (64 KiB) is
+// refused by the client itself, unpublished (code too_large, ErrInvalid):
+// MQTT 5 forbids sending it, and chatd would drop the connection. A
+// message queued when Send's context ends keeps being sent in the
+// background (ErrQueued).
 // Recovered messages from a previous run report nothing to a caller: the
 // application sees them as its own message.new events (same ClientMsgID).
 //

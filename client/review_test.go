@@ -1,6 +1,8 @@
 package client_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +66,39 @@ func TestARejoinedMembersCatchUpSkipsWhatItsFloorHides(t *testing.T) {
 	sendN(t, a, g.ID, 1, "live")
 	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != 9 {
 		t.Fatalf("live group message %+v", m[0])
+	}
+}
+
+// TestAPublishLargerThanTheServersMaximumPacketSizeIsRefusedAndTheConnectionStays:
+// chatd's CONNACK says the largest packet it accepts (MQTT 5 Maximum
+// Packet Size) and a client must not send a larger one (MQTT-3.1.2-24);
+// chatd drops the connection of one that does. A Send or a request that
+// big is refused for good at once (ErrInvalid, code too_large) instead of
+// being re-published on every reconnection forever, tearing down the
+// connection each time (events, requests and the other sends with it).
+func TestAPublishLargerThanTheServersMaximumPacketSizeIsRefusedAndTheConnectionStays(t *testing.T) {
+	a, b, conv := pair(t)
+	huge := strings.Repeat("x", 70*1024) // the packet limit is 64 KiB
+	_, err := a.Send(ctxFor(t, 5*time.Second), conv, huge)
+	var e *client.Error
+	if !errors.Is(err, client.ErrInvalid) || !errors.As(err, &e) || e.Code != "too_large" {
+		t.Fatalf("send of a body larger than a packet may be: %v, want too_large (ErrInvalid)", err)
+	}
+	if p := a.Pending(); len(p) != 0 {
+		t.Fatalf("the refused send is still pending: %d", len(p))
+	}
+	_, err = a.Search(ctxFor(t, 5*time.Second), huge, client.SearchOptions{})
+	if !errors.Is(err, client.ErrInvalid) || !errors.As(err, &e) || e.Code != "too_large" {
+		t.Fatalf("request larger than a packet may be: %v, want too_large (ErrInvalid)", err)
+	}
+	if n := a.Stats().Connects; n != 1 {
+		t.Fatalf("%d connections: the oversized publishes cost the connection", n)
+	}
+	seq, err := a.Send(ctxFor(t, 5*time.Second), conv, "small")
+	if err != nil || seq != 1 {
+		t.Fatalf("the next send: %d, %v", seq, err)
+	}
+	if m := messages(t, b, conv, 1, 10*time.Second); m[0].Body != "small" {
+		t.Fatalf("peer got %+v", m[0])
 	}
 }

@@ -92,13 +92,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 	}
 	key, ch := c.rpc.register()
 	defer c.rpc.forget(key)
-	// paho waits for the PUBACK even if the connection dies: end the wait
-	// with the connection.
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(cs.ctx, cancel)
-	defer stop()
-	resp, err := cs.cm.Publish(pctx, &paho.Publish{
+	pb := &paho.Publish{
 		QoS:     1,
 		Topic:   "chat/v1/rpc/" + method,
 		Payload: payload,
@@ -106,7 +100,17 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 			ResponseTopic:   c.rpcTopic,
 			CorrelationData: []byte(key),
 		},
-	})
+	}
+	if err := cs.tooLarge("rpc "+method, pb); err != nil {
+		return nil, err
+	}
+	// paho waits for the PUBACK even if the connection dies: end the wait
+	// with the connection.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(cs.ctx, cancel)
+	defer stop()
+	resp, err := cs.cm.Publish(pctx, pb)
 	if resp != nil && resp.ReasonCode >= 0x80 {
 		reason := ""
 		if resp.Properties != nil {

@@ -268,8 +268,12 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 		}
 		// One attempt lasts until the PUBACK, the ack timeout, or the
 		// connection going down, whichever is first.
+		pb := &paho.Publish{QoS: 1, Topic: topic, Payload: payload}
+		if err := cs.tooLarge(op, pb); err != nil {
+			return 0, err
+		}
 		actx, cancel := context.WithTimeout(cs.ctx, c.cfg.AckTimeout)
-		resp, err := cs.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: topic, Payload: payload})
+		resp, err := cs.cm.Publish(actx, pb)
 		cancel()
 		if resp != nil {
 			if h := c.ackHook.Load(); h != nil {
