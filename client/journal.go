@@ -50,7 +50,8 @@ type journal struct {
 	path    string // "" = memory only
 	f       *os.File
 	pending map[string]PendingSend
-	done    int // "done" lines since the last compaction
+	done    int  // "done" lines since the last compaction
+	closed  bool // close ran: nothing is recorded any more
 }
 
 type journalLine struct {
@@ -142,7 +143,13 @@ func (j *journal) add(p PendingSend) (bool, error) {
 	if _, ok := j.pending[p.ClientMsgID]; ok {
 		return false, nil
 	}
-	if j.f != nil {
+	if j.path != "" {
+		if j.closed {
+			return false, ErrClosed
+		}
+		if err := j.reopenLocked(); err != nil {
+			return false, fmt.Errorf("record send in journal: %w", err)
+		}
 		if err := j.appendLocked(journalLine{Op: "send", PendingSend: p}, true); err != nil {
 			return false, fmt.Errorf("record send in journal: %w", err)
 		}
@@ -160,8 +167,12 @@ func (j *journal) remove(id string) error {
 		return nil
 	}
 	delete(j.pending, id)
-	if j.f == nil {
+	if j.path == "" || j.closed {
 		return nil
+	}
+	if j.f == nil {
+		// A write or compaction failed before: rewrite the file now.
+		return j.compact()
 	}
 	if len(j.pending) == 0 {
 		// Nothing outstanding: empty the file. Unsynced, like "done".
@@ -178,18 +189,33 @@ func (j *journal) remove(id string) error {
 	return j.appendLocked(journalLine{Op: "done", PendingSend: PendingSend{ClientMsgID: id}}, false)
 }
 
+// reopenLocked rewrites the file from memory (a compaction) when the last
+// write or compaction failed and left no file to append to.
+func (j *journal) reopenLocked() error {
+	if j.f != nil {
+		return nil
+	}
+	return j.compact()
+}
+
+// appendLocked appends one line. A failed write or fsync may leave part of
+// the line, or lose earlier unsynced ones, so the file is dropped: the
+// next change rewrites it whole from memory (reopenLocked) instead of
+// appending a line to a torn one, which would make it unreadable.
 func (j *journal) appendLocked(l journalLine, sync bool) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	if _, err := j.f.Write(append(b, '\n')); err != nil {
-		return err
+	_, err = j.f.Write(append(b, '\n'))
+	if err == nil && sync {
+		err = j.f.Sync()
 	}
-	if sync {
-		return j.f.Sync()
+	if err != nil {
+		j.f.Close()
+		j.f = nil
 	}
-	return nil
+	return err
 }
 
 // list returns the outstanding sends, oldest first.
@@ -216,6 +242,7 @@ func (j *journal) sortedLocked() []PendingSend {
 func (j *journal) close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.closed = true
 	if j.f == nil {
 		return nil
 	}
