@@ -128,8 +128,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		rpcTopic:    fmt.Sprintf("chat/v1/user/%d/rpc/%s", s.UserID, s.ClientID),
 		changed:     make(chan struct{}),
 		sends:       map[string]*sendOp{},
-		rpc:         rpcTable{pending: map[string]chan []byte{}},
 	}
+	c.rpc.init()
 	c.life, c.stop = context.WithCancel(context.Background())
 	ok := false
 	defer func() {

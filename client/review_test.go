@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestARejoinedMembersCatchUpSkipsWhatItsFloorHides: user 2 is removed
@@ -100,5 +102,74 @@ func TestAPublishLargerThanTheServersMaximumPacketSizeIsRefusedAndTheConnectionS
 	}
 	if m := messages(t, b, conv, 1, 10*time.Second); m[0].Body != "small" {
 		t.Fatalf("peer got %+v", m[0])
+	}
+}
+
+// TestARequestOfAPreviousRunDoesNotAnswerThisRunsRequest: the replies to
+// requests are addressed to the client id, which a SessionDir keeps
+// across runs. A reply to a request the previous run made (it closed, or
+// died, before the reply came) reaches the next run on the same session;
+// it must not be taken for the reply of that run's own request (its
+// correlation data must not repeat), or History hands one conversation's
+// messages out as another's.
+func TestARequestOfAPreviousRunDoesNotAnswerThisRunsRequest(t *testing.T) {
+	url := pgtest.NewDB(t)
+	_, broker := nodeOn(t, url)
+	a := connect(t, testConfig(t, broker, 1))
+	ctx := ctxFor(t, 60*time.Second)
+	one := direct(t, a, 2)
+	g, err := a.CreateGroup(ctx, "two", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, one, 1, "one")
+	sendN(t, a, g.ID, 1, "two")
+	cfg := testConfig(t, broker, 2)
+	cfg.SessionDir = t.TempDir()
+
+	// History waits for the message table while the test holds it.
+	pg := mustConn(t, url)
+	waiting := func(n int) func() bool {
+		return func() bool {
+			var got int
+			if err := pg.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			return got >= n
+		}
+	}
+	locker := mustConn(t, url)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE message IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	first := connect(t, cfg)
+	go func() { _, _ = first.History(ctx, one, client.HistoryOptions{}) }()
+	testkit.WaitFor(t, 10*time.Second, "the first run's history request to wait", waiting(1))
+	closeClient(t, first)
+
+	second := connect(t, cfg)
+	type result struct {
+		msgs []client.Message
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		msgs, err := second.History(ctx, g.ID, client.HistoryOptions{})
+		res <- result{msgs, err}
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the second run's history request to wait", waiting(2))
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("history of the group: %v", r.err)
+	}
+	if len(r.msgs) != 1 || r.msgs[0].ConversationID != g.ID || r.msgs[0].Body != "two 1" {
+		t.Fatalf("history of conversation %d answered with %+v (the previous run's request for conversation %d?)", g.ID, r.msgs, one)
 	}
 }

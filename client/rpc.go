@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,16 +13,28 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 )
 
-// rpcTable matches replies to calls by Correlation Data.
+// rpcTable matches replies to calls by Correlation Data: a prefix random
+// per client, then a counter. Replies go to the client id's topic, which
+// SessionDir keeps across runs, so a reply to a request of a previous run
+// (one that closed or died before it came) may reach this one; with a
+// counter alone it would answer this run's request of the same number.
 type rpcTable struct {
 	mu      sync.Mutex
 	pending map[string]chan []byte
+	prefix  [8]byte
 	next    atomic.Uint64
 }
 
+// init readies an empty table.
+func (t *rpcTable) init() {
+	t.pending = map[string]chan []byte{}
+	_, _ = rand.Read(t.prefix[:])
+}
+
 func (t *rpcTable) register() (string, chan []byte) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], t.next.Add(1))
+	var b [16]byte
+	copy(b[:8], t.prefix[:])
+	binary.BigEndian.PutUint64(b[8:], t.next.Add(1))
 	key := string(b[:])
 	ch := make(chan []byte, 1)
 	t.mu.Lock()
