@@ -49,7 +49,11 @@ type Client struct {
 	changed chan struct{}      // closed and replaced on every state change
 	lastErr error              // last connection failure
 	sends   map[string]*sendOp // running sends by clientMsgId
-	closed  bool
+	// tails is each conversation's last send started: the next one
+	// waits for it to settle, so a conversation's sends are stored in
+	// the order they were queued.
+	tails  map[int64]*sendOp
+	closed bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -128,6 +132,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		rpcTopic:    fmt.Sprintf("chat/v1/user/%d/rpc/%s", s.UserID, s.ClientID),
 		changed:     make(chan struct{}),
 		sends:       map[string]*sendOp{},
+		tails:       map[int64]*sendOp{},
 	}
 	c.rpc.init()
 	c.life, c.stop = context.WithCancel(context.Background())

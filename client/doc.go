@@ -49,6 +49,13 @@
 // Recovered messages from a previous run report nothing to a caller: the
 // application sees them as its own message.new events (same ClientMsgID).
 //
+// A conversation's sends (and edits, recalls, reactions) are stored in the
+// order they were queued: each is published once the one queued before it
+// in that conversation settled (committed or refused), in this run or
+// from the journal after a restart. Messages typed offline therefore
+// arrive as they were typed, at one round trip each when the connection
+// returns; sends to different conversations go out side by side.
+//
 // # Events: in order, each message once
 //
 // Events delivers message.new per conversation in seq order, each

@@ -208,7 +208,10 @@ func (p PendingSend) publication() (string, []byte, error) {
 }
 
 // startSend runs the send loop of p unless one runs already; nil once
-// closed.
+// closed. The loop starts once the conversation's previous send settled:
+// sends queued while offline would otherwise all wake when the connection
+// returns and be stored in any order. One round trip per message of a
+// backlog is the price of storing them as they were typed.
 func (c *Client) startSend(p PendingSend) *sendOp {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -220,9 +223,17 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 	}
 	op := &sendOp{p: p, done: make(chan struct{})}
 	c.sends[p.ClientMsgID] = op
+	prev := c.tails[p.ConversationID]
+	c.tails[p.ConversationID] = op
 	c.workers.Add(1)
 	go func() {
 		defer c.workers.Done()
+		if prev != nil {
+			select {
+			case <-prev.done:
+			case <-c.life.Done():
+			}
+		}
 		op.seq, op.err = c.sendUntilDone(p)
 		if op.err == nil || !errors.Is(op.err, ErrClosed) {
 			if err := c.journal.remove(p.ClientMsgID); err != nil {
@@ -231,6 +242,9 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 		}
 		c.mu.Lock()
 		delete(c.sends, p.ClientMsgID)
+		if c.tails[p.ConversationID] == op {
+			delete(c.tails, p.ConversationID)
+		}
 		c.mu.Unlock()
 		close(op.done)
 		if op.err != nil && !errors.Is(op.err, ErrClosed) {

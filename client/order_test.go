@@ -1,0 +1,75 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+)
+
+// Messages typed while offline are stored in the order they were typed,
+// in each conversation, whether the connection comes back in the same
+// process or the app restarts with its SessionDir: a reader sees them as
+// the writer wrote them. (Each send waiting for the connection on its own
+// and all published at once when it returned, they were stored in any
+// order.)
+func TestSendsQueuedWhileOfflineAreStoredInTheOrderTheyWereQueued(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			srv, broker := nodeOn(t, pgtest.NewDB(t))
+			a := connect(t, testConfig(t, broker, 1))
+			conv := direct(t, a, 2)
+			other := direct(t, a, 3)
+			px := newProxy(t, srv.MQTTAddr())
+			cfg := testConfig(t, px.URL(), 1)
+			cfg.SessionDir = t.TempDir()
+			c := connect(t, cfg)
+			px.Cut()
+			testkit.WaitFor(t, 10*time.Second, "the client to go offline", func() bool { return !c.Connected() })
+			const n = 20
+			for i := range n {
+				for _, id := range []int64{conv, other} {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+					_, err := c.Send(ctx, id, fmt.Sprint("typed offline ", i))
+					cancel()
+					if !errors.Is(err, client.ErrQueued) {
+						t.Fatalf("send %d while offline: %v, want ErrQueued", i, err)
+					}
+				}
+			}
+			if restart {
+				closeClient(t, c)
+				px.Resume()
+				c = connect(t, cfg)
+			} else {
+				px.Resume()
+			}
+			resumed := time.Now()
+			testkit.WaitFor(t, 30*time.Second, "the queued messages to be stored", func() bool { return len(c.Pending()) == 0 })
+			t.Logf("%d queued messages stored %v after the connection came back", 2*n, time.Since(resumed))
+			for _, id := range []int64{conv, other} {
+				page, err := a.History(ctxFor(t, 10*time.Second), id, client.HistoryOptions{Limit: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, m := range page {
+					got = append(got, m.Body)
+				}
+				if len(got) != n {
+					t.Fatalf("conversation %d holds %d messages, want %d: %q", id, len(got), n, got)
+				}
+				for i, b := range got {
+					if b != fmt.Sprint("typed offline ", i) {
+						t.Fatalf("conversation %d stored the offline messages as %q", id, got)
+					}
+				}
+			}
+		})
+	}
+}
