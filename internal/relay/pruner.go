@@ -18,6 +18,7 @@ type PrunerConfig struct {
 	Retention time.Duration // rows older than this are deleted, default 1h
 	Interval  time.Duration // between passes, default 1m
 	BatchSize int           // rows per DELETE, default 1000
+	LockKey   int64         // the relay lease's advisory lock key, default DefaultLockKey
 
 	Logger     *slog.Logger          // default slog.Default()
 	Registerer prometheus.Registerer // nil: metrics are not registered
@@ -26,15 +27,17 @@ type PrunerConfig struct {
 // Pruner keeps the outbox bounded when no relay consumes it (no Kafka
 // configured): every Interval it deletes rows older than Retention, in
 // batches so no statement holds many row locks for long. Run it instead of
-// a Relay, never next to one: it deletes rows whether or not they were
-// published. Several nodes may run pruners at once; they skip each other's
-// locked rows.
+// a Relay: it deletes rows whether or not they were published, so while a
+// relay holds the lease on the same database (a node with Kafka beside
+// this one without), it deletes nothing and says why. Several nodes may
+// run pruners at once; they skip each other's locked rows.
 type Pruner struct {
 	pool    *pgxpool.Pool
 	cfg     PrunerConfig
 	log     *slog.Logger
 	m       *prunerMetrics
 	running atomic.Bool
+	beside  atomic.Bool // a relay held the lease at the last pass
 }
 
 // NewPruner returns a pruner for the database behind pool.
@@ -45,6 +48,7 @@ func NewPruner(pool *pgxpool.Pool, cfg PrunerConfig) (*Pruner, error) {
 	cfg.Retention = orDefault(cfg.Retention, time.Hour)
 	cfg.Interval = orDefault(cfg.Interval, time.Minute)
 	cfg.BatchSize = orDefault(cfg.BatchSize, 1000)
+	cfg.LockKey = orDefault(cfg.LockKey, DefaultLockKey)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -104,11 +108,36 @@ WITH head AS (
 )
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM head)`
 
+// relayLeaseHeld: whether a session holds the relay lease, the session
+// advisory lock pg_try_advisory_lock($1) takes (a bigint key is recorded
+// as its high and low 32 bits, objsubid 1), on this database.
+const relayLeaseHeld = `
+SELECT EXISTS (SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 1
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND classid = (($1::bigint >> 32) & 4294967295)::oid
+      AND objid = ($1::bigint & 4294967295)::oid)`
+
 // Prune runs one pass and returns the number of rows deleted. It stops
 // after the first batch that holds a row younger than the retention, so an
 // old row far behind younger ones (ids and created_at can disagree a little:
 // created_at is the inserting transaction's start) waits for a later pass.
+// While a relay holds the lease it deletes nothing.
 func (p *Pruner) Prune(ctx context.Context) (int64, error) {
+	var relayed bool
+	if err := p.pool.QueryRow(ctx, relayLeaseHeld, p.cfg.LockKey).Scan(&relayed); err != nil {
+		return 0, fmt.Errorf("look for a relay: %w", err)
+	}
+	if was := p.beside.Swap(relayed); relayed != was {
+		if relayed {
+			p.log.Warn("outbox pruner: a relay publishes this database's outbox to Kafka (a node with CHAT_KAFKA_BROKERS holds its lease); not pruning. Give every node the same Kafka settings")
+		} else {
+			p.log.Info("outbox pruner: no relay holds the lease any more; pruning")
+		}
+	}
+	if relayed {
+		return 0, nil
+	}
 	var total int64
 	for {
 		var gone, seen int64

@@ -62,3 +62,39 @@ func TestPrunerDeletesOnlyRowsOlderThanRetention(t *testing.T) {
 		t.Fatalf("chat_outbox_pruned_total %v, want 7", got)
 	}
 }
+
+// A node without Kafka prunes the outbox; one with Kafka relays it. On a
+// database that a relay serves (a node with Kafka holds the relay lease),
+// a pruner (a node started without CHAT_KAFKA_BROKERS by mistake) deletes
+// nothing: the rows it would delete are events not published yet, which
+// a Kafka outage longer than the retention leaves in the outbox, and their
+// consumers would never get them. Once no relay holds the lease, it prunes
+// again.
+func TestThePrunerDeletesNothingWhileARelayServesTheOutbox(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	ev := newEvents(pool)
+	if err := ev.insert(ctx, 2*time.Hour, 1, 1, 2); err != nil { // 3 rows a relay could not publish for 2 h
+		t.Fatal(err)
+	}
+	// A relay whose Kafka is down: it holds the lease and keeps the rows.
+	reg := prometheus.NewRegistry()
+	rl := start(t, newRelay(t, pool, testConfig(t, testkit.FreePort(t), reg)).Run)
+	testkit.WaitFor(t, 10*time.Second, "the relay to take the lease", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
+	p, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := p.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || outboxCount(t, pool) != 3 {
+		t.Fatalf("a pruner beside a relay deleted %d unpublished rows (%d left)", n, outboxCount(t, pool))
+	}
+	rl.stop(t)
+	testkit.WaitFor(t, 10*time.Second, "the outbox pruned once no relay serves it", func() bool {
+		n, err := p.Prune(ctx)
+		return err == nil && n == 3
+	})
+}
