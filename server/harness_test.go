@@ -258,6 +258,28 @@ func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Durati
 	return ev
 }
 
+// noMessagesOf reads what c receives for d and fails on a message.new of
+// conv: what a client must no longer get.
+func noMessagesOf(t *testing.T, c *mqtttest.Client, conv int64, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case pk, ok := <-c.Publishes:
+			if !ok {
+				return
+			}
+			var ev event
+			_ = json.Unmarshal(pk.Payload, &ev)
+			if ev.Type == chat.EventMessageNew && ev.ConversationID == conv {
+				t.Fatalf("%s: %s", what, pk.Payload)
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
+
 // collectMessages reads message.new events of conv until n arrived.
 func collectMessages(t *testing.T, c *mqtttest.Client, conv int64, n int, timeout time.Duration) []event {
 	t.Helper()

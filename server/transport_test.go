@@ -185,22 +185,10 @@ func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
 	}
 	sendN(t, owner, conv.ID, 5, "after")
 	collectMessages(t, owner, conv.ID, 8, 5*time.Second)
-	deadline := time.After(300 * time.Millisecond)
-	for {
-		select {
-		case pk := <-leaver.Publishes:
-			var e event
-			_ = json.Unmarshal(pk.Payload, &e)
-			if e.ConversationID == conv.ID && e.Type == chat.EventMessageNew {
-				t.Fatalf("removed member still receives: %s", pk.Payload)
-			}
-		case <-deadline:
-			ack, err := leaver.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "still here?"))
-			if err != nil || ack.ReasonCode != 0x87 {
-				t.Fatalf("removed member may still send: 0x%02x %v", ack.ReasonCode, err)
-			}
-			return
-		}
+	noMessagesOf(t, leaver, conv.ID, 300*time.Millisecond, "removed member still receives")
+	ack, err := leaver.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "still here?"))
+	if err != nil || ack.ReasonCode != 0x87 {
+		t.Fatalf("removed member may still send: 0x%02x %v", ack.ReasonCode, err)
 	}
 }
 
