@@ -258,9 +258,9 @@ func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Durati
 	return ev
 }
 
-// noMessagesOf reads what c receives for d and fails on a message.new of
-// conv: what a client must no longer get.
-func noMessagesOf(t *testing.T, c *mqtttest.Client, conv int64, d time.Duration, what string) {
+// noPublish reads what c receives for d and fails, saying what, on a
+// publish whose payload is bad.
+func noPublish(t *testing.T, c *mqtttest.Client, d time.Duration, what string, bad func(payload []byte) bool) {
 	t.Helper()
 	deadline := time.After(d)
 	for {
@@ -269,15 +269,23 @@ func noMessagesOf(t *testing.T, c *mqtttest.Client, conv int64, d time.Duration,
 			if !ok {
 				return
 			}
-			var ev event
-			_ = json.Unmarshal(pk.Payload, &ev)
-			if ev.Type == chat.EventMessageNew && ev.ConversationID == conv {
+			if bad(pk.Payload) {
 				t.Fatalf("%s: %s", what, pk.Payload)
 			}
 		case <-deadline:
 			return
 		}
 	}
+}
+
+// noMessagesOf fails on a message.new of conv that c receives within d:
+// what a client must no longer get.
+func noMessagesOf(t *testing.T, c *mqtttest.Client, conv int64, d time.Duration, what string) {
+	t.Helper()
+	noPublish(t, c, d, what, func(payload []byte) bool {
+		var ev event
+		return json.Unmarshal(payload, &ev) == nil && ev.Type == chat.EventMessageNew && ev.ConversationID == conv
+	})
 }
 
 // collectMessages reads message.new events of conv until n arrived.

@@ -41,21 +41,10 @@ func nextPresence(t *testing.T, c *mqtttest.Client, user int64, timeout time.Dur
 // noPresence fails if a presence event about user arrives on c within d.
 func noPresence(t *testing.T, c *mqtttest.Client, user int64, d time.Duration) {
 	t.Helper()
-	deadline := time.After(d)
-	for {
-		select {
-		case pk, ok := <-c.Publishes:
-			if !ok {
-				return
-			}
-			var ev presenceEvent
-			if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user {
-				t.Fatalf("unexpected presence event: %s", pk.Payload)
-			}
-		case <-deadline:
-			return
-		}
-	}
+	noPublish(t, c, d, "unexpected presence event", func(payload []byte) bool {
+		var ev presenceEvent
+		return json.Unmarshal(payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user
+	})
 }
 
 type presenceReply struct {
