@@ -136,6 +136,9 @@ type Packet struct {
 	QoS             byte
 	PacketID        uint16 // 0 for QoS 0
 	CorrelationData []byte // MQTT v5 request/response
+	// TooLarge is set by Conn.Write on a packet it did not write because
+	// it exceeds the client's MQTT 5 Maximum Packet Size.
+	TooLarge bool
 }
 
 // Ack is the answer to one QoS 1 publish of a client (a PUBACK), or, with
@@ -158,7 +161,12 @@ type KV struct{ Key, Val string }
 
 // Conn is a client connection as delivery sees it. Write writes the acks,
 // then the packets, in order, ideally in one system call; it may block
-// while the network is slow, and Close must unblock it.
+// while the network is slow, and Close must unblock it. A packet larger
+// than the client accepts (its MQTT 5 Maximum Packet Size) is discarded
+// unwritten and marked TooLarge, and the caller behaves as if it had been
+// sent and acknowledged (MQTT-3.1.2-25): the client could never get it,
+// and ending the connection instead would meet it again on every
+// reconnect.
 type Conn interface {
 	Write(acks []Ack, ps []Packet) error
 	Close(reason string)

@@ -48,9 +48,10 @@ func (c *mqttConn) Write(acks []chat.Ack, ps []chat.Packet) error {
 			return err
 		}
 		if maxSize > 0 && uint32(buf.Len()-start) > maxSize {
-			// The client refuses packets this large: it can never get
-			// this event, so the session cannot go on.
-			return packets.ErrPacketTooLarge
+			// The client refuses packets this large: discarded, as
+			// MQTT-3.1.2-25 asks (chat.Conn).
+			buf.Truncate(start)
+			ps[i].TooLarge = true
 		}
 	}
 	if cl.Net.Conn == nil {

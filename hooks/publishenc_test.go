@@ -150,7 +150,7 @@ func TestEncodePublishAllocs(t *testing.T) {
 
 // TestWritePublishes runs the encoder through WritePublishes on a mochi
 // client: the bytes on the wire are mochi's, and a packet above the
-// client's Maximum Packet Size fails the write.
+// client's Maximum Packet Size is discarded and marked TooLarge.
 func TestWritePublishes(t *testing.T) {
 	srv := mqtt.New(nil)
 	for _, v := range []byte{4, 5} {
@@ -186,9 +186,33 @@ func TestWritePublishes(t *testing.T) {
 				t.Fatalf("wire bytes\n got %x\nwant %x", b, want)
 			}
 
+			// Above the client's Maximum Packet Size: the 200-byte one is
+			// discarded and marked, the others are written.
 			cl.Properties.Props.MaximumPacketSize = 100
-			if err := (&mqttConn{cl: cl}).Write(nil, ps); !errors.Is(err, packets.ErrPacketTooLarge) {
-				t.Fatalf("packet above Maximum Packet Size: error %v, want %v", err, packets.ErrPacketTooLarge)
+			for i := range ps {
+				ps[i].TooLarge = false
+			}
+			want = want[:0]
+			for _, p := range []chat.Packet{ps[0], ps[2]} {
+				b, err := mochiPublish(p, v, 0, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, b...)
+			}
+			go func() {
+				b := make([]byte, len(want))
+				_, _ = io.ReadFull(theirs, b)
+				got <- b
+			}()
+			if err := (&mqttConn{cl: cl}).Write(nil, ps); err != nil {
+				t.Fatalf("packet above Maximum Packet Size: %v", err)
+			}
+			if b := <-got; !bytes.Equal(b, want) {
+				t.Fatalf("with a 200-byte packet above the limit: wire bytes\n got %x\nwant %x", b, want)
+			}
+			if ps[0].TooLarge || !ps[1].TooLarge || ps[2].TooLarge {
+				t.Fatalf("marked too large: %v %v %v, want only the second", ps[0].TooLarge, ps[1].TooLarge, ps[2].TooLarge)
 			}
 			if err := (&mqttConn{cl: cl}).Write(nil, []chat.Packet{{Topic: "a", QoS: 1}}); !errors.Is(err, packets.ErrProtocolViolationNoPacketID) {
 				t.Fatalf("QoS 1 without packet id: error %v", err)

@@ -1,12 +1,16 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
@@ -152,5 +156,52 @@ func TestRefusedPublishesWithTopicAliasesLeaveTheHeapWhereItWas(t *testing.T) {
 		publishes, topicBytes>>10, took.Round(time.Millisecond), float64(before)/(1<<20), float64(after)/(1<<20), float64(growth)/(1<<20))
 	if growth > 8<<20 {
 		t.Errorf("heap in use grew by %.1f MiB and stayed after the disconnect (bound 8 MiB)", float64(growth)/(1<<20))
+	}
+}
+
+// A client's MQTT 5 Maximum Packet Size (an IoT device with little RAM)
+// smaller than an event chatd has for it: the server must discard that
+// packet and behave as if it had sent it (MQTT-3.1.2-25), not close the
+// connection, which the client's reconnect would meet again at the same
+// event, for ever. The event's seq is skipped, so the client sees a gap
+// and fetches the entry through history (HTTP) as for any gap; events
+// after it keep coming, on this connection and after a resume.
+func TestAnEventLargerThanTheClientsMaximumPacketSizeIsSkippedNotAReconnectLoop(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	ctx := context.Background()
+	dial := func() *mqtttest.Client {
+		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "tiny-device", Username: "2",
+			Password: testnode.Token(t, 2), Clean: false, Expiry: 3600, Properties: packets.Properties{MaximumPacketSize: 1024}})
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(c.Drop)
+		return c
+	}
+	device := dial()
+	if codes, err := device.Subscribe(testnode.EventsTopic(2)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe: %v %v", codes, err)
+	}
+	send := func(body string) int64 {
+		t.Helper()
+		res, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Message.Seq
+	}
+	big := send(strings.Repeat("x", 4000))
+	small := send("fits")
+	got := collectMessages(t, device, conv.ID, 1, 10*time.Second)
+	if got[0].Seq != small || got[0].Body != "fits" {
+		t.Fatalf("got %+v, want seq %d (the one after the %d that does not fit)", got[0], small, big)
+	}
+	waitCursor(t, srv, "tiny-device", conv.ID, small)
+	disconnect(t, srv, device, "tiny-device")
+	after := send("also fits")
+	again := dial()
+	got = collectMessages(t, again, conv.ID, 1, 10*time.Second)
+	if got[0].Seq != after {
+		t.Fatalf("after a resume got seq %d, want %d", got[0].Seq, after)
 	}
 }

@@ -687,6 +687,16 @@ func (s *Session) write(batch []chat.Packet) bool {
 			a.Sent(errAckNotWritten) // the connection closes instead
 		}
 	}
+	for _, p := range batch {
+		if p.TooLarge {
+			// Never to reach this client: done with, as if acknowledged.
+			// Its seq is a gap the client fills through history.
+			s.hub.opts.Metrics.TooLarge.Inc()
+			if err == nil && p.PacketID != 0 {
+				s.onAck(p.PacketID)
+			}
+		}
+	}
 	clear(batch)
 	clear(s.replyOut)
 	s.replyOut = s.replyOut[:0]
