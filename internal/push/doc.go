@@ -68,7 +68,14 @@
 // previewed nor counted. It also asks again whether each covered message
 // may wake the user (not from a sender they block, the conversation not
 // muted: the decision's rule), so a block or a mute made while a push
-// waits (the minimum interval, a retry) silences it.
+// waits (the minimum interval, a retry) silences it. A push that waited
+// in a node's queue (recheckAfter and longer) is read again the same way
+// just before it is sent (recheckSQL): a recall, a read, a block, a mute,
+// leaving, or a device deleted or registered by another user meanwhile
+// counts; and one whose lease ran out there is not sent (it was claimed
+// again: it goes once). A remove goes only while a notification of its
+// pair may be on a device (claimed, and kept): one for a notification
+// that never left the queue has nothing to take away.
 //
 // A (user, conversation)'s jobs reach its devices in order: none is
 // claimed while another of the pair is in flight (leased), and a

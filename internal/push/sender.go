@@ -67,10 +67,30 @@ WITH c AS (
     INSERT INTO push_last (user_id, conversation_id, pushed_at)
     SELECT DISTINCT user_id, conversation_id, now() FROM j WHERE attempts = 1 AND kind = 'message'
     ON CONFLICT (user_id, conversation_id) DO UPDATE SET pushed_at = EXCLUDED.pushed_at
-)
+)` + readJobSQL
+
+// recheckSQL reads claimed job $1 again, as claimSQL read it, when it is
+// still this claim's ($2 its attempts, its lease not over), and renews
+// its lease for $3 seconds (the send starts now): a push that waited in
+// the queue is sent as things are when it leaves (recheck). No row: the
+// lease ran out, and the job is another claim's now.
+const recheckSQL = `
+WITH j AS (
+    UPDATE push_job SET lease_until = now() + make_interval(secs => $3)
+    WHERE id = $1 AND attempts = $2 AND state = 'sending' AND lease_until > now()
+    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, device_ids, covered
+)` + readJobSQL
+
+// readJobSQL reads, for the claimed jobs j, what sending them needs
+// (claimSQL).
+const readJobSQL = `
 SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
        CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts,
-       j.kind = 'remove' OR lm.seq IS NOT NULL,
+       lm.seq IS NOT NULL OR (j.kind = 'remove' AND EXISTS (
+           -- a notification of the pair that may be on a device: a remove
+           -- for one that never left the queue (recheck) has nothing to take away
+           SELECT 1 FROM push_job n WHERE n.conversation_id = j.conversation_id AND n.user_id = j.user_id
+             AND n.kind = 'message' AND n.state <> 'pending')),
        w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
        COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ''), lm.created_at,
        (SELECT COALESCE(sum(chat_unread(c2.id, m2.last_read_seq, c2.message_count)), 0)::bigint
@@ -124,7 +144,15 @@ type job struct {
 	msgAt                       *time.Time
 	badge                       int64
 	devices                     []device
+	claimed                     time.Time // when this node read it
 }
+
+// recheckAfter is how long a claimed push may wait in the queue before it
+// is read again ahead of sending (recheck): its message may have been
+// recalled or read, its sender blocked, the conversation muted or left, a
+// device deleted or moved to another user meanwhile. A push taken at once
+// goes as the claim read it.
+const recheckAfter = 100 * time.Millisecond
 
 // outcome of one device's send.
 type outcome int
@@ -144,6 +172,7 @@ type result struct {
 	retry    []int64 // devices still owed
 	after    time.Duration
 	release  bool // not attempted (shutdown): hand the claim back as it was
+	lost     bool // not attempted, the claim is over (recheck): write nothing
 	// shown: a notification that may be on a device (sent to one now or
 	// in an earlier attempt), kept as the pair's sent one for recalls.
 	shown bool
@@ -165,6 +194,18 @@ func (p *Pusher) send(ctx context.Context) {
 					results <- result{id: j.id, attempts: j.attempts, release: true}
 					continue
 				}
+				if time.Since(j.claimed) >= recheckAfter {
+					fresh, err := p.recheck(sendCtx, j)
+					if err != nil || fresh == nil {
+						if err != nil && sendCtx.Err() == nil {
+							p.m.errors.WithLabelValues("db").Inc()
+							p.log.Warn("push: reading a queued push again failed; it is sent when its lease ends", "err", err)
+						}
+						results <- result{id: j.id, lost: true}
+						continue
+					}
+					j = fresh
+				}
 				results <- p.process(sendCtx, j)
 			}
 		}()
@@ -185,7 +226,7 @@ func (p *Pusher) send(ctx context.Context) {
 func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
 	t := time.NewTicker(p.cfg.Tick)
 	defer t.Stop()
-	lease := 3*p.cfg.Timeout + 5*time.Second
+	lease := p.lease()
 	fails := 0
 	var lastOverflow time.Time
 	for {
@@ -227,6 +268,9 @@ func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
 	}
 }
 
+// lease is how long a claim holds a push: its sends end well within it.
+func (p *Pusher) lease() time.Duration { return 3*p.cfg.Timeout + 5*time.Second }
+
 // countOverflow counts the due pushes this node's full queue leaves in
 // PostgreSQL, for this or another node to take (at most once a second, and
 // at most 10,000 at a time: a backlog must not make counting it costly).
@@ -260,28 +304,47 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	if !due {
 		return nil, nil
 	}
-	rows, err := p.cfg.Pool.Query(ctx, claimSQL, n, lease.Seconds())
+	jobs, err := p.readJobs(ctx, claimSQL, n, lease.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim pushes: %w", err)
 	}
+	return jobs, nil
+}
+
+// recheck reads claimed job j again (recheckSQL): nil when the claim is
+// over (its lease ran out: the job is another claim's, or will be).
+func (p *Pusher) recheck(ctx context.Context, j *job) (*job, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	jobs, err := p.readJobs(ctx, recheckSQL, j.id, j.attempts, p.lease().Seconds())
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// readJobs runs a statement answering readJobSQL's rows.
+func (p *Pusher) readJobs(ctx context.Context, sql string, args ...any) ([]*job, error) {
+	rows, err := p.cfg.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	var out []*job
+	now := time.Now()
 	for rows.Next() {
-		j := &job{}
+		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.live,
 			&j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.badge, &devs); err != nil {
-			return nil, fmt.Errorf("claim pushes: %w", err)
+			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {
-			return nil, fmt.Errorf("claim pushes: decode devices: %w", err)
+			return nil, fmt.Errorf("decode devices: %w", err)
 		}
 		out = append(out, j)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim pushes: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // process sends one job to its devices, each at the same time.
@@ -414,6 +477,7 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	for _, r := range rs {
 		gone = append(gone, r.gone...)
 		switch {
+		case r.lost:
 		case r.release:
 			released = append(released, r.id)
 		case len(r.retry) > 0:

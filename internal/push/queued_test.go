@@ -1,0 +1,117 @@
+package push_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/push"
+)
+
+// TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent: one worker is
+// held by a push service that hangs, so bob's push, claimed meanwhile,
+// waits in the node's memory; what happens to it there counts as it does
+// before the claim: his message recalled, read by him, its sender blocked
+// or the conversation muted by him, him gone from the group, or his
+// device handed to another user: nothing of it reaches the device.
+func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		act  func(r *rig, g, seq int64, bob chat.DeviceRequest)
+	}{
+		{"recalled", func(r *rig, g, seq int64, _ chat.DeviceRequest) { r.recall(g, 1, seq) }},
+		{"read", func(r *rig, g, seq int64, _ chat.DeviceRequest) {
+			if _, err := r.store.MarkRead(ctx, g, 2, seq); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"acknowledged", func(r *rig, g, seq int64, _ chat.DeviceRequest) { r.ack(g, 2, seq) }},
+		{"sender blocked", func(r *rig, _, _ int64, _ chat.DeviceRequest) {
+			if err := r.store.Block(ctx, 2, 1); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"muted", func(r *rig, g, _ int64, _ chat.DeviceRequest) {
+			if _, err := r.devices.SetSettings(ctx, g, 2, chat.ConversationSettings{Muted: true}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"left", func(r *rig, g, _ int64, _ chat.DeviceRequest) {
+			if err := r.store.RemoveMember(ctx, g, 2, 2); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"device now another user's", func(r *rig, _, _ int64, bob chat.DeviceRequest) {
+			// The browser bob used is dave's now (the same subscription).
+			if _, _, err := r.devices.RegisterDevice(ctx, 4, bob); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.start(func(c *push.Config) { c.Preview, c.Workers = true, 1 })
+			// Carol's push holds the one worker for the timeout (2 s).
+			r.subscribe(3, "carol")
+			r.ep.Hang("carol", true)
+			r.send(r.direct(1, 3), 1, "hi carol")
+			deadline := time.Now().Add(3 * time.Second)
+			for len(r.ep.Pushes()) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("carol's push did not reach the endpoint")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			g := r.group(1, 2, 3)
+			url, sub := r.ep.Subscribe("bob")
+			bob := chat.DeviceRequest{Platform: "webpush", Endpoint: url, Keys: &chat.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}}
+			if _, _, err := r.devices.RegisterDevice(ctx, 2, bob); err != nil {
+				t.Fatal(err)
+			}
+			seq := r.send(g, 1, "secret for bob")
+			// Claimed into the queue behind carol's.
+			r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending'`)
+			if len(r.ep.Of("bob")) != 0 {
+				t.Fatal("bob's push was sent before carol's ended: no queue to wait in")
+			}
+			tc.act(r, g, seq, bob)
+			r.quiet("bob", 0, 3*time.Second) // past carol's timeout
+			for _, p := range r.ep.Pushes() {
+				if p.Path == "/push/bob" && strings.Contains(string(p.Plaintext), "secret") {
+					t.Errorf("bob's device got %s", p.Plaintext)
+				}
+			}
+		})
+	}
+}
+
+// TestAPushThatOutlivesItsLeaseInTheQueueIsSentOnce: push services that
+// hang keep the one worker busy past the lease of the push queued behind
+// them; that push is claimed again (by this node, or another), and the
+// copy still in the queue must not be sent as well.
+func TestAPushThatOutlivesItsLeaseInTheQueueIsSentOnce(t *testing.T) {
+	r := newRig(t)
+	// Lease: 3 × 1 s + 5 s = 8 s; the eleven hanging pushes ahead take 11 s.
+	r.start(func(c *push.Config) { c.Workers, c.Timeout = 1, time.Second })
+	var hung []int64
+	for u := int64(10); u < 21; u++ {
+		r.subscribe(u, fmt.Sprintf("hung%d", u))
+		r.ep.Hang(fmt.Sprintf("hung%d", u), true)
+		hung = append(hung, u)
+	}
+	r.send(r.group(1, hung...), 1, "to the hanging ones")
+	r.waitCount(int64(len(hung)), 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sending'`)
+	r.subscribe(2, "bob")
+	r.send(r.direct(1, 2), 1, "hi bob")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending'`)
+	r.waitPushes("bob", 1, 15*time.Second)
+	// The hanging ones answer now: whatever is queued goes at once.
+	for _, u := range hung {
+		r.ep.Hang(fmt.Sprintf("hung%d", u), false)
+	}
+	r.quiet("bob", 1, 3*time.Second)
+}
