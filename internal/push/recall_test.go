@@ -468,3 +468,29 @@ func TestRecallRemovesTheNotificationFromAMemberWhoWasRemovedSinceItsPush(t *tes
 	}
 	r.quiet("bob", 2, 500*time.Millisecond)
 }
+
+// TestRecallRemovesANotificationWhoseRetryFoundTheMemberGone: bob's phone
+// shows the message, his laptop's push service asked for a retry; bob
+// leaves the group before it; the retry is not sent (he is no member),
+// but the phone still shows the message, and its recall takes it away.
+func TestRecallRemovesANotificationWhoseRetryFoundTheMemberGone(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview = true })
+	g := r.group(1, 2, 3)
+	r.subscribe(2, "bob-phone")
+	r.subscribe(2, "bob-laptop")
+	r.ep.Script("bob-laptop", http.StatusServiceUnavailable) // Retry-After: 1
+	seq := r.send(g, 1, "the password is hunter2")
+	r.waitPushes("bob-phone", 1, 3*time.Second)
+	if err := r.store.RemoveMember(context.Background(), g, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	// The retry comes and finds bob gone.
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending'`)
+	r.quiet("bob-laptop", 0, 0)
+	r.recall(g, 1, seq)
+	got := r.waitPushes("bob-phone", 2, 3*time.Second)
+	if n := got[1]; n.Type != push.TypeRemove || n.Seq != seq {
+		t.Errorf("second push = %+v, want the remove of seq %d", n, seq)
+	}
+}

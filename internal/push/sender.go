@@ -355,8 +355,10 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	switch {
 	case !j.member && !j.remove:
 		// A remove goes to a former member too: their devices may show
-		// the recalled message, and it carries nothing else.
+		// the recalled message, and it carries nothing else. So an
+		// earlier attempt's notification is kept for its recall.
 		p.m.skipped.WithLabelValues("not_member").Inc()
+		r.shown = maybeShown
 		return r
 	case !j.live:
 		// Every message it stood for was recalled, or its user blocked
