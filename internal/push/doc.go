@@ -107,7 +107,9 @@
 // owed. A job's devices are sent to concurrently:
 //
 //   - webpush and unifiedpush (to public addresses only unless
-//     AllowPrivate: checked on the address dialled): RFC 8291 aes128gcm
+//     AllowPrivate: checked on the address dialled, or through a proxy on
+//     the endpoint's addresses; not public: the IANA special-purpose
+//     ranges that are not globally reachable): RFC 8291 aes128gcm
 //     encryption and an RFC 8292
 //     VAPID JWT (github.com/SherClockHolmes/webpush-go), POST to the
 //     endpoint (RFC 8030) with TTL 24 h, Urgency high and Topic

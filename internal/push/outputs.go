@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -250,29 +251,67 @@ var errPrivateAddress = errors.New("push endpoint is not on a public address (pu
 // newHTTPClient returns a client with timeout that follows no redirects (a
 // push service answers; it does not send chatd elsewhere); publicOnly
 // refuses connections to loopback, private, link-local and other
-// non-public addresses, checked on the address actually dialled, so a DNS
-// name pointing inside the network is refused too.
+// non-public addresses (publicAddr), checked on the address actually
+// dialled, so a DNS name pointing inside the network is refused too.
+// Through a proxy (HTTPS_PROXY, HTTP_PROXY; NO_PROXY), which is the
+// operator's and may well be on a private address, the endpoint's
+// addresses are checked instead, as chatd resolves its name: the proxy
+// resolves it again, so a proxy that also refuses private destinations
+// keeps a name that changes its answer in between out too.
 func newHTTPClient(timeout time.Duration, publicOnly bool) *http.Client {
+	return newHTTPClientVia(timeout, publicOnly, http.ProxyFromEnvironment)
+}
+
+func newHTTPClientVia(timeout time.Duration, publicOnly bool, proxy func(*http.Request) (*url.URL, error)) *http.Client {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	dial := dialer.DialContext
 	if publicOnly {
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+		guarded := *dialer
+		guarded.Control = func(_, address string, _ syscall.RawConn) error {
 			host, _, err := net.SplitHostPort(address)
 			if err != nil {
 				return err
 			}
 			ip, err := netip.ParseAddr(host)
-			if err != nil || !publicAddr(ip.Unmap()) {
+			if err != nil || !publicAddr(ip) {
 				return errPrivateAddress
 			}
 			return nil
+		}
+		var (
+			mu      sync.Mutex
+			proxies = map[string]bool{} // host:port of the proxies requests went through
+		)
+		next := proxy
+		proxy = func(req *http.Request) (*url.URL, error) {
+			u, err := next(req)
+			if err != nil || u == nil {
+				return u, err
+			}
+			if err := checkPublicHost(req.Context(), req.URL.Hostname()); err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			proxies[proxyAddr(u)] = true
+			mu.Unlock()
+			return u, nil
+		}
+		dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+			mu.Lock()
+			toProxy := proxies[address]
+			mu.Unlock()
+			if toProxy {
+				return dialer.DialContext(ctx, network, address)
+			}
+			return guarded.DialContext(ctx, network, address)
 		}
 	}
 	return &http.Client{
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			DialContext:         dialer.DialContext,
+			Proxy:               proxy,
+			DialContext:         dial,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: timeout,
@@ -281,9 +320,83 @@ func newHTTPClient(timeout time.Duration, publicOnly bool) *http.Client {
 	}
 }
 
-// sharedAddressSpace is RFC 6598's carrier-grade NAT range.
-var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+// proxyAddr is the host:port the transport dials for proxy u.
+func proxyAddr(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443", "socks5": "1080", "socks5h": "1080"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
 
+// checkPublicHost is errPrivateAddress unless every address of host (a
+// literal, or a name chatd resolves) is public.
+func checkPublicHost(ctx context.Context, host string) error {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if !publicAddr(ip) {
+			return errPrivateAddress
+		}
+		return nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return err
+	}
+	for _, ip := range ips {
+		if !publicAddr(ip) {
+			return errPrivateAddress
+		}
+	}
+	return nil
+}
+
+// notPublic4 are the IPv4 ranges of the IANA IPv4 Special-Purpose Address
+// Registry that are not globally reachable (and multicast, broadcast).
+var notPublic4 = prefixes("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+	"198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4")
+
+// public4 are the globally reachable exceptions inside them (192.0.0.9
+// PCP anycast, 192.0.0.10 TURN anycast).
+var public4 = prefixes("192.0.0.9/32", "192.0.0.10/32")
+
+// IPv6: only global unicast (2000::/3) is public, less the ranges of the
+// IANA IPv6 Special-Purpose Address Registry in it that are not globally
+// reachable or lead to IPv4 (2001::/23 IETF protocol assignments with
+// Teredo and benchmarking, documentation, 6to4); NAT64's well-known
+// prefix is as public as the IPv4 address it carries.
+var (
+	global6    = netip.MustParsePrefix("2000::/3")
+	notPublic6 = prefixes("2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20")
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+)
+
+func prefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
+	}
+	return out
+}
+
+func inAny(ip netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// publicAddr is whether a Web Push endpoint may be at ip.
 func publicAddr(ip netip.Addr) bool {
-	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !sharedAddressSpace.Contains(ip)
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return !inAny(ip, notPublic4) || inAny(ip, public4)
+	}
+	if nat64.Contains(ip) {
+		b := ip.As16()
+		return publicAddr(netip.AddrFrom4([4]byte(b[12:])))
+	}
+	return global6.Contains(ip) && !inAny(ip, notPublic6)
 }
