@@ -386,3 +386,32 @@ func TestABlockOrAMuteSilencesAPushAlreadyDecided(t *testing.T) {
 	r.quiet("bob", 2, 2500*time.Millisecond)
 	r.waitCount(0, 3*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
 }
+
+// TestAPushNotSentDoesNotHoldBackTheNextOne: a push waiting out the
+// minimum interval whose message bob read meanwhile is not sent; it is no
+// push, so the next message's push is not held back another interval.
+func TestAPushNotSentDoesNotHoldBackTheNextOne(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.MinInterval = 2 * time.Second })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "one")
+	r.waitPushes("bob", 1, 3*time.Second)
+	two := r.send(conv, 1, "two")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending'`)
+	r.ack(conv, 2, two)
+	// Claimed when due, after the interval, and skipped.
+	r.waitCount(0, 4*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
+	r.quiet("bob", 1, 0)
+	sent := time.Now()
+	three := r.send(conv, 1, "three")
+	got := r.waitPushes("bob", 2, 5*time.Second)
+	if got[1].Seq != three {
+		t.Errorf("second push = %+v, want seq %d", got[1], three)
+	}
+	// Due after the delay (300 ms), the last push being more than the
+	// interval ago.
+	if d := r.ep.Of("bob")[1].At.Sub(sent); d > 1500*time.Millisecond {
+		t.Errorf("push %v after its message, held back by a push never sent", d)
+	}
+}

@@ -91,7 +91,9 @@
 //
 // A (user, conversation) has at most one pending job; later decisions merge
 // into it (count grows, seq moves up). A new job is due at once, or
-// MinInterval after the pair's last push (push_last.pushed_at); push_last.seq
+// MinInterval after the pair's last push (push_last.pushed_at: recorded
+// by a notification's first claim, and forgotten again when it is
+// skipped, sent to no device: that was no push); push_last.seq
 // is the highest seq any job covered, so no message is counted twice.
 //
 // # Sending (every node)

@@ -35,7 +35,8 @@ import (
 // one is kept as sent (it may be on a device; a recall looks at the
 // pair's newest claimed one).
 // The first claim of a notification records the push of (user,
-// conversation) that the minimum interval counts from.
+// conversation) that the minimum interval counts from (applyResults
+// forgets it when the push is skipped, sent to no device).
 const claimSQL = `
 WITH c AS (
     SELECT p.id FROM push_job p
@@ -173,6 +174,7 @@ type result struct {
 	after    time.Duration
 	release  bool // not attempted (shutdown): hand the claim back as it was
 	lost     bool // not attempted, the claim is over (recheck): write nothing
+	skipped  bool // no device was sent to: not needed (any more)
 	// shown: a notification that may be on a device (sent to one now or
 	// in an earlier attempt), kept as the pair's sent one for recalls.
 	shown bool
@@ -349,7 +351,7 @@ func (p *Pusher) readJobs(ctx context.Context, sql string, args ...any) ([]*job,
 
 // process sends one job to its devices, each at the same time.
 func (p *Pusher) process(ctx context.Context, j *job) result {
-	r := result{id: j.id, attempts: j.attempts}
+	r := result{id: j.id, attempts: j.attempts, skipped: true}
 	// Earlier attempts may have reached a device.
 	maybeShown := !j.remove && j.attempts > 1
 	switch {
@@ -381,6 +383,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		r.shown = maybeShown
 		return r
 	}
+	r.skipped = false
 	n := p.notification(j)
 	type devOut struct {
 		id    int64
@@ -473,8 +476,8 @@ func (p *Pusher) writeResults(in <-chan result) {
 
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var (
-		done, shown, gone, released []int64
-		b                           pgx.Batch
+		done, shown, gone, released, skipped []int64
+		b                                    pgx.Batch
 	)
 	for _, r := range rs {
 		gone = append(gone, r.gone...)
@@ -489,11 +492,31 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.
 			shown = append(shown, r.id)
 		default:
 			done = append(done, r.id)
+			if r.skipped {
+				skipped = append(skipped, r.id)
+			}
 		}
 	}
 	if len(gone) > 0 {
 		b.Queue(`DELETE FROM push_device WHERE id = ANY($1)`, gone)
 		p.m.devicesDeleted.Add(float64(len(gone)))
+	}
+	if len(skipped) > 0 {
+		// A notification's first claim recorded it as the pair's last
+		// push (claimSQL); one skipped (not needed by the time it was
+		// due) was no push: the minimum interval counts from the one
+		// before, which is at least that long ago (the claim was due), so
+		// the next push of the pair is held back by none.
+		b.Queue(`
+WITH j AS (
+    SELECT user_id, conversation_id FROM push_job WHERE id = ANY($1) AND kind = 'message' AND attempts = 1
+), l AS (
+    UPDATE push_last l SET pushed_at = '-infinity'
+    FROM j WHERE l.user_id = j.user_id AND l.conversation_id = j.conversation_id
+)
+UPDATE push_job p SET not_before = now()
+FROM j WHERE p.user_id = j.user_id AND p.conversation_id = j.conversation_id
+  AND p.kind = 'message' AND p.state = 'pending' AND p.not_before > now()`, skipped)
 	}
 	if len(done) > 0 {
 		b.Queue(`DELETE FROM push_job WHERE id = ANY($1)`, done)
