@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // SearchQuery finds messages of the conversations UserID is a member of,
@@ -85,8 +87,31 @@ const (
 // matches as a case-insensitive substring (trigrams), a shorter one as the
 // start of a word. A message matches when every term does.
 type SearchTerm struct {
-	Text string // lower-cased
+	Text string // folded (FoldForSearch)
 	CJK  bool
+}
+
+// FoldForSearch is the form search compares text in, the query's and the
+// message's alike: Unicode NFKC, then every character lower-cased
+// (unicode.ToLower, one character for one) and a final sigma made a sigma.
+// NFKC rather than NFC: besides composing what was typed decomposed
+// ("e" and a combining acute, Hangul as conjoining jamo) it folds the
+// compatibility forms a reader takes for the same letters (full-width
+// Latin, half-width katakana, ligatures such as "ﬁ", superscripts), which
+// for finding a message is what matters, not their look. The database
+// computes the same fold of every message (chat_search_fold,
+// migrations/0025_search_fold.sql); the store tests check that the two
+// agree on every character.
+func FoldForSearch(s string) string {
+	return strings.Map(foldRune, norm.NFKC.String(s))
+}
+
+// foldRune lower-cases one character of NFKC text as FoldForSearch does.
+func foldRune(r rune) rune {
+	if r = unicode.ToLower(r); r == 'ς' {
+		return 'σ'
+	}
+	return r
 }
 
 // Substring reports whether the term matches anywhere in a word (rather
@@ -105,15 +130,20 @@ func IsCJK(r rune) bool {
 	return false
 }
 
-// ParseSearchTerms splits a query into terms: at anything but letters,
-// digits and combining marks (isWordRune), and where CJK characters meet others ("用PostgreSQL" is 用 and
-// postgresql). Repeated terms count once.
+// ParseSearchTerms splits a query, folded (FoldForSearch), into terms: at
+// anything but letters, digits and combining marks (isWordRune), and where
+// CJK characters meet others ("用PostgreSQL" is 用 and postgresql).
+// Repeated terms count once. The length limit holds before and after the
+// fold (a compatibility character can fold to several).
 func ParseSearchTerms(text string) ([]SearchTerm, error) {
 	if !utf8.ValidString(text) {
 		return nil, Errorf(CodeInvalid, "q is not valid UTF-8")
 	}
 	text = strings.TrimSpace(text)
 	if n := utf8.RuneCountInString(text); n == 0 || n > MaxSearchRunes {
+		return nil, Errorf(CodeInvalid, "q must be 1 to %d characters", MaxSearchRunes)
+	}
+	if text = FoldForSearch(text); utf8.RuneCountInString(text) > MaxSearchRunes {
 		return nil, Errorf(CodeInvalid, "q must be 1 to %d characters", MaxSearchRunes)
 	}
 	var terms []SearchTerm
@@ -141,7 +171,7 @@ func ParseSearchTerms(text string) ([]SearchTerm, error) {
 			flush()
 		}
 		curCJK = c
-		cur = append(cur, unicode.ToLower(r))
+		cur = append(cur, r)
 	}
 	flush()
 	if len(terms) == 0 {
@@ -233,20 +263,18 @@ func DecodeSearchCursor(s string) (SearchCursor, error) {
 }
 
 // Snippet cuts body to about SearchSnippetRunes characters around the first
-// match of terms (case-insensitive) and returns the [start, end) code point
-// ranges of every match within it. A cut is marked with "…".
+// match of terms (in the folded body, FoldForSearch) and returns the
+// [start, end) code point ranges of body, as it is written, of every match
+// within it. A cut is marked with "…".
 func Snippet(body string, terms []SearchTerm) (string, [][2]int) {
 	rs := []rune(body)
-	low := make([]rune, len(rs))
-	for i, r := range rs {
-		low[i] = unicode.ToLower(r)
-	}
+	low, from := foldSpans(body)
 	var hits [][2]int
 	for _, t := range terms {
 		tr := []rune(t.Text)
-		for i := 0; i+len(tr) <= len(low); {
+		for i := 0; len(tr) > 0 && i+len(tr) <= len(low); {
 			if matchAt(low, tr, i) && (t.Substring() || t.CJK || i == 0 || !isWordRune(low[i-1])) {
-				hits = append(hits, [2]int{i, i + len(tr)})
+				hits = append(hits, [2]int{from[i][0], from[i+len(tr)-1][1]})
 				i += len(tr)
 				continue
 			}
@@ -282,6 +310,31 @@ func Snippet(body string, terms []SearchTerm) (string, [][2]int) {
 		out = append(out, [2]int{max(h[0], start) + shift, min(h[1], end) + shift})
 	}
 	return b.String(), out
+}
+
+// foldSpans returns s folded (FoldForSearch) and, for each of its
+// characters, the [start, end) code point range of s it comes from: the
+// NFKC segment (a character and the marks composed with it, or a
+// compatibility character) that became it.
+func foldSpans(s string) ([]rune, [][2]int) {
+	var (
+		it   norm.Iter
+		out  []rune
+		from [][2]int
+		at   int // the code point index of it.Pos() in s
+	)
+	it.InitString(norm.NFKC, s)
+	for !it.Done() {
+		p := it.Pos()
+		seg := string(it.Next())
+		n := utf8.RuneCountInString(s[p:it.Pos()])
+		for _, r := range seg {
+			out = append(out, foldRune(r))
+			from = append(from, [2]int{at, at + n})
+		}
+		at += n
+	}
+	return out, from
 }
 
 func matchAt(s, t []rune, i int) bool {

@@ -13,9 +13,12 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// Search reads the message table's search column (a tsvector of the body
-// with CJK bigrams and single CJK characters, migrations/0020) and its two
-// GIN indexes, one over that column and one of trigrams over the body.
+// Search reads the message table's search column (a tsvector of the
+// folded body, chat.FoldForSearch, with CJK bigrams and single CJK
+// characters, migrations/0020 and 0025) and its two GIN indexes, one over
+// that column and one of trigrams over the folded body (searchBodySQL).
+// The query's terms are folded alike, so a word matches however its
+// characters are composed or cased.
 //
 // A query's terms (chat.ParseSearchTerms) become, per term:
 //   - CJK: the term's bigrams as a phrase ('北京' <-> '京市'), one bigram
@@ -304,14 +307,14 @@ func searchFilters(q chat.SearchQuery, way searchWay, arg func(any) string) []st
 		p := arg("%" + likeEscape(t.Text) + "%")
 		switch {
 		case way.scan:
-			where = append(where, "texticlike(x.body, "+p+")")
+			where = append(where, "texticlike("+searchBodySQL+", "+p+")")
 		case way.trigrams[t.Text]:
 			for _, tri := range trigramsOf(t.Text) {
-				where = append(where, "x.body ILIKE "+arg("%"+likeEscape(tri)+"%"))
+				where = append(where, searchBodySQL+" ILIKE "+arg("%"+likeEscape(tri)+"%"))
 			}
-			where = append(where, "texticlike(x.body, "+p+")")
+			where = append(where, "texticlike("+searchBodySQL+", "+p+")")
 		default:
-			where = append(where, "x.body ILIKE "+p)
+			where = append(where, searchBodySQL+" ILIKE "+p)
 		}
 	}
 	if q.SenderID > 0 {
@@ -325,6 +328,13 @@ func searchFilters(q chat.SearchQuery, way searchWay, arg func(any) string) []st
 	}
 	return where
 }
+
+// searchBodySQL is the text of message x that substring terms match: its
+// body folded (chat.FoldForSearch) by chat_search_fold, stored in
+// search_body where that differs from the body by more than ASCII case,
+// which ILIKE folds (migrations/0025_search_fold.sql). The trigram index
+// is over this expression.
+const searchBodySQL = "COALESCE(x.search_body, x.body)"
 
 // trigramsOf returns the distinct three-letter windows of s, in order.
 func trigramsOf(s string) []string {

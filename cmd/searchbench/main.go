@@ -8,15 +8,16 @@
 //
 //  1. send throughput through group commit (store.Send, -senders at once)
 //     without the search column and indexes;
-//  2. the time and size of building them (the stored tsvector column, its
-//     GIN index, the trigram index), as migrations 0019 and 0020 do;
+//  2. the time and size of building them (the stored folded body and
+//     tsvector columns, the tsvector's GIN index, the trigram index), as
+//     migrations 0019, 0020 and 0025 do;
 //  3. send throughput again, with them;
 //  4. search latency (chat.Service.Search, as the HTTP and RPC routes call
 //     it) of a user in -user-convs conversations and of a "heavy" user in
 //     -heavy-convs, for a set of queries from very common words to rare
 //     ones, substrings and CJK, through both plans (the direct scan of the
 //     user's messages and the indexes) and the one chatd picks;
-//  5. with -upgrade, the time migration 0020 takes on a database of this
+//  5. with -upgrade, the time migration 0025 takes on a database of this
 //     size (docs/operations.md, "Upgrading").
 //
 // Without -database-url it starts a private PostgreSQL (pgembed, fsync on)
@@ -83,7 +84,7 @@ func main() {
 	flag.StringVar(&o.ginWith, "gin-with", "WITH (gin_pending_list_limit = 16384)", `storage parameters of the GIN indexes (migrations 0019's and 0020's by default)`)
 	flag.BoolVar(&o.maintain, "maintain", true, "merge the GIN pending lists every second during sends, as chatd does (store.RunSearchMaintenance)")
 	flag.IntVar(&o.steps, "steps", 3, "build steps: 1 the column, 2 and its GIN index, 3 and the trigram index")
-	flag.BoolVar(&o.upgrade, "upgrade", true, "at the end, time migration 0020's rewrite of the message table (needs -steps 3)")
+	flag.BoolVar(&o.upgrade, "upgrade", true, "at the end, time migration 0025's rewrite of the message table (needs -steps 3)")
 	flag.Parse()
 	if o.messages <= 0 || o.conversations <= 0 || o.userConvs <= 0 || o.userConvs > o.conversations || o.heavyConvs > o.conversations {
 		fmt.Fprintln(os.Stderr, "searchbench: -messages and -conversations must be positive, -user-convs and -heavy-convs at most -conversations")
@@ -122,10 +123,10 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("searchbench: %d messages over %d conversations; user %d in %d of them, user %d in %d; %s\n",
 		o.messages, o.conversations, searcher, o.userConvs, heavy, o.heavyConvs, describe)
 
-	// The search objects of migrations 0019 and 0020 go before the load: they are
+	// The search objects of migrations 0019, 0020 and 0025 go before the load: they are
 	// built afterwards, timed, as an upgrade of a full database builds them.
 	if _, err := pool.Exec(ctx, `DROP INDEX message_search_idx; DROP INDEX message_body_trgm_idx;
-		ALTER TABLE message DROP COLUMN search`); err != nil {
+		ALTER TABLE message DROP COLUMN search, DROP COLUMN search_body`); err != nil {
 		return fmt.Errorf("drop the search objects: %w", err)
 	}
 	c, err := load(ctx, pool, o)
@@ -189,12 +190,12 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// timeUpgrade runs what migration 0020 does to the message table, in one
+// timeUpgrade runs what migration 0025 does to the message table, in one
 // transaction with the server's default maintenance_work_mem, as Migrate
-// runs it: drop the search index and column, add the column again (a
-// rewrite of the table, which rebuilds every index on it, the trigram
-// index and the primary key included) and build its GIN index. The
-// function 0020 creates exists already; creating it costs nothing.
+// runs it: drop the search indexes and columns, add the columns again (a
+// rewrite of the table, which rebuilds every other index on it, the
+// primary key included) and build the two search indexes. The function
+// 0025 creates exists already; creating it costs nothing.
 func timeUpgrade(ctx context.Context, pool *pgxpool.Pool, o options) error {
 	steps := buildSteps(o)
 	t := time.Now()
@@ -203,7 +204,8 @@ func timeUpgrade(ctx context.Context, pool *pgxpool.Pool, o options) error {
 		return fmt.Errorf("upgrade: begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
-	for _, q := range []string{`DROP INDEX message_search_idx`, `ALTER TABLE message DROP COLUMN search`, steps[0].sql, steps[1].sql} {
+	for _, q := range []string{`DROP INDEX message_search_idx`, `DROP INDEX message_body_trgm_idx`,
+		`ALTER TABLE message DROP COLUMN search, DROP COLUMN search_body`, steps[0].sql, steps[1].sql, steps[2].sql} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return fmt.Errorf("upgrade: %w", err)
 		}
@@ -211,7 +213,7 @@ func timeUpgrade(ctx context.Context, pool *pgxpool.Pool, o options) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("upgrade: commit: %w", err)
 	}
-	fmt.Printf("upgrade: migration 0020 on %d messages (rewrite of message and its indexes, then the search GIN): %s\n",
+	fmt.Printf("upgrade: migration 0025 on %d messages (rewrite of message and its indexes, then the two search GINs): %s\n",
 		o.messages, time.Since(t).Round(100*time.Millisecond))
 	return nil
 }
@@ -432,17 +434,19 @@ func load(ctx context.Context, pool *pgxpool.Pool, o options) (*corpus, error) {
 	return c, nil
 }
 
-// buildStep is one search object of the message table, as migrations 0019
-// (the trigram index) and 0020 (the column and its index) make it.
+// buildStep is one search object of the message table, as migration 0025
+// makes it (after 0019 and 0020).
 type buildStep struct{ name, sql string }
 
 func buildSteps(o options) []buildStep {
 	return []buildStep{
-		{"stored search column (table rewrite)", `ALTER TABLE message ADD COLUMN search tsvector GENERATED ALWAYS AS (
-			CASE WHEN kind = 'message' THEN to_tsvector('simple'::regconfig, chat_search_document(body)) END) STORED`},
+		{"stored search columns (table rewrite)", `ALTER TABLE message ADD COLUMN search_body text GENERATED ALWAYS AS (
+			CASE WHEN kind = 'message' THEN chat_search_fold(body) END) STORED,
+			ADD COLUMN search tsvector GENERATED ALWAYS AS (
+			CASE WHEN kind = 'message' THEN to_tsvector('simple'::regconfig, chat_search_document(COALESCE(chat_search_fold(body), body))) END) STORED`},
 		{"GIN index on it", `CREATE INDEX message_search_idx ON message USING gin (search) ` + o.ginWith + `
 			WHERE kind = 'message' AND recalled_at IS NULL`},
-		{"trigram GIN index on the body", `CREATE INDEX message_body_trgm_idx ON message USING gin (body gin_trgm_ops) ` + o.ginWith + `
+		{"trigram GIN index on the folded body", `CREATE INDEX message_body_trgm_idx ON message USING gin ((COALESCE(search_body, body)) gin_trgm_ops) ` + o.ginWith + `
 			WHERE kind = 'message' AND recalled_at IS NULL`},
 	}[:o.steps]
 }

@@ -263,6 +263,28 @@ func TestSearchOverHTTPAndRPC(t *testing.T) {
 	}
 }
 
+// Search over HTTP compares folded text: a word sent with a decomposed
+// accent is found by the composed one, a capital in any script by its
+// lower case, and the highlight covers the characters as sent.
+func TestSearchOverHTTPFindsWordsHoweverTheyAreComposedOrCased(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	e.sendMsg(2, g, newID(), "meet at the cafe\u0301")
+	e.sendMsg(2, g, newID(), "Привет всем")
+	for q, word := range map[string]string{"caf%C3%A9": "cafe\u0301", "%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82": "Привет"} {
+		var page chat.SearchPage
+		e.must(200, 1, "GET", "/v1/search?q="+q, nil, &page)
+		if len(page.Results) != 1 {
+			t.Errorf("search %s: %+v", q, page)
+			continue
+		}
+		h := page.Results[0]
+		if rs := []rune(h.Snippet); len(h.Highlights) != 1 || string(rs[h.Highlights[0][0]:h.Highlights[0][1]]) != word {
+			t.Errorf("search %s: highlights %v of %q, want %q", q, h.Highlights, h.Snippet, word)
+		}
+	}
+}
+
 // Every reply that carries a member, over HTTP and RPC, hides the read
 // watermark of a member whose read receipts are off, as the conversation
 // does: a role change, and an add of someone already a member.

@@ -1,0 +1,179 @@
+package store_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"golang.org/x/text/unicode/norm"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/store"
+)
+
+// A word is found however its characters are encoded: composed or
+// decomposed accents (macOS and iOS keyboards, copy and paste), Hangul as
+// syllables or conjoining jamo, full-width Latin, ligatures; and whatever
+// the case of its letters, in any script, not only ASCII's. The query is
+// written one way, the message the other, both ways round, on both plans;
+// the highlight covers the word as the message writes it.
+func TestSearchFindsAWordHoweverItsCharactersAreComposedOrCased(t *testing.T) {
+	t.Parallel()
+	st, plans := searchStores(t)
+	g := mustGroup(t, st, 1, 2)
+	cases := []struct{ body, query, word string }{
+		{"meet at the cafe\u0301 tomorrow", "café", "cafe\u0301"},  // decomposed message, composed query
+		{"the résumé is attached", "re\u0301sume\u0301", "résumé"}, // composed message, decomposed query
+		{norm.NFD.String("한국 음식"), "한국", norm.NFD.String("한국")},    // Hangul as conjoining jamo
+		{"서울 가요", norm.NFD.String("서울"), "서울"},                     // a jamo query
+		{"ｃｏｆｆｅｅ break", "coffee", "ｃｏｆｆｅｅ"},                       // full-width message
+		{"tea time", "ｔｅａ", "tea"},                                 // full-width query
+		{"the ﬁnal draft", "final", "ﬁnal"},                        // a ligature
+		{"Привет всем", "привет", "Привет"},                        // a Cyrillic capital
+		{"до встречи", "ВСТРЕЧИ", "встречи"},                       // a query in capitals
+		{"ÉCOLE fermée", "école", "ÉCOLE"},                         // Latin capitals beyond ASCII
+		{"ΟΔΟΣ ερμου", "οδος", "ΟΔΟΣ"},                             // final sigma
+		{"Ок, договорились", "ок", "Ок"},                           // a short word's start
+	}
+	want := map[string]string{}
+	for _, c := range cases {
+		want[c.query] = ref(mustSend(t, st, g.ID, 2, c.body))
+	}
+	for i, p := range plans {
+		for _, c := range cases {
+			if got := hitBodies(t, p, 1, c.query); !slices.Equal(got, []string{want[c.query]}) {
+				t.Errorf("plan %d: %q found %v, want %s (%q)", i, c.query, got, want[c.query], c.body)
+			}
+		}
+	}
+	for _, c := range cases {
+		page := search(t, st, chat.SearchQuery{UserID: 1, Text: c.query})
+		if len(page.Results) != 1 {
+			continue // reported above
+		}
+		h := page.Results[0]
+		rs := []rune(h.Snippet)
+		if h.Snippet != c.body || len(h.Highlights) != 1 || string(rs[h.Highlights[0][0]:h.Highlights[0][1]]) != c.word {
+			t.Errorf("%q: snippet %q highlights %v, want %q highlighted in the body as sent", c.query, h.Snippet, h.Highlights, c.word)
+		}
+	}
+}
+
+// The database folds a message as chat.FoldForSearch folds a query
+// (chat_search_fold, or the body as it is where only its ASCII case
+// differs, which ILIKE and to_tsvector fold): every character alone, and
+// random runs of letters, marks and compatibility characters in the
+// scripts whose composition and case differ between implementations.
+// Only the Cyrillic modifier letters of Unicode 15.0 (U+1E030–U+1E08F,
+// superscripts of phonetic transcription) are left out: PostgreSQL 15's
+// normalize() knows Unicode 14, so it leaves them as they are where Go
+// folds them to Cyrillic letters; a message holding one is not found by
+// its plain letter.
+func TestTheDatabaseFoldsTextAsTheQueryIsFolded(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	_, pool := newStore(t)
+	var texts []string
+	for r := rune(1); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) || !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.S, unicode.P, unicode.Zs) ||
+			0x1e030 <= r && r <= 0x1e08f {
+			continue
+		}
+		texts = append(texts, string(r))
+	}
+	pick := [][2]rune{{'A', 'Z'}, {0xc0, 0x24f}, {0x300, 0x36f}, {0x370, 0x3ff}, {0x400, 0x4ff}, {0x1100, 0x11ff},
+		{0xac00, 0xac40}, {0x1e00, 0x1fff}, {0x2160, 0x2188}, {0x3131, 0x318e}, {0xfb00, 0xfb06}, {0xff01, 0xffdc}, {' ', ' '}}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + rnd.IntN(8) {
+			p := pick[rnd.IntN(len(pick))]
+			b.WriteRune(p[0] + rune(rnd.IntN(int(p[1]-p[0]+1))))
+		}
+		texts = append(texts, b.String())
+	}
+	texts = append(texts, "ΟΔΟΣ ΟΔΟΣ. Σ ς σ", "İstanbul I\u0307", "ﬀﬁﬂﬃ ẞ ß ǅ ǈ ǋ", "ｶﾞｷﾞ ｱｲｳ", "\u1112\u1161\u11ab")
+	for start := 0; start < len(texts); start += 50000 {
+		batch := texts[start:min(start+50000, len(texts))]
+		rows, err := pool.Query(ctx, `SELECT COALESCE(chat_search_fold(t), lower(t COLLATE "C")) FROM unnest($1::text[]) WITH ORDINALITY AS u(t, i) ORDER BY i`, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		folded, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, s := range batch {
+			if want := chat.FoldForSearch(s); folded[i] != want {
+				if bad++; bad <= 20 {
+					t.Errorf("%q (%U): the database folds it to %q (%U), the query to %q (%U)", s, []rune(s), folded[i], []rune(folded[i]), want, []rune(want))
+				}
+			}
+		}
+		if bad > 20 {
+			t.Errorf("and %d more", bad-20)
+		}
+	}
+}
+
+// Messages sent before the fold (migration 0025) are found by it once the
+// database is upgraded, both plans; a message recalled before the upgrade
+// stays unfound, and its erased body stores no folded text.
+func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := freshPool(t)
+	ms, err := store.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	functions, err := store.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The database as chatd left it before 0025.
+	mustExec(t, ctx, pool, `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now(), sha256 text)`)
+	for _, m := range ms {
+		if m.Version >= 25 {
+			break
+		}
+		mustExec(t, ctx, pool, m.SQL)
+		mustExec(t, ctx, pool, `INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3)`, m.Version, m.Name, m.Checksum)
+	}
+	mustExec(t, ctx, pool, functions)
+	st := store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { st.Close(context.Background()) })
+	g := mustGroup(t, st, 1, 2)
+	cafe := mustSend(t, st, g.ID, 2, "meet at the cafe\u0301")
+	hi := mustSend(t, st, g.ID, 2, "Привет всем")
+	ascii := mustSend(t, st, g.ID, 2, "Plain ASCII words")
+	gone := mustSend(t, st, g.ID, 2, "ÉCOLE secrète")
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: g.ID, UserID: 2, TargetSeq: gone.Seq, ClientMsgID: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := store.Migrate(ctx, pool)
+	if err != nil || !slices.Equal(done, []int{25}) {
+		t.Fatalf("upgrade applied %v: %v", done, err)
+	}
+	for i, opt := range []store.Option{store.WithSearchScanLimit(-1), store.WithSearchScanLimit(0)} {
+		p := store.New(pool, chat.DefaultLimits(), opt)
+		for q, want := range map[string][]string{"café": {ref(cafe)}, "привет": {ref(hi)}, "ascii": {ref(ascii)},
+			"école": nil, "secrète": nil} {
+			if got := hitBodies(t, p, 1, q); !slices.Equal(got, want) {
+				t.Errorf("plan %d: %q found %v, want %v", i, q, got, want)
+			}
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND search_body IS NOT NULL`, g.ID); n != 2 {
+		t.Errorf("%d messages store a folded text, want 2 (the café and Привет ones; not the ASCII one nor the recalled one)", n)
+	}
+}
