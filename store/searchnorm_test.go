@@ -177,3 +177,78 @@ func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
 		t.Errorf("%d messages store a folded text, want 2 (the café and Привет ones; not the ASCII one nor the recalled one)", n)
 	}
 }
+
+// A short word (one or two letters, matched at a word's start) is found
+// right after punctuation or a symbol outside ASCII, as after ASCII's:
+// Spanish ¿ and ¡, typographic quotes and dashes, guillemets, an emoji.
+func TestSearchFindsAShortWordAfterPunctuationOrASymbol(t *testing.T) {
+	t.Parallel()
+	st, plans := searchStores(t)
+	g := mustGroup(t, st, 1, 2)
+	cases := []struct{ body, query string }{
+		{"¿Sí? vamos", "sí"},
+		{"“Hi” there", "hi"},
+		{"«Ок», сказал он", "ок"},
+		{"wait—no", "no"},
+		{"great👍ok", "ok"},
+		{"x→y", "y"},
+		{"„Ja“, sagte er", "ja"},
+	}
+	want := map[string]string{}
+	for _, c := range cases {
+		want[c.query] = ref(mustSend(t, st, g.ID, 2, c.body))
+	}
+	for i, p := range plans {
+		for _, c := range cases {
+			if got := hitBodies(t, p, 1, c.query); !slices.Equal(got, []string{want[c.query]}) {
+				t.Errorf("plan %d: %q found %v, want %s (%q)", i, c.query, got, want[c.query], c.body)
+			}
+		}
+	}
+}
+
+// The search document splits words where a query does (chat_search_words
+// and chat.ParseSearchTerms): between two letters, every character above
+// ASCII that is not a letter, digit or mark ends a word, every other
+// keeps it whole (CJK, which the document cuts into characters, aside).
+func TestTheSearchDocumentSplitsWordsWhereTheQueryDoes(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	_, pool := newStore(t)
+	var (
+		texts []string
+		split []bool
+	)
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		s := string(r)
+		if !utf8.ValidRune(r) || chat.IsCJK(r) || chat.FoldForSearch(s) != s || 0x1e030 <= r && r <= 0x1e08f ||
+			!unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf) {
+			continue
+		}
+		terms, err := chat.ParseSearchTerms("a" + s + "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts, split = append(texts, "a"+s+"b"), append(split, len(terms) == 2)
+	}
+	rows, err := pool.Query(ctx, `SELECT tsvector_to_array(to_tsvector('simple', chat_search_document(chat_search_words(COALESCE(chat_search_fold(t), t)))))
+		FROM unnest($1::text[]) WITH ORDINALITY AS u(t, i) ORDER BY i`, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lexemes, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i, s := range texts {
+		if got := slices.Equal(lexemes[i], []string{"a", "b"}); got != split[i] && (split[i] || len(lexemes[i]) != 1) {
+			if bad++; bad <= 20 {
+				t.Errorf("%q (%U): the document's words are %q, the query's split %v", s, []rune(s), lexemes[i], split[i])
+			}
+		}
+	}
+	if bad > 20 {
+		t.Errorf("and %d more", bad-20)
+	}
+}

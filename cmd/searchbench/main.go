@@ -443,7 +443,7 @@ func buildSteps(o options) []buildStep {
 		{"stored search columns (table rewrite)", `ALTER TABLE message ADD COLUMN search_body text GENERATED ALWAYS AS (
 			CASE WHEN kind = 'message' THEN chat_search_fold(body) END) STORED,
 			ADD COLUMN search tsvector GENERATED ALWAYS AS (
-			CASE WHEN kind = 'message' THEN to_tsvector('simple'::regconfig, chat_search_document(COALESCE(chat_search_fold(body), body))) END) STORED`},
+			CASE WHEN kind = 'message' THEN to_tsvector('simple'::regconfig, chat_search_document(chat_search_words(COALESCE(chat_search_fold(body), body)))) END) STORED`},
 		{"GIN index on it", `CREATE INDEX message_search_idx ON message USING gin (search) ` + o.ginWith + `
 			WHERE kind = 'message' AND recalled_at IS NULL`},
 		{"trigram GIN index on the folded body", `CREATE INDEX message_body_trgm_idx ON message USING gin ((COALESCE(search_body, body)) gin_trgm_ops) ` + o.ginWith + `
