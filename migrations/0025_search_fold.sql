@@ -141,3 +141,16 @@ CREATE INDEX message_search_idx ON message USING gin (search) WITH (gin_pending_
     WHERE kind = 'message' AND recalled_at IS NULL;
 CREATE INDEX message_body_trgm_idx ON message USING gin ((COALESCE(search_body, body)) gin_trgm_ops) WITH (gin_pending_list_limit = 16384)
     WHERE kind = 'message' AND recalled_at IS NULL;
+
+-- The new columns have no statistics until the next ANALYZE, which
+-- autovacuum may not run for long (a rewrite counts no changed rows), and
+-- the plan of a search reads them (store/searchplan.go: how common a
+-- word is). ANALYZE reads a sample of 30,000 rows, seconds on any table;
+-- an empty table (a new database) is left as it was, never analyzed.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM message) THEN
+        ANALYZE message;
+    END IF;
+END
+$$;

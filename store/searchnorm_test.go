@@ -126,7 +126,8 @@ func TestTheDatabaseFoldsTextAsTheQueryIsFolded(t *testing.T) {
 
 // Messages sent before the fold (migration 0025) are found by it once the
 // database is upgraded, both plans; a message recalled before the upgrade
-// stays unfound, and its erased body stores no folded text.
+// stays unfound, and its erased body stores no folded text. The upgrade
+// leaves the new columns with statistics.
 func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -172,6 +173,10 @@ func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
 				t.Errorf("plan %d: %q found %v, want %v", i, q, got, want)
 			}
 		}
+	}
+	// The plan of a search has the new column's statistics at once.
+	if n := queryInt(t, pool, `SELECT count(*) FROM pg_stats WHERE tablename = 'message' AND attname = 'search'`); n != 1 {
+		t.Errorf("the search column has %d rows of statistics after the upgrade, want 1", n)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND search_body IS NOT NULL`, g.ID); n != 2 {
 		t.Errorf("%d messages store a folded text, want 2 (the café and Привет ones; not the ASCII one nor the recalled one)", n)
