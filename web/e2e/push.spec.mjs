@@ -207,3 +207,68 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test('a message recalled while the page is hidden takes away the notification the page showed for it', async () => {
+  const me = 63;
+  const peer = 62;
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
+  context.setDefaultTimeout(10000);
+  await context.grantPermissions(['notifications'], { origin: BASE });
+  await context.addInitScript((sub) => {
+    if (!self.PushManager) return;
+    const bytes = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4)), (c) => c.charCodeAt(0)).buffer;
+    let current = null;
+    PushManager.prototype.subscribe = async function (opts) {
+      current = {
+        endpoint: sub.endpoint,
+        expirationTime: null,
+        options: { applicationServerKey: opts.applicationServerKey, userVisibleOnly: opts.userVisibleOnly },
+        getKey: (n) => bytes(n === 'p256dh' ? sub.p256dh : sub.auth),
+        toJSON: () => ({ endpoint: sub.endpoint, expirationTime: null, keys: { p256dh: sub.p256dh, auth: sub.auth } }),
+        unsubscribe: async () => ((current = null), true),
+      };
+      return current;
+    };
+    PushManager.prototype.getSubscription = async function () {
+      return current;
+    };
+  }, SUB);
+  const errors = [];
+  const page = await context.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(BASE);
+  await page.getByTestId('dev-user').fill(String(me));
+  await page.getByTestId('dev-signin').click();
+  await page.locator('[data-testid=connection][data-state=online]').waitFor();
+  await page.getByTestId('enable-notifications').click();
+  await page.locator('[data-testid=enable-notifications][data-state=on]').waitFor();
+  const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
+  const shown = () => sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ body: x.body, tag: x.tag, seq: x.data?.seq }))));
+
+  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
+  await page.evaluate(() => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+  const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'my bank password is hunter2' });
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'my bank password is hunter2', tag: `conv-${conv.id}`, seq: sent.seq }]));
+
+  // chatd pushed nothing (the page acknowledged), so no remove push will
+  // come: the page itself must take the recalled text off the screen.
+  await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${sent.seq}`);
+  await eventually(async () => assert.deepEqual(await shown(), [], 'the recalled message\'s text is no longer on screen'));
+
+  // A recall of an older message leaves the notification of a newer one.
+  const first = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'first' });
+  const second = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'second' });
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]));
+  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).click();
+  await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
+  await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${first.seq}`);
+  await page.getByTestId('message-body').filter({ hasText: 'Message deleted' }).nth(1).waitFor();
+  await page.waitForTimeout(300); // the page's handling of the recall is done
+  assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -112,13 +112,23 @@ function muted(s) {
 /**
  * While the page is hidden its MQTT session stays up and acknowledges, so
  * chatd sends no push: the page shows the notification itself, through the
- * service worker so that a click opens the conversation the same way.
+ * service worker so that a click opens the conversation the same way. For
+ * the same reason no remove push follows when such a message is recalled:
+ * the page takes the notification that shows it away itself. Events are
+ * handled one after the other, so a recall never overtakes the showing of
+ * its message.
  */
 export function notifyWhileHidden(session, state, uid) {
   if (!pushSupported()) return;
-  session.addEventListener('event', async (e) => {
+  let queue = Promise.resolve();
+  session.addEventListener('event', (e) => {
     const ev = e.detail;
-    if (ev.type !== 'message.new' || ev.senderId === uid || document.visibilityState !== 'hidden') return;
+    if (ev.type === 'message.recalled') queue = queue.then(() => closeRecalled(ev)).catch(() => {});
+    else if (ev.type === 'message.new') queue = queue.then(() => show(ev)).catch(() => {});
+  });
+
+  async function show(ev) {
+    if (ev.senderId === uid || ev.recalled || document.visibilityState !== 'hidden') return;
     if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
     const c = state.conv(ev.conversationId);
     if (c && muted(c.settings)) return;
@@ -132,5 +142,14 @@ export function notifyWhileHidden(session, state, uid) {
       icon: '/favicon.svg',
       data: { conversationId: ev.conversationId, seq: ev.seq, url: `/#/c/${ev.conversationId}` },
     });
-  });
+  }
+}
+
+/** Closes the conversation's notification when it shows the recalled message. */
+async function closeRecalled(ev) {
+  const reg = await navigator.serviceWorker.getRegistration();
+  if (!reg) return;
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) {
+    if (n.data && n.data.seq === ev.targetSeq) n.close();
+  }
 }
