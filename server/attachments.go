@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/attach"
 	"github.com/chatd/chatd/internal/blob"
@@ -28,6 +29,9 @@ func (s *Server) startAttachments(ctx context.Context, st config.Settings) error
 		}
 	} else if s.Blobs, err = blob.NewLocal(BlobDir(st.DataDir)); err != nil {
 		return fmt.Errorf("attachments: %w", err)
+	}
+	if s.objectOrigin, err = objectStoreOrigin(ctx, s.Blobs); err != nil {
+		return err
 	}
 	s.attachStore = store.NewAttachments(s.Pool)
 	s.Attachments, err = attach.New(attach.Config{Store: s.attachStore, Blobs: s.Blobs, Limits: st.UploadLimits(),
@@ -59,14 +63,16 @@ func (s *Server) startAttachments(ctx context.Context, st config.Settings) error
 
 // objectStoreOrigin is the origin browsers upload to and download from
 // when attachments live in an object store (the web client's CSP must
-// allow it), none for local disk.
-func objectStoreOrigin(st config.Settings) []string {
-	if st.S3Endpoint == "" {
-		return nil
+// allow it): where its presigned URLs point, which at Amazon S3 is the
+// bucket's own host, not the endpoint. None for local disk.
+func objectStoreOrigin(ctx context.Context, blobs chat.BlobStore) ([]string, error) {
+	s3, ok := blobs.(*blob.S3)
+	if !ok {
+		return nil, nil
 	}
-	scheme := "http://"
-	if st.S3UseTLS {
-		scheme = "https://"
+	o, err := s3.Origin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("attachments: the object store's origin: %w", err)
 	}
-	return []string{scheme + st.S3Endpoint}
+	return []string{o}, nil
 }

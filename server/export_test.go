@@ -4,3 +4,7 @@ package server
 // another node takes one of its sessions over, as when that notice is late
 // or lost: the old connection stays open meanwhile.
 func WithoutTakeoverWatch() Option { return func(s *Server) { s.noTakeoverWatch = true } }
+
+// ObjectStoreOrigin is what the web client's Content-Security-Policy
+// lets the page connect to besides its own origin.
+var ObjectStoreOrigin = objectStoreOrigin

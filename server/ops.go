@@ -178,7 +178,7 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 	newMux := func(ws http.Handler) http.Handler {
 		mux := http.NewServeMux()
 		api.Register(mux)
-		web.Register(mux, web.Options{Dev: st.Dev, Secret: secret, Logger: s.log.With("component", "web"), ConnectSrc: objectStoreOrigin(st)})
+		web.Register(mux, web.Options{Dev: st.Dev, Secret: secret, Logger: s.log.With("component", "web"), ConnectSrc: s.objectOrigin})
 		mux.Handle("/mqtt", ws)
 		if publicMetrics {
 			mux.Handle("GET /metrics", metrics)

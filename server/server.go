@@ -51,6 +51,9 @@ type Server struct {
 	Attachments *attach.Service
 	Blobs       chat.BlobStore
 	attachStore *store.Attachments
+	// objectOrigin is where browsers reach Blobs (an object store's
+	// presigned URLs): the web client's CSP admits it.
+	objectOrigin []string
 
 	presencePub *presence.KafkaPublisher
 	relay       *relay.Relay    // nil without Kafka

@@ -31,9 +31,10 @@ type Options struct {
 	Secret []byte
 	// Logger may be nil (slog.Default()).
 	Logger *slog.Logger
-	// ConnectSrc are more origins the page may fetch from (an object
-	// store's, e.g. https://s3.eu-west-1.amazonaws.com, when attachments
-	// live there).
+	// ConnectSrc are more origins the page may fetch from: where an
+	// object store's presigned URLs point when attachments live there
+	// (at Amazon S3 the bucket's host, e.g.
+	// https://files.s3.dualstack.eu-west-1.amazonaws.com).
 	ConnectSrc []string
 }
 

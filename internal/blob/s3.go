@@ -169,6 +169,20 @@ func (s *S3) List(ctx context.Context, fn func(key string) error) error {
 	return nil
 }
 
+// Origin is the scheme and host of the URLs the store presigns, which
+// browsers upload to and download from: the endpoint's for most stores,
+// but at Amazon S3 (and Google Cloud Storage) minio-go names the bucket
+// and its region in the host (https://bucket.s3.dualstack.eu-west-1.amazonaws.com).
+// Presigning needs no request once the bucket's region is known (set, or
+// asked by NewS3).
+func (s *S3) Origin(ctx context.Context) (string, error) {
+	u, err := s.c.PresignedGetObject(ctx, s.bucket, "origin", time.Minute, nil)
+	if err != nil {
+		return "", fmt.Errorf("presign s3 get: %w", err)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
 // Direct is true: clients move the bytes with presigned URLs.
 func (s *S3) Direct() bool { return true }
 
