@@ -394,6 +394,29 @@ test('sign in by pasting a token; bad tokens are explained; sign out', async () 
   await context.close();
 });
 
+test('signing out in one tab signs out every tab of the browser: none keeps showing or receiving the conversations', async () => {
+  const direct = await api(912, 'POST', '/v1/direct/911');
+  await sendVia(912, direct.id, 'for 911 only');
+  const a = await signIn(911);
+  // A second tab of the same browser: signed in by the stored token.
+  const other = await a.context.newPage();
+  other.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
+  await other.goto(BASE);
+  await online(other);
+  await openConversation(other, direct.id);
+  await eventually(async () => assert.deepEqual(await bodies(other), ['for 911 only']));
+
+  await a.page.getByRole('button', { name: 'Sign out' }).click();
+  await a.page.getByTestId('signin').waitFor();
+  await other.getByTestId('signin').waitFor();
+  assert.deepEqual(await bodies(other), [], 'the other tab shows no message');
+  await sendVia(912, direct.id, 'after the sign-out');
+  await eventually(async () => assert.equal((await api(911, 'GET', `/v1/conversations/${direct.id}/messages?limit=5`)).messages.length, 2));
+  assert.equal(await other.getByTestId('app').count(), 0, 'the other tab is not signed in');
+  assertClean(a);
+  await a.context.close();
+});
+
 test('attachments: a photo another user sees as a thumbnail then full size, a voice note, a file, a failed upload retried', async () => {
   const a = await signIn(701);
   const b = await signIn(702);

@@ -50,6 +50,19 @@ export function clearSignIn() {
   localStorage.removeItem(TOKEN_KEY);
 }
 
+/**
+ * Calls fn(signIn or null) whenever another tab of this browser changes
+ * the stored sign-in (signs out, or in as someone); returns the function
+ * that stops watching.
+ */
+export function watchSignIn(fn) {
+  const onStorage = (e) => {
+    if (e.storageArea === localStorage && (e.key === TOKEN_KEY || e.key === null)) fn(loadSignIn());
+  };
+  window.addEventListener('storage', onStorage);
+  return () => window.removeEventListener('storage', onStorage);
+}
+
 /** Development mode only: POST /dev/token mints a token for any user. */
 export async function devToken(userId) {
   const res = await fetch('/dev/token', {

@@ -3,7 +3,7 @@
 // back button and reloads work without server-side routes.
 
 import { Api } from './api.js';
-import { claimClientId, clearSignIn, loadSignIn } from './auth.js';
+import { claimClientId, clearSignIn, loadSignIn, watchSignIn } from './auth.js';
 import { MqttSession } from './mqtt-session.js';
 import { ChatState } from './store/state.js';
 import { Sync } from './store/sync.js';
@@ -39,13 +39,21 @@ async function startApp({ token, userId, exp }) {
     ended = true;
     if (endSession) disablePush(api, userId);
     clearTimeout(expiryTimer);
+    unwatch();
     session.close({ endSession });
-    clearSignIn();
+    sync.close(); // nothing is on screen: no more read receipts
+    // Only our own token: another tab may have signed someone else in.
+    if (loadSignIn()?.token === token) clearSignIn();
     window.removeEventListener('hashchange', route);
     history.replaceState(null, '', location.pathname);
     document.title = 'chatd';
     boot(notice);
   };
+  // Signed out in another tab (or signed in there as someone else): no
+  // tab of this browser keeps showing or receiving the conversations.
+  const unwatch = watchSignIn((now) => {
+    if (!now || now.userId !== userId) signOut('You were signed out in another tab.');
+  });
   // Signing out just before the token expires beats a burst of 401s.
   const expiryTimer = setTimeout(() => signOut('Your session expired. Sign in again.'), Math.min(exp - Date.now(), 2 ** 31 - 1));
   const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.'));
