@@ -208,9 +208,12 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   await context.close();
 });
 
-test('a message recalled while the page is hidden takes away the notification the page showed for it', async () => {
-  const me = 63;
-  const peer = 62;
+/**
+ * A fresh browser of user me, signed in, notifications on: its page, its
+ * service worker, shown() (the notifications on screen) and the page's
+ * errors.
+ */
+async function withNotifications(me) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
   context.setDefaultTimeout(10000);
   await context.grantPermissions(['notifications'], { origin: BASE });
@@ -244,7 +247,13 @@ test('a message recalled while the page is hidden takes away the notification th
   await page.locator('[data-testid=enable-notifications][data-state=on]').waitFor();
   const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
   const shown = () => sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ body: x.body, tag: x.tag, seq: x.data?.seq }))));
+  return { context, page, sw, shown, errors };
+}
 
+test('a message recalled while the page is hidden takes away the notification the page showed for it', async () => {
+  const me = 63;
+  const peer = 62;
+  const { context, page, shown, errors } = await withNotifications(me);
   const conv = await api(peer, 'POST', `/v1/direct/${me}`);
   await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
   await page.evaluate(() => {
@@ -269,6 +278,27 @@ test('a message recalled while the page is hidden takes away the notification th
   await page.getByTestId('message-body').filter({ hasText: 'Message deleted' }).nth(1).waitFor();
   await page.waitForTimeout(300); // the page's handling of the recall is done
   assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('signing out takes the notifications the page showed off the screen', async () => {
+  const me = 65;
+  const peer = 64;
+  const { context, page, shown, errors } = await withNotifications(me);
+  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
+  await page.evaluate(() => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for your eyes only' });
+  await eventually(async () => assert.equal((await shown()).length, 1));
+
+  // The next person at this browser must not read them.
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByTestId('signin').waitFor();
+  await eventually(async () => assert.deepEqual(await shown(), [], 'no notification of the signed-out user is left'));
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -17,7 +17,7 @@ import { usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
 import { BlobCache, Uploader } from './uploads.js';
-import { disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
+import { clearNotifications, disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -37,7 +37,12 @@ async function startApp({ token, userId, exp }) {
   const signOut = (notice, { endSession = false } = {}) => {
     if (ended) return;
     ended = true;
-    if (endSession) disablePush(api, userId);
+    if (endSession) {
+      // The next person at this browser gets neither the pushes nor the
+      // notifications already on screen.
+      disablePush(api, userId);
+      clearNotifications().catch(() => {});
+    }
     clearTimeout(expiryTimer);
     unwatch();
     session.close({ endSession });

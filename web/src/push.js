@@ -61,6 +61,14 @@ export function disablePush(api, uid) {
   api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
 }
 
+/** Signing out: the notifications shown for the user leave the screen. */
+export async function clearNotifications() {
+  if (!('serviceWorker' in navigator)) return;
+  const reg = await navigator.serviceWorker.getRegistration();
+  if (!reg) return;
+  for (const n of await reg.getNotifications()) n.close();
+}
+
 /**
  * The "Enable notifications" button, or null where the browser has no
  * Web Push. With the permission already granted it re-registers quietly
