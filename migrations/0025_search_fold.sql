@@ -52,32 +52,23 @@ BEGIN
 END
 $$;
 
+-- Both functions are single SQL expressions (not PL/pgSQL): PostgreSQL
+-- inlines them into the generated columns' expressions, so an ASCII
+-- body, most of them, costs a comparison of two lengths instead of a
+-- function call per column (measured on 200,000 bodies: 0.1-0.3 µs a
+-- body against 1.3-3.3 µs, and every send computes both columns).
 CREATE FUNCTION chat_search_fold(t text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $$
-DECLARE
-    f text := t;
-BEGIN
-    IF octet_length(t) = char_length(t) THEN
-        RETURN NULL; -- ASCII
-    END IF;
-    IF f IS NOT NFKC NORMALIZED THEN
-        f := normalize(f, NFKC);
-    END IF;
-    f := replace(lower(replace(f, 'İ', 'i') COLLATE "und-x-icu"), 'ς', 'σ');
-    IF f = lower(t COLLATE "C") THEN
-        RETURN NULL;
-    END IF;
-    RETURN f;
-END
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN octet_length(t) = char_length(t) THEN NULL -- ASCII
+    ELSE NULLIF(replace(lower(replace(CASE WHEN t IS NFKC NORMALIZED THEN t ELSE normalize(t, NFKC) END, 'İ', 'i')
+                              COLLATE "und-x-icu"), 'ς', 'σ') COLLATE "C",
+                lower(t COLLATE "C")) END
 $$;
 
 CREATE FUNCTION chat_search_words(t text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $$
-BEGIN
-    IF octet_length(t) = char_length(t) THEN
-        RETURN t; -- ASCII: the parser splits it
-    END IF;
-    RETURN regexp_replace(t, '['
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN octet_length(t) = char_length(t) THEN t -- ASCII: the parser splits it
+    ELSE regexp_replace(t, '['
         '\u0080-\u00a9\u00ab-\u00b4\u00b6-\u00b9\u00bb-\u00bf\u00d7\u00f7'
         '\u02c2-\u02c5\u02d2-\u02df\u02e5-\u02eb\u02ed\u02ef-\u02ff\u0375'
         '\u037e\u0384-\u0385\u0387\u03f6\u0482\u055a-\u055f'
@@ -124,8 +115,7 @@ BEGIN
         '\U0001d74f\U0001d76f\U0001d789\U0001d7a9\U0001d7c3\U0001d800-\U0001d9ff'
         '\U0001da37-\U0001da3a\U0001da6d-\U0001da74\U0001da76-\U0001da83\U0001da85-\U0001da8b\U0001e14f\U0001e2ff'
         '\U0001e8c7-\U0001e8cf\U0001e95e-\U0001ed3d\U0001eef0-\U0001fbca\U000e0001-\U000e007f'
-        ']', ' ', 'g');
-END
+        ']', ' ', 'g') END
 $$;
 
 DROP INDEX message_search_idx;
