@@ -1,0 +1,264 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chatd/chatd/internal/push"
+)
+
+// schemaDoc is docs/openapi.yaml read as plain data, for checking answers
+// against the schemas a client generator would build from it.
+type schemaDoc struct {
+	root map[string]any
+}
+
+func loadSchemaDoc(t *testing.T) schemaDoc {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatalf("read spec: %v", err)
+	}
+	var root map[string]any
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		t.Fatalf("parse spec: %v", err)
+	}
+	return schemaDoc{root: root}
+}
+
+func (d schemaDoc) ref(ref string) map[string]any {
+	var cur any = d.root
+	for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+		m, _ := cur.(map[string]any)
+		cur = m[part]
+	}
+	m, _ := cur.(map[string]any)
+	return m
+}
+
+func (d schemaDoc) deref(m map[string]any) map[string]any {
+	for m != nil {
+		r, ok := m["$ref"].(string)
+		if !ok {
+			return m
+		}
+		m = d.ref(r)
+	}
+	return m
+}
+
+// response returns the documented response of an operation for status, nil
+// when that status is not listed.
+func (d schemaDoc) response(method, path string, status int) map[string]any {
+	paths, _ := d.root["paths"].(map[string]any)
+	item, _ := paths[path].(map[string]any)
+	op, _ := item[strings.ToLower(method)].(map[string]any)
+	if op == nil {
+		return nil
+	}
+	rs, _ := op["responses"].(map[string]any)
+	r, _ := rs[strconv.Itoa(status)].(map[string]any)
+	return d.deref(r)
+}
+
+// check reports every way an HTTP answer to method path (the route
+// pattern) differs from the spec: a status the operation does not list, or
+// a JSON body that breaks the status's schema.
+func (d schemaDoc) check(t *testing.T, method, path string, status int, body []byte) {
+	t.Helper()
+	r := d.response(method, path, status)
+	if r == nil {
+		t.Errorf("%s %s answered %d, which the spec does not list; body %s", method, path, status, truncate(body))
+		return
+	}
+	content, _ := r["content"].(map[string]any)
+	mt, _ := content["application/json"].(map[string]any)
+	if mt == nil {
+		if len(strings.TrimSpace(string(body))) != 0 {
+			t.Errorf("%s %s %d: the spec documents no body, got %s", method, path, status, truncate(body))
+		}
+		return
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Errorf("%s %s %d: body is not JSON: %v", method, path, status, err)
+		return
+	}
+	schema, _ := mt["schema"].(map[string]any)
+	for _, p := range d.validate(schema, v, "$") {
+		t.Errorf("%s %s %d: %s; body %s", method, path, status, p, truncate(body))
+	}
+}
+
+// validate checks v against the subset of OpenAPI 3.0 schema the spec
+// uses: $ref, allOf, type, nullable, required, properties, items, enum.
+func (d schemaDoc) validate(s map[string]any, v any, at string) []string {
+	s = d.deref(s)
+	if s == nil {
+		return nil
+	}
+	if v == nil {
+		if n, _ := s["nullable"].(bool); n {
+			return nil
+		}
+		if _, typed := s["type"]; typed {
+			return []string{at + " is null, and the schema is not nullable"}
+		}
+	}
+	var out []string
+	if all, ok := s["allOf"].([]any); ok {
+		for _, sub := range all {
+			m, _ := sub.(map[string]any)
+			if v == nil && s["nullable"] == true {
+				continue
+			}
+			out = append(out, d.validate(m, v, at)...)
+		}
+	}
+	if enum, ok := s["enum"].([]any); ok && v != nil {
+		found := false
+		for _, e := range enum {
+			if fmt.Sprint(e) == fmt.Sprint(v) {
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, fmt.Sprintf("%s is %v, not one of %v", at, v, enum))
+		}
+	}
+	switch s["type"] {
+	case "object":
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return append(out, fmt.Sprintf("%s is %T, want an object", at, v))
+		}
+		if req, ok := s["required"].([]any); ok {
+			for _, name := range req {
+				if _, ok := obj[name.(string)]; !ok {
+					out = append(out, fmt.Sprintf("%s lacks required %q", at, name))
+				}
+			}
+		}
+		props, _ := s["properties"].(map[string]any)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if ps, ok := props[k].(map[string]any); ok {
+				out = append(out, d.validate(ps, obj[k], at+"."+k)...)
+			}
+		}
+	case "array":
+		arr, ok := v.([]any)
+		if !ok {
+			return append(out, fmt.Sprintf("%s is %T, want an array", at, v))
+		}
+		items, _ := s["items"].(map[string]any)
+		for i, e := range arr {
+			out = append(out, d.validate(items, e, fmt.Sprintf("%s[%d]", at, i))...)
+		}
+	case "integer":
+		f, ok := v.(float64)
+		if !ok || f != float64(int64(f)) {
+			out = append(out, fmt.Sprintf("%s is %v, want an integer", at, v))
+		}
+	case "string":
+		if _, ok := v.(string); !ok {
+			out = append(out, fmt.Sprintf("%s is %T, want a string", at, v))
+		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			out = append(out, fmt.Sprintf("%s is %T, want a boolean", at, v))
+		}
+	}
+	return out
+}
+
+// specCase is one HTTP request and the route pattern the spec lists it under.
+type specCase struct {
+	user    int64
+	method  string
+	pattern string
+	path    string
+	body    any
+}
+
+// TestOpenAPIAnswersMatchTheSpec sends requests to most routes, successes
+// and refusals, and checks each answer as a client generated from
+// docs/openapi.yaml would read it: a status the operation lists, and a body
+// with the documented required fields, types and nullability.
+func TestOpenAPIAnswersMatchTheSpec(t *testing.T) {
+	doc := loadSchemaDoc(t)
+	f := newFixture(t)
+	g, d := f.g, f.d
+	f.must(200, owner, "PUT", "/v1/me", map[string]any{"displayName": "Ann"}, nil)
+	f.sendMsg(owner, d, newID(), "hi")
+	// The device store chatd always runs with (server.startPush).
+	f.svc.Push = push.NewDevices(f.pool, "BKey", true, false)
+	cases := []specCase{
+		{owner, "POST", "/v1/conversations", "/v1/conversations", map[string]any{"type": "group", "title": "t", "members": []int64{2}}},
+		{owner, "POST", "/v1/conversations", "/v1/conversations", map[string]any{"type": "direct"}},
+		{owner, "POST", "/v1/direct/{peerId}", pathf("/v1/direct/%d", member), nil},
+		{owner, "POST", "/v1/direct/{peerId}", "/v1/direct/x", nil},
+		{owner, "GET", "/v1/conversations/{id}", pathf("/v1/conversations/%d", g), nil},
+		{owner, "GET", "/v1/conversations/{id}", pathf("/v1/conversations/%d", d), nil},
+		{outsider, "GET", "/v1/conversations/{id}", pathf("/v1/conversations/%d", g), nil},
+		{owner, "GET", "/v1/conversations/{id}", "/v1/conversations/99999", nil},
+		{owner, "PATCH", "/v1/conversations/{id}", pathf("/v1/conversations/%d", g), map[string]any{"about": "a group"}},
+		{owner, "GET", "/v1/conversations/{id}/members", pathf("/v1/conversations/%d/members", g), nil},
+		{owner, "POST", "/v1/conversations/{id}/members", pathf("/v1/conversations/%d/members", g), map[string]any{"userId": 5}},
+		{owner, "POST", "/v1/conversations/{id}/members", pathf("/v1/conversations/%d/members", g), map[string]any{"userId": 5}},
+		{owner, "PUT", "/v1/conversations/{id}/members/{userId}/role", pathf("/v1/conversations/%d/members/5/role", g), map[string]any{"role": "admin"}},
+		{owner, "DELETE", "/v1/conversations/{id}/members/{userId}", pathf("/v1/conversations/%d/members/5", g), nil},
+		{owner, "POST", "/v1/conversations/{id}/messages", pathf("/v1/conversations/%d/messages", g), map[string]any{"clientMsgId": newID(), "body": "x", "replyTo": 1}},
+		{owner, "GET", "/v1/conversations/{id}/messages", pathf("/v1/conversations/%d/messages", g), nil},
+		{owner, "GET", "/v1/conversations/{id}/messages", pathf("/v1/conversations/%d/messages?afterSeq=0&limit=500", g), nil},
+		{owner, "GET", "/v1/conversations/{id}/messages", pathf("/v1/conversations/%d/messages?limit=x", g), nil},
+		{owner, "PATCH", "/v1/conversations/{id}/messages/{seq}", pathf("/v1/conversations/%d/messages/1", g), map[string]any{"clientMsgId": newID(), "body": "edited"}},
+		{owner, "PUT", "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", pathf("/v1/conversations/%d/messages/1/reactions/%%F0%%9F%%91%%8D", g), nil},
+		{owner, "DELETE", "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", pathf("/v1/conversations/%d/messages/1/reactions/%%F0%%9F%%91%%8D", g), nil},
+		{owner, "POST", "/v1/conversations/{id}/read", pathf("/v1/conversations/%d/read", g), map[string]any{"seq": 1}},
+		{owner, "GET", "/v1/conversations/{id}/messages/{seq}/seen", pathf("/v1/conversations/%d/messages/1/seen", g), nil},
+		{owner, "DELETE", "/v1/conversations/{id}/messages/{seq}", pathf("/v1/conversations/%d/messages/1", g), nil},
+		{owner, "PUT", "/v1/conversations/{id}/settings", pathf("/v1/conversations/%d/settings", g), map[string]any{"muted": true}},
+		{owner, "GET", "/v1/inbox", "/v1/inbox", nil},
+		{admin, "GET", "/v1/inbox", "/v1/inbox?limit=1", nil},
+		{owner, "GET", "/v1/users/{id}/presence", pathf("/v1/users/%d/presence", member), nil},
+		{owner, "GET", "/v1/me", "/v1/me", nil},
+		{owner, "PUT", "/v1/me", "/v1/me", map[string]any{"displayName": "Ann", "about": "hi"}},
+		{owner, "GET", "/v1/me/settings", "/v1/me/settings", nil},
+		{owner, "PUT", "/v1/me/settings", "/v1/me/settings", map[string]any{"presence": true}},
+		{owner, "PUT", "/v1/me/blocks/{userId}", "/v1/me/blocks/9", nil},
+		{owner, "GET", "/v1/me/blocks", "/v1/me/blocks", nil},
+		{owner, "DELETE", "/v1/me/blocks/{userId}", "/v1/me/blocks/9", nil},
+		{owner, "GET", "/v1/users/{id}", pathf("/v1/users/%d", member), nil},
+		{owner, "GET", "/v1/users/{id}", pathf("/v1/users/%d", owner), nil},
+		{owner, "GET", "/v1/users", "/v1/users?ids=1,2", nil},
+		{owner, "GET", "/v1/search", "/v1/search?q=hello", nil},
+		{owner, "POST", "/v1/devices", "/v1/devices", map[string]any{"platform": "webpush", "endpoint": "https://push.example/a",
+			"keys": map[string]string{"p256dh": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM", "auth": "tBHItJI5svbpez7KI4CCXg"}}},
+		{owner, "GET", "/v1/devices", "/v1/devices", nil},
+		{owner, "DELETE", "/v1/devices/{id}", "/v1/devices/77", nil},
+		{owner, "GET", "/v1/push/vapid", "/v1/push/vapid", nil},
+		{owner, "POST", "/v1/uploads", "/v1/uploads", map[string]any{"conversationId": g, "name": "a.jpg", "contentType": "image/jpeg", "size": 10}},
+		{owner, "GET", "/v1/uploads/{id}", "/v1/uploads/aaaaaaaaaaaaaaaaaaaaaaaaaa", nil},
+		{owner, "GET", "/v1/attachments/{id}", "/v1/attachments/aaaaaaaaaaaaaaaaaaaaaaaaaa", nil},
+		{owner, "POST", "/v1/conversations/{id}/owner", pathf("/v1/conversations/%d/owner", g), map[string]any{"userId": admin}},
+		{0, "GET", "/v1/inbox", "/v1/inbox", nil},
+		{0, "GET", "/healthz", "/healthz", nil},
+		{0, "GET", "/readyz", "/readyz", nil},
+	}
+	for _, c := range cases {
+		r := f.do(c.user, c.method, c.path, c.body)
+		doc.check(t, c.method, c.pattern, r.status, r.body)
+	}
+}
