@@ -72,9 +72,9 @@ func TestHistoryPaging(t *testing.T) {
 			t.Fatalf("backwards limit %d: %d messages, want %d", limit, len(seqs), n)
 		}
 
-		// Forwards with afterSeq, over RPC this time. afterSeq=0 means "not
-		// given" (newest page), so the walk starts after seq 1, fetched as
-		// the one message before seq 2.
+		// Forwards with afterSeq, over RPC this time. The walk starts after
+		// seq 1, fetched as the one message before seq 2 (afterSeq=0 would
+		// start at seq 1 too: TestHistoryAfterSeqZeroStartsAtTheFirstMessage).
 		oldest := page("?beforeSeq=2")
 		if len(oldest) != 1 || oldest[0].Seq != 1 {
 			t.Fatalf("beforeSeq=2: %+v", oldest)
@@ -114,5 +114,35 @@ func checkAscending(t *testing.T, msgs []chat.Message) {
 		if msgs[i].Seq != msgs[i-1].Seq+1 {
 			t.Fatalf("page not ascending without gaps: %d then %d", msgs[i-1].Seq, msgs[i].Seq)
 		}
+	}
+}
+
+// TestHistoryAfterSeqZeroStartsAtTheFirstMessage: afterSeq=0 is given, so it
+// pages forward from seq 1 (a client catching up from nothing), over HTTP
+// and RPC alike, and never means "the newest page"; with a beforeSeq it is
+// "both" (400). docs/openapi.yaml once said 0 meant "not given".
+func TestHistoryAfterSeqZeroStartsAtTheFirstMessage(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(owner, member)
+	for i := 0; i < 5; i++ {
+		e.sendMsg(owner, g, newID(), "m")
+	}
+	var h httpapi.HistoryReply
+	e.must(200, member, "GET", pathf("/v1/conversations/%d/messages?afterSeq=0&limit=2", g), nil, &h)
+	if len(h.Messages) != 2 || h.Messages[0].Seq != 1 || h.Messages[1].Seq != 2 {
+		t.Fatalf("afterSeq=0&limit=2: %+v, want seqs 1 and 2", h.Messages)
+	}
+	rr := e.rpc(member, "history", pathf(`{"conversationId":%d,"afterSeq":0,"limit":2}`, g))
+	var hr httpapi.HistoryReply
+	decodeInto(t, rr.raw, &hr)
+	if rr.status != 200 || len(hr.Messages) != 2 || hr.Messages[0].Seq != 1 {
+		t.Fatalf("rpc afterSeq 0: %s", rr.raw)
+	}
+	e.must(200, member, "GET", pathf("/v1/conversations/%d/messages?afterSeq=&limit=2", g), nil, &h)
+	if len(h.Messages) != 2 || h.Messages[0].Seq != 4 {
+		t.Fatalf("afterSeq= (absent): %+v, want the newest page 4..5", h.Messages)
+	}
+	if r := e.do(member, "GET", pathf("/v1/conversations/%d/messages?beforeSeq=3&afterSeq=0", g), nil); r.status != 400 || r.errorCode() != "invalid" {
+		t.Fatalf("beforeSeq=3&afterSeq=0: %d %s", r.status, r.body)
 	}
 }
