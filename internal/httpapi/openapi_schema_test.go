@@ -262,3 +262,44 @@ func TestOpenAPIAnswersMatchTheSpec(t *testing.T) {
 		doc.check(t, c.method, c.pattern, r.status, r.body)
 	}
 }
+
+// TestOpenAPIListsTheRefusalsEveryRouteGives: every /v1 route refuses a
+// missing token (401), an unknown query parameter (400) and, when it takes a
+// body, one over the size limit (413) and one that is not JSON (415); the
+// spec must list each of those answers for each operation, so a generated
+// client knows their shape.
+func TestOpenAPIListsTheRefusalsEveryRouteGives(t *testing.T) {
+	doc := loadSchemaDoc(t)
+	e := newEnv(t)
+	e.group(owner, member)
+	wild := strings.NewReplacer("{id}", "1", "{peerId}", "2", "{userId}", "2", "{seq}", "1", "{emoji}", "x")
+	for _, r := range routesUnderV1() {
+		path := wild.Replace(r.Path)
+		if strings.HasPrefix(r.Path, "/v1/uploads/{id}") || strings.HasPrefix(r.Path, "/v1/attachments/{id}") {
+			path = strings.Replace(r.Path, "{id}", strings.Repeat("a", 26), 1)
+		}
+		res := e.do(0, r.Method, path, nil)
+		doc.check(t, r.Method, r.Path, res.status, res.body)
+		res = e.do(owner, r.Method, path+"?unknown=1", nil)
+		doc.check(t, r.Method, r.Path, res.status, res.body)
+		if !doc.takesBody(r.Method, r.Path) {
+			continue
+		}
+		big := `{"x":"` + strings.Repeat("a", 1<<20) + `"}`
+		res = e.do(owner, r.Method, path, big)
+		doc.check(t, r.Method, r.Path, res.status, res.body)
+		res = e.do(owner, r.Method, path, `{}`, withHeader("Content-Type", "text/plain"))
+		doc.check(t, r.Method, r.Path, res.status, res.body)
+	}
+}
+
+// takesBody reports whether the spec gives an operation a JSON request body.
+func (d schemaDoc) takesBody(method, path string) bool {
+	paths, _ := d.root["paths"].(map[string]any)
+	item, _ := paths[path].(map[string]any)
+	op, _ := item[strings.ToLower(method)].(map[string]any)
+	rb, _ := op["requestBody"].(map[string]any)
+	content, _ := rb["content"].(map[string]any)
+	_, ok := content["application/json"]
+	return ok
+}
