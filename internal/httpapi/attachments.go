@@ -36,9 +36,9 @@ type uploadIDParams struct {
 	UploadID string `json:"uploadId"`
 }
 
-func bindUploadID(_ *API, _ http.ResponseWriter, r *http.Request, p *uploadIDParams) error {
+func bindUploadID(a *API, w http.ResponseWriter, r *http.Request, p *uploadIDParams) error {
 	p.UploadID = r.PathValue("id")
-	return nil
+	return a.bindNoBody(w, r)
 }
 
 func getUpload(a *API, ctx context.Context, user int64, p uploadIDParams) (int, any, error) {

@@ -77,8 +77,11 @@ func bindRecall(_ *API, _ http.ResponseWriter, r *http.Request, p *changeParams)
 }
 
 func bindReaction(on bool) func(*API, http.ResponseWriter, *http.Request, *changeParams) error {
-	return func(_ *API, _ http.ResponseWriter, r *http.Request, p *changeParams) error {
+	return func(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) error {
 		if err := bindTarget(r, p); err != nil {
+			return err
+		}
+		if err := a.bindNoBody(w, r); err != nil {
 			return err
 		}
 		// The mux unescapes path values: {emoji} is the emoji itself.

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 
 	chat "github.com/chatd/chatd"
@@ -73,5 +74,36 @@ func TestRecallingARecalledMessageAnswersTheFirstRecallsClientMsgID(t *testing.T
 	if !again.Unchanged || again.Seq != first.Seq || again.ClientMsgID != firstKey ||
 		again.RecalledAt == nil || first.RecalledAt == nil || !again.RecalledAt.Equal(*first.RecalledAt) {
 		t.Fatalf("recall again: %+v, want unchanged and the first recall %+v", again, first)
+	}
+}
+
+// TestAReactionPUTWithABodyIsRefusedNotSet: PUT .../reactions/{emoji} takes
+// no body, and a body with fields (the RPC payload's {"on":false}, say) is
+// 400 like any unknown field, and a non-JSON one 415, instead of being
+// ignored: the request meant to remove the reaction must not set it.
+// POST /v1/uploads/{id}/complete, which takes no body either, refuses one
+// alike; an empty body or {} stays accepted on both.
+func TestAReactionPUTWithABodyIsRefusedNotSet(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	m := e.sendMsg(1, g, newID(), "target")
+	path := pathf("/v1/conversations/%d/messages/%d/reactions/%s", g, m.Seq, url.PathEscape("👍"))
+	if r := e.do(2, "PUT", path, `{"on":false}`); r.status != 400 || r.errorCode() != "invalid" {
+		t.Errorf(`PUT with {"on":false}: %d %s, want 400 invalid`, r.status, r.body)
+	}
+	if r := e.do(2, "PUT", path, `{}`, withHeader("Content-Type", "text/plain")); r.status != 415 {
+		t.Errorf("PUT with a text/plain body: %d %s, want 415", r.status, r.body)
+	}
+	var h httpapi.HistoryReply
+	e.must(200, 1, "GET", pathf("/v1/conversations/%d/messages", g), nil, &h)
+	if len(h.Messages) != 1 || len(h.Messages[0].Reactions) != 0 {
+		t.Fatalf("history after refused PUTs: %+v, want the message alone, without reactions", h.Messages)
+	}
+	e.must(200, 2, "PUT", path, `{}`, nil)
+	e.must(200, 2, "PUT", path, nil, nil)
+
+	complete := "/v1/uploads/" + strings.Repeat("a", 26) + "/complete"
+	if r := e.do(2, "POST", complete, `{"size":1}`); r.status != 400 || r.errorCode() != "invalid" {
+		t.Errorf("POST complete with a body: %d %s, want 400 invalid", r.status, r.body)
 	}
 }

@@ -46,11 +46,7 @@ func bindOpenDirect(a *API, w http.ResponseWriter, r *http.Request, p *directPar
 	}
 	// No body is needed; an empty one or {} is accepted because many
 	// clients always send one with POST.
-	b, err := a.readBody(w, r)
-	if err != nil {
-		return err
-	}
-	return decodeStrict(b, &struct{}{}, true)
+	return a.bindNoBody(w, r)
 }
 
 // openDirect returns the pair's one DIRECT conversation: 201 when this call

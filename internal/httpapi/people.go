@@ -78,14 +78,7 @@ func bindUserID(name string) func(*API, http.ResponseWriter, *http.Request, *use
 		if p.UserID, err = pathID(r, name, "userId"); err != nil {
 			return err
 		}
-		if r.Method == http.MethodPut || r.Method == http.MethodPost {
-			b, err := a.readBody(w, r)
-			if err != nil {
-				return err
-			}
-			return decodeStrict(b, &struct{}{}, true)
-		}
-		return nil
+		return a.bindNoBody(w, r)
 	}
 }
 

@@ -196,6 +196,22 @@ func (a *API) bindBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeStrict(b, v, false)
 }
 
+// bindNoBody refuses a body on a PUT or POST route that takes none: empty
+// or {} is accepted (many clients always send one), anything else is
+// refused as an unknown field or media type would be, so that a body is
+// never silently ignored (PUT .../reactions/{emoji} with {"on":false}
+// must not set the reaction).
+func (a *API) bindNoBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		return nil
+	}
+	b, err := a.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, &struct{}{}, true)
+}
+
 // bindConversationBody binds a conversation route whose other parameters
 // come in the body: {id} into *conv, the request body into body.
 func (a *API) bindConversationBody(w http.ResponseWriter, r *http.Request, conv *int64, body any) error {
