@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/push"
 )
 
@@ -305,4 +307,41 @@ func (d schemaDoc) takesBody(method, path string) bool {
 	content, _ := rb["content"].(map[string]any)
 	_, ok := content["application/json"]
 	return ok
+}
+
+// TestEveryRPCMethodHasADocumentedPayloadThatDecodes: the RPC table of
+// docs/http.md lists every method with an example payload, and each
+// example decodes (no unknown field, no wrong type): the RPC names of path
+// parameters ("userId" for GET /v1/users/{id}) and the shape of query ones
+// (users.get's ids as an array) are not guessable from the HTTP routes.
+func TestEveryRPCMethodHasADocumentedPayloadThatDecodes(t *testing.T) {
+	b, err := os.ReadFile("../../docs/http.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(b), "| method | payload | HTTP equivalent |")
+	row := regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| `([^`]*)`")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(table, -1) {
+		documented[m[1]] = m[2]
+	}
+	e := newEnv(t)
+	e.group(owner, member)
+	decodeErr := regexp.MustCompile(`^(unknown field|field "|malformed JSON|request body)`)
+	for _, method := range httpapi.RPCMethods() {
+		payload, ok := documented[method]
+		if !ok {
+			t.Errorf("RPC method %s has no row in the RPC table of docs/http.md", method)
+			continue
+		}
+		payload = strings.NewReplacer("<uuid>", newID(), `"..."`, `"`+strings.Repeat("a", 26)+`"`).Replace(payload)
+		rr := e.rpc(owner, method, payload)
+		var body struct {
+			Error *httpapi.ErrorDetail `json:"error"`
+		}
+		decodeInto(t, rr.raw, &body)
+		if body.Error != nil && body.Error.Code == "invalid" && decodeErr.MatchString(body.Error.Message) {
+			t.Errorf("RPC %s with the documented payload %s: %s", method, payload, rr.raw)
+		}
+	}
 }
