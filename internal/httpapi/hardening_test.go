@@ -88,6 +88,7 @@ func TestRequestHardening(t *testing.T) {
 		{"text/plain on a body-less POST", "POST", "/v1/direct/2", `{}`, []reqOpt{withHeader("Content-Type", "text/plain")}, 415, "unsupported_media_type"},
 		{"missing content type is JSON", "POST", read, `{"seq":1}`, []reqOpt{noContentType()}, 200, ""},
 		{"JSON with charset", "POST", read, `{"seq":1}`, []reqOpt{withHeader("Content-Type", "application/json; charset=UTF-8")}, 200, ""},
+		{"a +json media type is JSON", "POST", read, `{"seq":1}`, []reqOpt{withHeader("Content-Type", "application/merge-patch+json")}, 200, ""},
 	}
 	for _, c := range cases {
 		r := e.do(1, c.method, c.path, c.body, c.opts...)
