@@ -323,11 +323,9 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 		s.refused(ctx, rec, "sniff")
 		return chat.Upload{}, refusal(err, id)
 	}
-	_, _ = media.StripLocation(head, ctype)
 	h := sha256.New()
-	h.Write(head)
-	rest := io.TeeReader(c, h)
-	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, io.MultiReader(bytes.NewReader(head), rest), rec.DeclaredSize, ctype); err != nil {
+	stripped := io.TeeReader(media.Strip(io.MultiReader(bytes.NewReader(head), c), ctype), h)
+	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped, rec.DeclaredSize, ctype); err != nil {
 		if !errors.Is(err, chat.ErrBlobSize) {
 			if c.err != nil && !errors.Is(c.err, io.EOF) {
 				return chat.Upload{}, s.shortPut(ctx, rec, c)
@@ -505,12 +503,11 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 		s.refused(ctx, rec, "sniff")
 		return chat.Upload{}, refusal(err, id)
 	}
-	_, _ = media.StripLocation(head, ctype)
 	h := sha256.New()
-	h.Write(head)
 	uploaded := rec.BlobKey
 	rec.BlobKey = chat.NewBlobKey()
-	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, io.MultiReader(bytes.NewReader(head), io.TeeReader(r, h)), rec.DeclaredSize, ctype); err != nil {
+	stripped := io.TeeReader(media.Strip(io.MultiReader(bytes.NewReader(head), r), ctype), h)
+	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped, rec.DeclaredSize, ctype); err != nil {
 		return chat.Upload{}, chat.Unavailable("copy the upload", err)
 	}
 	u, err := s.finish(ctx, rec, ctype, hexSum(h))

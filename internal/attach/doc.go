@@ -16,16 +16,17 @@
 //     and agrees with the declared one, an image's pixels within the limit
 //     (a decompression bomb is refused from its header, never decoded).
 //     Location data is removed from the stored original (JPEG, PNG, WebP:
-//     media.StripLocation) before it is hashed, so the sha256 members see
+//     media.Strip, the whole file) before it is hashed, so the sha256 members see
 //     is of the bytes they get. With an object store the checked bytes are
 //     copied, as they are read, to a key of chatd's own: the upload URL
 //     stays valid until it expires, and what is PUT to it after the check
 //     is never served (its key is queued for deletion at the URL's expiry,
 //     in the transaction that completes the upload). A refusal deletes the upload and queues its
 //     blob; a PUT cut short keeps the upload pending, to be sent again.
-//   - chatd's PUT streams: a 256 KiB head is held to sniff and strip it,
-//     the rest goes straight to the blob store, never the whole file in
-//     memory. A new PUT of the same upload interrupts one still running.
+//   - chatd's PUT streams: a 256 KiB head is held to sniff it, then the
+//     file goes to the blob store through media.Strip (which walks all of
+//     it, holding one metadata segment at a time), never the whole file
+//     in memory. A new PUT of the same upload interrupts one still running.
 //   - A send checks its uploads inside its own transaction
 //     (chat_send_batch); nothing here is on the send path.
 //   - Thumbnails (JPEG, at most 320 px, upright, no metadata) are made

@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"image/jpeg"
+	"image/png"
+	"io"
 	"math"
 	"testing"
+	"testing/iotest"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media"
@@ -236,4 +239,63 @@ func box(typ string, body []byte) []byte {
 	copy(b[4:], typ)
 	copy(b[8:], body)
 	return b
+}
+
+// TestStripRemovesLocationAnywhereAndKeepsEveryOtherByte: Strip walks the
+// whole file (the stream of an upload), not its head: location after
+// large segments, after the image data, in appended pictures goes; the
+// output is the input's length however it is read and wherever it ends,
+// and the pictures still decode.
+func TestStripRemovesLocationAnywhereAndKeepsEveryOtherByte(t *testing.T) {
+	for _, tc := range []struct {
+		name, ctype string
+		file        []byte
+	}{
+		{"JPEG, EXIF after 300 KiB of ICC", "image/jpeg", mediatest.JPEGWithLocationAfter(200, 100, 6, 300<<10)},
+		{"PNG, eXIf after IDAT", "image/png", mediatest.PNGWithLocationAfterIDAT(300, 300, 6)},
+		{"WebP, EXIF after the image", "image/webp", mediatest.WebPWithLocation(20, 10, 6, 300<<10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			whole, err := io.ReadAll(media.Strip(bytes.NewReader(tc.file), tc.ctype))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(whole) != len(tc.file) {
+				t.Fatalf("%d bytes became %d", len(tc.file), len(whole))
+			}
+			if bytes.Contains(whole, mediatest.Latitude) || bytes.Contains(whole, mediatest.XMPLatitude) {
+				t.Fatal("the location survived")
+			}
+			slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(tc.file)), tc.ctype))
+			if err != nil || !bytes.Equal(slow, whole) {
+				t.Fatalf("read a byte at a time: %v, equal %v", err, bytes.Equal(slow, whole))
+			}
+			switch tc.ctype {
+			case "image/jpeg":
+				_, err = jpeg.Decode(bytes.NewReader(whole))
+			case "image/png":
+				_, err = png.Decode(bytes.NewReader(whole))
+			}
+			if err != nil {
+				t.Fatalf("the stripped picture no longer decodes: %v", err)
+			}
+			if _, o := media.StripLocation(append([]byte{}, tc.file...), tc.ctype); o != 6 {
+				t.Errorf("orientation %d, want 6", o)
+			}
+			// Cut anywhere: the bytes there were, stripped or not, then
+			// the end; never more or fewer.
+			for _, n := range []int{0, 1, 3, 9, 20, 100, 1000, len(tc.file) / 2, len(tc.file) - 1} {
+				out, err := io.ReadAll(media.Strip(bytes.NewReader(tc.file[:n]), tc.ctype))
+				if err != nil || len(out) != n {
+					t.Fatalf("cut at %d: %d bytes, %v", n, len(out), err)
+				}
+			}
+		})
+	}
+	// A read error is the reader's.
+	boom := errors.New("boom")
+	r := media.Strip(io.MultiReader(bytes.NewReader(mediatest.JPEGWithLocation(40, 30, 1)[:500]), iotest.ErrReader(boom)), "image/jpeg")
+	if _, err := io.ReadAll(r); !errors.Is(err, boom) {
+		t.Fatalf("read error: %v, want boom", err)
+	}
 }

@@ -1,7 +1,7 @@
 // Package media inspects attachment bytes: what they are (Sniff, by their
 // first bytes, never by the client's word alone), an image's size from its
 // header (Config, refusing decompression bombs before decoding a pixel),
-// thumbnails (Thumbnail), the removal of location data (StripLocation) and
+// thumbnails (Thumbnail), the removal of location data (Strip, and StripLocation for a head) and
 // the length of audio and video files (Duration).
 //
 // Everything here is a pure function of the bytes it is given, bounded in

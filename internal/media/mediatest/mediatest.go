@@ -149,3 +149,105 @@ func WAV(ms int) []byte {
 func PDF() []byte {
 	return []byte("%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj 2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n")
 }
+
+// XMPLatitude is the GPS latitude the XMP packets of this package carry.
+var XMPLatitude = []byte(`exif:GPSLatitude="52,31.2N"`)
+
+// xmp is an XMP packet with a GPS position (XMPLatitude).
+func xmp() []byte {
+	return []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">` +
+		`<rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/" ` + string(XMPLatitude) + `/></rdf:RDF></x:xmpmeta>`)
+}
+
+// jpegSegment is a JPEG marker segment holding body.
+func jpegSegment(marker byte, body []byte) []byte {
+	s := []byte{0xFF, marker, 0, 0}
+	binary.BigEndian.PutUint16(s[2:], uint16(len(body)+2))
+	return append(s, body...)
+}
+
+// JPEGWithLocationAfter is JPEGWithLocation with pad bytes of other
+// application segments (ICC profile parts, as cameras and editors write
+// them, 64 KiB each) before its EXIF and XMP, and a second picture
+// appended after its end (a Multi-Picture Format preview, as phones
+// append them) carrying a location of its own.
+func JPEGWithLocationAfter(w, h int, orientation uint16, pad int) []byte {
+	plain := JPEG(w, h)
+	out := append([]byte{}, plain[:2]...)
+	for pad > 0 {
+		n := min(pad, 65000)
+		out = append(out, jpegSegment(0xE2, append([]byte("ICC_PROFILE\x00"), make([]byte, n)...))...)
+		pad -= n
+	}
+	out = append(out, jpegSegment(0xE1, append([]byte("Exif\x00\x00"), exif(orientation)...))...)
+	out = append(out, jpegSegment(0xE1, append([]byte("http://ns.adobe.com/xap/1.0/\x00"), xmp()...))...)
+	out = append(out, plain[2:]...)
+	return append(out, JPEGWithLocation(64, 48, 1)...)
+}
+
+// noise is a w×h picture of pseudo-random pixels: it does not compress.
+func noise(w, h int) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	x := uint32(1)
+	for i := range img.Pix {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		img.Pix[i] = byte(x)
+	}
+	return img
+}
+
+func pngChunk(typ string, data []byte) []byte {
+	c := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+	c = append(c, typ...)
+	c = append(c, data...)
+	return binary.BigEndian.AppendUint32(c, crc32.ChecksumIEEE(c[4:]))
+}
+
+// PNGWithLocationAfterIDAT is a w×h PNG of noise (about 4 bytes a pixel)
+// whose EXIF (eXIf, with a GPS position and orientation) and XMP (iTXt,
+// with a GPS position) come after the image data, where ExifTool and
+// others add them.
+func PNGWithLocationAfterIDAT(w, h int, orientation uint16) []byte {
+	var b bytes.Buffer
+	if err := png.Encode(&b, noise(w, h)); err != nil {
+		panic(err)
+	}
+	p := b.Bytes()
+	iend := p[len(p)-12:]
+	out := append([]byte{}, p[:len(p)-12]...)
+	out = append(out, pngChunk("eXIf", exif(orientation))...)
+	out = append(out, pngChunk("iTXt", append([]byte("XML:com.adobe.xmp\x00\x00\x00\x00\x00"), xmp()...))...)
+	return append(out, iend...)
+}
+
+// WebPWithLocation is a lossless WebP of w×h pixels in the extended
+// format, its EXIF (GPS position and orientation) and XMP (GPS position)
+// after the image data as the WebP container specifies; the image data
+// is a valid header followed by pad bytes (it is not decodable).
+func WebPWithLocation(w, h int, orientation uint16, pad int) []byte {
+	chunk := func(typ string, data []byte) []byte {
+		c := append([]byte(typ), binary.LittleEndian.AppendUint32(nil, uint32(len(data)))...)
+		c = append(c, data...)
+		if len(data)%2 == 1 {
+			c = append(c, 0)
+		}
+		return c
+	}
+	vp8x := make([]byte, 10)
+	vp8x[0] = 0x08 | 0x04 // EXIF and XMP present
+	put24 := func(b []byte, v int) { b[0], b[1], b[2] = byte(v), byte(v>>8), byte(v>>16) }
+	put24(vp8x[4:], w-1)
+	put24(vp8x[7:], h-1)
+	vp8l := make([]byte, 5+pad)
+	vp8l[0] = 0x2F
+	binary.LittleEndian.PutUint32(vp8l[1:], uint32(w-1)|uint32(h-1)<<14)
+	var body []byte
+	body = append(body, "WEBP"...)
+	body = append(body, chunk("VP8X", vp8x)...)
+	body = append(body, chunk("VP8L", vp8l)...)
+	body = append(body, chunk("EXIF", exif(orientation))...)
+	body = append(body, chunk("XMP ", xmp())...)
+	return append(append([]byte("RIFF"), binary.LittleEndian.AppendUint32(nil, uint32(len(body)))...), body...)
+}

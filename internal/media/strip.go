@@ -1,0 +1,476 @@
+package media
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+)
+
+// HeadLen is how much of a file is held to sniff it (and, in measure, to
+// read an image's EXIF orientation).
+const HeadLen = 256 << 10
+
+// StripLocation removes location data from head, the start of an image
+// file (or all of it), in place, as Strip does: a segment or chunk cut
+// off by head's end is left as it is. It reports whether anything
+// changed and the EXIF orientation of the picture (0 when there is none).
+func StripLocation(head []byte, t string) (changed bool, orientation int) {
+	s := newStripper(bytes.NewReader(head), t)
+	if s == nil {
+		return false, 0
+	}
+	out, _ := io.ReadAll(s) // a bytes.Reader ends with io.EOF only
+	changed = !bytes.Equal(out, head)
+	copy(head, out)
+	return changed, s.orientation
+}
+
+// Strip returns r's bytes with the location data of a JPEG, PNG or WebP
+// (t) removed wherever the file keeps it, the same length, everything
+// else as it was: the EXIF GPS directory (JPEG APP1, PNG eXIf, WebP
+// EXIF) is emptied and every byte of its values zeroed; an XMP packet
+// that mentions GPS is blanked (JPEG APP1, extended XMP from its first
+// mention on; PNG iTXt, tEXt; WebP XMP), as are PNG text chunks whose
+// content cannot be read without inflating it (compressed XMP,
+// ImageMagick's raw EXIF profiles) and metadata chunks too large to hold
+// (over maxUnit). A JPEG's segments are walked to the end of the file,
+// between scans too, and pictures appended after its end (a phone's
+// Multi-Picture previews) are stripped as well. The rest of the EXIF
+// data stays, orientation included, so photos keep standing upright.
+// Other types are returned as they are. Memory: a read buffer and one
+// segment or chunk of at most maxUnit.
+func Strip(r io.Reader, t string) io.Reader {
+	if s := newStripper(r, t); s != nil {
+		return s
+	}
+	return r
+}
+
+// maxUnit bounds a PNG or WebP metadata chunk held whole to be stripped
+// (a JPEG segment is at most 64 KiB).
+const maxUnit = 256 << 10
+
+// stripper is Strip's reader: step produces the next bytes (out) from
+// the file as it is walked, segment by segment.
+type stripper struct {
+	br   *bufio.Reader
+	step func(*stripper) error
+	out  []byte // produced, not read yet
+	err  error  // the end (after out)
+	unit []byte // the segment or chunk being stripped
+
+	// pass: left more bytes go through as they are (zero: as zeros,
+	// crc updated), then step is then.
+	left int64
+	zero bool
+	crc  uint32
+	then func(*stripper) error
+
+	pictures    int  // JPEG: pictures begun (appended previews follow the first)
+	xmpExtended bool // JPEG: extended XMP mentioned GPS: the rest of it is blanked
+	xmpTail     []byte
+	orientation int
+	oriented    bool
+}
+
+func newStripper(r io.Reader, t string) *stripper {
+	s := &stripper{br: bufio.NewReaderSize(r, 32<<10)}
+	switch t {
+	case "image/jpeg":
+		s.step = (*stripper).jpegStart
+	case "image/png":
+		s.step = (*stripper).pngStart
+	case "image/webp":
+		s.step = (*stripper).webpStart
+	default:
+		return nil
+	}
+	return s
+}
+
+func (s *stripper) Read(p []byte) (int, error) {
+	for len(s.out) == 0 {
+		if s.err != nil {
+			return 0, s.err
+		}
+		s.err = s.step(s)
+	}
+	n := copy(p, s.out)
+	s.out = s.out[n:]
+	return n, nil
+}
+
+// avail returns the bytes buffered, reading more when there are none.
+func (s *stripper) avail() ([]byte, error) {
+	if s.br.Buffered() == 0 {
+		if _, err := s.br.Peek(1); err != nil {
+			return nil, err
+		}
+	}
+	return s.br.Peek(s.br.Buffered())
+}
+
+// emit passes n buffered bytes through as they are.
+func (s *stripper) emit(b []byte, n int) {
+	s.out = b[:n]
+	_, _ = s.br.Discard(n)
+}
+
+// whole reads the next n bytes into unit; at the end of the file what
+// there was goes out as it was, and the end (io.EOF) follows.
+func (s *stripper) whole(n int) ([]byte, error) {
+	if cap(s.unit) < n {
+		s.unit = make([]byte, n)
+	}
+	b := s.unit[:n]
+	m, err := io.ReadFull(s.br, b)
+	if err != nil {
+		s.out = b[:m]
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// rest passes everything left through.
+func (s *stripper) rest() error {
+	b, err := s.avail()
+	if err != nil {
+		return err
+	}
+	s.emit(b, len(b))
+	return nil
+}
+
+// pass passes s.left bytes through (as zeros when s.zero), then goes on
+// with s.then.
+func (s *stripper) pass() error {
+	if s.left == 0 {
+		s.step, s.zero = s.then, false
+		return nil
+	}
+	b, err := s.avail()
+	if err != nil {
+		return err
+	}
+	n := int(min(int64(len(b)), s.left))
+	s.left -= int64(n)
+	if !s.zero {
+		s.emit(b, n)
+		return nil
+	}
+	if cap(s.unit) < n {
+		s.unit = make([]byte, n)
+	}
+	z := s.unit[:n]
+	clear(z)
+	s.crc = crc32.Update(s.crc, crc32.IEEETable, z)
+	s.out = z
+	_, _ = s.br.Discard(n)
+	return nil
+}
+
+func (s *stripper) passThen(n int64, zero bool, then func(*stripper) error) {
+	s.left, s.zero, s.then, s.step = n, zero, then, (*stripper).pass
+}
+
+// exif strips an EXIF TIFF block (true when it changed) and keeps the
+// first picture's orientation.
+func (s *stripper) exif(tiff []byte) bool {
+	changed, o := stripTIFF(tiff)
+	if !s.oriented && s.pictures <= 1 {
+		s.orientation, s.oriented = o, true
+	}
+	return changed
+}
+
+// JPEG: marker segments (APP1 holds EXIF and XMP) to the end of the file.
+
+func (s *stripper) jpegStart() error {
+	b, err := s.br.Peek(2)
+	if err != nil || b[0] != 0xFF || b[1] != 0xD8 {
+		s.step = (*stripper).rest
+		return nil
+	}
+	s.pictures++
+	s.xmpExtended, s.xmpTail = false, nil
+	s.emit(b, 2)
+	s.step = (*stripper).jpegMarker
+	return nil
+}
+
+func (s *stripper) jpegMarker() error {
+	b, err := s.avail()
+	if err != nil {
+		return err
+	}
+	if b[0] != 0xFF {
+		// Bytes between segments, which decoders skip: through.
+		n := bytes.IndexByte(b, 0xFF)
+		if n < 0 {
+			n = len(b)
+		}
+		s.emit(b, n)
+		return nil
+	}
+	if b, err = s.br.Peek(2); err != nil {
+		s.step = (*stripper).rest
+		return nil
+	}
+	switch m := b[1]; {
+	case m == 0xFF: // fill byte
+		s.emit(b, 1)
+	case m == 0x00 || m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7):
+		s.emit(b, 2)
+	case m == 0xD9: // the end of a picture; previews may follow
+		s.emit(b, 2)
+		s.step = (*stripper).jpegTrailer
+	default:
+		if b, err = s.br.Peek(4); err != nil {
+			s.step = (*stripper).rest
+			return nil
+		}
+		n := int(binary.BigEndian.Uint16(b[2:]))
+		if n < 2 {
+			s.emit(b, 2)
+			return nil
+		}
+		seg, err := s.whole(2 + n)
+		if err != nil {
+			return err
+		}
+		if m == 0xE1 {
+			s.app1(seg[4:])
+		}
+		s.out = seg
+		if m == 0xDA {
+			s.step = (*stripper).jpegScan
+		}
+	}
+	return nil
+}
+
+const (
+	xmpNS         = "http://ns.adobe.com/xap/1.0/\x00"
+	xmpExtendedNS = "http://ns.adobe.com/xmp/extension/\x00"
+)
+
+var gps = []byte("GPS")
+
+// app1 strips an APP1 segment's EXIF or XMP.
+func (s *stripper) app1(seg []byte) {
+	switch {
+	case bytes.HasPrefix(seg, []byte("Exif\x00\x00")):
+		s.exif(seg[6:])
+	case bytes.HasPrefix(seg, []byte(xmpNS)):
+		if bytes.Contains(seg, gps) {
+			blank(seg[len(xmpNS):])
+		}
+	case bytes.HasPrefix(seg, []byte(xmpExtendedNS)) && len(seg) > len(xmpExtendedNS)+40:
+		// A part of a long XMP packet (after a GUID, its length and
+		// offset): a mention of GPS may straddle two parts, and its
+		// value follows it, so every part from the first mention on
+		// is blanked.
+		part := seg[len(xmpExtendedNS)+40:]
+		mentions := bytes.Contains(append(s.xmpTail, part[:min(len(part), 2)]...), gps) || bytes.Contains(part, gps)
+		s.xmpTail = append(s.xmpTail[:0], part[max(0, len(part)-2):]...)
+		if s.xmpExtended || mentions {
+			s.xmpExtended = true
+			blank(part)
+		}
+	}
+}
+
+// jpegScan passes entropy-coded data through to the next marker.
+func (s *stripper) jpegScan() error {
+	b, err := s.avail()
+	if err != nil {
+		return err
+	}
+	if n := bytes.IndexByte(b, 0xFF); n != 0 {
+		if n < 0 {
+			n = len(b)
+		}
+		s.emit(b, n)
+		return nil
+	}
+	if b, err = s.br.Peek(2); err != nil {
+		s.step = (*stripper).rest
+		return nil
+	}
+	switch m := b[1]; {
+	case m == 0x00 || (m >= 0xD0 && m <= 0xD7): // stuffing, restart
+		s.emit(b, 2)
+	case m == 0xFF:
+		s.emit(b, 1)
+	default:
+		s.step = (*stripper).jpegMarker
+	}
+	return nil
+}
+
+// jpegTrailer passes what follows a picture through up to the next
+// picture (FF D8 FF), which is stripped as the first was.
+func (s *stripper) jpegTrailer() error {
+	b, err := s.avail()
+	if err != nil {
+		return err
+	}
+	if len(b) < 3 {
+		if b, err = s.br.Peek(3); err != nil {
+			s.step = (*stripper).rest // the end: too short for a picture
+			return nil
+		}
+	}
+	switch n := bytes.Index(b, []byte{0xFF, 0xD8, 0xFF}); {
+	case n == 0:
+		s.step = (*stripper).jpegStart
+	case n > 0:
+		s.emit(b, n)
+	default:
+		s.emit(b, len(b)-2) // a picture may start in the last two
+	}
+	return nil
+}
+
+// PNG: chunks to IEND; eXIf and the text chunks (XMP) are stripped.
+
+var pngSignature = []byte("\x89PNG\r\n\x1a\n")
+
+func (s *stripper) pngStart() error {
+	b, err := s.br.Peek(8)
+	if err != nil || !bytes.Equal(b, pngSignature) {
+		s.step = (*stripper).rest
+		return nil
+	}
+	s.emit(b, 8)
+	s.step = (*stripper).pngChunk
+	return nil
+}
+
+func (s *stripper) pngChunk() error {
+	h, err := s.br.Peek(8)
+	if err != nil {
+		s.step = (*stripper).rest
+		return nil
+	}
+	n := int64(binary.BigEndian.Uint32(h))
+	typ := string(h[4:8])
+	if n > 1<<31-1 {
+		s.step = (*stripper).rest
+		return nil
+	}
+	switch typ {
+	case "eXIf", "iTXt", "tEXt", "zTXt":
+		if 12+n > maxUnit {
+			// Too large to hold: zeroed as it passes, its CRC made anew.
+			s.crc = crc32.ChecksumIEEE(h[4:8])
+			s.emit(h, 8)
+			s.passThen(n, true, (*stripper).pngCRC)
+			return nil
+		}
+		c, err := s.whole(int(12 + n))
+		if err != nil {
+			return err
+		}
+		if s.pngMeta(typ, c[8:8+n]) {
+			binary.BigEndian.PutUint32(c[8+n:], crc32.ChecksumIEEE(c[4:8+n]))
+		}
+		s.out = c
+	case "IEND":
+		s.passThen(12+n, false, (*stripper).rest)
+	default:
+		s.passThen(12+n, false, (*stripper).pngChunk)
+	}
+	return nil
+}
+
+// pngCRC writes the CRC of a chunk zeroed as it passed.
+func (s *stripper) pngCRC() error {
+	c, err := s.whole(4)
+	if err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(c, s.crc)
+	s.out = c
+	s.step = (*stripper).pngChunk
+	return nil
+}
+
+// pngMeta strips a metadata chunk's data; true when it changed.
+func (s *stripper) pngMeta(typ string, data []byte) bool {
+	if typ == "eXIf" {
+		return s.exif(data)
+	}
+	keyword, text, _ := bytes.Cut(data, []byte{0})
+	compressed := typ == "zTXt" || (typ == "iTXt" && len(text) > 0 && text[0] != 0)
+	switch {
+	case bytes.Equal(keyword, []byte("XML:com.adobe.xmp")):
+		if compressed || bytes.Contains(text, gps) {
+			blank(data[len(keyword):])
+			return true
+		}
+	case bytes.HasPrefix(keyword, []byte("Raw profile type ")):
+		// ImageMagick's hex-encoded EXIF or XMP.
+		blank(data[len(keyword):])
+		return true
+	}
+	return false
+}
+
+// WebP: RIFF chunks; EXIF and XMP come after the image data.
+
+func (s *stripper) webpStart() error {
+	b, err := s.br.Peek(12)
+	if err != nil || string(b[:4]) != "RIFF" || string(b[8:12]) != "WEBP" {
+		s.step = (*stripper).rest
+		return nil
+	}
+	s.emit(b, 12)
+	s.step = (*stripper).webpChunk
+	return nil
+}
+
+func (s *stripper) webpChunk() error {
+	h, err := s.br.Peek(8)
+	if err != nil {
+		s.step = (*stripper).rest
+		return nil
+	}
+	typ := string(h[:4])
+	n := int64(binary.LittleEndian.Uint32(h[4:]))
+	n += n & 1
+	if typ != "EXIF" && typ != "XMP " {
+		s.passThen(8+n, false, (*stripper).webpChunk)
+		return nil
+	}
+	if 8+n > maxUnit {
+		s.emit(h, 8)
+		s.passThen(n, true, (*stripper).webpChunk)
+		return nil
+	}
+	c, err := s.whole(int(8 + n))
+	if err != nil {
+		return err
+	}
+	data := c[8:]
+	if typ == "EXIF" {
+		s.exif(bytes.TrimPrefix(data, []byte("Exif\x00\x00")))
+	} else if bytes.Contains(data, gps) {
+		blank(data)
+	}
+	s.out = c
+	return nil
+}
+
+// blank overwrites an XMP packet with spaces: XML readers see an empty
+// document, and the length stays.
+func blank(b []byte) {
+	for i := range b {
+		b[i] = ' '
+	}
+}

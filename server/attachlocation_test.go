@@ -1,0 +1,60 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/media/mediatest"
+)
+
+// TestLocationIsStrippedWhereverItIsInThePhoto: a photo's location is
+// removed wherever the file keeps it, not only in its first 256 KiB: a
+// JPEG whose EXIF and XMP follow large ICC profile segments, or with a
+// second picture (a phone's Multi-Picture preview) appended after its
+// end; a PNG whose eXIf and XMP come after the image data (where
+// ExifTool writes them); a WebP, whose EXIF and XMP chunks the format
+// puts after the image data. Members download the photo without its GPS
+// position, of the announced size and sha256.
+func TestLocationIsStrippedWhereverItIsInThePhoto(t *testing.T) {
+	photos := []struct {
+		name, ctype string
+		data        []byte
+	}{
+		{"late.jpg", "image/jpeg", mediatest.JPEGWithLocationAfter(400, 300, 6, 300<<10)},
+		{"small-mpf.jpg", "image/jpeg", mediatest.JPEGWithLocationAfter(400, 300, 6, 0)},
+		{"late.png", "image/png", mediatest.PNGWithLocationAfterIDAT(300, 300, 6)},
+		{"small.png", "image/png", mediatest.PNGWithLocationAfterIDAT(20, 20, 6)},
+		{"late.webp", "image/webp", mediatest.WebPWithLocation(400, 300, 6, 300<<10)},
+	}
+	stores(t, nil, func(t *testing.T, n attachNode) {
+		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
+		for _, p := range photos {
+			if !bytes.Contains(p.data, mediatest.Latitude) || !bytes.Contains(p.data, mediatest.XMPLatitude) {
+				t.Fatalf("%s: the test photo has no location", p.name)
+			}
+			up := n.upload(t, 1, g.ID, p.name, p.ctype, p.data)
+			if r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", g.ID),
+				map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil); r.status != http.StatusCreated {
+				t.Fatalf("%s: send: %d %s", p.name, r.status, r.body)
+			}
+			got := n.fetch(t, 2, "/v1/attachments/"+up.UploadID, nil)
+			if got.status != http.StatusOK {
+				t.Fatalf("%s: download: %d %s", p.name, got.status, got.body)
+			}
+			if bytes.Contains(got.body, mediatest.Latitude) {
+				t.Errorf("%s (%d bytes): a member downloaded the EXIF GPS position", p.name, len(p.data))
+			}
+			if bytes.Contains(got.body, mediatest.XMPLatitude) {
+				t.Errorf("%s (%d bytes): a member downloaded the XMP GPS position", p.name, len(p.data))
+			}
+			if len(got.body) != len(p.data) || hexSHA(got.body) != up.Attachment.SHA256 {
+				t.Errorf("%s: downloaded %d bytes of sha256 %s; announced %d bytes of %s", p.name,
+					len(got.body), hexSHA(got.body), up.Attachment.Size, up.Attachment.SHA256)
+			}
+		}
+	})
+}
