@@ -122,7 +122,7 @@ var attachmentKeys = []*key{
 			s.ImageMaxPixels = int64(n)
 			return err
 		}),
-	mk("thumbnail_workers", "2", "images decoded at once for thumbnails (each holds up to image_max_pixels × 4 bytes)",
+	mk("thumbnail_workers", "2", "images decoded at once for thumbnails (together within thumbnail_workers × image_max_pixels × 4 bytes)",
 		"use a whole number between 1 and 64, e.g. 2",
 		func(s *Settings, v string) (err error) { s.ThumbnailWorkers, err = parseInt(v, 1, 64); return }),
 	mk("s3_endpoint", "", `S3-compatible object store for attachments (host[:port], e.g. s3.eu-west-1.amazonaws.com or minio:9000); "" keeps them on local disk in <data_dir>/blobs`,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media"
@@ -37,8 +38,11 @@ type Config struct {
 	// TTL: uploads never attached are deleted this long after they were
 	// created (24h). It must be longer than URLExpiry.
 	TTL time.Duration
-	// ThumbnailWorkers bounds the images decoded at once (2): each may
-	// hold up to MaxPixels × 4 bytes.
+	// ThumbnailWorkers bounds the images decoded at once (2). Together
+	// they hold at most ThumbnailWorkers × Limits.MaxPixels × 4 bytes:
+	// an image takes what media.ThumbnailCost says (from its header),
+	// waiting while the others hold the rest, and one that needs more
+	// than the whole budget gets no thumbnail.
 	ThumbnailWorkers int
 	// ThumbnailWait: how long completing an upload waits for its
 	// thumbnail (5s).
@@ -58,6 +62,9 @@ type Service struct {
 
 	mu  sync.Mutex
 	ops map[string]*op // uploads being written or completed
+
+	budget      *semaphore.Weighted // the thumbnailers' memory, in bytes
+	budgetBytes int64
 
 	jobs   chan thumbJob
 	stop   chan struct{}
@@ -112,7 +119,9 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget := int64(cfg.ThumbnailWorkers) * cfg.Limits.MaxPixels * 4
 	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, ops: map[string]*op{},
+		budget: semaphore.NewWeighted(budget), budgetBytes: budget,
 		jobs: make(chan thumbJob, 1024), stop: make(chan struct{})}, nil
 }
 

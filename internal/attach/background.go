@@ -1,9 +1,11 @@
 package attach
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -65,8 +67,23 @@ func (s *Service) thumbnail(rec chat.UploadRecord) {
 		head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
 		_, _ = r.ReadAt(head, 0)
 		_, orientation := media.StripLocation(head, rec.ContentType)
-		if _, err = r.Seek(0, io.SeekStart); err == nil {
-			img, th, err = media.Thumbnail(r, rec.ContentType, s.cfg.Limits.MaxPixels, orientation)
+		var cost int64
+		cost, err = media.ThumbnailCost(bufio.NewReaderSize(io.NewSectionReader(r, 0, rec.DeclaredSize), 64<<10), rec.ContentType)
+		if err == nil && cost > s.budgetBytes {
+			err = fmt.Errorf("%w: %d MiB, the thumbnailers' budget is %d MiB", media.ErrTooCostly, cost>>20, s.budgetBytes>>20)
+		}
+		if err == nil {
+			// Within the budget the workers share: wait for what
+			// the others hold to be released.
+			if err := s.budget.Acquire(ctx, cost); err != nil {
+				_ = r.Close()
+				s.metrics.thumbnails.WithLabelValues("retry").Inc()
+				return
+			}
+			if _, err = r.Seek(0, io.SeekStart); err == nil {
+				img, th, err = media.Thumbnail(r, rec.ContentType, s.cfg.Limits.MaxPixels, orientation)
+			}
+			s.budget.Release(cost)
 		}
 		_ = r.Close()
 	}

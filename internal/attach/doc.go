@@ -30,7 +30,9 @@
 //   - A send checks its uploads inside its own transaction
 //     (chat_send_batch); nothing here is on the send path.
 //   - Thumbnails (JPEG, at most 320 px, upright, no metadata) are made
-//     after completion by ThumbnailWorkers goroutines; completion waits up
+//     after completion by ThumbnailWorkers goroutines, within a memory
+//     budget they share (ThumbnailWorkers × MaxPixels × 4 bytes; an image
+//     needing more than all of it, by media.ThumbnailCost, gets none); completion waits up
 //     to ThumbnailWait for its own so the message usually carries it.
 //     Pending ones are found again after a restart. A thumbnail belongs
 //     to the bytes (chat.ThumbnailKey of the blob), so recording it gives

@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -155,4 +156,134 @@ func orient(src *image.RGBA, o int) *image.RGBA {
 		}
 	}
 	return dst
+}
+
+// ErrTooCostly says decoding and scaling an image for its thumbnail would
+// take more memory than is granted: it is shown without one.
+var ErrTooCostly = errors.New("the image would take too much memory to thumbnail")
+
+// ThumbnailCost is the memory in bytes Thumbnail takes for the image r
+// starts with, read from its header alone (r is read up to it): the
+// decoded pixels (up to 8 bytes a pixel for a 16-bit PNG), the decoder's
+// working memory (a progressive JPEG's coefficients, 4 bytes a pixel of
+// each component; a PNG's rows and interlace passes; a lossless WebP's
+// transform), and the scaler's buffers (32 bytes a pixel of a column of
+// the thumbnail's width by the image's height, which a very long and
+// thin image makes large).
+func ThumbnailCost(r io.Reader, t string) (int64, error) {
+	var head bytes.Buffer
+	cfg, err := decodeConfig(io.TeeReader(r, &head), t)
+	if err != nil {
+		return 0, fmt.Errorf("read the image header: %w", err)
+	}
+	w, h := int64(cfg.Width), int64(cfg.Height)
+	if w <= 0 || h <= 0 {
+		return 0, fmt.Errorf("read the image header: no size")
+	}
+	var decode int64
+	switch t {
+	case "image/jpeg":
+		decode = jpegCost(head.Bytes(), w, h)
+	case "image/png":
+		decode = pngCost(head.Bytes(), w, h)
+	case "image/gif":
+		decode = w * h // one paletted frame
+	default: // WebP: lossless pixels and a transform's copy (lossy: less)
+		decode = 8 * w * h
+	}
+	tw, th := w, h
+	if long := max(w, h); long > chat.ThumbnailMaxSide {
+		tw, th = max(1, w*chat.ThumbnailMaxSide/long), max(1, h*chat.ThumbnailMaxSide/long)
+	}
+	scale := 32*tw*h + 40*(w+h) + 8*tw*th // BiLinear's column buffer and weights; the thumbnail, upright
+	return decode + scale + 64<<10, nil
+}
+
+// jpegCost is what Go's JPEG decoder allocates for a picture whose header
+// is head: each component's plane (MCU-aligned), a progressive one's
+// coefficients, and the RGBA or CMYK picture it converts to.
+func jpegCost(head []byte, w, h int64) int64 {
+	worst := 24 * w * h
+	jfif, adobeRGB := false, false
+	for i := 2; i+4 <= len(head); {
+		if head[i] != 0xFF {
+			i++
+			continue
+		}
+		m := head[i+1]
+		if m == 0xFF {
+			i++
+			continue
+		}
+		if m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7) {
+			i += 2
+			continue
+		}
+		n := int(binary.BigEndian.Uint16(head[i+2:]))
+		if n < 2 || i+2+n > len(head) {
+			return worst
+		}
+		seg := head[i+4 : i+2+n]
+		switch {
+		case m == 0xE0 && bytes.HasPrefix(seg, []byte("JFIF\x00")):
+			jfif = true
+		case m == 0xEE && bytes.HasPrefix(seg, []byte("Adobe")) && len(seg) >= 12:
+			adobeRGB = seg[11] == 0
+		case m == 0xC0 || m == 0xC1 || m == 0xC2:
+			if len(seg) < 6 {
+				return worst
+			}
+			nc := int(seg[5])
+			if nc < 1 || len(seg) < 6+3*nc {
+				return worst
+			}
+			hmax, vmax := int64(1), int64(1)
+			for c := 0; c < nc; c++ {
+				hv := seg[7+3*c]
+				hmax, vmax = max(hmax, int64(hv>>4)), max(vmax, int64(hv&15))
+			}
+			mxx, myy := (w+8*hmax-1)/(8*hmax), (h+8*vmax-1)/(8*vmax)
+			var cost int64
+			for c := 0; c < nc; c++ {
+				hv := seg[7+3*c]
+				units := int64(hv>>4) * int64(hv&15) * mxx * myy
+				if nc == 1 {
+					units = mxx * myy * hmax * vmax
+				}
+				cost += 64 * units // the plane
+				if m == 0xC2 {
+					cost += 256 * units // the coefficients
+				}
+			}
+			rgb := nc == 3 && !jfif && (adobeRGB || string([]byte{seg[6], seg[9], seg[12]}) == "RGB")
+			if nc == 4 || rgb {
+				cost += 4 * (8 * hmax * mxx) * (8 * vmax * myy)
+			}
+			return cost
+		}
+		i += 2 + n
+	}
+	return worst
+}
+
+// pngCost is what Go's PNG decoder allocates for a picture whose header
+// is head: the picture (paletted: 1 byte a pixel; 16-bit: 8; else 4),
+// two rows of the raw data, and an interlaced picture's largest pass.
+func pngCost(head []byte, w, h int64) int64 {
+	if len(head) < 29 {
+		return 12 * w * h
+	}
+	depth, colorType, interlaced := int64(head[24]), head[25], head[28] != 0
+	perPixel, channels := int64(4), int64(map[byte]int{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colorType])
+	switch {
+	case colorType == 3:
+		perPixel = 1
+	case depth == 16:
+		perPixel = 8
+	}
+	cost := perPixel*w*h + 2*(1+(max(channels, 1)*depth*w+7)/8)
+	if interlaced {
+		cost += perPixel * w * h / 2
+	}
+	return cost
 }

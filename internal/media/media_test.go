@@ -8,6 +8,11 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -297,5 +302,59 @@ func TestStripRemovesLocationAnywhereAndKeepsEveryOtherByte(t *testing.T) {
 	r := media.Strip(io.MultiReader(bytes.NewReader(mediatest.JPEGWithLocation(40, 30, 1)[:500]), iotest.ErrReader(boom)), "image/jpeg")
 	if _, err := io.ReadAll(r); !errors.Is(err, boom) {
 		t.Fatalf("read error: %v, want boom", err)
+	}
+}
+
+// TestThumbnailCostCoversWhatMakingTheThumbnailTakes: the memory a
+// thumbnail takes is known from the image's header before a pixel is
+// decoded, so the thumbnailers can stay within their budget: a 16-bit PNG
+// takes 8 bytes a pixel, a progressive JPEG its coefficients, a long thin
+// PNG the scaler's column buffer. The estimate is never below what
+// Thumbnail allocates, nor far above it.
+func TestThumbnailCostCoversWhatMakingTheThumbnailTakes(t *testing.T) {
+	files := []struct {
+		name, ctype string
+		data        []byte
+	}{
+		{"JPEG 4:2:0", "image/jpeg", mediatest.JPEG(1000, 700)},
+		{"PNG 8-bit", "image/png", mediatest.PNG(1000, 700)},
+		{"PNG 16-bit", "image/png", mediatest.PNG16(1000, 700)},
+		{"PNG 2 x 200000", "image/png", mediatest.PNG(2, 200000)},
+		{"PNG 200000 x 2", "image/png", mediatest.PNG(200000, 2)},
+	}
+	// Go's own test pictures: progressive, CMYK and RGB JPEGs.
+	if goroot, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		dir := filepath.Join(strings.TrimSpace(string(goroot)), "src", "image", "testdata")
+		for _, f := range []string{"video-001.q50.444.progressive.jpeg", "video-001.q50.420.progressive.jpeg",
+			"video-001.cmyk.jpeg", "video-001.rgb.jpeg", "video-001.interlaced.png"} {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				files = append(files, struct {
+					name, ctype string
+					data        []byte
+				}{f, "image/" + strings.TrimPrefix(filepath.Ext(f), "."), b})
+			}
+		}
+	}
+	for _, f := range files {
+		cost, err := media.ThumbnailCost(bytes.NewReader(f.data), f.ctype)
+		if err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err = media.Thumbnail(bytes.NewReader(f.data), f.ctype, chat.DefaultMaxImagePixels, 0)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		took := int64(after.TotalAlloc - before.TotalAlloc)
+		t.Logf("%s: took %d KiB, estimated %d KiB", f.name, took>>10, cost>>10)
+		if took > cost {
+			t.Errorf("%s: Thumbnail allocated %d bytes, ThumbnailCost said %d", f.name, took, cost)
+		}
+		if cost > 3*took+1<<20 {
+			t.Errorf("%s: ThumbnailCost said %d bytes, Thumbnail allocated only %d", f.name, cost, took)
+		}
 	}
 }

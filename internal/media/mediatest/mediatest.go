@@ -251,3 +251,20 @@ func WebPWithLocation(w, h int, orientation uint16, pad int) []byte {
 	body = append(body, chunk("XMP ", xmp())...)
 	return append(append([]byte("RIFF"), binary.LittleEndian.AppendUint32(nil, uint32(len(body)))...), body...)
 }
+
+// PNG16 is a w×h PNG of 16 bits a channel (Go decodes it to 8 bytes a
+// pixel).
+func PNG16(w, h int) []byte {
+	src := picture(w, h)
+	img := image.NewNRGBA64(src.Rect)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			img.Set(x, y, src.At(x, y))
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
