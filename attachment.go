@@ -474,7 +474,7 @@ type UploadMeta struct {
 // leaves a queue row, never an orphan.
 type AttachmentStore interface {
 	// CreateUpload records r (pending) if its uploader is a member of
-	// its conversation and, with a bytes-per-day quota (> 0), the day's
+	// its conversation (blocked: the blocked member of a direct one) and, with a bytes-per-day quota (> 0), the day's
 	// declared bytes stay within it (rate_limited, retry at midnight UTC).
 	CreateUpload(ctx context.Context, r UploadRecord, quotaBytes int64) error
 	GetUpload(ctx context.Context, id string) (UploadRecord, error)

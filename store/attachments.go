@@ -59,18 +59,20 @@ func scanUpload(row pgx.Row, extra ...any) (chat.UploadRecord, error) {
 	return r, nil
 }
 
-// CreateUpload records a pending upload for a member, charging the
-// uploader's bytes of the UTC day against quotaBytes (> 0).
+// CreateUpload records a pending upload for a member (not the blocked
+// member of a direct conversation), charging the uploader's bytes of the
+// UTC day against quotaBytes (> 0).
 func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quotaBytes int64) error {
 	if quotaBytes > 0 && r.DeclaredSize > quotaBytes {
 		return quotaError(quotaBytes, time.Now())
 	}
 	return runTxOn(ctx, a.pool, "create upload", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		var exists, member bool
+		var exists, member, blocked bool
 		var now time.Time
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
-			EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2), now()`,
-			r.ConversationID, r.UploaderID).Scan(&exists, &member, &now); err != nil {
+			EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2),
+			EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2 AND peer_blocked), now()`,
+			r.ConversationID, r.UploaderID).Scan(&exists, &member, &blocked, &now); err != nil {
 			return fmt.Errorf("check membership: %w", err)
 		}
 		switch {
@@ -78,6 +80,9 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 			return errNoConversation(r.ConversationID)
 		case !member:
 			return errNotMember(r.ConversationID)
+		case blocked:
+			// What it carries could never be sent (as for typing).
+			return chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", r.ConversationID)
 		}
 		if quotaBytes > 0 {
 			// One row per user and day, updated in place: the check and
