@@ -271,6 +271,11 @@ func NormalizeMediaType(ct string) (string, error) {
 	return mt, nil
 }
 
+// MaxDurationMs bounds an attachment's durationMs, declared by its
+// uploader or read from the file: 2^53-1 ms, the largest integer every
+// JSON reader keeps exactly (those using doubles, JavaScript's, too).
+const MaxDurationMs = 1<<53 - 1
+
 // UploadRequest asks for an upload of one file into a conversation.
 // DurationMs is what the uploader knows of an audio or video file's
 // length (a recorder does); chatd keeps it where it cannot read its own.
@@ -520,8 +525,8 @@ func (s *Service) CreateUpload(ctx context.Context, req UploadRequest) (UploadTi
 	if req.Size <= 0 {
 		return UploadTicket{}, Errorf(CodeInvalid, "size must be the file's size in bytes, at least 1")
 	}
-	if req.DurationMs < 0 {
-		return UploadTicket{}, Errorf(CodeInvalid, "durationMs must not be negative")
+	if req.DurationMs < 0 || req.DurationMs > MaxDurationMs {
+		return UploadTicket{}, Errorf(CodeInvalid, "durationMs must be between 0 and %d", int64(MaxDurationMs))
 	}
 	if err := s.take(ctx, RateUpload, UserKey(req.UserID)); err != nil {
 		return UploadTicket{}, err

@@ -104,7 +104,7 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 			}
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO attachment (id, blob_key, uploader_id, conversation_id, name, declared_type,
-			declared_size, duration_ms, url_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, 0), $9)`,
+			declared_size, duration_ms, url_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8::bigint, 0), $9)`,
 			r.ID, r.BlobKey, r.UploaderID, r.ConversationID, r.Name, r.DeclaredType, r.DeclaredSize, r.DurationMs, r.URLExpiresAt)
 		if err != nil {
 			return fmt.Errorf("record upload: %w", err)
@@ -151,7 +151,7 @@ func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.Uplo
 			SELECT blob_key, url_expires_at FROM attachment WHERE id = $1 AND state = 'pending'
 		), done AS (
 			UPDATE attachment t SET state = 'complete', completed_at = now(), content_type = $2, size = $3,
-				sha256 = $4, width = NULLIF($5, 0), height = NULLIF($6, 0), duration_ms = COALESCE(NULLIF($7, 0), t.duration_ms),
+				sha256 = $4, width = NULLIF($5, 0), height = NULLIF($6, 0), duration_ms = COALESCE(NULLIF($7::bigint, 0), t.duration_ms),
 				thumb_state = $8, blob_key = COALESCE(NULLIF($9, ''), t.blob_key)
 			WHERE t.id = $1 AND t.state = 'pending' RETURNING t.id
 		), moved AS (

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"math/bits"
+
+	chat "github.com/chatd/chatd"
 )
 
 // Duration reads the length of an audio or video file in milliseconds
@@ -201,19 +203,16 @@ func ebmlDuration(b []byte) int64 {
 		return 0
 	}
 	ms := dur * float64(scale) / 1e6
-	if ms >= maxMillis {
+	if ms > chat.MaxDurationMs {
 		return 0
 	}
 	return int64(ms)
 }
 
-// maxMillis bounds a duration read from a file (about 292 years): one
-// beyond it is a crafted header, unknown (0), never a number that
-// overflows into a negative or wrapped durationMs.
-const maxMillis = 1 << 53
-
 // millis is ticks of perSecond in milliseconds, 0 when unknown (no
-// rate) or absurd (the product overflows, or beyond maxMillis).
+// rate) or absurd (the product overflows, or beyond chat.MaxDurationMs:
+// a crafted header, never a number that overflows into a negative or
+// wrapped durationMs).
 func millis(ticks, perSecond uint64) int64 {
 	if perSecond == 0 {
 		return 0
@@ -223,7 +222,7 @@ func millis(ticks, perSecond uint64) int64 {
 		return 0
 	}
 	q, _ := bits.Div64(hi, lo, perSecond)
-	if q >= maxMillis {
+	if q > chat.MaxDurationMs {
 		return 0
 	}
 	return int64(q)
