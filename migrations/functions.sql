@@ -455,17 +455,19 @@ BEGIN
         WHERE f.status = 0 AND f.k = 'message' AND f.att IS NOT NULL AND t.id = j.e->>'uploadId';
     END IF;
     -- A forward's files are copies of its source's rows, naming the same
-    -- blobs. Only batches with a forward run this (an expression on the
+    -- blobs; the forwarder put them into the conversation, so they are
+    -- the forwarder's (GET /v1/uploads/{id} answers its uploader alone).
+    -- Only batches with a forward run this (an expression on the
     -- arguments decides, not a statement).
     IF cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
         INSERT INTO attachment (id, blob_key, uploader_id, conversation_id, name, declared_type, declared_size, state,
                                 created_at, url_expires_at, completed_at, content_type, size, sha256, width, height,
                                 duration_ms, thumb_state, thumb_width, thumb_height, thumb_size, seq, position, caption)
-        SELECT chat_new_upload_id(), a.blob_key, a.uploader_id, f.c, a.name, a.declared_type, a.declared_size, 'attached',
+        SELECT chat_new_upload_id(), a.blob_key, f.s, f.c, a.name, a.declared_type, a.declared_size, 'attached',
                f.at, a.url_expires_at, a.completed_at, a.content_type, a.size, a.sha256, a.width, a.height,
                a.duration_ms, a.thumb_state, a.thumb_width, a.thumb_height, a.thumb_size, f.seq, a.position, a.caption
-        FROM unnest(p_kind, p_conv, p_fwd_conv, p_fwd_seq, v_status, v_seq, v_at, v_msg_type)
-             WITH ORDINALITY AS f(k, c, fc, fs, status, seq, at, msg_type, ord)
+        FROM unnest(p_kind, p_conv, p_sender, p_fwd_conv, p_fwd_seq, v_status, v_seq, v_at, v_msg_type)
+             WITH ORDINALITY AS f(k, c, s, fc, fs, status, seq, at, msg_type, ord)
         JOIN attachment a ON a.conversation_id = f.fc AND a.seq = f.fs AND a.state = 'attached'
         WHERE f.status = 0 AND f.k = 'message' AND f.fc IS NOT NULL AND f.msg_type IS NOT NULL
         ORDER BY f.ord, a.position;
