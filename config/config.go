@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -613,4 +614,41 @@ func windowString(d time.Duration) string {
 		return "0"
 	}
 	return d.String()
+}
+
+// ProcessEnv are the CHAT_ variables chatd reads that are not settings.
+var ProcessEnv = []string{EnvConfig, "CHAT_PPROF_ADDR"}
+
+// UnknownVar is a CHAT_ environment variable that is neither a setting
+// nor in ProcessEnv: Load ignores it.
+type UnknownVar struct {
+	Name       string // CHAT_MAX_MEMBER
+	DidYouMean string // the setting's variable it resembles (CHAT_MAX_MEMBERS), "" if none
+}
+
+// UnknownEnv lists the CHAT_ variables of environ ("KEY=value", as
+// os.Environ returns it) that Load ignores, sorted by name, so that a
+// misspelt one is reported instead of silently leaving its setting at the
+// default. They are not errors: tools beside chatd (chatctl, scripts) may
+// share the prefix.
+func UnknownEnv(environ []string) []UnknownVar {
+	seen := map[string]bool{}
+	var out []UnknownVar
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "CHAT_") || seen[name] || slices.Contains(ProcessEnv, name) {
+			continue
+		}
+		seen[name] = true
+		if _, ok := keyByName[strings.ToLower(strings.TrimPrefix(name, "CHAT_"))]; ok && name == strings.ToUpper(name) {
+			continue
+		}
+		u := UnknownVar{Name: name}
+		if s := suggest(strings.TrimPrefix(name, "CHAT_")); s != "" {
+			u.DidYouMean = keyByName[s].env
+		}
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

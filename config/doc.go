@@ -17,6 +17,7 @@
 //     bad value came from (flag, env or yaml file:line) and what to do. Secret
 //     values (jwt_secret, database_url) never appear in error text.
 //   - Unknown YAML keys, unknown flags and positional arguments are errors.
+//     UnknownEnv lists the CHAT_ variables Load ignores, for a warning.
 //   - -help returns an error wrapping flag.ErrHelp; print PrintUsage and exit 0.
 //     -version returns one wrapping ErrVersion; print the version and exit 0.
 //   - "off" (or "" in YAML) turns a listener address off: mqtt_addr,

@@ -20,6 +20,7 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,14 +36,24 @@ import (
 func main() {
 	reexecWithSmallStacks()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ())
 	stop()
 	os.Exit(code)
 }
 
 // run is chatd until ctx ends (SIGINT, SIGTERM): exit status 0 after a
 // clean shutdown or -help/-version, 1 when it fails, 2 for bad settings.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+// environ is the whole environment, "KEY=value" (os.Environ).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, dup := env[k]; !dup { // the first wins, as with os.Getenv
+				env[k] = v
+			}
+		}
+	}
+	getenv := func(k string) string { return env[k] }
 	st, err := config.Load(args, getenv)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -57,6 +68,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	log := newLogger(st, stderr)
 	slog.SetDefault(log)
+	for _, u := range config.UnknownEnv(environ) {
+		if u.DidYouMean != "" {
+			log.Warn("unknown environment variable ignored", "var", u.Name, "did_you_mean", u.DidYouMean)
+		} else {
+			log.Warn("unknown environment variable ignored", "var", u.Name)
+		}
+	}
 	tp, tc, err := tracing.FromEnv(ctx, getenv, tracing.Identity{Version: buildinfo.Get().Version, Instance: st.NodeID})
 	if err != nil {
 		fmt.Fprintln(stderr, "chatd:", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
 )
 
@@ -24,8 +25,17 @@ func TestMain(m *testing.M) {
 func chatd(t *testing.T, ctx context.Context, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = run(ctx, args, &out, &errb, func(k string) string { return env[k] })
+	code = run(ctx, args, &out, &errb, envOf(env))
 	return code, out.String(), errb.String()
+}
+
+// envOf is env as os.Environ would list it.
+func envOf(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
 }
 
 func TestHelpPrintsUsageWithEverySettingAndExitsZero(t *testing.T) {
@@ -82,5 +92,44 @@ func TestBadTracingVariableExitsTwoNamingTheVariable(t *testing.T) {
 	code, out, errOut := chatd(t, t.Context(), map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "sometimes"})
 	if code != 2 || out != "" || !strings.Contains(errOut, `OTEL_TRACES_SAMPLER="sometimes"`) || !strings.Contains(errOut, "parentbased_always_on") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// A misspelt variable (CHAT_DATABSE_URL) used to be ignored without a
+// word: chatd came up on the embedded PostgreSQL instead of the intended
+// one. Every CHAT_ variable chatd does not know is named in a warning,
+// with the setting it was probably meant to be.
+func TestAMisspeltChatVariableIsNamedInAWarningWithTheSettingItResembles(t *testing.T) {
+	env := map[string]string{
+		"CHAT_DATABASE_URL": pgtest.NewDB(t), "CHAT_DATA_DIR": t.TempDir(),
+		"CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "off",
+		"CHAT_SHUTDOWN_TIMEOUT": "10s",
+		"CHAT_MAX_MEMBER":       "5",      // typo of CHAT_MAX_MEMBERS
+		"CHAT_CONFIG":           "",       // chatd's own, not a setting: no warning
+		"CHAT_PPROF_ADDR":       "",       // likewise
+		"CHAT_TOKEN":            "abc",    // chatctl's or a script's: named, nothing suggested
+		"OTHER_MAX_MEMBER":      "whatev", // not chatd's prefix: ignored
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &logtest.Buffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, envOf(env)) }()
+	waitLog(t, logs, regexp.MustCompile(`msg="chatd ready"`), "ready line")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("chatd exited %d:\n%s", code, logs.String())
+	}
+	out := logs.String()
+	if !regexp.MustCompile(`level=WARN msg="unknown environment variable ignored" var=CHAT_MAX_MEMBER did_you_mean=CHAT_MAX_MEMBERS`).MatchString(out) {
+		t.Errorf("no warning naming CHAT_MAX_MEMBER and CHAT_MAX_MEMBERS:\n%s", out)
+	}
+	if !regexp.MustCompile(`level=WARN msg="unknown environment variable ignored" var=CHAT_TOKEN\n`).MatchString(out) {
+		t.Errorf("no warning naming CHAT_TOKEN (without a suggestion):\n%s", out)
+	}
+	for _, v := range []string{"CHAT_CONFIG", "CHAT_PPROF_ADDR", "OTHER_MAX_MEMBER", "abc", "whatev"} {
+		if strings.Contains(out, "var="+v) || strings.Contains(out, v+"\n") {
+			t.Errorf("warning about %s:\n%s", v, out)
+		}
 	}
 }

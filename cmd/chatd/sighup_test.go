@@ -51,7 +51,7 @@ func TestSIGHUPReloadsTheTLSCertificateAndReportsABrokenOne(t *testing.T) {
 	defer cancel()
 	logs := &logtest.Buffer{}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, func(k string) string { return env[k] }) }()
+	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, envOf(env)) }()
 	addr := waitLog(t, logs, regexp.MustCompile(`listener=mqtts addr=(\S+)`), "mqtts listener line")[1]
 	waitLog(t, logs, regexp.MustCompile(`msg="chatd ready"`), "ready line")
 
