@@ -71,6 +71,7 @@ type Server struct {
 	bg       context.CancelFunc
 	bgDone   chan struct{}
 	closed   bool
+	api      *httpapi.API
 
 	// largeGroup: conversations above it get no profile pushes (people.go).
 	largeGroup int
@@ -135,6 +136,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 
 	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return s.Pool.Ping(ctx) }, log.With("component", "http"),
 		httpapi.WithTracer(s.tracer))
+	s.api = api
 	if err := s.prepareConsumer(ctx, st, appName); err != nil {
 		return nil, err
 	}
@@ -500,6 +502,11 @@ func (s *Server) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	if s.api != nil {
+		// First, so that a probe of /readyz on the metrics listener (which
+		// stays up to the end) takes the node out of rotation now.
+		s.api.Drain()
+	}
 	var errs []error
 	if s.httpSrv != nil {
 		// Stop taking HTTP requests but keep WebSocket MQTT connections

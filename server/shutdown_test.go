@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -139,5 +140,82 @@ func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatalf("mosquitto_sub did not print the message sent after the restart:\n%s", out.String())
+	}
+}
+
+// A load balancer or Kubernetes probing /readyz on the metrics listener
+// must see the node go not-ready as soon as it starts shutting down: the
+// metrics listener stays up to the end so the shutdown can be watched, and
+// its /readyz used to answer 200 all through the drain (the database still
+// answered its ping), so traffic kept being routed to a node whose MQTT
+// and HTTP listeners were already closed.
+func TestReadyzOnTheMetricsListenerTurnsNotReadyAsSoonAsTheShutdownStarts(t *testing.T) {
+	url := pgtest.NewDB(t)
+	srv := startNode(t, url, map[string]string{"CHAT_METRICS_ADDR": "127.0.0.1:0"})
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	readyz := func() int {
+		resp, err := http.Get("http://" + srv.MetricsAddr() + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz before the shutdown: %d", code)
+	}
+
+	// Hold a send in flight (its conversation row locked), so the drain
+	// lasts until the test lets it go.
+	pool := openPool(t, url)
+	tx, err := pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 1, "drain-ready", 5, true)
+	pending, err := c.PublishAsync(testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), "in flight"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the send to wait for the row lock", func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n)
+		return n > 0
+	})
+
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		closed <- srv.Close(ctx)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	code := readyz()
+	for code == http.StatusOK && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		code = readyz()
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("the shutdown ended (%v) while a send was held", err)
+	default:
+	}
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz on the metrics listener during the shutdown: %d, want 503", code)
+	}
+
+	// The held send still commits and is acknowledged.
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := pending.Wait(); err != nil || ack.ReasonCode != 0 {
+		t.Errorf("the send in flight: PUBACK %v 0x%02x, want 0x00", err, ack.ReasonCode)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("graceful shutdown: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,7 +29,14 @@ type API struct {
 	mux    *http.ServeMux
 	rpc    map[string]*endpoint
 	tracer *tracing.Tracer // nil: tracing off
+
+	draining atomic.Bool // set by Drain: /readyz answers 503
 }
+
+// Drain makes /readyz answer 503 from now on: the node is shutting down
+// and should get no new traffic. /healthz and the other routes are
+// unchanged.
+func (a *API) Drain() { a.draining.Store(true) }
 
 // Option configures an API.
 type Option func(*API)

@@ -23,8 +23,12 @@ func healthz(_ *API, _ context.Context) (int, any, error) {
 	return http.StatusOK, HealthReply{Status: "ok"}, nil
 }
 
-// readyz is readiness: the database answers a ping in time.
+// readyz is readiness: the node is not shutting down and the database
+// answers a ping in time.
 func readyz(a *API, ctx context.Context) (int, any, error) {
+	if a.draining.Load() {
+		return 0, nil, &chat.Error{Code: chat.CodeUnavailable, Message: "shutting down, use another node"}
+	}
 	if a.ready != nil {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		defer cancel()
