@@ -414,3 +414,31 @@ func TestConversationErrors(t *testing.T) {
 	wantFail(t, run("add", "--conversation", cid, "--actor", "1"), 2, "--user is required")
 	wantFail(t, run("create", "--owner", "1", "--title", "bad\x00title"), 1, "title", "--help")
 }
+
+// A misspelt --data-dir (or CHAT_DATA_DIR) used to initdb a fresh,
+// empty cluster there: "migrate status" (which "changes nothing") then
+// listed every migration as pending, and "conversation direct" failed with
+// `relation "user_block" does not exist`, each leaving a cluster behind.
+// Only "migrate" may create the embedded database; the other commands say
+// there is none and what to do.
+func TestCommandsOtherThanMigrateOnADataDirWithoutADatabaseCreateNoneAndSaySo(t *testing.T) {
+	root, err := os.MkdirTemp("", "chatctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o755) // PostgreSQL runs unprivileged when we are root
+	t.Cleanup(func() { os.RemoveAll(root) })
+	dataDir := filepath.Join(root, "typo")
+	env := map[string]string{"CHAT_DATA_DIR": dataDir}
+	for _, args := range [][]string{
+		{"migrate", "status"},
+		{"conversation", "direct", "--user", "1", "--peer", "2"},
+		{"conversation", "create", "--owner", "1", "--title", "t", "--members", "2"},
+	} {
+		r := chatctl(t, env, args...)
+		wantFail(t, r, 1, "no embedded database in "+dataDir, "chatctl migrate")
+		if _, err := os.Stat(pgembed.PGDir(dataDir)); err == nil {
+			t.Fatalf("%v created a cluster in %s", args, pgembed.PGDir(dataDir))
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -248,6 +250,10 @@ func parse(a *app, fs *flag.FlagSet, args []string) error {
 // dbFlags are the flags of every command that talks to the database.
 type dbFlags struct {
 	url, dataDir *string
+	// create lets open initdb an embedded cluster where there is none
+	// ("migrate" only): for any other command a data dir without one is
+	// a wrong data dir, and a fresh empty database would only mislead.
+	create bool
 }
 
 func addDBFlags(fs *flag.FlagSet) dbFlags {
@@ -266,6 +272,11 @@ func (d dbFlags) open(ctx context.Context, a *app) (*pgxpool.Pool, func(context.
 	}
 	if dir == "" {
 		dir = a.settings.DataDir
+	}
+	if url == "" && !d.create {
+		if _, err := os.Stat(filepath.Join(pgembed.PGDir(dir), "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("no embedded database in %s (%s has no PostgreSQL cluster): pass the data dir chatd runs with (--data-dir, CHAT_DATA_DIR) or --database-url / CHAT_DATABASE_URL, or create it with chatctl migrate (chatd creates it on its first start)", dir, pgembed.PGDir(dir))
+		}
 	}
 	pool, closeDB, err := pgembed.Open(ctx, url, dir, 4, a.logger)
 	if err != nil {

@@ -18,6 +18,7 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		"chatctl migrate --database-url postgres://chat:PASSWORD@localhost:5432/chat",
 		"CHAT_DATA_DIR=/var/lib/chatd chatctl migrate    # the embedded database")
 	db := addDBFlags(fs)
+	db.create = true
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
