@@ -1,0 +1,77 @@
+package server_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/logtest"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/mqttwire"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// mochi logs a packet it could not process at WARN, whole, under the key
+// "pk": a malformed PUBLISH put the message body in chatd's log and a
+// second CONNECT on a connection put the client's JWT there. Neither the
+// body nor the token may reach the log, whatever a client sends.
+func TestAMalformedPublishOrASecondConnectPutsNeitherTheBodyNorTheTokenInTheLog(t *testing.T) {
+	logs := &logtest.Buffer{}
+	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), nil), slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	conv := mustDirect(t, t.Context(), srv, 1, 2)
+	const body = "the-secret-body-7f3a"
+	token := testnode.Token(t, 1)
+
+	// A PUBLISH with a topic alias beyond the server's maximum.
+	c := rawClient(t, srv.MQTTAddr(), 1, "leak-alias", 5, true)
+	_, _ = c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), body), mqtttest.PublishOpts{TopicAlias: 65535})
+	select {
+	case <-c.Done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection with the bad topic alias is still open")
+	}
+
+	// A second CONNECT on an established connection.
+	conn, err := net.Dial("tcp", srv.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, _, err := mqtttest.DialConn(conn, mqtttest.Options{Version: 5, ClientID: "leak-connect", Password: token, Clean: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := mqttwire.Encode(mqttwire.Connect(5, mqttwire.Login{ClientID: "leak-connect", Password: token, Clean: true, Keepalive: 30}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c2.Done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection with a second CONNECT is still open")
+	}
+
+	// Both refusals are logged; wait for them, then look.
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(logs.String(), "error processing packet") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "error processing packet"); n < 2 {
+		t.Fatalf("%d of the 2 refusals logged (the test would prove nothing):\n%s", n, out)
+	}
+	// As text, or as the decimal bytes %v prints for a []byte.
+	bytesOf := func(s string) string { return strings.Trim(fmt.Sprint([]byte(s)), "[]") }
+	if strings.Contains(out, body) || strings.Contains(out, bytesOf(body)) {
+		t.Errorf("the message body is in the log:\n%s", out)
+	}
+	if strings.Contains(out, token) || strings.Contains(out, bytesOf(token)) {
+		t.Errorf("the client's JWT is in the log:\n%s", out)
+	}
+}
