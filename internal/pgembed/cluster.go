@@ -180,17 +180,47 @@ func (c *Cluster) command(ctx context.Context, name string, args ...string) *exe
 	return cmd
 }
 
+// initialized reports whether DataDir holds a cluster initdb completed.
 func (c *Cluster) initialized() bool {
+	if _, err := os.Stat(c.initdbMarker()); err == nil {
+		return false
+	}
 	_, err := os.Stat(filepath.Join(c.opts.DataDir, "PG_VERSION"))
 	return err == nil
 }
 
+// initdbMarker is the file that exists while initdb runs (initdb).
+func (c *Cluster) initdbMarker() string { return c.opts.DataDir + ".initdb-incomplete" }
+
+// initdb creates the cluster. A marker beside DataDir is there while
+// initdb runs: an initdb interrupted (Ctrl-C during the first start)
+// leaves it, so the next start takes what it left for no cluster, clears
+// it and runs initdb again, instead of starting a half-made cluster.
 func (c *Cluster) initdb(ctx context.Context) error {
 	c.opts.Logger.Info("initializing embedded PostgreSQL cluster", "dir", c.opts.DataDir)
+	marker := c.initdbMarker()
+	if _, err := os.Stat(marker); err == nil {
+		c.opts.Logger.Warn("removing what an interrupted initdb left", "dir", c.opts.DataDir)
+		entries, err := os.ReadDir(c.opts.DataDir)
+		if err != nil {
+			return fmt.Errorf("clear an interrupted initdb: %w", err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(c.opts.DataDir, e.Name())); err != nil {
+				return fmt.Errorf("clear an interrupted initdb: %w", err)
+			}
+		}
+	}
+	if err := os.WriteFile(marker, []byte("initdb of "+c.opts.DataDir+" under way or interrupted\n"), 0o600); err != nil {
+		return fmt.Errorf("mark initdb under way: %w", err)
+	}
 	out, err := c.command(ctx, "initdb", "-D", c.opts.DataDir, "-U", "postgres", "--auth=trust",
 		"-E", "UTF8", "--locale=C", "--no-instructions").CombinedOutput()
 	if err != nil {
 		return wrapRun("initdb", err, out)
+	}
+	if err := os.Remove(marker); err != nil {
+		return fmt.Errorf("mark initdb done: %w", err)
 	}
 	return nil
 }

@@ -162,3 +162,45 @@ func TestOpenOwnerRefusesADataDirThatAnotherLiveOwnerServes(t *testing.T) {
 		defer c(ctx)
 	}
 }
+
+// Ctrl-C (or SIGTERM) during chatd's first start used to kill initdb
+// half-way and leave a cluster with PG_VERSION but no catalog: every later
+// start took it for initialised and never became ready (PostgreSQL crashed
+// on `could not find relation mapping for relation "pg_database"` in a
+// loop), with nothing saying to delete <data dir>/pg. An interrupted
+// initdb now leaves nothing the next start mistakes for a cluster.
+func TestAStartInterruptedDuringInitdbLeavesADataDirTheNextStartInitialises(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	dir := dataDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if m, _ := filepath.Glob(filepath.Join(dir, "*", "PG_VERSION")); len(m) > 0 {
+				return // initdb is under way: interrupt it
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	if _, closeDB, err := pgembed.OpenOwner(ctx, "", dir, 2, quietLogger()); err == nil {
+		closeDB(context.Background())
+		t.Skip("initdb finished before it could be interrupted")
+	}
+
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel2()
+	pool, closeDB, err := pgembed.OpenOwner(ctx2, "", dir, 2, quietLogger())
+	if err != nil {
+		logTail, _ := os.ReadFile(filepath.Join(pgembed.PGDir(dir), "postgres.log"))
+		if len(logTail) > 2000 {
+			logTail = logTail[len(logTail)-2000:]
+		}
+		t.Fatalf("the start after an interrupted initdb: %v\npostgres.log ends:\n%s", err, logTail)
+	}
+	defer closeDB(context.Background())
+	writeMarker(t, ctx2, pool)
+	wantMarker(t, ctx2, pool, "the cluster after an interrupted initdb")
+}
