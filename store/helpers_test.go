@@ -312,3 +312,28 @@ func sameMessage(a, b chat.Message) bool {
 	return a.ConversationID == b.ConversationID && a.Seq == b.Seq && a.SenderID == b.SenderID &&
 		a.ClientMsgID == b.ClientMsgID && a.Body == b.Body && a.CreatedAt.Equal(b.CreatedAt)
 }
+
+// migrateBefore brings a fresh database to the schema chatd had before
+// migration v (the migrations below it, recorded as store.Migrate records
+// them) and returns migration v.
+func migrateBefore(t *testing.T, ctx context.Context, pool *pgxpool.Pool, v int) store.Migration {
+	t.Helper()
+	ms, err := store.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, ctx, pool, `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now(), sha256 text)`)
+	for _, m := range ms {
+		if m.Version >= v {
+			if m.Version != v {
+				break
+			}
+			return m
+		}
+		mustExec(t, ctx, pool, m.SQL)
+		mustExec(t, ctx, pool, `INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3)`, m.Version, m.Name, m.Checksum)
+	}
+	t.Fatalf("no migration %d", v)
+	return store.Migration{}
+}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/store"
 )
 
 // The blocker may open the direct conversation after the block: the
@@ -80,18 +79,7 @@ func TestMigration0022MarksTheBlockedMembersOfExistingDirectConversations(t *tes
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := freshPool(t)
-	ms, err := store.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m22 string
-	for _, m := range ms {
-		if m.Version == 22 {
-			m22 = m.SQL
-			break
-		}
-		mustExec(t, ctx, pool, m.SQL)
-	}
+	m22 := migrateBefore(t, ctx, pool, 22).SQL
 	if !strings.Contains(m22, "peer_blocked") {
 		t.Fatal("no migration 0022 adding peer_blocked")
 	}

@@ -42,17 +42,11 @@ func TestSearchFindsAWordHoweverItsCharactersAreComposedOrCased(t *testing.T) {
 		{"ΟΔΟΣ ερμου", "οδος", "ΟΔΟΣ"},                             // final sigma
 		{"Ок, договорились", "ок", "Ок"},                           // a short word's start
 	}
-	want := map[string]string{}
-	for _, c := range cases {
-		want[c.query] = ref(mustSend(t, st, g.ID, 2, c.body))
+	pairs := make([][2]string, len(cases))
+	for i, c := range cases {
+		pairs[i] = [2]string{c.body, c.query}
 	}
-	for i, p := range plans {
-		for _, c := range cases {
-			if got := hitBodies(t, p, 1, c.query); !slices.Equal(got, []string{want[c.query]}) {
-				t.Errorf("plan %d: %q found %v, want %s (%q)", i, c.query, got, want[c.query], c.body)
-			}
-		}
-	}
+	eachQueryFindsItsMessage(t, st, g.ID, plans, pairs)
 	for _, c := range cases {
 		page := search(t, st, chat.SearchQuery{UserID: 1, Text: c.query})
 		if len(page.Results) != 1 {
@@ -132,24 +126,12 @@ func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := freshPool(t)
-	ms, err := store.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
 	functions, err := store.Functions()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The database as chatd left it before 0025.
-	mustExec(t, ctx, pool, `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now(), sha256 text)`)
-	for _, m := range ms {
-		if m.Version >= 25 {
-			break
-		}
-		mustExec(t, ctx, pool, m.SQL)
-		mustExec(t, ctx, pool, `INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3)`, m.Version, m.Name, m.Checksum)
-	}
+	migrateBefore(t, ctx, pool, 25)
 	mustExec(t, ctx, pool, functions)
 	st := store.New(pool, chat.DefaultLimits())
 	t.Cleanup(func() { st.Close(context.Background()) })
@@ -199,17 +181,11 @@ func TestSearchFindsAShortWordAfterPunctuationOrASymbol(t *testing.T) {
 		{"x→y", "y"},
 		{"„Ja“, sagte er", "ja"},
 	}
-	want := map[string]string{}
-	for _, c := range cases {
-		want[c.query] = ref(mustSend(t, st, g.ID, 2, c.body))
+	pairs := make([][2]string, len(cases))
+	for i, c := range cases {
+		pairs[i] = [2]string{c.body, c.query}
 	}
-	for i, p := range plans {
-		for _, c := range cases {
-			if got := hitBodies(t, p, 1, c.query); !slices.Equal(got, []string{want[c.query]}) {
-				t.Errorf("plan %d: %q found %v, want %s (%q)", i, c.query, got, want[c.query], c.body)
-			}
-		}
-	}
+	eachQueryFindsItsMessage(t, st, g.ID, plans, pairs)
 }
 
 // The search document splits words where a query does (chat_search_words
@@ -255,5 +231,23 @@ func TestTheSearchDocumentSplitsWordsWhereTheQueryDoes(t *testing.T) {
 	}
 	if bad > 20 {
 		t.Errorf("and %d more", bad-20)
+	}
+}
+
+// eachQueryFindsItsMessage sends each pair's body (from user 2, into conv)
+// and wants its query to find that message alone, for user 1, on every
+// plan.
+func eachQueryFindsItsMessage(t *testing.T, st *store.Store, conv int64, plans []*store.Store, pairs [][2]string) {
+	t.Helper()
+	want := map[string]string{}
+	for _, p := range pairs {
+		want[p[1]] = ref(mustSend(t, st, conv, 2, p[0]))
+	}
+	for i, plan := range plans {
+		for _, p := range pairs {
+			if got := hitBodies(t, plan, 1, p[1]); !slices.Equal(got, []string{want[p[1]]}) {
+				t.Errorf("plan %d: %q found %v, want %s (%q)", i, p[1], got, want[p[1]], p[0])
+			}
+		}
 	}
 }

@@ -188,19 +188,61 @@ func (s *stripper) exif(tiff []byte) bool {
 	return changed
 }
 
-// JPEG: marker segments (APP1 holds EXIF and XMP) to the end of the file.
-
-func (s *stripper) jpegStart() error {
-	b, err := s.br.Peek(2)
-	if err != nil || b[0] != 0xFF || b[1] != 0xD8 {
+// peek returns the next n bytes; short of them (the end of the file, or a
+// read error to come), the rest of the file goes through as it is and
+// peek returns nil.
+func (s *stripper) peek(n int) []byte {
+	b, err := s.br.Peek(n)
+	if err != nil {
 		s.step = (*stripper).rest
 		return nil
 	}
-	s.pictures++
-	s.xmpExtended, s.xmpTail = false, nil
-	s.emit(b, 2)
-	s.step = (*stripper).jpegMarker
+	return b
+}
+
+// begin passes a format's n-byte signature through and goes on with next
+// when is says the file starts with it; any other file goes through as it
+// is.
+func (s *stripper) begin(n int, is func([]byte) bool, next func(*stripper) error) error {
+	b := s.peek(n)
+	if b == nil {
+		return nil
+	}
+	if !is(b) {
+		s.step = (*stripper).rest
+		return nil
+	}
+	s.emit(b, n)
+	s.step = next
 	return nil
+}
+
+// JPEG: marker segments (APP1 holds EXIF and XMP) to the end of the file.
+
+// untilMarker passes the bytes of b before its first 0xFF through (what
+// decoders skip between JPEG segments, or entropy-coded data) and reports
+// whether there were any.
+func (s *stripper) untilMarker(b []byte) bool {
+	n := bytes.IndexByte(b, 0xFF)
+	if n == 0 {
+		return false
+	}
+	if n < 0 {
+		n = len(b)
+	}
+	s.emit(b, n)
+	return true
+}
+
+func (s *stripper) jpegStart() error {
+	return s.begin(2, func(b []byte) bool {
+		if b[0] != 0xFF || b[1] != 0xD8 {
+			return false
+		}
+		s.pictures++
+		s.xmpExtended, s.xmpTail = false, nil
+		return true
+	}, (*stripper).jpegMarker)
 }
 
 func (s *stripper) jpegMarker() error {
@@ -208,17 +250,10 @@ func (s *stripper) jpegMarker() error {
 	if err != nil {
 		return err
 	}
-	if b[0] != 0xFF {
-		// Bytes between segments, which decoders skip: through.
-		n := bytes.IndexByte(b, 0xFF)
-		if n < 0 {
-			n = len(b)
-		}
-		s.emit(b, n)
-		return nil
+	if s.untilMarker(b) {
+		return nil // bytes between segments, which decoders skip
 	}
-	if b, err = s.br.Peek(2); err != nil {
-		s.step = (*stripper).rest
+	if b = s.peek(2); b == nil {
 		return nil
 	}
 	switch m := b[1]; {
@@ -230,8 +265,7 @@ func (s *stripper) jpegMarker() error {
 		s.emit(b, 2)
 		s.step = (*stripper).jpegTrailer
 	default:
-		if b, err = s.br.Peek(4); err != nil {
-			s.step = (*stripper).rest
+		if b = s.peek(4); b == nil {
 			return nil
 		}
 		n := int(binary.BigEndian.Uint16(b[2:]))
@@ -291,15 +325,10 @@ func (s *stripper) jpegScan() error {
 	if err != nil {
 		return err
 	}
-	if n := bytes.IndexByte(b, 0xFF); n != 0 {
-		if n < 0 {
-			n = len(b)
-		}
-		s.emit(b, n)
+	if s.untilMarker(b) {
 		return nil
 	}
-	if b, err = s.br.Peek(2); err != nil {
-		s.step = (*stripper).rest
+	if b = s.peek(2); b == nil {
 		return nil
 	}
 	switch m := b[1]; {
@@ -321,9 +350,8 @@ func (s *stripper) jpegTrailer() error {
 		return err
 	}
 	if len(b) < 3 {
-		if b, err = s.br.Peek(3); err != nil {
-			s.step = (*stripper).rest // the end: too short for a picture
-			return nil
+		if b = s.peek(3); b == nil {
+			return nil // the end: too short for a picture
 		}
 	}
 	switch n := bytes.Index(b, []byte{0xFF, 0xD8, 0xFF}); {
@@ -342,20 +370,12 @@ func (s *stripper) jpegTrailer() error {
 var pngSignature = []byte("\x89PNG\r\n\x1a\n")
 
 func (s *stripper) pngStart() error {
-	b, err := s.br.Peek(8)
-	if err != nil || !bytes.Equal(b, pngSignature) {
-		s.step = (*stripper).rest
-		return nil
-	}
-	s.emit(b, 8)
-	s.step = (*stripper).pngChunk
-	return nil
+	return s.begin(8, func(b []byte) bool { return bytes.Equal(b, pngSignature) }, (*stripper).pngChunk)
 }
 
 func (s *stripper) pngChunk() error {
-	h, err := s.br.Peek(8)
-	if err != nil {
-		s.step = (*stripper).rest
+	h := s.peek(8)
+	if h == nil {
 		return nil
 	}
 	n := int64(binary.BigEndian.Uint32(h))
@@ -425,20 +445,12 @@ func (s *stripper) pngMeta(typ string, data []byte) bool {
 // WebP: RIFF chunks; EXIF and XMP come after the image data.
 
 func (s *stripper) webpStart() error {
-	b, err := s.br.Peek(12)
-	if err != nil || string(b[:4]) != "RIFF" || string(b[8:12]) != "WEBP" {
-		s.step = (*stripper).rest
-		return nil
-	}
-	s.emit(b, 12)
-	s.step = (*stripper).webpChunk
-	return nil
+	return s.begin(12, func(b []byte) bool { return string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP" }, (*stripper).webpChunk)
 }
 
 func (s *stripper) webpChunk() error {
-	h, err := s.br.Peek(8)
-	if err != nil {
-		s.step = (*stripper).rest
+	h := s.peek(8)
+	if h == nil {
 		return nil
 	}
 	typ := string(h[:4])

@@ -47,36 +47,9 @@ const { api } = devAPI(BASE);
 test('notifications: asked on a click, subscribed, shown by the page while hidden, pushed encrypted while closed, opening the conversation', async () => {
   const me = 61;
   const peer = 60;
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
-  context.setDefaultTimeout(10000);
-  await context.grantPermissions(['notifications'], { origin: BASE });
-  await context.addInitScript((sub) => {
-    if (!self.PushManager) return;
-    const bytes = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4)), (c) => c.charCodeAt(0)).buffer;
-    let current = null;
-    PushManager.prototype.subscribe = async function (opts) {
-      window.__pushOptions = { userVisibleOnly: opts.userVisibleOnly, key: btoa(String.fromCharCode(...new Uint8Array(opts.applicationServerKey))) };
-      current = {
-        endpoint: sub.endpoint,
-        expirationTime: null,
-        options: { applicationServerKey: opts.applicationServerKey, userVisibleOnly: opts.userVisibleOnly },
-        getKey: (n) => bytes(n === 'p256dh' ? sub.p256dh : sub.auth),
-        toJSON: () => ({ endpoint: sub.endpoint, expirationTime: null, keys: { p256dh: sub.p256dh, auth: sub.auth } }),
-        unsubscribe: async () => ((current = null), true),
-      };
-      return current;
-    };
-    PushManager.prototype.getSubscription = async function () {
-      return current;
-    };
-  }, SUB);
+  const context = await fakePushContext();
   const errors = [];
-  let page = await context.newPage();
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(BASE);
-  await page.getByTestId('dev-user').fill(String(me));
-  await page.getByTestId('dev-signin').click();
-  await page.locator('[data-testid=connection][data-state=online]').waitFor();
+  let page = await signIn(context, me, errors);
 
   // Nothing is asked or registered before the click.
   assert.deepEqual((await api(me, 'GET', '/v1/devices')).devices, []);
@@ -95,12 +68,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
 
   // Hidden, the page stays connected and acknowledges, so chatd sends no
   // push: the page shows the notification itself.
-  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
-  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
-  await page.evaluate(() => {
-    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
-    document.dispatchEvent(new Event('visibilitychange'));
-  });
+  const conv = await hiddenWithConversation(page, me, peer);
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'while hidden' });
   const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
   const local = await eventually(async () => {
@@ -214,35 +182,9 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
  * errors.
  */
 async function withNotifications(me) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
-  context.setDefaultTimeout(10000);
-  await context.grantPermissions(['notifications'], { origin: BASE });
-  await context.addInitScript((sub) => {
-    if (!self.PushManager) return;
-    const bytes = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4)), (c) => c.charCodeAt(0)).buffer;
-    let current = null;
-    PushManager.prototype.subscribe = async function (opts) {
-      current = {
-        endpoint: sub.endpoint,
-        expirationTime: null,
-        options: { applicationServerKey: opts.applicationServerKey, userVisibleOnly: opts.userVisibleOnly },
-        getKey: (n) => bytes(n === 'p256dh' ? sub.p256dh : sub.auth),
-        toJSON: () => ({ endpoint: sub.endpoint, expirationTime: null, keys: { p256dh: sub.p256dh, auth: sub.auth } }),
-        unsubscribe: async () => ((current = null), true),
-      };
-      return current;
-    };
-    PushManager.prototype.getSubscription = async function () {
-      return current;
-    };
-  }, SUB);
+  const context = await fakePushContext();
   const errors = [];
-  const page = await context.newPage();
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(BASE);
-  await page.getByTestId('dev-user').fill(String(me));
-  await page.getByTestId('dev-signin').click();
-  await page.locator('[data-testid=connection][data-state=online]').waitFor();
+  const page = await signIn(context, me, errors);
   await page.getByTestId('enable-notifications').click();
   await page.locator('[data-testid=enable-notifications][data-state=on]').waitFor();
   const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
@@ -254,12 +196,7 @@ test('a message recalled while the page is hidden takes away the notification th
   const me = 63;
   const peer = 62;
   const { context, page, shown, errors } = await withNotifications(me);
-  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
-  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
-  await page.evaluate(() => {
-    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
-    document.dispatchEvent(new Event('visibilitychange'));
-  });
+  const conv = await hiddenWithConversation(page, me, peer);
   const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'my bank password is hunter2' });
   await eventually(async () => assert.deepEqual(await shown(), [{ body: 'my bank password is hunter2', tag: `conv-${conv.id}`, seq: sent.seq }]));
 
@@ -286,12 +223,7 @@ test('signing out takes the notifications the page showed off the screen', async
   const me = 65;
   const peer = 64;
   const { context, page, shown, errors } = await withNotifications(me);
-  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
-  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
-  await page.evaluate(() => {
-    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
-    document.dispatchEvent(new Event('visibilitychange'));
-  });
+  const conv = await hiddenWithConversation(page, me, peer);
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for your eyes only' });
   await eventually(async () => assert.equal((await shown()).length, 1));
 
@@ -302,3 +234,57 @@ test('signing out takes the notifications the page showed off the screen', async
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+/**
+ * A browser context allowed to notify whose PushManager subscribes to SUB
+ * (no push service is reachable here) and records the options it was
+ * asked for in window.__pushOptions.
+ */
+async function fakePushContext() {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
+  context.setDefaultTimeout(10000);
+  await context.grantPermissions(['notifications'], { origin: BASE });
+  await context.addInitScript((sub) => {
+    if (!self.PushManager) return;
+    const bytes = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4)), (c) => c.charCodeAt(0)).buffer;
+    let current = null;
+    PushManager.prototype.subscribe = async function (opts) {
+      window.__pushOptions = { userVisibleOnly: opts.userVisibleOnly, key: btoa(String.fromCharCode(...new Uint8Array(opts.applicationServerKey))) };
+      current = {
+        endpoint: sub.endpoint,
+        expirationTime: null,
+        options: { applicationServerKey: opts.applicationServerKey, userVisibleOnly: opts.userVisibleOnly },
+        getKey: (n) => bytes(n === 'p256dh' ? sub.p256dh : sub.auth),
+        toJSON: () => ({ endpoint: sub.endpoint, expirationTime: null, keys: { p256dh: sub.p256dh, auth: sub.auth } }),
+        unsubscribe: async () => ((current = null), true),
+      };
+      return current;
+    };
+    PushManager.prototype.getSubscription = async function () {
+      return current;
+    };
+  }, SUB);
+  return context;
+}
+
+/** A page of context signed in as user me, its errors collected into errors. */
+async function signIn(context, me, errors) {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(BASE);
+  await page.getByTestId('dev-user').fill(String(me));
+  await page.getByTestId('dev-signin').click();
+  await page.locator('[data-testid=connection][data-state=online]').waitFor();
+  return page;
+}
+
+/** The direct conversation peer opens with me, once listed on page, with the page then hidden. */
+async function hiddenWithConversation(page, me, peer) {
+  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
+  await page.evaluate(() => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+  return conv;
+}
