@@ -42,7 +42,8 @@ func main() {
 }
 
 // run is chatd until ctx ends (SIGINT, SIGTERM): exit status 0 after a
-// clean shutdown or -help/-version, 1 when it fails, 2 for bad settings.
+// clean shutdown (also one requested while starting) or -help/-version, 1
+// when it fails, 2 for bad settings.
 // environ is the whole environment, "KEY=value" (os.Environ).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
 	env := map[string]string{}
@@ -109,6 +110,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	srv, err := server.Start(ctx, st, log, opts...)
+	if err != nil && ctx.Err() != nil {
+		// SIGTERM or Ctrl-C before the start finished: a requested stop.
+		log.Info("chatd stopped while starting", "err", err)
+		return 0
+	}
 	if err != nil {
 		log.Error("chatd failed to start", "err", err)
 		return 1

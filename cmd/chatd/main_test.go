@@ -133,3 +133,23 @@ func TestAMisspeltChatVariableIsNamedInAWarningWithTheSettingItResembles(t *test
 		}
 	}
 }
+
+// A SIGTERM or Ctrl-C while chatd is still starting (its database slow to
+// come up, a deploy rolled back) is a requested stop, not a failure: exit
+// status 0 and no ERROR line, so that supervisors and alerts see it as
+// the stop it is.
+func TestAStopRequestedWhileStartingExitsZeroWithoutAnError(t *testing.T) {
+	env := map[string]string{
+		"CHAT_DATABASE_URL": pgtest.NewDB(t), "CHAT_DATA_DIR": t.TempDir(),
+		"CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "off",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal came before the start could finish
+	logs := &logtest.Buffer{}
+	if code := run(ctx, nil, &bytes.Buffer{}, logs, envOf(env)); code != 0 {
+		t.Fatalf("chatd stopped while starting exited %d:\n%s", code, logs.String())
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("an ERROR line for a requested stop:\n%s", logs.String())
+	}
+}
