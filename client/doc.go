@@ -43,7 +43,9 @@
 // (0x99) and ErrRateLimited (0x97); they are final. A send or request
 // larger than the Maximum Packet Size of chatd's CONNACK (64 KiB) is
 // refused by the client itself, unpublished (code too_large, ErrInvalid):
-// MQTT 5 forbids sending it, and chatd would drop the connection. A
+// MQTT 5 forbids sending it, and chatd would drop the connection; so is
+// one too large for a line of the journal (16 MiB), before it is recorded
+// (the next client on that SessionDir could not read it back). A
 // message queued when Send's context ends keeps being sent in the
 // background (ErrQueued).
 // Recovered messages from a previous run report nothing to a caller: the

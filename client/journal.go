@@ -78,6 +78,14 @@ func openJournal(dir string) (*journal, error) {
 	return j, nil
 }
 
+// maxJournalLine is the longest line load reads back; add refuses a send
+// whose line would be longer (errTooLargeForJournal).
+const maxJournalLine = 16 << 20
+
+// errTooLargeForJournal: the change cannot be recorded, so it is not sent
+// (no chatd accepts a publish anywhere near this size either).
+var errTooLargeForJournal = errors.New("the change is too large to record in the send journal")
+
 func (j *journal) load() error {
 	f, err := os.Open(j.path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -88,7 +96,7 @@ func (j *journal) load() error {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	sc.Buffer(make([]byte, 64*1024), maxJournalLine)
 	for sc.Scan() {
 		var l journalLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
@@ -147,10 +155,19 @@ func (j *journal) add(p PendingSend) (bool, error) {
 		if j.closed {
 			return false, ErrClosed
 		}
+		b, err := json.Marshal(journalLine{Op: "send", PendingSend: p})
+		if err != nil {
+			return false, fmt.Errorf("record send in journal: %w", err)
+		}
+		if len(b) >= maxJournalLine {
+			// load could not read the line back: no later New on this
+			// SessionDir would start.
+			return false, errTooLargeForJournal
+		}
 		if err := j.reopenLocked(); err != nil {
 			return false, fmt.Errorf("record send in journal: %w", err)
 		}
-		if err := j.appendLocked(journalLine{Op: "send", PendingSend: p}, true); err != nil {
+		if err := j.writeLocked(b, true); err != nil {
 			return false, fmt.Errorf("record send in journal: %w", err)
 		}
 	}
@@ -207,7 +224,12 @@ func (j *journal) appendLocked(l journalLine, sync bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = j.f.Write(append(b, '\n'))
+	return j.writeLocked(b, sync)
+}
+
+// writeLocked appends the encoded line b.
+func (j *journal) writeLocked(b []byte, sync bool) error {
+	_, err := j.f.Write(append(b, '\n'))
 	if err == nil && sync {
 		err = j.f.Sync()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +73,31 @@ func TestSendsQueuedWhileOfflineAreStoredInTheOrderTheyWereQueued(t *testing.T) 
 			}
 		})
 	}
+}
+
+// A change too large for the send journal's line (16 MiB) is refused at
+// once, never recorded: recorded while offline, it made every later New on
+// that SessionDir fail to read the journal, so the app could not start its
+// client again.
+func TestAChangeTooLargeForTheJournalIsRefusedAndTheSessionDirStaysUsable(t *testing.T) {
+	srv, _ := nodeOn(t, pgtest.NewDB(t))
+	px := newProxy(t, srv.MQTTAddr())
+	cfg := testConfig(t, px.URL(), 1)
+	cfg.SessionDir = t.TempDir()
+	c := connect(t, cfg)
+	px.Cut()
+	testkit.WaitFor(t, 10*time.Second, "the client to go offline", func() bool { return !c.Connected() })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := c.Send(ctx, 1, strings.Repeat("<", 3<<20)) // 18 MiB as JSON
+	cancel()
+	if !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("send of a body too large for the journal: %v, want ErrInvalid (too_large)", err)
+	}
+	closeClient(t, c)
+	px.Resume()
+	again, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("New on the same SessionDir: %v", err)
+	}
+	closeClient(t, again)
 }

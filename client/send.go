@@ -139,7 +139,9 @@ func (c *Client) Apply(ctx context.Context, ch Change) (int64, error) {
 		p := PendingSend{ClientMsgID: clientMsgID, ConversationID: ch.ConversationID, Body: ch.Body, QueuedAt: time.Now().UTC(),
 			Kind: ch.Kind, TargetSeq: ch.TargetSeq, ReplyTo: ch.ReplyTo, Forward: ch.Forward, Emoji: ch.Emoji, On: ch.On,
 			Attachments: ch.Attachments}
-		if _, err := c.journal.add(p); err != nil {
+		if _, err := c.journal.add(p); errors.Is(err, errTooLargeForJournal) {
+			return 0, &Error{Op: name, Code: "too_large", Reason: 0x95, Message: err.Error()}
+		} else if err != nil {
 			return 0, err
 		}
 		op = c.startSend(p)
