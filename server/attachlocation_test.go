@@ -58,3 +58,43 @@ func TestLocationIsStrippedWhereverItIsInThePhoto(t *testing.T) {
 		}
 	})
 }
+
+// TestAVideosRecordingLocationIsStripped: a phone's video keeps where it
+// was recorded in its moov (udta/©xyz, a track's ©xyz, 3GPP loci, Apple's
+// meta keyed com.apple.quicktime.location), before or after the media
+// data; members download it without, of the announced size and sha256,
+// and its duration is still read.
+func TestAVideosRecordingLocationIsStripped(t *testing.T) {
+	videos := []struct {
+		name, ctype string
+		data        []byte
+	}{
+		{"iphone.mov", "video/quicktime", mediatest.MP4WithLocation(true, false, false, 400<<10, 0)},
+		{"android.mp4", "video/mp4", mediatest.MP4WithLocation(false, true, true, 400<<10, 0)},
+	}
+	stores(t, nil, func(t *testing.T, n attachNode) {
+		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
+		for _, v := range videos {
+			up := n.upload(t, 1, g.ID, v.name, v.ctype, v.data)
+			if r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", g.ID),
+				map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil); r.status != http.StatusCreated {
+				t.Fatalf("%s: send: %d %s", v.name, r.status, r.body)
+			}
+			got := n.fetch(t, 2, "/v1/attachments/"+up.UploadID, nil)
+			if got.status != http.StatusOK {
+				t.Fatalf("%s: download: %d %s", v.name, got.status, got.body)
+			}
+			if bytes.Contains(got.body, mediatest.VideoLocation) || bytes.Contains(got.body, mediatest.LociName) ||
+				bytes.Contains(got.body, []byte("com.apple.quicktime.location")) {
+				t.Errorf("%s: a member downloaded where the video was recorded", v.name)
+			}
+			if len(got.body) != len(v.data) || hexSHA(got.body) != up.Attachment.SHA256 {
+				t.Errorf("%s: downloaded %d bytes of sha256 %s; announced %d bytes of %s", v.name,
+					len(got.body), hexSHA(got.body), up.Attachment.Size, up.Attachment.SHA256)
+			}
+			if up.Attachment.DurationMs != 2500 {
+				t.Errorf("%s: duration %d ms, want 2500", v.name, up.Attachment.DurationMs)
+			}
+		}
+	})
+}

@@ -358,3 +358,116 @@ func TestThumbnailCostCoversWhatMakingTheThumbnailTakes(t *testing.T) {
 		}
 	}
 }
+
+// mp4Node is a box of an MP4's tree as a player walks it: its offset,
+// size, header length and type, moov, trak and udta opened.
+type mp4Node struct {
+	off, size, hl int64
+	typ           string
+}
+
+func mp4Tree(t *testing.T, b []byte) []mp4Node {
+	t.Helper()
+	var nodes []mp4Node
+	var walk func(off, end int64, top bool)
+	walk = func(off, end int64, top bool) {
+		for off+8 <= end {
+			n, hl := int64(binary.BigEndian.Uint32(b[off:])), int64(8)
+			typ := string(b[off+4 : off+8])
+			switch n {
+			case 1:
+				n, hl = int64(binary.BigEndian.Uint64(b[off+8:])), 16
+			case 0:
+				n = end - off
+			}
+			if n < hl || off+n > end {
+				t.Fatalf("box %q at %d: size %d, beyond %d", typ, off, n, end)
+			}
+			nodes = append(nodes, mp4Node{off, n, hl, typ})
+			if typ == "moov" && top || typ == "trak" || typ == "udta" {
+				walk(off+hl, off+n, false)
+			}
+			off += n
+		}
+		if !top && off != end && (end-off != 4 || binary.BigEndian.Uint32(b[off:]) != 0) {
+			t.Fatalf("%d bytes left over before %d", end-off, end)
+		}
+	}
+	walk(0, int64(len(b)), true)
+	return nodes
+}
+
+// TestStripFreesAVideosLocationAndKeepsItsLayout: the recording location
+// an iPhone or Android phone writes into a video (udta/©xyz, a track's
+// udta/©xyz, 3GPP loci, Apple's meta whose keys name
+// com.apple.quicktime.location) is gone, each such box now a free box of
+// zeros of the same size, wherever moov is (before or after an mdat, one
+// with a 64-bit largesize too) and however large Apple's meta; every other
+// byte stays, so the chunk offsets into mdat still hold, the box tree is
+// the same and the duration still reads.
+func TestStripFreesAVideosLocationAndKeepsItsLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		ctype                string
+		qt, moovFirst, large bool
+		metaPad              int
+	}{
+		{"MOV, moov first", "video/quicktime", true, true, false, 0},
+		{"MP4, moov after a largesize mdat", "video/mp4", false, false, true, 0},
+		{"MP4, moov first, largesize mdat, a 300 KiB meta", "video/mp4", false, true, true, 300 << 10},
+		{"MOV declared as MP4, moov after mdat, a 300 KiB meta", "video/mp4", true, false, false, 300 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := mediatest.MP4WithLocation(tc.qt, tc.moovFirst, tc.large, 200<<10, tc.metaPad)
+			// What it should become: the location boxes freed.
+			want := append([]byte{}, file...)
+			located := 0
+			for _, n := range mp4Tree(t, file) {
+				box := want[n.off : n.off+n.size]
+				if n.typ == "\xa9xyz" || n.typ == "loci" ||
+					n.typ == "meta" && bytes.Contains(box, []byte("com.apple.quicktime.location")) {
+					copy(box[4:], "free")
+					clear(box[n.hl:])
+					located++
+				}
+			}
+			if located != 4 {
+				t.Fatalf("the test video has %d location boxes, want 4", located)
+			}
+			got, err := io.ReadAll(media.Strip(bytes.NewReader(file), tc.ctype))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(file) {
+				t.Fatalf("%d bytes became %d", len(file), len(got))
+			}
+			if bytes.Contains(got, mediatest.VideoLocation) || bytes.Contains(got, mediatest.LociName) ||
+				bytes.Contains(got, []byte("com.apple.quicktime.location")) {
+				t.Fatal("the location survived")
+			}
+			if !bytes.Equal(got, want) {
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("byte %d is %#x, want %#x", i, got[i], want[i])
+					}
+				}
+			}
+			if a, b := mp4Tree(t, file), mp4Tree(t, got); len(a) != len(b) {
+				t.Fatalf("%d boxes became %d", len(a), len(b))
+			}
+			if d := media.Duration(bytes.NewReader(got), int64(len(got)), tc.ctype); d != 2500 {
+				t.Errorf("duration %d ms, want 2500", d)
+			}
+			slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), tc.ctype))
+			if err != nil || !bytes.Equal(slow, got) {
+				t.Fatalf("read a byte at a time: %v, equal %v", err, bytes.Equal(slow, got))
+			}
+			for _, n := range []int{0, 1, 7, 9, 20, 100, 1000, len(file) / 2, len(file) - 1} {
+				out, err := io.ReadAll(media.Strip(bytes.NewReader(file[:n]), tc.ctype))
+				if err != nil || len(out) != n {
+					t.Fatalf("cut at %d: %d bytes, %v", n, len(out), err)
+				}
+			}
+		})
+	}
+}

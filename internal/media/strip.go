@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
+	"math"
+	"slices"
+	"strings"
 )
 
 // HeadLen is how much of a file is held to sniff it (and, in measure, to
@@ -39,8 +42,15 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // between scans too, and pictures appended after its end (a phone's
 // Multi-Picture previews) are stripped as well. The rest of the EXIF
 // data stays, orientation included, so photos keep standing upright.
-// Other types are returned as they are. Memory: a read buffer and one
-// segment or chunk of at most maxUnit.
+// An audio or video file in the ISO base media format (MP4, MOV, 3GP,
+// M4A, whatever type it was declared as) loses its recording location:
+// the boxes that hold it (moov/udta/©xyz, 3GPP loci, those of a track's
+// udta, and Apple's meta whose keys name com.apple.quicktime.location —
+// that meta whole, with the rest of Apple's metadata in it; a meta
+// over maxUnit is freed whole unread) become free boxes of zeros of the
+// same size, so the file's layout, and every chunk offset into mdat,
+// stays. Other types are returned as they are. Memory: a read buffer and
+// one segment, chunk or box of at most maxUnit.
 func Strip(r io.Reader, t string) io.Reader {
 	if s := newStripper(r, t); s != nil {
 		return s
@@ -73,6 +83,18 @@ type stripper struct {
 	xmpTail     []byte
 	orientation int
 	oriented    bool
+
+	// MP4: the offset of the next byte walked, and the ends of the
+	// boxes it is in (innermost last).
+	pos   int64
+	boxes []mp4Open
+	hdr   [16]byte
+}
+
+// mp4Open is a box the MP4 walk is in: where it ends, its type.
+type mp4Open struct {
+	end int64
+	typ string
 }
 
 func newStripper(r io.Reader, t string) *stripper {
@@ -85,7 +107,10 @@ func newStripper(r io.Reader, t string) *stripper {
 	case "image/webp":
 		s.step = (*stripper).webpStart
 	default:
-		return nil
+		if !isAV(t) {
+			return nil
+		}
+		s.step = (*stripper).mp4Start
 	}
 	return s
 }
@@ -485,4 +510,129 @@ func blank(b []byte) {
 	for i := range b {
 		b[i] = ' '
 	}
+}
+
+// MP4 (ISO base media, QuickTime): top-level boxes to the end of the file,
+// moov, trak and udta opened; the boxes holding a recording location are
+// made free boxes of zeros, their size kept.
+
+// isAV says t is an audio or video type, whose bytes may be an MP4 (the
+// walk checks that they are).
+func isAV(t string) bool {
+	return strings.HasPrefix(t, "video/") || strings.HasPrefix(t, "audio/")
+}
+
+// mp4Leading are the types an MP4 or QuickTime file starts with.
+var mp4Leading = map[string]bool{"ftyp": true, "moov": true, "mdat": true, "wide": true, "free": true, "skip": true, "pnot": true}
+
+func (s *stripper) mp4Start() error {
+	b := s.peek(8)
+	if b == nil {
+		return nil
+	}
+	if !mp4Leading[string(b[4:8])] {
+		s.step = (*stripper).rest
+		return nil
+	}
+	s.step = (*stripper).mp4Box
+	return nil
+}
+
+// metaLocations are the keys of a meta that hold a location: Apple's
+// (com.apple.quicktime.location.ISO6709, .accuracy.horizontal, ...) and
+// ffmpeg's ("location", a key of the mdta namespace).
+var metaLocations = [][]byte{[]byte("com.apple.quicktime.location"), []byte("mdtalocation")}
+
+// mp4Box walks the next box.
+func (s *stripper) mp4Box() error {
+	for len(s.boxes) > 0 && s.pos >= s.boxes[len(s.boxes)-1].end {
+		s.boxes = s.boxes[:len(s.boxes)-1]
+	}
+	end, parent := int64(math.MaxInt64), ""
+	if len(s.boxes) > 0 {
+		in := s.boxes[len(s.boxes)-1]
+		end, parent = in.end, in.typ
+		if end-s.pos < 8 { // QuickTime ends a udta with 32 zero bits
+			s.through(end-s.pos, false)
+			return nil
+		}
+	}
+	h := s.peek(8)
+	if h == nil {
+		return nil
+	}
+	n, hl, typ := int64(binary.BigEndian.Uint32(h)), 8, string(h[4:8])
+	switch n {
+	case 1:
+		if h = s.peek(16); h == nil {
+			return nil
+		}
+		u := binary.BigEndian.Uint64(h[8:])
+		if u > math.MaxInt64 {
+			s.step = (*stripper).rest
+			return nil
+		}
+		n, hl = int64(u), 16
+	case 0: // to the end of the file, or of the box it is in
+		n = end - s.pos
+	}
+	if n < int64(hl) || n > end-s.pos {
+		// Not a box a player would read: the rest of the box it is
+		// in (or of the file) goes through as it is.
+		if len(s.boxes) == 0 {
+			s.step = (*stripper).rest
+		} else {
+			s.through(end-s.pos, false)
+		}
+		return nil
+	}
+	switch {
+	case typ == "moov" && parent == "", typ == "trak" && parent == "moov",
+		typ == "udta" && (parent == "moov" || parent == "trak"):
+		s.boxes = append(s.boxes, mp4Open{s.pos + n, typ})
+		s.emit(h, hl)
+		s.pos += int64(hl)
+	case parent == "udta" && (typ == "\xa9xyz" || typ == "loci"),
+		typ == "meta" && parent != "udta" && n > maxUnit:
+		// Apple's meta (in moov or a trak) is small: one too large to
+		// hold and read goes whole. A udta's (iTunes tags, cover art
+		// over maxUnit) stays.
+		s.free(h, hl, n)
+	case typ == "meta" && n <= maxUnit:
+		// Its keys name what its ilst holds; the meta goes whole when
+		// they name a location. Its bytes are searched, not its
+		// children walked, so MP4's (a full box: version and flags
+		// before its children) and QuickTime's (none) are read alike.
+		b, err := s.whole(int(n))
+		if err != nil {
+			return err
+		}
+		s.pos += n
+		if slices.ContainsFunc(metaLocations, func(k []byte) bool { return bytes.Contains(b[hl:], k) }) {
+			copy(b[4:8], "free")
+			clear(b[hl:])
+		}
+		s.out = b
+	default:
+		s.through(n, false)
+	}
+	return nil
+}
+
+// through passes the next n bytes of an MP4 through, as they are or as
+// zeros.
+func (s *stripper) through(n int64, zero bool) {
+	s.pos += n
+	s.passThen(n, zero, (*stripper).mp4Box)
+}
+
+// free makes the n-byte box whose hl-byte header is h a free box of
+// zeros.
+func (s *stripper) free(h []byte, hl int, n int64) {
+	copy(s.hdr[:], h[:hl])
+	copy(s.hdr[4:8], "free")
+	s.out = s.hdr[:hl]
+	_, _ = s.br.Discard(hl)
+	s.pos += int64(hl)
+	s.through(n-int64(hl), true)
 }

@@ -268,3 +268,98 @@ func PNG16(w, h int) []byte {
 	}
 	return b.Bytes()
 }
+
+// VideoLocation is the ISO 6709 position MP4WithLocation records (in
+// udta/©xyz, a track's udta/©xyz and Apple's meta), and LociName the
+// place name of its 3GPP loci box.
+var (
+	VideoLocation = []byte("+48.8584+002.2945+035.000/")
+	LociName      = []byte("Tour Eiffel")
+)
+
+// mp4Box is an MP4 box of type typ holding the bodies; a largesize
+// header (size 1, then 64 bits) when large.
+func mp4Box(typ string, large bool, body ...[]byte) []byte {
+	b := bytes.Join(body, nil)
+	if large {
+		h := make([]byte, 16)
+		binary.BigEndian.PutUint32(h, 1)
+		copy(h[4:], typ)
+		binary.BigEndian.PutUint64(h[8:], uint64(16+len(b)))
+		return append(h, b...)
+	}
+	h := make([]byte, 8)
+	binary.BigEndian.PutUint32(h, uint32(8+len(b)))
+	copy(h[4:], typ)
+	return append(h, b...)
+}
+
+// MP4WithLocation is a video as phones record it, location and all: ftyp
+// ("qt  " when qt, a MOV, whose meta has no version and flags; "isom"
+// otherwise), moov (mvhd of 2.5 s; a trak whose udta holds ©xyz; udta
+// with ©xyz, 3GPP loci and an encoder name; Apple's meta, whose keys name
+// com.apple.quicktime.location.ISO6709 and whose ilst holds the position,
+// padded by metaPad bytes of a further item) before or after (moovFirst)
+// an mdat of mdatLen bytes (a largesize header when large), and, after
+// everything, a top-level free box. A track's chunk offset (stco) points
+// into the mdat.
+func MP4WithLocation(qt, moovFirst, large bool, mdatLen, metaPad int) []byte {
+	u32 := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+	brand := "isom"
+	if qt {
+		brand = "qt  "
+	}
+	ftyp := mp4Box("ftyp", false, []byte(brand), u32(0x200), []byte(brand+"mp41"))
+	mvhd := make([]byte, 100)
+	binary.BigEndian.PutUint32(mvhd[12:], 1000)
+	binary.BigEndian.PutUint32(mvhd[16:], 2500)
+	xyz := func() []byte { // QuickTime text: length, language, text
+		return mp4Box("\xa9xyz", false, binary.BigEndian.AppendUint16(nil, uint16(len(VideoLocation))), []byte{0x15, 0xc7}, VideoLocation)
+	}
+	loci := mp4Box("loci", false, u32(0), []byte{0x15, 0xc7}, LociName, []byte{0, 0},
+		u32(0x0002_4B5C), u32(0x0030_DBAB), u32(0x0023_0000), []byte("earth\x00\x00"))
+	key := func(name string) []byte { return mp4Box("mdta", false, []byte(name))[4:] }
+	keys := mp4Box("keys", false, u32(0), u32(3),
+		u32(uint32(4+len(key("com.apple.quicktime.location.ISO6709")))), key("com.apple.quicktime.location.ISO6709"),
+		u32(uint32(4+len(key("com.apple.quicktime.make")))), key("com.apple.quicktime.make"),
+		u32(uint32(4+len(key("com.apple.quicktime.pad")))), key("com.apple.quicktime.pad"))
+	data := func(v []byte) []byte { return mp4Box("data", false, u32(1), u32(0), v) }
+	ilst := mp4Box("ilst", false,
+		mp4Box("\x00\x00\x00\x01", false, data(VideoLocation)),
+		mp4Box("\x00\x00\x00\x02", false, data([]byte("Apple"))),
+		mp4Box("\x00\x00\x00\x03", false, data(make([]byte, metaPad))))
+	hdlr := mp4Box("hdlr", false, make([]byte, 8), []byte("mdta"), make([]byte, 13))
+	var meta []byte
+	if qt {
+		meta = mp4Box("meta", false, hdlr, keys, ilst)
+	} else {
+		meta = mp4Box("meta", false, u32(0), hdlr, keys, ilst)
+	}
+	mdatHead := 8
+	if large {
+		mdatHead = 16
+	}
+	trak := func(chunk uint32) []byte {
+		stco := mp4Box("stco", false, u32(0), u32(1), u32(chunk))
+		return mp4Box("trak", false,
+			mp4Box("tkhd", false, make([]byte, 84)),
+			mp4Box("mdia", false, mp4Box("minf", false, mp4Box("stbl", false, stco))),
+			mp4Box("udta", false, xyz()))
+	}
+	moov := func(chunk uint32) []byte {
+		return mp4Box("moov", false, mp4Box("mvhd", false, mvhd), trak(chunk),
+			mp4Box("udta", false, xyz(), loci, mp4Box("\xa9too", false, []byte("chatd test"))), meta)
+	}
+	mdatBody := make([]byte, mdatLen)
+	for i := range mdatBody {
+		mdatBody[i] = byte(i*7 + i>>8)
+	}
+	var f []byte
+	if moovFirst {
+		m := moov(0)
+		f = append(append(ftyp, moov(uint32(len(ftyp)+len(m)+mdatHead))...), mp4Box("mdat", large, mdatBody)...)
+	} else {
+		f = append(append(ftyp, mp4Box("mdat", large, mdatBody)...), moov(uint32(len(ftyp)+mdatHead))...)
+	}
+	return append(f, mp4Box("free", false, make([]byte, 8))...)
+}

@@ -1,0 +1,39 @@
+package media_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"testing/iotest"
+
+	"github.com/chatd/chatd/internal/media"
+	"github.com/chatd/chatd/internal/media/mediatest"
+)
+
+// FuzzStripKeepsTheLengthAndReadsAlike: whatever bytes an uploader sends
+// as whatever type, Strip ends, never panics, returns exactly as many
+// bytes as it was given, and the same ones read whole or a byte at a
+// time (the walk's state does not depend on how reads are cut).
+func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
+	types := []string{"image/jpeg", "image/png", "image/webp", "video/mp4", "video/quicktime", "audio/mp4", "application/pdf"}
+	f.Add(uint8(0), mediatest.JPEGWithLocation(4, 4, 6))
+	f.Add(uint8(1), mediatest.PNGWithLocationAfterIDAT(4, 4, 6))
+	f.Add(uint8(2), mediatest.WebPWithLocation(4, 4, 6, 64))
+	f.Add(uint8(3), mediatest.MP4WithLocation(false, true, true, 64, 0))
+	f.Add(uint8(4), mediatest.MP4WithLocation(true, false, false, 64, 32))
+	f.Add(uint8(6), mediatest.PDF())
+	f.Fuzz(func(t *testing.T, which uint8, file []byte) {
+		ctype := types[int(which)%len(types)]
+		whole, err := io.ReadAll(media.Strip(bytes.NewReader(file), ctype))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(whole) != len(file) {
+			t.Fatalf("%s: %d bytes became %d", ctype, len(file), len(whole))
+		}
+		slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), ctype))
+		if err != nil || !bytes.Equal(slow, whole) {
+			t.Fatalf("%s: read a byte at a time: %v, equal %v", ctype, err, bytes.Equal(slow, whole))
+		}
+	})
+}
