@@ -34,11 +34,20 @@ type result struct {
 func chatctl(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	a := &app{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	a := &app{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }, environ: environ(env)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := run(ctx, args, a)
 	return result{code, out.String(), errb.String()}
+}
+
+// environ is env as the process's environment list.
+func environ(env map[string]string) []string {
+	var l []string
+	for k, v := range env {
+		l = append(l, k+"="+v)
+	}
+	return l
 }
 
 func mustOK(t *testing.T, r result) result {
@@ -440,5 +449,22 @@ func TestCommandsOtherThanMigrateOnADataDirWithoutADatabaseCreateNoneAndSaySo(t 
 		if _, err := os.Stat(pgembed.PGDir(dataDir)); err == nil {
 			t.Fatalf("%v created a cluster in %s", args, pgembed.PGDir(dataDir))
 		}
+	}
+}
+
+// TestAMistypedVariableIsWarnedAboutAndTheCommandStillRuns: chatctl reads
+// chatd's CHAT_ variables, so a misspelt one (CHAT_DATABSE_URL) would
+// leave it on a default (the embedded database in ./data) without a word;
+// like chatd it names the variable and the setting it resembles.
+func TestAMistypedVariableIsWarnedAboutAndTheCommandStillRuns(t *testing.T) {
+	secret := strings.Repeat("k", 32)
+	r := mustOK(t, chatctl(t, map[string]string{"CHAT_JWT_SECRET": secret, "CHAT_DATABSE_URL": "postgres://db/chat"},
+		"token", "--user", "7"))
+	if !strings.Contains(r.stderr, "unknown environment variable ignored") ||
+		!strings.Contains(r.stderr, "var=CHAT_DATABSE_URL") || !strings.Contains(r.stderr, "did_you_mean=CHAT_DATABASE_URL") {
+		t.Errorf("stderr does not warn about CHAT_DATABSE_URL:\n%s", r.stderr)
+	}
+	if r = mustOK(t, chatctl(t, map[string]string{"CHAT_JWT_SECRET": secret, "CHAT_CONFIG": ""}, "token", "--user", "7")); r.stderr != "" {
+		t.Errorf("known variables only, yet stderr says:\n%s", r.stderr)
 	}
 }

@@ -27,6 +27,7 @@ type app struct {
 	stdout, stderr io.Writer
 	stdinR         io.Reader // nil: empty
 	getenv         func(string) string
+	environ        []string // "KEY=value", the whole environment, for the unknown-variable warning
 
 	settings config.Settings
 	logger   *slog.Logger
@@ -185,6 +186,15 @@ func (a *app) init() error {
 		h = slog.NewTextHandler(a.stderr, opts)
 	}
 	a.logger = slog.New(h)
+	// A mistyped variable (CHAT_DATABSE_URL) would otherwise leave the
+	// command on its default, the embedded database in ./data, silently.
+	for _, u := range config.UnknownEnv(a.environ) {
+		if u.DidYouMean != "" {
+			a.logger.Warn("unknown environment variable ignored", "var", u.Name, "did_you_mean", u.DidYouMean)
+		} else {
+			a.logger.Warn("unknown environment variable ignored", "var", u.Name)
+		}
+	}
 	return nil
 }
 
