@@ -278,6 +278,24 @@ func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {
 			if r := n.fetch(t, 2, "/v1/attachments/"+du.UploadID, map[string]string{"If-None-Match": pdf.header.Get("ETag")}); r.status != http.StatusNotModified {
 				t.Errorf("If-None-Match: %d", r.status)
 			}
+			// net/http's own refusals carry the API's JSON error too, not
+			// its plain text under the file's type.
+			for _, c := range []struct {
+				hdr    map[string]string
+				status int
+				code   string
+			}{
+				{map[string]string{"Range": fmt.Sprintf("bytes=%d-", len(doc)+10)}, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable"},
+				{map[string]string{"If-Match": `"0000"`}, http.StatusPreconditionFailed, "precondition_failed"},
+			} {
+				r := n.fetch(t, 2, "/v1/attachments/"+du.UploadID, c.hdr)
+				var e struct{ Error struct{ Code, Message string } }
+				if r.status != c.status || r.header.Get("Content-Type") != "application/json" ||
+					json.Unmarshal(r.body, &e) != nil || e.Error.Code != c.code || e.Error.Message == "" ||
+					r.header.Get("Content-Disposition") != "" {
+					t.Errorf("%v: %d %v %s; want %d with a JSON error %q", c.hdr, r.status, r.header, r.body, c.status, c.code)
+				}
+			}
 		} else {
 			// The redirect is short-lived and signed for the reader.
 			r := n.call(t, 2, "GET", "/v1/attachments/"+du.UploadID, nil, nil)

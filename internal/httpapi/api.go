@@ -127,7 +127,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Duration("duration", time.Since(start)), slog.Int64("user", info.user))
 	}()
 	if route == "" {
-		a.mux.ServeHTTP(&unmatchedWriter{ResponseWriter: sw}, r)
+		a.mux.ServeHTTP(&jsonErrorWriter{ResponseWriter: sw, rewrite: unmatchedError}, r)
 		return
 	}
 	a.mux.ServeHTTP(sw, r)
@@ -242,12 +242,12 @@ func (a *API) authenticate(r *http.Request) (int64, error) {
 // writeJSON encodes v as the response body with status. 204 has no body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if status == http.StatusNoContent {
 		w.WriteHeader(status)
 		return
 	}
+	h.Set("Content-Type", "application/json")
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Cannot happen for this package's types; never send half a
@@ -296,23 +296,19 @@ func (w *statusWriter) status() int {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// unmatchedWriter replaces the plain-text body ServeMux writes for a path
-// no route matches (404) or a method no route allows (405, keeping the
-// mux's Allow header) with the API's JSON error.
-type unmatchedWriter struct {
+// jsonErrorWriter replaces the plain-text (or empty) error answers that
+// net/http writes itself with the API's JSON error, so every failure has
+// the same body: rewrite names the statuses it replaces; the others, and
+// every success, pass through.
+type jsonErrorWriter struct {
 	http.ResponseWriter
+	rewrite  func(code int, h http.Header) (ErrorDetail, bool)
 	replaced bool
 }
 
-func (w *unmatchedWriter) WriteHeader(code int) {
-	var d ErrorDetail
-	switch code {
-	case http.StatusNotFound:
-		d = ErrorDetail{Code: string(chat.CodeNotFound), Message: "no such route; see docs/http.md"}
-	case http.StatusMethodNotAllowed:
-		d = ErrorDetail{Code: CodeMethodNotAllowed, Message: "method not allowed; allowed: " + w.Header().Get("Allow")}
-	default:
-		// Redirects and anything else the mux does pass through.
+func (w *jsonErrorWriter) WriteHeader(code int) {
+	d, ok := w.rewrite(code, w.Header())
+	if !ok {
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
@@ -321,9 +317,39 @@ func (w *unmatchedWriter) WriteHeader(code int) {
 	writeJSON(w.ResponseWriter, code, ErrorBody{d})
 }
 
-func (w *unmatchedWriter) Write(b []byte) (int, error) {
+func (w *jsonErrorWriter) Write(b []byte) (int, error) {
 	if w.replaced {
 		return len(b), nil
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// unmatchedError is ServeMux's answer for a path no route matches (404) or
+// a method no route allows (405, keeping the mux's Allow header).
+func unmatchedError(code int, h http.Header) (ErrorDetail, bool) {
+	switch code {
+	case http.StatusNotFound:
+		return ErrorDetail{Code: string(chat.CodeNotFound), Message: "no such route; see docs/http.md"}, true
+	case http.StatusMethodNotAllowed:
+		return ErrorDetail{Code: CodeMethodNotAllowed, Message: "method not allowed; allowed: " + h.Get("Allow")}, true
+	}
+	return ErrorDetail{}, false
+}
+
+// conditionalError is http.ServeContent's answer to a Range outside the
+// file (416, keeping its Content-Range: bytes */size) or an If-Match or
+// If-Unmodified-Since the file does not meet (412).
+func conditionalError(code int, h http.Header) (ErrorDetail, bool) {
+	if code == http.StatusRequestedRangeNotSatisfiable || code == http.StatusPreconditionFailed {
+		// The answer is an error, not the file to save.
+		h.Del("Content-Disposition")
+	}
+	switch code {
+	case http.StatusRequestedRangeNotSatisfiable:
+		return ErrorDetail{Code: CodeRangeNotSatisfiable, Message: "the range is outside the file of " +
+			strings.TrimPrefix(h.Get("Content-Range"), "bytes */") + " bytes"}, true
+	case http.StatusPreconditionFailed:
+		return ErrorDetail{Code: CodePreconditionFailed, Message: "the file does not meet If-Match or If-Unmodified-Since; its ETag is " + h.Get("ETag")}, true
+	}
+	return ErrorDetail{}, false
 }

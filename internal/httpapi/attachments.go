@@ -119,7 +119,7 @@ func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *h
 		// A member's browser may keep it but must ask again (ETag: a
 		// 304) so a recall or a left group takes effect.
 		h.Set("Cache-Control", "private, no-cache")
-		http.ServeContent(w, r, "", d.ModTime, d.Content)
+		http.ServeContent(&jsonErrorWriter{ResponseWriter: w, rewrite: conditionalError}, r, "", d.ModTime, d.Content)
 		return nil
 	}
 }

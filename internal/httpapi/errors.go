@@ -18,6 +18,8 @@ const (
 	CodeUnauthorized         = "unauthorized"
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodePreconditionFailed   = "precondition_failed"
+	CodeRangeNotSatisfiable  = "range_not_satisfiable"
 )
 
 // retryAfterSeconds is what 429 and 503 answers suggest: the domain errors

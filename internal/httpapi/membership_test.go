@@ -51,8 +51,8 @@ func TestMembership(t *testing.T) {
 
 	// The admin removes a member, who loses access at once.
 	e.sendMsg(3, g, newID(), "before removal")
-	if r := remove(2, 3); r.status != 204 || len(r.body) != 0 {
-		t.Fatalf("admin removes member: %d %s", r.status, r.body)
+	if r := remove(2, 3); r.status != 204 || len(r.body) != 0 || r.header.Get("Content-Type") != "" {
+		t.Fatalf("admin removes member: %d %s %v (a 204 has no body, so no Content-Type)", r.status, r.body, r.header)
 	}
 	for _, c := range []struct {
 		method, path string
