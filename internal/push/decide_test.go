@@ -415,3 +415,39 @@ func TestAPushNotSentDoesNotHoldBackTheNextOne(t *testing.T) {
 		t.Errorf("push %v after its message, held back by a push never sent", d)
 	}
 }
+
+// TestAUserWhosePushServiceHangsDelaysNoOneElse: a user's devices can
+// point at a push service that never answers (a broken one, or one they
+// run to hold the server's workers); their pushes take UserInFlight
+// workers for Timeout, never all of them, so another user's push goes
+// out on time.
+func TestAUserWhosePushServiceHangsDelaysNoOneElse(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Workers = 2; c.UserInFlight = 1; c.Timeout = 5 * time.Second })
+	r.subscribe(9, "stuck")
+	r.ep.Hang("stuck", true)
+	r.subscribe(10, "victim")
+	for range 3 {
+		r.send(r.group(8, 9), 8, "to the one whose push service hangs")
+	}
+	// Their pushes are due first, so they are claimed first.
+	deadline := time.Now().Add(5 * time.Second)
+	for r.count(`SELECT count(*) FROM push_job WHERE user_id = 9 AND state = 'sending'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no push of user 9 was claimed:\n%s", dumpJobs(r))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	r.send(r.direct(8, 10), 8, "to someone else")
+	r.waitPushes("victim", 1, 10*time.Second)
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("another user's push waited %v behind a hanging push service (timeout 5s)", d)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 9 AND state = 'sending' AND lease_until >= now()`); n != 1 {
+		t.Errorf("%d pushes of user 9 in flight, want UserInFlight = 1:\n%s", n, dumpJobs(r))
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 9`); n != 3 {
+		t.Errorf("user 9 has %d push jobs, want 3 (one per conversation)", n)
+	}
+}

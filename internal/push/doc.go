@@ -131,7 +131,11 @@
 // mid-send leaves its claims to expire: another node (or itself after a
 // restart) sends them again, so a push goes out at least once and at most
 // once more per crash. A push service that hangs holds one worker for at
-// most Timeout; sends and deliveries never wait for push.
+// most Timeout, and one user's pushes are at most UserInFlight of those
+// in flight (claimed and leased, by any node: the claim passes over a
+// user at the limit; two nodes claiming in the same instant may each
+// take up to it), so a user whose devices' push services never answer
+// delays nobody else; sends and deliveries never wait for push.
 //
 // # Payload
 //

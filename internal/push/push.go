@@ -29,6 +29,10 @@ type Config struct {
 	Timeout     time.Duration // one request to a push service (default 10s)
 	QueueSize   int           // claimed pushes held in memory (default 1000)
 	Workers     int           // concurrent pushes (default 32)
+	// UserInFlight is how many of one user's pushes are sent at once
+	// (claimed and leased, by any node; default 4): a user whose push
+	// services hang holds no more workers than that.
+	UserInFlight int
 
 	VAPID        VAPIDKeys // required for Web Push
 	VAPIDSubject string    // mailto: or https: contact (default mailto:push@localhost)
@@ -95,6 +99,7 @@ func New(cfg Config) (*Pusher, error) {
 	cfg.Timeout = orDefault(cfg.Timeout, 10*time.Second)
 	cfg.QueueSize = orDefault(cfg.QueueSize, 1000)
 	cfg.Workers = orDefault(cfg.Workers, 32)
+	cfg.UserInFlight = orDefault(cfg.UserInFlight, 4)
 	cfg.VAPIDSubject = orDefault(cfg.VAPIDSubject, "mailto:push@localhost")
 	cfg.Tick = orDefault(cfg.Tick, 100*time.Millisecond)
 	cfg.LeaseInterval = orDefault(cfg.LeaseInterval, time.Second)

@@ -37,16 +37,29 @@ import (
 // The first claim of a notification records the push of (user,
 // conversation) that the minimum interval counts from (applyResults
 // forgets it when the push is skipped, sent to no device).
+//
+// A user has at most $3 pushes in flight (UserInFlight): a user whose
+// devices' push services never answer holds that many workers for Timeout,
+// not all of them. Users at the limit are passed over by the scan, and of
+// the jobs locked (more than the limit of one user's may be: rows locked
+// and not claimed are released at commit) only the oldest up to the limit
+// are claimed.
 const claimSQL = `
-WITH c AS (
-    SELECT p.id FROM push_job p
+WITH l AS (
+    SELECT p.id, p.user_id, p.not_before FROM push_job p
     WHERE p.state <> 'sent' AND p.not_before <= now() AND (p.lease_until IS NULL OR p.lease_until < now())
       AND NOT EXISTS (
           SELECT 1 FROM push_job o
           WHERE o.conversation_id = p.conversation_id AND o.user_id = p.user_id AND o.id <> p.id AND o.state <> 'sent'
             AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind = 'remove')
                  OR (p.kind = 'message' AND o.kind = 'message' AND o.id > p.id)))
+      AND (SELECT count(*) FROM push_job b WHERE b.user_id = p.user_id AND b.state = 'sending' AND b.lease_until >= now()) < $3
     ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
+), c AS (
+    SELECT id FROM (
+        SELECT l.id, l.user_id, row_number() OVER (PARTITION BY l.user_id ORDER BY l.not_before, l.id) AS r FROM l
+    ) x
+    WHERE x.r + (SELECT count(*) FROM push_job b WHERE b.user_id = x.user_id AND b.state = 'sending' AND b.lease_until >= now()) <= $3
 ), j AS (
     UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
                           attempts = p.attempts + 1,
@@ -306,7 +319,7 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	if !due {
 		return nil, nil
 	}
-	jobs, err := p.readJobs(ctx, claimSQL, n, lease.Seconds())
+	jobs, err := p.readJobs(ctx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight)
 	if err != nil {
 		return nil, fmt.Errorf("claim pushes: %w", err)
 	}
