@@ -169,7 +169,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		OnConnectionDown:              c.onDown,
 		OnConnectError:                c.onConnectError,
 		ClientConfig: paho.ClientConfig{
-			ClientID:          s.ClientID,
+			ClientID: s.ClientID,
+			// paho bounds every wait for an acknowledgement by this
+			// (default 10s) whatever the context allows: the send's own
+			// AckTimeout must be the bound, and a SUBACK may take as long.
+			PacketTimeout:     s.AckTimeout,
 			Session:           c.session,
 			OnPublishReceived: []func(paho.PublishReceived) (bool, error){c.onPublish},
 			OnClientError:     func(err error) { s.Logger.Debug("mqtt connection error", "err", err) },

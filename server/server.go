@@ -358,7 +358,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	}
 	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
 		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer),
-		store.WithUploadTypes(st.UploadTypes))
+		store.WithUploadTypes(st.UploadTypes), store.WithSendTimeout(max(10*time.Second, st.SendTimeout)))
 	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
 	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered,
 		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {

@@ -72,6 +72,17 @@ func WithBatching(maxBatch, maxInflight int) Option {
 	}
 }
 
+// WithSendTimeout sets the longest a send's transaction may take, when
+// its caller's context allows that long (default 10s): a batch commits
+// within the earliest deadline of its callers and this.
+func WithSendTimeout(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.batchTimeout = d
+		}
+	}
+}
+
 // WithSendPool gives group commit connections of its own, so sends never
 // queue behind reads (history pages, delivery catch-up) for a connection.
 func WithSendPool(p *pgxpool.Pool) Option {
