@@ -289,7 +289,9 @@ func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {
 				{map[string]string{"If-Match": `"0000"`}, http.StatusPreconditionFailed, "precondition_failed"},
 			} {
 				r := n.fetch(t, 2, "/v1/attachments/"+du.UploadID, c.hdr)
-				var e struct{ Error struct{ Code, Message string } }
+				var e struct {
+					Error struct{ Code, Message string }
+				}
 				if r.status != c.status || r.header.Get("Content-Type") != "application/json" ||
 					json.Unmarshal(r.body, &e) != nil || e.Error.Code != c.code || e.Error.Message == "" ||
 					r.header.Get("Content-Disposition") != "" {
