@@ -374,10 +374,13 @@ func (c *Client) notifyLocked() {
 }
 
 // ready waits until a connection is up and subscribed and returns it.
-func (c *Client) ready(ctx context.Context) (*connState, error) {
+// With failAuth, a static Token that chatd refused ends the wait at once
+// with ErrUnauthorized: it will not be accepted later (the client keeps
+// reconnecting with it all the same, for the sends in its journal).
+func (c *Client) ready(ctx context.Context, failAuth bool) (*connState, error) {
 	for {
 		c.mu.Lock()
-		cs, ch, closed := c.conn, c.changed, c.closed
+		cs, ch, last, closed := c.conn, c.changed, c.lastErr, c.closed
 		c.mu.Unlock()
 		if closed {
 			return nil, ErrClosed
@@ -388,6 +391,9 @@ func (c *Client) ready(ctx context.Context) (*connState, error) {
 				return cs, nil
 			default:
 			}
+		}
+		if authErr := asAuthError(last); failAuth && authErr != nil && c.cfg.TokenFunc == nil {
+			return nil, authErr
 		}
 		select {
 		case <-ch:
@@ -404,32 +410,17 @@ func (c *Client) ready(ctx context.Context) (*connState, error) {
 // network error, e.g. syscall.ECONNREFUSED). A refused token with a static
 // Token fails at once with ErrUnauthorized.
 func (c *Client) AwaitConnection(ctx context.Context) error {
-	for {
-		c.mu.Lock()
-		cs, ch, last, closed := c.conn, c.changed, c.lastErr, c.closed
-		c.mu.Unlock()
-		if closed {
-			return ErrClosed
-		}
-		if cs != nil {
-			select {
-			case <-cs.ready:
-				return nil
-			default:
-			}
-		}
-		if authErr := asAuthError(last); authErr != nil && c.cfg.TokenFunc == nil {
-			return authErr
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("connect to chatd: %w (last attempt: %w)", ctx.Err(), last)
-			}
-			return fmt.Errorf("connect to chatd: %w", ctx.Err())
-		}
+	_, err := c.ready(ctx, true)
+	if err == nil || ctx.Err() == nil {
+		return err
 	}
+	c.mu.Lock()
+	last := c.lastErr
+	c.mu.Unlock()
+	if last != nil {
+		return fmt.Errorf("connect to chatd: %w (last attempt: %w)", err, last)
+	}
+	return fmt.Errorf("connect to chatd: %w", err)
 }
 
 // asAuthError turns a CONNACK "bad user name or password" / "not

@@ -456,6 +456,12 @@ func TestAwaitConnectionExplainsFailure(t *testing.T) {
 	if !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("bad token: %v, want ErrUnauthorized", err)
 	}
+	// A request fails the same way at once, not after its timeout: the
+	// token will not be accepted later.
+	start := time.Now()
+	if _, err := bad.Inbox(ctxFor(t, 20*time.Second), client.InboxOptions{}); !errors.Is(err, client.ErrUnauthorized) || time.Since(start) > 5*time.Second {
+		t.Fatalf("inbox with a refused token: %v after %v, want ErrUnauthorized at once", err, time.Since(start))
+	}
 }
 
 func TestClosedClientRefusesWork(t *testing.T) {

@@ -28,7 +28,10 @@ type Config struct {
 	// called before every connection attempt instead, so tokens can be
 	// refreshed; an error from it fails that attempt. chatd ends a
 	// connection when its token expires, so a client that stays connected
-	// longer than a token lives needs TokenFunc.
+	// longer than a token lives needs TokenFunc. Once chatd refuses a
+	// static Token, AwaitConnection and requests (RPC) fail at once with
+	// ErrUnauthorized; sends stay in the journal (they go once a client
+	// with a good token is made on the same SessionDir).
 	Token     string
 	TokenFunc func(ctx context.Context) (string, error)
 	// TLS is used for mqtts:// and wss:// brokers (and https:// HTTPURL).

@@ -126,7 +126,7 @@ func (r *readBatcher) publish(ctx context.Context) error {
 }
 
 func (r *readBatcher) publishOne(ctx context.Context, conv, seq int64) error {
-	cs, err := r.c.ready(ctx)
+	cs, err := r.c.ready(ctx, false)
 	if err != nil {
 		return r.c.waitErr("read", err)
 	}

@@ -99,7 +99,7 @@ func callFor[T any](ctx context.Context, c *Client, method string, params any, i
 
 // roundTrip publishes one request and waits for its reply.
 func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) ([]byte, error) {
-	cs, err := c.ready(ctx)
+	cs, err := c.ready(ctx, true)
 	if err != nil {
 		return nil, c.waitErr("rpc "+method, err)
 	}
@@ -155,6 +155,9 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 func (c *Client) waitErr(op string, err error) error {
 	if errors.Is(err, ErrClosed) {
 		return ErrClosed
+	}
+	if errors.Is(err, ErrUnauthorized) {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	c.mu.Lock()
 	last, up := c.lastErr, c.conn != nil

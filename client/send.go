@@ -275,7 +275,7 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 	pause := newRetryPause(10 * time.Second)
 	noSeq := 0 // success PUBACKs without a seq so far
 	for attempt := 0; ; attempt++ {
-		cs, err := c.ready(c.life)
+		cs, err := c.ready(c.life, false)
 		if err != nil {
 			return 0, ErrClosed
 		}
