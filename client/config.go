@@ -30,8 +30,8 @@ type Config struct {
 	// connection when its token expires, so a client that stays connected
 	// longer than a token lives needs TokenFunc. Once chatd refuses a
 	// static Token, AwaitConnection and requests (RPC) fail at once with
-	// ErrUnauthorized; sends stay in the journal (they go once a client
-	// with a good token is made on the same SessionDir).
+	// ErrUnauthorized; sends keep waiting (with a SessionDir they are
+	// journaled, and a client made on it with a good token sends them).
 	Token     string
 	TokenFunc func(ctx context.Context) (string, error)
 	// TLS is used for mqtts:// and wss:// brokers (and https:// HTTPURL).
