@@ -36,15 +36,7 @@ func TestLocationIsStrippedWhereverItIsInThePhoto(t *testing.T) {
 			if !bytes.Contains(p.data, mediatest.Latitude) || !bytes.Contains(p.data, mediatest.XMPLatitude) {
 				t.Fatalf("%s: the test photo has no location", p.name)
 			}
-			up := n.upload(t, 1, g.ID, p.name, p.ctype, p.data)
-			if r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", g.ID),
-				map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil); r.status != http.StatusCreated {
-				t.Fatalf("%s: send: %d %s", p.name, r.status, r.body)
-			}
-			got := n.fetch(t, 2, "/v1/attachments/"+up.UploadID, nil)
-			if got.status != http.StatusOK {
-				t.Fatalf("%s: download: %d %s", p.name, got.status, got.body)
-			}
+			up, got := n.sendAndDownload(t, g.ID, p.name, p.ctype, p.data)
 			if bytes.Contains(got.body, mediatest.Latitude) {
 				t.Errorf("%s (%d bytes): a member downloaded the EXIF GPS position", p.name, len(p.data))
 			}
@@ -75,15 +67,7 @@ func TestAVideosRecordingLocationIsStripped(t *testing.T) {
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 		for _, v := range videos {
-			up := n.upload(t, 1, g.ID, v.name, v.ctype, v.data)
-			if r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", g.ID),
-				map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil); r.status != http.StatusCreated {
-				t.Fatalf("%s: send: %d %s", v.name, r.status, r.body)
-			}
-			got := n.fetch(t, 2, "/v1/attachments/"+up.UploadID, nil)
-			if got.status != http.StatusOK {
-				t.Fatalf("%s: download: %d %s", v.name, got.status, got.body)
-			}
+			up, got := n.sendAndDownload(t, g.ID, v.name, v.ctype, v.data)
 			if bytes.Contains(got.body, mediatest.VideoLocation) || bytes.Contains(got.body, mediatest.LociName) ||
 				bytes.Contains(got.body, []byte("com.apple.quicktime.location")) {
 				t.Errorf("%s: a member downloaded where the video was recorded", v.name)
@@ -97,4 +81,20 @@ func TestAVideosRecordingLocationIsStripped(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sendAndDownload uploads data as user 1, sends it into conv and returns
+// the upload and what user 2 downloads of it.
+func (n attachNode) sendAndDownload(t *testing.T, conv int64, name, ctype string, data []byte) (chat.Upload, httpReply) {
+	t.Helper()
+	up := n.upload(t, 1, conv, name, ctype, data)
+	if r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", conv),
+		map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil); r.status != http.StatusCreated {
+		t.Fatalf("%s: send: %d %s", name, r.status, r.body)
+	}
+	got := n.fetch(t, 2, "/v1/attachments/"+up.UploadID, nil)
+	if got.status != http.StatusOK {
+		t.Fatalf("%s: download: %d %s", name, got.status, got.body)
+	}
+	return up, got
 }
