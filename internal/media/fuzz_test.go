@@ -21,6 +21,7 @@ func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
 	f.Add(uint8(2), mediatest.WebPWithLocation(4, 4, 6, 64))
 	f.Add(uint8(3), mediatest.MP4WithLocation(false, true, true, 64, 0))
 	f.Add(uint8(4), mediatest.MP4WithLocation(true, false, false, 64, 32))
+	f.Add(uint8(0), mediatest.JPEGWithPlaceNames(4, 4))
 	f.Add(uint8(6), mediatest.PDF())
 	f.Fuzz(func(t *testing.T, which uint8, file []byte) {
 		ctype := types[int(which)%len(types)]

@@ -471,3 +471,35 @@ func TestStripFreesAVideosLocationAndKeepsItsLayout(t *testing.T) {
 		})
 	}
 }
+
+// TestStripBlanksPlaceNamesAndKeepsTheCaption: a photo without
+// coordinates can still say where it was taken, by name (an editor's XMP
+// photoshop:City, IPTC's Location; the IPTC-IIM City, State and Country
+// of APP13): those go, the caption stays, and the picture still decodes
+// to the same length.
+func TestStripBlanksPlaceNamesAndKeepsTheCaption(t *testing.T) {
+	photo := mediatest.JPEGWithPlaceNames(40, 30)
+	if n := bytes.Count(photo, mediatest.PlaceName); n < 3 {
+		t.Fatalf("the test photo names its city %d times, want 3 or more", n)
+	}
+	for _, read := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader} {
+		got, err := io.ReadAll(media.Strip(read(bytes.NewReader(photo)), "image/jpeg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(photo) {
+			t.Fatalf("%d bytes became %d", len(photo), len(got))
+		}
+		for _, place := range [][]byte{mediatest.PlaceName, []byte("Alfama"), []byte("Portugal")} {
+			if bytes.Contains(got, place) {
+				t.Errorf("%q survived", place)
+			}
+		}
+		if !bytes.Contains(got, mediatest.Caption) {
+			t.Error("the caption went too")
+		}
+		if _, err := jpeg.Decode(bytes.NewReader(got)); err != nil {
+			t.Fatalf("the stripped picture no longer decodes: %v", err)
+		}
+	}
+}

@@ -34,8 +34,10 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // (t) removed wherever the file keeps it, the same length, everything
 // else as it was: the EXIF GPS directory (JPEG APP1, PNG eXIf, WebP
 // EXIF) is emptied and every byte of its values zeroed; an XMP packet
-// that mentions GPS is blanked (JPEG APP1, extended XMP from its first
-// mention on; PNG iTXt, tEXt; WebP XMP), as are PNG text chunks whose
+// that mentions GPS or a place name (locationWords) is blanked (JPEG
+// APP1, extended XMP from its first mention on; PNG iTXt, tEXt; WebP
+// XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13),
+// as are PNG text chunks whose
 // content cannot be read without inflating it (compressed XMP,
 // ImageMagick's raw EXIF profiles) and metadata chunks too large to hold
 // (over maxUnit). A JPEG's segments are walked to the end of the file,
@@ -302,8 +304,11 @@ func (s *stripper) jpegMarker() error {
 		if err != nil {
 			return err
 		}
-		if m == 0xE1 {
+		switch m {
+		case 0xE1:
 			s.app1(seg[4:])
+		case 0xED:
+			app13(seg[4:])
 		}
 		s.out = seg
 		if m == 0xDA {
@@ -318,7 +323,74 @@ const (
 	xmpExtendedNS = "http://ns.adobe.com/xmp/extension/\x00"
 )
 
-var gps = []byte("GPS")
+// locationWords are what an XMP packet holding a location mentions: GPS
+// coordinates (exif:GPSLatitude, ...) and the names of places that
+// photo editors and catalogues fill in (Photoshop's and IPTC's City,
+// State, Country, Location, LocationCreated, LocationShown, ...). A
+// packet that mentions one is blanked whole.
+var locationWords = [][]byte{
+	[]byte("GPS"),
+	[]byte("photoshop:City"), []byte("photoshop:State"), []byte("photoshop:Country"),
+	[]byte("Iptc4xmpCore:Location"), []byte("Iptc4xmpCore:CountryCode"),
+	[]byte("Iptc4xmpExt:Location"), []byte("Iptc4xmpExt:City"), []byte("Iptc4xmpExt:Sublocation"),
+	[]byte("Iptc4xmpExt:ProvinceState"), []byte("Iptc4xmpExt:CountryName"),
+}
+
+// mentionsLocation says b holds one of locationWords.
+func mentionsLocation(b []byte) bool {
+	for _, w := range locationWords {
+		if bytes.Contains(b, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// wordTail is how much of a part of an extended XMP packet is kept to
+// find a word that straddles it and the next part.
+var wordTail = slices.MaxFunc(locationWords, func(a, b []byte) int { return len(a) - len(b) })
+
+// app13 blanks the place names of the IPTC-IIM block in a JPEG's APP13
+// (Photoshop's image resource 0x0404): the datasets City, Sublocation,
+// Province/State, Country code and Country (2:90, 2:92, 2:95, 2:100,
+// 2:101) become spaces of the same length; captions, keywords and
+// credits stay.
+func app13(seg []byte) {
+	b, ok := bytes.CutPrefix(seg, []byte("Photoshop 3.0\x00"))
+	for ok && len(b) >= 12 && string(b[:4]) == "8BIM" {
+		id := binary.BigEndian.Uint16(b[4:])
+		name := 1 + int(b[6]) // a Pascal string, padded to an even length
+		name += name & 1
+		if 6+name+4 > len(b) {
+			return
+		}
+		size := int(binary.BigEndian.Uint32(b[6+name:]))
+		data := b[6+name+4:]
+		if size > len(data) {
+			return
+		}
+		if id == 0x0404 {
+			iimBlankPlaces(data[:size])
+		}
+		b = data[min(len(data), size+size&1):]
+	}
+}
+
+// iimBlankPlaces walks IPTC-IIM datasets (0x1C, record, dataset, a 2-byte
+// length; an extended length is not used by text datasets and ends the
+// walk).
+func iimBlankPlaces(b []byte) {
+	for len(b) >= 5 && b[0] == 0x1C {
+		n := int(binary.BigEndian.Uint16(b[3:]))
+		if n&0x8000 != 0 || 5+n > len(b) {
+			return
+		}
+		if b[1] == 2 && slices.Contains([]byte{90, 92, 95, 100, 101}, b[2]) {
+			blank(b[5 : 5+n])
+		}
+		b = b[5+n:]
+	}
+}
 
 // app1 strips an APP1 segment's EXIF or XMP.
 func (s *stripper) app1(seg []byte) {
@@ -326,17 +398,18 @@ func (s *stripper) app1(seg []byte) {
 	case bytes.HasPrefix(seg, []byte("Exif\x00\x00")):
 		s.exif(seg[6:])
 	case bytes.HasPrefix(seg, []byte(xmpNS)):
-		if bytes.Contains(seg, gps) {
+		if mentionsLocation(seg) {
 			blank(seg[len(xmpNS):])
 		}
 	case bytes.HasPrefix(seg, []byte(xmpExtendedNS)) && len(seg) > len(xmpExtendedNS)+40:
 		// A part of a long XMP packet (after a GUID, its length and
-		// offset): a mention of GPS may straddle two parts, and its
-		// value follows it, so every part from the first mention on
+		// offset): a mention of a location may straddle two parts, and
+		// its value follows it, so every part from the first mention on
 		// is blanked.
 		part := seg[len(xmpExtendedNS)+40:]
-		mentions := bytes.Contains(append(s.xmpTail, part[:min(len(part), 2)]...), gps) || bytes.Contains(part, gps)
-		s.xmpTail = append(s.xmpTail[:0], part[max(0, len(part)-2):]...)
+		keep := len(wordTail) - 1
+		mentions := mentionsLocation(append(s.xmpTail, part[:min(len(part), keep)]...)) || mentionsLocation(part)
+		s.xmpTail = append(s.xmpTail[:0], part[max(0, len(part)-keep):]...)
 		if s.xmpExtended || mentions {
 			s.xmpExtended = true
 			blank(part)
@@ -455,7 +528,7 @@ func (s *stripper) pngMeta(typ string, data []byte) bool {
 	compressed := typ == "zTXt" || (typ == "iTXt" && len(text) > 0 && text[0] != 0)
 	switch {
 	case bytes.Equal(keyword, []byte("XML:com.adobe.xmp")):
-		if compressed || bytes.Contains(text, gps) {
+		if compressed || mentionsLocation(text) {
 			blank(data[len(keyword):])
 			return true
 		}
@@ -497,7 +570,7 @@ func (s *stripper) webpChunk() error {
 	data := c[8:]
 	if typ == "EXIF" {
 		s.exif(bytes.TrimPrefix(data, []byte("Exif\x00\x00")))
-	} else if bytes.Contains(data, gps) {
+	} else if mentionsLocation(data) {
 		blank(data)
 	}
 	s.out = c

@@ -363,3 +363,41 @@ func MP4WithLocation(qt, moovFirst, large bool, mdatLen, metaPad int) []byte {
 	}
 	return append(f, mp4Box("free", false, make([]byte, 8))...)
 }
+
+// PlaceName is the city JPEGWithPlaceNames names, and Caption the caption
+// it keeps.
+var (
+	PlaceName = []byte("Lisboa")
+	Caption   = []byte("Tram 28 at dusk")
+)
+
+// JPEGWithPlaceNames is a w×h JPEG without coordinates that still says
+// where it was taken, as photo editors and catalogues write it: an XMP
+// packet with photoshop:City and Iptc4xmpCore:Location, and an APP13
+// IPTC-IIM block with City, Province/State and Country (2:90, 2:95,
+// 2:101) beside a caption (2:120).
+func JPEGWithPlaceNames(w, h int) []byte {
+	x := []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">` +
+		`<rdf:Description xmlns:photoshop="http://ns.adobe.com/photoshop/1.0/" xmlns:Iptc4xmpCore="http://iptc.org/std/Iptc4xmpCore/1.0/xmlns/" ` +
+		`photoshop:City="` + string(PlaceName) + `" Iptc4xmpCore:Location="Alfama"/></rdf:RDF></x:xmpmeta>`)
+	var iim []byte
+	for _, d := range []struct {
+		dataset byte
+		value   []byte
+	}{{90, PlaceName}, {95, []byte("Lisboa District")}, {101, []byte("Portugal")}, {120, Caption}} {
+		iim = append(iim, 0x1C, 2, d.dataset, 0, 0)
+		binary.BigEndian.PutUint16(iim[len(iim)-2:], uint16(len(d.value)))
+		iim = append(iim, d.value...)
+	}
+	res := append([]byte("8BIM\x04\x04\x00\x00"), 0, 0, 0, 0) // resource 0x0404, empty name
+	binary.BigEndian.PutUint32(res[8:], uint32(len(iim)))
+	res = append(res, iim...)
+	if len(iim)%2 == 1 {
+		res = append(res, 0)
+	}
+	plain := JPEG(w, h)
+	out := append([]byte{}, plain[:2]...)
+	out = append(out, jpegSegment(0xE1, append([]byte("http://ns.adobe.com/xap/1.0/\x00"), x...))...)
+	out = append(out, jpegSegment(0xED, append([]byte("Photoshop 3.0\x00"), res...))...)
+	return append(out, plain[2:]...)
+}
