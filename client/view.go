@@ -11,13 +11,23 @@ import (
 // forwards, and its reactions. It is built by applying the entries of each
 // conversation's stream in seq order, as Events delivers them (or as
 // history pages them forward), so a client that was offline converges to
-// exactly the view of one that was online. Safe for concurrent use.
+// exactly the view of one that was online. Older pages (scrolling back)
+// are added with ApplyHistory too. Safe for concurrent use.
 type View struct {
 	me    int64
 	mu    sync.Mutex
 	convs map[int64]map[int64]*MessageView
 	have  map[int64]int64
+	// orphans are the latest changes (at most maxOrphans a conversation)
+	// to messages the view does not hold yet: an older page read before
+	// one of them committed and applied after it arrived shows its
+	// message as it was, and they bring it up to date.
+	orphans map[int64][]Event
 }
+
+// maxOrphans bounds the changes kept per conversation for messages the
+// view does not hold: far more than arrive while a page is on its way.
+const maxOrphans = 1024
 
 // MessageView is one message as the app shows it.
 type MessageView struct {
@@ -38,7 +48,7 @@ type MessageView struct {
 
 // NewView returns an empty view for user me (whose reactions are "Me").
 func NewView(me int64) *View {
-	return &View{me: me, convs: map[int64]map[int64]*MessageView{}, have: map[int64]int64{}}
+	return &View{me: me, convs: map[int64]map[int64]*MessageView{}, have: map[int64]int64{}, orphans: map[int64][]Event{}}
 }
 
 // Apply applies one event; events that are not entries of a stream, and
@@ -54,26 +64,45 @@ func (v *View) Apply(ev Event) {
 		return
 	}
 	v.have[ev.ConversationID] = ev.Seq
-	msgs := v.convs[ev.ConversationID]
-	if msgs == nil {
-		msgs = map[int64]*MessageView{}
-		v.convs[ev.ConversationID] = msgs
-	}
+	msgs := v.messagesOf(ev.ConversationID)
 	if ev.Type == EventMessageNew {
-		m := &MessageView{ConversationID: ev.ConversationID, Seq: ev.Seq, SenderID: ev.SenderID, ClientMsgID: ev.ClientMsgID,
-			Body: ev.Body, CreatedAt: ev.CreatedAt, EditedAt: ev.EditedAt, Recalled: ev.Recalled, ReplyTo: ev.ReplyTo,
-			ForwardedFrom: ev.ForwardedFrom}
-		if m.Recalled {
-			m.Body = ""
-		}
-		msgs[ev.Seq] = m
+		msgs[ev.Seq] = newMessageView(ev)
 		return
 	}
 	m := msgs[ev.TargetSeq]
-	if m == nil || m.Recalled {
-		// A message the view never saw (before its first position), or one
-		// taken back: nothing of it to change.
+	if m == nil {
+		// A message the view does not hold (older than what it was
+		// given): kept for an older page that brings it.
+		o := append(v.orphans[ev.ConversationID], ev)
+		v.orphans[ev.ConversationID] = o[max(0, len(o)-maxOrphans):]
 		return
+	}
+	v.change(msgs, m, ev)
+}
+
+func (v *View) messagesOf(conv int64) map[int64]*MessageView {
+	msgs := v.convs[conv]
+	if msgs == nil {
+		msgs = map[int64]*MessageView{}
+		v.convs[conv] = msgs
+	}
+	return msgs
+}
+
+func newMessageView(ev Event) *MessageView {
+	m := &MessageView{ConversationID: ev.ConversationID, Seq: ev.Seq, SenderID: ev.SenderID, ClientMsgID: ev.ClientMsgID,
+		Body: ev.Body, CreatedAt: ev.CreatedAt, EditedAt: ev.EditedAt, Recalled: ev.Recalled, ReplyTo: ev.ReplyTo,
+		ForwardedFrom: ev.ForwardedFrom}
+	if m.Recalled {
+		m.Body = ""
+	}
+	return m
+}
+
+// change applies an edit, a recall or a reaction to message m.
+func (v *View) change(msgs map[int64]*MessageView, m *MessageView, ev Event) {
+	if m.Recalled {
+		return // taken back: nothing of it to change
 	}
 	switch ev.Type {
 	case EventMessageEdited:
@@ -134,10 +163,19 @@ func snippet(body string) string {
 	return body
 }
 
-// ApplyHistory applies entries read from history, ascending by seq (a
-// page forward from the view's position).
+// ApplyHistory applies entries read from history, ascending by seq: a
+// page forward from the view's position, or an older page (scrolling
+// back), whose messages the view does not hold yet are added as history
+// shows them now, with the changes that arrived for them meanwhile; the
+// other entries of an older page are in those messages' state already.
 func (v *View) ApplyHistory(ms []Message) {
 	for _, m := range ms {
+		if m.Seq <= v.Position(m.ConversationID) {
+			if m.Kind == KindMessage || m.Kind == "" {
+				v.addOlder(m)
+			}
+			continue
+		}
 		ev := messageEvent(m)
 		if m.Kind == KindMessage || m.Kind == "" {
 			ev.FromHistory = true
@@ -147,6 +185,30 @@ func (v *View) ApplyHistory(ms []Message) {
 		}
 		v.Apply(ev)
 	}
+}
+
+// addOlder adds a message below the view's position that it does not
+// hold, then the changes to it that arrived before it.
+func (v *View) addOlder(m Message) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	msgs := v.messagesOf(m.ConversationID)
+	if msgs[m.Seq] != nil {
+		return
+	}
+	mv := newMessageView(messageEvent(m))
+	if !mv.Recalled {
+		mv.Reactions = slices.Clone(m.Reactions)
+	}
+	msgs[m.Seq] = mv
+	orphans := v.orphans[m.ConversationID]
+	for _, ev := range orphans {
+		if ev.TargetSeq == m.Seq {
+			v.change(msgs, mv, ev)
+		}
+	}
+	v.orphans[m.ConversationID] = slices.DeleteFunc(orphans, func(ev Event) bool { return ev.TargetSeq == m.Seq })
+	v.followReplies(msgs, mv)
 }
 
 // setReactions takes a message's reactions as history reports them now.

@@ -135,3 +135,54 @@ func TestViewFromHistoryEqualsTheViewFromEvents(t *testing.T) {
 		t.Fatalf("from events:\n%+v\nfrom history:\n%+v", a, b)
 	}
 }
+
+// TestViewAddsOlderPagesWithTheChangesThatArrivedMeanwhile: an app opens a
+// conversation at its newest page and scrolls back; the older page's
+// messages join the view as history shows them, entries of that page that
+// are older than the view's position do not undo what the view shows,
+// and a change that arrived live while the older page was on its way
+// (read before the change committed) still shows once the page is
+// applied.
+func TestViewAddsOlderPagesWithTheChangesThatArrivedMeanwhile(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	v := client.NewView(2)
+	// The newest page: seqs 4 and 5, a reply to seq 1.
+	v.ApplyHistory([]client.Message{
+		{ConversationID: 7, Seq: 4, Kind: client.KindMessage, SenderID: 3, Body: "agreed", CreatedAt: at,
+			ReplyTo: &client.ReplyRef{Seq: 1, SenderID: 1, Snippet: "lunch at 12?"}},
+		{ConversationID: 7, Seq: 5, Kind: client.KindMessage, SenderID: 1, Body: "see you", CreatedAt: at},
+	})
+	// Live, while the older page is on its way: seq 1 edited, seq 2
+	// reacted to, by the viewer.
+	v.Apply(client.Event{Type: client.EventMessageEdited, ConversationID: 7, Seq: 6, TargetSeq: 1, SenderID: 1, Body: "lunch at 1?", EditedAt: &at})
+	v.Apply(client.Event{Type: client.EventReactionUpdated, ConversationID: 7, Seq: 7, TargetSeq: 2, UserID: 2, Emoji: "👍", On: true, Count: 2})
+	// The older page, read before seqs 6 and 7: seq 3 is an edit of seq 2
+	// that its message's state already shows.
+	v.ApplyHistory([]client.Message{
+		{ConversationID: 7, Seq: 1, Kind: client.KindMessage, SenderID: 1, Body: "lunch at 12?", CreatedAt: at},
+		{ConversationID: 7, Seq: 2, Kind: client.KindMessage, SenderID: 2, Body: "sure!", CreatedAt: at, EditedAt: &at,
+			Reactions: []client.Reaction{{Emoji: "👍", Count: 1}}},
+		{ConversationID: 7, Seq: 3, Kind: client.KindEdit, TargetSeq: 2, SenderID: 2, Body: "sure", CreatedAt: at},
+	})
+	got := v.Messages(7)
+	if len(got) != 4 {
+		t.Fatalf("%d messages, want 4 (seqs 1, 2, 4, 5): %+v", len(got), got)
+	}
+	if got[0].Seq != 1 || got[0].Body != "lunch at 1?" || got[0].EditedAt == nil {
+		t.Errorf("seq 1: %+v, want the edit that arrived while its page was read", got[0])
+	}
+	if got[1].Seq != 2 || got[1].Body != "sure!" || !reflect.DeepEqual(got[1].Reactions, []client.Reaction{{Emoji: "👍", Count: 2, Me: true}}) {
+		t.Errorf("seq 2: %+v, want its current body and the viewer's reaction", got[1])
+	}
+	if got[2].ReplyTo == nil || got[2].ReplyTo.Snippet != "lunch at 1?" {
+		t.Errorf("the reply's quote: %+v, want the edited text", got[2].ReplyTo)
+	}
+	if v.Position(7) != 7 {
+		t.Errorf("position %d, want 7: an older page does not move it", v.Position(7))
+	}
+	// The same page again changes nothing.
+	v.ApplyHistory([]client.Message{{ConversationID: 7, Seq: 1, Kind: client.KindMessage, SenderID: 1, Body: "lunch at 12?", CreatedAt: at}})
+	if m := v.Messages(7)[0]; m.Body != "lunch at 1?" {
+		t.Errorf("seq 1 after its page came again: %q", m.Body)
+	}
+}
