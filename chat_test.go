@@ -1,6 +1,8 @@
 package chat_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -103,4 +105,28 @@ func FuzzDecodeInboxCursor(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEventJSONKeepsMarkupAsItIs: a body of code or markup travels as it
+// is, not HTML-escaped (\u003c is 6 bytes for 1), so a message of the
+// largest body stays within what a client with a small Maximum Packet
+// Size takes, and the event still decodes to the same body.
+func TestEventJSONKeepsMarkupAsItIs(t *testing.T) {
+	body := "<b>fish & chips</b> -> x > y"
+	b, err := chat.EncodeEvent(chat.Event{Type: chat.EventMessageNew, ConversationID: 7, Seq: 1, SenderID: 1, Body: &body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"body":"<b>fish & chips</b> -> x > y"`)) || bytes.HasSuffix(b, []byte("\n")) {
+		t.Fatalf("event %s: want the body as it is and no trailing newline", b)
+	}
+	var back chat.Event
+	if err := json.Unmarshal(b, &back); err != nil || back.Body == nil || *back.Body != body {
+		t.Fatalf("decoded %+v, %v", back, err)
+	}
+	big := strings.Repeat("<", 16<<10)
+	b, err = chat.EncodeEvent(chat.Event{Type: chat.EventMessageNew, ConversationID: 7, Seq: 2, SenderID: 1, Body: &big})
+	if err != nil || len(b) > len(big)+200 {
+		t.Fatalf("a 16 KiB body of '<' is a %d-byte event (%v)", len(b), err)
+	}
 }

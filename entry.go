@@ -185,7 +185,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	default:
 		j.SenderID, j.Body = m.SenderID, &body
 	}
-	return json.Marshal(j)
+	return EncodeJSON(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.

@@ -1,8 +1,10 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -178,12 +180,36 @@ func (e Event) Slim() Event {
 // EncodeEvent is the one encoder of event JSON: the outbox, Kafka, the
 // MQTT events topic and replayed history all carry what it writes.
 func EncodeEvent(ev Event) ([]byte, error) {
-	b, err := json.Marshal(ev)
+	b, err := EncodeJSON(ev)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}
 	return b, nil
 }
+
+// EncodeJSON is json.Marshal without its HTML escaping: what chatd sends
+// (events, HTTP and RPC answers) is never put into HTML, and escaping made
+// a body of code or markup up to six times larger (\u003c for <, and so
+// for > and &), past a small client's Maximum Packet Size.
+func EncodeJSON(v any) ([]byte, error) {
+	buf := jsonBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 {
+			buf.Reset()
+			jsonBufs.Put(buf)
+		}
+	}()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return bytes.Clone(b[:len(b)-1]), nil // Encode ends it with a newline
+}
+
+// jsonBufs are EncodeJSON's buffers (those up to 64 KiB are kept).
+var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // Ephemeral reports whether ev is never stored: typing and presence reach
 // the clients online now and nobody else.

@@ -54,7 +54,7 @@ func marshalSystem(j entryJSON, m Message) ([]byte, error) {
 	if m.System != nil {
 		s.SystemEntry = *m.System
 	}
-	return json.Marshal(s)
+	return EncodeJSON(s)
 }
 
 func unmarshalSystem(b []byte, m *Message) error {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -248,7 +247,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	h.Set("Content-Type", "application/json")
-	b, err := json.Marshal(v)
+	b, err := chat.EncodeJSON(v)
 	if err != nil {
 		// Cannot happen for this package's types; never send half a
 		// document if it does.

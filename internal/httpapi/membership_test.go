@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"strings"
 	"testing"
 
 	chat "github.com/chatd/chatd"
@@ -91,5 +92,20 @@ func TestMembership(t *testing.T) {
 	}
 	if rr := e.rpc(5, "members.remove", pathf(`{"conversationId":%d,"userId":5}`, g)); rr.status != 204 || rr.code != "" {
 		t.Fatalf("rpc leave: %s", rr.raw)
+	}
+}
+
+// TestAnswersKeepMarkupAsItIs: a body of markup comes back over HTTP and
+// RPC as it was sent, not HTML-escaped (\u003c is six bytes for one).
+func TestAnswersKeepMarkupAsItIs(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	e.sendMsg(1, g, newID(), "<b>fish & chips</b>")
+	want := `"body":"<b>fish & chips</b>"`
+	if r := e.do(2, "GET", pathf("/v1/conversations/%d/messages", g), nil); r.status != 200 || !strings.Contains(string(r.body), want) {
+		t.Errorf("history over HTTP: %d %s, want %s", r.status, r.body, want)
+	}
+	if r := e.rpc(2, "history", pathf(`{"conversationId":%d}`, g)); !strings.Contains(string(r.raw), want) {
+		t.Errorf("history over RPC: %s, want %s", r.raw, want)
 	}
 }

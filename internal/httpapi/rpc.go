@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -83,7 +82,7 @@ func rpcReply(status int, v any) []byte {
 	if v == nil {
 		return []byte(head + "}")
 	}
-	b, err := json.Marshal(v)
+	b, err := chat.EncodeJSON(v)
 	if err != nil || len(b) < 2 || b[0] != '{' {
 		return []byte(`{"status":500,"error":{"code":"internal","message":"internal error"}}`)
 	}
