@@ -68,8 +68,11 @@ func bindEdit(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) e
 	return nil
 }
 
-func bindRecall(_ *API, _ http.ResponseWriter, r *http.Request, p *changeParams) error {
+func bindRecall(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) error {
 	if err := bindTarget(r, p); err != nil {
+		return err
+	}
+	if err := a.bindNoBody(w, r); err != nil {
 		return err
 	}
 	p.ClientMsgID = idempotencyKey(r)

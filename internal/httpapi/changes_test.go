@@ -81,8 +81,8 @@ func TestRecallingARecalledMessageAnswersTheFirstRecallsClientMsgID(t *testing.T
 // no body, and a body with fields (the RPC payload's {"on":false}, say) is
 // 400 like any unknown field, and a non-JSON one 415, instead of being
 // ignored: the request meant to remove the reaction must not set it.
-// POST /v1/uploads/{id}/complete, which takes no body either, refuses one
-// alike; an empty body or {} stays accepted on both.
+// POST /v1/uploads/{id}/complete and DELETE routes, which take no body
+// either, refuse one alike; an empty body or {} stays accepted.
 func TestAReactionPUTWithABodyIsRefusedNotSet(t *testing.T) {
 	e := newEnv(t)
 	g := e.group(1, 2)
@@ -106,4 +106,17 @@ func TestAReactionPUTWithABodyIsRefusedNotSet(t *testing.T) {
 	if r := e.do(2, "POST", complete, `{"size":1}`); r.status != 400 || r.errorCode() != "invalid" {
 		t.Errorf("POST complete with a body: %d %s, want 400 invalid", r.status, r.body)
 	}
+
+	// A DELETE takes none either: a recall with {"clientMsgId"} in its
+	// body (the key goes in the Idempotency-Key header) is refused and
+	// recalls nothing; with no body or {} it recalls.
+	recall := pathf("/v1/conversations/%d/messages/%d", g, m.Seq)
+	if r := e.do(1, "DELETE", recall, map[string]any{"clientMsgId": newID()}); r.status != 400 || r.errorCode() != "invalid" {
+		t.Errorf("DELETE with a body: %d %s, want 400 invalid", r.status, r.body)
+	}
+	e.must(200, 1, "GET", pathf("/v1/conversations/%d/messages", g), nil, &h)
+	if len(h.Messages) != 2 || h.Messages[0].Recalled {
+		t.Fatalf("history after a refused DELETE: %+v, want the message not recalled", h.Messages)
+	}
+	e.must(200, 1, "DELETE", recall, `{}`, nil)
 }

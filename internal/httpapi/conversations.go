@@ -103,8 +103,11 @@ func addMember(a *API, ctx context.Context, user int64, p addParams) (int, any, 
 	return createdReply(a.svc.AddMemberAs(ctx, p.ConversationID, user, p.UserID, p.Role))
 }
 
-func bindRemoveMember(_ *API, _ http.ResponseWriter, r *http.Request, p *memberParams) error {
-	return pathConversationAnd(r, &p.ConversationID, "userId", &p.UserID)
+func bindRemoveMember(a *API, w http.ResponseWriter, r *http.Request, p *memberParams) error {
+	if err := pathConversationAnd(r, &p.ConversationID, "userId", &p.UserID); err != nil {
+		return err
+	}
+	return a.bindNoBody(w, r)
 }
 
 // removeMember removes a member (owner/admin) or lets the caller leave.

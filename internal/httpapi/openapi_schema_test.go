@@ -269,8 +269,8 @@ func TestOpenAPIAnswersMatchTheSpec(t *testing.T) {
 // missing token (401), an unknown query parameter (400) and, when it takes a
 // body, one over the size limit (413) and one that is not JSON (415); the
 // spec must list each of those answers for each operation, so a generated
-// client knows their shape. A PUT or POST that takes no body refuses one
-// alike.
+// client knows their shape. A PUT, POST or DELETE that takes no body
+// refuses one alike.
 func TestOpenAPIListsTheRefusalsEveryRouteGives(t *testing.T) {
 	doc := loadSchemaDoc(t)
 	e := newEnv(t)
@@ -285,8 +285,9 @@ func TestOpenAPIListsTheRefusalsEveryRouteGives(t *testing.T) {
 		doc.check(t, r.Method, r.Path, res.status, res.body)
 		res = e.do(owner, r.Method, path+"?unknown=1", nil)
 		doc.check(t, r.Method, r.Path, res.status, res.body)
-		// A PUT or POST without a JSON body still reads one, to refuse it.
-		bodyless := (r.Method == "PUT" || r.Method == "POST") && r.Path != "/v1/uploads/{id}"
+		// A PUT, POST or DELETE without a JSON body still reads one, to
+		// refuse it.
+		bodyless := (r.Method == "PUT" || r.Method == "POST" || r.Method == "DELETE") && r.Path != "/v1/uploads/{id}"
 		if !doc.takesBody(r.Method, r.Path) && !bodyless {
 			continue
 		}

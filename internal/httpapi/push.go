@@ -57,10 +57,12 @@ type deviceIDParams struct {
 	ID int64 `json:"id"`
 }
 
-func bindDeviceID(_ *API, _ http.ResponseWriter, r *http.Request, p *deviceIDParams) error {
+func bindDeviceID(a *API, w http.ResponseWriter, r *http.Request, p *deviceIDParams) error {
 	var err error
-	p.ID, err = pathID(r, "id", "id")
-	return err
+	if p.ID, err = pathID(r, "id", "id"); err != nil {
+		return err
+	}
+	return a.bindNoBody(w, r)
 }
 
 func deleteDevice(a *API, ctx context.Context, user int64, p deviceIDParams) (int, any, error) {

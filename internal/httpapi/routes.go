@@ -196,13 +196,15 @@ func (a *API) bindBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeStrict(b, v, false)
 }
 
-// bindNoBody refuses a body on a PUT or POST route that takes none: empty
-// or {} is accepted (many clients always send one), anything else is
-// refused as an unknown field or media type would be, so that a body is
-// never silently ignored (PUT .../reactions/{emoji} with {"on":false}
-// must not set the reaction).
+// bindNoBody refuses a body on a PUT, POST or DELETE route that takes
+// none: empty or {} is accepted (many clients always send one), anything
+// else is refused as an unknown field or media type would be, so that a
+// body is never silently ignored (PUT .../reactions/{emoji} with
+// {"on":false} must not set the reaction; a DELETE of a message with
+// {"clientMsgId"} would not be the idempotent request its sender meant:
+// the key goes in the Idempotency-Key header).
 func (a *API) bindNoBody(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return nil
 	}
 	b, err := a.readBody(w, r)
