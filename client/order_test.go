@@ -11,6 +11,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/server"
 )
 
 // Messages typed while offline are stored in the order they were typed,
@@ -26,12 +27,7 @@ func TestSendsQueuedWhileOfflineAreStoredInTheOrderTheyWereQueued(t *testing.T) 
 			a := connect(t, testConfig(t, broker, 1))
 			conv := direct(t, a, 2)
 			other := direct(t, a, 3)
-			px := newProxy(t, srv.MQTTAddr())
-			cfg := testConfig(t, px.URL(), 1)
-			cfg.SessionDir = t.TempDir()
-			c := connect(t, cfg)
-			px.Cut()
-			testkit.WaitFor(t, 10*time.Second, "the client to go offline", func() bool { return !c.Connected() })
+			c, px, cfg := offlineClient(t, srv)
 			const n = 20
 			for i := range n {
 				for _, id := range []int64{conv, other} {
@@ -81,12 +77,7 @@ func TestSendsQueuedWhileOfflineAreStoredInTheOrderTheyWereQueued(t *testing.T) 
 // client again.
 func TestAChangeTooLargeForTheJournalIsRefusedAndTheSessionDirStaysUsable(t *testing.T) {
 	srv, _ := nodeOn(t, pgtest.NewDB(t))
-	px := newProxy(t, srv.MQTTAddr())
-	cfg := testConfig(t, px.URL(), 1)
-	cfg.SessionDir = t.TempDir()
-	c := connect(t, cfg)
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "the client to go offline", func() bool { return !c.Connected() })
+	c, px, cfg := offlineClient(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	_, err := c.Send(ctx, 1, strings.Repeat("<", 3<<20)) // 18 MiB as JSON
 	cancel()
@@ -100,4 +91,17 @@ func TestAChangeTooLargeForTheJournalIsRefusedAndTheSessionDirStaysUsable(t *tes
 		t.Fatalf("New on the same SessionDir: %v", err)
 	}
 	closeClient(t, again)
+}
+
+// offlineClient connects user 1 with a SessionDir (in cfg) through a
+// proxy to srv and cuts the proxy: the client is offline when it returns.
+func offlineClient(t *testing.T, srv *server.Server) (c *client.Client, px *proxy, cfg client.Config) {
+	t.Helper()
+	px = newProxy(t, srv.MQTTAddr())
+	cfg = testConfig(t, px.URL(), 1)
+	cfg.SessionDir = t.TempDir()
+	c = connect(t, cfg)
+	px.Cut()
+	testkit.WaitFor(t, 10*time.Second, "the client to go offline", func() bool { return !c.Connected() })
+	return c, px, cfg
 }

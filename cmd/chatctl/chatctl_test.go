@@ -202,13 +202,7 @@ func TestMigrateEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL cluster")
 	}
-	root, err := os.MkdirTemp("", "chatctl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(root, 0o755) // PostgreSQL runs unprivileged when we are root
-	t.Cleanup(func() { os.RemoveAll(root) })
-	dataDir := filepath.Join(root, "data")
+	dataDir := filepath.Join(openTempDir(t), "data")
 	env := map[string]string{"CHAT_DATA_DIR": dataDir}
 
 	r := mustOK(t, chatctl(t, env, "migrate"))
@@ -431,13 +425,7 @@ func TestConversationErrors(t *testing.T) {
 // Only "migrate" may create the embedded database; the other commands say
 // there is none and what to do.
 func TestCommandsOtherThanMigrateOnADataDirWithoutADatabaseCreateNoneAndSaySo(t *testing.T) {
-	root, err := os.MkdirTemp("", "chatctl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(root, 0o755) // PostgreSQL runs unprivileged when we are root
-	t.Cleanup(func() { os.RemoveAll(root) })
-	dataDir := filepath.Join(root, "typo")
+	dataDir := filepath.Join(openTempDir(t), "typo")
 	env := map[string]string{"CHAT_DATA_DIR": dataDir}
 	for _, args := range [][]string{
 		{"migrate", "status"},
@@ -467,4 +455,19 @@ func TestAMistypedVariableIsWarnedAboutAndTheCommandStillRuns(t *testing.T) {
 	if r = mustOK(t, chatctl(t, map[string]string{"CHAT_JWT_SECRET": secret, "CHAT_CONFIG": ""}, "token", "--user", "7")); r.stderr != "" {
 		t.Errorf("known variables only, yet stderr says:\n%s", r.stderr)
 	}
+}
+
+// openTempDir is a temporary directory others may enter: the embedded
+// PostgreSQL runs as an unprivileged user when the tests run as root.
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	root, err := os.MkdirTemp("", "chatctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	return root
 }
