@@ -119,9 +119,18 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
       assert.equal(open, 0, 'the closed page is gone from the worker\'s clients');
     });
   await closedPageGone();
-  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: pushed });
+  const deliver = () => cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: pushed });
+  await deliver();
+  let tries = 0;
   const shown = await eventually(async () => {
     const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag, data: x.data }))));
+    if (ns.length === 0 && ++tries % 10 === 0) {
+      // On a loaded machine the worker can still count the closed page
+      // among its visible clients when the push arrives, and leave the
+      // push to it: deliver it again (the same tag replaces, never adds).
+      await closedPageGone();
+      await deliver();
+    }
     assert.equal(ns.length, 1, 'one notification');
     return ns[0];
   });
@@ -215,6 +224,33 @@ test('a message recalled while the page is hidden takes away the notification th
   await page.getByTestId('message-body').filter({ hasText: 'Message deleted' }).nth(1).waitFor();
   await page.waitForTimeout(300); // the page's handling of the recall is done
   assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a message edited while the page is hidden shows its new text in the notification the page showed for it', async () => {
+  const me = 67;
+  const peer = 66;
+  const { context, page, shown, errors } = await withNotifications(me);
+  const conv = await hiddenWithConversation(page, me, peer);
+  const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'call me on 555-0100' });
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me on 555-0100', tag: `conv-${conv.id}`, seq: sent.seq }]));
+
+  // The sender took the number out: it must not stay on the screen.
+  await api(peer, 'PATCH', `/v1/conversations/${conv.id}/messages/${sent.seq}`, { clientMsgId: crypto.randomUUID(), body: 'call me' });
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me', tag: `conv-${conv.id}`, seq: sent.seq }]));
+
+  // An edit of an older message leaves the notification of a newer one.
+  const first = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'first' });
+  const second = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'second' });
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]));
+  await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).click();
+  await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
+  await api(peer, 'PATCH', `/v1/conversations/${conv.id}/messages/${first.seq}`, { clientMsgId: crypto.randomUUID(), body: 'first, fixed' });
+  await page.getByTestId('message-body').filter({ hasText: 'first, fixed' }).waitFor();
+  for (const deadline = Date.now() + 500; Date.now() < deadline; ) {
+    assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]);
+  }
   assert.deepEqual(errors, []);
   await context.close();
 });

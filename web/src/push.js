@@ -132,6 +132,7 @@ export function notifyWhileHidden(session, state, uid) {
   session.addEventListener('event', (e) => {
     const ev = e.detail;
     if (ev.type === 'message.recalled') queue = queue.then(() => closeRecalled(ev)).catch(() => {});
+    else if (ev.type === 'message.edited') queue = queue.then(() => showEdited(ev)).catch(() => {});
     else if (ev.type === 'message.new') queue = queue.then(() => show(ev)).catch(() => {});
   });
 
@@ -143,13 +144,29 @@ export function notifyWhileHidden(session, state, uid) {
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     const unread = c ? c.unread : 1;
+    const text = typeof ev.body === 'string' && ev.body !== '';
     await reg.showNotification(c ? conversationTitle(c) : 'New message', {
-      body: typeof ev.body === 'string' && ev.body ? ev.body : unread > 1 ? `${unread} new messages` : 'New message',
+      body: text ? ev.body : unread > 1 ? `${unread} new messages` : 'New message',
       tag: `conv-${ev.conversationId}`,
       renotify: true,
       icon: '/favicon.svg',
-      data: { conversationId: ev.conversationId, seq: ev.seq, url: `/#/c/${ev.conversationId}` },
+      data: { conversationId: ev.conversationId, seq: ev.seq, text, url: `/#/c/${ev.conversationId}` },
     });
+  }
+}
+
+/**
+ * Shows the edited text in the notification that shows the message's text
+ * (silently: it replaces it under the same tag), so that what was fixed
+ * or taken out of it is not left on the screen.
+ */
+async function showEdited(ev) {
+  if (typeof ev.body !== 'string' || ev.body === '') return;
+  const reg = await navigator.serviceWorker.getRegistration();
+  if (!reg) return;
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) {
+    if (!n.data || n.data.seq !== ev.targetSeq || !n.data.text) continue;
+    await reg.showNotification(n.title, { body: ev.body, tag: n.tag, renotify: false, silent: true, icon: n.icon, data: n.data });
   }
 }
 
