@@ -155,7 +155,9 @@
 // else (the decider, the claimer, the workers and the result writer), may
 // be called once, and returns when its context is cancelled, after
 // cancelling sends in flight (their devices are owed again), handing
-// queued claims back and writing the last outcomes. Devices is safe for
+// back the queued claims it still holds (one whose lease ran out in the
+// queue may be another node's claim now: it is left alone) and writing
+// the last outcomes. Devices is safe for
 // concurrent use.
 //
 // # Metrics

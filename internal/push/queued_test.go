@@ -115,3 +115,36 @@ func TestAPushThatOutlivesItsLeaseInTheQueueIsSentOnce(t *testing.T) {
 	}
 	r.quiet("bob", 1, 3*time.Second)
 }
+
+// TestAStoppingNodeHandsBackOnlyTheClaimsItStillHolds: a push waited in a
+// node's queue past its lease (push services that hang kept the one
+// worker busy) and another node claimed it again; when the first node
+// stops, it hands its queued claims back, and must leave that one alone:
+// clearing the other node's lease would let a third claim send it twice.
+func TestAStoppingNodeHandsBackOnlyTheClaimsItStillHolds(t *testing.T) {
+	r := newRig(t)
+	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout = 1, 5*time.Second })
+	r.subscribe(10, "hung")
+	r.ep.Hang("hung", true)
+	r.send(r.direct(1, 10), 1, "to the one whose push service hangs")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 10 AND state = 'sending'`)
+	r.subscribe(2, "bob")
+	r.send(r.direct(1, 2), 1, "hi bob")
+	// Bob's push waits in the queue behind the hanging one.
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 1`)
+	// Its lease ran out and another node claimed it, as the claim does.
+	if _, err := r.pool.Exec(context.Background(), `UPDATE push_job SET attempts = attempts + 1, lease_until = now() + interval '1 minute'
+WHERE user_id = 2`); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	var attempts int
+	var leased bool
+	if err := r.pool.QueryRow(context.Background(), `SELECT attempts, lease_until IS NOT NULL AND lease_until > now() FROM push_job WHERE user_id = 2`).Scan(&attempts, &leased); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 2 || !leased {
+		t.Fatalf("bob's push after the node stopped: attempts %d, leased %v; want the other node's claim (2, true)", attempts, leased)
+	}
+	r.quiet("bob", 0, 0)
+}

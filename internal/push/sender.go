@@ -490,6 +490,7 @@ func (p *Pusher) writeResults(in <-chan result) {
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var (
 		done, shown, gone, released, skipped []int64
+		releasedAttempts                     []int
 		b                                    pgx.Batch
 	)
 	for _, r := range rs {
@@ -497,7 +498,7 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 		switch {
 		case r.lost:
 		case r.release:
-			released = append(released, r.id)
+			released, releasedAttempts = append(released, r.id), append(releasedAttempts, r.attempts)
 		case len(r.retry) > 0:
 			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL,
 not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.after.Seconds())
@@ -545,7 +546,12 @@ WHERE n.id = ANY($1) AND o.conversation_id = n.conversation_id AND o.user_id = n
   AND o.kind = 'message' AND o.state = 'sent' AND o.id < n.id`, shown)
 	}
 	if len(released) > 0 {
-		b.Queue(`UPDATE push_job SET lease_until = NULL, attempts = attempts - 1 WHERE id = ANY($1)`, released)
+		// Only the claims this node still holds: one whose lease ran out
+		// while it waited in the queue may be another claim's now (its
+		// attempts moved on), which must keep its lease and count.
+		b.Queue(`UPDATE push_job p SET lease_until = NULL, attempts = p.attempts - 1
+FROM unnest($1::bigint[], $2::int[]) AS r(id, attempts)
+WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, released, releasedAttempts)
 	}
 	return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, &b).Close()
