@@ -17,7 +17,10 @@
 //     24 hours, signed with Options.Secret, only when Options.Dev is true:
 //     it lets anyone become anyone, which is what a local demo needs and
 //     nothing else may have. Without Dev the route does not exist (404), and
-//     the page shows only the "paste a token" sign-in.
+//     the page shows only the "paste a token" sign-in. With Dev it answers
+//     requests addressed by IP or to localhost only (403 otherwise): a page
+//     of another name pointed at the developer's machine (DNS rebinding)
+//     would be same-origin with it.
 //   - The page learns whether dev mode is on from a data-dev attribute that
 //     Register writes into index.html once, at start-up.
 //

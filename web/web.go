@@ -11,7 +11,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
@@ -178,6 +180,11 @@ type devTokenRequest struct {
 func devToken(secret []byte, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
+		if !addressedLocally(r.Host) {
+			writeJSONError(w, http.StatusForbidden, "forbidden",
+				"the dev sign-in answers requests to localhost or an IP address only: open the page at http://127.0.0.1:<port>/")
+			return
+		}
 		if ct := r.Header.Get("Content-Type"); ct != "" {
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 				writeJSONError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json")
@@ -201,6 +208,23 @@ func devToken(secret []byte, log *slog.Logger) http.Handler {
 		log.Info("dev token minted", "user", req.UserID)
 		writeJSON(w, http.StatusOK, map[string]string{"token": tok})
 	})
+}
+
+// addressedLocally says a request's Host is an IP address or a localhost
+// name. A page of another name that its owner points at this address
+// (DNS rebinding) is same-origin with it, so it could otherwise mint a
+// token for anyone from the browser of whoever runs a dev chatd; an IP
+// address or localhost cannot be such a page's name.
+func addressedLocally(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	host = strings.ToLower(host)
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -36,10 +36,15 @@ func newMux(t *testing.T, dev bool) *http.ServeMux {
 
 func do(mux http.Handler, method, target, ctype, body string, hdr ...string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req.Host = "127.0.0.1:8080" // as a browser on the machine addresses it
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	rec := httptest.NewRecorder()
@@ -160,6 +165,25 @@ func TestDevTokenOnlyInDevMode(t *testing.T) {
 	}
 	if rec := do(on, http.MethodGet, "/dev/token", "", ""); rec.Code == http.StatusOK {
 		t.Errorf("GET /dev/token: 200, want it refused")
+	}
+}
+
+// TestDevTokenIsRefusedToAPageOfAnotherName: a page at a name its owner
+// points at the developer's machine (DNS rebinding) is same-origin with
+// the dev chatd there and could mint itself a token for any user; the
+// dev sign-in answers requests addressed by IP or as localhost only.
+func TestDevTokenIsRefusedToAPageOfAnotherName(t *testing.T) {
+	on := newMux(t, true)
+	for _, host := range []string{"rebind.example:8080", "rebind.example", "127.0.0.1.nip.io:8080", "localhost.example:8080"} {
+		rec := do(on, http.MethodPost, "/dev/token", "application/json", `{"userId":1}`, "Host", host)
+		if rec.Code != http.StatusForbidden || strings.Contains(rec.Body.String(), "token\":") {
+			t.Errorf("POST /dev/token to %s: %d %s, want 403 and no token", host, rec.Code, rec.Body)
+		}
+	}
+	for _, host := range []string{"127.0.0.1:8080", "localhost:8080", "LOCALHOST", "app.localhost:8080", "[::1]:8080", "192.168.1.20:8080", "10.0.0.5"} {
+		if rec := do(on, http.MethodPost, "/dev/token", "application/json", `{"userId":1}`, "Host", host); rec.Code != http.StatusOK {
+			t.Errorf("POST /dev/token to %s: %d %s, want 200", host, rec.Code, rec.Body)
+		}
 	}
 }
 
