@@ -66,7 +66,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, Server: srv}
 	if cfg.MQTTAddr != "" {
 		b.tcp = NewTCPListener("tcp", cfg.MQTTAddr, cfg.TLS, cfg.Logger.With("component", "mqtt"))
-		b.tcp.wrap, b.tcp.ended = cfg.WrapListener, cfg.Hook.ConnectionEnded
+		b.tcp.wrap, b.tcp.ended, b.tcp.clients = cfg.WrapListener, cfg.Hook.ConnectionEnded, &srv.Listeners.ClientsWg
 		if err := srv.AddListener(b.tcp); err != nil {
 			return nil, fmt.Errorf("listen mqtt on %s: %w", cfg.MQTTAddr, err)
 		}
@@ -75,7 +75,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.ws = NewWSListener("ws", cfg.AllowedOrigins, cfg.Logger)
-	b.ws.ended, b.ws.trusted = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted
+	b.ws.ended, b.ws.trusted, b.ws.clients = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &srv.Listeners.ClientsWg
 	if err := srv.AddListener(b.ws); err != nil {
 		return nil, fmt.Errorf("add websocket listener: %w", err)
 	}

@@ -2,8 +2,15 @@ package broker
 
 import (
 	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 )
 
@@ -43,5 +50,60 @@ func TestClosedTCPListenerDoesNotBindAgain(t *testing.T) {
 	l.Close(func(string) {})
 	if err := l.Init(log); err == nil {
 		t.Fatal("Init after Close bound a socket")
+	}
+}
+
+// TestClientsConnectingWhileTheServerClosesAreCountedFirst: mochi counts
+// each connection it attaches in Listeners.ClientsWg and Server.Close
+// waits on it; a connection arriving while the server closes made that
+// count start from zero concurrently with the Wait (a misuse of
+// sync.WaitGroup the race detector reports; seen in CI when a client
+// reconnected as a test's node shut down). Run with -race.
+func TestClientsConnectingWhileTheServerClosesAreCountedFirst(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for range 20 {
+		srv := mqtt.New(&mqtt.Options{Logger: log})
+		if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+			t.Fatal(err)
+		}
+		l := NewTCPListener("t", "127.0.0.1:0", nil, log)
+		l.clients = &srv.Listeners.ClientsWg
+		if err := srv.AddListener(l); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Serve(); err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Address()
+		var dials atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if c, err := net.Dial("tcp", addr); err == nil {
+						dials.Add(1)
+						_ = c.Close()
+					}
+				}
+			}()
+		}
+		for deadline := time.Now().Add(5 * time.Second); dials.Load() < 50; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections in 5 s", dials.Load())
+			}
+			runtime.Gosched()
+		}
+		l.Close(func(string) {})
+		_ = srv.Close()
+		close(stop)
+		wg.Wait()
 	}
 }

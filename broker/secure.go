@@ -19,14 +19,14 @@ func (b *Broker) addSecure() error {
 			return errors.New("listen mqtts: no TLS configuration")
 		}
 		b.tcps = NewTCPListener("tls", cfg.MQTTSAddr, cfg.MQTTSTLS, cfg.Logger.With("component", "mqtt"))
-		b.tcps.wrap, b.tcps.ended = cfg.WrapListener, cfg.Hook.ConnectionEnded
+		b.tcps.wrap, b.tcps.ended, b.tcps.clients = cfg.WrapListener, cfg.Hook.ConnectionEnded, &b.Server.Listeners.ClientsWg
 		if err := b.Server.AddListener(b.tcps); err != nil {
 			return fmt.Errorf("listen mqtts on %s: %w", cfg.MQTTSAddr, err)
 		}
 	}
 	if cfg.SecureWS {
 		b.wss = NewWSListener("wss", cfg.AllowedOrigins, cfg.Logger)
-		b.wss.ended, b.wss.trusted = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted
+		b.wss.ended, b.wss.trusted, b.wss.clients = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &b.Server.Listeners.ClientsWg
 		if err := b.Server.AddListener(b.wss); err != nil {
 			return fmt.Errorf("add secure websocket listener: %w", err)
 		}

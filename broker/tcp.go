@@ -25,10 +25,39 @@ type TCPListener struct {
 	log      *slog.Logger
 	wrap     func(net.Listener) net.Listener // under TLS: PROXY protocol
 	ended    func(net.Conn)                  // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
+	// clients is mochi's Listeners.ClientsWg (nil: not counted). mochi
+	// adds each connection it attaches to it, and Server.Close waits on
+	// it: an Add from zero racing that Wait misuses the WaitGroup (the
+	// race detector reports it when a client connects during shutdown).
+	// So a connection is counted here first, under mu and only while the
+	// listener is open: mochi's own Add then never starts from zero, and
+	// none comes after Close.
+	clients *sync.WaitGroup
 
 	mu     sync.Mutex
 	ln     net.Listener
 	closed bool
+}
+
+// enter counts a connection about to be handed to mochi (see clients);
+// false once the listener is closed.
+func (l *TCPListener) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	if l.clients != nil {
+		l.clients.Add(1)
+	}
+	return true
+}
+
+// leave ends what enter counted.
+func (l *TCPListener) leave() {
+	if l.clients != nil {
+		l.clients.Done()
+	}
 }
 
 // NewTCPListener listens on addr (TLS when cfg is not nil) once Init runs.
@@ -91,7 +120,13 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 				_ = conn.Close()
 				return
 			}
-			if err := establish(l.id, conn); err != nil {
+			if !l.enter() {
+				_ = conn.Close()
+				return
+			}
+			err := establish(l.id, conn)
+			l.leave()
+			if err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
 			if l.ended != nil {

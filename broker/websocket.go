@@ -24,8 +24,9 @@ type WSListener struct {
 	origins  map[string]bool
 	log      *slog.Logger
 	upgrader websocket.Upgrader
-	ended    func(net.Conn) // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
-	trusted  []netip.Prefix // proxies whose X-Forwarded-For is believed (ClientAddr)
+	ended    func(net.Conn)  // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
+	clients  *sync.WaitGroup // mochi's Listeners.ClientsWg: see TCPListener.clients
+	trusted  []netip.Prefix  // proxies whose X-Forwarded-For is believed (ClientAddr)
 
 	mu        sync.Mutex
 	establish listeners.EstablishFn
@@ -101,6 +102,10 @@ func (l *WSListener) Close(closeClients listeners.CloseFn) {
 func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	establish, closed := l.establish, l.closed
+	if establish != nil && !closed && l.clients != nil {
+		l.clients.Add(1) // see TCPListener.clients
+		defer l.clients.Done()
+	}
 	l.mu.Unlock()
 	if establish == nil || closed {
 		http.Error(w, "MQTT over WebSocket is not accepting connections", http.StatusServiceUnavailable)
