@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	chat "github.com/chatd/chatd"
@@ -449,5 +450,91 @@ func TestAUserWhosePushServiceHangsDelaysNoOneElse(t *testing.T) {
 	}
 	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 9`); n != 3 {
 		t.Errorf("user 9 has %d push jobs, want 3 (one per conversation)", n)
+	}
+}
+
+// TestTwoNodesClaimingAtOnceKeepAUsersPushesWithinTheLimit: the limit of
+// a user's pushes in flight holds across nodes. A claim counts what is in
+// flight in its snapshot, so a second node claiming while the first's
+// claim had not committed yet took the limit again (SKIP LOCKED passed
+// over the first's rows to the next ones of the same user).
+func TestTwoNodesClaimingAtOnceKeepAUsersPushesWithinTheLimit(t *testing.T) {
+	r := newRig(t)
+	r.subscribe(9, "nine")
+	var convs []int64
+	for i := range 8 {
+		c := r.group(8, 9)
+		r.send(c, 8, fmt.Sprintf("message %d", i))
+		convs = append(convs, c)
+	}
+	ctx := context.Background()
+	node1, err := push.New(r.cfg) // UserInFlight 4 by default
+	if err != nil {
+		t.Fatal(err)
+	}
+	node2, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Decided once the messages are Delay old (no node runs here).
+	deadline := time.Now().Add(5 * time.Second)
+	for r.count(`SELECT count(*) FROM push_job WHERE user_id = 9 AND state = 'pending'`) < 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("user 9's 8 pushes were not decided:\n%s", dumpJobs(r))
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			_, err := push.DecideInTx(ctx, node1, tx, convs)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.pool.Exec(ctx, `UPDATE push_job SET not_before = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+
+	tx1, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	first, err := push.ClaimInTx(ctx, node1, tx1, 4) // a queue with room for 4
+	if err != nil || len(first) != 4 {
+		t.Fatalf("the first node claimed %v (%v), want 4 pushes", first, err)
+	}
+	type claimed struct {
+		ids []int64
+		err error
+	}
+	second := make(chan claimed, 1)
+	go func() {
+		var ids []int64
+		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			var err error
+			ids, err = push.ClaimInTx(ctx, node2, tx, 100)
+			return err
+		})
+		second <- claimed{ids, err}
+	}()
+	// The second claim runs while the first has not committed yet.
+	var res claimed
+	done := false
+	select {
+	case res = <-second:
+		done = true
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !done {
+		res = <-second
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 9 AND state = 'sending' AND lease_until >= now()`); n != 4 {
+		t.Fatalf("%d pushes of user 9 in flight after two nodes claimed at once, want UserInFlight = 4:\n%s", n, dumpJobs(r))
 	}
 }

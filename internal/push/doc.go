@@ -133,9 +133,10 @@
 // once more per crash. A push service that hangs holds one worker for at
 // most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a
-// user at the limit; two nodes claiming in the same instant may each
-// take up to it), so a user whose devices' push services never answer
-// delays nobody else; sends and deliveries never wait for push.
+// user at the limit, and claims take turns across nodes under an
+// advisory lock, so each counts what the others claimed), so a user
+// whose devices' push services never answer delays nobody else; sends and
+// deliveries never wait for push.
 //
 // # Payload
 //

@@ -319,11 +319,34 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	if !due {
 		return nil, nil
 	}
-	jobs, err := p.readJobs(ctx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight)
+	var jobs []*job
+	err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+		var err error
+		jobs, err = p.claimInTx(ctx, tx, n, lease)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim pushes: %w", err)
 	}
 	return jobs, nil
+}
+
+// claimLockSQL serialises claims across nodes until the claim's
+// transaction ends: claimSQL counts a user's pushes in flight and a
+// pair's leased job in its snapshot, so two claims at once (SKIP LOCKED
+// passing over each other's rows) could each take a user's UserInFlight,
+// or two removes of one pair. Taken first, it makes the claim's snapshot
+// (a new one per statement) include every claim before it. A claim is one
+// statement, run only when a job is due: nodes wait on each other for
+// milliseconds.
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('chat.push.claim', 0))`
+
+// claimInTx runs claimSQL in tx under claimLockSQL.
+func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration) ([]*job, error) {
+	if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
+		return nil, fmt.Errorf("take the claim lock: %w", err)
+	}
+	return p.readJobs(ctx, tx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight)
 }
 
 // recheck reads claimed job j again (recheckSQL): nil when the claim is
@@ -331,16 +354,21 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 func (p *Pusher) recheck(ctx context.Context, j *job) (*job, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	jobs, err := p.readJobs(ctx, recheckSQL, j.id, j.attempts, p.lease().Seconds())
+	jobs, err := p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.attempts, p.lease().Seconds())
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
 	return jobs[0], nil
 }
 
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // readJobs runs a statement answering readJobSQL's rows.
-func (p *Pusher) readJobs(ctx context.Context, sql string, args ...any) ([]*job, error) {
-	rows, err := p.cfg.Pool.Query(ctx, sql, args...)
+func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...any) ([]*job, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
