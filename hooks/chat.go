@@ -25,10 +25,11 @@ type Config struct {
 	Service  *chat.Service
 	Sessions chat.SessionStore
 	Hub      chat.Delivery
-	// Verify turns a CONNECT password (a JWT) into a user id, and says
-	// until when the token is accepted: the connection ends then
-	// (tokenexpiry.go).
-	Verify func(token string) (user int64, until time.Time, err error)
+	// Verify turns a CONNECT password (a JWT) into a user id, says when
+	// the token was issued (its iat, zero when it has none: revocation
+	// refuses by it, tokenrevoke.go) and until when it is accepted: the
+	// connection ends then (tokenexpiry.go).
+	Verify func(token string) (user int64, issuedAt, until time.Time, err error)
 	// PeerUser, if set, names the user of a connection authenticated by
 	// its transport (a verified TLS client certificate): presented is
 	// false when the connection carries no such identity, and the JWT
@@ -92,6 +93,8 @@ type Chat struct {
 	// (newToken).
 	tokenPrefix string
 	connSeq     atomic.Uint64
+
+	revoked revocations // token revocations announced lately (tokenrevoke.go)
 }
 
 type clientInfo struct {
@@ -108,6 +111,11 @@ type clientInfo struct {
 	// the connection's own goroutine only (tokenexpiry.go).
 	authUntil time.Time
 	authEnd   *time.Timer
+	// byToken: authenticated by a JWT (not a client certificate), issued
+	// at issuedAt (zero: no iat); a revocation of the user's tokens ends
+	// the connection (tokenrevoke.go).
+	byToken  bool
+	issuedAt time.Time
 }
 
 // New returns the hook; call Attach with the server before serving.
@@ -275,10 +283,11 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if !h.awaitTurn() {
 		return h.refuse(cl, busyCode(cl), "busy", 0)
 	}
-	userID, authUntil, err := h.authenticate(cl, pk)
+	cred, err := h.authenticate(cl, pk)
 	if err != nil {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
 	}
+	userID := cred.user
 	if u := pk.Connect.Username; len(u) > 0 && string(u) != strconv.FormatInt(userID, 10) {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "username_mismatch", userID)
 	}
@@ -297,6 +306,15 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	persistent, expiry, capped := persistentSession(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
+	if cred.byToken {
+		// Before the session opens: a revoked token takes nothing over.
+		if err := h.cfg.Service.CheckToken(ctx, userID, cred.issuedAt); errors.Is(err, chat.ErrTokenRevoked) {
+			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
+		} else if err != nil {
+			h.cfg.Logger.Warn("check token revocation failed", "client", cl.ID, "user", userID, "err", err)
+			return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
+		}
+	}
 	if !h.takeConnSlot(ctx, cl, userID) {
 		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
 	}
@@ -313,7 +331,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	ci := &clientInfo{userID: userID, persistent: persistent,
 		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()),
 		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token,
-		authUntil: authUntil}
+		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt}
 	if persistent {
 		hidePersistence(cl)
 	}
@@ -342,6 +360,10 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	}
 	ci := h.info(cl)
 	if ci == nil {
+		return
+	}
+	if h.revokedMeanwhile(ci) {
+		h.endRevoked(cl, ci)
 		return
 	}
 	ci.established.Store(true)

@@ -13,6 +13,9 @@ type Metrics struct {
 	// TakenOver counts the connections closed because a connection on
 	// another node took their session over.
 	TakenOver prometheus.Counter
+	// TokenRevoked counts the connections closed because their user
+	// revoked the token they were authenticated with.
+	TokenRevoked prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -27,9 +30,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
 		TakenOver: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_taken_over_total",
 			Help: "MQTT connections closed (v5: DISCONNECT 0x8E) because a connection on another node took their session over."}),
+		TokenRevoked: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_token_revoked_total",
+			Help: "MQTT connections closed (v5: DISCONNECT 0x87) because their user revoked the token they were authenticated with."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency, m.TakenOver)
+		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency, m.TakenOver, m.TokenRevoked)
 	}
 	return m
 }

@@ -7,16 +7,26 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
+// credential is who a connection authenticated as.
+type credential struct {
+	user int64
+	// until is when the identity stops being accepted (the JWT's, the
+	// certificate's expiry; zero: never).
+	until time.Time
+	// byToken: a JWT, issued at issuedAt (zero: no iat claim).
+	byToken  bool
+	issuedAt time.Time
+}
+
 // authenticate returns the connecting user: the one the connection's
 // transport identity names (mTLS), else the one of the JWT password. A
 // transport identity replaces the password, which is then not looked at.
-// until is when the identity stops being accepted (the JWT's, the
-// certificate's expiry).
-func (h *Chat) authenticate(cl *mqtt.Client, pk packets.Packet) (user int64, until time.Time, err error) {
+func (h *Chat) authenticate(cl *mqtt.Client, pk packets.Packet) (credential, error) {
 	if h.cfg.PeerUser != nil && cl.Net.Conn != nil {
 		if id, until, presented, err := h.cfg.PeerUser(cl.Net.Conn); presented {
-			return id, until, err
+			return credential{user: id, until: until}, err
 		}
 	}
-	return h.cfg.Verify(string(pk.Connect.Password))
+	id, issued, until, err := h.cfg.Verify(string(pk.Connect.Password))
+	return credential{user: id, until: until, byToken: true, issuedAt: issued}, err
 }

@@ -134,7 +134,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 		return nil, err
 	}
 
-	api := httpapi.New(s.Service, verifier.Verify, func(ctx context.Context) error { return s.Pool.Ping(ctx) }, log.With("component", "http"),
+	api := httpapi.New(s.Service, verifier.VerifyIssuedAt, func(ctx context.Context) error { return s.Pool.Ping(ctx) }, log.With("component", "http"),
 		httpapi.WithTracer(s.tracer))
 	s.api = api
 	if err := s.prepareConsumer(ctx, st, appName); err != nil {
@@ -213,7 +213,7 @@ func (s *Server) startBroker(st config.Settings, api *httpapi.API, verifier *aut
 		Service:     s.Service,
 		Sessions:    s.sessions,
 		Hub:         s.Hub,
-		Verify:      verifier.VerifyUntil,
+		Verify:      verifier.VerifyIssued,
 		PeerUser:    s.peerUser(),
 		RPC:         api.RPC,
 		Presence:    s.Presence,
@@ -300,11 +300,13 @@ func (s *Server) startBackground(ctx context.Context, st config.Settings, appNam
 			return s.store.RunSearchMaintenance(ctx, searchMaintenanceInterval, s.log.With("component", "search-maintenance"))
 		})
 	runners = append(runners, s.push.Run)
-	if !s.noTakeoverWatch {
-		runners = append(runners, func(ctx context.Context) error {
-			return s.sessions.WatchTakeovers(ctx, hook.SessionTakenOver, s.log.With("component", "takeovers"))
-		})
+	notices := store.Notices{TakenOver: hook.SessionTakenOver, TokensRevoked: hook.TokensRevoked}
+	if s.noTakeoverWatch {
+		notices.TakenOver = nil
 	}
+	runners = append(runners, func(ctx context.Context) error {
+		return s.sessions.Watch(ctx, notices, s.log.With("component", "notices"))
+	})
 	go s.background(bgCtx, s.sessions, runners)
 	return nil
 }

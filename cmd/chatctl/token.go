@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/auth"
 )
@@ -62,4 +63,26 @@ func (a *app) jwtSecret(explicit, dataDir string) ([]byte, error) {
 		return nil, fmt.Errorf("no JWT secret: %s does not exist; start chatd once with this data dir (it creates the file), pass --data-dir, or give --secret / CHAT_JWT_SECRET", auth.SecretPath(dataDir))
 	}
 	return secret, err
+}
+
+func runRevokeTokens(ctx context.Context, a *app, args []string) error {
+	fs := newFlags("revoke-tokens", "revoke-tokens --user N [--database-url URL] [--data-dir DIR]",
+		"Sign user N out everywhere: every token of theirs issued until now (up to the\nnext whole second) is refused from now on, for HTTP and MQTT, and every node\ncloses the MQTT connections one authenticated. Tokens issued afterwards work.\nThe same as the user's own POST /v1/me/tokens/revoke.",
+		"chatctl revoke-tokens --user 42 --database-url postgres://chat:PASSWORD@localhost:5432/chat")
+	user := fs.Int64("user", 0, "user id whose tokens to revoke")
+	db := addDBFlags(fs)
+	if err := parse(a, fs, args); err != nil {
+		return err
+	}
+	if err := requireID(fs, "user", *user, "the user id whose tokens to revoke"); err != nil {
+		return err
+	}
+	return a.withService(ctx, db, func(svc *chat.Service) error {
+		r, err := svc.RevokeTokens(ctx, *user)
+		if err != nil {
+			return fmt.Errorf("revoke-tokens: %w", err)
+		}
+		fmt.Fprintf(a.stdout, "tokens of user %d issued before %s are refused; their connections are being closed\n", *user, r.RevokedBefore.Format(time.RFC3339))
+		return nil
+	})
 }

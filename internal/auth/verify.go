@@ -176,19 +176,37 @@ func (v *Verifier) Verify(token string) (userID int64, err error) {
 // its exp plus Leeway, the instant from which Verify refuses it. A
 // connection authenticated by the token must not outlive it.
 func (v *Verifier) VerifyUntil(token string) (userID int64, until time.Time, err error) {
-	userID, exp, err := v.verify(token)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	return userID, exp.Add(Leeway), nil
+	userID, _, until, err = v.VerifyIssued(token)
+	return userID, until, err
 }
 
-func (v *Verifier) verify(token string) (userID int64, exp time.Time, err error) {
+// VerifyIssued is VerifyUntil that also returns when the token was issued:
+// its iat claim, zero when it has none. Revoking a user's tokens refuses
+// those issued before an instant (chat.TokenRevoked).
+func (v *Verifier) VerifyIssued(token string) (userID int64, issuedAt, until time.Time, err error) {
+	userID, c, err := v.verify(token)
+	if err != nil {
+		return 0, time.Time{}, time.Time{}, err
+	}
+	if c.IssuedAt != nil {
+		issuedAt = c.IssuedAt.Time
+	}
+	return userID, issuedAt, c.ExpiresAt.Add(Leeway), nil
+}
+
+// VerifyIssuedAt is Verify that also returns the token's iat (zero when
+// it has none), for a caller that checks revocations (the HTTP API).
+func (v *Verifier) VerifyIssuedAt(token string) (userID int64, issuedAt time.Time, err error) {
+	userID, issuedAt, _, err = v.VerifyIssued(token)
+	return userID, issuedAt, err
+}
+
+func (v *Verifier) verify(token string) (userID int64, c *claimSet, err error) {
 	if len(token) > MaxTokenBytes {
-		return 0, exp, invalid(ErrTooLarge)
+		return 0, nil, invalid(ErrTooLarge)
 	}
 	if len(v.methods) == 0 {
-		return 0, exp, invalid(ErrAlgorithm)
+		return 0, nil, invalid(ErrAlgorithm)
 	}
 	p := jwt.NewParser(
 		jwt.WithValidMethods(v.methods),
@@ -198,22 +216,25 @@ func (v *Verifier) verify(token string) (userID int64, exp time.Time, err error)
 		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(v.now),
 	)
-	claims := claimSet{userClaim: v.userClaim}
-	t, err := p.ParseWithClaims(token, &claims, v.keyFor)
+	claims := &claimSet{userClaim: v.userClaim}
+	t, err := p.ParseWithClaims(token, claims, v.keyFor)
 	if err != nil {
-		return 0, exp, invalid(reason(err))
+		return 0, nil, invalid(reason(err))
 	}
-	exp = claims.ExpiresAt.Time // required: the parser refused a token without it
+	// exp is set: the parser refused a token without it.
 	if t.Method == jwt.SigningMethodHS256 {
 		// chatd's own tokens (chatctl, the dev sign-in): sub, no iss/aud.
 		id, ok := ParseUserID(claims.Subject)
 		if !ok {
-			return 0, exp, invalid(ErrSubject)
+			return 0, nil, invalid(ErrSubject)
 		}
-		return id, exp, nil
+		return id, claims, nil
 	}
-	id, err := v.providerClaims(&claims)
-	return id, exp, err
+	id, err := v.providerClaims(claims)
+	if err != nil {
+		return 0, nil, err
+	}
+	return id, claims, nil
 }
 
 // reason maps a jwt error to one of our reason sentinels, dropping the

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 // API serves the HTTP routes and the RPC methods over one chat.Service.
 type API struct {
 	svc    *chat.Service
-	verify func(token string) (int64, error)
+	verify func(token string) (user int64, issuedAt time.Time, err error)
 	ready  func(ctx context.Context) error
 	log    *slog.Logger
 	mux    *http.ServeMux
@@ -48,10 +49,12 @@ func WithTracer(t *tracing.Tracer) Option {
 	return func(a *API) { a.tracer = t }
 }
 
-// New builds the API. verify turns a bearer token into a user id (nil
-// rejects every token: fail closed); ready reports whether the database
-// answers (nil means always ready); logger may be nil.
-func New(svc *chat.Service, verify func(token string) (int64, error), ready func(ctx context.Context) error, lg *slog.Logger, opts ...Option) *API {
+// New builds the API. verify turns a bearer token into a user id and
+// when it was issued (its iat, zero when it has none; nil rejects every
+// token: fail closed); a token issued before its user revoked their tokens
+// is refused too. ready reports whether the database answers (nil means
+// always ready); logger may be nil.
+func New(svc *chat.Service, verify func(token string) (user int64, issuedAt time.Time, err error), ready func(ctx context.Context) error, lg *slog.Logger, opts ...Option) *API {
 	a := &API{svc: svc, verify: verify, ready: ready, log: logger(lg), mux: http.NewServeMux(), rpc: map[string]*endpoint{}}
 	for _, o := range opts {
 		o(a)
@@ -173,7 +176,7 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var user int64
 		if !e.public {
-			u, err := a.authenticate(r)
+			u, issued, err := a.authenticate(r)
 			if err != nil {
 				a.writeError(w, r, e.name(), 0, err)
 				return
@@ -183,6 +186,14 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 				info.user = u
 			}
 			if err := a.svc.CheckRate(r.Context(), chat.RateAPI, chat.UserKey(u)); err != nil {
+				a.writeError(w, r, e.name(), u, err)
+				return
+			}
+			// After the rate limit: each check reads the database.
+			if err := a.svc.CheckToken(r.Context(), u, issued); err != nil {
+				if errors.Is(err, chat.ErrTokenRevoked) {
+					err = errUnauthorized(err.Error())
+				}
 				a.writeError(w, r, e.name(), u, err)
 				return
 			}
@@ -217,25 +228,25 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 // authenticate reads "Authorization: Bearer <token>" and verifies it. The
 // reason a token failed is logged at debug only: telling the client would
 // help someone probing for valid tokens.
-func (a *API) authenticate(r *http.Request) (int64, error) {
+func (a *API) authenticate(r *http.Request) (user int64, issuedAt time.Time, err error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return 0, errUnauthorized("missing bearer token")
+		return 0, issuedAt, errUnauthorized("missing bearer token")
 	}
 	scheme, token, _ := strings.Cut(h, " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return 0, errUnauthorized(`the Authorization header must be "Bearer <token>"`)
+		return 0, issuedAt, errUnauthorized(`the Authorization header must be "Bearer <token>"`)
 	}
 	if a.verify == nil {
-		return 0, errUnauthorized("invalid or expired token")
+		return 0, issuedAt, errUnauthorized("invalid or expired token")
 	}
-	uid, err := a.verify(token)
+	uid, issuedAt, err := a.verify(token)
 	if err != nil || uid <= 0 {
 		a.log.DebugContext(r.Context(), "token rejected", "err", err, "user", uid)
-		return 0, errUnauthorized("invalid or expired token")
+		return 0, time.Time{}, errUnauthorized("invalid or expired token")
 	}
-	return uid, nil
+	return uid, issuedAt, nil
 }
 
 // writeJSON encodes v as the response body with status. 204 has no body.

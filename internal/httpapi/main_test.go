@@ -61,7 +61,7 @@ func newEnvWith(t *testing.T, cfg envConfig) *env {
 	}
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	api := httpapi.New(svc, verifier.Verify, ready, logger)
+	api := httpapi.New(svc, verifier.VerifyIssuedAt, ready, logger)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, pool: pool, svc: svc, api: api, srv: srv, secret: secret, logs: logs}

@@ -59,6 +59,12 @@ type BlocksReply struct {
 	Blocked []chat.Block `json:"blocked"`
 }
 
+// revokeTokens: POST /v1/me/tokens/revoke and RPC tokens.revoke sign the
+// caller out everywhere (chat.Service.RevokeTokens).
+func revokeTokens(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {
+	return okReply(a.svc.RevokeTokens(ctx, user))
+}
+
 func listBlocks(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {
 	bs, err := a.svc.Blocks(ctx, user)
 	if err != nil {

@@ -1,0 +1,85 @@
+package hooks
+
+import (
+	"sync"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	chat "github.com/chatd/chatd"
+)
+
+// tokenRevokedReason is the reason string of the DISCONNECT that ends a
+// connection whose token its user revoked.
+const tokenRevokedReason = "the token this connection was authenticated with was revoked: sign in again"
+
+// revocationMemory is how long an announced revocation is remembered for
+// connections that checked the database before it committed and register
+// after it was announced (their CONNECT takes at most the send timeout).
+const revocationMemory = 10 * time.Minute
+
+// revocations are the token revocations announced lately, by user.
+type revocations struct {
+	mu sync.Mutex
+	m  map[int64]revocation
+}
+
+type revocation struct {
+	before time.Time // tokens issued before it are refused
+	heard  time.Time // when it was announced
+}
+
+// TokensRevoked ends this node's connections authenticated by a token of
+// userID issued before before (chat.TokenStore.RevokeTokens, announced to
+// every node: store.Sessions.Watch). MQTT 5 clients get DISCONNECT 0x87
+// not authorized with a reason string, 3.1.1 ones a close; a CONNECT with
+// such a token is refused as a bad token. It must not block: the
+// disconnects run on goroutines of their own.
+func (h *Chat) TokensRevoked(userID int64, before time.Time) {
+	now := time.Now()
+	h.revoked.mu.Lock()
+	if h.revoked.m == nil {
+		h.revoked.m = map[int64]revocation{}
+	}
+	for u, r := range h.revoked.m {
+		if now.Sub(r.heard) > revocationMemory {
+			delete(h.revoked.m, u)
+		}
+	}
+	if r, ok := h.revoked.m[userID]; !ok || before.After(r.before) {
+		h.revoked.m[userID] = revocation{before: before, heard: now}
+	}
+	h.revoked.mu.Unlock()
+	// A connection registered (OnConnect) after the unlock sees the entry
+	// in revokedMeanwhile; one registered before it is found here.
+	h.clients.Range(func(k, v any) bool {
+		cl, ci := k.(*mqtt.Client), v.(*clientInfo)
+		if ci.userID == userID && ci.byToken && chat.TokenRevoked(before, ci.issuedAt) {
+			go h.endRevoked(cl, ci)
+		}
+		return true
+	})
+}
+
+// revokedMeanwhile reports whether a revocation announced since ci's
+// CONNECT checked the database refuses its token.
+func (h *Chat) revokedMeanwhile(ci *clientInfo) bool {
+	if !ci.byToken {
+		return false
+	}
+	h.revoked.mu.Lock()
+	r, ok := h.revoked.m[ci.userID]
+	h.revoked.mu.Unlock()
+	return ok && chat.TokenRevoked(r.before, ci.issuedAt)
+}
+
+// endRevoked ends cl, whose token was revoked.
+func (h *Chat) endRevoked(cl *mqtt.Client, ci *clientInfo) {
+	if cl.Closed() {
+		return
+	}
+	h.cfg.Logger.Info("token revoked; disconnecting the client", "client", cl.ID, "user", ci.userID)
+	h.cfg.Metrics.TokenRevoked.Inc()
+	_ = h.server.DisconnectClient(cl, packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: tokenRevokedReason})
+}

@@ -1,0 +1,136 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
+)
+
+// tokenIssuedAt is an HS256 token for user issued at iat (zero: no iat
+// claim), valid for an hour.
+func tokenIssuedAt(t *testing.T, user int64, iat time.Time) string {
+	t.Helper()
+	c := jwt.RegisteredClaims{Subject: strconv.FormatInt(user, 10), ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}
+	if !iat.IsZero() {
+		c.IssuedAt = jwt.NewNumericDate(iat)
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(testnode.Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// bearer calls srv's HTTP API with token and returns the status.
+func bearer(t *testing.T, srv *server.Server, token, method, path string) httpReply {
+	t.Helper()
+	return request(t, srv, 0, method, path, nil, map[string]string{"Authorization": "Bearer " + token})
+}
+
+// dialWith connects user with token (v 4 or 5), subscribed to its events.
+func dialWith(t *testing.T, srv *server.Server, user int64, token, clientID string, v byte) *mqtttest.Client {
+	t.Helper()
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: clientID,
+		Username: fmt.Sprint(user), Password: token, Clean: true, Keepalive: 60})
+	if err != nil {
+		t.Fatalf("connect %s: %v (%v)", clientID, err, ack)
+	}
+	t.Cleanup(c.Drop)
+	if codes, err := c.Subscribe(testnode.EventsTopic(user)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe %s: %v %v", clientID, codes, err)
+	}
+	return c
+}
+
+// endedAsRevoked waits for c to be closed by the server: v5 with
+// DISCONNECT 0x87.
+func endedAsRevoked(t *testing.T, c *mqtttest.Client, v byte, what string) {
+	t.Helper()
+	select {
+	case <-c.Done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s is still open 10 s after its token was revoked", what)
+	}
+	if v == 5 {
+		if d, ok := c.ServerDisconnect(); !ok || d.ReasonCode != packets.ErrNotAuthorized.Code {
+			t.Fatalf("%s: DISCONNECT %v (sent: %v), want 0x87 not authorized", what, d.ReasonCode, ok)
+		}
+	}
+}
+
+// "Sign out everywhere": a user whose phone was stolen revokes their
+// tokens. Every token issued until then stops working at once, for HTTP,
+// for new MQTT connections and for the connections it opened (on any
+// node, MQTT 5 and 3.1.1); tokens issued afterwards work, and other users
+// are not touched. A JWT is valid until its exp otherwise: before, the
+// thief's token kept working for up to its whole lifetime.
+func TestRevokingTokensSignsTheUserOutEverywhere(t *testing.T) {
+	url := pgtest.NewDB(t)
+	a := startNode(t, url, nil)
+	b := startNode(t, url, nil)
+	old := tokenIssuedAt(t, 7, time.Now().Add(-time.Minute))
+	noIat := tokenIssuedAt(t, 7, time.Time{})
+	onA5 := dialWith(t, a, 7, old, "stolen-a-v5", 5)
+	onB4 := dialWith(t, b, 7, old, "stolen-b-v4", 4)
+	onBNoIat := dialWith(t, b, 7, noIat, "no-iat-b-v5", 5)
+	other := dialWith(t, b, 8, testnode.Token(t, 8), "someone-else", 5)
+	if r := bearer(t, a, old, http.MethodGet, "/v1/me"); r.status != http.StatusOK {
+		t.Fatalf("GET /v1/me before the revocation: %d %s", r.status, r.body)
+	}
+
+	r := bearer(t, a, old, http.MethodPost, "/v1/me/tokens/revoke")
+	if r.status != http.StatusOK {
+		t.Fatalf("POST /v1/me/tokens/revoke: %d %s", r.status, r.body)
+	}
+	got := decode[struct {
+		RevokedBefore time.Time `json:"revokedBefore"`
+	}](t, r)
+	if got.RevokedBefore.Before(time.Now().Add(-time.Second)) || got.RevokedBefore.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("revokedBefore %v, want the next whole second", got.RevokedBefore)
+	}
+
+	endedAsRevoked(t, onA5, 5, "the connection on the node that revoked")
+	endedAsRevoked(t, onB4, 4, "a 3.1.1 connection on another node")
+	endedAsRevoked(t, onBNoIat, 5, "a connection whose token has no iat")
+	for _, srv := range []*server.Server{a, b} {
+		if r := bearer(t, srv, old, http.MethodGet, "/v1/me"); r.status != http.StatusUnauthorized {
+			t.Fatalf("GET /v1/me with the revoked token: %d %s, want 401", r.status, r.body)
+		}
+	}
+	for _, v := range []byte{4, 5} {
+		if c, ack, err := mqtttest.Dial(b.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("again-v%d", v),
+			Username: "7", Password: old, Clean: true}); err == nil {
+			c.Drop()
+			t.Fatalf("v%d connected with the revoked token: %v", v, ack.ReasonCode)
+		}
+	}
+
+	// A token issued from the revoked second on works.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(got.RevokedBefore) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	fresh := tokenIssuedAt(t, 7, time.Now())
+	if r := bearer(t, b, fresh, http.MethodGet, "/v1/me"); r.status != http.StatusOK {
+		t.Fatalf("GET /v1/me with a token issued after the revocation: %d %s", r.status, r.body)
+	}
+	dialWith(t, a, 7, fresh, "signed-in-again", 5)
+	select {
+	case <-other.Done:
+		t.Fatal("another user's connection was closed")
+	default:
+	}
+	if r := bearer(t, b, testnode.Token(t, 8), http.MethodGet, "/v1/me"); r.status != http.StatusOK {
+		t.Fatalf("another user's token: %d %s", r.status, r.body)
+	}
+}

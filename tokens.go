@@ -1,0 +1,82 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// TokenStore keeps, per user, the instant before which their tokens are
+// refused: "sign out everywhere" (POST /v1/me/tokens/revoke, RPC
+// tokens.revoke) and an operator's chatctl revoke-tokens set it. A JWT is
+// self-contained and stays valid until its exp, so revoking one is refusing
+// it by when it was issued (its iat claim).
+type TokenStore interface {
+	// RevokeTokens refuses every token of userID issued before the
+	// returned instant, which is the next whole second (iat has whole
+	// seconds: a token issued in the second of the revocation, before or
+	// after it, is refused too). It never moves the instant back. The
+	// nodes holding connections authenticated by such tokens close them
+	// (the store announces the revocation to every node).
+	RevokeTokens(ctx context.Context, userID int64) (time.Time, error)
+	// TokensRevokedBefore returns userID's instant (zero: never revoked).
+	TokensRevokedBefore(ctx context.Context, userID int64) (time.Time, error)
+}
+
+// TokenRevoked reports whether a token issued at issuedAt is refused by a
+// revocation at before (zero: none). A token without an iat claim
+// (issuedAt zero) is refused once its user revoked tokens: nothing says it
+// is newer.
+func TokenRevoked(before, issuedAt time.Time) bool {
+	return !before.IsZero() && issuedAt.Before(before)
+}
+
+// ErrTokenRevoked: the token was issued before its user revoked their
+// tokens. Transports answer it as they answer an invalid token (HTTP 401,
+// MQTT bad credentials); it is not an *Error, whose codes all concern an
+// authenticated caller.
+var ErrTokenRevoked = errors.New("the token was revoked: sign in again")
+
+// TokensRevoked answers RPC tokens.revoke and POST /v1/me/tokens/revoke.
+type TokensRevoked struct {
+	RevokedBefore time.Time `json:"revokedBefore"`
+}
+
+func (s *Service) tokens() (TokenStore, error) {
+	if t, ok := s.Store.(TokenStore); ok {
+		return t, nil
+	}
+	return nil, Errorf(CodeNotFound, "token revocation is not available on this server")
+}
+
+// RevokeTokens signs userID out everywhere: every token of theirs issued
+// until now (the caller's too) is refused from now on, and connections
+// authenticated by one end.
+func (s *Service) RevokeTokens(ctx context.Context, userID int64) (TokensRevoked, error) {
+	t, err := s.tokens()
+	if err != nil {
+		return TokensRevoked{}, err
+	}
+	before, err := t.RevokeTokens(ctx, userID)
+	if err != nil {
+		return TokensRevoked{}, err
+	}
+	return TokensRevoked{RevokedBefore: before.UTC()}, nil
+}
+
+// CheckToken returns ErrTokenRevoked when userID revoked their tokens
+// after the one issued at issuedAt was.
+func (s *Service) CheckToken(ctx context.Context, userID int64, issuedAt time.Time) error {
+	t, ok := s.Store.(TokenStore)
+	if !ok {
+		return nil
+	}
+	before, err := t.TokensRevokedBefore(ctx, userID)
+	if err != nil {
+		return err
+	}
+	if TokenRevoked(before, issuedAt) {
+		return ErrTokenRevoked
+	}
+	return nil
+}
