@@ -203,10 +203,17 @@ func (d *Devices) DeleteDevice(ctx context.Context, userID, id int64) error {
 
 // SetSettings implements chat.PushStore.
 func (d *Devices) SetSettings(ctx context.Context, conversationID, userID int64, s chat.ConversationSettings) (chat.ConversationSettings, error) {
+	// The member row is locked (KEY SHARE): a removal deleting it and
+	// not yet committed is waited for, and then the row is gone and
+	// nothing is written. Read without the lock, the row the removal was
+	// deleting would let the settings be written after the removal's
+	// trigger forgot them, to mute the conversation again once the user
+	// is added back.
 	tag, err := d.pool.Exec(ctx, `
 INSERT INTO member_settings (conversation_id, user_id, muted, muted_until, mentions)
 SELECT conversation_id, user_id, $3, $4, $5 FROM conversation_member
 WHERE conversation_id = $1 AND user_id = $2
+FOR KEY SHARE
 ON CONFLICT (conversation_id, user_id) DO UPDATE
 SET muted = EXCLUDED.muted, muted_until = EXCLUDED.muted_until, mentions = EXCLUDED.mentions`,
 		conversationID, userID, s.Muted, s.MutedUntil, s.Mentions)

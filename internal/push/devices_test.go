@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/push"
@@ -116,6 +117,85 @@ func TestSettingsNeedMembership(t *testing.T) {
 	}
 	if n := r.count(`SELECT count(*) FROM member_settings WHERE user_id = 2`); n != 0 {
 		t.Errorf("%d settings rows left after leaving", n)
+	}
+}
+
+// A member who mutes a group at the moment an admin removes them: the
+// removal forgets their settings, and the mute must not be written after
+// it (a row outliving the membership would mute the group again for them,
+// silently, once they are added back). The removal is held after its
+// delete (the test locks the outbox it writes next), the mute runs then,
+// and the removal commits.
+func TestMutingAGroupWhileBeingRemovedLeavesNoSettingsForARejoin(t *testing.T) {
+	r := newRig(t)
+	conv := r.group(1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waiting := func() int64 {
+		return r.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	}
+	hold, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(context.Background()) }()
+	if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- r.store.RemoveMember(ctx, conv, 1, 2) }()
+	until(t, "the removal waits after its delete", func() bool { return waiting() == 1 })
+	muted := make(chan error, 1)
+	go func() {
+		_, err := r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true})
+		muted <- err
+	}()
+	var muteErr error
+	muteDone := false
+	until(t, "the mute returns or waits for the removal", func() bool {
+		select {
+		case muteErr = <-muted:
+			muteDone = true
+		default:
+		}
+		return muteDone || waiting() == 2
+	})
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-removed; err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if !muteDone {
+		muteErr = <-muted
+	}
+	if !errors.Is(muteErr, chat.ErrNotMember) {
+		t.Errorf("muting while being removed: %v, want not_member", muteErr)
+	}
+	if n := r.count(`SELECT count(*) FROM member_settings WHERE conversation_id = $1 AND user_id = 2`, conv); n != 0 {
+		t.Errorf("%d settings rows of a user who is no longer a member", n)
+	}
+	if _, _, err := r.store.AddMember(ctx, conv, 1, 2, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.devices.Settings(ctx, 2, []int64{conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := m[conv]; ok && s.Muted {
+		t.Errorf("added back, the group is muted for them: %+v", s)
+	}
+}
+
+// until polls cond every few milliseconds for up to 10 s.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
