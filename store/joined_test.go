@@ -240,3 +240,56 @@ func TestAGroupChangedByAnAdminAddedLaterShowsThemNoLastMessageAtFromBeforeTheir
 		t.Fatalf("with the whole history open, the late admin's rename answers lastMessageAt %v (%v)", conv.LastMessageAt, err)
 	}
 }
+
+// "Seen by N of M" is about the members a message was sent to: one added
+// after it (whose watermarks start at their join, past it) neither saw it
+// nor, in a group whose history is "joined", may read it, and is counted
+// neither among those who saw it nor among its members.
+func TestAMemberAddedAfterAMessageIsNotCountedAsHavingSeenIt(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	const owner, founder, late, later = 1, 2, 9, 10
+	g := mustGroup(t, st, owner, founder)
+	m := mustSend(t, st, g.ID, owner, "who has seen this?")
+	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := st.SeenBy(ctx, g.ID, owner, m.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (chat.SeenResult{SeenBy: 0, DeliveredTo: 0, Members: 1}); seen != want {
+		t.Fatalf("nobody but a member added later: seen %+v, want %+v", seen, want)
+	}
+	if _, err := st.MarkRead(ctx, g.ID, founder, m.Seq); err != nil {
+		t.Fatal(err)
+	}
+	// With the whole history open, a later member reads the message but
+	// was not among those it was sent to either.
+	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AddMember(ctx, g.ID, owner, later, ""); err != nil {
+		t.Fatal(err)
+	}
+	seen, err = st.SeenBy(ctx, g.ID, owner, m.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 1}); seen != want {
+		t.Fatalf("read by the founder: seen %+v, want %+v", seen, want)
+	}
+	// What came after their join counts them.
+	next := mustSend(t, st, g.ID, owner, "and this?")
+	if _, err := st.MarkRead(ctx, g.ID, late, next.Seq); err != nil {
+		t.Fatal(err)
+	}
+	seen, err = st.SeenBy(ctx, g.ID, owner, next.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3}); seen != want {
+		t.Fatalf("a message after both joins: seen %+v, want %+v", seen, want)
+	}
+}

@@ -110,7 +110,10 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 			return chat.Errorf(chat.CodeNotFound, "message %d does not exist in conversation %d", seq, conversationID)
 		}
 		// Counting only members who are not the sender makes "the sender
-		// left" and "the sender is still here" both come out right.
+		// left" and "the sender is still here" both come out right. Only
+		// members the message was sent to count (joined before it): one
+		// added later starts with watermarks at their join, past it, but
+		// never saw it (and, in a "joined" group, may not read it).
 		// Members whose read receipts are off are never seen; a caller
 		// whose receipts are off sees nobody (Hidden).
 		err = tx.QueryRow(ctx, `
@@ -120,6 +123,7 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 			       EXISTS (SELECT 1 FROM user_settings v WHERE v.user_id = $3 AND NOT v.read_receipts)
 			FROM message msg
 			JOIN member_watermark cm ON cm.conversation_id = msg.conversation_id AND cm.user_id <> msg.sender_id
+			                       AND cm.join_seq < msg.seq
 			LEFT JOIN user_settings s ON s.user_id = cm.user_id AND NOT s.read_receipts
 			WHERE msg.conversation_id = $1 AND msg.seq = $2`,
 			conversationID, seq, userID).Scan(&res.SeenBy, &res.DeliveredTo, &res.Members, &res.Hidden)
