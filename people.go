@@ -149,7 +149,8 @@ const (
 )
 
 // ValidateDisplayName trims name and requires 1-64 characters of UTF-8
-// without control characters; it returns the trimmed name.
+// without control characters, one of them visible (showsSomething); it
+// returns the trimmed name.
 func ValidateDisplayName(name string) (string, error) {
 	if !utf8.ValidString(name) {
 		return "", Errorf(CodeInvalid, "displayName is not valid UTF-8")
@@ -161,6 +162,9 @@ func ValidateDisplayName(name string) (string, error) {
 	}
 	if hasControl(name, false) {
 		return "", Errorf(CodeInvalid, "displayName must not contain control characters")
+	}
+	if !showsSomething(name) {
+		return "", Errorf(CodeInvalid, "displayName must have a visible character")
 	}
 	return name, nil
 }
@@ -201,7 +205,7 @@ func ValidateAvatarURL(s string) (string, error) {
 }
 
 // ValidateGroupTitle trims a new group title: 1-200 bytes of UTF-8 without
-// control characters.
+// control characters, one of them visible (showsSomething).
 func ValidateGroupTitle(t string) (string, error) {
 	if !utf8.ValidString(t) {
 		return "", Errorf(CodeInvalid, "title is not valid UTF-8")
@@ -213,7 +217,28 @@ func ValidateGroupTitle(t string) (string, error) {
 	if hasControl(t, false) {
 		return "", Errorf(CodeInvalid, "title must not contain control characters")
 	}
+	if !showsSomething(t) {
+		return "", Errorf(CodeInvalid, "title must have a visible character")
+	}
 	return t, nil
+}
+
+// showsSomething reports whether s has a character that draws something:
+// a letter, digit, punctuation or symbol. Marks alone, format characters
+// (zero-width spaces and joiners, word joiner, byte order mark) and the
+// characters fonts draw as blanks (the Hangul fillers, the blank Braille
+// pattern) do not: a name or title of only those shows as empty.
+func showsSomething(s string) bool {
+	for _, r := range s {
+		switch r {
+		case '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800':
+			continue
+		}
+		if unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasControl(s string, lineBreaks bool) bool {

@@ -352,3 +352,34 @@ func TestCreatingAGroupRefusesATitleARenameWould(t *testing.T) {
 		t.Fatalf("untitled group got title %q", c.Title)
 	}
 }
+
+// A display name or a group title must show something: one made only of
+// characters that draw nothing (zero-width spaces and joiners, Hangul
+// fillers, the blank Braille pattern) passed as "1 to 64 characters" and
+// showed an empty name in every member list and message header, where
+// clients show "User <id>" for a user with no name at all. Names with
+// such characters among visible ones are kept as given.
+func TestADisplayNameOrGroupTitleThatShowsNothingIsRefused(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	for _, blank := range []string{"\u200b", "\u200b\u200c\u200d", "\u3164", "\u3164\u3164", "\u2800", "\ufeff", "\u2060 \u200b", "\u115f\u1160", "\u0301"} {
+		if r := e.do(1, "PUT", "/v1/me", map[string]any{"displayName": blank}); r.status != 400 || r.errorCode() != "invalid" {
+			t.Errorf("display name %q: %d %s, want 400 invalid", blank, r.status, r.body)
+		}
+		if r := e.do(1, "PATCH", pathf("/v1/conversations/%d", g), map[string]any{"title": blank}); r.status != 400 || r.errorCode() != "invalid" {
+			t.Errorf("group title %q: %d %s, want 400 invalid", blank, r.status, r.body)
+		}
+		if r := e.do(1, "POST", "/v1/conversations", map[string]any{"type": "group", "title": blank}); r.status != 400 || r.errorCode() != "invalid" {
+			t.Errorf("new group titled %q: %d %s, want 400 invalid", blank, r.status, r.body)
+		}
+	}
+	for _, name := range []string{"Zoë", "👩\u200d💻", "李", "e\u0301", "-", "ㅤAnn"} {
+		var p chat.Profile
+		e.must(200, 1, "PUT", "/v1/me", map[string]any{"displayName": name}, &p)
+		if p.DisplayName != name {
+			t.Errorf("display name %q stored as %q", name, p.DisplayName)
+		}
+	}
+	var c chat.Conversation
+	e.must(200, 1, "PATCH", pathf("/v1/conversations/%d", g), map[string]any{"title": "👩\u200d💻 team"}, &c)
+}
