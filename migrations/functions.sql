@@ -64,7 +64,8 @@ $f$;
 --             upload attached already, 18 an upload not complete, 19 an
 --             upload not of its declared size, 20 an upload of a type not
 --             allowed (o_snippet: the upload id of 14-20), 22 blocked (a
---             direct conversation whose other member blocked the writer);
+--             direct conversation whose other member blocked the writer),
+--             23 edit of a forward (a copy of another message: never edited);
 --             (21, a forward of a message with attachments, is no longer
 --             returned: the forward copies them);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
@@ -99,7 +100,9 @@ $f$;
 --   - created_at is taken under the lock and never before the
 --     conversation's previous message;
 --   - edit: the message's sender, within p_edit_window of its created_at,
---     not recalled; the message's body becomes the edit's;
+--     not recalled, not a forward (it shows its source's sender's words,
+--     which its forwarder may not change); the message's body becomes the
+--     edit's;
 --   - recall: the sender within p_recall_window, or a group's owner or
 --     admin at any time; the body of the message and of all its edits is
 --     erased, its reactions removed;
@@ -248,6 +251,7 @@ BEGIN
                    WHEN tg.recalled_at IS NOT NULL THEN 8
                    WHEN r.k = 'edit' AND (tg.sender_id <> r.s
                                           OR (p_edit_window IS NOT NULL AND clock_timestamp() > tg.created_at + p_edit_window)) THEN 9
+                   WHEN r.k = 'edit' AND tg.forwarded_seq IS NOT NULL THEN 23
                    WHEN r.k = 'recall' AND NOT ((tg.sender_id = r.s AND (p_recall_window IS NULL OR clock_timestamp() <= tg.created_at + p_recall_window))
                                                 OR (mb.type = 'GROUP' AND mb.role IN ('owner', 'admin'))) THEN 9
                    WHEN r.k = 'reaction' AND COALESCE(rx.mine, false) = r.is_on THEN 5
@@ -270,7 +274,7 @@ BEGIN
                                   CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
                            FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at FROM message m
+        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at, m.forwarded_seq FROM message m
                            WHERE r.tgt > 0 AND m.conversation_id = r.c AND m.seq = r.tgt LIMIT 1) tg ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.created_at, m.client_msg_id, m.sender_id FROM message m
                            WHERE r.k = 'recall' AND m.conversation_id = r.c

@@ -387,3 +387,31 @@ func TestRecallingARecalledMessageAnswersTheFirstRecallWhole(t *testing.T) {
 		t.Fatalf("recalling again answered %+v, want unchanged and the first recall %+v", res.Entry, want)
 	}
 }
+
+// A forward is a copy of another message, shown as that message's sender's
+// ("forwardedFrom"): its forwarder may not put words in that sender's
+// mouth by editing it. The edit is refused (forbidden) and stores
+// nothing; the forward keeps the source's body. Recalling it stays the
+// forwarder's right.
+func TestAForwardedMessageCannotBeEditedByItsForwarder(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	h := mustGroup(t, st, 1, 3)
+	src := mustSend(t, st, g.ID, 2, "I owe you 10 euros")
+	fwd, err := st.Send(ctx, chat.SendRequest{ConversationID: h.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Forward: &chat.MessageRef{ConversationID: g.ID, Seq: src.Seq}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(t, st, pool, "edit of a forward by its forwarder", edit(h.ID, 1, fwd.Message.Seq, "I owe you 1000 euros"), chat.CodeForbidden)
+	page, err := st.History(ctx, chat.HistoryQuery{ConversationID: h.ID, UserID: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range page {
+		if m.Seq == fwd.Message.Seq && (m.Body != "I owe you 10 euros" || m.ForwardedFrom == nil || m.ForwardedFrom.SenderID != 2 || m.EditedAt != nil) {
+			t.Fatalf("the forward reads %+v, want user 2's body unedited", m)
+		}
+	}
+	mustChange(t, st, change(chat.KindRecall, h.ID, 1, fwd.Message.Seq))
+}

@@ -147,6 +147,9 @@ const (
 // outcome codes are never renumbered.
 const outBlocked = 22
 
+// outForwardEdit: an edit of a forward, which is a copy of its source.
+const outForwardEdit = 23
+
 // outcome is one row of chat_send_batch's answer.
 type outcome struct {
 	status         int16
@@ -266,6 +269,8 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		return res, chat.Errorf(chat.CodeNotFound, "there is no message %d in conversation %d to forward (or it was recalled)", c.Forward.Seq, c.Forward.ConversationID), nil
 	case outReactionLimit:
 		return res, chat.Errorf(chat.CodeConflict, "at most %d different reactions per user on one message", chat.MaxReactionsPerUser), nil
+	case outForwardEdit:
+		return res, chat.Errorf(chat.CodeForbidden, "message %d is a forward: it shows another message's words and cannot be edited", c.TargetSeq), nil
 	case outBlocked:
 		return res, chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", c.ConversationID), nil
 	case outUploadUnknown, outUploadNotYours, outUploadOtherConversation, outUploadAttached, outUploadIncomplete,

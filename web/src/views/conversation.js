@@ -197,7 +197,7 @@ export function createConversationView(state, sync, media, actions) {
       // As in most chat apps: Up in an empty composer edits your last message.
       const c = state.conv(state.openId);
       const last = c && c.visible().filter((m) => m.senderId === state.me && !m.recalled).at(-1);
-      if (last) {
+      if (last && !last.forwardedFrom) {
         e.preventDefault();
         setMode({ kind: 'edit', seq: last.seq }, last);
       }
@@ -271,7 +271,8 @@ export function createConversationView(state, sync, media, actions) {
           notify(`Could not forward the message: ${e.message}`);
         }
       },
-      edit: mine ? () => setMode({ kind: 'edit', seq: m.seq }, m) : null,
+      // A forward shows another's words: it is not edited (chatd refuses).
+      edit: mine && !m.forwardedFrom ? () => setMode({ kind: 'edit', seq: m.seq }, m) : null,
       recall: mayRecall
         ? async () => {
             if (!(await confirmRecall())) return;
