@@ -95,7 +95,11 @@ $f$;
 --     answers the stored entry, another sender's (or another change's) is
 --     a conflict: the same change is the same kind on the same target and,
 --     for a reaction, the same emoji set or removed alike, since a
---     duplicate's answer is the request's own emoji and on; a later message of the batch with an earlier one's
+--     duplicate's answer is the request's own emoji and on, and for a
+--     message the same reply (or none) and forward (or none), since a
+--     duplicate's answer carries the request's replyTo or forwardedFrom
+--     (o_target_sender, o_snippet, o_target_recalled as for a new one);
+--     a later message of the batch with an earlier one's
 --     clientMsgId repeats it;
 --   - created_at is taken under the lock and never before the
 --     conversation's previous message;
@@ -317,6 +321,9 @@ BEGIN
                     WHEN st.seq IS NOT NULL THEN
                         CASE WHEN st.sender_id = r.s AND st.kind = r.k AND (r.k IN ('message', 'system') OR st.target_seq = r.tgt)
                                   AND (r.k <> 'reaction' OR (st.emoji = r.emoji AND st.reaction_on = r.is_on))
+                                  AND (r.k <> 'message' OR (st.reply_to IS NOT DISTINCT FROM NULLIF(r.tgt, 0)
+                                       AND st.forwarded_conversation_id IS NOT DISTINCT FROM r.fc
+                                       AND st.forwarded_seq IS NOT DISTINCT FROM r.fs))
                              THEN 1 ELSE 2 END
                     WHEN r.k = 'system' THEN 0
                     WHEN mb.peer_blocked AND r.k IN ('message', 'edit', 'reaction') THEN 22
@@ -327,7 +334,7 @@ BEGIN
         LEFT JOIN LATERAL (SELECT m.role, m.peer_blocked FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type,
-                                  m.emoji, m.reaction_on FROM message m
+                                  m.emoji, m.reaction_on, m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), firsts AS (
         -- The first new change of each clientMsgId is new; later ones of

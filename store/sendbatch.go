@@ -308,6 +308,9 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		e.SenderID, e.Body = *o.sender, *o.body
 		if c.Kind == chat.KindMessage {
 			e.TargetSeq = 0
+			// What it replies to or forwards, as its first answer said
+			// (chat_send_batch holds a resend to the same references).
+			fillReferences(&e, c, o)
 			if err := fillAttachments(&e, o); err != nil {
 				return res, nil, err
 			}

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,5 +52,58 @@ func TestSendIdempotency(t *testing.T) {
 	// The next new message gets the next seq: duplicates used none.
 	if rep := e.sendMsg(2, g, newID(), "next"); rep.Seq != 2 {
 		t.Fatalf("next seq %d, want 2", rep.Seq)
+	}
+}
+
+// A resend of a reply or of a forward (a client that lost the 201 and
+// retries) answers the message it sent: 200 with the first answer's
+// replyTo, or forwardedFrom and the copied body (which the client did
+// not send and has nowhere else), over HTTP and over RPC.
+func TestAResentReplyOrForwardAnswersItsReplyToOrForwardedFrom(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	other := e.group(1)
+	src := e.sendMsg(2, g, newID(), "the deploy key rotates on Friday")
+	for _, c := range []struct {
+		what string
+		conv int64
+		body map[string]any
+	}{
+		{"reply", g, map[string]any{"clientMsgId": newID(), "body": "noted", "replyTo": src.Seq}},
+		{"forward", other, map[string]any{"clientMsgId": newID(), "forward": map[string]any{"conversationId": g, "seq": src.Seq}}},
+	} {
+		path := pathf("/v1/conversations/%d/messages", c.conv)
+		var first, again httpapi.SendReply
+		e.must(201, 1, "POST", path, c.body, &first)
+		if first.ReplyTo == nil && first.ForwardedFrom == nil {
+			t.Fatalf("%s: the first answer %+v carries neither replyTo nor forwardedFrom", c.what, first)
+		}
+		e.must(200, 1, "POST", path, c.body, &again)
+		if !reflect.DeepEqual(again, first) {
+			t.Errorf("%s resent over HTTP: %+v, want the first answer %+v", c.what, again, first)
+		}
+		payload := map[string]any{"conversationId": c.conv}
+		for k, v := range c.body {
+			payload[k] = v
+		}
+		raw, err := json.Marshal(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr := e.rpc(1, "send", string(raw))
+		var viaRPC httpapi.SendReply
+		decodeInto(t, rr.raw, &viaRPC)
+		if rr.status != 200 || !reflect.DeepEqual(viaRPC, first) {
+			t.Errorf("%s resent over RPC: %s, want the first answer %+v", c.what, rr.raw, first)
+		}
+	}
+	// The clientMsgId of a reply reused for a reply to another message is
+	// another change, as an edit's for another target is: 409.
+	id := newID()
+	path := pathf("/v1/conversations/%d/messages", g)
+	e.must(201, 1, "POST", path, map[string]any{"clientMsgId": id, "body": "noted", "replyTo": src.Seq}, nil)
+	other2 := e.sendMsg(2, g, newID(), "another")
+	if r := e.do(1, "POST", path, map[string]any{"clientMsgId": id, "body": "noted", "replyTo": other2.Seq}); r.status != 409 || r.errorCode() != "conflict" {
+		t.Errorf("the reply's clientMsgId reused to reply to another message: %d %s, want 409 conflict", r.status, r.body)
 	}
 }
