@@ -343,7 +343,9 @@ BEGIN
         SELECT j.*,
                count(*) FILTER (WHERE j.pre = 0) OVER byid AS nth,
                (array_agg(j.s) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_s,
-               (array_agg(j.b) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_b
+               -- (a forward's body is the one it copies, as the first's answer)
+               (array_agg(CASE WHEN j.fc IS NOT NULL THEN v_ref_body[j.ord::int] ELSE j.b END)
+                    FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_b
         FROM cls j
         WINDOW byid AS (PARTITION BY j.c, j.id ORDER BY j.ord)
     ), numbered AS (

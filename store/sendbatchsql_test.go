@@ -350,3 +350,44 @@ func TestSendBatchesAndReadBatchesNeverDeadlockOverMemberRows(t *testing.T) {
 	}
 	t.Logf("%d send batches, %d read batches", sends.Load(), reads.Load())
 }
+
+// A forward repeated within one batch (the same clientMsgId twice, as a
+// client resending over a second transport at once) is answered as the
+// forward it repeats: its seq, and the body the forward copied (the
+// request's own body is empty), which the resend's answer carries with
+// forwardedFrom.
+func TestAForwardRepeatedWithinABatchAnswersTheCopiedBody(t *testing.T) {
+	ctx, st, pool, g := groupOf12(t)
+	other := mustGroup(t, st, 1, 2)
+	src := mustSend(t, st, g.ID, 2, "the deploy key rotates on Friday")
+	id := uuid.NewString()
+	rows, err := pool.Query(ctx, `SELECT o_status, o_seq, o_body, o_target_sender FROM chat_send_batch(
+		ARRAY['message','message'], ARRAY[$1,$1]::bigint[], ARRAY[1,1]::bigint[], ARRAY[$2,$2]::uuid[], ARRAY['','']::text[],
+		ARRAY[0,0]::bigint[], ARRAY[$3,$3]::bigint[], ARRAY[$4,$4]::bigint[], ARRAY[NULL,NULL]::text[],
+		ARRAY[false,false], NULL, NULL)`, other.ID, id, g.ID, src.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		status       int16
+		seq          *int64
+		body         *string
+		targetSender *int64
+	}
+	out := scanAll(t, rows, func(r *row) []any { return []any{&r.status, &r.seq, &r.body, &r.targetSender} })
+	if len(out) != 2 || out[0].status != 0 || out[1].status != 1 || out[0].seq == nil || out[1].seq == nil || *out[1].seq != *out[0].seq {
+		t.Fatalf("outcomes %+v: want the forward new, then its repeat a duplicate of the same seq", out)
+	}
+	for i, o := range out {
+		if o.body == nil || *o.body != src.Body || o.targetSender == nil || *o.targetSender != 2 {
+			t.Errorf("outcome %d answers body %v from sender %v, want the copied %q of user 2", i, derefStr(o.body), o.targetSender, src.Body)
+		}
+	}
+}
+
+func derefStr(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}
