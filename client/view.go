@@ -75,6 +75,7 @@ func (v *View) Apply(ev Event) {
 		// given): kept for an older page that brings it.
 		o := append(v.orphans[ev.ConversationID], ev)
 		v.orphans[ev.ConversationID] = o[max(0, len(o)-maxOrphans):]
+		v.followAbsent(msgs, ev)
 		return
 	}
 	v.change(msgs, m, ev)
@@ -148,6 +149,29 @@ func (v *View) followReplies(msgs map[int64]*MessageView, m *MessageView) {
 			}
 			r.ReplyTo = &ref
 		}
+	}
+}
+
+// followAbsent keeps the quotes of replies to a message the view does not
+// hold as that message is now: recalled (no text) after its recall, the
+// new text after its edit. An edit without a body (one of a message from
+// before the viewer's join, which chatd does not show them) leaves the
+// quote as it is.
+func (v *View) followAbsent(msgs map[int64]*MessageView, ev Event) {
+	if ev.Type != EventMessageRecalled && (ev.Type != EventMessageEdited || ev.Body == "") {
+		return
+	}
+	for _, r := range msgs {
+		if r.ReplyTo == nil || r.ReplyTo.Seq != ev.TargetSeq || r.ReplyTo.Recalled {
+			continue
+		}
+		ref := *r.ReplyTo
+		if ev.Type == EventMessageRecalled {
+			ref.Recalled, ref.Snippet = true, ""
+		} else {
+			ref.Snippet = snippet(ev.Body)
+		}
+		r.ReplyTo = &ref
 	}
 }
 

@@ -186,3 +186,32 @@ func TestViewAddsOlderPagesWithTheChangesThatArrivedMeanwhile(t *testing.T) {
 		t.Errorf("seq 1 after its page came again: %q", m.Body)
 	}
 }
+
+// A view that holds a reply but not the message it quotes (an app that
+// opened the conversation at its newest page, the quoted message older)
+// shows the quote as that message is now: recalled once a live recall of
+// it arrives (not the recalled text), the new text once it is edited, as
+// history shows the reply to a client that reads it afterwards.
+func TestAReplysQuoteFollowsALiveRecallOrEditOfAMessageTheViewDoesNotHold(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	page := []client.Message{
+		{ConversationID: 7, Seq: 4, Kind: client.KindMessage, SenderID: 3, Body: "agreed", CreatedAt: at,
+			ReplyTo: &client.ReplyRef{Seq: 1, SenderID: 1, Snippet: "lunch at 12?"}},
+		{ConversationID: 7, Seq: 5, Kind: client.KindMessage, SenderID: 2, Body: "noted", CreatedAt: at,
+			ReplyTo: &client.ReplyRef{Seq: 2, SenderID: 1, Snippet: "the door code is 4711"}},
+	}
+	v := client.NewView(2)
+	v.ApplyHistory(page)
+	v.Apply(client.Event{Type: client.EventMessageEdited, ConversationID: 7, Seq: 6, TargetSeq: 1, SenderID: 1, Body: "lunch at 1?", EditedAt: &at})
+	v.Apply(client.Event{Type: client.EventMessageRecalled, ConversationID: 7, Seq: 7, TargetSeq: 2, ActorID: 1})
+	got := v.Messages(7)
+	if len(got) != 2 {
+		t.Fatalf("%d messages, want the two replies: %+v", len(got), got)
+	}
+	if r := got[0].ReplyTo; r == nil || r.Snippet != "lunch at 1?" || r.Recalled {
+		t.Errorf("the quote of edited seq 1: %+v, want %q", r, "lunch at 1?")
+	}
+	if r := got[1].ReplyTo; r == nil || r.Snippet != "" || !r.Recalled {
+		t.Errorf("the quote of recalled seq 2: %+v, want recalled without its text", r)
+	}
+}

@@ -232,3 +232,15 @@ test('system entries are shown as notices but are not unread, change no message 
   assert.equal(c.lastReadSeq, 0, 'a system entry is written on its actor\'s behalf: not a read');
   assert.equal(c.unread, 1, 'message 3 only (the inbox counted none up to seq 1)');
 });
+
+test('a reply quotes its message as it is now even when that message is not loaded: recalled after a live recall, the new text after an edit', () => {
+  // The newest page only: two replies to older messages the client never loaded.
+  const { s, c } = loaded(5, [
+    msg(4, 3, 'agreed', { replyTo: { seq: 1, senderId: 2, snippet: 'lunch at 12?' } }),
+    msg(5, 3, 'noted', { replyTo: { seq: 2, senderId: 2, snippet: 'the door code is 4711' } }),
+  ]);
+  s.addMessages(7, [edit(6, 1, 'lunch at 1?'), recall(7, 2)]);
+  const [a, b] = c.visible();
+  assert.deepEqual(quoteOf(c, a), { seq: 1, senderId: 2, snippet: 'lunch at 1?', recalled: false });
+  assert.deepEqual(quoteOf(c, b), { seq: 2, senderId: 2, snippet: '', recalled: true }, 'the recalled text is gone');
+});

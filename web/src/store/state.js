@@ -10,7 +10,7 @@
 // lifecycle.js): held by seq like messages, applied to their message when
 // `have` passes them, never shown as rows of their own.
 
-import { applyChange, isChange, isMessage, isSystem, unreadCount, writerOf } from './lifecycle.js';
+import { applyChange, isChange, isMessage, isSystem, snippet, unreadCount, writerOf } from './lifecycle.js';
 
 /**
  * @typedef {{conversationId:number, seq:number, senderId:number,
@@ -399,8 +399,24 @@ export class Conversation {
   applyToHeld(ch) {
     const t = this.messages.get(ch.targetSeq);
     applyChange(t, ch, this.me);
+    if (!t || !isMessage(t)) this.followQuotes(ch);
     const last = this.lastMessage;
     if (last && last !== t && last.seq === ch.targetSeq) applyChange(last, ch, this.me);
+  }
+
+  /**
+   * Keeps the quotes of replies to a message not held (older than what
+   * was loaded) as that message is now: recalled after its recall, the new
+   * text after its edit (one without a body, of a message from before our
+   * join, leaves the quote). A held message is quoted as held (quoteOf).
+   */
+  followQuotes(ch) {
+    if (ch.kind !== 'recall' && (ch.kind !== 'edit' || !ch.body)) return;
+    for (const m of this.messages.values()) {
+      const ref = m.replyTo;
+      if (!isMessage(m) || !ref || ref.seq !== ch.targetSeq || ref.recalled) continue;
+      m.replyTo = ch.kind === 'recall' ? { ...ref, snippet: '', recalled: true } : { ...ref, snippet: snippet(ch.body) };
+    }
   }
 
   /** Messages to show: committed and contiguous, then own pending sends. */
