@@ -78,7 +78,9 @@ func (c *Client) Events() <-chan Event { return c.disp.out }
 
 // Positions returns the highest seq handed on per conversation (including
 // Config.Positions not used yet). Persist it and pass it back as
-// Config.Positions to resume exactly after a restart.
+// Config.Positions to resume exactly after a restart. After Close it
+// covers exactly what Events carried (drain the closed channel to process
+// the rest): an event the closing client did not hand on is not counted.
 func (c *Client) Positions() map[int64]int64 {
 	d := c.disp
 	d.posMu.Lock()
@@ -199,8 +201,9 @@ func (d *dispatcher) message(ev Event, slim bool) {
 			d.fillUntil(conv, seq, ev, slim)
 			return
 		}
-		d.emit(ev)
-		d.setHave(conv, seq)
+		if d.emit(ev) {
+			d.setHave(conv, seq)
+		}
 		return
 	}
 	if seq <= h {
@@ -208,8 +211,9 @@ func (d *dispatcher) message(ev Event, slim bool) {
 		return
 	}
 	if seq == h+1 && !slim {
-		d.emit(ev)
-		d.setHave(conv, seq)
+		if d.emit(ev) {
+			d.setHave(conv, seq)
+		}
 		return
 	}
 	d.fillUntil(conv, seq, ev, slim)
@@ -235,8 +239,7 @@ func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 			"conversation", conv, "seq", seq, "err", err)
 		return
 	}
-	if h, _ := d.position(conv); h == seq-1 && !slim {
-		d.emit(ev)
+	if h, _ := d.position(conv); h == seq-1 && !slim && d.emit(ev) {
 		d.setHave(conv, seq)
 	}
 }
@@ -269,8 +272,10 @@ func (d *dispatcher) fill(conv, upto int64) error {
 				// reads afterSeq=0 as "newest") would skip messages.
 				break
 			}
+			if !d.emit(messageEvent(m)) {
+				return ErrClosed
+			}
 			d.c.stats.filled.Add(1)
-			d.emit(messageEvent(m))
 			h = m.Seq
 			d.setHave(conv, h)
 			progressed = true
@@ -338,8 +343,10 @@ func (d *dispatcher) fillFromStart(conv, below, upto int64) error {
 			if m.Seq != h+1 {
 				return nil // incomplete: fill retries
 			}
+			if !d.emit(messageEvent(m)) {
+				return ErrClosed
+			}
 			d.c.stats.filled.Add(1)
-			d.emit(messageEvent(m))
 			h = m.Seq
 			d.setHave(conv, h)
 		}
@@ -593,12 +600,16 @@ func (d *dispatcher) forget(conv int64) {
 	delete(d.seenAt, conv)
 }
 
-// emit hands ev to the application, waiting for room.
-func (d *dispatcher) emit(ev Event) {
+// emit hands ev to the application, waiting for room; false when the
+// client closed first and ev was not handed on (the position must then
+// stay where it is: Positions covers only what Events carried).
+func (d *dispatcher) emit(ev Event) bool {
 	select {
 	case d.out <- ev:
 		d.c.stats.delivered.Add(1)
+		return true
 	case <-d.c.life.Done():
+		return false
 	}
 }
 
