@@ -40,8 +40,12 @@
 // present", as chatd does after its own restart.
 //
 // Refusals are *Error values matching ErrNotMember (0x87), ErrInvalid
-// (0x99) and ErrRateLimited (0x97); they are final. A send or request
-// larger than the Maximum Packet Size of chatd's CONNACK (64 KiB) is
+// (0x99) and ErrRateLimited (0x97); they are final, with one exception:
+// chatd answers 0x97 to a re-publish while the sender's bucket is empty,
+// whether or not an earlier publish committed it, so a change whose
+// earlier publish may have committed (no PUBACK came, or one without the
+// seq) is re-published later on 0x97 until chatd settles it (with the
+// original seq if it had committed). A send or request larger than the Maximum Packet Size of chatd's CONNACK (64 KiB) is
 // refused by the client itself, unpublished (code too_large, ErrInvalid):
 // MQTT 5 forbids sending it, and chatd would drop the connection; so is
 // one too large for a line of the journal (16 MiB), before it is recorded

@@ -34,6 +34,9 @@ type sendOp struct {
 //   - the seq when committed (also for a resend chatd recognised);
 //   - an *Error matching ErrNotMember, ErrInvalid or ErrRateLimited when
 //     chatd refused it for good (the message is dropped from the session);
+//     a rate limit answered to a re-publish after a publish without a
+//     PUBACK (or without its seq) is not for good, since that publish may
+//     have committed: the message is re-published later;
 //   - an error matching ErrQueued and ctx.Err() when ctx ended first: the
 //     message is still being sent in the background;
 //   - ErrClosed when the client was closed first (the message stays queued
@@ -274,6 +277,11 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 	op := opName(p.Kind)
 	pause := newRetryPause(10 * time.Second)
 	noSeq := 0 // success PUBACKs without a seq so far
+	// unsure: an earlier publish may have committed p (no PUBACK came,
+	// or one without the seq). chatd then refuses a re-publish with 0x97
+	// while the sender's bucket is empty, committed or not: that is no
+	// verdict on p (docs/protocol.md "Rate limits": resend it later).
+	unsure := false
 	for attempt := 0; ; attempt++ {
 		cs, err := c.ready(c.life, false)
 		if err != nil {
@@ -305,6 +313,7 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 				// Committed, but the seq is unknown: not a failure, and
 				// the message stays in the journal until it is resolved.
 				noSeq++
+				unsure = true
 				c.cfg.Logger.Warn("send: PUBACK without seq; resolving it", "clientMsgId", p.ClientMsgID, "attempt", noSeq)
 				if noSeq == 1 {
 					// Re-publish at once: chatd answers the duplicate
@@ -331,10 +340,10 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 				reason, props = resp.Properties.ReasonString, resp.Properties.User
 			}
 			perr := publishError(op, resp.ReasonCode, reason, props)
-			if !retryable(perr) {
+			if !retryable(perr) && !(unsure && errors.Is(perr, ErrRateLimited)) {
 				return 0, perr
 			}
-			c.cfg.Logger.Debug("send: chatd unavailable; retrying", "clientMsgId", p.ClientMsgID, "err", perr)
+			c.cfg.Logger.Debug("send: chatd unavailable or a re-publish rate limited; retrying", "clientMsgId", p.ClientMsgID, "err", perr)
 			if !pause.wait(c.life) {
 				return 0, ErrClosed
 			}
@@ -345,6 +354,7 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 		}
 		// No PUBACK: the connection dropped or the ack timed out. The next
 		// attempt re-publishes the same clientMsgId.
+		unsure = true
 		c.cfg.Logger.Debug("send: no PUBACK; will re-publish", "clientMsgId", p.ClientMsgID, "err", err)
 		if cs.ctx.Err() == nil && !sleepCtx(c.life, 100*time.Millisecond) {
 			return 0, ErrClosed

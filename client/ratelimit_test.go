@@ -1,0 +1,188 @@
+package client_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// limitedNode starts a node whose users may send one message at once and
+// one every two seconds after that. User 1 connects through a proxy
+// (px) with its direct conversation with user 2 (conv).
+func limitedNode(t *testing.T) (url string, px *stallProxy, a *client.Client, conv int64) {
+	t.Helper()
+	url = pgtest.NewDB(t)
+	srv := testnode.Start(t, testnode.SecretEnv(t, url, map[string]string{
+		"CHAT_LIMIT_SEND_RATE": "0.5", "CHAT_LIMIT_SEND_BURST": "1"}), nil)
+	px = newStallProxy(t, srv.MQTTAddr())
+	a = connect(t, testConfig(t, px.URL(), 1))
+	return url, px, a, direct(t, a, 2)
+}
+
+// stallProxy is a TCP proxy that can stall the way back: while stalled,
+// what chatd writes to the client is dropped (a PUBACK lost on the way).
+type stallProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	stall bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newStallProxy(t *testing.T, upstream string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.DialTimeout("tcp", upstream, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go p.pipe(u, c, false)
+			go p.pipe(c, u, true)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.Kill(false)
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *stallProxy) URL() string { return "mqtt://" + p.ln.Addr().String() }
+
+func (p *stallProxy) pipe(dst, src net.Conn, back bool) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		drop := back && p.stall
+		p.mu.Unlock()
+		if n > 0 && !drop {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	dst.Close()
+	src.Close()
+}
+
+// Stall drops everything chatd writes from now on.
+func (p *stallProxy) Stall() {
+	p.mu.Lock()
+	p.stall = true
+	p.mu.Unlock()
+}
+
+// Kill closes every open connection (a lost network) and stops stalling
+// when unstall is set.
+func (p *stallProxy) Kill(unstall bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if unstall {
+		p.stall = false
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// storedOnce fails t unless conversation conv holds exactly one message.
+func storedOnce(t *testing.T, url string, conv int64) {
+	t.Helper()
+	var n int
+	if err := mustConn(t, url).QueryRow(context.Background(),
+		`SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("conversation holds %d messages, want 1", n)
+	}
+}
+
+// TestACommittedSendIsNotReportedRateLimited: chatd committed a message
+// (success PUBACK) but the PUBACK lacked its seq, so the client
+// re-publishes it to learn the seq. The sender's bucket is empty by then
+// and chatd refuses the duplicate with 0x97 (docs/protocol.md "Rate
+// limits": resend it later). Send must not report the committed message as
+// refused for good: an app would show it failed, and a retry would store
+// it twice.
+func TestACommittedSendIsNotReportedRateLimited(t *testing.T) {
+	url, _, a, conv := limitedNode(t)
+	a.StripAckSeq(1)
+	seq, err := a.Send(ctxFor(t, 15*time.Second), conv, "committed")
+	if err != nil || seq != 1 {
+		t.Fatalf("Send of a committed message: seq %d, err %v; want seq 1", seq, err)
+	}
+	storedOnce(t, url, conv)
+}
+
+// TestASendWhosePUBACKWasLostIsNotReportedRateLimited: chatd committed a
+// message but its PUBACK was lost with the connection; the client
+// re-publishes it after reconnecting, while the sender's bucket is still
+// empty, and chatd answers 0x97. Whether the first publish committed is
+// unknown to the client at that point (here it did): Send must not report
+// the message as refused for good, but resend it later as chatd asks and
+// return its seq.
+func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
+	url, px, a, conv := limitedNode(t)
+	px.Stall()
+	type result struct {
+		seq int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		seq, err := a.Send(ctxFor(t, 20*time.Second), conv, "committed, PUBACK lost")
+		done <- result{seq, err}
+	}()
+	db := mustConn(t, url)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not committed within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	px.Kill(true) // the PUBACK never reaches the client
+	r := <-done
+	if r.err != nil || r.seq != 1 {
+		t.Fatalf("Send of a committed message whose PUBACK was lost: seq %d, err %v; want seq 1", r.seq, r.err)
+	}
+	storedOnce(t, url, conv)
+}
