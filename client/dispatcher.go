@@ -33,7 +33,11 @@ type dispatcher struct {
 	// reconnection; on a persistent session the server replays them
 	// itself, so they are filled through history only for conversations
 	// that show no progress (see checkTargets).
-	targets    map[int64]int64
+	targets map[int64]int64
+	// left is the position of each conversation the user was removed
+	// from when it was forgotten: a redelivery of what was handed on
+	// before is a duplicate still, not the first sight of it.
+	left       map[int64]int64
 	syncAt     time.Time           // last (re)connection of a persistent session
 	seenAt     map[int64]time.Time // last message.new received, per conversation
 	anySeen    time.Time           // last message.new received
@@ -65,7 +69,7 @@ var (
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
 		have: map[int64]int64{}, start: map[int64]int64{},
-		targets: map[int64]int64{}, seenAt: map[int64]time.Time{}}
+		targets: map[int64]int64{}, left: map[int64]int64{}, seenAt: map[int64]time.Time{}}
 	for conv, seq := range positions {
 		d.start[conv] = seq
 	}
@@ -195,6 +199,13 @@ func (d *dispatcher) message(ev Event, slim bool) {
 	d.anySeen = now
 	h, known := d.position(conv)
 	if !known {
+		if f, ok := d.left[conv]; ok {
+			if seq <= f {
+				d.c.stats.duplicates.Add(1)
+				return
+			}
+			delete(d.left, conv)
+		}
 		// First sight of this conversation: start here.
 		if slim {
 			d.setHave(conv, seq-1)
@@ -593,6 +604,11 @@ func (d *dispatcher) setHave(conv, seq int64) {
 
 func (d *dispatcher) forget(conv int64) {
 	d.posMu.Lock()
+	if h, ok := d.have[conv]; ok {
+		d.left[conv] = max(h, d.left[conv])
+	} else if h, ok := d.start[conv]; ok {
+		d.left[conv] = max(h, d.left[conv])
+	}
 	delete(d.have, conv)
 	delete(d.start, conv)
 	d.posMu.Unlock()

@@ -1,0 +1,53 @@
+package client_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+)
+
+// TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain: user 2 got a
+// group's messages and then member.removed; chatd then delivers those
+// messages again (a QoS 1 redelivery after a reconnect, or a replay from a
+// cursor a crash left behind). Events hands on each (conversation, seq)
+// once: leaving the group must not make the client forget what it
+// already handed on.
+func TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain(t *testing.T) {
+	_, broker, a, _ := sender(t)
+	b := connect(t, testConfig(t, broker, 2))
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := a.CreateGroup(ctx, "leaving", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 2, "m") // seqs 1, 2
+	got := messages(t, b, g.ID, 2, 10*time.Second)
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
+		return ev.Type == client.EventMemberRemoved && ev.ConversationID == g.ID && ev.UserID == 2
+	}) {
+		t.Fatal("no member.removed for user 2 within 10s")
+	}
+	for _, ev := range got {
+		dup, _ := json.Marshal(ev)
+		b.InjectEvent(dup) // as a redelivery would
+	}
+	// The dispatcher hands events on in order: once this one is out,
+	// the duplicates before it were dropped or handed on.
+	b.InjectEvent([]byte(`{"type":"typing","conversationId":1,"userId":1}`))
+	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == g.ID {
+			t.Fatalf("message seq %d of the group handed on again after the user left", ev.Seq)
+		}
+		return ev.Type == client.EventTyping
+	}) {
+		t.Fatal("the typing event after the duplicates did not come within 10s")
+	}
+	if d := b.Stats().Duplicates; d != 2 {
+		t.Errorf("Duplicates = %d, want 2", d)
+	}
+}
