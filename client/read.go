@@ -23,11 +23,14 @@ type readBatcher struct {
 	pending map[int64]int64
 	timer   *time.Timer
 	kickCh  chan struct{}
-	flushMu sync.Mutex // one publishing round at a time
+	// flushing holds a token while a publishing round runs (one at a
+	// time); waiting for it honours the caller's context.
+	flushing chan struct{}
 }
 
 func newReadBatcher(c *Client, debounce time.Duration) *readBatcher {
-	return &readBatcher{c: c, debounce: debounce, pending: map[int64]int64{}, kickCh: make(chan struct{}, 1)}
+	return &readBatcher{c: c, debounce: debounce, pending: map[int64]int64{}, kickCh: make(chan struct{}, 1),
+		flushing: make(chan struct{}, 1)}
 }
 
 // MarkRead records that the user has read conversationID up to seq. The
@@ -89,8 +92,14 @@ func (r *readBatcher) run() {
 // publish sends every pending receipt; those that fail for lack of a
 // connection are put back (keeping the higher seq) for the next round.
 func (r *readBatcher) publish(ctx context.Context) error {
-	r.flushMu.Lock()
-	defer r.flushMu.Unlock()
+	select {
+	case r.flushing <- struct{}{}:
+	case <-ctx.Done():
+		// A round still waits for its PUBACKs (a stalled connection):
+		// what it took is put back if it fails.
+		return r.c.waitErr("read", ctx.Err())
+	}
+	defer func() { <-r.flushing }()
 	r.mu.Lock()
 	batch := r.pending
 	r.pending = map[int64]int64{}
