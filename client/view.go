@@ -69,6 +69,11 @@ func (v *View) Apply(ev Event) {
 		msgs[ev.Seq] = newMessageView(ev)
 		return
 	}
+	if ev.TargetSeq <= 0 {
+		// A system entry: it changes no message (it is not kept for one
+		// either: it would push changes waiting for their messages out).
+		return
+	}
 	m := msgs[ev.TargetSeq]
 	if m == nil {
 		// A message the view does not hold (older than what it was

@@ -215,3 +215,24 @@ func TestAReplysQuoteFollowsALiveRecallOrEditOfAMessageTheViewDoesNotHold(t *tes
 		t.Errorf("the quote of recalled seq 2: %+v, want recalled without its text", r)
 	}
 }
+
+// System entries (joins, leaves, renames) target no message: a view that
+// kept them among the changes waiting for older messages lost those
+// changes once a busy group's entries filled the list, and the older
+// page then showed a message without its edit.
+func TestSystemEntriesDoNotPushOutChangesWaitingForTheirMessage(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	v := client.NewView(2)
+	v.ApplyHistory([]client.Message{{ConversationID: 7, Seq: 5, Kind: client.KindMessage, SenderID: 1, Body: "newest", CreatedAt: at}})
+	v.Apply(client.Event{Type: client.EventMessageEdited, ConversationID: 7, Seq: 6, TargetSeq: 1, SenderID: 1, Body: "lunch at 1?", EditedAt: &at})
+	for seq := int64(7); seq < 7+2000; seq++ {
+		v.Apply(client.Event{Type: client.EventSystemNew, ConversationID: 7, Seq: seq, Action: "member.added", UserID: seq, CreatedAt: at})
+	}
+	v.ApplyHistory([]client.Message{{ConversationID: 7, Seq: 1, Kind: client.KindMessage, SenderID: 1, Body: "lunch at 12?", CreatedAt: at}})
+	if m := v.Messages(7)[0]; m.Seq != 1 || m.Body != "lunch at 1?" {
+		t.Fatalf("seq 1 from its older page: %+v, want the edit that arrived before 2,000 system entries", m)
+	}
+	if v.Position(7) != 7+2000-1 {
+		t.Fatalf("position %d, want %d: system entries are entries of the stream", v.Position(7), 7+2000-1)
+	}
+}
