@@ -60,6 +60,15 @@ type ConversationSettings struct {
 	Mentions   bool       `json:"mentions"`
 }
 
+// AsOf is s as it stands at now: a mute whose MutedUntil has passed is
+// over (muted false, mutedUntil null), as the push decider reads it.
+func (s ConversationSettings) AsOf(now time.Time) ConversationSettings {
+	if s.Muted && s.MutedUntil != nil && !s.MutedUntil.After(now) {
+		s.Muted, s.MutedUntil = false, nil
+	}
+	return s
+}
+
 // DefaultConversationSettings are a member's settings until they set any.
 var DefaultConversationSettings = ConversationSettings{Mentions: true}
 
@@ -168,7 +177,12 @@ func (s *Service) SetConversationSettings(ctx context.Context, conversationID, u
 	if err != nil {
 		return ConversationSettings{}, err
 	}
-	return p.SetSettings(ctx, conversationID, userID, r.Settings())
+	st := r.Settings()
+	if st.Muted && st.MutedUntil != nil && !st.MutedUntil.After(time.Now()) {
+		return ConversationSettings{}, Errorf(CodeInvalid, "mutedUntil %s has passed: give a time to come, null to mute until unmuted, or muted false to unmute",
+			st.MutedUntil.UTC().Format(time.RFC3339))
+	}
+	return p.SetSettings(ctx, conversationID, userID, st)
 }
 
 // AddInboxSettings fills the Settings of every entry of page (nothing
@@ -185,10 +199,11 @@ func (s *Service) AddInboxSettings(ctx context.Context, userID int64, page *Inbo
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	for i := range page.Conversations {
 		st := DefaultConversationSettings
 		if v, ok := m[page.Conversations[i].ID]; ok {
-			st = v
+			st = v.AsOf(now)
 		}
 		page.Conversations[i].Settings = &st
 	}

@@ -440,3 +440,42 @@ func stillAccepted(t *testing.T, ep *webpushtest.Endpoint, name string, n int, d
 		}
 	}
 }
+
+// A mute for a while ends: once mutedUntil has passed, the inbox shows the
+// conversation unmuted (muted false, mutedUntil null), as pushes treat
+// it; before, it kept saying muted with a time gone by, and each client
+// had to work out that it was not. A mute until a time already gone is
+// refused (400): it would mute nothing.
+func TestAMuteForAWhileShowsAsOverOnceItsTimeHasPassed(t *testing.T) {
+	srv, _ := startPushNode(t, nil)
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	path := fmt.Sprintf("/v1/conversations/%d/settings", conv.ID)
+	if r := httpDo(t, srv, 1, "PUT", path, map[string]any{"muted": true, "mutedUntil": time.Now().Add(-time.Minute)}); r.status != 400 || errCode(r) != "invalid" {
+		t.Fatalf("a mute until a minute ago: %d %s, want 400 invalid", r.status, r.body)
+	}
+	until := time.Now().Add(1500 * time.Millisecond)
+	var set chat.ConversationSettings
+	if st := api(t, srv, 1, "PUT", path, map[string]any{"mutedUntil": until}, &set); st != 200 || !set.Muted {
+		t.Fatalf("a mute for 1.5 s: %d %+v", st, set)
+	}
+	var inbox chat.InboxPage
+	api(t, srv, 1, "GET", "/v1/inbox", nil, &inbox)
+	if s := inbox.Conversations[0].Settings; s == nil || !s.Muted {
+		t.Fatalf("while muted, the inbox says %+v", s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		api(t, srv, 1, "GET", "/v1/inbox", nil, &inbox)
+		s := inbox.Conversations[0].Settings
+		if time.Now().After(until.Add(100 * time.Millisecond)) {
+			if s == nil || s.Muted || s.MutedUntil != nil || !s.Mentions {
+				t.Fatalf("after the mute's time, the inbox says %+v, want muted false, mutedUntil null", s)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mute never ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
