@@ -132,6 +132,11 @@ func (l Limits) ValidateChange(c *Change) error {
 		if c.ReplyTo < 0 {
 			return Errorf(CodeInvalid, "replyTo must be a positive seq")
 		}
+		if c.ReplyTo > 0 && c.Forward != nil {
+			// Its answer, events and clients show one reference: a
+			// forward's source, or the message a reply quotes.
+			return Errorf(CodeInvalid, "a forward cannot also reply to a message: forward it, then reply to the forward")
+		}
 		if len(c.Attachments) > 0 {
 			if c.Forward != nil {
 				return Errorf(CodeInvalid, "a forward copies the message: it takes no attachments of its own")

@@ -107,3 +107,27 @@ func TestAResentReplyOrForwardAnswersItsReplyToOrForwardedFrom(t *testing.T) {
 		t.Errorf("the reply's clientMsgId reused to reply to another message: %d %s, want 409 conflict", r.status, r.body)
 	}
 }
+
+// A send is a reply or a forward, not both: the answer, events and
+// clients show one reference, so a message stored with both showed its
+// sender a forward whose reply everyone else saw. Refused over HTTP and
+// RPC alike, nothing stored.
+func TestAForwardThatAlsoRepliesIsRefused(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	src := e.sendMsg(2, g, newID(), "the deploy key rotates on Friday")
+	path := pathf("/v1/conversations/%d/messages", g)
+	body := map[string]any{"clientMsgId": newID(), "replyTo": src.Seq, "forward": map[string]any{"conversationId": g, "seq": src.Seq}}
+	if r := e.do(1, "POST", path, body); r.status != 400 || r.errorCode() != "invalid" {
+		t.Fatalf("a forward that also replies: %d %s, want 400 invalid", r.status, r.body)
+	}
+	rr := e.rpc(1, "send", pathf(`{"conversationId":%d,"clientMsgId":%q,"replyTo":%d,"forward":{"conversationId":%d,"seq":%d}}`, g, newID(), src.Seq, g, src.Seq))
+	if rr.status != 400 {
+		t.Fatalf("over RPC: %s, want 400", rr.raw)
+	}
+	var h httpapi.HistoryReply
+	e.must(200, 1, "GET", path, nil, &h)
+	if len(h.Messages) != 1 {
+		t.Fatalf("history holds %d entries, want the source alone", len(h.Messages))
+	}
+}
