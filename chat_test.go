@@ -130,3 +130,16 @@ func TestEventJSONKeepsMarkupAsItIs(t *testing.T) {
 		t.Fatalf("a 16 KiB body of '<' is a %d-byte event (%v)", len(b), err)
 	}
 }
+
+// The avatar URL limit (2,048 bytes) holds for what is stored: the URL
+// percent-encoded, where a character like "ä" takes 6 bytes, not 2.
+func TestAnAvatarURLIsLimitedAsItIsStored(t *testing.T) {
+	long := "https://img.example/" + strings.Repeat("ä", 1000) // 2,020 bytes as given, 6,020 encoded
+	if got, err := chat.ValidateAvatarURL(long); err == nil {
+		t.Fatalf("accepted, stored as %d bytes; want invalid", len(got))
+	}
+	ok := "https://img.example/" + strings.Repeat("ä", 300) // 1,820 encoded
+	if got, err := chat.ValidateAvatarURL(ok); err != nil || len(got) > chat.MaxAvatarURLBytes {
+		t.Fatalf("%d bytes encoded: %v", len(got), err)
+	}
+}

@@ -201,7 +201,12 @@ func ValidateAvatarURL(s string) (string, error) {
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Opaque != "" || hasControl(s, false) {
 		return "", Errorf(CodeInvalid, "avatarUrl must be an https:// URL with a host and no user name or password")
 	}
-	return u.String(), nil
+	// What is stored is the URL encoded (a non-ASCII character takes up
+	// to 12 bytes then): the limit holds for that.
+	if out := u.String(); len(out) <= MaxAvatarURLBytes {
+		return out, nil
+	}
+	return "", Errorf(CodeInvalid, "avatarUrl must be at most %d bytes, percent-encoded", MaxAvatarURLBytes)
 }
 
 // ValidateGroupTitle trims a new group title: 1-200 bytes of UTF-8 without
