@@ -17,7 +17,9 @@ type TokenStore interface {
 	// seconds: a token issued in the second of the revocation, before or
 	// after it, is refused too). It never moves the instant back. The
 	// nodes holding connections authenticated by such tokens close them
-	// (the store announces the revocation to every node).
+	// (the store announces the revocation to every node), and the user's
+	// push devices are forgotten (each registered by a session now signed
+	// out: the apps register again when signed in).
 	RevokeTokens(ctx context.Context, userID int64) (time.Time, error)
 	// TokensRevokedBefore returns userID's instant (zero: never revoked).
 	TokensRevokedBefore(ctx context.Context, userID int64) (time.Time, error)

@@ -17,11 +17,16 @@ import (
 const TokensRevokedChannel = "chat_tokens_revoked"
 
 // RevokeTokens implements chat.TokenStore. The instant is the next whole
-// second of the database's clock, never earlier than one set before.
+// second of the database's clock, never earlier than one set before. The
+// user's push devices go with their tokens: each was registered by a
+// session now signed out, and a stolen phone must not keep showing the
+// user's messages on its lock screen (apps register again when signed in).
 func (s *Store) RevokeTokens(ctx context.Context, userID int64) (time.Time, error) {
 	var before time.Time
 	err := s.pool.QueryRow(ctx, `
-WITH r AS (
+WITH d AS (
+    DELETE FROM push_device WHERE user_id = $1
+), r AS (
     INSERT INTO token_revocation AS t (user_id, revoked_before, revoked_at)
     VALUES ($1, date_trunc('second', clock_timestamp()) + interval '1 second', clock_timestamp())
     ON CONFLICT (user_id) DO UPDATE

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
@@ -21,6 +24,9 @@ func TestARevocationIsAWholeSecondAheadAndReachesEveryWatcher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
+	if _, err := pool.Exec(ctx, `INSERT INTO push_device (user_id, platform, address) VALUES (5, 'fcm', 'phone-of-5'), (6, 'fcm', 'phone-of-6')`); err != nil {
+		t.Fatal(err)
+	}
 	before, err := st.RevokeTokens(ctx, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +39,14 @@ func TestARevocationIsAWholeSecondAheadAndReachesEveryWatcher(t *testing.T) {
 	}
 	if got, err := st.TokensRevokedBefore(ctx, 6); err != nil || !got.IsZero() {
 		t.Fatalf("a user who revoked nothing: %v, %v", got, err)
+	}
+	// The push devices of the signed-out sessions go with them.
+	var devices []string
+	if err := queryStrings(ctx, pool, &devices, `SELECT address FROM push_device ORDER BY address`); err != nil {
+		t.Fatal(err)
+	}
+	if len(devices) != 1 || devices[0] != "phone-of-6" {
+		t.Fatalf("push devices after user 5 revoked their tokens: %v, want user 6's alone", devices)
 	}
 	// Set back by hand: a second revocation never moves it back.
 	if _, err := pool.Exec(ctx, `UPDATE token_revocation SET revoked_before = revoked_before + interval '1 hour'`); err != nil {
@@ -90,4 +104,14 @@ func TestARevocationIsAWholeSecondAheadAndReachesEveryWatcher(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
+}
+
+// queryStrings reads the one text column of sql's rows into out.
+func queryStrings(ctx context.Context, pool *pgxpool.Pool, out *[]string, sql string) error {
+	rows, err := pool.Query(ctx, sql)
+	if err != nil {
+		return err
+	}
+	*out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return err
 }
