@@ -18,7 +18,7 @@ func TestCloseHonoursItsContextWhileAReadReceiptAwaitsItsPUBACK(t *testing.T) {
 	srv, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))
 	conv := direct(t, a, 2)
-	px := newStallProxy(t, srv.MQTTAddr())
+	px := newProxy(t, srv.MQTTAddr())
 	cfg := testConfig(t, px.URL(), 2) // RequestTimeout 10s
 	cfg.ReadDebounce = 10 * time.Millisecond
 	b := connect(t, cfg)

@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -209,6 +208,7 @@ type proxy struct {
 	mu       sync.Mutex
 	upstream string
 	down     bool
+	stall    bool // drop what chatd writes (Stall)
 	conns    map[net.Conn]struct{}
 	wg       sync.WaitGroup
 }
@@ -255,14 +255,30 @@ func (p *proxy) serve() {
 		p.conns[c], p.conns[u] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(c, u)
-		go p.pipe(u, c)
+		go p.pipe(u, c, false)
+		go p.pipe(c, u, true)
 	}
 }
 
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst; back is the way from chatd to the client, which
+// Stall empties.
+func (p *proxy) pipe(dst, src net.Conn, back bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		drop := back && p.stall
+		p.mu.Unlock()
+		if n > 0 && !drop {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -271,11 +287,20 @@ func (p *proxy) pipe(dst, src net.Conn) {
 	p.mu.Unlock()
 }
 
-// Kill closes every open connection (no DISCONNECT: a lost network); new
-// connections are still accepted.
+// Stall drops everything chatd writes from now on (a PUBACK lost on the
+// way), until Kill.
+func (p *proxy) Stall() {
+	p.mu.Lock()
+	p.stall = true
+	p.mu.Unlock()
+}
+
+// Kill closes every open connection (no DISCONNECT: a lost network) and
+// ends a Stall; new connections are still accepted.
 func (p *proxy) Kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stall = false
 	for c := range p.conns {
 		c.Close()
 	}

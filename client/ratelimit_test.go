@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"context"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,104 +13,14 @@ import (
 // limitedNode starts a node whose users may send one message at once and
 // one every two seconds after that. User 1 connects through a proxy
 // (px) with its direct conversation with user 2 (conv).
-func limitedNode(t *testing.T) (url string, px *stallProxy, a *client.Client, conv int64) {
+func limitedNode(t *testing.T) (url string, px *proxy, a *client.Client, conv int64) {
 	t.Helper()
 	url = pgtest.NewDB(t)
 	srv := testnode.Start(t, testnode.SecretEnv(t, url, map[string]string{
 		"CHAT_LIMIT_SEND_RATE": "0.5", "CHAT_LIMIT_SEND_BURST": "1"}), nil)
-	px = newStallProxy(t, srv.MQTTAddr())
+	px = newProxy(t, srv.MQTTAddr())
 	a = connect(t, testConfig(t, px.URL(), 1))
 	return url, px, a, direct(t, a, 2)
-}
-
-// stallProxy is a TCP proxy that can stall the way back: while stalled,
-// what chatd writes to the client is dropped (a PUBACK lost on the way).
-type stallProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	stall bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newStallProxy(t *testing.T, upstream string) *stallProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{ln: ln, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.DialTimeout("tcp", upstream, 5*time.Second)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[u] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go p.pipe(u, c, false)
-			go p.pipe(c, u, true)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.Kill(false)
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *stallProxy) URL() string { return "mqtt://" + p.ln.Addr().String() }
-
-func (p *stallProxy) pipe(dst, src net.Conn, back bool) {
-	defer p.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		p.mu.Lock()
-		drop := back && p.stall
-		p.mu.Unlock()
-		if n > 0 && !drop {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	dst.Close()
-	src.Close()
-}
-
-// Stall drops everything chatd writes from now on.
-func (p *stallProxy) Stall() {
-	p.mu.Lock()
-	p.stall = true
-	p.mu.Unlock()
-}
-
-// Kill closes every open connection (a lost network) and stops stalling
-// when unstall is set.
-func (p *stallProxy) Kill(unstall bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if unstall {
-		p.stall = false
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[net.Conn]struct{}{}
 }
 
 // storedOnce fails t unless conversation conv holds exactly one message.
@@ -179,7 +87,7 @@ func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	px.Kill(true) // the PUBACK never reaches the client
+	px.Kill() // the PUBACK never reaches the client
 	r := <-done
 	if r.err != nil || r.seq != 1 {
 		t.Fatalf("Send of a committed message whose PUBACK was lost: seq %d, err %v; want seq 1", r.seq, r.err)
