@@ -407,9 +407,17 @@ func (c *Cluster) Running() bool {
 	return c.cmd != nil
 }
 
+// immediateWait bounds the wait for an immediate shutdown Stop asked for
+// when its context ended; the postmaster SIGKILLs backends that ignore its
+// SIGQUIT after 5 s itself.
+const immediateWait = 10 * time.Second
+
 // Stop shuts the server down: fast (SIGINT: roll back open transactions,
 // checkpoint) unless immediate (SIGQUIT: no checkpoint, crash recovery on the
-// next start, like `pg_ctl stop -m immediate`). It waits for exit.
+// next start, like `pg_ctl stop -m immediate`). It waits for exit. When ctx
+// ends first, it turns the shutdown immediate and waits up to
+// immediateWait more; only a postmaster that does not exit even then gets
+// SIGKILL, which would leave its backends running without it.
 func (c *Cluster) Stop(ctx context.Context, immediate bool) error {
 	c.mu.Lock()
 	cmd, done := c.cmd, c.done
@@ -427,9 +435,15 @@ func (c *Cluster) Stop(ctx context.Context, immediate bool) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+	}
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+		return fmt.Errorf("stop postgres: %w; stopped it immediately instead (crash recovery at the next start)", ctx.Err())
+	case <-time.After(immediateWait):
 		_ = cmd.Process.Kill()
 		<-done
-		return fmt.Errorf("stop postgres: %w", ctx.Err())
+		return fmt.Errorf("stop postgres: %w; killed it after an immediate shutdown did not end in %v", ctx.Err(), immediateWait)
 	}
 }
 
