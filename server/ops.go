@@ -266,18 +266,25 @@ func (s *Server) stopAcceptingOps() {
 	}
 }
 
-// shutdownOps stops the HTTPS and metrics servers and the JWKS refreshes.
-func (s *Server) shutdownOps(ctx context.Context) {
-	for _, srv := range []*http.Server{s.ops.httpsSrv, s.ops.metricsSrv} {
-		if srv != nil {
-			if err := srv.Shutdown(ctx); err != nil {
-				_ = srv.Close()
+// shutdownOps stops the HTTPS and metrics servers and the JWKS refreshes;
+// it reports the requests cut off when ctx ended before they were done.
+func (s *Server) shutdownOps(ctx context.Context) error {
+	var errs []error
+	for _, l := range []struct {
+		name string
+		srv  *http.Server
+	}{{"https", s.ops.httpsSrv}, {"metrics", s.ops.metricsSrv}} {
+		if l.srv != nil {
+			if err := l.srv.Shutdown(ctx); err != nil {
+				_ = l.srv.Close()
+				errs = append(errs, fmt.Errorf("%s: requests still running were cut off: %w", l.name, err))
 			}
 		}
 	}
 	if s.ops.jwks != nil {
 		s.ops.jwks.Close()
 	}
+	return errors.Join(errs...)
 }
 
 // logListeners writes one line per listener saying what it serves, then

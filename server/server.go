@@ -529,9 +529,12 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.httpSrv != nil {
 		if err := s.httpSrv.Shutdown(ctx); err != nil {
 			_ = s.httpSrv.Close()
+			errs = append(errs, fmt.Errorf("http: requests still running were cut off: %w", err))
 		}
 	}
-	s.shutdownOps(ctx)
+	if err := s.shutdownOps(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	// Every client is gone: commit the pending receipts, then clear this
 	// node's presence.
 	if s.Receipts != nil {
