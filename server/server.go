@@ -498,7 +498,13 @@ func (s *Server) HTTPAddr() string {
 	return s.httpLn.Addr().String()
 }
 
-// Close shuts the node down in dependency order.
+// cleanupGrace is how long Close still gives the node's own cleanup after
+// the clients' drain when the drain spent Close's context.
+const cleanupGrace = 5 * time.Second
+
+// Close shuts the node down in dependency order: it drains the clients
+// within ctx, then flushes and stops the node's parts, within ctx or, when
+// the drain spent it, within cleanupGrace more.
 func (s *Server) Close(ctx context.Context) error {
 	if s.closed {
 		return nil
@@ -534,6 +540,14 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	if err := s.shutdownOps(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	// ctx bounds the clients' drain. A client that spent it (a request
+	// body that never arrives) must not cost the node's own cleanup:
+	// flushing the receipts, clearing its presence, stopping PostgreSQL.
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupGrace)
+		defer cancel()
 	}
 	// Every client is gone: commit the pending receipts, then clear this
 	// node's presence.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/server"
 )
 
@@ -64,5 +65,42 @@ func TestCloseReportsHTTPRequestsCutOffWhenTheBudgetRunsOut(t *testing.T) {
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadAll(conn); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
 		t.Fatalf("the cut-off request's connection: %v", err)
+	}
+}
+
+// The budget bounds how long clients may take to finish; a client that
+// spent it (here a request body that never arrives) used to leave the
+// node's own cleanup after the drain nothing but an expired context:
+// pending receipts were not flushed, the node's presence marks were not
+// cleared, and PostgreSQL was not waited for. The cleanup now gets a grace
+// of its own.
+func TestAClientThatSpendsTheShutdownBudgetStillLetsTheNodeFlushAndClearItsPresence(t *testing.T) {
+	url := pgtest.NewDB(t)
+	srv := startNode(t, url, nil)
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	_ = rawClient(t, srv.MQTTAddr(), 2, "online-at-shutdown", 5, true)
+	pool := openPool(t, url)
+	node := srv.Settings.NodeID
+	testkit.WaitFor(t, 10*time.Second, "the node's presence row", func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_node WHERE node_id = $1`, node).Scan(&n)
+		return n == 1
+	})
+	stalledSend(t, srv, conv.ID)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := srv.Close(ctx)
+	for _, part := range strings.Split(fmt.Sprint(err), "\n") {
+		if !strings.HasPrefix(part, "http: ") {
+			t.Errorf("Close: %q; want only the HTTP request that was cut off, the node's own cleanup done", part)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_node WHERE node_id = $1`, node).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("the node's presence row is still there after Close: its users show online until it expires")
 	}
 }
