@@ -216,13 +216,34 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 	return nil
 }
 
+// requestBodyTimeout is how long a request's body may take to arrive
+// after its headers (ReadHeaderTimeout bounds those). Uploads to
+// PUT /v1/uploads/{id} set deadlines of their own, per read.
+const requestBodyTimeout = 60 * time.Second
+
 func newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           bodyDeadline(h),
 		ReadHeaderTimeout: 10 * time.Second, // slowloris
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 * 1024,
 	}
+}
+
+// bodyDeadline gives a request that has a body requestBodyTimeout to send
+// it: a body that never arrives in full would otherwise hold its
+// connection and handler forever, and net/http reads what a handler left
+// unread (the body of a request refused with 401, say) before it answers.
+// A handler that reads the body and then runs longer clears the deadline
+// (httpapi does), or net/http's read behind it would time out and cancel
+// the request's context.
+func bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(requestBodyTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) serve(name string, srv *http.Server, ln net.Listener) {

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	chat "github.com/chatd/chatd"
@@ -53,6 +54,9 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	}
 	limit := a.maxRequestBytes()
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	// The body is in: a deadline the server set for it (chatd's
+	// requestBodyTimeout) must not end the request while it is served.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
