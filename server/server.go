@@ -64,6 +64,7 @@ type Server struct {
 
 	log      *slog.Logger
 	closeDB  func(context.Context) error
+	dbExited <-chan struct{} // the embedded PostgreSQL's exit; nil with a database URL
 	store    *store.Store
 	sendPool *pgxpool.Pool
 	httpSrv  *http.Server
@@ -164,6 +165,7 @@ func (s *Server) openDB(ctx context.Context, st config.Settings, appName string)
 		return err
 	}
 	s.Pool, s.closeDB = pool, closeDB
+	s.dbExited = pgembed.Exited(pool)
 	applied, err := store.Migrate(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -481,6 +483,12 @@ func (s *Server) background(ctx context.Context, sessions *store.Sessions, runne
 // BatchStats reports the group-commit transactions run for sends and the
 // sends they carried.
 func (s *Server) BatchStats() store.BatchStats { return s.store.BatchStats() }
+
+// DatabaseExited is closed when the embedded PostgreSQL the node started
+// exits while the node runs (it is nil with a database URL): nothing starts
+// it again, so the node can only stop; its next start runs PostgreSQL's
+// crash recovery.
+func (s *Server) DatabaseExited() <-chan struct{} { return s.dbExited }
 
 // MQTTAddr is the bound MQTT TCP address.
 func (s *Server) MQTTAddr() string {

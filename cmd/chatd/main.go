@@ -20,6 +20,7 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/buildinfo"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/server"
 )
@@ -119,9 +121,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		log.Error("chatd failed to start", "err", err)
 		return 1
 	}
-	for ctx.Err() == nil {
+	dbFailed := false
+	for ctx.Err() == nil && !dbFailed {
 		select {
 		case <-ctx.Done():
+		case <-srv.DatabaseExited():
+			// A supervisor (systemd Restart=always, a container runtime)
+			// starts chatd again, and with it PostgreSQL's crash recovery.
+			log.Error("the embedded PostgreSQL exited; chatd cannot serve without it and stops", "postgres_log", filepath.Join(pgembed.PGDir(st.DataDir), "postgres.log"))
+			dbFailed = true
 		case <-hup:
 			// Let's Encrypt renewals: certbot --deploy-hook "systemctl reload chatd".
 			if err := srv.ReloadTLS(); err != nil {
@@ -136,6 +144,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	defer cancel()
 	if err := srv.Close(sctx); err != nil {
 		log.Error("shutdown incomplete", "err", err)
+		return 1
+	}
+	if dbFailed {
+		log.Info("chatd stopped: its embedded PostgreSQL had exited")
 		return 1
 	}
 	log.Info("chatd stopped")

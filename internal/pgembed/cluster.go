@@ -400,6 +400,14 @@ func (c *Cluster) CreateDatabase(ctx context.Context, db string) error {
 	return nil
 }
 
+// Exited is closed when the postmaster this Start started exits, whatever
+// the reason (nil before Start).
+func (c *Cluster) Exited() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
+}
+
 // Running reports whether the postmaster child is alive.
 func (c *Cluster) Running() bool {
 	c.mu.Lock()

@@ -31,5 +31,9 @@ func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *
 		lock.release()
 		return nil, nil, fmt.Errorf("open embedded database: %w", err)
 	}
-	return pool, closer(pool, stop, lock), nil
+	exits.Store(pool, cluster.Exited())
+	return pool, closer(pool, func(ctx context.Context) error {
+		exits.Delete(pool)
+		return stop(ctx)
+	}, lock), nil
 }

@@ -105,6 +105,22 @@ func open(ctx context.Context, databaseURL, dataDir string, maxConns int32, logg
 	}
 }
 
+// exits holds, for each pool on an embedded cluster this process started,
+// the channel closed when its postmaster exits (Exited).
+var exits sync.Map // *pgxpool.Pool -> <-chan struct{}
+
+// Exited is closed when the embedded PostgreSQL that Open or OpenOwner
+// started for pool exits, whatever the reason: after a crash of its
+// postmaster nothing starts it again, so its owner must stop. It is nil
+// (never ready) for a pool on a database URL or on a server this process
+// joined, and once pool's close function ran.
+func Exited(pool *pgxpool.Pool) <-chan struct{} {
+	if ch, ok := exits.Load(pool); ok {
+		return ch.(<-chan struct{})
+	}
+	return nil
+}
+
 // errNotRunning: no live postmaster owns the embedded cluster's directory.
 var errNotRunning = errors.New("embedded PostgreSQL is not running")
 
