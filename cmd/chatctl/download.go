@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/chatd/chatd/client"
 )
@@ -54,7 +55,7 @@ func explainUpload(err error, fs *flag.FlagSet, user, conv int64, path string) e
 
 func runDownload(ctx context.Context, a *app, args []string) error {
 	cf := newChatFlags("download", "download --user N --id ATTACHMENT [--out PATH] [--resume]",
-		"Download an attachment as --user (a member of its conversation) over chatd's\nHTTP API, following an object store's redirect. --out - writes to stdout;\nwithout --out the file gets the attachment's name in the current directory.\n--resume continues a partial --out file where it stops (a Range request);\na broken connection is resumed by itself.",
+		"Download an attachment as --user (a member of its conversation) over chatd's\nHTTP API, following an object store's redirect. --out - writes to stdout;\nwithout --out the file gets the attachment's name in the current directory\n(never replacing a file there; a leading dot becomes _).\n--resume continues a partial --out file where it stops (a Range request);\na broken connection is resumed by itself.",
 		`chatctl download --user 2 --id ofbjcmujwrisdvlx7lig5xzoiu`,
 		`chatctl download --user 2 --id ofbjcmujwrisdvlx7lig5xzoiu --out photo.jpg --resume`)
 	id := cf.fs.String("id", "", "the attachment id (message.new's attachments[].id)")
@@ -105,9 +106,18 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 			return explainDownload(err, cf.fs, *cf.user, *id)
 		}
 		if *out == "" {
+			// The name is the sender's: it must neither replace a file
+			// nor become a dotfile a shell or a tool reads (.profile).
 			name := filepath.Base(info.Name)
 			if name == "" || name == "." || name == "/" {
 				name = *id
+			}
+			if strings.HasPrefix(name, ".") {
+				name = "_" + name[1:]
+			}
+			if _, err := os.Lstat(name); err == nil {
+				os.Remove(path)
+				return fmt.Errorf("%s: %s exists and is not overwritten; pass --out PATH to save attachment %s elsewhere (or --out %s to replace it)", cf.fs.Name(), name, *id, name)
 			}
 			if err := os.Rename(path, name); err != nil {
 				return fmt.Errorf("%s: %w", cf.fs.Name(), err)
