@@ -122,6 +122,12 @@ func (r *Reloader) check(force bool) error {
 	defer r.mu.Unlock()
 	st, err := r.stat()
 	if err == nil && !force && st[0].same(r.stamp[0]) && st[1].same(r.stamp[1]) {
+		// The files are those of the certificate in use: a broken
+		// renewal that was moved back is no longer failing.
+		if r.lastError.Swap(nil) != nil {
+			r.badStamp = [2]fileStamp{}
+			r.log.Info("TLS certificate files are those in use again", "cert", r.certPath)
+		}
 		return nil
 	}
 	var cert *tls.Certificate
