@@ -190,7 +190,7 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		if s.httpLn, err = net.Listen("tcp", st.HTTPAddr); err != nil {
 			return fmt.Errorf("listen http on %s: %w", st.HTTPAddr, err)
 		}
-		s.httpSrv = newHTTPServer(newMux(s.Broker.WebSocket()))
+		s.httpSrv = s.newHTTPServer(newMux(s.Broker.WebSocket()))
 		s.serve("http", s.httpSrv, s.httpLn)
 	}
 	if st.HTTPSAddr != "" {
@@ -199,7 +199,7 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 			return fmt.Errorf("listen https on %s: %w", st.HTTPSAddr, err)
 		}
 		s.ops.httpsLn = tls.NewListener(ln, s.ops.httpsTLS)
-		s.ops.httpsSrv = newHTTPServer(newMux(s.Broker.SecureWebSocket()))
+		s.ops.httpsSrv = s.newHTTPServer(newMux(s.Broker.SecureWebSocket()))
 		s.serve("https", s.ops.httpsSrv, s.ops.httpsLn)
 	}
 	if st.MetricsAddr != "" {
@@ -210,7 +210,7 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		mux.Handle("GET /metrics", metrics)
 		mux.Handle("/healthz", api)
 		mux.Handle("/readyz", api)
-		s.ops.metricsSrv = newHTTPServer(mux)
+		s.ops.metricsSrv = s.newHTTPServer(mux)
 		s.serve("metrics", s.ops.metricsSrv, s.ops.metricsLn)
 	}
 	return nil
@@ -221,9 +221,13 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 // PUT /v1/uploads/{id} set deadlines of their own, per read.
 const requestBodyTimeout = 60 * time.Second
 
-func newHTTPServer(h http.Handler) *http.Server {
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	timeout := s.bodyTimeout
+	if timeout <= 0 {
+		timeout = requestBodyTimeout
+	}
 	return &http.Server{
-		Handler:           bodyDeadline(h),
+		Handler:           bodyDeadline(h, timeout),
 		ReadHeaderTimeout: 10 * time.Second, // slowloris
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 * 1024,
@@ -237,10 +241,10 @@ func newHTTPServer(h http.Handler) *http.Server {
 // A handler that reads the body and then runs longer clears the deadline
 // (httpapi does), or net/http's read behind it would time out and cancel
 // the request's context.
-func bodyDeadline(next http.Handler) http.Handler {
+func bodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(requestBodyTimeout))
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -84,6 +84,9 @@ type Server struct {
 	// noTakeoverWatch: this node is not told when a connection on another
 	// node takes one of its sessions over (tests of a late or lost notice).
 	noTakeoverWatch bool
+	// bodyTimeout is how long a request body may take to arrive
+	// (requestBodyTimeout; shorter in tests).
+	bodyTimeout time.Duration
 }
 
 // Option adds to what the settings configure.
