@@ -11,7 +11,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { devAPI, devSignIn, eventually, finish, launchChromium, openConversation, row } from './helpers.mjs';
+import { devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation, row } from './helpers.mjs';
 
 const BASE = process.env.CHATD_URL;
 if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
@@ -176,6 +176,27 @@ test('privacy: with read receipts off the sender sees "Sent", not "Seen", and th
   await b.page.waitForTimeout(800);
   const bReceipt = await b.page.evaluate(() => [...document.querySelectorAll('[data-testid=receipt]')].filter((e) => !e.hidden).pop()?.textContent);
   assert.equal(bReceipt, 'Sent');
+  await finish(a, b);
+});
+
+test('sign out everywhere: from settings, after a confirmation; this browser and another are signed out, and signing in again works', async () => {
+  const a = await signIn(320);
+  const b = await signIn(320);
+  await a.page.getByTestId('settings').click();
+  const everywhere = a.page.getByTestId('signout-everywhere');
+  await everywhere.click();
+  await a.page.waitForTimeout(200); // a first click only arms it
+  assert.equal(await a.page.getByTestId('dev-user').count(), 0, 'signed out on the first click');
+  await everywhere.click();
+  await a.page.getByTestId('dev-user').waitFor();
+  assert.match(await a.page.getByTestId('signin-error').textContent(), /signed out on every device/);
+  // The other browser's connection was ended and its token is refused.
+  await b.page.getByTestId('dev-user').waitFor({ timeout: 20000 });
+  // Tokens issued from the next whole second on work.
+  await a.page.waitForTimeout(1100);
+  await a.page.getByTestId('dev-user').fill('320');
+  await a.page.getByTestId('dev-signin').click();
+  await online(a.page);
   await finish(a, b);
 });
 

@@ -151,6 +151,11 @@ export class Api {
     return this.request('DELETE', `/v1/me/blocks/${id}`);
   }
 
+  /** Signs the user out everywhere: every token issued until now, this one too. */
+  revokeTokens() {
+    return this.request('POST', '/v1/me/tokens/revoke');
+  }
+
   blocks() {
     return this.request('GET', '/v1/me/blocks');
   }

@@ -87,7 +87,8 @@ async function startApp({ token, userId, exp }) {
   const go = (cid) => {
     location.hash = cid ? `#/c/${cid}` : '';
   };
-  const peopleCtx = { state, sync, api, people, notify, go };
+  const signOutEverywhere = () => signOut('You were signed out on every device. Sign in again.', { endSession: true });
+  const peopleCtx = { state, sync, api, people, notify, go, signOutEverywhere };
   const search = createSearch(state, api, {
     jump: (cid, seq) => {
       go(cid);

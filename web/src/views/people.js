@@ -85,7 +85,8 @@ function toggle(label, testid, checked, onchange, hint) {
 
 /**
  * The caller's profile (name, about, avatar URL) and privacy settings.
- * @param {{people:import('../store/people.js').People, api:import('../api.js').Api, notify:(m:string)=>void}} ctx
+ * @param {{people:import('../store/people.js').People, api:import('../api.js').Api, notify:(m:string)=>void,
+ *   signOutEverywhere:()=>void}} ctx
  */
 export async function openProfile(ctx) {
   const { people, api } = ctx;
@@ -144,7 +145,19 @@ export async function openProfile(ctx) {
         : h('li', { class: 'hint' }, 'Nobody.'),
     );
   }
-  replace(p.body, form, settings, blocks);
+  // A lost or stolen phone: every token of the user stops working, its
+  // connections end and its push registrations go (docs/http.md).
+  const everywhere = armed('Sign out on every device', 'Confirm: sign out everywhere', { 'data-testid': 'signout-everywhere' }, async () => {
+    everywhere.disabled = true;
+    if (await p.attempt(() => api.revokeTokens())) {
+      p.close();
+      ctx.signOutEverywhere();
+    } else everywhere.disabled = false;
+  });
+  const devices = h('div', { class: 'stack' }, h('h3', null, 'Devices'),
+    h('p', { class: 'hint' }, 'Lost a phone? This signs you out here and on every other device and browser, and stops their notifications.'),
+    h('div', null, everywhere));
+  replace(p.body, form, settings, blocks, devices);
   p.attempt(loadBlocks);
   name.focus();
 }
