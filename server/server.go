@@ -523,7 +523,8 @@ func (s *Server) Close(ctx context.Context) error {
 	s.closed = true
 	if s.api != nil {
 		// First, so that a probe of /readyz on the metrics listener (which
-		// stays up to the end) takes the node out of rotation now.
+		// stays up until the clients are gone) takes the node out of
+		// rotation now.
 		s.api.Drain()
 	}
 	var errs []error
