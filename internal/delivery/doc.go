@@ -105,8 +105,12 @@
 // leave carries the last seq the user is owed, and a stream that has not
 // reached it fetches the rest from PostgreSQL before it ends. A join or
 // leave that arrives with a resync applies before the positions are
-// re-read. After an overflow the member index is emptied, so no dropped
-// membership change leaves it wrong.
+// re-read. A leave and a re-add that both never reached the session (lost
+// to an overflow) show at the resync as a join past the stream: it
+// restarts at that join, and what the old membership still owed is given
+// up, as when a join reaches a stream still finishing it. After an
+// overflow the member index is emptied, so no dropped membership change
+// leaves it wrong.
 //
 // The member index keeps each member's history floor, read with the
 // members. A member.added or conversation.updated that arrives forgets the

@@ -284,3 +284,45 @@ func TestAPubackFromTheConnectionATakeoverReplacedAcknowledgesNothing(t *testing
 	h.Acked("phone", cur, first)
 	wantExactly(t, waitSeqs(t, cur, f.conv.ID, 2), 1, 2)
 }
+
+// A removal and a re-add both lost to a hub overflow: the session's stream
+// is of the old membership, and the resync finds the user a member again
+// with a later join. What was committed while they were away is not
+// theirs; what follows the re-add is.
+func TestAMemberRemovedAndAddedBackWhileTheHubOverflowedGetsWhatFollowsTheRejoinOnly(t *testing.T) {
+	f := setup(t)
+	const bad = 987654321
+	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
+	h := startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Logger: slog.New(bh)})
+	u := attach(t, h, f, "u2", false, true) // user 2, member of f.conv
+	first := sendAs(t, f, f.conv.ID, 1)
+	h.Publish(first) // warms the member index
+	waitSeqs(t, u, f.conv.ID, 1)
+
+	ctx := context.Background()
+	if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	away := sendAs(t, f, f.conv.ID, 1) // user 2 is not a member
+	if _, _, err := f.svc.AddMember(ctx, f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := f.svc.GetConversation(ctx, f.conv.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := stallFanout(t, h, bh, bad)
+	h.Publish(chat.Event{Type: chat.EventPresence})                // fills the queue of 1
+	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, first.Seq)) // dropped: overflow
+	h.Publish(away)                                                // dropped
+	h.Publish(chat.MemberAddedEvent(conv, 2, 1, chat.RoleMember))  // dropped
+	release()
+
+	back := sendAs(t, f, f.conv.ID, 1)
+	h.Publish(back)
+	eventually(t, 10*time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), back.Seq) },
+		"user 2, added back, never received message seq %d sent after the re-add: got %v", back.Seq, u.seqs(f.conv.ID))
+	if got, want := u.seqs(f.conv.ID), []int64{first.Seq, back.Seq}; !slices.Equal(got, want) {
+		t.Fatalf("user 2 received %v, want %v (seq %d was sent while they were away)", got, want, away.Seq)
+	}
+}

@@ -800,7 +800,20 @@ func (s *Session) doResync() {
 		if st.end > 0 {
 			continue // still delivering what the user was owed before leaving
 		}
-		// A leave and a rejoin lost to an overflow moved the join.
+		if c.JoinSeq >= st.next {
+			// A leave and a rejoin lost to an overflow: the stream is of
+			// the old membership. What was committed while the user was
+			// away is not theirs (catch-up reads nothing of it); the
+			// stream follows the new membership from its join, and what
+			// the old one still owed is given up, as when a join reaches
+			// a stream still finishing the old one (accept, kJoin).
+			st = newStream(c.JoinSeq, c.LastSeq, large)
+			st.verify = st.state == Behind
+			st.floor = c.JoinSeq
+			s.streams[c.ConversationID] = st
+			delete(s.gapped, c.ConversationID)
+			continue
+		}
 		st.floor = c.JoinSeq
 		// Events this session dropped itself went through the recent
 		// cache first; events the hub dropped did not.
