@@ -45,10 +45,14 @@ type Cursor struct {
 	Seq            int64
 }
 
-// Range asks for the messages of a conversation after a seq.
+// Range asks for the messages of a conversation after a seq: up to Until
+// when it is set (a conversation the user left: the last seq they are
+// owed), else only while the user is a member whose membership began at
+// or before After (what they are owed now).
 type Range struct {
 	ConversationID int64
 	After          int64
+	Until          int64
 }
 
 // DeliveryStore is what delivery reads from and writes to the store of
@@ -62,7 +66,9 @@ type DeliveryStore interface {
 	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]ConvCursor, error)
 	// SinceMany returns up to perConv messages after each range's seq,
 	// grouped by conversation in seq order, in one round trip, as userID
-	// may read them (HideBeforeFloor with their history floor).
+	// may read them (HideBeforeFloor with their history floor). A range
+	// without Until gets nothing unless userID is a member since at most
+	// its After: nothing committed after a leave, or while they were away.
 	SinceMany(ctx context.Context, userID int64, ranges []Range, perConv int) (map[int64][]Message, error)
 	// SaveCursors moves sessions' delivered cursors forward (never back).
 	SaveCursors(ctx context.Context, cs []Cursor) error

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -143,7 +144,11 @@ func TestCatchUpGivesALateMemberTheEditOfAMessageFromBeforeTheirJoinWithoutItsBo
 	}
 	editBody := func(user int64) string {
 		t.Helper()
-		got, err := sess.SinceMany(ctx, user, []chat.Range{{ConversationID: g.ID, After: edit.Entry.Seq - 1}}, 1)
+		r := chat.Range{ConversationID: g.ID, After: edit.Entry.Seq - 1}
+		if user == gone {
+			r.Until = edit.Entry.Seq // as delivery asks for what a leaver is owed: up to the leave
+		}
+		got, err := sess.SinceMany(ctx, user, []chat.Range{r}, 1)
 		if err != nil || len(got[g.ID]) != 1 || got[g.ID][0].Kind != chat.KindEdit {
 			t.Fatalf("catch-up of user %d: %+v, %v; want the edit", user, got, err)
 		}
@@ -291,5 +296,49 @@ func TestAMemberAddedAfterAMessageIsNotCountedAsHavingSeenIt(t *testing.T) {
 	}
 	if want := (chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3}); seen != want {
 		t.Fatalf("a message after both joins: seen %+v, want %+v", seen, want)
+	}
+}
+
+// Catch-up (SinceMany) reads a conversation only as far as the user's
+// membership goes: a range without Until gets nothing for a user who is
+// not a member, nor for one who joined after its start (they were away in
+// between); with Until it ends there, member or not.
+func TestCatchUpReadsNothingPastTheUsersMembership(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	sess := store.NewSessions(pool)
+	const owner, member = 1, 2
+	before := mustSend(t, st, g.ID, owner, "while a member")
+	if err := st.RemoveMember(ctx, g.ID, owner, member); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, st, g.ID, owner, "while away")
+	seqs := func(r chat.Range) []int64 {
+		t.Helper()
+		got, err := sess.SinceMany(ctx, member, []chat.Range{r}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, m := range got[g.ID] {
+			out = append(out, m.Seq)
+		}
+		return out
+	}
+	if got := seqs(chat.Range{ConversationID: g.ID, After: before.Seq - 1}); len(got) != 0 {
+		t.Fatalf("a removed user's catch-up without Until read seqs %v", got)
+	}
+	if got := seqs(chat.Range{ConversationID: g.ID, After: before.Seq - 1, Until: before.Seq}); !slices.Equal(got, []int64{before.Seq}) {
+		t.Fatalf("a removed user's catch-up up to the leave read seqs %v, want [%d]", got, before.Seq)
+	}
+	if _, _, err := st.AddMember(ctx, g.ID, owner, member, ""); err != nil {
+		t.Fatal(err)
+	}
+	again := mustSend(t, st, g.ID, owner, "back again")
+	if got := seqs(chat.Range{ConversationID: g.ID, After: before.Seq - 1}); len(got) != 0 {
+		t.Fatalf("catch-up from before the user's rejoin read seqs %v (they were away in between)", got)
+	}
+	if got := seqs(chat.Range{ConversationID: g.ID, After: again.Seq - 1}); !slices.Equal(got, []int64{again.Seq}) {
+		t.Fatalf("catch-up after the rejoin read seqs %v, want [%d]", got, again.Seq)
 	}
 }

@@ -208,6 +208,16 @@ func oweUntilLeave(ctx context.Context, tx pgx.Tx, conversationID, userID, joinS
 // conversations costs one query, not dozens, which matters most when the
 // server is busiest.
 //
+// A range with Until (a conversation the user left: their stream is
+// finishing what they were owed) ends there. One without ends where the
+// user's membership does: it gets nothing unless they are a member whose
+// join_seq is at most its After. A session's word that the user is a
+// member can be older than what PostgreSQL holds when the query runs (their
+// member.removed, or a removal and a re-add, committed but not routed to
+// the session yet): what was committed after the leave, or while they were
+// away, is not theirs. The session learns the leave, with the last seq
+// they are owed, and asks again with Until.
+//
 // A user with no member row (they left; their stream is finishing what
 // they were owed up to the leave) has no join_seq left to read: in a
 // "joined" group every edit body is hidden from them, since which
@@ -216,18 +226,20 @@ func oweUntilLeave(ctx context.Context, tx pgx.Tx, conversationID, userID, joinS
 func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {
 	convs := make([]int64, len(ranges))
 	afters := make([]int64, len(ranges))
+	untils := make([]int64, len(ranges))
 	for i, r := range ranges {
-		convs[i], afters[i] = r.ConversationID, r.After
+		convs[i], afters[i], untils[i] = r.ConversationID, r.After, r.Until
 	}
 	// Every row by key (LATERAL ... LIMIT 1), as in Cursors.
 	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("e", entryColumns)+`, f.floor
-		FROM unnest($1::bigint[], $2::bigint[]) AS r(c, a)
-		CROSS JOIN LATERAL (SELECT COALESCE(`+floorSQL+`, 9223372036854775807) AS floor
+		FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS r(c, a, u)
+		CROSS JOIN LATERAL (SELECT COALESCE(`+floorSQL+`, 9223372036854775807) AS floor,
+		                           CASE WHEN r.u > 0 THEN r.u WHEN m.join_seq <= r.a THEN 9223372036854775807 ELSE r.a END AS upto
 		                    FROM conversation c
 		                    LEFT JOIN conversation_member m ON m.conversation_id = c.id AND m.user_id = $4
 		                    WHERE c.id = r.c LIMIT 1) f
-		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a ORDER BY seq LIMIT $3) e
-		ORDER BY e.conversation_id, e.seq`, convs, afters, perConv, userID)
+		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a AND seq <= f.upto ORDER BY seq LIMIT $3) e
+		ORDER BY e.conversation_id, e.seq`, convs, afters, perConv, userID, untils)
 	if err != nil {
 		return nil, classify("read messages", err)
 	}

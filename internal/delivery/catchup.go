@@ -77,7 +77,10 @@ func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
 	limit := min(opts.FetchLimit, max(16, 2*opts.Window/len(ids)))
 	c.ranges = c.ranges[:0]
 	for _, id := range ids {
-		c.ranges = append(c.ranges, chat.Range{ConversationID: id, After: s.streams[id].next - 1})
+		// A stream ending (the user left) reads up to its end whatever
+		// the membership; any other only while the user is a member.
+		st := s.streams[id]
+		c.ranges = append(c.ranges, chat.Range{ConversationID: id, After: st.next - 1, Until: st.end})
 	}
 	ctx, cancel := context.WithTimeout(c.hub.ctx, 10*time.Second)
 	got, err := c.hub.store.SinceMany(ctx, s.UserID, c.ranges, limit)

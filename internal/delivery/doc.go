@@ -105,7 +105,11 @@
 // leave carries the last seq the user is owed, and a stream that has not
 // reached it fetches the rest from PostgreSQL before it ends. A join or
 // leave that arrives with a resync applies before the positions are
-// re-read. A leave and a re-add that both never reached the session (lost
+// re-read. PostgreSQL answers catch-up only as far as the user's
+// membership goes as it is when the query runs (a stream that is ending,
+// up to its end): a leave or a leave and re-add that committed before the
+// session heard of it gives the session nothing committed after the leave.
+// A leave and a re-add that both never reached the session (lost
 // to an overflow) show at the resync as a join past the stream: it
 // restarts at that join, and what the old membership still owed is given
 // up, as when a join reaches a stream still finishing it. After an

@@ -326,3 +326,62 @@ func TestAMemberRemovedAndAddedBackWhileTheHubOverflowedGetsWhatFollowsTheRejoin
 		t.Fatalf("user 2 received %v, want %v (seq %d was sent while they were away)", got, want, away.Seq)
 	}
 }
+
+// gatedSince holds user's first catch-up read from PostgreSQL until
+// released, as a query in flight while other transactions commit.
+type gatedSince struct {
+	chat.DeliveryStore
+	user             int64
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *gatedSince) SinceMany(ctx context.Context, user int64, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {
+	if user == s.user {
+		s.once.Do(func() {
+			close(s.entered)
+			<-s.release
+		})
+	}
+	return s.DeliveryStore.SinceMany(ctx, user, ranges, perConv)
+}
+
+// A session catching up from PostgreSQL reads what is committed when its
+// query runs. When the user's removal commits before that, and their
+// member.removed has not reached the session yet, the read must still end
+// at what they were owed: a message sent after the removal is not theirs.
+func TestARemovedMemberCatchingUpFromPostgreSQLGetsNothingCommittedAfterTheRemoval(t *testing.T) {
+	f := setup(t)
+	gate := &gatedSince{DeliveryStore: f.sessions, user: 2, entered: make(chan struct{}), release: make(chan struct{})}
+	h := startHub(t, gate, delivery.Options{RecentPerConv: -1}) // no cache: catch-up reads PostgreSQL
+	obs := attachUser(t, h, f, "u1", 1, false, true, true)
+	u2 := attachUser(t, h, f, "u2", 2, false, true, false) // not subscribed yet: falls behind
+	var owed []int64
+	for range 3 {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		h.Publish(ev)
+		owed = append(owed, ev.Seq)
+	}
+	waitSeqs(t, obs, f.conv.ID, 3)
+	h.SetReady("u2", u2, true) // catch-up: its query waits at the gate
+	select {
+	case <-gate.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session never read PostgreSQL")
+	}
+	if err := f.svc.RemoveMember(context.Background(), f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	after := sendAs(t, f, f.conv.ID, 1) // user 2 is no longer a member
+	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, owed[len(owed)-1]))
+	h.Publish(after)
+	waitSeqs(t, obs, f.conv.ID, 4)
+	close(gate.release)
+	eventually(t, 10*time.Second, func() bool { return len(u2.seqs(f.conv.ID)) >= len(owed) },
+		"user 2 never received %v, sent while they were a member", owed)
+	never(t, time.Second, func() bool { return slices.Contains(u2.seqs(f.conv.ID), after.Seq) },
+		"user 2, removed, received message seq %d sent after the removal: got %v", after.Seq, u2.seqs(f.conv.ID))
+	if got := u2.seqs(f.conv.ID); !slices.Equal(got, owed) {
+		t.Fatalf("user 2 received %v, want exactly %v", got, owed)
+	}
+}
