@@ -40,7 +40,9 @@
 //     merged per (client, conversation), once per CursorFlush; a stopping
 //     session flushes its own at once.
 //   - The watchdog disconnects sessions whose write has been blocked
-//     longer than SlowTimeout.
+//     longer than SlowTimeout, or, once Close began, than a second: a
+//     session must stop (and save its cursors) within the shutdown's
+//     budget.
 //
 // # Windows, cursors and receipts
 //

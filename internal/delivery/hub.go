@@ -19,6 +19,9 @@ type Hub struct {
 
 	events   chan chat.Event
 	overflow atomic.Bool
+	// closing: Close is stopping the sessions; the watchdog then ends a
+	// blocked write after closeWriteGrace, not SlowTimeout.
+	closing atomic.Bool
 
 	mu       sync.RWMutex
 	byClient map[string]*Session
@@ -144,9 +147,17 @@ func (h *Hub) Deliver(ev chat.Event) {
 	}
 }
 
+// closeWriteGrace is how long, once Close began, a session's write may stay
+// blocked before the watchdog closes its connection: a client whose socket
+// takes nothing (a dead peer) must not keep its session from stopping for
+// SlowTimeout, longer than a whole graceful shutdown is given.
+const closeWriteGrace = time.Second
+
 // Close stops all sessions (flushing their cursors), the hub goroutines
-// and the cursor writer.
+// and the cursor writer. A session whose write stays blocked has its
+// connection closed after closeWriteGrace, so that it stops too.
 func (h *Hub) Close(ctx context.Context) error {
+	h.closing.Store(true)
 	for _, s := range h.allSessions() {
 		s.stopAndWait(ctx)
 	}
@@ -326,7 +337,8 @@ func (h *Hub) writeCursors(ctx context.Context, batch map[cursorKey]int64) error
 }
 
 // watchdog disconnects sessions whose write has been blocked too long: the
-// pump cannot notice that itself while it is stuck in the write.
+// pump cannot notice that itself while it is stuck in the write. While the
+// hub closes, too long is closeWriteGrace.
 func (h *Hub) watchdog() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -335,8 +347,12 @@ func (h *Hub) watchdog() {
 		case <-h.ctx.Done():
 			return
 		case now := <-t.C:
+			limit := h.opts.SlowTimeout
+			if h.closing.Load() {
+				limit = min(limit, closeWriteGrace)
+			}
 			for _, s := range h.allSessions() {
-				if since := s.writingSince.Load(); since != 0 && now.Sub(time.Unix(0, since)) > h.opts.SlowTimeout {
+				if since := s.writingSince.Load(); since != 0 && now.Sub(time.Unix(0, since)) > limit {
 					h.opts.Metrics.SlowDisconnect.Inc()
 					h.opts.Logger.Warn("disconnecting slow consumer: write blocked", "client", s.ClientID, "user", s.UserID)
 					s.conn.Close("slow consumer: write blocked")

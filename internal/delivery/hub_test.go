@@ -711,3 +711,65 @@ func TestAPumpStartsAtOnceWhileEveryPumpWorkerIsBlockedOnASlowClient(t *testing.
 	publishEach(h, f.send(t, 1))
 	wantExactly(t, waitSeqs(t, fast, f.conv.ID, 2), 1, 2)
 }
+
+// blockedConn is a client whose socket takes no more bytes: a write blocks
+// until the connection is closed, as the chat.Conn contract has it.
+type blockedConn struct {
+	closed, writing  chan struct{}
+	closeOnce, wOnce sync.Once
+	reason           atomic.Value
+}
+
+func newBlockedConn() *blockedConn {
+	return &blockedConn{closed: make(chan struct{}), writing: make(chan struct{})}
+}
+
+func (c *blockedConn) Write([]chat.Ack, []chat.Packet) error {
+	c.wOnce.Do(func() { close(c.writing) })
+	<-c.closed
+	return errors.New("closed")
+}
+
+func (c *blockedConn) Close(reason string) {
+	c.closeOnce.Do(func() {
+		c.reason.Store(reason)
+		close(c.closed)
+	})
+}
+
+// A graceful shutdown stops every session, which writes its last
+// acknowledgements and saves its cursors. A session whose write to a dead
+// client is blocked (its socket buffer full) cannot stop until that write
+// ends, and the watchdog ends it only after SlowTimeout (30 s): longer than
+// the whole shutdown budget, which the hub's Close then spent waiting,
+// leaving nothing for the rest of the shutdown.
+func TestClosingTheHubDoesNotWaitOutItsBudgetOnAClientWhoseWriteIsBlocked(t *testing.T) {
+	f := setup(t)
+	h := delivery.NewHub(f.sessions, delivery.Options{})
+	ok := attach(t, h, f, "ok", true, true)
+	if _, err := f.sessions.Open(context.Background(), "dead", "", 2, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	dead := newBlockedConn()
+	t.Cleanup(func() { dead.Close("test over") })
+	h.Attach(dead, "dead", 2, true, true, 0)
+	<-h.Session("dead").Loaded()
+	publishEach(h, f.send(t, 1))
+	waitSeqs(t, ok, f.conv.ID, 1)
+	select {
+	case <-dead.writing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dead client's session never wrote")
+	}
+
+	const budget = 20 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	start := time.Now()
+	err := h.Close(ctx)
+	took := time.Since(start)
+	if err != nil || took > budget/2 {
+		t.Fatalf("Close took %v of its %v budget: %v (a write blocked on a dead client held it)", took.Round(time.Millisecond), budget, err)
+	}
+	t.Logf("closed in %v; the blocked client was closed: %v", took.Round(time.Millisecond), dead.reason.Load())
+}
