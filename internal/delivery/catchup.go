@@ -47,10 +47,20 @@ func (c *catchUp) fill(s *Session, behind []int64) error {
 	return c.fromPostgreSQL(s, need)
 }
 
-// fromRecent queues what the recent cache holds from st.next on and
-// reports whether it queued anything.
+// fromRecent queues what the recent cache holds from st.next on, up to
+// st.until, and reports whether it queued anything. The cache holds what
+// the fan-out routed to anyone; until is what was committed or routed to
+// this session while the user was a member as far as it knows. Past it,
+// an entry may have been routed after the user's leave, whose
+// member.removed is still in the session's mailbox: PostgreSQL, which
+// reads only as far as the membership goes, answers instead, or the
+// entry's own offer, which raises until, comes first.
 func (c *catchUp) fromRecent(s *Session, id int64, st *stream) bool {
-	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, c.hub.opts.FetchLimit, st.large, st.floor)
+	limit := c.hub.opts.FetchLimit
+	if rest := st.until - st.next + 1; rest < int64(limit) {
+		limit = int(max(rest, 0))
+	}
+	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, limit, st.large, st.floor)
 	c.recentBuf = got
 	for i, e := range got {
 		it := item{kind: kMsg, conv: id, seq: st.next + int64(i), payload: e.payload, qos: 1}

@@ -70,7 +70,10 @@
 // re-encoding them once per member. It only serves what the fan-out saw; a
 // stream ends its catch-up from it only past the highest seq the fan-out
 // saw for the conversation and past the newest seq it knows committed, and
-// after the hub dropped events (overflow) it asks PostgreSQL. Its payloads
+// after the hub dropped events (overflow) it asks PostgreSQL. It takes from
+// it nothing past that newest seq: the cache holds what was routed to
+// anyone, and an entry past it may have been routed after the user's
+// leave, whose member.removed is still in the session's mailbox. Its payloads
 // are shared by all members, so it ends a stream's catch-up before an edit
 // of a message at or before the user's join_seq (the most their history
 // floor can be, whatever the group's visibility is or becomes):

@@ -385,3 +385,71 @@ func TestARemovedMemberCatchingUpFromPostgreSQLGetsNothingCommittedAfterTheRemov
 		t.Fatalf("user 2 received %v, want exactly %v", got, owed)
 	}
 }
+
+// heldCursors reads client's positions, then holds them until released:
+// what commits meanwhile is newer than what the session starts from.
+type heldCursors struct {
+	chat.DeliveryStore
+	client       string
+	read, answer chan struct{}
+}
+
+func (s *heldCursors) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
+	cs, err := s.DeliveryStore.Cursors(ctx, clientID, userID, stored)
+	if clientID == s.client {
+		close(s.read)
+		<-s.answer
+	}
+	return cs, err
+}
+
+// The recent cache holds what the fan-out routed to anyone. A session
+// whose user was removed while it read its starting positions has the
+// member.removed waiting in its mailbox when it first catches up; the
+// cache, which by then holds the messages sent after the removal (routed
+// to the members who stay), must not serve them to it.
+func TestARemovedMemberCatchingUpFromTheRecentCacheGetsNothingRoutedAfterTheRemoval(t *testing.T) {
+	f := setup(t)
+	held := &heldCursors{DeliveryStore: f.sessions, client: "u2", read: make(chan struct{}), answer: make(chan struct{})}
+	h := startHub(t, held, delivery.Options{})
+	obs := attachUser(t, h, f, "u1", 1, false, true, true)
+	ctx := context.Background()
+	if _, err := f.sessions.Open(ctx, "u2", "", 2, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var owed []int64
+	for range 3 {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		h.Publish(ev) // into the recent cache
+		owed = append(owed, ev.Seq)
+	}
+	waitSeqs(t, obs, f.conv.ID, 3)
+	u2 := newConn("u2", true)
+	u2.hub = h
+	h.Attach(u2, "u2", 2, true, true, 0) // a persistent session coming back, behind by 3
+	select {
+	case <-held.read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session never read its positions")
+	}
+	if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, owed[len(owed)-1]))
+	got, err := f.sessions.SinceMany(ctx, 1, []chat.Range{{ConversationID: f.conv.ID, After: owed[len(owed)-1]}}, 1)
+	if err != nil || len(got[f.conv.ID]) != 1 {
+		t.Fatalf("read the removal's entry: %v, %v", got, err)
+	}
+	h.Publish(chat.EntryEvent(got[f.conv.ID][0])) // the removal's entry, for the members who stay
+	after := sendAs(t, f, f.conv.ID, 1)           // user 2 is no longer a member
+	h.Publish(after)
+	waitSeqs(t, obs, f.conv.ID, 4) // all of it is in the cache
+	close(held.answer)
+	eventually(t, 10*time.Second, func() bool { return len(u2.seqs(f.conv.ID)) >= len(owed) },
+		"user 2 never received %v, sent while they were a member", owed)
+	never(t, time.Second, func() bool { return slices.Contains(u2.seqs(f.conv.ID), after.Seq) },
+		"user 2, removed, received message seq %d sent after the removal: got %v", after.Seq, u2.seqs(f.conv.ID))
+	if got := u2.seqs(f.conv.ID); !slices.Equal(got, owed) {
+		t.Fatalf("user 2 received %v, want exactly %v", got, owed)
+	}
+}
