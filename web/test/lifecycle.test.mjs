@@ -244,3 +244,27 @@ test('a reply quotes its message as it is now even when that message is not load
   assert.deepEqual(quoteOf(c, a), { seq: 1, senderId: 2, snippet: 'lunch at 1?', recalled: false });
   assert.deepEqual(quoteOf(c, b), { seq: 2, senderId: 2, snippet: '', recalled: true }, 'the recalled text is gone');
 });
+
+test('an older page read before a live edit, recall or reaction of one of its messages committed shows that message as it is now', () => {
+  // The newest page only (#4, #5); #1..#3 are older and not loaded yet.
+  const { s, c } = loaded(5, [msg(4), msg(5)]);
+  // The user scrolls up: the older page is read now, but arrives only
+  // after these changes to its messages came live (they had no target).
+  const stale = [msg(1, 2, 'the door code is 4711'), msg(2, 2, 'lunch at 12?'), msg(3)];
+  s.addMessages(7, [recall(6, 1), edit(7, 2, 'lunch at 1?'), react(8, 3, 3, '👍', true, 1)]);
+  s.addOlder(7, structuredClone(stale), 4);
+  assert.deepEqual(view(c).slice(0, 3), [
+    { seq: 1, body: null, edited: false, reactions: [] },
+    { seq: 2, body: 'lunch at 1?', edited: true, reactions: [] },
+    { seq: 3, body: 'm3', edited: false, reactions: ['👍1'] },
+  ]);
+  // A page read after the changes (already in it) ends the same.
+  const b = loaded(5, [msg(4), msg(5)]);
+  b.s.addMessages(7, [recall(6, 1), edit(7, 2, 'lunch at 1?'), react(8, 3, 3, '👍', true, 1)]);
+  b.s.addOlder(7, [
+    msg(1, 2, '', { recalled: true }),
+    msg(2, 2, 'lunch at 1?', { editedAt: at(7) }),
+    msg(3, 2, 'm3', { reactions: [{ emoji: '👍', count: 1, me: false }] }),
+  ], 4);
+  assert.deepEqual(view(b.c), view(c));
+});

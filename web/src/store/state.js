@@ -352,9 +352,20 @@ export class Conversation {
   addOlder(page, requested) {
     // Older messages come as they are now; the changes among them are
     // already part of that state and are not applied again.
+    const added = new Set();
     for (const m of page) {
-      if (m.seq < requested && !this.messages.has(m.seq)) this.messages.set(m.seq, m);
+      if (m.seq < requested && !this.messages.has(m.seq)) {
+        this.messages.set(m.seq, m);
+        if (isMessage(m)) added.add(m.seq);
+      }
       this.kinds.set(m.seq, isMessage(m));
+    }
+    // The page may have been read before changes to its messages that came
+    // live meanwhile (with no message to change then): they are applied now,
+    // in seq order, so the message is as it is now (docs/protocol.md).
+    if (added.size) {
+      const live = [...this.messages.values()].filter((e) => e.seq >= requested && e.seq <= this.have && isChange(e) && added.has(e.targetSeq));
+      for (const ch of live.sort((a, b) => a.seq - b.seq)) applyChange(this.messages.get(ch.targetSeq), ch, this.me);
     }
     if (page.length) this.oldest = Math.min(this.oldest || Infinity, page[0].seq);
     this.hasOlder = page.length > 0 && this.oldest > 1;
