@@ -267,3 +267,22 @@ test('search: CJK and words, highlighted, and a hit far back opens scrolled to i
   await row(a.page, g.id).waitFor();
   await finish(a);
 });
+
+test('signed out in another tab while the group info panel is open: the panel leaves the screen with the conversations', async () => {
+  const g = await api(351, 'POST', '/v1/conversations', { type: 'group', title: 'Surprise party for Dana', members: [352] });
+  const a = await signIn(351);
+  await openConversation(a.page, g.id);
+  await a.page.getByTestId('info').click();
+  await a.page.getByTestId('member-list').waitFor();
+  assert.ok((await a.page.getByTestId('group-info').textContent()).includes('Surprise party for Dana'));
+  // Another tab of the same browser signs out: this tab is signed out too.
+  const other = await a.context.newPage();
+  await other.goto(BASE);
+  await other.locator('[data-testid=connection][data-state=online]').waitFor();
+  await other.getByRole('button', { name: 'Sign out' }).click();
+  await a.page.getByTestId('signin').waitFor();
+  assert.equal(await a.page.getByTestId('group-info').count(), 0, 'the group info panel is still on screen');
+  const text = await a.page.evaluate(() => document.body.innerText);
+  assert.ok(!text.includes('Surprise party'), `the signed-out page still shows: ${text}`);
+  await finish(a);
+});

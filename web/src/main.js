@@ -12,6 +12,7 @@ import { signInView } from './views/signin.js';
 import { createInbox } from './views/inbox.js';
 import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
+import { closeMenus } from './views/lifecycle.js';
 import { People } from './store/people.js';
 import { usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
@@ -45,6 +46,11 @@ async function startApp({ token, userId, exp }) {
     }
     clearTimeout(expiryTimer);
     unwatch();
+    // Panels, dialogs, menus and the photo viewer open on top of the app
+    // (beside it in <body>) leave with it: signed out by another tab or an
+    // expired token, the sign-in page must not show them.
+    closeMenus();
+    for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
     sync.close(); // nothing is on screen: no more read receipts
     // Only our own token: another tab may have signed someone else in.
