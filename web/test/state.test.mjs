@@ -150,3 +150,24 @@ test('conversations missing from the inbox are dropped (removed from them)', () 
   s.setInbox([{ id: 8, type: 'GROUP', lastSeq: 0, lastReadSeq: 0 }]);
   assert.deepEqual([...s.conversations.keys()], [8]);
 });
+
+test('a replayed message older than the loaded page is shown as it is now: not with the text of a recall replayed after it', () => {
+  // Reloaded after a night away with the conversation open: its newest
+  // page (#351..#400) comes over HTTP before the persistent session
+  // replays the backlog, in which #320 was sent and then recalled (#321).
+  const s = new ChatState(ME);
+  s.setInbox([{ id: 7, type: 'GROUP', title: 't', lastSeq: 400, lastReadSeq: 300, unread: 98 }]);
+  const page = Array.from({ length: 50 }, (_, i) => msg(351 + i));
+  assert.equal(s.loadLatest(7, page), false);
+  const c = s.conv(7);
+  const recall = { conversationId: 7, seq: 321, kind: 'recall', targetSeq: 320, actorId: 2, clientMsgId: 'r', createdAt: page[0].createdAt };
+  s.addMessages(7, [msg(320, 2, 'the door code is 4711'), recall, msg(351)]);
+  const text = () => c.visible().filter((m) => !m.recalled).map((m) => m.body);
+  assert.ok(!text().includes('the door code is 4711'), 'the recalled text is on screen');
+  // Scrolling back brings #301..#350 as they are now.
+  const older = Array.from({ length: 50 }, (_, i) => (i === 19 ? { ...msg(320, 2, ''), recalled: true } : i === 20 ? recall : msg(301 + i)));
+  s.addOlder(7, older, 351);
+  assert.ok(!text().includes('the door code is 4711'), 'the recalled text is on screen after scrolling back');
+  assert.equal(c.messages.get(320).recalled, true);
+  assert.deepEqual(shown(c), Array.from({ length: 100 }, (_, i) => 301 + i).filter((s) => s !== 321));
+});

@@ -301,10 +301,14 @@ export class Conversation {
       // Messages and system notices are shown (and previewed in the inbox);
       // edits, recalls and reactions change what they target.
       const shown = msg || isSystem(m);
+      // An entry older than the loaded window (a session's replay reaching
+      // it after the newest page came) is not held: the changes after it
+      // were passed over, so an older page brings it as it is now.
+      const older = this.loaded && this.oldest > 0 && m.seq < this.oldest;
       // A server copy replaces our PUBACK-built one (exact createdAt),
       // unless changes were applied to ours already: then it keeps them.
-      if (!old || (old.local && !m.local && !old.rev)) this.messages.set(m.seq, m);
-      else if (old.local && !m.local) Object.assign(old, { createdAt: m.createdAt, local: false });
+      if (!older && (!old || (old.local && !m.local && !old.rev))) this.messages.set(m.seq, m);
+      else if (!older && old.local && !m.local) Object.assign(old, { createdAt: m.createdAt, local: false });
       this.kinds.set(m.seq, msg);
       this.noteLast(m.seq, shown ? m : null, shown && !m.local ? m.createdAt : null);
       // Writing anything advances the writer's own watermark (server rule),
