@@ -268,3 +268,29 @@ test('an older page read before a live edit, recall or reaction of one of its me
   ], 4);
   assert.deepEqual(view(b.c), view(c));
 });
+
+test('a system entry does not move its conversation up the inbox, live or on opening it: only messages do, as in the server\'s inbox', () => {
+  const s = new ChatState(ME);
+  const sys = (cid, seq, createdAt) => ({ conversationId: cid, seq, kind: 'system', actorId: 3, action: 'member.left', userId: 3, clientMsgId: id(), createdAt });
+  // Group 7's last message is older than direct chat 8's, but its newest
+  // entry (#2, someone left) is newer than both.
+  s.setInbox([
+    { id: 8, type: 'DIRECT', lastSeq: 1, lastReadSeq: 1, unread: 0, lastMessage: { ...msg(1), conversationId: 8 }, lastMessageAt: at(20) },
+    { id: 7, type: 'GROUP', title: 't', lastSeq: 2, lastReadSeq: 2, unread: 0, lastMessage: msg(1), lastMessageAt: at(1) },
+  ]);
+  const order = () => s.sortedConversations().map((c) => c.id);
+  assert.deepEqual(order(), [8, 7]);
+  s.loadLatest(7, [msg(1), sys(7, 2, at(30))]);
+  assert.deepEqual(order(), [8, 7], 'opening the group moved it up');
+  s.addMessages(8, [sys(8, 2, at(40))]);
+  s.addMessages(7, [sys(7, 3, at(50))]);
+  assert.deepEqual(order(), [8, 7], 'a live system entry moved its conversation up');
+  // What a reload shows: the same order.
+  s.setInbox([
+    { id: 8, type: 'DIRECT', lastSeq: 2, lastReadSeq: 2, unread: 0, lastMessage: { ...msg(1), conversationId: 8 }, lastMessageAt: at(20) },
+    { id: 7, type: 'GROUP', title: 't', lastSeq: 3, lastReadSeq: 3, unread: 0, lastMessage: msg(1), lastMessageAt: at(1) },
+  ]);
+  assert.deepEqual(order(), [8, 7]);
+  s.addMessages(7, [msg(4, 2, 'm4', { createdAt: at(55) })]);
+  assert.deepEqual(order(), [7, 8], 'a message moves it up');
+});

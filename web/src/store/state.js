@@ -310,7 +310,9 @@ export class Conversation {
       if (!older && (!old || (old.local && !m.local && !old.rev))) this.messages.set(m.seq, m);
       else if (!older && old.local && !m.local) Object.assign(old, { createdAt: m.createdAt, local: false });
       this.kinds.set(m.seq, msg);
-      this.noteLast(m.seq, shown ? m : null, shown && !m.local ? m.createdAt : null);
+      // Only messages move the conversation up the inbox (the server's
+      // lastMessageAt), so a reload shows the order seen live.
+      this.noteLast(m.seq, shown ? m : null, msg && !m.local ? m.createdAt : null);
       // Writing anything advances the writer's own watermark (server rule),
       // but a system entry is written on its actor's behalf and does not.
       const writer = writerOf(m);
@@ -341,7 +343,7 @@ export class Conversation {
     for (const m of page) {
       this.kinds.set(m.seq, isMessage(m));
       if (isChange(m)) this.noteLast(m.seq, null, null);
-      else this.noteLast(m.seq, m, m.createdAt);
+      else this.noteLast(m.seq, m, isMessage(m) ? m.createdAt : null);
     }
     // The page's messages are as they are now; applying its changes in
     // order on top ends at the same state (the last change of each wins).
