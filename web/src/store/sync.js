@@ -29,6 +29,7 @@ export class Sync {
     this.seenTimers = new Map();
     this.inboxBusy = null;
     this.inboxAgain = false;
+    this.openFailed = null; // the open conversation, when loading it failed
     this.lastTypingSent = 0;
     this.onRemoved = () => {}; // set by main: the open conversation went away
     this.onError = () => {}; // set by main: a message for the user
@@ -56,10 +57,12 @@ export class Sync {
     if (this.people) this.people.refresh();
     await this.refreshInbox();
     const open = this.state.openId;
-    if (open) {
-      this.refreshMembers(open);
-      this.refreshSeen(open);
-    }
+    if (!open) return;
+    // Opening it failed (offline, say): it would stay "Loading…" for good,
+    // and a click on its row changes no route. Try again now.
+    if (this.openFailed === open) return this.open(open);
+    this.refreshMembers(open);
+    this.refreshSeen(open);
   }
 
   async refreshInbox() {
@@ -257,6 +260,7 @@ export class Sync {
   /** Opens a conversation: members, the newest page, then receipts. */
   async open(cid) {
     this.state.setOpen(cid);
+    this.openFailed = null;
     let c = this.state.conv(cid);
     try {
       if (!c || !c.members) {
@@ -272,6 +276,7 @@ export class Sync {
         this.onError(e.code === 'not_found' ? 'That conversation does not exist.' : 'You are not a member of that conversation.');
         return;
       }
+      if (this.state.openId === cid) this.openFailed = cid; // resync tries again
       this.onError(`Could not open the conversation: ${e.message}`);
       return;
     }

@@ -1,0 +1,85 @@
+// Unit tests of Sync (src/store/sync.js) with a fake HTTP API and MQTT
+// session: what it fetches, and when. Plain Node: no browser, no server.
+// Run: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ApiError } from '../src/api.js';
+import { ChatState } from '../src/store/state.js';
+import { Sync } from '../src/store/sync.js';
+
+globalThis.document ??= { visibilityState: 'visible' };
+
+const ME = 1;
+const at = (seq) => new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString();
+const msg = (seq, senderId = 2) => ({ conversationId: 7, seq, kind: 'message', senderId, clientMsgId: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}`, body: `m${seq}`, createdAt: at(seq) });
+
+/** The server: conversation 7, a direct chat with user 2 holding msgs; offline while down is true. */
+function fakeApi(msgs) {
+  const api = {
+    down: false,
+    calls: [],
+    async request() {
+      return null;
+    },
+    check(what) {
+      api.calls.push(what);
+      if (api.down) throw new ApiError(0, 'network', 'network error: Failed to fetch');
+    },
+    async inbox() {
+      api.check('inbox');
+      const last = msgs.at(-1);
+      return [{ id: 7, type: 'DIRECT', peerId: 2, lastSeq: last.seq, lastReadSeq: 0, unread: msgs.length, lastMessage: last, lastMessageAt: last.createdAt }];
+    },
+    async conversation(cid) {
+      api.check(`conversation ${cid}`);
+      return { id: cid, type: 'DIRECT', lastSeq: msgs.at(-1).seq, members: [{ userId: ME, role: 'member', lastReadSeq: 0 }, { userId: 2, role: 'member', lastReadSeq: 0 }] };
+    },
+    async history(cid, q) {
+      api.check(`history ${cid} ${JSON.stringify(q)}`);
+      let out = msgs.filter((m) => (!q.afterSeq || m.seq > q.afterSeq) && (!q.beforeSeq || m.seq < q.beforeSeq));
+      out = q.afterSeq ? out.slice(0, q.limit) : out.slice(-q.limit);
+      return structuredClone(out);
+    },
+    async markRead(cid, seq) {
+      api.check(`read ${cid} ${seq}`);
+      return { lastReadSeq: seq };
+    },
+    async seen() {
+      return { seenBy: 0, members: 2 };
+    },
+  };
+  return api;
+}
+
+async function settle() {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5));
+}
+
+test('a conversation that could not be opened (offline) loads once the connection is back: it does not stay "Loading…"', async () => {
+  const api = fakeApi([msg(1), msg(2), msg(3)]);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  const errors = [];
+  sync.onError = (e) => errors.push(e);
+  await sync.refreshInbox();
+  // The network is down as the user opens the chat (a phone waking up).
+  api.down = true;
+  await sync.open(7);
+  assert.equal(state.openId, 7);
+  assert.equal(state.conv(7).loaded, false);
+  assert.equal(errors.length, 1, 'the failure is told');
+  // Back online: MQTT reconnects and 'connected' resyncs.
+  api.down = false;
+  await sync.resync();
+  await settle();
+  const c = state.conv(7);
+  assert.equal(c.loaded, true, 'the open conversation is still not loaded');
+  assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3]);
+  assert.ok(api.calls.includes('read 7 3'), 'what is now shown is read');
+  // A later reconnect does not load it again.
+  const loads = () => api.calls.filter((x) => x === 'history 7 {"limit":50}').length;
+  assert.equal(loads(), 2, 'the failed load and the one after the reconnect');
+  await sync.resync();
+  await settle();
+  assert.equal(loads(), 2);
+});
