@@ -83,3 +83,30 @@ test('a conversation that could not be opened (offline) loads once the connectio
   await settle();
   assert.equal(loads(), 2);
 });
+
+test('a read receipt that fails is not sent again at once, in a loop, but after the reconnect, though nothing new arrived', async () => {
+  const api = fakeApi([msg(1), msg(2), msg(3)]);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  await sync.refreshInbox();
+  // The conversation loads, but its receipt fails (offline: fetch fails
+  // at once; or 429, 5xx). Past 50 tries the fake stops failing, so that
+  // a client that retries in a loop ends.
+  const markRead = api.markRead;
+  let failed = 0;
+  api.markRead = async (cid, seq) => {
+    if (failed >= 50) return markRead(cid, seq);
+    failed++;
+    throw new ApiError(0, 'network', 'network error: Failed to fetch');
+  };
+  await sync.open(7);
+  await settle();
+  assert.equal(state.conv(7).loaded, true);
+  assert.equal(failed, 1, 'the failed receipt was sent again at once');
+  // Back online: MQTT reconnects and 'connected' resyncs.
+  api.markRead = markRead;
+  await sync.resync();
+  await settle();
+  assert.ok(api.calls.includes('read 7 3'), `no receipt after the reconnect: ${api.calls}`);
+  assert.equal(state.conv(7).lastReadSeq, 3);
+});

@@ -63,6 +63,7 @@ export class Sync {
     if (this.openFailed === open) return this.open(open);
     this.refreshMembers(open);
     this.refreshSeen(open);
+    this.markRead(); // one that failed while we were away
   }
 
   async refreshInbox() {
@@ -341,15 +342,19 @@ export class Sync {
     if (c.have <= c.lastReadSeq || this.reading.has(cid)) return;
     this.reading.add(cid);
     const seq = c.have;
+    let sent = false;
     try {
       const r = await this.api.markRead(cid, seq);
       this.state.applyRead(cid, this.me, r.lastReadSeq);
+      sent = true;
     } catch {
-      // Retried on the next change, focus or reconnect.
+      // Retried on the next change, focus or reconnect; not at once, which
+      // would be a loop as fast as the failures (offline, 429, 403).
     } finally {
       this.reading.delete(cid);
     }
-    if (c.have > c.lastReadSeq && this.state.openId === cid) this.markRead();
+    // More was shown while it was on its way.
+    if (sent && c.have > c.lastReadSeq && this.state.openId === cid) this.markRead();
   }
 
   /** "Seen" / "Seen by N" for our newest message, debounced. */
