@@ -110,3 +110,30 @@ test('a read receipt that fails is not sent again at once, in a loop, but after 
   assert.ok(api.calls.includes('read 7 3'), `no receipt after the reconnect: ${api.calls}`);
   assert.equal(state.conv(7).lastReadSeq, 3);
 });
+
+test('opening a conversation whose catch-up failed (a 503) fetches what it lacks: the message the inbox shows is there', async () => {
+  const msgs = [msg(1), msg(2), msg(3)];
+  const api = fakeApi(msgs);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  await sync.refreshInbox();
+  await sync.open(7);
+  await settle();
+  sync.close();
+  // While the user is elsewhere, #4 and #5 come with no event (a
+  // reconnect after the session expired); the catch-up answers 503 once.
+  msgs.push(msg(4), msg(5));
+  const history = api.history;
+  api.history = async (cid, q) => {
+    api.history = history;
+    throw new ApiError(503, 'unavailable', 'database unavailable');
+  };
+  await sync.resync();
+  await settle();
+  const c = state.conv(7);
+  assert.equal(c.lastMessage.seq, 5, 'the inbox shows #5');
+  assert.equal(c.have, 3);
+  await sync.open(7);
+  await settle();
+  assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4, 5]);
+});

@@ -270,6 +270,9 @@ export class Sync {
       if (!c.loaded) {
         const page = await this.api.history(cid, { limit: PAGE });
         if (this.state.loadLatest(cid, page)) this.fill(cid);
+      } else if (c.lastSeq > c.have) {
+        // Behind (its catch-up failed, say): what the inbox shows comes now.
+        this.fill(cid);
       }
     } catch (e) {
       if (e.code === 'not_member' || e.code === 'not_found') {
