@@ -29,6 +29,24 @@ func chatd(t *testing.T, ctx context.Context, env map[string]string, args ...str
 	return code, out.String(), errb.String()
 }
 
+// running is a chatd started by startChatd: its logs, the exit code it
+// returns (once), and cancel, which stops it as SIGINT does.
+type running struct {
+	logs   *logtest.Buffer
+	done   chan int
+	cancel context.CancelFunc
+}
+
+// startChatd runs chatd with env on a goroutine; the test's end stops it.
+func startChatd(t *testing.T, env map[string]string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{logs: &logtest.Buffer{}, done: make(chan int, 1), cancel: cancel}
+	t.Cleanup(cancel)
+	go func() { r.done <- run(ctx, nil, &bytes.Buffer{}, r.logs, envOf(env)) }()
+	return r
+}
+
 // envOf is env as os.Environ would list it.
 func envOf(env map[string]string) []string {
 	out := make([]string, 0, len(env))
@@ -110,14 +128,11 @@ func TestAMisspeltChatVariableIsNamedInAWarningWithTheSettingItResembles(t *test
 		"CHAT_TOKEN":            "abc",    // chatctl's or a script's: named, nothing suggested
 		"OTHER_MAX_MEMBER":      "whatev", // not chatd's prefix: ignored
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &logtest.Buffer{}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, envOf(env)) }()
+	c := startChatd(t, env)
+	logs := c.logs
 	waitLog(t, logs, regexp.MustCompile(`msg="chatd ready"`), "ready line")
-	cancel()
-	if code := <-done; code != 0 {
+	c.cancel()
+	if code := <-c.done; code != 0 {
 		t.Fatalf("chatd exited %d:\n%s", code, logs.String())
 	}
 	out := logs.String()

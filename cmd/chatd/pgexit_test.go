@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgembed"
 )
 
@@ -36,11 +33,8 @@ func TestChatdExitsWhenItsEmbeddedPostgreSQLDies(t *testing.T) {
 		"CHAT_DATA_DIR": dataDir, "CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "127.0.0.1:0",
 		"CHAT_SHUTDOWN_TIMEOUT": "5s",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &logtest.Buffer{}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, envOf(env)) }()
+	c := startChatd(t, env)
+	logs, done := c.logs, c.done
 	waitLog(t, logs, regexp.MustCompile(`msg="chatd ready"`), "ready line")
 
 	raw, err := os.ReadFile(filepath.Join(pgembed.PGDir(dataDir), "postmaster.pid"))
@@ -63,7 +57,7 @@ func TestChatdExitsWhenItsEmbeddedPostgreSQLDies(t *testing.T) {
 			t.Errorf("no ERROR line saying PostgreSQL died:\n%s", logs.String())
 		}
 	case <-time.After(30 * time.Second):
-		cancel()
+		c.cancel()
 		<-done
 		t.Fatalf("chatd still running 30 s after its embedded PostgreSQL (pid %d) was killed", pm.PID)
 	}

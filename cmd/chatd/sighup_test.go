@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
 	"os"
 	"path/filepath"
@@ -47,11 +45,8 @@ func TestSIGHUPReloadsTheTLSCertificateAndReportsABrokenOne(t *testing.T) {
 		"CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "127.0.0.1:0", "CHAT_MQTTS_ADDR": "127.0.0.1:0",
 		"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath, "CHAT_SHUTDOWN_TIMEOUT": "10s",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &logtest.Buffer{}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, &bytes.Buffer{}, logs, envOf(env)) }()
+	c := startChatd(t, env)
+	logs, done := c.logs, c.done
 	addr := waitLog(t, logs, regexp.MustCompile(`listener=mqtts addr=(\S+)`), "mqtts listener line")[1]
 	waitLog(t, logs, regexp.MustCompile(`msg="chatd ready"`), "ready line")
 
@@ -85,7 +80,7 @@ func TestSIGHUPReloadsTheTLSCertificateAndReportsABrokenOne(t *testing.T) {
 		t.Fatalf("after a broken SIGHUP mqtts serves %q", cn)
 	}
 
-	cancel()
+	c.cancel()
 	select {
 	case code := <-done:
 		if code != 0 {

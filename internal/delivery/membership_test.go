@@ -377,13 +377,7 @@ func TestARemovedMemberCatchingUpFromPostgreSQLGetsNothingCommittedAfterTheRemov
 	h.Publish(after)
 	waitSeqs(t, obs, f.conv.ID, 4)
 	close(gate.release)
-	eventually(t, 10*time.Second, func() bool { return len(u2.seqs(f.conv.ID)) >= len(owed) },
-		"user 2 never received %v, sent while they were a member", owed)
-	never(t, time.Second, func() bool { return slices.Contains(u2.seqs(f.conv.ID), after.Seq) },
-		"user 2, removed, received message seq %d sent after the removal: got %v", after.Seq, u2.seqs(f.conv.ID))
-	if got := u2.seqs(f.conv.ID); !slices.Equal(got, owed) {
-		t.Fatalf("user 2 received %v, want exactly %v", got, owed)
-	}
+	receivedOwedOnly(t, u2, f.conv.ID, owed, after.Seq)
 }
 
 // heldCursors reads client's positions, then holds them until released:
@@ -445,11 +439,19 @@ func TestARemovedMemberCatchingUpFromTheRecentCacheGetsNothingRoutedAfterTheRemo
 	h.Publish(after)
 	waitSeqs(t, obs, f.conv.ID, 4) // all of it is in the cache
 	close(held.answer)
-	eventually(t, 10*time.Second, func() bool { return len(u2.seqs(f.conv.ID)) >= len(owed) },
+	receivedOwedOnly(t, u2, f.conv.ID, owed, after.Seq)
+}
+
+// receivedOwedOnly waits until user 2 (u2) received the seqs owed of conv
+// and checks they get nothing more, in particular not seq after, sent
+// after their removal.
+func receivedOwedOnly(t *testing.T, u2 *fakeConn, conv int64, owed []int64, after int64) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() bool { return len(u2.seqs(conv)) >= len(owed) },
 		"user 2 never received %v, sent while they were a member", owed)
-	never(t, time.Second, func() bool { return slices.Contains(u2.seqs(f.conv.ID), after.Seq) },
-		"user 2, removed, received message seq %d sent after the removal: got %v", after.Seq, u2.seqs(f.conv.ID))
-	if got := u2.seqs(f.conv.ID); !slices.Equal(got, owed) {
+	never(t, time.Second, func() bool { return slices.Contains(u2.seqs(conv), after) },
+		"user 2, removed, received message seq %d sent after the removal: got %v", after, u2.seqs(conv))
+	if got := u2.seqs(conv); !slices.Equal(got, owed) {
 		t.Fatalf("user 2 received %v, want exactly %v", got, owed)
 	}
 }
