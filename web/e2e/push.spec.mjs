@@ -263,10 +263,15 @@ test('signing out takes the notifications the page showed off the screen', async
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for your eyes only' });
   await eventually(async () => assert.equal((await shown()).length, 1));
 
-  // The next person at this browser must not read them.
+  // The next person at this browser must not read them, nor get the
+  // user's next pushes: the browser's subscription is dropped too (chatd
+  // may not hear the device's delete: a sign-out while offline).
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByTestId('signin').waitFor();
   await eventually(async () => assert.deepEqual(await shown(), [], 'no notification of the signed-out user is left'));
+  await eventually(async () =>
+    assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
+      'the browser is still subscribed to the signed-out user\'s pushes'));
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -53,12 +53,25 @@ export async function enablePush(api, uid) {
   return id;
 }
 
-/** Forgets this browser's device on sign-out (best effort). */
+/**
+ * Forgets this browser's device on sign-out: chatd is asked to delete it
+ * (best effort), and the browser's subscription is dropped, so that the
+ * next person at this browser gets none of the user's pushes even when the
+ * delete cannot reach chatd (offline): pushed to a subscription that is
+ * gone, the push service answers 410 and chatd forgets the device.
+ */
 export function disablePush(api, uid) {
   const id = localStorage.getItem(deviceKey(uid));
-  if (!id) return;
-  localStorage.removeItem(deviceKey(uid));
-  api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
+  if (id) {
+    localStorage.removeItem(deviceKey(uid));
+    api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
+  }
+  if (!pushSupported()) return;
+  navigator.serviceWorker
+    .getRegistration()
+    .then((reg) => reg && reg.pushManager.getSubscription())
+    .then((sub) => sub && sub.unsubscribe())
+    .catch(() => {});
 }
 
 /** Signing out: the notifications shown for the user leave the screen. */
