@@ -52,7 +52,7 @@ async function startApp({ token, userId, exp }) {
     closeMenus();
     for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
-    sync.close(); // nothing is on screen: no more read receipts
+    sync.stop(); // nothing is on screen: no more read receipts nor catch-up
     // Only our own token: another tab may have signed someone else in.
     if (loadSignIn()?.token === token) clearSignIn();
     window.removeEventListener('hashchange', route);

@@ -137,3 +137,31 @@ test('opening a conversation whose catch-up failed (a 503) fetches what it lacks
   await settle();
   assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4, 5]);
 });
+
+test('a catch-up that fails (a 503) is tried again, backing off, while connected: the gap does not wait for the next message', async () => {
+  const msgs = [msg(1), msg(2), msg(3)];
+  const api = fakeApi(msgs);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  sync.retryBaseMs = 10;
+  await sync.refreshInbox();
+  await sync.open(7);
+  await settle();
+  // #4 is lost on the way (a non-persistent session's overflow); #5
+  // arrives live and shows the gap, whose catch-up answers 503 twice.
+  msgs.push(msg(4), msg(5));
+  const history = api.history;
+  let failures = 0;
+  api.history = async (cid, q) => {
+    if (failures < 2) {
+      failures++;
+      throw new ApiError(503, 'unavailable', 'database unavailable');
+    }
+    return history(cid, q);
+  };
+  sync.onEvent({ type: 'message.new', ...msg(5) });
+  const c = state.conv(7);
+  for (let i = 0; i < 200 && c.have < 5; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(failures, 2);
+  assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4, 5], 'the gap stayed on screen after the catch-up failed');
+});

@@ -25,6 +25,8 @@ export class Sync {
     this.session = session;
     this.me = state.me;
     this.fills = new Map(); // cid -> promise chain: one catch-up at a time
+    this.fillRetries = new Map(); // cid -> {attempt, timer}: a failed catch-up's next try
+    this.retryBaseMs = 1000;
     this.reading = new Set(); // cids with a read receipt in flight
     this.seenTimers = new Map();
     this.inboxBusy = null;
@@ -242,8 +244,10 @@ export class Sync {
           page = await this.api.history(cid, { afterSeq: from, limit: FILL_PAGE });
         } catch (e) {
           if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
-          return; // network: the next reconnect resyncs
+          else this.retryFill(cid); // 503, 429, a network error while MQTT stays up
+          return;
         }
+        this.fillRetries.delete(cid);
         if (!page.length) return;
         let gap = this.state.addMessages(cid, page);
         if (c.have === from) gap = this.state.skipTo(cid, page[0].seq - 1);
@@ -256,6 +260,26 @@ export class Sync {
       if (this.fills.get(cid) === next) this.fills.delete(cid);
     });
     return next;
+  }
+
+  /**
+   * A catch-up that failed is tried again after a backoff (1 s doubling to
+   * 30 s, with jitter) while the conversation is loaded: left alone it
+   * would wait for the conversation's next message or a reconnect, and a
+   * gap would stay on screen meanwhile.
+   */
+  retryFill(cid) {
+    if (this.stopped || (this.fillRetries.has(cid) && this.fillRetries.get(cid).timer)) return;
+    const attempt = (this.fillRetries.get(cid)?.attempt ?? 0) + 1;
+    const delay = Math.min(this.retryBaseMs * 2 ** (attempt - 1), 30000) * (0.75 + Math.random() / 2);
+    const r = { attempt, timer: 0 };
+    r.timer = setTimeout(() => {
+      r.timer = 0;
+      const c = this.state.conv(cid);
+      if (c && c.loaded && c.lastSeq > c.have) this.fill(cid);
+      else this.fillRetries.delete(cid);
+    }, delay);
+    this.fillRetries.set(cid, r);
   }
 
   /** Opens a conversation: members, the newest page, then receipts. */
@@ -289,6 +313,14 @@ export class Sync {
 
   close() {
     this.state.setOpen(null);
+  }
+
+  /** Signing out: nothing is fetched any more (pending catch-up retries end). */
+  stop() {
+    this.close();
+    for (const r of this.fillRetries.values()) clearTimeout(r.timer);
+    this.fillRetries.clear();
+    this.stopped = true;
   }
 
   /**
