@@ -178,7 +178,14 @@ func sameAddr(a, b string) bool {
 	if err1 != nil || err2 != nil || ap != bp || ap == "0" {
 		return false
 	}
-	return ah == bh || ah == "" || bh == "" || ah == "0.0.0.0" || bh == "0.0.0.0"
+	return ah == bh || wildcard(ah) || wildcard(bh)
+}
+
+// wildcard reports whether a listen host takes the port on every address:
+// "", 0.0.0.0, and :: (on Linux, dual stack: the IPv4 addresses too).
+func wildcard(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
 }
 
 // redactedOps adds the ops keys to Redacted's map.

@@ -30,6 +30,12 @@ func TestOpsCombinationsNameTheKeyTheSourceAndTheFix(t *testing.T) {
 		{"jwks not a URL", map[string]string{"CHAT_JWKS_URL": "idp.example/certs"}, []string{"jwks_url", "https://"}},
 		{"metrics on the http port", map[string]string{"CHAT_METRICS_ADDR": "127.0.0.1:8080"},
 			[]string{"metrics_addr", "the address of http_addr too", "port of its own"}},
+		// [::] takes the port on every address, IPv4 ones too (dual stack).
+		{"metrics on the IPv6 wildcard of the http port", map[string]string{"CHAT_METRICS_ADDR": "[::]:8080"},
+			[]string{"metrics_addr", "the address of http_addr too", "port of its own"}},
+		{"https on the IPv4 wildcard of an IPv6 wildcard's port", map[string]string{"CHAT_TLS_CERT": "/c.pem", "CHAT_TLS_KEY": "/k.pem",
+			"CHAT_MQTT_ADDR": "[::]:8443", "CHAT_HTTPS_ADDR": "0.0.0.0:8443"},
+			[]string{"https_addr", "the address of mqtt_addr too", "port of its own"}},
 	}, nil)
 }
 
