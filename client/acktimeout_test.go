@@ -32,15 +32,7 @@ func TestAnAckTimeoutOverTenSecondsIsWaitedOut(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE message IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		seq int64
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		seq, err := a.Send(ctxFor(t, 40*time.Second), conv, "committed after 12 seconds")
-		res <- result{seq, err}
-	}()
+	res := sendAsync(t, a, conv, "committed after 12 seconds", 40*time.Second)
 	testkit.WaitFor(t, 10*time.Second, "the send's commit to wait for the table", func() bool {
 		var n int
 		if err := pg.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&n); err != nil {

@@ -326,3 +326,20 @@ func (p *proxy) SetUpstream(addr string) {
 	p.upstream = addr
 	p.mu.Unlock()
 }
+
+// sent is what a Send answered.
+type sent struct {
+	seq int64
+	err error
+}
+
+// sendAsync sends body into conv on a goroutine, waiting at most within,
+// and hands its answer over once.
+func sendAsync(t *testing.T, c *client.Client, conv int64, body string, within time.Duration) <-chan sent {
+	res := make(chan sent, 1)
+	go func() {
+		seq, err := c.Send(ctxFor(t, within), conv, body)
+		res <- sent{seq, err}
+	}()
+	return res
+}

@@ -63,15 +63,7 @@ func TestACommittedSendIsNotReportedRateLimited(t *testing.T) {
 func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
 	url, px, a, conv := limitedNode(t)
 	px.Stall()
-	type result struct {
-		seq int64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		seq, err := a.Send(ctxFor(t, 20*time.Second), conv, "committed, PUBACK lost")
-		done <- result{seq, err}
-	}()
+	done := sendAsync(t, a, conv, "committed, PUBACK lost", 20*time.Second)
 	db := mustConn(t, url)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
