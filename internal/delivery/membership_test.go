@@ -49,6 +49,17 @@ func (h *blockingHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *blockingHandler) WithGroup(string) slog.Handler      { return h }
 
+// overflowHub starts a hub with a queue of one whose fan-out can be
+// stalled: stall blocks its goroutine (on a conversation whose members
+// cannot be loaded) so that what is published next overflows the queue,
+// and returns the func that releases it.
+func overflowHub(t *testing.T, f fixture) (h *delivery.Hub, stall func() (release func())) {
+	const bad = 987654321
+	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
+	h = startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Logger: slog.New(bh)})
+	return h, func() func() { return stallFanout(t, h, bh, bad) }
+}
+
 // stallFanout blocks the hub's fan-out goroutine; the returned func releases it.
 func stallFanout(t *testing.T, h *delivery.Hub, bh *blockingHandler, badConv int64) func() {
 	h.Publish(chat.Event{Type: chat.EventTyping, ConversationID: badConv, UserID: 1})
@@ -73,9 +84,7 @@ func sendAs(t *testing.T, f fixture, conv, sender int64) chat.Event {
 // index stale: the removed user keeps receiving the conversation's messages.
 func TestAMemberRemovedWhileTheHubOverflowedGetsNoMoreOfTheConversation(t *testing.T) {
 	f := setup(t)
-	const bad = 987654321
-	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
-	h := startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Logger: slog.New(bh)})
+	h, stall := overflowHub(t, f)
 	u := attach(t, h, f, "u2", false, true) // user 2, member of f.conv
 	h.Publish(sendAs(t, f, f.conv.ID, 1))   // warms the member index
 	waitSeqs(t, u, f.conv.ID, 1)
@@ -85,7 +94,7 @@ func TestAMemberRemovedWhileTheHubOverflowedGetsNoMoreOfTheConversation(t *testi
 	}
 	var last int64
 	_ = f.pool.QueryRow(context.Background(), "SELECT last_seq FROM conversation WHERE id=$1", f.conv.ID).Scan(&last)
-	release := stallFanout(t, h, bh, bad)
+	release := stall()
 	h.Publish(chat.Event{Type: chat.EventPresence})           // fills the queue of 1
 	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last)) // dropped: overflow
 	release()
@@ -100,9 +109,7 @@ func TestAMemberRemovedWhileTheHubOverflowedGetsNoMoreOfTheConversation(t *testi
 // get the conversation's live messages.
 func TestAMemberAddedWhileTheHubOverflowedGetsTheConversationLive(t *testing.T) {
 	f := setup(t)
-	const bad = 987654321
-	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
-	h := startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Logger: slog.New(bh)})
+	h, stall := overflowHub(t, f)
 	u3 := attachUser(t, h, f, "u3", 3, true, true, true)
 	obs := attach(t, h, f, "u2", false, true)
 	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the member index (1, 2)
@@ -115,7 +122,7 @@ func TestAMemberAddedWhileTheHubOverflowedGetsTheConversationLive(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := stallFanout(t, h, bh, bad)
+	release := stall()
 	h.Publish(chat.Event{Type: chat.EventPresence})
 	h.Publish(chat.MemberAddedEvent(conv, 3, 1, chat.RoleMember)) // dropped: overflow
 	release()
@@ -291,9 +298,7 @@ func TestAPubackFromTheConnectionATakeoverReplacedAcknowledgesNothing(t *testing
 // theirs; what follows the re-add is.
 func TestAMemberRemovedAndAddedBackWhileTheHubOverflowedGetsWhatFollowsTheRejoinOnly(t *testing.T) {
 	f := setup(t)
-	const bad = 987654321
-	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
-	h := startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Logger: slog.New(bh)})
+	h, stall := overflowHub(t, f)
 	u := attach(t, h, f, "u2", false, true) // user 2, member of f.conv
 	first := sendAs(t, f, f.conv.ID, 1)
 	h.Publish(first) // warms the member index
@@ -311,7 +316,7 @@ func TestAMemberRemovedAndAddedBackWhileTheHubOverflowedGetsWhatFollowsTheRejoin
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := stallFanout(t, h, bh, bad)
+	release := stall()
 	h.Publish(chat.Event{Type: chat.EventPresence})                // fills the queue of 1
 	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, first.Seq)) // dropped: overflow
 	h.Publish(away)                                                // dropped
