@@ -299,17 +299,32 @@ func (s *Server) shutdownOps(ctx context.Context) error {
 		name string
 		srv  *http.Server
 	}{{"https", s.ops.httpsSrv}, {"metrics", s.ops.metricsSrv}} {
-		if l.srv != nil {
-			if err := l.srv.Shutdown(ctx); err != nil {
-				_ = l.srv.Close()
-				errs = append(errs, fmt.Errorf("%s: requests still running were cut off: %w", l.name, err))
-			}
+		if err := shutdownHTTP(ctx, l.name, l.srv); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if s.ops.jwks != nil {
 		s.ops.jwks.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// shutdownHTTP stops srv (nil: nothing to stop), waiting until ctx ends
+// for the requests it is serving; it reports them when ctx cut them off.
+// The listener may already be closed (Close stops taking requests before
+// the clients drain): Shutdown closes it again while Serve has not yet
+// returned from Accept, and that second close's net.ErrClosed is no
+// failure of the shutdown.
+func shutdownHTTP(ctx context.Context, name string, srv *http.Server) error {
+	if srv == nil {
+		return nil
+	}
+	err := srv.Shutdown(ctx)
+	if err == nil || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	_ = srv.Close()
+	return fmt.Errorf("%s: requests still running were cut off: %w", name, err)
 }
 
 // logListeners writes one line per listener saying what it serves, then

@@ -544,11 +544,8 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if s.httpSrv != nil {
-		if err := s.httpSrv.Shutdown(ctx); err != nil {
-			_ = s.httpSrv.Close()
-			errs = append(errs, fmt.Errorf("http: requests still running were cut off: %w", err))
-		}
+	if err := shutdownHTTP(ctx, "http", s.httpSrv); err != nil {
+		errs = append(errs, err)
 	}
 	if err := s.shutdownOps(ctx); err != nil {
 		errs = append(errs, err)
