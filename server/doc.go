@@ -27,5 +27,6 @@
 // Start, ReloadTLS and Close are called by one owner goroutine. Close shuts down in
 // dependency order: listeners stop accepting, in-flight publishes commit and
 // are acknowledged, delivery cursors are flushed, clients are disconnected,
-// the relay stops, and PostgreSQL (if embedded) stops last.
+// the relay stops, and PostgreSQL (if embedded) stops last. Close returns
+// within its context and cleanupGrace, naming what did not stop in time.
 package server

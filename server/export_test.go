@@ -1,6 +1,11 @@
 package server
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // WithBodyTimeout gives request bodies d to arrive instead of
 // requestBodyTimeout (60 s).
@@ -14,3 +19,11 @@ func WithoutTakeoverWatch() Option { return func(s *Server) { s.noTakeoverWatch 
 // ObjectStoreOrigin is what the web client's Content-Security-Policy
 // lets the page connect to besides its own origin.
 var ObjectStoreOrigin = objectStoreOrigin
+
+// WithWorker runs run, named name, with the node's background workers;
+// run gets the node's pool.
+func WithWorker(name string, run func(context.Context, *pgxpool.Pool) error) Option {
+	return func(s *Server) {
+		s.extraWorkers = append(s.extraWorkers, worker{name, func(ctx context.Context) error { return run(ctx, s.Pool) }})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,6 +27,7 @@ import (
 	"github.com/chatd/chatd/internal/push"
 	"github.com/chatd/chatd/internal/ratelimit"
 	"github.com/chatd/chatd/internal/relay"
+	"github.com/chatd/chatd/internal/shutdown"
 	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/store"
 )
@@ -69,8 +69,8 @@ type Server struct {
 	sendPool *pgxpool.Pool
 	httpSrv  *http.Server
 	httpLn   net.Listener
-	bg       context.CancelFunc
-	bgDone   chan struct{}
+	bg       context.CancelFunc // stops the workers
+	workers  shutdown.Group
 	closed   bool
 	api      *httpapi.API
 
@@ -87,6 +87,9 @@ type Server struct {
 	// bodyTimeout is how long a request body may take to arrive
 	// (requestBodyTimeout; shorter in tests).
 	bodyTimeout time.Duration
+	// extraWorkers run with the node's own (tests of a worker that does
+	// not stop).
+	extraWorkers []worker
 }
 
 // Option adds to what the settings configure.
@@ -151,7 +154,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 	if err := s.startHTTP(st, api, s.Secret); err != nil {
 		return nil, err
 	}
-	if err := s.startBackground(ctx, st, appName, hook); err != nil {
+	if err := s.startBackground(st, hook); err != nil {
 		return nil, err
 	}
 
@@ -281,38 +284,54 @@ func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appNam
 	return nil
 }
 
+// worker is one of the node's long-running loops, named for the report of
+// a shutdown that could not stop it.
+type worker struct {
+	name string
+	run  func(context.Context) error
+}
+
 // startBackground starts the node's long-running loops under one context
 // that Close cancels: with Kafka the outbox relay and the consumer of
 // other nodes' events, without it the outbox pruner; and always the
-// connection-count refresh, the push loop and the watch for sessions
-// taken over on other nodes.
-func (s *Server) startBackground(ctx context.Context, st config.Settings, appName string, hook *hooks.Chat) error {
-	bgCtx, cancel := context.WithCancel(context.Background())
-	s.bg, s.bgDone = cancel, make(chan struct{})
-	var runners []func(context.Context) error
+// connection-count refresh, the search maintenance, the push loop, the
+// watch for sessions taken over on other nodes and the session expiry.
+func (s *Server) startBackground(st config.Settings, hook *hooks.Chat) error {
+	var workers []worker
 	if rl := s.relay; rl != nil {
-		runners = append(runners, rl.Run, s.consumer.Run)
+		workers = append(workers, worker{"outbox relay", rl.Run}, worker{"kafka consumer", s.consumer.Run})
 	} else {
 		pr, err := relay.NewPruner(s.Pool, relay.PrunerConfig{Logger: s.log.With("component", "outbox-pruner"), Registerer: s.Registry})
 		if err != nil {
-			cancel()
 			return fmt.Errorf("outbox pruner: %w", err)
 		}
-		runners = append(runners, pr.Run)
+		workers = append(workers, worker{"outbox pruner", pr.Run})
 	}
-	runners = append(runners, func(ctx context.Context) error { return refreshConnections(ctx, hook, s.log) },
-		func(ctx context.Context) error {
-			return s.store.RunSearchMaintenance(ctx, searchMaintenanceInterval, s.log.With("component", "search-maintenance"))
-		})
-	runners = append(runners, s.push.Run)
 	notices := store.Notices{TakenOver: hook.SessionTakenOver, TokensRevoked: hook.TokensRevoked}
 	if s.noTakeoverWatch {
 		notices.TakenOver = nil
 	}
-	runners = append(runners, func(ctx context.Context) error {
-		return s.sessions.Watch(ctx, notices, s.log.With("component", "notices"))
-	})
-	go s.background(bgCtx, s.sessions, runners)
+	workers = append(workers,
+		worker{"connection count refresh", func(ctx context.Context) error { return refreshConnections(ctx, hook, s.log) }},
+		worker{"search maintenance", func(ctx context.Context) error {
+			return s.store.RunSearchMaintenance(ctx, searchMaintenanceInterval, s.log.With("component", "search-maintenance"))
+		}},
+		worker{"push", s.push.Run},
+		worker{"notices watch", func(ctx context.Context) error {
+			return s.sessions.Watch(ctx, notices, s.log.With("component", "notices"))
+		}},
+		worker{"session expiry", s.expireSessions},
+	)
+	workers = append(workers, s.extraWorkers...)
+	bgCtx, cancel := context.WithCancel(context.Background())
+	s.bg = cancel
+	for _, w := range workers {
+		s.workers.Go(w.name, func() {
+			if err := w.run(bgCtx); err != nil {
+				s.log.Error("background worker stopped", "worker", w.name, "err", err)
+			}
+		})
+	}
 	return nil
 }
 
@@ -449,30 +468,18 @@ func (s *Server) consume(ev chat.Event) {
 	s.Hub.Deliver(ev)
 }
 
-// background runs the relay, consumer or pruner and housekeeping (session
-// expiry) until ctx ends, then waits for them.
-func (s *Server) background(ctx context.Context, sessions *store.Sessions, runners []func(context.Context) error) {
-	defer close(s.bgDone)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for _, run := range runners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(ctx); err != nil {
-				s.log.Error("background worker stopped", "err", err)
-			}
-		}()
-	}
+// expireSessions forgets, once a minute until ctx ends, the expired
+// sessions of clients not connected to this node.
+func (s *Server) expireSessions(ctx context.Context) error {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			n, err := sessions.Expire(cctx, s.Hub.ClientIDs())
+			n, err := s.sessions.Expire(cctx, s.Hub.ClientIDs())
 			cancel()
 			if err != nil {
 				s.log.Warn("expire sessions failed", "err", err)
@@ -509,13 +516,38 @@ func (s *Server) HTTPAddr() string {
 	return s.httpLn.Addr().String()
 }
 
-// cleanupGrace is how long Close still gives the node's own cleanup after
-// the clients' drain when the drain spent Close's context.
+// cleanupGrace is how long Close still gives the node's own cleanup once
+// Close's context is spent.
 const cleanupGrace = 5 * time.Second
 
+// graced is Close's context for the node's own cleanup: the one Close was
+// given until it is spent, then one of cleanupGrace, once.
+type graced struct {
+	c        context.Context
+	cancel   context.CancelFunc
+	extended bool
+}
+
+func (g *graced) ctx() context.Context {
+	if !g.extended && g.c.Err() != nil {
+		g.extended = true
+		g.c, g.cancel = context.WithTimeout(context.WithoutCancel(g.c), cleanupGrace)
+	}
+	return g.c
+}
+
+func (g *graced) stop() {
+	if g.cancel != nil {
+		g.cancel()
+	}
+}
+
 // Close shuts the node down in dependency order: it drains the clients
-// within ctx, then flushes and stops the node's parts, within ctx or, when
-// the drain spent it, within cleanupGrace more.
+// within ctx, then flushes and stops the node's parts, within ctx or, once
+// ctx is spent, within cleanupGrace more. A part that does not stop in
+// time (a background worker, a connection it holds) is named in the
+// error and left running, so Close returns within ctx and cleanupGrace
+// (and an embedded PostgreSQL's immediate shutdown, see pgembed).
 func (s *Server) Close(ctx context.Context) error {
 	if s.closed {
 		return nil
@@ -553,53 +585,57 @@ func (s *Server) Close(ctx context.Context) error {
 	// ctx bounds the clients' drain. A client that spent it (a request
 	// body that never arrives) must not cost the node's own cleanup:
 	// flushing the receipts, clearing its presence, stopping PostgreSQL.
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupGrace)
-		defer cancel()
-	}
+	// Neither may a background worker that spent it by not stopping.
+	cleanup := &graced{c: ctx}
+	defer cleanup.stop()
 	// Every client is gone: commit the pending receipts, then clear this
 	// node's presence.
 	if s.Receipts != nil {
-		if err := s.Receipts.Close(ctx); err != nil {
+		if err := s.Receipts.Close(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if s.Presence != nil {
-		if err := s.Presence.Close(ctx); err != nil {
+		if err := s.Presence.Close(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if s.presencePub != nil {
-		if err := s.presencePub.Close(ctx); err != nil {
+		if err := s.presencePub.Close(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if s.Limiter != nil {
-		if err := s.Limiter.Close(ctx); err != nil {
+		if err := s.Limiter.Close(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if s.bg != nil {
 		s.bg()
-		<-s.bgDone
+		// A worker that does not stop (a write to Kafka that hangs) must
+		// not hold the shutdown past its budget: it is named and left.
+		if err := s.workers.Wait(cleanup.ctx()); err != nil {
+			errs = append(errs, fmt.Errorf("stop background workers: %w", err))
+		}
 	}
 	if s.Attachments != nil {
-		if err := s.Attachments.Close(ctx); err != nil {
+		if err := s.Attachments.Close(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if s.store != nil {
 		// After the broker drained: no send can arrive any more.
-		if err := s.store.Close(ctx); err != nil {
+		if err := s.store.Close(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if s.sendPool != nil {
-		s.sendPool.Close()
+		if err := pgembed.ClosePool(cleanup.ctx(), s.sendPool); err != nil {
+			errs = append(errs, fmt.Errorf("send pool: %w", err))
+		}
 	}
 	if s.closeDB != nil {
-		if err := s.closeDB(ctx); err != nil {
+		if err := s.closeDB(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}

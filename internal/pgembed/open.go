@@ -160,6 +160,26 @@ func openAndPing(ctx context.Context, url string, maxConns int32, opts ...PoolOp
 	return pool, nil
 }
 
+// ClosePool closes pool within ctx. pgxpool's Close waits until every
+// connection in use is given back, and a goroutine that does not stop
+// while it holds one would hold its caller for ever: when ctx ends first,
+// the connections in use are left to the goroutines holding them. Idle
+// connections are always closed.
+func ClosePool(ctx context.Context, pool *pgxpool.Pool) error {
+	done := make(chan struct{})
+	go func() { pool.Close(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	if n := pool.Stat().AcquiredConns(); n > 0 {
+		return fmt.Errorf("close database pool: connections still in use (%d): %w", n, ctx.Err())
+	}
+	<-done // no connection in use: only idle ones to close, a bounded wait
+	return nil
+}
+
 // closer closes the pool, then stops the cluster (if any), then releases
 // the data dir's lock (if held), once.
 func closer(pool *pgxpool.Pool, stop func(context.Context) error, lock *dirLock) func(context.Context) error {
@@ -167,10 +187,10 @@ func closer(pool *pgxpool.Pool, stop func(context.Context) error, lock *dirLock)
 	var err error
 	return func(ctx context.Context) error {
 		once.Do(func() {
-			pool.Close()
+			err = ClosePool(ctx, pool)
 			if stop != nil {
 				if e := stop(ctx); e != nil {
-					err = fmt.Errorf("stop embedded PostgreSQL: %w", e)
+					err = errors.Join(err, fmt.Errorf("stop embedded PostgreSQL: %w", e))
 				}
 			}
 			lock.release()
