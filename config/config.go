@@ -188,11 +188,18 @@ var ErrVersion = errors.New("version requested")
 const EnvConfig = "CHAT_CONFIG"
 
 // Load resolves the settings from args (the command line without the program
-// name), getenv (os.Getenv in production) and the YAML file named by -config
-// or CHAT_CONFIG. It reads nothing else from the process.
-func Load(args []string, getenv func(string) string) (Settings, error) {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
+// name), lookupenv (os.LookupEnv in production; MapEnv for a map) and the
+// YAML file named by -config or CHAT_CONFIG. It reads nothing else from the
+// process.
+//
+// A variable that is set counts, even when it is empty: CHAT_X= is the
+// empty value, as x: "" is in the YAML file. It clears a text or list
+// setting (an address turns its listener off, a URL is unset) and is an
+// error for a setting that has no empty value (a number, a duration, a
+// switch), not a silent fallback to the YAML value or the default.
+func Load(args []string, lookupenv func(string) (string, bool)) (Settings, error) {
+	if lookupenv == nil {
+		lookupenv = func(string) (string, bool) { return "", false }
 	}
 	fs, flagVals, configFlag := newFlagSet()
 	version := fs.Bool("version", false, "print the version and exit")
@@ -223,7 +230,7 @@ func Load(args []string, getenv func(string) string) (Settings, error) {
 	path, pathSrc := "", ""
 	if set["config"] {
 		path, pathSrc = *configFlag, "flag -config"
-	} else if v := getenv(EnvConfig); v != "" {
+	} else if v, _ := lookupenv(EnvConfig); v != "" {
 		path, pathSrc = v, "env "+EnvConfig
 	}
 	if path != "" {
@@ -243,7 +250,7 @@ func Load(args []string, getenv func(string) string) (Settings, error) {
 
 	// Environment.
 	for _, k := range keys {
-		if v := getenv(k.env); v != "" {
+		if v, ok := lookupenv(k.env); ok {
 			if err := s.set(k, v, "env "+k.env); err != nil {
 				return Settings{}, err
 			}
@@ -268,10 +275,24 @@ func Load(args []string, getenv func(string) string) (Settings, error) {
 	return s, nil
 }
 
+// MapEnv looks variables up in m, for Load: a key of m is set, even to
+// "".
+func MapEnv(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
 // set applies one value for k from src, recording the source.
 func (s *Settings) set(k *key, raw, src string) error {
 	if err := k.apply(s, raw); err != nil {
 		e := &Error{Key: k.name, Source: src, Fix: k.fix}
+		if raw == "" && strings.HasPrefix(src, "env ") {
+			// Most often a variable meant to be unset (CHAT_X= in an
+			// env file, ${X:-} in a compose file).
+			e.Fix += fmt.Sprintf("; or unset %s (set but empty, it is the empty value, not unset)", k.env)
+		}
 		if k.secret {
 			e.Reason = "invalid value (not shown: secret): " + err.Error()
 		} else {

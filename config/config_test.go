@@ -15,9 +15,7 @@ import (
 	"time"
 )
 
-func env(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
-}
+func env(m map[string]string) func(string) (string, bool) { return MapEnv(m) }
 
 // loadErrorCase is settings that Load must refuse with a *config.Error
 // whose text holds every one of want: the key, where its value came from
@@ -194,11 +192,49 @@ kafka_brokers: [k1:9092, k2:9092]
 	if !s.Dev || s.SendTimeout != 250*time.Millisecond {
 		t.Errorf("dev=%v send_timeout=%v", s.Dev, s.SendTimeout)
 	}
+}
 
-	// Empty env counts as unset: the yaml value stays.
-	s = mustLoad(t, nil, map[string]string{"CHAT_CONFIG": path, "CHAT_MQTT_ADDR": ""})
-	if s.MQTTAddr != "127.0.0.1:1000" {
-		t.Errorf("empty env overrode yaml: %q", s.MQTTAddr)
+// A variable set to "" used to count as unset, so no variable could undo
+// what the YAML file set: turn a listener off, unset a URL or a list. It
+// is the empty value now, as "" is in YAML.
+func TestAnEmptyVariableOverridesTheYAMLValueWithTheEmptyValue(t *testing.T) {
+	path := writeYAML(t, `mqtt_addr: 127.0.0.1:1000
+metrics_addr: 127.0.0.1:9100
+database_url: postgres://chat@db/chat
+redis_url: redis://redis:6379/0
+kafka_brokers: [k1:9092]
+ws_allowed_origins: https://chat.example
+`)
+	s := mustLoad(t, nil, map[string]string{"CHAT_CONFIG": path, "CHAT_MQTT_ADDR": "", "CHAT_METRICS_ADDR": "",
+		"CHAT_DATABASE_URL": "", "CHAT_REDIS_URL": "", "CHAT_KAFKA_BROKERS": "", "CHAT_WS_ALLOWED_ORIGINS": ""})
+	if s.MQTTAddr != "" || s.MetricsAddr != "" || s.DatabaseURL != "" || s.RedisURL != "" || len(s.KafkaBrokers) != 0 || len(s.WSAllowedOrigins) != 0 {
+		t.Errorf("empty variables left YAML values: mqtt_addr %q, metrics_addr %q, database_url %q, redis_url %q, kafka_brokers %q, ws_allowed_origins %q",
+			s.MQTTAddr, s.MetricsAddr, s.DatabaseURL, s.RedisURL, s.KafkaBrokers, s.WSAllowedOrigins)
+	}
+	for _, key := range []string{"mqtt_addr", "metrics_addr", "database_url", "redis_url", "kafka_brokers", "ws_allowed_origins"} {
+		if want := "env CHAT_" + strings.ToUpper(key); s.Source(key) != want {
+			t.Errorf("Source(%s) = %q, want %q", key, s.Source(key), want)
+		}
+	}
+	// Unset, the YAML value stays.
+	if s := mustLoad(t, nil, map[string]string{"CHAT_CONFIG": path}); s.MQTTAddr != "127.0.0.1:1000" || s.RedisURL == "" {
+		t.Errorf("without the variables: mqtt_addr %q, redis_url %q, want the YAML values", s.MQTTAddr, s.RedisURL)
+	}
+}
+
+// A setting with no empty value (a number, a duration, a switch) refuses
+// an empty variable, naming it and saying to unset it, rather than
+// falling back to the YAML value or the default in silence.
+func TestAnEmptyVariableForASettingWithoutAnEmptyValueIsRefusedNamingIt(t *testing.T) {
+	path := writeYAML(t, "max_members: 50\nshutdown_timeout: 30s\ndev: true\n")
+	for _, v := range []string{"CHAT_MAX_MEMBERS", "CHAT_SHUTDOWN_TIMEOUT", "CHAT_DEV"} {
+		t.Run(v, func(t *testing.T) {
+			_, err := Load(nil, env(map[string]string{"CHAT_CONFIG": path, v: ""}))
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Source != "env "+v || !strings.Contains(err.Error(), "unset "+v) {
+				t.Fatalf("Load with %s set but empty: %v, want a *config.Error from env %s saying to unset it", v, err, v)
+			}
+		})
 	}
 }
 

@@ -27,12 +27,7 @@ func FuzzLoadYAML(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Load(nil, func(k string) string {
-			if k == EnvConfig {
-				return path
-			}
-			return ""
-		})
+		_, err := Load(nil, MapEnv(map[string]string{EnvConfig: path}))
 		if err == nil {
 			return
 		}

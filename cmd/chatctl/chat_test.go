@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -35,7 +36,7 @@ func chatEnv(srv *server.Server, dataDir string) map[string]string {
 func startChatctl(t *testing.T, env map[string]string, args ...string) (stdout, stderr *logtest.Buffer, done <-chan int) {
 	t.Helper()
 	stdout, stderr = &logtest.Buffer{}, &logtest.Buffer{}
-	a := &app{stdout: stdout, stderr: stderr, getenv: func(k string) string { return env[k] }, environ: environ(env)}
+	a := &app{stdout: stdout, stderr: stderr, lookupenv: config.MapEnv(env), environ: environ(env)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	ch := make(chan int, 1)
 	go func() {
@@ -181,7 +182,7 @@ func TestSendReadsBodyFromStdin(t *testing.T) {
 	srv := startChatd(t, dataDir)
 	env := chatEnv(srv, dataDir)
 	var out, errb bytes.Buffer
-	a := &app{stdout: &out, stderr: &errb, stdinR: strings.NewReader("from stdin\n"), getenv: func(k string) string { return env[k] }, environ: environ(env)}
+	a := &app{stdout: &out, stderr: &errb, stdinR: strings.NewReader("from stdin\n"), lookupenv: config.MapEnv(env), environ: environ(env)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if code := run(ctx, []string{"send", "--user", "1", "--peer", "2", "--body", "-", "--json"}, a); code != 0 {

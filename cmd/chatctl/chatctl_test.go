@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -34,7 +35,7 @@ type result struct {
 func chatctl(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	a := &app{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }, environ: environ(env)}
+	a := &app{stdout: &out, stderr: &errb, lookupenv: config.MapEnv(env), environ: environ(env)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := run(ctx, args, a)

@@ -26,7 +26,7 @@ import (
 type app struct {
 	stdout, stderr io.Writer
 	stdinR         io.Reader // nil: empty
-	getenv         func(string) string
+	lookupenv      func(string) (string, bool)
 	environ        []string // "KEY=value", the whole environment, for the unknown-variable warning
 
 	settings config.Settings
@@ -122,8 +122,8 @@ func usagef(format string, args ...any) error {
 
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, a *app) int {
-	if a.getenv == nil {
-		a.getenv = func(string) string { return "" }
+	if a.lookupenv == nil {
+		a.lookupenv = func(string) (string, bool) { return "", false }
 	}
 	if len(args) == 0 {
 		printUsage(a.stderr)
@@ -174,7 +174,7 @@ func exitCode(a *app, err error) int {
 // init reads chatd's settings (env and CHAT_CONFIG file; chatctl's own
 // flags come later) and sets up logging to stderr.
 func (a *app) init() error {
-	s, err := config.Load(nil, a.getenv)
+	s, err := config.Load(nil, a.lookupenv)
 	if err != nil {
 		return fmt.Errorf("read settings: %w", err)
 	}

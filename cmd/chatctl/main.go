@@ -21,7 +21,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &app{stdout: os.Stdout, stderr: os.Stderr, stdinR: os.Stdin, getenv: os.Getenv, environ: os.Environ()})
+	code := run(ctx, os.Args[1:], &app{stdout: os.Stdout, stderr: os.Stderr, stdinR: os.Stdin, lookupenv: os.LookupEnv, environ: os.Environ()})
 	stop()
 	os.Exit(code)
 }

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		}
 	}
 	getenv := func(k string) string { return env[k] }
-	st, err := config.Load(args, getenv)
+	st, err := config.Load(args, config.MapEnv(env))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		config.PrintUsage(stdout)

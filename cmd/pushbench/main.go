@@ -175,7 +175,7 @@ func run(ctx context.Context, o options) error {
 		"CHAT_PUSH_ALLOW_HTTP": "true", "CHAT_PUSH_QUEUE_SIZE": "5000", "CHAT_MAX_MEMBERS": "100000",
 		"CHAT_LOG_LEVEL": "warn",
 	}
-	st, err := config.Load(nil, func(k string) string { return env[k] })
+	st, err := config.Load(nil, config.MapEnv(env))
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func SecretEnv(t testing.TB, url string, overlays ...map[string]string) map[stri
 // (nil: warnings and worse to stderr), and closes it when the test ends.
 func Start(t testing.TB, env map[string]string, h slog.Handler, opts ...server.Option) *server.Server {
 	t.Helper()
-	st, err := config.Load(nil, func(k string) string { return env[k] })
+	st, err := config.Load(nil, config.MapEnv(env))
 	if err != nil {
 		t.Fatalf("settings: %v", err)
 	}
