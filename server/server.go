@@ -166,7 +166,11 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 // its schema up to this binary's migrations and exports the pool's
 // metrics.
 func (s *Server) openDB(ctx context.Context, st config.Settings, appName string) error {
-	pool, closeDB, err := pgembed.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, s.log, pgembed.WithApplicationName(appName))
+	opts := []pgembed.PoolOption{pgembed.WithApplicationName(appName)}
+	if src := st.Source("db_max_conns"); src != config.SourceDefault {
+		opts = append(opts, pgembed.WithMaxConnsFrom("db_max_conns from "+src))
+	}
+	pool, closeDB, err := pgembed.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, s.log, opts...)
 	if err != nil {
 		return err
 	}

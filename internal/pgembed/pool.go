@@ -6,28 +6,48 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// OpenPool connects to url with settings suited to chatd: a pool sized for
-// the send path and a bounded connect timeout so an unreachable database
-// fails fast instead of hanging a publisher.
+// defaultConnectTimeout bounds a connection attempt when the URL does not:
+// an unreachable database fails fast instead of hanging a publisher.
+const defaultConnectTimeout = 5 * time.Second
+
+// OpenPool connects to url with settings suited to chatd. What the URL
+// says explicitly wins: its pool_max_conns over maxConns (the caller's
+// size; <= 0 takes at least 16), its connect_timeout (or PGCONNECT_TIMEOUT)
+// over 5 s; 0, libpq's "no limit", counts as unset. A pool size the
+// caller says was set explicitly (WithMaxConnsFrom) and a different
+// pool_max_conns in the URL are a conflict, refused.
 func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOption) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	// pgxpool does not say whether the URL named the pool size, the
+	// connection config (which keeps it as a runtime parameter) does.
+	cc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	_, urlSize := cc.RuntimeParams["pool_max_conns"]
+	pc := &poolConfig{Config: cfg}
 	for _, o := range opts {
-		o(cfg)
+		o(pc)
 	}
-	if maxConns > 0 {
+	switch {
+	case urlSize && pc.maxConnsFrom != "" && cfg.MaxConns != maxConns:
+		return nil, fmt.Errorf("the database URL's pool_max_conns=%d and the pool size %d of %s disagree: keep one of them", cfg.MaxConns, maxConns, pc.maxConnsFrom)
+	case urlSize:
+	case maxConns > 0:
 		cfg.MaxConns = maxConns
-	} else if cfg.MaxConns < 16 {
-		cfg.MaxConns = 16
+	default:
+		cfg.MaxConns = max(cfg.MaxConns, 16)
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > 5*time.Second {
-		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
 	// pgx prepares every statement, and PostgreSQL switches a prepared
@@ -73,10 +93,23 @@ func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOptio
 }
 
 // PoolOption adjusts a pool's configuration.
-type PoolOption func(*pgxpool.Config)
+type PoolOption func(*poolConfig)
+
+type poolConfig struct {
+	*pgxpool.Config
+	maxConnsFrom string // WithMaxConnsFrom
+}
 
 // WithApplicationName names the pool's connections. chatd uses
 // "chatd:<node id>": outbox rows record it as their origin.
 func WithApplicationName(name string) PoolOption {
-	return func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = name }
+	return func(c *poolConfig) { c.ConnConfig.RuntimeParams["application_name"] = name }
+}
+
+// WithMaxConnsFrom says the pool size given to OpenPool was set
+// explicitly, where names by what ("db_max_conns from env
+// CHAT_DB_MAX_CONNS"): a different pool_max_conns in the URL is then
+// refused rather than taken.
+func WithMaxConnsFrom(where string) PoolOption {
+	return func(c *poolConfig) { c.maxConnsFrom = where }
 }
