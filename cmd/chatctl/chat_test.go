@@ -35,8 +35,15 @@ func chatEnv(srv *server.Server, dataDir string) map[string]string {
 // startChatctl runs a long-running command (tail) in the background.
 func startChatctl(t *testing.T, env map[string]string, args ...string) (stdout, stderr *logtest.Buffer, done <-chan int) {
 	t.Helper()
+	return startChatctlMinting(t, env, nil, args...)
+}
+
+// startChatctlMinting is startChatctl minting the users' tokens with mint
+// (nil: as chatctl does).
+func startChatctlMinting(t *testing.T, env map[string]string, mint func([]byte, int64) (string, error), args ...string) (stdout, stderr *logtest.Buffer, done <-chan int) {
+	t.Helper()
 	stdout, stderr = &logtest.Buffer{}, &logtest.Buffer{}
-	a := &app{stdout: stdout, stderr: stderr, lookupenv: config.MapEnv(env), environ: environ(env)}
+	a := &app{stdout: stdout, stderr: stderr, lookupenv: config.MapEnv(env), environ: environ(env), mint: mint}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	ch := make(chan int, 1)
 	go func() {

@@ -27,6 +27,9 @@ type chatFlags struct {
 	dataDir *string
 	timeout *time.Duration
 	json    *bool
+	// renewToken: the command may outlive a token (tail), so one minted
+	// by chatctl is minted again for every connection.
+	renewToken bool
 }
 
 // newChatFlags makes the flag set of a command acting as a user (see
@@ -113,13 +116,19 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 		return nil, nil, err
 	}
 	tok := *f.token
+	var renew func(context.Context) (string, error)
 	if tok == "" {
 		secret, err := a.jwtSecret(*f.secret, *f.dataDir)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w\n(or pass a token with --token \"$(chatctl token --user %d)\")", err, *f.user)
 		}
-		if tok, err = auth.Mint(secret, *f.user, time.Hour); err != nil {
-			return nil, nil, fmt.Errorf("mint token: %w", err)
+		if tok, err = a.mintToken(secret, *f.user); err != nil {
+			return nil, nil, err
+		}
+		if f.renewToken {
+			// chatd ends a connection when its token expires; the
+			// client then reconnects with a new one.
+			renew = func(context.Context) (string, error) { return a.mintToken(secret, *f.user) }
 		}
 	}
 	// The client's connection chatter is noise for a command; debug shows it.
@@ -138,6 +147,21 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 	for _, o := range opts {
 		o(&cfg)
 	}
+	c, closeFn, err := f.dial(ctx, cfg)
+	if err != nil || renew == nil {
+		return c, closeFn, err
+	}
+	// The client reports a refused token at once only when it is static:
+	// now that chatd accepted it, follow with a client that mints a new
+	// one for each connection.
+	closeFn()
+	cfg.Token, cfg.TokenFunc = "", renew
+	return f.dial(ctx, cfg)
+}
+
+// dial makes a client of cfg and waits for its connection; its errors
+// say what to do next.
+func (f chatFlags) dial(ctx context.Context, cfg client.Config) (*client.Client, func(), error) {
 	c, err := client.New(ctx, cfg)
 	if err != nil {
 		return nil, nil, usagef("%s: %v", f.fs.Name(), err)
@@ -159,9 +183,26 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 	}
 	if err != nil {
 		closeFn()
-		return nil, nil, explainConnect(err, broker, *f.user, *f.timeout)
+		return nil, nil, explainConnect(err, cfg.Brokers[0], cfg.UserID, *f.timeout)
 	}
 	return c, closeFn, nil
+}
+
+// commandTokenTTL is how long a token chatctl mints for a command lives.
+const commandTokenTTL = time.Hour
+
+// mintToken mints a token for user's connection with secret (a.mint in
+// tests).
+func (a *app) mintToken(secret []byte, user int64) (string, error) {
+	mint := a.mint
+	if mint == nil {
+		mint = func(secret []byte, user int64) (string, error) { return auth.Mint(secret, user, commandTokenTTL) }
+	}
+	tok, err := mint(secret, user)
+	if err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	return tok, nil
 }
 
 // explainConnect says why chatd could not be reached and what to do.

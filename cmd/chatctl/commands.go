@@ -31,6 +31,9 @@ type app struct {
 
 	settings config.Settings
 	logger   *slog.Logger
+	// mint mints the tokens of the commands that connect as a user
+	// (nil: auth.Mint for commandTokenTTL); tests shorten their life.
+	mint func(secret []byte, user int64) (string, error)
 }
 
 // stdin is the command's standard input (empty when none was given).

@@ -3,16 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/chatd/chatd/client"
 )
 
 func runTail(ctx context.Context, a *app, args []string) error {
 	cf := newChatFlags("tail", "tail --user N [--conversation ID] [--count N] [--json]",
-		"Follow a user's events as they happen, one line each, until Ctrl-C:\n  [conv 3 #42] user 1: hello\n  [conv 3 #43] user 1 edited #42: hello all\n  [conv 3 #44] user 2 reacted 👍 to #42 (👍 1)\n  [conv 3] user 2 read up to #44\nMessages and their edits, recalls and reactions come in order per\nconversation, each once.",
+		"Follow a user's events as they happen, one line each, until Ctrl-C:\n  [conv 3 #42] user 1: hello\n  [conv 3 #43] user 1 edited #42: hello all\n  [conv 3 #44] user 2 reacted 👍 to #42 (👍 1)\n  [conv 3] user 2 read up to #44\nMessages and their edits, recalls and reactions come in order per\nconversation, each once.\n\nchatd ends a connection when its token expires: without --token, chatctl\nmints a new token for each connection, so tail runs for as long as you\nlet it; with --token, tail exits 1 once chatd refuses that token\n(expired or revoked).",
 		"chatctl tail --user 2",
 		"chatctl tail --user 2 --conversation 3 --count 1    # wait for the next message")
 	conv := cf.fs.Int64("conversation", 0, "only this conversation's events")
@@ -20,13 +22,24 @@ func runTail(ctx context.Context, a *app, args []string) error {
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
+	// A tail outlives the token chatctl mints (commandTokenTTL), and
+	// chatd ends a connection when its token expires.
+	cf.renewToken = true
 	return cf.with(ctx, a, func(c *client.Client) error {
 		fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, cf.brokerURL(a))
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		refused := make(chan error, 1)
+		if *cf.token != "" {
+			go watchToken(wctx, c, refused)
+		}
 		seen := 0
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
+			case err := <-refused:
+				return hint(err, "chatd refused --token for user %d (it expired, or was revoked): pass a new one, or leave --token out and chatctl mints one for each connection", *cf.user)
 			case ev, ok := <-c.Events():
 				if !ok {
 					return nil
@@ -46,6 +59,28 @@ func runTail(ctx context.Context, a *app, args []string) error {
 			}
 		}
 	})
+}
+
+// watchToken sends on refused when c, connected with a --token, lost its
+// connection and chatd refuses the token since: nothing would arrive any
+// more.
+func watchToken(ctx context.Context, c *client.Client, refused chan<- error) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c.Connected() {
+			continue
+		}
+		if err := c.AwaitConnection(ctx); errors.Is(err, client.ErrUnauthorized) {
+			refused <- err
+			return
+		}
+	}
 }
 
 // printEvent writes one event as a line for people, or as JSON.

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/internal/auth"
+)
+
+// shortToken is a token for user that chatd accepts for about life: its
+// exp lies life - auth.Leeway ahead (chatd refuses a token, and ends the
+// connections it authenticated, Leeway after its exp).
+func shortToken(secret []byte, user int64, life time.Duration) (string, error) {
+	now := time.Now()
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(user, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(life - auth.Leeway)),
+	}).SignedString(secret)
+}
+
+// chatd ends a connection when its token expires. tail minted one token
+// (of an hour) for its whole run: past it every reconnect was refused and
+// tail printed nothing more, without a word. It mints a new token for
+// each connection now.
+func TestTailOutlivesTheTokensItMints(t *testing.T) {
+	dataDir := t.TempDir()
+	srv := startChatd(t, dataDir)
+	env := chatEnv(srv, dataDir)
+	var mints atomic.Int32
+	mint := func(secret []byte, user int64) (string, error) {
+		mints.Add(1)
+		return shortToken(secret, user, 4*time.Second)
+	}
+	stdout, stderr, done := startChatctlMinting(t, env, mint, "tail", "--user", "2", "--count", "2")
+	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
+	start := mints.Load()
+
+	mustOK(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "before"))
+	waitForText(t, stdout, "user 1: before", 15*time.Second)
+	// The connection outlived its token and was made again with a new one.
+	deadline := time.Now().Add(15 * time.Second)
+	for mints.Load() == start {
+		if time.Now().After(deadline) {
+			t.Fatalf("tail did not connect again, with a new token, within 15 s of connecting with a 4 s one; stderr:\n%s", stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustOK(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "after"))
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(stdout.String(), "user 1: after") {
+			t.Fatalf("tail exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("tail did not print the message sent after its first token expired; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
+
+// A token given with --token cannot be renewed: once chatd refuses it
+// (expired), tail says so and exits 1; it used to go on without a word
+// and print nothing.
+func TestTailWithATokenThatExpiresSaysSoAndExits(t *testing.T) {
+	dataDir := t.TempDir()
+	srv := startChatd(t, dataDir)
+	secret, err := auth.LoadSecret(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := shortToken(secret, 2, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, done := startChatctl(t, chatEnv(srv, dataDir), "tail", "--user", "2", "--token", tok)
+	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(stderr.String(), "chatd refused --token for user 2") {
+			t.Fatalf("tail exited %d; stderr:\n%s", code, stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("tail still running 20 s after its token expired; stderr:\n%s", stderr)
+	}
+}
