@@ -408,13 +408,6 @@ func (c *Cluster) Exited() <-chan struct{} {
 	return c.done
 }
 
-// Running reports whether the postmaster child is alive.
-func (c *Cluster) Running() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cmd != nil
-}
-
 // immediateWait bounds the wait for an immediate shutdown Stop asked for
 // when its context ended; the postmaster SIGKILLs backends that ignore its
 // SIGQUIT after 5 s itself.
