@@ -477,18 +477,25 @@ func openTempDir(t *testing.T) string {
 // revocation every node enforces (server's TestRevokingTokensSignsTheUserOutEverywhere).
 func TestRevokeTokensRecordsTheRevocation(t *testing.T) {
 	url := pgtest.NewDB(t)
-	wantFail(t, chatctl(t, nil, "revoke-tokens", "--database-url", url), 2, "--user is required")
-	r := mustOK(t, chatctl(t, nil, "revoke-tokens", "--user", "42", "--database-url", url))
-	if !strings.Contains(r.stdout, "tokens of user 42 issued before ") {
-		t.Fatalf("revoke-tokens printed %q", r.stdout)
-	}
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
+	// The revocation covers the tokens issued until the command ran
+	// (until the next whole second): ahead of the database's clock read
+	// before it, not of one read after it, which a slow run passes.
+	var before time.Time
+	if err := conn.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	wantFail(t, chatctl(t, nil, "revoke-tokens", "--database-url", url), 2, "--user is required")
+	r := mustOK(t, chatctl(t, nil, "revoke-tokens", "--user", "42", "--database-url", url))
+	if !strings.Contains(r.stdout, "tokens of user 42 issued before ") {
+		t.Fatalf("revoke-tokens printed %q", r.stdout)
+	}
 	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM token_revocation WHERE user_id = 42 AND revoked_before > now()`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("revocations of user 42 ahead of now: %d, %v", n, err)
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM token_revocation WHERE user_id = 42 AND revoked_before > $1`, before).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("revocations of user 42 ahead of %v: %d, %v", before, n, err)
 	}
 }
