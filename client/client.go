@@ -40,14 +40,20 @@ type Client struct {
 	eventsTopic string
 	rpcTopic    string
 
-	life    context.Context // ends at Close
-	stop    context.CancelFunc
-	workers sync.WaitGroup
+	life context.Context // ends at Close
+	stop context.CancelFunc
+	// connStop ends the connection manager before Close: once a static
+	// Token was refused, reconnecting with it could never succeed.
+	connStop context.CancelFunc
+	workers  sync.WaitGroup
 
-	mu      sync.Mutex         // guards the fields below
-	conn    *connState         // nil while down
-	changed chan struct{}      // closed and replaced on every state change
-	lastErr error              // last connection failure
+	mu      sync.Mutex    // guards the fields below
+	conn    *connState    // nil while down
+	changed chan struct{} // closed and replaced on every state change
+	lastErr error         // last connection failure
+	// refused is set once chatd refused a static Token: the client stops
+	// reconnecting, and everything that needs a connection fails with it.
+	refused error
 	sends   map[string]*sendOp // running sends by clientMsgId
 	// tails is each conversation's last send started: the next one
 	// waits for it to settle, so a conversation's sends are stored in
@@ -182,7 +188,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.workers.Add(2)
 	go func() { defer c.workers.Done(); c.disp.run() }()
 	go func() { defer c.workers.Done(); c.reads.run() }()
-	cm, err := autopaho.NewConnection(c.life, acfg)
+	var connLife context.Context
+	connLife, c.connStop = context.WithCancel(c.life)
+	cm, err := autopaho.NewConnection(connLife, acfg)
 	if err != nil {
 		c.stop()
 		c.workers.Wait()
@@ -355,9 +363,38 @@ func (c *Client) onDown() bool {
 	return !closed
 }
 
+// onConnectError records a failed attempt. A refused static Token ends
+// the reconnecting: the same token will be refused every time (it is bad,
+// expired, revoked or another user's), and retrying forever would only
+// load chatd. With TokenFunc the next attempt may bring a new token.
 func (c *Client) onConnectError(err error) {
-	c.cfg.Logger.Debug("connect to chatd failed", "err", err)
-	c.recordErr(err)
+	authErr := asAuthError(err)
+	if authErr == nil || c.cfg.TokenFunc != nil {
+		c.cfg.Logger.Debug("connect to chatd failed", "err", err)
+		c.recordErr(err)
+		return
+	}
+	c.mu.Lock()
+	first := c.refused == nil
+	c.lastErr, c.refused = err, authErr
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.connStop()
+	if first {
+		c.cfg.Logger.Error("chatd refused the token; not reconnecting (a new client with a valid token sends what is pending)", "err", err)
+		c.disp.push(queued{event: &Event{Type: EventError, Code: "unauthorized", Message: authErr.Error()}})
+	}
+}
+
+// Err is nil while the client is running. Once chatd refused a static
+// Token (bad, expired, revoked or another user's) it is an *Error matching
+// ErrUnauthorized: the client no longer connects, and its requests and
+// sends fail with that error (sends stay in SessionDir). Events carries an
+// error event with code "unauthorized" at that moment.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused
 }
 
 func (c *Client) recordErr(err error) {
@@ -374,13 +411,12 @@ func (c *Client) notifyLocked() {
 }
 
 // ready waits until a connection is up and subscribed and returns it.
-// With failAuth, a static Token that chatd refused ends the wait at once
-// with ErrUnauthorized: it will not be accepted later (the client keeps
-// reconnecting with it all the same, for the sends in its journal).
-func (c *Client) ready(ctx context.Context, failAuth bool) (*connState, error) {
+// A static Token that chatd refused ends the wait at once with
+// ErrUnauthorized: no connection will come.
+func (c *Client) ready(ctx context.Context) (*connState, error) {
 	for {
 		c.mu.Lock()
-		cs, ch, last, closed := c.conn, c.changed, c.lastErr, c.closed
+		cs, ch, refused, closed := c.conn, c.changed, c.refused, c.closed
 		c.mu.Unlock()
 		if closed {
 			return nil, ErrClosed
@@ -392,8 +428,8 @@ func (c *Client) ready(ctx context.Context, failAuth bool) (*connState, error) {
 			default:
 			}
 		}
-		if authErr := asAuthError(last); failAuth && authErr != nil && c.cfg.TokenFunc == nil {
-			return nil, authErr
+		if refused != nil {
+			return nil, refused
 		}
 		select {
 		case <-ch:
@@ -410,7 +446,7 @@ func (c *Client) ready(ctx context.Context, failAuth bool) (*connState, error) {
 // network error, e.g. syscall.ECONNREFUSED). A refused token with a static
 // Token fails at once with ErrUnauthorized.
 func (c *Client) AwaitConnection(ctx context.Context) error {
-	_, err := c.ready(ctx, true)
+	_, err := c.ready(ctx)
 	if err == nil || ctx.Err() == nil {
 		return err
 	}

@@ -29,9 +29,10 @@ type Config struct {
 	// refreshed; an error from it fails that attempt. chatd ends a
 	// connection when its token expires, so a client that stays connected
 	// longer than a token lives needs TokenFunc. Once chatd refuses a
-	// static Token, AwaitConnection and requests (RPC) fail at once with
-	// ErrUnauthorized; sends keep waiting (with a SessionDir they are
-	// journaled, and a client made on it with a good token sends them).
+	// static Token (bad, expired, revoked), the client stops reconnecting:
+	// Client.Err, an error event (code "unauthorized"), AwaitConnection,
+	// requests and sends report ErrUnauthorized; unsent changes stay in
+	// SessionDir, and a client made on it with a good token sends them.
 	Token     string
 	TokenFunc func(ctx context.Context) (string, error)
 	// TLS is used for mqtts:// and wss:// brokers (and https:// HTTPURL).

@@ -53,6 +53,7 @@ type queued struct {
 	at      time.Time       // resync: when the connection came up
 	targets map[int64]int64 // catch-up targets from the inbox
 	check   bool
+	event   *Event // the client's own event for the application
 }
 
 // On a persistent session chatd replays what was missed by itself
@@ -157,6 +158,8 @@ func (d *dispatcher) run() {
 			d.checkTargets()
 		case q.check:
 			d.checkTargets()
+		case q.event != nil:
+			d.emit(*q.event)
 		default:
 			d.handle(q.payload)
 		}

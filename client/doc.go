@@ -16,8 +16,14 @@
 // # Connection and session
 //
 // New connects in the background and reconnects with exponential backoff
-// forever; AwaitConnection waits for a connection (and explains the last
-// failure). With SessionDir or ClientID the session is persistent (clean
+// until Close; AwaitConnection waits for a connection (and explains the
+// last failure). The one exception is a static Config.Token that chatd
+// refuses (CONNACK 0x86/0x87: bad, expired or revoked), as it does once
+// the token expires: it would be refused every time, so the client stops
+// connecting, Err reports an *Error matching ErrUnauthorized, Events
+// carries an error event with code "unauthorized", and requests and sends
+// fail with it (unsent changes stay in SessionDir). Use TokenFunc to renew
+// tokens instead. With SessionDir or ClientID the session is persistent (clean
 // start 0, session expiry Config.SessionExpiry): chatd keeps the delivery
 // cursor and replays what was missed. On every connection the client
 // subscribes again to chat/v1/user/{uid}/events and to its RPC reply topic

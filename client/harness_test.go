@@ -210,6 +210,7 @@ type proxy struct {
 	down     bool
 	stall    bool // drop what chatd writes (Stall)
 	conns    map[net.Conn]struct{}
+	accepted int // connections accepted, refused ones included
 	wg       sync.WaitGroup
 }
 
@@ -241,6 +242,7 @@ func (p *proxy) serve() {
 		}
 		p.mu.Lock()
 		down, up := p.down, p.upstream
+		p.accepted++
 		p.mu.Unlock()
 		if down {
 			c.Close()
@@ -318,6 +320,13 @@ func (p *proxy) Resume() {
 	p.mu.Lock()
 	p.down = false
 	p.mu.Unlock()
+}
+
+// Accepted is the number of connections clients opened so far.
+func (p *proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
 }
 
 // SetUpstream points new connections at another chatd.

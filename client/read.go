@@ -135,7 +135,7 @@ func (r *readBatcher) publish(ctx context.Context) error {
 }
 
 func (r *readBatcher) publishOne(ctx context.Context, conv, seq int64) error {
-	cs, err := r.c.ready(ctx, false)
+	cs, err := r.c.ready(ctx)
 	if err != nil {
 		return r.c.waitErr("read", err)
 	}

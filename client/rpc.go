@@ -99,7 +99,7 @@ func callFor[T any](ctx context.Context, c *Client, method string, params any, i
 
 // roundTrip publishes one request and waits for its reply.
 func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) ([]byte, error) {
-	cs, err := c.ready(ctx, true)
+	cs, err := c.ready(ctx)
 	if err != nil {
 		return nil, c.waitErr("rpc "+method, err)
 	}

@@ -39,8 +39,10 @@ type sendOp struct {
 //     have committed: the message is re-published later;
 //   - an error matching ErrQueued and ctx.Err() when ctx ended first: the
 //     message is still being sent in the background;
-//   - ErrClosed when the client was closed first (the message stays queued
-//     in SessionDir).
+//   - ErrClosed when the client was closed first, or an *Error matching
+//     ErrUnauthorized when chatd refused the client's static Token (see
+//     Client.Err); the message stays queued in SessionDir for the next
+//     client opened on it.
 func (c *Client) Send(ctx context.Context, conversationID int64, body string) (int64, error) {
 	return c.SendWithID(ctx, conversationID, uuid.NewString(), body)
 }
@@ -240,7 +242,7 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 			}
 		}
 		op.seq, op.err = c.sendUntilDone(p)
-		if op.err == nil || !errors.Is(op.err, ErrClosed) {
+		if !unsent(op.err) {
 			if err := c.journal.remove(p.ClientMsgID); err != nil {
 				c.cfg.Logger.Warn("update send journal", "err", err)
 			}
@@ -252,11 +254,18 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 		}
 		c.mu.Unlock()
 		close(op.done)
-		if op.err != nil && !errors.Is(op.err, ErrClosed) {
+		if op.err != nil && !unsent(op.err) {
 			c.cfg.Logger.Info("send refused", "conversation", p.ConversationID, "clientMsgId", p.ClientMsgID, "err", op.err)
 		}
 	}()
 	return op
+}
+
+// unsent reports whether a send ended without chatd settling it: the
+// client closed, or chatd refused the static token, so that no connection
+// will come. The change stays in the journal for the next client.
+func unsent(err error) bool {
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnauthorized)
 }
 
 // sendUntilDone publishes p until a PUBACK settles it: success, or a
@@ -283,7 +292,10 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 	// verdict on p (docs/protocol.md "Rate limits": resend it later).
 	unsure := false
 	for attempt := 0; ; attempt++ {
-		cs, err := c.ready(c.life, false)
+		cs, err := c.ready(c.life)
+		if errors.Is(err, ErrUnauthorized) {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
 		if err != nil {
 			return 0, ErrClosed
 		}

@@ -1,0 +1,74 @@
+package client_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// expiringToken is a token for user that chatd accepts for about another
+// second: its exp lies in the past by a little less than the verifier's
+// leeway.
+func expiringToken(t *testing.T, user int64) string {
+	t.Helper()
+	now := time.Now()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(user, 10),
+		IssuedAt:  jwt.NewNumericDate(now.Add(-time.Minute)),
+		ExpiresAt: jwt.NewNumericDate(now.Add(-auth.Leeway + 2*time.Second)),
+	}).SignedString([]byte(testnode.Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestAnExpiredStaticTokenStopsReconnectingAndSaysWhy: chatd ends the
+// connection of a static Token when it expires and refuses it from then
+// on. The client must stop reconnecting with it (it could never be
+// accepted again), say so (Err, an error event, requests and sends fail
+// with ErrUnauthorized) and keep the unsent message for the next client.
+func TestAnExpiredStaticTokenStopsReconnectingAndSaysWhy(t *testing.T) {
+	srv, _ := nodeOn(t, pgtest.NewDB(t))
+	px := newProxy(t, srv.MQTTAddr())
+	cfg := testConfig(t, px.URL(), 1)
+	cfg.Token = expiringToken(t, 1)
+	cfg.SessionDir = t.TempDir()
+	c := connect(t, cfg)
+
+	ev := nextEvent(t, c, client.EventError, 15*time.Second)
+	if ev.Code != "unauthorized" {
+		t.Fatalf("error event code %q, want unauthorized", ev.Code)
+	}
+	if err := c.Err(); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("Err() = %v, want ErrUnauthorized", err)
+	}
+	attempts := px.Accepted()
+	if _, err := c.Send(ctxFor(t, 5*time.Second), 7, "after expiry"); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("Send after the refusal: %v, want ErrUnauthorized", err)
+	}
+	if n := len(c.Pending()); n != 1 {
+		t.Fatalf("%d pending sends, want the refused token's one kept for the next client", n)
+	}
+	if _, err := c.Inbox(ctxFor(t, 5*time.Second), client.InboxOptions{}); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("Inbox after the refusal: %v, want ErrUnauthorized", err)
+	}
+	// With reconnect delays of at most 300ms, a client still trying
+	// would have come back several times within this second.
+	deadline := time.Now().Add(time.Second)
+	testkit.WaitFor(t, 2*time.Second, "a second to pass", func() bool {
+		if n := px.Accepted(); n != attempts {
+			t.Fatalf("the client connected %d more times with a token chatd refused", n-attempts)
+		}
+		return time.Now().After(deadline)
+	})
+}
