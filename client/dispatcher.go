@@ -52,6 +52,7 @@ type queued struct {
 	resync  bool
 	at      time.Time       // resync: when the connection came up
 	targets map[int64]int64 // catch-up targets from the inbox
+	tracked []int64         // targets: the conversations tracked before the inbox read
 	check   bool
 	event   *Event // the client's own event for the application
 }
@@ -154,6 +155,7 @@ func (d *dispatcher) run() {
 		case q.resync:
 			d.catchUp(q.at)
 		case q.targets != nil:
+			d.forgetLeft(q.tracked, q.targets)
 			d.addTargets(q.targets)
 			d.checkTargets()
 		case q.check:
@@ -426,11 +428,21 @@ func fillRefused(err error) bool {
 // once. On a persistent session chatd replays the missed messages itself,
 // so the inbox is read in the background while the replay is handed on,
 // and checkTargets fills only what the replay does not bring.
+//
+// A tracked conversation missing from the inbox is one the user left or
+// was removed from meanwhile (member.removed is not replayed): its
+// position is forgotten, as a live member.removed forgets it.
 func (d *dispatcher) catchUp(at time.Time) {
 	d.posMu.Lock()
-	tracked := len(d.have) + len(d.start)
+	tracked := make([]int64, 0, len(d.have)+len(d.start))
+	for conv := range d.have {
+		tracked = append(tracked, conv)
+	}
+	for conv := range d.start {
+		tracked = append(tracked, conv)
+	}
 	d.posMu.Unlock()
-	if tracked == 0 {
+	if len(tracked) == 0 {
 		return
 	}
 	if !d.c.cfg.persistent {
@@ -438,7 +450,9 @@ func (d *dispatcher) catchUp(at time.Time) {
 		if !ok {
 			return
 		}
-		d.addTargets(inboxTargets(entries))
+		t := inboxTargets(entries)
+		d.forgetLeft(tracked, t)
+		d.addTargets(t)
 		d.checkTargets()
 		return
 	}
@@ -450,8 +464,20 @@ func (d *dispatcher) catchUp(at time.Time) {
 		if !ok {
 			return
 		}
-		d.push(queued{targets: inboxTargets(entries)})
+		d.push(queued{targets: inboxTargets(entries), tracked: tracked})
 	}()
+}
+
+// forgetLeft forgets the conversations of tracked (those tracked before
+// the inbox was read) that the inbox does not list: the user is no longer
+// a member. One the user joins after the read starts from its first event
+// again, as a new one does.
+func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64) {
+	for _, conv := range tracked {
+		if _, ok := inbox[conv]; !ok {
+			d.forget(conv)
+		}
+	}
 }
 
 func inboxTargets(entries []InboxEntry) map[int64]int64 {

@@ -91,7 +91,10 @@
 // fills a conversation still behind its inbox lastSeq only once no event
 // of it has arrived for 1.5 s and the whole stream has been quiet as long
 // (or 5 s have passed since the reconnection), as when chatd has no
-// cursor for a brand-new session. Messages fetched through history have
+// cursor for a brand-new session. A tracked conversation the inbox no
+// longer lists (the user left or was removed while offline: member.removed
+// is not replayed) is dropped from Positions, as a live member.removed
+// drops it. Messages fetched through history have
 // FromHistory set. Large-group message.new events
 // without a body are completed through history too. Other events
 // (read.updated, member.*, typing, error) are passed through unchanged;

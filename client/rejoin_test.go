@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain: user 2 got a
@@ -50,4 +51,48 @@ func TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain(t *testing.T) {
 	if d := b.Stats().Duplicates; d != 2 {
 		t.Errorf("Duplicates = %d, want 2", d)
 	}
+}
+
+// TestAConversationLeftWhileOfflineIsDroppedFromPositions: member.removed
+// is not replayed, so a client removed while offline (or started with
+// Positions of a run before the removal) learns it from the inbox it
+// reads on reconnecting. Positions must then drop the conversation
+// rather than keep it, and hand it to the next run, for ever.
+func TestAConversationLeftWhileOfflineIsDroppedFromPositions(t *testing.T) {
+	srv, broker, a, _ := sender(t)
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := a.CreateGroup(ctx, "left offline", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, srv.MQTTAddr())
+	cfg := testConfig(t, px.URL(), 2)
+	cfg.SessionDir = t.TempDir() // persistent: the inbox is read beside the replay
+	b := connect(t, cfg)
+	sendN(t, a, g.ID, 2, "m")
+	messages(t, b, g.ID, 2, 10*time.Second)
+	before := b.Positions()
+	if before[g.ID] != 2 {
+		t.Fatalf("position of the group %d, want 2", before[g.ID])
+	}
+
+	px.Cut()
+	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	px.Resume()
+	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
+		_, ok := b.Positions()[g.ID]
+		return !ok
+	})
+
+	// The next run, given the positions of the run before the removal.
+	again := testConfig(t, broker, 2)
+	again.Positions = before
+	c := connect(t, again)
+	testkit.WaitFor(t, 15*time.Second, "the group to leave the next run's positions", func() bool {
+		_, ok := c.Positions()[g.ID]
+		return !ok
+	})
 }
