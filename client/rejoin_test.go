@@ -1,11 +1,13 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 )
 
@@ -95,4 +97,41 @@ func TestAConversationLeftWhileOfflineIsDroppedFromPositions(t *testing.T) {
 		_, ok := c.Positions()[g.ID]
 		return !ok
 	})
+}
+
+// TestAResendOfAMessageCommittedBeforeTheSenderWasRemovedGetsItsSeq:
+// user 2's message commits, its PUBACK is lost with the connection, and
+// user 2 is removed from the group before the client re-publishes it.
+// The message is stored: chatd must answer the resend (same clientMsgId,
+// same sender) with its seq, as for any resend, not refuse it as from a
+// non-member, which Send would report as a final failure of a message
+// everyone else has.
+func TestAResendOfAMessageCommittedBeforeTheSenderWasRemovedGetsItsSeq(t *testing.T) {
+	url := pgtest.NewDB(t)
+	srv, broker := nodeOn(t, url)
+	a := connect(t, testConfig(t, broker, 1))
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := a.CreateGroup(ctx, "removed mid-send", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, srv.MQTTAddr())
+	b := connect(t, testConfig(t, px.URL(), 2))
+	px.Stall()
+	done := sendAsync(t, b, g.ID, "committed, PUBACK lost", 20*time.Second)
+	var seq int64
+	db := mustConn(t, url)
+	testkit.WaitFor(t, 10*time.Second, "the message to commit", func() bool {
+		err := db.QueryRow(context.Background(),
+			`SELECT seq FROM message WHERE conversation_id = $1 AND sender_id = 2 AND kind = 'message'`, g.ID).Scan(&seq)
+		return err == nil
+	})
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	px.Kill() // the PUBACK never reaches the client: it re-publishes
+	r := <-done
+	if r.err != nil || r.seq != seq {
+		t.Fatalf("Send of a message committed before the removal: seq %d, err %v; want seq %d", r.seq, r.err, seq)
+	}
 }

@@ -317,14 +317,19 @@ BEGIN
                st.msg_type AS st_msg_type,
                (CASE
                     WHEN cv.last_seq IS NULL THEN 4
+                    -- A resend of the writer's own stored change is
+                    -- answered with it before membership is judged: it
+                    -- committed while they were a member (a removal
+                    -- between the commit and the resend that a lost
+                    -- PUBACK made must not turn it into a failure).
+                    WHEN st.seq IS NOT NULL AND st.sender_id = r.s AND st.kind = r.k
+                         AND (r.k IN ('message', 'system') OR st.target_seq = r.tgt)
+                         AND (r.k <> 'reaction' OR (st.emoji = r.emoji AND st.reaction_on = r.is_on))
+                         AND (r.k <> 'message' OR (st.reply_to IS NOT DISTINCT FROM NULLIF(r.tgt, 0)
+                              AND st.forwarded_conversation_id IS NOT DISTINCT FROM r.fc
+                              AND st.forwarded_seq IS NOT DISTINCT FROM r.fs)) THEN 1
                     WHEN mb.role IS NULL AND r.k <> 'system' THEN 3
-                    WHEN st.seq IS NOT NULL THEN
-                        CASE WHEN st.sender_id = r.s AND st.kind = r.k AND (r.k IN ('message', 'system') OR st.target_seq = r.tgt)
-                                  AND (r.k <> 'reaction' OR (st.emoji = r.emoji AND st.reaction_on = r.is_on))
-                                  AND (r.k <> 'message' OR (st.reply_to IS NOT DISTINCT FROM NULLIF(r.tgt, 0)
-                                       AND st.forwarded_conversation_id IS NOT DISTINCT FROM r.fc
-                                       AND st.forwarded_seq IS NOT DISTINCT FROM r.fs))
-                             THEN 1 ELSE 2 END
+                    WHEN st.seq IS NOT NULL THEN 2
                     WHEN r.k = 'system' THEN 0
                     WHEN mb.peer_blocked AND r.k IN ('message', 'edit', 'reaction') THEN 22
                     ELSE COALESCE(v_ref[r.ord::int], v_aerr[r.ord::int], 0) END)::smallint AS pre
