@@ -91,18 +91,28 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 		return Attachment{}, err
 	}
 	var last error
+	// stored: chatd answered 409, complete already: an earlier PUT got
+	// through but its answer was lost. What is left is reading the
+	// upload, retried like a PUT; sending the bytes again is pointless.
+	stored := false
 	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			if !sleepCtx(ctx, c.backoff(attempt)) {
 				return Attachment{}, fmt.Errorf("upload %s: %w (last attempt: %w)", name, ctx.Err(), last)
 			}
-			if time.Until(t.ExpiresAt) < 30*time.Second {
+			if !stored && time.Until(t.ExpiresAt) < 30*time.Second {
 				if err := newTicket(); err != nil {
 					return Attachment{}, err
 				}
 			}
 		}
-		up, err := c.putBytes(ctx, t, src, o.Progress)
+		var up uploadState
+		var err error
+		if stored {
+			err = c.call(ctx, "upload.get", map[string]any{"uploadId": t.UploadID}, &up, true)
+		} else {
+			up, err = c.putBytes(ctx, t, src, o.Progress)
+		}
 		if err == nil {
 			if up.Attachment == nil {
 				return Attachment{}, fmt.Errorf("upload %s: chatd answered without the attachment", name)
@@ -110,14 +120,12 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 			return *up.Attachment, nil
 		}
 		var ce *Error
-		if errors.As(err, &ce) && ce.Code == "conflict" {
-			// An earlier PUT got through but its answer was lost.
-			var st uploadState
-			if err := c.call(ctx, "upload.get", map[string]any{"uploadId": t.UploadID}, &st, true); err == nil && st.Attachment != nil {
-				return *st.Attachment, nil
-			}
+		if !stored && errors.As(err, &ce) && ce.Code == "conflict" {
+			stored, last = true, err
+			attempt-- // the read is no new attempt at the bytes
+			continue
 		}
-		if errors.As(err, &ce) && ce.Code == "gone" {
+		if !stored && errors.As(err, &ce) && ce.Code == "gone" {
 			if err := newTicket(); err != nil {
 				return Attachment{}, err
 			}

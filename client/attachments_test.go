@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
@@ -138,5 +140,57 @@ func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
 	var n int
 	if err := srv.Pool.QueryRow(ctx, `SELECT count(*) FROM message WHERE conversation_id = $1`, g.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d messages, %v", n, err)
+	}
+}
+
+// TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails: the
+// first PUT stores the file but its answer is lost; the PUT sent again is
+// answered 409 (complete already), and the read of the upload that
+// follows is refused for the moment (the API rate limit, which the PUTs
+// used up). The upload is complete: Upload must read it again rather
+// than report the 409 as a failure.
+func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T) {
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_LIMIT_API_RATE": "2", "CHAT_LIMIT_API_BURST": "3"}), nil)
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse("http://" + srv.HTTPAddr())
+	var puts atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && puts.Add(1) == 1 {
+			// chatd stores it; its answer never reaches the client.
+			rec := httptest.NewRecorder()
+			proxy.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK {
+				t.Errorf("first PUT answered %d: %s", rec.Code, rec.Body)
+			}
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			_ = conn.Close()
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.HTTPURL = "http://" + ln.Addr().String()
+	alice := connect(t, cfg)
+	ctx := ctxFor(t, 30*time.Second)
+	a, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
+	if err != nil {
+		t.Fatalf("Upload of a stored file: %v", err)
+	}
+	if puts.Load() != 2 {
+		t.Fatalf("%d PUTs, want the one whose answer was lost and its retry", puts.Load())
+	}
+	if _, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
+		t.Fatalf("send the upload: %v", err)
 	}
 }

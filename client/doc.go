@@ -125,7 +125,9 @@
 // the bytes over HTTP to chatd, Config.HTTPURL, or straight to the object
 // store, then upload.complete) and returns the Attachment a message will
 // carry; a PUT cut short is sent again from the start, re-reading the file
-// (a one-shot reader is spooled to a temporary file first). Send it with
+// (a one-shot reader is spooled to a temporary file first). A PUT answered
+// 409 (complete already: an earlier one got through, its answer was lost)
+// is a success: the upload is read back, retried like a PUT. Send it with
 // SendMessage and SendOptions.Attachments (it rides the journal like any
 // message). Events and history carry MsgType and Attachments. Download and
 // DownloadThumbnail fetch one (following an object store's redirect);
