@@ -127,3 +127,21 @@ function tryHold(locks, name) {
       .catch(() => resolve(false));
   });
 }
+
+// The longest delay setTimeout takes: a longer one fires at once.
+const MAX_DELAY = 2 ** 31 - 1; // ms, 24.8 days
+
+/**
+ * Calls fn at time at (ms since the epoch), however far away: a time
+ * beyond one setTimeout's reach is waited for in steps. Returns the
+ * function that cancels it.
+ */
+export function callAt(at, fn) {
+  let t;
+  const arm = () => {
+    const left = at - Date.now();
+    t = left > MAX_DELAY ? setTimeout(arm, MAX_DELAY) : setTimeout(fn, Math.max(0, left));
+  };
+  arm();
+  return () => clearTimeout(t);
+}

@@ -3,7 +3,7 @@
 // back button and reloads work without server-side routes.
 
 import { Api } from './api.js';
-import { claimClientId, clearSignIn, loadSignIn, watchSignIn } from './auth.js';
+import { callAt, claimClientId, clearSignIn, loadSignIn, watchSignIn } from './auth.js';
 import { MqttSession } from './mqtt-session.js';
 import { ChatState } from './store/state.js';
 import { Sync } from './store/sync.js';
@@ -44,7 +44,7 @@ async function startApp({ token, userId, exp }) {
       disablePush(api, userId);
       clearNotifications().catch(() => {});
     }
-    clearTimeout(expiryTimer);
+    stopExpiryTimer();
     unwatch();
     // Panels, dialogs, menus and the photo viewer open on top of the app
     // (beside it in <body>) leave with it: signed out by another tab or an
@@ -66,7 +66,7 @@ async function startApp({ token, userId, exp }) {
     if (!now || now.userId !== userId) signOut('You were signed out in another tab.');
   });
   // Signing out just before the token expires beats a burst of 401s.
-  const expiryTimer = setTimeout(() => signOut('Your session expired. Sign in again.'), Math.min(exp - Date.now(), 2 ** 31 - 1));
+  const stopExpiryTimer = callAt(exp, () => signOut('Your session expired. Sign in again.'));
   const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.'));
   session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.'));
   const sync = new Sync(state, api, session);
