@@ -34,6 +34,15 @@ export class Uploader {
    * abort() (returned in handle) stops it.
    */
   upload(cid, file, onProgress, handle = {}) {
+    // abort() works from the start: before the ticket comes, it stops
+    // the upload at the next step (no bytes sent, nothing completed).
+    let aborted = false;
+    const check = () => {
+      if (aborted) throw new ApiError(0, 'aborted', 'upload cancelled');
+    };
+    handle.abort = () => {
+      aborted = true;
+    };
     return (async () => {
       const t = await this.api.request('POST', '/v1/uploads', {
         conversationId: cid,
@@ -41,8 +50,10 @@ export class Uploader {
         contentType: fileType(file),
         size: file.size,
       });
+      check();
       const own = t.url.startsWith('/');
       const put = await this.put(t, file, own, onProgress, handle);
+      check();
       const u = t.completeUrl ? await this.api.request('POST', t.completeUrl) : put;
       if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
       return u.attachment;
@@ -52,7 +63,11 @@ export class Uploader {
   put(t, file, own, onProgress, handle) {
     return new Promise((resolve, reject) => {
       const xhr = new XMLHttpRequest();
-      handle.abort = () => xhr.abort();
+      const before = handle.abort;
+      handle.abort = () => {
+        before?.();
+        xhr.abort();
+      };
       xhr.open(t.method || 'PUT', t.url);
       for (const [k, v] of Object.entries(t.headers || {})) xhr.setRequestHeader(k, v);
       if (own) xhr.setRequestHeader('Authorization', `Bearer ${this.api.token}`);
