@@ -53,6 +53,10 @@ async function startApp({ token, userId, exp }) {
     for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
     sync.stop(); // nothing is on screen: no more read receipts nor catch-up
+    // The user's files shown from blob: URLs (and the tray's previews)
+    // must not outlive the sign-out in this page.
+    convView.dispose();
+    media.cache.clear();
     // Only our own token: another tab may have signed someone else in.
     if (loadSignIn()?.token === token) clearSignIn();
     window.removeEventListener('hashchange', route);

@@ -105,6 +105,7 @@ export class BlobCache {
     this.max = max;
     /** @type {Map<string, Promise<string>>} */
     this.urls = new Map();
+    this.closed = false;
   }
 
   url(id, thumbnail = false) {
@@ -131,7 +132,9 @@ export class BlobCache {
         }
         throw new ApiError(res.status, data?.error?.code, data?.error?.message);
       }
-      return URL.createObjectURL(await res.blob());
+      const blob = await res.blob();
+      if (this.closed) throw new ApiError(0, 'aborted', 'signed out');
+      return URL.createObjectURL(blob);
     })();
     p.catch(() => this.urls.get(key) === p && this.urls.delete(key));
     this.urls.set(key, p);
@@ -141,5 +144,16 @@ export class BlobCache {
       old.then((u) => URL.revokeObjectURL(u), () => {});
     }
     return p;
+  }
+
+  /**
+   * Signing out: every blob: URL made is revoked (the downloads of the
+   * user who leaves are no longer reachable from this page), and one
+   * still downloading is never made.
+   */
+  clear() {
+    this.closed = true;
+    for (const p of this.urls.values()) p.then((u) => URL.revokeObjectURL(u), () => {});
+    this.urls.clear();
   }
 }

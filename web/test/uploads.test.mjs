@@ -1,8 +1,9 @@
-// Unit tests of src/uploads.js: the Uploader's cancel. Plain Node with a
-// stand-in for the browser's XMLHttpRequest. Run: node --test web/test/
+// Unit tests of src/uploads.js: the Uploader's cancel and the BlobCache's
+// blob: URLs. Plain Node with stand-ins for the browser's XMLHttpRequest
+// and fetch. Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Uploader } from '../src/uploads.js';
+import { BlobCache, Uploader } from '../src/uploads.js';
 
 /** An Api whose requests wait until the test answers them. */
 function pendingApi() {
@@ -47,5 +48,44 @@ test('an upload removed from the tray before its ticket came sends no bytes and 
     assert.equal(api.calls.length, 1, 'a removed upload was completed');
   } finally {
     delete globalThis.XMLHttpRequest;
+  }
+});
+
+test('signing out revokes every blob: URL the cache made, and one still downloading when it lands', async () => {
+  const realFetch = globalThis.fetch;
+  const made = new Set();
+  const realCreate = URL.createObjectURL;
+  const realRevoke = URL.revokeObjectURL;
+  URL.createObjectURL = (b) => {
+    const u = realCreate(b);
+    made.add(u);
+    return u;
+  };
+  URL.revokeObjectURL = (u) => {
+    made.delete(u);
+    realRevoke(u);
+  };
+  let release;
+  const late = new Promise((r) => (release = r));
+  globalThis.fetch = async (path) => {
+    if (path.endsWith('/late')) await late;
+    return new Response(new Blob(['x']), { status: 200 });
+  };
+  try {
+    const cache = new BlobCache({ token: 't' });
+    await cache.url('a');
+    await cache.url('b', true);
+    const pending = cache.url('late');
+    assert.equal(made.size, 2);
+    cache.clear();
+    await new Promise((r) => setTimeout(r, 0)); // the revokes run on the settled downloads
+    assert.equal(made.size, 0, 'blob: URLs of the signed-out user are still alive');
+    release();
+    await pending.catch(() => {});
+    assert.equal(made.size, 0, 'a download that landed after the sign-out left its blob: URL alive');
+  } finally {
+    globalThis.fetch = realFetch;
+    URL.createObjectURL = realCreate;
+    URL.revokeObjectURL = realRevoke;
   }
 });

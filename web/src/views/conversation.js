@@ -532,5 +532,10 @@ export function createConversationView(state, sync, media, actions) {
     if (window.matchMedia('(min-width: 700px)').matches) input.focus();
   }
 
-  return { el, render, focus };
+  /** Signing out: uploads in the tray stop, their previews are freed. */
+  function dispose() {
+    tray.clear();
+  }
+
+  return { el, render, focus, dispose };
 }
