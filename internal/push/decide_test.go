@@ -27,7 +27,7 @@ func TestUnacknowledgedMessageIsPushedToTheRecipientOnly(t *testing.T) {
 		t.Errorf("pushed after %v, before the delay", d)
 	}
 	n := got[0]
-	if n.ConversationID != conv || n.Seq != seq || n.SenderID != 1 || n.Count != 1 || n.Badge != 1 || n.Title != "New message" || n.Body != "" {
+	if n.UserID != 2 || n.ConversationID != conv || n.Seq != seq || n.SenderID != 1 || n.Count != 1 || n.Badge != 1 || n.Title != "New message" || n.Body != "" {
 		t.Errorf("notification = %+v", n)
 	}
 	r.quiet("bob", 1, 500*time.Millisecond)

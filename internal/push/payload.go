@@ -23,7 +23,10 @@ const MaxPayloadBytes = 3072
 // that was recalled (Seq): take it off the screen. Only conversationId,
 // seq and badge are set.
 type Notification struct {
-	Type           string `json:"type"` // "message" or "remove"
+	Type string `json:"type"` // "message" or "remove"
+	// UserID is the user the push is for: a device (a browser) used by
+	// several users in turn shows and follows it only for that one.
+	UserID         int64  `json:"userId"`
 	ConversationID int64  `json:"conversationId"`
 	Seq            int64  `json:"seq"`
 	SenderID       int64  `json:"senderId,omitempty"`
@@ -67,7 +70,7 @@ type DeviceRef struct {
 // notification builds j's payload.
 func (p *Pusher) notification(j *job) Notification {
 	if j.remove {
-		return Notification{Type: TypeRemove, ConversationID: j.conv, Seq: j.seq, Badge: j.badge}
+		return Notification{Type: TypeRemove, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Badge: j.badge}
 	}
 	count := j.count
 	// Messages the user acknowledged meanwhile do not count.
@@ -75,7 +78,7 @@ func (p *Pusher) notification(j *job) Notification {
 		count = int(min(int64(count), j.seq-j.acked))
 	}
 	count = max(count, 1)
-	n := Notification{Type: TypeMessage, ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: count, Badge: j.badge}
+	n := Notification{Type: TypeMessage, UserID: j.user, ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: count, Badge: j.badge}
 	switch {
 	case j.convType == "GROUP" && j.title != "":
 		n.Title = j.title

@@ -90,6 +90,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   });
   const n = JSON.parse(pushed);
   assert.equal(n.conversationId, conv.id);
+  assert.equal(n.userId, me, 'the push names the user it is for');
   assert.equal(n.seq, 2, 'the message the hidden page acknowledged is not pushed');
   assert.equal(n.senderId, peer);
   assert.equal(n.count, 1);
@@ -329,3 +330,38 @@ async function hiddenWithConversation(page, me, peer) {
   });
   return conv;
 }
+
+test('a click on a notification of the user signed in before opens nothing for the user signed in now', async () => {
+  const me = 69;
+  const peer = 68;
+  const next = 70;
+  const { context, page, sw, shown, errors } = await withNotifications(me);
+  const conv = await hiddenWithConversation(page, me, peer);
+  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for 69' });
+  await eventually(async () => assert.equal((await shown()).length, 1));
+
+  // Another tab signs someone else in: this page follows (signed out
+  // without a sign-out of its own, so the notification stays).
+  const other = await context.newPage();
+  await other.goto(BASE);
+  const token = await devAPI(BASE).token(next);
+  await other.evaluate((t) => localStorage.setItem('chatd.token', t), token);
+  await other.close();
+  await page.locator('[data-testid=connection][data-state=online]').waitFor();
+  await eventually(async () => assert.equal(await page.evaluate(() => document.querySelector('[data-testid=app]') !== null), true));
+  await page.evaluate(() => {
+    window.__hashes = [];
+    window.addEventListener('hashchange', () => window.__hashes.push(location.hash));
+  });
+  assert.equal((await shown()).length, 1, 'the notification of 69 is still on screen');
+
+  await sw.evaluate(async () => {
+    const [x] = await self.registration.getNotifications();
+    self.dispatchEvent(new NotificationEvent('notificationclick', { notification: x }));
+  });
+  await eventually(async () => assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the click was handled'));
+  await page.waitForTimeout(500); // the page's handling of the click is done
+  assert.deepEqual(await page.evaluate(() => window.__hashes), [], `the click of 69's notification navigated ${next}'s page`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -32,6 +32,10 @@ function boot(notice) {
 
 async function startApp({ token, userId, exp }) {
   if (!clientIds.has(userId)) clientIds.set(userId, await claimClientId(userId));
+  // Opened by a click on a notification (static/sw.js): its conversation
+  // only if the notification is this user's.
+  const forUser = new URLSearchParams(location.search).get('for');
+  if (forUser !== null) history.replaceState(null, '', location.pathname + (forUser === String(userId) ? location.hash : ''));
   const state = new ChatState(userId);
   const session = new MqttSession({ userId, token, clientId: clientIds.get(userId) });
   let ended = false;
@@ -46,6 +50,7 @@ async function startApp({ token, userId, exp }) {
     }
     stopExpiryTimer();
     unwatch();
+    unfollow();
     // Panels, dialogs, menus and the photo viewer open on top of the app
     // (beside it in <body>) leave with it: signed out by another tab or an
     // expired token, the sign-in page must not show them.
@@ -156,7 +161,7 @@ async function startApp({ token, userId, exp }) {
 
   const bell = pushButton(api, userId, notify);
   if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
-  followNotificationClicks(go);
+  const unfollow = followNotificationClicks(go, userId);
   notifyWhileHidden(session, state, userId);
 
   const emptyPane = h(

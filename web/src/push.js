@@ -117,13 +117,21 @@ export function pushButton(api, uid, notify) {
   return btn;
 }
 
-/** Opens the conversation a clicked notification is for. */
-export function followNotificationClicks(go) {
-  if (!('serviceWorker' in navigator)) return;
-  navigator.serviceWorker.addEventListener('message', (e) => {
+/**
+ * Opens the conversation a clicked notification of user uid is for; a
+ * click on another user's (one signed in before at this browser) is
+ * ignored. Returns the function that stops following (at sign-out).
+ */
+export function followNotificationClicks(go, uid) {
+  if (!('serviceWorker' in navigator)) return () => {};
+  const onMessage = (e) => {
     const d = e.data || {};
-    if (d.type === 'open' && Number.isSafeInteger(d.conversationId) && d.conversationId > 0) go(d.conversationId);
-  });
+    if (d.type !== 'open' || !Number.isSafeInteger(d.conversationId) || d.conversationId <= 0) return;
+    if (d.userId !== undefined && d.userId !== uid) return;
+    go(d.conversationId);
+  };
+  navigator.serviceWorker.addEventListener('message', onMessage);
+  return () => navigator.serviceWorker.removeEventListener('message', onMessage);
 }
 
 function muted(s) {
@@ -163,7 +171,7 @@ export function notifyWhileHidden(session, state, uid) {
       tag: `conv-${ev.conversationId}`,
       renotify: true,
       icon: '/favicon.svg',
-      data: { conversationId: ev.conversationId, seq: ev.seq, text, url: `/#/c/${ev.conversationId}` },
+      data: { userId: uid, conversationId: ev.conversationId, seq: ev.seq, text, url: `/#/c/${ev.conversationId}` },
     });
   }
 }

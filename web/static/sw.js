@@ -1,6 +1,7 @@
 // chatd's service worker: Web Push notifications. A push is only a
-// wake-up ({"type":"message","conversationId","seq","senderId","count",
-// "badge","title","body"}; body only when the server sends previews); the
+// wake-up ({"type":"message","userId","conversationId","seq","senderId",
+// "count","badge","title","body"}; body only when the server sends
+// previews); the
 // page fetches the messages itself when it opens. {"type":"remove",
 // "conversationId","seq","badge"} follows when a message a notification
 // showed was recalled: the conversation's notification is closed.
@@ -45,7 +46,7 @@ self.addEventListener('push', (event) => {
         tag,
         renotify: true,
         icon: '/favicon.svg',
-        data: { conversationId: n.conversationId, seq: n.seq, url: `/#/c/${n.conversationId}` },
+        data: { userId: n.userId, conversationId: n.conversationId, seq: n.seq, url: `/#/c/${n.conversationId}` },
       });
       if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
     })(),
@@ -61,12 +62,14 @@ self.addEventListener('notificationclick', (event) => {
     (async () => {
       const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
       const win = wins.find((c) => new URL(c.url).origin === self.location.origin);
+      // The notification's user goes with the click: the page follows it
+      // only while that user is signed in (one browser, several users).
       if (win) {
-        win.postMessage({ type: 'open', conversationId: data.conversationId });
+        win.postMessage({ type: 'open', conversationId: data.conversationId, userId: data.userId });
         await win.focus().catch(() => {});
         return;
       }
-      await self.clients.openWindow(url);
+      await self.clients.openWindow(Number.isSafeInteger(data.userId) ? url.replace(/^\/#/, `/?for=${data.userId}#`) : url);
     })(),
   );
 });
