@@ -365,3 +365,23 @@ test('a click on a notification of the user signed in before opens nothing for t
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test('a sign-out forced by a refused token drops the browser\'s push subscription and the notifications, as signing out does', async () => {
+  const me = 72;
+  const peer = 71;
+  const { context, page, shown, errors } = await withNotifications(me);
+  const conv = await hiddenWithConversation(page, me, peer);
+  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'not for the next person' });
+  await eventually(async () => assert.equal((await shown()).length, 1));
+
+  // "Sign out everywhere" on another device: chatd ends this page's
+  // connection and refuses its token from then on (as once it expires).
+  await api(me, 'POST', '/v1/me/tokens/revoke');
+  await page.getByTestId('signin').waitFor();
+  await eventually(async () => assert.deepEqual(await shown(), [], 'a notification of the signed-out user is left'));
+  await eventually(async () =>
+    assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
+      'the browser is still subscribed to the signed-out user\'s pushes'));
+  assert.deepEqual(errors, []);
+  await context.close();
+});

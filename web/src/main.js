@@ -39,10 +39,14 @@ async function startApp({ token, userId, exp }) {
   const state = new ChatState(userId);
   const session = new MqttSession({ userId, token, clientId: clientIds.get(userId) });
   let ended = false;
-  const signOut = (notice, { endSession = false } = {}) => {
+  // forced: the token expired or was refused. The user is gone from this
+  // browser as after signing out, unless another tab signed in meanwhile
+  // (it uses the browser's push subscription now).
+  const signOut = (notice, { endSession = false, forced = false } = {}) => {
     if (ended) return;
     ended = true;
-    if (endSession) {
+    const current = loadSignIn();
+    if (endSession || (forced && (!current || current.token === token))) {
       // The next person at this browser gets neither the pushes nor the
       // notifications already on screen.
       disablePush(api, userId);
@@ -63,7 +67,7 @@ async function startApp({ token, userId, exp }) {
     convView.dispose();
     media.cache.clear();
     // Only our own token: another tab may have signed someone else in.
-    if (loadSignIn()?.token === token) clearSignIn();
+    if (current?.token === token) clearSignIn();
     window.removeEventListener('hashchange', route);
     history.replaceState(null, '', location.pathname);
     document.title = 'chatd';
@@ -75,9 +79,9 @@ async function startApp({ token, userId, exp }) {
     if (!now || now.userId !== userId) signOut('You were signed out in another tab.');
   });
   // Signing out just before the token expires beats a burst of 401s.
-  const stopExpiryTimer = callAt(exp, () => signOut('Your session expired. Sign in again.'));
-  const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.'));
-  session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.'));
+  const stopExpiryTimer = callAt(exp, () => signOut('Your session expired. Sign in again.', { forced: true }));
+  const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.', { forced: true }));
+  session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.', { forced: true }));
   const sync = new Sync(state, api, session);
   const people = new People(api, userId);
   usePeople(people);
