@@ -49,8 +49,9 @@
 // A session keeps a bounded window of unacknowledged QoS 1 publishes (its
 // own packet ids, not mochi's inflight map), advanced by the client's
 // PUBACKs (Acked): Options.Window, or the client's Receive Maximum when
-// that is smaller (Attach). A session that leaves its window full for longer than
-// SlowTimeout is disconnected and resumes from its cursor when it
+// that is smaller (Attach). A session whose window stays full with no PUBACK
+// for longer than SlowTimeout (counted from when it filled, or from the
+// last PUBACK since) is disconnected and resumes from its cursor when it
 // reconnects. Writes are batched: every PUBACK already waiting is taken
 // before the pump writes again, and a session whose window filled refills
 // it in bursts of a quarter window, so a busy server writes many publishes

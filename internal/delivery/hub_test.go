@@ -263,6 +263,59 @@ func TestWindowBoundsUnackedPublishesAndASilentClientIsDisconnected(t *testing.T
 	}
 }
 
+// A client that left one delivery unacknowledged through a quiet stretch
+// longer than SlowTimeout, then acknowledges a burst as it arrives, is
+// not a slow consumer: the time without acknowledgements counts from when
+// the window filled, not from the last acknowledgement before the quiet.
+func TestAClientIdleWithOneDeliveryUnacknowledgedIsNotDisconnectedWhenABurstFillsItsWindow(t *testing.T) {
+	f := setup(t)
+	const slow = 400 * time.Millisecond
+	h := newHub(t, f, delivery.Options{Window: 4, SlowTimeout: slow})
+	c := attach(t, h, f, "idle", false, false)
+	closed := func() bool { return len(c.closed) > 0 }
+	publishEach(h, f.send(t, 1))
+	waitSeqs(t, c, f.conv.ID, 1)
+	never(t, slow+200*time.Millisecond, closed, "disconnected with one delivery in flight and a window of 4")
+	burst := f.send(t, 20)
+	// From now on the client acknowledges everything it is sent, each
+	// publish a tenth of SlowTimeout after it arrived.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		var seen []time.Time
+		acked := 0
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			all := c.packets()
+			for len(seen) < len(all) {
+				seen = append(seen, time.Now())
+			}
+			for acked < len(all) && time.Since(seen[acked]) >= slow/10 {
+				h.Acked("idle", c, all[acked].PacketID)
+				acked++
+			}
+		}
+	}()
+	publishEach(h, burst)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(c.seqs(f.conv.ID)) < 21 {
+		select {
+		case reason := <-c.closed:
+			t.Fatalf("disconnected (%s) after %d of 21 messages although it acknowledges each publish within a tenth of SlowTimeout", reason, len(c.seqs(f.conv.ID)))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d/21 messages", len(c.seqs(f.conv.ID)))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wantExactly(t, c.seqs(f.conv.ID), 1, 21)
+}
+
 func TestPersistentSessionResumesAfterItsLastAcknowledgedSeq(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{Window: 8, CursorFlush: 10 * time.Millisecond})

@@ -48,16 +48,21 @@ type Session struct {
 	started      time.Time
 
 	// Owned by the running pump.
-	isLoaded   bool
-	ready      bool
-	streams    map[int64]*stream
-	inflight   map[uint16]inflight
-	pending    []item
-	replyOut   []chat.Ack
-	outBatch   []chat.Packet
-	gapped     map[int64]*stream // streams holding out-of-order events
-	nextID     uint16
-	lastAck    time.Time
+	isLoaded bool
+	ready    bool
+	streams  map[int64]*stream
+	inflight map[uint16]inflight
+	pending  []item
+	replyOut []chat.Ack
+	outBatch []chat.Packet
+	gapped   map[int64]*stream // streams holding out-of-order events
+	nextID   uint16
+	// progress is the last time the client showed it keeps up: its latest
+	// PUBACK, or the moment the window filled when that is later. A full
+	// window with no progress for SlowTimeout is a slow consumer; a PUBACK
+	// missing since before a quiet stretch is not (the window was not
+	// holding anything back meanwhile).
+	progress   time.Time
 	fillWait   time.Time // after a failed catch-up query, when to try again
 	fillIDs    []int64
 	windowFull bool // the window filled with more to send: refill in bursts
@@ -335,8 +340,8 @@ func (s *Session) arm() {
 	if len(s.gapped) > 0 {
 		set(max(s.hub.opts.GapWait/4, time.Millisecond))
 	}
-	if (len(s.inflight) >= s.window || s.windowFull) && len(s.inflight) > 0 {
-		set(time.Until(s.lastAck.Add(s.hub.opts.SlowTimeout)) + time.Millisecond)
+	if s.held() {
+		set(time.Until(s.progress.Add(s.hub.opts.SlowTimeout)) + time.Millisecond)
 	}
 	if d := time.Until(s.fillWait); d > 0 && s.ready && s.anyBehind() {
 		set(d)
@@ -645,8 +650,8 @@ func (s *Session) prepare(it item) chat.Packet {
 		return p
 	}
 	p.PacketID = s.nextPacketID()
-	if len(s.inflight) == 0 {
-		s.lastAck = now
+	if len(s.inflight) == 0 || len(s.inflight) == s.window-1 {
+		s.progress = now // the first in flight, or the window fills now
 	}
 	inf := inflight{at: now}
 	if it.kind == kMsg {
@@ -713,7 +718,7 @@ func (s *Session) onAck(id uint16) {
 		return
 	}
 	delete(s.inflight, id)
-	s.lastAck = time.Now()
+	s.progress = time.Now()
 	if inf.seq == 0 {
 		return
 	}
@@ -735,6 +740,12 @@ func (s *Session) onAck(id uint16) {
 	}
 }
 
+// held: the window holds publishes back (it is full, or refilling after it
+// filled) while some are unacknowledged.
+func (s *Session) held() bool {
+	return (len(s.inflight) >= s.window || s.windowFull) && len(s.inflight) > 0
+}
+
 // tick handles gap timeouts and detects a client that stopped acknowledging.
 func (s *Session) tick(now time.Time) bool {
 	for id, st := range s.gapped {
@@ -746,7 +757,7 @@ func (s *Session) tick(now time.Time) bool {
 			delete(s.gapped, id)
 		}
 	}
-	if (len(s.inflight) >= s.window || s.windowFull) && len(s.inflight) > 0 && now.Sub(s.lastAck) > s.hub.opts.SlowTimeout {
+	if s.held() && now.Sub(s.progress) > s.hub.opts.SlowTimeout {
 		s.hub.opts.Metrics.SlowDisconnect.Inc()
 		return false
 	}
