@@ -1,8 +1,21 @@
 package delivery
 
+import chat "github.com/chatd/chatd"
+
 // Queued is the number of items waiting in the session's mailbox.
 func (s *Session) Queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.box)
 }
+
+// StopRequested reports whether the session was told to stop.
+func (s *Session) StopRequested() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flags&flagStop != 0
+}
+
+// Reply queues acks on this session, as Hub.Reply does once it found it:
+// the session may have stopped since.
+func (s *Session) Reply(acks []chat.Ack) { s.reply(acks) }

@@ -292,11 +292,7 @@ func (h *Hub) Reply(clientID string, conn chat.Conn, acks []chat.Ack) {
 		s.reply(acks)
 		return
 	}
-	for _, a := range acks {
-		if a.Sent != nil {
-			a.Sent(errAckNotWritten)
-		}
-	}
+	notWritten(acks)
 }
 
 // SetReady tells clientID's session, if conn still owns it, whether the

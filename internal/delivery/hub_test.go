@@ -675,6 +675,81 @@ func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testin
 	}
 }
 
+// stepConn is a fakeConn whose every write waits for the test: it hands
+// the write's acknowledgements to writes and goes on when step receives.
+type stepConn struct {
+	*fakeConn
+	writes chan []chat.Ack
+	step   chan struct{}
+}
+
+func (c *stepConn) Write(a []chat.Ack, ps []chat.Packet) error {
+	c.writes <- a
+	<-c.step
+	return c.fakeConn.Write(a, ps)
+}
+
+// Every acknowledgement handed to a session hears whether it was written
+// (a traced publish ends its span then), including those that reach it
+// while it stops or after: the hub found the session before it stopped.
+func TestEveryAcknowledgementHandedToAStoppingSessionHearsWhetherItWasWritten(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{})
+	if _, err := f.sessions.Open(context.Background(), "c", "", 2, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	c := &stepConn{fakeConn: newConn("c", true), writes: make(chan []chat.Ack, 8), step: make(chan struct{})}
+	c.hub, c.self = h, c
+	h.Attach(c, "c", 2, false, true, 0)
+	sess := h.Session("c")
+	<-sess.Loaded()
+	type outcome struct {
+		id  uint16
+		err error
+	}
+	sent := make(chan outcome, 8)
+	ack := func(id uint16) []chat.Ack {
+		return []chat.Ack{{PacketID: id, Sent: func(err error) { sent <- outcome{id, err} }}}
+	}
+	written := func() []chat.Ack {
+		t.Helper()
+		select {
+		case a := <-c.writes:
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatal("no write")
+			return nil
+		}
+	}
+	h.Reply("c", c, ack(1))
+	written() // the pump writes 1 and waits
+	h.Reply("c", c, ack(2))
+	go h.Detach("c", c)
+	eventually(t, 10*time.Second, sess.StopRequested, "Detach did not ask the session to stop")
+	c.step <- struct{}{}
+	written() // the stopping session writes 2 and waits
+	h.Reply("c", c, ack(3))
+	c.step <- struct{}{}
+	select {
+	case <-sess.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session did not stop")
+	}
+	sess.Reply(ack(4))
+	want := map[uint16]bool{1: true, 2: true, 3: false, 4: false} // written or not
+	for range want {
+		select {
+		case o := <-sent:
+			if w := want[o.id]; w != (o.err == nil) {
+				t.Fatalf("acknowledgement %d: Sent(%v), want written %v", o.id, o.err, w)
+			}
+			delete(want, o.id)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("acknowledgements %v never heard whether they were written", want)
+		}
+	}
+}
+
 // gatedCursors is the session store while reading positions is slow: a
 // Cursors call waits until open is closed.
 type gatedCursors struct {

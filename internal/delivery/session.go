@@ -37,6 +37,7 @@ type Session struct {
 	replies  []chat.Ack
 	flags    sessionFlags
 	running  bool // a pump goroutine runs (or is about to)
+	stopped  bool // stop ran: nothing queued from now on is written
 	timer    *time.Timer
 	overflow bool // live events were dropped since the last resync
 
@@ -152,12 +153,28 @@ var errAckNotWritten = errors.New("connection closed before the acknowledgement 
 
 // reply queues acknowledgements of the client's publishes, in order;
 // never dropped: there are at most as many as the client may have
-// publishes in flight.
+// publishes in flight. On a stopped session (the hub found it just
+// before it stopped) they hear at once that they were not written.
 func (s *Session) reply(acks []chat.Ack) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.replies = append(s.replies, acks...)
-	s.wakeLocked()
+	stopped := s.stopped
+	if !stopped {
+		s.replies = append(s.replies, acks...)
+		s.wakeLocked()
+	}
+	s.mu.Unlock()
+	if stopped {
+		notWritten(acks)
+	}
+}
+
+// notWritten tells acknowledgements that they will never be written.
+func notWritten(acks []chat.Ack) {
+	for _, a := range acks {
+		if a.Sent != nil {
+			a.Sent(errAckNotWritten)
+		}
+	}
 }
 
 // resyncUnseen is resync after the hub dropped events before its recent
@@ -317,14 +334,19 @@ func (s *Session) run() {
 }
 
 // stop ends the session for good: the pump never runs again (running
-// stays set), later offers only queue.
+// stays set), later offers only queue. Acknowledgements that came after
+// finish took the waiting ones, and any that come later, hear they were
+// not written.
 func (s *Session) stop() {
 	s.mu.Lock()
+	s.stopped = true
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	unsent := s.replies
 	s.box, s.boxAcks, s.replies = nil, nil, nil
 	s.mu.Unlock()
+	notWritten(unsent)
 	s.hub.remove(s)
 	close(s.done)
 }
@@ -687,11 +709,7 @@ func (s *Session) write(batch []chat.Packet) bool {
 			a.Sent(err)
 		}
 	}
-	for _, a := range s.replyOut[len(acks):] {
-		if a.Sent != nil {
-			a.Sent(errAckNotWritten) // the connection closes instead
-		}
-	}
+	notWritten(s.replyOut[len(acks):]) // the connection closes instead
 	for _, p := range batch {
 		if p.TooLarge {
 			// Never to reach this client: done with, as if acknowledged.
