@@ -264,7 +264,11 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 }
 
 // SaveCursors upserts delivered cursors in one statement; a cursor never
-// moves backwards. Rows of sessions that no longer exist are skipped.
+// moves backwards. Rows of sessions that no longer exist are skipped. A
+// cursor of a conversation the session's user is not a member of only
+// moves a row that exists (one still finishing what a leave owed): the
+// flush of a session that has ended can come after the resumed session
+// deleted that row, its work done, and must not bring it back.
 //
 // The sessions are locked first (FOR KEY SHARE, in client id order), in
 // an InitPlan that runs to the end before the first cursor row is
@@ -284,12 +288,21 @@ func (s *Sessions) SaveCursors(ctx context.Context, cs []chat.Cursor) error {
 	for i, c := range cs {
 		ids[i], convs[i], seqs[i] = c.ClientID, c.ConversationID, c.Seq
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
-		SELECT u.client_id, u.conversation_id, max(u.seq)
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(client_id, conversation_id, seq)
-		WHERE u.client_id = ANY (ARRAY(SELECT s.client_id FROM chat_session s WHERE s.client_id = ANY($1::text[])
-		                               ORDER BY s.client_id FOR KEY SHARE))
-		GROUP BY u.client_id, u.conversation_id
+	// A row the UPDATE finds deleted meanwhile (the resume, concurrently)
+	// stays deleted; an INSERT would write it again.
+	_, err := s.pool.Exec(ctx, `WITH u AS (
+			SELECT u.client_id, u.conversation_id, max(u.seq) AS seq,
+				EXISTS (SELECT 1 FROM chat_session s JOIN conversation_member m ON m.user_id = s.user_id
+				        WHERE s.client_id = u.client_id AND m.conversation_id = u.conversation_id) AS member
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(client_id, conversation_id, seq)
+			WHERE u.client_id = ANY (ARRAY(SELECT s.client_id FROM chat_session s WHERE s.client_id = ANY($1::text[])
+			                               ORDER BY s.client_id FOR KEY SHARE))
+			GROUP BY u.client_id, u.conversation_id),
+		left_conv AS (
+			UPDATE session_cursor sc SET delivered_seq = GREATEST(sc.delivered_seq, u.seq)
+			FROM u WHERE NOT u.member AND sc.client_id = u.client_id AND sc.conversation_id = u.conversation_id)
+		INSERT INTO session_cursor (client_id, conversation_id, delivered_seq)
+		SELECT client_id, conversation_id, seq FROM u WHERE member
 		ORDER BY 1, 2
 		ON CONFLICT (client_id, conversation_id)
 		DO UPDATE SET delivered_seq = GREATEST(session_cursor.delivered_seq, EXCLUDED.delivered_seq)`, ids, convs, seqs)

@@ -277,3 +277,48 @@ func TestALeaveTellsEachPersistentSessionOfTheUserWhatItIsStillOwed(t *testing.T
 		t.Fatalf("added back: %+v %v, want a member's cursor at the new join %d", cs, err, end+2)
 	}
 }
+
+// A cursor flush that comes late (the old connection's node flushing after
+// the session resumed elsewhere) does not bring back the cursor row of a
+// conversation the user left, which the resume deleted once everything
+// owed was acknowledged; a cursor row still finishing a leave moves on.
+func TestALateCursorFlushDoesNotBringBackTheCursorOfAConversationTheUserLeft(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	ss := store.NewSessions(pool)
+	if _, err := ss.Open(ctx, "phone", "", 2, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	left, owing := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 2)
+	joinSeq := func(conv int64) int64 {
+		return queryInt(t, pool, `SELECT join_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv)
+	}
+	end, owed := joinSeq(left.ID)+3, joinSeq(owing.ID)+3
+	sendN(t, st, left.ID, 1, 3, "owed")
+	sendN(t, st, owing.ID, 1, 3, "owed")
+	mustRemove(t, ctx, st, left.ID, 1, 2, "remove user 2")
+	mustRemove(t, ctx, st, owing.ID, 1, 2, "remove user 2")
+	if err := ss.SaveCursors(ctx, []chat.Cursor{{ClientID: "phone", ConversationID: left.ID, Seq: end}}); err != nil {
+		t.Fatal(err)
+	}
+	// Resumed: the served cursor of the left conversation goes.
+	if _, err := ss.Open(ctx, "phone", "", 2, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rows := `SELECT count(*) FROM session_cursor WHERE client_id = 'phone' AND conversation_id = $1`
+	if n := queryInt(t, pool, rows, left.ID); n != 0 {
+		t.Fatalf("the resume kept %d cursor rows of the left conversation", n)
+	}
+	late := []chat.Cursor{{ClientID: "phone", ConversationID: left.ID, Seq: end}, {ClientID: "phone", ConversationID: owing.ID, Seq: owed - 1}}
+	if err := ss.SaveCursors(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, pool, rows, left.ID); n != 0 {
+		t.Errorf("a late flush brought back %d cursor rows of the left conversation", n)
+	}
+	cs, err := ss.Cursors(ctx, "phone", 2, true)
+	if err != nil || len(cs) != 1 || cs[0].ConversationID != owing.ID || cs[0].Delivered != owed-1 || cs[0].End != owed {
+		t.Fatalf("cursors %+v %v, want conversation %d still owed up to %d from %d", cs, err, owing.ID, owed, owed-1)
+	}
+}
