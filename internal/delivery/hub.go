@@ -174,19 +174,23 @@ func (h *Hub) Close(ctx context.Context) error {
 // window is Options.Window, or the client's receiveMaximum when that is
 // smaller (and above 0): MQTT 5 forbids sending a client more
 // unacknowledged QoS 1 publishes than it asked for [MQTT-3.3.4-9].
+//
+// The new session takes clientID's place at once, in one step with
+// finding the session it replaces: of two connections of one client id
+// attaching at the same instant, the later attach's session stays and
+// stops the other, which would otherwise stay routed the user's events
+// (and count as online) until a write of its failed. The new session's
+// pump is held, offers only queue, until the one it replaced has stopped.
 func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int) {
-	if old := h.Session(clientID); old != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		old.stopAndWait(ctx)
-		cancel()
-	}
 	s := newSession(h, conn, clientID, userID, persistent, ready)
 	s.window = h.opts.Window
 	if receiveMaximum > 0 {
 		s.window = min(s.window, receiveMaximum)
 	}
 	s.readyFlag.Store(ready)
+	s.running = true // held: see below
 	h.mu.Lock()
+	old := h.byClient[clientID]
 	h.byClient[clientID] = s
 	set := h.byUser[userID]
 	if set == nil {
@@ -196,7 +200,13 @@ func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, 
 	set[s] = struct{}{}
 	h.mu.Unlock()
 	h.opts.Metrics.Sessions.Inc()
+	if old != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		old.stopAndWait(ctx)
+		cancel()
+	}
 	s.mu.Lock()
+	s.running = false
 	s.wakeLocked() // loads the starting positions
 	s.mu.Unlock()
 }

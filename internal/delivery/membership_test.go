@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -290,6 +291,37 @@ func TestAPubackFromTheConnectionATakeoverReplacedAcknowledgesNothing(t *testing
 		"the old connection's PUBACK of packet %d released the new session's window", first)
 	h.Acked("phone", cur, first)
 	wantExactly(t, waitSeqs(t, cur, f.conv.ID, 2), 1, 2)
+}
+
+// Two connections of one client id attaching at the same instant: one
+// session is left, the later attach's, and the other is stopped, not left
+// routed the user's events (and counted online) beside it until a write of
+// its fails.
+func TestTwoConnectionsOfOneClientAttachingAtOnceLeaveOneSession(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{})
+	for i := range 100 {
+		id := fmt.Sprint("twin", i)
+		a, b := newConn(id, true), newConn(id, true)
+		a.hub, b.hub = h, h
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, c := range []*fakeConn{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				h.Attach(c, id, 2, false, true, 0)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		h.Detach(id, a)
+		h.Detach(id, b)
+		if h.Online(2) {
+			t.Fatalf("attempt %d: user 2 is online with both connections of %s detached", i, id)
+		}
+	}
 }
 
 // A removal and a re-add both lost to a hub overflow: the session's stream
