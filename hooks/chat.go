@@ -404,8 +404,17 @@ func (h *Chat) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	return SubscribeAllowed(ci.userID, topic)
 }
 
+// grantedQoS is the QoS every subscription of a chat client is granted,
+// whatever its SUBSCRIBE asked: the Hub delivers at QoS 1 (typing at 0),
+// and the delivered cursors and receipts move on the client's PUBACKs.
+// Granting a QoS 0 subscription 0 and then sending it QoS 1 publishes
+// would break [MQTT-3.8.4-8] (delivery QoS is at most the granted one);
+// delivering it at QoS 0 would leave its cursors without acknowledgements.
+const grantedQoS = 1
+
 // OnSubscribe caps the number of subscriptions a client may hold; filters
-// over the cap are refused (mochi answers them as not authorized).
+// over the cap are refused (mochi answers them as not authorized). Every
+// subscription is granted QoS 1 (grantedQoS).
 func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	ci := h.info(cl)
 	if ci == nil {
@@ -414,6 +423,7 @@ func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	have := cl.State.Subscriptions.Len()
 	kept := pk.Filters[:0:0]
 	for _, f := range pk.Filters {
+		f.Qos = grantedQoS
 		if _, exists := cl.State.Subscriptions.Get(f.Filter); !exists {
 			if have >= h.cfg.MaxSubscriptions {
 				f.Filter = TopicPrefix + "denied/over-subscription-limit"

@@ -78,7 +78,7 @@ func announceSession(ci *clientInfo, pk packets.Packet) packets.Packet {
 // recorded for it.
 func (h *Chat) restoreSubscriptions(cl *mqtt.Client, ci *clientInfo) {
 	for _, r := range ci.session.restore {
-		sub := packets.Subscription{Filter: r.Filter, Qos: min(r.QoS, h.server.Options.Capabilities.MaximumQos)}
+		sub := packets.Subscription{Filter: r.Filter, Qos: grantedQoS} // recorded at QoS 0 before it was the rule
 		if !SubscribeAllowed(ci.userID, sub.Filter) {
 			continue // recorded under other rules: not any more
 		}

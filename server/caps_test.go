@@ -78,6 +78,36 @@ func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testin
 	}
 }
 
+// chatd delivers events at QoS 1 and moves delivered cursors and receipts
+// on their PUBACKs, so a subscription asked at QoS 0 is granted QoS 1
+// (SUBACK 0x01), not answered "granted QoS 0" and then sent QoS 1
+// publishes, which MQTT forbids (delivery QoS is at most the granted one).
+func TestASubscriptionAskedAtQoS0IsGrantedQoS1AndGetsEventsAtQoS1(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	for _, v := range []byte{5, 4} {
+		id := fmt.Sprintf("qos0-v%d", v)
+		c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: id, Username: "2",
+			Password: testnode.Token(t, 2), Clean: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Drop)
+		codes, err := c.SubscribeAt(0, testnode.EventsTopic(2))
+		if err != nil || len(codes) != 1 || codes[0] != 0x01 {
+			t.Fatalf("v%d: SUBACK %v %v for the events topic at QoS 0, want granted QoS 1 (0x01)", v, codes, err)
+		}
+		testkit.WaitFor(t, 5*time.Second, "the session to deliver", func() bool { return srv.Hub.Ready(id) })
+		body := fmt.Sprint("to v", v)
+		if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		pk := nextPublish(t, c, "the message", 10*time.Second, func(pk packets.Packet) bool { return strings.Contains(string(pk.Payload), body) })
+		if pk.FixedHeader.Qos != 1 {
+			t.Errorf("v%d: message.new at QoS %d, want 1", v, pk.FixedHeader.Qos)
+		}
+	}
+}
+
 // Topic aliases work within the announced maximum, one above it is a
 // protocol error (DISCONNECT 0x94), and filters longer than the server
 // keeps are refused.

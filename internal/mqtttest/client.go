@@ -295,10 +295,13 @@ func (c *Client) waitAck(w chan packets.Packet) (packets.Packet, error) {
 }
 
 // Subscribe subscribes at QoS1 and returns the SUBACK reason codes.
-func (c *Client) Subscribe(filters ...string) ([]byte, error) {
+func (c *Client) Subscribe(filters ...string) ([]byte, error) { return c.SubscribeAt(1, filters...) }
+
+// SubscribeAt subscribes at qos and returns the SUBACK reason codes.
+func (c *Client) SubscribeAt(qos byte, filters ...string) ([]byte, error) {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}}
 	for _, f := range filters {
-		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f, Qos: 1})
+		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f, Qos: qos})
 	}
 	ack, err := c.subscription(pk, "SUBACK")
 	if err != nil {
