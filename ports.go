@@ -35,6 +35,8 @@ type ConvCursor struct {
 	MemberCount    int
 	// End is the last seq owed in a conversation the user left while the
 	// session was away (0: a member): delivery catches up to it and stops.
+	// With JoinSeq set too, the user was added back since: delivery
+	// catches up to End, then goes on after JoinSeq.
 	End int64
 }
 

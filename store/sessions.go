@@ -137,16 +137,22 @@ func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[connKey][]b
 // entries up to the leave (the cursor's end_seq, oweUntilLeave) the
 // session has not all acknowledged, with End set: a session that was
 // offline when its user left gets what was committed before the leave.
+// A member added back after such a leave (join_seq at or past end_seq)
+// has End set too, with the stored cursor as Delivered: the session
+// finishes what the old membership owed, then goes on after JoinSeq.
 func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
 	// Every row by key (LATERAL ... LIMIT 1), whatever the statistics say:
 	// planned from an unanalyzed table's guesses, a join read every
 	// conversation of the node at every connect.
-	q := `SELECT m.conversation_id, CASE WHEN $3 THEN GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) ELSE c.last_seq END, c.last_seq,
-			m.join_seq, (SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id), 0
+	q := `SELECT m.conversation_id,
+			CASE WHEN NOT $3 THEN c.last_seq WHEN t.tail THEN sc.delivered_seq ELSE GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) END,
+			c.last_seq, m.join_seq, (SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id),
+			CASE WHEN $3 AND t.tail THEN sc.end_seq ELSE 0 END
 		FROM conversation_member m
 		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
-		LEFT JOIN LATERAL (SELECT s.delivered_seq FROM session_cursor s
+		LEFT JOIN LATERAL (SELECT s.delivered_seq, s.end_seq FROM session_cursor s
 		                   WHERE s.client_id = $1 AND s.conversation_id = m.conversation_id LIMIT 1) sc ON true
+		CROSS JOIN LATERAL (SELECT COALESCE(sc.end_seq > sc.delivered_seq AND sc.end_seq <= m.join_seq, false) AS tail) t
 		WHERE m.user_id = $2
 		UNION ALL
 		SELECT sc.conversation_id, sc.delivered_seq, c.last_seq, 0,

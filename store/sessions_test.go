@@ -267,14 +267,24 @@ func TestALeaveTellsEachPersistentSessionOfTheUserWhatItIsStillOwed(t *testing.T
 	if cs, err := ss.Cursors(ctx, "phone", 2, true); err != nil || len(cs) != 0 {
 		t.Errorf("after acknowledging up to the leave: %+v %v", cs, err)
 	}
-	// Added back: the tablet's cursor reads as a member's, from the new
-	// join, never from the old membership's tail.
+	// Added back: the phone, which acknowledged the old membership's
+	// entries, reads a member's cursor at the new join; the tablet, which
+	// did not, still finishes them first (End), then goes on after the
+	// join.
 	if _, _, err := st.AddMember(ctx, conv.ID, 1, 2, chat.RoleMember); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := ss.Cursors(ctx, "tablet", 2, true)
-	if err != nil || len(cs) != 1 || cs[0].End != 0 || cs[0].Delivered != end+2 {
-		t.Fatalf("added back: %+v %v, want a member's cursor at the new join %d", cs, err, end+2)
+	for _, tc := range []struct {
+		id   string
+		want chat.ConvCursor
+	}{
+		{"phone", chat.ConvCursor{ConversationID: conv.ID, Delivered: end + 2, LastSeq: end + 3, JoinSeq: end + 2, MemberCount: 2}},
+		{"tablet", chat.ConvCursor{ConversationID: conv.ID, Delivered: join, LastSeq: end + 3, JoinSeq: end + 2, MemberCount: 2, End: end}},
+	} {
+		cs, err := ss.Cursors(ctx, tc.id, 2, true)
+		if err != nil || len(cs) != 1 || cs[0] != tc.want {
+			t.Errorf("added back, %s: %+v %v, want %+v", tc.id, cs, err, tc.want)
+		}
 	}
 }
 

@@ -115,12 +115,16 @@
 // membership goes as it is when the query runs (a stream that is ending,
 // up to its end): a leave or a leave and re-add that committed before the
 // session heard of it gives the session nothing committed after the leave.
-// A leave and a re-add that both never reached the session (lost
-// to an overflow) show at the resync as a join past the stream: it
-// restarts at that join, and what the old membership still owed is given
-// up, as when a join reaches a stream still finishing it. After an
-// overflow the member index is emptied, so no dropped membership change
-// leaves it wrong.
+// A join that reaches a stream still finishing what the old membership
+// owed lets it finish first: the stream then goes on after the join, and
+// nothing committed in between reaches the user. A persistent session's
+// stored cursor keeps that tail across a reconnect (the leave's end_seq
+// stays on the cursor until it is acknowledged; Cursors returns it with
+// the new join). A leave and a re-add that both never reached a session
+// without stored cursors (lost to an overflow) show at the resync as a
+// join past the stream: it restarts at that join, and what the old
+// membership still owed is given up. After an overflow the member index
+// is emptied, so no dropped membership change leaves it wrong.
 //
 // The member index keeps each member's history floor, read with the
 // members. A member.added or conversation.updated that arrives forgets the

@@ -324,6 +324,46 @@ func TestTwoConnectionsOfOneClientAttachingAtOnceLeaveOneSession(t *testing.T) {
 	}
 }
 
+// A persistent session's member removed while deliveries of the
+// conversation are unacknowledged, then added back: after a reconnect the
+// client still gets what the old membership owed (up to the removal), then
+// what follows the re-add, and nothing committed while they were away.
+func TestAReAddedMembersUnacknowledgedTailOfTheOldMembershipSurvivesAReconnect(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{Window: 8, CursorFlush: 10 * time.Millisecond})
+	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
+	owed := f.send(t, 3)
+	publishEach(h, owed)
+	waitSeqs(t, u, f.conv.ID, 3)
+
+	ctx := context.Background()
+	if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	if err := f.pool.QueryRow(ctx, "SELECT last_seq FROM conversation WHERE id=$1", f.conv.ID).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last))
+	away := sendAs(t, f, f.conv.ID, 1)
+	h.Publish(away)
+	join(t, h, f, 2)
+	after := sendAs(t, f, f.conv.ID, 1)
+	h.Publish(after)
+	eventually(t, 10*time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), after.Seq) },
+		"the message after the re-add did not reach the connected session")
+
+	h.Detach("phone", u)
+	u2 := attach(t, h, f, "phone", true, true)
+	want := []int64{owed[0].Seq, owed[1].Seq, owed[2].Seq, after.Seq}
+	got := waitSeqs(t, u2, f.conv.ID, len(want))
+	never(t, 300*time.Millisecond, func() bool { return len(u2.seqs(f.conv.ID)) > len(want) },
+		"more than %v after the reconnect: %v", want, u2.seqs(f.conv.ID))
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the reconnect: %v, want the old membership's tail and what followed the re-add %v (not %d, sent while away)", got, want, away.Seq)
+	}
+}
+
 // A removal and a re-add both lost to a hub overflow: the session's stream
 // is of the old membership, and the resync finds the user a member again
 // with a later join. What was committed while they were away is not

@@ -423,7 +423,10 @@ func (s *Session) load() bool {
 			for _, c := range cs {
 				st := newStream(c.Delivered, c.LastSeq, c.MemberCount > s.hub.opts.LargeGroup)
 				st.floor = c.JoinSeq
-				if c.End > 0 && st.leave(c.End) {
+				switch {
+				case c.End > 0 && c.JoinSeq > 0:
+					finishThenRejoin(st, c.End, c.JoinSeq)
+				case c.End > 0 && st.leave(c.End):
 					continue // left, and nothing of it is owed
 				}
 				s.streams[c.ConversationID] = st
@@ -522,9 +525,12 @@ func (s *Session) accept(it item) {
 		}
 	case kJoin:
 		// A stream still delivering what a previous membership was owed
-		// gives way to the new membership.
-		if st, ok := s.streams[it.conv]; !ok || st.end > 0 {
+		// finishes it first.
+		switch st, ok := s.streams[it.conv]; {
+		case !ok:
 			s.streams[it.conv] = joinedStream(it.seq)
+		case st.end > 0 && st.rejoin == 0:
+			st.rejoined(it.seq)
 		}
 	case kLeave:
 		// What was committed up to the leave (it.seq) is still theirs:
@@ -802,7 +808,24 @@ func (s *Session) doResync() {
 		seen[c.ConversationID] = true
 		large := c.MemberCount > s.hub.opts.LargeGroup
 		st := s.streams[c.ConversationID]
-		if c.End > 0 {
+		if c.End > 0 && c.JoinSeq > 0 {
+			// Left and added back before the session acknowledged what
+			// the old membership owed (stored cursors only).
+			switch {
+			case st == nil:
+				st = newStream(c.Delivered, c.LastSeq, large)
+				st.floor = c.JoinSeq
+				finishThenRejoin(st, c.End, c.JoinSeq)
+				s.streams[c.ConversationID] = st
+				continue
+			case st.end == 0 && st.next <= c.JoinSeq:
+				// The leave and the re-add were both lost to an overflow.
+				finishThenRejoin(st, c.End, c.JoinSeq)
+				delete(s.gapped, c.ConversationID)
+				continue
+			}
+			// An ending stream, or one past the re-add already: below.
+		} else if c.End > 0 {
 			// Left: a stream this session still has (its member.removed
 			// was lost to an overflow) finishes what the user was owed.
 			// One it has not ended already, or never had.
@@ -827,15 +850,22 @@ func (s *Session) doResync() {
 			continue
 		}
 		if st.end > 0 {
-			continue // still delivering what the user was owed before leaving
+			// Still delivering what the user was owed before leaving, and
+			// a member again: the join was lost to an overflow. The
+			// stream goes on after it once that is done.
+			if st.rejoin == 0 {
+				st.rejoined(c.JoinSeq)
+			}
+			continue
 		}
 		if c.JoinSeq >= st.next {
-			// A leave and a rejoin lost to an overflow: the stream is of
-			// the old membership. What was committed while the user was
-			// away is not theirs (catch-up reads nothing of it); the
-			// stream follows the new membership from its join, and what
-			// the old one still owed is given up, as when a join reaches
-			// a stream still finishing the old one (accept, kJoin).
+			// A leave and a rejoin lost to an overflow, on a session
+			// without stored cursors: the stream is of the old
+			// membership. What was committed while the user was away is
+			// not theirs (catch-up reads nothing of it); the stream
+			// follows the new membership from its join, and what the old
+			// one still owed is given up (nothing says where the leave
+			// was: the removal's end_seq is on stored cursors only).
 			st = newStream(c.JoinSeq, c.LastSeq, large)
 			st.verify = st.state == Behind
 			st.floor = c.JoinSeq
@@ -855,6 +885,13 @@ func (s *Session) doResync() {
 			delete(s.gapped, id)
 		}
 	}
+}
+
+// finishThenRejoin makes st, a stream of the user's previous membership,
+// finish what that membership owed (up to end), then go on after join.
+func finishThenRejoin(st *stream, end, join int64) {
+	st.leave(end)
+	st.rejoined(join)
 }
 
 func (s *Session) saveCursors() {

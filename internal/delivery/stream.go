@@ -66,6 +66,12 @@ type stream struct {
 	// then ends: whatever was committed while they were a member reaches
 	// them, even when the fan-out no longer routed it to them.
 	end int64
+	// rejoin, on a stream that is ending, is the seq at which the user
+	// joined again; once the stream has queued everything up to end, it
+	// goes on after rejoin as a member's stream (resume): what the old
+	// membership owed comes first, nothing from while they were away.
+	// rejoinEnd is a leave of that new membership that came meanwhile.
+	rejoin, rejoinEnd int64
 }
 
 // newStream starts where a session's cursor stands: delivered is the
@@ -93,6 +99,10 @@ func joinedStream(seq int64) *stream {
 // has not queued up to seq it falls Behind and catch-up fetches the rest
 // from PostgreSQL (never the recent cache, which may hold later entries).
 func (st *stream) leave(seq int64) (done bool) {
+	if st.rejoin > 0 {
+		st.rejoinEnd = seq // the end of the membership it resumes with
+		return false
+	}
 	st.end = seq
 	if st.next > seq {
 		st.state, st.held, st.gapSince = Live, nil, time.Time{} // nothing of it is held
@@ -105,7 +115,33 @@ func (st *stream) leave(seq int64) (done bool) {
 
 // finished reports whether a stream that is ending had all it owed
 // acknowledged.
-func (st *stream) finished() bool { return st.end > 0 && st.saved >= st.end }
+func (st *stream) finished() bool { return st.end > 0 && st.rejoin == 0 && st.saved >= st.end }
+
+// rejoined records that the user joined again at seq while the stream was
+// still finishing what their previous membership owed: that comes first,
+// then what follows seq.
+func (st *stream) rejoined(seq int64) {
+	st.rejoin = seq
+	st.resume()
+}
+
+// resume turns a stream that is ending and rejoined into the new
+// membership's once everything up to end is queued: it continues after
+// the join from PostgreSQL, as a joined stream starts. The cursor may
+// skip to the join: nothing in between is the user's.
+func (st *stream) resume() {
+	if st.rejoin == 0 || st.next <= st.end {
+		return
+	}
+	end := st.rejoinEnd
+	st.next, st.floor, st.sentHigh = st.rejoin+1, st.rejoin, max(st.sentHigh, st.rejoin)
+	st.end, st.rejoin, st.rejoinEnd = 0, 0, 0
+	st.fallBehind(0)
+	st.verify = true
+	if end > 0 {
+		st.leave(end)
+	}
+}
 
 // offer decides a live event. room says the session can queue it now (it
 // is subscribed and its queue has space). It returns the events to queue
@@ -115,6 +151,11 @@ func (st *stream) offer(it item, room bool, now time.Time) []item {
 	case it.seq < st.next:
 		return nil // a duplicate
 	case st.end > 0 && it.seq > st.end:
+		if st.rejoin > 0 && it.seq > st.rejoin {
+			// Theirs again: read back once the old membership's tail is
+			// queued (resume).
+			st.until = max(st.until, it.seq)
+		}
 		return nil // after the user left
 	case st.state == Behind:
 		st.until = max(st.until, it.seq) // catch-up will return it in order
@@ -125,7 +166,9 @@ func (st *stream) offer(it item, room bool, now time.Time) []item {
 			return nil
 		}
 		st.next++
-		return append([]item{it}, st.release()...)
+		out := append([]item{it}, st.release()...)
+		st.resume()
+		return out
 	}
 	if len(st.held) >= maxHeld {
 		st.fallBehind(max(it.seq, st.heldHigh()))
@@ -203,7 +246,9 @@ func (st *stream) filled(n int, complete, fromCache bool) []item {
 		return nil
 	}
 	st.state = Live
-	return st.release()
+	out := st.release()
+	st.resume()
+	return out
 }
 
 // resync re-reads a stream's position from PostgreSQL after events were

@@ -190,3 +190,31 @@ func TestStreamCursorIsTheHighestSeqWithEverythingBeforeItAcknowledged(t *testin
 		}
 	}
 }
+
+func TestAStreamRejoinedFinishesTheOldMembershipThenGoesOnAfterTheJoin(t *testing.T) {
+	// Left at 5 with 3..5 not queued; joined again at 8.
+	st := newStream(2, 5, false)
+	st.leave(5)
+	st.rejoined(8)
+	if st.finished() || st.end != 5 {
+		t.Fatalf("rejoined before the old membership's tail was queued: end %d, finished %v", st.end, st.finished())
+	}
+	if got := st.offer(item{kind: kMsg, conv: 1, seq: 9}, true, time.Now()); len(got) != 0 {
+		t.Fatalf("a live entry of the new membership jumped the old one's tail: %v", queuedSeqs(got))
+	}
+	st.filled(3, true, false) // 3..5 from PostgreSQL
+	if st.end != 0 || st.next != 9 || st.state != Behind || !st.verify || st.until < 9 || st.floor != 8 {
+		t.Fatalf("after the tail: end %d next %d state %v verify %v until %d floor %d; want a member's stream behind from 9 to 9",
+			st.end, st.next, st.state, st.verify, st.until, st.floor)
+	}
+	for _, seq := range []int64{3, 4, 5} {
+		st.sent(seq)
+	}
+	st.filled(1, true, false) // 9
+	st.sent(9)
+	for _, tc := range []struct{ ack, cursor int64 }{{3, 3}, {5, 3}, {4, 8}, {9, 9}} {
+		if cursor, _ := st.acked(tc.ack); cursor != tc.cursor {
+			t.Fatalf("ack %d: cursor %d, want %d (6..8 are not the user's)", tc.ack, cursor, tc.cursor)
+		}
+	}
+}
