@@ -67,8 +67,9 @@ func TestGroupCommitPlansStayOnIndexesAsAnUnanalyzedTableGrows(t *testing.T) {
 	// The group-commit pool the way the server configures it (cached
 	// plans), made as bad as it gets: generic plans from the first
 	// execution, built while message is empty.
-	generic := func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan" }
-	sendPool, err := pgembed.OpenPool(testCtx(t), url, 2, generic)
+	// pgtest's URLs are keyword=value strings; an unknown keyword is a
+	// run-time parameter of every connection.
+	sendPool, err := pgembed.OpenPool(testCtx(t), url+" plan_cache_mode=force_generic_plan", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
