@@ -538,3 +538,66 @@ func TestTwoNodesClaimingAtOnceKeepAUsersPushesWithinTheLimit(t *testing.T) {
 		t.Fatalf("%d pushes of user 9 in flight after two nodes claimed at once, want UserInFlight = 4:\n%s", n, dumpJobs(r))
 	}
 }
+
+// TestASkippedPushIsCountedUnderWhatSilencedIt: a push waiting out the
+// minimum interval and not sent is counted in chat_push_skipped_total
+// under its own reason: its user blocked the sender ("blocked") or muted
+// the conversation ("muted"), not as a recall, so an operator reading the
+// metric can tell them apart. (A recall of a waiting push's only message
+// drops the push before it is claimed: no skip at all.)
+func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
+	r := newRig(t)
+	reg := prometheus.NewRegistry()
+	r.start(func(c *push.Config) { c.MinInterval, c.Registerer = 2*time.Second, reg })
+	ctx := context.Background()
+	pending := `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending' AND user_id = $1`
+	type pair struct {
+		from, to int64
+		name     string
+		conv     int64
+	}
+	pairs := []*pair{{from: 1, to: 2, name: "blocker"}, {from: 3, to: 4, name: "muter"}}
+	for _, p := range pairs {
+		r.subscribe(p.to, p.name)
+		p.conv = r.direct(p.from, p.to)
+		r.send(p.conv, p.from, "hi")
+	}
+	for _, p := range pairs {
+		r.waitPushes(p.name, 1, 3*time.Second)
+		r.send(p.conv, p.from, "one more")
+	}
+	for _, p := range pairs {
+		r.waitCount(1, 3*time.Second, pending, p.to) // decided, waiting for the minimum interval
+	}
+	if err := r.store.Block(ctx, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.devices.SetSettings(ctx, pairs[1].conv, 4, chat.ConversationSettings{Muted: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCount(0, 4*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
+	for _, p := range pairs {
+		r.quiet(p.name, 1, 0)
+	}
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "chat_push_skipped_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					got[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	want := map[string]float64{"blocked": 1, "muted": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("chat_push_skipped_total by reason = %v, want %v", got, want)
+	}
+}

@@ -60,16 +60,21 @@ SELECT COALESCE(array_agg(conversation_id ORDER BY conversation_id), '{}')
 FROM cur WHERE conversation_id NOT IN (SELECT conversation_id FROM lone)`
 
 // wakesSQL is whether message m may wake member w.user_id's devices as
-// far as they chose: they have not blocked its sender, and have not muted
-// conversation c (member_settings s), or the mute is over, or it is a
-// group whose message mentions them while mentions is on. The decision
-// asks it, and the claim again (a block or a mute since the decision
-// silences a push still waiting).
-const wakesSQL = `NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = w.user_id AND b.blocked_id = m.sender_id)
+// far as they chose: they have not blocked its sender (unblockedSQL), and
+// have not muted conversation c (member_settings s), or the mute is over,
+// or it is a group whose message mentions them while mentions is on. The
+// decision asks it, and the claim again (a block or a mute since the
+// decision silences a push still waiting).
+const wakesSQL = unblockedSQL + `
       AND (s.muted IS NOT TRUE
            OR (s.muted_until IS NOT NULL AND s.muted_until <= now())
            OR (c.type = 'GROUP' AND s.mentions
                AND m.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))`
+
+// unblockedSQL is whether member w.user_id has not blocked message m's
+// sender: wakesSQL's first half, which the claim also asks alone to tell
+// a push silenced by a block from one silenced by a mute.
+const unblockedSQL = `NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = w.user_id AND b.blocked_id = m.sender_id)`
 
 // decideSQL decides the conversations $1 in one statement:
 //

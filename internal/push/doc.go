@@ -106,7 +106,10 @@
 // watermark (acknowledged meanwhile: skipped), the badge (the user's total
 // unread messages, chat_unread: edits and reactions are not counted), the
 // newest covered message not recalled (none: skipped) and the devices
-// owed. A job's devices are sent to concurrently:
+// owed. A skip is counted in chat_push_skipped_total under what caused
+// it: acked, not_member, recalled, blocked (the user blocked the senders
+// since), muted, no_devices, not_shown (a remove with nothing to take
+// away) or gave_up. A job's devices are sent to concurrently:
 //
 //   - webpush and unifiedpush (to public addresses only unless
 //     AllowPrivate: checked on the address dialled, or through a proxy on

@@ -105,6 +105,7 @@ SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j
            -- for one that never left the queue (recheck) has nothing to take away
            SELECT 1 FROM push_job n WHERE n.conversation_id = j.conversation_id AND n.user_id = j.user_id
              AND n.kind = 'message' AND n.state <> 'pending')),
+       COALESCE(why.reason, ''),
        w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
        COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ''), lm.created_at,
        (SELECT COALESCE(sum(chat_unread(c2.id, m2.last_read_seq, c2.message_count)), 0)::bigint
@@ -132,7 +133,22 @@ LEFT JOIN LATERAL (
       AND m.seq > w.join_seq -- a member since before it (not one who left and came back)
       AND ` + wakesSQL + `
     ORDER BY m.seq DESC LIMIT 1
-) lm ON true`
+) lm ON true
+LEFT JOIN LATERAL (
+    -- Why a notification has no message left to show (lm), the reason its
+    -- skip is counted under: the first of lm's conditions its covered
+    -- messages all fail.
+    SELECT CASE
+        WHEN NOT COALESCE(bool_or(m.recalled_at IS NULL), false) THEN 'recalled'
+        WHEN NOT COALESCE(bool_or(m.recalled_at IS NULL AND m.seq > w.join_seq), false) THEN 'not_member'
+        WHEN NOT COALESCE(bool_or(m.recalled_at IS NULL AND m.seq > w.join_seq AND ` + unblockedSQL + `), false) THEN 'blocked'
+        ELSE 'muted' END AS reason
+    FROM message m
+    WHERE j.kind = 'message' AND lm.seq IS NULL AND m.conversation_id = j.conversation_id
+      AND m.seq >= lower(j.covered) AND m.seq < upper(j.covered) AND j.covered @> m.seq
+      AND m.kind = 'message'
+    HAVING j.kind = 'message' AND lm.seq IS NULL -- no row (and no reason) for the others
+) why ON true`
 
 // device is a push target as the sender reads it.
 type device struct {
@@ -151,7 +167,8 @@ type job struct {
 	id, user, conv, seq, sender int64
 	count, attempts             int
 	remove                      bool
-	live                        bool // a remove, or a notification with a message left to show
+	live                        bool   // a remove, or a notification with a message left to show
+	silenced                    string // why a notification is not live: a skip reason
 	member                      bool
 	acked                       int64
 	convType, title, body       string
@@ -379,7 +396,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.live,
-			&j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.badge, &devs); err != nil {
+			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.badge, &devs); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {
@@ -403,10 +420,15 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		p.m.skipped.WithLabelValues("not_member").Inc()
 		r.shown = maybeShown
 		return r
+	case !j.live && j.remove:
+		// A remove for a notification that never reached a device.
+		p.m.skipped.WithLabelValues("not_shown").Inc()
+		return r
 	case !j.live:
 		// Every message it stood for was recalled, or its user blocked
-		// their senders or muted the conversation since.
-		p.m.skipped.WithLabelValues("recalled").Inc()
+		// their senders or muted the conversation since: j.silenced
+		// says which.
+		p.m.skipped.WithLabelValues(j.silenced).Inc()
 		r.shown = maybeShown
 		return r
 	case !j.remove && j.acked >= j.seq:
