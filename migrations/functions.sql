@@ -558,9 +558,20 @@ $$;
 -- messages takes it away (a remove is sent to a former member too; it
 -- carries nothing of the conversation), and a claimed one is otherwise
 -- never sent again (the claim finds no member).
+--
+-- It first takes the conversation's push_cursor row (made if missing, as
+-- the decider would make it), which a push decision holds, locked, before
+-- it reads the members: a decision under way commits first, and the
+-- DELETE below (a statement of its own, so it sees that commit) takes its
+-- job for the member away; a decision that comes later waits for this
+-- transaction and no longer sees the member. So no job is left for a
+-- member removed while their push was decided.
 CREATE OR REPLACE FUNCTION chat_member_push_forget() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    INSERT INTO push_cursor (conversation_id, seq) VALUES (OLD.conversation_id, 0)
+    ON CONFLICT (conversation_id) DO NOTHING;
+    PERFORM 1 FROM push_cursor WHERE conversation_id = OLD.conversation_id FOR SHARE;
     DELETE FROM member_settings WHERE conversation_id = OLD.conversation_id AND user_id = OLD.user_id;
     DELETE FROM push_job WHERE user_id = OLD.user_id AND conversation_id = OLD.conversation_id
                            AND kind = 'message' AND state = 'pending';

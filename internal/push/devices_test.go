@@ -217,3 +217,130 @@ func TestVAPIDKeyIsGeneratedOnceAndKept(t *testing.T) {
 		t.Errorf("public key %q is not a base64url uncompressed point", a.Public)
 	}
 }
+
+// TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob: a decision and the
+// removal of a member it would push run at the same moment, in either
+// order of taking their locks; no push job of the removed member is left
+// behind (it would wait for the claim to find them gone). The decision
+// holding the conversation first: the removal waits for it and deletes
+// the job it wrote. The removal first (held after its delete, the test
+// locking the outbox it writes next): the decision waits for it and sees
+// the member gone.
+func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := r.cfg
+	cfg.Delay = time.Millisecond
+	p, err := push.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.subscribe(2, "bob")
+	waiting := func() int64 {
+		return r.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	}
+	jobs := `SELECT count(*) FROM push_job WHERE conversation_id = $1 AND user_id = 2`
+	due := func(conv int64) {
+		r.send(conv, 1, "hi bob")
+		until(t, "the message is due", func() bool {
+			return r.count(`SELECT count(*) FROM message WHERE conversation_id = $1 AND created_at < now() - interval '10 ms'`, conv) == 1
+		})
+	}
+
+	t.Run("decision first", func(t *testing.T) {
+		conv := r.group(1, 2)
+		due(conv)
+		tx, err := r.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		if n, err := push.DecideInTx(ctx, p, tx, []int64{conv}); err != nil || n != 1 {
+			t.Fatalf("decision: %d jobs, %v; want 1", n, err)
+		}
+		removed := make(chan error, 1)
+		go func() { removed <- r.store.RemoveMember(ctx, conv, 1, 2) }()
+		var removeErr error
+		done := false
+		until(t, "the removal returns or waits for the decision", func() bool {
+			select {
+			case removeErr = <-removed:
+				done = true
+			default:
+			}
+			return done || waiting() == 1
+		})
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !done {
+			removeErr = <-removed
+		}
+		if removeErr != nil {
+			t.Fatalf("remove: %v", removeErr)
+		}
+		if n := r.count(jobs, conv); n != 0 {
+			t.Errorf("%d push jobs of the removed member left\n%s", n, dumpJobs(r))
+		}
+	})
+
+	t.Run("removal first", func(t *testing.T) {
+		conv := r.group(1, 2)
+		due(conv)
+		hold, err := r.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = hold.Rollback(context.Background()) }()
+		if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		removed := make(chan error, 1)
+		go func() { removed <- r.store.RemoveMember(ctx, conv, 1, 2) }()
+		until(t, "the removal waits after its delete", func() bool { return waiting() == 1 })
+		type result struct {
+			n   int
+			err error
+		}
+		decided := make(chan result, 1)
+		go func() {
+			tx, err := r.pool.Begin(ctx)
+			if err != nil {
+				decided <- result{0, err}
+				return
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			n, err := push.DecideInTx(ctx, p, tx, []int64{conv})
+			if err == nil {
+				err = tx.Commit(ctx)
+			}
+			decided <- result{n, err}
+		}()
+		var res result
+		done := false
+		until(t, "the decision returns or waits for the removal", func() bool {
+			select {
+			case res = <-decided:
+				done = true
+			default:
+			}
+			return done || waiting() == 2
+		})
+		if err := hold.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-removed; err != nil {
+			t.Fatalf("remove: %v", err)
+		}
+		if !done {
+			res = <-decided
+		}
+		if res.err != nil {
+			t.Fatalf("decision: %v", res.err)
+		}
+		if n := r.count(jobs, conv); n != 0 {
+			t.Errorf("%d push jobs of the removed member left (the decision wrote %d)\n%s", n, res.n, dumpJobs(r))
+		}
+	})
+}

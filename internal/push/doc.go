@@ -39,8 +39,12 @@
 // lists them); the cursor moves past the due entries in the same
 // transaction. So a message is decided exactly once, whichever node
 // decides, also across a crash: an uncommitted decision is made again, a
-// committed one never. The send path is not touched: it writes nothing
-// for push.
+// committed one never. A member's removal takes the conversation's
+// cursor row too (chat_member_push_forget), so a decision and a removal
+// at the same moment leave no job for the removed member whichever goes
+// first; the claim's skip of a non-member (not_member) stays as a
+// second defence. The send path is not touched: it writes nothing for
+// push.
 //
 // # Recalls
 //
