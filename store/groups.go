@@ -119,6 +119,11 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		}
 		target := actor
 		if userID != actorID {
+			// The right first: a plain member learns nothing about the
+			// target, not even whether they are a member.
+			if actor.Role != chat.RoleOwner && actor.Role != chat.RoleAdmin {
+				return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
+			}
 			var ok bool
 			if target, ok, err = getMember(ctx, tx, conversationID, userID); err != nil {
 				return nil, err
@@ -130,11 +135,8 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 			case target.Role == chat.RoleOwner:
 				return nil, chat.Errorf(chat.CodeForbidden, "the owner can only leave, not be removed")
 			case actor.Role == chat.RoleOwner:
-			case actor.Role == chat.RoleAdmin && target.Role == chat.RoleMember:
-			case actor.Role == chat.RoleAdmin:
+			case target.Role != chat.RoleMember: // the actor is an admin
 				return nil, chat.Errorf(chat.CodeForbidden, "an admin removes plain members only; only the owner removes an admin")
-			default:
-				return nil, chat.Errorf(chat.CodeForbidden, "only the owner or an admin can remove members")
 			}
 		}
 		// The successor is chosen before any member row is locked: roles

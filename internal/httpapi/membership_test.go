@@ -109,3 +109,54 @@ func TestAnswersKeepMarkupAsItIs(t *testing.T) {
 		t.Errorf("history over RPC: %s, want %s", r.raw, want)
 	}
 }
+
+// TestACallerWithoutTheRightIsRefusedBeforeLearningWhoIsAMember: removing
+// someone, changing their role or handing them the group answers 403
+// forbidden to a member who may not do it, whether or not the target is
+// a member (a 404 first would tell them); a caller who may do it learns
+// that the target is not a member (404). Over HTTP and RPC alike.
+func TestACallerWithoutTheRightIsRefusedBeforeLearningWhoIsAMember(t *testing.T) {
+	e := newEnv(t)
+	const owner, admin, member, stranger = 1, 2, 3, 99
+	g := e.group(owner, admin, member, 4)
+	e.promote(g, admin)
+	type try struct {
+		what               string
+		actor, target      int64
+		method, path       string
+		body               any
+		rpcMethod, payload string
+		status             int
+		code               string
+	}
+	remove := func(actor, target int64, status int, code string) try {
+		return try{"remove", actor, target, "DELETE", pathf("/v1/conversations/%d/members/%d", g, target), nil,
+			"members.remove", pathf(`{"conversationId":%d,"userId":%d}`, g, target), status, code}
+	}
+	role := func(actor, target int64, status int, code string) try {
+		return try{"role", actor, target, "PUT", pathf("/v1/conversations/%d/members/%d/role", g, target), map[string]string{"role": "admin"},
+			"members.role", pathf(`{"conversationId":%d,"userId":%d,"role":"admin"}`, g, target), status, code}
+	}
+	owns := func(actor, target int64, status int, code string) try {
+		return try{"owner", actor, target, "POST", pathf("/v1/conversations/%d/owner", g), map[string]int64{"userId": target},
+			"conversation.owner", pathf(`{"conversationId":%d,"userId":%d}`, g, target), status, code}
+	}
+	for _, c := range []try{
+		remove(member, stranger, 403, "forbidden"),
+		remove(member, 4, 403, "forbidden"),
+		remove(admin, stranger, 404, "not_found"),
+		remove(owner, stranger, 404, "not_found"),
+		role(member, stranger, 403, "forbidden"),
+		role(admin, stranger, 403, "forbidden"),
+		role(owner, stranger, 404, "not_found"),
+		owns(admin, stranger, 403, "forbidden"),
+		owns(owner, stranger, 404, "not_found"),
+	} {
+		if r := e.do(c.actor, c.method, c.path, c.body); r.status != c.status || r.errorCode() != c.code {
+			t.Errorf("%s: %d of %d over HTTP: %d %s, want %d %s", c.what, c.actor, c.target, r.status, r.body, c.status, c.code)
+		}
+		if rr := e.rpc(c.actor, c.rpcMethod, c.payload); rr.status != c.status || rr.code != c.code {
+			t.Errorf("%s: %d of %d over RPC: %s, want %d %s", c.what, c.actor, c.target, rr.raw, c.status, c.code)
+		}
+	}
+}
