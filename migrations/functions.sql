@@ -447,8 +447,10 @@ BEGIN
             UPDATE message m SET body = f.b, edited_at = f.at
             FROM fresh f WHERE f.k = 'edit' AND m.conversation_id = f.c AND m.seq = f.tgt
         ), recalled AS (
-            -- The message and every edit of it lose their bodies.
-            UPDATE message m SET body = '', recalled_at = f.at, recalled_by = f.s
+            -- The message and every edit of it lose their bodies, and
+            -- the message its type: a recalled photo reads as a recalled
+            -- message, nothing more.
+            UPDATE message m SET body = '', msg_type = NULL, recalled_at = f.at, recalled_by = f.s
             FROM fresh f
             WHERE f.k = 'recall' AND m.conversation_id = f.c
               AND (m.seq = f.tgt OR (m.target_seq = f.tgt AND m.kind = 'edit'))

@@ -135,7 +135,7 @@ func TestEntriesReadAMessagesAttachmentsUntilItIsRecalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ = store.NewSessions(pool).Entries(ctx, []chat.MessageRef{ref})
-	if m := got[ref]; !m.Recalled || len(m.Attachments) != 0 || m.MsgType != chat.MsgFile {
+	if m := got[ref]; !m.Recalled || len(m.Attachments) != 0 || m.MsgType != "" {
 		t.Fatalf("recalled entry: %+v", m)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE reason = 'recall'`); n != 2 {
@@ -143,6 +143,59 @@ func TestEntriesReadAMessagesAttachmentsUntilItIsRecalled(t *testing.T) {
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE state = 'recalled' AND name = ''`); n != 2 {
 		t.Fatalf("%d attachments recalled and erased, want 2", n)
+	}
+}
+
+// TestARecalledMessageNoLongerTellsWhatKindItWas: a recalled photo or
+// file reads as a recalled message and nothing more: no msgType in
+// history, in the entries catch-up and the relay read, in the event of a
+// message recalled before it was relayed, in the answer to a resend, nor
+// in its row (erased with its body).
+func TestARecalledMessageNoLongerTellsWhatKindItWas(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	ctx := testCtx(t)
+	req := chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Attachments: []chat.AttachmentRef{{UploadID: completeUploadOf(t, pool, 1, c.ID, "a.jpg",
+			chat.UploadMeta{ContentType: "image/jpeg", Size: 10, SHA256: "00", Width: 4, Height: 3})}}}
+	res, err := st.Send(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Message.MsgType != chat.MsgImage {
+		t.Fatalf("sent: msgType %q, want image", res.Message.MsgType)
+	}
+	seq := res.Message.Seq
+	mustChange(t, st, change(chat.KindRecall, c.ID, 1, seq))
+
+	ref := chat.MessageRef{ConversationID: c.ID, Seq: seq}
+	got, err := store.NewSessions(pool).Entries(ctx, []chat.MessageRef{ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got[ref]; !m.Recalled || m.MsgType != "" {
+		t.Errorf("entry: recalled %v, msgType %q; want recalled with none", m.Recalled, m.MsgType)
+	}
+	hist, err := st.History(ctx, chat.HistoryQuery{ConversationID: c.ID, UserID: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range hist {
+		if m.Seq == seq && (!m.Recalled || m.MsgType != "") {
+			t.Errorf("history: recalled %v, msgType %q; want recalled with none", m.Recalled, m.MsgType)
+		}
+	}
+	for _, ev := range outboxEvents(t, pool, c.ID, chat.EventMessageNew) {
+		if ev.Seq == seq && (!ev.Recalled || ev.MsgType != "") {
+			t.Errorf("message.new relayed after the recall: recalled %v, msgType %q; want recalled with none", ev.Recalled, ev.MsgType)
+		}
+	}
+	again, err := st.Send(ctx, req)
+	if err != nil || !again.Duplicate || again.Message.MsgType != "" {
+		t.Errorf("resend: %+v %v, want a duplicate with no msgType", again, err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND msg_type IS NOT NULL`, c.ID); n != 0 {
+		t.Errorf("%d rows keep a msg_type after the recall", n)
 	}
 }
 
@@ -333,5 +386,28 @@ func TestAThumbnailRecordedForAnImageIsItsForwardedCopiesToo(t *testing.T) {
 	}
 	if left, err := as.PendingThumbnails(ctx, 10); err != nil || len(left) != 0 {
 		t.Fatalf("thumbnails still to make: %d %v", len(left), err)
+	}
+}
+
+// Migration 0030 erases the type of the messages recalled before it, as a
+// recall now does; the others keep theirs.
+func TestMigration0030ErasesTheTypeOfMessagesRecalledBefore(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := freshPool(t)
+	m30 := migrateBefore(t, ctx, pool, 30).SQL
+	mustExec(t, ctx, pool, `
+		INSERT INTO conversation (id, type) VALUES (1, 'GROUP');
+		INSERT INTO message (conversation_id, seq, msg_no, sender_id, client_msg_id, body, created_at, msg_type, recalled_at)
+		VALUES (1, 1, 1, 1, gen_random_uuid(), '', now(), 'image', now()),
+		       (1, 2, 2, 1, gen_random_uuid(), '', now(), 'file', NULL),
+		       (1, 3, 3, 1, gen_random_uuid(), '', now(), NULL, now())`)
+	mustExec(t, ctx, pool, m30)
+	var got string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(seq || ':' || COALESCE(msg_type, '-'), ' ' ORDER BY seq) FROM message`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1:- 2:file 3:-"; got != want {
+		t.Errorf("messages after 0030: %s, want %s", got, want)
 	}
 }

@@ -49,6 +49,16 @@ test('changes fill their seq and change their message; they are never rows of th
   assert.equal(c.lastOwnSeq(), 0, 'our reaction is not our message');
 });
 
+test('a live recall of a photo leaves it as history reads it: recalled, no type, no files', () => {
+  const photo = { id: 'a', name: 'a.jpg', contentType: 'image/jpeg', size: 10, sha256: '00' };
+  const { s, c } = loaded(1, [msg(1, 2, '', { msgType: 'image', attachments: [photo] })]);
+  s.addMessages(7, [recall(2, 1)]);
+  const m = c.visible()[0];
+  assert.equal(m.recalled, true);
+  assert.equal(m.msgType, undefined, 'nothing tells it was a photo');
+  assert.deepEqual(m.attachments || [], []);
+});
+
 test('a change above a gap waits for the gap, then applies in seq order', () => {
   const { s, c } = loaded(1, [msg(1)]);
   assert.equal(s.addMessages(7, [edit(3, 1, 'second')]), true, 'gap reported');

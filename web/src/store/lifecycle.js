@@ -49,9 +49,12 @@ export function applyChange(target, ch, me) {
       target.editedAt = ch.editedAt || ch.createdAt || target.editedAt || new Date().toISOString();
       break;
     case 'recall':
+      // As the server keeps it: nothing tells what kind of message it was.
       target.body = '';
       target.recalled = true;
       target.reactions = [];
+      delete target.msgType;
+      delete target.attachments;
       break;
     case 'reaction': {
       if (!ch.emoji) return false;
