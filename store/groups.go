@@ -77,10 +77,14 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 		if n >= s.limits.MaxMembers {
 			return nil, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
 		}
+		// joined_at is the time of this insert, under the group's lock,
+		// not the transaction's start (now(), the column's default): an
+		// add that began first but waited for the lock joins second, and
+		// join times must order members as their member.added entries do.
 		if added, err = scanMember(tx.QueryRow(ctx, `
 			INSERT INTO conversation_member
-				(conversation_id, user_id, role, join_seq, last_read_seq, last_delivered_seq)
-			VALUES ($1, $2, $3, $4, $4, $4)
+				(conversation_id, user_id, role, join_seq, last_read_seq, last_delivered_seq, joined_at)
+			VALUES ($1, $2, $3, $4, $4, $4, clock_timestamp())
 			RETURNING `+memberColumns,
 			conversationID, userID, role, conv.LastSeq)); err != nil {
 			return nil, fmt.Errorf("insert member: %w", err)

@@ -1,9 +1,15 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/store"
@@ -330,4 +336,74 @@ func TestMembersArePagedOwnerFirstThenAdminsThenMembersByJoinTime(t *testing.T) 
 	}
 	_, err := st.MembersPage(ctx, g.ID, 1, 4, "bogus")
 	wantCode(t, "bad cursor", err, chat.CodeInvalid)
+}
+
+// gateTracer holds the first statement of its pool's connections that
+// contains match: it says so on arrived and sends it once release closes.
+type gateTracer struct {
+	match   string
+	once    sync.Once
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (g *gateTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, g.match) {
+		g.once.Do(func() {
+			close(g.arrived)
+			<-g.release
+		})
+	}
+	return ctx
+}
+
+func (g *gateTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestJoinTimesFollowTheOrderMembersWereAdded: an add whose transaction
+// began first but took the group's lock second (it waited) joins second,
+// and its joined_at says so: join times order members as their
+// member.added entries do (the members list, the longest-standing member
+// who inherits the group), not as their transactions began.
+func TestJoinTimesFollowTheOrderMembersWereAdded(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := testCtx(t)
+	g := mustGroup(t, st, 1)
+	gate := &gateTracer{match: "FROM conversation WHERE id = $1 FOR UPDATE", arrived: make(chan struct{}), release: make(chan struct{})}
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.Tracer = gate
+	slowPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowPool.Close()
+	slow := store.New(slowPool, chat.DefaultLimits())
+	defer func() { _ = slow.Close(context.Background()) }()
+
+	const first, second = 10, 11 // in order of their adds' commits
+	late := make(chan error, 1)
+	go func() {
+		_, _, err := slow.AddMember(ctx, g.ID, 1, second, chat.RoleMember)
+		late <- err
+	}()
+	select {
+	case <-gate.arrived: // its transaction began; its lock is still to take
+	case err := <-late:
+		t.Fatalf("the gated add returned before its lock: %v", err)
+	}
+	if _, _, err := st.AddMember(ctx, g.ID, 1, first, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.release)
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	var order string
+	if err := pool.QueryRow(ctx, `
+		SELECT string_agg(user_id::text, ' ' ORDER BY joined_at, user_id) FROM conversation_member
+		WHERE conversation_id = $1 AND user_id IN ($2, $3)`, g.ID, first, second).Scan(&order); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint(first, " ", second); order != want {
+		t.Errorf("members by joined_at: %s, want %s (the order of their member.added entries)", order, want)
+	}
 }
