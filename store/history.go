@@ -39,14 +39,23 @@ func (s *Store) HistoryPage(ctx context.Context, q chat.HistoryQuery) (chat.Hist
 	return s.history(ctx, q, true)
 }
 
+// peerReadSQL is the read watermark other members see of member o
+// (member_watermark) with user_settings s joined when o's read receipts
+// are off: such a member counts as having read nothing since their join,
+// and as nothing at all for what came before it (their join_seq): like
+// "seen by N" (SeenBy), readSeq is about the members a message was sent
+// to, and a member added later must not make what those read unread.
+const peerReadSQL = `CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE o.join_seq END`
+
 // peerWatermarksSQL: the lowest watermarks of the members other than $2.
 // Reading implies delivery, hence GREATEST; nobody else gives 0. A member
-// whose read receipts are off counts as having read nothing (nor received
-// by reading), and a caller whose receipts are off sees 0 (people.go).
+// whose read receipts are off counts as having read nothing (peerReadSQL;
+// nor received by reading), and a caller whose receipts are off sees 0
+// (people.go).
 const peerWatermarksSQL = `
-SELECT COALESCE(min(GREATEST(o.last_delivered_seq, CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE 0 END)), 0),
+SELECT COALESCE(min(GREATEST(o.last_delivered_seq, ` + peerReadSQL + `)), 0),
        CASE WHEN EXISTS (SELECT 1 FROM user_settings v WHERE v.user_id = $2 AND NOT v.read_receipts) THEN 0
-            ELSE COALESCE(min(CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE 0 END), 0) END
+            ELSE COALESCE(min(` + peerReadSQL + `), 0) END
 FROM member_watermark o
 LEFT JOIN user_settings s ON s.user_id = o.user_id AND NOT s.read_receipts
 WHERE o.conversation_id = $1 AND o.user_id <> $2`
@@ -138,8 +147,8 @@ LEFT JOIN LATERAL (
 	WHERE conversation_id = p.id AND seq = p.last_message_seq AND p.last_message_seq > p.floor
 ) lm ON true
 CROSS JOIN LATERAL (
-	SELECT COALESCE(min(GREATEST(o.last_delivered_seq, CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE 0 END)), 0) AS peer_delivered,
-	       COALESCE(min(CASE WHEN s.user_id IS NULL THEN o.last_read_seq ELSE 0 END), 0) AS peer_read
+	SELECT COALESCE(min(GREATEST(o.last_delivered_seq, ` + peerReadSQL + `)), 0) AS peer_delivered,
+	       COALESCE(min(` + peerReadSQL + `), 0) AS peer_read
 	FROM member_watermark o LEFT JOIN user_settings s ON s.user_id = o.user_id AND NOT s.read_receipts
 	WHERE o.conversation_id = p.id AND o.user_id <> $1
 ) pw

@@ -342,3 +342,53 @@ func TestCatchUpReadsNothingPastTheUsersMembership(t *testing.T) {
 		t.Fatalf("catch-up after the rejoin read seqs %v, want [%d]", got, again.Seq)
 	}
 }
+
+// A member added later whose read receipts are off counts as having read
+// nothing from their join on, but says nothing of the messages from
+// before it: history's and the inbox's readSeq, like "seen by N", are
+// about the members a message was sent to, so a message every one of them
+// read stays read when such a member is added.
+func TestAMemberAddedLaterWithReceiptsOffDoesNotUnreadEarlierMessages(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	const owner, founder, late = 1, 2, 9
+	g := mustGroup(t, st, owner, founder)
+	m := mustSend(t, st, g.ID, owner, "read by the founder")
+	if _, err := st.MarkRead(ctx, g.ID, founder, m.Seq); err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	if _, err := st.SetSettings(ctx, late, chat.SettingsUpdate{ReadReceipts: &off}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
+		t.Fatal(err)
+	}
+	watermarks := func() (historyRead, inboxRead int64) {
+		t.Helper()
+		page, err := st.HistoryPage(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inbox, err := st.Inbox(ctx, owner, 10, "")
+		if err != nil || len(inbox.Conversations) != 1 {
+			t.Fatalf("inbox: %+v %v", inbox, err)
+		}
+		return page.ReadSeq, inbox.Conversations[0].ReadSeq
+	}
+	if h, i := watermarks(); h != m.Seq || i != m.Seq {
+		t.Errorf("readSeq after a receipts-off member was added: history %d, inbox %d; want %d (the founder read it)", h, i, m.Seq)
+	}
+	if seen, err := st.SeenBy(ctx, g.ID, owner, m.Seq); err != nil || seen.SeenBy != 1 || seen.Members != 1 {
+		t.Errorf("seen by: %+v %v, want 1 of 1", seen, err)
+	}
+	// What comes after their join is not read by all: they never tell.
+	next := mustSend(t, st, g.ID, owner, "after the join")
+	if _, err := st.MarkRead(ctx, g.ID, founder, next.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if h, i := watermarks(); h >= next.Seq || i >= next.Seq || h < m.Seq || i < m.Seq {
+		t.Errorf("readSeq after a message the receipts-off member may have read: history %d, inbox %d; want in [%d, %d)", h, i, m.Seq, next.Seq)
+	}
+}
