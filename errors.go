@@ -16,7 +16,7 @@ const (
 	CodeUnsupported Code = "unsupported"  // a file type that is not allowed: 415 / MQTT 0x99
 	CodeNotMember   Code = "not_member"   // caller is not a member: 403 / MQTT 0x87
 	CodeForbidden   Code = "forbidden"    // member, but role does not allow it: 403 / MQTT 0x87
-	CodeBlocked     Code = "blocked"      // the other member of a direct conversation blocked the caller: 403 / MQTT 0x87
+	CodeBlocked     Code = "blocked"      // the other member of a direct conversation, or a user being added to a group, blocked the caller: 403 / MQTT 0x87
 	CodeNotFound    Code = "not_found"    // unknown conversation or message: 404 / MQTT 0x87
 	CodeGone        Code = "gone"         // the message was recalled: 410 / MQTT 0x87
 	CodeConflict    Code = "conflict"     // clientMsgId used by another sender: 409 / MQTT 0x99

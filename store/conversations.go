@@ -106,7 +106,8 @@ func loadMembers(ctx context.Context, tx pgx.Tx, convID int64) ([]chat.Member, e
 }
 
 // CreateGroup creates a GROUP with creatorID as owner and members as plain
-// members, all starting at seq 0.
+// members, all starting at seq 0; a member who blocked creatorID refuses
+// it (refuseBlockers).
 func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (chat.Conversation, error) {
 	if err := chat.ValidateID("creator id", creatorID); err != nil {
 		return chat.Conversation{}, err
@@ -131,6 +132,9 @@ func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, 
 	}
 	var conv chat.Conversation
 	err := s.writeTx(ctx, "create group", func(tx pgx.Tx) ([]chat.Event, error) {
+		if err := refuseBlockers(ctx, tx, creatorID, ids[1:]); err != nil {
+			return nil, err
+		}
 		var err error
 		conv, err = scanConversation(tx.QueryRow(ctx,
 			`INSERT INTO conversation (type, title) VALUES ($1, $2) RETURNING `+conversationColumns, chat.Group, title))

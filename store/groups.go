@@ -69,6 +69,9 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 			added = existing
 			return nil, viewMember(ctx, tx, &added, actorID)
 		}
+		if err := refuseBlockers(ctx, tx, actorID, []int64{userID}); err != nil {
+			return nil, err
+		}
 		var n int
 		if err := tx.QueryRow(ctx,
 			`SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conversationID).Scan(&n); err != nil {
@@ -200,6 +203,25 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		}
 		return evs, nil
 	})
+}
+
+// refuseBlockers refuses to have actorID put any of ids in a group when
+// one of them blocked actorID (403 blocked): someone who blocked you
+// cannot be added by you, as most chat apps have it ("this person can't
+// be added"). Anyone else may add them, and a blocker may add whom they
+// blocked.
+func refuseBlockers(ctx context.Context, tx pgx.Tx, actorID int64, ids []int64) error {
+	var blocker int64
+	err := tx.QueryRow(ctx, `
+		SELECT blocker_id FROM user_block WHERE blocked_id = $1 AND blocker_id = ANY($2::bigint[])
+		ORDER BY blocker_id LIMIT 1`, actorID, ids).Scan(&blocker)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read blocks: %w", err)
+	}
+	return chat.Errorf(chat.CodeBlocked, "user %d blocked you: you cannot add them to a group", blocker)
 }
 
 // lockGroup locks the conversation and reads the actor's membership: not

@@ -160,3 +160,35 @@ func TestACallerWithoutTheRightIsRefusedBeforeLearningWhoIsAMember(t *testing.T)
 		}
 	}
 }
+
+// TestSomeoneWhoBlockedYouCannotBeAddedToAGroupByYou: a user blocked by
+// another cannot put them in a group, neither by adding them (HTTP and
+// RPC) nor by creating a group with them: 403 blocked, nothing written.
+// Anyone else may add them, and the blocker may add the user they blocked.
+func TestSomeoneWhoBlockedYouCannotBeAddedToAGroupByYou(t *testing.T) {
+	e := newEnv(t)
+	const owner, blocked, blocker = 1, 2, 3
+	g := e.group(owner, blocked)
+	e.promote(g, blocked)
+	e.must(204, blocker, "PUT", pathf("/v1/me/blocks/%d", blocked), nil, nil)
+
+	if r := e.do(blocked, "POST", pathf("/v1/conversations/%d/members", g), map[string]int64{"userId": blocker}); r.status != 403 || r.errorCode() != "blocked" {
+		t.Errorf("the blocked admin adds the blocker: %d %s, want 403 blocked", r.status, r.body)
+	}
+	if rr := e.rpc(blocked, "members.add", pathf(`{"conversationId":%d,"userId":%d}`, g, blocker)); rr.status != 403 || rr.code != "blocked" {
+		t.Errorf("over RPC: %s, want 403 blocked", rr.raw)
+	}
+	if r := e.do(blocked, "POST", "/v1/conversations", map[string]any{"type": "group", "title": "t", "members": []int64{owner, blocker}}); r.status != 403 || r.errorCode() != "blocked" {
+		t.Errorf("the blocked user creates a group with the blocker: %d %s, want 403 blocked", r.status, r.body)
+	}
+	var inbox chat.InboxPage
+	e.must(200, blocker, "GET", "/v1/inbox", nil, &inbox)
+	if len(inbox.Conversations) != 0 {
+		t.Errorf("the blocker was put in %d conversations", len(inbox.Conversations))
+	}
+	// The owner, whom nobody blocked, may add them; the blocker may add
+	// the user they blocked.
+	e.must(201, owner, "POST", pathf("/v1/conversations/%d/members", g), map[string]int64{"userId": blocker}, nil)
+	g2 := e.group(blocker)
+	e.must(201, blocker, "POST", pathf("/v1/conversations/%d/members", g2), map[string]int64{"userId": blocked}, nil)
+}
