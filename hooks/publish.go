@@ -316,6 +316,9 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 			if res.Duplicate {
 				props = append(props, chat.KV{Key: "duplicate", Val: "true"})
 			}
+			if res.Message.Recalled {
+				props = append(props, chat.KV{Key: "recalled", Val: "true"})
+			}
 			p.ok("msg", props...)
 		})
 	validate.End()

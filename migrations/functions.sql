@@ -76,7 +76,11 @@ $f$;
 --   o_count   reaction: how many carry the emoji after the change;
 --   o_msg_type, o_attachments
 --             a new or duplicate message's type (NULL: text) and its
---             attachments as chat_attachments reads them.
+--             attachments as chat_attachments reads them;
+--   o_recalled_at
+--             a duplicate message's recall time (NULL: not recalled): a
+--             resend of a message recalled since is answered as recalled,
+--             not as an empty text.
 --
 -- Rules, each decided once here:
 --   - seq is the conversation's last_seq + 1, under the conversation row's
@@ -163,7 +167,7 @@ CREATE OR REPLACE FUNCTION chat_send_batch(
     p_attach jsonb[] DEFAULT NULL, p_types text[] DEFAULT NULL)
 RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
                o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer,
-               o_msg_type text, o_attachments jsonb)
+               o_msg_type text, o_attachments jsonb, o_recalled_at timestamptz)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -183,9 +187,10 @@ DECLARE
     v_recall_seq bigint[]; v_recall_at timestamptz[]; v_recall_id text[]; v_recall_by bigint[]; v_total bigint[];
     -- Per change, the answer: outcome, seq, the stored entry's sender and
     -- body (a duplicate's) or the forwarded copy's body, time, a
-    -- reaction's count after the change, a message's type.
+    -- reaction's count after the change, a message's type, a duplicate
+    -- message's recall.
     v_status smallint[]; v_seq bigint[]; v_sender bigint[]; v_body text[]; v_at timestamptz[]; v_count int[];
-    v_msg_type text[];
+    v_msg_type text[]; v_recalled_at timestamptz[];
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
@@ -314,7 +319,7 @@ BEGIN
         -- were 6% of a lone send's cost, docs/benchmarks.md).
         SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.msg_type AS st_msg_type,
+               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at,
                (CASE
                     WHEN cv.last_seq IS NULL THEN 4
                     -- A resend of the writer's own stored change is
@@ -339,7 +344,7 @@ BEGIN
         LEFT JOIN LATERAL (SELECT m.role, m.peer_blocked FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type,
-                                  m.emoji, m.reaction_on, m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
+                                  m.recalled_at, m.emoji, m.reaction_on, m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), firsts AS (
         -- The first new change of each clientMsgId is new; later ones of
@@ -366,7 +371,7 @@ BEGIN
         SELECT GREATEST(clock_timestamp(), max(x.last_message_at)) AS at FROM cls x
     ), dec AS MATERIALIZED (
         -- The answer to each change, and for a new entry what is written.
-        SELECT q.ord, q.k, q.c, q.s, q.id, q.tgt, q.fc, q.fs, q.emoji, q.is_on, q.status, q.run_msg,
+        SELECT q.ord, q.k, q.c, q.s, q.id, q.tgt, q.fc, q.fs, q.emoji, q.is_on, q.status, q.run_msg, q.st_recalled_at,
                -- A repeat within the batch answers its first's seq.
                CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int]
                     ELSE COALESCE(q.st_seq, max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id)) END AS seq,
@@ -428,8 +433,9 @@ BEGIN
     SELECT array_agg(d.status ORDER BY d.ord), array_agg(d.seq ORDER BY d.ord), array_agg(d.o_sender ORDER BY d.ord),
            array_agg(CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END ORDER BY d.ord),
            array_agg(d.at ORDER BY d.ord), array_agg(d.cnt ORDER BY d.ord),
-           array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord)
-    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type
+           array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord),
+           array_agg(CASE WHEN d.k = 'message' AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord)
+    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, v_recalled_at
     FROM dec d;
 
     -- What edits, recalls and reactions do to their targets is written
@@ -513,9 +519,9 @@ BEGIN
         SELECT f.status, f.seq, f.sender, f.body, f.at, v_ref_sender[f.ord::int],
                CASE WHEN f.status BETWEEN 14 AND 20 THEN v_abad[f.ord::int] ELSE left(v_ref_body[f.ord::int], 100) END,
                COALESCE(v_ref_recalled[f.ord::int], false), f.cnt, f.msg_type,
-               CASE WHEN f.msg_type IS NOT NULL THEN chat_attachments(f.c, f.seq) END
-        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv)
-             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, ord);
+               CASE WHEN f.msg_type IS NOT NULL THEN chat_attachments(f.c, f.seq) END, f.recalled_at
+        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv, v_recalled_at)
+             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, recalled_at, ord);
 END;
 $$;
 

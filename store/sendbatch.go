@@ -162,10 +162,11 @@ type outcome struct {
 	count          *int32
 	msgType        *string
 	attachments    []byte
+	recalledAt     *time.Time
 }
 
 const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_sender, o_snippet, o_target_recalled, o_count,
-	       o_msg_type, o_attachments
+	       o_msg_type, o_attachments, o_recalled_at
 	FROM chat_send_batch($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
 	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval,
 	                     $13::text[], $14::text[], $15::jsonb[], $16::text[])`
@@ -207,7 +208,7 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	for rows.Next() {
 		var o outcome
 		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count,
-			&o.msgType, &o.attachments); err != nil {
+			&o.msgType, &o.attachments, &o.recalledAt); err != nil {
 			rows.Close()
 			return fmt.Errorf("write %d changes: %w", len(reqs), err)
 		}
@@ -313,6 +314,12 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 			fillReferences(&e, c, o)
 			if err := fillAttachments(&e, o); err != nil {
 				return res, nil, err
+			}
+			if o.recalledAt != nil {
+				// Recalled since: the answer says so, as history would,
+				// rather than showing an empty message.
+				at := o.recalledAt.UTC()
+				e.Recalled, e.RecalledAt, e.Body = true, &at, ""
 			}
 		}
 	case outUnchanged:

@@ -17,7 +17,8 @@ type sendParams struct {
 // SendReply acknowledges a committed message. It carries no body (the
 // sender has it, and echoing it would double the bytes of every send),
 // except a forward's, which the sender did not send; a message with
-// attachments carries its type and what chatd knows of them.
+// attachments carries its type and what chatd knows of them. A resend of
+// a message recalled since answers recalled and when, and no body.
 type SendReply struct {
 	ConversationID int64             `json:"conversationId"`
 	Seq            int64             `json:"seq"`
@@ -28,6 +29,8 @@ type SendReply struct {
 	Body           *string           `json:"body,omitempty"`
 	MsgType        string            `json:"msgType,omitempty"`
 	Attachments    []chat.Attachment `json:"attachments,omitempty"`
+	Recalled       bool              `json:"recalled,omitempty"`
+	RecalledAt     *time.Time        `json:"recalledAt,omitempty"`
 }
 
 func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) error {
@@ -44,8 +47,9 @@ func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, erro
 	}
 	m := res.Message
 	reply := SendReply{ConversationID: m.ConversationID, Seq: m.Seq, ClientMsgID: m.ClientMsgID, CreatedAt: m.CreatedAt,
-		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom, MsgType: m.MsgType, Attachments: m.Attachments}
-	if m.ForwardedFrom != nil {
+		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom, MsgType: m.MsgType, Attachments: m.Attachments,
+		Recalled: m.Recalled, RecalledAt: m.RecalledAt}
+	if m.ForwardedFrom != nil && !m.Recalled {
 		reply.Body = &m.Body
 	}
 	return createdReply(reply, !res.Duplicate, nil)
