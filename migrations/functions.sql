@@ -103,6 +103,9 @@ $f$;
 --     message the same reply (or none) and forward (or none), since a
 --     duplicate's answer carries the request's replyTo or forwardedFrom
 --     (o_target_sender, o_snippet, o_target_recalled as for a new one);
+--     a resend by a writer who is no longer a member is answered too (it
+--     committed while they were one), with their own entry only: no
+--     snippet or recall of what it replies to, no reaction count;
 --     a later message of the batch with an earlier one's
 --     clientMsgId repeats it;
 --   - created_at is taken under the lock and never before the
@@ -191,6 +194,9 @@ DECLARE
     -- message's recall.
     v_status smallint[]; v_seq bigint[]; v_sender bigint[]; v_body text[]; v_at timestamptz[]; v_count int[];
     v_msg_type text[]; v_recalled_at timestamptz[];
+    -- Per change, a duplicate answered to a writer who is no longer a
+    -- member: its answer says nothing of the conversation since.
+    v_outsider boolean[];
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
@@ -319,7 +325,7 @@ BEGIN
         -- were 6% of a lone send's cost, docs/benchmarks.md).
         SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at,
+               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at, mb.role IS NULL AS outsider,
                (CASE
                     WHEN cv.last_seq IS NULL THEN 4
                     -- A resend of the writer's own stored change is
@@ -371,7 +377,7 @@ BEGIN
         SELECT GREATEST(clock_timestamp(), max(x.last_message_at)) AS at FROM cls x
     ), dec AS MATERIALIZED (
         -- The answer to each change, and for a new entry what is written.
-        SELECT q.ord, q.k, q.c, q.s, q.id, q.tgt, q.fc, q.fs, q.emoji, q.is_on, q.status, q.run_msg, q.st_recalled_at,
+        SELECT q.ord, q.k, q.c, q.s, q.id, q.tgt, q.fc, q.fs, q.emoji, q.is_on, q.status, q.run_msg, q.st_recalled_at, q.outsider,
                -- A repeat within the batch answers its first's seq.
                CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int]
                     ELSE COALESCE(q.st_seq, max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id)) END AS seq,
@@ -434,8 +440,9 @@ BEGIN
            array_agg(CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END ORDER BY d.ord),
            array_agg(d.at ORDER BY d.ord), array_agg(d.cnt ORDER BY d.ord),
            array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord),
-           array_agg(CASE WHEN d.k = 'message' AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord)
-    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, v_recalled_at
+           array_agg(CASE WHEN d.k = 'message' AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord),
+           array_agg(d.status = 1 AND d.outsider ORDER BY d.ord)
+    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, v_recalled_at, v_outsider
     FROM dec d;
 
     -- What edits, recalls and reactions do to their targets is written
@@ -515,13 +522,18 @@ BEGIN
         ON CONFLICT (blob_key) DO NOTHING;
     END IF;
 
+    -- A duplicate answered to a writer who left or was removed (outsider)
+    -- carries their own entry, not what others did since: no snippet or
+    -- recall of what it replies to, no reaction count.
     RETURN QUERY
         SELECT f.status, f.seq, f.sender, f.body, f.at, v_ref_sender[f.ord::int],
-               CASE WHEN f.status BETWEEN 14 AND 20 THEN v_abad[f.ord::int] ELSE left(v_ref_body[f.ord::int], 100) END,
-               COALESCE(v_ref_recalled[f.ord::int], false), f.cnt, f.msg_type,
+               CASE WHEN f.status BETWEEN 14 AND 20 THEN v_abad[f.ord::int]
+                    WHEN f.outsider THEN NULL ELSE left(v_ref_body[f.ord::int], 100) END,
+               NOT f.outsider AND COALESCE(v_ref_recalled[f.ord::int], false),
+               CASE WHEN NOT f.outsider THEN f.cnt END, f.msg_type,
                CASE WHEN f.msg_type IS NOT NULL THEN chat_attachments(f.c, f.seq) END, f.recalled_at
-        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv, v_recalled_at)
-             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, recalled_at, ord);
+        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv, v_recalled_at, v_outsider)
+             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, recalled_at, outsider, ord);
 END;
 $$;
 
