@@ -383,6 +383,9 @@ func (h *Chat) onChange(p *publish, pk packets.Packet, r Route) {
 		if res.Unchanged {
 			props = append(props, chat.KV{Key: "unchanged", Val: "true"})
 		}
+		if res.Entry.Recalled {
+			props = append(props, chat.KV{Key: "recalled", Val: "true"})
+		}
 		p.ok(what, props...)
 	})
 }

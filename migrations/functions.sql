@@ -78,9 +78,10 @@ $f$;
 --             a new or duplicate message's type (NULL: text) and its
 --             attachments as chat_attachments reads them;
 --   o_recalled_at
---             a duplicate message's recall time (NULL: not recalled): a
---             resend of a message recalled since is answered as recalled,
---             not as an empty text.
+--             a duplicate message's recall time, or a duplicate edit's
+--             (its message's: a recall erases the edits too); NULL: not
+--             recalled. A resend of a message or edit recalled since is
+--             answered as recalled, not as an empty text.
 --
 -- Rules, each decided once here:
 --   - seq is the conversation's last_seq + 1, under the conversation row's
@@ -440,7 +441,7 @@ BEGIN
            array_agg(CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END ORDER BY d.ord),
            array_agg(d.at ORDER BY d.ord), array_agg(d.cnt ORDER BY d.ord),
            array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord),
-           array_agg(CASE WHEN d.k = 'message' AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord),
+           array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord),
            array_agg(d.status = 1 AND d.outsider ORDER BY d.ord)
     INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, v_recalled_at, v_outsider
     FROM dec d;

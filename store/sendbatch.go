@@ -315,12 +315,13 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 			if err := fillAttachments(&e, o); err != nil {
 				return res, nil, err
 			}
-			if o.recalledAt != nil {
-				// Recalled since: the answer says so, as history would,
-				// rather than showing an empty message.
-				at := o.recalledAt.UTC()
-				e.Recalled, e.RecalledAt, e.Body = true, &at, ""
-			}
+		}
+		if o.recalledAt != nil {
+			// The message (or the edited one) was recalled since: the
+			// answer says so, as history would, rather than showing an
+			// empty text.
+			at := o.recalledAt.UTC()
+			e.Recalled, e.RecalledAt, e.Body = true, &at, ""
 		}
 	case outUnchanged:
 		res.Unchanged = true

@@ -24,18 +24,21 @@ type changeParams struct {
 // ChangeReply acknowledges an edit, recall or reaction: seq is its entry's
 // (0 for a reaction that changed nothing), targetSeq the message's.
 type ChangeReply struct {
-	ConversationID int64      `json:"conversationId"`
-	Seq            int64      `json:"seq"`
-	TargetSeq      int64      `json:"targetSeq"`
-	ClientMsgID    string     `json:"clientMsgId"`
-	Duplicate      bool       `json:"duplicate,omitempty"`
-	Unchanged      bool       `json:"unchanged,omitempty"`
-	Body           *string    `json:"body,omitempty"`
-	EditedAt       *time.Time `json:"editedAt,omitempty"`
-	RecalledAt     *time.Time `json:"recalledAt,omitempty"`
-	Emoji          string     `json:"emoji,omitempty"`
-	On             *bool      `json:"on,omitempty"`
-	Count          *int       `json:"count,omitempty"`
+	ConversationID int64  `json:"conversationId"`
+	Seq            int64  `json:"seq"`
+	TargetSeq      int64  `json:"targetSeq"`
+	ClientMsgID    string `json:"clientMsgId"`
+	Duplicate      bool   `json:"duplicate,omitempty"`
+	Unchanged      bool   `json:"unchanged,omitempty"`
+	// Recalled: a resend of an edit whose message was recalled since
+	// (recalledAt; no body: the recall erased it).
+	Recalled   bool       `json:"recalled,omitempty"`
+	Body       *string    `json:"body,omitempty"`
+	EditedAt   *time.Time `json:"editedAt,omitempty"`
+	RecalledAt *time.Time `json:"recalledAt,omitempty"`
+	Emoji      string     `json:"emoji,omitempty"`
+	On         *bool      `json:"on,omitempty"`
+	Count      *int       `json:"count,omitempty"`
 }
 
 // bindTarget reads the conversation and message seq from the path.
@@ -130,7 +133,12 @@ func changeReply(p changeParams, res chat.ChangeResult, err error) (int, any, er
 	switch e.Kind {
 	case chat.KindEdit:
 		at := e.CreatedAt
-		reply.Body, reply.EditedAt = &e.Body, &at
+		reply.EditedAt = &at
+		if e.Recalled {
+			reply.Recalled, reply.RecalledAt = true, e.RecalledAt
+		} else {
+			reply.Body = &e.Body
+		}
 	case chat.KindRecall:
 		at := e.CreatedAt
 		reply.RecalledAt = &at
