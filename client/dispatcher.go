@@ -37,7 +37,14 @@ type dispatcher struct {
 	// left is the position of each conversation the user was removed
 	// from when it was forgotten: a redelivery of what was handed on
 	// before is a duplicate still, not the first sight of it.
-	left       map[int64]int64
+	left map[int64]int64
+	// gone holds the conversations a catch-up found the user no longer
+	// in (forgetLeft): on a persistent session chatd may still be
+	// replaying what the leave owed, and those entries are handed on
+	// without tracking the conversation again, since no member.removed
+	// will come to forget it. The user's member.added, or an inbox that
+	// lists it, ends that.
+	gone       map[int64]bool
 	syncAt     time.Time           // last (re)connection of a persistent session
 	seenAt     map[int64]time.Time // last message.new received, per conversation
 	anySeen    time.Time           // last message.new received
@@ -71,7 +78,7 @@ var (
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
 		have: map[int64]int64{}, start: map[int64]int64{},
-		targets: map[int64]int64{}, left: map[int64]int64{}, seenAt: map[int64]time.Time{}}
+		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, seenAt: map[int64]time.Time{}}
 	for conv, seq := range positions {
 		d.start[conv] = seq
 	}
@@ -184,6 +191,11 @@ func (d *dispatcher) handle(payload []byte) {
 			d.forget(ev.ConversationID)
 		}
 		d.emit(ev)
+	case ev.Type == EventMemberAdded:
+		if ev.UserID == d.c.cfg.UserID {
+			delete(d.gone, ev.ConversationID) // a member again: tracked from its events
+		}
+		d.emit(ev)
 	default:
 		d.emit(ev)
 	}
@@ -207,6 +219,14 @@ func (d *dispatcher) message(ev Event, slim bool) {
 		if f, ok := d.left[conv]; ok {
 			if seq <= f {
 				d.c.stats.duplicates.Add(1)
+				return
+			}
+			if d.gone[conv] {
+				// What the leave owed, replayed after the catch-up
+				// found the user gone: theirs, but not tracked.
+				if d.emit(ev) {
+					d.left[conv] = seq
+				}
 				return
 			}
 			delete(d.left, conv)
@@ -473,9 +493,15 @@ func (d *dispatcher) catchUp(at time.Time) {
 // a member. One the user joins after the read starts from its first event
 // again, as a new one does.
 func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64) {
+	for conv := range d.gone {
+		if _, ok := inbox[conv]; ok {
+			delete(d.gone, conv) // a member again
+		}
+	}
 	for _, conv := range tracked {
 		if _, ok := inbox[conv]; !ok {
 			d.forget(conv)
+			d.gone[conv] = true
 		}
 	}
 }

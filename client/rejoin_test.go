@@ -3,8 +3,11 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -134,4 +137,67 @@ func TestAResendOfAMessageCommittedBeforeTheSenderWasRemovedGetsItsSeq(t *testin
 	if r.err != nil || r.seq != seq {
 		t.Fatalf("Send of a message committed before the removal: seq %d, err %v; want seq %d", r.seq, r.err, seq)
 	}
+}
+
+// TestTheOwedTailOfAConversationLeftWhileOfflineDoesNotBringItBackToPositions:
+// on a persistent session chatd replays what a conversation left while
+// offline still owed (up to the leave) beside the inbox read that drops
+// it from Positions. Entries of that tail that arrive after the inbox
+// read are handed on (they are the user's) but must not make the
+// conversation tracked again: no member.removed will come to forget it.
+// A member.added of the user starts it again.
+func TestTheOwedTailOfAConversationLeftWhileOfflineDoesNotBringItBackToPositions(t *testing.T) {
+	srv, _, a, _ := sender(t)
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := a.CreateGroup(ctx, "tail after the inbox", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, srv.MQTTAddr())
+	cfg := testConfig(t, px.URL(), 2)
+	cfg.SessionDir = t.TempDir()
+	b := connect(t, cfg)
+	sendN(t, a, g.ID, 2, "m") // seqs 1, 2
+	messages(t, b, g.ID, 2, 10*time.Second)
+
+	px.Cut()
+	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	px.Resume()
+	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
+		_, ok := b.Positions()[g.ID]
+		return !ok
+	})
+	// An entry of the owed tail that comes after the inbox read.
+	late := fmt.Sprintf(`{"type":"message.new","conversationId":%d,"seq":3,"senderId":1,"clientMsgId":%q,"body":"owed","createdAt":"2026-01-01T00:00:00Z"}`,
+		g.ID, uuid.NewString())
+	b.InjectEvent([]byte(late))
+	b.InjectEvent([]byte(`{"type":"typing","conversationId":1,"userId":1}`))
+	handed := false
+	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == g.ID && ev.Seq == 3 {
+			handed = true
+		}
+		return ev.Type == client.EventTyping
+	}) {
+		t.Fatal("the typing event after the late entry did not come within 10s")
+	}
+	if !handed {
+		t.Fatal("the owed entry was not handed on")
+	}
+	if h, ok := b.Positions()[g.ID]; ok {
+		t.Fatalf("the group is back in Positions (at %d) after a late entry of what its leave owed", h)
+	}
+
+	// Added back: tracked again from its events.
+	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 1, "back")
+	testkit.WaitFor(t, 15*time.Second, "the group to be tracked again after the re-add", func() bool {
+		_, ok := b.Positions()[g.ID]
+		return ok
+	})
 }
