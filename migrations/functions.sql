@@ -106,7 +106,9 @@ $f$;
 --     (o_target_sender, o_snippet, o_target_recalled as for a new one);
 --     a resend by a writer who is no longer a member is answered too (it
 --     committed while they were one), with their own entry only: no
---     snippet or recall of what it replies to, no reaction count;
+--     snippet or recall of what it replies to, no reaction count; so is
+--     one whose target is now before the writer's history floor (removed
+--     and added back to a 'joined' group);
 --     a later message of the batch with an earlier one's
 --     clientMsgId repeats it;
 --   - created_at is taken under the lock and never before the
@@ -195,9 +197,10 @@ DECLARE
     -- message's recall.
     v_status smallint[]; v_seq bigint[]; v_sender bigint[]; v_body text[]; v_at timestamptz[]; v_count int[];
     v_msg_type text[]; v_recalled_at timestamptz[];
-    -- Per change, a duplicate answered to a writer who is no longer a
-    -- member: its answer says nothing of the conversation since.
-    v_outsider boolean[];
+    -- Per change, a duplicate whose references the writer can no longer
+    -- reach (they are no longer a member, or what it replies to or reacts
+    -- to is from before their join now): its answer says nothing of them.
+    v_unseen boolean[];
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
@@ -442,8 +445,8 @@ BEGIN
            array_agg(d.at ORDER BY d.ord), array_agg(d.cnt ORDER BY d.ord),
            array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord),
            array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord),
-           array_agg(d.status = 1 AND d.outsider ORDER BY d.ord)
-    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, v_recalled_at, v_outsider
+           array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)) ORDER BY d.ord)
+    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, v_recalled_at, v_unseen
     FROM dec d;
 
     -- What edits, recalls and reactions do to their targets is written
@@ -523,18 +526,19 @@ BEGIN
         ON CONFLICT (blob_key) DO NOTHING;
     END IF;
 
-    -- A duplicate answered to a writer who left or was removed (outsider)
-    -- carries their own entry, not what others did since: no snippet or
-    -- recall of what it replies to, no reaction count.
+    -- A duplicate answered to a writer who left or was removed, or whose
+    -- target is now below their history floor (unseen), carries their own
+    -- entry, not what others did since: no snippet or recall of what it
+    -- replies to, no reaction count.
     RETURN QUERY
         SELECT f.status, f.seq, f.sender, f.body, f.at, v_ref_sender[f.ord::int],
                CASE WHEN f.status BETWEEN 14 AND 20 THEN v_abad[f.ord::int]
-                    WHEN f.outsider THEN NULL ELSE left(v_ref_body[f.ord::int], 100) END,
-               NOT f.outsider AND COALESCE(v_ref_recalled[f.ord::int], false),
-               CASE WHEN NOT f.outsider THEN f.cnt END, f.msg_type,
+                    WHEN f.unseen THEN NULL ELSE left(v_ref_body[f.ord::int], 100) END,
+               NOT f.unseen AND COALESCE(v_ref_recalled[f.ord::int], false),
+               CASE WHEN NOT f.unseen THEN f.cnt END, f.msg_type,
                CASE WHEN f.msg_type IS NOT NULL THEN chat_attachments(f.c, f.seq) END, f.recalled_at
-        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv, v_recalled_at, v_outsider)
-             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, recalled_at, outsider, ord);
+        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv, v_recalled_at, v_unseen)
+             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, recalled_at, unseen, ord);
 END;
 $$;
 

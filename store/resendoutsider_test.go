@@ -56,3 +56,35 @@ func TestAResendByARemovedMemberTellsNothingOfTheConversationSince(t *testing.T)
 		}
 	}
 }
+
+// TestAResendAfterARemoveAndReAddTellsNothingFromBeforeTheNewJoin: in a
+// group whose history is "joined", a member removed and added back
+// reaches nothing from before their new join. A resend of a reply they
+// made in their first membership is still their change (a duplicate),
+// but its answer must not carry the current text of the message it
+// replies to, which their new membership cannot read.
+func TestAResendAfterARemoveAndReAddTellsNothingFromBeforeTheNewJoin(t *testing.T) {
+	ctx, st, _, g := groupOf12(t)
+	if g.HistoryVisible != chat.HistoryJoined {
+		t.Fatalf("history %q, want joined", g.HistoryVisible)
+	}
+	mustSend(t, st, g.ID, 1, "before")
+	reply := chat.Change{Kind: chat.KindMessage, ConversationID: g.ID, UserID: 2, ClientMsgID: uuid.NewString(), Body: "re", ReplyTo: 1}
+	if _, err := st.Change(ctx, reply); err != nil {
+		t.Fatal(err)
+	}
+	mustRemove(t, ctx, st, g.ID, 1, 2, "user 2")
+	if _, _, err := st.AddMember(ctx, g.ID, 1, 2, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: g.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: 1, Body: "not for the new membership"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Change(ctx, reply)
+	if err != nil || !res.Duplicate || res.Entry.Seq != 2 {
+		t.Fatalf("resend of the reply: %+v %v, want the duplicate seq 2", res, err)
+	}
+	if r := res.Entry.ReplyTo; r == nil || r.Seq != 1 || r.Snippet != "" {
+		t.Fatalf("resend of the reply after a re-add answers replyTo %+v: text from before the new join", r)
+	}
+}
