@@ -230,11 +230,12 @@ const DefaultMaxUploadBytes = 25 << 20
 // DefaultMaxImagePixels is 50 megapixels: the largest phone photos.
 const DefaultMaxImagePixels = 50_000_000
 
-// DefaultUploadTypes: images chatd can measure and thumbnail, audio,
-// video, PDF, plain text, and common office and archive files. SVG and
-// HTML are not among them: a browser runs their scripts.
+// DefaultUploadTypes: images chatd can measure and thumbnail, the HEIF
+// photos phones take (HEIC, AVIF: location stripped, not thumbnailed),
+// audio, video, PDF, plain text, and common office and archive files.
+// SVG and HTML are not among them: a browser runs their scripts.
 var DefaultUploadTypes = []string{
-	"image/jpeg", "image/png", "image/gif", "image/webp",
+	"image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif",
 	"audio/*", "video/*",
 	"application/pdf", "text/plain", "text/csv", "text/markdown",
 	"application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",

@@ -98,3 +98,47 @@ func (n attachNode) sendAndDownload(t *testing.T, conv int64, name, ctype string
 	}
 	return up, got
 }
+
+// TestAnIPhonesHEICPhotoIsSentWithoutItsLocation: a HEIC photo, what
+// iPhones take, is accepted under the default upload types as the image it
+// is (image/heic, msgType image; chatd does not decode it: no size, no
+// thumbnail, downloaded as an attachment), and members download it
+// without the GPS position of its Exif item or its XMP, of the announced
+// size and sha256; an AVIF too.
+func TestAnIPhonesHEICPhotoIsSentWithoutItsLocation(t *testing.T) {
+	photos := []struct {
+		name, ctype string
+		data        []byte
+	}{
+		{"IMG_0001.HEIC", "image/heic", mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 400 << 10}, 6)},
+		{"photo.avif", "image/avif", mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: "avif", Pad: 4 << 10, ExifInIdat: true}, 1)},
+	}
+	stores(t, nil, func(t *testing.T, n attachNode) {
+		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
+		for _, p := range photos {
+			up := n.upload(t, 1, g.ID, p.name, p.ctype, p.data)
+			if a := up.Attachment; a.ContentType != p.ctype || a.Thumbnail != nil || a.Width != 0 {
+				t.Errorf("%s: attachment %+v; want %s without size or thumbnail", p.name, a, p.ctype)
+			}
+			r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", g.ID),
+				map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil)
+			if r.status != http.StatusCreated {
+				t.Fatalf("%s: send: %d %s", p.name, r.status, r.body)
+			}
+			if m := decode[map[string]any](t, r); m["msgType"] != chat.MsgImage {
+				t.Errorf("%s: msgType %v, want image", p.name, m["msgType"])
+			}
+			got := n.fetch(t, 2, "/v1/attachments/"+up.UploadID, nil)
+			if got.status != http.StatusOK {
+				t.Fatalf("%s: download: %d %s", p.name, got.status, got.body)
+			}
+			if bytes.Contains(got.body, mediatest.Latitude) || bytes.Contains(got.body, mediatest.XMPLatitude) {
+				t.Errorf("%s: a member downloaded the GPS position", p.name)
+			}
+			if len(got.body) != len(p.data) || hexSHA(got.body) != up.Attachment.SHA256 {
+				t.Errorf("%s: downloaded %d bytes of sha256 %s; announced %d bytes of %s", p.name,
+					len(got.body), hexSHA(got.body), up.Attachment.Size, up.Attachment.SHA256)
+			}
+		}
+	})
+}

@@ -10,9 +10,11 @@ package media
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	chat "github.com/chatd/chatd"
@@ -47,6 +49,55 @@ var containers = map[string][]string{
 	"audio/wave":      {"audio/wav", "audio/x-wav", "audio/vnd.wave"},
 	"audio/mpeg":      {"audio/mp3"},
 	"text/plain":      {"text/"},
+	// HEIC files are HEIF files.
+	"image/heic":          {"image/heif"},
+	"image/heic-sequence": {"image/heif-sequence"},
+}
+
+// heifType names a file of the HEIF container (ISO/IEC 23008-12) by the
+// brands of its ftyp: HEIC (HEVC-coded, what iPhones take), AVIF
+// (AV1-coded), other HEIF images, and their sequences. A file whose
+// major brand is a structural one (mif1, msf1, miaf) is named by its
+// compatible brands. "" for any other file.
+func heifType(head []byte) string {
+	size := int(binary.BigEndian.Uint32(head))
+	if size < 16 || size%4 != 0 {
+		return ""
+	}
+	brands := head[min(16, len(head)):min(size, len(head))]
+	has := func(bs ...string) bool {
+		for i := 0; i+4 <= len(brands); i += 4 {
+			if slices.Contains(bs, string(brands[i:i+4])) {
+				return true
+			}
+		}
+		return false
+	}
+	switch string(head[8:12]) {
+	case "avif", "avis":
+		return "image/avif"
+	case "heic", "heix", "heim", "heis":
+		return "image/heic"
+	case "hevc", "hevx", "hevm", "hevs":
+		return "image/heic-sequence"
+	case "mif1", "miaf", "mif2":
+		switch {
+		case has("avif"):
+			return "image/avif"
+		case has("heic", "heix", "heim", "heis"):
+			return "image/heic"
+		}
+		return "image/heif"
+	case "msf1":
+		switch {
+		case has("avis"):
+			return "image/avif"
+		case has("hevc", "hevx", "hevm", "hevs"):
+			return "image/heic-sequence"
+		}
+		return "image/heif-sequence"
+	}
+	return ""
 }
 
 // detect names the bytes' type: Go's sniffer (the WHATWG algorithm) and a
@@ -73,6 +124,9 @@ func detect(head []byte) string {
 			return "video/quicktime"
 		case "3gp4", "3gp5", "3gp6", "3g2a":
 			return "video/3gpp"
+		}
+		if t := heifType(head); t != "" {
+			return t
 		}
 	case len(head) > 262 && string(head[257:262]) == "ustar":
 		return "application/x-tar"

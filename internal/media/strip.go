@@ -51,8 +51,11 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // that meta whole, with the rest of Apple's metadata in it; a meta
 // over maxUnit is freed whole unread) become free boxes of zeros of the
 // same size, so the file's layout, and every chunk offset into mdat,
-// stays. Other types are returned as they are. Memory: a read buffer and
-// one segment, chunk or box of at most maxUnit.
+// stays. A HEIF image (HEIC, AVIF) loses the GPS directory of its Exif
+// item and an XMP item that mentions a location, the items found through
+// the meta's iinf and iloc, in place wherever they are after the meta or
+// in it (heif.go). Other types are returned as they are. Memory: a read
+// buffer and one segment, chunk, box or run of items of at most maxUnit.
 func Strip(r io.Reader, t string) io.Reader {
 	if s := newStripper(r, t); s != nil {
 		return s
@@ -91,6 +94,11 @@ type stripper struct {
 	pos   int64
 	boxes []mp4Open
 	hdr   [16]byte
+
+	// HEIF: what is to be done to the bytes after the meta (by offset),
+	// and the metadata items stripped so far.
+	heifActs []heifAction
+	heifN    int
 }
 
 // mp4Open is a box the MP4 walk is in: where it ends, its type.
@@ -109,10 +117,14 @@ func newStripper(r io.Reader, t string) *stripper {
 	case "image/webp":
 		s.step = (*stripper).webpStart
 	default:
-		if !isAV(t) {
+		switch {
+		case isHEIF(t):
+			s.step = (*stripper).heifStart
+		case isAV(t):
+			s.step = (*stripper).mp4Start
+		default:
 			return nil
 		}
-		s.step = (*stripper).mp4Start
 	}
 	return s
 }

@@ -401,3 +401,113 @@ func JPEGWithPlaceNames(w, h int) []byte {
 	out = append(out, jpegSegment(0xED, append([]byte("Photoshop 3.0\x00"), res...))...)
 	return append(out, plain[2:]...)
 }
+
+// HEIFLayout says where HEIFWithLocation puts its metadata items.
+type HEIFLayout struct {
+	Brand      string // the ftyp's major brand: "heic" (the default), "avif", "mif1"
+	Pad        int    // bytes of coded image data in mdat
+	ExifFirst  bool   // the Exif item before the image data in mdat, not after it
+	ExifInIdat bool   // the Exif item in the meta's idat (construction method 1)
+	SplitExif  bool   // the Exif item in two extents, the image data between them
+	MdatFirst  bool   // mdat before the meta that describes it
+	// As is the metadata as it is in the file: HEIFLocated, or as chatd
+	// should store it.
+	As HEIFMetadata
+}
+
+// HEIFMetadata is what HEIFWithLocation's metadata items hold.
+type HEIFMetadata int
+
+const (
+	HEIFLocated    HEIFMetadata = iota // the Exif item's GPS directory, the XMP packet's GPS position
+	HEIFStripped                       // the GPS directory emptied and zeroed (54 bytes), the XMP item spaces
+	HEIFExifZeroed                     // the Exif item all zeros, the XMP item spaces
+)
+
+// HEIFWithLocation is a still image in the HEIF container (HEIC as
+// iPhones write it, or AVIF, by l.Brand): ftyp, meta (hdlr pict, pitm,
+// iinf naming a coded image, an Exif item with orientation and a GPS
+// position, and an XMP item, a mime item of application/rdf+xml with a
+// GPS position; iloc locating them by file offsets, from a base offset at
+// the start of mdat's data; idat when l.ExifInIdat) and mdat. The coded
+// image data is l.Pad bytes of a pattern, not decodable.
+func HEIFWithLocation(l HEIFLayout, orientation uint16) []byte {
+	brand := l.Brand
+	if brand == "" {
+		brand = "heic"
+	}
+	u16 := func(v int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(v)) }
+	u32 := func(v int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+	ftyp := mp4Box("ftyp", false, []byte(brand), u32(0), []byte("mif1"+brand+"miaf"))
+	exifItem := append(append(u32(6), "Exif\x00\x00"...), exif(orientation)...)
+	xmpItem := xmp()
+	switch l.As {
+	case HEIFStripped:
+		clear(exifItem[4+6+38:]) // exif's GPS directory and its values, to its end
+	case HEIFExifZeroed:
+		clear(exifItem)
+	}
+	if l.As != HEIFLocated {
+		xmpItem = bytes.Repeat([]byte(" "), len(xmpItem))
+	}
+	image := make([]byte, l.Pad)
+	for i := range image {
+		image[i] = byte(i*13 + i>>9)
+	}
+	// mdat's data: the parts in order; extents are offsets into it.
+	type ext struct{ off, n int }
+	var data []byte
+	put := func(b []byte) ext { e := ext{len(data), len(b)}; data = append(data, b...); return e }
+	var imageExt, xmpExt ext
+	var exifExts []ext
+	half := len(exifItem) / 2
+	switch {
+	case l.ExifInIdat:
+		imageExt = put(image)
+	case l.ExifFirst:
+		exifExts = append(exifExts, put(exifItem))
+		imageExt = put(image)
+	case l.SplitExif:
+		exifExts = append(exifExts, put(exifItem[:half]))
+		imageExt = put(image)
+		exifExts = append(exifExts, put(exifItem[half:]))
+	default:
+		imageExt = put(image)
+		exifExts = append(exifExts, put(exifItem))
+	}
+	xmpExt = put(xmpItem)
+
+	infe := func(id int, typ string, rest ...[]byte) []byte {
+		return mp4Box("infe", false, append([][]byte{u32(2 << 24), u16(id), u16(0), []byte(typ), []byte("\x00")}, rest...)...)
+	}
+	iinf := mp4Box("iinf", false, u32(0), u16(3),
+		infe(1, "hvc1"), infe(2, "Exif"), infe(3, "mime", []byte("application/rdf+xml\x00")))
+	meta := func(base int) []byte {
+		// iloc version 1: 4-byte offsets, lengths and base offsets.
+		item := func(id, method, baseOff int, exts ...ext) []byte {
+			b := append(append(append(u16(id), u16(method)...), u16(0)...), u32(baseOff)...)
+			b = append(b, u16(len(exts))...)
+			for _, e := range exts {
+				b = append(append(b, u32(e.off)...), u32(e.n)...)
+			}
+			return b
+		}
+		exifLoc := item(2, 0, base, exifExts...)
+		var idat []byte
+		if l.ExifInIdat {
+			exifLoc = item(2, 1, 0, ext{0, len(exifItem)})
+			idat = mp4Box("idat", false, exifItem)
+		}
+		iloc := mp4Box("iloc", false, u32(1<<24), []byte{0x44, 0x40}, u16(3),
+			item(1, 0, base, imageExt), exifLoc, item(3, 0, base, xmpExt))
+		hdlr := mp4Box("hdlr", false, u32(0), u32(0), []byte("pict"), make([]byte, 12), []byte("\x00"))
+		pitm := mp4Box("pitm", false, u32(0), u16(1))
+		return mp4Box("meta", false, u32(0), hdlr, pitm, iinf, iloc, idat)
+	}
+	mdat := mp4Box("mdat", false, data)
+	if l.MdatFirst {
+		return append(append(ftyp, mdat...), meta(len(ftyp)+8)...)
+	}
+	m := meta(0)
+	return append(append(ftyp, meta(len(ftyp)+len(m)+8)...), mdat...)
+}

@@ -1,0 +1,116 @@
+package media_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"testing/iotest"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/media"
+	"github.com/chatd/chatd/internal/media/mediatest"
+)
+
+// TestSniffNamesHEICHEIFAndAVIFByTheirBrands: an iPhone's HEIC, an AVIF
+// and other HEIF files are images of their own type, by their ftyp's
+// brands (a structural major brand, mif1, named by the compatible ones),
+// accepted as the image/* they are under the default types; declared as
+// a video they are refused, not stored as an MP4.
+func TestSniffNamesHEICHEIFAndAVIFByTheirBrands(t *testing.T) {
+	for _, tc := range []struct {
+		brand, declared, want string
+	}{
+		{"heic", "image/heic", "image/heic"},
+		{"heix", "image/heic", "image/heic"},
+		{"heic", "image/heif", "image/heif"}, // a HEIC is a HEIF
+		{"heic", "image/jpeg", "image/heic"}, // misnamed: what it is
+		{"avif", "image/avif", "image/avif"},
+		{"mif1", "image/heif", "image/heif"},
+		{"heic", "video/mp4", ""},
+		{"heic", "application/octet-stream", ""},
+	} {
+		file := mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: tc.brand, Pad: 64}, 1)
+		got, err := media.Sniff(file, tc.declared, chat.DefaultUploadTypes)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("%s declared %s: accepted as %s", tc.brand, tc.declared, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s declared %s: Sniff = %q, %v; want %q", tc.brand, tc.declared, got, err, tc.want)
+		}
+	}
+	// A head cut within the ftyp box.
+	for n := 12; n < 16; n++ {
+		if got, err := media.Sniff([]byte("\x00\x00\x00\x18ftypheic\x00\x00\x00\x00")[:n], "image/heic", []string{"image/heic"}); got != "image/heic" {
+			t.Errorf("the first %d bytes of a HEIC: Sniff = %q, %v", n, got, err)
+		}
+	}
+	// The major brand mif1 with the compatible brand avif (or heic).
+	for brands, want := range map[string]string{"mif1avifmiaf": "image/avif", "mif1heicmiaf": "image/heic", "msf1hevcmsf1": "image/heic-sequence"} {
+		head := append([]byte("\x00\x00\x00\x1cftyp"+brands[:4]+"\x00\x00\x00\x00"), brands[4:]+brands[:4]...)
+		if got, err := media.Sniff(head, want, []string{want}); got != want {
+			t.Errorf("ftyp %s: Sniff = %q, %v; want %s", brands, got, err, want)
+		}
+	}
+}
+
+// TestStripEmptiesAHEIFPhotosGPSAndKeepsEveryOtherByte: a HEIC (or AVIF)
+// photo's location goes as a JPEG's does: its Exif item, found by the
+// meta's iinf and iloc wherever it is (in mdat after or before the image
+// data, in the meta's idat, in two extents), loses its GPS directory,
+// zeroed; its XMP item mentioning GPS is blanked. Every other byte stays,
+// however the file is read and wherever it is cut. An Exif item in two
+// extents too far apart to hold together is zeroed whole; items whose
+// bytes come before the meta that locates them (mdat first) stay as they
+// are.
+func TestStripEmptiesAHEIFPhotosGPSAndKeepsEveryOtherByte(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ctype  string
+		layout mediatest.HEIFLayout
+		as     mediatest.HEIFMetadata
+	}{
+		{"HEIC, Exif after 300 KiB of image data", "image/heic", mediatest.HEIFLayout{Pad: 300 << 10}, mediatest.HEIFStripped},
+		{"HEIC, Exif first in mdat", "image/heic", mediatest.HEIFLayout{Pad: 4 << 10, ExifFirst: true}, mediatest.HEIFStripped},
+		{"AVIF, Exif in idat", "image/avif", mediatest.HEIFLayout{Brand: "avif", Pad: 4 << 10, ExifInIdat: true}, mediatest.HEIFStripped},
+		{"HEIF, Exif in two extents", "image/heif", mediatest.HEIFLayout{Brand: "mif1", Pad: 4 << 10, SplitExif: true}, mediatest.HEIFStripped},
+		{"HEIC, Exif in two extents 300 KiB apart", "image/heic", mediatest.HEIFLayout{Pad: 300 << 10, SplitExif: true}, mediatest.HEIFExifZeroed},
+		{"HEIC, mdat before meta", "image/heic", mediatest.HEIFLayout{Pad: 4 << 10, MdatFirst: true}, mediatest.HEIFLocated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := mediatest.HEIFWithLocation(tc.layout, 6)
+			if !bytes.Contains(file, mediatest.Latitude) || !bytes.Contains(file, mediatest.XMPLatitude) {
+				t.Fatal("the test photo has no location")
+			}
+			as := tc.layout
+			as.As = tc.as
+			want := mediatest.HEIFWithLocation(as, 6)
+			got, err := io.ReadAll(media.Strip(bytes.NewReader(file), tc.ctype))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(file) {
+				t.Fatalf("%d bytes became %d", len(file), len(got))
+			}
+			if !bytes.Equal(got, want) {
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("byte %d of %d is %#x, want %#x", i, len(got), got[i], want[i])
+					}
+				}
+			}
+			slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), tc.ctype))
+			if err != nil || !bytes.Equal(slow, got) {
+				t.Fatalf("read a byte at a time: %v, equal %v", err, bytes.Equal(slow, got))
+			}
+			for _, n := range []int{0, 1, 7, 9, 20, 100, 1000, len(file) / 2, len(file) - 1} {
+				out, err := io.ReadAll(media.Strip(bytes.NewReader(file[:n]), tc.ctype))
+				if err != nil || len(out) != n {
+					t.Fatalf("cut at %d: %d bytes, %v", n, len(out), err)
+				}
+			}
+		})
+	}
+}
