@@ -22,6 +22,17 @@ export function fileType(file) {
   );
 }
 
+/**
+ * Whether an attachment is shown as a picture: an image with a thumbnail,
+ * or of a type every browser decodes. chatd makes no thumbnail of the
+ * HEIC and HEIF photos iPhones take, which most browsers cannot show:
+ * those are a file to download, not a broken picture.
+ */
+export function shownAsPicture(a) {
+  if ((a.contentType || '').split('/')[0] !== 'image') return false;
+  return Boolean(a.thumbnail) || ['image/jpeg', 'image/png', 'image/gif', 'image/webp', 'image/avif', 'image/bmp'].includes(a.contentType);
+}
+
 export class Uploader {
   /** @param {import('./api.js').Api} api */
   constructor(api) {

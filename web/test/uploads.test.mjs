@@ -3,7 +3,7 @@
 // and fetch. Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BlobCache, Uploader } from '../src/uploads.js';
+import { BlobCache, Uploader, shownAsPicture } from '../src/uploads.js';
 
 /** An Api whose requests wait until the test answers them. */
 function pendingApi() {
@@ -88,4 +88,14 @@ test('signing out revokes every blob: URL the cache made, and one still download
     URL.createObjectURL = realCreate;
     URL.revokeObjectURL = realRevoke;
   }
+});
+
+test('an iPhone HEIC photo, which chatd does not thumbnail, is a file to download, not a broken picture', () => {
+  const heic = { contentType: 'image/heic', name: 'IMG_0001.HEIC', size: 2_000_000 };
+  assert.equal(shownAsPicture(heic), false);
+  assert.equal(shownAsPicture({ ...heic, contentType: 'image/heif' }), false);
+  assert.equal(shownAsPicture({ contentType: 'image/jpeg' }), true, 'a JPEG whose thumbnail is not made yet');
+  assert.equal(shownAsPicture({ contentType: 'image/avif' }), true);
+  assert.equal(shownAsPicture({ ...heic, thumbnail: { width: 320, height: 240 } }), true);
+  assert.equal(shownAsPicture({ contentType: 'application/pdf' }), false);
 });

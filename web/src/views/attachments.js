@@ -4,7 +4,7 @@
 // viewer. Names and captions are text nodes like every user string.
 
 import { h, icon, setText } from './dom.js';
-import { fileType } from '../uploads.js';
+import { fileType, shownAsPicture } from '../uploads.js';
 
 export function formatSize(n) {
   if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MB`;
@@ -39,7 +39,8 @@ export function attachmentList(atts, cache, openImage) {
     'div',
     { class: 'attachments', 'data-testid': 'attachments' },
     atts.map((a) => {
-      const kind = (a.contentType || '').split('/')[0];
+      let kind = (a.contentType || '').split('/')[0];
+      if (kind === 'image' && !shownAsPicture(a)) kind = 'file';
       let node;
       if (kind === 'image') node = imageNode(a, cache, openImage);
       else if (kind === 'audio') node = audioNode(a, cache);
@@ -168,7 +169,7 @@ export function createTray(uploader, convId, onChange) {
     if (!cid) return;
     for (const file of files) {
       if (items.length >= 10) break; // a message carries at most 10
-      const preview = fileType(file).startsWith('image/') ? URL.createObjectURL(file) : null;
+      const preview = shownAsPicture({ contentType: fileType(file) }) ? URL.createObjectURL(file) : null;
       const bar = h('span', { class: 'tray-bar' });
       const stateEl = h('span', { class: 'att-meta', 'data-testid': 'tray-state' });
       const it = { file, cid, status: 'uploading', error: '', attachment: null, bar, stateEl, handle: {}, preview, el: null };
