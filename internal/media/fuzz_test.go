@@ -24,7 +24,7 @@ func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
 	f.Add(uint8(0), mediatest.JPEGWithPlaceNames(4, 4))
 	f.Add(uint8(6), mediatest.PDF())
 	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64}, 6))
-	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, SplitExif: true}, 6))
+	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, SplitExif: true, SplitBackwards: true}, 6))
 	f.Add(uint8(8), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: "avif", Pad: 64, ExifInIdat: true}, 6))
 	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, ExifFirst: true, MdatFirst: true}, 6))
 	f.Fuzz(func(t *testing.T, which uint8, file []byte) {

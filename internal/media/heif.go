@@ -168,17 +168,20 @@ func all(ext []heifExtent, f func(heifExtent) bool) bool {
 // bytes overlap are held together, within maxUnit; more than that is
 // zeroed as it passes, and so are the items beyond maxHEIFItems.
 func (s *stripper) heifPlan(items []heifItem) {
-	for i := range items {
-		slices.SortFunc(items[i].ext, func(a, b heifExtent) int { return compare(a.off, b.off) })
-	}
-	span := func(it heifItem) (int64, int64) {
-		end := int64(0)
+	// An item's extents are in the order its bytes make it, not
+	// necessarily the file's.
+	span := func(it heifItem) (start, end int64) {
+		start = math.MaxInt64
 		for _, e := range it.ext {
-			end = max(end, e.off+e.n)
+			start, end = min(start, e.off), max(end, e.off+e.n)
 		}
-		return it.ext[0].off, end
+		return start, end
 	}
-	slices.SortStableFunc(items, func(a, b heifItem) int { return compare(a.ext[0].off, b.ext[0].off) })
+	slices.SortStableFunc(items, func(a, b heifItem) int {
+		sa, _ := span(a)
+		sb, _ := span(b)
+		return compare(sa, sb)
+	})
 	var acts []heifAction
 	for i := 0; i < len(items); {
 		a := heifAction{}

@@ -59,7 +59,7 @@ func TestSniffNamesHEICHEIFAndAVIFByTheirBrands(t *testing.T) {
 // TestStripEmptiesAHEIFPhotosGPSAndKeepsEveryOtherByte: a HEIC (or AVIF)
 // photo's location goes as a JPEG's does: its Exif item, found by the
 // meta's iinf and iloc wherever it is (in mdat after or before the image
-// data, in the meta's idat, in two extents), loses its GPS directory,
+// data, in the meta's idat, in two extents in either order), loses its GPS directory,
 // zeroed; its XMP item mentioning GPS is blanked. Every other byte stays,
 // however the file is read and wherever it is cut. An Exif item in two
 // extents too far apart to hold together is zeroed whole; items whose
@@ -76,6 +76,7 @@ func TestStripEmptiesAHEIFPhotosGPSAndKeepsEveryOtherByte(t *testing.T) {
 		{"HEIC, Exif first in mdat", "image/heic", mediatest.HEIFLayout{Pad: 4 << 10, ExifFirst: true}, mediatest.HEIFStripped},
 		{"AVIF, Exif in idat", "image/avif", mediatest.HEIFLayout{Brand: "avif", Pad: 4 << 10, ExifInIdat: true}, mediatest.HEIFStripped},
 		{"HEIF, Exif in two extents", "image/heif", mediatest.HEIFLayout{Brand: "mif1", Pad: 4 << 10, SplitExif: true}, mediatest.HEIFStripped},
+		{"HEIC, Exif in two extents, the second first in the file", "image/heic", mediatest.HEIFLayout{Pad: 4 << 10, SplitExif: true, SplitBackwards: true}, mediatest.HEIFStripped},
 		{"HEIC, Exif in two extents 300 KiB apart", "image/heic", mediatest.HEIFLayout{Pad: 300 << 10, SplitExif: true}, mediatest.HEIFExifZeroed},
 		{"HEIC, mdat before meta", "image/heic", mediatest.HEIFLayout{Pad: 4 << 10, MdatFirst: true}, mediatest.HEIFLocated},
 	} {

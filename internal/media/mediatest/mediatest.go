@@ -409,7 +409,10 @@ type HEIFLayout struct {
 	ExifFirst  bool   // the Exif item before the image data in mdat, not after it
 	ExifInIdat bool   // the Exif item in the meta's idat (construction method 1)
 	SplitExif  bool   // the Exif item in two extents, the image data between them
-	MdatFirst  bool   // mdat before the meta that describes it
+	// SplitBackwards puts the second of the two extents before the
+	// first in mdat (iloc lists them in the item's order).
+	SplitBackwards bool
+	MdatFirst      bool // mdat before the meta that describes it
 	// As is the metadata as it is in the file: HEIFLocated, or as chatd
 	// should store it.
 	As HEIFMetadata
@@ -467,6 +470,10 @@ func HEIFWithLocation(l HEIFLayout, orientation uint16) []byte {
 	case l.ExifFirst:
 		exifExts = append(exifExts, put(exifItem))
 		imageExt = put(image)
+	case l.SplitExif && l.SplitBackwards:
+		second := put(exifItem[half:])
+		imageExt = put(image)
+		exifExts = append(exifExts, put(exifItem[:half]), second)
 	case l.SplitExif:
 		exifExts = append(exifExts, put(exifItem[:half]))
 		imageExt = put(image)
