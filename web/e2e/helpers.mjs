@@ -22,8 +22,13 @@ export const CHROMIUM_ARGS = [
 /** Launches headless Chromium from executablePath. */
 export const launchChromium = (executablePath, args = CHROMIUM_ARGS) => chromium.launch({ executablePath, headless: true, args });
 
-/** Polls fn until it stops throwing; rethrows its last error on timeout. */
-export async function eventually(fn, { timeout = 15000, interval = 100 } = {}) {
+/**
+ * Polls fn until it stops throwing; rethrows its last error on timeout.
+ * The default is Playwright's own (30 s): CI runs the browser tests beside
+ * the other packages' on two cores, where a hidden page's notification
+ * took over 15 s to appear.
+ */
+export async function eventually(fn, { timeout = 30000, interval = 100 } = {}) {
   const end = Date.now() + timeout;
   for (;;) {
     try {
