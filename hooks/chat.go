@@ -284,6 +284,11 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		return h.refuse(cl, busyCode(cl), "busy", 0)
 	}
 	cred, err := h.authenticate(cl, pk)
+	if chat.ErrorCode(err) == chat.CodeUnavailable {
+		// The identity provider's keys could not be checked: no verdict
+		// on the token, so a client that cannot renew it tries again.
+		return h.refuse(cl, packets.ErrServerUnavailable, "auth_unavailable", 0)
+	}
 	if err != nil {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
 	}

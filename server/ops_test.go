@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -630,5 +631,49 @@ func TestIdentityProviderTokensFromAJWKSAuthenticateMQTTAndHTTP(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET /v1/inbox: %d, want %d", resp.StatusCode, want)
 		}
+	}
+}
+
+// While the identity provider's key set cannot be fetched, its tokens were
+// refused as bad (CONNACK 0x86, HTTP 401), and a client holding a token it
+// cannot renew (the Go SDK's static Token) gave it up for good. They are
+// answered "retry later" now: CONNACK 0x88 (3.1.1: 0x03) and HTTP 503 with
+// Retry-After; a token that is bad whatever the keys say is still 0x86.
+func TestAnIdentityProvidersTokenIsAnsweredRetryLaterWhileItsKeysCannotBeFetched(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": down.URL + "/certs"})
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = "kc-1"
+	idpToken, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "kc-21", Password: idpToken, Clean: true}); err == nil || ack.ReasonCode != 0x88 {
+		t.Errorf("v5 CONNECT with a provider token while its keys cannot be fetched: %v 0x%02x, want 0x88", err, ack.ReasonCode)
+	}
+	if _, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 4, ClientID: "kc-21", Password: idpToken, Clean: true}); err == nil || ack.ReasonCode != 0x03 {
+		t.Errorf("3.1.1 CONNECT: %v 0x%02x, want 0x03", err, ack.ReasonCode)
+	}
+	if _, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "kc-21", Password: "not.a.token", Clean: true}); err == nil || ack.ReasonCode != 0x86 {
+		t.Errorf("v5 CONNECT with a malformed token: %v 0x%02x, want 0x86", err, ack.ReasonCode)
+	}
+	req, _ := http.NewRequest("GET", "http://"+srv.HTTPAddr()+"/v1/inbox", nil)
+	req.Header.Set("Authorization", "Bearer "+idpToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"unavailable"`) {
+		t.Errorf("GET /v1/inbox: %d Retry-After %q %s, want 503 unavailable with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 }

@@ -138,16 +138,22 @@ func (j *JWKS) Len() int {
 // key returns the public key kid names, checked to be a signing key of
 // alg's type (an "alg" the key set gives must be alg itself). A kid the
 // cache does not hold fetches the set again when the refetch limit allows
-// one now, and is refused at once when it does not.
+// one now: it is ErrUnknownKey when the set fetched does not hold it
+// either, ErrKeysUnavailable when the fetch failed or the limit allows
+// none now (a key rotated in since the last fetch would be refused for
+// good otherwise).
 func (j *JWKS) key(kid, alg string) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), jwksHTTPTimeout)
 	defer cancel()
 	k, err := j.cache.KeyRead(ctx, kid)
 	if err != nil {
 		if !errors.Is(err, jwkset.ErrKeyNotFound) || !j.refetch.Allow() {
-			return nil, ErrUnknownKey
+			return nil, ErrKeysUnavailable
 		}
 		if k, err = j.store.KeyRead(ctx, kid); err != nil {
+			if j.unavailable() {
+				return nil, ErrKeysUnavailable
+			}
 			return nil, ErrUnknownKey
 		}
 	}
@@ -157,6 +163,10 @@ func (j *JWKS) key(kid, alg string) (any, error) {
 	}
 	return pub, nil
 }
+
+// unavailable reports whether the key set's last fetch failed (the first
+// one included), so that the keys cached may not be the provider's.
+func (j *JWKS) unavailable() bool { return j.failing.Load() }
 
 // keys returns every cached key usable for alg.
 func (j *JWKS) keys(alg string) []jwt.VerificationKey {

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/testkit"
 )
@@ -167,8 +169,9 @@ func TestJWKSRotationFetchesUnknownKidOnceAndDropsRetiredKeys(t *testing.T) {
 	if n := p.fetches.Load(); n != 2 {
 		t.Fatalf("%d fetches after the rotation, want 2", n)
 	}
-	// The retired key went with the refetch.
-	rejects(t, v, signKid(t, oldKey, "2025", idpClaims("1")), ErrUnknownKey)
+	// The retired key went with the refetch (refused once the set is
+	// fetched for it, put off until MinRefetch allows that).
+	refusedOrPutOff(t, v, signKid(t, oldKey, "2025", idpClaims("1")))
 }
 
 func TestJWKSUnknownKidFloodFetchesAtMostOncePerMinRefetch(t *testing.T) {
@@ -182,7 +185,7 @@ func TestJWKSUnknownKidFloodFetchesAtMostOncePerMinRefetch(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rejects(t, v, signKid(t, key, fmt.Sprintf("forged-%d", i), idpClaims("1")), ErrUnknownKey)
+			refusedOrPutOff(t, v, signKid(t, key, fmt.Sprintf("forged-%d", i), idpClaims("1")))
 		}()
 	}
 	wg.Wait()
@@ -263,7 +266,8 @@ func TestJWKSUnreachableAtStartRefusesProviderTokensUntilItAnswers(t *testing.T)
 	if !strings.Contains(logs.String(), "cached_keys=0") {
 		t.Fatalf("no log line about the failed first fetch:\n%s", logs.String())
 	}
-	rejects(t, v, signKid(t, key, "k", idpClaims("12")), ErrUnknownKey)
+	putOff(t, v, signKid(t, key, "k", idpClaims("12")))
+	putOff(t, v, signKid(t, key, "", idpClaims("12"))) // no kid: no key of its type cached
 	tok, _ := Mint(testSecret, 12, time.Hour)
 	accepts(t, v, tok, 12)
 	p.down.Store(false)
@@ -356,7 +360,7 @@ func TestJWKSUnknownKidNeverWaitsForTheRefetchLimit(t *testing.T) {
 	rejects(t, v, signKid(t, key, "forged-1", idpClaims("1")), ErrUnknownKey) // refetches
 	fetches := p.fetches.Load()
 	start := time.Now()
-	rejects(t, v, signKid(t, key, "forged-2", idpClaims("1")), ErrUnknownKey)
+	putOff(t, v, signKid(t, key, "forged-2", idpClaims("1")))
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("an unknown kid within MinRefetch of the last refetch took %v to refuse: it waited for the limit", d)
 	}
@@ -364,4 +368,63 @@ func TestJWKSUnknownKidNeverWaitsForTheRefetchLimit(t *testing.T) {
 		t.Fatalf("%d fetches within MinRefetch, want %d", n, fetches)
 	}
 	accepts(t, v, signKid(t, key, "a", idpClaims("3")), 3)
+}
+
+// putOff checks that v answered tok "retry later" (a *chat.Error with code
+// unavailable, ErrKeysUnavailable): no verdict on the token.
+func putOff(t *testing.T, v *Verifier, tok string) {
+	t.Helper()
+	id, err := v.Verify(tok)
+	if !errors.Is(err, ErrKeysUnavailable) || chat.ErrorCode(err) != chat.CodeUnavailable {
+		t.Fatalf("Verify: %d %v, want the keys unavailable (code unavailable)", id, err)
+	}
+	if errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("Verify: %v, a verdict on a token whose key could not be checked", err)
+	}
+}
+
+// refusedOrPutOff checks that v refused tok for its unknown kid or put it
+// off because the key set was fetched too recently to fetch it again.
+func refusedOrPutOff(t *testing.T, v *Verifier, tok string) {
+	t.Helper()
+	id, err := v.Verify(tok)
+	switch {
+	case errors.Is(err, ErrKeysUnavailable):
+		if chat.ErrorCode(err) != chat.CodeUnavailable || errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("Verify: %v, want code unavailable and no verdict", err)
+		}
+	case !errors.Is(err, ErrUnknownKey) || !errors.Is(err, ErrInvalidToken):
+		t.Fatalf("Verify: %d %v, want the kid refused as unknown or put off", id, err)
+	}
+}
+
+// A token whose signing key the provider's key set could not be checked
+// for was refused as invalid (CONNACK 0x86, HTTP 401): a client with a
+// token it cannot renew (the Go SDK's static Token) gave it up for good
+// during the provider's outage, or during a key rotation that came within
+// MinRefetch of the last refetch. It is put off now ("retry later"), and
+// accepted once the keys can be checked.
+func TestATokenWhoseKeyCannotBeCheckedNowIsPutOffNotRefused(t *testing.T) {
+	p := newIDP(t)
+	oldKey, newKey := newECKey(t), newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"2025": oldKey})
+	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: 300 * time.Millisecond}, nil)})
+	accepts(t, v, signKid(t, oldKey, "2025", idpClaims("1")), 1)
+
+	// The provider rotates while it is down: the new kid's refetch fails.
+	p.setKeys(map[string]crypto.Signer{"2026": newKey})
+	p.down.Store(true)
+	putOff(t, v, signKid(t, newKey, "2026", idpClaims("2")))
+	// Within MinRefetch of that refetch: not fetched again, put off too.
+	putOff(t, v, signKid(t, newKey, "2026", idpClaims("2")))
+	p.down.Store(false)
+	testkit.WaitFor(t, 5*time.Second, "the rotated key to be accepted once the provider answers", func() bool {
+		_, err := v.Verify(signKid(t, newKey, "2026", idpClaims("2")))
+		return err == nil
+	})
+	// A kid the provider does not publish, fetched for, is refused.
+	testkit.WaitFor(t, 5*time.Second, "a made-up kid to be refused once the set was fetched for it", func() bool {
+		_, err := v.Verify(signKid(t, newKey, "made-up", idpClaims("2")))
+		return errors.Is(err, ErrUnknownKey)
+	})
 }

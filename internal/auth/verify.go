@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	chat "github.com/chatd/chatd"
 )
 
 // MaxTokenBytes is the longest token Verify looks at.
@@ -46,6 +48,19 @@ var (
 	ErrIssuer       = errors.New("iss claim is not the configured issuer")
 	ErrAudience     = errors.New("aud claim does not name the configured audience")
 )
+
+// ErrKeysUnavailable: the token names a signing key the identity
+// provider's key set could not be checked for now (the set was never
+// fetched or its provider is failing, or it was fetched again less than
+// MinRefetch ago, so a key rotated in since cannot be told from a forged
+// one yet). It is no verdict on the token: the error returned with it is
+// a *chat.Error with code unavailable, which transports answer "retry
+// later" (HTTP 503, MQTT CONNACK 0x88), so that a client with a token it
+// cannot renew does not give it up for good during a provider's outage.
+var ErrKeysUnavailable = errors.New("the identity provider's signing keys cannot be checked now")
+
+// keysUnavailable is the error Verify returns for ErrKeysUnavailable.
+var keysUnavailable = &chat.Error{Code: chat.CodeUnavailable, Message: ErrKeysUnavailable.Error() + ", retry later", Err: ErrKeysUnavailable}
 
 // InvalidTokenError is the error of Verify. Reason is one of the reason
 // sentinels above; the token itself is never part of the error.
@@ -161,6 +176,9 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 	}
 	set.Keys = append(set.Keys, v.jwks.keys(alg)...)
 	if len(set.Keys) == 0 {
+		if v.jwks.unavailable() {
+			return nil, ErrKeysUnavailable
+		}
 		return nil, ErrUnknownKey
 	}
 	return set, nil
@@ -218,6 +236,9 @@ func (v *Verifier) verify(token string) (userID int64, c *claimSet, err error) {
 	)
 	claims := &claimSet{userClaim: v.userClaim}
 	t, err := p.ParseWithClaims(token, claims, v.keyFor)
+	if errors.Is(err, ErrKeysUnavailable) {
+		return 0, nil, keysUnavailable
+	}
 	if err != nil {
 		return 0, nil, invalid(reason(err))
 	}

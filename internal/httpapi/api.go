@@ -242,6 +242,9 @@ func (a *API) authenticate(r *http.Request) (user int64, issuedAt time.Time, err
 		return 0, issuedAt, errUnauthorized("invalid or expired token")
 	}
 	uid, issuedAt, err := a.verify(token)
+	if chat.ErrorCode(err) == chat.CodeUnavailable {
+		return 0, time.Time{}, err // 503: the signing keys could not be checked now
+	}
 	if err != nil || uid <= 0 {
 		a.log.DebugContext(r.Context(), "token rejected", "err", err, "user", uid)
 		return 0, time.Time{}, errUnauthorized("invalid or expired token")
