@@ -33,8 +33,10 @@ type (
 // UploadOptions tune Upload.
 type UploadOptions struct {
 	// ContentType declares the file's type; "" takes it from the name's
-	// extension, else from the first bytes. chatd checks it against the
-	// bytes either way.
+	// extension (the client's own table for the types chatd accepts, such
+	// as .heic, .avif, .mov or .7z, then Go's mime package and the
+	// system's tables), else from the first bytes. chatd checks it
+	// against the bytes either way.
 	ContentType string
 	// DurationMs is an audio or video file's length, when known (chatd
 	// reads it itself from WAV, MP4, Ogg and WebM files that say it).
@@ -302,9 +304,34 @@ func newSource(r io.Reader) (*source, error) {
 	return &source{size: n, close: cleanup, open: func() (io.Reader, error) { return io.NewSectionReader(f, 0, n), nil }}, nil
 }
 
+// extensionTypes name files chatd accepts by default (chat.DefaultUploadTypes)
+// whose extension Go's built-in table lacks, or which the system's tables
+// (/etc/mime.types, the shared MIME database, Windows' registry) may lack
+// or name as a type chatd refuses for their bytes. Without one of these
+// the name's type would be application/octet-stream (a HEIC photo, a 7z
+// archive: Go's sniffer knows neither), which chatd refuses (415); a
+// .tgz would be application/x-compressed-tar, which is not what chatd
+// sniffs (a gzip). They are consulted first, so a type does not depend
+// on the machine.
+var extensionTypes = map[string]string{
+	".heic": "image/heic", ".heif": "image/heif", ".hif": "image/heif", ".avif": "image/avif",
+	".mov": "video/quicktime", ".qt": "video/quicktime", ".m4v": "video/mp4",
+	".3gp": "video/3gpp", ".3g2": "video/3gpp", ".mkv": "video/x-matroska",
+	".aac": "audio/aac", ".amr": "audio/amr", ".weba": "audio/webm", ".caf": "audio/x-caf",
+	".md": "text/markdown", ".odt": "application/vnd.oasis.opendocument.text",
+	".ods": "application/vnd.oasis.opendocument.spreadsheet",
+	".odp": "application/vnd.oasis.opendocument.presentation",
+	".7z":  "application/x-7z-compressed", ".rar": "application/vnd.rar",
+	".tar": "application/x-tar", ".tgz": "application/gzip",
+}
+
 // guessType is the name's extension's type, else the first bytes'.
 func guessType(name string, src *source) string {
-	if t := mime.TypeByExtension(strings.ToLower(filepath.Ext(name))); t != "" {
+	ext := strings.ToLower(filepath.Ext(name))
+	if t, ok := extensionTypes[ext]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
 		if mt, _, err := mime.ParseMediaType(t); err == nil {
 			return mt
 		}

@@ -194,3 +194,37 @@ func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T)
 		t.Fatalf("send the upload: %v", err)
 	}
 }
+
+// TestAHEICPhotoIsUploadedAsHEICWhateverTheSystemsMimeTables: a photo
+// named x.heic is declared image/heic from the client's own table, not
+// from Go's mime package, which knows .heic only through the system's
+// tables (without them: application/octet-stream, refused 415; with a
+// shared MIME database: image/heif).
+func TestAHEICPhotoIsUploadedAsHEICWhateverTheSystemsMimeTables(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.HTTPURL = "http://" + srv.HTTPAddr()
+	alice := connect(t, cfg)
+	ctx := ctxFor(t, 30*time.Second)
+	for _, c := range []struct{ name, brand, want string }{
+		{"x.heic", "heic", "image/heic"},
+		{"IMG_0001.HEIF", "mif1", "image/heif"},
+		{"x.avif", "avif", "image/avif"},
+	} {
+		photo := mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: c.brand, Pad: 4000}, 1)
+		a, err := alice.Upload(ctx, g.ID, c.name, bytes.NewReader(photo))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if a.ContentType != c.want {
+			t.Fatalf("%s: stored as %q, want %q", c.name, a.ContentType, c.want)
+		}
+		if _, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
+			t.Fatalf("%s: send: %v", c.name, err)
+		}
+	}
+}

@@ -128,7 +128,11 @@
 // Upload sends a file for a conversation (a ticket over RPC upload.create,
 // the bytes over HTTP to chatd, Config.HTTPURL, or straight to the object
 // store, then upload.complete) and returns the Attachment a message will
-// carry; a PUT cut short is sent again from the start, re-reading the file
+// carry. The file's type, unless UploadOptions.ContentType declares it,
+// is its extension's (the client's own table for the types chatd accepts
+// that Go's mime package may not know without the system's tables, such
+// as .heic, .heif or .7z; then the mime package), else its first bytes'.
+// A PUT cut short is sent again from the start, re-reading the file
 // (a one-shot reader is spooled to a temporary file first). A PUT answered
 // 409 (complete already: an earlier one got through, its answer was lost)
 // is a success: the upload is read back, retried like a PUT. Send it with
