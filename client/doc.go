@@ -60,6 +60,13 @@
 // (the next client on that SessionDir could not read it back). A
 // message queued when Send's context ends keeps being sent in the
 // background (ErrQueued).
+// A re-published message whose first PUBACK was lost, and which was
+// recalled in between (from another device, say), is answered by chatd
+// as a duplicate of a recalled message: Send still returns its seq (it
+// did commit; do not send it again), and Commit, which returns an
+// Outcome, says Recalled, so that an application does not show it as
+// sent (the message.recalled event tells it too). The same holds for an
+// edit of a message recalled since.
 // Recovered messages from a previous run report nothing to a caller: the
 // application sees them as its own message.new events (same ClientMsgID).
 //

@@ -17,8 +17,8 @@ import (
 // same clientMsgId share it.
 type sendOp struct {
 	p    PendingSend
-	done chan struct{} // closed with seq/err set
-	seq  int64
+	done chan struct{} // closed with out/err set
+	out  Outcome
 	err  error
 }
 
@@ -31,7 +31,8 @@ type sendOp struct {
 // across reconnects, while chatd answers "unavailable", and by the next
 // client after a restart. chatd stores it once whatever the number of
 // attempts. Send returns:
-//   - the seq when committed (also for a resend chatd recognised);
+//   - the seq when committed (also for a resend chatd recognised, even
+//     when the message was recalled since: Commit tells that);
 //   - an *Error matching ErrNotMember, ErrInvalid or ErrRateLimited when
 //     chatd refused it for good (the message is dropped from the session);
 //     a rate limit answered to a re-publish after a publish without a
@@ -115,22 +116,44 @@ type Change struct {
 // joined when one runs for the id already. It returns the entry's seq (0
 // for a reaction that changed nothing).
 func (c *Client) Apply(ctx context.Context, ch Change) (int64, error) {
+	out, err := c.Commit(ctx, ch)
+	return out.Seq, err
+}
+
+// Outcome is how chatd settled a change (Commit).
+type Outcome struct {
+	// Seq is the entry's seq: the message's, or the edit's, recall's or
+	// reaction's own (0 for a reaction that changed nothing).
+	Seq int64
+	// Recalled says the message (the one sent, or the one a change is
+	// of) has been recalled since the change committed: chatd answered a
+	// re-publish of it, whose first PUBACK was lost, as a duplicate of a
+	// recalled message. It is gone for everyone (its body and attachments
+	// erased, an edit's too), so do not show it as sent. Always false
+	// for a Recall.
+	Recalled bool
+}
+
+// Commit is Apply returning all chatd said of the change, not only its
+// seq: whether the message was recalled since (Outcome.Recalled). Errors
+// are Send's.
+func (c *Client) Commit(ctx context.Context, ch Change) (Outcome, error) {
 	name := opName(ch.Kind)
 	if ch.ClientMsgID == "" {
 		ch.ClientMsgID = uuid.NewString()
 	}
 	if ch.ConversationID <= 0 {
-		return 0, &Error{Op: name, Code: "invalid", Message: "conversation id must be positive"}
+		return Outcome{}, &Error{Op: name, Code: "invalid", Message: "conversation id must be positive"}
 	}
 	if _, err := uuid.Parse(ch.ClientMsgID); err != nil {
-		return 0, &Error{Op: name, Code: "invalid", Message: fmt.Sprintf("clientMsgId %q is not a UUID", ch.ClientMsgID)}
+		return Outcome{}, &Error{Op: name, Code: "invalid", Message: fmt.Sprintf("clientMsgId %q is not a UUID", ch.ClientMsgID)}
 	}
 	if !utf8.ValidString(ch.Body) || !utf8.ValidString(ch.Emoji) {
 		// JSON encoding would silently replace the bad bytes.
-		return 0, &Error{Op: name, Code: "invalid", Message: "body is not valid UTF-8"}
+		return Outcome{}, &Error{Op: name, Code: "invalid", Message: "body is not valid UTF-8"}
 	}
 	if ch.Kind != "" && ch.Kind != KindMessage && ch.TargetSeq <= 0 {
-		return 0, &Error{Op: name, Code: "invalid", Message: "the message's seq must be positive"}
+		return Outcome{}, &Error{Op: name, Code: "invalid", Message: "the message's seq must be positive"}
 	}
 	clientMsgID := ch.ClientMsgID
 	c.mu.Lock()
@@ -138,27 +161,27 @@ func (c *Client) Apply(ctx context.Context, ch Change) (int64, error) {
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return 0, ErrClosed
+		return Outcome{}, ErrClosed
 	}
 	if !running {
 		p := PendingSend{ClientMsgID: clientMsgID, ConversationID: ch.ConversationID, Body: ch.Body, QueuedAt: time.Now().UTC(),
 			Kind: ch.Kind, TargetSeq: ch.TargetSeq, ReplyTo: ch.ReplyTo, Forward: ch.Forward, Emoji: ch.Emoji, On: ch.On,
 			Attachments: ch.Attachments}
 		if _, err := c.journal.add(p); errors.Is(err, errTooLargeForJournal) {
-			return 0, &Error{Op: name, Code: "too_large", Reason: 0x95, Message: err.Error()}
+			return Outcome{}, &Error{Op: name, Code: "too_large", Reason: 0x95, Message: err.Error()}
 		} else if err != nil {
-			return 0, err
+			return Outcome{}, err
 		}
 		op = c.startSend(p)
 		if op == nil {
-			return 0, ErrClosed
+			return Outcome{}, ErrClosed
 		}
 	}
 	select {
 	case <-op.done:
-		return op.seq, op.err
+		return op.out, op.err
 	case <-ctx.Done():
-		return 0, fmt.Errorf("%s %s: %w: %w", name, clientMsgID, ErrQueued, ctx.Err())
+		return Outcome{}, fmt.Errorf("%s %s: %w: %w", name, clientMsgID, ErrQueued, ctx.Err())
 	}
 }
 
@@ -241,7 +264,7 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 			case <-c.life.Done():
 			}
 		}
-		op.seq, op.err = c.sendUntilDone(p)
+		op.out, op.err = c.sendUntilDone(p)
 		if !unsent(op.err) {
 			if err := c.journal.remove(p.ClientMsgID); err != nil {
 				c.cfg.Logger.Warn("update send journal", "err", err)
@@ -278,10 +301,10 @@ func unsent(err error) bool {
 // (chatd answers a duplicate with the original seq) and, if that does not
 // carry it either, by looking the message up in history. The message stays
 // in the journal until its seq is known.
-func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
+func (c *Client) sendUntilDone(p PendingSend) (Outcome, error) {
 	topic, payload, err := p.publication()
 	if err != nil {
-		return 0, err
+		return Outcome{}, err
 	}
 	op := opName(p.Kind)
 	pause := newRetryPause(10 * time.Second)
@@ -294,10 +317,10 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		cs, err := c.ready(c.life)
 		if errors.Is(err, ErrUnauthorized) {
-			return 0, fmt.Errorf("%s: %w", op, err)
+			return Outcome{}, fmt.Errorf("%s: %w", op, err)
 		}
 		if err != nil {
-			return 0, ErrClosed
+			return Outcome{}, ErrClosed
 		}
 		if attempt > 0 {
 			c.stats.resends.Add(1)
@@ -306,7 +329,7 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 		// connection going down, whichever is first.
 		pb := &paho.Publish{QoS: 1, Topic: topic, Payload: payload}
 		if err := cs.tooLarge(op, pb); err != nil {
-			return 0, err
+			return Outcome{}, err
 		}
 		actx, cancel := context.WithTimeout(cs.ctx, c.cfg.AckTimeout)
 		resp, err := cs.cm.Publish(actx, pb)
@@ -317,10 +340,10 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 			}
 			if resp.ReasonCode < 0x80 {
 				if seq, ok := ackSeq(resp); ok {
-					return seq, nil
+					return Outcome{Seq: seq, Recalled: p.Kind != KindRecall && resp.Properties.User.Get("recalled") == "true"}, nil
 				}
 				if resp.Properties != nil && resp.Properties.User.Get("unchanged") == "true" {
-					return 0, nil // a reaction that was already as asked
+					return Outcome{}, nil // a reaction that was already as asked
 				}
 				// Committed, but the seq is unknown: not a failure, and
 				// the message stays in the journal until it is resolved.
@@ -333,16 +356,16 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 					continue
 				}
 				// The duplicate's PUBACK had no seq either: ask history.
-				seq, err := c.findSent(p)
-				if err == nil && seq > 0 {
-					return seq, nil
+				out, err := c.findSent(p)
+				if err == nil && out.Seq > 0 {
+					return out, nil
 				}
 				if errors.Is(err, ErrClosed) {
-					return 0, ErrClosed
+					return Outcome{}, ErrClosed
 				}
 				c.cfg.Logger.Warn("send: seq of a committed message not found in history yet", "clientMsgId", p.ClientMsgID, "err", err)
 				if !pause.wait(c.life) {
-					return 0, ErrClosed
+					return Outcome{}, ErrClosed
 				}
 				continue
 			}
@@ -353,23 +376,23 @@ func (c *Client) sendUntilDone(p PendingSend) (int64, error) {
 			}
 			perr := publishError(op, resp.ReasonCode, reason, props)
 			if !retryable(perr) && !(unsure && errors.Is(perr, ErrRateLimited)) {
-				return 0, perr
+				return Outcome{}, perr
 			}
 			c.cfg.Logger.Debug("send: chatd unavailable or a re-publish rate limited; retrying", "clientMsgId", p.ClientMsgID, "err", perr)
 			if !pause.wait(c.life) {
-				return 0, ErrClosed
+				return Outcome{}, ErrClosed
 			}
 			continue
 		}
 		if c.life.Err() != nil {
-			return 0, ErrClosed
+			return Outcome{}, ErrClosed
 		}
 		// No PUBACK: the connection dropped or the ack timed out. The next
 		// attempt re-publishes the same clientMsgId.
 		unsure = true
 		c.cfg.Logger.Debug("send: no PUBACK; will re-publish", "clientMsgId", p.ClientMsgID, "err", err)
 		if cs.ctx.Err() == nil && !sleepCtx(c.life, 100*time.Millisecond) {
-			return 0, ErrClosed
+			return Outcome{}, ErrClosed
 		}
 	}
 }
@@ -392,9 +415,9 @@ const findSentMaxPages = 50
 
 // findSent looks up the seq of p, which chatd has acknowledged as
 // committed, in the conversation's history: newest pages first, until the
-// message is found or the pages are older than p can be. It returns 0 and
-// no error when the message was not found.
-func (c *Client) findSent(p PendingSend) (int64, error) {
+// message is found or the pages are older than p can be. It returns seq 0
+// and no error when the message was not found.
+func (c *Client) findSent(p PendingSend) (Outcome, error) {
 	elapsed := time.Since(p.QueuedAt)
 	var before int64 // 0: from the newest
 	var oldest time.Time
@@ -404,16 +427,16 @@ func (c *Client) findSent(p PendingSend) (int64, error) {
 		cancel()
 		if err != nil {
 			if c.life.Err() != nil {
-				return 0, ErrClosed
+				return Outcome{}, ErrClosed
 			}
-			return 0, err
+			return Outcome{}, err
 		}
 		if len(msgs) == 0 {
-			return 0, nil
+			return Outcome{}, nil
 		}
 		for i := len(msgs) - 1; i >= 0; i-- {
 			if msgs[i].ClientMsgID == p.ClientMsgID {
-				return msgs[i].Seq, nil
+				return Outcome{Seq: msgs[i].Seq, Recalled: p.Kind != KindRecall && msgs[i].Recalled}, nil
 			}
 		}
 		if page == 0 {
@@ -423,9 +446,9 @@ func (c *Client) findSent(p PendingSend) (int64, error) {
 			oldest = msgs[len(msgs)-1].CreatedAt.Add(-elapsed - time.Minute)
 		}
 		if msgs[0].Seq <= 1 || msgs[0].CreatedAt.Before(oldest) {
-			return 0, nil
+			return Outcome{}, nil
 		}
 		before = msgs[0].Seq
 	}
-	return 0, nil
+	return Outcome{}, nil
 }
