@@ -20,7 +20,7 @@ import (
 
 func runEdit(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("edit", "edit --user N --conversation ID --seq SEQ --body TEXT",
-		"Replace the body of your message --seq, over MQTT like any client. The edit\nis an entry of the conversation with a seq of its own (printed); members get\nmessage.edited and history shows the message with its new body and\n\"editedAt\". Only the sender may edit, within CHAT_EDIT_WINDOW (default 48h).\n--body - reads the new body from stdin.",
+		"Replace the body of your message --seq, over MQTT like any client. The edit\nis an entry of the conversation with a seq of its own (printed); members get\nmessage.edited and history shows the message with its new body and\n\"editedAt\". Only the sender may edit, within CHAT_EDIT_WINDOW (default 48h).\n--body - reads the new body from stdin. Retried with its --client-msg-id after\nthe message was recalled, edit prints that it is gone for everyone.",
 		`chatctl edit --user 1 --conversation 3 --seq 42 --body "fixed the typo"`)
 	ch := addChangeFlags(fs, "edit", "edit")
 	body := fs.String("body", "", "the new text (- reads stdin)")
@@ -37,10 +37,14 @@ func runEdit(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	return ch.apply(ctx, a, "edit", client.Change{Kind: client.KindEdit, Body: text}, func(entry int64) error {
-		cf, conv, seq, id := ch.chat, ch.conv, ch.seq, ch.id
+	return ch.apply(ctx, a, "edit", client.Change{Kind: client.KindEdit, Body: text}, func(out client.Outcome) error {
+		cf, conv, seq, id, entry := ch.chat, ch.conv, ch.seq, ch.id, out.Seq
 		if *cf.json {
-			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id, "body": text})
+			return printJSON(a.stdout, withRecalled(map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id, "body": text}, out))
+		}
+		if out.Recalled {
+			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, recalledSince)
+			return nil
 		}
 		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, text)
 		return nil
@@ -58,7 +62,8 @@ func runRecall(ctx context.Context, a *app, args []string) error {
 	if err := checkClientMsgID(fs, ch.id); err != nil {
 		return err
 	}
-	return ch.apply(ctx, a, "recall", client.Change{Kind: client.KindRecall}, func(entry int64) error {
+	return ch.apply(ctx, a, "recall", client.Change{Kind: client.KindRecall}, func(out client.Outcome) error {
+		entry := out.Seq
 		cf, conv, seq, id := ch.chat, ch.conv, ch.seq, ch.id
 		if *cf.json {
 			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id})
@@ -86,7 +91,8 @@ func runReact(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	on := !*off
-	return ch.apply(ctx, a, "react to", client.Change{Kind: client.KindReaction, Emoji: *emoji, On: on}, func(entry int64) error {
+	return ch.apply(ctx, a, "react to", client.Change{Kind: client.KindReaction, Emoji: *emoji, On: on}, func(out client.Outcome) error {
+		entry := out.Seq
 		cf, conv, seq, id := ch.chat, ch.conv, ch.seq, ch.id
 		if *cf.json {
 			return printJSON(a.stdout, map[string]any{"conversationId": *conv, "seq": entry, "targetSeq": *seq, "clientMsgId": *id,
@@ -183,15 +189,28 @@ func (ch changeFlags) parse(a *app, args []string) error {
 // apply connects and applies change to the message the flags name, then
 // prints the result with the seq of its entry, still connected; a refusal
 // is explained for verb.
-func (ch changeFlags) apply(ctx context.Context, a *app, verb string, change client.Change, print func(entry int64) error) error {
+func (ch changeFlags) apply(ctx context.Context, a *app, verb string, change client.Change, print func(client.Outcome) error) error {
 	return ch.chat.with(ctx, a, func(c *client.Client) error {
 		change.ConversationID, change.ClientMsgID, change.TargetSeq = *ch.conv, *ch.id, *ch.seq
-		entry, err := c.Apply(ctx, change)
+		out, err := c.Commit(ctx, change)
 		if err != nil {
 			return explainChange(err, ch.chat.fs, verb, *ch.chat.user, *ch.conv, *ch.seq)
 		}
-		return print(entry)
+		return print(out)
 	})
+}
+
+// recalledSince is what a retried send or edit prints, with exit status
+// 0, when chatd answers that the message was recalled since the first
+// attempt committed: sending it again would store a new message.
+const recalledSince = "recalled since; it is gone for everyone"
+
+// withRecalled adds "recalled": true to a JSON answer when chatd said so.
+func withRecalled(m map[string]any, out client.Outcome) map[string]any {
+	if out.Recalled {
+		m["recalled"] = true
+	}
+	return m
 }
 
 // addClientMsgIDFlag is the --client-msg-id flag of a change.

@@ -156,3 +156,38 @@ func TestLifecycleCommandsRefuseIncompleteUsageBeforeConnecting(t *testing.T) {
 	wantFail(t, chatctl(t, env, "send", "--user", "1", "--conversation", "1", "--reply-to", "-1", "--body", "x"), 2,
 		"--reply-to must be the positive seq of a message")
 }
+
+// A send or an edit retried with its --client-msg-id after the message
+// was recalled printed it as sent (chatd answers the duplicate's seq); it
+// says the message is gone for everyone now, and exits 0 (it did commit:
+// sending it once more would store a new message).
+func TestARetriedSendOrEditOfARecalledMessageSaysItIsGone(t *testing.T) {
+	dataDir := t.TempDir()
+	srv := startChatd(t, dataDir)
+	env := chatEnv(srv, dataDir)
+	line := func(r result) string { return strings.TrimSpace(mustOK(t, r).stdout) }
+	sendID, editID := uuid.NewString(), uuid.NewString()
+	send := []string{"send", "--user", "1", "--peer", "2", "--body", "oops", "--client-msg-id", sendID}
+	edit := []string{"edit", "--user", "1", "--conversation", "1", "--seq", "1", "--body", "oops!", "--client-msg-id", editID}
+	if got := line(chatctl(t, env, send...)); got != "[conv 1 #1] user 1: oops" {
+		t.Fatalf("send printed %q", got)
+	}
+	if got := line(chatctl(t, env, edit...)); got != "[conv 1 #2] user 1 edited #1: oops!" {
+		t.Fatalf("edit printed %q", got)
+	}
+	mustOK(t, chatctl(t, env, "recall", "--user", "1", "--conversation", "1", "--seq", "1"))
+
+	if got := line(chatctl(t, env, send...)); got != "[conv 1 #1] user 1: recalled since; it is gone for everyone" {
+		t.Errorf("send retried after the recall printed %q", got)
+	}
+	if got := line(chatctl(t, env, edit...)); got != "[conv 1 #2] user 1 edited #1: recalled since; it is gone for everyone" {
+		t.Errorf("edit retried after the recall printed %q", got)
+	}
+	j := decode[struct {
+		Seq      int64
+		Recalled bool
+	}](t, mustOK(t, chatctl(t, env, append(send, "--json")...)))
+	if j.Seq != 1 || !j.Recalled {
+		t.Errorf("send --json retried after the recall: %+v, want seq 1 recalled", j)
+	}
+}

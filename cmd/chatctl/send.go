@@ -11,7 +11,7 @@ import (
 
 func runSend(ctx context.Context, a *app, args []string) error {
 	cf := newChatFlags("send", "send --user N (--conversation ID | --peer N) (--body TEXT | --file PATH...) [--reply-to SEQ]",
-		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.",
+		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.\nRetried with its --client-msg-id after the message was recalled, send prints\nthat it is gone for everyone (\"recalled\": true with --json) and exits 0:\nit was sent once, and is not sent again.",
 		`chatctl send --user 1 --peer 2 --body "hello"`,
 		`chatctl send --user 1 --conversation 3 --body "hi team"`,
 		`chatctl send --user 2 --conversation 3 --reply-to 42 --body "agreed"`,
@@ -67,7 +67,7 @@ func runSend(ctx context.Context, a *app, args []string) error {
 		for i, at := range atts {
 			refs[i] = at.Ref()
 		}
-		seq, err := c.SendMessage(ctx, *conv, text, client.SendOptions{ReplyTo: *replyTo, ClientMsgID: *id, Attachments: refs})
+		out, err := c.Commit(ctx, client.Change{ConversationID: *conv, ClientMsgID: *id, Body: text, ReplyTo: *replyTo, Attachments: refs})
 		if err != nil {
 			if *replyTo != 0 && errors.Is(err, client.ErrInvalid) {
 				return hint(err, "%v: --reply-to %d must be the seq of a message of conversation %d; list them with `chatctl history --user %d --conversation %d`",
@@ -76,13 +76,17 @@ func runSend(ctx context.Context, a *app, args []string) error {
 			return cf.explain(err, *conv)
 		}
 		if *cf.json {
-			out := map[string]any{"conversationId": *conv, "seq": seq, "clientMsgId": *id, "attachments": atts}
+			j := withRecalled(map[string]any{"conversationId": *conv, "seq": out.Seq, "clientMsgId": *id, "attachments": atts}, out)
 			if *replyTo != 0 {
-				out["replyTo"] = *replyTo
+				j["replyTo"] = *replyTo
 			}
-			return printJSON(a.stdout, out)
+			return printJSON(a.stdout, j)
 		}
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, seq, *cf.user, replyNote(*replyTo), text)
+		if out.Recalled {
+			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, out.Seq, *cf.user, replyNote(*replyTo), recalledSince)
+			return nil
+		}
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, out.Seq, *cf.user, replyNote(*replyTo), text)
 		for _, at := range atts {
 			fmt.Fprintf(a.stdout, "  attached %s (%s, %d bytes): id %s\n", at.Name, at.ContentType, at.Size, at.ID)
 		}
