@@ -366,11 +366,16 @@ func (c *Client) onDown() bool {
 // onConnectError records a failed attempt. A refused static Token ends
 // the reconnecting: the same token will be refused every time (it is bad,
 // expired, revoked or another user's), and retrying forever would only
-// load chatd. With TokenFunc the next attempt may bring a new token.
+// load chatd. With TokenFunc the next attempt may bring a new token; the
+// refusal is recorded as the last failure, matching ErrUnauthorized, so
+// that AwaitConnection tells a refused token from an unreachable chatd.
 func (c *Client) onConnectError(err error) {
 	authErr := asAuthError(err)
 	if authErr == nil || c.cfg.TokenFunc != nil {
 		c.cfg.Logger.Debug("connect to chatd failed", "err", err)
+		if authErr != nil {
+			err = fmt.Errorf("%w (%w)", authErr, err)
+		}
 		c.recordErr(err)
 		return
 	}
@@ -444,7 +449,10 @@ func (c *Client) ready(ctx context.Context) (*connState, error) {
 // AwaitConnection waits until the client is connected and subscribed. If
 // ctx ends first, the error says why the last attempt failed (it wraps the
 // network error, e.g. syscall.ECONNREFUSED). A refused token with a static
-// Token fails at once with ErrUnauthorized.
+// Token fails at once with ErrUnauthorized; with TokenFunc, whose next
+// token may be accepted, the client keeps trying, and the error when ctx
+// ends matches ErrUnauthorized too if the last attempt's token was
+// refused.
 func (c *Client) AwaitConnection(ctx context.Context) error {
 	_, err := c.ready(ctx)
 	if err == nil || ctx.Err() == nil {

@@ -33,6 +33,8 @@ type Config struct {
 	// Client.Err, an error event (code "unauthorized"), AwaitConnection,
 	// requests and sends report ErrUnauthorized; unsent changes stay in
 	// SessionDir, and a client made on it with a good token sends them.
+	// With TokenFunc a refused token is retried with the next one; only
+	// AwaitConnection's error, when its context ends, tells the refusal.
 	Token     string
 	TokenFunc func(ctx context.Context) (string, error)
 	// TLS is used for mqtts:// and wss:// brokers (and https:// HTTPURL).

@@ -23,7 +23,9 @@
 // connecting, Err reports an *Error matching ErrUnauthorized, Events
 // carries an error event with code "unauthorized", and requests and sends
 // fail with it (unsent changes stay in SessionDir). Use TokenFunc to renew
-// tokens instead. CONNACK 0x88 (chatd could not check the token now: its
+// tokens instead: a refused token is then retried with the next one, and
+// AwaitConnection, when its context ends, reports the refusal (an error
+// matching ErrUnauthorized). CONNACK 0x88 (chatd could not check the token now: its
 // database, or an identity provider's signing keys, unavailable) is no
 // refusal: the client keeps trying. With SessionDir or ClientID the session is persistent (clean
 // start 0, session expiry Config.SessionExpiry): chatd keeps the delivery

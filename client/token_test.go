@@ -1,8 +1,10 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,4 +73,40 @@ func TestAnExpiredStaticTokenStopsReconnectingAndSaysWhy(t *testing.T) {
 		}
 		return time.Now().After(deadline)
 	})
+}
+
+// TestAwaitConnectionSaysATokenFuncsTokensAreRefused: a client with
+// TokenFunc keeps trying when chatd refuses a token (the next one may be
+// good), but AwaitConnection said only that its context ended, the
+// refusal buried in the text: a caller could not tell a bad token (a
+// wrong secret) from an unreachable chatd without waiting out its
+// context. Its error matches ErrUnauthorized now, and the client still
+// connects once the tokens are good.
+func TestAwaitConnectionSaysATokenFuncsTokensAreRefused(t *testing.T) {
+	_, broker := nodeOn(t, pgtest.NewDB(t))
+	var good atomic.Bool
+	cfg := testConfig(t, broker, 1)
+	cfg.Token = ""
+	cfg.TokenFunc = func(context.Context) (string, error) {
+		if good.Load() {
+			return testnode.Token(t, 1), nil
+		}
+		return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "1",
+			ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}).SignedString([]byte("not chatd's secret"))
+	}
+	c, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeClient(t, c) })
+	if err := c.AwaitConnection(ctxFor(t, time.Second)); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("AwaitConnection while every token is refused: %v, want ErrUnauthorized", err)
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("Err() = %v, want nil: with TokenFunc the client keeps trying", err)
+	}
+	good.Store(true)
+	if err := c.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("AwaitConnection once the tokens are good: %v", err)
+	}
 }
