@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -127,8 +128,16 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 		}
 		if f.renewToken {
 			// chatd ends a connection when its token expires; the
-			// client then reconnects with a new one.
-			renew = func(context.Context) (string, error) { return a.mintToken(secret, *f.user) }
+			// client then reconnects with a new one. The first
+			// connection uses the token just minted.
+			first := tok
+			var used atomic.Bool
+			renew = func(context.Context) (string, error) {
+				if !used.Swap(true) {
+					return first, nil
+				}
+				return a.mintToken(secret, *f.user)
+			}
 		}
 	}
 	// The client's connection chatter is noise for a command; debug shows it.
@@ -141,21 +150,16 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 		Brokers:   []string{broker},
 		UserID:    *f.user,
 		Token:     tok,
+		TokenFunc: renew,
 		Ephemeral: true,
 		Logger:    slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level})),
+	}
+	if renew != nil {
+		cfg.Token = ""
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	c, closeFn, err := f.dial(ctx, cfg)
-	if err != nil || renew == nil {
-		return c, closeFn, err
-	}
-	// The client reports a refused token at once only when it is static:
-	// now that chatd accepted it, follow with a client that mints a new
-	// one for each connection.
-	closeFn()
-	cfg.Token, cfg.TokenFunc = "", renew
 	return f.dial(ctx, cfg)
 }
 
@@ -172,7 +176,9 @@ func (f chatFlags) dial(ctx context.Context, cfg client.Config) (*client.Client,
 		_ = c.Close(cctx)
 	}
 	// A refused connection after a couple of quick retries means chatd is
-	// not running: say so at once instead of waiting out --timeout.
+	// not running, and a refused token (a renewing client's first one
+	// included: the client goes on trying) a wrong secret: say so at once
+	// instead of waiting out --timeout.
 	quick, cancelQuick := context.WithTimeout(ctx, min(1500*time.Millisecond, *f.timeout))
 	err = c.AwaitConnection(quick)
 	cancelQuick()

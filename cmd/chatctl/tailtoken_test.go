@@ -87,3 +87,41 @@ func TestTailWithATokenThatExpiresSaysSoAndExits(t *testing.T) {
 		t.Fatalf("tail still running 20 s after its token expired; stderr:\n%s", stderr)
 	}
 }
+
+// tail connected with the token it minted (to report a wrong secret at
+// once), closed that connection and connected again with a client that
+// renews its token: two connections where one does, and events of the
+// gap went to a client being closed. It connects once now, with the
+// renewing client, and still reports a token chatd refuses at once; a
+// message sent as soon as it says it is following is printed.
+func TestTailConnectsOnceAndPrintsWhatIsSentOnceItSaysSo(t *testing.T) {
+	dataDir := t.TempDir()
+	srv := startChatd(t, dataDir)
+	env := chatEnv(srv, dataDir)
+	var mints atomic.Int32
+	mint := func(secret []byte, user int64) (string, error) {
+		mints.Add(1)
+		return shortToken(secret, user, time.Hour)
+	}
+	stdout, stderr, done := startChatctlMinting(t, env, mint, "tail", "--user", "2", "--count", "1")
+	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
+	if n := mints.Load(); n != 1 {
+		t.Errorf("tail minted %d tokens before following, want 1 (one connection)", n)
+	}
+	mustOK(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "at once"))
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(stdout.String(), "user 1: at once") {
+			t.Fatalf("tail exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("tail did not print the message sent once it was following; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+
+	start := time.Now()
+	wantFail(t, chatctl(t, env, "tail", "--user", "2", "--secret", strings.Repeat("x", 32)), 1,
+		"refused the token for user 2", "--data-dir")
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("tail with a wrong secret took %v to say so, want it at once (not after --timeout)", d)
+	}
+}
