@@ -102,8 +102,14 @@ func (r SettingsRequest) Settings() ConversationSettings {
 type PushStore interface {
 	// RegisterDevice validates and stores d for userID; a token or
 	// endpoint already registered (by anyone) is updated and moves to
-	// userID. created is false for such an update.
-	RegisterDevice(ctx context.Context, userID int64, d DeviceRequest) (id int64, created bool, err error)
+	// userID. created is false for such an update. issuedAt is when the
+	// caller's token was issued (nil: the caller was not authenticated
+	// by a token): when TokenRevoked says a revocation of userID's tokens
+	// refuses it, nothing is stored and the error is ErrTokenRevoked.
+	// The check and the write are serialised with RevokeTokens, which
+	// forgets the user's devices: a device is either refused, or stored
+	// before the revocation and forgotten by it.
+	RegisterDevice(ctx context.Context, userID int64, d DeviceRequest, issuedAt *time.Time) (id int64, created bool, err error)
 	Devices(ctx context.Context, userID int64) ([]Device, error)
 	// DeleteDevice is not_found unless id is one of userID's devices.
 	DeleteDevice(ctx context.Context, userID, id int64) error
@@ -129,13 +135,21 @@ func (s *Service) pushStore() (PushStore, error) {
 	return s.Push, nil
 }
 
-// RegisterDevice stores a push target of userID.
+// RegisterDevice stores a push target of userID. A caller authenticated
+// by a token (WithTokenIssuedAt) whose user revoked it since the call was
+// authenticated gets ErrTokenRevoked, and no device: the revocation
+// forgot the user's devices, and a stolen phone must not register one
+// back with the token it was signed in with.
 func (s *Service) RegisterDevice(ctx context.Context, userID int64, d DeviceRequest) (int64, bool, error) {
 	p, err := s.pushStore()
 	if err != nil {
 		return 0, false, err
 	}
-	return p.RegisterDevice(ctx, userID, d)
+	var issuedAt *time.Time
+	if t, ok := TokenIssuedAt(ctx); ok {
+		issuedAt = &t
+	}
+	return p.RegisterDevice(ctx, userID, d, issuedAt)
 }
 
 // Devices lists userID's devices, most recently registered first.

@@ -33,6 +33,28 @@ func TokenRevoked(before, issuedAt time.Time) bool {
 	return !before.IsZero() && issuedAt.Before(before)
 }
 
+// tokenIssuedKey is the context key of WithTokenIssuedAt.
+type tokenIssuedKey struct{}
+
+// WithTokenIssuedAt returns ctx saying the caller was authenticated by a
+// token issued at issuedAt (zero: no iat claim). Transports set it on
+// every call a token authenticated (HTTP: the request's bearer token;
+// MQTT RPC: the connection's), because they check the token when the call
+// starts and a revocation may commit before the call writes: a write that
+// must not outlive the revocation (RegisterDevice) checks the token again
+// where it writes. A caller authenticated otherwise (a client
+// certificate) carries none: no revocation concerns it.
+func WithTokenIssuedAt(ctx context.Context, issuedAt time.Time) context.Context {
+	return context.WithValue(ctx, tokenIssuedKey{}, issuedAt)
+}
+
+// TokenIssuedAt returns what WithTokenIssuedAt put in ctx (ok false:
+// the caller was not authenticated by a token).
+func TokenIssuedAt(ctx context.Context) (issuedAt time.Time, ok bool) {
+	issuedAt, ok = ctx.Value(tokenIssuedKey{}).(time.Time)
+	return issuedAt, ok
+}
+
 // ErrTokenRevoked: the token was issued before its user revoked their
 // tokens. Transports answer it as they answer an invalid token (HTTP 401,
 // MQTT bad credentials); it is not an *Error, whose codes all concern an

@@ -473,6 +473,9 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 		h.cfg.Hub.SendDirect(p.cl.ID, chat.Packet{Topic: rt, Payload: b, QoS: 1, CorrelationData: corr})
 	}
 	parent := context.Background()
+	if ci.byToken {
+		parent = chat.WithTokenIssuedAt(parent, ci.issuedAt)
+	}
 	if h.cfg.Tracer != nil {
 		parent = tracing.ExtractFrom(parent, userProps(pk.Properties.User))
 	}

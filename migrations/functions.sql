@@ -785,3 +785,17 @@ BEGIN
     FROM v JOIN locked l ON l.client_id = v.id WHERE s.client_id = v.id AND s.conn_token = v.token;
 END;
 $$;
+
+-- # chat_lock_user_devices(p_user)
+--
+-- Takes, until the transaction ends, the lock that serialises a user's
+-- push device registrations with each other (the device cap) and with the
+-- revocation of their tokens (internal/push RegisterDevice, store
+-- RevokeTokens): a registration that holds it commits before the
+-- revocation's DELETE reads the devices, and one that takes it after a
+-- revocation reads the revocation (a fresh READ COMMITTED snapshot in its
+-- next statement).
+CREATE OR REPLACE FUNCTION chat_lock_user_devices(p_user bigint) RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    SELECT pg_advisory_xact_lock(7170630, hashtext(p_user::text));
+$$;

@@ -21,9 +21,17 @@ const TokensRevokedChannel = "chat_tokens_revoked"
 // user's push devices go with their tokens: each was registered by a
 // session now signed out, and a stolen phone must not keep showing the
 // user's messages on its lock screen (apps register again when signed in).
+// The DELETE runs under the user's device lock (chat_lock_user_devices),
+// in a statement of its own after the lock is granted: a registration in
+// progress commits first and its device is deleted too, and one that
+// comes after reads the revocation and refuses a token it revokes.
 func (s *Store) RevokeTokens(ctx context.Context, userID int64) (time.Time, error) {
 	var before time.Time
-	err := s.pool.QueryRow(ctx, `
+	err := s.inTx(ctx, "revoke tokens", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT chat_lock_user_devices($1)`, userID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
 WITH d AS (
     DELETE FROM push_device WHERE user_id = $1
 ), r AS (
@@ -36,8 +44,9 @@ WITH d AS (
 SELECT revoked_before, pg_notify('`+TokensRevokedChannel+`',
     json_build_object('userId', $1::bigint, 'before', extract(epoch FROM revoked_before)::bigint)::text) IS NULL
 FROM r`, userID).Scan(&before, new(bool))
+	})
 	if err != nil {
-		return time.Time{}, classify("revoke tokens", err)
+		return time.Time{}, err
 	}
 	return before, nil
 }

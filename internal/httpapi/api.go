@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -191,12 +190,10 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 			}
 			// After the rate limit: each check reads the database.
 			if err := a.svc.CheckToken(r.Context(), u, issued); err != nil {
-				if errors.Is(err, chat.ErrTokenRevoked) {
-					err = errUnauthorized(err.Error())
-				}
 				a.writeError(w, r, e.name(), u, err)
 				return
 			}
+			r = r.WithContext(chat.WithTokenIssuedAt(r.Context(), issued))
 		}
 		// Health probes answer whatever query a prober adds: refusing one
 		// would take a healthy node out of service.

@@ -89,6 +89,11 @@ func ErrorStatus(code chat.Code) int {
 // describe turns any error into its status and client-safe body, logging the
 // ones the client cannot be blamed for. op names the operation in the log.
 func (a *API) describe(ctx context.Context, op string, userID int64, err error) (int, ErrorBody) {
+	if errors.Is(err, chat.ErrTokenRevoked) {
+		// Found when the call starts, or by a write that checks the token
+		// again (a device registration racing a revocation).
+		err = errUnauthorized(err.Error())
+	}
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae.status, ErrorBody{ErrorDetail{Code: ae.code, Message: ae.message}}

@@ -116,11 +116,14 @@ func decodeB64(s string) ([]byte, error) {
 	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 }
 
-// userLock serialises one user's registrations, so the device cap holds.
-const userLock = `SELECT pg_advisory_xact_lock(7170630, hashtext($1::bigint::text))`
+// userLock serialises one user's registrations, so the device cap holds,
+// and each with a revocation of the user's tokens (store RevokeTokens).
+const userLock = `SELECT chat_lock_user_devices($1)`
 
-// RegisterDevice implements chat.PushStore.
-func (d *Devices) RegisterDevice(ctx context.Context, userID int64, r chat.DeviceRequest) (int64, bool, error) {
+// RegisterDevice implements chat.PushStore. The revocation is read under
+// userLock, in a statement after the lock is granted: a revocation that
+// committed while the registration waited for it is seen.
+func (d *Devices) RegisterDevice(ctx context.Context, userID int64, r chat.DeviceRequest, issuedAt *time.Time) (int64, bool, error) {
 	addr, err := d.validate(&r)
 	if err != nil {
 		return 0, false, err
@@ -136,6 +139,16 @@ func (d *Devices) RegisterDevice(ctx context.Context, userID int64, r chat.Devic
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, userLock, userID); err != nil {
 			return err
+		}
+		if issuedAt != nil {
+			var before time.Time
+			err := tx.QueryRow(ctx, `SELECT revoked_before FROM token_revocation WHERE user_id = $1`, userID).Scan(&before)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if chat.TokenRevoked(before, *issuedAt) {
+				return chat.ErrTokenRevoked
+			}
 		}
 		// xmax = 0 tells an inserted row from an updated one.
 		if err := tx.QueryRow(ctx, `
@@ -153,6 +166,9 @@ DELETE FROM push_device WHERE id IN (
 			userID, chat.MaxDevicesPerUser)
 		return err
 	})
+	if errors.Is(err, chat.ErrTokenRevoked) {
+		return 0, false, err
+	}
 	if err != nil {
 		return 0, false, dbErr("register device", err)
 	}

@@ -21,11 +21,11 @@ func TestReRegisteringATokenUpdatesItAndAnotherUserTakesItOver(t *testing.T) {
 	r := newRig(t)
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	ctx := context.Background()
-	id, created, err := d.RegisterDevice(ctx, 1, chat.DeviceRequest{Platform: "fcm", Token: "tok-1", AppID: "com.example", Locale: "de"})
+	id, created, err := d.RegisterDevice(ctx, 1, chat.DeviceRequest{Platform: "fcm", Token: "tok-1", AppID: "com.example", Locale: "de"}, nil)
 	if err != nil || !created {
 		t.Fatalf("register: %v created=%v", err, created)
 	}
-	id2, created, err := d.RegisterDevice(ctx, 1, chat.DeviceRequest{Platform: "fcm", Token: "tok-1", Locale: "fr"})
+	id2, created, err := d.RegisterDevice(ctx, 1, chat.DeviceRequest{Platform: "fcm", Token: "tok-1", Locale: "fr"}, nil)
 	if err != nil || created || id2 != id {
 		t.Fatalf("re-register: id %d (first %d) created=%v err=%v", id2, id, created, err)
 	}
@@ -34,7 +34,7 @@ func TestReRegisteringATokenUpdatesItAndAnotherUserTakesItOver(t *testing.T) {
 		t.Fatalf("devices = %+v", ds)
 	}
 	// The phone changed hands.
-	if id3, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "tok-1"}); err != nil || id3 != id {
+	if id3, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "tok-1"}, nil); err != nil || id3 != id {
 		t.Fatalf("takeover: %d %v", id3, err)
 	}
 	if ds, _ := d.Devices(ctx, 1); len(ds) != 0 {
@@ -53,7 +53,7 @@ func TestAUserKeepsTheTwentyNewestDevices(t *testing.T) {
 	ctx := context.Background()
 	var first int64
 	for i := 0; i <= chat.MaxDevicesPerUser; i++ {
-		id, _, err := r.devices.RegisterDevice(ctx, 7, webDevice(fmt.Sprintf("https://push.example/%d", i)))
+		id, _, err := r.devices.RegisterDevice(ctx, 7, webDevice(fmt.Sprintf("https://push.example/%d", i)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,11 +88,11 @@ func TestRegistrationsAreValidated(t *testing.T) {
 		"fcm without sender": {Platform: "fcm", Token: "t"},
 		"bad locale":         {Platform: "webpush", Endpoint: "https://push.example/x", Keys: good.Keys, Locale: "de;DROP"},
 	} {
-		if _, _, err := strict.RegisterDevice(context.Background(), 1, req); chat.ErrorCode(err) != chat.CodeInvalid {
+		if _, _, err := strict.RegisterDevice(context.Background(), 1, req, nil); chat.ErrorCode(err) != chat.CodeInvalid {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
 	}
-	if _, _, err := strict.RegisterDevice(context.Background(), 1, good); err != nil {
+	if _, _, err := strict.RegisterDevice(context.Background(), 1, good, nil); err != nil {
 		t.Errorf("valid subscription: %v", err)
 	}
 }

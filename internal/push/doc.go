@@ -11,8 +11,12 @@
 // Devices implements chat.PushStore: push_device rows keyed by (platform,
 // token or endpoint), so re-registering updates and another user's
 // registration moves the device; at most chat.MaxDevicesPerUser per user
-// (the oldest is forgotten; a per-user advisory lock keeps the cap under
-// concurrent registrations). member_settings holds mute (until a time, or
+// (the oldest is forgotten; a per-user advisory lock,
+// chat_lock_user_devices, keeps the cap under concurrent registrations).
+// A revocation of the user's tokens takes the same lock before it forgets
+// their devices, and a registration reads the revocation under it: a
+// device registered with a token the revocation refuses is either refused
+// (ErrTokenRevoked) or committed first and forgotten by it. member_settings holds mute (until a time, or
 // until unmuted) and whether mentions still push in a muted group
 // (default true); rows go with the member.
 //

@@ -119,11 +119,11 @@ func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
 	r.start(outputs)
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	ctx := context.Background()
-	fcm, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat", Locale: "de"})
+	fcm, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat", Locale: "de"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	apns, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"})
+	apns, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestWebhookGoneDeletesTheDevice(t *testing.T) {
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret) })
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
-	id, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "stale"})
+	id, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "stale"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestFCMAndAPNsNotificationNeverExceedsTheLimit(t *testing.T) {
 	r.start(func(c *push.Config) { outputs(c); c.Preview = true })
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	ctx := context.Background()
-	if _, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123"}); err != nil {
+	if _, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Control characters escape to six bytes each in JSON.

@@ -121,7 +121,7 @@ func (r *rig) subscribe(user int64, name string) int64 {
 	r.t.Helper()
 	url, sub := r.ep.Subscribe(name)
 	id, _, err := r.devices.RegisterDevice(context.Background(), user, chat.DeviceRequest{Platform: "webpush", Endpoint: url,
-		Keys: &chat.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}})
+		Keys: &chat.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}}, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
 		}},
 		{"device now another user's", func(r *rig, _, _ int64, bob chat.DeviceRequest) {
 			// The browser bob used is dave's now (the same subscription).
-			if _, _, err := r.devices.RegisterDevice(ctx, 4, bob); err != nil {
+			if _, _, err := r.devices.RegisterDevice(ctx, 4, bob, nil); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -69,7 +69,7 @@ func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
 			g := r.group(1, 2, 3)
 			url, sub := r.ep.Subscribe("bob")
 			bob := chat.DeviceRequest{Platform: "webpush", Endpoint: url, Keys: &chat.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}}
-			if _, _, err := r.devices.RegisterDevice(ctx, 2, bob); err != nil {
+			if _, _, err := r.devices.RegisterDevice(ctx, 2, bob, nil); err != nil {
 				t.Fatal(err)
 			}
 			seq := r.send(g, 1, "secret for bob")

@@ -264,7 +264,7 @@ func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
 	r := newRig(t)
 	r.start(outputs)
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
-	dev, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"})
+	dev, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
