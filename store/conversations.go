@@ -177,7 +177,7 @@ func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conv
 		created bool
 	)
 	err := s.writeTx(ctx, "open direct", func(tx pgx.Tx) ([]chat.Event, error) {
-		if err := lockPair(ctx, tx, low, high); err != nil {
+		if err := lockPairs(ctx, tx, low, high); err != nil {
 			return nil, err
 		}
 		if err := refuseBlocked(ctx, tx, peerID, userID); err != nil {

@@ -105,6 +105,11 @@
 //   - OpenDirect relies on the unique (user_low, user_high) of direct_pair:
 //     INSERT ... ON CONFLICT DO NOTHING under a savepoint, and on losing the
 //     race the savepoint is rolled back and the winner's row re-read.
+//   - Block, Unblock, OpenDirect and the adds that refuse a blocker
+//     (AddMember, CreateGroup: refuseBlockers) take an advisory lock per
+//     pair of users (lockPairs, in the other user's id order) before they
+//     read or write user_block: an add sees a block committed before it,
+//     and a block waits for an add in progress to commit.
 //   - Reads (History, Inbox, SeenBy, GetConversation) run in a read-only
 //     REPEATABLE READ transaction so the membership check and the data come
 //     from one snapshot.

@@ -209,8 +209,13 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 // one of them blocked actorID (403 blocked): someone who blocked you
 // cannot be added by you, as most chat apps have it ("this person can't
 // be added"). Anyone else may add them, and a blocker may add whom they
-// blocked.
+// blocked. It first takes the pairs' locks (lockPairs), which a block
+// takes too: a block committing meanwhile is either seen here, or waits
+// until the add has committed (the member then exists before the block).
 func refuseBlockers(ctx context.Context, tx pgx.Tx, actorID int64, ids []int64) error {
+	if err := lockPairs(ctx, tx, actorID, ids...); err != nil {
+		return err
+	}
 	var blocker int64
 	err := tx.QueryRow(ctx, `
 		SELECT blocker_id FROM user_block WHERE blocked_id = $1 AND blocker_id = ANY($2::bigint[])

@@ -214,7 +214,7 @@ func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64) error {
 // one, with what it leaves: conversation_member.peer_blocked is the copy of
 // user_block that the send function reads.
 func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, blocked bool) error {
-	if err := lockPair(ctx, tx, blockerID, blockedID); err != nil {
+	if err := lockPairs(ctx, tx, blockerID, blockedID); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, change, blockerID, blockedID); err != nil {
@@ -231,16 +231,24 @@ func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedI
 	return nil
 }
 
-// lockPair serialises, for the rest of the transaction, the writers of a
-// pair of users' blocks and of their direct conversation's creation, so
-// conversation_member.peer_blocked always equals user_block: run at once
+// lockPairs serialises, for the rest of the transaction, the writers of a
+// pair of users' blocks, their direct conversation's creation and one
+// putting the other in a group, for each pair of a and one of others: so
+// conversation_member.peer_blocked always equals user_block (run at once
 // without it, a block could find no member row to mark while the creation
-// did not see the block yet. The key is a hash of the pair (a collision
-// only makes two unrelated pairs wait for each other).
-func lockPair(ctx context.Context, tx pgx.Tx, a, b int64) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.pair:' || LEAST($1::bigint, $2::bigint) || ':' || GREATEST($1::bigint, $2::bigint), 0))`,
-		a, b); err != nil {
-		return fmt.Errorf("lock the pair: %w", err)
+// did not see the block yet), and an add either sees a block of the pair
+// or commits before the block does (refuseBlockers). The key is a hash of
+// the pair (a collision only makes two unrelated pairs wait for each
+// other). The pairs are locked in the order of the other user's id, which
+// is the order of the pairs' (low, high) too, one order for every locker.
+func lockPairs(ctx context.Context, tx pgx.Tx, a int64, others ...int64) error {
+	// The aggregate takes the locks in the order its sorted input reaches
+	// it.
+	if _, err := tx.Exec(ctx, `
+		SELECT count(pg_advisory_xact_lock(hashtextextended('chat.pair:' || LEAST($1::bigint, o) || ':' || GREATEST($1::bigint, o), 0)))
+		FROM (SELECT DISTINCT o FROM unnest($2::bigint[]) AS t(o) ORDER BY o) p`,
+		a, others); err != nil {
+		return fmt.Errorf("lock the pairs: %w", err)
 	}
 	return nil
 }
