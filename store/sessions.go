@@ -276,10 +276,15 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 // flush of a session that has ended can come after the resumed session
 // deleted that row, its work done, and must not bring it back.
 //
-// The sessions are locked first (FOR KEY SHARE, in client id order), in
-// an InitPlan that runs to the end before the first cursor row is
-// written: a session, then its cursors, the order in which opening,
-// dropping and expiring a session lock them. Left to the foreign key
+// The sessions are locked first (FOR KEY SHARE, in client id order: s),
+// then the cursor rows that exist (c, which reads s), in key order, in an
+// InitPlan of u that runs to the end before the first cursor row is
+// written: a session, then its cursors in key order, the order in which
+// opening, dropping and expiring a session and a leave lock them. The
+// UPDATE and the upsert then write rows this statement holds, or insert
+// new ones in key order; left to lock rows as their plan meets them (a
+// hash join meets them in heap order, which an update changes), two
+// flushes of one session could deadlock. Left to the foreign key
 // check, the KEY SHARE came after the upsert held an existing cursor row,
 // and a clean reopen (or drop, or expiry) of the session, holding the
 // session while deleting its cursors, deadlocked with the flush. A session
@@ -296,13 +301,21 @@ func (s *Sessions) SaveCursors(ctx context.Context, cs []chat.Cursor) error {
 	}
 	// A row the UPDATE finds deleted meanwhile (the resume, concurrently)
 	// stays deleted; an INSERT would write it again.
-	_, err := s.pool.Exec(ctx, `WITH u AS (
+	_, err := s.pool.Exec(ctx, `WITH s AS MATERIALIZED (
+			SELECT s.client_id FROM chat_session s WHERE s.client_id = ANY($1::text[])
+			ORDER BY s.client_id FOR KEY SHARE),
+		c AS MATERIALIZED (
+			SELECT count(*) AS n FROM (
+				SELECT 1 FROM session_cursor sc
+				WHERE sc.client_id IN (SELECT client_id FROM s)
+				  AND (sc.client_id, sc.conversation_id) IN (SELECT * FROM unnest($1::text[], $2::bigint[]))
+				ORDER BY sc.client_id, sc.conversation_id FOR NO KEY UPDATE OF sc) l),
+		u AS (
 			SELECT u.client_id, u.conversation_id, max(u.seq) AS seq,
 				EXISTS (SELECT 1 FROM chat_session s JOIN conversation_member m ON m.user_id = s.user_id
 				        WHERE s.client_id = u.client_id AND m.conversation_id = u.conversation_id) AS member
 			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(client_id, conversation_id, seq)
-			WHERE u.client_id = ANY (ARRAY(SELECT s.client_id FROM chat_session s WHERE s.client_id = ANY($1::text[])
-			                               ORDER BY s.client_id FOR KEY SHARE))
+			WHERE (SELECT n FROM c) >= 0 AND u.client_id IN (SELECT client_id FROM s)
 			GROUP BY u.client_id, u.conversation_id),
 		left_conv AS (
 			UPDATE session_cursor sc SET delivered_seq = GREATEST(sc.delivered_seq, u.seq)
