@@ -62,21 +62,9 @@ func (s *stripper) heifStart() error {
 
 // heifBox walks the top-level boxes to the meta.
 func (s *stripper) heifBox() error {
-	h := s.peek(8)
-	if h == nil {
+	_, n, hl, typ, ok := s.boxHeader()
+	if !ok {
 		return nil
-	}
-	n, hl, typ := int64(binary.BigEndian.Uint32(h)), 8, string(h[4:8])
-	if n == 1 {
-		if h = s.peek(16); h == nil {
-			return nil
-		}
-		u := binary.BigEndian.Uint64(h[8:])
-		if u > math.MaxInt64 {
-			s.step = (*stripper).rest
-			return nil
-		}
-		n, hl = int64(u), 16
 	}
 	if n < int64(hl) {
 		// Size 0 (the box runs to the end of the file) or a box no

@@ -642,23 +642,11 @@ func (s *stripper) mp4Box() error {
 			return nil
 		}
 	}
-	h := s.peek(8)
-	if h == nil {
+	h, n, hl, typ, ok := s.boxHeader()
+	if !ok {
 		return nil
 	}
-	n, hl, typ := int64(binary.BigEndian.Uint32(h)), 8, string(h[4:8])
-	switch n {
-	case 1:
-		if h = s.peek(16); h == nil {
-			return nil
-		}
-		u := binary.BigEndian.Uint64(h[8:])
-		if u > math.MaxInt64 {
-			s.step = (*stripper).rest
-			return nil
-		}
-		n, hl = int64(u), 16
-	case 0: // to the end of the file, or of the box it is in
+	if n == 0 { // to the end of the file, or of the box it is in
 		n = end - s.pos
 	}
 	if n < int64(hl) || n > end-s.pos {
@@ -720,4 +708,29 @@ func (s *stripper) free(h []byte, hl int, n int64) {
 	_, _ = s.br.Discard(hl)
 	s.pos += int64(hl)
 	s.through(n-int64(hl), true)
+}
+
+// boxHeader reads the ISO-BMFF box header at the stream's position: the
+// header's bytes, the box's size (a 64-bit size when the 32-bit one is 1;
+// 0 is left to the caller: to the end of the file or of the box it is
+// in), the header's length and the box type. ok is false when more input
+// is needed, or when the 64-bit size is beyond any file (the rest then
+// goes through as it is).
+func (s *stripper) boxHeader() (h []byte, n int64, hl int, typ string, ok bool) {
+	if h = s.peek(8); h == nil {
+		return nil, 0, 0, "", false
+	}
+	n, hl, typ = int64(binary.BigEndian.Uint32(h)), 8, string(h[4:8])
+	if n == 1 {
+		if h = s.peek(16); h == nil {
+			return nil, 0, 0, "", false
+		}
+		u := binary.BigEndian.Uint64(h[8:])
+		if u > math.MaxInt64 {
+			s.step = (*stripper).rest
+			return nil, 0, 0, "", false
+		}
+		n, hl = int64(u), 16
+	}
+	return h, n, hl, typ, true
 }
