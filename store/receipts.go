@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -355,21 +356,11 @@ func sortedKeys[V any](m map[memberKey]V) []memberKey {
 	}
 	slices.SortFunc(keys, func(a, b memberKey) int {
 		if a.conv != b.conv {
-			return cmpInt(a.conv, b.conv)
+			return cmp.Compare(a.conv, b.conv)
 		}
-		return cmpInt(a.user, b.user)
+		return cmp.Compare(a.user, b.user)
 	})
 	return keys
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {

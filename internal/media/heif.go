@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"math"
 	"slices"
@@ -168,7 +169,7 @@ func (s *stripper) heifPlan(items []heifItem) {
 	slices.SortStableFunc(items, func(a, b heifItem) int {
 		sa, _ := span(a)
 		sb, _ := span(b)
-		return compare(sa, sb)
+		return cmp.Compare(sa, sb)
 	})
 	var acts []heifAction
 	for i := 0; i < len(items); {
@@ -195,18 +196,8 @@ func (s *stripper) heifPlan(items []heifItem) {
 		}
 		i = j
 	}
-	slices.SortStableFunc(acts, func(a, b heifAction) int { return compare(a.start, b.start) })
+	slices.SortStableFunc(acts, func(a, b heifAction) int { return cmp.Compare(a.start, b.start) })
 	s.heifActs = acts
-}
-
-func compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // heifItems passes the file through to the next planned action, and does
