@@ -182,9 +182,7 @@ func TestReadyzOnTheMetricsListenerTurnsNotReadyAsSoonAsTheShutdownStarts(t *tes
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, "the send to wait for the row lock", func() bool {
-		var n int
-		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n)
-		return n > 0
+		return pgtest.LockWaiters(t, pool) > 0
 	})
 
 	closed := make(chan error, 1)

@@ -63,7 +63,7 @@ func TestTwoFlushesOfCursorsOfLeftConversationsDoNotDeadlock(t *testing.T) {
 	mustExec(t, ctx, pool, `CREATE TRIGGER test_pause_first_row BEFORE UPDATE ON session_cursor
 		FOR EACH ROW EXECUTE FUNCTION test_pause_first_row()`)
 	var pause pgx.Tx
-	waits := func() int64 { return lockWaits(t, setup) }
+	waits := func() int64 { return pgtest.LockWaiters(t, setup) }
 	flush := func(seq int64, convs ...int64) error {
 		cs := make([]chat.Cursor, len(convs))
 		for i, c := range convs {

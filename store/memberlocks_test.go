@@ -83,8 +83,7 @@ func startReadBatch(t *testing.T, ctx context.Context, pool *pgxpool.Pool, conv 
 func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, n int64, what string) {
 	t.Helper()
 	waitFor(t, what, func() bool {
-		return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= n
+		return pgtest.LockWaiters(t, pool) >= n
 	})
 }
 

@@ -41,7 +41,7 @@ func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 	}()
 	// Wait until that transaction waits for the lock.
 	lockWait := time.Now().Add(10 * time.Second)
-	for queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+	for pgtest.LockWaiters(t, pool) == 0 {
 		if time.Now().After(lockWait) {
 			t.Fatal("the first batch never waited for the lock")
 		}

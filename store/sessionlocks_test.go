@@ -63,8 +63,7 @@ func cursorFlushRace(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ss *
 			return true
 		default:
 		}
-		return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= 2
+		return pgtest.LockWaiters(t, pool) >= 2
 	})
 	_ = blocker.Rollback(ctx)
 	deadline := time.After(30 * time.Second)

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 const fcmDevice = `{"platform":"fcm","token":"stolen-phone"}`
@@ -20,15 +22,7 @@ func newPushEnv(t *testing.T) (*env, func() int64) {
 	t.Helper()
 	e := newEnv(t)
 	e.svc.Push = push.NewDevices(e.pool, "BKey", true, true)
-	waiting := func() int64 {
-		var n int64
-		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	return e, waiting
+	return e, func() int64 { return pgtest.LockWaiters(t, e.pool) }
 }
 
 func (e *env) devices(user int64) int64 {
@@ -72,61 +66,22 @@ func TestARevocationForgetsADeviceWhoseRegistrationWasInProgress(t *testing.T) {
 	e, waiting := newPushEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	mustExec := func(sql string) {
-		t.Helper()
-		if _, err := e.pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
+	release := pgtest.HoldAfterInsert(t, ctx, e.pool, "push_device")
+	registered := testkit.Start(t, "the registration", func() (int, error) {
+		return e.postDevice(e.srv.Client(), 1, strings.NewReader(fcmDevice))
+	}, func() bool { return waiting() == 1 })
+	if registered.Returned() {
+		t.Fatal("the registration did not wait after its insert")
 	}
-	mustExec(`CREATE FUNCTION test_hold_device() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock(424242); RETURN NEW; END $$`)
-	mustExec(`CREATE TRIGGER test_hold_device AFTER INSERT ON push_device FOR EACH ROW EXECUTE FUNCTION test_hold_device()`)
-	hold, err := e.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	revoked := testkit.Start(t, "the revocation", func() (chat.TokensRevoked, error) {
+		return e.svc.RevokeTokens(ctx, 1)
+	}, func() bool { return waiting() == 2 })
+	release()
+	if _, err := revoked.Wait(); err != nil {
+		t.Fatalf("revoke: %v", err)
 	}
-	defer func() { _ = hold.Rollback(context.Background()) }()
-	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(424242)`); err != nil {
-		t.Fatal(err)
-	}
-
-	type result struct {
-		status int
-		err    error
-	}
-	registered := make(chan result, 1)
-	go func() {
-		s, err := e.postDevice(e.srv.Client(), 1, strings.NewReader(fcmDevice))
-		registered <- result{s, err}
-	}()
-	until(t, "the registration waits after its insert", func() bool { return waiting() == 1 })
-
-	revoked := make(chan error, 1)
-	go func() {
-		_, err := e.svc.RevokeTokens(ctx, 1)
-		revoked <- err
-	}()
-	revokeDone := false
-	var revokeErr error
-	until(t, "the revocation returns or waits for the registration", func() bool {
-		select {
-		case revokeErr = <-revoked:
-			revokeDone = true
-		default:
-		}
-		return revokeDone || waiting() == 2
-	})
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if !revokeDone {
-		revokeErr = <-revoked
-	}
-	if revokeErr != nil {
-		t.Fatalf("revoke: %v", revokeErr)
-	}
-	if r := <-registered; r.err != nil || (r.status != http.StatusCreated && r.status != http.StatusUnauthorized) {
-		t.Fatalf("registration: %d %v, want 201 or 401", r.status, r.err)
+	if status, err := registered.Wait(); err != nil || (status != http.StatusCreated && status != http.StatusUnauthorized) {
+		t.Fatalf("registration: %d %v, want 201 or 401", status, err)
 	}
 	if n := e.devices(1); n != 0 {
 		t.Errorf("the user signed out everywhere and still has %d device(s)", n)
@@ -190,17 +145,5 @@ func TestARegistrationAuthenticatedBeforeARevocationStoresNoDevice(t *testing.T)
 	// A client certificate is no token: no revocation concerns it.
 	if raw := e.api.RPC(ctx, 1, "device.register", []byte(fcmDevice)); !strings.HasPrefix(string(raw), `{"status":201,`) {
 		t.Errorf("rpc device.register by a connection without a token: %s, want 201", raw)
-	}
-}
-
-// until polls cond every few milliseconds for up to 10 s.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

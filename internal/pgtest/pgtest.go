@@ -168,3 +168,46 @@ func makeTemplate(ctx context.Context, c *pgembed.Cluster) error {
 	_, err = store.Migrate(ctx, pool)
 	return err
 }
+
+// LockWaiters counts the sessions of pool's database that wait for a lock:
+// a race test holds one side's lock and polls this until the other side
+// queues behind it.
+func LockWaiters(t testing.TB, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+		t.Fatalf("count lock waiters: %v", err)
+	}
+	return n
+}
+
+// HoldAfterInsert makes every INSERT into table wait, after its row is
+// written and before its transaction goes on, until release is called (a
+// test trigger waits for an advisory lock the test holds): a race test
+// parks one side there, uncommitted, and runs the other.
+func HoldAfterInsert(t testing.TB, ctx context.Context, pool *pgxpool.Pool, table string) (release func()) {
+	t.Helper()
+	for _, sql := range []string{
+		`CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_advisory_xact_lock(424242); RETURN NEW; END $$`,
+		`CREATE TRIGGER test_hold AFTER INSERT ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION test_hold()`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("hold inserts into %s: %v", table, err)
+		}
+	}
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(424242)`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := hold.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

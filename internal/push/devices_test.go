@@ -8,7 +8,9 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/webpushtest"
 )
 
@@ -131,46 +133,24 @@ func TestMutingAGroupWhileBeingRemovedLeavesNoSettingsForARejoin(t *testing.T) {
 	conv := r.group(1, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	waiting := func() int64 {
-		return r.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	hold := r.holdOutbox(t, ctx)
+	removed := testkit.Start(t, "the removal", func() (struct{}, error) {
+		return struct{}{}, r.store.RemoveMember(ctx, conv, 1, 2)
+	}, func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
+	if removed.Returned() {
+		t.Fatal("the removal did not wait for the outbox the test holds")
 	}
-	hold, err := r.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback(context.Background()) }()
-	if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	removed := make(chan error, 1)
-	go func() { removed <- r.store.RemoveMember(ctx, conv, 1, 2) }()
-	until(t, "the removal waits after its delete", func() bool { return waiting() == 1 })
-	muted := make(chan error, 1)
-	go func() {
-		_, err := r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true})
-		muted <- err
-	}()
-	var muteErr error
-	muteDone := false
-	until(t, "the mute returns or waits for the removal", func() bool {
-		select {
-		case muteErr = <-muted:
-			muteDone = true
-		default:
-		}
-		return muteDone || waiting() == 2
-	})
+	muted := testkit.Start(t, "the mute", func() (chat.ConversationSettings, error) {
+		return r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true})
+	}, func() bool { return pgtest.LockWaiters(t, r.pool) == 2 })
 	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-removed; err != nil {
+	if _, err := removed.Wait(); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
-	if !muteDone {
-		muteErr = <-muted
-	}
-	if !errors.Is(muteErr, chat.ErrNotMember) {
-		t.Errorf("muting while being removed: %v, want not_member", muteErr)
+	if _, err := muted.Wait(); !errors.Is(err, chat.ErrNotMember) {
+		t.Errorf("muting while being removed: %v, want not_member", err)
 	}
 	if n := r.count(`SELECT count(*) FROM member_settings WHERE conversation_id = $1 AND user_id = 2`, conv); n != 0 {
 		t.Errorf("%d settings rows of a user who is no longer a member", n)
@@ -184,18 +164,6 @@ func TestMutingAGroupWhileBeingRemovedLeavesNoSettingsForARejoin(t *testing.T) {
 	}
 	if s, ok := m[conv]; ok && s.Muted {
 		t.Errorf("added back, the group is muted for them: %+v", s)
-	}
-}
-
-// until polls cond every few milliseconds for up to 10 s.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -237,13 +205,10 @@ func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.subscribe(2, "bob")
-	waiting := func() int64 {
-		return r.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
-	}
 	jobs := `SELECT count(*) FROM push_job WHERE conversation_id = $1 AND user_id = 2`
 	due := func(conv int64) {
 		r.send(conv, 1, "hi bob")
-		until(t, "the message is due", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "the message to be due", func() bool {
 			return r.count(`SELECT count(*) FROM message WHERE conversation_id = $1 AND created_at < now() - interval '10 ms'`, conv) == 1
 		})
 	}
@@ -259,26 +224,14 @@ func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
 		if n, err := push.DecideInTx(ctx, p, tx, []int64{conv}); err != nil || n != 1 {
 			t.Fatalf("decision: %d jobs, %v; want 1", n, err)
 		}
-		removed := make(chan error, 1)
-		go func() { removed <- r.store.RemoveMember(ctx, conv, 1, 2) }()
-		var removeErr error
-		done := false
-		until(t, "the removal returns or waits for the decision", func() bool {
-			select {
-			case removeErr = <-removed:
-				done = true
-			default:
-			}
-			return done || waiting() == 1
-		})
+		removed := testkit.Start(t, "the removal", func() (struct{}, error) {
+			return struct{}{}, r.store.RemoveMember(ctx, conv, 1, 2)
+		}, func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if !done {
-			removeErr = <-removed
-		}
-		if removeErr != nil {
-			t.Fatalf("remove: %v", removeErr)
+		if _, err := removed.Wait(); err != nil {
+			t.Fatalf("remove: %v", err)
 		}
 		if n := r.count(jobs, conv); n != 0 {
 			t.Errorf("%d push jobs of the removed member left\n%s", n, dumpJobs(r))
@@ -288,59 +241,28 @@ func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
 	t.Run("removal first", func(t *testing.T) {
 		conv := r.group(1, 2)
 		due(conv)
-		hold, err := r.pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
+		hold := r.holdOutbox(t, ctx)
+		removed := testkit.Start(t, "the removal", func() (struct{}, error) {
+			return struct{}{}, r.store.RemoveMember(ctx, conv, 1, 2)
+		}, func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
+		if removed.Returned() {
+			t.Fatal("the removal did not wait for the outbox the test holds")
 		}
-		defer func() { _ = hold.Rollback(context.Background()) }()
-		if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
-			t.Fatal(err)
-		}
-		removed := make(chan error, 1)
-		go func() { removed <- r.store.RemoveMember(ctx, conv, 1, 2) }()
-		until(t, "the removal waits after its delete", func() bool { return waiting() == 1 })
-		type result struct {
-			n   int
-			err error
-		}
-		decided := make(chan result, 1)
-		go func() {
-			tx, err := r.pool.Begin(ctx)
-			if err != nil {
-				decided <- result{0, err}
-				return
-			}
-			defer func() { _ = tx.Rollback(context.Background()) }()
-			n, err := push.DecideInTx(ctx, p, tx, []int64{conv})
-			if err == nil {
-				err = tx.Commit(ctx)
-			}
-			decided <- result{n, err}
-		}()
-		var res result
-		done := false
-		until(t, "the decision returns or waits for the removal", func() bool {
-			select {
-			case res = <-decided:
-				done = true
-			default:
-			}
-			return done || waiting() == 2
-		})
+		decided := testkit.Start(t, "the decision", func() (int, error) {
+			return r.decide(ctx, p, conv)
+		}, func() bool { return pgtest.LockWaiters(t, r.pool) == 2 })
 		if err := hold.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-removed; err != nil {
+		if _, err := removed.Wait(); err != nil {
 			t.Fatalf("remove: %v", err)
 		}
-		if !done {
-			res = <-decided
+		n, err := decided.Wait()
+		if err != nil {
+			t.Fatalf("decision: %v", err)
 		}
-		if res.err != nil {
-			t.Fatalf("decision: %v", res.err)
-		}
-		if n := r.count(jobs, conv); n != 0 {
-			t.Errorf("%d push jobs of the removed member left (the decision wrote %d)\n%s", n, res.n, dumpJobs(r))
+		if c := r.count(jobs, conv); c != 0 {
+			t.Errorf("%d push jobs of the removed member left (the decision wrote %d)\n%s", c, n, dumpJobs(r))
 		}
 	})
 }

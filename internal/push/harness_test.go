@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/webpushtest"
 	"github.com/chatd/chatd/store"
 )
@@ -207,34 +209,46 @@ func (r *rig) decideTwice(conv int64, first func(n int, err error)) (int, error)
 	}
 	defer tx1.Rollback(ctx)
 	first(push.DecideInTx(ctx, p, tx1, []int64{conv}))
-	type result struct {
-		n   int
-		err error
-	}
-	second := make(chan result, 1)
-	go func() {
-		tx2, err := r.pool.Begin(ctx)
-		if err != nil {
-			second <- result{-1, err}
-			return
-		}
-		defer tx2.Rollback(ctx)
-		n, err := push.DecideInTx(ctx, p, tx2, []int64{conv})
-		if err == nil {
-			err = tx2.Commit(ctx)
-		}
-		second <- result{n, err}
-	}()
-	select {
-	case res := <-second:
-		t.Fatalf("the second decision did not wait for the first (%d jobs, %v)", res.n, res.err)
-	case <-time.After(300 * time.Millisecond):
+	second := testkit.Start(t, "the second decision", func() (int, error) {
+		return r.decide(ctx, p, conv)
+	}, func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
+	if second.Returned() {
+		n, err := second.Wait()
+		t.Fatalf("the second decision did not wait for the first (%d jobs, %v)", n, err)
 	}
 	if err := tx1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res := <-second
-	return res.n, res.err
+	return second.Wait()
+}
+
+// decide makes p's push decision for conv in a transaction of its own.
+func (r *rig) decide(ctx context.Context, p *push.Pusher, conv int64) (int, error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	n, err := push.DecideInTx(ctx, p, tx, []int64{conv})
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	return n, err
+}
+
+// holdOutbox locks the outbox in a transaction the test commits (or the
+// cleanup rolls back): a removal waits there after its delete.
+func (r *rig) holdOutbox(t *testing.T, ctx context.Context) pgx.Tx {
+	t.Helper()
+	hold, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return hold
 }
 
 func (r *rig) count(sql string, args ...any) int64 {

@@ -118,3 +118,51 @@ func FreePort(t testing.TB) int {
 	}
 	return n
 }
+
+// Pending is an operation Start runs in a goroutine of its own.
+type Pending[T any] struct {
+	ch       chan pendingResult[T]
+	returned bool
+	res      pendingResult[T]
+}
+
+type pendingResult[T any] struct {
+	v   T
+	err error
+}
+
+// Start runs op in a goroutine of its own and waits up to 10 s until it
+// has returned or parked() holds (it waits behind a lock the test holds):
+// a race test lets either happen, since which one the code under test
+// picks is its own business, and only checks the outcome.
+func Start[T any](t testing.TB, what string, op func() (T, error), parked func() bool) *Pending[T] {
+	t.Helper()
+	p := &Pending[T]{ch: make(chan pendingResult[T], 1)}
+	go func() {
+		v, err := op()
+		p.ch <- pendingResult[T]{v, err}
+	}()
+	WaitFor(t, 10*time.Second, what+" to return or wait", func() bool { return p.Returned() || parked() })
+	return p
+}
+
+// Wait is op's result, once it has returned.
+func (p *Pending[T]) Wait() (T, error) {
+	if !p.returned {
+		p.res = <-p.ch
+		p.returned = true
+	}
+	return p.res.v, p.res.err
+}
+
+// Returned says whether op has returned by now.
+func (p *Pending[T]) Returned() bool {
+	if !p.returned {
+		select {
+		case p.res = <-p.ch:
+			p.returned = true
+		default:
+		}
+	}
+	return p.returned
+}
