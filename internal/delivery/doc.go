@@ -117,7 +117,9 @@
 // session heard of it gives the session nothing committed after the leave.
 // A join that reaches a stream still finishing what the old membership
 // owed lets it finish first: the stream then goes on after the join, and
-// nothing committed in between reaches the user. A persistent session's
+// nothing committed in between reaches the user. Later leaves and joins
+// queue behind it the same way: the stream follows each membership in
+// turn, from its join to its leave, and the newest one live. A persistent session's
 // stored cursor keeps that tail across a reconnect (the leave's end_seq
 // stays on the cursor until it is acknowledged; Cursors returns it with
 // the new join). A leave and a re-add that both never reached a session

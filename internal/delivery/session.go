@@ -529,7 +529,7 @@ func (s *Session) accept(it item) {
 		switch st, ok := s.streams[it.conv]; {
 		case !ok:
 			s.streams[it.conv] = joinedStream(it.seq)
-		case st.end > 0 && st.rejoin == 0:
+		case st.end > 0:
 			st.rejoined(it.seq)
 		}
 	case kLeave:
@@ -853,9 +853,7 @@ func (s *Session) doResync() {
 			// Still delivering what the user was owed before leaving, and
 			// a member again: the join was lost to an overflow. The
 			// stream goes on after it once that is done.
-			if st.rejoin == 0 {
-				st.rejoined(c.JoinSeq)
-			}
+			st.rejoined(c.JoinSeq)
 			continue
 		}
 		if c.JoinSeq >= st.next {

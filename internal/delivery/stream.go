@@ -66,13 +66,17 @@ type stream struct {
 	// then ends: whatever was committed while they were a member reaches
 	// them, even when the fan-out no longer routed it to them.
 	end int64
-	// rejoin, on a stream that is ending, is the seq at which the user
-	// joined again; once the stream has queued everything up to end, it
-	// goes on after rejoin as a member's stream (resume): what the old
-	// membership owed comes first, nothing from while they were away.
-	// rejoinEnd is a leave of that new membership that came meanwhile.
-	rejoin, rejoinEnd int64
+	// rejoins, on a stream that is ending, are the memberships that
+	// followed, oldest first: once the stream has queued everything up to
+	// end, it goes on after the first one's join as a member's stream
+	// (resume): what the old membership owed comes first, nothing from
+	// while they were away. A membership's end is 0 while it lasts.
+	rejoins []membership
 }
+
+// membership is a span of the conversation that is the user's: what
+// follows join, up to end once they left (0: they are a member).
+type membership struct{ join, end int64 }
 
 // newStream starts where a session's cursor stands: delivered is the
 // highest seq the client acknowledged, lastSeq the conversation's newest.
@@ -99,10 +103,15 @@ func joinedStream(seq int64) *stream {
 // has not queued up to seq it falls Behind and catch-up fetches the rest
 // from PostgreSQL (never the recent cache, which may hold later entries).
 func (st *stream) leave(seq int64) (done bool) {
-	if st.rejoin > 0 {
-		st.rejoinEnd = seq // the end of the membership it resumes with
+	if n := len(st.rejoins); n > 0 {
+		st.rejoins[n-1].end = seq // the end of the newest membership
 		return false
 	}
+	return st.endAt(seq)
+}
+
+// endAt ends the membership the stream follows now at seq.
+func (st *stream) endAt(seq int64) (done bool) {
 	st.end = seq
 	if st.next > seq {
 		st.state, st.held, st.gapSince = Live, nil, time.Time{} // nothing of it is held
@@ -115,31 +124,47 @@ func (st *stream) leave(seq int64) (done bool) {
 
 // finished reports whether a stream that is ending had all it owed
 // acknowledged.
-func (st *stream) finished() bool { return st.end > 0 && st.rejoin == 0 && st.saved >= st.end }
+func (st *stream) finished() bool {
+	return st.end > 0 && len(st.rejoins) == 0 && st.saved >= st.end
+}
 
 // rejoined records that the user joined again at seq while the stream was
-// still finishing what their previous membership owed: that comes first,
-// then what follows seq.
+// still finishing what a previous membership owed: that comes first, then
+// what follows seq. A join the stream knows of already (the user has not
+// left the newest membership it holds) changes nothing.
 func (st *stream) rejoined(seq int64) {
-	st.rejoin = seq
+	// A join may come at the seq of the leave before it (nothing was
+	// committed between them), never before it.
+	if n := len(st.rejoins); st.end == 0 || seq < st.end || n > 0 && (st.rejoins[n-1].end == 0 || seq < st.rejoins[n-1].end) {
+		return
+	}
+	st.rejoins = append(st.rejoins, membership{join: seq})
 	st.resume()
 }
 
-// resume turns a stream that is ending and rejoined into the new
+// rejoining reports whether the user joined again after the membership
+// the stream follows now ended.
+func (st *stream) rejoining() bool { return len(st.rejoins) > 0 }
+
+// resume turns a stream that is ending and rejoined into the next
 // membership's once everything up to end is queued: it continues after
 // the join from PostgreSQL, as a joined stream starts. The cursor may
 // skip to the join: nothing in between is the user's.
 func (st *stream) resume() {
-	if st.rejoin == 0 || st.next <= st.end {
+	if len(st.rejoins) == 0 || st.next <= st.end {
 		return
 	}
-	end := st.rejoinEnd
-	st.next, st.floor, st.sentHigh = st.rejoin+1, st.rejoin, max(st.sentHigh, st.rejoin)
-	st.end, st.rejoin, st.rejoinEnd = 0, 0, 0
+	m := st.rejoins[0]
+	st.rejoins = st.rejoins[1:]
+	if len(st.rejoins) == 0 {
+		st.rejoins = nil
+	}
+	st.next, st.floor, st.sentHigh = m.join+1, m.join, max(st.sentHigh, m.join)
+	st.end = 0
 	st.fallBehind(0)
 	st.verify = true
-	if end > 0 {
-		st.leave(end)
+	if m.end > 0 {
+		st.endAt(m.end)
 	}
 }
 
@@ -151,7 +176,7 @@ func (st *stream) offer(it item, room bool, now time.Time) []item {
 	case it.seq < st.next:
 		return nil // a duplicate
 	case st.end > 0 && it.seq > st.end:
-		if st.rejoin > 0 && it.seq > st.rejoin {
+		if st.rejoining() && it.seq > st.rejoins[0].join {
 			// Theirs again: read back once the old membership's tail is
 			// queued (resume).
 			st.until = max(st.until, it.seq)

@@ -218,3 +218,32 @@ func TestAStreamRejoinedFinishesTheOldMembershipThenGoesOnAfterTheJoin(t *testin
 		}
 	}
 }
+
+func TestAStreamFinishingATailFollowsEachLaterMembershipInTurn(t *testing.T) {
+	// 1..3 sent; left at 4, back at 5, left at 8, back at once (its join
+	// at the leave's seq); 10 arrives live.
+	st := newStream(0, 3, false)
+	st.filled(3, true, false)
+	for _, seq := range []int64{1, 2, 3} {
+		st.sent(seq)
+	}
+	st.leave(4)
+	st.rejoined(5)
+	st.rejoined(5) // the same join, seen again: nothing changes
+	st.leave(8)
+	st.rejoined(8)
+	st.offer(item{kind: kMsg, conv: 1, seq: 10}, true, time.Now())
+	if len(st.rejoins) != 2 || st.rejoins[0] != (membership{5, 8}) || st.rejoins[1] != (membership{8, 0}) {
+		t.Fatalf("memberships after the tail: %v, want [{5 8} {8 0}]", st.rejoins)
+	}
+	st.filled(1, true, false) // 4, the first membership's end
+	if st.end != 8 || st.next != 6 || st.floor != 5 || st.state != Behind || st.finished() {
+		t.Fatalf("after the first tail: end %d next %d floor %d state %v; want the second membership, behind from 6 to its end 8",
+			st.end, st.next, st.floor, st.state)
+	}
+	st.filled(3, true, false) // 6..8
+	if st.end != 0 || st.next != 9 || st.floor != 8 || st.state != Behind || st.until < 10 {
+		t.Fatalf("after the second tail: end %d next %d floor %d state %v until %d; want a member's stream behind from 9 to 10",
+			st.end, st.next, st.floor, st.state, st.until)
+	}
+}
