@@ -202,10 +202,13 @@ type Delivery interface {
 	// after a takeover names the old session's packet id, not the new
 	// one's.
 	Acked(clientID string, conn Conn, packetID uint16)
-	// SendDirect queues a publish for one client only (RPC replies, error
-	// events), sent even before it subscribed; false when clientID has no
-	// session here.
-	SendDirect(clientID string, p Packet) bool
+	// SendDirect queues a publish for one connection only (RPC replies,
+	// error events), sent even before it subscribed; false when conn no
+	// longer owns clientID's session here. An answer belongs to the
+	// connection that asked: once it is gone, the client id may be
+	// another user's (a clean session's id is free again when it ends),
+	// and the answer must not reach them.
+	SendDirect(clientID string, conn Conn, p Packet) bool
 	// Reply queues acknowledgements of the client's own publishes, written
 	// in the order given, before its next deliveries; never dropped.
 	Reply(clientID string, conn Conn, acks []Ack)

@@ -279,7 +279,7 @@ func (p *publish) fail(kind string, err error, conv int64, clientMsgID string) {
 // sendError publishes an error event to the client alone.
 func (h *Chat) sendError(cl *mqtt.Client, ci *clientInfo, ev chat.Event) {
 	if b, err := chat.EncodeEvent(ev); err == nil {
-		h.cfg.Hub.SendDirect(cl.ID, chat.Packet{Payload: b, QoS: 1})
+		h.cfg.Hub.SendDirect(cl.ID, ci.conn, chat.Packet{Payload: b, QoS: 1})
 	}
 }
 
@@ -470,7 +470,7 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 	corr := append([]byte(nil), pk.Properties.CorrelationData...)
 	payload := append([]byte(nil), pk.Payload...)
 	reply := func(b []byte) {
-		h.cfg.Hub.SendDirect(p.cl.ID, chat.Packet{Topic: rt, Payload: b, QoS: 1, CorrelationData: corr})
+		h.cfg.Hub.SendDirect(p.cl.ID, ci.conn, chat.Packet{Topic: rt, Payload: b, QoS: 1, CorrelationData: corr})
 	}
 	parent := context.Background()
 	if ci.byToken {

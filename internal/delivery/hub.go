@@ -281,12 +281,13 @@ func (h *Hub) allSessions() []*Session {
 	return out
 }
 
-// SendDirect queues a publish for one client only (RPC replies, error
-// events); it is sent even before the client subscribed to its events
-// topic. It reports false when the client has no session here.
-func (h *Hub) SendDirect(clientID string, p chat.Packet) bool {
+// SendDirect queues a publish for the connection conn only (RPC replies,
+// error events), if it still owns clientID's session; it is sent even
+// before the client subscribed to its events topic. It reports false when
+// it does not (see chat.Delivery).
+func (h *Hub) SendDirect(clientID string, conn chat.Conn, p chat.Packet) bool {
 	s := h.Session(clientID)
-	if s == nil {
+	if s == nil || s.conn != conn {
 		return false
 	}
 	s.offer(item{kind: kDirect, topic: p.Topic, payload: p.Payload, qos: p.QoS, corr: p.CorrelationData})

@@ -230,7 +230,7 @@ func testResyncJoin(t *testing.T, qs int) {
 	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the index
 	waitSeqs(t, obs, f.conv.ID, 1)
 
-	h.SendDirect("u3", chat.Packet{Topic: "x", Payload: []byte("{}")})
+	h.SendDirect("u3", c, chat.Packet{Topic: "x", Payload: []byte("{}")})
 	<-c.blocked // u3's pump is stuck in a write (a slow socket)
 	if _, _, err := f.svc.AddMember(context.Background(), f.conv.ID, 1, 3); err != nil {
 		t.Fatal(err)
