@@ -3,15 +3,20 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/push"
 )
@@ -263,6 +268,26 @@ func TestOpenAPIAnswersMatchTheSpec(t *testing.T) {
 		r := f.do(c.user, c.method, c.path, c.body)
 		doc.check(t, c.method, c.pattern, r.status, r.body)
 	}
+
+	// Refusals that need a set-up of their own, each with the status
+	// docs/http.md gives it: the spec must list them too.
+	refused := func(user int64, method, pattern, path string, status int, opts ...reqOpt) {
+		t.Helper()
+		r := f.do(user, method, path, nil, opts...)
+		if r.status != status {
+			t.Errorf("%s %s: status %d, want %d; body %s", method, path, r.status, status, truncate(r.body))
+		}
+		doc.check(t, method, pattern, r.status, r.body)
+	}
+	// Opening the direct conversation with someone who blocked you.
+	f.must(http.StatusNoContent, 9, "PUT", pathf("/v1/me/blocks/%d", owner), nil, nil)
+	refused(owner, "POST", "/v1/direct/{peerId}", "/v1/direct/9", http.StatusForbidden)
+	// Removing a reaction with an Idempotency-Key used for another change.
+	key := withHeader("Idempotency-Key", newID())
+	reactions := pathf("/v1/conversations/%d/messages/%d/reactions/", g, f.sendMsg(owner, g, newID(), "react").Seq)
+	f.must(http.StatusOK, owner, "PUT", reactions+"a", nil, nil)
+	refused(owner, "PUT", "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", reactions+"b", http.StatusOK, key)
+	refused(owner, "DELETE", "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", reactions+"a", http.StatusConflict, key)
 }
 
 // TestOpenAPIListsTheRefusalsEveryRouteGives: every /v1 route refuses a
@@ -270,7 +295,8 @@ func TestOpenAPIAnswersMatchTheSpec(t *testing.T) {
 // body, one over the size limit (413) and one that is not JSON (415); the
 // spec must list each of those answers for each operation, so a generated
 // client knows their shape. A PUT, POST or DELETE that takes no body
-// refuses one alike.
+// refuses one alike. Every route is 503 when an identity provider's
+// signing keys cannot be checked.
 func TestOpenAPIListsTheRefusalsEveryRouteGives(t *testing.T) {
 	doc := loadSchemaDoc(t)
 	e := newEnv(t)
@@ -296,6 +322,34 @@ func TestOpenAPIListsTheRefusalsEveryRouteGives(t *testing.T) {
 		doc.check(t, r.Method, r.Path, res.status, res.body)
 		res = e.do(owner, r.Method, path, `{}`, withHeader("Content-Type", "text/plain"))
 		doc.check(t, r.Method, r.Path, res.status, res.body)
+	}
+	// A token of an identity provider whose signing keys cannot be
+	// checked now is 503 on every route, before the route runs.
+	keysDown := func(string) (int64, time.Time, error) {
+		return 0, time.Time{}, chat.Errorf(chat.CodeUnavailable, "the identity provider's keys cannot be fetched")
+	}
+	srv := httptest.NewServer(httpapi.New(e.svc, keysDown, nil, nil).Handler())
+	t.Cleanup(srv.Close)
+	for _, r := range routesUnderV1() {
+		path := wild.Replace(r.Path)
+		req, err := http.NewRequest(r.Method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.token(owner))
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", r.Method, path, err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatalf("read body: %v", err)
+		}
+		if res.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s %s with the signing keys down: status %d, want 503", r.Method, path, res.StatusCode)
+		}
+		doc.check(t, r.Method, r.Path, res.StatusCode, body)
 	}
 }
 
