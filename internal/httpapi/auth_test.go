@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,4 +90,29 @@ func signed(t *testing.T, secret []byte, c jwt.RegisteredClaims) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestATokenRevocationWithABodyIsRefusedAndRevokesNothing: POST
+// /v1/me/tokens/revoke takes no body, and like every such POST it refuses
+// one with fields (400) or of another media type (415) instead of
+// ignoring it: a request the client did not mean as written must not sign
+// its user out everywhere. With no body or {} it revokes.
+func TestATokenRevocationWithABodyIsRefusedAndRevokesNothing(t *testing.T) {
+	e := newEnv(t)
+	auth := withHeader("Authorization", "Bearer "+e.token(owner))
+	if r := e.do(0, "POST", "/v1/me/tokens/revoke", `{"userId":2}`, auth); r.status != http.StatusBadRequest || r.errorCode() != "invalid" {
+		t.Errorf("revoke with a field: %d %s, want 400 invalid", r.status, r.body)
+	}
+	if r := e.do(0, "POST", "/v1/me/tokens/revoke", `{}`, auth, withHeader("Content-Type", "text/plain")); r.status != http.StatusUnsupportedMediaType {
+		t.Errorf("revoke with a text/plain body: %d %s, want 415", r.status, r.body)
+	}
+	if r := e.do(0, "GET", "/v1/me", nil, auth); r.status != http.StatusOK {
+		t.Fatalf("the token after refused revocations: %d %s, want 200: it was revoked", r.status, r.body)
+	}
+	if r := e.do(0, "POST", "/v1/me/tokens/revoke", `{}`, auth); r.status != http.StatusOK {
+		t.Fatalf("revoke with {}: %d %s, want 200", r.status, r.body)
+	}
+	if r := e.do(0, "GET", "/v1/me", nil, auth); r.status != http.StatusUnauthorized {
+		t.Errorf("the token after a revocation: %d %s, want 401", r.status, r.body)
+	}
 }

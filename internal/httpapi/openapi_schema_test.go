@@ -319,8 +319,14 @@ func TestOpenAPIListsTheRefusalsEveryRouteGives(t *testing.T) {
 		}
 		big := `{"x":"` + strings.Repeat("a", 1<<20) + `"}`
 		res = e.do(owner, r.Method, path, big)
+		if res.status != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s %s with a body over the limit: status %d, want 413", r.Method, path, res.status)
+		}
 		doc.check(t, r.Method, r.Path, res.status, res.body)
 		res = e.do(owner, r.Method, path, `{}`, withHeader("Content-Type", "text/plain"))
+		if res.status != http.StatusUnsupportedMediaType {
+			t.Errorf("%s %s with a text/plain body: status %d, want 415", r.Method, path, res.status)
+		}
 		doc.check(t, r.Method, r.Path, res.status, res.body)
 	}
 	// A token of an identity provider whose signing keys cannot be

@@ -35,8 +35,11 @@ func registerDevice(a *API, ctx context.Context, user int64, p deviceParams) (in
 // noParams: operations without parameters.
 type noParams struct{}
 
-func bindNone(_ *API, _ http.ResponseWriter, _ *http.Request, _ *noParams) error {
-	return nil
+// bindNone binds an operation without parameters. A POST of one (tokens
+// revoke) refuses a body as every route taking none does: ignoring it
+// would sign the user out on a request that meant something else.
+func bindNone(a *API, w http.ResponseWriter, r *http.Request, _ *noParams) error {
+	return a.bindNoBody(w, r)
 }
 
 // DeviceList answers device.list.
