@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -99,34 +100,44 @@ func (n attachNode) sendAndDownload(t *testing.T, conv int64, name, ctype string
 	return up, got
 }
 
-// TestAnIPhonesHEICPhotoIsSentWithoutItsLocation: a HEIC photo, what
-// iPhones take, is accepted under the default upload types as the image it
-// is (image/heic, msgType image; chatd does not decode it: no size, no
-// thumbnail, downloaded as an attachment), and members download it
-// without the GPS position of its Exif item or its XMP, of the announced
-// size and sha256; an AVIF too.
-func TestAnIPhonesHEICPhotoIsSentWithoutItsLocation(t *testing.T) {
+// TestAnIPhonesHEICPhotoIsSentWithoutItsLocationAndWithItsSize: a HEIC
+// photo, what iPhones take, is accepted under the default upload types as
+// the image it is (image/heic, msgType image; chatd does not decode it:
+// no thumbnail, downloaded as an attachment) with the size its container
+// gives it as shown (ispe, turned by irot: an upright portrait shot of a
+// 4032 × 3024 sensor is 3024 × 4032) in the upload, the message and
+// history, and members download it without the GPS position of its Exif
+// item or its XMP, of the announced size and sha256; an AVIF too.
+func TestAnIPhonesHEICPhotoIsSentWithoutItsLocationAndWithItsSize(t *testing.T) {
 	photos := []struct {
-		name, ctype string
-		data        []byte
+		name, ctype   string
+		data          []byte
+		width, height int
 	}{
-		{"IMG_0001.HEIC", "image/heic", mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 400 << 10}, 6)},
-		{"photo.avif", "image/avif", mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: "avif", Pad: 4 << 10, ExifInIdat: true}, 1)},
+		{"IMG_0001.HEIC", "image/heic", mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 400 << 10, Width: 4032, Height: 3024, Rotation: 3}, 6), 3024, 4032},
+		{"photo.avif", "image/avif", mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: "avif", Pad: 4 << 10, ExifInIdat: true, Width: 1920, Height: 1080}, 1), 1920, 1080},
 	}
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 		for _, p := range photos {
 			up := n.upload(t, 1, g.ID, p.name, p.ctype, p.data)
-			if a := up.Attachment; a.ContentType != p.ctype || a.Thumbnail != nil || a.Width != 0 {
-				t.Errorf("%s: attachment %+v; want %s without size or thumbnail", p.name, a, p.ctype)
+			if a := up.Attachment; a.ContentType != p.ctype || a.Thumbnail != nil || a.Width != p.width || a.Height != p.height {
+				t.Errorf("%s: attachment %+v; want %s of %d × %d without thumbnail", p.name, a, p.ctype, p.width, p.height)
 			}
 			r := n.call(t, 1, "POST", fmt.Sprintf("/v1/conversations/%d/messages", g.ID),
 				map[string]any{"clientMsgId": newID(), "attachments": []chat.AttachmentRef{{UploadID: up.UploadID}}}, nil)
 			if r.status != http.StatusCreated {
 				t.Fatalf("%s: send: %d %s", p.name, r.status, r.body)
 			}
-			if m := decode[map[string]any](t, r); m["msgType"] != chat.MsgImage {
-				t.Errorf("%s: msgType %v, want image", p.name, m["msgType"])
+			m := decode[attachEvent](t, r)
+			if m.MsgType != chat.MsgImage || len(m.Attachments) != 1 || m.Attachments[0].Width != p.width || m.Attachments[0].Height != p.height {
+				t.Errorf("%s: message %+v; want an image of %d × %d", p.name, m, p.width, p.height)
+			}
+			h := n.call(t, 2, "GET", fmt.Sprintf("/v1/conversations/%d/messages?afterSeq=%d", g.ID, m.Seq-1), nil, nil)
+			var page struct{ Messages []attachEvent }
+			if err := json.Unmarshal(h.body, &page); err != nil || len(page.Messages) != 1 ||
+				page.Messages[0].Attachments[0].Width != p.width || page.Messages[0].Attachments[0].Height != p.height {
+				t.Errorf("%s: history %d %s; want the image's size", p.name, h.status, h.body)
 			}
 			got := n.fetch(t, 2, "/v1/attachments/"+up.UploadID, nil)
 			if got.status != http.StatusOK {

@@ -436,12 +436,15 @@ func (s *Service) finish(ctx context.Context, rec chat.UploadRecord, ctype, sum 
 	return s.GetUpload(context.WithoutCancel(ctx), rec.UploaderID, rec.ID)
 }
 
-// measure reads an image's size from the stored header (refusing a bomb)
-// and an audio or video file's duration.
+// measure reads an image's size from the stored header (refusing a bomb),
+// a HEIF image's from its container (never decoded: no bomb, and a file
+// that does not say has no size but is not refused), and an audio or
+// video file's duration.
 func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat.UploadMeta) error {
 	image := media.Decodable(meta.ContentType)
+	heif := media.IsHEIF(meta.ContentType)
 	av := chat.MsgTypeOf(meta.ContentType) == chat.MsgAudio || chat.MsgTypeOf(meta.ContentType) == chat.MsgVideo
-	if !image && !av {
+	if !image && !heif && !av {
 		return nil
 	}
 	r, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
@@ -449,8 +452,14 @@ func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat
 		return chat.Unavailable("read the upload", err)
 	}
 	defer r.Close()
-	if av {
+	switch {
+	case av:
 		meta.DurationMs = media.Duration(r, rec.DeclaredSize, meta.ContentType)
+		return nil
+	case heif:
+		if size, ok := media.HEIFSize(r, rec.DeclaredSize); ok {
+			meta.Width, meta.Height = size.Width, size.Height
+		}
 		return nil
 	}
 	head := make([]byte, min(rec.DeclaredSize, media.HeadLen))

@@ -60,38 +60,48 @@ func wavDuration(b []byte, size int64) int64 {
 	return 0
 }
 
-// mp4MaxBoxes bounds the top-level boxes walked to moov: each is a read
-// (a range request to an object store), and real files have a handful
-// before it (ftyp, free, wide, mdat; a fragmented one's moov comes
-// before its fragments).
+// mp4MaxBoxes bounds the top-level boxes walked to the one sought: each
+// is a read (a range request to an object store), and real files have a
+// handful before it (ftyp, free, wide, mdat; a fragmented one's moov
+// comes before its fragments).
 const mp4MaxBoxes = 64
 
-// mp4Duration walks the top-level boxes to moov, then its mvhd.
+// mp4Duration reads moov's mvhd.
 func mp4Duration(r io.ReaderAt, size int64) int64 {
+	if off, n, ok := topBox(r, size, "moov"); ok {
+		return mvhd(r, off, min(n, 1<<20))
+	}
+	return 0
+}
+
+// topBox walks the top-level boxes of an ISO base media file (MP4,
+// MOV, HEIF) to the first of type typ among the first mp4MaxBoxes: the
+// offset and length of its body.
+func topBox(r io.ReaderAt, size int64, typ string) (off, n int64, ok bool) {
 	var hdr [16]byte
-	for off, boxes := int64(0), 0; off+8 <= size && boxes < mp4MaxBoxes; boxes++ {
+	for boxes := 0; off+8 <= size && boxes < mp4MaxBoxes; boxes++ {
 		if _, err := r.ReadAt(hdr[:8], off); err != nil {
-			return 0
+			return 0, 0, false
 		}
-		n, typ := int64(binary.BigEndian.Uint32(hdr[:])), string(hdr[4:8])
+		n := int64(binary.BigEndian.Uint32(hdr[:]))
 		hl := int64(8)
 		if n == 1 {
 			if _, err := r.ReadAt(hdr[8:16], off+8); err != nil {
-				return 0
+				return 0, 0, false
 			}
 			n, hl = int64(binary.BigEndian.Uint64(hdr[8:])), 16
 		} else if n == 0 {
 			n = size - off
 		}
 		if n < hl {
-			return 0
+			return 0, 0, false
 		}
-		if typ == "moov" {
-			return mvhd(r, off+hl, min(n-hl, 1<<20))
+		if string(hdr[4:8]) == typ {
+			return off + hl, n - hl, true
 		}
 		off += n
 	}
-	return 0
+	return 0, 0, false
 }
 
 func mvhd(r io.ReaderAt, off, n int64) int64 {

@@ -3,6 +3,7 @@ package media_test
 import (
 	"bytes"
 	"io"
+	"math"
 	"testing"
 	"testing/iotest"
 
@@ -39,6 +40,21 @@ func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
 		slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), ctype))
 		if err != nil || !bytes.Equal(slow, whole) {
 			t.Fatalf("%s: read a byte at a time: %v, equal %v", ctype, err, bytes.Equal(slow, whole))
+		}
+	})
+}
+
+// FuzzHEIFSizeNeverPanicsAndIsASize: whatever bytes an uploader sends as
+// a HEIF image, HEIFSize ends, never panics, and a size it reports is one
+// an attachment can carry (1 to 2^31-1 pixels a side).
+func FuzzHEIFSizeNeverPanicsAndIsASize(f *testing.F) {
+	f.Add(mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, Width: 4032, Height: 3024, Rotation: 1}, 6))
+	f.Add(mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: "avif", Pad: 64, ExifInIdat: true, Width: 1280, Height: 736, Crop: [2]int{1280, 720}, WideIndices: true}, 1))
+	f.Add(mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, MdatFirst: true, Width: 640, Height: 480}, 1))
+	f.Fuzz(func(t *testing.T, file []byte) {
+		s, ok := media.HEIFSize(bytes.NewReader(file), int64(len(file)))
+		if ok && (s.Width <= 0 || s.Height <= 0 || s.Width > math.MaxInt32 || s.Height > math.MaxInt32) {
+			t.Fatalf("HEIFSize = %+v", s)
 		}
 	})
 }

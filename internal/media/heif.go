@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"io"
 	"math"
 	"slices"
 )
@@ -13,8 +14,9 @@ import (
 // items are; those that follow the meta are stripped as the file passes
 // them, those in the meta (its idat) at once.
 
-// isHEIF says t is an image type of the HEIF container.
-func isHEIF(t string) bool {
+// IsHEIF says t is an image type of the HEIF container (HEIC, AVIF),
+// whose size HEIFSize reads.
+func IsHEIF(t string) bool {
 	switch t {
 	case "image/heic", "image/heif", "image/avif", "image/heic-sequence", "image/heif-sequence":
 		return true
@@ -418,4 +420,121 @@ func heifLocations(iloc []byte, f func(id uint32, method int, ext []heifExtent))
 			f(id, method, ext)
 		}
 	}
+}
+
+// HEIFSize reads the size a HEIF image (HEIC, AVIF) is shown at from its
+// container, since chatd does not decode it: the image spatial extent
+// (ispe) of the primary item (pitm), changed by the transformative
+// properties ipma associates with it, in their order there: a clean
+// aperture (clap) crops it, a rotation (irot) by a quarter or three
+// quarters swaps width and height (a mirror, imir, changes neither). An
+// Exif orientation in the file is not applied: HEIF readers turn the
+// picture by irot alone. It reads the top-level boxes to the meta and the
+// meta (at most maxUnit); ok is false when the file does not say, or
+// says a size beyond 2^31-1 pixels a side.
+func HEIFSize(r io.ReaderAt, size int64) (s Size, ok bool) {
+	off, n, found := topBox(r, size, "meta")
+	if !found || n < 4 || n > maxUnit {
+		return Size{}, false
+	}
+	meta := make([]byte, n)
+	if _, err := r.ReadAt(meta, off); err != nil {
+		return Size{}, false
+	}
+	primary, hasPrimary := uint32(0), false
+	type property struct {
+		typ  string
+		body []byte
+	}
+	var ipco []property // index 1 first
+	var ipma [][]byte
+	eachBox(meta[4:], func(typ string, body []byte) {
+		switch typ {
+		case "pitm":
+			r := field{body, true}
+			if v := r.uint(4) >> 24; v == 0 {
+				primary = uint32(r.uint(2))
+			} else {
+				primary = uint32(r.uint(4))
+			}
+			hasPrimary = r.ok
+		case "iprp":
+			eachBox(body, func(typ string, body []byte) {
+				switch typ {
+				case "ipco":
+					eachBox(body, func(typ string, body []byte) {
+						ipco = append(ipco, property{typ, body})
+					})
+				case "ipma":
+					ipma = append(ipma, body)
+				}
+			})
+		}
+	})
+	if !hasPrimary {
+		return Size{}, false
+	}
+	w, h := int64(-1), int64(-1)
+	for _, p := range heifProperties(ipma, primary) {
+		if p < 1 || p > len(ipco) {
+			continue
+		}
+		typ, body := ipco[p-1].typ, ipco[p-1].body
+		switch {
+		case typ == "ispe" && len(body) >= 12:
+			w, h = int64(binary.BigEndian.Uint32(body[4:])), int64(binary.BigEndian.Uint32(body[8:]))
+		case typ == "clap" && len(body) >= 16 && w > 0:
+			// Fractions, rounded as libheif rounds them.
+			wn, wd := int64(binary.BigEndian.Uint32(body)), int64(binary.BigEndian.Uint32(body[4:]))
+			hn, hd := int64(binary.BigEndian.Uint32(body[8:])), int64(binary.BigEndian.Uint32(body[12:]))
+			if wd > 0 && hd > 0 {
+				if cw, ch := (wn+wd/2)/wd, (hn+hd/2)/hd; cw > 0 && ch > 0 && cw <= w && ch <= h {
+					w, h = cw, ch
+				}
+			}
+		case typ == "irot" && len(body) >= 1:
+			if body[0]&1 == 1 { // 90 or 270 degrees, anticlockwise
+				w, h = h, w
+			}
+		}
+	}
+	if w <= 0 || h <= 0 || w > math.MaxInt32 || h > math.MaxInt32 {
+		return Size{}, false
+	}
+	return Size{Width: int(w), Height: int(h)}, true
+}
+
+// heifProperties reads the item property associations (ipma boxes): the
+// indices into ipco (from 1) of item id's properties, in their order.
+func heifProperties(ipma [][]byte, id uint32) []int {
+	var props []int
+	for _, b := range ipma {
+		r := field{b, true}
+		vf := r.uint(4)
+		version, wide := vf>>24, vf&1 == 1
+		for count := r.uint(4); count > 0 && r.ok; count-- {
+			var item uint32
+			if version < 1 {
+				item = uint32(r.uint(2))
+			} else {
+				item = uint32(r.uint(4))
+			}
+			n := int(r.uint(1))
+			for ; n > 0 && r.ok; n-- {
+				var p int
+				if wide {
+					p = int(r.uint(2) & 0x7FFF)
+				} else {
+					p = int(r.uint(1) & 0x7F)
+				}
+				if item == id && r.ok {
+					props = append(props, p)
+				}
+			}
+			if item == id {
+				return props
+			}
+		}
+	}
+	return props
 }

@@ -115,3 +115,53 @@ func TestStripEmptiesAHEIFPhotosGPSAndKeepsEveryOtherByte(t *testing.T) {
 		})
 	}
 }
+
+// TestAHEIFImagesSizeIsItsPrimaryItemsExtentAsShown: a HEIC or AVIF,
+// which chatd does not decode, has the size its container gives the
+// primary item (not a thumbnail item's, listed first), cropped by its
+// clean aperture and turned by its irot: a quarter or three swap width
+// and height, a half does not; the Exif orientation is not applied. The
+// meta after the image data, and 16-bit property indices, read alike; a
+// file without a size, or cut before it, has none.
+func TestAHEIFImagesSizeIsItsPrimaryItemsExtentAsShown(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		layout        mediatest.HEIFLayout
+		orientation   uint16
+		width, height int
+	}{
+		{"HEIC", mediatest.HEIFLayout{Pad: 64, Width: 4032, Height: 3024}, 1, 4032, 3024},
+		{"HEIC turned a quarter by irot", mediatest.HEIFLayout{Pad: 64, Width: 4032, Height: 3024, Rotation: 3}, 6, 3024, 4032},
+		{"HEIC turned a quarter anticlockwise", mediatest.HEIFLayout{Pad: 64, Width: 4032, Height: 3024, Rotation: 1}, 1, 3024, 4032},
+		{"HEIC upside down", mediatest.HEIFLayout{Pad: 64, Width: 4032, Height: 3024, Rotation: 2}, 1, 4032, 3024},
+		{"HEIC whose Exif says turned, irot not", mediatest.HEIFLayout{Pad: 64, Width: 4032, Height: 3024}, 6, 4032, 3024},
+		{"AVIF cropped and turned", mediatest.HEIFLayout{Brand: "avif", Pad: 64, ExifInIdat: true, Width: 1280, Height: 736, Crop: [2]int{1280, 720}, Rotation: 1}, 1, 720, 1280},
+		{"HEIF, 16-bit indices", mediatest.HEIFLayout{Brand: "mif1", Pad: 64, Width: 800, Height: 600, WideIndices: true, Rotation: 1}, 1, 600, 800},
+		{"HEIC, mdat before meta", mediatest.HEIFLayout{Pad: 300 << 10, MdatFirst: true, Width: 640, Height: 480}, 1, 640, 480},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := mediatest.HEIFWithLocation(tc.layout, tc.orientation)
+			size, ok := media.HEIFSize(bytes.NewReader(file), int64(len(file)))
+			if !ok || size.Width != tc.width || size.Height != tc.height {
+				t.Fatalf("HEIFSize = %+v, %v; want %d × %d", size, ok, tc.width, tc.height)
+			}
+			stripped, err := io.ReadAll(media.Strip(bytes.NewReader(file), "image/heic"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again, ok := media.HEIFSize(bytes.NewReader(stripped), int64(len(stripped))); !ok || again != size {
+				t.Fatalf("stripped: HEIFSize = %+v, %v; want %+v", again, ok, size)
+			}
+		})
+	}
+	file := mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64}, 1)
+	if size, ok := media.HEIFSize(bytes.NewReader(file), int64(len(file))); ok {
+		t.Errorf("a HEIC without ispe: HEIFSize = %+v, true", size)
+	}
+	file = mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, Width: 640, Height: 480}, 1)
+	for _, n := range []int{0, 7, 30, 60, 200, 393} { // the meta ends at 394
+		if size, ok := media.HEIFSize(bytes.NewReader(file[:n]), int64(n)); ok {
+			t.Errorf("cut at %d: HEIFSize = %+v, true", n, size)
+		}
+	}
+}

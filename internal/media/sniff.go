@@ -1,6 +1,7 @@
 // Package media inspects attachment bytes: what they are (Sniff, by their
 // first bytes, never by the client's word alone), an image's size from its
-// header (Config, refusing decompression bombs before decoding a pixel),
+// header (Config, refusing decompression bombs before decoding a pixel;
+// HEIFSize for the HEIF images it does not decode, from their container),
 // thumbnails (Thumbnail), the removal of location data (Strip, and StripLocation for a head) and
 // the length of audio and video files (Duration).
 //

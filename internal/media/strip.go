@@ -118,7 +118,7 @@ func newStripper(r io.Reader, t string) *stripper {
 		s.step = (*stripper).webpStart
 	default:
 		switch {
-		case isHEIF(t):
+		case IsHEIF(t):
 			s.step = (*stripper).heifStart
 		case isAV(t):
 			s.step = (*stripper).mp4Start

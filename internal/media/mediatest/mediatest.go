@@ -413,6 +413,17 @@ type HEIFLayout struct {
 	// first in mdat (iloc lists them in the item's order).
 	SplitBackwards bool
 	MdatFirst      bool // mdat before the meta that describes it
+	// Width and Height, when set, give the coded image an image spatial
+	// extent (ispe) in the meta's iprp, associated by ipma after a
+	// 160×120 thumbnail item's, and with them Crop (a clean aperture,
+	// clap, of Crop[0]×Crop[1], when set) and Rotation (irot, in
+	// quarters anticlockwise, when set), in that order.
+	Width, Height int
+	Crop          [2]int
+	Rotation      int
+	// WideIndices writes ipma's property indices in 16 bits (flags 1),
+	// as files with over 127 properties do.
+	WideIndices bool
 	// As is the metadata as it is in the file: HEIFLocated, or as chatd
 	// should store it.
 	As HEIFMetadata
@@ -489,6 +500,41 @@ func HEIFWithLocation(l HEIFLayout, orientation uint16) []byte {
 	}
 	iinf := mp4Box("iinf", false, u32(0), u16(3),
 		infe(1, "hvc1"), infe(2, "Exif"), infe(3, "mime", []byte("application/rdf+xml\x00")))
+	var iprp []byte
+	if l.Width > 0 {
+		iinf = mp4Box("iinf", false, u32(0), u16(4),
+			infe(1, "hvc1"), infe(2, "Exif"), infe(3, "mime", []byte("application/rdf+xml\x00")), infe(4, "hvc1"))
+		ispe := func(w, h int) []byte { return mp4Box("ispe", false, u32(0), u32(w), u32(h)) }
+		props := [][]byte{mp4Box("hvcC", false, make([]byte, 23)), ispe(160, 120), ispe(l.Width, l.Height)}
+		primary := []int{1 | 0x80, 3} // the decoder configuration is essential
+		if l.Crop[0] > 0 {
+			props = append(props, mp4Box("clap", false, u32(l.Crop[0]), u32(1), u32(l.Crop[1]), u32(1), u32(0), u32(1), u32(0), u32(1)))
+			primary = append(primary, len(props))
+		}
+		if l.Rotation != 0 {
+			props = append(props, mp4Box("irot", false, []byte{byte(l.Rotation)}))
+			primary = append(primary, len(props)|0x80)
+		}
+		index := func(p int) []byte {
+			if l.WideIndices {
+				return u16(p&0x7F | p&0x80<<8)
+			}
+			return []byte{byte(p)}
+		}
+		assoc := func(id int, ps ...int) []byte {
+			b := append(u16(id), byte(len(ps)))
+			for _, p := range ps {
+				b = append(b, index(p)...)
+			}
+			return b
+		}
+		flags := 0
+		if l.WideIndices {
+			flags = 1
+		}
+		iprp = mp4Box("iprp", false, mp4Box("ipco", false, props...),
+			mp4Box("ipma", false, u32(flags), u32(2), assoc(4, 1|0x80, 2), assoc(1, primary...)))
+	}
 	meta := func(base int) []byte {
 		// iloc version 1: 4-byte offsets, lengths and base offsets.
 		item := func(id, method, baseOff int, exts ...ext) []byte {
@@ -509,7 +555,7 @@ func HEIFWithLocation(l HEIFLayout, orientation uint16) []byte {
 			item(1, 0, base, imageExt), exifLoc, item(3, 0, base, xmpExt))
 		hdlr := mp4Box("hdlr", false, u32(0), u32(0), []byte("pict"), make([]byte, 12), []byte("\x00"))
 		pitm := mp4Box("pitm", false, u32(0), u16(1))
-		return mp4Box("meta", false, u32(0), hdlr, pitm, iinf, iloc, idat)
+		return mp4Box("meta", false, u32(0), hdlr, pitm, iinf, iprp, iloc, idat)
 	}
 	mdat := mp4Box("mdat", false, data)
 	if l.MdatFirst {
