@@ -15,6 +15,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/media"
 )
 
 // The attachment types are the server's own (docs/protocol.md
@@ -35,8 +36,9 @@ type UploadOptions struct {
 	// ContentType declares the file's type; "" takes it from the name's
 	// extension (the client's own table for the types chatd accepts, such
 	// as .heic, .avif, .mov or .7z, then Go's mime package and the
-	// system's tables), else from the first bytes. chatd checks it
-	// against the bytes either way.
+	// system's tables), else from the first bytes, named as chatd's
+	// sniffer names them (a HEIC or AVIF by its ftyp brands). chatd
+	// checks it against the bytes either way.
 	ContentType string
 	// DurationMs is an audio or video file's length, when known (chatd
 	// reads it itself from WAV, MP4, Ogg and WebM files that say it).
@@ -325,24 +327,27 @@ var extensionTypes = map[string]string{
 	".tar": "application/x-tar", ".tgz": "application/gzip",
 }
 
-// guessType is the name's extension's type, else the first bytes'.
+// guessType is the name's extension's type, else (no extension, one no
+// table knows, or one of application/octet-stream, which chatd refuses)
+// the first bytes' as chatd's own sniffer names them (media.Detect): a
+// photo named IMG_0001 is declared image/heic by its ftyp brands, as
+// chatd then finds it, where Go's sniffer knows no HEIC.
 func guessType(name string, src *source) string {
 	ext := strings.ToLower(filepath.Ext(name))
 	if t, ok := extensionTypes[ext]; ok {
 		return t
 	}
 	if t := mime.TypeByExtension(ext); t != "" {
-		if mt, _, err := mime.ParseMediaType(t); err == nil {
+		if mt, _, err := mime.ParseMediaType(t); err == nil && mt != "application/octet-stream" {
 			return mt
 		}
 	}
-	head := make([]byte, 512)
+	head := make([]byte, media.SniffLen)
 	if r, err := src.open(); err == nil {
 		n, _ := io.ReadFull(r, head)
 		head = head[:n]
 	}
-	t, _, _ := strings.Cut(http.DetectContentType(head), ";")
-	return t
+	return media.Detect(head)
 }
 
 type progressReader struct {

@@ -228,3 +228,42 @@ func TestAHEICPhotoIsUploadedAsHEICWhateverTheSystemsMimeTables(t *testing.T) {
 		}
 	}
 }
+
+// TestAPhotoWithoutAnExtensionIsDeclaredAsChatdSniffsIt: a file whose
+// name does not tell its type (no extension, or .bin, which the system's
+// tables may name application/octet-stream) is declared by its first
+// bytes as chatd's own sniffer names them, so chatd accepts it: a HEIC
+// by its ftyp brands (Go's sniffer knows none: application/octet-stream,
+// refused 415), a HEIF, an AVIF, a 7z archive.
+func TestAPhotoWithoutAnExtensionIsDeclaredAsChatdSniffsIt(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.HTTPURL = "http://" + srv.HTTPAddr()
+	alice := connect(t, cfg)
+	ctx := ctxFor(t, 30*time.Second)
+	heif := func(brand string) []byte {
+		return mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: brand, Pad: 4000}, 1)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"IMG_0001", heif("heic"), "image/heic"},
+		{"scan.bin", heif("mif1"), "image/heif"},
+		{"photo", heif("avif"), "image/avif"},
+		{"archive", append([]byte("7z\xBC\xAF\x27\x1C\x00\x04"), make([]byte, 200)...), "application/x-7z-compressed"},
+	} {
+		a, err := alice.Upload(ctx, g.ID, c.name, bytes.NewReader(c.data))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if a.ContentType != c.want {
+			t.Fatalf("%s: stored as %q, want %q", c.name, a.ContentType, c.want)
+		}
+	}
+}

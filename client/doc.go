@@ -140,7 +140,9 @@
 // carry. The file's type, unless UploadOptions.ContentType declares it,
 // is its extension's (the client's own table for the types chatd accepts
 // that Go's mime package may not know without the system's tables, such
-// as .heic, .heif or .7z; then the mime package), else its first bytes'.
+// as .heic, .heif or .7z; then the mime package), else (no extension,
+// an unknown one, or one of application/octet-stream) its first bytes',
+// named by chatd's own sniffer: IMG_0001 holding a HEIC is image/heic.
 // A PUT cut short is sent again from the start, re-reading the file
 // (a one-shot reader is spooled to a temporary file first). A PUT answered
 // 409 (complete already: an earlier one got through, its answer was lost)

@@ -101,9 +101,16 @@ func heifType(head []byte) string {
 	return ""
 }
 
-// detect names the bytes' type: Go's sniffer (the WHATWG algorithm) and a
-// few signatures it lacks.
-func detect(head []byte) string {
+// Detect names the type of the bytes head (a file's first SniffLen or
+// fewer) as Sniff does: Go's sniffer (the WHATWG algorithm) and the
+// signatures it lacks (HEIC, HEIF and AVIF by their ftyp brands, 7z,
+// FLAC, ...). Declared as this type, the file is served as it (when the
+// type is allowed): clients that cannot tell a file's type by its name
+// declare it.
+func Detect(head []byte) string {
+	if len(head) > SniffLen {
+		head = head[:SniffLen]
+	}
 	switch {
 	case bytes.HasPrefix(head, []byte("\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1")):
 		return "application/x-ole-storage"
@@ -161,7 +168,7 @@ func Sniff(head []byte, declared string, allowed []string) (string, error) {
 	if len(head) > SniffLen {
 		head = head[:SniffLen]
 	}
-	got := detect(head)
+	got := Detect(head)
 	if got == declared {
 		return ok(got, allowed)
 	}
