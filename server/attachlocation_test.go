@@ -55,8 +55,10 @@ func TestLocationIsStrippedWhereverItIsInThePhoto(t *testing.T) {
 // TestAVideosRecordingLocationIsStripped: a phone's video keeps where it
 // was recorded in its moov (udta/©xyz, a track's ©xyz, 3GPP loci, Apple's
 // meta keyed com.apple.quicktime.location), before or after the media
-// data; members download it without, of the announced size and sha256,
-// and its duration is still read.
+// data, and a WebM or Matroska file remuxed from one by ffmpeg in its Tags
+// (LOCATION, COM.APPLE.QUICKTIME.LOCATION.ISO6709, ...); members download
+// it without, of the announced size and sha256, and its duration is still
+// read.
 func TestAVideosRecordingLocationIsStripped(t *testing.T) {
 	videos := []struct {
 		name, ctype string
@@ -64,6 +66,8 @@ func TestAVideosRecordingLocationIsStripped(t *testing.T) {
 	}{
 		{"iphone.mov", "video/quicktime", mediatest.MP4WithLocation(true, false, false, 400<<10, 0)},
 		{"android.mp4", "video/mp4", mediatest.MP4WithLocation(false, true, true, 400<<10, 0)},
+		{"remuxed.webm", "video/webm", mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 400 << 10})},
+		{"remuxed.mkv", "video/x-matroska", mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 4 << 10, TagsFirst: true, CRC: true})},
 	}
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})

@@ -54,8 +54,11 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // stays. A HEIF image (HEIC, AVIF) loses the GPS directory of its Exif
 // item and an XMP item that mentions a location, the items found through
 // the meta's iinf and iloc, in place wherever they are after the meta or
-// in it (heif.go). Other types are returned as they are. Memory: a read
-// buffer and one segment, chunk, box or run of items of at most maxUnit.
+// in it (heif.go). A WebM or Matroska file (an audio or video type) loses
+// the SimpleTags of its Tags whose names say a location, made Void
+// elements of their size (mkv.go). Other types are returned as they
+// are. Memory: a read buffer and one segment, chunk, box, Tags element or
+// run of items of at most maxUnit.
 func Strip(r io.Reader, t string) io.Reader {
 	if s := newStripper(r, t); s != nil {
 		return s
@@ -89,8 +92,8 @@ type stripper struct {
 	orientation int
 	oriented    bool
 
-	// MP4: the offset of the next byte walked, and the ends of the
-	// boxes it is in (innermost last).
+	// MP4 (and Matroska): the offset of the next byte walked, and the
+	// ends of the boxes (the Segment) it is in (innermost last).
 	pos   int64
 	boxes []mp4Open
 	hdr   [16]byte
@@ -121,7 +124,7 @@ func newStripper(r io.Reader, t string) *stripper {
 		case IsHEIF(t):
 			s.step = (*stripper).heifStart
 		case isAV(t):
-			s.step = (*stripper).mp4Start
+			s.step = (*stripper).avStart
 		default:
 			return nil
 		}
@@ -610,16 +613,20 @@ func isAV(t string) bool {
 // mp4Leading are the types an MP4 or QuickTime file starts with.
 var mp4Leading = map[string]bool{"ftyp": true, "moov": true, "mdat": true, "wide": true, "free": true, "skip": true, "pnot": true}
 
-func (s *stripper) mp4Start() error {
+// avStart tells an MP4 from a WebM or Matroska file (mkv.go).
+func (s *stripper) avStart() error {
 	b := s.peek(8)
 	if b == nil {
 		return nil
 	}
-	if !mp4Leading[string(b[4:8])] {
+	switch {
+	case binary.BigEndian.Uint32(b) == mkvEBML:
+		s.step = (*stripper).mkvElement
+	case mp4Leading[string(b[4:8])]:
+		s.step = (*stripper).mp4Box
+	default:
 		s.step = (*stripper).rest
-		return nil
 	}
-	s.step = (*stripper).mp4Box
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math"
 )
 
 // Latitude is the GPS latitude JPEGWithLocation writes, as its EXIF
@@ -563,4 +564,132 @@ func HEIFWithLocation(l HEIFLayout, orientation uint16) []byte {
 	}
 	m := meta(0)
 	return append(append(ftyp, meta(len(ftyp)+len(m)+8)...), mdat...)
+}
+
+// WebMLayout says how WebMWithLocation lays out its file.
+type WebMLayout struct {
+	TagsFirst      bool // Tags before the Cluster (as mkvmerge writes it), not after it (ffmpeg)
+	CRC            bool // Tags and each Tag start with a CRC-32 element
+	UnknownSegment bool // the Segment's size unknown (all ones): to the end of the file
+	Pad            int  // bytes of the Cluster's one SimpleBlock
+	// CoverPad, when set, adds a Tag whose SimpleTag COVER holds that
+	// many bytes of TagBinary.
+	CoverPad int
+	// Stripped makes the file as chatd should store it: the SimpleTags
+	// naming a location Void elements of their size (the Tag holding
+	// only one of them too), every other byte as it was, the CRC-32s
+	// computed again; the whole Tags a Void when it is over 256 KiB.
+	Stripped bool
+}
+
+// ebml is an EBML element: id (its bytes as written, marker bits
+// included), the shortest size that holds the data, the data.
+func ebml(id uint32, data ...[]byte) []byte {
+	d := bytes.Join(data, nil)
+	idb := binary.BigEndian.AppendUint32(nil, id)
+	for len(idb) > 1 && idb[0] == 0 {
+		idb = idb[1:]
+	}
+	return append(append(idb, ebmlSize(len(d))...), d...)
+}
+
+func ebmlSize(n int) []byte {
+	l := 1
+	for uint64(n) >= 1<<(7*l)-1 {
+		l++
+	}
+	return ebmlSizeN(n, l)
+}
+
+// ebmlSizeN is n as an l-byte size field.
+func ebmlSizeN(n, l int) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(n)|1<<(7*l))[8-l:]
+}
+
+// ebmlVoid is a Void element (0xEC) of n bytes, header included: the
+// shortest size field that makes it n, zeros.
+func ebmlVoid(n int) []byte {
+	l := 1
+	for n-1-l >= 1<<(7*l)-1 {
+		l++
+	}
+	return append(append([]byte{0xEC}, ebmlSizeN(n-1-l, l)...), make([]byte, n-1-l)...)
+}
+
+// WebMWithLocation is a WebM video as ffmpeg writes one remuxed from a
+// phone's MP4: EBML header (DocType webm), a Segment holding Info
+// (TimecodeScale 1 ms, Duration 2,500 ms), Tracks, a Cluster and Tags: a
+// Tag for the whole file with ENCODER, LOCATION and LOCATION-ENG (the
+// VideoLocation) and a COMMENT holding a nested GPS SimpleTag; a Tag for
+// the track with its DURATION; a Tag with only
+// COM.APPLE.QUICKTIME.LOCATION.ISO6709; and, with CoverPad, a Tag with a
+// COVER.
+func WebMWithLocation(l WebMLayout) []byte {
+	str := func(id uint32, s string) []byte { return ebml(id, []byte(s)) }
+	u := func(id uint32, v byte) []byte { return ebml(id, []byte{v}) }
+	simple := func(name string, value []byte, nested ...[]byte) []byte {
+		return ebml(0x67C8, append([][]byte{str(0x45A3, name), ebml(0x4487, value)}, nested...)...)
+	}
+	located := func(b []byte) []byte {
+		if l.Stripped {
+			return ebmlVoid(len(b))
+		}
+		return b
+	}
+	withCRC := func(id uint32, children ...[]byte) []byte {
+		d := bytes.Join(children, nil)
+		if l.CRC {
+			d = append(ebml(0xBF, binary.LittleEndian.AppendUint32(nil, crc32.ChecksumIEEE(d))), d...)
+		}
+		return ebml(id, d)
+	}
+	targets := func(track byte) []byte {
+		if track == 0 {
+			return ebml(0x63C0, u(0x68CA, 50))
+		}
+		return ebml(0x63C0, u(0x63C5, track))
+	}
+	tags := [][]byte{
+		withCRC(0x7373, targets(0),
+			simple("ENCODER", []byte("Lavf61.7.100")),
+			located(simple("LOCATION", VideoLocation)),
+			located(simple("location-eng", VideoLocation)),
+			simple("COMMENT", []byte("a day out"), located(simple("GPS", VideoLocation)))),
+		withCRC(0x7373, targets(1), simple("DURATION", []byte("00:00:02.500000000"))),
+		located(withCRC(0x7373, targets(0), simple("COM.APPLE.QUICKTIME.LOCATION.ISO6709", VideoLocation))),
+	}
+	if l.CoverPad > 0 {
+		cover := make([]byte, l.CoverPad)
+		for i := range cover {
+			cover[i] = byte(i*11 + i>>8)
+		}
+		tags = append(tags, withCRC(0x7373, targets(0), ebml(0x67C8, str(0x45A3, "COVER"), ebml(0x4485, cover))))
+	}
+	tagsEl := withCRC(0x1254C367, tags...)
+	if l.Stripped && len(tagsEl) > 256<<10 {
+		tagsEl = ebmlVoid(len(tagsEl))
+	}
+	header := ebml(0x1A45DFA3, u(0x4286, 1), u(0x42F7, 1), u(0x42F2, 4), u(0x42F3, 8), str(0x4282, "webm"),
+		u(0x4287, 4), u(0x4285, 2))
+	info := ebml(0x1549A966, ebml(0x2AD7B1, []byte{0x0F, 0x42, 0x40}),
+		ebml(0x4489, binary.BigEndian.AppendUint64(nil, math.Float64bits(2500))),
+		str(0x4D80, "Lavf61.7.100"), str(0x5741, "Lavf61.7.100"))
+	tracks := ebml(0x1654AE6B, ebml(0xAE, u(0xD7, 1), u(0x73C5, 1), u(0x83, 1), str(0x86, "V_VP9"),
+		ebml(0xE0, ebml(0xB0, []byte{0x02, 0x80}), ebml(0xBA, []byte{0x01, 0xE0}))))
+	block := make([]byte, 4+l.Pad)
+	block[0], block[3] = 0x81, 0x80 // track 1, timecode 0, keyframe
+	for i := 4; i < len(block); i++ {
+		block[i] = byte(i*7 + i>>9)
+	}
+	cluster := ebml(0x1F43B675, u(0xE7, 0), ebml(0xA3, block))
+	children := [][]byte{info, tracks, cluster, tagsEl}
+	if l.TagsFirst {
+		children = [][]byte{info, tracks, tagsEl, cluster}
+	}
+	seg := ebml(0x18538067, children...)
+	if l.UnknownSegment {
+		body := bytes.Join(children, nil)
+		seg = append([]byte{0x18, 0x53, 0x80, 0x67, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, body...)
+	}
+	return append(header, seg...)
 }

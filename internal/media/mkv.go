@@ -1,0 +1,217 @@
+package media
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+)
+
+// WebM and Matroska: the EBML header, then each Segment's top-level
+// elements, walked by their sizes; a Tags element, where muxers write
+// the metadata they carry over (ffmpeg the location of the phone video it
+// remuxed, under the names LOCATION, LOCATION-ENG and
+// COM.APPLE.QUICKTIME.LOCATION.ISO6709), is read whole and the SimpleTags
+// whose names say a location become Void elements of the same size, so
+// the file, its Cues and SeekHead offsets and its length stay.
+
+// Element ids (their marker bits kept).
+const (
+	mkvEBML      = 0x1A45DFA3
+	mkvSegment   = 0x18538067
+	mkvTags      = 0x1254C367
+	mkvTag       = 0x7373
+	mkvSimpleTag = 0x67C8
+	mkvTagName   = 0x45A3
+	mkvCRC32     = 0xBF
+	mkvVoid      = 0xEC
+)
+
+// mkvLocationNames are what the name of a SimpleTag holding a location
+// contains (compared in upper case): the spec's RECORDING_LOCATION and
+// COMPOSITION_LOCATION, ffmpeg's LOCATION (and its LOCATION-ENG), Apple's
+// COM.APPLE.QUICKTIME.LOCATION.ISO6709 as ffmpeg carries it over, and
+// GPS or coordinates under any other name.
+var mkvLocationNames = [][]byte{[]byte("LOCATION"), []byte("GPS"), []byte("ISO6709"), []byte("LATITUDE"),
+	[]byte("LONGITUDE"), []byte("COORDINATES")}
+
+// mkvHeader reads the element header that starts b: its id, the size of
+// its data (unknown: the all-ones size, the element runs to the end of
+// its parent), the header's length; hl is 0 when b does not start with
+// one.
+func mkvHeader(b []byte) (id, size uint64, hl int, unknown bool) {
+	id, il := elementID(b)
+	if il == 0 {
+		return 0, 0, 0, false
+	}
+	size, sl := vint(b[il:])
+	if sl == 0 {
+		return 0, 0, 0, false
+	}
+	return id, size, il + sl, size == 1<<(7*sl)-1
+}
+
+// mkvVoidHeader is the header of a Void element n bytes long, header
+// included (n at least 2): its id and the shortest size that makes it n;
+// nil for n beyond any size field.
+func mkvVoidHeader(n int64) []byte {
+	for l := 1; l <= 8; l++ {
+		if data := n - 1 - int64(l); data >= 0 && data < 1<<(7*l)-1 {
+			h := make([]byte, 1+l)
+			h[0] = mkvVoid
+			v := uint64(data) | 1<<(7*l)
+			for i := l; i >= 1; i-- {
+				h[i], v = byte(v), v>>8
+			}
+			return h
+		}
+	}
+	return nil
+}
+
+// mkvVoidOut makes the element b a Void element of its size, its bytes
+// zeros.
+func mkvVoidOut(b []byte) {
+	h := mkvVoidHeader(int64(len(b)))
+	clear(b[copy(b, h):])
+}
+
+// mkvElement walks the next element: at the top level (the EBML header,
+// Segments) or in a Segment (s.boxes holds its end).
+func (s *stripper) mkvElement() error {
+	for len(s.boxes) > 0 && s.pos >= s.boxes[len(s.boxes)-1].end {
+		s.boxes = s.boxes[:len(s.boxes)-1]
+	}
+	h, _ := s.br.Peek(12) // less at the end of the file
+	id, size, hl, unknown := mkvHeader(h)
+	switch {
+	case hl == 0 || size > math.MaxInt64-uint64(hl):
+		// The end, or not an element a player would read: the rest goes
+		// through as it is.
+		s.step = (*stripper).rest
+		return nil
+	case id == mkvSegment && len(s.boxes) == 0:
+		end := int64(math.MaxInt64) // an unknown size: to the end of the file
+		if !unknown {
+			end = s.pos + int64(hl) + int64(size)
+		}
+		s.boxes = append(s.boxes, mp4Open{end, "Segment"})
+		s.emit(h, hl)
+		s.pos += int64(hl)
+		return nil
+	case unknown:
+		// A live recording's Cluster (a browser's): where it ends is
+		// found only by walking what it holds. Browsers write no Tags.
+		s.step = (*stripper).rest
+		return nil
+	}
+	n := int64(hl) + int64(size)
+	if id != mkvTags || len(s.boxes) == 0 {
+		s.pos += n
+		s.passThen(n, false, (*stripper).mkvElement)
+		return nil
+	}
+	if n > maxUnit {
+		// Too large to hold (no muxer writes one; pictures go to
+		// Attachments): a Void whole.
+		v := mkvVoidHeader(n)
+		if len(v) == 0 || len(v) > len(h) {
+			s.step = (*stripper).rest
+			return nil
+		}
+		copy(s.hdr[:], v)
+		s.out = s.hdr[:len(v)]
+		_, _ = s.br.Discard(len(v))
+		s.pos += n
+		s.passThen(n-int64(len(v)), true, (*stripper).mkvElement)
+		return nil
+	}
+	b, err := s.whole(int(n))
+	if err != nil {
+		return err
+	}
+	s.pos += n
+	if kept, changed := mkvChildren(b[hl:], mkvTag, mkvTagKept); changed && kept == 0 {
+		mkvVoidOut(b) // a Tags holds at least one Tag
+	}
+	s.out = b
+	return nil
+}
+
+// mkvChildren walks the children of type id of a master element's data
+// b, keeping each one keep says to keep (it may change it) and making
+// the others Void elements: how many are kept, and whether b changed. A
+// CRC-32 element first in b is computed again when it did.
+func mkvChildren(b []byte, id uint64, keep func(data []byte) (bool, bool)) (kept int, changed bool) {
+	for rest := b; len(rest) > 0; {
+		cid, size, hl, unknown := mkvHeader(rest)
+		if hl == 0 || unknown || size > uint64(len(rest)-hl) {
+			break
+		}
+		n := hl + int(size)
+		if cid == id {
+			ok, ch := keep(rest[hl:n])
+			if !ok {
+				mkvVoidOut(rest[:n])
+				ch = true
+			} else {
+				kept++
+			}
+			changed = changed || ch
+		}
+		rest = rest[n:]
+	}
+	if changed && len(b) >= 6 && b[0] == mkvCRC32 && b[1] == 0x84 {
+		binary.LittleEndian.PutUint32(b[2:], crc32.ChecksumIEEE(b[6:]))
+	}
+	return kept, changed
+}
+
+// mkvTagKept strips a Tag: its SimpleTags naming a location go; so does
+// the Tag when none is left (a Tag holds at least one).
+func mkvTagKept(data []byte) (keep, changed bool) {
+	kept, changed := mkvChildren(data, mkvSimpleTag, mkvSimpleTagKept(1))
+	return !changed || kept > 0, changed
+}
+
+// mkvMaxDepth bounds the nesting of SimpleTags walked (real files nest
+// one or two): a SimpleTag deeper goes, so that a crafted file costs no
+// deep recursion.
+const mkvMaxDepth = 8
+
+// mkvSimpleTagKept says whether a SimpleTag at depth stays: not when
+// its name says a location, nor beyond mkvMaxDepth; its nested SimpleTags
+// are stripped alike.
+func mkvSimpleTagKept(depth int) func(data []byte) (keep, changed bool) {
+	return func(data []byte) (keep, changed bool) {
+		if depth > mkvMaxDepth {
+			return false, false
+		}
+		if mkvNamesLocation(data) {
+			return false, false
+		}
+		_, changed = mkvChildren(data, mkvSimpleTag, mkvSimpleTagKept(depth+1))
+		return true, changed
+	}
+}
+
+// mkvNamesLocation says whether the SimpleTag's data has a TagName
+// holding one of mkvLocationNames.
+func mkvNamesLocation(data []byte) bool {
+	for rest := data; len(rest) > 0; {
+		id, size, hl, unknown := mkvHeader(rest)
+		if hl == 0 || unknown || size > uint64(len(rest)-hl) {
+			break
+		}
+		if id == mkvTagName {
+			name := bytes.ToUpper(rest[hl : hl+int(size)])
+			for _, w := range mkvLocationNames {
+				if bytes.Contains(name, w) {
+					return true
+				}
+			}
+		}
+		rest = rest[hl+int(size):]
+	}
+	return false
+}
