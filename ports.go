@@ -38,7 +38,17 @@ type ConvCursor struct {
 	// With JoinSeq set too, the user was added back since: delivery
 	// catches up to End, then goes on after JoinSeq.
 	End int64
+	// Rejoins, with End set, are the memberships that followed the one
+	// ending at End and ended too, oldest first: the user was added back
+	// and removed again while the session was behind. Delivery catches up
+	// to End, then delivers each of them, then goes on after JoinSeq
+	// (when set): nothing committed between a leave and the next join.
+	Rejoins []Span
 }
+
+// Span is one past membership of a conversation: the entries after Join
+// up to End were the user's.
+type Span struct{ Join, End int64 }
 
 // Cursor is one delivered-cursor update of a session.
 type Cursor struct {
@@ -64,7 +74,8 @@ type DeliveryStore interface {
 	// clientID's delivery stands; with stored false (no persistent
 	// session) every cursor is the conversation's last_seq. With stored
 	// true it also returns, with End set, the conversations the user left
-	// whose entries up to the leave the session has not all acknowledged.
+	// whose entries up to the leave the session has not all acknowledged,
+	// and, in Rejoins, the memberships after it that ended too.
 	Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]ConvCursor, error)
 	// SinceMany returns up to perConv messages after each range's seq,
 	// grouped by conversation in seq order, in one round trip, as userID

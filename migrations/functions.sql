@@ -655,6 +655,16 @@ RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
         (SELECT msg_no FROM message WHERE conversation_id = p_conv AND seq <= p_read_seq ORDER BY seq DESC LIMIT 1), 0), 0)
 $$;
 
+-- # chat_cursor_owing(p_delivered, p_end, p_owed_ends)
+--
+-- Whether a session cursor (session_cursor: delivered_seq, end_seq,
+-- owed_ends) still owes entries of memberships that ended: the last of
+-- their ends is past the delivered cursor. The ends ascend, end_seq first.
+CREATE OR REPLACE FUNCTION chat_cursor_owing(p_delivered bigint, p_end bigint, p_owed_ends bigint[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT COALESCE(GREATEST(p_end, p_owed_ends[cardinality(p_owed_ends)]) > p_delivered, false);
+$$;
+
 -- # chat_session_open(p_client, p_user, p_persistent, p_clean, p_expiry, p_token)
 --
 -- Opens (or resumes) an MQTT session in one round trip. A client id
@@ -744,9 +754,11 @@ BEGIN
     END IF;
     IF o_resumed THEN
         -- The cursors of conversations the user left whose owed entries
-        -- the session acknowledged (end_seq reached) have served.
+        -- the session acknowledged (every membership's end reached) have
+        -- served.
         DELETE FROM session_cursor sc
-        WHERE sc.client_id = p_client AND sc.end_seq <= sc.delivered_seq
+        WHERE sc.client_id = p_client AND sc.end_seq IS NOT NULL
+          AND NOT chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends)
           AND NOT EXISTS (SELECT 1 FROM conversation_member m
                           WHERE m.conversation_id = sc.conversation_id AND m.user_id = p_user);
         RETURN;

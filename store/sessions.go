@@ -140,6 +140,8 @@ func (s *Sessions) writeSubscriptions(ctx context.Context, batch map[connKey][]b
 // A member added back after such a leave (join_seq at or past end_seq)
 // has End set too, with the stored cursor as Delivered: the session
 // finishes what the old membership owed, then goes on after JoinSeq.
+// Memberships that followed it and ended too while the session still
+// owed it (owed_joins, owed_ends) come as Rejoins, each delivered in turn.
 func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
 	// Every row by key (LATERAL ... LIMIT 1), whatever the statistics say:
 	// planned from an unanalyzed table's guesses, a join read every
@@ -147,28 +149,39 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	q := `SELECT m.conversation_id,
 			CASE WHEN NOT $3 THEN c.last_seq WHEN t.tail THEN sc.delivered_seq ELSE GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) END,
 			c.last_seq, m.join_seq, (SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id),
-			CASE WHEN $3 AND t.tail THEN sc.end_seq ELSE 0 END
+			CASE WHEN $3 AND t.tail THEN sc.end_seq ELSE 0 END,
+			CASE WHEN $3 AND t.tail THEN sc.owed_joins END, CASE WHEN $3 AND t.tail THEN sc.owed_ends END
 		FROM conversation_member m
 		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
-		LEFT JOIN LATERAL (SELECT s.delivered_seq, s.end_seq FROM session_cursor s
+		LEFT JOIN LATERAL (SELECT s.delivered_seq, s.end_seq, s.owed_joins, s.owed_ends FROM session_cursor s
 		                   WHERE s.client_id = $1 AND s.conversation_id = m.conversation_id LIMIT 1) sc ON true
-		CROSS JOIN LATERAL (SELECT COALESCE(sc.end_seq > sc.delivered_seq AND sc.end_seq <= m.join_seq, false) AS tail) t
+		CROSS JOIN LATERAL (SELECT COALESCE(chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends)
+		                                    AND sc.end_seq <= m.join_seq, false) AS tail) t
 		WHERE m.user_id = $2
 		UNION ALL
 		SELECT sc.conversation_id, sc.delivered_seq, c.last_seq, 0,
-			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = sc.conversation_id), sc.end_seq
+			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = sc.conversation_id), sc.end_seq,
+			sc.owed_joins, sc.owed_ends
 		FROM session_cursor sc
 		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = sc.conversation_id LIMIT 1) c
-		WHERE $3 AND sc.client_id = $1 AND sc.end_seq > sc.delivered_seq
+		WHERE $3 AND sc.client_id = $1 AND chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends)
 		  AND NOT EXISTS (SELECT 1 FROM conversation_member m WHERE m.conversation_id = sc.conversation_id AND m.user_id = $2)`
 	rows, err := s.pool.Query(ctx, q, clientID, userID, stored)
 	if err != nil {
 		return nil, classify("load cursors", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.ConvCursor, error) {
-		var c chat.ConvCursor
-		err := r.Scan(&c.ConversationID, &c.Delivered, &c.LastSeq, &c.JoinSeq, &c.MemberCount, &c.End)
-		return c, err
+		var (
+			c           chat.ConvCursor
+			joins, ends []int64
+		)
+		if err := r.Scan(&c.ConversationID, &c.Delivered, &c.LastSeq, &c.JoinSeq, &c.MemberCount, &c.End, &joins, &ends); err != nil {
+			return c, err
+		}
+		if c.End > 0 {
+			owedFrom(&c, joins, ends)
+		}
+		return c, nil
 	})
 	if err != nil {
 		return nil, classify("load cursors", err)
@@ -176,12 +189,36 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	return out, nil
 }
 
+// owedFrom sets c's End and Rejoins from a stored cursor that owes
+// entries of past memberships: the one ending at c.End, then those of
+// joins and ends (pairwise, oldest first). The memberships the delivered
+// cursor has passed are dropped, and the cursor starts no earlier than the
+// first one left: nothing between a leave and the next join is owed.
+func owedFrom(c *chat.ConvCursor, joins, ends []int64) {
+	spans := make([]chat.Span, 0, 1+len(joins))
+	spans = append(spans, chat.Span{Join: c.Delivered, End: c.End})
+	for i := range min(len(joins), len(ends)) {
+		spans = append(spans, chat.Span{Join: joins[i], End: ends[i]})
+	}
+	for len(spans) > 1 && spans[0].End <= c.Delivered {
+		spans = spans[1:]
+	}
+	c.Delivered, c.End = max(c.Delivered, spans[0].Join), spans[0].End
+	if len(spans) > 1 {
+		c.Rejoins = spans[1:]
+	}
+}
+
 // oweUntilLeave records, in the transaction of a leave, that each of the
 // user's persistent sessions is owed the conversation's entries up to
 // lastSeq (the last one committed before the leave) and none before
 // joinSeq (those of an earlier membership): the session cursor's end_seq.
 // A connected session learns it from member.removed as well; one that is
-// offline reads it on reconnect (Cursors) and catches up to it.
+// offline reads it on reconnect (Cursors) and catches up to it. A session
+// still owed entries of an earlier membership (the user was removed,
+// added back and removed again while it was behind) keeps them: this
+// membership is appended to owed_joins and owed_ends, and the session
+// gets each membership's entries in turn.
 //
 // The sessions are locked first (FOR KEY SHARE, in client id order, an
 // InitPlan run before the first cursor row is written), then their cursor
@@ -191,13 +228,20 @@ func oweUntilLeave(ctx context.Context, tx pgx.Tx, conversationID, userID, joinS
 	if lastSeq <= joinSeq {
 		return nil // nothing was committed while they were a member
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO session_cursor (client_id, conversation_id, delivered_seq, end_seq)
+	_, err := tx.Exec(ctx, `INSERT INTO session_cursor AS sc (client_id, conversation_id, delivered_seq, end_seq)
 		SELECT u.client_id, $2, $3, $4
 		FROM unnest(ARRAY(SELECT s.client_id FROM chat_session s WHERE s.user_id = $1 AND s.persistent
 		                  ORDER BY s.client_id FOR KEY SHARE)) AS u(client_id)
 		ORDER BY 1
-		ON CONFLICT (client_id, conversation_id)
-		DO UPDATE SET delivered_seq = GREATEST(session_cursor.delivered_seq, EXCLUDED.delivered_seq), end_seq = EXCLUDED.end_seq`,
+		ON CONFLICT (client_id, conversation_id) DO UPDATE SET
+			delivered_seq = CASE WHEN chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends) THEN sc.delivered_seq
+			                     ELSE GREATEST(sc.delivered_seq, EXCLUDED.delivered_seq) END,
+			end_seq = CASE WHEN chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends) THEN sc.end_seq
+			               ELSE EXCLUDED.end_seq END,
+			owed_joins = CASE WHEN chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends) THEN sc.owed_joins || EXCLUDED.delivered_seq
+			                  ELSE '{}' END,
+			owed_ends = CASE WHEN chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends) THEN sc.owed_ends || EXCLUDED.end_seq
+			                 ELSE '{}' END`,
 		userID, conversationID, joinSeq, lastSeq)
 	if err != nil {
 		return fmt.Errorf("record what sessions are owed before the leave: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
@@ -253,7 +254,7 @@ func TestALeaveTellsEachPersistentSessionOfTheUserWhatItIsStillOwed(t *testing.T
 		switch {
 		case tc.want == nil && len(cs) != 0:
 			t.Errorf("%s: %+v, want nothing", tc.id, cs)
-		case tc.want != nil && (len(cs) != 1 || cs[0] != *tc.want):
+		case tc.want != nil && (len(cs) != 1 || !reflect.DeepEqual(cs[0], *tc.want)):
 			t.Errorf("%s: %+v, want %+v", tc.id, cs, *tc.want)
 		}
 	}
@@ -282,10 +283,93 @@ func TestALeaveTellsEachPersistentSessionOfTheUserWhatItIsStillOwed(t *testing.T
 		{"tablet", chat.ConvCursor{ConversationID: conv.ID, Delivered: join, LastSeq: end + 3, JoinSeq: end + 2, MemberCount: 2, End: end}},
 	} {
 		cs, err := ss.Cursors(ctx, tc.id, 2, true)
-		if err != nil || len(cs) != 1 || cs[0] != tc.want {
+		if err != nil || len(cs) != 1 || !reflect.DeepEqual(cs[0], tc.want) {
 			t.Errorf("added back, %s: %+v %v, want %+v", tc.id, cs, err, tc.want)
 		}
 	}
+}
+
+// A user removed, added back and removed again (and added back once more)
+// while a session is behind: each membership the session has not
+// acknowledged comes back from Cursors, oldest first (End, then Rejoins,
+// then JoinSeq); the second removal does not overwrite what the first one
+// owed. One that acknowledged past a membership is owed only what follows.
+func TestASessionBehindIsOwedEveryMembershipItHasNotAcknowledgedAcrossRemovalsAndReAdds(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	ss := store.NewSessions(pool)
+	for _, id := range []string{"phone", "tablet", "laptop"} {
+		if _, err := ss.Open(ctx, id, "", 2, true, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conv := mustGroup(t, st, 1, 2)
+	joinSeq := func() int64 {
+		return queryInt(t, pool, `SELECT join_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID)
+	}
+	lastSeq := func() int64 { return queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, conv.ID) }
+	save := func(id string, seq int64) {
+		t.Helper()
+		if err := ss.SaveCursors(ctx, []chat.Cursor{{ClientID: id, ConversationID: conv.ID, Seq: seq}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j1 := joinSeq()
+	sendN(t, st, conv.ID, 1, 2, "first membership")
+	end1 := lastSeq()
+	mustRemove(t, ctx, st, conv.ID, 1, 2, "first removal")
+	sendN(t, st, conv.ID, 1, 1, "away")
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 2, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	j2 := joinSeq()
+	sendN(t, st, conv.ID, 1, 2, "second membership")
+	save("tablet", end1) // the first membership's entries, all of them
+	save("laptop", j2+1) // into the second membership
+	end2 := lastSeq()
+	mustRemove(t, ctx, st, conv.ID, 1, 2, "second removal")
+	sendN(t, st, conv.ID, 1, 1, "away again")
+
+	type owed struct {
+		delivered, end int64
+		rejoins        []chat.Span
+		join           int64
+	}
+	check := func(when string, want map[string]owed) {
+		t.Helper()
+		for id, w := range want {
+			cs, err := ss.Cursors(ctx, id, 2, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) != 1 {
+				t.Errorf("%s, %s: %+v, want one cursor", when, id, cs)
+				continue
+			}
+			c := cs[0]
+			if got := (owed{c.Delivered, c.End, c.Rejoins, c.JoinSeq}); !reflect.DeepEqual(got, w) {
+				t.Errorf("%s, %s: %+v, want %+v", when, id, got, w)
+			}
+		}
+	}
+	check("removed twice", map[string]owed{
+		"phone":  {j1, end1, []chat.Span{{Join: j2, End: end2}}, 0},
+		"tablet": {j2, end2, nil, 0},
+		"laptop": {j2 + 1, end2, nil, 0},
+	})
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 2, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	j3 := joinSeq()
+	check("added back again", map[string]owed{
+		"phone":  {j1, end1, []chat.Span{{Join: j2, End: end2}}, j3},
+		"tablet": {j2, end2, nil, j3},
+	})
+	save("phone", end1) // acknowledged the first membership's entries
+	check("the first membership acknowledged", map[string]owed{"phone": {j2, end2, nil, j3}})
+	save("phone", end2)
+	check("both acknowledged", map[string]owed{"phone": {j3, 0, nil, j3}})
 }
 
 // A cursor flush that comes late (the old connection's node flushing after

@@ -119,13 +119,18 @@
 // owed lets it finish first: the stream then goes on after the join, and
 // nothing committed in between reaches the user. Later leaves and joins
 // queue behind it the same way: the stream follows each membership in
-// turn, from its join to its leave, and the newest one live. A persistent session's
-// stored cursor keeps that tail across a reconnect (the leave's end_seq
-// stays on the cursor until it is acknowledged; Cursors returns it with
-// the new join). A leave and a re-add that both never reached a session
-// without stored cursors (lost to an overflow) show at the resync as a
-// join past the stream: it restarts at that join, and what the old
-// membership still owed is given up. After an overflow the member index
+// turn, from its join to its leave, and the newest one live. A persistent
+// session's stored cursor keeps every such membership across a reconnect,
+// however many leaves and re-adds happened while it was connected or away:
+// the first leave's end_seq stays on the cursor until it is acknowledged,
+// and each later membership that ends meanwhile is recorded after it
+// (owed_joins, owed_ends). Cursors returns them as End, Rejoins and the
+// current JoinSeq, and the session rebuilds the stream's queue of
+// memberships from them (stream.follow), as it does at a resync for a
+// stream that missed some of those changes. A leave and a re-add that
+// both never reached a session without stored cursors (lost to an
+// overflow) show at the resync as a join past the stream: it restarts at
+// that join, and what the old membership still owed is given up. After an overflow the member index
 // is emptied, so no dropped membership change leaves it wrong.
 //
 // The member index keeps each member's history floor, read with the

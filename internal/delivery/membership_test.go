@@ -532,3 +532,141 @@ func receivedOwedOnly(t *testing.T, u2 *fakeConn, conv int64, owed []int64, afte
 		t.Fatalf("user 2 received %v, want exactly %v", got, owed)
 	}
 }
+
+// removeAndTell removes user 2 from f.conv and tells h, as the store's
+// commit does: member.removed at the last seq they are owed.
+func removeAndTell(t *testing.T, h *delivery.Hub, f fixture) {
+	t.Helper()
+	ctx := context.Background()
+	if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	if err := f.pool.QueryRow(ctx, "SELECT last_seq FROM conversation WHERE id=$1", f.conv.ID).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last))
+}
+
+// sendSeqs sends n messages as user 1 to f.conv and publishes them.
+func sendSeqs(t *testing.T, h *delivery.Hub, f fixture, n int) []int64 {
+	t.Helper()
+	var seqs []int64
+	for range n {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		h.Publish(ev)
+		seqs = append(seqs, ev.Seq)
+	}
+	return seqs
+}
+
+// reconnectAndWant reattaches the persistent session "phone" and checks
+// that it receives exactly want, in order.
+func reconnectAndWant(t *testing.T, h *delivery.Hub, f fixture, want []int64, away []int64) {
+	t.Helper()
+	u := attach(t, h, f, "phone", true, true)
+	got := waitSeqs(t, u, f.conv.ID, len(want))
+	never(t, 300*time.Millisecond, func() bool { return len(u.seqs(f.conv.ID)) > len(want) },
+		"more than %v after the reconnect: %v (sent while user 2 was not a member: %v)", want, u.seqs(f.conv.ID), away)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the reconnect: %v, want every membership's unacknowledged entries in order %v (not %v, sent while user 2 was not a member)", got, want, away)
+	}
+}
+
+// A persistent session offline while its user is removed, added back and
+// removed again (and maybe added back once more) is owed the first
+// membership's unacknowledged tail as well as the second membership and
+// what follows the last join: the second removal must not overwrite what
+// the first one recorded.
+func TestAnOfflineSessionGetsEveryMembershipsUnacknowledgedEntriesAfterRemovalsAndReAdds(t *testing.T) {
+	for _, addedBack := range []bool{false, true} {
+		t.Run(fmt.Sprint("member at the end: ", addedBack), func(t *testing.T) {
+			f := setup(t)
+			h := newHub(t, f, delivery.Options{Window: 64, CursorFlush: 10 * time.Millisecond})
+			u := attach(t, h, f, "phone", true, false) // acknowledges nothing
+			want := sendSeqs(t, h, f, 3)
+			waitSeqs(t, u, f.conv.ID, 3)
+			h.Detach("phone", u)
+
+			removeAndTell(t, h, f)
+			away := sendSeqs(t, h, f, 1)
+			join(t, h, f, 2)
+			want = append(want, sendSeqs(t, h, f, 2)...)
+			removeAndTell(t, h, f)
+			away = append(away, sendSeqs(t, h, f, 1)...)
+			if addedBack {
+				join(t, h, f, 2)
+				want = append(want, sendSeqs(t, h, f, 1)...)
+			}
+			reconnectAndWant(t, h, f, want, away)
+		})
+	}
+}
+
+// The same, for a session that was connected when its user was removed
+// and added back, and went offline before the second removal: what it
+// had not acknowledged of both memberships survives the reconnect.
+func TestASessionThatWentOfflineBetweenAReAddAndTheNextRemovalGetsBothMembershipsUnacknowledgedEntries(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{Window: 64, CursorFlush: 10 * time.Millisecond})
+	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
+	want := sendSeqs(t, h, f, 3)
+	waitSeqs(t, u, f.conv.ID, 3)
+	removeAndTell(t, h, f)
+	away := sendSeqs(t, h, f, 1)
+	join(t, h, f, 2)
+	want = append(want, sendSeqs(t, h, f, 2)...)
+	eventually(t, 10*time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1]) },
+		"the message after the re-add did not reach the connected session: %v", u.seqs(f.conv.ID))
+	h.Detach("phone", u)
+
+	removeAndTell(t, h, f)
+	away = append(away, sendSeqs(t, h, f, 1)...)
+	join(t, h, f, 2)
+	want = append(want, sendSeqs(t, h, f, 1)...)
+	reconnectAndWant(t, h, f, want, away)
+}
+
+// A connected persistent session still finishing the first membership's
+// tail (its window is full of it) when the user's second removal and a
+// re-add are lost to a hub overflow: the resync reads from the stored
+// cursor that the second membership ended too, and the session delivers
+// both memberships, then what follows the last join.
+func TestASessionFinishingATailThatMissedARemovalAndAReAddInAnOverflowGetsEveryMembership(t *testing.T) {
+	f := setup(t)
+	const bad = 987654321
+	bh := &blockingHandler{prefix: "load members for fan-out failed", entered: make(chan struct{}), release: make(chan struct{})}
+	h := startHub(t, &failMembers{DeliveryStore: f.sessions, conv: bad}, delivery.Options{HubQueue: 1, Window: 3, Logger: slog.New(bh)})
+	u := attach(t, h, f, "phone", true, false) // acknowledges when the test says
+	want := sendSeqs(t, h, f, 3)
+	waitSeqs(t, u, f.conv.ID, 3) // the window is full
+
+	removeAndTell(t, h, f)
+	away := sendSeqs(t, h, f, 1)
+	join(t, h, f, 2)
+	want = append(want, sendSeqs(t, h, f, 1)...)
+	release := stallFanout(t, h, bh, bad)
+	h.Publish(chat.Event{Type: chat.EventPresence}) // fills the queue of 1
+	want = append(want, sendSeqs(t, h, f, 1)...)    // dropped: overflow
+	removeAndTell(t, h, f)                          // dropped
+	away = append(away, sendSeqs(t, h, f, 1)...)    // dropped
+	join(t, h, f, 2)                                // dropped
+	release()
+	want = append(want, sendSeqs(t, h, f, 1)...)
+
+	acked := map[uint16]bool{}
+	eventually(t, 10*time.Second, func() bool {
+		for _, p := range u.packets() {
+			if p.QoS > 0 && !acked[p.PacketID] {
+				acked[p.PacketID] = true
+				h.Acked("phone", u, p.PacketID)
+			}
+		}
+		return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1])
+	}, "the message after the last re-add never reached the session: got %v, want %v", u.seqs(f.conv.ID), want)
+	never(t, 300*time.Millisecond, func() bool { return len(u.seqs(f.conv.ID)) > len(want) },
+		"more than %v: %v", want, u.seqs(f.conv.ID))
+	if got := u.seqs(f.conv.ID); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want each membership's messages in order %v (not %v, sent while away)", got, want, away)
+	}
+}

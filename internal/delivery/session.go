@@ -423,11 +423,13 @@ func (s *Session) load() bool {
 			for _, c := range cs {
 				st := newStream(c.Delivered, c.LastSeq, c.MemberCount > s.hub.opts.LargeGroup)
 				st.floor = c.JoinSeq
-				switch {
-				case c.End > 0 && c.JoinSeq > 0:
-					finishThenRejoin(st, c.End, c.JoinSeq)
-				case c.End > 0 && st.leave(c.End):
-					continue // left, and nothing of it is owed
+				if c.End > 0 {
+					// Left (and maybe added back, and left again):
+					// every membership's unacknowledged entries, in turn.
+					st.follow(owed(c))
+					if st.finished() {
+						continue // nothing of it is owed
+					}
 				}
 				s.streams[c.ConversationID] = st
 			}
@@ -808,32 +810,36 @@ func (s *Session) doResync() {
 		seen[c.ConversationID] = true
 		large := c.MemberCount > s.hub.opts.LargeGroup
 		st := s.streams[c.ConversationID]
-		if c.End > 0 && c.JoinSeq > 0 {
-			// Left and added back before the session acknowledged what
-			// the old membership owed (stored cursors only).
+		if c.End > 0 {
+			// Left since a membership the session may still be
+			// delivering began (stored cursors only), and maybe added
+			// back, and maybe removed again.
 			switch {
+			case st == nil && c.JoinSeq == 0 && len(c.Rejoins) == 0:
+				continue // a stream this session ended, or never had
 			case st == nil:
 				st = newStream(c.Delivered, c.LastSeq, large)
 				st.floor = c.JoinSeq
-				finishThenRejoin(st, c.End, c.JoinSeq)
+				st.follow(owed(c))
 				s.streams[c.ConversationID] = st
 				continue
-			case st.end == 0 && st.next <= c.JoinSeq:
-				// The leave and the re-add were both lost to an overflow.
-				finishThenRejoin(st, c.End, c.JoinSeq)
+			}
+			// A stream this session still has missed leaves or joins
+			// (lost to an overflow): it finishes what it owes and goes
+			// on with each membership it did not know of.
+			ending := st.end
+			st.follow(owed(c))
+			if st.end != ending {
 				delete(s.gapped, c.ConversationID)
+			}
+			if st.finished() {
+				delete(s.streams, c.ConversationID)
 				continue
 			}
-			// An ending stream, or one past the re-add already: below.
-		} else if c.End > 0 {
-			// Left: a stream this session still has (its member.removed
-			// was lost to an overflow) finishes what the user was owed.
-			// One it has not ended already, or never had.
-			if st != nil && st.end == 0 && st.leave(c.End) {
-				delete(s.streams, c.ConversationID)
-				delete(s.gapped, c.ConversationID)
+			if st.end > 0 {
+				continue
 			}
-			continue
+			// It follows the membership that lasts: below.
 		}
 		if st == nil {
 			if s.Persistent {
@@ -885,11 +891,20 @@ func (s *Session) doResync() {
 	}
 }
 
-// finishThenRejoin makes st, a stream of the user's previous membership,
-// finish what that membership owed (up to end), then go on after join.
-func finishThenRejoin(st *stream, end, join int64) {
-	st.leave(end)
-	st.rejoined(join)
+// owed lists the memberships stored cursor c says the session is owed,
+// oldest first: the one that ended at c.End (the cursor is in it), those
+// in c.Rejoins, then the one that lasts (end 0) when the user is a
+// member.
+func owed(c chat.ConvCursor) []membership {
+	ms := make([]membership, 0, 2+len(c.Rejoins))
+	ms = append(ms, membership{join: c.Delivered, end: c.End})
+	for _, r := range c.Rejoins {
+		ms = append(ms, membership{join: r.Join, end: r.End})
+	}
+	if c.JoinSeq > 0 {
+		ms = append(ms, membership{join: c.JoinSeq})
+	}
+	return ms
 }
 
 func (s *Session) saveCursors() {

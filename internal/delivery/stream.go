@@ -146,25 +146,75 @@ func (st *stream) rejoined(seq int64) {
 // the stream follows now ended.
 func (st *stream) rejoining() bool { return len(st.rejoins) > 0 }
 
+// follow brings the stream up to ms, the memberships a stored cursor
+// says the session is owed, oldest first (end 0: the one that lasts): the
+// session missed some of their leaves and joins (it was offline, or they
+// were lost to an overflow). A stream that has not seen its membership
+// end follows the newest of ms that began before its next seq, and ends
+// where that one ended; the memberships after the stream's own that it
+// does not know yet come after it, in order (learn).
+func (st *stream) follow(ms []membership) {
+	if st.end == 0 {
+		i := 0
+		for i+1 < len(ms) && ms[i+1].join < st.next {
+			i++
+		}
+		if ms[i].end == 0 {
+			return // the stream follows the membership that lasts
+		}
+		st.endAt(ms[i].end)
+		ms = ms[i+1:]
+	}
+	for _, m := range ms {
+		st.learn(m)
+	}
+}
+
+// learn adds m, a membership of the user's, to those the stream goes on
+// with, unless it knows it already (the one it follows ends at end, after
+// its join; those in rejoins by their joins): then it only learns that m
+// ended, if it did not know.
+func (st *stream) learn(m membership) {
+	n := len(st.rejoins)
+	switch {
+	case m.join < st.end || n > 0 && m.join < st.rejoins[n-1].join:
+		return // known, and not the newest
+	case n > 0 && m.join == st.rejoins[n-1].join:
+		if st.rejoins[n-1].end > 0 {
+			return
+		}
+	default:
+		if n > 0 && st.rejoins[n-1].end == 0 {
+			// Its leave is not on record: nothing was committed while
+			// it lasted.
+			st.rejoins[n-1].end = st.rejoins[n-1].join
+		}
+		st.rejoined(m.join)
+	}
+	if m.end > 0 {
+		st.leave(m.end)
+	}
+}
+
 // resume turns a stream that is ending and rejoined into the next
 // membership's once everything up to end is queued: it continues after
 // the join from PostgreSQL, as a joined stream starts. The cursor may
-// skip to the join: nothing in between is the user's.
+// skip to the join: nothing in between is the user's. A membership with
+// nothing owed in it is passed over at once.
 func (st *stream) resume() {
-	if len(st.rejoins) == 0 || st.next <= st.end {
-		return
-	}
-	m := st.rejoins[0]
-	st.rejoins = st.rejoins[1:]
-	if len(st.rejoins) == 0 {
-		st.rejoins = nil
-	}
-	st.next, st.floor, st.sentHigh = m.join+1, m.join, max(st.sentHigh, m.join)
-	st.end = 0
-	st.fallBehind(0)
-	st.verify = true
-	if m.end > 0 {
-		st.endAt(m.end)
+	for len(st.rejoins) > 0 && st.end > 0 && st.next > st.end {
+		m := st.rejoins[0]
+		st.rejoins = st.rejoins[1:]
+		if len(st.rejoins) == 0 {
+			st.rejoins = nil
+		}
+		st.next, st.floor, st.sentHigh = m.join+1, m.join, max(st.sentHigh, m.join)
+		st.end = 0
+		st.fallBehind(0)
+		st.verify = true
+		if m.end > 0 {
+			st.endAt(m.end)
+		}
 	}
 }
 

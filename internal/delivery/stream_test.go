@@ -247,3 +247,52 @@ func TestAStreamFinishingATailFollowsEachLaterMembershipInTurn(t *testing.T) {
 			st.end, st.next, st.floor, st.state, st.until)
 	}
 }
+
+func TestAStreamFollowsTheMembershipsAStoredCursorSaysItIsOwed(t *testing.T) {
+	// Left at 5, back at 7, left at 9, back at 11; the conversation is at 12.
+	owed := []membership{{2, 5}, {7, 9}, {11, 0}}
+	for _, tc := range []struct {
+		name    string
+		st      func() *stream
+		end     int64
+		rejoins []membership
+	}{
+		{"a reconnect: the cursor is in the first membership", func() *stream { return newStream(2, 12, false) },
+			5, []membership{{7, 9}, {11, 0}}},
+		{"ending, knowing the second join only", func() *stream {
+			st := newStream(2, 12, false)
+			st.leave(5)
+			st.rejoined(7)
+			return st
+		}, 5, []membership{{7, 9}, {11, 0}}},
+		{"in the second membership, its leave missed", func() *stream {
+			st := newStream(2, 12, false)
+			st.leave(5)
+			st.rejoined(7)
+			st.filled(3, true, false) // 3..5, then on after 7
+			st.filled(1, true, false) // 8
+			return st
+		}, 9, []membership{{11, 0}}},
+		{"in the membership that lasts", func() *stream { return newStream(11, 12, false) }, 0, nil},
+	} {
+		st := tc.st()
+		st.follow(owed)
+		if st.end != tc.end || !slices.Equal(st.rejoins, tc.rejoins) {
+			t.Errorf("%s: end %d, rejoins %v; want %d, %v", tc.name, st.end, st.rejoins, tc.end, tc.rejoins)
+		}
+	}
+
+	// A known membership whose leave is not on record (nothing was
+	// committed while it lasted) is passed over for the next one.
+	st := newStream(2, 12, false)
+	st.leave(5)
+	st.rejoined(7)
+	st.follow([]membership{{2, 5}, {9, 0}})
+	if want := []membership{{7, 7}, {9, 0}}; st.end != 5 || !slices.Equal(st.rejoins, want) {
+		t.Fatalf("end %d, rejoins %v; want 5, %v", st.end, st.rejoins, want)
+	}
+	st.filled(3, true, false) // 3..5
+	if st.end != 0 || st.next != 10 || st.floor != 9 || len(st.rejoins) != 0 {
+		t.Fatalf("after the tail: end %d next %d floor %d rejoins %v; want a member's stream from 10", st.end, st.next, st.floor, st.rejoins)
+	}
+}
