@@ -388,6 +388,76 @@ func TestANewPutInterruptsOneStillRunning(t *testing.T) {
 	}
 }
 
+// TestAnotherUsersPutOrCompleteDoesNotDisturbTheOwnersPut: a PUT or a
+// completion of an upload by someone else is refused as not found before
+// it touches the upload, so the owner's PUT still running (its body fed
+// slowly) is not interrupted and completes it.
+func TestAnotherUsersPutOrCompleteDoesNotDisturbTheOwnersPut(t *testing.T) {
+	n := startAttachNode(t, false, nil)
+	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
+	data := mediatest.WAV(64 << 10) // 1 MiB: half is past the head sniffed
+	tk, _ := n.ticket(t, 1, g.ID, "v.wav", "audio/wav", len(data))
+
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("PUT", "http://"+n.HTTPAddr()+tk.URL, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(data))
+	req.Header.Set("Authorization", "Bearer "+testnode.Token(t, 1))
+	req.Header.Set("Content-Type", "audio/wav")
+	type result struct {
+		status int
+		body   []byte
+		err    error
+	}
+	owner := make(chan result, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			owner <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		owner <- result{resp.StatusCode, b, err}
+	}()
+	t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+	if _, err := pw.Write(data[:len(data)/2]); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the owner's PUT to be writing", n.putting)
+
+	if r := n.call(t, 2, "PUT", tk.URL, data, tk.Headers); r.status != http.StatusNotFound || errCode(r) != "not_found" {
+		t.Errorf("another user's PUT: %d %s", r.status, r.body)
+	}
+	if r := n.call(t, 2, "POST", tk.URL+"/complete", nil, nil); r.status != http.StatusNotFound || errCode(r) != "not_found" {
+		t.Errorf("another user's completion: %d %s", r.status, r.body)
+	}
+	// The owner's own completion only reads: no bytes yet, and the PUT
+	// goes on.
+	if r := n.call(t, 1, "POST", tk.URL+"/complete", nil, nil); r.status != http.StatusBadRequest {
+		t.Errorf("the owner's completion during the PUT: %d %s", r.status, r.body)
+	}
+
+	if _, err := pw.Write(data[len(data)/2:]); err != nil {
+		t.Fatalf("the rest of the owner's PUT: %v", err)
+	}
+	_ = pw.Close()
+	select {
+	case r := <-owner:
+		if r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("the owner's PUT: %d %s %v", r.status, r.body, r.err)
+		}
+		if u := decode[chat.Upload](t, httpReply{status: r.status, body: r.body}); u.State != chat.UploadComplete {
+			t.Fatalf("the owner's upload is %s", u.State)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owner's PUT did not end")
+	}
+	assertNoOrphans(t, n)
+}
+
 // TestAThumbnailLeftPendingByACrashIsMadeByTheNextCleanup: after a crash
 // between completing an image and making its thumbnail, the cleanup round
 // makes it.

@@ -250,10 +250,19 @@ func (s *Service) begin(ctx context.Context, id string, interrupt func()) (end f
 	}
 }
 
-// claim begins the only PUT or completion of upload id (see begin) and
-// reads it as userID's (see own). end must be called when done; on an
-// error there is nothing to end.
+// claim reads upload id as userID's (see own) and, while it is pending,
+// begins its only PUT or completion (see begin) and reads it again (the
+// one it waited for may have completed it). Another user's upload, or
+// one no longer pending, is answered before begin: such a request never
+// interrupts a PUT of the owner's that is running. end must be called
+// when done; on an error there is nothing to end.
 func (s *Service) claim(ctx context.Context, userID int64, id string, interrupt func()) (rec chat.UploadRecord, end func(), err error) {
+	if rec, err = s.own(ctx, userID, id); err != nil {
+		return rec, nil, err
+	}
+	if rec.State != chat.UploadPending {
+		return rec, func() {}, nil
+	}
 	if end, err = s.begin(ctx, id, interrupt); err != nil {
 		return rec, nil, err
 	}
@@ -485,6 +494,18 @@ func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat
 // to it after this read is never served: the upload's key is deleted,
 // and deleted again once its URL expired.
 func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (chat.Upload, error) {
+	if !s.cfg.Blobs.Direct() {
+		// The PUT completes it; this only reads, so it does not claim
+		// the upload: a PUT of it running is not interrupted.
+		u, err := s.GetUpload(ctx, userID, id)
+		if err != nil {
+			return chat.Upload{}, err
+		}
+		if u.State == chat.UploadPending {
+			return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "upload %s has no bytes yet: PUT them to /v1/uploads/%s, which completes it", id, id)
+		}
+		return u, nil // completing twice is answered the same
+	}
 	rec, end, err := s.claim(ctx, userID, id, nil)
 	if err != nil {
 		return chat.Upload{}, err
@@ -492,9 +513,6 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	defer end()
 	if rec.State != chat.UploadPending {
 		return s.view(rec), nil // completing twice is answered the same
-	}
-	if !s.cfg.Blobs.Direct() {
-		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "upload %s has no bytes yet: PUT them to /v1/uploads/%s, which completes it", id, id)
 	}
 	info, err := s.cfg.Blobs.Stat(ctx, rec.BlobKey)
 	if errors.Is(err, chat.ErrBlobNotFound) {
