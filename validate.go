@@ -10,6 +10,16 @@ import (
 // DefaultMaxBodyBytes is the default message body limit (16 KiB).
 const DefaultMaxBodyBytes = 16 * 1024
 
+// MaxBodyBytesCeiling is the largest body limit a server may be
+// configured with (32 MiB): requests it admits (MaxRequestBytes) must
+// still fit an MQTT packet, which cannot exceed 256 MiB.
+const MaxBodyBytesCeiling = 32 << 20
+
+// RequestOverhead is what a request may hold besides its message body:
+// field names, ids, a clientMsgId, a title or a member list, and a
+// message's attachments with their captions, escaped.
+const RequestOverhead = 64 << 10
+
 // DefaultMaxMembers is the default group member cap.
 const DefaultMaxMembers = 1000
 
@@ -55,6 +65,16 @@ func (l Limits) withDefaults() Limits {
 		l.RecallWindow = DefaultRecallWindow
 	}
 	return l
+}
+
+// MaxRequestBytes bounds the JSON of one request (an HTTP body, an RPC
+// payload, the payload of an MQTT send). JSON may escape one byte of
+// body as six (a control character as \u0001; an encoder may write '<'
+// or any non-ASCII character as \u escapes too), so a body within the
+// limit never meets a transport limit first: the body's own check then
+// answers with a precise too_large.
+func (l Limits) MaxRequestBytes() int64 {
+	return RequestOverhead + 6*int64(l.withDefaults().MaxBodyBytes)
 }
 
 // ValidateBody rejects empty, oversize and non-UTF-8 bodies. PostgreSQL text

@@ -12,6 +12,7 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/hooks"
 )
 
@@ -30,6 +31,8 @@ type Config struct {
 	// WebSocket client's address (ClientAddr).
 	ForwardedTrusted []netip.Prefix
 	Hook             *hooks.Chat
+	// Limits size the largest packet accepted (MaxPacketSize).
+	Limits chat.Limits
 	// Hub is the node's delivery (delivery.Hub), stopped after the hook
 	// drained and before the clients are disconnected.
 	Hub    Closer
@@ -56,7 +59,7 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	opts := ServerOptions()
+	opts := ServerOptions(cfg.Limits)
 	opts.Logger = slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "mqtt")
 	srv := mqtt.New(opts)
 	cfg.Hook.Attach(srv)
@@ -76,6 +79,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.ws = NewWSListener("ws", cfg.AllowedOrigins, cfg.Logger)
 	b.ws.ended, b.ws.trusted, b.ws.clients = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &srv.Listeners.ClientsWg
+	b.ws.readLimit = wsMessageLimit(opts.Capabilities.MaximumPacketSize)
 	if err := srv.AddListener(b.ws); err != nil {
 		return nil, fmt.Errorf("add websocket listener: %w", err)
 	}
@@ -102,9 +106,30 @@ const (
 // client.
 const WritesPending = 16
 
-// ServerOptions are the mochi options chatd's broker runs with; a
-// benchmark's plain broker uses them too, to compare like with like.
-func ServerOptions() *mqtt.Options {
+// PublishOverhead is what an MQTT PUBLISH holds besides its JSON
+// payload: the fixed header, the topic, the packet id and the properties
+// (an RPC's response topic and correlation data).
+const PublishOverhead = 4 << 10
+
+// MaxPacketSize is the largest MQTT packet chatd accepts, and announces
+// in a v5 CONNACK: the largest request the body limit admits, however
+// its JSON escapes the body (chat.Limits.MaxRequestBytes), plus a
+// PUBLISH's own bytes. So MQTT refuses no send or RPC that HTTP accepts,
+// and one over the body limit is answered too_large, not by closing the
+// connection: 164 KiB (167,936 bytes) with the default 16 KiB body.
+func MaxPacketSize(l chat.Limits) uint32 {
+	return uint32(l.MaxRequestBytes() + PublishOverhead)
+}
+
+// wsMessageLimit is the largest WebSocket message a client may send: one
+// packet of the maximum size (mochi counts the Remaining Length plus one
+// byte; the length itself takes up to four more).
+func wsMessageLimit(maxPacket uint32) int64 { return int64(maxPacket) + 4 }
+
+// ServerOptions are the mochi options chatd's broker runs with, its
+// largest packet sized for l; a benchmark's plain broker uses them too,
+// to compare like with like.
+func ServerOptions(l chat.Limits) *mqtt.Options {
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumQos = 1           // chat needs at-least-once, QoS2 adds round trips for nothing
 	caps.RetainAvailable = 0      // chat never retains; state lives in PostgreSQL
@@ -115,7 +140,7 @@ func ServerOptions() *mqtt.Options {
 	// topic of up to a packet's size.
 	caps.TopicAliasMaximum = hooks.TopicAliasMaximum
 	caps.MaximumClientWritesPending = WritesPending
-	caps.MaximumPacketSize = 64 * 1024 // a 16 KiB body as JSON with escapes fits
+	caps.MaximumPacketSize = MaxPacketSize(l)
 	caps.ReceiveMaximum = 256
 	// mochi keeps an offline persistent client in memory until its session
 	// expires; v3.1.1 sessions would otherwise never expire.

@@ -27,6 +27,7 @@ func (b *Broker) addSecure() error {
 	if cfg.SecureWS {
 		b.wss = NewWSListener("wss", cfg.AllowedOrigins, cfg.Logger)
 		b.wss.ended, b.wss.trusted, b.wss.clients = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &b.Server.Listeners.ClientsWg
+		b.wss.readLimit = wsMessageLimit(b.Server.Options.Capabilities.MaximumPacketSize)
 		if err := b.Server.AddListener(b.wss); err != nil {
 			return fmt.Errorf("add secure websocket listener: %w", err)
 		}

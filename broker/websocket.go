@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/listeners"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/wsstream"
 )
 
@@ -27,6 +28,9 @@ type WSListener struct {
 	ended    func(net.Conn)  // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
 	clients  *sync.WaitGroup // mochi's Listeners.ClientsWg: see TCPListener.clients
 	trusted  []netip.Prefix  // proxies whose X-Forwarded-For is believed (ClientAddr)
+	// readLimit bounds one WebSocket message: a packet of the broker's
+	// maximum size (wsMessageLimit).
+	readLimit int64
 
 	mu        sync.Mutex
 	establish listeners.EstablishFn
@@ -37,7 +41,8 @@ type WSListener struct {
 // NewWSListener returns a listener admitting same-origin browsers, the
 // listed extra origins, and non-browser clients (no Origin header).
 func NewWSListener(id string, allowed []string, log *slog.Logger) *WSListener {
-	l := &WSListener{id: id, origins: map[string]bool{}, log: log, done: make(chan struct{})}
+	l := &WSListener{id: id, origins: map[string]bool{}, log: log, done: make(chan struct{}),
+		readLimit: wsMessageLimit(MaxPacketSize(chat.DefaultLimits()))}
 	for _, o := range allowed {
 		if o = strings.TrimSpace(o); o != "" {
 			l.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
@@ -119,7 +124,7 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader already answered (403 for a foreign origin)
 	}
-	c.SetReadLimit(128 * 1024)
+	c.SetReadLimit(l.readLimit)
 	// The CONNECT must arrive in time; mochi's keepalive deadline takes
 	// over after it.
 	_ = c.NetConn().SetReadDeadline(time.Now().Add(ConnectTimeout))

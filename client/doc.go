@@ -55,9 +55,11 @@
 // whether or not an earlier publish committed it, so a change whose
 // earlier publish may have committed (no PUBACK came, or one without the
 // seq) is re-published later on 0x97 until chatd settles it (with the
-// original seq if it had committed). A send or request larger than the Maximum Packet Size of chatd's CONNACK (64 KiB) is
-// refused by the client itself, unpublished (code too_large, ErrInvalid):
-// MQTT 5 forbids sending it, and chatd would drop the connection; so is
+// original seq if it had committed). A send or request larger than the
+// Maximum Packet Size of chatd's CONNACK (164 KiB with chatd's default
+// body limit: a body within that limit always fits) is refused by the
+// client itself, unpublished (code too_large, ErrInvalid): MQTT 5
+// forbids sending it, and chatd would drop the connection; so is
 // one too large for a line of the journal (16 MiB), before it is recorded
 // (the next client on that SessionDir could not read it back). A
 // message queued when Send's context ends keeps being sent in the

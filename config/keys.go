@@ -180,8 +180,11 @@ var keys = append([]*key{
 		"give the path of a PEM private key file",
 		func(s *Settings, v string) error { s.TLSKey = v; return nil }),
 	mk("max_body_bytes", "16384", "largest message body in bytes",
-		"use a whole number of bytes between 1 and 268435455, e.g. 16384",
-		func(s *Settings, v string) (err error) { s.MaxBodyBytes, err = parseInt(v, 1, 268435455); return }),
+		"use a whole number of bytes between 1 and 33554432 (32 MiB: a request allows six bytes of JSON per byte of body and must fit an MQTT packet), e.g. 16384",
+		func(s *Settings, v string) (err error) {
+			s.MaxBodyBytes, err = parseInt(v, 1, chat.MaxBodyBytesCeiling)
+			return
+		}),
 	mk("max_members", "1000", "most members in a group",
 		"use a whole number between 2 and 1000000, e.g. 1000",
 		func(s *Settings, v string) (err error) { s.MaxMembers, err = parseInt(v, 2, 1000000); return }),

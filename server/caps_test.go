@@ -42,7 +42,9 @@ func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
 		{"Maximum QoS present", p.MaximumQosFlag, true},
 		{"Maximum QoS", p.MaximumQos, byte(1)},
 		{"Topic Alias Maximum", p.TopicAliasMaximum, uint16(16)},
-		{"Maximum Packet Size", p.MaximumPacketSize, uint32(64 << 10)},
+		// 64 KiB besides the body, 6 bytes of JSON per byte of the
+		// default 16 KiB body, 4 KiB of PUBLISH.
+		{"Maximum Packet Size", p.MaximumPacketSize, uint32(64<<10 + 6*16<<10 + 4<<10)},
 		{"Receive Maximum", p.ReceiveMaximum, uint16(256)},
 	}
 	for _, ch := range checks {
@@ -50,6 +52,56 @@ func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
 			t.Errorf("CONNACK %s: %v, want %v", ch.name, ch.got, ch.want)
 		}
 	}
+}
+
+// TestASendWithinTheBodyLimitFitsAnMQTTPacketHoweverItsJSONEscapesIt: the
+// Maximum Packet Size follows CHAT_MAX_BODY_BYTES, so a body within the
+// limit whose JSON takes six bytes a byte (control characters; '<' as
+// Go's encoder writes it), sent over TCP or WebSocket, is stored and
+// delivered, not the reason the connection is closed; one a byte over
+// the limit is refused too_large, the connection kept. A raised limit
+// raises the packet size with it.
+func TestASendWithinTheBodyLimitFitsAnMQTTPacketHoweverItsJSONEscapesIt(t *testing.T) {
+	check := func(t *testing.T, env map[string]string, limit int) {
+		srv, conv := startDirect(t, env)
+		peer := rawClient(t, srv.MQTTAddr(), 2, "escapes-2", 5, true)
+		ws, _, err := mqtttest.DialWS("ws://"+srv.HTTPAddr()+"/mqtt", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		overWS, _, err := mqtttest.DialConn(ws, mqtttest.Options{Version: 5, ClientID: "escapes-ws", Password: testnode.Token(t, 1), Clean: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(overWS.Drop)
+		senders := map[string]*mqtttest.Client{"tcp": rawClient(t, srv.MQTTAddr(), 1, "escapes-1", 5, true), "websocket": overWS}
+		for name, sender := range senders {
+			for i, body := range []string{strings.Repeat("\x01", limit), strings.Repeat("<", limit)} {
+				payload := testnode.SendPayload(newID(), body)
+				if len(payload) < 6*limit {
+					t.Fatalf("body %d: the payload is %d bytes, not escaped", i, len(payload))
+				}
+				if rc, code, msg := reasonCode(t, sender, testnode.MsgTopic(conv.ID), payload); rc != 0 {
+					t.Fatalf("%s, body %d (%d bytes of JSON): 0x%02x %s %s", name, i, len(payload), rc, code, msg)
+				}
+				if ev := nextEvent(t, peer, chat.EventMessageNew, 10*time.Second); ev.Body != body {
+					t.Fatalf("%s, body %d: the peer got %d bytes", name, i, len(ev.Body))
+				}
+			}
+			over := testnode.SendPayload(newID(), strings.Repeat("\x01", limit+1))
+			if rc, code, _ := reasonCode(t, sender, testnode.MsgTopic(conv.ID), over); rc != 0x99 || code != "too_large" {
+				t.Fatalf("%s, a body over the limit: 0x%02x %s", name, rc, code)
+			}
+			if sender.Closed() {
+				t.Fatalf("%s: the sender's connection closed", name)
+			}
+		}
+		if n := countMessages(t, srv.Pool, conv.ID); n != 4 {
+			t.Fatalf("%d messages stored", n)
+		}
+	}
+	t.Run("default limit", func(t *testing.T) { check(t, nil, chat.DefaultMaxBodyBytes) })
+	t.Run("raised limit", func(t *testing.T) { check(t, map[string]string{"CHAT_MAX_BODY_BYTES": "65536"}, 65536) })
 }
 
 // A publish above the announced Maximum QoS (1) is what MQTT 5 calls a

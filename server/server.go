@@ -244,6 +244,7 @@ func (s *Server) startBroker(st config.Settings, api *httpapi.API, verifier *aut
 		AllowedOrigins: st.WSAllowedOrigins,
 		Hook:           hook,
 		Hub:            s.Hub,
+		Limits:         s.Service.Limits,
 		Logger:         s.log,
 	}
 	s.brokerTLS(st, &bc)

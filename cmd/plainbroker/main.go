@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/broker"
 )
 
@@ -94,7 +95,7 @@ func metricsMux() *http.ServeMux {
 
 // newBroker builds the server: chatd's options, allow-all auth.
 func newBroker(addr string) (*mqtt.Server, error) {
-	opts := broker.ServerOptions()
+	opts := broker.ServerOptions(chat.DefaultLimits())
 	opts.Capabilities.MaximumClientWritesPending = writesPending
 	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv := mqtt.New(opts)

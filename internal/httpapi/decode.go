@@ -18,21 +18,9 @@ import (
 	"github.com/chatd/chatd/internal/strictjson"
 )
 
-// requestOverhead is what a request body may hold besides the message body:
-// field names, ids, a clientMsgId, a title or a member list.
-const requestOverhead = 64 << 10
-
-// maxRequestBytes bounds a request body (HTTP) or RPC payload. JSON may
-// escape one byte of message body as six (\u0000-style), so a body that is
-// within chat.Limits must never be cut off by the transport limit: the
-// domain's own check then answers with a precise too_large message.
-func (a *API) maxRequestBytes() int64 {
-	body := a.svc.Limits.MaxBodyBytes
-	if body <= 0 {
-		body = chat.DefaultMaxBodyBytes
-	}
-	return requestOverhead + 6*int64(body)
-}
+// maxRequestBytes bounds a request body (HTTP) or RPC payload (see
+// chat.Limits.MaxRequestBytes).
+func (a *API) maxRequestBytes() int64 { return a.svc.Limits.MaxRequestBytes() }
 
 // readBody reads a POST body within the limit, after checking its media
 // type. A missing Content-Type is accepted: the body can only be JSON anyway

@@ -254,9 +254,9 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 	both := []byte{5, 4}
 
 	cases := []attackCase{
-		{"MQTT packet over 64 KiB: connection closed", func(t *testing.T) {
+		{"MQTT packet over the Maximum Packet Size (164 KiB): connection closed", func(t *testing.T) {
 			for _, v := range both {
-				expectClosed(t, attacker(t, addr, v), testnode.MsgTopic(conv), msg(strings.Repeat("x", 70<<10)))
+				expectClosed(t, attacker(t, addr, v), testnode.MsgTopic(conv), msg(strings.Repeat("x", 170<<10)))
 			}
 		}},
 		{"body over 16 KiB: 0x99 / too_large", func(t *testing.T) {
