@@ -336,15 +336,7 @@ func TestAReAddedMembersUnacknowledgedTailOfTheOldMembershipSurvivesAReconnect(t
 	publishEach(h, owed)
 	waitSeqs(t, u, f.conv.ID, 3)
 
-	ctx := context.Background()
-	if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	var last int64
-	if err := f.pool.QueryRow(ctx, "SELECT last_seq FROM conversation WHERE id=$1", f.conv.ID).Scan(&last); err != nil {
-		t.Fatal(err)
-	}
-	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last))
+	removeAndTell(t, h, f)
 	away := sendAs(t, f, f.conv.ID, 1)
 	h.Publish(away)
 	join(t, h, f, 2)

@@ -1,12 +1,10 @@
 package delivery_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
 )
 
@@ -23,25 +21,13 @@ func TestAMemberAddedBackTwiceWhileTheOldTailIsUnacknowledgedFollowsTheLastMembe
 	publishEach(h, owed)
 	waitSeqs(t, u, f.conv.ID, 3)
 
-	ctx := context.Background()
-	remove := func() {
-		t.Helper()
-		if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
-			t.Fatal(err)
-		}
-		var last int64
-		if err := f.pool.QueryRow(ctx, "SELECT last_seq FROM conversation WHERE id=$1", f.conv.ID).Scan(&last); err != nil {
-			t.Fatal(err)
-		}
-		h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last))
-	}
-	remove()
+	removeAndTell(t, h, f)
 	away := sendAs(t, f, f.conv.ID, 1)
 	h.Publish(away)
 	join(t, h, f, 2)
 	between := sendAs(t, f, f.conv.ID, 1)
 	h.Publish(between)
-	remove()
+	removeAndTell(t, h, f)
 	awayAgain := sendAs(t, f, f.conv.ID, 1)
 	h.Publish(awayAgain)
 	join(t, h, f, 2)

@@ -133,13 +133,7 @@ func TestMutingAGroupWhileBeingRemovedLeavesNoSettingsForARejoin(t *testing.T) {
 	conv := r.group(1, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	hold := r.holdOutbox(t, ctx)
-	removed := testkit.Start(t, "the removal", func() (struct{}, error) {
-		return struct{}{}, r.store.RemoveMember(ctx, conv, 1, 2)
-	}, func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
-	if removed.Returned() {
-		t.Fatal("the removal did not wait for the outbox the test holds")
-	}
+	hold, removed := r.removalHeldAtTheOutbox(t, ctx, conv)
 	muted := testkit.Start(t, "the mute", func() (chat.ConversationSettings, error) {
 		return r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true})
 	}, func() bool { return pgtest.LockWaiters(t, r.pool) == 2 })
@@ -241,13 +235,7 @@ func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
 	t.Run("removal first", func(t *testing.T) {
 		conv := r.group(1, 2)
 		due(conv)
-		hold := r.holdOutbox(t, ctx)
-		removed := testkit.Start(t, "the removal", func() (struct{}, error) {
-			return struct{}{}, r.store.RemoveMember(ctx, conv, 1, 2)
-		}, func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
-		if removed.Returned() {
-			t.Fatal("the removal did not wait for the outbox the test holds")
-		}
+		hold, removed := r.removalHeldAtTheOutbox(t, ctx, conv)
 		decided := testkit.Start(t, "the decision", func() (int, error) {
 			return r.decide(ctx, p, conv)
 		}, func() bool { return pgtest.LockWaiters(t, r.pool) == 2 })

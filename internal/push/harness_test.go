@@ -236,9 +236,10 @@ func (r *rig) decide(ctx context.Context, p *push.Pusher, conv int64) (int, erro
 	return n, err
 }
 
-// holdOutbox locks the outbox in a transaction the test commits (or the
-// cleanup rolls back): a removal waits there after its delete.
-func (r *rig) holdOutbox(t *testing.T, ctx context.Context) pgx.Tx {
+// removalHeldAtTheOutbox starts the removal of user 2 from conv and
+// holds it after its delete: the test locks the outbox it writes next in
+// hold, which the test commits (or the cleanup rolls back).
+func (r *rig) removalHeldAtTheOutbox(t *testing.T, ctx context.Context, conv int64) (hold pgx.Tx, removed *testkit.Pending[struct{}]) {
 	t.Helper()
 	hold, err := r.pool.Begin(ctx)
 	if err != nil {
@@ -248,7 +249,13 @@ func (r *rig) holdOutbox(t *testing.T, ctx context.Context) pgx.Tx {
 	if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	return hold
+	removed = testkit.Start(t, "the removal", func() (struct{}, error) {
+		return struct{}{}, r.store.RemoveMember(ctx, conv, 1, 2)
+	}, func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
+	if removed.Returned() {
+		t.Fatal("the removal did not wait for the outbox the test holds")
+	}
+	return hold, removed
 }
 
 func (r *rig) count(sql string, args ...any) int64 {
