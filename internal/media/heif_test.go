@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"testing"
-	"testing/iotest"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media"
@@ -88,30 +87,7 @@ func TestStripEmptiesAHEIFPhotosGPSAndKeepsEveryOtherByte(t *testing.T) {
 			as := tc.layout
 			as.As = tc.as
 			want := mediatest.HEIFWithLocation(as, 6)
-			got, err := io.ReadAll(media.Strip(bytes.NewReader(file), tc.ctype))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(file) {
-				t.Fatalf("%d bytes became %d", len(file), len(got))
-			}
-			if !bytes.Equal(got, want) {
-				for i := range got {
-					if got[i] != want[i] {
-						t.Fatalf("byte %d of %d is %#x, want %#x", i, len(got), got[i], want[i])
-					}
-				}
-			}
-			slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), tc.ctype))
-			if err != nil || !bytes.Equal(slow, got) {
-				t.Fatalf("read a byte at a time: %v, equal %v", err, bytes.Equal(slow, got))
-			}
-			for _, n := range []int{0, 1, 7, 9, 20, 100, 1000, len(file) / 2, len(file) - 1} {
-				out, err := io.ReadAll(media.Strip(bytes.NewReader(file[:n]), tc.ctype))
-				if err != nil || len(out) != n {
-					t.Fatalf("cut at %d: %d bytes, %v", n, len(out), err)
-				}
-			}
+			strippedTo(t, file, tc.ctype, want)
 		})
 	}
 }

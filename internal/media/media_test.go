@@ -434,39 +434,16 @@ func TestStripFreesAVideosLocationAndKeepsItsLayout(t *testing.T) {
 			if located != 4 {
 				t.Fatalf("the test video has %d location boxes, want 4", located)
 			}
-			got, err := io.ReadAll(media.Strip(bytes.NewReader(file), tc.ctype))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(file) {
-				t.Fatalf("%d bytes became %d", len(file), len(got))
-			}
+			got := strippedTo(t, file, tc.ctype, want)
 			if bytes.Contains(got, mediatest.VideoLocation) || bytes.Contains(got, mediatest.LociName) ||
 				bytes.Contains(got, []byte("com.apple.quicktime.location")) {
 				t.Fatal("the location survived")
-			}
-			if !bytes.Equal(got, want) {
-				for i := range got {
-					if got[i] != want[i] {
-						t.Fatalf("byte %d is %#x, want %#x", i, got[i], want[i])
-					}
-				}
 			}
 			if a, b := mp4Tree(t, file), mp4Tree(t, got); len(a) != len(b) {
 				t.Fatalf("%d boxes became %d", len(a), len(b))
 			}
 			if d := media.Duration(bytes.NewReader(got), int64(len(got)), tc.ctype); d != 2500 {
 				t.Errorf("duration %d ms, want 2500", d)
-			}
-			slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), tc.ctype))
-			if err != nil || !bytes.Equal(slow, got) {
-				t.Fatalf("read a byte at a time: %v, equal %v", err, bytes.Equal(slow, got))
-			}
-			for _, n := range []int{0, 1, 7, 9, 20, 100, 1000, len(file) / 2, len(file) - 1} {
-				out, err := io.ReadAll(media.Strip(bytes.NewReader(file[:n]), tc.ctype))
-				if err != nil || len(out) != n {
-					t.Fatalf("cut at %d: %d bytes, %v", n, len(out), err)
-				}
 			}
 		})
 	}
@@ -502,4 +479,37 @@ func TestStripBlanksPlaceNamesAndKeepsTheCaption(t *testing.T) {
 			t.Fatalf("the stripped picture no longer decodes: %v", err)
 		}
 	}
+}
+
+// strippedTo strips file as ctype and checks what every stripping must
+// hold: the length kept, want byte for byte, the same bytes read a byte at
+// a time, and a file cut short stripped to its own length. It returns the
+// stripped bytes.
+func strippedTo(t *testing.T, file []byte, ctype string, want []byte) []byte {
+	t.Helper()
+	got, err := io.ReadAll(media.Strip(bytes.NewReader(file), ctype))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(file) {
+		t.Fatalf("%d bytes became %d", len(file), len(got))
+	}
+	if !bytes.Equal(got, want) {
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("byte %d of %d is %#x, want %#x", i, len(got), got[i], want[i])
+			}
+		}
+	}
+	slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), ctype))
+	if err != nil || !bytes.Equal(slow, got) {
+		t.Fatalf("read a byte at a time: %v, equal %v", err, bytes.Equal(slow, got))
+	}
+	for _, n := range []int{0, 1, 3, 5, 7, 9, 20, 40, 100, 1000, len(file) / 2, len(file) - 1} {
+		out, err := io.ReadAll(media.Strip(bytes.NewReader(file[:n]), ctype))
+		if err != nil || len(out) != n {
+			t.Fatalf("cut at %d: %d bytes, %v", n, len(out), err)
+		}
+	}
+	return got
 }

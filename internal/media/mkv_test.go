@@ -2,9 +2,7 @@ package media_test
 
 import (
 	"bytes"
-	"io"
 	"testing"
-	"testing/iotest"
 
 	"github.com/chatd/chatd/internal/media"
 	"github.com/chatd/chatd/internal/media/mediatest"
@@ -40,20 +38,7 @@ func TestStripVoidsAWebMsLocationTagsAndKeepsEveryOtherByte(t *testing.T) {
 			as := tc.layout
 			as.Stripped = true
 			want := mediatest.WebMWithLocation(as)
-			got, err := io.ReadAll(media.Strip(bytes.NewReader(file), tc.ctype))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(file) {
-				t.Fatalf("%d bytes became %d", len(file), len(got))
-			}
-			if !bytes.Equal(got, want) {
-				for i := range got {
-					if got[i] != want[i] {
-						t.Fatalf("byte %d of %d is %#x, want %#x", i, len(got), got[i], want[i])
-					}
-				}
-			}
+			got := strippedTo(t, file, tc.ctype, want)
 			if bytes.Contains(got, mediatest.VideoLocation) {
 				t.Fatal("the location is still there")
 			}
@@ -66,16 +51,6 @@ func TestStripVoidsAWebMsLocationTagsAndKeepsEveryOtherByte(t *testing.T) {
 			}
 			if d := media.Duration(bytes.NewReader(got), int64(len(got)), tc.ctype); d != 2500 {
 				t.Errorf("duration %d ms, want 2500", d)
-			}
-			slow, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(file)), tc.ctype))
-			if err != nil || !bytes.Equal(slow, got) {
-				t.Fatalf("read a byte at a time: %v, equal %v", err, bytes.Equal(slow, got))
-			}
-			for _, n := range []int{0, 1, 3, 5, 40, 100, 1000, len(file) / 2, len(file) - 1} {
-				out, err := io.ReadAll(media.Strip(bytes.NewReader(file[:n]), tc.ctype))
-				if err != nil || len(out) != n {
-					t.Fatalf("cut at %d: %d bytes, %v", n, len(out), err)
-				}
 			}
 		})
 	}
