@@ -3,10 +3,12 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -267,6 +269,78 @@ func TestANodeJustStartedDeliversTheFirstMessageFromAnotherNode(t *testing.T) {
 	if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "first"}); err != nil {
 		t.Fatal(err)
 	}
+	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "first" {
+		t.Fatalf("delivered %+v", ev)
+	}
+}
+
+// A node whose consumer could not fix its starting position at start-up
+// (Kafka was unreachable then) still serves its clients every message
+// another node committed since it accepted them: what was relayed before
+// its new consumer group began reading is missed by the group, which starts
+// where the partitions end, so the node fixes the position as soon as Kafka
+// answers and has its sessions re-read PostgreSQL, which holds what was
+// relayed before that. Here the pin at start-up fails, and both the second
+// pin and the group's join are held until the message is in Kafka.
+func TestANodeWhoseConsumerCouldNotPinAtStartStillDeliversWhatWasRelayedBeforeItJoined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two chatd nodes and Kafka")
+	}
+	url := pgtest.NewDB(t)
+	k := kafkatest.Start(t, kfake.SeedTopics(12, "chat.events"), kfake.Ports(testkit.FreePort(t)))
+	const group = "chatd-pinlate-b"
+	relayed := make(chan struct{})
+	var failed atomic.Bool
+	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.OffsetCommitRequest).Group == group {
+			k.DropControl()
+			failed.Store(true)
+			return nil, errors.New("the pin at start-up fails"), true
+		}
+		k.KeepControl()
+		return nil, nil, false
+	})
+	// Once the pin failed, whatever the group does next waits for the
+	// message to be in Kafka.
+	hold := func(groups ...string) {
+		if failed.Load() && slices.Contains(groups, group) {
+			k.SleepControl(func() { <-relayed })
+		}
+	}
+	k.ControlKey(int16(kmsg.OffsetFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		r := req.(*kmsg.OffsetFetchRequest)
+		groups := []string{r.Group}
+		for _, g := range r.Groups {
+			groups = append(groups, g.Group)
+		}
+		hold(groups...)
+		return nil, nil, false
+	})
+	k.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		hold(req.(*kmsg.JoinGroupRequest).Group)
+		return nil, nil, false
+	})
+	kafka := k.ListenAddrs()[0]
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pinlate-a"})
+	conv := mustGroup(t, context.Background(), a, 1, "pinlate", []int64{2})
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "pinlate-b"})
+	if !failed.Load() {
+		t.Fatal("the pin at start-up did not fail")
+	}
+	c := rawClient(t, b.MQTTAddr(), 2, "pinlate-2", 5, false)
+	if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 15*time.Second, "the message relayed", func() bool {
+		var n int
+		if err := a.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+	close(relayed)
 	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "first" {
 		t.Fatalf("delivered %+v", ev)
 	}

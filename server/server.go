@@ -277,7 +277,7 @@ func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appNam
 		s.log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
 	}
 	cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-		Handler: s.consume, SkipOrigin: appName, Logger: s.log.With("component", "kafka-consumer"), Registerer: s.Registry,
+		Handler: s.consume, SkipOrigin: appName, Resync: s.Hub.Resync, Logger: s.log.With("component", "kafka-consumer"), Registerer: s.Registry,
 		Tracer: s.tracer})
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)

@@ -147,6 +147,13 @@ func (h *Hub) Deliver(ev chat.Event) {
 	}
 }
 
+// Resync makes every session re-read its positions from PostgreSQL, and
+// the fan-out the members of every conversation, as after an overflow:
+// for events that never reached Deliver (this node's Kafka consumer
+// started reading after some were relayed). It never blocks; the fan-out
+// does it within a second.
+func (h *Hub) Resync() { h.overflow.Store(true) }
+
 // closeWriteGrace is how long, once Close began, a session's write may stay
 // blocked before the watchdog closes its connection: a client whose socket
 // takes nothing (a dead peer) must not keep its session from stopping for

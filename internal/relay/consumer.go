@@ -36,6 +36,12 @@ type ConsumerConfig struct {
 	// SkipOrigin drops events whose "origin" header equals it: the
 	// events this node committed and already delivered in-process.
 	SkipOrigin string
+	// Resync is called when Run had to fix where a new group starts
+	// itself, because Pin failed (Kafka unreachable when the node
+	// started) or was not called: events relayed from the node's start
+	// until then never reach Handler, so the node's sessions must re-read
+	// PostgreSQL, which holds them. Nil: nobody is told.
+	Resync func()
 
 	// StartOffset applies when the group has no committed offset yet:
 	// kafka.LastOffset (default) starts at the events produced from now on,
@@ -65,6 +71,7 @@ type Consumer struct {
 	m       *consumerMetrics
 	running atomic.Bool
 	failing atomic.Bool // logged a failure since the last successful fetch
+	pinned  atomic.Bool // Pin succeeded: the group's start is fixed
 }
 
 // NewConsumer validates cfg and registers the consumer's metrics.
@@ -107,6 +114,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("relay consumer: Run called twice")
+	}
+	if !c.pinned.Load() && !c.pinLate(ctx) {
+		return nil
 	}
 	rd := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        c.cfg.Brokers,
@@ -176,15 +186,59 @@ func (c *Consumer) Run(ctx context.Context) error {
 // reach this node's sessions, which would then wait for the
 // conversation's next event to notice the gap. Partitions the group has
 // committed offsets for (a node restarted with the same NodeID) are left
-// as they are.
+// as they are. When Pin fails (or is not called), Run pins before it joins
+// the group, retrying until Kafka answers, and calls Resync.
 func (c *Consumer) Pin(ctx context.Context) error {
+	if _, err := c.pin(ctx); err != nil {
+		return err
+	}
+	c.pinned.Store(true)
+	return nil
+}
+
+// pinTimeout bounds one attempt of pinLate.
+const pinTimeout = 10 * time.Second
+
+// pinLate pins, retrying with backoff, before Run joins the group when
+// Pin did not succeed before the node accepted clients; it calls Resync
+// if that set where the group starts (what was relayed before is then not
+// handled). It reports false when ctx ended first.
+func (c *Consumer) pinLate(ctx context.Context) bool {
+	for fails := 1; ; fails++ {
+		// Each attempt is bounded: a broker that takes the request and
+		// never answers must not end the retries.
+		actx, cancel := context.WithTimeout(ctx, pinTimeout)
+		set, err := c.pin(actx)
+		cancel()
+		if err == nil {
+			if c.failing.CompareAndSwap(true, false) {
+				c.log.Info("kafka consumer: pinned where the new group starts")
+			}
+			if set > 0 && c.cfg.Resync != nil {
+				c.cfg.Resync()
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		c.m.errors.WithLabelValues(kindKafka).Inc()
+		if c.failing.CompareAndSwap(false, true) {
+			c.log.Warn("kafka consumer: cannot pin where the new group starts, retrying with backoff", "err", err)
+		}
+		retry.Sleep(ctx, retry.Backoff(fails, c.cfg.BackoffMin, c.cfg.BackoffMax))
+	}
+}
+
+// pin is Pin; it returns how many partitions' starts it committed.
+func (c *Consumer) pin(ctx context.Context) (int, error) {
 	transport := &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-consumer-" + c.cfg.NodeID}
 	defer transport.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...), Transport: transport}
 	topic := c.cfg.Topic
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return fmt.Errorf("pin consumer offsets: metadata: %w", err)
+		return 0, fmt.Errorf("pin consumer offsets: metadata: %w", err)
 	}
 	var parts []int
 	for _, t := range md.Topics {
@@ -192,14 +246,14 @@ func (c *Consumer) Pin(ctx context.Context) error {
 			continue
 		}
 		if t.Error != nil {
-			return fmt.Errorf("pin consumer offsets: metadata of %s: %w", topic, t.Error)
+			return 0, fmt.Errorf("pin consumer offsets: metadata of %s: %w", topic, t.Error)
 		}
 		for _, p := range t.Partitions {
 			parts = append(parts, p.ID)
 		}
 	}
 	if len(parts) == 0 {
-		return fmt.Errorf("pin consumer offsets: topic %s has no partitions", topic)
+		return 0, fmt.Errorf("pin consumer offsets: topic %s has no partitions", topic)
 	}
 	fetched, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: c.cfg.GroupID, Topics: map[string][]int{topic: parts}})
 	if err == nil {
@@ -211,11 +265,11 @@ func (c *Consumer) Pin(ctx context.Context) error {
 		// A group never seen: nothing committed (some brokers say so).
 		fetched = &kafka.OffsetFetchResponse{}
 	case err != nil:
-		return fmt.Errorf("pin consumer offsets: fetch the group's offsets: %w", err)
+		return 0, fmt.Errorf("pin consumer offsets: fetch the group's offsets: %w", err)
 	}
 	for _, p := range fetched.Topics[topic] {
 		if p.Error != nil {
-			return fmt.Errorf("pin consumer offsets: fetch the offset of partition %d: %w", p.Partition, p.Error)
+			return 0, fmt.Errorf("pin consumer offsets: fetch the offset of partition %d: %w", p.Partition, p.Error)
 		}
 		committed[p.Partition] = p.CommittedOffset >= 0
 	}
@@ -226,16 +280,16 @@ func (c *Consumer) Pin(ctx context.Context) error {
 		}
 	}
 	if len(want) == 0 {
-		return nil
+		return 0, nil
 	}
 	listed, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: want}})
 	if err != nil {
-		return fmt.Errorf("pin consumer offsets: list offsets: %w", err)
+		return 0, fmt.Errorf("pin consumer offsets: list offsets: %w", err)
 	}
 	var commits []kafka.OffsetCommit
 	for _, p := range listed.Topics[topic] {
 		if p.Error != nil {
-			return fmt.Errorf("pin consumer offsets: list the offset of partition %d: %w", p.Partition, p.Error)
+			return 0, fmt.Errorf("pin consumer offsets: list the offset of partition %d: %w", p.Partition, p.Error)
 		}
 		off := p.LastOffset
 		if c.cfg.StartOffset == kafka.FirstOffset {
@@ -246,15 +300,15 @@ func (c *Consumer) Pin(ctx context.Context) error {
 	res, err := client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: c.cfg.GroupID, GenerationID: -1,
 		Topics: map[string][]kafka.OffsetCommit{topic: commits}})
 	if err != nil {
-		return fmt.Errorf("pin consumer offsets: commit: %w", err)
+		return 0, fmt.Errorf("pin consumer offsets: commit: %w", err)
 	}
 	for _, p := range res.Topics[topic] {
 		if p.Error != nil {
-			return fmt.Errorf("pin consumer offsets: commit partition %d: %w", p.Partition, p.Error)
+			return 0, fmt.Errorf("pin consumer offsets: commit partition %d: %w", p.Partition, p.Error)
 		}
 	}
 	c.log.Info("kafka consumer: new group starts at the partitions' current offsets", "partitions", len(commits))
-	return nil
+	return len(commits), nil
 }
 
 // readerFailed counts errors kafka-go handles internally (reconnects,

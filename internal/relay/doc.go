@@ -59,7 +59,10 @@
 // clients recover older ones from PostgreSQL. Consumer.Pin fixes that offset
 // (commits it for the new group) before the node accepts clients, rather
 // than when the group is first joined, which Kafka delays by seconds: an
-// event relayed in between would otherwise never reach the node. It calls
+// event relayed in between would otherwise never reach the node. When Pin
+// fails (Kafka unreachable as the node starts), Run pins before it joins,
+// retrying until Kafka answers, and calls ConsumerConfig.Resync: what was
+// relayed meanwhile the node's sessions then read from PostgreSQL. It calls
 // Handler for every event and commits the offset after Handler returned. A
 // node that restarts with the same NodeID resumes from its committed offset.
 //
