@@ -43,12 +43,16 @@ const publishTimeout = 10 * time.Second
 // connections and pushes presence to this node's clients: a Kafka that
 // hangs stops none of that, and costs at most the queue.
 type KafkaPublisher struct {
-	w       *kafka.Writer
-	origin  string
-	log     *slog.Logger
-	failing atomic.Bool
-	done    chan struct{}
-	dropped prometheus.Counter
+	w *kafka.Writer
+	// transport is the writer's own: Close closes its connections, which
+	// kafka-go's shared default transport would keep (with a metadata
+	// refresh polling the brokers) for as long as the process lives.
+	transport *kafka.Transport
+	origin    string
+	log       *slog.Logger
+	failing   atomic.Bool
+	done      chan struct{}
+	dropped   prometheus.Counter
 
 	mu     sync.RWMutex // Publish (read) against Close (write) of queue
 	queue  chan kafka.Message
@@ -70,6 +74,7 @@ func NewKafkaPublisher(brokers []string, topic, origin string, log *slog.Logger,
 	if reg != nil {
 		reg.MustRegister(p.dropped)
 	}
+	p.transport = &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-presence"}
 	p.w = &kafka.Writer{
 		Addr:                   kafka.TCP(brokers...),
 		Topic:                  topic,
@@ -80,6 +85,7 @@ func NewKafkaPublisher(brokers []string, topic, origin string, log *slog.Logger,
 		WriteTimeout:           5 * time.Second,
 		MaxAttempts:            3,
 		AllowAutoTopicCreation: true,
+		Transport:              p.transport,
 	}
 	go p.run()
 	return p
@@ -169,11 +175,18 @@ func (p *KafkaPublisher) Close(ctx context.Context) error {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		go func() { <-p.done; _ = p.w.Close() }()
+		go func() { <-p.done; _ = p.closeWriter() }()
 		return fmt.Errorf("close presence kafka writer: %d events not written: %w", len(p.queue), ctx.Err())
 	}
-	if err := p.w.Close(); err != nil {
+	if err := p.closeWriter(); err != nil {
 		return fmt.Errorf("close presence kafka writer: %w", err)
 	}
 	return nil
+}
+
+// closeWriter closes the writer, then its connections.
+func (p *KafkaPublisher) closeWriter() error {
+	err := p.w.Close()
+	p.transport.CloseIdleConnections()
+	return err
 }

@@ -3,6 +3,8 @@ package presence
 import (
 	"context"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/kafkatest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // blackHole accepts connections and never answers: a Kafka broker that
@@ -123,4 +126,46 @@ func TestPresencePublishedToKafkaArrivesKeyedAndStampedWithItsOrigin(t *testing.
 	if d := testutil.ToFloat64(p.dropped); d != 0 {
 		t.Fatalf("%v events dropped with Kafka up", d)
 	}
+}
+
+// A closed publisher leaves nothing behind: no connection to Kafka and no
+// goroutine of kafka-go's (its metadata refresh would otherwise poll the
+// brokers for as long as the process lives).
+func TestPresencePublisherLeavesNoKafkaConnectionOrGoroutineAfterClose(t *testing.T) {
+	k := kafkatest.Start(t, kfake.SeedTopics(1, "chat.events"))
+	before := kafkaGoroutines()
+	p := NewKafkaPublisher(k.ListenAddrs(), "chat.events", "node-a", nil, nil)
+	for i := range 5 {
+		p.Publish(presenceEvent(int64(i)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	msgs, err := kafkatest.ReadTopic(ctx, k.ListenAddrs()[0], "chat.events", 1)
+	if err != nil || len(msgs) != 5 {
+		t.Fatalf("%d presence events in Kafka (%v), want 5", len(msgs), err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "kafka-go's goroutines gone", func() bool { return kafkaGoroutines() <= before })
+}
+
+// kafkaGoroutines counts the goroutines running kafka-go code.
+func kafkaGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "segmentio/kafka-go") {
+			n++
+		}
+	}
+	return n
 }
