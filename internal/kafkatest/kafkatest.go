@@ -1,13 +1,15 @@
 // Package kafkatest is what tests run Kafka with: an in-process
 // Kafka-protocol server (kfake) started with a retry while its port is
-// still held, and a reader of every record of a topic's partitions. Only
-// tests import it.
+// still held, a reader of every record of a topic's partitions and a
+// count of kafka-go's goroutines. Only tests import it.
 package kafkatest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +106,25 @@ func LookupHeader(m kafka.Message, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Goroutines counts the goroutines running kafka-go code: a client closed
+// as it should leaves none of its own behind.
+func Goroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "segmentio/kafka-go") {
+			n++
+		}
+	}
+	return n
 }

@@ -3,8 +3,6 @@ package presence
 import (
 	"context"
 	"net"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,7 +131,7 @@ func TestPresencePublishedToKafkaArrivesKeyedAndStampedWithItsOrigin(t *testing.
 // brokers for as long as the process lives).
 func TestPresencePublisherLeavesNoKafkaConnectionOrGoroutineAfterClose(t *testing.T) {
 	k := kafkatest.Start(t, kfake.SeedTopics(1, "chat.events"))
-	before := kafkaGoroutines()
+	before := kafkatest.Goroutines()
 	p := NewKafkaPublisher(k.ListenAddrs(), "chat.events", "node-a", nil, nil)
 	for i := range 5 {
 		p.Publish(presenceEvent(int64(i)))
@@ -147,25 +145,5 @@ func TestPresencePublisherLeavesNoKafkaConnectionOrGoroutineAfterClose(t *testin
 	if err != nil || len(msgs) != 5 {
 		t.Fatalf("%d presence events in Kafka (%v), want 5", len(msgs), err)
 	}
-	testkit.WaitFor(t, 5*time.Second, "kafka-go's goroutines gone", func() bool { return kafkaGoroutines() <= before })
-}
-
-// kafkaGoroutines counts the goroutines running kafka-go code.
-func kafkaGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "segmentio/kafka-go") {
-			n++
-		}
-	}
-	return n
+	testkit.WaitFor(t, 5*time.Second, "kafka-go's goroutines gone", func() bool { return kafkatest.Goroutines() <= before })
 }

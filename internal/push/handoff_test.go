@@ -17,6 +17,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/webpushtest"
 )
 
@@ -249,4 +250,27 @@ func TestFCMAndAPNsNotificationNeverExceedsTheLimit(t *testing.T) {
 	if len(q.Notification) > push.MaxPayloadBytes {
 		t.Errorf("notification of %d bytes, over %d", len(q.Notification), push.MaxPayloadBytes)
 	}
+}
+
+// A stopped pusher leaves nothing of its Kafka output behind: no
+// connection to Kafka and no goroutine of kafka-go's (its metadata
+// refresh would otherwise poll the brokers for as long as the process
+// lives).
+func TestAStoppedPusherLeavesNoKafkaConnectionOrGoroutine(t *testing.T) {
+	kc, snd, outputs := startOutputs(t, 1)
+	before := kafkatest.Goroutines()
+	r := newRig(t)
+	stop := r.start(outputs)
+	d := push.NewDevices(r.pool, r.keys.Public, false, true)
+	if _, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.send(r.direct(1, 2), 1, "hi")
+	testkit.WaitFor(t, 5*time.Second, "the push handed off", func() bool { return len(snd.got()) == 1 })
+	recs, err := kafkatest.ReadTopic(context.Background(), kc.ListenAddrs()[0], "chat.push", 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("chat.push has %d records (%v), want 1", len(recs), err)
+	}
+	stop()
+	testkit.WaitFor(t, 5*time.Second, "kafka-go's goroutines gone", func() bool { return kafkatest.Goroutines() <= before })
 }

@@ -38,11 +38,16 @@ type outputs struct {
 	hookClient *http.Client
 	log        *slog.Logger
 	kafka      *kafka.Writer // nil: no Kafka hand-off
+	// transport is kafka's own: close closes its connections, which
+	// Writer.Close leaves open (with a metadata refresh polling the
+	// brokers) for as long as the process lives.
+	transport *kafka.Transport
 }
 
 func newOutputs(cfg Config, webhook *http.Client, log *slog.Logger) *outputs {
 	o := &outputs{cfg: cfg, hookClient: webhook, log: log}
 	if len(cfg.KafkaBrokers) > 0 && cfg.KafkaTopic != "" {
+		o.transport = &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-push-" + cfg.NodeID}
 		o.kafka = &kafka.Writer{
 			Addr:     kafka.TCP(cfg.KafkaBrokers...),
 			Topic:    cfg.KafkaTopic,
@@ -54,7 +59,7 @@ func newOutputs(cfg Config, webhook *http.Client, log *slog.Logger) *outputs {
 			WriteTimeout:           cfg.Timeout,
 			RequiredAcks:           kafka.RequireAll,
 			AllowAutoTopicCreation: true,
-			Transport:              &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-push-" + cfg.NodeID},
+			Transport:              o.transport,
 		}
 	}
 	return o
@@ -63,6 +68,7 @@ func newOutputs(cfg Config, webhook *http.Client, log *slog.Logger) *outputs {
 func (o *outputs) close() {
 	if o.kafka != nil {
 		_ = o.kafka.Close()
+		o.transport.CloseIdleConnections()
 	}
 }
 
