@@ -141,10 +141,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if err := rd.Close(); err != nil {
 			c.log.Warn("kafka consumer: close reader", "err", err)
 		}
+		c.m.lag.Set(0)
 		c.log.Info("kafka consumer: stopped")
 	}()
 
 	fails := 0
+	lag := lagTracker{gauge: c.m.lag, by: map[int]int64{}}
 	for {
 		msg, err := rd.FetchMessage(ctx)
 		if err != nil {
@@ -163,7 +165,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if c.failing.CompareAndSwap(true, false) {
 			c.log.Info("kafka consumer: fetching again")
 		}
+		lag.set(msg.Partition, msg.HighWaterMark-msg.Offset) // msg too
 		c.handle(msg)
+		lag.set(msg.Partition, msg.HighWaterMark-msg.Offset-1)
 		if err := rd.CommitMessages(ctx, msg); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -172,6 +176,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("kafka consumer: commit offset", "partition", msg.Partition, "offset", msg.Offset, "err", err)
 		}
 	}
+}
+
+// lagTracker keeps chat_kafka_consumer_lag_events: the sum, over the
+// partitions, of the events not yet handled up to the partition's end as
+// the fetch that brought the latest of them saw it.
+type lagTracker struct {
+	gauge prometheus.Gauge
+	by    map[int]int64
+	sum   int64
+}
+
+func (l *lagTracker) set(partition int, n int64) {
+	n = max(n, 0)
+	l.sum += n - l.by[partition]
+	l.by[partition] = n
+	l.gauge.Set(float64(l.sum))
 }
 
 // Pin fixes where Run starts in partitions for which the group has no

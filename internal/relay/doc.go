@@ -104,6 +104,8 @@
 // aggregate with max), chat_relay_published_total, chat_relay_errors_total
 // {kind=kafka|db|oversize}, chat_relay_batch_size, chat_relay_leader (0/1),
 // chat_kafka_consumer_events_total, chat_kafka_consumer_errors_total
-// {kind=kafka|decode}, chat_outbox_pruned_total and
+// {kind=kafka|decode}, chat_kafka_consumer_lag_events (events in Kafka the
+// handler has not returned from, as of the latest fetch of each
+// partition), chat_outbox_pruned_total and
 // chat_outbox_pruner_errors_total.
 package relay

@@ -49,6 +49,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 type consumerMetrics struct {
 	events prometheus.Counter
 	errors *prometheus.CounterVec
+	lag    prometheus.Gauge
 }
 
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
@@ -57,9 +58,11 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 			"Events read from Kafka and handed to the handler."),
 		errors: byKind("chat_kafka_consumer_errors_total",
 			"Consumer failures by kind: kafka (fetch, commit or group error), decode (message skipped)."),
+		lag: gauge("chat_kafka_consumer_lag_events",
+			"Events in Kafka this node's consumer has not handled yet, as of its latest fetch from each partition."),
 	}
 	exportZeros(m.errors, kindKafka, kindDecode)
-	err := register(reg, m.events, m.errors)
+	err := register(reg, m.events, m.errors, m.lag)
 	return m, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -482,4 +483,52 @@ func TestRunStopsOnCancelWithoutLeakingGoroutines(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A consumer that falls behind shows it: chat_kafka_consumer_lag_events
+// counts the events in Kafka its handler has not returned from, and goes
+// back to 0 once it has caught up.
+func TestConsumerLagCountsTheEventsNotYetHandled(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	port := kafkaPort(t)
+	rl := newRelay(t, pool, testConfig(t, port, nil))
+	start(t, rl.Run)
+
+	reg := prometheus.NewRegistry()
+	release := make(chan struct{})
+	var handled atomic.Int32
+	cons, err := relay.NewConsumer(relay.ConsumerConfig{
+		Brokers: []string{addr(port)}, NodeID: "lag", CommitInterval: 100 * time.Millisecond,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t), Registerer: reg,
+		Handler: func(chat.Event) {
+			if handled.Add(1) == 2 {
+				<-release // falls behind at the second event
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cons.Pin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents(pool)
+	const n = 20
+	convs := make([]int64, n)
+	for i := range convs {
+		convs[i] = 81
+	}
+	ev.mustInsert(t, convs...)
+	rl.Kick()
+	readUntil(t, addr(port), n, 10*time.Second)
+	start(t, cons.Run)
+	testkit.WaitFor(t, 10*time.Second, "the lag of a handler stuck at the second of 20 events", func() bool {
+		return metric(t, reg, "chat_kafka_consumer_lag_events") == n-1
+	})
+	close(release)
+	testkit.WaitFor(t, 10*time.Second, "the lag back to 0", func() bool {
+		return handled.Load() == n && metric(t, reg, "chat_kafka_consumer_lag_events") == 0
+	})
 }
