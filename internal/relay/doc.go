@@ -102,7 +102,7 @@
 // chat_relay_lag_seconds and chat_relay_pending_rows (measured by the leader
 // every StatsInterval and after each drain; 0 on standby nodes, so
 // aggregate with max), chat_relay_published_total, chat_relay_errors_total
-// {kind=kafka|db|oversize}, chat_relay_batch_size, chat_relay_leader (0/1),
+// {kind=kafka|db|oversize|decode}, chat_relay_batch_size, chat_relay_leader (0/1),
 // chat_kafka_consumer_events_total, chat_kafka_consumer_errors_total
 // {kind=kafka|decode}, chat_kafka_consumer_lag_events (events in Kafka the
 // handler has not returned from, as of the latest fetch of each

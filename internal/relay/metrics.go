@@ -32,7 +32,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		published: counter("chat_relay_published_total",
 			"Outbox rows published to Kafka and acknowledged by all in-sync replicas."),
 		errors: byKind("chat_relay_errors_total",
-			"Relay failures by kind: kafka (write failed, retried), db (query or connection failed), oversize (row dropped)."),
+			"Relay failures by kind: kafka (write failed, retried), db (query or connection failed), oversize (row too large, dropped), decode (row that cannot be encoded, dropped)."),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chat_relay_batch_size",
 			Help:    "Rows per successful Kafka write.",
@@ -41,7 +41,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		leader: gauge("chat_relay_leader",
 			"1 while this node holds the relay lease and publishes the outbox, else 0."),
 	}
-	exportZeros(m.errors, kindKafka, kindDB, kindOversize)
+	exportZeros(m.errors, kindKafka, kindDB, kindOversize, kindDecode)
 	err := register(reg, m.lag, m.pending, m.published, m.errors, m.batchSize, m.leader)
 	return m, err
 }

@@ -278,8 +278,8 @@ chat_relay_published_total 10
 	if err != nil || n != 5 {
 		t.Fatalf("gathered %d relay series (err %v), want 5", n, err)
 	}
-	if n := testutil.CollectAndCount(reg, "chat_relay_errors_total"); n != 3 {
-		t.Fatalf("chat_relay_errors_total has %d kinds, want kafka, db, oversize", n)
+	if n := testutil.CollectAndCount(reg, "chat_relay_errors_total"); n != 4 {
+		t.Fatalf("chat_relay_errors_total has %d kinds, want kafka, db, oversize, decode", n)
 	}
 }
 
@@ -531,4 +531,17 @@ func TestConsumerLagCountsTheEventsNotYetHandled(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the lag back to 0", func() bool {
 		return handled.Load() == n && metric(t, reg, "chat_kafka_consumer_lag_events") == 0
 	})
+}
+
+// Every kind of relay error is exported at 0 from the start, so that an
+// alert on its rate works from its first occurrence; decode (a row that
+// cannot be encoded, dropped) among them.
+func TestRelayExportsEveryErrorKindAtZeroFromTheStart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newRelay(t, pgtest.NewPool(t), testConfig(t, testkit.FreePort(t), reg))
+	for _, kind := range []string{"kafka", "db", "oversize", "decode"} {
+		if n := metric(t, reg, "chat_relay_errors_total", "kind", kind); n != 0 {
+			t.Fatalf("chat_relay_errors_total{kind=%q} = %v before anything ran", kind, n)
+		}
+	}
 }
