@@ -374,7 +374,7 @@ func ourGoroutines() map[string]int {
 	}
 	out := map[string]int{}
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "segmentio/kafka-go") && !strings.Contains(g, "chatd/chatd/relay.") {
+		if !strings.Contains(g, "segmentio/kafka-go") && !strings.Contains(g, "chatd/chatd/internal/relay.") {
 			continue
 		}
 		if strings.Contains(g, "relay_test.ourGoroutines") {
