@@ -345,3 +345,51 @@ func TestANodeWhoseConsumerCouldNotPinAtStartStillDeliversWhatWasRelayedBeforeIt
 		t.Fatalf("delivered %+v", ev)
 	}
 }
+
+// While Kafka is down, what one node commits waits in the outbox; once
+// Kafka is back the outbox drains in order and the clients of the other
+// nodes receive it live, without reconnecting (docs/operations.md, What
+// each component guarantees).
+func TestClientsOfAnotherNodeReceiveWhatWasSentWhileKafkaWasDownOnceItIsBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two chatd nodes and Kafka")
+	}
+	url := pgtest.NewDB(t)
+	port, dir := testkit.FreePort(t), t.TempDir()
+	startLog := func() *kfake.Cluster {
+		return kafkatest.Start(t, kfake.SeedTopics(12, "chat.events"), kfake.Ports(port), kfake.DataDir(dir))
+	}
+	k := startLog()
+	kafka := k.ListenAddrs()[0]
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "outage-a"})
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "outage-b"})
+	conv := mustGroup(t, context.Background(), a, 1, "outage", []int64{2})
+	c := rawClient(t, b.MQTTAddr(), 2, "outage-2", 5, false)
+	send := func(body string) {
+		t.Helper()
+		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("before")
+	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "before" {
+		t.Fatalf("delivered %+v", ev)
+	}
+	k.Close()
+	for i := range 5 {
+		send(fmt.Sprint("during ", i))
+	}
+	testkit.WaitFor(t, 10*time.Second, "the relay to notice that Kafka is down", func() bool {
+		var n int
+		if err := a.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n >= 5
+	})
+	startLog()
+	for i := range 5 {
+		if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != fmt.Sprint("during ", i) || ev.Seq != int64(i+2) {
+			t.Fatalf("after Kafka returned, delivered %q (seq %d), want %q (seq %d)", ev.Body, ev.Seq, fmt.Sprint("during ", i), i+2)
+		}
+	}
+}
