@@ -545,3 +545,60 @@ func TestRelayExportsEveryErrorKindAtZeroFromTheStart(t *testing.T) {
 		}
 	}
 }
+
+// A node restarted after chat.events was deleted and created again (to
+// change its partition count) handles the new topic's events: deleting
+// the topic took its group's offsets along, so the group starts afresh
+// where Pin puts it. (A consumer that runs across the change waits until
+// the new partitions pass the offsets it had reached: docs/operations.md
+// says to restart the nodes.)
+func TestAConsumerRestartedAfterTheTopicWasCreatedAgainHandlesTheNewTopicsEvents(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	port := kafkaPort(t)
+	rl := newRelay(t, pool, testConfig(t, port, nil))
+	start(t, rl.Run)
+	var handled atomic.Int32
+	consumer := func() *relay.Consumer {
+		t.Helper()
+		cons, err := relay.NewConsumer(relay.ConsumerConfig{
+			Brokers: []string{addr(port)}, NodeID: "recreated", CommitInterval: 50 * time.Millisecond,
+			BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t),
+			Handler: func(chat.Event) { handled.Add(1) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cons.Pin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return cons
+	}
+	first := start(t, consumer().Run)
+	ev := newEvents(pool)
+	for range 10 {
+		ev.mustInsert(t, 5)
+		rl.Kick()
+	}
+	testkit.WaitFor(t, 10*time.Second, "10 events handled", func() bool { return handled.Load() == 10 })
+	first.stop(t) // commits the offsets
+
+	conn, err := kafka.Dial("tcp", addr(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.DeleteTopics(topic); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the topic created again", func() bool {
+		return conn.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: 3, ReplicationFactor: 1}) == nil
+	})
+	start(t, consumer().Run)
+	for range 3 {
+		ev.mustInsert(t, 5)
+		rl.Kick()
+	}
+	testkit.WaitFor(t, 10*time.Second, "the new topic's 3 events handled", func() bool { return handled.Load() == 13 })
+}
