@@ -52,4 +52,6 @@
 // node. chat_presence_events_total{origin=local|remote}: presence events
 // pushed to watchers. chat_presence_kafka_dropped_total: events not
 // published to Kafka (queue full or write failed).
+// chat_presence_remote_dropped_total: other nodes' events dropped because
+// 10,000 were waiting to be pushed here already.
 package presence

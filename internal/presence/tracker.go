@@ -68,9 +68,15 @@ type Tracker struct {
 	once    sync.Once
 	failing atomic.Bool
 
-	onlineUsers prometheus.Gauge
-	pushed      *prometheus.CounterVec
+	onlineUsers   prometheus.Gauge
+	pushed        *prometheus.CounterVec
+	remoteDropped prometheus.Counter
 }
+
+// remoteQueue bounds the other nodes' presence events waiting to be
+// pushed here; past it they are dropped (and counted): presence is best
+// effort, and queries read PostgreSQL.
+const remoteQueue = 10000
 
 type conn struct {
 	user int64
@@ -105,9 +111,11 @@ func New(cfg Config) (*Tracker, error) {
 			Help: "Users with at least one MQTT connection on this node."}),
 		pushed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_presence_events_total",
 			Help: "Presence events pushed to watchers on this node, by origin (local, remote)."}, []string{"origin"}),
+		remoteDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_presence_remote_dropped_total",
+			Help: "Presence events from other nodes dropped before they were pushed here: more were waiting than the tracker holds."}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{t.onlineUsers, t.pushed} {
+		for _, c := range []prometheus.Collector{t.onlineUsers, t.pushed, t.remoteDropped} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register presence metrics: %w", err)
 			}
@@ -209,8 +217,10 @@ func (t *Tracker) Remote(ev chat.Event) {
 		return
 	}
 	t.mu.Lock()
-	if len(t.remote) < 10000 {
+	if len(t.remote) < remoteQueue {
 		t.remote = append(t.remote, ev)
+	} else {
+		t.remoteDropped.Inc()
 	}
 	t.mu.Unlock()
 	t.signal()

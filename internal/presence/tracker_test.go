@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/testkit"
 )
@@ -18,6 +21,9 @@ type fakeStore struct {
 	elsewhere map[int64]bool
 	seen      map[int64]int
 	removed   bool
+	// hold, when set, keeps Watchers waiting until it is closed (a slow
+	// database).
+	hold chan struct{}
 }
 
 func (f *fakeStore) Heartbeat(context.Context, string) error { return nil }
@@ -58,6 +64,12 @@ func (f *fakeStore) OnlineElsewhere(context.Context, string, []int64) (map[int64
 	return out, nil
 }
 func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64][]int64, error) {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	out := map[int64][]int64{}
 	for _, u := range users {
 		out[u] = []int64{100}
@@ -234,4 +246,45 @@ func TestTrackerGivesBackWhatABurstOfConnectionsTookOnceTheyLeave(t *testing.T) 
 		st.flags, st.seen = map[string]string{}, map[int64]int{}
 		st.mu.Unlock()
 	})
+}
+
+// Presence events from other nodes that arrive faster than the tracker
+// pushes them (its database is slow) are dropped past a bound, and counted
+// as such: chat_presence_remote_dropped_total.
+func TestRemotePresenceEventsDroppedPastTheBoundAreCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tr, st, hub := newTracker(t, Config{Registerer: reg})
+	hold := make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold) }) }) // before Close, which waits for the tracker
+	st.mu.Lock()
+	st.hold = hold
+	st.mu.Unlock()
+	online := true
+	remote := func(user int64) { tr.Remote(chat.Event{Type: chat.EventPresence, UserID: user, Online: &online}) }
+	remote(1) // the tracker takes it and waits for its watchers
+	testkit.WaitFor(t, 5*time.Second, "the first event taken", func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return len(tr.remote) == 0
+	})
+	for i := range remoteQueue + 5 {
+		remote(int64(i + 2))
+	}
+	if n, err := testutil.GatherAndCount(reg, "chat_presence_remote_dropped_total"); err != nil || n != 1 {
+		t.Fatalf("chat_presence_remote_dropped_total not exported (%d series, %v)", n, err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "chat_presence_remote_dropped_total" {
+			if n := mf.GetMetric()[0].GetCounter().GetValue(); n != 5 {
+				t.Fatalf("chat_presence_remote_dropped_total = %v, want 5", n)
+			}
+		}
+	}
+	release.Do(func() { close(hold) })
+	waitEvents(t, hub, 1+remoteQueue)
 }
