@@ -124,13 +124,14 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 				_ = conn.Close()
 				return
 			}
-			err := establish(l.id, conn)
+			capped := capConnect(conn)
+			err := establish(l.id, capped)
 			l.leave()
 			if err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
 			if l.ended != nil {
-				l.ended(conn)
+				l.ended(capped)
 			}
 		}()
 	}

@@ -132,6 +132,7 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if addr, ok := ClientAddr(r, l.trusted); ok {
 		conn = remoteConn{Conn: conn, remote: net.TCPAddrFromAddrPort(addr)}
 	}
+	conn = capConnect(conn)
 	if err := establish(l.id, conn); err != nil {
 		l.log.Debug("websocket mqtt connection ended", "err", err)
 	}

@@ -21,6 +21,15 @@ var ErrCertIdentity = errors.New("client certificate's subject CN is not a posit
 // authenticated ends then. The TLS handshake must be complete, as it is
 // once the CONNECT packet has been read.
 func CertUser(conn net.Conn) (user int64, until time.Time, presented bool, err error) {
+	// The listener's wrappers (the broker's CONNECT size limit) give the
+	// connection they wrap by Unwrap.
+	for {
+		w, ok := conn.(interface{ Unwrap() net.Conn })
+		if !ok {
+			break
+		}
+		conn = w.Unwrap()
+	}
 	tc, ok := conn.(*tls.Conn)
 	if !ok {
 		return 0, until, false, nil
