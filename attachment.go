@@ -495,10 +495,11 @@ type AttachmentStore interface {
 	// QueueBlobDeletion queues a blob nothing references (bytes written
 	// for an upload that went meanwhile).
 	QueueBlobDeletion(ctx context.Context, key, reason string, notBefore time.Time) error
-	// SetThumbnail records the thumbnail made for id (nil: it could not
-	// be made). false: the attachment is gone or recalled; its blobs
-	// were queued for deletion again, thumbnail included.
-	SetThumbnail(ctx context.Context, id string, t *Thumbnail) (bool, error)
+	// SetThumbnail records the thumbnail made for id, whose bytes are
+	// blobKey (nil: it could not be made). false: the attachment is gone
+	// or recalled; blobKey was queued for deletion again, thumbnail
+	// included.
+	SetThumbnail(ctx context.Context, id, blobKey string, t *Thumbnail) (bool, error)
 	// PendingThumbnails lists complete or attached images still waiting
 	// for their thumbnail (after a restart).
 	PendingThumbnails(ctx context.Context, limit int) ([]UploadRecord, error)

@@ -513,7 +513,12 @@ BEGIN
         -- A recalled message's files are gone for everyone: the row keeps
         -- only what a fetch needs to answer 410, and the bytes are queued
         -- for deletion (a minute's grace lets a thumbnail being made land
-        -- before the deletion, which takes it too).
+        -- before the deletion, which takes it too). DO UPDATE, not DO
+        -- NOTHING: a deletion round holding the row of a blob a forward's
+        -- copy still named when it looked forgets that row at its commit,
+        -- so this waits for the round and queues the blob again after it
+        -- (store.requeueSQL). Two recalled copies of one file name one
+        -- blob: DISTINCT, as DO UPDATE may touch a row once.
         WITH unattached AS (
             UPDATE attachment t SET state = 'recalled', name = '', caption = NULL, sha256 = NULL
             FROM unnest(p_kind, p_conv, p_target, v_status) AS f(k, c, tgt, status)
@@ -522,8 +527,8 @@ BEGIN
             RETURNING t.blob_key
         )
         INSERT INTO blob_deletion (blob_key, reason, not_before)
-        SELECT u.blob_key, 'recall', now() + interval '1 minute' FROM unattached u
-        ON CONFLICT (blob_key) DO NOTHING;
+        SELECT DISTINCT u.blob_key, 'recall', now() + interval '1 minute' FROM unattached u
+        ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before);
     END IF;
 
     -- A duplicate answered to a writer who left or was removed, or whose

@@ -158,7 +158,7 @@ func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.Uplo
 			INSERT INTO blob_deletion (blob_key, reason, not_before)
 			SELECT p.blob_key, 'upload URL', p.url_expires_at FROM prev p, done
 			WHERE p.blob_key <> COALESCE(NULLIF($9, ''), p.blob_key)
-			ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before)
+			`+requeueSQL+`
 		)
 		SELECT count(*) FROM done`, id, m.ContentType, m.Size, m.SHA256, m.Width, m.Height, m.DurationMs, thumb, m.BlobKey).Scan(&n)
 	if err != nil {
@@ -173,24 +173,25 @@ func (a *Attachments) DropUpload(ctx context.Context, id string, notBefore time.
 		WITH gone AS (DELETE FROM attachment WHERE id = $1 AND seq IS NULL RETURNING blob_key)
 		INSERT INTO blob_deletion (blob_key, reason, not_before)
 		SELECT blob_key, 'refused', $2 FROM gone
-		ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before)`, id, notBefore)
+		`+requeueSQL, id, notBefore)
 	return classify("drop upload", err)
 }
 
 // QueueBlobDeletion queues one blob's deletion.
 func (a *Attachments) QueueBlobDeletion(ctx context.Context, key, reason string, notBefore time.Time) error {
 	_, err := a.pool.Exec(ctx, `INSERT INTO blob_deletion (blob_key, reason, not_before) VALUES ($1, $2, $3)
-		ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before)`, key, reason, notBefore)
+		`+requeueSQL, key, reason, notBefore)
 	return classify("queue blob deletion", err)
 }
 
 // SetThumbnail records a thumbnail: for the attachment, and for every
 // live row still waiting for one that names the same blob (a forward's
 // copies share the original's bytes and so its thumbnail, and one made
-// before the thumbnail copied "pending"). When none of them is live any
-// more (recalled, expired), the blobs are queued again, so the thumbnail
-// just written is deleted with them.
-func (a *Attachments) SetThumbnail(ctx context.Context, id string, t *chat.Thumbnail) (bool, error) {
+// before the thumbnail copied "pending"). When the attachment is not live
+// any more (recalled, or expired and deleted), its blob is queued again,
+// so the thumbnail just written is deleted with it (requeueSQL: also when
+// a deletion round is deleting that blob right now).
+func (a *Attachments) SetThumbnail(ctx context.Context, id, blobKey string, t *chat.Thumbnail) (bool, error) {
 	state, w, h, size := "failed", 0, 0, int64(0)
 	if t != nil {
 		state, w, h, size = "ready", t.Width, t.Height, t.Size
@@ -199,20 +200,29 @@ func (a *Attachments) SetThumbnail(ctx context.Context, id string, t *chat.Thumb
 	err := a.pool.QueryRow(ctx, `
 		WITH set AS (
 			UPDATE attachment SET thumb_state = $2, thumb_width = NULLIF($3, 0), thumb_height = NULLIF($4, 0), thumb_size = NULLIF($5, 0)
-			WHERE blob_key = (SELECT blob_key FROM attachment WHERE id = $1)
-			  AND (id = $1 OR thumb_state = 'pending') AND state IN ('complete', 'attached') RETURNING id
+			WHERE blob_key = $6 AND (id = $1 OR thumb_state = 'pending') AND state IN ('complete', 'attached') RETURNING id
 		), requeue AS (
 			INSERT INTO blob_deletion (blob_key, reason)
-			SELECT blob_key, 'thumbnail of a deleted attachment' FROM attachment
-			WHERE id = $1 AND state = 'recalled' AND NOT EXISTS (SELECT 1 FROM set)
-			ON CONFLICT (blob_key) DO NOTHING
+			SELECT $6, 'thumbnail of a deleted attachment' WHERE NOT EXISTS (SELECT 1 FROM set)
+			`+requeueSQL+`
 		)
-		SELECT EXISTS (SELECT 1 FROM set)`, id, state, w, h, size).Scan(&live)
+		SELECT EXISTS (SELECT 1 FROM set)`, id, state, w, h, size, blobKey).Scan(&live)
 	if err != nil {
 		return false, classify("record thumbnail", err)
 	}
 	return live, nil
 }
+
+// requeueSQL ends every INSERT into blob_deletion (the later not_before
+// wins: a presigned PUT URL may still write the blob until it expires).
+// DO NOTHING would not do: a deletion round
+// (DeleteBlobs) holding the blob's row locked, deleting the blob or
+// forgetting the row because a live row still named it a moment ago, is
+// passed over, and its commit then forgets the blob this insert was to
+// queue (a thumbnail written after the round deleted the blob's files,
+// the last live copy recalled after the round looked). DO UPDATE waits
+// for that round, and inserts again once its commit deleted the row.
+const requeueSQL = `ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before)`
 
 // PendingThumbnails lists images whose thumbnail is still to be made.
 func (a *Attachments) PendingThumbnails(ctx context.Context, limit int) ([]chat.UploadRecord, error) {
@@ -285,8 +295,8 @@ func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, limit
 			RETURNING t.blob_key, t.url_expires_at
 		)
 		INSERT INTO blob_deletion (blob_key, reason, not_before)
-		SELECT blob_key, 'expired', url_expires_at FROM gone
-		ON CONFLICT (blob_key) DO NOTHING`, cutoff, limit)
+		SELECT DISTINCT ON (blob_key) blob_key, 'expired', url_expires_at FROM gone
+		`+requeueSQL, cutoff, limit)
 	if err != nil {
 		return 0, classify("expire uploads", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
 )
 
@@ -378,7 +380,7 @@ func TestAThumbnailRecordedForAnImageIsItsForwardedCopiesToo(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE blob_key = `+blob+` AND thumb_state = 'pending'`, id); n != 3 {
 		t.Fatalf("%d rows of the image pending a thumbnail, want the original and its 2 copies", n)
 	}
-	if live, err := as.SetThumbnail(ctx, id, &chat.Thumbnail{ContentType: "image/jpeg", Width: 40, Height: 30, Size: 500}); !live || err != nil {
+	if live, err := as.SetThumbnail(ctx, id, blobOf(t, pool, id), &chat.Thumbnail{ContentType: "image/jpeg", Width: 40, Height: 30, Size: 500}); !live || err != nil {
 		t.Fatalf("record the thumbnail: %v %v", live, err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE blob_key = `+blob+` AND thumb_state = 'ready' AND thumb_size = 500 AND thumb_width = 40`, id); n != 3 {
@@ -409,5 +411,167 @@ func TestMigration0030ErasesTheTypeOfMessagesRecalledBefore(t *testing.T) {
 	}
 	if want := "1:- 2:file 3:-"; got != want {
 		t.Errorf("messages after 0030: %s, want %s", got, want)
+	}
+}
+
+// blobOf is where upload id's bytes are.
+func blobOf(t *testing.T, pool *pgxpool.Pool, id string) string {
+	t.Helper()
+	var key string
+	if err := pool.QueryRow(context.Background(), `SELECT blob_key FROM attachment WHERE id = $1`, id).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// imageUpload records a complete image of user's for conv, its thumbnail
+// still to make; it answers its id and blob.
+func imageUpload(t *testing.T, pool *pgxpool.Pool, user, conv int64) (id, key string) {
+	t.Helper()
+	id = completeUploadOf(t, pool, user, conv, "p.png", chat.UploadMeta{ContentType: "image/png", Size: 10, SHA256: "00", Width: 40, Height: 30, Thumbnail: true})
+	return id, blobOf(t, pool, id)
+}
+
+var aThumbnail = &chat.Thumbnail{ContentType: "image/jpeg", Width: 40, Height: 30, Size: 500}
+
+// An upload never sent expires (its row deleted, its blob queued and
+// deleted) while its thumbnail is being made; the thumbnail lands after:
+// recording it queues the blob again, so the thumbnail goes too.
+func TestAThumbnailLandingAfterItsUploadExpiredIsDeletedToo(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := testCtx(t)
+	c := mustGroup(t, st, 1, 2)
+	as := store.NewAttachments(pool)
+	id, key := imageUpload(t, pool, 1, c.ID)
+	if n, err := as.ExpireUploads(ctx, time.Now().Add(time.Hour), 10); n != 1 || err != nil {
+		t.Fatalf("expire: %d %v", n, err)
+	}
+	mustExec(t, ctx, pool, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`)
+	if n, err := as.DeleteBlobs(ctx, 10, func(context.Context, string) error { return nil }); n != 1 || err != nil {
+		t.Fatalf("delete: %d %v", n, err)
+	}
+	live, err := as.SetThumbnail(ctx, id, key, aThumbnail)
+	if live || err != nil {
+		t.Fatalf("a thumbnail of an expired upload was recorded: %v %v", live, err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE blob_key = $1`, key); n != 1 {
+		t.Fatal("the blob of an expired upload was not queued again: its late thumbnail is never deleted")
+	}
+}
+
+// A recalled image's blob is being deleted (the round holds its queue row,
+// the files gone, not committed yet) when its thumbnail, made meanwhile,
+// is recorded: the blob is queued again after the round, so the thumbnail
+// written after the round deleted the files goes too.
+func TestAThumbnailLandingWhileItsRecalledBlobIsBeingDeletedIsDeletedToo(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := testCtx(t)
+	c := mustGroup(t, st, 1, 2)
+	as := store.NewAttachments(pool)
+	id, key := imageUpload(t, pool, 1, c.ID)
+	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(),
+		TargetSeq: sent.Message.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, ctx, pool, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`)
+	recorded := make(chan error, 1)
+	n, err := as.DeleteBlobs(ctx, 10, func(context.Context, string) error {
+		// The blob store deleted the files; the thumbnail lands now.
+		go func() {
+			live, err := as.SetThumbnail(ctx, id, key, aThumbnail)
+			if err == nil && live {
+				err = errors.New("recorded as live")
+			}
+			recorded <- err
+		}()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			select {
+			case err := <-recorded:
+				recorded <- err // answered without waiting for this round
+				return nil
+			default:
+			}
+			if pgtest.LockWaiters(t, pool) > 0 || time.Now().After(deadline) {
+				return nil // waiting for this round's commit
+			}
+		}
+	})
+	if n != 1 || err != nil {
+		t.Fatalf("delete: %d %v", n, err)
+	}
+	if err := <-recorded; err != nil {
+		t.Fatalf("record the thumbnail: %v", err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE blob_key = $1`, key); n != 1 {
+		t.Fatal("the recalled blob was not queued again: the thumbnail written after its deletion stays forever")
+	}
+}
+
+// A file is forwarded, then both messages are recalled. The original's
+// recall queued the blob; a deletion round finds the copy still live and
+// is about to forget the queued row when the copy's recall commits: the
+// blob is queued again after the round, not lost.
+func TestRecallingTheLastCopyOfAFileWhileARoundKeepsItQueuesTheBlobAgain(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := testCtx(t)
+	src, dst := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 3)
+	as := store.NewAttachments(pool)
+	id := completeUpload(t, pool, 1, src.ID)
+	key := blobOf(t, pool, id)
+	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: src.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := st.Send(ctx, chat.SendRequest{ConversationID: dst.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Forward: &chat.MessageRef{ConversationID: src.ID, Seq: sent.Message.Seq}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recall := func(conv, seq int64) error {
+		_, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: conv, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: seq})
+		return err
+	}
+	if err := recall(src.ID, sent.Message.Seq); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, ctx, pool, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`)
+	// The round locks the row, sees the copy live, and is held just
+	// before it forgets the row.
+	release := pgtest.HoldBeforeDelete(t, ctx, pool, "blob_deletion")
+	round := make(chan error, 1)
+	go func() {
+		_, err := as.DeleteBlobs(ctx, 10, func(context.Context, string) error { return errors.New("the copy is live: not deleted") })
+		round <- err
+	}()
+	testkit.WaitFor(t, 5*time.Second, "the round to hold the row", func() bool { return pgtest.LockWaiters(t, pool) == 1 })
+	recalled := make(chan error, 1)
+	go func() { recalled <- recall(dst.ID, fwd.Message.Seq) }()
+	testkit.WaitFor(t, 5*time.Second, "the copy's recall to commit or wait for the round", func() bool {
+		select {
+		case err := <-recalled:
+			recalled <- err
+			return true
+		default:
+			return pgtest.LockWaiters(t, pool) == 2
+		}
+	})
+	release()
+	if err := <-round; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recalled; err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE blob_key = $1 AND state <> 'recalled'`, key); n != 0 {
+		t.Fatalf("%d live rows", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE blob_key = $1`, key); n != 1 {
+		t.Fatal("the blob of a file recalled everywhere is not queued: it is never deleted")
 	}
 }

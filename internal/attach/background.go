@@ -102,7 +102,7 @@ func (s *Service) thumbnail(rec chat.UploadRecord) {
 		}
 		result = &th
 	}
-	live, err := s.cfg.Store.SetThumbnail(ctx, rec.ID, result)
+	live, err := s.cfg.Store.SetThumbnail(ctx, rec.ID, rec.BlobKey, result)
 	if err != nil {
 		s.log.Warn("thumbnail: record it", "attachment", rec.ID, "err", err)
 		s.metrics.thumbnails.WithLabelValues("retry").Inc()

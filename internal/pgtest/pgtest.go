@@ -188,13 +188,28 @@ func LockWaiters(t testing.TB, pool *pgxpool.Pool) int64 {
 // parks one side there, uncommitted, and runs the other.
 func HoldAfterInsert(t testing.TB, ctx context.Context, pool *pgxpool.Pool, table string) (release func()) {
 	t.Helper()
+	return hold(t, ctx, pool, "AFTER INSERT ON "+table, "NEW")
+}
+
+// HoldBeforeDelete makes every DELETE from table wait before it deletes
+// a row (the rows it locked before stay locked, not deleted) until
+// release is called, as HoldAfterInsert does.
+func HoldBeforeDelete(t testing.TB, ctx context.Context, pool *pgxpool.Pool, table string) (release func()) {
+	t.Helper()
+	return hold(t, ctx, pool, "BEFORE DELETE ON "+table, "OLD")
+}
+
+// hold installs a row trigger at when that waits for an advisory lock the
+// test holds until release; row is what the trigger returns.
+func hold(t testing.TB, ctx context.Context, pool *pgxpool.Pool, when, row string) (release func()) {
+	t.Helper()
 	for _, sql := range []string{
 		`CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN PERFORM pg_advisory_xact_lock(424242); RETURN NEW; END $$`,
-		`CREATE TRIGGER test_hold AFTER INSERT ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION test_hold()`,
+			BEGIN PERFORM pg_advisory_xact_lock(424242); RETURN ` + row + `; END $$`,
+		`CREATE TRIGGER test_hold ` + when + ` FOR EACH ROW EXECUTE FUNCTION test_hold()`,
 	} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("hold inserts into %s: %v", table, err)
+			t.Fatalf("hold %s: %v", when, err)
 		}
 	}
 	hold, err := pool.Begin(ctx)

@@ -21,15 +21,15 @@ func TestKafkaCarriesAMessagesAttachmentsAsItsLiveEvent(t *testing.T) {
 	pool, st, conv := storeGroup(t)
 	ctx := context.Background()
 	as := store.NewAttachments(pool)
-	id := chat.NewUploadID()
-	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: chat.NewBlobKey(), UploaderID: 1, ConversationID: conv.ID,
+	id, key := chat.NewUploadID(), chat.NewBlobKey()
+	if err := as.CreateUpload(ctx, chat.UploadRecord{ID: id, BlobKey: key, UploaderID: 1, ConversationID: conv.ID,
 		Name: "cat.jpg", DeclaredType: "image/jpeg", DeclaredSize: 1234, URLExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := as.CompleteUpload(ctx, id, chat.UploadMeta{ContentType: "image/jpeg", Size: 1234, SHA256: "ab12", Width: 640, Height: 480, Thumbnail: true}); !ok || err != nil {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
-	if live, err := as.SetThumbnail(ctx, id, &chat.Thumbnail{ContentType: "image/jpeg", Width: 320, Height: 240, Size: 999}); !live || err != nil {
+	if live, err := as.SetThumbnail(ctx, id, key, &chat.Thumbnail{ContentType: "image/jpeg", Width: 320, Height: 240, Size: 999}); !live || err != nil {
 		t.Fatalf("thumbnail: %v %v", live, err)
 	}
 	res, err := st.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
