@@ -62,6 +62,11 @@ type Service struct {
 
 	mu  sync.Mutex
 	ops map[string]*op // uploads being written or completed
+	// thumbs: the thumbnails queued or being made, by blob (a forward's
+	// copies share one), each with the channel closed once it is done.
+	// The cleanup's round still reads them pending in PostgreSQL and must
+	// not queue them again.
+	thumbs map[string]chan struct{}
 
 	budget      *semaphore.Weighted // the thumbnailers' memory, in bytes
 	budgetBytes int64
@@ -84,7 +89,7 @@ type op struct {
 
 type thumbJob struct {
 	rec  chat.UploadRecord
-	done chan struct{} // closed when made or failed; nil: nobody waits
+	done chan struct{} // closed when made or failed (s.thumbs)
 }
 
 // New checks cfg and returns a Service; Start starts its goroutines.
@@ -120,7 +125,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	budget := int64(cfg.ThumbnailWorkers) * cfg.Limits.MaxPixels * 4
-	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, ops: map[string]*op{},
+	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, ops: map[string]*op{}, thumbs: map[string]chan struct{}{},
 		budget: semaphore.NewWeighted(budget), budgetBytes: budget,
 		jobs: make(chan thumbJob, 1024), stop: make(chan struct{})}, nil
 }
@@ -430,9 +435,8 @@ func (s *Service) finish(ctx context.Context, rec chat.UploadRecord, ctype, sum 
 	}
 	s.metrics.uploads.WithLabelValues("complete").Inc()
 	if meta.Thumbnail {
-		done := make(chan struct{})
 		rec.ContentType, rec.State = ctype, chat.UploadComplete
-		if s.enqueue(thumbJob{rec: rec, done: done}) {
+		if done, ok := s.enqueue(rec); ok {
 			t := time.NewTimer(s.cfg.ThumbnailWait)
 			select {
 			case <-done:

@@ -15,15 +15,25 @@ import (
 	"github.com/chatd/chatd/internal/media"
 )
 
-// enqueue hands a thumbnail to the workers without blocking; false when
-// the queue is full (the cleanup loop finds it again).
-func (s *Service) enqueue(j thumbJob) bool {
+// enqueue hands rec's thumbnail to the workers without blocking, unless
+// one of its blob is queued or being made already; done is closed once
+// it is made or failed. false when the queue is full (the cleanup loop
+// finds it again).
+func (s *Service) enqueue(rec chat.UploadRecord) (done <-chan struct{}, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.thumbs[rec.BlobKey]; ok {
+		return d, true
+	}
+	d := make(chan struct{})
 	select {
-	case s.jobs <- j:
-		return true
+	case s.jobs <- thumbJob{rec: rec, done: d}:
+		// A worker takes it off s.thumbs, under s.mu: after this.
+		s.thumbs[rec.BlobKey] = d
+		return d, true
 	default:
 		s.metrics.thumbnails.WithLabelValues("deferred").Inc()
-		return false
+		return nil, false
 	}
 }
 
@@ -36,9 +46,10 @@ func (s *Service) thumbnailer() {
 			return
 		case j := <-s.jobs:
 			s.thumbnail(j.rec)
-			if j.done != nil {
-				close(j.done)
-			}
+			s.mu.Lock()
+			delete(s.thumbs, j.rec.BlobKey)
+			s.mu.Unlock()
+			close(j.done)
 		}
 	}
 }
@@ -178,7 +189,7 @@ func (s *Service) sweep() {
 			if len(s.jobs) >= cap(s.jobs)/2 {
 				break
 			}
-			s.enqueue(thumbJob{rec: r})
+			s.enqueue(r)
 		}
 	} else if ctx.Err() == nil {
 		s.log.Warn("read pending thumbnails", "err", err)

@@ -35,7 +35,9 @@
 //     budget they share (ThumbnailWorkers × MaxPixels × 4 bytes; an image
 //     needing more than all of it, by media.ThumbnailCost, gets none); completion waits up
 //     to ThumbnailWait for its own so the message usually carries it.
-//     Pending ones are found again after a restart. A thumbnail belongs
+//     Pending ones are found again after a restart; a blob's thumbnail
+//     is queued or made once at a time (the cleanup's round passes over
+//     one a worker has). A thumbnail belongs
 //     to the bytes (chat.ThumbnailKey of the blob), so recording it gives
 //     it to every live copy that was forwarded while it was pending.
 //   - Cleanup: uploads never attached are dropped after TTL; blobs are

@@ -1,0 +1,89 @@
+package attach
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/blob"
+	"github.com/chatd/chatd/internal/media/mediatest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// heldThumbnails is a local blob store whose thumbnail writes wait until
+// release is closed, counting them.
+type heldThumbnails struct {
+	*blob.Local
+	release chan struct{}
+	puts    chan string
+}
+
+func (h heldThumbnails) Put(ctx context.Context, key string, r io.Reader, size int64, ctype string) error {
+	if strings.HasSuffix(key, ".thumb") {
+		h.puts <- key
+		<-h.release
+	}
+	return h.Local.Put(ctx, key, r, size, ctype)
+}
+
+// A thumbnail still being made when the cleanup's round runs is pending in
+// PostgreSQL: the round must not queue it again, or every image waiting
+// in a backlog is decoded and stored once per round it outlasts.
+func TestACleanupRoundDoesNotQueueAThumbnailBeingMadeAgain(t *testing.T) {
+	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
+	ctx := context.Background()
+	g, err := st.CreateGroup(ctx, 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := heldThumbnails{Local: local, release: make(chan struct{}), puts: make(chan string, 4)}
+	s, err := New(Config{Store: store.NewAttachments(pool), Blobs: blobs, ThumbnailWorkers: 1,
+		ThumbnailWait: time.Millisecond, CleanupInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		select {
+		case <-blobs.release:
+		default:
+			close(blobs.release)
+		}
+		_ = s.Close(context.Background())
+	})
+	png := mediatest.PNG(400, 300)
+	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "p.png", ContentType: "image/png", Size: int64(len(png))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutUpload(ctx, 1, tk.UploadID, bytes.NewReader(png), int64(len(png))); err != nil {
+		t.Fatal(err)
+	}
+	<-blobs.puts // the only worker is storing the thumbnail
+	s.Sweep()
+	if n := len(s.jobs); n != 0 {
+		t.Fatalf("the cleanup round queued %d more thumbnails of an image whose thumbnail is being made", n)
+	}
+	close(blobs.release)
+	testkit.WaitFor(t, 10*time.Second, "the thumbnail", func() bool {
+		u, err := s.GetUpload(ctx, 1, tk.UploadID)
+		return err == nil && u.Attachment != nil && u.Attachment.Thumbnail != nil
+	})
+	// Made, the next round has nothing to queue.
+	s.Sweep()
+	if n := len(s.jobs); n != 0 {
+		t.Fatalf("%d thumbnails queued after it was made", n)
+	}
+}
