@@ -133,7 +133,8 @@
 //     X-Chat-Signature "t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>"
 //     (Sign, Verify).
 //
-// 2xx is sent; 404 and 410 delete the device; 429, 5xx and network errors
+// 2xx is sent; 404 and 410 delete the device (the webhook's 404 is its
+// own URL not found: that push fails); 429, 5xx and network errors
 // retry that device only, after the longer of Retry-After (capped at 1 h)
 // and exponential backoff with full jitter (BackoffMin..BackoffMax);
 // after MaxAttempts a push is dropped (chat_push_skipped_total

@@ -189,6 +189,35 @@ func TestWebhookGoneDeletesTheDevice(t *testing.T) {
 	}
 }
 
+// The webhook answers for the operator's sender: 410 is its word for a
+// dead token. A 404 is its own URL not found (a wrong path, a proxy
+// without the route): that push failed, and no device is deleted, or a
+// misconfigured webhook would forget every FCM and APNs device it is
+// sent a push for.
+func TestAWebhookAnswering404KeepsTheDevice(t *testing.T) {
+	snd := &sender{secret: []byte(strings.Repeat("k", 32)), status: []int{http.StatusNotFound}}
+	hook := httptest.NewServer(snd)
+	t.Cleanup(hook.Close)
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret) })
+	d := push.NewDevices(r.pool, r.keys.Public, false, true)
+	id, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "fine"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.send(r.direct(1, 2), 1, "hi")
+	deadline := time.Now().Add(5 * time.Second)
+	for len(snd.got()) == 0 || r.count(`SELECT count(*) FROM push_job`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the push was not done (%d requests)", len(snd.got()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.count(`SELECT count(*) FROM push_device WHERE id = $1`, id) != 1 {
+		t.Fatal("the device was deleted because the webhook's URL answered 404")
+	}
+}
+
 func TestWebPushCarriesAVAPIDJWTOfTheServerKey(t *testing.T) {
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.VAPIDSubject = "mailto:ops@example.com" })

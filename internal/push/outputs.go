@@ -133,7 +133,16 @@ func (o *outputs) webhook(ctx context.Context, body []byte) (outcome, time.Durat
 		o.log.Debug("push: webhook failed", "err", err)
 		return sentRetry, 0
 	}
-	return classify(resp)
+	status := resp.StatusCode
+	res, after := classify(resp)
+	if res == sentGone && status != http.StatusGone {
+		// The sender says a token is dead with 410 alone: a 404 is the
+		// webhook's own URL not found (a wrong path, a proxy without the
+		// route), which must not delete every FCM and APNs device.
+		o.log.Warn("push: the webhook answered 404: is push_webhook_url right?")
+		return sentFailed, 0
+	}
+	return res, after
 }
 
 // Sign returns the X-Chat-Signature value of body sent at t.
