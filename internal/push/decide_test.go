@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
 )
 
 func TestUnacknowledgedMessageIsPushedToTheRecipientOnly(t *testing.T) {
@@ -599,5 +602,61 @@ func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
 	want := map[string]float64{"blocked": 1, "muted": 1}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("chat_push_skipped_total by reason = %v, want %v", got, want)
+	}
+}
+
+// A device whose push service answers 410 to two pushes in flight at once
+// (a user's two conversations) is one device deleted: the metric counts
+// the rows deleted, not the answers.
+func TestADeviceGoneForTwoPushesAtOnceIsCountedDeletedOnce(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		arrived int
+		both    = make(chan struct{})
+	)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		arrived++
+		if arrived == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select { // the first waits for the second: both in flight
+		case <-both:
+		case <-time.After(5 * time.Second):
+		}
+		w.WriteHeader(http.StatusGone)
+	}))
+	t.Cleanup(svc.Close)
+	r := newRig(t)
+	reg := prometheus.NewRegistry()
+	r.start(func(c *push.Config) { c.Registerer = reg })
+	sub := webpushtest.NewSubscriber()
+	id, _, err := r.devices.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "webpush", Endpoint: svc.URL + "/dead",
+		Keys: &chat.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.send(r.direct(1, 2), 1, "hi")
+	r.send(r.direct(3, 2), 3, "hello")
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_device WHERE id = $1`, id)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job`)
+	select {
+	case <-both:
+	default:
+		t.Fatal("the two pushes were not in flight together")
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted float64
+	for _, mf := range mfs {
+		if mf.GetName() == "chat_push_devices_deleted_total" {
+			deleted = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if deleted != 1 {
+		t.Errorf("chat_push_devices_deleted_total = %v after one device was deleted", deleted)
 	}
 }

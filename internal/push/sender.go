@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // claimSQL claims up to $1 due jobs for $2 seconds (the lease: a node that
@@ -561,9 +562,14 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.
 			}
 		}
 	}
+	var deleted int64
 	if len(gone) > 0 {
-		b.Queue(`DELETE FROM push_device WHERE id = ANY($1)`, gone)
-		p.m.devicesDeleted.Add(float64(len(gone)))
+		// Counted as deleted once committed, and once per device: two
+		// pushes in flight to one dead device both answer 410.
+		b.Queue(`DELETE FROM push_device WHERE id = ANY($1)`, gone).Exec(func(ct pgconn.CommandTag) error {
+			deleted = ct.RowsAffected()
+			return nil
+		})
 	}
 	if len(skipped) > 0 {
 		// A notification's first claim recorded it as the pair's last
@@ -603,7 +609,11 @@ WHERE n.id = ANY($1) AND o.conversation_id = n.conversation_id AND o.user_id = n
 FROM unnest($1::bigint[], $2::int[]) AS r(id, attempts)
 WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, released, releasedAttempts)
 	}
-	return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+	if err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, &b).Close()
-	})
+	}); err != nil {
+		return err
+	}
+	p.m.devicesDeleted.Add(float64(deleted))
+	return nil
 }
