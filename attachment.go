@@ -485,7 +485,8 @@ type AttachmentStore interface {
 	CreateUpload(ctx context.Context, r UploadRecord, quotaBytes int64) error
 	GetUpload(ctx context.Context, id string) (UploadRecord, error)
 	// CompleteUpload moves a pending upload to complete (and to
-	// m.BlobKey, see UploadMeta); false when it was not pending any more
+	// m.BlobKey, see UploadMeta, whose deletion queued before it was
+	// written is taken back); false when it was not pending any more
 	// (then nothing changed).
 	CompleteUpload(ctx context.Context, id string, m UploadMeta) (bool, error)
 	// DropUpload deletes an upload not attached to any message and

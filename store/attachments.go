@@ -138,7 +138,8 @@ func (a *Attachments) GetUpload(ctx context.Context, id string) (chat.UploadReco
 // CompleteUpload records what chatd read from an upload's bytes. When
 // they were copied to a key of chatd's own (m.BlobKey), the upload's key
 // is queued for deletion not before its URL expires (a PUT may still
-// write it until then), in the same statement: nothing is orphaned.
+// write it until then), and the copy's deletion, queued before it was
+// written, is taken back, in the same statement: nothing is orphaned.
 func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.UploadMeta) (bool, error) {
 	var thumb *string
 	if m.Thumbnail {
@@ -159,6 +160,9 @@ func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.Uplo
 			SELECT p.blob_key, 'upload URL', p.url_expires_at FROM prev p, done
 			WHERE p.blob_key <> COALESCE(NULLIF($9, ''), p.blob_key)
 			`+requeueSQL+`
+		), copied AS (
+			DELETE FROM blob_deletion d USING prev p, done
+			WHERE d.blob_key = NULLIF($9, '') AND d.blob_key <> p.blob_key
 		)
 		SELECT count(*) FROM done`, id, m.ContentType, m.Size, m.SHA256, m.Width, m.Height, m.DurationMs, thumb, m.BlobKey).Scan(&n)
 	if err != nil {

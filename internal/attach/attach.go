@@ -546,16 +546,29 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	h := sha256.New()
 	uploaded := rec.BlobKey
 	rec.BlobKey = chat.NewBlobKey()
+	// The copy is queued for deletion before it is written, due after the
+	// TTL: a crash (or the database lost) between writing it and
+	// recording the upload complete leaves a queue row, never an object
+	// nothing names. Recording it takes the row back.
+	if err := s.cfg.Store.QueueBlobDeletion(ctx, rec.BlobKey, "copy of an upload", time.Now().Add(s.cfg.TTL)); err != nil {
+		return chat.Upload{}, err
+	}
 	stripped := io.TeeReader(media.Strip(io.MultiReader(bytes.NewReader(head), r), ctype), h)
 	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped, rec.DeclaredSize, ctype); err != nil {
 		return chat.Upload{}, chat.Unavailable("copy the upload", err)
 	}
 	u, err := s.finish(ctx, rec, ctype, hexSum(h))
 	if err != nil {
-		// The copy is not recorded (or, if the record committed after
-		// all, a live attachment names it and the queue keeps it).
-		if err := s.cfg.Store.QueueBlobDeletion(context.WithoutCancel(ctx), rec.BlobKey, "copy of a refused upload", time.Now()); err != nil {
-			s.log.Warn("queue the copy of an upload", "upload", id, "err", err)
+		// The copy is not recorded: its queued deletion stays (or, if
+		// the record committed after all, a live attachment names it
+		// and the queue keeps it). A refusal is sure of it and deletes
+		// the copy now.
+		switch chat.ErrorCode(err) {
+		case chat.CodeUnavailable, chat.CodeInternal:
+		default:
+			if err := s.cfg.Blobs.Delete(context.WithoutCancel(ctx), rec.BlobKey); err != nil {
+				s.log.Info("delete the copy of a refused upload", "upload", id, "err", err)
+			}
 		}
 		return chat.Upload{}, err
 	}

@@ -22,7 +22,9 @@
 //     copied, as they are read, to a key of chatd's own: the upload URL
 //     stays valid until it expires, and what is PUT to it after the check
 //     is never served (its key is queued for deletion at the URL's expiry,
-//     in the transaction that completes the upload). A refusal deletes the upload and queues its
+//     in the transaction that completes the upload). The copy is queued
+//     for deletion after the TTL before it is written, and taken back by
+//     that transaction: a crash in between orphans nothing. A refusal deletes the upload and queues its
 //     blob; a PUT cut short keeps the upload pending, to be sent again.
 //   - chatd's PUT streams: a 256 KiB head is held to sniff it, then the
 //     file goes to the blob store through media.Strip (which walks all of
