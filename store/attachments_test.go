@@ -575,3 +575,71 @@ func TestRecallingTheLastCopyOfAFileWhileARoundKeepsItQueuesTheBlobAgain(t *test
 		t.Fatal("the blob of a file recalled everywhere is not queued: it is never deleted")
 	}
 }
+
+// A file forwarded into two conversations is two rows naming one blob;
+// both forwards recalled in one batch queue the blob once, and the batch
+// does not fail for it (then to be retried one change at a time).
+func TestRecallingTwoCopiesOfAFileInOneBatchQueuesTheBlobOnce(t *testing.T) {
+	ctx := testCtx(t)
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithBatching(512, 1))
+	src, other := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 4)
+	dsts := []chat.Conversation{mustGroup(t, st, 1, 3), mustGroup(t, st, 1, 5)}
+	id := completeUpload(t, pool, 1, src.ID)
+	key := blobOf(t, pool, id)
+	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: src.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copies []int64
+	for _, dst := range dsts {
+		fwd, err := st.Send(ctx, chat.SendRequest{ConversationID: dst.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
+			Forward: &chat.MessageRef{ConversationID: src.ID, Seq: sent.Message.Seq}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		copies = append(copies, fwd.Message.Seq)
+	}
+	// The only transaction in flight waits for a lock the test holds, so
+	// the two recalls queue and go in the next batch together.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 1)
+	go func() { _, err := st.Send(ctx, sendReq(other.ID, 1, "blocked")); blocked <- err }()
+	testkit.WaitFor(t, 10*time.Second, "the batch in flight to wait", func() bool { return pgtest.LockWaiters(t, pool) > 0 })
+	before := st.BatchStats().Batches
+	errs := make(chan error, len(copies))
+	for i, seq := range copies {
+		go func() {
+			_, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: dsts[i].ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: seq})
+			errs <- err
+		}()
+	}
+	testkit.WaitFor(t, 10*time.Second, "both recalls to queue", func() bool { return st.BatchStats().Queued == 2 })
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	for range copies {
+		if err := <-errs; err != nil {
+			t.Fatalf("recall: %v", err)
+		}
+	}
+	if n := st.BatchStats().Batches - before; n != 2 {
+		t.Fatalf("%d batches after the blocked one's start, want it and the recalls' one (a failed batch is retried change by change)", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE blob_key = $1 AND state = 'recalled'`, key); n != 2 {
+		t.Fatalf("%d copies recalled, want 2", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE blob_key = $1`, key); n != 1 {
+		t.Fatalf("the blob is queued %d times", n)
+	}
+}
