@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		overflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_queue_overflow_total",
 			Help: "Due pushes left in PostgreSQL because this node's queue was full, counted once a second while it is."}),
 		devicesDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_devices_deleted_total",
-			Help: "Devices deleted because their push service answered 404 or 410."}),
+			Help: "Devices deleted because their push service answered 404 or 410 (the webhook: 410)."}),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_sent_total",
 			Help: "Push attempts per device by platform and result (ok, gone, retry, failed)."}, []string{"platform", "result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_skipped_total",
