@@ -497,8 +497,9 @@ type AttachmentStore interface {
 	// for an upload that went meanwhile).
 	QueueBlobDeletion(ctx context.Context, key, reason string, notBefore time.Time) error
 	// SetThumbnail records the thumbnail made for id, whose bytes are
-	// blobKey (nil: it could not be made). false: the attachment is gone
-	// or recalled; blobKey was queued for deletion again, thumbnail
+	// blobKey (nil: it could not be made), and takes back the deletion of
+	// blobKey queued while it was made. false: the attachment is gone or
+	// recalled; blobKey was queued for deletion again, thumbnail
 	// included.
 	SetThumbnail(ctx context.Context, id, blobKey string, t *Thumbnail) (bool, error)
 	// PendingThumbnails lists complete or attached images still waiting

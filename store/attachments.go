@@ -194,7 +194,9 @@ func (a *Attachments) QueueBlobDeletion(ctx context.Context, key, reason string,
 // before the thumbnail copied "pending"). When the attachment is not live
 // any more (recalled, or expired and deleted), its blob is queued again,
 // so the thumbnail just written is deleted with it (requeueSQL: also when
-// a deletion round is deleting that blob right now).
+// a deletion round is deleting that blob right now); when it is, the
+// deletion queued while the thumbnail was made is taken back (a live row
+// names the blob: the deletion would be forgotten anyway).
 func (a *Attachments) SetThumbnail(ctx context.Context, id, blobKey string, t *chat.Thumbnail) (bool, error) {
 	state, w, h, size := "failed", 0, 0, int64(0)
 	if t != nil {
@@ -209,6 +211,8 @@ func (a *Attachments) SetThumbnail(ctx context.Context, id, blobKey string, t *c
 			INSERT INTO blob_deletion (blob_key, reason)
 			SELECT $6, 'thumbnail of a deleted attachment' WHERE NOT EXISTS (SELECT 1 FROM set)
 			`+requeueSQL+`
+		), held AS (
+			DELETE FROM blob_deletion WHERE blob_key = $6 AND EXISTS (SELECT 1 FROM set)
 		)
 		SELECT EXISTS (SELECT 1 FROM set)`, id, state, w, h, size, blobKey).Scan(&live)
 	if err != nil {

@@ -106,6 +106,18 @@ func (s *Service) thumbnail(rec chat.UploadRecord) {
 	case err != nil:
 		s.log.Info("thumbnail: the image cannot be decoded; shown without one", "attachment", rec.ID, "err", err)
 	default:
+		// Until the thumbnail can no longer be written (this job's
+		// deadline, and a minute), its blob's deletion waits: one that
+		// ran meanwhile (a recall, an expiry) would miss it, and a
+		// crash before it is recorded would leave it named by nothing.
+		// Queued, the blob goes then with its thumbnail unless a live
+		// attachment still names it (then the row is forgotten).
+		deadline, _ := ctx.Deadline()
+		if err := s.cfg.Store.QueueBlobDeletion(ctx, rec.BlobKey, "thumbnail being made", deadline.Add(time.Minute)); err != nil {
+			s.log.Warn("thumbnail: hold its blob's deletion", "attachment", rec.ID, "err", err)
+			s.metrics.thumbnails.WithLabelValues("retry").Inc()
+			return
+		}
 		if err := s.cfg.Blobs.Put(ctx, chat.ThumbnailKey(rec.BlobKey), bytes.NewReader(img), int64(len(img)), "image/jpeg"); err != nil {
 			s.log.Warn("thumbnail: store it", "attachment", rec.ID, "err", err)
 			s.metrics.thumbnails.WithLabelValues("retry").Inc()

@@ -39,7 +39,11 @@
 //     to ThumbnailWait for its own so the message usually carries it.
 //     Pending ones are found again after a restart; a blob's thumbnail
 //     is queued or made once at a time (the cleanup's round passes over
-//     one a worker has). A thumbnail belongs
+//     one a worker has). Before a thumbnail is written its blob's
+//     deletion is queued for when the job can no longer write it (taken
+//     back when it is recorded for a live attachment), so a recall or an
+//     expiry meanwhile, or a crash before it is recorded, leaves no
+//     thumbnail behind. A thumbnail belongs
 //     to the bytes (chat.ThumbnailKey of the blob), so recording it gives
 //     it to every live copy that was forwarded while it was pending.
 //   - Cleanup: uploads never attached are dropped after TTL; blobs are
