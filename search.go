@@ -349,8 +349,8 @@ func matchAt(s, t []rune, i int) bool {
 // isWordRune reports whether r belongs to a word: a letter, a digit or a
 // combining mark (an accent, or a vowel sign of Hindi, Bengali or Tamil,
 // spacing or not, which is inside the word it writes). The search
-// document ends its words at every other character past ASCII alike
-// (chat_search_words, migrations/0025_search_fold.sql).
+// document ends its words at every other character alike, ASCII
+// punctuation included (chat_search_words, migrations/0033).
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) }
 
 // mergeRanges sorts ranges and joins overlapping ones.

@@ -319,3 +319,26 @@ func TestSearchListsAWordMostMessagesHoldByRecencyAlone(t *testing.T) {
 		}
 	}
 }
+
+// PostgreSQL's parser keeps a number with a point, an e-mail address, a
+// version or a file name one token, where a query splits them at the
+// punctuation: the document must split them alike, or a short term (a
+// word's start) never finds its piece, nor the whole finds itself.
+func TestSearchFindsTheWordsOfNumbersAddressesVersionsAndFileNames(t *testing.T) {
+	t.Parallel()
+	st, plans := searchStores(t)
+	const me = 1
+	g := mustGroup(t, st, me, 2)
+	pi := mustSend(t, st, g.ID, 2, "pi is 3.14 today")
+	mail := mustSend(t, st, g.ID, 2, "write to bob@ab.io please")
+	ver := mustSend(t, st, g.ID, 2, "v1.2.3 is out")
+	file := mustSend(t, st, g.ID, 2, "see a_b.txt")
+	for i, p := range plans {
+		for q, want := range map[string]chat.Message{"3.14": pi, "14": pi, "bob@ab.io": mail, "ab.io": mail, "io": mail,
+			"v1.2.3": ver, "2.3": ver, "b.txt": file} {
+			if got := hitBodies(t, p, me, q); !slices.Equal(got, []string{ref(want)}) {
+				t.Errorf("plan %d: %q finds %v, want %q's %s", i, q, got, want.Body, ref(want))
+			}
+		}
+	}
+}
