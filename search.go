@@ -273,7 +273,7 @@ func Snippet(body string, terms []SearchTerm) (string, [][2]int) {
 	for _, t := range terms {
 		tr := []rune(t.Text)
 		for i := 0; len(tr) > 0 && i+len(tr) <= len(low); {
-			if matchAt(low, tr, i) && (t.Substring() || t.CJK || i == 0 || !isWordRune(low[i-1])) {
+			if matchAt(low, tr, i) && (t.Substring() || t.CJK || wordStarts(low, i)) {
 				hits = append(hits, [2]int{from[i][0], from[i+len(tr)-1][1]})
 				i += len(tr)
 				continue
@@ -335,6 +335,14 @@ func foldSpans(s string) ([]rune, [][2]int) {
 		at += n
 	}
 	return out, from
+}
+
+// wordStarts reports whether a word of the folded text s starts at i, as
+// the search document's words start: after a character that is not
+// isWordRune, or where CJK characters and others meet ("用ok" holds the
+// word "ok", ParseSearchTerms and chat_search_document alike).
+func wordStarts(s []rune, i int) bool {
+	return i == 0 || !isWordRune(s[i-1]) || IsCJK(s[i-1]) != IsCJK(s[i])
 }
 
 func matchAt(s, t []rune, i int) bool {
