@@ -119,10 +119,11 @@ func foldRune(r rune) rune {
 func (t SearchTerm) Substring() bool { return !t.CJK && utf8.RuneCountInString(t.Text) >= 3 }
 
 // IsCJK reports whether r is a Chinese, Japanese or Korean character, as
-// the search document tokenises them.
+// the search document tokenises them (chat_search_document, migrations
+// 0020 and 0033): 々 and 〆 too, letters inside Japanese words ("人々").
 func IsCJK(r rune) bool {
 	switch {
-	case r >= 0x1100 && r <= 0x11ff, r >= 0x3040 && r <= 0x30ff, r >= 0x3130 && r <= 0x318f,
+	case r >= 0x1100 && r <= 0x11ff, r == 0x3005, r == 0x3006, r >= 0x3040 && r <= 0x30ff, r >= 0x3130 && r <= 0x318f,
 		r >= 0x3400 && r <= 0x4dbf, r >= 0x4e00 && r <= 0x9fff, r >= 0xac00 && r <= 0xd7af,
 		r >= 0xf900 && r <= 0xfaff, r >= 0xff66 && r <= 0xff9f, r >= 0x20000 && r <= 0x2ffff:
 		return true

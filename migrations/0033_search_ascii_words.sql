@@ -73,6 +73,29 @@ SELECT CASE WHEN octet_length(t) = char_length(t) -- ASCII
         ']', ' ', 'g') END
 $$;
 
+-- chat_search_document also takes 々 and 〆 (U+3005, U+3006: the kanji
+-- iteration mark and the closing mark, letters written inside Japanese
+-- words) for CJK characters, as chat.IsCJK now does: until now the
+-- document dropped them with the CJK punctuation around them, while a
+-- query kept them as a word of their own, so "人々", "時々" or "〆切"
+-- found nothing.
+CREATE OR REPLACE FUNCTION chat_search_document(t text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $$
+BEGIN
+    IF t !~ '[\u1100-\u11ff\u3005-\u3006\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]' THEN
+        RETURN t;
+    END IF;
+    RETURN regexp_replace(t, '[\u1100-\u11ff\u3000-\u303f\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002ffff]+', ' ', 'g')
+        || ' ' || (
+            SELECT string_agg(substr(r.m[1], i, 2), ' ' ORDER BY r.n, i)
+            FROM regexp_matches(t, '[\u1100-\u11ff\u3005-\u3006\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]+', 'g') WITH ORDINALITY AS r(m, n)
+            CROSS JOIN LATERAL generate_series(1, char_length(r.m[1])) AS i)
+        || ' ' || (
+            SELECT string_agg(c.m[1], ' ' ORDER BY c.n)
+            FROM regexp_matches(t, '[\u1100-\u11ff\u3005-\u3006\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff]', 'g') WITH ORDINALITY AS c(m, n));
+END
+$$;
+
 DROP INDEX message_search_idx;
 
 ALTER TABLE message DROP COLUMN search,

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,6 +64,25 @@ func TestOneCJKCharacterIsATokenWhereverItStandsInARun(t *testing.T) {
 		for _, h := range page.Results {
 			if !strings.Contains(h.Snippet, "罕") {
 				t.Errorf("plan %d: hit %d:%d %q does not hold 罕", i, h.ConversationID, h.Seq, h.Snippet)
+			}
+		}
+	}
+}
+
+// 々 and 〆 are letters written inside Japanese words ("人々" people,
+// "時々" sometimes, "〆切" deadline): a query of such a word finds it.
+func TestSearchFindsJapaneseWordsWithTheIterationMark(t *testing.T) {
+	t.Parallel()
+	st, plans := searchStores(t)
+	const me = 1
+	g := mustGroup(t, st, me, 2)
+	people := mustSend(t, st, g.ID, 2, "人々が集まった")
+	often := mustSend(t, st, g.ID, 2, "時々行きます")
+	due := mustSend(t, st, g.ID, 2, "〆切は明日")
+	for i, p := range plans {
+		for q, want := range map[string]chat.Message{"人々": people, "時々": often, "々が": people, "〆切": due} {
+			if got := hitBodies(t, p, me, q); !slices.Equal(got, []string{ref(want)}) {
+				t.Errorf("plan %d: %q finds %v, want %q's %s", i, q, got, want.Body, ref(want))
 			}
 		}
 	}
