@@ -31,6 +31,9 @@ export class MqttSession extends EventTarget {
     this.clientId = clientId;
     this.client = null;
     this.connects = 0;
+    // The largest packet the server accepts, from its last CONNACK (0: not
+    // known yet, or no limit).
+    this.maxPacket = 0;
   }
 
   connect() {
@@ -58,6 +61,7 @@ export class MqttSession extends EventTarget {
     this.emit('status', 'connecting');
     c.on('connect', (connack) => {
       this.connects++;
+      this.maxPacket = connack.properties?.maximumPacketSize || 0;
       // After a server restart the session is new (sessionPresent 0) but
       // our delivery position is kept: subscribing again resumes it.
       // Online, and the catch-up that 'connected' starts, only once the
@@ -123,12 +127,21 @@ export class MqttSession extends EventTarget {
 
   publishEntry(cid, topic, body) {
     const payload = JSON.stringify(body);
+    const name = `chat/v1/conv/${cid}/${topic}`;
     return new Promise((resolve, reject) => {
       if (!this.client) {
         reject(new SendError('Signed out.', undefined));
         return;
       }
-      this.client.publish(`chat/v1/conv/${cid}/${topic}`, payload, { qos: 1 }, (err, packet) => {
+      // MQTT 5 forbids sending a packet over the server's limit, and chatd
+      // drops the connection of a client that does; mqtt.js would then
+      // send it again on every reconnection, ahead of every later publish.
+      const size = publishSize(name, payload);
+      if (this.maxPacket && size > this.maxPacket) {
+        reject(new SendError(`Too long to send (${size} bytes; the server accepts at most ${this.maxPacket}).`, 0x95));
+        return;
+      }
+      this.client.publish(name, payload, { qos: 1 }, (err, packet) => {
         const props = (packet && packet.properties) || {};
         if (err) {
           const code = err.code ?? packet?.reasonCode;
@@ -167,6 +180,19 @@ export class MqttSession extends EventTarget {
   emit(type, detail) {
     this.dispatchEvent(new CustomEvent(type, { detail }));
   }
+}
+
+/**
+ * The size in bytes of a QoS 1 MQTT 5 PUBLISH of payload on topic without
+ * properties, as mqtt.js writes it: fixed header, Remaining Length, topic,
+ * packet id, an empty property length, payload.
+ */
+export function publishSize(topic, payload) {
+  const enc = new TextEncoder();
+  const rest = 2 + enc.encode(topic).length + 2 + 1 + enc.encode(payload).length;
+  let lenBytes = 1;
+  for (let n = rest; n >= 128; n = Math.floor(n / 128)) lenBytes++;
+  return 1 + lenBytes + rest;
 }
 
 /** mqtt.js gives a user property as a string, or an array if repeated. */
