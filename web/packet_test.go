@@ -7,14 +7,29 @@ import (
 	"time"
 )
 
-const packetSpec = "packet.spec.mjs"
+const (
+	packetSpec = "packet.spec.mjs"
+	pubackSpec = "puback.spec.mjs"
+)
 
 // TestWebClientRefusesAPublishOverChatdsPacketLimit runs
-// web/e2e/packet.spec.mjs (Node, mqtt.js, no browser) against a chatd it
-// builds and starts: a send larger than the Maximum Packet Size of chatd's
-// CONNACK fails at once without being published, and the session stays
-// connected for the sends after it.
+// web/e2e/packet.spec.mjs: a send larger than the Maximum Packet Size of
+// chatd's CONNACK fails at once without being published, and the session
+// stays connected for the sends after it.
 func TestWebClientRefusesAPublishOverChatdsPacketLimit(t *testing.T) {
+	runSessionSpec(t, packetSpec)
+}
+
+// TestWebClientSendResolvesWithTheSeqOfChatdsPUBACK runs
+// web/e2e/puback.spec.mjs: a send resolves with the seq (and duplicate)
+// of chatd's PUBACK.
+func TestWebClientSendResolvesWithTheSeqOfChatdsPUBACK(t *testing.T) {
+	runSessionSpec(t, pubackSpec)
+}
+
+// runSessionSpec runs an e2e spec of the web client's MQTT session (Node,
+// mqtt.js, no browser) against a chatd it builds and starts.
+func runSessionSpec(t *testing.T, spec string) {
 	if testing.Short() {
 		t.Skip("builds and starts chatd")
 	}
@@ -23,7 +38,7 @@ func TestWebClientRefusesAPublishOverChatdsPacketLimit(t *testing.T) {
 	base := startChatd(t, buildChatd(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := runSpec(ctx, t, node, filepath.Join("e2e", packetSpec), "packet e2e: ", "CHATD_URL="+base); err != nil {
-		t.Fatalf("%s failed: %v", packetSpec, err)
+	if err := runSpec(ctx, t, node, filepath.Join("e2e", spec), spec+": ", "CHATD_URL="+base); err != nil {
+		t.Fatalf("%s failed: %v", spec, err)
 	}
 }

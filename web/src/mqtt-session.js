@@ -58,6 +58,13 @@ export class MqttSession extends EventTarget {
       resubscribe: false,
     });
     const c = this.client;
+    // mqtt.js hands a successful publish's callback the stored PUBLISH, not
+    // the PUBACK whose user properties carry the seq: keep each PUBACK's
+    // properties by packet id until that callback takes them.
+    this.acks = new Map();
+    c.on('packetreceive', (p) => {
+      if (p.cmd === 'puback') this.acks.set(p.messageId, p.properties || {});
+    });
     this.emit('status', 'connecting');
     c.on('connect', (connack) => {
       this.connects++;
@@ -141,8 +148,11 @@ export class MqttSession extends EventTarget {
         reject(new SendError(`Too long to send (${size} bytes; the server accepts at most ${this.maxPacket}).`, 0x95));
         return;
       }
+      const acks = this.acks;
       this.client.publish(name, payload, { qos: 1 }, (err, packet) => {
-        const props = (packet && packet.properties) || {};
+        const id = packet?.messageId;
+        const props = acks.get(id) || packet?.properties || {};
+        acks.delete(id);
         if (err) {
           const code = err.code ?? packet?.reasonCode;
           reject(new SendError(props.reasonString || err.message, typeof code === 'number' ? code : undefined));
