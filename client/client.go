@@ -67,6 +67,9 @@ type Client struct {
 	// dropEvent, when set (tests), drops matching events-topic payloads as
 	// a lossy network would.
 	dropEvent atomic.Pointer[func([]byte) bool]
+	// dropReply, when set (tests), drops matching RPC replies as a
+	// connection that ended before them would.
+	dropReply atomic.Pointer[func([]byte) bool]
 	// ackHook, when set (tests), rewrites the PUBACK of a send as a server
 	// that strips properties would.
 	ackHook atomic.Pointer[func(*paho.PublishResponse) *paho.PublishResponse]
@@ -566,6 +569,9 @@ func (c *Client) onPublish(pr paho.PublishReceived) (bool, error) {
 	p := pr.Packet
 	switch p.Topic {
 	case c.rpcTopic:
+		if drop := c.dropReply.Load(); drop != nil && (*drop)(p.Payload) {
+			return true, nil
+		}
 		if p.Properties != nil {
 			c.rpc.deliver(p.Properties.CorrelationData, p.Payload)
 		}

@@ -130,8 +130,11 @@
 // RemoveMember, SeenBy and MarkReadNow use MQTT v5 request/response
 // (chat/v1/rpc/{method}, Response Topic and Correlation Data). They wait for
 // a connection within their context (Config.RequestTimeout when it has no
-// deadline). Reads are retried when the connection drops before the reply;
-// writes are not, and then fail with an error matching ErrUnavailable.
+// deadline). chatd replies only on the connection that asked, so a
+// request whose connection drops before its reply gets none: reads are
+// then asked again on the next connection; writes are not (they may have
+// run) and fail at once with an error matching ErrUnavailable, without
+// waiting for the timeout.
 // Refusals are *Error values with the HTTP API's code and status.
 //
 // # Attachments

@@ -21,6 +21,16 @@ func (c *Client) DropEvents(drop func(payload []byte) bool) {
 	c.dropEvent.Store(&drop)
 }
 
+// DropReplies makes the client drop RPC replies for which drop returns
+// true, as a connection that ended before them would (nil stops).
+func (c *Client) DropReplies(drop func(payload []byte) bool) {
+	if drop == nil {
+		c.dropReply.Store(nil)
+		return
+	}
+	c.dropReply.Store(&drop)
+}
+
 // StripAckSeq removes the seq user property from the next n success
 // PUBACKs of sends (n < 0: from all of them), as a server that strips
 // properties would; StripAckSeq(0) stops.
