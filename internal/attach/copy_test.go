@@ -10,7 +10,6 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/blob"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -59,16 +58,8 @@ func (d *dyingStore) DropUpload(ctx context.Context, id string, notBefore time.T
 // between (or the database lost then) must leave that copy queued for
 // deletion, not an object nothing names, forever in the bucket.
 func TestACopyWrittenByACompletionThatNeverCommittedIsDeleted(t *testing.T) {
-	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
+	_, pool, g, local := groupAndDisk(t)
 	ctx := context.Background()
-	g, err := st.CreateGroup(ctx, 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	blobs := objectStore{local}
 	records := store.NewAttachments(pool)
 	dying := &dyingStore{AttachmentStore: records}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/blob"
@@ -40,16 +41,8 @@ func (h heldThumbnails) Put(ctx context.Context, key string, r io.Reader, size i
 // PostgreSQL: the round must not queue it again, or every image waiting
 // in a backlog is decoded and stored once per round it outlasts.
 func TestACleanupRoundDoesNotQueueAThumbnailBeingMadeAgain(t *testing.T) {
-	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
+	_, pool, g, local := groupAndDisk(t)
 	ctx := context.Background()
-	g, err := st.CreateGroup(ctx, 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	blobs := heldThumbnails{Local: local, release: make(chan struct{}), puts: make(chan string, 4)}
 	s, err := New(Config{Store: store.NewAttachments(pool), Blobs: blobs, ThumbnailWorkers: 1,
 		ThumbnailWait: time.Millisecond, CleanupInterval: time.Hour})
@@ -65,14 +58,7 @@ func TestACleanupRoundDoesNotQueueAThumbnailBeingMadeAgain(t *testing.T) {
 		}
 		_ = s.Close(context.Background())
 	})
-	png := mediatest.PNG(400, 300)
-	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "p.png", ContentType: "image/png", Size: int64(len(png))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.PutUpload(ctx, 1, tk.UploadID, bytes.NewReader(png), int64(len(png))); err != nil {
-		t.Fatal(err)
-	}
+	tk := putPNG(t, s, g.ID)
 	<-blobs.puts // the only worker is storing the thumbnail
 	s.Sweep()
 	if n := len(s.jobs); n != 0 {
@@ -103,16 +89,8 @@ func (lostThumbnails) SetThumbnail(context.Context, string, string, *chat.Thumbn
 // written; the process dies before it records it. The thumbnail written
 // after the deletion must still go, not stay named by nothing.
 func TestAThumbnailWrittenForARecalledImageJustBeforeACrashIsDeletedToo(t *testing.T) {
-	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
+	st, pool, g, local := groupAndDisk(t)
 	ctx := context.Background()
-	g, err := st.CreateGroup(ctx, 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	blobs := heldThumbnails{Local: local, release: make(chan struct{}), puts: make(chan string, 4)}
 	records := store.NewAttachments(pool)
 	s, err := New(Config{Store: lostThumbnails{records}, Blobs: blobs, ThumbnailWorkers: 1,
@@ -128,14 +106,7 @@ func TestAThumbnailWrittenForARecalledImageJustBeforeACrashIsDeletedToo(t *testi
 		}
 		_ = s.Close(context.Background())
 	})
-	png := mediatest.PNG(400, 300)
-	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "p.png", ContentType: "image/png", Size: int64(len(png))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.PutUpload(ctx, 1, tk.UploadID, bytes.NewReader(png), int64(len(png))); err != nil {
-		t.Fatal(err)
-	}
+	tk := putPNG(t, s, g.ID)
 	<-blobs.puts // the thumbnail is about to be written
 	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
 		Attachments: []chat.AttachmentRef{{UploadID: tk.UploadID}}})
@@ -175,4 +146,35 @@ func TestAThumbnailWrittenForARecalledImageJustBeforeACrashIsDeletedToo(t *testi
 	if len(keys) != 0 {
 		t.Fatalf("blobs left of a recalled image: %v", keys)
 	}
+}
+
+// groupAndDisk is a store with a group of users 1 and 2, and a blob store
+// on local disk.
+func groupAndDisk(t *testing.T) (*store.Store, *pgxpool.Pool, chat.Conversation, *blob.Local) {
+	t.Helper()
+	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
+	g, err := st.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, pool, g, local
+}
+
+// putPNG uploads a 400×300 PNG as user 1's into conv, not sent yet.
+func putPNG(t *testing.T, s *Service, conv int64) chat.UploadTicket {
+	t.Helper()
+	ctx := context.Background()
+	png := mediatest.PNG(400, 300)
+	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: conv, UserID: 1, Name: "p.png", ContentType: "image/png", Size: int64(len(png))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutUpload(ctx, 1, tk.UploadID, bytes.NewReader(png), int64(len(png))); err != nil {
+		t.Fatal(err)
+	}
+	return tk
 }

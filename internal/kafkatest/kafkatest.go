@@ -111,20 +111,23 @@ func LookupHeader(m kafka.Message, key string) (string, bool) {
 // Goroutines counts the goroutines running kafka-go code: a client closed
 // as it should leaves none of its own behind.
 func Goroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range Stacks() {
 		if strings.Contains(g, "segmentio/kafka-go") {
 			n++
 		}
 	}
 	return n
+}
+
+// Stacks are the stacks of every goroutine, one a string.
+func Stacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

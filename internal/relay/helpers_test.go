@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -363,17 +362,8 @@ func labelsMatch(m *dto.Metric, kv []string) bool {
 // ourGoroutines counts the goroutines running kafka-go or relay code, by
 // the function on top of their stack.
 func ourGoroutines() map[string]int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	out := map[string]int{}
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range kafkatest.Stacks() {
 		if !strings.Contains(g, "segmentio/kafka-go") && !strings.Contains(g, "chatd/chatd/internal/relay.") {
 			continue
 		}
