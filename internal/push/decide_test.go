@@ -191,6 +191,35 @@ func TestServerErrorIsRetriedAfterRetryAfter(t *testing.T) {
 	r.quiet("bob", 1, 500*time.Millisecond)
 }
 
+// A push whose retry comes due after its message is older than MaxAge is
+// not sent: the rule that old messages are never pushed holds for a retry
+// as for the first decision (a phone woken an hour late for a message it
+// may have seen elsewhere is noise). It is counted as expired.
+func TestARetryDueAfterMaxAgeIsNotSent(t *testing.T) {
+	r := newRig(t)
+	reg := prometheus.NewRegistry()
+	r.start(func(c *push.Config) {
+		c.MaxAge, c.Registerer = 1500*time.Millisecond, reg
+		c.BackoffMin, c.BackoffMax = 2*time.Second, 2*time.Second
+	})
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Script("bob", http.StatusInternalServerError)
+	r.send(conv, 1, "hello")
+	for deadline := time.Now().Add(3 * time.Second); len(r.ep.Pushes()) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no push attempted")
+		}
+	}
+	r.waitCount(0, 6*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
+	if all := r.ep.Pushes(); len(all) != 1 || all[0].Status != http.StatusInternalServerError {
+		t.Fatalf("requests: %s, want the one answered 500", describe(all))
+	}
+	if got, want := skippedByReason(t, reg), map[string]float64{"expired": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("chat_push_skipped_total by reason = %v, want %v", got, want)
+	}
+}
+
 func TestTwoNodesPushOncePerMessage(t *testing.T) {
 	r := newRig(t)
 	r.start(nil)
@@ -582,6 +611,14 @@ func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
 	for _, p := range pairs {
 		r.quiet(p.name, 1, 0)
 	}
+	if got, want := skippedByReason(t, reg), map[string]float64{"blocked": 1, "muted": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("chat_push_skipped_total by reason = %v, want %v", got, want)
+	}
+}
+
+// skippedByReason reads chat_push_skipped_total from reg, by reason.
+func skippedByReason(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -599,10 +636,7 @@ func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]float64{"blocked": 1, "muted": 1}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("chat_push_skipped_total by reason = %v, want %v", got, want)
-	}
+	return got
 }
 
 // A device whose push service answers 410 to two pushes in flight at once

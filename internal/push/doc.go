@@ -116,8 +116,9 @@
 // newest covered message not recalled (none: skipped) and the devices
 // owed. A skip is counted in chat_push_skipped_total under what caused
 // it: acked, not_member, recalled, blocked (the user blocked the senders
-// since), muted, no_devices, not_shown (a remove with nothing to take
-// away) or gave_up. A job's devices are sent to concurrently:
+// since), muted, expired (a retry, or a push that waited out the minimum
+// interval, whose newest message is older than MaxAge by then),
+// no_devices, not_shown (a remove with nothing to take away) or gave_up. A job's devices are sent to concurrently:
 //
 //   - webpush and unifiedpush (to public addresses only unless
 //     AllowPrivate: checked on the address dialled, or through a proxy on
@@ -156,7 +157,7 @@
 // "count","badge","title","body"}, body only with Preview (a message of
 // files alone says what it is: "📷 Photo", ...), at most
 // MaxPayloadBytes (3 KB: inside APNs' and FCM's 4 KB and one Web Push
-// record); messages older than MaxAge are never pushed. Remove:
+// record); messages older than MaxAge are never pushed, also by a retry. Remove:
 // {"type":"remove","conversationId","seq","badge"}, seq the recalled
 // message, to every device of the user, by the same routes (the Kafka
 // record's header "notification" says which type).

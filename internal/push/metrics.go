@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_sent_total",
 			Help: "Push attempts per device by platform and result (ok, gone, retry, failed)."}, []string{"platform", "result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_skipped_total",
-			Help: "Claimed pushes not sent, by reason (acked, not_member, no_devices, gave_up, recalled, blocked, muted, not_shown)."}, []string{"reason"}),
+			Help: "Claimed pushes not sent, by reason (acked, not_member, no_devices, gave_up, expired, recalled, blocked, muted, not_shown)."}, []string{"reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_push_errors_total",
 			Help: "Push subsystem failures by kind (db)."}, []string{"kind"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_push_latency_seconds",

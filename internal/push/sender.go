@@ -39,6 +39,8 @@ import (
 // conversation) that the minimum interval counts from (applyResults
 // forgets it when the push is skipped, sent to no device).
 //
+// $4 is MaxAge in seconds (readJobSQL).
+//
 // A user has at most $3 pushes in flight (UserInFlight): a user whose
 // devices' push services never answer holds that many workers for Timeout,
 // not all of them. Users at the limit are passed over by the scan, and of
@@ -86,7 +88,7 @@ WITH l AS (
 
 // recheckSQL reads claimed job $1 again, as claimSQL read it, when it is
 // still this claim's ($2 its attempts, its lease not over), and renews
-// its lease for $3 seconds (the send starts now): a push that waited in
+// its lease for $3 seconds (the send starts now; $4 is MaxAge): a push that waited in
 // the queue is sent as things are when it leaves (recheck). No row: the
 // lease ran out, and the job is another claim's now.
 const recheckSQL = `
@@ -97,7 +99,10 @@ WITH j AS (
 )` + readJobSQL
 
 // readJobSQL reads, for the claimed jobs j, what sending them needs
-// (claimSQL).
+// (claimSQL), and whether the newest message a notification would show is
+// older than MaxAge ($4 seconds) by now: the decision never pushes such a
+// message, and a retry or a push that waited out the minimum interval
+// must not either.
 const readJobSQL = `
 SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
        CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts,
@@ -109,6 +114,7 @@ SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j
        COALESCE(why.reason, ''),
        w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
        COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ''), lm.created_at,
+       COALESCE(lm.created_at <= now() - make_interval(secs => $4), false),
        (SELECT COALESCE(sum(chat_unread(c2.id, m2.last_read_seq, c2.message_count)), 0)::bigint
         FROM conversation_member m2 JOIN conversation c2 ON c2.id = m2.conversation_id
         WHERE m2.user_id = j.user_id),
@@ -174,6 +180,7 @@ type job struct {
 	acked                       int64
 	convType, title, body       string
 	msgAt                       *time.Time
+	expired                     bool // its message is older than MaxAge
 	badge                       int64
 	devices                     []device
 	claimed                     time.Time // when this node read it
@@ -364,7 +371,7 @@ func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Dur
 	if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
 		return nil, fmt.Errorf("take the claim lock: %w", err)
 	}
-	return p.readJobs(ctx, tx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight)
+	return p.readJobs(ctx, tx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight, p.cfg.MaxAge.Seconds())
 }
 
 // recheck reads claimed job j again (recheckSQL): nil when the claim is
@@ -372,7 +379,7 @@ func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Dur
 func (p *Pusher) recheck(ctx context.Context, j *job) (*job, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	jobs, err := p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.attempts, p.lease().Seconds())
+	jobs, err := p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.attempts, p.lease().Seconds(), p.cfg.MaxAge.Seconds())
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -397,7 +404,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.live,
-			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.badge, &devs); err != nil {
+			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {
@@ -435,6 +442,12 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	case !j.remove && j.acked >= j.seq:
 		// The app came to the foreground meanwhile: nothing to wake.
 		p.m.skipped.WithLabelValues("acked").Inc()
+		r.shown = maybeShown
+		return r
+	case !j.remove && j.expired:
+		// A retry, or a push that waited out the minimum interval, due
+		// after its message is older than MaxAge: too late to wake.
+		p.m.skipped.WithLabelValues("expired").Inc()
 		r.shown = maybeShown
 		return r
 	case len(j.devices) == 0:
