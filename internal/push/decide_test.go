@@ -80,6 +80,32 @@ func TestBurstCoalescesIntoOnePushAndTheMinimumIntervalCarriesTheCount(t *testin
 	r.quiet("bob", 2, 1500*time.Millisecond)
 }
 
+// A push's count is of the messages its devices have not got: those a
+// session acknowledged (or the user read) while it waited out the minimum
+// interval are no longer "new", though the push still goes for the rest.
+// Reactions between them (entries of the stream, not messages) must not
+// make the acknowledged ones count again.
+func TestAPushCountsOnlyTheMessagesNotAcknowledgedWhileItWaited(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Delay, c.MinInterval = 300*time.Millisecond, 3*time.Second })
+	conv := r.group(1, 2, 3)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "first")
+	r.waitPushes("bob", 1, 4*time.Second)
+	r.send(conv, 1, "second")
+	third := r.send(conv, 1, "third")
+	for _, e := range []string{"👍", "🎉", "👀"} {
+		r.react(conv, 3, third, e)
+	}
+	last := r.send(conv, 1, "fourth")
+	r.waitCount(1, 4*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'pending' AND count = 3`)
+	r.ack(conv, 2, third)
+	got := r.waitPushes("bob", 2, 6*time.Second)
+	if got[1].Count != 1 || got[1].Seq != last {
+		t.Errorf("second push = %+v, want 1 new message (seq %d): seqs 2 and 3 were acknowledged while it waited", got[1], last)
+	}
+}
+
 func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
 	r := newRig(t)
 	r.start(nil)

@@ -72,20 +72,16 @@ func (p *Pusher) notification(j *job) Notification {
 	if j.remove {
 		return Notification{Type: TypeRemove, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Badge: j.badge}
 	}
-	count := j.count
-	// Messages the user acknowledged meanwhile do not count.
-	if j.acked > 0 {
-		count = int(min(int64(count), j.seq-j.acked))
-	}
-	count = max(count, 1)
-	n := Notification{Type: TypeMessage, UserID: j.user, ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: count, Badge: j.badge}
+	// j.count leaves out what the user acknowledged meanwhile
+	// (readJobSQL); a push that goes has at least its newest message.
+	n := Notification{Type: TypeMessage, UserID: j.user, ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: max(j.count, 1), Badge: j.badge}
 	switch {
 	case j.convType == "GROUP" && j.title != "":
 		n.Title = j.title
-	case count == 1:
+	case n.Count == 1:
 		n.Title = "New message"
 	default:
-		n.Title = strconv.Itoa(count) + " new messages"
+		n.Title = strconv.Itoa(n.Count) + " new messages"
 	}
 	n.Title = truncate(n.Title, 200)
 	if p.cfg.Preview {

@@ -19,8 +19,9 @@ import (
 // message the job covers that is not recalled and may still wake the
 // user (wakesSQL: a block or a mute since the decision counts; its seq,
 // sender and text are the notification's; none left: nothing to send),
-// how many such covered messages there are (a recall the decider has not
-// handled yet is not counted nor previewed), the badge (the user's total
+// how many such covered messages there are that the user has not
+// acknowledged or read (a recall the decider has not handled yet is not
+// counted nor previewed), the badge (the user's total
 // unread) and the devices owed.
 //
 // A (user, conversation)'s pushes reach its devices in order: none is
@@ -133,7 +134,11 @@ LEFT JOIN LATERAL (
            CASE WHEN m.body <> '' OR m.msg_type IS NULL THEN m.body
                 WHEN m.msg_type = 'image' THEN '📷 Photo' WHEN m.msg_type = 'audio' THEN '🎤 Voice message'
                 WHEN m.msg_type = 'video' THEN '🎬 Video' ELSE '📎 File' END AS body,
-           m.created_at, (count(*) OVER ())::int AS n FROM message m
+           m.created_at,
+           -- the count: what the user's devices have not got (acknowledged
+           -- or read meanwhile do not count; reactions between them neither)
+           (count(*) FILTER (WHERE m.seq > COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0)) OVER ())::int AS n
+    FROM message m
     WHERE j.kind = 'message' AND m.conversation_id = j.conversation_id
       AND m.seq >= lower(j.covered) AND m.seq < upper(j.covered) AND j.covered @> m.seq
       AND m.kind = 'message' AND m.recalled_at IS NULL
