@@ -277,10 +277,23 @@ func NormalizeMediaType(ct string) (string, error) {
 // JSON reader keeps exactly (those using doubles, JavaScript's, too).
 const MaxDurationMs = 1<<53 - 1
 
-// UploadRequest asks for an upload of one file into a conversation.
-// DurationMs is what the uploader knows of an audio or video file's
-// length (a recorder does); chatd keeps it where it cannot read its own.
+// Upload purposes: what an upload is for.
+const (
+	// PurposeMessage: a file for a message of ConversationID.
+	PurposeMessage = "message"
+	// PurposeAvatar: a picture for the uploader's or a group's avatar
+	// (PUT /v1/me, PATCH /v1/conversations/{id} avatarUploadId); it has
+	// no conversation, and only images chatd decodes and thumbnails are
+	// accepted (JPEG, PNG, GIF, WebP: internal/media.Decodable).
+	PurposeAvatar = "avatar"
+)
+
+// UploadRequest asks for an upload of one file into a conversation, or
+// for an avatar (Purpose avatar, no conversation). DurationMs is what the
+// uploader knows of an audio or video file's length (a recorder does);
+// chatd keeps it where it cannot read its own.
 type UploadRequest struct {
+	Purpose        string // "" is PurposeMessage
 	ConversationID int64
 	UserID         int64
 	Name           string
@@ -310,13 +323,17 @@ const (
 	UploadComplete UploadState = "complete" // checked, ready to attach
 	UploadAttached UploadState = "attached" // carried by a message
 	UploadRecalled UploadState = "recalled" // its message was recalled; the bytes are gone
+	UploadAvatar   UploadState = "avatar"   // in use as the uploader's or a group's avatar
+	UploadReleased UploadState = "released" // an avatar replaced or cleared; the bytes are gone
 )
 
 // Upload is an upload as its uploader sees it; Attachment is what a
-// message attaching it will carry (complete or attached).
+// message attaching it will carry, or the avatar's file (complete,
+// attached, avatar).
 type Upload struct {
 	UploadID       string      `json:"uploadId"`
-	ConversationID int64       `json:"conversationId"`
+	Purpose        string      `json:"purpose"`
+	ConversationID int64       `json:"conversationId,omitempty"` // a message upload's, a group avatar's
 	State          UploadState `json:"state"`
 	ExpiresAt      time.Time   `json:"expiresAt"`
 	Seq            int64       `json:"seq,omitempty"` // attached: the message
@@ -352,9 +369,11 @@ type Attachments interface {
 	GetUpload(ctx context.Context, userID int64, uploadID string) (Upload, error)
 	// OpenAttachment hands a member an attachment or its thumbnail:
 	// not_found when unknown (or another user's upload not yet sent, or
-	// a file of a message at or before the caller's history floor),
-	// not_member when the caller is not in its conversation, gone when
-	// its message was recalled.
+	// a file of a message at or before the caller's history floor, or an
+	// avatar the caller may not see: a user's is seen by whoever sees
+	// their profile, a group's by its current members), not_member when
+	// the caller is not in its conversation, gone when its message was
+	// recalled or the avatar released.
 	OpenAttachment(ctx context.Context, userID int64, id string, thumbnail bool) (Download, error)
 }
 
@@ -424,7 +443,8 @@ type UploadRecord struct {
 	ID             string
 	BlobKey        string
 	UploaderID     int64
-	ConversationID int64
+	Purpose        string // PurposeMessage or PurposeAvatar
+	ConversationID int64  // 0: an avatar upload not a group's
 	Name           string
 	DeclaredType   string
 	DeclaredSize   int64
@@ -479,8 +499,9 @@ type UploadMeta struct {
 // what referenced it: a crash between PostgreSQL and the blob store
 // leaves a queue row, never an orphan.
 type AttachmentStore interface {
-	// CreateUpload records r (pending) if its uploader is a member of
-	// its conversation (blocked: the blocked member of a direct one) and, with a bytes-per-day quota (> 0), the day's
+	// CreateUpload records r (pending) if it is an avatar's or its
+	// uploader is a member of its conversation (blocked: the blocked
+	// member of a direct one) and, with a bytes-per-day quota (> 0), the day's
 	// declared bytes stay within it (rate_limited, retry at midnight UTC).
 	CreateUpload(ctx context.Context, r UploadRecord, quotaBytes int64) error
 	GetUpload(ctx context.Context, id string) (UploadRecord, error)
@@ -507,8 +528,9 @@ type AttachmentStore interface {
 	PendingThumbnails(ctx context.Context, limit int) ([]UploadRecord, error)
 	// Attachment returns what userID may fetch (see Attachments).
 	Attachment(ctx context.Context, id string, userID int64) (UploadRecord, error)
-	// ExpireUploads drops up to limit uploads never attached and created
-	// before cutoff, queueing their blobs; it returns how many.
+	// ExpireUploads drops up to limit uploads never used (attached, or
+	// made an avatar) and created before cutoff, queueing their blobs; it
+	// returns how many.
 	ExpireUploads(ctx context.Context, cutoff time.Time, limit int) (int, error)
 	// DeleteBlobs claims up to limit due deletions, calls del for each
 	// key and forgets those del succeeded for, in one transaction: a
@@ -523,8 +545,18 @@ func (s *Service) CreateUpload(ctx context.Context, req UploadRequest) (UploadTi
 	if err != nil {
 		return UploadTicket{}, err
 	}
-	if err := ValidateID("conversationId", req.ConversationID); err != nil {
-		return UploadTicket{}, err
+	switch req.Purpose {
+	case "", PurposeMessage:
+		req.Purpose = PurposeMessage
+		if err := ValidateID("conversationId", req.ConversationID); err != nil {
+			return UploadTicket{}, err
+		}
+	case PurposeAvatar:
+		if req.ConversationID != 0 {
+			return UploadTicket{}, Errorf(CodeInvalid, `an avatar upload has no conversationId: a group takes it with PATCH /v1/conversations/{id} {"avatarUploadId"}`)
+		}
+	default:
+		return UploadTicket{}, Errorf(CodeInvalid, `purpose must be "message" or "avatar"`)
 	}
 	if req.Size <= 0 {
 		return UploadTicket{}, Errorf(CodeInvalid, "size must be the file's size in bytes, at least 1")

@@ -14,7 +14,9 @@ import (
 //
 //   - A profile (display name, avatar, about) is visible to the user and
 //     to the users who share a conversation with them; to anyone else the
-//     user does not exist (not_found), so ids cannot be probed.
+//     user does not exist (not_found), so ids cannot be probed. An avatar
+//     is an https URL or an avatar upload (AvatarPath), whose file the
+//     same users fetch; a group's avatar upload its current members do.
 //   - A group's owner and admins change its title, about and avatar; only
 //     the owner changes historyVisible, grants and takes the admin role,
 //     adds admins and transfers ownership. Admins add members and remove
@@ -38,7 +40,7 @@ import (
 type Profile struct {
 	ID          int64   `json:"id"`
 	DisplayName string  `json:"displayName"`
-	Avatar      *string `json:"avatar"` // an https URL, null for none
+	Avatar      *string `json:"avatar"` // AvatarPath of an avatar upload, an https URL, or null
 	About       string  `json:"about"`
 	// LastSeen and Online are the user's presence, when the caller may
 	// see it (see Presence.Hidden); omitted otherwise.
@@ -49,11 +51,19 @@ type Profile struct {
 
 // ProfileUpdate is PUT /v1/me. DisplayName is required; AvatarURL and
 // About, when nil, keep what is stored, and the empty string clears them.
+// AvatarUploadID, when set, makes that avatar upload of the caller's the
+// avatar (not with AvatarURL).
 type ProfileUpdate struct {
-	DisplayName string
-	AvatarURL   *string
-	About       *string
+	DisplayName    string
+	AvatarURL      *string
+	AvatarUploadID *string
+	About          *string
 }
+
+// AvatarPath is where an avatar upload is fetched (with the bearer token,
+// by whoever may see the profile or is in the group); its thumbnail is
+// AvatarPath(id) + "/thumbnail".
+func AvatarPath(uploadID string) string { return "/v1/attachments/" + uploadID }
 
 // Settings are a user's privacy settings; both default to true.
 type Settings struct {
@@ -122,11 +132,13 @@ func (e Event) BeforeFloor(floor int64) (_ Event, hidden bool) {
 }
 
 // GroupUpdate is PATCH /v1/conversations/{id}: the settings given change
-// (nil: unchanged). AvatarURL "" removes the avatar.
+// (nil: unchanged). AvatarURL "" removes the avatar; AvatarUploadID makes
+// an avatar upload of the actor's the avatar (not with AvatarURL).
 type GroupUpdate struct {
 	Title          *string `json:"title"`
 	About          *string `json:"about"`
 	AvatarURL      *string `json:"avatarUrl"`
+	AvatarUploadID *string `json:"avatarUploadId"`
 	HistoryVisible *string `json:"historyVisible"`
 }
 
@@ -334,7 +346,7 @@ func (s *Service) SetProfile(ctx context.Context, userID int64, u ProfileUpdate)
 	if u.DisplayName, err = ValidateDisplayName(u.DisplayName); err != nil {
 		return Profile{}, err
 	}
-	if err := validateAboutAndAvatar(&u.About, &u.AvatarURL); err != nil {
+	if err := validateAboutAndAvatar(&u.About, &u.AvatarURL, u.AvatarUploadID); err != nil {
 		return Profile{}, err
 	}
 	large := s.LargeGroup
@@ -490,11 +502,18 @@ func validateGiven(v **string, validate func(string) (string, error)) error {
 	return nil
 }
 
-// validateAboutAndAvatar validates the about and avatar URL a profile or
-// a group update gives (nil: unchanged).
-func validateAboutAndAvatar(about, avatarURL **string) error {
+// validateAboutAndAvatar validates the about and avatar a profile or a
+// group update gives (nil: unchanged): an avatar URL or an avatar upload,
+// not both.
+func validateAboutAndAvatar(about, avatarURL **string, avatarUploadID *string) error {
 	if err := validateGiven(about, func(s string) (string, error) { return ValidateAbout("about", s) }); err != nil {
 		return err
+	}
+	if avatarUploadID != nil {
+		if *avatarURL != nil {
+			return Errorf(CodeInvalid, `give avatarUrl or avatarUploadId, not both (avatarUrl "" clears the avatar)`)
+		}
+		return ValidateUploadID("avatarUploadId", *avatarUploadID)
 	}
 	return validateGiven(avatarURL, ValidateAvatarURL)
 }
@@ -506,13 +525,13 @@ func (s *Service) UpdateGroup(ctx context.Context, conversationID, actorID int64
 	if err := ValidateID("conversationId", conversationID); err != nil {
 		return Conversation{}, err
 	}
-	if u.Title == nil && u.About == nil && u.AvatarURL == nil && u.HistoryVisible == nil {
-		return Conversation{}, Errorf(CodeInvalid, "give at least one of title, about, avatarUrl, historyVisible")
+	if u.Title == nil && u.About == nil && u.AvatarURL == nil && u.AvatarUploadID == nil && u.HistoryVisible == nil {
+		return Conversation{}, Errorf(CodeInvalid, "give at least one of title, about, avatarUrl, avatarUploadId, historyVisible")
 	}
 	if err := validateGiven(&u.Title, ValidateGroupTitle); err != nil {
 		return Conversation{}, err
 	}
-	if err := validateAboutAndAvatar(&u.About, &u.AvatarURL); err != nil {
+	if err := validateAboutAndAvatar(&u.About, &u.AvatarURL, u.AvatarUploadID); err != nil {
 		return Conversation{}, err
 	}
 	if u.HistoryVisible != nil && *u.HistoryVisible != HistoryJoined && *u.HistoryVisible != HistoryAll {

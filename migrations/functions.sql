@@ -60,7 +60,8 @@ $f$;
 --             from a conversation the sender is not in, 12 forward of a
 --             missing or recalled message, 13 reaction limit (20 distinct
 --             emoji per user and message), 14 unknown upload, 15 another
---             user's upload, 16 an upload for another conversation, 17 an
+--             user's upload, 16 an upload for another conversation (or an
+--             avatar upload, which no message attaches), 17 an
 --             upload attached already, 18 an upload not complete, 19 an
 --             upload not of its declared size, 20 an upload of a type not
 --             allowed (o_snippet: the upload id of 14-20), 22 blocked (a
@@ -123,7 +124,7 @@ $f$;
 --   - reaction: any member, on a message not recalled; setting one that
 --     is set, or removing one that is not, writes nothing;
 --   - attachments: each a complete upload of the sender's, made for the
---     conversation, of its declared size and an allowed (sniffed) type,
+--     conversation (a message upload, not an avatar's), of its declared size and an allowed (sniffed) type,
 --     not attached yet; the message takes them in order and its msg_type
 --     by the first. Their rows are locked after the conversation rows, in
 --     id order, so the upload expiry (which locks only them) cannot drop
@@ -235,7 +236,7 @@ BEGIN
                 SELECT j.pos, j.e->>'uploadId' AS uid, a.content_type AS ctype,
                        (CASE WHEN a.id IS NULL THEN 14
                              WHEN a.uploader_id <> r.s THEN 15
-                             WHEN a.conversation_id <> r.c THEN 16
+                             WHEN a.conversation_id IS DISTINCT FROM r.c OR a.purpose <> 'message' THEN 16
                              WHEN a.state IN ('attached', 'recalled') THEN 17
                              WHEN a.state <> 'complete' THEN 18
                              WHEN a.size IS DISTINCT FROM a.declared_size THEN 19
@@ -243,7 +244,7 @@ BEGIN
                                        OR split_part(a.content_type, '/', 1) || '/*' = ANY (p_types)) THEN 20
                              ELSE 0 END)::smallint AS code
                 FROM jsonb_array_elements(r.att) WITH ORDINALITY AS j(e, pos)
-                LEFT JOIN LATERAL (SELECT t.id, t.uploader_id, t.conversation_id, t.state, t.size, t.declared_size,
+                LEFT JOIN LATERAL (SELECT t.id, t.uploader_id, t.conversation_id, t.purpose, t.state, t.size, t.declared_size,
                                           t.content_type
                                    FROM attachment t WHERE t.id = j.e->>'uploadId' LIMIT 1) a ON true
             ) x ON true

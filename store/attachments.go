@@ -32,7 +32,7 @@ var _ chat.AttachmentStore = (*Attachments)(nil)
 // NewAttachments returns the attachment store on pool.
 func NewAttachments(pool *pgxpool.Pool) *Attachments { return &Attachments{pool: pool} }
 
-const attachmentColumns = `id, blob_key, uploader_id, conversation_id, name, declared_type, declared_size,
+const attachmentColumns = `id, blob_key, uploader_id, purpose, COALESCE(conversation_id, 0), name, declared_type, declared_size,
 	COALESCE(duration_ms, 0), state, created_at, url_expires_at, completed_at, COALESCE(seq, 0), COALESCE(caption, ''),
 	COALESCE(content_type, ''), COALESCE(size, 0), COALESCE(sha256, ''), COALESCE(width, 0), COALESCE(height, 0),
 	COALESCE(thumb_state, ''), thumb_width, thumb_height, thumb_size`
@@ -45,7 +45,7 @@ func scanUpload(row pgx.Row, extra ...any) (chat.UploadRecord, error) {
 		tsz        *int64
 		width, hgt int32
 	)
-	dest := []any{&r.ID, &r.BlobKey, &r.UploaderID, &r.ConversationID, &r.Name, &r.DeclaredType, &r.DeclaredSize,
+	dest := []any{&r.ID, &r.BlobKey, &r.UploaderID, &r.Purpose, &r.ConversationID, &r.Name, &r.DeclaredType, &r.DeclaredSize,
 		&r.DurationMs, &state, &r.CreatedAt, &r.URLExpiresAt, &r.CompletedAt, &r.Seq, &r.Caption,
 		&r.ContentType, &r.Size, &r.SHA256, &width, &hgt, &r.ThumbState, &tw, &th, &tsz}
 	err := row.Scan(append(dest, extra...)...)
@@ -59,12 +59,15 @@ func scanUpload(row pgx.Row, extra ...any) (chat.UploadRecord, error) {
 	return r, nil
 }
 
-// CreateUpload records a pending upload for a member (not the blocked
-// member of a direct conversation), charging the uploader's bytes of the
-// UTC day against quotaBytes (> 0).
+// CreateUpload records a pending upload: a message's for a member (not
+// the blocked member of a direct conversation), an avatar's for anyone,
+// charging the uploader's bytes of the UTC day against quotaBytes (> 0).
 func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quotaBytes int64) error {
 	if quotaBytes > 0 && r.DeclaredSize > quotaBytes {
 		return quotaError(quotaBytes, time.Now())
+	}
+	if r.Purpose == "" {
+		r.Purpose = chat.PurposeMessage
 	}
 	return runTxOn(ctx, a.pool, "create upload", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var exists, member, blocked bool
@@ -76,6 +79,7 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 			return fmt.Errorf("check membership: %w", err)
 		}
 		switch {
+		case r.Purpose == chat.PurposeAvatar:
 		case !exists:
 			return errNoConversation(r.ConversationID)
 		case !member:
@@ -103,9 +107,9 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 				return fmt.Errorf("charge the upload quota: %w", err)
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO attachment (id, blob_key, uploader_id, conversation_id, name, declared_type,
-			declared_size, duration_ms, url_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8::bigint, 0), $9)`,
-			r.ID, r.BlobKey, r.UploaderID, r.ConversationID, r.Name, r.DeclaredType, r.DeclaredSize, r.DurationMs, r.URLExpiresAt)
+		_, err := tx.Exec(ctx, `INSERT INTO attachment (id, blob_key, uploader_id, purpose, conversation_id, name, declared_type,
+			declared_size, duration_ms, url_expires_at) VALUES ($1, $2, $3, $4, NULLIF($5::bigint, 0), $6, $7, $8, NULLIF($9::bigint, 0), $10)`,
+			r.ID, r.BlobKey, r.UploaderID, r.Purpose, r.ConversationID, r.Name, r.DeclaredType, r.DeclaredSize, r.DurationMs, r.URLExpiresAt)
 		if err != nil {
 			return fmt.Errorf("record upload: %w", err)
 		}
@@ -171,10 +175,10 @@ func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.Uplo
 	return n == 1, nil
 }
 
-// DropUpload deletes an upload never attached and queues its blob.
+// DropUpload deletes an upload never used and queues its blob.
 func (a *Attachments) DropUpload(ctx context.Context, id string, notBefore time.Time) error {
 	_, err := a.pool.Exec(ctx, `
-		WITH gone AS (DELETE FROM attachment WHERE id = $1 AND seq IS NULL RETURNING blob_key)
+		WITH gone AS (DELETE FROM attachment WHERE id = $1 AND state IN ('pending', 'complete') RETURNING blob_key)
 		INSERT INTO blob_deletion (blob_key, reason, not_before)
 		SELECT blob_key, 'refused', $2 FROM gone
 		`+requeueSQL, id, notBefore)
@@ -206,7 +210,7 @@ func (a *Attachments) SetThumbnail(ctx context.Context, id, blobKey string, t *c
 	err := a.pool.QueryRow(ctx, `
 		WITH set AS (
 			UPDATE attachment SET thumb_state = $2, thumb_width = NULLIF($3, 0), thumb_height = NULLIF($4, 0), thumb_size = NULLIF($5, 0)
-			WHERE blob_key = $6 AND (id = $1 OR thumb_state = 'pending') AND state IN ('complete', 'attached') RETURNING id
+			WHERE blob_key = $6 AND (id = $1 OR thumb_state = 'pending') AND state IN ('complete', 'attached', 'avatar') RETURNING id
 		), requeue AS (
 			INSERT INTO blob_deletion (blob_key, reason)
 			SELECT $6, 'thumbnail of a deleted attachment' WHERE NOT EXISTS (SELECT 1 FROM set)
@@ -235,7 +239,7 @@ const requeueSQL = `ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(b
 // PendingThumbnails lists images whose thumbnail is still to be made.
 func (a *Attachments) PendingThumbnails(ctx context.Context, limit int) ([]chat.UploadRecord, error) {
 	rows, err := a.pool.Query(ctx, `SELECT `+attachmentColumns+` FROM attachment
-		WHERE thumb_state = 'pending' AND state IN ('complete', 'attached') ORDER BY completed_at LIMIT $1`, limit)
+		WHERE thumb_state = 'pending' AND state IN ('complete', 'attached', 'avatar') ORDER BY completed_at LIMIT $1`, limit)
 	if err != nil {
 		return nil, classify("read pending thumbnails", err)
 	}
@@ -251,20 +255,30 @@ func (a *Attachments) PendingThumbnails(ctx context.Context, limit int) ([]chat.
 	return out, classify("read pending thumbnails", rows.Err())
 }
 
-// Attachment returns what userID may fetch: its own upload (any state but
-// recalled), or an attachment of a conversation userID is in, of a
-// message after their history floor. Another user's upload not sent yet,
-// and a file of a message at or before the caller's floor (a group whose
-// history is "joined", a message from before their join), are not_found;
-// a sent attachment of a conversation the caller is not in is not_member
-// (its id was shown only to members: nobody learns anything by guessing
-// 128 random bits).
+// Attachment returns what userID may fetch: its own upload (pending or
+// complete), an attachment of a conversation userID is in, of a message
+// after their history floor, or an avatar: a user's to whoever sees their
+// profile (seesProfileSQL), a group's to its current members (whatever
+// their floor: an avatar is the group's, not a message). Another user's
+// upload not used yet, a file of a message at or before the caller's
+// floor (a group whose history is "joined", a message from before their
+// join), and an avatar the caller may not see are not_found; a sent
+// attachment of a conversation the caller is not in is not_member (its
+// id was shown only to members: nobody learns anything by guessing 128
+// random bits); a recalled file and a released avatar are gone.
 func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (chat.UploadRecord, error) {
-	var floor *int64 // nil: not a member
+	var (
+		floor *int64 // nil: not a member
+		sees  bool   // an avatar userID may see
+	)
 	r, err := scanUpload(a.pool.QueryRow(ctx, `SELECT `+attachmentColumns+`,
 		(SELECT `+floorSQL+` FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
-		 WHERE m.conversation_id = a.conversation_id AND m.user_id = $2)
-		FROM attachment a WHERE id = $1`, id, userID), &floor)
+		 WHERE m.conversation_id = a.conversation_id AND m.user_id = $2),
+		CASE WHEN a.state NOT IN ('avatar', 'released') THEN false
+		     WHEN a.conversation_id IS NOT NULL THEN EXISTS (SELECT 1 FROM conversation_member m
+		         WHERE m.conversation_id = a.conversation_id AND m.user_id = $2)
+		     ELSE `+seesProfileSQL("$2", "a.uploader_id")+` END
+		FROM attachment a WHERE id = $1`, id, userID), &floor, &sees)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
 	}
@@ -283,7 +297,14 @@ func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (
 		if r.State == chat.UploadRecalled {
 			return r, chat.Errorf(chat.CodeGone, "attachment %s was recalled with its message", id)
 		}
-	default: // not sent yet: its uploader's alone
+	case chat.UploadAvatar, chat.UploadReleased:
+		if !sees {
+			return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
+		}
+		if r.State == chat.UploadReleased {
+			return r, chat.Errorf(chat.CodeGone, "avatar %s was replaced; its bytes are gone", id)
+		}
+	default: // not used yet: its uploader's alone
 		if r.UploaderID != userID {
 			return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)
 		}
@@ -291,15 +312,16 @@ func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (
 	return r, nil
 }
 
-// ExpireUploads drops uploads never attached, created before cutoff. A
-// row a send holds locked (it is being attached) is skipped.
+// ExpireUploads drops uploads never used (attached, or an avatar),
+// created before cutoff. A row a send or a profile write holds locked (it
+// is being used) is skipped.
 func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	tag, err := a.pool.Exec(ctx, `
 		WITH old AS (
-			SELECT id FROM attachment WHERE seq IS NULL AND created_at < $1
+			SELECT id FROM attachment WHERE state IN ('pending', 'complete') AND created_at < $1
 			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
 		), gone AS (
-			DELETE FROM attachment t USING old WHERE t.id = old.id AND t.seq IS NULL
+			DELETE FROM attachment t USING old WHERE t.id = old.id AND t.state IN ('pending', 'complete')
 			RETURNING t.blob_key, t.url_expires_at
 		)
 		INSERT INTO blob_deletion (blob_key, reason, not_before)
@@ -324,7 +346,7 @@ func (a *Attachments) DeleteBlobs(ctx context.Context, limit int, del func(ctx c
 		// recalled message's file) is kept: its queued deletion is
 		// forgotten, and queued again when its last live row is recalled.
 		rows, err := tx.Query(ctx, `SELECT d.blob_key, EXISTS (SELECT 1 FROM attachment a
-				WHERE a.blob_key = d.blob_key AND a.state <> 'recalled')
+				WHERE a.blob_key = d.blob_key AND a.state NOT IN ('recalled', 'released'))
 			FROM blob_deletion d WHERE d.not_before <= now()
 			ORDER BY d.not_before LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 		if err != nil {

@@ -323,6 +323,14 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 		if u.HistoryVisible != nil && actor.Role != chat.RoleOwner && *u.HistoryVisible != conv.HistoryVisible {
 			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can change who reads the history")
 		}
+		var cur *string
+		if err := tx.QueryRow(ctx, `SELECT avatar_upload_id FROM conversation WHERE id = $1`, conversationID).Scan(&cur); err != nil {
+			return nil, fmt.Errorf("read the group's avatar: %w", err)
+		}
+		av, err := planAvatar(ctx, tx, u.AvatarURL, u.AvatarUploadID, cur, actorID, conversationID)
+		if err != nil {
+			return nil, err
+		}
 		entry := chat.SystemEntry{Action: chat.SystemGroupUpdated}
 		changed := false
 		if u.Title != nil && *u.Title != conv.Title {
@@ -331,11 +339,11 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 		if u.About != nil && *u.About != conv.About {
 			conv.About, entry.About, changed = *u.About, u.About, true
 		}
-		if u.AvatarURL != nil && *u.AvatarURL != strOrEmpty(conv.Avatar) {
-			entry.Avatar, changed = u.AvatarURL, true
+		if av.url != nil && *av.url != strOrEmpty(conv.Avatar) {
+			entry.Avatar, changed = av.url, true
 			conv.Avatar = nil
-			if *u.AvatarURL != "" {
-				conv.Avatar = u.AvatarURL
+			if *av.url != "" {
+				conv.Avatar = av.url
 			}
 		}
 		if u.HistoryVisible != nil && *u.HistoryVisible != conv.HistoryVisible {
@@ -345,9 +353,13 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 			out = conv
 			return nil, lastMessageAtFor(ctx, tx, &out, actorID)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE conversation SET title = $2, about = $3, avatar_url = $4, history_visible = $5 WHERE id = $1`,
-			conversationID, conv.Title, conv.About, conv.Avatar, conv.HistoryVisible); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE conversation SET title = $2, about = $3, avatar_url = $4, avatar_upload_id = $5,
+			history_visible = $6 WHERE id = $1`,
+			conversationID, conv.Title, conv.About, conv.Avatar, av.uploadID, conv.HistoryVisible); err != nil {
 			return nil, fmt.Errorf("update conversation: %w", err)
+		}
+		if err := av.release(ctx, tx, cur); err != nil {
+			return nil, err
 		}
 		entries, err := appendSystem(ctx, tx, conversationID, actorID, entry)
 		if err != nil {

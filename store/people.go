@@ -18,17 +18,23 @@ import (
 // Profiles, privacy settings and blocks. A user without a user_profile row
 // has an empty profile; without a user_settings row both settings are on.
 
-// profilesSQL returns the profiles of $2 that $1 may see: $1 itself and
-// users who share a conversation with $1, in $2's order. A user the viewer
-// may not see is left out exactly like one that does not exist.
-const profilesSQL = `
-WITH mine AS (SELECT conversation_id FROM conversation_member WHERE user_id = $1)
+// seesProfileSQL is the rule of who sees a user's profile (and avatar) in
+// SQL: the viewer is the subject or shares a conversation with them. Every
+// query that needs it says it this way.
+func seesProfileSQL(viewer, subject string) string {
+	return `(` + subject + ` = ` + viewer + ` OR EXISTS (
+	SELECT 1 FROM conversation_member vm JOIN conversation_member sm ON sm.conversation_id = vm.conversation_id
+	WHERE vm.user_id = ` + viewer + ` AND sm.user_id = ` + subject + `))`
+}
+
+// profilesSQL returns the profiles of $2 that $1 may see (seesProfileSQL),
+// in $2's order. A user the viewer may not see is left out exactly like
+// one that does not exist.
+var profilesSQL = `
 SELECT u.id, p.display_name, p.avatar_url, p.about, p.updated_at
 FROM unnest($2::bigint[]) WITH ORDINALITY AS u(id, ord)
 LEFT JOIN user_profile p ON p.user_id = u.id
-WHERE u.id = $1 OR EXISTS (
-	SELECT 1 FROM conversation_member b
-	WHERE b.user_id = u.id AND b.conversation_id IN (SELECT conversation_id FROM mine))
+WHERE ` + seesProfileSQL("$1", "u.id") + `
 ORDER BY u.ord`
 
 // Profiles returns the profiles of ids viewerID may see, in ids' order.
@@ -70,13 +76,15 @@ func scanProfile(row pgx.CollectableRow) (chat.Profile, error) {
 }
 
 // setProfileSQL writes a profile when it changes; $3/$5 say whether the
-// avatar and about are given ($4, $6), else the stored ones stay.
+// avatar and about are given ($4 with its avatar upload $7, $6), else the
+// stored ones stay.
 const setProfileSQL = `
-INSERT INTO user_profile AS p (user_id, display_name, avatar_url, about, updated_at)
-VALUES ($1, $2, CASE WHEN $3 THEN NULLIF($4, '') END, CASE WHEN $5 THEN $6 ELSE '' END, now())
+INSERT INTO user_profile AS p (user_id, display_name, avatar_url, avatar_upload_id, about, updated_at)
+VALUES ($1, $2, CASE WHEN $3 THEN NULLIF($4, '') END, CASE WHEN $3 THEN $7::text END, CASE WHEN $5 THEN $6 ELSE '' END, now())
 ON CONFLICT (user_id) DO UPDATE SET
 	display_name = EXCLUDED.display_name,
 	avatar_url = CASE WHEN $3 THEN NULLIF($4, '') ELSE p.avatar_url END,
+	avatar_upload_id = CASE WHEN $3 THEN $7::text ELSE p.avatar_upload_id END,
 	about = CASE WHEN $5 THEN $6 ELSE p.about END,
 	updated_at = now()
 WHERE (p.display_name, p.avatar_url, p.about) IS DISTINCT FROM
@@ -86,22 +94,37 @@ RETURNING user_id, display_name, avatar_url, about, updated_at`
 // SetProfile stores userID's profile. When it changed, profile.updated goes
 // to the user's own sessions and to the users who share a conversation of
 // at most largeGroup members with them, and its outbox row to other nodes
-// (which find the same users: ProfileWatchers).
+// (which find the same users: ProfileWatchers). An avatar upload given
+// becomes the avatar, and the one it replaces is released, in the same
+// transaction (store/avatars.go).
 func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpdate, largeGroup int) (chat.Profile, error) {
 	var (
 		p       chat.Profile
 		changed bool
 		to      []int64
 	)
-	avatar, about := "", ""
-	if u.AvatarURL != nil {
-		avatar = *u.AvatarURL
-	}
+	about := ""
 	if u.About != nil {
 		about = *u.About
 	}
 	err := s.inTx(ctx, "set profile", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, setProfileSQL, userID, u.DisplayName, u.AvatarURL != nil, avatar, u.About != nil, about)
+		// One profile write of a user at a time, so the avatar upload it
+		// replaces is the one it read, even before the user's first row.
+		// The read is a statement of its own, after the lock: one
+		// statement reads what was committed when it began.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.profile:' || $1::bigint, 0))`, userID); err != nil {
+			return fmt.Errorf("lock the profile: %w", err)
+		}
+		var cur *string
+		err := tx.QueryRow(ctx, `SELECT avatar_upload_id FROM user_profile WHERE user_id = $1`, userID).Scan(&cur)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("read the avatar: %w", err)
+		}
+		av, err := planAvatar(ctx, tx, u.AvatarURL, u.AvatarUploadID, cur, userID, 0)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, setProfileSQL, userID, u.DisplayName, av.url != nil, strOrEmpty(av.url), u.About != nil, about, av.uploadID)
 		if err != nil {
 			return fmt.Errorf("write profile: %w", err)
 		}
@@ -122,6 +145,9 @@ func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpda
 			return nil
 		}
 		p, changed = ps[0], true
+		if err := av.release(ctx, tx, cur); err != nil {
+			return err
+		}
 		if to, err = profileWatchers(ctx, tx, userID, largeGroup); err != nil {
 			return err
 		}

@@ -382,7 +382,7 @@ func uploadRefusal(status int16, c chat.Change, id string) error {
 	case outUploadNotYours:
 		return chat.Errorf(chat.CodeForbidden, "upload %s is another user's; attach your own uploads", id)
 	case outUploadOtherConversation:
-		return chat.Errorf(chat.CodeInvalid, "upload %s was made for another conversation than %d; upload the file for this one", id, c.ConversationID)
+		return chat.Errorf(chat.CodeInvalid, "upload %s was made for another conversation than %d, or as an avatar; upload the file for this one", id, c.ConversationID)
 	case outUploadAttached:
 		return chat.Errorf(chat.CodeConflict, "upload %s is attached to a message already; an upload is sent once", id)
 	case outUploadIncomplete:

@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,9 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+	// avatarTypes: what an avatar upload may be, the allowed types chatd
+	// decodes and thumbnails (a picture every client can show, small).
+	avatarTypes []string
 
 	mu  sync.Mutex
 	ops map[string]*op // uploads being written or completed
@@ -124,8 +128,14 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	var avatarTypes []string
+	for _, t := range media.DecodableTypes() {
+		if chat.TypeAllowed(cfg.Limits.Types, t) {
+			avatarTypes = append(avatarTypes, t)
+		}
+	}
 	budget := int64(cfg.ThumbnailWorkers) * cfg.Limits.MaxPixels * 4
-	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, ops: map[string]*op{}, thumbs: map[string]chan struct{}{},
+	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, avatarTypes: avatarTypes, ops: map[string]*op{}, thumbs: map[string]chan struct{}{},
 		budget: semaphore.NewWeighted(budget), budgetBytes: budget,
 		jobs: make(chan thumbJob, 1024), stop: make(chan struct{})}, nil
 }
@@ -173,13 +183,20 @@ func (s *Service) CreateUpload(ctx context.Context, req chat.UploadRequest) (cha
 		s.metrics.uploads.WithLabelValues("too_large").Inc()
 		return chat.UploadTicket{}, chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", sizeText(req.Size), sizeText(s.cfg.Limits.MaxBytes))
 	}
-	if !chat.TypeAllowed(s.cfg.Limits.Types, declared) {
+	if req.Purpose == "" {
+		req.Purpose = chat.PurposeMessage
+	}
+	if !chat.TypeAllowed(s.types(req.Purpose), declared) {
 		s.metrics.uploads.WithLabelValues("unsupported").Inc()
+		if req.Purpose == chat.PurposeAvatar {
+			return chat.UploadTicket{}, chat.Errorf(chat.CodeUnsupported, "an avatar of type %s is not accepted here; these are: %s",
+				declared, strings.Join(s.avatarTypes, ", "))
+		}
 		return chat.UploadTicket{}, chat.Errorf(chat.CodeUnsupported, "files of type %s are not accepted here", declared)
 	}
 	now := time.Now()
 	rec := chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: req.UserID,
-		ConversationID: req.ConversationID, Name: name, DeclaredType: declared, DeclaredSize: req.Size,
+		Purpose: req.Purpose, ConversationID: req.ConversationID, Name: name, DeclaredType: declared, DeclaredSize: req.Size,
 		DurationMs: req.DurationMs, URLExpiresAt: now.Add(s.cfg.URLExpiry).UTC().Truncate(time.Second)}
 	t := chat.UploadTicket{UploadID: rec.ID, Method: "PUT", ExpiresAt: rec.URLExpiresAt,
 		Headers: map[string]string{"Content-Type": declared}}
@@ -201,6 +218,14 @@ func (s *Service) CreateUpload(ctx context.Context, req chat.UploadRequest) (cha
 	}
 	s.metrics.uploads.WithLabelValues("created").Inc()
 	return t, nil
+}
+
+// types are the media types an upload for purpose may be.
+func (s *Service) types(purpose string) []string {
+	if purpose == chat.PurposeAvatar {
+		return s.avatarTypes
+	}
+	return s.cfg.Limits.Types
 }
 
 func sizeText(n int64) string {
@@ -341,7 +366,7 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 	if _, err := io.ReadFull(c, head); err != nil {
 		return chat.Upload{}, s.shortPut(ctx, rec, c)
 	}
-	ctype, err := media.Sniff(head, rec.DeclaredType, s.cfg.Limits.Types)
+	ctype, err := media.Sniff(head, rec.DeclaredType, s.types(rec.Purpose))
 	if err != nil {
 		s.refused(ctx, rec, "sniff")
 		return chat.Upload{}, refusal(err, id)
@@ -538,7 +563,7 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	if _, err := io.ReadFull(r, head); err != nil {
 		return chat.Upload{}, chat.Unavailable("read the upload", err)
 	}
-	ctype, err := media.Sniff(head, rec.DeclaredType, s.cfg.Limits.Types)
+	ctype, err := media.Sniff(head, rec.DeclaredType, s.types(rec.Purpose))
 	if err != nil {
 		s.refused(ctx, rec, "sniff")
 		return chat.Upload{}, refusal(err, id)
@@ -591,8 +616,9 @@ func (s *Service) GetUpload(ctx context.Context, userID int64, id string) (chat.
 }
 
 func (s *Service) view(rec chat.UploadRecord) chat.Upload {
-	u := chat.Upload{UploadID: rec.ID, ConversationID: rec.ConversationID, State: rec.State, ExpiresAt: rec.URLExpiresAt, Seq: rec.Seq}
-	if rec.State == chat.UploadComplete || rec.State == chat.UploadAttached {
+	u := chat.Upload{UploadID: rec.ID, Purpose: rec.Purpose, ConversationID: rec.ConversationID, State: rec.State,
+		ExpiresAt: rec.URLExpiresAt, Seq: rec.Seq}
+	if rec.State == chat.UploadComplete || rec.State == chat.UploadAttached || rec.State == chat.UploadAvatar {
 		a := rec.Attachment()
 		u.Attachment = &a
 	}

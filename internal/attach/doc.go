@@ -32,6 +32,11 @@
 //     in memory. A new PUT of the same upload interrupts one still running.
 //   - A send checks its uploads inside its own transaction
 //     (chat_send_batch); nothing here is on the send path.
+//   - An avatar upload (chat.PurposeAvatar) has no conversation and is one
+//     of the allowed types chatd decodes (media.DecodableTypes: it gets a
+//     thumbnail and every client shows it); otherwise it travels as any
+//     upload. The profile or group write that uses it, and releases the
+//     one it replaces, is the store's (store/avatars.go).
 //   - Thumbnails (JPEG, at most 320 px, upright, no metadata) are made
 //     after completion by ThumbnailWorkers goroutines, within a memory
 //     budget they share (ThumbnailWorkers × MaxPixels × 4 bytes; an image
@@ -46,7 +51,8 @@
 //     thumbnail behind. A thumbnail belongs
 //     to the bytes (chat.ThumbnailKey of the blob), so recording it gives
 //     it to every live copy that was forwarded while it was pending.
-//   - Cleanup: uploads never attached are dropped after TTL; blobs are
+//   - Cleanup: uploads never used (attached, or made an avatar) are
+//     dropped after TTL; blobs are
 //     deleted only through the store's queue, written in the transaction
 //     that dropped what referenced them, and a deletion is a transaction
 //     that forgets a queue row only after the blob (and its thumbnail) is

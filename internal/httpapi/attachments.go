@@ -11,8 +11,10 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// uploadParams: POST /v1/uploads and RPC upload.create.
+// uploadParams: POST /v1/uploads and RPC upload.create (purpose absent:
+// a message's).
 type uploadParams struct {
+	Purpose        string `json:"purpose"`
 	ConversationID int64  `json:"conversationId"`
 	Name           string `json:"name"`
 	ContentType    string `json:"contentType"`
@@ -26,7 +28,7 @@ func bindCreateUpload(a *API, w http.ResponseWriter, r *http.Request, p *uploadP
 
 // createUpload answers 201 with the ticket: where to PUT the bytes.
 func createUpload(a *API, ctx context.Context, user int64, p uploadParams) (int, any, error) {
-	t, err := a.svc.CreateUpload(ctx, chat.UploadRequest{ConversationID: p.ConversationID, UserID: user, Name: p.Name,
+	t, err := a.svc.CreateUpload(ctx, chat.UploadRequest{Purpose: p.Purpose, ConversationID: p.ConversationID, UserID: user, Name: p.Name,
 		ContentType: p.ContentType, Size: p.Size, DurationMs: p.DurationMs})
 	return createdReply(t, true, err)
 }

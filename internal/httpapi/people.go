@@ -20,11 +20,13 @@ func getMe(a *API, ctx context.Context, user int64, _ noParams) (int, any, error
 }
 
 // profileParams: PUT /v1/me and RPC me.update. AvatarURL and About absent
-// keep what is stored; "" clears them.
+// keep what is stored; "" clears them. AvatarUploadID makes an avatar
+// upload the avatar.
 type profileParams struct {
-	DisplayName string  `json:"displayName"`
-	AvatarURL   *string `json:"avatarUrl"`
-	About       *string `json:"about"`
+	DisplayName    string  `json:"displayName"`
+	AvatarURL      *string `json:"avatarUrl"`
+	AvatarUploadID *string `json:"avatarUploadId"`
+	About          *string `json:"about"`
 }
 
 func bindProfile(a *API, w http.ResponseWriter, r *http.Request, p *profileParams) error {
@@ -32,7 +34,8 @@ func bindProfile(a *API, w http.ResponseWriter, r *http.Request, p *profileParam
 }
 
 func setMe(a *API, ctx context.Context, user int64, p profileParams) (int, any, error) {
-	return okReply(a.svc.SetProfile(ctx, user, chat.ProfileUpdate{DisplayName: p.DisplayName, AvatarURL: p.AvatarURL, About: p.About}))
+	return okReply(a.svc.SetProfile(ctx, user, chat.ProfileUpdate{DisplayName: p.DisplayName, AvatarURL: p.AvatarURL,
+		AvatarUploadID: p.AvatarUploadID, About: p.About}))
 }
 
 func getUserSettings(a *API, ctx context.Context, user int64, _ noParams) (int, any, error) {

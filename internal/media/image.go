@@ -12,6 +12,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"slices"
 
 	"golang.org/x/image/draw"
 	"golang.org/x/image/webp"
@@ -35,6 +36,17 @@ var codecs = map[string]codec{
 	"image/png":  {png.Decode, png.DecodeConfig},
 	"image/gif":  {gif.Decode, gif.DecodeConfig}, // decode reads the first frame
 	"image/webp": {webp.Decode, webp.DecodeConfig},
+}
+
+// DecodableTypes lists the image types chatd reads (and thumbnails),
+// sorted.
+func DecodableTypes() []string {
+	out := make([]string, 0, len(codecs))
+	for t := range codecs {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Decodable reports whether chatd reads (and thumbnails) images of type t.

@@ -17,7 +17,7 @@ import (
 // uploads, kills and expiry.
 func CheckAttachmentBlobs(t testing.TB, pool *pgxpool.Pool, stored []string) {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT blob_key, state IN ('complete', 'attached'), thumb_state IS NOT DISTINCT FROM 'ready' FROM attachment`)
+	rows, err := pool.Query(context.Background(), `SELECT blob_key, state IN ('complete', 'attached', 'avatar'), thumb_state IS NOT DISTINCT FROM 'ready' FROM attachment`)
 	if err != nil {
 		t.Fatal(err)
 	}
