@@ -65,6 +65,16 @@ type ProfileUpdate struct {
 // AvatarPath(id) + "/thumbnail".
 func AvatarPath(uploadID string) string { return "/v1/attachments/" + uploadID }
 
+// AvatarUploadOf returns the upload id of an avatar that is an
+// AvatarPath, and false for an https URL (or anything else).
+func AvatarUploadOf(avatar string) (string, bool) {
+	id, ok := strings.CutPrefix(avatar, AvatarPath(""))
+	if !ok || ValidateUploadID("avatar", id) != nil {
+		return "", false
+	}
+	return id, true
+}
+
 // Settings are a user's privacy settings; both default to true.
 type Settings struct {
 	ReadReceipts bool `json:"readReceipts"`

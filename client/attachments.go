@@ -48,6 +48,11 @@ type UploadOptions struct {
 	// Attempts bounds the PUTs of the bytes (default 6): a PUT cut short
 	// by the network is sent again from the start.
 	Attempts int
+	// Purpose is "" (or "message") for a message's file, "avatar" for a
+	// picture to name as ProfileUpdate.AvatarUploadID or
+	// GroupUpdate.AvatarUploadID (UploadAvatar); an avatar upload has no
+	// conversation.
+	Purpose string
 }
 
 type uploadState struct {
@@ -68,7 +73,15 @@ func (c *Client) Upload(ctx context.Context, conversationID int64, name string, 
 	return c.UploadWithOptions(ctx, conversationID, name, r, UploadOptions{})
 }
 
-// UploadWithOptions is Upload with a declared type, duration or progress.
+// UploadAvatar uploads a picture (JPEG, PNG, GIF or WebP) for an avatar
+// and returns it; Attachment.ID is what ProfileUpdate.AvatarUploadID or
+// GroupUpdate.AvatarUploadID names, once.
+func (c *Client) UploadAvatar(ctx context.Context, name string, r io.Reader) (Attachment, error) {
+	return c.UploadWithOptions(ctx, 0, name, r, UploadOptions{Purpose: chat.PurposeAvatar})
+}
+
+// UploadWithOptions is Upload with a declared type, duration, progress or
+// purpose (conversationID is ignored for an avatar).
 func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, name string, r io.Reader, o UploadOptions) (Attachment, error) {
 	src, err := newSource(r)
 	if err != nil {
@@ -86,10 +99,15 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 	if attempts <= 0 {
 		attempts = 6
 	}
+	params := map[string]any{"name": filepath.Base(name), "contentType": ctype, "size": src.size, "durationMs": o.DurationMs}
+	if o.Purpose == chat.PurposeAvatar {
+		params["purpose"] = o.Purpose
+	} else {
+		params["conversationId"] = conversationID
+	}
 	var t chat.UploadTicket
 	newTicket := func() error {
-		return c.call(ctx, "upload.create", map[string]any{"conversationId": conversationID, "name": filepath.Base(name),
-			"contentType": ctype, "size": src.size, "durationMs": o.DurationMs}, &t, false)
+		return c.call(ctx, "upload.create", params, &t, false)
 	}
 	if err := newTicket(); err != nil {
 		return Attachment{}, err

@@ -158,6 +158,13 @@
 // a broken connection is resumed with a Range request from where it
 // stopped, and DownloadFrom resumes a file a previous run began.
 //
+// UploadAvatar uploads a picture (JPEG, PNG, GIF or WebP) for an avatar:
+// name it once as ProfileUpdate.AvatarUploadID or
+// GroupUpdate.AvatarUploadID. A Profile's or Conversation's Avatar is
+// then its path, /v1/attachments/{id}, which DownloadAvatar fetches (with
+// the token: who may see the profile, or the group's members); otherwise
+// it is an https URL or nil.
+//
 // # Concurrency
 //
 // All methods are safe for concurrent use. Events are produced by one

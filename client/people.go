@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	chat "github.com/chatd/chatd"
@@ -32,11 +33,14 @@ type (
 )
 
 // ProfileUpdate sets the user's profile: DisplayName is required; nil
-// AvatarURL or About keep what is stored, "" clears them.
+// AvatarURL or About keep what is stored, "" clears them. AvatarUploadID
+// (not with AvatarURL) makes an upload of UploadAvatar the avatar, whose
+// Profile.Avatar is then its path /v1/attachments/{id} (DownloadAvatar).
 type ProfileUpdate struct {
-	DisplayName string  `json:"displayName"`
-	AvatarURL   *string `json:"avatarUrl,omitempty"`
-	About       *string `json:"about,omitempty"`
+	DisplayName    string  `json:"displayName"`
+	AvatarURL      *string `json:"avatarUrl,omitempty"`
+	AvatarUploadID *string `json:"avatarUploadId,omitempty"`
+	About          *string `json:"about,omitempty"`
 }
 
 // SettingsUpdate changes the settings given.
@@ -50,6 +54,7 @@ type GroupUpdate struct {
 	Title          *string `json:"title,omitempty"`
 	About          *string `json:"about,omitempty"`
 	AvatarURL      *string `json:"avatarUrl,omitempty"`
+	AvatarUploadID *string `json:"avatarUploadId,omitempty"` // an upload of UploadAvatar
 	HistoryVisible *string `json:"historyVisible,omitempty"` // "joined" or "all"
 }
 
@@ -72,6 +77,21 @@ func (c *Client) Me(ctx context.Context) (Me, error) {
 // conversation with them get profile.updated.
 func (c *Client) SetProfile(ctx context.Context, u ProfileUpdate) (Profile, error) {
 	return callFor[Profile](ctx, c, "me.update", u, true)
+}
+
+// DownloadAvatar writes an avatar chatd keeps, a Profile's or a
+// Conversation's Avatar that is a path (/v1/attachments/{id}), or its
+// thumbnail, to w (as Download). An https avatar is not chatd's to serve:
+// invalid, fetch it yourself.
+func (c *Client) DownloadAvatar(ctx context.Context, avatar string, thumbnail bool, w io.Writer) (DownloadInfo, error) {
+	id, ok := chat.AvatarUploadOf(avatar)
+	if !ok {
+		return DownloadInfo{}, &Error{Op: "download", Code: "invalid", Message: fmt.Sprintf("avatar %q is not one chatd keeps", avatar)}
+	}
+	if thumbnail {
+		return c.DownloadThumbnail(ctx, id, w)
+	}
+	return c.Download(ctx, id, w)
 }
 
 // User returns one user's profile: ErrNotFound unless they share a

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,4 +59,34 @@ func TestSendAFileAndDownloadIt(t *testing.T) {
 	html := filepath.Join(dir, "cat.png")
 	_ = os.WriteFile(html, mediatest.HTML(), 0o600)
 	wantFail(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--file", html), 1, "does not accept")
+}
+
+func TestSetAnAvatarFromAFileForTheUserAndForAGroup(t *testing.T) {
+	dataDir := t.TempDir()
+	srv := startChatd(t, dataDir)
+	env := chatEnv(srv, dataDir)
+	env["CHAT_HTTP_ADDR"] = srv.HTTPAddr()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "me.png")
+	if err := os.WriteFile(p, mediatest.PNG(64, 64), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := mustOK(t, chatctl(t, env, "profile", "--user", "1", "--name", "Ann", "--avatar-file", p))
+	if !strings.Contains(r.stdout, "avatar: /v1/attachments/") {
+		t.Fatalf("profile --avatar-file: %s", r.stdout)
+	}
+	wantFail(t, chatctl(t, env, "profile", "--user", "1", "--name", "Ann", "--avatar-file", p, "--avatar", "https://example.com/a.png"), 2, "not both")
+
+	mustOK(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "hi"))
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "Team", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = mustOK(t, chatctl(t, env, "group", "update", "--user", "1", "--conversation", strconv.FormatInt(g.ID, 10), "--avatar-file", p))
+	if !strings.Contains(r.stdout, `"avatar": "/v1/attachments/`) {
+		t.Fatalf("group update --avatar-file: %s", r.stdout)
+	}
+	pdf := filepath.Join(dir, "me.pdf")
+	_ = os.WriteFile(pdf, []byte("%PDF-1.4\n"), 0o600)
+	wantFail(t, chatctl(t, env, "profile", "--user", "1", "--name", "Ann", "--avatar-file", pdf), 1, "does not accept")
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,19 +17,25 @@ import (
 // profile, settings, block, group and search.
 
 func runProfile(ctx context.Context, a *app, args []string) error {
-	cf := newChatFlags("profile", "profile --user N [--name NAME [--about TEXT] [--avatar URL]] [--of IDS] [--json]",
-		"Show --user's own profile and settings; with --name, set the profile first;\nwith --of, show the profiles of those users (only users who share a\nconversation with --user are shown).",
+	cf := newChatFlags("profile", "profile --user N [--name NAME [--about TEXT] [--avatar URL | --avatar-file PATH]] [--of IDS] [--json]",
+		"Show --user's own profile and settings; with --name, set the profile first;\nwith --of, show the profiles of those users (only users who share a\nconversation with --user are shown). --avatar-file uploads a picture (JPEG,\nPNG, GIF or WebP) to chatd's HTTP API (--http) and makes it the avatar.",
 		`chatctl profile --user 1 --name "Ann Lee" --about "climbs on Sundays"`,
+		`chatctl profile --user 1 --name "Ann Lee" --avatar-file me.jpg`,
 		"chatctl profile --user 2 --of 1,3")
 	name := cf.fs.String("name", "", "display name to set (1-64 characters)")
 	about := cf.fs.String("about", "", "about text to set (with --name; \"-\" clears it)")
 	avatar := cf.fs.String("avatar", "", "avatar https URL to set (with --name; \"-\" clears it)")
+	avatarFile := cf.fs.String("avatar-file", "", "a picture to upload and set as the avatar (with --name)")
+	httpURL := addHTTPFlag(cf.fs)
 	of := cf.fs.String("of", "", "comma-separated user ids whose profiles to show")
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
-	if *name == "" && (*about != "" || *avatar != "") {
-		return usagef("%s: --about and --avatar are set together with --name", cf.fs.Name())
+	if *name == "" && (*about != "" || *avatar != "" || *avatarFile != "") {
+		return usagef("%s: --about, --avatar and --avatar-file are set together with --name", cf.fs.Name())
+	}
+	if *avatar != "" && *avatarFile != "" {
+		return usagef("%s: give --avatar or --avatar-file, not both", cf.fs.Name())
 	}
 	return cf.with(ctx, a, func(c *client.Client) error {
 		if *of != "" {
@@ -53,6 +60,13 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 		}
 		if *name != "" {
 			u := client.ProfileUpdate{DisplayName: *name, About: clearable(*about), AvatarURL: clearable(*avatar)}
+			if *avatarFile != "" {
+				id, err := uploadAvatar(ctx, c, cf.fs, *cf.user, *avatarFile)
+				if err != nil {
+					return err
+				}
+				u.AvatarUploadID = &id
+			}
 			if _, err := c.SetProfile(ctx, u); err != nil {
 				return cf.explain(err, 0)
 			}
@@ -67,7 +81,22 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 		printProfile(a.stdout, me.Profile)
 		fmt.Fprintf(a.stdout, "  read receipts %s, presence %s\n", onOff(me.Settings.ReadReceipts), onOff(me.Settings.Presence))
 		return nil
-	})
+	}, withHTTP(a, *httpURL))
+}
+
+// uploadAvatar uploads the picture at path as user's avatar upload and
+// returns its id, for ProfileUpdate or GroupUpdate.AvatarUploadID.
+func uploadAvatar(ctx context.Context, c *client.Client, fs *flag.FlagSet, user int64, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", fs.Name(), err)
+	}
+	defer f.Close()
+	att, err := c.UploadAvatar(ctx, path, f)
+	if err != nil {
+		return "", explainUpload(err, fs, user, 0, path)
+	}
+	return att.ID, nil
 }
 
 // clearable: "" keeps what is stored (nil), "-" clears it.
@@ -211,11 +240,11 @@ func addGroupFlags(fs *flag.FlagSet) groupFlags {
 }
 
 // with is chatFlags.with after checking --conversation.
-func (g groupFlags) with(ctx context.Context, a *app, fn func(*client.Client) error) error {
+func (g groupFlags) with(ctx context.Context, a *app, fn func(*client.Client) error, opts ...func(*client.Config)) error {
 	if err := requireID(g.chat.fs, "conversation", *g.conv, "the group's conversation id"); err != nil {
 		return err
 	}
-	return g.chat.with(ctx, a, fn)
+	return g.chat.with(ctx, a, fn, opts...)
 }
 
 // explain is explainGroup for --user in the group.
@@ -232,16 +261,22 @@ func explainGroup(err error, fs *flag.FlagSet, user, conv int64) error {
 }
 
 func runGroupUpdate(ctx context.Context, a *app, args []string) error {
-	fs := newFlags("group update", "group update --user N --conversation C [--title T] [--about A] [--avatar URL] [--history joined|all]",
-		"Change a group's settings as --user (owner or admin; --history the owner only)\nand print the conversation. --avatar - removes the avatar.",
-		`chatctl group update --user 1 --conversation 3 --title "Crag crew" --history all`)
+	fs := newFlags("group update", "group update --user N --conversation C [--title T] [--about A] [--avatar URL | --avatar-file PATH] [--history joined|all]",
+		"Change a group's settings as --user (owner or admin; --history the owner only)\nand print the conversation. --avatar - removes the avatar; --avatar-file\nuploads a picture (JPEG, PNG, GIF or WebP) to chatd's HTTP API (--http)\nand makes it the avatar.",
+		`chatctl group update --user 1 --conversation 3 --title "Crag crew" --history all`,
+		`chatctl group update --user 1 --conversation 3 --avatar-file crew.png`)
 	g := addGroupFlags(fs)
 	title := fs.String("title", "", "new title")
 	about := fs.String("about", "", "new about text (\"-\" clears it)")
 	avatar := fs.String("avatar", "", "new avatar https URL (\"-\" removes it)")
+	avatarFile := fs.String("avatar-file", "", "a picture to upload and set as the group's avatar")
+	httpURL := addHTTPFlag(fs)
 	history := fs.String("history", "", "what members added later read: joined (from their join) or all")
 	if err := parse(a, fs, args); err != nil {
 		return err
+	}
+	if *avatar != "" && *avatarFile != "" {
+		return usagef("%s: give --avatar or --avatar-file, not both", fs.Name())
 	}
 	u := client.GroupUpdate{About: clearable(*about), AvatarURL: clearable(*avatar)}
 	if *title != "" {
@@ -250,16 +285,23 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 	if *history != "" {
 		u.HistoryVisible = history
 	}
-	if u.Title == nil && u.About == nil && u.AvatarURL == nil && u.HistoryVisible == nil {
-		return usagef("%s: give at least one of --title, --about, --avatar, --history", fs.Name())
+	if u.Title == nil && u.About == nil && u.AvatarURL == nil && *avatarFile == "" && u.HistoryVisible == nil {
+		return usagef("%s: give at least one of --title, --about, --avatar, --avatar-file, --history", fs.Name())
 	}
 	return g.with(ctx, a, func(c *client.Client) error {
+		if *avatarFile != "" {
+			id, err := uploadAvatar(ctx, c, fs, *g.chat.user, *avatarFile)
+			if err != nil {
+				return err
+			}
+			u.AvatarUploadID = &id
+		}
 		conv, err := c.UpdateGroup(ctx, *g.conv, u)
 		if err != nil {
 			return g.explain(err)
 		}
 		return printJSON(a.stdout, conv)
-	})
+	}, withHTTP(a, *httpURL))
 }
 
 func runGroupMembers(ctx context.Context, a *app, args []string) error {
