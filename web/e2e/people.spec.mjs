@@ -52,6 +52,9 @@ const title = (page, cid) => row(page, cid).getByTestId('conv-title').textConten
 
 const notices = (page) => page.getByTestId('system').allTextContents();
 
+// A 1×1 PNG: an avatar chatd decodes and thumbnails.
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
 // -------------------------------------------------------------- scenarios
 
 test('profile: a name set in the editor shows everywhere, live, for who shares a chat', async () => {
@@ -67,6 +70,12 @@ test('profile: a name set in the editor shows everywhere, live, for who shares a
   await a.page.getByTestId('profile-about').fill('Climbs on Sundays');
   await a.page.getByTestId('profile-save').click();
   await eventually(async () => assert.equal(await a.page.getByTestId('me').textContent(), 'Ann Lee'));
+  // A picture file becomes the avatar: uploaded to chatd, then fetched
+  // with the token (a blob: URL) by who shares a chat.
+  await a.page.getByTestId('profile-avatar-file').setInputFiles({ name: 'me.png', mimeType: 'image/png', buffer: Buffer.from(PNG, 'base64') });
+  await a.page.getByTestId('profile-save').click();
+  await eventually(async () => assert.match((await api(302, 'GET', '/v1/users/301')).avatar || '', /^\/v1\/attachments\/[a-z2-7]{26}$/));
+  await eventually(async () => assert.match((await row(b.page, d.id).locator('.avatar img').first().getAttribute('src', { timeout: 1000 })) || '', /^blob:/));
   if (SHOTS) await a.page.screenshot({ path: path.join(SHOTS, 'profile.png') });
   await a.page.getByTestId('panel-close').click();
 

@@ -102,7 +102,7 @@ export class Api {
     return this.request('GET', '/v1/me');
   }
 
-  /** @param {{displayName:string, about?:string, avatarUrl?:string}} p */
+  /** @param {{displayName:string, about?:string, avatarUrl?:string, avatarUploadId?:string}} p */
   setMe(p) {
     return this.request('PUT', '/v1/me', p);
   }

@@ -14,7 +14,7 @@ import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
 import { closeMenus } from './views/lifecycle.js';
 import { People } from './store/people.js';
-import { usePeople } from './views/format.js';
+import { useBlobs, usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
 import { BlobCache, Uploader } from './uploads.js';
@@ -107,7 +107,9 @@ async function startApp({ token, userId, exp }) {
     location.hash = cid ? `#/c/${cid}` : '';
   };
   const signOutEverywhere = () => signOut('You were signed out on every device. Sign in again.', { endSession: true });
-  const peopleCtx = { state, sync, api, people, notify, go, signOutEverywhere };
+  const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
+  useBlobs(media.cache);
+  const peopleCtx = { state, sync, api, people, media, notify, go, signOutEverywhere };
   const search = createSearch(state, api, {
     jump: (cid, seq) => {
       go(cid);
@@ -146,7 +148,6 @@ async function startApp({ token, userId, exp }) {
       }),
   });
 
-  const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
   const convView = createConversationView(state, sync, media, {
     back: () => go(null),
     info: (cid) => openInfo(peopleCtx, cid),

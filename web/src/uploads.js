@@ -45,6 +45,20 @@ export class Uploader {
    * abort() (returned in handle) stops it.
    */
   upload(cid, file, onProgress, handle = {}) {
+    return this.send({ conversationId: cid }, file, onProgress, handle);
+  }
+
+  /**
+   * Uploads a picture (JPEG, PNG, GIF or WebP) as an avatar upload, for
+   * PUT /v1/me or PATCH /v1/conversations/{id} avatarUploadId; resolves
+   * with its attachment (id: the upload id).
+   */
+  uploadAvatar(file, onProgress = () => {}, handle = {}) {
+    return this.send({ purpose: 'avatar' }, file, onProgress, handle);
+  }
+
+  /** An upload whose ticket asks for what (a conversation's, an avatar). */
+  send(what, file, onProgress, handle) {
     // abort() works from the start: before the ticket comes, it stops
     // the upload at the next step (no bytes sent, nothing completed).
     let aborted = false;
@@ -56,7 +70,7 @@ export class Uploader {
     };
     return (async () => {
       const t = await this.api.request('POST', '/v1/uploads', {
-        conversationId: cid,
+        ...what,
         name: file.name || 'file',
         contentType: fileType(file),
         size: file.size,

@@ -99,3 +99,22 @@ test('an iPhone HEIC photo, which chatd does not thumbnail, is a file to downloa
   assert.equal(shownAsPicture({ ...heic, thumbnail: { width: 320, height: 240 } }), true);
   assert.equal(shownAsPicture({ contentType: 'application/pdf' }), false);
 });
+
+test('an avatar upload asks for a ticket with purpose avatar and no conversation', async () => {
+  const api = pendingApi();
+  const handle = {};
+  const done = new Uploader(api).uploadAvatar({ name: 'me.png', type: 'image/png', size: 3 }, () => {}, handle);
+  assert.equal(api.calls.length, 1);
+  assert.deepEqual(api.calls[0].body, { purpose: 'avatar', name: 'me.png', contentType: 'image/png', size: 3 });
+  handle.abort();
+  api.calls[0].resolve({ uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT' });
+  await assert.rejects(done, (e) => e.code === 'aborted');
+});
+
+test('an avatar chatd keeps is told from an https address by its path', async () => {
+  const { keptAvatar } = await import('../src/views/format.js');
+  assert.equal(keptAvatar('/v1/attachments/ofbjcmujwrisdvlx7lig5xzoiu'), 'ofbjcmujwrisdvlx7lig5xzoiu');
+  assert.equal(keptAvatar('https://img.example/a.png'), null);
+  assert.equal(keptAvatar('/v1/attachments/ofbjcmujwrisdvlx7lig5xzoiu/thumbnail'), null);
+  assert.equal(keptAvatar(null), null);
+});

@@ -14,6 +14,24 @@ export function usePeople(p) {
   people = p;
 }
 
+/** @type {import('../uploads.js').BlobCache|null} */
+let blobs = null;
+
+/** Avatars chatd keeps are fetched through cache from now on. */
+export function useBlobs(cache) {
+  blobs = cache;
+}
+
+/**
+ * The upload id of an avatar chatd keeps: its download path,
+ * /v1/attachments/{id} (docs/http.md "Avatars"); null for an https
+ * address.
+ */
+export function keptAvatar(url) {
+  const m = /^\/v1\/attachments\/([a-z2-7]{26})$/.exec(url || '');
+  return m ? m[1] : null;
+}
+
 export function userName(uid, me) {
   if (uid === me) return 'You';
   return people ? people.name(uid) : `User ${uid}`;
@@ -58,10 +76,18 @@ export function personAvatar(uid, size = '') {
 export function userAvatar(label, seed, size = '', square = false, url = null) {
   const el = h('span', { class: `avatar ${size} ${square ? 'square' : ''}`.trim(), 'aria-hidden': 'true' }, label.length > 3 ? label.slice(-3) : label);
   el.style.setProperty('--avatar-bg', PALETTE[Math.abs(Number(seed)) % PALETTE.length]);
-  if (url && /^https:\/\//.test(url)) {
+  const kept = keptAvatar(url);
+  if (url && (/^https:\/\//.test(url) || (kept && blobs))) {
     // The initials stay underneath until the picture loads (or fails).
-    const img = h('img', { src: url, alt: '', referrerpolicy: 'no-referrer', loading: 'lazy', decoding: 'async' });
+    const img = h('img', { alt: '', referrerpolicy: 'no-referrer', loading: 'lazy', decoding: 'async' });
     img.addEventListener('error', () => img.remove());
+    if (kept) {
+      // chatd's own, fetched with the token like an image attachment:
+      // its thumbnail, else the picture (a thumbnail still being made).
+      blobs.url(kept, true).catch(() => blobs.url(kept)).then((u) => (img.src = u), () => img.remove());
+    } else {
+      img.src = url;
+    }
     el.appendChild(img);
   }
   return el;

@@ -5,7 +5,7 @@
 // action calls the HTTP API and shows the server's refusal in place.
 
 import { h, icon, replace } from './dom.js';
-import { avatar, displayName, personAvatar, userName } from './format.js';
+import { avatar, displayName, keptAvatar, personAvatar, userName } from './format.js';
 import { parseUserId } from './dialogs.js';
 
 /** A modal panel: title, close button, body; Esc and the backdrop close it. */
@@ -83,8 +83,43 @@ function toggle(label, testid, checked, onchange, hint) {
   return h('label', { class: 'toggle' }, box, h('span', null, h('strong', null, label), hint && h('span', { class: 'hint' }, hint)));
 }
 
+/** What an avatar may be (docs/http.md "Avatars"). */
+const AVATAR_TYPES = 'image/jpeg,image/png,image/gif,image/webp';
+
 /**
- * The caller's profile (name, about, avatar URL) and privacy settings.
+ * A profile's or a group's picture: an https address, or a picture file
+ * uploaded to chatd as an avatar (current is then its path). changes()
+ * uploads a chosen file and resolves with what to send: avatarUploadId,
+ * avatarUrl ("" removes it), or nothing when it stays.
+ */
+function pictureField(current, testid, disabled, uploader) {
+  const initial = keptAvatar(current) ? '' : current || '';
+  const url = h('input', { value: initial, placeholder: 'https://…', 'data-testid': testid, inputmode: 'url', disabled });
+  const file = h('input', { type: 'file', accept: AVATAR_TYPES, 'data-testid': `${testid}-file`, disabled });
+  let removed = false;
+  const remove = h('button', {
+    class: 'btn small', type: 'button', 'data-testid': `${testid}-remove`, hidden: !current || disabled,
+    onclick: () => {
+      removed = true;
+      url.value = '';
+      file.value = '';
+      remove.hidden = true;
+    },
+  }, 'Remove picture');
+  return {
+    el: h('div', { class: 'stack' }, url, h('div', { class: 'row' }, file, remove)),
+    async changes() {
+      const f = file.files && file.files[0];
+      if (f) return { avatarUploadId: (await uploader.uploadAvatar(f)).id };
+      const v = url.value.trim();
+      if (v !== initial || (removed && current)) return { avatarUrl: v };
+      return {};
+    },
+  };
+}
+
+/**
+ * The caller's profile (name, about, picture) and privacy settings.
  * @param {{people:import('../store/people.js').People, api:import('../api.js').Api, notify:(m:string)=>void,
  *   signOutEverywhere:()=>void}} ctx
  */
@@ -96,7 +131,8 @@ export async function openProfile(ctx) {
   const name = h('input', { value: me.displayName, maxlength: '64', placeholder: `User ${me.id}`, 'data-testid': 'profile-name', autocomplete: 'name' });
   const about = h('textarea', { rows: '2', maxlength: '500', 'data-testid': 'profile-about' });
   about.value = me.about || '';
-  const avatarUrl = h('input', { value: me.avatar || '', placeholder: 'https://…', 'data-testid': 'profile-avatar', inputmode: 'url' });
+  let picture = pictureField(me.avatar, 'profile-avatar', false, ctx.media.uploader);
+  const pictureSlot = h('div', null, picture.el);
   const preview = h('span', { class: 'avatar-slot' }, personAvatar(me.id, 'large'));
   const heading = h('strong', { 'data-testid': 'profile-heading' }, displayName(me.id));
   const save = h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'profile-save' }, 'Save profile');
@@ -106,14 +142,16 @@ export async function openProfile(ctx) {
     h('div', { class: 'profile-card' }, preview, h('div', null, heading, h('p', { class: 'hint' }, `User id ${me.id}`))),
     field('Display name', name, '1 to 64 characters; others see it instead of your id.'),
     field('About', about),
-    field('Picture', avatarUrl, 'An https:// image address. Uploads come with attachments.'),
+    field('Picture', pictureSlot, 'A picture file (JPEG, PNG, GIF or WebP), or an https:// image address.'),
     h('div', { class: 'modal-actions' }, save),
   );
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     save.disabled = true;
     const ok = await p.attempt(async () => {
-      await people.saveProfile({ displayName: name.value, about: about.value, avatarUrl: avatarUrl.value.trim() });
+      const saved = await people.saveProfile({ displayName: name.value, about: about.value, ...(await picture.changes()) });
+      picture = pictureField(saved.avatar, 'profile-avatar', false, ctx.media.uploader);
+      pictureSlot.replaceChildren(picture.el);
       preview.replaceChildren(personAvatar(me.id, 'large'));
       heading.textContent = displayName(me.id);
     });
@@ -210,7 +248,7 @@ export async function openInfo(ctx, cid) {
     const title = h('input', { value: c.title, maxlength: '200', 'data-testid': 'group-title', disabled: !canManage() });
     const about = h('textarea', { rows: '2', maxlength: '500', 'data-testid': 'group-about', disabled: !canManage() });
     about.value = c.about || '';
-    const pic = h('input', { value: c.avatarUrl || '', placeholder: 'https://…', 'data-testid': 'group-avatar', disabled: !canManage() });
+    const pic = pictureField(c.avatarUrl, 'group-avatar', !canManage(), ctx.media.uploader);
     const history = h('select', { 'data-testid': 'group-history', disabled: myRole() !== 'owner' },
       h('option', { value: 'joined' }, 'From when they join'), h('option', { value: 'all' }, 'The whole history'));
     history.value = c.historyVisible || 'joined';
@@ -222,7 +260,7 @@ export async function openInfo(ctx, cid) {
         h('p', { class: 'hint' }, `${members.length} members`))),
       field('Name', title),
       field('Description', about),
-      field('Picture', pic, 'An https:// image address.'),
+      field('Picture', pic.el, 'A picture file (JPEG, PNG, GIF or WebP), or an https:// image address.'),
       field('New members read', history, 'Only the owner changes this.'),
       h('div', { class: 'modal-actions' }, save),
     );
@@ -231,13 +269,17 @@ export async function openInfo(ctx, cid) {
       const changes = {};
       if (title.value.trim() !== c.title) changes.title = title.value;
       if (about.value.trim() !== (c.about || '')) changes.about = about.value;
-      if (pic.value.trim() !== (c.avatarUrl || '')) changes.avatarUrl = pic.value.trim();
       if (myRole() === 'owner' && history.value !== (c.historyVisible || 'joined')) changes.historyVisible = history.value;
-      if (!Object.keys(changes).length) return;
       save.disabled = true;
-      const ok = await p.attempt(async () => state.setConversation(await api.updateGroup(cid, changes)));
+      let changed = false;
+      const ok = await p.attempt(async () => {
+        Object.assign(changes, await pic.changes());
+        if (!Object.keys(changes).length) return;
+        changed = true;
+        state.setConversation(await api.updateGroup(cid, changes));
+      });
       save.disabled = false;
-      if (ok) {
+      if (ok && changed) {
         ctx.notify('Group updated.');
         render();
       }
