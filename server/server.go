@@ -171,6 +171,13 @@ func (s *Server) openDB(ctx context.Context, st config.Settings, appName string)
 		opts = append(opts, pgembed.WithMaxConnsFrom("db_max_conns from "+src))
 	}
 	pool, closeDB, err := pgembed.OpenOwner(ctx, st.DatabaseURL, st.DataDir, st.DBMaxConns, s.log, opts...)
+	var bad *pgembed.URLError
+	if errors.As(err, &bad) {
+		// A bad setting like those config.Load refuses, found later:
+		// chatd exits 2 for it, and no restart is tried.
+		return &config.Error{Key: "database_url", Source: st.Source("database_url"), Reason: bad.Error(),
+			Fix: "fix the URL (CHAT_DATABASE_URL, -database-url or database_url in the YAML file)", Err: err}
+	}
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,8 @@ func main() {
 
 // run is chatd until ctx ends (SIGINT, SIGTERM): exit status 0 after a
 // clean shutdown (also one requested while starting) or -help/-version, 1
-// when it fails, 2 for bad settings.
+// when it fails, 2 for bad settings (also those found while starting: an
+// unusable database URL).
 // environ is the whole environment, "KEY=value" (os.Environ).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
 	env := map[string]string{}
@@ -119,6 +120,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	}
 	if err != nil {
 		log.Error("chatd failed to start", "err", err)
+		// A setting found unusable only now (the database URL) is as
+		// bad as one Load refused: a restart cannot fix it.
+		var bad *config.Error
+		if errors.As(err, &bad) {
+			return 2
+		}
 		return 1
 	}
 	dbFailed := false

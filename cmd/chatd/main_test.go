@@ -168,3 +168,45 @@ func TestAStopRequestedWhileStartingExitsZeroWithoutAnError(t *testing.T) {
 		t.Fatalf("an ERROR line for a requested stop:\n%s", logs.String())
 	}
 }
+
+// A database URL chatd cannot use as written (one that does not parse, or
+// whose pool_max_conns contradicts db_max_conns) is a bad setting, found
+// only when the database is opened: it exits 2 like the settings Load
+// refuses, naming the setting and where it came from, so that a
+// supervisor told not to restart on 2 (deploy/chatd.service,
+// RestartPreventExitStatus=2) stops instead of restarting it every 2 s
+// for ever. It used to exit 1. A database that does not answer is not a
+// setting's fault: it still exits 1, to be started again.
+func TestADatabaseURLThatCannotBeUsedExitsTwoNamingItAndAnUnreachableDatabaseOne(t *testing.T) {
+	base := map[string]string{"CHAT_DATA_DIR": t.TempDir(), "CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "off"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"unparsable", map[string]string{"CHAT_DATABASE_URL": "postgres://chat:hunter2secret@127.0.0.1:notaport/chat"},
+			2, "database_url (from env CHAT_DATABASE_URL)"},
+		{"pool size conflict", map[string]string{"CHAT_DATABASE_URL": "postgres://chat:hunter2secret@127.0.0.1:1/chat?pool_max_conns=50", "CHAT_DB_MAX_CONNS": "10"},
+			2, "database_url (from env CHAT_DATABASE_URL)"},
+		{"unreachable", map[string]string{"CHAT_DATABASE_URL": "postgres://chat:hunter2secret@127.0.0.1:1/chat?connect_timeout=2"},
+			1, "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			code, _, errOut := chatd(t, t.Context(), env)
+			if code != tc.code || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d (want %d), stderr lacks %q:\n%s", code, tc.code, tc.want, errOut)
+			}
+			if strings.Contains(errOut, "hunter2secret") {
+				t.Fatalf("the password is in the output:\n%s", errOut)
+			}
+		})
+	}
+}

@@ -15,6 +15,14 @@ import (
 // an unreachable database fails fast instead of hanging a publisher.
 const defaultConnectTimeout = 5 * time.Second
 
+// URLError is a database URL that cannot be used as written: it does not
+// parse, or its pool_max_conns contradicts the pool size set apart. Unlike
+// a database that does not answer, trying again cannot help.
+type URLError struct{ Err error }
+
+func (e *URLError) Error() string { return e.Err.Error() }
+func (e *URLError) Unwrap() error { return e.Err }
+
 // OpenPool connects to url with settings suited to chatd. What the URL
 // says explicitly wins: its pool_max_conns over maxConns (the caller's
 // size; <= 0 takes at least 16), its connect_timeout (or PGCONNECT_TIMEOUT)
@@ -24,13 +32,13 @@ const defaultConnectTimeout = 5 * time.Second
 func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOption) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, &URLError{fmt.Errorf("parse database url: %w", err)}
 	}
 	// pgxpool does not say whether the URL named the pool size, the
 	// connection config (which keeps it as a runtime parameter) does.
 	cc, err := pgconn.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, &URLError{fmt.Errorf("parse database url: %w", err)}
 	}
 	_, urlSize := cc.RuntimeParams["pool_max_conns"]
 	pc := &poolConfig{Config: cfg}
@@ -39,7 +47,7 @@ func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOptio
 	}
 	switch {
 	case urlSize && pc.maxConnsFrom != "" && cfg.MaxConns != maxConns:
-		return nil, fmt.Errorf("the database URL's pool_max_conns=%d and the pool size %d of %s disagree: keep one of them", cfg.MaxConns, maxConns, pc.maxConnsFrom)
+		return nil, &URLError{fmt.Errorf("the database URL's pool_max_conns=%d and the pool size %d of %s disagree: keep one of them", cfg.MaxConns, maxConns, pc.maxConnsFrom)}
 	case urlSize:
 	case maxConns > 0:
 		cfg.MaxConns = maxConns
