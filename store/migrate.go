@@ -202,6 +202,42 @@ func MigrationsStatus(ctx context.Context, pool *pgxpool.Pool) ([]MigrationStatu
 	return readStatus(ctx, conn.Conn(), ms)
 }
 
+// CheckSchema reports whether this binary may run its statements on the
+// database: all of its migrations applied, none edited since, none it does
+// not know (a newer chatd's). A process that uses the database without
+// migrating it (chatctl's commands) checks this first, as chatd's start
+// does through Migrate. The error is a *SchemaError saying what to do.
+func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	status, err := MigrationsStatus(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if err := schemaProblem(status, ms); err != nil {
+		return err
+	}
+	var pending []MigrationStatus
+	for _, s := range status {
+		if s.State == MigrationPending {
+			pending = append(pending, s)
+		}
+	}
+	switch {
+	case len(pending) == 0:
+		return nil
+	case len(pending) == len(ms):
+		return &SchemaError{Migration: pending[0].Name, Reason: "the database has no chatd schema (no migration applied): is it chatd's database? " +
+			"chatctl migrate (or chatd's first start) creates the schema"}
+	default:
+		return &SchemaError{Migration: pending[0].Name, Reason: fmt.Sprintf(
+			"%d migrations of this binary are not applied to the database yet, the first %s: run chatctl migrate, or start this version of chatd, which migrates it",
+			len(pending), pending[0].Name)}
+	}
+}
+
 func withMigrationLock(ctx context.Context, pool *pgxpool.Pool, fn func(*pgx.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

@@ -499,3 +499,36 @@ func TestRevokeTokensRecordsTheRevocation(t *testing.T) {
 		t.Fatalf("revocations of user 42 ahead of %v: %d, %v", before, n, err)
 	}
 }
+
+// chatd refuses a database whose schema is not its own (migrations
+// pending, or a newer chatd migrated it), so that a binary never runs SQL
+// against tables and functions it does not know. chatctl's database
+// commands wrote through the same SQL without that check: against a
+// database not migrated yet (or the wrong one) they failed on a missing
+// relation, and against one a newer chatd had migrated they ran an older
+// binary's statements on it. They now refuse both before touching
+// anything, saying what to do; migrate status still reads any database.
+func TestDatabaseCommandsRefuseASchemaThatIsNotThisBinarys(t *testing.T) {
+	empty := freshDB(t)
+	wantFail(t, chatctl(t, nil, "conversation", "create", "--owner", "1", "--title", "T", "--database-url", empty), 1,
+		"chatctl migrate")
+	if r := chatctl(t, nil, "conversation", "create", "--owner", "1", "--title", "T", "--database-url", empty); strings.Contains(r.stderr, "SQLSTATE") {
+		t.Errorf("an unmigrated database answered with PostgreSQL's error:\n%s", r.stderr)
+	}
+	mustOK(t, chatctl(t, nil, "migrate", "status", "--database-url", empty))
+
+	newer := pgtest.NewDB(t)
+	conn, err := pgx.Connect(context.Background(), newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `INSERT INTO schema_migrations (version, name, sha256) VALUES (9999, '9999_future.sql', 'abc')`); err != nil {
+		t.Fatal(err)
+	}
+	wantFail(t, chatctl(t, nil, "revoke-tokens", "--user", "42", "--database-url", newer), 1, "newer than this binary's")
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM token_revocation`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("revocations written on a newer schema: %d, %v", n, err)
+	}
+}

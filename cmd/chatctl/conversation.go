@@ -42,6 +42,12 @@ func (a *app) service(ctx context.Context, db dbFlags) (*chat.Service, func(cont
 	if err != nil {
 		return nil, nil, err
 	}
+	// chatd refuses such a database at start; so does chatctl before it
+	// runs this binary's statements on it.
+	if err := store.CheckSchema(ctx, pool); err != nil {
+		_ = closeDB(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
 	limits := a.settings.Limits()
 	return chat.NewService(store.New(pool, limits), limits), closeDB, nil
 }
