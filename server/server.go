@@ -284,7 +284,7 @@ func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appNam
 		s.log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
 	}
 	cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-		Handler: s.consume, SkipOrigin: appName, Resync: s.Hub.Resync, Logger: s.log.With("component", "kafka-consumer"), Registerer: s.Registry,
+		Handler: s.consume, SkipOrigin: appName, Resync: s.Hub.Resync, Logger: s.log, Registerer: s.Registry,
 		Tracer: s.tracer})
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
@@ -313,7 +313,7 @@ func (s *Server) startBackground(st config.Settings, hook *hooks.Chat) error {
 	if rl := s.relay; rl != nil {
 		workers = append(workers, worker{"outbox relay", rl.Run}, worker{"kafka consumer", s.consumer.Run})
 	} else {
-		pr, err := relay.NewPruner(s.Pool, relay.PrunerConfig{Logger: s.log.With("component", "outbox-pruner"), Registerer: s.Registry})
+		pr, err := relay.NewPruner(s.Pool, relay.PrunerConfig{Logger: s.log, Registerer: s.Registry})
 		if err != nil {
 			return fmt.Errorf("outbox pruner: %w", err)
 		}
@@ -360,7 +360,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.sessions = store.NewSessions(pool)
 	if len(st.KafkaBrokers) > 0 {
 		if s.relay, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Entries: s.sessions, Logger: log.With("component", "relay"), Registerer: s.Registry, Tracer: s.tracer}); err != nil {
+			Entries: s.sessions, Logger: log, Registerer: s.Registry, Tracer: s.tracer}); err != nil {
 			return fmt.Errorf("kafka relay: %w", err)
 		}
 	}

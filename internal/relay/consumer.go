@@ -54,7 +54,7 @@ type ConsumerConfig struct {
 	BackoffMin     time.Duration // default 100ms
 	BackoffMax     time.Duration // default 10s
 
-	Logger     *slog.Logger          // default slog.Default()
+	Logger     *slog.Logger          // default slog.Default(); the package adds component and the topic, so give it neither
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	// Tracer continues the trace a record's traceparent header names: a
 	// chat.relay.consume span around Handler, which hands the event on

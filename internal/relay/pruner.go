@@ -20,7 +20,7 @@ type PrunerConfig struct {
 	BatchSize int           // rows per DELETE, default 1000
 	LockKey   int64         // the relay lease's advisory lock key, default DefaultLockKey
 
-	Logger     *slog.Logger          // default slog.Default()
+	Logger     *slog.Logger          // default slog.Default(); the pruner adds component, so give it none
 	Registerer prometheus.Registerer // nil: metrics are not registered
 }
 

@@ -54,7 +54,7 @@ type Config struct {
 	WriteTimeout time.Duration // one Kafka write, default 10s; bounds how long Run takes to stop
 	LockKey      int64         // advisory lock key, default DefaultLockKey
 
-	Logger     *slog.Logger          // default slog.Default()
+	Logger     *slog.Logger          // default slog.Default(); the package adds component and the topic, so give it neither
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	// Tracer traces each traced row's Kafka write (chat.relay.publish, a
 	// child of the row's trace context); nil: tracing off, and a row's
