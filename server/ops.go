@@ -43,6 +43,12 @@ type opsState struct {
 	metricsLn  net.Listener
 }
 
+// scrapeDBTimeout bounds what a gauge asks the database at scrape time,
+// well within Prometheus's default 10 s scrape timeout: a stuck database
+// (or a table lock) must not hold the whole scrape, or every metric,
+// chat_pg_up first, disappears when it is needed most.
+const scrapeDBTimeout = 2 * time.Second
+
 // registerOpsMetrics adds chat_build_info and chat_pg_up.
 func (s *Server) registerOpsMetrics() {
 	buildinfo.Register(s.Registry)
@@ -53,7 +59,7 @@ func (s *Server) registerOpsMetrics() {
 		if s.Pool == nil {
 			return 0
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), scrapeDBTimeout)
 		defer cancel()
 		if s.Pool.Ping(ctx) != nil {
 			return 0
