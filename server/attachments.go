@@ -41,12 +41,10 @@ func (s *Server) startAttachments(ctx context.Context, st config.Settings) error
 	if err != nil {
 		return err
 	}
-	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	s.Registry.MustRegister(dbGauge(prometheus.GaugeOpts{
 		Name: "chat_blob_deletions_pending",
 		Help: "Blobs queued for deletion (recalled, expired or refused attachments) and not deleted yet; growing means the blob store refuses deletes. -1: the count failed or took over 2 s.",
-	}, func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), scrapeDBTimeout)
-		defer cancel()
+	}, func(ctx context.Context) float64 {
 		n, err := s.attachStore.PendingBlobDeletions(ctx)
 		if err != nil {
 			return -1

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,19 +50,43 @@ type opsState struct {
 // chat_pg_up first, disappears when it is needed most.
 const scrapeDBTimeout = 2 * time.Second
 
-// registerOpsMetrics adds chat_build_info and chat_pg_up.
-func (s *Server) registerOpsMetrics() {
-	buildinfo.Register(s.Registry)
-	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "chat_pg_up",
-		Help: "1 when PostgreSQL answered a ping within 2 s at scrape time, 0 when not (sends fail while it is 0).",
-	}, func() float64 {
-		if s.Pool == nil {
-			return 0
+// scrapeDBReuse is how long a value a gauge read from the database is
+// served again to the scrapes that follow.
+const scrapeDBReuse = 500 * time.Millisecond
+
+// dbGauge is a gauge whose value read asks the database at scrape time,
+// within scrapeDBTimeout. /metrics answers whoever reaches its listener
+// (the public HTTP one unless metrics_addr is set), so scrapes share the
+// query: one at a time, its value served again for scrapeDBReuse. Each
+// scrape asking on its own let concurrent requests hold every connection
+// of the pool, and the sends with it, while the database was slow.
+func dbGauge(opts prometheus.GaugeOpts, read func(context.Context) float64) prometheus.GaugeFunc {
+	var (
+		mu   sync.Mutex
+		at   time.Time
+		last float64
+	)
+	return prometheus.NewGaugeFunc(opts, func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if !at.IsZero() && time.Since(at) < scrapeDBReuse {
+			return last
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), scrapeDBTimeout)
 		defer cancel()
-		if s.Pool.Ping(ctx) != nil {
+		last, at = read(ctx), time.Now()
+		return last
+	})
+}
+
+// registerOpsMetrics adds chat_build_info and chat_pg_up.
+func (s *Server) registerOpsMetrics() {
+	buildinfo.Register(s.Registry)
+	s.Registry.MustRegister(dbGauge(prometheus.GaugeOpts{
+		Name: "chat_pg_up",
+		Help: "1 when PostgreSQL answered a ping within 2 s at scrape time, 0 when not (sends fail while it is 0).",
+	}, func(ctx context.Context) float64 {
+		if s.Pool == nil || s.Pool.Ping(ctx) != nil {
 			return 0
 		}
 		return 1

@@ -52,3 +52,59 @@ func TestMetricsAnswerWhileATableTheyCountIsLocked(t *testing.T) {
 		t.Fatalf("no chat_pg_up 1 in the scrape:\n%s", body)
 	}
 }
+
+// /metrics answers whoever reaches its listener, the public HTTP one
+// unless metrics_addr is set. Every scrape used to ask the database on its
+// own, so concurrent requests while the database was slow held as many
+// pool connections as they were, all of them at once, and the sends had
+// none left. Scrapes now share one query at a time.
+func TestConcurrentScrapesShareOneDatabaseQuery(t *testing.T) {
+	url := pgtest.NewDB(t)
+	srv := startNode(t, url, map[string]string{"CHAT_DB_MAX_CONNS": "4"})
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(context.Background(), `LOCK TABLE blob_deletion IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	watch, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+
+	c := &http.Client{Timeout: 10 * time.Second}
+	done := make(chan struct{})
+	for range 12 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			if resp, err := c.Get("http://" + srv.HTTPAddr() + "/metrics"); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	most := 0
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%blob_deletion%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, n)
+	}
+	_ = tx.Rollback(context.Background())
+	for range 12 {
+		<-done
+	}
+	if most > 1 {
+		t.Fatalf("%d pool connections of 4 waited at once for the scrapes' count of blob_deletion", most)
+	}
+}
