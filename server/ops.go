@@ -37,6 +37,7 @@ type opsState struct {
 	mqttsTLS    *tls.Config
 	httpsTLS    *tls.Config
 	httpMetrics *httpMetrics
+	ping        *shared[error] // PostgreSQL's answer for /readyz and chat_pg_up
 
 	httpsSrv   *http.Server
 	httpsLn    net.Listener
@@ -50,43 +51,56 @@ type opsState struct {
 // chat_pg_up first, disappears when it is needed most.
 const scrapeDBTimeout = 2 * time.Second
 
-// scrapeDBReuse is how long a value a gauge read from the database is
-// served again to the scrapes that follow.
+// scrapeDBReuse is how long an answer of the database that a scrape or a
+// probe asked for is served again to those that follow.
 const scrapeDBReuse = 500 * time.Millisecond
 
-// dbGauge is a gauge whose value read asks the database at scrape time,
-// within scrapeDBTimeout. /metrics answers whoever reaches its listener
-// (the public HTTP one unless metrics_addr is set), so scrapes share the
-// query: one at a time, its value served again for scrapeDBReuse. Each
-// scrape asking on its own let concurrent requests hold every connection
-// of the pool, and the sends with it, while the database was slow.
-func dbGauge(opts prometheus.GaugeOpts, read func(context.Context) float64) prometheus.GaugeFunc {
-	var (
-		mu   sync.Mutex
-		at   time.Time
-		last float64
-	)
-	return prometheus.NewGaugeFunc(opts, func() float64 {
-		mu.Lock()
-		defer mu.Unlock()
-		if !at.IsZero() && time.Since(at) < scrapeDBReuse {
-			return last
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), scrapeDBTimeout)
-		defer cancel()
-		last, at = read(ctx), time.Now()
-		return last
-	})
+// shared is a question to the database that scrapes (/metrics) and
+// readiness probes (/readyz) ask. Both answer whoever reaches their
+// listener, unauthenticated, so they share it: one query at a time, within
+// scrapeDBTimeout, its answer reused for scrapeDBReuse. Each request
+// asking on its own let a burst of them hold every connection of the pool
+// (all at once while the database was slow), and the sends with it.
+type shared[T any] struct {
+	read func(context.Context) T
+	mu   sync.Mutex
+	at   time.Time
+	last T
 }
 
-// registerOpsMetrics adds chat_build_info and chat_pg_up.
+func (q *shared[T]) get() T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.at.IsZero() && time.Since(q.at) < scrapeDBReuse {
+		return q.last
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeDBTimeout)
+	defer cancel()
+	q.last, q.at = q.read(ctx), time.Now()
+	return q.last
+}
+
+// dbGauge is a gauge whose value read asks the database, shared.
+func dbGauge(opts prometheus.GaugeOpts, read func(context.Context) float64) prometheus.GaugeFunc {
+	q := &shared[float64]{read: read}
+	return prometheus.NewGaugeFunc(opts, q.get)
+}
+
+// registerOpsMetrics adds chat_build_info and chat_pg_up, which reads
+// the ping /readyz shares.
 func (s *Server) registerOpsMetrics() {
 	buildinfo.Register(s.Registry)
-	s.Registry.MustRegister(dbGauge(prometheus.GaugeOpts{
+	s.ops.ping = &shared[error]{read: func(ctx context.Context) error {
+		if s.Pool == nil {
+			return errors.New("no database")
+		}
+		return s.Pool.Ping(ctx)
+	}}
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "chat_pg_up",
 		Help: "1 when PostgreSQL answered a ping within 2 s at scrape time, 0 when not (sends fail while it is 0).",
-	}, func(ctx context.Context) float64 {
-		if s.Pool == nil || s.Pool.Ping(ctx) != nil {
+	}, func() float64 {
+		if s.ops.ping.get() != nil {
 			return 0
 		}
 		return 1

@@ -108,3 +108,43 @@ func TestConcurrentScrapesShareOneDatabaseQuery(t *testing.T) {
 		t.Fatalf("%d pool connections of 4 waited at once for the scrapes' count of blob_deletion", most)
 	}
 }
+
+// /readyz is on the public HTTP listener, unauthenticated, as probes need.
+// Each request pinged PostgreSQL through the pool on its own, so a burst of
+// them took as many connections as it had requests (all of them while the
+// database was slow). Probes now share one ping, with chat_pg_up: one at a
+// time, its answer reused for 0.5 s.
+func TestABurstOfReadinessProbesSharesOnePing(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string) {
+		resp, err := c.Get("http://" + srv.HTTPAddr() + path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s answered %d", path, resp.StatusCode)
+		}
+	}
+	get("/readyz") // the first ping, and connections to spare
+	before := srv.Pool.Stat().AcquireCount()
+	done := make(chan struct{})
+	const probes = 60
+	for range probes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			get("/readyz")
+		}()
+	}
+	for range probes {
+		<-done
+	}
+	// The node's own work acquires a few meanwhile; one per probe is what
+	// must not happen.
+	if n := srv.Pool.Stat().AcquireCount() - before; n > probes/3 {
+		t.Fatalf("%d probes acquired %d pool connections", probes, n)
+	}
+}

@@ -141,7 +141,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 		return nil, err
 	}
 
-	api := httpapi.New(s.Service, verifier.VerifyIssuedAt, func(ctx context.Context) error { return s.Pool.Ping(ctx) }, log.With("component", "http"),
+	api := httpapi.New(s.Service, verifier.VerifyIssuedAt, func(context.Context) error { return s.ops.ping.get() }, log.With("component", "http"),
 		httpapi.WithTracer(s.tracer))
 	s.api = api
 	if err := s.prepareConsumer(ctx, st, appName); err != nil {
