@@ -63,8 +63,11 @@ type Event struct {
 	Title          *string          `json:"title,omitempty"`
 	Online         *bool            `json:"online,omitempty"`
 	LastSeen       *time.Time       `json:"lastSeen,omitempty"`
-	Code           Code             `json:"code,omitempty"`
-	Message        string           `json:"message,omitempty"`
+	// Hidden: a presence event telling its recipients that they may no
+	// longer see the user's presence (online false, no lastSeen).
+	Hidden  bool   `json:"hidden,omitempty"`
+	Code    Code   `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 	// Members lists the conversation's members after a membership change,
 	// so every node can refresh its routing without a query.
 	Members []int64 `json:"members,omitempty"`

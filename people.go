@@ -438,7 +438,14 @@ func (s *Service) SetSettings(ctx context.Context, userID int64, u SettingsUpdat
 	if err != nil {
 		return Settings{}, err
 	}
-	return p.SetSettings(ctx, userID, u)
+	st, err := p.SetSettings(ctx, userID, u)
+	if err != nil {
+		return Settings{}, err
+	}
+	if u.Presence != nil {
+		s.presenceVisibilityChanged(userID, !st.Presence)
+	}
+	return st, nil
 }
 
 // Block blocks userID for the caller (idempotent).
@@ -453,7 +460,11 @@ func (s *Service) Block(ctx context.Context, blockerID, userID int64) error {
 	if err != nil {
 		return err
 	}
-	return p.Block(ctx, blockerID, userID)
+	if err := p.Block(ctx, blockerID, userID); err != nil {
+		return err
+	}
+	s.presenceVisibilityChanged(blockerID, true)
+	return nil
 }
 
 // Unblock lifts a block (idempotent).
@@ -465,7 +476,11 @@ func (s *Service) Unblock(ctx context.Context, blockerID, userID int64) error {
 	if err != nil {
 		return err
 	}
-	return p.Unblock(ctx, blockerID, userID)
+	if err := p.Unblock(ctx, blockerID, userID); err != nil {
+		return err
+	}
+	s.presenceVisibilityChanged(blockerID, false)
+	return nil
 }
 
 // Blocks lists the users the caller blocked, newest first.

@@ -150,6 +150,28 @@ type PresenceSource interface {
 	SharesConversation(ctx context.Context, a, b int64) (bool, error)
 }
 
+// PresenceNotifier is implemented by a PresenceSource that tells the
+// users concerned when who may see a user's presence changed while no
+// connection did: the user's presence setting, or a block of theirs.
+// Without it, a contact told "online" would show the user online until
+// they asked again: the user's later disconnect is not announced to whom
+// may no longer see it.
+type PresenceNotifier interface {
+	// PresenceVisibilityChanged: userID's presence is now hidden from
+	// users who may have seen it (hidden), or visible to users who could
+	// not see it. It never blocks.
+	PresenceVisibilityChanged(userID int64, hidden bool)
+}
+
+// presenceVisibilityChanged tells the PresenceSource, when it is a
+// PresenceNotifier, that userID's presence was hidden from some users or
+// shown to them again.
+func (s *Service) presenceVisibilityChanged(userID int64, hidden bool) {
+	if n, ok := s.PresenceSource.(PresenceNotifier); ok {
+		n.PresenceVisibilityChanged(userID, hidden)
+	}
+}
+
 // HistoryPage is a page of history with the other members' lowest
 // delivered and read watermarks (see InboxEntry), so a client can show
 // sent, delivered and read for each of its own messages.
@@ -171,11 +193,11 @@ func DeliveryEvent(conversationID, userID, seq int64) Event {
 	return Event{Type: EventDeliveryUpdated, ConversationID: conversationID, UserID: userID, Seq: seq}
 }
 
-// PresenceEvent builds presence for p.
+// PresenceEvent builds presence for p; a Hidden p says only that.
 func PresenceEvent(p Presence) Event {
-	online := p.Online
-	ev := Event{Type: EventPresence, UserID: p.UserID, Online: &online}
-	if p.LastSeen != nil {
+	online := p.Online && !p.Hidden
+	ev := Event{Type: EventPresence, UserID: p.UserID, Online: &online, Hidden: p.Hidden}
+	if p.LastSeen != nil && !p.Hidden {
 		at := p.LastSeen.UTC()
 		ev.LastSeen = &at
 	}

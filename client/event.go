@@ -79,9 +79,12 @@ type Event struct {
 	Role             string `json:"role,omitempty"`
 	ConversationType string `json:"conversationType,omitempty"`
 	Title            string `json:"title,omitempty"`
-	// Online and LastSeen describe a presence event (UserID's state).
+	// Online and LastSeen describe a presence event (UserID's state);
+	// Hidden says instead that the user's presence may no longer be
+	// seen (they turned it off, or blocked the client's user).
 	Online   *bool      `json:"online,omitempty"`
 	LastSeen *time.Time `json:"lastSeen,omitempty"`
+	Hidden   bool       `json:"hidden,omitempty"`
 	// Code and Message describe an error event.
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -108,7 +111,7 @@ func eventOf(w chat.Event) Event {
 	ev := Event{
 		Type: w.Type, ConversationID: w.ConversationID, Seq: w.Seq, TargetSeq: w.TargetSeq, SenderID: w.SenderID,
 		ClientMsgID: w.ClientMsgID, UserID: w.UserID, ActorID: w.ActorID,
-		Role: string(w.Role), ConversationType: string(w.ConvType), Online: w.Online, LastSeen: w.LastSeen,
+		Role: string(w.Role), ConversationType: string(w.ConvType), Online: w.Online, LastSeen: w.LastSeen, Hidden: w.Hidden,
 		Code: string(w.Code), Message: w.Message, Members: w.Members,
 		ReplyTo: w.ReplyTo, ForwardedFrom: w.ForwardedFrom, EditedAt: w.EditedAt, Recalled: w.Recalled,
 		RecalledAt: w.RecalledAt, Emoji: w.Emoji,

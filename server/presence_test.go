@@ -238,3 +238,75 @@ func TestPresenceAcrossNodes(t *testing.T) {
 		t.Fatalf("%d presence events stored in the outbox", stored)
 	}
 }
+
+// presenceSeen is a presence event as a watcher reads it, hidden included.
+type presenceSeen struct {
+	Type     string     `json:"type"`
+	UserID   int64      `json:"userId"`
+	Online   *bool      `json:"online"`
+	LastSeen *time.Time `json:"lastSeen"`
+	Hidden   bool       `json:"hidden"`
+}
+
+// nextPresenceSeen waits for a presence event about user on c, whatever it
+// says.
+func nextPresenceSeen(t *testing.T, c *mqtttest.Client, user int64, timeout time.Duration) presenceSeen {
+	t.Helper()
+	var ev presenceSeen
+	nextPublish(t, c, fmt.Sprintf("presence event about user %d", user), timeout, func(pk packets.Packet) bool {
+		ev = presenceSeen{}
+		return json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventPresence && ev.UserID == user
+	})
+	return ev
+}
+
+// TestAUserWhoHidesTheirPresenceStopsShowingOnlineToTheirContacts: a
+// contact who was told "online" learns at once that they may no longer
+// see it, when the user turns presence off or blocks them (else they
+// would show the user online for good: the user's later disconnect is
+// no longer announced to them), and the user's current state when they
+// may see it again.
+func TestAUserWhoHidesTheirPresenceStopsShowingOnlineToTheirContacts(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true"})
+	mustDirect(t, context.Background(), srv, 1, 2)
+	friend := rawClient(t, srv.MQTTAddr(), 2, "friend-2", 5, true)
+	rawClient(t, srv.MQTTAddr(), 1, "dev-1", 5, true)
+	if ev := nextPresenceSeen(t, friend, 1, 5*time.Second); ev.Online == nil || !*ev.Online || ev.Hidden {
+		t.Fatalf("user 1 connected: %+v", ev)
+	}
+	hidden := func(what string) {
+		t.Helper()
+		ev := nextPresenceSeen(t, friend, 1, 5*time.Second)
+		if !ev.Hidden || ev.Online == nil || *ev.Online || ev.LastSeen != nil {
+			t.Fatalf("%s: %+v, want online false, hidden, no lastSeen", what, ev)
+		}
+	}
+	online := func(what string) {
+		t.Helper()
+		ev := nextPresenceSeen(t, friend, 1, 5*time.Second)
+		if ev.Hidden || ev.Online == nil || !*ev.Online || ev.LastSeen == nil {
+			t.Fatalf("%s: %+v, want online with lastSeen", what, ev)
+		}
+	}
+	if code := api(t, srv, 1, "PUT", "/v1/me/settings", map[string]any{"presence": false}, nil); code != 200 {
+		t.Fatalf("presence off: %d", code)
+	}
+	hidden("presence turned off")
+	if code := api(t, srv, 1, "PUT", "/v1/me/settings", map[string]any{"presence": true}, nil); code != 200 {
+		t.Fatalf("presence on: %d", code)
+	}
+	online("presence turned on again")
+	if code := api(t, srv, 1, "PUT", "/v1/me/blocks/2", nil, nil); code != 204 {
+		t.Fatalf("block: %d", code)
+	}
+	hidden("blocked by user 1")
+	if code := api(t, srv, 1, "DELETE", "/v1/me/blocks/2", nil, nil); code != 204 {
+		t.Fatalf("unblock: %d", code)
+	}
+	online("unblocked by user 1")
+	// A settings change that leaves presence as it was tells nobody.
+	if code := api(t, srv, 1, "PUT", "/v1/me/settings", map[string]any{"readReceipts": false}, nil); code != 200 {
+		t.Fatalf("read receipts off: %d", code)
+	}
+	noPresence(t, friend, 1, 500*time.Millisecond)
+}

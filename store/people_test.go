@@ -279,6 +279,52 @@ func TestPresenceVisibilityFollowsSettingsBothWaysAndBlocks(t *testing.T) {
 	}
 }
 
+// Presence events go to who shares a small conversation with the user
+// and may see their presence (Watchers); HiddenFrom is the rest of them:
+// those the user hides from (presence off, or blocked), who must be told
+// so. Who hides their own presence is in neither: they see nobody's.
+func TestPresenceAudienceSplitsWhoSeesFromWhoIsHiddenFrom(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	mustGroup(t, st, 1, 2, 3, 4)
+	mustGroup(t, st, 1, 5, 6, 7, 8) // five members: above the bound of 4
+	pr := store.NewPresence(pool, time.Minute)
+	audiences := func() (seeing, hidden []int64) {
+		t.Helper()
+		w, err := pr.Watchers(ctx, []int64{1}, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := pr.HiddenFrom(ctx, []int64{1}, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(w[1])
+		slices.Sort(h[1])
+		return w[1], h[1]
+	}
+	check := func(what string, seeing, hidden []int64) {
+		t.Helper()
+		if w, h := audiences(); !slices.Equal(w, seeing) || !slices.Equal(h, hidden) {
+			t.Fatalf("%s: watchers %v, hidden from %v; want %v and %v", what, w, h, seeing, hidden)
+		}
+	}
+	check("by default", []int64{2, 3, 4}, nil)
+	if _, err := st.SetSettings(ctx, 4, chat.SettingsUpdate{Presence: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	check("4 hides their own", []int64{2, 3}, nil)
+	if err := st.Block(ctx, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	check("1 blocked 3", []int64{2}, []int64{3})
+	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	check("1 hides theirs", nil, []int64{2, 3})
+}
+
 // A reader whose read receipts are off is not seen reading through the
 // delivered watermark either: reading (a single receipt or a receipt
 // batch) leaves the delivered watermark others see where their sessions'

@@ -126,22 +126,42 @@ func (p *Presence) OnlineElsewhere(ctx context.Context, node string, users []int
 	return out, nil
 }
 
+// presenceSharersSQL pairs each subject among $1 with the users who share
+// a conversation of at most $2 members with them and do not hide their
+// own presence (user_settings: who hides theirs sees nobody's): the
+// audience of the subject's presence, before the subject's own setting
+// and blocks (hidden, blocked) are applied.
+const presenceSharersSQL = `
+SELECT DISTINCT s.subject, o.user_id AS watcher,
+       EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = s.subject AND NOT h.presence) AS hidden,
+       EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = s.subject AND b.blocked_id = o.user_id) AS blocked
+FROM (SELECT m.user_id AS subject, m.conversation_id FROM conversation_member m
+      WHERE m.user_id = ANY($1::bigint[])
+        AND (SELECT count(*) FROM conversation_member x WHERE x.conversation_id = m.conversation_id) <= $2) s
+JOIN conversation_member o ON o.conversation_id = s.conversation_id AND o.user_id <> s.subject
+WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = o.user_id AND NOT h.presence)`
+
 // Watchers returns, for each user in users, the users who share with them
 // a conversation of at most maxMembers members: who sees their presence.
 // A user who hides their presence has no watchers and watches nobody
 // (user_settings, reciprocal), and nobody the user blocked watches them.
 func (p *Presence) Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error) {
-	rows, err := p.pool.Query(ctx, `
-		WITH small AS (
-			SELECT m.user_id AS subject, m.conversation_id FROM conversation_member m
-			WHERE m.user_id = ANY($1::bigint[])
-			  AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = m.user_id AND NOT h.presence)
-			  AND (SELECT count(*) FROM conversation_member x WHERE x.conversation_id = m.conversation_id) <= $2
-		)
-		SELECT DISTINCT s.subject, o.user_id FROM small s
-		JOIN conversation_member o ON o.conversation_id = s.conversation_id AND o.user_id <> s.subject
-		WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = o.user_id AND NOT h.presence)
-		  AND NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = s.subject AND b.blocked_id = o.user_id)`, users, maxMembers)
+	return p.audience(ctx, users, maxMembers, false)
+}
+
+// HiddenFrom returns, for each user in users, the users Watchers would
+// list but for the user's own choice: the user hides their presence, or
+// blocked them. They are who may have been told the user's presence
+// before that choice and must learn that it is hidden now.
+func (p *Presence) HiddenFrom(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error) {
+	return p.audience(ctx, users, maxMembers, true)
+}
+
+// audience reads presenceSharersSQL and keeps, per subject, the users who
+// may see the subject's presence (hidden false) or those who may not.
+func (p *Presence) audience(ctx context.Context, users []int64, maxMembers int, hidden bool) (map[int64][]int64, error) {
+	rows, err := p.pool.Query(ctx, `SELECT a.subject, a.watcher FROM (`+presenceSharersSQL+`) a WHERE (a.hidden OR a.blocked) = $3`,
+		users, maxMembers, hidden)
 	if err != nil {
 		return nil, classify("read presence watchers", err)
 	}

@@ -17,6 +17,12 @@
 //     node, and still none after Grace, so a quick reconnect or a takeover
 //     is not reported): pushes online false with lastSeen.
 //
+// A change of who may see a user's presence (their presence setting, a
+// block of theirs: PresenceVisibilityChanged) is pushed too: hidden
+// (online false, no lastSeen) to the users it is now hidden from, who
+// hear of none of its later changes; the current state to the watchers
+// when it is shown again.
+//
 // Presence is never stored per event. What is stored is state, in
 // PostgreSQL (see store.Presence): each node marks the sessions it holds
 // (chat_session.node_id) and beats a heartbeat (chat_node); the query

@@ -21,6 +21,9 @@ type Store interface {
 	SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error
 	OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error)
 	Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
+	// HiddenFrom: for each user, who would watch them but for their own
+	// choice (they hide their presence, or blocked them).
+	HiddenFrom(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
 	Presence(ctx context.Context, userID int64) (chat.Presence, error)
 	SharesConversation(ctx context.Context, a, b int64) (bool, error)
 }
@@ -61,6 +64,7 @@ type Tracker struct {
 	dirtyUsers   map[int64]struct{}  // users who came online
 	peaks        [5]int              // the most entries each map above held since it was last copied (shrink.Map)
 	remote       []chat.Event
+	visibility   map[int64]bool // users whose presence was hidden (true) or shown again (false), to announce
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -83,7 +87,10 @@ type conn struct {
 	n    int
 }
 
-var _ chat.PresenceSource = (*Tracker)(nil)
+var (
+	_ chat.PresenceSource   = (*Tracker)(nil)
+	_ chat.PresenceNotifier = (*Tracker)(nil)
+)
 
 // New validates cfg and registers the metrics; Start runs the tracker.
 func New(cfg Config) (*Tracker, error) {
@@ -105,7 +112,7 @@ func New(cfg Config) (*Tracker, error) {
 	t := &Tracker{
 		cfg: cfg, log: cfg.Logger,
 		clients: map[string]*conn{}, users: map[int64]int{}, zeroAt: map[int64]time.Time{},
-		dirtyClients: map[string]int64{}, dirtyUsers: map[int64]struct{}{},
+		dirtyClients: map[string]int64{}, dirtyUsers: map[int64]struct{}{}, visibility: map[int64]bool{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		onlineUsers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_presence_online_users",
 			Help: "Users with at least one MQTT connection on this node."}),
@@ -222,6 +229,21 @@ func (t *Tracker) Remote(ev chat.Event) {
 	} else {
 		t.remoteDropped.Inc()
 	}
+	t.mu.Unlock()
+	t.signal()
+}
+
+// PresenceVisibilityChanged announces that userID's presence was hidden
+// from some of the users who share a conversation with them (hidden: a
+// presence event saying only hidden goes to those who may no longer see
+// it, on every node), or shown to some again (their current state goes to
+// who may see it). It never blocks.
+func (t *Tracker) PresenceVisibilityChanged(userID int64, hidden bool) {
+	if userID <= 0 {
+		return
+	}
+	t.mu.Lock()
+	t.visibility[userID] = hidden
 	t.mu.Unlock()
 	t.signal()
 }
@@ -347,6 +369,8 @@ func (t *Tracker) process() time.Duration {
 	}
 	remote := t.remote
 	t.remote = nil
+	visibility := t.visibility
+	t.visibility = map[int64]bool{}
 	t.shrinkLocked()
 	t.mu.Unlock()
 
@@ -369,7 +393,7 @@ func (t *Tracker) process() time.Duration {
 
 	var events []chat.Event
 	if t.cfg.NoPush {
-		cameOnline, wentOffline, remote = nil, nil, nil
+		cameOnline, wentOffline, remote, visibility = nil, nil, nil, nil
 	}
 	if subjects := append(append([]int64{}, cameOnline...), wentOffline...); len(subjects) > 0 {
 		elsewhere, err := t.cfg.Store.OnlineElsewhere(ctx, t.cfg.NodeID, subjects)
@@ -388,6 +412,7 @@ func (t *Tracker) process() time.Duration {
 			}
 		}
 	}
+	events = append(events, t.visibilityEvents(ctx, visibility)...)
 	if len(events) > 0 && t.cfg.Publish != nil {
 		for _, ev := range events {
 			t.cfg.Publish(ev)
@@ -398,21 +423,58 @@ func (t *Tracker) process() time.Duration {
 	return next
 }
 
-// push sends each event to the watchers of its user on this node.
+// visibilityEvents are the events announcing visibility changes: hidden,
+// or the user's current state (a user whose state cannot be read now is
+// left out: presence is best effort).
+func (t *Tracker) visibilityEvents(ctx context.Context, visibility map[int64]bool) []chat.Event {
+	var events []chat.Event
+	for u, hidden := range visibility {
+		if hidden {
+			events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Hidden: true}))
+			continue
+		}
+		p, err := t.cfg.Store.Presence(ctx, u)
+		if t.ok("read presence", err) {
+			events = append(events, chat.PresenceEvent(p))
+		}
+	}
+	return events
+}
+
+// push sends each event to the watchers of its user on this node; a
+// hidden one to the users its user hides their presence from.
 func (t *Tracker) push(ctx context.Context, events []chat.Event, origin string) {
 	if len(events) == 0 {
 		return
 	}
-	subjects := make([]int64, 0, len(events))
+	var subjects, hiders []int64
 	for _, ev := range events {
-		subjects = append(subjects, ev.UserID)
+		if ev.Hidden {
+			hiders = append(hiders, ev.UserID)
+		} else {
+			subjects = append(subjects, ev.UserID)
+		}
 	}
-	watchers, err := t.cfg.Store.Watchers(ctx, subjects, t.cfg.LargeGroup)
-	if !t.ok("read presence watchers", err) {
-		return
+	var watchers, hiddenFrom map[int64][]int64
+	var err error
+	if len(subjects) > 0 {
+		watchers, err = t.cfg.Store.Watchers(ctx, subjects, t.cfg.LargeGroup)
+		if !t.ok("read presence watchers", err) {
+			return
+		}
+	}
+	if len(hiders) > 0 {
+		hiddenFrom, err = t.cfg.Store.HiddenFrom(ctx, hiders, t.cfg.LargeGroup)
+		if !t.ok("read presence watchers", err) {
+			return
+		}
 	}
 	for _, ev := range events {
-		if w := watchers[ev.UserID]; len(w) > 0 {
+		w := watchers[ev.UserID]
+		if ev.Hidden {
+			w = hiddenFrom[ev.UserID]
+		}
+		if len(w) > 0 {
 			ev.To = w
 			t.cfg.Hub.Publish(ev)
 			t.pushed.WithLabelValues(origin).Inc()

@@ -76,8 +76,15 @@ func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64
 	}
 	return out, nil
 }
-func (f *fakeStore) Presence(context.Context, int64) (chat.Presence, error) {
-	return chat.Presence{}, nil
+func (f *fakeStore) HiddenFrom(_ context.Context, users []int64, _ int) (map[int64][]int64, error) {
+	out := map[int64][]int64{}
+	for _, u := range users {
+		out[u] = []int64{200}
+	}
+	return out, nil
+}
+func (f *fakeStore) Presence(_ context.Context, u int64) (chat.Presence, error) {
+	return chat.Presence{UserID: u}, nil
 }
 func (f *fakeStore) SharesConversation(context.Context, int64, int64) (bool, error) {
 	return true, nil
@@ -287,4 +294,38 @@ func TestRemotePresenceEventsDroppedPastTheBoundAreCounted(t *testing.T) {
 	}
 	release.Do(func() { close(hold) })
 	waitEvents(t, hub, 1+remoteQueue)
+}
+
+// A visibility change is announced on this node and published for the
+// others: hidden to the users the subject hides from (HiddenFrom), with
+// neither online nor lastSeen; shown again as the subject's current state
+// to their watchers. Another node's hidden event goes to HiddenFrom too.
+func TestVisibilityChangesGoToWhomTheyConcernOnEveryNode(t *testing.T) {
+	var mu sync.Mutex
+	var published []chat.Event
+	tr, _, hub := newTracker(t, Config{Publish: func(ev chat.Event) {
+		mu.Lock()
+		published = append(published, ev)
+		mu.Unlock()
+	}})
+	tr.PresenceVisibilityChanged(1, true)
+	evs := waitEvents(t, hub, 1)
+	if ev := evs[0]; ev.UserID != 1 || !ev.Hidden || ev.Online == nil || *ev.Online || ev.LastSeen != nil || len(ev.To) != 1 || ev.To[0] != 200 {
+		t.Fatalf("hidden event %+v, want hidden to the users 1 hides from", ev)
+	}
+	tr.PresenceVisibilityChanged(1, false)
+	if ev := waitEvents(t, hub, 2)[1]; ev.UserID != 1 || ev.Hidden || ev.Online == nil || len(ev.To) != 1 || ev.To[0] != 100 {
+		t.Fatalf("shown-again event %+v, want the state to 1's watchers", ev)
+	}
+	mu.Lock()
+	n := len(published)
+	mu.Unlock()
+	if n != 2 || !published[0].Hidden || published[1].Hidden {
+		t.Fatalf("published to the other nodes: %+v", published)
+	}
+	off := false
+	tr.Remote(chat.Event{Type: chat.EventPresence, UserID: 9, Online: &off, Hidden: true})
+	if ev := waitEvents(t, hub, 3)[2]; ev.UserID != 9 || !ev.Hidden || len(ev.To) != 1 || ev.To[0] != 200 {
+		t.Fatalf("another node's hidden event %+v, want it to the users 9 hides from", ev)
+	}
 }
