@@ -232,6 +232,17 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	if code, p := queryPresence(t, b, 2, 1); code != 200 || p.Online {
 		t.Fatalf("query on B after the disconnect on A: %d %+v", code, p)
 	}
+	// Hiding one's presence on A reaches the watcher on B too.
+	rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("back online across nodes: %+v", ev)
+	}
+	if code := api(t, a, 1, "PUT", "/v1/me/settings", map[string]any{"presence": false}, nil); code != 200 {
+		t.Fatalf("presence off: %d", code)
+	}
+	if ev := nextPresenceSeen(t, friend, 1, 15*time.Second); !ev.Hidden || ev.Online == nil || *ev.Online || ev.LastSeen != nil {
+		t.Fatalf("presence hidden on A, seen on B: %+v", ev)
+	}
 	var stored int
 	_ = a.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE type = 'presence'`).Scan(&stored)
 	if stored != 0 {
