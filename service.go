@@ -446,11 +446,20 @@ const TypingInterval = time.Second
 
 // typingThrottle remembers when each (user, conversation) last forwarded a
 // typing event; entries older than TypingInterval are forgotten once the
-// map grows large.
+// map holds more than typingRemembered, by a scan of the whole map at most
+// once per TypingInterval: an event must not pay for a scan each, which
+// a map kept above the bound by recent entries (a flood of typing to
+// made-up conversations passes the throttle before anything refuses it)
+// would make it do, under the lock every typing event of the node takes.
 type typingThrottle struct {
-	mu   sync.Mutex
-	last map[[2]int64]time.Time
+	mu    sync.Mutex
+	last  map[[2]int64]time.Time
+	swept time.Time // the last scan
 }
+
+// typingRemembered is how many (user, conversation) pairs the throttle
+// keeps before it forgets the old ones.
+const typingRemembered = 100000
 
 func (t *typingThrottle) allow(user, conv int64, now time.Time) bool {
 	t.mu.Lock()
@@ -463,7 +472,8 @@ func (t *typingThrottle) allow(user, conv int64, now time.Time) bool {
 		return false
 	}
 	t.last[k] = now
-	if len(t.last) > 100000 {
+	if len(t.last) > typingRemembered && now.Sub(t.swept) >= TypingInterval {
+		t.swept = now
 		for k, at := range t.last {
 			if now.Sub(at) > TypingInterval {
 				delete(t.last, k)

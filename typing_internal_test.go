@@ -1,0 +1,48 @@
+package chat
+
+import (
+	"testing"
+	"time"
+)
+
+// TestATypingFloodOfManyConversationsCostsEachIndicatorLittle: the
+// per-(user, conversation) throttle remembers every typing indicator of
+// the last second, here more than its bound of 100,000 (a flood of typing
+// to made-up conversations, which passes the throttle before anything
+// else refuses it, or a very busy node). Past that bound an indicator must
+// cost about what one below it costs, not a scan of all the throttle
+// remembers (100,000 entries, under the lock every typing indicator of
+// the node takes).
+func TestATypingFloodOfManyConversationsCostsEachIndicatorLittle(t *testing.T) {
+	var th typingThrottle
+	now := time.Now()
+	conv := int64(1)
+	start := time.Now()
+	const below = 100_001
+	for ; conv <= below; conv++ {
+		th.allow(7, conv, now)
+	}
+	each := time.Since(start) / below
+	const more = 10_000
+	// Twenty times an indicator below the bound, and room for a pause
+	// of the collector or the machine.
+	budget := 20*each*more + 100*time.Millisecond
+	start = time.Now()
+	for i := 0; i < more; i++ {
+		if !th.allow(7, conv, now) {
+			t.Fatalf("conversation %d's first indicator throttled", conv)
+		}
+		conv++
+		if d := time.Since(start); d > budget {
+			t.Fatalf("%d indicators past the throttle's bound took %v (below it one took %v): each scans all it remembers", i+1, d, each)
+		}
+	}
+	t.Logf("%d indicators past the bound in %v; below it one took %v", more, time.Since(start), each)
+	// What is older than the interval is still forgotten.
+	if !th.allow(7, 1, now.Add(TypingInterval+time.Millisecond)) {
+		t.Fatal("an indicator a second later is throttled")
+	}
+	if n := len(th.last); n != 1 {
+		t.Fatalf("%d pairs remembered after a second, want only the newest", n)
+	}
+}
