@@ -137,7 +137,10 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 		_, err = fmt.Fprintf(w, "[conv %d] user %d is typing\n", ev.ConversationID, ev.UserID)
 	case client.EventPresence:
 		state := "went offline"
-		if ev.Online != nil && *ev.Online {
+		switch {
+		case ev.Hidden:
+			state = "hides their presence from you"
+		case ev.Online != nil && *ev.Online:
 			state = "is online"
 		}
 		_, err = fmt.Fprintf(w, "user %d %s\n", ev.UserID, state)
