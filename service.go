@@ -40,7 +40,8 @@ type Service struct {
 	// Push keeps devices and member settings (nil: push not available).
 	Push PushStore
 
-	typing typingThrottle
+	typing  typingThrottle
+	revoked revokedTokens
 }
 
 // RateKind names a rate limit; it labels metrics and keys the buckets.

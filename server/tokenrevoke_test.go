@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -132,5 +134,28 @@ func TestRevokingTokensSignsTheUserOutEverywhere(t *testing.T) {
 	}
 	if r := bearer(t, b, testnode.Token(t, 8), http.MethodGet, "/v1/me"); r.status != http.StatusOK {
 		t.Fatalf("another user's token: %d %s", r.status, r.body)
+	}
+}
+
+// TestARevokedTokenCannotSpendItsUsersRequestBudget: a stolen token its
+// user revoked is refused (401) however often it is presented, and never
+// takes the user's API rate limit tokens: the user, signed in again, is
+// not refused with 429 because the thief kept trying.
+func TestARevokedTokenCannotSpendItsUsersRequestBudget(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "0.1", "CHAT_LIMIT_API_BURST": "5"})
+	stolen := tokenIssuedAt(t, 7, time.Now().Add(-time.Minute))
+	got, err := srv.Service.RevokeTokens(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		if r := bearer(t, srv, stolen, http.MethodGet, "/v1/me"); r.status != http.StatusUnauthorized {
+			t.Fatalf("request %d with the revoked token: %d %s, want 401", i+1, r.status, r.body)
+		}
+	}
+	testkit.WaitFor(t, 3*time.Second, "the revoked second to pass", func() bool { return !time.Now().Before(got.RevokedBefore) })
+	fresh := tokenIssuedAt(t, 7, time.Now())
+	if r := bearer(t, srv, fresh, http.MethodGet, "/v1/me"); r.status != http.StatusOK {
+		t.Fatalf("the user signed in again: %d %s, want 200", r.status, r.body)
 	}
 }

@@ -184,6 +184,12 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 			if info, ok := r.Context().Value(infoKey{}).(*reqInfo); ok {
 				info.user = u
 			}
+			// A token already found revoked is refused before it spends
+			// its user's budget.
+			if err := a.svc.TokenKnownRevoked(u, issued); err != nil {
+				a.writeError(w, r, e.name(), u, err)
+				return
+			}
 			if err := a.svc.CheckRate(r.Context(), chat.RateAPI, chat.UserKey(u)); err != nil {
 				a.writeError(w, r, e.name(), u, err)
 				return
