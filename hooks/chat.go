@@ -300,6 +300,11 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		clearWill(cl)
 		return h.refuse(cl, code, "will_refused", userID)
 	}
+	if cred.byToken && h.cfg.Service.TokenKnownRevoked(userID, cred.issuedAt) != nil {
+		// Before the user's connect budget: a stolen token they revoked
+		// must not keep their own devices out.
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
+	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnectUser, chat.UserKey(userID)); err != nil {
 		return h.refuse(cl, busyCode(cl), "rate_limited", userID)
 	}

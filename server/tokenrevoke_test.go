@@ -159,3 +159,29 @@ func TestARevokedTokenCannotSpendItsUsersRequestBudget(t *testing.T) {
 		t.Fatalf("the user signed in again: %d %s, want 200", r.status, r.body)
 	}
 }
+
+// TestARevokedTokenCannotKeepItsUsersDevicesFromConnecting: a stolen
+// token its user revoked, used to CONNECT again and again, is refused as
+// a bad token (0x86) each time and never takes the user's per-user
+// connect budget: the user's own device, signed in again, connects.
+func TestARevokedTokenCannotKeepItsUsersDevicesFromConnecting(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONNECT_USER_RATE": "0.1", "CHAT_LIMIT_CONNECT_USER_BURST": "3"})
+	stolen := tokenIssuedAt(t, 7, time.Now().Add(-time.Minute))
+	got, err := srv.Service.RevokeTokens(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("thief-%d", i),
+			Username: "7", Password: stolen, Clean: true})
+		if err == nil {
+			c.Drop()
+			t.Fatalf("connect %d with the revoked token was accepted", i+1)
+		}
+		if ack.ReasonCode != packets.ErrBadUsernameOrPassword.Code {
+			t.Fatalf("connect %d with the revoked token: CONNACK 0x%02x, want 0x86 bad credentials", i+1, ack.ReasonCode)
+		}
+	}
+	testkit.WaitFor(t, 3*time.Second, "the revoked second to pass", func() bool { return !time.Now().Before(got.RevokedBefore) })
+	dialWith(t, srv, 7, tokenIssuedAt(t, 7, time.Now()), "phone-7", 5)
+}
