@@ -384,14 +384,22 @@ func (s *Service) admit(ctx context.Context, c *Change) error {
 
 // settle refunds what a change should not have cost: one that wrote
 // nothing new (a duplicate, or one that asked for what already was), or
-// one that did not commit because of the server.
+// one that did not commit because of the server; and the conversation's
+// token of one refused because its sender is not in the conversation
+// (or it, or the message changed, does not exist): the conversation's
+// bucket is its members' budget, which outsiders must not spend.
 func (s *Service) settle(ctx context.Context, c Change, nothingNew bool, err error) {
 	// The caller's deadline may have passed by now; a refund is owed all
 	// the same.
 	ctx = context.WithoutCancel(ctx)
 	userKey, convKey := UserKey(c.UserID), strconv.FormatInt(c.ConversationID, 10)
 	if err != nil {
-		if code := ErrorCode(err); code != CodeUnavailable && code != CodeInternal {
+		switch ErrorCode(err) {
+		case CodeUnavailable, CodeInternal:
+		case CodeNotMember, CodeNotFound:
+			s.refund(ctx, RateConv, convKey)
+			return
+		default:
 			return
 		}
 	} else if !nothingNew {

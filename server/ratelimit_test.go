@@ -417,3 +417,33 @@ func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
 		t.Fatalf("node B, which made no request since, logged the fallback %d times", n)
 	}
 }
+
+// TestOutsidersCannotSpendAConversationsSendLimit: sends into a
+// conversation by users who are not in it are refused (0x87 not_member)
+// and do not take the conversation's tokens: its members can still send.
+func TestOutsidersCannotSpendAConversationsSendLimit(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONV_RATE": "0.01", "CHAT_LIMIT_CONV_BURST": "3"})
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "ours", []int64{2})
+	for _, outsider := range []int64{8, 9} {
+		c := rawClient(t, srv.MQTTAddr(), outsider, fmt.Sprintf("outsider-%d", outsider), 5, true)
+		for i := range 3 {
+			ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "let me in"))
+			if err != nil || ack.ReasonCode != 0x87 {
+				t.Fatalf("outsider %d's send %d: 0x%02x %v, want 0x87 not_member", outsider, i+1, ack.ReasonCode, err)
+			}
+		}
+		// Over HTTP too.
+		if r := httpDo(t, srv, outsider, "POST", fmt.Sprintf("/v1/conversations/%d/messages", conv.ID),
+			map[string]any{"clientMsgId": newID(), "body": "let me in"}); r.status != 403 {
+			t.Fatalf("outsider %d's HTTP send: %d %s, want 403", outsider, r.status, r.body)
+		}
+	}
+	member := rawClient(t, srv.MQTTAddr(), 2, "member-2", 5, true)
+	for i := range 3 {
+		ack, err := member.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "still ours"))
+		if err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("member's send %d after the outsiders: 0x%02x %q %v, want accepted", i+1, ack.ReasonCode, ack.Properties.ReasonString, err)
+		}
+	}
+}
