@@ -120,9 +120,13 @@ export class Uploader {
   }
 }
 
+/** How long an avatar answered 404 is not asked for again (ms). */
+const AVATAR_404_FOR = 5 * 60 * 1000;
+
 /**
  * Downloads shown as blob: URLs, at most max of them kept (the oldest
- * revoked). A failed fetch is forgotten so a later render tries again.
+ * revoked). A failed fetch is forgotten so a later render tries again
+ * (avatars excepted: see avatar).
  */
 export class BlobCache {
   constructor(api, max = 150) {
@@ -130,6 +134,10 @@ export class BlobCache {
     this.max = max;
     /** @type {Map<string, Promise<string>>} */
     this.urls = new Map();
+    /** @type {Map<string, {error: Error, until: number}>} avatars whose answer stands (avatar) */
+    this.dead = new Map();
+    /** @type {Set<string>} avatars without a thumbnail: their picture is shown */
+    this.noThumb = new Set();
     this.closed = false;
   }
 
@@ -172,6 +180,31 @@ export class BlobCache {
   }
 
   /**
+   * An avatar chatd keeps (docs/http.md "Avatars"): a blob: URL of its
+   * thumbnail, else of the picture (a thumbnail not made). Views are built
+   * again at every event, so what will not change is remembered rather
+   * than asked again each time: a released avatar (410) for good, one the
+   * user may not see (404) for a few minutes (they may share a
+   * conversation again), and an avatar without a thumbnail shows its
+   * picture from then on. A network error or a 5xx is asked again.
+   */
+  avatar(id) {
+    const dead = this.dead.get(id);
+    if (dead && dead.until > Date.now()) return Promise.reject(dead.error);
+    const settled = (e) => {
+      if (e?.status === 410) this.dead.set(id, { error: e, until: Infinity });
+      if (e?.status === 404) this.dead.set(id, { error: e, until: Date.now() + AVATAR_404_FOR });
+      throw e;
+    };
+    if (this.noThumb.has(id)) return this.url(id).catch(settled);
+    return this.url(id, true).catch((e) => {
+      if (e?.status === 410) return settled(e);
+      if (e?.status === 404) this.noThumb.add(id);
+      return this.url(id).catch(settled);
+    });
+  }
+
+  /**
    * Signing out: every blob: URL made is revoked (the downloads of the
    * user who leaves are no longer reachable from this page), and one
    * still downloading is never made.
@@ -180,5 +213,7 @@ export class BlobCache {
     this.closed = true;
     for (const p of this.urls.values()) p.then((u) => URL.revokeObjectURL(u), () => {});
     this.urls.clear();
+    this.dead.clear();
+    this.noThumb.clear();
   }
 }

@@ -118,3 +118,80 @@ test('an avatar chatd keeps is told from an https address by its path', async ()
   assert.equal(keptAvatar('/v1/attachments/ofbjcmujwrisdvlx7lig5xzoiu/thumbnail'), null);
   assert.equal(keptAvatar(null), null);
 });
+
+/**
+ * Just enough of the DOM for format.js's userAvatar: elements that keep
+ * their children, attributes and listeners.
+ */
+function fakeDocument() {
+  class FakeNode {}
+  class FakeElement extends FakeNode {
+    constructor(tag) {
+      super();
+      this.tag = tag;
+      this.children = [];
+      this.attrs = {};
+      this.style = { setProperty() {} };
+      this.parent = null;
+    }
+    setAttribute(k, v) {
+      this.attrs[k] = v;
+    }
+    addEventListener() {}
+    appendChild(c) {
+      c.parent = this;
+      this.children.push(c);
+      return c;
+    }
+    remove() {
+      if (this.parent) this.parent.children = this.parent.children.filter((c) => c !== this);
+      this.parent = null;
+    }
+  }
+  globalThis.Node = FakeNode;
+  globalThis.document = {
+    createElement: (tag) => new FakeElement(tag),
+    createTextNode: (text) => Object.assign(new FakeNode(), { text }),
+  };
+  return () => {
+    delete globalThis.Node;
+    delete globalThis.document;
+  };
+}
+
+/** Runs what a render set going (fetches and their fallbacks). */
+const settle = () => new Promise((r) => setTimeout(r, 0));
+
+test('an avatar that is gone or has no thumbnail is asked for once, not again at every render', async () => {
+  const { userAvatar, useBlobs } = await import('../src/views/format.js');
+  const undo = fakeDocument();
+  const realFetch = globalThis.fetch;
+  const asked = [];
+  const released = 'aaaaaaaaaaaaaaaaaaaaaaaaaa';
+  const noThumb = 'bbbbbbbbbbbbbbbbbbbbbbbbbb';
+  globalThis.fetch = async (path) => {
+    asked.push(path);
+    if (path.includes(released)) return Response.json({ error: { code: 'gone', message: 'replaced' } }, { status: 410 });
+    if (path.endsWith('/thumbnail')) return Response.json({ error: { code: 'not_found', message: 'no thumbnail' } }, { status: 404 });
+    return new Response(new Blob(['png']), { status: 200 });
+  };
+  try {
+    useBlobs(new BlobCache({ token: 't' }));
+    // The inbox is built again at every event: the same avatars each time.
+    const shown = [];
+    for (let i = 0; i < 5; i++) {
+      shown.push(userAvatar('AB', 2, '', false, `/v1/attachments/${released}`), userAvatar('CD', 3, '', false, `/v1/attachments/${noThumb}`));
+      await settle();
+    }
+    assert.equal(asked.filter((p) => p.includes(released)).length, 1, `a released avatar was asked for again: ${asked}`);
+    assert.equal(asked.filter((p) => p.includes(noThumb)).length, 2, `an avatar without a thumbnail was asked for again: ${asked}`);
+    for (let i = 0; i < shown.length; i += 2) {
+      assert.equal(shown[i].children.filter((c) => c.tag === 'img').length, 0, 'a released avatar left a broken picture');
+      assert.equal(shown[i + 1].children.find((c) => c.tag === 'img')?.src?.startsWith('blob:'), true, 'the picture is not shown');
+    }
+  } finally {
+    useBlobs(null);
+    globalThis.fetch = realFetch;
+    undo();
+  }
+});

@@ -82,9 +82,9 @@ export function userAvatar(label, seed, size = '', square = false, url = null) {
     const img = h('img', { alt: '', referrerpolicy: 'no-referrer', loading: 'lazy', decoding: 'async' });
     img.addEventListener('error', () => img.remove());
     if (kept) {
-      // chatd's own, fetched with the token like an image attachment:
-      // its thumbnail, else the picture (a thumbnail still being made).
-      blobs.url(kept, true).catch(() => blobs.url(kept)).then((u) => (img.src = u), () => img.remove());
+      // chatd's own, fetched with the token like an image attachment
+      // (BlobCache.avatar: once, not at every render, when it is gone).
+      blobs.avatar(kept).then((u) => (img.src = u), () => img.remove());
     } else {
       img.src = url;
     }
