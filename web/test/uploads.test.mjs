@@ -195,3 +195,44 @@ test('an avatar that is gone or has no thumbnail is asked for once, not again at
     undo();
   }
 });
+
+test('a person whose avatar was released is asked for again once, and shown with their new one', async () => {
+  const { personAvatar, useBlobs, usePeople } = await import('../src/views/format.js');
+  const { People } = await import('../src/store/people.js');
+  const undo = fakeDocument();
+  const realFetch = globalThis.fetch;
+  const old = 'cccccccccccccccccccccccccc';
+  const now = 'dddddddddddddddddddddddddd';
+  globalThis.fetch = async (path) =>
+    path.includes(old) ? Response.json({ error: { code: 'gone', message: 'replaced' } }, { status: 410 }) : new Response(new Blob(['png']), { status: 200 });
+  const asked = [];
+  const api = {
+    token: 't',
+    // What chatd holds now: user 2 replaced the avatar this page still has
+    // (a member of a large group gets no profile.updated).
+    async users(ids) {
+      asked.push(ids);
+      return { etag: '"e"', users: ids.map((id) => ({ id, displayName: 'Bo', avatar: `/v1/attachments/${now}`, about: '' })) };
+    },
+  };
+  try {
+    const people = new People(api, 1);
+    people.profiles.set(2, { id: 2, displayName: 'Bo', avatar: `/v1/attachments/${old}`, about: '' });
+    usePeople(people);
+    useBlobs(new BlobCache(api));
+    for (let i = 0; i < 5; i++) {
+      personAvatar(2);
+      await new Promise((r) => setTimeout(r, 30)); // the fetch, then the batch's 20 ms
+    }
+    assert.deepEqual(asked, [[2]], 'the profile of a released avatar was not asked for again exactly once');
+    assert.equal(people.avatar(2), `/v1/attachments/${now}`);
+    const el = personAvatar(2);
+    await settle();
+    assert.equal(el.children.find((c) => c.tag === 'img')?.src?.startsWith('blob:'), true, 'the new avatar is not shown');
+  } finally {
+    usePeople(null);
+    useBlobs(null);
+    globalThis.fetch = realFetch;
+    undo();
+  }
+});

@@ -18,6 +18,7 @@ export class People extends EventTarget {
     this.wanted = new Set();
     this.timer = 0;
     this.etags = new Map(); // batch key -> ETag
+    this.released = new Set(); // avatars found released (stale)
   }
 
   /** The name to show for uid ("You" for the signed-in user). */
@@ -67,6 +68,16 @@ export class People extends EventTarget {
       // Names stay "User N" until the next mention asks again.
       for (const id of ids) this.profiles.delete(id);
     }
+  }
+
+  /**
+   * uid's avatar was found released (410): the profile held is stale, so
+   * it is asked for again, once per avatar (every render of it reports it).
+   */
+  stale(uid, avatar) {
+    if (this.released.has(avatar) || this.profiles.get(uid)?.avatar !== avatar) return;
+    this.released.add(avatar);
+    this.want(uid);
   }
 
   /** Refetches everyone we know (after a reconnect: updates may be missed). */

@@ -70,10 +70,14 @@ function initials(name) {
 export function personAvatar(uid, size = '') {
   const name = people ? people.name(uid, { you: false }) : '';
   const label = name && !name.startsWith('User ') ? initials(name) : String(uid);
-  return userAvatar(label, uid, size, false, people && people.avatar(uid));
+  const url = people && people.avatar(uid);
+  // A released avatar: the profile this page holds is stale (a member of
+  // a large group gets no profile.updated); ask for it again.
+  return userAvatar(label, uid, size, false, url, () => people.stale(uid, url));
 }
 
-export function userAvatar(label, seed, size = '', square = false, url = null) {
+/** onGone: the avatar chatd kept was released (410). */
+export function userAvatar(label, seed, size = '', square = false, url = null, onGone = null) {
   const el = h('span', { class: `avatar ${size} ${square ? 'square' : ''}`.trim(), 'aria-hidden': 'true' }, label.length > 3 ? label.slice(-3) : label);
   el.style.setProperty('--avatar-bg', PALETTE[Math.abs(Number(seed)) % PALETTE.length]);
   const kept = keptAvatar(url);
@@ -84,7 +88,13 @@ export function userAvatar(label, seed, size = '', square = false, url = null) {
     if (kept) {
       // chatd's own, fetched with the token like an image attachment
       // (BlobCache.avatar: once, not at every render, when it is gone).
-      blobs.avatar(kept).then((u) => (img.src = u), () => img.remove());
+      blobs.avatar(kept).then(
+        (u) => (img.src = u),
+        (e) => {
+          img.remove();
+          if (e?.status === 410 && onGone) onGone();
+        },
+      );
     } else {
       img.src = url;
     }
