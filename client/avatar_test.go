@@ -63,4 +63,16 @@ func TestAnAvatarIsUploadedSetAndDownloadedWithTheClient(t *testing.T) {
 	if _, err := bob.DownloadAvatar(ctx, "https://example.com/a.png", false, io.Discard); !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("an https avatar: %v", err)
 	}
+	// Replaced: the avatar bob read is gone at once, not retried.
+	b, err := alice.UploadAvatar(ctx, "me2.png", bytes.NewReader(mediatest.PNG(40, 40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.SetProfile(ctx, client.ProfileUpdate{DisplayName: "Alice", AvatarUploadID: &b.ID}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := bob.DownloadAvatar(ctx, *seen.Avatar, false, io.Discard); !errors.Is(err, client.ErrGone) || time.Since(start) > 5*time.Second {
+		t.Fatalf("bob downloads alice's replaced avatar: %v after %s", err, time.Since(start))
+	}
 }

@@ -19,7 +19,9 @@ var (
 	ErrForbidden = errors.New("not allowed")
 	// ErrNotFound: unknown conversation, message, member or RPC method.
 	ErrNotFound = errors.New("not found")
-	// ErrGone: the message was recalled (code gone).
+	// ErrGone: the message (or an attachment with it) was recalled, or an
+	// avatar chatd kept was released, replaced or removed by its owner
+	// (code gone; the profile or conversation read before is stale).
 	ErrGone = errors.New("message recalled")
 	// ErrBlocked: the other member of a direct conversation blocked the
 	// user (code blocked; PUBACK 0x87 with the code property).

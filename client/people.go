@@ -82,7 +82,10 @@ func (c *Client) SetProfile(ctx context.Context, u ProfileUpdate) (Profile, erro
 // DownloadAvatar writes an avatar chatd keeps, a Profile's or a
 // Conversation's Avatar that is a path (/v1/attachments/{id}), or its
 // thumbnail, to w (as Download). An https avatar is not chatd's to serve:
-// invalid, fetch it yourself.
+// invalid, fetch it yourself. An avatar replaced or removed since it was
+// read is ErrGone at once (not retried): read the profile (User) or the
+// conversation again for the current one; one the caller may no longer
+// see is ErrNotFound.
 func (c *Client) DownloadAvatar(ctx context.Context, avatar string, thumbnail bool, w io.Writer) (DownloadInfo, error) {
 	id, ok := chat.AvatarUploadOf(avatar)
 	if !ok {
