@@ -10,6 +10,7 @@ import (
 const (
 	packetSpec = "packet.spec.mjs"
 	pubackSpec = "puback.spec.mjs"
+	earlySpec  = "early.spec.mjs"
 )
 
 // TestWebClientRefusesAPublishOverChatdsPacketLimit runs
@@ -18,6 +19,15 @@ const (
 // stays connected for the sends after it.
 func TestWebClientRefusesAPublishOverChatdsPacketLimit(t *testing.T) {
 	runSessionSpec(t, packetSpec)
+}
+
+// TestWebClientRefusesAnOversizedSendQueuedBeforeTheFirstCONNACK runs
+// web/e2e/early.spec.mjs: a send larger than chatd's Maximum Packet Size
+// made before the first CONNACK fails as one made while connected, once
+// the CONNACK tells the limit, and is never published; the sends queued
+// with it go through in order on the one connection.
+func TestWebClientRefusesAnOversizedSendQueuedBeforeTheFirstCONNACK(t *testing.T) {
+	runSessionSpec(t, earlySpec)
 }
 
 // TestWebClientSendResolvesWithTheSeqOfChatdsPUBACK runs

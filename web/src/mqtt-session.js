@@ -34,6 +34,9 @@ export class MqttSession extends EventTarget {
     // The largest packet the server accepts, from its last CONNACK (0: not
     // known yet, or no limit).
     this.maxPacket = 0;
+    // Publishes asked for before the first CONNACK, when the limit is not
+    // known yet: held here, in order, and checked against it once it is.
+    this.early = [];
   }
 
   connect() {
@@ -69,6 +72,8 @@ export class MqttSession extends EventTarget {
     c.on('connect', (connack) => {
       this.connects++;
       this.maxPacket = connack.properties?.maximumPacketSize || 0;
+      const early = this.early.splice(0);
+      for (const p of early) this.publishNow(p);
       // After a server restart the session is new (sessionPresent 0) but
       // our delivery position is kept: subscribing again resumes it.
       // Online, and the catch-up that 'connected' starts, only once the
@@ -140,30 +145,40 @@ export class MqttSession extends EventTarget {
         reject(new SendError('Signed out.', undefined));
         return;
       }
-      // MQTT 5 forbids sending a packet over the server's limit, and chatd
-      // drops the connection of a client that does; mqtt.js would then
-      // send it again on every reconnection, ahead of every later publish.
-      const size = publishSize(name, payload);
-      if (this.maxPacket && size > this.maxPacket) {
-        reject(new SendError(`Too long to send (${size} bytes; the server accepts at most ${this.maxPacket}).`, 0x95));
+      const p = { name, payload, resolve, reject };
+      // Before the first CONNACK the server's packet limit is unknown:
+      // handed to mqtt.js now, an oversized publish would go out unchecked
+      // as soon as the connection is up.
+      if (this.connects === 0) this.early.push(p);
+      else this.publishNow(p);
+    });
+  }
+
+  /** Publishes (or queues in mqtt.js while offline) one publishEntry. */
+  publishNow({ name, payload, resolve, reject }) {
+    // MQTT 5 forbids sending a packet over the server's limit, and chatd
+    // drops the connection of a client that does; mqtt.js would then
+    // send it again on every reconnection, ahead of every later publish.
+    const size = publishSize(name, payload);
+    if (this.maxPacket && size > this.maxPacket) {
+      reject(new SendError(`Too long to send (${size} bytes; the server accepts at most ${this.maxPacket}).`, 0x95));
+      return;
+    }
+    const acks = this.acks;
+    this.client.publish(name, payload, { qos: 1 }, (err, packet) => {
+      const id = packet?.messageId;
+      const props = acks.get(id) || packet?.properties || {};
+      acks.delete(id);
+      if (err) {
+        const code = err.code ?? packet?.reasonCode;
+        reject(new SendError(props.reasonString || err.message, typeof code === 'number' ? code : undefined));
         return;
       }
-      const acks = this.acks;
-      this.client.publish(name, payload, { qos: 1 }, (err, packet) => {
-        const id = packet?.messageId;
-        const props = acks.get(id) || packet?.properties || {};
-        acks.delete(id);
-        if (err) {
-          const code = err.code ?? packet?.reasonCode;
-          reject(new SendError(props.reasonString || err.message, typeof code === 'number' ? code : undefined));
-          return;
-        }
-        const seq = Number(userProp(props.userProperties, 'seq'));
-        resolve({
-          seq: Number.isSafeInteger(seq) && seq > 0 ? seq : null,
-          duplicate: userProp(props.userProperties, 'duplicate') === 'true',
-          unchanged: userProp(props.userProperties, 'unchanged') === 'true',
-        });
+      const seq = Number(userProp(props.userProperties, 'seq'));
+      resolve({
+        seq: Number.isSafeInteger(seq) && seq > 0 ? seq : null,
+        duplicate: userProp(props.userProperties, 'duplicate') === 'true',
+        unchanged: userProp(props.userProperties, 'unchanged') === 'true',
       });
     });
   }
@@ -182,6 +197,7 @@ export class MqttSession extends EventTarget {
   close({ endSession = false } = {}) {
     const c = this.client;
     this.client = null;
+    for (const p of this.early.splice(0)) p.reject(new SendError('Signed out.', undefined));
     if (!c) return;
     if (endSession && c.connected) c.end(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
     else c.end(true);
