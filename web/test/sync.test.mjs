@@ -165,3 +165,65 @@ test('a catch-up that fails (a 503) is tried again, backing off, while connected
   assert.equal(failures, 2);
   assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4, 5], 'the gap stayed on screen after the catch-up failed');
 });
+
+/** Makes api.inbox's next answer wait: returns the function that gives it. */
+function holdInbox(api) {
+  let answer;
+  const next = api.inbox;
+  api.inbox = () => {
+    api.inbox = next;
+    return new Promise((resolve) => (answer = resolve));
+  };
+  return (entries) => answer(entries);
+}
+
+const group = (id, title) => ({ id, type: 'GROUP', title, lastSeq: 0, lastReadSeq: 0, unread: 0 });
+
+test('an inbox listing read before the user created a group does not drop it: the open group stays, loaded', async () => {
+  const api = fakeApi([msg(1), msg(2), msg(3)]);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  await sync.refreshInbox();
+  const inbox = api.inbox;
+  // A slow inbox read (a weak network) is on its way, listing what was
+  // there when it was read; the one after it lists the new group too.
+  const stale = await inbox();
+  api.inbox = async () => [...(await inbox()), group(9, 'new')];
+  const answer = holdInbox(api);
+  const slow = sync.refreshInbox();
+  // Meanwhile the user creates group 9 and opens it.
+  api.createGroup = async (title) => ({ ...group(9, title), members: [{ userId: ME, role: 'owner', lastReadSeq: 0 }, { userId: 2, role: 'member', lastReadSeq: 0 }] });
+  api.history = async () => [];
+  const cid = await sync.createGroup('new', [2]);
+  await sync.open(cid);
+  assert.equal(state.conv(9).loaded, true);
+  let dropped = false;
+  state.addEventListener('change', () => (dropped ||= !state.conv(9)));
+  answer(stale);
+  await slow;
+  await settle();
+  const c = state.conv(9);
+  assert.equal(dropped, false, 'the open group left the screen for a moment');
+  assert.equal(c.loaded, true, 'the open group was dropped and came back empty: it shows "Loading…" for good');
+  assert.equal(c.title, 'new');
+});
+
+test('an inbox listing read before the user was removed from a conversation does not bring it back', async () => {
+  const api = fakeApi([msg(1), msg(2), msg(3)]);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  const inbox = api.inbox;
+  api.inbox = async () => [...(await inbox()), group(8, 'old')];
+  await sync.refreshInbox();
+  assert.ok(state.conv(8));
+  const stale = await api.inbox();
+  const answer = holdInbox(api);
+  const slow = sync.refreshInbox();
+  sync.onEvent({ type: 'member.removed', conversationId: 8, userId: ME });
+  assert.equal(state.conv(8), null);
+  answer(stale);
+  await slow;
+  await settle();
+  assert.equal(state.conv(8), null, 'the conversation we were removed from is back in the inbox');
+  assert.ok(state.conv(7));
+});

@@ -29,6 +29,17 @@ export class ChatState extends EventTarget {
     this.openId = null;
     this.connection = 'connecting'; // connecting | online | offline
     this.inboxLoaded = false;
+    // A listing of the inbox tells the conversations as they were when it
+    // was read: one added or removed here after that (a group created, a
+    // removal event) is newer than it. mark() stamps a read's start.
+    this.clock = 0;
+    /** @type {Map<number, number>} conversation id -> clock when removed */
+    this.gone = new Map();
+  }
+
+  /** The clock before an inbox read, for setInbox's asOf. */
+  mark() {
+    return ++this.clock;
   }
 
   /** Tells the views to re-render; they coalesce to one frame. */
@@ -45,6 +56,7 @@ export class ChatState extends EventTarget {
     let c = this.conversations.get(id);
     if (!c) {
       c = new Conversation(id, this.me);
+      c.addedAt = this.clock;
       this.conversations.set(id, c);
     }
     return c;
@@ -60,16 +72,19 @@ export class ChatState extends EventTarget {
   }
 
   /**
-   * Merges a complete inbox listing. Conversations missing from it were
-   * left or removed and are dropped. Returns the ids of loaded
+   * Merges a complete inbox listing, read from the server after mark()
+   * returned asOf (by default: read now). Conversations missing from it
+   * were left or removed and are dropped, but not one added since asOf;
+   * one removed since asOf is not brought back. Returns the ids of loaded
    * conversations whose lastSeq is ahead of what we hold: they need an
    * afterSeq fetch.
    */
-  setInbox(entries) {
+  setInbox(entries, asOf = Infinity) {
     const seen = new Set();
     const behind = [];
     for (const e of entries) {
       seen.add(e.id);
+      if ((this.gone.get(e.id) ?? -1) >= asOf) continue;
       const c = this.ensure(e.id);
       c.type = e.type;
       c.title = e.title || '';
@@ -83,8 +98,8 @@ export class ChatState extends EventTarget {
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
       else if (c.lastSeq > c.have) behind.push(c.id);
     }
-    for (const id of [...this.conversations.keys()]) {
-      if (!seen.has(id)) this.conversations.delete(id);
+    for (const [id, c] of [...this.conversations]) {
+      if (!seen.has(id) && c.addedAt < asOf) this.conversations.delete(id);
     }
     this.inboxLoaded = true;
     this.changed('inbox');
@@ -128,6 +143,7 @@ export class ChatState extends EventTarget {
   }
 
   removeConversation(id) {
+    this.gone.set(id, this.clock);
     if (this.conversations.delete(id)) this.changed('inbox');
   }
 
@@ -213,6 +229,7 @@ export class Conversation {
   constructor(id, me) {
     this.id = id;
     this.me = me;
+    this.addedAt = 0; // ChatState's clock when it was added
     this.type = 'GROUP';
     this.title = '';
     this.createdAt = null;

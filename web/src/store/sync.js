@@ -77,8 +77,9 @@ export class Sync {
       do {
         this.inboxAgain = false;
         try {
+          const asOf = this.state.mark();
           const entries = await this.api.inbox();
-          const behind = this.state.setInbox(entries);
+          const behind = this.state.setInbox(entries, asOf);
           for (const cid of behind) this.fill(cid);
           this.loadMissingMembers();
         } catch (e) {
