@@ -19,6 +19,11 @@ export class Api {
   constructor(token, onUnauthorized = () => {}) {
     this.token = token;
     this.onUnauthorized = onUnauthorized;
+    // A request, its answer included, that takes longer fails as a network
+    // error. A connection that died without a reset (a phone changing
+    // cells) leaves fetch waiting for many minutes, and the catch-up after
+    // a reconnect would wait behind it.
+    this.timeoutMs = 30000;
   }
 
   async request(method, path, body) {
@@ -28,25 +33,53 @@ export class Api {
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
-    let res;
-    try {
-      res = await fetch(path, init);
-    } catch (e) {
-      throw new ApiError(0, 'network', 'network error: ' + e.message);
-    }
+    const { res, data } = await this.fetchJSON(path, init);
     if (res.status === 204) return null;
-    let data = null;
-    try {
-      data = await res.json();
-    } catch {
-      // A proxy's HTML error page, or a cut connection mid-body.
-    }
-    if (!res.ok) {
-      if (res.status === 401) this.onUnauthorized();
-      const err = data && data.error;
-      throw new ApiError(res.status, err && err.code, err && err.message);
-    }
+    if (!res.ok) throw this.refusal(res, data);
     return data;
+  }
+
+  /**
+   * fetch within timeoutMs, the JSON body read: {res, data}. data is null
+   * for 204, 304 and a body that is not JSON (a proxy's HTML error page);
+   * a 2xx whose body cannot be read (cut off) fails as a network error.
+   */
+  async fetchJSON(path, init) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), this.timeoutMs);
+    const failed = (e) => new ApiError(0, 'network', ctl.signal.aborted ? 'network error: no answer in time' : 'network error: ' + e.message);
+    try {
+      let res;
+      try {
+        res = await fetch(path, { ...init, signal: ctl.signal });
+      } catch (e) {
+        throw failed(e);
+      }
+      if (res.status === 204 || res.status === 304) return { res, data: null };
+      let text;
+      try {
+        text = await res.text();
+      } catch (e) {
+        if (res.ok) throw failed(e);
+        return { res, data: null };
+      }
+      let data = null;
+      try {
+        data = JSON.parse(text);
+      } catch {
+        // A proxy's error page.
+      }
+      return { res, data };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The ApiError of a response that is not 2xx (a 401 signs out). */
+  refusal(res, data) {
+    if (res.status === 401) this.onUnauthorized();
+    const err = data && data.error;
+    return new ApiError(res.status, err && err.code, err && err.message);
   }
 
   /** The whole inbox: follows nextCursor (bounded, for a runaway server). */
@@ -127,19 +160,9 @@ export class Api {
   async users(ids, etag) {
     const headers = { Authorization: `Bearer ${this.token}` };
     if (etag) headers['If-None-Match'] = etag;
-    let res;
-    try {
-      res = await fetch(`/v1/users?ids=${ids.join(',')}`, { headers, cache: 'no-cache' });
-    } catch (e) {
-      throw new ApiError(0, 'network', 'network error: ' + e.message);
-    }
+    const { res, data } = await this.fetchJSON(`/v1/users?ids=${ids.join(',')}`, { headers, cache: 'no-cache' });
     if (res.status === 304) return null;
-    const data = await res.json().catch(() => null);
-    if (!res.ok) {
-      if (res.status === 401) this.onUnauthorized();
-      const err = data && data.error;
-      throw new ApiError(res.status, err && err.code, err && err.message);
-    }
+    if (!res.ok) throw this.refusal(res, data);
     return { users: data.users, etag: res.headers.get('ETag') };
   }
 

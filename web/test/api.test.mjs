@@ -1,0 +1,97 @@
+// Unit tests of the HTTP client (src/api.js) and what Sync does with it,
+// against a real HTTP server on loopback that can leave a request
+// unanswered, as a connection that died on a mobile network does: no
+// reset, no answer. Run: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { Api } from '../src/api.js';
+import { ChatState } from '../src/store/state.js';
+import { Sync } from '../src/store/sync.js';
+
+globalThis.document ??= { visibilityState: 'visible' };
+
+/** A chatd stand-in whose inbox lists conversation 7; stall() leaves the next request unanswered. */
+async function server() {
+  let stallNext = false;
+  const stalled = [];
+  const srv = http.createServer((req, res) => {
+    if (stallNext) {
+      stallNext = false;
+      stalled.push(res);
+      return;
+    }
+    res.setHeader('Content-Type', 'application/json');
+    if (req.url.startsWith('/v1/inbox')) {
+      res.end(JSON.stringify({ conversations: [{ id: 7, type: 'DIRECT', peerId: 2, lastSeq: 0, lastReadSeq: 0, unread: 0 }], nextCursor: '' }));
+    } else if (req.url.startsWith('/v1/conversations/7')) {
+      res.end(JSON.stringify({ id: 7, type: 'DIRECT', lastSeq: 0, members: [{ userId: 1, role: 'member', lastReadSeq: 0 }] }));
+    } else {
+      res.statusCode = 404;
+      res.end(JSON.stringify({ error: { code: 'not_found', message: 'not found' } }));
+    }
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${srv.address().port}`;
+  return {
+    base,
+    stall: () => (stallNext = true),
+    close: () => {
+      for (const res of stalled) res.destroy();
+      srv.closeAllConnections();
+      return new Promise((r) => srv.close(r));
+    },
+  };
+}
+
+/** The page's fetch: paths are relative to its origin, here base. */
+function pageFetch(base) {
+  const real = globalThis.fetch;
+  globalThis.fetch = (path, init) => real(new URL(path, base), init);
+  return () => (globalThis.fetch = real);
+}
+
+test('the catch-up after a reconnect is not stuck behind an inbox read that never got an answer', async () => {
+  const srv = await server();
+  const restore = pageFetch(srv.base);
+  try {
+    const api = new Api('token');
+    api.timeoutMs = 300;
+    const state = new ChatState(1);
+    const sync = new Sync(state, api, new EventTarget());
+    // The first inbox read goes out on a connection that has just died.
+    srv.stall();
+    const first = sync.refreshInbox();
+    // MQTT notices (keep-alive), reconnects, and resyncs.
+    await new Promise((r) => setTimeout(r, 50));
+    sync.resync();
+    const end = Date.now() + 5000;
+    while (!state.conv(7) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(state.conv(7), 'the inbox after the reconnect never came: the catch-up waits for a request that has no answer');
+    await first;
+  } finally {
+    restore();
+    await srv.close();
+  }
+});
+
+test('a request that gets no answer fails as a network error once the time is up', async () => {
+  const srv = await server();
+  const restore = pageFetch(srv.base);
+  try {
+    const api = new Api('token');
+    api.timeoutMs = 300;
+    srv.stall();
+    const started = Date.now();
+    const err = await Promise.race([
+      api.conversation(7).then(() => null, (e) => e),
+      new Promise((r) => setTimeout(() => r('no answer after 5 s'), 5000)),
+    ]);
+    assert.equal(err?.code, 'network', `failed as a network error: ${err}`);
+    assert.ok(Date.now() - started < 3000);
+    assert.equal((await api.conversation(7)).id, 7, 'the next request is answered');
+  } finally {
+    restore();
+    await srv.close();
+  }
+});
