@@ -57,16 +57,19 @@ export class People extends EventTarget {
 
   async fetchBatch(ids) {
     const key = ids.join(',');
+    // A 304 says that what we hold is current: only worth asking for when
+    // we hold every one of them.
+    const etag = ids.every((id) => this.profiles.has(id)) ? this.etags.get(key) : undefined;
     try {
-      const r = await this.api.users(ids, this.etags.get(key));
+      const r = await this.api.users(ids, etag);
       if (!r) return; // 304: what we hold is current
       this.etags.set(key, r.etag);
       for (const id of ids) if (!this.profiles.has(id)) this.profiles.set(id, { id, displayName: '', avatar: null, about: '' });
       for (const p of r.users) this.profiles.set(p.id, p);
       this.changed();
     } catch {
-      // Names stay "User N" until the next mention asks again.
-      for (const id of ids) this.profiles.delete(id);
+      // The names we know stay (a refresh on a flaky network); those we
+      // do not are "User N" until their next mention asks again.
     }
   }
 
