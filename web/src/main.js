@@ -7,6 +7,7 @@ import { callAt, claimClientId, clearSignIn, loadSignIn, watchSignIn } from './a
 import { MqttSession } from './mqtt-session.js';
 import { ChatState } from './store/state.js';
 import { Sync } from './store/sync.js';
+import { Outbox } from './store/outbox.js';
 import { h, icon, replace } from './views/dom.js';
 import { signInView } from './views/signin.js';
 import { createInbox } from './views/inbox.js';
@@ -61,6 +62,9 @@ async function startApp({ token, userId, exp }) {
     closeMenus();
     for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
+    // Signing out: this person's unsent messages do not stay in the
+    // browser. An expired token keeps them for the next sign-in.
+    if (endSession) sync.outbox.clear();
     sync.stop(); // nothing is on screen: no more read receipts nor catch-up
     // The user's files shown from blob: URLs (and the tray's previews)
     // must not outlive the sign-out in this page.
@@ -83,6 +87,7 @@ async function startApp({ token, userId, exp }) {
   const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.', { forced: true }));
   session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.', { forced: true }));
   const sync = new Sync(state, api, session);
+  sync.outbox = new Outbox(clientIds.get(userId));
   const people = new People(api, userId);
   usePeople(people);
   sync.people = people;

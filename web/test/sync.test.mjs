@@ -227,3 +227,57 @@ test('an inbox listing read before the user was removed from a conversation does
   assert.equal(state.conv(8), null, 'the conversation we were removed from is back in the inbox');
   assert.ok(state.conv(7));
 });
+
+/** localStorage's interface over a Map. */
+function memoryStorage() {
+  const m = new Map();
+  return { getItem: (k) => m.get(k) ?? null, setItem: (k, v) => m.set(k, String(v)), removeItem: (k) => m.delete(k) };
+}
+
+/** An MQTT session whose sends wait until answer(clientMsgId, result) or refuse(clientMsgId, err). */
+function heldSession() {
+  const waiting = new Map();
+  const s = new EventTarget();
+  s.sent = [];
+  s.send = (cid, clientMsgId, body) => {
+    s.sent.push({ cid, clientMsgId, body });
+    return new Promise((resolve, reject) => waiting.set(clientMsgId, { resolve, reject }));
+  };
+  s.answer = (id, r) => waiting.get(id).resolve(r);
+  s.refuse = (id, e) => waiting.get(id).reject(e);
+  return s;
+}
+
+test('a later page sends again what an earlier one left unanswered, with its clientMsgId; not what chatd committed or refused', async () => {
+  const { Outbox } = await import('../src/store/outbox.js');
+  const storage = memoryStorage();
+  const api = fakeApi([msg(1), msg(2), msg(3)]);
+  const s1 = heldSession();
+  const sync1 = new Sync(new ChatState(ME), api, s1);
+  sync1.outbox = new Outbox('web-1-a', storage);
+  await sync1.refreshInbox();
+  const lost = sync1.send(7, 'unanswered');
+  const committed = sync1.send(7, 'committed');
+  const refused = sync1.send(7, 'refused');
+  s1.answer(committed, { seq: 4, duplicate: false });
+  s1.refuse(refused, Object.assign(new Error('too large'), { reasonCode: 0x99 }));
+  await settle();
+  // The tab goes away; the next page of the same tab (client id) starts.
+  const s2 = heldSession();
+  const state2 = new ChatState(ME);
+  const sync2 = new Sync(state2, api, s2);
+  sync2.outbox = new Outbox('web-1-a', storage);
+  await sync2.refreshInbox();
+  assert.deepEqual(s2.sent, [{ cid: 7, clientMsgId: lost, body: 'unanswered' }]);
+  assert.deepEqual(state2.conv(7).pendingList().map((p) => [p.body, p.status]), [['unanswered', 'sending']]);
+  // Another tab (another client id) does not send it too.
+  const s3 = heldSession();
+  const sync3 = new Sync(new ChatState(ME), api, s3);
+  sync3.outbox = new Outbox('web-1-b', storage);
+  await sync3.refreshInbox();
+  assert.deepEqual(s3.sent, []);
+  // Answered at last (a duplicate: the first attempt had got through).
+  s2.answer(lost, { seq: 5, duplicate: true });
+  await settle();
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
+});

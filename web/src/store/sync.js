@@ -33,6 +33,10 @@ export class Sync {
     this.inboxAgain = false;
     this.openFailed = null; // the open conversation, when loading it failed
     this.lastTypingSent = 0;
+    // Sends not answered yet, kept across page loads (outbox.js); set by
+    // main. restored: those of an earlier page were sent again.
+    this.outbox = null;
+    this.restored = false;
     this.onRemoved = () => {}; // set by main: the open conversation went away
     this.onError = () => {}; // set by main: a message for the user
   }
@@ -81,6 +85,7 @@ export class Sync {
           const entries = await this.api.inbox();
           const behind = this.state.setInbox(entries, asOf);
           for (const cid of behind) this.fill(cid);
+          this.restoreOutbox();
           this.loadMissingMembers();
         } catch (e) {
           if (e.code !== 'network') this.onError(`Could not load conversations: ${e.message}`);
@@ -435,14 +440,40 @@ export class Sync {
     };
     if (replyTo) p.replyTo = this.replyRef(cid, replyTo);
     this.state.addPending(cid, p);
+    this.outbox?.put(cid, p);
     this.publish(cid, p);
     return p.clientMsgId;
+  }
+
+  /**
+   * Once the conversations are known: the sends an earlier page of this
+   * tab left unanswered show as "Sending…" again and go out with their
+   * clientMsgId (a resend of one that got through is answered with its
+   * seq). Those of conversations we are no longer in are dropped.
+   */
+  restoreOutbox() {
+    if (this.restored || !this.outbox) return;
+    this.restored = true;
+    for (const e of this.outbox.list()) {
+      const c = this.state.conv(e.cid);
+      if (!c) {
+        this.outbox.delete(e.clientMsgId);
+        continue;
+      }
+      if (c.pending.has(e.clientMsgId)) continue;
+      const p = { clientMsgId: e.clientMsgId, body: e.body, attachments: e.attachments || [], status: 'sending', seq: null, error: null, createdAt: e.createdAt };
+      if (e.replyTo) p.replyTo = e.replyTo;
+      this.state.addPending(e.cid, p);
+      this.publish(e.cid, p);
+    }
   }
 
   /** Resends with the same clientMsgId: the server deduplicates. */
   retry(cid, clientMsgId) {
     const p = this.state.retryPending(cid, clientMsgId);
-    if (p) this.publish(cid, p);
+    if (!p) return;
+    this.outbox?.put(cid, p);
+    this.publish(cid, p);
   }
 
   publish(cid, p) {
@@ -456,6 +487,7 @@ export class Sync {
     this.session.send(cid, p.clientMsgId, p.body, extra).then(
       ({ seq }) => {
         clearTimeout(timer);
+        this.outbox?.delete(p.clientMsgId);
         if (seq === null) {
           this.fill(cid); // no seq property (not chatd?): history tells
           return;
@@ -478,6 +510,10 @@ export class Sync {
       },
       (err) => {
         clearTimeout(timer);
+        // Refused by the server (a reason code): not worth a resend by a
+        // later page. Not answered (signed out, the connection closed
+        // before mqtt.js sent it): kept.
+        if (typeof err.reasonCode === 'number') this.outbox?.delete(p.clientMsgId);
         this.state.failPending(cid, p.clientMsgId, err.message || 'Not sent.');
       },
     );

@@ -1,0 +1,81 @@
+// A send the server has not answered when the tab goes away (a phone's
+// browser discards a background tab, the user reloads while "Sending…")
+// is not lost: the page that comes back in the same browser sends it
+// again, with the same clientMsgId, so chatd commits it once whether or
+// not the first attempt got through. In headless Chromium against a real
+// chatd, behind a proxy whose network the spec cuts. web/outbox_test.go
+// (TestBrowserASendUnansweredWhenTheTabGoesAwayIsSentWhenItComesBack)
+// starts chatd and runs this file.
+//
+// Env: CHATD_URL, CHROMIUM_PATH.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation } from './helpers.mjs';
+import { startProxy } from './proxy.mjs';
+
+const BASE = process.env.CHATD_URL;
+if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+let browser;
+const pages = [];
+before(async () => {
+  browser = await launchChromium(CHROMIUM);
+});
+after(async () => {
+  await browser?.close();
+});
+
+const { api } = devAPI(BASE);
+const ME = 9331;
+const PEER = 9332;
+
+/** [seq, status] of every message on screen. */
+const seqs = (page) =>
+  page.getByTestId('message').evaluateAll((els) => els.map((e) => [e.dataset.seq ? Number(e.dataset.seq) : null, e.dataset.status]));
+
+test('a send still unanswered when the tab goes away is sent once the page is back, once', async () => {
+  const proxy = await startProxy(BASE);
+  try {
+    const conv = await api(PEER, 'POST', `/v1/direct/${ME}`);
+    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'hello' });
+    const a = await devSignIn(browser, pages, ME, { base: proxy.url });
+    await openConversation(a.page, conv.id);
+    await eventually(async () => assert.deepEqual(await bodies(a.page), ['hello']));
+
+    // On the train: the network is gone, the user writes, and the browser
+    // discards the tab while it still says "Sending…".
+    proxy.cut();
+    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await a.page.getByTestId('composer').fill('written in the tunnel');
+    await a.page.getByTestId('composer').press('Enter');
+    await eventually(async () => assert.deepEqual((await seqs(a.page)).at(-1), [null, 'sending']));
+    await a.page.close();
+
+    // Back in coverage, the user opens chatd again in the same browser.
+    proxy.restore();
+    const page = await a.context.newPage();
+    a.page = page;
+    page.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
+    await page.goto(proxy.url);
+    await online(page, 20000);
+    const sent = async () => (await api(PEER, 'GET', `/v1/conversations/${conv.id}/messages`)).messages.map((m) => m.body);
+    await eventually(async () => assert.deepEqual(await sent(), ['hello', 'written in the tunnel']), { timeout: 20000 });
+    await openConversation(page, conv.id);
+    await eventually(async () => assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]));
+    assert.deepEqual(await bodies(page), ['hello', 'written in the tunnel']);
+
+    // Once: another reload sends nothing more.
+    await page.reload();
+    await online(page, 20000);
+    await openConversation(page, conv.id);
+    await eventually(async () => assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]));
+    await page.waitForTimeout(1000);
+    assert.deepEqual(await sent(), ['hello', 'written in the tunnel']);
+    assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]);
+    await finish(a);
+  } finally {
+    await proxy.close();
+  }
+});
