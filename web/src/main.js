@@ -118,7 +118,7 @@ async function startApp({ token, userId, exp }) {
   const search = createSearch(state, api, {
     jump: (cid, seq) => {
       go(cid);
-      sync.jumpTo(cid, seq).then((found) => found || notify('That message is no longer there.'));
+      sync.jumpTo(cid, seq).then((found) => found === false && notify('That message is no longer there.'));
     },
   });
 

@@ -281,3 +281,30 @@ test('a later page sends again what an earlier one left unanswered, with its cli
   await settle();
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
 });
+
+test('a search hit whose conversation the user leaves while its older pages load does not jump there later', async () => {
+  const msgs = Array.from({ length: 300 }, (_, i) => msg(i + 1));
+  const api = fakeApi(msgs);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  await sync.refreshInbox();
+  state.setConversation({ id: 8, type: 'GROUP', title: 'other', lastSeq: 0, members: [{ userId: ME, role: 'member', lastReadSeq: 0 }] });
+  // Older pages come slowly (a weak network).
+  const history = api.history;
+  let olderPages = 0;
+  api.history = async (cid, q) => {
+    if (q.beforeSeq) {
+      olderPages++;
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    return history(cid, q);
+  };
+  // The hit is #3: five pages back from the newest.
+  const jumped = sync.jumpTo(7, 3);
+  await new Promise((r) => setTimeout(r, 40));
+  await sync.open(8); // the user goes elsewhere meanwhile
+  assert.equal(await jumped, null, 'the user is told the hit is gone');
+  const pages = olderPages;
+  assert.ok(pages < 5, `older pages of the conversation left were still loaded: ${pages}`);
+  assert.ok(!state.conv(7).focusSeq, 'opening the conversation again would scroll to the old hit');
+});

@@ -331,16 +331,21 @@ export class Sync {
 
   /**
    * Opens a conversation scrolled to one of its messages (a search hit):
-   * older pages are loaded until it is among them. Returns whether it is.
+   * older pages are loaded until it is among them. Returns whether it is
+   * (null when the user went to another conversation meanwhile).
    */
   async jumpTo(cid, seq) {
     if (this.state.openId !== cid) await this.open(cid);
     const c = this.state.conv(cid);
-    for (let i = 0; c && c.loaded && c.hasOlder && c.oldest > seq && i < 100; i++) {
+    // Left meanwhile (the pages come slowly): no more pages, no jump when
+    // the user comes back to it later.
+    const here = () => this.state.openId === cid;
+    for (let i = 0; c && here() && c.loaded && c.hasOlder && c.oldest > seq && i < 100; i++) {
       const before = c.oldest;
       await this.loadOlder(cid);
       if (c.oldest === before) break;
     }
+    if (!here()) return null;
     if (c) {
       c.focusSeq = seq;
       this.state.changed('messages');

@@ -228,10 +228,14 @@ export function createConversationView(state, sync, media, actions) {
   async function jumpTo(seq) {
     const c = state.conv(state.openId);
     if (!c) return;
-    for (let i = 0; i < 40 && !c.messages.has(seq) && c.hasOlder; i++) {
+    // Another conversation opened while older pages came: its list must
+    // not be searched for this seq.
+    const here = () => state.openId === c.id;
+    for (let i = 0; i < 40 && here() && !c.messages.has(seq) && c.hasOlder; i++) {
       await sync.loadOlder(c.id);
       render();
     }
+    if (!here()) return;
     const target = list.querySelector(`.msg[data-seq="${seq}"]`);
     if (!target) {
       notify('That message is no longer available.');
