@@ -37,6 +37,11 @@ export class Uploader {
   /** @param {import('./api.js').Api} api */
   constructor(api) {
     this.api = api;
+    // An upload whose bytes (or answer) have not moved for this long is
+    // given up as a network error, which the tray offers to retry: over a
+    // connection that died without a reset, the request would otherwise
+    // wait for many minutes at its percentage, holding the message back.
+    this.stallMs = 30000;
   }
 
   /**
@@ -93,10 +98,23 @@ export class Uploader {
         before?.();
         xhr.abort();
       };
+      let watchdog = 0;
+      const moved = () => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(() => {
+          reject(new ApiError(0, 'network', 'the upload stalled'));
+          xhr.abort();
+        }, this.stallMs);
+      };
+      xhr.onloadend = () => clearTimeout(watchdog);
+      xhr.onprogress = moved; // the answer coming in
       xhr.open(t.method || 'PUT', t.url);
       for (const [k, v] of Object.entries(t.headers || {})) xhr.setRequestHeader(k, v);
       if (own) xhr.setRequestHeader('Authorization', `Bearer ${this.api.token}`);
-      xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+      xhr.upload.onprogress = (e) => {
+        moved();
+        onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+      };
       xhr.onload = () => {
         let data = null;
         try {
@@ -116,6 +134,7 @@ export class Uploader {
       xhr.onerror = () => reject(new ApiError(0, 'network', 'the upload was cut off'));
       xhr.onabort = () => reject(new ApiError(0, 'aborted', 'upload cancelled'));
       xhr.send(file);
+      moved();
     });
   }
 }

@@ -236,3 +236,36 @@ test('a person whose avatar was released is asked for again once, and shown with
     undo();
   }
 });
+
+test('an upload whose bytes stop moving (a dead connection) fails, so the tray offers Retry, instead of hanging at its percentage', async () => {
+  const xhrs = [];
+  globalThis.XMLHttpRequest = class {
+    constructor() {
+      xhrs.push(this);
+      this.upload = {};
+      this.aborted = false;
+    }
+    open() {}
+    setRequestHeader() {}
+    send() {
+      // A third of the bytes go out, then nothing more: no error, no answer.
+      setTimeout(() => this.upload.onprogress?.({ loaded: 100, total: 300, lengthComputable: true }), 5);
+    }
+    abort() {
+      this.aborted = true;
+      setTimeout(() => this.onabort?.(), 0);
+    }
+  };
+  try {
+    const api = pendingApi();
+    const up = new Uploader(api);
+    up.stallMs = 100;
+    const done = up.upload(7, { name: 'a.bin', type: 'application/octet-stream', size: 300 }, () => {}, {});
+    api.calls[0].resolve({ uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT' });
+    const err = await Promise.race([done.then(() => null, (e) => e), new Promise((r) => setTimeout(() => r('still uploading after 3 s'), 3000))]);
+    assert.equal(err?.code, 'network', `failed as a network error, which the tray offers to retry: ${err}`);
+    assert.equal(xhrs[0].aborted, true, 'the stalled request is abandoned');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
