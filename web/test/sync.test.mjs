@@ -282,6 +282,21 @@ test('a later page sends again what an earlier one left unanswered, with its cli
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
 });
 
+test('a send left unanswered more than a day ago is not sent out of the blue by a later page', async () => {
+  const { Outbox } = await import('../src/store/outbox.js');
+  const storage = memoryStorage();
+  const api = fakeApi([msg(1)]);
+  const old = new Outbox('web-1-a', storage);
+  old.put(7, { clientMsgId: '00000000-0000-4000-8000-00000000000a', body: 'yesterday', createdAt: new Date(Date.now() - 25 * 3600 * 1000).toISOString() });
+  old.put(7, { clientMsgId: '00000000-0000-4000-8000-00000000000b', body: 'just now', createdAt: new Date().toISOString() });
+  const s = heldSession();
+  const sync = new Sync(new ChatState(ME), api, s);
+  sync.outbox = new Outbox('web-1-a', storage);
+  await sync.refreshInbox();
+  assert.deepEqual(s.sent.map((x) => x.body), ['just now']);
+  assert.deepEqual(sync.outbox.list().map((x) => x.body), ['just now']);
+});
+
 test('a search hit whose conversation the user leaves while its older pages load does not jump there later', async () => {
   const msgs = Array.from({ length: 300 }, (_, i) => msg(i + 1));
   const api = fakeApi(msgs);

@@ -12,6 +12,7 @@ const FILL_PAGE = 200; // the server's cap: catch up in as few requests as possi
 const SEND_TIMEOUT_MS = 15000; // then show "failed" with Retry; a late PUBACK still confirms
 const TYPING_SHOW_MS = 3000;
 const TYPING_SEND_EVERY_MS = 2000; // the server forwards at most one per second anyway
+const OUTBOX_MAX_AGE_MS = 24 * 3600 * 1000; // sends a later page still makes
 
 export class Sync {
   /**
@@ -454,14 +455,18 @@ export class Sync {
    * Once the conversations are known: the sends an earlier page of this
    * tab left unanswered show as "Sending…" again and go out with their
    * clientMsgId (a resend of one that got through is answered with its
-   * seq). Those of conversations we are no longer in are dropped.
+   * seq). Those of conversations we are no longer in, and those older
+   * than a day, are dropped.
    */
   restoreOutbox() {
     if (this.restored || !this.outbox) return;
     this.restored = true;
     for (const e of this.outbox.list()) {
       const c = this.state.conv(e.cid);
-      if (!c) {
+      // One older than a day (a tab id not claimed again until much
+      // later) is not sent out of the blue: its words may be stale, its
+      // uploads expired (upload_ttl).
+      if (!c || !(Date.now() - Date.parse(e.createdAt) < OUTBOX_MAX_AGE_MS)) {
         this.outbox.delete(e.clientMsgId);
         continue;
       }
