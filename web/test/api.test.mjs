@@ -85,10 +85,12 @@ test('a request that gets no answer fails as a network error once the time is up
     api.timeoutMs = 1000;
     srv.stall();
     const started = Date.now();
+    let timer;
     const err = await Promise.race([
       api.conversation(7).then(() => null, (e) => e),
-      new Promise((r) => setTimeout(() => r('no answer after 10 s'), 10000)),
+      new Promise((r) => (timer = setTimeout(() => r('no answer after 10 s'), 10000))),
     ]);
+    clearTimeout(timer);
     assert.equal(err?.code, 'network', `failed as a network error: ${err}`);
     assert.ok(Date.now() - started < 8000);
     assert.equal((await api.conversation(7)).id, 7, 'the next request is answered');

@@ -262,7 +262,9 @@ test('an upload whose bytes stop moving (a dead connection) fails, so the tray o
     up.stallMs = 100;
     const done = up.upload(7, { name: 'a.bin', type: 'application/octet-stream', size: 300 }, () => {}, {});
     api.calls[0].resolve({ uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT' });
-    const err = await Promise.race([done.then(() => null, (e) => e), new Promise((r) => setTimeout(() => r('still uploading after 3 s'), 3000))]);
+    let timer;
+    const err = await Promise.race([done.then(() => null, (e) => e), new Promise((r) => (timer = setTimeout(() => r('still uploading after 3 s'), 3000)))]);
+    clearTimeout(timer);
     assert.equal(err?.code, 'network', `failed as a network error, which the tray offers to retry: ${err}`);
     assert.equal(xhrs[0].aborted, true, 'the stalled request is abandoned');
   } finally {
