@@ -254,6 +254,7 @@ test('a later page sends again what an earlier one left unanswered, with its cli
   const api = fakeApi([msg(1), msg(2), msg(3)]);
   const s1 = heldSession();
   const sync1 = new Sync(new ChatState(ME), api, s1);
+  sync1.sendTimeoutMs = 50;
   sync1.outbox = new Outbox('web-1-a', storage);
   await sync1.refreshInbox();
   const lost = sync1.send(7, 'unanswered');
@@ -266,6 +267,7 @@ test('a later page sends again what an earlier one left unanswered, with its cli
   const s2 = heldSession();
   const state2 = new ChatState(ME);
   const sync2 = new Sync(state2, api, s2);
+  sync2.sendTimeoutMs = 50;
   sync2.outbox = new Outbox('web-1-a', storage);
   await sync2.refreshInbox();
   assert.deepEqual(s2.sent, [{ cid: 7, clientMsgId: lost, body: 'unanswered' }]);
@@ -280,6 +282,7 @@ test('a later page sends again what an earlier one left unanswered, with its cli
   s2.answer(lost, { seq: 5, duplicate: true });
   await settle();
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
+  for (const x of [sync1, sync2, sync3]) x.stop(); // the first page's unanswered send waits no more
 });
 
 test('a send left unanswered more than a day ago is not sent out of the blue by a later page', async () => {
@@ -291,10 +294,12 @@ test('a send left unanswered more than a day ago is not sent out of the blue by 
   old.put(7, { clientMsgId: '00000000-0000-4000-8000-00000000000b', body: 'just now', createdAt: new Date().toISOString() });
   const s = heldSession();
   const sync = new Sync(new ChatState(ME), api, s);
+  sync.sendTimeoutMs = 50;
   sync.outbox = new Outbox('web-1-a', storage);
   await sync.refreshInbox();
   assert.deepEqual(s.sent.map((x) => x.body), ['just now']);
   assert.deepEqual(sync.outbox.list().map((x) => x.body), ['just now']);
+  sync.stop();
 });
 
 test('a search hit whose conversation the user leaves while its older pages load does not jump there later', async () => {
@@ -322,4 +327,27 @@ test('a search hit whose conversation the user leaves while its older pages load
   const pages = olderPages;
   assert.ok(pages < 5, `older pages of the conversation left were still loaded: ${pages}`);
   assert.ok(!state.conv(7).focusSeq, 'opening the conversation again would scroll to the old hit');
+});
+
+test('a send written offline stays "Sending…" until the connection is back, and fails only after no answer while online', async () => {
+  const api = fakeApi([msg(1)]);
+  const state = new ChatState(ME);
+  const s = heldSession();
+  const sync = new Sync(state, api, s);
+  sync.sendTimeoutMs = 100;
+  await sync.refreshInbox();
+  state.setConnection('online');
+  state.setConnection('offline'); // the train enters the tunnel
+  const id = sync.send(7, 'written in the tunnel');
+  const status = () => state.conv(7).pending.get(id).status;
+  await new Promise((r) => setTimeout(r, 300));
+  // mqtt.js holds it and sends it on reconnect: "Not sent" would have the
+  // user write it again, a second message.
+  assert.equal(status(), 'sending', 'a send waiting for the network was shown as "Not sent"');
+  state.setConnection('connecting');
+  state.setConnection('online');
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(status(), 'sending', 'failed before the reconnected session had its time to answer');
+  await new Promise((r) => setTimeout(r, 250));
+  assert.equal(status(), 'failed', 'no answer while online: "Not sent", with Retry');
 });

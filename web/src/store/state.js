@@ -28,6 +28,7 @@ export class ChatState extends EventTarget {
     this.conversations = new Map();
     this.openId = null;
     this.connection = 'connecting'; // connecting | online | offline
+    this.onlineAt = 0; // when the connection last came online (ms epoch)
     this.inboxLoaded = false;
     // A listing of the inbox tells the conversations as they were when it
     // was read: one added or removed here after that (a group created, a
@@ -221,6 +222,7 @@ export class ChatState extends EventTarget {
   setConnection(s) {
     if (this.connection === s) return;
     this.connection = s;
+    if (s === 'online') this.onlineAt = Date.now();
     this.changed('connection');
   }
 }

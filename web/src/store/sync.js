@@ -9,7 +9,7 @@ import { changeFromEvent, isMessage, snippet } from './lifecycle.js';
 
 const PAGE = 50; // history page when opening or scrolling back
 const FILL_PAGE = 200; // the server's cap: catch up in as few requests as possible
-const SEND_TIMEOUT_MS = 15000; // then show "failed" with Retry; a late PUBACK still confirms
+const SEND_TIMEOUT_MS = 15000; // online without an answer: "failed" with Retry; a late PUBACK still confirms
 const TYPING_SHOW_MS = 3000;
 const TYPING_SEND_EVERY_MS = 2000; // the server forwards at most one per second anyway
 const OUTBOX_MAX_AGE_MS = 24 * 3600 * 1000; // sends a later page still makes
@@ -28,6 +28,7 @@ export class Sync {
     this.fills = new Map(); // cid -> promise chain: one catch-up at a time
     this.fillRetries = new Map(); // cid -> {attempt, timer}: a failed catch-up's next try
     this.retryBaseMs = 1000;
+    this.sendTimeoutMs = SEND_TIMEOUT_MS;
     this.reading = new Set(); // cids with a read receipt in flight
     this.seenTimers = new Map();
     this.inboxBusy = null;
@@ -488,9 +489,19 @@ export class Sync {
 
   publish(cid, p) {
     const attempt = (p.attempt = (p.attempt || 0) + 1);
-    const timer = setTimeout(() => {
-      if (p.attempt === attempt && p.seq === null) this.state.failPending(cid, p.clientMsgId, 'No answer from the server.');
-    }, SEND_TIMEOUT_MS);
+    const start = Date.now();
+    // Only time online counts: offline, mqtt.js holds the publish and sends
+    // it on reconnect, and "Not sent" meanwhile would have the user write
+    // it again, a second message.
+    let timer = 0;
+    const check = () => {
+      if (p.attempt !== attempt || p.seq !== null || this.stopped) return;
+      const online = this.state.connection === 'online';
+      const left = online ? Math.max(start, this.state.onlineAt) + this.sendTimeoutMs - Date.now() : this.sendTimeoutMs;
+      if (left > 0) timer = setTimeout(check, left);
+      else this.state.failPending(cid, p.clientMsgId, 'No answer from the server.');
+    };
+    timer = setTimeout(check, this.sendTimeoutMs);
     const extra = p.replyTo ? { replyTo: p.replyTo.seq } : {};
     const refs = (p.attachments || []).map((a) => (a.caption ? { uploadId: a.id, caption: a.caption } : { uploadId: a.id }));
     if (refs.length) extra.attachments = refs;
