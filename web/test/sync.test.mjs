@@ -351,3 +351,30 @@ test('a send written offline stays "Sending…" until the connection is back, an
   await new Promise((r) => setTimeout(r, 250));
   assert.equal(status(), 'failed', 'no answer while online: "Not sent", with Retry');
 });
+
+test('back after a long absence, a busy conversation shows its newest messages after one request, not after walking every missed page', async () => {
+  const msgs = [msg(1), msg(2), msg(3)];
+  const api = fakeApi(msgs);
+  const state = new ChatState(ME);
+  const sync = new Sync(state, api, new EventTarget());
+  await sync.refreshInbox();
+  await sync.open(7);
+  await settle();
+  // A night offline: 2000 messages, none replayed (the session expired).
+  for (let s = 4; s <= 2003; s++) msgs.push(msg(s));
+  const reads = () => api.calls.filter((x) => x.startsWith('history 7')).length;
+  const before = reads();
+  await sync.resync();
+  const c = state.conv(7);
+  for (let i = 0; i < 100 && c.have < 2003; i++) await settle();
+  assert.equal(c.have, 2003);
+  assert.ok(reads() - before <= 2, `history was read ${reads() - before} times before the newest message showed`);
+  const shown = c.visible().map((m) => m.seq);
+  assert.deepEqual(shown, Array.from({ length: shown.length }, (_, i) => 2004 - shown.length + i), 'what is shown has no hole');
+  assert.ok(c.hasOlder, 'the messages in between come on scrolling up');
+  // Scrolling up brings them back, contiguous.
+  await sync.loadOlder(7);
+  const more = c.visible().map((m) => m.seq);
+  assert.deepEqual(more, Array.from({ length: more.length }, (_, i) => 2004 - more.length + i));
+  assert.ok(more.length > shown.length);
+});

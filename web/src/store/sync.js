@@ -247,9 +247,14 @@ export class Sync {
       if (!c || !c.loaded) return;
       for (let i = 0; i < 100; i++) {
         const from = c.have;
+        // Far behind (back after a long absence): the newest page now, as
+        // on a first load, and the ones in between when scrolled up to.
+        // Walking every missed page first would show the oldest of them
+        // for minutes on a weak network, and mark them read one by one.
+        const jump = c.lastSeq - from > FILL_PAGE;
         let page;
         try {
-          page = await this.api.history(cid, { afterSeq: from, limit: FILL_PAGE });
+          page = await this.api.history(cid, jump ? { limit: PAGE } : { afterSeq: from, limit: FILL_PAGE });
         } catch (e) {
           if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
           else this.retryFill(cid); // 503, 429, a network error while MQTT stays up
@@ -257,6 +262,13 @@ export class Sync {
         }
         this.fillRetries.delete(cid);
         if (!page.length) return;
+        if (jump) {
+          if (page[page.length - 1].seq <= c.have) return;
+          const gap = this.state.loadLatest(cid, page);
+          this.afterMessages(cid);
+          if (!gap) return;
+          continue;
+        }
         let gap = this.state.addMessages(cid, page);
         if (c.have === from) gap = this.state.skipTo(cid, page[0].seq - 1);
         this.afterMessages(cid);
@@ -363,7 +375,9 @@ export class Sync {
     try {
       const before = c.oldest;
       const page = await this.api.history(cid, { beforeSeq: before, limit: PAGE });
-      this.state.addOlder(cid, page, before);
+      // A catch-up far behind moved the window to the newest page
+      // meanwhile: this page would sit below a hole.
+      if (c.oldest === before) this.state.addOlder(cid, page, before);
     } catch (e) {
       if (e.code !== 'network') this.onError(`Could not load older messages: ${e.message}`);
     } finally {
