@@ -90,6 +90,18 @@ export class MqttSession extends EventTarget {
         this.emit('connected', { first: this.connects === 1, sessionPresent: !!connack.sessionPresent });
       });
     });
+    // The browser says its network is back (out of a tunnel, a lift,
+    // airplane mode): the connection from before it went is most likely
+    // dead without having been closed, and mqtt.js would learn so only
+    // from its keep-alive, up to 45 s later, with messages waiting. Drop it
+    // and reconnect now; mqtt.js resends what is unacknowledged.
+    if (typeof addEventListener === 'function') {
+      const onOnline = () => {
+        if (this.client === c && c.connected) c.stream?.destroy();
+      };
+      addEventListener('online', onOnline);
+      this.unwatch = () => removeEventListener('online', onOnline);
+    }
     c.on('reconnect', () => this.emit('status', 'connecting'));
     c.on('offline', () => this.emit('status', 'offline'));
     c.on('close', () => {
@@ -197,6 +209,7 @@ export class MqttSession extends EventTarget {
   close({ endSession = false } = {}) {
     const c = this.client;
     this.client = null;
+    this.unwatch?.();
     for (const p of this.early.splice(0)) p.reject(new SendError('Signed out.', undefined));
     if (!c) return;
     if (endSession && c.connected) c.end(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });

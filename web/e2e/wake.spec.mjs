@@ -1,0 +1,56 @@
+// The network comes back (out of a tunnel, a lift, airplane mode off):
+// the MQTT connection from before it went is dead but was never closed,
+// and mqtt.js would notice only through its keep-alive, up to 45 s later,
+// while messages to the user wait. The page's 'online' event makes the
+// client reconnect at once. In headless Chromium against a real chatd,
+// behind a proxy that leaves the old connection open but silent.
+// web/wake_test.go (TestBrowserReconnectsAtOnceWhenTheNetworkComesBack)
+// starts chatd and runs this file.
+//
+// Env: CHATD_URL, CHROMIUM_PATH.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, openConversation } from './helpers.mjs';
+import { startProxy } from './proxy.mjs';
+
+const BASE = process.env.CHATD_URL;
+if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+let browser;
+const pages = [];
+before(async () => {
+  browser = await launchChromium(CHROMIUM);
+});
+after(async () => {
+  await browser?.close();
+});
+
+const { api } = devAPI(BASE);
+const ME = 9341;
+const PEER = 9342;
+
+test('when the network comes back, a message sent meanwhile arrives at once, not after the keep-alive gives up', async () => {
+  const proxy = await startProxy(BASE);
+  try {
+    const conv = await api(PEER, 'POST', `/v1/direct/${ME}`);
+    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'before' });
+    const a = await devSignIn(browser, pages, ME, { base: proxy.url });
+    await openConversation(a.page, conv.id);
+    await eventually(async () => assert.deepEqual(await bodies(a.page), ['before']));
+
+    // The network goes and comes back; the connection from before stays
+    // open, silent.
+    proxy.blackhole();
+    await a.context.setOffline(true);
+    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'while away' });
+    await a.context.setOffline(false);
+    await eventually(async () => assert.deepEqual(await bodies(a.page), ['before', 'while away']), { timeout: 10000 });
+    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'after' });
+    await eventually(async () => assert.deepEqual(await bodies(a.page), ['before', 'while away', 'after']), { timeout: 10000 });
+    await finish(a);
+  } finally {
+    await proxy.close();
+  }
+});
