@@ -2,7 +2,8 @@
 // browser discards a background tab, the user reloads while "Sending…")
 // is not lost: the page that comes back in the same browser sends it
 // again, with the same clientMsgId, so chatd commits it once whether or
-// not the first attempt got through. In headless Chromium against a real
+// not the first attempt got through. Signing out deletes what every tab
+// of the user kept. In headless Chromium against a real
 // chatd, behind a proxy whose network the spec cuts. web/outbox_test.go
 // (TestBrowserASendUnansweredWhenTheTabGoesAwayIsSentWhenItComesBack)
 // starts chatd and runs this file.
@@ -74,6 +75,37 @@ test('a send still unanswered when the tab goes away is sent once the page is ba
     await page.waitForTimeout(1000);
     assert.deepEqual(await sent(), ['hello', 'written in the tunnel']);
     assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]);
+    await finish(a);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('signing out deletes the unsent messages of every tab of the user from the browser', async () => {
+  const proxy = await startProxy(BASE);
+  try {
+    const conv = await api(PEER + 10, 'POST', `/v1/direct/${ME + 10}`);
+    const a = await devSignIn(browser, pages, ME + 10, { base: proxy.url });
+    // A second tab of the same browser, with the conversation open.
+    const other = await a.context.newPage();
+    other.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
+    await other.goto(proxy.url);
+    await online(other, 20000);
+    await openConversation(other, conv.id);
+    // Offline, the second tab holds a message it could not send.
+    proxy.cut();
+    await other.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await other.getByTestId('composer').fill('not for the next person at this browser');
+    await other.getByTestId('composer').press('Enter');
+    await eventually(async () => assert.deepEqual((await seqs(other)).at(-1), [null, 'sending']));
+    const kept = () => a.page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('chatd.outbox.')));
+    assert.equal((await kept()).length, 1, 'the unsent message is kept for the tab');
+
+    // The user signs out in the first tab: both tabs show the sign-in.
+    await a.page.getByRole('button', { name: 'Sign out' }).click();
+    await a.page.getByTestId('signin').waitFor();
+    await other.getByTestId('signin').waitFor();
+    assert.deepEqual(await kept(), [], 'the text of an unsent message stayed in the browser after signing out');
     await finish(a);
   } finally {
     await proxy.close();

@@ -62,9 +62,10 @@ async function startApp({ token, userId, exp }) {
     closeMenus();
     for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
-    // Signing out: this person's unsent messages do not stay in the
-    // browser. An expired token keeps them for the next sign-in.
-    if (endSession) sync.outbox.clear();
+    // Signing out: this person's unsent messages, those of their other
+    // tabs too, do not stay in the browser. An expired token keeps them
+    // for the next sign-in.
+    if (endSession) Outbox.clearUser(userId);
     sync.stop(); // nothing is on screen: no more read receipts nor catch-up
     // The user's files shown from blob: URLs (and the tray's previews)
     // must not outlive the sign-out in this page.

@@ -44,10 +44,16 @@ export class Outbox {
     if (rest.length !== all.length) this.save(rest);
   }
 
-  /** Signing out: what was not sent is not left in this browser. */
-  clear() {
+  /**
+   * Signing out: what user userId did not get sent, in any tab of this
+   * browser, is not left in it for the next person at it.
+   */
+  static clearUser(userId, storage = globalThis.localStorage ?? null) {
     try {
-      this.storage?.removeItem(this.key);
+      const mine = `${PREFIX}web-${userId}-`;
+      const keys = [];
+      for (let i = 0; i < (storage?.length ?? 0); i++) keys.push(storage.key(i));
+      for (const k of keys) if (k && k.startsWith(mine)) storage.removeItem(k);
     } catch {
       // Storage unavailable: nothing was kept.
     }
