@@ -171,3 +171,14 @@ test('a replayed message older than the loaded page is shown as it is now: not w
   assert.equal(c.messages.get(320).recalled, true);
   assert.deepEqual(shown(c), Array.from({ length: 100 }, (_, i) => 301 + i).filter((s) => s !== 321));
 });
+
+test('our own voice note\'s event coming before its PUBACK leaves the inbox preview as the server has it, not our copy without its type', () => {
+  const { s, c } = loaded(1, [msg(1)]);
+  // The event and the PUBACK came in one read: the event is handled first.
+  const server = { ...msg(2, ME, ''), msgType: 'voice', attachments: [{ id: 'a1', contentType: 'audio/wav' }] };
+  s.addMessages(7, [server]);
+  const local = { conversationId: 7, seq: 2, senderId: ME, clientMsgId: server.clientMsgId, body: '', createdAt: server.createdAt, attachments: server.attachments, local: true };
+  s.addMessages(7, [local]);
+  assert.equal(c.messages.get(2), server);
+  assert.equal(c.lastMessage.msgType, 'voice', 'the inbox shows "You: " with nothing after it');
+});

@@ -330,8 +330,11 @@ export class Conversation {
       else if (!older && old.local && !m.local) Object.assign(old, { createdAt: m.createdAt, local: false });
       this.kinds.set(m.seq, msg);
       // Only messages move the conversation up the inbox (the server's
-      // lastMessageAt), so a reload shows the order seen live.
-      this.noteLast(m.seq, shown ? m : null, msg && !m.local ? m.createdAt : null);
+      // lastMessageAt), so a reload shows the order seen live. The preview
+      // is the copy held: our PUBACK-built one (no msgType) handled after
+      // the server's event for the same seq must not replace it there.
+      const held = (!older && this.messages.get(m.seq)) || m;
+      this.noteLast(m.seq, shown ? held : null, msg && !m.local ? m.createdAt : null);
       // Writing anything advances the writer's own watermark (server rule),
       // but a system entry is written on its actor's behalf and does not.
       const writer = writerOf(m);
