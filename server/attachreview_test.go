@@ -133,7 +133,7 @@ func TestACompletionSentToTwoNodesAtOnceAnswersBothWithTheCompleteUpload(t *test
 		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}
 	url := pgtest.NewDB(t)
 	a := attachNode{Server: startNode(t, url, env), fake: fake}
-	b := attachNode{Server: startNode(t, url, env), fake: fake}
+	b := attachNode{Server: startNode(t, url, withNodeID(env, "b")), fake: fake}
 	g := mustGroup(t, context.Background(), a.Server, 1, "g", []int64{2})
 	voice := mediatest.WAV(500_000) // 8 MB: reading it takes a while
 	tk, r := a.ticket(t, 1, g.ID, "v.wav", "audio/wav", len(voice))

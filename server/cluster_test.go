@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/config"
 	"github.com/chatd/chatd/internal/kafkatest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -392,4 +393,37 @@ func TestClientsOfAnotherNodeReceiveWhatWasSentWhileKafkaWasDownOnceItIsBack(t *
 			t.Fatalf("after Kafka returned, delivered %q (seq %d), want %q (seq %d)", ev.Body, ev.Seq, fmt.Sprint("during ", i), i+2)
 		}
 	}
+}
+
+// Two nodes with one node id would split the consumer group "chatd-<id>"
+// (each getting half of the partitions), drop each other's events as their
+// own (origin "chatd:<id>") and clear each other's presence marks: the
+// second refuses to start, with a settings error (exit status 2), until
+// the first stopped.
+func TestASecondNodeWithTheSameNodeIDRefusesToStartWhileTheFirstRuns(t *testing.T) {
+	url, kafka := pgtest.NewDB(t), startKafka(t)
+	env := map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "twin"}
+	a := startNode(t, url, env)
+
+	st, err := config.Load(nil, config.MapEnv(nodeEnv(t, url, env)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := server.Start(context.Background(), st, nil)
+	if err == nil {
+		_ = b.Close(context.Background())
+		t.Fatal("a second node with node id twin started beside the first")
+	}
+	var bad *config.Error
+	if !errors.As(err, &bad) || bad.Key != "node_id" || !strings.Contains(err.Error(), "CHAT_NODE_ID") {
+		t.Fatalf("start error = %v, want a settings error about node_id naming CHAT_NODE_ID", err)
+	}
+
+	// Once the first stopped, the id is free: a restart is not refused.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, url, env)
 }

@@ -98,8 +98,8 @@ func TestConnectionCapHoldsAcrossNodesWithRedis(t *testing.T) {
 	redisURL, stopRedis := redistest.Start(t)
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_REDIS_URL": redisURL, "CHAT_MAX_CONNECTIONS_PER_USER": "3"}
-	a := startNode(t, url, env)
-	b := startNode(t, url, env)
+	a := startNode(t, url, withNodeID(env, "a"))
+	b := startNode(t, url, withNodeID(env, "b"))
 	var onA []*mqtttest.Client
 	for i := 0; i < 2; i++ {
 		c, code, _ := dialUser(t, a.MQTTAddr(), 1, fmt.Sprintf("a-%d", i), 5)

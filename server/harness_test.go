@@ -33,6 +33,19 @@ func startNode(t testing.TB, url string, env map[string]string, opts ...server.O
 	return testnode.Start(t, nodeEnv(t, url, env), nil, opts...)
 }
 
+// withNodeID is env with CHAT_NODE_ID id: nodes that run at once on one
+// database need ids of their own (the default, hostname-pid, is one per
+// test process).
+func withNodeID(env map[string]string, id string) map[string]string {
+	out := map[string]string{"CHAT_NODE_ID": id}
+	for k, v := range env {
+		if k != "CHAT_NODE_ID" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // nodeEnv is the settings of this package's test nodes, env on top.
 func nodeEnv(t testing.TB, url string, env map[string]string) map[string]string {
 	t.Helper()

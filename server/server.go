@@ -64,6 +64,7 @@ type Server struct {
 
 	log      *slog.Logger
 	closeDB  func(context.Context) error
+	nodeLock *nodeLock       // this node's claim of its id; nil until taken
 	dbExited <-chan struct{} // the embedded PostgreSQL's exit; nil with a database URL
 	store    *store.Store
 	sendPool *pgxpool.Pool
@@ -126,6 +127,11 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 	// so its Kafka consumer can skip events it already delivered itself.
 	appName := "chatd:" + st.NodeID
 	if err := s.openDB(ctx, st, appName); err != nil {
+		return nil, err
+	}
+	// Before anything keyed by the node id (presence marks, the consumer
+	// group) is touched: a second node with the id must not.
+	if s.nodeLock, err = claimNodeID(ctx, s.Pool.Config().ConnConfig, st, log); err != nil {
 		return nil, err
 	}
 	verifier, err := s.setupCredentials(st)
@@ -646,6 +652,9 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("send pool: %w", err))
 		}
 	}
+	// Last before the database: until the node's work stopped, no other
+	// node may take its id.
+	s.nodeLock.close()
 	if s.closeDB != nil {
 		if err := s.closeDB(cleanup.ctx()); err != nil {
 			errs = append(errs, err)

@@ -48,7 +48,7 @@ func waitCursor(t *testing.T, srv *server.Server, clientID string, conv, seq int
 func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterARestart(t *testing.T) {
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil)
-	b := startNode(t, url, nil)
+	b := startNode(t, url, withNodeID(nil, "b"))
 	conv := mustGroup(t, context.Background(), a, 1, "resume", []int64{2})
 	send := func(n int, tag string) {
 		t.Helper()
@@ -309,7 +309,7 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing.T) {
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
-	b := startNode(t, url, nil)
+	b := startNode(t, url, withNodeID(nil, "b"))
 	conv := mustGroup(t, context.Background(), a, 1, "moved", []int64{2})
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	for _, v := range []byte{5, 4} {
@@ -345,7 +345,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *testing.T) {
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
-	b := startNode(t, url, nil)
+	b := startNode(t, url, withNodeID(nil, "b"))
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	clientID := "moved-persistent"
 	old, _, err := mqtttest.Dial(a.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: clientID, Username: "2", Password: testnode.Token(t, 2), Expiry: 60})
@@ -373,7 +373,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *
 func TestAReconnectOnAnotherNodeClosesTheOldConnection(t *testing.T) {
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil)
-	b := startNode(t, url, nil)
+	b := startNode(t, url, withNodeID(nil, "b"))
 	conv := mustGroup(t, context.Background(), a, 1, "moving", []int64{2})
 	for i, v := range []byte{5, 4} {
 		for _, clean := range []bool{false, true} {
@@ -441,7 +441,7 @@ func brokerForgot(srv *server.Server, clientID string) func() bool {
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAlone(t *testing.T) {
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
-	b := startNode(t, url, nil)
+	b := startNode(t, url, withNodeID(nil, "b"))
 	conv := mustGroup(t, context.Background(), a, 1, "subs", []int64{2})
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("moved-subs-v%d", v)

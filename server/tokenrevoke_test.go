@@ -78,8 +78,8 @@ func endedAsRevoked(t *testing.T, c *mqtttest.Client, v byte, what string) {
 // thief's token kept working for up to its whole lifetime.
 func TestRevokingTokensSignsTheUserOutEverywhere(t *testing.T) {
 	url := pgtest.NewDB(t)
-	a := startNode(t, url, nil)
-	b := startNode(t, url, nil)
+	a := startNode(t, url, withNodeID(nil, "a"))
+	b := startNode(t, url, withNodeID(nil, "b"))
 	old := tokenIssuedAt(t, 7, time.Now().Add(-time.Minute))
 	noIat := tokenIssuedAt(t, 7, time.Time{})
 	onA5 := dialWith(t, a, 7, old, "stolen-a-v5", 5)

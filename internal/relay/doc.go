@@ -65,6 +65,11 @@
 // relayed meanwhile the node's sessions then read from PostgreSQL. It calls
 // Handler for every event and commits the offset after Handler returned. A
 // node that restarts with the same NodeID resumes from its committed offset.
+// Two consumers running with one NodeID would share the group, each
+// handling only the partitions Kafka assigned it, and skip each other's
+// events as their own (SkipOrigin): chatd refuses to start a node whose id
+// another running node of the database holds (a PostgreSQL advisory lock
+// the node keeps for its life, see docs/operations.md).
 //
 // A record's traceparent and tracestate headers become the event's
 // chat.Event.Trace (DecodeEvent); with ConsumerConfig.Tracer the handler

@@ -236,7 +236,7 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 	}
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_JWT_PUBLIC_KEY": pubFile})
-	plain := startNode(t, url, nil) // HS256 only
+	plain := startNode(t, url, map[string]string{"CHAT_NODE_ID": "plain"}) // HS256 only; a node of its own
 	g := mustGroup(t, srv.Service, "target", []int64{2})
 	conv := g.ID
 	addr, base := srv.MQTTAddr(), "http://"+srv.HTTPAddr()

@@ -106,7 +106,7 @@ func hardeningCases(t *testing.T, url, addr string, conv int64) []attackCase {
 			}
 		}},
 		{"500 connections of one user (cap 20, the default): 20 accepted, the rest 0x97 / 0x03", func(t *testing.T) {
-			n := startNode(t, url, map[string]string{"CHAT_MAX_CONNECTIONS_PER_USER": "20"})
+			n := startNode(t, url, map[string]string{"CHAT_MAX_CONNECTIONS_PER_USER": "20", "CHAT_NODE_ID": "hog"}) // beside the attacked node
 			accepted, refused := 0, map[byte]int{}
 			for i := 0; i < 500; i++ {
 				v := byte(5 - i%2)
