@@ -72,6 +72,7 @@ type Consumer struct {
 	running atomic.Bool
 	failing atomic.Bool // logged a failure since the last successful fetch
 	pinned  atomic.Bool // Pin succeeded: the group's start is fixed
+	echoes  echoes      // failures kafka-go may report again
 }
 
 // NewConsumer validates cfg and registers the consumer's metrics.
@@ -154,7 +155,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return nil
 			}
 			fails++
-			c.m.errors.WithLabelValues(kindKafka).Inc()
+			if !c.echoes.take(err) {
+				c.m.errors.WithLabelValues(kindKafka).Inc()
+			}
 			if c.failing.CompareAndSwap(false, true) {
 				c.log.Warn("kafka consumer: fetch failed, retrying with backoff", "err", err)
 			}
@@ -332,8 +335,23 @@ func (c *Consumer) pin(ctx context.Context) (int, error) {
 }
 
 // readerFailed counts errors kafka-go handles internally (reconnects,
-// rebalances) and logs the first of a run of them.
-func (c *Consumer) readerFailed() {
+// rebalances) and logs the first of a run of them. kafka-go reports a
+// failure of the consumer group (to find the coordinator, join, sync or
+// fetch the offsets) up to three times: the group logs it, the reader logs
+// the error the group returned ("%v" alone), and when MaxAttempts of them
+// came in a row FetchMessage returns it too; each failure counts once.
+func (c *Consumer) readerFailed(format string, args []any) {
+	if format == "%v" && len(args) == 1 {
+		if err, ok := args[0].(error); ok && c.echoes.take(err) {
+			return
+		}
+	} else {
+		for _, a := range args {
+			if err, ok := a.(error); ok {
+				c.echoes.add(err)
+			}
+		}
+	}
 	c.m.errors.WithLabelValues(kindKafka).Inc()
 	if c.failing.CompareAndSwap(false, true) {
 		c.log.Warn("kafka consumer: Kafka unavailable or rebalancing, kafka-go retries (details at debug level)")

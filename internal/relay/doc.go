@@ -109,7 +109,10 @@
 // aggregate with max), chat_relay_published_total, chat_relay_errors_total
 // {kind=kafka|db|oversize|decode}, chat_relay_batch_size, chat_relay_leader (0/1),
 // chat_kafka_consumer_events_total, chat_kafka_consumer_errors_total
-// {kind=kafka|decode}, chat_kafka_consumer_lag_events (events in Kafka the
+// {kind=kafka|decode} (each failure once: kafka-go reports a failure of
+// the consumer group up to three times, logged by the group, logged again
+// by the reader and, the last of MaxAttempts in a row, returned by
+// FetchMessage), chat_kafka_consumer_lag_events (events in Kafka the
 // handler has not returned from, as of the latest fetch of each
 // partition), chat_outbox_pruned_total and
 // chat_outbox_pruner_errors_total.
