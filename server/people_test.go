@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -251,5 +254,69 @@ func TestProfileUpdatesReachWhoSharesAConversationOnEveryNode(t *testing.T) {
 		if ev["type"] == chat.EventProfileUpdated {
 			t.Fatalf("a stranger got %v", ev)
 		}
+	}
+}
+
+// The Kafka consumer hands the other nodes' events over one at a time: a
+// profile.updated, whose audience this node reads from PostgreSQL, must not
+// hold up the events behind it while that read waits for the database.
+func TestARemoteProfileUpdateWaitingForPostgreSQLHoldsUpNoOtherNodesEvents(t *testing.T) {
+	ctx := context.Background()
+	url, kafkaAddr := pgtest.NewDB(t), startKafka(t)
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafkaAddr, "CHAT_NODE_ID": "slowdb-b"})
+	conv := mustDirect(t, ctx, b, 1, 2)
+	friend := rawClient(t, b.MQTTAddr(), 1, "friend-b", 5, true)
+	sessionLoaded(t, b, "friend-b")
+
+	// Events as another node's relay writes them.
+	w := &kafka.Writer{Addr: kafka.TCP(kafkaAddr), Topic: "chat.events", Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	fromElsewhere := func(key, value string) {
+		t.Helper()
+		if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: []byte(value),
+			Headers: []kafka.Header{{Key: "origin", Value: []byte("chatd:elsewhere")}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	typing := fmt.Sprintf(`{"type":"typing","conversationId":%d,"userId":2}`, conv.ID)
+	// Until one arrives: the consumer has joined, and the fan-out knows
+	// the conversation's members.
+	testkit.WaitFor(t, 30*time.Second, "a typing event from another node", func() bool {
+		fromElsewhere(fmt.Sprint(conv.ID), typing)
+		for {
+			select {
+			case pk := <-friend.Publishes:
+				var ev event
+				if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventTyping {
+					return true
+				}
+			case <-time.After(500 * time.Millisecond):
+				return false
+			}
+		}
+	})
+
+	// The audience read waits while the member table is locked.
+	lock, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(ctx)
+	tx, err := lock.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE conversation_member IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	fromElsewhere("0", `{"type":"profile.updated","userId":2,"displayName":"Bo","about":"","avatar":""}`)
+	fromElsewhere(fmt.Sprint(conv.ID), typing)
+	nextEvent(t, friend, chat.EventTyping, 3*time.Second) // the read gives up after 5 s
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsUntil(t, friend, chat.EventProfileUpdated, 10*time.Second)
+	if ev := evs[len(evs)-1]; ev["userId"] != float64(2) || ev["displayName"] != "Bo" {
+		t.Fatalf("profile.updated %v", ev)
 	}
 }

@@ -58,6 +58,7 @@ type Server struct {
 	presencePub *presence.KafkaPublisher
 	relay       *relay.Relay    // nil without Kafka
 	consumer    *relay.Consumer // of the other nodes' events; nil without Kafka
+	profiles    *remoteProfiles // the other nodes' profile.updated; nil without Kafka
 	push        *push.Pusher
 	devices     *push.Devices
 	sessions    *store.Sessions
@@ -299,6 +300,7 @@ func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appNam
 		s.log.Warn("could not pin where the Kafka consumer starts; a new group starts where the topic ends when it joins", "err", err)
 	}
 	s.consumer = cons
+	s.profiles = newRemoteProfiles(s.store, s.Hub, s.largeGroup, s.log.With("component", "remote-profiles"))
 	return nil
 }
 
@@ -317,7 +319,8 @@ type worker struct {
 func (s *Server) startBackground(st config.Settings, hook *hooks.Chat) error {
 	var workers []worker
 	if rl := s.relay; rl != nil {
-		workers = append(workers, worker{"outbox relay", rl.Run}, worker{"kafka consumer", s.consumer.Run})
+		workers = append(workers, worker{"outbox relay", rl.Run}, worker{"kafka consumer", s.consumer.Run},
+			worker{"remote profiles", s.profiles.run})
 	} else {
 		pr, err := relay.NewPruner(s.Pool, relay.PrunerConfig{Logger: s.log, Registerer: s.Registry})
 		if err != nil {
@@ -479,7 +482,7 @@ func (s *Server) consume(ev chat.Event) {
 		return
 	}
 	if ev.Type == chat.EventProfileUpdated {
-		s.remoteProfile(ev)
+		s.profiles.add(ev) // its audience is read off the consumer's goroutine
 		return
 	}
 	s.push.Publish(ev)

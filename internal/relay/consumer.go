@@ -31,7 +31,8 @@ type ConsumerConfig struct {
 	// Handler is called for every event, one at a time, from Run's
 	// goroutine, in partition order (so in order per conversation). It must
 	// tolerate duplicates and events this node committed itself: see the
-	// package documentation.
+	// package documentation. Whatever it waits for holds up every event
+	// behind it: it must not wait for PostgreSQL.
 	Handler func(chat.Event)
 	// SkipOrigin drops events whose "origin" header equals it: the
 	// events this node committed and already delivered in-process.

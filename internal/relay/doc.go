@@ -63,7 +63,14 @@
 // fails (Kafka unreachable as the node starts), Run pins before it joins,
 // retrying until Kafka answers, and calls ConsumerConfig.Resync: what was
 // relayed meanwhile the node's sessions then read from PostgreSQL. It calls
-// Handler for every event and commits the offset after Handler returned. A
+// Handler for every event and commits the offset after Handler returned.
+// Handler runs on Run's goroutine, one event at a time: whatever it waits
+// for holds up every event behind it, on every partition, so it must not
+// wait for PostgreSQL. chatd's handler hands events to the delivery hub's
+// queue, and reads the audience of another node's profile.updated (who
+// shares a conversation with its user) on a goroutine of its own, which
+// keeps each user's changes in order and lets a newer one replace one
+// still waiting. A
 // node that restarts with the same NodeID resumes from its committed offset.
 // Two consumers running with one NodeID would share the group, each
 // handling only the partitions Kafka assigned it, and skip each other's
