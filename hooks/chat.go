@@ -423,7 +423,10 @@ func (h *Chat) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 const grantedQoS = 1
 
 // OnSubscribe caps the number of subscriptions a client may hold; filters
-// over the cap are refused (mochi answers them as not authorized). Every
+// over the cap are refused (mochi answers them as not authorized). Only a
+// filter that would become a new subscription counts: one the ACL refuses
+// (SubscribeAllowed) takes no place, and a filter repeated in the packet
+// replaces its first occurrence, as one already held does. Every
 // subscription is granted QoS 1 (grantedQoS).
 func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	ci := h.info(cl)
@@ -431,14 +434,17 @@ func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 		return pk
 	}
 	have := cl.State.Subscriptions.Len()
+	counted := make(map[string]bool, len(pk.Filters))
 	kept := pk.Filters[:0:0]
 	for _, f := range pk.Filters {
 		f.Qos = grantedQoS
-		if _, exists := cl.State.Subscriptions.Get(f.Filter); !exists {
+		_, exists := cl.State.Subscriptions.Get(f.Filter)
+		if !exists && !counted[f.Filter] && SubscribeAllowed(ci.userID, f.Filter) {
 			if have >= h.cfg.MaxSubscriptions {
 				f.Filter = TopicPrefix + "denied/over-subscription-limit"
 			} else {
 				have++
+				counted[f.Filter] = true
 			}
 		}
 		kept = append(kept, f)
