@@ -55,10 +55,23 @@ func v311Connack(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type != packets.Connack || cl.Properties.ProtocolVersion >= 5 || pk.ReasonCode <= packets.Err3NotAuthorized.Code {
 		return pk
 	}
+	if emptyIDForPersistentSession(cl, pk) {
+		pk.ReasonCode = packets.Err3ClientIdentifierNotValid.Code
+		return pk
+	}
 	if c, ok := v311ConnackCodes[pk.ReasonCode]; ok {
 		pk.ReasonCode = c
 	} else {
 		pk.ReasonCode = packets.Err3ServerUnavailable.Code
 	}
 	return pk
+}
+
+// emptyIDForPersistentSession is whether pk is mochi's refusal of a 3.1.1
+// CONNECT with a zero-byte client id and clean session 0: it answers 0x80
+// (unspecified error) before any hook runs, having assigned the client an
+// id. MQTT 3.1.1 wants 0x02 identifier rejected there [MQTT-3.1.3-8], a
+// final answer; 0x03 would have the device retry for ever.
+func emptyIDForPersistentSession(cl *mqtt.Client, pk packets.Packet) bool {
+	return pk.ReasonCode == packets.ErrUnspecifiedError.Code && !cl.Properties.Clean && cl.Properties.Props.AssignedClientID != ""
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	chat "github.com/chatd/chatd"
+
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
@@ -87,4 +89,38 @@ func TestAnOverlongClientIDIsRefusedAsAnInvalidIdentifier(t *testing.T) {
 		t.Fatalf("256-byte client id: %v (0x%02x)", err, ack.ReasonCode)
 	}
 	c.Drop()
+}
+
+// MQTT 3.1.1 lets a client leave its client id empty only with clean
+// session 1 (the server then assigns one); with clean session 0 the server
+// must answer 0x02 identifier rejected [MQTT-3.1.3-8], a final answer. It
+// got 0x03 server unavailable, which tells the device to retry later: it
+// retried for ever. With clean session 1, an empty id connects and chats.
+func TestAV311EmptyClientIDWithCleanSession0IsRejectedAsAnIdentifier(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 4, ClientID: "",
+		Username: "1", Password: testnode.Token(t, 1), Clean: false})
+	if err == nil {
+		c.Drop()
+		t.Fatal("v3.1.1 connected with an empty client id and clean session 0")
+	}
+	if want := packets.Err3ClientIdentifierNotValid.Code; ack.ReasonCode != want {
+		t.Fatalf("CONNACK 0x%02x, want 0x%02x (identifier rejected)", ack.ReasonCode, want)
+	}
+
+	c, ack, err = mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 4, ClientID: "",
+		Username: "1", Password: testnode.Token(t, 1), Clean: true})
+	if err != nil {
+		t.Fatalf("empty client id with clean session 1: %v (0x%02x)", err, ack.ReasonCode)
+	}
+	t.Cleanup(c.Drop)
+	if codes, err := c.Subscribe(testnode.EventsTopic(1)); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe: %v %v", codes, err)
+	}
+	if ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "no id")); err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("send: 0x%02x %v", ack.ReasonCode, err)
+	}
+	if ev := nextEvent(t, c, chat.EventMessageNew, 5*time.Second); ev.Body != "no id" {
+		t.Fatalf("own message.new: %+v", ev)
+	}
 }
