@@ -15,6 +15,7 @@ type Metrics struct {
 	CursorErrors   prometheus.Counter
 	Strays         prometheus.Counter
 	TooLarge       prometheus.Counter
+	DirectDropped  prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -29,12 +30,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Overflows:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_queue_overflows_total", Help: "Times a session queue or the hub queue overflowed and fell back to PostgreSQL."}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_delivery_latency_seconds", Help: "Commit to PUBLISH written, for live message.new.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
-		CursorErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_cursor_flush_errors_total", Help: "Failed delivered-cursor flushes (retried)."}),
-		TooLarge:     prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_too_large_total", Help: "Publishes discarded unwritten because they exceed the client's MQTT 5 Maximum Packet Size (its seq is a gap the client fills through history)."}),
-		Strays:       prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_strays_total", Help: "Entries routed to a session of a user it does not know to be a member (not delivered; the session re-reads its conversations)."}),
+		CursorErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_cursor_flush_errors_total", Help: "Failed delivered-cursor flushes (retried)."}),
+		TooLarge:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_too_large_total", Help: "Publishes discarded unwritten because they exceed the client's MQTT 5 Maximum Packet Size (its seq is a gap the client fills through history)."}),
+		DirectDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_direct_dropped_total", Help: "Error events and RPC replies dropped because their connection left 1,024 of them unwritten (it reads or acknowledges nothing)."}),
+		Strays:        prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_strays_total", Help: "Entries routed to a session of a user it does not know to be a member (not delivered; the session re-reads its conversations)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors, m.Strays, m.TooLarge)
+		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors, m.Strays, m.TooLarge, m.DirectDropped)
 	}
 	return m
 }

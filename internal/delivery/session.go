@@ -41,6 +41,11 @@ type Session struct {
 	timer    *time.Timer
 	overflow bool // live events were dropped since the last resync
 
+	// directs counts the direct publishes (error events, RPC replies)
+	// queued and not yet written, in the mailbox or pending: bounded by
+	// QueueSize too (offer).
+	directs atomic.Int64
+
 	done         chan struct{}
 	loaded       chan struct{} // closed once the starting positions are read
 	unseen       atomic.Bool   // set by resyncUnseen
@@ -115,11 +120,22 @@ func (s *Session) wakeLocked() {
 
 // offer queues an item without blocking. Past QueueSize live events
 // waiting, the session drops them and catches up from PostgreSQL, which
-// has them; membership, readiness and replies are never dropped (the
-// client's own requests bound them).
+// has them; membership, readiness and replies (PUBACKs) are never dropped.
+// Past QueueSize direct publishes unwritten, further ones are dropped:
+// each answers one of the client's publishes, and a QoS 0 publish waits
+// for nothing, so a client that floods refused publishes while it reads
+// or acknowledges nothing would otherwise grow its queue of error events
+// without bound until its connection ends.
 func (s *Session) offer(it item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if it.kind == kDirect {
+		if s.directs.Load() >= int64(s.hub.opts.QueueSize) {
+			s.hub.opts.Metrics.DirectDropped.Inc()
+			return
+		}
+		s.directs.Add(1)
+	}
 	if it.kind == kMsg || it.kind == kEvent {
 		if s.boxLive >= s.hub.opts.QueueSize {
 			if !s.overflow {
@@ -590,6 +606,9 @@ func (s *Session) pump() bool {
 			it := s.pending[0]
 			s.pending[0] = item{}
 			s.pending = s.pending[1:]
+			if it.kind == kDirect {
+				s.directs.Add(-1)
+			}
 			batch = append(batch, s.prepare(it))
 		}
 		s.outBatch = batch
