@@ -85,3 +85,54 @@ func (q *ackQueue) close() {
 	q.mu.Unlock()
 	q.cond.Broadcast()
 }
+
+// flightLimit bounds one connection's QoS 0 publishes in flight. They have
+// no PUBACK, so neither the Receive Maximum nor the ackQueue counts them,
+// yet a read receipt or typing indicator holds a goroutine until
+// PostgreSQL answered: without a bound, a connection sending them faster
+// than the database writes would start goroutines without limit. Over the
+// bound the connection's read loop waits, as a 3.1.1 client over the
+// Receive Maximum does (QoS 0 has no other flow control).
+type flightLimit struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	n, max int
+	closed bool
+}
+
+func newFlightLimit(max int) *flightLimit {
+	l := &flightLimit{max: max}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+// acquire takes a place, waiting for one; false when the connection ended
+// meanwhile.
+func (l *flightLimit) acquire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.n >= l.max && !l.closed {
+		l.cond.Wait()
+	}
+	if l.closed {
+		return false
+	}
+	l.n++
+	return true
+}
+
+// release gives a place back.
+func (l *flightLimit) release() {
+	l.mu.Lock()
+	l.n--
+	l.mu.Unlock()
+	l.cond.Signal()
+}
+
+// close releases a read loop waiting for a place: the connection is gone.
+func (l *flightLimit) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.cond.Broadcast()
+}

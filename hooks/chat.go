@@ -103,7 +103,8 @@ type clientInfo struct {
 	established atomic.Bool // OnSessionEstablished ran (counted online)
 	conn        *mqttConn
 	acks        *ackQueue
-	present     atomic.Bool // counted by Presence
+	qos0        *flightLimit // QoS 0 publishes in flight
+	present     atomic.Bool  // counted by Presence
 	session     sessionState
 	token       string // this connection's claim on its session (newToken)
 	// authUntil is when the connection's credentials stop being accepted
@@ -339,7 +340,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
 	}
 	ci := &clientInfo{userID: userID, persistent: persistent,
-		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()),
+		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()), qos0: newFlightLimit(h.receiveMaximum()),
 		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token,
 		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt}
 	if persistent {
@@ -625,6 +626,7 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 		h.cfg.Metrics.Online.Dec()
 	}
 	ci.acks.close()
+	ci.qos0.close()
 	h.cfg.Hub.Detach(cl.ID, ci.conn)
 	if h.cfg.Presence != nil && ci.present.Swap(false) {
 		h.cfg.Presence.Disconnected(cl.ID, ci.userID)

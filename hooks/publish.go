@@ -135,7 +135,8 @@ func (h *Chat) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 
 // begin starts answering a publish: a QoS 1 publish takes its place in
 // the connection's PUBACK order. A v5 client over the Receive Maximum is
-// disconnected (0x93) and begin returns nil; a 3.1.1 client waits.
+// disconnected (0x93) and begin returns nil; a 3.1.1 client waits, and so
+// does a QoS 0 publish over as many in flight (flightLimit).
 func (h *Chat) begin(cl *mqtt.Client, ci *clientInfo, pk packets.Packet) *publish {
 	p := &publish{h: h, cl: cl, ci: ci, qos: pk.FixedHeader.Qos}
 	if p.qos > 0 {
@@ -146,6 +147,8 @@ func (h *Chat) begin(cl *mqtt.Client, ci *clientInfo, pk packets.Packet) *publis
 			return nil
 		}
 		p.slot = slot
+	} else if !ci.qos0.acquire() {
+		return nil
 	}
 	h.busy.Add(1)
 	return p
@@ -155,6 +158,7 @@ func (h *Chat) begin(cl *mqtt.Client, ci *clientInfo, pk packets.Packet) *publis
 func (p *publish) answer(a chat.Ack) {
 	defer p.h.busy.Add(-1)
 	if p.slot == nil {
+		p.ci.qos0.release()
 		if p.span != nil {
 			p.span.End() // QoS 0: answered, nothing to write
 		}
