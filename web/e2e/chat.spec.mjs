@@ -9,33 +9,18 @@
 // are written when empty). Every scenario uses its own user ids, so the
 // scenarios do not see each other's conversations.
 
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { assertClean, bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation, row, send, unread } from './helpers.mjs';
+import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const spec = browserSpec();
+const { BASE, pages, token, api } = spec;
 const SHOTS = process.env.SCREENSHOT_DIR || '';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-const pages = []; // every page opened, checked for stray dialogs and errors
-
-before(async () => {
-  browser = await launchChromium(CHROMIUM);
-});
-
-after(async () => {
-  await browser?.close();
-});
-
 // ---------------------------------------------------------------- helpers
-
-const { token, api } = devAPI(BASE);
 
 const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body });
 
@@ -44,7 +29,7 @@ const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/m
  * signs in through the dev sign-in form.
  */
 async function signIn(uid, { base = BASE, ...opts } = {}) {
-  const rec = await devSignIn(browser, pages, uid, { base, ...opts });
+  const rec = await devSignIn(spec.browser, pages, uid, { base, ...opts });
   await rec.page.getByTestId('me').filter({ hasText: `User ${uid}` }).waitFor();
   return rec;
 }
@@ -366,7 +351,7 @@ test('history loads on scroll up without gaps or duplicates', async () => {
 });
 
 test('sign in by pasting a token; bad tokens are explained; sign out', async () => {
-  const context = await browser.newContext();
+  const context = await spec.browser.newContext();
   context.setDefaultTimeout(10000);
   const page = await context.newPage();
   const rec = { uid: 901, page, context, dialogs: [], errors: [] };

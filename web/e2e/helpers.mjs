@@ -5,6 +5,7 @@
 // test id is made once for chat, lifecycle and push alike.
 
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import { chromium } from 'playwright-core';
 
 /** The flags headless Chromium runs with in CI containers (no sandbox, no GPU, no background traffic). */
@@ -21,6 +22,25 @@ export const CHROMIUM_ARGS = [
 
 /** Launches headless Chromium from executablePath. */
 export const launchChromium = (executablePath, args = CHROMIUM_ARGS) => chromium.launch({ executablePath, headless: true, args });
+
+/**
+ * The frame of a browser spec: the chatd under test (CHATD_URL, in dev
+ * mode) and its dev API, headless Chromium (CHROMIUM_PATH) launched
+ * before the spec's tests and closed after them (spec.browser), and the
+ * pages devSignIn opened (spec.pages).
+ */
+export function browserSpec() {
+  const BASE = process.env.CHATD_URL;
+  if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
+  const spec = { BASE, browser: null, pages: [], ...devAPI(BASE) };
+  before(async () => {
+    spec.browser = await launchChromium(process.env.CHROMIUM_PATH || '/usr/bin/chromium');
+  });
+  after(async () => {
+    await spec.browser?.close();
+  });
+  return spec;
+}
 
 /**
  * Polls fn until it stops throwing; rethrows its last error on timeout.

@@ -10,31 +10,17 @@
 // scenario uses user ids of its own (2001 and up; 5-7 for the screenshot),
 // none of chat.spec.mjs's.
 
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation, row, send, unread } from './helpers.mjs';
+import { browserSpec, bodies, devSignIn, eventually, finish, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const spec = browserSpec();
+const { BASE, pages, api } = spec;
 const SHOTS = process.env.SCREENSHOT_DIR || '';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchChromium(CHROMIUM);
-});
-
-after(async () => {
-  await browser?.close();
-});
-
 // ---------------------------------------------------------------- helpers
-
-const { api } = devAPI(BASE);
 
 const sendVia = async (uid, cid, body, extra = {}) =>
   (await api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body, ...extra })).seq;
@@ -42,10 +28,8 @@ const editVia = (uid, cid, seq, body) => api(uid, 'PATCH', `/v1/conversations/${
 const recallVia = (uid, cid, seq) => api(uid, 'DELETE', `/v1/conversations/${cid}/messages/${seq}`);
 const reactVia = (uid, cid, seq, emoji, on = true) => api(uid, on ? 'PUT' : 'DELETE', `/v1/conversations/${cid}/messages/${seq}/reactions/${encodeURIComponent(emoji)}`);
 
-const pages = [];
-
 /** A fresh browser context (a separate person) signed in through the dev form. */
-const signIn = (uid, { base = BASE, ...opts } = {}) => devSignIn(browser, pages, uid, { base, ...opts });
+const signIn = (uid, { base = BASE, ...opts } = {}) => devSignIn(spec.browser, pages, uid, { base, ...opts });
 
 /** Reloads and opens the conversation again: what history alone shows. */
 async function reloadInto(page, cid) {

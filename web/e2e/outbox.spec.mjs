@@ -10,25 +10,15 @@
 //
 // Env: CHATD_URL, CHROMIUM_PATH.
 
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation } from './helpers.mjs';
+import { browserSpec, bodies, devSignIn, eventually, finish, online, openConversation } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const spec = browserSpec();
+const { BASE, pages, api } = spec;
 
-let browser;
-const pages = [];
-before(async () => {
-  browser = await launchChromium(CHROMIUM);
-});
-after(async () => {
-  await browser?.close();
-});
 
-const { api } = devAPI(BASE);
 const ME = 9331;
 const PEER = 9332;
 
@@ -41,7 +31,7 @@ test('a send still unanswered when the tab goes away is sent once the page is ba
   try {
     const conv = await api(PEER, 'POST', `/v1/direct/${ME}`);
     await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'hello' });
-    const a = await devSignIn(browser, pages, ME, { base: proxy.url });
+    const a = await devSignIn(spec.browser, pages, ME, { base: proxy.url });
     await openConversation(a.page, conv.id);
     await eventually(async () => assert.deepEqual(await bodies(a.page), ['hello']));
 
@@ -85,7 +75,7 @@ test('signing out deletes the unsent messages of every tab of the user from the 
   const proxy = await startProxy(BASE);
   try {
     const conv = await api(PEER + 10, 'POST', `/v1/direct/${ME + 10}`);
-    const a = await devSignIn(browser, pages, ME + 10, { base: proxy.url });
+    const a = await devSignIn(spec.browser, pages, ME + 10, { base: proxy.url });
     // A second tab of the same browser, with the conversation open.
     const other = await a.context.newPage();
     other.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));

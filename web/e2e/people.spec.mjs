@@ -8,28 +8,16 @@
 // Env as chat.spec.mjs: CHATD_URL, CHROMIUM_PATH, SCREENSHOT_DIR (profile.png,
 // group-info.png and search.png go there). Users are 300 and up, their own.
 
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { devAPI, devSignIn, eventually, finish, launchChromium, online, openConversation, row } from './helpers.mjs';
+import { browserSpec, devSignIn, eventually, finish, online, openConversation, row } from './helpers.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const spec = browserSpec();
+const { BASE, pages, api } = spec;
 const SHOTS = process.env.SCREENSHOT_DIR || '';
 
-let browser;
-const pages = [];
 
-before(async () => {
-  browser = await launchChromium(CHROMIUM);
-});
-
-after(async () => {
-  await browser?.close();
-});
-
-const { api } = devAPI(BASE);
 
 // Seeding sends many messages as one user: past the per-user API rate
 // (429) it waits and sends again with the same clientMsgId, as a client
@@ -46,7 +34,7 @@ async function sendVia(uid, cid, body) {
   }
 }
 
-const signIn = (uid, { viewport = { width: 1280, height: 800 } } = {}) => devSignIn(browser, pages, uid, { base: BASE, viewport });
+const signIn = (uid, { viewport = { width: 1280, height: 800 } } = {}) => devSignIn(spec.browser, pages, uid, { base: BASE, viewport });
 
 const title = (page, cid) => row(page, cid).getByTestId('conv-title').textContent();
 

@@ -9,25 +9,15 @@
 //
 // Env: CHATD_URL, CHROMIUM_PATH.
 
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bodies, devAPI, devSignIn, eventually, finish, launchChromium, openConversation } from './helpers.mjs';
+import { browserSpec, bodies, devSignIn, eventually, finish, openConversation } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL to a chatd running with --dev');
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const spec = browserSpec();
+const { BASE, pages, api } = spec;
 
-let browser;
-const pages = [];
-before(async () => {
-  browser = await launchChromium(CHROMIUM);
-});
-after(async () => {
-  await browser?.close();
-});
 
-const { api } = devAPI(BASE);
 const ME = 9341;
 const PEER = 9342;
 
@@ -36,7 +26,7 @@ test('when the network comes back, a message sent meanwhile arrives at once, not
   try {
     const conv = await api(PEER, 'POST', `/v1/direct/${ME}`);
     await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'before' });
-    const a = await devSignIn(browser, pages, ME, { base: proxy.url });
+    const a = await devSignIn(spec.browser, pages, ME, { base: proxy.url });
     await openConversation(a.page, conv.id);
     await eventually(async () => assert.deepEqual(await bodies(a.page), ['before']));
 
