@@ -187,7 +187,13 @@ func TestPresenceWithTwoDevices(t *testing.T) {
 		t.Fatalf("reconnected: %+v", ev)
 	}
 	back.Drop()
+	dropped := time.Now()
 	rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
+	if took := time.Since(dropped); took > 700*time.Millisecond {
+		// On a loaded machine the reconnect itself outlasted (most of) the
+		// grace of 1 s: what this run could show is not a quick reconnect.
+		t.Skipf("the reconnect took %v, not within the presence grace", took)
+	}
 	noPresence(t, friend, 1, 2500*time.Millisecond)
 }
 
