@@ -24,14 +24,7 @@ func TestAnAckTimeoutOverTenSecondsIsWaitedOut(t *testing.T) {
 
 	ctx := context.Background()
 	pg := mustConn(t, url)
-	tx, err := mustConn(t, url).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `LOCK TABLE message IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockTable(t, url, "message IN ACCESS EXCLUSIVE MODE")
 	res := sendAsync(t, a, conv, "committed after 12 seconds", 40*time.Second)
 	testkit.WaitFor(t, 10*time.Second, "the send's commit to wait for the table", func() bool {
 		var n int
@@ -47,9 +40,7 @@ func TestAnAckTimeoutOverTenSecondsIsWaitedOut(t *testing.T) {
 		t.Fatalf("the send ended while its commit waited: seq %d, %v", r.seq, r.err)
 	case <-time.After(12 * time.Second):
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	r := <-res
 	if r.err != nil || r.seq != 1 {
 		t.Fatalf("send: seq %d, %v; want 1", r.seq, r.err)

@@ -138,14 +138,7 @@ func TestARequestOfAPreviousRunDoesNotAnswerThisRunsRequest(t *testing.T) {
 			return got >= n
 		}
 	}
-	locker := mustConn(t, url)
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `LOCK TABLE message IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockTable(t, url, "message IN ACCESS EXCLUSIVE MODE")
 	first := connect(t, cfg)
 	go func() { _, _ = first.History(ctx, one, client.HistoryOptions{}) }()
 	testkit.WaitFor(t, 10*time.Second, "the first run's history request to wait", waiting(1))
@@ -162,9 +155,7 @@ func TestARequestOfAPreviousRunDoesNotAnswerThisRunsRequest(t *testing.T) {
 		res <- result{msgs, err}
 	}()
 	testkit.WaitFor(t, 10*time.Second, "the second run's history request to wait", waiting(2))
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	r := <-res
 	if r.err != nil {
 		t.Fatalf("history of the group: %v", r.err)

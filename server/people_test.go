@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
 	chat "github.com/chatd/chatd"
@@ -297,24 +296,11 @@ func TestARemoteProfileUpdateWaitingForPostgreSQLHoldsUpNoOtherNodesEvents(t *te
 	})
 
 	// The audience read waits while the member table is locked.
-	lock, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close(ctx)
-	tx, err := lock.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE conversation_member IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockTable(t, url, "conversation_member IN ACCESS EXCLUSIVE MODE")
 	fromElsewhere("0", `{"type":"profile.updated","userId":2,"displayName":"Bo","about":"","avatar":""}`)
 	fromElsewhere(fmt.Sprint(conv.ID), typing)
 	nextEvent(t, friend, chat.EventTyping, 3*time.Second) // the read gives up after 5 s
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	evs := eventsUntil(t, friend, chat.EventProfileUpdated, 10*time.Second)
 	if ev := evs[len(evs)-1]; ev["userId"] != float64(2) || ev["displayName"] != "Bo" {
 		t.Fatalf("profile.updated %v", ev)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/chatd/chatd/internal/mqtttest"
@@ -165,14 +164,7 @@ func TestClientPagingHistoryKeepsAcknowledgingDeliveries(t *testing.T) {
 
 	// History reads the members' watermarks (member_watermark); with
 	// member_delivery locked, a history request waits.
-	tx, err := srv.Pool.BeginTx(ctx, pgx.TxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `LOCK TABLE member_delivery IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.LockTable(t, url, "member_delivery IN ACCESS EXCLUSIVE MODE")
 	rpc := make(chan error, 4)
 	for range 4 {
 		go func() {

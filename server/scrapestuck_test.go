@@ -23,19 +23,7 @@ import (
 func TestMetricsAnswerWhileATableTheyCountIsLocked(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
-	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(context.Background(), `LOCK TABLE blob_deletion IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.LockTable(t, url, "blob_deletion IN ACCESS EXCLUSIVE MODE")
 
 	c := &http.Client{Timeout: 10 * time.Second} // Prometheus's default scrape timeout
 	start := time.Now()
@@ -61,19 +49,7 @@ func TestMetricsAnswerWhileATableTheyCountIsLocked(t *testing.T) {
 func TestConcurrentScrapesShareOneDatabaseQuery(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_DB_MAX_CONNS": "4"})
-	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(context.Background(), `LOCK TABLE blob_deletion IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockTable(t, url, "blob_deletion IN ACCESS EXCLUSIVE MODE")
 	watch, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +76,7 @@ func TestConcurrentScrapesShareOneDatabaseQuery(t *testing.T) {
 		}
 		most = max(most, n)
 	}
-	_ = tx.Rollback(context.Background())
+	release()
 	for range 12 {
 		<-done
 	}

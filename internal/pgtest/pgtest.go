@@ -182,6 +182,38 @@ func LockWaiters(t testing.TB, pool *pgxpool.Pool) int64 {
 	return n
 }
 
+// LockTable takes lock ("message IN ACCESS EXCLUSIVE MODE") in a
+// transaction of its own connection to the database at url, so that what
+// needs the table waits: a test of what stays responsive while the
+// database is stuck. release ends the transaction; the test's cleanup does
+// it too (before the cleanups registered earlier, such as a node's, which
+// may wait for what the lock holds up).
+func LockTable(t testing.TB, url, lock string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("lock %s: %v", lock, err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, "LOCK TABLE "+lock)
+	}
+	if err != nil {
+		conn.Close(ctx)
+		t.Fatalf("lock %s: %v", lock, err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_ = tx.Rollback(ctx)
+			conn.Close(ctx)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
 // HoldAfterInsert makes every INSERT into table wait, after its row is
 // written and before its transaction goes on, until release is called (a
 // test trigger waits for an advisory lock the test holds): a race test
