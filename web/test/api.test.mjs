@@ -51,13 +51,27 @@ function pageFetch(base) {
   return () => (globalThis.fetch = real);
 }
 
-test('the catch-up after a reconnect is not stuck behind an inbox read that never got an answer', async () => {
+/**
+ * Runs fn with a fresh server() and an Api of the page's whose requests
+ * go to it: warmed up (fetch loaded, so only a stall can time out), with
+ * a timeout of 1 s. The server is closed after.
+ */
+async function withServer(fn) {
   const srv = await server();
   const restore = pageFetch(srv.base);
   try {
     const api = new Api('token');
-    await api.conversation(7); // fetch is loaded and warm: only the stall can time out
+    await api.conversation(7);
     api.timeoutMs = 1000;
+    await fn(srv, api);
+  } finally {
+    restore();
+    await srv.close();
+  }
+}
+
+test('the catch-up after a reconnect is not stuck behind an inbox read that never got an answer', async () => {
+  await withServer(async (srv, api) => {
     const state = new ChatState(1);
     const sync = new Sync(state, api, new EventTarget());
     // The first inbox read goes out on a connection that has just died.
@@ -70,19 +84,11 @@ test('the catch-up after a reconnect is not stuck behind an inbox read that neve
     while (!state.conv(7) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
     assert.ok(state.conv(7), 'the inbox after the reconnect never came: the catch-up waits for a request that has no answer');
     await first;
-  } finally {
-    restore();
-    await srv.close();
-  }
+  });
 });
 
 test('a request that gets no answer fails as a network error once the time is up', async () => {
-  const srv = await server();
-  const restore = pageFetch(srv.base);
-  try {
-    const api = new Api('token');
-    await api.conversation(7); // fetch is loaded and warm: only the stall can time out
-    api.timeoutMs = 1000;
+  await withServer(async (srv, api) => {
     srv.stall();
     const started = Date.now();
     let timer;
@@ -94,8 +100,5 @@ test('a request that gets no answer fails as a network error once the time is up
     assert.equal(err?.code, 'network', `failed as a network error: ${err}`);
     assert.ok(Date.now() - started < 8000);
     assert.equal((await api.conversation(7)).id, 7, 'the next request is answered');
-  } finally {
-    restore();
-    await srv.close();
-  }
+  });
 });

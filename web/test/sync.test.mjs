@@ -56,9 +56,7 @@ async function settle() {
 }
 
 test('a conversation that could not be opened (offline) loads once the connection is back: it does not stay "Loading…"', async () => {
-  const api = fakeApi([msg(1), msg(2), msg(3)]);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { api, state, sync } = rig();
   const errors = [];
   sync.onError = (e) => errors.push(e);
   await sync.refreshInbox();
@@ -85,9 +83,7 @@ test('a conversation that could not be opened (offline) loads once the connectio
 });
 
 test('a read receipt that fails is not sent again at once, in a loop, but after the reconnect, though nothing new arrived', async () => {
-  const api = fakeApi([msg(1), msg(2), msg(3)]);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { api, state, sync } = rig();
   await sync.refreshInbox();
   // The conversation loads, but its receipt fails (offline: fetch fails
   // at once; or 429, 5xx). Past 50 tries the fake stops failing, so that
@@ -112,10 +108,7 @@ test('a read receipt that fails is not sent again at once, in a loop, but after 
 });
 
 test('opening a conversation whose catch-up failed (a 503) fetches what it lacks: the message the inbox shows is there', async () => {
-  const msgs = [msg(1), msg(2), msg(3)];
-  const api = fakeApi(msgs);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { msgs, api, state, sync } = rig();
   await sync.refreshInbox();
   await sync.open(7);
   await settle();
@@ -139,10 +132,7 @@ test('opening a conversation whose catch-up failed (a 503) fetches what it lacks
 });
 
 test('a catch-up that fails (a 503) is tried again, backing off, while connected: the gap does not wait for the next message', async () => {
-  const msgs = [msg(1), msg(2), msg(3)];
-  const api = fakeApi(msgs);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { msgs, api, state, sync } = rig();
   sync.retryBaseMs = 10;
   await sync.refreshInbox();
   await sync.open(7);
@@ -166,6 +156,13 @@ test('a catch-up that fails (a 503) is tried again, backing off, while connected
   assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4, 5], 'the gap stayed on screen after the catch-up failed');
 });
 
+/** A Sync over fakeApi(msgs) (conversation 7 with messages 1-3 by default) and its state. */
+function rig(msgs = [msg(1), msg(2), msg(3)]) {
+  const api = fakeApi(msgs);
+  const state = new ChatState(ME);
+  return { msgs, api, state, sync: new Sync(state, api, new EventTarget()) };
+}
+
 /** Makes api.inbox's next answer wait: returns the function that gives it. */
 function holdInbox(api) {
   let answer;
@@ -180,9 +177,7 @@ function holdInbox(api) {
 const group = (id, title) => ({ id, type: 'GROUP', title, lastSeq: 0, lastReadSeq: 0, unread: 0 });
 
 test('an inbox listing read before the user created a group does not drop it: the open group stays, loaded', async () => {
-  const api = fakeApi([msg(1), msg(2), msg(3)]);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { api, state, sync } = rig();
   await sync.refreshInbox();
   const inbox = api.inbox;
   // A slow inbox read (a weak network) is on its way, listing what was
@@ -209,9 +204,7 @@ test('an inbox listing read before the user created a group does not drop it: th
 });
 
 test('an inbox listing read before the user was removed from a conversation does not bring it back', async () => {
-  const api = fakeApi([msg(1), msg(2), msg(3)]);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { api, state, sync } = rig();
   const inbox = api.inbox;
   api.inbox = async () => [...(await inbox()), group(8, 'old')];
   await sync.refreshInbox();
@@ -303,10 +296,7 @@ test('a send left unanswered more than a day ago is not sent out of the blue by 
 });
 
 test('a search hit whose conversation the user leaves while its older pages load does not jump there later', async () => {
-  const msgs = Array.from({ length: 300 }, (_, i) => msg(i + 1));
-  const api = fakeApi(msgs);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { msgs, api, state, sync } = rig(Array.from({ length: 300 }, (_, i) => msg(i + 1)));
   await sync.refreshInbox();
   state.setConversation({ id: 8, type: 'GROUP', title: 'other', lastSeq: 0, members: [{ userId: ME, role: 'member', lastReadSeq: 0 }] });
   // Older pages come slowly (a weak network).
@@ -353,10 +343,7 @@ test('a send written offline stays "Sending…" until the connection is back, an
 });
 
 test('back after a long absence, a busy conversation shows its newest messages after one request, not after walking every missed page', async () => {
-  const msgs = [msg(1), msg(2), msg(3)];
-  const api = fakeApi(msgs);
-  const state = new ChatState(ME);
-  const sync = new Sync(state, api, new EventTarget());
+  const { msgs, api, state, sync } = rig();
   await sync.refreshInbox();
   await sync.open(7);
   await settle();
