@@ -1,8 +1,8 @@
 // The MQTT connection (docs/protocol.md): v5 over WebSocket to the page's
 // own origin, the JWT as password, a persistent session (clean start 0 and
 // a session expiry) so the server replays what we missed while offline.
-// mqtt.js reconnects by itself; this module turns its callbacks into
-// promises and DOM-style events.
+// mqtt.js reconnects by itself (on the schedule of reconnectDelay); this
+// module turns its callbacks into promises and DOM-style events.
 
 import mqtt from 'mqtt';
 
@@ -15,6 +15,19 @@ export class SendError extends Error {
     this.reasonCode = reasonCode;
     this.retryable = reasonCode === undefined || RETRYABLE.has(reasonCode);
   }
+}
+
+/**
+ * The pause before reconnect attempt n of a run of failures (1 after a
+ * connection dropped): 1 s doubling, capped at 30 s, of which a random
+ * half to all. After a chatd restart every page it served loses its
+ * connection at once; a fixed period would bring them all back in step,
+ * again and again while chatd is still starting (the Go client backs off
+ * the same way).
+ */
+export function reconnectDelay(n) {
+  const full = Math.min(30000, 1000 * 2 ** (Math.min(n, 16) - 1));
+  return full / 2 + Math.random() * (full / 2);
 }
 
 export class MqttSession extends EventTarget {
@@ -49,7 +62,7 @@ export class MqttSession extends EventTarget {
       // One day: a phone that sleeps overnight still resumes exactly.
       properties: { sessionExpiryInterval: 86400 },
       keepalive: 30,
-      reconnectPeriod: 2000,
+      reconnectPeriod: reconnectDelay(1),
       connectTimeout: 10000,
       // 0x88 (database unavailable) is worth retrying; bad credentials end
       // the session in the 'error' handler below.
@@ -71,6 +84,7 @@ export class MqttSession extends EventTarget {
     this.emit('status', 'connecting');
     c.on('connect', (connack) => {
       this.connects++;
+      this.failures = 0;
       this.maxPacket = connack.properties?.maximumPacketSize || 0;
       const early = this.early.splice(0);
       for (const p of early) this.publishNow(p);
@@ -104,8 +118,19 @@ export class MqttSession extends EventTarget {
     }
     c.on('reconnect', () => this.emit('status', 'connecting'));
     c.on('offline', () => this.emit('status', 'offline'));
+    this.failures = 0;
     c.on('close', () => {
-      if (!c.disconnecting) this.emit('status', 'offline');
+      if (c.disconnecting) return;
+      this.emit('status', 'offline');
+      // mqtt.js has just (re)armed its reconnect timer, a fixed interval of
+      // options.reconnectPeriod: set the period this failure calls for and
+      // arm it again with it (its own _clearReconnect/_setupReconnect, as
+      // its close handler uses them; mqtt.js is pinned in package-lock).
+      c.options.reconnectPeriod = reconnectDelay(++this.failures);
+      if (c.reconnectTimer) {
+        c._clearReconnect();
+        c._setupReconnect();
+      }
     });
     c.on('error', (err) => {
       // 0x86 bad credentials / 0x87 not authorised: reconnecting cannot
