@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/internal/testkit"
 )
@@ -37,16 +35,11 @@ func TestEachFailedJoinOfTheConsumerGroupCountsOneKafkaError(t *testing.T) {
 	})
 
 	reg := prometheus.NewRegistry()
-	var mu sync.Mutex
-	var got []chat.Event
+	var got collector
 	cons, err := relay.NewConsumer(relay.ConsumerConfig{
 		Brokers: []string{addr(port)}, NodeID: "joinfail", CommitInterval: 100 * time.Millisecond,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t), Registerer: reg,
-		Handler: func(e chat.Event) {
-			mu.Lock()
-			got = append(got, e)
-			mu.Unlock()
-		},
+		Handler: got.handle,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,9 +60,7 @@ func TestEachFailedJoinOfTheConsumerGroupCountsOneKafkaError(t *testing.T) {
 		if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("1"), Value: []byte(`{"type":"typing","conversationId":1}`)}); err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) > 0
+		return len(got.events()) > 0
 	})
 	if n := metric(t, reg, "chat_kafka_consumer_errors_total", "kind", "kafka"); n != failures {
 		t.Fatalf("chat_kafka_consumer_errors_total{kind=kafka} = %v after %d failed joins, want %d", n, failures, failures)

@@ -380,3 +380,22 @@ func ourGoroutines() map[string]int {
 	}
 	return out
 }
+
+// collector is a consumer Handler that keeps every event it is given, in
+// order; events returns a copy.
+type collector struct {
+	mu  sync.Mutex
+	evs []chat.Event
+}
+
+func (c *collector) handle(e chat.Event) {
+	c.mu.Lock()
+	c.evs = append(c.evs, e)
+	c.mu.Unlock()
+}
+
+func (c *collector) events() []chat.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]chat.Event(nil), c.evs...)
+}

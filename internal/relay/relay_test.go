@@ -313,8 +313,7 @@ func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 	start(t, rl.Run)
 
 	reg := prometheus.NewRegistry()
-	var mu sync.Mutex
-	var got []chat.Event
+	var got collector
 	cons, err := relay.NewConsumer(relay.ConsumerConfig{
 		Brokers:        []string{addr(port)},
 		NodeID:         "n1",
@@ -323,17 +322,13 @@ func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 		BackoffMax:     200 * time.Millisecond,
 		Logger:         testLogger(t),
 		Registerer:     reg,
-		Handler: func(e chat.Event) {
-			mu.Lock()
-			got = append(got, e)
-			mu.Unlock()
-		},
+		Handler:        got.handle,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start(t, cons.Run)
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	count := func() int { return len(got.events()) }
 
 	// A new group starts at the newest offset once it has joined: send
 	// probes until the consumer sees one.
@@ -356,10 +351,8 @@ func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 	want, _ := ev.counts()
 	wantConv := int(want[61] + want[62] + want[63])
 	testkit.WaitFor(t, 15*time.Second, "all events handled", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
 		n := 0
-		for _, e := range got {
+		for _, e := range got.events() {
 			if e.ConversationID != 999 {
 				n++
 			}
@@ -367,10 +360,13 @@ func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 		return n >= wantConv
 	})
 
-	mu.Lock()
-	defer mu.Unlock()
+	// Held through the metric check: the handler waits, so no event is
+	// counted that the check has not seen.
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	all := got.evs
 	last := map[int64]chat.Event{}
-	for _, e := range got {
+	for _, e := range all {
 		if e.Type != chat.EventMessageNew || e.EventID == 0 || e.Body == nil || e.CreatedAt == nil {
 			t.Fatalf("handler got incomplete event %+v", e)
 		}
@@ -385,8 +381,8 @@ func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 			t.Fatalf("conversation %d: handled up to seq %d, committed %d", c, last[c].Seq, want[c])
 		}
 	}
-	if n := metric(t, reg, "chat_kafka_consumer_events_total"); int(n) != len(got) {
-		t.Fatalf("events_total %v, handler got %d", n, len(got))
+	if n := metric(t, reg, "chat_kafka_consumer_events_total"); int(n) != len(all) {
+		t.Fatalf("events_total %v, handler got %d", n, len(all))
 	}
 	if n := metric(t, reg, "chat_kafka_consumer_errors_total", "kind", "decode"); n != 0 {
 		t.Fatalf("decode errors %v", n)
