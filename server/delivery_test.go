@@ -96,7 +96,7 @@ func TestStuckSubscriberDoesNotSlowOthers(t *testing.T) {
 	}
 	stuck := rawClient(t, srv.MQTTAddr(), 3, "stuck-3", 5, true)
 	stuck.AutoAck = false
-	go stuck.StopReading()
+	stuck.StopReading()
 	a := rawClient(t, srv.MQTTAddr(), 1, "a", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "b", 4, true)
 	start := time.Now()

@@ -36,7 +36,8 @@ type Client struct {
 	nextID    uint16
 	Done      chan struct{}
 	Err       error
-	readGate  sync.Mutex
+	stopRead  chan struct{} // closed by StopReading
+	stopOnce  sync.Once
 	closing   chan struct{}
 	closeOnce sync.Once
 	// disconnect is the DISCONNECT the server sent, if any (guarded by mu).
@@ -44,8 +45,11 @@ type Client struct {
 }
 
 // StopReading makes the client stop reading from its socket for good: a
-// stuck subscriber whose TCP window fills up.
-func (c *Client) StopReading() { c.readGate.Lock() }
+// stuck subscriber whose TCP window fills up. It returns at once; a read
+// already waiting for a packet takes that one packet, then reading stops
+// (waiting for the read would hold the caller until the server sent
+// something, on an idle connection until its keepalive closed it).
+func (c *Client) StopReading() { c.stopOnce.Do(func() { close(c.stopRead) }) }
 
 // Options for Dial.
 type Options struct {
@@ -106,7 +110,7 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 	}
 	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: !o.NoAutoAck,
 		Publishes: make(chan packets.Packet, o.ReadBuffer), waiters: map[uint16]chan packets.Packet{},
-		subacks: make(chan packets.Packet, 16), Done: make(chan struct{}), closing: make(chan struct{})}
+		subacks: make(chan packets.Packet, 16), Done: make(chan struct{}), closing: make(chan struct{}), stopRead: make(chan struct{})}
 	pk := mqttwire.Connect(o.Version, mqttwire.Login{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
 		Clean: o.Clean, Keepalive: o.Keepalive, Expiry: o.Expiry, Properties: o.Properties})
 	if o.Will.Topic != "" {
@@ -141,9 +145,13 @@ func (c *Client) write(pk packets.Packet) error {
 func (c *Client) readLoop() {
 	defer close(c.Done)
 	for {
-		c.readGate.Lock()
+		select {
+		case <-c.stopRead:
+			<-c.closing
+			return
+		default:
+		}
 		pk, err := mqttwire.Read(c.r, c.Version)
-		c.readGate.Unlock()
 		if err != nil {
 			c.Err = err
 			c.mu.Lock()
