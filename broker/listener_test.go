@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"github.com/gorilla/websocket"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,5 +108,41 @@ func TestClientsConnectingWhileTheServerClosesAreCountedFirst(t *testing.T) {
 		_ = srv.Close()
 		close(stop)
 		wg.Wait()
+	}
+}
+
+// mochi's Server.Serve starts each listener's Serve on a goroutine of its
+// own and returns, and chatd's HTTP server starts right after it: a
+// WebSocket CONNECT arriving in between was refused with 503 (seen in CI
+// as a test's first connect failing with "bad handshake"). It waits for
+// the listener instead.
+func TestWebSocketConnectRightAfterServeIsAccepted(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for i := range 100 {
+		srv := mqtt.New(&mqtt.Options{Logger: log})
+		if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+			t.Fatal(err)
+		}
+		l := NewWSListener("w", nil, log)
+		l.clients = &srv.Listeners.ClientsWg
+		if err := srv.AddListener(l); err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(l)
+		if err := srv.Serve(); err != nil {
+			t.Fatal(err)
+		}
+		d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}
+		ws, resp, err := d.Dial("ws"+strings.TrimPrefix(hs.URL, "http")+"/mqtt", nil)
+		if err != nil {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			t.Fatalf("connect %d right after Serve: %v (HTTP %d)", i, err, status)
+		}
+		_ = ws.Close()
+		_ = srv.Close()
+		hs.Close()
 	}
 }

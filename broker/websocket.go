@@ -36,12 +36,16 @@ type WSListener struct {
 	establish listeners.EstablishFn
 	closed    bool
 	done      chan struct{}
+	// serving is closed once Serve has recorded establish: mochi starts
+	// Serve on a goroutine of its own, and the HTTP server may pass on an
+	// upgrade before that goroutine ran.
+	serving chan struct{}
 }
 
 // NewWSListener returns a listener admitting same-origin browsers, the
 // listed extra origins, and non-browser clients (no Origin header).
 func NewWSListener(id string, allowed []string, log *slog.Logger) *WSListener {
-	l := &WSListener{id: id, origins: map[string]bool{}, log: log, done: make(chan struct{}),
+	l := &WSListener{id: id, origins: map[string]bool{}, log: log, done: make(chan struct{}), serving: make(chan struct{}),
 		readLimit: wsMessageLimit(MaxPacketSize(chat.DefaultLimits()))}
 	for _, o := range allowed {
 		if o = strings.TrimSpace(o); o != "" {
@@ -82,6 +86,9 @@ func (l *WSListener) Init(log *slog.Logger) error { return nil }
 // Serve records the establish callback and blocks until Close.
 func (l *WSListener) Serve(establish listeners.EstablishFn) {
 	l.mu.Lock()
+	if l.establish == nil {
+		close(l.serving)
+	}
 	l.establish = establish
 	l.mu.Unlock()
 	<-l.done
@@ -105,6 +112,12 @@ func (l *WSListener) Close(closeClients listeners.CloseFn) {
 // ServeHTTP upgrades to WebSocket (subprotocol "mqtt") and runs the MQTT
 // connection on this request's goroutine until it ends.
 func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select { // the broker is starting: wait for Serve rather than refuse
+	case <-l.serving:
+	case <-l.done:
+	case <-r.Context().Done():
+		return
+	}
 	l.mu.Lock()
 	establish, closed := l.establish, l.closed
 	if establish != nil && !closed && l.clients != nil {
