@@ -89,6 +89,9 @@ type Settings struct {
 	RedisURL string
 
 	PresencePush bool // presence_push: push presence events (false: query only)
+	// PresenceGrace (presence_grace): a user offline this long is
+	// announced offline; a reconnect within it is not announced at all.
+	PresenceGrace time.Duration
 
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
@@ -607,6 +610,7 @@ func (s Settings) Redacted() map[string]any {
 		"connect_budget_queue":     s.ConnectBudgetQueue,
 		"redis_url":                redactURL(s.RedisURL),
 		"presence_push":            s.PresencePush,
+		"presence_grace":           s.PresenceGrace.String(),
 		"shutdown_timeout":         s.ShutdownTimeout.String(),
 	}
 	s.redactedOps(m)

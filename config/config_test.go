@@ -114,6 +114,7 @@ func TestDefaults(t *testing.T) {
 		{"connect_budget_queue", s.ConnectBudgetQueue, 1000},
 		{"redis_url", s.RedisURL, ""},
 		{"presence_push", s.PresencePush, true},
+		{"presence_grace", s.PresenceGrace, time.Second},
 		{"shutdown_timeout", s.ShutdownTimeout, 15 * time.Second},
 		{"config_file", s.ConfigFile, ""},
 	}
@@ -284,6 +285,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"connect_budget_queue":     "16",
 		"redis_url":                "redis://:pw@redis:6379/1",
 		"presence_push":            "false",
+		"presence_grace":           "15s",
 		"shutdown_timeout":         "1m",
 
 		"mqtts_addr":             "0.0.0.0:8883",
@@ -345,7 +347,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			LimitSendBurst: 3, ShutdownTimeout: time.Minute,
 			LimitConvRate: 7, LimitConvBurst: 8, LimitReadRate: 0, LimitReadBurst: 9,
 			LimitTypingRate: 1.5, LimitTypingBurst: 2, LimitAPIRate: 11, LimitAPIBurst: 12,
-			LimitConnectRate: 13, LimitConnectBurst: 14, RedisURL: "redis://:pw@redis:6379/1", PresencePush: false,
+			LimitConnectRate: 13, LimitConnectBurst: 14, RedisURL: "redis://:pw@redis:6379/1", PresencePush: false, PresenceGrace: 15 * time.Second,
 			LimitConnectUserRate: 0.25, LimitConnectUserBurst: 4, MaxConnectionsPerUser: 0,
 			ConnectBudgetRate: 250, ConnectBudgetQueue: 16,
 			OpsSettings: OpsSettings{MQTTSAddr: "0.0.0.0:8883", HTTPSAddr: "0.0.0.0:8443",
@@ -425,6 +427,8 @@ func TestBadValues(t *testing.T) {
 			want: []string{"send_timeout", "yaml", "not a duration", "5s"}},
 		{name: "zero duration", args: []string{"-shutdown-timeout=0s"},
 			want: []string{"shutdown_timeout", "flag -shutdown-timeout", "must be positive"}},
+		{name: "presence grace too long", env: map[string]string{"CHAT_PRESENCE_GRACE": "2h"},
+			want: []string{"presence_grace", "not between 100ms and 1h"}},
 		{name: "bad level", env: map[string]string{"CHAT_LOG_LEVEL": "loud"},
 			want: []string{"log_level", "debug, info, warn or error"}},
 		{name: "bad format", yaml: "log_format: xml\n", want: []string{"log_format", "text or json"}},

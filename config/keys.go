@@ -273,6 +273,12 @@ var keys = append([]*key{
 		func(s *Settings, v string) (err error) { s.ConnectBudgetQueue, err = parseInt(v, 0, 1000000); return }),
 	switchKey("presence_push", "true", "push presence events to the members of shared conversations; false: presence is only queryable",
 		func(s *Settings) *bool { return &s.PresencePush }),
+	mk("presence_grace", "1s", "how long a user's last connection may be gone before they are announced offline; a reconnect within it is not announced",
+		"use a Go duration between 100ms and 1h, e.g. 1s (mobile clients on weak networks: 10s or more)",
+		func(s *Settings, v string) (err error) {
+			s.PresenceGrace, err = parseDurationBetween(v, 100*time.Millisecond, time.Hour, "100ms and 1h")
+			return
+		}),
 	secretKey(urlKey("redis_url", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
 		"use a URL like redis://:PASSWORD@redis.example:6379/0 (rediss:// for TLS), or leave it empty",
 		"a redis:// or rediss:// URL with a host", func(s *Settings) *string { return &s.RedisURL }, "redis", "rediss")),

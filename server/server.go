@@ -421,7 +421,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		publish = s.presencePub.Publish
 	}
 	if s.Presence, err = presence.New(presence.Config{NodeID: st.NodeID, Store: store.NewPresence(pool, presence.TTL(presenceHeartbeat)),
-		Hub: s.Hub, LargeGroup: st.LargeGroup, Heartbeat: presenceHeartbeat, Publish: publish, NoPush: !st.PresencePush,
+		Hub: s.Hub, LargeGroup: st.LargeGroup, Heartbeat: presenceHeartbeat, Grace: st.PresenceGrace, Publish: publish, NoPush: !st.PresencePush,
 		Logger: log.With("component", "presence"), Registerer: s.Registry}); err != nil {
 		return err
 	}
