@@ -242,22 +242,10 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	a, b := startKafkaPair(t, "p", map[string]string{"CHAT_PRESENCE_PUSH": "true"})
 	conv := mustDirect(t, context.Background(), a, 1, 2)
 	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
-	// Node B's consumer starts at the newest offset: wait until it reads.
-	testkit.WaitFor(t, 60*time.Second, "node B consuming chat.events", func() bool {
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(), Body: "x"}); err == nil {
-			t.Fatal("a non-member sent")
-		}
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case pk := <-friend.Publishes:
-			var ev event
-			return json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventMessageNew
-		case <-time.After(time.Second):
-			return false
-		}
-	})
+	waitRelayed(t, a, conv.ID, 1, friend)
+	if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(), Body: "x"}); err == nil {
+		t.Fatal("a non-member sent")
+	}
 	dev := rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
 	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
 		t.Fatalf("presence across nodes: %+v", ev)
@@ -289,6 +277,55 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	_ = a.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE type = 'presence'`).Scan(&stored)
 	if stored != 0 {
 		t.Fatalf("%d presence events stored in the outbox", stored)
+	}
+}
+
+// waitRelayed waits until sends on node a reach watcher, connected to
+// another node: that node's consumer starts at the newest offset, and
+// reads only once its group joined.
+func waitRelayed(t *testing.T, a *server.Server, conv, sender int64, watcher *mqtttest.Client) {
+	t.Helper()
+	testkit.WaitFor(t, 60*time.Second, "the other node consuming chat.events", func() bool {
+		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv, SenderID: sender, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case pk := <-watcher.Publishes:
+			var ev event
+			return json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventMessageNew
+		case <-time.After(time.Second):
+			return false
+		}
+	})
+}
+
+// TestAGracefulShutdownAnnouncesItsUsersOfflineOnOtherNodes: a node
+// that stops gracefully lets the presence grace of the users it
+// disconnected run out and announces those who did not come back
+// elsewhere offline to the other nodes' watchers, as it does for a
+// disconnect; they used to stay "online" there until someone asked.
+func TestAGracefulShutdownAnnouncesItsUsersOfflineOnOtherNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two nodes and Kafka")
+	}
+	a, b := startKafkaPair(t, "gs", map[string]string{"CHAT_PRESENCE_PUSH": "true"})
+	conv := mustDirect(t, context.Background(), a, 1, 2)
+	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
+	waitRelayed(t, a, conv.ID, 1, friend)
+	rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("online across nodes: %+v", ev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := a.Close(ctx); err != nil {
+		t.Fatalf("close node A: %v", err)
+	}
+	if ev := nextPresence(t, friend, 1, 15*time.Second); *ev.Online {
+		t.Fatalf("node A stopped: %+v", ev)
+	}
+	if code, p := queryPresence(t, b, 2, 1); code != 200 || p.Online {
+		t.Fatalf("query on B after node A stopped: %d %+v", code, p)
 	}
 }
 

@@ -71,6 +71,10 @@ type Tracker struct {
 	done    chan struct{}
 	once    sync.Once
 	failing atomic.Bool
+	// closeCtx is Close's context, set before stop is closed; closing is
+	// set by the run goroutine (and read only by it) once it stops.
+	closeCtx context.Context
+	closing  bool
 
 	onlineUsers   prometheus.Gauge
 	pushed        *prometheus.CounterVec
@@ -258,10 +262,16 @@ func (t *Tracker) SharesConversation(ctx context.Context, a, b int64) (bool, err
 	return t.cfg.Store.SharesConversation(ctx, a, b)
 }
 
-// Close clears this node's connection flags and heartbeat, so its users
-// stop counting as online at once, and stops the goroutine.
+// Close announces the users whose last connection here closed (the
+// broker disconnected every client before) offline to the other nodes
+// once their grace ran out and they did not connect elsewhere, within
+// ctx; then it clears this node's connection flags and heartbeat, so its
+// users stop counting as online at once, and stops the goroutine.
 func (t *Tracker) Close(ctx context.Context) error {
-	t.once.Do(func() { close(t.stop) })
+	t.once.Do(func() {
+		t.closeCtx = ctx
+		close(t.stop)
+	})
 	select {
 	case <-t.done:
 		return nil
@@ -279,6 +289,7 @@ func (t *Tracker) run() {
 	for {
 		select {
 		case <-t.stop:
+			t.announceDeparted(t.closeCtx)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, true); err != nil {
 				t.log.Warn("presence: clearing this node's connections failed; they expire with its heartbeat", "err", err)
@@ -292,6 +303,42 @@ func (t *Tracker) run() {
 		}
 		if next := t.process(); next > 0 {
 			grace.Reset(next)
+		}
+	}
+}
+
+// closeReserve is what announceDeparted leaves of Close's context for
+// clearing the node's flags after it.
+const closeReserve = time.Second
+
+// announceDeparted runs the presence grace of the users this node's
+// shutdown disconnected, as for any disconnect, so the other nodes'
+// watchers learn who did not come back elsewhere, instead of showing them
+// online until they ask. Only with other nodes to tell (Publish): this
+// node's own watchers are gone. Users whose grace ends after ctx's
+// deadline (less closeReserve) stay unannounced, and the shutdown does not
+// wait for them.
+func (t *Tracker) announceDeparted(ctx context.Context) {
+	if t.cfg.Publish == nil || t.cfg.NoPush {
+		return
+	}
+	t.closing = true
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-closeReserve))
+		defer cancel()
+	}
+	for {
+		next := t.process()
+		if d, ok := ctx.Deadline(); next <= 0 || ok && time.Now().Add(next).After(d) {
+			return
+		}
+		wait := time.NewTimer(next)
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return
 		}
 	}
 }
@@ -418,8 +465,10 @@ func (t *Tracker) process() time.Duration {
 			t.cfg.Publish(ev)
 		}
 	}
-	t.push(ctx, events, "local")
-	t.push(ctx, remote, "remote")
+	if !t.closing { // else the node's clients are gone
+		t.push(ctx, events, "local")
+		t.push(ctx, remote, "remote")
+	}
 	return next
 }
 
