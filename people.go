@@ -23,7 +23,8 @@ import (
 //     plain members; the owner removes anyone; any member may leave. When
 //     the owner leaves, the longest-standing admin owns the group, else the
 //     longest-standing member; when the last member leaves the group is
-//     archived. Every such change is an entry of kind system in the
+//     archived and its avatar upload released (nobody is left who may
+//     fetch it). Every such change is an entry of kind system in the
 //     conversation's stream (SystemEntry).
 //   - Read receipts off: nobody else learns the user's read watermark
 //     (no read.updated, not counted in seen-by, 0 in members' lastReadSeq

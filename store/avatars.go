@@ -62,19 +62,19 @@ func useAvatar(ctx context.Context, tx pgx.Tx, id string, userID, conversationID
 }
 
 // releaseAvatar releases the avatar upload id that was replaced or
-// cleared: its row stays, released (a fetch answers 410), and its blob is
-// queued for deletion a minute on, so a thumbnail being made lands first
-// and goes with it (as for a recall).
-func releaseAvatar(ctx context.Context, tx pgx.Tx, id string) error {
+// cleared (or whose group was archived: why): its row stays, released (a
+// fetch answers 410), and its blob is queued for deletion a minute on, so
+// a thumbnail being made lands first and goes with it (as for a recall).
+func releaseAvatar(ctx context.Context, tx pgx.Tx, id, why string) error {
 	if _, err := tx.Exec(ctx, `
 		WITH released AS (
 			UPDATE attachment SET state = 'released', name = '', sha256 = NULL
 			WHERE id = $1 AND state = 'avatar' RETURNING blob_key
 		)
 		INSERT INTO blob_deletion (blob_key, reason, not_before)
-		SELECT blob_key, 'avatar replaced', now() + interval '1 minute' FROM released
-		`+requeueSQL, id); err != nil {
-		return fmt.Errorf("release the previous avatar: %w", err)
+		SELECT blob_key, $2, now() + interval '1 minute' FROM released
+		`+requeueSQL, id, why); err != nil {
+		return fmt.Errorf("release the avatar: %w", err)
 	}
 	return nil
 }
@@ -110,5 +110,5 @@ func (c avatarChange) release(ctx context.Context, tx pgx.Tx, cur *string) error
 	if c.url == nil || cur == nil || (c.uploadID != nil && *c.uploadID == *cur) {
 		return nil
 	}
-	return releaseAvatar(ctx, tx, *cur)
+	return releaseAvatar(ctx, tx, *cur, "avatar replaced")
 }

@@ -95,3 +95,36 @@ func TestAnAvatarUploadIsUsedOnceWhateverTheConcurrentWrites(t *testing.T) {
 		t.Fatalf("the upload is the avatar of %d users and %d groups", users, groups)
 	}
 }
+
+// The last member leaving archives a group, and an archived group has
+// nobody left who may fetch its avatar (its current members): the avatar
+// upload is released with the archive, its blob queued for deletion, and
+// the group row names it no more.
+func TestTheLastMemberLeavingReleasesTheGroupsAvatarUpload(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	id := avatarUpload(t, pool, 2)
+	if _, err := st.SetRole(ctx, g.ID, 1, 2, chat.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateGroup(ctx, g.ID, 2, chat.GroupUpdate{AvatarUploadID: &id}); err != nil {
+		t.Fatal(err)
+	}
+	mustRemove(t, ctx, st, g.ID, 2, 2, "the admin who set the avatar leaves")
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE id = $1 AND state = 'avatar'`, id); n != 1 {
+		t.Fatal("the avatar of a group with a member left is no longer in use")
+	}
+	mustRemove(t, ctx, st, g.ID, 1, 1, "the last member leaves")
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment WHERE id = $1 AND state = 'released'`, id); n != 1 {
+		t.Fatal("the avatar of the archived group is not released")
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM attachment a JOIN blob_deletion d ON d.blob_key = a.blob_key WHERE a.id = $1`, id); n != 1 {
+		t.Fatal("the archived group's avatar blob is not queued for deletion")
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM conversation WHERE id = $1 AND archived_at IS NOT NULL
+		AND avatar_url IS NULL AND avatar_upload_id IS NULL`, g.ID); n != 1 {
+		t.Fatal("the archived group still names its released avatar")
+	}
+}

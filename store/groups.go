@@ -29,7 +29,7 @@ import (
 // ownership. The owner removes anyone; an admin removes plain members; any
 // member leaves. When the owner leaves, the longest-standing admin (earliest
 // joined_at, then the lowest id) owns the group, else the longest-standing
-// member; the last member leaving archives it.
+// member; the last member leaving archives it (archiveIfEmpty).
 
 // AddMember adds userID to a group. Owners and admins may add; adding an
 // existing member returns them unchanged and writes nothing. The new member
@@ -296,15 +296,29 @@ func lockMembers(ctx context.Context, tx pgx.Tx, conversationID int64, users ...
 	return nil
 }
 
-// archiveIfEmpty marks a group nobody is a member of any more.
+// archiveIfEmpty marks a group nobody is a member of any more and
+// releases its avatar upload: a group's avatar is fetched by its current
+// members, and an archived group has none, nor ever will again (only a
+// member adds one), so its bytes would be kept for nobody. The caller
+// holds the conversation lock, which orders this before the attachment
+// row as every avatar change does.
 func archiveIfEmpty(ctx context.Context, tx pgx.Tx, conversationID int64) error {
-	if _, err := tx.Exec(ctx, `
-		UPDATE conversation SET archived_at = now()
-		WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1)`,
-		conversationID); err != nil {
+	var avatar *string
+	err := tx.QueryRow(ctx, `
+		UPDATE conversation c SET archived_at = now(), avatar_url = NULL, avatar_upload_id = NULL
+		FROM (SELECT avatar_upload_id FROM conversation WHERE id = $1) old
+		WHERE c.id = $1 AND NOT EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1)
+		RETURNING old.avatar_upload_id`, conversationID).Scan(&avatar)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // members are left
+	}
+	if err != nil {
 		return fmt.Errorf("archive conversation: %w", err)
 	}
-	return nil
+	if avatar == nil {
+		return nil
+	}
+	return releaseAvatar(ctx, tx, *avatar, "group archived")
 }
 
 var _ chat.PeopleStore = (*Store)(nil)
