@@ -82,6 +82,8 @@ type DeliveryStore interface {
 	// may read them (HideBeforeFloor with their history floor). A range
 	// without Until gets nothing unless userID is a member since at most
 	// its After: nothing committed after a leave, or while they were away.
+	// One with Until reads its messages as they were at the leave (an
+	// edit after it is not the user's to read).
 	SinceMany(ctx context.Context, userID int64, ranges []Range, perConv int) (map[int64][]Message, error)
 	// SaveCursors moves sessions' delivered cursors forward (never back).
 	SaveCursors(ctx context.Context, cs []Cursor) error

@@ -648,6 +648,31 @@ SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m
 FROM message m
 LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply_to;
 
+-- # chat_message_at(p_conv, p_seq, p_upto)
+--
+-- Message p_seq of p_conv as it read when entry p_upto was the newest: its
+-- body and edited_at now, unless an edit after p_upto rewrote it; then
+-- those of its last edit at or before p_upto, or, first edited after it,
+-- an empty body and no edited_at (an edit overwrites the message's body:
+-- no earlier one is kept). No row when there is no such message. A
+-- removed member's catch-up of what they were owed up to their leave
+-- reads messages and reply snippets through it (Sessions.SinceMany): what
+-- was written after the leave, edits included, is not theirs to read.
+CREATE OR REPLACE FUNCTION chat_message_at(p_conv bigint, p_seq bigint, p_upto bigint)
+RETURNS TABLE (body text, edited_at timestamptz) LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN later.yes THEN COALESCE(prev.body, '') ELSE m.body END,
+           CASE WHEN later.yes THEN prev.created_at ELSE m.edited_at END
+    FROM message m
+    CROSS JOIN LATERAL (SELECT EXISTS (
+        SELECT 1 FROM message x
+        WHERE x.conversation_id = p_conv AND x.target_seq = p_seq AND x.kind = 'edit' AND x.seq > p_upto) AS yes) later
+    LEFT JOIN LATERAL (
+        SELECT x.body, x.created_at FROM message x
+        WHERE later.yes AND x.conversation_id = p_conv AND x.target_seq = p_seq AND x.kind = 'edit' AND x.seq <= p_upto
+        ORDER BY x.seq DESC LIMIT 1) prev ON true
+    WHERE m.conversation_id = p_conv AND m.seq = p_seq AND m.kind = 'message'
+$$;
+
 -- # chat_unread(p_conv, p_read_seq, p_message_count)
 --
 -- A member's unread count: the messages (not edits, recalls, reactions or

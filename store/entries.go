@@ -128,10 +128,25 @@ func addReactions(ctx context.Context, q pgx.Tx, conv, reader int64, entries []c
 }
 
 // prefixed qualifies each of a comma-separated column list with alias.
-func prefixed(alias, columns string) string {
+func prefixed(alias, columns string) string { return prefixedExcept(alias, columns, nil) }
+
+// prefixedExcept is prefixed with the columns named in exprs read as
+// their expression instead; it panics when one is not among columns, so a
+// renamed column cannot silently drop its expression.
+func prefixedExcept(alias, columns string, exprs map[string]string) string {
 	parts := strings.Split(columns, ",")
+	used := 0
 	for i, p := range parts {
-		parts[i] = alias + "." + strings.TrimSpace(p)
+		p = strings.TrimSpace(p)
+		if e, ok := exprs[p]; ok {
+			parts[i] = e
+			used++
+			continue
+		}
+		parts[i] = alias + "." + p
+	}
+	if used != len(exprs) {
+		panic(fmt.Sprintf("store: %d of the column expressions %v name no column of %q", len(exprs)-used, exprs, columns))
 	}
 	return strings.Join(parts, ", ")
 }

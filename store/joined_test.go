@@ -392,3 +392,65 @@ func TestAMemberAddedLaterWithReceiptsOffDoesNotUnreadEarlierMessages(t *testing
 		t.Errorf("readSeq after a message the receipts-off member may have read: history %d, inbox %d; want in [%d, %d)", h, i, m.Seq, next.Seq)
 	}
 }
+
+// A removed member's session still owed entries up to the removal gets
+// them as they were then, as a session connected at the time got them
+// live: a message edited after the removal comes with the body of its
+// last edit before it (and that edit's time), or, first edited after it,
+// without a body (chatd keeps no earlier one), and a reply quotes what its
+// message said then. What was written after the removal, edits included,
+// is not the removed member's to read. A member reads the message as it
+// is now.
+func TestARemovedMembersCatchUpShowsNoEditMadeAfterTheRemoval(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	sess := store.NewSessions(pool)
+	const owner, member = 1, 2
+	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+		t.Fatal(err)
+	}
+	plan := mustSend(t, st, g.ID, owner, "we meet at noon")
+	draft := mustSend(t, st, g.ID, owner, "draft")
+	before := mustChange(t, st, edit(g.ID, owner, draft.Seq, "draft, reviewed"))
+	reply, err := st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: owner, ClientMsgID: uuid.NewString(),
+		Body: "see above", ReplyTo: plan.Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := reply.Message.Seq
+	mustRemove(t, ctx, st, g.ID, owner, member, "remove the member")
+	mustChange(t, st, edit(g.ID, owner, plan.Seq, "we meet at 3, without them"))
+	mustChange(t, st, edit(g.ID, owner, draft.Seq, "final: they are out"))
+
+	got, err := sess.SinceMany(ctx, member, []chat.Range{{ConversationID: g.ID, After: plan.Seq - 1, Until: until}}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySeq := map[int64]chat.Message{}
+	for _, m := range got[g.ID] {
+		bySeq[m.Seq] = m
+	}
+	if len(got[g.ID]) != 4 {
+		t.Fatalf("the removed member's catch-up: %+v, want the 4 entries up to the removal", got[g.ID])
+	}
+	if m := bySeq[plan.Seq]; m.Body != "" || m.EditedAt != nil {
+		t.Errorf("a message first edited after the removal: body %q, editedAt %v; want no body, not edited", m.Body, m.EditedAt)
+	}
+	if m := bySeq[draft.Seq]; m.Body != "draft, reviewed" || m.EditedAt == nil || !m.EditedAt.Equal(before.Entry.CreatedAt) {
+		t.Errorf("a message edited before and after the removal: body %q, editedAt %v; want %q at %v",
+			m.Body, m.EditedAt, "draft, reviewed", before.Entry.CreatedAt)
+	}
+	if m := bySeq[until]; m.ReplyTo == nil || m.ReplyTo.Snippet != "" {
+		t.Errorf("a reply to a message edited after the removal quotes %+v, want no snippet", m.ReplyTo)
+	}
+
+	// The owner, a member, reads them as they are now.
+	now, err := sess.SinceMany(ctx, owner, []chat.Range{{ConversationID: g.ID, After: plan.Seq - 1}}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := now[g.ID]; len(ms) < 4 || ms[0].Body != "we meet at 3, without them" || ms[1].Body != "final: they are out" ||
+		ms[3].ReplyTo == nil || ms[3].ReplyTo.Snippet != "we meet at 3, without them" {
+		t.Errorf("a member's catch-up: %+v, want the messages as they are now", ms)
+	}
+}

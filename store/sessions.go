@@ -266,7 +266,10 @@ func oweUntilLeave(ctx context.Context, tx pgx.Tx, conversationID, userID, joinS
 // member.removed, or a removal and a re-add, committed but not routed to
 // the session yet): what was committed after the leave, or while they were
 // away, is not theirs. The session learns the leave, with the last seq
-// they are owed, and asks again with Until.
+// they are owed, and asks again with Until. A range with Until reads its
+// messages, and what its replies quote, as they were at the leave
+// (chat_message_at): an edit committed after it must not reach them
+// through the message it rewrote.
 //
 // A user with no member row (they left; their stream is finishing what
 // they were owed up to the leave) has no join_seq left to read: in a
@@ -280,8 +283,10 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 	for i, r := range ranges {
 		convs[i], afters[i], untils[i] = r.ConversationID, r.After, r.Until
 	}
-	// Every row by key (LATERAL ... LIMIT 1), as in Cursors.
-	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("e", entryColumns)+`, f.floor
+	// Every row by key (LATERAL ... LIMIT 1), as in Cursors. A range
+	// with Until reads its messages, and what its replies quote, as they
+	// were at the leave (chat_message_at; left: a member's are as now).
+	rows, err := s.pool.Query(ctx, `SELECT `+sinceManyColumns+`, f.floor
 		FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS r(c, a, u)
 		CROSS JOIN LATERAL (SELECT COALESCE(`+floorSQL+`, 9223372036854775807) AS floor,
 		                           CASE WHEN r.u > 0 THEN r.u WHEN m.join_seq <= r.a THEN 9223372036854775807 ELSE r.a END AS upto
@@ -289,6 +294,10 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 		                    LEFT JOIN conversation_member m ON m.conversation_id = c.id AND m.user_id = $4
 		                    WHERE c.id = r.c LIMIT 1) f
 		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a AND seq <= f.upto ORDER BY seq LIMIT $3) e
+		LEFT JOIN LATERAL (SELECT * FROM chat_message_at(e.conversation_id, e.seq, r.u)
+		                   WHERE r.u > 0 AND e.kind = 'message' AND e.edited_at IS NOT NULL) left_msg ON true
+		LEFT JOIN LATERAL (SELECT left(q.body, 100) AS snippet FROM chat_message_at(e.conversation_id, e.reply_to, r.u) q
+		                   WHERE r.u > 0 AND e.reply_to IS NOT NULL) left_reply ON true
 		ORDER BY e.conversation_id, e.seq`, convs, afters, perConv, userID, untils)
 	if err != nil {
 		return nil, classify("read messages", err)
@@ -312,6 +321,15 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 	}
 	return out, nil
 }
+
+// sinceManyColumns are entryColumns of SinceMany's entries e, with a
+// message's body and edited time, and a reply's snippet, as they were at
+// the leave in a range with Until (left_msg, left_reply).
+var sinceManyColumns = prefixedExcept("e", entryColumns, map[string]string{
+	"body":          "COALESCE(left_msg.body, e.body)",
+	"edited_at":     "CASE WHEN left_msg.body IS NULL THEN e.edited_at ELSE left_msg.edited_at END",
+	"reply_snippet": "COALESCE(left_reply.snippet, e.reply_snippet)",
+})
 
 // SaveCursors upserts delivered cursors in one statement; a cursor never
 // moves backwards. Rows of sessions that no longer exist are skipped. A
