@@ -365,3 +365,28 @@ test('back after a long absence, a busy conversation shows its newest messages a
   assert.deepEqual(more, Array.from({ length: more.length }, (_, i) => 2004 - more.length + i));
   assert.ok(more.length > shown.length);
 });
+
+test('a group.updated entry caught up after the live conversation.updated was dropped (a full queue) renames the group on screen', async () => {
+  const { api, state, sync } = rig();
+  const inbox = api.inbox;
+  api.inbox = async () => [...(await inbox()), { ...group(8, 'Climbing'), lastSeq: 4 }];
+  const conversation = api.conversation;
+  api.conversation = async (cid) => (cid === 8
+    ? { ...group(8, 'Climbing'), lastSeq: 4, members: [{ userId: ME, role: 'member', lastReadSeq: 0 }, { userId: 2, role: 'owner', lastReadSeq: 0 }] }
+    : conversation(cid));
+  await sync.refreshInbox();
+  await settle();
+  assert.equal(state.conv(8).title, 'Climbing');
+  // Only the stream's entries are caught up after an overflow: the
+  // system.new entry comes, its conversation.updated does not.
+  sync.onEvent({ type: 'system.new', conversationId: 8, seq: 5, actorId: 2, clientMsgId: 'x', createdAt: at(5),
+    action: 'group.updated', title: 'Bouldering', avatar: '' });
+  const c = state.conv(8);
+  assert.equal(c.title, 'Bouldering');
+  assert.equal(c.avatarUrl, null);
+  assert.equal(c.about, '', 'a setting the entry does not list is left as it was');
+  sync.onEvent({ type: 'system.new', conversationId: 8, seq: 6, actorId: 2, clientMsgId: 'y', createdAt: at(6),
+    action: 'group.updated', about: 'Saturdays' });
+  assert.equal(c.title, 'Bouldering', 'an entry that does not list the title keeps it');
+  assert.equal(c.about, 'Saturdays');
+});

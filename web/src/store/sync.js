@@ -196,7 +196,11 @@ export class Sync {
         const entry = { ...ev, kind: 'system' };
         delete entry.type;
         if (this.state.addMessages(cid, [entry])) this.fill(cid);
-        if (ev.action !== 'group.updated') this.refreshMembers(cid);
+        // The entry carries what it changed: applied here, a session that
+        // dropped the live conversation.updated or member.updated (a full
+        // queue catches up on the stream's entries only) still converges.
+        if (ev.action === 'group.updated') this.state.updateConversation(ev);
+        else this.refreshMembers(cid);
         return;
       }
       case 'conversation.updated':
