@@ -239,17 +239,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two nodes and Kafka")
 	}
-	a, b := startKafkaPair(t, "p", map[string]string{"CHAT_PRESENCE_PUSH": "true"})
-	conv := mustDirect(t, context.Background(), a, 1, 2)
-	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
-	waitRelayed(t, a, conv.ID, 1, friend)
-	if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(), Body: "x"}); err == nil {
-		t.Fatal("a non-member sent")
-	}
-	dev := rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
-	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
-		t.Fatalf("presence across nodes: %+v", ev)
-	}
+	a, b, friend, dev := presencePair(t, "p")
 	for _, n := range []*server.Server{a, b} {
 		if code, p := queryPresence(t, n, 2, 1); code != 200 || !p.Online {
 			t.Fatalf("query on %s: %d %+v", n.Settings.NodeID, code, p)
@@ -280,23 +270,33 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	}
 }
 
-// waitRelayed waits until sends on node a reach watcher, connected to
-// another node: that node's consumer starts at the newest offset, and
-// reads only once its group joined.
-func waitRelayed(t *testing.T, a *server.Server, conv, sender int64, watcher *mqtttest.Client) {
+// presencePair is two nodes sharing Kafka, with presence pushes: user
+// 2 (friend) on node b watches user 1, whose device dev connected to node
+// a has just been announced online to friend.
+func presencePair(t *testing.T, prefix string) (a, b *server.Server, friend, dev *mqtttest.Client) {
 	t.Helper()
-	testkit.WaitFor(t, 60*time.Second, "the other node consuming chat.events", func() bool {
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv, SenderID: sender, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
+	a, b = startKafkaPair(t, prefix, map[string]string{"CHAT_PRESENCE_PUSH": "true"})
+	conv := mustDirect(t, context.Background(), a, 1, 2)
+	friend = rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
+	// Node b's consumer starts at the newest offset, and reads only once
+	// its group joined: wait until sends on node a reach friend.
+	testkit.WaitFor(t, 60*time.Second, "node b consuming chat.events", func() bool {
+		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case pk := <-watcher.Publishes:
+		case pk := <-friend.Publishes:
 			var ev event
 			return json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventMessageNew
 		case <-time.After(time.Second):
 			return false
 		}
 	})
+	dev = rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("presence across nodes: %+v", ev)
+	}
+	return a, b, friend, dev
 }
 
 // TestAGracefulShutdownAnnouncesItsUsersOfflineOnOtherNodes: a node
@@ -308,14 +308,7 @@ func TestAGracefulShutdownAnnouncesItsUsersOfflineOnOtherNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two nodes and Kafka")
 	}
-	a, b := startKafkaPair(t, "gs", map[string]string{"CHAT_PRESENCE_PUSH": "true"})
-	conv := mustDirect(t, context.Background(), a, 1, 2)
-	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
-	waitRelayed(t, a, conv.ID, 1, friend)
-	rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
-	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
-		t.Fatalf("online across nodes: %+v", ev)
-	}
+	a, b, friend, _ := presencePair(t, "gs")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := a.Close(ctx); err != nil {
