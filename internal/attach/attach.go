@@ -433,6 +433,11 @@ func (s *Service) refused(ctx context.Context, rec chat.UploadRecord, why string
 func (s *Service) finish(ctx context.Context, rec chat.UploadRecord, ctype, sum string) (chat.Upload, error) {
 	meta := chat.UploadMeta{BlobKey: rec.BlobKey, ContentType: ctype, Size: rec.DeclaredSize, SHA256: sum}
 	if err := s.measure(ctx, rec, &meta); err != nil {
+		if chat.ErrorCode(err) == chat.CodeUnavailable {
+			// The store failed, not the file: pending still, the
+			// client's retry measures it again.
+			return chat.Upload{}, err
+		}
 		s.refused(ctx, rec, "image")
 		return chat.Upload{}, refusal(err, rec.ID)
 	}
@@ -485,20 +490,21 @@ func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat
 	if !image && !heif && !av {
 		return nil
 	}
-	r, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
+	opened, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
 	if err != nil {
 		return chat.Unavailable("read the upload", err)
 	}
-	defer r.Close()
+	defer opened.Close()
+	r := &storeReader{BlobReader: opened}
 	switch {
 	case av:
 		meta.DurationMs = media.Duration(r, rec.DeclaredSize, meta.ContentType)
-		return nil
+		return r.failed()
 	case heif:
 		if size, ok := media.HEIFSize(r, rec.DeclaredSize); ok {
 			meta.Width, meta.Height = size.Width, size.Height
 		}
-		return nil
+		return r.failed()
 	}
 	head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
 	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
@@ -509,11 +515,55 @@ func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat
 		return chat.Unavailable("read the upload", err)
 	}
 	size, err := media.Config(r, meta.ContentType, s.cfg.Limits.MaxPixels, orientation)
+	if err := r.failed(); err != nil {
+		return err
+	}
 	if err != nil {
 		return err
 	}
 	meta.Width, meta.Height, meta.Thumbnail = size.Width, size.Height, true
 	return nil
+}
+
+// storeReader is a blob read for a verdict on its bytes: it keeps the
+// store's failures apart from what the bytes are, which the parsers
+// reading through it cannot (to them a read that failed is a file that
+// ends early), so a read the store cut short is retried, never taken for
+// a file that cannot be read.
+type storeReader struct {
+	chat.BlobReader
+	err error // the first failure of the store
+}
+
+func (r *storeReader) Read(p []byte) (int, error) {
+	n, err := r.BlobReader.Read(p)
+	r.note(err)
+	return n, err
+}
+
+func (r *storeReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.BlobReader.ReadAt(p, off)
+	if off >= 0 {
+		// A negative offset is the parser's (a malformed file), not
+		// the store's failure.
+		r.note(err)
+	}
+	return n, err
+}
+
+func (r *storeReader) note(err error) {
+	if err != nil && !errors.Is(err, io.EOF) && r.err == nil {
+		r.err = err
+	}
+}
+
+// failed is the store's failure as the client's error (unavailable),
+// nil when every read the store answered succeeded.
+func (r *storeReader) failed() error {
+	if r.err == nil {
+		return nil
+	}
+	return chat.Unavailable("read the upload", r.err)
 }
 
 // CompleteUpload checks the bytes a client PUT to the object store: their

@@ -74,7 +74,10 @@ func (s *Service) thumbnail(rec chat.UploadRecord) {
 		img []byte
 		th  chat.Thumbnail
 	)
+	var read *storeReader
 	if r != nil {
+		read = &storeReader{BlobReader: r}
+		r = read
 		head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
 		_, _ = r.ReadAt(head, 0)
 		_, orientation := media.StripLocation(head, rec.ContentType)
@@ -97,6 +100,13 @@ func (s *Service) thumbnail(rec chat.UploadRecord) {
 			s.budget.Release(cost)
 		}
 		_ = r.Close()
+	}
+	if read != nil && read.err != nil {
+		// The store failed, not the image: pending still, for the
+		// next round.
+		s.log.Warn("thumbnail: read the original", "attachment", rec.ID, "err", read.err)
+		s.metrics.thumbnails.WithLabelValues("retry").Inc()
+		return
 	}
 	var result *chat.Thumbnail
 	switch {

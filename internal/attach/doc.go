@@ -25,7 +25,9 @@
 //     in the transaction that completes the upload). The copy is queued
 //     for deletion after the TTL before it is written, and taken back by
 //     that transaction: a crash in between orphans nothing. A refusal deletes the upload and queues its
-//     blob; a PUT cut short keeps the upload pending, to be sent again.
+//     blob; a PUT cut short, or a read or write the blob store failed
+//     (storeReader tells a store's failure from a file that ends early),
+//     keeps the upload pending, to be sent again.
 //   - chatd's PUT streams: a 256 KiB head is held to sniff it, then the
 //     file goes to the blob store through media.Strip (which walks all of
 //     it, holding one metadata segment at a time), never the whole file
@@ -42,7 +44,8 @@
 //     budget they share (ThumbnailWorkers × MaxPixels × 4 bytes; an image
 //     needing more than all of it, by media.ThumbnailCost, gets none); completion waits up
 //     to ThumbnailWait for its own so the message usually carries it.
-//     Pending ones are found again after a restart; a blob's thumbnail
+//     Pending ones are found again after a restart, and so is one whose
+//     read of the original the store failed; a blob's thumbnail
 //     is queued or made once at a time (the cleanup's round passes over
 //     one a worker has). Before a thumbnail is written its blob's
 //     deletion is queued for when the job can no longer write it (taken
