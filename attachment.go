@@ -216,6 +216,10 @@ func CleanFileName(name string) (string, error) {
 // UploadLimits are what an upload may be.
 type UploadLimits struct {
 	MaxBytes int64 // declared size at most (413 too_large)
+	// MaxAvatarBytes bounds an avatar upload's declared size, within
+	// MaxBytes (413 too_large): a picture shown small to everyone who
+	// sees the profile or the group.
+	MaxAvatarBytes int64
 	// Types are the allowed media types, "type/subtype" or "type/*"
 	// (415 unsupported).
 	Types []string
@@ -226,6 +230,10 @@ type UploadLimits struct {
 
 // DefaultMaxUploadBytes is 25 MiB.
 const DefaultMaxUploadBytes = 25 << 20
+
+// DefaultMaxAvatarBytes is 10 MiB: a phone's photo at its usual 12
+// megapixels, sent as taken.
+const DefaultMaxAvatarBytes = 10 << 20
 
 // DefaultMaxImagePixels is 50 megapixels: the largest phone photos.
 const DefaultMaxImagePixels = 50_000_000
@@ -284,7 +292,8 @@ const (
 	// PurposeAvatar: a picture for the uploader's or a group's avatar
 	// (PUT /v1/me, PATCH /v1/conversations/{id} avatarUploadId); it has
 	// no conversation, and only images chatd decodes and thumbnails are
-	// accepted (JPEG, PNG, GIF, WebP: internal/media.Decodable).
+	// accepted (JPEG, PNG, GIF, WebP: internal/media.Decodable), of at
+	// most UploadLimits.MaxAvatarBytes.
 	PurposeAvatar = "avatar"
 )
 

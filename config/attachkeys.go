@@ -16,6 +16,7 @@ import (
 // bytes live on local disk under <data_dir>/blobs.
 type AttachmentSettings struct {
 	MaxUploadBytes    int64         // max_upload_bytes
+	MaxAvatarBytes    int64         // max_avatar_bytes (within max_upload_bytes)
 	UploadTypes       []string      // upload_types: "type/subtype" or "type/*"
 	UploadTTL         time.Duration // upload_ttl: uploads never attached are deleted after
 	UploadURLExpiry   time.Duration // upload_url_expiry
@@ -36,7 +37,7 @@ type AttachmentSettings struct {
 
 // UploadLimits returns the limits the settings describe.
 func (s Settings) UploadLimits() chat.UploadLimits {
-	return chat.UploadLimits{MaxBytes: s.MaxUploadBytes, Types: s.UploadTypes, MaxPixels: s.ImageMaxPixels}
+	return chat.UploadLimits{MaxBytes: s.MaxUploadBytes, MaxAvatarBytes: s.MaxAvatarBytes, Types: s.UploadTypes, MaxPixels: s.ImageMaxPixels}
 }
 
 // parseBytes reads a size: a whole number of bytes, or one with a unit
@@ -71,6 +72,9 @@ var attachmentKeys = []*key{
 	mk("max_upload_bytes", "25MiB", "largest attachment in bytes (KiB, MiB, GiB allowed); larger uploads are refused with 413",
 		"use a size between 1 and 5GiB such as 25MiB or 26214400",
 		func(s *Settings, v string) (err error) { s.MaxUploadBytes, err = parseBytes(v, 1, 5<<30); return }),
+	mk("max_avatar_bytes", "10MiB", "largest avatar upload in bytes (KiB, MiB, GiB allowed), within max_upload_bytes; larger ones are refused with 413",
+		"use a size between 1 and 5GiB such as 10MiB",
+		func(s *Settings, v string) (err error) { s.MaxAvatarBytes, err = parseBytes(v, 1, 5<<30); return }),
 	listKey(mk("upload_types", strings.Join(chat.DefaultUploadTypes, ","),
 		"comma-separated attachment media types accepted (type/subtype or type/*), checked against the sniffed bytes; others are refused with 415",
 		"use media types like image/jpeg,image/png,audio/*,application/pdf",
@@ -188,6 +192,7 @@ func (s Settings) redactedAttachments(m map[string]any) {
 		secret = "[redacted]"
 	}
 	m["max_upload_bytes"] = s.MaxUploadBytes
+	m["max_avatar_bytes"] = s.MaxAvatarBytes
 	m["upload_types"] = append([]string{}, s.UploadTypes...)
 	m["upload_ttl"] = s.UploadTTL.String()
 	m["upload_url_expiry"] = s.UploadURLExpiry.String()

@@ -315,6 +315,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"push_allow_http":     "true",
 
 		"max_upload_bytes":     "10MiB",
+		"max_avatar_bytes":     "2MiB",
 		"upload_types":         "image/png,audio/*",
 		"upload_ttl":           "2h",
 		"upload_url_expiry":    "10m",
@@ -360,7 +361,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 				PushTimeout: 3 * time.Second, PushQueueSize: 50, PushKafkaTopic: "push.requests",
 				PushWebhookURL: "https://pusher.internal/push", PushWebhookSecret: strings.Repeat("w", 32),
 				VAPIDPrivateKey: "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE", VAPIDSubject: "mailto:ops@example.com", PushAllowHTTP: true},
-			AttachmentSettings: AttachmentSettings{MaxUploadBytes: 10 << 20, UploadTypes: []string{"image/png", "audio/*"},
+			AttachmentSettings: AttachmentSettings{MaxUploadBytes: 10 << 20, MaxAvatarBytes: 2 << 20, UploadTypes: []string{"image/png", "audio/*"},
 				UploadTTL: 2 * time.Hour, UploadURLExpiry: 10 * time.Minute, DownloadURLExpiry: 30 * time.Second,
 				LimitUploadRate: 2, LimitUploadBurst: 5, ImageMaxPixels: 1000000, ThumbnailWorkers: 3,
 				S3Endpoint: "minio:9000", S3Bucket: "chat", S3Region: "eu-west-1", S3AccessKey: "AK", S3SecretKey: "SK"},

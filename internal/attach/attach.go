@@ -107,6 +107,10 @@ func New(cfg Config) (*Service, error) {
 	if len(cfg.Limits.Types) == 0 {
 		cfg.Limits.Types = chat.DefaultUploadTypes
 	}
+	if cfg.Limits.MaxAvatarBytes <= 0 {
+		cfg.Limits.MaxAvatarBytes = chat.DefaultMaxAvatarBytes
+	}
+	cfg.Limits.MaxAvatarBytes = min(cfg.Limits.MaxAvatarBytes, cfg.Limits.MaxBytes)
 	if cfg.Limits.MaxPixels <= 0 {
 		cfg.Limits.MaxPixels = chat.DefaultMaxImagePixels
 	}
@@ -179,12 +183,17 @@ func (s *Service) CreateUpload(ctx context.Context, req chat.UploadRequest) (cha
 	if err != nil {
 		return chat.UploadTicket{}, err
 	}
+	if req.Purpose == "" {
+		req.Purpose = chat.PurposeMessage
+	}
 	if req.Size > s.cfg.Limits.MaxBytes {
 		s.metrics.uploads.WithLabelValues("too_large").Inc()
 		return chat.UploadTicket{}, chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", sizeText(req.Size), sizeText(s.cfg.Limits.MaxBytes))
 	}
-	if req.Purpose == "" {
-		req.Purpose = chat.PurposeMessage
+	if req.Purpose == chat.PurposeAvatar && req.Size > s.cfg.Limits.MaxAvatarBytes {
+		s.metrics.uploads.WithLabelValues("too_large").Inc()
+		return chat.UploadTicket{}, chat.Errorf(chat.CodeTooLarge, "the picture is %s, an avatar is at most %s: send a smaller one (it is shown small)",
+			sizeText(req.Size), sizeText(s.cfg.Limits.MaxAvatarBytes))
 	}
 	if !chat.TypeAllowed(s.types(req.Purpose), declared) {
 		s.metrics.uploads.WithLabelValues("unsupported").Inc()

@@ -34,10 +34,10 @@
 //     in memory. A new PUT of the same upload interrupts one still running.
 //   - A send checks its uploads inside its own transaction
 //     (chat_send_batch); nothing here is on the send path.
-//   - An avatar upload (chat.PurposeAvatar) has no conversation and is one
+//   - An avatar upload (chat.PurposeAvatar) has no conversation, is one
 //     of the allowed types chatd decodes (media.DecodableTypes: it gets a
-//     thumbnail and every client shows it); otherwise it travels as any
-//     upload. The profile or group write that uses it, and releases the
+//     thumbnail and every client shows it) and at most
+//     Limits.MaxAvatarBytes; otherwise it travels as any upload. The profile or group write that uses it, and releases the
 //     one it replaces, is the store's (store/avatars.go).
 //   - Thumbnails (JPEG, at most 320 px, upright, no metadata) are made
 //     after completion by ThumbnailWorkers goroutines, within a memory
