@@ -51,8 +51,13 @@ type Config struct {
 	// CleanupInterval: how often expired uploads are dropped and queued
 	// blobs deleted (1m).
 	CleanupInterval time.Duration
-	Logger          *slog.Logger
-	Registerer      prometheus.Registerer
+	// DeleteTimeout: how long one blob's deletion may wait for the blob
+	// store (30s). A deletion round holds its queue rows in an open
+	// transaction: once the store let one deletion time out, the round
+	// tries no other and commits, the rest backing off as failed.
+	DeleteTimeout time.Duration
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
 }
 
 // Service implements chat.Attachments.
@@ -119,6 +124,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.TTL = orDefault(cfg.TTL, 24*time.Hour)
 	cfg.ThumbnailWait = orDefault(cfg.ThumbnailWait, 5*time.Second)
 	cfg.CleanupInterval = orDefault(cfg.CleanupInterval, time.Minute)
+	cfg.DeleteTimeout = orDefault(cfg.DeleteTimeout, 30*time.Second)
 	if cfg.ThumbnailWorkers <= 0 {
 		cfg.ThumbnailWorkers = 2
 	}
@@ -650,17 +656,24 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 		switch chat.ErrorCode(err) {
 		case chat.CodeUnavailable, chat.CodeInternal:
 		default:
-			if err := s.cfg.Blobs.Delete(context.WithoutCancel(ctx), rec.BlobKey); err != nil {
-				s.log.Info("delete the copy of a refused upload", "upload", id, "err", err)
-			}
+			s.deleteNow(ctx, rec.BlobKey, "delete the copy of a refused upload", id)
 		}
 		return chat.Upload{}, err
 	}
 	// Queued already for when its URL expires; gone now.
-	if err := s.cfg.Blobs.Delete(context.WithoutCancel(ctx), uploaded); err != nil {
-		s.log.Info("delete a completed upload's object", "upload", id, "err", err)
-	}
+	s.deleteNow(ctx, uploaded, "delete a completed upload's object", id)
 	return u, nil
+}
+
+// deleteNow deletes a blob whose deletion is queued besides, sooner than
+// the queue would: even when the client went (the request's context
+// ended), and never waiting longer than DeleteTimeout for the store.
+func (s *Service) deleteNow(ctx context.Context, key, what, upload string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DeleteTimeout)
+	defer cancel()
+	if err := s.cfg.Blobs.Delete(ctx, key); err != nil {
+		s.log.Info(what, "upload", upload, "err", err)
+	}
 }
 
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }

@@ -194,7 +194,7 @@ func (s *Service) sweep() {
 		}
 	}
 	for {
-		n, err := s.cfg.Store.DeleteBlobs(ctx, 100, s.deleteBlob)
+		n, err := s.cfg.Store.DeleteBlobs(ctx, 100, s.deletionRound())
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("delete blobs", "err", err)
@@ -218,12 +218,29 @@ func (s *Service) sweep() {
 	}
 }
 
-// deleteBlob deletes a blob and its thumbnail (both idempotent).
-func (s *Service) deleteBlob(ctx context.Context, key string) error {
-	if err := s.cfg.Blobs.Delete(ctx, key); err != nil {
+// deletionRound returns the deletion of one DeleteBlobs round: each blob
+// and its thumbnail (both idempotent) within DeleteTimeout. The round
+// holds its queue rows in an open transaction, which a store that does
+// not answer must not keep open: once one deletion timed out, the rest
+// of the round fail at once (and back off, as the one that timed out).
+func (s *Service) deletionRound() func(ctx context.Context, key string) error {
+	var stalled error
+	return func(ctx context.Context, key string) error {
+		if stalled != nil {
+			return fmt.Errorf("not tried: %w", stalled)
+		}
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.DeleteTimeout)
+		defer cancel()
+		err := s.cfg.Blobs.Delete(dctx, key)
+		if err == nil {
+			err = s.cfg.Blobs.Delete(dctx, chat.ThumbnailKey(key))
+		}
+		if err != nil && ctx.Err() == nil && errors.Is(dctx.Err(), context.DeadlineExceeded) {
+			stalled = fmt.Errorf("the blob store did not answer within %s: %w", s.cfg.DeleteTimeout, err)
+			return stalled
+		}
 		return err
 	}
-	return s.cfg.Blobs.Delete(ctx, chat.ThumbnailKey(key))
 }
 
 // Sweep runs one cleanup round now (tests, and operators through chatctl

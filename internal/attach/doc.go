@@ -61,7 +61,9 @@
 //     that forgets a queue row only after the blob (and its thumbnail) is
 //     gone, or when a live attachment still names the blob (a forward's
 //     copies share their source's bytes). A crash anywhere leaves a queue
-//     row, never an orphan blob.
+//     row, never an orphan blob. Each deletion waits DeleteTimeout at
+//     most, and a round whose store timed out tries no more: its
+//     transaction is never held open by a store that does not answer.
 //
 // # Concurrency
 //

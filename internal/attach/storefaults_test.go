@@ -128,3 +128,103 @@ func TestAThumbnailWhoseStoreReadFailedIsMadeOnALaterRound(t *testing.T) {
 		return err == nil && u.Attachment != nil && u.Attachment.Thumbnail != nil
 	})
 }
+
+// stalledDeletes is a blob store whose deletions never answer (a
+// black-holed object store): each waits for its context, counted.
+type stalledDeletes struct {
+	chat.BlobStore
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *stalledDeletes) Delete(ctx context.Context, _ string) error {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *stalledDeletes) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// A deletion round holds its queue rows in an open transaction while it
+// calls the blob store: a store that does not answer must cost the round
+// one DeleteTimeout, then the round gives up on the store (the rest
+// backs off as failed) and commits. It waited for ever, the transaction
+// open and the cleanup loop (upload expiry, thumbnails) stopped.
+func TestADeletionRoundGivesUpOnABlobStoreThatDoesNotAnswer(t *testing.T) {
+	_, pool, _, local := groupAndDisk(t)
+	ctx := context.Background()
+	records := store.NewAttachments(pool)
+	blobs := &stalledDeletes{BlobStore: local}
+	s, err := New(Config{Store: records, Blobs: blobs, DeleteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) }) // ends a round still waiting
+	for range 3 {
+		if err := records.QueueBlobDeletion(ctx, chat.NewBlobKey(), "test", time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { s.Sweep(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deletion round still waits for a blob store that does not answer")
+	}
+	if n := blobs.count(); n != 1 {
+		t.Fatalf("the round called the stalled store %d times, want 1 (then it gives up on it)", n)
+	}
+	var backedOff int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM blob_deletion WHERE attempts = 1 AND not_before > now() AND last_error <> ''`).Scan(&backedOff); err != nil {
+		t.Fatal(err)
+	}
+	if backedOff != 3 {
+		t.Fatalf("%d of 3 queued deletions back off with their error, want all", backedOff)
+	}
+}
+
+// The deletion of an uploaded object a completion makes at once (it is
+// queued besides) is bounded too: a store that does not answer it does
+// not hold the client's completion.
+func TestACompletionDoesNotWaitForABlobStoreThatDoesNotDelete(t *testing.T) {
+	_, pool, g, local := groupAndDisk(t)
+	ctx := context.Background()
+	records := store.NewAttachments(pool)
+	s, err := New(Config{Store: records, Blobs: &stalledDeletes{BlobStore: objectStore{local}}, DeleteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("hello, world\n")
+	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "a.txt", ContentType: "text/plain", Size: int64(len(body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := records.GetUpload(ctx, tk.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := local.Put(ctx, rec.BlobKey, bytes.NewReader(body), int64(len(body)), "text/plain"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		u   chat.Upload
+		err error
+	}
+	got := make(chan result, 1)
+	go func() { u, err := s.CompleteUpload(ctx, 1, tk.UploadID); got <- result{u, err} }()
+	select {
+	case r := <-got:
+		if r.err != nil || r.u.State != chat.UploadComplete {
+			t.Fatalf("completion: %+v %v", r.u, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the completion still waits for the blob store to delete the uploaded object")
+	}
+}
