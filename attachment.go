@@ -541,6 +541,10 @@ type AttachmentStore interface {
 	// made an avatar) and created before cutoff, queueing their blobs; it
 	// returns how many.
 	ExpireUploads(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// ForgetPastQuotas deletes the bytes-per-day quota of the days
+	// before yesterday (UTC), which nothing reads again; it returns how
+	// many user-days it forgot.
+	ForgetPastQuotas(ctx context.Context) (int64, error)
 	// DeleteBlobs claims up to limit due deletions, calls del for each
 	// key and forgets those del succeeded for, in one transaction: a
 	// crash forgets nothing. It returns how many were done.

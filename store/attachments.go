@@ -333,6 +333,18 @@ func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, limit
 	return int(tag.RowsAffected()), nil
 }
 
+// ForgetPastQuotas deletes the upload_quota rows of the days before
+// yesterday (UTC). A charge touches only its own day's row, so these are
+// locked by nobody; yesterday's is kept for a charge whose transaction
+// began before midnight and commits after it.
+func (a *Attachments) ForgetPastQuotas(ctx context.Context) (int64, error) {
+	tag, err := a.pool.Exec(ctx, `DELETE FROM upload_quota WHERE day < (now() AT TIME ZONE 'UTC')::date - 1`)
+	if err != nil {
+		return 0, classify("forget past upload quotas", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // DeleteBlobs runs due deletions in one transaction that holds their rows
 // (SKIP LOCKED: nodes share the queue): del removes the blob, and only the
 // rows of blobs del removed (or that a live attachment still names, which

@@ -168,8 +168,8 @@ func (s *Service) cleanup() {
 	}
 }
 
-// sweep drops expired uploads, deletes the queued blobs and requeues
-// thumbnails left pending.
+// sweep drops expired uploads and past days' quotas, deletes the queued
+// blobs and requeues thumbnails left pending.
 func (s *Service) sweep() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -192,6 +192,9 @@ func (s *Service) sweep() {
 		if n < 500 {
 			break
 		}
+	}
+	if _, err := s.cfg.Store.ForgetPastQuotas(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("forget past upload quotas", "err", err)
 	}
 	for {
 		n, err := s.cfg.Store.DeleteBlobs(ctx, 100, s.deletionRound())

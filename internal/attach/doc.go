@@ -55,7 +55,8 @@
 //     to the bytes (chat.ThumbnailKey of the blob), so recording it gives
 //     it to every live copy that was forwarded while it was pending.
 //   - Cleanup: uploads never used (attached, or made an avatar) are
-//     dropped after TTL; blobs are
+//     dropped after TTL, and the quota of the days before yesterday is
+//     forgotten; blobs are
 //     deleted only through the store's queue, written in the transaction
 //     that dropped what referenced them, and a deletion is a transaction
 //     that forgets a queue row only after the blob (and its thumbnail) is
