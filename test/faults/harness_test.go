@@ -412,15 +412,17 @@ func (p *proc) rssBytes() int64 {
 }
 
 // samplePeakRSS samples chatd's resident memory every interval, from now
-// until the returned stop is called; stop returns the highest sample.
+// until the returned stop is called (or the test ends, before the process
+// is killed); stop returns the highest sample.
 func (p *proc) samplePeakRSS(every time.Duration) (stop func() int64) {
 	var peak atomic.Int64
 	quit := make(chan struct{})
 	done := make(chan struct{})
+	pid := p.cmd.Process.Pid // p.cmd is the test goroutine's: kill clears it
 	go func() {
 		defer close(done)
 		for {
-			if r := p.rssBytes(); r > peak.Load() {
+			if r := vmRSS(p.t, pid); r > peak.Load() {
 				peak.Store(r)
 			}
 			select {
@@ -430,11 +432,16 @@ func (p *proc) samplePeakRSS(every time.Duration) (stop func() int64) {
 			}
 		}
 	}()
-	return func() int64 {
-		close(quit)
-		<-done
+	var once sync.Once
+	stop = func() int64 {
+		once.Do(func() {
+			close(quit)
+			<-done
+		})
 		return peak.Load()
 	}
+	p.t.Cleanup(func() { stop() }) // after kill's cleanup was registered: runs first
+	return stop
 }
 
 func vmRSS(t testing.TB, pid int) int64 {

@@ -48,6 +48,19 @@ type stormClient struct {
 	bad  string
 }
 
+// describe says what a client that lacks a message is like, for the
+// failure that names it.
+func (sc *stormClient) describe() string {
+	state := "connected"
+	select {
+	case <-sc.c.Done:
+		state = fmt.Sprintf("disconnected: %v", sc.c.Err)
+	default:
+	}
+	return fmt.Sprintf("%s (v%d, conv %d, have seq %d, %d dups, %s, %d publishes unread)",
+		sc.dev.clientID, sc.dev.version, sc.conv, sc.have, sc.dups, state, len(sc.c.Publishes))
+}
+
 // drain handles what arrived so far without blocking.
 func (sc *stormClient) drain() {
 	for {
@@ -207,7 +220,13 @@ func TestReconnectStormOf2000ClientsAllResumeWithinMemoryBound(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d clients lack message %d after %v", missing, clients, seq, within)
+				var who []string
+				for _, sc := range all {
+					if sc.have < seq && len(who) < 5 {
+						who = append(who, sc.describe())
+					}
+				}
+				t.Fatalf("%d of %d clients lack message %d after %v: %s", missing, clients, seq, within, strings.Join(who, "; "))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
