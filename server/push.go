@@ -60,3 +60,17 @@ func (t teePublisher) Publish(evs ...chat.Event) {
 		p.Publish(evs...)
 	}
 }
+
+// typingOut hands the typing events of this node's clients to the other
+// nodes (the store publishes nothing else that is not stored; what is
+// stored reaches them through the outbox). Publishing only queues: typing
+// never waits for Kafka.
+type typingOut struct{ p *relay.EphemeralPublisher }
+
+func (t typingOut) Publish(evs ...chat.Event) {
+	for _, ev := range evs {
+		if ev.Type == chat.EventTyping {
+			t.p.Publish(ev)
+		}
+	}
+}

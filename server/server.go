@@ -55,10 +55,11 @@ type Server struct {
 	// presigned URLs): the web client's CSP admits it.
 	objectOrigin []string
 
-	presencePub *presence.KafkaPublisher
-	relay       *relay.Relay    // nil without Kafka
-	consumer    *relay.Consumer // of the other nodes' events; nil without Kafka
-	profiles    *remoteProfiles // the other nodes' profile.updated; nil without Kafka
+	presencePub *relay.EphemeralPublisher // this node's presence events for the others; nil without Kafka
+	typingPub   *relay.EphemeralPublisher // this node's typing events for the others; nil without Kafka
+	relay       *relay.Relay              // nil without Kafka
+	consumer    *relay.Consumer           // of the other nodes' events; nil without Kafka
+	profiles    *remoteProfiles           // the other nodes' profile.updated; nil without Kafka
 	push        *push.Pusher
 	devices     *push.Devices
 	sessions    *store.Sessions
@@ -390,6 +391,15 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	if err != nil {
 		return err
 	}
+	if s.relay != nil {
+		// Typing is not stored, so the outbox does not carry it: the
+		// store's typing events go to the other nodes directly.
+		if s.typingPub, err = relay.NewEphemeralPublisher(relay.EphemeralConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic,
+			Origin: appName, Kind: relay.EphemeralTyping, Logger: log.With("component", "typing"), Registerer: s.Registry}); err != nil {
+			return fmt.Errorf("typing: %w", err)
+		}
+		publisher = teePublisher{publisher, typingOut{s.typingPub}}
+	}
 
 	// Group commit gets connections of its own (one per transaction in
 	// flight, and one more) so sends never wait behind history reads and
@@ -417,7 +427,10 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	}
 	var publish func(chat.Event)
 	if s.relay != nil {
-		s.presencePub = presence.NewKafkaPublisher(st.KafkaBrokers, st.KafkaTopic, appName, log.With("component", "presence"), s.Registry)
+		if s.presencePub, err = relay.NewEphemeralPublisher(relay.EphemeralConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic,
+			Origin: appName, Kind: relay.EphemeralPresence, Logger: log.With("component", "presence"), Registerer: s.Registry}); err != nil {
+			return fmt.Errorf("presence: %w", err)
+		}
 		publish = s.presencePub.Publish
 	}
 	if s.Presence, err = presence.New(presence.Config{NodeID: st.NodeID, Store: store.NewPresence(pool, presence.TTL(presenceHeartbeat)),
@@ -474,14 +487,20 @@ func refreshConnections(ctx context.Context, hook *hooks.Chat, log *slog.Logger)
 // its connections stop counting 3 intervals after it died.
 const presenceHeartbeat = 5 * time.Second
 
-// consume routes an event another node committed (or, for presence,
-// published) to this node's clients.
+// consume routes an event another node committed (or, for presence and
+// typing, published) to this node's clients.
 func (s *Server) consume(ev chat.Event) {
-	if ev.Type == chat.EventPresence {
+	switch ev.Type {
+	case chat.EventPresence:
 		s.Presence.Remote(ev)
 		return
-	}
-	if ev.Type == chat.EventProfileUpdated {
+	case chat.EventTyping:
+		// To the conversation's members connected here, as this node
+		// knows them (the hub's member index), as a typing event of its
+		// own goes: the origin checked the typist (a member, not blocked).
+		s.Hub.Deliver(ev)
+		return
+	case chat.EventProfileUpdated:
 		s.profiles.add(ev) // its audience is read off the consumer's goroutine
 		return
 	}
@@ -621,8 +640,11 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if s.presencePub != nil {
-		if err := s.presencePub.Close(cleanup.ctx()); err != nil {
+	for _, p := range []*relay.EphemeralPublisher{s.presencePub, s.typingPub} {
+		if p == nil {
+			continue
+		}
+		if err := p.Close(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -47,17 +47,17 @@
 // state. Close(ctx) stops the goroutine after clearing this node's flags
 // and heartbeat.
 //
-// KafkaPublisher's Publish never blocks either: it queues into a bounded
-// queue (4,096 events) or drops, and its own goroutine writes the queue to
-// Kafka, so a Kafka that hangs never stalls the tracker's goroutine.
-// Close(ctx) writes what is queued, or gives it up when ctx ends.
+// Config.Publish must not block either: chatd wires it to a
+// relay.EphemeralPublisher, which queues into a bounded queue (4,096
+// events) or drops, and whose own goroutine writes the queue to Kafka, so
+// a Kafka that hangs never stalls the tracker's goroutine.
 //
 // # Metrics
 //
 // chat_presence_online_users: users with at least one connection on this
 // node. chat_presence_events_total{origin=local|remote}: presence events
-// pushed to watchers. chat_presence_kafka_dropped_total: events not
-// published to Kafka (queue full or write failed).
+// pushed to watchers. (chat_presence_kafka_dropped_total, events not
+// published to Kafka, is the EphemeralPublisher's.)
 // chat_presence_remote_dropped_total: other nodes' events dropped because
 // 10,000 were waiting to be pushed here already.
 package presence

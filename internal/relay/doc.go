@@ -1,5 +1,6 @@
 // Package relay moves committed chat events from PostgreSQL's outbox table to
-// Kafka and back out to the chatd nodes.
+// Kafka and back out to the chatd nodes, and carries the events that are
+// never stored (presence, typing) between the nodes the same way.
 //
 // # Relay (outbox → Kafka)
 //
@@ -91,6 +92,21 @@
 // (conversationId, seq), read.updated by (conversationId, userId, seq), and
 // anything by eventId.
 //
+// # Ephemeral events (node → Kafka)
+//
+// Presence and typing are never stored, so the outbox does not carry them:
+// an EphemeralPublisher per kind writes a node's own events to chat.events
+// directly, best effort, with the headers type and origin (the node's
+// application name, which its own consumer skips like its outbox events)
+// and the key EphemeralKey gives: "user:<id>" for presence, the
+// conversation id for typing, as the relay keys the conversation's stored
+// events. Publish never waits: it queues (at most 4,096 events per kind)
+// or drops and counts, and the publisher's goroutine encodes and writes
+// the queue; a write that fails is logged once per change of state and
+// its events dropped. The other nodes' consumers hand them on like any
+// event; chatd's handler gives presence to the presence tracker and
+// typing to the delivery hub.
+//
 // # Pruner (no Kafka)
 //
 // Without Kafka nothing consumes the outbox; a Pruner deletes rows older
@@ -121,6 +137,7 @@
 // by the reader and, the last of MaxAttempts in a row, returned by
 // FetchMessage), chat_kafka_consumer_lag_events (events in Kafka the
 // handler has not returned from, as of the latest fetch of each
-// partition), chat_outbox_pruned_total and
-// chat_outbox_pruner_errors_total.
+// partition), chat_outbox_pruned_total, chat_outbox_pruner_errors_total
+// and, per kind of ephemeral event, chat_presence_kafka_dropped_total and
+// chat_typing_kafka_dropped_total (queue full or write failed).
 package relay
