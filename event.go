@@ -33,7 +33,10 @@ const (
 // unused fields vanish. Seq is the entry's seq for message.new,
 // message.edited, message.recalled and reaction.updated (TargetSeq the
 // message they change), the new watermark for read.updated, and the
-// conversation's last_seq at the time of a membership change; downstream
+// conversation's last_seq at the time of a membership change, and for
+// typing when the typist's membership was checked (not sent to clients:
+// delivery shows a session the indicator only once it has every entry up
+// to it, so that one whose removal it has not heard of yet gets none); downstream
 // consumers de-duplicate by (type, conversationId, userId, seq) and by
 // EventID when present.
 type Event struct {

@@ -495,9 +495,9 @@ func (s *Server) consume(ev chat.Event) {
 		s.Presence.Remote(ev)
 		return
 	case chat.EventTyping:
-		// To the conversation's members connected here, as this node
-		// knows them (the hub's member index), as a typing event of its
-		// own goes: the origin checked the typist (a member, not blocked).
+		// To the conversation's members connected here, as a typing
+		// event of this node's goes (the hub decides who they are): the
+		// origin checked the typist (a member, not blocked).
 		s.Hub.Deliver(ev)
 		return
 	case chat.EventProfileUpdated:

@@ -334,12 +334,16 @@ func (s *Store) IsMember(ctx context.Context, conversationID, userID int64) (boo
 // Typing publishes userID's typing event to the conversation's members if
 // userID is one, and not the blocked member of a direct conversation
 // (peer_blocked: blocked, as for a message). Nothing is stored: the
-// indicator matters only now.
+// indicator matters only now. The event's Seq is the conversation's
+// last_seq as the check saw it (chat.Event).
 func (s *Store) Typing(ctx context.Context, conversationID, userID int64) error {
 	var member, blocked bool
+	var lastSeq int64
 	err := s.pool.QueryRow(ctx, `
-		SELECT true, peer_blocked FROM conversation_member WHERE conversation_id = $1 AND user_id = $2`,
-		conversationID, userID).Scan(&member, &blocked)
+		SELECT true, m.peer_blocked, c.last_seq
+		FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+		WHERE m.conversation_id = $1 AND m.user_id = $2`,
+		conversationID, userID).Scan(&member, &blocked, &lastSeq)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return classify("typing", err)
 	}
@@ -349,6 +353,6 @@ func (s *Store) Typing(ctx context.Context, conversationID, userID int64) error 
 	if blocked {
 		return chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", conversationID)
 	}
-	s.publish(chat.Event{Type: chat.EventTyping, ConversationID: conversationID, UserID: userID})
+	s.publish(chat.Event{Type: chat.EventTyping, ConversationID: conversationID, UserID: userID, Seq: lastSeq})
 	return nil
 }

@@ -88,7 +88,12 @@
 // whose history floor reaches the message it rewrites (a member added to
 // a group whose history is "joined" reads nothing from before their join:
 // history, catch-up and the fan-out hide by one rule,
-// chat.FloorHidesEdit); typing to the members but its sender, at QoS 0;
+// chat.FloorHidesEdit); typing to the members but its sender, at QoS 0,
+// written by a session only in a conversation it follows as a member and
+// once its stream has every seq up to the typing's (the conversation's
+// last_seq when the typist was checked; not sent to clients), so a member
+// removed on another node, still in the index until the relay brings the
+// removal, is never shown one;
 // delivery.updated to the member named by its senderId (the sender of the
 // delivered messages), and not at all in groups above LargeGroup; an event
 // with Event.To and no conversation (presence, profile.updated) to the

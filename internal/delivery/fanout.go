@@ -131,11 +131,15 @@ func (h *Hub) route(ev chat.Event, members chat.Routing) {
 func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 	members := r.Members
 	large := len(members) > h.opts.LargeGroup
+	seq := ev.Seq
+	if ev.Type == chat.EventTyping {
+		ev.Seq = 0 // for the sessions (Session.accept), not for clients
+	}
 	payload, err := h.encode(ev, large)
 	if err != nil {
 		return 0
 	}
-	it := item{kind: kEvent, conv: ev.ConversationID, seq: ev.Seq, payload: payload, qos: 1}
+	it := item{kind: kEvent, conv: ev.ConversationID, seq: seq, payload: payload, qos: 1}
 	if ev.IsEntry() {
 		// Every entry (message, edit, recall, reaction) fills its seq's
 		// slot in each member's stream.
@@ -162,7 +166,7 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 	}
 	switch ev.Type {
 	case chat.EventTyping:
-		it.qos = 0
+		it.kind, it.qos = kTyping, 0
 		return h.toMembers(members, ev.UserID, it)
 	case chat.EventDeliveryUpdated:
 		return h.routeDelivered(ev, members, large, it)

@@ -32,7 +32,7 @@ type Session struct {
 
 	mu       sync.Mutex // guards the mailbox
 	box      []item     // offered items, in order
-	boxLive  int        // of them, live events (kMsg, kEvent): bounded by QueueSize
+	boxLive  int        // of them, live events (kMsg, kEvent, kTyping): bounded by QueueSize
 	boxAcks  []uint16
 	replies  []chat.Ack
 	flags    sessionFlags
@@ -136,7 +136,7 @@ func (s *Session) offer(it item) {
 		}
 		s.directs.Add(1)
 	}
-	if it.kind == kMsg || it.kind == kEvent {
+	if it.kind == kMsg || it.kind == kEvent || it.kind == kTyping {
 		if s.boxLive >= s.hub.opts.QueueSize {
 			if !s.overflow {
 				s.overflow = true
@@ -539,6 +539,17 @@ func (s *Session) accept(it item) {
 		s.pending = append(s.pending, it)
 	case kEvent:
 		if s.ready && len(s.pending) < s.hub.opts.QueueSize {
+			s.pending = append(s.pending, it)
+		}
+	case kTyping:
+		// Only in a conversation the session follows as a member, and
+		// only once it has every entry committed before the typist was
+		// checked (it.seq): a removal the fan-out has not routed yet (it
+		// committed on another node, and the relay has not brought it)
+		// keeps the removed member's stream behind that seq, so the
+		// member index's stale word does not reach them.
+		st := s.streams[it.conv]
+		if st != nil && st.end == 0 && st.next > it.seq && s.ready && len(s.pending) < s.hub.opts.QueueSize {
 			s.pending = append(s.pending, it)
 		}
 	case kJoin:

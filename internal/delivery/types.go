@@ -84,6 +84,7 @@ type itemKind uint8
 const (
 	kMsg     itemKind = iota + 1 // message.new with a seq to order
 	kEvent                       // any other event for the events topic
+	kTyping                      // a typing indicator: kEvent, for a member whose stream reached its seq
 	kDirect                      // a reply or error for this client only, sent even before it subscribed
 	kJoin                        // the user joined conv at seq: start tracking it
 	kLeave                       // the user left conv: stop at once
