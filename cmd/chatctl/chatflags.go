@@ -232,7 +232,7 @@ func explainChat(err error, fs *flag.FlagSet, user, conv int64) error {
 		return hint(err, "user %d is not a member of conversation %d, or it does not exist: list the user's conversations with `chatctl inbox --user %d`, or add them with `chatctl conversation add --conversation %d --actor OWNER --user %d`",
 			user, conv, user, conv, user)
 	case errors.Is(err, client.ErrInvalid):
-		return hint(err, "%v; see `%s --help`", err, fs.Name())
+		return hint(err, "%v; see `chatctl %s --help`", err, fs.Name())
 	case errors.Is(err, client.ErrRateLimited):
 		return hint(err, "%v: slow down, or raise limit_send_rate (CHAT_LIMIT_SEND_RATE) for chatd", err)
 	case errors.Is(err, client.ErrUnavailable):

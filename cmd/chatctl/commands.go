@@ -219,10 +219,12 @@ minted like "token".
 `)
 }
 
-// newFlags makes a command's flag set. usage is the synopsis after
+// newFlags makes a command's flag set. name is the command ("group
+// update"): the flag set's name, which prefixes the command's errors
+// (exitCode adds "chatctl: " before it). usage is the synopsis after
 // "chatctl", about says what it does, example is a working command line.
 func newFlags(name, usage, about string, examples ...string) *flag.FlagSet {
-	fs := flag.NewFlagSet("chatctl "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		out := fs.Output()

@@ -210,8 +210,8 @@ func hint(err error, format string, args ...any) error {
 // target is not a member". actor is the acting user, given by flag
 // actorFlag; user the target (or the peer for direct), 0 when there is none.
 func explain(ctx context.Context, svc *chat.Service, fs *flag.FlagSet, actorFlag string, conv, actor, user int64, err error) error {
-	cmd := fs.Name() // "chatctl conversation add"
-	help := fmt.Sprintf("see `%s --help`", cmd)
+	cmd := fs.Name() // "conversation add"
+	help := fmt.Sprintf("see `chatctl %s --help`", cmd)
 	switch chat.ErrorCode(err) {
 	case chat.CodeUnavailable:
 		return hint(err, "the database is unavailable (%v): check that PostgreSQL is running and that --database-url / CHAT_DATABASE_URL (or --data-dir) points at it, then rerun", err)
