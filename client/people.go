@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	chat "github.com/chatd/chatd"
 )
@@ -258,4 +260,38 @@ func SystemText(ev Event, name func(int64) string) string {
 // SystemText describes a system entry read from history (SystemText).
 func (m Message) SystemText(name func(int64) string) string {
 	return SystemText(messageEvent(m), name)
+}
+
+// RevokeTokens signs the user out everywhere (RPC tokens.revoke, see
+// docs/http.md "Signing out everywhere"): every token of theirs issued
+// before the instant returned, this client's own included, is refused
+// from then on, and chatd closes the connections they authenticated, this
+// one too. A client with a static Token stops there (Err matches
+// ErrUnauthorized: make a new client once signed in again); one with
+// TokenFunc connects again with the next token, accepted once it is
+// issued at or after the instant.
+//
+// It is never re-sent: a call repeated with a token issued since would
+// revoke that one too. chatd may close this connection before its answer
+// arrives; a static Token refused on reconnecting then proves the
+// revocation, and RevokeTokens returns a nil error with the zero instant.
+// Otherwise a lost answer is an error matching ErrUnavailable: the
+// revocation may or may not have happened. A second call once the token
+// is refused fails with ErrUnauthorized: it cannot revoke what was issued
+// since (chatctl revoke-tokens can).
+func (c *Client) RevokeTokens(ctx context.Context) (time.Time, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		defer cancel()
+	}
+	r, err := callFor[chat.TokensRevoked](ctx, c, "tokens.revoke", struct{}{}, false)
+	if errors.Is(err, errConnectionLost) && c.cfg.TokenFunc == nil {
+		// The revocation's disconnect often beats its answer: the
+		// next connection attempt, with the same token, tells.
+		if _, rerr := c.ready(ctx); errors.Is(rerr, ErrUnauthorized) {
+			return time.Time{}, nil
+		}
+	}
+	return r.RevokedBefore, err
 }

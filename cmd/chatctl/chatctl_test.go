@@ -498,6 +498,11 @@ func TestRevokeTokensRecordsTheRevocation(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM token_revocation WHERE user_id = 42 AND revoked_before > $1`, before).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("revocations of user 42 ahead of %v: %d, %v", before, n, err)
 	}
+	// Again: it succeeds, never moving the instant back (docs/http.md).
+	r = mustOK(t, chatctl(t, nil, "revoke-tokens", "--user", "42", "--database-url", url))
+	if !strings.Contains(r.stdout, "tokens of user 42 issued before ") {
+		t.Fatalf("revoke-tokens again printed %q", r.stdout)
+	}
 }
 
 // chatd refuses a database whose schema is not its own (migrations
