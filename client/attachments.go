@@ -242,14 +242,11 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 // httpError reads chatd's JSON error body.
 func httpError(op string, status int, b []byte) error {
 	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+		Error errorDetail `json:"error"`
 	}
 	e := &Error{Op: op, Status: status, Code: "internal"}
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
-		e.Code, e.Message = body.Error.Code, body.Error.Message
+		e.fill(body.Error)
 	} else if status >= 500 || status == http.StatusTooManyRequests {
 		e.Code = "unavailable"
 	}

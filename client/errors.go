@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 )
@@ -29,7 +30,8 @@ var (
 	// ErrInvalid: the request is malformed (PUBACK 0x99; codes invalid,
 	// too_large, conflict). Resending it unchanged fails again.
 	ErrInvalid = errors.New("invalid request")
-	// ErrRateLimited: over a rate limit (PUBACK 0x97, code rate_limited).
+	// ErrRateLimited: over a rate limit (PUBACK 0x97, code rate_limited);
+	// a refused request's Error.RetryAfter says when to try again.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrMemberCap: the group is full.
 	ErrMemberCap = errors.New("group is full")
@@ -62,6 +64,25 @@ type Error struct {
 	Reason byte
 	// Op names what failed, e.g. "send" or "rpc history".
 	Op string
+	// RetryAfter is how long to wait before retrying a request refused as
+	// rate_limited, as chatd's answer says (error.retryAfter, whole
+	// seconds, at least 1); 0 when it does not say (a refused publish's
+	// reason string tells it in words only).
+	RetryAfter time.Duration
+}
+
+// errorDetail is chatd's JSON error object, in RPC replies and HTTP
+// answers alike.
+type errorDetail struct {
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	RetryAfter int64  `json:"retryAfter"`
+}
+
+// fill sets e's code, message and retry delay from d.
+func (e *Error) fill(d errorDetail) {
+	e.Code, e.Message = d.Code, d.Message
+	e.RetryAfter = time.Duration(d.RetryAfter) * time.Second
 }
 
 func (e *Error) Error() string {

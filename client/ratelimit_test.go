@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -85,4 +86,31 @@ func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
 		t.Fatalf("Send of a committed message whose PUBACK was lost: seq %d, err %v; want seq 1", r.seq, r.err)
 	}
 	storedOnce(t, url, conv)
+}
+
+// TestARateLimitedRequestSaysWhenToRetry: chatd's refusal of a request
+// over the caller's API bucket carries error.retryAfter (docs/http.md
+// "Rate limits": RPC replies have no Retry-After header), but the
+// client's *Error dropped it, so a caller could only guess how long to
+// back off. Error.RetryAfter carries it.
+func TestARateLimitedRequestSaysWhenToRetry(t *testing.T) {
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_LIMIT_API_RATE": "0.2", "CHAT_LIMIT_API_BURST": "2"}), nil)
+	c := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	ctx := ctxFor(t, 10*time.Second)
+	var err error
+	for range 10 {
+		if _, err = c.Inbox(ctx, client.InboxOptions{}); err != nil {
+			break
+		}
+	}
+	var e *client.Error
+	if !errors.Is(err, client.ErrRateLimited) || !errors.As(err, &e) {
+		t.Fatalf("requests over the API bucket: %v, want ErrRateLimited", err)
+	}
+	// One token every 5 s: the next is due in at most 5 s, in whole
+	// seconds of at least 1.
+	if e.RetryAfter < time.Second || e.RetryAfter > 5*time.Second {
+		t.Fatalf("RetryAfter %v, want 1s to 5s (%v)", e.RetryAfter, e)
+	}
 }

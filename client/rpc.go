@@ -170,11 +170,8 @@ func (c *Client) waitErr(op string, err error) error {
 
 // rpcStatus is the part of every reply the client looks at first.
 type rpcStatus struct {
-	Status int `json:"status"`
-	Error  *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Status int          `json:"status"`
+	Error  *errorDetail `json:"error"`
 }
 
 func decodeReply(method string, reply []byte, out any) error {
@@ -185,7 +182,7 @@ func decodeReply(method string, reply []byte, out any) error {
 	if st.Status >= 400 || st.Error != nil {
 		e := &Error{Op: "rpc " + method, Status: st.Status, Code: "internal"}
 		if st.Error != nil {
-			e.Code, e.Message = st.Error.Code, st.Error.Message
+			e.fill(*st.Error)
 		}
 		return e
 	}
