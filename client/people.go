@@ -67,7 +67,8 @@ type MembersPage struct {
 	NextCursor string   `json:"nextCursor"`
 }
 
-// SearchOptions narrow a search; Limit defaults to 20 (at most 50).
+// SearchOptions narrow a search: ConversationID and SenderID 0 mean any;
+// Limit defaults to 20 (at most 50); Cursor is a page's NextCursor.
 type SearchOptions = chat.SearchFilter
 
 // Me returns the user's profile and settings.

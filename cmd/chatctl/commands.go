@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -313,6 +314,23 @@ func requireID(fs *flag.FlagSet, name string, v int64, what string) error {
 		return usagef("%s: --%s is required: %s (a positive integer), e.g. --%s 1", fs.Name(), name, what, name)
 	}
 	return nil
+}
+
+// optionalIDs checks optional id flags: one given must be positive. Left
+// out, such a flag widens the command (every conversation, every sender),
+// and chatd reads an id of 0 as left out: "--conversation 0" would do
+// more than asked.
+func optionalIDs(fs *flag.FlagSet, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil || !slices.Contains(names, f.Name) {
+			return
+		}
+		if v, perr := strconv.ParseInt(f.Value.String(), 10, 64); perr == nil && v <= 0 {
+			err = usagef("%s: --%s must be a positive id, not %d (leave it out for all)", fs.Name(), f.Name, v)
+		}
+	})
+	return err
 }
 
 // required is a required positive id flag: its name, value and what it is.

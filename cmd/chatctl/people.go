@@ -181,6 +181,9 @@ func runBlock(ctx context.Context, a *app, args []string) error {
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
+	if err := optionalIDs(cf.fs, "peer"); err != nil {
+		return err
+	}
 	if *remove && *peer == 0 {
 		return usagef("%s: --remove needs --peer", cf.fs.Name())
 	}
@@ -452,6 +455,12 @@ func runSearch(ctx context.Context, a *app, args []string) error {
 	}
 	if strings.TrimSpace(*q) == "" {
 		return usagef("%s: --query is required", cf.fs.Name())
+	}
+	if err := optionalIDs(cf.fs, "conversation", "sender"); err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return usagef("%s: --limit must not be negative (at most 50 hits a page)", cf.fs.Name())
 	}
 	return cf.with(ctx, a, func(c *client.Client) error {
 		page, err := c.Search(ctx, *q, client.SearchOptions{ConversationID: *conv, SenderID: *sender, Limit: *limit, Cursor: *cursor})

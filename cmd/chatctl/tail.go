@@ -22,6 +22,9 @@ func runTail(ctx context.Context, a *app, args []string) error {
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
+	if err := optionalIDs(cf.fs, "conversation"); err != nil {
+		return err
+	}
 	// A tail outlives the token chatctl mints (commandTokenTTL), and
 	// chatd ends a connection when its token expires.
 	cf.renewToken = true

@@ -31,3 +31,27 @@ func TestAUsageErrorNamesChatctlOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOptionalIDGivenMustBePositive: an optional id flag left out
+// widens a command (search every conversation, list instead of block),
+// and chatd reads an id of 0 as left out. Given as 0, "search
+// --conversation 0" searched every conversation of the user, and a
+// negative id went to chatd to be refused (exit 1, as a failure of
+// chatd's). Each is a usage error now, before connecting, as is a
+// negative --limit.
+func TestAnOptionalIDGivenMustBePositive(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"search", "--user", "1", "--query", "x", "--conversation", "0"}, "chatctl: search: --conversation must be a positive id"},
+		{[]string{"search", "--user", "1", "--query", "x", "--sender", "-2"}, "chatctl: search: --sender must be a positive id"},
+		{[]string{"search", "--user", "1", "--query", "x", "--limit", "-1"}, "chatctl: search: --limit must not be negative"},
+		{[]string{"block", "--user", "1", "--peer", "0"}, "chatctl: block: --peer must be a positive id"},
+		{[]string{"tail", "--user", "1", "--conversation", "-3"}, "chatctl: tail: --conversation must be a positive id"},
+	} {
+		// No chatd runs: a command that went on to connect would fail
+		// with exit 1, not 2.
+		wantFail(t, chatctl(t, map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:1"}, c.args...), 2, c.want)
+	}
+}
