@@ -89,7 +89,7 @@ func addChatFlags(fs *flag.FlagSet) chatFlags {
 		token:   fs.String("token", "", "JWT for --user (default: minted like \"chatctl token\" does, from --secret, $CHAT_JWT_SECRET or <data dir>/jwt.secret)"),
 		secret:  fs.String("secret", "", "HS256 secret to mint the token with (default $CHAT_JWT_SECRET, else <data dir>/jwt.secret)"),
 		dataDir: fs.String("data-dir", "", "chatd data dir holding jwt.secret (default $CHAT_DATA_DIR, else ./data)"),
-		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for chatd"),
+		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for chatd: to connect, and for a change (send, forward, edit, recall, react) to be stored"),
 		json:    fs.Bool("json", false, "print JSON instead of text"),
 	}
 }
@@ -192,6 +192,22 @@ func (f chatFlags) dial(ctx context.Context, cfg client.Config) (*client.Client,
 		return nil, nil, explainConnect(err, cfg.Brokers[0], cfg.UserID, *f.timeout)
 	}
 	return c, closeFn, nil
+}
+
+// storeWithin runs store, a change sent under client message id id,
+// bounded by --timeout: the client retries a change chatd answers
+// "unavailable" until its context ends, and chatctl's client keeps
+// nothing once the command exits, so a change not acknowledged by then
+// says how to retry it without a duplicate.
+func (f chatFlags) storeWithin(ctx context.Context, id string, store func(context.Context) error) error {
+	sctx, cancel := context.WithTimeout(ctx, *f.timeout)
+	defer cancel()
+	err := store(sctx)
+	if errors.Is(err, client.ErrQueued) && ctx.Err() == nil {
+		return hint(err, "chatd did not acknowledge it within --timeout %v (%v): it may or may not be stored; run the command again with --client-msg-id %s to retry without a duplicate, or raise --timeout",
+			*f.timeout, err, id)
+	}
+	return err
 }
 
 // commandTokenTTL is how long a token chatctl mints for a command lives.

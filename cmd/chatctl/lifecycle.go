@@ -140,7 +140,11 @@ func runForward(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 		ref := &client.MessageRef{ConversationID: *from, Seq: *seq}
-		sent, err := c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
+		var sent int64
+		err := cf.storeWithin(ctx, *id, func(ctx context.Context) (err error) {
+			sent, err = c.SendMessage(ctx, *conv, "", client.SendOptions{Forward: ref, ClientMsgID: *id})
+			return err
+		})
 		if err != nil {
 			return explainForward(err, cf.fs, *cf.user, *conv, *from, *seq)
 		}
@@ -192,7 +196,11 @@ func (ch changeFlags) parse(a *app, args []string) error {
 func (ch changeFlags) apply(ctx context.Context, a *app, verb string, change client.Change, print func(client.Outcome) error) error {
 	return ch.chat.with(ctx, a, func(c *client.Client) error {
 		change.ConversationID, change.ClientMsgID, change.TargetSeq = *ch.conv, *ch.id, *ch.seq
-		out, err := c.Commit(ctx, change)
+		var out client.Outcome
+		err := ch.chat.storeWithin(ctx, *ch.id, func(ctx context.Context) (err error) {
+			out, err = c.Commit(ctx, change)
+			return err
+		})
 		if err != nil {
 			return explainChange(err, ch.chat.fs, verb, *ch.chat.user, *ch.conv, *ch.seq)
 		}

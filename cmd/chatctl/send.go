@@ -67,7 +67,11 @@ func runSend(ctx context.Context, a *app, args []string) error {
 		for i, at := range atts {
 			refs[i] = at.Ref()
 		}
-		out, err := c.Commit(ctx, client.Change{ConversationID: *conv, ClientMsgID: *id, Body: text, ReplyTo: *replyTo, Attachments: refs})
+		var out client.Outcome
+		err := cf.storeWithin(ctx, *id, func(ctx context.Context) (err error) {
+			out, err = c.Commit(ctx, client.Change{ConversationID: *conv, ClientMsgID: *id, Body: text, ReplyTo: *replyTo, Attachments: refs})
+			return err
+		})
 		if err != nil {
 			if *replyTo != 0 && errors.Is(err, client.ErrInvalid) {
 				return hint(err, "%v: --reply-to %d must be the seq of a message of conversation %d; list them with `chatctl history --user %d --conversation %d`",
