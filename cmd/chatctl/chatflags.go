@@ -250,7 +250,13 @@ func explainChat(err error, fs *flag.FlagSet, user, conv int64) error {
 	case errors.Is(err, client.ErrInvalid):
 		return hint(err, "%v; see `chatctl %s --help`", err, fs.Name())
 	case errors.Is(err, client.ErrRateLimited):
-		return hint(err, "%v: slow down, or raise limit_send_rate (CHAT_LIMIT_SEND_RATE) for chatd", err)
+		// A request (an RPC, Status set) spends the API bucket; a
+		// refused publish is a send over the send limits.
+		limit := "limit_send_rate (CHAT_LIMIT_SEND_RATE)"
+		if e := (*client.Error)(nil); errors.As(err, &e) && e.Status != 0 {
+			limit = "limit_api_rate (CHAT_LIMIT_API_RATE)"
+		}
+		return hint(err, "%v: slow down, or raise %s for chatd", err, limit)
 	case errors.Is(err, client.ErrUnavailable):
 		return hint(err, "%v: chatd or its database is unavailable; retry in a moment", err)
 	}
