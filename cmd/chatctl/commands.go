@@ -214,10 +214,34 @@ Run "chatctl <command> --help" for its flags and an example, and
 
 Defaults come from chatd's settings: CHAT_DATABASE_URL (empty: the embedded
 PostgreSQL in CHAT_DATA_DIR, default ./data), CHAT_JWT_SECRET, CHAT_CONFIG.
-send, forward, edit, recall, react, tail, inbox, history and read talk to a
-running chatd over MQTT (CHAT_MQTT_ADDR, default 127.0.0.1:1883) with a token
-minted like "token".
-`)
+%s
+`, wrap(strings.Join(userCommands[:len(userCommands)-1], ", ")+" and "+userCommands[len(userCommands)-1]+
+		` talk to a running chatd as a user, over MQTT (CHAT_MQTT_ADDR, default 127.0.0.1:1883; files over its HTTP API, CHAT_HTTP_ADDR) with a token minted like "token"; migrate, revoke-tokens and conversation work on the database itself.`, 76))
+}
+
+// userCommands are the commands that act as a user through a running
+// chatd (the chat flags: --broker, --user, --token), in help order.
+var userCommands = []string{"send", "forward", "edit", "recall", "react", "tail", "inbox", "history", "read",
+	"profile", "settings", "block", "group", "search", "download"}
+
+// wrap breaks s into lines of at most width characters at spaces.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case n+1+len(w) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }
 
 // newFlags makes a command's flag set. name is the command ("group

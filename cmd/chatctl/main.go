@@ -1,10 +1,10 @@
 // Command chatctl operates a chatd deployment: it migrates the database,
 // mints tokens and manages conversations directly in the database (no MQTT;
 // events still go to the outbox, so connected clients hear about them
-// through the relay). For people trying chatd, send, forward, edit, recall,
-// react, tail, inbox, history and read act as a user over MQTT through
-// package client, with a token minted from chatd's secret, so they work
-// against a local chatd as is.
+// through the relay). For people trying chatd, the commands of
+// userCommands (send, tail, profile, group, search, ...) act as a user over
+// MQTT through package client, with a token minted from chatd's secret, so
+// they work against a local chatd as is.
 //
 // It reads the same settings as chatd (CHAT_* variables and the CHAT_CONFIG
 // file) for defaults such as the database and the data dir; its own flags

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,5 +54,36 @@ func TestAnOptionalIDGivenMustBePositive(t *testing.T) {
 		// No chatd runs: a command that went on to connect would fail
 		// with exit 1, not 2.
 		wantFail(t, chatctl(t, map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:1"}, c.args...), 2, c.want)
+	}
+}
+
+// TestTheHelpNamesEveryCommandThatActsAsAUser: chatctl --help said which
+// commands talk to a running chatd as a user (and so take --broker and
+// --user, not --database-url), but listed only the messaging ones: the
+// profile, settings, block, group, search and download commands, which
+// do too, read as database commands. The list is each command whose
+// flags are the chat flags, and the others are not on it.
+func TestTheHelpNamesEveryCommandThatActsAsAUser(t *testing.T) {
+	top := mustOK(t, chatctl(t, nil, "--help")).stdout
+	i := strings.Index(top, "CHAT_CONFIG.\n")
+	if i < 0 {
+		t.Fatalf("help has no paragraph on the settings:\n%s", top)
+	}
+	said := strings.Fields(strings.NewReplacer(",", " ", "\n", " ").Replace(top[i:]))
+	for _, c := range commands {
+		args := []string{c.name, "--help"}
+		if c.name == "group" || c.name == "conversation" {
+			args = []string{c.name, "add", "--help"} // every subcommand has the same kind of flags
+		}
+		if c.name == "migrate" {
+			args = []string{"migrate", "--help"}
+		}
+		asUser := strings.Contains(mustOK(t, chatctl(t, nil, args...)).stdout, "-broker")
+		if asUser != slices.Contains(userCommands, c.name) {
+			t.Errorf("%s: takes the chat flags %v, listed as acting as a user %v", c.name, asUser, slices.Contains(userCommands, c.name))
+		}
+		if asUser && !slices.Contains(said, c.name) {
+			t.Errorf("chatctl --help does not say that %s acts as a user:\n%s", c.name, top[i:])
+		}
 	}
 }
