@@ -225,6 +225,13 @@ type Delivery interface {
 	// Reply queues acknowledgements of the client's own publishes, written
 	// in the order given, before its next deliveries; never dropped.
 	Reply(clientID string, conn Conn, acks []Ack)
+	// After runs fn on the session's goroutine once everything queued for
+	// conn before it (acknowledgements, direct publishes, deliveries) was
+	// written: how the connection that revoked its own tokens gets the
+	// answer before it is closed. fn must not block. False when conn no
+	// longer owns clientID's session here (fn is not run); fn is not run
+	// either when the connection ends first.
+	After(clientID string, conn Conn, fn func()) bool
 }
 
 // EntryReader reads committed entries as they are now (the outbox relay

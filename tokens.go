@@ -62,6 +62,10 @@ func TokenIssuedAt(ctx context.Context) (issuedAt time.Time, ok bool) {
 // authenticated caller.
 var ErrTokenRevoked = errors.New("the token was revoked: sign in again")
 
+// RPCRevokeTokens is the MQTT RPC method of RevokeTokens: its connection
+// ends with the revocation, after its answer (hooks).
+const RPCRevokeTokens = "tokens.revoke"
+
 // TokensRevoked answers RPC tokens.revoke and POST /v1/me/tokens/revoke.
 type TokensRevoked struct {
 	RevokedBefore time.Time `json:"revokedBefore"`

@@ -273,8 +273,9 @@ func (m Message) SystemText(name func(int64) string) string {
 // issued at or after the instant.
 //
 // It is never re-sent: a call repeated with a token issued since would
-// revoke that one too. chatd may close this connection before its answer
-// arrives; a static Token refused on reconnecting then proves the
+// revoke that one too. chatd closes this connection right after the
+// answer; when the connection is lost before the answer arrives (the
+// network), a static Token refused on reconnecting proves the
 // revocation, and RevokeTokens returns a nil error with the zero instant.
 // Otherwise a lost answer is an error matching ErrUnavailable: the
 // revocation may or may not have happened. A second call once the token
@@ -288,8 +289,8 @@ func (c *Client) RevokeTokens(ctx context.Context) (time.Time, error) {
 	}
 	r, err := callFor[chat.TokensRevoked](ctx, c, "tokens.revoke", struct{}{}, false)
 	if errors.Is(err, errConnectionLost) && c.cfg.TokenFunc == nil {
-		// The revocation's disconnect often beats its answer: the
-		// next connection attempt, with the same token, tells.
+		// The connection was lost before the answer: the next
+		// connection attempt, with the same token, tells.
 		if _, rerr := c.ready(ctx); errors.Is(rerr, ErrUnauthorized) {
 			return time.Time{}, nil
 		}

@@ -117,6 +117,10 @@ type clientInfo struct {
 	// the connection (tokenrevoke.go).
 	byToken  bool
 	issuedAt time.Time
+	// revoking counts this connection's tokens.revoke requests under way:
+	// the connection ends after their answers (endAfterRevoking), not at
+	// the announcement, which may come first.
+	revoking atomic.Int32
 }
 
 // New returns the hook; call Attach with the server before serving.

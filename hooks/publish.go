@@ -483,7 +483,20 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 	if h.cfg.Tracer != nil {
 		parent = tracing.ExtractFrom(parent, userProps(pk.Properties.User))
 	}
+	// The PUBACK is queued (p.ok below) before a tokens.revoke ends the
+	// connection (endAfterRevoking).
+	acked := make(chan struct{})
+	revoking := method == chat.RPCRevokeTokens && ci.byToken
+	if revoking {
+		ci.revoking.Add(1)
+	}
 	job := func() {
+		if revoking {
+			defer func() {
+				<-acked
+				h.endAfterRevoking(p.cl, ci)
+			}()
+		}
 		ctx, span := parent, tracing.NoopSpan
 		if tr := h.cfg.Tracer; tr != nil {
 			ctx, span = tr.Start(ctx, tracing.SpanRPC, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
@@ -495,11 +508,15 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 		reply(h.cfg.RPC(ctx, ci.userID, method, payload))
 	}
 	if !h.rpc.submit(job) {
+		if revoking {
+			ci.revoking.Add(-1)
+		}
 		reply(rpcBusyReply)
 		p.fail("rpc", chat.Errorf(chat.CodeRateLimited, "the server is busy with requests; retry later"), 0, "")
 		return
 	}
 	p.ok("rpc")
+	close(acked)
 }
 
 var rpcBusyReply = []byte(`{"status":503,"error":{"code":"unavailable","message":"the server is busy with requests; retry later"}}`)

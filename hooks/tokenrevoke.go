@@ -55,7 +55,7 @@ func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 	// in revokedMeanwhile; one registered before it is found here.
 	h.clients.Range(func(k, v any) bool {
 		cl, ci := k.(*mqtt.Client), v.(*clientInfo)
-		if ci.userID == userID && ci.byToken && chat.TokenRevoked(before, ci.issuedAt) {
+		if ci.userID == userID && ci.byToken && chat.TokenRevoked(before, ci.issuedAt) && ci.revoking.Load() == 0 {
 			go h.endRevoked(cl, ci)
 		}
 		return true
@@ -72,6 +72,24 @@ func (h *Chat) revokedMeanwhile(ci *clientInfo) bool {
 	r, ok := h.revoked.m[ci.userID]
 	h.revoked.mu.Unlock()
 	return ok && chat.TokenRevoked(r.before, ci.issuedAt)
+}
+
+// endAfterRevoking ends cl, which asked to revoke its user's tokens (RPC
+// tokens.revoke) and was answered, once the answer and the PUBACK queued
+// before are written, if the revocation refuses its token (the request
+// may have failed). Until then TokensRevoked leaves cl alone: its
+// announcement comes through PostgreSQL, often before the answer is
+// written, and a DISCONNECT written first lost the answer.
+func (h *Chat) endAfterRevoking(cl *mqtt.Client, ci *clientInfo) {
+	end := func() {
+		ci.revoking.Add(-1)
+		if h.revokedMeanwhile(ci) {
+			go h.endRevoked(cl, ci)
+		}
+	}
+	if !h.cfg.Hub.After(cl.ID, ci.conn, end) {
+		end()
+	}
 }
 
 // endRevoked ends cl, whose token was revoked.

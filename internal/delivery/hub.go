@@ -301,6 +301,17 @@ func (h *Hub) SendDirect(clientID string, conn chat.Conn, p chat.Packet) bool {
 	return true
 }
 
+// After queues fn to run once what conn's session queued before it was
+// written (see chat.Delivery).
+func (h *Hub) After(clientID string, conn chat.Conn, fn func()) bool {
+	s := h.Session(clientID)
+	if s == nil || s.conn != conn {
+		return false
+	}
+	s.offer(item{kind: kAfter, after: fn})
+	return true
+}
+
 // Reply queues acknowledgements of the client's own publishes on the
 // session conn owns; they go out in order, before its next deliveries, and
 // are never dropped. Without such a session the connection is gone and so

@@ -316,7 +316,7 @@ func (s *Session) run() {
 				switch it.kind {
 				case kJoin, kLeave:
 					s.accept(it)
-				case kReady, kUnready, kDirect:
+				case kReady, kUnready, kDirect, kAfter:
 					rest = append(rest, it)
 				}
 			}
@@ -535,7 +535,7 @@ func (s *Session) accept(it item) {
 	case kUnready:
 		s.ready = false
 		s.readyFlag.Store(false)
-	case kDirect:
+	case kDirect, kAfter:
 		s.pending = append(s.pending, it)
 	case kEvent:
 		if s.ready && len(s.pending) < s.hub.opts.QueueSize {
@@ -613,10 +613,15 @@ func (s *Session) pump() bool {
 			s.windowFull = false
 		}
 		batch := s.outBatch[:0]
+		var after func()
 		for len(s.pending) > 0 && len(s.inflight) < window {
 			it := s.pending[0]
 			s.pending[0] = item{}
 			s.pending = s.pending[1:]
+			if it.kind == kAfter {
+				after = it.after // once this batch is written
+				break
+			}
 			if it.kind == kDirect {
 				s.directs.Add(-1)
 			}
@@ -625,6 +630,10 @@ func (s *Session) pump() bool {
 		s.outBatch = batch
 		if (len(batch) > 0 || len(s.replyOut) > 0) && !s.write(batch) {
 			return false
+		}
+		if after != nil {
+			after()
+			continue
 		}
 		if len(s.inflight) >= window {
 			s.windowFull = s.moreToSend()

@@ -90,6 +90,7 @@ const (
 	kLeave                       // the user left conv: stop at once
 	kReady                       // the client subscribed to its events topic
 	kUnready                     // the client unsubscribed
+	kAfter                       // run after: once what was queued before it was written
 )
 
 type item struct {
@@ -101,4 +102,5 @@ type item struct {
 	qos     byte
 	corr    []byte
 	at      time.Time // commit time, for end-to-end latency
+	after   func()    // kAfter's
 }

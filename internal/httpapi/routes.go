@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"sort"
+
+	chat "github.com/chatd/chatd"
 )
 
 // Route is one HTTP route: Method and Path in ServeMux pattern syntax, which
@@ -50,7 +52,7 @@ var endpoints = []endpoint{
 	operation(http.MethodPut, "/v1/me", "me.update", bindProfile, setMe),
 	operation(http.MethodGet, "/v1/me/settings", "settings.get", bindNone, getUserSettings),
 	operation(http.MethodPut, "/v1/me/settings", "settings.update", bindUserSettings, setUserSettings),
-	operation(http.MethodPost, "/v1/me/tokens/revoke", "tokens.revoke", bindNone, revokeTokens),
+	operation(http.MethodPost, "/v1/me/tokens/revoke", chat.RPCRevokeTokens, bindNone, revokeTokens),
 	operation(http.MethodGet, "/v1/me/blocks", "blocks.list", bindNone, listBlocks),
 	operation(http.MethodPut, "/v1/me/blocks/{userId}", "block", bindUserID("userId"), block),
 	operation(http.MethodDelete, "/v1/me/blocks/{userId}", "unblock", bindUserID("userId"), unblock),
