@@ -117,10 +117,21 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 
 // RemoveMember removes userID from a group, or lets actorID leave
 // (userID == actorID). See the roles above; the owner cannot be removed,
-// only leave.
+// only leave. A leave by someone who already left or was removed succeeds
+// and writes nothing, as a repeated add does: the first answer may have
+// been lost, and its retry must not tell them they failed to leave.
 func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
 	return s.changeTx(ctx, "remove member", func(tx pgx.Tx) ([]chat.Event, error) {
 		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "lose members")
+		if userID == actorID && chat.ErrorCode(err) == chat.CodeNotMember {
+			left, lerr := leftGroup(ctx, tx, conversationID, actorID)
+			if lerr != nil {
+				return nil, lerr
+			}
+			if left {
+				return nil, nil
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -203,6 +214,24 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		}
 		return evs, nil
 	})
+}
+
+// leftGroup says whether userID, not a member now, once was one of the
+// group: their leave or removal is a system entry of its stream, kept as
+// long as the group (message_system_idx finds a group's few system
+// entries among its messages).
+func leftGroup(ctx context.Context, tx pgx.Tx, conversationID, userID int64) (bool, error) {
+	var left bool
+	err := tx.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM message
+			WHERE conversation_id = $1 AND kind = 'system'
+			  AND body::jsonb @> jsonb_build_object('userId', $2::bigint)
+			  AND body::jsonb->>'action' IN ($3, $4))`,
+		conversationID, userID, chat.SystemMemberLeft, chat.SystemMemberRemoved).Scan(&left)
+	if err != nil {
+		return false, fmt.Errorf("read whether user %d left: %w", userID, err)
+	}
+	return left, nil
 }
 
 // refuseBlockers refuses to have actorID put any of ids in a group when

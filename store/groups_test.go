@@ -407,3 +407,44 @@ func TestJoinTimesFollowTheOrderMembersWereAdded(t *testing.T) {
 		t.Errorf("members by joined_at: %s, want %s (the order of their member.added entries)", order, want)
 	}
 }
+
+// A leave retried after the first one succeeded (its answer lost on a weak
+// network) succeeds again and changes nothing: no entry, no event, the
+// group still archived. So does a removed member's leave. Someone who
+// never was a member is still refused.
+func TestARetriedLeaveSucceedsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, member, removed, stranger = 1, 2, 3, 99
+	g := mustGroup(t, st, owner, member, removed)
+	mustSend(t, st, g.ID, owner, "hello")
+	mustRemove(t, ctx, st, g.ID, member, member, "member leaves")
+	mustRemove(t, ctx, st, g.ID, owner, removed, "owner removes")
+	state := func() string {
+		return fmt.Sprintf("last_seq=%d events=%d", queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, g.ID),
+			len(outboxEvents(t, pool, g.ID, "")))
+	}
+	before := state()
+	if err := st.RemoveMember(ctx, g.ID, member, member); err != nil {
+		t.Fatalf("retried leave: %v", err)
+	}
+	if err := st.RemoveMember(ctx, g.ID, removed, removed); err != nil {
+		t.Fatalf("leave of a removed member: %v", err)
+	}
+	if after := state(); after != before {
+		t.Fatalf("a retried leave wrote: %s, then %s", before, after)
+	}
+	wantCode(t, "stranger leaves", st.RemoveMember(ctx, g.ID, stranger, stranger), chat.CodeNotMember)
+	wantCode(t, "removed member removes another", st.RemoveMember(ctx, g.ID, removed, owner), chat.CodeNotMember)
+
+	// The last member's leave archives the group; its retry succeeds too.
+	mustRemove(t, ctx, st, g.ID, owner, owner, "last member leaves")
+	before = state()
+	if err := st.RemoveMember(ctx, g.ID, owner, owner); err != nil {
+		t.Fatalf("retried leave of an archived group: %v", err)
+	}
+	if after := state(); after != before {
+		t.Fatalf("a retried leave of an archived group wrote: %s, then %s", before, after)
+	}
+}

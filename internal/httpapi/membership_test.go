@@ -95,6 +95,32 @@ func TestMembership(t *testing.T) {
 	}
 }
 
+// TestARetriedLeaveAnswersAsTheFirst: the first leave's answer may be lost
+// on a weak network; its retry, and a removed member's leave, answer 204
+// like it, while someone who never was a member is still not_member.
+func TestARetriedLeaveAnswersAsTheFirst(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2, 3)
+	leave := func(user int64) resp {
+		return e.do(user, "DELETE", pathf("/v1/conversations/%d/members/%d", g, user), nil)
+	}
+	if r := leave(2); r.status != 204 {
+		t.Fatalf("leave: %d %s", r.status, r.body)
+	}
+	if r := leave(2); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("retried leave: %d %s, want 204 as the first", r.status, r.body)
+	}
+	if r := e.do(1, "DELETE", pathf("/v1/conversations/%d/members/3", g), nil); r.status != 204 {
+		t.Fatalf("owner removes: %d %s", r.status, r.body)
+	}
+	if r := leave(3); r.status != 204 {
+		t.Fatalf("removed member leaves: %d %s", r.status, r.body)
+	}
+	if r := leave(4); r.status != 403 || r.errorCode() != "not_member" {
+		t.Fatalf("never a member leaves: %d %s", r.status, r.body)
+	}
+}
+
 // TestAnswersKeepMarkupAsItIs: a body of markup comes back over HTTP and
 // RPC as it was sent, not HTML-escaped (\u003c is six bytes for one).
 func TestAnswersKeepMarkupAsItIs(t *testing.T) {
