@@ -7,6 +7,7 @@
 import { h, icon, replace } from './dom.js';
 import { avatar, displayName, keptAvatar, personAvatar, userName } from './format.js';
 import { parseUserId } from './dialogs.js';
+import { leaveConfirmation } from './leave.js';
 
 /** A modal panel: title, close button, body; Esc and the backdrop close it. */
 function panel(title, testid) {
@@ -327,7 +328,7 @@ export async function openInfo(ctx, cid) {
         input.value = '';
       });
     });
-    const leave = armed('Leave group', myRole() === 'owner' ? 'Confirm: the longest-standing admin will own it' : 'Confirm: leave',
+    const leave = armed('Leave group', leaveConfirmation(members, me),
       { class: 'btn danger', 'data-testid': 'leave-group' }, async () => {
         if (await p.attempt(() => api.removeMember(cid, me))) {
           p.close();
