@@ -191,8 +191,12 @@ func (s *Service) Search(ctx context.Context, q SearchQuery) (SearchPage, error)
 		return SearchPage{}, err
 	}
 	q.Terms = terms
-	if q.ConversationID < 0 || q.SenderID < 0 {
-		return SearchPage{}, Errorf(CodeInvalid, "conversationId and senderId must be positive integers")
+	// 0 is no filter (docs/http.md), so only a negative id is refused.
+	if q.ConversationID < 0 {
+		return SearchPage{}, Errorf(CodeInvalid, "conversationId must not be negative; 0 or absent means any conversation")
+	}
+	if q.SenderID < 0 {
+		return SearchPage{}, Errorf(CodeInvalid, "senderId must not be negative; 0 or absent means any sender")
 	}
 	if q.Limit < 0 {
 		return SearchPage{}, Errorf(CodeInvalid, "limit must not be negative")

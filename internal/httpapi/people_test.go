@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	chat "github.com/chatd/chatd"
@@ -382,4 +383,30 @@ func TestADisplayNameOrGroupTitleThatShowsNothingIsRefused(t *testing.T) {
 	}
 	var c chat.Conversation
 	e.must(200, 1, "PATCH", pathf("/v1/conversations/%d", g), map[string]any{"title": "👩\u200d💻 team"}, &c)
+}
+
+// A negative conversationId or senderId is refused with a message that
+// names the field and does not refuse 0 (it means any): over RPC, which
+// reaches the service's check, "must be positive integers" read as if 0
+// were refused too. HTTP's query parsing refuses it first, as a
+// non-negative integer parameter.
+func TestSearchRefusesANegativeIdSayingZeroMeansAny(t *testing.T) {
+	e := newEnv(t)
+	for field, want := range map[string]string{
+		"conversationId": "conversationId must not be negative; 0 or absent means any conversation",
+		"senderId":       "senderId must not be negative; 0 or absent means any sender",
+	} {
+		r := e.do(1, "GET", "/v1/search?q=x&"+field+"=-1", nil)
+		var eb httpapi.ErrorBody
+		if r.status != 400 || json.Unmarshal(r.body, &eb) != nil || eb.Error.Code != "invalid" ||
+			eb.Error.Message != field+" must be a non-negative integer" {
+			t.Errorf("GET /v1/search with %s=-1: %d %s, want 400 invalid, %s must be a non-negative integer", field, r.status, r.body, field)
+		}
+		if rr := e.rpc(1, "search", `{"q":"x","`+field+`":-1}`); rr.status != 400 || !strings.Contains(string(rr.raw), want) {
+			t.Errorf("rpc search with %s=-1: %s, want %q", field, rr.raw, want)
+		}
+		if r := e.do(1, "GET", "/v1/search?q=x&"+field+"=0", nil); r.status != 200 {
+			t.Errorf("GET /v1/search with %s=0: %d %s", field, r.status, r.body)
+		}
+	}
 }
