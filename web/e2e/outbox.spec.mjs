@@ -2,7 +2,7 @@
 // browser discards a background tab, the user reloads while "Sending…")
 // is not lost: the page that comes back in the same browser sends it
 // again, with the same clientMsgId, so chatd commits it once whether or
-// not the first attempt got through. Signing out deletes what every tab
+// not the first attempt got through; edits and reactions likewise. Signing out deletes what every tab
 // of the user kept. In headless Chromium against a real
 // chatd, behind a proxy whose network the spec cuts. web/outbox_test.go
 // (TestBrowserASendUnansweredWhenTheTabGoesAwayIsSentWhenItComesBack)
@@ -65,6 +65,66 @@ test('a send still unanswered when the tab goes away is sent once the page is ba
     await page.waitForTimeout(1000);
     assert.deepEqual(await sent(), ['hello', 'written in the tunnel']);
     assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]);
+    await finish(a);
+  } finally {
+    await proxy.close();
+  }
+});
+
+/** The row of the message whose body is exactly text. */
+const bubble = (page, text) => page.locator('[data-testid=message]', { has: page.getByTestId('message-body').getByText(text, { exact: true }) });
+
+/** Opens a message's actions menu (hover shows its button, as a mouse user does). */
+async function actions(page, text) {
+  const m = bubble(page, text);
+  await m.hover();
+  await m.getByTestId('message-actions').click();
+  const menu = page.getByTestId('message-menu');
+  await menu.waitFor();
+  return menu;
+}
+
+test('an edit and a reaction made offline when the tab goes away are made once the page is back, once', async () => {
+  const proxy = await startProxy(BASE);
+  try {
+    const me = ME + 20;
+    const peer = PEER + 20;
+    const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+    await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'lunch?' });
+    await api(me, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'at 12' });
+    const a = await devSignIn(spec.browser, pages, me, { base: proxy.url });
+    await openConversation(a.page, conv.id);
+    await eventually(async () => assert.deepEqual(await bodies(a.page), ['lunch?', 'at 12']));
+
+    proxy.cut();
+    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    let menu = await actions(a.page, 'lunch?');
+    await menu.getByRole('menuitemcheckbox', { name: 'React with 👍' }).click();
+    menu = await actions(a.page, 'at 12');
+    await menu.getByRole('menuitem', { name: 'Edit' }).click();
+    await a.page.getByTestId('composer').fill('at 1');
+    await a.page.getByTestId('composer').press('Enter');
+    const kept = () => a.page.evaluate(() => Object.entries(localStorage).filter(([k]) => k.startsWith('chatd.outbox.')).flatMap(([, v]) => JSON.parse(v).map((e) => e.op)));
+    await eventually(async () => assert.deepEqual(await kept(), ['react', 'edit']));
+    await a.page.close();
+
+    proxy.restore();
+    const page = await a.context.newPage();
+    a.page = page;
+    page.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
+    await page.goto(proxy.url);
+    await online(page, 20000);
+    const history = async () => (await api(peer, 'GET', `/v1/conversations/${conv.id}/messages`)).messages;
+    const shown = async () => (await history()).filter((m) => !m.kind || m.kind === 'message').map((m) => [m.body, (m.reactions || []).map((r) => `${r.emoji} ${r.count}`)]);
+    await eventually(async () => assert.deepEqual(await shown(), [['lunch?', ['👍 1']], ['at 1', []]]), { timeout: 20000 });
+    await eventually(async () => assert.deepEqual(await page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('chatd.outbox.'))), []));
+
+    // Once: another reload makes no entry more.
+    const entries = (await history()).length;
+    await page.reload();
+    await online(page, 20000);
+    await page.waitForTimeout(1000);
+    assert.equal((await history()).length, entries);
     await finish(a);
   } finally {
     await proxy.close();

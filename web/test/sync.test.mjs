@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { ApiError } from '../src/api.js';
 import { ChatState } from '../src/store/state.js';
 import { Sync } from '../src/store/sync.js';
+import { Outbox } from '../src/store/outbox.js';
+import { SendError } from '../src/mqtt-session.js';
 
 globalThis.document ??= { visibilityState: 'visible' };
 
@@ -227,7 +229,7 @@ function memoryStorage() {
   return { getItem: (k) => m.get(k) ?? null, setItem: (k, v) => m.set(k, String(v)), removeItem: (k) => m.delete(k) };
 }
 
-/** An MQTT session whose sends wait until answer(clientMsgId, result) or refuse(clientMsgId, err). */
+/** An MQTT session whose sends and changes wait until answer(clientMsgId, result) or refuse(clientMsgId, err). */
 function heldSession() {
   const waiting = new Map();
   const s = new EventTarget();
@@ -235,6 +237,10 @@ function heldSession() {
   s.send = (cid, clientMsgId, body) => {
     s.sent.push({ cid, clientMsgId, body });
     return new Promise((resolve, reject) => waiting.set(clientMsgId, { resolve, reject }));
+  };
+  s.change = (cid, topic, payload) => {
+    s.sent.push({ cid, topic, ...payload });
+    return new Promise((resolve, reject) => waiting.set(payload.clientMsgId, { resolve, reject }));
   };
   s.answer = (id, r) => waiting.get(id).resolve(r);
   s.refuse = (id, e) => waiting.get(id).reject(e);
@@ -389,4 +395,109 @@ test('a group.updated entry caught up after the live conversation.updated was dr
     action: 'group.updated', about: 'Saturdays' });
   assert.equal(c.title, 'Bouldering', 'an entry that does not list the title keeps it');
   assert.equal(c.about, 'Saturdays');
+});
+
+/** Polls until ok() holds (deadline 2 s). */
+async function until(ok, what) {
+  for (const end = Date.now() + 2000; !ok(); ) {
+    if (Date.now() > end) assert.fail(`timed out waiting: ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** A page of tab web-1-a over storage: its Sync, signed in and listed; stopped when test t ends. */
+async function page(t, storage, msgs = [msg(1), msg(2), msg(3)]) {
+  const s = heldSession();
+  const state = new ChatState(ME);
+  const sync = new Sync(state, fakeApi(msgs), s);
+  sync.sendTimeoutMs = 50;
+  sync.retryBaseMs = 5;
+  sync.outbox = new Outbox('web-1-a', storage);
+  const errors = [];
+  sync.onError = (e) => errors.push(e);
+  t.after(() => sync.stop()); // its sends' answer timers end, pass or fail
+  await sync.refreshInbox();
+  return { s, state, sync, errors };
+}
+
+test('edits, recalls and reactions a page left unanswered are sent again by a later page, in order after its sends, as explicit states; not those chatd answered', async (t) => {
+  const storage = memoryStorage();
+  const p1 = await page(t, storage);
+  const lost = p1.sync.send(7, 'unanswered');
+  p1.sync.edit(7, 2, 'fixed').catch(() => {});
+  const on = p1.sync.react(7, 3, '👍', true);
+  const off = p1.sync.react(7, 3, '👍', false);
+  p1.sync.recall(7, 1).catch(() => {});
+  p1.sync.edit(7, 1, 'too late').catch(() => {});
+  const id = (topic, seq, extra = {}) => p1.s.sent.find((x) => x.topic === topic && x.seq === seq && Object.entries(extra).every(([k, v]) => x[k] === v)).clientMsgId;
+  // Answered: the reaction set (the removal, of the same message, goes
+  // out after it), and the recall; the later edit of the recalled message
+  // is refused for good.
+  p1.s.answer(id('react', 3, { on: true }), { seq: 4 });
+  assert.equal(await on, 4);
+  await until(() => p1.s.sent.some((x) => x.topic === 'react' && x.on === false), 'the removal goes out');
+  p1.s.answer(id('recall', 1), { seq: 5 });
+  await until(() => p1.s.sent.some((x) => x.topic === 'edit' && x.seq === 1), 'the edit of the recalled message goes out');
+  p1.s.refuse(id('edit', 1), new SendError('message recalled', 0x87));
+  await settle();
+  const edit = id('edit', 2);
+  const removal = id('react', 3, { on: false });
+
+  // The tab goes away (a reload, a phone discarding it); the next page of
+  // the same tab sends what was not answered, with the same clientMsgIds
+  // and nothing but each topic's fields.
+  const p2 = await page(t, storage);
+  assert.deepEqual(p2.s.sent, [
+    { cid: 7, clientMsgId: lost, body: 'unanswered' },
+    { cid: 7, topic: 'edit', clientMsgId: edit, seq: 2, body: 'fixed' },
+    { cid: 7, topic: 'react', clientMsgId: removal, seq: 3, emoji: '👍', on: false },
+  ]);
+  // Answered at last (the removal had got through: a duplicate).
+  p2.s.answer(lost, { seq: 6 });
+  p2.s.answer(edit, { seq: 7 });
+  p2.s.answer(removal, { seq: 8, duplicate: true });
+  await settle();
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
+  assert.deepEqual(p2.errors, []);
+  // A third page sends nothing again.
+  const p3 = await page(t, storage);
+  assert.deepEqual(p3.s.sent, []);
+  off.catch(() => {});
+});
+
+test('an edit a later page sends again that chatd refuses for good (past the edit window) is told, as on the page that made it, and not sent again', async (t) => {
+  const storage = memoryStorage();
+  const p1 = await page(t, storage);
+  p1.sync.edit(7, 2, 'fixed').catch(() => {});
+  const p2 = await page(t, storage);
+  assert.equal(p2.s.sent.length, 1, 'the edit is sent again');
+  p2.s.refuse(p2.s.sent[0].clientMsgId, new SendError('edit window has passed', 0x87));
+  await until(() => p2.errors.length > 0, 'the refusal is told');
+  assert.deepEqual(p2.errors, ['Could not edit the message: edit window has passed']);
+  await settle();
+  assert.equal(p2.s.sent.length, 1, 'a final refusal was tried again');
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
+  const p3 = await page(t, storage);
+  assert.deepEqual(p3.s.sent, []);
+});
+
+test('a reaction set then removed while the server is busy ends removed: the removal waits for the set, tried again with its clientMsgId', async (t) => {
+  const storage = memoryStorage();
+  const p = await page(t, storage);
+  const on = p.sync.react(7, 3, '👍', true);
+  const off = p.sync.react(7, 3, '👍', false);
+  await settle();
+  assert.deepEqual(p.s.sent.map((x) => x.on), [true], 'the removal went out before the set was answered');
+  const setId = p.s.sent[0].clientMsgId;
+  p.s.refuse(setId, new SendError('Server busy', 0x97)); // rate limited: not final
+  await until(() => p.s.sent.length === 2, 'the set is tried again');
+  assert.deepEqual(p.s.sent.map((x) => [x.clientMsgId === setId, x.on]), [[true, true], [true, true]], 'the removal overtook the set tried again');
+  assert.equal(new Outbox('web-1-a', storage).list().length, 2, 'both are kept until answered');
+  p.s.answer(setId, { seq: 4 });
+  assert.equal(await on, 4);
+  await until(() => p.s.sent.length === 3, 'the removal goes out');
+  assert.equal(p.s.sent[2].on, false);
+  p.s.answer(p.s.sent[2].clientMsgId, { seq: 5 });
+  assert.equal(await off, 5);
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
 });

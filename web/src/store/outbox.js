@@ -1,12 +1,30 @@
-// Own sends the server has not answered yet, kept in localStorage under
-// the tab's MQTT client id: a message written just before the tab went
-// away (a phone's browser discards a background tab, a reload while
-// "Sending…") is sent again, with its clientMsgId, when the page comes
-// back, and chatd commits it once however many attempts reach it
-// (docs/protocol.md "Send outcomes"). mqtt.js's own queue of unacknowledged
-// publishes lives in the page's memory and goes with it.
+// Own sends, edits, recalls and reactions the server has not answered yet,
+// kept in localStorage under the tab's MQTT client id, in the order they
+// were made: one made just before the tab went away (a phone's browser
+// discards a background tab, a reload while "Sending…") is sent again,
+// with its clientMsgId, when the page comes back, and chatd commits it once
+// however many attempts reach it (docs/protocol.md "Send outcomes",
+// "Message lifecycle"). mqtt.js's own queue of unacknowledged publishes
+// lives in the page's memory and goes with it.
 
 const PREFIX = 'chatd.outbox.';
+
+/**
+ * The changes kept besides sends (entries without op), by their MQTT topic,
+ * with what makes one well-formed. A reaction is kept as the state it sets
+ * (on), never as a toggle: sent again, it cannot undo itself.
+ */
+const CHANGES = {
+  edit: (e) => typeof e.body === 'string',
+  recall: () => true,
+  react: (e) => typeof e.emoji === 'string' && typeof e.on === 'boolean',
+};
+
+function valid(e) {
+  if (!e || !Number.isSafeInteger(e.cid) || typeof e.clientMsgId !== 'string') return false;
+  if (e.op === undefined) return typeof e.body === 'string';
+  return Object.hasOwn(CHANGES, e.op) && Number.isSafeInteger(e.seq) && CHANGES[e.op](e);
+}
 
 export class Outbox {
   /**
@@ -19,11 +37,15 @@ export class Outbox {
     this.storage = storage;
   }
 
-  /** @returns {{cid:number, clientMsgId:string, body:string, attachments?:any[], replyTo?:any, createdAt:string}[]} oldest first */
+  /**
+   * Sends have no op; changes have op (their topic) and seq (their target).
+   * @returns {{cid:number, clientMsgId:string, op?:'edit'|'recall'|'react', seq?:number, body?:string,
+   *   emoji?:string, on?:boolean, attachments?:any[], replyTo?:any, createdAt:string}[]} oldest first
+   */
   list() {
     try {
       const v = JSON.parse(this.storage?.getItem(this.key) || '[]');
-      return Array.isArray(v) ? v.filter((e) => e && Number.isSafeInteger(e.cid) && typeof e.clientMsgId === 'string' && typeof e.body === 'string') : [];
+      return Array.isArray(v) ? v.filter(valid) : [];
     } catch {
       return [];
     }
@@ -37,7 +59,20 @@ export class Outbox {
     this.save([...this.list().filter((x) => x.clientMsgId !== p.clientMsgId), e]);
   }
 
-  /** The server answered (committed or refused) the send clientMsgId. */
+  /**
+   * Keeps change c (edit, recall or react, with its clientMsgId and target
+   * seq) of conversation cid until the server answers it, after everything
+   * made before it.
+   */
+  putChange(cid, op, c, createdAt) {
+    const e = { cid, op, clientMsgId: c.clientMsgId, seq: c.seq, createdAt };
+    if (op === 'edit') e.body = c.body;
+    if (op === 'react') Object.assign(e, { emoji: c.emoji, on: c.on });
+    if (!valid(e)) return;
+    this.save([...this.list().filter((x) => x.clientMsgId !== c.clientMsgId), e]);
+  }
+
+  /** The server answered (committed or refused for good) clientMsgId. */
   delete(clientMsgId) {
     const all = this.list();
     const rest = all.filter((x) => x.clientMsgId !== clientMsgId);

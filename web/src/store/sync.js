@@ -12,7 +12,22 @@ const FILL_PAGE = 200; // the server's cap: catch up in as few requests as possi
 const SEND_TIMEOUT_MS = 15000; // online without an answer: "failed" with Retry; a late PUBACK still confirms
 const TYPING_SHOW_MS = 3000;
 const TYPING_SEND_EVERY_MS = 2000; // the server forwards at most one per second anyway
-const OUTBOX_MAX_AGE_MS = 24 * 3600 * 1000; // sends a later page still makes
+const OUTBOX_MAX_AGE_MS = 24 * 3600 * 1000; // sends and changes a later page still makes
+
+/** Whether an outbox entry made at createdAt is still worth sending. */
+function fresh(createdAt) {
+  return Date.now() - Date.parse(createdAt) < OUTBOX_MAX_AGE_MS;
+}
+
+/**
+ * What the user is told when an edit, recall or reaction (topic and
+ * payload as published) was refused, on the page that made it or on a
+ * later one that sent it again.
+ */
+export function changeFailedText(topic, payload, err) {
+  const what = { edit: 'edit the message', recall: 'delete the message', react: `${payload.on ? 'add' : 'remove'} the reaction` }[topic] || 'change the message';
+  return `Could not ${what}: ${err.message}`;
+}
 
 export class Sync {
   /**
@@ -29,6 +44,7 @@ export class Sync {
     this.fillRetries = new Map(); // cid -> {attempt, timer}: a failed catch-up's next try
     this.retryBaseMs = 1000;
     this.sendTimeoutMs = SEND_TIMEOUT_MS;
+    this.changing = new Map(); // `${cid}:${seq}` -> the last change of that message on its way
     this.reading = new Set(); // cids with a read receipt in flight
     this.seenTimers = new Map();
     this.inboxBusy = null;
@@ -295,7 +311,7 @@ export class Sync {
   retryFill(cid) {
     if (this.stopped || (this.fillRetries.has(cid) && this.fillRetries.get(cid).timer)) return;
     const attempt = (this.fillRetries.get(cid)?.attempt ?? 0) + 1;
-    const delay = Math.min(this.retryBaseMs * 2 ** (attempt - 1), 30000) * (0.75 + Math.random() / 2);
+    const delay = this.backoff(attempt);
     const r = { attempt, timer: 0 };
     r.timer = setTimeout(() => {
       r.timer = 0;
@@ -304,6 +320,11 @@ export class Sync {
       else this.fillRetries.delete(cid);
     }, delay);
     this.fillRetries.set(cid, r);
+  }
+
+  /** The pause before retry n of a run of failures: 1 s doubling to 30 s, with jitter. */
+  backoff(n) {
+    return Math.min(this.retryBaseMs * 2 ** (n - 1), 30000) * (0.75 + Math.random() / 2);
   }
 
   /** Opens a conversation: members, the newest page, then receipts. */
@@ -474,8 +495,10 @@ export class Sync {
    * Once the conversations are known: the sends an earlier page of this
    * tab left unanswered show as "Sending…" again and go out with their
    * clientMsgId (a resend of one that got through is answered with its
-   * seq). Those of conversations we are no longer in, and those older
-   * than a day, are dropped.
+   * seq), and its edits, recalls and reactions go out again with theirs
+   * (a resend of one that got through changes nothing), all in the order
+   * they were made. Those of conversations we are no longer in,
+   * and those older than a day, are dropped.
    */
   restoreOutbox() {
     if (this.restored || !this.outbox) return;
@@ -485,8 +508,17 @@ export class Sync {
       // One older than a day (a tab id not claimed again until much
       // later) is not sent out of the blue: its words may be stale, its
       // uploads expired (upload_ttl).
-      if (!c || !(Date.now() - Date.parse(e.createdAt) < OUTBOX_MAX_AGE_MS)) {
+      if (!c || !fresh(e.createdAt)) {
         this.outbox.delete(e.clientMsgId);
+        continue;
+      }
+      if (e.op) {
+        const payload = changePayload(e);
+        // Refused for good meanwhile (past the edit window, say): told as
+        // the page that made it would have.
+        this.queueChange(e.cid, e.op, payload, e.createdAt).catch((err) => {
+          if (!this.stopped) this.onError(changeFailedText(e.op, payload, err));
+        });
         continue;
       }
       if (c.pending.has(e.clientMsgId)) continue;
@@ -594,12 +626,60 @@ export class Sync {
   /**
    * Publishes a change. Its effect shows when its entry arrives (the event
    * follows the PUBACK at once), so every client applies the same entries
-   * in the same order. Refusals reject with the server's reason.
+   * in the same order. It is kept in the outbox until the server answers,
+   * so a later page of this tab sends it again if this one goes away
+   * first. Refusals reject with the server's reason.
    */
-  async change(cid, topic, payload) {
-    const { seq } = await this.session.change(cid, topic, payload);
-    if (seq) this.expect(cid, seq, false);
-    return seq;
+  change(cid, topic, payload) {
+    const createdAt = new Date().toISOString();
+    this.outbox?.putChange(cid, topic, payload, createdAt);
+    return this.queueChange(cid, topic, payload, createdAt);
+  }
+
+  /**
+   * The changes of one message go out one after another, in the order
+   * they were made: one tried again after a busy server must not land
+   * after a later one (a reaction set then removed would stay set). The
+   * first goes out at once, in order with the sends made around it.
+   */
+  queueChange(cid, topic, payload, createdAt) {
+    const key = `${cid}:${payload.seq}`;
+    const prev = this.changing.get(key);
+    const run = () => this.publishChange(cid, topic, payload, createdAt);
+    const next = prev ? prev.catch(() => {}).then(run) : run();
+    this.changing.set(key, next);
+    const done = () => {
+      if (this.changing.get(key) === next) this.changing.delete(key);
+    };
+    next.then(done, done);
+    return next;
+  }
+
+  /**
+   * Sends a change until the server answers it for good: committed (a
+   * resend that got through earlier is a duplicate and changes nothing)
+   * or refused for a reason a resend cannot change (past the edit window,
+   * not a member, recalled): then it leaves the outbox. Server trouble
+   * and rate limits are tried again with the same clientMsgId, backing
+   * off, for up to a day; unanswered (signed out before it went out), it
+   * stays for a later page.
+   */
+  async publishChange(cid, topic, payload, createdAt) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { seq } = await this.session.change(cid, topic, payload);
+        this.outbox?.delete(payload.clientMsgId);
+        if (seq) this.expect(cid, seq, false);
+        return seq;
+      } catch (err) {
+        if (typeof err.reasonCode !== 'number' || this.stopped) throw err;
+        if (!err.retryable || !fresh(createdAt)) {
+          this.outbox?.delete(payload.clientMsgId);
+          throw err;
+        }
+      }
+      await new Promise((r) => setTimeout(r, this.backoff(attempt)));
+    }
   }
 
   /**
@@ -647,4 +727,12 @@ export class Sync {
     await this.api.addMember(cid, userId);
     await this.refreshMembers(cid);
   }
+}
+
+/** The payload of an outbox entry's change, as its topic takes it (no more fields: chatd refuses unknown ones). */
+function changePayload(e) {
+  const p = { clientMsgId: e.clientMsgId, seq: e.seq };
+  if (e.op === 'edit') p.body = e.body;
+  if (e.op === 'react') Object.assign(p, { emoji: e.emoji, on: e.on });
+  return p;
 }

@@ -8,6 +8,7 @@ import { avatar, clockTime, conversationTitle, dayLabel, systemText, typingText,
 import { attachmentList, createTray, openLightbox } from './attachments.js';
 import { closeMenus, composerBanner, confirmRecall, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
 import { quoteOf, snippet } from '../store/lifecycle.js';
+import { changeFailedText } from '../store/sync.js';
 
 /** What the forward dialog shows of a message without text: its files. */
 function filesPreview(m) {
@@ -144,7 +145,7 @@ export function createConversationView(state, sync, media, actions) {
     const m = state.conv(cid)?.messages.get(seq);
     setMode(null);
     if (m && m.body === body) return; // unchanged: no entry for nothing
-    sync.edit(cid, seq, body).catch((e) => notify(`Could not edit the message: ${e.message}`));
+    sync.edit(cid, seq, body).catch((e) => notify(changeFailedText('edit', {}, e)));
   }
 
   /** Enters (or, with null, leaves) reply or edit mode for message m. */
@@ -281,7 +282,7 @@ export function createConversationView(state, sync, media, actions) {
         ? async () => {
             if (!(await confirmRecall())) return;
             if (mode && mode.seq === m.seq) setMode(null);
-            sync.recall(cid, m.seq).catch((e) => notify(`Could not delete the message: ${e.message}`));
+            sync.recall(cid, m.seq).catch((e) => notify(changeFailedText('recall', {}, e)));
           }
         : null,
     });
@@ -296,7 +297,7 @@ export function createConversationView(state, sync, media, actions) {
     reacting.add(key);
     sync
       .react(cid, seq, emoji, on)
-      .catch((e) => notify(`Could not ${on ? 'add' : 'remove'} the reaction: ${e.message}`))
+      .catch((e) => notify(changeFailedText('react', { on }, e)))
       .finally(() => reacting.delete(key));
   }
 
