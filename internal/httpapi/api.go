@@ -30,6 +30,7 @@ type API struct {
 	tracer *tracing.Tracer // nil: tracing off
 
 	draining atomic.Bool // set by Drain: /readyz answers 503
+	notReady atomic.Bool // the last readiness ping failed (readyz logs the changes)
 }
 
 // Drain makes /readyz answer 503 from now on: the node is shutting down

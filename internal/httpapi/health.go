@@ -24,7 +24,10 @@ func healthz(_ *API, _ context.Context) (int, any, error) {
 }
 
 // readyz is readiness: the node is not shutting down and the database
-// answers a ping in time.
+// answers a ping in time. Probes come every few seconds from every
+// orchestrator and balancer: a change of state is logged (a warning when
+// the ping starts failing, an info line when it answers again), the
+// failing probes between them at debug level only.
 func readyz(a *API, ctx context.Context) (int, any, error) {
 	if a.draining.Load() {
 		return 0, nil, &chat.Error{Code: chat.CodeUnavailable, Message: "shutting down, use another node"}
@@ -33,7 +36,15 @@ func readyz(a *API, ctx context.Context) (int, any, error) {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		defer cancel()
 		if err := a.ready(ctx); err != nil {
-			return 0, nil, chat.Unavailable("database ping", err)
+			if !a.notReady.Swap(true) {
+				a.log.WarnContext(ctx, "not ready: the database ping failed", "err", err)
+			}
+			a.log.DebugContext(ctx, "readiness probe failed", "err", err)
+			return 0, nil, &apiError{status: http.StatusServiceUnavailable, code: string(chat.CodeUnavailable),
+				message: chat.ErrorMessage(chat.Unavailable("database ping", err))}
+		}
+		if a.notReady.Swap(false) {
+			a.log.InfoContext(ctx, "ready again: the database answers")
 		}
 	}
 	return http.StatusOK, HealthReply{Status: "ok"}, nil

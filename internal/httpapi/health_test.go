@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -42,5 +44,44 @@ func TestHealth(t *testing.T) {
 	hanging := newEnvWith(t, envConfig{ready: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }})
 	if r := hanging.do(0, "GET", "/readyz", nil); r.status != 503 {
 		t.Errorf("hanging ready: %d %s", r.status, r.body)
+	}
+}
+
+// TestAFailingReadinessProbeIsLoggedOnceAStateNotEveryProbe: probes come
+// every few seconds from each orchestrator and balancer; while the
+// database was down each failing one logged a warning. The change to not
+// ready is a warning, the way back an info line, and the probes between
+// them say nothing above debug.
+func TestAFailingReadinessProbeIsLoggedOnceAStateNotEveryProbe(t *testing.T) {
+	var down atomic.Bool
+	e := newEnvWith(t, envConfig{ready: func(context.Context) error {
+		if down.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	}})
+	down.Store(true)
+	for range 10 {
+		if r := e.do(0, "GET", "/readyz", nil); r.status != 503 {
+			t.Fatalf("readyz with the database down: %d %s", r.status, r.body)
+		}
+	}
+	down.Store(false)
+	for range 3 {
+		if r := e.do(0, "GET", "/readyz", nil); r.status != 200 {
+			t.Fatalf("readyz with the database back: %d %s", r.status, r.body)
+		}
+	}
+	var warns, infos int
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		switch {
+		case strings.Contains(line, `"level":"WARN"`):
+			warns++
+		case strings.Contains(line, `"level":"INFO"`) && strings.Contains(line, "ready"):
+			infos++
+		}
+	}
+	if warns != 1 || infos != 1 {
+		t.Fatalf("%d warnings and %d info lines for 10 failing probes and the way back, want 1 and 1:\n%s", warns, infos, e.logs.String())
 	}
 }
