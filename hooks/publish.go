@@ -428,7 +428,7 @@ func (h *Chat) onRead(p *publish, pk packets.Packet, conv int64) {
 // a QoS 0 indicator is dropped silently: an error event per keystroke would
 // cost more than the indicator.
 func (h *Chat) onTyping(p *publish, pk packets.Packet, conv int64) {
-	if len(pk.Payload) > 256 {
+	if !typingPayload(pk.Payload) {
 		p.fail("typing", chat.Errorf(chat.CodeInvalid, "typing payload must be {}"), conv, "")
 		return
 	}
@@ -446,6 +446,20 @@ func (h *Chat) onTyping(p *publish, pk packets.Packet, conv int64) {
 		}
 		p.ok("typing")
 	}()
+}
+
+// typingPayload reports whether b is a typing indicator's payload: {}
+// (spaces allowed) or nothing at all (mosquitto_pub -n). Anything else (a
+// draft's text) is refused, as other publishes' unknown fields are.
+func typingPayload(b []byte) bool {
+	if len(b) > 256 {
+		return false
+	}
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 || string(t) == "{}" {
+		return true // every keystroke's indicator: no decoder
+	}
+	return decodeStrict(b, &struct{}{}) == nil
 }
 
 // onRPC queues an MQTT v5 request for the RPC workers; the reply goes to

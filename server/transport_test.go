@@ -288,3 +288,26 @@ func TestAfterSeqZeroPagesForwardFromTheFirstMessage(t *testing.T) {
 		t.Fatalf("afterSeq=55: %d messages", len(m))
 	}
 }
+
+// TestATypingIndicatorWithAPayloadOtherThanAnEmptyObjectIsRefused: the
+// contract's typing payload is {} (docs/protocol.md), and any other
+// payload of up to 256 bytes (a draft's text, say) used to be taken as
+// an indicator; it is refused as an invalid payload, as other publishes
+// are. An empty payload (mosquitto_pub -n) stays an indicator.
+func TestATypingIndicatorWithAPayloadOtherThanAnEmptyObjectIsRefused(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	a := rawClient(t, srv.MQTTAddr(), 1, "ty-strict-1", 5, true)
+	topic := fmt.Sprintf("chat/v1/conv/%d/typing", conv.ID)
+	for _, tc := range []struct {
+		payload string
+		want    byte
+	}{
+		{`{}`, 0}, {` { } `, 0}, {``, 0},
+		{`{"text":"my secret draft"}`, 0x99}, {`not json`, 0x99}, {`[]`, 0x99}, {`{}{}`, 0x99},
+	} {
+		ack, err := a.Publish(topic, 1, []byte(tc.payload))
+		if err != nil || ack.ReasonCode != tc.want {
+			t.Fatalf("typing with %q: PUBACK 0x%02x %v, want 0x%02x", tc.payload, ack.ReasonCode, err, tc.want)
+		}
+	}
+}
