@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 )
@@ -15,25 +17,18 @@ import (
 // stop and fails on any other typing event before it.
 func typingUntil(t *testing.T, c *mqtttest.Client, stop int64, timeout time.Duration) event {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case pk, ok := <-c.Publishes:
-			if !ok {
-				t.Fatalf("connection closed while waiting for the typing event of conversation %d: %v", stop, c.Err)
-			}
-			var ev event
-			if json.Unmarshal(pk.Payload, &ev) != nil || ev.Type != chat.EventTyping {
-				continue
-			}
-			if ev.ConversationID != stop {
-				t.Fatalf("typing event before that of conversation %d: %s", stop, pk.Payload)
-			}
-			return ev
-		case <-deadline:
-			t.Fatalf("no typing event of conversation %d within %v", stop, timeout)
+	var ev event
+	nextPublish(t, c, fmt.Sprintf("the typing event of conversation %d", stop), timeout, func(pk packets.Packet) bool {
+		ev = event{}
+		if json.Unmarshal(pk.Payload, &ev) != nil || ev.Type != chat.EventTyping {
+			return false
 		}
-	}
+		if ev.ConversationID != stop {
+			t.Fatalf("typing event before that of conversation %d: %s", stop, pk.Payload)
+		}
+		return true
+	})
+	return ev
 }
 
 // Behind a load balancer the members of a conversation are connected to

@@ -1,7 +1,6 @@
 package attach
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -67,18 +66,7 @@ func TestACopyWrittenByACompletionThatNeverCommittedIsDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := []byte("hello, world\n")
-	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "a.txt", ContentType: "text/plain", Size: int64(len(body))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := records.GetUpload(ctx, tk.UploadID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := blobs.Put(ctx, rec.BlobKey, bytes.NewReader(body), int64(len(body)), "text/plain"); err != nil {
-		t.Fatal(err)
-	}
+	tk, key := presignedPut(t, s, records, blobs, g.ID)
 	if _, err := s.CompleteUpload(ctx, 1, tk.UploadID); err == nil {
 		t.Fatal("a completion that never committed succeeded")
 	}
@@ -98,8 +86,8 @@ func TestACopyWrittenByACompletionThatNeverCommittedIsDeleted(t *testing.T) {
 	if err := blobs.List(ctx, func(k string) error { keys = append(keys, k); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 1 || keys[0] != rec.BlobKey {
-		t.Fatalf("blobs after the restart: %v, want only the upload's own %s (the copy is orphaned)", keys, rec.BlobKey)
+	if len(keys) != 1 || keys[0] != key {
+		t.Fatalf("blobs after the restart: %v, want only the upload's own %s (the copy is orphaned)", keys, key)
 	}
 	// And completed again, the upload is complete, its copy kept and no
 	// longer queued.

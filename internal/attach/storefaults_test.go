@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -201,18 +202,7 @@ func TestACompletionDoesNotWaitForABlobStoreThatDoesNotDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := []byte("hello, world\n")
-	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "a.txt", ContentType: "text/plain", Size: int64(len(body))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := records.GetUpload(ctx, tk.UploadID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := local.Put(ctx, rec.BlobKey, bytes.NewReader(body), int64(len(body)), "text/plain"); err != nil {
-		t.Fatal(err)
-	}
+	tk, _ := presignedPut(t, s, records, local, g.ID)
 	type result struct {
 		u   chat.Upload
 		err error
@@ -227,4 +217,28 @@ func TestACompletionDoesNotWaitForABlobStoreThatDoesNotDelete(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the completion still waits for the blob store to delete the uploaded object")
 	}
+}
+
+// presignedPut asks s for the upload of a small text file, user 1's into
+// conv, and writes its bytes straight into blobs, as a client's PUT to a
+// presigned URL does; the upload is not completed. It returns the ticket
+// and the key the bytes are under.
+func presignedPut(t *testing.T, s *Service, records *store.Attachments, blobs interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+}, conv int64) (chat.UploadTicket, string) {
+	t.Helper()
+	ctx := context.Background()
+	body := []byte("hello, world\n")
+	tk, err := s.CreateUpload(ctx, chat.UploadRequest{ConversationID: conv, UserID: 1, Name: "a.txt", ContentType: "text/plain", Size: int64(len(body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := records.GetUpload(ctx, tk.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blobs.Put(ctx, rec.BlobKey, bytes.NewReader(body), int64(len(body)), "text/plain"); err != nil {
+		t.Fatal(err)
+	}
+	return tk, rec.BlobKey
 }

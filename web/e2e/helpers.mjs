@@ -160,3 +160,16 @@ export async function send(page, text) {
   await page.getByTestId('composer').fill(text);
   await page.getByTestId('composer').press('Enter');
 }
+
+/** The row of the message whose body is exactly text. */
+export const bubble = (page, text) => page.locator('[data-testid=message]', { has: page.getByTestId('message-body').getByText(text, { exact: true }) });
+
+/** Opens a message's actions menu (hover shows its button, as a mouse user does). */
+export async function actions(page, text) {
+  const m = bubble(page, text);
+  await m.hover();
+  await m.getByTestId('message-actions').click();
+  const menu = page.getByTestId('message-menu');
+  await menu.waitFor();
+  return menu;
+}

@@ -13,7 +13,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { browserSpec, bodies, devSignIn, eventually, finish, online, openConversation, row, send, unread } from './helpers.mjs';
+import { actions, browserSpec, bodies, bubble, devSignIn, eventually, finish, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -36,19 +36,6 @@ async function reloadInto(page, cid) {
   await page.reload();
   await online(page);
   await openConversation(page, cid);
-}
-
-/** The row of the message whose body is exactly text. */
-const bubble = (page, text) => page.locator('[data-testid=message]', { has: page.getByTestId('message-body').getByText(text, { exact: true }) });
-
-/** Opens a message's actions menu (hover shows its button, as a mouse user does). */
-async function actions(page, text) {
-  const m = bubble(page, text);
-  await m.hover();
-  await m.getByTestId('message-actions').click();
-  const menu = page.getByTestId('message-menu');
-  await menu.waitFor();
-  return menu;
 }
 
 /** A message's reactions as "emoji count" strings, "*" marking our own. */

@@ -12,7 +12,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { browserSpec, bodies, devSignIn, eventually, finish, online, openConversation } from './helpers.mjs';
+import { actions, browserSpec, bodies, devSignIn, eventually, finish, online, openConversation } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -46,11 +46,7 @@ test('a send still unanswered when the tab goes away is sent once the page is ba
 
     // Back in coverage, the user opens chatd again in the same browser.
     proxy.restore();
-    const page = await a.context.newPage();
-    a.page = page;
-    page.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
-    await page.goto(proxy.url);
-    await online(page, 20000);
+    const page = await reopen(a, proxy.url);
     const sent = async () => (await api(PEER, 'GET', `/v1/conversations/${conv.id}/messages`)).messages.map((m) => m.body);
     await eventually(async () => assert.deepEqual(await sent(), ['hello', 'written in the tunnel']), { timeout: 20000 });
     await openConversation(page, conv.id);
@@ -70,19 +66,6 @@ test('a send still unanswered when the tab goes away is sent once the page is ba
     await proxy.close();
   }
 });
-
-/** The row of the message whose body is exactly text. */
-const bubble = (page, text) => page.locator('[data-testid=message]', { has: page.getByTestId('message-body').getByText(text, { exact: true }) });
-
-/** Opens a message's actions menu (hover shows its button, as a mouse user does). */
-async function actions(page, text) {
-  const m = bubble(page, text);
-  await m.hover();
-  await m.getByTestId('message-actions').click();
-  const menu = page.getByTestId('message-menu');
-  await menu.waitFor();
-  return menu;
-}
 
 test('an edit and a reaction made offline when the tab goes away are made once the page is back, once', async () => {
   const proxy = await startProxy(BASE);
@@ -109,11 +92,7 @@ test('an edit and a reaction made offline when the tab goes away are made once t
     await a.page.close();
 
     proxy.restore();
-    const page = await a.context.newPage();
-    a.page = page;
-    page.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
-    await page.goto(proxy.url);
-    await online(page, 20000);
+    const page = await reopen(a, proxy.url);
     const history = async () => (await api(peer, 'GET', `/v1/conversations/${conv.id}/messages`)).messages;
     const shown = async () => (await history()).filter((m) => !m.kind || m.kind === 'message').map((m) => [m.body, (m.reactions || []).map((r) => `${r.emoji} ${r.count}`)]);
     await eventually(async () => assert.deepEqual(await shown(), [['lunch?', ['👍 1']], ['at 1', []]]), { timeout: 20000 });
@@ -161,3 +140,13 @@ test('signing out deletes the unsent messages of every tab of the user from the 
     await proxy.close();
   }
 });
+
+/** The user opens chatd again in a new tab of the same browser, the last one gone. */
+async function reopen(a, url) {
+  const page = await a.context.newPage();
+  a.page = page;
+  page.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
+  await page.goto(url);
+  await online(page, 20000);
+  return page;
+}
