@@ -11,7 +11,10 @@ import (
 // refused: "sign out everywhere" (POST /v1/me/tokens/revoke, RPC
 // tokens.revoke) and an operator's chatctl revoke-tokens set it. A JWT is
 // self-contained and stays valid until its exp, so revoking one is refusing
-// it by when it was issued (its iat claim).
+// it by when it was issued (its iat claim). The same instant refuses the
+// user's device certificates (mTLS) issued before it, by their NotBefore:
+// a stolen or decommissioned device is signed out with everything else,
+// and one re-provisioned with a certificate issued since connects.
 type TokenStore interface {
 	// RevokeTokens refuses every token of userID issued before the
 	// returned instant, which is the next whole second (iat has whole
@@ -26,8 +29,9 @@ type TokenStore interface {
 	TokensRevokedBefore(ctx context.Context, userID int64) (time.Time, error)
 }
 
-// TokenRevoked reports whether a token issued at issuedAt is refused by a
-// revocation at before (zero: none). A token without an iat claim
+// TokenRevoked reports whether a token (a client certificate) issued at
+// issuedAt (its NotBefore) is refused by a revocation at before (zero:
+// none). A token without an iat claim
 // (issuedAt zero) is refused once its user revoked tokens: nothing says it
 // is newer.
 func TokenRevoked(before, issuedAt time.Time) bool {
@@ -38,19 +42,19 @@ func TokenRevoked(before, issuedAt time.Time) bool {
 type tokenIssuedKey struct{}
 
 // WithTokenIssuedAt returns ctx saying the caller was authenticated by a
-// token issued at issuedAt (zero: no iat claim). Transports set it on
-// every call a token authenticated (HTTP: the request's bearer token;
-// MQTT RPC: the connection's), because they check the token when the call
-// starts and a revocation may commit before the call writes: a write that
-// must not outlive the revocation (RegisterDevice) checks the token again
-// where it writes. A caller authenticated otherwise (a client
-// certificate) carries none: no revocation concerns it.
+// token issued at issuedAt (zero: no iat claim), or by a client
+// certificate whose NotBefore is issuedAt. Transports set it on every call
+// a credential authenticated (HTTP: the request's bearer token; MQTT RPC:
+// the connection's token or certificate), because they check the
+// credential when the call starts and a revocation may commit before the
+// call writes: a write that must not outlive the revocation
+// (RegisterDevice) checks the credential again where it writes.
 func WithTokenIssuedAt(ctx context.Context, issuedAt time.Time) context.Context {
 	return context.WithValue(ctx, tokenIssuedKey{}, issuedAt)
 }
 
 // TokenIssuedAt returns what WithTokenIssuedAt put in ctx (ok false:
-// the caller was not authenticated by a token).
+// the caller was not authenticated by a revocable credential).
 func TokenIssuedAt(ctx context.Context) (issuedAt time.Time, ok bool) {
 	issuedAt, ok = ctx.Value(tokenIssuedKey{}).(time.Time)
 	return issuedAt, ok
@@ -78,9 +82,9 @@ func (s *Service) tokens() (TokenStore, error) {
 	return nil, Errorf(CodeNotFound, "token revocation is not available on this server")
 }
 
-// RevokeTokens signs userID out everywhere: every token of theirs issued
-// until now (the caller's too) is refused from now on, and connections
-// authenticated by one end.
+// RevokeTokens signs userID out everywhere: every token and device
+// certificate of theirs issued until now (the caller's too) is refused
+// from now on, and connections authenticated by one end.
 func (s *Service) RevokeTokens(ctx context.Context, userID int64) (TokensRevoked, error) {
 	t, err := s.tokens()
 	if err != nil {

@@ -33,9 +33,11 @@ type Config struct {
 	// PeerUser, if set, names the user of a connection authenticated by
 	// its transport (a verified TLS client certificate): presented is
 	// false when the connection carries no such identity, and the JWT
-	// decides. until is when that identity expires (zero: never); the
+	// decides. issuedAt is when that identity was issued (the
+	// certificate's NotBefore): the user's revocation refuses it as it
+	// refuses their tokens. until is when it expires (zero: never); the
 	// connection ends then.
-	PeerUser func(conn net.Conn) (user int64, until time.Time, presented bool, err error)
+	PeerUser func(conn net.Conn) (user int64, issuedAt, until time.Time, presented bool, err error)
 	// RPC answers chat/v1/rpc/{method} requests with reply JSON.
 	RPC func(ctx context.Context, userID int64, method string, payload []byte) []byte
 	// SendTimeout bounds one publish's database work (default 5s).
@@ -112,9 +114,11 @@ type clientInfo struct {
 	// the connection's own goroutine only (tokenexpiry.go).
 	authUntil time.Time
 	authEnd   *time.Timer
-	// byToken: authenticated by a JWT (not a client certificate), issued
-	// at issuedAt (zero: no iat); a revocation of the user's tokens ends
-	// the connection (tokenrevoke.go).
+	// byToken: authenticated by a JWT (else a client certificate);
+	// issuedAt is when its credential was issued (the JWT's iat, zero
+	// when it has none; the certificate's NotBefore): a revocation of the
+	// user's credentials issued before then ends the connection
+	// (tokenrevoke.go).
 	byToken  bool
 	issuedAt time.Time
 	// revoking counts this connection's tokens.revoke requests under way:
@@ -305,9 +309,9 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		clearWill(cl)
 		return h.refuse(cl, code, "will_refused", userID)
 	}
-	if cred.byToken && h.cfg.Service.TokenKnownRevoked(userID, cred.issuedAt) != nil {
-		// Before the user's connect budget: a stolen token they revoked
-		// must not keep their own devices out.
+	if h.cfg.Service.TokenKnownRevoked(userID, cred.issuedAt) != nil {
+		// Before the user's connect budget: a stolen token (device) they
+		// revoked must not keep their own devices out.
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnectUser, chat.UserKey(userID)); err != nil {
@@ -321,14 +325,12 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	persistent, expiry, capped := persistentSession(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
-	if cred.byToken {
-		// Before the session opens: a revoked token takes nothing over.
-		if err := h.cfg.Service.CheckToken(ctx, userID, cred.issuedAt); errors.Is(err, chat.ErrTokenRevoked) {
-			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
-		} else if err != nil {
-			h.cfg.Logger.Warn("check token revocation failed", "client", cl.ID, "user", userID, "err", err)
-			return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
-		}
+	// Before the session opens: a revoked credential takes nothing over.
+	if err := h.cfg.Service.CheckToken(ctx, userID, cred.issuedAt); errors.Is(err, chat.ErrTokenRevoked) {
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
+	} else if err != nil {
+		h.cfg.Logger.Warn("check token revocation failed", "client", cl.ID, "user", userID, "err", err)
+		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
 	}
 	if !h.takeConnSlot(ctx, cl, userID) {
 		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)

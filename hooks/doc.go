@@ -57,9 +57,10 @@
 // password. A username, if sent, must be the user id either way. The
 // connection ends (v5 DISCONNECT 0x87) when that identity expires: the
 // token's exp plus the verifier's leeway, the certificate's NotAfter
-// (tokenexpiry.go), or when its user revokes the token (tokenrevoke.go):
-// OnConnect refuses a revoked token before the session opens (a database
-// read), TokensRevoked ends the connections a revoked token opened, and a
+// (tokenexpiry.go), or when its user revokes their credentials
+// (tokenrevoke.go: tokens by iat, certificates by NotBefore): OnConnect
+// refuses a revoked credential before the session opens (a database
+// read), TokensRevoked ends the connections a revoked one opened, and a
 // connection whose CONNECT read the database just before a revocation
 // committed and that registered after its announcement finds it in the
 // hook's memory of recent revocations at OnSessionEstablished.

@@ -14,7 +14,8 @@ type Metrics struct {
 	// another node took their session over.
 	TakenOver prometheus.Counter
 	// TokenRevoked counts the connections closed because their user
-	// revoked the token they were authenticated with.
+	// revoked the token or client certificate they were authenticated
+	// with (one revocation covers both: the metric keeps its name).
 	TokenRevoked prometheus.Counter
 }
 
@@ -31,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TakenOver: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_taken_over_total",
 			Help: "MQTT connections closed (v5: DISCONNECT 0x8E) because a connection on another node took their session over."}),
 		TokenRevoked: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_token_revoked_total",
-			Help: "MQTT connections closed (v5: DISCONNECT 0x87) because their user revoked the token they were authenticated with."}),
+			Help: "MQTT connections closed (v5: DISCONNECT 0x87) because their user revoked the token (or client certificate) they were authenticated with."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency, m.TakenOver, m.TokenRevoked)

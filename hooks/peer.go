@@ -13,7 +13,9 @@ type credential struct {
 	// until is when the identity stops being accepted (the JWT's, the
 	// certificate's expiry; zero: never).
 	until time.Time
-	// byToken: a JWT, issued at issuedAt (zero: no iat claim).
+	// byToken: a JWT (else a client certificate). issuedAt is when the
+	// credential was issued: the JWT's iat (zero: no iat claim), the
+	// certificate's NotBefore.
 	byToken  bool
 	issuedAt time.Time
 }
@@ -23,8 +25,8 @@ type credential struct {
 // transport identity replaces the password, which is then not looked at.
 func (h *Chat) authenticate(cl *mqtt.Client, pk packets.Packet) (credential, error) {
 	if h.cfg.PeerUser != nil && cl.Net.Conn != nil {
-		if id, until, presented, err := h.cfg.PeerUser(cl.Net.Conn); presented {
-			return credential{user: id, until: until}, err
+		if id, issued, until, presented, err := h.cfg.PeerUser(cl.Net.Conn); presented {
+			return credential{user: id, until: until, issuedAt: issued}, err
 		}
 	}
 	id, issued, until, err := h.cfg.Verify(string(pk.Connect.Password))

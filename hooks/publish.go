@@ -490,17 +490,14 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 	reply := func(b []byte) {
 		h.cfg.Hub.SendDirect(p.cl.ID, ci.conn, chat.Packet{Topic: rt, Payload: b, QoS: 1, CorrelationData: corr})
 	}
-	parent := context.Background()
-	if ci.byToken {
-		parent = chat.WithTokenIssuedAt(parent, ci.issuedAt)
-	}
+	parent := chat.WithTokenIssuedAt(context.Background(), ci.issuedAt)
 	if h.cfg.Tracer != nil {
 		parent = tracing.ExtractFrom(parent, userProps(pk.Properties.User))
 	}
 	// The PUBACK is queued (p.ok below) before a tokens.revoke ends the
 	// connection (endAfterRevoking).
 	acked := make(chan struct{})
-	revoking := method == chat.RPCRevokeTokens && ci.byToken
+	revoking := method == chat.RPCRevokeTokens
 	if revoking {
 		ci.revoking.Add(1)
 	}

@@ -10,9 +10,13 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// tokenRevokedReason is the reason string of the DISCONNECT that ends a
-// connection whose token its user revoked.
-const tokenRevokedReason = "the token this connection was authenticated with was revoked: sign in again"
+// tokenRevokedReason and certRevokedReason are the reason strings of the
+// DISCONNECT that ends a connection whose token (client certificate) its
+// user revoked.
+const (
+	tokenRevokedReason = "the token this connection was authenticated with was revoked: sign in again"
+	certRevokedReason  = "the client certificate this connection was authenticated with was revoked: connect with one issued since"
+)
 
 // revocationMemory is how long an announced revocation is remembered for
 // connections that checked the database before it committed and register
@@ -30,11 +34,12 @@ type revocation struct {
 	heard  time.Time // when it was announced
 }
 
-// TokensRevoked ends this node's connections authenticated by a token of
-// userID issued before before (chat.TokenStore.RevokeTokens, announced to
-// every node: store.Sessions.Watch). MQTT 5 clients get DISCONNECT 0x87
-// not authorized with a reason string, 3.1.1 ones a close; a CONNECT with
-// such a token is refused as a bad token. It must not block: the
+// TokensRevoked ends this node's connections authenticated by a token or
+// a client certificate of userID issued before before
+// (chat.TokenStore.RevokeTokens, announced to every node:
+// store.Sessions.Watch). MQTT 5 clients get DISCONNECT 0x87 not
+// authorized with a reason string, 3.1.1 ones a close; a CONNECT with
+// such a credential is refused as a bad one. It must not block: the
 // disconnects run on goroutines of their own.
 func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 	now := time.Now()
@@ -55,7 +60,7 @@ func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 	// in revokedMeanwhile; one registered before it is found here.
 	h.clients.Range(func(k, v any) bool {
 		cl, ci := k.(*mqtt.Client), v.(*clientInfo)
-		if ci.userID == userID && ci.byToken && chat.TokenRevoked(before, ci.issuedAt) && ci.revoking.Load() == 0 {
+		if ci.userID == userID && chat.TokenRevoked(before, ci.issuedAt) && ci.revoking.Load() == 0 {
 			go h.endRevoked(cl, ci)
 		}
 		return true
@@ -63,11 +68,8 @@ func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 }
 
 // revokedMeanwhile reports whether a revocation announced since ci's
-// CONNECT checked the database refuses its token.
+// CONNECT checked the database refuses its credential.
 func (h *Chat) revokedMeanwhile(ci *clientInfo) bool {
-	if !ci.byToken {
-		return false
-	}
 	h.revoked.mu.Lock()
 	r, ok := h.revoked.m[ci.userID]
 	h.revoked.mu.Unlock()
@@ -76,7 +78,7 @@ func (h *Chat) revokedMeanwhile(ci *clientInfo) bool {
 
 // endAfterRevoking ends cl, which asked to revoke its user's tokens (RPC
 // tokens.revoke) and was answered, once the answer and the PUBACK queued
-// before are written, if the revocation refuses its token (the request
+// before are written, if the revocation refuses its credential (the request
 // may have failed). Until then TokensRevoked leaves cl alone: its
 // announcement comes through PostgreSQL, often before the answer is
 // written, and a DISCONNECT written first lost the answer.
@@ -92,12 +94,16 @@ func (h *Chat) endAfterRevoking(cl *mqtt.Client, ci *clientInfo) {
 	}
 }
 
-// endRevoked ends cl, whose token was revoked.
+// endRevoked ends cl, whose token or client certificate was revoked.
 func (h *Chat) endRevoked(cl *mqtt.Client, ci *clientInfo) {
 	if cl.Closed() {
 		return
 	}
-	h.cfg.Logger.Info("token revoked; disconnecting the client", "client", cl.ID, "user", ci.userID)
+	credential, reason := "token", tokenRevokedReason
+	if !ci.byToken {
+		credential, reason = "client certificate", certRevokedReason
+	}
+	h.cfg.Logger.Info("credential revoked; disconnecting the client", "client", cl.ID, "user", ci.userID, "credential", credential)
 	h.cfg.Metrics.TokenRevoked.Inc()
-	_ = h.server.DisconnectClient(cl, packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: tokenRevokedReason})
+	_ = h.server.DisconnectClient(cl, packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: reason})
 }

@@ -197,7 +197,7 @@ func (s *Server) brokerTLS(st config.Settings, bc *broker.Config) {
 
 // peerUser is hooks.Config.PeerUser when client certificates are asked
 // for, nil otherwise.
-func (s *Server) peerUser() func(net.Conn) (int64, time.Time, bool, error) {
+func (s *Server) peerUser() func(net.Conn) (int64, time.Time, time.Time, bool, error) {
 	if s.ops.mqttsTLS == nil || s.ops.mqttsTLS.ClientCAs == nil {
 		return nil
 	}

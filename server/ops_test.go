@@ -77,13 +77,20 @@ func (ca *testCA) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM [
 // issueUntil is issue for a certificate that expires at notAfter.
 func (ca *testCA) issueUntil(t *testing.T, cn string, server bool, notAfter time.Time) (certPEM, keyPEM []byte, pair tls.Certificate) {
 	t.Helper()
+	return ca.issueValid(t, cn, server, time.Now().Add(-time.Hour), notAfter)
+}
+
+// issueValid is issue for a certificate valid from notBefore (whole
+// seconds: X.509 keeps no fractions) to notAfter.
+func (ca *testCA) issueValid(t *testing.T, cn string, server bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, pair tls.Certificate) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
+		NotBefore: notBefore, NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
@@ -132,6 +139,12 @@ func servedCN(t *testing.T, addr string, roots *x509.CertPool) string {
 // ca for "cn", returning the node and the certificate's paths.
 func tlsNode(t *testing.T, ca *testCA, cn string, env map[string]string) (srv *server.Server, certPath, keyPath string) {
 	t.Helper()
+	return tlsNodeOn(t, pgtest.NewDB(t), ca, cn, env)
+}
+
+// tlsNodeOn is tlsNode on the database at url.
+func tlsNodeOn(t *testing.T, url string, ca *testCA, cn string, env map[string]string) (srv *server.Server, certPath, keyPath string) {
+	t.Helper()
 	c, k, _ := ca.issue(t, cn, true)
 	dir := t.TempDir()
 	certPath, keyPath = filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
@@ -142,7 +155,7 @@ func tlsNode(t *testing.T, ca *testCA, cn string, env map[string]string) (srv *s
 	for k, v := range env {
 		all[k] = v
 	}
-	return startNode(t, pgtest.NewDB(t), all), certPath, keyPath
+	return startNode(t, url, all), certPath, keyPath
 }
 
 func TestTLSCertificateReloadsWhenItsFilesChangeAndLiveConnectionsStayUp(t *testing.T) {

@@ -93,7 +93,7 @@ func (s subcommands) run(ctx context.Context, a *app, args []string) error {
 var commands = []command{
 	{"migrate", "apply pending database migrations", runMigrate},
 	{"token", "mint a JWT for a user", runToken},
-	{"revoke-tokens", "sign a user out everywhere: refuse the tokens issued until now", runRevokeTokens},
+	{"revoke-tokens", "sign a user out everywhere: refuse the tokens and device certificates issued until now", runRevokeTokens},
 	{"conversation", "create conversations and manage members (create, direct, add, remove, show)", runConversation},
 	{"send", "send a message as a user (over MQTT, like a client); --reply-to quotes one", runSend},
 	{"forward", "forward a message into another conversation", runForward},

@@ -67,14 +67,14 @@ func (a *app) jwtSecret(explicit, dataDir string) ([]byte, error) {
 
 func runRevokeTokens(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("revoke-tokens", "revoke-tokens --user N [--database-url URL] [--data-dir DIR]",
-		"Sign user N out everywhere: every token of theirs issued until now (up to the\nnext whole second) is refused from now on, for HTTP and MQTT, and every node\ncloses the MQTT connections one authenticated. Tokens issued afterwards work.\nThe same as the user's own POST /v1/me/tokens/revoke.",
+		"Sign user N out everywhere: every token of theirs issued until now (up to the\nnext whole second) is refused from now on, for HTTP and MQTT, and so is every\ndevice certificate (mTLS, CN=N) whose NotBefore is before that second; every\nnode closes the MQTT connections one authenticated. Tokens and certificates\nissued afterwards work. The same as the user's own POST /v1/me/tokens/revoke.",
 		"chatctl revoke-tokens --user 42 --database-url postgres://chat:PASSWORD@localhost:5432/chat")
-	user := fs.Int64("user", 0, "user id whose tokens to revoke")
+	user := fs.Int64("user", 0, "user id whose tokens and device certificates to revoke")
 	db := addDBFlags(fs)
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	if err := requireID(fs, "user", *user, "the user id whose tokens to revoke"); err != nil {
+	if err := requireID(fs, "user", *user, "the user id whose tokens and device certificates to revoke"); err != nil {
 		return err
 	}
 	return a.withService(ctx, db, func(svc *chat.Service) error {
@@ -82,7 +82,7 @@ func runRevokeTokens(ctx context.Context, a *app, args []string) error {
 		if err != nil {
 			return fmt.Errorf("revoke-tokens: %w", err)
 		}
-		fmt.Fprintf(a.stdout, "tokens of user %d issued before %s are refused; their connections are being closed\n", *user, r.RevokedBefore.Format(time.RFC3339))
+		fmt.Fprintf(a.stdout, "tokens of user %d issued before %s are refused, and device certificates with an earlier NotBefore; their connections are being closed\n", *user, r.RevokedBefore.Format(time.RFC3339))
 		return nil
 	})
 }

@@ -36,8 +36,9 @@
 // and is logged at warn. Safe for concurrent use.
 //
 // CertUser maps a verified TLS client certificate to a user: its subject
-// CN, in the same canonical decimal as sub; and says until when the chain
-// is valid, as VerifyUntil does for a token.
+// CN, in the same canonical decimal as sub; and says when it was issued
+// (NotBefore, which revocation goes by as it goes by a token's iat) and
+// until when the chain is valid, as VerifyUntil does for a token.
 //
 // LoadOrCreateSecret keeps chatd's generated HS256 secret in
 // <data dir>/jwt.secret (hex, mode 0600, created atomically, stable across
