@@ -127,8 +127,10 @@
 // # Requests
 //
 // Inbox, History, Conversation, CreateGroup, OpenDirect, AddMember,
-// RemoveMember, SeenBy and MarkReadNow use MQTT v5 request/response
-// (chat/v1/rpc/{method}, Response Topic and Correlation Data). They wait for
+// RemoveMember, SeenBy, MarkReadNow, the people and group operations
+// (Me, User, Presence, Block, UpdateGroup, Search, ...) use MQTT v5
+// request/response (chat/v1/rpc/{method}, Response Topic and Correlation
+// Data; docs/http.md lists the methods). They wait for
 // a connection within their context (Config.RequestTimeout when it has no
 // deadline). chatd replies only on the connection that asked, so a
 // request whose connection drops before its reply gets none: reads are

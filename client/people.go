@@ -32,6 +32,12 @@ type (
 	SearchHit = chat.SearchHit
 	// SearchPage is a page of hits, most relevant then newest first.
 	SearchPage = chat.SearchPage
+	// Presence is a user's online state: LastSeen is now while Online,
+	// the last disconnect otherwise, nil for a user never seen. Hidden:
+	// the caller may not see it (the user hides their presence, the
+	// caller hides theirs, or the user blocked the caller); Online is
+	// then false and LastSeen nil.
+	Presence = chat.Presence
 )
 
 // ProfileUpdate sets the user's profile: DisplayName is required; nil
@@ -106,6 +112,16 @@ func (c *Client) User(ctx context.Context, userID int64) (Profile, error) {
 	return callFor[Profile](ctx, c, "user.get", struct {
 		UserID int64 `json:"userId"`
 	}{userID}, true)
+}
+
+// Presence returns a user's online state (RPC presence, see docs/http.md
+// "GET /v1/users/{id}/presence"), the same on every node: allowed for the
+// caller themself and for a user who shares a conversation with the
+// caller (large groups included); anyone else is ErrNotFound, as if the
+// user did not exist. Changes come as presence events, which are not
+// replayed: ask again after a reconnect.
+func (c *Client) Presence(ctx context.Context, userID int64) (Presence, error) {
+	return callFor[Presence](ctx, c, "presence", userIDParams{userID}, true)
 }
 
 // Users returns the profiles of up to 100 ids the caller may see, in the
