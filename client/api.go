@@ -111,6 +111,9 @@ type InboxEntry struct {
 	LastMessage   *Message   `json:"lastMessage"`
 	PeerID        int64      `json:"peerId,omitempty"` // a direct conversation's other member
 	Avatar        *string    `json:"avatar,omitempty"` // a group's
+	// Settings are the caller's settings of the conversation (nil from
+	// a server without push).
+	Settings *ConversationSettings `json:"settings,omitempty"`
 }
 
 // InboxPage is a page of the inbox, most recent activity first; pass

@@ -128,7 +128,8 @@
 //
 // Inbox, History, Conversation, CreateGroup, OpenDirect, AddMember,
 // RemoveMember, SeenBy, MarkReadNow, the people and group operations
-// (Me, User, Presence, Block, UpdateGroup, Search, ...) use MQTT v5
+// (Me, User, Presence, Block, UpdateGroup, Search, ...) and
+// SetConversationSettings (mute) use MQTT v5
 // request/response (chat/v1/rpc/{method}, Response Topic and Correlation
 // Data; docs/http.md lists the methods). They wait for
 // a connection within their context (Config.RequestTimeout when it has no
