@@ -128,12 +128,13 @@
 //
 // Inbox, History, Conversation, CreateGroup, OpenDirect, AddMember,
 // RemoveMember, SeenBy, MarkReadNow, the people and group operations
-// (Me, User, Presence, Block, UpdateGroup, Search, ...) and
-// SetConversationSettings (mute) use MQTT v5
-// request/response (chat/v1/rpc/{method}, Response Topic and Correlation
-// Data; docs/http.md lists the methods). They wait for
-// a connection within their context (Config.RequestTimeout when it has no
-// deadline). chatd replies only on the connection that asked, so a
+// (Me, User, Presence, Block, UpdateGroup, Search, ...),
+// SetConversationSettings (mute) and the push devices (RegisterDevice,
+// Devices, DeleteDevice, VAPIDPublicKey) use MQTT v5 request/response
+// (chat/v1/rpc/{method}, Response Topic and Correlation Data;
+// docs/http.md lists the methods). They wait for a connection within
+// their context (Config.RequestTimeout when it has no deadline). chatd
+// replies only on the connection that asked, so a
 // request whose connection drops before its reply gets none: reads are
 // then asked again on the next connection; writes are not (they may have
 // run) and fail at once with an error matching ErrUnavailable, without

@@ -7,6 +7,10 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/internal/webpushtest"
 )
 
 func boolp(b bool) *bool { return &b }
@@ -41,5 +45,52 @@ func TestConversationSettingsOverTheGoClient(t *testing.T) {
 	var ce *client.Error
 	if !errors.Is(err, client.ErrInvalid) || !errors.As(err, &ce) || ce.Code != "invalid" {
 		t.Fatalf("a mute that ended: %v, want ErrInvalid (invalid)", err)
+	}
+}
+
+// Push devices over the Go client: VAPIDPublicKey is the node's key, a
+// Web Push subscription registers (again: the same id, not created),
+// Devices lists it without its keys, another user's DeleteDevice of it is
+// ErrNotFound and the owner's removes it; an fcm token on a server with no
+// sender for it is ErrInvalid.
+func TestPushDevicesOverTheGoClient(t *testing.T) {
+	keys, err := push.LoadOrCreateVAPID(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_VAPID_PRIVATE_KEY": keys.Private}), nil)
+	broker := "mqtt://" + srv.MQTTAddr()
+	a := connect(t, testConfig(t, broker, 1))
+	b := connect(t, testConfig(t, broker, 2))
+	ctx := ctxFor(t, 30*time.Second)
+
+	if k, err := a.VAPIDPublicKey(ctx); err != nil || k != keys.Public {
+		t.Fatalf("VAPIDPublicKey: %q, %v; want %q", k, err, keys.Public)
+	}
+	sub := webpushtest.NewSubscriber()
+	reg := client.DeviceRegistration{Platform: client.PlatformWebPush, Endpoint: "https://push.example/abc",
+		Keys: &client.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}, Locale: "de"}
+	id, created, err := a.RegisterDevice(ctx, reg)
+	if err != nil || id == 0 || !created {
+		t.Fatalf("RegisterDevice: id %d created %v, %v", id, created, err)
+	}
+	if again, created, err := a.RegisterDevice(ctx, reg); err != nil || again != id || created {
+		t.Fatalf("RegisterDevice again: id %d created %v, %v; want id %d, not created", again, created, err, id)
+	}
+	ds, err := a.Devices(ctx)
+	if err != nil || len(ds) != 1 || ds[0].ID != id || ds[0].Endpoint != reg.Endpoint || ds[0].Locale != "de" {
+		t.Fatalf("Devices: %+v, %v", ds, err)
+	}
+	if err := b.DeleteDevice(ctx, id); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("another user's DeleteDevice: %v, want ErrNotFound", err)
+	}
+	if err := a.DeleteDevice(ctx, id); err != nil {
+		t.Fatalf("DeleteDevice: %v", err)
+	}
+	if ds, err := a.Devices(ctx); err != nil || len(ds) != 0 {
+		t.Fatalf("Devices after DeleteDevice: %+v, %v", ds, err)
+	}
+	if _, _, err := a.RegisterDevice(ctx, client.DeviceRegistration{Platform: client.PlatformFCM, Token: "t"}); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("an fcm token without a sender: %v, want ErrInvalid", err)
 	}
 }
