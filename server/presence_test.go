@@ -148,21 +148,30 @@ func TestPresenceFollowsASilentDeviceAndStaysWithinSharedConversations(t *testin
 	noPresence(t, crowd, 1, 200*time.Millisecond)
 }
 
+// watchedPhone is a node pushing presence with the given grace, where
+// user 2 (friend) watches user 1 in their direct conversation and user 1's
+// persistent phone has just been announced online to friend.
+func watchedPhone(t *testing.T, grace time.Duration) (srv *server.Server, friend, phone *mqtttest.Client) {
+	t.Helper()
+	srv = startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true", "CHAT_PRESENCE_GRACE": grace.String()})
+	if _, _, err := srv.Service.OpenDirect(context.Background(), 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	friend = rawClient(t, srv.MQTTAddr(), 2, "friend-2", 4, true)
+	phone = rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
+	if ev := nextPresence(t, friend, 1, 5*time.Second); !*ev.Online {
+		t.Fatalf("phone connected: %+v", ev)
+	}
+	return srv, friend, phone
+}
+
 // TestPresenceWithTwoDevices: a user is online while any device is; the
 // first device dropping (TCP closed, no DISCONNECT) changes nothing, the
 // second one makes them offline.
 func TestPresenceWithTwoDevices(t *testing.T) {
 	// A grace of 3 s leaves a loaded machine room for the quick reconnect
 	// at the end.
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true", "CHAT_PRESENCE_GRACE": "3s"})
-	if _, _, err := srv.Service.OpenDirect(context.Background(), 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	friend := rawClient(t, srv.MQTTAddr(), 2, "friend-2", 4, true)
-	phone := rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
-	if ev := nextPresence(t, friend, 1, 5*time.Second); !*ev.Online {
-		t.Fatalf("phone connected: %+v", ev)
-	}
+	srv, friend, phone := watchedPhone(t, 3*time.Second)
 	laptop := rawClient(t, srv.MQTTAddr(), 1, "laptop-1", 4, true)
 	noPresence(t, friend, 1, 500*time.Millisecond) // already online
 
@@ -205,15 +214,7 @@ func TestPresenceWithTwoDevices(t *testing.T) {
 // grace is over, not at the default second.
 func TestPresenceGraceIsASetting(t *testing.T) {
 	const grace = 4 * time.Second
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true", "CHAT_PRESENCE_GRACE": grace.String()})
-	if _, _, err := srv.Service.OpenDirect(context.Background(), 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	friend := rawClient(t, srv.MQTTAddr(), 2, "friend-2", 4, true)
-	phone := rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
-	if ev := nextPresence(t, friend, 1, 5*time.Second); !*ev.Online {
-		t.Fatalf("phone connected: %+v", ev)
-	}
+	srv, friend, phone := watchedPhone(t, grace)
 	phone.Drop()
 	dropped := time.Now()
 	noPresence(t, friend, 1, 2500*time.Millisecond) // past the default grace
