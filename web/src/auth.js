@@ -106,13 +106,21 @@ export async function claimClientId(userId) {
     return `web-${userId}-${suffixes[0]}`;
   }
   for (const s of [...suffixes, randomHex(6)]) {
-    if (await tryHold(locks, `chatd-client-${userId}-${s}`)) {
+    if (await tryHold(locks, clientLockName(userId, s))) {
       if (!suffixes.includes(s)) suffixes.push(s);
       localStorage.setItem(CLIENT_KEY, JSON.stringify(suffixes.slice(-8)));
       return `web-${userId}-${s}`;
     }
   }
   return `web-${userId}-${randomHex(6)}`;
+}
+
+/**
+ * The Web Lock an open tab holds on client id web-<userId>-<suffix>: free,
+ * the tab is gone and its outbox is for another page to send (outbox.js).
+ */
+export function clientLockName(userId, suffix) {
+  return `chatd-client-${userId}-${suffix}`;
 }
 
 /** Holds the named lock until the page goes away, if it is free now. */

@@ -33,6 +33,9 @@ function boot(notice) {
 
 async function startApp({ token, userId, exp }) {
   if (!clientIds.has(userId)) clientIds.set(userId, await claimClientId(userId));
+  const outbox = new Outbox(clientIds.get(userId));
+  // What this user's closed tabs left unsent goes out from this page.
+  await outbox.adoptOrphans();
   // Opened by a click on a notification (static/sw.js): its conversation
   // only if the notification is this user's.
   const forUser = new URLSearchParams(location.search).get('for');
@@ -88,7 +91,7 @@ async function startApp({ token, userId, exp }) {
   const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.', { forced: true }));
   session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.', { forced: true }));
   const sync = new Sync(state, api, session);
-  sync.outbox = new Outbox(clientIds.get(userId));
+  sync.outbox = outbox;
   const people = new People(api, userId);
   usePeople(people);
   sync.people = people;

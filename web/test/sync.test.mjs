@@ -226,8 +226,86 @@ test('an inbox listing read before the user was removed from a conversation does
 /** localStorage's interface over a Map. */
 function memoryStorage() {
   const m = new Map();
-  return { getItem: (k) => m.get(k) ?? null, setItem: (k, v) => m.set(k, String(v)), removeItem: (k) => m.delete(k) };
+  return {
+    getItem: (k) => m.get(k) ?? null,
+    setItem: (k, v) => m.set(k, String(v)),
+    removeItem: (k) => m.delete(k),
+    get length() {
+      return m.size;
+    },
+    key: (i) => [...m.keys()][i] ?? null,
+  };
 }
+
+/** navigator.locks for ifAvailable requests: the locks of live tabs are in held. */
+function fakeLocks(...held) {
+  const locks = { held: new Set(held), requested: [] };
+  locks.request = async (name, opts, cb) => {
+    assert.equal(opts.ifAvailable, true);
+    locks.requested.push(name);
+    if (locks.held.has(name)) return cb(null);
+    locks.held.add(name);
+    try {
+      return await cb({ name, mode: 'exclusive' });
+    } finally {
+      locks.held.delete(name);
+    }
+  };
+  return locks;
+}
+
+test('a page sends what a closed tab of the same user left unsent, in the order made, once; a live tab keeps its own', async (t) => {
+  const storage = memoryStorage();
+  const t0 = Date.now() - 3600 * 1000;
+  const made = (s) => new Date(t0 + s * 1000).toISOString();
+  const id = (n) => `00000000-0000-4000-8000-0000000000${n}`;
+  // Tab b is closed; its suffix may no longer be in the 8-suffix list
+  // (the outbox is found by its key). Tab c is still open.
+  const b = new Outbox('web-1-b', storage);
+  b.put(7, { clientMsgId: id('b1'), body: 'from closed b, first', createdAt: made(1) });
+  b.put(7, { clientMsgId: id('ab'), body: 'kept in both', createdAt: made(2) });
+  b.putChange(7, 'react', { clientMsgId: id('b3'), seq: 2, emoji: '👍', on: true }, made(4));
+  new Outbox('web-1-c', storage).put(7, { clientMsgId: id('c1'), body: 'from live c', createdAt: made(0) });
+  new Outbox('web-12-b', storage).put(7, { clientMsgId: id('u2'), body: 'another user', createdAt: made(0) });
+  const a = new Outbox('web-1-a', storage);
+  a.put(7, { clientMsgId: id('ab'), body: 'kept in both', createdAt: made(2) });
+  a.put(7, { clientMsgId: id('a3'), body: 'from this tab', createdAt: made(3) });
+  const locks = fakeLocks('chatd-client-1-a', 'chatd-client-1-c');
+
+  const s = heldSession();
+  const sync = new Sync(new ChatState(ME), fakeApi([msg(1), msg(2)]), s);
+  sync.sendTimeoutMs = 50;
+  t.after(() => sync.stop());
+  sync.outbox = new Outbox('web-1-a', storage);
+  await sync.outbox.adoptOrphans(locks);
+  await sync.refreshInbox();
+  await settle();
+  assert.deepEqual(
+    s.sent.map((x) => x.body ?? x.emoji),
+    ['from closed b, first', 'kept in both', 'from this tab', '👍'],
+    "the closed tab's outbox was not sent from this page, or not in the order made, or twice",
+  );
+  assert.equal(storage.getItem('chatd.outbox.web-1-b'), null, "the closed tab's outbox is left behind: a later page would send it again");
+  assert.deepEqual(new Outbox('web-1-c', storage).list().map((x) => x.body), ['from live c'], "a live tab's outbox was taken");
+  assert.deepEqual(new Outbox('web-12-b', storage).list().map((x) => x.body), ['another user'], "another user's outbox was taken");
+  assert.ok(!locks.requested.includes('chatd-client-12-b'));
+  assert.deepEqual(locks.held, new Set(['chatd-client-1-a', 'chatd-client-1-c']), 'a lock taken to move an outbox is still held');
+});
+
+test('without Web Locks a page sends what pages of other client ids of the same user left unsent', async (t) => {
+  const storage = memoryStorage();
+  const createdAt = new Date().toISOString();
+  new Outbox('web-1-b', storage).put(7, { clientMsgId: '00000000-0000-4000-8000-0000000000b1', body: 'from b', createdAt });
+  const s = heldSession();
+  const sync = new Sync(new ChatState(ME), fakeApi([msg(1)]), s);
+  sync.sendTimeoutMs = 50;
+  t.after(() => sync.stop());
+  sync.outbox = new Outbox('web-1-a', storage);
+  await sync.outbox.adoptOrphans(null);
+  await sync.refreshInbox();
+  assert.deepEqual(s.sent.map((x) => x.body), ['from b']);
+  assert.equal(storage.getItem('chatd.outbox.web-1-b'), null);
+});
 
 /** An MQTT session whose sends and changes wait until answer(clientMsgId, result) or refuse(clientMsgId, err). */
 function heldSession() {

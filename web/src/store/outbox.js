@@ -7,6 +7,8 @@
 // "Message lifecycle"). mqtt.js's own queue of unacknowledged publishes
 // lives in the page's memory and goes with it.
 
+import { clientLockName } from '../auth.js';
+
 const PREFIX = 'chatd.outbox.';
 
 /**
@@ -29,12 +31,73 @@ function valid(e) {
 export class Outbox {
   /**
    * @param {string} clientId the tab's MQTT client id (web-<uid>-<suffix>):
-   *   one outbox per tab, so two tabs never send each other's messages
+   *   one outbox per tab, so two open tabs never send each other's messages
    * @param {Storage|null} storage
    */
   constructor(clientId, storage = globalThis.localStorage ?? null) {
+    this.clientId = clientId;
     this.key = PREFIX + clientId;
     this.storage = storage;
+  }
+
+  /**
+   * Before the resend on load: takes over the outboxes of this user's tabs
+   * that are gone (their client id's Web Lock is free), so what was written
+   * is sent whichever tab comes back, and whatever suffix it gets (two tabs
+   * were open and only one comes back, the suffix list dropped the id).
+   * Their entries join ours in the order they were made (createdAt), once
+   * per clientMsgId, and their keys go. A live tab's outbox (its lock held)
+   * is left alone. Each lock is held while its outbox moves, so a page
+   * claiming that id meanwhile finds either all of it or nothing.
+   * Without Web Locks every tab of the browser has the same id: any other
+   * id's outbox is from a page that is gone.
+   * @param {LockManager|null} locks
+   */
+  async adoptOrphans(locks = globalThis.navigator?.locks ?? null) {
+    const m = /^web-([^-]+)-([^-]+)$/.exec(this.clientId);
+    if (!m) return;
+    const mine = `${PREFIX}web-${m[1]}-`;
+    for (const k of keysOf(this.storage)) {
+      if (!k.startsWith(mine) || k === this.key) continue;
+      if (!locks) {
+        this.take(k);
+        continue;
+      }
+      try {
+        await locks.request(clientLockName(m[1], k.slice(mine.length)), { ifAvailable: true }, (lock) => {
+          if (lock) this.take(k);
+        });
+      } catch {
+        // Web Locks refused (storage access denied): left for its own tab.
+      }
+    }
+  }
+
+  /** Moves the entries kept under key into this outbox. */
+  take(key) {
+    let theirs;
+    try {
+      const v = JSON.parse(this.storage.getItem(key) || '[]');
+      theirs = Array.isArray(v) ? v.filter(valid) : [];
+    } catch {
+      theirs = [];
+    }
+    const all = this.list();
+    const have = new Set(all.map((e) => e.clientMsgId));
+    for (const e of theirs) {
+      if (have.has(e.clientMsgId)) continue;
+      have.add(e.clientMsgId);
+      all.push(e);
+    }
+    // Stable: entries made at the same moment keep their outbox's order.
+    const at = (e) => Date.parse(e.createdAt) || 0;
+    all.sort((a, b) => at(a) - at(b));
+    this.save(all);
+    try {
+      this.storage.removeItem(key);
+    } catch {
+      // Unavailable: nothing was read from it either.
+    }
   }
 
   /**
@@ -86,9 +149,7 @@ export class Outbox {
   static clearUser(userId, storage = globalThis.localStorage ?? null) {
     try {
       const mine = `${PREFIX}web-${userId}-`;
-      const keys = [];
-      for (let i = 0; i < (storage?.length ?? 0); i++) keys.push(storage.key(i));
-      for (const k of keys) if (k && k.startsWith(mine)) storage.removeItem(k);
+      for (const k of keysOf(storage)) if (k.startsWith(mine)) storage.removeItem(k);
     } catch {
       // Storage unavailable: nothing was kept.
     }
@@ -103,4 +164,18 @@ export class Outbox {
       // from this page, it just does not survive it.
     }
   }
+}
+
+/** The keys in storage, read before any is removed. */
+function keysOf(storage) {
+  const keys = [];
+  try {
+    for (let i = 0; i < (storage?.length ?? 0); i++) {
+      const k = storage.key(i);
+      if (k) keys.push(k);
+    }
+  } catch {
+    // Unavailable (a private window): nothing is kept in it.
+  }
+  return keys;
 }

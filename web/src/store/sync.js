@@ -493,7 +493,7 @@ export class Sync {
 
   /**
    * Once the conversations are known: the sends an earlier page of this
-   * tab left unanswered show as "Sending…" again and go out with their
+   * tab (or of a closed one, Outbox.adoptOrphans) left unanswered show as "Sending…" again and go out with their
    * clientMsgId (a resend of one that got through is answered with its
    * seq), and its edits, recalls and reactions go out again with theirs
    * (a resend of one that got through changes nothing), all in the order
