@@ -119,7 +119,10 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 // (userID == actorID). See the roles above; the owner cannot be removed,
 // only leave. A leave by someone who already left or was removed succeeds
 // and writes nothing, as a repeated add does: the first answer may have
-// been lost, and its retry must not tell them they failed to leave.
+// been lost, and its retry must not tell them they failed to leave. So
+// does a removal repeated by whoever removed the member last: not by
+// another admin, who would otherwise learn that someone not in the group
+// once was (the history before their join may be hidden from them).
 func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
 	return s.changeTx(ctx, "remove member", func(tx pgx.Tx) ([]chat.Event, error) {
 		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "lose members")
@@ -147,6 +150,13 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 				return nil, err
 			}
 			if !ok {
+				by, how, gone, err := lastSystemEntry(ctx, tx, conversationID, userID, chat.SystemMemberLeft, chat.SystemMemberRemoved)
+				if err != nil {
+					return nil, err
+				}
+				if gone && how == chat.SystemMemberRemoved && by == actorID {
+					return nil, nil
+				}
 				return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
 			}
 			switch {
@@ -217,21 +227,37 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 }
 
 // leftGroup says whether userID, not a member now, once was one of the
-// group: their leave or removal is a system entry of its stream, kept as
-// long as the group (message_system_idx finds a group's few system
-// entries among its messages).
+// group: their leave or removal is a system entry of its stream.
 func leftGroup(ctx context.Context, tx pgx.Tx, conversationID, userID int64) (bool, error) {
-	var left bool
-	err := tx.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM message
-			WHERE conversation_id = $1 AND kind = 'system'
-			  AND body::jsonb @> jsonb_build_object('userId', $2::bigint)
-			  AND body::jsonb->>'action' IN ($3, $4))`,
-		conversationID, userID, chat.SystemMemberLeft, chat.SystemMemberRemoved).Scan(&left)
-	if err != nil {
-		return false, fmt.Errorf("read whether user %d left: %w", userID, err)
+	_, _, left, err := lastSystemEntry(ctx, tx, conversationID, userID, chat.SystemMemberLeft, chat.SystemMemberRemoved)
+	return left, err
+}
+
+// lastSystemEntry finds the group's latest system entry about userID
+// whose action is one of actions: who wrote it and which action it is;
+// ok is false when there is none. Entries are kept as long as the group,
+// so they tell a former member from someone who never was one, and who
+// made a change that a retry repeats; message_system_idx reads the
+// group's few system entries, newest first, not its history.
+func lastSystemEntry(ctx context.Context, tx pgx.Tx, conversationID, userID int64, actions ...chat.SystemAction) (actorID int64, action chat.SystemAction, ok bool, err error) {
+	names := make([]string, len(actions))
+	for i, a := range actions {
+		names[i] = string(a)
 	}
-	return left, nil
+	err = tx.QueryRow(ctx, `
+		SELECT sender_id, body::jsonb->>'action' FROM message
+		WHERE conversation_id = $1 AND kind = 'system'
+		  AND body::jsonb @> jsonb_build_object('userId', $2::bigint)
+		  AND body::jsonb->>'action' = ANY($3::text[])
+		ORDER BY seq DESC LIMIT 1`,
+		conversationID, userID, names).Scan(&actorID, &action)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", false, nil
+	}
+	if err != nil {
+		return 0, "", false, fmt.Errorf("read the last %v of user %d: %w", actions, userID, err)
+	}
+	return actorID, action, true, nil
 }
 
 // refuseBlockers refuses to have actorID put any of ids in a group when

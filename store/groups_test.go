@@ -448,3 +448,62 @@ func TestARetriedLeaveSucceedsAndWritesNothing(t *testing.T) {
 		t.Fatalf("a retried leave of an archived group wrote: %s, then %s", before, after)
 	}
 }
+
+// groupState sums up what a group change writes: its last seq (system
+// entries) and its outbox events.
+func groupState(t *testing.T, pool *pgxpool.Pool, conv int64) string {
+	t.Helper()
+	return fmt.Sprintf("last_seq=%d events=%d", queryInt(t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, conv),
+		len(outboxEvents(t, pool, conv, "")))
+}
+
+// A removal repeated by whoever made it (its answer lost on a weak
+// network) succeeds again and writes nothing, for a plain member removed
+// by an admin as for an admin removed by the owner. Anyone else asking to
+// remove someone no longer there learns nothing more than before: a user
+// removed by another, one who left, one who never was a member are
+// not_found; a plain member is forbidden whoever the target.
+func TestARetriedRemoveOfAMemberSucceedsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, admin, admin2, member, leaver, plain, stranger = 1, 2, 3, 4, 5, 6, 99
+	g := mustGroup(t, st, owner, member, leaver, plain)
+	for _, a := range []int64{admin, admin2} {
+		if _, _, err := st.AddMember(ctx, g.ID, owner, a, chat.RoleAdmin); err != nil {
+			t.Fatalf("owner adds admin %d: %v", a, err)
+		}
+	}
+	mustRemove(t, ctx, st, g.ID, admin, member, "admin removes a member")
+	mustRemove(t, ctx, st, g.ID, owner, admin2, "owner removes an admin")
+	mustRemove(t, ctx, st, g.ID, leaver, leaver, "member leaves")
+	before := groupState(t, pool, g.ID)
+	if err := st.RemoveMember(ctx, g.ID, admin, member); err != nil {
+		t.Fatalf("admin's retried removal: %v", err)
+	}
+	if err := st.RemoveMember(ctx, g.ID, owner, admin2); err != nil {
+		t.Fatalf("owner's retried removal of an admin: %v", err)
+	}
+	if after := groupState(t, pool, g.ID); after != before {
+		t.Fatalf("a retried removal wrote: %s, then %s", before, after)
+	}
+	wantCode(t, "owner removes whom the admin removed", st.RemoveMember(ctx, g.ID, owner, member), chat.CodeNotFound)
+	wantCode(t, "admin removes whom the owner removed", st.RemoveMember(ctx, g.ID, admin, admin2), chat.CodeNotFound)
+	wantCode(t, "owner removes who left", st.RemoveMember(ctx, g.ID, owner, leaver), chat.CodeNotFound)
+	wantCode(t, "owner removes a stranger", st.RemoveMember(ctx, g.ID, owner, stranger), chat.CodeNotFound)
+	wantCode(t, "plain member removes a removed member", st.RemoveMember(ctx, g.ID, plain, member), chat.CodeForbidden)
+
+	// Added back and removed by another, the member's last removal is not
+	// the admin's: the admin's old removal no longer answers for it.
+	if _, _, err := st.AddMember(ctx, g.ID, owner, member, chat.RoleMember); err != nil {
+		t.Fatalf("owner adds the member back: %v", err)
+	}
+	mustRemove(t, ctx, st, g.ID, owner, member, "owner removes the member again")
+	wantCode(t, "admin removes whom the owner removed last", st.RemoveMember(ctx, g.ID, admin, member), chat.CodeNotFound)
+	if err := st.RemoveMember(ctx, g.ID, owner, member); err != nil {
+		t.Fatalf("owner's retried second removal: %v", err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, g.ID); n != 3 {
+		t.Fatalf("members: %d, want the owner, the admin and the plain member", n)
+	}
+}

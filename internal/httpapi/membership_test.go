@@ -121,6 +121,45 @@ func TestARetriedLeaveAnswersAsTheFirst(t *testing.T) {
 	}
 }
 
+// lastSeq is the group's last seq as viewer sees it: a change that
+// writes a system entry moves it.
+func (e *env) lastSeq(viewer, conv int64) int64 {
+	e.t.Helper()
+	var c chat.Conversation
+	e.must(200, viewer, "GET", pathf("/v1/conversations/%d", conv), nil, &c)
+	return c.LastSeq
+}
+
+// TestARetriedRemoveOfAMemberAnswersAsTheFirst: the first removal's answer
+// may be lost on a weak network; its retry by the same admin or owner,
+// over HTTP or RPC, answers 204 like it and writes nothing. Another admin
+// asking to remove the same user learns no more than before (404).
+func TestARetriedRemoveOfAMemberAnswersAsTheFirst(t *testing.T) {
+	e := newEnv(t)
+	const owner, admin, member = 1, 2, 3
+	g := e.group(owner, admin, member)
+	e.promote(g, admin)
+	remove := func(actor, user int64) resp {
+		return e.do(actor, "DELETE", pathf("/v1/conversations/%d/members/%d", g, user), nil)
+	}
+	if r := remove(admin, member); r.status != 204 {
+		t.Fatalf("admin removes: %d %s", r.status, r.body)
+	}
+	seq := e.lastSeq(owner, g)
+	if r := remove(admin, member); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("retried removal: %d %s, want 204 as the first", r.status, r.body)
+	}
+	if rr := e.rpc(admin, "members.remove", pathf(`{"conversationId":%d,"userId":%d}`, g, member)); rr.status != 204 || rr.code != "" {
+		t.Fatalf("retried removal over RPC: %s, want 204 as the first", rr.raw)
+	}
+	if r := remove(owner, member); r.status != 404 || r.errorCode() != "not_found" {
+		t.Fatalf("owner removes whom the admin removed: %d %s, want 404", r.status, r.body)
+	}
+	if got := e.lastSeq(owner, g); got != seq {
+		t.Fatalf("last seq after the retries: %d, want %d (nothing written)", got, seq)
+	}
+}
+
 // TestAnswersKeepMarkupAsItIs: a body of markup comes back over HTTP and
 // RPC as it was sent, not HTML-escaped (\u003c is six bytes for one).
 func TestAnswersKeepMarkupAsItIs(t *testing.T) {
