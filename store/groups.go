@@ -519,7 +519,9 @@ func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int
 }
 
 // TransferOwnership makes userID (a member) the owner and the previous
-// owner an admin: the owner only.
+// owner an admin: the owner only. A transfer repeated by the previous
+// owner (the first answer was lost) to whom they made owner succeeds and
+// writes nothing, while userID still owns the group by their transfer.
 func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, userID int64) error {
 	return s.changeTx(ctx, "transfer ownership", func(tx pgx.Tx) ([]chat.Event, error) {
 		_, actor, err := lockGroup(ctx, tx, conversationID, actorID, "have an owner")
@@ -527,6 +529,10 @@ func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, 
 			return nil, err
 		}
 		if actor.Role != chat.RoleOwner {
+			done, err := gaveOwnership(ctx, tx, conversationID, actorID, userID)
+			if err != nil || done {
+				return nil, err
+			}
 			return nil, chat.Errorf(chat.CodeForbidden, "only the owner can transfer ownership")
 		}
 		if userID == actorID {
@@ -560,6 +566,18 @@ func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, 
 		}
 		return append(systemEvents(entries), evs...), nil
 	})
+}
+
+// gaveOwnership says whether userID owns the group by actorID's transfer:
+// the owner.changed entry that made them owner, the latest about them,
+// is actorID's.
+func gaveOwnership(ctx context.Context, tx pgx.Tx, conversationID, actorID, userID int64) (bool, error) {
+	target, ok, err := getMember(ctx, tx, conversationID, userID)
+	if err != nil || !ok || target.Role != chat.RoleOwner {
+		return false, err
+	}
+	by, _, ok, err := lastSystemEntry(ctx, tx, conversationID, userID, chat.SystemOwnerChanged)
+	return ok && by == actorID, err
 }
 
 // membersPageSQL pages members by (role rank, joined_at, user_id), strictly

@@ -507,3 +507,39 @@ func TestARetriedRemoveOfAMemberSucceedsAndWritesNothing(t *testing.T) {
 		t.Fatalf("members: %d, want the owner, the admin and the plain member", n)
 	}
 }
+
+// A transfer repeated by the previous owner (its answer lost) succeeds
+// and writes nothing while the one they made owner still is. Anyone else,
+// or the previous owner once the group changed hands again, is forbidden.
+func TestARetriedOwnershipTransferSucceedsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, heir, plain = 1, 2, 3
+	g := mustGroup(t, st, owner, heir, plain)
+	if err := st.TransferOwnership(ctx, g.ID, owner, heir); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	before := groupState(t, pool, g.ID)
+	if err := st.TransferOwnership(ctx, g.ID, owner, heir); err != nil {
+		t.Fatalf("retried transfer: %v", err)
+	}
+	if after := groupState(t, pool, g.ID); after != before {
+		t.Fatalf("a retried transfer wrote: %s, then %s", before, after)
+	}
+	if m := member(t, st, g.ID, heir, owner); m.Role != chat.RoleAdmin {
+		t.Fatalf("previous owner's role after the retry: %s, want admin", m.Role)
+	}
+	wantCode(t, "previous owner transfers to another", st.TransferOwnership(ctx, g.ID, owner, plain), chat.CodeForbidden)
+	wantCode(t, "plain member names the owner", st.TransferOwnership(ctx, g.ID, plain, heir), chat.CodeForbidden)
+
+	// The group changes hands and comes back: the heir owns it by the
+	// plain member's transfer now, not by the first owner's.
+	if err := st.TransferOwnership(ctx, g.ID, heir, plain); err != nil {
+		t.Fatalf("second transfer: %v", err)
+	}
+	if err := st.TransferOwnership(ctx, g.ID, plain, heir); err != nil {
+		t.Fatalf("transfer back: %v", err)
+	}
+	wantCode(t, "a stale retry of the first transfer", st.TransferOwnership(ctx, g.ID, owner, heir), chat.CodeForbidden)
+}

@@ -160,6 +160,35 @@ func TestARetriedRemoveOfAMemberAnswersAsTheFirst(t *testing.T) {
 	}
 }
 
+// TestARetriedOwnershipTransferAnswersAsTheFirst: the previous owner's
+// retry of a transfer whose answer was lost answers 204 like the first,
+// over HTTP or RPC, and writes nothing; they are an admin now, and any
+// other transfer of theirs is still 403 forbidden.
+func TestARetriedOwnershipTransferAnswersAsTheFirst(t *testing.T) {
+	e := newEnv(t)
+	const owner, heir, member = 1, 2, 3
+	g := e.group(owner, heir, member)
+	transfer := func(actor, user int64) resp {
+		return e.do(actor, "POST", pathf("/v1/conversations/%d/owner", g), map[string]int64{"userId": user})
+	}
+	if r := transfer(owner, heir); r.status != 204 {
+		t.Fatalf("transfer: %d %s", r.status, r.body)
+	}
+	seq := e.lastSeq(owner, g)
+	if r := transfer(owner, heir); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("retried transfer: %d %s, want 204 as the first", r.status, r.body)
+	}
+	if rr := e.rpc(owner, "conversation.owner", pathf(`{"conversationId":%d,"userId":%d}`, g, heir)); rr.status != 204 || rr.code != "" {
+		t.Fatalf("retried transfer over RPC: %s, want 204 as the first", rr.raw)
+	}
+	if r := transfer(owner, member); r.status != 403 || r.errorCode() != "forbidden" {
+		t.Fatalf("previous owner transfers to another: %d %s, want 403 forbidden", r.status, r.body)
+	}
+	if got := e.lastSeq(owner, g); got != seq {
+		t.Fatalf("last seq after the retries: %d, want %d (nothing written)", got, seq)
+	}
+}
+
 // TestAnswersKeepMarkupAsItIs: a body of markup comes back over HTTP and
 // RPC as it was sent, not HTML-escaped (\u003c is six bytes for one).
 func TestAnswersKeepMarkupAsItIs(t *testing.T) {
