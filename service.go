@@ -592,17 +592,29 @@ func (s *Service) SeenBy(ctx context.Context, conversationID, userID, seq int64)
 	return s.Store.SeenBy(ctx, conversationID, userID, seq)
 }
 
-// CreateGroup creates a group with the caller as owner.
+// CreateGroup creates a group with the caller as owner, without an
+// idempotency key.
 func (s *Service) CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (Conversation, error) {
-	title, err := newGroupTitle(title)
-	if err != nil {
-		return Conversation{}, err
+	conv, _, err := s.CreateGroupWith(ctx, GroupRequest{CreatorID: creatorID, Title: title, Members: members})
+	return conv, err
+}
+
+// CreateGroupWith creates the group g asks for; created is false when g's
+// key made it before (a retry), whose group is answered as it is now.
+func (s *Service) CreateGroupWith(ctx context.Context, g GroupRequest) (conv Conversation, created bool, err error) {
+	if g.Title, err = newGroupTitle(g.Title); err != nil {
+		return Conversation{}, false, err
 	}
-	seen := map[int64]bool{creatorID: true}
+	if g.Key != "" {
+		if g.Key, err = ValidateClientMsgID(g.Key); err != nil {
+			return Conversation{}, false, err
+		}
+	}
+	seen := map[int64]bool{g.CreatorID: true}
 	uniq := []int64{}
-	for _, m := range members {
+	for _, m := range g.Members {
 		if err := ValidateID("member id", m); err != nil {
-			return Conversation{}, err
+			return Conversation{}, false, err
 		}
 		if !seen[m] {
 			seen[m] = true
@@ -610,9 +622,10 @@ func (s *Service) CreateGroup(ctx context.Context, creatorID int64, title string
 		}
 	}
 	if len(uniq)+1 > s.Limits.MaxMembers {
-		return Conversation{}, Errorf(CodeMemberCap, "a group has at most %d members", s.Limits.MaxMembers)
+		return Conversation{}, false, Errorf(CodeMemberCap, "a group has at most %d members", s.Limits.MaxMembers)
 	}
-	return s.Store.CreateGroup(ctx, creatorID, title, uniq)
+	g.Members = uniq
+	return s.Store.CreateGroup(ctx, g)
 }
 
 // OpenDirect returns the pair's DIRECT conversation, creating it if needed.

@@ -31,7 +31,9 @@ type Store interface {
 	// watermark is >= seq; the caller must be a member.
 	SeenBy(ctx context.Context, conversationID, userID, seq int64) (SeenResult, error)
 
-	CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (Conversation, error)
+	// CreateGroup creates a group; created is false when a create with
+	// the same creator and key made it before (nothing written).
+	CreateGroup(ctx context.Context, g GroupRequest) (conv Conversation, created bool, err error)
 	// OpenDirect returns the one DIRECT conversation of the pair, creating
 	// it if needed; created reports which.
 	OpenDirect(ctx context.Context, userID, peerID int64) (conv Conversation, created bool, err error)

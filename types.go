@@ -103,6 +103,18 @@ type SendRequest struct {
 	Attachments    []AttachmentRef
 }
 
+// GroupRequest is a group to create: CreatorID owns it, Members are the
+// others (the creator and duplicates among them are ignored). Key, when
+// set, is the creator's idempotency key, a UUID the client picks once per
+// group and sends again with every retry: a create repeated with it
+// answers the group the first one made and makes no other.
+type GroupRequest struct {
+	CreatorID int64
+	Title     string
+	Members   []int64
+	Key       string
+}
+
 // SendPayload is a send as a client writes it, the same on every
 // transport: the payload of an MQTT publish to a conversation's msg topic
 // and the body of POST /v1/conversations/{id}/messages. The topic or path

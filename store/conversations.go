@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -105,21 +106,34 @@ func loadMembers(ctx context.Context, tx pgx.Tx, convID int64) ([]chat.Member, e
 	return ms, nil
 }
 
-// CreateGroup creates a GROUP with creatorID as owner and members as plain
-// members, all starting at seq 0; a member who blocked creatorID refuses
-// it (refuseBlockers).
-func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, members []int64) (chat.Conversation, error) {
-	if err := chat.ValidateID("creator id", creatorID); err != nil {
-		return chat.Conversation{}, err
+// CreateGroup creates a GROUP with g.CreatorID as owner and g.Members as
+// plain members, all starting at seq 0; a member who blocked the creator
+// refuses it (refuseBlockers). With a key (chat.GroupRequest), a create
+// the creator made with it before answers that group as the creator sees
+// it now (created false, nothing written), a concurrent one included: of
+// two racing with one key, the second waits for the first's key row and
+// answers its group (createKeyed). The key asking for another title or
+// other members is a conflict.
+func (s *Store) CreateGroup(ctx context.Context, g chat.GroupRequest) (chat.Conversation, bool, error) {
+	if err := chat.ValidateID("creator id", g.CreatorID); err != nil {
+		return chat.Conversation{}, false, err
+	}
+	var key *string
+	if g.Key != "" {
+		k, err := chat.ValidateClientMsgID(g.Key)
+		if err != nil {
+			return chat.Conversation{}, false, err
+		}
+		key = &k
 	}
 	// The Service de-duplicates too; doing it here keeps a direct caller
 	// from tripping the primary key.
-	ids := []int64{creatorID}
+	ids := []int64{g.CreatorID}
 	roles := []string{string(chat.RoleOwner)}
-	seen := map[int64]bool{creatorID: true}
-	for _, m := range members {
+	seen := map[int64]bool{g.CreatorID: true}
+	for _, m := range g.Members {
 		if err := chat.ValidateID("member id", m); err != nil {
-			return chat.Conversation{}, err
+			return chat.Conversation{}, false, err
 		}
 		if !seen[m] {
 			seen[m] = true
@@ -128,19 +142,36 @@ func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, 
 		}
 	}
 	if len(ids) > s.limits.MaxMembers {
-		return chat.Conversation{}, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
+		return chat.Conversation{}, false, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
 	}
-	var conv chat.Conversation
+	asked := groupAsked{title: g.Title, members: slices.Sorted(slices.Values(ids[1:]))}
+	var (
+		conv    chat.Conversation
+		created bool
+	)
 	err := s.writeTx(ctx, "create group", func(tx pgx.Tx) ([]chat.Event, error) {
-		if err := refuseBlockers(ctx, tx, creatorID, ids[1:]); err != nil {
+		if key != nil {
+			id, found, err := keyedGroup(ctx, tx, g.CreatorID, *key, asked)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				conv, err = conversationFor(ctx, tx, id, g.CreatorID)
+				return nil, err
+			}
+		}
+		if err := refuseBlockers(ctx, tx, g.CreatorID, ids[1:]); err != nil {
 			return nil, err
 		}
-		var err error
-		conv, err = scanConversation(tx.QueryRow(ctx,
-			`INSERT INTO conversation (type, title) VALUES ($1, $2) RETURNING `+conversationColumns, chat.Group, title))
+		made, err := createKeyed(ctx, tx, g.CreatorID, key, asked)
 		if err != nil {
-			return nil, fmt.Errorf("insert conversation: %w", err)
+			return nil, err
 		}
+		if made.keyed != 0 {
+			conv, err = conversationFor(ctx, tx, made.keyed, g.CreatorID)
+			return nil, err
+		}
+		conv = made.conv
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO conversation_member (conversation_id, user_id, role)
 			SELECT $1, u, r FROM unnest($2::bigint[], $3::text[]) AS t(u, r)`,
@@ -150,10 +181,97 @@ func (s *Store) CreateGroup(ctx context.Context, creatorID int64, title string, 
 		if conv.Members, err = loadMembers(ctx, tx, conv.ID); err != nil {
 			return nil, err
 		}
-		return []chat.Event{chat.ConversationCreatedEvent(conv, creatorID)}, nil
+		created = true
+		return []chat.Event{chat.ConversationCreatedEvent(conv, g.CreatorID)}, nil
 	})
 	if err != nil {
-		return chat.Conversation{}, err
+		return chat.Conversation{}, false, err
+	}
+	return conv, created, nil
+}
+
+// groupAsked is what a keyed create asked for: the title and the other
+// members, ascending.
+type groupAsked struct {
+	title   string
+	members []int64
+}
+
+// keyedGroup returns the group creatorID made with key before (found
+// false: none), refusing the key reused for another title or members.
+func keyedGroup(ctx context.Context, tx pgx.Tx, creatorID int64, key string, asked groupAsked) (id int64, found bool, err error) {
+	var was groupAsked
+	err = tx.QueryRow(ctx, `SELECT conversation_id, title, members FROM group_create WHERE creator_id = $1 AND create_key = $2`,
+		creatorID, key).Scan(&id, &was.title, &was.members)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read the group of key %s: %w", key, err)
+	}
+	if was.title != asked.title || !slices.Equal(was.members, asked.members) {
+		return 0, false, chat.Errorf(chat.CodeConflict,
+			"key %s made group %d with another title or other members; use a new key for another group", key, id)
+	}
+	return id, true, nil
+}
+
+// groupMade is createKeyed's outcome: the group it inserted (conv), or
+// the id of the one a concurrent create made with the same key (keyed;
+// conv is then zero).
+type groupMade struct {
+	conv  chat.Conversation
+	keyed int64
+}
+
+// createKeyed inserts the group's conversation and, with a key, claims it
+// as createDirect claims a pair: ON CONFLICT DO NOTHING waits for a
+// concurrent create with the same key to finish and then yields; the
+// savepoint discards our unused conversation row, and the key's group is
+// read again, now visible because the winner has committed.
+func createKeyed(ctx context.Context, tx pgx.Tx, creatorID int64, key *string, asked groupAsked) (groupMade, error) {
+	if key == nil {
+		conv, err := insertGroup(ctx, tx, asked.title)
+		return groupMade{conv: conv}, err
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return groupMade{}, fmt.Errorf("savepoint: %w", err)
+	}
+	defer func() { _ = sp.Rollback(ctx) }()
+	conv, err := insertGroup(ctx, sp, asked.title)
+	if err != nil {
+		return groupMade{}, err
+	}
+	var claimed int64
+	err = sp.QueryRow(ctx, `
+		INSERT INTO group_create (creator_id, create_key, conversation_id, title, members) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (creator_id, create_key) DO NOTHING RETURNING conversation_id`,
+		creatorID, *key, conv.ID, asked.title, asked.members).Scan(&claimed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err := sp.Rollback(ctx); err != nil {
+			return groupMade{}, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+		id, found, err := keyedGroup(ctx, tx, creatorID, *key, asked)
+		if err == nil && !found {
+			err = fmt.Errorf("the group of key %s vanished", *key)
+		}
+		return groupMade{keyed: id}, err
+	}
+	if err != nil {
+		return groupMade{}, fmt.Errorf("claim key %s: %w", *key, err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return groupMade{}, fmt.Errorf("release savepoint: %w", err)
+	}
+	return groupMade{conv: conv}, nil
+}
+
+func insertGroup(ctx context.Context, tx pgx.Tx, title string) (chat.Conversation, error) {
+	conv, err := scanConversation(tx.QueryRow(ctx,
+		`INSERT INTO conversation (type, title) VALUES ($1, $2) RETURNING `+conversationColumns, chat.Group, title))
+	if err != nil {
+		return conv, fmt.Errorf("insert conversation: %w", err)
 	}
 	return conv, nil
 }
@@ -280,18 +398,26 @@ func (s *Store) GetConversation(ctx context.Context, conversationID, userID int6
 	var conv chat.Conversation
 	err := s.runTx(ctx, "get conversation", readOnly(), func(tx pgx.Tx) error {
 		var err error
-		if conv, err = memberConversation(ctx, tx, conversationID, userID); err != nil {
-			return err
-		}
-		if conv.Members, err = loadMembers(ctx, tx, conversationID); err != nil {
-			return err
-		}
-		return viewMembers(ctx, tx, &conv, userID)
+		conv, err = conversationFor(ctx, tx, conversationID, userID)
+		return err
 	})
 	if err != nil {
 		return chat.Conversation{}, err
 	}
 	return conv, nil
+}
+
+// conversationFor reads a conversation with its members as userID, a
+// member, sees it (memberConversation, viewMembers).
+func conversationFor(ctx context.Context, tx pgx.Tx, conversationID, userID int64) (chat.Conversation, error) {
+	conv, err := memberConversation(ctx, tx, conversationID, userID)
+	if err != nil {
+		return conv, err
+	}
+	if conv.Members, err = loadMembers(ctx, tx, conversationID); err != nil {
+		return conv, err
+	}
+	return conv, viewMembers(ctx, tx, &conv, userID)
 }
 
 // AddMember and RemoveMember are in groups.go, with the other changes of

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
 	chat "github.com/chatd/chatd"
 )
 
@@ -85,7 +87,7 @@ func TestCreateGroupMembersRolesAndEvents(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	st, pool := newStore(t)
-	conv, err := st.CreateGroup(ctx, 5, "team", []int64{9, 3, 9, 5})
+	conv, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 5, Title: "team", Members: []int64{9, 3, 9, 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +120,96 @@ func TestCreateGroupMembersRolesAndEvents(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND join_seq <> 0`, conv.ID); n != 0 {
 		t.Fatalf("%d founding members with join_seq <> 0", n)
 	}
-	_, err = st.CreateGroup(ctx, 1, "bad\x00title", nil)
+	_, _, err = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "bad\x00title"})
 	wantCode(t, "title with NUL", err, chat.CodeInvalid)
-	_, err = st.CreateGroup(ctx, 1, "t", []int64{0})
+	_, _, err = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "t", Members: []int64{0}})
 	wantCode(t, "member id 0", err, chat.CodeInvalid)
+}
+
+// A create repeated with its key (the first answer lost on a weak
+// network) answers the group the first made, as the creator sees it now,
+// and writes nothing: no second group, no event. Racing creates with one
+// key make one group. The key is the creator's: another creator's same key
+// is another group; the key asking for another group is a conflict; a
+// create without a key makes a group each time, as before.
+func TestAGroupCreateRepeatedWithItsKeyAnswersTheFirstGroup(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const creator, other = 1, 7
+	groups := func() int64 { return queryInt(t, pool, `SELECT count(*) FROM conversation`) }
+	events := func() int64 { return queryInt(t, pool, `SELECT count(*) FROM outbox`) }
+	key := uuid.NewString()
+	req := chat.GroupRequest{CreatorID: creator, Title: "team", Members: []int64{3, 2}, Key: key}
+	first, created, err := st.CreateGroup(ctx, req)
+	if err != nil || !created {
+		t.Fatalf("create: created=%v, %v", created, err)
+	}
+	nGroups, nEvents := groups(), events()
+	req.Members = []int64{2, 3, 2} // the same members, as a retry may list them
+	again, created, err := st.CreateGroup(ctx, req)
+	if err != nil || created {
+		t.Fatalf("retried create: created=%v, %v; want the first group, not created", created, err)
+	}
+	if again.ID != first.ID || again.Title != first.Title || !slices.Equal(memberIDs(again), memberIDs(first)) {
+		t.Fatalf("retried create answered %+v, want %+v", again, first)
+	}
+	if g, e := groups(), events(); g != nGroups || e != nEvents {
+		t.Fatalf("a retried create wrote: %d groups and %d events, then %d and %d", nGroups, nEvents, g, e)
+	}
+
+	// Racing creates with one key: one group, the others answer it.
+	raceKey := uuid.NewString()
+	ids := make([]int64, 6)
+	made := make([]bool, 6)
+	errs := concurrently(len(ids), func(i int) error {
+		c, created, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: creator, Title: "race", Members: []int64{2}, Key: raceKey})
+		ids[i], made[i] = c.ID, created
+		return err
+	})
+	tally(t, "racing keyed creates", errs, func(error) bool { return false })
+	if n := len(slices.DeleteFunc(slices.Clone(made), func(b bool) bool { return !b })); n != 1 {
+		t.Fatalf("%d racing creates made a group, want 1", n)
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("racing creates answered groups %v, want one", ids)
+		}
+	}
+
+	_, _, err = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: creator, Title: "another", Members: []int64{2, 3}, Key: key})
+	wantCode(t, "the key for another title", err, chat.CodeConflict)
+	_, _, err = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: creator, Title: "team", Members: []int64{2}, Key: key})
+	wantCode(t, "the key for other members", err, chat.CodeConflict)
+	theirs, created, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: other, Title: "team", Members: []int64{2, 3}, Key: key})
+	if err != nil || !created || theirs.ID == first.ID {
+		t.Fatalf("another creator's same key: %+v created=%v, %v; want a group of theirs", theirs, created, err)
+	}
+	_, _, err = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: creator, Title: "team", Key: "not-a-uuid"})
+	wantCode(t, "a key that is not a UUID", err, chat.CodeInvalid)
+	before := groups()
+	for range 2 {
+		if _, created, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: creator, Title: "team", Members: []int64{2, 3}}); err != nil || !created {
+			t.Fatalf("create without a key: created=%v, %v", created, err)
+		}
+	}
+	if n := groups(); n != before+2 {
+		t.Fatalf("two creates without a key made %d groups, want 2", n-before)
+	}
+
+	// The creator left since: their retry is refused as any request of
+	// theirs about the group is.
+	mustRemove(t, ctx, st, first.ID, creator, creator, "creator leaves")
+	_, _, err = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: creator, Title: "team", Members: []int64{2, 3}, Key: key})
+	wantCode(t, "the creator's retry after leaving", err, chat.CodeNotMember)
+}
+
+func memberIDs(c chat.Conversation) []int64 {
+	ids := make([]int64, len(c.Members))
+	for i, m := range c.Members {
+		ids[i] = m.UserID
+	}
+	return ids
 }
 
 func TestMembershipRulesForOwnerAdminAndMember(t *testing.T) {
@@ -240,7 +328,7 @@ func TestAddMemberCapHoldsUnderConcurrentAdds(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	st, pool := newStoreWithLimits(t, chat.Limits{MaxMembers: 5})
-	_, err := st.CreateGroup(ctx, 1, "too big", []int64{2, 3, 4, 5, 6})
+	_, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "too big", Members: []int64{2, 3, 4, 5, 6}})
 	wantCode(t, "create over the cap", err, chat.CodeMemberCap)
 	conv := mustGroup(t, st, 1, 2, 3, 4) // one slot left
 

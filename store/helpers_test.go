@@ -96,7 +96,7 @@ func (p *publishRecorder) events() []chat.Event {
 
 func mustGroup(t *testing.T, st *store.Store, creator int64, members ...int64) chat.Conversation {
 	t.Helper()
-	conv, err := st.CreateGroup(testCtx(t), creator, "group", members)
+	conv, _, err := st.CreateGroup(testCtx(t), chat.GroupRequest{CreatorID: creator, Title: "group", Members: members})
 	if err != nil {
 		t.Fatalf("create group: %v", err)
 	}

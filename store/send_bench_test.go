@@ -19,7 +19,7 @@ func BenchmarkChangeOneByOne(b *testing.B) {
 	st := store.New(pool, chat.DefaultLimits())
 	b.Cleanup(func() { _ = st.Close(context.Background()) })
 	ctx := context.Background()
-	conv, err := st.CreateGroup(ctx, 1, "bench", []int64{2})
+	conv, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "bench", Members: []int64{2}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func everyCall(ctx context.Context, st *store.Store, conv int64) map[string]erro
 	_, errs["history"] = st.History(ctx, chat.HistoryQuery{ConversationID: conv, UserID: 1})
 	_, errs["inbox"] = st.Inbox(ctx, 1, 0, "")
 	_, errs["seen by"] = st.SeenBy(ctx, conv, 1, 1)
-	_, errs["create group"] = st.CreateGroup(ctx, 1, "g", []int64{2})
+	_, _, errs["create group"] = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "g", Members: []int64{2}})
 	_, _, errs["open direct"] = st.OpenDirect(ctx, 1, 2)
 	_, errs["get conversation"] = st.GetConversation(ctx, conv, 1)
 	_, _, errs["add member"] = st.AddMember(ctx, conv, 1, 3, chat.RoleMember)

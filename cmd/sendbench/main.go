@@ -205,7 +205,7 @@ func createConversations(ctx context.Context, st *store.Store, n, workers int) (
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				conv, err := st.CreateGroup(ctx, 1, "bench "+strconv.Itoa(i), members)
+				conv, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "bench " + strconv.Itoa(i), Members: members})
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err

@@ -153,7 +153,7 @@ func TestAThumbnailWrittenForARecalledImageJustBeforeACrashIsDeletedToo(t *testi
 func groupAndDisk(t *testing.T) (*store.Store, *pgxpool.Pool, chat.Conversation, *blob.Local) {
 	t.Helper()
 	st, pool := pgtest.NewStore(t, chat.DefaultLimits())
-	g, err := st.CreateGroup(context.Background(), 1, "g", []int64{2})
+	g, _, err := st.CreateGroup(context.Background(), chat.GroupRequest{CreatorID: 1, Title: "g", Members: []int64{2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestATypingIndicatorThatOvertakesAMembersRemovalDoesNotReachThem(t *testing
 	rec := &recorder{}
 	st, pool := pgtest.NewStore(t, chat.DefaultLimits(), store.WithPublisher(rec))
 	sessions := store.NewSessions(pool)
-	conv, err := st.CreateGroup(ctx, 1, "typing", []int64{2, 3})
+	conv, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "typing", Members: []int64{2, 3}})
 	if err != nil {
 		t.Fatal(err)
 	}

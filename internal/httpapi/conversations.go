@@ -8,20 +8,30 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// createParams: POST /v1/conversations body and RPC conversation.create.
+// createParams: RPC conversation.create, whose optional clientMsgId is
+// the Idempotency-Key header of POST /v1/conversations, whose body is the
+// rest (newGroup).
 type createParams struct {
+	newGroup
+	ClientMsgID string `json:"clientMsgId"`
+}
+
+// newGroup is POST /v1/conversations's body.
+type newGroup struct {
 	Type    string  `json:"type"`
 	Title   string  `json:"title"`
 	Members []int64 `json:"members"`
 }
 
 func bindCreateConversation(a *API, w http.ResponseWriter, r *http.Request, p *createParams) error {
-	return a.bindBody(w, r, p)
+	p.ClientMsgID = r.Header.Get("Idempotency-Key")
+	return a.bindBody(w, r, &p.newGroup)
 }
 
-// createConversation creates a group owned by the caller. Only groups are
-// created here: a DIRECT conversation is unique per pair, which only
-// direct.open can guarantee.
+// createConversation creates a group owned by the caller: 201, or 200
+// with the group a create with the same key made before (a retry whose
+// answer was lost). Only groups are created here: a DIRECT conversation is
+// unique per pair, which only direct.open can guarantee.
 func createConversation(a *API, ctx context.Context, user int64, p createParams) (int, any, error) {
 	switch strings.ToUpper(p.Type) {
 	case string(chat.Group):
@@ -30,8 +40,8 @@ func createConversation(a *API, ctx context.Context, user int64, p createParams)
 	default:
 		return 0, nil, chat.Errorf(chat.CodeInvalid, `type must be "group"`)
 	}
-	conv, err := a.svc.CreateGroup(ctx, user, p.Title, p.Members)
-	return createdReply(conv, true, err)
+	return createdReply(a.svc.CreateGroupWith(ctx, chat.GroupRequest{CreatorID: user, Title: p.Title, Members: p.Members,
+		Key: p.ClientMsgID}))
 }
 
 // directParams: POST /v1/direct/{peerId} and RPC direct.open.

@@ -189,6 +189,58 @@ func TestARetriedOwnershipTransferAnswersAsTheFirst(t *testing.T) {
 	}
 }
 
+// TestARetriedGroupCreateWithTheSameKeyMakesOneGroup: a create whose
+// answer was lost, sent again with its Idempotency-Key (HTTP) or
+// clientMsgId (RPC), answers 200 with the group the first made, the same
+// body as the first 201, and makes no second group. The key reused for
+// another group is 409; the key in the HTTP body is refused (it goes in
+// the header), as is a key that is not a UUID.
+func TestARetriedGroupCreateWithTheSameKeyMakesOneGroup(t *testing.T) {
+	e := newEnv(t)
+	key := newID()
+	body := map[string]any{"type": "group", "title": "team", "members": []int64{2, 3}}
+	create := func(body any, key string) resp {
+		return e.do(1, "POST", "/v1/conversations", body, withHeader("Idempotency-Key", key))
+	}
+	first := create(body, key)
+	if first.status != 201 {
+		t.Fatalf("create: %d %s", first.status, first.body)
+	}
+	again := create(body, key)
+	if again.status != 200 || string(again.body) != string(first.body) {
+		t.Fatalf("retried create: %d %s, want 200 %s", again.status, again.body, first.body)
+	}
+	rr := e.rpc(1, "conversation.create", pathf(`{"type":"group","title":"team","members":[3,2],"clientMsgId":%q}`, key))
+	if rr.status != 200 {
+		t.Fatalf("retried create over RPC: %s, want 200", rr.raw)
+	}
+	var viaRPC chat.Conversation
+	decodeInto(t, rr.raw, &viaRPC)
+	var c chat.Conversation
+	first.decode(t, &c)
+	if viaRPC.ID != c.ID {
+		t.Fatalf("retried create over RPC answered group %d, want %d", viaRPC.ID, c.ID)
+	}
+	var inbox chat.InboxPage
+	e.must(200, 2, "GET", "/v1/inbox", nil, &inbox)
+	if len(inbox.Conversations) != 1 {
+		t.Fatalf("a member's inbox after the retries: %d conversations, want 1", len(inbox.Conversations))
+	}
+
+	if r := create(map[string]any{"type": "group", "title": "other", "members": []int64{2, 3}}, key); r.status != 409 || r.errorCode() != "conflict" {
+		t.Fatalf("the key for another group: %d %s, want 409 conflict", r.status, r.body)
+	}
+	if r := e.do(1, "POST", "/v1/conversations", map[string]any{"type": "group", "title": "team", "clientMsgId": newID()}); r.status != 400 {
+		t.Fatalf("a key in the HTTP body: %d %s, want 400", r.status, r.body)
+	}
+	if r := create(body, "not-a-uuid"); r.status != 400 || r.errorCode() != "invalid" {
+		t.Fatalf("a key that is not a UUID: %d %s, want 400 invalid", r.status, r.body)
+	}
+	if r := create(body, newID()); r.status != 201 {
+		t.Fatalf("create with a new key: %d %s, want 201", r.status, r.body)
+	}
+}
+
 // TestAnswersKeepMarkupAsItIs: a body of markup comes back over HTTP and
 // RPC as it was sent, not HTML-escaped (\u003c is six bytes for one).
 func TestAnswersKeepMarkupAsItIs(t *testing.T) {

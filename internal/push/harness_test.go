@@ -93,7 +93,7 @@ func (r *rig) start(mod func(*push.Config)) (stop func()) {
 
 func (r *rig) group(creator int64, members ...int64) int64 {
 	r.t.Helper()
-	c, err := r.store.CreateGroup(context.Background(), creator, "team", members)
+	c, _, err := r.store.CreateGroup(context.Background(), chat.GroupRequest{CreatorID: creator, Title: "team", Members: members})
 	if err != nil {
 		r.t.Fatal(err)
 	}

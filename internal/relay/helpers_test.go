@@ -64,7 +64,7 @@ func storeGroup(t *testing.T) (*pgxpool.Pool, *store.Store, chat.Conversation) {
 	pool := pgtest.NewPool(t)
 	st := store.New(pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	conv, err := st.CreateGroup(context.Background(), 1, "g", []int64{2})
+	conv, _, err := st.CreateGroup(context.Background(), chat.GroupRequest{CreatorID: 1, Title: "g", Members: []int64{2}})
 	if err != nil {
 		t.Fatal(err)
 	}
