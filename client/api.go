@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
+
 	chat "github.com/chatd/chatd"
 )
 
@@ -188,18 +190,20 @@ func (c *Client) Conversation(ctx context.Context, conversationID int64) (Conver
 }
 
 // CreateGroup creates a group owned by the user with the given other
-// members. It is not idempotent: if the connection drops before the reply
-// the error matches ErrUnavailable and the group may exist.
+// members. The call carries a key of its own (clientMsgId), so when the
+// connection drops before the reply it is asked again and chatd answers
+// the group the first request made, if it did: one call, one group.
 func (c *Client) CreateGroup(ctx context.Context, title string, members []int64) (Conversation, error) {
 	if members == nil {
 		members = []int64{}
 	}
 	params := struct {
-		Type    string  `json:"type"`
-		Title   string  `json:"title"`
-		Members []int64 `json:"members"`
-	}{"group", title, members}
-	return callFor[Conversation](ctx, c, "conversation.create", params, false)
+		Type        string  `json:"type"`
+		Title       string  `json:"title"`
+		Members     []int64 `json:"members"`
+		ClientMsgID string  `json:"clientMsgId"`
+	}{"group", title, members, uuid.NewString()}
+	return callFor[Conversation](ctx, c, "conversation.create", params, true)
 }
 
 // OpenDirect returns the direct conversation with peer, creating it if
@@ -222,9 +226,10 @@ func (c *Client) AddMember(ctx context.Context, conversationID, user int64) (Mem
 }
 
 // RemoveMember removes user from a group, or leaves it when user is the
-// caller.
+// caller. Asked again after a lost reply: chatd answers a repeated leave,
+// and a removal repeated by whoever made it, as the first.
 func (c *Client) RemoveMember(ctx context.Context, conversationID, user int64) error {
-	return c.call(ctx, "members.remove", memberParams{conversationID, user}, nil, false)
+	return c.call(ctx, "members.remove", memberParams{conversationID, user}, nil, true)
 }
 
 // SeenBy counts the members who have read message seq.

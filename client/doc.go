@@ -135,10 +135,12 @@
 // docs/http.md lists the methods). They wait for a connection within
 // their context (Config.RequestTimeout when it has no deadline). chatd
 // replies only on the connection that asked, so a
-// request whose connection drops before its reply gets none: reads are
-// then asked again on the next connection; writes are not (they may have
-// run) and fail at once with an error matching ErrUnavailable, without
-// waiting for the timeout.
+// request whose connection drops before its reply gets none: reads, and
+// the writes chatd answers as the first when repeated (CreateGroup, which
+// carries a key of its own, the group's membership, role, ownership and
+// settings changes, blocks), are then asked again on the next connection; other
+// writes are not (they may have run) and fail at once with an error
+// matching ErrUnavailable, without waiting for the timeout.
 // Refusals are *Error values with the HTTP API's code and status.
 //
 // # Attachments

@@ -41,14 +41,59 @@ func TestARequestWhoseConnectionEndedBeforeItsReplyIsAskedAgainOrFailsPromptly(t
 		t.Fatalf("connects %d: the reply was lost without its connection", n)
 	}
 
-	// A change is not re-sent (it may have run): it fails at once.
+	// A change that a repeat would not answer as the first is not re-sent
+	// (it may have run): it fails at once.
 	loseNextReply(a)
 	start = time.Now()
-	_, err = a.CreateGroup(ctxFor(t, 10*time.Second), "lost", []int64{2})
+	err = a.DeleteDevice(ctxFor(t, 10*time.Second), 1)
 	if !errors.Is(err, client.ErrUnavailable) {
-		t.Fatalf("create group after a lost reply: %v, want ErrUnavailable", err)
+		t.Fatalf("delete a device after a lost reply: %v, want ErrUnavailable", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the change took %v to fail: it waited for a reply that could not come", d)
+	}
+}
+
+// A group change whose reply was lost with its connection ran on chatd;
+// asked again on the next connection, it is answered as the first was,
+// and done once: the create (its key) makes one group, the removal and
+// the transfer succeed instead of failing.
+func TestAGroupChangeWhoseReplyWasLostIsAskedAgainAndDoneOnce(t *testing.T) {
+	_, _, a, _ := sender(t)
+	ctx := ctxFor(t, 20*time.Second)
+	before, err := a.Inbox(ctx, client.InboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loseNextReply(a)
+	g, err := a.CreateGroup(ctx, "lost", []int64{2, 3})
+	if err != nil {
+		t.Fatalf("create group after a lost reply: %v", err)
+	}
+	after, err := a.Inbox(ctx, client.InboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(after.Conversations) - len(before.Conversations); n != 1 {
+		t.Fatalf("the create made %d groups, want 1", n)
+	}
+	loseNextReply(a)
+	if err := a.RemoveMember(ctx, g.ID, 3); err != nil {
+		t.Fatalf("remove a member after a lost reply: %v", err)
+	}
+	loseNextReply(a)
+	if err := a.TransferOwnership(ctx, g.ID, 2); err != nil {
+		t.Fatalf("transfer ownership after a lost reply: %v", err)
+	}
+	conv, err := a.Conversation(ctx, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[int64]string{}
+	for _, m := range conv.Members {
+		roles[m.UserID] = m.Role
+	}
+	if len(roles) != 2 || roles[1] != "admin" || roles[2] != "owner" {
+		t.Fatalf("members after the changes: %v, want 1 admin and 2 owner", roles)
 	}
 }

@@ -197,10 +197,11 @@ func (c *Client) SetRole(ctx context.Context, conversationID, user int64, role s
 	return callFor[Member](ctx, c, "members.role", roleParams{conversationID, user, role}, true)
 }
 
-// TransferOwnership makes user the owner and the caller an admin. Not
-// idempotent: after a lost reply the caller may be an admin already.
+// TransferOwnership makes user the owner and the caller an admin. Asked
+// again after a lost reply: chatd answers the previous owner's repeated
+// transfer as the first.
 func (c *Client) TransferOwnership(ctx context.Context, conversationID, user int64) error {
-	return c.call(ctx, "conversation.owner", memberParams{conversationID, user}, nil, false)
+	return c.call(ctx, "conversation.owner", memberParams{conversationID, user}, nil, true)
 }
 
 // Members returns a page of a conversation's members; cursor is "" for
