@@ -26,8 +26,8 @@ export class Api {
     this.timeoutMs = 30000;
   }
 
-  async request(method, path, body) {
-    const headers = { Authorization: `Bearer ${this.token}` };
+  async request(method, path, body, extraHeaders = {}) {
+    const headers = { ...extraHeaders, Authorization: `Bearer ${this.token}` };
     const init = { method, headers, cache: 'no-store' };
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
@@ -113,8 +113,9 @@ export class Api {
     return this.request('POST', `/v1/direct/${peerId}`);
   }
 
-  createGroup(title, members) {
-    return this.request('POST', '/v1/conversations', { type: 'group', title, members });
+  /** key: the create's Idempotency-Key (a UUID); a create repeated with it answers the group the first one made. */
+  createGroup(title, members, key) {
+    return this.request('POST', '/v1/conversations', { type: 'group', title, members }, { 'Idempotency-Key': key });
   }
 
   addMember(cid, userId) {

@@ -11,7 +11,7 @@ import { Sync } from '../src/store/sync.js';
 
 globalThis.document ??= { visibilityState: 'visible' };
 
-/** A chatd stand-in whose inbox lists conversation 7; stall() leaves the next request unanswered. */
+/** A chatd stand-in whose inbox lists conversation 7 (and that creates group 9); stall() leaves the next request unanswered. */
 async function server() {
   let stallNext = false;
   const stalled = [];
@@ -24,6 +24,10 @@ async function server() {
     res.setHeader('Content-Type', 'application/json');
     if (req.url.startsWith('/v1/inbox')) {
       res.end(JSON.stringify({ conversations: [{ id: 7, type: 'DIRECT', peerId: 2, lastSeq: 0, lastReadSeq: 0, unread: 0 }], nextCursor: '' }));
+    } else if (req.method === 'POST' && req.url === '/v1/conversations') {
+      // A new group, echoing the create's Idempotency-Key.
+      res.statusCode = 201;
+      res.end(JSON.stringify({ id: 9, type: 'GROUP', lastSeq: 0, members: [], idempotencyKey: req.headers['idempotency-key'] }));
     } else if (req.url.startsWith('/v1/conversations/7')) {
       res.end(JSON.stringify({ id: 7, type: 'DIRECT', lastSeq: 0, members: [{ userId: 1, role: 'member', lastReadSeq: 0 }] }));
     } else {
@@ -100,5 +104,13 @@ test('a request that gets no answer fails as a network error once the time is up
     assert.equal(err?.code, 'network', `failed as a network error: ${err}`);
     assert.ok(Date.now() - started < 8000);
     assert.equal((await api.conversation(7)).id, 7, 'the next request is answered');
+  });
+});
+
+test('a group create sends its key in the Idempotency-Key header', async () => {
+  await withServer(async (_srv, api) => {
+    const key = '5b0e7c1a-8f3d-4e2b-9c6a-1d2e3f4a5b6c';
+    const conv = await api.createGroup('trip', [2], key);
+    assert.equal(conv.idempotencyKey, key);
   });
 });

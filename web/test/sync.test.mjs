@@ -579,3 +579,27 @@ test('a reaction set then removed while the server is busy ends removed: the rem
   assert.equal(await off, 5);
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
 });
+
+test('a group create asked again after it failed carries the same key; a new or other create a new one', async () => {
+  const { api, sync } = rig();
+  const keys = [];
+  let fail = true;
+  api.createGroup = async (title, members, key) => {
+    keys.push(key);
+    if (fail) throw new ApiError(0, 'network', 'network error: no answer in time');
+    return { ...group(9, title), members: [{ userId: ME, role: 'owner', lastReadSeq: 0 }, ...members.map((userId) => ({ userId, role: 'member', lastReadSeq: 0 }))] };
+  };
+  await assert.rejects(sync.createGroup('trip', [2, 3]), { code: 'network' });
+  fail = false;
+  assert.equal(await sync.createGroup('trip', [2, 3]), 9);
+  await sync.createGroup('trip', [2, 3]);
+  fail = true;
+  await assert.rejects(sync.createGroup('trip', [2]));
+  await assert.rejects(sync.createGroup('trip', [2, 3]));
+  assert.match(keys[0], /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  assert.equal(keys[1], keys[0], 'the retry of a failed create carries its key');
+  assert.notEqual(keys[2], keys[1], 'a create after one that succeeded is another group');
+  assert.notEqual(keys[3], keys[2], 'other members are another group');
+  assert.notEqual(keys[4], keys[3], 'changed back, another group again');
+  assert.equal(new Set(keys).size, 4);
+});

@@ -716,8 +716,17 @@ export class Sync {
     return conv.id;
   }
 
+  /**
+   * Creates a group. A create that failed (its answer may have been lost
+   * on a weak network) asked again with the same title and members
+   * carries the same Idempotency-Key, so chatd answers with the group the
+   * first made, if it did, instead of making a second one.
+   */
   async createGroup(title, members) {
-    const conv = await this.api.createGroup(title, members);
+    const what = JSON.stringify([title, members]);
+    if (this.groupAsked?.what !== what) this.groupAsked = { what, key: uuid4() };
+    const conv = await this.api.createGroup(title, members, this.groupAsked.key);
+    this.groupAsked = null;
     this.state.setConversation(conv);
     this.refreshInbox();
     return conv.id;
