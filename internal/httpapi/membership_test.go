@@ -189,6 +189,45 @@ func TestARetriedOwnershipTransferAnswersAsTheFirst(t *testing.T) {
 	}
 }
 
+// TestARetriedAddRoleChangeOrRenameAnswersAsTheFirst: an add, a role
+// change or a rename asked again after its answer was lost answers with
+// the same body (an add 200 where the first was 201), over HTTP and RPC,
+// and writes no second system entry.
+func TestARetriedAddRoleChangeOrRenameAnswersAsTheFirst(t *testing.T) {
+	e := newEnv(t)
+	const owner, member = 1, 2
+	g := e.group(owner, member)
+	type call struct {
+		what, method, path string
+		body               any
+		rpcMethod, payload string
+		first              int
+	}
+	for _, c := range []call{
+		{"add", "POST", pathf("/v1/conversations/%d/members", g), map[string]any{"userId": 3, "role": "admin"},
+			"members.add", pathf(`{"conversationId":%d,"userId":3,"role":"admin"}`, g), 201},
+		{"role", "PUT", pathf("/v1/conversations/%d/members/%d/role", g, member), map[string]string{"role": "admin"},
+			"members.role", pathf(`{"conversationId":%d,"userId":%d,"role":"admin"}`, g, member), 200},
+		{"rename", "PATCH", pathf("/v1/conversations/%d", g), map[string]any{"title": "trip", "historyVisible": "all"},
+			"conversation.update", pathf(`{"conversationId":%d,"title":"trip","historyVisible":"all"}`, g), 200},
+	} {
+		first := e.do(owner, c.method, c.path, c.body)
+		if first.status != c.first {
+			t.Fatalf("%s: %d %s", c.what, first.status, first.body)
+		}
+		seq := e.lastSeq(owner, g)
+		if again := e.do(owner, c.method, c.path, c.body); again.status != 200 || string(again.body) != string(first.body) {
+			t.Errorf("retried %s: %d %s, want 200 %s", c.what, again.status, again.body, first.body)
+		}
+		if rr := e.rpc(owner, c.rpcMethod, c.payload); rr.status != 200 {
+			t.Errorf("retried %s over RPC: %s, want 200", c.what, rr.raw)
+		}
+		if got := e.lastSeq(owner, g); got != seq {
+			t.Errorf("retried %s: last seq %d, want %d (nothing written)", c.what, got, seq)
+		}
+	}
+}
+
 // TestARetriedGroupCreateWithTheSameKeyMakesOneGroup: a create whose
 // answer was lost, sent again with its Idempotency-Key (HTTP) or
 // clientMsgId (RPC), answers 200 with the group the first made, the same
