@@ -114,8 +114,11 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 	}
 	var last error
 	// stored: chatd answered 409, complete already: an earlier PUT got
-	// through but its answer was lost. What is left is reading the
-	// upload, retried like a PUT; sending the bytes again is pointless.
+	// through but its answer was lost (chatd answers the same bytes sent
+	// again as the first, but a 409 says the upload is complete with the
+	// bytes first sent, the file having changed since, or a chatd that
+	// did not compare them). What is left is reading the upload, retried
+	// like a PUT; sending the bytes again is pointless.
 	stored := false
 	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {

@@ -144,11 +144,11 @@ func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
 }
 
 // TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails: the
-// first PUT stores the file but its answer is lost; the PUT sent again is
-// answered 409 (complete already), and the read of the upload that
-// follows is refused for the moment (the API rate limit, which the PUTs
-// used up). The upload is complete: Upload must read it again rather
-// than report the 409 as a failure.
+// first PUT stores the file but its answer is lost; the PUT sent again
+// (refused for the moment by the API rate limit, which the PUTs used up,
+// then sent again) is answered as the first was, chatd comparing the
+// bytes with those it stored. The upload is complete: Upload must return
+// it rather than a failure.
 func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T) {
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_LIMIT_API_RATE": "2", "CHAT_LIMIT_API_BURST": "3"}), nil)

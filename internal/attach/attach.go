@@ -362,7 +362,7 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 	}
 	defer end()
 	if rec.State != chat.UploadPending {
-		return chat.Upload{}, chat.Errorf(chat.CodeConflict, "upload %s is %s already; its bytes cannot change", id, rec.State)
+		return s.putAgain(ctx, rec, body, length)
 	}
 	if time.Now().After(rec.URLExpiresAt) {
 		return chat.Upload{}, chat.Errorf(chat.CodeGone, "the URL of upload %s expired at %s; create a new upload", id, rec.URLExpiresAt.Format(time.RFC3339))
@@ -387,8 +387,7 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 		return chat.Upload{}, refusal(err, id)
 	}
 	h := sha256.New()
-	stripped := io.TeeReader(media.Strip(io.MultiReader(bytes.NewReader(head), c), ctype), h)
-	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped, rec.DeclaredSize, ctype); err != nil {
+	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped(head, c, ctype, h), rec.DeclaredSize, ctype); err != nil {
 		if !errors.Is(err, chat.ErrBlobSize) {
 			if c.err != nil && !errors.Is(c.err, io.EOF) {
 				return chat.Upload{}, s.shortPut(ctx, rec, c)
@@ -403,6 +402,66 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 	}
 	s.metrics.bytesIn.Add(float64(rec.DeclaredSize))
 	return s.finish(ctx, rec, ctype, hex.EncodeToString(h.Sum(nil)))
+}
+
+// putAgain answers a PUT of an upload that is no longer pending. A
+// client whose first PUT's answer was lost (a phone on a weak network)
+// sends the same bytes again: they are read, stripped and hashed as the
+// first were, compared with what completion recorded (size, type,
+// sha256) and stored nowhere, and the answer is the first's, the upload
+// as it stands. Other bytes are a conflict: an upload's bytes never
+// change.
+func (s *Service) putAgain(ctx context.Context, rec chat.UploadRecord, body io.Reader, length int64) (chat.Upload, error) {
+	u := s.view(rec)
+	if u.Attachment == nil {
+		// Recalled or released: its bytes are gone, nothing to match.
+		return chat.Upload{}, chat.Errorf(chat.CodeConflict, "upload %s is %s already; its bytes cannot change", rec.ID, rec.State)
+	}
+	other := func(how string) error {
+		s.metrics.uploads.WithLabelValues("again_other").Inc()
+		return chat.Errorf(chat.CodeConflict, "upload %s is %s already with other bytes (%s); its bytes cannot change: create a new upload for another file",
+			rec.ID, rec.State, how)
+	}
+	if length >= 0 && length != rec.Size {
+		return chat.Upload{}, other(fmt.Sprintf("Content-Length is %d, the upload has %d bytes", length, rec.Size))
+	}
+	c := &counter{r: body, ctx: ctx}
+	cut := func() error {
+		// Nothing to keep or drop: the upload is complete whatever this
+		// PUT delivers.
+		return chat.Errorf(chat.CodeInvalid, "the upload was sent again and cut short after %d of %d bytes; it is %s already", c.n, rec.Size, rec.State)
+	}
+	head := make([]byte, min(rec.Size, media.HeadLen))
+	if _, err := io.ReadFull(c, head); err != nil {
+		if c.err != nil && !errors.Is(c.err, io.EOF) {
+			return chat.Upload{}, cut()
+		}
+		return chat.Upload{}, other(fmt.Sprintf("%d bytes, not %d", c.n, rec.Size))
+	}
+	ctype, err := media.Sniff(head, rec.DeclaredType, s.types(rec.Purpose))
+	if err != nil || ctype != rec.ContentType {
+		return chat.Upload{}, other("another type")
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.Discard, io.LimitReader(stripped(head, c, ctype, h), rec.Size+1))
+	switch {
+	case c.err != nil && !errors.Is(c.err, io.EOF):
+		return chat.Upload{}, cut()
+	case err != nil:
+		return chat.Upload{}, other("they cannot be read as the first were")
+	case n != rec.Size:
+		return chat.Upload{}, other(fmt.Sprintf("not %d bytes", rec.Size))
+	case hexSum(h) != rec.SHA256:
+		return chat.Upload{}, other("another sha256")
+	}
+	s.metrics.uploads.WithLabelValues("again").Inc()
+	return u, nil
+}
+
+// stripped is what chatd stores of an upload whose first bytes are head
+// and the rest rest: location data removed, hashed into h on the way.
+func stripped(head []byte, rest io.Reader, ctype string, h hash.Hash) io.Reader {
+	return io.TeeReader(media.Strip(io.MultiReader(bytes.NewReader(head), rest), ctype), h)
 }
 
 // shortPut answers a PUT that ended before the declared size: a body
@@ -643,8 +702,7 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	if err := s.cfg.Store.QueueBlobDeletion(ctx, rec.BlobKey, "copy of an upload", time.Now().Add(s.cfg.TTL)); err != nil {
 		return chat.Upload{}, err
 	}
-	stripped := io.TeeReader(media.Strip(io.MultiReader(bytes.NewReader(head), r), ctype), h)
-	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped, rec.DeclaredSize, ctype); err != nil {
+	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped(head, r, ctype, h), rec.DeclaredSize, ctype); err != nil {
 		return chat.Upload{}, chat.Unavailable("copy the upload", err)
 	}
 	u, err := s.finish(ctx, rec, ctype, hexSum(h))

@@ -60,7 +60,12 @@ func TestOpenAPIListsWhatUploadsAndDownloadsAnswer(t *testing.T) {
 	expect(owner, "GET", "/v1/uploads/{id}", up, nil, http.StatusOK)
 	expect(owner, "POST", "/v1/uploads/{id}/complete", up+"/complete", nil, http.StatusBadRequest)
 	expect(owner, "PUT", "/v1/uploads/{id}", up, photo, http.StatusOK, withHeader("Content-Type", "image/jpeg"))
-	expect(owner, "PUT", "/v1/uploads/{id}", up, photo, http.StatusConflict, withHeader("Content-Type", "image/jpeg"))
+	// Sent again: the same bytes are answered as the first PUT, others
+	// are a conflict.
+	expect(owner, "PUT", "/v1/uploads/{id}", up, photo, http.StatusOK, withHeader("Content-Type", "image/jpeg"))
+	other := append([]byte(nil), photo...)
+	other[len(other)-3] ^= 0xff
+	expect(owner, "PUT", "/v1/uploads/{id}", up, other, http.StatusConflict, withHeader("Content-Type", "image/jpeg"))
 	expect(owner, "POST", "/v1/uploads/{id}/complete", up+"/complete", nil, http.StatusOK)
 	expect(member, "GET", "/v1/uploads/{id}", up, nil, http.StatusNotFound)
 	var sent chat.Message
@@ -78,5 +83,6 @@ func TestOpenAPIListsWhatUploadsAndDownloadsAnswer(t *testing.T) {
 	}
 	expect(owner, "DELETE", "/v1/conversations/{id}/messages/{seq}", pathf("/v1/conversations/%d/messages/%d", g, sent.Seq), nil, http.StatusOK)
 	expect(member, "GET", "/v1/attachments/{id}", "/v1/attachments/"+tk.UploadID, nil, http.StatusGone)
+	expect(owner, "PUT", "/v1/uploads/{id}", up, photo, http.StatusConflict, withHeader("Content-Type", "image/jpeg"))
 	expect(owner, "GET", "/v1/uploads/{id}", up, nil, http.StatusOK)
 }
