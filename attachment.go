@@ -431,6 +431,13 @@ type BlobStore interface {
 	Delete(ctx context.Context, key string) error
 	// List calls fn with every key (operators' checks and tests).
 	List(ctx context.Context, fn func(key string) error) error
+	// AbortIncomplete removes what unfinished writes of chatd's keys
+	// begun before before left in the store, at most limit of them, and
+	// says how many: an object store's multipart uploads that a crash
+	// (or a failed abort) left, whose parts are stored and billed but
+	// named by no object and listed by no List. Local disk has none while
+	// it runs (a crash's temporary files go at the next start).
+	AbortIncomplete(ctx context.Context, before time.Time, limit int) (int, error)
 	// Direct reports whether clients upload and download with presigned
 	// URLs (PresignPut, PresignGet) rather than through chatd.
 	Direct() bool

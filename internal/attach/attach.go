@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,9 @@ type Service struct {
 	// The cleanup's round still reads them pending in PostgreSQL and must
 	// not queue them again.
 	thumbs map[string]chan struct{}
+
+	// abortFailing: the last round's AbortIncomplete failed (warned).
+	abortFailing atomic.Bool
 
 	budget      *semaphore.Weighted // the thumbnailers' memory, in bytes
 	budgetBytes int64

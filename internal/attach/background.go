@@ -209,6 +209,7 @@ func (s *Service) sweep() {
 			break
 		}
 	}
+	s.abortIncomplete(ctx)
 	if recs, err := s.cfg.Store.PendingThumbnails(ctx, cap(s.jobs)/2); err == nil {
 		for _, r := range recs {
 			if len(s.jobs) >= cap(s.jobs)/2 {
@@ -218,6 +219,32 @@ func (s *Service) sweep() {
 		}
 	} else if ctx.Err() == nil {
 		s.log.Warn("read pending thumbnails", "err", err)
+	}
+}
+
+// abortIncomplete removes, 100 a round, what writes begun longer ago than
+// the TTL left unfinished in the blob store (an object store's multipart
+// uploads a crash left: billed, and named by nothing the queue has). A
+// store that refuses it, a key without the permission to list or abort
+// them, is warned about once until it works again (the operator may
+// use a lifecycle rule instead).
+func (s *Service) abortIncomplete(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DeleteTimeout)
+	defer cancel()
+	n, err := s.cfg.Blobs.AbortIncomplete(ctx, time.Now().Add(-s.cfg.TTL), 100)
+	s.metrics.aborted.Add(float64(n))
+	switch {
+	case err == nil:
+		s.abortFailing.Store(false)
+		if n > 0 {
+			s.log.Info("aborted unfinished writes to the blob store", "count", n)
+		}
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// Stopping.
+	case !s.abortFailing.Swap(true):
+		s.log.Warn("abort unfinished writes to the blob store (the key may lack s3:ListBucketMultipartUploads and s3:AbortMultipartUpload; warned once until it works)", "err", err)
+	default:
+		s.log.Debug("abort unfinished writes to the blob store", "err", err)
 	}
 }
 
@@ -258,6 +285,7 @@ type metrics struct {
 	bytesIn      prometheus.Counter
 	expired      prometheus.Counter
 	deletions    prometheus.Counter
+	aborted      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -276,9 +304,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Uploads never attached and deleted after upload_ttl."}),
 		deletions: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_blob_deletions_total",
 			Help: "Blobs deleted from the blob store (with their thumbnails) through the deletion queue."}),
+		aborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_blob_incomplete_aborted_total",
+			Help: "Unfinished writes (an object store's multipart uploads a crash left) older than upload_ttl, aborted by the cleanup."}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.uploads, m.downloads, m.thumbnails, m.thumbSeconds, m.bytesIn, m.expired, m.deletions} {
+		for _, c := range []prometheus.Collector{m.uploads, m.downloads, m.thumbnails, m.thumbSeconds, m.bytesIn, m.expired, m.deletions, m.aborted} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

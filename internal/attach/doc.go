@@ -65,6 +65,10 @@
 //     row, never an orphan blob. Each deletion waits DeleteTimeout at
 //     most, and a round whose store timed out tries no more: its
 //     transaction is never held open by a store that does not answer.
+//     A round also aborts what writes begun before the TTL left
+//     unfinished in the blob store (BlobStore.AbortIncomplete: an object
+//     store's multipart uploads a crash left, which no queue row names),
+//     warning once while the store refuses it.
 //
 // # Concurrency
 //

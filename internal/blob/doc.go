@@ -19,6 +19,9 @@
 //     node holds its data dir's lock, so no other process writes there).
 //     S3 objects appear whole by the protocol.
 //   - Delete of a missing key succeeds: deletions are retried after a crash.
+//   - S3 writes a blob over 5 MiB as a multipart upload, which a crash
+//     leaves unfinished (parts stored, no object): AbortIncomplete removes
+//     those of chatd's keys begun before a time, for the cleanup round.
 //   - A presigned PUT signs Content-Type and Content-Length: the object
 //     store refuses other bytes than those declared.
 //

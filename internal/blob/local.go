@@ -225,6 +225,10 @@ func (l *Local) List(ctx context.Context, fn func(key string) error) error {
 	})
 }
 
+// AbortIncomplete has nothing to do: a Put that fails removes its
+// temporary file, and NewLocal removes those a crash left.
+func (l *Local) AbortIncomplete(context.Context, time.Time, int) (int, error) { return 0, nil }
+
 // Direct is false: chatd receives and serves the bytes.
 func (l *Local) Direct() bool { return false }
 

@@ -169,6 +169,41 @@ func (s *S3) List(ctx context.Context, fn func(key string) error) error {
 	return nil
 }
 
+// AbortIncomplete aborts the multipart uploads of chatd's keys begun
+// before before: a Put over s3PartSize is one, which minio-go aborts when
+// it fails but which a crash, or an abort that failed too, leaves behind.
+// Listing them takes s3:ListBucketMultipartUploads, aborting
+// s3:AbortMultipartUpload. Others' keys, if the bucket has any, are left
+// alone.
+func (s *S3) AbortIncomplete(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the listing goroutine
+	core := minio.Core{Client: s.c}
+	n := 0
+	for u := range s.c.ListIncompleteUploads(ctx, s.bucket, "", true) {
+		if u.Err != nil {
+			return n, fmt.Errorf("list s3 multipart uploads: %w", u.Err)
+		}
+		if !validKey(u.Key) || !u.Initiated.Before(before) {
+			continue
+		}
+		if err := core.AbortMultipartUpload(ctx, s.bucket, u.Key, u.UploadID); err != nil && !noSuchUpload(err) {
+			return n, fmt.Errorf("abort s3 multipart upload of %s: %w", u.Key, err)
+		}
+		if n++; n >= limit {
+			break
+		}
+	}
+	return n, nil
+}
+
+// noSuchUpload: the multipart upload is gone already (completed or
+// aborted meanwhile).
+func noSuchUpload(err error) bool {
+	var er minio.ErrorResponse
+	return errors.As(err, &er) && (er.Code == "NoSuchUpload" || er.StatusCode == http.StatusNotFound)
+}
+
 // Origin is the scheme and host of the URLs the store presigns, which
 // browsers upload to and download from: the endpoint's for most stores,
 // but at Amazon S3 (and Google Cloud Storage) minio-go names the bucket

@@ -1,0 +1,133 @@
+package attach
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/blob"
+	"github.com/chatd/chatd/internal/blob/s3fake"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// abortsFail carries chatd's requests to the object store, failing the
+// aborts of multipart uploads while on is set (the network gone at
+// the moment minio-go cleans up after a failed Put, or the process
+// killed before it could).
+type abortsFail struct {
+	on atomic.Bool
+}
+
+func (a *abortsFail) RoundTrip(r *http.Request) (*http.Response, error) {
+	if a.on.Load() && r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") {
+		return nil, errors.New("read tcp: connection reset by peer")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// incompleteUploads lists the bucket's unfinished multipart uploads.
+func incompleteUploads(t *testing.T, c *minio.Client, bucket string) []string {
+	t.Helper()
+	var keys []string
+	for u := range c.ListIncompleteUploads(context.Background(), bucket, "", true) {
+		if u.Err != nil {
+			t.Fatalf("list multipart uploads: %v", u.Err)
+		}
+		keys = append(keys, u.Key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// chatd writes a file over 5 MiB to an object store as a multipart
+// upload (the checked copy of a completed upload). One that fails is
+// aborted by minio-go, but a crash, or an abort the network lost too,
+// leaves its parts in the bucket: billed, named by no object, listed by
+// no List, so the deletion queue never meets them. The cleanup round
+// aborts them once older than the upload TTL (a write in progress is
+// younger), chatd's keys only.
+func TestACleanupRoundAbortsTheMultipartUploadsAFailedWriteLeft(t *testing.T) {
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	tr := &abortsFail{}
+	blobs, err := blob.NewS3(context.Background(), blob.S3Config{Endpoint: fake.Endpoint(), Bucket: fake.Bucket, Region: fake.Region,
+		AccessKey: fake.AccessKey, SecretKey: fake.SecretKey, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := minio.New(fake.Endpoint(), &minio.Options{Creds: credentials.NewStaticV4(fake.AccessKey, fake.SecretKey, ""), Region: fake.Region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pool := pgtest.NewStore(t, chat.DefaultLimits())
+	// Two nodes' services on the same stores: one with the default TTL
+	// (24 h), one whose TTL has passed by the time it sweeps.
+	service := func(urlExpiry, ttl time.Duration) *Service {
+		s, err := New(Config{Store: store.NewAttachments(pool), Blobs: blobs, URLExpiry: urlExpiry, TTL: ttl,
+			CleanupInterval: time.Hour, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	young, s := service(0, 0), service(time.Millisecond, 2*time.Millisecond)
+	ctx := context.Background()
+
+	// Someone else's unfinished upload in the bucket is not chatd's.
+	core := minio.Core{Client: admin}
+	if _, err := core.NewMultipartUpload(ctx, fake.Bucket, "backups/db.tar", minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A 6 MiB copy whose reader fails after the first part, the abort
+	// lost with it.
+	tr.on.Store(true)
+	key := chat.NewBlobKey()
+	body := io.MultiReader(bytes.NewReader(make([]byte, 5<<20+1<<10)), iotestErr{})
+	if err := blobs.Put(ctx, key, body, 6<<20, "video/mp4"); err == nil {
+		t.Fatal("a Put whose reader failed succeeded")
+	}
+	tr.on.Store(false)
+	if got := incompleteUploads(t, admin, fake.Bucket); len(got) != 2 || got[1] != key {
+		t.Fatalf("unfinished uploads %v, want the failed write's %s and backups/db.tar", got, key)
+	}
+
+	// Younger than the TTL: it may be a write in progress.
+	young.Sweep()
+	if got := incompleteUploads(t, admin, fake.Bucket); len(got) != 2 {
+		t.Fatalf("a round aborted a write younger than the TTL: %v left", got)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the cleanup to abort the failed write's upload", func() bool {
+		s.Sweep()
+		return len(incompleteUploads(t, admin, fake.Bucket)) == 1
+	})
+	if n := testutil.ToFloat64(young.metrics.aborted); n != 0 {
+		t.Errorf("the round within the TTL counted %v aborted", n)
+	}
+	if got := incompleteUploads(t, admin, fake.Bucket); len(got) != 1 || got[0] != "backups/db.tar" {
+		t.Fatalf("unfinished uploads left %v, want backups/db.tar only", got)
+	}
+	if n := testutil.ToFloat64(s.metrics.aborted); n != 1 {
+		t.Errorf("chat_blob_incomplete_aborted_total is %v, want 1", n)
+	}
+}
+
+type iotestErr struct{}
+
+func (iotestErr) Read([]byte) (int, error) { return 0, errors.New("the disk failed") }
