@@ -33,6 +33,11 @@ export function shownAsPicture(a) {
   return Boolean(a.thumbnail) || ['image/jpeg', 'image/png', 'image/gif', 'image/webp', 'image/avif', 'image/bmp'].includes(a.contentType);
 }
 
+/** Whether an upload that failed so is still pending, to be sent again. */
+function retriable(e) {
+  return e.status === 0 || e.status >= 500 || e.status === 429 || e.code === 'aborted';
+}
+
 export class Uploader {
   /** @param {import('./api.js').Api} api */
   constructor(api) {
@@ -62,7 +67,14 @@ export class Uploader {
     return this.send({ purpose: 'avatar' }, file, onProgress, handle);
   }
 
-  /** An upload whose ticket asks for what (a conversation's, an avatar). */
+  /**
+   * An upload whose ticket asks for what (a conversation's, an avatar).
+   * handle.ticket is kept for a retry: sent again after a network
+   * failure (the answer of a PUT that got through may be what was lost),
+   * the upload PUTs the same bytes to the same ticket, which chatd
+   * answers as the first time, rather than asking for a new ticket,
+   * charged again against the day's bytes.
+   */
   send(what, file, onProgress, handle) {
     // abort() works from the start: before the ticket comes, it stops
     // the upload at the next step (no bytes sent, nothing completed).
@@ -74,19 +86,31 @@ export class Uploader {
       aborted = true;
     };
     return (async () => {
-      const t = await this.api.request('POST', '/v1/uploads', {
-        ...what,
-        name: file.name || 'file',
-        contentType: fileType(file),
-        size: file.size,
-      });
+      let t = handle.ticket;
+      if (!t || Date.parse(t.expiresAt) - Date.now() < 30000) {
+        handle.ticket = null;
+        t = await this.api.request('POST', '/v1/uploads', {
+          ...what,
+          name: file.name || 'file',
+          contentType: fileType(file),
+          size: file.size,
+        });
+        handle.ticket = t;
+      }
       check();
-      const own = t.url.startsWith('/');
-      const put = await this.put(t, file, own, onProgress, handle);
-      check();
-      const u = t.completeUrl ? await this.api.request('POST', t.completeUrl) : put;
-      if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
-      return u.attachment;
+      try {
+        const own = t.url.startsWith('/');
+        const put = await this.put(t, file, own, onProgress, handle);
+        check();
+        const u = t.completeUrl ? await this.api.request('POST', t.completeUrl) : put;
+        if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
+        return u.attachment;
+      } catch (e) {
+        // Only a failure that may leave the upload pending keeps its
+        // ticket: a refusal deleted it, an expiry (gone) needs a new one.
+        if (!retriable(e)) handle.ticket = null;
+        throw e;
+      }
     })();
   }
 

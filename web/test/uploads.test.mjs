@@ -271,3 +271,65 @@ test('an upload whose bytes stop moving (a dead connection) fails, so the tray o
     delete globalThis.XMLHttpRequest;
   }
 });
+
+test('an upload retried after its PUT was cut off PUTs to the same ticket, asking for no second one', async () => {
+  const opened = [];
+  let fail = true;
+  globalThis.XMLHttpRequest = class {
+    constructor() {
+      this.upload = {};
+    }
+    open(method, url) {
+      opened.push(url);
+    }
+    setRequestHeader() {}
+    send() {
+      // The first PUT got through, but its answer was lost.
+      if (fail) {
+        setTimeout(() => (this.onerror(), this.onloadend()), 0);
+        return;
+      }
+      this.status = 200;
+      this.responseText = JSON.stringify({ state: 'complete', attachment: { id: 'u1' } });
+      setTimeout(() => (this.onload(), this.onloadend()), 0);
+    }
+    abort() {}
+  };
+  const tickets = [];
+  const api = {
+    token: 't',
+    onUnauthorized() {},
+    async request(method, path, body) {
+      assert.equal(path, '/v1/uploads');
+      tickets.push(body);
+      const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
+      return { uploadId: `u${tickets.length}`, url: `/v1/uploads/u${tickets.length}`, method: 'PUT', expiresAt };
+    },
+  };
+  try {
+    const up = new Uploader(api);
+    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+    let handle = {};
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+    // What the tray's Retry does.
+    fail = false;
+    handle = { ticket: handle.ticket };
+    const a = await up.upload(7, file, () => {}, handle);
+    assert.equal(a.id, 'u1');
+    assert.equal(tickets.length, 1, 'the retry asked for a second ticket, charged again');
+    assert.deepEqual(opened, ['/v1/uploads/u1', '/v1/uploads/u1']);
+
+    // A ticket the server refused (its upload deleted) or let expire is not reused.
+    fail = true;
+    handle = {};
+    globalThis.XMLHttpRequest.prototype.send = function () {
+      this.status = 410;
+      this.responseText = JSON.stringify({ error: { code: 'gone', message: 'expired' } });
+      setTimeout(() => (this.onload(), this.onloadend()), 0);
+    };
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone');
+    assert.equal(handle.ticket, null, 'a gone ticket was kept for the retry');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
