@@ -31,6 +31,11 @@ type chatFlags struct {
 	// renewToken: the command may outlive a token (tail), so one minted
 	// by chatctl is minted again for every connection.
 	renewToken bool
+	// long: the command may rightly run longer than --timeout, as it
+	// follows events until Ctrl-C (tail) or moves a file's bytes (uploads,
+	// downloads). --timeout then bounds connecting and each request to
+	// chatd rather than the whole run.
+	long bool
 }
 
 // newChatFlags makes the flag set of a command acting as a user (see
@@ -56,14 +61,21 @@ func (f chatFlags) explain(err error, conv int64) error {
 }
 
 // with runs fn with a client connected as connect does and closes it
-// after.
-func (f chatFlags) with(ctx context.Context, a *app, fn func(*client.Client) error, opts ...func(*client.Config)) error {
+// after. The context fn gets ends --timeout after the command started
+// (unless f.long): a user who says how long to wait for chatd means the
+// whole command, however many requests it makes.
+func (f chatFlags) with(ctx context.Context, a *app, fn func(context.Context, *client.Client) error, opts ...func(*client.Config)) error {
+	if !f.long {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *f.timeout)
+		defer cancel()
+	}
 	c, closeFn, err := f.connect(ctx, a, opts...)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	return fn(c)
+	return fn(ctx, c)
 }
 
 // openPeer points *conv at the direct conversation of --user with peer
@@ -89,7 +101,7 @@ func addChatFlags(fs *flag.FlagSet) chatFlags {
 		token:   fs.String("token", "", "JWT for --user (default: minted like \"chatctl token\" does, from --secret, $CHAT_JWT_SECRET or <data dir>/jwt.secret)"),
 		secret:  fs.String("secret", "", "HS256 secret to mint the token with (default $CHAT_JWT_SECRET, else <data dir>/jwt.secret)"),
 		dataDir: fs.String("data-dir", "", "chatd data dir holding jwt.secret (default $CHAT_DATA_DIR, else ./data)"),
-		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for chatd: to connect, and for a change (send, forward, edit, recall, react) to be stored"),
+		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for chatd: the whole command gives up after it (tail, download and file uploads: connecting and each request do)"),
 		json:    fs.Bool("json", false, "print JSON instead of text"),
 	}
 }
@@ -153,6 +165,9 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 		TokenFunc: renew,
 		Ephemeral: true,
 		Logger:    slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level})),
+		// Bounds the requests of a long command (whose context has no
+		// deadline), and the client's own (history fills).
+		RequestTimeout: *f.timeout,
 	}
 	if renew != nil {
 		cfg.Token = ""
@@ -203,7 +218,7 @@ func (f chatFlags) storeWithin(ctx context.Context, id string, store func(contex
 	sctx, cancel := context.WithTimeout(ctx, *f.timeout)
 	defer cancel()
 	err := store(sctx)
-	if errors.Is(err, client.ErrQueued) && ctx.Err() == nil {
+	if errors.Is(err, client.ErrQueued) && !errors.Is(ctx.Err(), context.Canceled) {
 		return hint(err, "chatd did not acknowledge it within --timeout %v (%v): it may or may not be stored; run the command again with --client-msg-id %s to retry without a duplicate, or raise --timeout",
 			*f.timeout, err, id)
 	}
@@ -257,6 +272,8 @@ func explainChat(err error, fs *flag.FlagSet, user, conv int64) error {
 			limit = "limit_api_rate (CHAT_LIMIT_API_RATE)"
 		}
 		return hint(err, "%v: slow down, or raise %s for chatd", err, limit)
+	case errors.Is(err, client.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded):
+		return hint(err, "chatd did not answer within --timeout %v (%v): chatd or its database is overloaded or stuck; retry in a moment, or raise --timeout", fs.Lookup("timeout").Value, err)
 	case errors.Is(err, client.ErrUnavailable):
 		return hint(err, "%v: chatd or its database is unavailable; retry in a moment", err)
 	}

@@ -71,7 +71,8 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 	if *resume && (*out == "" || *out == "-") {
 		return usagef("%s: --resume needs --out PATH, the partial file", cf.fs.Name())
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	cf.long = true
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *out == "-" {
 			if _, err := c.Download(ctx, *id, a.stdout); err != nil {
 				return explainDownload(err, cf.fs, *cf.user, *id)

@@ -23,7 +23,7 @@ func runHistory(ctx context.Context, a *app, args []string) error {
 	if *before != 0 && *after != 0 {
 		return usagef("%s: give --before or --after, not both", cf.fs.Name())
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		msgs, err := c.History(ctx, *conv, client.HistoryOptions{BeforeSeq: *before, AfterSeq: *after, Limit: *limit})
 		if err != nil {
 			return cf.explain(err, *conv)

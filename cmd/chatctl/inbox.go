@@ -17,7 +17,7 @@ func runInbox(ctx context.Context, a *app, args []string) error {
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		page, err := c.Inbox(ctx, client.InboxOptions{Limit: *limit})
 		if err != nil {
 			return cf.explain(err, 0)

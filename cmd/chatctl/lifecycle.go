@@ -135,7 +135,7 @@ func runForward(ctx context.Context, a *app, args []string) error {
 	if err := checkClientMsgID(cf.fs, id); err != nil {
 		return err
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if err := cf.openPeer(ctx, c, conv, *peer); err != nil {
 			return err
 		}
@@ -194,7 +194,7 @@ func (ch changeFlags) parse(a *app, args []string) error {
 // prints the result with the seq of its entry, still connected; a refusal
 // is explained for verb.
 func (ch changeFlags) apply(ctx context.Context, a *app, verb string, change client.Change, print func(client.Outcome) error) error {
-	return ch.chat.with(ctx, a, func(c *client.Client) error {
+	return ch.chat.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		change.ConversationID, change.ClientMsgID, change.TargetSeq = *ch.conv, *ch.id, *ch.seq
 		var out client.Outcome
 		err := ch.chat.storeWithin(ctx, *ch.id, func(ctx context.Context) (err error) {

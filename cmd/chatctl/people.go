@@ -37,7 +37,8 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 	if *avatar != "" && *avatarFile != "" {
 		return usagef("%s: give --avatar or --avatar-file, not both", cf.fs.Name())
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	cf.long = *avatarFile != ""
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *of != "" {
 			ids, err := parseIDs("of", *of)
 			if err != nil {
@@ -153,7 +154,7 @@ func runSettings(ctx context.Context, a *app, args []string) error {
 			return usagef("%s: --%s must be on or off, not %q", cf.fs.Name(), flagName, v)
 		}
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		var st client.Settings
 		var err error
 		if u.ReadReceipts != nil || u.Presence != nil {
@@ -187,7 +188,7 @@ func runBlock(ctx context.Context, a *app, args []string) error {
 	if *remove && *peer == 0 {
 		return usagef("%s: --remove needs --peer", cf.fs.Name())
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		var err error
 		switch {
 		case *peer != 0 && *remove:
@@ -243,7 +244,7 @@ func addGroupFlags(fs *flag.FlagSet) groupFlags {
 }
 
 // with is chatFlags.with after checking --conversation.
-func (g groupFlags) with(ctx context.Context, a *app, fn func(*client.Client) error, opts ...func(*client.Config)) error {
+func (g groupFlags) with(ctx context.Context, a *app, fn func(context.Context, *client.Client) error, opts ...func(*client.Config)) error {
 	if err := requireID(g.chat.fs, "conversation", *g.conv, "the group's conversation id"); err != nil {
 		return err
 	}
@@ -291,7 +292,8 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 	if u.Title == nil && u.About == nil && u.AvatarURL == nil && *avatarFile == "" && u.HistoryVisible == nil {
 		return usagef("%s: give at least one of --title, --about, --avatar, --avatar-file, --history", fs.Name())
 	}
-	return g.with(ctx, a, func(c *client.Client) error {
+	g.chat.long = *avatarFile != ""
+	return g.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *avatarFile != "" {
 			id, err := uploadAvatar(ctx, c, fs, *g.chat.user, *avatarFile)
 			if err != nil {
@@ -315,7 +317,7 @@ func runGroupMembers(ctx context.Context, a *app, args []string) error {
 	if err := parse(a, fs, args); err != nil {
 		return err
 	}
-	return g.with(ctx, a, func(c *client.Client) error {
+	return g.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		var all []client.Member
 		cursor := ""
 		for range 1000 {
@@ -363,7 +365,7 @@ func runGroupAdd(ctx context.Context, a *app, args []string) error {
 	if err := parseMember(a, fs, args, member, "the user to add"); err != nil {
 		return err
 	}
-	return g.with(ctx, a, func(c *client.Client) error {
+	return g.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		var m client.Member
 		var err error
 		if *admin {
@@ -388,7 +390,7 @@ func runGroupRemove(ctx context.Context, a *app, args []string) error {
 	if err := parseMember(a, fs, args, member, "the member to remove (--user's own id to leave)"); err != nil {
 		return err
 	}
-	return g.with(ctx, a, func(c *client.Client) error {
+	return g.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if err := c.RemoveMember(ctx, *g.conv, *member); err != nil {
 			return g.explain(err)
 		}
@@ -414,7 +416,7 @@ func runGroupRole(ctx context.Context, a *app, args []string) error {
 	if *role != "admin" && *role != "member" {
 		return usagef("%s: --role must be admin or member", fs.Name())
 	}
-	return g.with(ctx, a, func(c *client.Client) error {
+	return g.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		m, err := c.SetRole(ctx, *g.conv, *member, *role)
 		if err != nil {
 			return g.explain(err)
@@ -432,7 +434,7 @@ func runGroupOwner(ctx context.Context, a *app, args []string) error {
 	if err := parseMember(a, fs, args, member, "the new owner"); err != nil {
 		return err
 	}
-	return g.with(ctx, a, func(c *client.Client) error {
+	return g.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if err := c.TransferOwnership(ctx, *g.conv, *member); err != nil {
 			return g.explain(err)
 		}
@@ -462,7 +464,7 @@ func runSearch(ctx context.Context, a *app, args []string) error {
 	if *limit < 0 {
 		return usagef("%s: --limit must not be negative (at most 50 hits a page)", cf.fs.Name())
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		page, err := c.Search(ctx, *q, client.SearchOptions{ConversationID: *conv, SenderID: *sender, Limit: *limit, Cursor: *cursor})
 		if err != nil {
 			return cf.explain(err, *conv)

@@ -20,7 +20,7 @@ func runRead(ctx context.Context, a *app, args []string) error {
 	if *seq < 0 {
 		return usagef("%s: --seq must be positive", cf.fs.Name())
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		upTo := *seq
 		if upTo == 0 {
 			cv, err := c.Conversation(ctx, *conv)

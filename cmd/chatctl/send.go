@@ -46,7 +46,8 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	return cf.with(ctx, a, func(c *client.Client) error {
+	cf.long = len(files) > 0
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if err := cf.openPeer(ctx, c, conv, *peer); err != nil {
 			return err
 		}

@@ -28,7 +28,8 @@ func runTail(ctx context.Context, a *app, args []string) error {
 	// A tail outlives the token chatctl mints (commandTokenTTL), and
 	// chatd ends a connection when its token expires.
 	cf.renewToken = true
-	return cf.with(ctx, a, func(c *client.Client) error {
+	cf.long = true
+	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, cf.brokerURL(a))
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
