@@ -124,16 +124,42 @@ func (c *Client) Presence(ctx context.Context, userID int64) (Presence, error) {
 	return callFor[Presence](ctx, c, "presence", userIDParams{userID}, true)
 }
 
-// Users returns the profiles of up to 100 ids the caller may see, in the
-// order asked; others are left out.
+// Users returns the profiles of the ids the caller may see, in the order
+// asked (an id asked twice answers once, where first asked); others are
+// left out. chatd answers at most chat.MaxUsersPerRequest (100) ids per
+// request: more are asked in as many requests (RPC users.get), each
+// counting against the API rate limit, and the first refusal is the error.
 func (c *Client) Users(ctx context.Context, ids []int64) ([]Profile, error) {
-	var reply struct {
-		Users []Profile `json:"users"`
+	ids = uniqueIDs(ids)
+	var out []Profile
+	for start := 0; start == 0 || start < len(ids); start += chat.MaxUsersPerRequest {
+		var reply struct {
+			Users []Profile `json:"users"`
+		}
+		err := c.call(ctx, "users.get", struct {
+			IDs []int64 `json:"ids"`
+		}{ids[start:min(start+chat.MaxUsersPerRequest, len(ids))]}, &reply, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, reply.Users...)
 	}
-	err := c.call(ctx, "users.get", struct {
-		IDs []int64 `json:"ids"`
-	}{ids}, &reply, true)
-	return reply.Users, err
+	return out, nil
+}
+
+// uniqueIDs is ids without repeats, each where it first appears, as chatd
+// answers them: spread over several requests, a repeat would be answered
+// twice.
+func uniqueIDs(ids []int64) []int64 {
+	seen := make(map[int64]bool, len(ids))
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Settings returns the user's privacy settings.

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -114,5 +115,41 @@ func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
 	}
 	if err := b.Unblock(ctx, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUsersAnswersMoreIdsThanOneRequestTakes: Users sent every id in one
+// request, and chatd refuses more than 100 ("invalid"): asking for a
+// group's 250 members failed. It answers all of them now, in the order
+// asked, a repeated id once, strangers left out.
+func TestUsersAnswersMoreIdsThanOneRequestTakes(t *testing.T) {
+	broker := newBroker(t)
+	a := connect(t, testConfig(t, broker, 1))
+	ctx := ctxFor(t, 30*time.Second)
+	var members []int64
+	for id := int64(2); id <= 250; id++ {
+		members = append(members, id)
+	}
+	if _, err := a.CreateGroup(ctx, "big", members); err != nil {
+		t.Fatal(err)
+	}
+	var ask, want []int64
+	for id := int64(250); id >= 1; id-- {
+		ask = append(ask, id)
+		want = append(want, id)
+		if id == 120 {
+			ask = append(ask, 9999, 250) // a stranger, a repeat
+		}
+	}
+	us, err := a.Users(ctx, ask)
+	if err != nil {
+		t.Fatalf("Users of %d ids: %v", len(ask), err)
+	}
+	got := make([]int64, len(us))
+	for i, u := range us {
+		got[i] = u.ID
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Users answered %d profiles %v, want %d %v", len(got), got, len(want), want)
 	}
 }
