@@ -92,6 +92,11 @@ type SettingsUpdate struct {
 type Me struct {
 	Profile
 	Settings Settings `json:"settings"`
+	// TokensRevokedBefore is the caller's revocation instant (their
+	// tokens issued before it are refused; nil: never revoked). A client
+	// whose tokens.revoke lost its answer with its connection reads it on
+	// its next one to learn whether the revocation happened.
+	TokensRevokedBefore *time.Time `json:"tokensRevokedBefore,omitempty"`
 }
 
 // Block is one user the caller blocked.
@@ -344,6 +349,16 @@ func (s *Service) Me(ctx context.Context, userID int64) (Me, error) {
 	}
 	if me.Settings, err = p.Settings(ctx, userID); err != nil {
 		return Me{}, err
+	}
+	if t, ok := s.Store.(TokenStore); ok {
+		before, err := t.TokensRevokedBefore(ctx, userID)
+		if err != nil {
+			return Me{}, err
+		}
+		if !before.IsZero() {
+			before = before.UTC()
+			me.TokensRevokedBefore = &before
+		}
 	}
 	return me, nil
 }

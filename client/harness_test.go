@@ -209,6 +209,8 @@ type proxy struct {
 	upstream string
 	down     bool
 	stall    bool // drop what chatd writes (Stall)
+	stallUp  bool // drop what clients write (StallUp)
+	dropped  int  // bytes of clients dropped by StallUp
 	conns    map[net.Conn]struct{}
 	accepted int // connections accepted, refused ones included
 	wg       sync.WaitGroup
@@ -270,7 +272,10 @@ func (p *proxy) pipe(dst, src net.Conn, back bool) {
 	for {
 		n, err := src.Read(buf)
 		p.mu.Lock()
-		drop := back && p.stall
+		drop := back && p.stall || !back && p.stallUp
+		if drop && !back {
+			p.dropped += n
+		}
 		p.mu.Unlock()
 		if n > 0 && !drop {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -297,12 +302,27 @@ func (p *proxy) Stall() {
 	p.mu.Unlock()
 }
 
+// StallUp drops everything clients write from now on (a request lost on
+// the way), until Kill.
+func (p *proxy) StallUp() {
+	p.mu.Lock()
+	p.stallUp = true
+	p.mu.Unlock()
+}
+
+// Dropped is the number of bytes StallUp dropped so far.
+func (p *proxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
 // Kill closes every open connection (no DISCONNECT: a lost network) and
-// ends a Stall; new connections are still accepted.
+// ends a Stall or StallUp; new connections are still accepted.
 func (p *proxy) Kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stall = false
+	p.stall, p.stallUp = false, false
 	for c := range p.conns {
 		c.Close()
 	}

@@ -315,28 +315,73 @@ func (m Message) SystemText(name func(int64) string) string {
 // TokenFunc connects again with the next token, accepted once it is
 // issued at or after the instant.
 //
-// It is never re-sent: a call repeated with a token issued since would
-// revoke that one too. chatd closes this connection right after the
-// answer; when the connection is lost before the answer arrives (the
-// network), a static Token refused on reconnecting proves the
-// revocation, and RevokeTokens returns a nil error with the zero instant.
-// Otherwise a lost answer is an error matching ErrUnavailable: the
-// revocation may or may not have happened. A second call once the token
-// is refused fails with ErrUnauthorized: it cannot revoke what was issued
-// since (chatctl revoke-tokens can).
+// chatd closes this connection right after the answer. When the
+// connection is lost before the answer arrives (the network), the next
+// connection tells whether the revocation happened, and RevokeTokens asks
+// again only if it did not: a static Token refused on reconnecting proves
+// it (a nil error with the zero instant: chatd's answer is lost), and one
+// accepted disproves it. With TokenFunc, whose next token is accepted
+// either way, RevokeTokens reads the user's revocation instant (Me's
+// TokensRevokedBefore) before the call and after the reconnection: a later
+// one is the revocation, returned as the instant. A revocation that chatd
+// was still running when the instant was read again (a very slow
+// database) may be made twice, the later instant then also refusing
+// what signed in between (this client connects again by itself). When ctx
+// ends before the outcome is known, the error matches ErrUnavailable and
+// says so. A call once the static Token is refused fails with
+// ErrUnauthorized: it cannot revoke what was issued since (chatctl
+// revoke-tokens can).
 func (c *Client) RevokeTokens(ctx context.Context) (time.Time, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 	}
-	r, err := callFor[chat.TokensRevoked](ctx, c, "tokens.revoke", struct{}{}, false)
-	if errors.Is(err, errConnectionLost) && c.cfg.TokenFunc == nil {
-		// The connection was lost before the answer: the next
-		// connection attempt, with the same token, tells.
-		if _, rerr := c.ready(ctx); errors.Is(rerr, ErrUnauthorized) {
-			return time.Time{}, nil
+	var before *time.Time // the instant before the call (TokenFunc)
+	if c.cfg.TokenFunc != nil {
+		me, err := c.Me(ctx)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("revoke tokens: read the revocation instant: %w", err)
+		}
+		before = me.TokensRevokedBefore
+	}
+	for {
+		r, err := callFor[chat.TokensRevoked](ctx, c, chat.RPCRevokeTokens, struct{}{}, false)
+		if !errors.Is(err, errConnectionLost) {
+			return r.RevokedBefore, err
+		}
+		done, at, err := c.revoked(ctx, before)
+		if done || err != nil {
+			return at, err
 		}
 	}
-	return r.RevokedBefore, err
+}
+
+// revoked tells, once a tokens.revoke lost its answer with its
+// connection, whether the revocation happened (at: its instant when
+// known), by connecting again (see RevokeTokens); before is the instant
+// read before the call (TokenFunc only).
+func (c *Client) revoked(ctx context.Context, before *time.Time) (done bool, at time.Time, err error) {
+	unknown := func(err error) error {
+		return fmt.Errorf("revoke tokens: %w: whether the revocation happened is unknown: %w", errConnectionLost, err)
+	}
+	if c.cfg.TokenFunc == nil {
+		_, err := c.ready(ctx)
+		switch {
+		case errors.Is(err, ErrUnauthorized):
+			return true, time.Time{}, nil
+		case err != nil:
+			return true, time.Time{}, unknown(c.waitErr("rpc "+chat.RPCRevokeTokens, err))
+		}
+		return false, time.Time{}, nil
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return true, time.Time{}, unknown(err)
+	}
+	now := me.TokensRevokedBefore
+	if now != nil && (before == nil || now.After(*before)) {
+		return true, *now, nil
+	}
+	return false, time.Time{}, nil
 }

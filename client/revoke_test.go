@@ -1,13 +1,16 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
@@ -52,5 +55,106 @@ func TestRevokeTokensOfTheGoClientSaysWhetherItSignedTheUserOut(t *testing.T) {
 	}
 	if _, err := c.Inbox(ctxFor(t, 10*time.Second), client.InboxOptions{}); err != nil {
 		t.Fatalf("TokenFunc client's request after the revocation: %v", err)
+	}
+}
+
+// tokenFuncConfig is user's config minting a new token for every
+// connection, as an app signed in with a refresh token does.
+func tokenFuncConfig(t *testing.T, broker string, user int64) client.Config {
+	cfg := testConfig(t, broker, user)
+	cfg.Token = ""
+	cfg.TokenFunc = func(context.Context) (string, error) { return auth.Mint([]byte(testnode.Secret), user, time.Hour) }
+	return cfg
+}
+
+// TestRevokeTokensWhoseAnswerWasLostSaysTheRevocationHappened: with
+// TokenFunc, a tokens.revoke whose answer was lost with its connection
+// ended as ErrUnavailable, though chatd had signed the user out: the next
+// connection, with a token issued since, could not tell. RevokeTokens
+// reads the revocation instant before the call and again on the next
+// connection now, and returns it: a later instant is the revocation.
+func TestRevokeTokensWhoseAnswerWasLostSaysTheRevocationHappened(t *testing.T) {
+	broker := newBroker(t)
+	c := connect(t, tokenFuncConfig(t, broker, 100))
+	var lost atomic.Bool
+	c.DropReplies(func(p []byte) bool {
+		if !bytes.Contains(p, []byte(`"revokedBefore"`)) || !lost.CompareAndSwap(false, true) {
+			return false
+		}
+		go c.TerminateConnection() // not on paho's reader, which calls this
+		return true
+	})
+	ctx := ctxFor(t, 15*time.Second)
+	start := time.Now().Truncate(time.Second)
+	before, err := c.RevokeTokens(ctx)
+	if !lost.Load() {
+		t.Fatal("the answer was not lost")
+	}
+	if err != nil || before.Before(start) {
+		t.Fatalf("RevokeTokens whose answer was lost: %v, %v", before, err)
+	}
+	me, err := c.Me(ctx)
+	if err != nil || me.TokensRevokedBefore == nil || !me.TokensRevokedBefore.Equal(before) {
+		t.Fatalf("the revocation instant is %v (%v), RevokeTokens said %v", me.TokensRevokedBefore, err, before)
+	}
+}
+
+// TestRevokeTokensWhoseRequestWasLostRevokesOnTheNextConnection: a
+// tokens.revoke lost on the way to chatd with its connection ended as
+// ErrUnavailable, the user still signed in everywhere. The next
+// connection tells that nothing happened (a static Token is still
+// accepted; with TokenFunc the revocation instant did not move), and
+// RevokeTokens asks again there now.
+func TestRevokeTokensWhoseRequestWasLostRevokesOnTheNextConnection(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	for _, tc := range []struct {
+		name    string
+		tokenFn bool
+		user    int64
+	}{{"static Token", false, 1}, {"TokenFunc", true, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			px := newProxy(t, srv.MQTTAddr())
+			cfg := testConfig(t, px.URL(), tc.user)
+			if tc.tokenFn {
+				cfg = tokenFuncConfig(t, px.URL(), tc.user)
+			}
+			c := connect(t, cfg)
+			if tc.tokenFn {
+				// The revocation instant read first comes back: the
+				// request after it is lost.
+				var armed atomic.Bool
+				armed.Store(true)
+				c.DropReplies(func(p []byte) bool {
+					if bytes.Contains(p, []byte(`"settings"`)) && armed.CompareAndSwap(true, false) {
+						px.StallUp()
+					}
+					return false
+				})
+			} else {
+				px.StallUp()
+			}
+			ctx := ctxFor(t, 15*time.Second)
+			start := time.Now().Truncate(time.Second)
+			type answer struct {
+				at  time.Time
+				err error
+			}
+			res := make(chan answer, 1)
+			go func() {
+				at, err := c.RevokeTokens(ctx)
+				res <- answer{at, err}
+			}()
+			testkit.WaitFor(t, 10*time.Second, "the request to be lost", func() bool { return px.Dropped() >= 20 })
+			px.Kill()
+			r := <-res
+			if r.err != nil || r.at.Before(start) {
+				t.Fatalf("RevokeTokens whose request was lost: %v, %v", r.at, r.err)
+			}
+			if !tc.tokenFn {
+				testkit.WaitFor(t, 10*time.Second, "the client to be signed out", func() bool {
+					return errors.Is(c.Err(), client.ErrUnauthorized)
+				})
+			}
+		})
 	}
 }
