@@ -207,7 +207,9 @@ func (c *Client) CreateGroup(ctx context.Context, title string, members []int64)
 }
 
 // OpenDirect returns the direct conversation with peer, creating it if
-// needed (created reports which).
+// needed (created reports which). It is asked again when the connection
+// drops before the reply; created is then false if the first request
+// created the conversation.
 func (c *Client) OpenDirect(ctx context.Context, peer int64) (conv Conversation, created bool, err error) {
 	var reply struct {
 		Status int `json:"status"`
