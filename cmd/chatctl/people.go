@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,8 +55,9 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 			for _, p := range ps {
 				printProfile(a.stdout, p)
 			}
-			if len(ps) < len(ids) {
-				fmt.Fprintf(a.stdout, "(%d of %d users share no conversation with user %d, or do not exist)\n", len(ids)-len(ps), len(ids), *cf.user)
+			// An id given twice is answered once.
+			if asked := len(slices.Compact(slices.Sorted(slices.Values(ids)))); len(ps) < asked {
+				fmt.Fprintf(a.stdout, "(%d of %d users share no conversation with user %d, or do not exist)\n", asked-len(ps), asked, *cf.user)
 			}
 			return nil
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -70,4 +71,27 @@ func TestProfileSettingsBlockGroupAndSearchCommands(t *testing.T) {
 	has(r, "[conv 2 #6] user 2: 我们明天在[北京]开会")
 	r = mustOK(t, chatctl(t, env, "search", "--user", "3", "--query", "北京"))
 	has(r, `nothing found for "北京"`)
+}
+
+// TestProfileOfShowsMoreThanAHundredUsers: profile --of with more than
+// the 100 ids chatd answers per request failed with "invalid"; it shows
+// them all now, an id given twice once.
+func TestProfileOfShowsMoreThanAHundredUsers(t *testing.T) {
+	dataDir := t.TempDir()
+	srv := startChatd(t, dataDir)
+	env := chatEnv(srv, dataDir)
+	var members []int64
+	ids := []string{"1"}
+	for id := int64(2); id <= 250; id++ {
+		members = append(members, id)
+		ids = append(ids, strconv.FormatInt(id, 10))
+	}
+	if _, err := srv.Service.CreateGroup(context.Background(), 1, "big", members); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, "7", "9999")
+	r := mustOK(t, chatctl(t, env, "profile", "--user", "1", "--of", strings.Join(ids, ",")))
+	if n := strings.Count(r.stdout, "\nuser ") + 1; n != 250 || !strings.Contains(r.stdout, "(1 of 251 users share no conversation") {
+		t.Fatalf("%d profiles shown:\n%s", n, r.stdout)
+	}
 }
