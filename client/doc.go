@@ -140,9 +140,11 @@
 // carries a key of its own, the group's membership, role, ownership and
 // settings changes, blocks), are then asked again on the next connection; other
 // writes are not (they may have run) and fail at once with an error
-// matching ErrUnavailable, without waiting for the timeout. RevokeTokens
-// is the exception: the next connection tells whether its revocation
-// happened, and it asks again only if not.
+// matching ErrUnavailable, without waiting for the timeout. The
+// exceptions: DeleteDevice is asked again (the 404 of a repeated deletion
+// means the device is gone; device ids are never reused), and RevokeTokens
+// asks again only if the next connection tells that its revocation did
+// not happen.
 // Refusals are *Error values with the HTTP API's code and status.
 //
 // # Attachments

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 
 	chat "github.com/chatd/chatd"
 )
@@ -87,12 +88,21 @@ func (c *Client) Devices(ctx context.Context) ([]Device, error) {
 
 // DeleteDevice stops pushes to one of the caller's devices (RPC
 // device.delete): call it on sign-out. ErrNotFound for an id that is not
-// one of theirs (or deleted already). Not re-sent after a lost reply
-// (ErrUnavailable): a retry that is ErrNotFound then means it is gone.
+// one of theirs (or deleted already). When the connection drops before
+// the reply it is asked again, and ErrNotFound then is the success it
+// stands for: the device is gone (device ids are never reused).
 func (c *Client) DeleteDevice(ctx context.Context, id int64) error {
-	return c.call(ctx, "device.delete", struct {
+	params := struct {
 		ID int64 `json:"id"`
-	}{id}, nil, false)
+	}{id}
+	err := c.call(ctx, "device.delete", params, nil, false)
+	if !errors.Is(err, errConnectionLost) {
+		return err
+	}
+	if err := c.call(ctx, "device.delete", params, nil, true); !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 // VAPIDPublicKey returns chatd's VAPID public key (RPC push.vapid), the

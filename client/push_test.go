@@ -94,3 +94,30 @@ func TestPushDevicesOverTheGoClient(t *testing.T) {
 		t.Fatalf("an fcm token without a sender: %v, want ErrInvalid", err)
 	}
 }
+
+// TestADeviceDeletionWhoseReplyWasLostIsAskedAgain: device.delete was
+// never asked again, so a sign-out's DeleteDevice whose connection ended
+// before its reply failed with ErrUnavailable though the device was gone.
+// It is asked again now, and the repeat's ErrNotFound is the success.
+func TestADeviceDeletionWhoseReplyWasLostIsAskedAgain(t *testing.T) {
+	keys, err := push.LoadOrCreateVAPID(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_VAPID_PRIVATE_KEY": keys.Private}), nil)
+	a := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	ctx := ctxFor(t, 30*time.Second)
+	sub := webpushtest.NewSubscriber()
+	id, _, err := a.RegisterDevice(ctx, client.DeviceRegistration{Platform: client.PlatformWebPush, Endpoint: "https://push.example/abc",
+		Keys: &client.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loseNextReply(a)
+	if err := a.DeleteDevice(ctx, id); err != nil {
+		t.Fatalf("DeleteDevice whose reply was lost: %v", err)
+	}
+	if ds, err := a.Devices(ctx); err != nil || len(ds) != 0 {
+		t.Fatalf("Devices after DeleteDevice: %+v, %v", ds, err)
+	}
+}
