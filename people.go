@@ -93,10 +93,12 @@ type Me struct {
 	Profile
 	Settings Settings `json:"settings"`
 	// TokensRevokedBefore is the caller's revocation instant (their
-	// tokens issued before it are refused; nil: never revoked). A client
+	// tokens issued before it are refused; null: never revoked). A client
 	// whose tokens.revoke lost its answer with its connection reads it on
-	// its next one to learn whether the revocation happened.
-	TokensRevokedBefore *time.Time `json:"tokensRevokedBefore,omitempty"`
+	// its next one to learn whether the revocation happened; it is always
+	// present, so that such a client tells "never revoked" from a server
+	// that does not say.
+	TokensRevokedBefore *time.Time `json:"tokensRevokedBefore"`
 }
 
 // Block is one user the caller blocked.

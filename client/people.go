@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -327,8 +328,8 @@ func (m Message) SystemText(name func(int64) string) string {
 // was still running when the instant was read again (a very slow
 // database) may be made twice, the later instant then also refusing
 // what signed in between (this client connects again by itself). When ctx
-// ends before the outcome is known, the error matches ErrUnavailable and
-// says so. A call once the static Token is refused fails with
+// ends before the outcome is known, or chatd does not tell the instant (a
+// version before it did), the error matches ErrUnavailable and says so. A call once the static Token is refused fails with
 // ErrUnauthorized: it cannot revoke what was issued since (chatctl
 // revoke-tokens can).
 func (c *Client) RevokeTokens(ctx context.Context) (time.Time, error) {
@@ -337,13 +338,12 @@ func (c *Client) RevokeTokens(ctx context.Context) (time.Time, error) {
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 	}
-	var before *time.Time // the instant before the call (TokenFunc)
+	var before instant // before the call (TokenFunc)
 	if c.cfg.TokenFunc != nil {
-		me, err := c.Me(ctx)
-		if err != nil {
+		var err error
+		if before, err = c.revocationInstant(ctx); err != nil {
 			return time.Time{}, fmt.Errorf("revoke tokens: read the revocation instant: %w", err)
 		}
-		before = me.TokensRevokedBefore
 	}
 	for {
 		r, err := callFor[chat.TokensRevoked](ctx, c, chat.RPCRevokeTokens, struct{}{}, false)
@@ -357,11 +357,35 @@ func (c *Client) RevokeTokens(ctx context.Context) (time.Time, error) {
 	}
 }
 
+// instant is a user's revocation instant as me.get tells it.
+type instant struct {
+	at    *time.Time // nil: never revoked
+	known bool       // false: chatd does not say (a version before it did)
+}
+
+// revocationInstant reads the user's revocation instant (Me's
+// TokensRevokedBefore, telling a null from an absent one).
+func (c *Client) revocationInstant(ctx context.Context) (instant, error) {
+	var reply map[string]json.RawMessage
+	if err := c.call(ctx, "me.get", struct{}{}, &reply, true); err != nil {
+		return instant{}, err
+	}
+	raw, ok := reply["tokensRevokedBefore"]
+	if !ok {
+		return instant{}, nil
+	}
+	var at *time.Time
+	if err := json.Unmarshal(raw, &at); err != nil {
+		return instant{}, fmt.Errorf("decode me.get reply: %w", err)
+	}
+	return instant{at: at, known: true}, nil
+}
+
 // revoked tells, once a tokens.revoke lost its answer with its
 // connection, whether the revocation happened (at: its instant when
 // known), by connecting again (see RevokeTokens); before is the instant
 // read before the call (TokenFunc only).
-func (c *Client) revoked(ctx context.Context, before *time.Time) (done bool, at time.Time, err error) {
+func (c *Client) revoked(ctx context.Context, before instant) (done bool, at time.Time, err error) {
 	unknown := func(err error) error {
 		return fmt.Errorf("revoke tokens: %w: whether the revocation happened is unknown: %w", errConnectionLost, err)
 	}
@@ -375,13 +399,15 @@ func (c *Client) revoked(ctx context.Context, before *time.Time) (done bool, at 
 		}
 		return false, time.Time{}, nil
 	}
-	me, err := c.Me(ctx)
+	if !before.known {
+		return true, time.Time{}, unknown(errors.New("chatd does not tell the revocation instant (GET /v1/me tokensRevokedBefore)"))
+	}
+	now, err := c.revocationInstant(ctx)
 	if err != nil {
 		return true, time.Time{}, unknown(err)
 	}
-	now := me.TokensRevokedBefore
-	if now != nil && (before == nil || now.After(*before)) {
-		return true, *now, nil
+	if now.at != nil && (before.at == nil || now.at.After(*before.at)) {
+		return true, *now.at, nil
 	}
 	return false, time.Time{}, nil
 }
