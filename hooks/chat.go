@@ -532,9 +532,10 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 
 // OnPacketRead sees every inbound packet first: PUBACKs for our own
 // deliveries go to the session pump (mochi's inflight map is not used), a
-// publish above the maximum QoS ends the connection (caps.go), no alias is
-// recorded for a topic that will be refused (alias.go), and the retain
-// flag is cleared because chat never retains.
+// publish above the maximum QoS or with an invalid topic alias ends the
+// connection (caps.go, alias.go), no alias is recorded for a topic that
+// will be refused (alias.go), and the retain flag is cleared because chat
+// never retains.
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
@@ -548,7 +549,11 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 			h.cfg.Metrics.Publishes.WithLabelValues("denied", "qos_not_supported").Inc()
 			return pk, err
 		}
-		dropRefusedAlias(&pk)
+		if err := refuseInvalidAlias(h.server, cl, pk); err != nil {
+			h.cfg.Metrics.Publishes.WithLabelValues("denied", "topic_alias_invalid").Inc()
+			return pk, err
+		}
+		dropRefusedAlias(cl, &pk)
 		pk.FixedHeader.Retain = false
 		if pk.FixedHeader.Qos > 0 && mochiDropsPublish(pk, h.server.Options.Capabilities.TopicAliasMaximum) {
 			// mochi drops this publish before any publish hook, with no

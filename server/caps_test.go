@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
@@ -207,7 +208,7 @@ func heapInUse() uint64 {
 // mochi records a topic alias before OnPublish refuses the publish, and a
 // parked persistent session keeps its aliases: 2,000 refused QoS 0
 // publishes with 60 KiB topics, each setting a new alias, held ~120 MiB for
-// as long as the session lived. Now no alias is recorded for a refused
+// as long as the session lived (when up to 65,535 aliases were allowed). Now no alias is recorded for a refused
 // topic and aliases end with their connection: the heap comes back to
 // within a few MiB of where it started.
 func TestRefusedPublishesWithTopicAliasesLeaveTheHeapWhereItWas(t *testing.T) {
@@ -219,7 +220,8 @@ func TestRefusedPublishesWithTopicAliasesLeaveTheHeapWhereItWas(t *testing.T) {
 	pad := strings.Repeat("a", topicBytes)
 	for i := 0; i < publishes; i++ {
 		topic := fmt.Sprintf("chat/v1/x/%05d/%s", i, pad)
-		if _, err := c.Publish(topic, 0, testnode.SendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i + 1)}); err != nil {
+		// Aliases 1 to 16, the Topic Alias Maximum, each set again and again.
+		if _, err := c.Publish(topic, 0, testnode.SendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i%16 + 1)}); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 		// Each refused QoS 0 publish is answered with an error event: wait
@@ -285,5 +287,64 @@ func TestAnEventLargerThanTheClientsMaximumPacketSizeIsSkippedNotAReconnectLoop(
 	got = collectMessages(t, again, conv.ID, 1, 10*time.Second)
 	if got[0].Seq != after {
 		t.Fatalf("after a resume got seq %d, want %d", got[0].Seq, after)
+	}
+}
+
+func alias(n uint16) *paho.PublishProperties { return &paho.PublishProperties{TopicAlias: &n} }
+
+// MQTT 5 §3.3.2.3.4 and §4.13: a publish by a topic alias the connection
+// never set (an empty topic) is a protocol error, DISCONNECT 0x82, not a
+// publish to an empty topic refused with PUBACK 0x87 while the client goes
+// on trusting an alias the server does not know; an alias of 0 is invalid,
+// DISCONNECT 0x94, with a topic or without. The server sends the
+// DISCONNECT, closes the connection and stores nothing.
+func TestAPublishByATopicAliasNeverSetIsAProtocolErrorAndAlias0IsInvalid(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	cases := []struct {
+		name  string
+		topic string
+		alias uint16
+		want  byte
+	}{
+		{"an alias never set", "", 5, 0x82},
+		{"alias 0 with a topic", testnode.MsgTopic(conv.ID), 0, 0x94},
+		{"alias 0 without a topic", "", 0, 0x94},
+	}
+	for i, tc := range cases {
+		pc, _ := dialPaho(t, srv.MQTTAddr(), 1, fmt.Sprintf("alias-invalid-%d", i), nil)
+		if ack, err := pc.publish1(tc.topic, testnode.SendPayload(newID(), tc.name), alias(tc.alias)); err == nil || ack != nil {
+			t.Errorf("%s: answered %+v %v, want the connection ended", tc.name, ack, err)
+		}
+		if d := pc.serverDisconnect(t, tc.name); d.ReasonCode != tc.want {
+			t.Errorf("%s: DISCONNECT 0x%02x, want 0x%02x", tc.name, d.ReasonCode, tc.want)
+		}
+	}
+	if n := countMessages(t, srv.Pool, conv.ID); n != 0 {
+		t.Errorf("%d messages stored", n)
+	}
+}
+
+// An alias the client sets again, to a topic the server refuses, stands
+// for that topic from then on (§3.3.2.3.4): a publish by it is refused as
+// the topic was (PUBACK 0x87, the connection kept), never delivered to the
+// topic the alias stood for before.
+func TestAnAliasSetAgainToARefusedTopicNoLongerReachesItsOldTopic(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	pc, _ := dialPaho(t, srv.MQTTAddr(), 1, "alias-reset", nil)
+	if ack, err := pc.publish1(testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), "sets alias 1"), alias(1)); err != nil {
+		t.Fatalf("publish setting alias 1: %+v %v", ack, err)
+	}
+	steps := []struct{ topic, body string }{
+		{"chat/v1/nowhere", "sets alias 1 to a refused topic"},
+		{"", "uses alias 1"},
+	}
+	for _, s := range steps {
+		ack, _ := pc.publish1(s.topic, testnode.SendPayload(newID(), s.body), alias(1))
+		if ack == nil || ack.ReasonCode != 0x87 {
+			t.Fatalf("%s: %+v, want PUBACK 0x87", s.body, ack)
+		}
+	}
+	if n := countMessages(t, srv.Pool, conv.ID); n != 1 {
+		t.Errorf("%d messages stored, want only the first", n)
 	}
 }

@@ -392,3 +392,64 @@ func assertInOrder(t *testing.T, evs []event, from int64) {
 		}
 	}
 }
+
+// pahoConn is a bare paho.golang v5 connection for protocol tests: the
+// DISCONNECT the server sends, if any, arrives on disconnect.
+type pahoConn struct {
+	*paho.Client
+	disconnect chan *paho.Disconnect
+}
+
+// dialPaho connects user over MQTT 5 with paho (keepalive 30 s, clean
+// start); setup, when not nil, may change the client's configuration and
+// its CONNECT first.
+func dialPaho(t *testing.T, addr string, user int64, clientID string, setup func(*paho.ClientConfig, *paho.Connect)) (*pahoConn, *paho.Connack) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &pahoConn{disconnect: make(chan *paho.Disconnect, 1)}
+	cfg := paho.ClientConfig{Conn: conn, OnServerDisconnect: func(d *paho.Disconnect) { pc.disconnect <- d }}
+	cp := &paho.Connect{KeepAlive: 30, ClientID: clientID, CleanStart: true,
+		Username: fmt.Sprint(user), UsernameFlag: true, Password: []byte(testnode.Token(t, user)), PasswordFlag: true}
+	if setup != nil {
+		setup(&cfg, cp)
+	}
+	pc.Client = paho.NewClient(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ca, err := pc.Connect(ctx, cp)
+	if err != nil || ca.ReasonCode != 0 {
+		t.Fatalf("paho connect user %d: %v", user, err)
+	}
+	t.Cleanup(func() { _ = pc.Disconnect(&paho.Disconnect{}) })
+	return pc, ca
+}
+
+// serverDisconnect waits for the DISCONNECT the server sends pc, and for
+// its connection to end.
+func (pc *pahoConn) serverDisconnect(t *testing.T, what string) *paho.Disconnect {
+	t.Helper()
+	select {
+	case d := <-pc.disconnect:
+		select {
+		case <-pc.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the connection is still open after the DISCONNECT", what)
+		}
+		return d
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: no DISCONNECT from the server", what)
+		return nil
+	}
+}
+
+// publish1 publishes payload at QoS 1 with paho and returns the PUBACK
+// (with an error too when its reason code is a refusal), or only an error
+// when none came.
+func (pc *pahoConn) publish1(topic string, payload []byte, props *paho.PublishProperties) (*paho.PublishResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return pc.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload, Properties: props})
+}

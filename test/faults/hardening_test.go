@@ -69,7 +69,7 @@ func hardeningCases(t *testing.T, url, addr string, conv int64) []attackCase {
 				t.Errorf("DISCONNECT %v 0x%02x, want 0x94", ok, pk.ReasonCode)
 			}
 		}},
-		{"2,000 refused QoS 0 publishes with 60 KiB topics setting aliases on a persistent session: refused, heap back where it was", func(t *testing.T) {
+		{"2,000 refused QoS 0 publishes with 60 KiB topics setting aliases 1-16 again and again on a persistent session: refused, heap back where it was", func(t *testing.T) {
 			before := sampleMem(t)
 			c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "alias-flood", Password: testnode.Token(t, 1), Clean: false, Expiry: 3600, ReadBuffer: 4096})
 			if err != nil {
@@ -77,7 +77,7 @@ func hardeningCases(t *testing.T, url, addr string, conv int64) []attackCase {
 			}
 			pad := strings.Repeat("a", 60<<10)
 			for i := 0; i < 2000; i++ {
-				if _, err := c.Publish(fmt.Sprintf("chat/v1/x/%05d/%s", i, pad), 0, testnode.SendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i + 1)}); err != nil {
+				if _, err := c.Publish(fmt.Sprintf("chat/v1/x/%05d/%s", i, pad), 0, testnode.SendPayload(newID(), "x"), mqtttest.PublishOpts{TopicAlias: uint16(i%16 + 1)}); err != nil {
 					t.Fatalf("publish %d: %v", i, err)
 				}
 				select {
