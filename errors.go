@@ -47,6 +47,14 @@ type RateLimitInfo struct {
 	Reset      time.Duration // until the bucket is full again
 }
 
+// RetryAfterSeconds is when to retry, as every transport says it: whole
+// seconds until a token is back, at least 1 (HTTP Retry-After, the
+// retryAfter of HTTP and RPC error bodies, MQTT user properties and error
+// events). A client that waits so long finds the token there.
+func (r *RateLimitInfo) RetryAfterSeconds() int64 {
+	return max(int64((r.RetryAfter+time.Second-1)/time.Second), 1)
+}
+
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)

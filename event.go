@@ -71,6 +71,9 @@ type Event struct {
 	Hidden  bool   `json:"hidden,omitempty"`
 	Code    Code   `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	// RetryAfter: an error event of a publish refused for a rate limit
+	// says in how many seconds to retry (RateLimitInfo.RetryAfterSeconds).
+	RetryAfter int64 `json:"retryAfter,omitempty"`
 	// Members lists the conversation's members after a membership change,
 	// so every node can refresh its routing without a query.
 	Members []int64 `json:"members,omitempty"`

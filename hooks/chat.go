@@ -253,7 +253,25 @@ const MaxClientIDLength = 256
 // cursors and subscriptions, in PostgreSQL) is kept.
 const MaxSessionExpiry = 7 * 24 * time.Hour
 
+// refuse answers the CONNECT with code and returns it, which ends the
+// connection; why labels the metric and the log line.
 func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
+	return h.refuseWith(cl, code, why, user, nil)
+}
+
+// refuseRate refuses a connect over a connection rate limit (err says
+// which): v5 CONNACK 0x9F with when to retry in the user property
+// retryAfter, as a refused publish says it, 3.1.1 0x03.
+func (h *Chat) refuseRate(cl *mqtt.Client, err error, user int64) error {
+	var props *packets.Properties
+	if s := retryAfter(err); s > 0 && isV5(cl) {
+		props = &packets.Properties{User: []packets.UserProperty{{Key: "retryAfter", Val: strconv.FormatInt(s, 10)}}}
+	}
+	return h.refuseWith(cl, busyCode(cl), "rate_limited", user, props)
+}
+
+// refuseWith is refuse with props (nil: none) on the CONNACK.
+func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why string, user int64, props *packets.Properties) error {
 	h.cfg.Metrics.Connects.WithLabelValues(why).Inc()
 	level := slog.LevelInfo
 	if why == "rate_limited" || why == "busy" {
@@ -264,7 +282,7 @@ func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64
 		id = id[:MaxClientIDLength] + "…"
 	}
 	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", id, "remote", cl.Net.Remote, "reason", why, "user", user)
-	_ = h.server.SendConnack(cl, code, false, nil)
+	_ = h.server.SendConnack(cl, code, false, props)
 	return code
 }
 
@@ -284,7 +302,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		cl.State.ServerKeepalive = true
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, clientIP(cl)); err != nil {
-		return h.refuse(cl, busyCode(cl), "rate_limited", 0)
+		return h.refuseRate(cl, err, 0)
 	}
 	if len(cl.ID) > MaxClientIDLength {
 		return h.refuse(cl, packets.ErrClientIdentifierNotValid, "client_id_invalid", 0)
@@ -315,7 +333,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnectUser, chat.UserKey(userID)); err != nil {
-		return h.refuse(cl, busyCode(cl), "rate_limited", userID)
+		return h.refuseRate(cl, err, userID)
 	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {

@@ -266,18 +266,33 @@ func (p *publish) fail(kind string, err error, conv int64, clientMsgID string) {
 	if code == chat.CodeInternal {
 		h.cfg.Logger.Error("publish failed", "client", p.cl.ID, "user", p.ci.userID, "conversation", conv, "kind", kind, "err", err)
 	}
+	retry := retryAfter(err)
 	switch {
 	case isV5(p.cl) && p.qos > 0:
 		// The reason code is coarse (0x87 covers not a member, not
 		// allowed, not found and recalled); the code property says which.
-		p.answer(chat.Ack{Reason: ReasonCode(err), Message: chat.ErrorMessage(err), Props: []chat.KV{{Key: "code", Val: string(code)}}})
+		props := []chat.KV{{Key: "code", Val: string(code)}}
+		if retry > 0 {
+			props = append(props, chat.KV{Key: "retryAfter", Val: strconv.FormatInt(retry, 10)})
+		}
+		p.answer(chat.Ack{Reason: ReasonCode(err), Message: chat.ErrorMessage(err), Props: props})
 		return
 	case (code == chat.CodeUnavailable || code == chat.CodeInternal) && p.qos > 0:
 		p.answer(chat.Ack{Close: "database unavailable: publish not acknowledged"})
 		return
 	}
-	h.sendError(p.cl, p.ci, chat.Event{Type: chat.EventError, ConversationID: conv, ClientMsgID: clientMsgID, Code: code, Message: chat.ErrorMessage(err)})
+	h.sendError(p.cl, p.ci, chat.Event{Type: chat.EventError, ConversationID: conv, ClientMsgID: clientMsgID, Code: code,
+		Message: chat.ErrorMessage(err), RetryAfter: retry})
 	p.answer(chat.Ack{})
+}
+
+// retryAfter is the seconds after which a publish refused for a rate limit
+// may be retried, 0 for any other error.
+func retryAfter(err error) int64 {
+	if rl := chat.RateLimitOf(err); rl != nil && chat.ErrorCode(err) == chat.CodeRateLimited {
+		return rl.RetryAfterSeconds()
+	}
+	return 0
 }
 
 // sendError publishes an error event to the client alone.

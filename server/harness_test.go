@@ -234,6 +234,7 @@ type event struct {
 	UserID         int64  `json:"userId"`
 	Code           string `json:"code"`
 	Message        string `json:"message"`
+	RetryAfter     int64  `json:"retryAfter"`
 }
 
 // nextPublish waits for the next publish on a raw client that match
@@ -405,6 +406,17 @@ type pahoConn struct {
 // its CONNECT first.
 func dialPaho(t *testing.T, addr string, user int64, clientID string, setup func(*paho.ClientConfig, *paho.Connect)) (*pahoConn, *paho.Connack) {
 	t.Helper()
+	pc, ca, err := connectPaho(t, addr, user, clientID, setup)
+	if err != nil {
+		t.Fatalf("paho connect user %d: %v", user, err)
+	}
+	return pc, ca
+}
+
+// connectPaho is dialPaho returning a refusal (the CONNACK, when one came,
+// and an error) rather than failing the test.
+func connectPaho(t *testing.T, addr string, user int64, clientID string, setup func(*paho.ClientConfig, *paho.Connect)) (*pahoConn, *paho.Connack, error) {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -420,11 +432,12 @@ func dialPaho(t *testing.T, addr string, user int64, clientID string, setup func
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ca, err := pc.Connect(ctx, cp)
-	if err != nil || ca.ReasonCode != 0 {
-		t.Fatalf("paho connect user %d: %v", user, err)
+	if err != nil {
+		_ = conn.Close()
+		return nil, ca, err
 	}
 	t.Cleanup(func() { _ = pc.Disconnect(&paho.Disconnect{}) })
-	return pc, ca
+	return pc, ca, nil
 }
 
 // serverDisconnect waits for the DISCONNECT the server sends pc, and for

@@ -447,3 +447,48 @@ func TestOutsidersCannotSpendAConversationsSendLimit(t *testing.T) {
 		}
 	}
 }
+
+// A v5 publish or connect refused for a rate limit says when to retry in a
+// form a program reads, as HTTP's Retry-After and RPC's error.retryAfter
+// do, in the same whole seconds (at least 1): PUBACK 0x97 and CONNACK 0x9F
+// carry the user property retryAfter, and the error event of a refused
+// QoS 0 send the field retryAfter.
+func TestARateLimitedV5PublishOrConnectSaysWhenToRetry(t *testing.T) {
+	srv, conv := startDirect(t, map[string]string{"CHAT_LIMIT_SEND_RATE": "0.2", "CHAT_LIMIT_SEND_BURST": "2",
+		"CHAT_LIMIT_CONNECT_USER_RATE": "0.1", "CHAT_LIMIT_CONNECT_USER_BURST": "2"})
+	pc, _ := dialPaho(t, srv.MQTTAddr(), 1, "retry-paho", nil)
+	for i := range 2 {
+		if ack, err := pc.publish1(testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), "within the burst"), nil); err != nil {
+			t.Fatalf("send %d: %+v %v", i, ack, err)
+		}
+	}
+	ack, _ := pc.publish1(testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), "over"), nil)
+	if ack == nil || ack.ReasonCode != 0x97 {
+		t.Fatalf("a send over the limit: %+v, want PUBACK 0x97", ack)
+	}
+	// 0.2 tokens a second, the bucket just emptied: a token is back in at
+	// most 5 s.
+	if got := ack.Properties.User.Get("retryAfter"); got != "5" && got != "4" {
+		t.Errorf("PUBACK 0x97 user property retryAfter %q, want 5 (s); properties %+v", got, ack.Properties.User)
+	}
+
+	raw := rawClient(t, srv.MQTTAddr(), 1, "retry-raw", 5, true)
+	if _, err := raw.Publish(testnode.MsgTopic(conv.ID), 0, testnode.SendPayload(newID(), "over at QoS 0")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, raw, chat.EventError, 5*time.Second); ev.Code != "rate_limited" || ev.RetryAfter < 1 || ev.RetryAfter > 5 {
+		t.Errorf("QoS 0 send over the limit: error event %+v, want rate_limited with retryAfter 1-5", ev)
+	}
+
+	// Two connects of user 1 took its connect burst.
+	_, ca, err := connectPaho(t, srv.MQTTAddr(), 1, "retry-third", nil)
+	if err == nil || ca == nil || ca.ReasonCode != 0x9F {
+		t.Fatalf("a connect over the user's connect rate: %+v %v, want CONNACK 0x9F", ca, err)
+	}
+	if got := ca.Properties.User.Get("retryAfter"); got != "10" && got != "9" {
+		t.Errorf("CONNACK 0x9F user property retryAfter %q, want 10 (s)", got)
+	}
+	if n := countMessages(t, srv.Pool, conv.ID); n != 2 {
+		t.Errorf("%d messages stored, want 2", n)
+	}
+}

@@ -115,7 +115,7 @@ func (a *API) describe(ctx context.Context, op string, userID int64, err error) 
 	}
 	d := ErrorDetail{Code: string(code), Message: msg}
 	if rl := chat.RateLimitOf(err); rl != nil && code == chat.CodeRateLimited {
-		d.RetryAfter = ceilSeconds(rl.RetryAfter, 1)
+		d.RetryAfter = rl.RetryAfterSeconds()
 	}
 	return status, ErrorBody{d}
 }
@@ -146,7 +146,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, op string, user
 // X-RateLimit-Limit (the bucket size), X-RateLimit-Remaining (tokens left)
 // and X-RateLimit-Reset (whole seconds until the bucket is full again).
 func setRateLimitHeaders(h http.Header, rl *chat.RateLimitInfo) {
-	h.Set("Retry-After", strconv.FormatInt(ceilSeconds(rl.RetryAfter, 1), 10))
+	h.Set("Retry-After", strconv.FormatInt(rl.RetryAfterSeconds(), 10))
 	h.Set("X-RateLimit-Limit", strconv.Itoa(rl.Limit))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(rl.Remaining))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rl.Reset, 0), 10))
