@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 )
 
 // MaxConnectSize bounds the CONNECT packet, the first one a connection
@@ -21,15 +22,17 @@ const MaxConnectSize = 64 << 10
 var errConnectTooLarge = errors.New("the CONNECT packet announces more than the connect size limit")
 
 // connectCapped is a connection whose first packet may announce at most
-// MaxConnectSize bytes after its fixed header; mochi sees it in place of
-// the accepted connection (the same value is handed to the listener's
-// ended callback). Unwrap gives the accepted one (a *tls.Conn's client
-// certificate is read from it).
+// MaxConnectSize bytes after its fixed header, and whose keepalive timeout
+// is exact (keepalive.go); mochi sees it in place of the accepted
+// connection (the same value is handed to the listener's ended callback).
+// Unwrap gives the accepted one (a *tls.Conn's client certificate is read
+// from it).
 type connectCapped struct {
 	net.Conn
 	hdr     [5]byte // the first packet's fixed header as far as read
 	n       int     // bytes of hdr filled
 	checked bool
+	timeout atomic.Int64 // 1.5 × keepalive (a time.Duration); 0 until SetKeepalive
 }
 
 func capConnect(c net.Conn) net.Conn { return &connectCapped{Conn: c} }

@@ -242,6 +242,12 @@ func persistentSession(cl *mqtt.Client) (persistent bool, expiry time.Duration, 
 // MaxKeepalive is the longest keepalive (seconds) the server accepts.
 const MaxKeepalive = 600
 
+// keepaliveConn is a connection that times out after exactly 1.5 × the
+// keepalive it is told, where mochi's deadline, in whole seconds, is half
+// a second short for an odd keepalive. The broker's listeners give mochi
+// such connections.
+type keepaliveConn interface{ SetKeepalive(time.Duration) }
+
 // MaxClientIDLength bounds a client id (bytes): it is the session's key in
 // PostgreSQL, whose index refuses keys of a few KiB, and is in every log
 // line of the connection. A longer one is refused as an invalid identifier
@@ -300,6 +306,9 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if ka := cl.State.Keepalive; ka == 0 || ka > MaxKeepalive {
 		cl.State.Keepalive = MaxKeepalive
 		cl.State.ServerKeepalive = true
+	}
+	if c, ok := cl.Net.Conn.(keepaliveConn); ok {
+		c.SetKeepalive(time.Duration(cl.State.Keepalive) * time.Second)
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, clientIP(cl)); err != nil {
 		return h.refuseRate(cl, err, 0)
