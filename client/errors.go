@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -65,9 +66,9 @@ type Error struct {
 	// Op names what failed, e.g. "send" or "rpc history".
 	Op string
 	// RetryAfter is how long to wait before retrying a request refused as
-	// rate_limited, as chatd's answer says (error.retryAfter, whole
-	// seconds, at least 1); 0 when it does not say (a refused publish's
-	// reason string tells it in words only).
+	// rate_limited, as chatd's answer says (an RPC reply's
+	// error.retryAfter, a PUBACK's retryAfter user property: whole
+	// seconds, at least 1); 0 when it does not say.
 	RetryAfter time.Duration
 }
 
@@ -143,17 +144,22 @@ func reasonCode(rc byte) string {
 	}
 }
 
-// publishError builds the error of a refused publish: its code is the
-// PUBACK's "code" user property when chatd sent one, else derived from the
-// reason code.
-func publishError(op string, rc byte, reason string, props ...paho.UserProperties) *Error {
-	code := reasonCode(rc)
-	for _, p := range props {
-		if c := p.Get("code"); c != "" {
-			code = c
+// publishError builds the error of a publish refused by its PUBACK: its
+// code is the PUBACK's "code" user property when chatd sent one, else
+// derived from the reason code; its RetryAfter the "retryAfter" user
+// property (whole seconds) of a rate limit's refusal.
+func publishError(op string, resp *paho.PublishResponse) *Error {
+	e := &Error{Op: op, Code: reasonCode(resp.ReasonCode), Reason: resp.ReasonCode}
+	if p := resp.Properties; p != nil {
+		e.Message = p.ReasonString
+		if c := p.User.Get("code"); c != "" {
+			e.Code = c
+		}
+		if s, err := strconv.ParseInt(p.User.Get("retryAfter"), 10, 64); err == nil && s > 0 {
+			e.RetryAfter = time.Duration(s) * time.Second
 		}
 	}
-	return &Error{Op: op, Code: code, Message: reason, Reason: rc}
+	return e
 }
 
 // retryable reports whether a refusal is temporary.

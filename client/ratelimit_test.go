@@ -114,3 +114,24 @@ func TestARateLimitedRequestSaysWhenToRetry(t *testing.T) {
 		t.Fatalf("RetryAfter %v, want 1s to 5s (%v)", e.RetryAfter, e)
 	}
 }
+
+// TestARateLimitedSendSaysWhenToRetry: chatd's PUBACK 0x97 for a send over
+// the sender's bucket carries when to retry in its retryAfter user
+// property (docs/protocol.md "Rate limits"), and Error.RetryAfter gives it
+// to the caller, as for a rate-limited request.
+func TestARateLimitedSendSaysWhenToRetry(t *testing.T) {
+	_, _, a, conv := limitedNode(t)
+	ctx := ctxFor(t, 10*time.Second)
+	if _, err := a.Send(ctx, conv, "within the burst"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Send(ctx, conv, "over")
+	var e *client.Error
+	if !errors.Is(err, client.ErrRateLimited) || !errors.As(err, &e) {
+		t.Fatalf("a send over the bucket: %v, want ErrRateLimited", err)
+	}
+	// One token every 2 s: the next is due in at most 2 s.
+	if e.RetryAfter < time.Second || e.RetryAfter > 2*time.Second {
+		t.Fatalf("RetryAfter %v, want 1s to 2s (%v)", e.RetryAfter, e)
+	}
+}

@@ -149,11 +149,7 @@ func (r *readBatcher) publishOne(ctx context.Context, conv, seq int64) error {
 	resp, err := cs.cm.Publish(actx, &paho.Publish{QoS: 1, Topic: "chat/v1/conv/" + strconv.FormatInt(conv, 10) + "/read", Payload: payload})
 	if resp != nil {
 		if resp.ReasonCode >= 0x80 {
-			reason := ""
-			if resp.Properties != nil {
-				reason = resp.Properties.ReasonString
-			}
-			return publishError("read", resp.ReasonCode, reason)
+			return publishError("read", resp)
 		}
 		r.c.stats.reads.Add(1)
 		return nil

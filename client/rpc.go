@@ -125,11 +125,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 	defer stop()
 	resp, err := cs.cm.Publish(pctx, pb)
 	if resp != nil && resp.ReasonCode >= 0x80 {
-		reason := ""
-		if resp.Properties != nil {
-			reason = resp.Properties.ReasonString
-		}
-		return nil, publishError("rpc "+method, resp.ReasonCode, reason)
+		return nil, publishError("rpc "+method, resp)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

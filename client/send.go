@@ -369,12 +369,7 @@ func (c *Client) sendUntilDone(p PendingSend) (Outcome, error) {
 				}
 				continue
 			}
-			reason := ""
-			var props paho.UserProperties
-			if resp.Properties != nil {
-				reason, props = resp.Properties.ReasonString, resp.Properties.User
-			}
-			perr := publishError(op, resp.ReasonCode, reason, props)
+			perr := publishError(op, resp)
 			if !retryable(perr) && !(unsure && errors.Is(perr, ErrRateLimited)) {
 				return Outcome{}, perr
 			}
