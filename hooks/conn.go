@@ -69,9 +69,12 @@ func (c *mqttConn) Close(reason string) {
 
 // encodeAck appends a PUBACK as mochi's WritePacket would encode it for
 // cl: a v5 reason code, reason string and user properties, unless the
-// client asked for no problem information or they would exceed its
-// Maximum Packet Size (then mochi's encoder drops them); v3.1.1 gets the
-// packet id alone.
+// client asked for no problem information; v3.1.1 gets the packet id
+// alone. The PUBACK never exceeds the client's Maximum Packet Size
+// [MQTT-3.1.2-24]: mochi's encoder weighs the reason string and the user
+// properties each on its own, without the other or the packet's header,
+// so both together could exceed it. The reason string, for people, goes
+// first, then the user properties [MQTT-3.4.2-2] [MQTT-3.4.2-3].
 func encodeAck(buf *bytes.Buffer, a *chat.Ack, cl *mqtt.Client) error {
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Puback},
@@ -87,5 +90,20 @@ func encodeAck(buf *bytes.Buffer, a *chat.Ack, cl *mqtt.Client) error {
 		pk.Mods.MaxSize = cl.Properties.Props.MaximumPacketSize
 		pk.Mods.DisallowProblemInfo = cl.Properties.Props.RequestProblemInfoFlag && cl.Properties.Props.RequestProblemInfo == 0
 	}
-	return pk.PubackEncode(buf)
+	start := buf.Len()
+	for {
+		if err := pk.PubackEncode(buf); err != nil {
+			return err
+		}
+		p := &pk.Properties
+		if max := pk.Mods.MaxSize; max == 0 || uint32(buf.Len()-start) <= max || (p.ReasonString == "" && p.User == nil) {
+			return nil
+		}
+		buf.Truncate(start)
+		if p.ReasonString != "" {
+			p.ReasonString = ""
+		} else {
+			p.User = nil
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -346,5 +347,41 @@ func TestAnAliasSetAgainToARefusedTopicNoLongerReachesItsOldTopic(t *testing.T) 
 	}
 	if n := countMessages(t, srv.Pool, conv.ID); n != 1 {
 		t.Errorf("%d messages stored, want only the first", n)
+	}
+}
+
+// A PUBACK never exceeds the client's MQTT 5 Maximum Packet Size
+// [MQTT-3.1.2-24]: mochi weighs the reason string and the user properties
+// each against it on its own, so a refusal carrying both (a rate limit's:
+// a sentence, code and retryAfter) was larger than a client announcing 100
+// bytes accepts. The reason string, for people, is left out first; the
+// machine-readable properties stay while they fit.
+func TestAPubackNeverExceedsTheClientsMaximumPacketSize(t *testing.T) {
+	const maxSize = 100
+	srv, conv := startDirect(t, map[string]string{"CHAT_LIMIT_SEND_RATE": "0.1", "CHAT_LIMIT_SEND_BURST": "1"})
+	c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "small-acks", Password: testnode.Token(t, 1),
+		Clean: true, Properties: packets.Properties{MaximumPacketSize: maxSize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Drop)
+	for i, want := range []byte{0x00, 0x97} {
+		ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "hi"))
+		if err != nil || ack.ReasonCode != want {
+			t.Fatalf("send %d: 0x%02x %v, want 0x%02x", i, ack.ReasonCode, err, want)
+		}
+		// The PUBACK as it came: mochi's encoding is the server's.
+		var buf bytes.Buffer
+		ack.ProtocolVersion = 5
+		if err := ack.PubackEncode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if buf.Len() > maxSize {
+			t.Errorf("PUBACK 0x%02x of %d bytes to a client whose Maximum Packet Size is %d (reason %q, properties %v)",
+				ack.ReasonCode, buf.Len(), maxSize, ack.Properties.ReasonString, ack.Properties.User)
+		}
+		if code := userProp(ack.Properties.User, "code"); want == 0x97 && code != "rate_limited" {
+			t.Errorf("PUBACK 0x97 without its code property: %v", ack.Properties.User)
+		}
 	}
 }
