@@ -5,15 +5,18 @@
 // module turns its callbacks into promises and DOM-style events.
 
 import mqtt from 'mqtt';
+import { retryAfterDelay, retryAfterSeconds } from './retry.js';
 
 /** Reason codes after which resending the same clientMsgId may succeed. */
 const RETRYABLE = new Set([0x80, 0x83, 0x88, 0x89, 0x97]);
 
 export class SendError extends Error {
-  constructor(message, reasonCode) {
+  /** retryAfter: the seconds a rate limit's refusal asks to wait (0: none said). */
+  constructor(message, reasonCode, retryAfter = 0) {
     super(message);
     this.reasonCode = reasonCode;
     this.retryable = reasonCode === undefined || RETRYABLE.has(reasonCode);
+    this.retryAfter = retryAfter;
   }
 }
 
@@ -44,6 +47,8 @@ export class MqttSession extends EventTarget {
     this.clientId = clientId;
     this.client = null;
     this.connects = 0;
+    // The retryAfter of the last CONNACK refusing us, in seconds (0: none).
+    this.connackRetryAfter = 0;
     // The largest packet the server accepts, from its last CONNACK (0: not
     // known yet, or no limit).
     this.maxPacket = 0;
@@ -80,6 +85,9 @@ export class MqttSession extends EventTarget {
     this.acks = new Map();
     c.on('packetreceive', (p) => {
       if (p.cmd === 'puback') this.acks.set(p.messageId, p.properties || {});
+      // A CONNACK 0x9F for a connect rate limit says when to come back:
+      // the reconnect after it waits at least that long.
+      if (p.cmd === 'connack') this.connackRetryAfter = p.reasonCode ? retryAfterSeconds(userProp(p.properties?.userProperties, 'retryAfter')) : 0;
     });
     this.emit('status', 'connecting');
     c.on('connect', (connack) => {
@@ -126,7 +134,8 @@ export class MqttSession extends EventTarget {
       // options.reconnectPeriod: set the period this failure calls for and
       // arm it again with it (its own _clearReconnect/_setupReconnect, as
       // its close handler uses them; mqtt.js is pinned in package-lock).
-      c.options.reconnectPeriod = reconnectDelay(++this.failures);
+      c.options.reconnectPeriod = Math.max(reconnectDelay(++this.failures), retryAfterDelay(this.connackRetryAfter));
+      this.connackRetryAfter = 0;
       if (c.reconnectTimer) {
         c._clearReconnect();
         c._setupReconnect();
@@ -157,7 +166,8 @@ export class MqttSession extends EventTarget {
   /**
    * Publishes a message at QoS 1. Resolves with the committed seq from the
    * PUBACK's user property (the server commits before it acks); rejects
-   * with a SendError carrying the reason code. mqtt.js queues the publish
+   * with a SendError carrying the reason code (and, refused for a rate
+   * limit, its retryAfter). mqtt.js queues the publish
    * while offline and sends it on reconnect. `extra` adds the optional
    * fields of a send: replyTo, forward.
    */
@@ -208,7 +218,8 @@ export class MqttSession extends EventTarget {
       acks.delete(id);
       if (err) {
         const code = err.code ?? packet?.reasonCode;
-        reject(new SendError(props.reasonString || err.message, typeof code === 'number' ? code : undefined));
+        const retryAfter = retryAfterSeconds(userProp(props.userProperties, 'retryAfter'));
+        reject(new SendError(props.reasonString || err.message, typeof code === 'number' ? code : undefined, retryAfter));
         return;
       }
       const seq = Number(userProp(props.userProperties, 'seq'));

@@ -48,3 +48,37 @@ test('a session whose server does not answer tries again sooner first, then less
     s.close();
   }
 });
+
+test('after a CONNACK 0x9F carrying retryAfter the session reconnects no sooner than it says', async () => {
+  // A server that refuses every connect for a connect rate limit, as
+  // chatd does: CONNACK 0x9F with the user property retryAfter=2.
+  const { WebSocketServer } = await import('ws');
+  const mqttPacket = (await import('mqtt-packet')).default;
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => wss.once('listening', r));
+  const port = wss.address().port;
+  const connects = [];
+  wss.on('connection', (ws) => {
+    ws.once('message', () => {
+      connects.push(Date.now());
+      const connack = { cmd: 'connack', sessionPresent: false, reasonCode: 0x9f, properties: { userProperties: { retryAfter: '2' } } };
+      ws.send(mqttPacket.generate(connack, { protocolVersion: 5 }));
+    });
+  });
+
+  globalThis.location ??= new URL(`http://127.0.0.1:${port}`);
+  const s = new MqttSession({ userId: 1, token: 't', clientId: 'connack-retry-after-test', url: `ws://127.0.0.1:${port}/mqtt` });
+  s.addEventListener('error', () => {});
+  s.connect();
+  try {
+    const end = Date.now() + 5000;
+    while (connects.length < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(connects.length, 2, 'no reconnect within 5 s');
+    const gap = connects[1] - connects[0];
+    assert.ok(gap >= 2000, `reconnected after ${gap} ms, before the CONNACK's retryAfter of 2 s`);
+  } finally {
+    s.close();
+    for (const ws of wss.clients) ws.terminate();
+    await new Promise((r) => wss.close(r));
+  }
+});

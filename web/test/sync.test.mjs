@@ -603,3 +603,43 @@ test('a group create asked again after it failed carries the same key; a new or 
   assert.notEqual(keys[4], keys[3], 'changed back, another group again');
   assert.equal(new Set(keys).size, 4);
 });
+
+test('a send refused for a rate limit stays "Sending…" and goes out again with its clientMsgId once its retryAfter has passed, not before', async (t) => {
+  const storage = memoryStorage();
+  const p = await page(t, storage);
+  const id = p.sync.send(7, 'hello');
+  const status = () => p.state.conv(7).pending.get(id).status;
+  const started = Date.now();
+  p.s.refuse(id, new SendError('rate limited: at most 10 messages per second per user (burst 30); retry in 100ms', 0x97, 1));
+  await settle();
+  assert.equal(status(), 'sending', 'a send waiting for its rate limit is shown as "Not sent"');
+  assert.deepEqual(p.s.sent.map((x) => x.clientMsgId), [id], 'sent again at once');
+  assert.equal(new Outbox('web-1-a', storage).list().length, 1, 'a later page would not send it');
+  await until(() => p.s.sent.length === 2, 'the send goes out again');
+  assert.ok(Date.now() - started >= 1000, `sent again after ${Date.now() - started} ms, before its retryAfter of 1 s`);
+  assert.equal(p.s.sent[1].clientMsgId, id);
+  assert.equal(status(), 'sending');
+  p.s.answer(id, { seq: 4 });
+  await settle();
+  assert.equal(status(), 'sent');
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
+});
+
+test('an edit refused for a rate limit is tried again no sooner than its retryAfter, however short the backoff', async (t) => {
+  const storage = memoryStorage();
+  const p = await page(t, storage); // backoff from 5 ms
+  const started = Date.now();
+  const edited = p.sync.edit(7, 2, 'fixed');
+  await settle();
+  const id = p.s.sent[0].clientMsgId;
+  p.s.refuse(id, new SendError('rate limited', 0x97, 1));
+  await until(() => p.s.sent.length === 2, 'the edit goes out again');
+  assert.ok(Date.now() - started >= 1000, `tried again after ${Date.now() - started} ms, before its retryAfter of 1 s`);
+  // Without a retryAfter, its own backoff.
+  const again = Date.now();
+  p.s.refuse(id, new SendError('server busy', 0x97));
+  await until(() => p.s.sent.length === 3, 'the edit goes out a third time');
+  assert.ok(Date.now() - again < 900, `without retryAfter it waited ${Date.now() - again} ms`);
+  p.s.answer(id, { seq: 4 });
+  assert.equal(await edited, 4);
+});

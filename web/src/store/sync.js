@@ -5,6 +5,7 @@
 // except to ask whether the page is visible.
 
 import { uuid4 } from '../uuid.js';
+import { retryAfterDelay } from '../retry.js';
 import { changeFromEvent, isMessage, snippet } from './lifecycle.js';
 
 const PAGE = 50; // history page when opening or scrolling back
@@ -581,6 +582,15 @@ export class Sync {
       },
       (err) => {
         clearTimeout(timer);
+        // Refused for a rate limit that says when to come back: still on
+        // its way ("Sending…", kept in the outbox), sent again then with
+        // its clientMsgId.
+        if (err.retryable && err.retryAfter > 0 && fresh(p.createdAt) && !this.stopped) {
+          setTimeout(() => {
+            if (p.attempt === attempt && !this.stopped && this.state.conv(cid)?.pending.get(p.clientMsgId) === p) this.publish(cid, p);
+          }, retryAfterDelay(err.retryAfter));
+          return;
+        }
         // Refused by the server (a reason code): not worth a resend by a
         // later page. Not answered (signed out, the connection closed
         // before mqtt.js sent it): kept.
@@ -661,11 +671,12 @@ export class Sync {
    * or refused for a reason a resend cannot change (past the edit window,
    * not a member, recalled): then it leaves the outbox. Server trouble
    * and rate limits are tried again with the same clientMsgId, backing
-   * off, for up to a day; unanswered (signed out before it went out), it
-   * stays for a later page.
+   * off (after a rate limit at least its retryAfter), for up to a day;
+   * unanswered (signed out before it went out), it stays for a later page.
    */
   async publishChange(cid, topic, payload, createdAt) {
     for (let attempt = 1; ; attempt++) {
+      let wait;
       try {
         const { seq } = await this.session.change(cid, topic, payload);
         this.outbox?.delete(payload.clientMsgId);
@@ -677,8 +688,9 @@ export class Sync {
           this.outbox?.delete(payload.clientMsgId);
           throw err;
         }
+        wait = Math.max(this.backoff(attempt), retryAfterDelay(err.retryAfter));
       }
-      await new Promise((r) => setTimeout(r, this.backoff(attempt)));
+      await new Promise((r) => setTimeout(r, wait));
     }
   }
 

@@ -1,0 +1,22 @@
+// chatd's rate-limit hint: a refusal for a rate limit says in how many
+// whole seconds a retry can succeed (a PUBACK's or CONNACK's user property
+// retryAfter, HTTP's Retry-After, docs/protocol.md "Rate limits").
+
+/**
+ * The seconds a retryAfter hint (a string or number) asks for: a positive
+ * whole number, else 0 (none given, or not one).
+ */
+export function retryAfterSeconds(v) {
+  const s = typeof v === 'number' ? v : /^\d+$/.test(String(v ?? '').trim()) ? Number(v) : NaN;
+  return Number.isSafeInteger(s) && s > 0 ? s : 0;
+}
+
+/**
+ * The wait (ms) before a retry that hint s (seconds) asks for: at least
+ * that long, and up to a quarter more at random, so the clients a limit
+ * refused at the same moment do not all come back in the same instant.
+ * 0 without a hint: the caller's own backoff decides.
+ */
+export function retryAfterDelay(s) {
+  return s > 0 ? s * 1000 * (1 + Math.random() / 4) : 0;
+}
