@@ -2,12 +2,32 @@
 // becomes an ApiError carrying the server's error code so callers branch on
 // `code`, never on message text.
 
+import { retryAfterSeconds } from './retry.js';
+
 export class ApiError extends Error {
-  constructor(status, code, message) {
-    super(message || code || `HTTP ${status}`);
+  /**
+   * retryAfter: the seconds a 429 asks to wait (Retry-After), 0 if none.
+   * A 429 without the server's message (a proxy's) says it in words.
+   */
+  constructor(status, code, message, retryAfter = 0) {
+    super(message || (status === 429 && retryAfter > 0 ? `too many requests: try again in ${inWords(retryAfter)}` : code || `HTTP ${status}`));
     this.status = status;
     this.code = code || 'network';
+    this.retryAfter = retryAfter;
   }
+}
+
+/** s seconds as a person reads them. */
+function inWords(s) {
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.ceil(s / 60)} min`;
+  return `${Math.ceil(s / 3600)} h`;
+}
+
+/** The retryAfter of a 429: its Retry-After header (delay-seconds), else its error body's. */
+function retryAfterOf(status, header, err) {
+  if (status !== 429) return 0;
+  return retryAfterSeconds(header) || retryAfterSeconds(err?.retryAfter);
 }
 
 export class Api {
@@ -79,7 +99,7 @@ export class Api {
   refusal(res, data) {
     if (res.status === 401) this.onUnauthorized();
     const err = data && data.error;
-    return new ApiError(res.status, err && err.code, err && err.message);
+    return new ApiError(res.status, err && err.code, err && err.message, retryAfterOf(res.status, res.headers.get('Retry-After'), err));
   }
 
   /** The whole inbox: follows nextCursor (bounded, for a runaway server). */

@@ -21,8 +21,17 @@ async function server() {
       stalled.push(res);
       return;
     }
+    if (req.url === '/v1/proxy-limited') {
+      // A proxy's refusal: Retry-After, an HTML page.
+      res.writeHead(429, { 'Retry-After': '150', 'Content-Type': 'text/html' });
+      res.end('<h1>429 Too Many Requests</h1>');
+      return;
+    }
     res.setHeader('Content-Type', 'application/json');
-    if (req.url.startsWith('/v1/inbox')) {
+    if (req.url === '/v1/limited') {
+      res.writeHead(429, { 'Retry-After': '2' });
+      res.end(JSON.stringify({ error: { code: 'rate_limited', message: 'rate limited: at most 20 requests per second (burst 40); retry in 1.5s', retryAfter: 2 } }));
+    } else if (req.url.startsWith('/v1/inbox')) {
       res.end(JSON.stringify({ conversations: [{ id: 7, type: 'DIRECT', peerId: 2, lastSeq: 0, lastReadSeq: 0, unread: 0 }], nextCursor: '' }));
     } else if (req.method === 'POST' && req.url === '/v1/conversations') {
       // A new group, echoing the create's Idempotency-Key.
@@ -112,5 +121,18 @@ test('a group create sends its key in the Idempotency-Key header', async () => {
     const key = '5b0e7c1a-8f3d-4e2b-9c6a-1d2e3f4a5b6c';
     const conv = await api.createGroup('trip', [2], key);
     assert.equal(conv.idempotencyKey, key);
+  });
+});
+
+test("a 429 carries its Retry-After, and one without the server's message (a proxy's page) says when to try again", async () => {
+  await withServer(async (_srv, api) => {
+    const chatd = await api.request('GET', '/v1/limited').then(() => null, (e) => e);
+    assert.equal(chatd?.code, 'rate_limited');
+    assert.equal(chatd.retryAfter, 2);
+    assert.match(chatd.message, /retry in 1\.5s/, 'the server says when itself');
+    const proxy = await api.request('GET', '/v1/proxy-limited').then(() => null, (e) => e);
+    assert.equal(proxy?.status, 429);
+    assert.equal(proxy.retryAfter, 150);
+    assert.equal(proxy.message, 'too many requests: try again in 3 min');
   });
 });

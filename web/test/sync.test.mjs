@@ -643,3 +643,25 @@ test('an edit refused for a rate limit is tried again no sooner than its retryAf
   p.s.answer(id, { seq: 4 });
   assert.equal(await edited, 4);
 });
+
+test('a catch-up refused with 429 is tried again no sooner than its Retry-After', async () => {
+  const { msgs, api, state, sync } = rig();
+  sync.retryBaseMs = 10;
+  await sync.refreshInbox();
+  await sync.open(7);
+  await settle();
+  msgs.push(msg(4), msg(5));
+  const history = api.history;
+  const tries = [];
+  api.history = async (cid, q) => {
+    tries.push(Date.now());
+    if (tries.length === 1) throw new ApiError(429, 'rate_limited', 'rate limited', 1);
+    return history(cid, q);
+  };
+  sync.onEvent({ type: 'message.new', ...msg(5) });
+  const c = state.conv(7);
+  await until(() => c.have === 5, 'the gap is filled');
+  assert.equal(tries.length, 2);
+  assert.ok(tries[1] - tries[0] >= 1000, `tried again after ${tries[1] - tries[0]} ms, before its Retry-After of 1 s`);
+  sync.stop();
+});

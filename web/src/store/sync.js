@@ -278,7 +278,7 @@ export class Sync {
           page = await this.api.history(cid, jump ? { limit: PAGE } : { afterSeq: from, limit: FILL_PAGE });
         } catch (e) {
           if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
-          else this.retryFill(cid); // 503, 429, a network error while MQTT stays up
+          else this.retryFill(cid, e.retryAfter); // 503, 429, a network error while MQTT stays up
           return;
         }
         this.fillRetries.delete(cid);
@@ -305,14 +305,15 @@ export class Sync {
 
   /**
    * A catch-up that failed is tried again after a backoff (1 s doubling to
-   * 30 s, with jitter) while the conversation is loaded: left alone it
-   * would wait for the conversation's next message or a reconnect, and a
-   * gap would stay on screen meanwhile.
+   * 30 s, with jitter), or the Retry-After of a 429 if longer, while the
+   * conversation is loaded: left alone it would wait for the
+   * conversation's next message or a reconnect, and a gap would stay on
+   * screen meanwhile.
    */
-  retryFill(cid) {
+  retryFill(cid, retryAfter = 0) {
     if (this.stopped || (this.fillRetries.has(cid) && this.fillRetries.get(cid).timer)) return;
     const attempt = (this.fillRetries.get(cid)?.attempt ?? 0) + 1;
-    const delay = this.backoff(attempt);
+    const delay = Math.max(this.backoff(attempt), retryAfterDelay(retryAfter));
     const r = { attempt, timer: 0 };
     r.timer = setTimeout(() => {
       r.timer = 0;
