@@ -177,10 +177,18 @@ func (s *S3) List(ctx context.Context, fn func(key string) error) error {
 // alone.
 func (s *S3) AbortIncomplete(ctx context.Context, before time.Time, limit int) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // stops the listing goroutine
+	uploads := s.c.ListIncompleteUploads(ctx, s.bucket, "", true)
+	defer func() {
+		// Stopped early (the limit, a failed abort), the listing
+		// goroutine ends by sending ctx's error, which blocks forever
+		// on a channel nobody reads: one goroutine lost per round.
+		cancel()
+		for range uploads {
+		}
+	}()
 	core := minio.Core{Client: s.c}
 	n := 0
-	for u := range s.c.ListIncompleteUploads(ctx, s.bucket, "", true) {
+	for u := range uploads {
 		if u.Err != nil {
 			return n, fmt.Errorf("list s3 multipart uploads: %w", u.Err)
 		}

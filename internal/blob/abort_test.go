@@ -1,0 +1,79 @@
+package blob_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/blob"
+	"github.com/chatd/chatd/internal/blob/s3fake"
+	"github.com/chatd/chatd/internal/testkit"
+)
+
+// abortsRefused fails the aborts of multipart uploads while on is set (a
+// key without s3:AbortMultipartUpload).
+type abortsRefused struct{ on atomic.Bool }
+
+func (a *abortsRefused) RoundTrip(r *http.Request) (*http.Response, error) {
+	if a.on.Load() && r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") {
+		return nil, errors.New("403 AccessDenied")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// listingGoroutines counts minio-go's goroutines listing multipart
+// uploads.
+func listingGoroutines() int {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return strings.Count(b.String(), "minio-go/v7.(*Client).listIncompleteUploads")
+}
+
+// A cleanup round that stops listing early, at its limit or on an abort
+// the store refuses, leaves no goroutine of the listing behind: it runs
+// every round, and a key that may list but not abort refuses every one.
+func TestAbortIncompleteStoppedEarlyLeavesNoListingBehind(t *testing.T) {
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	tr := &abortsRefused{}
+	s, err := blob.NewS3(context.Background(), blob.S3Config{Endpoint: fake.Endpoint(), Bucket: fake.Bucket, Region: fake.Region,
+		AccessKey: fake.AccessKey, SecretKey: fake.SecretKey, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := minio.New(fake.Endpoint(), &minio.Options{Creds: credentials.NewStaticV4(fake.AccessKey, fake.SecretKey, ""), Region: fake.Region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	core := minio.Core{Client: admin}
+	for range 8 {
+		if _, err := core.NewMultipartUpload(ctx, fake.Bucket, chat.NewBlobKey(), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := time.Now().Add(time.Hour)
+
+	if n, err := s.AbortIncomplete(ctx, later, 2); err != nil || n != 2 {
+		t.Fatalf("abort at most 2: %d, %v", n, err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the listing stopped at the limit to end", func() bool { return listingGoroutines() == 0 })
+
+	tr.on.Store(true)
+	if _, err := s.AbortIncomplete(ctx, later, 100); err == nil {
+		t.Fatal("an abort refused by the store succeeded")
+	}
+	testkit.WaitFor(t, 5*time.Second, "the listing stopped by a refused abort to end", func() bool { return listingGoroutines() == 0 })
+}
