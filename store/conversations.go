@@ -144,7 +144,11 @@ func (s *Store) CreateGroup(ctx context.Context, g chat.GroupRequest) (chat.Conv
 	if len(ids) > s.limits.MaxMembers {
 		return chat.Conversation{}, false, chat.Errorf(chat.CodeMemberCap, "a group has at most %d members", s.limits.MaxMembers)
 	}
-	asked := groupAsked{title: g.Title, members: slices.Sorted(slices.Values(ids[1:]))}
+	// Never nil, which pgx writes as NULL: a group of its creator alone
+	// records '{}'.
+	others := append(make([]int64, 0, len(ids)-1), ids[1:]...)
+	slices.Sort(others)
+	asked := groupAsked{title: g.Title, members: others}
 	var (
 		conv    chat.Conversation
 		created bool

@@ -204,6 +204,27 @@ func TestAGroupCreateRepeatedWithItsKeyAnswersTheFirstGroup(t *testing.T) {
 	wantCode(t, "the creator's retry after leaving", err, chat.CodeNotMember)
 }
 
+// A group of its creator alone (no other members yet) made with a key
+// is made, and its retry answers it, as for any other group: the key's
+// record holds an empty member list, not none.
+func TestAKeyedCreateOfAGroupOfItsCreatorAloneMakesIt(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, _ := newStore(t)
+	req := chat.GroupRequest{CreatorID: 1, Title: "notes", Key: uuid.NewString()}
+	first, created, err := st.CreateGroup(ctx, req)
+	if err != nil || !created {
+		t.Fatalf("keyed create of a group of one: created=%v, %v", created, err)
+	}
+	req.Members = []int64{1} // the creator listed too: still alone
+	again, created, err := st.CreateGroup(ctx, req)
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("its retry: group %d created=%v, %v; want group %d, not created", again.ID, created, err, first.ID)
+	}
+	_, _, err = st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "notes", Members: []int64{2}, Key: req.Key})
+	wantCode(t, "the key of a group of one for one of two", err, chat.CodeConflict)
+}
+
 func memberIDs(c chat.Conversation) []int64 {
 	ids := make([]int64, len(c.Members))
 	for i, m := range c.Members {
