@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,12 +43,13 @@ func TestARequestWhoseConnectionEndedBeforeItsReplyIsAskedAgainOrFailsPromptly(t
 	}
 
 	// A change that a repeat would not answer as the first is not re-sent
-	// (it may have run): it fails at once.
+	// (it may have run): it fails at once. An upload's ticket is one (a
+	// second is another upload, charged again).
 	loseNextReply(a)
 	start = time.Now()
-	err = a.DeleteDevice(ctxFor(t, 10*time.Second), 1)
+	_, err = a.Upload(ctxFor(t, 10*time.Second), conv, "note.txt", strings.NewReader("hello"))
 	if !errors.Is(err, client.ErrUnavailable) {
-		t.Fatalf("delete a device after a lost reply: %v, want ErrUnavailable", err)
+		t.Fatalf("upload whose ticket's reply was lost: %v, want ErrUnavailable", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the change took %v to fail: it waited for a reply that could not come", d)
