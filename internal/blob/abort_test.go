@@ -77,3 +77,34 @@ func TestAbortIncompleteStoppedEarlyLeavesNoListingBehind(t *testing.T) {
 	}
 	testkit.WaitFor(t, 5*time.Second, "the listing stopped by a refused abort to end", func() bool { return listingGoroutines() == 0 })
 }
+
+// A List whose callback fails stops the listing and leaves no goroutine
+// of it behind (operators' checks list whole buckets, and stop at the
+// first key they cannot handle).
+func TestAListStoppedByItsCallbackLeavesNoListingBehind(t *testing.T) {
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	s, err := blob.NewS3(context.Background(), blob.S3Config{Endpoint: fake.Endpoint(), Bucket: fake.Bucket, Region: fake.Region,
+		AccessKey: fake.AccessKey, SecretKey: fake.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 8 {
+		if err := s.Put(ctx, chat.NewBlobKey(), strings.NewReader("x"), 1, "text/plain"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := errors.New("stop")
+	if err := s.List(ctx, func(string) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("List: %v, want the callback's error", err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the listing stopped by its callback to end", func() bool {
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+		return !strings.Contains(b.String(), "minio-go/v7.(*Client).ListObjects")
+	})
+}

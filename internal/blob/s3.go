@@ -156,9 +156,12 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 
 // List lists every object of the bucket.
 func (s *S3) List(ctx context.Context, fn func(key string) error) error {
+	// The iterator, not ListObjects: stopped early (fn failed), the
+	// latter's goroutine blocks for ever sending its ctx error into a
+	// channel nobody reads any more.
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // stops the listing goroutine when fn fails
-	for oi := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
+	defer cancel()
+	for oi := range s.c.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
 		if oi.Err != nil {
 			return fmt.Errorf("list s3 objects: %w", oi.Err)
 		}
