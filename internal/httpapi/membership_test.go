@@ -130,6 +130,25 @@ func (e *env) lastSeq(viewer, conv int64) int64 {
 	return c.LastSeq
 }
 
+// retriedAnswersAsTheFirst makes a change whose first answer is 204
+// (first), asks it again over HTTP (first again) and over RPC (method,
+// payload), each answered 204 with nothing more, and returns the
+// conversation's last seq after the first: what the retries must leave.
+func (e *env) retriedAnswersAsTheFirst(viewer, conv int64, what string, first func() resp, method, payload string) int64 {
+	e.t.Helper()
+	if r := first(); r.status != 204 {
+		e.t.Fatalf("%s: %d %s", what, r.status, r.body)
+	}
+	seq := e.lastSeq(viewer, conv)
+	if r := first(); r.status != 204 || len(r.body) != 0 {
+		e.t.Fatalf("retried %s: %d %s, want 204 as the first", what, r.status, r.body)
+	}
+	if rr := e.rpc(viewer, method, payload); rr.status != 204 || rr.code != "" {
+		e.t.Fatalf("retried %s over RPC: %s, want 204 as the first", what, rr.raw)
+	}
+	return seq
+}
+
 // TestARetriedRemoveOfAMemberAnswersAsTheFirst: the first removal's answer
 // may be lost on a weak network; its retry by the same admin or owner,
 // over HTTP or RPC, answers 204 like it and writes nothing. Another admin
@@ -142,16 +161,8 @@ func TestARetriedRemoveOfAMemberAnswersAsTheFirst(t *testing.T) {
 	remove := func(actor, user int64) resp {
 		return e.do(actor, "DELETE", pathf("/v1/conversations/%d/members/%d", g, user), nil)
 	}
-	if r := remove(admin, member); r.status != 204 {
-		t.Fatalf("admin removes: %d %s", r.status, r.body)
-	}
-	seq := e.lastSeq(owner, g)
-	if r := remove(admin, member); r.status != 204 || len(r.body) != 0 {
-		t.Fatalf("retried removal: %d %s, want 204 as the first", r.status, r.body)
-	}
-	if rr := e.rpc(admin, "members.remove", pathf(`{"conversationId":%d,"userId":%d}`, g, member)); rr.status != 204 || rr.code != "" {
-		t.Fatalf("retried removal over RPC: %s, want 204 as the first", rr.raw)
-	}
+	seq := e.retriedAnswersAsTheFirst(admin, g, "removal", func() resp { return remove(admin, member) },
+		"members.remove", pathf(`{"conversationId":%d,"userId":%d}`, g, member))
 	if r := remove(owner, member); r.status != 404 || r.errorCode() != "not_found" {
 		t.Fatalf("owner removes whom the admin removed: %d %s, want 404", r.status, r.body)
 	}
@@ -171,16 +182,8 @@ func TestARetriedOwnershipTransferAnswersAsTheFirst(t *testing.T) {
 	transfer := func(actor, user int64) resp {
 		return e.do(actor, "POST", pathf("/v1/conversations/%d/owner", g), map[string]int64{"userId": user})
 	}
-	if r := transfer(owner, heir); r.status != 204 {
-		t.Fatalf("transfer: %d %s", r.status, r.body)
-	}
-	seq := e.lastSeq(owner, g)
-	if r := transfer(owner, heir); r.status != 204 || len(r.body) != 0 {
-		t.Fatalf("retried transfer: %d %s, want 204 as the first", r.status, r.body)
-	}
-	if rr := e.rpc(owner, "conversation.owner", pathf(`{"conversationId":%d,"userId":%d}`, g, heir)); rr.status != 204 || rr.code != "" {
-		t.Fatalf("retried transfer over RPC: %s, want 204 as the first", rr.raw)
-	}
+	seq := e.retriedAnswersAsTheFirst(owner, g, "transfer", func() resp { return transfer(owner, heir) },
+		"conversation.owner", pathf(`{"conversationId":%d,"userId":%d}`, g, heir))
 	if r := transfer(owner, member); r.status != 403 || r.errorCode() != "forbidden" {
 		t.Fatalf("previous owner transfers to another: %d %s, want 403 forbidden", r.status, r.body)
 	}
