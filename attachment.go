@@ -309,6 +309,11 @@ type UploadRequest struct {
 	ContentType    string
 	Size           int64
 	DurationMs     int64
+	// Key, optional, is the uploader's idempotency key (a UUID, the
+	// Idempotency-Key header, RPC clientMsgId): a request repeated with it
+	// answers the upload it made before (UploadTicket.Retried) instead of
+	// making and charging another.
+	Key string
 }
 
 // UploadTicket is where and how to send an upload's bytes: Method (PUT)
@@ -322,6 +327,22 @@ type UploadTicket struct {
 	Headers     map[string]string `json:"headers"`
 	ExpiresAt   time.Time         `json:"expiresAt"`
 	CompleteURL string            `json:"completeUrl,omitempty"`
+	// Retried: the ticket of the upload a request with the same key made
+	// before; nothing was created or charged this time.
+	Retried bool `json:"-"`
+}
+
+// SameUpload reports whether an upload recorded as r is the one req asks
+// for, with req's name and type cleaned as r's were: what a key repeated
+// by a retry must ask for again (the bytes' declared size and type, the
+// purpose, conversation and name).
+func (r UploadRecord) SameUpload(req UploadRequest, name, declaredType string) bool {
+	purpose := req.Purpose
+	if purpose == "" {
+		purpose = PurposeMessage
+	}
+	return r.Purpose == purpose && r.ConversationID == req.ConversationID && r.DeclaredSize == req.Size &&
+		r.DeclaredType == declaredType && r.Name == name
 }
 
 // UploadState is where an upload stands.
@@ -367,7 +388,15 @@ type Download struct {
 // (internal/attach): uploads, their bytes and downloads. The Service
 // wraps it with the rate limits; every method checks who asks.
 type Attachments interface {
+	// CreateUpload records an upload and answers its ticket; with
+	// req.Key, the ticket of the upload the key made before when there is
+	// one (Retried; see RetriedUpload).
 	CreateUpload(ctx context.Context, req UploadRequest) (UploadTicket, error)
+	// RetriedUpload answers the ticket of the upload req.Key made before
+	// (Retried), or a zero ticket when it made none (or its upload is
+	// gone). The key asking for another upload is conflict; the upload's
+	// URL expired is gone (a new key asks for a new upload).
+	RetriedUpload(ctx context.Context, req UploadRequest) (UploadTicket, error)
 	// PutUpload takes the bytes of an upload sent to chatd's own URL:
 	// exactly the declared size, streamed to the blob store. A PUT
 	// cut short leaves the upload pending, to be sent again; bytes that
@@ -520,6 +549,14 @@ type AttachmentStore interface {
 	// member of a direct one) and, with a bytes-per-day quota (> 0), the day's
 	// declared bytes stay within it (rate_limited, retry at midnight UTC).
 	CreateUpload(ctx context.Context, r UploadRecord, quotaBytes int64) error
+	// CreateKeyedUpload is CreateUpload claiming the uploader's key: when
+	// the uploader made an upload with key before (or makes it meanwhile),
+	// it writes and charges nothing and returns that upload (created
+	// false). A key's claim goes with its upload (deleted, expired).
+	CreateKeyedUpload(ctx context.Context, r UploadRecord, key string, quotaBytes int64) (rec UploadRecord, created bool, err error)
+	// UploadByKey reads the upload uploaderID made with key (found false:
+	// none, or it is gone).
+	UploadByKey(ctx context.Context, uploaderID int64, key string) (rec UploadRecord, found bool, err error)
 	GetUpload(ctx context.Context, id string) (UploadRecord, error)
 	// CompleteUpload moves a pending upload to complete (and to
 	// m.BlobKey, see UploadMeta, whose deletion queued before it was
@@ -559,7 +596,11 @@ type AttachmentStore interface {
 }
 
 // CreateUpload validates an upload request, charges the uploader's
-// upload rate limit and asks the attachment subsystem for a ticket.
+// upload rate limit and asks the attachment subsystem for a ticket. A
+// request repeated with its key (a retry whose answer was lost) answers
+// the first upload's ticket (Retried) and is charged nothing: it is
+// looked up before the rate is charged, and the charge of one that
+// raced with the first is given back.
 func (s *Service) CreateUpload(ctx context.Context, req UploadRequest) (UploadTicket, error) {
 	a, err := s.attachments()
 	if err != nil {
@@ -584,14 +625,26 @@ func (s *Service) CreateUpload(ctx context.Context, req UploadRequest) (UploadTi
 	if req.DurationMs < 0 || req.DurationMs > MaxDurationMs {
 		return UploadTicket{}, Errorf(CodeInvalid, "durationMs must be between 0 and %d", int64(MaxDurationMs))
 	}
+	if req.Key != "" {
+		if req.Key, err = ValidateClientMsgID(req.Key); err != nil {
+			return UploadTicket{}, err
+		}
+		if t, err := a.RetriedUpload(ctx, req); err != nil || t.Retried {
+			return t, err
+		}
+	}
 	if err := s.take(ctx, RateUpload, UserKey(req.UserID)); err != nil {
 		return UploadTicket{}, err
 	}
 	t, err := a.CreateUpload(ctx, req)
+	if err == nil && t.Retried {
+		s.refund(context.WithoutCancel(ctx), RateUpload, UserKey(req.UserID))
+	}
 	switch ErrorCode(err) {
-	case CodeUnavailable, CodeInternal, CodeInvalid, CodeTooLarge, CodeUnsupported:
+	case CodeUnavailable, CodeInternal, CodeInvalid, CodeTooLarge, CodeUnsupported, CodeConflict, CodeGone:
 		// Nothing was recorded: the server failed, or the request was
-		// refused on its face (a file too large, a type not allowed).
+		// refused on its face (a file too large, a type not allowed, a
+		// key that made another upload or one whose URL expired).
 		if err != nil {
 			s.refund(context.WithoutCancel(ctx), RateUpload, UserKey(req.UserID))
 		}

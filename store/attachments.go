@@ -63,13 +63,42 @@ func scanUpload(row pgx.Row, extra ...any) (chat.UploadRecord, error) {
 // the blocked member of a direct conversation), an avatar's for anyone,
 // charging the uploader's bytes of the UTC day against quotaBytes (> 0).
 func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quotaBytes int64) error {
+	_, _, err := a.CreateKeyedUpload(ctx, r, "", quotaBytes)
+	return err
+}
+
+// CreateKeyedUpload is CreateUpload claiming the uploader's key (none
+// when key is ""): an upload the key made before is returned as it is
+// (created false) before anything is checked or charged. Of two racing
+// with one key, the second waits on the first's key row (ON CONFLICT DO
+// NOTHING, as a group create's key is claimed), rolls back its own
+// upload and charge to the savepoint, and returns the first's upload.
+func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord, key string, quotaBytes int64) (chat.UploadRecord, bool, error) {
+	if key != "" {
+		k, err := chat.ValidateClientMsgID(key)
+		if err != nil {
+			return chat.UploadRecord{}, false, err
+		}
+		key = k
+	}
 	if quotaBytes > 0 && r.DeclaredSize > quotaBytes {
-		return quotaError(quotaBytes, time.Now())
+		return chat.UploadRecord{}, false, quotaError(quotaBytes, time.Now())
 	}
 	if r.Purpose == "" {
 		r.Purpose = chat.PurposeMessage
 	}
-	return runTxOn(ctx, a.pool, "create upload", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	var (
+		rec     chat.UploadRecord
+		created bool
+	)
+	err := runTxOn(ctx, a.pool, "create upload", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		created = false
+		if key != "" {
+			found, err := keyedUpload(ctx, tx, r.UploaderID, key, &rec)
+			if err != nil || found {
+				return err
+			}
+		}
 		var exists, member, blocked bool
 		var now time.Time
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
@@ -88,33 +117,107 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 			// What it carries could never be sent (as for typing).
 			return chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", r.ConversationID)
 		}
-		if quotaBytes > 0 {
-			// One row per user and day, updated in place: the check and
-			// the charge are one statement, so concurrent uploads of
-			// one user cannot both slip under the quota.
-			var used int64
-			err := tx.QueryRow(ctx, `
-				INSERT INTO upload_quota (user_id, day, bytes, uploads)
-				VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, 1)
-				ON CONFLICT (user_id, day) DO UPDATE
-				   SET bytes = upload_quota.bytes + EXCLUDED.bytes, uploads = upload_quota.uploads + 1
-				 WHERE upload_quota.bytes + EXCLUDED.bytes <= $3
-				RETURNING bytes`, r.UploaderID, r.DeclaredSize, quotaBytes).Scan(&used)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return quotaError(quotaBytes, now)
+		if key == "" {
+			if err := recordUpload(ctx, tx, r, quotaBytes, now); err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("charge the upload quota: %w", err)
-			}
+			rec, created = r, true
+			return nil
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO attachment (id, blob_key, uploader_id, purpose, conversation_id, name, declared_type,
-			declared_size, duration_ms, url_expires_at) VALUES ($1, $2, $3, $4, NULLIF($5::bigint, 0), $6, $7, $8, NULLIF($9::bigint, 0), $10)`,
-			r.ID, r.BlobKey, r.UploaderID, r.Purpose, r.ConversationID, r.Name, r.DeclaredType, r.DeclaredSize, r.DurationMs, r.URLExpiresAt)
+		sp, err := tx.Begin(ctx)
 		if err != nil {
-			return fmt.Errorf("record upload: %w", err)
+			return fmt.Errorf("savepoint: %w", err)
 		}
+		defer func() { _ = sp.Rollback(ctx) }()
+		if err := recordUpload(ctx, sp, r, quotaBytes, now); err != nil {
+			return err
+		}
+		tag, err := sp.Exec(ctx, `INSERT INTO upload_create (uploader_id, create_key, upload_id) VALUES ($1, $2, $3)
+			ON CONFLICT (uploader_id, create_key) DO NOTHING`, r.UploaderID, key, r.ID)
+		if err != nil {
+			return fmt.Errorf("claim upload key %s: %w", key, err)
+		}
+		if tag.RowsAffected() == 0 {
+			if err := sp.Rollback(ctx); err != nil {
+				return fmt.Errorf("rollback to savepoint: %w", err)
+			}
+			found, err := keyedUpload(ctx, tx, r.UploaderID, key, &rec)
+			if err == nil && !found {
+				err = fmt.Errorf("the upload of key %s vanished", key)
+			}
+			return err
+		}
+		if err := sp.Commit(ctx); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+		rec, created = r, true
 		return nil
 	})
+	if err != nil {
+		return chat.UploadRecord{}, false, err
+	}
+	return rec, created, nil
+}
+
+// recordUpload charges r's declared bytes against the day's quota (>
+// 0) and inserts r, pending.
+func recordUpload(ctx context.Context, tx pgx.Tx, r chat.UploadRecord, quotaBytes int64, now time.Time) error {
+	if quotaBytes > 0 {
+		// One row per user and day, updated in place: the check and
+		// the charge are one statement, so concurrent uploads of
+		// one user cannot both slip under the quota.
+		var used int64
+		err := tx.QueryRow(ctx, `
+			INSERT INTO upload_quota (user_id, day, bytes, uploads)
+			VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, 1)
+			ON CONFLICT (user_id, day) DO UPDATE
+			   SET bytes = upload_quota.bytes + EXCLUDED.bytes, uploads = upload_quota.uploads + 1
+			 WHERE upload_quota.bytes + EXCLUDED.bytes <= $3
+			RETURNING bytes`, r.UploaderID, r.DeclaredSize, quotaBytes).Scan(&used)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return quotaError(quotaBytes, now)
+		}
+		if err != nil {
+			return fmt.Errorf("charge the upload quota: %w", err)
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO attachment (id, blob_key, uploader_id, purpose, conversation_id, name, declared_type,
+		declared_size, duration_ms, url_expires_at) VALUES ($1, $2, $3, $4, NULLIF($5::bigint, 0), $6, $7, $8, NULLIF($9::bigint, 0), $10)`,
+		r.ID, r.BlobKey, r.UploaderID, r.Purpose, r.ConversationID, r.Name, r.DeclaredType, r.DeclaredSize, r.DurationMs, r.URLExpiresAt)
+	if err != nil {
+		return fmt.Errorf("record upload: %w", err)
+	}
+	return nil
+}
+
+// UploadByKey reads the upload uploaderID made with key.
+func (a *Attachments) UploadByKey(ctx context.Context, uploaderID int64, key string) (chat.UploadRecord, bool, error) {
+	k, err := chat.ValidateClientMsgID(key)
+	if err != nil {
+		return chat.UploadRecord{}, false, err
+	}
+	var rec chat.UploadRecord
+	found, err := keyedUpload(ctx, a.pool, uploaderID, k, &rec)
+	return rec, found, classify("read upload by key", err)
+}
+
+// rowQuerier is a transaction or the pool.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// keyedUpload reads into rec the upload uploaderID made with key.
+func keyedUpload(ctx context.Context, q rowQuerier, uploaderID int64, key string, rec *chat.UploadRecord) (bool, error) {
+	r, err := scanUpload(q.QueryRow(ctx, `SELECT `+attachmentColumns+` FROM attachment
+		WHERE id = (SELECT upload_id FROM upload_create WHERE uploader_id = $1 AND create_key = $2)`, uploaderID, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the upload of key %s: %w", key, err)
+	}
+	*rec = r
+	return true, nil
 }
 
 // quotaError refuses an upload over the day's bytes until midnight UTC.

@@ -183,59 +183,127 @@ func (s *Service) Close(ctx context.Context) error {
 	return nil
 }
 
-// CreateUpload checks a request against the limits and records it.
+// CreateUpload checks a request against the limits and records it; with
+// a key, the upload the key made before (a retry) is answered instead
+// (see RetriedUpload), even when it raced with this one.
 func (s *Service) CreateUpload(ctx context.Context, req chat.UploadRequest) (chat.UploadTicket, error) {
-	name, err := chat.CleanFileName(req.Name)
-	if err != nil {
-		return chat.UploadTicket{}, err
-	}
-	declared, err := chat.NormalizeMediaType(req.ContentType)
+	name, declared, err := s.check(req)
 	if err != nil {
 		return chat.UploadTicket{}, err
 	}
 	if req.Purpose == "" {
 		req.Purpose = chat.PurposeMessage
 	}
-	if req.Size > s.cfg.Limits.MaxBytes {
-		s.metrics.uploads.WithLabelValues("too_large").Inc()
-		return chat.UploadTicket{}, chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", sizeText(req.Size), sizeText(s.cfg.Limits.MaxBytes))
-	}
-	if req.Purpose == chat.PurposeAvatar && req.Size > s.cfg.Limits.MaxAvatarBytes {
-		s.metrics.uploads.WithLabelValues("too_large").Inc()
-		return chat.UploadTicket{}, chat.Errorf(chat.CodeTooLarge, "the picture is %s, an avatar is at most %s: send a smaller one (it is shown small)",
-			sizeText(req.Size), sizeText(s.cfg.Limits.MaxAvatarBytes))
-	}
-	if !chat.TypeAllowed(s.types(req.Purpose), declared) {
-		s.metrics.uploads.WithLabelValues("unsupported").Inc()
-		if req.Purpose == chat.PurposeAvatar {
-			return chat.UploadTicket{}, chat.Errorf(chat.CodeUnsupported, "an avatar of type %s is not accepted here; these are: %s",
-				declared, strings.Join(s.avatarTypes, ", "))
-		}
-		return chat.UploadTicket{}, chat.Errorf(chat.CodeUnsupported, "files of type %s are not accepted here", declared)
-	}
 	now := time.Now()
 	rec := chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: req.UserID,
 		Purpose: req.Purpose, ConversationID: req.ConversationID, Name: name, DeclaredType: declared, DeclaredSize: req.Size,
 		DurationMs: req.DurationMs, URLExpiresAt: now.Add(s.cfg.URLExpiry).UTC().Truncate(time.Second)}
-	t := chat.UploadTicket{UploadID: rec.ID, Method: "PUT", ExpiresAt: rec.URLExpiresAt,
-		Headers: map[string]string{"Content-Type": declared}}
-	if s.cfg.Blobs.Direct() {
-		// Signed before the row exists: a failure leaves nothing behind.
-		url, hdr, err := s.cfg.Blobs.PresignPut(ctx, rec.BlobKey, declared, req.Size, time.Until(rec.URLExpiresAt))
-		if err != nil {
-			return chat.UploadTicket{}, chat.Unavailable("sign the upload URL", err)
-		}
-		t.URL, t.Headers, t.CompleteURL = url, hdr, "/v1/uploads/"+rec.ID+"/complete"
-	} else {
-		t.URL = "/v1/uploads/" + rec.ID
+	// Signed before the row exists: a failure leaves nothing behind.
+	t, err := s.ticket(ctx, rec)
+	if err != nil {
+		return chat.UploadTicket{}, err
 	}
-	if err := s.cfg.Store.CreateUpload(ctx, rec, s.cfg.QuotaBytesPerDay); err != nil {
+	made, created, err := s.cfg.Store.CreateKeyedUpload(ctx, rec, req.Key, s.cfg.QuotaBytesPerDay)
+	if err != nil {
 		if chat.ErrorCode(err) == chat.CodeRateLimited {
 			s.metrics.uploads.WithLabelValues("quota").Inc()
 		}
 		return chat.UploadTicket{}, err
 	}
+	if !created {
+		return s.retried(ctx, made, req, name, declared)
+	}
 	s.metrics.uploads.WithLabelValues("created").Inc()
+	return t, nil
+}
+
+// RetriedUpload answers the ticket of the upload req.Key made before, if
+// any (chat.Attachments).
+func (s *Service) RetriedUpload(ctx context.Context, req chat.UploadRequest) (chat.UploadTicket, error) {
+	if req.Key == "" {
+		return chat.UploadTicket{}, nil
+	}
+	name, declared, err := s.check(req)
+	if err != nil {
+		return chat.UploadTicket{}, err
+	}
+	rec, found, err := s.cfg.Store.UploadByKey(ctx, req.UserID, req.Key)
+	if err != nil || !found {
+		return chat.UploadTicket{}, err
+	}
+	return s.retried(ctx, rec, req, name, declared)
+}
+
+// retried answers a request repeated with its key with the ticket of
+// rec, the upload the key made: the same upload id and expiry, and for
+// an object store a URL signed again for the same object until that same
+// expiry (the first URL is as good, but the retry never saw it). The key
+// asking for another upload is a conflict; once the URL expired the key
+// is spent (gone), whatever became of the upload.
+func (s *Service) retried(ctx context.Context, rec chat.UploadRecord, req chat.UploadRequest, name, declared string) (chat.UploadTicket, error) {
+	if !rec.SameUpload(req, name, declared) {
+		return chat.UploadTicket{}, chat.Errorf(chat.CodeConflict,
+			"key %s asked for upload %s of %d bytes of %s (%s) before; use a new key for another file", req.Key, rec.ID, rec.DeclaredSize, rec.DeclaredType, rec.Purpose)
+	}
+	if !time.Now().Before(rec.URLExpiresAt) {
+		return chat.UploadTicket{}, chat.Errorf(chat.CodeGone,
+			"the URL of upload %s, made with key %s, expired at %s; ask for a new upload with a new key", rec.ID, req.Key, rec.URLExpiresAt.Format(time.RFC3339))
+	}
+	t, err := s.ticket(ctx, rec)
+	if err != nil {
+		return chat.UploadTicket{}, err
+	}
+	s.metrics.uploads.WithLabelValues("retried").Inc()
+	t.Retried = true
+	return t, nil
+}
+
+// check checks a request against the limits: its cleaned name and
+// declared type.
+func (s *Service) check(req chat.UploadRequest) (name, declared string, err error) {
+	if name, err = chat.CleanFileName(req.Name); err != nil {
+		return "", "", err
+	}
+	if declared, err = chat.NormalizeMediaType(req.ContentType); err != nil {
+		return "", "", err
+	}
+	purpose := req.Purpose
+	if purpose == "" {
+		purpose = chat.PurposeMessage
+	}
+	if req.Size > s.cfg.Limits.MaxBytes {
+		s.metrics.uploads.WithLabelValues("too_large").Inc()
+		return "", "", chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", sizeText(req.Size), sizeText(s.cfg.Limits.MaxBytes))
+	}
+	if purpose == chat.PurposeAvatar && req.Size > s.cfg.Limits.MaxAvatarBytes {
+		s.metrics.uploads.WithLabelValues("too_large").Inc()
+		return "", "", chat.Errorf(chat.CodeTooLarge, "the picture is %s, an avatar is at most %s: send a smaller one (it is shown small)",
+			sizeText(req.Size), sizeText(s.cfg.Limits.MaxAvatarBytes))
+	}
+	if !chat.TypeAllowed(s.types(purpose), declared) {
+		s.metrics.uploads.WithLabelValues("unsupported").Inc()
+		if purpose == chat.PurposeAvatar {
+			return "", "", chat.Errorf(chat.CodeUnsupported, "an avatar of type %s is not accepted here; these are: %s",
+				declared, strings.Join(s.avatarTypes, ", "))
+		}
+		return "", "", chat.Errorf(chat.CodeUnsupported, "files of type %s are not accepted here", declared)
+	}
+	return name, declared, nil
+}
+
+// ticket is where and how rec's bytes go, until rec.URLExpiresAt.
+func (s *Service) ticket(ctx context.Context, rec chat.UploadRecord) (chat.UploadTicket, error) {
+	t := chat.UploadTicket{UploadID: rec.ID, Method: "PUT", ExpiresAt: rec.URLExpiresAt,
+		Headers: map[string]string{"Content-Type": rec.DeclaredType}}
+	if !s.cfg.Blobs.Direct() {
+		t.URL = "/v1/uploads/" + rec.ID
+		return t, nil
+	}
+	url, hdr, err := s.cfg.Blobs.PresignPut(ctx, rec.BlobKey, rec.DeclaredType, rec.DeclaredSize, time.Until(rec.URLExpiresAt))
+	if err != nil {
+		return chat.UploadTicket{}, chat.Unavailable("sign the upload URL", err)
+	}
+	t.URL, t.Headers, t.CompleteURL = url, hdr, "/v1/uploads/"+rec.ID+"/complete"
 	return t, nil
 }
 

@@ -10,7 +10,9 @@
 //   - CreateUpload records a pending upload (member only, within the size,
 //     type and bytes-per-day limits) and returns where to PUT the bytes:
 //     chatd's own /v1/uploads/{id} for local disk, a presigned URL of the
-//     object store otherwise (then the client POSTs completeUrl).
+//     object store otherwise (then the client POSTs completeUrl). A
+//     request repeated with its key answers the first upload's ticket
+//     (RetriedUpload): nothing new is recorded or charged.
 //   - The bytes are checked before an upload is complete: exactly the
 //     declared size, a type sniffed from the first bytes that is allowed
 //     and agrees with the declared one, an image's pixels within the limit

@@ -11,9 +11,16 @@ import (
 	chat "github.com/chatd/chatd"
 )
 
-// uploadParams: POST /v1/uploads and RPC upload.create (purpose absent:
-// a message's).
+// uploadParams: RPC upload.create, whose optional clientMsgId is the
+// Idempotency-Key header of POST /v1/uploads, whose body is the rest
+// (newUpload).
 type uploadParams struct {
+	newUpload
+	ClientMsgID string `json:"clientMsgId"`
+}
+
+// newUpload is POST /v1/uploads's body (purpose absent: a message's).
+type newUpload struct {
 	Purpose        string `json:"purpose"`
 	ConversationID int64  `json:"conversationId"`
 	Name           string `json:"name"`
@@ -23,14 +30,17 @@ type uploadParams struct {
 }
 
 func bindCreateUpload(a *API, w http.ResponseWriter, r *http.Request, p *uploadParams) error {
-	return a.bindBody(w, r, p)
+	p.ClientMsgID = r.Header.Get("Idempotency-Key")
+	return a.bindBody(w, r, &p.newUpload)
 }
 
-// createUpload answers 201 with the ticket: where to PUT the bytes.
+// createUpload answers 201 with the ticket: where to PUT the bytes; 200
+// with the ticket of the upload a request with the same key made before
+// (a retry whose answer was lost).
 func createUpload(a *API, ctx context.Context, user int64, p uploadParams) (int, any, error) {
 	t, err := a.svc.CreateUpload(ctx, chat.UploadRequest{Purpose: p.Purpose, ConversationID: p.ConversationID, UserID: user, Name: p.Name,
-		ContentType: p.ContentType, Size: p.Size, DurationMs: p.DurationMs})
-	return createdReply(t, true, err)
+		ContentType: p.ContentType, Size: p.Size, DurationMs: p.DurationMs, Key: p.ClientMsgID})
+	return createdReply(t, !t.Retried, err)
 }
 
 // uploadIDParams: the upload named by the path (RPC: uploadId).

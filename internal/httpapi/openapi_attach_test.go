@@ -15,13 +15,18 @@ import (
 
 // withAttachments gives e the attachment service chatd runs with, on the
 // local disk store.
-func (e *env) withAttachments() {
+func (e *env) withAttachments() { e.withAttachmentsConfig(attach.Config{}) }
+
+// withAttachmentsConfig is withAttachments with cfg's settings (its Store
+// and Blobs are set here).
+func (e *env) withAttachmentsConfig(cfg attach.Config) {
 	e.t.Helper()
 	blobs, err := blob.NewLocal(e.t.TempDir())
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := attach.New(attach.Config{Store: store.NewAttachments(e.pool), Blobs: blobs})
+	cfg.Store, cfg.Blobs = store.NewAttachments(e.pool), blobs
+	a, err := attach.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
