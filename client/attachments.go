@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media"
 )
@@ -106,8 +108,13 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 		params["conversationId"] = conversationID
 	}
 	var t chat.UploadTicket
+	// Each ticket asked for carries a key of its own (clientMsgId), so a
+	// request whose reply was lost with its connection is asked again
+	// and chatd answers the upload the first made, charged once; a new
+	// ticket (the URL expired) is a new key.
 	newTicket := func() error {
-		return c.call(ctx, "upload.create", params, &t, false)
+		params["clientMsgId"] = uuid.NewString()
+		return c.call(ctx, "upload.create", params, &t, true)
 	}
 	if err := newTicket(); err != nil {
 		return Attachment{}, err

@@ -136,8 +136,8 @@
 // their context (Config.RequestTimeout when it has no deadline). chatd
 // replies only on the connection that asked, so a
 // request whose connection drops before its reply gets none: reads, and
-// the writes chatd answers as the first when repeated (CreateGroup, which
-// carries a key of its own, the group's membership, role, ownership and
+// the writes chatd answers as the first when repeated (CreateGroup and an
+// upload's ticket, which carry a key of their own, the group's membership, role, ownership and
 // settings changes, blocks), are then asked again on the next connection; other
 // writes are not (they may have run) and fail at once with an error
 // matching ErrUnavailable, without waiting for the timeout. The
@@ -158,6 +158,9 @@
 // as .heic, .heif or .7z; then the mime package), else (no extension,
 // an unknown one, or one of application/octet-stream) its first bytes',
 // named by chatd's own sniffer: IMG_0001 holding a HEIC is image/heic.
+// The ticket request carries a key of its own, so one whose reply was
+// lost with its connection is asked again and answers the same upload,
+// charged once against the day's bytes and the upload rate.
 // A PUT cut short is sent again from the start, re-reading the file
 // (a one-shot reader is spooled to a temporary file first). A PUT answered
 // 409 (complete already: an earlier one got through, its answer was lost)

@@ -99,3 +99,32 @@ func TestAGroupChangeWhoseReplyWasLostIsAskedAgainAndDoneOnce(t *testing.T) {
 		t.Fatalf("members after the changes: %v, want 1 admin and 2 owner", roles)
 	}
 }
+
+// An upload whose ticket reply was lost with its connection is asked
+// again on the next connection with the same key: chatd answers the
+// upload the first request made, so the file is one upload, its bytes
+// charged once against the day's quota, and Upload succeeds.
+func TestAnUploadTicketWhoseReplyWasLostIsAskedAgainAndIsOneUpload(t *testing.T) {
+	srv, broker, _, conv := sender(t)
+	cfg := testConfig(t, broker, 1)
+	cfg.HTTPURL = "http://" + srv.HTTPAddr()
+	a := connect(t, cfg)
+	ctx := ctxFor(t, 20*time.Second)
+	const text = "notes for the trip"
+	loseNextReply(a)
+	att, err := a.Upload(ctx, conv, "notes.txt", strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("upload after its ticket's reply was lost: %v", err)
+	}
+	if att.Size != int64(len(text)) {
+		t.Fatalf("upload: %+v", att)
+	}
+	var uploads, charged int64
+	if err := srv.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM attachment WHERE uploader_id = 1),
+		(SELECT COALESCE(sum(bytes), 0) FROM upload_quota WHERE user_id = 1)`).Scan(&uploads, &charged); err != nil {
+		t.Fatal(err)
+	}
+	if uploads != 1 || charged != int64(len(text)) {
+		t.Fatalf("one file made %d uploads and charged %d bytes, want 1 and %d", uploads, charged, len(text))
+	}
+}
