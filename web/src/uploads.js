@@ -5,6 +5,7 @@
 // bearer token and shown from blob: URLs, kept in a small cache.
 
 import { ApiError } from './api.js';
+import { uuid4 } from './uuid.js';
 
 /** What the browser calls a file's type, or the extension's guess. */
 export function fileType(file) {
@@ -73,7 +74,12 @@ export class Uploader {
    * failure (the answer of a PUT that got through may be what was lost),
    * the upload PUTs the same bytes to the same ticket, which chatd
    * answers as the first time, rather than asking for a new ticket,
-   * charged again against the day's bytes.
+   * charged again against the day's bytes. handle.ticketKey is the
+   * ticket request's Idempotency-Key, one per file and ticket: a ticket
+   * request that failed (its answer may have been lost while chatd made
+   * the upload) is asked again with it, and chatd answers the upload the
+   * first made, charged once; a new ticket (the first expired, or its
+   * upload was refused) gets a new key.
    */
   send(what, file, onProgress, handle) {
     // abort() works from the start: before the ticket comes, it stops
@@ -88,13 +94,15 @@ export class Uploader {
     return (async () => {
       let t = handle.ticket;
       if (!t || Date.parse(t.expiresAt) - Date.now() < 30000) {
+        if (t) handle.ticketKey = null; // expiring: a new ticket, a new key
         handle.ticket = null;
-        t = await this.api.request('POST', '/v1/uploads', {
-          ...what,
-          name: file.name || 'file',
-          contentType: fileType(file),
-          size: file.size,
-        });
+        handle.ticketKey ??= uuid4();
+        t = await this.api.request(
+          'POST',
+          '/v1/uploads',
+          { ...what, name: file.name || 'file', contentType: fileType(file), size: file.size },
+          { 'Idempotency-Key': handle.ticketKey },
+        );
         handle.ticket = t;
       }
       check();
@@ -108,7 +116,7 @@ export class Uploader {
       } catch (e) {
         // Only a failure that may leave the upload pending keeps its
         // ticket: a refusal deleted it, an expiry (gone) needs a new one.
-        if (!retriable(e)) handle.ticket = null;
+        if (!retriable(e)) handle.ticket = handle.ticketKey = null;
         throw e;
       }
     })();

@@ -333,3 +333,57 @@ test('an upload retried after its PUT was cut off PUTs to the same ticket, askin
     delete globalThis.XMLHttpRequest;
   }
 });
+
+test('a ticket request asked again after it failed carries the same Idempotency-Key; another file or a new ticket a new one', async () => {
+  globalThis.XMLHttpRequest = class {
+    constructor() {
+      this.upload = {};
+    }
+    open() {}
+    setRequestHeader() {}
+    send() {
+      this.status = 200;
+      this.responseText = JSON.stringify({ state: 'complete', attachment: { id: 'u1' } });
+      setTimeout(() => (this.onload(), this.onloadend()), 0);
+    }
+    abort() {}
+  };
+  const keys = [];
+  let lose = true;
+  const api = {
+    token: 't',
+    onUnauthorized() {},
+    async request(method, path, body, headers = {}) {
+      assert.equal(path, '/v1/uploads');
+      keys.push(headers['Idempotency-Key']);
+      // The first answer is lost on the way back: chatd made the upload.
+      if (lose) throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
+      const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
+      return { uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT', expiresAt };
+    },
+  };
+  try {
+    const up = new Uploader(api);
+    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+    let handle = {};
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+    // What the tray's Retry does.
+    lose = false;
+    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    assert.equal((await up.upload(7, file, () => {}, handle)).id, 'u1');
+    assert.equal(keys.length, 2);
+    assert.match(keys[0], /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'the ticket request carries no key');
+    assert.equal(keys[1], keys[0], 'the retried ticket request has another key: a second upload, charged again');
+
+    // Another file is another key.
+    await up.upload(7, { name: 'b.txt', type: 'text/plain', size: 4 }, () => {}, {});
+    assert.notEqual(keys[2], keys[0], 'another file reused the key');
+    // A ticket about to expire is replaced with a new key (the old one is spent).
+    const old = { ticket: { uploadId: 'u1', url: '/v1/uploads/u1', expiresAt: new Date(Date.now() + 1000).toISOString() }, ticketKey: keys[0] };
+    await up.upload(7, file, () => {}, old);
+    assert.equal(keys.length, 4);
+    assert.notEqual(keys[3], keys[0], 'a new ticket for an expiring one reused the spent key');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});

@@ -138,8 +138,8 @@ export function createTray(uploader, convId, onChange) {
   function start(it) {
     it.status = 'uploading';
     it.error = '';
-    // The previous attempt's ticket, if any: see Uploader.send.
-    it.handle = { ticket: it.handle?.ticket };
+    // The previous attempt's ticket and its key, if any: see Uploader.send.
+    it.handle = { ticket: it.handle?.ticket, ticketKey: it.handle?.ticketKey };
     paint(it, 0);
     uploader
       .upload(it.cid, it.file, (sent, total) => paint(it, total ? sent / total : 0), it.handle)
