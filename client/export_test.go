@@ -81,3 +81,11 @@ func (c *Client) InjectHistoryFaults(f HistoryFault) {
 	}
 	c.historyHook.Store(&h)
 }
+
+// CallOnce is an RPC the client does not ask again when its connection
+// drops before the reply (a change a repeat would not answer as the
+// first), whatever method names it: every such method of the API is
+// made safe to ask again, so the rule is tested through this seam.
+func (c *Client) CallOnce(ctx context.Context, method string, params any) error {
+	return c.call(ctx, method, params, nil, false)
+}
