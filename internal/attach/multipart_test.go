@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -104,7 +105,7 @@ func TestACleanupRoundAbortsTheMultipartUploadsAFailedWriteLeft(t *testing.T) {
 		t.Fatal("a Put whose reader failed succeeded")
 	}
 	tr.on.Store(false)
-	if got := incompleteUploads(t, admin, fake.Bucket); len(got) != 2 || got[1] != key {
+	if got := incompleteUploads(t, admin, fake.Bucket); len(got) != 2 || !slices.Contains(got, key) || !slices.Contains(got, "backups/db.tar") {
 		t.Fatalf("unfinished uploads %v, want the failed write's %s and backups/db.tar", got, key)
 	}
 
