@@ -188,4 +188,13 @@
 // closes the channel once the client has stopped. After Close every method
 // returns ErrClosed. One SessionDir may be used by one client at a time (it
 // is locked).
+//
+// # Server versions
+//
+// Use this package with a chatd built from the same release or a newer
+// one. chatd refuses request fields it does not know (a typo must not
+// pass as an absent field), and this client sends what its release's
+// chatd takes: CreateGroup and Upload, for instance, send a clientMsgId
+// of their own, which a chatd from before group-create and upload-ticket
+// keys refuses as invalid. Upgrade chatd first, then the apps.
 package client
