@@ -99,13 +99,18 @@ func (l Limits) ValidateBody(body string) error {
 }
 
 // ValidateClientMsgID requires a UUID and returns it in canonical form.
-func ValidateClientMsgID(id string) (string, error) {
+func ValidateClientMsgID(id string) (string, error) { return ValidateUUID("clientMsgId", id) }
+
+// ValidateUUID requires the value of field (named as the caller sent it:
+// clientMsgId, or HTTP's Idempotency-Key header) to be a UUID and returns
+// it in canonical form.
+func ValidateUUID(field, id string) (string, error) {
 	if id == "" {
-		return "", Errorf(CodeInvalid, "clientMsgId is missing")
+		return "", Errorf(CodeInvalid, "%s is missing", field)
 	}
 	u, err := uuid.Parse(id)
 	if err != nil || len(id) != 36 {
-		return "", Errorf(CodeInvalid, "clientMsgId must be a UUID like 123e4567-e89b-12d3-a456-426614174000")
+		return "", Errorf(CodeInvalid, "%s must be a UUID like 123e4567-e89b-12d3-a456-426614174000", field)
 	}
 	return u.String(), nil
 }

@@ -30,7 +30,10 @@ type newUpload struct {
 }
 
 func bindCreateUpload(a *API, w http.ResponseWriter, r *http.Request, p *uploadParams) error {
-	p.ClientMsgID = r.Header.Get("Idempotency-Key")
+	var err error
+	if p.ClientMsgID, err = idempotencyHeader(r); err != nil {
+		return err
+	}
 	return a.bindBody(w, r, &p.newUpload)
 }
 

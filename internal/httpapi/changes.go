@@ -49,11 +49,23 @@ func bindTarget(r *http.Request, p *changeParams) error {
 // idempotencyKey is the optional Idempotency-Key header (a UUID), or a
 // fresh one: a recall or reaction without it is still safe to repeat
 // (recalling twice, setting a set reaction, change nothing).
-func idempotencyKey(r *http.Request) string {
-	if k := r.Header.Get("Idempotency-Key"); k != "" {
-		return k
+func idempotencyKey(r *http.Request) (string, error) {
+	if k, err := idempotencyHeader(r); k != "" || err != nil {
+		return k, err
 	}
-	return uuid.NewString()
+	return uuid.NewString(), nil
+}
+
+// idempotencyHeader is the optional Idempotency-Key header in canonical
+// form, "" when absent. A value that is no UUID is refused here, naming
+// the header: the service's refusal would name clientMsgId, the RPC
+// field, which an HTTP caller never sent.
+func idempotencyHeader(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if k == "" {
+		return "", nil
+	}
+	return chat.ValidateUUID("Idempotency-Key", k)
 }
 
 func bindEdit(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) error {
@@ -78,8 +90,9 @@ func bindRecall(a *API, w http.ResponseWriter, r *http.Request, p *changeParams)
 	if err := a.bindNoBody(w, r); err != nil {
 		return err
 	}
-	p.ClientMsgID = idempotencyKey(r)
-	return nil
+	var err error
+	p.ClientMsgID, err = idempotencyKey(r)
+	return err
 }
 
 func bindReaction(on bool) func(*API, http.ResponseWriter, *http.Request, *changeParams) error {
@@ -91,8 +104,10 @@ func bindReaction(on bool) func(*API, http.ResponseWriter, *http.Request, *chang
 			return err
 		}
 		// The mux unescapes path values: {emoji} is the emoji itself.
-		p.Emoji, p.On, p.ClientMsgID = r.PathValue("emoji"), &on, idempotencyKey(r)
-		return nil
+		p.Emoji, p.On = r.PathValue("emoji"), &on
+		var err error
+		p.ClientMsgID, err = idempotencyKey(r)
+		return err
 	}
 }
 

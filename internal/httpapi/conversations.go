@@ -24,7 +24,10 @@ type newGroup struct {
 }
 
 func bindCreateConversation(a *API, w http.ResponseWriter, r *http.Request, p *createParams) error {
-	p.ClientMsgID = r.Header.Get("Idempotency-Key")
+	var err error
+	if p.ClientMsgID, err = idempotencyHeader(r); err != nil {
+		return err
+	}
 	return a.bindBody(w, r, &p.newGroup)
 }
 
