@@ -71,8 +71,9 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 // when key is ""): an upload the key made before is returned as it is
 // (created false) before anything is checked or charged. Of two racing
 // with one key, the second waits on the first's key row (ON CONFLICT DO
-// NOTHING, as a group create's key is claimed), rolls back its own
-// upload and charge to the savepoint, and returns the first's upload.
+// NOTHING, as a group create's key is claimed) or day's quota row, rolls
+// back its own upload and charge to the savepoint, and returns the
+// first's upload (not 429 when the quota holds the file only once).
 func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord, key string, quotaBytes int64) (chat.UploadRecord, bool, error) {
 	if key != "" {
 		k, err := chat.ValidateClientMsgID(key)
@@ -129,7 +130,23 @@ func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord
 			return fmt.Errorf("savepoint: %w", err)
 		}
 		defer func() { _ = sp.Rollback(ctx) }()
+		// The first's upload, once this one's charge or claim waited on it.
+		racedWith := func(refusal error) error {
+			if err := sp.Rollback(ctx); err != nil {
+				return fmt.Errorf("rollback to savepoint: %w", err)
+			}
+			found, err := keyedUpload(ctx, tx, r.UploaderID, key, &rec)
+			if err == nil && !found {
+				err = refusal
+			}
+			return err
+		}
 		if err := recordUpload(ctx, sp, r, quotaBytes, now); err != nil {
+			if chat.ErrorCode(err) == chat.CodeRateLimited {
+				// The day's row was the first's to charge: it may hold
+				// the file once, not twice.
+				return racedWith(err)
+			}
 			return err
 		}
 		tag, err := sp.Exec(ctx, `INSERT INTO upload_create (uploader_id, create_key, upload_id) VALUES ($1, $2, $3)
@@ -138,14 +155,7 @@ func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord
 			return fmt.Errorf("claim upload key %s: %w", key, err)
 		}
 		if tag.RowsAffected() == 0 {
-			if err := sp.Rollback(ctx); err != nil {
-				return fmt.Errorf("rollback to savepoint: %w", err)
-			}
-			found, err := keyedUpload(ctx, tx, r.UploaderID, key, &rec)
-			if err == nil && !found {
-				err = fmt.Errorf("the upload of key %s vanished", key)
-			}
-			return err
+			return racedWith(fmt.Errorf("the upload of key %s vanished", key))
 		}
 		if err := sp.Commit(ctx); err != nil {
 			return fmt.Errorf("release savepoint: %w", err)

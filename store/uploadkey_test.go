@@ -57,3 +57,66 @@ func TestRacingUploadTicketsWithOneKeyMakeOneUploadChargedOnce(t *testing.T) {
 		t.Fatalf("the day's bytes charged: %d, want 40", got)
 	}
 }
+
+// TestRacingUploadTicketsWithOneKeyNearTheQuotaAllAnswerTheUpload: a
+// retry racing with its first request, when the day's quota holds the
+// file once but not twice, answers the upload the first made rather than
+// 429: its own charge, waiting on the first's, is no upload of its own.
+func TestRacingUploadTicketsWithOneKeyNearTheQuotaAllAnswerTheUpload(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	ctx := testCtx(t)
+	as := store.NewAttachments(pool)
+	key := uuid.NewString()
+	const n = 6
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		ids = map[string]int{}
+	)
+	// The day's row held by another transaction, so that the requests
+	// all wait on it, as a retry does on its first's charge.
+	if _, err := pool.Exec(ctx, `INSERT INTO upload_quota (user_id, day, bytes, uploads) VALUES (1, (now() AT TIME ZONE 'UTC')::date, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM upload_quota WHERE user_id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, _, err := as.CreateKeyedUpload(ctx, chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: 1,
+				ConversationID: c.ID, Name: "a.txt", DeclaredType: "text/plain", DeclaredSize: 40, URLExpiresAt: time.Now().Add(time.Hour)}, key, 50)
+			if err != nil {
+				t.Errorf("a request racing with one key, the quota holding the file once: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			ids[rec.ID]++
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%upload_quota%'`) < n {
+		if time.Now().After(deadline) {
+			t.Fatal("the requests never waited on the day's row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(ids) != 1 {
+		t.Fatalf("racing requests with one key answered uploads %v, want one", ids)
+	}
+	if got := queryInt(t, pool, `SELECT bytes FROM upload_quota WHERE user_id = 1`); got != 40 {
+		t.Fatalf("the day's bytes charged: %d, want 40", got)
+	}
+}
