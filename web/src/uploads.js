@@ -97,12 +97,20 @@ export class Uploader {
         if (t) handle.ticketKey = null; // expiring: a new ticket, a new key
         handle.ticket = null;
         handle.ticketKey ??= uuid4();
-        t = await this.api.request(
-          'POST',
-          '/v1/uploads',
-          { ...what, name: file.name || 'file', contentType: fileType(file), size: file.size },
-          { 'Idempotency-Key': handle.ticketKey },
-        );
+        try {
+          t = await this.api.request(
+            'POST',
+            '/v1/uploads',
+            { ...what, name: file.name || 'file', contentType: fileType(file), size: file.size },
+            { 'Idempotency-Key': handle.ticketKey },
+          );
+        } catch (e) {
+          // Only an answer that may have been lost keeps the key: a
+          // refusal made nothing, and a key gone (its URL expired) is
+          // spent, so sent again it would be refused for ever.
+          if (!retriable(e)) handle.ticketKey = null;
+          throw e;
+        }
         handle.ticket = t;
       }
       check();

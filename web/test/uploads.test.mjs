@@ -387,3 +387,52 @@ test('a ticket request asked again after it failed carries the same Idempotency-
     delete globalThis.XMLHttpRequest;
   }
 });
+
+test('a ticket request refused 410 gone (its key spent) is retried with a new Idempotency-Key', async () => {
+  globalThis.XMLHttpRequest = class {
+    constructor() {
+      this.upload = {};
+    }
+    open() {}
+    setRequestHeader() {}
+    send() {
+      this.status = 200;
+      this.responseText = JSON.stringify({ state: 'complete', attachment: { id: 'u2' } });
+      setTimeout(() => (this.onload(), this.onloadend()), 0);
+    }
+    abort() {}
+  };
+  const keys = [];
+  const spent = new Set();
+  const api = {
+    token: 't',
+    onUnauthorized() {},
+    async request(method, path, body, headers = {}) {
+      const key = headers['Idempotency-Key'];
+      keys.push(key);
+      // The key's first answer was lost, and its URL expired since.
+      if (keys.length === 1) {
+        spent.add(key);
+        throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
+      }
+      if (spent.has(key)) throw Object.assign(new Error('the URL expired'), { status: 410, code: 'gone' });
+      const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
+      return { uploadId: 'u2', url: '/v1/uploads/u2', method: 'PUT', expiresAt };
+    },
+  };
+  try {
+    const up = new Uploader(api);
+    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+    let handle = {};
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone');
+    // The tray's Retry after the 410.
+    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    assert.equal((await up.upload(7, file, () => {}, handle)).id, 'u2', 'the spent key was sent again: 410 for ever');
+    assert.equal(keys[1], keys[0]);
+    assert.notEqual(keys[2], keys[0]);
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
