@@ -239,15 +239,16 @@ func (s *Service) RetriedUpload(ctx context.Context, req chat.UploadRequest) (ch
 // an object store a URL signed again for the same object until that same
 // expiry (the first URL is as good, but the retry never saw it). The key
 // asking for another upload is a conflict; once the URL expired the key
-// is spent (gone), whatever became of the upload.
+// is spent (gone), whatever became of the upload: checked first, as a
+// recall or an avatar's use or release changes the columns compared.
 func (s *Service) retried(ctx context.Context, rec chat.UploadRecord, req chat.UploadRequest, name, declared string) (chat.UploadTicket, error) {
-	if !rec.SameUpload(req, name, declared) {
-		return chat.UploadTicket{}, chat.Errorf(chat.CodeConflict,
-			"key %s asked for upload %s of %d bytes of %s (%s) before; use a new key for another file", req.Key, rec.ID, rec.DeclaredSize, rec.DeclaredType, rec.Purpose)
-	}
 	if !time.Now().Before(rec.URLExpiresAt) {
 		return chat.UploadTicket{}, chat.Errorf(chat.CodeGone,
 			"the URL of upload %s, made with key %s, expired at %s; ask for a new upload with a new key", rec.ID, req.Key, rec.URLExpiresAt.Format(time.RFC3339))
+	}
+	if !rec.SameUpload(req, name, declared) {
+		return chat.UploadTicket{}, chat.Errorf(chat.CodeConflict,
+			"key %s asked for upload %s of %d bytes of %s (%s) before; use a new key for another file", req.Key, rec.ID, rec.DeclaredSize, rec.DeclaredType, rec.Purpose)
 	}
 	t, err := s.ticket(ctx, rec)
 	if err != nil {

@@ -215,3 +215,41 @@ func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	}
 	return n
 }
+
+// TestAnUploadKeyWhoseURLExpiredIsGoneWhateverBecameOfItsUpload: once the
+// ticket's URL expired, the key is spent, 410 gone, also when the upload
+// changed since: a group's avatar (its conversation set) or an avatar
+// replaced (released, its name cleared), as the store leaves them; not
+// 409 conflict, which would say the key asked for another file.
+func TestAnUploadKeyWhoseURLExpiredIsGoneWhateverBecameOfItsUpload(t *testing.T) {
+	e := uploadKeyEnv(t, 0)
+	e.svc.Rates.Upload = chat.RateLimit{}
+	g := e.group(owner)
+	body := map[string]any{"purpose": "avatar", "name": "me.png", "contentType": "image/png", "size": 10}
+	args := func(sql string) []any {
+		if strings.Contains(sql, "$2") {
+			return []any{g}
+		}
+		return nil
+	}
+	for what, became := range map[string]string{
+		"a group's avatar":  `state = 'avatar', conversation_id = $2`,
+		"a replaced avatar": `state = 'released', name = ''`,
+		"a complete upload": `state = 'complete'`,
+	} {
+		key := newID()
+		r := e.do(owner, "POST", "/v1/uploads", body, withHeader("Idempotency-Key", key))
+		if r.status != http.StatusCreated {
+			t.Fatalf("ticket: %d %s", r.status, r.body)
+		}
+		var tk chat.UploadTicket
+		r.decode(t, &tk)
+		if _, err := e.pool.Exec(context.Background(), `UPDATE attachment SET size = 10, url_expires_at = now() - interval '1 second', `+became+`
+			WHERE id = $1`, append([]any{tk.UploadID}, args(became)...)...); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.do(owner, "POST", "/v1/uploads", body, withHeader("Idempotency-Key", key)); r.status != http.StatusGone {
+			t.Errorf("the key of an expired URL, its upload %s since: %d %s, want 410", what, r.status, r.body)
+		}
+	}
+}
