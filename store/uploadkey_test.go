@@ -18,35 +18,8 @@ import (
 func TestRacingUploadTicketsWithOneKeyMakeOneUploadChargedOnce(t *testing.T) {
 	st, pool := newStore(t)
 	c := mustGroup(t, st, 1, 2)
-	ctx := testCtx(t)
 	as := store.NewAttachments(pool)
-	key := uuid.NewString()
-	const n = 6
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		ids     = map[string]int{}
-		created int
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec, made, err := as.CreateKeyedUpload(ctx, chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: 1,
-				ConversationID: c.ID, Name: "a.txt", DeclaredType: "text/plain", DeclaredSize: 40, URLExpiresAt: time.Now().Add(time.Hour)}, key, 1000)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			ids[rec.ID]++
-			if made {
-				created++
-			}
-		}()
-	}
-	wg.Wait()
+	ids, created := raceKeyedUploads(t, as, c.ID, 6, 1000, func() {})
 	if len(ids) != 1 || created != 1 {
 		t.Fatalf("racing requests with one key answered uploads %v, %d created; want one upload, created once", ids, created)
 	}
@@ -67,13 +40,7 @@ func TestRacingUploadTicketsWithOneKeyNearTheQuotaAllAnswerTheUpload(t *testing.
 	c := mustGroup(t, st, 1, 2)
 	ctx := testCtx(t)
 	as := store.NewAttachments(pool)
-	key := uuid.NewString()
 	const n = 6
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		ids = map[string]int{}
-	)
 	// The day's row held by another transaction, so that the requests
 	// all wait on it, as a retry does on its first's charge.
 	if _, err := pool.Exec(ctx, `INSERT INTO upload_quota (user_id, day, bytes, uploads) VALUES (1, (now() AT TIME ZONE 'UTC')::date, 0, 0)`); err != nil {
@@ -87,36 +54,57 @@ func TestRacingUploadTicketsWithOneKeyNearTheQuotaAllAnswerTheUpload(t *testing.
 	if _, err := hold.Exec(ctx, `SELECT 1 FROM upload_quota WHERE user_id = 1 FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec, _, err := as.CreateKeyedUpload(ctx, chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: 1,
-				ConversationID: c.ID, Name: "a.txt", DeclaredType: "text/plain", DeclaredSize: 40, URLExpiresAt: time.Now().Add(time.Hour)}, key, 50)
-			if err != nil {
-				t.Errorf("a request racing with one key, the quota holding the file once: %v", err)
-				return
+	ids, _ := raceKeyedUploads(t, as, c.ID, n, 50, func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%upload_quota%'`) < n {
+			if time.Now().After(deadline) {
+				t.Fatal("the requests never waited on the day's row")
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			ids[rec.ID]++
-		}()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%upload_quota%'`) < n {
-		if time.Now().After(deadline) {
-			t.Fatal("the requests never waited on the day's row")
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+		if err := hold.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if len(ids) != 1 {
 		t.Fatalf("racing requests with one key answered uploads %v, want one", ids)
 	}
 	if got := queryInt(t, pool, `SELECT bytes FROM upload_quota WHERE user_id = 1`); got != 40 {
 		t.Fatalf("the day's bytes charged: %d, want 40", got)
 	}
+}
+
+// raceKeyedUploads sends n ticket requests of one user with one key at
+// once (a retry sent while the first still runs), the day's quota
+// dayBytes, calls meanwhile while they are in flight, and returns the
+// uploads they answered and how many said they created theirs.
+func raceKeyedUploads(t *testing.T, as *store.Attachments, conv int64, n int, dayBytes int64, meanwhile func()) (map[string]int, int) {
+	t.Helper()
+	ctx := testCtx(t)
+	key := uuid.NewString()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		ids     = map[string]int{}
+		created int
+	)
+	for range n {
+		wg.Go(func() {
+			rec, made, err := as.CreateKeyedUpload(ctx, chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: 1,
+				ConversationID: conv, Name: "a.txt", DeclaredType: "text/plain", DeclaredSize: 40, URLExpiresAt: time.Now().Add(time.Hour)}, key, dayBytes)
+			if err != nil {
+				t.Errorf("a request racing with one key: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			ids[rec.ID]++
+			if made {
+				created++
+			}
+		})
+	}
+	meanwhile()
+	wg.Wait()
+	return ids, created
 }

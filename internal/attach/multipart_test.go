@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -73,7 +72,7 @@ func TestACleanupRoundAbortsTheMultipartUploadsAFailedWriteLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := minio.New(fake.Endpoint(), &minio.Options{Creds: credentials.NewStaticV4(fake.AccessKey, fake.SecretKey, ""), Region: fake.Region})
+	admin, err := fake.Admin()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/blob"
@@ -53,7 +52,7 @@ func TestAbortIncompleteStoppedEarlyLeavesNoListingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := minio.New(fake.Endpoint(), &minio.Options{Creds: credentials.NewStaticV4(fake.AccessKey, fake.SecretKey, ""), Region: fake.Region})
+	admin, err := fake.Admin()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,16 +81,7 @@ func TestAbortIncompleteStoppedEarlyLeavesNoListingBehind(t *testing.T) {
 // of it behind (operators' checks list whole buckets, and stop at the
 // first key they cannot handle).
 func TestAListStoppedByItsCallbackLeavesNoListingBehind(t *testing.T) {
-	fake, err := s3fake.Start("chatd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
-	s, err := blob.NewS3(context.Background(), blob.S3Config{Endpoint: fake.Endpoint(), Bucket: fake.Bucket, Region: fake.Region,
-		AccessKey: fake.AccessKey, SecretKey: fake.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newS3(t)
 	ctx := context.Background()
 	for range 8 {
 		if err := s.Put(ctx, chat.NewBlobKey(), strings.NewReader("x"), 1, "text/plain"); err != nil {

@@ -18,6 +18,23 @@ function pendingApi() {
   };
 }
 
+/** A stand-in XMLHttpRequest whose every PUT completes upload id. */
+function completingXHR(id) {
+  return class {
+    constructor() {
+      this.upload = {};
+    }
+    open() {}
+    setRequestHeader() {}
+    send() {
+      this.status = 200;
+      this.responseText = JSON.stringify({ state: 'complete', attachment: { id } });
+      setTimeout(() => (this.onload(), this.onloadend()), 0);
+    }
+    abort() {}
+  };
+}
+
 test('an upload removed from the tray before its ticket came sends no bytes and completes nothing', async () => {
   const xhrs = [];
   globalThis.XMLHttpRequest = class {
@@ -335,19 +352,7 @@ test('an upload retried after its PUT was cut off PUTs to the same ticket, askin
 });
 
 test('a ticket request asked again after it failed carries the same Idempotency-Key; another file or a new ticket a new one', async () => {
-  globalThis.XMLHttpRequest = class {
-    constructor() {
-      this.upload = {};
-    }
-    open() {}
-    setRequestHeader() {}
-    send() {
-      this.status = 200;
-      this.responseText = JSON.stringify({ state: 'complete', attachment: { id: 'u1' } });
-      setTimeout(() => (this.onload(), this.onloadend()), 0);
-    }
-    abort() {}
-  };
+  globalThis.XMLHttpRequest = completingXHR('u1');
   const keys = [];
   let lose = true;
   const api = {
@@ -389,19 +394,7 @@ test('a ticket request asked again after it failed carries the same Idempotency-
 });
 
 test('a ticket request refused 410 gone (its key spent) is retried with a new Idempotency-Key', async () => {
-  globalThis.XMLHttpRequest = class {
-    constructor() {
-      this.upload = {};
-    }
-    open() {}
-    setRequestHeader() {}
-    send() {
-      this.status = 200;
-      this.responseText = JSON.stringify({ state: 'complete', attachment: { id: 'u2' } });
-      setTimeout(() => (this.onload(), this.onloadend()), 0);
-    }
-    abort() {}
-  };
+  globalThis.XMLHttpRequest = completingXHR('u2');
   const keys = [];
   const spent = new Set();
   const api = {

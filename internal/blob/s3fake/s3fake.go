@@ -27,6 +27,8 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/chatd/chatd/internal/authparam"
@@ -106,6 +108,13 @@ func (s *Server) Refused() int64 { return s.refused.Load() }
 
 // BytesIn counts the bytes of accepted PUTs.
 func (s *Server) BytesIn() int64 { return s.bytesIn.Load() }
+
+// Admin is a client signed with the server's key, for what a test does
+// beside chatd's store: another tool's objects and multipart uploads,
+// listings chatd never makes.
+func (s *Server) Admin() (*minio.Client, error) {
+	return minio.New(s.Endpoint(), &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: s.Region})
+}
 
 // Keys lists the bucket's objects.
 func (s *Server) Keys() ([]string, error) {
