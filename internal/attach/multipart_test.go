@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"slices"
 	"sort"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,21 +21,6 @@ import (
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
 )
-
-// abortsFail carries chatd's requests to the object store, failing the
-// aborts of multipart uploads while on is set (the network gone at
-// the moment minio-go cleans up after a failed Put, or the process
-// killed before it could).
-type abortsFail struct {
-	on atomic.Bool
-}
-
-func (a *abortsFail) RoundTrip(r *http.Request) (*http.Response, error) {
-	if a.on.Load() && r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") {
-		return nil, errors.New("read tcp: connection reset by peer")
-	}
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // incompleteUploads lists the bucket's unfinished multipart uploads.
 func incompleteUploads(t *testing.T, c *minio.Client, bucket string) []string {
@@ -66,9 +49,8 @@ func TestACleanupRoundAbortsTheMultipartUploadsAFailedWriteLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fake.Close() })
-	tr := &abortsFail{}
-	blobs, err := blob.NewS3(context.Background(), blob.S3Config{Endpoint: fake.Endpoint(), Bucket: fake.Bucket, Region: fake.Region,
-		AccessKey: fake.AccessKey, SecretKey: fake.SecretKey, Transport: tr})
+	tr := &s3fake.FailingAborts{}
+	blobs, err := blob.NewS3(context.Background(), fake.Config(tr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +79,13 @@ func TestACleanupRoundAbortsTheMultipartUploadsAFailedWriteLeft(t *testing.T) {
 	}
 	// A 6 MiB copy whose reader fails after the first part, the abort
 	// lost with it.
-	tr.on.Store(true)
+	tr.On.Store(true)
 	key := chat.NewBlobKey()
 	body := io.MultiReader(bytes.NewReader(make([]byte, 5<<20+1<<10)), iotestErr{})
 	if err := blobs.Put(ctx, key, body, 6<<20, "video/mp4"); err == nil {
 		t.Fatal("a Put whose reader failed succeeded")
 	}
-	tr.on.Store(false)
+	tr.On.Store(false)
 	if got := incompleteUploads(t, admin, fake.Bucket); len(got) != 2 || !slices.Contains(got, key) || !slices.Contains(got, "backups/db.tar") {
 		t.Fatalf("unfinished uploads %v, want the failed write's %s and backups/db.tar", got, key)
 	}

@@ -3,10 +3,8 @@ package blob_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"runtime/pprof"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,17 +15,6 @@ import (
 	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/testkit"
 )
-
-// abortsRefused fails the aborts of multipart uploads while on is set (a
-// key without s3:AbortMultipartUpload).
-type abortsRefused struct{ on atomic.Bool }
-
-func (a *abortsRefused) RoundTrip(r *http.Request) (*http.Response, error) {
-	if a.on.Load() && r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") {
-		return nil, errors.New("403 AccessDenied")
-	}
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // listingGoroutines counts minio-go's goroutines listing multipart
 // uploads.
@@ -46,9 +33,8 @@ func TestAbortIncompleteStoppedEarlyLeavesNoListingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fake.Close() })
-	tr := &abortsRefused{}
-	s, err := blob.NewS3(context.Background(), blob.S3Config{Endpoint: fake.Endpoint(), Bucket: fake.Bucket, Region: fake.Region,
-		AccessKey: fake.AccessKey, SecretKey: fake.SecretKey, Transport: tr})
+	tr := &s3fake.FailingAborts{}
+	s, err := blob.NewS3(context.Background(), fake.Config(tr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +56,7 @@ func TestAbortIncompleteStoppedEarlyLeavesNoListingBehind(t *testing.T) {
 	}
 	testkit.WaitFor(t, 5*time.Second, "the listing stopped at the limit to end", func() bool { return listingGoroutines() == 0 })
 
-	tr.on.Store(true)
+	tr.On.Store(true)
 	if _, err := s.AbortIncomplete(ctx, later, 100); err == nil {
 		t.Fatal("an abort refused by the store succeeded")
 	}

@@ -41,8 +41,7 @@ func newS3(t *testing.T) store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fake.Close() })
-	s, err := blob.NewS3(context.Background(), blob.S3Config{Endpoint: fake.Endpoint(), Bucket: fake.Bucket, Region: fake.Region,
-		AccessKey: fake.AccessKey, SecretKey: fake.SecretKey})
+	s, err := blob.NewS3(context.Background(), fake.Config(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/chatd/chatd/internal/authparam"
+	"github.com/chatd/chatd/internal/blob"
 )
 
 // Server is a running fake S3.
@@ -114,6 +116,27 @@ func (s *Server) BytesIn() int64 { return s.bytesIn.Load() }
 // listings chatd never makes.
 func (s *Server) Admin() (*minio.Client, error) {
 	return minio.New(s.Endpoint(), &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: s.Region})
+}
+
+// Config is the blob.S3Config of the server's bucket and key, its
+// requests carried by transport (nil: the default).
+func (s *Server) Config(transport http.RoundTripper) blob.S3Config {
+	return blob.S3Config{Endpoint: s.Endpoint(), Bucket: s.Bucket, Region: s.Region,
+		AccessKey: s.AccessKey, SecretKey: s.SecretKey, Transport: transport}
+}
+
+// FailingAborts carries requests to the server, failing the aborts of
+// multipart uploads while On is set: the network gone when minio-go
+// cleans up after a failed Put, or a key without
+// s3:AbortMultipartUpload.
+type FailingAborts struct{ On atomic.Bool }
+
+// RoundTrip fails a multipart abort while On, else sends r.
+func (a *FailingAborts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if a.On.Load() && r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") {
+		return nil, errors.New("read tcp: connection reset by peer")
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // Keys lists the bucket's objects.
