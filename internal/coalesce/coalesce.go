@@ -195,7 +195,7 @@ func (w *Writer[K, V]) run() {
 	for {
 		select {
 		case <-w.stop:
-			w.drain()
+			w.drainAll()
 			return
 		case reply := <-w.sync:
 			reply <- w.drain()
@@ -218,7 +218,7 @@ func (w *Writer[K, V]) run() {
 				continue
 			case <-w.stop:
 				t.Stop()
-				w.drain()
+				w.drainAll()
 				return
 			}
 		}
@@ -229,14 +229,33 @@ func (w *Writer[K, V]) run() {
 	}
 }
 
-// drain flushes until nothing waits; on a failure the batch goes back and
-// the error is returned.
-func (w *Writer[K, V]) drain() error {
-	for {
+// drain flushes what waits when it starts, in batches of at most
+// MaxBatch keys; on a failure the batch goes back and the error is
+// returned. Keys put while it flushes wait for the next interval: under a
+// steady stream of updates, flushing them at once would commit back to
+// back, each write carrying only what arrived during the one before, and
+// merge nothing.
+func (w *Writer[K, V]) drain() error { return w.flushUpTo(w.m.Len()) }
+
+// drainAll flushes until nothing waits, what is put meanwhile included:
+// Close's last flush.
+func (w *Writer[K, V]) drainAll() error {
+	for w.m.Len() > 0 {
+		if err := w.flushUpTo(w.m.Len()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushUpTo flushes at least n waiting keys (fewer if fewer wait).
+func (w *Writer[K, V]) flushUpTo(n int) error {
+	for n > 0 {
 		batch := w.m.Take(w.cfg.MaxBatch)
 		if len(batch) == 0 {
 			return nil
 		}
+		n -= len(batch)
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 		err := w.cfg.Flush(ctx, batch)
 		cancel()
@@ -248,4 +267,5 @@ func (w *Writer[K, V]) drain() error {
 			return err
 		}
 	}
+	return nil
 }

@@ -144,3 +144,35 @@ func TestWriterRetriesAFailedFlushAndCloseFlushesTheRest(t *testing.T) {
 		t.Fatalf("flushed %v", got)
 	}
 }
+
+// Under a steady stream of updates (a delivery's cursor or watermark per
+// message), a flush must still wait out the interval: keys put while one
+// flush runs are the next interval's, not another flush at once, or the
+// writer commits back to back and merges nothing.
+func TestWriterKeepsItsIntervalUnderASteadyStreamOfUpdates(t *testing.T) {
+	m := NewMap[string, int64](Max[int64], 0)
+	r := &recorder{}
+	slow := func(ctx context.Context, b map[string]int64) error {
+		time.Sleep(10 * time.Millisecond) // a transaction's round trip and commit
+		return r.flush(ctx, b)
+	}
+	w := NewWriter(m, WriterConfig[string, int64]{Flush: slow, Interval: 200 * time.Millisecond})
+	start := time.Now()
+	var i int64
+	for time.Since(start) < 700*time.Millisecond {
+		m.Put(string(rune('a'+i%26)), i)
+		i++
+		time.Sleep(500 * time.Microsecond)
+	}
+	calls := r.calls()
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// One at once (the writer was idle), then one per interval begun.
+	if calls > 6 {
+		t.Fatalf("%d flushes in 700ms with a 200ms interval", calls)
+	}
+	if got := r.merged(); len(got) != 26 || got[string(rune('a'+(i-1)%26))] != i-1 {
+		t.Fatalf("flushed %v after %d puts", got, i)
+	}
+}
