@@ -18,6 +18,9 @@ type OpsSettings struct {
 	// MQTTSClientCA is a PEM bundle of the CAs whose client certificates
 	// the MQTT TLS listener accepts; "" asks for none.
 	MQTTSClientCA string
+	// MQTTSClientCRL is a file of the client CAs' revocation lists
+	// (PEM or DER); "" revokes no certificate by serial.
+	MQTTSClientCRL string
 	// MQTTSClientAuth is "optional" (a certificate, if given, must verify
 	// and then names the user; without one the JWT does) or "require".
 	MQTTSClientAuth string
@@ -68,6 +71,9 @@ var opsKeys = []*key{
 	mk("mqtts_client_ca", "", `PEM file of the CAs that sign device client certificates (mTLS on mqtts_addr); "" = no client certificates`,
 		"give the path of a PEM file with one or more CA certificates, or leave it empty",
 		func(s *Settings, v string) (err error) { s.MQTTSClientCA, err = readablePath(v); return }),
+	mk("mqtts_client_crl", "", `CRLs of the mqtts_client_ca CAs (PEM "X509 CRL" blocks or one DER list, as openssl ca -gencrl writes): certificates they list are refused; reloaded when the file changes or on SIGHUP; "" = none`,
+		"give the path of the CRL file your CA publishes, or leave it empty",
+		func(s *Settings, v string) (err error) { s.MQTTSClientCRL, err = readablePath(v); return }),
 	mk("mqtts_client_auth", "optional", "with mqtts_client_ca: optional (a client certificate, if sent, names the user; else the JWT does) or require",
 		"use optional or require",
 		func(s *Settings, v string) (err error) {
@@ -131,6 +137,11 @@ func (s *Settings) checkOps() error {
 			Reason: "client certificates are only asked for on mqtts_addr, which is not set",
 			Fix:    "set mqtts_addr (e.g. 0.0.0.0:8883) or unset mqtts_client_ca"}
 	}
+	if s.MQTTSClientCRL != "" && s.MQTTSClientCA == "" {
+		return &Error{Key: "mqtts_client_crl", Source: s.Source("mqtts_client_crl"),
+			Reason: "a CRL revokes client certificates, which are only asked for with mqtts_client_ca",
+			Fix:    "set mqtts_client_ca (CHAT_MQTTS_CLIENT_CA) to a PEM file of the CAs that signed the CRL, or unset mqtts_client_crl"}
+	}
 	if s.MQTTSClientAuth == "require" && s.MQTTSClientCA == "" {
 		return &Error{Key: "mqtts_client_auth", Source: s.Source("mqtts_client_auth"),
 			Reason: "require needs mqtts_client_ca, the CAs client certificates are checked against",
@@ -193,6 +204,7 @@ func (s Settings) redactedOps(m map[string]any) {
 	m["mqtts_addr"] = s.MQTTSAddr
 	m["https_addr"] = s.HTTPSAddr
 	m["mqtts_client_ca"] = s.MQTTSClientCA
+	m["mqtts_client_crl"] = s.MQTTSClientCRL
 	m["mqtts_client_auth"] = s.MQTTSClientAuth
 	m["proxy_protocol"] = s.ProxyProtocol
 	m["proxy_protocol_trusted"] = PrefixStrings(s.ProxyTrusted)

@@ -36,7 +36,9 @@ type Config struct {
 	// decides. issuedAt is when that identity was issued (the
 	// certificate's NotBefore): the user's revocation refuses it as it
 	// refuses their tokens. until is when it expires (zero: never); the
-	// connection ends then.
+	// connection ends then. An err wrapping chat.ErrTokenRevoked (a
+	// certificate its CA revoked) is refused as a revoked credential;
+	// PeersChanged asks again about the connections it admitted.
 	PeerUser func(conn net.Conn) (user int64, issuedAt, until time.Time, presented bool, err error)
 	// RPC answers chat/v1/rpc/{method} requests with reply JSON.
 	RPC func(ctx context.Context, userID int64, method string, payload []byte) []byte
@@ -325,6 +327,10 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		// on the token, so a client that cannot renew it tries again.
 		return h.refuse(cl, packets.ErrServerUnavailable, "auth_unavailable", 0)
 	}
+	if errors.Is(err, chat.ErrTokenRevoked) {
+		// A client certificate its CA's revocation list names.
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", cred.user)
+	}
 	if err != nil {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
 	}
@@ -408,6 +414,10 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	}
 	if h.revokedMeanwhile(ci) {
 		h.endRevoked(cl, ci)
+		return
+	}
+	if h.peerRevoked(cl, ci) {
+		h.endRevokedBy(cl, ci, "client certificate", crlRevokedReason)
 		return
 	}
 	ci.established.Store(true)

@@ -63,7 +63,12 @@
 // read), TokensRevoked ends the connections a revoked one opened, and a
 // connection whose CONNECT read the database just before a revocation
 // committed and that registered after its announcement finds it in the
-// hook's memory of recent revocations at OnSessionEstablished.
+// hook's memory of recent revocations at OnSessionEstablished. A
+// certificate its CA revoked (PeerUser's error wraps chat.ErrTokenRevoked)
+// is refused the same way; when the CAs' lists change, PeersChanged asks
+// PeerUser again about every such connection and ends those it now
+// refuses, and OnSessionEstablished asks once more for one that
+// registered meanwhile.
 //
 // Limits: OnConnect charges the per-IP (IPv6: per /64) connect limit first
 // (CONNACK 0x9F, 0x03 for 3.1.1), then waits for its turn in the node's

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TakenOver: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_taken_over_total",
 			Help: "MQTT connections closed (v5: DISCONNECT 0x8E) because a connection on another node took their session over."}),
 		TokenRevoked: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_token_revoked_total",
-			Help: "MQTT connections closed (v5: DISCONNECT 0x87) because their user revoked the token (or client certificate) they were authenticated with."}),
+			Help: "MQTT connections closed (v5: DISCONNECT 0x87) because their user revoked the token (or client certificate) they were authenticated with, or the certificate's CA revoked it (mqtts_client_crl)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency, m.TakenOver, m.TokenRevoked)

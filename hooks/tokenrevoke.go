@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 const (
 	tokenRevokedReason = "the token this connection was authenticated with was revoked: sign in again"
 	certRevokedReason  = "the client certificate this connection was authenticated with was revoked: connect with one issued since"
+	crlRevokedReason   = "the client certificate this connection was authenticated with was revoked by its CA"
 )
 
 // revocationMemory is how long an announced revocation is remembered for
@@ -94,14 +96,45 @@ func (h *Chat) endAfterRevoking(cl *mqtt.Client, ci *clientInfo) {
 	}
 }
 
+// PeersChanged ends this node's connections authenticated by their
+// transport identity that Config.PeerUser now refuses as revoked: the
+// client CAs' revocation lists changed. MQTT 5 clients get DISCONNECT 0x87
+// with a reason string, as TokensRevoked's do. It must not block.
+func (h *Chat) PeersChanged() {
+	h.clients.Range(func(k, v any) bool {
+		cl, ci := k.(*mqtt.Client), v.(*clientInfo)
+		if h.peerRevoked(cl, ci) {
+			go h.endRevokedBy(cl, ci, "client certificate", crlRevokedReason)
+		}
+		return true
+	})
+}
+
+// peerRevoked reports whether ci's connection, authenticated by its
+// transport identity, is now refused as revoked. OnSessionEstablished asks
+// too: a connection registered after PeersChanged looked is checked
+// against the lists that call announced.
+func (h *Chat) peerRevoked(cl *mqtt.Client, ci *clientInfo) bool {
+	if ci.byToken || h.cfg.PeerUser == nil || cl.Net.Conn == nil {
+		return false
+	}
+	_, _, _, _, err := h.cfg.PeerUser(cl.Net.Conn)
+	return errors.Is(err, chat.ErrTokenRevoked)
+}
+
 // endRevoked ends cl, whose token or client certificate was revoked.
 func (h *Chat) endRevoked(cl *mqtt.Client, ci *clientInfo) {
-	if cl.Closed() {
-		return
-	}
 	credential, reason := "token", tokenRevokedReason
 	if !ci.byToken {
 		credential, reason = "client certificate", certRevokedReason
+	}
+	h.endRevokedBy(cl, ci, credential, reason)
+}
+
+// endRevokedBy ends cl, whose credential was revoked, with reason.
+func (h *Chat) endRevokedBy(cl *mqtt.Client, ci *clientInfo, credential, reason string) {
+	if cl.Closed() {
+		return
 	}
 	h.cfg.Logger.Info("credential revoked; disconnecting the client", "client", cl.ID, "user", ci.userID, "credential", credential)
 	h.cfg.Metrics.TokenRevoked.Inc()

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/chatd/chatd/broker"
 	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/buildinfo"
 	"github.com/chatd/chatd/internal/httpapi"
@@ -34,6 +36,7 @@ import (
 type opsState struct {
 	jwks        *auth.JWKS
 	certs       *tlsreload.Reloader
+	crl         *tlsreload.CRL // the client CAs' revocation lists (mqtts_client_crl), nil without
 	mqttsTLS    *tls.Config
 	httpsTLS    *tls.Config
 	httpMetrics *httpMetrics
@@ -156,14 +159,24 @@ func (s *Server) setupTLS(st config.Settings) error {
 		if err != nil {
 			return fmt.Errorf("read mqtts_client_ca: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(raw) {
+		cas, err := pemCertificates(raw)
+		if err != nil {
+			return fmt.Errorf("mqtts_client_ca %s: %w", st.MQTTSClientCA, err)
+		}
+		if len(cas) == 0 {
 			return fmt.Errorf("mqtts_client_ca %s: no PEM CERTIFICATE block found; give the CA certificates that sign the devices' certificates", st.MQTTSClientCA)
+		}
+		pool := x509.NewCertPool()
+		for _, ca := range cas {
+			pool.AddCert(ca)
 		}
 		s.ops.mqttsTLS.ClientCAs = pool
 		s.ops.mqttsTLS.ClientAuth = tls.VerifyClientCertIfGiven
 		if st.MQTTSClientAuth == "require" {
 			s.ops.mqttsTLS.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		if err := s.setupCRL(st, cas); err != nil {
+			return err
 		}
 	}
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -184,6 +197,80 @@ func (s *Server) setupTLS(st config.Settings) error {
 	return nil
 }
 
+// pemCertificates parses the CERTIFICATE blocks of a PEM bundle.
+func pemCertificates(raw []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for rest := raw; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return out, nil
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
+		}
+		out = append(out, c)
+	}
+}
+
+// setupCRL loads the client CAs' revocation lists, each of which one of
+// cas must have signed, and exports when the earliest is due to be
+// replaced and whether a changed file fails to load. watchCRL watches the
+// file.
+func (s *Server) setupCRL(st config.Settings, cas []*x509.Certificate) error {
+	if st.MQTTSClientCRL == "" {
+		return nil
+	}
+	crl, err := tlsreload.NewCRL(st.MQTTSClientCRL, cas, s.log.With("component", "tls"))
+	if err != nil {
+		return &config.Error{Key: "mqtts_client_crl", Source: st.Source("mqtts_client_crl"), Reason: err.Error(),
+			Fix: "give the CRLs that the CAs of mqtts_client_ca (" + st.MQTTSClientCA + ") sign, as openssl ca -gencrl writes them", Err: err}
+	}
+	s.ops.crl = crl
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chat_tls_client_crl_next_update_timestamp_seconds",
+		Help: "When the client CRL in force is due to be replaced (its earliest NextUpdate, Unix time; 0: it names none). Past it, the lists stay in force.",
+	}, func() float64 {
+		if t := crl.NextUpdate(); !t.IsZero() {
+			return float64(t.Unix())
+		}
+		return 0
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chat_tls_client_crl_reload_failing",
+		Help: "1 when the client CRL file changed but does not load or verify (the previous lists stay in force).",
+	}, func() float64 {
+		if crl.LastError() != nil {
+			return 1
+		}
+		return 0
+	}))
+	return nil
+}
+
+// watchCRL looks at the client CRL file once a CheckInterval and, when
+// other lists came into force (a change of the file, or ReloadTLS), has
+// the hook end the connections of the certificates they revoke.
+func (s *Server) watchCRL(ctx context.Context, hook *hooks.Chat) error {
+	t := time.NewTicker(tlsreload.CheckInterval)
+	defer t.Stop()
+	seen := s.ops.crl.Reloads()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		s.ops.crl.Check()
+		if n := s.ops.crl.Reloads(); n != seen {
+			seen = n
+			hook.PeersChanged()
+		}
+	}
+}
+
 // brokerTLS fills the broker's TLS listener settings.
 func (s *Server) brokerTLS(st config.Settings, bc *broker.Config) {
 	bc.MQTTSAddr = st.MQTTSAddr
@@ -201,17 +288,34 @@ func (s *Server) peerUser() func(net.Conn) (int64, time.Time, time.Time, bool, e
 	if s.ops.mqttsTLS == nil || s.ops.mqttsTLS.ClientCAs == nil {
 		return nil
 	}
-	return auth.CertUser
+	if s.ops.crl == nil {
+		return auth.CertUser
+	}
+	user := auth.CertUserRevocable(s.ops.crl.Revoked)
+	log := s.log.With("component", "tls")
+	return func(conn net.Conn) (int64, time.Time, time.Time, bool, error) {
+		id, issued, until, presented, err := user(conn)
+		if errors.Is(err, auth.ErrCertRevoked) {
+			log.Info("client certificate refused", "user", id, "remote", conn.RemoteAddr().String(), "err", err)
+		}
+		return id, issued, until, presented, err
+	}
 }
 
-// ReloadTLS reads the TLS certificate and key again (SIGHUP). New
-// handshakes get the new certificate; established connections keep theirs.
+// ReloadTLS reads the TLS certificate and key and the client CRL again
+// (SIGHUP). New handshakes get the new certificate; established
+// connections keep theirs, unless the new lists revoke the client
+// certificate they were made with (watchCRL ends them).
 func (s *Server) ReloadTLS() error {
 	if s.ops.certs == nil {
 		s.log.Info("SIGHUP: no TLS certificate configured, nothing to reload")
 		return nil
 	}
-	return s.ops.certs.Reload()
+	err := s.ops.certs.Reload()
+	if s.ops.crl != nil {
+		err = errors.Join(err, s.ops.crl.Reload())
+	}
+	return err
 }
 
 // startHTTP serves the HTTP API, the web client, MQTT over WebSocket and
