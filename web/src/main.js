@@ -136,10 +136,10 @@ async function startApp({ token, userId, exp }) {
         title: 'New direct chat',
         submit: 'Open chat',
         fields: [{ name: 'peer', label: 'User id', type: 'number', placeholder: 'e.g. 2' }],
-        run: async ({ peer }) => {
+        run: async ({ peer }, req) => {
           const id = parseUserId(peer);
           if (id === userId) throw new Error('That is you. Pick someone else.');
-          go(await sync.openDirect(id));
+          go(await sync.openDirect(id, req));
         },
       }),
     newGroup: () =>
@@ -150,9 +150,9 @@ async function startApp({ token, userId, exp }) {
           { name: 'title', label: 'Name', placeholder: 'e.g. Weekend trip' },
           { name: 'members', label: 'Members', placeholder: 'User ids, e.g. 2, 3', hint: 'You are added as the owner.' },
         ],
-        run: async ({ title, members }) => {
+        run: async ({ title, members }, req) => {
           if (!title) throw new Error('Give the group a name.');
-          go(await sync.createGroup(title, parseUserIds(members)));
+          go(await sync.createGroup(title, parseUserIds(members), req));
         },
       }),
   });
@@ -166,8 +166,8 @@ async function startApp({ token, userId, exp }) {
         title: 'Add member',
         submit: 'Add',
         fields: [{ name: 'user', label: 'User id', type: 'number', placeholder: 'e.g. 4' }],
-        run: async ({ user }) => {
-          await sync.addMember(cid, parseUserId(user));
+        run: async ({ user }, req) => {
+          await sync.addMember(cid, parseUserId(user), req);
           notify(`User ${user} was added.`);
         },
       }),

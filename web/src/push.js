@@ -43,12 +43,14 @@ export async function enablePush(api, uid) {
   }
   if (!sub) sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64urlBytes(publicKey) });
   const j = sub.toJSON();
-  const { id } = await api.request('POST', '/v1/devices', {
-    platform: 'webpush',
-    endpoint: j.endpoint,
-    keys: { p256dh: j.keys.p256dh, auth: j.keys.auth },
-    locale: navigator.language || '',
-  });
+  // Registering a device again updates it (the same id): a repeat is harmless.
+  const { id } = await api.request(
+    'POST',
+    '/v1/devices',
+    { platform: 'webpush', endpoint: j.endpoint, keys: { p256dh: j.keys.p256dh, auth: j.keys.auth }, locale: navigator.language || '' },
+    {},
+    { idempotent: true },
+  );
   localStorage.setItem(deviceKey(uid), String(id));
   return id;
 }

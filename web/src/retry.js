@@ -4,10 +4,13 @@
 
 /**
  * The seconds a retryAfter hint (a string or number) asks for: a positive
- * whole number, else 0 (none given, or not one).
+ * whole number, else 0 (none given, or not one). An HTTP date (a proxy's
+ * Retry-After may be one) counts the whole seconds until then.
  */
 export function retryAfterSeconds(v) {
-  const s = typeof v === 'number' ? v : /^\d+$/.test(String(v ?? '').trim()) ? Number(v) : NaN;
+  const t = String(v ?? '').trim();
+  let s = typeof v === 'number' ? v : /^\d+$/.test(t) ? Number(t) : NaN;
+  if (Number.isNaN(s) && /[a-z]/i.test(t)) s = Math.ceil((Date.parse(t) - Date.now()) / 1000);
   return Number.isSafeInteger(s) && s > 0 ? s : 0;
 }
 
@@ -19,4 +22,13 @@ export function retryAfterSeconds(v) {
  */
 export function retryAfterDelay(s) {
   return s > 0 ? s * 1000 * (1 + Math.random() / 4) : 0;
+}
+
+/**
+ * The pause (ms) before retry n (1, 2, ...) of a run of failures that
+ * gave no hint: baseMs doubling up to capMs, give or take a quarter at
+ * random, so clients that failed together spread out.
+ */
+export function backoffDelay(n, baseMs, capMs) {
+  return Math.min(baseMs * 2 ** (n - 1), capMs) * (0.75 + Math.random() / 2);
 }

@@ -79,7 +79,9 @@ export class Uploader {
    * request that failed (its answer may have been lost while chatd made
    * the upload) is asked again with it, and chatd answers the upload the
    * first made, charged once; a new ticket (the first expired, or its
-   * upload was refused) gets a new key.
+   * upload was refused) gets a new key. handle.onWait and handle.signal
+   * are the ticket and completion requests' (api.js Req): a wait before
+   * a retry (chatd busy) is told there, and an abort of signal is abort().
    */
   send(what, file, onProgress, handle) {
     // abort() works from the start: before the ticket comes, it stops
@@ -88,9 +90,13 @@ export class Uploader {
     const check = () => {
       if (aborted) throw new ApiError(0, 'aborted', 'upload cancelled');
     };
+    const ctl = new AbortController();
+    const req = { signal: ctl.signal, onWait: handle.onWait };
     handle.abort = () => {
       aborted = true;
+      ctl.abort();
     };
+    handle.signal?.addEventListener('abort', () => handle.abort());
     return (async () => {
       let t = handle.ticket;
       if (!t || Date.parse(t.expiresAt) - Date.now() < 30000) {
@@ -103,6 +109,7 @@ export class Uploader {
             '/v1/uploads',
             { ...what, name: file.name || 'file', contentType: fileType(file), size: file.size },
             { 'Idempotency-Key': handle.ticketKey },
+            req,
           );
         } catch (e) {
           // Only an answer that may have been lost keeps the key: a
@@ -118,7 +125,8 @@ export class Uploader {
         const own = t.url.startsWith('/');
         const put = await this.put(t, file, own, onProgress, handle);
         check();
-        const u = t.completeUrl ? await this.api.request('POST', t.completeUrl) : put;
+        // A completion sent again answers the same upload (docs/http.md).
+        const u = t.completeUrl ? await this.api.request('POST', t.completeUrl, undefined, {}, { ...req, idempotent: true }) : put;
         if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
         return u.attachment;
       } catch (e) {

@@ -88,8 +88,9 @@ export class People extends EventTarget {
     for (const id of this.profiles.keys()) this.want(id);
   }
 
-  async loadMe() {
-    const me = await this.api.me();
+  /** req: the options of the request (api.js Req). */
+  async loadMe(req = {}) {
+    const me = await this.api.me(req);
     this.settings = me.settings;
     this.profiles.set(this.me, { id: me.id, displayName: me.displayName, avatar: me.avatar, about: me.about });
     this.changed();
@@ -103,15 +104,15 @@ export class People extends EventTarget {
     this.changed();
   }
 
-  async saveProfile(p) {
-    const saved = await this.api.setMe(p);
+  async saveProfile(p, req = {}) {
+    const saved = await this.api.setMe(p, req);
     this.profiles.set(this.me, saved);
     this.changed();
     return saved;
   }
 
-  async saveSettings(s) {
-    this.settings = await this.api.setSettings(s);
+  async saveSettings(s, req = {}) {
+    this.settings = await this.api.setSettings(s, req);
     this.changed();
     return this.settings;
   }

@@ -30,6 +30,8 @@ export class ChatState extends EventTarget {
     this.connection = 'connecting'; // connecting | online | offline
     this.onlineAt = 0; // when the connection last came online (ms epoch)
     this.inboxLoaded = false;
+    /** @type {Map<string|number, string>} 'inbox' or a conversation id -> what a request retried there waits for */
+    this.waits = new Map();
     // A listing of the inbox tells the conversations as they were when it
     // was read: one added or removed here after that (a group created, a
     // removal event) is newer than it. mark() stamps a read's start.
@@ -217,6 +219,14 @@ export class ChatState extends EventTarget {
   setOpen(id) {
     this.openId = id;
     this.changed('open');
+  }
+
+  /** A request loading where ('inbox', a conversation id) waits to be retried: text says so ('' when not). */
+  setWait(where, text) {
+    if ((this.waits.get(where) || '') === text) return;
+    if (text) this.waits.set(where, text);
+    else this.waits.delete(where);
+    this.changed('wait');
   }
 
   setConnection(s) {

@@ -5,7 +5,8 @@
 // except to ask whether the page is visible.
 
 import { uuid4 } from '../uuid.js';
-import { retryAfterDelay } from '../retry.js';
+import { waitText } from '../api.js';
+import { backoffDelay, retryAfterDelay } from '../retry.js';
 import { changeFromEvent, isMessage, snippet } from './lifecycle.js';
 
 const PAGE = 50; // history page when opening or scrolling back
@@ -56,8 +57,23 @@ export class Sync {
     // main. restored: those of an earlier page were sent again.
     this.outbox = null;
     this.restored = false;
+    // Requests retried after a busy answer stop when their answer is no
+    // longer wanted: all of them on sign-out, those loading the open
+    // conversation when another one is opened.
+    this.ctl = new AbortController();
+    this.openCtl = new AbortController();
     this.onRemoved = () => {}; // set by main: the open conversation went away
     this.onError = () => {}; // set by main: a message for the user
+  }
+
+  /**
+   * The options of a request (api.js Req): stopped by signal (by default
+   * on sign-out); while it waits to be retried, the wait is shown at
+   * where ('inbox', or a conversation id), if given.
+   */
+  req(where, signal = this.ctl.signal) {
+    const onWait = where === undefined ? undefined : (s, err) => this.state.setWait(where, s ? waitText(s, err) : '');
+    return { signal, onWait };
   }
 
   start() {
@@ -101,13 +117,13 @@ export class Sync {
         this.inboxAgain = false;
         try {
           const asOf = this.state.mark();
-          const entries = await this.api.inbox();
+          const entries = await this.api.inbox(this.req('inbox'));
           const behind = this.state.setInbox(entries, asOf);
           for (const cid of behind) this.fill(cid);
           this.restoreOutbox();
           this.loadMissingMembers();
         } catch (e) {
-          if (e.code !== 'network') this.onError(`Could not load conversations: ${e.message}`);
+          if (e.code !== 'network' && e.code !== 'aborted') this.onError(`Could not load conversations: ${e.message}`);
         }
       } while (this.inboxAgain);
       this.inboxBusy = null;
@@ -126,7 +142,7 @@ export class Sync {
 
   async refreshMembers(cid) {
     try {
-      this.state.setConversation(await this.api.conversation(cid));
+      this.state.setConversation(await this.api.conversation(cid, this.req()));
     } catch (e) {
       if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
     }
@@ -275,10 +291,10 @@ export class Sync {
         const jump = c.lastSeq - from > FILL_PAGE;
         let page;
         try {
-          page = await this.api.history(cid, jump ? { limit: PAGE } : { afterSeq: from, limit: FILL_PAGE });
+          page = await this.api.history(cid, jump ? { limit: PAGE } : { afterSeq: from, limit: FILL_PAGE }, this.req());
         } catch (e) {
           if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
-          else this.retryFill(cid, e.retryAfter); // 503, 429, a network error while MQTT stays up
+          else if (e.code !== 'aborted') this.retryFill(cid, e.retryAfter); // 503, 429, a network error while MQTT stays up
           return;
         }
         this.fillRetries.delete(cid);
@@ -326,26 +342,31 @@ export class Sync {
 
   /** The pause before retry n of a run of failures: 1 s doubling to 30 s, with jitter. */
   backoff(n) {
-    return Math.min(this.retryBaseMs * 2 ** (n - 1), 30000) * (0.75 + Math.random() / 2);
+    return backoffDelay(n, this.retryBaseMs, 30000);
   }
 
   /** Opens a conversation: members, the newest page, then receipts. */
   async open(cid) {
+    this.openCtl.abort();
+    this.openCtl = new AbortController();
+    const req = this.req(cid, this.openCtl.signal);
     this.state.setOpen(cid);
     this.openFailed = null;
     let c = this.state.conv(cid);
     try {
       if (!c || !c.members) {
-        c = this.state.setConversation(await this.api.conversation(cid));
+        c = this.state.setConversation(await this.api.conversation(cid, req));
       }
       if (!c.loaded) {
-        const page = await this.api.history(cid, { limit: PAGE });
+        const page = await this.api.history(cid, { limit: PAGE }, req);
         if (this.state.loadLatest(cid, page)) this.fill(cid);
       } else if (c.lastSeq > c.have) {
         // Behind (its catch-up failed, say): what the inbox shows comes now.
         this.fill(cid);
       }
     } catch (e) {
+      // Another conversation was opened meanwhile: this one's wait is over.
+      if (e.code === 'aborted') return this.state.setWait(cid, '');
       if (e.code === 'not_member' || e.code === 'not_found') {
         this.removed(cid);
         this.onError(e.code === 'not_found' ? 'That conversation does not exist.' : 'You are not a member of that conversation.');
@@ -359,6 +380,7 @@ export class Sync {
   }
 
   close() {
+    this.openCtl.abort();
     this.state.setOpen(null);
   }
 
@@ -367,6 +389,7 @@ export class Sync {
     this.close();
     for (const r of this.fillRetries.values()) clearTimeout(r.timer);
     this.fillRetries.clear();
+    this.ctl.abort();
     this.stopped = true;
   }
 
@@ -401,12 +424,13 @@ export class Sync {
     c.loadingOlder = true;
     try {
       const before = c.oldest;
-      const page = await this.api.history(cid, { beforeSeq: before, limit: PAGE });
+      // Stopped when another conversation is opened.
+      const page = await this.api.history(cid, { beforeSeq: before, limit: PAGE }, this.req(cid, this.openCtl.signal));
       // A catch-up far behind moved the window to the newest page
       // meanwhile: this page would sit below a hole.
       if (c.oldest === before) this.state.addOlder(cid, page, before);
     } catch (e) {
-      if (e.code !== 'network') this.onError(`Could not load older messages: ${e.message}`);
+      if (e.code !== 'network' && e.code !== 'aborted') this.onError(`Could not load older messages: ${e.message}`);
     } finally {
       c.loadingOlder = false;
     }
@@ -433,7 +457,7 @@ export class Sync {
     const seq = c.have;
     let sent = false;
     try {
-      const r = await this.api.markRead(cid, seq);
+      const r = await this.api.markRead(cid, seq, this.req());
       this.state.applyRead(cid, this.me, r.lastReadSeq);
       sent = true;
     } catch {
@@ -460,7 +484,7 @@ export class Sync {
           return;
         }
         try {
-          const r = await this.api.seen(cid, seq);
+          const r = await this.api.seen(cid, seq, this.req());
           // A newer own message may have appeared meanwhile.
           if (c.lastOwnSeq() === seq) this.state.setSeen(cid, { seq, seenBy: r.seenBy, members: r.members });
           else this.refreshSeen(cid);
@@ -722,8 +746,9 @@ export class Sync {
     this.session.typing(cid);
   }
 
-  async openDirect(peerId) {
-    const conv = await this.api.openDirect(peerId);
+  /** req: the dialog's (api.js Req). */
+  async openDirect(peerId, req = {}) {
+    const conv = await this.api.openDirect(peerId, req);
     this.state.setConversation(conv);
     this.refreshInbox();
     return conv.id;
@@ -735,18 +760,18 @@ export class Sync {
    * carries the same Idempotency-Key, so chatd answers with the group the
    * first made, if it did, instead of making a second one.
    */
-  async createGroup(title, members) {
+  async createGroup(title, members, req = {}) {
     const what = JSON.stringify([title, members]);
     if (this.groupAsked?.what !== what) this.groupAsked = { what, key: uuid4() };
-    const conv = await this.api.createGroup(title, members, this.groupAsked.key);
+    const conv = await this.api.createGroup(title, members, this.groupAsked.key, req);
     this.groupAsked = null;
     this.state.setConversation(conv);
     this.refreshInbox();
     return conv.id;
   }
 
-  async addMember(cid, userId) {
-    await this.api.addMember(cid, userId);
+  async addMember(cid, userId, req = {}) {
+    await this.api.addMember(cid, userId, req);
     await this.refreshMembers(cid);
   }
 }

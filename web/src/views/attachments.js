@@ -5,6 +5,7 @@
 
 import { h, icon, setText } from './dom.js';
 import { fileType, shownAsPicture } from '../uploads.js';
+import { waitText } from '../api.js';
 
 export function formatSize(n) {
   if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MB`;
@@ -140,6 +141,8 @@ export function createTray(uploader, convId, onChange) {
     it.error = '';
     // The previous attempt's ticket and its key, if any: see Uploader.send.
     it.handle = { ticket: it.handle?.ticket, ticketKey: it.handle?.ticketKey };
+    // The ticket request waiting to be retried (chatd busy) says so.
+    it.handle.onWait = (s, err) => setText(it.stateEl, s ? waitText(s, err) : '0%');
     paint(it, 0);
     uploader
       .upload(it.cid, it.file, (sent, total) => paint(it, total ? sent / total : 0), it.handle)

@@ -482,8 +482,10 @@ export function createConversationView(state, sync, media, actions) {
     for (const [k, n] of nodes) if (!next.has(k)) n.el.remove();
     nodes = next;
 
-    if (c.hasOlder) older.textContent = c.loadingOlder ? 'Loading earlier messages…' : '';
-    else older.textContent = c.loaded ? 'This is the beginning of the conversation.' : 'Loading…';
+    // A load waiting to be retried (chatd busy) says so instead.
+    const wait = state.waits.get(c.id);
+    if (c.hasOlder) older.textContent = c.loadingOlder ? wait || 'Loading earlier messages…' : '';
+    else older.textContent = c.loaded ? 'This is the beginning of the conversation.' : wait || 'Loading…';
 
     const focus = c.focusSeq && list.querySelector(`[data-seq="${c.focusSeq}"]`);
     if (focus) {

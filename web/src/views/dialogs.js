@@ -1,12 +1,14 @@
 // Small modal forms: new direct chat, new group, add member. Each runs its
 // action on submit and stays open with the server's message on failure,
-// so a typo in a user id is fixed in place.
+// so a typo in a user id is fixed in place. A request of the action that
+// waits to be retried (chatd busy) says so there; closing stops it.
 
 import { h } from './dom.js';
+import { waitText } from '../api.js';
 
 /**
  * @param {{title:string, submit:string, fields:{name:string,label:string,placeholder?:string,type?:string,hint?:string}[],
- *   run:(values:Record<string,string>)=>Promise<void>}} o
+ *   run:(values:Record<string,string>, req:import('../api.js').Req)=>Promise<void>}} o
  */
 export function openDialog({ title, submit, fields, run }) {
   const error = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'dialog-error' });
@@ -33,8 +35,11 @@ export function openDialog({ title, submit, fields, run }) {
   );
   const backdrop = h('div', { class: 'modal-backdrop' }, form);
   const prevFocus = document.activeElement;
+  const ctl = new AbortController();
+  const req = { signal: ctl.signal, onWait: (s, err) => (error.textContent = s ? waitText(s, err) : '') };
 
   function close() {
+    ctl.abort();
     backdrop.remove();
     document.removeEventListener('keydown', onKey);
     if (prevFocus && prevFocus.focus) prevFocus.focus();
@@ -52,9 +57,10 @@ export function openDialog({ title, submit, fields, run }) {
     okBtn.disabled = true;
     error.textContent = '';
     try {
-      await run(values);
+      await run(values, req);
       close();
     } catch (err) {
+      if (err.code === 'aborted') return;
       error.textContent = err.message || String(err);
     } finally {
       okBtn.disabled = false;

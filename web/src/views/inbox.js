@@ -15,6 +15,8 @@ const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'O
  */
 export function createInbox(state, actions) {
   const status = h('span', { class: 'status', 'data-testid': 'connection' });
+  // A load of the inbox waiting to be retried (chatd busy) says so.
+  const wait = h('p', { class: 'inbox-wait hint', role: 'status', 'data-testid': 'inbox-wait', hidden: true });
   const list = h('ul', { class: 'conv-list', 'data-testid': 'inbox', 'aria-label': 'Conversations' });
   const empty = h(
     'div',
@@ -43,7 +45,7 @@ export function createInbox(state, actions) {
       h('button', { class: 'btn', type: 'button', 'data-testid': 'new-direct', onclick: actions.newDirect }, icon('person'), 'New chat'),
       h('button', { class: 'btn', type: 'button', 'data-testid': 'new-group', onclick: actions.newGroup }, icon('group'), 'New group'),
     ),
-    h('div', { class: 'conv-scroll' }, list, empty),
+    h('div', { class: 'conv-scroll' }, wait, list, empty),
   );
 
   function row(c) {
@@ -128,6 +130,8 @@ export function createInbox(state, actions) {
     replace(list, convs.map(row));
     if (focusedId !== null) list.querySelector(`[data-testid=conv-row][data-conv-id="${focusedId}"]`)?.focus({ preventScroll: true });
     empty.hidden = !state.inboxLoaded || convs.length > 0;
+    wait.textContent = state.waits.get('inbox') || '';
+    wait.hidden = !wait.textContent;
   }
 
   return { el, render };

@@ -2,14 +2,20 @@
 // the details panel of a conversation (a group's title, description,
 // picture, history setting and members with their roles and what the
 // caller's role lets them do; a direct chat's peer with Block). Every
-// action calls the HTTP API and shows the server's refusal in place.
+// action calls the HTTP API and shows the server's refusal in place, and
+// a wait before a retry (chatd busy) too; closing a panel stops its
+// requests.
 
 import { h, icon, replace } from './dom.js';
 import { avatar, displayName, keptAvatar, personAvatar, userName } from './format.js';
 import { parseUserId } from './dialogs.js';
 import { leaveConfirmation } from './leave.js';
+import { waitText } from '../api.js';
 
-/** A modal panel: title, close button, body; Esc and the backdrop close it. */
+/**
+ * A modal panel: title, close button, body; Esc and the backdrop close it.
+ * req: the options (api.js Req) of the panel's requests.
+ */
 function panel(title, testid) {
   const body = h('div', { class: 'panel-body' });
   const error = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'panel-error' });
@@ -23,8 +29,11 @@ function panel(title, testid) {
   );
   const backdrop = h('div', { class: 'modal-backdrop' }, box);
   const prevFocus = document.activeElement;
+  const ctl = new AbortController();
+  const req = { signal: ctl.signal, onWait: (s, err) => (error.textContent = s ? waitText(s, err) : '') };
   const onKey = (e) => e.key === 'Escape' && close();
   function close() {
+    ctl.abort();
     backdrop.remove();
     document.removeEventListener('keydown', onKey);
     if (prevFocus && prevFocus.focus) prevFocus.focus();
@@ -44,7 +53,7 @@ function panel(title, testid) {
       return false;
     }
   }
-  return { body, close, attempt, box };
+  return { body, close, attempt, box, req };
 }
 
 /**
@@ -109,9 +118,10 @@ function pictureField(current, testid, disabled, uploader) {
   }, 'Remove picture');
   return {
     el: h('div', { class: 'stack' }, url, h('div', { class: 'row' }, file, remove)),
-    async changes() {
+    /** @param {import('../api.js').Req} req */
+    async changes(req = {}) {
       const f = file.files && file.files[0];
-      if (f) return { avatarUploadId: (await uploader.uploadAvatar(f)).id };
+      if (f) return { avatarUploadId: (await uploader.uploadAvatar(f, () => {}, { onWait: req.onWait, signal: req.signal })).id };
       const v = url.value.trim();
       if (v !== initial || (removed && current)) return { avatarUrl: v };
       return {};
@@ -128,7 +138,7 @@ export async function openProfile(ctx) {
   const { people, api } = ctx;
   const p = panel('Profile and settings', 'profile-panel');
   let me;
-  if (!(await p.attempt(async () => (me = await people.loadMe())))) return;
+  if (!(await p.attempt(async () => (me = await people.loadMe(p.req))))) return;
   const name = h('input', { value: me.displayName, maxlength: '64', placeholder: `User ${me.id}`, 'data-testid': 'profile-name', autocomplete: 'name' });
   const about = h('textarea', { rows: '2', maxlength: '500', 'data-testid': 'profile-about' });
   about.value = me.about || '';
@@ -150,7 +160,7 @@ export async function openProfile(ctx) {
     e.preventDefault();
     save.disabled = true;
     const ok = await p.attempt(async () => {
-      const saved = await people.saveProfile({ displayName: name.value, about: about.value, ...(await picture.changes()) });
+      const saved = await people.saveProfile({ displayName: name.value, about: about.value, ...(await picture.changes(p.req)) }, p.req);
       picture = pictureField(saved.avatar, 'profile-avatar', false, ctx.media.uploader);
       pictureSlot.replaceChildren(picture.el);
       preview.replaceChildren(personAvatar(me.id, 'large'));
@@ -164,22 +174,22 @@ export async function openProfile(ctx) {
     { class: 'stack settings' },
     h('h3', null, 'Privacy'),
     toggle('Read receipts', 'setting-read-receipts', people.settings.readReceipts, (v, box) =>
-      p.attempt(() => people.saveSettings({ readReceipts: v })).then((ok) => ok || (box.checked = !v)),
+      p.attempt(() => people.saveSettings({ readReceipts: v }, p.req)).then((ok) => ok || (box.checked = !v)),
       'Off: nobody sees when you read their messages, and you do not see when others read yours.'),
     toggle('Online status', 'setting-presence', people.settings.presence, (v, box) =>
-      p.attempt(() => people.saveSettings({ presence: v })).then((ok) => ok || (box.checked = !v)),
+      p.attempt(() => people.saveSettings({ presence: v }, p.req)).then((ok) => ok || (box.checked = !v)),
       'Off: nobody sees when you are online or were last seen, and you do not see theirs.'),
   );
   const blocked = h('ul', { class: 'plain-list', 'data-testid': 'blocked-list' });
   const blocks = h('div', { class: 'stack' }, h('h3', null, 'Blocked'), blocked);
   async function loadBlocks() {
-    const r = await api.blocks();
+    const r = await api.blocks(p.req);
     replace(
       blocked,
       r.blocked.length
         ? r.blocked.map((b) =>
             h('li', { class: 'person', 'data-testid': 'blocked-user', 'data-user-id': b.userId }, personAvatar(b.userId), h('span', { class: 'grow' }, displayName(b.userId)),
-              h('button', { class: 'btn', type: 'button', 'data-testid': 'unblock', onclick: () => p.attempt(async () => { await api.unblock(b.userId); await loadBlocks(); }) }, 'Unblock')),
+              h('button', { class: 'btn', type: 'button', 'data-testid': 'unblock', onclick: () => p.attempt(async () => { await api.unblock(b.userId, p.req); await loadBlocks(); }) }, 'Unblock')),
           )
         : h('li', { class: 'hint' }, 'Nobody.'),
     );
@@ -188,7 +198,7 @@ export async function openProfile(ctx) {
   // connections end and its push registrations go (docs/http.md).
   const everywhere = armed('Sign out on every device', 'Confirm: sign out everywhere', { 'data-testid': 'signout-everywhere' }, async () => {
     everywhere.disabled = true;
-    if (await p.attempt(() => api.revokeTokens())) {
+    if (await p.attempt(() => api.revokeTokens(p.req))) {
       p.close();
       ctx.signOutEverywhere();
     } else everywhere.disabled = false;
@@ -211,7 +221,7 @@ function muteToggle(ctx, c, p) {
   const on = Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
   return toggle('Mute notifications', 'mute-toggle', on, (v, box) =>
     p.attempt(async () => {
-      c.settings = await ctx.api.setConversationSettings(c.id, { muted: v });
+      c.settings = await ctx.api.setConversationSettings(c.id, { muted: v }, p.req);
       ctx.state.changed('inbox');
       ctx.notify(v ? 'Muted: this chat sends no notifications.' : 'Notifications are on for this chat.');
     }).then((ok) => {
@@ -240,7 +250,7 @@ export async function openInfo(ctx, cid) {
   const canManage = () => myRole() === 'owner' || myRole() === 'admin';
 
   async function reload() {
-    members = await api.members(cid);
+    members = await api.members(cid, p.req);
     await sync.refreshMembers(cid);
     render();
   }
@@ -274,10 +284,10 @@ export async function openInfo(ctx, cid) {
       save.disabled = true;
       let changed = false;
       const ok = await p.attempt(async () => {
-        Object.assign(changes, await pic.changes());
+        Object.assign(changes, await pic.changes(p.req));
         if (!Object.keys(changes).length) return;
         changed = true;
-        state.setConversation(await api.updateGroup(cid, changes));
+        state.setConversation(await api.updateGroup(cid, changes, p.req));
       });
       save.disabled = false;
       if (ok && changed) {
@@ -294,13 +304,13 @@ export async function openInfo(ctx, cid) {
     if (m.userId !== me) {
       if (role === 'owner') {
         actions.push(m.role === 'admin'
-          ? h('button', { class: 'btn small', type: 'button', 'data-testid': 'make-member', onclick: () => act(() => api.setRole(cid, m.userId, 'member')) }, 'Dismiss admin')
-          : h('button', { class: 'btn small', type: 'button', 'data-testid': 'make-admin', onclick: () => act(() => api.setRole(cid, m.userId, 'admin')) }, 'Make admin'));
+          ? h('button', { class: 'btn small', type: 'button', 'data-testid': 'make-member', onclick: () => act(() => api.setRole(cid, m.userId, 'member', p.req)) }, 'Dismiss admin')
+          : h('button', { class: 'btn small', type: 'button', 'data-testid': 'make-admin', onclick: () => act(() => api.setRole(cid, m.userId, 'admin', p.req)) }, 'Make admin'));
         actions.push(armed('Make owner', 'Confirm: you become an admin', { class: 'btn small', 'data-testid': 'make-owner' },
-          () => act(() => api.transferOwner(cid, m.userId))));
+          () => act(() => api.transferOwner(cid, m.userId, p.req))));
       }
       if (m.role !== 'owner' && (role === 'owner' || (role === 'admin' && m.role === 'member'))) {
-        actions.push(h('button', { class: 'btn small danger', type: 'button', 'data-testid': 'remove-member', onclick: () => act(() => api.removeMember(cid, m.userId)) }, 'Remove'));
+        actions.push(h('button', { class: 'btn small danger', type: 'button', 'data-testid': 'remove-member', onclick: () => act(() => api.removeMember(cid, m.userId, p.req)) }, 'Remove'));
       }
     }
     return h(
@@ -324,13 +334,13 @@ export async function openInfo(ctx, cid) {
       e.preventDefault();
       const input = add.querySelector('input');
       act(async () => {
-        await api.addMember(cid, parseUserId(input.value.trim()));
+        await api.addMember(cid, parseUserId(input.value.trim()), p.req);
         input.value = '';
       });
     });
     const leave = armed('Leave group', leaveConfirmation(members, me),
       { class: 'btn danger', 'data-testid': 'leave-group' }, async () => {
-        if (await p.attempt(() => api.removeMember(cid, me))) {
+        if (await p.attempt(() => api.removeMember(cid, me, p.req))) {
           p.close();
           sync.removed(cid);
           ctx.go(null);
@@ -357,9 +367,9 @@ async function openPerson(ctx, c) {
   let prof = null;
   let blocked = false;
   async function load() {
-    prof = await api.user(peer);
+    prof = await api.user(peer, p.req);
     people.profiles.set(peer, { id: prof.id, displayName: prof.displayName, avatar: prof.avatar, about: prof.about });
-    blocked = (await api.blocks()).blocked.some((b) => b.userId === peer);
+    blocked = (await api.blocks(p.req)).blocked.some((b) => b.userId === peer);
     render();
   }
   function render() {
@@ -370,8 +380,8 @@ async function openPerson(ctx, c) {
     const blockBtn = h('button', { class: `btn ${blocked ? '' : 'danger'}`, type: 'button', 'data-testid': 'block-toggle' }, blocked ? 'Unblock' : 'Block');
     blockBtn.addEventListener('click', () =>
       p.attempt(async () => {
-        if (blocked) await api.unblock(peer);
-        else await api.block(peer);
+        if (blocked) await api.unblock(peer, p.req);
+        else await api.block(peer, p.req);
         blocked = !blocked;
         ctx.notify(blocked ? `${displayName(peer)} is blocked: they cannot message you here.` : `${displayName(peer)} is unblocked.`);
         render();

@@ -6,6 +6,7 @@
 
 import { h, icon, replace } from './dom.js';
 import { conversationTitle, shortTime, userName } from './format.js';
+import { waitText } from '../api.js';
 
 /**
  * @param {import('../store/state.js').ChatState} state
@@ -33,12 +34,15 @@ export function createSearch(state, api, actions) {
   let hits = [];
   let timer = 0;
   let seq = 0; // the newest request; older answers are dropped
+  let ctl = new AbortController(); // the newest request's: a newer one (or none) stops its retries
 
   async function run(q, next = '') {
     const mine = ++seq;
+    ctl.abort();
+    ctl = new AbortController();
     note.textContent = next ? '' : 'Searching…';
     try {
-      const page = await api.search({ q, cursor: next });
+      const page = await api.search({ q, cursor: next }, { signal: ctl.signal, onWait: (s, err) => (note.textContent = s ? waitText(s, err) : next ? '' : 'Searching…') });
       if (mine !== seq) return;
       hits = next ? hits.concat(page.results) : page.results;
       cursor = page.nextCursor;
@@ -62,6 +66,7 @@ export function createSearch(state, api, actions) {
     results.hidden = !q;
     if (!q) {
       seq++;
+      ctl.abort();
       hits = [];
       render();
       return;
