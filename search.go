@@ -92,26 +92,98 @@ type SearchTerm struct {
 }
 
 // FoldForSearch is the form search compares text in, the query's and the
-// message's alike: Unicode NFKC, then every character lower-cased
-// (unicode.ToLower, one character for one) and a final sigma made a sigma.
+// message's alike: Unicode NFKC, every character lower-cased
+// (unicode.ToLower, one character for one) and a final sigma made a
+// sigma, then accents folded away (foldLetters), so "cafe" finds "Café",
+// "tieng viet" finds "Tiếng Việt" and "strasse" finds "Straße", and a
+// query typed with its accents finds the text written without them.
 // NFKC rather than NFC: besides composing what was typed decomposed
 // ("e" and a combining acute, Hangul as conjoining jamo) it folds the
 // compatibility forms a reader takes for the same letters (full-width
 // Latin, half-width katakana, ligatures such as "ﬁ", superscripts), which
 // for finding a message is what matters, not their look. The database
 // computes the same fold of every message (chat_search_fold,
-// migrations/0025_search_fold.sql); the store tests check that the two
+// migrations/0038_search_accents.sql); the store tests check that the two
 // agree on every character.
 func FoldForSearch(s string) string {
-	return strings.Map(foldRune, norm.NFKC.String(s))
+	out, _ := foldSpans(s)
+	return string(out)
 }
 
-// foldRune lower-cases one character of NFKC text as FoldForSearch does.
+// foldRune lower-cases one character of NFKC text as FoldForSearch does,
+// and makes "ё" the "е" Russian writes for it: ё is read as е with two
+// dots, and most Russian text leaves them out.
 func foldRune(r rune) rune {
-	if r = unicode.ToLower(r); r == 'ς' {
+	switch r = unicode.ToLower(r); r {
+	case 'ς':
 		return 'σ'
+	case 'ё':
+		return 'е'
 	}
 	return r
+}
+
+// Accent folding: what a search does not tell apart. A combining mark
+// of U+0300–U+036F (acute, grave, circumflex, tilde, diaeresis, ring,
+// cedilla, ogonek, caron, the dot below and horn of Vietnamese, the
+// Greek tonos and dialytika...) is dropped where it stands on a Latin or
+// Greek letter once the text is decomposed (NFD): é, ü, ñ, ç, ő, ế, ά,
+// ϊ. Marks on any other script stay, with what they mean there: Cyrillic
+// й (и with a breve, a letter of its own in Russian; ё alone is folded,
+// foldRune), Ukrainian ї, and marks outside that block, so the Japanese
+// voicing marks (が is not か, U+3099 and U+309A) and the vowel signs of
+// Indic scripts are kept, and Hangul, which NFD splits into its jamo,
+// comes back whole (NFC). Then the Latin letters that decompose into no
+// letter and mark but are read, and typed on keyboards without them, as
+// such (search engines fold them alike): ß, æ, œ and þ as two letters,
+// ø, ł, đ, ð and the dotless ı as one.
+var foldLetters = map[rune]string{
+	'ß': "ss", 'æ': "ae", 'œ': "oe", 'þ': "th",
+	'ø': "o", 'ł': "l", 'đ': "d", 'ð': "d", 'ı': "i",
+}
+
+// accentFolder folds the accents of lower-cased NFKC text, one
+// normalization segment after another (foldSpans): after carries over
+// whether the last character kept was a Latin or Greek letter, whose
+// marks a following segment drops too. Segment by segment is the whole
+// text's fold (chat_search_fold decomposes and composes it at once): a
+// segment starts with a character that combines with nothing before it.
+type accentFolder struct{ after bool }
+
+// fold appends seg, its accents folded, to out.
+func (f *accentFolder) fold(out []rune, seg []rune) []rune {
+	plain := true
+	for _, r := range seg {
+		if r >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		// ASCII: no accents, and a letter is Latin.
+		f.after = isLatinOrGreekLetter(seg[len(seg)-1])
+		return append(out, seg...)
+	}
+	var b []rune
+	for _, r := range norm.NFD.String(string(seg)) {
+		if r >= 0x300 && r <= 0x36f && f.after {
+			continue
+		}
+		f.after = isLatinOrGreekLetter(r)
+		if s, ok := foldLetters[r]; ok {
+			b = append(b, []rune(s)...)
+			continue
+		}
+		b = append(b, r)
+	}
+	return append(out, []rune(norm.NFC.String(string(b)))...)
+}
+
+// isLatinOrGreekLetter reports whether r is a letter whose combining
+// marks search folds away (accentFolder). chat_search_fold's character
+// class is the same set, as Unicode 15.0 has it.
+func isLatinOrGreekLetter(r rune) bool {
+	return unicode.IsLetter(r) && unicode.In(r, unicode.Latin, unicode.Greek)
 }
 
 // Substring reports whether the term matches anywhere in a word (rather
@@ -320,21 +392,30 @@ func Snippet(body string, terms []SearchTerm) (string, [][2]int) {
 // foldSpans returns s folded (FoldForSearch) and, for each of its
 // characters, the [start, end) code point range of s it comes from: the
 // NFKC segment (a character and the marks composed with it, or a
-// compatibility character) that became it.
+// compatibility character) that became it. A segment folds to nothing
+// (a mark alone, dropped), one character or more ("ß" to "ss").
 func foldSpans(s string) ([]rune, [][2]int) {
 	var (
 		it   norm.Iter
 		out  []rune
 		from [][2]int
 		at   int // the code point index of it.Pos() in s
+		seg  []rune
+		acc  accentFolder
 	)
 	it.InitString(norm.NFKC, s)
 	for !it.Done() {
 		p := it.Pos()
-		seg := string(it.Next())
+		seg = seg[:0]
+		for _, r := range string(it.Next()) {
+			seg = append(seg, foldRune(r))
+		}
 		n := utf8.RuneCountInString(s[p:it.Pos()])
-		for _, r := range seg {
-			out = append(out, foldRune(r))
+		k := len(out)
+		if len(seg) > 0 {
+			out = acc.fold(out, seg)
+		}
+		for range len(out) - k {
 			from = append(from, [2]int{at, at + n})
 		}
 		at += n

@@ -15,10 +15,11 @@ import (
 
 // Search reads the message table's search column (a tsvector of the
 // folded body, chat.FoldForSearch, its words split where a query's are,
-// with CJK bigrams and single CJK characters, migrations/0020 and 0025) and its two GIN indexes, one over
-// that column and one of trigrams over the folded body (searchBodySQL).
+// with CJK bigrams and single CJK characters, migrations/0020, 0025 and
+// 0038) and its two GIN indexes, one over that column and one of
+// trigrams over the folded body (searchBodySQL).
 // The query's terms are folded alike, so a word matches however its
-// characters are composed or cased.
+// characters are composed or cased, and with or without its accents.
 //
 // A query's terms (chat.ParseSearchTerms) become, per term:
 //   - CJK: the term's bigrams as a phrase ('北京' <-> '京市'), one bigram
@@ -332,8 +333,8 @@ func searchFilters(q chat.SearchQuery, way searchWay, arg func(any) string) []st
 // searchBodySQL is the text of message x that substring terms match: its
 // body folded (chat.FoldForSearch) by chat_search_fold, stored in
 // search_body where that differs from the body by more than ASCII case,
-// which ILIKE folds (migrations/0025_search_fold.sql). The trigram index
-// is over this expression.
+// which ILIKE folds (migrations/0025_search_fold.sql and
+// 0038_search_accents.sql). The trigram index is over this expression.
 const searchBodySQL = "COALESCE(x.search_body, x.body)"
 
 // trigramsOf returns the distinct three-letter windows of s, in order.
