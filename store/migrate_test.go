@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
@@ -153,4 +155,49 @@ func TestEveryMigrateReappliesTheSQLFunctions(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	c := mustGroup(t, st, 1, 2)
 	mustSend(t, st, c.ID, 1, "the function is back")
+}
+
+// A stored generated column or an index expression keeps what its
+// functions computed when the row was written: a function it calls must
+// change only in a numbered migration that computes the column (or
+// builds the index) again, as 0025, 0033 and 0038 do for search. So no
+// such function is one of functions.sql's, which every Migrate redefines
+// in place and which would silently leave the stored values of the old
+// definition under the new one.
+func TestNoStoredColumnOrIndexIsComputedByAFunctionEveryMigrateRedefines(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	functions, err := store.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The functions the expressions name, and those their bodies call
+	// (which PostgreSQL records no dependency on), by name.
+	rows, err := pool.Query(testCtx(t), `
+		WITH RECURSIVE f(oid) AS (
+			SELECT d.refobjid
+			FROM pg_depend d JOIN pg_proc p ON p.oid = d.refobjid
+			WHERE d.refclassid = 'pg_proc'::regclass AND p.pronamespace = 'public'::regnamespace
+			  AND (d.classid = 'pg_attrdef'::regclass
+			       OR d.classid = 'pg_class'::regclass AND EXISTS (SELECT 1 FROM pg_index i WHERE i.indexrelid = d.objid))
+			UNION
+			SELECT q.oid FROM f JOIN pg_proc p ON p.oid = f.oid
+			JOIN pg_proc q ON q.pronamespace = 'public'::regnamespace AND strpos(p.prosrc, q.proname || '(') > 0)
+		SELECT DISTINCT p.proname FROM f JOIN pg_proc p ON p.oid = f.oid ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(names, "chat_search_fold") || !slices.Contains(names, "chat_search_fold_unicode") {
+		t.Fatalf("functions of stored columns and indexes: %v, want chat_search_fold and what it calls among them", names)
+	}
+	lower := strings.ToLower(functions)
+	for _, n := range names {
+		if strings.Contains(lower, "function "+n+"(") {
+			t.Errorf("%s computes a stored column or an index, and functions.sql (re)defines it: define it in the numbered migration that computes them", n)
+		}
+	}
 }
