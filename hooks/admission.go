@@ -16,7 +16,7 @@ import (
 // behind a carrier NAT) is then spread over a few seconds instead of
 // hitting the database and the token verifier at once, and what the node
 // cannot take within about Queue/Rate seconds is told to come back
-// (CONNACK 0x9F) rather than left waiting.
+// (CONNACK 0x9F) rather than left waiting, and when (comeBack).
 type ConnectBudget struct {
 	Rate  float64 // CONNECTs per second; <= 0: unlimited
 	Queue int     // CONNECTs that may wait; 0: refuse when no token is left
@@ -33,7 +33,16 @@ type pacer struct {
 	queue  float64
 	tokens float64
 	last   time.Time
+	// promised counts the turns handed to refused CONNECTs as a time to
+	// come back (comeBack) not yet due: it drains at rate, as the turns
+	// pass.
+	promised float64
 }
+
+// maxComeBack bounds the delay a refused CONNECT is told: beyond it a
+// storm's stragglers all get the bound, as a client's own backoff caps
+// at about a minute (docs/protocol.md).
+const maxComeBack = 60 * time.Second
 
 func newPacer(b ConnectBudget) *pacer {
 	if b.Rate <= 0 {
@@ -52,6 +61,7 @@ func (p *pacer) reserve(now time.Time) (wait time.Duration, ok bool) {
 	defer p.mu.Unlock()
 	if el := now.Sub(p.last).Seconds(); el > 0 {
 		p.tokens = min(p.burst, p.tokens+el*p.rate)
+		p.promised = max(0, p.promised-el*p.rate)
 		p.last = now
 	}
 	if p.tokens-1 < -p.queue {
@@ -64,15 +74,31 @@ func (p *pacer) reserve(now time.Time) (wait time.Duration, ok bool) {
 	return time.Duration(-p.tokens / p.rate * float64(time.Second)), true
 }
 
+// comeBack tells a refused CONNECT when to come back: the turn after the
+// ones promised already, at rate. The refused of a storm are so spread
+// over the seconds after it at the pace the budget admits them (10,000
+// refused at once by a budget of 1,000/s come back over 10 s) instead of
+// all returning together to be refused again.
+func (p *pacer) comeBack() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.promised = min(p.promised+1, maxComeBack.Seconds()*p.rate)
+	return time.Duration(p.promised / p.rate * float64(time.Second))
+}
+
 // awaitTurn charges the node's connect budget for one CONNECT, waiting for
-// its turn; false means the queue is full and the CONNECT must be refused.
-func (h *Chat) awaitTurn() bool {
+// its turn; false means the queue is full and the CONNECT must be refused,
+// to come back after retry when told (told: a v5 CONNACK can say it).
+func (h *Chat) awaitTurn(told bool) (retry time.Duration, ok bool) {
 	if h.budget == nil {
-		return true
+		return 0, true
 	}
 	wait, ok := h.budget.reserve(time.Now())
 	if !ok {
-		return false
+		if told {
+			retry = h.budget.comeBack()
+		}
+		return retry, false
 	}
 	if wait > 0 {
 		h.cfg.Metrics.ConnectQueue.Inc()
@@ -80,7 +106,7 @@ func (h *Chat) awaitTurn() bool {
 		<-t.C
 		h.cfg.Metrics.ConnectQueue.Dec()
 	}
-	return true
+	return 0, true
 }
 
 // clientIP is the address the connect limit is kept per: the IP address of

@@ -83,3 +83,36 @@ func TestConnectionCapDoesNotCountAClosedClientThatNeverDisconnected(t *testing.
 		t.Errorf("held %v, want user 1 holding c", held)
 	}
 }
+
+// The refused are told to come back one turn apart at the budget's rate,
+// after the turns promised already; the promises pass as time does, and
+// none is later than maxComeBack.
+func TestConnectBudgetSpreadsTheRefusedOverTheTurnsAfterThem(t *testing.T) {
+	p := newPacer(ConnectBudget{Rate: 10, Queue: 0})
+	now := time.Unix(1000, 0)
+	if _, ok := p.reserve(now); !ok {
+		t.Fatal("the burst's turn refused")
+	}
+	for i := 1; i <= 3; i++ {
+		if _, ok := p.reserve(now); ok {
+			t.Fatalf("CONNECT %d beyond the burst admitted", i)
+		}
+		if got, want := p.comeBack(), time.Duration(i)*100*time.Millisecond; got != want {
+			t.Errorf("refused CONNECT %d told %v, want %v", i, got, want)
+		}
+	}
+	// 200 ms later two of the three promised turns have passed.
+	if _, ok := p.reserve(now.Add(200 * time.Millisecond)); !ok {
+		t.Fatal("a refilled turn refused")
+	}
+	p.reserve(now.Add(200 * time.Millisecond))
+	if got := p.comeBack(); got != 200*time.Millisecond {
+		t.Errorf("after 200 ms: told %v, want 200ms", got)
+	}
+	for range 1000 {
+		p.comeBack()
+	}
+	if got := p.comeBack(); got != maxComeBack {
+		t.Errorf("after a storm: told %v, want the bound %v", got, maxComeBack)
+	}
+}

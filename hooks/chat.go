@@ -267,15 +267,16 @@ func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64
 	return h.refuseWith(cl, code, why, user, nil)
 }
 
-// refuseRate refuses a connect over a connection rate limit (err says
-// which): v5 CONNACK 0x9F with when to retry in the user property
-// retryAfter, as a refused publish says it, 3.1.1 0x03.
-func (h *Chat) refuseRate(cl *mqtt.Client, err error, user int64) error {
+// refuseRate refuses a connect over a connection rate limit or the node's
+// budget (err says which, why labels it): v5 CONNACK 0x9F with when to
+// retry in the user property retryAfter, as a refused publish says it,
+// 3.1.1 0x03.
+func (h *Chat) refuseRate(cl *mqtt.Client, err error, why string, user int64) error {
 	var props *packets.Properties
 	if s := retryAfter(err); s > 0 && isV5(cl) {
 		props = &packets.Properties{User: []packets.UserProperty{{Key: "retryAfter", Val: strconv.FormatInt(s, 10)}}}
 	}
-	return h.refuseWith(cl, busyCode(cl), "rate_limited", user, props)
+	return h.refuseWith(cl, busyCode(cl), why, user, props)
 }
 
 // refuseWith is refuse with props (nil: none) on the CONNACK.
@@ -313,13 +314,14 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		c.SetKeepalive(time.Duration(cl.State.Keepalive) * time.Second)
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, clientIP(cl)); err != nil {
-		return h.refuseRate(cl, err, 0)
+		return h.refuseRate(cl, err, "rate_limited", 0)
 	}
 	if len(cl.ID) > MaxClientIDLength {
 		return h.refuse(cl, packets.ErrClientIdentifierNotValid, "client_id_invalid", 0)
 	}
-	if !h.awaitTurn() {
-		return h.refuse(cl, busyCode(cl), "busy", 0)
+	if retry, ok := h.awaitTurn(isV5(cl)); !ok {
+		return h.refuseRate(cl, &chat.Error{Code: chat.CodeRateLimited, Message: "the node's connect budget is full",
+			RateLimit: &chat.RateLimitInfo{Kind: "connect_budget", RetryAfter: retry}}, "busy", 0)
 	}
 	cred, err := h.authenticate(cl, pk)
 	if chat.ErrorCode(err) == chat.CodeUnavailable {
@@ -348,7 +350,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnectUser, chat.UserKey(userID)); err != nil {
-		return h.refuseRate(cl, err, userID)
+		return h.refuseRate(cl, err, "rate_limited", userID)
 	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -189,6 +191,46 @@ func TestConnectBudgetQueuesWhatItCanAndRefusesTheRestWith0x9F(t *testing.T) {
 		c, _, _ := dialUser(t, srv.MQTTAddr(), 99, "later", 5)
 		return c != nil
 	})
+}
+
+// A v5 CONNECT refused because the node's connect budget is full is told
+// when to come back (CONNACK 0x9F, user property retryAfter in whole
+// seconds), and the refused of one burst are told later and later
+// seconds, at the budget's pace, so that they do not all come back at
+// once; a 3.1.1 one gets 0x03, which has no properties.
+func TestAConnectRefusedByAFullBudgetIsToldWhenToComeBackSpreadAtTheBudgetsPace(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_CONNECT_BUDGET_RATE": "1", "CHAT_CONNECT_BUDGET_QUEUE": "0"})
+	tokens := make([]string, 8)
+	for i := range tokens {
+		tokens[i] = testnode.Token(t, int64(10+i))
+	}
+	if c, code, _ := dialUser(t, srv.MQTTAddr(), 1, "first", 5); c == nil {
+		t.Fatalf("the first CONNECT, within the budget's burst, refused: 0x%02x", code)
+	}
+	var told []int
+	for i, tok := range tokens {
+		c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("storm-%d", i), Password: tok, Clean: true})
+		if err == nil {
+			c.Drop() // a token refilled (a slow machine): it does not count
+			continue
+		}
+		if ack.ReasonCode != 0x9F {
+			t.Fatalf("CONNECT %d over the budget: 0x%02x %v, want 0x9F", i, ack.ReasonCode, err)
+		}
+		s, perr := strconv.Atoi(userProp(ack.Properties.User, "retryAfter"))
+		if perr != nil || s < 1 || s > 60 {
+			t.Fatalf("CONNACK 0x9F of CONNECT %d: user properties %+v, want retryAfter 1-60 (s)", i, ack.Properties.User)
+		}
+		told = append(told, s)
+	}
+	// A turn a second: the 1st refused is told 1 s, the 2nd 2 s, and so on
+	// (less what has passed since).
+	if len(told) < 5 || told[len(told)-1] < 3 || !slices.IsSorted(told) {
+		t.Errorf("retryAfter of the refused CONNECTs in order: %v, want at least 5, rising to 3 s or more", told)
+	}
+	if c, code, _ := dialUser(t, srv.MQTTAddr(), 30, "old", 4); c != nil || code != 0x03 {
+		t.Errorf("a 3.1.1 CONNECT over the budget: accepted %v, CONNACK 0x%02x, want 0x03", c != nil, code)
+	}
 }
 
 // Once a token is verified, a user's connects are limited per user
