@@ -538,11 +538,33 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 			ci.revoking.Add(-1)
 		}
 		reply(rpcBusyReply)
-		p.fail("rpc", chat.Errorf(chat.CodeRateLimited, "the server is busy with requests; retry later"), 0, "")
+		p.fail("rpc", errRPCBusy, 0, "")
 		return
 	}
 	p.ok("rpc")
 	close(acked)
 }
 
-var rpcBusyReply = []byte(`{"status":503,"error":{"code":"unavailable","message":"the server is busy with requests; retry later"}}`)
+// errRPCBusy refuses a request that finds every RPC worker busy and their
+// queue full. Its retry delay is a fixed second: the workers empty a full
+// queue in well under one when the database answers, and a client that
+// waits longer than needed stalls a screen for nothing.
+var errRPCBusy = &chat.Error{Code: chat.CodeRateLimited, Message: "the server is busy with requests; retry later",
+	RateLimit: &chat.RateLimitInfo{Kind: "rpc_workers", RetryAfter: time.Second}}
+
+// rpcBusyReply is the reply to a request refused with errRPCBusy.
+var rpcBusyReply = func() []byte {
+	type detail struct {
+		Code       chat.Code `json:"code"`
+		Message    string    `json:"message"`
+		RetryAfter int64     `json:"retryAfter"`
+	}
+	b, err := json.Marshal(struct {
+		Status int    `json:"status"`
+		Error  detail `json:"error"`
+	}{503, detail{chat.CodeUnavailable, errRPCBusy.Message, errRPCBusy.RateLimit.RetryAfterSeconds()}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()

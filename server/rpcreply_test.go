@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -78,6 +79,72 @@ func TestAnRPCReplyOfAClosedConnectionDoesNotReachTheNextUserOfItsClientID(t *te
 			}
 		case <-deadline:
 			t.Fatal("no answer to user 2's own request")
+		}
+	}
+}
+
+// An RPC request that finds the node's request workers all busy and their
+// queue full is refused at once, and says when to ask again as a rate
+// limit does: PUBACK 0x97 with the user properties code=rate_limited and
+// retryAfter, and a reply whose error.retryAfter gives the same seconds.
+func TestAnRPCRefusedForBusyWorkersSaysWhenToRetry(t *testing.T) {
+	ctx := context.Background()
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"})
+	conv := mustGroup(t, ctx, srv, 1, "busy", nil)
+	// Every request waits for this lock: the workers (8) and their queue
+	// (256) fill up.
+	lock, err := srv.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
+		t.Fatal(err)
+	}
+	c := rawClient(t, srv.MQTTAddr(), 1, "busy-rpc", 5, true)
+	req := []byte(fmt.Sprintf(`{"conversationId":%d,"title":"again"}`, conv.ID))
+	var refused []byte // the correlation data of the first request refused
+	for i := 0; i < 400 && refused == nil; i++ {
+		corr := []byte(fmt.Sprintf("r%d", i))
+		ack, err := c.Publish("chat/v1/rpc/conversation.update", 1, req,
+			mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: corr})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		switch ack.ReasonCode {
+		case 0:
+		case 0x97:
+			if code, s := userProp(ack.Properties.User, "code"), userProp(ack.Properties.User, "retryAfter"); code != "rate_limited" || s != "1" {
+				t.Fatalf("PUBACK 0x97 of a request refused for busy workers: user properties %+v, want code rate_limited and retryAfter 1", ack.Properties.User)
+			}
+			refused = corr
+		default:
+			t.Fatalf("request %d: PUBACK 0x%02x", i, ack.ReasonCode)
+		}
+	}
+	if refused == nil {
+		t.Fatal("400 requests waiting for a lock, none refused")
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case pk := <-c.Publishes:
+			if !bytes.Equal(pk.Properties.CorrelationData, refused) {
+				continue
+			}
+			var reply struct {
+				Status int `json:"status"`
+				Error  struct {
+					Code       string `json:"code"`
+					RetryAfter int64  `json:"retryAfter"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 503 || reply.Error.Code != "unavailable" || reply.Error.RetryAfter != 1 {
+				t.Fatalf("reply to the refused request: %s (%v), want status 503, code unavailable, retryAfter 1", pk.Payload, err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no reply to the refused request")
 		}
 	}
 }
