@@ -36,6 +36,9 @@ type Client struct {
 	reads   *readBatcher
 	rpc     rpcTable
 	stats   counters
+	// told is the wait (ns) the last refusing CONNACK asked for, until
+	// the next reconnectBackoff takes it.
+	told atomic.Int64
 
 	eventsTopic string
 	rpcTopic    string
@@ -170,7 +173,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		KeepAlive:                     uint16(min(s.KeepAlive/time.Second, 65535)),
 		CleanStartOnInitialConnection: !s.persistent,
 		SessionExpiryInterval:         ttl,
-		ReconnectBackoff:              c.backoff,
+		ReconnectBackoff:              c.reconnectBackoff,
+		AttemptConnection:             c.dial,
 		ConnectTimeout:                10 * time.Second,
 		ConnectUsername:               strconv.FormatInt(s.UserID, 10),
 		ConnectPacketBuilder:          c.buildConnect,
@@ -257,7 +261,7 @@ func (c *Client) openSession() error {
 	return nil
 }
 
-// backoff is the reconnect delay after failed attempt n: none for the first
+// backoff is the delay after failed attempt n: none for the first
 // attempt, then exponential from 250ms with full jitter, capped.
 func (c *Client) backoff(n int) time.Duration {
 	if n <= 0 {

@@ -80,7 +80,8 @@ type Config struct {
 	// AckTimeout bounds the wait for one PUBACK before a send is
 	// re-published with the same clientMsgId (default 30s).
 	AckTimeout time.Duration
-	// MaxReconnectDelay caps the exponential reconnect backoff (default 30s).
+	// MaxReconnectDelay caps the exponential reconnect backoff (default
+	// 30s); a refusing CONNACK's retryAfter is honoured beyond it.
 	MaxReconnectDelay time.Duration
 	// EventBuffer is the capacity of the Events channel (default 256).
 	EventBuffer int

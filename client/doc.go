@@ -17,7 +17,10 @@
 //
 // New connects in the background and reconnects with exponential backoff
 // until Close; AwaitConnection waits for a connection (and explains the
-// last failure). The one exception is a static Config.Token that chatd
+// last failure). A CONNECT chatd refuses as "later" with a retryAfter
+// (CONNACK 0x9F: a connect rate limit, or the node's connect budget full)
+// is tried again no sooner than that, plus up to a second of jitter, even
+// beyond MaxReconnectDelay (chatd asks for at most a minute). The one exception is a static Config.Token that chatd
 // refuses (CONNACK 0x86/0x87: bad, expired or revoked), as it does once
 // the token expires: it would be refused every time, so the client stops
 // connecting, Err reports an *Error matching ErrUnauthorized, Events

@@ -1,0 +1,167 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/gorilla/websocket"
+	"golang.org/x/net/proxy"
+
+	"github.com/chatd/chatd/internal/wsstream"
+)
+
+// dialTimeout bounds one connection attempt's dial (TCP, TLS and WebSocket
+// handshakes): autopaho hands AttemptConnection its manager's context,
+// not the attempt's ConnectTimeout.
+const dialTimeout = 10 * time.Second
+
+// maxToldRetry bounds the wait a refusing CONNACK can ask for: chatd asks
+// for at most a minute; a misbehaving server must not stop the client for
+// hours.
+const maxToldRetry = 5 * time.Minute
+
+// dial opens the connection of one attempt, as autopaho would (TCP, TLS or
+// WebSocket by the URL's scheme; all_proxy is honoured for TCP and TLS,
+// the HTTP proxy variables for WebSocket), and watches the CONNACK that
+// comes back on it: autopaho reports a refused CONNECT without its user
+// properties, and a refusal's retryAfter (docs/protocol.md) must set the
+// wait before the next attempt (reconnectBackoff).
+func (c *Client) dial(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	var conn net.Conn
+	switch u.Scheme {
+	case "ws", "wss":
+		d := *websocket.DefaultDialer
+		d.TLSClientConfig = cfg.TlsCfg
+		d.Subprotocols = []string{"mqtt"}
+		ws, _, err := d.DialContext(ctx, u.String(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("open websocket %s: %w", u.Redacted(), err)
+		}
+		conn = wsstream.New(ws) // safe for concurrent writes
+	case "mqtts", "tls", "ssl":
+		raw, err := proxy.Dial(ctx, "tcp", u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", u.Host, err)
+		}
+		tc := &tls.Config{}
+		if cfg.TlsCfg != nil {
+			tc = cfg.TlsCfg.Clone()
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = u.Hostname()
+		}
+		t := tls.Client(raw, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, fmt.Errorf("tls handshake with %s: %w", u.Host, err)
+		}
+		conn = packets.NewThreadSafeConn(t)
+	default:
+		raw, err := proxy.Dial(ctx, "tcp", u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", u.Host, err)
+		}
+		conn = raw
+	}
+	return &connackConn{Conn: conn, told: c.toldRetry}, nil
+}
+
+// connackConn is a connection whose first packet from the server, the
+// CONNACK, is read on the way to paho: a refusal's retryAfter user
+// property goes to told. Writes pass through untouched, so it stays as
+// safe for concurrent writes as the connection it wraps (paho needs that).
+type connackConn struct {
+	net.Conn
+	told func(time.Duration)
+	buf  []byte
+	done bool
+}
+
+// Read is called by paho's one reader goroutine only.
+func (c *connackConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.done && n > 0 {
+		c.buf = append(c.buf, p[:n]...)
+		c.scan()
+	}
+	return n, err
+}
+
+// Lock and Unlock are paho's hold on a write (packets.WriteTo locks a
+// connection that is a sync.Locker): the wrapped connection's, if it has
+// one.
+func (c *connackConn) Lock() {
+	if l, ok := c.Conn.(interface{ Lock() }); ok {
+		l.Lock()
+	}
+}
+
+func (c *connackConn) Unlock() {
+	if l, ok := c.Conn.(interface{ Unlock() }); ok {
+		l.Unlock()
+	}
+}
+
+// scan decodes the CONNACK once its bytes are all in.
+func (c *connackConn) scan() {
+	size, n := 0, 1 // remaining length, a varint of at most 4 bytes after the type byte
+	for shift := 0; ; shift += 7 {
+		if n >= len(c.buf) {
+			return
+		}
+		if n > 4 {
+			c.done, c.buf = true, nil // not MQTT: paho says so
+			return
+		}
+		b := c.buf[n]
+		n++
+		size |= int(b&0x7f) << shift
+		if b&0x80 == 0 {
+			break
+		}
+	}
+	if len(c.buf) < n+size {
+		return
+	}
+	pk, err := packets.ReadPacket(bytes.NewReader(c.buf[:n+size]))
+	c.done, c.buf = true, nil
+	if err != nil {
+		return
+	}
+	ca, ok := pk.Content.(*packets.Connack)
+	if !ok || ca.ReasonCode < 0x80 || ca.Properties == nil {
+		return
+	}
+	for _, u := range ca.Properties.User {
+		if s, err := strconv.ParseInt(u.Value, 10, 64); u.Key == "retryAfter" && err == nil && s > 0 {
+			c.told(min(time.Duration(s)*time.Second, maxToldRetry))
+		}
+	}
+}
+
+// toldRetry records the wait a refusing CONNACK asked for; the next
+// reconnectBackoff honours it.
+func (c *Client) toldRetry(d time.Duration) { c.told.Store(int64(d)) }
+
+// reconnectBackoff is autopaho's wait before connection attempt n:
+// backoff, but at least what the last refusing CONNACK asked for
+// (retryAfter) plus up to a second of jitter, so that the clients told
+// the same second do not all come back in the same instant.
+func (c *Client) reconnectBackoff(n int) time.Duration {
+	d := c.backoff(n)
+	if told := time.Duration(c.told.Swap(0)); told > 0 {
+		d = max(d, told+rand.N(time.Second))
+	}
+	return d
+}
