@@ -146,3 +146,16 @@ func TestWebSocketConnectRightAfterServeIsAccepted(t *testing.T) {
 		hs.Close()
 	}
 }
+
+// A WebSocket CONNECT to a node whose listener has closed (it is shutting
+// down) is refused with 503 and a Retry-After, as every 503 of the HTTP
+// port says when to come back.
+func TestAWebSocketConnectToAClosedListenerIsToldWhenToRetry(t *testing.T) {
+	l := NewWSListener("w", nil, slog.New(slog.DiscardHandler))
+	l.Close(func(string) {})
+	rec := httptest.NewRecorder()
+	l.ServeHTTP(rec, httptest.NewRequest("GET", "/mqtt", nil))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("CONNECT to a closed listener: %d, Retry-After %q; want 503 with Retry-After 1", rec.Code, rec.Header().Get("Retry-After"))
+	}
+}

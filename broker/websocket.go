@@ -126,6 +126,9 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	l.mu.Unlock()
 	if establish == nil || closed {
+		// The node is shutting down: a second later a balancer sends the
+		// client to another node.
+		w.Header().Set("Retry-After", "1")
 		http.Error(w, "MQTT over WebSocket is not accepting connections", http.StatusServiceUnavailable)
 		return
 	}

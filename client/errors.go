@@ -66,9 +66,10 @@ type Error struct {
 	// Op names what failed, e.g. "send" or "rpc history".
 	Op string
 	// RetryAfter is how long to wait before retrying a request refused as
-	// rate_limited, as chatd's answer says (an RPC reply's
-	// error.retryAfter, a PUBACK's retryAfter user property: whole
-	// seconds, at least 1); 0 when it does not say.
+	// rate_limited or unavailable (busy request workers, a database
+	// outage), as chatd's answer says (an RPC reply's error.retryAfter, a
+	// PUBACK's retryAfter user property: whole seconds, at least 1); 0
+	// when it does not say.
 	RetryAfter time.Duration
 }
 

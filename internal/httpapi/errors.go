@@ -22,10 +22,11 @@ const (
 	CodeRangeNotSatisfiable  = "range_not_satisfiable"
 )
 
-// retryAfterSeconds is what 429 and 503 answers suggest: the domain errors
-// carry no delay of their own, and a second is long enough for a client not
-// to hammer and short enough not to stall a chat UI.
-const retryAfterSeconds = "1"
+// retryAfterSeconds is what 503 answers (and a 429 without a bucket of
+// its own) suggest: they carry no delay of their own, and a second is long
+// enough for a client not to hammer and short enough not to stall a chat
+// UI.
+const retryAfterSeconds = 1
 
 // ErrorBody is the JSON of every failure, over HTTP and RPC alike.
 type ErrorBody struct {
@@ -33,8 +34,9 @@ type ErrorBody struct {
 }
 
 // ErrorDetail is the machine-readable code and a client-safe message.
-// RetryAfter (seconds) is set on rate_limited errors: RPC replies have no
-// headers to carry Retry-After.
+// RetryAfter (seconds) is set on every 429 and 503 (rate_limited,
+// unavailable), as Retry-After is: RPC replies have no headers to carry
+// it.
 type ErrorDetail struct {
 	Code       string `json:"code"`
 	Message    string `json:"message"`
@@ -96,7 +98,7 @@ func (a *API) describe(ctx context.Context, op string, userID int64, err error) 
 	}
 	var ae *apiError
 	if errors.As(err, &ae) {
-		return ae.status, ErrorBody{ErrorDetail{Code: ae.code, Message: ae.message}}
+		return ae.status, ErrorBody{withRetryAfter(ErrorDetail{Code: ae.code, Message: ae.message}, ae.status, nil)}
 	}
 	code := chat.ErrorCode(err)
 	status := ErrorStatus(code)
@@ -113,11 +115,23 @@ func (a *API) describe(ctx context.Context, op string, userID int64, err error) 
 	case status >= 500:
 		a.log.WarnContext(ctx, "operation unavailable", "op", op, "user", userID, "err", err)
 	}
-	d := ErrorDetail{Code: string(code), Message: msg}
-	if rl := chat.RateLimitOf(err); rl != nil && code == chat.CodeRateLimited {
-		d.RetryAfter = rl.RetryAfterSeconds()
+	var rl *chat.RateLimitInfo
+	if code == chat.CodeRateLimited {
+		rl = chat.RateLimitOf(err)
 	}
-	return status, ErrorBody{d}
+	return status, ErrorBody{withRetryAfter(ErrorDetail{Code: string(code), Message: msg}, status, rl)}
+}
+
+// withRetryAfter sets d's RetryAfter for a 429 or 503 answer: when the
+// bucket rl that refused has a token again, else retryAfterSeconds.
+func withRetryAfter(d ErrorDetail, status int, rl *chat.RateLimitInfo) ErrorDetail {
+	switch {
+	case rl != nil:
+		d.RetryAfter = rl.RetryAfterSeconds()
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		d.RetryAfter = retryAfterSeconds
+	}
+	return d
 }
 
 // writeError answers an HTTP request with err.
@@ -133,7 +147,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, op string, user
 			w.Header().Set("WWW-Authenticate", `Bearer realm="chatd", error="invalid_token"`)
 		}
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", retryAfterSeconds)
+		w.Header().Set("Retry-After", strconv.FormatInt(body.Error.RetryAfter, 10))
 		if rl := chat.RateLimitOf(err); rl != nil && status == http.StatusTooManyRequests {
 			setRateLimitHeaders(w.Header(), rl)
 		}

@@ -2,9 +2,12 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	chat "github.com/chatd/chatd"
 )
@@ -82,4 +85,48 @@ func containsAny(s string, subs ...string) bool {
 		}
 	}
 	return false
+}
+
+// Every 429 and 503 says when to try again, in the Retry-After header and
+// in the body's error.retryAfter, which RPC replies (no headers) carry
+// too: the refusing bucket's own delay when there is one, else a second.
+// A limit that is no rate (member_cap, 409) says nothing of the kind.
+func TestEvery429And503SaysWhenToRetryInItsHeaderAndItsBody(t *testing.T) {
+	bucket := &chat.Error{Code: chat.CodeRateLimited, Message: "over",
+		RateLimit: &chat.RateLimitInfo{Kind: chat.RateAPI, Limit: 5, RetryAfter: 2500 * time.Millisecond, Reset: 4 * time.Second}}
+	cases := []struct {
+		err   error
+		retry string // "": none
+	}{
+		{bucket, "3"},
+		{chat.ErrRateLimited, "1"},
+		{chat.Unavailable("inbox", errors.New("connection refused")), "1"},
+		{chat.ErrMemberCap, ""},
+	}
+	for _, c := range cases {
+		e := newEnvWith(t, envConfig{wrap: func(s chat.Store) chat.Store { return faultyStore{Store: s, err: c.err} }})
+		r := e.do(1, "GET", "/v1/inbox", nil)
+		rr := e.rpc(1, "inbox", "{}")
+		var hb, rb struct {
+			Error struct {
+				RetryAfter *int64 `json:"retryAfter"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(r.body, &hb); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(rr.raw, &rb); err != nil {
+			t.Fatal(err)
+		}
+		got := func(p *int64) string {
+			if p == nil {
+				return ""
+			}
+			return strconv.FormatInt(*p, 10)
+		}
+		if r.header.Get("Retry-After") != c.retry || got(hb.Error.RetryAfter) != c.retry || got(rb.Error.RetryAfter) != c.retry {
+			t.Errorf("%v: HTTP %d Retry-After %q body %s, RPC %s; want retry after %q in all three",
+				c.err, r.status, r.header.Get("Retry-After"), r.body, rr.raw, c.retry)
+		}
+	}
 }
