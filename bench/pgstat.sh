@@ -10,7 +10,10 @@
 #   - the wait-event histogram (Lock:* = lock waits, IO:WALSync = fsync,
 #     cpu = running);
 #   - sequential scans per table (a key lookup planned as a scan shows here);
-#   - the statements by total execution time.
+#   - the statements by total execution time;
+#   - the CPU seconds each kind of PostgreSQL process spent meanwhile
+#     (chatd's pool, its push decider's, the WAL writer, autovacuum ...),
+#     from /proc, and chatd's own.
 # Needs jq, curl, psql and the pg_stat_statements module (postgresql-contrib).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +44,16 @@ psql "$DB" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 B=$!
 sleep 20
 psql "$DB" -qc "SELECT pg_stat_statements_reset()" >/dev/null
+# cpu_by_process prints "pid|kind|CPU ticks" for every process of the
+# cluster that pg_stat_activity names (chatd's pools by application name).
+cpu_by_process() {
+	psql "$DB" -Atc "SELECT pid, backend_type || ' ' || coalesce(nullif(application_name, ''), '-') FROM pg_stat_activity WHERE pid <> pg_backend_pid()" |
+		while IFS='|' read -r pid kind; do
+			[ -r "/proc/$pid/stat" ] && echo "$pid|$kind|$(awk '{print $14 + $15}' "/proc/$pid/stat")"
+		done || true
+}
+cpu_by_process | sort -t"|" -k1,1 >"$W/cpu1"
+C1=$(awk '{print $14 + $15}' "/proc/$P/stat")
 echo "== wait events of active backends (50 samples over 10 s)"
 for _ in $(seq 1 50); do
 	psql "$DB" -Atc "SELECT coalesce(wait_event_type, 'cpu') || ':' || coalesce(wait_event, '-') || '  ' ||
@@ -48,10 +61,14 @@ for _ in $(seq 1 50); do
 		WHERE state = 'active' AND pid <> pg_backend_pid()"
 	sleep 0.2
 done | sort | uniq -c | sort -rn | head -20
+cpu_by_process | sort -t"|" -k1,1 >"$W/cpu2"
+C2=$(awk '{print $14 + $15}' "/proc/$P/stat")
 echo "== sequential scans"
 psql "$DB" -c "SELECT relname, seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables ORDER BY seq_tup_read DESC LIMIT 6"
 echo "== statements by total execution time (10 s)"
 psql "$DB" -c "SELECT calls, round(total_exec_time::numeric) AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 100) AS query
 	FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15"
+echo "== CPU seconds over those 10 s, by process kind (chatd itself: $(awk -v a="$C1" -v b="$C2" 'BEGIN {printf "%.2f", (b - a) / 100}'))"
+join -t'|' "$W/cpu1" "$W/cpu2" | awk -F'|' '{s[$2] += $5 - $3} END {for (k in s) printf "%8.2f  %s\n", s[k] / 100, k}' | sort -rn
 wait "$B" || true
 jq -r '"chatbench: acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s, PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms, ok \(.ok)"' "$W/out.json"
