@@ -117,10 +117,10 @@ $f$;
 --   - edit: the message's sender, within p_edit_window of its created_at,
 --     not recalled, not a forward (it shows its source's sender's words,
 --     which its forwarder may not change); the message's body becomes the
---     edit's;
+--     edit's, and the edit entry keeps the body it replaced (prev_body);
 --   - recall: the sender within p_recall_window, or a group's owner or
---     admin at any time; the body of the message and of all its edits is
---     erased, its reactions removed;
+--     admin at any time; the body of the message and of all its edits
+--     (their replaced bodies too) is erased, its reactions removed;
 --   - reaction: any member, on a message not recalled; setting one that
 --     is set, or removing one that is not, writes nothing;
 --   - attachments: each a complete upload of the sender's, made for the
@@ -458,17 +458,24 @@ BEGIN
     -- row the one before wrote.
     IF p_kind && ARRAY['edit', 'recall', 'reaction'] THEN
         WITH fresh AS MATERIALIZED (
-            SELECT f.* FROM unnest(p_kind, p_conv, p_sender, p_body, p_target, p_emoji, p_on, v_status, v_at)
-                            AS f(k, c, s, b, tgt, emoji, is_on, status, at)
+            SELECT f.* FROM unnest(p_kind, p_conv, p_sender, p_body, p_target, p_emoji, p_on, v_status, v_at, v_seq, v_ref_body)
+                            AS f(k, c, s, b, tgt, emoji, is_on, status, at, seq, prev)
             WHERE f.status = 0 AND f.k IN ('edit', 'recall', 'reaction')
         ), edited AS (
             UPDATE message m SET body = f.b, edited_at = f.at
             FROM fresh f WHERE f.k = 'edit' AND m.conversation_id = f.c AND m.seq = f.tgt
+        ), replaced AS (
+            -- The edit keeps the body it replaces (the target's, read
+            -- under the conversation's lock), so what the message said at
+            -- any seq stays known (chat_message_at). Written here, not by
+            -- the deciding statement's insert, which plain sends run.
+            UPDATE message m SET prev_body = f.prev
+            FROM fresh f WHERE f.k = 'edit' AND m.conversation_id = f.c AND m.seq = f.seq
         ), recalled AS (
-            -- The message and every edit of it lose their bodies, and
-            -- the message its type: a recalled photo reads as a recalled
-            -- message, nothing more.
-            UPDATE message m SET body = '', msg_type = NULL, recalled_at = f.at, recalled_by = f.s
+            -- The message and every edit of it lose their bodies (an
+            -- edit's replaced body too), and the message its type: a
+            -- recalled photo reads as a recalled message, nothing more.
+            UPDATE message m SET body = '', prev_body = NULL, msg_type = NULL, recalled_at = f.at, recalled_by = f.s
             FROM fresh f
             WHERE f.k = 'recall' AND m.conversation_id = f.c
               AND (m.seq = f.tgt OR (m.target_seq = f.tgt AND m.kind = 'edit'))
@@ -652,23 +659,26 @@ LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply
 --
 -- Message p_seq of p_conv as it read when entry p_upto was the newest: its
 -- body and edited_at now, unless an edit after p_upto rewrote it; then
--- those of its last edit at or before p_upto, or, first edited after it,
--- an empty body and no edited_at (an edit overwrites the message's body:
--- no earlier one is kept). No row when there is no such message. A
--- removed member's catch-up of what they were owed up to their leave
--- reads messages and reply snippets through it (Sessions.SinceMany): what
--- was written after the leave, edits included, is not theirs to read.
+-- the body that edit replaced (its prev_body) and the time of the last
+-- edit at or before p_upto (no edited_at when none). An edit written
+-- before prev_body was kept (migration 0039) has none: then the body of
+-- the last edit at or before p_upto, or, none, an empty body. No row when
+-- there is no such message. A removed member's catch-up of what they were
+-- owed up to their leave reads messages and reply snippets through it
+-- (Sessions.SinceMany): what was written after the leave, edits included,
+-- is not theirs to read.
 CREATE OR REPLACE FUNCTION chat_message_at(p_conv bigint, p_seq bigint, p_upto bigint)
 RETURNS TABLE (body text, edited_at timestamptz) LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN later.yes THEN COALESCE(prev.body, '') ELSE m.body END,
-           CASE WHEN later.yes THEN prev.created_at ELSE m.edited_at END
+    SELECT CASE WHEN nxt.seq IS NOT NULL THEN COALESCE(nxt.prev_body, prev.body, '') ELSE m.body END,
+           CASE WHEN nxt.seq IS NOT NULL THEN prev.created_at ELSE m.edited_at END
     FROM message m
-    CROSS JOIN LATERAL (SELECT EXISTS (
-        SELECT 1 FROM message x
-        WHERE x.conversation_id = p_conv AND x.target_seq = p_seq AND x.kind = 'edit' AND x.seq > p_upto) AS yes) later
+    LEFT JOIN LATERAL (
+        SELECT x.seq, x.prev_body FROM message x
+        WHERE x.conversation_id = p_conv AND x.target_seq = p_seq AND x.kind = 'edit' AND x.seq > p_upto
+        ORDER BY x.seq LIMIT 1) nxt ON true
     LEFT JOIN LATERAL (
         SELECT x.body, x.created_at FROM message x
-        WHERE later.yes AND x.conversation_id = p_conv AND x.target_seq = p_seq AND x.kind = 'edit' AND x.seq <= p_upto
+        WHERE nxt.seq IS NOT NULL AND x.conversation_id = p_conv AND x.target_seq = p_seq AND x.kind = 'edit' AND x.seq <= p_upto
         ORDER BY x.seq DESC LIMIT 1) prev ON true
     WHERE m.conversation_id = p_conv AND m.seq = p_seq AND m.kind = 'message'
 $$;

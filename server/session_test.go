@@ -592,3 +592,62 @@ func TestAnOfflineSessionGetsWhatWasCommittedUpToALeaveOnReconnect(t *testing.T)
 		})
 	}
 }
+
+// A persistent session offline while its user was removed from a group
+// replays, on reconnect, a message first edited after the removal with
+// the body the user had read, not an empty one, and a reply to it quoting
+// that body: what was written after the removal does not reach them, and
+// what they read is not taken from them either.
+func TestAnOfflineSessionReplaysAMessageFirstEditedAfterTheRemovalWithItsBodyThen(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "away", []int64{2, 3})
+	parkSession(t, srv, 2, "phone-2", 5, conv.ID)
+	const said = "see you at the station"
+	msg, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(), Body: said})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 3, ClientMsgID: newID(),
+		Body: "and bring the map", ReplyTo: msg.Message.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Service.RemoveMember(ctx, conv.ID, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 3, ClientMsgID: newID(),
+		TargetSeq: msg.Message.Seq, Body: "see you at the airport, not them"}); err != nil {
+		t.Fatal(err)
+	}
+
+	phone, ack := resume(t, srv.MQTTAddr(), 2, "phone-2", 5)
+	if !ack.SessionPresent {
+		t.Fatal("the persistent session was not resumed")
+	}
+	type replayed struct {
+		Type     string     `json:"type"`
+		Seq      int64      `json:"seq"`
+		Body     string     `json:"body"`
+		EditedAt *time.Time `json:"editedAt"`
+		ReplyTo  *struct {
+			Snippet string `json:"snippet"`
+		} `json:"replyTo"`
+	}
+	var got []replayed
+	for len(got) < 2 {
+		pk := nextPublish(t, phone, "the messages up to the removal", 10*time.Second, func(packets.Packet) bool { return true })
+		var ev replayed
+		if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+			t.Fatalf("bad payload %s: %v", pk.Payload, err)
+		}
+		if ev.Type == chat.EventMessageNew {
+			got = append(got, ev)
+		}
+	}
+	if got[0].Seq != msg.Message.Seq || got[0].Body != said || got[0].EditedAt != nil {
+		t.Errorf("the message first edited after the removal replays as %+v, want seq %d %q, not edited", got[0], msg.Message.Seq, said)
+	}
+	if got[1].ReplyTo == nil || got[1].ReplyTo.Snippet != said {
+		t.Errorf("the reply to it replays quoting %+v, want %q", got[1].ReplyTo, said)
+	}
+}

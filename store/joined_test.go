@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -397,7 +398,7 @@ func TestAMemberAddedLaterWithReceiptsOffDoesNotUnreadEarlierMessages(t *testing
 // them as they were then, as a session connected at the time got them
 // live: a message edited after the removal comes with the body of its
 // last edit before it (and that edit's time), or, first edited after it,
-// without a body (chatd keeps no earlier one), and a reply quotes what its
+// with its original body and not edited, and a reply quotes what its
 // message said then. What was written after the removal, edits included,
 // is not the removed member's to read. A member reads the message as it
 // is now.
@@ -433,15 +434,15 @@ func TestARemovedMembersCatchUpShowsNoEditMadeAfterTheRemoval(t *testing.T) {
 	if len(got[g.ID]) != 4 {
 		t.Fatalf("the removed member's catch-up: %+v, want the 4 entries up to the removal", got[g.ID])
 	}
-	if m := bySeq[plan.Seq]; m.Body != "" || m.EditedAt != nil {
-		t.Errorf("a message first edited after the removal: body %q, editedAt %v; want no body, not edited", m.Body, m.EditedAt)
+	if m := bySeq[plan.Seq]; m.Body != "we meet at noon" || m.EditedAt != nil {
+		t.Errorf("a message first edited after the removal: body %q, editedAt %v; want %q, not edited", m.Body, m.EditedAt, "we meet at noon")
 	}
 	if m := bySeq[draft.Seq]; m.Body != "draft, reviewed" || m.EditedAt == nil || !m.EditedAt.Equal(before.Entry.CreatedAt) {
 		t.Errorf("a message edited before and after the removal: body %q, editedAt %v; want %q at %v",
 			m.Body, m.EditedAt, "draft, reviewed", before.Entry.CreatedAt)
 	}
-	if m := bySeq[until]; m.ReplyTo == nil || m.ReplyTo.Snippet != "" {
-		t.Errorf("a reply to a message edited after the removal quotes %+v, want no snippet", m.ReplyTo)
+	if m := bySeq[until]; m.ReplyTo == nil || m.ReplyTo.Snippet != "we meet at noon" {
+		t.Errorf("a reply to a message edited after the removal quotes %+v, want %q", m.ReplyTo, "we meet at noon")
 	}
 
 	// The owner, a member, reads them as they are now.
@@ -452,5 +453,63 @@ func TestARemovedMembersCatchUpShowsNoEditMadeAfterTheRemoval(t *testing.T) {
 	if ms := now[g.ID]; len(ms) < 4 || ms[0].Body != "we meet at 3, without them" || ms[1].Body != "final: they are out" ||
 		ms[3].ReplyTo == nil || ms[3].ReplyTo.Snippet != "we meet at 3, without them" {
 		t.Errorf("a member's catch-up: %+v, want the messages as they are now", ms)
+	}
+}
+
+// A message its sender first edited, twice, after a member's removal
+// reaches the removed member's offline session with the body they had
+// read, and so does a reply's quote of it (the first edit after the
+// removal kept the body it replaced). A recall later erases that kept
+// body with the others: no row of the message table holds the text.
+func TestARemovedMemberCatchesUpOnAMessageFirstEditedAfterTheRemovalWithTheBodyTheyRead(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	sess := store.NewSessions(pool)
+	const owner, member = 1, 2
+	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+		t.Fatal(err)
+	}
+	secret := "the vault opens at 0427"
+	m := mustSend(t, st, g.ID, owner, secret)
+	reply, err := st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: owner, ClientMsgID: uuid.NewString(),
+		Body: "noted", ReplyTo: m.Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := reply.Message.Seq
+	mustRemove(t, ctx, st, g.ID, owner, member, "remove the member")
+	mustChange(t, st, edit(g.ID, owner, m.Seq, "the vault opens at 0500"))
+	mustChange(t, st, edit(g.ID, owner, m.Seq, "the vault opens at 0600"))
+
+	catchUp := func() map[int64]chat.Message {
+		t.Helper()
+		got, err := sess.SinceMany(ctx, member, []chat.Range{{ConversationID: g.ID, After: m.Seq - 1, Until: until}}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bySeq := map[int64]chat.Message{}
+		for _, e := range got[g.ID] {
+			bySeq[e.Seq] = e
+		}
+		return bySeq
+	}
+	got := catchUp()
+	if e := got[m.Seq]; e.Body != secret || e.EditedAt != nil {
+		t.Errorf("a message first edited after the removal: body %q, editedAt %v; want %q, not edited", e.Body, e.EditedAt, secret)
+	}
+	if e := got[until]; e.ReplyTo == nil || e.ReplyTo.Snippet != secret {
+		t.Errorf("a reply to a message first edited after the removal quotes %+v, want %q", e.ReplyTo, secret)
+	}
+
+	mustChange(t, st, change(chat.KindRecall, g.ID, owner, m.Seq))
+	if n := queryInt(t, pool, `SELECT count(*) FROM message x WHERE x::text LIKE '%vault opens%'`); n != 0 {
+		t.Fatalf("%d rows of message still hold the recalled text", n)
+	}
+	got = catchUp()
+	if e := got[m.Seq]; strings.Contains(e.Body, "vault") {
+		t.Errorf("a recalled message replays with body %q", e.Body)
+	}
+	if e := got[until]; e.ReplyTo != nil && strings.Contains(e.ReplyTo.Snippet, "vault") {
+		t.Errorf("a reply to a recalled message quotes %q", e.ReplyTo.Snippet)
 	}
 }
