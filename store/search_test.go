@@ -1,12 +1,14 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/store"
@@ -44,6 +46,60 @@ func hitBodies(t *testing.T, st *store.Store, user int64, text string) []string 
 }
 
 func ref(m chat.Message) string { return fmt.Sprintf("%d:%d", m.ConversationID, m.Seq) }
+
+// laterColumns are columns that today's SQL functions write on every
+// path storeBefore's tests take (a recall clears prev_body) and that a
+// later migration adds: storeBefore adds them to a schema from before
+// that migration so the tests can write, and upgradeAndSearch drops them
+// again before the upgrade adds them.
+var laterColumns = []struct {
+	migration          int
+	table, column, typ string
+}{{39, "message", "prev_body", "text"}}
+
+// storeBefore is a store on pool, a fresh database brought to the schema
+// chatd had before migration v, with today's SQL functions (every migrate
+// applies them) and laterColumns: what an upgrade to v starts from.
+func storeBefore(t *testing.T, ctx context.Context, pool *pgxpool.Pool, v int) *store.Store {
+	t.Helper()
+	functions, err := store.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrateBefore(t, ctx, pool, v)
+	for _, c := range laterColumns {
+		if v <= c.migration {
+			mustExec(t, ctx, pool, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", c.table, c.column, c.typ))
+		}
+	}
+	mustExec(t, ctx, pool, functions)
+	st := store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { st.Close(context.Background()) })
+	return st
+}
+
+// upgradeAndSearch migrates pool from migration v on and runs each query
+// on both search plans: each must find what want says (nil: nothing).
+func upgradeAndSearch(t *testing.T, ctx context.Context, pool *pgxpool.Pool, v int, want map[string][]string) {
+	t.Helper()
+	for _, c := range laterColumns {
+		if v <= c.migration {
+			mustExec(t, ctx, pool, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", c.table, c.column))
+		}
+	}
+	done, err := store.Migrate(ctx, pool)
+	if err != nil || len(done) == 0 || done[0] != v {
+		t.Fatalf("upgrade applied %v: %v", done, err)
+	}
+	for i, opt := range []store.Option{store.WithSearchScanLimit(-1), store.WithSearchScanLimit(0)} {
+		p := store.New(pool, chat.DefaultLimits(), opt)
+		for q, w := range want {
+			if got := hitBodies(t, p, 1, q); !slices.Equal(got, w) {
+				t.Errorf("plan %d: %q found %v, want %v", i, q, got, w)
+			}
+		}
+	}
+}
 
 // Search finds only what the caller may read: conversations they are in,
 // from their join on in a "joined" group, never recalled messages, and

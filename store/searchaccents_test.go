@@ -1,14 +1,12 @@
 package store_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/store"
 )
 
 // A word is found without its accents, whatever the script's accents are
@@ -110,14 +108,7 @@ func TestMessagesSentBeforeAccentFoldingAreFoundWithoutAccentsAfterTheUpgrade(t 
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := freshPool(t)
-	functions, err := store.Functions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	migrateBefore(t, ctx, pool, 38)
-	mustExec(t, ctx, pool, functions)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { st.Close(context.Background()) })
+	st := storeBefore(t, ctx, pool, 38)
 	g := mustGroup(t, st, 1, 2)
 	cafe := mustSend(t, st, g.ID, 2, "Café au lait")
 	vi := mustSend(t, st, g.ID, 2, "Tiếng Việt")
@@ -126,19 +117,8 @@ func TestMessagesSentBeforeAccentFoldingAreFoundWithoutAccentsAfterTheUpgrade(t 
 	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: g.ID, UserID: 2, TargetSeq: gone.Seq, ClientMsgID: uuid.NewString()}); err != nil {
 		t.Fatal(err)
 	}
-	done, err := store.Migrate(ctx, pool)
-	if err != nil || len(done) == 0 || done[0] != 38 {
-		t.Fatalf("upgrade applied %v: %v", done, err)
-	}
-	for i, opt := range []store.Option{store.WithSearchScanLimit(-1), store.WithSearchScanLimit(0)} {
-		p := store.New(pool, chat.DefaultLimits(), opt)
-		for q, want := range map[string][]string{"cafe": {ref(cafe)}, "café": {ref(cafe)}, "tieng viet": {ref(vi)},
-			"vi": {ref(vi)}, "strasse": {ref(ss)}, "creme": nil, "secrete": nil} {
-			if got := hitBodies(t, p, 1, q); !slices.Equal(got, want) {
-				t.Errorf("plan %d: %q found %v, want %v", i, q, got, want)
-			}
-		}
-	}
+	upgradeAndSearch(t, ctx, pool, 38, map[string][]string{"cafe": {ref(cafe)}, "café": {ref(cafe)}, "tieng viet": {ref(vi)},
+		"vi": {ref(vi)}, "strasse": {ref(ss)}, "creme": nil, "secrete": nil})
 	if n := queryInt(t, pool, `SELECT count(*) FROM pg_stats WHERE tablename = 'message' AND attname IN ('search', 'search_body')`); n != 2 {
 		t.Errorf("%d of the two search columns have statistics after the upgrade, want 2", n)
 	}

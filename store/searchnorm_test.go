@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -134,15 +133,7 @@ func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := freshPool(t)
-	functions, err := store.Functions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The database as chatd left it before 0025.
-	migrateBefore(t, ctx, pool, 25)
-	mustExec(t, ctx, pool, functions)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { st.Close(context.Background()) })
+	st := storeBefore(t, ctx, pool, 25)
 	g := mustGroup(t, st, 1, 2)
 	cafe := mustSend(t, st, g.ID, 2, "meet at the cafe\u0301")
 	hi := mustSend(t, st, g.ID, 2, "Привет всем")
@@ -151,19 +142,8 @@ func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
 	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: g.ID, UserID: 2, TargetSeq: gone.Seq, ClientMsgID: uuid.NewString()}); err != nil {
 		t.Fatal(err)
 	}
-	done, err := store.Migrate(ctx, pool)
-	if err != nil || len(done) == 0 || done[0] != 25 {
-		t.Fatalf("upgrade applied %v: %v", done, err)
-	}
-	for i, opt := range []store.Option{store.WithSearchScanLimit(-1), store.WithSearchScanLimit(0)} {
-		p := store.New(pool, chat.DefaultLimits(), opt)
-		for q, want := range map[string][]string{"café": {ref(cafe)}, "привет": {ref(hi)}, "ascii": {ref(ascii)},
-			"école": nil, "secrète": nil} {
-			if got := hitBodies(t, p, 1, q); !slices.Equal(got, want) {
-				t.Errorf("plan %d: %q found %v, want %v", i, q, got, want)
-			}
-		}
-	}
+	upgradeAndSearch(t, ctx, pool, 25, map[string][]string{"café": {ref(cafe)}, "привет": {ref(hi)}, "ascii": {ref(ascii)},
+		"école": nil, "secrète": nil})
 	// The plan of a search has the new column's statistics at once.
 	if n := queryInt(t, pool, `SELECT count(*) FROM pg_stats WHERE tablename = 'message' AND attname = 'search'`); n != 1 {
 		t.Errorf("the search column has %d rows of statistics after the upgrade, want 1", n)
