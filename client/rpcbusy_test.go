@@ -25,14 +25,7 @@ func TestARequestRefusedForBusyWorkersCarriesRetryAfter(t *testing.T) {
 	}
 	// Every update waits for this lock: the workers (8) and their queue
 	// (256) fill up.
-	lock, err := srv.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock.Rollback(ctx) }()
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
 	c := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
 	calls, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -61,17 +61,7 @@ func crlNodeEnv(t *testing.T, deviceCA *testCA, crl []byte) (env map[string]stri
 // gauge is the value of an unlabelled gauge of srv's registry.
 func gauge(t *testing.T, srv *server.Server, name string) float64 {
 	t.Helper()
-	mfs, err := srv.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no gauge %s", name)
-	return 0
+	return unlabelled(t, srv, name).GetGauge().GetValue()
 }
 
 // connectRefusedAsRevoked checks that cert cannot connect, in v5 nor in

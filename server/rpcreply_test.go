@@ -27,14 +27,7 @@ func TestAnRPCReplyOfAClosedConnectionDoesNotReachTheNextUserOfItsClientID(t *te
 
 	// The change waits for this lock, so its answer comes after the
 	// connection that asked for it is gone.
-	lock, err := srv.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock.Rollback(ctx) }()
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
 
 	owner := rawClient(t, srv.MQTTAddr(), 1, clientID, 5, true)
 	req := []byte(fmt.Sprintf(`{"conversationId":%d,"title":"renamed in secret"}`, conv.ID))
@@ -51,9 +44,7 @@ func TestAnRPCReplyOfAClosedConnectionDoesNotReachTheNextUserOfItsClientID(t *te
 	})
 
 	other := rawClient(t, srv.MQTTAddr(), 2, clientID, 5, true)
-	if err := lock.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	testkit.WaitFor(t, 10*time.Second, "the owner's change committed", func() bool {
 		var title string
 		_ = srv.Pool.QueryRow(ctx, `SELECT title FROM conversation WHERE id = $1`, conv.ID).Scan(&title)
@@ -93,14 +84,7 @@ func TestAnRPCRefusedForBusyWorkersSaysWhenToRetry(t *testing.T) {
 	conv := mustGroup(t, ctx, srv, 1, "busy", nil)
 	// Every request waits for this lock: the workers (8) and their queue
 	// (256) fill up.
-	lock, err := srv.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock.Rollback(ctx) }()
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
 	c := rawClient(t, srv.MQTTAddr(), 1, "busy-rpc", 5, true)
 	req := []byte(fmt.Sprintf(`{"conversationId":%d,"title":"again"}`, conv.ID))
 	var refused []byte // the correlation data of the first request refused

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mochi-mqtt/server/v2/packets"
+	dto "github.com/prometheus/client_model/go"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
@@ -415,17 +416,23 @@ func TestAReconnectOnAnotherNodeClosesTheOldConnection(t *testing.T) {
 // counter is the value of an unlabelled counter of srv's registry.
 func counter(t *testing.T, srv *server.Server, name string) float64 {
 	t.Helper()
+	return unlabelled(t, srv, name).GetCounter().GetValue()
+}
+
+// unlabelled is the one metric of the family name in srv's registry.
+func unlabelled(t *testing.T, srv *server.Server, name string) *dto.Metric {
+	t.Helper()
 	mfs, err := srv.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+			return mf.GetMetric()[0]
 		}
 	}
-	t.Fatalf("no counter %s", name)
-	return 0
+	t.Fatalf("no unlabelled metric %s", name)
+	return nil
 }
 
 // brokerForgot says when srv's broker no longer lists clientID: mochi

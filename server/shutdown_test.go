@@ -168,14 +168,7 @@ func TestReadyzOnTheMetricsListenerTurnsNotReadyAsSoonAsTheShutdownStarts(t *tes
 	// Hold a send in flight (its conversation row locked), so the drain
 	// lasts until the test lets it go.
 	pool := openPool(t, url)
-	tx, err := pool.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockConversation(t, context.Background(), pool, conv.ID)
 	c := rawClient(t, srv.MQTTAddr(), 1, "drain-ready", 5, true)
 	pending, err := c.PublishAsync(testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), "in flight"))
 	if err != nil {
@@ -207,9 +200,7 @@ func TestReadyzOnTheMetricsListenerTurnsNotReadyAsSoonAsTheShutdownStarts(t *tes
 	}
 
 	// The held send still commits and is acknowledged.
-	if err := tx.Rollback(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if ack, err := pending.Wait(); err != nil || ack.ReasonCode != 0 {
 		t.Errorf("the send in flight: PUBACK %v 0x%02x, want 0x00", err, ack.ReasonCode)
 	}

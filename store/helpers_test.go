@@ -119,6 +119,18 @@ func mustSend(t *testing.T, st *store.Store, conv, sender int64, body string) ch
 	return res.Message
 }
 
+// mustReply sends body to conv as sender, replying to message seq to.
+func mustReply(t *testing.T, st *store.Store, conv, sender int64, body string, to int64) chat.Message {
+	t.Helper()
+	req := sendReq(conv, sender, body)
+	req.ReplyTo = to
+	res, err := st.Send(testCtx(t), req)
+	if err != nil {
+		t.Fatalf("reply to %d:%d as %d: %v", conv, to, sender, err)
+	}
+	return res.Message
+}
+
 // mustRemove removes user from conv as actor; what names the removal in
 // a failure.
 func mustRemove(t *testing.T, ctx context.Context, st *store.Store, conv, actor, user int64, what string) {

@@ -413,12 +413,7 @@ func TestARemovedMembersCatchUpShowsNoEditMadeAfterTheRemoval(t *testing.T) {
 	plan := mustSend(t, st, g.ID, owner, "we meet at noon")
 	draft := mustSend(t, st, g.ID, owner, "draft")
 	before := mustChange(t, st, edit(g.ID, owner, draft.Seq, "draft, reviewed"))
-	reply, err := st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: owner, ClientMsgID: uuid.NewString(),
-		Body: "see above", ReplyTo: plan.Seq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	until := reply.Message.Seq
+	until := mustReply(t, st, g.ID, owner, "see above", plan.Seq).Seq
 	mustRemove(t, ctx, st, g.ID, owner, member, "remove the member")
 	mustChange(t, st, edit(g.ID, owner, plan.Seq, "we meet at 3, without them"))
 	mustChange(t, st, edit(g.ID, owner, draft.Seq, "final: they are out"))
@@ -471,12 +466,7 @@ func TestARemovedMemberCatchesUpOnAMessageFirstEditedAfterTheRemovalWithTheBodyT
 	}
 	secret := "the vault opens at 0427"
 	m := mustSend(t, st, g.ID, owner, secret)
-	reply, err := st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: owner, ClientMsgID: uuid.NewString(),
-		Body: "noted", ReplyTo: m.Seq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	until := reply.Message.Seq
+	until := mustReply(t, st, g.ID, owner, "noted", m.Seq).Seq
 	mustRemove(t, ctx, st, g.ID, owner, member, "remove the member")
 	mustChange(t, st, edit(g.ID, owner, m.Seq, "the vault opens at 0500"))
 	mustChange(t, st, edit(g.ID, owner, m.Seq, "the vault opens at 0600"))

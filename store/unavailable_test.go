@@ -74,23 +74,14 @@ func TestSendBlockedPastItsDeadlineIsUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx, st, pool, conv := groupOf12(t)
 	// Another transaction holds the conversation lock.
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockConversation(t, ctx, pool, conv.ID)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	_, err = st.Send(short, sendReq(conv.ID, 1, "stuck"))
+	_, err := st.Send(short, sendReq(conv.ID, 1, "stuck"))
 	if !errors.Is(err, chat.ErrUnavailable) {
 		t.Fatalf("send past its deadline: got %v, want unavailable", err)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	// The abandoned send left nothing behind.
 	if m := mustSend(t, st, conv.ID, 1, "after"); m.Seq != 1 {
 		t.Fatalf("next send got seq %d, want 1", m.Seq)

@@ -214,6 +214,25 @@ func LockTable(t testing.TB, url, lock string) (release func()) {
 	return release
 }
 
+// LockConversation locks conversation id's row (FOR UPDATE) in a
+// transaction of its own on pool, so that every change of that
+// conversation waits: a send or RPC held in flight. release ends the
+// transaction; the test's cleanup does it too.
+func LockConversation(t testing.TB, ctx context.Context, pool *pgxpool.Pool, id int64) (release func()) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, id)
+	}
+	if err != nil {
+		t.Fatalf("lock conversation %d: %v", id, err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback(context.Background()) }) }
+	t.Cleanup(release)
+	return release
+}
+
 // HoldAfterInsert makes every INSERT into table wait, after its row is
 // written and before its transaction goes on, until release is called (a
 // test trigger waits for an advisory lock the test holds): a race test
