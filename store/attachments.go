@@ -70,9 +70,8 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 // CreateKeyedUpload is CreateUpload claiming the uploader's key (none
 // when key is ""): an upload the key made before is returned as it is
 // (created false) before anything is checked or charged. Of two racing
-// with one key, the second waits on the first's key row (ON CONFLICT DO
-// NOTHING, as a group create's key is claimed) or day's quota row, rolls
-// back its own upload and charge to the savepoint, and returns the
+// with one key (claimKey), the second waits on the first's key row or
+// day's quota row, drops its own upload and charge, and returns the
 // first's upload (not 429 when the quota holds the file only once).
 func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord, key string, quotaBytes int64) (chat.UploadRecord, bool, error) {
 	if key != "" {
@@ -125,40 +124,35 @@ func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord
 			rec, created = r, true
 			return nil
 		}
-		sp, err := tx.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("savepoint: %w", err)
-		}
-		defer func() { _ = sp.Rollback(ctx) }()
-		// The first's upload, once this one's charge or claim waited on it.
-		racedWith := func(refusal error) error {
-			if err := sp.Rollback(ctx); err != nil {
-				return fmt.Errorf("rollback to savepoint: %w", err)
+		// What the request answers when the key names no upload after
+		// all: the quota's refusal if the charge was refused, else the
+		// key's upload deleted meanwhile.
+		refusal := fmt.Errorf("the upload of key %s vanished", key)
+		won, err := claimKey(ctx, tx, func(sp pgx.Tx) (bool, error) {
+			if err := recordUpload(ctx, sp, r, quotaBytes, now); err != nil {
+				if chat.ErrorCode(err) == chat.CodeRateLimited {
+					// The day's row was the first's to charge: it may
+					// hold the file once, not twice.
+					refusal = err
+					return false, nil
+				}
+				return false, err
 			}
+			tag, err := sp.Exec(ctx, `INSERT INTO upload_create (uploader_id, create_key, upload_id) VALUES ($1, $2, $3)
+				ON CONFLICT (uploader_id, create_key) DO NOTHING`, r.UploaderID, key, r.ID)
+			if err != nil {
+				return false, fmt.Errorf("claim upload key %s: %w", key, err)
+			}
+			return tag.RowsAffected() == 1, nil
+		}, func(tx pgx.Tx) error {
 			found, err := keyedUpload(ctx, tx, r.UploaderID, key, &rec)
 			if err == nil && !found {
 				err = refusal
 			}
 			return err
-		}
-		if err := recordUpload(ctx, sp, r, quotaBytes, now); err != nil {
-			if chat.ErrorCode(err) == chat.CodeRateLimited {
-				// The day's row was the first's to charge: it may hold
-				// the file once, not twice.
-				return racedWith(err)
-			}
+		})
+		if err != nil || !won {
 			return err
-		}
-		tag, err := sp.Exec(ctx, `INSERT INTO upload_create (uploader_id, create_key, upload_id) VALUES ($1, $2, $3)
-			ON CONFLICT (uploader_id, create_key) DO NOTHING`, r.UploaderID, key, r.ID)
-		if err != nil {
-			return fmt.Errorf("claim upload key %s: %w", key, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return racedWith(fmt.Errorf("the upload of key %s vanished", key))
-		}
-		if err := sp.Commit(ctx); err != nil {
-			return fmt.Errorf("release savepoint: %w", err)
 		}
 		rec, created = r, true
 		return nil

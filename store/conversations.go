@@ -228,47 +228,47 @@ type groupMade struct {
 	keyed int64
 }
 
-// createKeyed inserts the group's conversation and, with a key, claims it
-// as createDirect claims a pair: ON CONFLICT DO NOTHING waits for a
-// concurrent create with the same key to finish and then yields; the
-// savepoint discards our unused conversation row, and the key's group is
-// read again, now visible because the winner has committed.
+// createKeyed inserts the group's conversation and, with a key, claims
+// the key for it (claimKey): of concurrent creates with one key, the
+// others answer the first's group.
 func createKeyed(ctx context.Context, tx pgx.Tx, creatorID int64, key *string, asked groupAsked) (groupMade, error) {
 	if key == nil {
 		conv, err := insertGroup(ctx, tx, asked.title)
 		return groupMade{conv: conv}, err
 	}
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return groupMade{}, fmt.Errorf("savepoint: %w", err)
-	}
-	defer func() { _ = sp.Rollback(ctx) }()
-	conv, err := insertGroup(ctx, sp, asked.title)
+	var made groupMade
+	_, err := claimKey(ctx, tx, func(sp pgx.Tx) (bool, error) {
+		conv, err := insertGroup(ctx, sp, asked.title)
+		if err != nil {
+			return false, err
+		}
+		tag, err := sp.Exec(ctx, `
+			INSERT INTO group_create (creator_id, create_key, conversation_id, title, members) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (creator_id, create_key) DO NOTHING`,
+			creatorID, *key, conv.ID, asked.title, asked.members)
+		if err != nil {
+			return false, fmt.Errorf("claim key %s: %w", *key, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return false, nil
+		}
+		made.conv = conv
+		return true, nil
+	}, func(tx pgx.Tx) error {
+		id, found, err := keyedGroup(ctx, tx, creatorID, *key, asked)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("the group of key %s vanished", *key)
+		}
+		made.keyed = id
+		return nil
+	})
 	if err != nil {
 		return groupMade{}, err
 	}
-	var claimed int64
-	err = sp.QueryRow(ctx, `
-		INSERT INTO group_create (creator_id, create_key, conversation_id, title, members) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (creator_id, create_key) DO NOTHING RETURNING conversation_id`,
-		creatorID, *key, conv.ID, asked.title, asked.members).Scan(&claimed)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if err := sp.Rollback(ctx); err != nil {
-			return groupMade{}, fmt.Errorf("rollback to savepoint: %w", err)
-		}
-		id, found, err := keyedGroup(ctx, tx, creatorID, *key, asked)
-		if err == nil && !found {
-			err = fmt.Errorf("the group of key %s vanished", *key)
-		}
-		return groupMade{keyed: id}, err
-	}
-	if err != nil {
-		return groupMade{}, fmt.Errorf("claim key %s: %w", *key, err)
-	}
-	if err := sp.Commit(ctx); err != nil {
-		return groupMade{}, fmt.Errorf("release savepoint: %w", err)
-	}
-	return groupMade{conv: conv}, nil
+	return made, nil
 }
 
 func insertGroup(ctx context.Context, tx pgx.Tx, title string) (chat.Conversation, error) {
@@ -347,52 +347,48 @@ func directPair(ctx context.Context, tx pgx.Tx, low, high int64) (id int64, foun
 	return id, true, nil
 }
 
-// createDirect inserts the conversation and claims the pair. ON CONFLICT DO
-// NOTHING waits for a concurrent claimant to finish and then yields instead
-// of failing; the savepoint discards our unused conversation row, and the
-// pair is re-read, now visible because the winner has committed.
+// createDirect inserts the conversation and claims the pair for it
+// (claimKey); of concurrent opens of one pair, the others answer the
+// first's conversation.
 func createDirect(ctx context.Context, tx pgx.Tx, low, high int64) (id int64, created bool, err error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return 0, false, fmt.Errorf("savepoint: %w", err)
-	}
-	defer func() { _ = sp.Rollback(ctx) }()
-	if err := sp.QueryRow(ctx,
-		`INSERT INTO conversation (type) VALUES ($1) RETURNING id`, chat.Direct).Scan(&id); err != nil {
-		return 0, false, fmt.Errorf("insert conversation: %w", err)
-	}
-	var claimed int64
-	err = sp.QueryRow(ctx, `
-		INSERT INTO direct_pair (user_low, user_high, conversation_id) VALUES ($1, $2, $3)
-		ON CONFLICT (user_low, user_high) DO NOTHING RETURNING conversation_id`, low, high, id).Scan(&claimed)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if err := sp.Rollback(ctx); err != nil {
-			return 0, false, fmt.Errorf("rollback to savepoint: %w", err)
+	won, err := claimKey(ctx, tx, func(sp pgx.Tx) (bool, error) {
+		if err := sp.QueryRow(ctx,
+			`INSERT INTO conversation (type) VALUES ($1) RETURNING id`, chat.Direct).Scan(&id); err != nil {
+			return false, fmt.Errorf("insert conversation: %w", err)
 		}
-		id, found, err := directPair(ctx, tx, low, high)
+		tag, err := sp.Exec(ctx, `
+			INSERT INTO direct_pair (user_low, user_high, conversation_id) VALUES ($1, $2, $3)
+			ON CONFLICT (user_low, user_high) DO NOTHING`, low, high, id)
 		if err != nil {
-			return 0, false, err
+			return false, fmt.Errorf("claim direct pair: %w", err)
+		}
+		return tag.RowsAffected() == 1, nil
+	}, func(tx pgx.Tx) error {
+		first, found, err := directPair(ctx, tx, low, high)
+		if err != nil {
+			return err
 		}
 		if !found {
 			// The conflicting row vanished: only a manual delete does that.
-			return 0, false, fmt.Errorf("direct pair (%d, %d) conflicted but is not visible", low, high)
+			return fmt.Errorf("direct pair (%d, %d) conflicted but is not visible", low, high)
 		}
-		return id, false, nil
-	}
+		id = first
+		return nil
+	})
 	if err != nil {
-		return 0, false, fmt.Errorf("claim direct pair: %w", err)
+		return 0, false, err
+	}
+	if !won {
+		return id, false, nil
 	}
 	// Each member row says whether the other one blocked them
 	// (peer_blocked, what the send function reads); the caller holds the
 	// pair's lock, so no block of the pair changes meanwhile.
-	if _, err := sp.Exec(ctx, `
+	if _, err := tx.Exec(ctx, `
 		INSERT INTO conversation_member (conversation_id, user_id, role, peer_blocked)
 		VALUES ($1, $2, 'member', EXISTS (SELECT 1 FROM user_block WHERE blocker_id = $3 AND blocked_id = $2)),
 		       ($1, $3, 'member', EXISTS (SELECT 1 FROM user_block WHERE blocker_id = $2 AND blocked_id = $3))`, id, low, high); err != nil {
 		return 0, false, fmt.Errorf("insert members: %w", err)
-	}
-	if err := sp.Commit(ctx); err != nil {
-		return 0, false, fmt.Errorf("release savepoint: %w", err)
 	}
 	return id, true, nil
 }

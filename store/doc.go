@@ -102,9 +102,11 @@
 //     conditional UPDATE of the member row (row-locked by PostgreSQL and
 //     re-evaluated after a wait), clamped to the conversation's last_seq, so
 //     the watermark only moves forward and never past last_seq.
-//   - OpenDirect relies on the unique (user_low, user_high) of direct_pair:
-//     INSERT ... ON CONFLICT DO NOTHING under a savepoint, and on losing the
-//     race the savepoint is rolled back and the winner's row re-read.
+//   - A write that makes the one row a key names (OpenDirect: the pair's
+//     direct_pair; a keyed CreateGroup: group_create; a keyed upload:
+//     upload_create) claims the key with claimKey: INSERT ... ON CONFLICT
+//     DO NOTHING under a savepoint, and on losing the race the savepoint
+//     is rolled back and the winner's row re-read.
 //   - Block, Unblock, OpenDirect and the adds that refuse a blocker
 //     (AddMember, CreateGroup: refuseBlockers) take an advisory lock per
 //     pair of users (lockPairs, in the other user's id order) before they
