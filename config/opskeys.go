@@ -68,7 +68,7 @@ var opsKeys = []*key{
 	mk("https_addr", "", `HTTPS listen address: API, web client and MQTT over secure WebSocket (wss); "" = none; needs tls_cert and tls_key`,
 		"use host:port such as 0.0.0.0:8443, or leave it empty",
 		func(s *Settings, v string) (err error) { s.HTTPSAddr, err = parseListenAddr(v); return }),
-	mk("mqtts_client_ca", "", `PEM file of the CAs that sign device client certificates (mTLS on mqtts_addr); "" = no client certificates`,
+	mk("mqtts_client_ca", "", `PEM file of the CAs that sign device client certificates (mTLS on mqtts_addr); reloaded when the file changes or on SIGHUP, a removed CA's connections end; "" = no client certificates`,
 		"give the path of a PEM file with one or more CA certificates, or leave it empty",
 		func(s *Settings, v string) (err error) { s.MQTTSClientCA, err = readablePath(v); return }),
 	mk("mqtts_client_crl", "", `CRLs of the mqtts_client_ca CAs (PEM "X509 CRL" blocks or one DER list, as openssl ca -gencrl writes): certificates they list are refused; reloaded when the file changes or on SIGHUP; "" = none`,

@@ -37,8 +37,10 @@ type Config struct {
 	// certificate's NotBefore): the user's revocation refuses it as it
 	// refuses their tokens. until is when it expires (zero: never); the
 	// connection ends then. An err wrapping chat.ErrTokenRevoked (a
-	// certificate its CA revoked) is refused as a revoked credential;
-	// PeersChanged asks again about the connections it admitted.
+	// certificate its CA revoked, or whose CA was removed) is refused as a
+	// revoked credential; PeersChanged asks again about the connections it
+	// admitted, and tells their clients the err's ClientReason() string
+	// if it has that method.
 	PeerUser func(conn net.Conn) (user int64, issuedAt, until time.Time, presented bool, err error)
 	// RPC answers chat/v1/rpc/{method} requests with reply JSON.
 	RPC func(ctx context.Context, userID int64, method string, payload []byte) []byte
@@ -418,8 +420,8 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		h.endRevoked(cl, ci)
 		return
 	}
-	if h.peerRevoked(cl, ci) {
-		h.endRevokedBy(cl, ci, "client certificate", crlRevokedReason)
+	if reason, revoked := h.peerRevoked(cl, ci); revoked {
+		h.endRevokedBy(cl, ci, "client certificate", reason)
 		return
 	}
 	ci.established.Store(true)

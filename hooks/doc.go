@@ -64,8 +64,9 @@
 // connection whose CONNECT read the database just before a revocation
 // committed and that registered after its announcement finds it in the
 // hook's memory of recent revocations at OnSessionEstablished. A
-// certificate its CA revoked (PeerUser's error wraps chat.ErrTokenRevoked)
-// is refused the same way; when the CAs' lists change, PeersChanged asks
+// certificate its CA revoked, or whose CA was removed from the client CAs
+// (PeerUser's error wraps chat.ErrTokenRevoked), is refused the same way;
+// when the CAs or their lists change, PeersChanged asks
 // PeerUser again about every such connection and ends those it now
 // refuses, and OnSessionEstablished asks once more for one that
 // registered meanwhile.

@@ -17,7 +17,9 @@ import (
 const (
 	tokenRevokedReason = "the token this connection was authenticated with was revoked: sign in again"
 	certRevokedReason  = "the client certificate this connection was authenticated with was revoked: connect with one issued since"
-	crlRevokedReason   = "the client certificate this connection was authenticated with was revoked by its CA"
+	// peerRefusedReason is for a PeerUser refusal that gives no reason
+	// of its own (ClientReason).
+	peerRefusedReason = "the client certificate this connection was authenticated with is no longer accepted"
 )
 
 // revocationMemory is how long an announced revocation is remembered for
@@ -98,28 +100,40 @@ func (h *Chat) endAfterRevoking(cl *mqtt.Client, ci *clientInfo) {
 
 // PeersChanged ends this node's connections authenticated by their
 // transport identity that Config.PeerUser now refuses as revoked: the
-// client CAs' revocation lists changed. MQTT 5 clients get DISCONNECT 0x87
-// with a reason string, as TokensRevoked's do. It must not block.
+// client CAs or their revocation lists changed. MQTT 5 clients get
+// DISCONNECT 0x87 with a reason string, as TokensRevoked's do. It must not
+// block.
 func (h *Chat) PeersChanged() {
 	h.clients.Range(func(k, v any) bool {
 		cl, ci := k.(*mqtt.Client), v.(*clientInfo)
-		if h.peerRevoked(cl, ci) {
-			go h.endRevokedBy(cl, ci, "client certificate", crlRevokedReason)
+		if reason, revoked := h.peerRevoked(cl, ci); revoked {
+			go h.endRevokedBy(cl, ci, "client certificate", reason)
 		}
 		return true
 	})
 }
 
+// clientReasoned is a PeerUser error that says what the client of a
+// connection it ends is told (auth's certificate refusals).
+type clientReasoned interface{ ClientReason() string }
+
 // peerRevoked reports whether ci's connection, authenticated by its
-// transport identity, is now refused as revoked. OnSessionEstablished asks
-// too: a connection registered after PeersChanged looked is checked
-// against the lists that call announced.
-func (h *Chat) peerRevoked(cl *mqtt.Client, ci *clientInfo) bool {
+// transport identity, is now refused as revoked, and the reason its
+// client is told. OnSessionEstablished asks too: a connection registered
+// after PeersChanged looked is checked against what that call announced.
+func (h *Chat) peerRevoked(cl *mqtt.Client, ci *clientInfo) (reason string, revoked bool) {
 	if ci.byToken || h.cfg.PeerUser == nil || cl.Net.Conn == nil {
-		return false
+		return "", false
 	}
 	_, _, _, _, err := h.cfg.PeerUser(cl.Net.Conn)
-	return errors.Is(err, chat.ErrTokenRevoked)
+	if !errors.Is(err, chat.ErrTokenRevoked) {
+		return "", false
+	}
+	var r clientReasoned
+	if errors.As(err, &r) {
+		return r.ClientReason(), true
+	}
+	return peerRefusedReason, true
 }
 
 // endRevoked ends cl, whose token or client certificate was revoked.

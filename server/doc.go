@@ -8,8 +8,8 @@
 // each optional; one certificate for both TLS listeners, re-read when its
 // files change and on ReloadTLS (SIGHUP in cmd/chatd), so live connections
 // stay up; device client certificates on the MQTT TLS listener (the CN is
-// the user), less those their CAs' CRL revokes, re-read as the
-// certificate is; PROXY protocol on both MQTT listeners from trusted networks;
+// the user) of the client CAs, less those their CRL revokes, both re-read
+// as the certificate is (a removed CA's connections end); PROXY protocol on both MQTT listeners from trusted networks;
 // a metrics listener of its own; the identity provider's JWKS; and one log
 // line per listener plus the ready line.
 //

@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,7 +33,8 @@ import (
 type opsState struct {
 	jwks        *auth.JWKS
 	certs       *tlsreload.Reloader
-	crl         *tlsreload.CRL // the client CAs' revocation lists (mqtts_client_crl), nil without
+	clientCAs   *tlsreload.ClientCAs // the CAs of device certificates (mqtts_client_ca), nil without
+	crl         *tlsreload.CRL       // the client CAs' revocation lists (mqtts_client_crl), nil without
 	mqttsTLS    *tls.Config
 	httpsTLS    *tls.Config
 	httpMetrics *httpMetrics
@@ -155,27 +153,7 @@ func (s *Server) setupTLS(st config.Settings) error {
 	s.ops.httpsTLS.NextProtos = []string{"http/1.1"} // WebSocket upgrades need HTTP/1.1
 	s.ops.mqttsTLS = base.Clone()
 	if st.MQTTSClientCA != "" {
-		raw, err := os.ReadFile(st.MQTTSClientCA)
-		if err != nil {
-			return fmt.Errorf("read mqtts_client_ca: %w", err)
-		}
-		cas, err := pemCertificates(raw)
-		if err != nil {
-			return fmt.Errorf("mqtts_client_ca %s: %w", st.MQTTSClientCA, err)
-		}
-		if len(cas) == 0 {
-			return fmt.Errorf("mqtts_client_ca %s: no PEM CERTIFICATE block found; give the CA certificates that sign the devices' certificates", st.MQTTSClientCA)
-		}
-		pool := x509.NewCertPool()
-		for _, ca := range cas {
-			pool.AddCert(ca)
-		}
-		s.ops.mqttsTLS.ClientCAs = pool
-		s.ops.mqttsTLS.ClientAuth = tls.VerifyClientCertIfGiven
-		if st.MQTTSClientAuth == "require" {
-			s.ops.mqttsTLS.ClientAuth = tls.RequireAndVerifyClientCert
-		}
-		if err := s.setupCRL(st, cas); err != nil {
+		if err := s.setupClientCAs(st); err != nil {
 			return err
 		}
 	}
@@ -197,34 +175,42 @@ func (s *Server) setupTLS(st config.Settings) error {
 	return nil
 }
 
-// pemCertificates parses the CERTIFICATE blocks of a PEM bundle.
-func pemCertificates(raw []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for rest := raw; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			return out, nil
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
-		}
-		out = append(out, c)
+// setupClientCAs loads the CAs of device certificates, has the MQTT TLS
+// listener verify each new handshake against the bundle in force, and
+// exports whether a changed file fails to load; watchClientCerts watches
+// the file (and the CRL's).
+func (s *Server) setupClientCAs(st config.Settings) error {
+	cas, err := tlsreload.NewClientCAs(st.MQTTSClientCA, s.log.With("component", "tls"))
+	if err != nil {
+		return fmt.Errorf("mqtts_client_ca: %w", err)
 	}
+	s.ops.clientCAs = cas
+	s.ops.mqttsTLS.ClientAuth = tls.VerifyClientCertIfGiven
+	if st.MQTTSClientAuth == "require" {
+		s.ops.mqttsTLS.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	s.ops.mqttsTLS = cas.Config(s.ops.mqttsTLS)
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chat_tls_client_ca_reload_failing",
+		Help: "1 when the client CA bundle (mqtts_client_ca) changed but does not load (the previous CAs stay in force).",
+	}, func() float64 {
+		if cas.LastError() != nil {
+			return 1
+		}
+		return 0
+	}))
+	return s.setupCRL(st, cas)
 }
 
 // setupCRL loads the client CAs' revocation lists, each of which one of
-// cas must have signed, and exports when the earliest is due to be
-// replaced and whether a changed file fails to load. watchCRL watches the
-// file.
-func (s *Server) setupCRL(st config.Settings, cas []*x509.Certificate) error {
+// the CAs in force must have signed, and exports when the earliest is due
+// to be replaced and whether a changed file fails to load.
+// watchClientCerts watches the file.
+func (s *Server) setupCRL(st config.Settings, cas *tlsreload.ClientCAs) error {
 	if st.MQTTSClientCRL == "" {
 		return nil
 	}
-	crl, err := tlsreload.NewCRL(st.MQTTSClientCRL, cas, s.log.With("component", "tls"))
+	crl, err := tlsreload.NewCRL(st.MQTTSClientCRL, cas.Certificates, s.log.With("component", "tls"))
 	if err != nil {
 		return &config.Error{Key: "mqtts_client_crl", Source: st.Source("mqtts_client_crl"), Reason: err.Error(),
 			Fix: "give the CRLs that the CAs of mqtts_client_ca (" + st.MQTTSClientCA + ") sign, as openssl ca -gencrl writes them", Err: err}
@@ -250,25 +236,41 @@ func (s *Server) setupCRL(st config.Settings, cas []*x509.Certificate) error {
 	return nil
 }
 
-// watchCRL looks at the client CRL file once a CheckInterval and, when
-// other lists came into force (a change of the file, or ReloadTLS), has
-// the hook end the connections of the certificates they revoke.
-func (s *Server) watchCRL(ctx context.Context, hook *hooks.Chat) error {
+// watchClientCerts looks at the client CA bundle, then at the CRL file,
+// once a CheckInterval and, when other CAs or lists came into force (a
+// change of a file, or ReloadTLS), has the hook end the connections of
+// the certificates they no longer accept. The bundle comes first: a CRL
+// signed by a CA added in the same change loads at the same tick, and
+// one that was looked at before its CA is retried at the next.
+func (s *Server) watchClientCerts(ctx context.Context, hook *hooks.Chat) error {
 	t := time.NewTicker(tlsreload.CheckInterval)
 	defer t.Stop()
-	seen := s.ops.crl.Reloads()
+	seen := s.clientCertLoads()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		s.ops.crl.Check()
-		if n := s.ops.crl.Reloads(); n != seen {
+		s.ops.clientCAs.Check()
+		if s.ops.crl != nil {
+			s.ops.crl.Check()
+		}
+		if n := s.clientCertLoads(); n != seen {
 			seen = n
 			hook.PeersChanged()
 		}
 	}
+}
+
+// clientCertLoads counts the loads of the client CAs and CRL since the
+// start: a change is a new count.
+func (s *Server) clientCertLoads() int64 {
+	n := s.ops.clientCAs.Reloads()
+	if s.ops.crl != nil {
+		n += s.ops.crl.Reloads()
+	}
+	return n
 }
 
 // brokerTLS fills the broker's TLS listener settings.
@@ -283,35 +285,42 @@ func (s *Server) brokerTLS(st config.Settings, bc *broker.Config) {
 }
 
 // peerUser is hooks.Config.PeerUser when client certificates are asked
-// for, nil otherwise.
+// for, nil otherwise: a certificate whose CA was removed since its
+// handshake, or that its CA's CRL lists, is refused as a revoked
+// credential.
 func (s *Server) peerUser() func(net.Conn) (int64, time.Time, time.Time, bool, error) {
-	if s.ops.mqttsTLS == nil || s.ops.mqttsTLS.ClientCAs == nil {
+	if s.ops.clientCAs == nil {
 		return nil
 	}
-	if s.ops.crl == nil {
-		return auth.CertUser
+	checks := auth.CertChecks{Trusts: s.ops.clientCAs.Trusts}
+	if s.ops.crl != nil {
+		checks.Revoked = s.ops.crl.Revoked
 	}
-	user := auth.CertUserRevocable(s.ops.crl.Revoked)
+	user := auth.CertUserChecked(checks)
 	log := s.log.With("component", "tls")
 	return func(conn net.Conn) (int64, time.Time, time.Time, bool, error) {
 		id, issued, until, presented, err := user(conn)
-		if errors.Is(err, auth.ErrCertRevoked) {
+		if errors.Is(err, auth.ErrCertRevoked) || errors.Is(err, auth.ErrCertCARemoved) {
 			log.Info("client certificate refused", "user", id, "remote", conn.RemoteAddr().String(), "err", err)
 		}
 		return id, issued, until, presented, err
 	}
 }
 
-// ReloadTLS reads the TLS certificate and key and the client CRL again
-// (SIGHUP). New handshakes get the new certificate; established
-// connections keep theirs, unless the new lists revoke the client
-// certificate they were made with (watchCRL ends them).
+// ReloadTLS reads the TLS certificate and key, the client CAs and the
+// client CRL again (SIGHUP), the CAs before the CRL that they verify. New
+// handshakes get the new certificate and CAs; established connections keep
+// theirs, unless the CA their client certificate chains to was removed or
+// the new lists revoke it (watchClientCerts ends them).
 func (s *Server) ReloadTLS() error {
 	if s.ops.certs == nil {
 		s.log.Info("SIGHUP: no TLS certificate configured, nothing to reload")
 		return nil
 	}
 	err := s.ops.certs.Reload()
+	if s.ops.clientCAs != nil {
+		err = errors.Join(err, s.ops.clientCAs.Reload())
+	}
 	if s.ops.crl != nil {
 		err = errors.Join(err, s.ops.crl.Reload())
 	}

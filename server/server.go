@@ -344,8 +344,8 @@ func (s *Server) startBackground(st config.Settings, hook *hooks.Chat) error {
 		}},
 		worker{"session expiry", s.expireSessions},
 	)
-	if s.ops.crl != nil {
-		workers = append(workers, worker{"client CRL watch", func(ctx context.Context) error { return s.watchCRL(ctx, hook) }})
+	if s.ops.clientCAs != nil {
+		workers = append(workers, worker{"client certificates watch", func(ctx context.Context) error { return s.watchClientCerts(ctx, hook) }})
 	}
 	workers = append(workers, s.extraWorkers...)
 	bgCtx, cancel := context.WithCancel(context.Background())

@@ -2,9 +2,10 @@
 // PostgreSQL, embedded by default. See README.md and configs/chatd.yaml.
 //
 // Signals: SIGINT and SIGTERM shut down gracefully; SIGHUP re-reads the
-// TLS certificate and key (tls_cert, tls_key) and the client CRL
-// (mqtts_client_crl) without dropping connections, but those of the
-// device certificates the new CRL revokes.
+// TLS certificate and key (tls_cert, tls_key), the client CAs
+// (mqtts_client_ca) and the client CRL (mqtts_client_crl) without dropping
+// connections, but those of the device certificates whose CA was removed
+// or that the new CRL revokes.
 //
 // chatd starts goroutines with the runtime's smallest stack
 // (GODEBUG=adaptivestackstart=0, set by re-executing itself when the
@@ -142,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		case <-hup:
 			// Let's Encrypt renewals: certbot --deploy-hook "systemctl reload chatd".
 			if err := srv.ReloadTLS(); err != nil {
-				log.Error("SIGHUP: TLS certificate or client CRL not reloaded; the previous one stays in use", "err", err)
+				log.Error("SIGHUP: TLS certificate, client CAs or client CRL not reloaded; the previous one stays in use", "err", err)
 			}
 		}
 	}

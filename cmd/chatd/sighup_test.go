@@ -75,7 +75,7 @@ func TestSIGHUPReloadsTheTLSCertificateAndReportsABrokenOne(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, logs, regexp.MustCompile(`SIGHUP: TLS certificate or client CRL not reloaded; the previous one stays in use`), "error line after a broken SIGHUP")
+	waitLog(t, logs, regexp.MustCompile(`SIGHUP: TLS certificate, client CAs or client CRL not reloaded; the previous one stays in use`), "error line after a broken SIGHUP")
 	if cn := served(); cn != "chatd after" {
 		t.Fatalf("after a broken SIGHUP mqtts serves %q", cn)
 	}

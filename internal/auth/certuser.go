@@ -27,23 +27,50 @@ var ErrCertIdentity = errors.New("client certificate's subject CN is not a posit
 // The TLS handshake must be complete, as it is once the CONNECT packet
 // has been read.
 func CertUser(conn net.Conn) (user int64, issuedAt, until time.Time, presented bool, err error) {
-	return certUser(conn, nil)
+	return certUser(conn, CertChecks{})
 }
 
-// ErrCertRevoked: the client certificate is listed by its CA's revocation
-// list. It is a chat.ErrTokenRevoked: the certificate is refused as a
-// credential its user revoked is.
-var ErrCertRevoked = fmt.Errorf("client certificate revoked by its CA's CRL: %w", chat.ErrTokenRevoked)
+// certRefusal is a verified client certificate refused as a revoked
+// credential is (it wraps chat.ErrTokenRevoked). ClientReason is what the
+// client of a connection it authenticated is told when that connection
+// ends (the MQTT 5 reason string).
+type certRefusal struct{ msg, reason string }
 
-// CertUserRevocable is CertUser for certificates that revoked(cert,
-// issuer) may revoke (tlsreload.CRL.Revoked): such a certificate names its
-// user, with an error wrapping ErrCertRevoked that gives its serial (in hex,
-// as openssl prints it) and issuer.
-func CertUserRevocable(revoked func(cert, issuer *x509.Certificate) bool) func(net.Conn) (int64, time.Time, time.Time, bool, error) {
-	return func(conn net.Conn) (int64, time.Time, time.Time, bool, error) { return certUser(conn, revoked) }
+func (e *certRefusal) Error() string        { return e.msg }
+func (e *certRefusal) Unwrap() error        { return chat.ErrTokenRevoked }
+func (e *certRefusal) ClientReason() string { return e.reason }
+
+var (
+	// ErrCertRevoked: the client certificate is listed by its CA's
+	// revocation list.
+	ErrCertRevoked error = &certRefusal{msg: "client certificate revoked by its CA's CRL",
+		reason: "the client certificate this connection was authenticated with was revoked by its CA"}
+	// ErrCertCARemoved: the CA the client certificate chains to was
+	// removed from the client CAs after its handshake.
+	ErrCertCARemoved error = &certRefusal{msg: "client certificate's CA is no longer one of the client CAs",
+		reason: "the CA of the client certificate this connection was authenticated with is no longer trusted: connect with a certificate of a current CA"}
+)
+
+// CertChecks are what a client certificate's handshake verified that may
+// change while its connections last.
+type CertChecks struct {
+	// Trusts reports whether one of the verified chains still ends in
+	// a client CA (tlsreload.ClientCAs.Trusts); nil: they all do.
+	Trusts func(chains [][]*x509.Certificate) bool
+	// Revoked reports whether the lists of issuer, the CA that signed
+	// cert, name it (tlsreload.CRL.Revoked); nil: none does.
+	Revoked func(cert, issuer *x509.Certificate) bool
 }
 
-func certUser(conn net.Conn, revoked func(cert, issuer *x509.Certificate) bool) (user int64, issuedAt, until time.Time, presented bool, err error) {
+// CertUserChecked is CertUser for certificates the checks may refuse
+// since their handshake: such a certificate names its user, with an error
+// wrapping ErrCertCARemoved, or ErrCertRevoked with its serial (in hex, as
+// openssl prints it) and issuer.
+func CertUserChecked(checks CertChecks) func(net.Conn) (int64, time.Time, time.Time, bool, error) {
+	return func(conn net.Conn) (int64, time.Time, time.Time, bool, error) { return certUser(conn, checks) }
+}
+
+func certUser(conn net.Conn, checks CertChecks) (user int64, issuedAt, until time.Time, presented bool, err error) {
 	// The listener's wrappers (the broker's CONNECT size limit) give the
 	// connection they wrap by Unwrap.
 	for {
@@ -72,7 +99,10 @@ func certUser(conn net.Conn, revoked func(cert, issuer *x509.Certificate) bool) 
 			until = c.NotAfter
 		}
 	}
-	if revoked != nil {
+	if checks.Trusts != nil && !checks.Trusts(st.VerifiedChains) {
+		return id, chain[0].NotBefore, until, true, fmt.Errorf("%w: issuer %s", ErrCertCARemoved, chain[len(chain)-1].Subject)
+	}
+	if checks.Revoked != nil {
 		// The issuer of each chain the handshake verified (a leaf that
 		// is itself a client CA is its own issuer).
 		for _, ch := range st.VerifiedChains {
@@ -80,7 +110,7 @@ func certUser(conn net.Conn, revoked func(cert, issuer *x509.Certificate) bool) 
 			if len(ch) > 1 {
 				issuer = ch[1]
 			}
-			if revoked(ch[0], issuer) {
+			if checks.Revoked(ch[0], issuer) {
 				return id, chain[0].NotBefore, until, true, fmt.Errorf("%w: serial %X, issuer %s", ErrCertRevoked, ch[0].SerialNumber, issuer.Subject)
 			}
 		}

@@ -15,7 +15,9 @@ import (
 // CRL holds the certificate revocation lists of the client CAs, read from
 // one file: PEM "X509 CRL" blocks or a single DER list, as
 // openssl ca -gencrl writes them. Every list must be signed by one of the
-// CAs; a file with one that is not does not load. The file is watched as
+// CAs in force when the file is loaded; a file with one that is not does
+// not load, and is tried again at the next check even if unchanged, so a
+// list of a CA that is being added loads once the CA is. The file is watched as
 // a Reloader watches its pair: Check (at most once a CheckInterval) and
 // Reload load it again, and a file that does not load leaves the previous
 // lists in force.
@@ -26,7 +28,7 @@ import (
 // an alert.
 type CRL struct {
 	path string
-	cas  []*x509.Certificate
+	cas  func() []*x509.Certificate // the client CAs in force
 	w    watch[crlSet]
 }
 
@@ -42,9 +44,10 @@ type crlSet struct {
 	staleWarned atomic.Bool
 }
 
-// NewCRL loads the lists of path, which the CAs cas must have signed; an
-// error here is a start-up error.
-func NewCRL(path string, cas []*x509.Certificate, log *slog.Logger) (*CRL, error) {
+// NewCRL loads the lists of path, which CAs of cas() (the client CAs in
+// force, ClientCAs.Certificates) must have signed; an error here is a
+// start-up error.
+func NewCRL(path string, cas func() []*x509.Certificate, log *slog.Logger) (*CRL, error) {
 	c := &CRL{path: path, cas: cas}
 	c.w = watch[crlSet]{what: "client CRL", paths: []string{path}, log: log, load: c.load, loaded: c.loaded}
 	if err := c.w.start(); err != nil {
@@ -115,7 +118,7 @@ func crlDERs(raw []byte) ([][]byte, error) {
 // signer is the CA whose subject is l's issuer and whose key signed l.
 func (c *CRL) signer(l *x509.RevocationList) (*x509.Certificate, error) {
 	var last error
-	for _, ca := range c.cas {
+	for _, ca := range c.cas() {
 		if !bytes.Equal(ca.RawSubject, l.RawIssuer) {
 			continue
 		}

@@ -66,7 +66,7 @@ func TestACRLPastItsNextUpdateStaysInForceAndIsWarnedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	crl, err := tlsreload.NewCRL(path, []*x509.Certificate{ca}, slog.New(slog.NewTextHandler(&logs, nil)))
+	crl, err := tlsreload.NewCRL(path, func() []*x509.Certificate { return []*x509.Certificate{ca} }, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
