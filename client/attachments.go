@@ -48,7 +48,9 @@ type UploadOptions struct {
 	// Progress, when set, is called as bytes are sent (sent of total).
 	Progress func(sent, total int64)
 	// Attempts bounds the PUTs of the bytes (default 6): a PUT cut short
-	// by the network is sent again from the start.
+	// by the network is sent again from the start, one refused for now
+	// (429, 503) once the time its answer says has passed. It also bounds
+	// the ticket requests refused for now.
 	Attempts int
 	// Purpose is "" (or "message") for a message's file, "avatar" for a
 	// picture to name as ProfileUpdate.AvatarUploadID or
@@ -111,10 +113,17 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 	// Each ticket asked for carries a key of its own (clientMsgId), so a
 	// request whose reply was lost with its connection is asked again
 	// and chatd answers the upload the first made, charged once; a new
-	// ticket (the URL expired) is a new key.
+	// ticket (the URL expired) is a new key. A refusal that says when to
+	// ask again (rate limited, chatd busy) is asked again then, within
+	// the attempts.
 	newTicket := func() error {
 		params["clientMsgId"] = uuid.NewString()
-		return c.call(ctx, "upload.create", params, &t, true)
+		for n := 1; ; n++ {
+			err := c.call(ctx, "upload.create", params, &t, true)
+			if n >= attempts || !c.askAgainLater(ctx, n, err) {
+				return err
+			}
+		}
 	}
 	if err := newTicket(); err != nil {
 		return Attachment{}, err
@@ -129,7 +138,7 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 	stored := false
 	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
-			if !sleepCtx(ctx, c.backoff(attempt)) {
+			if !sleepCtx(ctx, c.retryDelay(attempt, last)) {
 				return Attachment{}, fmt.Errorf("upload %s: %w (last attempt: %w)", name, ctx.Err(), last)
 			}
 			if !stored && time.Until(t.ExpiresAt) < 30*time.Second {
@@ -227,7 +236,7 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode/100 != 2 {
 		if own {
-			return uploadState{}, httpError("upload", resp.StatusCode, b)
+			return uploadState{}, httpError("upload", resp, b)
 		}
 		// The object store's own answer (XML).
 		code := "unavailable"
@@ -236,7 +245,8 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 		} else if resp.StatusCode < 500 {
 			code = "invalid"
 		}
-		return uploadState{}, &Error{Op: "upload", Code: code, Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
+		return uploadState{}, &Error{Op: "upload", Code: code, Status: resp.StatusCode, Message: strings.TrimSpace(string(b)),
+			RetryAfter: retryAfterHeader(resp, time.Now())}
 	}
 	var st uploadState
 	if t.CompleteURL != "" {
@@ -249,16 +259,22 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 	return st, nil
 }
 
-// httpError reads chatd's JSON error body.
-func httpError(op string, status int, b []byte) error {
+// httpError reads chatd's JSON error body of resp (b); a refusal's retry
+// delay is the body's error.retryAfter, else the Retry-After header (a
+// proxy's answer has no JSON body).
+func httpError(op string, resp *http.Response, b []byte) error {
 	var body struct {
 		Error errorDetail `json:"error"`
 	}
+	status := resp.StatusCode
 	e := &Error{Op: op, Status: status, Code: "internal"}
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
 		e.fill(body.Error)
 	} else if status >= 500 || status == http.StatusTooManyRequests {
 		e.Code = "unavailable"
+	}
+	if e.RetryAfter == 0 {
+		e.RetryAfter = retryAfterHeader(resp, time.Now())
 	}
 	return e
 }
@@ -401,7 +417,9 @@ type DownloadInfo struct {
 
 // Download writes an attachment to w (HTTP GET /v1/attachments/{id}, from
 // chatd or, redirected, from the object store). A connection that breaks
-// is resumed where it stopped with a Range request, until ctx ends.
+// is resumed where it stopped with a Range request, until ctx ends; a
+// GET refused for now (429, 503) is sent again once the time its answer
+// says (Retry-After) has passed.
 func (c *Client) Download(ctx context.Context, attachmentID string, w io.Writer) (DownloadInfo, error) {
 	return c.DownloadFrom(ctx, attachmentID, w, 0)
 }
@@ -432,8 +450,10 @@ func (c *Client) download(ctx context.Context, path string, w io.Writer, offset 
 		if progressed {
 			failures = 0
 		}
+		// A GET is safe to repeat: chatd unable for now, or the API rate
+		// limit, is waited out.
 		var ce *Error
-		if errors.As(err, &ce) && ce.Code != "unavailable" {
+		if errors.As(err, &ce) && ce.Code != "unavailable" && ce.Code != "rate_limited" {
 			return info, err
 		}
 		if ctx.Err() != nil {
@@ -445,7 +465,7 @@ func (c *Client) download(ctx context.Context, path string, w io.Writer, offset 
 			return info, fmt.Errorf("download: gave up after %d attempts without progress: %w", failures, last)
 		}
 		c.cfg.Logger.Info("download interrupted; resuming", "path", path, "at", offset, "err", err)
-		if !sleepCtx(ctx, c.backoff(failures)) {
+		if !sleepCtx(ctx, c.retryDelay(failures, last)) {
 			return info, fmt.Errorf("download: %w (last attempt: %w)", ctx.Err(), last)
 		}
 	}
@@ -484,7 +504,7 @@ func (c *Client) downloadOnce(ctx context.Context, path string, w io.Writer, off
 		return true, false, nil // offset is the end: nothing left
 	default:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return false, false, httpError("download", resp.StatusCode, b)
+		return false, false, httpError("download", resp, b)
 	}
 	info.ContentType = resp.Header.Get("Content-Type")
 	if _, p, err := mime.ParseMediaType(resp.Header.Get("Content-Disposition")); err == nil {

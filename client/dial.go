@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"strconv"
@@ -23,11 +22,6 @@ import (
 // handshakes): autopaho hands AttemptConnection its manager's context,
 // not the attempt's ConnectTimeout.
 const dialTimeout = 10 * time.Second
-
-// maxToldRetry bounds the wait a refusing CONNACK can ask for: chatd asks
-// for at most a minute; a misbehaving server must not stop the client for
-// hours.
-const maxToldRetry = 5 * time.Minute
 
 // dial opens the connection of one attempt, as autopaho would (TCP, TLS or
 // WebSocket by the URL's scheme; all_proxy is honoured for TCP and TLS,
@@ -145,7 +139,7 @@ func (c *connackConn) scan() {
 	}
 	for _, u := range ca.Properties.User {
 		if s, err := strconv.ParseInt(u.Value, 10, 64); u.Key == "retryAfter" && err == nil && s > 0 {
-			c.told(min(time.Duration(s)*time.Second, maxToldRetry))
+			c.told(time.Duration(s) * time.Second)
 		}
 	}
 }
@@ -155,13 +149,8 @@ func (c *connackConn) scan() {
 func (c *Client) toldRetry(d time.Duration) { c.told.Store(int64(d)) }
 
 // reconnectBackoff is autopaho's wait before connection attempt n:
-// backoff, but at least what the last refusing CONNACK asked for
-// (retryAfter) plus up to a second of jitter, so that the clients told
-// the same second do not all come back in the same instant.
+// backoff, stretched to what the last refusing CONNACK asked for
+// (retryAfter).
 func (c *Client) reconnectBackoff(n int) time.Duration {
-	d := c.backoff(n)
-	if told := time.Duration(c.told.Swap(0)); told > 0 {
-		d = max(d, told+rand.N(time.Second))
-	}
-	return d
+	return toldWait(c.backoff(n), time.Duration(c.told.Swap(0)))
 }

@@ -148,7 +148,27 @@
 // means the device is gone; device ids are never reused), and RevokeTokens
 // asks again only if the next connection tells that its revocation did
 // not happen.
-// Refusals are *Error values with the HTTP API's code and status.
+// Refusals are *Error values with the HTTP API's code and status. A
+// request chatd refuses for now (rate_limited, or unavailable: busy
+// request workers, a database outage) is not asked again by itself: the
+// caller decides, and Error.RetryAfter says when chatd expects the retry
+// to succeed (the reply's error.retryAfter; a refused publish's
+// retryAfter property).
+//
+// # Retry later
+//
+// The operations that retry by themselves, Upload (its ticket, its PUT,
+// its completion) and Download, wait after a 429 or 503 what the answer
+// says: its body's error.retryAfter, else its Retry-After header (whole
+// seconds or an HTTP date, as a proxy or object store in front of chatd
+// may send), at least their own backoff, at most 5 minutes, plus up to a
+// second of jitter so that clients told the same second do not all come
+// back in the same instant; the same rule as a refused CONNECT's
+// retryAfter. Download asks again after a 429 as after a 503 (a GET is
+// safe to repeat). An upload's ticket refused with a longer delay (the
+// day's upload bytes used up: until midnight UTC) is returned at once,
+// as is one whose delay would outlast the context. The context ends a
+// wait at once.
 //
 // # Attachments
 //

@@ -67,9 +67,10 @@ type Error struct {
 	Op string
 	// RetryAfter is how long to wait before retrying a request refused as
 	// rate_limited or unavailable (busy request workers, a database
-	// outage), as chatd's answer says (an RPC reply's error.retryAfter, a
-	// PUBACK's retryAfter user property: whole seconds, at least 1); 0
-	// when it does not say.
+	// outage), as chatd's answer says (an RPC reply's or HTTP answer's
+	// error.retryAfter, a PUBACK's retryAfter user property: whole
+	// seconds, at least 1; else an HTTP 429's or 503's Retry-After
+	// header); 0 when it does not say.
 	RetryAfter time.Duration
 }
 

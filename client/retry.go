@@ -1,0 +1,76 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxToldRetry bounds the wait a refusal can ask for (a CONNACK's or an
+// RPC reply's retryAfter, an HTTP answer's Retry-After): chatd asks for
+// at most a minute, but an upload's daily quota or a misbehaving server
+// or proxy must not stop the client for hours.
+const maxToldRetry = 5 * time.Minute
+
+// toldWait is the wait before repeating a request that was refused with
+// told (0: the refusal did not say): the caller's own backoff d, but at
+// least told, capped at maxToldRetry, plus up to a second of jitter, so
+// that the clients told the same second do not all come back in the same
+// instant.
+func toldWait(d, told time.Duration) time.Duration {
+	if told <= 0 {
+		return d
+	}
+	return max(d, min(told, maxToldRetry)+rand.N(time.Second))
+}
+
+// retryDelay is the wait after failed attempt n whose error was err:
+// backoff, stretched to what a refusal of chatd (or of a proxy or object
+// store in front of it) said.
+func (c *Client) retryDelay(n int, err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return toldWait(c.backoff(n), e.RetryAfter)
+	}
+	return c.backoff(n)
+}
+
+// retryAfterHeader reads an HTTP answer's Retry-After, whole seconds or an
+// HTTP date, for a 429 or 503 only (a redirect's means something else); 0
+// when it is absent, unreadable or past.
+func retryAfterHeader(resp *http.Response, now time.Time) time.Duration {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0
+	}
+	v := resp.Header.Get("Retry-After")
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.Duration(max(s, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// askAgainLater waits out err when it is a refusal that says when to ask
+// again (rate_limited, or unavailable with a retry delay: busy request
+// workers, a database outage) and reports whether to ask again. It does
+// not wait, and the caller gets the refusal with its RetryAfter at once,
+// when the delay is beyond maxToldRetry (an upload's daily quota) or would
+// outlast ctx; a wait ends with ctx.
+func (c *Client) askAgainLater(ctx context.Context, n int, err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.RetryAfter <= 0 || e.RetryAfter > maxToldRetry ||
+		!(errors.Is(e, ErrRateLimited) || errors.Is(e, ErrUnavailable)) {
+		return false
+	}
+	d := c.retryDelay(n, err)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	c.cfg.Logger.Info("chatd asked to retry later; waiting", "op", e.Op, "wait", d)
+	return sleepCtx(ctx, d)
+}

@@ -1,0 +1,242 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/media/mediatest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// httpCall is one request that went through an httpRecorder.
+type httpCall struct {
+	method     string
+	start, end time.Time
+	status     int
+	retryAfter string
+}
+
+// httpRecorder is an HTTP proxy in front of chatd that notes every
+// request and its answer; answer, when set, answers a request itself
+// (true) instead of passing it on, as a load balancer would.
+type httpRecorder struct {
+	URL    string
+	answer func(w http.ResponseWriter, r *http.Request) bool
+	mu     sync.Mutex
+	calls  []httpCall
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func newHTTPRecorder(t *testing.T, upstream string, answer func(w http.ResponseWriter, r *http.Request) bool) *httpRecorder {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	h := &httpRecorder{answer: answer}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		call := httpCall{method: r.Method, start: time.Now()}
+		sw := &statusWriter{ResponseWriter: w}
+		if h.answer == nil || !h.answer(sw, r) {
+			rp.ServeHTTP(sw, r)
+		}
+		call.end, call.status, call.retryAfter = time.Now(), sw.status, sw.Header().Get("Retry-After")
+		if call.status == 0 {
+			call.status = http.StatusOK
+		}
+		h.mu.Lock()
+		h.calls = append(h.calls, call)
+		h.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	h.URL = srv.URL
+	return h
+}
+
+// of returns the requests of method so far, in order.
+func (h *httpRecorder) of(method string) []httpCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []httpCall
+	for _, c := range h.calls {
+		if c.method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// waitedAsTold fails t unless every request of method that followed a
+// 429 or 503 began at least its Retry-After after that answer; it returns
+// how many such refusals there were.
+func waitedAsTold(t *testing.T, h *httpRecorder, method string) int {
+	t.Helper()
+	calls, refused := h.of(method), 0
+	for i := 1; i < len(calls); i++ {
+		prev := calls[i-1]
+		if prev.status != http.StatusTooManyRequests && prev.status != http.StatusServiceUnavailable {
+			continue
+		}
+		refused++
+		s, err := strconv.Atoi(prev.retryAfter)
+		if err != nil {
+			t.Fatalf("%s answered %d with Retry-After %q", method, prev.status, prev.retryAfter)
+		}
+		if gap := calls[i].start.Sub(prev.end); gap < time.Duration(s)*time.Second {
+			t.Errorf("%s sent again %v after a %d with Retry-After %d", method, gap, prev.status, s)
+		}
+	}
+	return refused
+}
+
+// drainAPIBucket spends user's API tokens straight at chatd (not through
+// the recorder) until chatd answers 429.
+func drainAPIBucket(t *testing.T, httpURL string, user int64) {
+	t.Helper()
+	tok := testnode.Token(t, user)
+	testkit.WaitFor(t, 10*time.Second, "the API bucket to be empty", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, httpURL+"/v1/uploads/00000000-0000-0000-0000-000000000000", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusTooManyRequests
+	})
+}
+
+// TestAnUploadAndADownloadRefusedAsRateLimitedWaitTheirRetryAfter: chatd
+// refuses an upload's ticket (RPC, error.retryAfter), its PUT and a
+// download's GET (429, Retry-After) while the user's API bucket is empty.
+// Upload and Download must ask again once the time chatd said has passed,
+// not sooner (a retry before then is refused again and spends the
+// attempts), nor give up on a refusal that only says "later".
+func TestAnUploadAndADownloadRefusedAsRateLimitedWaitTheirRetryAfter(t *testing.T) {
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_LIMIT_API_RATE": "1", "CHAT_LIMIT_API_BURST": "1"}), nil)
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chatd := "http://" + srv.HTTPAddr()
+	rec := newHTTPRecorder(t, chatd, nil)
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.HTTPURL = rec.URL
+	alice := connect(t, cfg)
+	ctx := ctxFor(t, 30*time.Second)
+
+	drainAPIBucket(t, chatd, 1)
+	data := mediatest.PNG(64, 64)
+	a, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("Upload refused for now: %v", err)
+	}
+	// The ticket spent the one token: its PUT was refused at first.
+	if waitedAsTold(t, rec, http.MethodPut) == 0 {
+		t.Fatalf("no PUT was refused (%+v): the test did not test", rec.of(http.MethodPut))
+	}
+
+	drainAPIBucket(t, chatd, 1)
+	var buf bytes.Buffer
+	if _, err := alice.Download(ctx, a.ID, &buf); err != nil {
+		t.Fatalf("Download refused for now: %v", err)
+	}
+	if !bytes.Equal(buf.Bytes(), data) {
+		t.Fatal("downloaded bytes differ from the upload's")
+	}
+	if waitedAsTold(t, rec, http.MethodGet) == 0 {
+		t.Fatalf("no GET was refused (%+v): the test did not test", rec.of(http.MethodGet))
+	}
+}
+
+// TestWaitingOutARetryAfterEndsWhenTheContextIsCancelled: a load
+// balancer answers every PUT and GET 503 with Retry-After 30 (a header
+// only, no JSON body). Upload and Download wait the 30 s before asking
+// again, and a context cancelled meanwhile ends that wait at once.
+func TestWaitingOutARetryAfterEndsWhenTheContextIsCancelled(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, _ *http.Request) bool {
+		w.Header().Set("Retry-After", "30")
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return true
+	})
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.HTTPURL = rec.URL
+	alice := connect(t, cfg)
+
+	for _, c := range []struct {
+		method string
+		run    func(ctx context.Context) error
+	}{
+		{http.MethodPut, func(ctx context.Context) error {
+			_, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
+			return err
+		}},
+		{http.MethodGet, func(ctx context.Context) error {
+			_, err := alice.Download(ctx, "00000000-0000-0000-0000-000000000000", io.Discard)
+			return err
+		}},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		// Cancelled 1 s after the first refusal: long enough for a retry
+		// that did not wait as told.
+		var cancelled atomic.Int64
+		go func() {
+			for len(rec.of(c.method)) == 0 && ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond) // polled; the select below bounds it
+			}
+			time.AfterFunc(time.Second, func() { cancelled.Store(time.Now().UnixNano()); cancel() })
+		}()
+		done := make(chan error, 1)
+		go func() { done <- c.run(ctx) }()
+		select {
+		case err := <-done:
+			if cancelled.Load() == 0 {
+				t.Fatalf("%s ended before its context was cancelled: %v", c.method, err)
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s: %v, want context.Canceled", c.method, err)
+			}
+			if d := time.Since(time.Unix(0, cancelled.Load())); d > 500*time.Millisecond {
+				t.Fatalf("%s returned %v after its context was cancelled", c.method, d)
+			}
+		case <-time.After(15 * time.Second):
+			cancel()
+			t.Fatalf("%s still waiting 15 s after it began", c.method)
+		}
+		if n := len(rec.of(c.method)); n != 1 {
+			t.Fatalf("%d %ss within the Retry-After of the first", n, c.method)
+		}
+	}
+}
