@@ -348,7 +348,7 @@ func (d *dispatcher) fill(conv, upto int64) error {
 		}
 		d.c.cfg.Logger.Warn("history did not return the next message yet; retrying",
 			"conversation", conv, "after", h, "upto", upto, "got", len(msgs))
-		if !pause.wait(d.c.life) {
+		if !pause.wait(d.c.life, nil) {
 			return ErrClosed
 		}
 	}
@@ -420,7 +420,7 @@ func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error
 			return nil, err
 		}
 		d.c.cfg.Logger.Debug("history fill failed; retrying", "conversation", conv, "err", err)
-		if !pause.wait(d.c.life) {
+		if !pause.wait(d.c.life, err) {
 			return nil, ErrClosed
 		}
 	}
@@ -528,7 +528,7 @@ func (d *dispatcher) inboxRetry() ([]InboxEntry, bool) {
 			return nil, false
 		}
 		d.c.cfg.Logger.Warn("catch-up: inbox failed; retrying", "err", err)
-		if !pause.wait(d.c.life) {
+		if !pause.wait(d.c.life, err) {
 			return nil, false
 		}
 	}
@@ -692,10 +692,11 @@ func newRetryPause(max time.Duration) retryPause {
 	return retryPause{next: 200 * time.Millisecond, max: max}
 }
 
-// wait sleeps the pause unless ctx ends first (then it reports false) and
-// doubles it for the next attempt.
-func (p *retryPause) wait(ctx context.Context) bool {
-	if !sleepCtx(ctx, p.next) {
+// wait sleeps the pause, stretched to what a refusal err (nil: none) said
+// (toldWait), unless ctx ends first (then it reports false), and doubles
+// it for the next attempt.
+func (p *retryPause) wait(ctx context.Context, err error) bool {
+	if !sleepCtx(ctx, toldWait(p.next, toldBy(err))) {
 		return false
 	}
 	p.next = min(2*p.next, p.max)

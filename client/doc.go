@@ -168,7 +168,11 @@
 // safe to repeat). An upload's ticket refused with a longer delay (the
 // day's upload bytes used up: until midnight UTC) is returned at once,
 // as is one whose delay would outlast the context. The context ends a
-// wait at once.
+// wait at once. The retries in the background follow the same rule: a
+// send chatd refused for now (PUBACK 0x80, or 0x97 for a re-publish of a
+// message that may be committed) is published again no sooner than its
+// retryAfter, and the history and inbox reads that fill gaps and catch
+// up wait the retryAfter of a refusal.
 //
 // # Attachments
 //

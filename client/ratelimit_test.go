@@ -8,6 +8,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -133,5 +134,34 @@ func TestARateLimitedSendSaysWhenToRetry(t *testing.T) {
 	// One token every 2 s: the next is due in at most 2 s.
 	if e.RetryAfter < time.Second || e.RetryAfter > 2*time.Second {
 		t.Fatalf("RetryAfter %v, want 1s to 2s (%v)", e.RetryAfter, e)
+	}
+}
+
+// TestAResendRefusedAsRateLimitedWaitsItsRetryAfter: a message whose
+// PUBACK was lost is published again after the reconnection, while the
+// sender's bucket is empty (one token every 2 s), and chatd refuses it
+// with 0x97 and a retryAfter. The client must publish it again once that
+// time has passed, not every 200, 400, 800 ms before it (each refused
+// again, costing chatd a publish and the client its pause): the
+// re-publish after the reconnection, then the one that succeeds.
+func TestAResendRefusedAsRateLimitedWaitsItsRetryAfter(t *testing.T) {
+	url, px, a, conv := limitedNode(t)
+	px.Stall()
+	done := sendAsync(t, a, conv, "committed, PUBACK lost", 20*time.Second)
+	db := mustConn(t, url)
+	testkit.WaitFor(t, 10*time.Second, "the message to be committed", func() bool {
+		var n int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	px.Kill() // the PUBACK never reaches the client
+	r := <-done
+	if r.err != nil || r.seq != 1 {
+		t.Fatalf("Send of a committed message whose PUBACK was lost: seq %d, err %v; want seq 1", r.seq, r.err)
+	}
+	if n := a.Stats().Resends; n > 2 {
+		t.Fatalf("%d re-publishes, want 2: the one refused for 2 s and the one after the wait", n)
 	}
 }

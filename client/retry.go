@@ -27,15 +27,20 @@ func toldWait(d, told time.Duration) time.Duration {
 	return max(d, min(told, maxToldRetry)+rand.N(time.Second))
 }
 
+// toldBy is the retry delay err says, if it is a refusal that says one.
+func toldBy(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
 // retryDelay is the wait after failed attempt n whose error was err:
 // backoff, stretched to what a refusal of chatd (or of a proxy or object
 // store in front of it) said.
 func (c *Client) retryDelay(n int, err error) time.Duration {
-	var e *Error
-	if errors.As(err, &e) {
-		return toldWait(c.backoff(n), e.RetryAfter)
-	}
-	return c.backoff(n)
+	return toldWait(c.backoff(n), toldBy(err))
 }
 
 // retryAfterHeader reads an HTTP answer's Retry-After, whole seconds or an

@@ -364,7 +364,7 @@ func (c *Client) sendUntilDone(p PendingSend) (Outcome, error) {
 					return Outcome{}, ErrClosed
 				}
 				c.cfg.Logger.Warn("send: seq of a committed message not found in history yet", "clientMsgId", p.ClientMsgID, "err", err)
-				if !pause.wait(c.life) {
+				if !pause.wait(c.life, err) {
 					return Outcome{}, ErrClosed
 				}
 				continue
@@ -374,7 +374,7 @@ func (c *Client) sendUntilDone(p PendingSend) (Outcome, error) {
 				return Outcome{}, perr
 			}
 			c.cfg.Logger.Debug("send: chatd unavailable or a re-publish rate limited; retrying", "clientMsgId", p.ClientMsgID, "err", perr)
-			if !pause.wait(c.life) {
+			if !pause.wait(c.life, perr) {
 				return Outcome{}, ErrClosed
 			}
 			continue
