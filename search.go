@@ -148,19 +148,15 @@ var foldLetters = map[rune]string{
 // marks a following segment drops too. Segment by segment is the whole
 // text's fold (chat_search_fold decomposes and composes it at once): a
 // segment starts with a character that combines with nothing before it.
-type accentFolder struct{ after bool }
+// buf holds a segment's UTF-8 while it is checked.
+type accentFolder struct {
+	after bool
+	buf   []byte
+}
 
 // fold appends seg, its accents folded, to out.
 func (f *accentFolder) fold(out []rune, seg []rune) []rune {
-	plain := true
-	for _, r := range seg {
-		if r >= 0x80 {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		// ASCII: no accents, and a letter is Latin.
+	if f.unchanged(seg) {
 		f.after = isLatinOrGreekLetter(seg[len(seg)-1])
 		return append(out, seg...)
 	}
@@ -177,6 +173,33 @@ func (f *accentFolder) fold(out []rune, seg []rune) []rune {
 		b = append(b, r)
 	}
 	return append(out, []rune(norm.NFC.String(string(b)))...)
+}
+
+// unchanged reports whether folding accents leaves seg as it is, as
+// chat_search_fold_unicode tells it without decomposing: only a
+// character of U+00C0–U+03FF or U+1E00–U+1FFF (every Latin or Greek
+// letter with a decomposition, every mark dropped, every letter mapped)
+// changes, and composing changes nothing in NFC text (NFKC's output is
+// NFC; its lower case almost always). Most of a Cyrillic, CJK or Arabic
+// text is so, and a snippet folds every hit's body: decomposing and
+// composing each of its characters anew would cost several times the
+// fold itself.
+func (f *accentFolder) unchanged(seg []rune) bool {
+	ascii := true
+	for _, r := range seg {
+		if 0xc0 <= r && r <= 0x3ff || 0x1e00 <= r && r <= 0x1fff {
+			return false
+		}
+		ascii = ascii && r < utf8.RuneSelf
+	}
+	if ascii {
+		return true
+	}
+	f.buf = f.buf[:0]
+	for _, r := range seg {
+		f.buf = utf8.AppendRune(f.buf, r)
+	}
+	return norm.NFC.IsNormal(f.buf)
 }
 
 // isLatinOrGreekLetter reports whether r is a letter whose combining

@@ -2,7 +2,9 @@ package chat_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	chat "github.com/chatd/chatd"
 )
@@ -27,5 +29,31 @@ func TestSnippetHighlightsAShortTermRightAfterCJKCharacters(t *testing.T) {
 		if _, got := chat.Snippet(c.body, terms); !slices.Equal(got, c.want) {
 			t.Errorf("%q in %q: highlights %v, want %v", c.q, c.body, got, c.want)
 		}
+	}
+}
+
+// A hit's snippet folds its whole body (chat.Snippet), every hit of a
+// page: text with no Latin or Greek accent to fold (Cyrillic, CJK,
+// Hangul) costs the fold, not a decomposition and composition of each of
+// its characters. Counted in allocations, which that cost is made of
+// (over five thousand for this body; the whole fold takes a few dozen).
+func TestASnippetOfTextWithNoAccentToFoldDoesNotDecomposeEachCharacter(t *testing.T) {
+	terms, err := chat.ParseSearchTerms("дела")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{
+		strings.Repeat("Привет всем, как дела у вас сегодня? ", 100),
+		strings.Repeat("今天的会议改到下午三点 ", 100),
+		strings.Repeat("한국어 공부를 합니다 ", 100),
+	} {
+		if n := testing.AllocsPerRun(5, func() { chat.Snippet(body, terms) }); n > 100 {
+			t.Errorf("a snippet of %d characters (%.10q...) allocates %.0f times, want at most 100", utf8.RuneCountInString(body), body, n)
+		}
+	}
+	// What it keeps as it is still matches and is highlighted.
+	snip, hl := chat.Snippet("Как дела? ДЕЛА!", terms)
+	if rs := []rune(snip); len(hl) != 2 || string(rs[hl[0][0]:hl[0][1]]) != "дела" || string(rs[hl[1][0]:hl[1][1]]) != "ДЕЛА" {
+		t.Errorf("snippet %q highlights %v, want both words", snip, hl)
 	}
 }
