@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -42,7 +43,7 @@ func (c *Client) dial(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL
 		if err != nil {
 			return nil, fmt.Errorf("open websocket %s: %w", u.Redacted(), err)
 		}
-		conn = wsstream.New(ws) // safe for concurrent writes
+		conn = wsstream.New(ws)
 	case "mqtts", "tls", "ssl":
 		raw, err := proxy.Dial(ctx, "tcp", u.Host)
 		if err != nil {
@@ -60,7 +61,7 @@ func (c *Client) dial(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL
 			raw.Close()
 			return nil, fmt.Errorf("tls handshake with %s: %w", u.Host, err)
 		}
-		conn = packets.NewThreadSafeConn(t)
+		conn = t
 	default:
 		raw, err := proxy.Dial(ctx, "tcp", u.Host)
 		if err != nil {
@@ -73,11 +74,17 @@ func (c *Client) dial(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL
 
 // connackConn is a connection whose first packet from the server, the
 // CONNACK, is read on the way to paho: a refusal's retryAfter user
-// property goes to told. Writes pass through untouched, so it stays as
-// safe for concurrent writes as the connection it wraps (paho needs that).
+// property goes to told. paho writes a packet in several writes, from
+// whichever goroutine publishes, acknowledges or pings, and holds the
+// connection's lock across them (packets.WriteTo locks a sync.Locker):
+// without it those writes interleave and the stream breaks. No wrapped
+// connection keeps a packet whole by itself: a WebSocket sends each write
+// as a message, TLS each as a record, and TCP loses its one writev to the
+// wrapping.
 type connackConn struct {
 	net.Conn
 	told func(time.Duration)
+	mu   sync.Mutex // held across one packet's writes
 	buf  []byte
 	done bool
 }
@@ -92,20 +99,9 @@ func (c *connackConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Lock and Unlock are paho's hold on a write (packets.WriteTo locks a
-// connection that is a sync.Locker): the wrapped connection's, if it has
-// one.
-func (c *connackConn) Lock() {
-	if l, ok := c.Conn.(interface{ Lock() }); ok {
-		l.Lock()
-	}
-}
-
-func (c *connackConn) Unlock() {
-	if l, ok := c.Conn.(interface{ Unlock() }); ok {
-		l.Unlock()
-	}
-}
+// Lock and Unlock are paho's hold on the writes of one packet.
+func (c *connackConn) Lock()   { c.mu.Lock() }
+func (c *connackConn) Unlock() { c.mu.Unlock() }
 
 // scan decodes the CONNACK once its bytes are all in.
 func (c *connackConn) scan() {

@@ -2,8 +2,12 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
+	"net/url"
 	"sync"
 
+	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -88,4 +92,14 @@ func (c *Client) InjectHistoryFaults(f HistoryFault) {
 // made safe to ask again, so the rule is tested through this seam.
 func (c *Client) CallOnce(ctx context.Context, method string, params any) error {
 	return c.call(ctx, method, params, nil, false)
+}
+
+// Dial opens a connection to broker as the client's connection manager
+// does for each attempt (dial), with tlsCfg as Config.TLS.
+func Dial(ctx context.Context, broker string, tlsCfg *tls.Config) (net.Conn, error) {
+	u, err := url.Parse(broker)
+	if err != nil {
+		return nil, err
+	}
+	return (&Client{}).dial(ctx, autopaho.ClientConfig{TlsCfg: tlsCfg}, u)
 }
