@@ -103,8 +103,18 @@ func (c *connackConn) Read(p []byte) (int, error) {
 func (c *connackConn) Lock()   { c.mu.Lock() }
 func (c *connackConn) Unlock() { c.mu.Unlock() }
 
-// scan decodes the CONNACK once its bytes are all in.
+// maxConnack bounds the CONNACK held to be read: chatd's are a few
+// hundred bytes, while a remaining length may say up to 256 MB, which paho
+// reads (and refuses) itself; holding a copy of it would double that.
+const maxConnack = 64 << 10
+
+// scan decodes the CONNACK once its bytes are all in. A first packet that
+// is no CONNACK, or longer than maxConnack, is left to paho unread.
 func (c *connackConn) scan() {
+	if c.buf[0] != packets.CONNACK<<4 {
+		c.done, c.buf = true, nil
+		return
+	}
 	size, n := 0, 1 // remaining length, a varint of at most 4 bytes after the type byte
 	for shift := 0; ; shift += 7 {
 		if n >= len(c.buf) {
@@ -120,6 +130,10 @@ func (c *connackConn) scan() {
 		if b&0x80 == 0 {
 			break
 		}
+	}
+	if size > maxConnack {
+		c.done, c.buf = true, nil
+		return
 	}
 	if len(c.buf) < n+size {
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -130,3 +131,43 @@ func TestPacketsPublishedFromManyGoroutinesAtOnceReachTheServerWhole(t *testing.
 // payloadOf is publisher g's payload, long enough for paho to write it
 // apart from its header.
 func payloadOf(g int) []byte { return []byte(strings.Repeat(string(rune('a'+g)), 300)) }
+
+// The client reads the CONNACK on its way to paho, holding its bytes until
+// the packet is whole. A first packet that is no CONNACK, or one that says
+// it is longer than any CONNACK (up to 256 MB), is left to paho: the
+// connection keeps no copy of what it reads of it.
+func TestTheConnectionKeepsNoCopyOfAFirstPacketThatIsNoCONNACKOrLongerThanOne(t *testing.T) {
+	for name, header := range map[string][]byte{
+		"a CONNACK saying 200 MB": {0x20, 0x80, 0x80, 0x80, 0x64},
+		"a PUBLISH":               {0x30, 0x80, 0x80, 0x80, 0x64},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			const body = 1 << 20
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				_, _ = conn.Write(append(append([]byte{}, header...), make([]byte, body)...))
+				_, _ = conn.Read(make([]byte, 1)) // until the client closes
+			}()
+			conn, err := client.Dial(ctxFor(t, 10*time.Second), "mqtt://"+ln.Addr().String(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.CopyN(io.Discard, conn, int64(len(header)+body)); err != nil {
+				t.Fatal(err)
+			}
+			if n := client.ConnackBuffered(conn); n > 0 {
+				t.Fatalf("after reading %d bytes of %s, the connection holds %d bytes of it", len(header)+body, name, n)
+			}
+		})
+	}
+}

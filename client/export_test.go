@@ -103,3 +103,7 @@ func Dial(ctx context.Context, broker string, tlsCfg *tls.Config) (net.Conn, err
 	}
 	return (&Client{}).dial(ctx, autopaho.ClientConfig{TlsCfg: tlsCfg}, u)
 }
+
+// ConnackBuffered is how many bytes a connection Dial opened holds to
+// read the CONNACK from.
+func ConnackBuffered(conn net.Conn) int { return len(conn.(*connackConn).buf) }
