@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -74,19 +75,25 @@ func (c *Client) dial(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL
 
 // connackConn is a connection whose first packet from the server, the
 // CONNACK, is read on the way to paho: a refusal's retryAfter user
-// property goes to told. paho writes a packet in several writes, from
-// whichever goroutine publishes, acknowledges or pings, and holds the
-// connection's lock across them (packets.WriteTo locks a sync.Locker):
-// without it those writes interleave and the stream breaks. No wrapped
-// connection keeps a packet whole by itself: a WebSocket sends each write
-// as a message, TLS each as a record, and TCP loses its one writev to the
-// wrapping.
+// property goes to told. It also hands each packet paho writes to the
+// wrapped connection in one write. paho writes a packet in several writes
+// (packets.WriteTo: the fixed header, then each part), from whichever
+// goroutine publishes, acknowledges or pings, holding the connection's
+// lock across them (it is a sync.Locker): without the lock those writes
+// interleave and the stream breaks. Written apart, a packet would also go
+// as several WebSocket messages, TLS records or TCP segments (the one
+// writev a bare *net.TCPConn makes of them is lost to the wrapping), so
+// the writes made under the lock are gathered until the packet is whole.
 type connackConn struct {
 	net.Conn
 	told func(time.Duration)
-	mu   sync.Mutex // held across one packet's writes
-	buf  []byte
-	done bool
+	mu   sync.Mutex // paho's: held across one packet's writes
+	wmu  sync.Mutex // guards gather and out; one write to Conn at a time
+	// gather: mu is held, writes are parts of a packet, gathered in out.
+	gather bool
+	out    []byte
+	buf    []byte
+	done   bool
 }
 
 // Read is called by paho's one reader goroutine only.
@@ -100,8 +107,82 @@ func (c *connackConn) Read(p []byte) (int, error) {
 }
 
 // Lock and Unlock are paho's hold on the writes of one packet.
-func (c *connackConn) Lock()   { c.mu.Lock() }
-func (c *connackConn) Unlock() { c.mu.Unlock() }
+func (c *connackConn) Lock() {
+	c.mu.Lock()
+	c.wmu.Lock()
+	c.gather = true
+	c.wmu.Unlock()
+}
+
+// Unlock sends what is left gathered, should paho's writes have made no
+// whole packet; its error can reach no caller, so it closes the
+// connection, which paho's reader then reports.
+func (c *connackConn) Unlock() {
+	c.wmu.Lock()
+	if len(c.out) > 0 {
+		if err := c.flush(); err != nil {
+			c.Conn.Close()
+		}
+	}
+	c.gather = false
+	c.wmu.Unlock()
+	c.mu.Unlock()
+}
+
+// Write sends p at once, unless the lock is held: then p is a part of a
+// packet (paho writes only under the lock), and the write that makes the
+// packet whole sends it all and returns that send's error.
+func (c *connackConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.gather {
+		return c.Conn.Write(p)
+	}
+	c.out = append(c.out, p...)
+	switch size := packetSize(c.out); {
+	case size == 0:
+		return len(p), nil
+	case len(c.out) < size:
+		c.out = slices.Grow(c.out, size-len(c.out)) // one copy of a large payload, not several
+		return len(p), nil
+	}
+	if err := c.flush(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// maxKeptOut bounds the gathering buffer kept between packets: a large
+// publish's is let go.
+const maxKeptOut = 64 << 10
+
+// flush sends the gathered bytes in one write.
+func (c *connackConn) flush() error {
+	_, err := c.Conn.Write(c.out)
+	if cap(c.out) > maxKeptOut {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	return err
+}
+
+// packetSize reads the fixed header at the start of b: the whole packet's
+// length, 0 while the header is not all in b, -1 if it is no MQTT header
+// (a remaining length longer than 4 bytes).
+func packetSize(b []byte) int {
+	size := 0
+	for i, shift := 1, 0; i < len(b); i, shift = i+1, shift+7 {
+		if i > 4 {
+			return -1
+		}
+		size |= int(b[i]&0x7f) << shift
+		if b[i]&0x80 == 0 {
+			return i + 1 + size
+		}
+	}
+	return 0
+}
 
 // maxConnack bounds the CONNACK held to be read: chatd's are a few
 // hundred bytes, while a remaining length may say up to 256 MB, which paho
@@ -115,30 +196,15 @@ func (c *connackConn) scan() {
 		c.done, c.buf = true, nil
 		return
 	}
-	size, n := 0, 1 // remaining length, a varint of at most 4 bytes after the type byte
-	for shift := 0; ; shift += 7 {
-		if n >= len(c.buf) {
-			return
-		}
-		if n > 4 {
-			c.done, c.buf = true, nil // not MQTT: paho says so
-			return
-		}
-		b := c.buf[n]
-		n++
-		size |= int(b&0x7f) << shift
-		if b&0x80 == 0 {
-			break
-		}
-	}
-	if size > maxConnack {
+	size := packetSize(c.buf)
+	if size < 0 || size > maxConnack { // not MQTT (paho says so), or no CONNACK of chatd's
 		c.done, c.buf = true, nil
 		return
 	}
-	if len(c.buf) < n+size {
+	if size == 0 || len(c.buf) < size {
 		return
 	}
-	pk, err := packets.ReadPacket(bytes.NewReader(c.buf[:n+size]))
+	pk, err := packets.ReadPacket(bytes.NewReader(c.buf[:size]))
 	c.done, c.buf = true, nil
 	if err != nil {
 		return

@@ -3,10 +3,13 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,4 +173,171 @@ func TestTheConnectionKeepsNoCopyOfAFirstPacketThatIsNoCONNACKOrLongerThanOne(t 
 			}
 		})
 	}
+}
+
+// writeLog is a connection's end that notes each write reaching it, and
+// fails them once fail is set.
+type writeLog struct {
+	net.Conn
+	fail   atomic.Bool
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+var errWriteRefused = errors.New("write refused")
+
+func (w *writeLog) Write(p []byte) (int, error) {
+	if w.fail.Load() {
+		return 0, errWriteRefused
+	}
+	w.mu.Lock()
+	w.writes = append(w.writes, bytes.Clone(p))
+	w.mu.Unlock()
+	return w.Conn.Write(p)
+}
+
+func (w *writeLog) log() [][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.writes)
+}
+
+// onePacketEach fails t unless each chunk holds exactly one whole packet,
+// and returns their types.
+func onePacketEach(t *testing.T, what string, chunks [][]byte) []byte {
+	t.Helper()
+	var types []byte
+	for i, b := range chunks {
+		r := bytes.NewReader(b)
+		pk, err := packets.ReadPacket(r)
+		if err != nil || r.Len() > 0 {
+			t.Fatalf("%s %d of %d (%d bytes) is not one whole packet (%v, %d bytes left): a packet goes out in several",
+				what, i+1, len(chunks), len(b), err, r.Len())
+		}
+		types = append(types, pk.Type)
+	}
+	return types
+}
+
+// acceptMQTT answers a CONNECT read from conn, then reads packets until the
+// connection ends.
+func acceptMQTT(t *testing.T, conn net.Conn) {
+	defer conn.Close()
+	if pk, err := packets.ReadPacket(conn); err != nil || pk.Type != packets.CONNECT {
+		t.Errorf("the first packet is not a CONNECT: %v", err)
+		return
+	}
+	if _, err := packets.NewControlPacket(packets.CONNACK).WriteTo(conn); err != nil {
+		t.Errorf("write CONNACK: %v", err)
+		return
+	}
+	for {
+		if _, err := packets.ReadPacket(conn); err != nil {
+			return
+		}
+	}
+}
+
+// paho writes a packet as several writes; the connection the client dials
+// hands each packet to the connection under it in one write: one TCP
+// segment (as the writev of a bare TCP connection), one WebSocket
+// message, one TLS record. A write outside paho's lock goes out at once,
+// and a failed write of a packet is paho's error.
+func TestEachPacketPahoWritesReachesTheConnectionInOneWrite(t *testing.T) {
+	publish := func(ctx context.Context, t *testing.T, pc *paho.Client) {
+		t.Helper()
+		for g := range 3 {
+			p := &paho.Publish{Topic: fmt.Sprintf("t/%d", g), Payload: payloadOf(g),
+				Properties: &paho.PublishProperties{User: paho.UserProperties{{Key: "k", Value: "v"}}}}
+			if _, err := pc.Publish(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	t.Run("counted writes", func(t *testing.T) {
+		mine, theirs := net.Pipe()
+		go acceptMQTT(t, theirs)
+		under := &writeLog{Conn: mine}
+		conn := client.WrapConn(under)
+		t.Cleanup(func() { conn.Close() })
+		ctx := ctxFor(t, 10*time.Second)
+		pc := paho.NewClient(paho.ClientConfig{Conn: conn})
+		if _, err := pc.Connect(ctx, &paho.Connect{ClientID: "writer", CleanStart: true}); err != nil {
+			t.Fatal(err)
+		}
+		publish(ctx, t, pc)
+		types := onePacketEach(t, "write", under.log())
+		if want := []byte{packets.CONNECT, packets.PUBLISH, packets.PUBLISH, packets.PUBLISH}; !bytes.Equal(types, want) {
+			t.Fatalf("writes carried packets of types %v, want %v", types, want)
+		}
+
+		// Outside paho's lock a write goes out at once, as it is.
+		raw := []byte{packets.PINGREQ << 4, 0}
+		if n, err := conn.Write(raw[:1]); err != nil || n != 1 {
+			t.Fatalf("write outside the lock: %d, %v", n, err)
+		}
+		if w := under.log(); !bytes.Equal(w[len(w)-1], raw[:1]) {
+			t.Fatalf("a write outside the lock did not reach the connection at once: last write %v", w[len(w)-1])
+		}
+		if _, err := conn.Write(raw[1:]); err != nil {
+			t.Fatal(err)
+		}
+
+		under.fail.Store(true)
+		if _, err := pc.Publish(ctx, &paho.Publish{Topic: "t/0", Payload: payloadOf(0)}); !errors.Is(err, errWriteRefused) {
+			t.Fatalf("publish over a connection whose write fails: %v, want %v", err, errWriteRefused)
+		}
+	})
+
+	t.Run("websocket messages", func(t *testing.T) {
+		var mu sync.Mutex
+		var msgs [][]byte
+		up := websocket.Upgrader{Subprotocols: []string{"mqtt"}}
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ws, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer ws.Close()
+			for {
+				_, b, err := ws.ReadMessage()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				first := len(msgs) == 0
+				msgs = append(msgs, b)
+				mu.Unlock()
+				if first {
+					var ack bytes.Buffer
+					_, _ = packets.NewControlPacket(packets.CONNACK).WriteTo(&ack)
+					if err := ws.WriteMessage(websocket.BinaryMessage, ack.Bytes()); err != nil {
+						return
+					}
+				}
+			}
+		}))
+		t.Cleanup(hs.Close)
+		ctx := ctxFor(t, 10*time.Second)
+		conn, err := client.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/mqtt", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := paho.NewClient(paho.ClientConfig{Conn: conn})
+		t.Cleanup(func() { conn.Close() })
+		if _, err := pc.Connect(ctx, &paho.Connect{ClientID: "writer", CleanStart: true}); err != nil {
+			t.Fatal(err)
+		}
+		publish(ctx, t, pc)
+		testkit.WaitFor(t, 5*time.Second, "4 messages", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(msgs) >= 4
+		})
+		mu.Lock()
+		got := slices.Clone(msgs)
+		mu.Unlock()
+		onePacketEach(t, "message", got)
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
@@ -107,3 +108,6 @@ func Dial(ctx context.Context, broker string, tlsCfg *tls.Config) (net.Conn, err
 // ConnackBuffered is how many bytes a connection Dial opened holds to
 // read the CONNACK from.
 func ConnackBuffered(conn net.Conn) int { return len(conn.(*connackConn).buf) }
+
+// WrapConn wraps conn as dial wraps each connection it opens.
+func WrapConn(conn net.Conn) net.Conn { return &connackConn{Conn: conn, told: func(time.Duration) {}} }
