@@ -49,8 +49,10 @@ type UploadOptions struct {
 	Progress func(sent, total int64)
 	// Attempts bounds the PUTs of the bytes (default 6): a PUT cut short
 	// by the network is sent again from the start, one refused for now
-	// (429, 503) once the time its answer says has passed. It also bounds
-	// the ticket requests refused for now.
+	// (429, 503) once the time its answer says has passed (a refusal
+	// asking for more than 5 minutes, or for longer than the context has
+	// left, is returned at once). It also bounds the ticket requests
+	// refused for now.
 	Attempts int
 	// Purpose is "" (or "message") for a message's file, "avatar" for a
 	// picture to name as ProfileUpdate.AvatarUploadID or
@@ -173,6 +175,9 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 			continue
 		}
 		if !retryableUpload(err) {
+			return Attachment{}, err
+		}
+		if toldTooLong(ctx, err) {
 			return Attachment{}, err
 		}
 		last = err
@@ -419,7 +424,9 @@ type DownloadInfo struct {
 // chatd or, redirected, from the object store). A connection that breaks
 // is resumed where it stopped with a Range request, until ctx ends; a
 // GET refused for now (429, 503) is sent again once the time its answer
-// says (Retry-After) has passed.
+// says (Retry-After) has passed; a refusal asking for more than 5
+// minutes, or for longer than ctx has left, is returned at once (package
+// documentation, "Retry later").
 func (c *Client) Download(ctx context.Context, attachmentID string, w io.Writer) (DownloadInfo, error) {
 	return c.DownloadFrom(ctx, attachmentID, w, 0)
 }
@@ -463,6 +470,9 @@ func (c *Client) download(ctx context.Context, path string, w io.Writer, offset 
 		failures++
 		if failures > 8 {
 			return info, fmt.Errorf("download: gave up after %d attempts without progress: %w", failures, last)
+		}
+		if toldTooLong(ctx, err) {
+			return info, err
 		}
 		c.cfg.Logger.Info("download interrupted; resuming", "path", path, "at", offset, "err", err)
 		if !sleepCtx(ctx, c.retryDelay(failures, last)) {

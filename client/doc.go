@@ -165,9 +165,12 @@
 // second of jitter so that clients told the same second do not all come
 // back in the same instant; the same rule as a refused CONNECT's
 // retryAfter. Download asks again after a 429 as after a 503 (a GET is
-// safe to repeat). An upload's ticket refused with a longer delay (the
-// day's upload bytes used up: until midnight UTC) is returned at once,
-// as is one whose delay would outlast the context. The context ends a
+// safe to repeat). A refusal with a longer delay (an upload's ticket
+// refused for the day's upload bytes used up: until midnight UTC; a proxy
+// or object store asking for an hour) is returned at once, with its
+// Error.RetryAfter, as is one whose delay would outlast the context:
+// whether it is the ticket, the PUT, the completion, the upload's
+// read-back or a Download's GET that was refused. The context ends a
 // wait at once. The retries in the background follow the same rule: a
 // send chatd refused for now (PUBACK 0x80, or 0x97 for a re-publish of a
 // message that may be committed) is published again no sooner than its

@@ -62,20 +62,33 @@ func retryAfterHeader(resp *http.Response, now time.Time) time.Duration {
 
 // askAgainLater waits out err when it is a refusal that says when to ask
 // again (rate_limited, or unavailable with a retry delay: busy request
-// workers, a database outage) and reports whether to ask again. It does
-// not wait, and the caller gets the refusal with its RetryAfter at once,
-// when the delay is beyond maxToldRetry (an upload's daily quota) or would
-// outlast ctx; a wait ends with ctx.
+// workers, a database outage) and reports whether to ask again; not when
+// the delay is one the caller gets at once (toldTooLong). A wait ends
+// with ctx.
 func (c *Client) askAgainLater(ctx context.Context, n int, err error) bool {
 	var e *Error
-	if !errors.As(err, &e) || e.RetryAfter <= 0 || e.RetryAfter > maxToldRetry ||
+	if !errors.As(err, &e) || e.RetryAfter <= 0 ||
 		!(errors.Is(e, ErrRateLimited) || errors.Is(e, ErrUnavailable)) {
 		return false
 	}
-	d := c.retryDelay(n, err)
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+	if toldTooLong(ctx, err) {
 		return false
 	}
+	d := c.retryDelay(n, err)
 	c.cfg.Logger.Info("chatd asked to retry later; waiting", "op", e.Op, "wait", d)
 	return sleepCtx(ctx, d)
+}
+
+// toldTooLong reports whether err is a refusal whose retry delay is not
+// waited out by an operation that retries by itself (Upload, Download):
+// one beyond maxToldRetry (an upload's daily quota, until midnight), or
+// one that would outlast ctx. The caller gets the refusal, with its
+// RetryAfter, at once, and decides.
+func toldTooLong(ctx context.Context, err error) bool {
+	told := toldBy(err)
+	if told <= 0 {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return told > maxToldRetry || ok && time.Until(dl) < told
 }

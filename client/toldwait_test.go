@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/media/mediatest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
@@ -237,6 +238,77 @@ func TestWaitingOutARetryAfterEndsWhenTheContextIsCancelled(t *testing.T) {
 		}
 		if n := len(rec.of(c.method)); n != 1 {
 			t.Fatalf("%d %ss within the Retry-After of the first", n, c.method)
+		}
+	}
+}
+
+// TestAnUploadOrADownloadToldToWaitBeyondTheCapOrItsContextReturnsTheRefusalAtOnce:
+// a load balancer answers every PUT and GET 503 with a Retry-After the
+// client does not sit out: an hour (beyond the 5 minutes it waits at
+// most), or a minute when the context ends sooner. Upload and Download
+// return the refusal at once, with its RetryAfter, as an upload's ticket
+// refused so does, instead of waiting 5 minutes or until the context ends.
+func TestAnUploadOrADownloadToldToWaitBeyondTheCapOrItsContextReturnsTheRefusalAtOnce(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retryAfter atomic.Int64
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, _ *http.Request) bool {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfter.Load(), 10))
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return true
+	})
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.HTTPURL = rec.URL
+	alice := connect(t, cfg)
+
+	for _, told := range []struct {
+		name     string
+		after    time.Duration
+		deadline time.Duration // 0: none
+	}{
+		{"an hour", time.Hour, 0},
+		{"a minute, the context ending sooner", time.Minute, 20 * time.Second},
+	} {
+		retryAfter.Store(int64(told.after / time.Second))
+		for _, c := range []struct {
+			method string
+			run    func(ctx context.Context) error
+		}{
+			{http.MethodPut, func(ctx context.Context) error {
+				_, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
+				return err
+			}},
+			{http.MethodGet, func(ctx context.Context) error {
+				_, err := alice.Download(ctx, "00000000-0000-0000-0000-000000000000", io.Discard)
+				return err
+			}},
+		} {
+			t.Run(told.name+"/"+c.method, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				if told.deadline > 0 {
+					ctx, cancel = context.WithTimeout(context.Background(), told.deadline)
+				}
+				defer cancel()
+				before := len(rec.of(c.method))
+				done := make(chan error, 1)
+				go func() { done <- c.run(ctx) }()
+				select {
+				case err := <-done:
+					var e *client.Error
+					if !errors.As(err, &e) || e.Status != http.StatusServiceUnavailable || e.RetryAfter != told.after {
+						t.Fatalf("%s refused with Retry-After %v: %v, want the refusal with RetryAfter %v", c.method, told.after, err, told.after)
+					}
+				case <-time.After(5 * time.Second):
+					cancel()
+					t.Fatalf("%s told to retry after %v still waiting 5 s later", c.method, told.after)
+				}
+				if n := len(rec.of(c.method)) - before; n != 1 {
+					t.Fatalf("%d %ss, want 1", n, c.method)
+				}
+			})
 		}
 	}
 }
