@@ -196,19 +196,7 @@ func TestWaitingOutARetryAfterEndsWhenTheContextIsCancelled(t *testing.T) {
 	cfg.HTTPURL = rec.URL
 	alice := connect(t, cfg)
 
-	for _, c := range []struct {
-		method string
-		run    func(ctx context.Context) error
-	}{
-		{http.MethodPut, func(ctx context.Context) error {
-			_, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
-			return err
-		}},
-		{http.MethodGet, func(ctx context.Context) error {
-			_, err := alice.Download(ctx, "00000000-0000-0000-0000-000000000000", io.Discard)
-			return err
-		}},
-	} {
+	for _, c := range uploadAndDownload(alice, g.ID) {
 		ctx, cancel := context.WithCancel(context.Background())
 		// Cancelled 1 s after the first refusal: long enough for a retry
 		// that did not wait as told.
@@ -273,19 +261,7 @@ func TestAnUploadOrADownloadToldToWaitBeyondTheCapOrItsContextReturnsTheRefusalA
 		{"a minute, the context ending sooner", time.Minute, 20 * time.Second},
 	} {
 		retryAfter.Store(int64(told.after / time.Second))
-		for _, c := range []struct {
-			method string
-			run    func(ctx context.Context) error
-		}{
-			{http.MethodPut, func(ctx context.Context) error {
-				_, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
-				return err
-			}},
-			{http.MethodGet, func(ctx context.Context) error {
-				_, err := alice.Download(ctx, "00000000-0000-0000-0000-000000000000", io.Discard)
-				return err
-			}},
-		} {
+		for _, c := range uploadAndDownload(alice, g.ID) {
 			t.Run(told.name+"/"+c.method, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				if told.deadline > 0 {
@@ -310,5 +286,26 @@ func TestAnUploadOrADownloadToldToWaitBeyondTheCapOrItsContextReturnsTheRefusalA
 				}
 			})
 		}
+	}
+}
+
+// transfer is one HTTP transfer of the SDK's, by the method it sends.
+type transfer struct {
+	method string
+	run    func(ctx context.Context) error
+}
+
+// uploadAndDownload are an upload of a small picture to conv (its PUT)
+// and a download, as c makes them.
+func uploadAndDownload(c *client.Client, conv int64) []transfer {
+	return []transfer{
+		{http.MethodPut, func(ctx context.Context) error {
+			_, err := c.Upload(ctx, conv, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
+			return err
+		}},
+		{http.MethodGet, func(ctx context.Context) error {
+			_, err := c.Download(ctx, "00000000-0000-0000-0000-000000000000", io.Discard)
+			return err
+		}},
 	}
 }

@@ -40,18 +40,11 @@ func TestAKeyedGroupCreateWaitingOnAnotherClaimOfItsKeyAnswersThatGroup(t *testi
 			holdExec(t, ctx, hold, `INSERT INTO conversation_member (conversation_id, user_id, role) VALUES ($1, 1, 'owner'), ($1, 2, 'member')`, theirs)
 			holdExec(t, ctx, hold, `INSERT INTO group_create (creator_id, create_key, conversation_id, title, members) VALUES (1, $1, $2, $3, '{2}')`, key, theirs, c.title)
 
-			type result struct {
-				conv    chat.Conversation
-				created bool
-				err     error
-			}
-			done := make(chan result, 1)
-			go func() {
-				conv, created, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "team", Members: []int64{2}, Key: key})
-				done <- result{conv, created, err}
-			}()
+			done := inBackground(func() (chat.Conversation, bool, error) {
+				return st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "team", Members: []int64{2}, Key: key})
+			})
 			endHoldOnceWaitedOn(t, ctx, pool, hold, "group_create", c.commit)
-			var r result
+			var r opened
 			select {
 			case r = <-done:
 			case <-time.After(20 * time.Second):
@@ -100,18 +93,9 @@ func TestAnOpenDirectWaitingOnAnotherClaimOfThePairAnswersThatConversation(t *te
 			holdExec(t, ctx, hold, `INSERT INTO conversation_member (conversation_id, user_id, role) VALUES ($1, 3, 'member'), ($1, 7, 'member')`, theirs)
 			holdExec(t, ctx, hold, `INSERT INTO direct_pair (user_low, user_high, conversation_id) VALUES (3, 7, $1)`, theirs)
 
-			type result struct {
-				conv    chat.Conversation
-				created bool
-				err     error
-			}
-			done := make(chan result, 1)
-			go func() {
-				conv, created, err := st.OpenDirect(ctx, 7, 3)
-				done <- result{conv, created, err}
-			}()
+			done := inBackground(func() (chat.Conversation, bool, error) { return st.OpenDirect(ctx, 7, 3) })
 			endHoldOnceWaitedOn(t, ctx, pool, hold, "direct_pair", commit)
-			var r result
+			var r opened
 			select {
 			case r = <-done:
 			case <-time.After(20 * time.Second):
@@ -164,4 +148,22 @@ func endHoldOnceWaitedOn(t *testing.T, ctx context.Context, pool *pgxpool.Pool, 
 	if err := end(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// opened is the outcome of a call that opens or creates a conversation.
+type opened struct {
+	conv    chat.Conversation
+	created bool
+	err     error
+}
+
+// inBackground runs open on a goroutine of its own: the test watches it
+// wait for a lock and then answers.
+func inBackground(open func() (chat.Conversation, bool, error)) <-chan opened {
+	done := make(chan opened, 1)
+	go func() {
+		conv, created, err := open()
+		done <- opened{conv, created, err}
+	}()
+	return done
 }
