@@ -34,7 +34,11 @@
 // once a Tick, in batches, each one transaction: conversations none of
 // whose members has a device are passed over first (passOverSQL: their
 // cursors move to last_seq, their entries are not read), the others are
-// decided (decideSQL): the messages after the
+// decided (decideSQL). While no device is registered anywhere, every
+// conversation is one to pass over, so the due ones wait and are passed
+// over together once a second instead of once a Tick (the decider looks
+// for a device, a read, at each tick that has something due, and decides
+// as before from the tick that sees one). In a decision, the messages after the
 // cursor that are older than Delay are due (other entries of the stream
 // at once: they never push); a recipient who is a member since before
 // the message, not its sender, and neither acknowledged nor read it, with

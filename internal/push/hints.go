@@ -75,6 +75,12 @@ func (q *hintQueue) take(now time.Time, n int) []int64 {
 	return ids
 }
 
+// anyDue reports whether the earliest heap entry is due at now; it may be
+// a stale one.
+func (q *hintQueue) anyDue(now time.Time) bool {
+	return len(q.heap) > 0 && !q.heap[0].due.After(now)
+}
+
 func (q *hintQueue) clear() {
 	clear(q.due)
 	q.heap = q.heap[:0]

@@ -180,6 +180,14 @@ func (p *Pusher) due(now time.Time, n int) []int64 {
 	return p.hints.take(now, n)
 }
 
+// anyDue reports whether a conversation may be due at now (a hint moved
+// later since can make it answer true for nothing).
+func (p *Pusher) anyDue(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hints.anyDue(now)
+}
+
 func (p *Pusher) setLeading(v bool) {
 	p.mu.Lock()
 	p.leading = v
