@@ -9,7 +9,9 @@
 # events of active backends 50 times over the next 10 s, and prints:
 #   - the wait-event histogram (Lock:* = lock waits, IO:WALSync = fsync,
 #     cpu = running);
-#   - sequential scans per table (a key lookup planned as a scan shows here);
+#   - sequential scans per table (a key lookup planned as a scan shows here)
+#     and rows inserted, updated (HOT: without an index entry), deleted;
+#   - the seconds since the reset, commits and WAL written meanwhile;
 #   - the statements by total execution time;
 #   - the CPU seconds each kind of PostgreSQL process spent meanwhile
 #     (chatd's pool, its push decider's, the WAL writer, autovacuum ...),
@@ -43,7 +45,8 @@ psql "$DB" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 	-http "http://$HTTP" -data-dir "$W/data" -chatd-pid "$P" -settle 60s -json "$@" >"$W/out.json" 2>"$W/chatbench.err" &
 B=$!
 sleep 20
-psql "$DB" -qc "SELECT pg_stat_statements_reset()" >/dev/null
+psql "$DB" -qc "SELECT pg_stat_statements_reset(), pg_stat_reset(), pg_stat_reset_shared('wal')" >/dev/null
+T0=$(date +%s.%N)
 # cpu_by_process prints "pid|kind|CPU ticks" for every process of the
 # cluster that pg_stat_activity names (chatd's pools by application name).
 cpu_by_process() {
@@ -63,9 +66,14 @@ for _ in $(seq 1 50); do
 done | sort | uniq -c | sort -rn | head -20
 cpu_by_process | sort -t"|" -k1,1 >"$W/cpu2"
 C2=$(awk '{print $14 + $15}' "/proc/$P/stat")
-echo "== sequential scans"
-psql "$DB" -c "SELECT relname, seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables ORDER BY seq_tup_read DESC LIMIT 6"
-echo "== statements by total execution time (10 s)"
+T1=$(date +%s.%N)
+echo "== since the reset: $(awk -v a="$T0" -v b="$T1" 'BEGIN {printf "%.1f", b - a}') s; commits, WAL"
+psql "$DB" -c "SELECT d.xact_commit AS commits, w.wal_records, w.wal_fpi, pg_size_pretty(w.wal_bytes) AS wal
+	FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()"
+echo "== sequential scans and row writes (HOT: updates that wrote no index entry)"
+psql "$DB" -c "SELECT relname, seq_scan, seq_tup_read, idx_scan, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot, n_tup_del AS del, n_live_tup
+	FROM pg_stat_user_tables ORDER BY seq_tup_read + n_tup_ins + n_tup_upd + n_tup_del DESC LIMIT 10"
+echo "== statements by total execution time (since the reset)"
 psql "$DB" -c "SELECT calls, round(total_exec_time::numeric) AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 100) AS query
 	FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15"
 echo "== CPU seconds over those 10 s, by process kind (chatd itself: $(awk -v a="$C1" -v b="$C2" 'BEGIN {printf "%.2f", (b - a) / 100}'))"
