@@ -39,6 +39,10 @@
 # PAUSE_MS=N sleeps N ms after each call, untimed, as a lone sender's
 # backend idles between sends (its caches and the core go cold): e.g.
 # PAUSE_MS=20 PAIRED=100 is 50 sends a second.
+# CPU=1 times the backend's own CPU instead of the wall (the run time
+# /proc/self/schedstat counts in ns, read before and after each chunk):
+# on a loaded machine the wall time also holds the waits for a core,
+# which swamp a difference of a few percent.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/sendvariants.sh VARIANT [VARIANT ...]" >&2; exit 2; }
 ROUNDS=${ROUNDS:-6}
@@ -94,7 +98,8 @@ arr() { echo "ARRAY[' || string_agg($1, ',') || ']"; }
 # paired: every variant under a name of its own, timed in turn by one DO
 # block (PAIRED above).
 paired() {
-	local i=0 f fn calls="" names=()
+	local i=0 f fn calls="" names=() unit="wall"
+	[ -n "${CPU:-}" ] && unit="backend CPU"
 	for f in "${files[@]}"; do
 		i=$((i + 1))
 		fn=chat_send_batch_v$i
@@ -105,6 +110,7 @@ paired() {
 		names+=("v$i=${f##*/}")
 		calls+="
 		us := 0;
+		IF cpu THEN ns0 := split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint; END IF;
 		FOR i IN 1..$PAIRED LOOP
 			t0 := clock_timestamp();
 			PERFORM * FROM $fn(${args//ids()/array(SELECT gen_random_uuid() FROM generate_series(1, $BATCH))});
@@ -112,18 +118,20 @@ paired() {
 			us := us + extract(epoch FROM clock_timestamp() - t0) * 1e6;
 			IF $PAUSE_MS > 0 THEN PERFORM pg_sleep($PAUSE_MS / 1000.0); END IF;
 		END LOOP;
+		IF cpu THEN us := (split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - ns0) / 1e3; END IF;
 		us := us / $PAIRED;
 		line := line || ' v$i=' || round(us);
 		IF r > 0 THEN tot[$i] := COALESCE(tot[$i], 0) + us; END IF;"
 	done
 	echo "variants: ${names[*]}"
-	echo "round µs-per-call-and-commit-of-$BATCH (wall, in the backend; round 0 is the warm-up)"
+	echo "round µs-per-call-and-commit-of-$BATCH ($unit, in the backend; round 0 is the warm-up)"
 	"$PSQL" "$DBURL" -q -v ON_ERROR_STOP=1 <<SQL 2>&1 | sed -n 's/.*NOTICE: *//p'
 SET synchronous_commit = off;
 SET chat.defer_notify = on;
 DO \$\$
 DECLARE
 	t0 timestamptz; us float8; line text; tot float8[] := '{}';
+	cpu boolean := $([ -n "${CPU:-}" ] && echo true || echo false); ns0 bigint;
 	k text[]; c bigint[]; u bigint[]; b text[]; t bigint[]; fc bigint[]; fs bigint[]; e text[]; o boolean[];
 BEGIN
 	SELECT array_agg('message'::text), array_agg(x.c), array_agg(x.u), array_agg(repeat('x', 100)), array_agg(0::bigint),
@@ -145,12 +153,13 @@ END
 SQL
 }
 # medians: the rounds' medians (a round the machine disturbed moves the
-# mean), and each variant's median difference from v1, round by round.
+# mean), and each variant's median difference from v1, round by round,
+# with how many rounds it was higher.
 medians() {
 	awk '
 		/^[0-9]+ v1=/ && $1 > 0 { n++; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[i, n] = kv[2]; if (i == 2) base[n] = kv[2] } ; nf = NF }
 		function med(a, m,   i, j, t) { for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }; return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
-		END { line = "median over the rounds:"; for (i = 2; i <= nf; i++) { delete a; delete d; for (r = 1; r <= n; r++) { a[r] = v[i, r]; d[r] = v[i, r] - base[r] }; line = line " v" i - 1 "=" med(a, n); if (i > 2) diff = diff " v" i - 1 "-v1=" med(d, n) }; print line; if (diff != "") print "median of the rounds'"'"' differences:" diff }'
+		END { line = "median over the rounds:"; for (i = 2; i <= nf; i++) { delete a; delete d; for (r = 1; r <= n; r++) { a[r] = v[i, r]; d[r] = v[i, r] - base[r] }; line = line " v" i - 1 "=" med(a, n); if (i > 2) { up = 0; for (r = 1; r <= n; r++) if (d[r] > 0) up++; diff = diff " v" i - 1 "-v1=" med(d, n) " (higher in " up " of " n ")" } }; print line; if (diff != "") print "median of the rounds'"'"' differences:" diff }'
 }
 if [ -n "${PAIRED:-}" ]; then
 	paired | tee "$WORK/paired.txt"
