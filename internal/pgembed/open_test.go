@@ -214,3 +214,20 @@ func TestOpenEmbeddedShared(t *testing.T) {
 	defer closeThird(ctx)
 	wantMarker(t, ctx, third, "data lost across restart")
 }
+
+// TestEmbeddedClusterCreatesWALSegmentsWithoutZeros: a commit that crosses
+// into a new WAL segment creates it holding the WAL write lock, so every
+// commit in flight waits while it is made; the embedded cluster must not
+// spend that time writing 16 MB of zeros first.
+func TestEmbeddedClusterCreatesWALSegmentsWithoutZeros(t *testing.T) {
+	ctx := context.Background()
+	_, pool, closeDB := startCluster(t, pgembed.OpenOwner, 2)
+	defer closeDB(ctx)
+	var v string
+	if err := pool.QueryRow(ctx, "SHOW wal_init_zero").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != "off" {
+		t.Errorf("wal_init_zero = %s, want off", v)
+	}
+}
