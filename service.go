@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -433,12 +434,20 @@ func (s *Service) MarkRead(ctx context.Context, conversationID, userID, seq int6
 // Typing tells the conversation's members online that userID is typing:
 // at most one event per user and conversation per TypingInterval (the rest
 // are dropped without an error), within the user's typing rate limit, and
-// only from a member. Nothing is stored.
+// only from a member. Nothing is stored. The throttle comes before the
+// membership check, which costs a query: an indicator it holds back is
+// answered as the last one it let through was, so that one refused (not a
+// member, blocked) is refused for the whole interval rather than answered
+// as accepted.
 func (s *Service) Typing(ctx context.Context, conversationID, userID int64) error {
 	if err := ValidateID("conversationId", conversationID); err != nil {
 		return err
 	}
-	if !s.typing.allow(userID, conversationID, time.Now()) {
+	ok, refused := s.typing.allow(userID, conversationID, time.Now())
+	if !ok {
+		if refused != nil {
+			return fmt.Errorf("%w (%w)", refused, ErrTypingHeldBack)
+		}
 		return nil
 	}
 	// The per-user limit counts forwarded typing events only: the
@@ -446,50 +455,86 @@ func (s *Service) Typing(ctx context.Context, conversationID, userID int64) erro
 	if err := s.take(ctx, RateTyping, UserKey(userID)); err != nil {
 		return err
 	}
-	return s.Store.Typing(ctx, conversationID, userID)
+	err := s.Store.Typing(ctx, conversationID, userID)
+	switch ErrorCode(err) {
+	case CodeNotMember, CodeNotFound, CodeBlocked, CodeForbidden:
+		s.typing.refuse(userID, conversationID, err)
+	}
+	return err
 }
+
+// ErrTypingHeldBack marks the refusal of a typing indicator the throttle
+// held back, repeating the refusal the one it let through in the same
+// interval met. That one was told already: a transport may drop this one
+// silently where it has no acknowledgement to answer (QoS 0), rather than
+// send an error per keystroke.
+var ErrTypingHeldBack = errors.New("a typing indicator of the same interval was refused")
 
 // TypingInterval is the least time between two typing events of one user
 // in one conversation.
 const TypingInterval = time.Second
 
 // typingThrottle remembers when each (user, conversation) last forwarded a
-// typing event; entries older than TypingInterval are forgotten once the
-// map holds more than typingRemembered, by a scan of the whole map at most
-// once per TypingInterval: an event must not pay for a scan each, which
-// a map kept above the bound by recent entries (a flood of typing to
-// made-up conversations passes the throttle before anything refuses it)
-// would make it do, under the lock every typing event of the node takes.
+// typing event, and the refusal it met if it was refused; entries older
+// than TypingInterval are forgotten once the map holds more than
+// typingRemembered, by a scan of the whole map at most once per
+// TypingInterval: an event must not pay for a scan each, which a map kept
+// above the bound by recent entries (a flood of typing to made-up
+// conversations passes the throttle before anything refuses it) would make
+// it do, under the lock every typing event of the node takes.
 type typingThrottle struct {
 	mu    sync.Mutex
-	last  map[[2]int64]time.Time
+	last  map[[2]int64]typingTurn
 	swept time.Time // the last scan
+}
+
+// typingTurn is the last indicator a (user, conversation) let through:
+// when, and what refused it (nil: it went out, or only the rate limit or
+// the database stopped it, which say nothing about the next ones).
+type typingTurn struct {
+	at      time.Time
+	refused error
 }
 
 // typingRemembered is how many (user, conversation) pairs the throttle
 // keeps before it forgets the old ones.
 const typingRemembered = 100000
 
-func (t *typingThrottle) allow(user, conv int64, now time.Time) bool {
+// allow reports whether an indicator of user in conv at now goes on to
+// the checks; when it does not, refused is what the last one that did
+// met (nil: it went out).
+func (t *typingThrottle) allow(user, conv int64, now time.Time) (ok bool, refused error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.last == nil {
-		t.last = map[[2]int64]time.Time{}
+		t.last = map[[2]int64]typingTurn{}
 	}
 	k := [2]int64{user, conv}
-	if now.Sub(t.last[k]) < TypingInterval {
-		return false
+	if last := t.last[k]; now.Sub(last.at) < TypingInterval {
+		return false, last.refused
 	}
-	t.last[k] = now
+	t.last[k] = typingTurn{at: now}
 	if len(t.last) > typingRemembered && now.Sub(t.swept) >= TypingInterval {
 		t.swept = now
-		for k, at := range t.last {
-			if now.Sub(at) > TypingInterval {
+		for k, turn := range t.last {
+			if now.Sub(turn.at) > TypingInterval {
 				delete(t.last, k)
 			}
 		}
 	}
-	return true
+	return true, nil
+}
+
+// refuse records that the indicator allow last let through for user in
+// conv was refused with err: the others of its interval are answered so.
+func (t *typingThrottle) refuse(user, conv int64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := [2]int64{user, conv}
+	if turn, ok := t.last[k]; ok {
+		turn.refused = err
+		t.last[k] = turn
+	}
 }
 
 // History validates the query and pages messages.

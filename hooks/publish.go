@@ -439,9 +439,10 @@ func (h *Chat) onRead(p *publish, pk packets.Packet, conv int64) {
 }
 
 // onTyping hands a typing indicator to the Service, which throttles it and
-// tells the members online; nothing is stored. Over the typing rate limit
-// a QoS 0 indicator is dropped silently: an error event per keystroke would
-// cost more than the indicator.
+// tells the members online; nothing is stored. Over the typing rate limit,
+// or refused again within the interval of a refusal already told, a QoS 0
+// indicator is dropped silently: an error event per keystroke would cost
+// more than the indicator.
 func (h *Chat) onTyping(p *publish, pk packets.Packet, conv int64) {
 	if !typingPayload(pk.Payload) {
 		p.fail("typing", chat.Errorf(chat.CodeInvalid, "typing payload must be {}"), conv, "")
@@ -451,8 +452,8 @@ func (h *Chat) onTyping(p *publish, pk packets.Packet, conv int64) {
 		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 		defer cancel()
 		if err := h.cfg.Service.Typing(ctx, conv, p.ci.userID); err != nil {
-			if p.qos == 0 && chat.ErrorCode(err) == chat.CodeRateLimited {
-				h.cfg.Metrics.Publishes.WithLabelValues("typing", string(chat.CodeRateLimited)).Inc()
+			if p.qos == 0 && (chat.ErrorCode(err) == chat.CodeRateLimited || errors.Is(err, chat.ErrTypingHeldBack)) {
+				h.cfg.Metrics.Publishes.WithLabelValues("typing", string(chat.ErrorCode(err))).Inc()
 				p.answer(chat.Ack{})
 				return
 			}

@@ -11,6 +11,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
 )
 
 // typingUntil reads c's events until the typing event of conversation
@@ -79,5 +80,59 @@ func TestTypingOnOneNodeReachesTheMembersOnAnotherAndNobodyElse(t *testing.T) {
 	var stored int
 	if err := a.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE type = 'typing'`).Scan(&stored); err != nil || stored != 0 {
 		t.Fatalf("%d typing events stored in the outbox (%v)", stored, err)
+	}
+}
+
+// TestATypingIndicatorRepeatedWithinASecondIsRefusedAsTheFirst: the
+// per-second typing throttle comes before the membership check, so an
+// indicator of the same second as a refused one never reaches it; it must
+// still be refused as that one was (not_member, blocked), not answered as
+// if it had been let through: PUBACK 0x87 with the same code on v5, the
+// PUBACK and an error event on v3.1.1. A member's indicator of the same
+// second is still dropped quietly (PUBACK 0x00).
+func TestATypingIndicatorRepeatedWithinASecondIsRefusedAsTheFirst(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	ctx := context.Background()
+	const owner, stranger, blocker, blocked = 1, 3, 10, 11
+	g := mustGroup(t, ctx, srv, owner, "g", nil).ID
+	d := mustDirect(t, ctx, srv, blocker, blocked).ID
+	if st := api(t, srv, blocker, "PUT", fmt.Sprintf("/v1/me/blocks/%d", blocked), nil, nil); st != 204 {
+		t.Fatalf("block: %d", st)
+	}
+	for _, c := range []struct {
+		who        string
+		user, conv int64
+		code       string
+	}{
+		{"never a member", stranger, g, string(chat.CodeNotMember)},
+		{"blocked", blocked, d, string(chat.CodeBlocked)},
+		{"member", owner, g, ""},
+	} {
+		v5 := rawClient(t, srv.MQTTAddr(), c.user, fmt.Sprintf("typist-%d-v5", c.user), 5, true)
+		v4 := rawClient(t, srv.MQTTAddr(), c.user, fmt.Sprintf("typist-%d-v4", c.user), 4, true)
+		topic := fmt.Sprintf("chat/v1/conv/%d/typing", c.conv)
+		for i := 1; i <= 3; i++ {
+			ack, err := v5.Publish(topic, 1, []byte(`{}`))
+			if err != nil {
+				t.Fatalf("%s, indicator %d: %v", c.who, i, err)
+			}
+			want := byte(0x87)
+			if c.code == "" {
+				want = 0
+			}
+			if got := userProp(ack.Properties.User, "code"); ack.ReasonCode != want || got != c.code {
+				t.Errorf("%s, v5 indicator %d: PUBACK 0x%02x code %q, want 0x%02x %q", c.who, i, ack.ReasonCode, got, want, c.code)
+			}
+		}
+		if c.code == "" {
+			continue
+		}
+		ack, err := v4.Publish(topic, 1, []byte(`{}`))
+		if err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("%s, v3.1.1 indicator: PUBACK 0x%02x %v", c.who, ack.ReasonCode, err)
+		}
+		if ev := nextEvent(t, v4, chat.EventError, 10*time.Second); ev.Code != c.code || ev.ConversationID != c.conv {
+			t.Errorf("%s, v3.1.1 indicator: error event %+v, want code %q of conversation %d", c.who, ev, c.code, c.conv)
+		}
 	}
 }
