@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -69,6 +70,18 @@ var conversationActions = map[string]RouteKind{
 	"edit":   RouteEdit,
 	"recall": RouteRecall,
 	"react":  RouteReact,
+}
+
+// ConversationActions returns the last segments of a conversation's
+// publish topics (chat/v1/conv/{cid}/{action}), sorted, so that a test
+// can go through every one and a new one cannot go untested.
+func ConversationActions() []string {
+	out := make([]string, 0, len(conversationActions))
+	for a := range conversationActions {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func validMethod(m string) bool {
