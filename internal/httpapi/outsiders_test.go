@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,6 +39,11 @@ type doorFixture struct {
 	removedMsg             string
 	upload, photo          string
 	device                 int64
+	// own is a direct conversation of each outsider of g with pal, into
+	// which they may send: what they name from g must not come along.
+	own map[int64]int64
+	// mine is a group gMember owns, to name others' uploads as its avatar.
+	mine int64
 }
 
 // Users of the door fixture. stranger never was a member of anything.
@@ -49,6 +55,7 @@ const (
 	gLeaver  int64 = 6
 	blocker  int64 = 10
 	blocked  int64 = 11
+	pal      int64 = 20
 )
 
 func newDoorFixture(t *testing.T) doorFixture {
@@ -89,6 +96,16 @@ func newDoorFixture(t *testing.T) doorFixture {
 	var dev struct{ ID int64 }
 	e.must(http.StatusCreated, gOwner, "POST", "/v1/devices", map[string]string{"platform": "fcm", "token": secret + "-token"}, &dev)
 	f.device = dev.ID
+
+	f.own = map[int64]int64{}
+	for _, u := range []int64{stranger, gRemoved, gLeaver} {
+		var c chat.Conversation
+		e.must(http.StatusCreated, u, "POST", pathf("/v1/direct/%d", pal), nil, &c)
+		f.own[u] = c.ID
+	}
+	var mine chat.Conversation
+	e.must(http.StatusCreated, gMember, "POST", "/v1/conversations", map[string]any{"type": "group", "title": "mine", "members": []int64{}}, &mine)
+	f.mine = mine.ID
 
 	var d chat.Conversation
 	e.must(http.StatusCreated, blocker, "POST", pathf("/v1/direct/%d", blocked), nil, &d)
@@ -226,6 +243,18 @@ func TestEveryConversationScopedDoorRefusesAnOutsider(t *testing.T) {
 				gp(`,"clientMsgId":"7d8f1a52-0000-4000-8000-000000000002","body":"x"`)),
 			isBlocked(dirp("/v1/conversations/%d/messages"), map[string]string{"clientMsgId": "7d8f1a52-0000-4000-8000-000000000003", "body": "x"},
 				dirp(`{"conversationId":%d,"clientMsgId":"7d8f1a52-0000-4000-8000-000000000004","body":"x"}`)),
+			// A message of g forwarded, or another's upload attached, into
+			// a conversation of the outsider's own.
+			f.intoOwn(stranger, "forward", pathf(`"forward":{"conversationId":%d,"seq":1}`, g), http.StatusForbidden, "forbidden"),
+			f.intoOwn(gRemoved, "forward", pathf(`"forward":{"conversationId":%d,"seq":1}`, g), http.StatusForbidden, "forbidden"),
+			f.intoOwn(gRemoved, "forward of their own", pathf(`"forward":{"conversationId":%d,"seq":%d}`, g, f.removedSeq), http.StatusForbidden, "forbidden"),
+			f.intoOwn(gLeaver, "forward", pathf(`"forward":{"conversationId":%d,"seq":1}`, g), http.StatusForbidden, "forbidden"),
+			f.intoOwn(stranger, "another's upload", `"attachments":[{"uploadId":"`+f.upload+`"}]`, http.StatusForbidden, "forbidden"),
+			f.intoOwn(stranger, "another's attachment", `"attachments":[{"uploadId":"`+f.photo+`"}]`, http.StatusForbidden, "forbidden"),
+			knock{who: "a member, another's upload", user: gMember, path: conv("/v1/conversations/%d/messages"),
+				body:    `{"clientMsgId":"7d8f1a52-0000-4000-8000-000000000010","attachments":[{"uploadId":"` + f.upload + `"}]}`,
+				payload: gp(`,"clientMsgId":"7d8f1a52-0000-4000-8000-000000000011","attachments":[{"uploadId":"` + f.upload + `"}]`),
+				want:    http.StatusForbidden, code: "forbidden"},
 			// A removed sender's resend of what they sent as a member is
 			// the duplicate they are entitled to, and no more.
 			knock{who: "removed, resending their own", user: gRemoved, path: conv("/v1/conversations/%d/messages"),
@@ -282,18 +311,26 @@ func TestEveryConversationScopedDoorRefusesAnOutsider(t *testing.T) {
 		"GET /v1/devices": every("/v1/devices", nil, `{}`, http.StatusOK, ""),
 		"DELETE /v1/devices/{id}": append(every(pathf("/v1/devices/%d", f.device), nil, pathf(`{"id":%d}`, f.device), http.StatusNotFound, "not_found"),
 			knock{who: "a member, another's device", user: gMember, path: pathf("/v1/devices/%d", f.device), payload: pathf(`{"id":%d}`, f.device), want: http.StatusNotFound, code: "not_found"}),
-		"GET /v1/push/vapid":                 nil,
-		"GET /v1/me":                         nil,
-		"PUT /v1/me":                         nil,
-		"GET /v1/me/settings":                nil,
-		"PUT /v1/me/settings":                nil,
-		"POST /v1/me/tokens/revoke":          nil,
-		"GET /v1/me/blocks":                  nil,
-		"PUT /v1/me/blocks/{userId}":         nil,
-		"DELETE /v1/me/blocks/{userId}":      nil,
-		"GET /v1/users":                      every(pathf("/v1/users?ids=%d", gOwner), nil, pathf(`{"ids":[%d]}`, gOwner), http.StatusOK, ""),
-		"GET /v1/users/{id}":                 every(pathf("/v1/users/%d", gOwner), nil, pathf(`{"userId":%d}`, gOwner), http.StatusNotFound, "not_found"),
-		"PATCH /v1/conversations/{id}":       notMember(conv("/v1/conversations/%d"), map[string]string{"title": "mine now"}, gp(`,"title":"mine now"`)),
+		"GET /v1/push/vapid": nil,
+		"GET /v1/me":         nil,
+		// An avatar naming another's upload or attachment: unknown.
+		"PUT /v1/me": {
+			{who: "never a member, another's upload", user: stranger, path: "/v1/me", body: map[string]string{"displayName": "x", "avatarUploadId": f.upload},
+				payload: `{"displayName":"x","avatarUploadId":"` + f.upload + `"}`, want: http.StatusNotFound, code: "not_found"},
+			{who: "a member, another's attachment", user: gMember, path: "/v1/me", body: map[string]string{"displayName": "x", "avatarUploadId": f.photo},
+				payload: `{"displayName":"x","avatarUploadId":"` + f.photo + `"}`, want: http.StatusNotFound, code: "not_found"},
+		},
+		"GET /v1/me/settings":           nil,
+		"PUT /v1/me/settings":           nil,
+		"POST /v1/me/tokens/revoke":     nil,
+		"GET /v1/me/blocks":             nil,
+		"PUT /v1/me/blocks/{userId}":    nil,
+		"DELETE /v1/me/blocks/{userId}": nil,
+		"GET /v1/users":                 every(pathf("/v1/users?ids=%d", gOwner), nil, pathf(`{"ids":[%d]}`, gOwner), http.StatusOK, ""),
+		"GET /v1/users/{id}":            every(pathf("/v1/users/%d", gOwner), nil, pathf(`{"userId":%d}`, gOwner), http.StatusNotFound, "not_found"),
+		"PATCH /v1/conversations/{id}": append(notMember(conv("/v1/conversations/%d"), map[string]string{"title": "mine now"}, gp(`,"title":"mine now"`)),
+			knock{who: "an owner, another's upload as the avatar", user: gMember, path: pathf("/v1/conversations/%d", f.mine), body: map[string]string{"avatarUploadId": f.upload},
+				payload: pathf(`{"conversationId":%d,"avatarUploadId":"%s"}`, f.mine, f.upload), want: http.StatusNotFound, code: "not_found"}),
 		"GET /v1/conversations/{id}/members": notMember(conv("/v1/conversations/%d/members"), nil, gp("")),
 		"PUT /v1/conversations/{id}/members/{userId}/role": notMember(msg("/v1/conversations/%d/members/%d/role", gMember), map[string]string{"role": "admin"},
 			gp(pathf(`,"userId":%d,"role":"admin"`, gMember))),
@@ -386,6 +423,18 @@ func TestEveryConversationScopedDoorRefusesAnOutsider(t *testing.T) {
 	if r.status != http.StatusOK || strings.Contains(string(r.body), secret) || strings.Contains(string(r.body), "userId") {
 		t.Errorf("POST /v1/devices of another's token: %d %s, want 200 with the id alone", r.status, r.body)
 	}
+}
+
+// intoOwn is a send by user into their own conversation with pal, whose
+// fields beyond clientMsgId are fields (JSON), naming something of g's or
+// another user's.
+func (f doorFixture) intoOwn(user int64, what, fields string, want int, code string) knock {
+	c := f.own[user]
+	return knock{who: fmt.Sprintf("user %d, %s into their own conversation", user, what), user: user,
+		path:    pathf("/v1/conversations/%d/messages", c),
+		body:    `{"clientMsgId":"` + newID() + `",` + fields + `}`,
+		payload: pathf(`{"conversationId":%d,"clientMsgId":"%s",%s}`, c, newID(), fields),
+		want:    want, code: code}
 }
 
 // try makes k's request over HTTP and, when the route has an RPC twin and
