@@ -27,7 +27,8 @@ const thumbsUp = "%F0%9F%91%8D"
 //   - g: a group of gOwner and gMember, titled secret, holding a message
 //     with a photo, a message by gRemoved (sent while a member, seq
 //     removedSeq, clientMsgId removedMsg), then gRemoved removed by the
-//     owner and gLeaver gone on their own, and a message after both.
+//     owner and gLeaver gone on their own, and a message after both; then
+//     late added, for whom all of that came before their join.
 //   - dir: the direct conversation of blocker and blocked, with a message
 //     of each (blocked's at blockedSeq), then blocker blocks blocked.
 //   - upload: a pending upload of gOwner's for g; photo: the attachment
@@ -56,6 +57,9 @@ const (
 	blocker  int64 = 10
 	blocked  int64 = 11
 	pal      int64 = 20
+	// late joined g after its messages; g's history is "joined", so
+	// what came before is not theirs to read.
+	late int64 = 30
 )
 
 func newDoorFixture(t *testing.T) doorFixture {
@@ -88,6 +92,8 @@ func newDoorFixture(t *testing.T) doorFixture {
 	e.must(http.StatusNoContent, gLeaver, "DELETE", pathf("/v1/conversations/%d/members/%d", f.g, gLeaver), nil, nil)
 	e.sendMsg(gOwner, f.g, newID(), secret+" after")
 
+	e.must(http.StatusCreated, gOwner, "POST", pathf("/v1/conversations/%d/members", f.g), map[string]int64{"userId": late}, nil)
+
 	var up chat.UploadTicket
 	e.must(http.StatusCreated, gOwner, "POST", "/v1/uploads",
 		map[string]any{"conversationId": f.g, "name": secret + "2.jpg", "contentType": "image/jpeg", "size": len(photo)}, &up)
@@ -98,7 +104,7 @@ func newDoorFixture(t *testing.T) doorFixture {
 	f.device = dev.ID
 
 	f.own = map[int64]int64{}
-	for _, u := range []int64{stranger, gRemoved, gLeaver} {
+	for _, u := range []int64{stranger, gRemoved, gLeaver, late} {
 		var c chat.Conversation
 		e.must(http.StatusCreated, u, "POST", pathf("/v1/direct/%d", pal), nil, &c)
 		f.own[u] = c.ID
@@ -181,12 +187,13 @@ type knock struct {
 // attachment, an upload, a device or another user is knocked on by a user
 // who never was a member, one who was removed, one who left, a user
 // blocked by the other member of a direct conversation (where writing is
-// what the block forbids) and a user naming another's upload, attachment
-// or device: each is refused with the documented status and code, the
-// answer is an error body alone with none of the conversation's text in
-// it, and no table of the database changes. The few answers that are no
-// refusal (a removed sender's resend of their own message, a leave
-// repeated, one's own lists) hold no text of the conversation either.
+// what the block forbids), a user naming another's upload, attachment or
+// device, and a member added later, for what came before their join: each
+// is refused with the documented status and code, the answer is an error
+// body alone with none of the conversation's text in it, and no table of
+// the database changes. The few answers that are no refusal (a removed
+// sender's resend of their own message, a leave repeated, one's own
+// lists, a late member's pages) hold no text they may not read either.
 func TestEveryConversationScopedDoorRefusesAnOutsider(t *testing.T) {
 	f := newDoorFixture(t)
 	g, dir := f.g, f.dir
@@ -343,6 +350,55 @@ func TestEveryConversationScopedDoorRefusesAnOutsider(t *testing.T) {
 		"GET /healthz": nil,
 		"GET /readyz":  nil,
 	}
+	// A member who joined after it all: what came before their join does
+	// not exist for them (404, a reply to it 400 as to no message), and
+	// their pages and searches hold none of it.
+	lk := func(path string, body any, payload string, want int, code string) knock {
+		return knock{who: "joined later", user: late, path: path, body: body, payload: payload, want: want, code: code}
+	}
+	for key, ks := range map[string][]knock{
+		"POST /v1/conversations/{id}/messages": {
+			f.intoOwn(late, "forward from before their join", pathf(`"forward":{"conversationId":%d,"seq":1}`, g), http.StatusNotFound, "not_found"),
+			lk(conv("/v1/conversations/%d/messages"), pathf(`{"clientMsgId":"%s","forward":{"conversationId":%d,"seq":1}}`, newID(), g),
+				gp(pathf(`,"clientMsgId":"%s","forward":{"conversationId":%d,"seq":1}`, newID(), g)), http.StatusNotFound, "not_found"),
+			lk(conv("/v1/conversations/%d/messages"), pathf(`{"clientMsgId":"%s","body":"re","replyTo":1}`, newID()),
+				gp(pathf(`,"clientMsgId":"%s","body":"re","replyTo":1`, newID())), http.StatusBadRequest, "invalid"),
+		},
+		"GET /v1/conversations/{id}/messages": {
+			lk(conv("/v1/conversations/%d/messages?afterSeq=0"), nil, gp(`,"afterSeq":0`), http.StatusOK, ""),
+			lk(conv("/v1/conversations/%d/messages"), nil, gp(""), http.StatusOK, ""),
+		},
+		"PATCH /v1/conversations/{id}/messages/{seq}": {
+			lk(conv("/v1/conversations/%d/messages/1"), pathf(`{"clientMsgId":"%s","body":"y"}`, newID()),
+				gp(pathf(`,"seq":1,"clientMsgId":"%s","body":"y"`, newID())), http.StatusNotFound, "not_found"),
+		},
+		"DELETE /v1/conversations/{id}/messages/{seq}": {
+			lk(conv("/v1/conversations/%d/messages/1"), nil, gp(pathf(`,"seq":1,"clientMsgId":"%s"`, newID())), http.StatusNotFound, "not_found"),
+		},
+		"PUT /v1/conversations/{id}/messages/{seq}/reactions/{emoji}": {
+			lk(conv("/v1/conversations/%d/messages/1/reactions/")+thumbsUp, nil,
+				gp(pathf(`,"seq":1,"clientMsgId":"%s","emoji":"👍","on":true`, newID())), http.StatusNotFound, "not_found"),
+		},
+		"DELETE /v1/conversations/{id}/messages/{seq}/reactions/{emoji}": {
+			lk(conv("/v1/conversations/%d/messages/1/reactions/")+thumbsUp, nil,
+				gp(pathf(`,"seq":1,"clientMsgId":"%s","emoji":"👍","on":false`, newID())), http.StatusNotFound, "not_found"),
+		},
+		"GET /v1/conversations/{id}/messages/{seq}/seen": {
+			lk(conv("/v1/conversations/%d/messages/1/seen"), nil, gp(`,"seq":1`), http.StatusNotFound, "not_found"),
+		},
+		"GET /v1/attachments/{id}":           {lk("/v1/attachments/"+f.photo, nil, "", http.StatusNotFound, "not_found")},
+		"GET /v1/attachments/{id}/thumbnail": {lk("/v1/attachments/"+f.photo+"/thumbnail", nil, "", http.StatusNotFound, "not_found")},
+		"GET /v1/search": {
+			lk("/v1/search?q=secret", nil, `{"q":"secret"}`, http.StatusOK, ""),
+			lk(conv("/v1/search?q=secret&conversationId=%d"), nil, gp(`,"q":"secret"`), http.StatusOK, ""),
+		},
+	} {
+		if _, ok := doors[key]; !ok {
+			t.Fatalf("knocks of a late member on %s, which the table does not classify", key)
+		}
+		doors[key] = append(doors[key], ks...)
+	}
+
 	// The routes whose table entry is nil name nothing of anyone else's:
 	// the caller's own profile, settings, blocks (blocking anyone is the
 	// caller's right, and says nothing of them) and tokens, the server's
