@@ -15,6 +15,7 @@ import (
 	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -161,6 +162,18 @@ func TestEveryConversationTopicRefusesAnOutsider(t *testing.T) {
 				}
 				return false
 			})
+			// The watcher's delivered watermark, saved in the background
+			// (with its delivery.updated events), must be saved before the
+			// knocks, or it would be what changed the tables. The blocker
+			// sent the direct marker: their own message moves no delivered
+			// watermark.
+			if user == member {
+				testkit.WaitFor(t, 15*time.Second, "the member's delivered watermark at the marker", func() bool {
+					var d int64
+					_ = srv.Pool.QueryRow(ctx, `SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = $2`, conv, user).Scan(&d)
+					return d >= seq
+				})
+			}
 		}
 	}
 	marker("before")
