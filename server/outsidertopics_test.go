@@ -66,13 +66,16 @@ func dbDigest(t *testing.T, pool *pgxpool.Pool, custom map[string]string) map[st
 // PUBACK 0x87 and the user property code not_member (v5), or the PUBACK
 // and an error event with that code (v3.1.1); where the block forbids it,
 // a publish by the blocked member of a direct conversation is refused
-// alike with code blocked. None stores anything or reaches a member. A
+// alike with code blocked, and an edit, recall or reaction by a member
+// added later, of a message from before their join, with not_found. None
+// stores anything or reaches a member. A
 // SUBSCRIBE by them to the conversation's topics or to a member's events
 // is refused (SUBACK 0x87 / 0x80).
 func TestEveryConversationTopicRefusesAnOutsider(t *testing.T) {
 	const (
 		owner, member, stranger, removed, leaver = 1, 2, 3, 5, 6
 		blocker, blocked                         = 10, 11
+		late                                     = 30
 	)
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
@@ -94,6 +97,11 @@ func TestEveryConversationTopicRefusesAnOutsider(t *testing.T) {
 	}
 	if st := api(t, srv, leaver, "DELETE", fmt.Sprintf("/v1/conversations/%d/members/%d", g, leaver), nil, nil); st != http.StatusNoContent {
 		t.Fatalf("leave: %d", st)
+	}
+	// late joins after it all; g's history is "joined": what came before
+	// does not exist for them.
+	if st := api(t, srv, owner, "POST", fmt.Sprintf("/v1/conversations/%d/members", g), map[string]int64{"userId": late}, nil); st != http.StatusCreated {
+		t.Fatalf("add late: %d", st)
 	}
 	dir := mustDirect(t, ctx, srv, blocker, blocked).ID
 	send(blocker, dir, newID(), "secret direct")
@@ -185,12 +193,14 @@ func TestEveryConversationTopicRefusesAnOutsider(t *testing.T) {
 		own, others int64
 		code        string
 		blockOnly   bool
+		only        map[string]bool // the kinds it is refused (nil: all)
 	}
 	outsiders := []outsider{
-		{"never a member", stranger, g, first, first, "not_member", false},
-		{"removed", removed, g, removedSeq, first, "not_member", false},
-		{"left", leaver, g, leaverSeq, first, "not_member", false},
-		{"blocked", blocked, dir, blockedSeq, 1, "blocked", true},
+		{"never a member", stranger, g, first, first, "not_member", false, nil},
+		{"removed", removed, g, removedSeq, first, "not_member", false, nil},
+		{"left", leaver, g, leaverSeq, first, "not_member", false, nil},
+		{"blocked", blocked, dir, blockedSeq, 1, "blocked", true, nil},
+		{"joined later, on what came before", late, g, first, first, "not_found", false, map[string]bool{"edit": true, "recall": true, "react": true}},
 	}
 	// An event stored and relayed at once leaves the outbox's sequence
 	// moved; the watchers' delivery cursors move as they take the
@@ -206,7 +216,7 @@ func TestEveryConversationTopicRefusesAnOutsider(t *testing.T) {
 			c := rawClient(t, srv.MQTTAddr(), o.user, fmt.Sprintf("outsider-%d-v%d", o.user, v), v, true)
 			for _, a := range actions {
 				k, ok := kinds[a]
-				if !ok || o.blockOnly && !k.blockable {
+				if !ok || o.blockOnly && !k.blockable || o.only != nil && !o.only[a] {
 					continue
 				}
 				topic := fmt.Sprintf("chat/v1/conv/%d/%s", o.conv, a)
