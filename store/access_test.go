@@ -35,9 +35,7 @@ func TestNonMembersCanNeitherWriteNorRead(t *testing.T) {
 	check(stranger, chat.CodeNotMember)
 
 	// Leaving takes every right away.
-	if err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, conv.ID, 2, 2, "user 2 leaves")
 	check(2, chat.CodeNotMember)
 
 	// The message and the leave's system entry.

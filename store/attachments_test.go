@@ -133,9 +133,7 @@ func TestEntriesReadAMessagesAttachmentsUntilItIsRecalled(t *testing.T) {
 	if err != nil || len(hist) != 1 || len(hist[0].Attachments) != 2 {
 		t.Fatalf("history: %+v %v", hist, err)
 	}
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: ref.Seq}); err != nil {
-		t.Fatal(err)
-	}
+	mustChange(t, st, change(chat.KindRecall, c.ID, 1, ref.Seq))
 	got, _ = store.NewSessions(pool).Entries(ctx, []chat.MessageRef{ref})
 	if m := got[ref]; !m.Recalled || len(m.Attachments) != 0 || m.MsgType != "" {
 		t.Fatalf("recalled entry: %+v", m)
@@ -279,7 +277,7 @@ func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recall := chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: res.Message.Seq}
+	recall := change(chat.KindRecall, c.ID, 1, res.Message.Seq)
 	errs := concurrently(4, func(i int) error {
 		ch := recall
 		if i > 1 { // two resends of the first, two recalls of their own
@@ -474,10 +472,7 @@ func TestAThumbnailLandingWhileItsRecalledBlobIsBeingDeletedIsDeletedToo(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: c.ID, UserID: 1, ClientMsgID: uuid.NewString(),
-		TargetSeq: sent.Message.Seq}); err != nil {
-		t.Fatal(err)
-	}
+	mustChange(t, st, change(chat.KindRecall, c.ID, 1, sent.Message.Seq))
 	mustExec(t, ctx, pool, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`)
 	recorded := make(chan error, 1)
 	n, err := as.DeleteBlobs(ctx, 10, func(context.Context, string) error {
@@ -534,7 +529,7 @@ func TestRecallingTheLastCopyOfAFileWhileARoundKeepsItQueuesTheBlobAgain(t *test
 		t.Fatal(err)
 	}
 	recall := func(conv, seq int64) error {
-		_, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: conv, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: seq})
+		_, err := st.Change(ctx, change(chat.KindRecall, conv, 1, seq))
 		return err
 	}
 	if err := recall(src.ID, sent.Message.Seq); err != nil {
@@ -617,7 +612,7 @@ func TestRecallingTwoCopiesOfAFileInOneBatchQueuesTheBlobOnce(t *testing.T) {
 	errs := make(chan error, len(copies))
 	for i, seq := range copies {
 		go func() {
-			_, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: dsts[i].ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: seq})
+			_, err := st.Change(ctx, change(chat.KindRecall, dsts[i].ID, 1, seq))
 			errs <- err
 		}()
 	}

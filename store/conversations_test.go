@@ -369,9 +369,7 @@ func TestAddMemberCapHoldsUnderConcurrentAdds(t *testing.T) {
 		t.Fatalf("%d member.added events, want 1 (the racer that won)", len(evs))
 	}
 	// Leaving frees a slot.
-	if err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, conv.ID, 2, 2, "user 2 leaves")
 	if _, _, err := st.AddMember(ctx, conv.ID, 1, 200, chat.RoleMember); err != nil {
 		t.Fatalf("add after a leave: %v", err)
 	}
@@ -406,9 +404,7 @@ func TestGetConversationListsMembersWithWatermarks(t *testing.T) {
 	conv := mustGroup(t, st, 8, 4, 6)
 	mustSend(t, st, conv.ID, 6, "x")
 	mustSend(t, st, conv.ID, 6, "y")
-	if _, err := st.MarkRead(ctx, conv.ID, 4, 1); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, conv.ID, 4, 1)
 	got, err := st.GetConversation(ctx, conv.ID, 4)
 	if err != nil {
 		t.Fatal(err)

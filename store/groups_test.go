@@ -182,9 +182,7 @@ func TestOwnerLeavingPassesOwnershipToTheLongestStandingAdminElseMember(t *testi
 	g := mustGroup(t, st, owner, 7)
 	add := func(u int64, r chat.Role) {
 		t.Helper()
-		if _, _, err := st.AddMember(ctx, g.ID, owner, u, r); err != nil {
-			t.Fatal(err)
-		}
+		mustAdd(t, ctx, st, g.ID, owner, u, r)
 	}
 	add(5, chat.RoleAdmin) // the earliest admin
 	add(3, chat.RoleMember)
@@ -198,29 +196,21 @@ func TestOwnerLeavingPassesOwnershipToTheLongestStandingAdminElseMember(t *testi
 		}
 		return ""
 	}
-	if err := st.RemoveMember(ctx, g.ID, owner, owner); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, g.ID, owner, owner, "owner leaves")
 	if r := role(5); r != chat.RoleOwner {
 		t.Fatalf("longest-standing admin 5 is %s", r)
 	}
-	if err := st.RemoveMember(ctx, g.ID, 5, 5); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, g.ID, 5, 5, "user 5 leaves")
 	if r := role(2); r != chat.RoleOwner {
 		t.Fatalf("remaining admin 2 is %s", r)
 	}
-	if err := st.RemoveMember(ctx, g.ID, 2, 2); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, g.ID, 2, 2, "user 2 leaves")
 	// No admin left: 7 was a founder, 3 came later.
 	if r := role(7); r != chat.RoleOwner {
 		t.Fatalf("longest-standing member 7 is %s", r)
 	}
 	for _, u := range []int64{7, 3} {
-		if err := st.RemoveMember(ctx, g.ID, u, u); err != nil {
-			t.Fatal(err)
-		}
+		mustRemove(t, ctx, st, g.ID, u, u, "a member leaves")
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM conversation WHERE id = $1 AND archived_at IS NOT NULL`, g.ID); n != 1 {
 		t.Fatal("the group whose last member left is not archived")
@@ -253,9 +243,7 @@ func TestOwnerAndAdminLeavingAtOnceLeaveExactlyOneRightfulOwner(t *testing.T) {
 		const owner, admin, admin2 = 1, 2, 3
 		g := mustGroup(t, st, owner, 10, 11)
 		for _, a := range []int64{admin, admin2} {
-			if _, _, err := st.AddMember(ctx, g.ID, owner, a, chat.RoleAdmin); err != nil {
-				t.Fatal(err)
-			}
+			mustAdd(t, ctx, st, g.ID, owner, a, chat.RoleAdmin)
 		}
 		leavers := []int64{owner, admin}
 		if i%2 == 1 {
@@ -301,14 +289,10 @@ func TestMembersArePagedOwnerFirstThenAdminsThenMembersByJoinTime(t *testing.T) 
 	st, _ := newStore(t)
 	g := mustGroup(t, st, 50, 1, 2, 3)
 	for _, u := range []int64{40, 30} {
-		if _, _, err := st.AddMember(ctx, g.ID, 50, u, chat.RoleAdmin); err != nil {
-			t.Fatal(err)
-		}
+		mustAdd(t, ctx, st, g.ID, 50, u, chat.RoleAdmin)
 	}
 	for u := int64(60); u < 67; u++ {
-		if _, _, err := st.AddMember(ctx, g.ID, 30, u, ""); err != nil {
-			t.Fatal(err)
-		}
+		mustAdd(t, ctx, st, g.ID, 30, u, "")
 	}
 	var got []int64
 	cursor := ""
@@ -390,9 +374,7 @@ func TestJoinTimesFollowTheOrderMembersWereAdded(t *testing.T) {
 	case err := <-late:
 		t.Fatalf("the gated add returned before its lock: %v", err)
 	}
-	if _, _, err := st.AddMember(ctx, g.ID, 1, first, chat.RoleMember); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, 1, first, chat.RoleMember)
 	close(gate.release)
 	if err := <-late; err != nil {
 		t.Fatal(err)
@@ -426,12 +408,8 @@ func TestARetriedLeaveSucceedsAndWritesNothing(t *testing.T) {
 			len(outboxEvents(t, pool, g.ID, "")))
 	}
 	before := state()
-	if err := st.RemoveMember(ctx, g.ID, member, member); err != nil {
-		t.Fatalf("retried leave: %v", err)
-	}
-	if err := st.RemoveMember(ctx, g.ID, removed, removed); err != nil {
-		t.Fatalf("leave of a removed member: %v", err)
-	}
+	mustRemove(t, ctx, st, g.ID, member, member, "retried leave")
+	mustRemove(t, ctx, st, g.ID, removed, removed, "leave of a removed member")
 	if after := state(); after != before {
 		t.Fatalf("a retried leave wrote: %s, then %s", before, after)
 	}
@@ -441,9 +419,7 @@ func TestARetriedLeaveSucceedsAndWritesNothing(t *testing.T) {
 	// The last member's leave archives the group; its retry succeeds too.
 	mustRemove(t, ctx, st, g.ID, owner, owner, "last member leaves")
 	before = state()
-	if err := st.RemoveMember(ctx, g.ID, owner, owner); err != nil {
-		t.Fatalf("retried leave of an archived group: %v", err)
-	}
+	mustRemove(t, ctx, st, g.ID, owner, owner, "retried leave of an archived group")
 	if after := state(); after != before {
 		t.Fatalf("a retried leave of an archived group wrote: %s, then %s", before, after)
 	}
@@ -478,12 +454,8 @@ func TestARetriedRemoveOfAMemberSucceedsAndWritesNothing(t *testing.T) {
 	mustRemove(t, ctx, st, g.ID, owner, admin2, "owner removes an admin")
 	mustRemove(t, ctx, st, g.ID, leaver, leaver, "member leaves")
 	before := groupState(t, pool, g.ID)
-	if err := st.RemoveMember(ctx, g.ID, admin, member); err != nil {
-		t.Fatalf("admin's retried removal: %v", err)
-	}
-	if err := st.RemoveMember(ctx, g.ID, owner, admin2); err != nil {
-		t.Fatalf("owner's retried removal of an admin: %v", err)
-	}
+	mustRemove(t, ctx, st, g.ID, admin, member, "admin's retried removal")
+	mustRemove(t, ctx, st, g.ID, owner, admin2, "owner's retried removal of an admin")
 	if after := groupState(t, pool, g.ID); after != before {
 		t.Fatalf("a retried removal wrote: %s, then %s", before, after)
 	}
@@ -500,9 +472,7 @@ func TestARetriedRemoveOfAMemberSucceedsAndWritesNothing(t *testing.T) {
 	}
 	mustRemove(t, ctx, st, g.ID, owner, member, "owner removes the member again")
 	wantCode(t, "admin removes whom the owner removed last", st.RemoveMember(ctx, g.ID, admin, member), chat.CodeNotFound)
-	if err := st.RemoveMember(ctx, g.ID, owner, member); err != nil {
-		t.Fatalf("owner's retried second removal: %v", err)
-	}
+	mustRemove(t, ctx, st, g.ID, owner, member, "owner's retried second removal")
 	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, g.ID); n != 3 {
 		t.Fatalf("members: %d, want the owner, the admin and the plain member", n)
 	}

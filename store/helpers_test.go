@@ -131,6 +131,35 @@ func mustReply(t *testing.T, st *store.Store, conv, sender int64, body string, t
 	return res.Message
 }
 
+// mustAdd adds user to conv as actor, with role ("" for a member).
+func mustAdd(t *testing.T, ctx context.Context, st *store.Store, conv, actor, user int64, role chat.Role) {
+	t.Helper()
+	if _, _, err := st.AddMember(ctx, conv, actor, user, role); err != nil {
+		t.Fatalf("add %d to %d as %d: %v", user, conv, actor, err)
+	}
+}
+
+// mustMarkRead marks conv read by user up to seq.
+func mustMarkRead(t *testing.T, ctx context.Context, st *store.Store, conv, user, seq int64) {
+	t.Helper()
+	if _, err := st.MarkRead(ctx, conv, user, seq); err != nil {
+		t.Fatalf("mark %d:%d read by %d: %v", conv, seq, user, err)
+	}
+}
+
+// wantSeen fails the test unless viewer's "seen by" of message seq in
+// conv is want; what names the moment in a failure.
+func wantSeen(t *testing.T, ctx context.Context, st *store.Store, conv, viewer, seq int64, want chat.SeenResult, what string) {
+	t.Helper()
+	got, err := st.SeenBy(ctx, conv, viewer, seq)
+	if err != nil {
+		t.Fatalf("%s: seen by for seq %d: %v", what, seq, err)
+	}
+	if got != want {
+		t.Fatalf("%s: seen by for seq %d: got %+v, want %+v", what, seq, got, want)
+	}
+}
+
 // mustRemove removes user from conv as actor; what names the removal in
 // a failure.
 func mustRemove(t *testing.T, ctx context.Context, st *store.Store, conv, actor, user int64, what string) {

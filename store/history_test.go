@@ -208,12 +208,8 @@ func TestInboxShowsUnreadAndOrdersByLastMessage(t *testing.T) {
 	want(2, row{b.ID, 0, 2, "b2"}, row{a.ID, 3, 3, "a3"})
 	want(3, row{c.ID, 0, 1, "c1"}, row{a.ID, 3, 3, "a3"})
 
-	if _, err := st.MarkRead(ctx, a.ID, 2, 2); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.MarkRead(ctx, b.ID, 1, 1); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, a.ID, 2, 2)
+	mustMarkRead(t, ctx, st, b.ID, 1, 1)
 	want(2, row{b.ID, 0, 2, "b2"}, row{a.ID, 1, 3, "a3"})
 	want(1, row{c.ID, 1, 1, "c1"}, row{b.ID, 1, 2, "b2"}, row{a.ID, 0, 3, "a3"}, row{quiet.ID, 0, 0, ""})
 

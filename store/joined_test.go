@@ -24,9 +24,7 @@ func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
 	g := mustGroup(t, st, owner, 2)
 	secret := mustSend(t, st, g.ID, owner, "before you came")
 	mustSend(t, st, g.ID, 2, "also before")
-	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, owner, late, "")
 	mustSend(t, st, g.ID, 2, "welcome")
 	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: g.ID, UserID: owner, TargetSeq: secret.Seq,
 		ClientMsgID: uuid.NewString(), Body: "edited secret"}); err != nil {
@@ -105,13 +103,9 @@ func TestARejoiningMembersSessionStartsAtTheRejoin(t *testing.T) {
 	if _, err := sess.Open(ctx, "c2", "", 2, true, false, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RemoveMember(ctx, g.ID, 2, 2); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, g.ID, 2, 2, "user 2 leaves")
 	mustSend(t, st, g.ID, 1, "while away")
-	if _, _, err := st.AddMember(ctx, g.ID, 1, 2, ""); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, 1, 2, "")
 	cs, err := sess.Cursors(ctx, "c2", 2, true)
 	if err != nil || len(cs) != 1 || cs[0].Delivered != 3 {
 		t.Fatalf("cursors %+v, %v: want delivered 3 (the seq before the rejoin's entry)", cs, err)
@@ -131,18 +125,14 @@ func TestCatchUpGivesALateMemberTheEditOfAMessageFromBeforeTheirJoinWithoutItsBo
 	const owner, founder, late, gone = 1, 2, 9, 8
 	secret := mustSend(t, st, g.ID, owner, "before you came")
 	for _, u := range []int64{late, gone} {
-		if _, _, err := st.AddMember(ctx, g.ID, owner, u, ""); err != nil {
-			t.Fatal(err)
-		}
+		mustAdd(t, ctx, st, g.ID, owner, u, "")
 	}
 	edit, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: g.ID, UserID: owner, TargetSeq: secret.Seq,
 		ClientMsgID: uuid.NewString(), Body: "edited secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RemoveMember(ctx, g.ID, gone, gone); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, g.ID, gone, gone, "gone leaves")
 	editBody := func(user int64) string {
 		t.Helper()
 		r := chat.Range{ConversationID: g.ID, After: edit.Entry.Seq - 1}
@@ -188,9 +178,7 @@ func TestTheInboxOfAMemberAddedLaterHidesWhenTheGroupLastSpokeBeforeTheirJoin(t 
 	mustSend(t, st, g.ID, owner, "before you came")
 	own := mustGroup(t, st, late)
 	mustSend(t, st, own.ID, late, "my own, after that secret, before my join")
-	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, owner, late, "")
 	in, err := st.Inbox(ctx, late, 0, "")
 	if err != nil || len(in.Conversations) != 2 {
 		t.Fatalf("inbox %+v, %v", in, err)
@@ -227,9 +215,7 @@ func TestAGroupChangedByAnAdminAddedLaterShowsThemNoLastMessageAtFromBeforeTheir
 	const owner, late = 1, 9
 	g := mustGroup(t, st, owner, 2)
 	before := mustSend(t, st, g.ID, owner, "before you came")
-	if _, _, err := st.AddMember(ctx, g.ID, owner, late, chat.RoleAdmin); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, owner, late, chat.RoleAdmin)
 	title := "renamed by the late admin"
 	conv, err := st.UpdateGroup(ctx, g.ID, late, chat.GroupUpdate{Title: &title})
 	if err != nil || conv.LastMessageAt != nil {
@@ -258,46 +244,20 @@ func TestAMemberAddedAfterAMessageIsNotCountedAsHavingSeenIt(t *testing.T) {
 	const owner, founder, late, later = 1, 2, 9, 10
 	g := mustGroup(t, st, owner, founder)
 	m := mustSend(t, st, g.ID, owner, "who has seen this?")
-	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
-		t.Fatal(err)
-	}
-	seen, err := st.SeenBy(ctx, g.ID, owner, m.Seq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (chat.SeenResult{SeenBy: 0, DeliveredTo: 0, Members: 1}); seen != want {
-		t.Fatalf("nobody but a member added later: seen %+v, want %+v", seen, want)
-	}
-	if _, err := st.MarkRead(ctx, g.ID, founder, m.Seq); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, owner, late, "")
+	wantSeen(t, ctx, st, g.ID, owner, m.Seq, chat.SeenResult{SeenBy: 0, DeliveredTo: 0, Members: 1}, "nobody but a member added later")
+	mustMarkRead(t, ctx, st, g.ID, founder, m.Seq)
 	// With the whole history open, a later member reads the message but
 	// was not among those it was sent to either.
 	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.AddMember(ctx, g.ID, owner, later, ""); err != nil {
-		t.Fatal(err)
-	}
-	seen, err = st.SeenBy(ctx, g.ID, owner, m.Seq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 1}); seen != want {
-		t.Fatalf("read by the founder: seen %+v, want %+v", seen, want)
-	}
+	mustAdd(t, ctx, st, g.ID, owner, later, "")
+	wantSeen(t, ctx, st, g.ID, owner, m.Seq, chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 1}, "read by the founder")
 	// What came after their join counts them.
 	next := mustSend(t, st, g.ID, owner, "and this?")
-	if _, err := st.MarkRead(ctx, g.ID, late, next.Seq); err != nil {
-		t.Fatal(err)
-	}
-	seen, err = st.SeenBy(ctx, g.ID, owner, next.Seq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3}); seen != want {
-		t.Fatalf("a message after both joins: seen %+v, want %+v", seen, want)
-	}
+	mustMarkRead(t, ctx, st, g.ID, late, next.Seq)
+	wantSeen(t, ctx, st, g.ID, owner, next.Seq, chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3}, "a message after both joins")
 }
 
 // Catch-up (SinceMany) reads a conversation only as far as the user's
@@ -310,9 +270,7 @@ func TestCatchUpReadsNothingPastTheUsersMembership(t *testing.T) {
 	sess := store.NewSessions(pool)
 	const owner, member = 1, 2
 	before := mustSend(t, st, g.ID, owner, "while a member")
-	if err := st.RemoveMember(ctx, g.ID, owner, member); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, g.ID, owner, member, "owner removes member")
 	mustSend(t, st, g.ID, owner, "while away")
 	seqs := func(r chat.Range) []int64 {
 		t.Helper()
@@ -332,9 +290,7 @@ func TestCatchUpReadsNothingPastTheUsersMembership(t *testing.T) {
 	if got := seqs(chat.Range{ConversationID: g.ID, After: before.Seq - 1, Until: before.Seq}); !slices.Equal(got, []int64{before.Seq}) {
 		t.Fatalf("a removed user's catch-up up to the leave read seqs %v, want [%d]", got, before.Seq)
 	}
-	if _, _, err := st.AddMember(ctx, g.ID, owner, member, ""); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, owner, member, "")
 	again := mustSend(t, st, g.ID, owner, "back again")
 	if got := seqs(chat.Range{ConversationID: g.ID, After: before.Seq - 1}); len(got) != 0 {
 		t.Fatalf("catch-up from before the user's rejoin read seqs %v (they were away in between)", got)
@@ -356,16 +312,12 @@ func TestAMemberAddedLaterWithReceiptsOffDoesNotUnreadEarlierMessages(t *testing
 	const owner, founder, late = 1, 2, 9
 	g := mustGroup(t, st, owner, founder)
 	m := mustSend(t, st, g.ID, owner, "read by the founder")
-	if _, err := st.MarkRead(ctx, g.ID, founder, m.Seq); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, g.ID, founder, m.Seq)
 	off := false
 	if _, err := st.SetSettings(ctx, late, chat.SettingsUpdate{ReadReceipts: &off}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.AddMember(ctx, g.ID, owner, late, ""); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, owner, late, "")
 	watermarks := func() (historyRead, inboxRead int64) {
 		t.Helper()
 		page, err := st.HistoryPage(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: owner})
@@ -386,9 +338,7 @@ func TestAMemberAddedLaterWithReceiptsOffDoesNotUnreadEarlierMessages(t *testing
 	}
 	// What comes after their join is not read by all: they never tell.
 	next := mustSend(t, st, g.ID, owner, "after the join")
-	if _, err := st.MarkRead(ctx, g.ID, founder, next.Seq); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, g.ID, founder, next.Seq)
 	if h, i := watermarks(); h >= next.Seq || i >= next.Seq || h < m.Seq || i < m.Seq {
 		t.Errorf("readSeq after a message the receipts-off member may have read: history %d, inbox %d; want in [%d, %d)", h, i, m.Seq, next.Seq)
 	}

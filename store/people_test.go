@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/store"
 )
@@ -83,9 +81,7 @@ func TestReadReceiptsOffHideTheReaderAndHideOthersFromTheReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range []int64{bob, carol} {
-		if _, err := st.MarkRead(ctx, g.ID, u, m.Seq); err != nil {
-			t.Fatal(err)
-		}
+		mustMarkRead(t, ctx, st, g.ID, u, m.Seq)
 	}
 	evs := rec.events()
 	if len(evs) != 2 || evs[0].UserID != bob || !evs[0].Private || evs[1].UserID != carol || evs[1].Private ||
@@ -98,12 +94,8 @@ func TestReadReceiptsOffHideTheReaderAndHideOthersFromTheReader(t *testing.T) {
 	}
 	// Reciprocity: bob sees nobody's read state.
 	mb := mustSend(t, st, g.ID, bob, "and mine?")
-	if _, err := st.MarkRead(ctx, g.ID, carol, mb.Seq); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.MarkRead(ctx, g.ID, alice, mb.Seq); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, g.ID, carol, mb.Seq)
+	mustMarkRead(t, ctx, st, g.ID, alice, mb.Seq)
 	seen, err = st.SeenBy(ctx, g.ID, bob, mb.Seq)
 	if err != nil || seen.SeenBy != 0 || !seen.Hidden {
 		t.Fatalf("bob's seen-by %+v, %v: want hidden", seen, err)
@@ -213,11 +205,11 @@ func TestABlockedUserCannotOpenOrWriteToTheBlockersDirectConversation(t *testing
 	}
 	_, err = st.Send(ctx, sendReq(d.ID, blocked, "let me talk"))
 	wantCode(t, "blocked sends", err, chat.CodeBlocked)
-	_, err = st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: d.ID, UserID: blocked, TargetSeq: old.Seq, ClientMsgID: uuid.NewString(), Body: "edited"})
+	_, err = st.Change(ctx, edit(d.ID, blocked, old.Seq, "edited"))
 	wantCode(t, "blocked edits", err, chat.CodeBlocked)
-	_, err = st.Change(ctx, chat.Change{Kind: chat.KindReaction, ConversationID: d.ID, UserID: blocked, TargetSeq: old.Seq, ClientMsgID: uuid.NewString(), Emoji: "👍", On: true})
+	_, err = st.Change(ctx, react(d.ID, blocked, old.Seq, "👍", true))
 	wantCode(t, "blocked reacts", err, chat.CodeBlocked)
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: d.ID, UserID: blocked, TargetSeq: old.Seq, ClientMsgID: uuid.NewString()}); err != nil {
+	if _, err := st.Change(ctx, change(chat.KindRecall, d.ID, blocked, old.Seq)); err != nil {
 		t.Fatalf("the blocked user takes their message back: %v", err)
 	}
 	mustSend(t, st, d.ID, blocker, "the blocker still can")
@@ -341,12 +333,8 @@ func TestAHiddenReadersReadingDoesNotMoveTheDeliveredWatermarkOthersSee(t *testi
 		t.Fatal(err)
 	}
 	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
-	if _, err := st.MarkRead(ctx, g.ID, carol, m2.Seq); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.MarkRead(ctx, g.ID, bob, m1.Seq); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, g.ID, carol, m2.Seq)
+	mustMarkRead(t, ctx, st, g.ID, bob, m1.Seq)
 	if _, err := r.MarkRead(ctx, g.ID, bob, m2.Seq); err != nil {
 		t.Fatal(err)
 	}
@@ -390,9 +378,7 @@ func TestRepliesCarryingAMemberHideAHiddenReadersWatermark(t *testing.T) {
 	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.MarkRead(ctx, g.ID, bob, m.Seq); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, g.ID, bob, m.Seq)
 	if got := member(t, st, g.ID, alice, bob).LastReadSeq; got != 0 {
 		t.Fatalf("the conversation shows bob's lastReadSeq %d", got)
 	}

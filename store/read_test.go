@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -116,21 +117,11 @@ func TestSeenByCountsMembersOtherThanTheSender(t *testing.T) {
 	st, _ := newStore(t)
 	conv := mustGroup(t, st, 1, 2, 3, 4)
 	sendN(t, st, conv.ID, 2, 3, "m") // seqs 1..3 by user 2
-	if _, err := st.MarkRead(ctx, conv.ID, 3, 2); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.MarkRead(ctx, conv.ID, 4, 3); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, conv.ID, 3, 2)
+	mustMarkRead(t, ctx, st, conv.ID, 4, 3)
 	seen := func(viewer, seq int64, want chat.SeenResult) {
 		t.Helper()
-		got, err := st.SeenBy(ctx, conv.ID, viewer, seq)
-		if err != nil {
-			t.Fatalf("seen by for seq %d: %v", seq, err)
-		}
-		if got != want {
-			t.Fatalf("seen by for seq %d: got %+v, want %+v", seq, got, want)
-		}
+		wantSeen(t, ctx, st, conv.ID, viewer, seq, want, fmt.Sprintf("viewer %d", viewer))
 	}
 	// Members other than sender 2: 1 (read 0), 3 (read 2), 4 (read 3).
 	seen(1, 1, chat.SeenResult{SeenBy: 2, DeliveredTo: 2, Members: 3})
@@ -139,15 +130,11 @@ func TestSeenByCountsMembersOtherThanTheSender(t *testing.T) {
 
 	mine := mustSend(t, st, conv.ID, 1, "from the owner") // seq 4; the owner's watermark follows
 	seen(1, mine.Seq, chat.SeenResult{SeenBy: 0, DeliveredTo: 0, Members: 3})
-	if _, err := st.MarkRead(ctx, conv.ID, 2, mine.Seq); err != nil {
-		t.Fatal(err)
-	}
+	mustMarkRead(t, ctx, st, conv.ID, 2, mine.Seq)
 	seen(1, mine.Seq, chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 3})
 
 	// After the sender leaves, everyone left counts: 1 (read 4), 3 (2), 4 (3).
-	if err := st.RemoveMember(ctx, conv.ID, 2, 2); err != nil {
-		t.Fatal(err)
-	}
+	mustRemove(t, ctx, st, conv.ID, 2, 2, "user 2 leaves")
 	seen(1, 2, chat.SeenResult{SeenBy: 3, DeliveredTo: 3, Members: 3})
 	seen(1, 3, chat.SeenResult{SeenBy: 2, DeliveredTo: 2, Members: 3})
 

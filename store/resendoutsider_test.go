@@ -20,17 +20,13 @@ func TestAResendByARemovedMemberTellsNothingOfTheConversationSince(t *testing.T)
 	if _, err := st.Change(ctx, reply); err != nil {
 		t.Fatal(err)
 	}
-	react := chat.Change{Kind: chat.KindReaction, ConversationID: g.ID, UserID: 2, ClientMsgID: uuid.NewString(), TargetSeq: 1, Emoji: "👍", On: true}
-	if _, err := st.Change(ctx, react); err != nil {
+	reaction := react(g.ID, 2, 1, "👍", true)
+	if _, err := st.Change(ctx, reaction); err != nil {
 		t.Fatal(err)
 	}
 	mustRemove(t, ctx, st, g.ID, 1, 2, "user 2")
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: g.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: 1, Body: "said after user 2 left"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindReaction, ConversationID: g.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: 1, Emoji: "👍", On: true}); err != nil {
-		t.Fatal(err)
-	}
+	mustChange(t, st, edit(g.ID, 1, 1, "said after user 2 left"))
+	mustChange(t, st, react(g.ID, 1, 1, "👍", true))
 
 	res, err := st.Change(ctx, reply)
 	if err != nil || !res.Duplicate || res.Entry.Seq != 2 {
@@ -39,7 +35,7 @@ func TestAResendByARemovedMemberTellsNothingOfTheConversationSince(t *testing.T)
 	if r := res.Entry.ReplyTo; r == nil || r.Seq != 1 || r.Snippet != "" || r.Recalled {
 		t.Fatalf("resend of the reply by a non-member answers replyTo %+v: it shows the conversation after the removal", r)
 	}
-	res, err = st.Change(ctx, react)
+	res, err = st.Change(ctx, reaction)
 	if err != nil || !res.Duplicate || res.Entry.Seq != 3 {
 		t.Fatalf("resend of the reaction: %+v %v, want the duplicate seq 3", res, err)
 	}
@@ -74,12 +70,8 @@ func TestAResendAfterARemoveAndReAddTellsNothingFromBeforeTheNewJoin(t *testing.
 		t.Fatal(err)
 	}
 	mustRemove(t, ctx, st, g.ID, 1, 2, "user 2")
-	if _, _, err := st.AddMember(ctx, g.ID, 1, 2, chat.RoleMember); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: g.ID, UserID: 1, ClientMsgID: uuid.NewString(), TargetSeq: 1, Body: "not for the new membership"}); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, g.ID, 1, 2, chat.RoleMember)
+	mustChange(t, st, edit(g.ID, 1, 1, "not for the new membership"))
 	res, err := st.Change(ctx, reply)
 	if err != nil || !res.Duplicate || res.Entry.Seq != 2 {
 		t.Fatalf("resend of the reply: %+v %v, want the duplicate seq 2", res, err)

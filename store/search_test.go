@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
@@ -115,18 +114,12 @@ func TestSearchFindsOnlyWhatTheCallerMayReadAsItIsNow(t *testing.T) {
 	a := mustSend(t, st, mine.ID, other, "planning meeting at noon")
 	mustSend(t, st, notMine.ID, other, "secret meeting elsewhere")
 	mustSend(t, st, later.ID, other, "meeting before you joined")
-	if _, _, err := st.AddMember(ctx, later.ID, other, me, ""); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, later.ID, other, me, "")
 	b := mustSend(t, st, later.ID, other, "meeting after you joined")
 	gone := mustSend(t, st, mine.ID, other, "meeting that will be recalled")
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: mine.ID, UserID: other, TargetSeq: gone.Seq, ClientMsgID: uuid.NewString()}); err != nil {
-		t.Fatal(err)
-	}
+	mustChange(t, st, change(chat.KindRecall, mine.ID, other, gone.Seq))
 	ed := mustSend(t, st, mine.ID, other, "typo in the meetnig")
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindEdit, ConversationID: mine.ID, UserID: other, TargetSeq: ed.Seq, ClientMsgID: uuid.NewString(), Body: "fixed: the meeting moved"}); err != nil {
-		t.Fatal(err)
-	}
+	mustChange(t, st, edit(mine.ID, other, ed.Seq, "fixed: the meeting moved"))
 	for i, p := range plans {
 		want := []string{ref(a), ref(b), ref(ed)}
 		slices.Sort(want)

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/google/uuid"
-
 	chat "github.com/chatd/chatd"
 )
 
@@ -114,9 +112,7 @@ func TestMessagesSentBeforeAccentFoldingAreFoundWithoutAccentsAfterTheUpgrade(t 
 	vi := mustSend(t, st, g.ID, 2, "Tiếng Việt")
 	ss := mustSend(t, st, g.ID, 2, "straße")
 	gone := mustSend(t, st, g.ID, 2, "Crème secrète")
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: g.ID, UserID: 2, TargetSeq: gone.Seq, ClientMsgID: uuid.NewString()}); err != nil {
-		t.Fatal(err)
-	}
+	mustChange(t, st, change(chat.KindRecall, g.ID, 2, gone.Seq))
 	upgradeAndSearch(t, ctx, pool, 38, map[string][]string{"cafe": {ref(cafe)}, "café": {ref(cafe)}, "tieng viet": {ref(vi)},
 		"vi": {ref(vi)}, "strasse": {ref(ss)}, "creme": nil, "secrete": nil})
 	if n := queryInt(t, pool, `SELECT count(*) FROM pg_stats WHERE tablename = 'message' AND attname IN ('search', 'search_body')`); n != 2 {

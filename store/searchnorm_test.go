@@ -8,7 +8,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"golang.org/x/text/unicode/norm"
@@ -154,9 +153,7 @@ func TestMessagesSentBeforeTheSearchFoldAreFoundAfterTheUpgrade(t *testing.T) {
 	hi := mustSend(t, st, g.ID, 2, "Привет всем")
 	ascii := mustSend(t, st, g.ID, 2, "Plain ASCII words")
 	gone := mustSend(t, st, g.ID, 2, "ÉCOLE secrète")
-	if _, err := st.Change(ctx, chat.Change{Kind: chat.KindRecall, ConversationID: g.ID, UserID: 2, TargetSeq: gone.Seq, ClientMsgID: uuid.NewString()}); err != nil {
-		t.Fatal(err)
-	}
+	mustChange(t, st, change(chat.KindRecall, g.ID, 2, gone.Seq))
 	upgradeAndSearch(t, ctx, pool, 25, map[string][]string{"café": {ref(cafe)}, "привет": {ref(hi)}, "ascii": {ref(ascii)},
 		"école": nil, "secrète": nil})
 	// The plan of a search has the new column's statistics at once.

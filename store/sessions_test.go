@@ -272,9 +272,7 @@ func TestALeaveTellsEachPersistentSessionOfTheUserWhatItIsStillOwed(t *testing.T
 	// entries, reads a member's cursor at the new join; the tablet, which
 	// did not, still finishes them first (End), then goes on after the
 	// join.
-	if _, _, err := st.AddMember(ctx, conv.ID, 1, 2, chat.RoleMember); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, conv.ID, 1, 2, chat.RoleMember)
 	for _, tc := range []struct {
 		id   string
 		want chat.ConvCursor
@@ -320,9 +318,7 @@ func TestASessionBehindIsOwedEveryMembershipItHasNotAcknowledgedAcrossRemovalsAn
 	end1 := lastSeq()
 	mustRemove(t, ctx, st, conv.ID, 1, 2, "first removal")
 	sendN(t, st, conv.ID, 1, 1, "away")
-	if _, _, err := st.AddMember(ctx, conv.ID, 1, 2, chat.RoleMember); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, conv.ID, 1, 2, chat.RoleMember)
 	j2 := joinSeq()
 	sendN(t, st, conv.ID, 1, 2, "second membership")
 	save("tablet", end1) // the first membership's entries, all of them
@@ -358,9 +354,7 @@ func TestASessionBehindIsOwedEveryMembershipItHasNotAcknowledgedAcrossRemovalsAn
 		"tablet": {j2, end2, nil, 0},
 		"laptop": {j2 + 1, end2, nil, 0},
 	})
-	if _, _, err := st.AddMember(ctx, conv.ID, 1, 2, chat.RoleMember); err != nil {
-		t.Fatal(err)
-	}
+	mustAdd(t, ctx, st, conv.ID, 1, 2, chat.RoleMember)
 	j3 := joinSeq()
 	check("added back again", map[string]owed{
 		"phone":  {j1, end1, []chat.Span{{Join: j2, End: end2}}, j3},
