@@ -2,16 +2,12 @@ package client_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -26,14 +22,9 @@ import (
 
 func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t))
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker := "mqtt://" + srv.MQTTAddr()
-	cfg1, cfg2 := testConfig(t, broker, 1), testConfig(t, broker, 2)
-	cfg1.HTTPURL, cfg2.HTTPURL = "http://"+srv.HTTPAddr(), "http://"+srv.HTTPAddr()
-	alice, bob := connect(t, cfg1), connect(t, cfg2)
+	g := groupOf12(t, srv)
+	api := "http://" + srv.HTTPAddr()
+	alice, bob := connectHTTP(t, srv, 1, api), connectHTTP(t, srv, 2, api)
 	ctx := ctxFor(t, 30*time.Second)
 
 	photo := mediatest.JPEG(900, 600)
@@ -73,7 +64,7 @@ func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
 		t.Fatalf("resume: %+v %v", info, err)
 	}
 	// A non-member is refused for good.
-	eve := connect(t, func() client.Config { c := testConfig(t, broker, 3); c.HTTPURL = cfg1.HTTPURL; return c }())
+	eve := connectHTTP(t, srv, 3, api)
 	if _, err := eve.Download(ctx, a.ID, io.Discard); !errors.Is(err, client.ErrNotMember) {
 		t.Fatalf("non-member download: %v", err)
 	}
@@ -99,32 +90,18 @@ func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
 // message is sent once.
 func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t))
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, _ := url.Parse("http://" + srv.HTTPAddr())
+	g := groupOf12(t, srv)
 	var puts atomic.Int32
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && puts.Add(1) == 1 {
-			// Read half, then drop the connection under the client.
-			_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
-			conn, _, _ := http.NewResponseController(w).Hijack()
-			_ = conn.Close()
-			return
+	lb := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		if r.Method != http.MethodPut || puts.Add(1) > 1 {
+			return false
 		}
-		proxy.ServeHTTP(w, r)
-	})}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
-	cfg.HTTPURL = "http://" + ln.Addr().String()
-	alice := connect(t, cfg)
+		// Read half, then drop the connection under the client.
+		_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
+		dropConnection(w)
+		return true
+	})
+	alice := connectHTTP(t, srv, 1, lb.URL)
 	ctx := ctxFor(t, 30*time.Second)
 	data := mediatest.PNG(300, 300)
 	a, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(data))
@@ -152,36 +129,22 @@ func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
 func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T) {
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_LIMIT_API_RATE": "2", "CHAT_LIMIT_API_BURST": "3"}), nil)
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, _ := url.Parse("http://" + srv.HTTPAddr())
+	g := groupOf12(t, srv)
 	var puts atomic.Int32
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && puts.Add(1) == 1 {
-			// chatd stores it; its answer never reaches the client.
-			rec := httptest.NewRecorder()
-			proxy.ServeHTTP(rec, r)
-			if rec.Code != http.StatusOK {
-				t.Errorf("first PUT answered %d: %s", rec.Code, rec.Body)
-			}
-			conn, _, _ := http.NewResponseController(w).Hijack()
-			_ = conn.Close()
-			return
+	lb := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, chatd http.Handler) bool {
+		if r.Method != http.MethodPut || puts.Add(1) > 1 {
+			return false
 		}
-		proxy.ServeHTTP(w, r)
-	})}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
-	cfg.HTTPURL = "http://" + ln.Addr().String()
-	alice := connect(t, cfg)
+		// chatd stores it; its answer never reaches the client.
+		rec := httptest.NewRecorder()
+		chatd.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK {
+			t.Errorf("first PUT answered %d: %s", rec.Code, rec.Body)
+		}
+		dropConnection(w)
+		return true
+	})
+	alice := connectHTTP(t, srv, 1, lb.URL)
 	ctx := ctxFor(t, 30*time.Second)
 	a, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
 	if err != nil {
@@ -206,13 +169,8 @@ func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T)
 // sniffer knows none), a HEIF, an AVIF, a 7z archive.
 func TestAPhotoIsDeclaredAsChatdNamesItWhateverTheSystemsMimeTables(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t))
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
-	cfg.HTTPURL = "http://" + srv.HTTPAddr()
-	alice := connect(t, cfg)
+	g := groupOf12(t, srv)
+	alice := connectHTTP(t, srv, 1, "http://"+srv.HTTPAddr())
 	ctx := ctxFor(t, 30*time.Second)
 	heif := func(brand string) []byte {
 		return mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: brand, Pad: 4000}, 1)

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"testing"
@@ -15,14 +14,9 @@ import (
 
 func TestAnAvatarIsUploadedSetAndDownloadedWithTheClient(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t))
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker := "mqtt://" + srv.MQTTAddr()
-	cfg1, cfg2, cfg3 := testConfig(t, broker, 1), testConfig(t, broker, 2), testConfig(t, broker, 3)
-	cfg1.HTTPURL, cfg2.HTTPURL, cfg3.HTTPURL = "http://"+srv.HTTPAddr(), "http://"+srv.HTTPAddr(), "http://"+srv.HTTPAddr()
-	alice, bob, eve := connect(t, cfg1), connect(t, cfg2), connect(t, cfg3)
+	g := groupOf12(t, srv)
+	api := "http://" + srv.HTTPAddr()
+	alice, bob, eve := connectHTTP(t, srv, 1, api), connectHTTP(t, srv, 2, api), connectHTTP(t, srv, 3, api)
 	ctx := ctxFor(t, 30*time.Second)
 
 	a, err := alice.UploadAvatar(ctx, "me.png", bytes.NewReader(mediatest.PNG(80, 80)))

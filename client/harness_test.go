@@ -11,8 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
@@ -82,6 +84,26 @@ func closeWithin(t *testing.T, what string, d time.Duration, close func(context.
 	if err := close(ctx); err != nil {
 		t.Logf("%s: %v", what, err)
 	}
+}
+
+// groupOf12 is a group that user 1 created on srv with user 2.
+func groupOf12(t *testing.T, srv *server.Server) chat.Conversation {
+	t.Helper()
+	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// connectHTTP connects user to srv's MQTT listener, with the client's
+// HTTP requests (uploads, downloads) going to httpURL: srv's own HTTP
+// listener or a proxy in front of it.
+func connectHTTP(t *testing.T, srv *server.Server, user int64, httpURL string) *client.Client {
+	t.Helper()
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), user)
+	cfg.HTTPURL = httpURL
+	return connect(t, cfg)
 }
 
 // testConfig is a client config for user against broker; fast reconnects.
@@ -199,6 +221,32 @@ func mustConn(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// messageCount is how many messages conversation conv holds.
+func messageCount(t *testing.T, db *pgx.Conn, conv int64) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitCommitted waits up to 10 s for conversation conv, in the database
+// at url, to hold a message: the send that a test cut short committed.
+func waitCommitted(t *testing.T, url string, conv int64) {
+	t.Helper()
+	db := mustConn(t, url)
+	testkit.WaitFor(t, 10*time.Second, "the message to be committed", func() bool { return messageCount(t, db, conv) > 0 })
+}
+
+// storedOnce fails t unless conversation conv holds exactly one message.
+func storedOnce(t *testing.T, url string, conv int64) {
+	t.Helper()
+	if n := messageCount(t, mustConn(t, url), conv); n != 1 {
+		t.Fatalf("conversation holds %d messages, want 1", n)
+	}
 }
 
 // proxy is a TCP proxy between clients and chatd that a test can cut: it

@@ -1,14 +1,12 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -23,19 +21,6 @@ func limitedNode(t *testing.T) (url string, px *proxy, a *client.Client, conv in
 	px = newProxy(t, srv.MQTTAddr())
 	a = connect(t, testConfig(t, px.URL(), 1))
 	return url, px, a, direct(t, a, 2)
-}
-
-// storedOnce fails t unless conversation conv holds exactly one message.
-func storedOnce(t *testing.T, url string, conv int64) {
-	t.Helper()
-	var n int
-	if err := mustConn(t, url).QueryRow(context.Background(),
-		`SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 {
-		t.Fatalf("conversation holds %d messages, want 1", n)
-	}
 }
 
 // TestACommittedSendIsNotReportedRateLimited: chatd committed a message
@@ -66,21 +51,7 @@ func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
 	url, px, a, conv := limitedNode(t)
 	px.Stall()
 	done := sendAsync(t, a, conv, "committed, PUBACK lost", 20*time.Second)
-	db := mustConn(t, url)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the message was not committed within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCommitted(t, url, conv)
 	px.Kill() // the PUBACK never reaches the client
 	r := <-done
 	if r.err != nil || r.seq != 1 {
@@ -148,14 +119,7 @@ func TestAResendRefusedAsRateLimitedWaitsItsRetryAfter(t *testing.T) {
 	url, px, a, conv := limitedNode(t)
 	px.Stall()
 	done := sendAsync(t, a, conv, "committed, PUBACK lost", 20*time.Second)
-	db := mustConn(t, url)
-	testkit.WaitFor(t, 10*time.Second, "the message to be committed", func() bool {
-		var n int
-		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	})
+	waitCommitted(t, url, conv)
 	px.Kill() // the PUBACK never reaches the client
 	r := <-done
 	if r.err != nil || r.seq != 1 {

@@ -20,10 +20,7 @@ import (
 func TestASendRecalledBeforeItsLostPUBACKIsReportedRecalled(t *testing.T) {
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url)
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupOf12(t, srv)
 	px := newProxy(t, srv.MQTTAddr())
 	a := connect(t, testConfig(t, px.URL(), 1))
 
@@ -37,21 +34,7 @@ func TestASendRecalledBeforeItsLostPUBACKIsReportedRecalled(t *testing.T) {
 		out, err := a.Commit(ctxFor(t, 20*time.Second), client.Change{ConversationID: g.ID, Body: "oops"})
 		done <- result{out, err}
 	}()
-	db := mustConn(t, url)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, g.ID).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the message was not committed within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCommitted(t, url, g.ID)
 	if _, err := srv.Service.Recall(context.Background(), chat.RecallRequest{ConversationID: g.ID, UserID: 1, TargetSeq: 1,
 		ClientMsgID: uuid.NewString()}); err != nil {
 		t.Fatalf("recall: %v", err)

@@ -32,10 +32,11 @@ type httpCall struct {
 
 // httpRecorder is an HTTP proxy in front of chatd that notes every
 // request and its answer; answer, when set, answers a request itself
-// (true) instead of passing it on, as a load balancer would.
+// (true) instead of passing it on, as a load balancer would, or does
+// something to it on its way to chatd (upstream) and back.
 type httpRecorder struct {
 	URL    string
-	answer func(w http.ResponseWriter, r *http.Request) bool
+	answer func(w http.ResponseWriter, r *http.Request, upstream http.Handler) bool
 	mu     sync.Mutex
 	calls  []httpCall
 }
@@ -54,7 +55,7 @@ func (w *statusWriter) WriteHeader(code int) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func newHTTPRecorder(t *testing.T, upstream string, answer func(w http.ResponseWriter, r *http.Request) bool) *httpRecorder {
+func newHTTPRecorder(t *testing.T, upstream string, answer func(w http.ResponseWriter, r *http.Request, upstream http.Handler) bool) *httpRecorder {
 	target, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func newHTTPRecorder(t *testing.T, upstream string, answer func(w http.ResponseW
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		call := httpCall{method: r.Method, start: time.Now()}
 		sw := &statusWriter{ResponseWriter: w}
-		if h.answer == nil || !h.answer(sw, r) {
+		if h.answer == nil || !h.answer(sw, r, rp) {
 			rp.ServeHTTP(sw, r)
 		}
 		call.end, call.status, call.retryAfter = time.Now(), sw.status, sw.Header().Get("Retry-After")
@@ -78,6 +79,13 @@ func newHTTPRecorder(t *testing.T, upstream string, answer func(w http.ResponseW
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
+}
+
+// dropConnection closes the connection under w without an answer, as a
+// network that fails would.
+func dropConnection(w http.ResponseWriter) {
+	conn, _, _ := http.NewResponseController(w).Hijack()
+	_ = conn.Close()
 }
 
 // of returns the requests of method so far, in order.
@@ -142,15 +150,10 @@ func drainAPIBucket(t *testing.T, httpURL string, user int64) {
 func TestAnUploadAndADownloadRefusedAsRateLimitedWaitTheirRetryAfter(t *testing.T) {
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_LIMIT_API_RATE": "1", "CHAT_LIMIT_API_BURST": "1"}), nil)
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupOf12(t, srv)
 	chatd := "http://" + srv.HTTPAddr()
 	rec := newHTTPRecorder(t, chatd, nil)
-	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
-	cfg.HTTPURL = rec.URL
-	alice := connect(t, cfg)
+	alice := connectHTTP(t, srv, 1, rec.URL)
 	ctx := ctxFor(t, 30*time.Second)
 
 	drainAPIBucket(t, chatd, 1)
@@ -183,18 +186,13 @@ func TestAnUploadAndADownloadRefusedAsRateLimitedWaitTheirRetryAfter(t *testing.
 // again, and a context cancelled meanwhile ends that wait at once.
 func TestWaitingOutARetryAfterEndsWhenTheContextIsCancelled(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t))
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, _ *http.Request) bool {
+	g := groupOf12(t, srv)
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, _ *http.Request, _ http.Handler) bool {
 		w.Header().Set("Retry-After", "30")
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 		return true
 	})
-	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
-	cfg.HTTPURL = rec.URL
-	alice := connect(t, cfg)
+	alice := connectHTTP(t, srv, 1, rec.URL)
 
 	for _, c := range uploadAndDownload(alice, g.ID) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -238,19 +236,14 @@ func TestWaitingOutARetryAfterEndsWhenTheContextIsCancelled(t *testing.T) {
 // refused so does, instead of waiting 5 minutes or until the context ends.
 func TestAnUploadOrADownloadToldToWaitBeyondTheCapOrItsContextReturnsTheRefusalAtOnce(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t))
-	g, err := srv.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupOf12(t, srv)
 	var retryAfter atomic.Int64
-	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, _ *http.Request) bool {
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, _ *http.Request, _ http.Handler) bool {
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfter.Load(), 10))
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 		return true
 	})
-	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
-	cfg.HTTPURL = rec.URL
-	alice := connect(t, cfg)
+	alice := connectHTTP(t, srv, 1, rec.URL)
 
 	for _, told := range []struct {
 		name     string
