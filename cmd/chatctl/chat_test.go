@@ -54,6 +54,20 @@ func startChatctlMinting(t *testing.T, env map[string]string, mint func([]byte, 
 	return stdout, stderr, ch
 }
 
+// waitExit waits up to timeout for a command started by startChatctl to
+// exit and returns its code; if it is still running, the test fails with
+// what (what the command did not do in time) and its output.
+func waitExit(t *testing.T, done <-chan int, timeout time.Duration, stdout, stderr *logtest.Buffer, what string) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(timeout):
+		t.Fatalf("%s within %v; stdout:\n%s\nstderr:\n%s", what, timeout, stdout, stderr)
+		return 0
+	}
+}
+
 func waitForText(t *testing.T, buf *logtest.Buffer, text string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -95,13 +109,8 @@ func TestSendTailInboxHistoryRead(t *testing.T) {
 	}
 	mustOK(t, chatctl(t, env, "send", "--user", "2", "--conversation", "1", "--body", "hi back"))
 
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("tail exited %d: %s", code, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("tail did not see 2 messages; stdout:\n%s", stdout.String())
+	if code := waitExit(t, done, 15*time.Second, stdout, stderr, "tail did not see 2 messages"); code != 0 {
+		t.Fatalf("tail exited %d: %s", code, stderr.String())
 	}
 	want := "[conv 1 #1] user 1: hello\n[conv 1 #2] user 2: hi back\n"
 	var msgLines strings.Builder

@@ -52,13 +52,9 @@ func TestTailOutlivesTheTokensItMints(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	mustOK(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "after"))
-	select {
-	case code := <-done:
-		if code != 0 || !strings.Contains(stdout.String(), "user 1: after") {
-			t.Fatalf("tail exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("tail did not print the message sent after its first token expired; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	code := waitExit(t, done, 20*time.Second, stdout, stderr, "tail did not print the message sent after its first token expired")
+	if code != 0 || !strings.Contains(stdout.String(), "user 1: after") {
+		t.Fatalf("tail exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
 
@@ -76,15 +72,11 @@ func TestTailWithATokenThatExpiresSaysSoAndExits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, done := startChatctl(t, chatEnv(srv, dataDir), "tail", "--user", "2", "--token", tok)
+	stdout, stderr, done := startChatctl(t, chatEnv(srv, dataDir), "tail", "--user", "2", "--token", tok)
 	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
-	select {
-	case code := <-done:
-		if code != 1 || !strings.Contains(stderr.String(), "chatd refused --token for user 2") {
-			t.Fatalf("tail exited %d; stderr:\n%s", code, stderr)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("tail still running 20 s after its token expired; stderr:\n%s", stderr)
+	code := waitExit(t, done, 20*time.Second, stdout, stderr, "tail did not exit after its token expired")
+	if code != 1 || !strings.Contains(stderr.String(), "chatd refused --token for user 2") {
+		t.Fatalf("tail exited %d; stderr:\n%s", code, stderr)
 	}
 }
 
@@ -109,13 +101,9 @@ func TestTailConnectsOnceAndPrintsWhatIsSentOnceItSaysSo(t *testing.T) {
 		t.Errorf("tail minted %d tokens before following, want 1 (one connection)", n)
 	}
 	mustOK(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "at once"))
-	select {
-	case code := <-done:
-		if code != 0 || !strings.Contains(stdout.String(), "user 1: at once") {
-			t.Fatalf("tail exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("tail did not print the message sent once it was following; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	code := waitExit(t, done, 15*time.Second, stdout, stderr, "tail did not print the message sent once it was following")
+	if code != 0 || !strings.Contains(stdout.String(), "user 1: at once") {
+		t.Fatalf("tail exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 
 	start := time.Now()
