@@ -184,13 +184,7 @@ func TestGoneSubscriptionDeletesTheDevice(t *testing.T) {
 	id := r.subscribe(2, "bob")
 	r.ep.Script("bob", http.StatusGone)
 	r.send(conv, 1, "hello")
-	deadline := time.Now().Add(3 * time.Second)
-	for r.count(`SELECT count(*) FROM push_device WHERE id = $1`, id) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("device still registered after 410: %s", describe(r.ep.Pushes()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.waitCount(0, 3*time.Second, `SELECT count(*) FROM push_device WHERE id = $1`, id) // deleted after the 410
 	if n := r.count(`SELECT count(*) FROM push_job`); n != 0 {
 		t.Errorf("%d jobs left", n)
 	}
@@ -232,11 +226,7 @@ func TestARetryDueAfterMaxAgeIsNotSent(t *testing.T) {
 	r.subscribe(2, "bob")
 	r.ep.Script("bob", http.StatusInternalServerError)
 	r.send(conv, 1, "hello")
-	for deadline := time.Now().Add(3 * time.Second); len(r.ep.Pushes()) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no push attempted")
-		}
-	}
+	r.waitRequests(1, 3*time.Second, "a push to be attempted")
 	r.waitCount(0, 6*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
 	if all := r.ep.Pushes(); len(all) != 1 || all[0].Status != http.StatusInternalServerError {
 		t.Fatalf("requests: %s, want the one answered 500", describe(all))
@@ -275,13 +265,7 @@ func TestPushDecidedByAStoppedNodeIsSentByAnother(t *testing.T) {
 	r.subscribe(2, "bob")
 	r.ep.Hang("bob", true)
 	r.send(conv, 1, "hello")
-	deadline := time.Now().Add(3 * time.Second)
-	for len(r.ep.Pushes()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no request reached the endpoint")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.waitRequests(1, 3*time.Second, "a request to reach the endpoint")
 	stopA()
 	t.Logf("after stop: %s", dumpJobs(r))
 	r.ep.Hang("bob", false)
@@ -397,14 +381,7 @@ func TestConversationWithoutDevicesIsPassedOverWithoutReadingItsMessages(t *test
 		last = r.send(bare, 1, fmt.Sprint("hello ", i))
 		r.send(pushed, 3, fmt.Sprint("hello ", i))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, bare) != last {
-		if time.Now().After(deadline) {
-			t.Fatalf("cursor of the conversation without devices at %d, want %d at once",
-				r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, bare), last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.waitCount(last, 5*time.Second, `SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, bare)
 	// The conversation with a device waits for its messages to fall due.
 	if n := r.count(`SELECT coalesce(max(seq), 0) FROM push_cursor WHERE conversation_id = $1`, pushed); n != 0 {
 		t.Errorf("cursor of the conversation with a device at %d before its messages were due", n)

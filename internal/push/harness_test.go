@@ -171,6 +171,29 @@ func (r *rig) waitPushes(name string, n int, within time.Duration) []push.Notifi
 	}
 }
 
+// waitRequests waits until the endpoint got n requests (pushes or
+// removes, whatever it answered); what names them in a failure.
+func (r *rig) waitRequests(n int, within time.Duration, what string) {
+	r.t.Helper()
+	testkit.WaitFor(r.t, within, what, func() bool { return len(r.ep.Pushes()) >= n })
+}
+
+// waitCount polls sql until it answers want.
+func (r *rig) waitCount(want int64, within time.Duration, sql string, args ...any) {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n := r.count(sql, args...)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: %d after %v, want %d\njobs:\n%s", sql, n, within, want, dumpJobs(r))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // quiet asserts subscription name gets no more than n pushes for d.
 func (r *rig) quiet(name string, n int, d time.Duration) {
 	r.t.Helper()

@@ -37,22 +37,6 @@ func (r *rig) recall(conv, user, target int64) int64 {
 	return r.change(chat.Change{Kind: chat.KindRecall, ConversationID: conv, UserID: user, TargetSeq: target})
 }
 
-// waitCount polls sql until it answers want.
-func (r *rig) waitCount(want int64, within time.Duration, sql string, args ...any) {
-	r.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		n := r.count(sql, args...)
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%s: %d after %v, want %d\njobs:\n%s", sql, n, within, want, dumpJobs(r))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestEditsAndReactionsToAnUnacknowledgedMessagePushNothingOfTheirOwn(t *testing.T) {
 	r := newRig(t)
 	// Changes are not hinted (they never push): the scan finds them.
@@ -211,13 +195,7 @@ func TestPushInFlightWhenItsMessageIsRecalledIsFollowedByARemove(t *testing.T) {
 	r.subscribe(2, "bob")
 	r.ep.Hang("bob", true)
 	seq := r.send(conv, 1, "secret")
-	deadline := time.Now().Add(3 * time.Second)
-	for len(r.ep.Pushes()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the push did not reach the endpoint")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.waitRequests(1, 3*time.Second, "the push to reach the endpoint")
 	held := r.ep.Pushes()[0]
 	if !strings.Contains(string(held.Plaintext), "secret") {
 		t.Fatalf("held push %s, want the preview", held.Plaintext)
@@ -379,13 +357,7 @@ func TestAnOlderPushsRetryNeverReplacesANewerOne(t *testing.T) {
 	r.subscribe(2, "bob")
 	r.ep.Script("bob", http.StatusServiceUnavailable)
 	first := r.send(conv, 1, "first, soon recalled")
-	deadline := time.Now().Add(3 * time.Second)
-	for len(r.ep.Pushes()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first push did not reach the endpoint")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.waitRequests(1, 3*time.Second, "the first push to reach the endpoint")
 	second := r.send(conv, 1, "second")
 	r.waitPushes("bob", 1, 3*time.Second)
 	// Past the first push's retry (2 s after its refusal).
@@ -427,13 +399,7 @@ func TestARemoveRetriedLaterNeverTakesAwayANewerNotification(t *testing.T) {
 	r.waitPushes("bob", 1, 3*time.Second)
 	r.ep.Script("bob", http.StatusServiceUnavailable)
 	r.recall(conv, 1, first)
-	deadline := time.Now().Add(3 * time.Second)
-	for len(r.ep.Pushes()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the remove did not reach the endpoint")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.waitRequests(2, 3*time.Second, "the remove to reach the endpoint")
 	second := r.send(conv, 1, "the right one")
 	got := r.waitPushes("bob", 3, 5*time.Second)
 	r.quiet("bob", 3, time.Second)
