@@ -44,8 +44,7 @@ func TestAnUploadIsAttachedOnceWhateverTheConcurrentSends(t *testing.T) {
 	c := mustGroup(t, st, 1, 2)
 	id := completeUpload(t, pool, 1, c.ID)
 	errs := concurrently(20, func(int) error {
-		_, err := st.Send(context.Background(), chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-			Attachments: []chat.AttachmentRef{{UploadID: id}}})
+		_, err := st.Send(context.Background(), filesReq(c.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
 		return err
 	})
 	ok, dupe := tally(t, "send", errs, func(err error) bool { return isCode(err, chat.CodeConflict) })
@@ -75,8 +74,7 @@ func TestTheExpiryNeverDropsAnUploadASendIsAttaching(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, sendErr = st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-				Attachments: []chat.AttachmentRef{{UploadID: id}}})
+			_, sendErr = st.Send(ctx, filesReq(c.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
 		}()
 		go func() {
 			defer wg.Done()
@@ -114,8 +112,7 @@ func TestEntriesReadAMessagesAttachmentsUntilItIsRecalled(t *testing.T) {
 	c := mustGroup(t, st, 1, 2)
 	ids := []string{completeUpload(t, pool, 1, c.ID), completeUpload(t, pool, 1, c.ID)}
 	ctx := testCtx(t)
-	res, err := st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: "two files",
-		Attachments: []chat.AttachmentRef{{UploadID: ids[1], Caption: "second first"}, {UploadID: ids[0]}}})
+	res, err := st.Send(ctx, filesReq(c.ID, 1, "two files", []chat.AttachmentRef{{UploadID: ids[1], Caption: "second first"}, {UploadID: ids[0]}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,9 +152,8 @@ func TestARecalledMessageNoLongerTellsWhatKindItWas(t *testing.T) {
 	st, pool := newStore(t)
 	c := mustGroup(t, st, 1, 2)
 	ctx := testCtx(t)
-	req := chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Attachments: []chat.AttachmentRef{{UploadID: completeUploadOf(t, pool, 1, c.ID, "a.jpg",
-			chat.UploadMeta{ContentType: "image/jpeg", Size: 10, SHA256: "00", Width: 4, Height: 3})}}}
+	req := filesReq(c.ID, 1, "", []chat.AttachmentRef{{UploadID: completeUploadOf(t, pool, 1, c.ID, "a.jpg",
+		chat.UploadMeta{ContentType: "image/jpeg", Size: 10, SHA256: "00", Width: 4, Height: 3})}})
 	res, err := st.Send(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -272,8 +268,7 @@ func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
 	c := mustGroup(t, st, 1, 2)
 	ids := []string{completeUpload(t, pool, 1, c.ID), completeUpload(t, pool, 1, c.ID)}
 	ctx := testCtx(t)
-	res, err := st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: "",
-		Attachments: []chat.AttachmentRef{{UploadID: ids[0]}, {UploadID: ids[1]}}})
+	res, err := st.Send(ctx, filesReq(c.ID, 1, "", []chat.AttachmentRef{{UploadID: ids[0]}, {UploadID: ids[1]}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,14 +358,12 @@ func TestAThumbnailRecordedForAnImageIsItsForwardedCopiesToo(t *testing.T) {
 	src, dst := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 3)
 	as := store.NewAttachments(pool)
 	id := completeUploadOf(t, pool, 1, src.ID, "p.png", chat.UploadMeta{ContentType: "image/png", Size: 10, SHA256: "00", Width: 40, Height: 30, Thumbnail: true})
-	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: src.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	sent, err := st.Send(ctx, filesReq(src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := st.Send(ctx, chat.SendRequest{ConversationID: dst.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-			Forward: &chat.MessageRef{ConversationID: src.ID, Seq: sent.Message.Seq}}); err != nil {
+		if _, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Message.Seq)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -467,8 +460,7 @@ func TestAThumbnailLandingWhileItsRecalledBlobIsBeingDeletedIsDeletedToo(t *test
 	c := mustGroup(t, st, 1, 2)
 	as := store.NewAttachments(pool)
 	id, key := imageUpload(t, pool, 1, c.ID)
-	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: c.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	sent, err := st.Send(ctx, filesReq(c.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,13 +510,11 @@ func TestRecallingTheLastCopyOfAFileWhileARoundKeepsItQueuesTheBlobAgain(t *test
 	as := store.NewAttachments(pool)
 	id := completeUpload(t, pool, 1, src.ID)
 	key := blobOf(t, pool, id)
-	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: src.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	sent, err := st.Send(ctx, filesReq(src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fwd, err := st.Send(ctx, chat.SendRequest{ConversationID: dst.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Forward: &chat.MessageRef{ConversationID: src.ID, Seq: sent.Message.Seq}})
+	fwd, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Message.Seq))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,15 +571,13 @@ func TestRecallingTwoCopiesOfAFileInOneBatchQueuesTheBlobOnce(t *testing.T) {
 	dsts := []chat.Conversation{mustGroup(t, st, 1, 3), mustGroup(t, st, 1, 5)}
 	id := completeUpload(t, pool, 1, src.ID)
 	key := blobOf(t, pool, id)
-	sent, err := st.Send(ctx, chat.SendRequest{ConversationID: src.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Attachments: []chat.AttachmentRef{{UploadID: id}}})
+	sent, err := st.Send(ctx, filesReq(src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var copies []int64
 	for _, dst := range dsts {
-		fwd, err := st.Send(ctx, chat.SendRequest{ConversationID: dst.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-			Forward: &chat.MessageRef{ConversationID: src.ID, Seq: sent.Message.Seq}})
+		fwd, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Message.Seq))
 		if err != nil {
 			t.Fatal(err)
 		}

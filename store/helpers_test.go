@@ -107,6 +107,21 @@ func sendReq(conv, sender int64, body string) chat.SendRequest {
 	return chat.SendRequest{ConversationID: conv, SenderID: sender, ClientMsgID: uuid.NewString(), Body: body}
 }
 
+// filesReq is sendReq with the files refs.
+func filesReq(conv, sender int64, body string, refs []chat.AttachmentRef) chat.SendRequest {
+	req := sendReq(conv, sender, body)
+	req.Attachments = refs
+	return req
+}
+
+// forwardReq is a send to conv as sender forwarding message seq of
+// conversation from.
+func forwardReq(conv, sender, from, seq int64) chat.SendRequest {
+	req := sendReq(conv, sender, "")
+	req.Forward = &chat.MessageRef{ConversationID: from, Seq: seq}
+	return req
+}
+
 func mustSend(t *testing.T, st *store.Store, conv, sender int64, body string) chat.Message {
 	t.Helper()
 	res, err := st.Send(testCtx(t), sendReq(conv, sender, body))

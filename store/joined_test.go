@@ -63,8 +63,7 @@ func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
 	_, err = st.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: late, ClientMsgID: uuid.NewString(), Body: "re", ReplyTo: secret.Seq})
 	wantCode(t, "reply to a message from before the join", err, chat.CodeInvalid)
 	other := mustGroup(t, st, late)
-	_, err = st.Send(ctx, chat.SendRequest{ConversationID: other.ID, SenderID: late, ClientMsgID: uuid.NewString(),
-		Forward: &chat.MessageRef{ConversationID: g.ID, Seq: secret.Seq}})
+	_, err = st.Send(ctx, forwardReq(other.ID, late, g.ID, secret.Seq))
 	wantCode(t, "forward of a message from before the join", err, chat.CodeNotFound)
 	_, err = st.Change(ctx, chat.Change{Kind: chat.KindReaction, ConversationID: g.ID, UserID: late, TargetSeq: secret.Seq,
 		ClientMsgID: uuid.NewString(), Emoji: "👀", On: true})

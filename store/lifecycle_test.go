@@ -79,8 +79,7 @@ func TestEveryLifecycleRuleRefusesWithItsCodeAndStoresNothing(t *testing.T) {
 		return chat.SendRequest{ConversationID: g.ID, SenderID: 1, ClientMsgID: uuid.NewString(), Body: "re", ReplyTo: to}.Change()
 	}
 	forward := func(conv, seq int64) chat.Change {
-		return chat.SendRequest{ConversationID: g.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-			Forward: &chat.MessageRef{ConversationID: conv, Seq: seq}}.Change()
+		return forwardReq(g.ID, 1, conv, seq).Change()
 	}
 	refused(t, st, pool, "reply to a seq past the end", reply(99), chat.CodeInvalid)
 	refused(t, st, pool, "reply to a reaction entry", reply(reactionSeq), chat.CodeInvalid)
@@ -196,8 +195,7 @@ func TestARecalledBodyIsGoneFromEveryTableAndEveryReader(t *testing.T) {
 		}
 	}
 	// And no forward of it can be made.
-	_, err = st.Send(testCtx(t), chat.SendRequest{ConversationID: g.ID, SenderID: 2, ClientMsgID: uuid.NewString(),
-		Forward: &chat.MessageRef{ConversationID: g.ID, Seq: m.Seq}})
+	_, err = st.Send(testCtx(t), forwardReq(g.ID, 2, g.ID, m.Seq))
 	wantCode(t, "forward of the recalled message", err, chat.CodeNotFound)
 }
 
@@ -271,8 +269,7 @@ func TestHistoryShowsEachMessageAsItIsNowAndEveryChangeAsAnEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw, err := st.Send(testCtx(t), chat.SendRequest{ConversationID: g.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Forward: &chat.MessageRef{ConversationID: other.ID, Seq: src.Seq}})
+	fw, err := st.Send(testCtx(t), forwardReq(g.ID, 1, other.ID, src.Seq))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,8 +396,7 @@ func TestAForwardedMessageCannotBeEditedByItsForwarder(t *testing.T) {
 	ctx, st, pool, g := groupOf12(t)
 	h := mustGroup(t, st, 1, 3)
 	src := mustSend(t, st, g.ID, 2, "I owe you 10 euros")
-	fwd, err := st.Send(ctx, chat.SendRequest{ConversationID: h.ID, SenderID: 1, ClientMsgID: uuid.NewString(),
-		Forward: &chat.MessageRef{ConversationID: g.ID, Seq: src.Seq}})
+	fwd, err := st.Send(ctx, forwardReq(h.ID, 1, g.ID, src.Seq))
 	if err != nil {
 		t.Fatal(err)
 	}
