@@ -24,6 +24,14 @@ func shortToken(secret []byte, user int64, life time.Duration) (string, error) {
 	}).SignedString(secret)
 }
 
+// countingMints mints tokens that live for life, counting them in n.
+func countingMints(n *atomic.Int32, life time.Duration) func(secret []byte, user int64) (string, error) {
+	return func(secret []byte, user int64) (string, error) {
+		n.Add(1)
+		return shortToken(secret, user, life)
+	}
+}
+
 // chatd ends a connection when its token expires. tail minted one token
 // (of an hour) for its whole run: past it every reconnect was refused and
 // tail printed nothing more, without a word. It mints a new token for
@@ -33,11 +41,7 @@ func TestTailOutlivesTheTokensItMints(t *testing.T) {
 	srv := startChatd(t, dataDir)
 	env := chatEnv(srv, dataDir)
 	var mints atomic.Int32
-	mint := func(secret []byte, user int64) (string, error) {
-		mints.Add(1)
-		return shortToken(secret, user, 4*time.Second)
-	}
-	stdout, stderr, done := startChatctlMinting(t, env, mint, "tail", "--user", "2", "--count", "2")
+	stdout, stderr, done := startChatctlMinting(t, env, countingMints(&mints, 4*time.Second), "tail", "--user", "2", "--count", "2")
 	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
 	start := mints.Load()
 
@@ -91,11 +95,7 @@ func TestTailConnectsOnceAndPrintsWhatIsSentOnceItSaysSo(t *testing.T) {
 	srv := startChatd(t, dataDir)
 	env := chatEnv(srv, dataDir)
 	var mints atomic.Int32
-	mint := func(secret []byte, user int64) (string, error) {
-		mints.Add(1)
-		return shortToken(secret, user, time.Hour)
-	}
-	stdout, stderr, done := startChatctlMinting(t, env, mint, "tail", "--user", "2", "--count", "1")
+	stdout, stderr, done := startChatctlMinting(t, env, countingMints(&mints, time.Hour), "tail", "--user", "2", "--count", "1")
 	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
 	if n := mints.Load(); n != 1 {
 		t.Errorf("tail minted %d tokens before following, want 1 (one connection)", n)
