@@ -71,6 +71,16 @@ func storeGroup(t *testing.T) (*pgxpool.Pool, *store.Store, chat.Conversation) {
 	return pool, st, conv
 }
 
+// runningRelay starts Kafka and a relay of pool's outbox (testConfig,
+// no metrics registry); it returns the relay and Kafka's port.
+func runningRelay(t *testing.T, pool *pgxpool.Pool) (*relay.Relay, int) {
+	t.Helper()
+	port := kafkaPort(t)
+	rl := newRelay(t, pool, testConfig(t, port, nil))
+	start(t, rl.Run)
+	return rl, port
+}
+
 // relayEntries starts Kafka and a relay that encodes outbox rows from the
 // entries they reference (as chatd runs it), kicks it and returns Kafka's
 // port.

@@ -22,9 +22,7 @@ import (
 
 func TestRelayPublishesEveryCommittedEventOnceInOrderPerConversation(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := kafkaPort(t)
-	rl := newRelay(t, pool, testConfig(t, port, nil))
-	start(t, rl.Run)
+	rl, port := runningRelay(t, pool)
 
 	ev := newEvents(pool)
 	convs := []int64{11, 12, 13, 14, 15}
@@ -308,9 +306,7 @@ func TestRelayDropsRowTooLargeForKafkaAndKeepsGoing(t *testing.T) {
 
 func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := kafkaPort(t)
-	rl := newRelay(t, pool, testConfig(t, port, nil))
-	start(t, rl.Run)
+	rl, port := runningRelay(t, pool)
 
 	reg := prometheus.NewRegistry()
 	var got collector
@@ -486,9 +482,7 @@ func TestRunStopsOnCancelWithoutLeakingGoroutines(t *testing.T) {
 // back to 0 once it has caught up.
 func TestConsumerLagCountsTheEventsNotYetHandled(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := kafkaPort(t)
-	rl := newRelay(t, pool, testConfig(t, port, nil))
-	start(t, rl.Run)
+	rl, port := runningRelay(t, pool)
 
 	reg := prometheus.NewRegistry()
 	release := make(chan struct{})
@@ -550,9 +544,7 @@ func TestRelayExportsEveryErrorKindAtZeroFromTheStart(t *testing.T) {
 // says to restart the nodes.)
 func TestAConsumerRestartedAfterTheTopicWasCreatedAgainHandlesTheNewTopicsEvents(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	port := kafkaPort(t)
-	rl := newRelay(t, pool, testConfig(t, port, nil))
-	start(t, rl.Run)
+	rl, port := runningRelay(t, pool)
 	var handled atomic.Int32
 	consumer := func() *relay.Consumer {
 		t.Helper()
