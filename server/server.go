@@ -631,30 +631,28 @@ func (s *Server) Close(ctx context.Context) error {
 	// Neither may a background worker that spent it by not stopping.
 	cleanup := &graced{c: ctx}
 	defer cleanup.stop()
-	// Every client is gone: commit the pending receipts, then clear this
-	// node's presence.
-	if s.Receipts != nil {
-		if err := s.Receipts.Close(cleanup.ctx()); err != nil {
+	// closePart stops one part within what is left of the cleanup budget.
+	closePart := func(stop func(context.Context) error) {
+		if err := stop(cleanup.ctx()); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	// Every client is gone: commit the pending receipts, then clear this
+	// node's presence.
+	if s.Receipts != nil {
+		closePart(s.Receipts.Close)
+	}
 	if s.Presence != nil {
-		if err := s.Presence.Close(cleanup.ctx()); err != nil {
-			errs = append(errs, err)
-		}
+		closePart(s.Presence.Close)
 	}
 	for _, p := range []*relay.EphemeralPublisher{s.presencePub, s.typingPub} {
 		if p == nil {
 			continue
 		}
-		if err := p.Close(cleanup.ctx()); err != nil {
-			errs = append(errs, err)
-		}
+		closePart(p.Close)
 	}
 	if s.Limiter != nil {
-		if err := s.Limiter.Close(cleanup.ctx()); err != nil {
-			errs = append(errs, err)
-		}
+		closePart(s.Limiter.Close)
 	}
 	if s.bg != nil {
 		s.bg()
@@ -665,15 +663,11 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 	if s.Attachments != nil {
-		if err := s.Attachments.Close(cleanup.ctx()); err != nil {
-			errs = append(errs, err)
-		}
+		closePart(s.Attachments.Close)
 	}
 	if s.store != nil {
 		// After the broker drained: no send can arrive any more.
-		if err := s.store.Close(cleanup.ctx()); err != nil {
-			errs = append(errs, err)
-		}
+		closePart(s.store.Close)
 	}
 	if s.sendPool != nil {
 		if err := pgembed.ClosePool(cleanup.ctx(), s.sendPool); err != nil {
@@ -684,9 +678,7 @@ func (s *Server) Close(ctx context.Context) error {
 	// node may take its id.
 	s.nodeLock.close()
 	if s.closeDB != nil {
-		if err := s.closeDB(cleanup.ctx()); err != nil {
-			errs = append(errs, err)
-		}
+		closePart(s.closeDB)
 	}
 	return errors.Join(errs...)
 }
