@@ -203,17 +203,26 @@ func api(t *testing.T, srv *server.Server, user int64, method, path string, body
 // to its events topic.
 func rawClient(t *testing.T, addr string, user int64, clientID string, v byte, clean bool) *mqtttest.Client {
 	t.Helper()
-	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
-		Password: testnode.Token(t, user), Clean: clean, Expiry: expiryFor(v, clean)})
-	if err != nil {
-		t.Fatalf("connect user %d: %v", user, err)
-	}
-	t.Cleanup(c.Drop)
+	c, _ := dialAs(t, addr, user, clientID, v, clean)
 	codes, err := c.Subscribe(testnode.EventsTopic(user))
 	if err != nil || len(codes) != 1 || codes[0] >= 0x80 {
 		t.Fatalf("subscribe events: %v %v", codes, err)
 	}
 	return c
+}
+
+// dialAs connects a raw MQTT client (v is 4 or 5) as clientID of user,
+// with a clean session or a persistent one (expiryFor), subscribing to
+// nothing; it is dropped at the end of the test.
+func dialAs(t *testing.T, addr string, user int64, clientID string, v byte, clean bool) (*mqtttest.Client, packets.Packet) {
+	t.Helper()
+	c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
+		Password: testnode.Token(t, user), Clean: clean, Expiry: expiryFor(v, clean)})
+	if err != nil {
+		t.Fatalf("connect %s as user %d (clean %v): %v", clientID, user, clean, err)
+	}
+	t.Cleanup(c.Drop)
+	return c, ack
 }
 
 func expiryFor(v byte, clean bool) uint32 {

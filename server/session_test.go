@@ -23,13 +23,7 @@ import (
 // as a client whose session is present does.
 func resume(t *testing.T, addr string, user int64, clientID string, v byte) (*mqtttest.Client, packets.Packet) {
 	t.Helper()
-	c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: v, ClientID: clientID, Username: fmt.Sprint(user),
-		Password: testnode.Token(t, user), Clean: false, Expiry: expiryFor(v, false)})
-	if err != nil {
-		t.Fatalf("resume %s: %v", clientID, err)
-	}
-	t.Cleanup(c.Drop)
-	return c, ack
+	return dialAs(t, addr, user, clientID, v, false)
 }
 
 // waitCursor waits until the session's delivered cursor reached seq: the
