@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"slices"
 	"testing"
 
 	chat "github.com/chatd/chatd"
@@ -15,10 +14,7 @@ func TestSearchFindsAWordWrittenWithAccentsByTheWordWithout(t *testing.T) {
 	t.Parallel()
 	st, plans := searchStores(t)
 	g := mustGroup(t, st, 1, 2)
-	cases := []struct {
-		body, query string
-		words       []string // highlighted, as written
-	}{
+	eachQueryFindsAndHighlights(t, st, g.ID, plans, []highlightCase{
 		{"Café au lait", "cafe", []string{"Café"}},
 		{"a naïve question", "naive", []string{"naïve"}},
 		{"Herr Müller kommt", "Muller", []string{"Müller"}},
@@ -31,27 +27,7 @@ func TestSearchFindsAWordWrittenWithAccentsByTheWordWithout(t *testing.T) {
 		{"Ёлка в зале", "елка", []string{"Ёлка"}},
 		{"Joyeux Noël", "noel", []string{"Noël"}},
 		{"cre\u0300me brûlée", "creme brulee", []string{"cre\u0300me", "brûlée"}}, // a decomposed accent
-	}
-	pairs := make([][2]string, len(cases))
-	for i, c := range cases {
-		pairs[i] = [2]string{c.body, c.query}
-	}
-	eachQueryFindsItsMessage(t, st, g.ID, plans, pairs)
-	for _, c := range cases {
-		page := search(t, st, chat.SearchQuery{UserID: 1, Text: c.query})
-		if len(page.Results) != 1 {
-			continue // reported above
-		}
-		h := page.Results[0]
-		rs := []rune(h.Snippet)
-		var got []string
-		for _, hl := range h.Highlights {
-			got = append(got, string(rs[hl[0]:hl[1]]))
-		}
-		if h.Snippet != c.body || !slices.Equal(got, c.words) {
-			t.Errorf("%q: snippet %q highlights %q, want %q highlighted in the body as sent", c.query, h.Snippet, got, c.words)
-		}
-	}
+	})
 }
 
 // A query typed with accents (or ß, or capitals) finds the text written

@@ -26,36 +26,20 @@ func TestSearchFindsAWordHoweverItsCharactersAreComposedOrCased(t *testing.T) {
 	t.Parallel()
 	st, plans := searchStores(t)
 	g := mustGroup(t, st, 1, 2)
-	cases := []struct{ body, query, word string }{
-		{"meet at the cafe\u0301 tomorrow", "café", "cafe\u0301"},  // decomposed message, composed query
-		{"the résumé is attached", "re\u0301sume\u0301", "résumé"}, // composed message, decomposed query
-		{norm.NFD.String("한국 음식"), "한국", norm.NFD.String("한국")},    // Hangul as conjoining jamo
-		{"서울 가요", norm.NFD.String("서울"), "서울"},                     // a jamo query
-		{"ｃｏｆｆｅｅ break", "coffee", "ｃｏｆｆｅｅ"},                       // full-width message
-		{"tea time", "ｔｅａ", "tea"},                                 // full-width query
-		{"the ﬁnal draft", "final", "ﬁnal"},                        // a ligature
-		{"Привет всем", "привет", "Привет"},                        // a Cyrillic capital
-		{"до встречи", "ВСТРЕЧИ", "встречи"},                       // a query in capitals
-		{"ÉCOLE fermée", "école", "ÉCOLE"},                         // Latin capitals beyond ASCII
-		{"ΟΔΟΣ ερμου", "οδος", "ΟΔΟΣ"},                             // final sigma
-		{"Ок, договорились", "ок", "Ок"},                           // a short word's start
-	}
-	pairs := make([][2]string, len(cases))
-	for i, c := range cases {
-		pairs[i] = [2]string{c.body, c.query}
-	}
-	eachQueryFindsItsMessage(t, st, g.ID, plans, pairs)
-	for _, c := range cases {
-		page := search(t, st, chat.SearchQuery{UserID: 1, Text: c.query})
-		if len(page.Results) != 1 {
-			continue // reported above
-		}
-		h := page.Results[0]
-		rs := []rune(h.Snippet)
-		if h.Snippet != c.body || len(h.Highlights) != 1 || string(rs[h.Highlights[0][0]:h.Highlights[0][1]]) != c.word {
-			t.Errorf("%q: snippet %q highlights %v, want %q highlighted in the body as sent", c.query, h.Snippet, h.Highlights, c.word)
-		}
-	}
+	eachQueryFindsAndHighlights(t, st, g.ID, plans, []highlightCase{
+		{"meet at the cafe\u0301 tomorrow", "café", []string{"cafe\u0301"}},  // decomposed message, composed query
+		{"the résumé is attached", "re\u0301sume\u0301", []string{"résumé"}}, // composed message, decomposed query
+		{norm.NFD.String("한국 음식"), "한국", []string{norm.NFD.String("한국")}},    // Hangul as conjoining jamo
+		{"서울 가요", norm.NFD.String("서울"), []string{"서울"}},                     // a jamo query
+		{"ｃｏｆｆｅｅ break", "coffee", []string{"ｃｏｆｆｅｅ"}},                       // full-width message
+		{"tea time", "ｔｅａ", []string{"tea"}},                                 // full-width query
+		{"the ﬁnal draft", "final", []string{"ﬁnal"}},                        // a ligature
+		{"Привет всем", "привет", []string{"Привет"}},                        // a Cyrillic capital
+		{"до встречи", "ВСТРЕЧИ", []string{"встречи"}},                       // a query in capitals
+		{"ÉCOLE fermée", "école", []string{"ÉCOLE"}},                         // Latin capitals beyond ASCII
+		{"ΟΔΟΣ ερμου", "οδος", []string{"ΟΔΟΣ"}},                             // final sigma
+		{"Ок, договорились", "ок", []string{"Ок"}},                           // a short word's start
+	})
 }
 
 // The database folds a message as chat.FoldForSearch folds a query
@@ -249,6 +233,40 @@ func eachQueryFindsItsMessage(t *testing.T, st *store.Store, conv int64, plans [
 			if got := hitBodies(t, plan, 1, p[1]); !slices.Equal(got, []string{want[p[1]]}) {
 				t.Errorf("plan %d: %q found %v, want %s (%q)", i, p[1], got, want[p[1]], p[0])
 			}
+		}
+	}
+}
+
+// highlightCase is a message's body, a query that must find it, and the
+// words (as the body writes them) that the hit must highlight.
+type highlightCase struct {
+	body, query string
+	words       []string
+}
+
+// eachQueryFindsAndHighlights is eachQueryFindsItsMessage for cases; the
+// hit of each query must then show the body as sent, the case's words
+// highlighted.
+func eachQueryFindsAndHighlights(t *testing.T, st *store.Store, conv int64, plans []*store.Store, cases []highlightCase) {
+	t.Helper()
+	pairs := make([][2]string, len(cases))
+	for i, c := range cases {
+		pairs[i] = [2]string{c.body, c.query}
+	}
+	eachQueryFindsItsMessage(t, st, conv, plans, pairs)
+	for _, c := range cases {
+		page := search(t, st, chat.SearchQuery{UserID: 1, Text: c.query})
+		if len(page.Results) != 1 {
+			continue // reported above
+		}
+		h := page.Results[0]
+		rs := []rune(h.Snippet)
+		var got []string
+		for _, hl := range h.Highlights {
+			got = append(got, string(rs[hl[0]:hl[1]]))
+		}
+		if h.Snippet != c.body || !slices.Equal(got, c.words) {
+			t.Errorf("%q: snippet %q highlights %q, want %q highlighted in the body as sent", c.query, h.Snippet, got, c.words)
 		}
 	}
 }
