@@ -76,14 +76,21 @@ func TestARateLimitedRequestSaysWhenToRetry(t *testing.T) {
 			break
 		}
 	}
-	var e *client.Error
-	if !errors.Is(err, client.ErrRateLimited) || !errors.As(err, &e) {
-		t.Fatalf("requests over the API bucket: %v, want ErrRateLimited", err)
-	}
 	// One token every 5 s: the next is due in at most 5 s, in whole
 	// seconds of at least 1.
-	if e.RetryAfter < time.Second || e.RetryAfter > 5*time.Second {
-		t.Fatalf("RetryAfter %v, want 1s to 5s (%v)", e.RetryAfter, e)
+	wantRetryAfter(t, "requests over the API bucket", err, 5*time.Second)
+}
+
+// wantRetryAfter fails t unless err is ErrRateLimited telling to retry in
+// 1 s (whole seconds, at least 1) to most; what names the refused call.
+func wantRetryAfter(t *testing.T, what string, err error, most time.Duration) {
+	t.Helper()
+	var e *client.Error
+	if !errors.Is(err, client.ErrRateLimited) || !errors.As(err, &e) {
+		t.Fatalf("%s: %v, want ErrRateLimited", what, err)
+	}
+	if e.RetryAfter < time.Second || e.RetryAfter > most {
+		t.Fatalf("RetryAfter %v, want 1s to %v (%v)", e.RetryAfter, most, e)
 	}
 }
 
@@ -98,14 +105,8 @@ func TestARateLimitedSendSaysWhenToRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := a.Send(ctx, conv, "over")
-	var e *client.Error
-	if !errors.Is(err, client.ErrRateLimited) || !errors.As(err, &e) {
-		t.Fatalf("a send over the bucket: %v, want ErrRateLimited", err)
-	}
 	// One token every 2 s: the next is due in at most 2 s.
-	if e.RetryAfter < time.Second || e.RetryAfter > 2*time.Second {
-		t.Fatalf("RetryAfter %v, want 1s to 2s (%v)", e.RetryAfter, e)
-	}
+	wantRetryAfter(t, "a send over the bucket", err, 2*time.Second)
 }
 
 // TestAResendRefusedAsRateLimitedWaitsItsRetryAfter: a message whose
