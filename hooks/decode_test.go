@@ -1,0 +1,69 @@
+package hooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/strictjson"
+)
+
+// decodeByDecoder is decodeStrict as a json.Decoder alone decides it:
+// the reference the in-place path must agree with.
+func decodeByDecoder(b []byte, v any) error {
+	if len(b) == 0 {
+		return chat.Errorf(chat.CodeInvalid, "payload is empty; expected a JSON object")
+	}
+	if !utf8.Valid(b) {
+		return chat.Errorf(chat.CodeInvalid, "payload is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return chat.Errorf(chat.CodeInvalid, "payload is not the expected JSON object: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return chat.Errorf(chat.CodeInvalid, "payload has data after the JSON object")
+	}
+	return strictjson.ExactKeys(b, reflect.TypeOf(v))
+}
+
+// FuzzDecodeStrictAnswersAsTheDecoder: every payload of a send, change
+// or read receipt decodes to the same value, or is refused with the same
+// words, as a json.Decoder with unknown fields disallowed decides it.
+func FuzzDecodeStrictAnswersAsTheDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"clientMsgId":"a","body":"x"}`, `{"clientMsgId":"a","body":"x"} `, `{"clientMsgId":"a","body":"x"} {}`,
+		`{"clientMsgId":"a","body":"x"}x`, `{"clientMsgId":"a","body":"x","admin":true}`, `{"ClientMsgId":"a"}`,
+		`{"clientMsgId":"a","clientMsgId":"b"}`, `{"body":1}`, `{"replyTo":"1"}`, `{"replyTo":1.5}`,
+		`{"forward":{"conversationId":1,"seq":2}}`, `{"forward":{"conversationId":1,"seq":2,"x":3}}`, `{"forward":{"Seq":2}}`,
+		`{"attachments":[{"uploadId":"u","caption":"c"}]}`, `{"attachments":[{"uploadId":"u","UploadId":"v"}]}`,
+		`{"attachments":[{"uploadId":"u","x":1}]}`, `{"attachments":{}}`, `{"forward":null}`, `null`, `[]`, `"x"`, `1`,
+		`{`, `{"body":"x"`, `{"body":"\u0041"}`, `{"bo\u0064y":"x"}`, `{"seq":1}`, `{"seq":1,"on":true,"emoji":"👍"}`,
+		`{"on":"yes"}`, `{"on":null}`, "{\"body\":\"\xff\"}", ``, ` `, `{}`, `{} `, `{}}`, `{"x":[` + strings.Repeat("[", 100),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, newV := range []func() any{
+			func() any { return new(chat.SendPayload) },
+			func() any { return new(changePayload) },
+			func() any { return new(readPayload) },
+		} {
+			got, want := newV(), newV()
+			gotErr, wantErr := decodeStrict(b, got), decodeByDecoder(b, want)
+			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Fatalf("%T from %q: error %v, the Decoder's %v", got, b, gotErr, wantErr)
+			}
+			if wantErr == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("%T from %q: %+v, the Decoder's %+v", got, b, got, want)
+			}
+		}
+	})
+}
