@@ -189,7 +189,16 @@ func (e Event) Slim() Event {
 // EncodeEvent is the one encoder of event JSON: the outbox, Kafka, the
 // MQTT events topic and replayed history all carry what it writes.
 func EncodeEvent(ev Event) ([]byte, error) {
-	b, err := EncodeJSON(ev)
+	// encoding/json takes an interface: an Event put in one is copied to
+	// the heap (half a kilobyte, for every event encoded). A pointer to a
+	// pooled copy is not, and the encoder keeps nothing of it after
+	// Encode. No field has a pointer-receiver MarshalJSON, so the pointer
+	// encodes as the value does.
+	p := eventCopies.Get().(*Event)
+	*p = ev
+	b, err := EncodeJSON(p)
+	*p = Event{} // no body or attachments kept alive by the pool
+	eventCopies.Put(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}
@@ -216,6 +225,9 @@ func EncodeJSON(v any) ([]byte, error) {
 	b := buf.Bytes()
 	return bytes.Clone(b[:len(b)-1]), nil // Encode ends it with a newline
 }
+
+// eventCopies are EncodeEvent's copies of the events it encodes.
+var eventCopies = sync.Pool{New: func() any { return new(Event) }}
 
 // jsonBufs are EncodeJSON's buffers (those up to 64 KiB are kept).
 var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
