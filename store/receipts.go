@@ -592,10 +592,13 @@ func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64
 	for i, k := range keys {
 		convs[i], users[i], seqs[i] = k.conv, k.user, batch[k]
 	}
-	var events []chat.Event
+	// Sized for a row per watermark, as most are: an Event is half a
+	// kilobyte, and growing the slice by doubling made as much garbage
+	// again as the events themselves.
+	events := make([]chat.Event, 0, len(keys))
+	mc, mu, ms := make([]int64, 0, len(keys)), make([]int64, 0, len(keys)), make([]int64, 0, len(keys))
 	err := r.withRetry(func() error {
-		events = events[:0]
-		var mc, mu, ms []int64
+		events, mc, mu, ms = events[:0], mc[:0], mu[:0], ms[:0]
 		rows, err := r.st.pool.Query(ctx, deliveredPlanSQL, convs, users, seqs)
 		if err != nil {
 			return classify("save delivered watermarks", fmt.Errorf("plan: %w", err))
