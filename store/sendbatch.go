@@ -190,7 +190,8 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	// the batch's deadline.
 	b.Queue(`SELECT set_config('chat.defer_notify', 'on', true), set_config('statement_timeout', $1, true)`,
 		strconv.FormatInt(timeoutMillis, 10))
-	b.Queue(sendBatchSQL, a.kind, a.conv, a.sender, a.id, a.body, a.target, a.fwdConv, a.fwdSeq, a.emoji, a.on,
+	b.Queue(sendBatchSQL, texts(a.kind), int8s(a.conv), int8s(a.sender), a.id, texts(a.body), int8s(a.target), a.fwdConv, a.fwdSeq,
+		texts(a.emoji), a.on,
 		window(s.limits.EditWindow), window(s.limits.RecallWindow), a.traceparent, a.tracestate, a.att, a.types)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
