@@ -585,7 +585,7 @@ func (s *Session) accept(it item) {
 			return
 		}
 		room := s.ready && len(s.pending) < s.hub.opts.QueueSize
-		s.pending = append(s.pending, st.offer(it, room, time.Now())...)
+		s.pending = st.offer(s.pending, it, room, time.Now())
 		if st.state == Gapped {
 			if s.gapped == nil {
 				s.gapped = map[int64]*stream{}

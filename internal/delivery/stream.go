@@ -219,35 +219,36 @@ func (st *stream) resume() {
 }
 
 // offer decides a live event. room says the session can queue it now (it
-// is subscribed and its queue has space). It returns the events to queue
-// for the client, in order: this one and any held ones it releases.
-func (st *stream) offer(it item, room bool, now time.Time) []item {
+// is subscribed and its queue has space). It appends the events to queue
+// for the client to dst, in order: this one and any held ones it
+// releases (the session's queue itself: no slice per event).
+func (st *stream) offer(dst []item, it item, room bool, now time.Time) []item {
 	switch {
 	case it.seq < st.next:
-		return nil // a duplicate
+		return dst // a duplicate
 	case st.end > 0 && it.seq > st.end:
 		if st.rejoining() && it.seq > st.rejoins[0].join {
 			// Theirs again: read back once the old membership's tail is
 			// queued (resume).
 			st.until = max(st.until, it.seq)
 		}
-		return nil // after the user left
+		return dst // after the user left
 	case st.state == Behind:
 		st.until = max(st.until, it.seq) // catch-up will return it in order
-		return nil
+		return dst
 	case it.seq == st.next:
 		if !room {
 			st.fallBehind(it.seq)
-			return nil
+			return dst
 		}
 		st.next++
-		out := append([]item{it}, st.release()...)
+		dst = st.release(append(dst, it))
 		st.resume()
-		return out
+		return dst
 	}
 	if len(st.held) >= maxHeld {
 		st.fallBehind(max(it.seq, st.heldHigh()))
-		return nil
+		return dst
 	}
 	if st.held == nil {
 		st.held = map[int64]item{}
@@ -256,12 +257,11 @@ func (st *stream) offer(it item, room bool, now time.Time) []item {
 	if st.state == Live {
 		st.state, st.gapSince = Gapped, now
 	}
-	return nil
+	return dst
 }
 
-// release takes the held events that follow next, in order.
-func (st *stream) release() []item {
-	var out []item
+// release appends the held events that follow next to out, in order.
+func (st *stream) release(out []item) []item {
 	for len(st.held) > 0 {
 		it, ok := st.held[st.next]
 		if !ok {
@@ -321,7 +321,7 @@ func (st *stream) filled(n int, complete, fromCache bool) []item {
 		return nil
 	}
 	st.state = Live
-	out := st.release()
+	out := st.release(nil)
 	st.resume()
 	return out
 }

@@ -29,7 +29,7 @@ type step struct {
 }
 
 func offer(seq int64, room bool) func(*stream, time.Time) []item {
-	return func(st *stream, now time.Time) []item { return st.offer(msg(seq), room, now) }
+	return func(st *stream, now time.Time) []item { return st.offer(nil, msg(seq), room, now) }
 }
 
 func tickAfter(d time.Duration) func(*stream, time.Time) []item {
@@ -70,7 +70,7 @@ func TestStreamTransitions(t *testing.T) {
 		{"too many held events fall behind at once", func() *stream {
 			st := newStream(0, 0, false)
 			for seq := int64(2); seq < 2+maxHeld; seq++ {
-				st.offer(msg(seq), true, time.Now())
+				st.offer(nil, msg(seq), true, time.Now())
 			}
 			return st
 		}, []step{
@@ -199,7 +199,7 @@ func TestAStreamRejoinedFinishesTheOldMembershipThenGoesOnAfterTheJoin(t *testin
 	if st.finished() || st.end != 5 {
 		t.Fatalf("rejoined before the old membership's tail was queued: end %d, finished %v", st.end, st.finished())
 	}
-	if got := st.offer(item{kind: kMsg, conv: 1, seq: 9}, true, time.Now()); len(got) != 0 {
+	if got := st.offer(nil, item{kind: kMsg, conv: 1, seq: 9}, true, time.Now()); len(got) != 0 {
 		t.Fatalf("a live entry of the new membership jumped the old one's tail: %v", queuedSeqs(got))
 	}
 	st.filled(3, true, false) // 3..5 from PostgreSQL
@@ -232,7 +232,7 @@ func TestAStreamFinishingATailFollowsEachLaterMembershipInTurn(t *testing.T) {
 	st.rejoined(5) // the same join, seen again: nothing changes
 	st.leave(8)
 	st.rejoined(8)
-	st.offer(item{kind: kMsg, conv: 1, seq: 10}, true, time.Now())
+	st.offer(nil, item{kind: kMsg, conv: 1, seq: 10}, true, time.Now())
 	if len(st.rejoins) != 2 || st.rejoins[0] != (membership{5, 8}) || st.rejoins[1] != (membership{8, 0}) {
 		t.Fatalf("memberships after the tail: %v, want [{5 8} {8 0}]", st.rejoins)
 	}
