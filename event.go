@@ -118,14 +118,19 @@ type TraceContext struct {
 // a recalled message has no body and says recalled, an edited one has its
 // current body and editedAt.
 func MessageEvent(m Message) Event {
-	at := m.CreatedAt
+	// The timestamp and the body the event points to share one heap
+	// object: one allocation per committed message instead of two.
+	v := &struct {
+		at   time.Time
+		body string
+	}{at: m.CreatedAt}
 	ev := Event{
 		Type:           EventMessageNew,
 		ConversationID: m.ConversationID,
 		Seq:            m.Seq,
 		SenderID:       m.SenderID,
 		ClientMsgID:    m.ClientMsgID,
-		CreatedAt:      &at,
+		CreatedAt:      &v.at,
 		ReplyTo:        m.ReplyTo,
 		ForwardedFrom:  m.ForwardedFrom,
 		EditedAt:       m.EditedAt,
@@ -134,8 +139,8 @@ func MessageEvent(m Message) Event {
 	if m.Recalled {
 		ev.Recalled, ev.RecalledAt = true, m.RecalledAt
 	} else {
-		body := m.Body
-		ev.Body, ev.Attachments = &body, m.Attachments
+		v.body = m.Body
+		ev.Body, ev.Attachments = &v.body, m.Attachments
 	}
 	return ev
 }

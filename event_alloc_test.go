@@ -30,3 +30,16 @@ func TestEncodingAMessageEventAllocatesItsPayloadAndTimestampOnly(t *testing.T) 
 		t.Fatalf("encoded %s, then %s", want, got)
 	}
 }
+
+// TestAMessageEventIsOneAllocation: every committed message becomes an
+// event; its timestamp and body share one heap object.
+func TestAMessageEventIsOneAllocation(t *testing.T) {
+	m := chat.Message{ConversationID: 1, Seq: 2, SenderID: 3, Body: "x", CreatedAt: time.Now()}
+	var ev chat.Event
+	if n := testing.AllocsPerRun(100, func() { ev = chat.MessageEvent(m) }); n > 1 {
+		t.Errorf("%v allocations per message event, want 1", n)
+	}
+	if *ev.Body != "x" || !ev.CreatedAt.Equal(m.CreatedAt) {
+		t.Fatalf("event of %+v: body %q, at %v", m, *ev.Body, ev.CreatedAt)
+	}
+}
