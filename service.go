@@ -389,16 +389,18 @@ func (s *Service) admit(ctx context.Context, c *Change) error {
 // token of one refused because its sender is not in the conversation
 // (or it, or the message changed, does not exist): the conversation's
 // bucket is its members' budget, which outsiders must not spend.
+//
+// A change that wrote something new, as nearly every one does, settles
+// without an allocation: the keys and the detached context are made only
+// for a refund.
 func (s *Service) settle(ctx context.Context, c Change, nothingNew bool, err error) {
 	// The caller's deadline may have passed by now; a refund is owed all
-	// the same.
-	ctx = context.WithoutCancel(ctx)
-	userKey, convKey := UserKey(c.UserID), strconv.FormatInt(c.ConversationID, 10)
+	// the same, hence context.WithoutCancel.
 	if err != nil {
 		switch ErrorCode(err) {
 		case CodeUnavailable, CodeInternal:
 		case CodeNotMember, CodeNotFound:
-			s.refund(ctx, RateConv, convKey)
+			s.refund(context.WithoutCancel(ctx), RateConv, strconv.FormatInt(c.ConversationID, 10))
 			return
 		default:
 			return
@@ -406,8 +408,9 @@ func (s *Service) settle(ctx context.Context, c Change, nothingNew bool, err err
 	} else if !nothingNew {
 		return
 	}
-	s.refund(ctx, RateSend, userKey)
-	s.refund(ctx, RateConv, convKey)
+	ctx = context.WithoutCancel(ctx)
+	s.refund(ctx, RateSend, UserKey(c.UserID))
+	s.refund(ctx, RateConv, strconv.FormatInt(c.ConversationID, 10))
 }
 
 // MarkRead validates and applies a read receipt. The read limit is charged
