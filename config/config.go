@@ -93,6 +93,15 @@ type Settings struct {
 	// announced offline; a reconnect within it is not announced at all.
 	PresenceGrace time.Duration
 
+	// CursorFlush (cursor_flush): how often persistent sessions' delivered
+	// cursors are written; a node that dies without a clean shutdown
+	// replays up to this long of acknowledged messages (duplicates, never
+	// a loss).
+	CursorFlush time.Duration
+	// DeliveredFlush (delivered_flush): how often delivered watermarks are
+	// written, the most the senders' delivered tick waits for it.
+	DeliveredFlush time.Duration
+
 	ShutdownTimeout time.Duration // shutdown_timeout: graceful shutdown budget
 
 	OpsSettings
@@ -611,6 +620,8 @@ func (s Settings) Redacted() map[string]any {
 		"redis_url":                redactURL(s.RedisURL),
 		"presence_push":            s.PresencePush,
 		"presence_grace":           s.PresenceGrace.String(),
+		"cursor_flush":             s.CursorFlush.String(),
+		"delivered_flush":          s.DeliveredFlush.String(),
 		"shutdown_timeout":         s.ShutdownTimeout.String(),
 	}
 	s.redactedOps(m)

@@ -279,6 +279,18 @@ var keys = append([]*key{
 			s.PresenceGrace, err = parseDurationBetween(v, 100*time.Millisecond, time.Hour, "100ms and 1h")
 			return
 		}),
+	mk("cursor_flush", "1s", "how often persistent sessions' delivered cursors are written; after a crash (no clean shutdown) a session is sent again up to this long of messages it had acknowledged (duplicates by seq, never a loss)",
+		"use a Go duration between 100ms and 1m, e.g. 1s or 5s",
+		func(s *Settings, v string) (err error) {
+			s.CursorFlush, err = parseDurationBetween(v, 100*time.Millisecond, time.Minute, "100ms and 1m")
+			return
+		}),
+	mk("delivered_flush", "250ms", "how often delivered watermarks are written: the most a sender's delivered tick (delivery.updated) waits after the recipient's device acknowledged",
+		"use a Go duration between 50ms and 10s, e.g. 250ms or 1s",
+		func(s *Settings, v string) (err error) {
+			s.DeliveredFlush, err = parseDurationBetween(v, 50*time.Millisecond, 10*time.Second, "50ms and 10s")
+			return
+		}),
 	secretKey(urlKey("redis_url", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
 		"use a URL like redis://:PASSWORD@redis.example:6379/0 (rediss:// for TLS), or leave it empty",
 		"a redis:// or rediss:// URL with a host", func(s *Settings) *string { return &s.RedisURL }, "redis", "rediss")),

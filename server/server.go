@@ -379,12 +379,13 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	}
 	delivered := store.NewDeliveredBuffer()
 	hubOpts := delivery.Options{
-		Window:     st.MaxInflight,
-		LargeGroup: st.LargeGroup,
-		Logger:     log.With("component", "delivery"),
-		Metrics:    delivery.NewMetrics(s.Registry),
-		Delivered:  delivered,
-		Tracer:     s.tracer,
+		Window:      st.MaxInflight,
+		LargeGroup:  st.LargeGroup,
+		CursorFlush: st.CursorFlush,
+		Logger:      log.With("component", "delivery"),
+		Metrics:     delivery.NewMetrics(s.Registry),
+		Delivered:   delivered,
+		Tracer:      s.tracer,
 	}
 	if s.relay != nil {
 		hubOpts.Next = s.relay
@@ -420,7 +421,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer),
 		store.WithUploadTypes(st.UploadTypes), store.WithSendTimeout(max(10*time.Second, st.SendTimeout)))
 	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
-	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered,
+	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered, DeliveredInterval: st.DeliveredFlush,
 		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
 		return fmt.Errorf("receipts: %w", err)
 	}
