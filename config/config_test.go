@@ -115,7 +115,7 @@ func TestDefaults(t *testing.T) {
 		{"redis_url", s.RedisURL, ""},
 		{"presence_push", s.PresencePush, true},
 		{"presence_grace", s.PresenceGrace, time.Second},
-		{"cursor_flush", s.CursorFlush, time.Second},
+		{"cursor_flush", s.CursorFlush, 5 * time.Second},
 		{"delivered_flush", s.DeliveredFlush, 250 * time.Millisecond},
 		{"shutdown_timeout", s.ShutdownTimeout, 15 * time.Second},
 		{"config_file", s.ConfigFile, ""},

@@ -279,8 +279,8 @@ var keys = append([]*key{
 			s.PresenceGrace, err = parseDurationBetween(v, 100*time.Millisecond, time.Hour, "100ms and 1h")
 			return
 		}),
-	mk("cursor_flush", "1s", "how often persistent sessions' delivered cursors are written; after a crash (no clean shutdown) a session is sent again up to this long of messages it had acknowledged (duplicates by seq, never a loss)",
-		"use a Go duration between 100ms and 1m, e.g. 1s or 5s",
+	mk("cursor_flush", "5s", "how often persistent sessions' delivered cursors are written; after a crash (no clean shutdown) a session is sent again up to this long of messages it had acknowledged (duplicates by seq, never a loss)",
+		"use a Go duration between 100ms and 1m, e.g. 5s (1s: fewer duplicates after a crash, more writes)",
 		func(s *Settings, v string) (err error) {
 			s.CursorFlush, err = parseDurationBetween(v, 100*time.Millisecond, time.Minute, "100ms and 1m")
 			return

@@ -15,7 +15,7 @@ import (
 // delivered writer: an acknowledgement that follows a flush waits for the
 // configured interval, not the default one.
 func TestCursorAndDeliveredFlushIntervalsAreSettings(t *testing.T) {
-	// Both longer than the defaults (1s, 250ms), which would flush sooner.
+	// Both longer than the defaults (5s, 250ms), which would flush sooner.
 	const cursorEvery, deliveredEvery = 7 * time.Second, 2500 * time.Millisecond
 	ctx := context.Background()
 	url := pgtest.NewDB(t)

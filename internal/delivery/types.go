@@ -17,7 +17,7 @@ type Options struct {
 	SlowTimeout   time.Duration // no ack progress with a full window, or one write blocked, this long: disconnect (30s)
 	GapWait       time.Duration // how long an out-of-order event waits for the missing seq before PostgreSQL fills it (50ms)
 	FetchLimit    int           // most messages read per conversation in one catch-up query (200)
-	CursorFlush   time.Duration // delivered-cursor batch interval (1s; sessions that end flush at once)
+	CursorFlush   time.Duration // delivered-cursor batch interval (5s; sessions that end flush at once)
 	RecentPerConv int           // newest message.new payloads kept in memory per conversation for catch-up (256; negative: none)
 	RecentBytes   int           // memory bound of those payloads over all conversations (64 MiB)
 	// MemberIndexSize bounds the conversations whose members the fan-out
@@ -68,7 +68,7 @@ func (o Options) withDefaults() Options {
 		o.MemberIndexSize = 100000
 	}
 	if o.CursorFlush <= 0 {
-		o.CursorFlush = time.Second
+		o.CursorFlush = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
