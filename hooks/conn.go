@@ -24,6 +24,20 @@ type mqttConn struct {
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// maxPooledBuf bounds the buffers Write gives back to bufPool: enough for
+// a burst of a few messages at the default body limit (16 KiB), while the
+// buffer a rare large write grew to (a long burst, a large publish) goes
+// to the garbage collector instead of staying pooled for every later
+// write to carry.
+const maxPooledBuf = 64 << 10
+
+func putBuf(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledBuf {
+		return
+	}
+	bufPool.Put(buf)
+}
+
 func (c *mqttConn) Write(acks []chat.Ack, ps []chat.Packet) error {
 	cl := c.cl
 	if cl.Closed() {
@@ -31,7 +45,7 @@ func (c *mqttConn) Write(acks []chat.Ack, ps []chat.Packet) error {
 	}
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer bufPool.Put(buf)
+	defer putBuf(buf)
 	maxSize := cl.Properties.Props.MaximumPacketSize
 	version := cl.Properties.ProtocolVersion
 	for i := range acks {
