@@ -1,7 +1,11 @@
 package hooks
 
 import (
+	"bytes"
+	"net"
 	"testing"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
 
 	chat "github.com/chatd/chatd"
 )
@@ -34,4 +38,23 @@ func make100() []byte {
 		b[i] = 'x'
 	}
 	return b
+}
+
+// BenchmarkSendAck builds and encodes a send's PUBACK for a v5 client.
+func BenchmarkSendAck(b *testing.B) {
+	ours, theirs := net.Pipe()
+	defer ours.Close()
+	defer theirs.Close()
+	cl := mqtt.New(nil).NewClient(ours, "bench", "c1", false)
+	cl.Properties.ProtocolVersion = 5
+	res := chat.SendResult{Message: chat.Message{Seq: 123456}}
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		a := chat.Ack{PacketID: 7, Props: sendAckProps(res)}
+		buf.Reset()
+		if err := encodeAck(&buf, &a, cl); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

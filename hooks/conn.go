@@ -98,6 +98,12 @@ func encodeAck(buf *bytes.Buffer, a *chat.Ack, cl *mqtt.Client) error {
 	if pk.ProtocolVersion == 5 {
 		pk.ReasonCode = a.Reason
 		pk.Properties.ReasonString = a.Message
+		// Room on the stack for the properties chatd's PUBACKs carry (at
+		// most three), so encoding them allocates nothing.
+		var users [4]packets.UserProperty
+		if len(a.Props) > 0 {
+			pk.Properties.User = users[:0]
+		}
 		for _, kv := range a.Props {
 			pk.Properties.User = append(pk.Properties.User, packets.UserProperty{Key: kv.Key, Val: kv.Val})
 		}

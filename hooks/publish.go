@@ -350,16 +350,30 @@ func (h *Chat) onSend(p *publish, pk packets.Packet, conv int64) {
 				return
 			}
 			p.traced(chat.ChangeResult{Entry: res.Message, Duplicate: res.Duplicate})
-			props := []chat.KV{{Key: "seq", Val: strconv.FormatInt(res.Message.Seq, 10)}}
-			if res.Duplicate {
-				props = append(props, chat.KV{Key: "duplicate", Val: "true"})
-			}
-			if res.Message.Recalled {
-				props = append(props, chat.KV{Key: "recalled", Val: "true"})
-			}
-			p.ok("msg", props...)
+			p.ok("msg", sendAckProps(res)...)
 		})
 	validate.End()
+}
+
+// sendAckProps are the user properties of a send's PUBACK, in one
+// allocation besides the seq's digits.
+func sendAckProps(res chat.SendResult) []chat.KV {
+	n := 1
+	if res.Duplicate {
+		n++
+	}
+	if res.Message.Recalled {
+		n++
+	}
+	props := make([]chat.KV, 1, n)
+	props[0] = chat.KV{Key: "seq", Val: strconv.FormatInt(res.Message.Seq, 10)}
+	if res.Duplicate {
+		props = append(props, chat.KV{Key: "duplicate", Val: "true"})
+	}
+	if res.Message.Recalled {
+		props = append(props, chat.KV{Key: "recalled", Val: "true"})
+	}
+	return props
 }
 
 // onChange hands an edit, recall or reaction to the domain: it goes

@@ -1,0 +1,5 @@
+//go:build !race
+
+package hooks
+
+const raceEnabled = false
