@@ -190,7 +190,7 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	// the batch's deadline.
 	b.Queue(`SELECT set_config('chat.defer_notify', 'on', true), set_config('statement_timeout', $1, true)`,
 		strconv.FormatInt(timeoutMillis, 10))
-	b.Queue(sendBatchSQL, texts(a.kind), int8s(a.conv), int8s(a.sender), a.id, texts(a.body), int8s(a.target), a.fwdConv, a.fwdSeq,
+	b.Queue(sendBatchSQL, texts(a.kind), int8s(a.conv), int8s(a.sender), uuids(a.id), texts(a.body), int8s(a.target), a.fwdConv, a.fwdSeq,
 		texts(a.emoji), a.on,
 		window(s.limits.EditWindow), window(s.limits.RecallWindow), a.traceparent, a.tracestate, a.att, a.types)
 	b.Queue(`COMMIT`)
