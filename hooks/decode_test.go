@@ -1,17 +1,12 @@
 package hooks
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/strictjson"
 )
 
 // decodeByDecoder is decodeStrict as a json.Decoder alone decides it:
@@ -23,15 +18,7 @@ func decodeByDecoder(b []byte, v any) error {
 	if !utf8.Valid(b) {
 		return chat.Errorf(chat.CodeInvalid, "payload is not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return chat.Errorf(chat.CodeInvalid, "payload is not the expected JSON object: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return chat.Errorf(chat.CodeInvalid, "payload has data after the JSON object")
-	}
-	return strictjson.ExactKeys(b, reflect.TypeOf(v))
+	return decodeExplained(b, v)
 }
 
 // FuzzDecodeStrictAnswersAsTheDecoder: every payload of a send, change
