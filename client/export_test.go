@@ -64,6 +64,16 @@ func (c *Client) StripAckSeq(n int) {
 // manager and recording it (nil removes it). Not safe for parallel tests.
 func SetNewConnectionHook(f func()) { testHookNewConnection = f }
 
+// SetReplyWaitHook runs f in every RPC between its PUBACK and the wait
+// for its reply, with the end of its connection (nil removes it).
+func SetReplyWaitHook(f func(method string, connDone <-chan struct{})) {
+	if f == nil {
+		testHookReplyWait.Store(nil)
+		return
+	}
+	testHookReplyWait.Store(&f)
+}
+
 // HistoryFault, when it returns handled, answers one of the dispatcher's
 // history calls (gap fills and catch-up) with msgs and err instead of
 // asking chatd.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -156,5 +157,30 @@ func TestRevokeTokensWhoseRequestWasLostRevokesOnTheNextConnection(t *testing.T)
 				})
 			}
 		})
+	}
+}
+
+// TestRevokeTokensAnsweredBeforeTheDisconnectReturnsTheInstant: chatd
+// answers tokens.revoke and then closes the connection; a caller that
+// got to its wait only after both arrived (a loaded machine) picked the
+// closed connection half the time, and RevokeTokens, finding the static
+// Token refused, returned the zero instant with a nil error as if the
+// answer had been lost. The hook holds each call's wait until its
+// connection has ended; the reply that came before is the answer.
+func TestRevokeTokensAnsweredBeforeTheDisconnectReturnsTheInstant(t *testing.T) {
+	broker := newBroker(t)
+	client.SetReplyWaitHook(func(method string, connDone <-chan struct{}) {
+		if method == chat.RPCRevokeTokens {
+			<-connDone
+		}
+	})
+	t.Cleanup(func() { client.SetReplyWaitHook(nil) })
+	for u := int64(1); u <= 16; u++ {
+		c := connect(t, testConfig(t, broker, u))
+		start := time.Now().Truncate(time.Second)
+		before, err := c.RevokeTokens(ctxFor(t, 10*time.Second))
+		if err != nil || before.Before(start) {
+			t.Fatalf("user %d: RevokeTokens answered before the disconnect: %v, %v (want an instant from %v)", u, before, err, start)
+		}
 	}
 }

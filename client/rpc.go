@@ -131,12 +131,23 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 		if ctx.Err() != nil {
 			return nil, c.waitErr("rpc "+method, ctx.Err())
 		}
+		// paho's wait for the PUBACK may have ended with the connection
+		// though the PUBACK, and the reply after it, came.
+		if reply, ok := replied(cs, ch); ok {
+			return reply, nil
+		}
 		return nil, errConnectionLost
+	}
+	if h := testHookReplyWait.Load(); h != nil {
+		(*h)(method, cs.ctx.Done())
 	}
 	select {
 	case reply := <-ch:
 		return reply, nil
 	case <-cs.ctx.Done():
+		if reply, ok := replied(cs, ch); ok {
+			return reply, nil
+		}
 		if c.life.Err() != nil {
 			return nil, ErrClosed
 		}
@@ -145,6 +156,27 @@ func (c *Client) roundTrip(ctx context.Context, method string, payload []byte) (
 		return nil, c.waitErr("rpc "+method, ctx.Err())
 	}
 }
+
+// replied returns the reply in ch once the connection cs ended. paho
+// hands every PUBLISH it read to onPublish before cs ends, so a reply
+// written before chatd closed the connection (as it does right after
+// answering tokens.revoke) is in ch by then, and a select on both picks
+// either at random.
+func replied(cs *connState, ch chan []byte) ([]byte, bool) {
+	if cs.ctx.Err() == nil {
+		return nil, false
+	}
+	select {
+	case reply := <-ch:
+		return reply, true
+	default:
+		return nil, false
+	}
+}
+
+// testHookReplyWait, set by tests, runs in roundTrip between the request's
+// PUBACK and the wait for its reply, with the connection's end.
+var testHookReplyWait atomic.Pointer[func(method string, connDone <-chan struct{})]
 
 // waitErr describes a wait that ended: closed, or the caller's context
 // (wrapped with ErrUnavailable and the last connection failure, if any).
