@@ -790,6 +790,28 @@ func TestACleanSessionGetsAMessageCommittedWhileItReadItsPositions(t *testing.T)
 	}
 }
 
+// TestACleanSessionGetsAMessageCommittedBeforeItReadItsPositionsButRoutedAfter:
+// the fan-out may route an entry after the session read its start (the
+// relay brings it from another node, or its members were loading), so
+// that entry is in the last_seq the session starts at although its client
+// was connected when it committed: it is delivered all the same, in order.
+func TestACleanSessionGetsAMessageCommittedBeforeItReadItsPositionsButRoutedAfter(t *testing.T) {
+	f := setup(t)
+	f.send(t, 1) // committed before the client connected: not owed
+	st := &gatedCursors{DeliveryStore: f.sessions, open: make(chan struct{})}
+	h := startHub(t, st, delivery.Options{})
+	c := newConn("c", true)
+	c.hub = h
+	h.Attach(c, "c", 2, false, true, 0)
+	evs := f.send(t, 2) // committed after the connect, routed after the read
+	close(st.open)
+	<-h.Session("c").Loaded()
+	publishEach(h, evs)
+	if got := waitSeqs(t, c, f.conv.ID, 2); len(got) != 2 || got[0] != evs[0].Seq || got[1] != evs[1].Seq {
+		t.Fatalf("delivered seqs %v, want %d and %d", got, evs[0].Seq, evs[1].Seq)
+	}
+}
+
 // stuckConn is a client whose socket takes no more bytes: every write
 // blocks until the test ends.
 type stuckConn struct {

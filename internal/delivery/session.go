@@ -279,7 +279,6 @@ func (s *Session) run() {
 			return
 		}
 		s.isLoaded = true
-		s.startAtQueued()
 		close(s.loaded)
 		// Streams that start behind catch up without waiting for mail.
 		if !s.pump() {
@@ -439,6 +438,8 @@ func (s *Session) load() bool {
 			for _, c := range cs {
 				st := newStream(c.Delivered, c.LastSeq, c.MemberCount > s.hub.opts.LargeGroup)
 				st.floor = c.JoinSeq
+				// Stored cursors were read as of the connect.
+				st.fresh = !s.Persistent && c.End == 0
 				if c.End > 0 {
 					// Left (and maybe added back, and left again):
 					// every membership's unacknowledged entries, in turn.
@@ -458,30 +459,6 @@ func (s *Session) load() bool {
 		if backoff < 2*time.Second {
 			backoff *= 2
 		}
-	}
-}
-
-// startAtQueued moves a session without stored cursors back to the
-// messages routed to it while it read its starting positions. Such a
-// session starts at each conversation's last_seq as it read it, after its
-// client connected and maybe subscribed: a message committed meanwhile is
-// already in that last_seq, yet its client was connected when it
-// committed and is owed it. Its stream starts before it and catches the
-// rest up from the recent cache or PostgreSQL.
-func (s *Session) startAtQueued() {
-	if s.Persistent {
-		return // stored cursors were read as of the connect
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, it := range s.box {
-		st := s.streams[it.conv]
-		if it.kind != kMsg || st == nil || it.seq > st.saved || it.seq <= st.floor {
-			continue
-		}
-		restart := newStream(it.seq-1, max(st.until, st.saved), st.large)
-		restart.floor = st.floor
-		s.streams[it.conv] = restart
 	}
 }
 
@@ -583,6 +560,10 @@ func (s *Session) accept(it item) {
 			s.hub.opts.Metrics.Strays.Inc()
 			s.resync()
 			return
+		}
+		if r, ok := st.rewound(it.seq); ok {
+			st = r
+			s.streams[it.conv] = r
 		}
 		room := s.ready && len(s.pending) < s.hub.opts.QueueSize
 		s.pending = st.offer(s.pending, it, room, time.Now())

@@ -61,6 +61,13 @@ type stream struct {
 	sentHigh int64   // highest seq sent
 	saved    int64   // last cursor handed to the writer
 
+	// fresh: a stream of a session without stored cursors that has sent
+	// nothing yet. It starts at the conversation's last_seq as read after
+	// its client connected; an entry routed to it late (rewound) is in
+	// that last_seq although its client may have been connected when it
+	// committed.
+	fresh bool
+
 	// end, once the user left the conversation, is the last seq they are
 	// owed (0: a member). The stream catches up to it from PostgreSQL and
 	// then ends: whatever was committed while they were a member reaches
@@ -86,6 +93,26 @@ func newStream(delivered, lastSeq int64, large bool) *stream {
 		st.state, st.until = Behind, lastSeq
 	}
 	return st
+}
+
+// rewound is the stream a fresh one starts over as when an entry at or
+// before its start is routed to it (seq), before it queued anything: the
+// entry committed before the session read its start, and the fan-out
+// routes it only now (the relay brings it from another node, or the
+// members of its conversation were still loading). Its client was
+// connected when it committed, or it committed just before: it is
+// delivered, and what followed it up to the start is caught up in order.
+// A conversation's entries reach the fan-out in seq order from each
+// node, so such an entry comes before the stream moved on, except when
+// another node's later entry came first; then it is not delivered.
+func (st *stream) rewound(seq int64) (*stream, bool) {
+	untouched := st.next == st.saved+1 && st.sentHigh == st.saved && len(st.unacked) == 0
+	if !st.fresh || !untouched || st.end > 0 || len(st.rejoins) > 0 || seq > st.saved || seq <= st.floor {
+		return nil, false
+	}
+	r := newStream(seq-1, max(st.until, st.saved, st.heldHigh()), st.large)
+	r.floor, r.fresh = st.floor, true
+	return r, true
 }
 
 // joinedStream starts a conversation the user joined at seq while the
@@ -343,6 +370,7 @@ func (st *stream) resync(lastSeq int64, unseen bool, large bool) {
 func (st *stream) sent(seq int64) {
 	st.unacked = append(st.unacked, seq)
 	st.sentHigh = max(st.sentHigh, seq)
+	st.fresh = false
 }
 
 // acked records the client's acknowledgement of seq and returns the new

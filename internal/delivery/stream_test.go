@@ -296,3 +296,44 @@ func TestAStreamFollowsTheMembershipsAStoredCursorSaysItIsOwed(t *testing.T) {
 		t.Fatalf("after the tail: end %d next %d floor %d rejoins %v; want a member's stream from 10", st.end, st.next, st.floor, st.rejoins)
 	}
 }
+
+// A fresh stream (a clean session's, started at last_seq as read after
+// the connect) starts over before an entry routed to it late, while it
+// has queued nothing; once it moved on, or for a stored cursor's stream,
+// an entry at or before its position is a duplicate.
+func TestAFreshStreamStartsOverBeforeALateEntryUntilItMovesOn(t *testing.T) {
+	st := newStream(10, 10, false)
+	st.fresh = true
+	st.floor = 3
+	if _, ok := st.rewound(3); ok {
+		t.Fatal("rewound to an entry at the floor")
+	}
+	r, ok := st.rewound(8)
+	if !ok || r.next != 8 || r.state != Behind || r.until != 10 || r.floor != 3 || !r.fresh {
+		t.Fatalf("rewound to 8: %v %+v", ok, r)
+	}
+	// Another node's earlier entry, before the catch-up queued anything.
+	if r2, ok := r.rewound(6); !ok || r2.next != 6 || r2.until != 10 {
+		t.Fatalf("rewound again to 6: %v %+v", ok, r2)
+	}
+	moved := newStream(10, 10, false)
+	moved.fresh = true
+	if got := queuedSeqs(moved.offer(nil, msg(11), true, time.Now())); !slices.Equal(got, []int64{11}) {
+		t.Fatalf("queued %v", got)
+	}
+	if _, ok := moved.rewound(9); ok {
+		t.Fatal("a stream that queued 11 started over before 9")
+	}
+	sent := newStream(10, 10, false)
+	sent.fresh = true
+	sent.offer(nil, msg(11), true, time.Now())
+	sent.sent(11)
+	sent.acked(11)
+	if _, ok := sent.rewound(9); ok {
+		t.Fatal("a stream that sent 11, acknowledged, started over before 9")
+	}
+	stored := newStream(10, 10, false)
+	if _, ok := stored.rewound(9); ok {
+		t.Fatal("a stored cursor's stream started over")
+	}
+}
