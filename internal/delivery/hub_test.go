@@ -762,19 +762,42 @@ func (s *gatedCursors) Cursors(ctx context.Context, clientID string, userID int6
 	return s.DeliveryStore.Cursors(ctx, clientID, userID, stored)
 }
 
+// cleanSessionReadingItsPositions attaches a clean session of user 2
+// whose read of its starting positions waits until st.open is closed; one
+// message was committed before its client connected (not owed).
+func cleanSessionReadingItsPositions(t *testing.T) (fixture, *gatedCursors, *delivery.Hub, *fakeConn) {
+	t.Helper()
+	f := setup(t)
+	f.send(t, 1)
+	st := &gatedCursors{DeliveryStore: f.sessions, open: make(chan struct{})}
+	h := startHub(t, st, delivery.Options{})
+	c := newConn("c", true)
+	c.hub = h
+	h.Attach(c, "c", 2, false, true, 0)
+	return f, st, h, c
+}
+
+// wantDelivered fails unless c got exactly evs's seqs of conv, in order.
+func wantDelivered(t *testing.T, c *fakeConn, conv int64, evs []chat.Event) {
+	t.Helper()
+	got := waitSeqs(t, c, conv, len(evs))
+	if len(got) != len(evs) {
+		t.Fatalf("delivered seqs %v, want %d of them", got, len(evs))
+	}
+	for i, ev := range evs {
+		if got[i] != ev.Seq {
+			t.Fatalf("delivered seqs %v, want %d at %d", got, ev.Seq, i)
+		}
+	}
+}
+
 // TestACleanSessionGetsAMessageCommittedWhileItReadItsPositions: a
 // session without stored cursors starts at each conversation's last_seq
 // as it reads it, after its client connected; a message committed and
 // routed to it before that read returned is in that last_seq, yet its
 // client was connected and subscribed when it committed: it is delivered.
 func TestACleanSessionGetsAMessageCommittedWhileItReadItsPositions(t *testing.T) {
-	f := setup(t)
-	f.send(t, 1) // committed before the client connected: not owed
-	st := &gatedCursors{DeliveryStore: f.sessions, open: make(chan struct{})}
-	h := startHub(t, st, delivery.Options{})
-	c := newConn("c", true)
-	c.hub = h
-	h.Attach(c, "c", 2, false, true, 0)
+	f, st, h, c := cleanSessionReadingItsPositions(t)
 	evs := f.send(t, 2)
 	publishEach(h, evs)
 	deadline := time.Now().Add(10 * time.Second)
@@ -785,9 +808,7 @@ func TestACleanSessionGetsAMessageCommittedWhileItReadItsPositions(t *testing.T)
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(st.open)
-	if got := waitSeqs(t, c, f.conv.ID, 2); len(got) != 2 || got[0] != evs[0].Seq || got[1] != evs[1].Seq {
-		t.Fatalf("delivered seqs %v, want %d and %d", got, evs[0].Seq, evs[1].Seq)
-	}
+	wantDelivered(t, c, f.conv.ID, evs)
 }
 
 // TestACleanSessionGetsAMessageCommittedBeforeItReadItsPositionsButRoutedAfter:
@@ -796,20 +817,12 @@ func TestACleanSessionGetsAMessageCommittedWhileItReadItsPositions(t *testing.T)
 // that entry is in the last_seq the session starts at although its client
 // was connected when it committed: it is delivered all the same, in order.
 func TestACleanSessionGetsAMessageCommittedBeforeItReadItsPositionsButRoutedAfter(t *testing.T) {
-	f := setup(t)
-	f.send(t, 1) // committed before the client connected: not owed
-	st := &gatedCursors{DeliveryStore: f.sessions, open: make(chan struct{})}
-	h := startHub(t, st, delivery.Options{})
-	c := newConn("c", true)
-	c.hub = h
-	h.Attach(c, "c", 2, false, true, 0)
+	f, st, h, c := cleanSessionReadingItsPositions(t)
 	evs := f.send(t, 2) // committed after the connect, routed after the read
 	close(st.open)
 	<-h.Session("c").Loaded()
 	publishEach(h, evs)
-	if got := waitSeqs(t, c, f.conv.ID, 2); len(got) != 2 || got[0] != evs[0].Seq || got[1] != evs[1].Seq {
-		t.Fatalf("delivered seqs %v, want %d and %d", got, evs[0].Seq, evs[1].Seq)
-	}
+	wantDelivered(t, c, f.conv.ID, evs)
 }
 
 // stuckConn is a client whose socket takes no more bytes: every write
