@@ -40,14 +40,13 @@ func TestACommittedSendIsNotReportedRateLimited(t *testing.T) {
 	storedOnce(t, url, conv)
 }
 
-// TestASendWhosePUBACKWasLostIsNotReportedRateLimited: chatd committed a
-// message but its PUBACK was lost with the connection; the client
-// re-publishes it after reconnecting, while the sender's bucket is still
-// empty, and chatd answers 0x97. Whether the first publish committed is
-// unknown to the client at that point (here it did): Send must not report
-// the message as refused for good, but resend it later as chatd asks and
-// return its seq.
-func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
+// sendWhosePUBACKIsLost sends one message through a node with a tight
+// send limit and cuts the connection after it committed, before its
+// PUBACK reaches the client; the client re-publishes it after
+// reconnecting, while its bucket is empty. It fails unless Send returns
+// that message's seq 1.
+func sendWhosePUBACKIsLost(t *testing.T) (url string, a *client.Client, conv int64) {
+	t.Helper()
 	url, px, a, conv := limitedNode(t)
 	px.Stall()
 	done := sendAsync(t, a, conv, "committed, PUBACK lost", 20*time.Second)
@@ -57,6 +56,18 @@ func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
 	if r.err != nil || r.seq != 1 {
 		t.Fatalf("Send of a committed message whose PUBACK was lost: seq %d, err %v; want seq 1", r.seq, r.err)
 	}
+	return url, a, conv
+}
+
+// TestASendWhosePUBACKWasLostIsNotReportedRateLimited: chatd committed a
+// message but its PUBACK was lost with the connection; the client
+// re-publishes it after reconnecting, while the sender's bucket is still
+// empty, and chatd answers 0x97. Whether the first publish committed is
+// unknown to the client at that point (here it did): Send must not report
+// the message as refused for good, but resend it later as chatd asks and
+// return its seq.
+func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
+	url, _, conv := sendWhosePUBACKIsLost(t)
 	storedOnce(t, url, conv)
 }
 
@@ -117,15 +128,7 @@ func TestARateLimitedSendSaysWhenToRetry(t *testing.T) {
 // again, costing chatd a publish and the client its pause): the
 // re-publish after the reconnection, then the one that succeeds.
 func TestAResendRefusedAsRateLimitedWaitsItsRetryAfter(t *testing.T) {
-	url, px, a, conv := limitedNode(t)
-	px.Stall()
-	done := sendAsync(t, a, conv, "committed, PUBACK lost", 20*time.Second)
-	waitCommitted(t, url, conv)
-	px.Kill() // the PUBACK never reaches the client
-	r := <-done
-	if r.err != nil || r.seq != 1 {
-		t.Fatalf("Send of a committed message whose PUBACK was lost: seq %d, err %v; want seq 1", r.seq, r.err)
-	}
+	_, a, _ := sendWhosePUBACKIsLost(t)
 	if n := a.Stats().Resends; n > 2 {
 		t.Fatalf("%d re-publishes, want 2: the one refused for 2 s and the one after the wait", n)
 	}
