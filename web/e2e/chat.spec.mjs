@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, online, openConversation, row, send, unread } from './helpers.mjs';
+import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, inboxFacts, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -510,7 +510,7 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   const d = await api(261, 'POST', '/v1/direct/262');
   await sendVia(262, d.id, 'first');
   const a = await signIn(261);
-  await eventually(async () => assert.equal(await unread(a.page, d.id), 1));
+  await eventually(async () => assert.equal(await unread(a.page, d.id), 1), { explain: () => inboxFacts(a.page) });
   // Press on the row, let a message arrive (the inbox is rebuilt: the row
   // under the pointer is a new element, still the same conversation, still
   // on top), then release: the click is the user's, and it opens the chat.
@@ -519,7 +519,7 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   await a.page.mouse.down();
   const before = await row(a.page, d.id).elementHandle();
   await sendVia(262, d.id, 'second');
-  await eventually(async () => assert.equal(await unread(a.page, d.id), 2));
+  await eventually(async () => assert.equal(await unread(a.page, d.id), 2), { explain: () => inboxFacts(a.page) });
   assert.equal(await before.evaluate((el) => el.isConnected), false, 'the inbox was not rebuilt while the button was down');
   await a.page.mouse.up();
   await a.page.locator(`[data-testid=conversation][data-conv-id="${d.id}"]`).waitFor({ timeout: 5000 });
@@ -534,14 +534,23 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   const below = await boxOf(row(a.page, d.id));
   await a.page.mouse.move(top.x + top.width / 2, top.y + top.height / 2);
   await a.page.mouse.down();
+  // The pressed row is rebuilt before the release too: the browser then
+  // sends its click to the row under the pointer, which is not the one
+  // pressed.
+  const pressedRow = await row(a.page, e.id).elementHandle();
+  await sendVia(263, e.id, 'elsewhere again');
+  await eventually(async () => assert.equal(await unread(a.page, e.id), 2), { explain: () => inboxFacts(a.page) });
+  assert.equal(await pressedRow.evaluate((el) => el.isConnected), false, 'the inbox was not rebuilt while the button was down');
   await a.page.mouse.move(below.x + below.width / 2, below.y + below.height / 2);
   await a.page.mouse.up();
+  await a.page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  assert.equal(await a.page.locator('[data-testid=conversation]').count(), 0, 'a press on one conversation released on another opened one');
   await a.page.getByTestId('no-conversation').waitFor();
   // A keyboard user's focus stays on the conversation's row through a
   // rebuild, and Enter opens it.
   await row(a.page, d.id).focus();
   await sendVia(262, d.id, 'third');
-  await eventually(async () => assert.equal(await unread(a.page, d.id), 1));
+  await eventually(async () => assert.equal(await unread(a.page, d.id), 1), { explain: () => inboxFacts(a.page) });
   assert.equal(await a.page.evaluate(() => document.activeElement?.dataset?.convId), String(d.id));
   await a.page.keyboard.press('Enter');
   await a.page.locator(`[data-testid=conversation][data-conv-id="${d.id}"]`).waitFor({ timeout: 5000 });

@@ -43,21 +43,49 @@ export function browserSpec() {
 }
 
 /**
- * Polls fn until it stops throwing; rethrows its last error on timeout.
+ * Polls fn until it stops throwing; rethrows its last error on timeout,
+ * with what explain() resolves to appended when it is given.
  * The default is Playwright's own (30 s): CI runs the browser tests beside
  * the other packages' on two cores, where a hidden page's notification
  * took over 15 s to appear.
  */
-export async function eventually(fn, { timeout = 30000, interval = 100 } = {}) {
+export async function eventually(fn, { timeout = 30000, interval = 100, explain = null } = {}) {
   const end = Date.now() + timeout;
   for (;;) {
     try {
       return await fn();
     } catch (e) {
-      if (Date.now() > end) throw e;
+      if (Date.now() > end) {
+        if (!explain) throw e;
+        const why = await explain().catch((x) => `(explain failed: ${x.message})`);
+        throw new Error(`${e.message}\n${why}`, { cause: e });
+      }
       await new Promise((r) => setTimeout(r, interval));
     }
   }
+}
+
+/**
+ * What the page shows of its inbox and connection, for a failure message:
+ * a wait on a badge that timed out says whether the conversation was open,
+ * the row missing, or the page offline.
+ */
+export async function inboxFacts(page) {
+  const facts = await page.evaluate(() => ({
+    hash: location.hash,
+    visibility: document.visibilityState,
+    connection: document.querySelector('[data-testid=connection]')?.dataset.state,
+    open: document.querySelector('[data-testid=conversation]')?.dataset.convId ?? null,
+    focus: document.activeElement?.dataset?.convId ?? document.activeElement?.tagName,
+    rows: [...document.querySelectorAll('[data-testid=conv-row]')].map((r) => ({
+      id: r.dataset.convId,
+      current: r.getAttribute('aria-current'),
+      unread: r.querySelector('[data-testid=unread]')?.textContent ?? '0',
+      preview: r.querySelector('.conv-preview')?.textContent,
+    })),
+    messages: [...document.querySelectorAll('[data-testid=message-body]')].map((m) => m.textContent),
+  }));
+  return `page: ${JSON.stringify(facts)}`;
 }
 
 /**
