@@ -160,7 +160,17 @@ $f$;
 -- of their own that only batches having them run: every statement, and
 -- every lookup in one, costs its executor start-up on each call whether
 -- or not a row needs it (docs/benchmarks.md, "What the new kinds cost a
--- plain send").
+-- plain send"). The same holds for every expression a statement holds,
+-- so a batch with no edit, recall, reaction, reply or forward (a plain
+-- batch) runs chat_send_batch_plain instead (below): this function's own
+-- text with the lifecycle's share of the deciding statement taken out.
+-- Its text marks that share inline: in
+--
+--     /*lifecycle:*/X/*plain:Y*/
+--
+-- X is what this function runs and Y (often nothing) what the plain one
+-- runs in its place; Y holds no "*/". Every rule stays written once, here;
+-- a marker only says which parts a plain batch never needs.
 --
 -- Every statement looks rows up by key for each element of a small array
 -- (LATERAL ... LIMIT 1 keeps even a plan made on a fresh, unanalyzed
@@ -260,7 +270,7 @@ BEGIN
     -- the deciding statement's, which judges first.
     IF p_kind && ARRAY['edit', 'recall', 'reaction'] OR COALESCE(0 < ANY (p_target), false)
        OR cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
-        SELECT array_agg((CASE
+        /*lifecycle:*/SELECT array_agg((CASE
                    WHEN r.k = 'message' AND r.fc IS NOT NULL AND fm.ok IS NULL THEN 11
                    WHEN r.k = 'message' AND r.fc IS NOT NULL
                         AND (fsrc.kind IS DISTINCT FROM 'message' OR fsrc.recalled_at IS NOT NULL OR r.fs <= fm.floor) THEN 12
@@ -307,7 +317,8 @@ BEGIN
                            FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                            WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.user_id = r.s LIMIT 1) fm ON true
         LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.recalled_at, m.msg_type FROM message m
-                           WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true;
+                           WHERE r.fc IS NOT NULL AND m.conversation_id = r.fc AND m.seq = r.fs LIMIT 1) fsrc ON true;/*plain:
+        RAISE EXCEPTION 'chat_send_batch_plain: an edit, recall, reaction, reply or forward in the batch';*/
     END IF;
 
     -- The deciding statement judges every change and writes every table
@@ -318,9 +329,9 @@ BEGIN
     -- order before they are updated (lk feeds the update whatever join the
     -- planner picks).
     WITH req AS (
-        SELECT t.ord, t.k, t.c, t.s, t.id, t.b, t.tgt, t.fc, t.fs, t.emoji, t.is_on, t.att
-        FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_attach)
-             WITH ORDINALITY AS t(k, c, s, id, b, tgt, fc, fs, emoji, is_on, att, ord)
+        SELECT t.ord, t.k, t.c, t.s, t.id, t.b, /*lifecycle:*/t.tgt, t.fc, t.fs, t.emoji, t.is_on, /*plain:*/t.att
+        FROM unnest(p_kind, p_conv, p_sender, p_id, p_body, /*lifecycle:*/p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, /*plain:*/p_attach)
+             WITH ORDINALITY AS t(k, c, s, id, b, /*lifecycle:*/tgt, fc, fs, emoji, is_on, /*plain:*/att, ord)
     ), cls AS (
         -- What each change is judged against, and pre: its outcome before
         -- the batch's other changes count (0: new unless an earlier change
@@ -330,7 +341,7 @@ BEGIN
         -- were 6% of a lone send's cost, docs/benchmarks.md).
         SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at, mb.role IS NULL AS outsider,
+               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at/*lifecycle:*/, mb.role IS NULL AS outsider/*plain:*/,
                (CASE
                     WHEN cv.last_seq IS NULL THEN 4
                     -- A resend of the writer's own stored change is
@@ -339,23 +350,25 @@ BEGIN
                     -- between the commit and the resend that a lost
                     -- PUBACK made must not turn it into a failure).
                     WHEN st.seq IS NOT NULL AND st.sender_id = r.s AND st.kind = r.k
-                         AND (r.k IN ('message', 'system') OR st.target_seq = r.tgt)
+                         /*lifecycle:*/AND (r.k IN ('message', 'system') OR st.target_seq = r.tgt)
                          AND (r.k <> 'reaction' OR (st.emoji = r.emoji AND st.reaction_on = r.is_on))
-                         AND (r.k <> 'message' OR (st.reply_to IS NOT DISTINCT FROM NULLIF(r.tgt, 0)
+                         /*plain:*/AND (r.k <> 'message' OR (
+                              /*lifecycle:*/st.reply_to IS NOT DISTINCT FROM NULLIF(r.tgt, 0)
                               AND st.forwarded_conversation_id IS NOT DISTINCT FROM r.fc
-                              AND st.forwarded_seq IS NOT DISTINCT FROM r.fs)) THEN 1
+                              AND st.forwarded_seq IS NOT DISTINCT FROM r.fs/*plain:
+                              st.reply_to IS NULL AND st.forwarded_conversation_id IS NULL AND st.forwarded_seq IS NULL*/)) THEN 1
                     WHEN mb.role IS NULL AND r.k <> 'system' THEN 3
                     WHEN st.seq IS NOT NULL THEN 2
                     WHEN r.k = 'system' THEN 0
                     WHEN mb.peer_blocked AND r.k IN ('message', 'edit', 'reaction') THEN 22
-                    ELSE COALESCE(v_ref[r.ord::int], v_aerr[r.ord::int], 0) END)::smallint AS pre
+                    ELSE COALESCE(/*lifecycle:*/v_ref[r.ord::int], /*plain:*/v_aerr[r.ord::int], 0) END)::smallint AS pre
         FROM req r
         LEFT JOIN LATERAL (SELECT c.last_seq, c.last_message_at, c.message_count FROM conversation c
                            WHERE c.id = r.c LIMIT 1) cv ON true
         LEFT JOIN LATERAL (SELECT m.role, m.peer_blocked FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, m.target_seq, m.msg_type,
-                                  m.recalled_at, m.emoji, m.reaction_on, m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
+        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, /*lifecycle:*/m.target_seq, /*plain:*/m.msg_type,
+                                  m.recalled_at, /*lifecycle:*/m.emoji, m.reaction_on, /*plain:*/m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), firsts AS (
         -- The first new change of each clientMsgId is new; later ones of
@@ -365,7 +378,7 @@ BEGIN
                count(*) FILTER (WHERE j.pre = 0) OVER byid AS nth,
                (array_agg(j.s) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_s,
                -- (a forward's body is the one it copies, as the first's answer)
-               (array_agg(CASE WHEN j.fc IS NOT NULL THEN v_ref_body[j.ord::int] ELSE j.b END)
+               (array_agg(/*lifecycle:*/CASE WHEN j.fc IS NOT NULL THEN v_ref_body[j.ord::int] ELSE j.b END/*plain: j.b*/)
                     FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_b
         FROM cls j
         WINDOW byid AS (PARTITION BY j.c, j.id ORDER BY j.ord)
@@ -382,20 +395,24 @@ BEGIN
         SELECT GREATEST(clock_timestamp(), max(x.last_message_at)) AS at FROM cls x
     ), dec AS MATERIALIZED (
         -- The answer to each change, and for a new entry what is written.
-        SELECT q.ord, q.k, q.c, q.s, q.id, q.tgt, q.fc, q.fs, q.emoji, q.is_on, q.status, q.run_msg, q.st_recalled_at, q.outsider,
+        SELECT q.ord, q.k, q.c, q.s, q.id, /*lifecycle:*/q.tgt, q.fc, q.fs, q.emoji, q.is_on, /*plain:*/q.status, q.run_msg,
+               q.st_recalled_at/*lifecycle:*/, q.outsider/*plain:*/,
                -- A repeat within the batch answers its first's seq.
-               CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int]
-                    ELSE COALESCE(q.st_seq, max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id)) END AS seq,
-               CASE WHEN q.status = 6 THEN v_recall_by[q.ord::int] ELSE COALESCE(q.st_sender, q.first_s) END AS o_sender,
-               CASE WHEN q.fc IS NOT NULL THEN v_ref_body[q.ord::int] ELSE q.b END AS body,
-               CASE WHEN q.status = 0 THEN NULL WHEN q.status = 6 THEN v_recall_id[q.ord::int]
+               /*lifecycle:*/CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int] ELSE /*plain:*/
+                    COALESCE(q.st_seq, max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id))
+               /*lifecycle:*/END/*plain:*/ AS seq,
+               /*lifecycle:*/CASE WHEN q.status = 6 THEN v_recall_by[q.ord::int] ELSE /*plain:*/
+                    COALESCE(q.st_sender, q.first_s) /*lifecycle:*/END/*plain:*/ AS o_sender,
+               /*lifecycle:*/CASE WHEN q.fc IS NOT NULL THEN v_ref_body[q.ord::int] ELSE q.b END/*plain: q.b*/ AS body,
+               CASE WHEN q.status = 0 THEN NULL /*lifecycle:*/WHEN q.status = 6 THEN v_recall_id[q.ord::int]/*plain:*/
                     ELSE COALESCE(q.st_body, q.first_b) END AS st_body,
-               CASE WHEN q.status = 6 THEN v_recall_at[q.ord::int] ELSE COALESCE(q.st_at, k.at) END AS at,
-               CASE WHEN q.k <> 'reaction' THEN NULL
+               /*lifecycle:*/CASE WHEN q.status = 6 THEN v_recall_at[q.ord::int] ELSE /*plain:*/
+                    COALESCE(q.st_at, k.at) /*lifecycle:*/END/*plain:*/ AS at,
+               /*lifecycle:*/CASE WHEN q.k <> 'reaction' THEN NULL
                     WHEN q.status = 0 THEN COALESCE(v_total[q.ord::int], 0)::int + CASE WHEN q.is_on THEN 1 ELSE -1 END
-                    ELSE COALESCE(v_total[q.ord::int], 0)::int END AS cnt,
+                    ELSE COALESCE(v_total[q.ord::int], 0)::int END AS cnt,/*plain:*/
                CASE WHEN q.status <> 0 THEN q.st_msg_type
-                    WHEN q.fc IS NOT NULL THEN v_f_msg_type[q.ord::int]
+                    /*lifecycle:*/WHEN q.fc IS NOT NULL THEN v_f_msg_type[q.ord::int]/*plain:*/
                     WHEN q.att IS NULL THEN NULL
                     WHEN v_atype[q.ord::int] LIKE 'image/%' THEN 'image' WHEN v_atype[q.ord::int] LIKE 'audio/%' THEN 'audio'
                     WHEN v_atype[q.ord::int] LIKE 'video/%' THEN 'video' ELSE 'file' END AS msg_type
@@ -403,15 +420,15 @@ BEGIN
     ), fresh AS (
         SELECT d.* FROM dec d WHERE d.status = 0
     ), ins AS (
-        INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, kind, target_seq,
-                             msg_no, reply_to, forwarded_conversation_id, forwarded_seq, forwarded_sender_id,
-                             emoji, reaction_on, reaction_count, msg_type)
-        SELECT f.c, f.seq, f.s, f.id, CASE WHEN f.k IN ('message', 'edit', 'system') THEN f.body ELSE '' END,
-               f.at, f.k, CASE WHEN f.k IN ('edit', 'recall', 'reaction') THEN f.tgt END, f.run_msg,
-               CASE WHEN f.k = 'message' AND f.tgt > 0 THEN f.tgt END,
+        INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, created_at, kind, /*lifecycle:*/target_seq, /*plain:*/
+                             msg_no, /*lifecycle:*/reply_to, forwarded_conversation_id, forwarded_seq, forwarded_sender_id,
+                             emoji, reaction_on, reaction_count, /*plain:*/msg_type)
+        SELECT f.c, f.seq, f.s, f.id, /*lifecycle:*/CASE WHEN f.k IN ('message', 'edit', 'system') THEN f.body ELSE '' END/*plain: f.body*/,
+               f.at, f.k, /*lifecycle:*/CASE WHEN f.k IN ('edit', 'recall', 'reaction') THEN f.tgt END, /*plain:*/f.run_msg,
+               /*lifecycle:*/CASE WHEN f.k = 'message' AND f.tgt > 0 THEN f.tgt END,
                f.fc, f.fs, CASE WHEN f.fc IS NOT NULL THEN v_ref_sender[f.ord::int] END,
                CASE WHEN f.k = 'reaction' THEN f.emoji END, CASE WHEN f.k = 'reaction' THEN f.is_on END, f.cnt,
-               CASE WHEN f.k = 'message' THEN f.msg_type END
+               /*plain:*/CASE WHEN f.k = 'message' THEN f.msg_type END
         FROM fresh f
     ), conv AS (
         UPDATE conversation c SET last_seq = u.last,
@@ -434,20 +451,23 @@ BEGIN
         WHERE m.conversation_id = lk.c AND m.user_id = lk.s
     ), ob AS (
         INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
-        SELECT f.c::text, CASE f.k WHEN 'message' THEN 'message.new' WHEN 'edit' THEN 'message.edited'
+        SELECT f.c::text, CASE f.k WHEN 'message' THEN 'message.new' /*lifecycle:*/WHEN 'edit' THEN 'message.edited'
                                    WHEN 'recall' THEN 'message.recalled' WHEN 'system' THEN 'system.new'
-                                   ELSE 'reaction.updated' END,
+                                   ELSE 'reaction.updated'/*plain: ELSE 'system.new'*/ END,
                f.c, f.seq, NULLIF(p_traceparent[f.ord::int], ''), NULLIF(p_tracestate[f.ord::int], '')
         FROM fresh f
         ORDER BY f.ord
     )
     SELECT array_agg(d.status ORDER BY d.ord), array_agg(d.seq ORDER BY d.ord), array_agg(d.o_sender ORDER BY d.ord),
-           array_agg(CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END ORDER BY d.ord),
-           array_agg(d.at ORDER BY d.ord), array_agg(d.cnt ORDER BY d.ord),
+           array_agg(/*lifecycle:*/CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END/*plain: d.st_body*/ ORDER BY d.ord),
+           array_agg(d.at ORDER BY d.ord),
            array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord),
-           array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord),
-           array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)) ORDER BY d.ord)
-    INTO v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, v_recalled_at, v_unseen
+           array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord)
+           -- (A plain batch has no counts, and no references to hide from
+           -- a duplicate's answer: the answer's unseen needs NULL only.)
+           /*lifecycle:*/, array_agg(d.cnt ORDER BY d.ord),
+           array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)) ORDER BY d.ord)/*plain:*/
+    INTO v_status, v_seq, v_sender, v_body, v_at, v_msg_type, v_recalled_at/*lifecycle:*/, v_count, v_unseen/*plain:*/
     FROM dec d;
 
     -- What edits, recalls and reactions do to their targets is written
@@ -554,6 +574,31 @@ BEGIN
              WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, recalled_at, unseen, ord);
 END;
 $$;
+
+-- # chat_send_batch_plain(the arguments of chat_send_batch)
+--
+-- chat_send_batch for a plain batch: messages without a reply or forward
+-- (attachments allowed), and system entries. It takes the same arguments
+-- and answers the same rows as chat_send_batch would for such a batch,
+-- and refuses (raises) a batch with an edit, recall, reaction, reply or
+-- forward. Made here, at every migration, from chat_send_batch as just
+-- defined: its definition with every /*lifecycle:*/X/*plain:Y*/ replaced
+-- by Y, so the two cannot drift (store's TestPlainSendFunctionIsTheFullOneWithoutTheLifecycle
+-- checks the database's pair against this rule). What it saves: the
+-- executor's start-up of the lifecycle's expressions in the deciding
+-- statement, 35-45 µs of a lone send's backend CPU (docs/benchmarks.md,
+-- "A plain batch's own function"). A numbered migration that changes
+-- chat_send_batch's arguments or result drops this one too.
+DO $do$
+BEGIN
+    EXECUTE regexp_replace(
+        regexp_replace(
+            pg_get_functiondef('chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[],'
+                               ' boolean[], interval, interval, text[], text[], jsonb[], text[])'::regprocedure),
+            'chat_send_batch\(', 'chat_send_batch_plain('),
+        '/\*lifecycle:\*/.*?/\*plain:(.*?)\*/', '\1', 'g');
+END
+$do$;
 
 -- # chat_outbox_notify (trigger on outbox, statement level)
 --

@@ -40,7 +40,13 @@
 // chat_send_batch (migrations/functions.sql, the only code that writes a
 // message: it locks, decides every send's outcome with set-based SQL after
 // the locks are granted, and writes) and COMMIT, pipelined; a lone send is
-// a batch of one. It locks its conversation rows in id order and its member
+// a batch of one. A plain batch (messages that neither reply nor forward,
+// and system entries) calls chat_send_batch_plain instead: the same
+// arguments and answer, made by functions.sql from chat_send_batch's own
+// text with the lifecycle's marked parts left out, so the rules stay
+// written once while a plain send skips the executor start-up of
+// expressions only edits, recalls, reactions, replies and forwards use
+// (docs/benchmarks.md, "A plain batch's own function"). It locks its conversation rows in id order and its member
 // rows in key order, the order every other writer uses, so batches never
 // deadlock. The batch publishes its messages' message.new in commit order. The batch's deadline, its most impatient caller's, is
 // enforced by PostgreSQL (statement_timeout on the call) and chatd waits

@@ -43,8 +43,9 @@ func appendSystem(ctx context.Context, tx pgx.Tx, conversationID, actorID int64,
 	}
 	// No trace context ($13, $14): tracing follows sends, and a system
 	// entry is a by-product of a membership or settings change. No
-	// attachments ($15, $16).
-	rows, err := tx.Query(ctx, sendBatchSQL, kinds, convs, senders, ids, bodies, targets, nulls, nulls, emoji, on, nil, nil, nil, nil, nil, nil)
+	// attachments ($15, $16). System entries are a plain batch
+	// (chat_send_batch_plain).
+	rows, err := tx.Query(ctx, sendPlainBatchSQL, kinds, convs, senders, ids, bodies, targets, nulls, nulls, emoji, on, nil, nil, nil, nil, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("write system entries: %w", err)
 	}

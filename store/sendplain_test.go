@@ -1,0 +1,294 @@
+package store_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgembed"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/store"
+)
+
+// sendBatchArgs is chat_send_batch's signature, which
+// chat_send_batch_plain shares.
+const sendBatchArgs = `(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[], boolean[], interval, interval, text[], text[], jsonb[], text[])`
+
+// lifecycleMarker is the rule functions.sql makes chat_send_batch_plain
+// by: every /*lifecycle:*/X/*plain:Y*/ becomes Y.
+var lifecycleMarker = regexp.MustCompile(`(?s)/\*lifecycle:\*/.*?/\*plain:(.*?)\*/`)
+
+func functionDef(t *testing.T, pool *pgxpool.Pool, name string) string {
+	t.Helper()
+	var def string
+	if err := pool.QueryRow(testCtx(t), `SELECT pg_get_functiondef(($1 || $2)::regprocedure)`, name, sendBatchArgs).Scan(&def); err != nil {
+		t.Fatalf("definition of %s: %v", name, err)
+	}
+	return def
+}
+
+// TestPlainSendFunctionIsTheFullOneWithoutTheLifecycle: the plain batch's
+// function is chat_send_batch's text with the lifecycle's parts replaced
+// as marked, nothing else, so no rule of a send can be edited in one and
+// not the other; and what it leaves of the deciding statement carries
+// none of the lifecycle's arguments or outcomes, which is what it is for.
+func TestPlainSendFunctionIsTheFullOneWithoutTheLifecycle(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	full, plain := functionDef(t, pool, "chat_send_batch"), functionDef(t, pool, "chat_send_batch_plain")
+	want := lifecycleMarker.ReplaceAllString(strings.Replace(full, "chat_send_batch(", "chat_send_batch_plain(", 1), "$1")
+	if plain != want {
+		t.Fatalf("chat_send_batch_plain is not chat_send_batch with its /*lifecycle:*/X/*plain:Y*/ parts made Y:\n%s", firstDifference(plain, want))
+	}
+
+	// Markers come in pairs: one left unclosed would take the text up to
+	// the next pair's /*plain: with it.
+	functions, err := store.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := regexp.MustCompile(`/\*lifecycle:\*/|/\*plain:`).FindAllString(functions, -1)
+	for i, tok := range tokens {
+		if want := []string{"/*lifecycle:*/", "/*plain:"}[i%2]; tok != want {
+			t.Fatalf("functions.sql: marker %d is %q, want %q (every /*lifecycle:*/ closes with a /*plain:...*/ before the next)", i, tok, want)
+		}
+	}
+	if len(tokens) == 0 || len(tokens)%2 != 0 {
+		t.Fatalf("functions.sql: %d markers", len(tokens))
+	}
+
+	start, end := strings.Index(plain, "WITH req AS"), strings.Index(plain, "FROM dec d;")
+	if start < 0 || end < start {
+		t.Fatal("chat_send_batch_plain: no deciding statement (WITH req AS ... FROM dec d;)")
+	}
+	deciding := plain[start:end]
+	for _, name := range []string{"p_target", "p_fwd_conv", "p_fwd_seq", "p_emoji", "p_on", "v_ref", "v_recall_", "v_total",
+		"v_f_msg_type", ".tgt", ".fc", ".fs", ".emoji", ".is_on", "outsider", ".cnt"} {
+		if strings.Contains(deciding, name) {
+			t.Errorf("chat_send_batch_plain's deciding statement still holds %q", name)
+		}
+	}
+}
+
+// firstDifference shows where a and b part.
+func firstDifference(a, b string) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	from := max(0, i-200)
+	return fmt.Sprintf("got  ...%s\nwant ...%s", a[from:min(len(a), i+200)], b[from:min(len(b), i+200)])
+}
+
+// TestAPlainBatchNeverRunsTheFullSendFunction: with chat_send_batch made
+// to fail, plain sends and system entries still commit (they run
+// chat_send_batch_plain), while a reply, which the plain function
+// refuses, runs the full one and fails.
+func TestAPlainBatchNeverRunsTheFullSendFunction(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	url := pgtest.NewDB(t)
+	pool, err := pgembed.OpenPool(ctx, url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	mustExec(t, ctx, pool, `DO $do$ BEGIN
+		EXECUTE regexp_replace(pg_get_functiondef('chat_send_batch`+sendBatchArgs+`'::regprocedure),
+			'\$function\$.*\$function\$', '$function$ BEGIN RAISE EXCEPTION ''the full send function ran''; END $function$');
+	END $do$`)
+	st := store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(ctx) })
+
+	g := mustGroup(t, st, 1, 2) // writes its system entries
+	mustAdd(t, ctx, st, g.ID, 1, 3, chat.RoleMember)
+	m := mustSend(t, st, g.ID, 1, "a plain send")
+	req := sendReq(g.ID, 2, "a reply")
+	req.ReplyTo = m.Seq
+	if _, err := st.Send(ctx, req); err == nil {
+		t.Fatal("a reply committed with chat_send_batch failing: it did not run the full function")
+	}
+}
+
+// plainBatch is one call's parallel arrays.
+type plainBatch struct {
+	kind, body, emoji, trace []string
+	conv, sender, target     []int64
+	id                       []string
+	fwdConv, fwdSeq          []*int64
+	on                       []bool
+	att                      []*string
+}
+
+func (b *plainBatch) add(kind string, conv, sender int64, id, body string) {
+	b.kind, b.conv, b.sender, b.id, b.body = append(b.kind, kind), append(b.conv, conv), append(b.sender, sender), append(b.id, id), append(b.body, body)
+	b.target, b.fwdConv, b.fwdSeq = append(b.target, 0), append(b.fwdConv, nil), append(b.fwdSeq, nil)
+	b.emoji, b.on, b.trace, b.att = append(b.emoji, ""), append(b.on, false), append(b.trace, ""), append(b.att, nil)
+}
+
+// callBatch runs fn on b in a transaction it rolls back, and returns its
+// answer and what it wrote to the conversations convs, as JSON, times
+// written by the call shown as "new" (two calls differ only in them).
+func callBatch(t *testing.T, pool *pgxpool.Pool, fn string, b plainBatch, convs []int64) (answer, written string, err error) {
+	t.Helper()
+	ctx := testCtx(t)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var t0 time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&t0); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT to_jsonb(a) FROM `+fn+`($1, $2, $3, $4::uuid[], $5, $6, $7, $8, $9, $10, NULL, NULL, $11, $12, $13::jsonb[], $14) a`,
+		b.kind, b.conv, b.sender, b.id, b.body, b.target, b.fwdConv, b.fwdSeq, b.emoji, b.on, b.trace, b.trace, b.att, chat.DefaultUploadTypes)
+	if err != nil {
+		return "", "", err
+	}
+	answers, err := pgx.CollectRows(rows, pgx.RowTo[map[string]any])
+	if err != nil {
+		return "", "", err
+	}
+	var rowsJSON []map[string]any
+	for _, q := range []string{
+		`SELECT to_jsonb(m) FROM message m WHERE conversation_id = ANY($1) ORDER BY conversation_id, seq`,
+		`SELECT to_jsonb(o) - 'id' FROM outbox o WHERE conversation_id = ANY($1) ORDER BY id`,
+		`SELECT to_jsonb(c) FROM conversation c WHERE id = ANY($1) ORDER BY id`,
+		`SELECT to_jsonb(m) FROM conversation_member m WHERE conversation_id = ANY($1) ORDER BY conversation_id, user_id`,
+	} {
+		rs, err := tx.Query(ctx, q, convs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rs, pgx.RowTo[map[string]any])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rowsJSON = append(rowsJSON, got...)
+	}
+	return newTimes(t, answers, t0), newTimes(t, rowsJSON, t0), nil
+}
+
+// newTimes encodes rows as JSON lines, every time at or after t0 as "new".
+func newTimes(t *testing.T, rows []map[string]any, t0 time.Time) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, r := range rows {
+		for k, v := range r {
+			if s, ok := v.(string); ok {
+				if at, err := time.Parse(time.RFC3339Nano, s); err == nil && !at.Before(t0) {
+					r[k] = "new"
+				}
+			}
+		}
+		j, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.Write(j)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// TestThePlainSendFunctionAnswersAndWritesAsTheFullOne: the same plain
+// batch, every outcome a plain change can have in it, through either
+// function gives the same answer and writes the same entries, outbox
+// rows, conversation rows (last_seq, message count) and watermarks; and
+// the plain function refuses a batch with a reply rather than write it
+// as a plain message.
+func TestThePlainSendFunctionAnswersAndWritesAsTheFullOne(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	mustAdd(t, ctx, st, g.ID, 1, 3, chat.RoleMember)
+	h, k := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 2)
+	if err := st.Block(ctx, 5, 4); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := st.OpenDirect(ctx, 5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1 := mustSend(t, st, g.ID, 1, "first")
+	reply := mustReply(t, st, g.ID, 2, "a reply", m1.Seq)
+	fwd, err := st.Send(ctx, forwardReq(g.ID, 1, g.ID, m1.Seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := mustSend(t, st, g.ID, 2, "taken back")
+	mustChange(t, st, change(chat.KindRecall, g.ID, 2, m2.Seq))
+	m3 := mustSend(t, st, g.ID, 3, "before leaving")
+	mustRemove(t, ctx, st, g.ID, 1, 3, "user 3")
+
+	var b plainBatch
+	n1, n2 := uuid.NewString(), uuid.NewString()
+	b.add("message", g.ID, 1, n1, "new")
+	b.trace[0] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	b.add("message", g.ID, 2, n2, "new too")
+	b.add("message", g.ID, 1, n1, "new")                    // a repeat within the batch
+	b.add("message", g.ID, 2, n1, "another's")              // its clientMsgId by another sender
+	b.add("message", g.ID, 1, m1.ClientMsgID, "first")      // a resend
+	b.add("message", g.ID, 2, m2.ClientMsgID, "taken back") // a resend of a message recalled since
+	b.add("message", g.ID, 2, reply.ClientMsgID, "a reply") // a reply's clientMsgId, not replying
+	b.add("message", g.ID, 1, fwd.Message.ClientMsgID, "")  // a forward's, not forwarding
+	b.add("message", g.ID, 2, m1.ClientMsgID, "first")      // another's message's
+	b.add("message", g.ID, 9, uuid.NewString(), "not a member")
+	b.add("message", 1<<40, 1, uuid.NewString(), "nowhere")
+	b.add("message", d.ID, 4, uuid.NewString(), "blocked")
+	b.add("message", g.ID, 3, m3.ClientMsgID, "before leaving") // a resend by a removed member
+	b.add("message", g.ID, 3, uuid.NewString(), "after leaving")
+	b.add("system", h.ID, 1, uuid.NewString(), `{"type":"test"}`)
+	b.add("message", k.ID, 1, uuid.NewString(), "with a file")
+	unknown := `[{"uploadId":"aaaaaaaaaaaaaaaaaaaaaaaaaa"}]`
+	b.att[len(b.att)-1] = &unknown
+	convs := []int64{g.ID, h.ID, k.ID, d.ID}
+
+	fullAnswer, fullWritten, err := callBatch(t, pool, "chat_send_batch", b, convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainAnswer, plainWritten, err := callBatch(t, pool, "chat_send_batch_plain", b, convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plainAnswer != fullAnswer {
+		t.Errorf("answers differ:\nfull:\n%s\nplain:\n%s", fullAnswer, plainAnswer)
+	}
+	if plainWritten != fullWritten {
+		t.Errorf("what they write differs:\nfull:\n%s\nplain:\n%s", fullWritten, plainWritten)
+	}
+
+	// The batch holds every outcome it claims to.
+	var statuses []int
+	for _, line := range strings.Split(strings.TrimSpace(plainAnswer), "\n") {
+		var a struct {
+			Status     int     `json:"o_status"`
+			RecalledAt *string `json:"o_recalled_at"`
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, a.Status)
+		if len(statuses) == 6 && a.RecalledAt == nil {
+			t.Error("the resend of a recalled message is not answered as recalled")
+		}
+	}
+	if want := []int{0, 0, 1, 2, 1, 1, 2, 2, 2, 3, 4, 22, 1, 3, 0, 14}; !reflect.DeepEqual(statuses, want) {
+		t.Errorf("outcomes %v, want %v", statuses, want)
+	}
+
+	b.target[1] = m1.Seq
+	if _, _, err := callBatch(t, pool, "chat_send_batch_plain", b, convs); err == nil || !strings.Contains(err.Error(), "reply or forward") {
+		t.Errorf("chat_send_batch_plain with a reply in the batch: %v, want it refused", err)
+	}
+}
