@@ -10,7 +10,10 @@
 # a FILE.patch, migrations/functions.sql with that patch applied (e.g.
 # bench/patches/no-lifecycle.patch), or REV:PATH, a file as git holds it at REV, of which only
 # chat_send_batch is applied (the other functions of an old file would
-# not fit this schema). Before the message lifecycle (979424e and older)
+# not fit this schema), or db:NAME, a function of chat_send_batch's
+# arguments that the database already has (PAIRED only; e.g.
+# db:chat_send_batch_plain, which migrations/functions.sql makes from
+# chat_send_batch for plain batches). Before the message lifecycle (979424e and older)
 # it took four arrays and left msg_no, a column the lifecycle added as NOT
 # NULL, unset: such a function is given msg_no = seq, so it runs on this
 # schema, and is called with four arrays (both signatures coexist, so
@@ -57,7 +60,10 @@ bench_init sendvariants
 files=()
 for v in "$@"; do
 	f=$WORK/$(tr '/:' '__' <<<"$v")
-	if [ -f "$v" ] && [[ $v == *.patch ]]; then
+	if [[ $v == db:* ]]; then
+		[ -n "${PAIRED:-}" ] || { echo "sendvariants: $v needs PAIRED" >&2; exit 2; }
+		f=$v
+	elif [ -f "$v" ] && [[ $v == *.patch ]]; then
 		patch -s -o "$f" migrations/functions.sql "$v" || { echo "sendvariants: $v does not apply to migrations/functions.sql" >&2; exit 2; }
 	elif [ -f "$v" ]; then
 		cp "$v" "$f"
@@ -103,10 +109,14 @@ paired() {
 	for f in "${files[@]}"; do
 		i=$((i + 1))
 		fn=chat_send_batch_v$i
-		sed -n '/^CREATE OR REPLACE FUNCTION chat_send_batch(/,/^\$\$;/p' "$f" | sed "1s/chat_send_batch(/$fn(/" >"$WORK/v$i.sql"
-		"$PSQL" "$DBURL" -q -v ON_ERROR_STOP=1 -f "$WORK/v$i.sql"
 		local args="k, c, u, ids(), b, t, fc, fs, e, o, NULL, NULL"
-		head -1 "$f" | grep -q call4 && args="c, u, ids(), b"
+		if [[ $f == db:* ]]; then
+			fn=${f#db:}
+		else
+			sed -n '/^CREATE OR REPLACE FUNCTION chat_send_batch(/,/^\$\$;/p' "$f" | sed "1s/chat_send_batch(/$fn(/" >"$WORK/v$i.sql"
+			"$PSQL" "$DBURL" -q -v ON_ERROR_STOP=1 -f "$WORK/v$i.sql"
+			head -1 "$f" | grep -q call4 && args="c, u, ids(), b"
+		fi
 		names+=("v$i=${f##*/}")
 		calls+="
 		us := 0;
