@@ -463,8 +463,8 @@ BEGIN
            array_agg(d.at ORDER BY d.ord),
            array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord),
            array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord)
-           -- (A plain batch has no counts, and no references to hide from
-           -- a duplicate's answer: the answer's unseen needs NULL only.)
+           -- (A plain batch has no counts, and no references a duplicate's
+           -- answer could show: its v_count and v_unseen stay NULL.)
            /*lifecycle:*/, array_agg(d.cnt ORDER BY d.ord),
            array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)) ORDER BY d.ord)/*plain:*/
     INTO v_status, v_seq, v_sender, v_body, v_at, v_msg_type, v_recalled_at/*lifecycle:*/, v_count, v_unseen/*plain:*/
@@ -583,12 +583,14 @@ $$;
 -- and refuses (raises) a batch with an edit, recall, reaction, reply or
 -- forward. Made here, at every migration, from chat_send_batch as just
 -- defined: its definition with every /*lifecycle:*/X/*plain:Y*/ replaced
--- by Y, so the two cannot drift (store's TestPlainSendFunctionIsTheFullOneWithoutTheLifecycle
--- checks the database's pair against this rule). What it saves: the
--- executor's start-up of the lifecycle's expressions in the deciding
--- statement, 35-45 µs of a lone send's backend CPU (docs/benchmarks.md,
--- "A plain batch's own function"). A numbered migration that changes
--- chat_send_batch's arguments or result drops this one too.
+-- by Y, so the two cannot drift (store's test
+-- TestPlainSendFunctionIsTheFullOneWithoutTheLifecycle checks the
+-- database's pair against this rule). What it saves: the executor's
+-- start-up of the lifecycle's expressions in the deciding statement,
+-- about 30 of the 40-45 µs of backend CPU the lifecycle cost a lone plain
+-- send (docs/benchmarks.md, "A plain batch's own function"). A numbered
+-- migration that changes chat_send_batch's arguments or result drops this
+-- one too.
 DO $do$
 BEGIN
     EXECUTE regexp_replace(
