@@ -21,7 +21,9 @@
 //     (Reply; in order, never dropped), its events and RPC replies. The
 //     pump holds no goroutine while the session is idle: offer, Acked,
 //     Reply and the rest leave work in the session's mailbox and start the
-//     pump if it does not run: on one of the hub's pump workers (a few
+//     pump if it does not run (a PUBACK that finds the pump asleep and
+//     releases nothing the window held back is taken by Acked's caller in
+//     the pump's place: it is bookkeeping, and most PUBACKs are such): on one of the hub's pump workers (a few
 //     goroutines that keep the stack a pump grows) when one is idle, else
 //     on a goroutine of its own, so no session waits behind another; the
 //     pump takes the mailbox, sends, and ends when nothing is left,

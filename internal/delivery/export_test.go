@@ -19,3 +19,10 @@ func (s *Session) StopRequested() bool {
 // Reply queues acks on this session, as Hub.Reply does once it found it:
 // the session may have stopped since.
 func (s *Session) Reply(acks []chat.Ack) { s.reply(acks) }
+
+// Pumping reports whether the session's pump runs (or is about to).
+func (s *Session) Pumping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running
+}

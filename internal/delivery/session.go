@@ -18,7 +18,8 @@ import (
 // one is idle); the pump takes the mailbox, sends, and exits when nothing
 // is left, arming a timer (no goroutine either) for what is due later: a
 // gap's timeout, the slow-consumer check of a full window, a catch-up
-// retry. Only the running pump touches the fields below the mailbox.
+// retry. Only the running pump (or a PUBACK's caller standing in for it,
+// ackAsleep) touches the fields below the mailbox.
 type Session struct {
 	ClientID   string
 	UserID     int64
@@ -153,14 +154,50 @@ func (s *Session) offer(it item) {
 }
 
 // ack hands over a PUBACK. More than a window's worth waiting means a
-// broken or hostile client: the surplus is dropped.
+// broken or hostile client: the surplus is dropped. A PUBACK that finds the
+// pump asleep with nothing else waiting is taken by the caller itself
+// (ackAsleep): most PUBACKs come to a session that has sent what it had,
+// and waking a pump for each costs a goroutine hand-off per delivery.
 func (s *Session) ack(id uint16) {
 	s.mu.Lock()
+	if !s.running && s.emptyLocked() {
+		s.running = true // the caller stands in for the pump
+		s.mu.Unlock()
+		s.ackAsleep(id)
+		return
+	}
 	defer s.mu.Unlock()
+	s.queueAckLocked(id)
+}
+
+func (s *Session) queueAckLocked(id uint16) {
 	if len(s.boxAcks) < 4*s.window+64 {
 		s.boxAcks = append(s.boxAcks, id)
 		s.wakeLocked()
 	}
+}
+
+// ackAsleep takes a PUBACK in the pump's place (the caller set running).
+// Only the bookkeeping runs here: what the pump would do besides (write
+// what the window held back, catch up, the slow-consumer check) is due
+// only when the window held something back, and then the pump takes the
+// PUBACK as usual. Nothing here blocks or reads PostgreSQL: the caller is
+// the client's read loop.
+func (s *Session) ackAsleep(id uint16) {
+	if s.isLoaded && !s.held() && len(s.pending) == 0 {
+		s.onAck(id)
+		s.idle()
+		if s.park() {
+			return
+		}
+		s.mu.Lock() // work came meanwhile: the pump takes it
+	} else {
+		s.mu.Lock()
+		s.queueAckLocked(id)
+	}
+	s.running = false
+	s.wakeLocked()
+	s.mu.Unlock()
 }
 
 // errAckNotWritten is what an acknowledgement's Sent hears when its
