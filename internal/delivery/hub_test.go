@@ -1025,10 +1025,23 @@ func (c *clientConn) Close(string) {}
 // published, as most deliveries find their session at 1,000 msgs/s among
 // 200 clients. cpu-ns/op is
 // the process's CPU (every goroutine's, from getrusage) per message.
+// Under convs=1000 the two users share 999 more conversations, quiet
+// ones: a session follows each.
 func BenchmarkFanOutOneAtATime(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		b.Run(fmt.Sprint("convs=", n), func(b *testing.B) { benchFanOutOneAtATime(b, n) })
+	}
+}
+
+func benchFanOutOneAtATime(b *testing.B, convs int) {
 	f := setup(b)
 	h := startHub(b, f.sessions, delivery.Options{})
 	ctx := context.Background()
+	for range convs - 1 {
+		if _, err := f.svc.CreateGroup(ctx, 1, "quiet", []int64{2}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var conns []*clientConn
 	for _, u := range []int64{1, 2} {
 		id := fmt.Sprint("bench-", u)

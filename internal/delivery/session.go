@@ -73,7 +73,12 @@ type Session struct {
 	fillWait   time.Time // after a failed catch-up query, when to try again
 	fillIDs    []int64
 	windowFull bool // the window filled with more to send: refill in bursts
-	catchUp    catchUp
+	// mayBeBehind: a stream may be Behind. Only then do fill and anyBehind
+	// look over every stream (a user may be in thousands of
+	// conversations; the pump asks after each burst). Set by whatever can
+	// make a stream Behind, cleared by a look that found none.
+	mayBeBehind bool
+	catchUp     catchUp
 }
 
 type sessionFlags uint8
@@ -487,6 +492,7 @@ func (s *Session) load() bool {
 				}
 				s.streams[c.ConversationID] = st
 			}
+			s.mayBeBehind = true
 			return true
 		}
 		s.hub.opts.Logger.Warn("load delivery cursors failed; retrying", "client", s.ClientID, "err", err)
@@ -567,6 +573,7 @@ func (s *Session) accept(it item) {
 			s.pending = append(s.pending, it)
 		}
 	case kJoin:
+		s.mayBeBehind = true
 		// A stream still delivering what a previous membership was owed
 		// finishes it first.
 		switch st, ok := s.streams[it.conv]; {
@@ -576,6 +583,7 @@ func (s *Session) accept(it item) {
 			st.rejoined(it.seq)
 		}
 	case kLeave:
+		s.mayBeBehind = true
 		// What was committed up to the leave (it.seq) is still theirs:
 		// queued entries stay, and a stream that has not reached it yet
 		// fetches the rest from PostgreSQL before it ends.
@@ -604,6 +612,9 @@ func (s *Session) accept(it item) {
 		}
 		room := s.ready && len(s.pending) < s.hub.opts.QueueSize
 		s.pending = st.offer(s.pending, it, room, time.Now())
+		if st.state == Behind {
+			s.mayBeBehind = true
+		}
 		if st.state == Gapped {
 			if s.gapped == nil {
 				s.gapped = map[int64]*stream{}
@@ -678,7 +689,7 @@ func (s *Session) flushReplies() bool {
 // fill queues the next events of streams that are behind; it reports
 // whether it queued anything.
 func (s *Session) fill() bool {
-	if time.Now().Before(s.fillWait) {
+	if !s.mayBeBehind || time.Now().Before(s.fillWait) {
 		return false
 	}
 	behind := s.fillIDs[:0]
@@ -692,6 +703,7 @@ func (s *Session) fill() bool {
 	slices.Sort(behind)
 	s.fillIDs = behind
 	if len(behind) == 0 {
+		s.mayBeBehind = false
 		return false
 	}
 	before := len(s.pending)
@@ -703,11 +715,15 @@ func (s *Session) fill() bool {
 }
 
 func (s *Session) anyBehind() bool {
+	if !s.mayBeBehind {
+		return false
+	}
 	for _, st := range s.streams {
 		if st.state == Behind {
 			return true
 		}
 	}
+	s.mayBeBehind = false
 	return false
 }
 
@@ -838,6 +854,7 @@ func (s *Session) tick(now time.Time) bool {
 		}
 		if st.tick(now, s.hub.opts.GapWait) {
 			delete(s.gapped, id)
+			s.mayBeBehind = true
 		}
 	}
 	if s.held() && now.Sub(s.progress) > s.hub.opts.SlowTimeout {
@@ -850,6 +867,7 @@ func (s *Session) tick(now time.Time) bool {
 // doResync drops queued live events and re-reads membership and positions
 // from PostgreSQL; what was dropped is then read back in order.
 func (s *Session) doResync() {
+	s.mayBeBehind = true
 	unseen := s.unseen.Swap(false)
 	ctx, cancel := context.WithTimeout(s.hub.ctx, 10*time.Second)
 	cs, err := s.hub.store.Cursors(ctx, s.ClientID, s.UserID, s.Persistent)
