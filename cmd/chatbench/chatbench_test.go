@@ -128,6 +128,35 @@ func TestMQTT311RunWithMessageBudget(t *testing.T) {
 	}
 }
 
+// -ack-log lines every acknowledged publish up with the server's logs: its
+// send time on the wall clock and its PUBACK latency.
+func TestTheAckLogHoldsEveryAcknowledgedPublishWithItsSendTimeAndLatency(t *testing.T) {
+	srv, _ := startChatd(t)
+	path := t.TempDir() + "/acks.txt"
+	before := time.Now()
+	r := runBench(t, 0, chatArgs(srv, "-messages", "60", "-duration", "20s", "-ack-log", path)...)
+	after := time.Now()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if int64(len(lines)) != r.Acked || r.Acked != 60 {
+		t.Fatalf("%d lines for %d acknowledged publishes, want 60", len(lines), r.Acked)
+	}
+	for _, l := range lines {
+		var sent float64
+		var us int64
+		if _, err := fmt.Sscanf(l, "%f %d", &sent, &us); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		at := time.UnixMicro(int64(sent * 1e6))
+		if at.Before(before.Add(-time.Second)) || at.After(after) || us <= 0 || time.Duration(us)*time.Microsecond > after.Sub(before) {
+			t.Fatalf("line %q: sent at %v, latency %dµs, outside the run (%v to %v)", l, at, us, before, after)
+		}
+	}
+}
+
 func TestRateIsHeld(t *testing.T) {
 	srv, _ := startChatd(t)
 	r := runBench(t, 0, chatArgs(srv, "-rate", "100", "-duration", "2s")...)

@@ -5,7 +5,9 @@
 // seq order, and (with -verify-db) that each is stored once with gapless
 // seqs. It reports throughput (acked messages/s, deliveries/s), latency
 // percentiles (publish->PUBACK, publish->delivery), chatd's CPU and RSS
-// (-chatd-pid), and prints a table or JSON (-json).
+// (-chatd-pid), and prints a table or JSON (-json). -ack-log writes every
+// acknowledged publish's send time and PUBACK latency to a file, to line
+// the slow ones up with the server's logs (bench/tail.sh does).
 //
 // Modes: steady (a target -rate, or as fast as -inflight allows), ramp
 // (raise the rate until p99 PUBACK latency or errors degrade; reports the

@@ -218,6 +218,11 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 	if o.mode == modeReceipts {
 		rep.Receipts = b.receipts((time.Duration(t.lastDelivery.Load()) - b.sendStart).Seconds())
 	}
+	if o.ackLog != "" {
+		if err := t.writeAckLog(o.ackLog); err != nil {
+			return nil, err
+		}
+	}
 	if o.verifyDB != "" && !o.plain {
 		chk, err := verifyDB(ctx, o.verifyDB, b.convIDs(), b.ackedIDs())
 		if err != nil {

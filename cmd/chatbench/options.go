@@ -49,6 +49,7 @@ type options struct {
 	pgPID            int
 	metricsURL       string
 	cpuProfile       string
+	ackLog           string
 	settle           time.Duration
 	progress         string
 
@@ -96,6 +97,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.pgPID, "pg-pid", 0, "the PostgreSQL postmaster's process id: report the CPU of it and all its backends, and their PSS (Linux /proc)")
 	fs.StringVar(&o.metricsURL, "metrics", "", "chatd's Prometheus endpoint, scraped before and after to report its own view (default -http + /metrics; \"off\" to skip)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write chatbench's own CPU profile to this file")
+	fs.StringVar(&o.ackLog, "ack-log", "", "write every acknowledged publish to this file, one a line: its send time (Unix seconds, microsecond precision) and its PUBACK latency in microseconds, to line slow PUBACKs up with the server's logs")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line each second: auto (when stdout is a terminal), on, off")
 	fs.Float64Var(&o.rampFactor, "ramp-factor", 1.5, "ramp: rate multiplier per step")
 	fs.DurationVar(&o.rampStep, "ramp-step", 3*time.Second, "ramp: length of a step")

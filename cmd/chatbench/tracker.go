@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +20,7 @@ type msgRec struct {
 
 	mu        sync.Mutex
 	seq       int64
+	ackedAt   time.Duration
 	acked     bool
 	refused   bool
 	receivers []int32 // client indices that received it (duplicates excluded)
@@ -102,6 +106,7 @@ func (t *tracker) ackedMsg(r *msgRec, seq int64, s *samples) {
 		return
 	}
 	r.acked = true
+	r.ackedAt = now
 	if seq > 0 {
 		r.seq = seq
 	}
@@ -278,4 +283,32 @@ func storeMax(a *atomic.Int64, v int64) {
 			return
 		}
 	}
+}
+
+// writeAckLog writes every acknowledged publish to path: its send time as
+// Unix seconds and its PUBACK latency in microseconds (-ack-log).
+func (t *tracker) writeAckLog(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create the ack log: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	t.byID.Range(func(_, v any) bool {
+		r := v.(*msgRec)
+		r.mu.Lock()
+		acked, sent, at := r.acked, r.sentAt, r.ackedAt
+		r.mu.Unlock()
+		if acked {
+			fmt.Fprintf(w, "%.6f %d\n", float64(t.start.Add(sent).UnixMicro())/1e6, (at-sent)/time.Microsecond)
+		}
+		return true
+	})
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write the ack log: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write the ack log: %w", err)
+	}
+	return nil
 }
