@@ -20,6 +20,12 @@
 #   - the WAL segments PostgreSQL created meanwhile and the slowest COMMIT
 #     of the 150 ms after each (the commit crossing into a new segment
 #     creates it holding the WAL write lock);
+#   - the slowest 1% of PUBACKs lined up with what ran while they waited
+#     (chatbench -ack-log against the statement log and chatd's
+#     GODEBUG=gctrace=1): the cursor and delivered-watermark flushes, the
+#     search merges, autovacuum, Go's collections, new WAL segments, slow
+#     send statements and COMMITs, each against the same slow spans moved
+#     to other moments of the run;
 #   - WAL: flushes (fsyncs) per acked message and the share of the run they
 #     took (pg_stat_wal, track_wal_io_timing);
 #   - then, with chatd idle, a bare commit's latency on this disk: pgbench
@@ -29,7 +35,8 @@
 # Tunables (environment): RATE=1000 DURATION=20s CLIENTS=200
 # CONVERSATIONS=1000 BODY=100 INFLIGHT=4 PGCONF=(postgresql.conf lines;
 # what chatd sets on the postmaster's command line, wal_init_zero, wins
-# over them) KEEP=1 (keep the work dir).
+# over them) CHATD_BIN=(a chatd built elsewhere, to take turns with this
+# tree's) KEEP=1 (keep the work dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +55,8 @@ bench_init tail
 
 step "build"
 go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench
+# CHATD_BIN: a chatd built elsewhere (another commit: A/B runs taking turns).
+[ -z "${CHATD_BIN:-}" ] || cp "$CHATD_BIN" "$WORK/bin/chatd"
 refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
 
 step "start chatd (rate limits off) on a cluster logging every statement"
@@ -70,8 +79,12 @@ CONF
 # PGCONF: more settings for the run, e.g. "synchronous_commit = off" to
 # see what the commit's WAL flush is worth (not a setting to deploy).
 printf '%s\n' "${PGCONF:-}" >>"$WORK/run/data/pg/postgresql.auto.conf"
-start_chatd run
+GODEBUG=${GODEBUG:+$GODEBUG,}gctrace=1 start_chatd run
 "$PSQL" "$DBURL" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+# chatd's start as seconds of the UTC day (10 ms ticks): its collector's
+# trace counts from it.
+CHATD_T0=$(awk -v tck="$(getconf CLK_TCK)" -v bt="$(awk '/^btime/ {print $2}' /proc/stat)" \
+	'{printf "%.3f\n", (bt + $22 / tck) % 86400}' "/proc/$CHATD_PID/stat")
 PGLOG=$WORK/run/data/pg/postgres.log
 
 step "chatbench: $CLIENTS clients, $CONVERSATIONS direct conversations, $RATE msgs/s, $DURATION"
@@ -89,7 +102,7 @@ step "chatbench: $CLIENTS clients, $CONVERSATIONS direct conversations, $RATE ms
 WATCH=$!
 "$WORK/bin/chatbench" -clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight "$INFLIGHT" \
 	-rate "$RATE" -duration "$DURATION" -drain 120s -progress off -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
-	-data-dir "$CHATD_DIR/data" -json >"$WORK/chatbench.json" || true
+	-data-dir "$CHATD_DIR/data" -ack-log "$WORK/acks.txt" -json >"$WORK/chatbench.json" || true
 wait "$WATCH" || true
 date -u +%T.%3N >"$WORK/end"
 "$PSQL" "$DBURL" -AtF' ' -c "SELECT wal_sync, round(wal_sync_time::numeric), wal_bytes, round(extract(epoch FROM now() - stats_reset)) FROM pg_stat_wal" >"$WORK/wal.txt"
@@ -145,6 +158,85 @@ while read -r b; do
 	awk -v b="$b" 'BEGIN {bs = b; split(b, t, ":"); b = t[1] * 3600 + t[2] * 60 + t[3]}
 		$1 >= b && $1 < b + 0.15 && $2 > m {m = $2} END {printf "  %s: the slowest COMMIT of the next 150 ms %.1f ms\n", bs, m}' "$WORK/commits.txt"
 done <"$WORK/births.txt"
+
+step "the slow PUBACKs and what ran while they waited"
+# Each acknowledged publish is the span from its send to its PUBACK
+# (chatbench -ack-log); each event below a span of time (seconds of the UTC
+# day). For each kind: how many of all PUBACKs and of the slowest 1% (at or
+# above the run's p99) were in flight while one ran, and ("slow, shifted")
+# how many of those slow spans would overlap one at other moments of the
+# run (each moved by ±0.37 to ±1.66 s, 8 moves): a long span overlaps more
+# by its length alone. A kind the slow spans overlap far more often where
+# they are than where they are moved to is a cause of the tail.
+#   cursor-flush      the cursor writer's statement (Sessions.SaveCursors)
+#   delivered-flush   the delivered watermarks' statements (plan, upsert, outbox)
+#   search-merge      gin_clean_pending_list (store.RunSearchMaintenance)
+#   autovacuum        an autovacuum or autoanalyze run
+#   gc-cycle          a Go collection in chatd (GODEBUG=gctrace=1), start to end
+#   new-segment       150 ms after PostgreSQL created a WAL segment
+#   send-stmt>5ms     a send transaction's chat_send_batch statement over 5 ms
+#   send-commit>5ms   a send transaction's COMMIT over 5 ms (its WAL flush)
+{
+	# A logged statement's text may begin on the line after its header, and
+	# an autovacuum run's elapsed time comes a few lines after its own.
+	awk -v s="$(cat "$WORK/start")" -v e="$(cat "$WORK/end")" '
+		function sod(t, a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+		function classify(q, k) {
+			k = ""
+			if (q ~ /^[ \t]*WITH s AS MATERIALIZED/) k = "cursor-flush"
+			else if (q ~ /^[ \t]*(SELECT r\.conversation_id|INSERT INTO member_delivery|INSERT INTO outbox)/) k = "delivered-flush"
+			else if (q ~ /^[ \t]*SELECT gin_clean_pending_list/) k = "search-merge"
+			else if (q ~ /^[ \t]*SELECT o_status/) { if (d > .005) k = "send-stmt>5ms"; stmt[pid] = 1 }
+			else if (q ~ /^COMMIT$/ && (pid in stmt)) { delete stmt[pid]; if (d > .005) k = "send-commit>5ms" }
+			if (k != "") printf "%.3f %.3f %s\n", t - d, t, k
+		}
+		/^20[0-9][0-9]-/ {
+			pend = 0; inw = $2 >= s && $2 <= e
+			if (!inw) next
+			t = sod($2); pid = $4
+			if (/ LOG:  automatic (aggressive )?(vacuum|analyze) /) av = t
+			if (!/ duration: .* execute [^ ]*: /) next
+			for (i = 1; i <= NF; i++) if ($i == "duration:") d = $(i + 1) / 1000
+			q = $0; sub(/^.* execute [^ ]*: /, "", q)
+			if (q == "") pend = 1; else classify(q)
+			next
+		}
+		!inw { next }
+		pend { pend = 0; classify($0) }
+		av && /elapsed: / { for (i = 1; i <= NF; i++) if ($i == "elapsed:") printf "%.3f %.3f autovacuum\n", av - $(i + 1), av; av = 0 }' "$PGLOG"
+	awk -v t0="$CHATD_T0" '/^gc [0-9]+ @/ {
+		s = t0 + substr($3, 2) + 0; split($5, p, "+")
+		printf "%.3f %.3f gc-cycle\n", s, s + (p[1] + p[2] + p[3]) / 1000 }' "$CHATD_DIR/chatd.log"
+	awk '{split($1, t, ":"); s = t[1] * 3600 + t[2] * 60 + t[3]; printf "%.3f %.3f new-segment\n", s, s + .15}' "$WORK/births.txt"
+} | sort -n >"$WORK/events.txt"
+sort -k2,2n "$WORK/acks.txt" | awk '{v[NR] = $2} END {print v[int((NR - 1) * .99) + 1]}' >"$WORK/p99us"
+awk -v p99="$(cat "$WORK/p99us")" '
+	NR == FNR { es[++m] = $1; ee[m] = $2; ek[m] = $3; kinds[$3]++; dur[$3] += $2 - $1; if ($2 - $1 > long) long = $2 - $1; lo = 1; next }
+	{
+		s = $1 % 86400; e = s + $2 / 1e6; slow = $2 >= p99; n++; nslow += slow; any = 0
+		over[5] += $2 > 5000; over[10] += $2 > 10000; over[20] += $2 > 20000; over[50] += $2 > 50000
+		delete hit
+		while (lo <= m && es[lo] < s - long) lo++ # the acks come in send order
+		for (j = lo; j <= m && es[j] < e; j++) if (ee[j] > s && !(ek[j] in hit)) { hit[ek[j]] = 1; any = 1 }
+		for (k in hit) { all[k]++; sl[k] += slow }
+		if (!any) { all["(none)"]++; sl["(none)"] += slow }
+		if (!slow) next
+		# The same span at other moments of the run: a long span overlaps
+		# more by its length alone, and a busy minute stretches everything.
+		for (o = 1; o <= 8; o++) {
+			delete hit; any = 0; sh = (o % 2 ? 1 : -1) * (.37 + .43 * int((o - 1) / 2))
+			for (j = 1; j <= m && es[j] < e + sh; j++) if (ee[j] > s + sh && !(ek[j] in hit)) { hit[ek[j]] = 1; any = 1 }
+			for (k in hit) shifted[k]++
+			if (!any) shifted["(none)"]++
+		}
+	}
+	END {
+		printf "%d PUBACKs, p99 %.1f ms: %d at or above it; over 5 / 10 / 20 / 50 ms: %d / %d / %d / %d\n", n, p99 / 1000, nslow, over[5], over[10], over[20], over[50]
+		printf "%-16s %7s %9s %14s %16s %16s\n", "kind", "events", "mean ms", "all in flight", "slow in flight", "slow, shifted"
+		kinds["(none)"] = 0
+		for (k in kinds) printf "%-16s %7d %9.1f %13.1f%% %15.1f%% %15.1f%%\n", k, kinds[k], kinds[k] ? dur[k] / kinds[k] * 1000 : 0, 100 * all[k] / n,
+			nslow ? 100 * sl[k] / nslow : 0, nslow ? 100 * shifted[k] / nslow / 8 : 0
+	}' "$WORK/events.txt" <(sort -n "$WORK/acks.txt") | { IFS= read -r l; echo "$l"; IFS= read -r l; echo "$l"; sort; }
 
 step "WAL flushes"
 read -r SYNCS SYNC_MS WAL_BYTES SECS <"$WORK/wal.txt"
