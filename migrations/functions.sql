@@ -417,6 +417,10 @@ BEGIN
                     WHEN v_atype[q.ord::int] LIKE 'image/%' THEN 'image' WHEN v_atype[q.ord::int] LIKE 'audio/%' THEN 'audio'
                     WHEN v_atype[q.ord::int] LIKE 'video/%' THEN 'video' ELSE 'file' END AS msg_type
         FROM numbered q CROSS JOIN clock k
+        -- In arrival order, the answer's (below): one sort here, where
+        -- array_agg(... ORDER BY) of each of the answer's arrays sorted
+        -- its own input (PostgreSQL 15 sorts per ordered aggregate).
+        ORDER BY q.ord
     ), fresh AS (
         SELECT d.* FROM dec d WHERE d.status = 0
     ), ins AS (
@@ -458,15 +462,25 @@ BEGIN
         FROM fresh f
         ORDER BY f.ord
     )
-    SELECT array_agg(d.status ORDER BY d.ord), array_agg(d.seq ORDER BY d.ord), array_agg(d.o_sender ORDER BY d.ord),
-           array_agg(/*lifecycle:*/CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END/*plain: d.st_body*/ ORDER BY d.ord),
-           array_agg(d.at ORDER BY d.ord),
-           array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END ORDER BY d.ord),
-           array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END ORDER BY d.ord)
+    -- The answer's arrays, in arrival order because dec's rows are: a
+    -- materialized CTE is read back in the order its query wrote it, and
+    -- an aggregate without GROUP BY over that lone scan takes the rows in
+    -- the scan's order. This is the sorted-input form PostgreSQL's manual
+    -- gives for ordered aggregates ("supplying the input values from a
+    -- sorted subquery will usually work"), which fails only when the
+    -- aggregate's level reorders (a join, a grouping) or splits its input
+    -- (parallel workers, never used by a statement that writes); this
+    -- level has none of them. The store's tests of mixed batches answer
+    -- in the wrong order without dec's ORDER BY.
+    SELECT array_agg(d.status), array_agg(d.seq), array_agg(d.o_sender),
+           array_agg(/*lifecycle:*/CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END/*plain: d.st_body*/),
+           array_agg(d.at),
+           array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END),
+           array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END)
            -- (A plain batch has no counts, and no references a duplicate's
            -- answer could show: its v_count and v_unseen stay NULL.)
-           /*lifecycle:*/, array_agg(d.cnt ORDER BY d.ord),
-           array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)) ORDER BY d.ord)/*plain:*/
+           /*lifecycle:*/, array_agg(d.cnt),
+           array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)))/*plain:*/
     INTO v_status, v_seq, v_sender, v_body, v_at, v_msg_type, v_recalled_at/*lifecycle:*/, v_count, v_unseen/*plain:*/
     FROM dec d;
 
@@ -562,16 +576,17 @@ BEGIN
     -- A duplicate answered to a writer who left or was removed, or whose
     -- target is now below their history floor (unseen), carries their own
     -- entry, not what others did since: no snippet or recall of what it
-    -- replies to, no reaction count.
+    -- replies to, no reaction count. The arrays are read by index, not
+    -- unnested side by side: every function of a FROM fills a tuplestore
+    -- of its own at each call, ten of them for one row of a lone send.
     RETURN QUERY
-        SELECT f.status, f.seq, f.sender, f.body, f.at, v_ref_sender[f.ord::int],
-               CASE WHEN f.status BETWEEN 14 AND 20 THEN v_abad[f.ord::int]
-                    WHEN f.unseen THEN NULL ELSE left(v_ref_body[f.ord::int], 100) END,
-               NOT f.unseen AND COALESCE(v_ref_recalled[f.ord::int], false),
-               CASE WHEN NOT f.unseen THEN f.cnt END, f.msg_type,
-               CASE WHEN f.msg_type IS NOT NULL THEN chat_attachments(f.c, f.seq) END, f.recalled_at
-        FROM unnest(v_status, v_seq, v_sender, v_body, v_at, v_count, v_msg_type, p_conv, v_recalled_at, v_unseen)
-             WITH ORDINALITY AS f(status, seq, sender, body, at, cnt, msg_type, c, recalled_at, unseen, ord);
+        SELECT v_status[i], v_seq[i], v_sender[i], v_body[i], v_at[i], v_ref_sender[i],
+               CASE WHEN v_status[i] BETWEEN 14 AND 20 THEN v_abad[i]
+                    WHEN v_unseen[i] THEN NULL ELSE left(v_ref_body[i], 100) END,
+               NOT v_unseen[i] AND COALESCE(v_ref_recalled[i], false),
+               CASE WHEN NOT v_unseen[i] THEN v_count[i] END, v_msg_type[i],
+               CASE WHEN v_msg_type[i] IS NOT NULL THEN chat_attachments(p_conv[i], v_seq[i]) END, v_recalled_at[i]
+        FROM generate_series(1, v_n) AS i;
 END;
 $$;
 
