@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"golang.org/x/text/unicode/norm"
@@ -268,5 +269,49 @@ func eachQueryFindsAndHighlights(t *testing.T, st *store.Store, conv int64, plan
 		if h.Snippet != c.body || !slices.Equal(got, c.words) {
 			t.Errorf("%q: snippet %q highlights %q, want %q highlighted in the body as sent", c.query, h.Snippet, got, c.words)
 		}
+	}
+}
+
+// A send calls no LANGUAGE sql function that PostgreSQL does not inline
+// (the message table's generated search columns call several): such a
+// function's body is parsed and planned again at every statement that
+// inserts messages and runs in an executor of its own per row
+// (chat_search_words did, some 70 µs of a lone send's 450 in the
+// backend: docs/benchmarks.md). An inlined one is never called, so the
+// function statistics count none.
+func TestASendCallsNoSQLFunctionThatIsNotInlined(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
+		t.Fatal(err)
+	}
+	bodies := []string{"plain ascii, v1.2.3", "Tiếng Việt, Straße", "人々 と 時々"}
+	for _, body := range bodies {
+		if _, err := tx.Exec(ctx, store.SendMessagesSQL, []int64{g.ID}, []int64{1}, []string{uuid.NewString()}, []string{body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var called []string
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(array_agg(p.proname || ' ' || pg_stat_get_xact_function_calls(p.oid) ORDER BY p.proname), '{}')
+		FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+		WHERE l.lanname = 'sql' AND p.proname LIKE 'chat\_%' AND pg_stat_get_xact_function_calls(p.oid) > 0`).Scan(&called); err != nil {
+		t.Fatal(err)
+	}
+	if len(called) > 0 {
+		t.Errorf("%d sends called these SQL functions (name, calls) instead of inlining them: %q", len(bodies), called)
+	}
+	var searchCalls int64
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(pg_stat_get_xact_function_calls('chat_search_document'::regproc), 0)`).Scan(&searchCalls); err != nil {
+		t.Fatal(err)
+	}
+	if searchCalls == 0 {
+		t.Error("chat_search_document was never counted: track_functions did not count this transaction's calls")
 	}
 }
