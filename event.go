@@ -177,6 +177,24 @@ func (e Event) IsEntry() bool {
 	return false
 }
 
+// Writer is the user whose write entry ev is: the sender of a message or
+// an edit, the recaller, the reactor. Writing an entry moves the writer's
+// read watermark to it (the send transaction does), so their own sessions'
+// acknowledgements of it tell nothing about delivery. 0 for a system
+// entry, written on a member's behalf and moving no watermark, and for
+// anything that is not an entry.
+func (e Event) Writer() int64 {
+	switch e.Type {
+	case EventMessageNew, EventMessageEdited:
+		return e.SenderID
+	case EventMessageRecalled:
+		return e.ActorID
+	case EventReactionUpdated:
+		return e.UserID
+	}
+	return 0
+}
+
 // Slim returns an entry's event without its content: what members of
 // large groups receive for messages and reactions; clients fetch the rest
 // through history.

@@ -88,6 +88,15 @@ type Message struct {
 // IsMessage reports whether the entry is a message (not a change of one).
 func (m Message) IsMessage() bool { return m.Kind == "" || m.Kind == KindMessage }
 
+// Writer is the user whose write entry m is (Event.Writer): its SenderID,
+// or 0 for a system entry.
+func (m Message) Writer() int64 {
+	if m.Kind == KindSystem {
+		return 0
+	}
+	return m.SenderID
+}
+
 // SendRequest is one message to commit. ClientMsgID is a UUID chosen by the
 // client; it makes resends idempotent. ReplyTo is the seq of the message
 // it replies to (0: none); Forward, the message whose body it copies (Body

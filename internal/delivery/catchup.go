@@ -63,7 +63,7 @@ func (c *catchUp) fromRecent(s *Session, id int64, st *stream) bool {
 	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, limit, st.large, st.floor)
 	c.recentBuf = got
 	for i, e := range got {
-		it := item{kind: kMsg, conv: id, seq: st.next + int64(i), payload: e.payload, qos: 1}
+		it := item{kind: kMsg, conv: id, seq: st.next + int64(i), payload: e.payload, qos: 1, writer: e.writer}
 		if e.at.After(s.started) {
 			it.at = e.at
 		}
@@ -115,7 +115,7 @@ func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
 			if err != nil {
 				return fmt.Errorf("catch up conversation %d: %w", id, err)
 			}
-			it := item{kind: kMsg, conv: id, seq: m.Seq, payload: payload, qos: 1}
+			it := item{kind: kMsg, conv: id, seq: m.Seq, payload: payload, qos: 1, writer: m.Writer()}
 			if m.CreatedAt.After(s.started) {
 				// Committed while this session was online: the latency
 				// metric counts it (a catch-up after time offline does not).

@@ -143,7 +143,7 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 	if ev.IsEntry() {
 		// Every entry (message, edit, recall, reaction) fills its seq's
 		// slot in each member's stream.
-		it.kind = kMsg
+		it.kind, it.writer = kMsg, ev.Writer()
 		if ev.CreatedAt != nil {
 			it.at = *ev.CreatedAt
 		}
@@ -158,7 +158,7 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 		if ev.Type == chat.EventMessageEdited {
 			editOf = ev.TargetSeq
 		}
-		h.recent.put(ev.ConversationID, ev.Seq, payload, large, it.at, editOf)
+		h.recent.put(ev.ConversationID, ev.Seq, recentEntry{payload: payload, large: large, at: it.at, editOf: editOf, writer: it.writer})
 		if ev.Type == chat.EventMessageEdited {
 			return h.routeEdit(ev, r, large, it)
 		}

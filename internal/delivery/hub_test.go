@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1097,4 +1098,82 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// recordSink records every delivered acknowledgement handed to it.
+type recordSink struct {
+	mu  sync.Mutex
+	got []chat.MessageRef // ConversationID, Seq of user
+	by  []int64
+}
+
+func (s *recordSink) Delivered(conv, user, seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, chat.MessageRef{ConversationID: conv, Seq: seq})
+	s.by = append(s.by, user)
+}
+
+// of returns the seqs of conv acknowledged for user.
+func (s *recordSink) of(conv, user int64) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for i, r := range s.got {
+		if r.ConversationID == conv && s.by[i] == user {
+			out = append(out, r.Seq)
+		}
+	}
+	return out
+}
+
+// ackAll acknowledges, in order, every QoS 1 publish c got so far.
+func ackAll(h *delivery.Hub, id string, c *fakeConn, from int) int {
+	ps := c.packets()
+	for _, p := range ps[from:] {
+		if p.QoS > 0 {
+			h.Acked(id, c.self, p.PacketID)
+		}
+	}
+	return len(ps)
+}
+
+// A user's delivered watermark says which of the others' entries reached
+// them: their sessions' acknowledgements of what they wrote themselves
+// (their sent messages' echoes, on this and their other devices) are not
+// handed to it. Writing an entry moved the writer's read watermark past it.
+func TestTheSendersOwnEchoesDoNotReachTheDeliveredWatermark(t *testing.T) {
+	f := setup(t)
+	sink := &recordSink{}
+	h := newHub(t, f, delivery.Options{Delivered: sink})
+	sender := attachUser(t, h, f, "sender", 1, true, false, true)
+	other := attachUser(t, h, f, "other", 2, true, false, true)
+	own := f.send(t, 3) // by user 1
+	publishEach(h, own)
+	waitSeqs(t, sender, f.conv.ID, 3)
+	waitSeqs(t, other, f.conv.ID, 3)
+	ackAll(h, "other", other, 0)
+	n := ackAll(h, "sender", sender, 0)
+	res, err := f.svc.Send(context.Background(), chat.SendRequest{ConversationID: f.conv.ID, SenderID: 2, ClientMsgID: uuid.NewString(), Body: "reply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(chat.MessageEvent(res.Message))
+	waitSeqs(t, sender, f.conv.ID, 4)
+	ackAll(h, "sender", sender, n)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(sink.of(f.conv.ID, 1), res.Message.Seq) || len(sink.of(f.conv.ID, 2)) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("acknowledgements of others' entries never reached the sink: user 1 %v, user 2 %v", sink.of(f.conv.ID, 1), sink.of(f.conv.ID, 2))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, ev := range own {
+		if slices.Contains(sink.of(f.conv.ID, 1), ev.Seq) {
+			t.Fatalf("the sender's acknowledgement of their own message %d reached the delivered watermark: %v", ev.Seq, sink.of(f.conv.ID, 1))
+		}
+	}
+	if got := sink.of(f.conv.ID, 2); !slices.Equal(got, []int64{own[0].Seq, own[1].Seq, own[2].Seq}) {
+		t.Fatalf("the recipient's acknowledgements reached the sink as %v, want %d..%d", got, own[0].Seq, own[2].Seq)
+	}
 }

@@ -56,6 +56,8 @@ type recentEntry struct {
 	// payload carries the new body, which a reader whose history floor
 	// reaches that message must not get.
 	editOf int64
+	// writer is the user who wrote the entry (chat.Event.Writer).
+	writer int64
 }
 
 // What the cache's own structures cost, counted with the payloads:
@@ -70,11 +72,10 @@ func newRecent(perConv, maxBytes int) *recent {
 	return &recent{perConv: perConv, maxBytes: maxBytes, convs: map[int64]*list.Element{}}
 }
 
-// put records message seq of conv (editOf: the message an edit rewrites,
-// else 0). Seqs of a conversation arrive in order
+// put records entry seq of conv. Seqs of a conversation arrive in order
 // from the fan-out; anything else (a cross-node event out of order) restarts
 // the conversation's ring at seq, so a ring always holds consecutive seqs.
-func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time, editOf int64) {
+func (r *recent) put(conv, seq int64, e recentEntry) {
 	if r == nil || r.perConv <= 0 {
 		return
 	}
@@ -121,9 +122,9 @@ func (r *recent) put(conv, seq int64, payload []byte, large bool, at time.Time, 
 		g.first++
 		g.n--
 	}
-	g.entries[(g.head+g.n)%len(g.entries)] = recentEntry{payload: payload, large: large, at: at, editOf: editOf}
+	g.entries[(g.head+g.n)%len(g.entries)] = e
 	g.n++
-	r.account(g, cap(payload))
+	r.account(g, cap(e.payload))
 	for r.bytes > r.maxBytes && r.lru.Len() > 1 {
 		el := r.lru.Back()
 		old := el.Value.(*recentRing)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
-	"time"
 )
 
 func seqsOf(t *testing.T, es []recentEntry) []string {
@@ -26,7 +25,7 @@ func TestRecentServesAnEditOnlyToReadersWhoseHistoryFloorIsBelowItsMessage(t *te
 		if seq == 5 {
 			editOf = 2
 		}
-		r.put(7, seq, []byte(fmt.Sprint(seq)), false, time.Time{}, editOf)
+		r.put(7, seq, recentEntry{payload: []byte(fmt.Sprint(seq)), editOf: editOf})
 	}
 	if got, complete := r.get(nil, 7, 3, 10, false, 2); fmt.Sprint(seqsOf(t, got)) != "[3 4]" || complete {
 		t.Fatalf("floor 2: %v complete=%v, want [3 4] incomplete", seqsOf(t, got), complete)
@@ -42,7 +41,7 @@ func TestRecentServesAnEditOnlyToReadersWhoseHistoryFloorIsBelowItsMessage(t *te
 func TestRecentReturnsConsecutiveSeqsAndKeepsOnlyTheNewest(t *testing.T) {
 	r := newRecent(4, 1<<20)
 	for seq := int64(1); seq <= 6; seq++ {
-		r.put(7, seq, []byte(fmt.Sprint(seq)), false, time.Time{}, 0)
+		r.put(7, seq, recentEntry{payload: []byte(fmt.Sprint(seq))})
 	}
 	got, complete := r.get(nil, 7, 3, 10, false, 0)
 	if fmt.Sprint(seqsOf(t, got)) != "[3 4 5 6]" || !complete {
@@ -64,9 +63,9 @@ func TestRecentReturnsConsecutiveSeqsAndKeepsOnlyTheNewest(t *testing.T) {
 
 func TestRecentNeverClaimsCompletenessPastAnOutOfOrderSeq(t *testing.T) {
 	r := newRecent(8, 1<<20)
-	r.put(1, 5, []byte("5"), false, time.Time{}, 0)
-	r.put(1, 7, []byte("7"), false, time.Time{}, 0) // 6 not seen (yet): the ring restarts at 7
-	r.put(1, 6, []byte("6"), false, time.Time{}, 0) // 6 arrives late, behind what the ring holds
+	r.put(1, 5, recentEntry{payload: []byte("5")})
+	r.put(1, 7, recentEntry{payload: []byte("7")}) // 6 not seen (yet): the ring restarts at 7
+	r.put(1, 6, recentEntry{payload: []byte("6")}) // 6 arrives late, behind what the ring holds
 	if got, complete := r.get(nil, 1, 6, 10, false, 0); len(got) != 0 || complete {
 		t.Fatalf("got %v complete=%v for a seq the ring does not hold consecutively", seqsOf(t, got), complete)
 	}
@@ -78,11 +77,11 @@ func TestRecentNeverClaimsCompletenessPastAnOutOfOrderSeq(t *testing.T) {
 	}
 	// A gap that is never filled: the ring restarts at the newest seq, and
 	// a reader still waiting for the seq before it is told nothing.
-	r.put(1, 9, []byte("9"), false, time.Time{}, 0)
+	r.put(1, 9, recentEntry{payload: []byte("9")})
 	if got, complete := r.get(nil, 1, 8, 10, false, 0); len(got) != 0 || complete {
 		t.Fatalf("got %v complete=%v from 8 after 9 restarted the ring", seqsOf(t, got), complete)
 	}
-	r.put(1, 9, []byte("9 again"), false, time.Time{}, 0)
+	r.put(1, 9, recentEntry{payload: []byte("9 again")})
 	if got, _ := r.get(nil, 1, 9, 10, false, 0); fmt.Sprint(seqsOf(t, got)) != "[9]" {
 		t.Fatalf("a repeated put changed the ring: %v", seqsOf(t, got))
 	}
@@ -93,7 +92,7 @@ func TestRecentStaysWithinItsMemoryBound(t *testing.T) {
 	r := newRecent(100, 50*1000+20*(ringCost+16*slotCost))
 	for conv := int64(1); conv <= 20; conv++ {
 		for seq := int64(1); seq <= 10; seq++ {
-			r.put(conv, seq, payload, false, time.Time{}, 0)
+			r.put(conv, seq, recentEntry{payload: payload})
 		}
 	}
 	if r.bytes > r.maxBytes {
@@ -125,7 +124,7 @@ func TestRecentCountsEveryByteUnderManyQuietConversations(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	r := newRecent(256, budget)
 	for conv := int64(1); conv <= 100_000; conv++ {
-		r.put(conv, 1, make([]byte, 100), false, time.Time{}, 0)
+		r.put(conv, 1, recentEntry{payload: make([]byte, 100)})
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

@@ -92,6 +92,9 @@ const (
 type inflight struct {
 	conv, seq int64
 	at        time.Time
+	// own: the user wrote the entry themselves; its acknowledgement is not
+	// handed to Options.Delivered (see onAck).
+	own bool
 }
 
 func newSession(h *Hub, conn chat.Conn, clientID string, userID int64, persistent, ready bool) *Session {
@@ -758,7 +761,7 @@ func (s *Session) prepare(it item) chat.Packet {
 	}
 	inf := inflight{at: now}
 	if it.kind == kMsg {
-		inf.conv, inf.seq = it.conv, it.seq
+		inf.conv, inf.seq, inf.own = it.conv, it.seq, it.writer == s.UserID
 		if st := s.streams[it.conv]; st != nil {
 			st.sent(it.seq)
 		}
@@ -826,7 +829,20 @@ func (s *Session) onAck(id uint16) {
 	if st == nil {
 		return
 	}
-	if d := s.hub.opts.Delivered; d != nil {
+	// An entry the user wrote is not handed to the delivered watermark:
+	// writing it moved their read watermark to it, and a user's delivered
+	// watermark tells others which of *their* entries reached the user. For
+	// a user whose read receipts are on, the delivered flush counts the read
+	// watermark as delivered and would drop the acknowledgement anyway
+	// (store deliveredPlanSQL), after reading it: in a direct chat, about
+	// half the rows it plans. For one whose receipts are off it moved
+	// last_delivered_seq past their own entry; now their watermark stops at
+	// the last entry of someone else they acknowledged, which is all any
+	// delivered tick (delivery.updated, deliveredSeq, deliveredTo) compares
+	// it with: no tick of another's entry changes, except one their device
+	// never received (a clean session started past it), which is no longer
+	// claimed delivered. protocol.md "Delivery receipts" says so.
+	if d := s.hub.opts.Delivered; d != nil && !inf.own {
 		d.Delivered(inf.conv, s.UserID, inf.seq)
 	}
 	if cursor, moved := st.acked(inf.seq); moved && s.Persistent {

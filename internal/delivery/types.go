@@ -102,5 +102,6 @@ type item struct {
 	qos     byte
 	corr    []byte
 	at      time.Time // commit time, for end-to-end latency
+	writer  int64     // kMsg's: who wrote the entry (chat.Event.Writer)
 	after   func()    // kAfter's
 }
