@@ -16,6 +16,9 @@
 #   - the CPU seconds each kind of PostgreSQL process spent meanwhile
 #     (chatd's pool, its push decider's, the WAL writer, autovacuum ...),
 #     from /proc, and chatd's own.
+#   - the delivered-watermark flush: its two statements' calls, mean time
+#     and rows, and the (conversation, user) pairs per flush.
+# BIN=dir runs the chatd and chatbench in dir instead of building them.
 # Needs jq, curl, psql and the pg_stat_statements module (postgresql-contrib).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +27,11 @@ chmod 755 "$W"
 P=""
 cleanup() { [ -n "$P" ] && kill "$P" 2>/dev/null && wait "$P" 2>/dev/null; rm -rf "$W"; }
 trap cleanup EXIT
-go build -o "$W/bin/" ./cmd/chatd ./cmd/chatbench
+if [ -n "${BIN:-}" ]; then # prebuilt chatd and chatbench, for A/B runs of two builds
+	mkdir -p "$W/bin" && cp "$BIN/chatd" "$BIN/chatbench" "$W/bin/"
+else
+	go build -o "$W/bin/" ./cmd/chatd ./cmd/chatbench
+fi
 export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
 MQTT=127.0.0.1:${MQTT_PORT:-21783} HTTP=127.0.0.1:${HTTP_PORT:-21780}
 start() {
@@ -78,5 +85,11 @@ psql "$DB" -c "SELECT calls, round(total_exec_time::numeric) AS ms, rows, left(r
 	FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15"
 echo "== CPU seconds over those 10 s, by process kind (chatd itself: $(awk -v a="$C1" -v b="$C2" 'BEGIN {printf "%.2f", (b - a) / 100}'))"
 join -t'|' "$W/cpu1" "$W/cpu2" | awk -F'|' '{s[$2] += $5 - $3} END {for (k in s) printf "%8.2f  %s\n", s[k] / 100, k}' | sort -rn
+echo "== the delivered-watermark flush: its plan and upsert (since the reset), (conversation, user) pairs per flush (whole run)"
+psql "$DB" -Atc "SELECT CASE WHEN query LIKE 'INSERT INTO member_delivery%' THEN 'upsert' ELSE 'plan' END || ' calls=' || calls ||
+	' mean_ms=' || round(mean_exec_time::numeric, 2) || ' rows=' || rows FROM pg_stat_statements
+	WHERE query LIKE '%LEAST(r.seq, c.last_seq), s.sender_id%' OR query LIKE 'INSERT INTO member_delivery%' ORDER BY 1"
+curl -fsS "http://$HTTP/metrics" | awk '/^chat_receipt_batch_size_sum\{kind="delivered"\}/ {s = $2} /^chat_receipt_batch_size_count\{kind="delivered"\}/ {c = $2}
+	END {if (c > 0) printf "pairs per flush %.1f (%d flushes)\n", s / c, c}'
 wait "$B" || true
 jq -r '"chatbench: acked \(.ackedPerSec|floor) msgs/s, \(.deliveriesPerSec|floor) deliveries/s, PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms, ok \(.ok)"' "$W/out.json"

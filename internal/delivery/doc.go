@@ -59,8 +59,10 @@
 // it in bursts of a quarter window, so a busy server writes many publishes
 // per system call. The delivered cursor (the highest seq with everything
 // before it acknowledged) is what a persistent session resumes from after
-// a reconnect, a takeover or a restart. Every PUBACK of a message.new is
-// also handed to Options.Delivered (the member's delivered watermark).
+// a reconnect, a takeover or a restart. Every PUBACK of an entry someone
+// else wrote is also handed to Options.Delivered (the member's delivered
+// watermark); of one the user wrote, not: writing it moved their read
+// watermark to it (chat.Event.Writer).
 // Duplicates with the same (conversationId, seq) are possible after a
 // crash (cursors are flushed in batches); losses are not.
 //
