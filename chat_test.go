@@ -143,3 +143,24 @@ func TestAnAvatarURLIsLimitedAsItIsStored(t *testing.T) {
 		t.Fatalf("%d bytes encoded: %v", len(got), err)
 	}
 }
+
+// The writer of an entry is the same whether a session gets it live (its
+// event) or catches up on it (the stored entry); a system entry has none.
+func TestAnEntrysWriterIsTheSameLiveAndCaughtUp(t *testing.T) {
+	for _, kind := range []chat.EntryKind{chat.KindMessage, "", chat.KindEdit, chat.KindRecall, chat.KindReaction, chat.KindSystem} {
+		m := chat.Message{ConversationID: 7, Seq: 3, Kind: kind, SenderID: 5, TargetSeq: 2}
+		want := int64(5)
+		if kind == chat.KindSystem {
+			want = 0
+		}
+		if got := m.Writer(); got != want {
+			t.Errorf("%q entry's writer %d, want %d", kind, got, want)
+		}
+		if got := chat.EntryEvent(m).Writer(); got != want {
+			t.Errorf("%q event's writer %d, want %d", kind, got, want)
+		}
+	}
+	if w := (chat.Event{Type: chat.EventReadUpdated, UserID: 5}).Writer(); w != 0 {
+		t.Errorf("read.updated has writer %d, want none", w)
+	}
+}
