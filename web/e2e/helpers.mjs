@@ -66,6 +66,30 @@ export async function eventually(fn, { timeout = 30000, interval = 100, explain 
 }
 
 /**
+ * Starts recording every text the page's [data-testid=id] elements show,
+ * as they change; texts(page, id) returns them in order. For what is on
+ * screen only briefly (a "retrying in 1 s"), which a poll from here can
+ * miss when a round trip to the browser takes longer than it lasts.
+ */
+export async function recordTexts(page, id) {
+  await page.evaluate((id) => {
+    const seen = (window.__texts ??= {});
+    const list = (seen[id] = []);
+    const look = () => {
+      for (const el of document.querySelectorAll(`[data-testid="${id}"]`)) {
+        const t = el.textContent;
+        if (list.at(-1) !== t) list.push(t);
+      }
+    };
+    new MutationObserver(look).observe(document.documentElement, { subtree: true, childList: true, characterData: true, attributes: true });
+    look();
+  }, id);
+}
+
+/** The texts recordTexts(page, id) saw, oldest first. */
+export const texts = (page, id) => page.evaluate((id) => window.__texts?.[id] ?? [], id);
+
+/**
  * What the page shows of its inbox and connection, for a failure message:
  * a wait on a badge that timed out says whether the conversation was open,
  * the row missing, or the page offline.
