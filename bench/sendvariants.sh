@@ -13,7 +13,8 @@
 # not fit this schema), or db:NAME, a function of chat_send_batch's
 # arguments that the database already has (PAIRED only; e.g.
 # db:chat_send_batch_plain, which migrations/functions.sql makes from
-# chat_send_batch for plain batches). Before the message lifecycle (979424e and older)
+# chat_send_batch for plain batches, or db:chat_send_batch_plain_distinct,
+# for plain batches with one change a conversation). Before the message lifecycle (979424e and older)
 # it took four arrays and left msg_no, a column the lifecycle added as NOT
 # NULL, unset: such a function is given msg_no = seq, so it runs on this
 # schema, and is called with four arrays (both signatures coexist, so

@@ -172,6 +172,23 @@ $f$;
 -- runs in its place; Y holds no "*/". Every rule stays written once, here;
 -- a marker only says which parts a plain batch never needs.
 --
+-- The deciding statement's windows (and groupings) serve a conversation
+-- with more than one change in the batch: a repeat of an earlier change's
+-- clientMsgId, seqs and message counts running through its new entries.
+-- A plain batch whose conversations are all different (a lone send, and
+-- most small batches) needs none of them, and their nodes are a good part
+-- of its executor start-up: it runs chat_send_batch_plain_distinct, the
+-- plain function with every
+--
+--     /*batch:*/X/*distinct:Y*/
+--
+-- made Y, the value each window or grouping takes over a conversation's
+-- lone change (docs/benchmarks.md, "A plain batch of distinct
+-- conversations"). Given a batch with two new entries in one
+-- conversation, it would give both the same seq (or clientMsgId): the
+-- message table's keys refuse that, so it fails rather than write what
+-- the other functions would not.
+--
 -- Every statement looks rows up by key for each element of a small array
 -- (LATERAL ... LIMIT 1 keeps even a plan made on a fresh, unanalyzed
 -- database on the indexes), so cached generic plans are safe, and they save
@@ -374,21 +391,24 @@ BEGIN
         -- The first new change of each clientMsgId is new; later ones of
         -- the batch repeat it (or conflict). A conversation with a change
         -- of another kind than message has nothing else in the batch.
+        -- (A change alone in its conversation is its clientMsgId's first.)
         SELECT j.*,
-               count(*) FILTER (WHERE j.pre = 0) OVER byid AS nth,
-               (array_agg(j.s) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_s,
+               /*batch:*/count(*) FILTER (WHERE j.pre = 0) OVER byid/*distinct:(j.pre = 0)::int*/ AS nth,
+               /*batch:*/(array_agg(j.s) FILTER (WHERE j.pre = 0) OVER byid)[1]/*distinct:CASE WHEN j.pre = 0 THEN j.s END*/ AS first_s,
                -- (a forward's body is the one it copies, as the first's answer)
-               (array_agg(/*lifecycle:*/CASE WHEN j.fc IS NOT NULL THEN v_ref_body[j.ord::int] ELSE j.b END/*plain: j.b*/)
-                    FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_b
+               /*batch:*/(array_agg(/*lifecycle:*/CASE WHEN j.fc IS NOT NULL THEN v_ref_body[j.ord::int] ELSE j.b END/*plain: j.b*/)
+                    FILTER (WHERE j.pre = 0) OVER byid)[1]/*distinct:CASE WHEN j.pre = 0 THEN j.b END*/ AS first_b
         FROM cls j
-        WINDOW byid AS (PARTITION BY j.c, j.id ORDER BY j.ord)
+        /*batch:*/WINDOW byid AS (PARTITION BY j.c, j.id ORDER BY j.ord)/*distinct:*/
     ), numbered AS (
+        -- (A change alone in its conversation takes the seq after its
+        -- last_seq if it is new.)
         SELECT f.*,
                (CASE WHEN f.pre <> 0 THEN f.pre WHEN f.nth = 1 THEN 0 WHEN f.first_s = f.s THEN 1 ELSE 2 END)::smallint AS status,
-               f.last_seq + count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1) OVER byconv AS run_seq,
-               f.message_count + count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1 AND f.k = 'message') OVER byconv AS run_msg
+               f.last_seq + /*batch:*/count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1) OVER byconv/*distinct:(f.pre = 0 AND f.nth = 1)::int*/ AS run_seq,
+               f.message_count + /*batch:*/count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1 AND f.k = 'message') OVER byconv/*distinct:(f.pre = 0 AND f.nth = 1 AND f.k = 'message')::int*/ AS run_msg
         FROM firsts f
-        WINDOW byconv AS (PARTITION BY f.c ORDER BY f.ord)
+        /*batch:*/WINDOW byconv AS (PARTITION BY f.c ORDER BY f.ord)/*distinct:*/
     ), clock AS (
         -- Times follow seq order: never before a conversation's previous
         -- message, whatever the clocks did.
@@ -399,7 +419,7 @@ BEGIN
                q.st_recalled_at/*lifecycle:*/, q.outsider/*plain:*/,
                -- A repeat within the batch answers its first's seq.
                /*lifecycle:*/CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int] ELSE /*plain:*/
-                    COALESCE(q.st_seq, max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id))
+                    COALESCE(q.st_seq, /*batch:*/max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id)/*distinct:CASE WHEN q.status = 0 THEN q.run_seq END*/)
                /*lifecycle:*/END/*plain:*/ AS seq,
                /*lifecycle:*/CASE WHEN q.status = 6 THEN v_recall_by[q.ord::int] ELSE /*plain:*/
                     COALESCE(q.st_sender, q.first_s) /*lifecycle:*/END/*plain:*/ AS o_sender,
@@ -439,14 +459,16 @@ BEGIN
                last_message_at = CASE WHEN u.msgs > 0 THEN u.at ELSE c.last_message_at END,
                last_message_seq = COALESCE(u.last_msg, c.last_message_seq),
                message_count = c.message_count + u.msgs
-        FROM (SELECT f.c, max(f.seq) AS last, max(f.seq) FILTER (WHERE f.k = 'message') AS last_msg,
+        FROM (/*batch:*/SELECT f.c, max(f.seq) AS last, max(f.seq) FILTER (WHERE f.k = 'message') AS last_msg,
                      count(*) FILTER (WHERE f.k = 'message') AS msgs, max(f.at) AS at
-              FROM fresh f GROUP BY f.c) u
+              FROM fresh f GROUP BY f.c/*distinct:SELECT f.c, f.seq AS last, CASE WHEN f.k = 'message' THEN f.seq END AS last_msg,
+                     (f.k = 'message')::int AS msgs, f.at AS at
+              FROM fresh f*/) u
         WHERE c.id = u.c
     ), lk AS MATERIALIZED (
         SELECT w.c, w.s, w.q
-        FROM (SELECT f.c, f.s, max(f.seq) AS q FROM fresh f WHERE f.k <> 'system'
-              GROUP BY f.c, f.s ORDER BY f.c, f.s) w
+        FROM (SELECT f.c, f.s, /*batch:*/max(f.seq)/*distinct: f.seq*/ AS q FROM fresh f WHERE f.k <> 'system'
+              /*batch:*/GROUP BY f.c, f.s /*distinct:*/ORDER BY f.c, f.s) w
         CROSS JOIN LATERAL (SELECT 1 FROM conversation_member m
                             WHERE m.conversation_id = w.c AND m.user_id = w.s LIMIT 1 FOR UPDATE) l
     ), reader AS (
@@ -606,14 +628,25 @@ $$;
 -- send (docs/benchmarks.md, "A plain batch's own function"). A numbered
 -- migration that changes chat_send_batch's arguments or result drops this
 -- one too.
+--
+-- # chat_send_batch_plain_distinct(the arguments of chat_send_batch)
+--
+-- chat_send_batch_plain for a plain batch with at most one change in each
+-- conversation: the same answer and rows, without the deciding
+-- statement's windows and groupings; made here too, from
+-- chat_send_batch_plain's text with every /*batch:*/X/*distinct:Y*/
+-- replaced by Y (TestTheDistinctSendFunctionIsThePlainOneWithoutTheWindows).
+-- A numbered migration that drops chat_send_batch drops this one too.
 DO $do$
+DECLARE
+    v_full text := pg_get_functiondef('chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[],'
+                                      ' text[], boolean[], interval, interval, text[], text[], jsonb[], text[])'::regprocedure);
+    v_plain text := regexp_replace(regexp_replace(v_full, 'chat_send_batch\(', 'chat_send_batch_plain('),
+                                   '/\*lifecycle:\*/.*?/\*plain:(.*?)\*/', '\1', 'g');
 BEGIN
-    EXECUTE regexp_replace(
-        regexp_replace(
-            pg_get_functiondef('chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[],'
-                               ' boolean[], interval, interval, text[], text[], jsonb[], text[])'::regprocedure),
-            'chat_send_batch\(', 'chat_send_batch_plain('),
-        '/\*lifecycle:\*/.*?/\*plain:(.*?)\*/', '\1', 'g');
+    EXECUTE v_plain;
+    EXECUTE regexp_replace(regexp_replace(v_plain, 'chat_send_batch_plain\(', 'chat_send_batch_plain_distinct('),
+                           '/\*batch:\*/.*?/\*distinct:(.*?)\*/', '\1', 'g');
 END
 $do$;
 

@@ -46,7 +46,12 @@
 // text with the lifecycle's marked parts left out, so the rules stay
 // written once while a plain send skips the executor start-up of
 // expressions only edits, recalls, reactions, replies and forwards use
-// (docs/benchmarks.md, "A plain batch's own function"). It locks its conversation rows in id order and its member
+// (docs/benchmarks.md, "A plain batch's own function"). A plain batch
+// with no two changes in one conversation (a lone send, and most small
+// batches) calls chat_send_batch_plain_distinct, made from the plain one's
+// text the same way without the windows and groupings that only a
+// conversation with several changes needs (docs/benchmarks.md, "A plain
+// batch of distinct conversations"). It locks its conversation rows in id order and its member
 // rows in key order, the order every other writer uses, so batches never
 // deadlock. The batch publishes its messages' message.new in commit order. The batch's deadline, its most impatient caller's, is
 // enforced by PostgreSQL (statement_timeout on the call) and chatd waits

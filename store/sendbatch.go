@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,18 +71,21 @@ type batchArgs struct {
 	att   []*string
 	types []string
 	// plain: no change is an edit, recall or reaction, or replies or
-	// forwards, so chat_send_batch_plain can take the batch.
-	plain bool
+	// forwards, so chat_send_batch_plain can take the batch; distinct: it
+	// is plain and no conversation has two changes in it, so
+	// chat_send_batch_plain_distinct can.
+	plain, distinct bool
 }
 
 func newBatchArgs(reqs []*sendReq, types []string) batchArgs {
 	n := len(reqs)
 	a := batchArgs{kind: make([]string, n), id: make([]string, n), body: make([]string, n), emoji: make([]string, n),
 		conv: make([]int64, n), sender: make([]int64, n), target: make([]int64, n),
-		fwdConv: make([]*int64, n), fwdSeq: make([]*int64, n), on: make([]bool, n), plain: true}
+		fwdConv: make([]*int64, n), fwdSeq: make([]*int64, n), on: make([]bool, n), plain: true, distinct: true}
 	for i, r := range reqs {
 		c := r.req
 		a.plain = a.plain && plainChange(c)
+		a.distinct = a.distinct && !slices.Contains(a.conv[:i], c.ConversationID)
 		a.kind[i], a.conv[i], a.sender[i], a.id[i], a.body[i] = string(c.Kind), c.ConversationID, c.UserID, c.ClientMsgID, c.Body
 		a.emoji[i], a.on[i] = c.Emoji, c.On
 		a.target[i] = c.TargetSeq
@@ -111,6 +115,7 @@ func newBatchArgs(reqs []*sendReq, types []string) batchArgs {
 			a.traceparent[i], a.tracestate[i] = r.trace.Parent, r.trace.State
 		}
 	}
+	a.distinct = a.distinct && a.plain
 	return a
 }
 
@@ -188,8 +193,19 @@ const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_s
 // (functions.sql makes it from chat_send_batch's text).
 var sendPlainBatchSQL = strings.Replace(sendBatchSQL, "FROM chat_send_batch(", "FROM chat_send_batch_plain(", 1)
 
+// sendDistinctBatchSQL is sendBatchSQL for a plain batch with at most one
+// change in each conversation (batchArgs.distinct), a lone send among
+// them: chat_send_batch_plain_distinct answers the same rows without the
+// executor start-up of the deciding statement's windows and groupings,
+// which only a conversation with several changes needs (functions.sql
+// makes it from chat_send_batch_plain's text).
+var sendDistinctBatchSQL = strings.Replace(sendBatchSQL, "FROM chat_send_batch(", "FROM chat_send_batch_plain_distinct(", 1)
+
 // batchSQL is the statement that commits a batch of args.
 func (a batchArgs) batchSQL() string {
+	if a.distinct {
+		return sendDistinctBatchSQL
+	}
 	if a.plain {
 		return sendPlainBatchSQL
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -290,5 +291,167 @@ func TestThePlainSendFunctionAnswersAndWritesAsTheFullOne(t *testing.T) {
 	b.target[1] = m1.Seq
 	if _, _, err := callBatch(t, pool, "chat_send_batch_plain", b, convs); err == nil || !strings.Contains(err.Error(), "reply or forward") {
 		t.Errorf("chat_send_batch_plain with a reply in the batch: %v, want it refused", err)
+	}
+}
+
+// batchMarker is the rule functions.sql makes
+// chat_send_batch_plain_distinct by from chat_send_batch_plain: every
+// /*batch:*/X/*distinct:Y*/ becomes Y.
+var batchMarker = regexp.MustCompile(`(?s)/\*batch:\*/.*?/\*distinct:(.*?)\*/`)
+
+// TestTheDistinctSendFunctionIsThePlainOneWithoutTheWindows: the function
+// of a plain batch whose conversations are all different is the plain
+// one's text with the windows' and groupings' parts replaced as marked,
+// nothing else; and its deciding statement has no window or grouping
+// left, which is what it is for.
+func TestTheDistinctSendFunctionIsThePlainOneWithoutTheWindows(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	plain, distinct := functionDef(t, pool, "chat_send_batch_plain"), functionDef(t, pool, "chat_send_batch_plain_distinct")
+	want := batchMarker.ReplaceAllString(strings.Replace(plain, "chat_send_batch_plain(", "chat_send_batch_plain_distinct(", 1), "$1")
+	if distinct != want {
+		t.Fatalf("chat_send_batch_plain_distinct is not chat_send_batch_plain with its /*batch:*/X/*distinct:Y*/ parts made Y:\n%s", firstDifference(distinct, want))
+	}
+
+	functions, err := store.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := regexp.MustCompile(`/\*batch:\*/|/\*distinct:`).FindAllString(functions, -1)
+	for i, tok := range tokens {
+		if want := []string{"/*batch:*/", "/*distinct:"}[i%2]; tok != want {
+			t.Fatalf("functions.sql: marker %d is %q, want %q (every /*batch:*/ closes with a /*distinct:...*/ before the next)", i, tok, want)
+		}
+	}
+	if len(tokens) == 0 || len(tokens)%2 != 0 {
+		t.Fatalf("functions.sql: %d markers", len(tokens))
+	}
+
+	start, end := strings.Index(distinct, "WITH req AS"), strings.Index(distinct, "FROM dec d;")
+	if start < 0 || end < start {
+		t.Fatal("chat_send_batch_plain_distinct: no deciding statement (WITH req AS ... FROM dec d;)")
+	}
+	deciding := distinct[start:end]
+	for _, s := range []string{" OVER ", "WINDOW ", "GROUP BY f.", "count("} {
+		if strings.Contains(deciding, s) {
+			t.Errorf("chat_send_batch_plain_distinct's deciding statement still holds %q", s)
+		}
+	}
+}
+
+// TestTheDistinctSendFunctionAnswersAndWritesAsThePlainOne: a plain batch
+// with one change in each conversation, every outcome a plain change can
+// have among them, gives the same answer and writes the same rows through
+// chat_send_batch_plain and chat_send_batch_plain_distinct; and the
+// distinct one fails, writing nothing, on a batch with two new messages
+// in one conversation, where it would give both the same seq.
+func TestTheDistinctSendFunctionAnswersAndWritesAsThePlainOne(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	group := func() int64 { return mustGroup(t, st, 1, 2).ID }
+	if err := st.Block(ctx, 5, 4); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := st.OpenDirect(ctx, 5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resent, conflict, recalled, replied, forwarded, left := group(), group(), group(), group(), group(), group()
+	m1 := mustSend(t, st, resent, 1, "first")
+	m2 := mustSend(t, st, conflict, 1, "another's")
+	m3 := mustSend(t, st, recalled, 2, "taken back")
+	mustChange(t, st, change(chat.KindRecall, recalled, 2, m3.Seq))
+	reply := mustReply(t, st, replied, 2, "a reply", mustSend(t, st, replied, 1, "replied to").Seq)
+	fwd, err := st.Send(ctx, forwardReq(forwarded, 1, resent, m1.Seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, ctx, st, left, 1, 3, chat.RoleMember)
+	m4 := mustSend(t, st, left, 3, "before leaving")
+	mustRemove(t, ctx, st, left, 1, 3, "user 3")
+
+	var b plainBatch
+	b.add("message", g.ID, 1, uuid.NewString(), "new")
+	b.trace[0] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	b.add("message", resent, 1, m1.ClientMsgID, "first")        // a resend
+	b.add("message", conflict, 2, m2.ClientMsgID, "another's")  // another's message's clientMsgId
+	b.add("message", recalled, 2, m3.ClientMsgID, "taken back") // a resend of a message recalled since
+	b.add("message", replied, 2, reply.ClientMsgID, "a reply")  // a reply's clientMsgId, not replying
+	b.add("message", forwarded, 1, fwd.Message.ClientMsgID, "") // a forward's, not forwarding
+	b.add("message", left, 3, m4.ClientMsgID, "before leaving") // a resend by a removed member
+	b.add("message", group(), 9, uuid.NewString(), "not a member")
+	b.add("message", 1<<40, 1, uuid.NewString(), "nowhere")
+	b.add("message", d.ID, 4, uuid.NewString(), "blocked")
+	b.add("system", group(), 1, uuid.NewString(), `{"type":"test"}`)
+	k := group()
+	b.add("message", k, 1, uuid.NewString(), "with a file")
+	unknown := `[{"uploadId":"aaaaaaaaaaaaaaaaaaaaaaaaaa"}]`
+	b.att[len(b.att)-1] = &unknown
+	convs := slices.Clone(b.conv)
+
+	plainAnswer, plainWritten, err := callBatch(t, pool, "chat_send_batch_plain", b, convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinctAnswer, distinctWritten, err := callBatch(t, pool, "chat_send_batch_plain_distinct", b, convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if distinctAnswer != plainAnswer {
+		t.Errorf("answers differ:\nplain:\n%s\ndistinct:\n%s", plainAnswer, distinctAnswer)
+	}
+	if distinctWritten != plainWritten {
+		t.Errorf("what they write differs:\nplain:\n%s\ndistinct:\n%s", plainWritten, distinctWritten)
+	}
+	var statuses []int
+	for _, line := range strings.Split(strings.TrimSpace(distinctAnswer), "\n") {
+		var a struct {
+			Status     int     `json:"o_status"`
+			RecalledAt *string `json:"o_recalled_at"`
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, a.Status)
+		if len(statuses) == 4 && a.RecalledAt == nil {
+			t.Error("the resend of a recalled message is not answered as recalled")
+		}
+	}
+	if want := []int{0, 1, 2, 1, 2, 2, 1, 3, 4, 22, 0, 14}; !reflect.DeepEqual(statuses, want) {
+		t.Errorf("outcomes %v, want %v", statuses, want)
+	}
+
+	var two plainBatch
+	two.add("message", g.ID, 1, uuid.NewString(), "one")
+	two.add("message", g.ID, 2, uuid.NewString(), "two")
+	if _, _, err := callBatch(t, pool, "chat_send_batch_plain_distinct", two, []int64{g.ID}); err == nil {
+		t.Error("chat_send_batch_plain_distinct wrote two new messages of one conversation")
+	}
+}
+
+// TestALonePlainSendRunsTheDistinctSendFunction: with
+// chat_send_batch_plain made to fail, a lone plain send still commits (a
+// batch of one runs chat_send_batch_plain_distinct), while a membership
+// change, whose system entries store/system.go writes through the plain
+// function, fails.
+func TestALonePlainSendRunsTheDistinctSendFunction(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	url := pgtest.NewDB(t)
+	pool, err := pgembed.OpenPool(ctx, url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(ctx) })
+	g := mustGroup(t, st, 1, 2)
+	mustExec(t, ctx, pool, `DO $do$ BEGIN
+		EXECUTE regexp_replace(pg_get_functiondef('chat_send_batch_plain`+sendBatchArgs+`'::regprocedure),
+			'\$function\$.*\$function\$', '$function$ BEGIN RAISE EXCEPTION ''the plain send function ran''; END $function$');
+	END $do$`)
+	mustSend(t, st, g.ID, 1, "a lone send")
+	if _, _, err := st.AddMember(ctx, g.ID, 1, 3, chat.RoleMember); err == nil {
+		t.Error("a member's addition (its system entry) committed with chat_send_batch_plain failing")
 	}
 }
