@@ -238,9 +238,16 @@ BEGIN
         RAISE EXCEPTION 'chat_send_batch: argument arrays differ in length';
     END IF;
 
-    PERFORM 1
-    FROM (SELECT DISTINCT u.c FROM unnest(p_conv) AS u(c) ORDER BY u.c) k
-    CROSS JOIN LATERAL (SELECT 1 FROM conversation cv WHERE cv.id = k.c LIMIT 1 FOR UPDATE) l;
+    -- A lone change's conversation is locked by its key alone: the sort,
+    -- de-duplication and join of the general form are nodes built anew at
+    -- every call.
+    IF v_n = 1 THEN
+        PERFORM 1 FROM conversation cv WHERE cv.id = p_conv[1] FOR UPDATE;
+    ELSE
+        PERFORM 1
+        FROM (SELECT DISTINCT u.c FROM unnest(p_conv) AS u(c) ORDER BY u.c) k
+        CROSS JOIN LATERAL (SELECT 1 FROM conversation cv WHERE cv.id = k.c LIMIT 1 FOR UPDATE) l;
+    END IF;
 
     IF p_types IS NOT NULL AND p_attach IS NOT NULL THEN
         PERFORM 1
@@ -511,8 +518,9 @@ BEGIN
     -- lookups are: a batch of messages neither opens the reaction table
     -- nor updates message rows. A conversation with such a change has
     -- nothing else in the batch (firsts), so this statement touches no
-    -- row the one before wrote.
-    IF p_kind && ARRAY['edit', 'recall', 'reaction'] THEN
+    -- row the one before wrote. (The plain functions, which refuse such
+    -- batches, do not even test for them here or below.)
+    /*lifecycle:*/IF p_kind && ARRAY['edit', 'recall', 'reaction'] THEN
         WITH fresh AS MATERIALIZED (
             SELECT f.* FROM unnest(p_kind, p_conv, p_sender, p_body, p_target, p_emoji, p_on, v_status, v_at, v_seq, v_ref_body)
                             AS f(k, c, s, b, tgt, emoji, is_on, status, at, seq, prev)
@@ -542,7 +550,7 @@ BEGIN
         )
         INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
         SELECT f.c, f.tgt, f.s, f.emoji, f.at FROM fresh f WHERE f.k = 'reaction' AND f.is_on;
-    END IF;
+    END IF;/*plain:*/
 
     -- Attachments are written apart, and only by batches that have them:
     -- every table a statement writes costs its executor start-up (opening
@@ -560,7 +568,7 @@ BEGIN
     -- the forwarder's (GET /v1/uploads/{id} answers its uploader alone).
     -- Only batches with a forward run this (an expression on the
     -- arguments decides, not a statement).
-    IF cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
+    /*lifecycle:*/IF cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
         INSERT INTO attachment (id, blob_key, uploader_id, conversation_id, name, declared_type, declared_size, state,
                                 created_at, url_expires_at, completed_at, content_type, size, sha256, width, height,
                                 duration_ms, thumb_state, thumb_width, thumb_height, thumb_size, seq, position, caption)
@@ -593,7 +601,7 @@ BEGIN
         INSERT INTO blob_deletion (blob_key, reason, not_before)
         SELECT DISTINCT u.blob_key, 'recall', now() + interval '1 minute' FROM unattached u
         ON CONFLICT (blob_key) DO UPDATE SET not_before = GREATEST(blob_deletion.not_before, EXCLUDED.not_before);
-    END IF;
+    END IF;/*plain:*/
 
     -- A duplicate answered to a writer who left or was removed, or whose
     -- target is now below their history floor (unseen), carries their own
