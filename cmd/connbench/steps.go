@@ -183,7 +183,7 @@ func (b *bench) dial(ctx context.Context, c *client, clean bool) (present, subsc
 func (b *bench) dialAs(ctx context.Context, c *client, clientID string, clean bool, onPublish func(packets.Packet)) (_ *benchmqtt.Conn, present, subscribed bool, err error) {
 	o := b.o
 	opts := benchmqtt.Options{Version: 5, ClientID: clientID, CleanStart: clean,
-		Expiry: 3600, KeepAlive: uint16(o.keepAlive), LocalAddr: c.source, BufferSize: 2048, QueueSize: 16,
+		Expiry: 3600, KeepAlive: uint16(o.keepAlive), LocalAddr: c.source, BufferSize: 2048,
 		OnPublish: onPublish}
 	if !o.plain {
 		opts.Username = strconv.FormatInt(c.user, 10)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -14,21 +15,29 @@ import (
 )
 
 // Conn is a lean MQTT 3.1.1/5 client connection for load generation:
-// one reader goroutine, one writer goroutine that batches packets into few
-// syscalls, QoS 1 publishes completed by callback instead of a goroutine
-// each. Packets are encoded and decoded with mochi's codec, which speaks
-// both protocol versions (paho.golang speaks only v5).
+// one reader goroutine; a publish is written by the goroutine that makes
+// it and a PUBACK by the reader, each at once (a hand-off to a writer
+// goroutine cost a wake-up per packet), except that the reader holds its
+// PUBACKs back while another whole packet is already buffered and writes
+// them together before it next waits. QoS 1 publishes complete by
+// callback instead of a goroutine each. Packets are encoded and decoded
+// with mochi's codec (the PUBLISH and PUBACK it sends by hand, to the
+// same bytes), which speaks both protocol versions (paho.golang speaks
+// only v5).
 type Conn struct {
 	version byte
 	nc      net.Conn
-	out     chan []byte
-	bufSize int
 
 	mu      sync.Mutex
 	nextID  uint16
 	waiters map[uint16]func(packets.Packet, error)
 	suback  chan packets.Packet
 	closed  bool
+
+	wmu     sync.Mutex
+	wbuf    []byte // packets not written yet (the reader's held PUBACKs)
+	wfailed bool   // a write failed: the connection is closed
+	wrote   atomic.Bool
 
 	onPublish func(packets.Packet)
 
@@ -51,11 +60,9 @@ type Options struct {
 	// one source address has about 28,000 ephemeral ports towards one
 	// server port, so many connections spread over several 127.0.0.x.
 	LocalAddr string
-	// BufferSize is the read and the write buffer size (default 64 KiB,
-	// for senders at full rate); QueueSize the packets waiting for the
-	// writer (default 4096). Thousands of idle connections want both small.
+	// BufferSize is the read buffer size (default 64 KiB, for senders at
+	// full rate). Thousands of idle connections want it small.
 	BufferSize int
-	QueueSize  int
 }
 
 // ErrConnLost completes publishes whose PUBACK never came.
@@ -66,9 +73,6 @@ var ErrConnLost = errors.New("connection lost before PUBACK")
 func Dial(addr string, o Options) (*Conn, packets.Packet, error) {
 	if o.BufferSize <= 0 {
 		o.BufferSize = 64 * 1024
-	}
-	if o.QueueSize <= 0 {
-		o.QueueSize = 4096
 	}
 	d := net.Dialer{Timeout: 10 * time.Second}
 	if o.LocalAddr != "" {
@@ -85,7 +89,7 @@ func Dial(addr string, o Options) (*Conn, packets.Packet, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &Conn{version: o.Version, nc: nc, out: make(chan []byte, o.QueueSize), bufSize: o.BufferSize,
+	c := &Conn{version: o.Version, nc: nc,
 		waiters: map[uint16]func(packets.Packet, error){}, suback: make(chan packets.Packet, 4),
 		onPublish: o.OnPublish, done: make(chan struct{})}
 	connect := mqttwire.Connect(o.Version, mqttwire.Login{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
@@ -96,7 +100,7 @@ func Dial(addr string, o Options) (*Conn, packets.Packet, error) {
 		return nil, ack, err
 	}
 	go c.readLoop(r)
-	go c.writeLoop(o.KeepAlive)
+	go c.pingLoop(o.KeepAlive)
 	return c, ack, nil
 }
 
@@ -117,6 +121,9 @@ func (c *Conn) readLoop(r *bufio.Reader) {
 	}()
 	for {
 		var pk packets.Packet
+		if !packetBuffered(r) {
+			c.flush() // the held PUBACKs, before the reader waits
+		}
 		pk, err = mqttwire.Read(r, c.version)
 		if err != nil {
 			return
@@ -124,10 +131,9 @@ func (c *Conn) readLoop(r *bufio.Reader) {
 		switch pk.FixedHeader.Type {
 		case packets.Publish:
 			if pk.FixedHeader.Qos > 0 {
-				ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID, ProtocolVersion: c.version}
-				if b, eerr := mqttwire.Encode(ack); eerr == nil {
-					c.write(b)
-				}
+				c.wmu.Lock()
+				c.wbuf = appendPuback(c.wbuf, pk.PacketID)
+				c.wmu.Unlock()
 			}
 			if c.onPublish != nil {
 				c.onPublish(pk)
@@ -152,42 +158,22 @@ func (c *Conn) readLoop(r *bufio.Reader) {
 	}
 }
 
-// writeLoop writes queued packets, as many per syscall as are waiting,
-// and pings when idle.
-func (c *Conn) writeLoop(keepAlive uint16) {
-	w := bufio.NewWriterSize(c.nc, c.bufSize)
+// pingLoop sends PINGREQ when nothing was written in the last half
+// keepalive, so never more than a keepalive after the last write (a flag
+// per write is cheaper than a timer reset per write).
+func (c *Conn) pingLoop(keepAlive uint16) {
 	ping := time.Duration(keepAlive) * time.Second / 2
 	if ping <= 0 {
-		ping = time.Hour
+		return
 	}
+	pingPk, _ := mqttwire.Encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}})
 	t := time.NewTimer(ping)
 	defer t.Stop()
-	pingPk, _ := mqttwire.Encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}})
 	for {
 		select {
-		case b := <-c.out:
-			last := b == nil // nil: flush and close (disconnect)
-			_, _ = w.Write(b)
-		drain:
-			for !last {
-				select {
-				case b := <-c.out:
-					last = b == nil
-					_, _ = w.Write(b)
-				default:
-					break drain
-				}
-			}
-			if err := w.Flush(); err != nil || last {
-				c.nc.Close()
-				return
-			}
-			t.Reset(ping)
 		case <-t.C:
-			_, _ = w.Write(pingPk)
-			if err := w.Flush(); err != nil {
-				c.nc.Close()
-				return
+			if !c.wrote.Swap(false) {
+				c.write(pingPk)
 			}
 			t.Reset(ping)
 		case <-c.done:
@@ -196,17 +182,43 @@ func (c *Conn) writeLoop(keepAlive uint16) {
 	}
 }
 
+// write writes b, after any PUBACKs the reader holds.
 func (c *Conn) write(b []byte) {
-	select {
-	case c.out <- b:
-	case <-c.done:
+	c.wmu.Lock()
+	c.wbuf = append(c.wbuf, b...)
+	c.flushLocked()
+	c.wmu.Unlock()
+}
+
+// flush writes what is waiting.
+func (c *Conn) flush() {
+	c.wmu.Lock()
+	c.flushLocked()
+	c.wmu.Unlock()
+}
+
+func (c *Conn) flushLocked() {
+	if len(c.wbuf) == 0 {
+		return
+	}
+	if !c.wfailed {
+		if _, err := c.nc.Write(c.wbuf); err != nil {
+			c.wfailed = true
+			c.nc.Close() // the reader ends the connection
+		}
+		c.wrote.Store(true)
+	}
+	if cap(c.wbuf) > 64*1024 {
+		c.wbuf = nil
+	} else {
+		c.wbuf = c.wbuf[:0]
 	}
 }
 
 // Publish sends a publish; for QoS 1 done runs with the PUBACK (or
 // ErrConnLost) on the reader goroutine. QoS 0 calls done at once.
 func (c *Conn) Publish(topic string, qos byte, payload []byte, done func(packets.Packet, error)) {
-	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: payload, ProtocolVersion: c.version}
+	var pk packets.Packet
 	if qos > 0 {
 		c.mu.Lock()
 		if c.closed {
@@ -227,17 +239,10 @@ func (c *Conn) Publish(topic string, qos byte, payload []byte, done func(packets
 		c.waiters[pk.PacketID] = done
 		c.mu.Unlock()
 	}
-	b, err := mqttwire.Encode(pk)
-	if err != nil {
-		if qos > 0 {
-			c.mu.Lock()
-			delete(c.waiters, pk.PacketID)
-			c.mu.Unlock()
-		}
-		done(packets.Packet{}, err)
-		return
-	}
-	c.write(b)
+	c.wmu.Lock()
+	c.wbuf = appendPublish(c.wbuf, c.version, qos, pk.PacketID, topic, payload)
+	c.flushLocked()
+	c.wmu.Unlock()
 	if qos == 0 {
 		done(packets.Packet{}, nil)
 	}
@@ -290,7 +295,7 @@ func (c *Conn) Disconnect() {
 	if b, err := mqttwire.Encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ProtocolVersion: c.version}); err == nil {
 		c.write(b)
 	}
-	c.write(nil) // the writer flushes and closes
+	c.nc.Close()
 	select {
 	case <-c.done:
 	case <-time.After(2 * time.Second):
