@@ -170,7 +170,7 @@ func (c *benchClient) onPublish(pk packets.Packet) {
 	c.lastMu.Unlock()
 	if c.b.o.plain {
 		if r, ok := t.byID.Load(ev.ClientMsgID); ok {
-			t.delivery(r.(*msgRec), c.idx, c.samples)
+			t.delivery(r, c.idx, c.samples)
 		} else {
 			t.unknown.Add(1)
 		}
@@ -191,7 +191,7 @@ func (c *benchClient) onPublish(pk packets.Packet) {
 				t.unknown.Add(1)
 				return
 			}
-			rec = r.(*msgRec)
+			rec = r
 		} else {
 			r, ok := t.bySeqOrLater(convSeq{ev.ConversationID, ev.Seq}, c.idx, c.samples)
 			if !ok {
@@ -213,7 +213,7 @@ func (c *benchClient) onPublish(pk packets.Packet) {
 	case "error":
 		t.errorEvents.Add(1)
 		if r, ok := t.byID.Load(ev.ClientMsgID); ok && ev.ClientMsgID != "" {
-			t.failed(r.(*msgRec), "error event: "+ev.Code)
+			t.failed(r, "error event: "+ev.Code)
 		} else {
 			t.noteErr("error event: " + ev.Code)
 		}
@@ -307,6 +307,9 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 		interval := float64(time.Second) * float64(c.b.senders) / r
 		next = next.Add(time.Duration(c.rng.Float64() * interval))
 	}
+	// One timer for the whole loop: a new one per message was measurable.
+	pace := time.NewTimer(time.Hour)
+	defer pace.Stop()
 	for ctx.Err() == nil {
 		if c.b.paused.Load() {
 			retry.Sleep(ctx, 5*time.Millisecond)
@@ -316,7 +319,10 @@ func (c *benchClient) sendLoop(ctx context.Context) {
 		if r := c.b.rate(); r > 0 {
 			interval := time.Duration(float64(time.Second) * float64(c.b.senders) / r)
 			if d := time.Until(next); d > 0 {
-				if !retry.Sleep(ctx, d) {
+				pace.Reset(d)
+				select {
+				case <-pace.C:
+				case <-ctx.Done():
 					return
 				}
 			}

@@ -290,13 +290,12 @@ func (b *bench) convIDs() []int64 {
 
 func (b *bench) ackedIDs() []string {
 	var ids []string
-	b.t.byID.Range(func(k, v any) bool {
-		r := v.(*msgRec)
+	b.t.byID.Range(func(id string, r *msgRec) bool {
 		r.mu.Lock()
 		ok := r.acked && !r.refused
 		r.mu.Unlock()
 		if ok {
-			ids = append(ids, k.(string))
+			ids = append(ids, id)
 		}
 		return true
 	})

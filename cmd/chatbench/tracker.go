@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,7 @@ type msgRec struct {
 type tracker struct {
 	start time.Time
 
-	byID  sync.Map // clientMsgId -> *msgRec
+	byID  recIndex // clientMsgId -> *msgRec
 	bySeq sync.Map // convSeq -> *msgRec (chat mode, once the seq is known)
 
 	// Deliveries of entries that name no clientMsgId (reaction.updated,
@@ -258,8 +259,7 @@ func (t *tracker) merge(s *samples) {
 // losses counts, over acknowledged messages, the members that never
 // received them, and returns a few examples.
 func (t *tracker) losses() (lost int64, examples []string) {
-	t.byID.Range(func(k, v any) bool {
-		r := v.(*msgRec)
+	t.byID.Range(func(id string, r *msgRec) bool {
 		r.mu.Lock()
 		miss := int64(r.expected) - int64(len(r.receivers))
 		ok := r.acked && !r.refused
@@ -268,12 +268,64 @@ func (t *tracker) losses() (lost int64, examples []string) {
 		if ok && miss > 0 {
 			lost += miss
 			if len(examples) < 5 {
-				examples = append(examples, formatLoss(k.(string), r.conv, seq, miss))
+				examples = append(examples, formatLoss(id, r.conv, seq, miss))
 			}
 		}
 		return true
 	})
 	return lost, examples
+}
+
+// recIndex maps clientMsgIds to their records, in shards of a map under a
+// mutex each: sync.Map's Store allocates trie nodes, and the index takes
+// a store per publish and a load per delivery.
+type recIndex struct {
+	shards [32]struct {
+		mu sync.Mutex
+		m  map[string]*msgRec
+	}
+}
+
+var recIndexSeed = maphash.MakeSeed()
+
+func (x *recIndex) shard(id string) int {
+	return int(maphash.String(recIndexSeed, id) % uint64(len(x.shards)))
+}
+
+// Store records r under id.
+func (x *recIndex) Store(id string, r *msgRec) {
+	s := &x.shards[x.shard(id)]
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]*msgRec{}
+	}
+	s.m[id] = r
+	s.mu.Unlock()
+}
+
+// Load is the record of id.
+func (x *recIndex) Load(id string) (*msgRec, bool) {
+	s := &x.shards[x.shard(id)]
+	s.mu.Lock()
+	r, ok := s.m[id]
+	s.mu.Unlock()
+	return r, ok
+}
+
+// Range calls f for every record until f returns false; f must not
+// store (it runs under a shard's lock).
+func (x *recIndex) Range(f func(id string, r *msgRec) bool) {
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.mu.Lock()
+		for id, r := range s.m {
+			if !f(id, r) {
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 func storeMax(a *atomic.Int64, v int64) {
@@ -293,8 +345,7 @@ func (t *tracker) writeAckLog(path string) error {
 		return fmt.Errorf("create the ack log: %w", err)
 	}
 	w := bufio.NewWriter(f)
-	t.byID.Range(func(_, v any) bool {
-		r := v.(*msgRec)
+	t.byID.Range(func(_ string, r *msgRec) bool {
 		r.mu.Lock()
 		acked, sent, at := r.acked, r.sentAt, r.ackedAt
 		r.mu.Unlock()
