@@ -54,7 +54,9 @@ type Options struct {
 	CleanStart bool
 	Expiry     uint32 // v5 session expiry; v4 uses CleanStart only
 	KeepAlive  uint16
-	OnPublish  func(packets.Packet) // runs on the reader goroutine; must not block long
+	// OnPublish runs on the reader goroutine and must not block long; the
+	// packet's TopicName and Payload are valid only until it returns.
+	OnPublish func(packets.Packet)
 
 	// LocalAddr is the source IP to dial from ("" lets the kernel pick):
 	// one source address has about 28,000 ephemeral ports towards one
@@ -123,9 +125,14 @@ func (c *Conn) readLoop(r *bufio.Reader) {
 		var pk packets.Packet
 		if !packetBuffered(r) {
 			c.flush() // the held PUBACKs, before the reader waits
+			if _, err = r.Peek(1); err != nil {
+				return
+			}
 		}
-		pk, err = mqttwire.Read(r, c.version)
-		if err != nil {
+		pk, n, peeked := peekPublish(r, c.version)
+		if peeked {
+			_, _ = r.Discard(n) // pk stays valid until the next read of r
+		} else if pk, err = mqttwire.Read(r, c.version); err != nil {
 			return
 		}
 		switch pk.FixedHeader.Type {

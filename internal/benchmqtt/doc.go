@@ -8,5 +8,6 @@
 //
 // A Conn is safe for concurrent use: Publish, Subscribe and Disconnect may
 // be called from any goroutine; the OnPublish and completion callbacks run
-// on the reader goroutine and must not block long.
+// on the reader goroutine and must not block long, and the packet OnPublish
+// gets aliases the read buffer: valid until it returns.
 package benchmqtt

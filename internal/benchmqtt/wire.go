@@ -3,6 +3,10 @@ package benchmqtt
 import (
 	"bufio"
 	"encoding/binary"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // The two packets a load generator sends per message, a QoS 1 PUBLISH
@@ -73,4 +77,57 @@ func packetBuffered(r *bufio.Reader) bool {
 		mult *= 128
 	}
 	return false
+}
+
+// peekPublish decodes the PUBLISH at the head of r when the whole packet
+// is buffered and (v5) has no properties, the form every delivery of a
+// load run has, without copying it: its topic and payload alias r's
+// buffer until r is next read. n is the packet's length; ok false leaves
+// the packet to mqttwire.Read.
+func peekPublish(r *bufio.Reader, version byte) (pk packets.Packet, n int, ok bool) {
+	b, _ := r.Peek(r.Buffered())
+	if len(b) < 2 || b[0]>>4 != packets.Publish {
+		return pk, 0, false
+	}
+	rem, i, mult := 0, 1, 1
+	for ; ; i++ {
+		if i >= len(b) || i > 4 {
+			return pk, 0, false
+		}
+		rem += int(b[i]&0x7f) * mult
+		if b[i]&0x80 == 0 {
+			break
+		}
+		mult *= 128
+	}
+	n = i + 1 + rem
+	if len(b) < n {
+		return pk, 0, false
+	}
+	if err := pk.FixedHeader.Decode(b[0]); err != nil || pk.FixedHeader.Qos > 1 {
+		return pk, 0, false
+	}
+	pk.FixedHeader.Remaining = rem
+	pk.ProtocolVersion = version
+	body := b[i+1 : n]
+	if len(body) < 2 {
+		return pk, 0, false
+	}
+	tl := int(binary.BigEndian.Uint16(body))
+	off := 2 + tl
+	if pk.FixedHeader.Qos > 0 {
+		off += 2
+	}
+	if version == 5 {
+		off++
+	}
+	if off > len(body) || (version == 5 && body[off-1] != 0) || !utf8.Valid(body[2:2+tl]) {
+		return pk, 0, false
+	}
+	pk.TopicName = unsafe.String(unsafe.SliceData(body[2:]), tl)
+	if pk.FixedHeader.Qos > 0 {
+		pk.PacketID = binary.BigEndian.Uint16(body[2+tl:])
+	}
+	pk.Payload = body[off:]
+	return pk, n, true
 }

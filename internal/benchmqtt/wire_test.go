@@ -68,3 +68,46 @@ func TestPacketBufferedOnlyWhenAWholePacketIs(t *testing.T) {
 		}
 	}
 }
+
+func TestPeekPublishDecodesWhatMochiDecodes(t *testing.T) {
+	for _, version := range []byte{4, 5} {
+		for _, qos := range []byte{0, 1} {
+			for _, n := range []int{0, 100, 200, 16400} {
+				payload := bytes.Repeat([]byte{'y'}, n)
+				raw := appendPublish(nil, version, qos, 0x0102, "chat/v1/user/9/events", payload)
+				raw = append(raw, appendPuback(nil, 5)...) // the next packet, partly read along
+				r := bufio.NewReaderSize(bytes.NewReader(raw), 64*1024)
+				_, _ = r.Peek(1)
+				got, size, ok := peekPublish(r, version)
+				if !ok || size != len(raw)-4 {
+					t.Fatalf("v%d qos %d payload %d: ok %v size %d", version, qos, n, ok, size)
+				}
+				want, err := mqttwire.Read(bufio.NewReader(bytes.NewReader(raw)), version)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.FixedHeader != want.FixedHeader || got.TopicName != want.TopicName || got.PacketID != want.PacketID ||
+					!bytes.Equal(got.Payload, want.Payload) || got.ProtocolVersion != want.ProtocolVersion {
+					t.Errorf("v%d qos %d payload %d: %+v, mochi %+v", version, qos, n, got.FixedHeader, want.FixedHeader)
+				}
+			}
+		}
+	}
+	withProps, err := mqttwire.Encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, PacketID: 3,
+		TopicName: "t", Payload: []byte("p"), ProtocolVersion: 5, Properties: packets.Properties{ContentType: "json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := appendPublish(nil, 5, 1, 7, "t", []byte("payload"))
+	for name, raw := range map[string][]byte{
+		"v5 properties":  withProps,
+		"a PUBACK":       appendPuback(nil, 1),
+		"partly arrived": whole[:len(whole)-1],
+	} {
+		r := bufio.NewReaderSize(bytes.NewReader(raw), 64*1024)
+		_, _ = r.Peek(1)
+		if _, _, ok := peekPublish(r, 5); ok {
+			t.Errorf("%s: peeked; want it left to mqttwire.Read", name)
+		}
+	}
+}
