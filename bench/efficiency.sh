@@ -17,9 +17,9 @@
 #      clients, CONVERSATIONS direct conversations, QoS 1, BODY-byte
 #      bodies, at that fixed rate for DURATION, every delivery checked:
 #      CPU seconds of chatd, of PostgreSQL (postmaster and every backend)
-#      and of chatbench, each divided by the acked messages, and the
-#      PUBACK and delivery p99; then the direct maximum (as fast as PUBACKs
-#      allow) against pgbench's rate;
+#      and of chatbench (-procs 1: on one core), each divided by the
+#      acked messages, and the PUBACK and delivery p99; then the direct
+#      maximum (as fast as PUBACKs allow) against pgbench's rate;
 #   4. the same rates against plainbroker (mochi, no chat hooks);
 #   5. memory: chatd restarted with its default limits on a fresh
 #      database, connbench with SCALE_CLIENTS persistent sessions from
@@ -79,6 +79,11 @@ step "the database's ceiling: pgbench, seed send transaction, $PGBENCH_CLIENTS c
 PGBENCH_TPS=$(awk '/^pgbench +[0-9]+ clients:/ {print $4}' "$WORK/sendbench.txt")
 
 BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight "$INFLIGHT" -drain 120s -progress off)
+# At a fixed rate chatbench runs its goroutines on one core (-procs 1):
+# the same packets and checks, fewer thread wake-ups taken from the server
+# under test; chatd and plain mochi get the same. At the direct maximum it
+# keeps every core, so that it is not the limit.
+AT_RATE=(-procs 1)
 J_CPU='"acked \(.acked) (\(.ackedPerSec|floor)/s), lost \(.lost), ok \(.ok); CPU per message: server \(.cpuPerMessageUs.server) µs, PostgreSQL \(.cpuPerMessageUs.postgres // 0) µs, chatbench \(.cpuPerMessageUs.chatbench) µs; PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms; delivery p50/p99 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99) ms; machine busy \(.machine.busyPercent|floor)%"'
 
 step "a lone sender on the idle chatd: 2 clients, 1 direct conversation, 50 msgs/s, 10s, $LONE_ROUNDS rounds"
@@ -99,7 +104,7 @@ LONE_DIFF=$(printf '%s\n' "${LONE_DIFFS[@]}" | sort -g | awk '{v[NR] = $1} END {
 
 for R in $RATES; do
 	step "chatd at $R msgs/s: $CLIENTS clients, $CONVERSATIONS direct conversations, $DURATION"
-	"$WORK/bin/chatbench" "${BENCH[@]}" -rate "$R" -duration "$DURATION" -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
+	"$WORK/bin/chatbench" "${BENCH[@]}" "${AT_RATE[@]}" -rate "$R" -duration "$DURATION" -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
 		-data-dir "$CHATD_DIR/data" -chatd-pid "$CHATD_PID" "${PGP[@]}" -verify-db "$DBURL" -json >"$WORK/chatd-$R.json" || true
 	jq -r "$J_CPU" "$WORK/chatd-$R.json"
 done
@@ -113,7 +118,7 @@ stop_chatd
 for R in $RATES; do
 	step "plain mochi at $R msgs/s, $DURATION"
 	plain_restart
-	"$WORK/bin/chatbench" "${BENCH[@]}" -plain -rate "$R" -duration "$DURATION" -broker "$PLAIN_ADDR" -chatd-pid "$PLAIN_PID" -json >"$WORK/plain-$R.json" || true
+	"$WORK/bin/chatbench" "${BENCH[@]}" "${AT_RATE[@]}" -plain -rate "$R" -duration "$DURATION" -broker "$PLAIN_ADDR" -chatd-pid "$PLAIN_PID" -json >"$WORK/plain-$R.json" || true
 	jq -r "$J_CPU" "$WORK/plain-$R.json"
 done
 plain_stop

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if f, ok := stdout.(*os.File); ok && isTerminal(f) {
 			showProgress = true
 		}
+	}
+	if o.procs > 0 {
+		runtime.GOMAXPROCS(o.procs)
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)

@@ -49,6 +49,7 @@ type options struct {
 	pgPID            int
 	metricsURL       string
 	cpuProfile       string
+	procs            int
 	ackLog           string
 	settle           time.Duration
 	progress         string
@@ -97,6 +98,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.pgPID, "pg-pid", 0, "the PostgreSQL postmaster's process id: report the CPU of it and all its backends, and their PSS (Linux /proc)")
 	fs.StringVar(&o.metricsURL, "metrics", "", "chatd's Prometheus endpoint, scraped before and after to report its own view (default -http + /metrics; \"off\" to skip)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write chatbench's own CPU profile to this file")
+	fs.IntVar(&o.procs, "procs", 0, "run chatbench's goroutines on at most this many cores (GOMAXPROCS; 0: Go's default, one per core). 1 at a fixed -rate spares the server under test the load generator's thread wake-ups between cores; a maximum rate may need more")
 	fs.StringVar(&o.ackLog, "ack-log", "", "write every acknowledged publish to this file, one a line: its send time (Unix seconds, microsecond precision) and its PUBACK latency in microseconds, to line slow PUBACKs up with the server's logs")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line each second: auto (when stdout is a terminal), on, off")
 	fs.Float64Var(&o.rampFactor, "ramp-factor", 1.5, "ramp: rate multiplier per step")
@@ -132,6 +134,9 @@ func (o *options) validate() error {
 	case modeSteady, modeRamp, modeStorm, modeReceipts:
 	default:
 		errs = append(errs, "-mode must be steady, ramp, storm or receipts")
+	}
+	if o.procs < 0 {
+		errs = append(errs, "-procs must be 0 (Go's default) or more")
 	}
 	if o.edits < 0 || o.reactions < 0 || o.edits+o.reactions > 1 {
 		return errors.New("-edits and -reactions are fractions that add up to at most 1")
