@@ -7,6 +7,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/shrink"
 )
 
 // connMetrics is a mochi hook counting authenticated MQTT connections by
@@ -17,7 +19,12 @@ type connMetrics struct {
 	mqtt.HookBase
 	open        *prometheus.GaugeVec
 	established *prometheus.CounterVec
-	live        sync.Map // *mqtt.Client -> []string labels
+	// live holds each counted connection's gauge in a plain map: an entry
+	// is a slot in one table (about 40 bytes), where a sync.Map's is a
+	// few heap objects (about 160), and this is per connection.
+	mu       sync.Mutex
+	live     map[*mqtt.Client]prometheus.Gauge
+	livePeak int
 }
 
 func newConnMetrics(reg prometheus.Registerer) *connMetrics {
@@ -26,6 +33,7 @@ func newConnMetrics(reg prometheus.Registerer) *connMetrics {
 			Help: "Authenticated MQTT connections open now, by protocol version and transport (tcp, tls, ws, wss)."}, []string{"protocol", "transport"}),
 		established: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_mqtt_sessions_established_total",
 			Help: "Authenticated MQTT connections established, by protocol version and transport."}, []string{"protocol", "transport"}),
+		live: map[*mqtt.Client]prometheus.Gauge{},
 	}
 	reg.MustRegister(h.open, h.established)
 	return h
@@ -50,16 +58,31 @@ func protocolName(v byte) string {
 }
 
 func (h *connMetrics) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
-	labels := []string{protocolName(cl.Properties.ProtocolVersion), cl.Net.Listener}
-	if _, loaded := h.live.LoadOrStore(cl, labels); loaded {
+	protocol, transport := protocolName(cl.Properties.ProtocolVersion), cl.Net.Listener
+	open := h.open.WithLabelValues(protocol, transport)
+	h.mu.Lock()
+	_, counted := h.live[cl]
+	if !counted {
+		h.live[cl] = open
+		h.live = shrink.Map(h.live, &h.livePeak)
+	}
+	h.mu.Unlock()
+	if counted {
 		return
 	}
-	h.open.WithLabelValues(labels...).Inc()
-	h.established.WithLabelValues(labels...).Inc()
+	open.Inc()
+	h.established.WithLabelValues(protocol, transport).Inc()
 }
 
 func (h *connMetrics) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
-	if v, ok := h.live.LoadAndDelete(cl); ok {
-		h.open.WithLabelValues(v.([]string)...).Dec()
+	h.mu.Lock()
+	open, ok := h.live[cl]
+	if ok {
+		delete(h.live, cl)
+		h.live = shrink.Map(h.live, &h.livePeak)
+	}
+	h.mu.Unlock()
+	if ok {
+		open.Dec()
 	}
 }
