@@ -218,7 +218,7 @@ func (h *Hub) routeEdit(ev chat.Event, r chat.Routing, large bool, it item) int 
 		if _, hide := ev.BeforeFloor(r.Floors[i]); hide {
 			out.payload = hidden
 		}
-		for s := range h.byUser[u] {
+		for _, s := range h.byUser[u] {
 			s.offer(out)
 			n++
 		}
@@ -259,7 +259,7 @@ func (h *Hub) encode(ev chat.Event, large bool) ([]byte, error) {
 func (h *Hub) toSessions(user int64, it item) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for s := range h.byUser[user] {
+	for _, s := range h.byUser[user] {
 		s.offer(it)
 	}
 	return len(h.byUser[user])
@@ -275,7 +275,7 @@ func (h *Hub) toMembers(members []int64, except int64, it item) int {
 		if u == except {
 			continue
 		}
-		for s := range h.byUser[u] {
+		for _, s := range h.byUser[u] {
 			s.offer(it)
 			n++
 		}

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,10 @@ type Hub struct {
 
 	mu       sync.RWMutex
 	byClient map[string]*Session
-	byUser   map[int64]map[*Session]struct{}
+	// byUser: a user's sessions, one for most users; a slice of them
+	// is a word each where a set was a map of its own (~130 bytes), and
+	// this is per connection.
+	byUser map[int64][]*Session
 	// the most entries each held since it was last copied (shrink.Map)
 	byClientPeak, byUserPeak int
 
@@ -78,7 +82,7 @@ func NewHub(st chat.DeliveryStore, opts Options) *Hub {
 		store:    st,
 		events:   make(chan chat.Event, opts.HubQueue),
 		byClient: map[string]*Session{},
-		byUser:   map[int64]map[*Session]struct{}{},
+		byUser:   map[int64][]*Session{},
 		members:  newMemberIndex(opts.MemberIndexSize),
 		pumps:    make(chan *Session),
 		ctx:      ctx,
@@ -199,12 +203,7 @@ func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, 
 	h.mu.Lock()
 	old := h.byClient[clientID]
 	h.byClient[clientID] = s
-	set := h.byUser[userID]
-	if set == nil {
-		set = map[*Session]struct{}{}
-		h.byUser[userID] = set
-	}
-	set[s] = struct{}{}
+	h.byUser[userID] = append(h.byUser[userID], s)
 	h.mu.Unlock()
 	h.opts.Metrics.Sessions.Inc()
 	if old != nil {
@@ -225,12 +224,14 @@ func (h *Hub) remove(s *Session) {
 		delete(h.byClient, s.ClientID)
 	}
 	if set := h.byUser[s.UserID]; set != nil {
-		if _, ok := set[s]; ok {
-			delete(set, s)
+		if i := slices.Index(set, s); i >= 0 {
+			set = slices.Delete(set, i, i+1)
 			h.opts.Metrics.Sessions.Dec()
 		}
 		if len(set) == 0 {
 			delete(h.byUser, s.UserID)
+		} else {
+			h.byUser[s.UserID] = set
 		}
 	}
 	h.byClient = shrink.Map(h.byClient, &h.byClientPeak)

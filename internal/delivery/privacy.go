@@ -38,7 +38,7 @@ func (h *Hub) routeRead(ev chat.Event, members []int64, large bool, it item) int
 		if u != ev.UserID && slices.Contains(except, u) {
 			continue
 		}
-		for s := range h.byUser[u] {
+		for _, s := range h.byUser[u] {
 			s.offer(it)
 			n++
 		}

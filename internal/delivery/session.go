@@ -39,8 +39,8 @@ type Session struct {
 	flags    sessionFlags
 	running  bool // a pump goroutine runs (or is about to)
 	stopped  bool // stop ran: nothing queued from now on is written
-	timer    *time.Timer
 	overflow bool // live events were dropped since the last resync
+	timer    *time.Timer
 
 	// directs counts the direct publishes (error events, RPC replies)
 	// queued and not yet written, in the mailbox or pending: bounded by
