@@ -513,7 +513,7 @@ func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 			h.untree(cl, f.Filter)
 		}
 	}
-	h.recordSubscriptions(cl, ci)
+	h.recordSubscriptions(cl, ci, subscribedNow(cl, pk, codes))
 	events := EventsTopic(ci.userID)
 	for i, f := range pk.Filters {
 		if i < len(codes) && codes[i] < 0x80 && FilterMatches(f.Filter, events) {
@@ -553,7 +553,7 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	if ci == nil || pk.PacketID == 0 {
 		return
 	}
-	h.recordSubscriptions(cl, ci)
+	h.recordSubscriptions(cl, ci, nil)
 	if !subscribedToEvents(cl, ci.userID) {
 		h.cfg.Hub.SetReady(cl.ID, ci.conn, false)
 	}
@@ -562,6 +562,9 @@ func (h *Chat) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 // subscribedToEvents is whether one of cl's subscriptions covers the
 // events topic of user.
 func subscribedToEvents(cl *mqtt.Client, user int64) bool {
+	if cl.State.Subscriptions.Len() == 0 {
+		return false // a fresh session's, before its SUBSCRIBE: no copy of the empty list
+	}
 	events := EventsTopic(user)
 	for filter := range cl.State.Subscriptions.GetAll() {
 		if FilterMatches(filter, events) {
@@ -643,7 +646,7 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 	}
 	if pk.FixedHeader.Type == packets.Connack {
 		ci := h.info(cl)
-		if ci != nil && pk.ReasonCode == packets.CodeSuccess.Code {
+		if ci != nil && pk.ReasonCode == packets.CodeSuccess.Code && cl.State.Subscriptions.Len() > 0 {
 			// A takeover of a client mochi still held has just copied its
 			// filters into the tree (inheritClientSession); out again
 			// before the client learns it is connected.

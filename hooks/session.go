@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -110,18 +111,17 @@ func (h *Chat) retree(cl *mqtt.Client, filter string) {
 	}
 }
 
-// recordSubscriptions writes the client's subscriptions to its persistent
-// session before mochi acknowledges the SUBSCRIBE or UNSUBSCRIBE; when that
-// fails the connection ends instead, so the client never believes in a
-// subscription its session would not resume with.
-func (h *Chat) recordSubscriptions(cl *mqtt.Client, ci *clientInfo) {
+// recordSubscriptions writes the client's subscriptions (subs, or when nil
+// all the client's list holds) to its persistent session before mochi
+// acknowledges the SUBSCRIBE or UNSUBSCRIBE; when that fails the
+// connection ends instead, so the client never believes in a subscription
+// its session would not resume with.
+func (h *Chat) recordSubscriptions(cl *mqtt.Client, ci *clientInfo, subs []chat.Subscription) {
 	if !ci.persistent {
 		return
 	}
-	all := cl.State.Subscriptions.GetAll()
-	subs := make([]chat.Subscription, 0, len(all))
-	for _, s := range all {
-		subs = append(subs, chat.Subscription{Filter: s.Filter, QoS: s.Qos})
+	if subs == nil {
+		subs = clientSubscriptions(cl)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
@@ -146,4 +146,44 @@ func takeDisconnectExpiry(ci *clientInfo, pk *packets.Packet) {
 		ci.session.expiry = min(exp, MaxSessionExpiry)
 	}
 	pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 0, false
+}
+
+// clientSubscriptions is the client's list (cl.State.Subscriptions).
+func clientSubscriptions(cl *mqtt.Client) []chat.Subscription {
+	all := cl.State.Subscriptions.GetAll() // a copy of mochi's map
+	subs := make([]chat.Subscription, 0, len(all))
+	for _, s := range all {
+		subs = append(subs, chat.Subscription{Filter: s.Filter, QoS: s.Qos})
+	}
+	return subs
+}
+
+// subscribedNow is the client's list right after mochi granted a SUBSCRIBE
+// (codes) when that packet's filters are all it holds, as after a
+// connection's first SUBSCRIBE, else nil. It spares the copy of mochi's
+// map that listing it takes (clientSubscriptions): ~750 bytes of garbage,
+// in the size class of the map each connection keeps, per SUBSCRIBE.
+func subscribedNow(cl *mqtt.Client, pk packets.Packet, codes []byte) []chat.Subscription {
+	held := cl.State.Subscriptions.Len()
+	if held > len(pk.Filters) {
+		return nil
+	}
+	subs := make([]chat.Subscription, 0, held)
+	for i, f := range pk.Filters {
+		if i >= len(codes) || codes[i] >= 0x80 {
+			continue
+		}
+		if slices.ContainsFunc(subs, func(s chat.Subscription) bool { return s.Filter == f.Filter }) {
+			continue // repeated in the packet: one subscription
+		}
+		s, ok := cl.State.Subscriptions.Get(f.Filter)
+		if !ok {
+			return nil
+		}
+		subs = append(subs, chat.Subscription{Filter: s.Filter, QoS: s.Qos})
+	}
+	if len(subs) != held {
+		return nil // the list holds others too
+	}
+	return subs
 }
