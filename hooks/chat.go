@@ -83,7 +83,7 @@ type Chat struct {
 	cfg    Config
 	server *mqtt.Server
 
-	clients sync.Map // *mqtt.Client -> *clientInfo
+	clients clientIndex
 	// connecting holds the clients OnConnect accepted whose session is
 	// not established yet, by their connection (ConnectionEnded).
 	connecting sync.Map // net.Conn -> *mqtt.Client
@@ -205,11 +205,8 @@ func (h *Chat) Provides(b byte) bool {
 }
 
 func (h *Chat) info(cl *mqtt.Client) *clientInfo {
-	v, ok := h.clients.Load(cl)
-	if !ok {
-		return nil
-	}
-	return v.(*clientInfo)
+	ci, _ := h.clients.Load(cl)
+	return ci
 }
 
 // UserOf returns the authenticated user of a client.

@@ -62,8 +62,7 @@ func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 	h.revoked.mu.Unlock()
 	// A connection registered (OnConnect) after the unlock sees the entry
 	// in revokedMeanwhile; one registered before it is found here.
-	h.clients.Range(func(k, v any) bool {
-		cl, ci := k.(*mqtt.Client), v.(*clientInfo)
+	h.clients.Range(func(cl *mqtt.Client, ci *clientInfo) bool {
 		if ci.userID == userID && chat.TokenRevoked(before, ci.issuedAt) && ci.revoking.Load() == 0 {
 			go h.endRevoked(cl, ci)
 		}
@@ -104,8 +103,7 @@ func (h *Chat) endAfterRevoking(cl *mqtt.Client, ci *clientInfo) {
 // DISCONNECT 0x87 with a reason string, as TokensRevoked's do. It must not
 // block.
 func (h *Chat) PeersChanged() {
-	h.clients.Range(func(k, v any) bool {
-		cl, ci := k.(*mqtt.Client), v.(*clientInfo)
+	h.clients.Range(func(cl *mqtt.Client, ci *clientInfo) bool {
 		if reason, revoked := h.peerRevoked(cl, ci); revoked {
 			go h.endRevokedBy(cl, ci, "client certificate", reason)
 		}
