@@ -17,7 +17,7 @@
 #      clients, CONVERSATIONS direct conversations, QoS 1, BODY-byte
 #      bodies, at that fixed rate for DURATION, every delivery checked:
 #      CPU seconds of chatd, of PostgreSQL (postmaster and every backend)
-#      and of chatbench (-procs 1: on one core), each divided by the
+#      and of chatbench, each divided by the
 #      acked messages, and the PUBACK and delivery p99; then the direct
 #      maximum (as fast as PUBACKs allow) against pgbench's rate;
 #   4. the same rates against plainbroker (mochi, no chat hooks);
@@ -30,7 +30,8 @@
 # Tunables (environment): RATES="1000 2000" DURATION=20s CLIENTS=200
 # CONVERSATIONS=1000 BODY=100 INFLIGHT=4 PGBENCH_CLIENTS=8 LONE_ROUNDS=3
 # SCALE_CLIENTS=(the open-files limit less 200, even) CONNECT_RATE=1000
-# SOURCES=127.0.0.2-127.0.0.9 KEEP=1 (keep the work dir).
+# SOURCES=127.0.0.2-127.0.0.9 AT_RATE= (chatbench flags at the fixed
+# rates, e.g. "-procs 1") KEEP=1 (keep the work dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,11 +80,11 @@ step "the database's ceiling: pgbench, seed send transaction, $PGBENCH_CLIENTS c
 PGBENCH_TPS=$(awk '/^pgbench +[0-9]+ clients:/ {print $4}' "$WORK/sendbench.txt")
 
 BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight "$INFLIGHT" -drain 120s -progress off)
-# At a fixed rate chatbench runs its goroutines on one core (-procs 1):
-# the same packets and checks, fewer thread wake-ups taken from the server
-# under test; chatd and plain mochi get the same. At the direct maximum it
-# keeps every core, so that it is not the limit.
-AT_RATE=(-procs 1)
+# chatbench keeps every core (AT_RATE="-procs 1" would put it on one at the
+# fixed rates: 10-20 µs less of its CPU a message, but on a quiet machine
+# chatd's PUBACK p50/p99 as chatbench sees them were as high or higher in
+# 6 of 6 pairs; docs/benchmarks.md, "a lighter load generator").
+read -r -a AT_RATE <<<"${AT_RATE:-}"
 J_CPU='"acked \(.acked) (\(.ackedPerSec|floor)/s), lost \(.lost), ok \(.ok); CPU per message: server \(.cpuPerMessageUs.server) µs, PostgreSQL \(.cpuPerMessageUs.postgres // 0) µs, chatbench \(.cpuPerMessageUs.chatbench) µs; PUBACK p50/p99 \(.ackLatencyMs.p50)/\(.ackLatencyMs.p99) ms; delivery p50/p99 \(.deliveryLatencyMs.p50)/\(.deliveryLatencyMs.p99) ms; machine busy \(.machine.busyPercent|floor)%"'
 
 step "a lone sender on the idle chatd: 2 clients, 1 direct conversation, 50 msgs/s, 10s, $LONE_ROUNDS rounds"
