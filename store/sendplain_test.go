@@ -44,40 +44,48 @@ func functionDef(t *testing.T, pool *pgxpool.Pool, name string) string {
 // none of the lifecycle's arguments or outcomes, which is what it is for.
 func TestPlainSendFunctionIsTheFullOneWithoutTheLifecycle(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	full, plain := functionDef(t, pool, "chat_send_batch"), functionDef(t, pool, "chat_send_batch_plain")
-	want := lifecycleMarker.ReplaceAllString(strings.Replace(full, "chat_send_batch(", "chat_send_batch_plain(", 1), "$1")
-	if plain != want {
-		t.Fatalf("chat_send_batch_plain is not chat_send_batch with its /*lifecycle:*/X/*plain:Y*/ parts made Y:\n%s", firstDifference(plain, want))
-	}
-
-	// Markers come in pairs: one left unclosed would take the text up to
-	// the next pair's /*plain: with it.
-	functions, err := store.Functions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := regexp.MustCompile(`/\*lifecycle:\*/|/\*plain:`).FindAllString(functions, -1)
-	for i, tok := range tokens {
-		if want := []string{"/*lifecycle:*/", "/*plain:"}[i%2]; tok != want {
-			t.Fatalf("functions.sql: marker %d is %q, want %q (every /*lifecycle:*/ closes with a /*plain:...*/ before the next)", i, tok, want)
-		}
-	}
-	if len(tokens) == 0 || len(tokens)%2 != 0 {
-		t.Fatalf("functions.sql: %d markers", len(tokens))
-	}
-
-	start, end := strings.Index(plain, "WITH req AS"), strings.Index(plain, "FROM dec d;")
-	if start < 0 || end < start {
-		t.Fatal("chat_send_batch_plain: no deciding statement (WITH req AS ... FROM dec d;)")
-	}
-	deciding := plain[start:end]
+	deciding := derivedDeciding(t, pgtest.NewPool(t), "chat_send_batch", "chat_send_batch_plain", lifecycleMarker, "/*lifecycle:*/", "/*plain:")
 	for _, name := range []string{"p_target", "p_fwd_conv", "p_fwd_seq", "p_emoji", "p_on", "v_ref", "v_recall_", "v_total",
 		"v_f_msg_type", ".tgt", ".fc", ".fs", ".emoji", ".is_on", "outsider", ".cnt"} {
 		if strings.Contains(deciding, name) {
 			t.Errorf("chat_send_batch_plain's deciding statement still holds %q", name)
 		}
 	}
+}
+
+// derivedDeciding checks that the database's function derived is base's
+// text with every open X close Y*/ part made Y (rule, the regexp
+// functions.sql's DO block applies, written again independently), nothing
+// else; that the markers in functions.sql come in pairs (one left unclosed
+// would take the text up to the next pair's close with it); and returns
+// derived's deciding statement.
+func derivedDeciding(t *testing.T, pool *pgxpool.Pool, base, derived string, rule *regexp.Regexp, open, close string) string {
+	t.Helper()
+	baseDef, def := functionDef(t, pool, base), functionDef(t, pool, derived)
+	want := rule.ReplaceAllString(strings.Replace(baseDef, base+"(", derived+"(", 1), "$1")
+	if def != want {
+		t.Fatalf("%s is not %s with its %sX%sY*/ parts made Y:\n%s", derived, base, open, close, firstDifference(def, want))
+	}
+
+	functions, err := store.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := regexp.MustCompile(regexp.QuoteMeta(open)+"|"+regexp.QuoteMeta(close)).FindAllString(functions, -1)
+	for i, tok := range tokens {
+		if want := []string{open, close}[i%2]; tok != want {
+			t.Fatalf("functions.sql: marker %d is %q, want %q (every %s closes with a %s...*/ before the next)", i, tok, want, open, close)
+		}
+	}
+	if len(tokens) == 0 || len(tokens)%2 != 0 {
+		t.Fatalf("functions.sql: %d markers", len(tokens))
+	}
+
+	start, end := strings.Index(def, "WITH req AS"), strings.Index(def, "FROM dec d;")
+	if start < 0 || end < start {
+		t.Fatalf("%s: no deciding statement (WITH req AS ... FROM dec d;)", derived)
+	}
+	return def[start:end]
 }
 
 // firstDifference shows where a and b part.
@@ -306,32 +314,7 @@ var batchMarker = regexp.MustCompile(`(?s)/\*batch:\*/.*?/\*distinct:(.*?)\*/`)
 // left, which is what it is for.
 func TestTheDistinctSendFunctionIsThePlainOneWithoutTheWindows(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	plain, distinct := functionDef(t, pool, "chat_send_batch_plain"), functionDef(t, pool, "chat_send_batch_plain_distinct")
-	want := batchMarker.ReplaceAllString(strings.Replace(plain, "chat_send_batch_plain(", "chat_send_batch_plain_distinct(", 1), "$1")
-	if distinct != want {
-		t.Fatalf("chat_send_batch_plain_distinct is not chat_send_batch_plain with its /*batch:*/X/*distinct:Y*/ parts made Y:\n%s", firstDifference(distinct, want))
-	}
-
-	functions, err := store.Functions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := regexp.MustCompile(`/\*batch:\*/|/\*distinct:`).FindAllString(functions, -1)
-	for i, tok := range tokens {
-		if want := []string{"/*batch:*/", "/*distinct:"}[i%2]; tok != want {
-			t.Fatalf("functions.sql: marker %d is %q, want %q (every /*batch:*/ closes with a /*distinct:...*/ before the next)", i, tok, want)
-		}
-	}
-	if len(tokens) == 0 || len(tokens)%2 != 0 {
-		t.Fatalf("functions.sql: %d markers", len(tokens))
-	}
-
-	start, end := strings.Index(distinct, "WITH req AS"), strings.Index(distinct, "FROM dec d;")
-	if start < 0 || end < start {
-		t.Fatal("chat_send_batch_plain_distinct: no deciding statement (WITH req AS ... FROM dec d;)")
-	}
-	deciding := distinct[start:end]
+	deciding := derivedDeciding(t, pgtest.NewPool(t), "chat_send_batch_plain", "chat_send_batch_plain_distinct", batchMarker, "/*batch:*/", "/*distinct:")
 	for _, s := range []string{" OVER ", "WINDOW ", "GROUP BY f.", "count("} {
 		if strings.Contains(deciding, s) {
 			t.Errorf("chat_send_batch_plain_distinct's deciding statement still holds %q", s)
