@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -104,19 +105,8 @@ func firstDifference(a, b string) string {
 // refuses, runs the full one and fails.
 func TestAPlainBatchNeverRunsTheFullSendFunction(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	url := pgtest.NewDB(t)
-	pool, err := pgembed.OpenPool(ctx, url, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	mustExec(t, ctx, pool, `DO $do$ BEGIN
-		EXECUTE regexp_replace(pg_get_functiondef('chat_send_batch`+sendBatchArgs+`'::regprocedure),
-			'\$function\$.*\$function\$', '$function$ BEGIN RAISE EXCEPTION ''the full send function ran''; END $function$');
-	END $do$`)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(ctx) })
+	ctx, pool, st := storeOfItsOwn(t)
+	failFunction(t, ctx, pool, "chat_send_batch", "the full send function ran")
 
 	g := mustGroup(t, st, 1, 2) // writes its system entries
 	mustAdd(t, ctx, st, g.ID, 1, 3, chat.RoleMember)
@@ -262,36 +252,8 @@ func TestThePlainSendFunctionAnswersAndWritesAsTheFullOne(t *testing.T) {
 	b.att[len(b.att)-1] = &unknown
 	convs := []int64{g.ID, h.ID, k.ID, d.ID}
 
-	fullAnswer, fullWritten, err := callBatch(t, pool, "chat_send_batch", b, convs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plainAnswer, plainWritten, err := callBatch(t, pool, "chat_send_batch_plain", b, convs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plainAnswer != fullAnswer {
-		t.Errorf("answers differ:\nfull:\n%s\nplain:\n%s", fullAnswer, plainAnswer)
-	}
-	if plainWritten != fullWritten {
-		t.Errorf("what they write differs:\nfull:\n%s\nplain:\n%s", fullWritten, plainWritten)
-	}
-
 	// The batch holds every outcome it claims to.
-	var statuses []int
-	for _, line := range strings.Split(strings.TrimSpace(plainAnswer), "\n") {
-		var a struct {
-			Status     int     `json:"o_status"`
-			RecalledAt *string `json:"o_recalled_at"`
-		}
-		if err := json.Unmarshal([]byte(line), &a); err != nil {
-			t.Fatal(err)
-		}
-		statuses = append(statuses, a.Status)
-		if len(statuses) == 6 && a.RecalledAt == nil {
-			t.Error("the resend of a recalled message is not answered as recalled")
-		}
-	}
+	statuses := sameAnswers(t, pool, "chat_send_batch", "chat_send_batch_plain", b, convs, 6)
 	if want := []int{0, 0, 1, 2, 1, 1, 2, 2, 2, 3, 4, 22, 1, 3, 0, 14}; !reflect.DeepEqual(statuses, want) {
 		t.Errorf("outcomes %v, want %v", statuses, want)
 	}
@@ -372,34 +334,7 @@ func TestTheDistinctSendFunctionAnswersAndWritesAsThePlainOne(t *testing.T) {
 	b.att[len(b.att)-1] = &unknown
 	convs := slices.Clone(b.conv)
 
-	plainAnswer, plainWritten, err := callBatch(t, pool, "chat_send_batch_plain", b, convs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	distinctAnswer, distinctWritten, err := callBatch(t, pool, "chat_send_batch_plain_distinct", b, convs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if distinctAnswer != plainAnswer {
-		t.Errorf("answers differ:\nplain:\n%s\ndistinct:\n%s", plainAnswer, distinctAnswer)
-	}
-	if distinctWritten != plainWritten {
-		t.Errorf("what they write differs:\nplain:\n%s\ndistinct:\n%s", plainWritten, distinctWritten)
-	}
-	var statuses []int
-	for _, line := range strings.Split(strings.TrimSpace(distinctAnswer), "\n") {
-		var a struct {
-			Status     int     `json:"o_status"`
-			RecalledAt *string `json:"o_recalled_at"`
-		}
-		if err := json.Unmarshal([]byte(line), &a); err != nil {
-			t.Fatal(err)
-		}
-		statuses = append(statuses, a.Status)
-		if len(statuses) == 4 && a.RecalledAt == nil {
-			t.Error("the resend of a recalled message is not answered as recalled")
-		}
-	}
+	statuses := sameAnswers(t, pool, "chat_send_batch_plain", "chat_send_batch_plain_distinct", b, convs, 4)
 	if want := []int{0, 1, 2, 1, 2, 2, 1, 3, 4, 22, 0, 14}; !reflect.DeepEqual(statuses, want) {
 		t.Errorf("outcomes %v, want %v", statuses, want)
 	}
@@ -419,22 +354,73 @@ func TestTheDistinctSendFunctionAnswersAndWritesAsThePlainOne(t *testing.T) {
 // function, fails.
 func TestALonePlainSendRunsTheDistinctSendFunction(t *testing.T) {
 	t.Parallel()
+	ctx, pool, st := storeOfItsOwn(t)
+	g := mustGroup(t, st, 1, 2)
+	failFunction(t, ctx, pool, "chat_send_batch_plain", "the plain send function ran")
+	mustSend(t, st, g.ID, 1, "a lone send")
+	if _, _, err := st.AddMember(ctx, g.ID, 1, 3, chat.RoleMember); err == nil {
+		t.Error("a member's addition (its system entry) committed with chat_send_batch_plain failing")
+	}
+}
+
+// sameAnswers calls first and then second with the same batch, each in a
+// transaction of its own that is rolled back (callBatch), fails the test
+// where their answers or what they write differ, and returns the answer's
+// outcomes; the recalledNth's (from 1) must be answered as recalled.
+func sameAnswers(t *testing.T, pool *pgxpool.Pool, first, second string, b plainBatch, convs []int64, recalledNth int) []int {
+	t.Helper()
+	firstAnswer, firstWritten, err := callBatch(t, pool, first, b, convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondAnswer, secondWritten, err := callBatch(t, pool, second, b, convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secondAnswer != firstAnswer {
+		t.Errorf("answers differ:\n%s:\n%s\n%s:\n%s", first, firstAnswer, second, secondAnswer)
+	}
+	if secondWritten != firstWritten {
+		t.Errorf("what they write differs:\n%s:\n%s\n%s:\n%s", first, firstWritten, second, secondWritten)
+	}
+	var statuses []int
+	for _, line := range strings.Split(strings.TrimSpace(secondAnswer), "\n") {
+		var a struct {
+			Status     int     `json:"o_status"`
+			RecalledAt *string `json:"o_recalled_at"`
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, a.Status)
+		if len(statuses) == recalledNth && a.RecalledAt == nil {
+			t.Error("the resend of a recalled message is not answered as recalled")
+		}
+	}
+	return statuses
+}
+
+// storeOfItsOwn is a store on a database of its own, whose functions a
+// test may replace (failFunction).
+func storeOfItsOwn(t *testing.T) (context.Context, *pgxpool.Pool, *store.Store) {
+	t.Helper()
 	ctx := testCtx(t)
-	url := pgtest.NewDB(t)
-	pool, err := pgembed.OpenPool(ctx, url, 4)
+	pool, err := pgembed.OpenPool(ctx, pgtest.NewDB(t), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	st := store.New(pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(ctx) })
-	g := mustGroup(t, st, 1, 2)
+	return ctx, pool, st
+}
+
+// failFunction makes the send function fn (of chat_send_batch's
+// arguments) raise message whenever it runs.
+func failFunction(t *testing.T, ctx context.Context, pool *pgxpool.Pool, fn, message string) {
+	t.Helper()
 	mustExec(t, ctx, pool, `DO $do$ BEGIN
-		EXECUTE regexp_replace(pg_get_functiondef('chat_send_batch_plain`+sendBatchArgs+`'::regprocedure),
-			'\$function\$.*\$function\$', '$function$ BEGIN RAISE EXCEPTION ''the plain send function ran''; END $function$');
+		EXECUTE regexp_replace(pg_get_functiondef('`+fn+sendBatchArgs+`'::regprocedure),
+			'\$function\$.*\$function\$', '$function$ BEGIN RAISE EXCEPTION ''`+message+`''; END $function$');
 	END $do$`)
-	mustSend(t, st, g.ID, 1, "a lone send")
-	if _, _, err := st.AddMember(ctx, g.ID, 1, 3, chat.RoleMember); err == nil {
-		t.Error("a member's addition (its system entry) committed with chat_send_batch_plain failing")
-	}
 }
