@@ -5,16 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
-
+	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
@@ -199,19 +195,7 @@ func TestRampFindsASustainableRate(t *testing.T) {
 }
 
 func TestPlainBrokerRun(t *testing.T) {
-	srv := mqtt.New(&mqtt.Options{InlineClient: false, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	tcp := listeners.NewTCP(listeners.Config{ID: "t", Address: "127.0.0.1:0"})
-	if err := srv.AddListener(tcp); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	r := runBench(t, 0, "-plain", "-broker", tcp.Address(), "-clients", "8", "-conversations", "12", "-group-max", "6", "-duration", "2s")
+	r := runBench(t, 0, "-plain", "-broker", mqtttest.PlainBroker(t), "-clients", "8", "-conversations", "12", "-group-max", "6", "-duration", "2s")
 	assertNoLoss(t, r)
 	if r.Target != "plain" {
 		t.Errorf("target = %q", r.Target)

@@ -2,7 +2,8 @@
 // no library client gives: not acknowledging, not reading, exact reason
 // codes, v3.1.1. Packets are encoded and decoded with mochi's packets
 // package, an implementation independent of the server's hooks. One
-// goroutine reads; methods are safe for concurrent use.
+// goroutine reads; methods are safe for concurrent use. PlainBroker is
+// the broker without chatd's hooks that load tools are measured against.
 package mqtttest
 
 import (
