@@ -124,8 +124,12 @@ plain_stop() {
 # (on this VM by up to hundreds of ms, now and then) inflates it and its
 # average; chatbench's PUBACK p50 counts from the publish. Fields: client,
 # transaction, latency us, script, epoch s, us, schedule lag us.
-exec_p50() {
-	cat "$1".* | awk '{print ($3 - $7) / 1000}' | sort -n | awk '{v[NR] = $1} END {if (NR) printf "%.3f\n", v[int((NR + 1) / 2)]; else print "nan"}'
+exec_p50() { exec_pct "$1" 0.5; }
+
+# exec_pct PREFIX Q prints the Q quantile (0 < Q <= 1) of the same.
+exec_pct() {
+	cat "$1".* | awk '{print ($3 - $7) / 1000}' | sort -n |
+		awk -v q="$2" '{v[NR] = $1} END {i = int(NR * q + 0.999999); if (i < 1) i = 1; if (NR) printf "%.3f\n", v[i]; else print "nan"}'
 }
 
 # sendtx_alone runs, through pgbench at 50/s for 10 s, the transaction

@@ -102,12 +102,13 @@ IDLE_US_PER_S=$(awk -v d=$((b - a)) -v hz="$HZ" 'BEGIN {printf "%.0f", d / hz * 
 echo "PostgreSQL idle: $IDLE_US_PER_S µs of CPU a second"
 
 # pg_run NAME FILE RATE ROWS: pgbench at RATE transactions a second for
-# DURATION; prints PostgreSQL's CPU per row in µs (idle subtracted).
+# DURATION; prints PostgreSQL's CPU per row in µs (idle subtracted). Its
+# transactions' execution times are in $WORK/NAME-log.*.
 pg_run() {
 	local a b tx
 	a=$(pg_ticks)
 	# shellcheck disable=SC2086 # PGBENCH_ARGS: several words
-	"$PGBENCH" -n -M prepared ${PGBENCH_ARGS:-} -f "$2" -c 8 -j 2 -R "$3" -T "$SECS" "$DBURL" >"$WORK/$1.txt" 2>&1
+	"$PGBENCH" -n -M prepared ${PGBENCH_ARGS:-} -f "$2" -c 8 -j 2 -R "$3" -T "$SECS" -l --log-prefix="$WORK/$1-log" "$DBURL" >"$WORK/$1.txt" 2>&1
 	sleep 1 # the backends end and are reaped: their CPU moves to cutime
 	b=$(pg_ticks)
 	tx=$(awk '/number of transactions actually processed/ {print $NF}' "$WORK/$1.txt" | cut -d/ -f1)
@@ -145,6 +146,19 @@ for R in $RATES; do
 	echo "plain mochi ${PLAIN[$R]} µs a message"
 done
 plain_stop
+
+echo
+echo "latency p50 / p99 (ms): a transaction's execution in pgbench (its schedule lag left out); chatbench's publish to PUBACK"
+{
+	echo "rate PG:1-row-a-commit PG:seed-send chatd:PUBACK plain-mochi:PUBACK target:PUBACK-p99"
+	for R in $RATES; do
+		echo "$R/s $(exec_pct "$WORK/insert1-$R-log" 0.5)/$(exec_pct "$WORK/insert1-$R-log" 0.99)" \
+			"$(exec_pct "$WORK/seed-$R-log" 0.5)/$(exec_pct "$WORK/seed-$R-log" 0.99)" \
+			"$(jq -r '"\(.ackLatencyMs.p50)/\(.ackLatencyMs.p99)"' "$WORK/chatd-$R.json")" \
+			"$(jq -r '"\(.ackLatencyMs.p50)/\(.ackLatencyMs.p99)"' "$WORK/plain-$R.json")" \
+			"$([ "$R" -le 1000 ] && echo 4 || echo 5)"
+	done
+} | column -t
 
 echo
 echo "CPU per message (µs), direct, $CLIENTS clients, $CONVERSATIONS conversations, $BODY-byte bodies, $DURATION at each rate; PostgreSQL idle $IDLE_US_PER_S µs/s subtracted from its pgbench runs"
