@@ -243,15 +243,8 @@ func (s *Server) setupCRL(st config.Settings, cas *tlsreload.ClientCAs) error {
 // signed by a CA added in the same change loads at the same tick, and
 // one that was looked at before its CA is retried at the next.
 func (s *Server) watchClientCerts(ctx context.Context, hook *hooks.Chat) error {
-	t := time.NewTicker(tlsreload.CheckInterval)
-	defer t.Stop()
 	seen := s.clientCertLoads()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return everyTick(ctx, tlsreload.CheckInterval, func() {
 		s.ops.clientCAs.Check()
 		if s.ops.crl != nil {
 			s.ops.crl.Check()
@@ -260,7 +253,7 @@ func (s *Server) watchClientCerts(ctx context.Context, hook *hooks.Chat) error {
 			seen = n
 			hook.PeersChanged()
 		}
-	}
+	})
 }
 
 // clientCertLoads counts the loads of the client CAs and CRL since the

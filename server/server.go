@@ -473,16 +473,24 @@ func relayWakeNeeded(rl *relay.Relay) func() bool {
 // refreshConnections keeps this node's connections counted for the
 // per-user cap until ctx ends (see hooks.RefreshConnections).
 func refreshConnections(ctx context.Context, hook *hooks.Chat, log *slog.Logger) error {
-	t := time.NewTicker(ratelimit.ConnRefreshInterval)
+	return everyTick(ctx, ratelimit.ConnRefreshInterval, func() {
+		if err := hook.RefreshConnections(ctx); err != nil {
+			log.Warn("refresh the shared connection counts failed", "err", err)
+		}
+	})
+}
+
+// everyTick runs fn once an interval until ctx ends; a run that takes
+// longer than the interval skips the ticks it overlapped.
+func everyTick(ctx context.Context, interval time.Duration, fn func()) error {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := hook.RefreshConnections(ctx); err != nil {
-				log.Warn("refresh the shared connection counts failed", "err", err)
-			}
+			fn()
 		}
 	}
 }
@@ -515,23 +523,16 @@ func (s *Server) consume(ev chat.Event) {
 // expireSessions forgets, once a minute until ctx ends, the expired
 // sessions of clients not connected to this node.
 func (s *Server) expireSessions(ctx context.Context) error {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			n, err := s.sessions.Expire(cctx, s.Hub.ClientIDs())
-			cancel()
-			if err != nil {
-				s.log.Warn("expire sessions failed", "err", err)
-			} else if n > 0 {
-				s.log.Info("expired sessions", "count", n)
-			}
+	return everyTick(ctx, time.Minute, func() {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := s.sessions.Expire(cctx, s.Hub.ClientIDs())
+		cancel()
+		if err != nil {
+			s.log.Warn("expire sessions failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("expired sessions", "count", n)
 		}
-	}
+	})
 }
 
 // BatchStats reports the group-commit transactions run for sends and the
