@@ -36,22 +36,13 @@ func TestEachFailedJoinOfTheConsumerGroupCountsOneKafkaError(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	var got collector
-	cons, err := relay.NewConsumer(relay.ConsumerConfig{
-		Brokers: []string{addr(port)}, NodeID: "joinfail", CommitInterval: 100 * time.Millisecond,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t), Registerer: reg,
-		Handler: got.handle,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := cons.Pin(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cons := pinnedConsumer(t, port, relay.ConsumerConfig{NodeID: "joinfail", CommitInterval: 100 * time.Millisecond,
+		Registerer: reg, Handler: got.handle})
 	start(t, cons.Run)
 	testkit.WaitFor(t, 10*time.Second, "the group joined after the failed joins", func() bool { return joins.Load() > failures })
 
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	w := &kafka.Writer{Addr: kafka.TCP(addr(port)), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
 	defer w.Close()
 	// Until the reader has its partitions, an event written would be

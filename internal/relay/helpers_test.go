@@ -118,6 +118,24 @@ func testConfig(t *testing.T, port int, reg prometheus.Registerer) relay.Config 
 	}
 }
 
+// pinnedConsumer is a consumer of cfg, with test-friendly back-offs and
+// logger, pinned to where its group starts reading.
+func pinnedConsumer(t *testing.T, port int, cfg relay.ConsumerConfig) *relay.Consumer {
+	t.Helper()
+	cfg.Brokers = []string{addr(port)}
+	cfg.BackoffMin, cfg.BackoffMax, cfg.Logger = 20*time.Millisecond, 200*time.Millisecond, testLogger(t)
+	cons, err := relay.NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cons.Pin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return cons
+}
+
 // runner runs a Run(ctx) method in a goroutine and stops it at cleanup.
 type runner struct {
 	cancel context.CancelFunc

@@ -487,23 +487,13 @@ func TestConsumerLagCountsTheEventsNotYetHandled(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	release := make(chan struct{})
 	var handled atomic.Int32
-	cons, err := relay.NewConsumer(relay.ConsumerConfig{
-		Brokers: []string{addr(port)}, NodeID: "lag", CommitInterval: 100 * time.Millisecond,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t), Registerer: reg,
+	cons := pinnedConsumer(t, port, relay.ConsumerConfig{NodeID: "lag", CommitInterval: 100 * time.Millisecond, Registerer: reg,
 		Handler: func(chat.Event) {
 			if handled.Add(1) == 2 {
 				<-release // falls behind at the second event
 			}
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cons.Pin(ctx); err != nil {
-		t.Fatal(err)
-	}
 	ev := newEvents(pool)
 	const n = 20
 	convs := make([]int64, n)
@@ -548,20 +538,8 @@ func TestAConsumerRestartedAfterTheTopicWasCreatedAgainHandlesTheNewTopicsEvents
 	var handled atomic.Int32
 	consumer := func() *relay.Consumer {
 		t.Helper()
-		cons, err := relay.NewConsumer(relay.ConsumerConfig{
-			Brokers: []string{addr(port)}, NodeID: "recreated", CommitInterval: 50 * time.Millisecond,
-			BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t),
-			Handler: func(chat.Event) { handled.Add(1) },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := cons.Pin(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return cons
+		return pinnedConsumer(t, port, relay.ConsumerConfig{NodeID: "recreated", CommitInterval: 50 * time.Millisecond,
+			Handler: func(chat.Event) { handled.Add(1) }})
 	}
 	first := start(t, consumer().Run)
 	ev := newEvents(pool)
