@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -18,10 +19,8 @@ import (
 // whole history.
 func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, _ := newStore(t)
+	ctx, st, _, g := groupOf12(t)
 	const owner, late = 1, 9
-	g := mustGroup(t, st, owner, 2)
 	secret := mustSend(t, st, g.ID, owner, "before you came")
 	mustSend(t, st, g.ID, 2, "also before")
 	mustAdd(t, ctx, st, g.ID, owner, late, "")
@@ -80,9 +79,7 @@ func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
 	}
 
 	// The owner opens the history.
-	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
-		t.Fatal(err)
-	}
+	openHistory(t, ctx, st, g.ID, owner)
 	page, err := st.History(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: late})
 	if err != nil || page[0].Seq != 1 || page[0].Body != "edited secret" {
 		t.Fatalf("history with historyVisible all: %q, %v", kinds(page), err)
@@ -154,9 +151,7 @@ func TestCatchUpGivesALateMemberTheEditOfAMessageFromBeforeTheirJoinWithoutItsBo
 		t.Fatalf("the late member's history from the edit: %+v, %v; want the edit without body, as catch-up gives it", page, err)
 	}
 
-	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
-		t.Fatal(err)
-	}
+	openHistory(t, ctx, st, g.ID, owner)
 	for _, user := range []int64{late, gone} {
 		if got := editBody(user); got != "edited secret" {
 			t.Errorf("history all: catch-up gives user %d the edit with body %q, want %q", user, got, "edited secret")
@@ -170,10 +165,8 @@ func TestCatchUpGivesALateMemberTheEditOfAMessageFromBeforeTheirJoinWithoutItsBo
 // group sorts by their join, not by that message.
 func TestTheInboxOfAMemberAddedLaterHidesWhenTheGroupLastSpokeBeforeTheirJoin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, _ := newStore(t)
+	ctx, st, _, g := groupOf12(t)
 	const owner, late = 1, 9
-	g := mustGroup(t, st, owner, 2)
 	mustSend(t, st, g.ID, owner, "before you came")
 	own := mustGroup(t, st, late)
 	mustSend(t, st, own.ID, late, "my own, after that secret, before my join")
@@ -209,10 +202,8 @@ func TestTheInboxOfAMemberAddedLaterHidesWhenTheGroupLastSpokeBeforeTheirJoin(t 
 // the whole history).
 func TestAGroupChangedByAnAdminAddedLaterShowsThemNoLastMessageAtFromBeforeTheirJoin(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, _ := newStore(t)
+	ctx, st, _, g := groupOf12(t)
 	const owner, late = 1, 9
-	g := mustGroup(t, st, owner, 2)
 	before := mustSend(t, st, g.ID, owner, "before you came")
 	mustAdd(t, ctx, st, g.ID, owner, late, chat.RoleAdmin)
 	title := "renamed by the late admin"
@@ -238,19 +229,15 @@ func TestAGroupChangedByAnAdminAddedLaterShowsThemNoLastMessageAtFromBeforeTheir
 // neither among those who saw it nor among its members.
 func TestAMemberAddedAfterAMessageIsNotCountedAsHavingSeenIt(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, _ := newStore(t)
+	ctx, st, _, g := groupOf12(t)
 	const owner, founder, late, later = 1, 2, 9, 10
-	g := mustGroup(t, st, owner, founder)
 	m := mustSend(t, st, g.ID, owner, "who has seen this?")
 	mustAdd(t, ctx, st, g.ID, owner, late, "")
 	wantSeen(t, ctx, st, g.ID, owner, m.Seq, chat.SeenResult{SeenBy: 0, DeliveredTo: 0, Members: 1}, "nobody but a member added later")
 	mustMarkRead(t, ctx, st, g.ID, founder, m.Seq)
 	// With the whole history open, a later member reads the message but
 	// was not among those it was sent to either.
-	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
-		t.Fatal(err)
-	}
+	openHistory(t, ctx, st, g.ID, owner)
 	mustAdd(t, ctx, st, g.ID, owner, later, "")
 	wantSeen(t, ctx, st, g.ID, owner, m.Seq, chat.SeenResult{SeenBy: 1, DeliveredTo: 1, Members: 1}, "read by the founder")
 	// What came after their join counts them.
@@ -273,12 +260,8 @@ func TestCatchUpReadsNothingPastTheUsersMembership(t *testing.T) {
 	mustSend(t, st, g.ID, owner, "while away")
 	seqs := func(r chat.Range) []int64 {
 		t.Helper()
-		got, err := sess.SinceMany(ctx, member, []chat.Range{r}, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var out []int64
-		for _, m := range got[g.ID] {
+		for _, m := range sinceOne(t, ctx, sess, member, r) {
 			out = append(out, m.Seq)
 		}
 		return out
@@ -306,10 +289,8 @@ func TestCatchUpReadsNothingPastTheUsersMembership(t *testing.T) {
 // read stays read when such a member is added.
 func TestAMemberAddedLaterWithReceiptsOffDoesNotUnreadEarlierMessages(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	st, _ := newStore(t)
+	ctx, st, _, g := groupOf12(t)
 	const owner, founder, late = 1, 2, 9
-	g := mustGroup(t, st, owner, founder)
 	m := mustSend(t, st, g.ID, owner, "read by the founder")
 	mustMarkRead(t, ctx, st, g.ID, founder, m.Seq)
 	off := false
@@ -356,9 +337,7 @@ func TestARemovedMembersCatchUpShowsNoEditMadeAfterTheRemoval(t *testing.T) {
 	ctx, st, pool, g := groupOf12(t)
 	sess := store.NewSessions(pool)
 	const owner, member = 1, 2
-	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
-		t.Fatal(err)
-	}
+	openHistory(t, ctx, st, g.ID, owner)
 	plan := mustSend(t, st, g.ID, owner, "we meet at noon")
 	draft := mustSend(t, st, g.ID, owner, "draft")
 	before := mustChange(t, st, edit(g.ID, owner, draft.Seq, "draft, reviewed"))
@@ -367,17 +346,11 @@ func TestARemovedMembersCatchUpShowsNoEditMadeAfterTheRemoval(t *testing.T) {
 	mustChange(t, st, edit(g.ID, owner, plan.Seq, "we meet at 3, without them"))
 	mustChange(t, st, edit(g.ID, owner, draft.Seq, "final: they are out"))
 
-	got, err := sess.SinceMany(ctx, member, []chat.Range{{ConversationID: g.ID, After: plan.Seq - 1, Until: until}}, 100)
-	if err != nil {
-		t.Fatal(err)
+	got := sinceOne(t, ctx, sess, member, chat.Range{ConversationID: g.ID, After: plan.Seq - 1, Until: until})
+	if len(got) != 4 {
+		t.Fatalf("the removed member's catch-up: %+v, want the 4 entries up to the removal", got)
 	}
-	bySeq := map[int64]chat.Message{}
-	for _, m := range got[g.ID] {
-		bySeq[m.Seq] = m
-	}
-	if len(got[g.ID]) != 4 {
-		t.Fatalf("the removed member's catch-up: %+v, want the 4 entries up to the removal", got[g.ID])
-	}
+	bySeq := indexBySeq(got)
 	if m := bySeq[plan.Seq]; m.Body != "we meet at noon" || m.EditedAt != nil {
 		t.Errorf("a message first edited after the removal: body %q, editedAt %v; want %q, not edited", m.Body, m.EditedAt, "we meet at noon")
 	}
@@ -390,11 +363,7 @@ func TestARemovedMembersCatchUpShowsNoEditMadeAfterTheRemoval(t *testing.T) {
 	}
 
 	// The owner, a member, reads them as they are now.
-	now, err := sess.SinceMany(ctx, owner, []chat.Range{{ConversationID: g.ID, After: plan.Seq - 1}}, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ms := now[g.ID]; len(ms) < 4 || ms[0].Body != "we meet at 3, without them" || ms[1].Body != "final: they are out" ||
+	if ms := sinceOne(t, ctx, sess, owner, chat.Range{ConversationID: g.ID, After: plan.Seq - 1}); len(ms) < 4 || ms[0].Body != "we meet at 3, without them" || ms[1].Body != "final: they are out" ||
 		ms[3].ReplyTo == nil || ms[3].ReplyTo.Snippet != "we meet at 3, without them" {
 		t.Errorf("a member's catch-up: %+v, want the messages as they are now", ms)
 	}
@@ -410,9 +379,7 @@ func TestARemovedMemberCatchesUpOnAMessageFirstEditedAfterTheRemovalWithTheBodyT
 	ctx, st, pool, g := groupOf12(t)
 	sess := store.NewSessions(pool)
 	const owner, member = 1, 2
-	if _, err := st.UpdateGroup(ctx, g.ID, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
-		t.Fatal(err)
-	}
+	openHistory(t, ctx, st, g.ID, owner)
 	secret := "the vault opens at 0427"
 	m := mustSend(t, st, g.ID, owner, secret)
 	until := mustReply(t, st, g.ID, owner, "noted", m.Seq).Seq
@@ -422,15 +389,7 @@ func TestARemovedMemberCatchesUpOnAMessageFirstEditedAfterTheRemovalWithTheBodyT
 
 	catchUp := func() map[int64]chat.Message {
 		t.Helper()
-		got, err := sess.SinceMany(ctx, member, []chat.Range{{ConversationID: g.ID, After: m.Seq - 1, Until: until}}, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bySeq := map[int64]chat.Message{}
-		for _, e := range got[g.ID] {
-			bySeq[e.Seq] = e
-		}
-		return bySeq
+		return indexBySeq(sinceOne(t, ctx, sess, member, chat.Range{ConversationID: g.ID, After: m.Seq - 1, Until: until}))
 	}
 	got := catchUp()
 	if e := got[m.Seq]; e.Body != secret || e.EditedAt != nil {
@@ -451,4 +410,31 @@ func TestARemovedMemberCatchesUpOnAMessageFirstEditedAfterTheRemovalWithTheBodyT
 	if e := got[until]; e.ReplyTo != nil && strings.Contains(e.ReplyTo.Snippet, "vault") {
 		t.Errorf("a reply to a recalled message quotes %q", e.ReplyTo.Snippet)
 	}
+}
+
+// openHistory has owner open group conv's whole history to later members.
+func openHistory(t *testing.T, ctx context.Context, st *store.Store, conv, owner int64) {
+	t.Helper()
+	if _, err := st.UpdateGroup(ctx, conv, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sinceOne is what user's session catches up on of the one range r (at
+// most 100 entries).
+func sinceOne(t *testing.T, ctx context.Context, sess *store.Sessions, user int64, r chat.Range) []chat.Message {
+	t.Helper()
+	got, err := sess.SinceMany(ctx, user, []chat.Range{r}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[r.ConversationID]
+}
+
+func indexBySeq(ms []chat.Message) map[int64]chat.Message {
+	out := make(map[int64]chat.Message, len(ms))
+	for _, m := range ms {
+		out[m.Seq] = m
+	}
+	return out
 }

@@ -145,9 +145,7 @@ func TestSearchFindsOnlyWhatTheCallerMayReadAsItIsNow(t *testing.T) {
 		t.Fatalf("narrowed to the later group: %+v", page)
 	}
 	// historyVisible all: the earlier message becomes findable.
-	if _, err := st.UpdateGroup(ctx, later.ID, other, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
-		t.Fatal(err)
-	}
+	openHistory(t, ctx, st, later.ID, other)
 	if got := hitBodies(t, st, me, "joined"); len(got) != 2 {
 		t.Fatalf("with history all: %v", got)
 	}
