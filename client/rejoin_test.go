@@ -12,6 +12,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/server"
 )
 
 // TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain: user 2 got a
@@ -65,32 +66,7 @@ func TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain(t *testing.T) {
 // rather than keep it, and hand it to the next run, for ever.
 func TestAConversationLeftWhileOfflineIsDroppedFromPositions(t *testing.T) {
 	srv, broker, a, _ := sender(t)
-	ctx := ctxFor(t, 30*time.Second)
-	g, err := a.CreateGroup(ctx, "left offline", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, srv.MQTTAddr())
-	cfg := testConfig(t, px.URL(), 2)
-	cfg.SessionDir = t.TempDir() // persistent: the inbox is read beside the replay
-	b := connect(t, cfg)
-	sendN(t, a, g.ID, 2, "m")
-	messages(t, b, g.ID, 2, 10*time.Second)
-	before := b.Positions()
-	if before[g.ID] != 2 {
-		t.Fatalf("position of the group %d, want 2", before[g.ID])
-	}
-
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
-	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
-		t.Fatal(err)
-	}
-	px.Resume()
-	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
-		_, ok := b.Positions()[g.ID]
-		return !ok
-	})
+	g, _, before := removedWhileOffline(t, srv, a, "left offline")
 
 	// The next run, given the positions of the run before the removal.
 	again := testConfig(t, broker, 2)
@@ -148,28 +124,7 @@ func TestAResendOfAMessageCommittedBeforeTheSenderWasRemovedGetsItsSeq(t *testin
 // A member.added of the user starts it again.
 func TestTheOwedTailOfAConversationLeftWhileOfflineDoesNotBringItBackToPositions(t *testing.T) {
 	srv, _, a, _ := sender(t)
-	ctx := ctxFor(t, 30*time.Second)
-	g, err := a.CreateGroup(ctx, "tail after the inbox", []int64{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, srv.MQTTAddr())
-	cfg := testConfig(t, px.URL(), 2)
-	cfg.SessionDir = t.TempDir()
-	b := connect(t, cfg)
-	sendN(t, a, g.ID, 2, "m") // seqs 1, 2
-	messages(t, b, g.ID, 2, 10*time.Second)
-
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
-	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
-		t.Fatal(err)
-	}
-	px.Resume()
-	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
-		_, ok := b.Positions()[g.ID]
-		return !ok
-	})
+	g, b, _ := removedWhileOffline(t, srv, a, "tail after the inbox") // seqs 1, 2
 	// An entry of the owed tail that comes after the inbox read.
 	late := fmt.Sprintf(`{"type":"message.new","conversationId":%d,"seq":3,"senderId":1,"clientMsgId":%q,"body":"owed","createdAt":"2026-01-01T00:00:00Z"}`,
 		g.ID, uuid.NewString())
@@ -192,7 +147,7 @@ func TestTheOwedTailOfAConversationLeftWhileOfflineDoesNotBringItBackToPositions
 	}
 
 	// Added back: tracked again from its events.
-	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
+	if _, err := a.AddMember(ctxFor(t, 30*time.Second), g.ID, 2); err != nil {
 		t.Fatal(err)
 	}
 	sendN(t, a, g.ID, 1, "back")
@@ -200,4 +155,40 @@ func TestTheOwedTailOfAConversationLeftWhileOfflineDoesNotBringItBackToPositions
 		_, ok := b.Positions()[g.ID]
 		return ok
 	})
+}
+
+// removedWhileOffline has a (user 1) make group title with user 2, whose
+// client b (a persistent session, so the inbox is read beside the
+// replay) reads its first 2 messages, is cut off, is removed from the
+// group while offline and comes back: it returns once the group has left
+// b's Positions, with b's Positions of before the removal.
+func removedWhileOffline(t *testing.T, srv *server.Server, a *client.Client, title string) (client.Conversation, *client.Client, map[int64]int64) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := a.CreateGroup(ctx, title, []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, srv.MQTTAddr())
+	cfg := testConfig(t, px.URL(), 2)
+	cfg.SessionDir = t.TempDir()
+	b := connect(t, cfg)
+	sendN(t, a, g.ID, 2, "m")
+	messages(t, b, g.ID, 2, 10*time.Second)
+	before := b.Positions()
+	if before[g.ID] != 2 {
+		t.Fatalf("position of the group %d, want 2", before[g.ID])
+	}
+
+	px.Cut()
+	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	px.Resume()
+	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
+		_, ok := b.Positions()[g.ID]
+		return !ok
+	})
+	return g, b, before
 }
