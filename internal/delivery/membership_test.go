@@ -547,6 +547,39 @@ func removeAndTell(t *testing.T, h *delivery.Hub, f fixture) {
 	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last))
 }
 
+// awayAndBack removes user 2 (telling the hub), sends an entry while they
+// are not a member, adds them back and sends n more: it returns the seq
+// they are not owed and the n they are.
+func awayAndBack(t *testing.T, h *delivery.Hub, f fixture, n int) (away, owed []int64) {
+	t.Helper()
+	removeAndTell(t, h, f)
+	away = sendSeqs(t, h, f, 1)
+	join(t, h, f, 2)
+	return away, sendSeqs(t, h, f, n)
+}
+
+// ackAndWant has connected session u ("phone") acknowledge what it gets
+// until the last of want arrives, then wants exactly want, in order, and
+// none of away.
+func ackAndWant(t *testing.T, h *delivery.Hub, f fixture, u *fakeConn, want, away []int64) {
+	t.Helper()
+	acked := map[uint16]bool{}
+	eventually(t, 10*time.Second, func() bool {
+		for _, p := range u.packets() {
+			if p.QoS > 0 && !acked[p.PacketID] {
+				acked[p.PacketID] = true
+				h.Acked("phone", u, p.PacketID)
+			}
+		}
+		return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1])
+	}, "the message after the last re-add never reached the session: got %v, want %v", u.seqs(f.conv.ID), want)
+	never(t, 300*time.Millisecond, func() bool { return len(u.seqs(f.conv.ID)) > len(want) },
+		"more than %v: %v", want, u.seqs(f.conv.ID))
+	if got := u.seqs(f.conv.ID); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want each membership's messages in order %v (not %v, sent while away)", got, want, away)
+	}
+}
+
 // sendSeqs sends n messages as user 1 to f.conv and publishes them.
 func sendSeqs(t *testing.T, h *delivery.Hub, f fixture, n int) []int64 {
 	t.Helper()
@@ -587,10 +620,8 @@ func TestAnOfflineSessionGetsEveryMembershipsUnacknowledgedEntriesAfterRemovalsA
 			waitSeqs(t, u, f.conv.ID, 3)
 			h.Detach("phone", u)
 
-			removeAndTell(t, h, f)
-			away := sendSeqs(t, h, f, 1)
-			join(t, h, f, 2)
-			want = append(want, sendSeqs(t, h, f, 2)...)
+			away, owed := awayAndBack(t, h, f, 2)
+			want = append(want, owed...)
 			removeAndTell(t, h, f)
 			away = append(away, sendSeqs(t, h, f, 1)...)
 			if addedBack {
@@ -611,19 +642,14 @@ func TestASessionThatWentOfflineBetweenAReAddAndTheNextRemovalGetsBothMembership
 	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
 	want := sendSeqs(t, h, f, 3)
 	waitSeqs(t, u, f.conv.ID, 3)
-	removeAndTell(t, h, f)
-	away := sendSeqs(t, h, f, 1)
-	join(t, h, f, 2)
-	want = append(want, sendSeqs(t, h, f, 2)...)
+	away, owed := awayAndBack(t, h, f, 2)
+	want = append(want, owed...)
 	eventually(t, 10*time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1]) },
 		"the message after the re-add did not reach the connected session: %v", u.seqs(f.conv.ID))
 	h.Detach("phone", u)
 
-	removeAndTell(t, h, f)
-	away = append(away, sendSeqs(t, h, f, 1)...)
-	join(t, h, f, 2)
-	want = append(want, sendSeqs(t, h, f, 1)...)
-	reconnectAndWant(t, h, f, want, away)
+	away2, owed := awayAndBack(t, h, f, 1)
+	reconnectAndWant(t, h, f, append(want, owed...), append(away, away2...))
 }
 
 // A connected persistent session still finishing the first membership's
@@ -640,10 +666,8 @@ func TestASessionFinishingATailThatMissedARemovalAndAReAddInAnOverflowGetsEveryM
 	want := sendSeqs(t, h, f, 3)
 	waitSeqs(t, u, f.conv.ID, 3) // the window is full
 
-	removeAndTell(t, h, f)
-	away := sendSeqs(t, h, f, 1)
-	join(t, h, f, 2)
-	want = append(want, sendSeqs(t, h, f, 1)...)
+	away, owed := awayAndBack(t, h, f, 1)
+	want = append(want, owed...)
 	release := stallFanout(t, h, bh, bad)
 	h.Publish(chat.Event{Type: chat.EventPresence}) // fills the queue of 1
 	want = append(want, sendSeqs(t, h, f, 1)...)    // dropped: overflow
@@ -653,19 +677,5 @@ func TestASessionFinishingATailThatMissedARemovalAndAReAddInAnOverflowGetsEveryM
 	release()
 	want = append(want, sendSeqs(t, h, f, 1)...)
 
-	acked := map[uint16]bool{}
-	eventually(t, 10*time.Second, func() bool {
-		for _, p := range u.packets() {
-			if p.QoS > 0 && !acked[p.PacketID] {
-				acked[p.PacketID] = true
-				h.Acked("phone", u, p.PacketID)
-			}
-		}
-		return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1])
-	}, "the message after the last re-add never reached the session: got %v, want %v", u.seqs(f.conv.ID), want)
-	never(t, 300*time.Millisecond, func() bool { return len(u.seqs(f.conv.ID)) > len(want) },
-		"more than %v: %v", want, u.seqs(f.conv.ID))
-	if got := u.seqs(f.conv.ID); !slices.Equal(got, want) {
-		t.Fatalf("got %v, want each membership's messages in order %v (not %v, sent while away)", got, want, away)
-	}
+	ackAndWant(t, h, f, u, want, away)
 }
