@@ -134,29 +134,40 @@ test('opening a conversation whose catch-up failed (a 503) fetches what it lacks
 });
 
 test('a catch-up that fails (a 503) is tried again, backing off, while connected: the gap does not wait for the next message', async () => {
-  const { msgs, api, state, sync } = rig();
-  sync.retryBaseMs = 10;
-  await sync.refreshInbox();
-  await sync.open(7);
-  await settle();
   // #4 is lost on the way (a non-persistent session's overflow); #5
   // arrives live and shows the gap, whose catch-up answers 503 twice.
-  msgs.push(msg(4), msg(5));
-  const history = api.history;
   let failures = 0;
-  api.history = async (cid, q) => {
+  const { c } = await gapCaughtUp((history, cid, q) => {
     if (failures < 2) {
       failures++;
       throw new ApiError(503, 'unavailable', 'database unavailable');
     }
     return history(cid, q);
-  };
-  sync.onEvent({ type: 'message.new', ...msg(5) });
-  const c = state.conv(7);
-  for (let i = 0; i < 200 && c.have < 5; i++) await new Promise((r) => setTimeout(r, 10));
+  });
   assert.equal(failures, 2);
   assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4, 5], 'the gap stayed on screen after the catch-up failed');
 });
+
+/**
+ * The rig with conversation 7 open (messages 1-3; catch-up backing off
+ * from 10 ms) when #5 arrives live after #4 was lost on the way: the
+ * gap's catch-up calls answer(history, cid, q) in place of api.history.
+ * Resolves once the gap is filled, with the rig and the conversation.
+ */
+async function gapCaughtUp(answer) {
+  const r = rig();
+  r.sync.retryBaseMs = 10;
+  await r.sync.refreshInbox();
+  await r.sync.open(7);
+  await settle();
+  r.msgs.push(msg(4), msg(5));
+  const history = r.api.history;
+  r.api.history = async (cid, q) => answer(history, cid, q);
+  r.sync.onEvent({ type: 'message.new', ...msg(5) });
+  const c = r.state.conv(7);
+  await until(() => c.have === 5, 'the gap is filled');
+  return { ...r, c };
+}
 
 /** A Sync over fakeApi(msgs) (conversation 7 with messages 1-3 by default) and its state. */
 function rig(msgs = [msg(1), msg(2), msg(3)]) {
@@ -645,22 +656,12 @@ test('an edit refused for a rate limit is tried again no sooner than its retryAf
 });
 
 test('a catch-up refused with 429 is tried again no sooner than its Retry-After', async () => {
-  const { msgs, api, state, sync } = rig();
-  sync.retryBaseMs = 10;
-  await sync.refreshInbox();
-  await sync.open(7);
-  await settle();
-  msgs.push(msg(4), msg(5));
-  const history = api.history;
   const tries = [];
-  api.history = async (cid, q) => {
+  const { sync } = await gapCaughtUp((history, cid, q) => {
     tries.push(Date.now());
     if (tries.length === 1) throw new ApiError(429, 'rate_limited', 'rate limited', 1);
     return history(cid, q);
-  };
-  sync.onEvent({ type: 'message.new', ...msg(5) });
-  const c = state.conv(7);
-  await until(() => c.have === 5, 'the gap is filled');
+  });
   assert.equal(tries.length, 2);
   assert.ok(tries[1] - tries[0] >= 1000, `tried again after ${tries[1] - tries[0]} ms, before its Retry-After of 1 s`);
   sync.stop();
