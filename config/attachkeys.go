@@ -187,10 +187,6 @@ func (s *Settings) checkAttachments() error {
 
 // redactedAttachments adds the attachment keys to Redacted's map.
 func (s Settings) redactedAttachments(m map[string]any) {
-	secret := ""
-	if s.S3SecretKey != "" {
-		secret = "[redacted]"
-	}
 	m["max_upload_bytes"] = s.MaxUploadBytes
 	m["max_avatar_bytes"] = s.MaxAvatarBytes
 	m["upload_types"] = append([]string{}, s.UploadTypes...)
@@ -206,6 +202,6 @@ func (s Settings) redactedAttachments(m map[string]any) {
 	m["s3_bucket"] = s.S3Bucket
 	m["s3_region"] = s.S3Region
 	m["s3_access_key"] = s.S3AccessKey
-	m["s3_secret_key"] = secret
+	m["s3_secret_key"] = redactSecret(s.S3SecretKey)
 	m["s3_use_tls"] = s.S3UseTLS
 }

@@ -571,17 +571,13 @@ func Keys() []string {
 // Redacted returns the settings keyed by YAML key for logging, with the JWT
 // secret hidden and the database password masked.
 func (s Settings) Redacted() map[string]any {
-	secret := ""
-	if s.JWTSecret != "" {
-		secret = "[redacted]"
-	}
 	m := map[string]any{
 		"config_file":              s.ConfigFile,
 		"mqtt_addr":                s.MQTTAddr,
 		"http_addr":                s.HTTPAddr,
 		"database_url":             redactURL(s.DatabaseURL),
 		"data_dir":                 s.DataDir,
-		"jwt_secret":               secret,
+		"jwt_secret":               redactSecret(s.JWTSecret),
 		"jwt_public_key":           s.JWTPublicKey,
 		"kafka_brokers":            append([]string{}, s.KafkaBrokers...),
 		"kafka_topic":              s.KafkaTopic,

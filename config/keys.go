@@ -410,6 +410,14 @@ func parseOrigin(o string) (string, error) {
 
 var kvPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
+// redactSecret shows whether a secret is set, not what it is.
+func redactSecret(v string) string {
+	if v == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
 // redactURL masks the password of a PostgreSQL URL or keyword/value string.
 func redactURL(s string) string {
 	if s == "" {

@@ -124,12 +124,6 @@ func (s *Settings) checkPush() error {
 
 // redactedPush adds the push keys to Redacted's map.
 func (s Settings) redactedPush(m map[string]any) {
-	redact := func(v string) string {
-		if v == "" {
-			return ""
-		}
-		return "[redacted]"
-	}
 	m["push_delay"] = s.PushDelay.String()
 	m["push_min_interval"] = s.PushMinInterval.String()
 	m["push_preview"] = s.PushPreview
@@ -137,8 +131,8 @@ func (s Settings) redactedPush(m map[string]any) {
 	m["push_queue_size"] = s.PushQueueSize
 	m["push_kafka_topic"] = s.PushKafkaTopic
 	m["push_webhook_url"] = s.PushWebhookURL
-	m["push_webhook_secret"] = redact(s.PushWebhookSecret)
-	m["vapid_private_key"] = redact(s.VAPIDPrivateKey)
+	m["push_webhook_secret"] = redactSecret(s.PushWebhookSecret)
+	m["vapid_private_key"] = redactSecret(s.VAPIDPrivateKey)
 	m["vapid_subject"] = s.VAPIDSubject
 	m["push_allow_http"] = s.PushAllowHTTP
 }
