@@ -17,6 +17,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/coalesce"
+	"github.com/chatd/chatd/internal/promreg"
 	"github.com/chatd/chatd/internal/shutdown"
 )
 
@@ -175,12 +176,8 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 				Buckets: prometheus.ExponentialBuckets(1, 4, 8)}, []string{"kind"}),
 		},
 	}
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.m.flushes, r.m.merged, r.m.errors, r.m.batch} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register receipt metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(cfg.Registerer, r.m.flushes, r.m.merged, r.m.errors, r.m.batch); err != nil {
+		return nil, fmt.Errorf("register receipt metrics: %w", err)
 	}
 	r.wg.Add(1)
 	go r.runReads()

@@ -13,6 +13,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media"
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // enqueue hands rec's thumbnail to the workers without blocking, unless
@@ -307,12 +308,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		aborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_blob_incomplete_aborted_total",
 			Help: "Unfinished writes (an object store's multipart uploads a crash left) older than upload_ttl, aborted by the cleanup."}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.uploads, m.downloads, m.thumbnails, m.thumbSeconds, m.bytesIn, m.expired, m.deletions, m.aborted} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := promreg.Register(reg, m.uploads, m.downloads, m.thumbnails, m.thumbSeconds, m.bytesIn, m.expired, m.deletions, m.aborted); err != nil {
+		return nil, fmt.Errorf("register attachment metrics: %w", err)
 	}
 	return m, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/promreg"
 	"github.com/chatd/chatd/internal/shrink"
 )
 
@@ -125,12 +126,8 @@ func New(cfg Config) (*Tracker, error) {
 		remoteDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_presence_remote_dropped_total",
 			Help: "Presence events from other nodes dropped before they were pushed here: more were waiting than the tracker holds."}),
 	}
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{t.onlineUsers, t.pushed, t.remoteDropped} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register presence metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(cfg.Registerer, t.onlineUsers, t.pushed, t.remoteDropped); err != nil {
+		return nil, fmt.Errorf("register presence metrics: %w", err)
 	}
 	return t, nil
 }

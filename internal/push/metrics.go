@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 type metrics struct {
@@ -47,13 +49,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of one decider transaction.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.leader, m.queue, m.decided, m.removes, m.overflow, m.devicesDeleted,
-			m.sent, m.skipped, m.errors, m.latency, m.decideSeconds} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register push metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(reg, m.leader, m.queue, m.decided, m.removes, m.overflow, m.devicesDeleted,
+		m.sent, m.skipped, m.errors, m.latency, m.decideSeconds); err != nil {
+		return nil, fmt.Errorf("register push metrics: %w", err)
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // Error kinds used as the "kind" label of the error counters.
@@ -42,8 +44,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 			"1 while this node holds the relay lease and publishes the outbox, else 0."),
 	}
 	exportZeros(m.errors, kindKafka, kindDB, kindOversize, kindDecode)
-	err := register(reg, m.lag, m.pending, m.published, m.errors, m.batchSize, m.leader)
-	return m, err
+	return m, register(reg, m.lag, m.pending, m.published, m.errors, m.batchSize, m.leader)
 }
 
 type consumerMetrics struct {
@@ -62,8 +63,7 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 			"Events in Kafka this node's consumer has not handled yet, as of its latest fetch from each partition."),
 	}
 	exportZeros(m.errors, kindKafka, kindDecode)
-	err := register(reg, m.events, m.errors, m.lag)
-	return m, err
+	return m, register(reg, m.events, m.errors, m.lag)
 }
 
 type prunerMetrics struct {
@@ -78,8 +78,7 @@ func newPrunerMetrics(reg prometheus.Registerer) (*prunerMetrics, error) {
 		errors: counter("chat_outbox_pruner_errors_total",
 			"Pruner passes that failed."),
 	}
-	err := register(reg, m.pruned, m.errors)
-	return m, err
+	return m, register(reg, m.pruned, m.errors)
 }
 
 func gauge(name, help string) prometheus.Gauge {
@@ -103,19 +102,9 @@ func exportZeros(v *prometheus.CounterVec, kinds ...string) {
 	}
 }
 
-// register registers cs on reg, all or none; a nil reg leaves the metrics
-// unregistered (they still count, nobody scrapes them).
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	if reg == nil {
-		return nil
-	}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return fmt.Errorf("register metrics: %w", err)
-		}
+	if err := promreg.Register(reg, cs...); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
 	}
 	return nil
 }
