@@ -106,7 +106,7 @@ func (c *benchClient) connect(first bool) error {
 	if o.persistent && o.mqttVersion == 5 {
 		do.Expiry = 600
 	}
-	conn, _, err := benchmqtt.Dial(o.broker, do)
+	conn, _, err := benchmqtt.Dial(o.Broker, do)
 	if err != nil {
 		return fmt.Errorf("user %d: %w", c.user, err)
 	}

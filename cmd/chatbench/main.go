@@ -90,18 +90,18 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 		if err := w.mintTokens(o.secret, o.duration+time.Hour); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(stderr, "chatbench: creating %d conversations for %d users through %s ...\n", len(w.convs), len(w.users), o.httpBase)
-		if err := w.createConversations(ctx, o.httpBase, o.workers); err != nil {
+		fmt.Fprintf(stderr, "chatbench: creating %d conversations for %d users through %s ...\n", len(w.convs), len(w.users), o.HTTPBase)
+		if err := w.createConversations(ctx, o.HTTPBase, o.workers); err != nil {
 			return nil, err
 		}
 	}
 	t := newTracker()
 	b := &bench{o: o, w: w, t: t}
 	b.newClients()
-	fmt.Fprintf(stderr, "chatbench: connecting %d MQTT clients to %s ...\n", len(b.clients), o.broker)
+	fmt.Fprintf(stderr, "chatbench: connecting %d MQTT clients to %s ...\n", len(b.clients), o.Broker)
 	if err := b.connectAll(ctx, 50, true); err != nil {
 		b.closeAll()
-		return nil, fmt.Errorf("connect: %w (is the broker at %s? set -broker)%s", err, o.broker, limitHint(err.Error()))
+		return nil, fmt.Errorf("connect: %w (is the broker at %s? set -broker)%s", err, o.Broker, limitHint(err.Error()))
 	}
 	fmt.Fprintf(stderr, "chatbench: waiting for the setup's events to be delivered ...\n")
 	settleStart := time.Now()
@@ -264,7 +264,7 @@ func (b *bench) report(setupSeconds, sendSeconds float64) *Report {
 		ackAll = append(ackAll, v...)
 	}
 	r := &Report{
-		Target: target, Mode: o.mode, Broker: o.broker, MQTTVersion: o.mqttVersion,
+		Target: target, Mode: o.mode, Broker: o.Broker, MQTTVersion: o.mqttVersion,
 		Clients: len(b.clients), Conversations: len(b.w.convs), Direct: direct, Groups: groups, AvgMembers: avg,
 		BodyBytes: o.bodyBytes, Inflight: o.inflight, TargetRate: o.rate, Persistent: o.persistent,
 		SetupSeconds: setupSeconds, SendSeconds: sendSeconds,

@@ -5,11 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/benchtarget"
 )
 
 const (
@@ -21,12 +20,10 @@ const (
 
 // options are chatbench's flags.
 type options struct {
+	benchtarget.Target // -broker, -http, -data-dir, -jwt-secret
+
 	mode             string
 	plain            bool
-	broker           string
-	httpBase         string
-	jwtSecret        string
-	dataDir          string
 	clients          int
 	direct           float64
 	groupMin         int
@@ -69,10 +66,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.mode, "mode", modeSteady, "steady (target -rate), ramp (raise the rate until p99 PUBACK latency or errors degrade), storm (all clients drop and reconnect at once mid-run), receipts (every delivery answered by a read receipt)")
 	fs.BoolVar(&o.plain, "plain", false, "run the same workload against a plain MQTT broker (cmd/plainbroker): publish to bench/conv/{id}, members subscribe to it; no chat semantics")
-	fs.StringVar(&o.broker, "broker", envOr("CHAT_MQTT_ADDR", "127.0.0.1:1883"), "MQTT TCP address host:port (default $CHAT_MQTT_ADDR)")
-	fs.StringVar(&o.httpBase, "http", "", "chatd HTTP API base URL used for setup (default http://$CHAT_HTTP_ADDR, else http://127.0.0.1:8080)")
-	fs.StringVar(&o.jwtSecret, "jwt-secret", os.Getenv("CHAT_JWT_SECRET"), "chatd's HS256 secret to mint tokens (default $CHAT_JWT_SECRET, else -data-dir's jwt.secret)")
-	fs.StringVar(&o.dataDir, "data-dir", envOr("CHAT_DATA_DIR", "./data"), "chatd data dir holding jwt.secret")
+	o.AddFlags(fs)
 	fs.IntVar(&o.clients, "clients", 200, "MQTT clients, one user each")
 	fs.IntVar(&o.conversations, "conversations", 1000, "conversations to create among the clients' users")
 	fs.Float64Var(&o.direct, "direct", 0.5, "fraction of direct conversations; the rest are groups")
@@ -119,13 +113,6 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return o, o.validate()
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 func (o *options) validate() error {
@@ -181,12 +168,9 @@ func (o *options) validate() error {
 		// 100,000 ids.
 		o.userBase = time.Now().Unix() * 100_000
 	}
-	if o.httpBase == "" {
-		o.httpBase = "http://" + envOr("CHAT_HTTP_ADDR", "127.0.0.1:8080")
-	}
-	o.httpBase = strings.TrimSuffix(o.httpBase, "/")
+	o.Resolve()
 	if o.metricsURL == "" && !o.plain {
-		o.metricsURL = o.httpBase + "/metrics"
+		o.metricsURL = o.HTTPBase + "/metrics"
 	}
 	if o.metricsURL == "off" {
 		o.metricsURL = ""
@@ -194,20 +178,10 @@ func (o *options) validate() error {
 	return nil
 }
 
-// loadSecret resolves the JWT secret like chatctl: the flag, else the data
-// dir's jwt.secret.
-func (o *options) loadSecret() error {
-	if o.plain {
-		return nil
+// loadSecret resolves the JWT secret (none for a plain broker).
+func (o *options) loadSecret() (err error) {
+	if !o.plain {
+		o.secret, err = o.Secret()
 	}
-	if o.jwtSecret != "" {
-		o.secret = []byte(o.jwtSecret)
-		return nil
-	}
-	s, err := auth.LoadSecret(o.dataDir)
-	if err != nil {
-		return fmt.Errorf("no JWT secret: pass -jwt-secret (chatd's CHAT_JWT_SECRET) or -data-dir of chatd (holding jwt.secret): %w", err)
-	}
-	o.secret = s
-	return nil
+	return err
 }

@@ -88,7 +88,7 @@ func run(ctx context.Context, o *options, log io.Writer) (*Report, error) {
 		}
 		rep.SetupSeconds = time.Since(t0).Seconds()
 	} else {
-		pub, _, err := benchmqtt.Dial(o.broker, benchmqtt.Options{Version: 5, ClientID: fmt.Sprintf("connbench-pub-%d", o.userBase), CleanStart: true, KeepAlive: 300})
+		pub, _, err := benchmqtt.Dial(o.Broker, benchmqtt.Options{Version: 5, ClientID: fmt.Sprintf("connbench-pub-%d", o.userBase), CleanStart: true, KeepAlive: 300})
 		if err != nil {
 			return nil, fmt.Errorf("connect the publisher: %w", err)
 		}

@@ -6,25 +6,22 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/benchtarget"
 )
 
 var errHelp = errors.New("help")
 
 type options struct {
+	benchtarget.Target // -broker, -http, -data-dir, -jwt-secret
+
 	plain       bool
 	clients     int
 	connectRate float64
 	sources     []string
-	broker      string
-	httpBase    string
-	dataDir     string
-	jwtSecret   string
 	metricsURL  string
 	pprofURL    string
 	serverPID   int
@@ -55,10 +52,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.clients, "clients", 1000, "persistent sessions (an even number: pairs share a conversation)")
 	fs.Float64Var(&o.connectRate, "connect-rate", 1000, "connections started per second (connect and resume)")
 	fs.StringVar(&sources, "sources", "127.0.0.1", "source addresses to dial from, round robin: a list (127.0.0.2,127.0.0.3) or a range (127.0.0.2-127.0.0.9 or 127.0.0.2-9)")
-	fs.StringVar(&o.broker, "broker", envOr("CHAT_MQTT_ADDR", "127.0.0.1:1883"), "MQTT TCP address")
-	fs.StringVar(&o.httpBase, "http", "", "chatd's HTTP API (default http://$CHAT_HTTP_ADDR, else http://127.0.0.1:8080)")
-	fs.StringVar(&o.dataDir, "data-dir", envOr("CHAT_DATA_DIR", "./data"), "chatd's data dir holding jwt.secret")
-	fs.StringVar(&o.jwtSecret, "jwt-secret", os.Getenv("CHAT_JWT_SECRET"), "chatd's HS256 secret (default $CHAT_JWT_SECRET, else -data-dir's jwt.secret)")
+	o.AddFlags(fs)
 	fs.StringVar(&o.metricsURL, "metrics", "", "the server's Prometheus endpoint (default -http + /metrics; required with -plain)")
 	fs.StringVar(&o.pprofURL, "pprof", "", "the server's pprof base URL (chatd's CHAT_PPROF_ADDR): heap?gc=1 collects garbage before each reading; without it the heap figures include garbage")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "the server's process id (RSS, open files)")
@@ -106,19 +100,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if o.userBase == 0 {
 		o.userBase = time.Now().Unix() * 100_000
 	}
-	if o.httpBase == "" {
-		o.httpBase = "http://" + envOr("CHAT_HTTP_ADDR", "127.0.0.1:8080")
-	}
-	o.httpBase = strings.TrimSuffix(o.httpBase, "/")
+	o.Resolve()
 	o.pprofURL = strings.TrimSuffix(o.pprofURL, "/")
 	if o.metricsURL == "" {
-		o.metricsURL = o.httpBase + "/metrics"
+		o.metricsURL = o.HTTPBase + "/metrics"
 	}
 	if !o.plain {
-		if o.jwtSecret != "" {
-			o.secret = []byte(o.jwtSecret)
-		} else if o.secret, err = auth.LoadSecret(o.dataDir); err != nil {
-			return nil, fmt.Errorf("no JWT secret: pass -jwt-secret or chatd's -data-dir: %w", err)
+		if o.secret, err = o.Secret(); err != nil {
+			return nil, err
 		}
 	}
 	return o, nil
@@ -149,11 +138,4 @@ func parseSources(s string) ([]string, error) {
 		out = append(out, part)
 	}
 	return out, nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

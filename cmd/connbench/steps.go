@@ -65,7 +65,7 @@ func (b *bench) call(ctx context.Context, hc *http.Client, method, path string, 
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, b.o.httpBase+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, b.o.HTTPBase+path, rd)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (b *bench) call(ctx context.Context, hc *http.Client, method, path string, 
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w (is chatd's HTTP API at %s? set -http)", method, path, err, b.o.httpBase)
+		return fmt.Errorf("%s %s: %w (is chatd's HTTP API at %s? set -http)", method, path, err, b.o.HTTPBase)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -192,7 +192,7 @@ func (b *bench) dialAs(ctx context.Context, c *client, clientID string, clean bo
 	var conn *benchmqtt.Conn
 	var ack packets.Packet
 	for attempt := 0; ; attempt++ {
-		conn, ack, err = benchmqtt.Dial(o.broker, opts)
+		conn, ack, err = benchmqtt.Dial(o.Broker, opts)
 		if err == nil {
 			break
 		}
