@@ -152,9 +152,7 @@ func TestASubscriptionAskedAtQoS0IsGrantedQoS1AndGetsEventsAtQoS1(t *testing.T) 
 		}
 		testkit.WaitFor(t, 5*time.Second, "the session to deliver", func() bool { return srv.Hub.Ready(id) })
 		body := fmt.Sprint("to v", v)
-		if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, srv, conv.ID, 1, body)
 		pk := nextPublish(t, c, "the message", 10*time.Second, func(pk packets.Packet) bool { return strings.Contains(string(pk.Payload), body) })
 		if pk.FixedHeader.Qos != 1 {
 			t.Errorf("v%d: message.new at QoS %d, want 1", v, pk.FixedHeader.Qos)

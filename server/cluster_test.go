@@ -267,9 +267,7 @@ func TestANodeJustStartedDeliversTheFirstMessageFromAnotherNode(t *testing.T) {
 	conv := mustGroup(t, context.Background(), a, 1, "late", []int64{2})
 	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "late-b"})
 	c := rawClient(t, b.MQTTAddr(), 2, "late-2", 5, false)
-	if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "first"}); err != nil {
-		t.Fatal(err)
-	}
+	mustSendAs(t, a, conv.ID, 1, "first")
 	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "first" {
 		t.Fatalf("delivered %+v", ev)
 	}
@@ -331,9 +329,7 @@ func TestANodeWhoseConsumerCouldNotPinAtStartStillDeliversWhatWasRelayedBeforeIt
 		t.Fatal("the pin at start-up did not fail")
 	}
 	c := rawClient(t, b.MQTTAddr(), 2, "pinlate-2", 5, false)
-	if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "first"}); err != nil {
-		t.Fatal(err)
-	}
+	mustSendAs(t, a, conv.ID, 1, "first")
 	testkit.WaitFor(t, 15*time.Second, "the message relayed", func() bool {
 		var n int
 		if err := a.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
@@ -368,9 +364,7 @@ func TestClientsOfAnotherNodeReceiveWhatWasSentWhileKafkaWasDownOnceItIsBack(t *
 	c := rawClient(t, b.MQTTAddr(), 2, "outage-2", 5, false)
 	send := func(body string) {
 		t.Helper()
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, a, conv.ID, 1, body)
 	}
 	send("before")
 	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "before" {

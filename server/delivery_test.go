@@ -253,9 +253,7 @@ func TestDeliveryKeepsToTheClientsReceiveMaximum(t *testing.T) {
 	const rm, missed = 5, 20
 	before := parkSession(t, srv, 2, "rm5", 5, conv.ID)
 	for i := range missed {
-		if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: fmt.Sprint("m", i)}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, srv, conv.ID, 1, fmt.Sprint("m", i))
 	}
 	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "rm5", Username: "2", Password: testnode.Token(t, 2),
 		Expiry: 3600, Properties: packets.Properties{ReceiveMaximum: rm}, NoAutoAck: true})

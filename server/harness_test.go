@@ -72,6 +72,15 @@ func mustGroup(t testing.TB, ctx context.Context, srv *server.Server, creator in
 	return conv
 }
 
+// mustSendAs commits a text message of sender's to conv through srv's
+// service, not over MQTT.
+func mustSendAs(t testing.TB, srv *server.Server, conv, sender int64, body string) {
+	t.Helper()
+	if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv, SenderID: sender, ClientMsgID: newID(), Body: body}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // mustDirect opens (or finds) the direct conversation of a and b on srv.
 func mustDirect(t testing.TB, ctx context.Context, srv *server.Server, a, b int64) chat.Conversation {
 	t.Helper()

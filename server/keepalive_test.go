@@ -42,9 +42,7 @@ func TestASilentDeviceIsDisconnectedAfterOneAndAHalfKeepalivesAndKeepsItsSession
 			t.Fatalf("v%d: disconnected after %v of silence, before 1.5 × keepalive (3 s)", v, d)
 		}
 		body := fmt.Sprintf("while v%d was away", v)
-		if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, srv, conv.ID, 1, body)
 		back, ack := resume(t, srv.MQTTAddr(), 2, id, v)
 		if !ack.SessionPresent {
 			t.Fatalf("v%d: the session did not survive the keepalive timeout", v)

@@ -127,9 +127,7 @@ func waitForConsumer(t *testing.T, a, b *server.Server, c *mqtttest.Client) {
 	conv := mustDirect(t, context.Background(), a, 1, 999)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 999, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, a, conv.ID, 999, "warm-up")
 		select {
 		case pk := <-c.Publishes:
 			var ev event

@@ -282,9 +282,7 @@ func presencePair(t *testing.T, prefix string) (a, b *server.Server, friend, dev
 	// Node b's consumer starts at the newest offset, and reads only once
 	// its group joined: wait until sends on node a reach friend.
 	testkit.WaitFor(t, 60*time.Second, "node b consuming chat.events", func() bool {
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "warm-up"}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, a, conv.ID, 1, "warm-up")
 		select {
 		case pk := <-friend.Publishes:
 			var ev event

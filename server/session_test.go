@@ -48,9 +48,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 	send := func(n int, tag string) {
 		t.Helper()
 		for i := range n {
-			if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: fmt.Sprint(tag, i)}); err != nil {
-				t.Fatal(err)
-			}
+			mustSendAs(t, a, conv.ID, 1, fmt.Sprint(tag, i))
 		}
 	}
 	for _, v := range []byte{5, 4} {
@@ -160,9 +158,7 @@ func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
 		_ = srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_session WHERE client_id = 'expiring'`).Scan(&n)
 		return n == 0
 	})
-	if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "after the end"}); err != nil {
-		t.Fatal(err)
-	}
+	mustSendAs(t, srv, conv.ID, 1, "after the end")
 	fresh, ack := resume(t, srv.MQTTAddr(), 2, "expiring", 5)
 	if ack.SessionPresent {
 		t.Fatal("an ended session is present")
@@ -282,9 +278,7 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 		if !ack.SessionPresent {
 			t.Fatalf("v%d: resume after the takeover answered session present = false", v)
 		}
-		if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "after"}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, srv, conv.ID, 1, "after")
 		if ev := nextEvent(t, third, chat.EventMessageNew, 10*time.Second); ev.Body != "after" {
 			t.Fatalf("v%d: delivered %+v", v, ev)
 		}
@@ -319,9 +313,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing
 		testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
 		expiry(clientID) // the session's row is still there
 		disconnect(t, b, moved, clientID)
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "while away"}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, a, conv.ID, 1, "while away")
 		back, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
 		if !ack.SessionPresent {
 			t.Fatalf("v%d: the reconnected session was lost to the old connection's end", v)
@@ -395,9 +387,7 @@ func TestAReconnectOnAnotherNodeClosesTheOldConnection(t *testing.T) {
 			checkTakenOverDisconnect(t, old, v)
 			testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
 			body := fmt.Sprintf("after the move v%d %v", v, clean)
-			if _, err := b.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
-				t.Fatal(err)
-			}
+			mustSendAs(t, b, conv.ID, 1, body)
 			if ev := nextEvent(t, moved, chat.EventMessageNew, 10*time.Second); ev.Body != body {
 				t.Fatalf("v%d clean=%v: the moved connection got %+v", v, clean, ev)
 			}
@@ -477,9 +467,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAl
 		old.Drop()
 		testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
 		body := fmt.Sprintf("while away v%d", v)
-		if _, err := a.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
-			t.Fatal(err)
-		}
+		mustSendAs(t, a, conv.ID, 1, body)
 		back, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
 		if !ack.SessionPresent {
 			t.Fatalf("v%d: resume answered session present = false", v)

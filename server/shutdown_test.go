@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -130,9 +129,7 @@ func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
 		}
 	}
 	body := "after the restart"
-	if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: body}); err != nil {
-		t.Fatal(err)
-	}
+	mustSendAs(t, srv, conv.ID, 1, body)
 	select {
 	case <-exited:
 		if waitErr != nil || !strings.Contains(out.String(), body) {

@@ -12,7 +12,6 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
@@ -137,9 +136,7 @@ func neverWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
 // have it: whatever an attack delivered would have arrived by now.
 func sentinelThrough(t *testing.T, srv *server.Server, conv, sender int64, ws []*watcher, sentinel string) {
 	t.Helper()
-	if _, err := srv.Service.Send(context.Background(), chat.SendRequest{ConversationID: conv, SenderID: sender, ClientMsgID: newID(), Body: sentinel}); err != nil {
-		t.Fatal(err)
-	}
+	mustSendAs(t, srv, conv, sender, sentinel)
 	for _, w := range ws {
 		testkit.WaitFor(t, 10*time.Second, w.name+" to receive the sentinel", func() bool { return w.has(sentinel) })
 	}
