@@ -43,10 +43,7 @@ func TestASilentDeviceIsDisconnectedAfterOneAndAHalfKeepalivesAndKeepsItsSession
 		}
 		body := fmt.Sprintf("while v%d was away", v)
 		mustSendAs(t, srv, conv.ID, 1, body)
-		back, ack := resume(t, srv.MQTTAddr(), 2, id, v)
-		if !ack.SessionPresent {
-			t.Fatalf("v%d: the session did not survive the keepalive timeout", v)
-		}
+		back := resumePresent(t, srv.MQTTAddr(), 2, id, v, "the session did not survive the keepalive timeout")
 		if ev := nextEvent(t, back, chat.EventMessageNew, 5*time.Second); ev.Body != body {
 			t.Fatalf("v%d: resumed with %+v, want %q", v, ev, body)
 		}

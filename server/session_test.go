@@ -26,6 +26,17 @@ func resume(t *testing.T, addr string, user int64, clientID string, v byte) (*mq
 	return dialAs(t, addr, user, clientID, v, false)
 }
 
+// resumePresent resumes a persistent session and wants chatd to have
+// kept it (CONNACK session present); what says what failed when not.
+func resumePresent(t *testing.T, addr string, user int64, clientID string, v byte, what string) *mqtttest.Client {
+	t.Helper()
+	c, ack := resume(t, addr, user, clientID, v)
+	if !ack.SessionPresent {
+		t.Fatalf("v%d: %s", v, what)
+	}
+	return c
+}
+
 // waitCursor waits until the session's delivered cursor reached seq: the
 // client's PUBACKs were all taken before it disconnects.
 func waitCursor(t *testing.T, srv *server.Server, clientID string, conv, seq int64) {
@@ -56,20 +67,14 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 		before := parkSession(t, a, 2, clientID, v, conv.ID)
 
 		send(3, "while away")
-		other, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
-		if !ack.SessionPresent {
-			t.Fatalf("v%d: the other node answered session present = false for a persistent session", v)
-		}
+		other := resumePresent(t, b.MQTTAddr(), 2, clientID, v, "the other node answered session present = false for a persistent session")
 		assertInOrder(t, collectMessages(t, other, conv.ID, 3, 15*time.Second), before+1)
 		waitCursor(t, b, clientID, conv.ID, before+3)
 		disconnect(t, b, other, clientID)
 
 		send(2, "while restarting")
 		a = restartNode(t, a, url, nil)
-		again, ack := resume(t, a.MQTTAddr(), 2, clientID, v)
-		if !ack.SessionPresent {
-			t.Fatalf("v%d: after a restart the node answered session present = false", v)
-		}
+		again := resumePresent(t, a.MQTTAddr(), 2, clientID, v, "after a restart the node answered session present = false")
 		assertInOrder(t, collectMessages(t, again, conv.ID, 2, 15*time.Second), before+4)
 		disconnect(t, a, again, clientID)
 	}
@@ -123,10 +128,7 @@ func TestSubscriptionsAreRecordedBeforeTheyAreAcknowledged(t *testing.T) {
 	c.Disconnect()
 	// Resumed without a subscription: present, and nothing delivered until
 	// the client subscribes.
-	back, ack := resume(t, srv.MQTTAddr(), 7, "recorded", 5)
-	if !ack.SessionPresent {
-		t.Fatal("session not present")
-	}
+	back := resumePresent(t, srv.MQTTAddr(), 7, "recorded", 5, "session not present")
 	if srv.Hub.Ready("recorded") {
 		t.Fatal("delivery ready without a subscription to the events topic")
 	}
@@ -148,10 +150,7 @@ func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
 		_ = srv.Pool.QueryRow(context.Background(), `SELECT expiry_seconds FROM chat_session WHERE client_id = 'expiring'`).Scan(&secs)
 		return secs == 120
 	})
-	c, ack := resume(t, srv.MQTTAddr(), 2, "expiring", 5)
-	if !ack.SessionPresent {
-		t.Fatal("session with a new expiry not present")
-	}
+	c = resumePresent(t, srv.MQTTAddr(), 2, "expiring", 5, "session with a new expiry not present")
 	c.DisconnectWith(packets.Properties{SessionExpiryInterval: 0, SessionExpiryIntervalFlag: true})
 	testkit.WaitFor(t, 5*time.Second, "session ended", func() bool {
 		var n int
@@ -221,10 +220,7 @@ func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
 		t.Fatalf("%d subscribers of the events topic in mochi's tree, want 0", n)
 	}
 	c.Disconnect()
-	back, ack := resume(t, srv.MQTTAddr(), 7, "untreed", 5)
-	if !ack.SessionPresent {
-		t.Fatal("session not present")
-	}
+	back := resumePresent(t, srv.MQTTAddr(), 7, "untreed", 5, "session not present")
 	if inTree() {
 		t.Fatal("after a resume mochi's topic tree holds the restored subscriptions")
 	}
@@ -264,20 +260,14 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 		recorded := func() string { t.Helper(); return sessionColumn(t, srv, clientID, "subscriptions") }
 		old := rawClient(t, srv.MQTTAddr(), 2, clientID, v, false)
 		before := recorded()
-		again, ack := resume(t, srv.MQTTAddr(), 2, clientID, v)
-		if !ack.SessionPresent {
-			t.Fatalf("v%d: takeover of a persistent session answered session present = false", v)
-		}
+		again := resumePresent(t, srv.MQTTAddr(), 2, clientID, v, "takeover of a persistent session answered session present = false")
 		testkit.WaitFor(t, 5*time.Second, "the old connection closed", old.Closed)
 		if after := recorded(); after != before {
 			t.Fatalf("v%d: the takeover changed the recorded subscriptions from %s to %s", v, before, after)
 		}
 		again.Drop()
 		testkit.WaitFor(t, 5*time.Second, "session parked", func() bool { return srv.Hub.Session(clientID) == nil })
-		third, ack := resume(t, srv.MQTTAddr(), 2, clientID, v)
-		if !ack.SessionPresent {
-			t.Fatalf("v%d: resume after the takeover answered session present = false", v)
-		}
+		third := resumePresent(t, srv.MQTTAddr(), 2, clientID, v, "resume after the takeover answered session present = false")
 		mustSendAs(t, srv, conv.ID, 1, "after")
 		if ev := nextEvent(t, third, chat.EventMessageNew, 10*time.Second); ev.Body != "after" {
 			t.Fatalf("v%d: delivered %+v", v, ev)
@@ -314,10 +304,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing
 		expiry(clientID) // the session's row is still there
 		disconnect(t, b, moved, clientID)
 		mustSendAs(t, a, conv.ID, 1, "while away")
-		back, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
-		if !ack.SessionPresent {
-			t.Fatalf("v%d: the reconnected session was lost to the old connection's end", v)
-		}
+		back := resumePresent(t, b.MQTTAddr(), 2, clientID, v, "the reconnected session was lost to the old connection's end")
 		if ev := nextEvent(t, back, chat.EventMessageNew, 10*time.Second); ev.Body != "while away" {
 			t.Fatalf("v%d: delivered %+v", v, ev)
 		}
@@ -468,10 +455,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAl
 		testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
 		body := fmt.Sprintf("while away v%d", v)
 		mustSendAs(t, a, conv.ID, 1, body)
-		back, ack := resume(t, b.MQTTAddr(), 2, clientID, v)
-		if !ack.SessionPresent {
-			t.Fatalf("v%d: resume answered session present = false", v)
-		}
+		back := resumePresent(t, b.MQTTAddr(), 2, clientID, v, "resume answered session present = false")
 		if ev := nextEvent(t, back, chat.EventMessageNew, 10*time.Second); ev.Body != body {
 			t.Fatalf("v%d: delivered %+v", v, ev)
 		}
@@ -549,10 +533,7 @@ func TestAnOfflineSessionGetsWhatWasCommittedUpToALeaveOnReconnect(t *testing.T)
 			}
 			last := lastSeq(srv, conv.ID)
 
-			phone, ack := resume(t, srv.MQTTAddr(), 2, "phone-2", 5)
-			if !ack.SessionPresent {
-				t.Fatal("the persistent session was not resumed")
-			}
+			phone := resumePresent(t, srv.MQTTAddr(), 2, "phone-2", 5, "the persistent session was not resumed")
 			got := collectMessages(t, phone, conv.ID, want, 10*time.Second)
 			assertInOrder(t, got[:3], from)
 			if tc.readded {
@@ -621,10 +602,7 @@ func TestAnOfflineSessionReplaysAMessageFirstEditedAfterTheRemovalWithItsBodyThe
 		t.Fatal(err)
 	}
 
-	phone, ack := resume(t, srv.MQTTAddr(), 2, "phone-2", 5)
-	if !ack.SessionPresent {
-		t.Fatal("the persistent session was not resumed")
-	}
+	phone := resumePresent(t, srv.MQTTAddr(), 2, "phone-2", 5, "the persistent session was not resumed")
 	type replayed struct {
 		Type     string     `json:"type"`
 		Seq      int64      `json:"seq"`
