@@ -43,6 +43,9 @@
 # PAUSE_MS=N sleeps N ms after each call, untimed, as a lone sender's
 # backend idles between sends (its caches and the core go cold): e.g.
 # PAUSE_MS=20 PAIRED=100 is 50 sends a second.
+# OUTBOX_WANTED=1 turns outbox rows on (functions.sql, chat_want_outbox)
+# before the passes, as a node with Kafka does: this checkout's functions
+# write outbox rows only then (chatd runs here without Kafka).
 # CPU=1 times the backend's own CPU instead of the wall (the run time
 # /proc/self/schedstat counts in ns, read before and after each chunk):
 # on a loaded machine the wall time also holds the waits for a core,
@@ -95,6 +98,9 @@ if [ -n "${PSS:-}" ]; then
 fi
 "$WORK/bin/chatbench" -clients "$((BATCH < 20 ? 40 : BATCH))" -conversations "$BATCH" -direct 1 -rate 100 -duration 2s -progress off \
 	-broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" -data-dir "$CHATD_DIR/data" -json >/dev/null 2>&1 || true
+if [ -n "${OUTBOX_WANTED:-}" ]; then
+	"$PSQL" "$DBURL" -qAtc "SELECT chat_want_outbox()" >/dev/null
+fi
 pairs="FROM (SELECT DISTINCT ON (conversation_id) conversation_id c, user_id u FROM conversation_member ORDER BY conversation_id, user_id LIMIT $BATCH) x"
 n=$("$PSQL" "$DBURL" -Atc "SELECT count(*) $pairs")
 [ "$n" = "$BATCH" ] || { echo "sendvariants: chatbench made $n conversations, want $BATCH" >&2; exit 1; }

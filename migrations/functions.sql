@@ -143,7 +143,9 @@ $f$;
 --     the actor's behalf and must not mark their unread messages read);
 --   - every entry writes one outbox row referencing it (conversation_id,
 --     seq; type by kind, system.new for a system entry; its change's
---     trace context), in seq order; the relay encodes it.
+--     trace context), in seq order, while outbox rows are wanted (a row
+--     in outbox_wanted, read by the deciding statement: see
+--     chat_want_outbox); the relay encodes it.
 --
 -- Locks are taken in a fixed order, the order every other writer uses:
 -- conversation rows by id before anything else, member rows by
@@ -154,8 +156,9 @@ $f$;
 -- sees what the previous holder committed.
 --
 -- A batch of plain messages runs three statements: the conversation
--- locks, the deciding statement (which also writes the entries, last_seq,
--- watermarks and outbox rows) and the answer. Replies, forwards, edits,
+-- locks, the deciding statement (which also writes the entries, last_seq
+-- and watermarks) and the answer; a fourth, the outbox rows, only while
+-- a relay may read them. Replies, forwards, edits,
 -- recalls, reactions and attachments are judged and written by statements
 -- of their own that only batches having them run: every statement, and
 -- every lookup in one, costs its executor start-up on each call whether
@@ -229,6 +232,8 @@ DECLARE
     -- reach (they are no longer a member, or what it replies to or reacts
     -- to is from before their join now): its answer says nothing of them.
     v_unseen boolean[];
+    -- Whether outbox rows are wanted (a relay may read them).
+    v_outbox boolean;
 BEGIN
     IF cardinality(p_kind) IS DISTINCT FROM v_n OR cardinality(p_sender) IS DISTINCT FROM v_n
        OR cardinality(p_id) IS DISTINCT FROM v_n OR cardinality(p_body) IS DISTINCT FROM v_n
@@ -482,14 +487,6 @@ BEGIN
         UPDATE conversation_member m SET last_read_seq = GREATEST(m.last_read_seq, lk.q)
         FROM lk
         WHERE m.conversation_id = lk.c AND m.user_id = lk.s
-    ), ob AS (
-        INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
-        SELECT f.c::text, CASE f.k WHEN 'message' THEN 'message.new' /*lifecycle:*/WHEN 'edit' THEN 'message.edited'
-                                   WHEN 'recall' THEN 'message.recalled' WHEN 'system' THEN 'system.new'
-                                   ELSE 'reaction.updated'/*plain: ELSE 'system.new'*/ END,
-               f.c, f.seq, NULLIF(p_traceparent[f.ord::int], ''), NULLIF(p_tracestate[f.ord::int], '')
-        FROM fresh f
-        ORDER BY f.ord
     )
     -- The answer's arrays, in arrival order because dec's rows are: a
     -- materialized CTE is read back in the order its query wrote it, and
@@ -509,9 +506,27 @@ BEGIN
            -- (A plain batch has no counts, and no references a duplicate's
            -- answer could show: its v_count and v_unseen stay NULL.)
            /*lifecycle:*/, array_agg(d.cnt),
-           array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)))/*plain:*/
-    INTO v_status, v_seq, v_sender, v_body, v_at, v_msg_type, v_recalled_at/*lifecycle:*/, v_count, v_unseen/*plain:*/
+           array_agg(d.status = 1 AND (d.outsider OR COALESCE(v_ref[d.ord::int], 0) IN (7, 10)))/*plain:*/,
+           -- Whether a relay may read outbox rows (outbox_wanted, below).
+           (SELECT EXISTS (SELECT 1 FROM outbox_wanted))
+    INTO v_status, v_seq, v_sender, v_body, v_at, v_msg_type, v_recalled_at/*lifecycle:*/, v_count, v_unseen/*plain:*/, v_outbox
     FROM dec d;
+
+    -- Every new entry's outbox row, in seq order (generate_series yields
+    -- the changes in arrival order, which the ids follow), only while a
+    -- relay may read them: a statement of its own, so a node without
+    -- Kafka neither starts the insert's executor nor fires the outbox's
+    -- statement trigger, as a data-modifying part of the deciding
+    -- statement would even when it wrote no row.
+    IF v_outbox THEN
+        INSERT INTO outbox (msg_key, type, conversation_id, seq, traceparent, tracestate)
+        SELECT p_conv[i]::text, CASE p_kind[i] WHEN 'message' THEN 'message.new' /*lifecycle:*/WHEN 'edit' THEN 'message.edited'
+                                   WHEN 'recall' THEN 'message.recalled' WHEN 'system' THEN 'system.new'
+                                   ELSE 'reaction.updated'/*plain: ELSE 'system.new'*/ END,
+               p_conv[i], v_seq[i], NULLIF(p_traceparent[i], ''), NULLIF(p_tracestate[i], '')
+        FROM generate_series(1, v_n) AS i
+        WHERE v_status[i] = 0;
+    END IF;
 
     -- What edits, recalls and reactions do to their targets is written
     -- apart, and only by batches that have them, for the reason the
@@ -658,6 +673,50 @@ BEGIN
 END
 $do$;
 
+-- # chat_want_outbox()
+--
+-- Outbox rows are written only while a relay may read them: while
+-- outbox_wanted (migration 0041) has its row. Without Kafka nothing ever
+-- reads the outbox, and its rows cost every message an insert, a
+-- statement trigger, their WAL and the pruner's deletes and vacuum
+-- (docs/benchmarks.md, "outbox rows only for a relay").
+--
+--   - Turned on by this function, which a node with Kafka runs when it
+--     migrates, in the transaction that re-applies this file (store.Migrate),
+--     before its relay or Kafka consumer starts and before it accepts
+--     clients; and its relay runs it when it takes the lease and every
+--     minute while it holds it (seen_at). Migration 0041 turned it on if
+--     a relay (of an older chatd) held the lease or stood by for it then.
+--   - Read by every writer of outbox rows in its writing transaction:
+--     the send functions (their deciding statement), the store's other
+--     events (store/outbox.go, insertOutboxSQL) and the notify trigger.
+--   - Turned off only by the pruner of a node without Kafka
+--     (internal/relay/pruner.go), when no relay has run this function for
+--     the pruner's retention, none holds the lease and no relay session
+--     is connected, in one statement.
+--
+-- Turning it on takes outbox_wanted's ACCESS EXCLUSIVE lock before the
+-- row is inserted. Every writer's statement that reads the table holds
+-- its ACCESS SHARE lock until its transaction ends, and takes its
+-- snapshot after its locks: a writer that read "off" commits before the
+-- row does, and a writer that reads after waits for the row's commit and
+-- sees it. So every write that commits after the row does writes its
+-- outbox rows, and a relay started after it misses nothing. (SHARE ROW
+-- EXCLUSIVE first: two nodes turning it on at once queue rather than
+-- deadlock on the upgrade; writers do not wait for it.) While it is on,
+-- a run only moves seen_at: a row lock, no wait for writers.
+CREATE OR REPLACE FUNCTION chat_want_outbox() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    LOCK TABLE outbox_wanted IN SHARE ROW EXCLUSIVE MODE;
+    UPDATE outbox_wanted SET seen_at = now();
+    IF NOT FOUND THEN
+        LOCK TABLE outbox_wanted IN ACCESS EXCLUSIVE MODE;
+        INSERT INTO outbox_wanted (one, seen_at) VALUES (true, now());
+    END IF;
+END;
+$$;
+
 -- # chat_outbox_notify (trigger on outbox, statement level)
 --
 -- Wakes the outbox relay (LISTEN chat_outbox) when events commit. Hot write
@@ -665,11 +724,18 @@ $do$;
 -- after COMMIT, in a transaction of its own and only when a relay on another
 -- node needs it: a NOTIFY inside a writing transaction holds PostgreSQL's
 -- global notify lock from pre-commit through the WAL flush, so every
--- notifying commit would wait for the previous one's fsync.
+-- notifying commit would wait for the previous one's fsync. While outbox
+-- rows are not wanted (chat_want_outbox) no relay listens and no row was
+-- written: no NOTIFY.
 CREATE OR REPLACE FUNCTION chat_outbox_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF current_setting('chat.defer_notify', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
+    -- (A test of its own: a query in the expression above would make
+    -- every deferred call run it too.)
+    IF NOT EXISTS (SELECT 1 FROM outbox_wanted) THEN
         RETURN NULL;
     END IF;
     PERFORM pg_notify('chat_outbox', '');

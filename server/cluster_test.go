@@ -421,3 +421,54 @@ func TestASecondNodeWithTheSameNodeIDRefusesToStartWhileTheFirstRuns(t *testing.
 	}
 	startNode(t, url, env)
 }
+
+// Outbox rows are written only while a relay may read them. A database
+// that only nodes without Kafka used has them off; nodes with Kafka
+// started on it turn them on before they accept clients, and relay every
+// event committed after that: the clients of one get what the other
+// commits, entries and receipts alike.
+func TestKafkaNodesStartedWhereNoRelayWasRelayEveryEventCommittedAfterTheirStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three chatd nodes and Kafka")
+	}
+	ctx := context.Background()
+	url, kafka := pgtest.NewDB(t), startKafka(t)
+	plain := startNode(t, url, map[string]string{"CHAT_NODE_ID": "norelay"})
+	conv := mustGroup(t, ctx, plain, 1, "quiet", []int64{2})
+	wanted := func(srv *server.Server) (on bool, rows int) {
+		t.Helper()
+		if err := srv.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_wanted), (SELECT count(*) FROM outbox)`).Scan(&on, &rows); err != nil {
+			t.Fatal(err)
+		}
+		return on, rows
+	}
+	if on, rows := wanted(plain); on || rows != 0 {
+		t.Fatalf("without Kafka: outbox rows wanted %v, %d rows", on, rows)
+	}
+
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "relay-a"})
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "relay-b"})
+	if on, _ := wanted(a); !on {
+		t.Fatal("a node with Kafka started: outbox rows not wanted")
+	}
+	c := rawClient(t, b.MQTTAddr(), 2, "quiet-2", 5, false)
+	sent, err := a.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "first" {
+		t.Fatalf("delivered %+v", ev)
+	}
+	if _, err := a.Service.React(ctx, chat.ReactionRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
+		TargetSeq: sent.Message.Seq, Emoji: "👍", On: true}); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, c, chat.EventReactionUpdated, 15*time.Second)
+	// The plain node's writes are relayed too now.
+	if _, err := plain.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "second" {
+		t.Fatalf("delivered %+v", ev)
+	}
+}

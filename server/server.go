@@ -191,7 +191,15 @@ func (s *Server) openDB(ctx context.Context, st config.Settings, appName string)
 	}
 	s.Pool, s.closeDB = pool, closeDB
 	s.dbExited = pgembed.Exited(pool)
-	applied, err := store.Migrate(ctx, pool)
+	// A node with Kafka turns outbox rows on as it migrates, before its
+	// relay and consumer start and before it accepts clients: every event
+	// committed after this reaches its relay (functions.sql,
+	// chat_want_outbox). Without Kafka only a pruner turns them off.
+	var migrateOpts []store.MigrateOption
+	if len(st.KafkaBrokers) > 0 {
+		migrateOpts = append(migrateOpts, store.WantOutbox())
+	}
+	applied, err := store.Migrate(ctx, pool, migrateOpts...)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -5,7 +5,10 @@
 //
 // Every chat.Store method is one transaction. The outbox row describing a
 // change is written in the transaction that makes the change, so an event
-// exists if and only if its change committed. Rows are keyed by the
+// exists if and only if its change committed; it is written only while
+// outbox rows are wanted (a relay may read them: functions.sql,
+// chat_want_outbox, which Migrate runs with WantOutbox), read in that
+// same transaction. Rows are keyed by the
 // conversation id in decimal, so a keyed consumer sees one conversation's
 // events in commit order; a stream entry's row (message.new) references
 // the entry, every other row carries the JSON chat.EncodeEvent writes (the

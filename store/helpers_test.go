@@ -53,10 +53,23 @@ func groupOf12(t *testing.T) (context.Context, *store.Store, *pgxpool.Pool, chat
 }
 
 // newStoreWithLimits is newStore with limits l and the options given; the
-// store is closed at the end of the test.
+// store is closed at the end of the test. Outbox rows are on, as a node
+// with Kafka turns them on (store.WantOutbox), so the tests see every
+// event's row; newStoreWithoutRelay is a store of a node without Kafka.
 func newStoreWithLimits(t *testing.T, l chat.Limits, opts ...store.Option) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	return pgtest.NewStore(t, l, opts...)
+	st, pool := pgtest.NewStore(t, l, opts...)
+	if err := store.WantOutboxRows(testCtx(t), pool); err != nil {
+		t.Fatal(err)
+	}
+	return st, pool
+}
+
+// newStoreWithoutRelay is newStore on a database no relay reads: outbox
+// rows off, as a fresh database without Kafka has them.
+func newStoreWithoutRelay(t *testing.T, opts ...store.Option) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	return pgtest.NewStore(t, chat.DefaultLimits(), opts...)
 }
 
 // newStoreRecording is newStore with rec as the store's publisher.

@@ -138,7 +138,13 @@ func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 // applied migration was edited since, when the binary lacks one, or when the
 // database is at a newer version than the binary. Rows recorded before
 // checksums existed take the binary's checksum the first time.
-func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
+//
+// A node that relays the outbox (Kafka configured) passes WantOutbox.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...MigrateOption) ([]int, error) {
+	var o migrateOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ms, err := Migrations()
 	if err != nil {
 		return nil, err
@@ -168,12 +174,55 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 			}
 			done = append(done, m.Version)
 		}
-		if _, err := conn.Exec(ctx, functions); err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
-		}
-		return nil
+		return applyFunctions(ctx, conn, functions, o.wantOutbox)
 	})
 	return done, err
+}
+
+// MigrateOption is something Migrate does besides migrating.
+type MigrateOption func(*migrateOptions)
+
+type migrateOptions struct{ wantOutbox bool }
+
+// WantOutbox makes Migrate turn outbox rows on (functions.sql,
+// chat_want_outbox) in the transaction that re-applies the functions: a
+// node with Kafka, whose relay reads them, passes it, so no function it
+// installs runs a moment without writing them, and every write that
+// commits after Migrate returns writes its outbox rows.
+func WantOutbox() MigrateOption { return func(o *migrateOptions) { o.wantOutbox = true } }
+
+// wantOutboxSQL turns outbox rows on (functions.sql, chat_want_outbox).
+const wantOutboxSQL = `SELECT chat_want_outbox()`
+
+// applyFunctions re-applies functions.sql and, with wantOutbox, turns
+// outbox rows on, in one transaction.
+func applyFunctions(ctx context.Context, conn *pgx.Conn, functions string, wantOutbox bool) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, functions); err != nil {
+		return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
+	}
+	if wantOutbox {
+		if _, err := tx.Exec(ctx, wantOutboxSQL); err != nil {
+			return fmt.Errorf("migrate: want outbox rows: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
+	}
+	return nil
+}
+
+// WantOutboxRows turns outbox rows on (functions.sql, chat_want_outbox)
+// on a database already migrated, as WantOutbox does in Migrate.
+func WantOutboxRows(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := pool.Exec(ctx, wantOutboxSQL); err != nil {
+		return fmt.Errorf("want outbox rows: %w", err)
+	}
+	return nil
 }
 
 // MigrationsStatus lists every migration the binary or the database knows,

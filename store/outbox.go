@@ -18,11 +18,14 @@ import (
 // consumer sees one conversation's events in commit order.
 
 // insertOutboxSQL inserts outbox rows from parallel arrays of keys, types
-// and payloads, all with the trace context $4, $5 (NULL: not traced).
+// and payloads, all with the trace context $4, $5 (NULL: not traced),
+// while outbox rows are wanted (a relay may read them: functions.sql,
+// chat_want_outbox), read by this statement in the writing transaction.
 // ORDER BY ord makes the outbox ids follow the events' order.
 const insertOutboxSQL = `
 		INSERT INTO outbox (msg_key, type, payload, traceparent, tracestate)
 		SELECT k, t, p::jsonb, $4::text, $5::text FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS e(k, t, p, ord)
+		WHERE EXISTS (SELECT 1 FROM outbox_wanted)
 		ORDER BY ord`
 
 type outboxBatch struct{ keys, types, payloads []string }

@@ -56,6 +56,14 @@ var laterColumns = []struct {
 	table, column, typ string
 }{{39, "message", "prev_body", "text"}}
 
+// laterTables are tables that today's SQL and store read on every write
+// and that a later migration creates: storeBefore creates them (as the
+// migration would, without its rows) and upgradeAndSearch drops them.
+var laterTables = []struct {
+	migration   int
+	table, cols string
+}{{41, "outbox_wanted", "one boolean PRIMARY KEY DEFAULT true CHECK (one), seen_at timestamptz NOT NULL DEFAULT now()"}}
+
 // storeBefore is a store on pool, a fresh database brought to the schema
 // chatd had before migration v, with today's SQL functions (every migrate
 // applies them) and laterColumns: what an upgrade to v starts from.
@@ -71,6 +79,11 @@ func storeBefore(t *testing.T, ctx context.Context, pool *pgxpool.Pool, v int) *
 			mustExec(t, ctx, pool, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", c.table, c.column, c.typ))
 		}
 	}
+	for _, c := range laterTables {
+		if v <= c.migration {
+			mustExec(t, ctx, pool, fmt.Sprintf("CREATE TABLE %s (%s)", c.table, c.cols))
+		}
+	}
 	mustExec(t, ctx, pool, functions)
 	st := store.New(pool, chat.DefaultLimits())
 	t.Cleanup(func() { st.Close(context.Background()) })
@@ -84,6 +97,11 @@ func upgradeAndSearch(t *testing.T, ctx context.Context, pool *pgxpool.Pool, v i
 	for _, c := range laterColumns {
 		if v <= c.migration {
 			mustExec(t, ctx, pool, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", c.table, c.column))
+		}
+	}
+	for _, c := range laterTables {
+		if v <= c.migration {
+			mustExec(t, ctx, pool, "DROP TABLE "+c.table)
 		}
 	}
 	done, err := store.Migrate(ctx, pool)

@@ -5,7 +5,10 @@
 // # Relay (outbox → Kafka)
 //
 // Every committed change writes one outbox row in its own transaction
-// (msg_key = conversation id, type = event type): a stream entry's row
+// (msg_key = conversation id, type = event type), while outbox rows are
+// wanted (migrations/functions.sql, chat_want_outbox: a node with Kafka
+// turns them on before its relay starts, and a leading Relay renews
+// them every minute): a stream entry's row
 // (message.new) references the entry by (conversation_id, seq), every
 // other row carries its event JSON (payload). A Relay publishes those rows
 // to the topic chat.events (Config.Topic):
@@ -110,8 +113,10 @@
 // # Pruner (no Kafka)
 //
 // Without Kafka nothing consumes the outbox; a Pruner deletes rows older
-// than a retention (default 1h) every minute so the table stays bounded.
-// Run either a Relay or a Pruner, never both.
+// than a retention (default 1h) every minute so the table stays bounded,
+// and turns outbox rows off (nothing writes them any more) once no relay
+// has wanted them for the retention, none holds the lease and no relay
+// session is connected. Run either a Relay or a Pruner, never both.
 //
 // # Concurrency and lifecycle
 //

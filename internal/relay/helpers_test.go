@@ -62,6 +62,10 @@ func newRelay(t *testing.T, pool *pgxpool.Pool, cfg relay.Config) *relay.Relay {
 func storeGroup(t *testing.T) (*pgxpool.Pool, *store.Store, chat.Conversation) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
+	// As a node with Kafka turns them on before it writes.
+	if err := store.WantOutboxRows(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
 	st := store.New(pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	conv, _, err := st.CreateGroup(context.Background(), chat.GroupRequest{CreatorID: 1, Title: "g", Members: []int64{2}})

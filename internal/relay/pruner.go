@@ -118,11 +118,43 @@ SELECT EXISTS (SELECT 1 FROM pg_locks
       AND classid = (($1::bigint >> 32) & 4294967295)::oid
       AND objid = ($1::bigint & 4294967295)::oid)`
 
+// unwantOutbox turns outbox rows off (migrations/functions.sql,
+// chat_want_outbox) when no relay said they are wanted for the retention
+// $1 (seconds), none holds the lease $2 and no relay session (leading or
+// standing by, application_name chatd-relay) is connected: all judged in
+// the one statement that deletes the row, so a node with Kafka that turns
+// them on meanwhile wins (the row it updated fails seen_at on the
+// recheck; the lock it takes to insert one makes this wait and see it).
+const unwantOutbox = `
+DELETE FROM outbox_wanted w
+WHERE w.seen_at < now() - make_interval(secs => $1)
+  AND NOT EXISTS (SELECT 1 FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND objsubid = 1
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND classid = (($2::bigint >> 32) & 4294967295)::oid
+        AND objid = ($2::bigint & 4294967295)::oid)
+  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
+      WHERE application_name = 'chatd-relay' AND datname = current_database())`
+
+// unwant turns outbox rows off if no relay wants them any more.
+func (p *Pruner) unwant(ctx context.Context) error {
+	tag, err := p.pool.Exec(ctx, unwantOutbox, p.cfg.Retention.Seconds(), p.cfg.LockKey)
+	if err != nil {
+		return fmt.Errorf("turn outbox rows off: %w", err)
+	}
+	if tag.RowsAffected() > 0 {
+		p.log.Info("outbox pruner: no relay for the retention; outbox rows are no longer written", "retention", p.cfg.Retention)
+	}
+	return nil
+}
+
 // Prune runs one pass and returns the number of rows deleted. It stops
 // after the first batch that holds a row younger than the retention, so an
 // old row far behind younger ones (ids and created_at can disagree a little:
 // created_at is the inserting transaction's start) waits for a later pass.
-// While a relay holds the lease it deletes nothing.
+// While a relay holds the lease it deletes nothing. Otherwise it first
+// turns outbox rows off when no relay has wanted them for the retention
+// (unwantOutbox): rows already written are pruned as before.
 func (p *Pruner) Prune(ctx context.Context) (int64, error) {
 	var relayed bool
 	if err := p.pool.QueryRow(ctx, relayLeaseHeld, p.cfg.LockKey).Scan(&relayed); err != nil {
@@ -137,6 +169,9 @@ func (p *Pruner) Prune(ctx context.Context) (int64, error) {
 	}
 	if relayed {
 		return 0, nil
+	}
+	if err := p.unwant(ctx); err != nil {
+		return 0, err
 	}
 	var total int64
 	for {

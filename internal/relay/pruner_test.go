@@ -10,6 +10,7 @@ import (
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
 )
 
 func TestPrunerDeletesOnlyRowsOlderThanRetention(t *testing.T) {
@@ -97,4 +98,94 @@ func TestThePrunerDeletesNothingWhileARelayServesTheOutbox(t *testing.T) {
 		n, err := p.Prune(ctx)
 		return err == nil && n == 3
 	})
+}
+
+// Outbox rows are wanted while a relay may read them. A pruner turns them
+// off only when no relay said it wants them for the pruner's retention:
+// not while one holds the lease or stands by for it (its session is
+// connected), not after a relay refreshed seen_at; then it does, and rows
+// already in the outbox are pruned as before.
+func TestThePrunerTurnsOutboxRowsOffOnlyAfterItsRetentionWithoutARelay(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	wanted := func() bool {
+		t.Helper()
+		var on bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_wanted)`).Scan(&on); err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	age := func(d time.Duration) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `UPDATE outbox_wanted SET seen_at = now() - make_interval(secs => $1)`, d.Seconds()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prune := func() {
+		t.Helper()
+		p, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Prune(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.WantOutboxRows(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents(pool)
+	if err := ev.insert(ctx, 2*time.Hour, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+
+	// Within the retention.
+	age(59 * time.Minute)
+	prune()
+	if !wanted() {
+		t.Fatal("outbox rows turned off 59 minutes after a relay wanted them")
+	}
+
+	// Past it, but a relay holds the lease, or stands by on a session.
+	age(2 * time.Hour)
+	holder, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, relay.DefaultLockKey); err != nil {
+		t.Fatal(err)
+	}
+	prune()
+	if !wanted() {
+		t.Fatal("outbox rows turned off while a relay holds the lease")
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all(), set_config('application_name', 'chatd-relay', false)`); err != nil {
+		t.Fatal(err)
+	}
+	prune()
+	if !wanted() {
+		t.Fatal("outbox rows turned off while a relay stands by")
+	}
+	holder.Hijack().Close(ctx) // its session goes
+
+	// A relay that led a moment ago (its Kafka down) refreshed seen_at.
+	reg := prometheus.NewRegistry()
+	rl := start(t, newRelay(t, pool, testConfig(t, testkit.FreePort(t), reg)).Run)
+	testkit.WaitFor(t, 10*time.Second, "the relay to take the lease", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
+	rl.stop(t)
+	prune()
+	if !wanted() {
+		t.Fatal("outbox rows turned off just after a relay led")
+	}
+
+	// An hour on, with no relay anywhere: off, and the old rows pruned.
+	age(61 * time.Minute)
+	prune()
+	if wanted() {
+		t.Fatal("outbox rows still wanted an hour after the last relay")
+	}
+	if n := outboxCount(t, pool); n != 0 {
+		t.Fatalf("%d old outbox rows left", n)
+	}
 }

@@ -304,12 +304,22 @@ func (r *Relay) lead(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) error
 		downSince time.Time // first failure of the current outage
 		retryAt   time.Time // no Kafka write before this
 		nextStats time.Time
+		nextWant  time.Time
 	)
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
 		now := time.Now()
+		if !now.Before(nextWant) {
+			// Outbox rows stay wanted while a relay leads: a pruner
+			// (a node without Kafka) turns them off only after its
+			// retention without this.
+			if _, err := conn.Exec(ctx, wantOutboxSQL); err != nil {
+				return ctxOr(ctx, fmt.Errorf("want outbox rows: %w", err))
+			}
+			nextWant = now.Add(wantInterval)
+		}
 		if !now.Before(nextStats) {
 			if err := r.refreshStats(ctx, conn); err != nil {
 				return ctxOr(ctx, err)
@@ -353,6 +363,14 @@ func (r *Relay) lead(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) error
 		}
 	}
 }
+
+// wantOutboxSQL says outbox rows are wanted, turning them on if a pruner
+// had turned them off (migrations/functions.sql, chat_want_outbox).
+const wantOutboxSQL = `SELECT chat_want_outbox()`
+
+// wantInterval is how often a leading relay says outbox rows are wanted:
+// well within a pruner's retention (an hour by default).
+const wantInterval = time.Minute
 
 // ctxOr returns nil when ctx is done (the error is a consequence of the
 // cancellation), else err.
