@@ -307,6 +307,17 @@ func memberIDs(c chat.Conversation) []int64 {
 func TestConversation(t *testing.T) {
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_DATABASE_URL": url}
+	// Outbox rows on, as a deployment with Kafka has them: chatctl's
+	// events go there for the relay (checked at the end).
+	if conn, err := pgx.Connect(context.Background(), url); err != nil {
+		t.Fatal(err)
+	} else {
+		_, err = conn.Exec(context.Background(), `SELECT chat_want_outbox()`)
+		conn.Close(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	run := func(args ...string) result { return chatctl(t, env, append([]string{"conversation"}, args...)...) }
 
 	// create
