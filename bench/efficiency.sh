@@ -35,12 +35,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RATES=${RATES:-1000 2000}
-DURATION=${DURATION:-20s}
-CLIENTS=${CLIENTS:-200}
-CONVERSATIONS=${CONVERSATIONS:-1000}
-BODY=${BODY:-100}
-INFLIGHT=${INFLIGHT:-4}
 LONE_ROUNDS=${LONE_ROUNDS:-3}
 PGBENCH_CLIENTS=${PGBENCH_CLIENTS:-8}
 # Each process here may hold its open-files limit of descriptors: chatd
@@ -57,6 +51,7 @@ PLAIN_METRICS=127.0.0.1:${PLAIN_METRICS_PORT:-21885}
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 bench_init efficiency
+efficiency_workload
 T0=$(date +%s)
 
 step "build"
@@ -79,7 +74,6 @@ step "the database's ceiling: pgbench, seed send transaction, $PGBENCH_CLIENTS c
 "$WORK/bin/sendbench" -database-url "$DBURL" -senders "$PGBENCH_CLIENTS" -duration 10s -pgbench -outbox-triggers=false | tee "$WORK/sendbench.txt"
 PGBENCH_TPS=$(awk '/^pgbench +[0-9]+ clients:/ {print $4}' "$WORK/sendbench.txt")
 
-BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight "$INFLIGHT" -drain 120s -progress off)
 # chatbench keeps every core (AT_RATE="-procs 1" would put it on one at the
 # fixed rates: 10-20 µs less of its CPU a message, but on a quiet machine
 # chatd's PUBACK p50/p99 as chatbench sees them were as high or higher in

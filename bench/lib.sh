@@ -24,6 +24,21 @@ bench_cleanup() {
 	if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
 }
 
+# efficiency_workload sets issue 24's workload, which bench/efficiency.sh
+# and bench/pgfloor.sh both measure: RATES, DURATION, CLIENTS,
+# CONVERSATIONS, BODY and INFLIGHT from the environment or their
+# defaults, and BENCH, chatbench's flags for it (direct conversations,
+# every delivery checked).
+efficiency_workload() {
+	RATES=${RATES:-1000 2000}
+	DURATION=${DURATION:-20s}
+	CLIENTS=${CLIENTS:-200}
+	CONVERSATIONS=${CONVERSATIONS:-1000}
+	BODY=${BODY:-100}
+	INFLIGHT=${INFLIGHT:-4}
+	BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight "$INFLIGHT" -drain 120s -progress off)
+}
+
 # step prints a heading with the load average: other work on the machine
 # skews every figure, so the report shows it.
 step() { printf '\n== %s   [load average %s]\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }

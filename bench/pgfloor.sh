@@ -31,23 +31,19 @@
 # no CPU beyond mochi's and asks PostgreSQL for nothing beyond X a
 # message (one durable row; a row in batches of ten; the seed's send).
 # Tunables: RATES="1000 2000" DURATION=20s CLIENTS=200 CONVERSATIONS=1000
-# BODY=100 KEEP=1.
+# BODY=100 INFLIGHT=4 (bench/lib.sh, efficiency_workload) KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RATES=${RATES:-1000 2000}
-DURATION=${DURATION:-20s}
-CLIENTS=${CLIENTS:-200}
-CONVERSATIONS=${CONVERSATIONS:-1000}
-BODY=${BODY:-100}
 MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21893}
 HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21890}
 PLAIN_ADDR=127.0.0.1:${PLAIN_PORT:-21894}
-SECS=${DURATION%s}
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 bench_init pgfloor
+efficiency_workload
+SECS=${DURATION%s}
 
 step "build"
 go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench ./cmd/plainbroker ./cmd/sendbench
@@ -116,7 +112,6 @@ pg_run() {
 		'BEGIN {printf "%.1f", (d / hz * 1e6 - idle * s) / (n * rows)}'
 }
 
-BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight 4 -drain 120s -progress off)
 declare -A IN1 IN2 SEL CHATD CHATPG PLAIN
 declare -A IN10 SEED
 for R in $RATES; do
