@@ -193,32 +193,82 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
  */
 async function withNotifications(me) {
   const context = await fakePushContext();
+  const frames = await recordNotifying(context);
   const errors = [];
   const page = await signIn(context, me, errors);
   await page.getByTestId('enable-notifications').click();
   await page.locator('[data-testid=enable-notifications][data-state=on]').waitFor();
   const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
   const shown = () => sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ body: x.body, tag: x.tag, seq: x.data?.seq }))));
-  return { context, page, sw, shown, errors };
+  // For a wait on shown() that times out: whether the message.new reached
+  // the page over MQTT, and what the page did with it.
+  const why = async () => {
+    const p = await page
+      .evaluate(() => ({
+        visibility: document.visibilityState,
+        permission: Notification.permission,
+        device: Object.keys(localStorage).filter((k) => k.startsWith('chatd.pushDevice.')),
+        shows: window.__shows ?? [],
+      }))
+      .catch((e) => ({ error: e.message }));
+    return `page: ${JSON.stringify(p)}; message.new frames the pages received: ${JSON.stringify(frames)}`;
+  };
+  return { context, page, sw, shown, why, errors };
+}
+
+/**
+ * Records, for a failure's explanation, the MQTT frames carrying a
+ * message.new that the context's pages receive (conversation, seq, ms
+ * since the start) and each showNotification call of a page (its seq, how
+ * long it took, its error) in window.__shows.
+ */
+async function recordNotifying(context) {
+  const start = Date.now();
+  const frames = [];
+  context.on('page', (p) =>
+    p.on('websocket', (ws) =>
+      ws.on('framereceived', ({ payload }) => {
+        const text = typeof payload === 'string' ? payload : payload.toString('latin1');
+        if (!text.includes('"message.new"')) return;
+        frames.push({ conv: text.match(/"conversationId":(\d+)/)?.[1], seq: text.match(/"seq":(\d+)/)?.[1], at: Date.now() - start });
+      }),
+    ),
+  );
+  await context.addInitScript(() => {
+    if (typeof window === 'undefined' || !self.ServiceWorkerRegistration) return;
+    const show = ServiceWorkerRegistration.prototype.showNotification;
+    ServiceWorkerRegistration.prototype.showNotification = function (title, opts) {
+      const rec = { seq: opts?.data?.seq ?? null, at: Date.now() };
+      (window.__shows ??= []).push(rec);
+      return show.call(this, title, opts).then(
+        (r) => ((rec.ms = Date.now() - rec.at), r),
+        (e) => {
+          rec.error = String(e);
+          throw e;
+        },
+      );
+    };
+  });
+  return frames;
 }
 
 test('a message recalled while the page is hidden takes away the notification the page showed for it', async () => {
   const me = 63;
   const peer = 62;
-  const { context, page, shown, errors } = await withNotifications(me);
+  const { context, page, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
   const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'my bank password is hunter2' });
-  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'my bank password is hunter2', tag: `conv-${conv.id}`, seq: sent.seq }]));
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'my bank password is hunter2', tag: `conv-${conv.id}`, seq: sent.seq }]), { explain: why });
 
   // chatd pushed nothing (the page acknowledged), so no remove push will
   // come: the page itself must take the recalled text off the screen.
   await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${sent.seq}`);
-  await eventually(async () => assert.deepEqual(await shown(), [], 'the recalled message\'s text is no longer on screen'));
+  await eventually(async () => assert.deepEqual(await shown(), [], 'the recalled message\'s text is no longer on screen'), { explain: why });
 
   // A recall of an older message leaves the notification of a newer one.
   const first = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'first' });
   const second = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'second' });
-  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]));
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]), { explain: why });
   await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).click();
   await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
   await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${first.seq}`);
@@ -232,19 +282,19 @@ test('a message recalled while the page is hidden takes away the notification th
 test('a message edited while the page is hidden shows its new text in the notification the page showed for it', async () => {
   const me = 67;
   const peer = 66;
-  const { context, page, shown, errors } = await withNotifications(me);
+  const { context, page, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
   const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'call me on 555-0100' });
-  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me on 555-0100', tag: `conv-${conv.id}`, seq: sent.seq }]));
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me on 555-0100', tag: `conv-${conv.id}`, seq: sent.seq }]), { explain: why });
 
   // The sender took the number out: it must not stay on the screen.
   await api(peer, 'PATCH', `/v1/conversations/${conv.id}/messages/${sent.seq}`, { clientMsgId: crypto.randomUUID(), body: 'call me' });
-  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me', tag: `conv-${conv.id}`, seq: sent.seq }]));
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me', tag: `conv-${conv.id}`, seq: sent.seq }]), { explain: why });
 
   // An edit of an older message leaves the notification of a newer one.
   const first = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'first' });
   const second = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'second' });
-  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]));
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]), { explain: why });
   await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).click();
   await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
   await api(peer, 'PATCH', `/v1/conversations/${conv.id}/messages/${first.seq}`, { clientMsgId: crypto.randomUUID(), body: 'first, fixed' });
@@ -259,17 +309,17 @@ test('a message edited while the page is hidden shows its new text in the notifi
 test('signing out takes the notifications the page showed off the screen', async () => {
   const me = 65;
   const peer = 64;
-  const { context, page, shown, errors } = await withNotifications(me);
+  const { context, page, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for your eyes only' });
-  await eventually(async () => assert.equal((await shown()).length, 1));
+  await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
 
   // The next person at this browser must not read them, nor get the
   // user's next pushes: the browser's subscription is dropped too (chatd
   // may not hear the device's delete: a sign-out while offline).
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByTestId('signin').waitFor();
-  await eventually(async () => assert.deepEqual(await shown(), [], 'no notification of the signed-out user is left'));
+  await eventually(async () => assert.deepEqual(await shown(), [], 'no notification of the signed-out user is left'), { explain: why });
   await eventually(async () =>
     assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
       'the browser is still subscribed to the signed-out user\'s pushes'));
@@ -335,10 +385,10 @@ test('a click on a notification of the user signed in before opens nothing for t
   const me = 69;
   const peer = 68;
   const next = 70;
-  const { context, page, sw, shown, errors } = await withNotifications(me);
+  const { context, page, sw, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for 69' });
-  await eventually(async () => assert.equal((await shown()).length, 1));
+  await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
 
   // Another tab signs someone else in: this page follows (signed out
   // without a sign-out of its own, so the notification stays).
@@ -369,16 +419,16 @@ test('a click on a notification of the user signed in before opens nothing for t
 test('a sign-out forced by a refused token drops the browser\'s push subscription and the notifications, as signing out does', async () => {
   const me = 72;
   const peer = 71;
-  const { context, page, shown, errors } = await withNotifications(me);
+  const { context, page, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'not for the next person' });
-  await eventually(async () => assert.equal((await shown()).length, 1));
+  await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
 
   // "Sign out everywhere" on another device: chatd ends this page's
   // connection and refuses its token from then on (as once it expires).
   await api(me, 'POST', '/v1/me/tokens/revoke');
   await page.getByTestId('signin').waitFor();
-  await eventually(async () => assert.deepEqual(await shown(), [], 'a notification of the signed-out user is left'));
+  await eventually(async () => assert.deepEqual(await shown(), [], 'a notification of the signed-out user is left'), { explain: why });
   await eventually(async () =>
     assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
       'the browser is still subscribed to the signed-out user\'s pushes'));
