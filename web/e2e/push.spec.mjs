@@ -44,10 +44,16 @@ after(async () => {
 
 const { api } = devAPI(BASE);
 
+// How long a wait for a notification to leave the screen may take: well
+// under the ~25 s after which headless Chromium takes a notification off
+// the screen by itself, so that such a wait cannot pass for that reason.
+const SHORT = 10000;
+
 test('notifications: asked on a click, subscribed, shown by the page while hidden, pushed encrypted while closed, opening the conversation', async () => {
   const me = 61;
   const peer = 60;
   const context = await fakePushContext();
+  await recordNotifying(context);
   const errors = [];
   let page = await signIn(context, me, errors);
 
@@ -72,7 +78,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'while hidden' });
   const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
   const local = await eventually(async () => {
-    const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag }))));
+    const ns = await onScreen(page);
     assert.equal(ns.length, 1, 'the hidden page shows a notification');
     return ns[0];
   });
@@ -100,31 +106,13 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
 
   // The browser's push service would now wake the service worker with
   // that payload: DevTools delivers it the same way.
-  const blank = await context.newPage();
-  const cdp = await context.newCDPSession(blank);
-  const regs = [];
-  cdp.on('ServiceWorker.workerRegistrationUpdated', (e) => regs.push(...e.registrations));
-  await cdp.send('ServiceWorker.enable');
-  const reg = await eventually(() => {
-    const r = regs.find((x) => x.scopeURL.startsWith(BASE) && !x.isDeleted);
-    assert.ok(r, 'service worker registration');
-    return r;
-  });
-  // The worker leaves a push to a visible, focused page; a page just closed
-  // can still be among its clients for a moment on a loaded machine.
-  const closedPageGone = () =>
-    eventually(async () => {
-      const open = await sw.evaluate(() =>
-        self.clients.matchAll({ type: 'window', includeUncontrolled: true }).then((l) => l.filter((c) => c.visibilityState === 'visible' && c.focused).length),
-      );
-      assert.equal(open, 0, 'the closed page is gone from the worker\'s clients');
-    });
+  const { push, closedPageGone } = await workerPushes(context, sw);
   await closedPageGone();
-  const deliver = () => cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: pushed });
+  const deliver = () => push(pushed);
   await deliver();
   let tries = 0;
   const shown = await eventually(async () => {
-    const ns = await sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ title: x.title, body: x.body, tag: x.tag, data: x.data }))));
+    const ns = await workerOnScreen(sw);
     if (ns.length === 0 && ++tries % 10 === 0) {
       // On a loaded machine the worker can still count the closed page
       // among its visible clients when the push arrives, and leave the
@@ -150,7 +138,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   });
   await page.locator(`[data-testid=conversation][data-conv-id="${conv.id}"]`).waitFor();
   await page.getByTestId('message-body').filter({ hasText: 'hello from 60' }).waitFor();
-  assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the clicked notification is closed');
+  assert.equal((await workerOnScreen(sw)).length, 0, 'the clicked notification is closed');
 
   // Closed again, a message is pushed and shown, then recalled: chatd
   // pushes a silent remove and the service worker takes the notification
@@ -163,9 +151,9 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
     return got[1];
   });
   await closedPageGone();
-  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: second });
+  await push(second);
   await eventually(async () => {
-    assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 1, 'the second notification is shown');
+    assert.equal((await workerOnScreen(sw)).length, 1, 'the second notification is shown');
   });
   await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${sent.seq}`);
   const removal = await eventually(async () => {
@@ -178,10 +166,55 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   assert.equal(rm.conversationId, conv.id);
   assert.equal(rm.seq, sent.seq);
   assert.equal(rm.title, undefined, 'a remove is silent');
-  await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data: removal });
+  await push(removal);
   await eventually(async () => {
-    assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the recalled message\'s notification is taken away');
+    assert.equal((await workerOnScreen(sw)).length, 0, 'the recalled message\'s notification is taken away');
+  }, { timeout: SHORT });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('signing out while the page is showing a notification takes that one off the screen too', async () => {
+  const me = 74;
+  const peer = 73;
+  const { context, page, shown, why, errors } = await withNotifications(me);
+  const conv = await hiddenWithConversation(page, me, peer);
+  // The page's next notification is held half-shown while the user signs
+  // out: signing out must wait for it, then take it away with the rest.
+  await page.evaluate(() => {
+    window.__hold = new Promise((r) => (window.__release = r));
   });
+  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'arrives as you leave' });
+  await eventually(async () => assert.equal(await page.evaluate(() => window.__showing), 1, 'the page is showing the message'), { explain: why });
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByTestId('signin').waitFor();
+  await page.evaluate(() => window.__release());
+  await eventually(async () => assert.deepEqual(await shown(), [], 'the notification shown as the user signed out is left on screen'), {
+    timeout: SHORT,
+    explain: why,
+  });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a remove push that comes while the service worker is still showing its message takes the notification away', async () => {
+  const me = 76;
+  const peer = 75;
+  const { context, page, sw, errors } = await withNotifications(me);
+  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  await page.close();
+  const { push, closedPageGone } = await workerPushes(context, sw);
+  await closedPageGone();
+  // The message push is held half-shown when its remove push arrives.
+  await sw.evaluate(() => {
+    self.__hold = new Promise((r) => (self.__release = r));
+  });
+  const delivered = [push(JSON.stringify({ type: 'message', userId: me, conversationId: conv.id, seq: 1, senderId: peer, count: 1, badge: 1, title: 'New message' }))];
+  await eventually(async () => assert.equal(await sw.evaluate(() => self.__showing), 1, 'the worker is showing the pushed message'));
+  delivered.push(push(JSON.stringify({ type: 'remove', conversationId: conv.id, seq: 1, badge: 0 })));
+  await sw.evaluate(() => self.__release());
+  await Promise.all(delivered);
+  await eventually(async () => assert.deepEqual(await workerOnScreen(sw), [], 'the recalled message\'s notification is left on screen'), { timeout: SHORT });
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -199,7 +232,7 @@ async function withNotifications(me) {
   await page.getByTestId('enable-notifications').click();
   await page.locator('[data-testid=enable-notifications][data-state=on]').waitFor();
   const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
-  const shown = () => sw.evaluate(() => self.registration.getNotifications().then((l) => l.map((x) => ({ body: x.body, tag: x.tag, seq: x.data?.seq }))));
+  const shown = () => onScreen(page).then((l) => l.map((x) => ({ body: x.body, tag: x.tag, seq: x.data?.seq })));
   // For a wait on shown() that times out: whether the message.new reached
   // the page over MQTT, and what the page did with it.
   const why = async () => {
@@ -220,7 +253,10 @@ async function withNotifications(me) {
  * Records, for a failure's explanation, the MQTT frames carrying a
  * message.new that the context's pages receive (conversation, seq, ms
  * since the start) and each showNotification call of a page (its seq, how
- * long it took, its error) in window.__shows.
+ * long it took, its error) in window.__shows; counts the calls under way
+ * in window.__showing (onScreen waits for none), and holds each call
+ * while window.__hold is an unsettled promise (a test's way to act while
+ * the page is showing a notification).
  */
 async function recordNotifying(context) {
   const start = Date.now();
@@ -237,16 +273,21 @@ async function recordNotifying(context) {
   await context.addInitScript(() => {
     if (typeof window === 'undefined' || !self.ServiceWorkerRegistration) return;
     const show = ServiceWorkerRegistration.prototype.showNotification;
-    ServiceWorkerRegistration.prototype.showNotification = function (title, opts) {
+    ServiceWorkerRegistration.prototype.showNotification = async function (title, opts) {
       const rec = { seq: opts?.data?.seq ?? null, at: Date.now() };
       (window.__shows ??= []).push(rec);
-      return show.call(this, title, opts).then(
-        (r) => ((rec.ms = Date.now() - rec.at), r),
-        (e) => {
-          rec.error = String(e);
-          throw e;
-        },
-      );
+      window.__showing = (window.__showing ?? 0) + 1;
+      try {
+        await window.__hold;
+        const r = await show.call(this, title, opts);
+        rec.ms = Date.now() - rec.at;
+        return r;
+      } catch (e) {
+        rec.error = String(e);
+        throw e;
+      } finally {
+        window.__showing--;
+      }
     };
   });
   return frames;
@@ -263,7 +304,7 @@ test('a message recalled while the page is hidden takes away the notification th
   // chatd pushed nothing (the page acknowledged), so no remove push will
   // come: the page itself must take the recalled text off the screen.
   await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${sent.seq}`);
-  await eventually(async () => assert.deepEqual(await shown(), [], 'the recalled message\'s text is no longer on screen'), { explain: why });
+  await eventually(async () => assert.deepEqual(await shown(), [], 'the recalled message\'s text is no longer on screen'), { timeout: SHORT, explain: why });
 
   // A recall of an older message leaves the notification of a newer one.
   const first = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'first' });
@@ -319,13 +360,89 @@ test('signing out takes the notifications the page showed off the screen', async
   // may not hear the device's delete: a sign-out while offline).
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByTestId('signin').waitFor();
-  await eventually(async () => assert.deepEqual(await shown(), [], 'no notification of the signed-out user is left'), { explain: why });
+  await eventually(async () => assert.deepEqual(await shown(), [], 'no notification of the signed-out user is left'), { timeout: SHORT, explain: why });
   await eventually(async () =>
     assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
       'the browser is still subscribed to the signed-out user\'s pushes'));
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+/**
+ * The notifications on screen, read through page (whose context records
+ * its notifying) once none of its showNotification calls is under way.
+ * Chromium's getNotifications() deletes from its database each stored
+ * notification the platform does not yet report on screen: a read made
+ * while one is being shown loses it for good (it stays on screen, and no
+ * later read lists it). The check and the read run in one turn of the
+ * page's event loop, so no show can start between them.
+ */
+function onScreen(page) {
+  return page.evaluate(async () => {
+    const reg = await navigator.serviceWorker.getRegistration();
+    if (!reg) return [];
+    while (window.__showing > 0) await new Promise((r) => setTimeout(r, 10));
+    return (await reg.getNotifications()).map((x) => ({ title: x.title, body: x.body, tag: x.tag, data: x.data }));
+  });
+}
+
+/**
+ * The notifications on screen, read through the service worker sw once
+ * none of its showNotification calls is under way (as onScreen; counted
+ * once workerPushes has run in this worker).
+ */
+function workerOnScreen(sw) {
+  return sw.evaluate(async () => {
+    while (self.__showing > 0) await new Promise((r) => setTimeout(r, 10));
+    return (await self.registration.getNotifications()).map((x) => ({ title: x.title, body: x.body, tag: x.tag, data: x.data }));
+  });
+}
+
+/**
+ * Delivers pushes to context's service worker sw as the browser's push
+ * service would wake it (DevTools delivers them the same way): push(data).
+ * Counts the worker's showNotification calls under way in self.__showing
+ * (workerOnScreen waits for none) and holds each while self.__hold is an
+ * unsettled promise. closedPageGone() waits until no page of the origin
+ * is visible and focused: the worker leaves a push to such a page, and a
+ * page just closed can still be among its clients for a moment on a
+ * loaded machine.
+ */
+async function workerPushes(context, sw) {
+  const blank = await context.newPage();
+  const cdp = await context.newCDPSession(blank);
+  const regs = [];
+  cdp.on('ServiceWorker.workerRegistrationUpdated', (e) => regs.push(...e.registrations));
+  await cdp.send('ServiceWorker.enable');
+  const reg = await eventually(() => {
+    const r = regs.find((x) => x.scopeURL.startsWith(BASE) && !x.isDeleted);
+    assert.ok(r, 'service worker registration');
+    return r;
+  });
+  await sw.evaluate(() => {
+    if (self.__showing !== undefined) return;
+    self.__showing = 0;
+    const show = ServiceWorkerRegistration.prototype.showNotification;
+    ServiceWorkerRegistration.prototype.showNotification = async function (...args) {
+      self.__showing++;
+      try {
+        await self.__hold;
+        return await show.apply(this, args);
+      } finally {
+        self.__showing--;
+      }
+    };
+  });
+  const push = (data) => cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(BASE).origin, registrationId: reg.registrationId, data });
+  const closedPageGone = () =>
+    eventually(async () => {
+      const open = await sw.evaluate(() =>
+        self.clients.matchAll({ type: 'window', includeUncontrolled: true }).then((l) => l.filter((c) => c.visibilityState === 'visible' && c.focused).length),
+      );
+      assert.equal(open, 0, 'the closed page is gone from the worker\'s clients');
+    });
+  return { push, closedPageGone };
+}
 
 /**
  * A browser context allowed to notify whose PushManager subscribes to SUB
@@ -409,7 +526,7 @@ test('a click on a notification of the user signed in before opens nothing for t
     const [x] = await self.registration.getNotifications();
     self.dispatchEvent(new NotificationEvent('notificationclick', { notification: x }));
   });
-  await eventually(async () => assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the click was handled'));
+  await eventually(async () => assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the click was handled'), { timeout: SHORT });
   await page.waitForTimeout(500); // the page's handling of the click is done
   assert.deepEqual(await page.evaluate(() => window.__hashes), [], `the click of 69's notification navigated ${next}'s page`);
   assert.deepEqual(errors, []);
@@ -428,7 +545,7 @@ test('a sign-out forced by a refused token drops the browser\'s push subscriptio
   // connection and refuses its token from then on (as once it expires).
   await api(me, 'POST', '/v1/me/tokens/revoke');
   await page.getByTestId('signin').waitFor();
-  await eventually(async () => assert.deepEqual(await shown(), [], 'a notification of the signed-out user is left'), { explain: why });
+  await eventually(async () => assert.deepEqual(await shown(), [], 'a notification of the signed-out user is left'), { timeout: SHORT, explain: why });
   await eventually(async () =>
     assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
       'the browser is still subscribed to the signed-out user\'s pushes'));

@@ -11,6 +11,19 @@ import { conversationTitle } from './views/format.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
+// Every read and show of this page's notifications runs one after the
+// other. Chromium's getNotifications() deletes from its database each
+// stored notification the platform does not yet report on screen, so a
+// read made while a showNotification is under way loses that
+// notification for good: it stays on screen where no later read (a
+// recall's, an edit's, a sign-out's) can find and close it.
+let notifying = Promise.resolve();
+function serially(fn) {
+  const run = notifying.then(fn);
+  notifying = run.catch(() => {});
+  return run;
+}
+
 export function pushSupported() {
   return 'serviceWorker' in navigator && 'PushManager' in window && 'Notification' in window;
 }
@@ -76,12 +89,17 @@ export function disablePush(api, uid) {
     .catch(() => {});
 }
 
-/** Signing out: the notifications shown for the user leave the screen. */
-export async function clearNotifications() {
-  if (!('serviceWorker' in navigator)) return;
-  const reg = await navigator.serviceWorker.getRegistration();
-  if (!reg) return;
-  for (const n of await reg.getNotifications()) n.close();
+/**
+ * Signing out: the notifications shown for the user leave the screen,
+ * those this page is still showing too (it waits for them).
+ */
+export function clearNotifications() {
+  if (!('serviceWorker' in navigator)) return Promise.resolve();
+  return serially(async () => {
+    const reg = await navigator.serviceWorker.getRegistration();
+    if (!reg) return;
+    for (const n of await reg.getNotifications()) n.close();
+  });
 }
 
 /**
@@ -146,17 +164,16 @@ function muted(s) {
  * service worker so that a click opens the conversation the same way. For
  * the same reason no remove push follows when such a message is recalled:
  * the page takes the notification that shows it away itself. Events are
- * handled one after the other, so a recall never overtakes the showing of
- * its message.
+ * handled one after the other (serially), so a recall never overtakes the
+ * showing of its message.
  */
 export function notifyWhileHidden(session, state, uid) {
   if (!pushSupported()) return;
-  let queue = Promise.resolve();
   session.addEventListener('event', (e) => {
     const ev = e.detail;
-    if (ev.type === 'message.recalled') queue = queue.then(() => closeRecalled(ev)).catch(() => {});
-    else if (ev.type === 'message.edited') queue = queue.then(() => showEdited(ev)).catch(() => {});
-    else if (ev.type === 'message.new') queue = queue.then(() => show(ev)).catch(() => {});
+    if (ev.type === 'message.recalled') serially(() => closeRecalled(ev)).catch(() => {});
+    else if (ev.type === 'message.edited') serially(() => showEdited(ev)).catch(() => {});
+    else if (ev.type === 'message.new') serially(() => show(ev)).catch(() => {});
   });
 
   async function show(ev) {

@@ -18,6 +18,18 @@ function wait(event, p) {
   return p;
 }
 
+// Pushes are handled one after the other: Chromium's getNotifications()
+// deletes from its database each stored notification the platform does
+// not yet report on screen, so a remove push read while a message push
+// is still being shown would lose that notification (and leave the
+// recalled text on screen).
+let handling = Promise.resolve();
+function serially(fn) {
+  const run = handling.then(fn);
+  handling = run.catch(() => {});
+  return run;
+}
+
 self.addEventListener('push', (event) => {
   let n = {};
   try {
@@ -28,7 +40,7 @@ self.addEventListener('push', (event) => {
   const tag = `conv-${n.conversationId}`;
   wait(
     event,
-    (async () => {
+    serially(async () => {
       if (n.type === 'remove') {
         for (const x of await self.registration.getNotifications({ tag })) x.close();
         if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
@@ -49,7 +61,7 @@ self.addEventListener('push', (event) => {
         data: { userId: n.userId, conversationId: n.conversationId, seq: n.seq, url: `/#/c/${n.conversationId}` },
       });
       if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
-    })(),
+    }),
   );
 });
 
