@@ -50,8 +50,7 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
-	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 
 # one BIN_DIR NAME ROUND: a fresh chatd, the two measurements, a line of
 # results in $WORK/results.

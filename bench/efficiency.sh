@@ -62,9 +62,7 @@ print_machine
 refuse_taken "$MQTT_ADDR" "$HTTP_ADDR" "$PPROF_ADDR" "$PLAIN_ADDR" "$PLAIN_METRICS"
 
 step "start chatd (rate limits off)"
-LIMITS_OFF=(CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0
-	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0)
-export "${LIMITS_OFF[@]}"
+limits_off
 start_chatd cpu
 PGP=()
 [ -n "$PG_PID" ] && PGP=(-pg-pid "$PG_PID")
@@ -119,7 +117,7 @@ done
 plain_stop
 
 step "memory: chatd with its default limits, fresh database, $SCALE_CLIENTS persistent sessions at $CONNECT_RATE/s from $SOURCES"
-unset "${LIMITS_OFF[@]%%=*}"
+limits_on
 export CHAT_PPROF_ADDR="$PPROF_ADDR"
 start_chatd mem
 PGP=()

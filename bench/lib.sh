@@ -39,6 +39,17 @@ efficiency_workload() {
 	BENCH=(-clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight "$INFLIGHT" -drain 120s -progress off)
 }
 
+# BENCH_LIMITS are chatd's rate and connection limits that would cap a
+# bench's load: limits_off sets them to 0 (unlimited) in the environment
+# the next start_chatd passes on, limits_on gives them back their defaults.
+BENCH_LIMITS=(CHAT_LIMIT_SEND_RATE CHAT_LIMIT_CONV_RATE CHAT_LIMIT_READ_RATE CHAT_LIMIT_API_RATE CHAT_LIMIT_CONNECT_RATE
+	CHAT_LIMIT_CONNECT_USER_RATE CHAT_MAX_CONNECTIONS_PER_USER CHAT_CONNECT_BUDGET_RATE)
+limits_off() {
+	local v
+	for v in "${BENCH_LIMITS[@]}"; do export "$v=0"; done
+}
+limits_on() { unset "${BENCH_LIMITS[@]}"; }
+
 # step prints a heading with the load average: other work on the machine
 # skews every figure, so the report shows it.
 step() { printf '\n== %s   [load average %s]\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }

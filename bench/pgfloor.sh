@@ -66,8 +66,7 @@ pg_ticks() {
 HZ=$(getconf CLK_TCK)
 
 step "start chatd (rate limits off)"
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
-	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 start_chatd floor
 [ -n "$PG_PID" ] || { echo "pgfloor: needs chatd's embedded PostgreSQL (unset CHAT_DATABASE_URL)" >&2; exit 1; }
 "$PSQL" "$DBURL" -qc "CREATE TABLE floor_msg (id bigserial PRIMARY KEY, conversation_id bigint NOT NULL, body text NOT NULL)"

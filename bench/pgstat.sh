@@ -22,6 +22,8 @@
 # Needs jq, curl, psql and the pg_stat_statements module (postgresql-contrib).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 W=$(mktemp -d /tmp/chatd-pgstat.XXXXXX)
 chmod 755 "$W"
 P=""
@@ -32,7 +34,7 @@ if [ -n "${BIN:-}" ]; then # prebuilt chatd and chatbench, for A/B runs of two b
 else
 	go build -o "$W/bin/" ./cmd/chatd ./cmd/chatbench
 fi
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 MQTT=127.0.0.1:${MQTT_PORT:-21783} HTTP=127.0.0.1:${HTTP_PORT:-21780}
 start() {
 	CHAT_DATA_DIR="$W/data" CHAT_MQTT_ADDR=$MQTT CHAT_HTTP_ADDR=$HTTP CHAT_LOG_LEVEL=warn "$W/bin/chatd" >"$W/chatd.log" 2>&1 &

@@ -60,7 +60,7 @@ print_machine
 
 step "start chatd (rate limits off)"
 refuse_taken "$MQTT_ADDR" "$HTTP_ADDR" "$PLAIN_ADDR"
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 start_chatd chatd
 
 step "the database's ceiling: pgbench, seed send transaction, $PGBENCH_CLIENTS clients, $PG_DURATION"

@@ -28,8 +28,7 @@ def() { sed -n '/^CREATE OR REPLACE FUNCTION chat_search_words(/,/^\$\$;/p' "$1"
 def migrations/0033_search_ascii_words.sql "$WORK/v1.sql"
 def migrations/0040_search_words_plpgsql.sql "$WORK/v2.sql"
 refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
-	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench
 start_chatd run >/dev/null
 "$WORK/bin/chatbench" -clients "$((BATCH < 20 ? 40 : BATCH))" -conversations "$BATCH" -direct 1 -rate 100 -duration 2s -progress off \

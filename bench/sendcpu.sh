@@ -27,8 +27,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 bench_init sendcpu
 refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
-	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 
 declare -A RESULTS
 for round in $(seq 1 "$ROUNDS"); do

@@ -86,8 +86,7 @@ for v in "$@"; do
 	files+=("$f")
 done
 refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
-	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench
 start_chatd run >/dev/null
 if [ -n "${PSS:-}" ]; then

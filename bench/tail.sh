@@ -60,8 +60,7 @@ go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench
 refuse_taken "$MQTT_ADDR" "$HTTP_ADDR"
 
 step "start chatd (rate limits off) on a cluster logging every statement"
-export CHAT_LIMIT_SEND_RATE=0 CHAT_LIMIT_CONV_RATE=0 CHAT_LIMIT_READ_RATE=0 CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
-	CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 CHAT_CONNECT_BUDGET_RATE=0
+limits_off
 start_chatd run >/dev/null # initdb and migrations
 stop_chatd
 cat >>"$WORK/run/data/pg/postgresql.auto.conf" <<'CONF'
