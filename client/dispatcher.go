@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -554,11 +555,7 @@ func (d *dispatcher) addTargets(t map[int64]int64) {
 // their progress is seen first. Otherwise it schedules a check for when a
 // conversation may become due.
 func (d *dispatcher) checkTargets() {
-	convs := make([]int64, 0, len(d.targets))
-	for conv := range d.targets {
-		convs = append(convs, conv)
-	}
-	slices.Sort(convs)
+	convs := slices.Sorted(maps.Keys(d.targets))
 	var wait time.Duration
 	for _, conv := range convs {
 		target := d.targets[conv]

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -629,11 +630,7 @@ func (s Settings) Redacted() map[string]any {
 // LogValue makes Settings log as its redacted form with slog.
 func (s Settings) LogValue() slog.Value {
 	r := s.Redacted()
-	names := make([]string, 0, len(r))
-	for k := range r {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(r))
 	attrs := make([]slog.Attr, 0, len(names))
 	for _, k := range names {
 		attrs = append(attrs, slog.Any(k, r[k]))

@@ -1,7 +1,8 @@
 package hooks
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -76,12 +77,7 @@ var conversationActions = map[string]RouteKind{
 // publish topics (chat/v1/conv/{cid}/{action}), sorted, so that a test
 // can go through every one and a new one cannot go untested.
 func ConversationActions() []string {
-	out := make([]string, 0, len(conversationActions))
-	for a := range conversationActions {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(conversationActions))
 }
 
 func validMethod(m string) bool {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -217,12 +218,7 @@ func writeTable(w io.Writer, r *Report) error {
 		}
 	}
 	if len(r.Errors) > 0 {
-		keys := make([]string, 0, len(r.Errors))
-		for k := range r.Errors {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
 			fmt.Fprintf(tw, "error\t%d x %s\n", r.Errors[k], k)
 		}
 	}

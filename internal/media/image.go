@@ -12,6 +12,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"maps"
 	"slices"
 
 	"golang.org/x/image/draw"
@@ -41,12 +42,7 @@ var codecs = map[string]codec{
 // DecodableTypes lists the image types chatd reads (and thumbnails),
 // sorted.
 func DecodableTypes() []string {
-	out := make([]string, 0, len(codecs))
-	for t := range codecs {
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(codecs))
 }
 
 // Decodable reports whether chatd reads (and thumbnails) images of type t.

@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,12 +244,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	args := []string{"-D", c.opts.DataDir, "-k", c.opts.SocketDir, "-p", strconv.Itoa(c.opts.Port),
 		"-c", "listen_addresses=", "-c", "unix_socket_permissions=0777"}
-	keys := make([]string, 0, len(c.opts.Settings))
-	for k := range c.opts.Settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(c.opts.Settings)) {
 		args = append(args, "-c", k+"="+c.opts.Settings[k])
 	}
 	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
