@@ -87,6 +87,17 @@ func dbGauge(opts prometheus.GaugeOpts, read func(context.Context) float64) prom
 	return prometheus.NewGaugeFunc(opts, q.get)
 }
 
+// reloadFailing is a gauge of 1 while lastError says the files a
+// reloader watches changed but do not load (what is in force stays).
+func reloadFailing(name, help string, lastError func() error) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		if lastError() != nil {
+			return 1
+		}
+		return 0
+	})
+}
+
 // registerOpsMetrics adds chat_build_info and chat_pg_up, which reads
 // the ping /readyz shares.
 func (s *Server) registerOpsMetrics() {
@@ -163,15 +174,8 @@ func (s *Server) setupTLS(st config.Settings) error {
 	}, func() float64 {
 		_, _ = rl.GetCertificate(nil) // picks up a renewal even without handshakes
 		return float64(rl.NotAfter().Unix())
-	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "chat_tls_certificate_reload_failing",
-		Help: "1 when the certificate files changed but do not load (the previous certificate stays in use).",
-	}, func() float64 {
-		if rl.LastError() != nil {
-			return 1
-		}
-		return 0
-	}))
+	}), reloadFailing("chat_tls_certificate_reload_failing",
+		"1 when the certificate files changed but do not load (the previous certificate stays in use).", rl.LastError))
 	return nil
 }
 
@@ -190,15 +194,8 @@ func (s *Server) setupClientCAs(st config.Settings) error {
 		s.ops.mqttsTLS.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	s.ops.mqttsTLS = cas.Config(s.ops.mqttsTLS)
-	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "chat_tls_client_ca_reload_failing",
-		Help: "1 when the client CA bundle (mqtts_client_ca) changed but does not load (the previous CAs stay in force).",
-	}, func() float64 {
-		if cas.LastError() != nil {
-			return 1
-		}
-		return 0
-	}))
+	s.Registry.MustRegister(reloadFailing("chat_tls_client_ca_reload_failing",
+		"1 when the client CA bundle (mqtts_client_ca) changed but does not load (the previous CAs stay in force).", cas.LastError))
 	return s.setupCRL(st, cas)
 }
 
@@ -224,15 +221,8 @@ func (s *Server) setupCRL(st config.Settings, cas *tlsreload.ClientCAs) error {
 			return float64(t.Unix())
 		}
 		return 0
-	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "chat_tls_client_crl_reload_failing",
-		Help: "1 when the client CRL file changed but does not load or verify (the previous lists stay in force).",
-	}, func() float64 {
-		if crl.LastError() != nil {
-			return 1
-		}
-		return 0
-	}))
+	}), reloadFailing("chat_tls_client_crl_reload_failing",
+		"1 when the client CRL file changed but does not load or verify (the previous lists stay in force).", crl.LastError))
 	return nil
 }
 
