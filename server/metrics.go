@@ -7,6 +7,10 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
+// desc describes an unlabelled metric that a collector reads at scrape
+// time.
+func desc(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+
 // poolCollector exposes pgxpool statistics at scrape time.
 type poolCollector struct {
 	pool                                     *pgxpool.Pool
@@ -15,15 +19,14 @@ type poolCollector struct {
 }
 
 func newPoolCollector(p *pgxpool.Pool) *poolCollector {
-	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &poolCollector{
 		pool:         p,
-		total:        d("chat_pg_pool_conns", "Open PostgreSQL connections."),
-		idle:         d("chat_pg_pool_idle_conns", "Idle PostgreSQL connections."),
-		acquired:     d("chat_pg_pool_acquired_conns", "PostgreSQL connections in use."),
-		max:          d("chat_pg_pool_max_conns", "PostgreSQL pool size."),
-		acquireCount: d("chat_pg_pool_acquires_total", "Connections acquired from the pool."),
-		acquireWait:  d("chat_pg_pool_acquire_wait_seconds_total", "Time spent waiting for a pool connection."),
+		total:        desc("chat_pg_pool_conns", "Open PostgreSQL connections."),
+		idle:         desc("chat_pg_pool_idle_conns", "Idle PostgreSQL connections."),
+		acquired:     desc("chat_pg_pool_acquired_conns", "PostgreSQL connections in use."),
+		max:          desc("chat_pg_pool_max_conns", "PostgreSQL pool size."),
+		acquireCount: desc("chat_pg_pool_acquires_total", "Connections acquired from the pool."),
+		acquireWait:  desc("chat_pg_pool_acquire_wait_seconds_total", "Time spent waiting for a pool connection."),
 	}
 }
 
@@ -53,12 +56,11 @@ type sendBatchCollector struct {
 }
 
 func newSendBatchCollector(stats func() store.BatchStats) *sendBatchCollector {
-	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &sendBatchCollector{
 		stats:    stats,
-		batches:  d("chat_send_batches_total", "Group-commit transactions run for sends (a retry of a failed batch one send at a time counts each)."),
-		messages: d("chat_send_batched_total", "Sends processed by group-commit transactions."),
-		queued:   d("chat_send_queued", "Sends waiting for a group-commit transaction now."),
+		batches:  desc("chat_send_batches_total", "Group-commit transactions run for sends (a retry of a failed batch one send at a time counts each)."),
+		messages: desc("chat_send_batched_total", "Sends processed by group-commit transactions."),
+		queued:   desc("chat_send_queued", "Sends waiting for a group-commit transaction now."),
 	}
 }
 
