@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/internal/shutdown"
 )
 
 // Database is the name of chatd's database in the embedded cluster.
@@ -166,17 +168,16 @@ func openAndPing(ctx context.Context, url string, maxConns int32, opts ...PoolOp
 // the connections in use are left to the goroutines holding them. Idle
 // connections are always closed.
 func ClosePool(ctx context.Context, pool *pgxpool.Pool) error {
-	done := make(chan struct{})
-	go func() { pool.Close(); close(done) }()
-	select {
-	case <-done:
+	var closing sync.WaitGroup
+	closing.Go(pool.Close)
+	err := shutdown.Wait(ctx, &closing)
+	if err == nil {
 		return nil
-	case <-ctx.Done():
 	}
 	if n := pool.Stat().AcquiredConns(); n > 0 {
-		return fmt.Errorf("close database pool: connections still in use (%d): %w", n, ctx.Err())
+		return fmt.Errorf("close database pool: connections still in use (%d): %w", n, err)
 	}
-	<-done // no connection in use: only idle ones to close, a bounded wait
+	closing.Wait() // no connection in use: only idle ones to close, a bounded wait
 	return nil
 }
 

@@ -2,6 +2,7 @@ package pgembed_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -230,4 +231,51 @@ func TestEmbeddedClusterCreatesWALSegmentsWithoutZeros(t *testing.T) {
 	if v != "off" {
 		t.Errorf("wal_init_zero = %s, want off", v)
 	}
+}
+
+// ClosePool waits for the pool to close as long as its context allows: a
+// connection a goroutine still holds when the context ends is left to it,
+// and the error says how many and why ClosePool stopped waiting; a pool
+// with nothing in use closes and answers nil.
+func TestClosePoolLeavesAConnectionStillInUseWhenItsContextEnds(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDB(t)
+
+	t.Run("a connection in use", func(t *testing.T) {
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release()
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err = pgembed.ClosePool(cctx, pool)
+		if err == nil || !strings.Contains(err.Error(), "connections still in use (1)") || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("ClosePool with a connection held: %v", err)
+		}
+		if waited := time.Since(start); waited > 5*time.Second {
+			t.Fatalf("ClosePool held its caller %v past its context", waited)
+		}
+	})
+
+	t.Run("nothing in use", func(t *testing.T) {
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Ping(ctx); err != nil { // an idle connection to close
+			t.Fatal(err)
+		}
+		if err := pgembed.ClosePool(ctx, pool); err != nil {
+			t.Fatalf("ClosePool of an idle pool: %v", err)
+		}
+		if n := pool.Stat().TotalConns(); n != 0 {
+			t.Fatalf("%d connections open after ClosePool", n)
+		}
+	})
 }
