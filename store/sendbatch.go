@@ -334,9 +334,7 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 	switch o.status {
 	case outNew:
 		if c.Kind == chat.KindMessage {
-			e.TargetSeq = 0
-			fillReferences(&e, c, o)
-			if err := fillAttachments(&e, o); err != nil {
+			if err := fillMessage(&e, c, o); err != nil {
 				return res, nil, err
 			}
 		}
@@ -350,11 +348,9 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		}
 		e.SenderID, e.Body = *o.sender, *o.body
 		if c.Kind == chat.KindMessage {
-			e.TargetSeq = 0
 			// What it replies to or forwards, as its first answer said
 			// (chat_send_batch holds a resend to the same references).
-			fillReferences(&e, c, o)
-			if err := fillAttachments(&e, o); err != nil {
+			if err := fillMessage(&e, c, o); err != nil {
 				return res, nil, err
 			}
 		}
@@ -380,6 +376,15 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 	}
 	res.Entry = e
 	return res, nil, nil
+}
+
+// fillMessage completes a message's entry, the new one's or a resend's
+// answer: no target, what it replies to or forwards, its type and
+// attachments.
+func fillMessage(e *chat.Message, c chat.Change, o outcome) error {
+	e.TargetSeq = 0
+	fillReferences(e, c, o)
+	return fillAttachments(e, o)
 }
 
 // fillReferences adds what a new message replies to or forwards.
