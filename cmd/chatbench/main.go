@@ -91,7 +91,7 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer, showProg
 			return nil, err
 		}
 		fmt.Fprintf(stderr, "chatbench: creating %d conversations for %d users through %s ...\n", len(w.convs), len(w.users), o.HTTPBase)
-		if err := w.createConversations(ctx, o.HTTPBase, o.workers); err != nil {
+		if err := w.createConversations(ctx, &o.Target, o.workers); err != nil {
 			return nil, err
 		}
 	}

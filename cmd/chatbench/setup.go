@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/benchtarget"
 )
 
 // world is the bench's users and conversations.
@@ -101,7 +98,7 @@ func (w *world) mintTokens(secret []byte, ttl time.Duration) error {
 
 // createConversations creates every conversation through chatd's HTTP API
 // (POST /v1/direct/{peer}, POST /v1/conversations), workers at a time.
-func (w *world) createConversations(ctx context.Context, httpBase string, workers int) error {
+func (w *world) createConversations(ctx context.Context, t *benchtarget.Target, workers int) error {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	next := make(chan int)
 	var (
@@ -114,7 +111,7 @@ func (w *world) createConversations(ctx context.Context, httpBase string, worker
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				id, err := w.create(ctx, hc, httpBase, i)
+				id, err := w.create(ctx, hc, t, i)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -148,43 +145,28 @@ func (w *world) createConversations(ctx context.Context, httpBase string, worker
 	return nil
 }
 
-func (w *world) create(ctx context.Context, hc *http.Client, base string, i int) (int64, error) {
+func (w *world) create(ctx context.Context, hc *http.Client, t *benchtarget.Target, i int) (int64, error) {
 	c := w.convs[i]
 	owner := c.members[0]
-	var url string
-	var body []byte
+	var path string
+	var body any
 	if c.direct {
-		url = fmt.Sprintf("%s/v1/direct/%d", base, w.users[c.members[1]])
+		path = fmt.Sprintf("/v1/direct/%d", w.users[c.members[1]])
 	} else {
 		others := make([]int64, 0, len(c.members)-1)
 		for _, m := range c.members[1:] {
 			others = append(others, w.users[m])
 		}
-		body, _ = json.Marshal(map[string]any{"type": "group", "title": fmt.Sprintf("bench %d", i), "members": others})
-		url = base + "/v1/conversations"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+w.tokens[owner])
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("create conversation: %w (is chatd's HTTP API at %s? set -http)", err, base)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("create conversation: %s %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+		path, body = "/v1/conversations", map[string]any{"type": "group", "title": fmt.Sprintf("bench %d", i), "members": others}
 	}
 	var conv struct {
 		ID int64 `json:"id"`
 	}
-	if err := json.Unmarshal(b, &conv); err != nil || conv.ID <= 0 {
-		return 0, fmt.Errorf("create conversation: bad reply %q", b)
+	if err := t.Call(ctx, hc, w.tokens[owner], http.MethodPost, path, body, &conv); err != nil {
+		return 0, fmt.Errorf("create conversation: %w", err)
+	}
+	if conv.ID <= 0 {
+		return 0, fmt.Errorf("create conversation: no id in the reply")
 	}
 	return conv.ID, nil
 }

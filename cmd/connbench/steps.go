@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +37,7 @@ func (b *bench) setupChat(ctx context.Context) error {
 		var conv struct {
 			ID int64 `json:"id"`
 		}
-		if err := b.call(ctx, hc, http.MethodPost, fmt.Sprintf("/v1/direct/%d", peer.user), a.idx, nil, &conv); err != nil {
+		if err := b.o.Call(ctx, hc, b.tokens[a.idx], http.MethodPost, fmt.Sprintf("/v1/direct/%d", peer.user), nil, &conv); err != nil {
 			return err
 		}
 		if conv.ID <= 0 {
@@ -53,41 +50,6 @@ func (b *bench) setupChat(ctx context.Context) error {
 
 func (b *bench) httpClient() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: b.o.workers}}
-}
-
-// call makes one authenticated API call as client idx.
-func (b *bench) call(ctx context.Context, hc *http.Client, method, path string, idx int, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		j, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, b.o.HTTPBase+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+b.tokens[idx])
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w (is chatd's HTTP API at %s? set -http)", method, path, err, b.o.HTTPBase)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(raw)))
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("%s %s: bad reply %q", method, path, raw)
-		}
-	}
-	return nil
 }
 
 // parallel runs fn(0..n-1) on workers goroutines; the first error stops
@@ -365,7 +327,7 @@ func (b *bench) messageOffline(ctx context.Context) (string, error) {
 	err := b.parallel(ctx, len(b.clients)/2, b.o.workers, func(p int) error {
 		c := b.clients[2*p]
 		body := map[string]string{"clientMsgId": uuid.NewString(), "body": "while you were away"}
-		return b.call(ctx, hc, http.MethodPost, fmt.Sprintf("/v1/conversations/%d/messages", c.conv), c.idx, body, nil)
+		return b.o.Call(ctx, hc, b.tokens[c.idx], http.MethodPost, fmt.Sprintf("/v1/conversations/%d/messages", c.conv), body, nil)
 	})
 	if err != nil {
 		return "", err

@@ -1,11 +1,17 @@
 // Package benchtarget is the chatd a load tool (chatbench, connbench)
 // drives, as the flags they share name it: its MQTT address, its HTTP API
-// and the secret the tools sign their users' tokens with.
+// and the secret the tools sign their users' tokens with; and how the
+// tools call that API as one of their users.
 package benchtarget
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 
@@ -50,6 +56,43 @@ func (t *Target) Secret() ([]byte, error) {
 		return nil, fmt.Errorf("no JWT secret: pass -jwt-secret (chatd's CHAT_JWT_SECRET) or -data-dir of chatd (holding jwt.secret): %w", err)
 	}
 	return s, nil
+}
+
+// Call makes one call to the HTTP API as the user token was minted for:
+// body, when not nil, goes as JSON; a 2xx reply is decoded into out when
+// out is not nil, any other status is an error with the reply's text.
+func (t *Target) Call(ctx context.Context, hc *http.Client, token, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		j, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, t.HTTPBase+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w (is chatd's HTTP API at %s? set -http)", method, path, err, t.HTTPBase)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(raw)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s %s: bad reply %q", method, path, raw)
+		}
+	}
+	return nil
 }
 
 // envOr is the environment variable k, or def when it is unset or empty.
