@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/chatd/chatd/internal/benchmqtt"
 	"github.com/chatd/chatd/internal/retry"
@@ -462,38 +463,25 @@ func (c *benchClient) inflight() int { return len(c.slots) }
 
 // connectAll connects every client, parallel at most n at a time.
 func (b *bench) connectAll(ctx context.Context, n int, first bool) error {
-	sem := make(chan struct{}, n)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
+	var g errgroup.Group
+	g.SetLimit(n)
 	for _, c := range b.clients {
 		if ctx.Err() != nil {
 			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			var err error
 			for attempt := 0; attempt < 5; attempt++ {
 				if err = c.connect(first); err == nil {
-					return
+					return nil
 				}
 				retry.Sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond)
 			}
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}()
+			return err
+		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/benchtarget"
@@ -100,43 +101,23 @@ func (w *world) mintTokens(secret []byte, ttl time.Duration) error {
 // (POST /v1/direct/{peer}, POST /v1/conversations), workers at a time.
 func (w *world) createConversations(ctx context.Context, t *benchtarget.Target, workers int) error {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
-	next := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				id, err := w.create(ctx, hc, t, i)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					continue
-				}
-				w.assign(i, id)
-			}
-		}()
-	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
 	for i := range w.convs {
-		mu.Lock()
-		failed := firstErr != nil
-		mu.Unlock()
-		if failed || ctx.Err() != nil {
-			break
+		if gctx.Err() != nil {
+			break // a create failed, or ctx ended
 		}
-		next <- i
+		g.Go(func() error {
+			id, err := w.create(ctx, hc, t, i)
+			if err != nil {
+				return err
+			}
+			w.assign(i, id)
+			return nil
+		})
 	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

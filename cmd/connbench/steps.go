@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/benchmqtt"
@@ -53,35 +54,20 @@ func (b *bench) httpClient() *http.Client {
 }
 
 // parallel runs fn(0..n-1) on workers goroutines; the first error stops
-// the rest.
+// the rest from starting.
 func (b *bench) parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-loop:
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
 	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break loop
+		if gctx.Err() != nil {
+			break // fn failed, or ctx ended
 		}
+		g.Go(func() error { return fn(i) })
 	}
-	close(next)
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	return nil
+	return context.Cause(ctx)
 }
 
 // paced runs fn for every client, started at rate per second (a client

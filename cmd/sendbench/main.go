@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/benchdb"
@@ -192,38 +193,19 @@ func openTarget(ctx context.Context, o options) (target, error) {
 // createConversations makes n groups with users 1..5 and returns their ids
 // ascending.
 func createConversations(ctx context.Context, st *store.Store, n, workers int) ([]int64, error) {
-	ids := make([]int64, 0, n)
-	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	next := make(chan int)
+	ids := make([]int64, n)
 	members := []int64{2, 3, 4, 5}
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				conv, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "bench " + strconv.Itoa(i), Members: members})
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					ids = append(ids, conv.ID)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(workers)
 	for i := range n {
-		next <- i
+		g.Go(func() error {
+			conv, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "bench " + strconv.Itoa(i), Members: members})
+			ids[i] = conv.ID
+			return err
+		})
 	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, fmt.Errorf("create conversations: %w", firstErr)
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("create conversations: %w", err)
 	}
 	slices.Sort(ids)
 	return ids, nil
