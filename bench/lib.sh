@@ -24,11 +24,11 @@ bench_cleanup() {
 	if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
 }
 
-# efficiency_workload sets issue 24's workload, which bench/efficiency.sh
-# and bench/pgfloor.sh both measure: RATES, DURATION, CLIENTS,
-# CONVERSATIONS, BODY and INFLIGHT from the environment or their
-# defaults, and BENCH, chatbench's flags for it (direct conversations,
-# every delivery checked).
+# efficiency_workload sets issue 24's workload, which bench/efficiency.sh,
+# bench/pgfloor.sh and bench/tail.sh (at one RATE) all measure: RATES,
+# DURATION, CLIENTS, CONVERSATIONS, BODY and INFLIGHT from the
+# environment or their defaults, and BENCH, chatbench's flags for it
+# (direct conversations, every delivery checked).
 efficiency_workload() {
 	RATES=${RATES:-1000 2000}
 	DURATION=${DURATION:-20s}

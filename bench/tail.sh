@@ -33,7 +33,8 @@
 # Logging every statement costs PostgreSQL some CPU: compare the
 # percentiles with bench/efficiency.sh's only in kind.
 # Tunables (environment): RATE=1000 DURATION=20s CLIENTS=200
-# CONVERSATIONS=1000 BODY=100 INFLIGHT=4 PGCONF=(postgresql.conf lines;
+# CONVERSATIONS=1000 BODY=100 INFLIGHT=4 (bench/lib.sh,
+# efficiency_workload) PGCONF=(postgresql.conf lines;
 # what chatd sets on the postmaster's command line, wal_init_zero, wins
 # over them) CHATD_BIN=(a chatd built elsewhere, to take turns with this
 # tree's) KEEP=1 (keep the work dir).
@@ -41,17 +42,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RATE=${RATE:-1000}
-DURATION=${DURATION:-20s}
-CLIENTS=${CLIENTS:-200}
-CONVERSATIONS=${CONVERSATIONS:-1000}
-BODY=${BODY:-100}
-INFLIGHT=${INFLIGHT:-4}
 MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21993}
 HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21990}
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 bench_init tail
+efficiency_workload
 
 step "build"
 go build -o "$WORK/bin/" ./cmd/chatd ./cmd/chatbench
@@ -99,8 +96,7 @@ step "chatbench: $CLIENTS clients, $CONVERSATIONS direct conversations, $RATE ms
 	date -u +%T.%3N >"$WORK/start"
 ) &
 WATCH=$!
-"$WORK/bin/chatbench" -clients "$CLIENTS" -conversations "$CONVERSATIONS" -direct 1 -body-bytes "$BODY" -inflight "$INFLIGHT" \
-	-rate "$RATE" -duration "$DURATION" -drain 120s -progress off -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
+"$WORK/bin/chatbench" "${BENCH[@]}" -rate "$RATE" -duration "$DURATION" -broker "$MQTT_ADDR" -http "http://$HTTP_ADDR" \
 	-data-dir "$CHATD_DIR/data" -ack-log "$WORK/acks.txt" -json >"$WORK/chatbench.json" || true
 wait "$WATCH" || true
 date -u +%T.%3N >"$WORK/end"
