@@ -19,9 +19,15 @@ import (
 func searchStores(t *testing.T) (*store.Store, []*store.Store) {
 	t.Helper()
 	st, pool := newStore(t)
+	return st, searchPlans(pool)
+}
+
+// searchPlans are the two stores of searchStores on pool: the scan of the
+// caller's messages, then the indexes.
+func searchPlans(pool *pgxpool.Pool) []*store.Store {
 	scan := store.New(pool, chat.DefaultLimits(), store.WithSearchScanLimit(-1))
 	index := store.New(pool, chat.DefaultLimits(), store.WithSearchScanLimit(0))
-	return st, []*store.Store{scan, index}
+	return []*store.Store{scan, index}
 }
 
 func search(t *testing.T, st *store.Store, q chat.SearchQuery) chat.SearchPage {
@@ -45,6 +51,20 @@ func hitBodies(t *testing.T, st *store.Store, user int64, text string) []string 
 }
 
 func ref(m chat.Message) string { return fmt.Sprintf("%d:%d", m.ConversationID, m.Seq) }
+
+// plansFind checks that on every plan each query of want, searched by
+// user, finds exactly the messages (refs, in any order) it maps to.
+func plansFind(t *testing.T, plans []*store.Store, user int64, want map[string][]string) {
+	t.Helper()
+	for i, p := range plans {
+		for q, w := range want {
+			w = slices.Sorted(slices.Values(w))
+			if got := hitBodies(t, p, user, q); !slices.Equal(got, w) {
+				t.Errorf("plan %d: %q found %v, want %v", i, q, got, w)
+			}
+		}
+	}
+}
 
 // laterColumns are columns that today's SQL functions write on every
 // path storeBefore's tests take (a recall clears prev_body) and that a
@@ -108,14 +128,7 @@ func upgradeAndSearch(t *testing.T, ctx context.Context, pool *pgxpool.Pool, v i
 	if err != nil || len(done) == 0 || done[0] != v {
 		t.Fatalf("upgrade applied %v: %v", done, err)
 	}
-	for i, opt := range []store.Option{store.WithSearchScanLimit(-1), store.WithSearchScanLimit(0)} {
-		p := store.New(pool, chat.DefaultLimits(), opt)
-		for q, w := range want {
-			if got := hitBodies(t, p, 1, q); !slices.Equal(got, w) {
-				t.Errorf("plan %d: %q found %v, want %v", i, q, got, w)
-			}
-		}
-	}
+	plansFind(t, searchPlans(pool), 1, want)
 }
 
 // Search finds only what the caller may read: conversations they are in,
@@ -199,14 +212,8 @@ func TestSearchFindsChineseJapaneseAndKoreanWithinSentences(t *testing.T) {
 		"京北":          nil,
 		"海道北":         nil,
 	}
+	plansFind(t, plans, 1, cases)
 	for i, p := range plans {
-		for q, want := range cases {
-			got := hitBodies(t, p, 1, q)
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("plan %d: %q found %v, want %v", i, q, got, want)
-			}
-		}
 		if got := hitBodies(t, p, 1, "京"); len(got) != 4 {
 			t.Errorf("plan %d: one character 京 found %v, want the 4 messages holding it", i, got)
 		}
@@ -398,12 +405,6 @@ func TestSearchFindsTheWordsOfNumbersAddressesVersionsAndFileNames(t *testing.T)
 	mail := mustSend(t, st, g.ID, 2, "write to bob@ab.io please")
 	ver := mustSend(t, st, g.ID, 2, "v1.2.3 is out")
 	file := mustSend(t, st, g.ID, 2, "see a_b.txt")
-	for i, p := range plans {
-		for q, want := range map[string]chat.Message{"3.14": pi, "14": pi, "bob@ab.io": mail, "ab.io": mail, "io": mail,
-			"v1.2.3": ver, "2.3": ver, "b.txt": file} {
-			if got := hitBodies(t, p, me, q); !slices.Equal(got, []string{ref(want)}) {
-				t.Errorf("plan %d: %q finds %v, want %q's %s", i, q, got, want.Body, ref(want))
-			}
-		}
-	}
+	plansFind(t, plans, me, map[string][]string{"3.14": {ref(pi)}, "14": {ref(pi)}, "bob@ab.io": {ref(mail)},
+		"ab.io": {ref(mail)}, "io": {ref(mail)}, "v1.2.3": {ref(ver)}, "2.3": {ref(ver)}, "b.txt": {ref(file)}})
 }
