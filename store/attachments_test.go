@@ -112,11 +112,8 @@ func TestEntriesReadAMessagesAttachmentsUntilItIsRecalled(t *testing.T) {
 	c := mustGroup(t, st, 1, 2)
 	ids := []string{completeUpload(t, pool, 1, c.ID), completeUpload(t, pool, 1, c.ID)}
 	ctx := testCtx(t)
-	res, err := st.Send(ctx, filesReq(c.ID, 1, "two files", []chat.AttachmentRef{{UploadID: ids[1], Caption: "second first"}, {UploadID: ids[0]}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := chat.MessageRef{ConversationID: c.ID, Seq: res.Message.Seq}
+	res := mustSendFiles(t, st, c.ID, 1, "two files", []chat.AttachmentRef{{UploadID: ids[1], Caption: "second first"}, {UploadID: ids[0]}})
+	ref := chat.MessageRef{ConversationID: c.ID, Seq: res.Seq}
 	got, err := store.NewSessions(pool).Entries(ctx, []chat.MessageRef{ref})
 	if err != nil {
 		t.Fatal(err)
@@ -268,11 +265,8 @@ func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
 	c := mustGroup(t, st, 1, 2)
 	ids := []string{completeUpload(t, pool, 1, c.ID), completeUpload(t, pool, 1, c.ID)}
 	ctx := testCtx(t)
-	res, err := st.Send(ctx, filesReq(c.ID, 1, "", []chat.AttachmentRef{{UploadID: ids[0]}, {UploadID: ids[1]}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recall := change(chat.KindRecall, c.ID, 1, res.Message.Seq)
+	res := mustSendFiles(t, st, c.ID, 1, "", []chat.AttachmentRef{{UploadID: ids[0]}, {UploadID: ids[1]}})
+	recall := change(chat.KindRecall, c.ID, 1, res.Seq)
 	errs := concurrently(4, func(i int) error {
 		ch := recall
 		if i > 1 { // two resends of the first, two recalls of their own
@@ -305,7 +299,7 @@ func TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash(t *testing.T) {
 	as := store.NewAttachments(pool)
 	deleted := map[string]int{}
 	cctx, cancel := context.WithCancel(ctx)
-	_, err = as.DeleteBlobs(cctx, 10, func(_ context.Context, key string) error {
+	_, err := as.DeleteBlobs(cctx, 10, func(_ context.Context, key string) error {
 		deleted[key]++
 		if len(deleted) == len(keys) {
 			cancel()
@@ -358,12 +352,9 @@ func TestAThumbnailRecordedForAnImageIsItsForwardedCopiesToo(t *testing.T) {
 	src, dst := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 3)
 	as := store.NewAttachments(pool)
 	id := completeUploadOf(t, pool, 1, src.ID, "p.png", chat.UploadMeta{ContentType: "image/png", Size: 10, SHA256: "00", Width: 40, Height: 30, Thumbnail: true})
-	sent, err := st.Send(ctx, filesReq(src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sent := mustSendFiles(t, st, src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}})
 	for range 2 {
-		if _, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Message.Seq)); err != nil {
+		if _, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Seq)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -460,11 +451,8 @@ func TestAThumbnailLandingWhileItsRecalledBlobIsBeingDeletedIsDeletedToo(t *test
 	c := mustGroup(t, st, 1, 2)
 	as := store.NewAttachments(pool)
 	id, key := imageUpload(t, pool, 1, c.ID)
-	sent, err := st.Send(ctx, filesReq(c.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustChange(t, st, change(chat.KindRecall, c.ID, 1, sent.Message.Seq))
+	sent := mustSendFiles(t, st, c.ID, 1, "", []chat.AttachmentRef{{UploadID: id}})
+	mustChange(t, st, change(chat.KindRecall, c.ID, 1, sent.Seq))
 	mustExec(t, ctx, pool, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`)
 	recorded := make(chan error, 1)
 	n, err := as.DeleteBlobs(ctx, 10, func(context.Context, string) error {
@@ -510,11 +498,8 @@ func TestRecallingTheLastCopyOfAFileWhileARoundKeepsItQueuesTheBlobAgain(t *test
 	as := store.NewAttachments(pool)
 	id := completeUpload(t, pool, 1, src.ID)
 	key := blobOf(t, pool, id)
-	sent, err := st.Send(ctx, filesReq(src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Message.Seq))
+	sent := mustSendFiles(t, st, src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}})
+	fwd, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Seq))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +507,7 @@ func TestRecallingTheLastCopyOfAFileWhileARoundKeepsItQueuesTheBlobAgain(t *test
 		_, err := st.Change(ctx, change(chat.KindRecall, conv, 1, seq))
 		return err
 	}
-	if err := recall(src.ID, sent.Message.Seq); err != nil {
+	if err := recall(src.ID, sent.Seq); err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, ctx, pool, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`)
@@ -571,13 +556,10 @@ func TestRecallingTwoCopiesOfAFileInOneBatchQueuesTheBlobOnce(t *testing.T) {
 	dsts := []chat.Conversation{mustGroup(t, st, 1, 3), mustGroup(t, st, 1, 5)}
 	id := completeUpload(t, pool, 1, src.ID)
 	key := blobOf(t, pool, id)
-	sent, err := st.Send(ctx, filesReq(src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sent := mustSendFiles(t, st, src.ID, 1, "", []chat.AttachmentRef{{UploadID: id}})
 	var copies []int64
 	for _, dst := range dsts {
-		fwd, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Message.Seq))
+		fwd, err := st.Send(ctx, forwardReq(dst.ID, 1, src.ID, sent.Seq))
 		if err != nil {
 			t.Fatal(err)
 		}

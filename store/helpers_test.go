@@ -137,9 +137,20 @@ func forwardReq(conv, sender, from, seq int64) chat.SendRequest {
 
 func mustSend(t *testing.T, st *store.Store, conv, sender int64, body string) chat.Message {
 	t.Helper()
-	res, err := st.Send(testCtx(t), sendReq(conv, sender, body))
+	return mustSendReq(t, st, sendReq(conv, sender, body))
+}
+
+// mustSendFiles sends body with the uploads of refs to conv as sender.
+func mustSendFiles(t *testing.T, st *store.Store, conv, sender int64, body string, refs []chat.AttachmentRef) chat.Message {
+	t.Helper()
+	return mustSendReq(t, st, filesReq(conv, sender, body, refs))
+}
+
+func mustSendReq(t *testing.T, st *store.Store, req chat.SendRequest) chat.Message {
+	t.Helper()
+	res, err := st.Send(testCtx(t), req)
 	if err != nil {
-		t.Fatalf("send to %d as %d: %v", conv, sender, err)
+		t.Fatalf("send to %d as %d: %v", req.ConversationID, req.SenderID, err)
 	}
 	if res.Duplicate {
 		t.Fatalf("fresh clientMsgId reported as duplicate")
