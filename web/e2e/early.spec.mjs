@@ -12,32 +12,16 @@
 //
 // Env: CHATD_URL.
 
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { devAPI } from './helpers.mjs';
-import { MqttSession } from '../src/mqtt-session.js';
+import { sessionSpec, within } from './session.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL');
-globalThis.location ??= new URL(BASE);
-
-const { token, api } = devAPI(BASE);
+const { api, directSession } = sessionSpec();
 const ME = 9321;
 const PEER = 9322;
 
-/** p, or a rejection once ms have passed. */
-const within = (p, ms, what) =>
-  Promise.race([p, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: nothing after ${ms}ms`)), ms))]);
-
-let session;
-after(() => session?.close());
-
 test('a send over chatd\'s packet limit queued before the first CONNACK fails once the limit is known; the others go through', async () => {
-  await token(PEER);
-  const conv = await api(ME, 'POST', `/v1/direct/${PEER}`);
-  session = new MqttSession({ userId: ME, token: await token(ME), clientId: 'web-early-spec', url: BASE.replace(/^http/, 'ws') + '/mqtt' });
-  const up = new Promise((resolve) => session.addEventListener('connected', resolve, { once: true }));
-  session.connect();
+  const { conv, session, connected } = await directSession(ME, PEER, 'web-early-spec');
   // Not connected yet: all three are queued.
   const before = session.send(conv.id, crypto.randomUUID(), 'before');
   const huge = 'x'.repeat(200 * 1024); // the packet limit is 164 KiB with the default body limit
@@ -52,7 +36,7 @@ test('a send over chatd\'s packet limit queued before the first CONNACK fails on
 
   const [a, b] = await within(Promise.all([before, afterIt]), 15000, 'the sends queued with it');
   assert.ok(a.seq < b.seq, `sent in order: ${a.seq} < ${b.seq}`);
-  await within(up, 15000, 'connect');
+  await within(connected, 15000, 'connect');
   const { messages } = await api(ME, 'GET', `/v1/conversations/${conv.id}/messages`);
   assert.deepEqual(messages.map((m) => m.body), ['before', 'after']);
   assert.equal(session.connects, 1, 'the connection was never dropped');

@@ -10,33 +10,17 @@
 //
 // Env: CHATD_URL.
 
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { devAPI } from './helpers.mjs';
-import { MqttSession } from '../src/mqtt-session.js';
+import { sessionSpec, within } from './session.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL');
-globalThis.location ??= new URL(BASE);
-
-const { token, api } = devAPI(BASE);
+const { api, directSession } = sessionSpec();
 const ME = 9301;
 const PEER = 9302;
 
-/** p, or a rejection once ms have passed. */
-const within = (p, ms, what) =>
-  Promise.race([p, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: nothing after ${ms}ms`)), ms))]);
-
-let session;
-after(() => session?.close());
-
 test('a publish over chatd\'s packet limit is refused locally and the connection stays', async () => {
-  await token(PEER);
-  const conv = await api(ME, 'POST', `/v1/direct/${PEER}`);
-  session = new MqttSession({ userId: ME, token: await token(ME), clientId: 'web-packet-spec', url: BASE.replace(/^http/, 'ws') + '/mqtt' });
-  const up = new Promise((resolve) => session.addEventListener('connected', resolve, { once: true }));
-  session.connect();
-  await within(up, 15000, 'connect');
+  const { conv, session, connected } = await directSession(ME, PEER, 'web-packet-spec');
+  await within(connected, 15000, 'connect');
 
   const huge = 'x'.repeat(200 * 1024); // the packet limit is 164 KiB with the default body limit
   const err = await within(session.send(conv.id, crypto.randomUUID(), huge).then(() => null, (e) => e), 5000, 'the oversized send');

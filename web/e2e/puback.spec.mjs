@@ -9,29 +9,17 @@
 //
 // Env: CHATD_URL.
 
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { devAPI } from './helpers.mjs';
-import { MqttSession } from '../src/mqtt-session.js';
+import { sessionSpec } from './session.mjs';
 
-const BASE = process.env.CHATD_URL;
-if (!BASE) throw new Error('set CHATD_URL');
-globalThis.location ??= new URL(BASE);
-
-const { token, api } = devAPI(BASE);
+const { api, directSession } = sessionSpec();
 const ME = 9311;
 const PEER = 9312;
 
-let session;
-after(() => session?.close());
-
 test('a send resolves with the seq of chatd\'s PUBACK, a resend with the original seq and duplicate', async () => {
-  await token(PEER);
-  const conv = await api(ME, 'POST', `/v1/direct/${PEER}`);
-  session = new MqttSession({ userId: ME, token: await token(ME), clientId: 'web-puback-spec', url: BASE.replace(/^http/, 'ws') + '/mqtt' });
-  const up = new Promise((resolve) => session.addEventListener('connected', resolve, { once: true }));
-  session.connect();
-  await up;
+  const { conv, session, connected } = await directSession(ME, PEER, 'web-puback-spec');
+  await connected;
 
   const id = crypto.randomUUID();
   const first = await session.send(conv.id, id, 'one');
