@@ -347,26 +347,43 @@ test('a message edited while the page is hidden shows its new text in the notifi
   await context.close();
 });
 
-test('signing out takes the notifications the page showed off the screen', async () => {
-  const me = 65;
-  const peer = 64;
-  const { context, page, shown, why, errors } = await withNotifications(me);
-  const conv = await hiddenWithConversation(page, me, peer);
-  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for your eyes only' });
-  await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
+// Signing out, or being signed out by a refused token, takes the
+// notifications the page showed off the screen: the next person at this
+// browser must not read them, nor get the user's next pushes, so the
+// browser's subscription is dropped too (chatd may not hear the device's
+// delete: a sign-out while offline).
+for (const { name, me, peer, signOut } of [
+  {
+    name: 'signing out takes the notifications the page showed off the screen',
+    me: 65,
+    peer: 64,
+    signOut: (page) => page.getByRole('button', { name: 'Sign out' }).click(),
+  },
+  {
+    name: 'a sign-out forced by a refused token drops the browser\'s push subscription and the notifications, as signing out does',
+    me: 72,
+    peer: 71,
+    // "Sign out everywhere" on another device: chatd ends this page's
+    // connection and refuses its token from then on (as once it expires).
+    signOut: (_page, me) => api(me, 'POST', '/v1/me/tokens/revoke'),
+  },
+]) {
+  test(name, async () => {
+    const { context, page, shown, why, errors } = await withNotifications(me);
+    const conv = await hiddenWithConversation(page, me, peer);
+    await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for your eyes only' });
+    await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
 
-  // The next person at this browser must not read them, nor get the
-  // user's next pushes: the browser's subscription is dropped too (chatd
-  // may not hear the device's delete: a sign-out while offline).
-  await page.getByRole('button', { name: 'Sign out' }).click();
-  await page.getByTestId('signin').waitFor();
-  await eventually(async () => assert.deepEqual(await shown(), [], 'no notification of the signed-out user is left'), { timeout: SHORT, explain: why });
-  await eventually(async () =>
-    assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
-      'the browser is still subscribed to the signed-out user\'s pushes'));
-  assert.deepEqual(errors, []);
-  await context.close();
-});
+    await signOut(page, me);
+    await page.getByTestId('signin').waitFor();
+    await eventually(async () => assert.deepEqual(await shown(), [], 'a notification of the signed-out user is left'), { timeout: SHORT, explain: why });
+    await eventually(async () =>
+      assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
+        'the browser is still subscribed to the signed-out user\'s pushes'));
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+}
 
 /**
  * The notifications on screen, read through page (whose context records
@@ -529,26 +546,6 @@ test('a click on a notification of the user signed in before opens nothing for t
   await eventually(async () => assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the click was handled'), { timeout: SHORT });
   await page.waitForTimeout(500); // the page's handling of the click is done
   assert.deepEqual(await page.evaluate(() => window.__hashes), [], `the click of 69's notification navigated ${next}'s page`);
-  assert.deepEqual(errors, []);
-  await context.close();
-});
-
-test('a sign-out forced by a refused token drops the browser\'s push subscription and the notifications, as signing out does', async () => {
-  const me = 72;
-  const peer = 71;
-  const { context, page, shown, why, errors } = await withNotifications(me);
-  const conv = await hiddenWithConversation(page, me, peer);
-  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'not for the next person' });
-  await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
-
-  // "Sign out everywhere" on another device: chatd ends this page's
-  // connection and refuses its token from then on (as once it expires).
-  await api(me, 'POST', '/v1/me/tokens/revoke');
-  await page.getByTestId('signin').waitFor();
-  await eventually(async () => assert.deepEqual(await shown(), [], 'a notification of the signed-out user is left'), { timeout: SHORT, explain: why });
-  await eventually(async () =>
-    assert.equal(await page.evaluate(() => navigator.serviceWorker.ready.then((r) => r.pushManager.getSubscription()).then((s) => s === null)), true,
-      'the browser is still subscribed to the signed-out user\'s pushes'));
   assert.deepEqual(errors, []);
   await context.close();
 });
