@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, inboxFacts, online, openConversation, row, send, unread } from './helpers.mjs';
+import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, inboxFacts, offline, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -264,7 +264,7 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
 
     // 1) Cut while the chat is open; the peer keeps talking; A writes too.
     proxy.cut();
-    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await offline(a.page);
     for (let i = 1; i <= 5; i++) await sendVia(402, cid, `while away ${i}`);
     await send(a.page, 'written offline');
     // The pending bubble renders once the client has queued the send
@@ -286,7 +286,7 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     await closeConversation(a.page);
     await a.page.getByTestId('no-conversation').waitFor();
     proxy.cut();
-    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await offline(a.page);
     for (let i = 1; i <= 3; i++) await sendVia(402, cid, `second cut ${i}`);
     proxy.restore();
     await online(a.page, 20000);

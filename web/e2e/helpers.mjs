@@ -185,6 +185,9 @@ export async function finish(...recs) {
 
 export const online = (page, timeout = 15000) => page.locator('[data-testid=connection][data-state=online]').waitFor({ timeout });
 
+/** Waits until the page shows its connection is no longer online (the network was cut). */
+export const offline = (page) => page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+
 export const row = (page, cid) => page.locator(`[data-testid=conv-row][data-conv-id="${cid}"]`);
 
 /** Opens a conversation from its inbox row and waits for its view. */

@@ -13,7 +13,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { actions, browserSpec, bodies, bubble, devSignIn, eventually, finish, online, openConversation, row, send, unread } from './helpers.mjs';
+import { actions, browserSpec, bodies, bubble, devSignIn, eventually, finish, offline, online, openConversation, row, send, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -302,7 +302,7 @@ test('changes made while the network was cut arrive after reconnecting, once and
     await eventually(async () => assert.deepEqual(await bodies(a.page), ['draft one', 'draft two', 'my note']));
 
     proxy.cut();
-    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await offline(a.page);
     await editVia(2052, cid, s1, 'final one');
     await recallVia(2052, cid, s2);
     await reactVia(2052, cid, s3, '👀');

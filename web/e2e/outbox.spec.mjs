@@ -12,7 +12,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { actions, browserSpec, bodies, devSignIn, eventually, finish, online, openConversation } from './helpers.mjs';
+import { actions, browserSpec, bodies, devSignIn, eventually, finish, offline, online, openConversation } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -38,7 +38,7 @@ test('a send still unanswered when the tab goes away is sent once the page is ba
     // On the train: the network is gone, the user writes, and the browser
     // discards the tab while it still says "Sending…".
     proxy.cut();
-    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await offline(a.page);
     await a.page.getByTestId('composer').fill('written in the tunnel');
     await a.page.getByTestId('composer').press('Enter');
     await eventually(async () => assert.deepEqual((await seqs(a.page)).at(-1), [null, 'sending']));
@@ -80,7 +80,7 @@ test('an edit and a reaction made offline when the tab goes away are made once t
     await eventually(async () => assert.deepEqual(await bodies(a.page), ['lunch?', 'at 12']));
 
     proxy.cut();
-    await a.page.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await offline(a.page);
     let menu = await actions(a.page, 'lunch?');
     await menu.getByRole('menuitemcheckbox', { name: 'React with 👍' }).click();
     menu = await actions(a.page, 'at 12');
@@ -123,7 +123,7 @@ test('signing out deletes the unsent messages of every tab of the user from the 
     await openConversation(other, conv.id);
     // Offline, the second tab holds a message it could not send.
     proxy.cut();
-    await other.locator('[data-testid=connection]:not([data-state=online])').waitFor();
+    await offline(other);
     await other.getByTestId('composer').fill('not for the next person at this browser');
     await other.getByTestId('composer').press('Enter');
     await eventually(async () => assert.deepEqual((await seqs(other)).at(-1), [null, 'sending']));
