@@ -196,6 +196,20 @@ func runSpec(ctx context.Context, t *testing.T, node, spec, prefix string, env .
 	return err
 }
 
+// runOwnBrowserSpec runs e2e/spec in headless Chromium against a chatd of
+// its own, which it builds and starts: for a spec that does to chatd's
+// network what the others sharing TestBrowserE2E's chatd must not see.
+func runOwnBrowserSpec(t *testing.T, spec string) {
+	t.Helper()
+	chromium, node := browserTools(t)
+	base := startChatd(t, buildChatd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := runSpec(ctx, t, node, filepath.Join("e2e", spec), "e2e "+spec+": ", "CHATD_URL="+base, "CHROMIUM_PATH="+chromium); err != nil {
+		t.Fatalf("browser test %s failed: %v", spec, err)
+	}
+}
+
 // wantScreenshots checks that the specs wrote files into shots.
 func wantScreenshots(t *testing.T, shots string, files ...string) {
 	t.Helper()

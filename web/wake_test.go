@@ -1,11 +1,6 @@
 package web
 
-import (
-	"context"
-	"path/filepath"
-	"testing"
-	"time"
-)
+import "testing"
 
 // wakeSpec silences a proxy's connections, so it runs against a chatd of its own.
 const wakeSpec = "wake.spec.mjs"
@@ -16,11 +11,5 @@ const wakeSpec = "wake.spec.mjs"
 // the connection from before is dead, and a message sent meanwhile shows
 // within seconds.
 func TestBrowserReconnectsAtOnceWhenTheNetworkComesBack(t *testing.T) {
-	chromium, node := browserTools(t)
-	base := startChatd(t, buildChatd(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := runSpec(ctx, t, node, filepath.Join("e2e", wakeSpec), "e2e wake: ", "CHATD_URL="+base, "CHROMIUM_PATH="+chromium); err != nil {
-		t.Fatalf("browser test failed: %v", err)
-	}
+	runOwnBrowserSpec(t, wakeSpec)
 }
