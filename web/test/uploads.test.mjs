@@ -18,6 +18,24 @@ function pendingApi() {
   };
 }
 
+/**
+ * An Api for ticket requests (POST /v1/uploads): each one's body and
+ * Idempotency-Key go to onTicket, which throws to fail the request or
+ * answers the id of the upload its ticket (valid 15 minutes) is for.
+ */
+function ticketApi(onTicket) {
+  return {
+    token: 't',
+    onUnauthorized() {},
+    async request(method, path, body, headers = {}) {
+      assert.equal(path, '/v1/uploads');
+      const id = onTicket(body, headers['Idempotency-Key']);
+      const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
+      return { uploadId: id, url: `/v1/uploads/${id}`, method: 'PUT', expiresAt };
+    },
+  };
+}
+
 /** A stand-in XMLHttpRequest whose every PUT completes upload id. */
 function completingXHR(id) {
   return class {
@@ -313,16 +331,10 @@ test('an upload retried after its PUT was cut off PUTs to the same ticket, askin
     abort() {}
   };
   const tickets = [];
-  const api = {
-    token: 't',
-    onUnauthorized() {},
-    async request(method, path, body) {
-      assert.equal(path, '/v1/uploads');
-      tickets.push(body);
-      const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
-      return { uploadId: `u${tickets.length}`, url: `/v1/uploads/u${tickets.length}`, method: 'PUT', expiresAt };
-    },
-  };
+  const api = ticketApi((body) => {
+    tickets.push(body);
+    return `u${tickets.length}`;
+  });
   try {
     const up = new Uploader(api);
     const file = { name: 'a.txt', type: 'text/plain', size: 3 };
@@ -355,18 +367,12 @@ test('a ticket request asked again after it failed carries the same Idempotency-
   globalThis.XMLHttpRequest = completingXHR('u1');
   const keys = [];
   let lose = true;
-  const api = {
-    token: 't',
-    onUnauthorized() {},
-    async request(method, path, body, headers = {}) {
-      assert.equal(path, '/v1/uploads');
-      keys.push(headers['Idempotency-Key']);
-      // The first answer is lost on the way back: chatd made the upload.
-      if (lose) throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
-      const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
-      return { uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT', expiresAt };
-    },
-  };
+  const api = ticketApi((_, key) => {
+    keys.push(key);
+    // The first answer is lost on the way back: chatd made the upload.
+    if (lose) throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
+    return 'u1';
+  });
   try {
     const up = new Uploader(api);
     const file = { name: 'a.txt', type: 'text/plain', size: 3 };
@@ -397,22 +403,16 @@ test('a ticket request refused 410 gone (its key spent) is retried with a new Id
   globalThis.XMLHttpRequest = completingXHR('u2');
   const keys = [];
   const spent = new Set();
-  const api = {
-    token: 't',
-    onUnauthorized() {},
-    async request(method, path, body, headers = {}) {
-      const key = headers['Idempotency-Key'];
-      keys.push(key);
-      // The key's first answer was lost, and its URL expired since.
-      if (keys.length === 1) {
-        spent.add(key);
-        throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
-      }
-      if (spent.has(key)) throw Object.assign(new Error('the URL expired'), { status: 410, code: 'gone' });
-      const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
-      return { uploadId: 'u2', url: '/v1/uploads/u2', method: 'PUT', expiresAt };
-    },
-  };
+  const api = ticketApi((_, key) => {
+    keys.push(key);
+    // The key's first answer was lost, and its URL expired since.
+    if (keys.length === 1) {
+      spent.add(key);
+      throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
+    }
+    if (spent.has(key)) throw Object.assign(new Error('the URL expired'), { status: 410, code: 'gone' });
+    return 'u2';
+  });
   try {
     const up = new Uploader(api);
     const file = { name: 'a.txt', type: 'text/plain', size: 3 };
