@@ -169,10 +169,7 @@ func TestARecalledMessageNoLongerTellsWhatKindItWas(t *testing.T) {
 	if m := got[ref]; !m.Recalled || m.MsgType != "" {
 		t.Errorf("entry: recalled %v, msgType %q; want recalled with none", m.Recalled, m.MsgType)
 	}
-	hist, err := st.History(ctx, chat.HistoryQuery{ConversationID: c.ID, UserID: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := mustHistory(t, st, chat.HistoryQuery{ConversationID: c.ID, UserID: 2})
 	for _, m := range hist {
 		if m.Seq == seq && (!m.Recalled || m.MsgType != "") {
 			t.Errorf("history: recalled %v, msgType %q; want recalled with none", m.Recalled, m.MsgType)

@@ -137,10 +137,7 @@ func TestRenamingAGroupIsAStreamEntryAndAnEvent(t *testing.T) {
 	if conv.Title != "Trip" || conv.About != "Plans" || conv.Avatar == nil || *conv.Avatar != "https://img.example/trip.png" || conv.LastSeq != 2 {
 		t.Fatalf("updated conversation %+v", conv)
 	}
-	page, err := st.History(ctx, chat.HistoryQuery{ConversationID: g.ID, UserID: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	page := mustHistory(t, st, chat.HistoryQuery{ConversationID: g.ID, UserID: 2})
 	if len(page) != 2 || page[1].Kind != chat.KindSystem || page[1].SenderID != 1 || page[1].System == nil ||
 		page[1].System.Action != chat.SystemGroupUpdated || *page[1].System.Title != "Trip" || page[1].Body != "" {
 		t.Fatalf("history %+v", page)

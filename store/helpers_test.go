@@ -158,6 +158,16 @@ func mustSendReq(t *testing.T, st *store.Store, req chat.SendRequest) chat.Messa
 	return res.Message
 }
 
+// mustHistory is q's page of history.
+func mustHistory(t *testing.T, st *store.Store, q chat.HistoryQuery) []chat.Message {
+	t.Helper()
+	page, err := st.History(testCtx(t), q)
+	if err != nil {
+		t.Fatalf("history %+v: %v", q, err)
+	}
+	return page
+}
+
 // mustReply sends body to conv as sender, replying to message seq to.
 func mustReply(t *testing.T, st *store.Store, conv, sender int64, body string, to int64) chat.Message {
 	t.Helper()

@@ -50,7 +50,6 @@ func seqsOf(msgs []chat.Message) []int64 {
 
 func TestHistoryPagesVisitEachSeqOnceInOrder(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
 	st, _ := newStore(t)
 	conv := mustGroup(t, st, 1, 2)
 	const total = 1000
@@ -60,10 +59,7 @@ func TestHistoryPagesVisitEachSeqOnceInOrder(t *testing.T) {
 	var back []int64
 	before := int64(0)
 	for {
-		page, err := st.History(ctx, chat.HistoryQuery{ConversationID: conv.ID, UserID: 2, BeforeSeq: before, Limit: 37})
-		if err != nil {
-			t.Fatal(err)
-		}
+		page := mustHistory(t, st, chat.HistoryQuery{ConversationID: conv.ID, UserID: 2, BeforeSeq: before, Limit: 37})
 		if len(page) == 0 {
 			break
 		}
@@ -79,16 +75,10 @@ func TestHistoryPagesVisitEachSeqOnceInOrder(t *testing.T) {
 	}
 	// Forwards, as a client filling a gap after reconnecting: the first
 	// page comes from BeforeSeq, the rest from AfterSeq.
-	first, err := st.History(ctx, chat.HistoryQuery{ConversationID: conv.ID, UserID: 1, BeforeSeq: 42, Limit: 41})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustHistory(t, st, chat.HistoryQuery{ConversationID: conv.ID, UserID: 1, BeforeSeq: 42, Limit: 41})
 	fwd := seqsOf(first)
 	for after := fwd[len(fwd)-1]; ; {
-		page, err := st.History(ctx, chat.HistoryQuery{ConversationID: conv.ID, UserID: 1, AfterSeq: after, Limit: 41})
-		if err != nil {
-			t.Fatal(err)
-		}
+		page := mustHistory(t, st, chat.HistoryQuery{ConversationID: conv.ID, UserID: 1, AfterSeq: after, Limit: 41})
 		if len(page) == 0 {
 			break
 		}
@@ -133,10 +123,7 @@ func TestHistoryClampsTheLimit(t *testing.T) {
 	} {
 		q := tc.q
 		q.ConversationID, q.UserID = conv.ID, 1
-		got, err := st.History(ctx, q)
-		if err != nil {
-			t.Fatalf("%+v: %v", q, err)
-		}
+		got := mustHistory(t, st, q)
 		if len(got) != tc.wantLen || (tc.wantLen > 0 && got[0].Seq != tc.wantFirst) {
 			t.Fatalf("%+v: got %d messages from seq %v, want %d from %d", q, len(got), seqsOf(got)[:min(1, len(got))], tc.wantLen, tc.wantFirst)
 		}

@@ -41,10 +41,7 @@ func TestAMemberAddedLaterReadsFromTheirJoinWhenHistoryIsJoined(t *testing.T) {
 		{ConversationID: g.ID, UserID: late, AfterSeq: 1},
 		{ConversationID: g.ID, UserID: late, BeforeSeq: 6},
 	} {
-		page, err := st.History(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
+		page := mustHistory(t, st, q)
 		if len(page) == 0 || page[0].Seq != 3 || page[0].Kind != chat.KindSystem || page[0].System.Action != chat.SystemMemberAdded {
 			t.Fatalf("%+v: history %q starts before the join", q, kinds(page))
 		}

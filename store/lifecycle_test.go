@@ -401,10 +401,7 @@ func TestAForwardedMessageCannotBeEditedByItsForwarder(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, st, pool, "edit of a forward by its forwarder", edit(h.ID, 1, fwd.Message.Seq, "I owe you 1000 euros"), chat.CodeForbidden)
-	page, err := st.History(ctx, chat.HistoryQuery{ConversationID: h.ID, UserID: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	page := mustHistory(t, st, chat.HistoryQuery{ConversationID: h.ID, UserID: 3})
 	for _, m := range page {
 		if m.Seq == fwd.Message.Seq && (m.Body != "I owe you 10 euros" || m.ForwardedFrom == nil || m.ForwardedFrom.SenderID != 2 || m.EditedAt != nil) {
 			t.Fatalf("the forward reads %+v, want user 2's body unedited", m)

@@ -187,10 +187,7 @@ func TestSendReturnsTheCommittedMessageAndEvent(t *testing.T) {
 		m.ClientMsgID != id.String() || m.Body != "héllo" || m.CreatedAt.IsZero() {
 		t.Fatalf("send returned %+v", res)
 	}
-	hist, err := st.History(ctx, chat.HistoryQuery{ConversationID: conv.ID, UserID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := mustHistory(t, st, chat.HistoryQuery{ConversationID: conv.ID, UserID: 1})
 	if len(hist) != 1 || !sameMessage(hist[0], m) {
 		t.Fatalf("history %+v, send returned %+v", hist, m)
 	}
