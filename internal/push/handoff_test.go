@@ -105,29 +105,42 @@ func (s *sender) got() []push.Request {
 func startOutputs(t *testing.T, partitions int32) (*kfake.Cluster, *sender, func(*push.Config)) {
 	t.Helper()
 	kc := kafkatest.Start(t, kfake.SeedTopics(partitions, "chat.push"))
-	snd := &sender{secret: []byte(strings.Repeat("k", 32))}
-	hook := httptest.NewServer(snd)
-	t.Cleanup(hook.Close)
+	snd, webhook := startWebhook(t)
 	return kc, snd, func(c *push.Config) {
 		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
-		c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret)
+		webhook(c)
 	}
+}
+
+// startWebhook starts a receiver of the signed webhook that answers its
+// first requests with status, in turn, and the others 202. It returns the
+// receiver and the Config change that points a rig at it.
+func startWebhook(t *testing.T, status ...int) (*sender, func(*push.Config)) {
+	t.Helper()
+	snd := &sender{secret: []byte(strings.Repeat("k", 32)), status: status}
+	hook := httptest.NewServer(snd)
+	t.Cleanup(hook.Close)
+	return snd, func(c *push.Config) { c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret) }
+}
+
+// registerHandedOff registers user's FCM or APNs device, as a node that
+// hands such pushes off registers it, and answers its id.
+func registerHandedOff(t *testing.T, r *rig, user int64, req chat.DeviceRequest) int64 {
+	t.Helper()
+	id, _, err := push.NewDevices(r.pool, r.keys.Public, false, true).RegisterDevice(context.Background(), user, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
 	kc, snd, outputs := startOutputs(t, 3)
 	r := newRig(t)
 	r.start(outputs)
-	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	ctx := context.Background()
-	fcm, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat", Locale: "de"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apns, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fcm := registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat", Locale: "de"})
+	apns := registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"})
 	conv := r.direct(1, 2)
 	r.send(conv, 1, "hi")
 
@@ -169,16 +182,10 @@ func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
 }
 
 func TestWebhookGoneDeletesTheDevice(t *testing.T) {
-	snd := &sender{secret: []byte(strings.Repeat("k", 32)), status: []int{http.StatusGone}}
-	hook := httptest.NewServer(snd)
-	t.Cleanup(hook.Close)
+	_, webhook := startWebhook(t, http.StatusGone)
 	r := newRig(t)
-	r.start(func(c *push.Config) { c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret) })
-	d := push.NewDevices(r.pool, r.keys.Public, false, true)
-	id, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "stale"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.start(webhook)
+	id := registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "stale"})
 	r.send(r.direct(1, 2), 1, "hi")
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_device WHERE id = $1`, id) // deleted after the 410
 }
@@ -189,16 +196,10 @@ func TestWebhookGoneDeletesTheDevice(t *testing.T) {
 // misconfigured webhook would forget every FCM and APNs device it is
 // sent a push for.
 func TestAWebhookAnswering404KeepsTheDevice(t *testing.T) {
-	snd := &sender{secret: []byte(strings.Repeat("k", 32)), status: []int{http.StatusNotFound}}
-	hook := httptest.NewServer(snd)
-	t.Cleanup(hook.Close)
+	snd, webhook := startWebhook(t, http.StatusNotFound)
 	r := newRig(t)
-	r.start(func(c *push.Config) { c.WebhookURL, c.WebhookSecret = hook.URL, string(snd.secret) })
-	d := push.NewDevices(r.pool, r.keys.Public, false, true)
-	id, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "fine"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.start(webhook)
+	id := registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fine"})
 	r.send(r.direct(1, 2), 1, "hi")
 	deadline := time.Now().Add(5 * time.Second)
 	for len(snd.got()) == 0 || r.count(`SELECT count(*) FROM push_job`) != 0 {
@@ -243,11 +244,8 @@ func TestFCMAndAPNsNotificationNeverExceedsTheLimit(t *testing.T) {
 	kc, snd, outputs := startOutputs(t, 1)
 	r := newRig(t)
 	r.start(func(c *push.Config) { outputs(c); c.Preview = true })
-	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	ctx := context.Background()
-	if _, _, err := d.RegisterDevice(ctx, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123"})
 	// Control characters escape to six bytes each in JSON.
 	r.send(r.direct(1, 2), 1, strings.Repeat("\x01", 10000))
 	deadline := time.Now().Add(5 * time.Second)
@@ -284,10 +282,7 @@ func TestAStoppedPusherLeavesNoKafkaConnectionOrGoroutine(t *testing.T) {
 	before := kafkatest.Goroutines()
 	r := newRig(t)
 	stop := r.start(outputs)
-	d := push.NewDevices(r.pool, r.keys.Public, false, true)
-	if _, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token", AppID: "com.example.chat"})
 	r.send(r.direct(1, 2), 1, "hi")
 	testkit.WaitFor(t, 5*time.Second, "the push handed off", func() bool { return len(snd.got()) == 1 })
 	recs, err := kafkatest.ReadTopic(context.Background(), kc.ListenAddrs()[0], "chat.push", 1)

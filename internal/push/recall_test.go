@@ -241,11 +241,7 @@ func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
 	kc, snd, outputs := startOutputs(t, 1)
 	r := newRig(t)
 	r.start(outputs)
-	d := push.NewDevices(r.pool, r.keys.Public, false, true)
-	dev, _, err := d.RegisterDevice(context.Background(), 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "apns", Token: "abcdef0123", AppID: "com.example.chat"})
 	conv := r.direct(1, 2)
 	seq := r.send(conv, 1, "hi")
 	deadline := time.Now().Add(5 * time.Second)
