@@ -13,10 +13,7 @@ import (
 )
 
 func TestSendAFileAndDownloadIt(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
-	env["CHAT_HTTP_ADDR"] = srv.HTTPAddr()
+	_, env := startChatdForFiles(t)
 	dir := t.TempDir()
 	photo := mediatest.JPEG(400, 300)
 	p := filepath.Join(dir, "holiday.jpg")
@@ -62,10 +59,7 @@ func TestSendAFileAndDownloadIt(t *testing.T) {
 }
 
 func TestSetAnAvatarFromAFileForTheUserAndForAGroup(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
-	env["CHAT_HTTP_ADDR"] = srv.HTTPAddr()
+	srv, env := startChatdForFiles(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "me.png")
 	if err := os.WriteFile(p, mediatest.PNG(64, 64), 0o600); err != nil {

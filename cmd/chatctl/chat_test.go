@@ -32,6 +32,17 @@ func chatEnv(srv *server.Server, dataDir string) map[string]string {
 	return map[string]string{"CHAT_DATA_DIR": dataDir, "CHAT_MQTT_ADDR": srv.MQTTAddr()}
 }
 
+// startChatdForFiles starts a chatd and answers chatctl's environment for
+// it with its HTTP address too, as the commands that move files need.
+func startChatdForFiles(t *testing.T) (*server.Server, map[string]string) {
+	t.Helper()
+	dataDir := t.TempDir()
+	srv := startChatd(t, dataDir)
+	env := chatEnv(srv, dataDir)
+	env["CHAT_HTTP_ADDR"] = srv.HTTPAddr()
+	return srv, env
+}
+
 // startChatctl runs a long-running command (tail) in the background.
 func startChatctl(t *testing.T, env map[string]string, args ...string) (stdout, stderr *logtest.Buffer, done <-chan int) {
 	t.Helper()

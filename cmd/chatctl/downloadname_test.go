@@ -14,10 +14,7 @@ import (
 // refuses to overwrite a file, and saves a name starting with a dot with
 // an underscore instead, as browsers do.
 func TestDownloadWithoutOutNeitherOverwritesAFileNorWritesADotfileTheSenderNamed(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
-	env["CHAT_HTTP_ADDR"] = srv.HTTPAddr()
+	_, env := startChatdForFiles(t)
 	send := func(name, body string) string {
 		p := filepath.Join(t.TempDir(), name)
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
