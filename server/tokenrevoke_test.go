@@ -145,25 +145,36 @@ func TestRevokingTokensSignsTheUserOutEverywhere(t *testing.T) {
 	}
 }
 
+// stolenToken is a token of user's that srv then revoked, issued a minute
+// before; signInAgain waits out the revoked second and answers a token
+// the user gets afterwards.
+func stolenToken(t *testing.T, srv *server.Server, user int64) (stolen string, signInAgain func() string) {
+	t.Helper()
+	stolen = tokenIssuedAt(t, user, time.Now().Add(-time.Minute))
+	got, err := srv.Service.RevokeTokens(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stolen, func() string {
+		t.Helper()
+		testkit.WaitFor(t, 3*time.Second, "the revoked second to pass", func() bool { return !time.Now().Before(got.RevokedBefore) })
+		return tokenIssuedAt(t, user, time.Now())
+	}
+}
+
 // TestARevokedTokenCannotSpendItsUsersRequestBudget: a stolen token its
 // user revoked is refused (401) however often it is presented, and never
 // takes the user's API rate limit tokens: the user, signed in again, is
 // not refused with 429 because the thief kept trying.
 func TestARevokedTokenCannotSpendItsUsersRequestBudget(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "0.1", "CHAT_LIMIT_API_BURST": "5"})
-	stolen := tokenIssuedAt(t, 7, time.Now().Add(-time.Minute))
-	got, err := srv.Service.RevokeTokens(context.Background(), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stolen, signInAgain := stolenToken(t, srv, 7)
 	for i := range 12 {
 		if r := bearer(t, srv, stolen, http.MethodGet, "/v1/me"); r.status != http.StatusUnauthorized {
 			t.Fatalf("request %d with the revoked token: %d %s, want 401", i+1, r.status, r.body)
 		}
 	}
-	testkit.WaitFor(t, 3*time.Second, "the revoked second to pass", func() bool { return !time.Now().Before(got.RevokedBefore) })
-	fresh := tokenIssuedAt(t, 7, time.Now())
-	if r := bearer(t, srv, fresh, http.MethodGet, "/v1/me"); r.status != http.StatusOK {
+	if r := bearer(t, srv, signInAgain(), http.MethodGet, "/v1/me"); r.status != http.StatusOK {
 		t.Fatalf("the user signed in again: %d %s, want 200", r.status, r.body)
 	}
 }
@@ -174,11 +185,7 @@ func TestARevokedTokenCannotSpendItsUsersRequestBudget(t *testing.T) {
 // connect budget: the user's own device, signed in again, connects.
 func TestARevokedTokenCannotKeepItsUsersDevicesFromConnecting(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONNECT_USER_RATE": "0.1", "CHAT_LIMIT_CONNECT_USER_BURST": "3"})
-	stolen := tokenIssuedAt(t, 7, time.Now().Add(-time.Minute))
-	got, err := srv.Service.RevokeTokens(context.Background(), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stolen, signInAgain := stolenToken(t, srv, 7)
 	for i := range 6 {
 		c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: fmt.Sprintf("thief-%d", i),
 			Username: "7", Password: stolen, Clean: true})
@@ -190,8 +197,7 @@ func TestARevokedTokenCannotKeepItsUsersDevicesFromConnecting(t *testing.T) {
 			t.Fatalf("connect %d with the revoked token: CONNACK 0x%02x, want 0x86 bad credentials", i+1, ack.ReasonCode)
 		}
 	}
-	testkit.WaitFor(t, 3*time.Second, "the revoked second to pass", func() bool { return !time.Now().Before(got.RevokedBefore) })
-	dialWith(t, srv, 7, tokenIssuedAt(t, 7, time.Now()), "phone-7", 5)
+	dialWith(t, srv, 7, signInAgain(), "phone-7", 5)
 }
 
 // TestTheConnectionThatRevokesItsTokensOverRPCGetsTheAnswerFirst: the
