@@ -48,28 +48,42 @@ func TestConversationSettingsOverTheGoClient(t *testing.T) {
 	}
 }
 
+// startWebPushNode starts a node that sends Web Push with a VAPID key of
+// its own, and answers its broker and the key's public half.
+func startWebPushNode(t *testing.T) (broker, vapidPublic string) {
+	t.Helper()
+	keys, err := push.LoadOrCreateVAPID(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_VAPID_PRIVATE_KEY": keys.Private}), nil)
+	return "mqtt://" + srv.MQTTAddr(), keys.Public
+}
+
+// webPushDevice is the registration of a browser's Web Push subscription
+// at endpoint.
+func webPushDevice(endpoint string) client.DeviceRegistration {
+	sub := webpushtest.NewSubscriber()
+	return client.DeviceRegistration{Platform: client.PlatformWebPush, Endpoint: endpoint,
+		Keys: &client.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}}
+}
+
 // Push devices over the Go client: VAPIDPublicKey is the node's key, a
 // Web Push subscription registers (again: the same id, not created),
 // Devices lists it without its keys, another user's DeleteDevice of it is
 // ErrNotFound and the owner's removes it; an fcm token on a server with no
 // sender for it is ErrInvalid.
 func TestPushDevicesOverTheGoClient(t *testing.T) {
-	keys, err := push.LoadOrCreateVAPID(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_VAPID_PRIVATE_KEY": keys.Private}), nil)
-	broker := "mqtt://" + srv.MQTTAddr()
+	broker, vapidPublic := startWebPushNode(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 30*time.Second)
 
-	if k, err := a.VAPIDPublicKey(ctx); err != nil || k != keys.Public {
-		t.Fatalf("VAPIDPublicKey: %q, %v; want %q", k, err, keys.Public)
+	if k, err := a.VAPIDPublicKey(ctx); err != nil || k != vapidPublic {
+		t.Fatalf("VAPIDPublicKey: %q, %v; want %q", k, err, vapidPublic)
 	}
-	sub := webpushtest.NewSubscriber()
-	reg := client.DeviceRegistration{Platform: client.PlatformWebPush, Endpoint: "https://push.example/abc",
-		Keys: &client.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}, Locale: "de"}
+	reg := webPushDevice("https://push.example/abc")
+	reg.Locale = "de"
 	id, created, err := a.RegisterDevice(ctx, reg)
 	if err != nil || id == 0 || !created {
 		t.Fatalf("RegisterDevice: id %d created %v, %v", id, created, err)
@@ -100,16 +114,10 @@ func TestPushDevicesOverTheGoClient(t *testing.T) {
 // before its reply failed with ErrUnavailable though the device was gone.
 // It is asked again now, and the repeat's ErrNotFound is the success.
 func TestADeviceDeletionWhoseReplyWasLostIsAskedAgain(t *testing.T) {
-	keys, err := push.LoadOrCreateVAPID(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_VAPID_PRIVATE_KEY": keys.Private}), nil)
-	a := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	broker, _ := startWebPushNode(t)
+	a := connect(t, testConfig(t, broker, 1))
 	ctx := ctxFor(t, 30*time.Second)
-	sub := webpushtest.NewSubscriber()
-	id, _, err := a.RegisterDevice(ctx, client.DeviceRegistration{Platform: client.PlatformWebPush, Endpoint: "https://push.example/abc",
-		Keys: &client.DeviceKeys{P256dh: sub.P256dh(), Auth: sub.AuthB64()}})
+	id, _, err := a.RegisterDevice(ctx, webPushDevice("https://push.example/abc"))
 	if err != nil {
 		t.Fatal(err)
 	}
