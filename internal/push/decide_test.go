@@ -112,13 +112,8 @@ func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
 	conv := r.group(1, 2, 3)
 	r.subscribe(2, "bob")
 	r.subscribe(3, "carol")
-	ctx := context.Background()
-	if _, err := r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true, Mentions: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.ConversationSettings{Muted: true, Mentions: false}); err != nil {
-		t.Fatal(err)
-	}
+	r.settings(conv, 2, chat.ConversationSettings{Muted: true, Mentions: true})
+	r.settings(conv, 3, chat.ConversationSettings{Muted: true, Mentions: false})
 	r.send(conv, 1, "nobody is woken")
 	r.quiet("bob", 0, 800*time.Millisecond)
 	r.send(conv, 1, "@2 and @3, look")
@@ -130,9 +125,7 @@ func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
 
 	// A mute that ended pushes again.
 	past := time.Now().Add(-time.Minute)
-	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.ConversationSettings{Muted: true, MutedUntil: &past, Mentions: false}); err != nil {
-		t.Fatal(err)
-	}
+	r.settings(conv, 3, chat.ConversationSettings{Muted: true, MutedUntil: &past, Mentions: false})
 	r.send(conv, 1, "mute is over")
 	r.waitPushes("carol", 1, 3*time.Second)
 }
@@ -416,9 +409,7 @@ func TestABlockOrAMuteSilencesAPushAlreadyDecided(t *testing.T) {
 	r.waitPushes("bob", 2, 3*time.Second)
 	r.send(withCarol, 3, "from carol, now muted")
 	r.waitCount(1, 3*time.Second, pending)
-	if _, err := r.devices.SetSettings(ctx, withCarol, 2, chat.ConversationSettings{Muted: true, Mentions: true}); err != nil {
-		t.Fatal(err)
-	}
+	r.settings(withCarol, 2, chat.ConversationSettings{Muted: true, Mentions: true})
 	r.quiet("bob", 2, 2500*time.Millisecond)
 	r.waitCount(0, 3*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
 }
@@ -607,9 +598,7 @@ func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
 	if err := r.store.Block(ctx, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.devices.SetSettings(ctx, pairs[1].conv, 4, chat.ConversationSettings{Muted: true}); err != nil {
-		t.Fatal(err)
-	}
+	r.settings(pairs[1].conv, 4, chat.ConversationSettings{Muted: true})
 	r.waitCount(0, 4*time.Second, `SELECT count(*) FROM push_job WHERE state <> 'sent'`)
 	for _, p := range pairs {
 		r.quiet(p.name, 1, 0)

@@ -106,9 +106,7 @@ func TestSettingsNeedMembership(t *testing.T) {
 	if _, err := r.devices.SetSettings(ctx, conv, 3, chat.DefaultConversationSettings); !errors.Is(err, chat.ErrNotMember) {
 		t.Errorf("non-member: %v", err)
 	}
-	if _, err := r.devices.SetSettings(ctx, conv, 2, chat.ConversationSettings{Muted: true}); err != nil {
-		t.Fatal(err)
-	}
+	r.settings(conv, 2, chat.ConversationSettings{Muted: true})
 	m, err := r.devices.Settings(ctx, 2, []int64{conv})
 	if err != nil || !m[conv].Muted || m[conv].Mentions {
 		t.Errorf("settings = %+v, %v", m, err)

@@ -130,6 +130,14 @@ func (r *rig) subscribe(user int64, name string) int64 {
 	return id
 }
 
+// settings sets user's settings of conv (a mute, its mentions).
+func (r *rig) settings(conv, user int64, s chat.ConversationSettings) {
+	r.t.Helper()
+	if _, err := r.devices.SetSettings(context.Background(), conv, user, s); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // ack records what a PUBACK of user's session flushes: the delivered
 // watermark.
 func (r *rig) ack(conv, user, seq int64) {

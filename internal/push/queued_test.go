@@ -36,9 +36,7 @@ func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
 			}
 		}},
 		{"muted", func(r *rig, g, _ int64, _ chat.DeviceRequest) {
-			if _, err := r.devices.SetSettings(ctx, g, 2, chat.ConversationSettings{Muted: true}); err != nil {
-				t.Fatal(err)
-			}
+			r.settings(g, 2, chat.ConversationSettings{Muted: true})
 		}},
 		{"left", func(r *rig, g, _ int64, _ chat.DeviceRequest) {
 			if err := r.store.RemoveMember(ctx, g, 2, 2); err != nil {

@@ -105,9 +105,7 @@ func TestRecalledPushedMessageGetsOneRemovePushPerDeviceThatShowedIt(t *testing.
 	r.subscribe(2, "bob-laptop")
 	r.subscribe(3, "carol")
 	r.subscribe(4, "dave")
-	if _, err := r.devices.SetSettings(context.Background(), g, 4, chat.ConversationSettings{Muted: true}); err != nil {
-		t.Fatal(err)
-	}
+	r.settings(g, 4, chat.ConversationSettings{Muted: true})
 	seq := r.send(g, 1, "oops")
 	r.ack(g, 3, seq) // carol is online
 	for _, name := range []string{"bob-phone", "bob-laptop"} {
