@@ -507,6 +507,17 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
     await eventually(async () => assert.ok((b = await loc.boundingBox())));
     return b;
   };
+  // Presses on cid's row and has peer send body while the button is down:
+  // the inbox is rebuilt under the pointer, the row showing n unread.
+  const pressWhileRebuilt = async (cid, peer, body, n) => {
+    const box = await boxOf(row(a.page, cid));
+    await a.page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await a.page.mouse.down();
+    const pressed = await row(a.page, cid).elementHandle();
+    await sendVia(peer, cid, body);
+    await eventually(async () => assert.equal(await unread(a.page, cid), n), { explain: () => inboxFacts(a.page) });
+    assert.equal(await pressed.evaluate((el) => el.isConnected), false, 'the inbox was not rebuilt while the button was down');
+  };
   const d = await api(261, 'POST', '/v1/direct/262');
   await sendVia(262, d.id, 'first');
   const a = await signIn(261);
@@ -514,13 +525,7 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   // Press on the row, let a message arrive (the inbox is rebuilt: the row
   // under the pointer is a new element, still the same conversation, still
   // on top), then release: the click is the user's, and it opens the chat.
-  const box = await boxOf(row(a.page, d.id));
-  await a.page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
-  await a.page.mouse.down();
-  const before = await row(a.page, d.id).elementHandle();
-  await sendVia(262, d.id, 'second');
-  await eventually(async () => assert.equal(await unread(a.page, d.id), 2), { explain: () => inboxFacts(a.page) });
-  assert.equal(await before.evaluate((el) => el.isConnected), false, 'the inbox was not rebuilt while the button was down');
+  await pressWhileRebuilt(d.id, 262, 'second', 2);
   await a.page.mouse.up();
   await a.page.locator(`[data-testid=conversation][data-conv-id="${d.id}"]`).waitFor({ timeout: 5000 });
   await eventually(async () => assert.deepEqual(await bodies(a.page), ['first', 'second']));
@@ -530,17 +535,11 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   await closeConversation(a.page);
   await a.page.getByTestId('no-conversation').waitFor();
   await row(a.page, e.id).waitFor();
-  const top = await boxOf(row(a.page, e.id));
   const below = await boxOf(row(a.page, d.id));
-  await a.page.mouse.move(top.x + top.width / 2, top.y + top.height / 2);
-  await a.page.mouse.down();
   // The pressed row is rebuilt before the release too: the browser then
   // sends its click to the row under the pointer, which is not the one
   // pressed.
-  const pressedRow = await row(a.page, e.id).elementHandle();
-  await sendVia(263, e.id, 'elsewhere again');
-  await eventually(async () => assert.equal(await unread(a.page, e.id), 2), { explain: () => inboxFacts(a.page) });
-  assert.equal(await pressedRow.evaluate((el) => el.isConnected), false, 'the inbox was not rebuilt while the button was down');
+  await pressWhileRebuilt(e.id, 263, 'elsewhere again', 2);
   await a.page.mouse.move(below.x + below.width / 2, below.y + below.height / 2);
   await a.page.mouse.up();
   await a.page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
