@@ -29,14 +29,8 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 	c := rawClient(t, srv.MQTTAddr(), 1, "orderly", 5, true)
 
 	// Hold conversation b's row: its sends wait for the lock.
-	tx, err := srv.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // before the node's cleanup, which waits for the sends
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, b.ID); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockConversation(t, ctx, srv.Pool, b.ID)
+	defer release() // before the node's cleanup, which waits for the sends
 	var pending []mqtttest.Pending
 	convOf := map[uint16]int64{}
 	publish := func(conv int64, body string) {
@@ -71,9 +65,7 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 	if got := c.AckOrder(); len(got) > 0 {
 		t.Fatalf("%d PUBACKs while the first publish has not committed: %v", len(got), got)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	seqs := map[int64]int64{}
 	for i, p := range pending {
 		ack, err := p.Wait()

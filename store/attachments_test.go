@@ -564,14 +564,7 @@ func TestRecallingTwoCopiesOfAFileInOneBatchQueuesTheBlobOnce(t *testing.T) {
 	}
 	// The only transaction in flight waits for a lock the test holds, so
 	// the two recalls queue and go in the next batch together.
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, other.ID); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockConversation(t, ctx, pool, other.ID)
 	blocked := make(chan error, 1)
 	go func() { _, err := st.Send(ctx, sendReq(other.ID, 1, "blocked")); blocked <- err }()
 	testkit.WaitFor(t, 10*time.Second, "the batch in flight to wait", func() bool { return pgtest.LockWaiters(t, pool) > 0 })
@@ -584,9 +577,7 @@ func TestRecallingTwoCopiesOfAFileInOneBatchQueuesTheBlobOnce(t *testing.T) {
 		}()
 	}
 	testkit.WaitFor(t, 10*time.Second, "both recalls to queue", func() bool { return st.BatchStats().Queued == 2 })
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := <-blocked; err != nil {
 		t.Fatal(err)
 	}

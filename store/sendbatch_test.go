@@ -26,14 +26,7 @@ func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 	earlier := mustSend(t, st, a.ID, 1, "earlier") // seq 1 in a
 
 	// Block the only transaction in flight inside a batch waiting for a's lock.
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, a.ID); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockConversation(t, ctx, pool, a.ID)
 	blocker := make(chan error, 1)
 	go func() {
 		_, err := st.Send(ctx, sendReq(a.ID, 2, "blocked"))
@@ -102,9 +95,7 @@ func TestMixedBatchGivesEachSendItsOwnOutcome(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	wg.Wait()
 	if err := <-blocker; err != nil {
 		t.Fatalf("blocked send: %v", err)

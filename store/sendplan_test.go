@@ -117,14 +117,8 @@ func TestSendIsNotHeldUpByAnotherConversationsLockedRow(t *testing.T) {
 	stuck := convs[0]
 	// Something else holds the stuck conversation's row (a long
 	// transaction, a slow disk on its pages): its sends must wait...
-	tx, err := pool.Begin(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(testCtx(t), "SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE", stuck.ID); err != nil {
-		t.Fatal(err)
-	}
+	release := pgtest.LockConversation(t, testCtx(t), pool, stuck.ID)
+	defer release()
 	var waiting sync.WaitGroup
 	for i := 0; i < 10; i++ {
 		waiting.Add(1)
@@ -156,9 +150,7 @@ func TestSendIsNotHeldUpByAnotherConversationsLockedRow(t *testing.T) {
 	}
 	others.Wait()
 	t.Logf("sends to other conversations committed in %v while one conversation was locked", time.Since(start))
-	if err := tx.Rollback(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	waiting.Wait()
 	if n := queryInt(t, pool, "SELECT last_seq FROM conversation WHERE id = $1", stuck.ID); n != 10 {
 		t.Fatalf("stuck conversation last_seq %d after the lock went, want 10", n)

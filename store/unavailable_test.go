@@ -139,13 +139,7 @@ func TestSendNearItsDeadlineReportsWhatPostgreSQLDid(t *testing.T) {
 	const wait = 200 * time.Millisecond
 	committed, failed := 0, 0
 	for i := 0; i < 30; i++ {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, conv.ID); err != nil {
-			t.Fatal(err)
-		}
+		release := pgtest.LockConversation(t, ctx, pool, conv.ID)
 		req := sendReq(conv.ID, 1, "near the deadline")
 		short, cancel := context.WithTimeout(ctx, wait)
 		done := make(chan error, 1)
@@ -156,10 +150,8 @@ func TestSendNearItsDeadlineReportsWhatPostgreSQLDid(t *testing.T) {
 		// The timing is the test: release the lock between 10 ms before
 		// and 19 ms after the sender's deadline.
 		time.Sleep(wait - 10*time.Millisecond + time.Duration(i)*time.Millisecond)
-		if err := tx.Rollback(ctx); err != nil {
-			t.Fatal(err)
-		}
-		err = <-done
+		release()
+		err := <-done
 		cancel()
 		stored := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND client_msg_id = $2`, conv.ID, req.ClientMsgID)
 		switch {
