@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // recorder is a Flush that keeps every batch, optionally failing.
@@ -45,17 +47,6 @@ func (r *recorder) calls() int {
 	return len(r.batches)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestMapMergesPerKeyAndBoundsNewKeys(t *testing.T) {
 	m := NewMap[string, int64](Max[int64], 2)
 	m.Put("a", 3)
@@ -80,7 +71,7 @@ func TestWriterFlushesAtMostOncePerIntervalAndAtOnceWhenIdle(t *testing.T) {
 	defer w.Close(context.Background())
 	start := time.Now()
 	m.Put("a", 1)
-	eventually(t, "the first flush", func() bool { return r.calls() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the first flush", func() bool { return r.calls() == 1 })
 	if d := time.Since(start); d > 200*time.Millisecond {
 		t.Fatalf("an idle writer took %v to flush", d)
 	}
@@ -88,7 +79,7 @@ func TestWriterFlushesAtMostOncePerIntervalAndAtOnceWhenIdle(t *testing.T) {
 		m.Put("a", i)
 		m.Put("b", i)
 	}
-	eventually(t, "the second flush", func() bool { return r.calls() == 2 })
+	testkit.WaitFor(t, 5*time.Second, "the second flush", func() bool { return r.calls() == 2 })
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Fatalf("second flush after %v, within the interval", d)
 	}
@@ -105,7 +96,7 @@ func TestFlushDoesNotWaitOutTheInterval(t *testing.T) {
 	w := NewWriter(m, WriterConfig[string, int64]{Flush: r.flush, Interval: 5 * time.Second})
 	defer w.Close(context.Background())
 	m.Put("a", 1)
-	eventually(t, "the first flush", func() bool { return r.calls() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the first flush", func() bool { return r.calls() == 1 })
 	m.Put("a", 2) // the writer now waits out its interval
 	time.Sleep(20 * time.Millisecond)
 	start := time.Now()
@@ -130,7 +121,7 @@ func TestWriterRetriesAFailedFlushAndCloseFlushesTheRest(t *testing.T) {
 	w := NewWriter(m, WriterConfig[string, int64]{Flush: r.flush, Interval: time.Millisecond, RetryAfter: 10 * time.Millisecond,
 		OnError: func(error, int) { mu.Lock(); errs++; mu.Unlock() }})
 	m.Put("a", 1)
-	eventually(t, "a flush after the failures", func() bool { return r.calls() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "a flush after the failures", func() bool { return r.calls() == 1 })
 	mu.Lock()
 	if errs != 2 {
 		t.Errorf("%d errors reported, want 2", errs)

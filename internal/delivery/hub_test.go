@@ -24,6 +24,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
 )
 
@@ -418,17 +419,7 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 	// session after the acks go out at once, rightly: nothing was waiting).
 	h.Publish(chat.MessageEvent(sentinel.Message))
 	waitSeqs(t, watcher, other.ID, 1)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	waitFor("a full window", func() bool { return c.unacked() == 16 })
+	testkit.WaitFor(t, 10*time.Second, "a full window", func() bool { return c.unacked() == 16 })
 	snapshot := func() ([]chat.Packet, []int) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -446,7 +437,7 @@ func TestFullWindowRefillsInBurstsNotOnePublishPerAck(t *testing.T) {
 	}
 	// The fourth frees a quarter window: four publishes, in one write.
 	h.Acked("bursty", c, got[3].PacketID)
-	waitFor("the refill", func() bool { return c.unacked() == 20 })
+	testkit.WaitFor(t, 10*time.Second, "the refill", func() bool { return c.unacked() == 20 })
 	_, after := snapshot()
 	if len(after) != len(writes)+1 || after[len(after)-1] != 4 {
 		t.Fatalf("writes went from %v to %v; want one more write of 4 publishes", writes, after)
