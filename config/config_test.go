@@ -33,19 +33,26 @@ func checkLoadErrors(t *testing.T, cases []loadErrorCase, also func(t *testing.T
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(nil, env(tc.env))
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("Load: %v, want a *config.Error", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			wantLoadError(t, err, tc.want)
 			if also != nil {
 				also(t, err)
 			}
 		})
+	}
+}
+
+// wantLoadError checks that err, Load's, is a *config.Error whose text
+// holds every one of want.
+func wantLoadError(t *testing.T, err error, want []string) {
+	t.Helper()
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Load: %v, want a *config.Error", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
 	}
 }
 
@@ -479,18 +486,7 @@ func TestBadValues(t *testing.T) {
 				e["CHAT_CONFIG"] = writeYAML(t, c.yaml)
 			}
 			_, err := Load(c.args, env(e))
-			if err == nil {
-				t.Fatal("Load succeeded, want an error")
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error is %T, want *config.Error", err)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			wantLoadError(t, err, c.want)
 		})
 	}
 }
