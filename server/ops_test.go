@@ -233,11 +233,7 @@ func dialCert(t *testing.T, addr string, roots *x509.CertPool, client *tls.Certi
 
 func TestClientCertificateAuthenticatesDevicesAsTheUserInItsCommonName(t *testing.T) {
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
-	caPath := filepath.Join(t.TempDir(), "devices-ca.pem")
-	if err := os.WriteFile(caPath, deviceCA.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, _, _ := tlsNode(t, serverCA, "chatd", map[string]string{"CHAT_MQTTS_CLIENT_CA": caPath})
+	srv, _ := clientCANode(t, serverCA, nil, deviceCA)
 	node := srv
 	roots := serverCA.pool()
 	_, _, dev7 := deviceCA.issue(t, "7", false)
@@ -288,11 +284,7 @@ func TestClientCertificateAuthenticatesDevicesAsTheUserInItsCommonName(t *testin
 
 func TestRequiredClientCertificateRefusesClientsWithoutOne(t *testing.T) {
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
-	caPath := filepath.Join(t.TempDir(), "devices-ca.pem")
-	if err := os.WriteFile(caPath, deviceCA.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, _, _ := tlsNode(t, serverCA, "chatd", map[string]string{"CHAT_MQTTS_CLIENT_CA": caPath, "CHAT_MQTTS_CLIENT_AUTH": "require"})
+	srv, _ := clientCANode(t, serverCA, map[string]string{"CHAT_MQTTS_CLIENT_AUTH": "require"}, deviceCA)
 	addr := srv.MQTTSAddr()
 	if c, _, err := dialCert(t, addr, serverCA.pool(), nil, mqtttest.Options{Version: 5, ClientID: "jwt-only", Password: testnode.Token(t, 3), Clean: true}); err == nil {
 		c.Drop()

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -81,11 +79,7 @@ func TestAConnectionEndsWhenItsTokenExpires(t *testing.T) {
 // if a connection does not outlive its certificate.
 func TestAConnectionEndsWhenItsClientCertificateExpires(t *testing.T) {
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
-	caPath := filepath.Join(t.TempDir(), "devices-ca.pem")
-	if err := os.WriteFile(caPath, deviceCA.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, _, _ := tlsNode(t, serverCA, "chatd", map[string]string{"CHAT_MQTTS_CLIENT_CA": caPath})
+	srv, _ := clientCANode(t, serverCA, nil, deviceCA)
 	_, _, dev := deviceCA.issueUntil(t, "7", false, time.Now().Add(3*time.Second))
 	c, ack, err := dialCert(t, srv.MQTTSAddr(), serverCA.pool(), &dev, mqtttest.Options{Version: 5, ClientID: "device-7", Clean: true, Keepalive: 60})
 	if err != nil {
