@@ -276,6 +276,13 @@ func nextPublish(t *testing.T, c *mqtttest.Client, what string, timeout time.Dur
 	}
 }
 
+// nextReply waits for the reply on a raw client to the RPC request that
+// carried correlation data corr.
+func nextReply(t *testing.T, c *mqtttest.Client, what string, timeout time.Duration, corr []byte) packets.Packet {
+	t.Helper()
+	return nextPublish(t, c, what, timeout, func(pk packets.Packet) bool { return bytes.Equal(pk.Properties.CorrelationData, corr) })
+}
+
 // nextEvent waits for the next event of type typ on a raw client.
 func nextEvent(t *testing.T, c *mqtttest.Client, typ string, timeout time.Duration) event {
 	t.Helper()

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -331,22 +330,12 @@ func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
 			mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: corr}); err != nil || ack.ReasonCode != 0 {
 			t.Fatalf("%s: 0x%02x %v", method, ack.ReasonCode, err)
 		}
-		deadline := time.After(5 * time.Second)
-		for {
-			select {
-			case pk := <-c.Publishes:
-				if !bytes.Equal(pk.Properties.CorrelationData, corr) {
-					continue
-				}
-				var out map[string]any
-				if err := json.Unmarshal(pk.Payload, &out); err != nil {
-					t.Fatal(err)
-				}
-				return out
-			case <-deadline:
-				t.Fatalf("%s: no reply", method)
-			}
+		pk := nextReply(t, c, method+"'s reply", 5*time.Second, corr)
+		var out map[string]any
+		if err := json.Unmarshal(pk.Payload, &out); err != nil {
+			t.Fatal(err)
 		}
+		return out
 	}
 	sub := webpushtest.NewSubscriber()
 	reg := call("device.register", fmt.Sprintf(`{"platform":"webpush","endpoint":"https://push.example/rpc","keys":{"p256dh":%q,"auth":%q}}`, sub.P256dh(), sub.AuthB64()))

@@ -109,26 +109,15 @@ func TestAnRPCRefusedForBusyWorkersSaysWhenToRetry(t *testing.T) {
 	if refused == nil {
 		t.Fatal("400 requests waiting for a lock, none refused")
 	}
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case pk := <-c.Publishes:
-			if !bytes.Equal(pk.Properties.CorrelationData, refused) {
-				continue
-			}
-			var reply struct {
-				Status int `json:"status"`
-				Error  struct {
-					Code       string `json:"code"`
-					RetryAfter int64  `json:"retryAfter"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 503 || reply.Error.Code != "unavailable" || reply.Error.RetryAfter != 1 {
-				t.Fatalf("reply to the refused request: %s (%v), want status 503, code unavailable, retryAfter 1", pk.Payload, err)
-			}
-			return
-		case <-deadline:
-			t.Fatal("no reply to the refused request")
-		}
+	pk := nextReply(t, c, "reply to the refused request", 10*time.Second, refused)
+	var reply struct {
+		Status int `json:"status"`
+		Error  struct {
+			Code       string `json:"code"`
+			RetryAfter int64  `json:"retryAfter"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 503 || reply.Error.Code != "unavailable" || reply.Error.RetryAfter != 1 {
+		t.Fatalf("reply to the refused request: %s (%v), want status 503, code unavailable, retryAfter 1", pk.Payload, err)
 	}
 }

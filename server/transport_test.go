@@ -204,29 +204,17 @@ func TestRPCOverMQTTAnswersOnTheCallersResponseTopic(t *testing.T) {
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("rpc publish: 0x%02x %v", ack.ReasonCode, err)
 	}
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case pk := <-c.Publishes:
-			if pk.TopicName != "chat/v1/user/1/rpc/a" {
-				continue
-			}
-			if !bytes.Equal(pk.Properties.CorrelationData, []byte("call-7")) {
-				t.Fatalf("correlation data %q", pk.Properties.CorrelationData)
-			}
-			var reply struct {
-				Status   int            `json:"status"`
-				Messages []chat.Message `json:"messages"`
-			}
-			if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 200 || len(reply.Messages) != 2 || reply.Messages[0].Seq != 2 {
-				t.Fatalf("history reply %s (%v)", pk.Payload, err)
-			}
-			goto refused
-		case <-deadline:
-			t.Fatal("no RPC reply")
-		}
+	pk := nextReply(t, c, "RPC reply", 5*time.Second, []byte("call-7"))
+	if pk.TopicName != "chat/v1/user/1/rpc/a" {
+		t.Fatalf("the reply came on %s, want the response topic chat/v1/user/1/rpc/a", pk.TopicName)
 	}
-refused:
+	var reply struct {
+		Status   int            `json:"status"`
+		Messages []chat.Message `json:"messages"`
+	}
+	if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 200 || len(reply.Messages) != 2 || reply.Messages[0].Seq != 2 {
+		t.Fatalf("history reply %s (%v)", pk.Payload, err)
+	}
 	ack, err = c.Publish("chat/v1/rpc/inbox", 1, []byte(`{}`), mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/2/rpc", CorrelationData: []byte("x")})
 	if err != nil || ack.ReasonCode != 0x87 {
 		t.Fatalf("response topic in another user's tree: want 0x87, got 0x%02x %v", ack.ReasonCode, err)
