@@ -49,20 +49,7 @@ func TestAConnectionEndsWhenItsTokenExpires(t *testing.T) {
 				t.Fatalf("connect: %v (%v)", err, ack)
 			}
 			t.Cleanup(c.Drop)
-			if codes, err := c.Subscribe(testnode.EventsTopic(7)); err != nil || codes[0] >= 0x80 {
-				t.Fatalf("subscribe: %v %v", codes, err)
-			}
-			select {
-			case <-c.Done:
-			case <-time.After(15 * time.Second):
-				t.Fatal("the connection is still open 15 s after its token expired")
-			}
-			if v == 5 {
-				d, ok := c.ServerDisconnect()
-				if !ok || d.ReasonCode != packets.ErrNotAuthorized.Code {
-					t.Fatalf("DISCONNECT = %v (sent: %v), want 0x87 not authorized", d.ReasonCode, ok)
-				}
-			}
+			endsWhenItsCredentialExpires(t, c, v, 7, "token")
 			// The same token connects no more.
 			if c2, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: v, ClientID: fmt.Sprintf("expiring-v%d", v),
 				Username: "7", Password: tok, Clean: true}); err == nil {
@@ -85,13 +72,25 @@ func TestAConnectionEndsWhenItsClientCertificateExpires(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect: %v (%v)", err, ack)
 	}
-	if codes, err := c.Subscribe(testnode.EventsTopic(7)); err != nil || codes[0] >= 0x80 {
+	endsWhenItsCredentialExpires(t, c, 5, 7, "certificate")
+}
+
+// endsWhenItsCredentialExpires subscribes c, a connection of user's on
+// MQTT v, to the user's events and waits for chatd to end it once its
+// credential (what) expired: within 15 s, with DISCONNECT 0x87 not
+// authorized on MQTT 5.
+func endsWhenItsCredentialExpires(t *testing.T, c *mqtttest.Client, v byte, user int64, what string) {
+	t.Helper()
+	if codes, err := c.Subscribe(testnode.EventsTopic(user)); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe: %v %v", codes, err)
 	}
 	select {
 	case <-c.Done:
 	case <-time.After(15 * time.Second):
-		t.Fatal("the connection is still open 12 s after its certificate expired")
+		t.Fatalf("the connection is still open 15 s after its %s expired", what)
+	}
+	if v != 5 {
+		return
 	}
 	if d, ok := c.ServerDisconnect(); !ok || d.ReasonCode != packets.ErrNotAuthorized.Code {
 		t.Fatalf("DISCONNECT = %v (sent: %v), want 0x87 not authorized", d.ReasonCode, ok)
