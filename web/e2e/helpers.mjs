@@ -169,6 +169,22 @@ export async function devSignIn(browser, pages, uid, { base, viewport = { width:
   return rec;
 }
 
+/**
+ * The direct conversation peer opens with me, messages (each [sender,
+ * body]) sent in it, open in a page me signed in to at base (spec.BASE by
+ * default) and showing them: { conv, a }, a being devSignIn's record.
+ */
+export async function openDirect(spec, me, peer, messages, { base = spec.BASE } = {}) {
+  const conv = await spec.api(peer, 'POST', `/v1/direct/${me}`);
+  for (const [from, body] of messages) {
+    await spec.api(from, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body });
+  }
+  const a = await devSignIn(spec.browser, spec.pages, me, { base });
+  await openConversation(a.page, conv.id);
+  await eventually(async () => assert.deepEqual(await bodies(a.page), messages.map(([, body]) => body)));
+  return { conv, a };
+}
+
 /** Asserts that none of devSignIn's records met a dialog or a page error. */
 export function assertClean(...recs) {
   for (const r of recs) {

@@ -12,7 +12,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { actions, browserSpec, bodies, devSignIn, eventually, finish, offline, online, openConversation } from './helpers.mjs';
+import { actions, browserSpec, bodies, devSignIn, eventually, finish, offline, online, openConversation, openDirect } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -29,11 +29,7 @@ const seqs = (page) =>
 test('a send still unanswered when the tab goes away is sent once the page is back, once', async () => {
   const proxy = await startProxy(BASE);
   try {
-    const conv = await api(PEER, 'POST', `/v1/direct/${ME}`);
-    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'hello' });
-    const a = await devSignIn(spec.browser, pages, ME, { base: proxy.url });
-    await openConversation(a.page, conv.id);
-    await eventually(async () => assert.deepEqual(await bodies(a.page), ['hello']));
+    const { conv, a } = await openDirect(spec, ME, PEER, [[PEER, 'hello']], { base: proxy.url });
 
     // On the train: the network is gone, the user writes, and the browser
     // discards the tab while it still says "Sending…".
@@ -72,12 +68,7 @@ test('an edit and a reaction made offline when the tab goes away are made once t
   try {
     const me = ME + 20;
     const peer = PEER + 20;
-    const conv = await api(peer, 'POST', `/v1/direct/${me}`);
-    await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'lunch?' });
-    await api(me, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'at 12' });
-    const a = await devSignIn(spec.browser, pages, me, { base: proxy.url });
-    await openConversation(a.page, conv.id);
-    await eventually(async () => assert.deepEqual(await bodies(a.page), ['lunch?', 'at 12']));
+    const { conv, a } = await openDirect(spec, me, peer, [[peer, 'lunch?'], [me, 'at 12']], { base: proxy.url });
 
     proxy.cut();
     await offline(a.page);

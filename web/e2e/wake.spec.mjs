@@ -11,11 +11,11 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { browserSpec, bodies, devSignIn, eventually, finish, openConversation } from './helpers.mjs';
+import { browserSpec, bodies, eventually, finish, openDirect } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
-const { BASE, pages, api } = spec;
+const { BASE, api } = spec;
 
 
 const ME = 9341;
@@ -24,11 +24,7 @@ const PEER = 9342;
 test('when the network comes back, a message sent meanwhile arrives at once, not after the keep-alive gives up', async () => {
   const proxy = await startProxy(BASE);
   try {
-    const conv = await api(PEER, 'POST', `/v1/direct/${ME}`);
-    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'before' });
-    const a = await devSignIn(spec.browser, pages, ME, { base: proxy.url });
-    await openConversation(a.page, conv.id);
-    await eventually(async () => assert.deepEqual(await bodies(a.page), ['before']));
+    const { conv, a } = await openDirect(spec, ME, PEER, [[PEER, 'before']], { base: proxy.url });
 
     // The network goes and comes back; the connection from before stays
     // open, silent.
