@@ -396,11 +396,7 @@ func TestMigration0030ErasesTheTypeOfMessagesRecalledBefore(t *testing.T) {
 // blobOf is where upload id's bytes are.
 func blobOf(t *testing.T, pool *pgxpool.Pool, id string) string {
 	t.Helper()
-	var key string
-	if err := pool.QueryRow(context.Background(), `SELECT blob_key FROM attachment WHERE id = $1`, id).Scan(&key); err != nil {
-		t.Fatal(err)
-	}
-	return key
+	return pgtest.QueryOne[string](t, pool, `SELECT blob_key FROM attachment WHERE id = $1`, id)
 }
 
 // imageUpload records a complete image of user's for conv, its thumbnail

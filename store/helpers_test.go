@@ -239,11 +239,7 @@ func wantCode(t *testing.T, what string, err error, code chat.Code) {
 
 func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	t.Helper()
-	var n int64
-	if err := pool.QueryRow(testCtx(t), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return pgtest.QueryOne[int64](t, pool, sql, args...)
 }
 
 // outboxEvents returns the conversation's outbox events of one type (all

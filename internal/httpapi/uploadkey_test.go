@@ -12,6 +12,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/attach"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -209,11 +210,7 @@ func TestAnUploadKeyWhoseURLExpiredIsGoneAndOnceDroppedMakesANewUpload(t *testin
 
 func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return pgtest.QueryOne[int64](t, pool, sql, args...)
 }
 
 // TestAnUploadKeyWhoseURLExpiredIsGoneWhateverBecameOfItsUpload: once the

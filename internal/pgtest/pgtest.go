@@ -169,6 +169,17 @@ func makeTemplate(ctx context.Context, c *pgembed.Cluster) error {
 	return err
 }
 
+// QueryOne is the one value (of the one row) that sql, with args, answers
+// on pool; an error fails the test.
+func QueryOne[T any](t testing.TB, pool *pgxpool.Pool, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
 // LockWaiters counts the sessions of pool's database that wait for a lock:
 // a race test holds one side's lock and polls this until the other side
 // queues behind it.

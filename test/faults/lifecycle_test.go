@@ -392,11 +392,7 @@ func deref(s *string) string {
 
 func lastSeqOf(t *testing.T, pool *pgxpool.Pool, conv int64) int64 {
 	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), `SELECT last_seq FROM conversation WHERE id = $1`, conv).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgtest.QueryOne[int64](t, pool, `SELECT last_seq FROM conversation WHERE id = $1`, conv)
 }
 
 func diff(a, b map[int64]shown) string {
