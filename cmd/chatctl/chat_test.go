@@ -32,13 +32,20 @@ func chatEnv(srv *server.Server, dataDir string) map[string]string {
 	return map[string]string{"CHAT_DATA_DIR": dataDir, "CHAT_MQTT_ADDR": srv.MQTTAddr()}
 }
 
-// startChatdForFiles starts a chatd and answers chatctl's environment for
-// it with its HTTP address too, as the commands that move files need.
-func startChatdForFiles(t *testing.T) (*server.Server, map[string]string) {
+// startChatdEnv starts a chatd on a data dir of its own and answers it
+// and chatctl's environment for it (chatEnv's).
+func startChatdEnv(t *testing.T) (*server.Server, map[string]string) {
 	t.Helper()
 	dataDir := t.TempDir()
 	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	return srv, chatEnv(srv, dataDir)
+}
+
+// startChatdForFiles is startChatdEnv with chatd's HTTP address in the
+// environment too, as the commands that move files need.
+func startChatdForFiles(t *testing.T) (*server.Server, map[string]string) {
+	t.Helper()
+	srv, env := startChatdEnv(t)
 	env["CHAT_HTTP_ADDR"] = srv.HTTPAddr()
 	return srv, env
 }
@@ -174,9 +181,7 @@ func TestSendTailInboxHistoryRead(t *testing.T) {
 }
 
 func TestChatCommandsSayWhatToDo(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	srv, env := startChatdEnv(t)
 
 	// Nothing listens on the broker address.
 	closed := testkit.FreeAddr(t)
@@ -205,9 +210,7 @@ func TestChatCommandsSayWhatToDo(t *testing.T) {
 }
 
 func TestSendReadsBodyFromStdin(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	_, env := startChatdEnv(t)
 	var out, errb bytes.Buffer
 	a := &app{stdout: &out, stderr: &errb, stdinR: strings.NewReader("from stdin\n"), lookupenv: config.MapEnv(env), environ: environ(env)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -15,9 +15,7 @@ import (
 // typo, the other member reacts, the reply is taken back. tail shows each
 // change as it happens and history shows every message as it is now.
 func TestReplyEditReactRecallShowInHistoryAndTail(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	_, env := startChatdEnv(t)
 
 	tailOut, tailErr, _ := startChatctl(t, env, "tail", "--user", "2")
 	waitForText(t, tailErr, "following the events of user 2", 15*time.Second)
@@ -107,9 +105,7 @@ func TestReplyEditReactRecallShowInHistoryAndTail(t *testing.T) {
 // from a direct chat to a third user: the copy names its origin, and only
 // a member of the origin may forward from it.
 func TestForwardCopiesTheMessageIntoAnotherConversation(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	_, env := startChatdEnv(t)
 
 	mustOK(t, chatctl(t, env, "send", "--user", "2", "--peer", "1", "--body", "the wifi password is hunter2"))
 	r := mustOK(t, chatctl(t, env, "forward", "--user", "1", "--peer", "3", "--from-conversation", "1", "--seq", "1"))
@@ -162,9 +158,7 @@ func TestLifecycleCommandsRefuseIncompleteUsageBeforeConnecting(t *testing.T) {
 // says the message is gone for everyone now, and exits 0 (it did commit:
 // sending it once more would store a new message).
 func TestARetriedSendOrEditOfARecalledMessageSaysItIsGone(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	_, env := startChatdEnv(t)
 	line := func(r result) string { return strings.TrimSpace(mustOK(t, r).stdout) }
 	sendID, editID := uuid.NewString(), uuid.NewString()
 	send := []string{"send", "--user", "1", "--peer", "2", "--body", "oops", "--client-msg-id", sendID}

@@ -11,9 +11,7 @@ import (
 // blocks, group administration and search, each printing what a person
 // reads (and --json for scripts).
 func TestProfileSettingsBlockGroupAndSearchCommands(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	srv, env := startChatdEnv(t)
 	has := func(r result, subs ...string) {
 		t.Helper()
 		for _, s := range subs {
@@ -77,9 +75,7 @@ func TestProfileSettingsBlockGroupAndSearchCommands(t *testing.T) {
 // the 100 ids chatd answers per request failed with "invalid"; it shows
 // them all now, an id given twice once.
 func TestProfileOfShowsMoreThanAHundredUsers(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	srv, env := startChatdEnv(t)
 	var members []int64
 	ids := []string{"1"}
 	for id := int64(2); id <= 250; id++ {

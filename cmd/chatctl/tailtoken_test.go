@@ -37,9 +37,7 @@ func countingMints(n *atomic.Int32, life time.Duration) func(secret []byte, user
 // tail printed nothing more, without a word. It mints a new token for
 // each connection now.
 func TestTailOutlivesTheTokensItMints(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	_, env := startChatdEnv(t)
 	var mints atomic.Int32
 	stdout, stderr, done := startChatctlMinting(t, env, countingMints(&mints, 4*time.Second), "tail", "--user", "2", "--count", "2")
 	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
@@ -91,9 +89,7 @@ func TestTailWithATokenThatExpiresSaysSoAndExits(t *testing.T) {
 // renewing client, and still reports a token chatd refuses at once; a
 // message sent as soon as it says it is following is printed.
 func TestTailConnectsOnceAndPrintsWhatIsSentOnceItSaysSo(t *testing.T) {
-	dataDir := t.TempDir()
-	srv := startChatd(t, dataDir)
-	env := chatEnv(srv, dataDir)
+	_, env := startChatdEnv(t)
 	var mints atomic.Int32
 	stdout, stderr, done := startChatctlMinting(t, env, countingMints(&mints, time.Hour), "tail", "--user", "2", "--count", "1")
 	waitForText(t, stderr, "following the events of user 2", 15*time.Second)
