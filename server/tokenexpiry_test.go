@@ -2,11 +2,9 @@ package server_test
 
 import (
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/chatd/chatd/internal/auth"
@@ -20,15 +18,7 @@ import (
 func tokenExpiringIn(t *testing.T, user int64, d time.Duration) string {
 	t.Helper()
 	now := time.Now()
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
-		Subject:   strconv.FormatInt(user, 10),
-		IssuedAt:  jwt.NewNumericDate(now.Add(-time.Hour)),
-		ExpiresAt: jwt.NewNumericDate(now.Add(d)),
-	}).SignedString([]byte(testnode.Secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return signedToken(t, testnode.Secret, user, now.Add(-time.Hour), now.Add(d))
 }
 
 // A token authorizes a connection until it expires, not for as long as

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/chatd/chatd/internal/mqtttest"
@@ -23,15 +21,7 @@ import (
 // claim), valid for an hour.
 func tokenIssuedAt(t *testing.T, user int64, iat time.Time) string {
 	t.Helper()
-	c := jwt.RegisteredClaims{Subject: strconv.FormatInt(user, 10), ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}
-	if !iat.IsZero() {
-		c.IssuedAt = jwt.NewNumericDate(iat)
-	}
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(testnode.Secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return signedToken(t, testnode.Secret, user, iat, time.Now().Add(time.Hour))
 }
 
 // bearer calls srv's HTTP API with token and returns the status.
