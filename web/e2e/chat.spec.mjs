@@ -17,12 +17,10 @@ import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, inboxF
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
-const { BASE, pages, token, api } = spec;
+const { BASE, pages, token, api, sendAs } = spec;
 const SHOTS = process.env.SCREENSHOT_DIR || '';
 
 // ---------------------------------------------------------------- helpers
-
-const sendVia = (uid, cid, body) => api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body });
 
 /**
  * Opens a fresh browser context (its own storage: a separate person) and
@@ -232,7 +230,7 @@ test('user text is never markup: an <img onerror> body and title render literall
   await eventually(async () => assert.equal(await row(a.page, direct.id).count(), 1));
   await openConversation(a.page, direct.id);
   await send(a.page, evil);
-  await sendVia(301, group.id, `"quoted" & <i>not italic</i>`);
+  await sendAs(301, group.id, `"quoted" & <i>not italic</i>`);
 
   await eventually(async () => assert.equal(await unread(b.page, direct.id), 1));
   await eventually(async () => assert.equal(await row(b.page, group.id).getByTestId('conv-title').textContent(), evilTitle));
@@ -256,7 +254,7 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
   try {
     const direct = await api(402, 'POST', '/v1/direct/401');
     const cid = direct.id;
-    await sendVia(402, cid, 'before the cut');
+    await sendAs(402, cid, 'before the cut');
 
     const a = await signIn(401, { base: proxy.url });
     await openConversation(a.page, cid);
@@ -265,7 +263,7 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     // 1) Cut while the chat is open; the peer keeps talking; A writes too.
     proxy.cut();
     await offline(a.page);
-    for (let i = 1; i <= 5; i++) await sendVia(402, cid, `while away ${i}`);
+    for (let i = 1; i <= 5; i++) await sendAs(402, cid, `while away ${i}`);
     await send(a.page, 'written offline');
     // The pending bubble renders once the client has queued the send
     // (asynchronously: a loaded CI machine showed the list before it).
@@ -287,7 +285,7 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     await a.page.getByTestId('no-conversation').waitFor();
     proxy.cut();
     await offline(a.page);
-    for (let i = 1; i <= 3; i++) await sendVia(402, cid, `second cut ${i}`);
+    for (let i = 1; i <= 3; i++) await sendAs(402, cid, `second cut ${i}`);
     proxy.restore();
     await online(a.page, 20000);
     await eventually(async () => assert.equal(await unread(a.page, cid), 3));
@@ -332,7 +330,7 @@ test('a refused send shows "Not sent" with Retry, keeping its clientMsgId', asyn
 
 test('history loads on scroll up without gaps or duplicates', async () => {
   const direct = await api(601, 'POST', '/v1/direct/602');
-  for (let i = 1; i <= 120; i++) await sendVia(i % 2 ? 602 : 601, direct.id, `message ${i}`);
+  for (let i = 1; i <= 120; i++) await sendAs(i % 2 ? 602 : 601, direct.id, `message ${i}`);
   const a = await signIn(601, { viewport: { width: 1024, height: 700 } });
   await openConversation(a.page, direct.id);
   await eventually(async () => assert.equal((await bodies(a.page)).at(-1), 'message 120'));
@@ -381,7 +379,7 @@ test('sign in by pasting a token; bad tokens are explained; sign out', async () 
 
 test('signing out in one tab signs out every tab of the browser: none keeps showing or receiving the conversations', async () => {
   const direct = await api(912, 'POST', '/v1/direct/911');
-  await sendVia(912, direct.id, 'for 911 only');
+  await sendAs(912, direct.id, 'for 911 only');
   const a = await signIn(911);
   // A second tab of the same browser: signed in by the stored token.
   const other = await a.context.newPage();
@@ -395,7 +393,7 @@ test('signing out in one tab signs out every tab of the browser: none keeps show
   await a.page.getByTestId('signin').waitFor();
   await other.getByTestId('signin').waitFor();
   assert.deepEqual(await bodies(other), [], 'the other tab shows no message');
-  await sendVia(912, direct.id, 'after the sign-out');
+  await sendAs(912, direct.id, 'after the sign-out');
   await eventually(async () => assert.equal((await api(911, 'GET', `/v1/conversations/${direct.id}/messages?limit=5`)).messages.length, 2));
   assert.equal(await other.getByTestId('app').count(), 0, 'the other tab is not signed in');
   assertClean(a);
@@ -514,12 +512,12 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
     await a.page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
     await a.page.mouse.down();
     const pressed = await row(a.page, cid).elementHandle();
-    await sendVia(peer, cid, body);
+    await sendAs(peer, cid, body);
     await eventually(async () => assert.equal(await unread(a.page, cid), n), { explain: () => inboxFacts(a.page) });
     assert.equal(await pressed.evaluate((el) => el.isConnected), false, 'the inbox was not rebuilt while the button was down');
   };
   const d = await api(261, 'POST', '/v1/direct/262');
-  await sendVia(262, d.id, 'first');
+  await sendAs(262, d.id, 'first');
   const a = await signIn(261);
   await eventually(async () => assert.equal(await unread(a.page, d.id), 1), { explain: () => inboxFacts(a.page) });
   // Press on the row, let a message arrive (the inbox is rebuilt: the row
@@ -531,7 +529,7 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   await eventually(async () => assert.deepEqual(await bodies(a.page), ['first', 'second']));
   // Pressed on one conversation and released on another is no click.
   const e = await api(261, 'POST', '/v1/direct/263');
-  await sendVia(263, e.id, 'elsewhere');
+  await sendAs(263, e.id, 'elsewhere');
   await closeConversation(a.page);
   await a.page.getByTestId('no-conversation').waitFor();
   await row(a.page, e.id).waitFor();
@@ -548,7 +546,7 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   // A keyboard user's focus stays on the conversation's row through a
   // rebuild, and Enter opens it.
   await row(a.page, d.id).focus();
-  await sendVia(262, d.id, 'third');
+  await sendAs(262, d.id, 'third');
   await eventually(async () => assert.equal(await unread(a.page, d.id), 1), { explain: () => inboxFacts(a.page) });
   assert.equal(await a.page.evaluate(() => document.activeElement?.dataset?.convId), String(d.id));
   await a.page.keyboard.press('Enter');
@@ -562,22 +560,22 @@ test('screenshots, and a single column on a phone-sized screen', async () => {
   const design = await api(1, 'POST', '/v1/conversations', { type: 'group', title: 'Design review', members: [2, 3] });
   const release = await api(3, 'POST', '/v1/conversations', { type: 'group', title: 'Release 1.4', members: [1, 2, 4] });
   const d4 = await api(4, 'POST', '/v1/direct/1');
-  await sendVia(2, d2.id, 'Did the staging deploy go through?');
-  await sendVia(1, d2.id, 'Yes, 10 minutes ago. Migrations ran clean.');
-  await sendVia(2, d2.id, 'Great, I will start the smoke tests.');
+  await sendAs(2, d2.id, 'Did the staging deploy go through?');
+  await sendAs(1, d2.id, 'Yes, 10 minutes ago. Migrations ran clean.');
+  await sendAs(2, d2.id, 'Great, I will start the smoke tests.');
   await api(1, 'POST', `/v1/conversations/${d2.id}/read`, { seq: 3 });
-  await sendVia(3, release.id, 'Branch cut is on Thursday.');
-  await sendVia(4, release.id, 'I still have two fixes to land.');
-  await sendVia(3, release.id, 'Fine, get them reviewed by Wednesday.');
-  await sendVia(2, design.id, 'New mockups for the inbox are up.');
-  await sendVia(3, design.id, 'The unread badges look much clearer now.');
-  await sendVia(1, design.id, 'Agreed. Let us ship the compact row height as well.');
-  await sendVia(2, design.id, 'On it. I will also check the phone layout.');
-  await sendVia(1, design.id, 'Thanks! Review at 3 pm?');
+  await sendAs(3, release.id, 'Branch cut is on Thursday.');
+  await sendAs(4, release.id, 'I still have two fixes to land.');
+  await sendAs(3, release.id, 'Fine, get them reviewed by Wednesday.');
+  await sendAs(2, design.id, 'New mockups for the inbox are up.');
+  await sendAs(3, design.id, 'The unread badges look much clearer now.');
+  await sendAs(1, design.id, 'Agreed. Let us ship the compact row height as well.');
+  await sendAs(2, design.id, 'On it. I will also check the phone layout.');
+  await sendAs(1, design.id, 'Thanks! Review at 3 pm?');
   await api(2, 'POST', `/v1/conversations/${design.id}/read`, { seq: 5 });
   await api(3, 'POST', `/v1/conversations/${design.id}/read`, { seq: 5 });
-  await sendVia(4, d4.id, 'Are you around for a quick call?');
-  await sendVia(4, d4.id, 'It is about the on-call rota.');
+  await sendAs(4, d4.id, 'Are you around for a quick call?');
+  await sendAs(4, d4.id, 'It is about the on-call rota.');
 
   const a = await signIn(1);
   await eventually(async () => assert.equal(await a.page.getByTestId('conv-row').count(), 4));

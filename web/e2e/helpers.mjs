@@ -114,7 +114,8 @@ export async function inboxFacts(page) {
 
 /**
  * The HTTP API of the chatd at base in dev mode: token(uid) mints (once)
- * and api(uid, ...) calls as uid, to set up data or act as another member.
+ * and api(uid, ...) calls as uid, to set up data or act as another member;
+ * sendAs(uid, cid, body) sends a message as uid.
  */
 export function devAPI(base) {
   const tokens = new Map();
@@ -136,7 +137,10 @@ export function devAPI(base) {
     assert.ok(res.ok, `${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
     return data;
   }
-  return { token, api };
+  /** uid sends body (with extra fields: replyTo…) to conversation cid: the message chatd answers. */
+  const sendAs = (uid, cid, body, extra = {}) =>
+    api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body, ...extra });
+  return { token, api, sendAs };
 }
 
 /**
@@ -177,7 +181,7 @@ export async function devSignIn(browser, pages, uid, { base, viewport = { width:
 export async function openDirect(spec, me, peer, messages, { base = spec.BASE } = {}) {
   const conv = await spec.api(peer, 'POST', `/v1/direct/${me}`);
   for (const [from, body] of messages) {
-    await spec.api(from, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body });
+    await spec.sendAs(from, conv.id, body);
   }
   const a = await devSignIn(spec.browser, spec.pages, me, { base });
   await openConversation(a.page, conv.id);

@@ -17,13 +17,13 @@ import { actions, browserSpec, bodies, bubble, devSignIn, eventually, finish, of
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
-const { BASE, pages, api } = spec;
+const { BASE, pages, api, sendAs } = spec;
 const SHOTS = process.env.SCREENSHOT_DIR || '';
 
 // ---------------------------------------------------------------- helpers
 
 const sendVia = async (uid, cid, body, extra = {}) =>
-  (await api(uid, 'POST', `/v1/conversations/${cid}/messages`, { clientMsgId: crypto.randomUUID(), body, ...extra })).seq;
+  (await sendAs(uid, cid, body, extra)).seq;
 const editVia = (uid, cid, seq, body) => api(uid, 'PATCH', `/v1/conversations/${cid}/messages/${seq}`, { clientMsgId: crypto.randomUUID(), body });
 const recallVia = (uid, cid, seq) => api(uid, 'DELETE', `/v1/conversations/${cid}/messages/${seq}`);
 const reactVia = (uid, cid, seq, emoji, on = true) => api(uid, on ? 'PUT' : 'DELETE', `/v1/conversations/${cid}/messages/${seq}/reactions/${encodeURIComponent(emoji)}`);

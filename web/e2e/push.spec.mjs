@@ -42,7 +42,7 @@ after(async () => {
   await browser?.close();
 });
 
-const { api } = devAPI(BASE);
+const { api, sendAs } = devAPI(BASE);
 
 // How long a wait for a notification to leave the screen may take: well
 // under the ~25 s after which headless Chromium takes a notification off
@@ -75,7 +75,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   // Hidden, the page stays connected and acknowledges, so chatd sends no
   // push: the page shows the notification itself.
   const conv = await hiddenWithConversation(page, me, peer);
-  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'while hidden' });
+  await sendAs(peer, conv.id, 'while hidden');
   const sw = context.serviceWorkers()[0] || (await context.waitForEvent('serviceworker'));
   const local = await eventually(async () => {
     const ns = await onScreen(page);
@@ -88,7 +88,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
 
   // The page closes (its MQTT session ends); a message arrives.
   await page.close();
-  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'hello from 60' });
+  await sendAs(peer, conv.id, 'hello from 60');
   const pushed = await eventually(async () => {
     const got = await (await fetch(LOG)).json();
     assert.equal(got.length, 1, 'one push at the loopback push service');
@@ -144,7 +144,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   // pushes a silent remove and the service worker takes the notification
   // away.
   await page.close();
-  const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'sent by mistake' });
+  const sent = await sendAs(peer, conv.id, 'sent by mistake');
   const second = await eventually(async () => {
     const got = await (await fetch(LOG)).json();
     assert.equal(got.length, 2, 'the second push at the loopback push service');
@@ -298,7 +298,7 @@ test('a message recalled while the page is hidden takes away the notification th
   const peer = 62;
   const { context, page, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
-  const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'my bank password is hunter2' });
+  const sent = await sendAs(peer, conv.id, 'my bank password is hunter2');
   await eventually(async () => assert.deepEqual(await shown(), [{ body: 'my bank password is hunter2', tag: `conv-${conv.id}`, seq: sent.seq }]), { explain: why });
 
   // chatd pushed nothing (the page acknowledged), so no remove push will
@@ -307,8 +307,8 @@ test('a message recalled while the page is hidden takes away the notification th
   await eventually(async () => assert.deepEqual(await shown(), [], 'the recalled message\'s text is no longer on screen'), { timeout: SHORT, explain: why });
 
   // A recall of an older message leaves the notification of a newer one.
-  const first = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'first' });
-  const second = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'second' });
+  const first = await sendAs(peer, conv.id, 'first');
+  const second = await sendAs(peer, conv.id, 'second');
   await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]), { explain: why });
   await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).click();
   await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
@@ -325,7 +325,7 @@ test('a message edited while the page is hidden shows its new text in the notifi
   const peer = 66;
   const { context, page, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
-  const sent = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'call me on 555-0100' });
+  const sent = await sendAs(peer, conv.id, 'call me on 555-0100');
   await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me on 555-0100', tag: `conv-${conv.id}`, seq: sent.seq }]), { explain: why });
 
   // The sender took the number out: it must not stay on the screen.
@@ -333,8 +333,8 @@ test('a message edited while the page is hidden shows its new text in the notifi
   await eventually(async () => assert.deepEqual(await shown(), [{ body: 'call me', tag: `conv-${conv.id}`, seq: sent.seq }]), { explain: why });
 
   // An edit of an older message leaves the notification of a newer one.
-  const first = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'first' });
-  const second = await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'second' });
+  const first = await sendAs(peer, conv.id, 'first');
+  const second = await sendAs(peer, conv.id, 'second');
   await eventually(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]), { explain: why });
   await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).click();
   await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
@@ -371,7 +371,7 @@ for (const { name, me, peer, signOut } of [
   test(name, async () => {
     const { context, page, shown, why, errors } = await withNotifications(me);
     const conv = await hiddenWithConversation(page, me, peer);
-    await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for your eyes only' });
+    await sendAs(peer, conv.id, 'for your eyes only');
     await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
 
     await signOut(page, me);
@@ -521,7 +521,7 @@ test('a click on a notification of the user signed in before opens nothing for t
   const next = 70;
   const { context, page, sw, shown, why, errors } = await withNotifications(me);
   const conv = await hiddenWithConversation(page, me, peer);
-  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'for 69' });
+  await sendAs(peer, conv.id, 'for 69');
   await eventually(async () => assert.equal((await shown()).length, 1), { explain: why });
 
   // Another tab signs someone else in: this page follows (signed out

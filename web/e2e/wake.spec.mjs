@@ -15,7 +15,7 @@ import { browserSpec, bodies, eventually, finish, openDirect } from './helpers.m
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
-const { BASE, api } = spec;
+const { BASE, sendAs } = spec;
 
 
 const ME = 9341;
@@ -30,10 +30,10 @@ test('when the network comes back, a message sent meanwhile arrives at once, not
     // open, silent.
     proxy.blackhole();
     await a.context.setOffline(true);
-    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'while away' });
+    await sendAs(PEER, conv.id, 'while away');
     await a.context.setOffline(false);
     await eventually(async () => assert.deepEqual(await bodies(a.page), ['before', 'while away']), { timeout: 10000 });
-    await api(PEER, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'after' });
+    await sendAs(PEER, conv.id, 'after');
     await eventually(async () => assert.deepEqual(await bodies(a.page), ['before', 'while away', 'after']), { timeout: 10000 });
     await finish(a);
   } finally {
