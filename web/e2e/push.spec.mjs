@@ -184,7 +184,7 @@ test('signing out while the page is showing a notification takes that one off th
   await page.evaluate(() => {
     window.__hold = new Promise((r) => (window.__release = r));
   });
-  await api(peer, 'POST', `/v1/conversations/${conv.id}/messages`, { clientMsgId: crypto.randomUUID(), body: 'arrives as you leave' });
+  await sendAs(peer, conv.id, 'arrives as you leave');
   await eventually(async () => assert.equal(await page.evaluate(() => window.__showing), 1, 'the page is showing the message'), { explain: why });
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByTestId('signin').waitFor();
