@@ -1,7 +1,6 @@
 package tlsreload_test
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,30 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/tlsreload"
 )
-
-// syncBuffer is a log destination the test reads while the CRL writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestACRLPastItsNextUpdateStaysInForceAndIsWarnedOnce: a CRL whose
 // NextUpdate has passed (the CA did not publish a new one in time) keeps
@@ -65,7 +46,7 @@ func TestACRLPastItsNextUpdateStaysInForceAndIsWarnedOnce(t *testing.T) {
 	if err := os.WriteFile(path, crlDER, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer // the test reads it while the CRL writes
 	crl, err := tlsreload.NewCRL(path, func() []*x509.Certificate { return []*x509.Certificate{ca} }, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
