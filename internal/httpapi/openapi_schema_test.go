@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,12 +155,7 @@ func (d schemaDoc) validate(s map[string]any, v any, at string) []string {
 			}
 		}
 		props, _ := s["properties"].(map[string]any)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			if ps, ok := props[k].(map[string]any); ok {
 				out = append(out, d.validate(ps, obj[k], at+"."+k)...)
 			}

@@ -12,12 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -610,12 +611,7 @@ func TestSlowAttackersAreCutOffWhileOthersAreServed(t *testing.T) {
 	wg.Wait()
 	h.finish(t)
 
-	names := make([]string, 0, len(results))
-	for n := range results {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(results)) {
 		t.Logf("%s: %s", n, results[n])
 	}
 	t.Logf("memory before %v; with %d idle MQTT connections without CONNECT %v: %.0f KiB of heap and %.1f goroutines each",

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,13 +297,8 @@ func tally(actors map[int64]*actor) string {
 		}
 		a.mu.Unlock()
 	}
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		fmt.Fprintf(&b, "%s %d; ", k, all[k])
 	}
 	return b.String()
@@ -404,12 +399,7 @@ func diff(a, b map[int64]shown) string {
 	for k := range b {
 		seqs[k] = true
 	}
-	keys := make([]int64, 0, len(seqs))
-	for k := range seqs {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(seqs)) {
 		if a[k] != b[k] {
 			out = append(out, fmt.Sprintf("  seq %d: %+v\n     vs %+v", k, a[k], b[k]))
 		}
