@@ -9,8 +9,6 @@ import (
 	"github.com/chatd/chatd/client"
 )
 
-func strp(s string) *string { return &s }
-
 // The people and group operations of the Go client, end to end: profiles,
 // a group's settings and roles, search; system entries arrive as events in
 // seq order, between messages, and a View stays in step.
@@ -20,7 +18,7 @@ func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 30*time.Second)
 
-	p, err := a.SetProfile(ctx, client.ProfileUpdate{DisplayName: "Ann", About: strp("hello")})
+	p, err := a.SetProfile(ctx, client.ProfileUpdate{DisplayName: "Ann", About: new("hello")})
 	if err != nil || p.DisplayName != "Ann" {
 		t.Fatalf("SetProfile: %+v, %v", p, err)
 	}
@@ -40,11 +38,11 @@ func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
 	if _, err := a.Send(ctx, g.ID, "before the rename"); err != nil {
 		t.Fatal(err)
 	}
-	conv, err := a.UpdateGroup(ctx, g.ID, client.GroupUpdate{Title: strp("Renamed"), HistoryVisible: strp("all")})
+	conv, err := a.UpdateGroup(ctx, g.ID, client.GroupUpdate{Title: new("Renamed"), HistoryVisible: new("all")})
 	if err != nil || conv.Title != "Renamed" || conv.HistoryVisible != "all" {
 		t.Fatalf("UpdateGroup: %+v, %v", conv, err)
 	}
-	if _, err := b.UpdateGroup(ctx, g.ID, client.GroupUpdate{Title: strp("mine")}); !errors.Is(err, client.ErrForbidden) {
+	if _, err := b.UpdateGroup(ctx, g.ID, client.GroupUpdate{Title: new("mine")}); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("member renames: %v", err)
 	}
 	if m, err := a.SetRole(ctx, g.ID, 2, "admin"); err != nil || m.Role != "admin" {

@@ -13,8 +13,6 @@ import (
 	"github.com/chatd/chatd/internal/webpushtest"
 )
 
-func boolp(b bool) *bool { return &b }
-
 // A conversation's mute over the Go client: the settings set are answered
 // and shown by the inbox, an unmute puts the defaults back, a
 // non-member's is ErrNotMember and a mute that ended already ErrInvalid.
@@ -24,7 +22,7 @@ func TestConversationSettingsOverTheGoClient(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	st, err := a.SetConversationSettings(ctx, conv, client.ConversationSettingsUpdate{MutedUntil: &until, Mentions: boolp(false)})
+	st, err := a.SetConversationSettings(ctx, conv, client.ConversationSettingsUpdate{MutedUntil: &until, Mentions: new(false)})
 	if err != nil || !st.Muted || st.Mentions || st.MutedUntil == nil || !st.MutedUntil.Equal(until) {
 		t.Fatalf("mute until %v: %+v, %v", until, st, err)
 	}
@@ -32,12 +30,12 @@ func TestConversationSettingsOverTheGoClient(t *testing.T) {
 	if err != nil || len(page.Conversations) != 1 || page.Conversations[0].Settings == nil || !page.Conversations[0].Settings.Muted {
 		t.Fatalf("the inbox's settings of a muted conversation: %+v, %v", page, err)
 	}
-	st, err = a.SetConversationSettings(ctx, conv, client.ConversationSettingsUpdate{Muted: boolp(false)})
+	st, err = a.SetConversationSettings(ctx, conv, client.ConversationSettingsUpdate{Muted: new(false)})
 	if err != nil || st != chat.DefaultConversationSettings {
 		t.Fatalf("unmute: %+v, %v", st, err)
 	}
 
-	if _, err := stranger.SetConversationSettings(ctx, conv, client.ConversationSettingsUpdate{Muted: boolp(true)}); !errors.Is(err, client.ErrNotMember) {
+	if _, err := stranger.SetConversationSettings(ctx, conv, client.ConversationSettingsUpdate{Muted: new(true)}); !errors.Is(err, client.ErrNotMember) {
 		t.Fatalf("a non-member mutes: %v, want ErrNotMember", err)
 	}
 	past := time.Now().Add(-time.Minute)

@@ -15,8 +15,6 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-func strp(s string) *string { return &s }
-
 // Every rule of who may change a group: rename, historyVisible, roles,
 // adding an admin, removing, transferring; non-members and unknown groups.
 func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
@@ -39,9 +37,9 @@ func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
 	}
 	wantCode(t, "member renames", rename(member, "x"), chat.CodeForbidden)
 	wantCode(t, "stranger renames", rename(stranger, "x"), chat.CodeNotMember)
-	_, err := st.UpdateGroup(ctx, 4242, owner, chat.GroupUpdate{Title: strp("x")})
+	_, err := st.UpdateGroup(ctx, 4242, owner, chat.GroupUpdate{Title: new("x")})
 	wantCode(t, "rename of an unknown group", err, chat.CodeNotFound)
-	_, err = st.UpdateGroup(ctx, g.ID, admin, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)})
+	_, err = st.UpdateGroup(ctx, g.ID, admin, chat.GroupUpdate{HistoryVisible: new(chat.HistoryAll)})
 	wantCode(t, "admin changes historyVisible", err, chat.CodeForbidden)
 	_, err = st.SetRole(ctx, g.ID, admin, member, chat.RoleAdmin)
 	wantCode(t, "admin grants admin", err, chat.CodeForbidden)
@@ -72,7 +70,7 @@ func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.UpdateGroup(ctx, d.ID, owner, chat.GroupUpdate{Title: strp("x")})
+	_, err = st.UpdateGroup(ctx, d.ID, owner, chat.GroupUpdate{Title: new("x")})
 	wantCode(t, "rename a direct conversation", err, chat.CodeForbidden)
 
 	// What is allowed.
@@ -129,8 +127,8 @@ func TestRenamingAGroupIsAStreamEntryAndAnEvent(t *testing.T) {
 	t.Parallel()
 	ctx, st, pool, g := groupOf12(t)
 	mustSend(t, st, g.ID, 2, "hi")
-	conv, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: strp("Trip"), About: strp("Plans"),
-		AvatarURL: strp("https://img.example/trip.png")})
+	conv, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: new("Trip"), About: new("Plans"),
+		AvatarURL: new("https://img.example/trip.png")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +149,14 @@ func TestRenamingAGroupIsAStreamEntryAndAnEvent(t *testing.T) {
 		t.Fatalf("conversation.updated %+v", ev)
 	}
 	before := len(outboxEvents(t, pool, g.ID, ""))
-	if _, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: strp("Trip")}); err != nil {
+	if _, err := st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{Title: new("Trip")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(outboxEvents(t, pool, g.ID, "")); n != before {
 		t.Fatalf("renaming to the same title wrote %d events", n-before)
 	}
 	// Removing the avatar.
-	conv, err = st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{AvatarURL: strp("")})
+	conv, err = st.UpdateGroup(ctx, g.ID, 1, chat.GroupUpdate{AvatarURL: new("")})
 	if err != nil || conv.Avatar != nil {
 		t.Fatalf("avatar removed: %+v, %v", conv, err)
 	}

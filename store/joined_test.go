@@ -412,7 +412,7 @@ func TestARemovedMemberCatchesUpOnAMessageFirstEditedAfterTheRemovalWithTheBodyT
 // openHistory has owner open group conv's whole history to later members.
 func openHistory(t *testing.T, ctx context.Context, st *store.Store, conv, owner int64) {
 	t.Helper()
-	if _, err := st.UpdateGroup(ctx, conv, owner, chat.GroupUpdate{HistoryVisible: strp(chat.HistoryAll)}); err != nil {
+	if _, err := st.UpdateGroup(ctx, conv, owner, chat.GroupUpdate{HistoryVisible: new(chat.HistoryAll)}); err != nil {
 		t.Fatal(err)
 	}
 }

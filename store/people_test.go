@@ -9,8 +9,6 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-func boolp(b bool) *bool { return &b }
-
 // Profiles are visible to the user and to who shares a conversation with
 // them, nobody else (left out as if they did not exist); profile.updated
 // goes to the same people, but not through large groups.
@@ -25,7 +23,7 @@ func TestProfilesAreSeenByWhoSharesAConversationAndUpdatesReachThem(t *testing.T
 	}
 	big := mustGroup(t, st, 1, 4, 5) // "large" below: 3 members > 2
 	_ = big
-	p, err := st.SetProfile(ctx, 1, chat.ProfileUpdate{DisplayName: "Ann", About: strp("hi"), AvatarURL: strp("https://a.example/ann.png")}, 2)
+	p, err := st.SetProfile(ctx, 1, chat.ProfileUpdate{DisplayName: "Ann", About: new("hi"), AvatarURL: new("https://a.example/ann.png")}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +75,7 @@ func TestReadReceiptsOffHideTheReaderAndHideOthersFromTheReader(t *testing.T) {
 	const alice, bob, carol = 1, 2, 3
 	g := mustGroup(t, st, alice, bob, carol)
 	m := mustSend(t, st, g.ID, alice, "did you read this?")
-	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range []int64{bob, carol} {
@@ -131,7 +129,7 @@ func TestReadReceiptsOffHideTheReaderAndHideOthersFromTheReader(t *testing.T) {
 		t.Fatalf("bob's own watermark: %+v, %v", in.Conversations[0], err)
 	}
 	// Turned back on: counted again.
-	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(true)}); err != nil {
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: new(true)}); err != nil {
 		t.Fatal(err)
 	}
 	if seen, err = st.SeenBy(ctx, g.ID, alice, m.Seq); err != nil || seen.SeenBy != 2 {
@@ -147,7 +145,7 @@ func TestReadReceiptBatchesKeepReadReceiptsPrivate(t *testing.T) {
 	st, _ := newStoreRecording(t, rec)
 	g := mustGroup(t, st, 1, 2, 3)
 	m := mustSend(t, st, g.ID, 1, "x")
-	if _, err := st.SetSettings(ctx, 3, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+	if _, err := st.SetSettings(ctx, 3, chat.SettingsUpdate{ReadReceipts: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	r := newReceipts(t, st, store.ReceiptsConfig{})
@@ -250,13 +248,13 @@ func TestPresenceVisibilityFollowsSettingsBothWaysAndBlocks(t *testing.T) {
 	if !vis(1, 2) || !vis(2, 1) {
 		t.Fatal("presence hidden by default")
 	}
-	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: boolp(false)}); err != nil {
+	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	if vis(2, 1) || vis(1, 2) {
 		t.Fatal("presence off must hide 1 from 2 and 2 from 1")
 	}
-	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: boolp(true)}); err != nil {
+	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: new(true)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Block(ctx, 3, 4); err != nil {
@@ -303,7 +301,7 @@ func TestPresenceAudienceSplitsWhoSeesFromWhoIsHiddenFrom(t *testing.T) {
 		}
 	}
 	check("by default", []int64{2, 3, 4}, nil)
-	if _, err := st.SetSettings(ctx, 4, chat.SettingsUpdate{Presence: boolp(false)}); err != nil {
+	if _, err := st.SetSettings(ctx, 4, chat.SettingsUpdate{Presence: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	check("4 hides their own", []int64{2, 3}, nil)
@@ -311,7 +309,7 @@ func TestPresenceAudienceSplitsWhoSeesFromWhoIsHiddenFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("1 blocked 3", []int64{2}, []int64{3})
-	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: boolp(false)}); err != nil {
+	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	check("1 hides theirs", nil, []int64{2, 3})
@@ -329,7 +327,7 @@ func TestAHiddenReadersReadingDoesNotMoveTheDeliveredWatermarkOthersSee(t *testi
 	g := mustGroup(t, st, alice, bob, carol)
 	m1 := mustSend(t, st, g.ID, alice, "one")
 	m2 := mustSend(t, st, g.ID, alice, "two")
-	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
@@ -375,7 +373,7 @@ func TestRepliesCarryingAMemberHideAHiddenReadersWatermark(t *testing.T) {
 	const alice, bob = 1, 2
 	g := mustGroup(t, st, alice, bob)
 	m := mustSend(t, st, g.ID, alice, "read me")
-	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: boolp(false)}); err != nil {
+	if _, err := st.SetSettings(ctx, bob, chat.SettingsUpdate{ReadReceipts: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	mustMarkRead(t, ctx, st, g.ID, bob, m.Seq)
