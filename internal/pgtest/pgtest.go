@@ -173,9 +173,15 @@ func makeTemplate(ctx context.Context, c *pgembed.Cluster) error {
 // on pool; an error fails the test.
 func QueryOne[T any](t testing.TB, pool *pgxpool.Pool, sql string, args ...any) T {
 	t.Helper()
+	return queryOne[T](t, sql, pool, sql, args...)
+}
+
+// queryOne is QueryOne failing the test with "<what>: <error>".
+func queryOne[T any](t testing.TB, what string, pool *pgxpool.Pool, sql string, args ...any) T {
+	t.Helper()
 	var v T
 	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", sql, err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	return v
 }
@@ -185,12 +191,8 @@ func QueryOne[T any](t testing.TB, pool *pgxpool.Pool, sql string, args ...any) 
 // queues behind it.
 func LockWaiters(t testing.TB, pool *pgxpool.Pool) int64 {
 	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-		t.Fatalf("count lock waiters: %v", err)
-	}
-	return n
+	return queryOne[int64](t, "count lock waiters", pool, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`)
 }
 
 // LockTable takes lock ("message IN ACCESS EXCLUSIVE MODE") in a
