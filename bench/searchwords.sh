@@ -19,8 +19,8 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-40}
 BATCH=${BATCH:-1}
 CHUNK=${CHUNK:-300}
-MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21973}
-HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21970}
+MQTT_ADDR=127.0.0.1:${MQTT_PORT:-21953}
+HTTP_ADDR=127.0.0.1:${HTTP_PORT:-21950}
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 bench_init searchwords
