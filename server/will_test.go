@@ -119,19 +119,6 @@ func anyHas(ws []*watcher, s string) bool {
 	return false
 }
 
-// neverWithin polls cond every 10 ms for d and fails as soon as it holds:
-// for what must not happen while a timer (mochi's Will Delay and $SYS
-// rounds) has its chance.
-func neverWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			t.Errorf("%s", what)
-			return
-		}
-	}
-}
-
 // sentinelThrough sends a real message to the victims and waits until all
 // have it: whatever an attack delivered would have arrived by now.
 func sentinelThrough(t *testing.T, srv *server.Server, conv, sender int64, ws []*watcher, sentinel string) {
@@ -212,7 +199,7 @@ func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
 	}
 	// The Will Delay timer runs once a second: watch two of its rounds,
 	// then prove the victims' connections deliver.
-	neverWithin(t, 2500*time.Millisecond, "a victim to receive a forged event", func() bool { return anyHas(ws, "FORGED") })
+	testkit.Never(t, 2500*time.Millisecond, "a victim received a forged event", func() bool { return anyHas(ws, "FORGED") })
 	sentinelThrough(t, srv, conv.ID, friend, ws, "sentinel after the Will attacks")
 	for _, w := range ws {
 		if bad := w.unexpected(testnode.EventsTopic(victim), "sentinel after the Will attacks"); len(bad) > 0 {
@@ -277,7 +264,7 @@ func TestNoMochiPathDeliversAroundTheChatACL(t *testing.T) {
 
 	// $SYS is republished every second: watch two rounds.
 	all := append(ws, lateW)
-	neverWithin(t, 2500*time.Millisecond, "a $SYS, retained or forged publish to arrive", func() bool {
+	testkit.Never(t, 2500*time.Millisecond, "a $SYS, retained or forged publish arrived", func() bool {
 		for _, w := range all {
 			for _, s := range w.unexpected(testnode.EventsTopic(victim), "") {
 				if strings.HasPrefix(s, "$") || strings.Contains(s, "retain=true") || strings.Contains(s, "FORGED") {

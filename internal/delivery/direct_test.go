@@ -7,6 +7,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // A direct publish (an RPC reply, an error event) is for the connection
@@ -28,7 +29,7 @@ func TestADirectPublishForAnEndedConnectionDoesNotReachTheNextSessionOfItsClient
 	if !h.SendDirect("shared", next.self, chat.Packet{Topic: "chat/v1/user/3/rpc", Payload: []byte(`{"for":3}`), QoS: 1}) {
 		t.Fatal("SendDirect for the connection holding the session reported it did not queue")
 	}
-	eventually(t, 10*time.Second, func() bool { return len(next.packets()) > 0 }, "user 3 never got their own reply")
+	testkit.WaitFor(t, 10*time.Second, "user 3 to get their own reply", func() bool { return len(next.packets()) > 0 })
 	for _, p := range next.packets() {
 		if p.Topic != "chat/v1/user/3/rpc" {
 			t.Fatalf("user 3's connection got %s on %s: a reply for the connection before it", p.Payload, p.Topic)

@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // A member added to a group whose history is "joined" (the default) reads
@@ -34,8 +36,8 @@ func (c *fakeConn) entry(conv, seq int64) (chat.Event, bool) {
 func waitEntry(t *testing.T, c *fakeConn, conv, seq int64) chat.Event {
 	t.Helper()
 	var ev chat.Event
-	eventually(t, 10*time.Second, func() (ok bool) { ev, ok = c.entry(conv, seq); return ok },
-		"session %s never received entry %d of conversation %d", c.id, seq, conv)
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("session %s to receive entry %d of conversation %d", c.id, seq, conv),
+		func() (ok bool) { ev, ok = c.entry(conv, seq); return ok })
 	return ev
 }
 

@@ -279,7 +279,7 @@ func TestAClientIdleWithOneDeliveryUnacknowledgedIsNotDisconnectedWhenABurstFill
 	closed := func() bool { return len(c.closed) > 0 }
 	publishEach(h, f.send(t, 1))
 	waitSeqs(t, c, f.conv.ID, 1)
-	never(t, slow+200*time.Millisecond, closed, "disconnected with one delivery in flight and a window of 4")
+	testkit.Never(t, slow+200*time.Millisecond, "disconnected with one delivery in flight and a window of 4", closed)
 	burst := f.send(t, 20)
 	// From now on the client acknowledges everything it is sent, each
 	// publish a tenth of SlowTimeout after it arrived.
@@ -719,7 +719,7 @@ func TestEveryAcknowledgementHandedToAStoppingSessionHearsWhetherItWasWritten(t 
 	written() // the pump writes 1 and waits
 	h.Reply("c", c, ack(2))
 	go h.Detach("c", c)
-	eventually(t, 10*time.Second, sess.StopRequested, "Detach did not ask the session to stop")
+	testkit.WaitFor(t, 10*time.Second, "Detach to ask the session to stop", sess.StopRequested)
 	c.step <- struct{}{}
 	written() // the stopping session writes 2 and waits
 	h.Reply("c", c, ack(3))

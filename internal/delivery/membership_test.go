@@ -15,6 +15,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // failMembers fails the member lookup of one conversation at once.
@@ -109,8 +110,8 @@ func TestAMemberRemovedWhileTheHubOverflowedGetsNoMoreOfTheConversation(t *testi
 
 	ev := sendAs(t, f, f.conv.ID, 1) // user 2 is no longer a member
 	h.Publish(ev)
-	never(t, time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), ev.Seq) },
-		"user 2, removed from the conversation, received message seq %d sent after the removal", ev.Seq)
+	testkit.Never(t, time.Second, fmt.Sprintf("user 2, removed from the conversation, received message seq %d sent after the removal", ev.Seq),
+		func() bool { return slices.Contains(u.seqs(f.conv.ID), ev.Seq) })
 }
 
 // A member.added lost to a hub overflow: the new member's sessions never
@@ -143,8 +144,8 @@ func TestAMemberAddedWhileTheHubOverflowedGetsTheConversationLive(t *testing.T) 
 	}
 	waitSeqs(t, obs, f.conv.ID, 4)
 	for _, ev := range evs {
-		eventually(t, 10*time.Second, func() bool { return slices.Contains(u3.seqs(f.conv.ID), ev.Seq) },
-			"new member 3 never received message seq %d", ev.Seq)
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("new member 3 to receive message seq %d", ev.Seq),
+			func() bool { return slices.Contains(u3.seqs(f.conv.ID), ev.Seq) })
 	}
 }
 
@@ -172,8 +173,8 @@ func TestAnEntryFromBeforeAJoinDoesNotReachTheNewMemberWhoseJoinCommittedWhileMe
 	h.Publish(chat.MemberAddedEvent(conv, 3, 1, chat.RoleMember)) // behind the message
 	close(slow.release)                                           // the lookup reads the members now: user 3 included
 	waitSeqs(t, obs, f.conv.ID, 1)
-	never(t, 500*time.Millisecond, func() bool { return slices.Contains(u3.seqs(f.conv.ID), before.Seq) },
-		"user 3 received seq %d, sent before they joined (history_visible=joined)", before.Seq)
+	testkit.Never(t, 500*time.Millisecond, fmt.Sprintf("user 3 received seq %d, sent before they joined (history_visible=joined)", before.Seq),
+		func() bool { return slices.Contains(u3.seqs(f.conv.ID), before.Seq) })
 }
 
 // ... and a message sent while user 2 was a member never reaches user 2
@@ -192,8 +193,8 @@ func TestAnEntryFromBeforeARemovalReachesTheRemovedMemberWhoseRemovalCommittedWh
 	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, ev.Seq)) // as the store publishes it, behind the message
 	close(slow.release)
 	waitSeqs(t, obs, f.conv.ID, 1)
-	eventually(t, 10*time.Second, func() bool { return slices.Contains(u2.seqs(f.conv.ID), ev.Seq) },
-		"user 2 never received seq %d, committed while they were a member", ev.Seq)
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("user 2 to receive seq %d, committed while they were a member", ev.Seq),
+		func() bool { return slices.Contains(u2.seqs(f.conv.ID), ev.Seq) })
 }
 
 // gateConn is a fakeConn whose writes block while the gate is closed.
@@ -252,31 +253,10 @@ func testResyncJoin(t *testing.T, qs int) {
 	}
 	waitSeqs(t, obs, f.conv.ID, 5) // routed everywhere
 	close(c.gate)
-	eventually(t, 10*time.Second, func() bool { return len(fc.seqs(f.conv.ID)) >= len(want) },
-		"user 3 (joined, then sent %v) never received them all", want)
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("user 3 (joined, then sent %v) to receive them all", want),
+		func() bool { return len(fc.seqs(f.conv.ID)) >= len(want) })
 	if got := fc.seqs(f.conv.ID); !slices.Equal(got, want) {
 		t.Fatalf("user 3 (joined, then sent %v) received %v", want, got)
-	}
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
-		}
-	}
-}
-
-// never polls cond for d and fails the moment it holds: what must not
-// happen is given d to happen.
-func never(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			t.Fatalf(format, args...)
-		}
 	}
 }
 
@@ -294,8 +274,8 @@ func TestAPubackFromTheConnectionATakeoverReplacedAcknowledgesNothing(t *testing
 	waitSeqs(t, cur, f.conv.ID, 1) // the window of one is full
 	first := cur.packets()[0].PacketID
 	h.Acked("phone", old, first)
-	never(t, 500*time.Millisecond, func() bool { return len(cur.seqs(f.conv.ID)) > 1 },
-		"the old connection's PUBACK of packet %d released the new session's window", first)
+	testkit.Never(t, 500*time.Millisecond, fmt.Sprintf("the old connection's PUBACK of packet %d released the new session's window", first),
+		func() bool { return len(cur.seqs(f.conv.ID)) > 1 })
 	h.Acked("phone", cur, first)
 	wantExactly(t, waitSeqs(t, cur, f.conv.ID, 2), 1, 2)
 }
@@ -349,15 +329,15 @@ func TestAReAddedMembersUnacknowledgedTailOfTheOldMembershipSurvivesAReconnect(t
 	join(t, h, f, 2)
 	after := sendAs(t, f, f.conv.ID, 1)
 	h.Publish(after)
-	eventually(t, 10*time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), after.Seq) },
-		"the message after the re-add did not reach the connected session")
+	testkit.WaitFor(t, 10*time.Second, "the message after the re-add to reach the connected session",
+		func() bool { return slices.Contains(u.seqs(f.conv.ID), after.Seq) })
 
 	h.Detach("phone", u)
 	u2 := attach(t, h, f, "phone", true, true)
 	want := []int64{owed[0].Seq, owed[1].Seq, owed[2].Seq, after.Seq}
 	got := waitSeqs(t, u2, f.conv.ID, len(want))
-	never(t, 300*time.Millisecond, func() bool { return len(u2.seqs(f.conv.ID)) > len(want) },
-		"more than %v after the reconnect: %v", want, u2.seqs(f.conv.ID))
+	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v after the reconnect", want),
+		func() bool { return len(u2.seqs(f.conv.ID)) > len(want) })
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the reconnect: %v, want the old membership's tail and what followed the re-add %v (not %d, sent while away)", got, want, away.Seq)
 	}
@@ -396,8 +376,8 @@ func TestAMemberRemovedAndAddedBackWhileTheHubOverflowedGetsWhatFollowsTheRejoin
 
 	back := sendAs(t, f, f.conv.ID, 1)
 	h.Publish(back)
-	eventually(t, 10*time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), back.Seq) },
-		"user 2, added back, never received message seq %d sent after the re-add: got %v", back.Seq, u.seqs(f.conv.ID))
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("user 2, added back, to receive message seq %d sent after the re-add", back.Seq),
+		func() bool { return slices.Contains(u.seqs(f.conv.ID), back.Seq) })
 	if got, want := u.seqs(f.conv.ID), []int64{first.Seq, back.Seq}; !slices.Equal(got, want) {
 		t.Fatalf("user 2 received %v, want %v (seq %d was sent while they were away)", got, want, away.Seq)
 	}
@@ -523,10 +503,10 @@ func TestARemovedMemberCatchingUpFromTheRecentCacheGetsNothingRoutedAfterTheRemo
 // after their removal.
 func receivedOwedOnly(t *testing.T, u2 *fakeConn, conv int64, owed []int64, after int64) {
 	t.Helper()
-	eventually(t, 10*time.Second, func() bool { return len(u2.seqs(conv)) >= len(owed) },
-		"user 2 never received %v, sent while they were a member", owed)
-	never(t, time.Second, func() bool { return slices.Contains(u2.seqs(conv), after) },
-		"user 2, removed, received message seq %d sent after the removal: got %v", after, u2.seqs(conv))
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("user 2 to receive %v, sent while they were a member", owed),
+		func() bool { return len(u2.seqs(conv)) >= len(owed) })
+	testkit.Never(t, time.Second, fmt.Sprintf("user 2, removed, received message seq %d sent after the removal", after),
+		func() bool { return slices.Contains(u2.seqs(conv), after) })
 	if got := u2.seqs(conv); !slices.Equal(got, owed) {
 		t.Fatalf("user 2 received %v, want exactly %v", got, owed)
 	}
@@ -564,7 +544,7 @@ func awayAndBack(t *testing.T, h *delivery.Hub, f fixture, n int) (away, owed []
 func ackAndWant(t *testing.T, h *delivery.Hub, f fixture, u *fakeConn, want, away []int64) {
 	t.Helper()
 	acked := map[uint16]bool{}
-	eventually(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("the message after the last re-add to reach the session (want %v)", want), func() bool {
 		for _, p := range u.packets() {
 			if p.QoS > 0 && !acked[p.PacketID] {
 				acked[p.PacketID] = true
@@ -572,9 +552,9 @@ func ackAndWant(t *testing.T, h *delivery.Hub, f fixture, u *fakeConn, want, awa
 			}
 		}
 		return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1])
-	}, "the message after the last re-add never reached the session: got %v, want %v", u.seqs(f.conv.ID), want)
-	never(t, 300*time.Millisecond, func() bool { return len(u.seqs(f.conv.ID)) > len(want) },
-		"more than %v: %v", want, u.seqs(f.conv.ID))
+	})
+	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v", want),
+		func() bool { return len(u.seqs(f.conv.ID)) > len(want) })
 	if got := u.seqs(f.conv.ID); !slices.Equal(got, want) {
 		t.Fatalf("got %v, want each membership's messages in order %v (not %v, sent while away)", got, want, away)
 	}
@@ -598,8 +578,8 @@ func reconnectAndWant(t *testing.T, h *delivery.Hub, f fixture, want []int64, aw
 	t.Helper()
 	u := attach(t, h, f, "phone", true, true)
 	got := waitSeqs(t, u, f.conv.ID, len(want))
-	never(t, 300*time.Millisecond, func() bool { return len(u.seqs(f.conv.ID)) > len(want) },
-		"more than %v after the reconnect: %v (sent while user 2 was not a member: %v)", want, u.seqs(f.conv.ID), away)
+	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v after the reconnect (sent while user 2 was not a member: %v)", want, away),
+		func() bool { return len(u.seqs(f.conv.ID)) > len(want) })
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the reconnect: %v, want every membership's unacknowledged entries in order %v (not %v, sent while user 2 was not a member)", got, want, away)
 	}
@@ -644,8 +624,8 @@ func TestASessionThatWentOfflineBetweenAReAddAndTheNextRemovalGetsBothMembership
 	waitSeqs(t, u, f.conv.ID, 3)
 	away, owed := awayAndBack(t, h, f, 2)
 	want = append(want, owed...)
-	eventually(t, 10*time.Second, func() bool { return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1]) },
-		"the message after the re-add did not reach the connected session: %v", u.seqs(f.conv.ID))
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("the message after the re-add (seq %d) to reach the connected session", want[len(want)-1]),
+		func() bool { return slices.Contains(u.seqs(f.conv.ID), want[len(want)-1]) })
 	h.Detach("phone", u)
 
 	away2, owed := awayAndBack(t, h, f, 1)

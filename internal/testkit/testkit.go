@@ -1,7 +1,7 @@
 // Package testkit holds the small helpers every test package would
-// otherwise write again: polling a condition until it holds, picking a
-// free loopback port, reading the live heap and checking that memory a
-// burst took is given back. It imports nothing of chatd, so any package's
+// otherwise write again: polling a condition until it holds (or while it
+// must not come to hold), picking a free loopback port, reading the live
+// heap and checking that memory a burst took is given back. It imports nothing of chatd, so any package's
 // in-package tests can use it without an import cycle. Only tests import
 // it.
 package testkit
@@ -27,6 +27,20 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Never polls cond every 10 ms for d, giving what must not happen its
+// chance to happen (a timer to fire, a stray delivery to arrive), and marks
+// the test failed with "within <d>: <what>" the moment cond holds. The test
+// goes on: what it checks next can tell more of what happened.
+func Never(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			t.Errorf("within %v: %s", d, what)
+			return
+		}
 	}
 }
 

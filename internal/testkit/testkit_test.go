@@ -1,10 +1,41 @@
 package testkit
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
+	"time"
 )
+
+// failures is a testing.TB that records what Errorf is given.
+type failures struct {
+	testing.TB
+	got []string
+}
+
+func (f *failures) Helper() {}
+func (f *failures) Errorf(format string, args ...any) {
+	f.got = append(f.got, fmt.Sprintf(format, args...))
+}
+
+func TestNeverFailsOnceTheConditionComesToHoldAndNotBefore(t *testing.T) {
+	var quiet failures
+	Never(&quiet, 50*time.Millisecond, "a stray delivery", func() bool { return false })
+	if len(quiet.got) != 0 {
+		t.Fatalf("Never failed though the condition never held: %q", quiet.got)
+	}
+	polls := 0
+	var late failures
+	start := time.Now()
+	Never(&late, 10*time.Second, "a stray delivery", func() bool { polls++; return polls == 3 })
+	if want := "within 10s: a stray delivery"; len(late.got) != 1 || late.got[0] != want {
+		t.Fatalf("Never reported %q once the condition held, want [%q]", late.got, want)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("Never watched on for %v after the condition held", waited)
+	}
+}
 
 func TestFreeAddrIsBelowTheEphemeralRangeOutgoingConnectionsUse(t *testing.T) {
 	low := ephemeralLow()
