@@ -218,7 +218,7 @@ func TestSearchFindsChineseJapaneseAndKoreanWithinSentences(t *testing.T) {
 			t.Errorf("plan %d: one character 京 found %v, want the 4 messages holding it", i, got)
 		}
 	}
-	h := search(t, st, chat.SearchQuery{UserID: 1, Text: "北京", ConversationID: g.ID, Limit: 1, Before: ptrTime(time.Now().Add(time.Hour))})
+	h := search(t, st, chat.SearchQuery{UserID: 1, Text: "北京", ConversationID: g.ID, Limit: 1, Before: new(time.Now().Add(time.Hour))})
 	if len(h.Results) != 1 {
 		t.Fatalf("hits %+v", h)
 	}
@@ -228,8 +228,6 @@ func TestSearchFindsChineseJapaneseAndKoreanWithinSentences(t *testing.T) {
 		t.Fatalf("highlights %v of %q", hit.Highlights, hit.Snippet)
 	}
 }
-
-func ptrTime(t time.Time) *time.Time { return &t }
 
 // Substrings of three characters or more match inside words; shorter
 // terms match the start of words; whole-word matches rank first, then
