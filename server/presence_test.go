@@ -264,9 +264,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	if ev := nextPresenceSeen(t, friend, 1, 15*time.Second); !ev.Hidden || ev.Online == nil || *ev.Online || ev.LastSeen != nil {
 		t.Fatalf("presence hidden on A, seen on B: %+v", ev)
 	}
-	var stored int
-	_ = a.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE type = 'presence'`).Scan(&stored)
-	if stored != 0 {
+	if stored := pgtest.QueryOne[int](t, a.Pool, `SELECT count(*) FROM outbox WHERE type = 'presence'`); stored != 0 {
 		t.Fatalf("%d presence events stored in the outbox", stored)
 	}
 }

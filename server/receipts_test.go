@@ -10,6 +10,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
@@ -144,9 +145,7 @@ func TestDeliveredOnPubackThenRead(t *testing.T) {
 		}
 		break
 	}
-	var rows int
-	_ = srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE type = 'delivery.updated'`).Scan(&rows)
-	if rows != 1 {
+	if rows := pgtest.QueryOne[int](t, srv.Pool, `SELECT count(*) FROM outbox WHERE type = 'delivery.updated'`); rows != 1 {
 		t.Fatalf("%d delivery.updated outbox rows, want 1 (the sender's own copy is not a delivery)", rows)
 	}
 }

@@ -161,9 +161,7 @@ func TestTypingReachesOnlineMembersAtMostOncePerSecond(t *testing.T) {
 		}
 	}
 	// Not stored.
-	var n int
-	_ = srv.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE type = 'typing'").Scan(&n)
-	if n != 0 {
+	if n := pgtest.QueryOne[int](t, srv.Pool, "SELECT count(*) FROM outbox WHERE type = 'typing'"); n != 0 {
 		t.Fatalf("typing stored %d outbox rows", n)
 	}
 }
