@@ -189,11 +189,7 @@ func blobKeys(t *testing.T, n attachNode) []string {
 
 func queryCount(t *testing.T, n attachNode, q string, args ...any) int {
 	t.Helper()
-	var c int
-	if err := n.Pool.QueryRow(context.Background(), q, args...).Scan(&c); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return c
+	return pgtest.QueryOne[int](t, n.Pool, q, args...)
 }
 
 // assertNoOrphans checks that every blob is an attachment's (or its

@@ -22,11 +22,7 @@ import (
 
 func countMessages(t *testing.T, pool *pgxpool.Pool, conv int64) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM message WHERE conversation_id = $1", conv).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgtest.QueryOne[int](t, pool, "SELECT count(*) FROM message WHERE conversation_id = $1", conv)
 }
 
 func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {

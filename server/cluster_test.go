@@ -331,11 +331,7 @@ func TestANodeWhoseConsumerCouldNotPinAtStartStillDeliversWhatWasRelayedBeforeIt
 	c := rawClient(t, b.MQTTAddr(), 2, "pinlate-2", 5, false)
 	mustSendAs(t, a, conv.ID, 1, "first")
 	testkit.WaitFor(t, 15*time.Second, "the message relayed", func() bool {
-		var n int
-		if err := a.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 0
+		return pgtest.QueryOne[int](t, a.Pool, "SELECT count(*) FROM outbox") == 0
 	})
 	close(relayed)
 	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "first" {
@@ -375,11 +371,7 @@ func TestClientsOfAnotherNodeReceiveWhatWasSentWhileKafkaWasDownOnceItIsBack(t *
 		send(fmt.Sprint("during ", i))
 	}
 	testkit.WaitFor(t, 10*time.Second, "the relay to notice that Kafka is down", func() bool {
-		var n int
-		if err := a.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n >= 5
+		return pgtest.QueryOne[int](t, a.Pool, "SELECT count(*) FROM outbox") >= 5
 	})
 	startLog()
 	for i := range 5 {

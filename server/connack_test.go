@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -34,11 +33,8 @@ func TestAConnectWhoseConnackCannotBeWrittenLeavesNothingBehind(t *testing.T) {
 			t.Fatal("connected, though no CONNACK fits in 4 bytes")
 		}
 	}
-	sessions := func() (n int) {
-		if err := srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_session WHERE client_id LIKE 'tiny-%'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+	sessions := func() int {
+		return pgtest.QueryOne[int](t, srv.Pool, `SELECT count(*) FROM chat_session WHERE client_id LIKE 'tiny-%'`)
 	}
 	testkit.WaitFor(t, 10*time.Second, "the failed connects to be forgotten", func() bool {
 		return srv.Broker.Server.Clients.Len() == before && sessions() == 0

@@ -55,15 +55,6 @@ func (t teeHandler) WithGroup(g string) slog.Handler {
 	return teeHandler{t.a.WithGroup(g), t.b.WithGroup(g)}
 }
 
-func storedMessages(t *testing.T, srv *server.Server, conv int64) int {
-	t.Helper()
-	var n int
-	if err := srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM message WHERE conversation_id = $1`, conv).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // TestSendRateLimitWithDefaults: with the default limit (10 messages per
 // second, burst 30), a client publishing 100 messages within one second
 // gets the first 30 plus the refill committed and PUBACK 0x97 for the rest,
@@ -126,7 +117,7 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 	if ok+refused != 100 {
 		t.Fatalf("%d + %d != 100", ok, refused)
 	}
-	if n := storedMessages(t, srv, conv.ID); n != ok {
+	if n := countMessages(t, srv.Pool, conv.ID); n != ok {
 		t.Fatalf("%d messages stored, %d acknowledged: refused sends must not be stored", n, ok)
 	}
 	// The other member is not limited by user 1's bucket.
@@ -144,7 +135,7 @@ func TestSendRateLimitWithDefaults(t *testing.T) {
 			t.Fatalf("send %d after a pause: reason 0x%02x %v", i, ack.ReasonCode, err)
 		}
 	}
-	if n := storedMessages(t, srv, conv.ID); n != ok+30 {
+	if n := countMessages(t, srv.Pool, conv.ID); n != ok+30 {
 		t.Fatalf("%d messages stored, want %d", n, ok+30)
 	}
 	var limited float64
@@ -179,7 +170,7 @@ func TestRateLimitedV311IsAckedDroppedAndReported(t *testing.T) {
 	if ev.Code != "rate_limited" || ev.ClientMsgID != ids[2] || ev.ConversationID != conv.ID || !strings.Contains(ev.Message, "rate limited") {
 		t.Fatalf("error event %+v", ev)
 	}
-	if n := storedMessages(t, srv, conv.ID); n != 2 {
+	if n := countMessages(t, srv.Pool, conv.ID); n != 2 {
 		t.Fatalf("%d stored, want the 2 within the burst", n)
 	}
 	// The connection stays usable: a resend of a committed message is a
@@ -218,7 +209,7 @@ func TestConversationRateLimitCapsAllSenders(t *testing.T) {
 			t.Fatalf("reason 0x%02x", ack.ReasonCode)
 		}
 	}
-	if ok != 5 || storedMessages(t, srv, hot.ID) != 5 {
+	if ok != 5 || countMessages(t, srv.Pool, hot.ID) != 5 {
 		t.Fatalf("%d committed in the hot conversation, want its burst 5", ok)
 	}
 	// Another conversation has a bucket of its own.
@@ -304,7 +295,7 @@ func TestHTTP429CarriesRetryAfterAndRateLimitHeaders(t *testing.T) {
 		t.Fatalf("429 headers: Retry-After %d, Limit %d, Remaining %d, Reset %d, body retryAfter %d",
 			retry, limit, remaining, reset, body.Error.RetryAfter)
 	}
-	if n := storedMessages(t, srv, conv.ID); n != 2 {
+	if n := countMessages(t, srv.Pool, conv.ID); n != 2 {
 		t.Fatalf("%d stored, want 2", n)
 	}
 
@@ -407,7 +398,7 @@ func TestRateLimitHoldsAcrossNodesWithRedis(t *testing.T) {
 	if okA != 10 {
 		t.Fatalf("node A committed %d of 30 without Redis, want its local burst of 10", okA)
 	}
-	if n := storedMessages(t, a, conv.ID); n != 20 {
+	if n := countMessages(t, a.Pool, conv.ID); n != 20 {
 		t.Fatalf("%d stored, want 20", n)
 	}
 	if n := logsA.Count("redis unreachable"); n != 1 {
