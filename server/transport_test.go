@@ -94,7 +94,9 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 		return true
 	})
 	var last, rows int64
-	_ = pool.QueryRow(context.Background(), "SELECT last_seq, (SELECT count(*) FROM message WHERE conversation_id=$1) FROM conversation WHERE id=$1", conv.ID).Scan(&last, &rows)
+	if err := pool.QueryRow(context.Background(), "SELECT last_seq, (SELECT count(*) FROM message WHERE conversation_id=$1) FROM conversation WHERE id=$1", conv.ID).Scan(&last, &rows); err != nil {
+		t.Fatalf("read the conversation after shutdown: %v", err)
+	}
 	if last != rows {
 		t.Fatalf("seq gap after shutdown: last_seq %d, %d rows", last, rows)
 	}
