@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -17,20 +18,12 @@ const relayLockKey int64 = 0x636861745f726c79
 
 func outboxRows(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(testCtx(t), `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgtest.QueryOne[int](t, pool, `SELECT count(*) FROM outbox`)
 }
 
 func outboxWanted(t *testing.T, pool *pgxpool.Pool) bool {
 	t.Helper()
-	var on bool
-	if err := pool.QueryRow(testCtx(t), `SELECT EXISTS (SELECT 1 FROM outbox_wanted)`).Scan(&on); err != nil {
-		t.Fatal(err)
-	}
-	return on
+	return pgtest.QueryOne[bool](t, pool, `SELECT EXISTS (SELECT 1 FROM outbox_wanted)`)
 }
 
 // Without a relay (a database no node with Kafka turned outbox rows on

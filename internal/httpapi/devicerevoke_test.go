@@ -27,11 +27,7 @@ func newPushEnv(t *testing.T) (*env, func() int64) {
 
 func (e *env) devices(user int64) int64 {
 	e.t.Helper()
-	var n int64
-	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM push_device WHERE user_id = $1`, user).Scan(&n); err != nil {
-		e.t.Fatal(err)
-	}
-	return n
+	return pgtest.QueryOne[int64](e.t, e.pool, `SELECT count(*) FROM push_device WHERE user_id = $1`, user)
 }
 
 // postDevice sends POST /v1/devices as user with body and returns the

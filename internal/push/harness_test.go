@@ -291,9 +291,5 @@ func (r *rig) removalHeldAtTheOutbox(t *testing.T, ctx context.Context, conv int
 
 func (r *rig) count(sql string, args ...any) int64 {
 	r.t.Helper()
-	var n int64
-	if err := r.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		r.t.Fatal(err)
-	}
-	return n
+	return pgtest.QueryOne[int64](r.t, r.pool, sql, args...)
 }

@@ -240,11 +240,7 @@ func (e *events) counts() (map[int64]int64, int) {
 
 func outboxCount(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
-		t.Fatalf("count outbox: %v", err)
-	}
-	return n
+	return pgtest.QueryOne[int](t, pool, "SELECT count(*) FROM outbox")
 }
 
 // readTopic reads every message of every partition of topic.

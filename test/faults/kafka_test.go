@@ -30,11 +30,7 @@ func startKafka(t *testing.T, port int, dir string) *kfake.Cluster {
 
 func outboxRows(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgtest.QueryOne[int](t, pool, `SELECT count(*) FROM outbox`)
 }
 
 // topicMessages reads chat.events from the start until it holds want
