@@ -8,6 +8,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // New messages go to the search indexes' pending lists; the maintainer
@@ -64,11 +65,7 @@ func TestSearchMaintenanceMergesInTheBackgroundUntilItsContextEnds(t *testing.T)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan error, 1)
 	go func() { done <- st.RunSearchMaintenance(ctx, 10*time.Millisecond, slog.New(slog.DiscardHandler)) }()
-	for deadline := time.Now().Add(10 * time.Second); pending() > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the maintainer leaves the pending lists full")
-		}
-	}
+	testkit.WaitFor(t, 10*time.Second, "the maintainer to empty the pending lists", func() bool { return pending() == 0 })
 	cancel()
 	select {
 	case err := <-done:

@@ -523,13 +523,7 @@ func TestIdleSessionsHoldNoGoroutineAndLittleMemory(t *testing.T) {
 	}
 	publishEach(h, f.send(t, 1))
 	for i, c := range conns {
-		deadline := time.Now().Add(10 * time.Second)
-		for len(c.seqs(f.conv.ID)) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("session %d did not get the message", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("session %d to get the message", i), func() bool { return len(c.seqs(f.conv.ID)) > 0 })
 	}
 	// Every delivery was acknowledged: the pumps have nothing left to do.
 	base := runtime.NumGoroutine()
@@ -961,13 +955,7 @@ func TestAPubackToAnIdleSessionIsTakenWithoutWakingItsPump(t *testing.T) {
 		}
 	}
 	sess := h.Session("acker")
-	deadline := time.Now().Add(10 * time.Second)
-	for sess.Pumping() {
-		if time.Now().After(deadline) {
-			t.Fatal("the pump never went idle after writing the message")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the pump to go idle after writing the message", func() bool { return !sess.Pumping() })
 	h.Acked("acker", c.self, id)
 	select {
 	case onAcker := <-sink:
