@@ -202,9 +202,8 @@ func TestWeakNetworkUploadCutAtHalfIsSentAgainAndTheMessageOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var msgs, attached int
-	_ = srv.Pool.QueryRow(ctx, `SELECT count(*) FROM message WHERE conversation_id = $1`, g.ID).Scan(&msgs)
-	_ = srv.Pool.QueryRow(ctx, `SELECT count(*) FROM attachment WHERE state = 'attached'`).Scan(&attached)
+	msgs := pgtest.QueryOne[int](t, srv.Pool, `SELECT count(*) FROM message WHERE conversation_id = $1`, g.ID)
+	attached := pgtest.QueryOne[int](t, srv.Pool, `SELECT count(*) FROM attachment WHERE state = 'attached'`)
 	if msgs != 1 || attached != 1 {
 		t.Fatalf("%d messages, %d attachments: want the message once", msgs, attached)
 	}
