@@ -179,7 +179,13 @@ func TestThePrunerTurnsOutboxRowsOffOnlyAfterItsRetentionWithoutARelay(t *testin
 		t.Fatal("outbox rows turned off just after a relay led")
 	}
 
-	// An hour on, with no relay anywhere: off, and the old rows pruned.
+	// An hour on, with no relay anywhere: off, and the old rows pruned. A
+	// closed connection's backend leaves pg_stat_activity (and drops its
+	// locks) a moment after the client is gone: wait for that first.
+	testkit.WaitFor(t, 10*time.Second, "the stopped relays' sessions to end", func() bool {
+		return pgtest.QueryOne[bool](t, pool, `SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE application_name = 'chatd-relay' AND datname = current_database())`)
+	})
 	age(61 * time.Minute)
 	prune()
 	if wanted() {
