@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, inboxFacts, offline, online, openConversation, row, send, unread } from './helpers.mjs';
+import { browserSpec, assertClean, bodies, devSignIn, eventually, finish, inboxFacts, offline, online, openConversation, row, send, stays, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -241,11 +241,12 @@ test('user text is never markup: an <img onerror> body and title render literall
   await eventually(async () => assert.deepEqual(await bodies(b.page), [`"quoted" & <i>not italic</i>`]));
   assert.equal(await b.page.getByTestId('chat-title').textContent(), evilTitle);
 
-  // Give a would-be onerror handler time to fire, then check nothing did.
-  await b.page.waitForTimeout(500);
-  for (const r of [a, b]) {
-    assert.equal(await r.page.locator('#app img, #app script, #app b, #app i').count(), 0, `user ${r.uid}: markup from user text`);
-  }
+  // Give a would-be onerror handler time to fire, and check nothing did.
+  await stays(async () => {
+    for (const r of [a, b]) {
+      assert.equal(await r.page.locator('#app img, #app script, #app b, #app i').count(), 0, `user ${r.uid}: markup from user text`);
+    }
+  }, { duration: 500 });
   await finish(a, b);
 });
 
@@ -268,7 +269,8 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     // The pending bubble renders once the client has queued the send
     // (asynchronously: a loaded CI machine showed the list before it).
     await eventually(async () => assert.deepEqual((await seqs(a.page)).at(-1), [null, 'sending']));
-    await a.page.waitForTimeout(1500);
+    // Still cut, it stays unsent.
+    await stays(async () => assert.deepEqual((await seqs(a.page)).at(-1), [null, 'sending']), { duration: 1500 });
     proxy.restore();
     await online(a.page, 20000);
 
@@ -276,9 +278,8 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     await eventually(async () => assert.deepEqual(await bodies(a.page), want));
     await eventually(async () => assert.deepEqual(await seqs(a.page), want.map((_, i) => [i + 1, 'sent'])));
     // The persistent session replays and afterSeq refetches the same
-    // messages: wait for stragglers, then check again for duplicates.
-    await a.page.waitForTimeout(1000);
-    assert.deepEqual(await bodies(a.page), want);
+    // messages: no duplicate may come with a straggler.
+    await stays(async () => assert.deepEqual(await bodies(a.page), want));
 
     // 2) Cut with the chat closed: the badge counts each message once.
     await closeConversation(a.page);
@@ -289,8 +290,7 @@ test('network cut and restored: messages sent meanwhile appear once, in order', 
     proxy.restore();
     await online(a.page, 20000);
     await eventually(async () => assert.equal(await unread(a.page, cid), 3));
-    await a.page.waitForTimeout(1000);
-    assert.equal(await unread(a.page, cid), 3);
+    await stays(async () => assert.equal(await unread(a.page, cid), 3));
     await openConversation(a.page, cid);
     const all = [...want, 'second cut 1', 'second cut 2', 'second cut 3'];
     await eventually(async () => assert.deepEqual(await bodies(a.page), all));

@@ -66,6 +66,21 @@ export async function eventually(fn, { timeout = 30000, interval = 100, explain 
 }
 
 /**
+ * Checks that fn keeps passing (does not throw) for duration ms, polling
+ * it; rethrows the first failure at once. For what must not happen: a
+ * would-be duplicate, a count that must not move, a navigation that must
+ * not come, given time to appear.
+ */
+export async function stays(fn, { duration = 1000, interval = 100 } = {}) {
+  const end = Date.now() + duration;
+  for (;;) {
+    await fn();
+    if (Date.now() >= end) return;
+    await new Promise((r) => setTimeout(r, interval));
+  }
+}
+
+/**
  * Starts recording every text the page's [data-testid=id] elements show,
  * as they change; texts(page, id) returns them in order. For what is on
  * screen only briefly (a "retrying in 1 s"), which a poll from here can

@@ -13,7 +13,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { actions, browserSpec, bodies, bubble, devSignIn, eventually, finish, offline, online, openConversation, row, send, unread } from './helpers.mjs';
+import { actions, browserSpec, bodies, bubble, devSignIn, eventually, finish, offline, online, openConversation, row, send, stays, unread } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -284,8 +284,7 @@ test('reactions: counts under the bubble, a click toggles your own, live and aft
   await editVia(2041, cid, 1, 'Pizza on Friday? 12:30');
   await sendVia(2043, cid, 'Yes!');
   await eventually(async () => assert.equal(await unread(a.page, cid), 1), { timeout: 10000 });
-  await a.page.waitForTimeout(500);
-  assert.equal(await unread(a.page, cid), 1, 'only the message counts');
+  await stays(async () => assert.equal(await unread(a.page, cid), 1, 'only the message counts'), { duration: 500 });
   await finish(a, b);
 });
 
@@ -314,10 +313,11 @@ test('changes made while the network was cut arrive after reconnecting, once and
     await eventually(async () => assert.deepEqual(await reactions(a.page, 'my note'), ['👀 1']));
     assert.equal(await bubble(a.page, 'final one').getByTestId('edited').isVisible(), true);
     assert.equal(await bubble(a.page, 'done').getByTestId('reply-quote').textContent(), 'User 2052final one');
-    // Replay and afterSeq may both bring them: wait, then nothing doubled.
-    await a.page.waitForTimeout(1000);
-    assert.deepEqual(await reactions(a.page, 'my note'), ['👀 1']);
-    assert.deepEqual(await bodies(a.page), ['final one', 'Message deleted', 'my note', 'done']);
+    // Replay and afterSeq may both bring them: nothing doubles.
+    await stays(async () => {
+      assert.deepEqual(await reactions(a.page, 'my note'), ['👀 1']);
+      assert.deepEqual(await bodies(a.page), ['final one', 'Message deleted', 'my note', 'done']);
+    });
     await finish(a);
   } finally {
     await proxy.close();

@@ -12,7 +12,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { actions, browserSpec, bodies, devSignIn, eventually, finish, offline, online, openConversation, openDirect } from './helpers.mjs';
+import { actions, browserSpec, bodies, devSignIn, eventually, finish, offline, online, openConversation, openDirect, stays } from './helpers.mjs';
 import { startProxy } from './proxy.mjs';
 
 const spec = browserSpec();
@@ -54,9 +54,10 @@ test('a send still unanswered when the tab goes away is sent once the page is ba
     await online(page, 20000);
     await openConversation(page, conv.id);
     await eventually(async () => assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]));
-    await page.waitForTimeout(1000);
-    assert.deepEqual(await sent(), ['hello', 'written in the tunnel']);
-    assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]);
+    await stays(async () => {
+      assert.deepEqual(await sent(), ['hello', 'written in the tunnel']);
+      assert.deepEqual(await seqs(page), [[1, 'sent'], [2, 'sent']]);
+    });
     await finish(a);
   } finally {
     await proxy.close();
@@ -93,8 +94,7 @@ test('an edit and a reaction made offline when the tab goes away are made once t
     const entries = (await history()).length;
     await page.reload();
     await online(page, 20000);
-    await page.waitForTimeout(1000);
-    assert.equal((await history()).length, entries);
+    await stays(async () => assert.equal((await history()).length, entries));
     await finish(a);
   } finally {
     await proxy.close();

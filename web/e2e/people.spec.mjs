@@ -11,7 +11,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { browserSpec, devSignIn, eventually, finish, online, openConversation, row } from './helpers.mjs';
+import { browserSpec, devSignIn, eventually, finish, online, openConversation, row, stays } from './helpers.mjs';
 
 const spec = browserSpec();
 const { BASE, pages, api } = spec;
@@ -163,16 +163,15 @@ test('privacy: with read receipts off the sender sees "Sent", not "Seen", and th
   await a.page.reload();
   await a.page.locator('[data-testid=connection][data-state=online]').waitFor();
   await openConversation(a.page, d.id);
-  await a.page.waitForTimeout(500);
-  const receipt = await a.page.evaluate(() => [...document.querySelectorAll('[data-testid=receipt]')].filter((e) => !e.hidden).pop()?.textContent);
-  assert.equal(receipt, 'Sent');
+  const receipt = (page) => page.evaluate(() => [...document.querySelectorAll('[data-testid=receipt]')].filter((e) => !e.hidden).pop()?.textContent);
+  await eventually(async () => assert.equal(await receipt(a.page), 'Sent'));
+  await stays(async () => assert.equal(await receipt(a.page), 'Sent'), { duration: 500 });
   // Reciprocity: b's own message read by a shows no "Seen" to b.
   await b.page.getByTestId('composer').fill('Yes');
   await b.page.getByTestId('composer').press('Enter');
   await eventually(async () => assert.ok((await a.page.getByTestId('message-body').allTextContents()).includes('Yes')));
-  await b.page.waitForTimeout(800);
-  const bReceipt = await b.page.evaluate(() => [...document.querySelectorAll('[data-testid=receipt]')].filter((e) => !e.hidden).pop()?.textContent);
-  assert.equal(bReceipt, 'Sent');
+  await eventually(async () => assert.equal(await receipt(b.page), 'Sent'));
+  await stays(async () => assert.equal(await receipt(b.page), 'Sent'), { duration: 800 });
   await finish(a, b);
 });
 
@@ -182,8 +181,8 @@ test('sign out everywhere: from settings, after a confirmation; this browser and
   await a.page.getByTestId('settings').click();
   const everywhere = a.page.getByTestId('signout-everywhere');
   await everywhere.click();
-  await a.page.waitForTimeout(200); // a first click only arms it
-  assert.equal(await a.page.getByTestId('dev-user').count(), 0, 'signed out on the first click');
+  // A first click only arms it.
+  await stays(async () => assert.equal(await a.page.getByTestId('dev-user').count(), 0, 'signed out on the first click'), { duration: 200 });
   await everywhere.click();
   await a.page.getByTestId('dev-user').waitFor();
   assert.match(await a.page.getByTestId('signin-error').textContent(), /signed out on every device/);

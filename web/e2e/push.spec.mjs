@@ -21,7 +21,7 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { devAPI, eventually, launchChromium } from './helpers.mjs';
+import { devAPI, eventually, launchChromium, stays } from './helpers.mjs';
 
 const BASE = process.env.CHATD_URL;
 const SUB = { endpoint: process.env.PUSH_ENDPOINT, p256dh: process.env.PUSH_P256DH, auth: process.env.PUSH_AUTH };
@@ -314,8 +314,7 @@ test('a message recalled while the page is hidden takes away the notification th
   await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
   await api(peer, 'DELETE', `/v1/conversations/${conv.id}/messages/${first.seq}`);
   await page.getByTestId('message-body').filter({ hasText: 'Message deleted' }).nth(1).waitFor();
-  await page.waitForTimeout(300); // the page's handling of the recall is done
-  assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]);
+  await stays(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]), { duration: 300 });
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -340,9 +339,7 @@ test('a message edited while the page is hidden shows its new text in the notifi
   await page.getByTestId('message-body').filter({ hasText: 'second' }).waitFor();
   await api(peer, 'PATCH', `/v1/conversations/${conv.id}/messages/${first.seq}`, { clientMsgId: crypto.randomUUID(), body: 'first, fixed' });
   await page.getByTestId('message-body').filter({ hasText: 'first, fixed' }).waitFor();
-  for (const deadline = Date.now() + 500; Date.now() < deadline; ) {
-    assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]);
-  }
+  await stays(async () => assert.deepEqual(await shown(), [{ body: 'second', tag: `conv-${conv.id}`, seq: second.seq }]), { duration: 500 });
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -544,8 +541,7 @@ test('a click on a notification of the user signed in before opens nothing for t
     self.dispatchEvent(new NotificationEvent('notificationclick', { notification: x }));
   });
   await eventually(async () => assert.equal(await sw.evaluate(() => self.registration.getNotifications().then((l) => l.length)), 0, 'the click was handled'), { timeout: SHORT });
-  await page.waitForTimeout(500); // the page's handling of the click is done
-  assert.deepEqual(await page.evaluate(() => window.__hashes), [], `the click of 69's notification navigated ${next}'s page`);
+  await stays(async () => assert.deepEqual(await page.evaluate(() => window.__hashes), [], `the click of 69's notification navigated ${next}'s page`), { duration: 500 });
   assert.deepEqual(errors, []);
   await context.close();
 });
