@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/testkit"
 )
 
@@ -239,6 +240,15 @@ func buildChatd(t *testing.T) string {
 // reported, since a clean browser run can still hide a server-side error.
 func startChatd(t *testing.T, bin string, extraEnv ...string) string {
 	t.Helper()
+	base, _ := startChatdDB(t, bin, extraEnv...)
+	return base
+}
+
+// startChatdDB is startChatd that also answers the connection string of
+// chatd's embedded database, for a test that reads its state on failure
+// (valid until the test's clean-up stops chatd).
+func startChatdDB(t *testing.T, bin string, extraEnv ...string) (base, dbURL string) {
+	t.Helper()
 	// Under /tmp and world-traversable: PostgreSQL runs as an unprivileged
 	// account when the tests run as root, and must reach its data dir.
 	dataDir, err := os.MkdirTemp("/tmp", "chatd-web-e2e-")
@@ -298,7 +308,8 @@ func startChatd(t *testing.T, bin string, extraEnv ...string) string {
 		}
 	})
 
-	base := "http://" + httpAddr
+	base = "http://" + httpAddr
+	dbURL = fmt.Sprintf("host=%s port=5432 user=postgres dbname=%s sslmode=disable", filepath.Join(dataDir, "pg"), pgembed.Database)
 	deadline := time.Now().Add(2 * time.Minute) // initdb on a slow machine
 	for {
 		select {
@@ -311,7 +322,7 @@ func startChatd(t *testing.T, bin string, extraEnv ...string) string {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base
+				return base, dbURL
 			}
 		}
 		if time.Now().After(deadline) {

@@ -87,7 +87,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   await sw.evaluate(() => self.registration.getNotifications().then((l) => l.forEach((x) => x.close())));
 
   // The page closes (its MQTT session ends); a message arrives.
-  await page.close();
+  await closed(page, me, peer);
   await sendAs(peer, conv.id, 'hello from 60');
   const pushed = await eventually(async () => {
     const got = await (await fetch(LOG)).json();
@@ -143,7 +143,7 @@ test('notifications: asked on a click, subscribed, shown by the page while hidde
   // Closed again, a message is pushed and shown, then recalled: chatd
   // pushes a silent remove and the service worker takes the notification
   // away.
-  await page.close();
+  await closed(page, me, peer);
   const sent = await sendAs(peer, conv.id, 'sent by mistake');
   const second = await eventually(async () => {
     const got = await (await fetch(LOG)).json();
@@ -499,6 +499,19 @@ async function signIn(context, me, errors) {
   await page.getByTestId('dev-signin').click();
   await page.locator('[data-testid=connection][data-state=online]').waitFor();
   return page;
+}
+
+/**
+ * Closes page, me's only one, and waits until chatd itself has seen its
+ * connection end (peer, who shares a conversation with me, sees me
+ * offline): page.close() answers once the browser dropped the page, and a
+ * message chatd delivered to a connection the browser had not yet torn
+ * down could still be acknowledged, so not pushed. TestBrowserPush runs
+ * chatd with a short presence grace for this.
+ */
+async function closed(page, me, peer) {
+  await page.close();
+  await eventually(async () => assert.equal((await api(peer, 'GET', `/v1/users/${me}/presence`)).online, false, `chatd sees user ${me} offline`));
 }
 
 /** The direct conversation peer opens with me, once listed on page, with the page then hidden. */
