@@ -219,6 +219,41 @@ test('a remove push that comes while the service worker is still showing its mes
   await context.close();
 });
 
+test('signing out while the service worker is showing a pushed notification takes that one off the screen too', async () => {
+  const me = 78;
+  const peer = 77;
+  const { context, page, sw, errors } = await withNotifications(me);
+  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  const { push } = await workerPushes(context, sw);
+  // The page loses focus (Playwright has each page act focused): the
+  // worker shows the push itself instead of leaving it to the page.
+  await (await context.newCDPSession(page)).send('Emulation.setFocusEmulationEnabled', { enabled: false });
+  await eventually(async () =>
+    assert.equal(
+      await sw.evaluate(() => self.clients.matchAll({ type: 'window' }).then((l) => l.filter((c) => c.focused).length)),
+      0,
+      'the page is no longer focused',
+    ),
+  );
+  // The worker's show of a push is held half-way while the user signs out
+  // in the page: the page's sign-out must wait for it (the page and the
+  // worker take turns), then take it away with the rest.
+  await sw.evaluate(() => {
+    self.__hold = new Promise((r) => (self.__release = r));
+  });
+  const delivered = push(JSON.stringify({ type: 'message', userId: me, conversationId: conv.id, seq: 1, senderId: peer, count: 1, badge: 1, title: 'New message' }));
+  await eventually(async () => assert.equal(await sw.evaluate(() => self.__showing), 1, 'the worker is showing the pushed message'));
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByTestId('signin').waitFor();
+  await sw.evaluate(() => self.__release());
+  await delivered;
+  await eventually(async () => assert.deepEqual(await workerOnScreen(sw), [], 'the notification the worker showed as the user signed out is left on screen'), {
+    timeout: SHORT,
+  });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 /**
  * A fresh browser of user me, signed in, notifications on: its page, its
  * service worker, shown() (the notifications on screen) and the page's

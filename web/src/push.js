@@ -11,15 +11,20 @@ import { conversationTitle } from './views/format.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
-// Every read and show of this page's notifications runs one after the
-// other. Chromium's getNotifications() deletes from its database each
-// stored notification the platform does not yet report on screen, so a
-// read made while a showNotification is under way loses that
-// notification for good: it stays on screen where no later read (a
+// Every read and show of the notifications runs one after the other: this
+// page's in order, and across the page and the service worker (which
+// shows pushes in the same origin's one list) under the Web Lock
+// NOTIFICATIONS_LOCK, which static/sw.js takes too. Chromium's
+// getNotifications() deletes from its database each stored notification
+// the platform does not yet report on screen, so a read made while a
+// showNotification is under way, in this page or in the worker, loses
+// that notification for good: it stays on screen where no later read (a
 // recall's, an edit's, a sign-out's) can find and close it.
+const NOTIFICATIONS_LOCK = 'chatd-notifications';
 let notifying = Promise.resolve();
 function serially(fn) {
-  const run = notifying.then(fn);
+  const turn = navigator.locks ? () => navigator.locks.request(NOTIFICATIONS_LOCK, fn) : fn;
+  const run = notifying.then(turn);
   notifying = run.catch(() => {});
   return run;
 }

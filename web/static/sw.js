@@ -18,14 +18,18 @@ function wait(event, p) {
   return p;
 }
 
-// Pushes are handled one after the other: Chromium's getNotifications()
-// deletes from its database each stored notification the platform does
-// not yet report on screen, so a remove push read while a message push
-// is still being shown would lose that notification (and leave the
-// recalled text on screen).
+// Pushes are handled one after the other, and under the Web Lock the
+// page takes for its own reads and shows (src/push.js): Chromium's
+// getNotifications() deletes from its database each stored notification
+// the platform does not yet report on screen, so a read made while a
+// notification is still being shown loses it for good. A remove push read
+// during a message push's show would leave the recalled text on screen; a
+// page's sign-out read during it, the signed-out user's message.
+const NOTIFICATIONS_LOCK = 'chatd-notifications';
 let handling = Promise.resolve();
 function serially(fn) {
-  const run = handling.then(fn);
+  const turn = self.navigator.locks ? () => self.navigator.locks.request(NOTIFICATIONS_LOCK, fn) : fn;
+  const run = handling.then(turn);
   handling = run.catch(() => {});
   return run;
 }
