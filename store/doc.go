@@ -89,8 +89,8 @@
 //     this node's relay leads and is kicked in-process), which would be
 //     a transaction per batch that nobody hears.
 //   - Delivered-watermark batches write member_delivery, not the member
-//     rows that sends lock for the sender's read watermark (migration
-//     0009: the two used to wait for each other's commits). The delivered
+//     rows that sends lock for the sender's read watermark, so that
+//     neither waits for the other's commits. The delivered
 //     watermark is the greater of the two tables'; every reader reads
 //     members through the view member_watermark, which says so once.
 //     What moves and the events are read first without locks, and the
