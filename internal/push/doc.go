@@ -105,7 +105,8 @@
 // into it (count grows, seq moves up). A new job is due at once, or
 // MinInterval after the pair's last push (push_last.pushed_at: recorded
 // by a notification's first claim, and forgotten again when it is
-// skipped, sent to no device: that was no push); push_last.seq
+// skipped or handed back by a stopping node, sent to no device: that was
+// no push); push_last.seq
 // is the highest seq any job covered, so no message is counted twice.
 //
 // # Sending (every node)

@@ -146,3 +146,39 @@ WHERE user_id = 2`); err != nil {
 	}
 	r.quiet("bob", 0, 0)
 }
+
+// TestAPushHandedBackByAStoppingNodeDoesNotHoldBackTheNextOne: bob's push
+// was claimed into a node's queue and handed back unsent when the node
+// stopped: that was no push. A message bob got while no node ran is not
+// held back by the minimum interval counted from that claim: the node
+// that starts next decides it (before its first claim) and sends both
+// at once.
+func TestAPushHandedBackByAStoppingNodeDoesNotHoldBackTheNextOne(t *testing.T) {
+	r := newRig(t)
+	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout, c.MinInterval = 1, 5*time.Second, 10*time.Second })
+	r.subscribe(10, "hung")
+	r.ep.Hang("hung", true)
+	r.send(r.direct(1, 10), 1, "to the one whose push service hangs")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 10 AND state = 'sending'`)
+	r.subscribe(2, "bob")
+	conv := r.direct(1, 2)
+	r.send(conv, 1, "hi bob")
+	// Bob's push waits in the queue behind the hanging one.
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 1`)
+	stop()
+	r.waitCount(1, time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 0 AND lease_until IS NULL`)
+	if len(r.ep.Of("bob")) != 0 {
+		t.Fatal("bob's push was sent before the node stopped: nothing was handed back")
+	}
+	seq := r.send(conv, 1, "are you there?")
+	// Due (push_delay) by the time the next node decides.
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM message WHERE conversation_id = $1 AND seq = $2
+AND created_at <= now() - interval '400 milliseconds'`, conv, seq)
+	// Its first claim comes after its first decision (which wakes it),
+	// not at its first tick.
+	r.start(func(c *push.Config) { c.Timeout, c.MinInterval, c.Tick = 5*time.Second, 10*time.Second, 2*time.Second })
+	got := r.waitPushes("bob", 1, 3*time.Second)
+	if got[0].Seq != seq || got[0].Count != 2 {
+		t.Errorf("bob's push = %+v, want both messages, the newest %d", got[0], seq)
+	}
+}

@@ -38,7 +38,7 @@ import (
 // pair's newest claimed one).
 // The first claim of a notification records the push of (user,
 // conversation) that the minimum interval counts from (applyResults
-// forgets it when the push is skipped, sent to no device).
+// forgets it when the push is skipped or handed back, sent to no device).
 //
 // $4 is MaxAge in seconds (readJobSQL).
 //
@@ -558,9 +558,9 @@ func (p *Pusher) writeResults(in <-chan result) {
 
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var (
-		done, shown, gone, released, skipped []int64
-		releasedAttempts                     []int
-		b                                    pgx.Batch
+		done, shown, gone, released, noPush []int64
+		releasedAttempts                    []int
+		b                                   pgx.Batch
 	)
 	for _, r := range rs {
 		gone = append(gone, r.gone...)
@@ -568,6 +568,10 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 		case r.lost:
 		case r.release:
 			released, releasedAttempts = append(released, r.id), append(releasedAttempts, r.attempts)
+			if r.attempts == 1 {
+				// Handed back unsent: its claim was no push either.
+				noPush = append(noPush, r.id)
+			}
 		case len(r.retry) > 0:
 			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL,
 not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.after.Seconds())
@@ -576,7 +580,7 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.
 		default:
 			done = append(done, r.id)
 			if r.skipped {
-				skipped = append(skipped, r.id)
+				noPush = append(noPush, r.id)
 			}
 		}
 	}
@@ -589,22 +593,25 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.
 			return nil
 		})
 	}
-	if len(skipped) > 0 {
+	if len(noPush) > 0 {
 		// A notification's first claim recorded it as the pair's last
 		// push (claimSQL); one skipped (not needed by the time it was
-		// due) was no push: the minimum interval counts from the one
-		// before, which is at least that long ago (the claim was due), so
-		// the next push of the pair is held back by none.
+		// due) or handed back unsent (a stopping node) was no push: the
+		// minimum interval counts from the one before, which is at least
+		// that long ago (the claim was due), so the next push of the pair
+		// is held back by none. Only while it is still that first claim
+		// (not claimed again, nor taken over by a newer one: 'sent').
 		b.Queue(`
 WITH j AS (
-    SELECT user_id, conversation_id FROM push_job WHERE id = ANY($1) AND kind = 'message' AND attempts = 1
+    SELECT user_id, conversation_id FROM push_job
+    WHERE id = ANY($1) AND kind = 'message' AND attempts = 1 AND state = 'sending'
 ), l AS (
     UPDATE push_last l SET pushed_at = '-infinity'
     FROM j WHERE l.user_id = j.user_id AND l.conversation_id = j.conversation_id
 )
 UPDATE push_job p SET not_before = now()
 FROM j WHERE p.user_id = j.user_id AND p.conversation_id = j.conversation_id
-  AND p.kind = 'message' AND p.state = 'pending' AND p.not_before > now()`, skipped)
+  AND p.kind = 'message' AND p.state = 'pending' AND p.not_before > now()`, noPush)
 	}
 	if len(done) > 0 {
 		b.Queue(`DELETE FROM push_job WHERE id = ANY($1)`, done)
