@@ -8,7 +8,9 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent: one worker is
@@ -180,5 +182,52 @@ AND created_at <= now() - interval '400 milliseconds'`, conv, seq)
 	got := r.waitPushes("bob", 1, 3*time.Second)
 	if got[0].Seq != seq || got[0].Count != 2 {
 		t.Errorf("bob's push = %+v, want both messages, the newest %d", got[0], seq)
+	}
+}
+
+// TestAStoppingNodeHandsBackAClaimItWasReadingAgain: bob's push waited in
+// the queue and was being read again (recheck) when the node stopped:
+// stopping cancels that read, and the claim is handed back like the ones
+// still queued, not left to wait out its lease.
+func TestAStoppingNodeHandsBackAClaimItWasReadingAgain(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	// The hanging push's retry is not due while the test runs: no claim
+	// reads the devices.
+	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout, c.BackoffMin = 1, time.Second, time.Minute })
+	r.subscribe(10, "hung")
+	r.ep.Hang("hung", true)
+	r.send(r.direct(1, 10), 1, "to the one whose push service hangs")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 10 AND state = 'sending'`)
+	r.subscribe(2, "bob")
+	r.send(r.direct(1, 2), 1, "hi bob")
+	// Bob's push waits in the queue behind the hanging one; the test
+	// holds the devices, so reading it again (which reads them) waits
+	// once the worker is free, and handing it back (which does not)
+	// need not.
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 1`)
+	hold, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `LOCK TABLE push_device IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the worker reading bob's push again", func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
+	stop()
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var attempts int
+	var leased bool
+	if err := r.pool.QueryRow(ctx, `SELECT attempts, lease_until IS NOT NULL AND lease_until > now() FROM push_job WHERE user_id = 2`).Scan(&attempts, &leased); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 0 || leased {
+		t.Fatalf("bob's push after the node stopped: attempts %d, leased %v; want it handed back (0, false)", attempts, leased)
+	}
+	if len(r.ep.Of("bob")) != 0 {
+		t.Fatal("bob's push was sent by the stopping node")
 	}
 }

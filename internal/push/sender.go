@@ -241,8 +241,15 @@ func (p *Pusher) send(ctx context.Context) {
 				}
 				if time.Since(j.claimed) >= recheckAfter {
 					fresh, err := p.recheck(sendCtx, j)
+					if err != nil && sendCtx.Err() != nil {
+						// Stopping cancelled the read: the claim is
+						// handed back as a queued one is (only while
+						// it is still this claim).
+						results <- result{id: j.id, attempts: j.attempts, release: true}
+						continue
+					}
 					if err != nil || fresh == nil {
-						if err != nil && sendCtx.Err() == nil {
+						if err != nil {
 							p.m.errors.WithLabelValues("db").Inc()
 							p.log.Warn("push: reading a queued push again failed; it is sent when its lease ends", "err", err)
 						}
