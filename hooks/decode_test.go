@@ -54,3 +54,18 @@ func FuzzDecodeStrictAnswersAsTheDecoder(f *testing.F) {
 		}
 	})
 }
+
+// TestAPublishWithALoneSurrogateEscapeIsRefused: MQTT refuses a body
+// whose \u escape is half a surrogate pair, as HTTP and RPC do, rather
+// than storing U+FFFD in its place; a whole pair is the character.
+func TestAPublishWithALoneSurrogateEscapeIsRefused(t *testing.T) {
+	var p chat.SendPayload
+	err := decodeStrict([]byte(`{"clientMsgId":"6f1c1f1e-8d2a-4b8e-9a55-0f6f2f0d9b11","body":"a\ud800b"}`), &p)
+	if chat.ErrorCode(err) != chat.CodeInvalid {
+		t.Fatalf("lone surrogate: err %v, body %q; want invalid", err, p.Body)
+	}
+	p = chat.SendPayload{}
+	if err := decodeStrict([]byte(`{"clientMsgId":"6f1c1f1e-8d2a-4b8e-9a55-0f6f2f0d9b11","body":"\ud83d\udc4d"}`), &p); err != nil || p.Body != "\U0001F44D" {
+		t.Fatalf("whole pair: err %v, body %q", err, p.Body)
+	}
+}

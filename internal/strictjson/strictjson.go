@@ -1,7 +1,9 @@
 // Package strictjson holds the one rule both transports apply to a
 // client's JSON after encoding/json decoded it: field names exactly as
 // documented, each given once (encoding/json folds case and lets a later
-// duplicate win). It has no state but a cache of struct field names, safe
+// duplicate win), and no string with a \u escape of half a surrogate pair
+// (encoding/json stores U+FFFD in its place, the silent alteration invalid
+// UTF-8 is refused for). It has no state but a cache of struct field names, safe
 // for concurrent use.
 package strictjson
 
@@ -17,10 +19,12 @@ import (
 
 // ExactKeys checks what encoding/json lets through: it matches object keys
 // to fields without regard to case ({"SEQ":1} sets seq) and lets a later
-// duplicate key win ({"seq":1,"seq":2}). data is one valid JSON value
+// duplicate key win ({"seq":1,"seq":2}), and it decodes a \u escape of a
+// lone surrogate ("\ud800") as U+FFFD. data is one valid JSON value
 // (decoded already) into a value of type t; every key of an object decoded
-// into a struct must be a field's name exactly, and no object may repeat a
-// key. The error is chat's invalid. It only scans: no allocation unless a
+// into a struct must be a field's name exactly, no object may repeat a
+// key, and no string may hold a lone surrogate. The error is chat's
+// invalid. It only scans: no allocation unless a
 // key holds an escape.
 func ExactKeys(data []byte, t reflect.Type) error {
 	s := keyScan{data: data}
@@ -98,7 +102,11 @@ func (s *keyScan) value(t reflect.Type) error {
 			}
 		}
 	case '"':
-		s.str()
+		if raw, escaped := s.str(); escaped {
+			if r, ok := loneSurrogate(raw); ok {
+				return chat.Errorf(chat.CodeInvalid, `a string holds \u%04x, half of a surrogate pair: JSON text must be whole characters`, r)
+			}
+		}
 	default:
 		for s.i < len(s.data) && !strings.ContainsRune(",]} \t\n\r", rune(s.data[s.i])) {
 			s.i++
@@ -203,4 +211,54 @@ func addJSONFields(t reflect.Type, m map[string]reflect.Type) {
 			m[name] = f.Type
 		}
 	}
+}
+
+// loneSurrogate finds the first \u escape in raw, the contents of a valid
+// JSON string, that is a surrogate not paired as UTF-16 pairs them: a high
+// one (D800-DBFF) not followed at once by an escaped low one (DC00-DFFF),
+// or a low one alone.
+func loneSurrogate(raw []byte) (rune, bool) {
+	for i := 0; i < len(raw); {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			return 0, false
+		}
+		i += j
+		if i+6 > len(raw) || raw[i+1] != 'u' {
+			i += 2 // \" \\ \/ \b \f \n \r \t
+			continue
+		}
+		r := hex4(raw[i+2 : i+6])
+		i += 6
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return r, true
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+				return r, true
+			}
+			if lo := hex4(raw[i+2 : i+6]); lo < 0xdc00 || lo > 0xdfff {
+				return r, true
+			}
+			i += 6
+		}
+	}
+	return 0, false
+}
+
+// hex4 is the value of four hexadecimal digits (valid JSON's \u escape).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
