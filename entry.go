@@ -112,8 +112,13 @@ const (
 )
 
 // ValidateEmoji requires 1-32 bytes of UTF-8 without whitespace or control
-// characters.
-func ValidateEmoji(e string) error {
+// characters. One being set (on) must also show, as a group title must
+// (hasControl, showsSomething): it is drawn beside its count and the
+// other reactions, which a bidirectional override would rearrange and
+// where a zero-width joiner alone would be a count of nothing. Removal
+// takes any emoji the first rule allows, so that one set before the second
+// rule held can still be taken off.
+func ValidateEmoji(e string, on bool) error {
 	if e == "" || len(e) > MaxEmojiBytes {
 		return Errorf(CodeInvalid, "emoji must be 1 to %d bytes of UTF-8", MaxEmojiBytes)
 	}
@@ -124,6 +129,15 @@ func ValidateEmoji(e string) error {
 		if unicode.IsSpace(r) || unicode.IsControl(r) {
 			return Errorf(CodeInvalid, "emoji must not contain whitespace or control characters")
 		}
+	}
+	if !on {
+		return nil
+	}
+	if hasControl(e, false) {
+		return Errorf(CodeInvalid, "emoji must not contain line-separator or bidirectional-override characters")
+	}
+	if !showsSomething(e) {
+		return Errorf(CodeInvalid, "emoji must have a visible character")
 	}
 	return nil
 }

@@ -198,7 +198,7 @@ func (l Limits) ValidateChange(c *Change) error {
 		if err := ValidateID("seq", c.TargetSeq); err != nil {
 			return err
 		}
-		return ValidateEmoji(c.Emoji)
+		return ValidateEmoji(c.Emoji, c.On)
 	}
 	return Errorf(CodeInvalid, "unknown change %q", c.Kind)
 }
