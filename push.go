@@ -196,6 +196,12 @@ func (s *Service) SetConversationSettings(ctx context.Context, conversationID, u
 		return ConversationSettings{}, Errorf(CodeInvalid, "mutedUntil %s has passed: give a time to come, null to mute until unmuted, or muted false to unmute",
 			st.MutedUntil.UTC().Format(time.RFC3339))
 	}
+	// RFC 3339 lets an offset carry the last day of 9999 into the year
+	// 10000 in UTC, which no JSON answer can hold: stored, it would fail
+	// every answer that shows it (this one, the inbox).
+	if st.Muted && st.MutedUntil != nil && st.MutedUntil.UTC().Year() > 9999 {
+		return ConversationSettings{}, Errorf(CodeInvalid, "mutedUntil must be before 10000-01-01T00:00:00Z; null mutes until unmuted")
+	}
 	return p.SetSettings(ctx, conversationID, userID, st)
 }
 
