@@ -354,7 +354,7 @@ func unmatchedError(code int, h http.Header) (ErrorDetail, bool) {
 }
 
 // conditionalError is http.ServeContent's answer to a Range outside the
-// file (416, keeping its Content-Range: bytes */size) or an If-Match or
+// file or malformed (416, keeping its Content-Range: bytes */size) or an If-Match or
 // If-Unmodified-Since the file does not meet (412).
 func conditionalError(code int, h http.Header) (ErrorDetail, bool) {
 	if code == http.StatusRequestedRangeNotSatisfiable || code == http.StatusPreconditionFailed {
@@ -363,7 +363,7 @@ func conditionalError(code int, h http.Header) (ErrorDetail, bool) {
 	}
 	switch code {
 	case http.StatusRequestedRangeNotSatisfiable:
-		return ErrorDetail{Code: CodeRangeNotSatisfiable, Message: "the range is outside the file of " +
+		return ErrorDetail{Code: CodeRangeNotSatisfiable, Message: "the range is malformed or outside the file of " +
 			strings.TrimPrefix(h.Get("Content-Range"), "bytes */") + " bytes"}, true
 	case http.StatusPreconditionFailed:
 		return ErrorDetail{Code: CodePreconditionFailed, Message: "the file does not meet If-Match or If-Unmodified-Since; its ETag is " + h.Get("ETag")}, true

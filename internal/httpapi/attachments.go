@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	chat "github.com/chatd/chatd"
@@ -134,7 +135,16 @@ func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *h
 		// A member's browser may keep it but must ask again (ETag: a
 		// 304) so a recall or a left group takes effect.
 		h.Set("Cache-Control", "private, no-cache")
-		http.ServeContent(&jsonErrorWriter{ResponseWriter: w, rewrite: conditionalError}, r, "", d.ModTime, d.Content)
+		rewrite := func(code int, h http.Header) (ErrorDetail, bool) {
+			if code == http.StatusRequestedRangeNotSatisfiable && h.Get("Content-Range") == "" {
+				// net/http says the size only for a range past the end,
+				// not for one that does not parse; a 416 always says it
+				// (RFC 9110, 15.5.17).
+				h.Set("Content-Range", "bytes */"+strconv.FormatInt(d.Size, 10))
+			}
+			return conditionalError(code, h)
+		}
+		http.ServeContent(&jsonErrorWriter{ResponseWriter: w, rewrite: rewrite}, r, "", d.ModTime, d.Content)
 		return nil
 	}
 }
