@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -48,8 +49,10 @@ func invalid(format string, args ...any) error { return chat.Errorf(chat.CodeInv
 // validate checks r and returns the address it registers.
 func (d *Devices) validate(r *chat.DeviceRequest) (string, error) {
 	r.Platform = strings.ToLower(strings.TrimSpace(r.Platform))
-	if len(r.AppID) > maxAppIDBytes || !utf8.ValidString(r.AppID) {
-		return "", invalid("appId must be valid UTF-8 of at most %d bytes", maxAppIDBytes)
+	// An app id is a bundle id or project name: no control character,
+	// and NUL, which PostgreSQL text cannot hold, must not reach it.
+	if len(r.AppID) > maxAppIDBytes || !utf8.ValidString(r.AppID) || strings.ContainsFunc(r.AppID, unicode.IsControl) {
+		return "", invalid("appId must be valid UTF-8 of at most %d bytes without control characters", maxAppIDBytes)
 	}
 	if len(r.Locale) > maxLocaleBytes || strings.ContainsFunc(r.Locale, func(c rune) bool {
 		return !(c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
