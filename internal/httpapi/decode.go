@@ -91,7 +91,12 @@ func decodeStrict(data []byte, v any, allowEmpty bool) error {
 func jsonError(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var tpe *time.ParseError
 	switch {
+	case errors.As(err, &tpe), strings.HasPrefix(err.Error(), "Time.UnmarshalJSON: "):
+		// A well-formed document whose time field does not parse (time's
+		// own decoder has no field name to give).
+		return chat.Errorf(chat.CodeInvalid, "a time must be an RFC 3339 string like 2026-03-01T12:00:00Z")
 	case errors.As(err, &syn):
 		return chat.Errorf(chat.CodeInvalid, "malformed JSON at byte %d", syn.Offset)
 	case errors.As(err, &typ):
