@@ -69,3 +69,20 @@ func TestAPublishWithALoneSurrogateEscapeIsRefused(t *testing.T) {
 		t.Fatalf("whole pair: err %v, body %q", err, p.Body)
 	}
 }
+
+// TestARefusedPayloadsReasonQuotesALongFieldNameShort: a field name as
+// long as the payload allows is quoted clipped (valid UTF-8, with "..."),
+// so the PUBACK's reason string, at most 65,535 bytes with a 16-bit
+// length, stays well-formed; before, a 70,000-byte name came back whole.
+func TestARefusedPayloadsReasonQuotesALongFieldNameShort(t *testing.T) {
+	for _, name := range []string{strings.Repeat("k", 70000), strings.Repeat("é", 35000)} {
+		for _, payload := range []string{`{"` + name + `":1}`, `{"body":"x","` + name + `":1,"` + name + `":2}`} {
+			var p chat.SendPayload
+			err := decodeStrict([]byte(payload), &p)
+			msg := chat.ErrorMessage(err)
+			if chat.ErrorCode(err) != chat.CodeInvalid || len(msg) > 256 || !utf8.ValidString(msg) || !strings.Contains(msg, "...") {
+				t.Errorf("a %d-byte field name: code %s, a %d-byte message %.120q", len(name), chat.ErrorCode(err), len(msg), msg)
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strconv"
@@ -91,7 +92,16 @@ func decodeExplained(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return chat.Errorf(chat.CodeInvalid, "payload is not the expected JSON object: %v", err)
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+			// The name may be as long as the payload; a reason string
+			// holds at most 65,535 bytes.
+			if u, err := strconv.Unquote(name); err == nil {
+				name = u
+			}
+			msg = fmt.Sprintf("json: unknown field %q", strictjson.Clip(name))
+		}
+		return chat.Errorf(chat.CodeInvalid, "payload is not the expected JSON object: %s", msg)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return chat.Errorf(chat.CodeInvalid, "payload has data after the JSON object")

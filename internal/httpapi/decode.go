@@ -109,7 +109,11 @@ func jsonError(err error) error {
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		// encoding/json has no typed error for this; the field name is the
 		// client's own input, quoted by the decoder.
-		return chat.Errorf(chat.CodeInvalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if u, err := strconv.Unquote(name); err == nil {
+			name = u
+		}
+		return chat.Errorf(chat.CodeInvalid, "unknown field %q", strictjson.Clip(name))
 	default:
 		return chat.Errorf(chat.CodeInvalid, "malformed JSON")
 	}
@@ -218,10 +222,10 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 			}
 		}
 		if !found && len(known) == 0 {
-			return query{}, chat.Errorf(chat.CodeInvalid, "unknown query parameter %q (this route takes none)", k)
+			return query{}, chat.Errorf(chat.CodeInvalid, "unknown query parameter %q (this route takes none)", strictjson.Clip(k))
 		}
 		if !found {
-			return query{}, chat.Errorf(chat.CodeInvalid, "unknown query parameter %q (known: %s)", k, strings.Join(known, ", "))
+			return query{}, chat.Errorf(chat.CodeInvalid, "unknown query parameter %q (known: %s)", strictjson.Clip(k), strings.Join(known, ", "))
 		}
 		if len(vs) > 1 {
 			return query{}, chat.Errorf(chat.CodeInvalid, "query parameter %q is given more than once", k)

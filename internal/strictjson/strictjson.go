@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	chat "github.com/chatd/chatd"
 )
@@ -143,7 +144,7 @@ func (s *keyScan) object(t reflect.Type) error {
 		}
 		for _, k := range seen {
 			if bytes.Equal(k, key) {
-				return chat.Errorf(chat.CodeInvalid, "field %q is given more than once", key)
+				return chat.Errorf(chat.CodeInvalid, "field %q is given more than once", Clip(string(key)))
 			}
 		}
 		seen = append(seen, key)
@@ -151,7 +152,7 @@ func (s *keyScan) object(t reflect.Type) error {
 		if fields != nil {
 			var ok bool
 			if ft, ok = fields[string(key)]; !ok {
-				return chat.Errorf(chat.CodeInvalid, "unknown field %q (field names are case-sensitive)", key)
+				return chat.Errorf(chat.CodeInvalid, "unknown field %q (field names are case-sensitive)", Clip(string(key)))
 			}
 		}
 		s.space()
@@ -261,4 +262,23 @@ func hex4(b []byte) rune {
 		r = r<<4 | rune(c)
 	}
 	return r
+}
+
+// MaxQuotedBytes bounds the client input an error message repeats (a
+// field or parameter name): a name as long as the body limit allows
+// would otherwise come back whole, and an MQTT reason string holds at
+// most 65,535 bytes.
+const MaxQuotedBytes = 64
+
+// Clip returns s cut to at most MaxQuotedBytes at a character boundary,
+// with "..." when cut, for an error message to quote.
+func Clip(s string) string {
+	if len(s) <= MaxQuotedBytes {
+		return s
+	}
+	n := MaxQuotedBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
