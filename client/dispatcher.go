@@ -188,8 +188,12 @@ func (d *dispatcher) handle(payload []byte) {
 	case isEntry(ev.Type):
 		d.message(ev, slim(w))
 	case ev.Type == EventMemberRemoved:
-		if ev.UserID == d.c.cfg.UserID {
+		if ev.UserID == d.c.cfg.UserID && ev.ConversationID > 0 {
+			// chatd may still send what the leave owes (entries up to
+			// ev.Seq that had not reached this connection): handed on
+			// as the user's, without tracking the conversation again.
 			d.forget(ev.ConversationID)
+			d.gone[ev.ConversationID] = true
 		}
 		d.emit(ev)
 	case ev.Type == EventMemberAdded:
@@ -660,6 +664,8 @@ func (d *dispatcher) forget(conv int64) {
 		d.left[conv] = max(h, d.left[conv])
 	} else if h, ok := d.start[conv]; ok {
 		d.left[conv] = max(h, d.left[conv])
+	} else if _, ok := d.left[conv]; !ok {
+		d.left[conv] = 0 // never tracked: gone (if set) still applies
 	}
 	delete(d.have, conv)
 	delete(d.start, conv)

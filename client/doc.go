@@ -110,8 +110,9 @@
 // cursor for a brand-new session. A tracked conversation the inbox no
 // longer lists (the user left or was removed while offline: member.removed
 // is not replayed) is dropped from Positions, as a live member.removed
-// drops it; what the leave still owed, which chatd may go on replaying
-// after that, is handed on without bringing it back (the user's
+// drops it; what the leave still owed, which chatd may go on sending
+// after either (entries committed before it that had not reached the
+// connection), is handed on without bringing it back (the user's
 // member.added does). Messages fetched through history have
 // FromHistory set. Large-group message.new events
 // without a body are completed through history too. Other events

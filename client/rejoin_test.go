@@ -192,3 +192,67 @@ func removedWhileOffline(t *testing.T, srv *server.Server, a *client.Client, tit
 	})
 	return g, b, before
 }
+
+// TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions: a
+// connected session whose stream of a group lags gets the user's
+// member.removed first and then the entries committed before the removal
+// that had not reached it (docs/protocol.md "Events"). Those are handed
+// on (they are the user's) but must not make the group tracked again:
+// the live member.removed dropped it from Positions, and none will come
+// again to drop it.
+func TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions(t *testing.T) {
+	_, broker, a, _ := sender(t)
+	b := connect(t, testConfig(t, broker, 2))
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := a.CreateGroup(ctx, "tail after member.removed", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 1, "m") // seq 1
+	messages(t, b, g.ID, 1, 10*time.Second)
+	// Seq 2 has not reached user 2's connection when the removal does.
+	dropMessages(b, 2, 2)
+	sendN(t, a, g.ID, 1, "owed") // seq 2
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
+		return ev.Type == client.EventMemberRemoved && ev.ConversationID == g.ID && ev.UserID == 2
+	}) {
+		t.Fatal("no member.removed for user 2 within 10s")
+	}
+	if h, ok := b.Positions()[g.ID]; ok {
+		t.Fatalf("the group is in Positions (at %d) after member.removed", h)
+	}
+	b.DropEvents(nil)
+	// The owed entry, after member.removed.
+	late := fmt.Sprintf(`{"type":"message.new","conversationId":%d,"seq":2,"senderId":1,"clientMsgId":%q,"body":"owed","createdAt":"2026-01-01T00:00:00Z"}`,
+		g.ID, uuid.NewString())
+	b.InjectEvent([]byte(late))
+	b.InjectEvent([]byte(`{"type":"typing","conversationId":1,"userId":1}`))
+	handed := false
+	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == g.ID && ev.Seq == 2 {
+			handed = true
+		}
+		return ev.Type == client.EventTyping
+	}) {
+		t.Fatal("the typing event after the owed entry did not come within 10s")
+	}
+	if !handed {
+		t.Fatal("the owed entry was not handed on")
+	}
+	if h, ok := b.Positions()[g.ID]; ok {
+		t.Fatalf("the group is back in Positions (at %d) after an owed entry that came after member.removed", h)
+	}
+
+	// Added back: tracked again from its events.
+	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 1, "back")
+	testkit.WaitFor(t, 15*time.Second, "the group to be tracked again after the re-add", func() bool {
+		_, ok := b.Positions()[g.ID]
+		return ok
+	})
+}
