@@ -114,8 +114,7 @@ func (r *readBatcher) publish(ctx context.Context) error {
 		if err == nil {
 			continue
 		}
-		var e *Error
-		if errors.As(err, &e) && !retryable(e) {
+		if r.final(err) {
 			r.c.cfg.Logger.Info("read receipt refused", "conversation", conv, "seq", seq, "err", err)
 			continue
 		}
@@ -132,6 +131,19 @@ func (r *readBatcher) publish(ctx context.Context) error {
 		}
 	}
 	return firstErr
+}
+
+// final reports whether a receipt that failed with err is dropped: chatd
+// refused it (its PUBACK: publishOne returns that *Error as it is), or
+// refused the client's static token, so that no connection will come. A
+// wait for a connection that ended is no refusal, even when the error
+// wraps the last connection attempt's (a TokenFunc's token refused, which
+// the next attempt may replace): the receipt waits for the next round.
+func (r *readBatcher) final(err error) bool {
+	if e, ok := err.(*Error); ok {
+		return !retryable(e)
+	}
+	return r.c.Err() != nil
 }
 
 func (r *readBatcher) publishOne(ctx context.Context, conv, seq int64) error {

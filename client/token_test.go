@@ -110,3 +110,57 @@ func TestAwaitConnectionSaysATokenFuncsTokensAreRefused(t *testing.T) {
 		t.Fatalf("AwaitConnection once the tokens are good: %v", err)
 	}
 }
+
+// TestAReadReceiptOutlivesATokenFuncsRefusedToken: a client with
+// TokenFunc keeps trying when chatd refuses a token, so a read receipt
+// that could not be published meanwhile (no connection) is kept for the
+// next connection, as after any lost connection. The wait for one ended
+// with the last attempt's refusal wrapped in its error, and the receipt
+// was taken for one chatd had refused and dropped, Flush saying nothing.
+func TestAReadReceiptOutlivesATokenFuncsRefusedToken(t *testing.T) {
+	_, broker := nodeOn(t, pgtest.NewDB(t))
+	var good atomic.Bool
+	good.Store(true)
+	cfg := testConfig(t, broker, 1)
+	cfg.Token = ""
+	cfg.ReadDebounce = time.Hour // published by Flush and by the reconnection only
+	cfg.TokenFunc = func(context.Context) (string, error) {
+		if good.Load() {
+			return testnode.Token(t, 1), nil
+		}
+		return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "1",
+			ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}).SignedString([]byte("not chatd's secret"))
+	}
+	c := connect(t, cfg)
+	b := connect(t, testConfig(t, broker, 2))
+	conv := direct(t, b, 1)
+	seq := sendN(t, b, conv, 1, "read me")[0]
+
+	good.Store(false)
+	c.TerminateConnection()
+	testkit.WaitFor(t, 10*time.Second, "a refused token to be the last attempt", func() bool {
+		return errors.Is(c.AwaitConnection(ctxFor(t, 200*time.Millisecond)), client.ErrUnauthorized)
+	})
+	if err := c.MarkRead(context.Background(), conv, seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctxFor(t, 500*time.Millisecond)); err == nil {
+		t.Fatal("Flush without a connection returned nil: the receipt was neither published nor kept")
+	}
+	good.Store(true)
+	if err := c.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the receipt to be published on the next connection", func() bool {
+		page, err := c.Inbox(ctxFor(t, 5*time.Second), client.InboxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Conversations {
+			if e.ID == conv {
+				return e.LastReadSeq == seq
+			}
+		}
+		return false
+	})
+}
