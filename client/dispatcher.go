@@ -476,6 +476,7 @@ func (d *dispatcher) catchUp(at time.Time) {
 			return
 		}
 		t := inboxTargets(entries)
+		d.confirmUnlisted(tracked, t)
 		d.forgetLeft(tracked, t)
 		d.addTargets(t)
 		d.checkTargets()
@@ -489,7 +490,9 @@ func (d *dispatcher) catchUp(at time.Time) {
 		if !ok {
 			return
 		}
-		d.push(queued{targets: inboxTargets(entries), tracked: tracked})
+		t := inboxTargets(entries)
+		d.confirmUnlisted(tracked, t)
+		d.push(queued{targets: t, tracked: tracked})
 	}()
 }
 
@@ -507,6 +510,33 @@ func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64) {
 		if _, ok := inbox[conv]; !ok {
 			d.forget(conv)
 			d.gone[conv] = true
+		}
+	}
+}
+
+// confirmUnlisted asks chatd about each conversation of tracked that the
+// inbox read (t) does not list, and adds to t those the user is still a
+// member of (at their lastSeq), or may be (0: asking failed; kept, since
+// forgetting a position loses what was missed). The inbox is read page
+// by page, most recent activity first, so a conversation written to
+// between two pages moves to a page already read: none lists it, though
+// the user never left it.
+func (d *dispatcher) confirmUnlisted(tracked []int64, t map[int64]int64) {
+	for _, conv := range tracked {
+		if _, ok := t[conv]; ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
+		cv, err := d.c.Conversation(ctx, conv)
+		cancel()
+		var e *Error
+		switch {
+		case err == nil:
+			t[conv] = cv.LastSeq
+		case errors.As(err, &e) && (errors.Is(e, ErrNotMember) || errors.Is(e, ErrNotFound) || errors.Is(e, ErrForbidden)):
+			// Not a member: left unlisted, to be forgotten.
+		default:
+			t[conv] = 0
 		}
 	}
 }

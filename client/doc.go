@@ -108,12 +108,15 @@
 // of it has arrived for 1.5 s and the whole stream has been quiet as long
 // (or 5 s have passed since the reconnection), as when chatd has no
 // cursor for a brand-new session. A tracked conversation the inbox no
-// longer lists (the user left or was removed while offline: member.removed
-// is not replayed) is dropped from Positions, as a live member.removed
-// drops it; what the leave still owed, which chatd may go on sending
-// after either (entries committed before it that had not reached the
-// connection), is handed on without bringing it back (the user's
-// member.added does). Messages fetched through history have
+// longer lists, and that chatd then says the user is not a member of
+// (conversation.get: the user left or was removed while offline;
+// member.removed is not replayed), is dropped from Positions, as a live
+// member.removed drops it; what the leave still owed, which chatd may go
+// on sending after either (entries committed before it that had not
+// reached the connection), is handed on without bringing it back (the
+// user's member.added does). One written to while the inbox is read
+// moves to a page already read and is missing from the pages; it stays.
+// Messages fetched through history have
 // FromHistory set. Large-group message.new events
 // without a body are completed through history too. Other events
 // (read.updated, member.*, typing, error) are passed through unchanged;
