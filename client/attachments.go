@@ -247,6 +247,8 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 		code := "unavailable"
 		if resp.StatusCode == http.StatusForbidden {
 			code = "gone" // expired or refused signature: a new ticket
+		} else if resp.StatusCode == http.StatusTooManyRequests {
+			code = "rate_limited" // sent again after its Retry-After
 		} else if resp.StatusCode < 500 {
 			code = "invalid"
 		}
