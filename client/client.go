@@ -519,7 +519,8 @@ func (c *Client) Stats() Stats {
 	}
 }
 
-// Pending lists the sends not acknowledged yet, oldest first.
+// Pending lists the sends not acknowledged yet, in the order they were
+// queued.
 func (c *Client) Pending() []PendingSend { return c.journal.list() }
 
 // Close flushes pending read receipts if connected (bounded by ctx; they

@@ -50,8 +50,14 @@ type journal struct {
 	path    string // "" = memory only
 	f       *os.File
 	pending map[string]PendingSend
-	done    int  // "done" lines since the last compaction
-	closed  bool // close ran: nothing is recorded any more
+	// order is each pending send's place in the order it was recorded
+	// (the file's line order), next the place of the next one: sends are
+	// listed, and sent again after a restart, in that order, not by
+	// QueuedAt, which a wall clock stepped back would reorder.
+	order  map[string]uint64
+	next   uint64
+	done   int  // "done" lines since the last compaction
+	closed bool // close ran: nothing is recorded any more
 }
 
 type journalLine struct {
@@ -64,7 +70,7 @@ const journalFile = "pending.jsonl"
 // openJournal loads dir's journal (empty dir = in memory) and compacts it
 // to the outstanding sends.
 func openJournal(dir string) (*journal, error) {
-	j := &journal{pending: map[string]PendingSend{}}
+	j := &journal{pending: map[string]PendingSend{}, order: map[string]uint64{}}
 	if dir == "" {
 		return j, nil
 	}
@@ -106,9 +112,14 @@ func (j *journal) load() error {
 		}
 		switch l.Op {
 		case "send":
+			if _, ok := j.pending[l.ClientMsgID]; !ok {
+				j.order[l.ClientMsgID] = j.next
+				j.next++
+			}
 			j.pending[l.ClientMsgID] = l.PendingSend
 		case "done":
 			delete(j.pending, l.ClientMsgID)
+			delete(j.order, l.ClientMsgID)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -172,6 +183,8 @@ func (j *journal) add(p PendingSend) (bool, error) {
 		}
 	}
 	j.pending[p.ClientMsgID] = p
+	j.order[p.ClientMsgID] = j.next
+	j.next++
 	return true, nil
 }
 
@@ -184,6 +197,7 @@ func (j *journal) remove(id string) error {
 		return nil
 	}
 	delete(j.pending, id)
+	delete(j.order, id)
 	if j.path == "" || j.closed {
 		return nil
 	}
@@ -240,7 +254,7 @@ func (j *journal) writeLocked(b []byte, sync bool) error {
 	return err
 }
 
-// list returns the outstanding sends, oldest first.
+// list returns the outstanding sends in the order they were recorded.
 func (j *journal) list() []PendingSend {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -252,12 +266,7 @@ func (j *journal) sortedLocked() []PendingSend {
 	for _, p := range j.pending {
 		out = append(out, p)
 	}
-	sort.Slice(out, func(a, b int) bool {
-		if !out[a].QueuedAt.Equal(out[b].QueuedAt) {
-			return out[a].QueuedAt.Before(out[b].QueuedAt)
-		}
-		return out[a].ClientMsgID < out[b].ClientMsgID
-	})
+	sort.Slice(out, func(a, b int) bool { return j.order[out[a].ClientMsgID] < j.order[out[b].ClientMsgID] })
 	return out
 }
 

@@ -2,11 +2,16 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -104,4 +109,46 @@ func offlineClient(t *testing.T, srv *server.Server) (c *client.Client, px *prox
 	px.Cut()
 	testkit.WaitFor(t, 10*time.Second, "the client to go offline", func() bool { return !c.Connected() })
 	return c, px, cfg
+}
+
+// Sends a previous run queued are stored after a restart in the order
+// they were queued, which is the journal's order, whatever their clocks
+// said: a wall clock stepped back between two sends (NTP, a phone's time
+// set by hand) made the later one look older, and it was stored first.
+func TestSendsQueuedAcrossAClockStepBackAreStoredInTheOrderTheyWereQueued(t *testing.T) {
+	srv, broker := nodeOn(t, pgtest.NewDB(t))
+	a := connect(t, testConfig(t, broker, 1))
+	conv := direct(t, a, 2)
+	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
+	cfg.SessionDir = t.TempDir()
+	// The journal a crashed run left: "first", then "second" queued after
+	// the clock went back a minute.
+	at := time.Now().UTC()
+	var journal []byte
+	for _, s := range []struct {
+		body string
+		at   time.Time
+	}{{"first", at}, {"second", at.Add(-time.Minute)}} {
+		line, err := json.Marshal(map[string]any{"op": "send", "id": uuid.NewString(), "conv": conv, "body": s.body, "at": s.at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		journal = append(append(journal, line...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(cfg.SessionDir, "pending.jsonl"), journal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, cfg)
+	testkit.WaitFor(t, 20*time.Second, "the journal's messages to be stored", func() bool { return len(c.Pending()) == 0 })
+	page, err := a.History(ctxFor(t, 10*time.Second), conv, client.HistoryOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range page {
+		got = append(got, m.Body)
+	}
+	if len(got) != 2 || got[0] != "first" || got[1] != "second" {
+		t.Fatalf("stored %q, want [first second]: the order they were queued", got)
+	}
 }
