@@ -467,7 +467,10 @@ func (d *dispatcher) catchUp(at time.Time) {
 		tracked = append(tracked, conv)
 	}
 	d.posMu.Unlock()
-	if len(tracked) == 0 {
+	if len(tracked) == 0 && len(d.gone) == 0 {
+		// Nothing to catch up, and no gone mark for an inbox that
+		// lists the conversation again to end (a re-add while offline
+		// brings no member.added).
 		return
 	}
 	if !d.c.cfg.persistent {

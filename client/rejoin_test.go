@@ -256,3 +256,43 @@ func TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions(t *test
 		return ok
 	})
 }
+
+// TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain: a
+// conversation the user left while connected is marked gone (what its
+// leave owed is handed on untracked); added back while offline, the user
+// gets no member.added (it is not replayed), so the catch-up's inbox,
+// which lists the conversation again, has to end the mark, even when no
+// other conversation is tracked.
+func TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain(t *testing.T) {
+	srv, _, a, _ := sender(t)
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := a.CreateGroup(ctx, "left and back", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, srv.MQTTAddr())
+	b := connect(t, testConfig(t, px.URL(), 2)) // ephemeral; the group is all it tracks
+	sendN(t, a, g.ID, 1, "m")
+	messages(t, b, g.ID, 1, 10*time.Second)
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, b, client.EventMemberRemoved, 10*time.Second)
+
+	px.Cut()
+	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	px.Resume()
+	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	seq := sendN(t, a, g.ID, 1, "back")[0]
+	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != seq {
+		t.Fatalf("first message after the re-add %+v, want seq %d", m[0], seq)
+	}
+	if h, ok := b.Positions()[g.ID]; !ok || h != seq {
+		t.Fatalf("the group in Positions: %d %v, want tracked again at %d after the re-add", h, ok, seq)
+	}
+}
