@@ -570,14 +570,34 @@ func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, 
 
 // gaveOwnership says whether userID owns the group by actorID's transfer:
 // the owner.changed entry that made them owner, the latest about them,
-// is actorID's.
+// is actorID's, and not the one their leave wrote (a leave writes
+// member.left and the successor's owner.changed together, the one right
+// after the other): an owner who left and was added back transferred
+// nothing, and their transfer to that successor is no retry.
 func gaveOwnership(ctx context.Context, tx pgx.Tx, conversationID, actorID, userID int64) (bool, error) {
 	target, ok, err := getMember(ctx, tx, conversationID, userID)
 	if err != nil || !ok || target.Role != chat.RoleOwner {
 		return false, err
 	}
-	by, _, ok, err := lastSystemEntry(ctx, tx, conversationID, userID, chat.SystemOwnerChanged)
-	return ok && by == actorID, err
+	var gave bool
+	err = tx.QueryRow(ctx, `
+		SELECT o.sender_id = $3 AND NOT EXISTS (
+			SELECT 1 FROM message l
+			WHERE l.conversation_id = $1 AND l.seq = o.seq - 1 AND l.kind = 'system' AND l.sender_id = $3
+			  AND l.body::jsonb->>'action' = $5)
+		FROM message o
+		WHERE o.conversation_id = $1 AND o.kind = 'system'
+		  AND o.body::jsonb @> jsonb_build_object('userId', $2::bigint)
+		  AND o.body::jsonb->>'action' = $4
+		ORDER BY o.seq DESC LIMIT 1`,
+		conversationID, userID, actorID, string(chat.SystemOwnerChanged), string(chat.SystemMemberLeft)).Scan(&gave)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read who made user %d owner: %w", userID, err)
+	}
+	return gave, nil
 }
 
 // membersPageSQL pages members by (role rank, joined_at, user_id), strictly

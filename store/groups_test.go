@@ -508,3 +508,24 @@ func TestARetriedOwnershipTransferSucceedsAndWritesNothing(t *testing.T) {
 	}
 	wantCode(t, "a stale retry of the first transfer", st.TransferOwnership(ctx, g.ID, owner, heir), chat.CodeForbidden)
 }
+
+// An owner who left handed the group to a successor, but transferred
+// nothing: added back, their transfer to that successor is no retry of
+// one of theirs, and is refused as any member's.
+func TestAnOwnerWhoLeftAndCameBackCannotPassATransferAsARetry(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, heir = 1, 2
+	g := mustGroup(t, st, owner, heir)
+	mustRemove(t, ctx, st, g.ID, owner, owner, "the owner leaves")
+	if m := member(t, st, g.ID, heir, heir); m.Role != chat.RoleOwner {
+		t.Fatalf("heir's role after the owner left: %s, want owner", m.Role)
+	}
+	mustAdd(t, ctx, st, g.ID, heir, owner, chat.RoleMember)
+	before := groupState(t, pool, g.ID)
+	wantCode(t, "the returned owner transfers to the heir", st.TransferOwnership(ctx, g.ID, owner, heir), chat.CodeForbidden)
+	if after := groupState(t, pool, g.ID); after != before {
+		t.Fatalf("a refused transfer wrote: %s, then %s", before, after)
+	}
+}
