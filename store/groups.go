@@ -470,6 +470,10 @@ func strOrEmpty(p *string) string {
 // the owner (ownership moves with TransferOwnership). Asking for the role
 // the member has writes nothing.
 func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int64, role chat.Role) (chat.Member, error) {
+	// Here, not only in the Service: a group has one owner whoever calls.
+	if role != chat.RoleAdmin && role != chat.RoleMember {
+		return chat.Member{}, chat.Errorf(chat.CodeInvalid, "role must be %s or %s (ownership moves with TransferOwnership)", chat.RoleAdmin, chat.RoleMember)
+	}
 	var out chat.Member
 	err := s.changeTx(ctx, "set role", func(tx pgx.Tx) ([]chat.Event, error) {
 		_, actor, err := lockGroup(ctx, tx, conversationID, actorID, "have roles")

@@ -529,3 +529,23 @@ func TestAnOwnerWhoLeftAndCameBackCannotPassATransferAsARetry(t *testing.T) {
 		t.Fatalf("a refused transfer wrote: %s, then %s", before, after)
 	}
 }
+
+// The store keeps one owner per group whoever calls it: a role change
+// to owner is refused (ownership moves with TransferOwnership), as an
+// add as owner is.
+func TestARoleChangeToOwnerIsRefusedAndLeavesOneOwner(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, plain = 1, 2
+	g := mustGroup(t, st, owner, plain)
+	before := groupState(t, pool, g.ID)
+	_, err := st.SetRole(ctx, g.ID, owner, plain, chat.RoleOwner)
+	wantCode(t, "the owner makes a member owner", err, chat.CodeInvalid)
+	if after := groupState(t, pool, g.ID); after != before {
+		t.Fatalf("a refused role change wrote: %s, then %s", before, after)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND role = 'owner'`, g.ID); n != 1 {
+		t.Fatalf("owners: %d, want 1", n)
+	}
+}
