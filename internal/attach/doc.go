@@ -18,7 +18,7 @@
 //     and agrees with the declared one, an image's pixels within the limit
 //     (a decompression bomb is refused from its header, never decoded).
 //     Location data is removed from the stored original (JPEG, PNG, WebP,
-//     MP4/MOV/3GP/M4A:
+//     GIF, MP4/MOV/3GP/M4A, HEIF, WebM/Matroska:
 //     media.Strip, the whole file) before it is hashed, so the sha256 members see
 //     is of the bytes they get. With an object store the checked bytes are
 //     copied, as they are read, to a key of chatd's own: the upload URL

@@ -16,7 +16,7 @@ import (
 // bytes as it was given, and the same ones read whole or a byte at a
 // time (the walk's state does not depend on how reads are cut).
 func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
-	types := []string{"image/jpeg", "image/png", "image/webp", "video/mp4", "video/quicktime", "audio/mp4", "application/pdf", "image/heic", "image/avif", "video/webm"}
+	types := []string{"image/jpeg", "image/png", "image/webp", "video/mp4", "video/quicktime", "audio/mp4", "application/pdf", "image/heic", "image/avif", "video/webm", "image/gif"}
 	f.Add(uint8(0), mediatest.JPEGWithLocation(4, 4, 6))
 	f.Add(uint8(1), mediatest.PNGWithLocationAfterIDAT(4, 4, 6))
 	f.Add(uint8(2), mediatest.WebPWithLocation(4, 4, 6, 64))
@@ -30,6 +30,7 @@ func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
 	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, ExifFirst: true, MdatFirst: true}, 6))
 	f.Add(uint8(9), mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64}))
 	f.Add(uint8(9), mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64, TagsFirst: true, CRC: true, UnknownSegment: true}))
+	f.Add(uint8(10), mediatest.GIFWithLocation(4, 4, 64))
 	f.Fuzz(func(t *testing.T, which uint8, file []byte) {
 		ctype := types[int(which)%len(types)]
 		whole, err := io.ReadAll(media.Strip(bytes.NewReader(file), ctype))

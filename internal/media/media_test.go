@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"image"
+	"image/color"
+	"image/gif"
 	"image/jpeg"
 	"image/png"
 	"io"
@@ -512,4 +515,50 @@ func strippedTo(t *testing.T, file []byte, ctype string, want []byte) []byte {
 		}
 	}
 	return got
+}
+
+// TestStripBlanksAGIFsLocationAndKeepsItsFrames: a GIF (served inline and
+// made a thumbnail like any picture) carrying an XMP packet with a GPS
+// position, as exiftool or an editor exporting a photo writes it, is
+// stored without it, wherever it is and however large, its frames, loop
+// and length unchanged.
+func TestStripBlanksAGIFsLocationAndKeepsItsFrames(t *testing.T) {
+	for _, pad := range []int{400, 300 << 10} {
+		file := mediatest.GIFWithLocation(30, 20, pad)
+		before, err := gif.DecodeAll(bytes.NewReader(file))
+		if err != nil {
+			t.Fatalf("the test GIF does not decode: %v", err)
+		}
+		got, err := io.ReadAll(media.Strip(bytes.NewReader(file), "image/gif"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(got, mediatest.XMPLatitude) || bytes.Contains(got, []byte("GPS")) {
+			t.Fatalf("pad %d: the location survived", pad)
+		}
+		strippedTo(t, file, "image/gif", got)
+		after, err := gif.DecodeAll(bytes.NewReader(got))
+		if err != nil {
+			t.Fatalf("pad %d: the stripped GIF no longer decodes: %v", pad, err)
+		}
+		if len(after.Image) != len(before.Image) || after.LoopCount != before.LoopCount {
+			t.Fatalf("pad %d: %d frames looping %d, want %d looping %d", pad, len(after.Image), after.LoopCount, len(before.Image), before.LoopCount)
+		}
+		for i := range after.Image {
+			if !bytes.Equal(after.Image[i].Pix, before.Image[i].Pix) {
+				t.Fatalf("pad %d: frame %d changed", pad, i)
+			}
+		}
+	}
+	// A GIF without metadata goes through byte for byte.
+	var plain bytes.Buffer
+	if err := gif.Encode(&plain, image.NewPaletted(image.Rect(0, 0, 8, 8), color.Palette{color.White, color.Black}), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, read := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader} {
+		got, err := io.ReadAll(media.Strip(read(bytes.NewReader(plain.Bytes())), "image/gif"))
+		if err != nil || !bytes.Equal(got, plain.Bytes()) {
+			t.Fatalf("a plain GIF changed: %v, equal %v", err, bytes.Equal(got, plain.Bytes()))
+		}
+	}
 }

@@ -56,8 +56,10 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // the meta's iinf and iloc, in place wherever they are after the meta or
 // in it (heif.go). A WebM or Matroska file (an audio or video type) loses
 // the SimpleTags of its Tags whose names say a location, made Void
-// elements of their size (mkv.go). Other types are returned as they
-// are. Memory: a read buffer and one segment, chunk, box, Tags element or
+// elements of their size (mkv.go). A GIF loses its XMP packet (an
+// application extension "XMP DataXMP", where exiftool and editors write
+// GPS; GIF has no EXIF), blanked whole as it streams, its frames kept.
+// Other types are returned as they are. Memory: a read buffer and one segment, chunk, box, Tags element or
 // run of items of at most maxUnit.
 func Strip(r io.Reader, t string) io.Reader {
 	if s := newStripper(r, t); s != nil {
@@ -119,6 +121,8 @@ func newStripper(r io.Reader, t string) *stripper {
 		s.step = (*stripper).pngStart
 	case "image/webp":
 		s.step = (*stripper).webpStart
+	case "image/gif":
+		s.step = (*stripper).gifStart
 	default:
 		switch {
 		case IsHEIF(t):
@@ -589,6 +593,108 @@ func (s *stripper) webpChunk() error {
 		blank(data)
 	}
 	s.out = c
+	return nil
+}
+
+// GIF: blocks to the trailer, every extension's and image's data
+// sub-blocks walked (that is where the next block starts). GIF has no
+// EXIF: what carries a location is an XMP packet, which exiftool and
+// Adobe's tools write raw in an application extension "XMP DataXMP"
+// (the packet's own bytes read as sub-block lengths, a magic trailer
+// leading any of them to the terminator). Walked as decoders walk it, it
+// is blanked whole as it streams, never held: the extension becomes a
+// comment of spaces and zeros, its sub-block lengths kept, so the file's
+// length and every frame stay.
+
+func (s *stripper) gifStart() error {
+	b := s.peek(13)
+	if b == nil {
+		return nil
+	}
+	if string(b[:6]) != "GIF87a" && string(b[:6]) != "GIF89a" {
+		s.step = (*stripper).rest
+		return nil
+	}
+	s.passThen(13+gifTable(b[10]), false, (*stripper).gifBlock)
+	return nil
+}
+
+// gifTable is the size of the colour table a screen's or an image's
+// flags announce.
+func gifTable(flags byte) int64 {
+	if flags&0x80 == 0 {
+		return 0
+	}
+	return 3 << (flags&7 + 1)
+}
+
+// gifXMP starts the application extension holding an XMP packet.
+var gifXMP = []byte("\x21\xFF\x0BXMP DataXMP")
+
+func (s *stripper) gifBlock() error {
+	b := s.peek(1)
+	if b == nil {
+		return nil
+	}
+	switch b[0] {
+	case 0x2C: // an image: descriptor, colour table, LZW code size, data
+		if b = s.peek(10); b == nil {
+			return nil
+		}
+		s.passThen(10+gifTable(b[9])+1, false, (*stripper).gifData)
+	case 0x21:
+		// Fewer bytes than an XMP extension's header left: the rest
+		// holds none.
+		if b = s.peek(len(gifXMP)); b == nil {
+			return nil
+		}
+		if !bytes.Equal(b, gifXMP) {
+			s.emit(b, 2)
+			s.step = (*stripper).gifData
+			return nil
+		}
+		// A comment whose first sub-block is 11 spaces.
+		h := s.hdr[:len(gifXMP)]
+		copy(h, b)
+		h[1] = 0xFE
+		blank(h[3:])
+		s.out = h
+		_, _ = s.br.Discard(len(h))
+		s.step = (*stripper).gifBlanked
+	default: // the trailer, or what no decoder reads on
+		s.step = (*stripper).rest
+	}
+	return nil
+}
+
+// gifData passes data sub-blocks through to their terminator.
+func (s *stripper) gifData() error {
+	b := s.peek(1)
+	if b == nil {
+		return nil
+	}
+	if b[0] == 0 {
+		s.emit(b, 1)
+		s.step = (*stripper).gifBlock
+		return nil
+	}
+	s.passThen(1+int64(b[0]), false, (*stripper).gifData)
+	return nil
+}
+
+// gifBlanked passes data sub-blocks through as zeros, their lengths
+// kept, to their terminator.
+func (s *stripper) gifBlanked() error {
+	b := s.peek(1)
+	if b == nil {
+		return nil
+	}
+	s.emit(b, 1)
+	if b[0] == 0 {
+		s.step = (*stripper).gifBlock
+		return nil
+	}
+	s.passThen(int64(b[0]), true, (*stripper).gifBlanked)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"image"
 	"image/color"
+	"image/gif"
 	"image/jpeg"
 	"image/png"
 	"math"
@@ -692,4 +693,38 @@ func WebMWithLocation(l WebMLayout) []byte {
 		seg = append([]byte{0x18, 0x53, 0x80, 0x67, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, body...)
 	}
 	return append(header, seg...)
+}
+
+// GIFWithLocation is an animated GIF of w × h pixels (two frames, looping)
+// carrying an XMP packet with a GPS position (XMPLatitude), padded with
+// pad spaces, as exiftool and Adobe's tools write it: an application
+// extension "XMP DataXMP" holding the raw packet and the 258-byte magic
+// trailer that makes it read as data sub-blocks, after the frames.
+func GIFWithLocation(w, h, pad int) []byte {
+	pal := color.Palette{color.White, color.Black, color.RGBA{0xC0, 0x20, 0x20, 0xFF}}
+	var frames []*image.Paletted
+	for f := 0; f < 2; f++ {
+		m := image.NewPaletted(image.Rect(0, 0, w, h), pal)
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				m.SetColorIndex(x, y, uint8((x+y+f)%3))
+			}
+		}
+		frames = append(frames, m)
+	}
+	var b bytes.Buffer
+	if err := gif.EncodeAll(&b, &gif.GIF{Image: frames, Delay: []int{10, 10}, LoopCount: 0}); err != nil {
+		panic(err)
+	}
+	file := b.Bytes()
+	ext := []byte("\x21\xFF\x0BXMP DataXMP")
+	ext = append(ext, xmp()...)
+	ext = append(ext, bytes.Repeat([]byte(" "), pad)...)
+	ext = append(ext, 0x01)
+	for v := 0xFF; v >= 0; v-- {
+		ext = append(ext, byte(v))
+	}
+	ext = append(ext, 0x00)
+	// Before the trailer (0x3B), the file's last byte.
+	return append(append(file[:len(file)-1:len(file)-1], ext...), 0x3B)
 }
