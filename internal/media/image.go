@@ -100,13 +100,32 @@ func Config(r io.Reader, t string, maxPixels int64, orientation int) (Size, erro
 // and returns a JPEG of at most chat.ThumbnailMaxSide pixels on its long
 // side, turned upright by the EXIF orientation, transparency on white,
 // with no metadata at all: nothing of the original's EXIF (location
-// included) survives the re-encoding.
+// included) survives the re-encoding. An r that can seek is read again
+// from where it was after the header check: what precedes the picture
+// (megabytes of metadata a JPEG may carry before its frame) is never
+// held, so the memory taken is what ThumbnailCost says.
 func Thumbnail(r io.Reader, t string, maxPixels int64, orientation int) ([]byte, chat.Thumbnail, error) {
-	var head bytes.Buffer
-	if _, err := Config(io.TeeReader(r, &head), t, maxPixels, orientation); err != nil {
-		return nil, chat.Thumbnail{}, err
+	var rest io.Reader
+	if rs, ok := r.(io.ReadSeeker); ok {
+		start, err := rs.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, chat.Thumbnail{}, fmt.Errorf("read the image: %w", err)
+		}
+		if _, err := Config(rs, t, maxPixels, orientation); err != nil {
+			return nil, chat.Thumbnail{}, err
+		}
+		if _, err := rs.Seek(start, io.SeekStart); err != nil {
+			return nil, chat.Thumbnail{}, fmt.Errorf("read the image: %w", err)
+		}
+		rest = rs
+	} else {
+		var head bytes.Buffer
+		if _, err := Config(io.TeeReader(r, &head), t, maxPixels, orientation); err != nil {
+			return nil, chat.Thumbnail{}, err
+		}
+		rest = io.MultiReader(&head, r)
 	}
-	src, err := decode(io.MultiReader(&head, r), t)
+	src, err := decode(rest, t)
 	if err != nil {
 		return nil, chat.Thumbnail{}, fmt.Errorf("decode the image: %w", err)
 	}

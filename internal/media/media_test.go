@@ -562,3 +562,30 @@ func TestStripBlanksAGIFsLocationAndKeepsItsFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestAThumbnailTakesNoMoreThanItsCostWhateverMetadataPrecedesThePicture:
+// a small picture after megabytes of metadata (a phone's depth map in
+// extended XMP, a large ICC profile, or padding an uploader chose) is
+// decoded within what ThumbnailCost says, which the thumbnailers' budget
+// holds: the metadata is read past, never kept.
+func TestAThumbnailTakesNoMoreThanItsCostWhateverMetadataPrecedesThePicture(t *testing.T) {
+	file := mediatest.JPEGWithLocationAfter(200, 100, 1, 8<<20)
+	cost, err := media.ThumbnailCost(bytes.NewReader(file), "image/jpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, th, err := media.Thumbnail(bytes.NewReader(file), "image/jpeg", chat.DefaultMaxImagePixels, 0)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Width != 200 || th.Height != 100 {
+		t.Fatalf("thumbnail %d x %d, want 200 x 100", th.Width, th.Height)
+	}
+	if took := int64(after.TotalAlloc - before.TotalAlloc); took > cost {
+		t.Fatalf("Thumbnail allocated %d KiB, ThumbnailCost said %d KiB", took>>10, cost>>10)
+	}
+}
