@@ -589,3 +589,33 @@ func TestAThumbnailTakesNoMoreThanItsCostWhateverMetadataPrecedesThePicture(t *t
 		t.Fatalf("Thumbnail allocated %d KiB, ThumbnailCost said %d KiB", took>>10, cost>>10)
 	}
 }
+
+// TestWhatRemainsOfAGIFsXMPPacketDependsOnItsLengthAlone: the packet's
+// bytes, read by decoders as sub-block lengths, do not survive as the
+// lengths of the blanked extension's sub-blocks: two packets of the same
+// length leave the same bytes.
+func TestWhatRemainsOfAGIFsXMPPacketDependsOnItsLengthAlone(t *testing.T) {
+	for _, pad := range []int{0, 1, 200, 300 << 10} {
+		file := mediatest.GIFWithLocation(30, 20, pad)
+		start := bytes.Index(file, []byte("XMP DataXMP")) + len("XMP DataXMP")
+		end := bytes.Index(file[start:], []byte{0x01, 0xFF, 0xFE, 0xFD}) + start
+		other := append([]byte{}, file...)
+		for i := start; i < end; i++ {
+			other[i] ^= 1 // another packet, as long
+		}
+		a, err := io.ReadAll(media.Strip(bytes.NewReader(file), "image/gif"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(media.Strip(iotest.OneByteReader(bytes.NewReader(other)), "image/gif"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Fatalf("pad %d: two packets of %d bytes left different bytes", pad, end-start)
+		}
+		if _, err := gif.DecodeAll(bytes.NewReader(b)); err != nil {
+			t.Fatalf("pad %d: the stripped GIF no longer decodes: %v", pad, err)
+		}
+	}
+}

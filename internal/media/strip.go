@@ -104,6 +104,9 @@ type stripper struct {
 	// and the metadata items stripped so far.
 	heifActs []heifAction
 	heifN    int
+
+	// GIF: bytes of an XMP extension walked, owed as zeros.
+	gifOwed int64
 }
 
 // mp4Open is a box the MP4 walk is in: where it ends, its type.
@@ -603,8 +606,8 @@ func (s *stripper) webpChunk() error {
 // (the packet's own bytes read as sub-block lengths, a magic trailer
 // leading any of them to the terminator). Walked as decoders walk it, it
 // is blanked whole as it streams, never held: the extension becomes a
-// comment of spaces and zeros, its sub-block lengths kept, so the file's
-// length and every frame stay.
+// comment of spaces and zeros (gifBlanked), so the file's length and
+// every frame stay.
 
 func (s *stripper) gifStart() error {
 	b := s.peek(13)
@@ -682,20 +685,54 @@ func (s *stripper) gifData() error {
 	return nil
 }
 
-// gifBlanked passes data sub-blocks through as zeros, their lengths
-// kept, to their terminator.
+// gifBlanked walks the XMP extension's sub-blocks as decoders do, to
+// their terminator, and writes in their place zeros in sub-blocks of its
+// own, 255 bytes long but for the last one or two: the packet's bytes,
+// which a decoder reads as the lengths, do not survive as lengths either.
+// The bytes walked and not written yet (gifOwed) stay under 514, so the
+// last sub-blocks can always be laid out (none may be 1 byte long).
 func (s *stripper) gifBlanked() error {
-	b := s.peek(1)
-	if b == nil {
+	if s.gifOwed >= 514 {
+		s.out = s.gifZeros(256)
+		s.out[0] = 255
+		s.gifOwed -= 256
 		return nil
 	}
-	s.emit(b, 1)
-	if b[0] == 0 {
-		s.step = (*stripper).gifBlock
+	b, err := s.br.Peek(1)
+	if err != nil {
+		// Cut short: what was walked goes out as zeros, then the end.
+		s.out = s.gifZeros(int(s.gifOwed))
+		s.gifOwed = 0
+		s.step = (*stripper).rest
 		return nil
 	}
-	s.passThen(int64(b[0]), true, (*stripper).gifBlanked)
+	if b[0] != 0 {
+		n, _ := s.br.Discard(1 + int(b[0]))
+		s.gifOwed += int64(n)
+		return nil
+	}
+	_, _ = s.br.Discard(1)
+	out := s.gifZeros(int(s.gifOwed) + 1) // the terminator included
+	for i, left := 0, int(s.gifOwed); left > 0; {
+		k := min(left, 256)
+		if left-k == 1 {
+			k = 255
+		}
+		out[i] = byte(k - 1)
+		i, left = i+k, left-k
+	}
+	s.out, s.gifOwed, s.step = out, 0, (*stripper).gifBlock
 	return nil
+}
+
+// gifZeros returns n zero bytes of s.unit.
+func (s *stripper) gifZeros(n int) []byte {
+	if cap(s.unit) < n {
+		s.unit = make([]byte, n)
+	}
+	z := s.unit[:n]
+	clear(z)
+	return z
 }
 
 // blank overwrites an XMP packet with spaces: XML readers see an empty
