@@ -198,8 +198,8 @@ var ErrTooCostly = errors.New("the image would take too much memory to thumbnail
 // the thumbnail's width by the image's height, which a very long and
 // thin image makes large).
 func ThumbnailCost(r io.Reader, t string) (int64, error) {
-	var head bytes.Buffer
-	cfg, err := decodeConfig(io.TeeReader(r, &head), t)
+	head := &tailBuffer{max: costHead}
+	cfg, err := decodeConfig(io.TeeReader(r, head), t)
 	if err != nil {
 		return 0, fmt.Errorf("read the image header: %w", err)
 	}
@@ -210,9 +210,13 @@ func ThumbnailCost(r io.Reader, t string) (int64, error) {
 	var decode int64
 	switch t {
 	case "image/jpeg":
-		decode = jpegCost(head.Bytes(), w, h)
+		if head.cut {
+			decode = jpegTailCost(head.b, w, h, cfg.ColorModel == color.RGBAModel)
+		} else {
+			decode = jpegCost(head.b, w, h)
+		}
 	case "image/png":
-		decode = pngCost(head.Bytes(), w, h)
+		decode = pngCost(head.b, w, h)
 	case "image/gif":
 		decode = w * h // one paletted frame
 	default: // WebP: lossless pixels and a transform's copy (lossy: less)
@@ -224,6 +228,56 @@ func ThumbnailCost(r io.Reader, t string) (int64, error) {
 	}
 	scale := 32*tw*h + 40*(w+h) + 8*tw*th // BiLinear's column buffer and weights; the thumbnail, upright
 	return decode + scale + 64<<10, nil
+}
+
+// costHead bounds what ThumbnailCost keeps of the bytes read for the
+// header: a JPEG's frame header may follow megabytes of metadata (a
+// phone's depth map in extended XMP), read past and never kept.
+const costHead = 256 << 10
+
+// tailBuffer keeps the last max bytes (at least) written to it, all of
+// them while fewer were; cut says some were dropped.
+type tailBuffer struct {
+	b   []byte
+	max int
+	cut bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	if t.b == nil {
+		// Room for what is kept and a read or two more.
+		t.b = make([]byte, 0, 2*t.max+max(len(p), 64<<10))
+	}
+	t.b = append(t.b, p...)
+	if len(t.b) > 2*t.max {
+		// Trimmed once every max bytes or more: the copies stay
+		// linear in what is read.
+		t.b = t.b[:copy(t.b, t.b[len(t.b)-t.max:])]
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+// jpegTailCost is jpegCost for a picture whose header is at the end of
+// tail, its beginning (and its JFIF and Adobe segments) not kept: the last
+// frame header there that describes a w × h picture (rgb: Go's decoder
+// takes its three components for R, G and B), or the worst case.
+func jpegTailCost(tail []byte, w, h int64, rgb bool) int64 {
+	for i := len(tail) - 4; i >= 0; i-- {
+		if tail[i] != 0xFF || (tail[i+1] != 0xC0 && tail[i+1] != 0xC1 && tail[i+1] != 0xC2) {
+			continue
+		}
+		n := int(binary.BigEndian.Uint16(tail[i+2:]))
+		if n < 8 || i+2+n > len(tail) {
+			continue
+		}
+		seg := tail[i+4 : i+2+n]
+		if int64(binary.BigEndian.Uint16(seg[1:])) != h || int64(binary.BigEndian.Uint16(seg[3:])) != w || seg[5] == 0 || len(seg) != 6+3*int(seg[5]) {
+			continue
+		}
+		return sofCost(tail[i+1], seg, w, h, rgb)
+	}
+	return 24 * w * h
 }
 
 // jpegCost is what Go's JPEG decoder allocates for a picture whose header
@@ -264,33 +318,43 @@ func jpegCost(head []byte, w, h int64) int64 {
 			if nc < 1 || len(seg) < 6+3*nc {
 				return worst
 			}
-			hmax, vmax := int64(1), int64(1)
-			for c := 0; c < nc; c++ {
-				hv := seg[7+3*c]
-				hmax, vmax = max(hmax, int64(hv>>4)), max(vmax, int64(hv&15))
-			}
-			mxx, myy := (w+8*hmax-1)/(8*hmax), (h+8*vmax-1)/(8*vmax)
-			var cost int64
-			for c := 0; c < nc; c++ {
-				hv := seg[7+3*c]
-				units := int64(hv>>4) * int64(hv&15) * mxx * myy
-				if nc == 1 {
-					units = mxx * myy * hmax * vmax
-				}
-				cost += 64 * units // the plane
-				if m == 0xC2 {
-					cost += 256 * units // the coefficients
-				}
-			}
 			rgb := nc == 3 && !jfif && (adobeRGB || string([]byte{seg[6], seg[9], seg[12]}) == "RGB")
-			if nc == 4 || rgb {
-				cost += 4 * (8 * hmax * mxx) * (8 * vmax * myy)
-			}
-			return cost
+			return sofCost(m, seg, w, h, rgb)
 		}
 		i += 2 + n
 	}
 	return worst
+}
+
+// sofCost is what Go's JPEG decoder allocates for the picture of w × h
+// pixels whose frame header (marker m) is seg, of nc ≥ 1 components all in
+// seg: each component's plane (MCU-aligned), a progressive one's
+// coefficients, and the RGBA or CMYK picture it converts to (rgb: its
+// three components are R, G and B).
+func sofCost(m byte, seg []byte, w, h int64, rgb bool) int64 {
+	nc := int(seg[5])
+	hmax, vmax := int64(1), int64(1)
+	for c := 0; c < nc; c++ {
+		hv := seg[7+3*c]
+		hmax, vmax = max(hmax, int64(hv>>4)), max(vmax, int64(hv&15))
+	}
+	mxx, myy := (w+8*hmax-1)/(8*hmax), (h+8*vmax-1)/(8*vmax)
+	var cost int64
+	for c := 0; c < nc; c++ {
+		hv := seg[7+3*c]
+		units := int64(hv>>4) * int64(hv&15) * mxx * myy
+		if nc == 1 {
+			units = mxx * myy * hmax * vmax
+		}
+		cost += 64 * units // the plane
+		if m == 0xC2 {
+			cost += 256 * units // the coefficients
+		}
+	}
+	if nc == 4 || rgb {
+		cost += 4 * (8 * hmax * mxx) * (8 * vmax * myy)
+	}
+	return cost
 }
 
 // pngCost is what Go's PNG decoder allocates for a picture whose header

@@ -619,3 +619,55 @@ func TestWhatRemainsOfAGIFsXMPPacketDependsOnItsLengthAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestThumbnailCostReadsPastMegabytesOfMetadataWithoutKeepingThem: the
+// estimate is made before the budget is taken, so it must be cheap
+// itself: a picture after megabytes of metadata costs what the same
+// picture without them does, and finding that out holds no copy of the
+// metadata.
+func TestThumbnailCostReadsPastMegabytesOfMetadataWithoutKeepingThem(t *testing.T) {
+	plain, err := media.ThumbnailCost(bytes.NewReader(mediatest.JPEG(200, 100)), "image/jpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := mediatest.JPEGWithLocationAfter(200, 100, 1, 8<<20)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cost, err := media.ThumbnailCost(bytes.NewReader(file), "image/jpeg")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost != plain {
+		t.Errorf("cost %d, the same picture without metadata costs %d", cost, plain)
+	}
+	if took := int64(after.TotalAlloc - before.TotalAlloc); took > 2<<20 {
+		t.Errorf("ThumbnailCost allocated %d KiB for a file of %d KiB", took>>10, len(file)>>10)
+	}
+	// Go's progressive, CMYK and RGB pictures after 1 MiB of metadata
+	// cost what they cost without.
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, f := range []string{"video-001.q50.444.progressive.jpeg", "video-001.cmyk.jpeg", "video-001.rgb.jpeg"} {
+		b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(goroot)), "src", "image", "testdata", f))
+		if err != nil {
+			t.Skip(err)
+		}
+		want, err := media.ThumbnailCost(bytes.NewReader(b), "image/jpeg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		padded := append([]byte{}, b[:2]...)
+		for range 20 {
+			seg := append([]byte{0xFF, 0xE2, 0xFD, 0xEA}, "ICC_PROFILE\x00"...)
+			padded = append(padded, append(seg, make([]byte, 0xFDEA-2-12)...)...)
+		}
+		padded = append(padded, b[2:]...)
+		if got, err := media.ThumbnailCost(bytes.NewReader(padded), "image/jpeg"); err != nil || got != want {
+			t.Errorf("%s after 1 MiB of metadata: cost %d (%v), want %d", f, got, err, want)
+		}
+	}
+}
