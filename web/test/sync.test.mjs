@@ -666,3 +666,20 @@ test('a catch-up refused with 429 is tried again no sooner than its Retry-After'
   assert.ok(tries[1] - tries[0] >= 1000, `tried again after ${tries[1] - tries[0]} ms, before its Retry-After of 1 s`);
   sync.stop();
 });
+
+test("a large group's slim message.new or reaction.updated the user wrote on another device adds no unread badge: the server moved their watermark", async () => {
+  const { api, state, sync } = rig();
+  const inbox = api.inbox;
+  api.inbox = async () => [...(await inbox()), { ...group(9, 'Everyone'), lastSeq: 10, lastReadSeq: 8, unread: 2 }];
+  await sync.refreshInbox();
+  const c = state.conv(9);
+  assert.equal(c.unread, 2);
+  // Sent from the user's phone: the event of a large group has no body.
+  sync.onEvent({ type: 'message.new', conversationId: 9, seq: 11, senderId: ME });
+  assert.equal(c.unread, 0, 'own message from another device counted as unread');
+  sync.onEvent({ type: 'message.new', conversationId: 9, seq: 12, senderId: 2 });
+  assert.equal(c.unread, 1);
+  // Reacted from the phone: writing anything moves the writer's watermark.
+  sync.onEvent({ type: 'reaction.updated', conversationId: 9, seq: 13, targetSeq: 12, userId: ME });
+  assert.equal(c.unread, 0, 'own reaction from another device leaves the messages before it unread');
+});

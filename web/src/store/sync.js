@@ -161,7 +161,7 @@ export class Sync {
         }
         if (typeof ev.body !== 'string' && !ev.recalled) {
           // Large groups send no body: the event only says "seq exists".
-          this.slimEntry(c, ev.seq, true);
+          this.slimEntry(c, ev.seq, true, ev.senderId);
           return;
         }
         const msg = {
@@ -192,7 +192,7 @@ export class Sync {
         }
         const ch = changeFromEvent(ev);
         if (ch.slim) {
-          this.slimEntry(c, ev.seq, false);
+          this.slimEntry(c, ev.seq, false, ev.userId);
           return;
         }
         if (this.state.addMessages(cid, [ch])) this.fill(cid);
@@ -257,10 +257,14 @@ export class Sync {
   /**
    * An entry whose event carried no content (large groups): only its seq
    * and kind are known; history brings the rest when the chat is loaded.
+   * One the user wrote (on another device) moved their read watermark to
+   * it, as any entry they write does (the server's rule): no badge for it,
+   * nor for what came before it.
    */
-  slimEntry(c, seq, message) {
+  slimEntry(c, seq, message, writer) {
     c.kinds.set(seq, message);
     c.noteLast(seq, null, null);
+    if (writer === this.me) c.lastReadSeq = Math.max(c.lastReadSeq, seq);
     if (!c.loaded) c.have = Math.max(c.have, seq);
     this.state.changed('messages');
     if (c.loaded) this.fill(c.id);
