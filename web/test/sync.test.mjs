@@ -683,3 +683,23 @@ test("a large group's slim message.new or reaction.updated the user wrote on ano
   sync.onEvent({ type: 'reaction.updated', conversationId: 9, seq: 13, targetSeq: 12, userId: ME });
   assert.equal(c.unread, 0, 'own reaction from another device leaves the messages before it unread');
 });
+
+test("a conversation's member list read before the user was removed from it, answered after the removal, does not bring it back", async () => {
+  const { api, state, sync } = rig();
+  const inbox = api.inbox;
+  api.inbox = async () => [...(await inbox()), group(8, 'old')];
+  await sync.refreshInbox();
+  await settle();
+  assert.ok(state.conv(8));
+  // Another member joins: the member list is read again, slowly.
+  const read = { ...group(8, 'old'), members: [{ userId: ME, role: 'member', lastReadSeq: 0 }, { userId: 3, role: 'member', lastReadSeq: 0 }] };
+  let answer;
+  api.conversation = () => new Promise((resolve) => (answer = resolve));
+  sync.onEvent({ type: 'member.added', conversationId: 8, userId: 3 });
+  // We are removed before its answer comes.
+  sync.onEvent({ type: 'member.removed', conversationId: 8, userId: ME });
+  assert.equal(state.conv(8), null);
+  answer(read);
+  await settle();
+  assert.equal(state.conv(8), null, 'the conversation we were removed from is back in the inbox');
+});

@@ -109,8 +109,13 @@ export class ChatState extends EventTarget {
     return behind;
   }
 
-  /** Adds or refreshes one conversation from GET /v1/conversations/{id}. */
-  setConversation(d) {
+  /**
+   * Adds or refreshes one conversation from GET /v1/conversations/{id},
+   * read after mark() returned asOf (by default: read now). One removed
+   * since asOf is not brought back: null.
+   */
+  setConversation(d, asOf = Infinity) {
+    if ((this.gone.get(d.id) ?? -1) >= asOf) return null;
     const c = this.ensure(d.id);
     c.type = d.type;
     c.title = d.title || '';

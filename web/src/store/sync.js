@@ -142,7 +142,10 @@ export class Sync {
 
   async refreshMembers(cid) {
     try {
-      this.state.setConversation(await this.api.conversation(cid, this.req()));
+      // Read before a removal its answer comes after: the conversation
+      // stays gone (state.gone).
+      const asOf = this.state.mark();
+      this.state.setConversation(await this.api.conversation(cid, this.req()), asOf);
     } catch (e) {
       if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
     }
