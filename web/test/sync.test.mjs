@@ -703,3 +703,18 @@ test("a conversation's member list read before the user was removed from it, ans
   await settle();
   assert.equal(state.conv(8), null, 'the conversation we were removed from is back in the inbox');
 });
+
+test('a send retried after it failed keeps its place: a later page sends it again before the sends made after it', async (t) => {
+  const storage = memoryStorage();
+  const { s, state, sync } = await page(t, storage);
+  state.setConnection('online');
+  const first = sync.send(7, 'first');
+  const second = sync.send(7, 'second');
+  // No answer: both fail ("Retry"); the user retries the first.
+  await until(() => state.conv(7).pending.get(first).status === 'failed', 'the first send failing');
+  sync.retry(7, first);
+  assert.deepEqual(s.sent.map((x) => x.body), ['first', 'second', 'first']);
+  // The tab goes away before chatd answers; the next page of the tab starts.
+  const later = await page(t, storage);
+  assert.deepEqual(later.s.sent.map((x) => [x.body, x.clientMsgId]), [['first', first], ['second', second]], 'the retried send went out after the one made after it');
+});

@@ -119,7 +119,7 @@ export class Outbox {
     const e = { cid, clientMsgId: p.clientMsgId, body: p.body, createdAt: p.createdAt };
     if (p.attachments && p.attachments.length) e.attachments = p.attachments;
     if (p.replyTo) e.replyTo = p.replyTo;
-    this.save([...this.list().filter((x) => x.clientMsgId !== p.clientMsgId), e]);
+    this.keep(e);
   }
 
   /**
@@ -132,7 +132,20 @@ export class Outbox {
     if (op === 'edit') e.body = c.body;
     if (op === 'react') Object.assign(e, { emoji: c.emoji, on: c.on });
     if (!valid(e)) return;
-    this.save([...this.list().filter((x) => x.clientMsgId !== c.clientMsgId), e]);
+    this.keep(e);
+  }
+
+  /**
+   * Adds entry e after everything kept, or, kept already (a send retried),
+   * writes it in its place: a later page resends it in the order it was
+   * made, before what was made after it, as its first attempt went out.
+   */
+  keep(e) {
+    const all = this.list();
+    const i = all.findIndex((x) => x.clientMsgId === e.clientMsgId);
+    if (i < 0) all.push(e);
+    else all[i] = e;
+    this.save(all);
   }
 
   /** The server answered (committed or refused for good) clientMsgId. */
