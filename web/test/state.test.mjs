@@ -182,3 +182,22 @@ test('our own voice note\'s event coming before its PUBACK leaves the inbox prev
   assert.equal(c.messages.get(2), server);
   assert.equal(c.lastMessage.msgType, 'voice', 'the inbox shows "You: " with nothing after it');
 });
+
+test('an inbox listing read before a recall came live does not bring the recalled text back into the preview', () => {
+  const s = new ChatState(ME);
+  const m5 = msg(5, 2, 'the door code is 4711');
+  const listing = (last, m) => [{ id: 7, type: 'DIRECT', title: '', lastSeq: last, lastReadSeq: 0, unread: 1, lastMessage: structuredClone(m), lastMessageAt: m.createdAt }];
+  s.setInbox(listing(5, m5));
+  const c = s.conv(7);
+  // The sender recalls it; the event comes while an inbox read (made
+  // before the recall) is on its way.
+  s.addMessages(7, [{ conversationId: 7, seq: 6, kind: 'recall', targetSeq: 5, actorId: 2, clientMsgId: 'r', createdAt: m5.createdAt }]);
+  assert.equal(c.lastMessage.recalled, true);
+  s.setInbox(listing(5, m5), s.mark());
+  assert.equal(c.lastMessage.recalled, true, 'the recalled message is back in the inbox preview');
+  assert.notEqual(c.lastMessage.body, 'the door code is 4711');
+  // A listing read after the recall has it, and newer messages replace it.
+  const m7 = msg(7, 2, 'sorry');
+  s.setInbox(listing(7, m7), s.mark());
+  assert.equal(c.lastMessage.body, 'sorry');
+});

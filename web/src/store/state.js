@@ -96,7 +96,12 @@ export class ChatState extends EventTarget {
       c.avatarUrl = e.avatar || null;
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
       c.settings = e.settings || null; // mute (PUT /v1/conversations/{id}/settings)
-      c.noteLast(e.lastSeq || 0, e.lastMessage || null, e.lastMessageAt || null);
+      // Its preview of the message we preview already was read before the
+      // entries we hold above its lastSeq (an edit, a recall came live
+      // meanwhile): ours has them applied.
+      const m = e.lastMessage || null;
+      const stale = m && c.lastMessage && m.seq === c.lastMessage.seq && (e.lastSeq || 0) < c.lastSeq;
+      c.noteLast(e.lastSeq || 0, stale ? null : m, e.lastMessageAt || null);
       c.setUnreadSnapshot(e);
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
       else if (c.lastSeq > c.have) behind.push(c.id);
