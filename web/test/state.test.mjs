@@ -201,3 +201,22 @@ test('an inbox listing read before a recall came live does not bring the recalle
   s.setInbox(listing(7, m7), s.mark());
   assert.equal(c.lastMessage.body, 'sorry');
 });
+
+test('an inbox listing or member list read before a group was renamed live does not put the old name back', () => {
+  const s = new ChatState(ME);
+  const entry = (title) => ({ id: 7, type: 'GROUP', title, lastSeq: 3, lastReadSeq: 3, unread: 0, avatar: 'old.png' });
+  s.setInbox([entry('Climbing')]);
+  const c = s.conv(7);
+  // Reads on their way while the rename comes live.
+  const inboxAsOf = s.mark();
+  const membersAsOf = s.mark();
+  s.updateConversation({ type: 'conversation.updated', conversationId: 7, title: 'Bouldering', avatar: '' });
+  s.setInbox([entry('Climbing')], inboxAsOf);
+  assert.equal(c.title, 'Bouldering', 'a listing read before the rename put the old name back');
+  assert.equal(c.avatarUrl, null);
+  s.setConversation({ ...entry('Climbing'), members: [{ userId: ME, role: 'member', lastReadSeq: 3 }] }, membersAsOf);
+  assert.equal(c.title, 'Bouldering', 'a member list read before the rename put the old name back');
+  // Read after it: as listed.
+  s.setInbox([entry('Crag')], s.mark());
+  assert.equal(c.title, 'Crag');
+});

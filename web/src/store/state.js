@@ -90,10 +90,14 @@ export class ChatState extends EventTarget {
       if ((this.gone.get(e.id) ?? -1) >= asOf) continue;
       const c = this.ensure(e.id);
       c.type = e.type;
-      c.title = e.title || '';
       c.createdAt = e.createdAt || c.createdAt;
       if (e.peerId) c.peer = e.peerId;
-      c.avatarUrl = e.avatar || null;
+      // A group renamed (or its picture changed) live since asOf keeps
+      // what the event said.
+      if (c.settingsAt < asOf) {
+        c.title = e.title || '';
+        c.avatarUrl = e.avatar || null;
+      }
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
       c.settings = e.settings || null; // mute (PUT /v1/conversations/{id}/settings)
       // Its preview of the message we preview already was read before the
@@ -123,9 +127,11 @@ export class ChatState extends EventTarget {
     if ((this.gone.get(d.id) ?? -1) >= asOf) return null;
     const c = this.ensure(d.id);
     c.type = d.type;
-    c.title = d.title || '';
     c.createdAt = d.createdAt || c.createdAt;
-    c.applySettings(d);
+    if (c.settingsAt < asOf) {
+      c.title = d.title || '';
+      c.applySettings(d);
+    }
     c.noteLast(d.lastSeq || 0, null, d.lastMessageAt || null);
     if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
     if (Array.isArray(d.members)) {
@@ -152,7 +158,10 @@ export class ChatState extends EventTarget {
 
   /** conversation.updated: a group's settings after a change. */
   updateConversation(ev) {
-    this.update(ev.conversationId, 'conv', (c) => c.applySettings(ev));
+    this.update(ev.conversationId, 'conv', (c) => {
+      c.applySettings(ev);
+      c.settingsAt = this.clock;
+    });
   }
 
   removeConversation(id) {
@@ -252,6 +261,7 @@ export class Conversation {
     this.id = id;
     this.me = me;
     this.addedAt = 0; // ChatState's clock when it was added
+    this.settingsAt = -1; // ChatState's clock when an event last changed its group settings
     this.type = 'GROUP';
     this.title = '';
     this.createdAt = null;
