@@ -718,3 +718,26 @@ test('a send retried after it failed keeps its place: a later page sends it agai
   const later = await page(t, storage);
   assert.deepEqual(later.s.sent.map((x) => [x.body, x.clientMsgId]), [['first', first], ['second', second]], 'the retried send went out after the one made after it');
 });
+
+test('a send an earlier page left unanswered that history already shows (it got through) is not shown twice while it goes out again', async (t) => {
+  const storage = memoryStorage();
+  const msgs = [msg(1), msg(2), msg(3, ME)];
+  // The earlier page's send of #3 got through; the tab closed before its PUBACK.
+  new Outbox('web-1-a', storage).put(7, { clientMsgId: msgs[2].clientMsgId, body: msgs[2].body, createdAt: new Date().toISOString() });
+  const s = heldSession();
+  const state = new ChatState(ME);
+  const api = fakeApi(msgs);
+  const sync = new Sync(state, api, s);
+  sync.sendTimeoutMs = 50;
+  sync.outbox = new Outbox('web-1-a', storage);
+  t.after(() => sync.stop());
+  // The page opens at #/c/7: the conversation loads before the slow inbox.
+  const answer = holdInbox(api);
+  const listed = sync.refreshInbox();
+  await sync.open(7);
+  assert.deepEqual(state.conv(7).visible().map((m) => m.seq), [1, 2, 3]);
+  answer(await fakeApi(msgs).inbox());
+  await listed;
+  assert.deepEqual(s.sent.map((x) => x.clientMsgId), [msgs[2].clientMsgId], 'sent again, with its clientMsgId');
+  assert.deepEqual(state.conv(7).pendingList().map((p) => p.body), [], 'shown twice: committed and "Sending…"');
+});

@@ -202,8 +202,11 @@ export class ChatState extends EventTarget {
     });
   }
 
+  /** An own send on its way; not one shown committed already (an earlier page's, resent). */
   addPending(id, p) {
-    this.update(id, 'messages', (c) => c.pending.set(p.clientMsgId, p));
+    this.update(id, 'messages', (c) => {
+      if (!c.visible().some((m) => m.clientMsgId === p.clientMsgId)) c.pending.set(p.clientMsgId, p);
+    });
   }
 
   /** A send failed: keep the text and clientMsgId so Retry resends it. */
