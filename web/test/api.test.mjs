@@ -137,3 +137,36 @@ test("a 429 carries its Retry-After, and one without the server's message (a pro
     assert.equal(proxy.message, 'too many requests: try again in 3 min');
   });
 });
+
+test('a conversation that gets a message while the inbox is read page by page is still listed: not taken for one the user left', async () => {
+  // chatd's keyset pages (docs/http.md): most recent activity first; one
+  // that gets a message meanwhile moves ahead of the pages read already.
+  const convs = Array.from({ length: 250 }, (_, i) => ({ id: i + 1, at: 1000 - i }));
+  const api = new Api('token');
+  let reads = 0;
+  let moveAt = -1;
+  api.request = async (method, path) => {
+    const q = new URL(path, 'http://x').searchParams;
+    const limit = Number(q.get('limit'));
+    const after = q.get('cursor') ? JSON.parse(q.get('cursor')) : null;
+    // Between the first page and the second, #230 gets a message.
+    if (reads++ === moveAt) convs.find((c) => c.id === 230).at = 2000;
+    const sorted = [...convs].sort((a, b) => b.at - a.at || b.id - a.id);
+    const rest = after ? sorted.filter((c) => c.at < after.at || (c.at === after.at && c.id < after.id)) : sorted;
+    const page = rest.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      conversations: page.map((c) => ({ id: c.id, type: 'GROUP', title: `g${c.id}`, lastSeq: 1, lastReadSeq: 1, unread: 0 })),
+      nextCursor: rest.length > limit ? JSON.stringify({ at: last.at, id: last.id }) : '',
+    };
+  };
+  const state = new ChatState(1);
+  state.setInbox((await api.inbox()).map((e) => ({ ...e })));
+  assert.equal(state.conversations.size, 250);
+  moveAt = reads + 1;
+  const sync = new Sync(state, api, new EventTarget());
+  sync.loadMissingMembers = async () => {};
+  await sync.refreshInbox();
+  assert.ok(state.conv(230), 'the conversation that moved up while the inbox was paged was dropped as if the user had left it');
+  assert.equal(state.conversations.size, 250);
+});
