@@ -304,3 +304,13 @@ test('a system entry does not move its conversation up the inbox, live or on ope
   s.addMessages(7, [msg(4, 2, 'm4', { createdAt: at(55) })]);
   assert.deepEqual(order(), [7, 8], 'a message moves it up');
 });
+
+test('reading part of a conversation on another device never raises its badge above what the inbox counted', () => {
+  const s = new ChatState(ME);
+  // Seqs 3..10: 3 messages among reactions and edits, of kinds not known here.
+  s.setInbox([{ id: 7, type: 'GROUP', title: 't', lastSeq: 10, lastReadSeq: 2, unread: 3 }]);
+  const c = s.conv(7);
+  assert.equal(c.unread, 3);
+  s.applyRead(7, ME, 6); // read.updated: read up to #6 on the phone
+  assert.ok(c.unread <= 3, `the badge rose from 3 to ${c.unread} after reading`);
+});

@@ -132,7 +132,8 @@ export function unreadCount(c) {
   let from = read;
   if (snap && read < snap.seq) {
     if (read <= snap.read) n += snap.n;
-    else n += countMessages(c, read, snap.seq);
+    // Of the snapshot's messages, those after read: no more than it counted.
+    else n += Math.min(snap.n, countMessages(c, read, snap.seq));
     from = snap.seq;
   } else if (!snap) {
     return c.lastSeq - read;
