@@ -741,3 +741,21 @@ test('a send an earlier page left unanswered that history already shows (it got 
   assert.deepEqual(s.sent.map((x) => x.clientMsgId), [msgs[2].clientMsgId], 'sent again, with its clientMsgId');
   assert.deepEqual(state.conv(7).pendingList().map((p) => p.body), [], 'shown twice: committed and "Sending…"');
 });
+
+test('a send refused for server trouble (0x80) is kept for a later page and tried again with its clientMsgId, backing off; one refused for good is dropped', async (t) => {
+  const storage = memoryStorage();
+  const p = await page(t, storage);
+  const id = p.sync.send(7, 'hello');
+  const status = () => p.state.conv(7).pending.get(id)?.status;
+  p.s.refuse(id, new SendError('database unavailable', 0x80));
+  await settle();
+  assert.deepEqual(new Outbox('web-1-a', storage).list().map((x) => x.clientMsgId), [id], 'dropped from the outbox: a reload loses the message');
+  await until(() => p.s.sent.length === 2, 'the send goes out again');
+  assert.equal(p.s.sent[1].clientMsgId, id);
+  assert.equal(status(), 'sending');
+  p.s.refuse(id, new SendError('too large', 0x95));
+  await settle();
+  assert.equal(status(), 'failed');
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
+  assert.equal(p.s.sent.length, 2);
+});

@@ -614,13 +614,14 @@ export class Sync {
       },
       (err) => {
         clearTimeout(timer);
-        // Refused for a rate limit that says when to come back: still on
-        // its way ("Sending…", kept in the outbox), sent again then with
-        // its clientMsgId.
-        if (err.retryable && err.retryAfter > 0 && fresh(p.createdAt) && !this.stopped) {
+        // Refused for server trouble or a rate limit (a reason code a
+        // resend may pass, docs/protocol.md): still on its way ("Sending…",
+        // kept in the outbox), sent again with its clientMsgId after a
+        // backoff, or after the rate limit's retryAfter if longer.
+        if (err.retryable && typeof err.reasonCode === 'number' && fresh(p.createdAt) && !this.stopped) {
           setTimeout(() => {
             if (p.attempt === attempt && !this.stopped && this.state.conv(cid)?.pending.get(p.clientMsgId) === p) this.publish(cid, p);
-          }, retryAfterDelay(err.retryAfter));
+          }, Math.max(this.backoff(attempt), retryAfterDelay(err.retryAfter)));
           return;
         }
         // Refused by the server (a reason code): not worth a resend by a
