@@ -191,9 +191,10 @@ test('an inbox listing read before a recall came live does not bring the recalle
   const c = s.conv(7);
   // The sender recalls it; the event comes while an inbox read (made
   // before the recall) is on its way.
+  const asOf = s.mark();
   s.addMessages(7, [{ conversationId: 7, seq: 6, kind: 'recall', targetSeq: 5, actorId: 2, clientMsgId: 'r', createdAt: m5.createdAt }]);
   assert.equal(c.lastMessage.recalled, true);
-  s.setInbox(listing(5, m5), s.mark());
+  s.setInbox(listing(5, m5), asOf);
   assert.equal(c.lastMessage.recalled, true, 'the recalled message is back in the inbox preview');
   assert.notEqual(c.lastMessage.body, 'the door code is 4711');
   // A listing read after the recall has it, and newer messages replace it.

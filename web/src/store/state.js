@@ -100,11 +100,10 @@ export class ChatState extends EventTarget {
       }
       c.lastReadSeq = Math.max(c.lastReadSeq, e.lastReadSeq || 0);
       c.settings = e.settings || null; // mute (PUT /v1/conversations/{id}/settings)
-      // Its preview of the message we preview already was read before the
-      // entries we hold above its lastSeq (an edit, a recall came live
-      // meanwhile): ours has them applied.
+      // Its copy of the message we preview was read before an edit or
+      // recall of it came live since asOf: ours has that applied.
       const m = e.lastMessage || null;
-      const stale = m && c.lastMessage && m.seq === c.lastMessage.seq && (e.lastSeq || 0) < c.lastSeq;
+      const stale = m && c.lastMessage && m.seq === c.lastMessage.seq && c.previewAt >= asOf;
       c.noteLast(e.lastSeq || 0, stale ? null : m, e.lastMessageAt || null);
       c.setUnreadSnapshot(e);
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
@@ -151,7 +150,10 @@ export class ChatState extends EventTarget {
   update(id, what, fn) {
     const c = this.conversations.get(id);
     if (!c) return false;
+    const last = c.lastMessage, rev = last?.rev;
     const result = fn(c);
+    // A change applied to the inbox preview: a listing read before it is older.
+    if (last && c.lastMessage === last && last.rev !== rev) c.previewAt = this.clock;
     this.changed(what);
     return result;
   }
@@ -265,6 +267,7 @@ export class Conversation {
     this.me = me;
     this.addedAt = 0; // ChatState's clock when it was added
     this.settingsAt = -1; // ChatState's clock when an event last changed its group settings
+    this.previewAt = -1; // ChatState's clock when a change was last applied to lastMessage
     this.type = 'GROUP';
     this.title = '';
     this.createdAt = null;
