@@ -579,7 +579,13 @@ func reconnectAndWant(t *testing.T, h *delivery.Hub, f fixture, want []int64, aw
 	u := attach(t, h, f, "phone", true, true)
 	got := waitSeqs(t, u, f.conv.ID, len(want))
 	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v after the reconnect (sent while user 2 was not a member: %v)", want, away),
-		func() bool { return len(u.seqs(f.conv.ID)) > len(want) })
+		func() bool {
+			if s := u.seqs(f.conv.ID); len(s) > len(want) {
+				got = s
+				return true
+			}
+			return false
+		})
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the reconnect: %v, want every membership's unacknowledged entries in order %v (not %v, sent while user 2 was not a member)", got, want, away)
 	}
