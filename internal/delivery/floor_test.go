@@ -53,6 +53,16 @@ func body(ev chat.Event) string {
 // returns.
 func join(t *testing.T, h *delivery.Hub, f fixture, user int64) chat.Event {
 	t.Helper()
+	evs := joinEvents(t, f, user)
+	h.Publish(evs...)
+	return evs[1]
+}
+
+// joinEvents adds user to f.conv and returns what the store publishes for
+// it, unpublished: member.added (at the join's seq), then the entry
+// announcing it.
+func joinEvents(t *testing.T, f fixture, user int64) []chat.Event {
+	t.Helper()
 	ctx := context.Background()
 	if _, _, err := f.svc.AddMember(ctx, f.conv.ID, 1, user); err != nil {
 		t.Fatal(err)
@@ -67,9 +77,7 @@ func join(t *testing.T, h *delivery.Hub, f fixture, user int64) chat.Event {
 	}
 	announce := chat.EntryEvent(got[f.conv.ID][0])
 	conv.LastSeq = announce.Seq - 1 // the join's seq, as the store publishes it
-	h.Publish(chat.MemberAddedEvent(conv, user, 1, chat.RoleMember))
-	h.Publish(announce)
-	return announce
+	return []chat.Event{chat.MemberAddedEvent(conv, user, 1, chat.RoleMember), announce}
 }
 
 // editAs has sender edit message target of f.conv to text.

@@ -516,6 +516,13 @@ func receivedOwedOnly(t *testing.T, u2 *fakeConn, conv int64, owed []int64, afte
 // commit does: member.removed at the last seq they are owed.
 func removeAndTell(t *testing.T, h *delivery.Hub, f fixture) {
 	t.Helper()
+	h.Publish(removeEvent(t, f))
+}
+
+// removeEvent removes user 2 from f.conv and returns the member.removed
+// the store publishes for it, unpublished.
+func removeEvent(t *testing.T, f fixture) chat.Event {
+	t.Helper()
 	ctx := context.Background()
 	if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
 		t.Fatal(err)
@@ -524,7 +531,7 @@ func removeAndTell(t *testing.T, h *delivery.Hub, f fixture) {
 	if err := f.pool.QueryRow(ctx, "SELECT last_seq FROM conversation WHERE id=$1", f.conv.ID).Scan(&last); err != nil {
 		t.Fatal(err)
 	}
-	h.Publish(chat.MemberRemovedEvent(f.conv.ID, 2, 1, last))
+	return chat.MemberRemovedEvent(f.conv.ID, 2, 1, last)
 }
 
 // awayAndBack removes user 2 (telling the hub), sends an entry while they
@@ -616,6 +623,45 @@ func TestAnOfflineSessionGetsEveryMembershipsUnacknowledgedEntriesAfterRemovalsA
 			}
 			reconnectAndWant(t, h, f, want, away)
 		})
+	}
+}
+
+// A fan-out that lags routes a removal and a re-add to a persistent
+// session only after it reconnected and read its stored cursors, which
+// already hold both: the session has queued what both memberships owe it,
+// and the late events change nothing. Applied again, the leave would end
+// the membership the stream follows now and the join after it would read
+// back what was already sent.
+func TestMembershipChangesRoutedAfterAReconnectReadThemDeliverNothingTwice(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{Window: 64, CursorFlush: 10 * time.Millisecond})
+	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
+	want := sendSeqs(t, h, f, 3)
+	waitSeqs(t, u, f.conv.ID, 3)
+	h.Detach("phone", u)
+
+	// Committed while the session is away; the fan-out has not routed any
+	// of it yet.
+	late := []chat.Event{removeEvent(t, f), sendAs(t, f, f.conv.ID, 1)}
+	away := []int64{late[1].Seq}
+	late = append(late, joinEvents(t, f, 2)...)
+	for range 2 {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		late = append(late, ev)
+		want = append(want, ev.Seq)
+	}
+
+	u = attach(t, h, f, "phone", true, false)
+	waitSeqs(t, u, f.conv.ID, len(want))
+	h.Publish(late...)
+	var got []int64
+	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v once the late events were routed (sent while user 2 was not a member: %v)", want, away),
+		func() bool {
+			got = u.seqs(f.conv.ID)
+			return len(got) > len(want)
+		})
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want each entry the memberships owe once, in order: %v (not %v)", got, want, away)
 	}
 }
 

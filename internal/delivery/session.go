@@ -495,6 +495,7 @@ func (s *Session) load() bool {
 				}
 				s.streams[c.ConversationID] = st
 			}
+			s.noteRead(cs)
 			s.mayBeBehind = true
 			return true
 		}
@@ -576,6 +577,9 @@ func (s *Session) accept(it item) {
 			s.pending = append(s.pending, it)
 		}
 	case kJoin:
+		if s.stale(it) {
+			return
+		}
 		s.mayBeBehind = true
 		// A stream still delivering what a previous membership was owed
 		// finishes it first.
@@ -586,6 +590,9 @@ func (s *Session) accept(it item) {
 			st.rejoined(it.seq)
 		}
 	case kLeave:
+		if s.stale(it) {
+			return
+		}
 		s.mayBeBehind = true
 		// What was committed up to the leave (it.seq) is still theirs:
 		// queued entries stay, and a stream that has not reached it yet
@@ -980,6 +987,30 @@ func (s *Session) doResync() {
 			delete(s.gapped, id)
 		}
 	}
+	s.noteRead(cs)
+}
+
+// noteRead records on each stream the last_seq of its conversation in cs,
+// stored cursors just read: a join or leave at or before it is in them
+// (one snapshot, and a conversation's entries commit in seq order), and
+// the stream follows it already. Routed again by a fan-out that lagged
+// behind the read, a leave would end the membership the stream follows
+// now (dropping what it queued after the leave) and the join after it
+// would read back what was already sent: duplicates (stale).
+func (s *Session) noteRead(cs []chat.ConvCursor) {
+	for _, c := range cs {
+		if st := s.streams[c.ConversationID]; st != nil {
+			st.read = max(st.read, c.LastSeq)
+		}
+	}
+}
+
+// stale reports whether the join or leave it is one that the stored
+// cursors its conversation's stream was read from hold already
+// (noteRead).
+func (s *Session) stale(it item) bool {
+	st := s.streams[it.conv]
+	return st != nil && it.seq <= st.read
 }
 
 // owed lists the memberships stored cursor c says the session is owed,

@@ -73,6 +73,12 @@ type stream struct {
 	// then ends: whatever was committed while they were a member reaches
 	// them, even when the fan-out no longer routed it to them.
 	end int64
+	// read is the conversation's last_seq as of the stored cursors the
+	// stream was built or brought up to date from (0: none, a stream
+	// started by a join): they hold every join and leave up to it
+	// (Session.noteRead).
+	read int64
+
 	// rejoins, on a stream that is ending, are the memberships that
 	// followed, oldest first: once the stream has queued everything up to
 	// end, it goes on after the first one's join as a member's stream
