@@ -584,17 +584,23 @@ func sendSeqs(t *testing.T, h *delivery.Hub, f fixture, n int) []int64 {
 func reconnectAndWant(t *testing.T, h *delivery.Hub, f fixture, want []int64, away []int64) {
 	t.Helper()
 	u := attach(t, h, f, "phone", true, true)
-	got := waitSeqs(t, u, f.conv.ID, len(want))
-	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v after the reconnect (sent while user 2 was not a member: %v)", want, away),
+	waitSeqs(t, u, f.conv.ID, len(want))
+	onlyEver(t, u, f, want, away, "after the reconnect")
+}
+
+// onlyEver checks that session u, which has received want, gets nothing
+// more of f.conv for a while (away: what was sent while user 2 was not a
+// member); when says after what, in the messages.
+func onlyEver(t *testing.T, u *fakeConn, f fixture, want, away []int64, when string) {
+	t.Helper()
+	var got []int64
+	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v %s (sent while user 2 was not a member: %v)", want, when, away),
 		func() bool {
-			if s := u.seqs(f.conv.ID); len(s) > len(want) {
-				got = s
-				return true
-			}
-			return false
+			got = u.seqs(f.conv.ID)
+			return len(got) > len(want)
 		})
 	if !slices.Equal(got, want) {
-		t.Fatalf("after the reconnect: %v, want every membership's unacknowledged entries in order %v (not %v, sent while user 2 was not a member)", got, want, away)
+		t.Fatalf("%s: %v, want every membership's unacknowledged entries once, in order %v (not %v, sent while user 2 was not a member)", when, got, want, away)
 	}
 }
 
@@ -654,15 +660,7 @@ func TestMembershipChangesRoutedAfterAReconnectReadThemDeliverNothingTwice(t *te
 	u = attach(t, h, f, "phone", true, false)
 	waitSeqs(t, u, f.conv.ID, len(want))
 	h.Publish(late...)
-	var got []int64
-	testkit.Never(t, 300*time.Millisecond, fmt.Sprintf("more than %v once the late events were routed (sent while user 2 was not a member: %v)", want, away),
-		func() bool {
-			got = u.seqs(f.conv.ID)
-			return len(got) > len(want)
-		})
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v, want each entry the memberships owe once, in order: %v (not %v)", got, want, away)
-	}
+	onlyEver(t, u, f, want, away, "once the late events were routed")
 }
 
 // The same, for a session that was connected when its user was removed

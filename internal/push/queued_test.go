@@ -124,14 +124,7 @@ func TestAPushThatOutlivesItsLeaseInTheQueueIsSentOnce(t *testing.T) {
 func TestAStoppingNodeHandsBackOnlyTheClaimsItStillHolds(t *testing.T) {
 	r := newRig(t)
 	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout = 1, 5*time.Second })
-	r.subscribe(10, "hung")
-	r.ep.Hang("hung", true)
-	r.send(r.direct(1, 10), 1, "to the one whose push service hangs")
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 10 AND state = 'sending'`)
-	r.subscribe(2, "bob")
-	r.send(r.direct(1, 2), 1, "hi bob")
-	// Bob's push waits in the queue behind the hanging one.
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 1`)
+	r.queuedBehindAHang()
 	// Its lease ran out and another node claimed it, as the claim does.
 	if _, err := r.pool.Exec(context.Background(), `UPDATE push_job SET attempts = attempts + 1, lease_until = now() + interval '1 minute'
 WHERE user_id = 2`); err != nil {
@@ -158,15 +151,7 @@ WHERE user_id = 2`); err != nil {
 func TestAPushHandedBackByAStoppingNodeDoesNotHoldBackTheNextOne(t *testing.T) {
 	r := newRig(t)
 	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout, c.MinInterval = 1, 5*time.Second, 10*time.Second })
-	r.subscribe(10, "hung")
-	r.ep.Hang("hung", true)
-	r.send(r.direct(1, 10), 1, "to the one whose push service hangs")
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 10 AND state = 'sending'`)
-	r.subscribe(2, "bob")
-	conv := r.direct(1, 2)
-	r.send(conv, 1, "hi bob")
-	// Bob's push waits in the queue behind the hanging one.
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 1`)
+	conv := r.queuedBehindAHang()
 	stop()
 	r.waitCount(1, time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 0 AND lease_until IS NULL`)
 	if len(r.ep.Of("bob")) != 0 {
@@ -195,17 +180,10 @@ func TestAStoppingNodeHandsBackAClaimItWasReadingAgain(t *testing.T) {
 	// The hanging push's retry is not due while the test runs: no claim
 	// reads the devices.
 	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout, c.BackoffMin = 1, time.Second, time.Minute })
-	r.subscribe(10, "hung")
-	r.ep.Hang("hung", true)
-	r.send(r.direct(1, 10), 1, "to the one whose push service hangs")
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 10 AND state = 'sending'`)
-	r.subscribe(2, "bob")
-	r.send(r.direct(1, 2), 1, "hi bob")
-	// Bob's push waits in the queue behind the hanging one; the test
-	// holds the devices, so reading it again (which reads them) waits
-	// once the worker is free, and handing it back (which does not)
-	// need not.
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 1`)
+	r.queuedBehindAHang()
+	// The test holds the devices, so reading bob's push again (which
+	// reads them) waits once the worker is free, and handing it back
+	// (which does not) need not.
 	hold, err := r.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -230,4 +208,21 @@ func TestAStoppingNodeHandsBackAClaimItWasReadingAgain(t *testing.T) {
 	if len(r.ep.Of("bob")) != 0 {
 		t.Fatal("bob's push was sent by the stopping node")
 	}
+}
+
+// queuedBehindAHang has the node's one worker stuck on user 10's push
+// (their push service hangs) and waits until bob's (user 2's) push, for
+// a message from user 1 in the conversation it returns, is claimed into
+// the queue behind it.
+func (r *rig) queuedBehindAHang() (conv int64) {
+	r.t.Helper()
+	r.subscribe(10, "hung")
+	r.ep.Hang("hung", true)
+	r.send(r.direct(1, 10), 1, "to the one whose push service hangs")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 10 AND state = 'sending'`)
+	r.subscribe(2, "bob")
+	conv = r.direct(1, 2)
+	r.send(conv, 1, "hi bob")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 1`)
+	return conv
 }
