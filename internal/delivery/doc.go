@@ -136,7 +136,10 @@
 // (owed_joins, owed_ends). Cursors returns them as End, Rejoins and the
 // current JoinSeq, and the session rebuilds the stream's queue of
 // memberships from them (stream.follow), as it does at a resync for a
-// stream that missed some of those changes. A leave and a re-add that
+// stream that missed some of those changes. A join or leave that the
+// fan-out routes only after the stored cursors holding it were read (it
+// lagged behind a connect or a resync) changes nothing: the stream
+// follows it already (Session.noteRead). A leave and a re-add that
 // both never reached a session without stored cursors (lost to an
 // overflow) show at the resync as a join past the stream: it restarts at
 // that join, and what the old membership still owed is given up. After an overflow the member index
