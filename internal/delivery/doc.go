@@ -139,7 +139,9 @@
 // stream that missed some of those changes. A join or leave that the
 // fan-out routes only after the stored cursors holding it were read (it
 // lagged behind a connect or a resync) changes nothing: the stream
-// follows it already (Session.noteRead). A leave and a re-add that
+// follows it already, or, in a conversation whose stream has ended since
+// (everything owed was acknowledged) or was owed nothing, it was over
+// already (Session.noteRead, Session.left). A leave and a re-add that
 // both never reached a session without stored cursors (lost to an
 // overflow) show at the resync as a join past the stream: it restarts at
 // that join, and what the old membership still owed is given up. After an overflow the member index

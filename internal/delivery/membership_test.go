@@ -663,6 +663,40 @@ func TestMembershipChangesRoutedAfterAReconnectReadThemDeliverNothingTwice(t *te
 	onlyEver(t, u, f, want, away, "once the late events were routed")
 }
 
+// The same when the user is no longer a member at the reconnect and the
+// session acknowledges everything owed before the late events come: the
+// conversation's stream has ended, and the late join must not start a
+// new one that its late leave then fills with what was acknowledged.
+func TestMembershipChangesRoutedAfterALeftConversationWasAcknowledgedDeliverNothingAgain(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{Window: 64, CursorFlush: 10 * time.Millisecond})
+	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
+	want := sendSeqs(t, h, f, 3)
+	waitSeqs(t, u, f.conv.ID, 3)
+	h.Detach("phone", u)
+
+	// Committed while the session is away; the fan-out has not routed any
+	// of it yet.
+	late := []chat.Event{removeEvent(t, f), sendAs(t, f, f.conv.ID, 1)}
+	away := []int64{late[1].Seq}
+	late = append(late, joinEvents(t, f, 2)...)
+	for range 2 {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		late = append(late, ev)
+		want = append(want, ev.Seq)
+	}
+	late = append(late, removeEvent(t, f))
+
+	u = attach(t, h, f, "phone", true, true)
+	waitSeqs(t, u, f.conv.ID, len(want))
+	testkit.WaitFor(t, 10*time.Second, "the session to acknowledge all it was owed of the group it left", func() bool {
+		cs, err := f.sessions.Cursors(context.Background(), "phone", 2, true)
+		return err == nil && !slices.ContainsFunc(cs, func(c chat.ConvCursor) bool { return c.ConversationID == f.conv.ID })
+	})
+	h.Publish(late...)
+	onlyEver(t, u, f, want, away, "once the late events were routed")
+}
+
 // The same, for a session that was connected when its user was removed
 // and added back, and went offline before the second removal: what it
 // had not acknowledged of both memberships survives the reconnect.

@@ -49,36 +49,42 @@ type Session struct {
 
 	done         chan struct{}
 	loaded       chan struct{} // closed once the starting positions are read
-	unseen       atomic.Bool   // set by resyncUnseen
 	writingSince atomic.Int64
+	unseen       atomic.Bool // set by resyncUnseen
 	readyFlag    atomic.Bool // mirror of ready for observers
 	started      time.Time
 
-	// Owned by the running pump.
-	isLoaded bool
-	ready    bool
-	streams  map[int64]*stream
-	inflight map[uint16]inflight
-	pending  []item
-	replyOut []chat.Ack
-	outBatch []chat.Packet
-	gapped   map[int64]*stream // streams holding out-of-order events
-	nextID   uint16
-	// progress is the last time the client showed it keeps up: its latest
-	// PUBACK, or the moment the window filled when that is later. A full
-	// window with no progress for SlowTimeout is a slow consumer; a PUBACK
-	// missing since before a quiet stretch is not (the window was not
-	// holding anything back meanwhile).
-	progress   time.Time
-	fillWait   time.Time // after a failed catch-up query, when to try again
-	fillIDs    []int64
+	// Owned by the running pump. The small fields sit together: an idle
+	// session's struct stays in its allocation size class.
+	isLoaded   bool
+	ready      bool
 	windowFull bool // the window filled with more to send: refill in bursts
 	// mayBeBehind: a stream may be Behind. Only then do fill and anyBehind
 	// look over every stream (a user may be in thousands of
 	// conversations; the pump asks after each burst). Set by whatever can
 	// make a stream Behind, cleared by a look that found none.
 	mayBeBehind bool
-	catchUp     catchUp
+	nextID      uint16
+	streams     map[int64]*stream
+	// left holds, for conversations whose stream ended (or was never
+	// started: nothing was owed), the last_seq as of the stored cursors
+	// that said so: a join or leave routed later at or before it is
+	// stale, as for a stream (stale). Nil until a stream ends so.
+	left     map[int64]int64
+	inflight map[uint16]inflight
+	pending  []item
+	replyOut []chat.Ack
+	outBatch []chat.Packet
+	gapped   map[int64]*stream // streams holding out-of-order events
+	// progress is the last time the client showed it keeps up: its latest
+	// PUBACK, or the moment the window filled when that is later. A full
+	// window with no progress for SlowTimeout is a slow consumer; a PUBACK
+	// missing since before a quiet stretch is not (the window was not
+	// holding anything back meanwhile).
+	progress time.Time
+	fillWait time.Time // after a failed catch-up query, when to try again
+	fillIDs  []int64
+	catchUp  catchUp
 }
 
 type sessionFlags uint8
@@ -601,8 +607,7 @@ func (s *Session) accept(it item) {
 			return p.kind == kMsg && p.conv == it.conv && p.seq > it.seq
 		})
 		if st := s.streams[it.conv]; st == nil || st.leave(it.seq) {
-			delete(s.streams, it.conv)
-			delete(s.gapped, it.conv)
+			s.endStream(it.conv)
 		}
 	case kMsg:
 		st := s.streams[it.conv]
@@ -857,8 +862,7 @@ func (s *Session) onAck(id uint16) {
 	}
 	if st.finished() {
 		// A conversation the user left, acknowledged up to the leave.
-		delete(s.streams, inf.conv)
-		delete(s.gapped, inf.conv)
+		s.endStream(inf.conv)
 	}
 }
 
@@ -931,7 +935,7 @@ func (s *Session) doResync() {
 				delete(s.gapped, c.ConversationID)
 			}
 			if st.finished() {
-				delete(s.streams, c.ConversationID)
+				s.endStream(c.ConversationID)
 				continue
 			}
 			if st.end > 0 {
@@ -983,8 +987,7 @@ func (s *Session) doResync() {
 	}
 	for id, st := range s.streams {
 		if !seen[id] && st.end == 0 {
-			delete(s.streams, id)
-			delete(s.gapped, id)
+			s.endStream(id)
 		}
 	}
 	s.noteRead(cs)
@@ -1001,16 +1004,43 @@ func (s *Session) noteRead(cs []chat.ConvCursor) {
 	for _, c := range cs {
 		if st := s.streams[c.ConversationID]; st != nil {
 			st.read = max(st.read, c.LastSeq)
+		} else {
+			// Owed nothing (any more): no stream to keep the word.
+			s.noteLeft(c.ConversationID, c.LastSeq)
 		}
 	}
 }
 
+// endStream ends conversation id's stream, if any; what its stored
+// cursors said stays known (left).
+func (s *Session) endStream(id int64) {
+	if st := s.streams[id]; st != nil {
+		s.noteLeft(id, st.read)
+	}
+	delete(s.streams, id)
+	delete(s.gapped, id)
+}
+
+// noteLeft records that the stored cursors read hold every join and leave
+// of conversation id up to seq, which has no stream.
+func (s *Session) noteLeft(id, seq int64) {
+	if seq <= s.left[id] {
+		return
+	}
+	if s.left == nil {
+		s.left = map[int64]int64{}
+	}
+	s.left[id] = seq
+}
+
 // stale reports whether the join or leave it is one that the stored
 // cursors its conversation's stream was read from hold already
-// (noteRead).
+// (noteRead), or that those of a conversation with no stream did.
 func (s *Session) stale(it item) bool {
-	st := s.streams[it.conv]
-	return st != nil && it.seq <= st.read
+	if st := s.streams[it.conv]; st != nil {
+		return it.seq <= st.read
+	}
+	return it.seq <= s.left[it.conv]
 }
 
 // owed lists the memberships stored cursor c says the session is owed,
