@@ -373,6 +373,53 @@ test('a later page sends again what an earlier one left unanswered, with its cli
   for (const x of [sync1, sync2, sync3]) x.stop(); // the first page's unanswered send waits no more
 });
 
+for (const how of ['offline: the conversation is not known yet', 'online, the inbox slow: the conversation was opened from its link']) {
+  test(`a send made before the first inbox answer goes after what an earlier page left unsent there (${how})`, async () => {
+    const storage = memoryStorage();
+    const api = fakeApi([msg(1), msg(2)]);
+    const made = new Date(Date.now() - 60 * 1000).toISOString();
+    const earlier = new Outbox('web-1-a', storage);
+    earlier.put(7, { clientMsgId: '00000000-0000-4000-8000-0000000000e1', body: 'written on the earlier page', createdAt: made });
+    earlier.putChange(7, 'react', { clientMsgId: '00000000-0000-4000-8000-0000000000e2', seq: 2, emoji: '👍', on: true }, made);
+    const s = heldSession();
+    const state = new ChatState(ME);
+    const sync = new Sync(state, api, s);
+    sync.sendTimeoutMs = 50;
+    sync.outbox = new Outbox('web-1-a', storage);
+    let inbox;
+    if (how.startsWith('offline')) {
+      api.down = true;
+      await sync.refreshInbox();
+      await sync.open(7); // shown from the link, still loading
+    } else {
+      const answer = api.inbox;
+      let go;
+      const gate = new Promise((r) => (go = r));
+      api.inbox = async () => {
+        await gate;
+        return answer();
+      };
+      inbox = sync.refreshInbox();
+      await sync.open(7);
+      assert.ok(state.conv(7), 'the opened conversation is not known');
+      inbox.go = go;
+    }
+    sync.send(7, 'written now');
+    sync.react(7, 1, '🎉', true);
+    if (inbox) inbox.go();
+    else api.down = false;
+    await (inbox ?? sync.refreshInbox()); // the inbox answers
+    await settle();
+    assert.deepEqual(
+      s.sent.map((x) => x.body ?? x.emoji),
+      ['written on the earlier page', '👍', 'written now', '🎉'],
+      'not sent in the order made, or one twice',
+    );
+    if (inbox) assert.deepEqual(state.conv(7).pendingList().map((p) => p.body), ['written on the earlier page', 'written now']);
+    sync.stop();
+  });
+}
+
 test('a send left unanswered more than a day ago is not sent out of the blue by a later page', async () => {
   const { Outbox } = await import('../src/store/outbox.js');
   const storage = memoryStorage();

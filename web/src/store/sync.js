@@ -57,6 +57,7 @@ export class Sync {
     // main. restored: those of an earlier page were sent again.
     this.outbox = null;
     this.restored = false;
+    this.restoredIds = new Set(); // outbox entries sent again, and this page's own before that
     // Requests retried after a busy answer stop when their answer is no
     // longer wanted: all of them on sign-out, those loading the open
     // conversation when another one is opened.
@@ -518,6 +519,9 @@ export class Sync {
       createdAt: new Date().toISOString(),
     };
     if (replyTo) p.replyTo = this.replyRef(cid, replyTo);
+    // Before the first inbox answer (offline, say), what an earlier page
+    // left unsent here goes first: the server numbers in arrival order.
+    this.restoreConversation(cid, p.clientMsgId);
     this.state.addPending(cid, p);
     this.outbox?.put(cid, p);
     this.publish(cid, p);
@@ -536,30 +540,50 @@ export class Sync {
   restoreOutbox() {
     if (this.restored || !this.outbox) return;
     this.restored = true;
-    for (const e of this.outbox.list()) {
-      const c = this.state.conv(e.cid);
-      // One older than a day (a tab id not claimed again until much
-      // later) is not sent out of the blue: its words may be stale, its
-      // uploads expired (upload_ttl).
-      if (!c || !fresh(e.createdAt)) {
-        this.outbox.delete(e.clientMsgId);
-        continue;
-      }
-      if (e.op) {
-        const payload = changePayload(e);
-        // Refused for good meanwhile (past the edit window, say): told as
-        // the page that made it would have.
-        this.queueChange(e.cid, e.op, payload, e.createdAt).catch((err) => {
-          if (!this.stopped) this.onError(changeFailedText(e.op, payload, err));
-        });
-        continue;
-      }
-      if (c.pending.has(e.clientMsgId)) continue;
-      const p = { clientMsgId: e.clientMsgId, body: e.body, attachments: e.attachments || [], status: 'sending', seq: null, error: null, createdAt: e.createdAt };
-      if (e.replyTo) p.replyTo = e.replyTo;
-      this.state.addPending(e.cid, p);
-      this.publish(e.cid, p);
+    for (const e of this.outbox.list()) this.restoreEntry(e, true);
+  }
+
+  /**
+   * restoreOutbox for conversation cid alone, ahead of the rest, before
+   * the inbox answered: the user writes there now, so it is theirs as far
+   * as the page knows (the server refuses what is not). own is the
+   * clientMsgId of what the page itself is about to send: not again then.
+   */
+  restoreConversation(cid, own) {
+    if (this.restored || !this.outbox) return;
+    for (const e of this.outbox.list()) if (e.cid === cid) this.restoreEntry(e, false);
+    this.restoredIds.add(own);
+  }
+
+  /**
+   * Sends again outbox entry e of an earlier page, once. listed: the
+   * inbox answered, and a conversation it does not hold is not ours.
+   */
+  restoreEntry(e, listed) {
+    if (this.restoredIds.has(e.clientMsgId)) return;
+    this.restoredIds.add(e.clientMsgId);
+    const c = this.state.conv(e.cid);
+    // One older than a day (a tab id not claimed again until much
+    // later) is not sent out of the blue: its words may be stale, its
+    // uploads expired (upload_ttl).
+    if ((listed && !c) || !fresh(e.createdAt)) {
+      this.outbox.delete(e.clientMsgId);
+      return;
     }
+    if (e.op) {
+      const payload = changePayload(e);
+      // Refused for good meanwhile (past the edit window, say): told as
+      // the page that made it would have.
+      this.queueChange(e.cid, e.op, payload, e.createdAt).catch((err) => {
+        if (!this.stopped) this.onError(changeFailedText(e.op, payload, err));
+      });
+      return;
+    }
+    if (c?.pending.has(e.clientMsgId)) return;
+    const p = { clientMsgId: e.clientMsgId, body: e.body, attachments: e.attachments || [], status: 'sending', seq: null, error: null, createdAt: e.createdAt };
+    if (e.replyTo) p.replyTo = e.replyTo;
+    this.state.addPending(e.cid, p);
+    this.publish(e.cid, p);
   }
 
   /** Resends with the same clientMsgId: the server deduplicates. */
@@ -675,6 +699,7 @@ export class Sync {
    */
   change(cid, topic, payload) {
     const createdAt = new Date().toISOString();
+    this.restoreConversation(cid, payload.clientMsgId); // as for a send
     this.outbox?.putChange(cid, topic, payload, createdAt);
     return this.queueChange(cid, topic, payload, createdAt);
   }
