@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -389,4 +390,71 @@ func TestAUserWhoHidesTheirPresenceStopsShowingOnlineToTheirContacts(t *testing.
 		t.Fatalf("read receipts off: %d", code)
 	}
 	noPresence(t, friend, 1, 500*time.Millisecond)
+}
+
+// TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers: a node killed
+// (SIGKILL: no shutdown announces anything) leaves its users' watchers on
+// the other nodes told "online"; once its heartbeat ran out, a live node
+// takes its connections over and announces those users offline, last
+// seen when the dead node last vouched for them, and the query says the
+// same. They used to show online for good, and the query's lastSeen
+// ignored the connection the dead node held (null for a user who never
+// disconnected before).
+func TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two chatd nodes and Kafka")
+	}
+	url, kafka := pgtest.NewDB(t), startKafka(t)
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "crash-b", "CHAT_PRESENCE_PUSH": "true"})
+	mustDirect(t, context.Background(), b, 1, 2)
+	warmConv := mustDirect(t, context.Background(), b, 3, 2)
+	// Node A is a process of its own, so that it can be killed.
+	aAddr := testkit.FreeAddr(t)
+	a := startProcess(t, buildChatd(t), aAddr, os.Stderr, "CHAT_DATABASE_URL="+url, "CHAT_DATA_DIR="+t.TempDir(),
+		"CHAT_KAFKA_BROKERS="+kafka, "CHAT_NODE_ID=crash-a", "CHAT_PRESENCE_PUSH=true", "CHAT_LOG_LEVEL=warn")
+	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
+	// Node B's consumer reads only once its group joined: wait until
+	// sends on node A reach friend.
+	warm := rawClient(t, aAddr, 3, "warm-3", 5, true)
+	testkit.WaitFor(t, 60*time.Second, "node b consuming chat.events", func() bool {
+		if ack, err := warm.Publish(testnode.MsgTopic(warmConv.ID), 1, testnode.SendPayload(newID(), "warm-up")); err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("warm-up send: %v", err)
+		}
+		deadline := time.After(time.Second)
+		for {
+			select {
+			case pk := <-friend.Publishes:
+				var ev event
+				if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventMessageNew {
+					return true
+				}
+			case <-deadline:
+				return false
+			}
+		}
+	})
+	connected := time.Now()
+	rawClient(t, aAddr, 1, "dev-1", 5, true)
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("user 1 connected to node A: %+v", ev)
+	}
+	if err := a.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	// The heartbeat runs out after 15 s; node B beats every 5 s. (Within
+	// friend's keepalive: it sends nothing meanwhile.)
+	ev := nextPresence(t, friend, 1, 35*time.Second)
+	if *ev.Online {
+		t.Fatalf("node A killed: %+v", ev)
+	}
+	if ev.LastSeen.Before(connected.Add(-time.Second)) || ev.LastSeen.After(killed) {
+		t.Fatalf("last seen %v, want the dead node's last heartbeat, between the connect (%v) and the kill (%v)",
+			ev.LastSeen, connected, killed)
+	}
+	t.Logf("offline announced %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+	code, p := queryPresence(t, b, 2, 1)
+	if code != 200 || p.Online || p.LastSeen == nil || !p.LastSeen.Equal(*ev.LastSeen) {
+		t.Fatalf("query on B after node A died: %d %+v, want offline last seen %v", code, p, ev.LastSeen)
+	}
 }

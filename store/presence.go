@@ -18,7 +18,8 @@ import (
 //     connection (NULL: none). A node sets and clears only its own, so a
 //     client that moved to another node is never cleared by the old one.
 //   - chat_node.heartbeat_at proves a node alive; connections of a node
-//     whose heartbeat is older than the TTL (it crashed) do not count.
+//     whose heartbeat is older than the TTL (it crashed) do not count,
+//     and the next live node to beat clears them (ReapNodes).
 //   - user_presence.last_seen_at is when the user was last connected.
 //
 // A user is online while any of their sessions has a live connection on a
@@ -103,6 +104,84 @@ func (p *Presence) SetConnections(ctx context.Context, node string, connected, d
 		return classify("record connections", err)
 	}
 	return nil
+}
+
+// reapNodesSQL forgets the nodes other than $1 whose heartbeat is older
+// than the TTL ($2 seconds): they crashed (one that stopped cleanly
+// removed its row). A node another caller is reaping is skipped.
+const reapNodesSQL = `
+DELETE FROM chat_node WHERE node_id IN (
+  SELECT node_id FROM chat_node
+  WHERE node_id <> $1 AND heartbeat_at <= now() - make_interval(secs => $2)
+  ORDER BY node_id FOR UPDATE SKIP LOCKED)
+RETURNING node_id, heartbeat_at`
+
+// releaseDeadSQL clears the connection flags of the dead nodes $1, whose
+// last heartbeats are $2, and records their sessions last seen then (the
+// last moment the node vouched for their connections), or when they
+// opened if that came after it; and their users last seen at the latest
+// of their sessions. It returns those users with that time.
+const releaseDeadSQL = `
+WITH cleared AS (
+  UPDATE chat_session s SET node_id = NULL, last_seen_at = GREATEST(s.last_seen_at, d.beat)
+  FROM unnest($1::text[], $2::timestamptz[]) AS d(node, beat)
+  WHERE s.node_id = d.node
+  RETURNING s.user_id, s.last_seen_at),
+departed AS (SELECT user_id, max(last_seen_at) AS beat FROM cleared GROUP BY user_id),
+seen AS (
+  INSERT INTO user_presence (user_id, last_seen_at)
+  SELECT user_id, beat FROM departed ORDER BY user_id
+  ON CONFLICT (user_id) DO UPDATE SET last_seen_at = GREATEST(user_presence.last_seen_at, EXCLUDED.last_seen_at))
+SELECT user_id, beat FROM departed`
+
+// ReapNodes takes over what crashed nodes left: nodes other than node
+// whose heartbeat is older than the TTL lose their connection flags, their
+// users are recorded last seen at the node's last heartbeat (or their
+// connection's start, when it came after), and the nodes are forgotten. It returns those users with that time (they are online
+// still only if connected elsewhere), for the caller to announce: nobody
+// else will, the node that held their connections being gone.
+func (p *Presence) ReapNodes(ctx context.Context, node string) (map[int64]time.Time, error) {
+	out := map[int64]time.Time{}
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, reapNodesSQL, node, p.ttl.Seconds())
+		if err != nil {
+			return fmt.Errorf("forget dead nodes: %w", err)
+		}
+		var nodes []string
+		var beats []time.Time
+		var id string
+		var beat time.Time
+		if _, err := pgx.ForEachRow(rows, []any{&id, &beat}, func() error {
+			nodes, beats = append(nodes, id), append(beats, beat)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("forget dead nodes: %w", err)
+		}
+		if len(nodes) == 0 {
+			return nil
+		}
+		// In client id order, as every statement that updates many
+		// sessions locks them (SetConnections).
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM chat_session WHERE node_id = ANY($1::text[]) ORDER BY client_id FOR NO KEY UPDATE`, nodes); err != nil {
+			return fmt.Errorf("lock dead nodes' sessions: %w", err)
+		}
+		rows, err = tx.Query(ctx, releaseDeadSQL, nodes, beats)
+		if err != nil {
+			return fmt.Errorf("release dead nodes' sessions: %w", err)
+		}
+		var user int64
+		if _, err := pgx.ForEachRow(rows, []any{&user, &beat}, func() error {
+			out[user] = beat.UTC()
+			return nil
+		}); err != nil {
+			return fmt.Errorf("release dead nodes' sessions: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify("reap dead nodes", err)
+	}
+	return out, nil
 }
 
 // OnlineElsewhere returns the users among users with a live connection on a

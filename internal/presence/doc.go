@@ -28,7 +28,11 @@
 // (chat_session.node_id) and beats a heartbeat (chat_node); the query
 // (GET /v1/users/{id}/presence, RPC presence) is answered from that state,
 // so it is correct on every node, and a node that crashed stops counting
-// after 3 × Heartbeat. Large groups (more than LargeGroup members) get no
+// after 3 × Heartbeat. At its next heartbeat a live node takes over what
+// the crashed node left (store.Presence.ReapNodes: the flags cleared, its
+// users last seen at its last heartbeat) and announces offline, as for a
+// disconnect, those of its users connected nowhere now: nobody else would.
+// Large groups (more than LargeGroup members) get no
 // presence pushes; their members can query.
 //
 // Across nodes, a node publishes its presence events with Publish (chatd

@@ -21,6 +21,11 @@ type Store interface {
 	ResetNode(ctx context.Context, node string, remove bool) error
 	SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error
 	OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error)
+	// ReapNodes clears the connections of the other nodes whose heartbeat
+	// ran out (they crashed) and returns their users, each with when it
+	// was last seen (the node's last heartbeat, or the connection's start
+	// when that came after it).
+	ReapNodes(ctx context.Context, node string) (map[int64]time.Time, error)
 	Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
 	// HiddenFrom: for each user, who would watch them but for their own
 	// choice (they hide their presence, or blocked them).
@@ -371,6 +376,48 @@ func (t *Tracker) heartbeat() {
 	if len(live) > 0 {
 		t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, live, nil, nil))
 	}
+	t.reapDead(ctx)
+}
+
+// reapDead takes over the connections of the nodes that stopped beating
+// (they crashed, and will never announce their users offline) and
+// announces offline those of their users connected nowhere now, last seen
+// when the dead node last vouched for them: else whoever was told
+// they were online would show them online until they asked.
+func (t *Tracker) reapDead(ctx context.Context) {
+	gone, err := t.cfg.Store.ReapNodes(ctx, t.cfg.NodeID)
+	if !t.ok("take over dead nodes' connections", err) || len(gone) == 0 || t.cfg.NoPush {
+		return
+	}
+	users := make([]int64, 0, len(gone))
+	t.mu.Lock()
+	for u := range gone {
+		_, leaving := t.zeroAt[u] // announced after its grace here
+		if t.users[u] == 0 && !leaving {
+			users = append(users, u)
+		}
+	}
+	t.mu.Unlock()
+	if len(users) == 0 {
+		return
+	}
+	elsewhere, err := t.cfg.Store.OnlineElsewhere(ctx, t.cfg.NodeID, users)
+	if !t.ok("read presence", err) {
+		return
+	}
+	var events []chat.Event
+	for _, u := range users {
+		if !elsewhere[u] {
+			at := gone[u]
+			events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: false, LastSeen: &at}))
+		}
+	}
+	if t.cfg.Publish != nil {
+		for _, ev := range events {
+			t.cfg.Publish(ev)
+		}
+	}
+	t.push(ctx, events, "local")
 }
 
 // process writes the connection flags and announces due transitions. It

@@ -63,6 +63,9 @@ func (f *fakeStore) OnlineElsewhere(context.Context, string, []int64) (map[int64
 	}
 	return out, nil
 }
+func (f *fakeStore) ReapNodes(context.Context, string) (map[int64]time.Time, error) {
+	return nil, nil
+}
 func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64][]int64, error) {
 	f.mu.Lock()
 	hold := f.hold
