@@ -392,6 +392,32 @@ func TestAUserWhoHidesTheirPresenceStopsShowingOnlineToTheirContacts(t *testing.
 	noPresence(t, friend, 1, 500*time.Millisecond)
 }
 
+// TestANodeTakenForDeadAnnouncesItsUsersOnlineAgain: a node whose
+// heartbeat lapsed past the TTL while it ran (its database out of its
+// reach for a while) is taken for dead by another node, which clears its
+// connections and announces its users offline. When it beats again it
+// restores them and announces its users online again, or they would show
+// offline until they reconnected.
+func TestANodeTakenForDeadAnnouncesItsUsersOnlineAgain(t *testing.T) {
+	srv, friend, _ := watchedPhone(t, time.Second)
+	// What another node does to a node it takes for dead (ReapNodes).
+	if _, err := srv.Pool.Exec(context.Background(), `
+		WITH dead AS (DELETE FROM chat_node WHERE node_id = $1 RETURNING node_id)
+		UPDATE chat_session SET node_id = NULL WHERE node_id IN (SELECT node_id FROM dead)`, srv.Settings.NodeID); err != nil {
+		t.Fatal(err)
+	}
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || p.Online {
+		t.Fatalf("node taken for dead: %d %+v", code, p)
+	}
+	// The node beats every 5 s.
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("node beating again: %+v", ev)
+	}
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || !p.Online {
+		t.Fatalf("node beating again: %d %+v", code, p)
+	}
+}
+
 // TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers: a node killed
 // (SIGKILL: no shutdown announces anything) leaves its users' watchers on
 // the other nodes told "online"; once its heartbeat ran out, a live node

@@ -36,15 +36,19 @@ func NewPresence(pool *pgxpool.Pool, ttl time.Duration) *Presence {
 }
 
 // Heartbeat records that node is alive and forgets nodes silent for a day.
-func (p *Presence) Heartbeat(ctx context.Context, node string) error {
-	_, err := p.pool.Exec(ctx, `
-		WITH gone AS (DELETE FROM chat_node WHERE heartbeat_at < now() - interval '1 day')
+// revived reports that node had no heartbeat recorded: it starts, or
+// another node took it for dead (ReapNodes) and cleared its connections.
+func (p *Presence) Heartbeat(ctx context.Context, node string) (revived bool, err error) {
+	err = p.pool.QueryRow(ctx, `
+		WITH gone AS (DELETE FROM chat_node WHERE heartbeat_at < now() - interval '1 day'),
+		before AS (SELECT 1 FROM chat_node WHERE node_id = $1)
 		INSERT INTO chat_node (node_id, heartbeat_at) VALUES ($1, now())
-		ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()`, node)
+		ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()
+		RETURNING NOT EXISTS (SELECT 1 FROM before)`, node).Scan(&revived)
 	if err != nil {
-		return classify("presence heartbeat", err)
+		return false, classify("presence heartbeat", err)
 	}
-	return nil
+	return revived, nil
 }
 
 // ResetNode clears every connection flag of node: at start (left over by a

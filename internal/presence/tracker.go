@@ -17,7 +17,9 @@ import (
 
 // Store is the presence state in the store of record (store.Presence).
 type Store interface {
-	Heartbeat(ctx context.Context, node string) error
+	// Heartbeat reports revived when node had no heartbeat recorded (it
+	// starts, or another node took it for dead: ReapNodes).
+	Heartbeat(ctx context.Context, node string) (revived bool, err error)
 	ResetNode(ctx context.Context, node string, remove bool) error
 	SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error
 	OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error)
@@ -143,7 +145,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 	if err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, false); err != nil {
 		return fmt.Errorf("presence: reset node: %w", err)
 	}
-	if err := t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID); err != nil {
+	if _, err := t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID); err != nil {
 		return fmt.Errorf("presence: heartbeat: %w", err)
 	}
 	go t.run()
@@ -360,11 +362,14 @@ func (t *Tracker) ok(what string, err error) bool {
 
 // heartbeat proves this node alive and re-asserts the flags of every
 // session connected here (one that another node cleared by mistake, or a
-// write that failed, is repaired within one interval).
+// write that failed, is repaired within one interval). When another node
+// had taken this one for dead (its heartbeat lapsed), that node announced
+// its users offline: they are announced online again.
 func (t *Tracker) heartbeat() {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Heartbeat)
 	defer cancel()
-	if !t.ok("heartbeat", t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID)) {
+	revived, err := t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID)
+	if !t.ok("heartbeat", err) {
 		return
 	}
 	t.mu.Lock()
@@ -372,11 +377,35 @@ func (t *Tracker) heartbeat() {
 	for id := range t.clients {
 		live = append(live, id)
 	}
+	var back []int64
+	if revived {
+		back = make([]int64, 0, len(t.users))
+		for u := range t.users {
+			back = append(back, u)
+		}
+	}
 	t.mu.Unlock()
-	if len(live) > 0 {
-		t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, live, nil, nil))
+	if len(live) > 0 && t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, live, nil, nil)) &&
+		len(back) > 0 && !t.cfg.NoPush {
+		now := time.Now().UTC()
+		events := make([]chat.Event, 0, len(back))
+		for _, u := range back {
+			events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: true, LastSeen: &now}))
+		}
+		t.announce(ctx, events)
 	}
 	t.reapDead(ctx)
+}
+
+// announce publishes this node's presence events to the other nodes and
+// pushes them to its own watchers.
+func (t *Tracker) announce(ctx context.Context, events []chat.Event) {
+	if t.cfg.Publish != nil {
+		for _, ev := range events {
+			t.cfg.Publish(ev)
+		}
+	}
+	t.push(ctx, events, "local")
 }
 
 // reapDead takes over the connections of the nodes that stopped beating
@@ -412,12 +441,7 @@ func (t *Tracker) reapDead(ctx context.Context) {
 			events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: false, LastSeen: &at}))
 		}
 	}
-	if t.cfg.Publish != nil {
-		for _, ev := range events {
-			t.cfg.Publish(ev)
-		}
-	}
-	t.push(ctx, events, "local")
+	t.announce(ctx, events)
 }
 
 // process writes the connection flags and announces due transitions. It

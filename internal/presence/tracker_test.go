@@ -26,7 +26,7 @@ type fakeStore struct {
 	hold chan struct{}
 }
 
-func (f *fakeStore) Heartbeat(context.Context, string) error { return nil }
+func (f *fakeStore) Heartbeat(context.Context, string) (bool, error) { return false, nil }
 func (f *fakeStore) ResetNode(_ context.Context, node string, remove bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
