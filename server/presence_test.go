@@ -392,6 +392,39 @@ func TestAUserWhoHidesTheirPresenceStopsShowingOnlineToTheirContacts(t *testing.
 	noPresence(t, friend, 1, 500*time.Millisecond)
 }
 
+// TestAConnectionTakenOverOnAnotherNodeStaysOnlineWhenTheOldOneEnds: a
+// device that reconnected to another node with the same client id took
+// the session's presence flag there; the old connection, still open here
+// (the takeover notice has not closed it yet, or was lost), must not take
+// the flag back at this node's heartbeat, or its end clears it and the
+// user, online on the other node, is announced offline.
+func TestAConnectionTakenOverOnAnotherNodeStaysOnlineWhenTheOldOneEnds(t *testing.T) {
+	srv, friend, phone := watchedPhone(t, time.Second)
+	ctx := context.Background()
+	// What the other node's takeover wrote (its heartbeat kept fresh for
+	// the test's length).
+	if _, err := srv.Pool.Exec(ctx, `INSERT INTO chat_node (node_id, heartbeat_at) VALUES ('other-node', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Pool.Exec(ctx, `UPDATE chat_session SET node_id = 'other-node', conn_token = 'other-node/1/1' WHERE client_id = 'phone-1'`); err != nil {
+		t.Fatal(err)
+	}
+	// Let this node beat once with the old connection still open.
+	beat := func() (at time.Time) {
+		if err := srv.Pool.QueryRow(ctx, `SELECT heartbeat_at FROM chat_node WHERE node_id = $1`, srv.Settings.NodeID).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	before := beat()
+	testkit.WaitFor(t, 15*time.Second, "this node's next heartbeat", func() bool { return beat().After(before) })
+	phone.Drop()
+	noPresence(t, friend, 1, 3*time.Second) // past the grace
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || !p.Online {
+		t.Fatalf("the old connection ended, the session is on the other node: %d %+v", code, p)
+	}
+}
+
 // TestANodeTakenForDeadAnnouncesItsUsersOnlineAgain: a node whose
 // heartbeat lapsed past the TTL while it ran (its database out of its
 // reach for a while) is taken for dead by another node, which clears its

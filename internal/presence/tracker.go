@@ -22,6 +22,9 @@ type Store interface {
 	Heartbeat(ctx context.Context, node string) (revived bool, err error)
 	ResetNode(ctx context.Context, node string, remove bool) error
 	SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error
+	// Reassert marks clients connected to node again where no live node
+	// holds them: a heartbeat's repair, which never takes a session over.
+	Reassert(ctx context.Context, node string, clients []string) error
 	OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error)
 	// ReapNodes clears the connections of the other nodes whose heartbeat
 	// ran out (they crashed) and returns their users, each with when it
@@ -361,8 +364,10 @@ func (t *Tracker) ok(what string, err error) bool {
 }
 
 // heartbeat proves this node alive and re-asserts the flags of every
-// session connected here (one that another node cleared by mistake, or a
-// write that failed, is repaired within one interval). When another node
+// session connected here that no live node holds (one that another node
+// cleared by mistake, or a write that failed, is repaired within one
+// interval; one a newer connection on another node took over stays
+// there). When another node
 // had taken this one for dead (its heartbeat lapsed), that node announced
 // its users offline: they are announced online again.
 func (t *Tracker) heartbeat() {
@@ -385,7 +390,7 @@ func (t *Tracker) heartbeat() {
 		}
 	}
 	t.mu.Unlock()
-	if len(live) > 0 && t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, live, nil, nil)) &&
+	if len(live) > 0 && t.ok("record connections", t.cfg.Store.Reassert(ctx, t.cfg.NodeID, live)) &&
 		len(back) > 0 && !t.cfg.NoPush {
 		now := time.Now().UTC()
 		events := make([]chat.Event, 0, len(back))

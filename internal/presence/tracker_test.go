@@ -63,6 +63,16 @@ func (f *fakeStore) OnlineElsewhere(context.Context, string, []int64) (map[int64
 	}
 	return out, nil
 }
+func (f *fakeStore) Reassert(_ context.Context, node string, clients []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range clients {
+		if _, held := f.flags[id]; !held {
+			f.flags[id] = node
+		}
+	}
+	return nil
+}
 func (f *fakeStore) ReapNodes(context.Context, string) (map[int64]time.Time, error) {
 	return nil, nil
 }
