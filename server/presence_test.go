@@ -451,6 +451,74 @@ func TestANodeTakenForDeadAnnouncesItsUsersOnlineAgain(t *testing.T) {
 	}
 }
 
+// TestUsersOfANodeKilledAndRestartedAtOnceAreAnnouncedOfflineOnTheOthers:
+// a node killed and restarted with the same id before its heartbeat ran
+// out (a supervisor restarts it at once) clears the connections its
+// previous process left; the users who held them and do not come back
+// within the grace are announced offline, as for any disconnect. They
+// used to show online on the other nodes for good: the node that cleared
+// their connections told nobody, and no other node could tell it had
+// died.
+func TestUsersOfANodeKilledAndRestartedAtOnceAreAnnouncedOfflineOnTheOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two chatd nodes and Kafka")
+	}
+	url, kafka := pgtest.NewDB(t), startKafka(t)
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "restart-b", "CHAT_PRESENCE_PUSH": "true"})
+	mustDirect(t, context.Background(), b, 1, 2)
+	warmConv := mustDirect(t, context.Background(), b, 3, 2)
+	bin := buildChatd(t)
+	aAddr := testkit.FreeAddr(t)
+	env := []string{"CHAT_DATABASE_URL=" + url, "CHAT_DATA_DIR=" + t.TempDir(),
+		"CHAT_KAFKA_BROKERS=" + kafka, "CHAT_NODE_ID=restart-a", "CHAT_PRESENCE_PUSH=true", "CHAT_LOG_LEVEL=warn"}
+	a := startProcess(t, bin, aAddr, os.Stderr, env...)
+	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
+	warmUp(t, rawClient(t, aAddr, 3, "warm-3", 5, true), warmConv.ID, friend)
+	rawClient(t, aAddr, 1, "dev-1", 5, true)
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("user 1 connected to node A: %+v", ev)
+	}
+	if err := a.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	startProcess(t, bin, aAddr, os.Stderr, env...)
+	restarted := time.Now()
+	// Within friend's keepalive: it sends nothing meanwhile.
+	ev := nextPresence(t, friend, 1, 30*time.Second)
+	if *ev.Online {
+		t.Fatalf("node A restarted without user 1: %+v", ev)
+	}
+	t.Logf("offline announced %v after the restart", time.Since(restarted).Round(100*time.Millisecond))
+	if code, p := queryPresence(t, b, 2, 1); code != 200 || p.Online || p.LastSeen == nil {
+		t.Fatalf("query on B after node A restarted: %d %+v", code, p)
+	}
+}
+
+// warmUp sends from warm (a client of node A) into conv until friend (a
+// member, on node B) gets the message: node B's consumer reads only once
+// its group joined.
+func warmUp(t *testing.T, warm *mqtttest.Client, conv int64, friend *mqtttest.Client) {
+	t.Helper()
+	testkit.WaitFor(t, 60*time.Second, "node b consuming chat.events", func() bool {
+		if ack, err := warm.Publish(testnode.MsgTopic(conv), 1, testnode.SendPayload(newID(), "warm-up")); err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("warm-up send: %v", err)
+		}
+		deadline := time.After(time.Second)
+		for {
+			select {
+			case pk := <-friend.Publishes:
+				var ev event
+				if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventMessageNew {
+					return true
+				}
+			case <-deadline:
+				return false
+			}
+		}
+	})
+}
+
 // TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers: a node killed
 // (SIGKILL: no shutdown announces anything) leaves its users' watchers on
 // the other nodes told "online"; once its heartbeat ran out, a live node
@@ -472,26 +540,7 @@ func TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers(t *testing.T) {
 	a := startProcess(t, buildChatd(t), aAddr, os.Stderr, "CHAT_DATABASE_URL="+url, "CHAT_DATA_DIR="+t.TempDir(),
 		"CHAT_KAFKA_BROKERS="+kafka, "CHAT_NODE_ID=crash-a", "CHAT_PRESENCE_PUSH=true", "CHAT_LOG_LEVEL=warn")
 	friend := rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
-	// Node B's consumer reads only once its group joined: wait until
-	// sends on node A reach friend.
-	warm := rawClient(t, aAddr, 3, "warm-3", 5, true)
-	testkit.WaitFor(t, 60*time.Second, "node b consuming chat.events", func() bool {
-		if ack, err := warm.Publish(testnode.MsgTopic(warmConv.ID), 1, testnode.SendPayload(newID(), "warm-up")); err != nil || ack.ReasonCode != 0 {
-			t.Fatalf("warm-up send: %v", err)
-		}
-		deadline := time.After(time.Second)
-		for {
-			select {
-			case pk := <-friend.Publishes:
-				var ev event
-				if json.Unmarshal(pk.Payload, &ev) == nil && ev.Type == chat.EventMessageNew {
-					return true
-				}
-			case <-deadline:
-				return false
-			}
-		}
-	})
+	warmUp(t, rawClient(t, aAddr, 3, "warm-3", 5, true), warmConv.ID, friend)
 	connected := time.Now()
 	rawClient(t, aAddr, 1, "dev-1", 5, true)
 	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {

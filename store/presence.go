@@ -53,10 +53,25 @@ func (p *Presence) Heartbeat(ctx context.Context, node string) (revived bool, er
 
 // ResetNode clears every connection flag of node: at start (left over by a
 // crashed process with the same node id) and at shutdown, when remove also
-// deletes its heartbeat.
-func (p *Presence) ResetNode(ctx context.Context, node string, remove bool) error {
+// deletes its heartbeat. It records the users whose connections it cleared
+// last seen now and returns them: their connections ended by now, and the
+// process that held them announced nothing if it crashed.
+func (p *Presence) ResetNode(ctx context.Context, node string, remove bool) ([]int64, error) {
+	var users []int64
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE chat_session SET node_id = NULL, last_seen_at = now() WHERE node_id = $1`, node); err != nil {
+		rows, err := tx.Query(ctx, `
+			WITH cleared AS (
+			  UPDATE chat_session SET node_id = NULL, last_seen_at = now() WHERE node_id = $1 RETURNING user_id),
+			departed AS (SELECT DISTINCT user_id FROM cleared),
+			seen AS (
+			  INSERT INTO user_presence (user_id, last_seen_at)
+			  SELECT user_id, now() FROM departed ORDER BY user_id
+			  ON CONFLICT (user_id) DO UPDATE SET last_seen_at = GREATEST(user_presence.last_seen_at, EXCLUDED.last_seen_at))
+			SELECT user_id FROM departed`, node)
+		if err != nil {
+			return fmt.Errorf("clear connections: %w", err)
+		}
+		if users, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
 			return fmt.Errorf("clear connections: %w", err)
 		}
 		if remove {
@@ -67,9 +82,9 @@ func (p *Presence) ResetNode(ctx context.Context, node string, remove bool) erro
 		return nil
 	})
 	if err != nil {
-		return classify("reset presence", err)
+		return nil, classify("reset presence", err)
 	}
-	return nil
+	return users, nil
 }
 
 // SetConnections records, in one transaction, the sessions now connected to

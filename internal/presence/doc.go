@@ -32,6 +32,9 @@
 // the crashed node left (store.Presence.ReapNodes: the flags cleared, its
 // users last seen at its last heartbeat) and announces offline, as for a
 // disconnect, those of its users connected nowhere now: nobody else would.
+// A node restarted with the id of a process that crashed clears the flags
+// that process left at Start, and their users' grace starts then: those
+// who do not come back are announced offline.
 // A node taken for dead while it ran (its heartbeat lapsed) finds its
 // heartbeat gone at its next one, restores its flags and announces its
 // users online again.

@@ -20,7 +20,9 @@ type Store interface {
 	// Heartbeat reports revived when node had no heartbeat recorded (it
 	// starts, or another node took it for dead: ReapNodes).
 	Heartbeat(ctx context.Context, node string) (revived bool, err error)
-	ResetNode(ctx context.Context, node string, remove bool) error
+	// ResetNode clears node's connection flags and returns the users whose
+	// connections it cleared.
+	ResetNode(ctx context.Context, node string, remove bool) ([]int64, error)
 	SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error
 	// Reassert marks clients connected to node again where no live node
 	// holds them: a heartbeat's repair, which never takes a session over.
@@ -143,10 +145,25 @@ func New(cfg Config) (*Tracker, error) {
 }
 
 // Start clears the flags a previous process with this node id may have
-// left, beats the first heartbeat and starts the tracker's goroutine.
+// left, beats the first heartbeat and starts the tracker's goroutine. The
+// users whose connections that process held went offline now, as far as
+// anyone was told (it crashed: a clean stop clears its flags): their
+// grace starts, and those who do not come back are announced offline.
 func (t *Tracker) Start(ctx context.Context) error {
-	if err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, false); err != nil {
+	left, err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, false)
+	if err != nil {
 		return fmt.Errorf("presence: reset node: %w", err)
+	}
+	if len(left) > 0 {
+		now := time.Now()
+		t.mu.Lock()
+		for _, u := range left {
+			if _, leaving := t.zeroAt[u]; t.users[u] == 0 && !leaving {
+				t.zeroAt[u] = now
+			}
+		}
+		t.mu.Unlock()
+		t.signal()
 	}
 	if _, err := t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID); err != nil {
 		return fmt.Errorf("presence: heartbeat: %w", err)
@@ -298,7 +315,7 @@ func (t *Tracker) run() {
 		case <-t.stop:
 			t.announceDeparted(t.closeCtx)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, true); err != nil {
+			if _, err := t.cfg.Store.ResetNode(ctx, t.cfg.NodeID, true); err != nil {
 				t.log.Warn("presence: clearing this node's connections failed; they expire with its heartbeat", "err", err)
 			}
 			cancel()

@@ -27,7 +27,7 @@ type fakeStore struct {
 }
 
 func (f *fakeStore) Heartbeat(context.Context, string) (bool, error) { return false, nil }
-func (f *fakeStore) ResetNode(_ context.Context, node string, remove bool) error {
+func (f *fakeStore) ResetNode(_ context.Context, node string, remove bool) ([]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, n := range f.flags {
@@ -36,7 +36,7 @@ func (f *fakeStore) ResetNode(_ context.Context, node string, remove bool) error
 		}
 	}
 	f.removed = f.removed || remove
-	return nil
+	return nil, nil
 }
 func (f *fakeStore) SetConnections(_ context.Context, node string, connected, disconnected []string, seen []int64) error {
 	f.mu.Lock()
