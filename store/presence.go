@@ -39,12 +39,14 @@ func NewPresence(pool *pgxpool.Pool, ttl time.Duration) *Presence {
 // revived reports that node had no heartbeat recorded: it starts, or
 // another node took it for dead (ReapNodes) and cleared its connections.
 func (p *Presence) Heartbeat(ctx context.Context, node string) (revived bool, err error) {
+	// xmax is 0 in a row the INSERT made, and the upserting transaction's
+	// id in one it updated: unlike a look before the upsert, this holds
+	// when a reaper deletes the row while the upsert waits for it.
 	err = p.pool.QueryRow(ctx, `
-		WITH gone AS (DELETE FROM chat_node WHERE heartbeat_at < now() - interval '1 day'),
-		before AS (SELECT 1 FROM chat_node WHERE node_id = $1)
+		WITH gone AS (DELETE FROM chat_node WHERE heartbeat_at < now() - interval '1 day')
 		INSERT INTO chat_node (node_id, heartbeat_at) VALUES ($1, now())
 		ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()
-		RETURNING NOT EXISTS (SELECT 1 FROM before)`, node).Scan(&revived)
+		RETURNING xmax = 0`, node).Scan(&revived)
 	if err != nil {
 		return false, classify("presence heartbeat", err)
 	}
