@@ -384,9 +384,9 @@ func (t *Tracker) ok(what string, err error) bool {
 // session connected here that no live node holds (one that another node
 // cleared by mistake, or a write that failed, is repaired within one
 // interval; one a newer connection on another node took over stays
-// there). When another node
-// had taken this one for dead (its heartbeat lapsed), that node announced
-// its users offline: they are announced online again.
+// there). When another node had taken this one for dead (its heartbeat
+// lapsed), that node announced its users offline: they are announced
+// online again. Then it takes over what crashed nodes left (reapDead).
 func (t *Tracker) heartbeat() {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Heartbeat)
 	defer cancel()
