@@ -13,13 +13,29 @@ import (
 // connection's delivery session together, in order.
 //
 // It also bounds the publishes in flight: at most max (the Receive
-// Maximum the server announced) may wait at once.
+// Maximum the server announced) may wait at once, and at most max answers
+// handed to the session may wait to be written. An answer is out of line
+// once it is queued, not once it is written: without the second bound, a
+// client that reads nothing of its socket while it publishes (answered at
+// once: a topic not allowed, a rate limit) had the server read on and hold
+// every PUBACK it could not write, until the write watchdog ended the
+// connection.
 type ackQueue struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	max    int
 	slots  []*ackSlot // in arrival order, the oldest first
 	closed bool
+
+	// unwritten counts the answers handed to the session whose write
+	// (or failure to write) it has not reported (chat.Ack.Sent); guarded
+	// by wmu, not mu: a session with nothing to write to reports at once,
+	// inside complete, which holds mu.
+	wmu       sync.Mutex
+	wcond     *sync.Cond
+	unwritten int
+	wclosed   bool
+	sent      func(error) // written: the Sent of every answer
 }
 
 type ackSlot struct {
@@ -30,14 +46,37 @@ type ackSlot struct {
 func newAckQueue(max int) *ackQueue {
 	q := &ackQueue{max: max}
 	q.cond = sync.NewCond(&q.mu)
+	q.wcond = sync.NewCond(&q.wmu)
+	q.sent = q.written // once: a method value per answer would allocate
 	return q
+}
+
+// written reports one answer written, or never to be.
+func (q *ackQueue) written(error) {
+	q.wmu.Lock()
+	q.unwritten--
+	q.wmu.Unlock()
+	q.wcond.Signal()
+}
+
+// awaitWritten waits while max answers wait to be written: the client is
+// not read meanwhile, as when max publishes wait for their answers.
+func (q *ackQueue) awaitWritten() {
+	q.wmu.Lock()
+	for q.unwritten >= q.max && !q.wclosed {
+		q.wcond.Wait()
+	}
+	q.wmu.Unlock()
 }
 
 // reserve takes the next place in line for the publish with packet id.
 // Over the maximum it waits for a place when wait is set (MQTT 3.1.1,
 // which has no flow control: the client is simply not read meanwhile) and
 // otherwise reports false (v5: the client broke the Receive Maximum).
+//
+// Either way it first waits while max answers wait to be written.
 func (q *ackQueue) reserve(packetID uint16, wait bool) (*ackSlot, bool) {
+	q.awaitWritten()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.slots) >= q.max && !q.closed {
@@ -70,9 +109,17 @@ func (q *ackQueue) complete(s *ackSlot, a chat.Ack, send func([]chat.Ack)) int {
 	out := make([]chat.Ack, n)
 	for i := range out {
 		out[i] = q.slots[i].ack
+		if traced := out[i].Sent; traced != nil {
+			out[i].Sent = func(err error) { traced(err); q.written(err) }
+		} else {
+			out[i].Sent = q.sent
+		}
 	}
 	clear(q.slots[:n])
 	q.slots = q.slots[n:]
+	q.wmu.Lock()
+	q.unwritten += n
+	q.wmu.Unlock()
 	send(out)
 	q.cond.Broadcast()
 	return n
@@ -84,6 +131,10 @@ func (q *ackQueue) close() {
 	q.closed = true
 	q.mu.Unlock()
 	q.cond.Broadcast()
+	q.wmu.Lock()
+	q.wclosed = true
+	q.wmu.Unlock()
+	q.wcond.Broadcast()
 }
 
 // flightLimit bounds one connection's QoS 0 publishes in flight. They have

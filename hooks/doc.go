@@ -23,7 +23,8 @@
 // sends commit, and several publishes in flight share one group commit.
 // At most Receive Maximum publishes wait per connection: a v5 client
 // beyond it is disconnected (0x93), a 3.1.1 client is not read until one
-// is answered.
+// is answered. At most as many answers wait to be written: a client that
+// reads none of its PUBACKs is not read either until they go out.
 //
 // With Config.Tracer, each publish of a stream change is a span (chat.send,
 // chat.edit, chat.recall, chat.react) continuing the trace of its
