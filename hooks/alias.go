@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"strings"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -73,6 +75,18 @@ func dropRefusedAlias(cl *mqtt.Client, pk *packets.Packet) {
 		cl.State.TopicAliases.Inbound.Set(pk.Properties.TopicAlias, refusedAliasTopic)
 		pk.Properties.TopicAlias = 0
 		pk.Properties.TopicAliasFlag = false
+	}
+}
+
+// copyAliasTopic makes the topic a publish sets an alias for a copy of its
+// own. mochi decodes the topic as a view into the whole packet, payload
+// included, and the alias keeps it for the connection's life: 16 aliases
+// set by publishes near the Maximum Packet Size held 2.5 MiB a connection,
+// where each should hold a topic of at most MaxTopicLength bytes. Only a
+// publish that sets an alias pays for the copy.
+func copyAliasTopic(pk *packets.Packet) {
+	if pk.Properties.TopicAlias > 0 && pk.TopicName != "" {
+		pk.TopicName = strings.Clone(pk.TopicName)
 	}
 }
 

@@ -575,8 +575,8 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 // deliveries go to the session pump (mochi's inflight map is not used), a
 // publish above the maximum QoS or with an invalid topic alias ends the
 // connection (caps.go, alias.go), no alias is recorded for a topic that
-// will be refused (alias.go), and the retain flag is cleared because chat
-// never retains.
+// will be refused and one recorded holds a copy of its topic alone
+// (alias.go), and the retain flag is cleared because chat never retains.
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
@@ -595,6 +595,7 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 			return pk, err
 		}
 		dropRefusedAlias(cl, &pk)
+		copyAliasTopic(&pk)
 		pk.FixedHeader.Retain = false
 		if pk.FixedHeader.Qos > 0 && mochiDropsPublish(pk, h.server.Options.Capabilities.TopicAliasMaximum) {
 			// mochi drops this publish before any publish hook, with no
