@@ -366,6 +366,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		h.cfg.Logger.Warn("check token revocation failed", "client", cl.ID, "user", userID, "err", err)
 		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
 	}
+	keepConnectFields(cl) // before the client id is kept anywhere
 	if !h.takeConnSlot(ctx, cl, userID) {
 		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
 	}
@@ -386,15 +387,25 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if persistent {
 		hidePersistence(cl)
 	}
-	// mochi keeps the username as a slice of the CONNECT packet's buffer,
-	// which holds the token too: a copy lets the buffer go.
-	cl.Properties.Username = bytes.Clone(cl.Properties.Username)
 	h.clients.Store(cl, ci)
 	if cl.Net.Conn != nil {
 		h.connecting.Store(cl.Net.Conn, cl)
 	}
 	h.cfg.Metrics.Connects.WithLabelValues("ok").Inc()
 	return nil
+}
+
+// keepConnectFields gives the client copies of what it keeps of its
+// CONNECT: mochi decodes the client id, the username and the properties'
+// strings as views into the whole packet, which the client would then
+// hold, token included, for the connection's life (up to 64 KiB a
+// connection, broker.MaxConnectSize, for a client id of at most 256
+// bytes). The CONNECT's user properties, which nothing reads, are dropped.
+func keepConnectFields(cl *mqtt.Client) {
+	cl.ID = strings.Clone(cl.ID)
+	cl.Properties.Username = bytes.Clone(cl.Properties.Username)
+	cl.Properties.Props.AuthenticationMethod = strings.Clone(cl.Properties.Props.AuthenticationMethod)
+	cl.Properties.Props.User = nil
 }
 
 // OnConnectAuthenticate admits exactly the clients OnConnect accepted.
