@@ -483,7 +483,8 @@ const grantedQoS = 1
 // filter that would become a new subscription counts: one the ACL refuses
 // (SubscribeAllowed) takes no place, and a filter repeated in the packet
 // replaces its first occurrence, as one already held does. Every
-// subscription is granted QoS 1 (grantedQoS).
+// subscription is granted QoS 1 (grantedQoS) and holds a copy of its
+// filter alone.
 func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	ci := h.info(cl)
 	if ci == nil {
@@ -494,8 +495,15 @@ func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	kept := pk.Filters[:0:0]
 	for _, f := range pk.Filters {
 		f.Qos = grantedQoS
+		allowed := SubscribeAllowed(ci.userID, f.Filter)
+		if allowed {
+			// mochi decodes the filter as a view into the whole
+			// SUBSCRIBE (up to the Maximum Packet Size, whatever else it
+			// carries), which the subscription would hold for its life.
+			f.Filter = strings.Clone(f.Filter)
+		}
 		_, exists := cl.State.Subscriptions.Get(f.Filter)
-		if !exists && !counted[f.Filter] && SubscribeAllowed(ci.userID, f.Filter) {
+		if !exists && !counted[f.Filter] && allowed {
 			if have >= h.cfg.MaxSubscriptions {
 				f.Filter = TopicPrefix + "denied/over-subscription-limit"
 			} else {
