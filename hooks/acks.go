@@ -75,7 +75,19 @@ func (q *ackQueue) awaitWritten() {
 // otherwise reports false (v5: the client broke the Receive Maximum).
 //
 // Either way it first waits while max answers wait to be written.
-func (q *ackQueue) reserve(packetID uint16, wait bool) (*ackSlot, bool) {
+//
+// A retransmission (dup) of a publish whose answer is still in line gets
+// no place, and reserve returns a nil slot with ok true: that answer is
+// its answer. A second PUBACK of the packet id would reach a client that
+// freed the id at the first and may have given it to its next publish,
+// which it would then acknowledge whatever became of it. (Once the answer
+// left the line the retransmission is answered as a publish of its own,
+// as MQTT requires once the PUBACK is sent, and a client that resends
+// before reading it may meet two.)
+func (q *ackQueue) reserve(packetID uint16, wait, dup bool) (*ackSlot, bool) {
+	if dup && q.waiting(packetID) {
+		return nil, true
+	}
 	q.awaitWritten()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -88,6 +100,18 @@ func (q *ackQueue) reserve(packetID uint16, wait bool) (*ackSlot, bool) {
 	s := &ackSlot{ack: chat.Ack{PacketID: packetID}}
 	q.slots = append(q.slots, s)
 	return s, true
+}
+
+// waiting reports whether a publish with packetID is in line.
+func (q *ackQueue) waiting(packetID uint16) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.slots {
+		if s.ack.PacketID == packetID {
+			return true
+		}
+	}
+	return false
 }
 
 // complete gives s its answer and hands every answered publish at the

@@ -165,14 +165,20 @@ func (h *Chat) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 // begin starts answering a publish: a QoS 1 publish takes its place in
 // the connection's PUBACK order. A v5 client over the Receive Maximum is
 // disconnected (0x93) and begin returns nil; a 3.1.1 client waits, and so
-// does a QoS 0 publish over as many in flight (flightLimit).
+// does a QoS 0 publish over as many in flight (flightLimit). It also
+// returns nil for a retransmission (DUP) of a publish still waiting for
+// its answer, which answers both (ackQueue.reserve).
 func (h *Chat) begin(cl *mqtt.Client, ci *clientInfo, pk packets.Packet) *publish {
 	p := &publish{h: h, cl: cl, ci: ci, qos: pk.FixedHeader.Qos}
 	if p.qos > 0 {
-		slot, ok := ci.acks.reserve(pk.PacketID, !isV5(cl))
+		slot, ok := ci.acks.reserve(pk.PacketID, !isV5(cl), pk.FixedHeader.Dup)
 		if !ok {
 			h.cfg.Metrics.Publishes.WithLabelValues("any", "receive_maximum").Inc()
 			_ = h.server.DisconnectClient(cl, packets.ErrReceiveMaximum)
+			return nil
+		}
+		if slot == nil {
+			h.cfg.Metrics.Publishes.WithLabelValues("any", "retransmission").Inc()
 			return nil
 		}
 		p.slot = slot
