@@ -665,10 +665,16 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 		ci := h.info(cl)
 		if ci != nil && pk.ReasonCode == packets.CodeSuccess.Code && cl.State.Subscriptions.Len() > 0 {
 			// A takeover of a client mochi still held has just copied its
-			// filters into the tree (inheritClientSession); out again
-			// before the client learns it is connected.
+			// filters into the tree and the client's list
+			// (inheritClientSession); out of the tree again before the
+			// client learns it is connected, and out of its list too when
+			// its session is not present: the client, told it has no
+			// subscriptions, would get events it never asked for here.
 			for filter := range cl.State.Subscriptions.GetAll() {
 				h.untree(cl, filter)
+				if !ci.session.present {
+					cl.State.Subscriptions.Delete(filter)
+				}
 			}
 		}
 		pk = announceSession(ci, announceCapabilities(h.server.Options.Capabilities, pk))
