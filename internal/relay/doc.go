@@ -49,7 +49,12 @@
 // Kafka write and the DELETE publishes the affected rows again, after the
 // originals. A row larger than MaxBatchBytes can never be produced; it is
 // dropped with an error log and chat_relay_errors_total{kind="oversize"};
-// so is a row that cannot be encoded (kind="decode").
+// so is a row that cannot be encoded (kind="decode"). A broker whose limit
+// on one partition's request (the topic's max.message.bytes) is below
+// MaxBatchBytes refuses a batch of many rows as too large, every time:
+// the relay then writes batches of half the refused write's bytes (until
+// it next takes the lease), and drops, as oversize, a row Kafka refuses
+// on its own.
 // The partition of a conversation is hash(key) mod partitions, so add
 // partitions to chat.events only knowing that it reorders conversations
 // across the change. docs/events.md documents the payloads and the

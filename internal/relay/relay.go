@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,11 @@ type Relay struct {
 
 	running atomic.Bool
 	leading atomic.Bool // holds the lease and publishes
+
+	// budget bounds the bytes of one Kafka write (MaxBatchBytes until
+	// Kafka refused a batch as too large: see fitBudget). Run's goroutine
+	// alone uses it.
+	budget int
 }
 
 // New returns a relay for the database behind pool. The relay does not use
@@ -206,6 +212,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 
 		standing = false
+		r.budget = r.cfg.MaxBatchBytes
 		r.log.Info("relay: took the lease, publishing the outbox")
 		r.leading.Store(true)
 		r.m.leader.Set(1)
@@ -471,7 +478,7 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 			drop = append(drop, row.id)
 			continue
 		}
-		if total+size > r.cfg.MaxBatchBytes {
+		if len(msgs) > 0 && total+size > r.budget {
 			more = true
 			break
 		}
@@ -508,6 +515,18 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 		werr = w.WriteMessages(wctx, msgs...)
 		cancel()
 		ok := acknowledged(werr, len(msgs))
+		if refused := r.fitBudget(werr, total); refused >= 0 {
+			// Too large on its own: it can never be published.
+			row := rows[slices.IndexFunc(rows, func(o outboxRow) bool { return o.id == ids[refused] })]
+			r.m.errors.WithLabelValues(kindOversize).Inc()
+			r.log.Error("relay: Kafka refused an outbox row as too large, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "bytes", messageSize(row))
+			ok[refused] = true // done with: deleted below
+		}
+		if onlyTooLarge(werr) {
+			// Nothing failed that a retry of smaller batches, at once,
+			// does not mend.
+			werr, more = nil, true
+		}
 		for _, s := range spans {
 			if !ok[s.i] {
 				tracing.FailTransport(s.span, fmt.Errorf("write to Kafka: %w", werr))
@@ -667,6 +686,53 @@ func appendTraceHeaders(h []kafka.Header, tc chat.TraceContext) []kafka.Header {
 		h = append(h, kafka.Header{Key: tracing.HeaderTracestate, Value: []byte(tc.State)})
 	}
 	return h
+}
+
+// fitBudget adapts the relay to a broker whose limit on a produce request
+// (max.message.bytes of the topic or the broker) is below MaxBatchBytes,
+// which refuses a partition's batch as a whole, every time it is sent
+// again: when Kafka refused more than one message of a write of total
+// bytes as too large, the following writes take at most half of it, until
+// the relay next takes the lease. A message refused alone was its
+// partition's whole batch (kafka-go sends the batch of one partition in
+// one request, and each of its messages gets that request's error): too
+// large on its own, it can never be published, and fitBudget returns its
+// index; else -1.
+func (r *Relay) fitBudget(werr error, total int) int {
+	var werrs kafka.WriteErrors
+	if !errors.As(werr, &werrs) {
+		return -1
+	}
+	refused, n := -1, 0
+	for i, e := range werrs {
+		if errors.Is(e, kafka.MessageSizeTooLarge) {
+			refused = i
+			n++
+		}
+	}
+	switch {
+	case n == 1:
+		return refused
+	case n > 1:
+		r.budget = max(1, total/2)
+		r.log.Warn("relay: Kafka refused a batch as too large (the topic's max.message.bytes is below the relay's batch bytes); writing smaller batches", "bytes", r.budget)
+	}
+	return -1
+}
+
+// onlyTooLarge reports whether every message a write failed for was
+// refused as too large.
+func onlyTooLarge(werr error) bool {
+	var werrs kafka.WriteErrors
+	if werr == nil || !errors.As(werr, &werrs) {
+		return false
+	}
+	for _, e := range werrs {
+		if e != nil && !errors.Is(e, kafka.MessageSizeTooLarge) {
+			return false
+		}
+	}
+	return true
 }
 
 // acknowledged reports, per message, whether Kafka acknowledged it.

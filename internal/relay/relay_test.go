@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,6 +300,37 @@ func TestRelayDropsRowTooLargeForKafkaAndKeepsGoing(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
 	want, _ := ev.counts()
 	checkMessages(t, readUntil(t, addr(port), 2, 5*time.Second), want)
+	if n := metric(t, reg, "chat_relay_errors_total", "kind", "oversize"); n != 1 {
+		t.Fatalf("oversize errors %v, want 1", n)
+	}
+}
+
+// A topic whose max.message.bytes is below the relay's MaxBatchBytes (a
+// managed Kafka's limit, a topic configured so) refuses a batch of many
+// rows as a whole: the relay publishes them in smaller batches, and drops
+// (counts as oversize) only a row the broker refuses on its own.
+func TestRelayFitsItsBatchesToABrokerLimitBelowMaxBatchBytes(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	port := testkit.FreePort(t)
+	startKafka(t, port, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "8192"}))
+	reg := prometheus.NewRegistry()
+	rl := newRelay(t, pool, testConfig(t, port, reg)) // MaxBatchBytes 1 MiB, 50 rows a batch
+	ev := newEvents(pool)
+	for range 3 { // 120 rows of one conversation, some 300 bytes each
+		ev.mustInsert(t, slices.Repeat([]int64{61}, 40)...)
+	}
+	big := `{"type":"message.new","conversationId":62,"seq":1,"body":"` + strings.Repeat("x", 10000) + `"}`
+	if _, err := pool.Exec(context.Background(), "INSERT INTO outbox (msg_key, type, payload) VALUES ('62', $1::jsonb->>'type', $1::jsonb)", big); err != nil {
+		t.Fatal(err)
+	}
+	ev.mustInsert(t, 61, 61)
+	start(t, rl.Run)
+	testkit.WaitFor(t, 15*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
+	want, total := ev.counts()
+	d := checkMessages(t, readUntil(t, addr(port), total, 5*time.Second), want)
+	if d.duplicates != 0 {
+		t.Fatalf("%d duplicates", d.duplicates)
+	}
 	if n := metric(t, reg, "chat_relay_errors_total", "kind", "oversize"); n != 1 {
 		t.Fatalf("oversize errors %v, want 1", n)
 	}
