@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -462,5 +463,39 @@ func TestKafkaNodesStartedWhereNoRelayWasRelayEveryEventCommittedAfterTheirStart
 	}
 	if ev := nextEvent(t, c, chat.EventMessageNew, 15*time.Second); ev.Body != "second" {
 		t.Fatalf("delivered %+v", ev)
+	}
+}
+
+// A node skips the events it committed itself when they come back from
+// Kafka (it delivered them in-process), also when its id is long: the
+// outbox stamps a row with the committing session's application_name,
+// which PostgreSQL keeps to 63 bytes. A marker another node published
+// behind them, on their partition, says the consumer has read past them.
+func TestANodeWithALongIDSkipsItsOwnEventsComingBackFromKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a chatd node and Kafka")
+	}
+	url, kafka := pgtest.NewDB(t), startKafka(t)
+	id := strings.Repeat("long-node-id-", 8) + "a" // 105 bytes, a valid node id
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": id})
+	conv := mustGroup(t, context.Background(), a, 1, "long", []int64{2})
+	mustSendAs(t, a, conv.ID, 1, "own")
+	testkit.WaitFor(t, 10*time.Second, "the node's events relayed", func() bool {
+		return pgtest.QueryOne[int](t, a.Pool, "SELECT count(*) FROM outbox") == 0
+	})
+	w := &kafkago.Writer{Addr: kafkago.TCP(kafka), Topic: "chat.events", Balancer: &kafkago.Hash{}}
+	defer w.Close()
+	marker, err := chat.EncodeEvent(chat.Event{Type: chat.EventTyping, ConversationID: conv.ID, UserID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMessages(context.Background(), kafkago.Message{Key: []byte(strconv.FormatInt(conv.ID, 10)), Value: marker,
+		Headers: []kafkago.Header{{Key: "type", Value: []byte(chat.EventTyping)}, {Key: "origin", Value: []byte("chatd:other")}}}); err != nil {
+		t.Fatal(err)
+	}
+	handled := func() float64 { return unlabelled(t, a, "chat_kafka_consumer_events_total").GetCounter().GetValue() }
+	testkit.WaitFor(t, 15*time.Second, "the marker handled", func() bool { return handled() >= 1 })
+	if n := handled(); n != 1 {
+		t.Fatalf("the node handled %v events from Kafka, want 1 (the marker): it took its own back", n)
 	}
 }

@@ -20,7 +20,7 @@ const nodeLockClass int32 = 0x63686e64
 // nodeLock holds the claim of this node's id on the database for the
 // node's life. Everything keyed by the id assumes one node per id: the
 // Kafka consumer group ("chatd-<id>", which two nodes would split, each
-// getting half of the partitions), the outbox origin ("chatd:<id>", whose
+// getting half of the partitions), the outbox origin (originName, whose
 // events a node skips as already delivered, so two nodes would drop each
 // other's), the presence marks (which a starting node clears for its id).
 type nodeLock struct {

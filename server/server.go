@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -127,7 +129,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 
 	// The application name stamps this node on the outbox rows it commits,
 	// so its Kafka consumer can skip events it already delivered itself.
-	appName := "chatd:" + st.NodeID
+	appName := originName(st.NodeID)
 	if err := s.openDB(ctx, st, appName); err != nil {
 		return nil, err
 	}
@@ -168,6 +170,25 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 
 	s.logListeners(st)
 	return s, nil
+}
+
+// maxAppName is the longest application_name PostgreSQL keeps
+// (NAMEDATALEN - 1); it cuts a longer one short without a word.
+const maxAppName = 63
+
+// originName is the node's application_name, which stamps the outbox rows
+// it commits and its ephemeral events (the origin its consumer skips):
+// "chatd:<node id>", or, for an id too long for that, "chatd:", the id's
+// first 40 bytes, "~" and 16 hex digits of its SHA-256. Cut short by
+// PostgreSQL, the outbox's origin would not be the one the node skips, and
+// two long ids that begin alike would share one.
+func originName(nodeID string) string {
+	name := "chatd:" + nodeID
+	if len(name) <= maxAppName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(nodeID))
+	return name[:maxAppName-17] + "~" + hex.EncodeToString(sum[:8])
 }
 
 // openDB opens (or, without a URL, starts) PostgreSQL as appName, brings
