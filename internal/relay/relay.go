@@ -515,18 +515,6 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 		werr = w.WriteMessages(wctx, msgs...)
 		cancel()
 		ok := acknowledged(werr, len(msgs))
-		if refused := r.fitBudget(werr, total); refused >= 0 {
-			// Too large on its own: it can never be published.
-			row := rows[slices.IndexFunc(rows, func(o outboxRow) bool { return o.id == ids[refused] })]
-			r.m.errors.WithLabelValues(kindOversize).Inc()
-			r.log.Error("relay: Kafka refused an outbox row as too large, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "bytes", messageSize(row))
-			ok[refused] = true // done with: deleted below
-		}
-		if onlyTooLarge(werr) {
-			// Nothing failed that a retry of smaller batches, at once,
-			// does not mend.
-			werr, more = nil, true
-		}
 		for _, s := range spans {
 			if !ok[s.i] {
 				tracing.FailTransport(s.span, fmt.Errorf("write to Kafka: %w", werr))
@@ -543,6 +531,17 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 		if n > 0 {
 			r.m.published.Add(float64(n))
 			r.m.batchSize.Observe(float64(n))
+		}
+		if refused := r.fitBudget(werr, total); refused >= 0 {
+			// Too large on its own: it can never be published.
+			row := rows[slices.IndexFunc(rows, func(o outboxRow) bool { return o.id == ids[refused] })]
+			r.m.errors.WithLabelValues(kindOversize).Inc()
+			r.log.Error("relay: Kafka refused an outbox row as too large, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "bytes", messageSize(row))
+			done = append(done, row.id)
+		}
+		if onlyTooLarge(werr) {
+			// Nothing failed that smaller writes, at once, do not mend.
+			werr, more = nil, true
 		}
 	}
 	if len(done) > 0 {

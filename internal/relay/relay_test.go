@@ -334,6 +334,9 @@ func TestRelayFitsItsBatchesToABrokerLimitBelowMaxBatchBytes(t *testing.T) {
 	if n := metric(t, reg, "chat_relay_errors_total", "kind", "oversize"); n != 1 {
 		t.Fatalf("oversize errors %v, want 1", n)
 	}
+	if n := metric(t, reg, "chat_relay_published_total"); int(n) != total {
+		t.Fatalf("published_total %v, want %d (the dropped row is not published)", n, total)
+	}
 }
 
 func TestConsumerDeliversRelayedEventsToHandler(t *testing.T) {
