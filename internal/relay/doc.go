@@ -121,7 +121,9 @@
 // than a retention (default 1h) every minute so the table stays bounded,
 // and turns outbox rows off (nothing writes them any more) once no relay
 // has wanted them for the retention, none holds the lease and no relay
-// session is connected. Run either a Relay or a Pruner, never both.
+// session is connected. While a relay holds the lease or stands by for it
+// (its session connected: the lease is free for a moment when a leader
+// goes) it deletes nothing. Run either a Relay or a Pruner, never both.
 //
 // # Concurrency and lifecycle
 //

@@ -28,8 +28,8 @@ type PrunerConfig struct {
 // configured): every Interval it deletes rows older than Retention, in
 // batches so no statement holds many row locks for long. Run it instead of
 // a Relay: it deletes rows whether or not they were published, so while a
-// relay holds the lease on the same database (a node with Kafka beside
-// this one without), it deletes nothing and says why. Several nodes may
+// relay holds the lease on the same database or stands by for it (a node
+// with Kafka beside this one without), it deletes nothing and says why. Several nodes may
 // run pruners at once; they skip each other's locked rows.
 type Pruner struct {
 	pool    *pgxpool.Pool
@@ -108,33 +108,38 @@ WITH head AS (
 )
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM head)`
 
-// relayLeaseHeld: whether a session holds the relay lease, the session
-// advisory lock pg_try_advisory_lock($1) takes (a bigint key is recorded
-// as its high and low 32 bits, objsubid 1), on this database.
-const relayLeaseHeld = `
-SELECT EXISTS (SELECT 1 FROM pg_locks
-    WHERE locktype = 'advisory' AND granted AND objsubid = 1
-      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND classid = (($1::bigint >> 32) & 4294967295)::oid
-      AND objid = ($1::bigint & 4294967295)::oid)`
+// relayPresent is the condition that a relay may read this database's
+// outbox: a session holds the relay lease, the session advisory lock
+// pg_try_advisory_lock(key) takes (a bigint key is recorded as its high
+// and low 32 bits, objsubid 1), or a relay session (application_name
+// chatd-relay) is connected, leading or standing by: when a leader goes,
+// the lease is free until a relay standing by takes it, within its
+// LeaseInterval. key is the SQL parameter of the lease's key.
+func relayPresent(key string) string {
+	return `(EXISTS (SELECT 1 FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND objsubid = 1
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND classid = ((` + key + `::bigint >> 32) & 4294967295)::oid
+        AND objid = (` + key + `::bigint & 4294967295)::oid)
+  OR EXISTS (SELECT 1 FROM pg_stat_activity
+      WHERE application_name = 'chatd-relay' AND datname = current_database()))`
+}
+
+// relayServes: whether a relay may read the outbox (relayPresent), the
+// lease's key $1.
+var relayServes = `SELECT ` + relayPresent("$1")
 
 // unwantOutbox turns outbox rows off (migrations/functions.sql,
 // chat_want_outbox) when no relay said they are wanted for the retention
-// $1 (seconds), none holds the lease $2 and no relay session (leading or
-// standing by, application_name chatd-relay) is connected: all judged in
-// the one statement that deletes the row, so a node with Kafka that turns
-// them on meanwhile wins (the row it updated fails seen_at on the
-// recheck; the lock it takes to insert one makes this wait and see it).
-const unwantOutbox = `
+// $1 (seconds) and none may read them (relayPresent, the lease's key $2):
+// all judged in the one statement that deletes the row, so a node with
+// Kafka that turns them on meanwhile wins (the row it updated fails
+// seen_at on the recheck; the lock it takes to insert one makes this wait
+// and see it).
+var unwantOutbox = `
 DELETE FROM outbox_wanted w
 WHERE w.seen_at < now() - make_interval(secs => $1)
-  AND NOT EXISTS (SELECT 1 FROM pg_locks
-      WHERE locktype = 'advisory' AND granted AND objsubid = 1
-        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-        AND classid = (($2::bigint >> 32) & 4294967295)::oid
-        AND objid = ($2::bigint & 4294967295)::oid)
-  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
-      WHERE application_name = 'chatd-relay' AND datname = current_database())`
+  AND NOT ` + relayPresent("$2")
 
 // unwant turns outbox rows off if no relay wants them any more.
 func (p *Pruner) unwant(ctx context.Context) error {
@@ -152,19 +157,20 @@ func (p *Pruner) unwant(ctx context.Context) error {
 // after the first batch that holds a row younger than the retention, so an
 // old row far behind younger ones (ids and created_at can disagree a little:
 // created_at is the inserting transaction's start) waits for a later pass.
-// While a relay holds the lease it deletes nothing. Otherwise it first
-// turns outbox rows off when no relay has wanted them for the retention
-// (unwantOutbox): rows already written are pruned as before.
+// While a relay holds the lease or stands by for it (relayPresent) it
+// deletes nothing. Otherwise it first turns outbox rows off when no relay
+// has wanted them for the retention (unwantOutbox): rows already written
+// are pruned as before.
 func (p *Pruner) Prune(ctx context.Context) (int64, error) {
 	var relayed bool
-	if err := p.pool.QueryRow(ctx, relayLeaseHeld, p.cfg.LockKey).Scan(&relayed); err != nil {
+	if err := p.pool.QueryRow(ctx, relayServes, p.cfg.LockKey).Scan(&relayed); err != nil {
 		return 0, fmt.Errorf("look for a relay: %w", err)
 	}
 	if was := p.beside.Swap(relayed); relayed != was {
 		if relayed {
-			p.log.Warn("outbox pruner: a relay publishes this database's outbox to Kafka (a node with CHAT_KAFKA_BROKERS holds its lease); not pruning. Give every node the same Kafka settings")
+			p.log.Warn("outbox pruner: a relay publishes this database's outbox to Kafka (a node with CHAT_KAFKA_BROKERS holds its lease or stands by for it); not pruning. Give every node the same Kafka settings")
 		} else {
-			p.log.Info("outbox pruner: no relay holds the lease any more; pruning")
+			p.log.Info("outbox pruner: no relay holds the lease or stands by for it any more; pruning")
 		}
 	}
 	if relayed {

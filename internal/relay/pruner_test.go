@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/internal/pgtest"
@@ -194,4 +195,46 @@ func TestThePrunerTurnsOutboxRowsOffOnlyAfterItsRetentionWithoutARelay(t *testin
 	if n := outboxCount(t, pool); n != 0 {
 		t.Fatalf("%d old outbox rows left", n)
 	}
+}
+
+// The lease is free for a moment when its holder goes: its PostgreSQL
+// session ends, and a relay standing by (a chatd-relay session, trying
+// the lease every LeaseInterval) takes it a moment later and publishes the
+// rows a Kafka outage left in the outbox. A pruner pass in between must
+// not delete them: it prunes only while no relay session is connected,
+// as it turns outbox rows off only then.
+func TestThePrunerDeletesNothingWhileARelayStandsByForTheLease(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	ev := newEvents(pool)
+	if err := ev.insert(ctx, 2*time.Hour, 1, 1, 2); err != nil { // 3 rows a relay could not publish for 2 h
+		t.Fatal(err)
+	}
+	// A session of its own, not the pool's: closed at cleanup whatever
+	// the test found.
+	cfg := pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = "chatd-relay"
+	standby, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = standby.Close(context.Background()) })
+	p, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := p.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || outboxCount(t, pool) != 3 {
+		t.Fatalf("a pruner beside a relay standing by deleted %d unpublished rows (%d left)", n, outboxCount(t, pool))
+	}
+	if err := standby.Close(ctx); err != nil { // its session goes: nothing reads the outbox any more
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the outbox pruned once no relay session is left", func() bool {
+		n, err := p.Prune(ctx)
+		return err == nil && n == 3
+	})
 }
