@@ -218,7 +218,7 @@ func (p *EphemeralPublisher) append(batch []kafka.Message, ev chat.Event) []kafk
 
 func (p *EphemeralPublisher) failed(err error) {
 	if !p.failing.Swap(true) {
-		p.log.Warn(p.kind+": publishing to Kafka failed; other nodes miss these events until it recovers", "err", err)
+		p.log.Warn(p.kind+": publishing to Kafka failed; other nodes miss these events until it recovers", "err", writeFailure(err))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,7 +351,7 @@ func (r *Relay) lead(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) error
 				attempt++
 				if attempt == 1 {
 					downSince = now
-					r.log.Warn("relay: Kafka write failed, rows stay in the outbox; retrying with backoff", "err", kerr.err)
+					r.log.Warn("relay: Kafka write failed, rows stay in the outbox; retrying with backoff", "err", writeFailure(kerr.err))
 				}
 				retryAt = time.Now().Add(retry.Backoff(attempt, r.cfg.BackoffMin, r.cfg.BackoffMax))
 			default:
@@ -732,6 +733,33 @@ func onlyTooLarge(werr error) bool {
 		}
 	}
 	return true
+}
+
+// writeFailure says what failed in a Kafka write, each distinct error
+// once with the number of messages it failed: kafka-go's WriteErrors
+// repeats a partition's error for every message of it, which made one
+// refused batch of hundreds of rows a log line of tens of kilobytes.
+func writeFailure(err error) string {
+	var werrs kafka.WriteErrors
+	if !errors.As(err, &werrs) {
+		return err.Error()
+	}
+	var distinct []string
+	count := map[string]int{}
+	for _, e := range werrs {
+		if e == nil {
+			continue
+		}
+		s := e.Error()
+		if count[s] == 0 {
+			distinct = append(distinct, s)
+		}
+		count[s]++
+	}
+	for i, s := range distinct {
+		distinct[i] = fmt.Sprintf("%s (%d messages)", s, count[s])
+	}
+	return fmt.Sprintf("%d of %d messages failed: %s", werrs.Count(), len(werrs), strings.Join(distinct, "; "))
 }
 
 // acknowledged reports, per message, whether Kafka acknowledged it.

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -602,4 +604,73 @@ func TestAConsumerRestartedAfterTheTopicWasCreatedAgainHandlesTheNewTopicsEvents
 		rl.Kick()
 	}
 	testkit.WaitFor(t, 10*time.Second, "the new topic's 3 events handled", func() bool { return handled.Load() == 13 })
+}
+
+// A write Kafka refused logs one line that says what failed, not one copy
+// of the broker's error per message: with a batch of hundreds of rows
+// that copy ran to tens of kilobytes, one line that log pipelines cut.
+func TestAFailedKafkaWriteLogsEachDistinctErrorOnce(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	port := testkit.FreePort(t)
+	cluster := startKafka(t, port)
+	var refused atomic.Int32
+	cluster.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Add(1) > 3 {
+			cluster.DropControl()
+			return nil, nil, false
+		}
+		cluster.KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = 6 // NOT_LEADER_FOR_PARTITION
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	var logs lockedBuffer
+	cfg := testConfig(t, port, nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	rl := newRelay(t, pool, cfg)
+	ev := newEvents(pool)
+	ev.mustInsert(t, slices.Repeat([]int64{71}, 50)...) // one batch, one partition
+	start(t, rl.Run)
+	testkit.WaitFor(t, 15*time.Second, "outbox drained", func() bool { return outboxCount(t, pool) == 0 })
+	var line string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "Kafka write failed") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no warning of the failed write in the log:\n%s", logs.String())
+	}
+	if n := strings.Count(line, "Not Leader For Partition"); n != 1 || len(line) > 1000 {
+		t.Fatalf("the warning names the error %d times in %d bytes, want once:\n%s", n, len(line), line)
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
