@@ -499,3 +499,36 @@ func TestANodeWithALongIDSkipsItsOwnEventsComingBackFromKafka(t *testing.T) {
 		t.Fatalf("the node handled %v events from Kafka, want 1 (the marker): it took its own back", n)
 	}
 }
+
+// chat.events is created with 12 partitions when it does not exist
+// (docs/operations.md, Sizing Kafka partitions), also when Kafka was
+// unreachable as the node started: the relay creates it before its first
+// write, rather than the write having the broker create it with its
+// default count (1 in Kafka's own configuration), which nothing changes
+// afterwards.
+func TestAChatEventsTopicMadeAfterKafkaWasUnreachableAtStartHasTwelvePartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a chatd node and Kafka")
+	}
+	url, port := pgtest.NewDB(t), testkit.FreePort(t)
+	kafka := "127.0.0.1:" + strconv.Itoa(port)
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "late-kafka"}) // nothing listens yet
+	conv := mustGroup(t, context.Background(), a, 1, "late kafka", []int64{2})
+	kafkatest.Start(t, kfake.Ports(port), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+	mustSendAs(t, a, conv.ID, 1, "first")
+	testkit.WaitFor(t, 30*time.Second, "the outbox relayed", func() bool {
+		return pgtest.QueryOne[int](t, a.Pool, "SELECT count(*) FROM outbox") == 0
+	})
+	conn, err := kafkago.Dial("tcp", kafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	parts, err := conn.ReadPartitions("chat.events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 12 {
+		t.Fatalf("chat.events has %d partitions, want 12", len(parts))
+	}
+}

@@ -317,7 +317,7 @@ func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appNam
 	}
 	tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer tcancel()
-	if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.KafkaTopic, 12); err != nil {
+	if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.KafkaTopic, eventsPartitions); err != nil {
 		s.log.Warn("could not ensure the Kafka topic; the relay retries publishing", "topic", st.KafkaTopic, "err", err)
 	}
 	cons, err := relay.NewConsumer(relay.ConsumerConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
@@ -333,6 +333,11 @@ func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appNam
 	s.profiles = newRemoteProfiles(s.store, s.Hub, s.largeGroup, s.log.With("component", "remote-profiles"))
 	return nil
 }
+
+// eventsPartitions is the partition count chatd creates chat.events with
+// (docs/operations.md, Sizing Kafka partitions): as a node starts, or,
+// when Kafka was unreachable then, by the relay before its first write.
+const eventsPartitions = 12
 
 // worker is one of the node's long-running loops, named for the report of
 // a shutdown that could not stop it.
@@ -402,7 +407,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	s.sessions = store.NewSessions(pool)
 	if len(st.KafkaBrokers) > 0 {
 		if s.relay, err = relay.New(pool, relay.Config{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic, NodeID: st.NodeID,
-			Entries: s.sessions, Logger: log, Registerer: s.Registry, Tracer: s.tracer}); err != nil {
+			Partitions: eventsPartitions, Entries: s.sessions, Logger: log, Registerer: s.Registry, Tracer: s.tracer}); err != nil {
 			return fmt.Errorf("kafka relay: %w", err)
 		}
 	}

@@ -11,7 +11,10 @@
 // them every minute): a stream entry's row
 // (message.new) references the entry by (conversation_id, seq), every
 // other row carries its event JSON (payload). A Relay publishes those rows
-// to the topic chat.events (Config.Topic):
+// to the topic chat.events (Config.Topic), which it creates before its
+// first write if it does not exist yet (with Config.Partitions partitions:
+// a write to a missing topic would have the broker create it with its
+// default count, and ephemeral events are never written to one):
 //
 //   - in id order, keyed by conversation id, with kafka.Hash so a
 //     conversation always lands on one partition, and RequiredAcks =

@@ -116,16 +116,19 @@ func NewEphemeralPublisher(cfg EphemeralConfig) (*EphemeralPublisher, error) {
 	}
 	p.transport = &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-" + p.kind}
 	p.w = &kafka.Writer{
-		Addr:                   kafka.TCP(cfg.Brokers...),
-		Topic:                  orDefault(cfg.Topic, DefaultTopic),
-		Balancer:               &kafka.Hash{},
-		RequiredAcks:           kafka.RequireOne,
-		BatchSize:              ephemeralBatch,
-		BatchTimeout:           time.Millisecond,
-		WriteTimeout:           5 * time.Second,
-		MaxAttempts:            3,
-		AllowAutoTopicCreation: true,
-		Transport:              p.transport,
+		Addr:         kafka.TCP(cfg.Brokers...),
+		Topic:        orDefault(cfg.Topic, DefaultTopic),
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireOne,
+		BatchSize:    ephemeralBatch,
+		BatchTimeout: time.Millisecond,
+		WriteTimeout: 5 * time.Second,
+		MaxAttempts:  3,
+		// The topic is the outbox relay's to create, with its partition
+		// count (Config.Partitions): an ephemeral event written first
+		// would have the broker create it with its default count, for
+		// good. Until it exists, events are dropped like any that fail.
+		Transport: p.transport,
 	}
 	go p.run()
 	return p, nil

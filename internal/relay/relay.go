@@ -41,6 +41,11 @@ type Config struct {
 	Brokers []string // Kafka bootstrap addresses, host:port
 	Topic   string   // default DefaultTopic
 	NodeID  string   // for logs and the Kafka client id
+	// Partitions, when above 0, is how many partitions the relay creates
+	// the topic with (EnsureTopic) if it does not exist at its first
+	// write, which then waits for that; 0: the write has the broker
+	// create it, with the broker's default count.
+	Partitions int
 
 	BatchSize     int           // rows per Kafka write, default 500
 	MaxBatchBytes int           // bytes per Kafka write, default 1 MiB; larger single rows are dropped
@@ -95,6 +100,9 @@ type Relay struct {
 	running atomic.Bool
 	leading atomic.Bool // holds the lease and publishes
 
+	// topicReady: the topic was found or created (Config.Partitions).
+	// Run's goroutine alone uses it.
+	topicReady bool
 	// budget bounds the bytes of one Kafka write (MaxBatchBytes until
 	// Kafka refused a batch as too large: see fitBudget). Run's goroutine
 	// alone uses it.
@@ -264,7 +272,7 @@ func (r *Relay) newWriter() (*kafka.Writer, *kafka.Transport) {
 		ReadTimeout:            r.cfg.WriteTimeout,
 		WriteTimeout:           r.cfg.WriteTimeout,
 		RequiredAcks:           kafka.RequireAll,
-		AllowAutoTopicCreation: true,
+		AllowAutoTopicCreation: r.cfg.Partitions == 0,
 		Transport:              transport,
 		ErrorLogger:            kafkaLogger(r.log, slog.LevelDebug, nil),
 	}
@@ -455,6 +463,12 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 		return false, nil
 	}
 	more = len(rows) == r.cfg.BatchSize
+	if !r.topicReady && r.cfg.Partitions > 0 {
+		if err := r.ensureTopic(ctx); err != nil {
+			return false, &kafkaError{err: err}
+		}
+		r.topicReady = true
+	}
 
 	// Keep the batch under MaxBatchBytes so that kafka-go puts each
 	// partition's messages in a single produce request: the request
@@ -562,6 +576,35 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 		r.m.pending.Set(0)
 	}
 	return more, nil
+}
+
+// ensureTopic creates the topic with Config.Partitions partitions if it
+// does not exist: before the relay's first write, since a write to a
+// missing topic has the broker create it with its default count (1 in
+// Kafka's own configuration), for good, when the node could not ensure it
+// as it started (Kafka unreachable then). A topic that exists is left as
+// it is, without asking for CreateTopics, which a broker may refuse a
+// client allowed to write.
+func (r *Relay) ensureTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+	defer cancel()
+	transport := &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-relay-" + r.cfg.NodeID}
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(r.cfg.Brokers...), Transport: transport}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{r.cfg.Topic}})
+	if err != nil {
+		return fmt.Errorf("ensure topic %s: metadata: %w", r.cfg.Topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name == r.cfg.Topic && t.Error == nil && len(t.Partitions) > 0 {
+			return nil
+		}
+	}
+	if err := EnsureTopic(ctx, r.cfg.Brokers, r.cfg.Topic, r.cfg.Partitions); err != nil {
+		return err
+	}
+	r.log.Info("relay: created the topic", "partitions", r.cfg.Partitions)
+	return nil
 }
 
 func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, error) {

@@ -13,9 +13,10 @@ import (
 // EnsureTopic creates topic with the given number of partitions on the
 // cluster behind brokers unless it exists already (an existing topic is
 // left as it is, whatever its partition count). The replication factor is
-// min(3, number of brokers). The relay does not need it, because its writer
-// may auto-create the topic, but auto-created topics get the broker's
-// default partition count; call it at start-up to choose.
+// min(3, number of brokers). A topic a write has the broker create gets
+// the broker's default partition count: call it at start-up to choose, and
+// give the Relay the count (Config.Partitions), which creates the topic
+// before its first write when it is still missing then.
 //
 // The partition count is part of the ordering contract: a conversation maps
 // to partition hash(conversationId) mod partitions, so adding partitions
