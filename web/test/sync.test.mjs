@@ -420,6 +420,17 @@ for (const how of ['offline: the conversation is not known yet', 'online, the in
   });
 }
 
+test('typing in a second conversation right after the first tells its members too; typing on in one is throttled', () => {
+  const { state, api } = rig();
+  const typed = [];
+  const sync = new Sync(state, api, Object.assign(new EventTarget(), { typing: (cid) => typed.push(cid) }));
+  sync.typing(7);
+  sync.typing(8);
+  sync.typing(7);
+  sync.typing(8);
+  assert.deepEqual(typed, [7, 8]);
+});
+
 test('a send left unanswered more than a day ago is not sent out of the blue by a later page', async () => {
   const { Outbox } = await import('../src/store/outbox.js');
   const storage = memoryStorage();

@@ -52,7 +52,7 @@ export class Sync {
     this.inboxBusy = null;
     this.inboxAgain = false;
     this.openFailed = null; // the open conversation, when loading it failed
-    this.lastTypingSent = 0;
+    this.typingSent = new Map(); // conversation id → when a typing indicator last went out
     // Sends not answered yet, kept across page loads (outbox.js); set by
     // main. restored: those of an earlier page were sent again.
     this.outbox = null;
@@ -774,8 +774,11 @@ export class Sync {
   /** Throttled "typing" signal while the user types. */
   typing(cid) {
     const now = Date.now();
-    if (now - this.lastTypingSent < TYPING_SEND_EVERY_MS) return;
-    this.lastTypingSent = now;
+    if (now - (this.typingSent.get(cid) ?? 0) < TYPING_SEND_EVERY_MS) return;
+    // Per conversation, as the server's throttle: typing here says nothing
+    // of another conversation. Those not typed in for a while go.
+    for (const [id, at] of this.typingSent) if (now - at >= TYPING_SEND_EVERY_MS) this.typingSent.delete(id);
+    this.typingSent.set(cid, now);
     this.session.typing(cid);
   }
 
