@@ -47,8 +47,9 @@ type Config struct {
 	// SendTimeout bounds one publish's database work (default 5s).
 	SendTimeout time.Duration
 	// RPCWorkers and RPCQueue size the pool that runs RPC requests
-	// (default 8 and 256); a request that finds the queue full is
-	// refused (PUBACK 0x97, reply 503).
+	// (default 8 and 256); a request that finds the queue full, or an
+	// eighth of it (at least 4) taken by its user's requests, is refused
+	// (PUBACK 0x97, reply 503).
 	RPCWorkers, RPCQueue int
 	// MaxSubscriptions per client (default 16).
 	MaxSubscriptions int

@@ -583,7 +583,7 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 		defer cancel()
 		reply(h.cfg.RPC(ctx, ci.userID, method, payload))
 	}
-	if !h.rpc.submit(job) {
+	if !h.rpc.submit(ci.userID, job) {
 		if revoking {
 			ci.revoking.Add(-1)
 		}

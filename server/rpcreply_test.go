@@ -81,17 +81,25 @@ func TestAnRPCReplyOfAClosedConnectionDoesNotReachTheNextUserOfItsClientID(t *te
 func TestAnRPCRefusedForBusyWorkersSaysWhenToRetry(t *testing.T) {
 	ctx := context.Background()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"})
-	conv := mustGroup(t, ctx, srv, 1, "busy", nil)
-	// Every request waits for this lock: the workers (8) and their queue
-	// (256) fill up.
-	pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
-	c := rawClient(t, srv.MQTTAddr(), 1, "busy-rpc", 5, true)
-	req := []byte(fmt.Sprintf(`{"conversationId":%d,"title":"again"}`, conv.ID))
+	// Nine users, each with a group of their own whose every update waits
+	// for a lock: their requests, asked in turn, fill the workers (8) and
+	// their queue (256) before any one user's share of it (32).
+	const users = 9
+	var clients []*mqtttest.Client
+	var reqs [][]byte
+	for u := int64(1); u <= users; u++ {
+		conv := mustGroup(t, ctx, srv, u, "busy", nil)
+		pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
+		clients = append(clients, rawClient(t, srv.MQTTAddr(), u, fmt.Sprint("busy-rpc-", u), 5, true))
+		reqs = append(reqs, []byte(fmt.Sprintf(`{"conversationId":%d,"title":"again"}`, conv.ID)))
+	}
+	var c *mqtttest.Client
 	var refused []byte // the correlation data of the first request refused
 	for i := 0; i < 400 && refused == nil; i++ {
 		corr := []byte(fmt.Sprintf("r%d", i))
-		ack, err := c.Publish("chat/v1/rpc/conversation.update", 1, req,
-			mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: corr})
+		c = clients[i%users]
+		ack, err := c.Publish("chat/v1/rpc/conversation.update", 1, reqs[i%users],
+			mqtttest.PublishOpts{ResponseTopic: fmt.Sprintf("chat/v1/user/%d/rpc", i%users+1), CorrelationData: corr})
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -119,5 +127,50 @@ func TestAnRPCRefusedForBusyWorkersSaysWhenToRetry(t *testing.T) {
 	}
 	if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 503 || reply.Error.Code != "unavailable" || reply.Error.RetryAfter != 1 {
 		t.Fatalf("reply to the refused request: %s (%v), want status 503, code unavailable, retryAfter 1", pk.Payload, err)
+	}
+}
+
+// One user's requests take at most their share of the node's request
+// queue (an eighth of it: 32): a burst of requests that wait (here for a
+// locked row) is refused past it, and another user's request is still
+// taken and answered, not refused for a queue the first filled.
+func TestOneUsersWaitingRPCRequestsLeaveRoomForAnotherUsers(t *testing.T) {
+	ctx := context.Background()
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"})
+	conv := mustGroup(t, ctx, srv, 1, "busy", nil)
+	release := pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
+	flood := rawClient(t, srv.MQTTAddr(), 1, "flooding-rpc", 5, true)
+	req := []byte(fmt.Sprintf(`{"conversationId":%d,"title":"again"}`, conv.ID))
+	taken := 0
+	for i := 0; i < 400; i++ {
+		ack, err := flood.Publish("chat/v1/rpc/conversation.update", 1, req,
+			mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: []byte(fmt.Sprint("f", i))})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if ack.ReasonCode == 0x97 {
+			break
+		}
+		if ack.ReasonCode != 0 {
+			t.Fatalf("request %d: PUBACK 0x%02x", i, ack.ReasonCode)
+		}
+		taken++
+	}
+	other := rawClient(t, srv.MQTTAddr(), 2, "patient-rpc", 5, true)
+	ack, err := other.Publish("chat/v1/rpc/me.get", 1, []byte(`{}`),
+		mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/2/rpc", CorrelationData: []byte("other")})
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("another user's request while %d of the first user's wait: PUBACK 0x%02x %v, want 0x00 (taken)", taken, ack.ReasonCode, err)
+	}
+	if taken > 32 {
+		t.Fatalf("%d requests of one user waiting for a lock taken, want at most 32 (an eighth of the queue)", taken)
+	}
+	release()
+	pk := nextReply(t, other, "the answer to the other user's request", 20*time.Second, []byte("other"))
+	var reply struct {
+		Status int `json:"status"`
+	}
+	if err := json.Unmarshal(pk.Payload, &reply); err != nil || reply.Status != 200 {
+		t.Fatalf("the other user's reply: %s (%v), want status 200", pk.Payload, err)
 	}
 }
