@@ -434,7 +434,9 @@ func (c *Client) Download(ctx context.Context, attachmentID string, w io.Writer)
 }
 
 // DownloadFrom is Download from byte offset on, to resume a file a
-// previous run wrote offset bytes of.
+// previous run wrote offset bytes of. At the file's end it writes nothing;
+// past it (the file on disk is not this attachment) it fails with
+// ErrInvalid.
 func (c *Client) DownloadFrom(ctx context.Context, attachmentID string, w io.Writer, offset int64) (DownloadInfo, error) {
 	return c.download(ctx, "/v1/attachments/"+attachmentID, w, offset)
 }
@@ -513,7 +515,18 @@ func (c *Client) downloadOnce(ctx context.Context, path string, w io.Writer, off
 		}
 		info.Size = size
 	case http.StatusRequestedRangeNotSatisfiable:
-		return true, false, nil // offset is the end: nothing left
+		// The offset is at or past the end: the answer's Content-Range
+		// (bytes */size) says which. A file longer than the attachment is
+		// not the attachment.
+		var size int64
+		if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes */%d", &size); err != nil {
+			return true, false, nil // not said (an object store's answer): at the end
+		}
+		info.Size = size
+		if *offset != size {
+			return false, false, &Error{Op: "download", Code: "invalid", Message: fmt.Sprintf("offset %d is past the end of the file (%d bytes)", *offset, size)}
+		}
+		return true, false, nil
 	default:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return false, false, httpError("download", resp, b)

@@ -63,6 +63,14 @@ func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
 	if info, err := bob.DownloadFrom(ctx, a.ID, &rest, 1000); err != nil || info.Written != a.Size-1000 || !bytes.Equal(rest.Bytes(), buf.Bytes()[1000:]) {
 		t.Fatalf("resume: %+v %v", info, err)
 	}
+	// Resuming a file already whole: nothing more; one longer than the
+	// attachment is not taken for whole.
+	if info, err := bob.DownloadFrom(ctx, a.ID, io.Discard, a.Size); err != nil || info.Written != 0 || info.Size != a.Size {
+		t.Fatalf("resume at the end: %+v %v, want nothing written of %d bytes", info, err, a.Size)
+	}
+	if info, err := bob.DownloadFrom(ctx, a.ID, io.Discard, a.Size+10); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("resume past the end of a %d-byte attachment: %+v %v, want an invalid error", a.Size, info, err)
+	}
 	// A non-member is refused for good.
 	eve := connectHTTP(t, srv, 3, api)
 	if _, err := eve.Download(ctx, a.ID, io.Discard); !errors.Is(err, client.ErrNotMember) {
