@@ -311,7 +311,11 @@ func withMigrationLock(ctx context.Context, pool *pgxpool.Pool, fn func(*pgx.Con
 
 // readStatus joins the recorded migrations with the binary's, by version.
 func readStatus(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]MigrationStatus, error) {
-	rows, err := conn.Query(ctx, `SELECT version, name, COALESCE(sha256, ''), applied_at FROM schema_migrations ORDER BY version`)
+	// The sha256 column is read through the row's JSON: a database
+	// migrated before checksums were recorded has none until Migrate adds
+	// it, and MigrationsStatus and CheckSchema, which change nothing, read
+	// such a database too.
+	rows, err := conn.Query(ctx, `SELECT version, name, COALESCE(to_jsonb(m)->>'sha256', ''), applied_at FROM schema_migrations m ORDER BY version`)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
 	}

@@ -142,6 +142,39 @@ func TestMigrateAdoptsChecksumsOfMigrationsAppliedBeforeTheyWereRecorded(t *test
 	}
 }
 
+// A database a chatd migrated before migrations were recorded with their
+// checksums has no sha256 column until the next Migrate adds it: chatctl
+// migrate status (which changes nothing) and the schema check of
+// chatctl's database commands read it as it is, its migrations applied.
+func TestMigrationStatusAndTheSchemaCheckReadADatabaseMigratedBeforeChecksumsWereRecorded(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(testCtx(t), `ALTER TABLE schema_migrations DROP COLUMN sha256`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.MigrationsStatus(testCtx(t), pool)
+	if err != nil {
+		t.Fatalf("migration status of a database without checksums: %v", err)
+	}
+	ms, _ := store.Migrations()
+	if len(st) != len(ms) {
+		t.Fatalf("migration status lists %d migrations, want %d", len(st), len(ms))
+	}
+	for _, s := range st {
+		if s.State != store.MigrationApplied || s.Applied != "" || s.AppliedAt == nil {
+			t.Errorf("migration %s: state %s, applied sha256 %q, applied at %v; want applied, no sha256 recorded, a time", s.Name, s.State, s.Applied, s.AppliedAt)
+		}
+	}
+	if err := store.CheckSchema(testCtx(t), pool); err != nil {
+		t.Fatalf("schema check of a database without checksums: %v", err)
+	}
+	if _, err := store.Migrate(testCtx(t), pool); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM schema_migrations WHERE sha256 IS NULL`); n != 0 {
+		t.Fatalf("%d migrations still without a checksum after Migrate", n)
+	}
+}
+
 func TestEveryMigrateReappliesTheSQLFunctions(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	if _, err := pool.Exec(testCtx(t), `DROP FUNCTION chat_send_batch(text[], bigint[], bigint[], uuid[], text[], bigint[], bigint[], bigint[], text[], boolean[], interval, interval, text[], text[], jsonb[], text[])`); err != nil {
