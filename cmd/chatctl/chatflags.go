@@ -65,6 +65,10 @@ func (f chatFlags) explain(err error, conv int64) error {
 // (unless f.long): a user who says how long to wait for chatd means the
 // whole command, however many requests it makes.
 func (f chatFlags) with(ctx context.Context, a *app, fn func(context.Context, *client.Client) error, opts ...func(*client.Config)) error {
+	if *f.timeout <= 0 {
+		// It bounds connecting, and every request; none could be made.
+		return usagef("%s: --timeout must be positive, e.g. --timeout 10s", f.fs.Name())
+	}
 	if !f.long {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *f.timeout)

@@ -23,6 +23,16 @@ func runHistory(ctx context.Context, a *app, args []string) error {
 	if *before != 0 && *after != 0 {
 		return usagef("%s: give --before or --after, not both", cf.fs.Name())
 	}
+	if *before < 0 || *after < 0 {
+		name := "before"
+		if *after < 0 {
+			name = "after"
+		}
+		return usagef("%s: --%s must be a positive seq (leave it out for the newest messages)", cf.fs.Name(), name)
+	}
+	if *limit < 0 {
+		return usagef("%s: --limit must not be negative (at most 200 messages)", cf.fs.Name())
+	}
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		msgs, err := c.History(ctx, *conv, client.HistoryOptions{BeforeSeq: *before, AfterSeq: *after, Limit: *limit})
 		if err != nil {

@@ -17,6 +17,9 @@ func runInbox(ctx context.Context, a *app, args []string) error {
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
+	if *limit < 0 {
+		return usagef("%s: --limit must not be negative (at most 200 conversations)", cf.fs.Name())
+	}
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		page, err := c.Inbox(ctx, client.InboxOptions{Limit: *limit})
 		if err != nil {

@@ -25,6 +25,9 @@ func runTail(ctx context.Context, a *app, args []string) error {
 	if err := optionalIDs(cf.fs, "conversation"); err != nil {
 		return err
 	}
+	if *count < 0 {
+		return usagef("%s: --count must not be negative (0: run until Ctrl-C)", cf.fs.Name())
+	}
 	// A tail outlives the token chatctl mints (commandTokenTTL), and
 	// chatd ends a connection when its token expires.
 	cf.renewToken = true

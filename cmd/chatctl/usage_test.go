@@ -87,3 +87,31 @@ func TestTheHelpNamesEveryCommandThatActsAsAUser(t *testing.T) {
 		}
 	}
 }
+
+// TestACountLimitOrSeqBelowZeroOrATimeoutNotPositiveIsAUsageError: tail
+// --count -1 ran until Ctrl-C as if no count was given; inbox and history
+// sent a negative --limit, and history a negative --before or --after, to
+// chatd to be refused (exit 1, a failure of chatd's); --timeout 0 or
+// below gave up at once with "context deadline exceeded". Each is a usage
+// error now, before connecting, naming the flag.
+func TestACountLimitOrSeqBelowZeroOrATimeoutNotPositiveIsAUsageError(t *testing.T) {
+	// No chatd runs: a command that went on to connect would fail with
+	// exit 1, not 2.
+	env := map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:1", "CHAT_JWT_SECRET": strings.Repeat("s", 32)}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tail", "--user", "1", "--count", "-1"}, "chatctl: tail: --count must not be negative"},
+		{[]string{"inbox", "--user", "1", "--limit", "-1"}, "chatctl: inbox: --limit must not be negative"},
+		{[]string{"history", "--user", "1", "--conversation", "2", "--limit", "-5"}, "chatctl: history: --limit must not be negative"},
+		{[]string{"history", "--user", "1", "--conversation", "2", "--before", "-1"}, "chatctl: history: --before must be a positive seq"},
+		{[]string{"history", "--user", "1", "--conversation", "2", "--after", "-1"}, "chatctl: history: --after must be a positive seq"},
+		{[]string{"send", "--user", "1", "--peer", "2", "--body", "x", "--timeout", "0"}, "chatctl: send: --timeout must be positive"},
+		{[]string{"inbox", "--user", "1", "--timeout", "-1s"}, "chatctl: inbox: --timeout must be positive"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			wantFail(t, chatctl(t, env, c.args...), 2, c.want)
+		})
+	}
+}
