@@ -135,7 +135,7 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 	tok := *f.token
 	var renew func(context.Context) (string, error)
 	if tok == "" {
-		secret, err := a.jwtSecret(*f.secret, *f.dataDir)
+		secret, err := a.jwtSecret(f.fs.Name(), *f.secret, *f.dataDir)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w\n(or pass a token with --token \"$(chatctl token --user %d)\")", err, *f.user)
 		}

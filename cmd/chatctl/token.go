@@ -30,7 +30,7 @@ func runToken(_ context.Context, a *app, args []string) error {
 	if *ttl <= 0 {
 		return usagef("token: --ttl must be positive, e.g. --ttl 24h")
 	}
-	secret, err := a.jwtSecret(*secretFlag, *dataDir)
+	secret, err := a.jwtSecret(fset.Name(), *secretFlag, *dataDir)
 	if err != nil {
 		return err
 	}
@@ -44,11 +44,12 @@ func runToken(_ context.Context, a *app, args []string) error {
 
 // jwtSecret resolves the HS256 secret like chatd: explicit, else the
 // configured one, else the generated file (which chatctl never creates:
-// a token signed with a secret chatd does not know is useless).
-func (a *app) jwtSecret(explicit, dataDir string) ([]byte, error) {
+// a token signed with a secret chatd does not know is useless). cmd names
+// the command whose --secret explicit is, in errors.
+func (a *app) jwtSecret(cmd, explicit, dataDir string) ([]byte, error) {
 	if explicit != "" {
 		if len(explicit) < config.MinJWTSecretBytes {
-			return nil, usagef("token: --secret is %d bytes; chatd accepts only secrets of at least %d bytes", len(explicit), config.MinJWTSecretBytes)
+			return nil, usagef("%s: --secret is %d bytes; chatd accepts only secrets of at least %d bytes", cmd, len(explicit), config.MinJWTSecretBytes)
 		}
 		return []byte(explicit), nil
 	}

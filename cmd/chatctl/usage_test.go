@@ -115,3 +115,25 @@ func TestACountLimitOrSeqBelowZeroOrATimeoutNotPositiveIsAUsageError(t *testing.
 		})
 	}
 }
+
+// TestAShortSecretIsNamedAsTheCommandsOwnFlag: every command that mints
+// its token refuses a --secret chatd would not accept, but the error
+// named the token command ("chatctl: token: --secret is 5 bytes") whatever
+// command was run.
+func TestAShortSecretIsNamedAsTheCommandsOwnFlag(t *testing.T) {
+	env := map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:1"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token", "--user", "1", "--secret", "short"}, "chatctl: token: --secret is 5 bytes"},
+		{[]string{"send", "--user", "1", "--peer", "2", "--body", "x", "--secret", "short"}, "chatctl: send: --secret is 5 bytes"},
+		{[]string{"group", "members", "--user", "1", "--conversation", "2", "--secret", "short"}, "chatctl: group members: --secret is 5 bytes"},
+	} {
+		r := chatctl(t, env, c.args...)
+		wantFail(t, r, 2, c.want)
+		if c.args[0] != "token" && strings.Contains(r.stderr, "token: --secret") {
+			t.Errorf("%v: the error names the token command:\n%s", c.args, r.stderr)
+		}
+	}
+}
