@@ -641,3 +641,32 @@ func TestEmptyYAML(t *testing.T) {
 		t.Errorf("null value should keep the default, got %d", s.MaxMembers)
 	}
 }
+
+// TestARedisURLChatdCannotUseIsRefusedByLoad: a redis_url with a host and
+// the redis:// scheme was accepted by Load although the rate limiter's
+// parser (go-redis) refuses it: a database that is not a number, a path
+// of more than one part, an option it does not know or cannot read. chatd
+// then started its PostgreSQL, migrated, and failed with exit status 1,
+// which a supervisor restarts every 2 s for ever, where a bad setting
+// exits 2. The value is a secret: the error never shows the password.
+func TestARedisURLChatdCannotUseIsRefusedByLoad(t *testing.T) {
+	for _, v := range []string{
+		"redis://:hunter2secret@redis:6379/abc",
+		"redis://:hunter2secret@redis:6379/0/1",
+		"redis://:hunter2secret@redis:6379/0?pool=3",
+		"rediss://:hunter2secret@redis:6380/0?dial_timeout=soon",
+	} {
+		t.Run(v, func(t *testing.T) {
+			_, err := Load(nil, env(map[string]string{"CHAT_REDIS_URL": v}))
+			wantLoadError(t, err, []string{"redis_url", "env CHAT_REDIS_URL", "not shown: secret"})
+			if err != nil && strings.Contains(err.Error(), "hunter2secret") {
+				t.Errorf("the password is in the error: %v", err)
+			}
+		})
+	}
+	for _, v := range []string{"redis://:pw@redis:6379/2", "rediss://user:pw@redis/0?client_name=chatd&dial_timeout=3s", "redis://redis"} {
+		if s := mustLoad(t, nil, map[string]string{"CHAT_REDIS_URL": v}); s.RedisURL != v {
+			t.Errorf("redis_url %q loaded as %q", v, s.RedisURL)
+		}
+	}
+}

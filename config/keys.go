@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	chat "github.com/chatd/chatd"
 )
 
@@ -291,9 +293,25 @@ var keys = append([]*key{
 			s.DeliveredFlush, err = parseDurationBetween(v, 50*time.Millisecond, 10*time.Second, "50ms and 10s")
 			return
 		}),
-	secretKey(urlKey("redis_url", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
+	secretKey(mk("redis_url", "", `Redis URL shared by the nodes' rate limits; "" keeps them in each node's memory`,
 		"use a URL like redis://:PASSWORD@redis.example:6379/0 (rediss:// for TLS), or leave it empty",
-		"a redis:// or rediss:// URL with a host", func(s *Settings) *string { return &s.RedisURL }, "redis", "rediss")),
+		func(s *Settings, v string) error {
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+					return errors.New("is not a redis:// or rediss:// URL with a host")
+				}
+				// The rate limiter's own parser: a URL it refuses (a
+				// database that is not a number, an unknown option)
+				// would otherwise stop chatd only once it started. Its
+				// errors name the part, never the password.
+				if _, err := redis.ParseURL(v); err != nil {
+					return fmt.Errorf("is not a URL the Redis client takes: %s", strings.TrimPrefix(err.Error(), "redis: "))
+				}
+			}
+			s.RedisURL = v
+			return nil
+		})),
 	mk("shutdown_timeout", "15s", "graceful shutdown budget",
 		"use a positive Go duration such as 15s",
 		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
