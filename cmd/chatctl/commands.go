@@ -374,8 +374,8 @@ func requireIDs(fs *flag.FlagSet, ids ...required) error {
 	return nil
 }
 
-// parseIDs parses "2,3,4".
-func parseIDs(flagName, s string) ([]int64, error) {
+// parseIDs parses "2,3,4", the value of fs's flag flagName.
+func parseIDs(fs *flag.FlagSet, flagName, s string) ([]int64, error) {
 	out := []int64{}
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
@@ -384,7 +384,7 @@ func parseIDs(flagName, s string) ([]int64, error) {
 		}
 		id, err := strconv.ParseInt(p, 10, 64)
 		if err != nil || id <= 0 {
-			return nil, usagef("--%s: %q is not a user id; give comma-separated positive ids like 2,3,4", flagName, p)
+			return nil, usagef("%s: --%s: %q is not a user id; give comma-separated positive ids like 2,3,4", fs.Name(), flagName, p)
 		}
 		out = append(out, id)
 	}

@@ -66,7 +66,7 @@ func runConversationCreate(ctx context.Context, a *app, args []string) error {
 	if err := requireID(fs, "owner", *owner, "the user id of the group's owner"); err != nil {
 		return err
 	}
-	members, err := parseIDs("members", *membersFlag)
+	members, err := parseIDs(fs, "members", *membersFlag)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 )
 
@@ -38,13 +39,16 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 	if *avatar != "" && *avatarFile != "" {
 		return usagef("%s: give --avatar or --avatar-file, not both", cf.fs.Name())
 	}
+	var ids []int64
+	if *of != "" {
+		var err error
+		if ids, err = parseIDs(cf.fs, "of", *of); err != nil {
+			return err
+		}
+	}
 	cf.long = *avatarFile != ""
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *of != "" {
-			ids, err := parseIDs("of", *of)
-			if err != nil {
-				return err
-			}
 			ps, err := c.Users(ctx, ids)
 			if err != nil {
 				return cf.explain(err, 0)
@@ -289,6 +293,9 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 		u.Title = title
 	}
 	if *history != "" {
+		if *history != chat.HistoryJoined && *history != chat.HistoryAll {
+			return usagef("%s: --history must be joined or all", fs.Name())
+		}
 		u.HistoryVisible = history
 	}
 	if u.Title == nil && u.About == nil && u.AvatarURL == nil && *avatarFile == "" && u.HistoryVisible == nil {

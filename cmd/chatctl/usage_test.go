@@ -137,3 +137,26 @@ func TestAShortSecretIsNamedAsTheCommandsOwnFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagValuesChatctlCanCheckAreRefusedBeforeConnecting: profile --of
+// with something that is not a user id, and group update --history with
+// neither joined nor all, were checked only once connected (--of) or by
+// chatd (--history): with chatd down the command said it could not reach
+// chatd (exit 1), with chatd up --history came back as chatd's refusal
+// (exit 1). Each is a usage error now, naming the command and the flag,
+// as --role's is.
+func TestFlagValuesChatctlCanCheckAreRefusedBeforeConnecting(t *testing.T) {
+	env := map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:1", "CHAT_JWT_SECRET": strings.Repeat("s", 32)}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"profile", "--user", "1", "--of", "2,x"}, `chatctl: profile: --of: "x" is not a user id`},
+		{[]string{"group", "update", "--user", "1", "--conversation", "3", "--history", "sometimes"}, "chatctl: group update: --history must be joined or all"},
+		{[]string{"conversation", "create", "--owner", "1", "--members", "2,x"}, `chatctl: conversation create: --members: "x" is not a user id`},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			wantFail(t, chatctl(t, env, c.args...), 2, c.want)
+		})
+	}
+}
