@@ -152,7 +152,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 	}
 
 	api := httpapi.New(s.Service, verifier.VerifyIssuedAt, func(context.Context) error { return s.ops.ping.get() }, log.With("component", "http"),
-		httpapi.WithTracer(s.tracer))
+		httpapi.WithTracer(s.tracer), httpapi.WithSendTimeout(st.SendTimeout))
 	s.api = api
 	if err := s.prepareConsumer(ctx, st, appName); err != nil {
 		return nil, err

@@ -28,6 +28,9 @@ type API struct {
 	mux    *http.ServeMux
 	rpc    map[string]*endpoint
 	tracer *tracing.Tracer // nil: tracing off
+	// sendTimeout bounds a message send or change (0: none of its own),
+	// as an MQTT publish and an RPC call are bounded (send_timeout).
+	sendTimeout time.Duration
 
 	draining atomic.Bool // set by Drain: /readyz answers 503
 	notReady atomic.Bool // the last readiness ping failed (readyz logs the changes)
@@ -47,6 +50,22 @@ type Option func(*API)
 // send's group commit, fan-out and Kafka record join that trace.
 func WithTracer(t *tracing.Tracer) Option {
 	return func(a *API) { a.tracer = t }
+}
+
+// WithSendTimeout bounds each message send and change (edit, recall,
+// reaction) by d, database commit included, as chatd's MQTT publishes and
+// RPC calls are (send_timeout): one that takes longer answers 503
+// unavailable instead of waiting for the store's own limit.
+func WithSendTimeout(d time.Duration) Option {
+	return func(a *API) { a.sendTimeout = d }
+}
+
+// sendContext is ctx bounded by the send timeout, if there is one.
+func (a *API) sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.sendTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, a.sendTimeout)
 }
 
 // New builds the API. verify turns a bearer token into a user id and

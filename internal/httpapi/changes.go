@@ -115,6 +115,8 @@ func editMessage(a *API, ctx context.Context, user int64, p changeParams) (int, 
 	if p.Emoji != "" || p.On != nil {
 		return 0, nil, chat.Errorf(chat.CodeInvalid, "an edit takes clientMsgId, seq and body")
 	}
+	ctx, cancel := a.sendContext(ctx)
+	defer cancel()
 	res, err := a.svc.Edit(ctx, chat.EditRequest{ConversationID: p.ConversationID, UserID: user, TargetSeq: p.Seq,
 		ClientMsgID: p.ClientMsgID, Body: p.Body})
 	return changeReply(p, res, err)
@@ -124,6 +126,8 @@ func recallMessage(a *API, ctx context.Context, user int64, p changeParams) (int
 	if p.Body != "" || p.Emoji != "" || p.On != nil {
 		return 0, nil, chat.Errorf(chat.CodeInvalid, "a recall takes clientMsgId and seq")
 	}
+	ctx, cancel := a.sendContext(ctx)
+	defer cancel()
 	res, err := a.svc.Recall(ctx, chat.RecallRequest{ConversationID: p.ConversationID, UserID: user, TargetSeq: p.Seq,
 		ClientMsgID: p.ClientMsgID})
 	return changeReply(p, res, err)
@@ -133,6 +137,8 @@ func setReaction(a *API, ctx context.Context, user int64, p changeParams) (int, 
 	if p.Body != "" || p.On == nil {
 		return 0, nil, chat.Errorf(chat.CodeInvalid, `a reaction takes clientMsgId, seq, emoji and "on" (true sets, false removes)`)
 	}
+	ctx, cancel := a.sendContext(ctx)
+	defer cancel()
 	res, err := a.svc.React(ctx, chat.ReactionRequest{ConversationID: p.ConversationID, UserID: user, TargetSeq: p.Seq,
 		ClientMsgID: p.ClientMsgID, Emoji: p.Emoji, On: *p.On})
 	return changeReply(p, res, err)

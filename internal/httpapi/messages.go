@@ -41,6 +41,8 @@ func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) err
 // clientMsgId is idempotent across transports: 201 when new, 200 with the
 // original seq for a resend by the same sender, 409 for another sender's.
 func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, error) {
+	ctx, cancel := a.sendContext(ctx)
+	defer cancel()
 	res, err := a.svc.Send(ctx, p.Request(p.ConversationID, user))
 	if err != nil {
 		return 0, nil, err
