@@ -342,6 +342,11 @@ func (s *Settings) check() error {
 			Reason: "kafka_brokers is set but kafka_topic is empty",
 			Fix:    "set kafka_topic (default chat.events) or unset kafka_brokers to run without Kafka"}
 	}
+	if len(s.KafkaBrokers) > 0 && s.PushKafkaTopic != "" && s.PushKafkaTopic == s.KafkaTopic {
+		return &Error{Key: "push_kafka_topic", Source: s.Source("push_kafka_topic"),
+			Reason: fmt.Sprintf("push_kafka_topic is %q, kafka_topic's topic: push requests (device tokens) would go into the event stream every node and downstream consumer reads", s.PushKafkaTopic),
+			Fix:    "give push requests a topic of their own (default chat.push), or set push_kafka_topic to \"\" for none"}
+	}
 	return nil
 }
 

@@ -25,3 +25,19 @@ func TestPushSettingsNameTheKeyTheSourceAndTheFix(t *testing.T) {
 		}
 	})
 }
+
+// TestPushRequestsAndEventsMayNotShareATopic: with push_kafka_topic set to
+// kafka_topic's topic, FCM and APNs push requests (device tokens, and
+// message text with push_preview) were written into the event stream:
+// every node's consumer skipped each as an undecodable event, and every
+// downstream consumer of chat.events read them. Load refuses it.
+func TestPushRequestsAndEventsMayNotShareATopic(t *testing.T) {
+	checkLoadErrors(t, []loadErrorCase{
+		{"the default event topic", map[string]string{"CHAT_KAFKA_BROKERS": "kafka:9092", "CHAT_PUSH_KAFKA_TOPIC": "chat.events"},
+			[]string{"push_kafka_topic (from env CHAT_PUSH_KAFKA_TOPIC)", "kafka_topic", "chat.events"}},
+		{"a topic of one's own", map[string]string{"CHAT_KAFKA_BROKERS": "kafka:9092", "CHAT_KAFKA_TOPIC": "chat", "CHAT_PUSH_KAFKA_TOPIC": "chat"},
+			[]string{"push_kafka_topic", "kafka_topic"}},
+	}, nil)
+	// Without Kafka neither topic is written: nothing to refuse.
+	mustLoad(t, nil, map[string]string{"CHAT_PUSH_KAFKA_TOPIC": "chat.events"})
+}
