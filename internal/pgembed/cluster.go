@@ -76,7 +76,7 @@ func New(opts Options) (*Cluster, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	bin, err := FindBinaries()
+	bin, err := binariesFor(opts.DataDir)
 	if err != nil {
 		return nil, err
 	}
