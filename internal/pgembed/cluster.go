@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -280,20 +281,25 @@ const staleWait = 30 * time.Second
 // stopStale makes sure the postmaster recorded in postmaster.pid is gone
 // before a new one starts. PostgreSQL refuses to start while that pid is
 // taken by any process (its lock-file check is kill(pid, 0)), so:
+//   - a live process that runs in another directory is not this
+//     cluster's (a postmaster and its backends run in their data dir):
+//     the pid was reused, maybe by another cluster's postmaster, which is
+//     left alone, and the stale file is removed;
 //   - a live postgres there (one whose parent died without the parent-death
-//     signal firing, e.g. a reused pid, or one still shutting down after it
-//     fired) gets SIGINT (fast shutdown) and is waited for;
+//     signal firing, or one still shutting down after it fired) gets
+//     SIGINT (fast shutdown) and is waited for;
 //   - a zombie (a postmaster SIGKILLed together with chatd, which init has
 //     not reaped yet) runs nothing and is waited for until it is reaped,
 //     a second or two;
-//   - a pid taken by another program is left alone, as before: PostgreSQL
-//     decides.
+//   - a pid taken by another program whose directory cannot be told is
+//     left alone, as before: PostgreSQL decides.
 //
 // Then PostgreSQL's own crash recovery runs as the new postmaster starts.
 // The caller holds the data dir (dbopen's lock), so no live chatd owns the
 // postmaster recorded there.
 func (c *Cluster) stopStale(ctx context.Context) error {
-	raw, err := os.ReadFile(filepath.Join(c.opts.DataDir, "postmaster.pid"))
+	pidFile := filepath.Join(c.opts.DataDir, "postmaster.pid")
+	raw, err := os.ReadFile(pidFile)
 	if err != nil {
 		return nil
 	}
@@ -305,8 +311,21 @@ func (c *Cluster) stopStale(ctx context.Context) error {
 	signalled, waitLogged := false, false
 	for {
 		st, name := procstate.Of(pid)
+		in, known := procstate.InDir(pid, c.opts.DataDir)
 		switch {
 		case st == procstate.Gone:
+			return nil
+		case st == procstate.Running && known && !in:
+			// Not this cluster's: a postmaster and its backends run in
+			// their data dir. The pid was reused, on a host that may run
+			// another PostgreSQL (whose postmaster a SIGINT would stop);
+			// the file is stale, and PostgreSQL would refuse to start
+			// while the pid it names is alive.
+			c.opts.Logger.Warn("postmaster.pid names a process that does not serve this data dir (its pid was reused): leaving it alone and removing the stale file",
+				"pid", pid, "program", name)
+			if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove stale %s: %w", pidFile, err)
+			}
 			return nil
 		case !strings.Contains(name, "postgres"):
 			return nil
@@ -320,7 +339,7 @@ func (c *Cluster) stopStale(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the PostgreSQL recorded in %s (pid %d, %v) is still there after %v; PostgreSQL will not start while it exists: stop it, or if it is a zombie, make its parent reap it",
-				filepath.Join(c.opts.DataDir, "postmaster.pid"), pid, st, staleWait)
+				pidFile, pid, st, staleWait)
 		}
 		select {
 		case <-ctx.Done():

@@ -81,3 +81,23 @@ func stateLetter(pid int) (byte, bool) {
 	}
 	return b[i+2], true
 }
+
+// InDir reports whether the working directory of pid is dir (the same
+// directory, by whatever path), and whether that could be told: not for a
+// zombie, for another user's process without the privilege to look, or
+// without /proc. A PostgreSQL postmaster and its backends run in their
+// data directory.
+func InDir(pid int, dir string) (in, known bool) {
+	if pid <= 0 {
+		return false, false
+	}
+	cwd, err := os.Stat(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return false, false
+	}
+	d, err := os.Stat(dir)
+	if err != nil {
+		return false, false
+	}
+	return os.SameFile(cwd, d), true
+}

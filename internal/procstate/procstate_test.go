@@ -41,3 +41,20 @@ func TestOfTellsARunningProcessAZombieAndAGoneOneApart(t *testing.T) {
 		t.Fatalf("reaped child: %v, want gone", st)
 	}
 }
+
+func TestInDirTellsAProcesssWorkingDirectory(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, known := InDir(os.Getpid(), wd); !in || !known {
+		t.Errorf("InDir(self, %s) = %v, %v; want true, true", wd, in, known)
+	}
+	other := t.TempDir()
+	if in, known := InDir(os.Getpid(), other); in || !known {
+		t.Errorf("InDir(self, %s) = %v, %v; want false, true", other, in, known)
+	}
+	if _, known := InDir(0, wd); known {
+		t.Error("InDir(0) is known")
+	}
+}
