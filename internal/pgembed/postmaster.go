@@ -71,8 +71,8 @@ const pidFileWait = 10 * time.Second
 
 // FindPostmaster reports the live postmaster owning pgDataDir, if any. A
 // missing postmaster.pid, or one whose process is gone (or is no longer a
-// postgres), is "none" and not an error: PostgreSQL itself clears stale
-// pid files on start.
+// postgres, or runs in another directory: another cluster's), is "none"
+// and not an error: a start clears stale pid files.
 func FindPostmaster(pgDataDir string) (Postmaster, bool, error) {
 	path := filepath.Join(pgDataDir, "postmaster.pid")
 	deadline := time.Now().Add(pidFileWait)
@@ -93,7 +93,7 @@ func FindPostmaster(pgDataDir string) (Postmaster, bool, error) {
 		// the file is damaged, and we must not start a server over it.
 		first, _, _ := strings.Cut(string(raw), "\n")
 		pid, perr := strconv.Atoi(strings.TrimSpace(first))
-		if perr == nil && pid > 0 && !processAlive(pid) {
+		if perr == nil && pid > 0 && !serves(pid, pgDataDir) {
 			return Postmaster{}, false, nil
 		}
 		if perr != nil || time.Now().After(deadline) {
@@ -101,7 +101,7 @@ func FindPostmaster(pgDataDir string) (Postmaster, bool, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !processAlive(p.PID) {
+	if !serves(p.PID, pgDataDir) {
 		return Postmaster{}, false, nil
 	}
 	if p.SocketDir == "" {
@@ -117,6 +117,18 @@ func FindPostmaster(pgDataDir string) (Postmaster, bool, error) {
 func processAlive(pid int) bool {
 	st, name := procstate.Of(pid)
 	return st == procstate.Running && (name == "" || strings.Contains(name, "postgres"))
+}
+
+// serves reports whether pid is a running postgres process that may be
+// the postmaster of pgDataDir: processAlive, and not running in another
+// directory (a postmaster and its backends run in their data dir), which
+// a pid of a stale file reused by another cluster's postgres does.
+func serves(pid int, pgDataDir string) bool {
+	if !processAlive(pid) {
+		return false
+	}
+	in, known := procstate.InDir(pid, pgDataDir)
+	return in || !known
 }
 
 // WaitReady waits up to timeout for the server to accept connections (it

@@ -52,6 +52,13 @@ func TestAStalePidThatIsAnotherClustersPostmasterIsLeftRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// chatctl beside no running chatd looks for the cluster's postmaster
+	// to join: that process is not it (it used to be, and chatctl waited
+	// 30 s for it on this data dir's socket, then failed).
+	if p, ok, err := pgembed.FindPostmaster(dir); ok || err != nil {
+		t.Errorf("FindPostmaster with the stale file: %+v, %v, %v; want none", p, ok, err)
+	}
+
 	c, err = pgembed.Start(ctx, pgembed.Options{DataDir: dir, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("start with a stale postmaster.pid naming another cluster's postmaster: %v", err)
