@@ -414,7 +414,9 @@ func splitList(v string) []string {
 }
 
 // parseOrigin accepts scheme://host[:port] (http or https) and returns it in
-// lower case, the form browsers send in the Origin header.
+// lower case without the scheme's default port, the form browsers send in
+// the Origin header (RFC 6454 leaves the default port out), which the
+// WebSocket listeners compare it with as a string.
 func parseOrigin(o string) (string, error) {
 	u, err := url.Parse(o)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -423,7 +425,11 @@ func parseOrigin(o string) (string, error) {
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", errors.New("an origin has no path, query, fragment or user")
 	}
-	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+	host := u.Host
+	if p := u.Port(); (u.Scheme == "http" && p == "80") || (u.Scheme == "https" && p == "443") {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	return strings.ToLower(u.Scheme + "://" + host), nil
 }
 
 var kvPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -55,5 +56,20 @@ func TestVersionFlag(t *testing.T) {
 		if _, err := Load([]string{arg}, nil); !errors.Is(err, ErrVersion) {
 			t.Errorf("%s: %v, want ErrVersion", arg, err)
 		}
+	}
+}
+
+// TestAnAllowedOriginWithItsSchemesDefaultPortIsTheOriginBrowsersSend:
+// a browser's Origin header leaves the scheme's default port out
+// ("https://app.example.com", never "https://app.example.com:443"), and
+// the WebSocket listeners compare it as a string with ws_allowed_origins,
+// whose form Load promises to be the browser's. An origin written with
+// its default port was kept as written, so it never matched and that
+// site's WebSockets were refused.
+func TestAnAllowedOriginWithItsSchemesDefaultPortIsTheOriginBrowsersSend(t *testing.T) {
+	s := mustLoad(t, nil, map[string]string{"CHAT_WS_ALLOWED_ORIGINS": "https://App.Example.com:443, http://localhost:80/,http://localhost:3000,https://[::1]:443,http://example.com:443"})
+	want := []string{"https://app.example.com", "http://localhost", "http://localhost:3000", "https://[::1]", "http://example.com:443"}
+	if !slices.Equal(s.WSAllowedOrigins, want) {
+		t.Errorf("ws_allowed_origins = %q, want %q", s.WSAllowedOrigins, want)
 	}
 }
