@@ -84,3 +84,37 @@ func TestSetAnAvatarFromAFileForTheUserAndForAGroup(t *testing.T) {
 	_ = os.WriteFile(pdf, []byte("%PDF-1.4\n"), 0o600)
 	wantFail(t, chatctl(t, env, "profile", "--user", "1", "--name", "Ann", "--avatar-file", pdf), 1, "does not accept")
 }
+
+// TestAFileThatCannotBeReadIsRefusedBeforeAnythingIsCreatedOrUploaded: send
+// opened its --file arguments one by one as it uploaded them, after
+// connecting and opening the direct conversation of --peer: a misspelt
+// last file left the conversation created and the files before it
+// uploaded (charged to the user's daily upload quota), and was reported
+// as a failure of the command's (exit 1). Each --file (and --avatar-file)
+// is opened before connecting now, a usage error (exit 2) when it cannot
+// be read.
+func TestAFileThatCannotBeReadIsRefusedBeforeAnythingIsCreatedOrUploaded(t *testing.T) {
+	srv, env := startChatdForFiles(t)
+	dir := t.TempDir()
+	photo := filepath.Join(dir, "holiday.jpg")
+	if err := os.WriteFile(photo, mediatest.JPEG(40, 30), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "holiday2.jpg")
+	for _, args := range [][]string{
+		{"send", "--user", "1", "--peer", "2", "--file", photo, "--file", missing, "--body", "two views"},
+		{"send", "--user", "1", "--peer", "2", "--file", dir},
+		{"profile", "--user", "1", "--name", "Ann", "--avatar-file", missing},
+	} {
+		if r := chatctl(t, env, args...); r.code != 2 || !strings.Contains(r.stderr, "chatctl: "+args[0]+": --") {
+			t.Errorf("%v: exit %d, want 2 naming the flag\nstderr: %s", args, r.code, r.stderr)
+		}
+	}
+	var convs, uploads int
+	if err := srv.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM conversation), (SELECT count(*) FROM attachment)`).Scan(&convs, &uploads); err != nil {
+		t.Fatal(err)
+	}
+	if convs != 0 || uploads != 0 {
+		t.Errorf("after the refused commands: %d conversations and %d uploads, want none", convs, uploads)
+	}
+}

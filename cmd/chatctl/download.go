@@ -37,6 +37,32 @@ func withHTTP(a *app, flagVal string) func(*client.Config) {
 	}
 }
 
+// checkFiles opens each of paths (the values of fs's flag name; "" is
+// none), so that one that cannot be read is a usage error before chatctl
+// connects, and nothing is created or uploaded for a command that then
+// fails on a misspelt name. An upload needs a regular file (its size is
+// read first).
+func checkFiles(fs *flag.FlagSet, name string, paths ...string) error {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		f, err := os.Open(p)
+		if err == nil {
+			var st os.FileInfo
+			st, err = f.Stat()
+			f.Close()
+			if err == nil && !st.Mode().IsRegular() {
+				err = fmt.Errorf("%s is not a regular file", p)
+			}
+		}
+		if err != nil {
+			return usagef("%s: --%s: %v", fs.Name(), name, err)
+		}
+	}
+	return nil
+}
+
 // explainUpload turns a refused upload into what to do next.
 func explainUpload(err error, fs *flag.FlagSet, user, conv int64, path string) error {
 	var ce *client.Error

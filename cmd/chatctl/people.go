@@ -39,6 +39,9 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 	if *avatar != "" && *avatarFile != "" {
 		return usagef("%s: give --avatar or --avatar-file, not both", cf.fs.Name())
 	}
+	if err := checkFiles(cf.fs, "avatar-file", *avatarFile); err != nil {
+		return err
+	}
 	var ids []int64
 	if *of != "" {
 		var err error
@@ -287,6 +290,9 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 	}
 	if *avatar != "" && *avatarFile != "" {
 		return usagef("%s: give --avatar or --avatar-file, not both", fs.Name())
+	}
+	if err := checkFiles(fs, "avatar-file", *avatarFile); err != nil {
+		return err
 	}
 	u := client.GroupUpdate{About: clearable(*about), AvatarURL: clearable(*avatar)}
 	if *title != "" {

@@ -42,6 +42,9 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	if err := checkClientMsgID(cf.fs, id); err != nil {
 		return err
 	}
+	if err := checkFiles(cf.fs, "file", files...); err != nil {
+		return err
+	}
 	text, err := readBody(a, *body)
 	if err != nil {
 		return err
