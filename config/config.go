@@ -361,10 +361,11 @@ func defaultNodeID() string {
 		}
 		return '-'
 	}, h)
-	if len(h) > 100 {
-		h = h[:100]
+	pid := "-" + strconv.Itoa(os.Getpid())
+	if len(h) > MaxNodeIDBytes-len(pid) {
+		h = h[:MaxNodeIDBytes-len(pid)]
 	}
-	return h + "-" + strconv.Itoa(os.Getpid())
+	return h + pid
 }
 
 // stringValue is a flag.Value holding the raw text; boolean makes -dev work
