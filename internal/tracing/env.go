@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -82,7 +83,10 @@ func ReadEnv(getenv func(string) string) (Config, error) {
 			return c, nil
 		}
 	}
-	endpoint := firstSet(get(EnvTracesEndpoint), get(EnvEndpoint))
+	endpointVar, endpoint := EnvTracesEndpoint, get(EnvTracesEndpoint)
+	if endpoint == "" {
+		endpointVar, endpoint = EnvEndpoint, get(EnvEndpoint)
+	}
 	switch v := strings.ToLower(get(EnvTracesExporter)); v {
 	case "otlp":
 		c.On = true
@@ -96,6 +100,14 @@ func ReadEnv(getenv func(string) string) (Config, error) {
 	}
 	if !c.On {
 		return c, nil
+	}
+	// The exporter reads the endpoint itself, and one it cannot parse it
+	// only logs (on a bare stderr line) and replaces with its default.
+	if endpoint != "" {
+		if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, &EnvError{Var: endpointVar, Value: endpoint, Reason: "is not an http:// or https:// URL with a host",
+				Fix: "use the collector's URL, e.g. http://otel-collector:4318 (grpc: http://otel-collector:4317; https:// for TLS)"}
+		}
 	}
 	protoVar := EnvTracesProtocol
 	proto := get(EnvTracesProtocol)

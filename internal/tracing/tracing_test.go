@@ -77,6 +77,13 @@ func TestBadTracingVariablesAreRefusedNamingTheVariableAndTheFix(t *testing.T) {
 		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "jaeger_remote"}, `OTEL_TRACES_SAMPLER="jaeger_remote"`},
 		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, `OTEL_TRACES_SAMPLER_ARG="2"`},
 		{map[string]string{"OTEL_SDK_DISABLED": "maybe"}, `OTEL_SDK_DISABLED="maybe"`},
+		// The exporter logged an endpoint it could not parse on a bare
+		// stderr line and sent to its default instead, while chatd
+		// logged "tracing on" with the endpoint as given.
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "::bad"}, `OTEL_EXPORTER_OTLP_ENDPOINT="::bad"`},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://[::1"}, `OTEL_EXPORTER_OTLP_ENDPOINT="http://[::1"`},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="collector:4318/v1/traces"`},
+		{map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector:4317"}, `OTEL_EXPORTER_OTLP_ENDPOINT="ftp://collector:4317"`},
 	} {
 		_, err := tracing.ReadEnv(env(tc.env))
 		var ee *tracing.EnvError
