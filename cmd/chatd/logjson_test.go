@@ -74,3 +74,35 @@ func TestJSONLogLinesNameEachKeyOnce(t *testing.T) {
 		}
 	}
 }
+
+// The OpenTelemetry SDK reports what it cannot use (an exporter variable
+// it cannot parse, an export that failed before chatd's error handler
+// applies) through its own global logger, which wrote bare lines to the
+// process's stderr ("2026/12/06 05:46:41 internal_logging.go:50:
+// "msg"="parse duration" ..."), outside chatd's log: neither JSON under
+// CHAT_LOG_FORMAT=json nor at any level. They are chatd's log lines now.
+func TestTheTracingSDKsOwnMessagesAreLinesOfChatdsLog(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "soon") // read by the exporter from the process's environment
+	// The tracer provider is made, then the start fails at once on a
+	// database that refuses connections, and the provider is flushed.
+	code, _, errOut := chatd(t, t.Context(), map[string]string{
+		"CHAT_DATABASE_URL": "postgres://chat@127.0.0.1:1/chat", "CHAT_DATA_DIR": t.TempDir(),
+		"CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "off", "CHAT_LOG_FORMAT": "json",
+		"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
+	})
+	if code != 1 {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("not a JSON line: %s", line)
+			continue
+		}
+		found = found || strings.Contains(line, `soon`)
+	}
+	if !found {
+		t.Errorf("no line of chatd's log tells that the exporter could not read OTEL_EXPORTER_OTLP_TIMEOUT=soon:\n%s", errOut)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -82,6 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 			log.Warn("unknown environment variable ignored", "var", u.Name)
 		}
 	}
+	// The OpenTelemetry SDK says what it cannot use (an exporter variable
+	// that does not parse, say) through a global logger of its own, which
+	// writes bare lines to the process's stderr: into chatd's log instead.
+	otel.SetLogger(logr.FromSlogHandler(log.With("component", "tracing").Handler()))
 	tp, tc, err := tracing.FromEnv(ctx, getenv, tracing.Identity{Version: buildinfo.Get().Version, Instance: st.NodeID})
 	if err != nil {
 		fmt.Fprintln(stderr, "chatd:", err)
