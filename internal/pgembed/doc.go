@@ -43,7 +43,8 @@
 // by /proc (procstate).
 //
 // A Cluster is a private PostgreSQL cluster for chatd and for tests:
-// it finds the server binaries, runs initdb on first start, starts the
+// it finds the server binaries (for an existing cluster, those of the
+// major version in its PG_VERSION when installed), runs initdb on first start, starts the
 // postmaster as a child process listening only on a Unix socket (no TCP
 // port), and stops it cleanly. When the caller is root the cluster runs as an
 // unprivileged account ("postgres", else "nobody"), because PostgreSQL refuses
@@ -55,7 +56,8 @@
 // a stray server behind. Start first waits until the postmaster recorded in
 // postmaster.pid by a previous start is gone (PostgreSQL refuses to start
 // while that pid exists, and a SIGKILLed postmaster keeps it as a zombie
-// until it is reaped), signalling one still running; then PostgreSQL runs
-// crash recovery as usual. Start assumes the caller owns the data dir
+// until it is reaped), signalling one still running in the data dir (a
+// process that took the stale pid since runs elsewhere, and is left
+// alone); then PostgreSQL runs crash recovery as usual. Start assumes the caller owns the data dir
 // (OpenOwner's lock).
 package pgembed
