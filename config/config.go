@@ -473,6 +473,16 @@ func readYAML(path, src string) (map[string]yamlValue, error) {
 		}
 		return nil, &Error{Source: "yaml " + path, Reason: fmt.Sprintf("parse: %v", err), Fix: "fix the YAML syntax", Err: err}
 	}
+	// Only the first document would be read: keys after a "---" (two
+	// files concatenated, overrides appended) must not be ignored unsaid.
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, &Error{Source: fmt.Sprintf("yaml %s:%d", path, next.Line), Reason: "the file holds more than one YAML document (a second begins here); only one would be read",
+			Fix: "keep one document: remove the --- line and merge the keys (a key may appear once)"}
+	case !errors.Is(err, io.EOF):
+		return nil, &Error{Source: "yaml " + path, Reason: fmt.Sprintf("parse: %v", err), Fix: "fix the YAML syntax", Err: err}
+	}
 	if len(doc.Content) == 0 {
 		return map[string]yamlValue{}, nil
 	}

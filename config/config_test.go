@@ -694,3 +694,20 @@ func TestANodeIDFitsTheApplicationNameThatStampsItsEvents(t *testing.T) {
 		t.Errorf("the default node id %q is %d bytes, over %d", id, len(id), most)
 	}
 }
+
+// TestAConfigFileOfMoreThanOneYAMLDocumentIsRefused: only the file's first
+// YAML document was read, so keys after a "---" line (overrides appended
+// to a copy of configs/chatd.yaml, two files concatenated) were ignored
+// without a word, their values left at the first document's or the
+// defaults; a bad value there went unnoticed too.
+func TestAConfigFileOfMoreThanOneYAMLDocumentIsRefused(t *testing.T) {
+	path := writeYAML(t, "max_members: 5\n---\nmax_members: 7\nmqtt_addr: bad\n")
+	_, err := Load([]string{"-config", path}, nil)
+	wantLoadError(t, err, []string{"yaml " + path + ":2", "more than one YAML document"})
+	// A lone document marker, or a comment after the document, is one document.
+	for _, body := range []string{"---\nmax_members: 5\n", "max_members: 5\n...\n", "max_members: 5\n# the end\n"} {
+		if s := mustLoad(t, []string{"-config", writeYAML(t, body)}, nil); s.MaxMembers != 5 {
+			t.Errorf("%q: max_members %d, want 5", body, s.MaxMembers)
+		}
+	}
+}
