@@ -136,8 +136,9 @@ func run(ctx context.Context, args []string, a *app) int {
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
-			// "chatctl help migrate" == "chatctl migrate --help"
-			return run(ctx, []string{args[1], "--help"}, a)
+			// "chatctl help migrate" == "chatctl migrate --help", and
+			// "chatctl help conversation add" == "chatctl conversation add --help"
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), a)
 		}
 		printUsage(a.stdout)
 		return 0

@@ -160,3 +160,24 @@ func TestFlagValuesChatctlCanCheckAreRefusedBeforeConnecting(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpOfASubcommandShowsThatSubcommand: "chatctl help conversation
+// add" showed the subcommands of conversation and "chatctl help migrate
+// status" migrate's flags: help passed on the command's name alone, not
+// the subcommand after it. It is "chatctl conversation add --help" now.
+func TestHelpOfASubcommandShowsThatSubcommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "migrate", "status"}, "Usage: chatctl migrate status "},
+		{[]string{"help", "conversation", "add"}, "Usage: chatctl conversation add "},
+		{[]string{"help", "group", "role"}, "Usage: chatctl group role "},
+		{[]string{"help", "token"}, "Usage: chatctl token "},
+	} {
+		r := mustOK(t, chatctl(t, nil, c.args...))
+		if !strings.HasPrefix(r.stdout, c.want) {
+			t.Errorf("chatctl %s printed:\n%s\nwant it to begin %q", strings.Join(c.args, " "), r.stdout, c.want)
+		}
+	}
+}
