@@ -226,3 +226,22 @@ func TestSendReadsBodyFromStdin(t *testing.T) {
 		t.Errorf("history printed %q", r.stdout)
 	}
 }
+
+// TestTheClientsLinesFollowLogFormat: chatctl logs as chatd is set to
+// (log_format, log_level), but the MQTT client of the commands that act
+// as a user always wrote text lines, so with CHAT_LOG_FORMAT=json its
+// lines came mixed into chatctl's JSON ones.
+func TestTheClientsLinesFollowLogFormat(t *testing.T) {
+	_, env := startChatdEnv(t)
+	env["CHAT_LOG_FORMAT"], env["CHAT_LOG_LEVEL"] = "json", "debug"
+	r := mustOK(t, chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "hello"))
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("no log line at debug level")
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "{") {
+			t.Errorf("not a JSON line with CHAT_LOG_FORMAT=json: %s", l)
+		}
+	}
+}

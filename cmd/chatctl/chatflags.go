@@ -161,6 +161,10 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 	if a.settings.SlogLevel() == slog.LevelDebug {
 		level = slog.LevelDebug
 	}
+	var clientLog slog.Handler = slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level})
+	if a.settings.LogFormat == "json" {
+		clientLog = slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level})
+	}
 	broker := f.brokerURL(a)
 	cfg := client.Config{
 		Brokers:   []string{broker},
@@ -168,7 +172,7 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 		Token:     tok,
 		TokenFunc: renew,
 		Ephemeral: true,
-		Logger:    slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level})),
+		Logger:    slog.New(clientLog),
 		// Bounds the requests of a long command (whose context has no
 		// deadline), and the client's own (history fills).
 		RequestTimeout: *f.timeout,
