@@ -59,7 +59,7 @@ func (e *EnvError) Error() string {
 type Config struct {
 	On          bool
 	Protocol    string // http/protobuf or grpc
-	Endpoint    string // as configured, or the protocol's default
+	Endpoint    string // as configured (a password masked), or the protocol's default
 	Sampler     string // OTEL_TRACES_SAMPLER as applied
 	SamplerArg  string
 	ServiceName string
@@ -114,11 +114,16 @@ func ReadEnv(getenv func(string) string) (Config, error) {
 	if proto == "" {
 		protoVar, proto = EnvProtocol, get(EnvProtocol)
 	}
+	// Config.Endpoint is for the log: a password in the URL is masked.
+	shown := endpoint
+	if u, err := url.Parse(endpoint); err == nil && endpoint != "" {
+		shown = u.Redacted()
+	}
 	switch proto {
 	case "", protocolHTTPProtobuf:
-		c.Protocol, c.Endpoint = protocolHTTPProtobuf, firstSet(endpoint, defaultHTTPEndpoint)
+		c.Protocol, c.Endpoint = protocolHTTPProtobuf, firstSet(shown, defaultHTTPEndpoint)
 	case protocolGRPC:
-		c.Protocol, c.Endpoint = protocolGRPC, firstSet(endpoint, defaultGRPCEndpoint)
+		c.Protocol, c.Endpoint = protocolGRPC, firstSet(shown, defaultGRPCEndpoint)
 	default:
 		return c, &EnvError{Var: protoVar, Value: proto, Reason: "is not an OTLP protocol chatd speaks",
 			Fix: "use http/protobuf (port 4318) or grpc (port 4317)"}

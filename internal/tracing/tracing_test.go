@@ -173,3 +173,17 @@ func TestFromEnvExportsSpansOverOTLPHTTPToTheConfiguredEndpoint(t *testing.T) {
 		t.Fatalf("collector got %v (%s), want a protobuf POST to /v1/traces", paths, ctype)
 	}
 }
+
+// TestTheLoggedEndpointHidesItsPassword: chatd logs "tracing on" with
+// Config.Endpoint, which is never to carry credentials (the headers are
+// left out for that); a collector URL with a password in it
+// (https://user:pass@collector) was logged with the password.
+func TestTheLoggedEndpointHidesItsPassword(t *testing.T) {
+	c, err := tracing.ReadEnv(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://chatd:hunter2secret@otel.example:4318"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(c.Endpoint, "hunter2secret") || !strings.Contains(c.Endpoint, "otel.example:4318") {
+		t.Errorf("Config.Endpoint = %q, want the collector without the password", c.Endpoint)
+	}
+}
