@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +76,30 @@ func TestAMalformedPublishOrASecondConnectPutsNeitherTheBodyNorTheTokenInTheLog(
 	}
 	if strings.Contains(out, token) || strings.Contains(out, bytesOf(token)) {
 		t.Errorf("the client's JWT is in the log:\n%s", out)
+	}
+}
+
+// The identity provider's key set URL is logged at start ("identity
+// provider key set", and a warning for plain http), and a provider whose
+// JWKS sits behind basic authentication is configured with the password
+// in the URL (https://user:password@idp/certs): it went into the log as
+// given. The log shows the URL with its password masked.
+func TestTheJWKSURLsPasswordStaysOutOfTheLog(t *testing.T) {
+	const password = "jwks-pass-5e1d"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"keys":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL + "/certs")
+	u.User = url.UserPassword("chatd", password)
+	u.Host = strings.Replace(u.Host, "127.0.0.1", "localhost.localdomain", 1) // not loopback by name: the plain-http warning too
+	logs := &logtest.Buffer{}
+	testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": u.String()}),
+		slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if !strings.Contains(logs.String(), "identity provider key set") {
+		t.Fatalf("no line about the key set:\n%s", logs)
+	}
+	if strings.Contains(logs.String(), password) {
+		t.Errorf("the JWKS URL's password is in the log:\n%s", logs)
 	}
 }

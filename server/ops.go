@@ -125,14 +125,14 @@ func (s *Server) registerOpsMetrics() {
 func (s *Server) newVerifier(st config.Settings, secret []byte, pub crypto.PublicKey) (*auth.Verifier, error) {
 	if st.JWKSURL != "" {
 		if u, err := url.Parse(st.JWKSURL); err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
-			s.log.Warn("jwks_url is plain http: anyone on the path can replace the keys and forge tokens; use https", "url", st.JWKSURL)
+			s.log.Warn("jwks_url is plain http: anyone on the path can replace the keys and forge tokens; use https", "url", auth.Redacted(st.JWKSURL))
 		}
 		j, err := auth.NewJWKS(auth.JWKSOptions{URL: st.JWKSURL, Refresh: st.JWKSRefresh, Logger: s.log.With("component", "auth")})
 		if err != nil {
 			return nil, fmt.Errorf("jwks: %w", err)
 		}
 		s.ops.jwks = j
-		s.log.Info("identity provider key set", "url", st.JWKSURL, "keys", j.Len(), "refresh", st.JWKSRefresh,
+		s.log.Info("identity provider key set", "url", j.URL(), "keys", j.Len(), "refresh", st.JWKSRefresh,
 			"issuer", st.JWTIssuer, "audience", st.JWTAudience, "user_claim", st.JWTUserClaim)
 	}
 	return auth.New(auth.Options{HSSecret: secret, PublicKey: pub, JWKS: s.ops.jwks,

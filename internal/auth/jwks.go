@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,7 @@ type JWKSOptions struct {
 // how a key rotation is picked up. A failed fetch keeps the cached keys
 // (logged at warn). Safe for concurrent use; Close stops the refreshes.
 type JWKS struct {
-	url     string
+	url     string         // for logs: a password in it masked (Redacted)
 	store   jwkset.Storage // fetches the set again for an unknown kid
 	cache   jwkset.Storage // the keys fetched, never fetching
 	refetch *rate.Limiter  // the unknown-kid refetches: Allow, never Wait
@@ -73,7 +74,7 @@ func NewJWKS(opts JWKSOptions) (*JWKS, error) {
 		client = &http.Client{Timeout: jwksHTTPTimeout}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &JWKS{url: opts.URL, log: opts.Logger, cancel: cancel, refetch: rate.NewLimiter(rate.Every(opts.MinRefetch), 1)}
+	j := &JWKS{url: Redacted(opts.URL), log: opts.Logger, cancel: cancel, refetch: rate.NewLimiter(rate.Every(opts.MinRefetch), 1)}
 	watched := *client
 	base := watched.Transport
 	if base == nil {
@@ -123,8 +124,19 @@ func NewJWKS(opts JWKSOptions) (*JWKS, error) {
 // Close stops the background refreshes.
 func (j *JWKS) Close() { j.cancel() }
 
-// URL is where the key set is fetched from.
+// URL is where the key set is fetched from, a password in it masked.
 func (j *JWKS) URL() string { return j.url }
+
+// Redacted is a URL as logs may show it: a password in it masked
+// (https://user:xxxxx@idp/certs, as providers behind basic
+// authentication are configured); s as given when it does not parse.
+func Redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	return u.Redacted()
+}
 
 // Len is the number of keys cached.
 func (j *JWKS) Len() int {
