@@ -358,6 +358,17 @@ func optionalIDs(fs *flag.FlagSet, names ...string) error {
 	return err
 }
 
+// noNegativeIDs checks id flags that say where to: one given below zero
+// is refused before connecting (0 is "not given").
+func noNegativeIDs(fs *flag.FlagSet, ids ...required) error {
+	for _, r := range ids {
+		if r.v < 0 {
+			return usagef("%s: --%s must be a positive id: %s, not %d", fs.Name(), r.name, r.what, r.v)
+		}
+	}
+	return nil
+}
+
 // required is a required positive id flag: its name, value and what it is.
 type required struct {
 	name string

@@ -125,6 +125,9 @@ func runForward(ctx context.Context, a *app, args []string) error {
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
+	if err := noNegativeIDs(cf.fs, required{"conversation", *conv, "the conversation to forward into"}, required{"peer", *peer, "the user to forward to"}); err != nil {
+		return err
+	}
 	if (*conv == 0) == (*peer == 0) {
 		return usagef("%s: give exactly one of --conversation ID and --peer USER: where to forward to", cf.fs.Name())
 	}

@@ -27,6 +27,9 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	if err := cf.parse(a, args); err != nil {
 		return err
 	}
+	if err := noNegativeIDs(cf.fs, required{"conversation", *conv, "the conversation to send into"}, required{"peer", *peer, "the user to send to"}); err != nil {
+		return err
+	}
 	if (*conv == 0) == (*peer == 0) {
 		return usagef("%s: give exactly one of --conversation ID and --peer USER", cf.fs.Name())
 	}

@@ -181,3 +181,24 @@ func TestHelpOfASubcommandShowsThatSubcommand(t *testing.T) {
 		}
 	}
 }
+
+// TestWhereToSendMustBeAPositiveID: send and forward took a negative
+// --conversation or --peer to chatd, which refused it (exit 1, as a
+// failure of chatd's), after connecting. A usage error now, as the
+// optional ids of the other commands are.
+func TestWhereToSendMustBeAPositiveID(t *testing.T) {
+	env := map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:1", "CHAT_JWT_SECRET": strings.Repeat("s", 32)}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"send", "--user", "1", "--conversation", "-3", "--body", "x"}, "chatctl: send: --conversation must be a positive id"},
+		{[]string{"send", "--user", "1", "--peer", "-2", "--body", "x"}, "chatctl: send: --peer must be a positive id"},
+		{[]string{"forward", "--user", "1", "--peer", "-2", "--from-conversation", "1", "--seq", "1"}, "chatctl: forward: --peer must be a positive id"},
+		{[]string{"forward", "--user", "1", "--conversation", "-4", "--from-conversation", "1", "--seq", "1"}, "chatctl: forward: --conversation must be a positive id"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			wantFail(t, chatctl(t, env, c.args...), 2, c.want)
+		})
+	}
+}
