@@ -361,11 +361,10 @@ func defaultNodeID() string {
 		}
 		return '-'
 	}, h)
-	pid := "-" + strconv.Itoa(os.Getpid())
-	if len(h) > MaxNodeIDBytes-len(pid) {
-		h = h[:MaxNodeIDBytes-len(pid)]
+	if len(h) > 100 {
+		h = h[:100]
 	}
-	return h + pid
+	return h + "-" + strconv.Itoa(os.Getpid())
 }
 
 // stringValue is a flag.Value holding the raw text; boolean makes -dev work

@@ -671,30 +671,6 @@ func TestARedisURLChatdCannotUseIsRefusedByLoad(t *testing.T) {
 	}
 }
 
-// TestANodeIDFitsTheApplicationNameThatStampsItsEvents: a node's
-// PostgreSQL sessions are named "chatd:<node id>", the outbox stamps each
-// event with that application_name as its origin, and the node's Kafka
-// consumer skips the events whose origin is its own. PostgreSQL cuts an
-// application_name at 63 bytes, so with a node id over 57 bytes (128 were
-// allowed) the stamped origin was cut and never matched: the node took
-// its own events back from Kafka as another node's, and two such ids
-// alike in their first 57 bytes stamped the same origin.
-func TestANodeIDFitsTheApplicationNameThatStampsItsEvents(t *testing.T) {
-	const most = 63 - len("chatd:") // 57
-	long := strings.Repeat("n", most+1)
-	_, err := Load(nil, env(map[string]string{"CHAT_NODE_ID": long}))
-	wantLoadError(t, err, []string{"node_id (from env CHAT_NODE_ID)", "longer than 57 bytes"})
-	if s := mustLoad(t, nil, map[string]string{"CHAT_NODE_ID": long[:most]}); s.NodeID != long[:most] {
-		t.Errorf("a node id of %d bytes loaded as %q", most, s.NodeID)
-	}
-	if n := len("chatd:" + strings.Repeat("n", most)); n > 63 {
-		t.Errorf("chatd:<node id> can be %d bytes, more than PostgreSQL's 63 of an application_name", n)
-	}
-	if id := mustLoad(t, nil, nil).NodeID; len(id) > most {
-		t.Errorf("the default node id %q is %d bytes, over %d", id, len(id), most)
-	}
-}
-
 // TestAConfigFileOfMoreThanOneYAMLDocumentIsRefused: only the file's first
 // YAML document was read, so keys after a "---" line (overrides appended
 // to a copy of configs/chatd.yaml, two files concatenated) were ignored

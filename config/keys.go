@@ -31,12 +31,6 @@ type key struct {
 	apply   func(s *Settings, raw string) error
 }
 
-// MaxNodeIDBytes is the longest node_id: a node's PostgreSQL sessions are
-// named "chatd:<node id>", which the outbox stamps on each event as its
-// origin for the node's Kafka consumer to skip, and PostgreSQL cuts an
-// application_name at 63 bytes.
-const MaxNodeIDBytes = 63 - len("chatd:")
-
 // MinJWTSecretBytes is the shortest accepted jwt_secret (RFC 7518 §3.2:
 // an HS256 key must be at least 256 bits).
 const MinJWTSecretBytes = 32
@@ -168,10 +162,10 @@ var keys = append([]*key{
 			return nil
 		}),
 	mk("node_id", "", `this node's id in a cluster; "" means hostname-pid`,
-		fmt.Sprintf("use up to %d letters, digits, '.', '_' and '-' (chatd:<node id> names the node's PostgreSQL sessions, which PostgreSQL cuts at 63 bytes)", MaxNodeIDBytes),
+		"use up to 128 letters, digits, '.', '_' and '-'",
 		func(s *Settings, v string) error {
-			if len(v) > MaxNodeIDBytes {
-				return fmt.Errorf("is longer than %d bytes", MaxNodeIDBytes)
+			if len(v) > 128 {
+				return errors.New("is longer than 128 bytes")
 			}
 			for _, r := range v {
 				if !nodeIDRune(r) {
