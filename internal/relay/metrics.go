@@ -30,7 +30,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		lag: gauge("chat_relay_lag_seconds",
 			"Age of the oldest unpublished outbox row, as seen by the leading relay (0 on standby nodes)."),
 		pending: gauge("chat_relay_pending_rows",
-			"Outbox rows not yet published to Kafka, as seen by the leading relay (0 on standby nodes)."),
+			"Outbox rows not yet published to Kafka, as seen by the leading relay (0 on standby nodes); exact up to 10,000, above that the span of their ids."),
 		published: counter("chat_relay_published_total",
 			"Outbox rows published to Kafka and acknowledged by all in-sync replicas."),
 		errors: byKind("chat_relay_errors_total",
