@@ -16,7 +16,8 @@ import (
 // Search reads the message table's search column (a tsvector of the
 // folded body, chat.FoldForSearch, its words split where a query's are,
 // with CJK bigrams and single CJK characters, migrations/0020, 0025 and
-// 0038) and its two GIN indexes, one over that column and one of
+// 0038; of a message too long for a tsvector, its beginning, 0042) and
+// its two GIN indexes, one over that column and one of
 // trigrams over the folded body (searchBodySQL).
 // The query's terms are folded alike, so a word matches however its
 // characters are composed or cased, and with or without its accents.
