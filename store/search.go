@@ -323,12 +323,23 @@ func searchFilters(q chat.SearchQuery, way searchWay, arg func(any) string) []st
 		where = append(where, "x.sender_id = "+arg(q.SenderID))
 	}
 	if q.Before != nil {
-		where = append(where, "x.created_at < "+arg(*q.Before))
+		where = append(where, "x.created_at < "+arg(microsAfter(*q.Before)))
 	}
 	if q.After != nil {
 		where = append(where, "x.created_at > "+arg(*q.After))
 	}
 	return where
+}
+
+// microsAfter returns t rounded up to the microsecond, PostgreSQL's
+// precision: the driver cuts what is finer, and a message written in t's
+// microsecond, before t, would not be before the cut time. (An after
+// time is cut, which keeps its messages: those of later microseconds.)
+func microsAfter(t time.Time) time.Time {
+	if c := t.Truncate(time.Microsecond); !c.Equal(t) {
+		return c.Add(time.Microsecond)
+	}
+	return t
 }
 
 // searchBodySQL is the text of message x that substring terms match: its
