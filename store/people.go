@@ -77,16 +77,20 @@ func scanProfile(row pgx.CollectableRow) (chat.Profile, error) {
 
 // setProfileSQL writes a profile when it changes; $3/$5 say whether the
 // avatar and about are given ($4 with its avatar upload $7, $6), else the
-// stored ones stay.
+// stored ones stay. updated_at is the time of the write, under the
+// profile's lock, and after the one it replaces: profile.updated is kept
+// by its latest updatedAt (docs/events.md), so the profile written last
+// must have it. The transaction's start (now()) would not do: a write that
+// began first may get the lock second.
 const setProfileSQL = `
 INSERT INTO user_profile AS p (user_id, display_name, avatar_url, avatar_upload_id, about, updated_at)
-VALUES ($1, $2, CASE WHEN $3 THEN NULLIF($4, '') END, CASE WHEN $3 THEN $7::text END, CASE WHEN $5 THEN $6 ELSE '' END, now())
+VALUES ($1, $2, CASE WHEN $3 THEN NULLIF($4, '') END, CASE WHEN $3 THEN $7::text END, CASE WHEN $5 THEN $6 ELSE '' END, clock_timestamp())
 ON CONFLICT (user_id) DO UPDATE SET
 	display_name = EXCLUDED.display_name,
 	avatar_url = CASE WHEN $3 THEN NULLIF($4, '') ELSE p.avatar_url END,
 	avatar_upload_id = CASE WHEN $3 THEN $7::text ELSE p.avatar_upload_id END,
 	about = CASE WHEN $5 THEN $6 ELSE p.about END,
-	updated_at = now()
+	updated_at = GREATEST(clock_timestamp(), p.updated_at + interval '1 microsecond')
 WHERE (p.display_name, p.avatar_url, p.about) IS DISTINCT FROM
       (EXCLUDED.display_name, CASE WHEN $3 THEN NULLIF($4, '') ELSE p.avatar_url END, CASE WHEN $5 THEN $6 ELSE p.about END)
 RETURNING user_id, display_name, avatar_url, about, updated_at`
