@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,17 @@ func TestTheLinearSearchDocumentIsTheOneStored(t *testing.T) {
 		"", "plain words only", "北京", "北", "我们在北京市开会", "用PostgreSQL写的 北京 ok 東京タワー 人々 〆切",
 		"한국어 텍스트 ㄱㄴ ｶﾀｶﾅ", "𠀀𠀁𠀂 and 𪜀", "a北b京c", "北京。上海，广州！深圳", "々", "北 京 市",
 		strings.Repeat("北京上海", 300) + " tail",
+	}
+	// And texts drawn from CJK characters of every range the document
+	// knows, CJK punctuation and half-width forms, and other letters.
+	alphabet := []rune("北京人々〆あアｶﾞ한ㄱᄀ𠀀𪜀豈、。「」　ｰ･abc é1 \u3000")
+	rnd := rand.New(rand.NewPCG(42, 51))
+	for range 300 {
+		r := make([]rune, 1+rnd.IntN(40))
+		for i := range r {
+			r[i] = alphabet[rnd.IntN(len(alphabet))]
+		}
+		texts = append(texts, string(r))
 	}
 	old := make([]string, len(texts))
 	for i, s := range texts {
