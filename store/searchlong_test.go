@@ -57,9 +57,9 @@ func TestAMessageTooLongToIndexWholeIsSentAndFoundByItsWords(t *testing.T) {
 
 // The search document of a run of CJK characters (its bigrams and
 // characters, chat_search_document) costs time linear in the run: 0033
-// took each bigram with substr from the run's start, n²/2 steps, 190 ms of
+// took each bigram with substr from the run's start, n²/2 steps, 141 ms of
 // a send's transaction for a 16 KiB message of Chinese written without
-// punctuation, and about 10 s for 42,000 characters. Measured on its own
+// punctuation, and 6 s for 42,000 characters. Measured on its own
 // statement, with a bound a linear document (about 0.1 s here) keeps on a
 // loaded machine.
 func TestTheSearchDocumentOfALongCJKRunTakesLinearTime(t *testing.T) {
