@@ -1,8 +1,10 @@
 package chat
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -475,11 +477,10 @@ func mergeRanges(rs [][2]int) [][2]int {
 	if len(rs) < 2 {
 		return rs
 	}
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j][0] < rs[j-1][0]; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
+	// Each term's matches come in order, one term's after another's: a
+	// sort by insertion would move every match past those of the terms
+	// after it, quadratic in a body of many.
+	slices.SortFunc(rs, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
 	out := rs[:1]
 	for _, r := range rs[1:] {
 		last := &out[len(out)-1]
