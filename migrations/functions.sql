@@ -942,8 +942,12 @@ BEGIN
         END IF;
         IF NOT v_inserted THEN
             -- That open was this user's other connection: this one takes
-            -- the session over from it, as any later open does.
-            UPDATE chat_session SET conn_token = p_token WHERE client_id = p_client;
+            -- the session over from it, as any later open does, and the
+            -- session (new: nothing to resume) is as this one asks for it,
+            -- persistent or not, with its expiry; the cursors follow below.
+            UPDATE chat_session SET persistent = p_persistent, expiry_seconds = p_expiry, last_seen_at = now(),
+                subscriptions = CASE WHEN p_persistent THEN '[]'::jsonb END, conn_token = p_token
+            WHERE client_id = p_client;
         END IF;
     ELSE
         IF o_owner <> p_user THEN

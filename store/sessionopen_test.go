@@ -1,0 +1,76 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/store"
+)
+
+// Two connections of one user open a new client id at once (a device
+// retrying its CONNECT): the first inserts the session, the second waits
+// for that insert and takes the session over. The session is then the
+// second's, as the second asked for it: persistent or not, with its
+// expiry and its cursors. Left with the first's flags, a clean session
+// taken over by a persistent one was not resumed at the next connect (and
+// its client missed what came meanwhile), and a persistent one taken over
+// by a clean one resumed with no cursors at all (its client was replayed
+// every conversation from its join).
+func TestASessionOpenedByTwoConnectionsAtOnceIsTheLaterOnesAsItAskedForIt(t *testing.T) {
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	for _, tc := range []struct {
+		firstPersistent, laterPersistent bool
+	}{{false, true}, {true, false}} {
+		id := fmt.Sprintf("phone-%v-then-%v", tc.firstPersistent, tc.laterPersistent)
+		hold := beginHold(t, ctx, pool)
+		holdExec(t, ctx, hold, `SELECT * FROM chat_session_open($1, 1, $2, true, 60, 'n/p/1')`, id, tc.firstPersistent)
+		type result struct {
+			resumed bool
+			err     error
+		}
+		done := make(chan result, 1)
+		go func() {
+			o, err := ss.Open(ctx, id, "n/p/2", 1, tc.laterPersistent, false, time.Hour)
+			done <- result{o.Resumed, err}
+		}()
+		waitFor(t, "the later open waiting on the first's insert", func() bool {
+			return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+				AND wait_event_type = 'Lock' AND query LIKE '%chat_session_open%' AND query LIKE '%$1%'`) == 1
+		})
+		if err := hold.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.err != nil || r.resumed {
+			t.Fatalf("%s: later open: resumed %v, %v; want a new session", id, r.resumed, r.err)
+		}
+		var (
+			persistent bool
+			expiry     int64
+			token      string
+		)
+		if err := pool.QueryRow(ctx, `SELECT persistent, expiry_seconds, conn_token FROM chat_session WHERE client_id = $1`, id).
+			Scan(&persistent, &expiry, &token); err != nil {
+			t.Fatal(err)
+		}
+		if persistent != tc.laterPersistent || expiry != 3600 || token != "n/p/2" {
+			t.Errorf("%s: session persistent %v, expiry %ds, token %q; want %v, 3600s, n/p/2 (the later open's)",
+				id, persistent, expiry, token, tc.laterPersistent)
+		}
+		// The device reconnects to its persistent session: it resumes only
+		// if the last connection had one.
+		if err := ss.Touch(ctx, id, "n/p/2", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		o, err := ss.Open(ctx, id, "n/p/3", 1, true, false, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Resumed != tc.laterPersistent {
+			t.Errorf("%s: the next persistent connect resumed %v, want %v", id, o.Resumed, tc.laterPersistent)
+		}
+	}
+}
