@@ -926,8 +926,16 @@ DECLARE
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     o_resumed := false;
+    -- Its last connection ended: it touched the session (no token), or
+    -- the node in its token is gone (it crashed; whoever reaped it
+    -- recorded the session last seen at its last heartbeat), by the
+    -- sweep's measure (Sessions.Expire).
     SELECT user_id, persistent, subscriptions, conn_token,
-           COALESCE(conn_token IS NULL AND last_seen_at + make_interval(secs => expiry_seconds) < now(), false)
+           COALESCE(last_seen_at + make_interval(secs => expiry_seconds) < now()
+                    AND (conn_token IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM chat_node n
+                        WHERE n.node_id = regexp_replace(conn_token, '/[^/]*/[^/]*$', '')
+                          AND n.heartbeat_at > now() - interval '5 minutes')), false)
     INTO o_owner, v_persistent, v_subs, v_old, v_expired
     FROM chat_session WHERE client_id = p_client FOR UPDATE;
     IF NOT FOUND THEN

@@ -74,3 +74,47 @@ func TestASessionOpenedByTwoConnectionsAtOnceIsTheLaterOnesAsItAskedForIt(t *tes
 		}
 	}
 }
+
+// A node crashes with a persistent session's connection (its end never
+// touched the session); another node reaps it, recording the session last
+// seen at the node's last heartbeat. Once the session's expiry has run out
+// since then, a reconnect starts a new session, as after a disconnect the
+// node saw (docs/protocol.md: even in the minute before the sweep deletes
+// it); it resumed, since the crashed connection's token was still there.
+// A session whose connection's node is alive is not expired by the time
+// it was opened: that connection is still open, and is taken over.
+func TestASessionWhoseNodeCrashedIsNotResumedOnceItsExpiryRanOut(t *testing.T) {
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	reaper := store.NewPresence(pool, 30*time.Second)
+	for _, crashed := range []bool{false, true} {
+		node := fmt.Sprintf("node-crashed-%v", crashed)
+		id := "phone-on-" + node
+		if _, err := ss.Open(ctx, id, node+"/p/1", 1, true, false, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reaper.Heartbeat(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		if err := reaper.SetConnections(ctx, node, []string{id}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Connected for two hours; the crashed node's last heartbeat was
+		// two minutes ago, past its one-minute expiry.
+		mustExec(t, ctx, pool, `UPDATE chat_session SET last_seen_at = now() - interval '2 hours' WHERE client_id = $1`, id)
+		if crashed {
+			mustExec(t, ctx, pool, `UPDATE chat_node SET heartbeat_at = now() - interval '2 minutes' WHERE node_id = $1`, node)
+			if _, err := reaper.ReapNodes(ctx, "node-live"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o, err := ss.Open(ctx, id, "node-live/p/2", 1, true, false, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Resumed == crashed {
+			t.Errorf("crashed=%v: the reconnect resumed %v, want %v", crashed, o.Resumed, !crashed)
+		}
+	}
+}
