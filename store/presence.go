@@ -58,18 +58,30 @@ func (p *Presence) Heartbeat(ctx context.Context, node string) (revived bool, er
 // deletes its heartbeat. It records the users whose connections it cleared
 // last seen now and returns them: their connections ended by now, and the
 // process that held them announced nothing if it crashed.
+//
+// At start, which comes before the node accepts connections, the sessions
+// whose connections a crashed process held are recorded as that process
+// left them: last seen at its last heartbeat (their expiry ran from then,
+// not from this start; now when none is left), and held by no connection
+// (their tokens of this node cleared, as a disconnect clears its own), so
+// that one whose expiry ran out while the node was down is not resumed
+// (chat_session_open) and is swept.
 func (p *Presence) ResetNode(ctx context.Context, node string, remove bool) ([]int64, error) {
 	var users []int64
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			WITH cleared AS (
-			  UPDATE chat_session SET node_id = NULL, last_seen_at = now() WHERE node_id = $1 RETURNING user_id),
+			  UPDATE chat_session s SET node_id = NULL,
+			    last_seen_at = CASE WHEN $2 THEN now()
+			                        ELSE GREATEST(s.last_seen_at, COALESCE((SELECT n.heartbeat_at FROM chat_node n WHERE n.node_id = $1), now())) END,
+			    conn_token = CASE WHEN NOT $2 AND left(s.conn_token, length($1) + 1) = $1 || '/' THEN NULL ELSE s.conn_token END
+			  WHERE s.node_id = $1 RETURNING s.user_id),
 			departed AS (SELECT DISTINCT user_id FROM cleared),
 			seen AS (
 			  INSERT INTO user_presence (user_id, last_seen_at)
 			  SELECT user_id, now() FROM departed ORDER BY user_id
 			  ON CONFLICT (user_id) DO UPDATE SET last_seen_at = GREATEST(user_presence.last_seen_at, EXCLUDED.last_seen_at))
-			SELECT user_id FROM departed`, node)
+			SELECT user_id FROM departed`, node, remove)
 		if err != nil {
 			return fmt.Errorf("clear connections: %w", err)
 		}

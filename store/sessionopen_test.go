@@ -118,3 +118,49 @@ func TestASessionWhoseNodeCrashedIsNotResumedOnceItsExpiryRanOut(t *testing.T) {
 		}
 	}
 }
+
+// The only node crashes with a persistent session's connection and starts
+// again two hours later (kill -9, a machine that rebooted). The session's
+// last connection ended when the node last beat, not when it came back:
+// a session whose one-hour expiry ran out meanwhile is not resumed; one
+// whose expiry did not is. The restart recorded every such session last
+// seen at the restart (and its dead connection's token stayed), so the
+// first resumed and would have lived another hour.
+func TestASessionOfANodeThatRestartsAfterACrashExpiresFromTheCrash(t *testing.T) {
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	pr := store.NewPresence(pool, 30*time.Second)
+	const node = "solo"
+	expiries := map[string]time.Duration{"phone-1h": time.Hour, "phone-7d": 7 * 24 * time.Hour}
+	for id, expiry := range expiries {
+		if _, err := ss.Open(ctx, id, node+"/p1/1", 1, true, false, expiry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pr.Heartbeat(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.SetConnections(ctx, node, []string{"phone-1h", "phone-7d"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Connected three hours ago; the node crashed two hours ago.
+	mustExec(t, ctx, pool, `UPDATE chat_session SET last_seen_at = now() - interval '3 hours'`)
+	mustExec(t, ctx, pool, `UPDATE chat_node SET heartbeat_at = now() - interval '2 hours'`)
+	// It starts again: the presence tracker's start.
+	if _, err := pr.ResetNode(ctx, node, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.Heartbeat(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	for id := range expiries {
+		o, err := ss.Open(ctx, id, node+"/p2/1", 1, true, false, expiries[id])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := id == "phone-7d"; o.Resumed != want {
+			t.Errorf("%s: the reconnect after the restart resumed %v, want %v", id, o.Resumed, want)
+		}
+	}
+}
