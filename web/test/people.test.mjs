@@ -51,3 +51,24 @@ test('names stay on screen when their refresh after a reconnect fails, and no 30
   await flushed();
   assert.deepEqual([people.name(2), people.name(3)], ['Ann', 'Bob'], `calls: ${api.calls.join(' | ')}`);
 });
+
+test('a users answer read before a profile.updated that came first does not put the older profile back', async () => {
+  let answer;
+  const api = {
+    async users() {
+      return new Promise((r) => (answer = r));
+    },
+  };
+  const people = new People(api, 1);
+  people.name(2);
+  await flushed(); // the batch asked for user 2; its answer is on its way
+  people.apply({ type: 'profile.updated', userId: 2, displayName: 'Ann Lee', avatar: '', about: 'climber', updatedAt: '2026-03-01T12:00:00.000002Z' });
+  answer({ users: [{ id: 2, displayName: 'Ann', avatar: null, about: '', updatedAt: '2026-03-01T12:00:00.000001Z' }], etag: '"2"' });
+  await flushed();
+  assert.equal(people.name(2), 'Ann Lee', 'the profile read before the change replaced it');
+  // A newer one still replaces it, whichever way it comes.
+  people.apply({ type: 'profile.updated', userId: 2, displayName: 'Ann L.', avatar: '', about: '', updatedAt: '2026-03-01T12:00:01Z' });
+  assert.equal(people.name(2), 'Ann L.');
+  people.apply({ type: 'profile.updated', userId: 2, displayName: 'Ann (old event)', avatar: '', about: '', updatedAt: '2026-03-01T12:00:00.5Z' });
+  assert.equal(people.name(2), 'Ann L.', 'an older profile.updated replaced a newer one');
+});

@@ -6,13 +6,35 @@
 
 const BATCH = 100;
 
+/**
+ * An updatedAt (RFC 3339, UTC, up to nanoseconds) as [ms, nanoseconds
+ * within the ms], comparable where Date.parse keeps milliseconds only:
+ * two writes of one profile are microseconds apart at least. Null when
+ * absent (a profile never set).
+ */
+function stamp(s) {
+  const m = typeof s === 'string' && /^(.*?)(?:\.(\d{1,9}))?Z$/.exec(s);
+  if (!m) return null;
+  const ms = Date.parse(`${m[1]}Z`);
+  if (Number.isNaN(ms)) return null;
+  const ns = Number((m[2] || '').padEnd(9, '0'));
+  return [ms + Math.floor(ns / 1e6), ns % 1e6];
+}
+
+/** Whether profile p was written before held (both from chatd). */
+function older(p, held) {
+  const a = stamp(p?.updatedAt);
+  const b = stamp(held?.updatedAt);
+  return !!a && !!b && (a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]));
+}
+
 export class People extends EventTarget {
   /** @param {import('../api.js').Api} api @param {number} me */
   constructor(api, me) {
     super();
     this.api = api;
     this.me = me;
-    /** @type {Map<number, {id:number, displayName:string, avatar:string|null, about:string}>} */
+    /** @type {Map<number, {id:number, displayName:string, avatar:string|null, about:string, updatedAt?:string}>} */
     this.profiles = new Map();
     this.settings = { readReceipts: true, presence: true };
     this.wanted = new Set();
@@ -65,7 +87,9 @@ export class People extends EventTarget {
       if (!r) return; // 304: what we hold is current
       this.etags.set(key, r.etag);
       for (const id of ids) if (!this.profiles.has(id)) this.profiles.set(id, { id, displayName: '', avatar: null, about: '' });
-      for (const p of r.users) this.profiles.set(p.id, p);
+      // One a profile.updated brought while this answer was on its way
+      // is newer: it stays.
+      for (const p of r.users) if (!older(p, this.profiles.get(p.id))) this.profiles.set(p.id, p);
       this.changed();
     } catch {
       // The names we know stay (a refresh on a flaky network); those we
@@ -99,7 +123,9 @@ export class People extends EventTarget {
 
   /** A profile.updated event. */
   apply(ev) {
-    this.profiles.set(ev.userId, { id: ev.userId, displayName: ev.displayName || '', avatar: ev.avatar || null, about: ev.about || '' });
+    const p = { id: ev.userId, displayName: ev.displayName || '', avatar: ev.avatar || null, about: ev.about || '', updatedAt: ev.updatedAt };
+    if (older(p, this.profiles.get(ev.userId))) return; // delivered late (another node's, say)
+    this.profiles.set(ev.userId, p);
     this.etags.clear();
     this.changed();
   }
