@@ -49,7 +49,8 @@ type Config struct {
 	// RPCWorkers and RPCQueue size the pool that runs RPC requests
 	// (default 8 and 256); a request that finds the queue full, or an
 	// eighth of it (at least 4) taken by its user's requests, is refused
-	// (PUBACK 0x97, reply 503).
+	// (PUBACK 0x97, reply 503). Users take turns, each on at most half of
+	// the workers (rpcpool.go).
 	RPCWorkers, RPCQueue int
 	// MaxSubscriptions per client (default 16).
 	MaxSubscriptions int

@@ -11,33 +11,45 @@ import (
 // rpcPool runs MQTT v5 requests (history pages, conversation lookups) on a
 // fixed number of workers, off every connection's read loop. Its queue is
 // bounded: a request that finds it full is refused at once (back-pressure
-// the client sees) instead of piling up. So is each user's share of it
-// (perUser requests queued or running): the per-user request rate is
-// taken as a request runs, and one user's burst on requests that wait
-// (a locked row, a slow query) must not fill the queue and have every
-// other user of the node refused.
+// the client sees) instead of piling up.
+//
+// Users take turns: each has a queue of their own, and the workers serve
+// the users with requests waiting in rotation, running at most half of
+// them for one user at a time; a user's requests queued or running are at
+// most an eighth of the queue. The per-user request rate is taken only as
+// a request runs, so without these one user's burst of requests that wait
+// (a locked row, a slow query, each up to send_timeout) would fill the
+// queue, have every other user of the node refused, and hold the workers
+// while the others' requests waited their turn behind it.
 type rpcPool struct {
-	jobs    chan func()
-	wg      sync.WaitGroup
-	mu      sync.RWMutex
-	closed  bool
-	perUser int
+	perUser int // queued and running, per user
+	perRun  int // running, per user
+	queue   int // queued (not running), all users
 
-	usersMu sync.Mutex
-	users   map[int64]int // requests queued or running, by user
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cond   *sync.Cond
+	users  map[int64]*rpcUser // users with requests queued or running
+	ready  []int64            // users whose next request may run, in turn order
+	queued int
+	closed bool
+}
+
+// rpcUser is one user's requests in the pool.
+type rpcUser struct {
+	jobs    []func()
+	running int
+	ready   bool // in rpcPool.ready
 }
 
 // rpcShare is a user's share of a queue of that many requests.
 func rpcShare(queue int) int { return max(4, queue/8) }
 
 func newRPCPool(workers, queue int) *rpcPool {
-	p := &rpcPool{jobs: make(chan func(), queue), perUser: rpcShare(queue), users: map[int64]int{}}
+	p := &rpcPool{perUser: rpcShare(queue), perRun: max(1, workers/2), queue: queue, users: map[int64]*rpcUser{}}
+	p.cond = sync.NewCond(&p.mu)
 	for range workers {
-		p.wg.Go(func() {
-			for job := range p.jobs {
-				job()
-			}
-		})
+		p.wg.Go(p.work)
 	}
 	return p
 }
@@ -45,49 +57,77 @@ func newRPCPool(workers, queue int) *rpcPool {
 // submit queues user's job and reports whether there was room, in the
 // queue and in the user's share of it.
 func (p *rpcPool) submit(user int64, job func()) bool {
-	if !p.take(user) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := p.users[user]
+	switch {
+	case p.closed, p.queued >= p.queue:
+		return false
+	case u == nil:
+		u = &rpcUser{}
+		p.users[user] = u
+	case u.running+len(u.jobs) >= p.perUser:
 		return false
 	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if !p.closed {
-		select {
-		case p.jobs <- func() { defer p.done(user); job() }:
-			return true
-		default:
-		}
-	}
-	p.done(user)
-	return false
-}
-
-// take counts one more request of user's, unless their share is taken.
-func (p *rpcPool) take(user int64) bool {
-	p.usersMu.Lock()
-	defer p.usersMu.Unlock()
-	if p.users[user] >= p.perUser {
-		return false
-	}
-	p.users[user]++
+	u.jobs = append(u.jobs, job)
+	p.queued++
+	p.offer(user, u)
 	return true
 }
 
-// done counts one request of user's less.
-func (p *rpcPool) done(user int64) {
-	p.usersMu.Lock()
-	defer p.usersMu.Unlock()
-	if p.users[user]--; p.users[user] <= 0 {
-		delete(p.users, user)
+// offer puts user in turn if they have a request waiting that may run;
+// p.mu is held.
+func (p *rpcPool) offer(user int64, u *rpcUser) {
+	if !u.ready && len(u.jobs) > 0 && u.running < p.perRun {
+		u.ready = true
+		p.ready = append(p.ready, user)
+		p.cond.Signal()
+	}
+}
+
+// work runs requests, the next user's in turn each time, until the pool
+// is closed and nothing is queued.
+func (p *rpcPool) work() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(p.ready) == 0 && !(p.closed && p.queued == 0) {
+			p.cond.Wait()
+		}
+		if len(p.ready) == 0 {
+			p.cond.Broadcast() // the other workers end too
+			return
+		}
+		user := p.ready[0]
+		p.ready = p.ready[1:]
+		u := p.users[user]
+		u.ready = false
+		job := u.jobs[0]
+		u.jobs[0] = nil
+		u.jobs = u.jobs[1:]
+		p.queued--
+		u.running++
+		p.offer(user, u) // their next one goes after everyone now in turn
+		p.mu.Unlock()
+		job()
+		p.mu.Lock()
+		u.running--
+		if u.running == 0 && len(u.jobs) == 0 {
+			delete(p.users, user)
+		} else {
+			p.offer(user, u)
+		}
+		if p.closed && p.queued == 0 {
+			p.cond.Broadcast()
+		}
 	}
 }
 
 // close stops taking requests and waits for the ones queued to finish.
 func (p *rpcPool) close(ctx context.Context) error {
 	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		close(p.jobs)
-	}
+	p.closed = true
+	p.cond.Broadcast()
 	p.mu.Unlock()
 	if err := shutdown.Wait(ctx, &p.wg); err != nil {
 		return fmt.Errorf("wait for RPC workers: %w", err)

@@ -174,3 +174,32 @@ func TestOneUsersWaitingRPCRequestsLeaveRoomForAnotherUsers(t *testing.T) {
 		t.Fatalf("the other user's reply: %s (%v), want status 200", pk.Payload, err)
 	}
 }
+
+// One user's requests run on at most half of the node's request workers:
+// a burst of theirs that waits (a locked row, each until send_timeout)
+// leaves the other half to everyone else, whose requests are answered at
+// once instead of after the burst's turn.
+func TestOneUsersWaitingRPCRequestsDoNotHoldUpAnotherUsersAnswer(t *testing.T) {
+	ctx := context.Background()
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"})
+	conv := mustGroup(t, ctx, srv, 1, "busy", nil)
+	pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
+	flood := rawClient(t, srv.MQTTAddr(), 1, "flooding-rpc", 5, true)
+	req := []byte(fmt.Sprintf(`{"conversationId":%d,"title":"again"}`, conv.ID))
+	for i := 0; i < 32; i++ {
+		ack, err := flood.Publish("chat/v1/rpc/conversation.update", 1, req,
+			mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: []byte(fmt.Sprint("f", i))})
+		if err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("request %d: PUBACK 0x%02x %v", i, ack.ReasonCode, err)
+		}
+	}
+	other := rawClient(t, srv.MQTTAddr(), 2, "patient-rpc", 5, true)
+	asked := time.Now()
+	if ack, err := other.Publish("chat/v1/rpc/me.get", 1, []byte(`{}`),
+		mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/2/rpc", CorrelationData: []byte("other")}); err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("another user's request: PUBACK 0x%02x %v", ack.ReasonCode, err)
+	}
+	// Well under send_timeout (5 s), the wait of each of the first user's.
+	nextReply(t, other, "the answer to another user's request while the first user's 32 wait", 3*time.Second, []byte("other"))
+	t.Logf("answered in %v", time.Since(asked).Round(time.Millisecond))
+}
