@@ -74,7 +74,8 @@ $f$;
 --   o_target_sender, o_snippet, o_target_recalled
 --             the target's (or replied-to message's, or forward source's)
 --             sender, first 100 characters of its current body, recalled;
---   o_count   reaction: how many carry the emoji after the change;
+--   o_count   reaction: how many carry the emoji after the change (a
+--             duplicate's: after the stored change, as its first answer);
 --   o_msg_type, o_attachments
 --             a new or duplicate message's type (NULL: text) and its
 --             attachments as chat_attachments reads them;
@@ -370,7 +371,7 @@ BEGIN
         -- were 6% of a lone send's cost, docs/benchmarks.md).
         SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at/*lifecycle:*/, mb.role IS NULL AS outsider/*plain:*/,
+               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at/*lifecycle:*/, mb.role IS NULL AS outsider, st.reaction_count AS st_count/*plain:*/,
                (CASE
                     WHEN cv.last_seq IS NULL THEN 4
                     -- A resend of the writer's own stored change is
@@ -397,7 +398,7 @@ BEGIN
         LEFT JOIN LATERAL (SELECT m.role, m.peer_blocked FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, /*lifecycle:*/m.target_seq, /*plain:*/m.msg_type,
-                                  m.recalled_at, /*lifecycle:*/m.emoji, m.reaction_on, /*plain:*/m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
+                                  m.recalled_at, /*lifecycle:*/m.emoji, m.reaction_on, m.reaction_count, /*plain:*/m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), firsts AS (
         -- The first new change of each clientMsgId is new; later ones of
@@ -442,6 +443,9 @@ BEGIN
                     COALESCE(q.st_at, k.at) /*lifecycle:*/END/*plain:*/ AS at,
                /*lifecycle:*/CASE WHEN q.k <> 'reaction' THEN NULL
                     WHEN q.status = 0 THEN COALESCE(v_total[q.ord::int], 0)::int + CASE WHEN q.is_on THEN 1 ELSE -1 END
+                    -- A resend answers the stored entry, as its first
+                    -- answer did, not what others reacted since.
+                    WHEN q.status = 1 THEN q.st_count
                     ELSE COALESCE(v_total[q.ord::int], 0)::int END AS cnt,/*plain:*/
                CASE WHEN q.status <> 0 THEN q.st_msg_type
                     /*lifecycle:*/WHEN q.fc IS NOT NULL THEN v_f_msg_type[q.ord::int]/*plain:*/

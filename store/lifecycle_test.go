@@ -409,3 +409,19 @@ func TestAForwardedMessageCannotBeEditedByItsForwarder(t *testing.T) {
 	}
 	mustChange(t, st, change(chat.KindRecall, h.ID, 1, fwd.Message.Seq))
 }
+
+// A resent reaction is answered with the stored entry, as its first
+// answer was: the count after that change, not after the reactions others
+// set since (history's reaction entry says the same).
+func TestAResentReactionAnswersTheCountItsFirstAnswerGave(t *testing.T) {
+	st, _ := newStore(t)
+	g := mustGroup(t, st, 1, 2, 3)
+	m := mustSend(t, st, g.ID, 1, "target")
+	first := react(g.ID, 2, m.Seq, "👍", true)
+	done := mustChange(t, st, first)
+	mustChange(t, st, react(g.ID, 3, m.Seq, "👍", true))
+	res := mustChange(t, st, first)
+	if !res.Duplicate || res.Entry.Seq != done.Entry.Seq || res.Entry.Count != done.Entry.Count {
+		t.Fatalf("the resend answered %+v, want a duplicate of seq %d with count %d, as the first answer", res.Entry, done.Entry.Seq, done.Entry.Count)
+	}
+}
