@@ -148,6 +148,24 @@ func TestEditAndRecallWindowsBindTheSenderNotTheGroupsAdmins(t *testing.T) {
 	mustChange(t, unlimited, change(chat.KindRecall, g.ID, 3, ancient.Seq))
 }
 
+// store.New's zero limits are the chat defaults, the windows too: a store
+// made with chat.Limits{} lets a sender edit and recall what they just
+// sent (a zero window would refuse every edit and recall as too late).
+func TestAStoreWithZeroLimitsHasTheDefaultEditAndRecallWindows(t *testing.T) {
+	_, pool := newStore(t)
+	st := store.New(pool, chat.Limits{})
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	g := mustGroup(t, st, 1, 2)
+	m := mustSend(t, st, g.ID, 2, "just sent")
+	mustChange(t, st, edit(g.ID, 2, m.Seq, "just edited"))
+	mustChange(t, st, change(chat.KindRecall, g.ID, 2, m.Seq))
+	old := mustSend(t, st, g.ID, 2, "old")
+	if _, err := pool.Exec(testCtx(t), `UPDATE message SET created_at = created_at - interval '49 hours' WHERE conversation_id = $1 AND seq = $2`, g.ID, old.Seq); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, st, pool, "edit past the default window", edit(g.ID, 2, old.Seq, "too late"), chat.CodeForbidden)
+}
+
 func TestARecalledBodyIsGoneFromEveryTableAndEveryReader(t *testing.T) {
 	st, pool := newStore(t)
 	g := mustGroup(t, st, 1, 2)

@@ -132,13 +132,7 @@ func WithUploadTypes(types []string) Option {
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
 // take the chat defaults, the same as chat.NewService does.
 func New(pool *pgxpool.Pool, limits chat.Limits, opts ...Option) *Store {
-	if limits.MaxMembers <= 0 {
-		limits.MaxMembers = chat.DefaultMaxMembers
-	}
-	if limits.MaxBodyBytes <= 0 {
-		limits.MaxBodyBytes = chat.DefaultMaxBodyBytes
-	}
-	s := &Store{pool: pool, limits: limits, batching: true, maxBatch: 256, maxInflight: 4, batchTimeout: 10 * time.Second}
+	s := &Store{pool: pool, limits: limits.WithDefaults(), batching: true, maxBatch: 256, maxInflight: 4, batchTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
