@@ -84,6 +84,11 @@ $f$;
 --             (its message's: a recall erases the edits too); NULL: not
 --             recalled. A resend of a message or edit recalled since is
 --             answered as recalled, not as an empty text.
+--   o_edited_at
+--             a duplicate message's last edit time (NULL: not edited): its
+--             o_body is its current body, so a resend of a message edited
+--             since is answered as edited, as history reads it, not as the
+--             first answer's text with another body.
 --
 -- Rules, each decided once here:
 --   - seq is the conversation's last_seq + 1, under the conversation row's
@@ -205,7 +210,7 @@ CREATE OR REPLACE FUNCTION chat_send_batch(
     p_attach jsonb[] DEFAULT NULL, p_types text[] DEFAULT NULL)
 RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
                o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer,
-               o_msg_type text, o_attachments jsonb, o_recalled_at timestamptz)
+               o_msg_type text, o_attachments jsonb, o_recalled_at timestamptz, o_edited_at timestamptz)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -228,7 +233,7 @@ DECLARE
     -- reaction's count after the change, a message's type, a duplicate
     -- message's recall.
     v_status smallint[]; v_seq bigint[]; v_sender bigint[]; v_body text[]; v_at timestamptz[]; v_count int[];
-    v_msg_type text[]; v_recalled_at timestamptz[];
+    v_msg_type text[]; v_recalled_at timestamptz[]; v_edited_at timestamptz[];
     -- Per change, a duplicate whose references the writer can no longer
     -- reach (they are no longer a member, or what it replies to or reacts
     -- to is from before their join now): its answer says nothing of them.
@@ -371,7 +376,7 @@ BEGIN
         -- were 6% of a lone send's cost, docs/benchmarks.md).
         SELECT r.*, cv.last_seq, cv.last_message_at, cv.message_count,
                st.seq AS st_seq, st.sender_id AS st_sender, st.body AS st_body, st.created_at AS st_at,
-               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at/*lifecycle:*/, mb.role IS NULL AS outsider, st.reaction_count AS st_count/*plain:*/,
+               st.msg_type AS st_msg_type, st.recalled_at AS st_recalled_at, st.edited_at AS st_edited_at/*lifecycle:*/, mb.role IS NULL AS outsider, st.reaction_count AS st_count/*plain:*/,
                (CASE
                     WHEN cv.last_seq IS NULL THEN 4
                     -- A resend of the writer's own stored change is
@@ -397,7 +402,7 @@ BEGIN
                            WHERE c.id = r.c LIMIT 1) cv ON true
         LEFT JOIN LATERAL (SELECT m.role, m.peer_blocked FROM conversation_member m
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.kind, /*lifecycle:*/m.target_seq, /*plain:*/m.msg_type,
+        LEFT JOIN LATERAL (SELECT m.seq, m.sender_id, m.body, m.created_at, m.edited_at, m.kind, /*lifecycle:*/m.target_seq, /*plain:*/m.msg_type,
                                   m.recalled_at, /*lifecycle:*/m.emoji, m.reaction_on, m.reaction_count, /*plain:*/m.reply_to, m.forwarded_conversation_id, m.forwarded_seq FROM message m
                            WHERE m.conversation_id = r.c AND m.client_msg_id = r.id LIMIT 1) st ON true
     ), firsts AS (
@@ -429,7 +434,7 @@ BEGIN
     ), dec AS MATERIALIZED (
         -- The answer to each change, and for a new entry what is written.
         SELECT q.ord, q.k, q.c, q.s, q.id, /*lifecycle:*/q.tgt, q.fc, q.fs, q.emoji, q.is_on, /*plain:*/q.status, q.run_msg,
-               q.st_recalled_at/*lifecycle:*/, q.outsider/*plain:*/,
+               q.st_recalled_at, q.st_edited_at/*lifecycle:*/, q.outsider/*plain:*/,
                -- A repeat within the batch answers its first's seq.
                /*lifecycle:*/CASE WHEN q.status = 6 THEN v_recall_seq[q.ord::int] ELSE /*plain:*/
                     COALESCE(q.st_seq, /*batch:*/max(q.run_seq) FILTER (WHERE q.status = 0) OVER (PARTITION BY q.c, q.id)/*distinct:CASE WHEN q.status = 0 THEN q.run_seq END*/)
@@ -506,7 +511,8 @@ BEGIN
            array_agg(/*lifecycle:*/CASE WHEN d.status = 0 AND d.fc IS NOT NULL THEN d.body ELSE d.st_body END/*plain: d.st_body*/),
            array_agg(d.at),
            array_agg(CASE WHEN d.k = 'message' AND d.status IN (0, 1) THEN d.msg_type END),
-           array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END)
+           array_agg(CASE WHEN d.k IN ('message', 'edit') AND d.status = 1 THEN d.st_recalled_at END),
+           array_agg(CASE WHEN d.k = 'message' AND d.status = 1 THEN d.st_edited_at END)
            -- (A plain batch has no counts, and no references a duplicate's
            -- answer could show: its v_count and v_unseen stay NULL.)
            /*lifecycle:*/, array_agg(d.cnt),
@@ -516,7 +522,7 @@ BEGIN
            -- backend's CPU than with the table's scan (docs/benchmarks.md,
            -- "outbox rows only for a relay").
            (SELECT EXISTS (SELECT 1 FROM outbox_wanted w WHERE w.one))
-    INTO v_status, v_seq, v_sender, v_body, v_at, v_msg_type, v_recalled_at/*lifecycle:*/, v_count, v_unseen/*plain:*/, v_outbox
+    INTO v_status, v_seq, v_sender, v_body, v_at, v_msg_type, v_recalled_at, v_edited_at/*lifecycle:*/, v_count, v_unseen/*plain:*/, v_outbox
     FROM dec d;
 
     -- Every new entry's outbox row, in seq order (generate_series yields
@@ -637,7 +643,7 @@ BEGIN
                     WHEN v_unseen[i] THEN NULL ELSE left(v_ref_body[i], 100) END,
                NOT v_unseen[i] AND COALESCE(v_ref_recalled[i], false),
                CASE WHEN NOT v_unseen[i] THEN v_count[i] END, v_msg_type[i],
-               CASE WHEN v_msg_type[i] IS NOT NULL THEN chat_attachments(p_conv[i], v_seq[i]) END, v_recalled_at[i]
+               CASE WHEN v_msg_type[i] IS NOT NULL THEN chat_attachments(p_conv[i], v_seq[i]) END, v_recalled_at[i], v_edited_at[i]
         FROM generate_series(1, v_n) AS i;
 END;
 $$;

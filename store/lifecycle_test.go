@@ -443,3 +443,30 @@ func TestAResentReactionAnswersTheCountItsFirstAnswerGave(t *testing.T) {
 		t.Fatalf("the resend answered %+v, want a duplicate of seq %d with count %d, as the first answer", res.Entry, done.Entry.Seq, done.Entry.Count)
 	}
 }
+
+// A resend answers the message as it is now (send_test.go: as recalled
+// once recalled). Edited since, its body is the edit's, so the answer
+// says edited with the edit's time, as history does: not the first
+// answer's unedited message with another text.
+func TestAResentMessageEditedSinceIsAnsweredAsEdited(t *testing.T) {
+	ctx, st, _, g := groupOf12(t)
+	req := sendReq(g.ID, 2, "first words")
+	first, err := st.Send(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed := mustChange(t, st, edit(g.ID, 2, first.Message.Seq, "second words"))
+	res, err := st.Send(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Message
+	if !res.Duplicate || m.Seq != first.Message.Seq || m.Body != "second words" || m.EditedAt == nil || !m.EditedAt.Equal(ed.Entry.CreatedAt) {
+		t.Fatalf("the resend answered %+v (editedAt %v), want a duplicate of seq %d reading %q, edited at %v",
+			m, m.EditedAt, first.Message.Seq, "second words", ed.Entry.CreatedAt)
+	}
+	page := mustHistory(t, st, chat.HistoryQuery{ConversationID: g.ID, UserID: 1})
+	if h := page[0]; h.Body != m.Body || h.EditedAt == nil || !h.EditedAt.Equal(*m.EditedAt) {
+		t.Fatalf("history reads %+v, the resend's answer %+v", h, m)
+	}
+}

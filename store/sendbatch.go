@@ -179,10 +179,11 @@ type outcome struct {
 	msgType        *string
 	attachments    []byte
 	recalledAt     *time.Time
+	editedAt       *time.Time
 }
 
 const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_sender, o_snippet, o_target_recalled, o_count,
-	       o_msg_type, o_attachments, o_recalled_at
+	       o_msg_type, o_attachments, o_recalled_at, o_edited_at
 	FROM chat_send_batch($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
 	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval,
 	                     $13::text[], $14::text[], $15::jsonb[], $16::text[])`
@@ -250,7 +251,7 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	for rows.Next() {
 		var o outcome
 		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count,
-			&o.msgType, &o.attachments, &o.recalledAt); err != nil {
+			&o.msgType, &o.attachments, &o.recalledAt, &o.editedAt); err != nil {
 			rows.Close()
 			return fmt.Errorf("write %d changes: %w", len(reqs), err)
 		}
@@ -360,6 +361,11 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 			// empty text.
 			at := o.recalledAt.UTC()
 			e.Recalled, e.RecalledAt, e.Body = true, &at, ""
+		} else if o.editedAt != nil && c.Kind == chat.KindMessage {
+			// Edited since: the body is the current one, and says so,
+			// as history would.
+			at := o.editedAt.UTC()
+			e.EditedAt = &at
 		}
 	case outUnchanged:
 		res.Unchanged = true
