@@ -117,7 +117,9 @@ $f$;
 --     one whose target is now before the writer's history floor (removed
 --     and added back to a 'joined' group);
 --     a later message of the batch with an earlier one's
---     clientMsgId repeats it;
+--     clientMsgId repeats it, as a resend of a stored one would: the
+--     same sender's with the same reply and forward is a duplicate, any
+--     other a conflict;
 --   - created_at is taken under the lock and never before the
 --     conversation's previous message;
 --   - edit: the message's sender, within p_edit_window of its created_at,
@@ -416,13 +418,17 @@ BEGIN
                -- (a forward's body is the one it copies, as the first's answer)
                /*batch:*/(array_agg(/*lifecycle:*/CASE WHEN j.fc IS NOT NULL THEN v_ref_body[j.ord::int] ELSE j.b END/*plain: j.b*/)
                     FILTER (WHERE j.pre = 0) OVER byid)[1]/*distinct:CASE WHEN j.pre = 0 THEN j.b END*/ AS first_b
+               -- (what the first replies to or forwards: a repeat with
+               -- other references is a conflict, as against a stored one)
+               /*lifecycle:*/, (array_agg(format('%s/%s/%s', j.tgt, j.fc, j.fs)) FILTER (WHERE j.pre = 0) OVER byid)[1] AS first_ref/*plain:*/
         FROM cls j
         /*batch:*/WINDOW byid AS (PARTITION BY j.c, j.id ORDER BY j.ord)/*distinct:*/
     ), numbered AS (
         -- (A change alone in its conversation takes the seq after its
         -- last_seq if it is new.)
         SELECT f.*,
-               (CASE WHEN f.pre <> 0 THEN f.pre WHEN f.nth = 1 THEN 0 WHEN f.first_s = f.s THEN 1 ELSE 2 END)::smallint AS status,
+               (CASE WHEN f.pre <> 0 THEN f.pre WHEN f.nth = 1 THEN 0
+                     WHEN f.first_s = f.s/*lifecycle:*/ AND f.first_ref = format('%s/%s/%s', f.tgt, f.fc, f.fs)/*plain:*/ THEN 1 ELSE 2 END)::smallint AS status,
                f.last_seq + /*batch:*/count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1) OVER byconv/*distinct:(f.pre = 0 AND f.nth = 1)::int*/ AS run_seq,
                f.message_count + /*batch:*/count(*) FILTER (WHERE f.pre = 0 AND f.nth = 1 AND f.k = 'message') OVER byconv/*distinct:(f.pre = 0 AND f.nth = 1 AND f.k = 'message')::int*/ AS run_msg
         FROM firsts f

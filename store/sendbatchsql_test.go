@@ -391,3 +391,51 @@ func derefStr(p *string) string {
 	}
 	return *p
 }
+
+// The same clientMsgId twice within one batch (a client resending over a
+// second transport at once) is judged as one after the other would be: a
+// repeat with another reply or forward than the first's is a conflict,
+// not a duplicate whose answer would carry a reply or forward that was
+// never stored.
+func TestARepeatWithinABatchWithOtherReferencesIsAConflict(t *testing.T) {
+	ctx, st, pool, g := groupOf12(t)
+	other := mustGroup(t, st, 1, 2)
+	src := mustSend(t, st, g.ID, 2, "quoted or forwarded")
+	for _, c := range []struct {
+		name               string
+		target, fwdC, fwdS [2]*int64
+	}{
+		{name: "a plain message, then a reply", target: [2]*int64{nil, &src.Seq}},
+		{name: "a reply, then a plain message", target: [2]*int64{&src.Seq, nil}},
+		{name: "a plain message, then a forward", fwdC: [2]*int64{nil, &g.ID}, fwdS: [2]*int64{nil, &src.Seq}},
+	} {
+		conv := g.ID
+		if c.fwdC[1] != nil {
+			conv = other.ID
+		}
+		target := [2]int64{}
+		for i, p := range c.target {
+			if p != nil {
+				target[i] = *p
+			}
+		}
+		body := [2]string{"mine", "mine"}
+		for i := range body {
+			if c.fwdC[i] != nil {
+				body[i] = ""
+			}
+		}
+		id := uuid.NewString()
+		rows, err := pool.Query(ctx, `SELECT o_status FROM chat_send_batch(
+			ARRAY['message','message'], ARRAY[$1,$1]::bigint[], ARRAY[1,1]::bigint[], ARRAY[$2,$2]::uuid[], $3::text[],
+			$4::bigint[], $5::bigint[], $6::bigint[], ARRAY[NULL,NULL]::text[],
+			ARRAY[false,false], NULL, NULL)`, conv, id, body[:], target[:], c.fwdC[:], c.fwdS[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := scanAll(t, rows, func(s *int16) []any { return []any{s} })
+		if len(out) != 2 || out[0] != 0 || out[1] != 2 {
+			t.Errorf("%s with one clientMsgId in one batch: outcomes %v, want [0 2] (new, then a conflict)", c.name, out)
+		}
+	}
+}
