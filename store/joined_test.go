@@ -435,3 +435,39 @@ func indexBySeq(ms []chat.Message) map[int64]chat.Message {
 	}
 	return out
 }
+
+// A member removed from a group whose history is "joined" catches up on
+// the edits they were owed with the floor they had as a member: the body
+// of an edit of a message from after their join (a founder's: all of
+// them), as they would have got it live, and none of one from before it.
+// The floor is not their current membership's: they have none.
+func TestARemovedMembersCatchUpInAJoinedGroupShowsTheEditsTheirFloorAllowed(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	sess := store.NewSessions(pool)
+	const owner, founder, later = 1, 2, 3
+	old := mustSend(t, st, g.ID, owner, "before the later member")
+	mustAdd(t, ctx, st, g.ID, owner, later, chat.RoleMember)
+	m := mustSend(t, st, g.ID, owner, "we meet at noon")
+	oldEdit := mustChange(t, st, edit(g.ID, owner, old.Seq, "before, edited"))
+	mEdit := mustChange(t, st, edit(g.ID, owner, m.Seq, "we meet at one"))
+	until := mEdit.Entry.Seq
+	mustRemove(t, ctx, st, g.ID, owner, later, "remove the later member")
+	mustRemove(t, ctx, st, g.ID, owner, founder, "remove the founder")
+
+	for _, c := range []struct {
+		user           int64
+		oldBody, mBody string
+	}{
+		{founder, "before, edited", "we meet at one"},
+		{later, "", "we meet at one"},
+	} {
+		got := indexBySeq(sinceOne(t, ctx, sess, c.user, chat.Range{ConversationID: g.ID, After: m.Seq, Until: until}))
+		if e := got[oldEdit.Entry.Seq]; e.Kind != chat.KindEdit || e.Body != c.oldBody {
+			t.Errorf("user %d's catch-up of the edit of #%d: %+v, want body %q", c.user, old.Seq, e, c.oldBody)
+		}
+		if e := got[mEdit.Entry.Seq]; e.Kind != chat.KindEdit || e.Body != c.mBody {
+			t.Errorf("user %d's catch-up of the edit of #%d: %+v, want body %q", c.user, m.Seq, e, c.mBody)
+		}
+	}
+}

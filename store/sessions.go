@@ -288,7 +288,7 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 	// were at the leave (chat_message_at; left: a member's are as now).
 	rows, err := s.pool.Query(ctx, `SELECT `+sinceManyColumns+`, f.floor
 		FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS r(c, a, u)
-		CROSS JOIN LATERAL (SELECT COALESCE(`+floorSQL+`, 9223372036854775807) AS floor,
+		CROSS JOIN LATERAL (SELECT COALESCE(CASE WHEN r.u > 0 THEN `+endedFloorSQL+` ELSE `+floorSQL+` END, 9223372036854775807) AS floor,
 		                           CASE WHEN r.u > 0 THEN r.u WHEN m.join_seq <= r.a THEN 9223372036854775807 ELSE r.a END AS upto
 		                    FROM conversation c
 		                    LEFT JOIN conversation_member m ON m.conversation_id = c.id AND m.user_id = $4
@@ -321,6 +321,19 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 	}
 	return out, nil
 }
+
+// endedFloorSQL is the history floor (floorSQL) of user $4's membership
+// of conversation c that ended at the range's Until (r.u), for SinceMany:
+// their join_seq then, which their member.added entry, the first entry
+// after it, still tells (none: a first member, 0). Not their current
+// member row's: they have none after a leave, or a later join's after a
+// re-add, and either hid the edits they were owed as of a floor they did
+// not have while they were a member.
+const endedFloorSQL = `CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN COALESCE(
+	(SELECT x.seq - 1 FROM message x
+	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.seq <= r.u
+	   AND x.body::jsonb @> jsonb_build_object('action', 'member.added', 'userId', $4::bigint)
+	 ORDER BY x.seq DESC LIMIT 1), 0) ELSE 0 END`
 
 // sinceManyColumns are entryColumns of SinceMany's entries e, with a
 // message's body and edited time, and a reply's snippet, as they were at
