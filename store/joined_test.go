@@ -471,3 +471,20 @@ func TestARemovedMembersCatchUpInAJoinedGroupShowsTheEditsTheirFloorAllowed(t *t
 		}
 	}
 }
+
+// A member removed and added back to a group whose history is "joined"
+// catches up on what the first membership owed them with that
+// membership's floor, not the later join's, which is past all of it.
+func TestAReAddedMembersCatchUpOfTheirEarlierMembershipShowsItsEdits(t *testing.T) {
+	t.Parallel()
+	ctx, st, pool, g := groupOf12(t)
+	sess := store.NewSessions(pool)
+	m := mustSend(t, st, g.ID, 1, "we meet at noon")
+	e := mustChange(t, st, edit(g.ID, 1, m.Seq, "we meet at one"))
+	mustRemove(t, ctx, st, g.ID, 1, 2, "remove the member")
+	mustAdd(t, ctx, st, g.ID, 1, 2, chat.RoleMember)
+	got := sinceOne(t, ctx, sess, 2, chat.Range{ConversationID: g.ID, After: m.Seq, Until: e.Entry.Seq})
+	if len(got) != 1 || got[0].Kind != chat.KindEdit || got[0].Body != "we meet at one" {
+		t.Fatalf("the earlier membership's catch-up: %+v, want the edit with its body %q", got, "we meet at one")
+	}
+}
