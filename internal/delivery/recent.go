@@ -15,10 +15,11 @@ import (
 // and re-encoding the same rows from PostgreSQL once per member. Under
 // saturation that catch-up path dominated the server's CPU and its pool.
 //
-// Only committed entries enter it (the hub's fan-out is fed after commit)
-// and entries change only when a message is recalled, which forgets the
-// conversation's entries, so a hit is exactly what PostgreSQL would
-// return. Payloads are shared by all members, so an edit is served only
+// Only committed entries enter it (the hub's fan-out is fed after commit),
+// and a recall forgets the conversation's entries. A hit is the entry as it
+// was committed, as live delivery sent it: PostgreSQL would give a message
+// edited since with its new body, and either way the edit entries after it
+// bring the client to the same text. Payloads are shared by all members, so an edit is served only
 // to a reader who may read its body (chat.FloorHidesEdit): for anyone
 // else the cache ends before it and PostgreSQL, which hides the body for
 // them, answers. A miss falls through to PostgreSQL: the cache is an optimisation,
