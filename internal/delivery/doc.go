@@ -145,7 +145,8 @@
 // both never reached a session without stored cursors (lost to an
 // overflow) show at the resync as a join past the stream: it restarts at
 // that join, and what the old membership still owed is given up. After an overflow the member index
-// is emptied, so no dropped membership change leaves it wrong.
+// is emptied, and a load under way then is read again, so no dropped
+// membership change leaves it wrong.
 //
 // The member index keeps each member's history floor, read with the
 // members. A member.added or conversation.updated that arrives forgets the

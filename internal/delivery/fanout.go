@@ -19,7 +19,7 @@ import (
 // queue overflowed (events were dropped) every session resyncs from
 // PostgreSQL: at the next event, or within a second if none comes.
 func (h *Hub) fanout() {
-	requests := make(chan int64)
+	requests := make(chan memberRequest)
 	results := make(chan memberLoad)
 	var loaders sync.WaitGroup
 	for range memberLoaders {
@@ -30,10 +30,10 @@ func (h *Hub) fanout() {
 	defer t.Stop()
 	var toLoad []int64
 	for {
-		var req chan int64
-		var next int64
+		var req chan memberRequest
+		var next memberRequest
 		if len(toLoad) > 0 {
-			req, next = requests, toLoad[0]
+			req, next = requests, memberRequest{conv: toLoad[0], epoch: h.members.epoch}
 		}
 		select {
 		case <-h.ctx.Done():
@@ -52,7 +52,9 @@ func (h *Hub) fanout() {
 		case req <- next:
 			toLoad = toLoad[1:]
 		case r := <-results:
-			h.membersLoaded(r)
+			if h.membersLoaded(r) {
+				toLoad = append(toLoad, r.conv)
+			}
 		}
 	}
 }
@@ -82,19 +84,26 @@ func (h *Hub) dispatch(ev chat.Event) (load bool) {
 
 // membersLoaded routes the events that waited for a conversation's
 // members, in order; if the load failed they are dropped and every session
-// catches up from PostgreSQL, which has them.
-func (h *Hub) membersLoaded(r memberLoad) {
+// catches up from PostgreSQL, which has them. It reports whether the
+// members must be read again, the events still waiting: the load was
+// handed over before an overflow, which may have dropped a change of the
+// members it read.
+func (h *Hub) membersLoaded(r memberLoad) (again bool) {
 	if r.err != nil {
 		n := h.members.failed(r.conv)
 		h.opts.Logger.Warn("load members for fan-out failed; sessions will catch up", "conversation", r.conv, "events", n, "err", r.err)
 		h.resyncAll()
-		return
+		return false
+	}
+	if r.epoch != h.members.epoch {
+		return true
 	}
 	for _, ev := range h.members.loaded(r.conv, r.members) {
 		h.members.apply(ev)
 		members, _ := h.members.get(ev.ConversationID)
 		h.route(ev, members)
 	}
+	return false
 }
 
 // overflowed recovers from events the queue dropped: membership changes

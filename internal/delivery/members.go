@@ -24,6 +24,10 @@ type memberIndex struct {
 	// events that arrived meanwhile, in order: they are routed, in that
 	// order, once the members are in.
 	waiting map[int64][]chat.Event
+	// epoch counts the times the index was emptied (forgetAll): a load
+	// handed to a loader before the last time may have read the members
+	// before a change whose event was dropped, and is read again.
+	epoch uint64
 }
 
 type memberEntry struct {
@@ -88,6 +92,7 @@ func (x *memberIndex) refresh(ev chat.Event) {
 func (x *memberIndex) forgetAll() {
 	clear(x.entries)
 	x.lru.Init()
+	x.epoch++
 }
 
 // apply updates a known conversation's members for a membership event; a
@@ -160,26 +165,33 @@ func (x *memberIndex) failed(conv int64) int {
 	return n
 }
 
+// memberRequest asks a loader for the members of conv; epoch is the
+// index's when the load was handed over.
+type memberRequest struct {
+	conv  int64
+	epoch uint64
+}
+
 // memberLoad is the outcome of one load.
 type memberLoad struct {
-	conv    int64
+	memberRequest
 	members chat.Routing
 	err     error
 }
 
 // loadMembers runs on a loader goroutine: it reads each requested
 // conversation's members and hands them back to the fan-out.
-func (h *Hub) loadMembers(requests <-chan int64, results chan<- memberLoad) {
+func (h *Hub) loadMembers(requests <-chan memberRequest, results chan<- memberLoad) {
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
-		case conv := <-requests:
+		case req := <-requests:
 			ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
-			m, err := h.store.Members(ctx, conv)
+			m, err := h.store.Members(ctx, req.conv)
 			cancel()
 			select {
-			case results <- memberLoad{conv: conv, members: m, err: err}:
+			case results <- memberLoad{memberRequest: req, members: m, err: err}:
 			case <-h.ctx.Done():
 				return
 			}
