@@ -152,7 +152,10 @@
 // members. A member.added or conversation.updated that arrives forgets the
 // conversation and waits for a load, which reads the floors as they are:
 // neither event says them (a join's floor depends on the group's history
-// visibility; a settings change may change every floor). A user who left
+// visibility; a settings change may change every floor). A
+// conversation.updated that waited for a load, which may have read the
+// floors before it, forgets the conversation again once routed: the
+// events after it wait for a load of their own. A user who left
 // has no floor left to read: catch-up finishing what they were owed gives
 // them no edit's body in a "joined" group.
 package delivery

@@ -86,8 +86,9 @@ func (h *Hub) dispatch(ev chat.Event) (load bool) {
 // members, in order; if the load failed they are dropped and every session
 // catches up from PostgreSQL, which has them. It reports whether the
 // members must be read again, the events still waiting: the load was
-// handed over before an overflow, which may have dropped a change of the
-// members it read.
+// handed over before an overflow (which may have dropped a change of the
+// members it read), or a settings change among the events came after the
+// floors it read, perhaps (they may all differ now, see refresh).
 func (h *Hub) membersLoaded(r memberLoad) (again bool) {
 	if r.err != nil {
 		n := h.members.failed(r.conv)
@@ -98,10 +99,18 @@ func (h *Hub) membersLoaded(r memberLoad) (again bool) {
 	if r.epoch != h.members.epoch {
 		return true
 	}
-	for _, ev := range h.members.loaded(r.conv, r.members) {
+	evs := h.members.loaded(r.conv, r.members)
+	for i, ev := range evs {
 		h.members.apply(ev)
 		members, _ := h.members.get(ev.ConversationID)
 		h.route(ev, members)
+		if ev.Type == chat.EventConversationUpdated {
+			h.members.forget(r.conv)
+			for _, ev := range evs[i+1:] {
+				again = h.members.wait(ev) || again
+			}
+			return again
+		}
 	}
 	return false
 }

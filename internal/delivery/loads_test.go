@@ -86,3 +86,44 @@ func TestAMemberAddedWhileTheHubDroppedEventsDuringAMembersLoadGetsTheConversati
 	waitEntry(t, u2, f.conv.ID, m.Seq)
 	waitEntry(t, u3, f.conv.ID, m.Seq)
 }
+
+// A conversation.updated that waited behind a load of its conversation's
+// members, which read the floors before the settings changed, must not
+// leave those floors in the index: closing the history ("joined") raises
+// a late member's floor to their join, and a later edit of a message from
+// before it reaches them without its body.
+func TestASettingsChangeThatWaitedForAMembersLoadStillHidesALateMembersEditBody(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	setHistory := func(v string) chat.Event {
+		conv, err := f.svc.UpdateGroup(ctx, f.conv.ID, 1, chat.GroupUpdate{HistoryVisible: &v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return chat.ConversationUpdatedEvent(conv, 1, conv.LastSeq)
+	}
+	setHistory(chat.HistoryAll)
+	secret := sendAs(t, f, f.conv.ID, 1)
+	joinEvents(t, f, 3) // user 3 joins after the secret
+	st := newReadThenHold(f.sessions, f.conv.ID)
+	h := startHub(t, st, delivery.Options{})
+	u3 := attachUser(t, h, f, "u3", 3, false, true, true)
+
+	first := sendAs(t, f, f.conv.ID, 1)
+	h.Publish(first) // its members load, with floors read while the history is open
+	st.waitEntered(t)
+
+	updated := setHistory(chat.HistoryJoined)
+	got, err := f.sessions.SinceMany(ctx, 1, []chat.Range{{ConversationID: f.conv.ID, After: updated.Seq - 1}}, 1)
+	if err != nil || len(got[f.conv.ID]) != 1 {
+		t.Fatalf("read the settings change's entry: %v, %v", got, err)
+	}
+	h.Publish(chat.EntryEvent(got[f.conv.ID][0]), updated)
+	ed := editAs(t, f, 1, secret.Seq, "closed")
+	h.Publish(ed)
+	close(st.release)
+	waitEntry(t, u3, f.conv.ID, first.Seq)
+	if got := body(waitEntry(t, u3, f.conv.ID, ed.Seq)); got != "" {
+		t.Fatalf("user 3, added after seq %d, got its edit with body %q after the history closed, want it empty", secret.Seq, got)
+	}
+}
