@@ -82,7 +82,10 @@ func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord
 		key = k
 	}
 	if quotaBytes > 0 && r.DeclaredSize > quotaBytes {
-		return chat.UploadRecord{}, false, quotaError(quotaBytes, time.Now())
+		// No day's quota could hold it: waiting until midnight would
+		// not help, so it is no rate limit and says no Retry-After.
+		return chat.UploadRecord{}, false, chat.Errorf(chat.CodeTooLarge,
+			"the file is %d bytes, more than the %d bytes one user may upload in a day", r.DeclaredSize, quotaBytes)
 	}
 	if r.Purpose == "" {
 		r.Purpose = chat.PurposeMessage

@@ -251,6 +251,32 @@ func TestTheDailyQuotaHoldsUnderConcurrentUploads(t *testing.T) {
 	}
 }
 
+// TestAnUploadLargerThanTheWholeDailyQuotaIsTooLargeNotRetriedAtMidnight:
+// a file that a whole day's quota could not hold is refused for good (413
+// too_large, no Retry-After), not 429 "retry after midnight UTC", after
+// which it would be refused again, and again: a client that trusts
+// Retry-After would wait a day for nothing, every day.
+func TestAnUploadLargerThanTheWholeDailyQuotaIsTooLargeNotRetriedAtMidnight(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	as := store.NewAttachments(pool)
+	err := as.CreateUpload(testCtx(t), chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(),
+		UploaderID: 1, ConversationID: c.ID, Name: "f", DeclaredType: "text/plain", DeclaredSize: 1001,
+		URLExpiresAt: time.Now().Add(time.Hour)}, 1000)
+	if chat.ErrorCode(err) != chat.CodeTooLarge || chat.RateLimitOf(err) != nil {
+		t.Fatalf("a 1001-byte upload against a quota of 1000 bytes a day: %v (retry: %+v), want too_large with no retry", err, chat.RateLimitOf(err))
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM upload_quota`); n != 0 {
+		t.Fatalf("%d quota rows: the refusal charged the day", n)
+	}
+	// One that fits the day's quota is still charged and accepted.
+	if err := as.CreateUpload(testCtx(t), chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(),
+		UploaderID: 1, ConversationID: c.ID, Name: "f", DeclaredType: "text/plain", DeclaredSize: 1000,
+		URLExpiresAt: time.Now().Add(time.Hour)}, 1000); err != nil {
+		t.Fatalf("an upload of exactly the day's quota: %v", err)
+	}
+}
+
 // TestARecallQueuesItsBlobsOnceAndTheirDeletionSurvivesACrash: the recall
 // and the queueing of its blobs are one transaction, so a crash leaves
 // either both or neither; a resend of the recall, a second recall and a

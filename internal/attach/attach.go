@@ -205,8 +205,11 @@ func (s *Service) CreateUpload(ctx context.Context, req chat.UploadRequest) (cha
 	}
 	made, created, err := s.cfg.Store.CreateKeyedUpload(ctx, rec, req.Key, s.cfg.QuotaBytesPerDay)
 	if err != nil {
-		if chat.ErrorCode(err) == chat.CodeRateLimited {
+		switch chat.ErrorCode(err) {
+		case chat.CodeRateLimited:
 			s.metrics.uploads.WithLabelValues("quota").Inc()
+		case chat.CodeTooLarge: // larger than a whole day's quota
+			s.metrics.uploads.WithLabelValues("too_large").Inc()
 		}
 		return chat.UploadTicket{}, err
 	}
