@@ -58,14 +58,23 @@ return 1
 `)
 
 // refreshConnScript: KEYS as above; ARGV: node, ttl ms, client ids...
+// A client id another node holds (it connected there since: a device
+// that moved before this node noticed its old connection end) stays
+// that node's: taken, this node's removal of its dead connection would
+// uncount the live one. One no node holds (made while Redis failed,
+// removed meanwhile) or whose node stopped refreshing it is taken.
 var refreshConnScript = redis.NewScript(`
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 for i = 3, #ARGV do
-  redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[1])
+  local owner = redis.call('HGET', KEYS[2], ARGV[i])
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if not owner or owner == ARGV[1] or not score or tonumber(score) <= now then
+    redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[1])
+  end
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
@@ -117,7 +126,8 @@ func (l *Limiter) RemoveConn(ctx context.Context, user int64, clientID, node str
 
 // RefreshConns records again every connection node holds (user -> client
 // ids), so they keep counting, and so that the ones made while Redis was
-// unreachable count from now on. Call it every ConnRefreshInterval.
+// unreachable count from now on; a client id another node holds now stays
+// that node's. Call it every ConnRefreshInterval.
 func (l *Limiter) RefreshConns(ctx context.Context, node string, conns map[int64][]string) error {
 	if l.rdb == nil || len(conns) == 0 || !l.tryRedis() {
 		return nil
