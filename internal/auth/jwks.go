@@ -176,6 +176,25 @@ func (j *JWKS) key(kid, alg string) (any, error) {
 	return pub, nil
 }
 
+// refetchKid is a kid no key set holds: reading it makes the client fetch
+// the set again (jwkset fetches for a kid it does not hold, and has no
+// other way to ask for a fetch).
+const refetchKid = "\x00chatd: fetch the key set again"
+
+// refetchNow fetches the key set again when the refetch limit allows one
+// now, for a token without a kid that no cached key can verify (the set
+// was never fetched: the provider was down at start). It reports whether
+// it fetched (successfully or not).
+func (j *JWKS) refetchNow() bool {
+	if !j.refetch.Allow() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jwksHTTPTimeout)
+	defer cancel()
+	_, _ = j.store.KeyRead(ctx, refetchKid)
+	return true
+}
+
 // unavailable reports whether the key set's last fetch failed (the first
 // one included), so that the keys cached may not be the provider's.
 func (j *JWKS) unavailable() bool { return j.failing.Load() }

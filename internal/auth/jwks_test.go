@@ -428,3 +428,27 @@ func TestATokenWhoseKeyCannotBeCheckedNowIsPutOffNotRefused(t *testing.T) {
 		return errors.Is(err, ErrUnknownKey)
 	})
 }
+
+// TestATokenWithoutKidIsAcceptedOnceTheProviderAnswersAfterAnOutageAtStart:
+// with the provider down when chatd started, no key is cached, and a
+// provider token without a kid is put off ("retry later"). Once the
+// provider answers, it must be accepted as soon as a fetch may be made
+// (MinRefetch), as a token with a kid is: not only after the next periodic
+// refresh (15 min by default), meanwhile telling the client to retry
+// every second for nothing.
+func TestATokenWithoutKidIsAcceptedOnceTheProviderAnswersAfterAnOutageAtStart(t *testing.T) {
+	p := newIDP(t)
+	key := newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"k": key})
+	p.down.Store(true)
+	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: 50 * time.Millisecond}, nil)})
+	putOff(t, v, signKid(t, key, "", idpClaims("12")))
+	p.down.Store(false)
+	testkit.WaitFor(t, 5*time.Second, "the provider's token without a kid to be accepted once the provider answers", func() bool {
+		_, err := v.Verify(signKid(t, key, "", idpClaims("12")))
+		return err == nil
+	})
+	if n := p.fetches.Load(); n > 10 {
+		t.Errorf("%d fetches of the key set: more than one per MinRefetch", n)
+	}
+}

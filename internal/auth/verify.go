@@ -175,6 +175,11 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 		set.Keys = append(set.Keys, static)
 	}
 	set.Keys = append(set.Keys, v.jwks.keys(alg)...)
+	if len(set.Keys) == 0 && v.jwks.refetchNow() {
+		// No key to try: the provider may publish one since (it was
+		// down when the set was last fetched), as for an unknown kid.
+		set.Keys = append(set.Keys, v.jwks.keys(alg)...)
+	}
 	if len(set.Keys) == 0 {
 		if v.jwks.unavailable() {
 			return nil, ErrKeysUnavailable
