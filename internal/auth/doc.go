@@ -32,8 +32,8 @@
 // A JWKS fetches an identity provider's key set and caches it: refreshed
 // every JWKSOptions.Refresh by a goroutine of its own that Close stops, and
 // fetched early (at most once per MinRefetch, never waiting for that
-// limit) for a kid it does not hold, and for a token without a kid when
-// it holds no key of the token's type. A failed fetch keeps the cached keys
+// limit) for a kid it does not hold, and for a token without a kid that
+// no key it holds of the token's type verifies. A failed fetch keeps the cached keys
 // and is logged at warn. Safe for concurrent use.
 //
 // CertUser maps a verified TLS client certificate to a user: its subject

@@ -183,8 +183,8 @@ const refetchKid = "\x00chatd: fetch the key set again"
 
 // refetchNow fetches the key set again when the refetch limit allows one
 // now, for a token without a kid that no cached key can verify (the set
-// was never fetched: the provider was down at start). It reports whether
-// it fetched (successfully or not).
+// was never fetched: the provider was down at start; or the provider
+// rotated). It reports whether it fetched (successfully or not).
 func (j *JWKS) refetchNow() bool {
 	if !j.refetch.Allow() {
 		return false

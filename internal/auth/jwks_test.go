@@ -452,3 +452,28 @@ func TestATokenWithoutKidIsAcceptedOnceTheProviderAnswersAfterAnOutageAtStart(t 
 		t.Errorf("%d fetches of the key set: more than one per MinRefetch", n)
 	}
 }
+
+// TestARotationIsPickedUpForTokensWithoutKid: a provider whose tokens
+// name no kid rotates its key. A token signed with the new key fails with
+// every cached key; the set is fetched again for it (at most once per
+// MinRefetch, as for an unknown kid), so that the provider's users are not
+// all refused until the next periodic refresh (15 min by default). A
+// token no published key signed is still refused.
+func TestARotationIsPickedUpForTokensWithoutKid(t *testing.T) {
+	p := newIDP(t)
+	oldKey, newKey := newECKey(t), newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"2025": oldKey})
+	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: 50 * time.Millisecond}, nil)})
+	accepts(t, v, signKid(t, oldKey, "", idpClaims("1")), 1)
+
+	p.setKeys(map[string]crypto.Signer{"2026": newKey})
+	testkit.WaitFor(t, 5*time.Second, "a token without kid signed with the rotated key to be accepted", func() bool {
+		_, err := v.Verify(signKid(t, newKey, "", idpClaims("2")))
+		return err == nil
+	})
+	if n := p.fetches.Load(); n > 10 {
+		t.Errorf("%d fetches of the key set: more than one per MinRefetch", n)
+	}
+	rejects(t, v, signKid(t, newECKey(t), "", idpClaims("3")), ErrSignature)
+	rejects(t, v, signKid(t, oldKey, "", idpClaims("1")), ErrSignature) // retired
+}

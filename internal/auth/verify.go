@@ -241,6 +241,13 @@ func (v *Verifier) verify(token string) (userID int64, c *claimSet, err error) {
 	)
 	claims := &claimSet{userClaim: v.userClaim}
 	t, err := p.ParseWithClaims(token, claims, v.keyFor)
+	if err != nil && t != nil && v.jwks != nil && t.Method != jwt.SigningMethodHS256 && !hasKid(t) &&
+		reason(err) == ErrSignature && v.jwks.refetchNow() {
+		// No cached key verifies a provider token that names none: the
+		// provider may have rotated, as an unknown kid would say.
+		claims = &claimSet{userClaim: v.userClaim}
+		t, err = p.ParseWithClaims(token, claims, v.keyFor)
+	}
 	if errors.Is(err, ErrKeysUnavailable) {
 		return 0, nil, keysUnavailable
 	}
@@ -261,6 +268,12 @@ func (v *Verifier) verify(token string) (userID int64, c *claimSet, err error) {
 		return 0, nil, err
 	}
 	return id, claims, nil
+}
+
+// hasKid reports whether t's header names a signing key.
+func hasKid(t *jwt.Token) bool {
+	_, ok := t.Header["kid"]
+	return ok
 }
 
 // reason maps a jwt error to one of our reason sentinels, dropping the
