@@ -52,6 +52,7 @@ type JWKS struct {
 	store   jwkset.Storage // fetches the set again for an unknown kid
 	cache   jwkset.Storage // the keys fetched, never fetching
 	refetch *rate.Limiter  // the unknown-kid refetches: Allow, never Wait
+	every   time.Duration  // MinRefetch
 	log     *slog.Logger
 	cancel  context.CancelFunc
 	failing atomic.Bool
@@ -74,7 +75,7 @@ func NewJWKS(opts JWKSOptions) (*JWKS, error) {
 		client = &http.Client{Timeout: jwksHTTPTimeout}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &JWKS{url: Redacted(opts.URL), log: opts.Logger, cancel: cancel, refetch: rate.NewLimiter(rate.Every(opts.MinRefetch), 1)}
+	j := &JWKS{url: Redacted(opts.URL), log: opts.Logger, cancel: cancel, refetch: rate.NewLimiter(rate.Every(opts.MinRefetch), 1), every: opts.MinRefetch}
 	watched := *client
 	base := watched.Transport
 	if base == nil {
@@ -193,6 +194,14 @@ func (j *JWKS) refetchNow() bool {
 	defer cancel()
 	_, _ = j.store.KeyRead(ctx, refetchKid)
 	return true
+}
+
+// refetchIn is how long until the refetch limit allows a fetch (0: now).
+func (j *JWKS) refetchIn() time.Duration {
+	if n := j.refetch.Tokens(); n < 1 {
+		return time.Duration((1 - n) * float64(j.every))
+	}
+	return 0
 }
 
 // unavailable reports whether the key set's last fetch failed (the first

@@ -60,7 +60,16 @@ var (
 var ErrKeysUnavailable = errors.New("the identity provider's signing keys cannot be checked now")
 
 // keysUnavailable is the error Verify returns for ErrKeysUnavailable.
-var keysUnavailable = &chat.Error{Code: chat.CodeUnavailable, Message: ErrKeysUnavailable.Error() + ", retry later", Err: ErrKeysUnavailable}
+// It says when the key set may be fetched again (at least a second from
+// now), in its RateLimit: before then the answer cannot change.
+func (v *Verifier) keysUnavailable() error {
+	retry := time.Second
+	if v.jwks != nil {
+		retry = max(retry, v.jwks.refetchIn())
+	}
+	return &chat.Error{Code: chat.CodeUnavailable, Message: ErrKeysUnavailable.Error() + ", retry later", Err: ErrKeysUnavailable,
+		RateLimit: &chat.RateLimitInfo{Kind: "jwks_fetch", RetryAfter: retry}}
+}
 
 // InvalidTokenError is the error of Verify. Reason is one of the reason
 // sentinels above; the token itself is never part of the error.
@@ -249,7 +258,7 @@ func (v *Verifier) verify(token string) (userID int64, c *claimSet, err error) {
 		t, err = p.ParseWithClaims(token, claims, v.keyFor)
 	}
 	if errors.Is(err, ErrKeysUnavailable) {
-		return 0, nil, keysUnavailable
+		return 0, nil, v.keysUnavailable()
 	}
 	if err != nil {
 		return 0, nil, invalid(reason(err))

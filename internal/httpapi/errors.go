@@ -116,7 +116,9 @@ func (a *API) describe(ctx context.Context, op string, userID int64, err error) 
 		a.log.WarnContext(ctx, "operation unavailable", "op", op, "user", userID, "err", err)
 	}
 	var rl *chat.RateLimitInfo
-	if code == chat.CodeRateLimited {
+	if code == chat.CodeRateLimited || code == chat.CodeUnavailable {
+		// An unavailable answer may say when it can change (an identity
+		// provider's key set that may not be fetched again before then).
 		rl = chat.RateLimitOf(err)
 	}
 	return status, ErrorBody{withRetryAfter(ErrorDetail{Code: string(code), Message: msg}, status, rl)}

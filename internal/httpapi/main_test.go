@@ -41,6 +41,8 @@ type envConfig struct {
 	limits chat.Limits
 	ready  func(context.Context) error // nil: ping the test database
 	wrap   func(chat.Store) chat.Store // nil: the PostgreSQL store as is
+	// verifier checks the bearer tokens (nil: HS256 with the env's secret).
+	verifier *auth.Verifier
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, envConfig{}) }
@@ -54,7 +56,10 @@ func newEnvWith(t *testing.T, cfg envConfig) *env {
 	}
 	svc := chat.NewService(st, cfg.limits)
 	secret := []byte("httpapi-test-secret-0123456789abcdef")
-	verifier := auth.NewVerifier(secret, nil)
+	verifier := cfg.verifier
+	if verifier == nil {
+		verifier = auth.NewVerifier(secret, nil)
+	}
 	ready := cfg.ready
 	if ready == nil {
 		ready = pool.Ping
