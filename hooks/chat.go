@@ -327,8 +327,13 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	cred, err := h.authenticate(cl, pk)
 	if chat.ErrorCode(err) == chat.CodeUnavailable {
 		// The identity provider's keys could not be checked: no verdict
-		// on the token, so a client that cannot renew it tries again.
-		return h.refuse(cl, packets.ErrServerUnavailable, "auth_unavailable", 0)
+		// on the token, so a client that cannot renew it tries again,
+		// told (v5) when the key set may be fetched again.
+		var props *packets.Properties
+		if rl := chat.RateLimitOf(err); rl != nil && isV5(cl) {
+			props = &packets.Properties{User: []packets.UserProperty{{Key: "retryAfter", Val: strconv.FormatInt(rl.RetryAfterSeconds(), 10)}}}
+		}
+		return h.refuseWith(cl, packets.ErrServerUnavailable, "auth_unavailable", 0, props)
 	}
 	if errors.Is(err, chat.ErrTokenRevoked) {
 		// A client certificate its CA's revocation list names.
