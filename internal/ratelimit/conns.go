@@ -3,7 +3,9 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,16 +93,91 @@ func (l *Limiter) connKeys(user int64) []string {
 // caller's own count decides.
 func (l *Limiter) SharesConns() bool { return l.rdb != nil }
 
+// unsentRemovals are the RemoveConns made while Redis failed: each is
+// made once Redis answers (the next AddConn of its user, the next
+// RefreshConns), or the connection would count until its entry expires
+// (ConnTTL) and keep a device that replaced it out. A client id that
+// connects again meanwhile is no removal any more. Past maxUnsent all are
+// dropped: their entries expire anyway.
+type unsentRemovals struct {
+	mu sync.Mutex
+	m  map[userClient]unsentRemoval
+}
+
+type userClient struct {
+	user     int64
+	clientID string
+}
+
+type unsentRemoval struct {
+	node string
+	at   time.Time
+}
+
+const maxUnsent = 100000
+
+func (u *unsentRemovals) add(user int64, clientID, node string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil || len(u.m) >= maxUnsent {
+		u.m = map[userClient]unsentRemoval{}
+	}
+	u.m[userClient{user, clientID}] = unsentRemoval{node, time.Now()}
+}
+
+// forget drops the removal of user's clientID (it connects again).
+func (u *unsentRemovals) forget(user int64, clientID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.m, userClient{user, clientID})
+}
+
+func (u *unsentRemovals) empty() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.m) == 0
+}
+
+// take returns and drops the removals still worth making, of user only
+// (user > 0) or of everyone (user 0).
+func (u *unsentRemovals) take(user int64) map[userClient]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out map[userClient]string
+	for k, r := range u.m {
+		if user > 0 && k.user != user {
+			continue
+		}
+		delete(u.m, k)
+		if time.Since(r.at) < ConnTTL {
+			if out == nil {
+				out = map[userClient]string{}
+			}
+			out[k] = r.node
+		}
+	}
+	return out
+}
+
 // AddConn records that user connects with clientID on node and reports
 // whether that keeps the user within max distinct client ids on all nodes
 // together. Without Redis, or while it fails, it allows (the node's own
 // count is the limit then, as for the rate limits).
 func (l *Limiter) AddConn(ctx context.Context, user int64, clientID, node string, max int) bool {
-	if l.rdb == nil || max <= 0 || !l.tryRedis() {
+	if l.rdb == nil || max <= 0 {
+		return true
+	}
+	l.unsent.forget(user, clientID)
+	if !l.tryRedis() {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
 	defer cancel()
+	for k, n := range l.unsent.take(user) {
+		if err := removeConnScript.Run(ctx, l.rdb, l.connKeys(k.user), k.clientID, n).Err(); err != nil {
+			l.unsent.add(k.user, k.clientID, n)
+		}
+	}
 	n, err := addConnScript.Run(ctx, l.rdb, l.connKeys(user), clientID, node, max, ConnTTL.Milliseconds()).Int()
 	if err != nil {
 		l.failed(fmt.Errorf("add connection: %w", err))
@@ -112,12 +189,17 @@ func (l *Limiter) AddConn(ctx context.Context, user int64, clientID, node string
 
 // RemoveConn forgets clientID of user if node is the node it is on.
 func (l *Limiter) RemoveConn(ctx context.Context, user int64, clientID, node string) {
-	if l.rdb == nil || !l.tryRedis() {
+	if l.rdb == nil {
+		return
+	}
+	if !l.tryRedis() {
+		l.unsent.add(user, clientID, node)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
 	defer cancel()
 	if err := removeConnScript.Run(ctx, l.rdb, l.connKeys(user), clientID, node).Err(); err != nil {
+		l.unsent.add(user, clientID, node)
 		l.failed(fmt.Errorf("remove connection: %w", err))
 		return
 	}
@@ -127,14 +209,21 @@ func (l *Limiter) RemoveConn(ctx context.Context, user int64, clientID, node str
 // RefreshConns records again every connection node holds (user -> client
 // ids), so they keep counting, and so that the ones made while Redis was
 // unreachable count from now on; a client id another node holds now stays
-// that node's. Call it every ConnRefreshInterval.
+// that node's. It also makes the removals Redis did not take. Call it
+// every ConnRefreshInterval.
 func (l *Limiter) RefreshConns(ctx context.Context, node string, conns map[int64][]string) error {
-	if l.rdb == nil || len(conns) == 0 || !l.tryRedis() {
+	if l.rdb == nil || len(conns) == 0 && l.unsent.empty() || !l.tryRedis() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*l.cfg.Timeout)
 	defer cancel()
 	pipe := l.rdb.Pipeline()
+	unsent := l.unsent.take(0)
+	for k, n := range unsent {
+		if !slices.Contains(conns[k.user], k.clientID) {
+			removeConnScript.Eval(ctx, pipe, l.connKeys(k.user), k.clientID, n)
+		}
+	}
 	for user, ids := range conns {
 		args := make([]any, 0, len(ids)+2)
 		args = append(args, node, ConnTTL.Milliseconds())
@@ -146,6 +235,9 @@ func (l *Limiter) RefreshConns(ctx context.Context, node string, conns map[int64
 		refreshConnScript.Eval(ctx, pipe, l.connKeys(user), args...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
+		for k, n := range unsent {
+			l.unsent.add(k.user, k.clientID, n)
+		}
 		l.failed(fmt.Errorf("refresh connections: %w", err))
 		return fmt.Errorf("refresh connections in redis: %w", err)
 	}

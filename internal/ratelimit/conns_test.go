@@ -3,10 +3,13 @@ package ratelimit
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestAConnectionThatMovedNodesStaysCountedWhenItsOldNodeRefreshesAndLetsGo:
@@ -71,5 +74,84 @@ func TestRefreshCountsWhatNoNodeHoldsAndWhatExpired(t *testing.T) {
 	l.RemoveConn(ctx, user, "second", "B") // the dead node's leftover: not its any more
 	if l.AddConn(ctx, user, "third", "B", max) {
 		t.Fatal("a client id taken over from a dead node by a refresh does not count")
+	}
+}
+
+// TestAConnectionThatEndedWhileRedisFailedStopsCountingOnceItAnswers: a
+// device disconnects while Redis does not answer (a failover, a pause), so
+// its node cannot remove it from the shared count then. Once Redis
+// answers again the removal must be made, not left until the entry
+// expires (ConnTTL, 90 s): meanwhile the user, at the cap, is refused a
+// connection from the device that replaced it.
+func TestAConnectionThatEndedWhileRedisFailedStopsCountingOnceItAnswers(t *testing.T) {
+	url, _ := redistest.Start(t)
+	l := newTestLimiter(t, Config{RedisURL: url, Timeout: 100 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+	ctl := redis.NewClient(mustParseURL(t, url))
+	t.Cleanup(func() { _ = ctl.Close() })
+	ctx := context.Background()
+	const user, max = 9, 1
+	if !l.AddConn(ctx, user, "phone", "A", max) {
+		t.Fatal("the phone refused")
+	}
+	// Redis stops answering writes for a moment; the phone disconnects.
+	if err := ctl.Do(ctx, "CLIENT", "PAUSE", "500", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.RemoveConn(ctx, user, "phone", "A")
+	if l.Shared() {
+		t.Fatal("the removal reached Redis during the pause")
+	}
+	testkit.WaitFor(t, 5*time.Second, "Redis to answer again", func() bool {
+		l.Take(ctx, chat.RateAPI, "probe", chat.RateLimit{Rate: 1000, Burst: 1000})
+		return l.Shared()
+	})
+	if !l.AddConn(ctx, user, "laptop", "A", max) {
+		t.Fatal("the device replacing the phone refused: the phone that disconnected during the pause still counts")
+	}
+	if l.AddConn(ctx, user, "tablet", "B", max) {
+		t.Fatal("a second device admitted over a cap of 1")
+	}
+}
+
+func mustParseURL(t *testing.T, url string) *redis.Options {
+	t.Helper()
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestARefreshMakesTheRemovalsRedisDidNotTake: the node's next refresh
+// makes a removal Redis did not take, also when the node holds no
+// connection any more; one whose client id connected again is not made.
+func TestARefreshMakesTheRemovalsRedisDidNotTake(t *testing.T) {
+	url, _ := redistest.Start(t)
+	l := newTestLimiter(t, Config{RedisURL: url, Timeout: 100 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+	ctl := redis.NewClient(mustParseURL(t, url))
+	t.Cleanup(func() { _ = ctl.Close() })
+	ctx := context.Background()
+	const user, max = 10, 5
+	for _, id := range []string{"phone", "watch"} {
+		if !l.AddConn(ctx, user, id, "A", max) {
+			t.Fatalf("%s refused", id)
+		}
+	}
+	if err := ctl.Do(ctx, "CLIENT", "PAUSE", "300", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.RemoveConn(ctx, user, "phone", "A")
+	l.RemoveConn(ctx, user, "watch", "A")
+	l.AddConn(ctx, user, "watch", "A", max) // back while Redis fails: not recorded, and no removal any more
+	testkit.WaitFor(t, 5*time.Second, "the refresh to reach Redis again", func() bool {
+		return l.RefreshConns(ctx, "A", map[int64][]string{user: {"watch"}}) == nil && l.Shared()
+	})
+	ids, err := ctl.ZRange(ctx, l.connKeys(user)[0], 0, -1).Result()
+	if err != nil || len(ids) != 1 || ids[0] != "watch" {
+		t.Fatalf("counted after the refresh: %v %v, want [watch]", ids, err)
+	}
+	l.RemoveConn(ctx, user, "watch", "A")
+	if n, err := ctl.ZCard(ctx, l.connKeys(user)[0]).Result(); err != nil || n != 0 {
+		t.Fatalf("%d counted after the last removal: %v", n, err)
 	}
 }

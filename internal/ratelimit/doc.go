@@ -19,7 +19,9 @@
 // and a hash of the node each is on, changed only by Lua scripts on
 // Redis's clock. A client id counts once whichever node claims it, and only
 // its node removes it. When Redis fails, AddConn allows and each node's own
-// count is the cap, with the same fallback and logging as the buckets.
+// count is the cap, with the same fallback and logging as the buckets; the
+// removals Redis did not take are made once it answers (the user's next
+// AddConn, the node's next RefreshConns).
 //
 // Local buckets live in a sharded map, by value under the 64-bit hash of
 // their names (local.go says why). A bucket that has refilled

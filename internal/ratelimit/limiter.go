@@ -49,8 +49,9 @@ type Limiter struct {
 
 	rdb      *redis.Client
 	degraded atomic.Bool
-	probeAt  atomic.Int64 // unix nanos before which a degraded limiter does not try Redis
-	stateMu  sync.Mutex   // orders the transition logs
+	unsent   unsentRemovals // RemoveConns Redis did not take (conns.go)
+	probeAt  atomic.Int64   // unix nanos before which a degraded limiter does not try Redis
+	stateMu  sync.Mutex     // orders the transition logs
 
 	limited  *prometheus.CounterVec
 	fallback prometheus.Gauge
