@@ -164,6 +164,19 @@ function muted(s) {
 }
 
 /**
+ * Whether message ev stays silent for user uid in conversation c as
+ * chatd's push decides it (internal/push wakesSQL): the conversation is
+ * muted, unless it is a group whose mentions still notify (the default)
+ * and the text mentions the user ("@<user id>", not inside a word nor a
+ * longer number).
+ */
+function silenced(c, ev, uid) {
+  if (!c || !muted(c.settings)) return false;
+  if (c.type !== 'GROUP' || c.settings.mentions === false || typeof ev.body !== 'string') return true;
+  return !new RegExp(`(^|[^\\p{L}\\p{N}_])@${uid}([^0-9]|$)`, 'u').test(ev.body);
+}
+
+/**
  * While the page is hidden its MQTT session stays up and acknowledges, so
  * chatd sends no push: the page shows the notification itself, through the
  * service worker so that a click opens the conversation the same way. For
@@ -185,7 +198,7 @@ export function notifyWhileHidden(session, state, uid) {
     if (ev.senderId === uid || ev.recalled || document.visibilityState !== 'hidden') return;
     if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
     const c = state.conv(ev.conversationId);
-    if (c && muted(c.settings)) return;
+    if (silenced(c, ev, uid)) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     const unread = c ? c.unread : 1;

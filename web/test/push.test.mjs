@@ -1,0 +1,90 @@
+// Unit tests of src/push.js: the notifications the page shows itself
+// while it is hidden (its MQTT session acknowledges, so chatd pushes
+// nothing: the page must notify as chatd's push would). Plain Node with
+// stand-ins for the browser's service worker registration, Notification,
+// localStorage and document. Run: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { notifyWhileHidden } from '../src/push.js';
+
+const ME = 1;
+
+/** The browser of a user who turned notifications on, its page hidden. */
+function hiddenPage() {
+  const shown = [];
+  const reg = {
+    async showNotification(title, opts) {
+      shown.push({ title, ...opts });
+    },
+    async getNotifications() {
+      return [];
+    },
+  };
+  const saved = { navigator: globalThis.navigator, window: globalThis.window, document: globalThis.document, localStorage: globalThis.localStorage };
+  const had = { Notification: 'Notification' in globalThis, PushManager: 'PushManager' in globalThis };
+  Object.defineProperty(globalThis, 'navigator', { value: { serviceWorker: { getRegistration: async () => reg } }, configurable: true, writable: true });
+  globalThis.window = globalThis;
+  globalThis.PushManager = class {};
+  globalThis.Notification = { permission: 'granted' };
+  globalThis.document = { visibilityState: 'hidden' };
+  const store = new Map([[`chatd.pushDevice.${ME}`, '7']]);
+  globalThis.localStorage = { getItem: (k) => store.get(k) ?? null, setItem: (k, v) => store.set(k, String(v)), removeItem: (k) => store.delete(k) };
+  const undo = () => {
+    Object.defineProperty(globalThis, 'navigator', { value: saved.navigator, configurable: true, writable: true });
+    for (const k of ['window', 'document', 'localStorage']) {
+      if (saved[k] === undefined) delete globalThis[k];
+      else globalThis[k] = saved[k];
+    }
+    if (!had.Notification) delete globalThis.Notification;
+    if (!had.PushManager) delete globalThis.PushManager;
+  };
+  return { shown, undo };
+}
+
+/** A group conversation as the store holds it, muted with mentions on (chatd's default). */
+function mutedGroup(id) {
+  return {
+    id,
+    type: 'GROUP',
+    title: 'Team',
+    unread: 1,
+    settings: { muted: true, mutedUntil: null, mentions: true },
+    peerId: () => null,
+  };
+}
+
+/** Runs the page's serialised notification work. */
+const settle = () => new Promise((r) => setTimeout(r, 20));
+
+test('a message that mentions the user in a group they muted still notifies while the page is hidden, as chatd pushes it', async () => {
+  const page = hiddenPage();
+  try {
+    const convs = new Map([[5, mutedGroup(5)]]);
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: (id) => convs.get(id) }, ME);
+    const deliver = (seq, body) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body } }));
+    deliver(1, 'lunch at noon');
+    deliver(2, 'and @12 brings the cake');
+    deliver(3, 'email@1.example'); // not a mention: a letter before the @
+    deliver(4, '@1 can you come?');
+    await settle();
+    assert.deepEqual(
+      page.shown.map((n) => n.body),
+      ['@1 can you come?'],
+      'a mention in a muted group (mentions on) must notify, and nothing else of it',
+    );
+    // Mentions off: the mute silences everything.
+    convs.get(5).settings.mentions = false;
+    deliver(5, 'hey @1');
+    await settle();
+    assert.equal(page.shown.length, 1, 'a muted group with mentions off notified');
+    // A direct conversation that is muted notifies nothing, mentions or not.
+    convs.set(6, { ...mutedGroup(6), type: 'DIRECT', peerId: () => 2 });
+    session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 6, seq: 1, senderId: 2, body: '@1 hi' } }));
+    await settle();
+    assert.equal(page.shown.length, 1, 'a muted direct conversation notified a mention');
+  } finally {
+    page.undo();
+  }
+});
