@@ -176,7 +176,7 @@ async function startApp({ token, userId, exp }) {
   const bell = pushButton(api, userId, notify);
   if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
   const unfollow = followNotificationClicks(go, userId);
-  notifyWhileHidden(session, state, userId);
+  notifyWhileHidden(session, state, userId, api);
 
   const emptyPane = h(
     'section',

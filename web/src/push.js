@@ -159,6 +159,9 @@ export function followNotificationClicks(go, uid) {
   return () => navigator.serviceWorker.removeEventListener('message', onMessage);
 }
 
+/** How long the page goes by the block list it asked for (ms). */
+const BLOCKS_FOR = 10000;
+
 function muted(s) {
   return Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
 }
@@ -183,10 +186,32 @@ function silenced(c, ev, uid) {
  * the same reason no remove push follows when such a message is recalled:
  * the page takes the notification that shows it away itself. Events are
  * handled one after the other (serially), so a recall never overtakes the
- * showing of its message.
+ * showing of its message. It notifies what chatd would push: not a
+ * muted conversation's messages (a mention in a group excepted), nor
+ * those of someone the user blocked (api asks whom).
  */
-export function notifyWhileHidden(session, state, uid) {
+export function notifyWhileHidden(session, state, uid, api) {
   if (!pushSupported()) return;
+  // Whom the user blocked: chatd never pushes their messages, in a group
+  // either, where they still reach this page. Asked when a notification
+  // is due (a block made on another device is not announced), and kept
+  // for BLOCKS_FOR so that a burst asks once. Not known (chatd not
+  // answering), the message notifies: it is on the page anyway.
+  let blocks = null; // {at, ids: Promise<Set<number>>}
+  const blocked = async (sender) => {
+    if (!api) return false;
+    if (!blocks || Date.now() - blocks.at > BLOCKS_FOR) {
+      const ids = api.blocks().then((r) => new Set((r.blocked || []).map((b) => b.userId)));
+      const mine = { at: Date.now(), ids };
+      blocks = mine;
+      ids.catch(() => blocks === mine && (blocks = null));
+    }
+    try {
+      return (await blocks.ids).has(sender);
+    } catch {
+      return false;
+    }
+  };
   session.addEventListener('event', (e) => {
     const ev = e.detail;
     if (ev.type === 'message.recalled') serially(() => closeRecalled(ev)).catch(() => {});
@@ -198,7 +223,7 @@ export function notifyWhileHidden(session, state, uid) {
     if (ev.senderId === uid || ev.recalled || document.visibilityState !== 'hidden') return;
     if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
     const c = state.conv(ev.conversationId);
-    if (silenced(c, ev, uid)) return;
+    if (silenced(c, ev, uid) || (await blocked(ev.senderId))) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     const unread = c ? c.unread : 1;

@@ -88,3 +88,29 @@ test('a message that mentions the user in a group they muted still notifies whil
     page.undo();
   }
 });
+
+test('a message of someone the user blocked does not notify while the page is hidden, in a group either, as chatd pushes none', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null };
+    const calls = [];
+    const api = {
+      async blocks() {
+        calls.push('GET /v1/me/blocks');
+        return { blocked: [{ userId: 3, createdAt: '2026-01-01T00:00:00Z' }] };
+      },
+    };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME, api);
+    const deliver = (seq, senderId, body) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId, body } }));
+    deliver(1, 3, 'you will regret it');
+    deliver(2, 2, 'lunch at noon');
+    deliver(3, 3, 'answer me');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['lunch at noon'], 'a blocked sender\'s message was shown in a notification');
+    assert.equal(calls.length, 1, `a burst asked for the blocks more than once: ${calls}`);
+  } finally {
+    page.undo();
+  }
+});
