@@ -5,6 +5,7 @@
 // bearer token and shown from blob: URLs, kept in a small cache.
 
 import { ApiError } from './api.js';
+import { retryAfterSeconds } from './retry.js';
 import { uuid4 } from './uuid.js';
 
 /** What the browser calls a file's type, or the extension's guess. */
@@ -191,6 +192,12 @@ export class Uploader {
 const AVATAR_404_FOR = 5 * 60 * 1000;
 
 /**
+ * How long an avatar whose download failed for now (the network, a 5xx,
+ * a 429) is not asked for again (ms), unless its Retry-After says longer.
+ */
+const AVATAR_RETRY_FOR = 15 * 1000;
+
+/**
  * Downloads shown as blob: URLs, at most max of them kept (the oldest
  * revoked). A failed fetch is forgotten so a later render tries again
  * (avatars excepted: see avatar).
@@ -230,7 +237,8 @@ export class BlobCache {
         } catch {
           // An object store's error body.
         }
-        throw new ApiError(res.status, data?.error?.code, data?.error?.message);
+        const busy = res.status === 429 || res.status === 503;
+        throw new ApiError(res.status, data?.error?.code, data?.error?.message, busy ? retryAfterSeconds(res.headers.get('Retry-After')) || retryAfterSeconds(data?.error?.retryAfter) : 0);
       }
       const blob = await res.blob();
       if (this.closed) throw new ApiError(0, 'aborted', 'signed out');
@@ -253,20 +261,25 @@ export class BlobCache {
    * than asked again each time: a released avatar (410) for good, one the
    * user may not see (404) for a few minutes (they may share a
    * conversation again), and an avatar without a thumbnail shows its
-   * picture from then on. A network error or a 5xx is asked again.
+   * picture from then on. A network error, a 5xx or a 429 is asked again
+   * after AVATAR_RETRY_FOR, or the Retry-After if longer: asked at every
+   * render, a few rows' avatars would spend the user's whole API bucket
+   * (docs/http.md "Rate limits") while chatd is busy.
    */
   avatar(id) {
     const dead = this.dead.get(id);
     if (dead && dead.until > Date.now()) return Promise.reject(dead.error);
     const settled = (e) => {
       if (e?.status === 410) this.dead.set(id, { error: e, until: Infinity });
-      if (e?.status === 404) this.dead.set(id, { error: e, until: Date.now() + AVATAR_404_FOR });
+      else if (e?.status === 404) this.dead.set(id, { error: e, until: Date.now() + AVATAR_404_FOR });
+      else if (e?.code !== 'aborted') this.dead.set(id, { error: e, until: Date.now() + Math.max(AVATAR_RETRY_FOR, (e?.retryAfter || 0) * 1000) });
       throw e;
     };
     if (this.noThumb.has(id)) return this.url(id).catch(settled);
     return this.url(id, true).catch((e) => {
-      if (e?.status === 410) return settled(e);
-      if (e?.status === 404) this.noThumb.add(id);
+      // Only a thumbnail not made is worth asking the picture for now.
+      if (e?.status !== 404) return settled(e);
+      this.noThumb.add(id);
       return this.url(id).catch(settled);
     });
   }

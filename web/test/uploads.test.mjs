@@ -429,3 +429,28 @@ test('a ticket request refused 410 gone (its key spent) is retried with a new Id
     delete globalThis.XMLHttpRequest;
   }
 });
+
+test('an avatar chatd answers busy (503, Retry-After) is not asked for again at every render until the Retry-After has passed', async () => {
+  const { userAvatar, useBlobs } = await import('../src/views/format.js');
+  const undo = fakeDocument();
+  const realFetch = globalThis.fetch;
+  const asked = [];
+  const busy = 'eeeeeeeeeeeeeeeeeeeeeeeeee';
+  globalThis.fetch = async (path) => {
+    asked.push(path);
+    return Response.json({ error: { code: 'unavailable', message: 'the blob store failed', retryAfter: 5 } }, { status: 503, headers: { 'Retry-After': '5' } });
+  };
+  try {
+    useBlobs(new BlobCache({ token: 't' }));
+    // The inbox is built again at every event (typing, presence, messages).
+    for (let i = 0; i < 5; i++) {
+      userAvatar('AB', 2, '', false, `/v1/attachments/${busy}`);
+      await settle();
+    }
+    assert.ok(asked.length <= 1, `a busy chatd was asked ${asked.length} times within its Retry-After: ${asked}`);
+  } finally {
+    useBlobs(null);
+    globalThis.fetch = realFetch;
+    undo();
+  }
+});
