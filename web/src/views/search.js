@@ -62,6 +62,10 @@ export function createSearch(state, api, actions) {
     if (q === query) return;
     query = q;
     clearTimeout(timer);
+    // The hits still on screen are the last query's: their "More results"
+    // would page this one from their cursor, and stop its first page.
+    cursor = '';
+    more.hidden = true;
     el.closest('.sidebar')?.classList.toggle('searching', Boolean(q));
     results.hidden = !q;
     if (!q) {

@@ -1,0 +1,140 @@
+// Unit tests of src/views/search.js, the sidebar's message search, on a
+// small stand-in DOM (elements that keep their children, attributes and
+// listeners). Run: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+function fakeDocument() {
+  class FakeNode {}
+  class FakeElement extends FakeNode {
+    constructor(tag) {
+      super();
+      this.tag = tag;
+      this.children = [];
+      this.attrs = {};
+      this.listeners = {};
+      this.dataset = {};
+      this.style = { setProperty() {} };
+      this.parent = null;
+      this.value = '';
+      this.text = '';
+    }
+    get hidden() {
+      return 'hidden' in this.attrs;
+    }
+    set hidden(v) {
+      if (v) this.attrs.hidden = '';
+      else delete this.attrs.hidden;
+    }
+    get textContent() {
+      return this.text + this.children.map((c) => c.textContent ?? c.text ?? '').join('');
+    }
+    set textContent(v) {
+      this.children = [];
+      this.text = String(v);
+    }
+    setAttribute(k, v) {
+      this.attrs[k] = v;
+    }
+    getAttribute(k) {
+      return this.attrs[k] ?? null;
+    }
+    addEventListener(type, fn) {
+      (this.listeners[type] ||= []).push(fn);
+    }
+    dispatch(type) {
+      for (const fn of this.listeners[type] || []) fn({ type, target: this, preventDefault() {}, key: '' });
+    }
+    appendChild(c) {
+      c.parent = this;
+      this.children.push(c);
+      return c;
+    }
+    replaceChildren(...cs) {
+      this.children = [];
+      this.text = '';
+      for (const c of cs) this.appendChild(c);
+    }
+    closest() {
+      return null;
+    }
+    find(testid) {
+      if (this.attrs['data-testid'] === testid) return this;
+      for (const c of this.children) {
+        const f = c instanceof FakeElement ? c.find(testid) : null;
+        if (f) return f;
+      }
+      return null;
+    }
+    findAll(testid, out = []) {
+      if (this.attrs['data-testid'] === testid) out.push(this);
+      for (const c of this.children) if (c instanceof FakeElement) c.findAll(testid, out);
+      return out;
+    }
+  }
+  globalThis.Node = FakeNode;
+  globalThis.document = {
+    createElement: (tag) => new FakeElement(tag),
+    createElementNS: (_, tag) => new FakeElement(tag),
+    createTextNode: (text) => Object.assign(new FakeNode(), { text }),
+  };
+  return () => {
+    delete globalThis.Node;
+    delete globalThis.document;
+  };
+}
+
+/** An Api whose searches wait until the test answers them. */
+function pendingApi() {
+  const calls = [];
+  return {
+    calls,
+    search(p, req) {
+      return new Promise((resolve, reject) => {
+        calls.push({ q: p.q, cursor: p.cursor || '', resolve, reject });
+        req.signal?.addEventListener('abort', () => reject(Object.assign(new Error('cancelled'), { code: 'aborted' })));
+      });
+    },
+  };
+}
+
+const hit = (seq, snippet) => ({ conversationId: 5, seq, senderId: 2, createdAt: '2026-01-01T10:00:00Z', snippet, highlights: [] });
+
+/** Until cond() holds, or fails after 2 s. */
+async function until(cond, what) {
+  const end = Date.now() + 2000;
+  while (!cond()) {
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+test('"More results" of the last query, clicked while a new query is searched, neither pages the new query from the old one\'s cursor nor mixes their hits', async () => {
+  const undo = fakeDocument();
+  try {
+    const { createSearch } = await import('../src/views/search.js');
+    const api = pendingApi();
+    const s = createSearch({ me: 1, conv: () => null }, api, { jump() {} });
+    const input = s.el.find('search');
+    const more = s.el.find('search-more');
+    input.value = 'cake';
+    input.dispatch('input');
+    await until(() => api.calls.length === 1, 'the first search');
+    api.calls[0].resolve({ results: [hit(10, 'cake at four')], nextCursor: 'after-10' });
+    await until(() => !more.hidden, 'More results');
+
+    // Another query; its first page is on its way when More is clicked.
+    input.value = 'lunch';
+    input.dispatch('input');
+    await until(() => api.calls.length === 2, 'the search of the new query');
+    more.dispatch('click');
+    await new Promise((r) => setTimeout(r, 20));
+    const paged = api.calls.slice(2).map((c) => `${c.q} cursor=${c.cursor}`);
+    assert.deepEqual(paged, [], 'More paged the new query from the old query\'s cursor');
+
+    api.calls[1].resolve({ results: [hit(20, 'lunch at noon')], nextCursor: '' });
+    await until(() => s.el.findAll('search-hit').length === 1 && s.el.find('search-hit').textContent.includes('lunch'), 'the new query\'s hits');
+  } finally {
+    undo();
+  }
+});
