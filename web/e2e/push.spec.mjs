@@ -583,6 +583,9 @@ test('a click on a notification of the user signed in before opens nothing for t
     window.addEventListener('hashchange', () => window.__hashes.push(location.hash));
   });
   assert.equal((await shown()).length, 1, 'the notification of 69 is still on screen');
+  // 69's next pushes must not come to the browser 70 is signed in at:
+  // 69's device is deleted (the browser's subscription stays, 70's to use).
+  await eventually(async () => assert.deepEqual((await api(me, 'GET', '/v1/devices')).devices.map((d) => d.id), [], `${me}'s device still gets ${me}'s pushes at the browser ${next} is signed in at`));
 
   await sw.evaluate(async () => {
     const [x] = await self.registration.getNotifications();

@@ -19,7 +19,7 @@ import { useBlobs, usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
 import { BlobCache, Uploader } from './uploads.js';
-import { clearNotifications, disablePush, followNotificationClicks, notifyWhileHidden, pushButton } from './push.js';
+import { clearNotifications, disablePush, followNotificationClicks, forgetDevice, notifyWhileHidden, pushButton } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -45,7 +45,9 @@ async function startApp({ token, userId, exp }) {
   let ended = false;
   // forced: the token expired or was refused. The user is gone from this
   // browser as after signing out, unless another tab signed in meanwhile
-  // (it uses the browser's push subscription now).
+  // (it uses the browser's push subscription now). Another user signed
+  // in, this user's device goes all the same: their pushes must not
+  // reach the other user's screen.
   const signOut = (notice, { endSession = false, forced = false } = {}) => {
     if (ended) return;
     ended = true;
@@ -55,7 +57,7 @@ async function startApp({ token, userId, exp }) {
       // notifications already on screen.
       disablePush(api, userId);
       clearNotifications().catch(() => {});
-    }
+    } else if (current && current.userId !== userId) forgetDevice(api, userId);
     stopExpiryTimer();
     unwatch();
     unfollow();

@@ -81,17 +81,25 @@ export async function enablePush(api, uid) {
  * gone, the push service answers 410 and chatd forgets the device.
  */
 export function disablePush(api, uid) {
-  const id = localStorage.getItem(deviceKey(uid));
-  if (id) {
-    localStorage.removeItem(deviceKey(uid));
-    api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
-  }
+  forgetDevice(api, uid);
   if (!pushSupported()) return;
   navigator.serviceWorker
     .getRegistration()
     .then((reg) => reg && reg.pushManager.getSubscription())
     .then((sub) => sub && sub.unsubscribe())
     .catch(() => {});
+}
+
+/**
+ * Deletes uid's device of this browser (best effort), keeping the
+ * browser's subscription: another user signed in at this browser (in
+ * another tab) uses it now, and must not get uid's pushes through it.
+ */
+export function forgetDevice(api, uid) {
+  const id = localStorage.getItem(deviceKey(uid));
+  if (!id) return;
+  localStorage.removeItem(deviceKey(uid));
+  api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
 }
 
 /**
