@@ -188,6 +188,20 @@ export class Uploader {
   }
 }
 
+/** The body of res as a Blob, calling moved() at every piece that comes. */
+async function readBlob(res, moved) {
+  if (!res.body) return res.blob();
+  const parts = [];
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    moved();
+  }
+  return new Blob(parts, { type: res.headers.get('Content-Type') || '' });
+}
+
 /** How long an avatar answered 404 is not asked for again (ms). */
 const AVATAR_404_FOR = 5 * 60 * 1000;
 
@@ -213,6 +227,8 @@ export class BlobCache {
     /** @type {Set<string>} avatars without a thumbnail: their picture is shown */
     this.noThumb = new Set();
     this.closed = false;
+    // A download whose answer has not moved for this long fails (ms).
+    this.stallMs = 30000;
   }
 
   url(id, thumbnail = false) {
@@ -224,25 +240,47 @@ export class BlobCache {
       return p;
     }
     p = (async () => {
-      let res;
+      // A download whose answer has not moved for stallMs is given up as a
+      // network error (and forgotten: asked again), as the Uploader's: over
+      // a connection that died without a reset it would wait for many
+      // minutes, its picture blank and this promise kept.
+      const ctl = new AbortController();
+      let watchdog = 0;
+      const moved = () => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(() => ctl.abort(), this.stallMs);
+      };
+      const lost = (e) => new ApiError(0, 'network', ctl.signal.aborted ? 'network error: the download stalled' : 'network error: ' + e.message);
+      moved();
       try {
-        res = await fetch(`/v1/attachments/${key}`, { headers: { Authorization: `Bearer ${this.api.token}` } });
-      } catch (e) {
-        throw new ApiError(0, 'network', 'network error: ' + e.message);
-      }
-      if (!res.ok) {
-        let data = null;
+        let res;
         try {
-          data = await res.json();
-        } catch {
-          // An object store's error body.
+          res = await fetch(`/v1/attachments/${key}`, { headers: { Authorization: `Bearer ${this.api.token}` }, signal: ctl.signal });
+        } catch (e) {
+          throw lost(e);
         }
-        const busy = res.status === 429 || res.status === 503;
-        throw new ApiError(res.status, data?.error?.code, data?.error?.message, busy ? retryAfterSeconds(res.headers.get('Retry-After')) || retryAfterSeconds(data?.error?.retryAfter) : 0);
+        moved();
+        if (!res.ok) {
+          let data = null;
+          try {
+            data = await res.json();
+          } catch {
+            // An object store's error body.
+          }
+          const busy = res.status === 429 || res.status === 503;
+          throw new ApiError(res.status, data?.error?.code, data?.error?.message, busy ? retryAfterSeconds(res.headers.get('Retry-After')) || retryAfterSeconds(data?.error?.retryAfter) : 0);
+        }
+        let blob;
+        try {
+          blob = await readBlob(res, moved);
+        } catch (e) {
+          throw lost(e);
+        }
+        if (this.closed) throw new ApiError(0, 'aborted', 'signed out');
+        return URL.createObjectURL(blob);
+      } finally {
+        clearTimeout(watchdog);
       }
-      const blob = await res.blob();
-      if (this.closed) throw new ApiError(0, 'aborted', 'signed out');
-      return URL.createObjectURL(blob);
     })();
     p.catch(() => this.urls.get(key) === p && this.urls.delete(key));
     this.urls.set(key, p);

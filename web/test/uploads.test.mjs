@@ -454,3 +454,38 @@ test('an avatar chatd answers busy (503, Retry-After) is not asked for again at 
     undo();
   }
 });
+
+test('a download whose answer stops coming (a dead connection) fails, so it is asked again, instead of leaving the picture blank for good', async () => {
+  const realFetch = globalThis.fetch;
+  const asked = [];
+  globalThis.fetch = (path, init) => {
+    asked.push(path);
+    // The first answer's headers come and then its bytes stop: no error,
+    // no end. The second is whole.
+    if (asked.length === 1) {
+      const body = new ReadableStream({
+        start(c) {
+          c.enqueue(new Uint8Array([1, 2, 3]));
+          init.signal?.addEventListener('abort', () => c.error(new DOMException('aborted', 'AbortError')));
+        },
+      });
+      return Promise.resolve(new Response(body, { status: 200 }));
+    }
+    return Promise.resolve(new Response(new Blob(['png']), { status: 200 }));
+  };
+  try {
+    const cache = new BlobCache({ token: 't' });
+    cache.stallMs = 100;
+    let timer;
+    const first = await Promise.race([
+      cache.url('ffffffffffffffffffffffffff').then(() => 'loaded', (e) => e),
+      new Promise((r) => (timer = setTimeout(() => r('still downloading after 3 s'), 3000))),
+    ]);
+    clearTimeout(timer);
+    assert.equal(first?.code, 'network', `a stalled download did not fail as a network error: ${first}`);
+    assert.match(await cache.url('ffffffffffffffffffffffffff'), /^blob:/, 'the download was not asked again');
+    assert.equal(asked.length, 2);
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+});
