@@ -100,13 +100,18 @@ const AVATAR_TYPES = 'image/jpeg,image/png,image/gif,image/webp';
  * A profile's or a group's picture: an https address, or a picture file
  * uploaded to chatd as an avatar (current is then its path). changes()
  * uploads a chosen file and resolves with what to send: avatarUploadId,
- * avatarUrl ("" removes it), or nothing when it stays.
+ * avatarUrl ("" removes it), or nothing when it stays. A file is uploaded
+ * once: a save tried again (the profile or group was refused, or its
+ * answer lost) sends the same upload, not another one charged again
+ * against the day's bytes; one whose upload failed is uploaded again
+ * (Uploader.send: to the same ticket), and one chosen anew is a new one.
  */
-function pictureField(current, testid, disabled, uploader) {
+export function pictureField(current, testid, disabled, uploader) {
   const initial = keptAvatar(current) ? '' : current || '';
   const url = h('input', { value: initial, placeholder: 'https://…', 'data-testid': testid, inputmode: 'url', disabled });
   const file = h('input', { type: 'file', accept: AVATAR_TYPES, 'data-testid': `${testid}-file`, disabled });
   let removed = false;
+  let upload = null; // {file, handle, done}: the chosen file's upload
   const remove = h('button', {
     class: 'btn small', type: 'button', 'data-testid': `${testid}-remove`, hidden: !current || disabled,
     onclick: () => {
@@ -121,7 +126,17 @@ function pictureField(current, testid, disabled, uploader) {
     /** @param {import('../api.js').Req} req */
     async changes(req = {}) {
       const f = file.files && file.files[0];
-      if (f) return { avatarUploadId: (await uploader.uploadAvatar(f, () => {}, { onWait: req.onWait, signal: req.signal })).id };
+      if (f) {
+        if (upload?.file !== f) upload = { file: f, handle: {}, done: null };
+        const u = upload;
+        if (!u.done) {
+          // The previous try's ticket, if any, and this try's wait and cancel.
+          u.handle = { ticket: u.handle.ticket, ticketKey: u.handle.ticketKey, onWait: req.onWait, signal: req.signal };
+          u.done = uploader.uploadAvatar(f, () => {}, u.handle);
+          u.done.catch(() => (u.done = null));
+        }
+        return { avatarUploadId: (await u.done).id };
+      }
       const v = url.value.trim();
       if (v !== initial || (removed && current)) return { avatarUrl: v };
       return {};

@@ -1,0 +1,83 @@
+// A small stand-in DOM for the views' unit tests: elements that keep
+// their children, attributes and listeners, found by data-testid.
+// fakeDocument() installs it and returns the function that removes it.
+
+export function fakeDocument() {
+  class FakeNode {}
+  class FakeElement extends FakeNode {
+    constructor(tag) {
+      super();
+      this.tag = tag;
+      this.children = [];
+      this.attrs = {};
+      this.listeners = {};
+      this.dataset = {};
+      this.style = { setProperty() {} };
+      this.parent = null;
+      this.value = '';
+      this.text = '';
+    }
+    get hidden() {
+      return 'hidden' in this.attrs;
+    }
+    set hidden(v) {
+      if (v) this.attrs.hidden = '';
+      else delete this.attrs.hidden;
+    }
+    get textContent() {
+      return this.text + this.children.map((c) => c.textContent ?? c.text ?? '').join('');
+    }
+    set textContent(v) {
+      this.children = [];
+      this.text = String(v);
+    }
+    setAttribute(k, v) {
+      this.attrs[k] = v;
+    }
+    getAttribute(k) {
+      return this.attrs[k] ?? null;
+    }
+    addEventListener(type, fn) {
+      (this.listeners[type] ||= []).push(fn);
+    }
+    dispatch(type) {
+      for (const fn of this.listeners[type] || []) fn({ type, target: this, preventDefault() {}, key: '' });
+    }
+    appendChild(c) {
+      c.parent = this;
+      this.children.push(c);
+      return c;
+    }
+    replaceChildren(...cs) {
+      this.children = [];
+      this.text = '';
+      for (const c of cs) this.appendChild(c);
+    }
+    closest() {
+      return null;
+    }
+    find(testid) {
+      if (this.attrs['data-testid'] === testid) return this;
+      for (const c of this.children) {
+        const f = c instanceof FakeElement ? c.find(testid) : null;
+        if (f) return f;
+      }
+      return null;
+    }
+    findAll(testid, out = []) {
+      if (this.attrs['data-testid'] === testid) out.push(this);
+      for (const c of this.children) if (c instanceof FakeElement) c.findAll(testid, out);
+      return out;
+    }
+  }
+  globalThis.Node = FakeNode;
+  globalThis.document = {
+    createElement: (tag) => new FakeElement(tag),
+    createElementNS: (_, tag) => new FakeElement(tag),
+    createTextNode: (text) => Object.assign(new FakeNode(), { text }),
+  };
+  return () => {
+    delete globalThis.Node;
+    delete globalThis.document;
+  };
+}
