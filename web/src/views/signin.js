@@ -13,6 +13,14 @@ export function signInView({ dev, notice, onSignedIn }) {
   const fail = (e) => {
     error.textContent = e.message || String(e);
   };
+  // The app starts once. It takes a moment (its client id, the outbox),
+  // the form still on screen: a second submit (a double click) would
+  // start a second app, which no sign-out of the first would end.
+  let done = false;
+  const signedIn = (s) => {
+    done = true;
+    onSignedIn(s);
+  };
 
   const tokenInput = h('textarea', {
     id: 'token',
@@ -28,8 +36,9 @@ export function signInView({ dev, notice, onSignedIn }) {
       class: 'stack',
       onsubmit: (e) => {
         e.preventDefault();
+        if (done) return;
         try {
-          onSignedIn(saveSignIn(tokenInput.value));
+          signedIn(saveSignIn(tokenInput.value));
         } catch (err) {
           fail(err);
         }
@@ -60,6 +69,7 @@ export function signInView({ dev, notice, onSignedIn }) {
         class: 'stack dev-signin',
         onsubmit: async (e) => {
           e.preventDefault();
+          if (done) return;
           const n = Number(uid.value);
           if (!Number.isSafeInteger(n) || n <= 0) {
             fail(new Error('Enter a positive whole number.'));
@@ -67,7 +77,8 @@ export function signInView({ dev, notice, onSignedIn }) {
           }
           btn.disabled = true;
           try {
-            onSignedIn(saveSignIn(await devToken(n)));
+            const t = await devToken(n);
+            if (!done) signedIn(saveSignIn(t));
           } catch (err) {
             fail(err);
           } finally {
