@@ -47,7 +47,8 @@ async function startApp({ token, userId, exp }) {
   // browser as after signing out, unless another tab signed in meanwhile
   // (it uses the browser's push subscription now). Another user signed
   // in, this user's device goes all the same: their pushes must not
-  // reach the other user's screen.
+  // reach the other user's screen (signed out in another tab, that tab
+  // deleted it; one being registered here is not kept either).
   const signOut = (notice, { endSession = false, forced = false } = {}) => {
     if (ended) return;
     ended = true;
@@ -57,7 +58,7 @@ async function startApp({ token, userId, exp }) {
       // notifications already on screen.
       disablePush(api, userId);
       clearNotifications().catch(() => {});
-    } else if (current && current.userId !== userId) forgetDevice(api, userId);
+    } else if (!current || current.userId !== userId) forgetDevice(api, userId);
     stopExpiryTimer();
     unwatch();
     unfollow();

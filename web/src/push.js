@@ -45,21 +45,40 @@ function sameKey(a, b64) {
   return x.length === y.length && x.every((v, i) => v === y[i]);
 }
 
-/** Subscribes this browser and registers it as uid's device. */
+// The Apis (one per sign-in) whose user was signed out: disablePush's
+// (true: the browser's subscription goes too) or forgetDevice's (false).
+const signedOut = new WeakMap();
+
+/**
+ * Subscribes this browser and registers it as uid's device. The user
+ * signed out meanwhile (the permission prompt waits for the person at the
+ * browser for as long as they like), nothing of it stays: what sign-out
+ * would have removed, had it been there, is removed.
+ */
 export async function enablePush(api, uid) {
+  let sub = null;
+  const stillIn = async (id) => {
+    if (!signedOut.has(api)) return;
+    if (id !== undefined) api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
+    if (signedOut.get(api) && sub) await sub.unsubscribe().catch(() => {});
+    throw new Error('Signed out.');
+  };
   const perm = await Notification.requestPermission();
+  await stillIn();
   if (perm !== 'granted') {
     throw new Error(perm === 'denied' ? 'Notifications are blocked for this site in the browser settings.' : 'Notifications were not allowed.');
   }
   const reg = await navigator.serviceWorker.register('/sw.js');
   await navigator.serviceWorker.ready;
   const { publicKey } = await api.request('GET', '/v1/push/vapid');
-  let sub = await reg.pushManager.getSubscription();
+  await stillIn();
+  sub = await reg.pushManager.getSubscription();
   if (sub && !sameKey(sub.options && sub.options.applicationServerKey, publicKey)) {
     await sub.unsubscribe(); // made for another server key: it could never be pushed to
     sub = null;
   }
   if (!sub) sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64urlBytes(publicKey) });
+  await stillIn();
   const j = sub.toJSON();
   // Registering a device again updates it (the same id): a repeat is harmless.
   const { id } = await api.request(
@@ -69,6 +88,7 @@ export async function enablePush(api, uid) {
     {},
     { idempotent: true },
   );
+  await stillIn(id);
   localStorage.setItem(deviceKey(uid), String(id));
   return id;
 }
@@ -82,6 +102,7 @@ export async function enablePush(api, uid) {
  */
 export function disablePush(api, uid) {
   forgetDevice(api, uid);
+  signedOut.set(api, true);
   if (!pushSupported()) return;
   navigator.serviceWorker
     .getRegistration()
@@ -96,6 +117,7 @@ export function disablePush(api, uid) {
  * another tab) uses it now, and must not get uid's pushes through it.
  */
 export function forgetDevice(api, uid) {
+  if (!signedOut.has(api)) signedOut.set(api, false);
   const id = localStorage.getItem(deviceKey(uid));
   if (!id) return;
   localStorage.removeItem(deviceKey(uid));

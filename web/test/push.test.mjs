@@ -5,7 +5,7 @@
 // localStorage and document. Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { notifyWhileHidden } from '../src/push.js';
+import { disablePush, enablePush, notifyWhileHidden } from '../src/push.js';
 
 const ME = 1;
 
@@ -110,6 +110,60 @@ test('a message of someone the user blocked does not notify while the page is hi
     await settle();
     assert.deepEqual(page.shown.map((n) => n.body), ['lunch at noon'], 'a blocked sender\'s message was shown in a notification');
     assert.equal(calls.length, 1, `a burst asked for the blocks more than once: ${calls}`);
+  } finally {
+    page.undo();
+  }
+});
+
+test('notifications turned on while the user signs out (the permission prompt still open) register no device for them', async () => {
+  const page = hiddenPage();
+  try {
+    let allow;
+    globalThis.Notification = { permission: 'default', requestPermission: () => new Promise((r) => (allow = r)) };
+    const browserSub = {
+      options: { applicationServerKey: new Uint8Array([1, 2, 3]).buffer },
+      unsubscribed: false,
+      toJSON: () => ({ endpoint: 'https://push.example/s1', keys: { p256dh: 'p', auth: 'a' } }),
+      async unsubscribe() {
+        this.unsubscribed = true;
+        subscribed = null;
+        return true;
+      },
+    };
+    let subscribed = null;
+    const reg = {
+      pushManager: {
+        getSubscription: async () => subscribed,
+        subscribe: async () => (subscribed = browserSub),
+      },
+    };
+    navigator.serviceWorker.register = async () => reg;
+    navigator.serviceWorker.ready = Promise.resolve(reg);
+    navigator.serviceWorker.getRegistration = async () => reg;
+    localStorage.removeItem(`chatd.pushDevice.${ME}`);
+    const calls = [];
+    const api = {
+      async request(method, path) {
+        calls.push(`${method} ${path}`);
+        if (path === '/v1/push/vapid') return { publicKey: 'AQID' };
+        if (path === '/v1/devices') return { id: 9 };
+        return null;
+      },
+    };
+    const enabling = enablePush(api, ME).then(
+      () => 'enabled',
+      (e) => e,
+    );
+    await settle();
+    disablePush(api, ME); // the user signs out meanwhile
+    allow('granted'); // then allows notifications
+    await enabling;
+    await settle();
+    const registered = calls.filter((c) => c === 'POST /v1/devices').length;
+    const deleted = calls.filter((c) => c === 'DELETE /v1/devices/9').length;
+    assert.ok(registered === deleted, `a device was registered for the signed-out user and left: ${calls}`);
+    assert.equal(localStorage.getItem(`chatd.pushDevice.${ME}`), null, 'the signed-out user\'s device is remembered at this browser');
+    assert.equal(subscribed, null, 'the browser stays subscribed for the signed-out user');
   } finally {
     page.undo();
   }
