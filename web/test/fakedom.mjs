@@ -40,8 +40,14 @@ export function fakeDocument() {
     addEventListener(type, fn) {
       (this.listeners[type] ||= []).push(fn);
     }
-    dispatch(type) {
-      for (const fn of this.listeners[type] || []) fn({ type, target: this, preventDefault() {}, key: '' });
+    /** Calls the type listeners with an event of props (key, shiftKey...) on top. */
+    dispatch(type, props = {}) {
+      for (const fn of this.listeners[type] || []) fn({ type, target: this, preventDefault() {}, key: '', ...props });
+    }
+    focus() {}
+    setSelectionRange() {}
+    get firstChild() {
+      return this.children[0] ?? null;
     }
     appendChild(c) {
       c.parent = this;

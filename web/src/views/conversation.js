@@ -187,8 +187,11 @@ export function createConversationView(state, sync, media, actions) {
     send();
   });
   input.addEventListener('keydown', (e) => {
-    // Enter sends, Shift+Enter is a new line; not while an IME composes.
-    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    // Enter sends, Shift+Enter is a new line; not while an IME composes,
+    // nor the Enter that ends a composition, which Safari sends after
+    // compositionend, isComposing false but keyCode 229 ("processed by
+    // an IME").
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
       e.preventDefault();
       send();
     } else if (e.key === 'Escape' && mode) {
