@@ -13,7 +13,7 @@ import { signInView } from './views/signin.js';
 import { createInbox } from './views/inbox.js';
 import { createConversationView } from './views/conversation.js';
 import { openDialog, parseUserId, parseUserIds } from './views/dialogs.js';
-import { closeMenus } from './views/lifecycle.js';
+import { leaveConversation } from './views/lifecycle.js';
 import { People } from './store/people.js';
 import { useBlobs, usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
@@ -65,7 +65,7 @@ async function startApp({ token, userId, exp }) {
     // Panels, dialogs, menus and the photo viewer open on top of the app
     // (beside it in <body>) leave with it: signed out by another tab or an
     // expired token, the sign-in page must not show them.
-    closeMenus();
+    leaveConversation();
     for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
     // Signing out: this person's unsent messages, those of their other
@@ -166,6 +166,7 @@ async function startApp({ token, userId, exp }) {
     notify,
     addMember: (cid) =>
       openDialog({
+        bound: true,
         title: 'Add member',
         submit: 'Add',
         fields: [{ name: 'user', label: 'User id', type: 'number', placeholder: 'e.g. 4' }],

@@ -32,3 +32,35 @@ test('the Enter that commits an input method\'s text (Safari: keyCode 229 after 
     undo();
   }
 });
+
+test('a dialog about the conversation left (Add member, Delete for everyone) closes when another one opens, so it cannot act on the one no longer shown', async () => {
+  const undo = fakeDocument();
+  globalThis.ResizeObserver = class {
+    observe() {}
+  };
+  try {
+    const { createConversationView } = await import('../src/views/conversation.js');
+    const { openDialog } = await import('../src/views/dialogs.js');
+    const { confirmRecall } = await import('../src/views/lifecycle.js');
+    const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });
+    const convs = new Map([[5, group(5)], [6, group(6)]]);
+    const state = { openId: 5, me: 1, conv: (id) => convs.get(id) ?? null, waits: new Map() };
+    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    view.render();
+    // What main.js's Add member opens for group 5.
+    const added = [];
+    openDialog({ title: 'Add member', submit: 'Add', bound: true, fields: [{ name: 'user', label: 'User id' }], run: async ({ user }) => added.push([5, user]) });
+    const recall = confirmRecall();
+    assert.equal(document.body.children.length, 2);
+
+    // A click on a notification (or Back) opens group 6 underneath.
+    state.openId = 6;
+    view.render();
+    assert.equal(document.body.children.length, 0, 'a dialog about group 5 stayed open over group 6');
+    assert.equal(await recall, false, 'the delete of group 5\'s message is still waiting to be confirmed over group 6');
+    assert.deepEqual(added, []);
+  } finally {
+    delete globalThis.ResizeObserver;
+    undo();
+  }
+});

@@ -44,6 +44,13 @@ export function fakeDocument() {
     dispatch(type, props = {}) {
       for (const fn of this.listeners[type] || []) fn({ type, target: this, preventDefault() {}, key: '', ...props });
     }
+    remove() {
+      if (this.parent) this.parent.children = this.parent.children.filter((c) => c !== this);
+      this.parent = null;
+    }
+    get isConnected() {
+      return this.parent !== null;
+    }
     focus() {}
     setSelectionRange() {}
     get firstChild() {
@@ -81,6 +88,10 @@ export function fakeDocument() {
     createElement: (tag) => new FakeElement(tag),
     createElementNS: (_, tag) => new FakeElement(tag),
     createTextNode: (text) => Object.assign(new FakeNode(), { text }),
+    body: new FakeElement('body'),
+    activeElement: null,
+    addEventListener() {},
+    removeEventListener() {},
   };
   return () => {
     delete globalThis.Node;

@@ -6,7 +6,7 @@
 import { h, icon, setText } from './dom.js';
 import { avatar, clockTime, conversationTitle, dayLabel, systemText, typingText, userName } from './format.js';
 import { attachmentList, createTray, openLightbox } from './attachments.js';
-import { closeMenus, composerBanner, confirmRecall, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
+import { composerBanner, confirmRecall, leaveConversation, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
 import { quoteOf, snippet } from '../store/lifecycle.js';
 import { changeFailedText } from '../store/sync.js';
 
@@ -516,7 +516,7 @@ export function createConversationView(state, sync, media, actions) {
       mode = null;
       draft = '';
       banner.show(null);
-      closeMenus();
+      leaveConversation();
       input.value = '';
       tray.clear();
       autoGrow();

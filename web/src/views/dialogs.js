@@ -5,12 +5,14 @@
 
 import { h } from './dom.js';
 import { waitText } from '../api.js';
+import { aboutOpenConversation } from './lifecycle.js';
 
 /**
  * @param {{title:string, submit:string, fields:{name:string,label:string,placeholder?:string,type?:string,hint?:string}[],
- *   run:(values:Record<string,string>, req:import('../api.js').Req)=>Promise<void>}} o
+ *   run:(values:Record<string,string>, req:import('../api.js').Req)=>Promise<void>, bound?:boolean}} o
+ *   bound: the dialog is about the open conversation, and closes when another one opens
  */
-export function openDialog({ title, submit, fields, run }) {
+export function openDialog({ title, submit, fields, run, bound = false }) {
   const error = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'dialog-error' });
   const inputs = fields.map((f) =>
     h('input', {
@@ -38,7 +40,9 @@ export function openDialog({ title, submit, fields, run }) {
   const ctl = new AbortController();
   const req = { signal: ctl.signal, onWait: (s, err) => (error.textContent = s ? waitText(s, err) : '') };
 
+  const forget = bound ? aboutOpenConversation(() => close()) : () => {};
   function close() {
+    forget();
     ctl.abort();
     backdrop.remove();
     document.removeEventListener('keydown', onKey);

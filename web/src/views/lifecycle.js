@@ -184,6 +184,27 @@ export function closeMenus() {
   if (openClose) openClose();
 }
 
+// The dismiss functions of the dialogs and panels about the open
+// conversation (Add member, Delete for everyone, Forward, its details).
+const aboutOpen = new Set();
+
+/**
+ * Registers dismiss, the function that closes a dialog or panel about
+ * the open conversation as its Cancel does: another conversation opened
+ * underneath (a notification's click, Back) closes it, or it would act
+ * on the one no longer shown. Returns the function that forgets it.
+ */
+export function aboutOpenConversation(dismiss) {
+  aboutOpen.add(dismiss);
+  return () => aboutOpen.delete(dismiss);
+}
+
+/** Leaving the open conversation: its menu, dialogs and panels close. */
+export function leaveConversation() {
+  closeMenus();
+  for (const dismiss of [...aboutOpen]) dismiss();
+}
+
 /**
  * The banner above the composer while replying to or editing a message.
  * @param {()=>void} onCancel
@@ -293,8 +314,10 @@ function modal(title, body, actions, onDismiss) {
   });
   document.addEventListener('keydown', onKey);
   document.body.appendChild(backdrop);
+  const forget = aboutOpenConversation(onDismiss);
   return {
     close() {
+      forget();
       backdrop.remove();
       document.removeEventListener('keydown', onKey);
       if (prevFocus && prevFocus.isConnected && prevFocus.focus) prevFocus.focus();

@@ -10,13 +10,15 @@ import { h, icon, replace } from './dom.js';
 import { avatar, displayName, keptAvatar, personAvatar, userName } from './format.js';
 import { parseUserId } from './dialogs.js';
 import { leaveConfirmation } from './leave.js';
+import { aboutOpenConversation } from './lifecycle.js';
 import { waitText } from '../api.js';
 
 /**
- * A modal panel: title, close button, body; Esc and the backdrop close it.
+ * A modal panel: title, close button, body; Esc and the backdrop close it,
+ * and, bound (about the open conversation), another conversation opened.
  * req: the options (api.js Req) of the panel's requests.
  */
-function panel(title, testid) {
+function panel(title, testid, bound = false) {
   const body = h('div', { class: 'panel-body' });
   const error = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'panel-error' });
   const closeBtn = h('button', { class: 'icon-btn', type: 'button', title: 'Close', 'aria-label': 'Close', 'data-testid': 'panel-close' }, icon('close'));
@@ -32,7 +34,9 @@ function panel(title, testid) {
   const ctl = new AbortController();
   const req = { signal: ctl.signal, onWait: (s, err) => (error.textContent = s ? waitText(s, err) : '') };
   const onKey = (e) => e.key === 'Escape' && close();
+  const forget = bound ? aboutOpenConversation(() => close()) : () => {};
   function close() {
+    forget();
     ctl.abort();
     backdrop.remove();
     document.removeEventListener('keydown', onKey);
@@ -258,7 +262,7 @@ export async function openInfo(ctx, cid) {
   if (!c) return;
   if (c.type === 'DIRECT') return openPerson(ctx, c);
   const { api, state, sync } = ctx;
-  const p = panel('Group info', 'group-info');
+  const p = panel('Group info', 'group-info', true);
   let members = [];
   const me = state.me;
   const myRole = () => members.find((m) => m.userId === me)?.role || 'member';
@@ -378,7 +382,7 @@ export async function openInfo(ctx, cid) {
 async function openPerson(ctx, c) {
   const { api, people } = ctx;
   const peer = c.peerId();
-  const p = panel('Contact info', 'person-info');
+  const p = panel('Contact info', 'person-info', true);
   let prof = null;
   let blocked = false;
   async function load() {
