@@ -24,6 +24,10 @@ func TestReplyEditReactRecallShowInHistoryAndTail(t *testing.T) {
 	if got := line(chatctl(t, env, "send", "--user", "1", "--peer", "2", "--body", "helo")); got != "[conv 1 #1] user 1: helo" {
 		t.Fatalf("send printed %q", got)
 	}
+	// As it was sent: the conversation is new to user 2's session, which
+	// may read its first entries from PostgreSQL, and read after the edit
+	// below they would be as they are then.
+	waitForText(t, tailOut, "[conv 1 #1] user 1: helo\n", 15*time.Second)
 	if got := line(chatctl(t, env, "send", "--user", "2", "--conversation", "1", "--reply-to", "1", "--body", "hi!")); got != "[conv 1 #2] user 2 (reply to #1): hi!" {
 		t.Errorf("send --reply-to printed %q", got)
 	}
