@@ -53,6 +53,8 @@ type JWKS struct {
 	cache   jwkset.Storage // the keys fetched, never fetching
 	refetch *rate.Limiter  // the unknown-kid refetches: Allow, never Wait
 	every   time.Duration  // MinRefetch
+	refresh time.Duration  // Refresh
+	started time.Time      // when the periodic refreshes' ticker started
 	log     *slog.Logger
 	cancel  context.CancelFunc
 	failing atomic.Bool
@@ -75,7 +77,8 @@ func NewJWKS(opts JWKSOptions) (*JWKS, error) {
 		client = &http.Client{Timeout: jwksHTTPTimeout}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &JWKS{url: Redacted(opts.URL), log: opts.Logger, cancel: cancel, refetch: rate.NewLimiter(rate.Every(opts.MinRefetch), 1), every: opts.MinRefetch}
+	j := &JWKS{url: Redacted(opts.URL), log: opts.Logger, cancel: cancel, refetch: rate.NewLimiter(rate.Every(opts.MinRefetch), 1), every: opts.MinRefetch,
+		refresh: opts.Refresh, started: time.Now()}
 	watched := *client
 	base := watched.Transport
 	if base == nil {
@@ -196,12 +199,16 @@ func (j *JWKS) refetchNow() bool {
 	return true
 }
 
-// refetchIn is how long until the refetch limit allows a fetch (0: now).
+// refetchIn is how long until the key set is fetched again or may be
+// (0: now): the refetch limit allows a fetch, or the next periodic
+// refresh comes, whichever is first.
 func (j *JWKS) refetchIn() time.Duration {
+	var wait time.Duration
 	if n := j.refetch.Tokens(); n < 1 {
-		return time.Duration((1 - n) * float64(j.every))
+		wait = time.Duration((1 - n) * float64(j.every))
 	}
-	return 0
+	since := time.Since(j.started)
+	return min(wait, j.refresh-since%j.refresh)
 }
 
 // unavailable reports whether the key set's last fetch failed (the first
