@@ -4,18 +4,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestAV5ConnectPutOffUntilTheKeySetMayBeFetchedAgainIsToldWhen: an
@@ -29,16 +26,8 @@ func TestAV5ConnectPutOffUntilTheKeySetMayBeFetchedAgainIsToldWhen(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "published", USE: jwkset.UseSig}})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
-	}))
-	t.Cleanup(idp.Close)
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": idp.URL + "/certs"})
+	idp := testkit.JWKSServer(t, key, "published")
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": idp})
 	sign := func(kid string) string {
 		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
 		tok.Header["kid"] = kid

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -583,26 +581,12 @@ func TestReadyLineNamesVersionWebURLAndWhereTheSecretLives(t *testing.T) {
 	}
 }
 
-// jwksServer serves a JWKS with key under kid on loopback.
-func jwksServer(t *testing.T, key *ecdsa.PrivateKey, kid string) string {
-	t.Helper()
-	jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: kid, USE: jwkset.UseSig}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/certs"
-}
-
 func TestIdentityProviderTokensFromAJWKSAuthenticateMQTTAndHTTP(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": jwksServer(t, key, "kc-1"),
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": testkit.JWKSServer(t, key, "kc-1"),
 		"CHAT_JWT_ISSUER": "https://idp.example/realms/chat", "CHAT_JWT_AUDIENCE": "chatd", "CHAT_JWT_USER_CLAIM": "chat_uid"})
 	idpToken := func(aud string, uid any) string {
 		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "f81d4fae-7dec-11d0-a765-00a0c91e6bf6",

@@ -4,17 +4,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/chatd/chatd/internal/auth"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestATokenPutOffUntilTheKeySetMayBeFetchedAgainIsToldWhenThatIs: a
@@ -28,17 +26,9 @@ func TestATokenPutOffUntilTheKeySetMayBeFetchedAgainIsToldWhenThatIs(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "published", USE: jwkset.UseSig}})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
-	}))
-	t.Cleanup(idp.Close)
+	idp := testkit.JWKSServer(t, key, "published")
 	const minRefetch = 30 * time.Second
-	j, err := auth.NewJWKS(auth.JWKSOptions{URL: idp.URL, Refresh: time.Hour, MinRefetch: minRefetch})
+	j, err := auth.NewJWKS(auth.JWKSOptions{URL: idp, Refresh: time.Hour, MinRefetch: minRefetch})
 	if err != nil {
 		t.Fatal(err)
 	}
