@@ -632,6 +632,31 @@ func TestAnOfflineSessionGetsEveryMembershipsUnacknowledgedEntriesAfterRemovalsA
 	}
 }
 
+// awayWhileTheFanOutLags has persistent session "phone" of user 2 take
+// three messages without acknowledging them and go away; then commits,
+// without the hub routing any of it (a lagging fan-out), the user's
+// removal, a message while they are away, their re-add and two messages.
+// It returns those events unrouted, the seqs the session is owed and the
+// one it is not.
+func awayWhileTheFanOutLags(t *testing.T) (f fixture, h *delivery.Hub, late []chat.Event, want, away []int64) {
+	t.Helper()
+	f = setup(t)
+	h = newHub(t, f, delivery.Options{Window: 64, CursorFlush: 10 * time.Millisecond})
+	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
+	want = sendSeqs(t, h, f, 3)
+	waitSeqs(t, u, f.conv.ID, 3)
+	h.Detach("phone", u)
+	late = []chat.Event{removeEvent(t, f), sendAs(t, f, f.conv.ID, 1)}
+	away = []int64{late[1].Seq}
+	late = append(late, joinEvents(t, f, 2)...)
+	for range 2 {
+		ev := sendAs(t, f, f.conv.ID, 1)
+		late = append(late, ev)
+		want = append(want, ev.Seq)
+	}
+	return f, h, late, want, away
+}
+
 // A fan-out that lags routes a removal and a re-add to a persistent
 // session only after it reconnected and read its stored cursors, which
 // already hold both: the session has queued what both memberships owe it,
@@ -639,25 +664,8 @@ func TestAnOfflineSessionGetsEveryMembershipsUnacknowledgedEntriesAfterRemovalsA
 // the membership the stream follows now and the join after it would read
 // back what was already sent.
 func TestMembershipChangesRoutedAfterAReconnectReadThemDeliverNothingTwice(t *testing.T) {
-	f := setup(t)
-	h := newHub(t, f, delivery.Options{Window: 64, CursorFlush: 10 * time.Millisecond})
-	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
-	want := sendSeqs(t, h, f, 3)
-	waitSeqs(t, u, f.conv.ID, 3)
-	h.Detach("phone", u)
-
-	// Committed while the session is away; the fan-out has not routed any
-	// of it yet.
-	late := []chat.Event{removeEvent(t, f), sendAs(t, f, f.conv.ID, 1)}
-	away := []int64{late[1].Seq}
-	late = append(late, joinEvents(t, f, 2)...)
-	for range 2 {
-		ev := sendAs(t, f, f.conv.ID, 1)
-		late = append(late, ev)
-		want = append(want, ev.Seq)
-	}
-
-	u = attach(t, h, f, "phone", true, false)
+	f, h, late, want, away := awayWhileTheFanOutLags(t)
+	u := attach(t, h, f, "phone", true, false)
 	waitSeqs(t, u, f.conv.ID, len(want))
 	h.Publish(late...)
 	onlyEver(t, u, f, want, away, "once the late events were routed")
@@ -668,26 +676,9 @@ func TestMembershipChangesRoutedAfterAReconnectReadThemDeliverNothingTwice(t *te
 // conversation's stream has ended, and the late join must not start a
 // new one that its late leave then fills with what was acknowledged.
 func TestMembershipChangesRoutedAfterALeftConversationWasAcknowledgedDeliverNothingAgain(t *testing.T) {
-	f := setup(t)
-	h := newHub(t, f, delivery.Options{Window: 64, CursorFlush: 10 * time.Millisecond})
-	u := attach(t, h, f, "phone", true, false) // acknowledges nothing
-	want := sendSeqs(t, h, f, 3)
-	waitSeqs(t, u, f.conv.ID, 3)
-	h.Detach("phone", u)
-
-	// Committed while the session is away; the fan-out has not routed any
-	// of it yet.
-	late := []chat.Event{removeEvent(t, f), sendAs(t, f, f.conv.ID, 1)}
-	away := []int64{late[1].Seq}
-	late = append(late, joinEvents(t, f, 2)...)
-	for range 2 {
-		ev := sendAs(t, f, f.conv.ID, 1)
-		late = append(late, ev)
-		want = append(want, ev.Seq)
-	}
+	f, h, late, want, away := awayWhileTheFanOutLags(t)
 	late = append(late, removeEvent(t, f))
-
-	u = attach(t, h, f, "phone", true, true)
+	u := attach(t, h, f, "phone", true, true)
 	waitSeqs(t, u, f.conv.ID, len(want))
 	testkit.WaitFor(t, 10*time.Second, "the session to acknowledge all it was owed of the group it left", func() bool {
 		cs, err := f.sessions.Cursors(context.Background(), "phone", 2, true)
