@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/internal/pgtest"
@@ -83,17 +84,7 @@ func TestThePrunerDeletesNothingWhileARelayServesTheOutbox(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rl := start(t, newRelay(t, pool, testConfig(t, testkit.FreePort(t), reg)).Run)
 	testkit.WaitFor(t, 10*time.Second, "the relay to take the lease", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
-	p, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := p.Prune(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 || outboxCount(t, pool) != 3 {
-		t.Fatalf("a pruner beside a relay deleted %d unpublished rows (%d left)", n, outboxCount(t, pool))
-	}
+	p := prunesNothingOfThree(t, ctx, pool, "a relay")
 	rl.stop(t)
 	testkit.WaitFor(t, 10*time.Second, "the outbox pruned once no relay serves it", func() bool {
 		n, err := p.Prune(ctx)
@@ -219,6 +210,21 @@ func TestThePrunerDeletesNothingWhileARelayStandsByForTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = standby.Close(context.Background()) })
+	p := prunesNothingOfThree(t, ctx, pool, "a relay standing by")
+	if err := standby.Close(ctx); err != nil { // its session goes: nothing reads the outbox any more
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the outbox pruned once no relay session is left", func() bool {
+		n, err := p.Prune(ctx)
+		return err == nil && n == 3
+	})
+}
+
+// prunesNothingOfThree makes a pruner and has it prune once, beside what
+// beside says may read the outbox: of the outbox's 3 unpublished rows it
+// must delete none. It returns the pruner.
+func prunesNothingOfThree(t *testing.T, ctx context.Context, pool *pgxpool.Pool, beside string) *relay.Pruner {
+	t.Helper()
 	p, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -228,13 +234,7 @@ func TestThePrunerDeletesNothingWhileARelayStandsByForTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n != 0 || outboxCount(t, pool) != 3 {
-		t.Fatalf("a pruner beside a relay standing by deleted %d unpublished rows (%d left)", n, outboxCount(t, pool))
+		t.Fatalf("a pruner beside %s deleted %d unpublished rows (%d left)", beside, n, outboxCount(t, pool))
 	}
-	if err := standby.Close(ctx); err != nil { // its session goes: nothing reads the outbox any more
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 10*time.Second, "the outbox pruned once no relay session is left", func() bool {
-		n, err := p.Prune(ctx)
-		return err == nil && n == 3
-	})
+	return p
 }
