@@ -156,19 +156,24 @@ func testLiveEdit(t *testing.T, history string, largeGroup int, want string) {
 	}
 }
 
+// setHistory has the owner (user 1) set f.conv's history visibility to v
+// and returns the conversation.updated the store publishes for it,
+// unpublished.
+func setHistory(t *testing.T, f fixture, v string) chat.Event {
+	t.Helper()
+	conv, err := f.svc.UpdateGroup(context.Background(), f.conv.ID, 1, chat.GroupUpdate{HistoryVisible: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chat.ConversationUpdatedEvent(conv, 1, conv.LastSeq)
+}
+
 // Closing the history while the fan-out knows the members: the late
 // member's next edit of an earlier message reaches them without its body.
 func TestALiveEditAfterTheOwnerClosesTheHistoryReachesALateMemberWithoutItsBody(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	setHistory := func(v string) chat.Event {
-		conv, err := f.svc.UpdateGroup(ctx, f.conv.ID, 1, chat.GroupUpdate{HistoryVisible: &v})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return chat.ConversationUpdatedEvent(conv, 1, conv.LastSeq)
-	}
-	setHistory(chat.HistoryAll)
+	setHistory(t, f, chat.HistoryAll)
 	h := startHub(t, f.sessions, delivery.Options{})
 	late := attachUser(t, h, f, "u3", 3, false, true, true)
 	secret := sendAs(t, f, f.conv.ID, 1)
@@ -181,7 +186,7 @@ func TestALiveEditAfterTheOwnerClosesTheHistoryReachesALateMemberWithoutItsBody(
 		t.Fatalf("history all: user 3 got the edit with body %q, want %q", got, "open")
 	}
 
-	updated := setHistory(chat.HistoryJoined) // published as the store does: its entry, then the event
+	updated := setHistory(t, f, chat.HistoryJoined) // published as the store does: its entry, then the event
 	got, err := f.sessions.SinceMany(ctx, 1, []chat.Range{{ConversationID: f.conv.ID, After: updated.Seq - 1}}, 1)
 	if err != nil || len(got[f.conv.ID]) != 1 {
 		t.Fatalf("read the settings change's entry: %v, %v", got, err)

@@ -95,14 +95,7 @@ func TestAMemberAddedWhileTheHubDroppedEventsDuringAMembersLoadGetsTheConversati
 func TestASettingsChangeThatWaitedForAMembersLoadStillHidesALateMembersEditBody(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	setHistory := func(v string) chat.Event {
-		conv, err := f.svc.UpdateGroup(ctx, f.conv.ID, 1, chat.GroupUpdate{HistoryVisible: &v})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return chat.ConversationUpdatedEvent(conv, 1, conv.LastSeq)
-	}
-	setHistory(chat.HistoryAll)
+	setHistory(t, f, chat.HistoryAll)
 	secret := sendAs(t, f, f.conv.ID, 1)
 	joinEvents(t, f, 3) // user 3 joins after the secret
 	st := newReadThenHold(f.sessions, f.conv.ID)
@@ -113,7 +106,7 @@ func TestASettingsChangeThatWaitedForAMembersLoadStillHidesALateMembersEditBody(
 	h.Publish(first) // its members load, with floors read while the history is open
 	st.waitEntered(t)
 
-	updated := setHistory(chat.HistoryJoined)
+	updated := setHistory(t, f, chat.HistoryJoined)
 	got, err := f.sessions.SinceMany(ctx, 1, []chat.Range{{ConversationID: f.conv.ID, After: updated.Seq - 1}}, 1)
 	if err != nil || len(got[f.conv.ID]) != 1 {
 		t.Fatalf("read the settings change's entry: %v, %v", got, err)
