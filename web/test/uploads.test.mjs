@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BlobCache, Uploader, shownAsPicture } from '../src/uploads.js';
+import { fakeDocument } from './fakedom.mjs';
 
 /** An Api whose requests wait until the test answers them. */
 function pendingApi() {
@@ -153,46 +154,6 @@ test('an avatar chatd keeps is told from an https address by its path', async ()
   assert.equal(keptAvatar('/v1/attachments/ofbjcmujwrisdvlx7lig5xzoiu/thumbnail'), null);
   assert.equal(keptAvatar(null), null);
 });
-
-/**
- * Just enough of the DOM for format.js's userAvatar: elements that keep
- * their children, attributes and listeners.
- */
-function fakeDocument() {
-  class FakeNode {}
-  class FakeElement extends FakeNode {
-    constructor(tag) {
-      super();
-      this.tag = tag;
-      this.children = [];
-      this.attrs = {};
-      this.style = { setProperty() {} };
-      this.parent = null;
-    }
-    setAttribute(k, v) {
-      this.attrs[k] = v;
-    }
-    addEventListener() {}
-    appendChild(c) {
-      c.parent = this;
-      this.children.push(c);
-      return c;
-    }
-    remove() {
-      if (this.parent) this.parent.children = this.parent.children.filter((c) => c !== this);
-      this.parent = null;
-    }
-  }
-  globalThis.Node = FakeNode;
-  globalThis.document = {
-    createElement: (tag) => new FakeElement(tag),
-    createTextNode: (text) => Object.assign(new FakeNode(), { text }),
-  };
-  return () => {
-    delete globalThis.Node;
-    delete globalThis.document;
-  };
-}
 
 /** Runs what a render set going (fetches and their fallbacks). */
 const settle = () => new Promise((r) => setTimeout(r, 0));
