@@ -260,6 +260,10 @@ export class BlobCache {
           throw lost(e);
         }
         moved();
+        // chatd refused the token (expired, revoked): signing in again is
+        // all that helps, as after any other request. A 401 of the object
+        // store chatd redirected to is not about the token.
+        if (res.status === 401 && !res.redirected) this.api.onUnauthorized?.();
         if (!res.ok) {
           let data = null;
           try {

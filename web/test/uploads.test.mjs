@@ -450,3 +450,17 @@ test('a download whose answer stops coming (a dead connection) fails, so it is a
     globalThis.fetch = realFetch;
   }
 });
+
+test('a download answered 401 (the token expired or was revoked) signs out, as every other request answered 401 does', async () => {
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async () => Response.json({ error: { code: 'unauthorized', message: 'token expired' } }, { status: 401 });
+  try {
+    let signedOut = 0;
+    const cache = new BlobCache({ token: 't', onUnauthorized: () => signedOut++ });
+    const err = await cache.url('gggggggggggggggggggggggggg').then(() => null, (e) => e);
+    assert.equal(err?.status, 401, `the download did not fail with the 401: ${err}`);
+    assert.equal(signedOut, 1, 'a 401 on a download did not sign the user out');
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+});
