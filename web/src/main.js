@@ -202,7 +202,8 @@ async function startApp({ token, userId, exp }) {
     app.classList.toggle('show-chat', Boolean(state.openId));
     const pane = open ? convView.el : emptyPane;
     if (mainPane.firstChild !== pane) mainPane.replaceChildren(pane);
-    if (open) convView.render();
+    // Not open: it closes what was open about the conversation left.
+    convView.render();
     let unread = 0;
     for (const c of state.conversations.values()) unread += c.unread;
     document.title = unread ? `(${unread}) chatd` : 'chatd';

@@ -64,3 +64,70 @@ test('a dialog about the conversation left (Add member, Delete for everyone) clo
     undo();
   }
 });
+
+test('the dialogs about the open group (Add member, Forward) close when the user is removed from it', async () => {
+  const undo = fakeDocument();
+  globalThis.ResizeObserver = class {
+    observe() {}
+  };
+  try {
+    const { createConversationView } = await import('../src/views/conversation.js');
+    const { openDialog } = await import('../src/views/dialogs.js');
+    const { pickConversation } = await import('../src/views/lifecycle.js');
+    const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });
+    const convs = new Map([[5, group(5)]]);
+    const state = { openId: 5, me: 1, conv: (id) => convs.get(id) ?? null, waits: new Map(), sortedConversations: () => [...convs.values()] };
+    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    view.render();
+    openDialog({ title: 'Add member', submit: 'Add', bound: true, fields: [{ name: 'user', label: 'User id' }], run: async () => {} });
+    const picked = pickConversation(state, 'hello');
+    assert.equal(document.body.children.length, 2);
+
+    // member.removed: the group leaves the state, and the page shows no
+    // conversation (main.js renders the view all the same).
+    convs.delete(5);
+    state.openId = null;
+    view.render();
+    assert.equal(document.body.children.length, 0, 'a dialog about the group the user was removed from stayed open');
+    assert.equal(await picked, null);
+  } finally {
+    delete globalThis.ResizeObserver;
+    undo();
+  }
+});
+
+test('the photo viewer takes the focus, gives it back when closed, and closes when another conversation opens', async () => {
+  const undo = fakeDocument();
+  globalThis.ResizeObserver = class {
+    observe() {}
+  };
+  try {
+    const { createConversationView } = await import('../src/views/conversation.js');
+    const { openLightbox } = await import('../src/views/attachments.js');
+    const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });
+    const convs = new Map([[5, group(5)], [6, group(6)]]);
+    const state = { openId: 5, me: 1, conv: (id) => convs.get(id) ?? null, waits: new Map() };
+    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    view.render();
+    const thumb = document.createElement('button');
+    document.body.appendChild(thumb);
+    thumb.focus();
+    const cache = { url: () => new Promise(() => {}) };
+    openLightbox({ id: 'a1', name: 'view.jpg', width: 800, height: 600 }, cache);
+    const box = document.body.find('lightbox');
+    assert.ok(box, 'the viewer did not open');
+    assert.ok(box.findAll('lightbox-close').includes(document.activeElement), 'the viewer did not take the focus: keys still act on the page under it');
+    // Escape closes it; the focus goes back to the thumbnail.
+    document.dispatch('keydown', { key: 'Escape' });
+    assert.equal(document.body.find('lightbox'), null, 'Escape did not close the viewer');
+    assert.equal(document.activeElement, thumb, 'the focus was not given back to the thumbnail');
+
+    openLightbox({ id: 'a1', name: 'view.jpg' }, cache);
+    state.openId = 6; // a notification's click opens another conversation
+    view.render();
+    assert.equal(document.body.find('lightbox'), null, 'the photo of conversation 5 stayed on screen over conversation 6');
+  } finally {
+    delete globalThis.ResizeObserver;
+    undo();
+  }
+});

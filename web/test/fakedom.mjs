@@ -51,7 +51,9 @@ export function fakeDocument() {
     get isConnected() {
       return this.parent !== null;
     }
-    focus() {}
+    focus() {
+      document.activeElement = this;
+    }
     setSelectionRange() {}
     get firstChild() {
       return this.children[0] ?? null;
@@ -90,8 +92,17 @@ export function fakeDocument() {
     createTextNode: (text) => Object.assign(new FakeNode(), { text }),
     body: new FakeElement('body'),
     activeElement: null,
-    addEventListener() {},
-    removeEventListener() {},
+    listeners: {},
+    addEventListener(type, fn) {
+      (this.listeners[type] ||= []).push(fn);
+    },
+    removeEventListener(type, fn) {
+      this.listeners[type] = (this.listeners[type] || []).filter((f) => f !== fn);
+    },
+    /** Calls the document's type listeners, as FakeElement.dispatch. */
+    dispatch(type, props = {}) {
+      for (const fn of [...(this.listeners[type] || [])]) fn({ type, target: this.activeElement, preventDefault() {}, key: '', ...props });
+    },
   };
   return () => {
     delete globalThis.Node;

@@ -6,6 +6,7 @@
 import { h, icon, setText } from './dom.js';
 import { fileType, shownAsPicture } from '../uploads.js';
 import { waitText } from '../api.js';
+import { aboutOpenConversation } from './lifecycle.js';
 
 export function formatSize(n) {
   if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MB`;
@@ -96,23 +97,35 @@ function fileChip(a, cache) {
   );
 }
 
-/** The full-size viewer: click, Escape or the close button leave it. */
+/**
+ * The full-size viewer: click, Escape or the close button leave it. It
+ * takes the focus (keys act on it, not on the page under it) and gives it
+ * back when closed; another conversation opened underneath closes it, as
+ * the dialogs about the open conversation.
+ */
 export function openLightbox(a, cache) {
   const img = h('img', { alt: a.name, 'data-testid': 'lightbox-image' });
+  const prevFocus = document.activeElement;
   const close = () => {
+    if (!el.isConnected) return;
+    forget();
     el.remove();
     document.removeEventListener('keydown', onKey);
+    if (prevFocus && prevFocus.isConnected && prevFocus.focus) prevFocus.focus();
   };
   const onKey = (e) => e.key === 'Escape' && close();
+  const closeBtn = h('button', { class: 'icon-btn lightbox-close', type: 'button', 'aria-label': 'Close', 'data-testid': 'lightbox-close', onclick: close }, icon('close'));
   const el = h(
     'div',
-    { class: 'lightbox', role: 'dialog', 'aria-label': a.name, 'data-testid': 'lightbox', onclick: (e) => e.target === el && close() },
-    h('button', { class: 'icon-btn lightbox-close', type: 'button', 'aria-label': 'Close', 'data-testid': 'lightbox-close', onclick: close }, icon('close')),
+    { class: 'lightbox', role: 'dialog', 'aria-modal': 'true', 'aria-label': a.name, 'data-testid': 'lightbox', onclick: (e) => e.target === el && close() },
+    closeBtn,
     img,
     h('div', { class: 'lightbox-caption' }, a.caption || a.name, a.width ? ` · ${a.width}×${a.height}` : ''),
   );
+  const forget = aboutOpenConversation(close);
   document.addEventListener('keydown', onKey);
   document.body.appendChild(el);
+  closeBtn.focus();
   cache.url(a.id).then(
     (u) => (img.src = u),
     () => setText(el.querySelector('.lightbox-caption'), 'The image could not be loaded.'),

@@ -506,7 +506,13 @@ export function createConversationView(state, sync, media, actions) {
 
   function render() {
     const c = state.conv(state.openId);
-    if (!c) return;
+    if (!c) {
+      // None open (Back, or the user was removed from it): what was open
+      // about it (dialogs, panels, the photo viewer) would act on a
+      // conversation no longer shown, or no longer theirs.
+      leaveConversation();
+      return;
+    }
     if (shownId !== c.id) {
       // A different conversation: start from a clean list at the bottom.
       shownId = c.id;
