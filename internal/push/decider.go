@@ -68,8 +68,15 @@ FROM cur WHERE conversation_id NOT IN (SELECT conversation_id FROM lone)`
 const wakesSQL = unblockedSQL + `
       AND (s.muted IS NOT TRUE
            OR (s.muted_until IS NOT NULL AND s.muted_until <= now())
-           OR (c.type = 'GROUP' AND s.mentions
-               AND m.body ~ ('(^|[^[:alnum:]_])@' || w.user_id::text || '([^0-9]|$)')))`
+           OR (c.type = 'GROUP' AND s.mentions AND ` + mentionsSQL + `))`
+
+// mentionsSQL is whether message m's text mentions member w.user_id:
+// "@<user id>" after anything but an ASCII letter, digit or underscore,
+// and before anything but a digit (docs/http.md). The classes are spelled
+// out in ASCII: [:alnum:] follows the database's locale (é is one under
+// en_US.UTF-8, not under C), and the web client, which notifies while its
+// page is hidden as chatd would push, must read the same mentions.
+const mentionsSQL = `m.body ~ ('(^|[^A-Za-z0-9_])@' || w.user_id::text || '([^0-9]|$)')`
 
 // unblockedSQL is whether member w.user_id has not blocked message m's
 // sender: wakesSQL's first half, which the claim also asks alone to tell

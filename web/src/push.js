@@ -200,13 +200,15 @@ function muted(s) {
  * Whether message ev stays silent for user uid in conversation c as
  * chatd's push decides it (internal/push wakesSQL): the conversation is
  * muted, unless it is a group whose mentions still notify (the default)
- * and the text mentions the user ("@<user id>", not inside a word nor a
- * longer number).
+ * and the text mentions the user ("@<user id>" after anything but an
+ * ASCII letter, digit or underscore, and before anything but a digit:
+ * chatd's rule, ASCII so that it does not depend on its database's
+ * locale, docs/http.md).
  */
 function silenced(c, ev, uid) {
   if (!c || !muted(c.settings)) return false;
   if (c.type !== 'GROUP' || c.settings.mentions === false || typeof ev.body !== 'string') return true;
-  return !new RegExp(`(^|[^\\p{L}\\p{N}_])@${uid}([^0-9]|$)`, 'u').test(ev.body);
+  return !new RegExp(`(^|[^A-Za-z0-9_])@${uid}([^0-9]|$)`).test(ev.body);
 }
 
 /**

@@ -89,6 +89,26 @@ test('a message that mentions the user in a group they muted still notifies whil
   }
 });
 
+test('a mention after a character outside ASCII notifies as chatd pushes it, whatever the locale of its database', async () => {
+  const page = hiddenPage();
+  try {
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => mutedGroup(5) }, ME);
+    const deliver = (seq, body) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body } }));
+    // A mention is "@<user id>" after anything but an ASCII letter, digit
+    // or underscore, and before anything but a digit (docs/http.md).
+    deliver(1, 'café@1 tonight?');
+    deliver(2, 'Привет,@1');
+    deliver(3, 'x_@1'); // inside a word: not one
+    deliver(4, '@1');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['café@1 tonight?', 'Привет,@1', '@1']);
+  } finally {
+    page.undo();
+  }
+});
+
 test('a message of someone the user blocked does not notify while the page is hidden, in a group either, as chatd pushes none', async () => {
   const page = hiddenPage();
   try {
