@@ -124,12 +124,31 @@ export function forgetDevice(api, uid) {
   api.request('DELETE', `/v1/devices/${id}`).catch(() => {});
 }
 
+// Who is signed in at this browser, for the service worker (static/sw.js
+// reads the same entry; it has no localStorage): a push for another user
+// (one who signed out, delivered late or through the subscription kept for
+// the user signed in next) is not shown.
+const SIGNED_IN_CACHE = 'chatd-signed-in';
+const SIGNED_IN_KEY = '/chatd-signed-in';
+
+/** Tells the service worker that userId (null: no one) is signed in at this browser. */
+export async function rememberSignIn(userId) {
+  if (!globalThis.caches) return;
+  const c = await caches.open(SIGNED_IN_CACHE);
+  await c.put(SIGNED_IN_KEY, new Response(JSON.stringify({ userId }), { headers: { 'Content-Type': 'application/json' } }));
+}
+
 /**
  * Signing out: the notifications shown for the user leave the screen,
- * those this page is still showing too (it waits for them).
+ * those this page is still showing too (it waits for them), and the
+ * service worker shows none of theirs from then on: next is who is
+ * signed in now (null: no one). Told before the notifications are read
+ * under the lock the worker takes too, so a push it shows after that read
+ * is one it knows not to show.
  */
-export function clearNotifications() {
-  if (!('serviceWorker' in navigator)) return Promise.resolve();
+export async function clearNotifications(next = null) {
+  if (!('serviceWorker' in navigator)) return;
+  await rememberSignIn(next).catch(() => {});
   return serially(async () => {
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;

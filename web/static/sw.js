@@ -34,6 +34,20 @@ function serially(fn) {
   return run;
 }
 
+// Who is signed in at this browser, as the page records it (src/push.js
+// rememberSignIn): undefined when no page of this version recorded it
+// yet, null when no one is.
+const SIGNED_IN_CACHE = 'chatd-signed-in';
+const SIGNED_IN_KEY = '/chatd-signed-in';
+async function signedIn() {
+  try {
+    const r = self.caches && (await (await self.caches.open(SIGNED_IN_CACHE)).match(SIGNED_IN_KEY));
+    return r ? (await r.json()).userId : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 self.addEventListener('push', (event) => {
   let n = {};
   try {
@@ -51,6 +65,11 @@ self.addEventListener('push', (event) => {
         return;
       }
       if (n.type && n.type !== 'message') return; // a type this worker does not know
+      // A push for a user who signed out (delivered after the sign-out
+      // read the notifications to close them), or for the one signed in
+      // before whoever is now (their subscription kept): not shown.
+      const user = await signedIn();
+      if (user === null || (user !== undefined && n.userId !== undefined && n.userId !== user)) return;
       const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
       if (wins.some((c) => c.visibilityState === 'visible' && c.focused)) return; // the page shows it
       const count = n.count > 1 ? n.count : 1;

@@ -1,0 +1,85 @@
+// Unit tests of the service worker (static/sw.js), run in a VM context
+// with stand-ins for its global scope: the registration's notifications,
+// the window clients and the Cache Storage the page shares with it.
+// Run: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import vm from 'node:vm';
+
+const SOURCE = readFileSync(new URL('../static/sw.js', import.meta.url), 'utf8');
+
+/** Cache Storage over Maps, as the page and the worker share it. */
+function memoryCaches() {
+  const all = new Map();
+  return {
+    async open(name) {
+      if (!all.has(name)) all.set(name, new Map());
+      const m = all.get(name);
+      const key = (r) => new URL(typeof r === 'string' ? r : r.url, 'http://chatd.test/').href;
+      return {
+        async put(r, res) {
+          m.set(key(r), await res.text());
+        },
+        async match(r) {
+          const body = m.get(key(r));
+          return body === undefined ? undefined : new Response(body);
+        },
+        async delete(r) {
+          return m.delete(key(r));
+        },
+      };
+    },
+  };
+}
+
+/** The worker of a browser whose page is closed: handlers, what it showed. */
+function worker(caches) {
+  const handlers = {};
+  const shown = [];
+  const self = {
+    addEventListener: (type, fn) => (handlers[type] = fn),
+    skipWaiting() {},
+    clients: { claim: async () => {}, matchAll: async () => [] },
+    registration: {
+      async showNotification(title, opts) {
+        shown.push({ title, ...opts });
+      },
+      async getNotifications() {
+        return [];
+      },
+    },
+    navigator: {},
+    caches,
+    location: { origin: 'http://chatd.test' },
+  };
+  vm.runInNewContext(SOURCE, { self, URL, Response, console });
+  const push = async (payload) => {
+    let done;
+    handlers.push({ data: { json: () => payload }, waitUntil: (p) => (done = p) });
+    await done;
+  };
+  return { push, shown };
+}
+
+test('a push for a user who signed out of this browser (delivered late, or the subscription kept for whoever signs in next) is not shown', async () => {
+  const caches = memoryCaches();
+  const { rememberSignIn } = await import('../src/push.js');
+  globalThis.caches = caches;
+  try {
+    await rememberSignIn(7);
+    const sw = worker(caches);
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 1, count: 1, title: 'Ann' });
+    assert.equal(sw.shown.length, 1, 'the signed-in user\'s push was not shown');
+    // Signed out: no one is signed in at this browser now.
+    await rememberSignIn(null);
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 2, count: 1, title: 'Ann', body: 'for your eyes only' });
+    assert.equal(sw.shown.length, 1, 'a push of the user who signed out was shown');
+    // Another user signed in: the one before's pushes are not theirs to read.
+    await rememberSignIn(8);
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 3, count: 1, title: 'Ann' });
+    assert.equal(sw.shown.length, 1, 'a push of the user signed in before was shown to the user signed in now');
+  } finally {
+    delete globalThis.caches;
+  }
+});
