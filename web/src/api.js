@@ -83,6 +83,18 @@ export class Api {
     this.retryForMs = 30000;
     this.retryBaseMs = 1000;
     this.retryCapMs = 8000;
+    // How far this computer's clock is ahead of chatd's (ms), from the
+    // Date of its last answer: see serverNow.
+    this.clockOffset = 0;
+  }
+
+  /**
+   * chatd's time now (ms epoch), as far as the Date of its last answer
+   * tells (whole seconds): what an event's createdAt is compared with. A
+   * computer's clock can be minutes off.
+   */
+  serverNow() {
+    return Date.now() - this.clockOffset;
   }
 
   /**
@@ -168,6 +180,9 @@ export class Api {
       } catch (e) {
         throw failed(e);
       }
+      // Date is whole seconds: chatd's clock was within the second after it.
+      const date = Date.parse(res.headers?.get?.('Date') || '');
+      if (Number.isFinite(date)) this.clockOffset = Date.now() - (date + 500);
       if (res.status === 204 || res.status === 304) return { res, data: null };
       let text;
       try {

@@ -211,6 +211,16 @@ export function followNotificationClicks(go, uid) {
 /** How long the page goes by the block list it asked for (ms). */
 const BLOCKS_FOR = 10000;
 
+/**
+ * How old a message may be when it reaches the hidden page and still
+ * notify (ms). One older was not delivered live but caught up (replayed
+ * after a reconnect, a laptop waking after hours): no session
+ * acknowledged it within push_delay (seconds), so chatd pushed it, one
+ * notification per conversation, or another session of the user had it
+ * in time.
+ */
+const LIVE_FOR = 30000;
+
 function muted(s) {
   return Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
 }
@@ -239,7 +249,11 @@ function silenced(c, ev, uid) {
  * handled one after the other (serially), so a recall never overtakes the
  * showing of its message. It notifies what chatd would push: not a
  * muted conversation's messages (a mention in a group excepted), nor
- * those of someone the user blocked (api asks whom).
+ * those of someone the user blocked (api asks whom). And only news: not
+ * a message a replay after a reconnect brings again, nor one read
+ * meanwhile, nor one caught up rather than live (LIVE_FOR, by chatd's
+ * clock: api.serverNow): hours of messages replayed when a laptop wakes
+ * alert nothing here, chatd pushed them.
  */
 export function notifyWhileHidden(session, state, uid, api) {
   if (!pushSupported()) return;
@@ -263,17 +277,34 @@ export function notifyWhileHidden(session, state, uid, api) {
       return false;
     }
   };
+  // Conversation id -> the highest seq of a message.new this page had: a
+  // replay after a reconnect may bring again what it had (chatd keeps
+  // sessions' positions in batches).
+  const had = new Map();
   session.addEventListener('event', (e) => {
     const ev = e.detail;
     if (ev.type === 'message.recalled') serially(() => closeRecalled(ev)).catch(() => {});
     else if (ev.type === 'message.edited') serially(() => showEdited(ev)).catch(() => {});
-    else if (ev.type === 'message.new') serially(() => show(ev)).catch(() => {});
+    else if (ev.type === 'message.new') {
+      if (ev.seq <= (had.get(ev.conversationId) ?? 0)) return;
+      had.set(ev.conversationId, ev.seq);
+      serially(() => show(ev)).catch(() => {});
+    }
   });
+
+  /** Whether message ev came too late to be news (LIVE_FOR); a slim one tells no time. */
+  function caughtUp(ev) {
+    const at = Date.parse(ev.createdAt ?? '');
+    const now = api?.serverNow ? api.serverNow() : Date.now();
+    return Number.isFinite(at) && now - at > LIVE_FOR;
+  }
 
   async function show(ev) {
     if (ev.senderId === uid || ev.recalled || document.visibilityState !== 'hidden') return;
     if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
     const c = state.conv(ev.conversationId);
+    // Read meanwhile (on another device), or caught up rather than live.
+    if ((c && ev.seq <= (c.lastReadSeq || 0)) || caughtUp(ev)) return;
     if (silenced(c, ev, uid) || (await blocked(ev.senderId))) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;

@@ -170,3 +170,17 @@ test('a conversation that gets a message while the inbox is read page by page is
   assert.ok(state.conv(230), 'the conversation that moved up while the inbox was paged was dropped as if the user had left it');
   assert.equal(state.conversations.size, 250);
 });
+
+test("chatd's time is read from its answers' Date: a page whose clock is minutes off compares events' times with chatd's clock, not its own", async () => {
+  const real = globalThis.fetch;
+  const behind = 5 * 60e3; // chatd's clock is five minutes behind this computer's
+  globalThis.fetch = async () => Response.json({ id: 7 }, { headers: { Date: new Date(Date.now() - behind).toUTCString() } });
+  try {
+    const api = new Api('token');
+    await api.conversation(7);
+    const off = Date.now() - behind - api.serverNow();
+    assert.ok(Math.abs(off) <= 1500, `serverNow is ${off} ms off chatd's clock`);
+  } finally {
+    globalThis.fetch = real;
+  }
+});

@@ -188,3 +188,50 @@ test('notifications turned on while the user signs out (the permission prompt st
     page.undo();
   }
 });
+
+test('messages replayed after a reconnect notify only when they are new: not hours-old ones caught up (chatd pushed those), nor one the page had or the user read', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME);
+    const deliver = (seq, body, createdAt) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body, createdAt } }));
+    const ago = (ms) => new Date(Date.now() - ms).toISOString();
+    deliver(1, 'live', ago(200));
+    await settle();
+    // The laptop slept for hours: its session's replay brings what came
+    // meanwhile (chatd pushed it then), and one it had already (a cursor
+    // not yet flushed when chatd restarted).
+    deliver(1, 'live', ago(200));
+    deliver(2, 'three hours ago', ago(3 * 3600e3));
+    deliver(3, 'two hours ago', ago(2 * 3600e3));
+    // Read on another device meanwhile.
+    group.lastReadSeq = 4;
+    deliver(4, 'read elsewhere', ago(1000));
+    deliver(5, 'just now', ago(500));
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['live', 'just now']);
+  } finally {
+    page.undo();
+  }
+});
+
+test('a page whose clock is minutes off chatd\'s still notifies live messages, and not hours-old ones', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const session = new EventTarget();
+    const skew = 5 * 60e3; // this computer's clock is five minutes ahead
+    const api = { serverNow: () => Date.now() - skew, blocks: async () => ({ blocked: [] }) };
+    notifyWhileHidden(session, { conv: () => group }, ME, api);
+    const deliver = (seq, body, createdAt) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body, createdAt } }));
+    deliver(1, 'hours ago', new Date(Date.now() - skew - 3 * 3600e3).toISOString());
+    deliver(2, 'live', new Date(Date.now() - skew).toISOString());
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['live']);
+  } finally {
+    page.undo();
+  }
+});
