@@ -221,3 +221,17 @@ test('an inbox listing or member list read before a group was renamed live does 
   s.setInbox([entry('Crag')], s.mark());
   assert.equal(c.title, 'Crag');
 });
+
+test('a member list read before a read on another device (or by another member) came live does not move a read watermark back', () => {
+  const { s, c } = loaded(5, [1, 2, 3, 4, 5].map((i) => msg(i)));
+  const listing = { id: 7, type: 'DIRECT', lastSeq: 5, members: [{ userId: ME, role: 'member', lastReadSeq: 2 }, { userId: 2, role: 'member', lastReadSeq: 1 }] };
+  s.setConversation(listing);
+  const asOf = s.mark();
+  // read.updated of the user's phone and of the peer, live, while the
+  // GET /v1/conversations/7 read before them is on its way.
+  s.applyRead(7, ME, 5);
+  s.applyRead(7, 2, 4);
+  s.setConversation(listing, asOf);
+  assert.equal(c.lastReadSeq, 5);
+  assert.deepEqual(c.members.map((m) => [m.userId, m.lastReadSeq]), [[ME, 5], [2, 4]], 'a watermark went back to what the older member list said');
+});

@@ -134,7 +134,10 @@ export class ChatState extends EventTarget {
     c.noteLast(d.lastSeq || 0, null, d.lastMessageAt || null);
     if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
     if (Array.isArray(d.members)) {
-      c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: m.lastReadSeq, joinedAt: m.joinedAt }));
+      // Watermarks only move forward: one a live read.updated moved after
+      // this list was read stays where it went.
+      const read = new Map((c.members || []).map((m) => [m.userId, m.lastReadSeq]));
+      c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: Math.max(m.lastReadSeq || 0, read.get(m.userId) ?? 0), joinedAt: m.joinedAt }));
       const mine = c.members.find((m) => m.userId === this.me);
       if (mine) c.lastReadSeq = Math.max(c.lastReadSeq, mine.lastReadSeq);
     }
