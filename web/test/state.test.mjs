@@ -235,3 +235,15 @@ test('a member list read before a read on another device (or by another member) 
   assert.equal(c.lastReadSeq, 5);
   assert.deepEqual(c.members.map((m) => [m.userId, m.lastReadSeq]), [[ME, 5], [2, 4]], 'a watermark went back to what the older member list said');
 });
+
+test('a recall of a message held for a conversation not opened yet drops its text and files, though the inbox told its seq first', () => {
+  const s = new ChatState(ME);
+  s.setInbox([{ id: 8, type: 'GROUP', lastSeq: 0, lastReadSeq: 0 }]);
+  const photo = { conversationId: 8, seq: 1, kind: 'message', senderId: 2, body: 'see this', msgType: 'image', createdAt: 'x', attachments: [{ id: 'a1', name: 'x.jpg', contentType: 'image/jpeg', size: 1 }] };
+  s.addMessages(8, [photo]);
+  // An inbox read after the recall committed, before its event came.
+  s.setInbox([{ id: 8, type: 'GROUP', lastSeq: 2, lastReadSeq: 0 }]);
+  s.addMessages(8, [{ conversationId: 8, seq: 2, kind: 'recall', targetSeq: 1, actorId: 2 }]);
+  const held = s.conv(8).messages.get(1);
+  assert.ok(!held || (held.recalled && !held.attachments && held.body === ''), `the recalled message is kept as it was: ${JSON.stringify(held)}`);
+});

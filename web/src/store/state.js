@@ -385,7 +385,12 @@ export class Conversation {
       // Keep bodies anyway so a load that races with live events does not
       // lose them.
       for (const m of msgs) {
-        if (m.seq > this.have && isChange(m)) this.applyToHeld(m);
+        // A change at or below have may be one applied already, and an
+        // older edit applied again would put older text back; but a
+        // recall is the last change of its message, so one the inbox's
+        // lastSeq passed before its event came still takes the text and
+        // files away.
+        if (isChange(m) && (m.seq > this.have || m.kind === 'recall')) this.applyToHeld(m);
         this.have = Math.max(this.have, m.seq);
       }
       // Bounded: a busy conversation that is never opened must not grow.
