@@ -131,3 +131,34 @@ test('the photo viewer takes the focus, gives it back when closed, and closes wh
     undo();
   }
 });
+
+test('a photo open full size closes when its message is deleted for everyone', async () => {
+  const undo = fakeDocument();
+  globalThis.ResizeObserver = class {
+    observe() {}
+  };
+  try {
+    const { createConversationView } = await import('../src/views/conversation.js');
+    const photo = { conversationId: 5, seq: 1, senderId: 2, clientMsgId: 'c1', body: '', msgType: 'image', createdAt: '2026-01-01T10:00:00Z', attachments: [{ id: 'a1', name: 'view.jpg', contentType: 'image/jpeg', size: 10, width: 800, height: 600 }] };
+    const conv = { id: 5, type: 'DIRECT', title: '', messages: new Map([[1, photo]]), visible: () => [photo], pendingList: () => [], peerId: () => 2, typingUsers: () => [], myRole: () => 'member', lastOwnSeq: () => 0, loaded: true, hasOlder: false };
+    const state = { openId: 5, me: 1, conv: (id) => (id === 5 ? conv : null), waits: new Map() };
+    const cache = { url: () => new Promise(() => {}) };
+    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache }, { back() {}, addMember() {}, info() {} });
+    view.render();
+    const thumb = view.el.find('attachment-image');
+    assert.ok(thumb, 'the photo is not shown');
+    thumb.parent.dispatch('click');
+    assert.ok(document.body.find('lightbox'), 'a click on the photo did not open it full size');
+
+    // The sender deletes it for everyone (message.recalled applied).
+    photo.recalled = true;
+    photo.body = '';
+    delete photo.attachments;
+    delete photo.msgType;
+    view.render();
+    assert.equal(document.body.find('lightbox'), null, 'the deleted photo stays on screen full size');
+  } finally {
+    delete globalThis.ResizeObserver;
+    undo();
+  }
+});

@@ -16,6 +16,13 @@ export function fakeDocument() {
       this.parent = null;
       this.value = '';
       this.text = '';
+      const classes = new Set();
+      this.classList = {
+        add: (c) => classes.add(c),
+        remove: (c) => classes.delete(c),
+        contains: (c) => classes.has(c),
+        toggle: (c, on = !classes.has(c)) => (on ? classes.add(c) : classes.delete(c), on),
+      };
     }
     get hidden() {
       return 'hidden' in this.attrs;
@@ -61,6 +68,14 @@ export function fakeDocument() {
     appendChild(c) {
       c.parent = this;
       this.children.push(c);
+      return c;
+    }
+    insertBefore(c, ref) {
+      if (c.parent) c.remove();
+      c.parent = this;
+      const i = ref ? this.children.indexOf(ref) : -1;
+      if (i < 0) this.children.push(c);
+      else this.children.splice(i, 0, c);
       return c;
     }
     replaceChildren(...cs) {

@@ -101,9 +101,10 @@ function fileChip(a, cache) {
  * The full-size viewer: click, Escape or the close button leave it. It
  * takes the focus (keys act on it, not on the page under it) and gives it
  * back when closed; another conversation opened underneath closes it, as
- * the dialogs about the open conversation.
+ * the dialogs about the open conversation. Returns the function that
+ * closes it; onClose is called when it closes, however.
  */
-export function openLightbox(a, cache) {
+export function openLightbox(a, cache, onClose = () => {}) {
   const img = h('img', { alt: a.name, 'data-testid': 'lightbox-image' });
   const prevFocus = document.activeElement;
   const close = () => {
@@ -112,6 +113,7 @@ export function openLightbox(a, cache) {
     el.remove();
     document.removeEventListener('keydown', onKey);
     if (prevFocus && prevFocus.isConnected && prevFocus.focus) prevFocus.focus();
+    onClose();
   };
   const onKey = (e) => e.key === 'Escape' && close();
   const closeBtn = h('button', { class: 'icon-btn lightbox-close', type: 'button', 'aria-label': 'Close', 'data-testid': 'lightbox-close', onclick: close }, icon('close'));
@@ -130,6 +132,7 @@ export function openLightbox(a, cache) {
     (u) => (img.src = u),
     () => setText(el.querySelector('.lightbox-caption'), 'The image could not be loaded.'),
   );
+  return close;
 }
 
 /**

@@ -116,6 +116,8 @@ export function createConversationView(state, sync, media, actions) {
   });
 
   let shownId = null;
+  /** @type {{row:HTMLElement, id:string, close:()=>void}|null} the photo open full size, and its message's row */
+  let viewer = null;
   /** @type {Map<string, {el:HTMLElement, update:(d:any)=>void}>} */
   let nodes = new Map();
   let stickToBottom = true;
@@ -329,6 +331,11 @@ export function createConversationView(state, sync, media, actions) {
     const row = h('div', { class: 'bubble-row' }, body, life.actionsBtn);
     const el = h('div', { class: 'msg', 'data-testid': 'message', 'data-client-msg-id': m.clientMsgId }, sender, life.quote, row, life.reactions, meta);
     meta.insertBefore(life.edited, stateEl);
+    const openImage = (a) => {
+      const v = { row: el, id: a.id, close: () => {} };
+      viewer = v;
+      v.close = openLightbox(a, media.cache, () => viewer === v && (viewer = null));
+    };
     const update = (d) => {
       current = d.m;
       const recalled = !!d.m.recalled;
@@ -356,7 +363,9 @@ export function createConversationView(state, sync, media, actions) {
       const key = atts.map((a) => `${a.id}:${a.thumbnail ? 1 : 0}`).join(',');
       if (key !== shownFiles) {
         shownFiles = key;
-        files.replaceChildren(...(atts.length ? [attachmentList(atts, media.cache, (a) => openLightbox(a, media.cache))] : []));
+        files.replaceChildren(...(atts.length ? [attachmentList(atts, media.cache, openImage)] : []));
+        // Deleted for everyone while open full size: the photo goes too.
+        if (viewer && viewer.row === el && !atts.some((a) => a.id === viewer.id)) viewer.close();
       }
       el.classList.toggle('has-files', atts.length > 0);
       bodyEl.hidden = atts.length > 0 && !d.m.body;
