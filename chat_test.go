@@ -164,3 +164,48 @@ func TestAnEntrysWriterIsTheSameLiveAndCaughtUp(t *testing.T) {
 		t.Errorf("read.updated has writer %d, want none", w)
 	}
 }
+
+// Every bidirectional formatting character is refused in a display name
+// and a group title, the implicit marks (U+200E, U+200F, U+061C) as well
+// as the embeddings, overrides and isolates: each reorders or re-anchors
+// the text drawn around it, so "Ann\u200f" beside a right-to-left name
+// could pass for someone else.
+func TestANameOrTitleWithAnyBidiControlIsRefused(t *testing.T) {
+	for _, r := range []rune{'\u061c', '\u200e', '\u200f', '\u202a', '\u202e', '\u2066', '\u2069'} {
+		s := "Ann" + string(r) + "Lee"
+		if got, err := chat.ValidateDisplayName(s); chat.ErrorCode(err) != chat.CodeInvalid {
+			t.Errorf("display name with U+%04X: %q, %v; want invalid", r, got, err)
+		}
+		if got, err := chat.ValidateGroupTitle(s); chat.ErrorCode(err) != chat.CodeInvalid {
+			t.Errorf("title with U+%04X: %q, %v; want invalid", r, got, err)
+		}
+		if got, err := chat.ValidateAbout("about", s); chat.ErrorCode(err) != chat.CodeInvalid {
+			t.Errorf("about with U+%04X: %q, %v; want invalid", r, got, err)
+		}
+	}
+}
+
+// What is stored of an avatar URL is percent-encoded as a whole, its
+// query too (the path and fragment always were): no space, quote, angle
+// bracket or non-ASCII byte reaches a client as given, and a '%' that
+// starts no escape is encoded itself. Escapes and the query's separators
+// are kept as they are.
+func TestAnAvatarURLsQueryIsStoredPercentEncoded(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://img.example/a.png?v=ä b":          "https://img.example/a.png?v=%C3%A4%20b",
+		`https://img.example/a.png?q="<x>"`:        "https://img.example/a.png?q=%22%3Cx%3E%22",
+		"https://img.example/a.png?s=%zz&t=%2F":    "https://img.example/a.png?s=%25zz&t=%2F",
+		"https://img.example/a.png?a=1&b=2;c=:@/?": "https://img.example/a.png?a=1&b=2;c=:@/?",
+		"https://img.example/ä.png?x#ä":            "https://img.example/%C3%A4.png?x#%C3%A4",
+	} {
+		got, err := chat.ValidateAvatarURL(in)
+		if err != nil || got != want {
+			t.Errorf("%q stored as %q (%v), want %q", in, got, err, want)
+		}
+	}
+	// The limit holds for the encoded query as for the encoded path.
+	long := "https://img.example/a.png?n=" + strings.Repeat("ä", 1000)
+	if got, err := chat.ValidateAvatarURL(long); err == nil {
+		t.Fatalf("accepted, stored as %d bytes; want invalid", len(got))
+	}
+}

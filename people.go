@@ -232,11 +232,40 @@ func ValidateAvatarURL(s string) (string, error) {
 		return "", Errorf(CodeInvalid, "avatarUrl must be an https:// URL with a host and no user name or password")
 	}
 	// What is stored is the URL encoded (a non-ASCII character takes up
-	// to 12 bytes then): the limit holds for that.
+	// to 12 bytes then): the limit holds for that. url keeps a query as
+	// given (its path and fragment it encodes), so the query is encoded
+	// here: a client gets no space, quote or raw non-ASCII byte from it.
+	u.RawQuery = escapeQuery(u.RawQuery)
 	if out := u.String(); len(out) <= MaxAvatarURLBytes {
 		return out, nil
 	}
 	return "", Errorf(CodeInvalid, "avatarUrl must be at most %d bytes, percent-encoded", MaxAvatarURLBytes)
+}
+
+// escapeQuery percent-encodes every byte of a raw query that RFC 3986
+// does not allow in one, and a '%' that starts no escape; the allowed
+// ones (separators included) and valid escapes are kept as given.
+func escapeQuery(q string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '%' && i+2 < len(q) && isHex(q[i+1]) && isHex(q[i+2]):
+			b.WriteByte(c)
+		case c != '%' && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:@/?", c) >= 0):
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 // ValidateGroupTitle trims a new group title: 1-200 bytes of UTF-8 without
@@ -281,9 +310,12 @@ func hasControl(s string, lineBreaks bool) bool {
 		if unicode.IsControl(r) && !(lineBreaks && (r == '\n' || r == '\r' || r == '\t')) {
 			return true
 		}
-		if r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') {
-			// Line separators and bidirectional overrides: text that
-			// rearranges what is shown around it.
+		if r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) {
+			// Line separators and every bidirectional formatting
+			// character (U+061C, U+200E, U+200F, U+202A-U+202E,
+			// U+2066-U+2069): text that rearranges what is shown around
+			// it, the implicit marks included (a name ending in U+200F
+			// beside a right-to-left one reads as someone else's).
 			return true
 		}
 	}
