@@ -494,6 +494,8 @@ func readYAML(path, src string) (map[string]yamlValue, error) {
 			Reason: "the file must be a mapping of key: value", Fix: "see configs/chatd.yaml for the format"}
 	}
 	out := map[string]yamlValue{}
+	// seen holds the keys given an empty value too, which out leaves out.
+	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		kn, vn := root.Content[i], root.Content[i+1]
 		where := fmt.Sprintf("yaml %s:%d", path, kn.Line)
@@ -506,9 +508,10 @@ func readYAML(path, src string) (map[string]yamlValue, error) {
 			}
 			return nil, &Error{Key: name, Source: where, Reason: "unknown key", Fix: fix}
 		}
-		if _, dup := out[name]; dup {
+		if seen[name] {
 			return nil, &Error{Key: name, Source: where, Reason: "key appears twice", Fix: "keep one of them"}
 		}
+		seen[name] = true
 		if vn.Kind == yaml.AliasNode && vn.Alias != nil {
 			vn = vn.Alias
 		}

@@ -687,3 +687,28 @@ func TestAConfigFileOfMoreThanOneYAMLDocumentIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A key given twice is refused even when its first value is empty
+// ("key:" keeps the default): the second value used to be taken without
+// a word, though a key given twice with values is refused.
+func TestAYAMLKeyGivenTwiceIsRefusedWhenTheFirstIsEmpty(t *testing.T) {
+	for _, body := range []string{"max_members:\nmax_members: 7\n", "max_members: 7\nmax_members:\n"} {
+		path := writeYAML(t, body)
+		_, err := Load([]string{"-config", path}, nil)
+		wantLoadError(t, err, []string{"max_members", "yaml " + path + ":2", "appears twice"})
+	}
+}
+
+// Every true/false setting reads its value as push_preview does, spaces
+// around it trimmed, from every layer: CHAT_DEV="true " used to be
+// refused ("is not true or false") where CHAT_PUSH_PREVIEW="true " was true.
+func TestEveryBooleanSettingTrimsItsValue(t *testing.T) {
+	s := mustLoad(t, nil, map[string]string{"CHAT_DEV": "true ", "CHAT_PUSH_PREVIEW": " true"})
+	if !s.Dev || !s.PushPreview {
+		t.Fatalf("dev %v, push_preview %v; want both true", s.Dev, s.PushPreview)
+	}
+	s = mustLoad(t, []string{"-config", writeYAML(t, "dev: \" true\"\n")}, nil)
+	if !s.Dev {
+		t.Fatalf("dev from YAML %q: false, want true", " true")
+	}
+}

@@ -76,14 +76,17 @@ func listKey(k *key) *key { k.list = true; return k }
 // switchKey is a true/false key whose flag takes no argument.
 func switchKey(name, def, help string, field func(*Settings) *bool) *key {
 	return boolKey(mk(name, def, help, "use true or false",
-		func(s *Settings, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("is not true or false")
-			}
-			*field(s) = b
-			return nil
-		}))
+		func(s *Settings, v string) (err error) { *field(s), err = parseBool(v); return }))
+}
+
+// parseBool is every true/false key's reading: strconv's words, spaces
+// around them trimmed as around every other kind of value.
+func parseBool(v string) (bool, error) {
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, errors.New("is not true or false")
+	}
+	return b, nil
 }
 
 // urlKey is an optional URL ("" = none) with a host and one of schemes;

@@ -4,7 +4,6 @@ import (
 	"crypto/ecdh"
 	"encoding/base64"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -29,14 +28,6 @@ type PushSettings struct {
 
 // MinWebhookSecretBytes is the shortest accepted push_webhook_secret.
 const MinWebhookSecretBytes = 32
-
-func parseBool(v string) (bool, error) {
-	b, err := strconv.ParseBool(strings.TrimSpace(v))
-	if err != nil {
-		return false, errors.New("is not true or false")
-	}
-	return b, nil
-}
 
 // pushKeys follow the ops keys in documentation order.
 var pushKeys = []*key{
