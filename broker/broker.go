@@ -142,6 +142,9 @@ func ServerOptions(l chat.Limits) *mqtt.Options {
 	caps.MaximumClientWritesPending = WritesPending
 	caps.MaximumPacketSize = MaxPacketSize(l)
 	caps.ReceiveMaximum = 256
+	// MQTT 3.1.1 and 5 only (docs/protocol.md): mochi would serve 3.1
+	// (MQIsdp) too, which nothing of chat's was made or tested for.
+	caps.MinimumProtocolVersion = 4
 	// mochi keeps an offline persistent client in memory until its session
 	// expires; v3.1.1 sessions would otherwise never expire.
 	caps.MaximumSessionExpiryInterval = uint32(hooks.MaxSessionExpiry / time.Second)

@@ -12,7 +12,7 @@ import (
 )
 
 // connMetrics is a mochi hook counting authenticated MQTT connections by
-// protocol version ("3.1", "3.1.1", "5") and transport (the listener:
+// protocol version ("3.1.1", "5": the broker refuses MQTT 3.1) and transport (the listener:
 // "tcp", "tls", "ws", "wss"). It sees only sessions mochi established, so
 // refused connections never count.
 type connMetrics struct {
@@ -47,8 +47,6 @@ func (h *connMetrics) Provides(b byte) bool {
 
 func protocolName(v byte) string {
 	switch v {
-	case 3:
-		return "3.1"
 	case 4:
 		return "3.1.1"
 	case 5:

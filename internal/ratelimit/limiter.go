@@ -93,7 +93,7 @@ func New(cfg Config) (*Limiter, error) {
 		log:   cfg.Logger,
 		local: newLocal(cfg.MaxKeys, cfg.Now),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_rate_limited_total",
-			Help: "Requests refused by a rate limit, by kind (send, conv, read, typing, api, connect, connect_user)."}, []string{"kind"}),
+			Help: "Requests refused by a rate limit, by kind (send, conv, read, typing, api, connect, connect_user, upload)."}, []string{"kind"}),
 		fallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_rate_limiter_redis_fallback",
 			Help: "1 while Redis is configured but unreachable and this node's local buckets decide."}),
 		stop: make(chan struct{}),

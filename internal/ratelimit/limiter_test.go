@@ -254,3 +254,35 @@ func refillAndSweep(t *testing.T, l *Limiter, c *clock, d time.Duration) {
 		t.Fatalf("%d buckets left after they refilled", left)
 	}
 }
+
+// chat_rate_limited_total's help names every kind it counts, as
+// docs/operations.md does: upload was counted but left out of it.
+func TestRateLimitedHelpNamesEveryKind(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l := newTestLimiter(t, Config{Registerer: reg})
+	for _, k := range []chat.RateKind{chat.RateSend, chat.RateConv, chat.RateRead, chat.RateTyping,
+		chat.RateAPI, chat.RateConnect, chat.RateConnectUser, chat.RateUpload} {
+		l.limited.WithLabelValues(string(k))
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "chat_rate_limited_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			kind := m.GetLabel()[0].GetValue()
+			named := false
+			for _, w := range strings.FieldsFunc(mf.GetHelp(), func(r rune) bool { return strings.ContainsRune(" ,()", r) }) {
+				named = named || w == kind
+			}
+			if !named {
+				t.Errorf("help %q does not name kind %q", mf.GetHelp(), kind)
+			}
+		}
+		return
+	}
+	t.Fatal("chat_rate_limited_total not registered")
+}
