@@ -525,7 +525,8 @@ func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int
 // TransferOwnership makes userID (a member) the owner and the previous
 // owner an admin: the owner only. A transfer repeated by the previous
 // owner (the first answer was lost) to whom they made owner succeeds and
-// writes nothing, while userID still owns the group by their transfer.
+// writes nothing, while userID still owns the group by their transfer and
+// they have stayed a member since (gaveOwnership).
 func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, userID int64) error {
 	return s.changeTx(ctx, "transfer ownership", func(tx pgx.Tx) ([]chat.Event, error) {
 		_, actor, err := lockGroup(ctx, tx, conversationID, actorID, "have an owner")
@@ -572,12 +573,14 @@ func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, 
 	})
 }
 
-// gaveOwnership says whether userID owns the group by actorID's transfer:
-// the owner.changed entry that made them owner, the latest about them,
-// is actorID's, and not the one their leave wrote (a leave writes
-// member.left and the successor's owner.changed together, the one right
-// after the other): an owner who left and was added back transferred
-// nothing, and their transfer to that successor is no retry.
+// gaveOwnership says whether userID owns the group by actorID's transfer
+// made in actorID's current membership: the owner.changed entry that made
+// them owner, the latest about them, is actorID's and comes after
+// actorID's join (join_seq, the last seq when they were added). A member
+// who left and was added back is a new member who transferred nothing:
+// neither a transfer before their leave nor the successor's owner.changed
+// their leave wrote as theirs (an owner leaving) makes their transfer a
+// retry.
 func gaveOwnership(ctx context.Context, tx pgx.Tx, conversationID, actorID, userID int64) (bool, error) {
 	target, ok, err := getMember(ctx, tx, conversationID, userID)
 	if err != nil || !ok || target.Role != chat.RoleOwner {
@@ -585,16 +588,14 @@ func gaveOwnership(ctx context.Context, tx pgx.Tx, conversationID, actorID, user
 	}
 	var gave bool
 	err = tx.QueryRow(ctx, `
-		SELECT o.sender_id = $3 AND NOT EXISTS (
-			SELECT 1 FROM message l
-			WHERE l.conversation_id = $1 AND l.seq = o.seq - 1 AND l.kind = 'system' AND l.sender_id = $3
-			  AND l.body::jsonb->>'action' = $5)
+		SELECT o.sender_id = $3 AND o.seq > (
+			SELECT a.join_seq FROM conversation_member a WHERE a.conversation_id = $1 AND a.user_id = $3)
 		FROM message o
 		WHERE o.conversation_id = $1 AND o.kind = 'system'
 		  AND o.body::jsonb @> jsonb_build_object('userId', $2::bigint)
 		  AND o.body::jsonb->>'action' = $4
 		ORDER BY o.seq DESC LIMIT 1`,
-		conversationID, userID, actorID, string(chat.SystemOwnerChanged), string(chat.SystemMemberLeft)).Scan(&gave)
+		conversationID, userID, actorID, string(chat.SystemOwnerChanged)).Scan(&gave)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -530,6 +530,29 @@ func TestAnOwnerWhoLeftAndCameBackCannotPassATransferAsARetry(t *testing.T) {
 	}
 }
 
+// A transfer answered 204 as a retry only while the previous owner is
+// the member who made it: one who left after it and was added back is a
+// new member, who transferred nothing, and their transfer is refused as
+// any member's (it used to answer 204, an old request's answer given to
+// a membership that never made it).
+func TestATransferRetriedAfterLeavingAndComingBackIsNoRetry(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, heir = 1, 2
+	g := mustGroup(t, st, owner, heir)
+	if err := st.TransferOwnership(ctx, g.ID, owner, heir); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	mustRemove(t, ctx, st, g.ID, owner, owner, "the previous owner leaves")
+	mustAdd(t, ctx, st, g.ID, heir, owner, chat.RoleMember)
+	before := groupState(t, pool, g.ID)
+	wantCode(t, "the returned previous owner repeats the transfer", st.TransferOwnership(ctx, g.ID, owner, heir), chat.CodeForbidden)
+	if after := groupState(t, pool, g.ID); after != before {
+		t.Fatalf("a refused transfer wrote: %s, then %s", before, after)
+	}
+}
+
 // The store keeps one owner per group whoever calls it: a role change
 // to owner is refused (ownership moves with TransferOwnership), as an
 // add as owner is.
