@@ -553,9 +553,15 @@ func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, 
 		if err := lockMembers(ctx, tx, conversationID, actorID, userID); err != nil {
 			return nil, err
 		}
+		// The owner first: a group's owner rows are unique (migration
+		// 0044), checked row by row, so one statement changing both
+		// could promote before it demotes.
 		if _, err := tx.Exec(ctx, `
-			UPDATE conversation_member SET role = CASE WHEN user_id = $2 THEN 'owner' ELSE 'admin' END
-			WHERE conversation_id = $1 AND user_id IN ($2, $3)`, conversationID, userID, actorID); err != nil {
+			UPDATE conversation_member SET role = 'admin' WHERE conversation_id = $1 AND user_id = $2`, conversationID, actorID); err != nil {
+			return nil, fmt.Errorf("transfer ownership: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE conversation_member SET role = 'owner' WHERE conversation_id = $1 AND user_id = $2`, conversationID, userID); err != nil {
 			return nil, fmt.Errorf("transfer ownership: %w", err)
 		}
 		entries, err := appendSystem(ctx, tx, conversationID, actorID,

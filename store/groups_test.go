@@ -553,6 +553,41 @@ func TestATransferRetriedAfterLeavingAndComingBackIsNoRetry(t *testing.T) {
 	}
 }
 
+// The database itself keeps a group to one owner (migration 0044, a
+// unique index over the owner rows): a second owner written by any path,
+// SQL included, is refused. Two transfers racing from one owner to two
+// members leave exactly one owner, the one the first to commit named,
+// and the transfer itself, which demotes and promotes in one transaction,
+// passes the index.
+func TestTheDatabaseKeepsAGroupToOneOwner(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, a, b = 1, 2, 3
+	g := mustGroup(t, st, owner, a, b)
+	_, err := pool.Exec(ctx, `UPDATE conversation_member SET role = 'owner' WHERE conversation_id = $1 AND user_id = $2`, g.ID, a)
+	if err == nil || !strings.Contains(err.Error(), "23505") {
+		t.Fatalf("a second owner written by SQL: %v, want a unique violation (23505)", err)
+	}
+	for round := range 10 {
+		g := mustGroup(t, st, owner, a, b)
+		errs := concurrently(2, func(i int) error { return st.TransferOwnership(ctx, g.ID, owner, []int64{a, b}[i]) })
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case chat.ErrorCode(err) == chat.CodeForbidden:
+			default:
+				t.Fatalf("round %d: transfer to %d: %v", round, []int64{a, b}[i], err)
+			}
+		}
+		if n := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND role = 'owner'`, g.ID); n != 1 || won != 1 {
+			t.Fatalf("round %d: %d owners after %d transfers succeeded, want 1 and 1", round, n, won)
+		}
+	}
+}
+
 // The store keeps one owner per group whoever calls it: a role change
 // to owner is refused (ownership moves with TransferOwnership), as an
 // add as owner is.

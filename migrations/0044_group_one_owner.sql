@@ -1,0 +1,14 @@
+-- A group has one owner: the database says so too, so no path (a store
+-- bug, a race the conversation lock should have serialised, SQL run by
+-- hand) can leave a group with two. Direct conversations' members are
+-- all 'member'; an archived group has none, so this is "at most one",
+-- and the store's rules make it "exactly one" while a group has members.
+--
+-- Not deferrable (a unique index never is): a change that moves the role
+-- demotes the owner before it promotes the next (TransferOwnership;
+-- RemoveMember deletes the leaving owner first). A database holding a
+-- group with two owners, which no chatd writes, stops this migration
+-- with PostgreSQL's error naming the group's id ("Key
+-- (conversation_id)=(7) is duplicated"): pick its owner and make the
+-- others admins by hand, then start chatd again.
+CREATE UNIQUE INDEX conversation_member_one_owner ON conversation_member (conversation_id) WHERE role = 'owner';
