@@ -28,3 +28,11 @@ func (s *Store) ExplainSearch(ctx context.Context, q chat.SearchQuery) (string, 
 	})
 	return strings.Join(plan, "\n"), err
 }
+
+// BreakSearchStatistics makes s's statistics query fail (as a timeout or
+// a permission would), the next time it is read.
+func (s *Store) BreakSearchStatistics() {
+	s.searchStats.mu.Lock()
+	defer s.searchStats.mu.Unlock()
+	s.searchStats.query, s.searchStats.freq = "SELECT 1/0", nil
+}

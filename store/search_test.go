@@ -406,3 +406,21 @@ func TestSearchFindsTheWordsOfNumbersAddressesVersionsAndFileNames(t *testing.T)
 	plansFind(t, plans, me, map[string][]string{"3.14": {ref(pi)}, "14": {ref(pi)}, "bob@ab.io": {ref(mail)},
 		"ab.io": {ref(mail)}, "io": {ref(mail)}, "v1.2.3": {ref(ver)}, "2.3": {ref(ver)}, "b.txt": {ref(file)}})
 }
+
+// A search whose statistics query fails still answers, by the plan it
+// picks without them: the query used to run in the search's own
+// transaction, which PostgreSQL then aborted, so the search itself
+// failed ("current transaction is aborted").
+func TestASearchAnswersWhenItsStatisticsQueryFails(t *testing.T) {
+	t.Parallel()
+	st, pool := newStore(t)
+	g := mustGroup(t, st, 1, 2)
+	m := mustSend(t, st, g.ID, 2, "the quarterly report")
+	for _, opts := range [][]store.Option{nil, {store.WithSearchScanLimit(0)}} {
+		s := store.New(pool, chat.DefaultLimits(), opts...)
+		s.BreakSearchStatistics()
+		if got := hitBodies(t, s, 1, "report"); !slices.Equal(got, []string{ref(m)}) {
+			t.Fatalf("hits %v, want [%s]", got, ref(m))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"sync"
@@ -47,7 +48,18 @@ type searchStats struct {
 	rows   float64            // the message table's estimated rows
 	freq   map[string]float64 // lexeme -> share of rows holding it
 	lowest float64            // a lexeme not in freq is at most this common
+	query  string             // "" is searchStatsSQL (tests break it)
 }
+
+// searchStatsSQL reads the message table's estimated rows and the search
+// column's most common lexemes with their frequencies.
+const searchStatsSQL = `
+		SELECT GREATEST(c.reltuples, 0)::float8, COALESCE(s.most_common_elems::text::text[], '{}'),
+		       COALESCE(s.most_common_elem_freqs, '{}')
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = 'message' AND s.attname = 'search'
+		WHERE c.oid = 'message'::regclass`
 
 // searchByScan reports whether q's terms are better served by the direct
 // scan of the caller's visible messages than by the indexes.
@@ -182,13 +194,20 @@ func (s *Store) lexemeFrequencies(ctx context.Context, tx pgx.Tx) (float64, map[
 		elems []string
 		freqs []float32
 	)
-	err := tx.QueryRow(ctx, `
-		SELECT GREATEST(c.reltuples, 0)::float8, COALESCE(s.most_common_elems::text::text[], '{}'),
-		       COALESCE(s.most_common_elem_freqs, '{}')
-		FROM pg_class c
-		JOIN pg_namespace n ON n.oid = c.relnamespace
-		LEFT JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = 'message' AND s.attname = 'search'
-		WHERE c.oid = 'message'::regclass`).Scan(&rows, &elems, &freqs)
+	query := searchStatsSQL
+	if st.query != "" {
+		query = st.query
+	}
+	// Under a savepoint: a failure (a timeout, a permission) would
+	// otherwise abort the search's transaction, and the search with it.
+	sp, err := tx.Begin(ctx)
+	if err == nil {
+		if err = sp.QueryRow(ctx, query).Scan(&rows, &elems, &freqs); err == nil {
+			err = sp.Commit(ctx)
+		} else if rerr := sp.Rollback(ctx); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
 	st.at = time.Now()
 	if err != nil {
 		// Searching still works, by the indexes; retried after the TTL.
