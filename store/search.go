@@ -36,7 +36,11 @@ import (
 // messages hold carries no relevance (a stop word): a query of only such
 // terms is listed by recency alone (searchByRecency, searchRecentSQL). The score is ts_rank scaled
 // to an integer so that the keyset cursor (score, created_at,
-// conversation, seq) compares exactly.
+// conversation, seq) compares exactly. The score is the current body's:
+// an edit between two pages moves its message in the ranking, so it may
+// be skipped or shown twice (docs/http.md says so); only the current body
+// has a search document to rank by. A listing by recency is ordered by
+// created_at, which edits keep.
 //
 // Where the caller may look: the conversations they are a member of (or
 // the one asked), from seq floor+1 on (historyFloor), messages only, never
