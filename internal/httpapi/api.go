@@ -117,7 +117,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, route := a.mux.Handler(r)
 	sw := &statusWriter{ResponseWriter: w}
 	ctx := r.Context()
-	if a.tracer != nil {
+	// Health probes make no span: a prober asking every few seconds on
+	// every node would fill the collector with traces of nothing (/metrics
+	// is not the API's and makes none either).
+	if a.tracer != nil && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
 		var span trace.Span
 		ctx, span = a.startSpan(ctx, r, route)
 		// Deferred first, so it runs last: after a panic's 500.
