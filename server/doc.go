@@ -29,5 +29,5 @@
 // dependency order: listeners stop accepting, in-flight publishes commit and
 // are acknowledged, delivery cursors are flushed, clients are disconnected,
 // the relay stops, and PostgreSQL (if embedded) stops last. Close returns
-// within its context and cleanupGrace, naming what did not stop in time.
+// within its context and CleanupGrace, naming what did not stop in time.
 package server

@@ -595,12 +595,12 @@ func (s *Server) HTTPAddr() string {
 	return s.httpLn.Addr().String()
 }
 
-// cleanupGrace is how long Close still gives the node's own cleanup once
+// CleanupGrace is how long Close still gives the node's own cleanup once
 // Close's context is spent.
-const cleanupGrace = 5 * time.Second
+const CleanupGrace = 5 * time.Second
 
 // graced is Close's context for the node's own cleanup: the one Close was
-// given until it is spent, then one of cleanupGrace, once.
+// given until it is spent, then one of CleanupGrace, once.
 type graced struct {
 	c        context.Context
 	cancel   context.CancelFunc
@@ -610,7 +610,7 @@ type graced struct {
 func (g *graced) ctx() context.Context {
 	if !g.extended && g.c.Err() != nil {
 		g.extended = true
-		g.c, g.cancel = context.WithTimeout(context.WithoutCancel(g.c), cleanupGrace)
+		g.c, g.cancel = context.WithTimeout(context.WithoutCancel(g.c), CleanupGrace)
 	}
 	return g.c
 }
@@ -623,9 +623,9 @@ func (g *graced) stop() {
 
 // Close shuts the node down in dependency order: it drains the clients
 // within ctx, then flushes and stops the node's parts, within ctx or, once
-// ctx is spent, within cleanupGrace more. A part that does not stop in
+// ctx is spent, within CleanupGrace more. A part that does not stop in
 // time (a background worker, a connection it holds) is named in the
-// error and left running, so Close returns within ctx and cleanupGrace
+// error and left running, so Close returns within ctx and CleanupGrace
 // (and an embedded PostgreSQL's immediate shutdown, see pgembed).
 func (s *Server) Close(ctx context.Context) error {
 	if s.closed {

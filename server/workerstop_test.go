@@ -41,7 +41,7 @@ func TestCloseReturnsWithinItsBudgetNamingTheBackgroundWorkersThatDidNotStop(t *
 	start := time.Now()
 	closed := make(chan error, 1)
 	go func() { closed <- srv.Close(ctx) }()
-	// cleanupGrace (5 s) more for the node's own cleanup, and slack for
+	// CleanupGrace (5 s) more for the node's own cleanup, and slack for
 	// a loaded machine.
 	const bound = budget + 5*time.Second + 3*time.Second
 	var err error

@@ -53,6 +53,9 @@ func main() {
 // unusable database URL).
 // environ is the whole environment, "KEY=value" (os.Environ).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
+	// flushBy bounds the tracing flush at exit: the stop's own bound once
+	// a stop began (zero before: a failed start).
+	var flushBy time.Time
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -97,8 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		// Export failures (a collector down) are the SDK's to retry;
 		// they belong in chatd's log, not on a bare stderr line.
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing: export failed", "err", err) }))
-		// After the node stopped: its last spans are flushed, not lost.
-		defer shutdownTracing(tp, log)
+		// After the node stopped: its last spans are flushed, not lost,
+		// within the stop's bound (flushBy, set when the stop begins).
+		defer func() { shutdownTracing(tp, log, flushBy) }()
 		opts = append(opts, server.WithTracerProvider(tp))
 		log.Info("tracing on", "exporter", "otlp", "protocol", tc.Protocol, "endpoint", tc.Endpoint,
 			"sampler", tc.Sampler, "sampler_arg", tc.SamplerArg, "service", tc.ServiceName)
@@ -155,6 +159,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	// A second Ctrl-C during the graceful shutdown stops at once.
 	signal.Reset(os.Interrupt, syscall.SIGTERM)
 	log.Info("shutting down", "budget", st.ShutdownTimeout)
+	// The node stops within its budget and the cleanup grace after it
+	// (plus an embedded PostgreSQL's immediate shutdown): the spans' flush
+	// keeps to that bound rather than adding to it.
+	flushBy = time.Now().Add(st.ShutdownTimeout + server.CleanupGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), st.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Close(sctx); err != nil {
@@ -169,10 +177,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	return 0
 }
 
-// shutdownTracing flushes the spans still queued, within a bound of its
-// own: a collector that does not answer must not hold up the exit.
-func shutdownTracing(tp *sdktrace.TracerProvider, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// tracingFlushMax bounds the flush of the spans at exit by itself.
+const tracingFlushMax = 5 * time.Second
+
+// shutdownTracing flushes the spans still queued, by deadline (the stop's
+// bound; zero: none) and within tracingFlushMax: a collector that does
+// not answer must not hold up the exit, nor take a stop past its bound
+// (deploy/chatd.service's TimeoutStopSec is that bound and no more).
+func shutdownTracing(tp *sdktrace.TracerProvider, log *slog.Logger, deadline time.Time) {
+	if d := time.Now().Add(tracingFlushMax); deadline.IsZero() || d.Before(deadline) {
+		deadline = d
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil {
 		log.Warn("tracing: spans not flushed at exit", "err", err)
