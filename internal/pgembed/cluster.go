@@ -265,8 +265,15 @@ func (c *Cluster) Start(ctx context.Context) error {
 	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
 	c.cmd, c.done = cmd, done
 	if err := c.waitReady(ctx, done); err != nil {
+		// Immediate, bounded as Stop's: a postmaster that does not act
+		// on it (stopped, or stuck) must not hold the start for ever.
 		_ = cmd.Process.Signal(syscall.SIGQUIT)
-		<-done
+		select {
+		case <-done:
+		case <-time.After(immediateWait):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		c.cmd, c.done = nil, nil
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -26,6 +27,10 @@ import (
 // WAL reaches them; no cost of that showed in commits into a fresh segment.
 var embeddedSettings = map[string]string{"wal_init_zero": "off"}
 
+// abandonStopWait bounds the fast shutdown of a cluster whose start was
+// given up: it has done nothing yet that a checkpoint must keep.
+const abandonStopWait = 5 * time.Second
+
 // startEmbedded starts dataDir's cluster as its owner; the returned close
 // function stops it, then releases lock. On error the lock is released.
 func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, lock *dirLock, opts []PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
@@ -36,14 +41,23 @@ func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *
 		return nil, nil, fmt.Errorf("start embedded PostgreSQL in %s: %w", pgDir, err)
 	}
 	stop := func(ctx context.Context) error { return cluster.Stop(ctx, false) }
+	// abandon stops the cluster of a start given up, within a bound of its
+	// own (the start's context may have ended: that is often why): a
+	// postmaster that does not act on the fast shutdown gets an immediate
+	// one, then SIGKILL (Cluster.Stop), rather than holding the process.
+	abandon := func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonStopWait)
+		defer cancel()
+		_ = stop(sctx)
+	}
 	if err := cluster.CreateDatabase(ctx, Database); err != nil {
-		_ = stop(context.WithoutCancel(ctx))
+		abandon()
 		lock.release()
 		return nil, nil, fmt.Errorf("create database %s: %w", Database, err)
 	}
 	pool, err := openAndPing(ctx, cluster.URL(Database), maxConns, opts...)
 	if err != nil {
-		_ = stop(context.WithoutCancel(ctx))
+		abandon()
 		lock.release()
 		return nil, nil, fmt.Errorf("open embedded database: %w", err)
 	}
