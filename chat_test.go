@@ -179,9 +179,19 @@ func TestANameOrTitleWithAnyBidiControlIsRefused(t *testing.T) {
 		if got, err := chat.ValidateGroupTitle(s); chat.ErrorCode(err) != chat.CodeInvalid {
 			t.Errorf("title with U+%04X: %q, %v; want invalid", r, got, err)
 		}
-		if got, err := chat.ValidateAbout("about", s); chat.ErrorCode(err) != chat.CodeInvalid {
-			t.Errorf("about with U+%04X: %q, %v; want invalid", r, got, err)
+		implicit := r == '\u061c' || r == '\u200e' || r == '\u200f'
+		if got, err := chat.ValidateAbout("about", s); (chat.ErrorCode(err) == chat.CodeInvalid) == implicit {
+			t.Errorf("about with U+%04X: %q, %v; want invalid %v", r, got, err, !implicit)
 		}
+	}
+}
+
+// An about text is prose: right-to-left writing mixed with numbers or
+// Latin words needs the implicit marks, which open no embedding.
+func TestAnAboutTextKeepsTheImplicitBidiMarks(t *testing.T) {
+	in := "\u05e9\u05dc\u05d5\u05dd 2024\u200f \u0645\u0631\u062d\u0628\u0627\u061c 5"
+	if got, err := chat.ValidateAbout("about", in); err != nil || got != in {
+		t.Fatalf("about %q: %q, %v; want it kept", in, got, err)
 	}
 }
 

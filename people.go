@@ -200,7 +200,8 @@ func ValidateDisplayName(name string) (string, error) {
 }
 
 // ValidateAbout trims about and allows at most 500 characters; line breaks
-// are the only control characters it may hold.
+// are the only control characters it may hold, and the implicit
+// bidirectional marks (U+061C, U+200E, U+200F) the only formatting ones.
 func ValidateAbout(what, about string) (string, error) {
 	if !utf8.ValidString(about) {
 		return "", Errorf(CodeInvalid, "%s is not valid UTF-8", what)
@@ -305,17 +306,26 @@ func showsSomething(s string) bool {
 	return false
 }
 
+// isImplicitMark reports the bidirectional marks that set no embedding:
+// ALM, LRM and RLM.
+func isImplicitMark(r rune) bool {
+	return r == '\u061c' || r == '\u200e' || r == '\u200f'
+}
+
 func hasControl(s string, lineBreaks bool) bool {
 	for _, r := range s {
 		if unicode.IsControl(r) && !(lineBreaks && (r == '\n' || r == '\r' || r == '\t')) {
 			return true
 		}
-		if r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) {
+		if r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) && !(lineBreaks && isImplicitMark(r)) {
 			// Line separators and every bidirectional formatting
 			// character (U+061C, U+200E, U+200F, U+202A-U+202E,
 			// U+2066-U+2069): text that rearranges what is shown around
-			// it, the implicit marks included (a name ending in U+200F
-			// beside a right-to-left one reads as someone else's).
+			// it, the implicit marks included in one-line fields (a name
+			// ending in U+200F beside a right-to-left one reads as
+			// someone else's). Prose (about) keeps the implicit marks:
+			// mixed right-to-left writing needs them, and they open no
+			// embedding that could reorder what follows the field.
 			return true
 		}
 	}
