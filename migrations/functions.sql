@@ -66,7 +66,9 @@ $f$;
 --             upload not of its declared size, 20 an upload of a type not
 --             allowed (o_snippet: the upload id of 14-20), 22 blocked (a
 --             direct conversation whose other member blocked the writer),
---             23 edit of a forward (a copy of another message: never edited);
+--             23 edit of a forward (a copy of another message: never edited),
+--             24 edit to an empty body of a message without attachments
+--             (a message of nothing; one with files may lose its text);
 --             (21, a forward of a message with attachments, is no longer
 --             returned: the forward copies them);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
@@ -124,7 +126,8 @@ $f$;
 --     conversation's previous message;
 --   - edit: the message's sender, within p_edit_window of its created_at,
 --     not recalled, not a forward (it shows its source's sender's words,
---     which its forwarder may not change); the message's body becomes the
+--     which its forwarder may not change), to an empty body only when the
+--     message has attachments (as a send may); the message's body becomes the
 --     edit's, and the edit entry keeps the body it replaced (prev_body);
 --   - recall: the sender within p_recall_window, or a group's owner or
 --     admin at any time; the body of the message and of all its edits
@@ -319,6 +322,7 @@ BEGIN
                    WHEN r.k = 'edit' AND (tg.sender_id <> r.s
                                           OR (p_edit_window IS NOT NULL AND clock_timestamp() > tg.created_at + p_edit_window)) THEN 9
                    WHEN r.k = 'edit' AND tg.forwarded_seq IS NOT NULL THEN 23
+                   WHEN r.k = 'edit' AND r.b = '' AND tg.msg_type IS NULL THEN 24
                    WHEN r.k = 'recall' AND NOT ((tg.sender_id = r.s AND (p_recall_window IS NULL OR clock_timestamp() <= tg.created_at + p_recall_window))
                                                 OR (mb.type = 'GROUP' AND mb.role IN ('owner', 'admin'))) THEN 9
                    WHEN r.k = 'reaction' AND COALESCE(rx.mine, false) = r.is_on THEN 5
@@ -332,8 +336,8 @@ BEGIN
                array_agg(rx.total ORDER BY r.ord)
         INTO v_ref, v_ref_sender, v_ref_body, v_ref_recalled, v_f_msg_type, v_recall_seq, v_recall_at, v_recall_id,
              v_recall_by, v_total
-        FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on)
-             WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, is_on, ord)
+        FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_body)
+             WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, is_on, b, ord)
         -- The writer's role and, in a group that shows members only what
         -- came after their join, the seq at and below which they reach
         -- nothing (the floor).
@@ -341,7 +345,7 @@ BEGIN
                                   CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
                            FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                            WHERE m.conversation_id = r.c AND m.user_id = r.s LIMIT 1) mb ON true
-        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at, m.forwarded_seq FROM message m
+        LEFT JOIN LATERAL (SELECT m.kind, m.sender_id, m.body, m.created_at, m.recalled_at, m.forwarded_seq, m.msg_type FROM message m
                            WHERE r.tgt > 0 AND m.conversation_id = r.c AND m.seq = r.tgt LIMIT 1) tg ON true
         LEFT JOIN LATERAL (SELECT m.seq, m.created_at, m.client_msg_id, m.sender_id FROM message m
                            WHERE r.k = 'recall' AND m.conversation_id = r.c

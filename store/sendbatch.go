@@ -166,6 +166,10 @@ const outBlocked = 22
 // outForwardEdit: an edit of a forward, which is a copy of its source.
 const outForwardEdit = 23
 
+// outEmptyEdit: an edit to an empty body of a message without
+// attachments, which would leave a message of nothing.
+const outEmptyEdit = 24
+
 // outcome is one row of chat_send_batch's answer.
 type outcome struct {
 	status         int16
@@ -315,6 +319,8 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		return res, chat.Errorf(chat.CodeConflict, "at most %d different reactions per user on one message", chat.MaxReactionsPerUser), nil
 	case outForwardEdit:
 		return res, chat.Errorf(chat.CodeForbidden, "message %d is a forward: it shows another message's words and cannot be edited", c.TargetSeq), nil
+	case outEmptyEdit:
+		return res, chat.Errorf(chat.CodeInvalid, "body is empty: only a message with attachments may be edited to no text"), nil
 	case outBlocked:
 		return res, chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", c.ConversationID), nil
 	case outUploadUnknown, outUploadNotYours, outUploadOtherConversation, outUploadAttached, outUploadIncomplete,
