@@ -10,6 +10,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/strictjson"
 )
 
 // People and groups: profiles, privacy settings, blocks, group settings,
@@ -120,9 +121,11 @@ func bindUsers(_ *API, _ http.ResponseWriter, r *http.Request, p *usersParams) e
 		return chat.Errorf(chat.CodeInvalid, "at most %d user ids per request", chat.MaxUsersPerRequest)
 	}
 	for _, s := range parts {
-		id, err := parseID("ids", strings.TrimSpace(s))
-		if err != nil {
-			return err
+		// Untrimmed: a "+" in a query is a space, and "?ids=+1" is no
+		// more user 1 than the path /v1/users/+1 is.
+		id, ok := parseUint(s)
+		if !ok || id <= 0 {
+			return chat.Errorf(chat.CodeInvalid, "ids must be positive integers in plain decimal, comma-separated (no spaces or signs): %q is not", strictjson.Clip(s))
 		}
 		p.IDs = append(p.IDs, id)
 	}
