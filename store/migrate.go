@@ -140,6 +140,9 @@ func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 // checksums existed take the binary's checksum the first time.
 //
 // A node that relays the outbox (Kafka configured) passes WantOutbox.
+//
+// Its errors name the step that failed ("apply migration 0044_x.sql: ..."),
+// not "migrate": every caller says that it was migrating.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...MigrateOption) ([]int, error) {
 	var o migrateOptions
 	for _, opt := range opts {
@@ -199,19 +202,19 @@ const wantOutboxSQL = `SELECT chat_want_outbox()`
 func applyFunctions(ctx context.Context, conn *pgx.Conn, functions string, wantOutbox bool) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
+		return fmt.Errorf("apply %s: %w", functionsFile, err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, functions); err != nil {
-		return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
+		return fmt.Errorf("apply %s: %w", functionsFile, err)
 	}
 	if wantOutbox {
 		if _, err := tx.Exec(ctx, wantOutboxSQL); err != nil {
-			return fmt.Errorf("migrate: want outbox rows: %w", err)
+			return fmt.Errorf("want outbox rows: %w", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migrate: apply %s: %w", functionsFile, err)
+		return fmt.Errorf("apply %s: %w", functionsFile, err)
 	}
 	return nil
 }
@@ -290,11 +293,11 @@ func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 func withMigrationLock(ctx context.Context, pool *pgxpool.Pool, fn func(*pgx.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate: acquire connection: %w", err)
+		return fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
-		return fmt.Errorf("migrate: take advisory lock: %w", err)
+		return fmt.Errorf("take the migration lock: %w", err)
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey)
@@ -304,7 +307,7 @@ func withMigrationLock(ctx context.Context, pool *pgxpool.Pool, fn func(*pgx.Con
 		name       TEXT        NOT NULL,
 		applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
 		ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS sha256 TEXT`); err != nil {
-		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	return fn(conn.Conn())
 }
@@ -317,7 +320,7 @@ func readStatus(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]Migratio
 	// such a database too.
 	rows, err := conn.Query(ctx, `SELECT version, name, COALESCE(to_jsonb(m)->>'sha256', ''), applied_at FROM schema_migrations m ORDER BY version`)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
+		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
 	type applied struct {
 		name, sum string
@@ -329,13 +332,13 @@ func readStatus(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]Migratio
 		var a applied
 		if err := rows.Scan(&v, &a.name, &a.sum, &a.at); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("migrate: scan applied migration: %w", err)
+			return nil, fmt.Errorf("scan applied migration: %w", err)
 		}
 		recorded[v] = a
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
+		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
 	var out []MigrationStatus
 	for _, m := range ms {
@@ -403,7 +406,7 @@ func adoptChecksums(ctx context.Context, conn *pgx.Conn, status []MigrationStatu
 	for _, s := range status {
 		if s.State == MigrationApplied && s.Applied == "" {
 			if _, err := conn.Exec(ctx, `UPDATE schema_migrations SET sha256 = $2 WHERE version = $1 AND sha256 IS NULL`, s.Version, s.Checksum); err != nil {
-				return fmt.Errorf("migrate: record checksum of %s: %w", s.Name, err)
+				return fmt.Errorf("record checksum of %s: %w", s.Name, err)
 			}
 		}
 	}
@@ -413,17 +416,17 @@ func adoptChecksums(ctx context.Context, conn *pgx.Conn, status []MigrationStatu
 func applyMigration(ctx context.Context, conn *pgx.Conn, m Migration) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate %s: begin: %w", m.Name, err)
+		return fmt.Errorf("apply migration %s: begin: %w", m.Name, err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, m.SQL); err != nil {
-		return fmt.Errorf("migrate %s: %w", m.Name, err)
+		return fmt.Errorf("apply migration %s: %w", m.Name, err)
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3)", m.Version, m.Name, m.Checksum); err != nil {
-		return fmt.Errorf("migrate %s: record version: %w", m.Name, err)
+		return fmt.Errorf("apply migration %s: record version: %w", m.Name, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migrate %s: commit: %w", m.Name, err)
+		return fmt.Errorf("apply migration %s: commit: %w", m.Name, err)
 	}
 	return nil
 }
