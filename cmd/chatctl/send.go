@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 )
 
@@ -51,6 +52,15 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	text, err := readBody(a, *body)
 	if err != nil {
 		return err
+	}
+	// Checked before anything is created: --peer would open a direct
+	// conversation for a message that is never sent. The limits are
+	// chatd's own settings, which chatctl reads as chatd does; a message
+	// with files may have no text.
+	if text != "" || len(files) == 0 {
+		if err := a.settings.Limits().ValidateBody(text); err != nil {
+			return usagef("%s: --body: %v", cf.fs.Name(), chat.ErrorMessage(err))
+		}
 	}
 	cf.long = len(files) > 0
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
