@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -29,7 +30,37 @@ import (
 // key holds an escape.
 func ExactKeys(data []byte, t reflect.Type) error {
 	s := keyScan{data: data}
-	return s.value(t)
+	err := s.value(t)
+	if ls, ok := err.(*loneSurrogateError); ok {
+		where := "a string"
+		if ls.path != "" {
+			where = ls.path
+		}
+		return chat.Errorf(chat.CodeInvalid, `%s holds \u%04x, half of a surrogate pair: JSON text must be whole characters`, where, ls.r)
+	}
+	return err
+}
+
+// loneSurrogateError is a lone surrogate found by the scan, with the path
+// of the field holding it (built on the way out, so that a valid document
+// costs nothing for it).
+type loneSurrogateError struct {
+	r    rune
+	path string // "attachments[1].caption"; "" for a top-level string
+}
+
+func (e *loneSurrogateError) Error() string { return "lone surrogate" }
+
+// in prefixes the path of a lone surrogate error with the step leading to
+// it: a field name (".name") or an array index ("[i]").
+func in(err error, step string) error {
+	if ls, ok := err.(*loneSurrogateError); ok {
+		if ls.path != "" && ls.path[0] != '[' {
+			step += "."
+		}
+		ls.path = step + ls.path
+	}
+	return err
 }
 
 type keyScan struct {
@@ -88,14 +119,14 @@ func (s *keyScan) value(t reflect.Type) error {
 			elem = t.Elem()
 		}
 		s.i++
-		for {
+		for n := 0; ; n++ {
 			s.space()
 			if s.i >= len(s.data) || s.data[s.i] == ']' {
 				s.i++
 				return nil
 			}
 			if err := s.value(elem); err != nil {
-				return err
+				return in(err, "["+strconv.Itoa(n)+"]")
 			}
 			s.space()
 			if s.i < len(s.data) && s.data[s.i] == ',' {
@@ -105,7 +136,7 @@ func (s *keyScan) value(t reflect.Type) error {
 	case '"':
 		if raw, escaped := s.str(); escaped {
 			if r, ok := loneSurrogate(raw); ok {
-				return chat.Errorf(chat.CodeInvalid, `a string holds \u%04x, half of a surrogate pair: JSON text must be whole characters`, r)
+				return &loneSurrogateError{r: r}
 			}
 		}
 	default:
@@ -158,7 +189,7 @@ func (s *keyScan) object(t reflect.Type) error {
 		s.space()
 		s.i++ // ':'
 		if err := s.value(ft); err != nil {
-			return err
+			return in(err, Clip(string(key)))
 		}
 		s.space()
 		if s.i < len(s.data) && s.data[s.i] == ',' {

@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -46,6 +47,36 @@ func TestExactKeysRefusesALoneSurrogateEscape(t *testing.T) {
 		err := ExactKeys([]byte(body), reflect.TypeOf(&v))
 		if (err != nil) != refuse {
 			t.Errorf("%s: %v, want refused %v", body, err, refuse)
+		}
+	}
+}
+
+// TestALoneSurrogateRefusalNamesItsField: the refusal of a lone surrogate
+// says which field holds it (a path through objects and arrays), as the
+// refusal of an unknown or repeated field does: a client whose text came
+// with half an emoji (a JavaScript string cut between the two halves of a
+// pair) is told which of its fields to fix. It said only "a string".
+func TestALoneSurrogateRefusalNamesItsField(t *testing.T) {
+	type att struct {
+		UploadID string `json:"uploadId"`
+		Caption  string `json:"caption"`
+	}
+	type doc struct {
+		Body string            `json:"body"`
+		Atts []att             `json:"attachments"`
+		M    map[string]string `json:"m"`
+		R    json.RawMessage   `json:"r"`
+	}
+	for body, want := range map[string]string{
+		`{"body":"a\ud800b"}`: `body holds \ud800`,
+		`{"attachments":[{"uploadId":"x"},{"uploadId":"y","caption":"\udc00"}]}`: `attachments[1].caption holds \udc00`,
+		`{"m":{"k":"\ud83d"}}`: `m.k holds \ud83d`,
+		`{"r":["\ud800"]}`:     `r[0] holds \ud800`,
+		`"\ud800"`:             `a string holds \ud800`,
+	} {
+		err := ExactKeys([]byte(body), reflect.TypeOf(&doc{}))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want it to say %q", body, err, want)
 		}
 	}
 }
