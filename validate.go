@@ -123,6 +123,17 @@ func ValidateID(what string, id int64) error {
 	return nil
 }
 
+// EditBody is an edit's body as a transport decoded it, nil when the
+// field was left out. It is required: "" clears the text of a message with
+// attachments, which an edit that left its body out must not do by
+// accident.
+func EditBody(body *string) (string, error) {
+	if body == nil {
+		return "", Errorf(CodeInvalid, `body is missing: give the new text ("" clears the text of a message with attachments)`)
+	}
+	return *body, nil
+}
+
 // ValidateSend checks a SendRequest and canonicalises its ClientMsgID.
 func (l Limits) ValidateSend(r *SendRequest) error {
 	c := r.Change()

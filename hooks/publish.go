@@ -49,12 +49,16 @@ func ReasonCode(err error) byte {
 
 // changePayload is an edit, recall or reaction.
 type changePayload struct {
-	ClientMsgID string `json:"clientMsgId"`
-	Seq         int64  `json:"seq"`
-	Body        string `json:"body"`  // edit
-	Emoji       string `json:"emoji"` // react
-	On          *bool  `json:"on"`    // react
+	ClientMsgID string  `json:"clientMsgId"`
+	Seq         int64   `json:"seq"`
+	Body        *string `json:"body"`  // edit (nil: left out)
+	Emoji       string  `json:"emoji"` // react
+	On          *bool   `json:"on"`    // react
 }
+
+// hasBody reports whether a recall or reaction carries a body, which it
+// does not take ("" is tolerated, as it always was).
+func (p changePayload) hasBody() bool { return p.Body != nil && *p.Body != "" }
 
 type readPayload struct {
 	Seq int64 `json:"seq"`
@@ -416,14 +420,15 @@ func (h *Chat) onChange(p *publish, pk packets.Packet, r Route) {
 	case chat.KindEdit:
 		if body.Emoji != "" || body.On != nil {
 			err = chat.Errorf(chat.CodeInvalid, "an edit takes clientMsgId, seq and body")
+		} else {
+			c.Body, err = chat.EditBody(body.Body)
 		}
-		c.Body = body.Body
 	case chat.KindRecall:
-		if body.Body != "" || body.Emoji != "" || body.On != nil {
+		if body.hasBody() || body.Emoji != "" || body.On != nil {
 			err = chat.Errorf(chat.CodeInvalid, "a recall takes clientMsgId and seq")
 		}
 	case chat.KindReaction:
-		if body.Body != "" || body.On == nil {
+		if body.hasBody() || body.On == nil {
 			err = chat.Errorf(chat.CodeInvalid, `a reaction takes clientMsgId, seq, emoji and "on" (true sets, false removes)`)
 		} else {
 			c.Emoji, c.On = body.Emoji, *body.On

@@ -88,3 +88,19 @@ func eventType(payload []byte) string {
 	_ = json.Unmarshal(payload, &ev)
 	return ev.Type
 }
+
+// TestAnMQTTEditWithoutABodyIsRefused: an edit publish that leaves body
+// out is 0x99 invalid, not read as clearing the text of the message.
+func TestAnMQTTEditWithoutABodyIsRefused(t *testing.T) {
+	n := startAttachNode(t, false, nil)
+	g := mustGroup(t, context.Background(), n.Server, 1, "photos", []int64{2})
+	sender := rawClient(t, n.MQTTAddr(), 1, "nobody-sender", 5, true)
+	up := n.upload(t, 1, g.ID, "a.jpg", "image/jpeg", mediatest.JPEG(40, 30))
+	if ack, err := sender.Publish(testnode.MsgTopic(g.ID), 1, attachPayload(newID(), "the view", up.UploadID)); err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("send with a photo: %v %#x", err, ack.ReasonCode)
+	}
+	ack, err := sender.Publish(changeTopic(g.ID, "edit"), 1, fmt.Appendf(nil, `{"clientMsgId":%q,"seq":1}`, newID()))
+	if err != nil || ack.ReasonCode != 0x99 || userProp(ack.Properties.User, "code") != string(chat.CodeInvalid) {
+		t.Fatalf("edit without a body: %v %#x %v, want 0x99 invalid", err, ack.ReasonCode, ack.Properties.User)
+	}
+}

@@ -13,13 +13,17 @@ import (
 // changeParams: edits, recalls and reactions (RPC message.edit,
 // message.recall, reaction.set).
 type changeParams struct {
-	ConversationID int64  `json:"conversationId"`
-	Seq            int64  `json:"seq"`
-	ClientMsgID    string `json:"clientMsgId"`
-	Body           string `json:"body,omitempty"`
-	Emoji          string `json:"emoji,omitempty"`
-	On             *bool  `json:"on,omitempty"`
+	ConversationID int64   `json:"conversationId"`
+	Seq            int64   `json:"seq"`
+	ClientMsgID    string  `json:"clientMsgId"`
+	Body           *string `json:"body,omitempty"` // nil: left out
+	Emoji          string  `json:"emoji,omitempty"`
+	On             *bool   `json:"on,omitempty"`
 }
+
+// hasBody reports whether a recall's or reaction's parameters carry a
+// body, which they do not take ("" is tolerated, as it always was).
+func (p changeParams) hasBody() bool { return p.Body != nil && *p.Body != "" }
 
 // ChangeReply acknowledges an edit, recall or reaction: seq is its entry's
 // (0 for a reaction that changed nothing), targetSeq the message's.
@@ -73,8 +77,8 @@ func bindEdit(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) e
 		return err
 	}
 	var body struct {
-		ClientMsgID string `json:"clientMsgId"`
-		Body        string `json:"body"`
+		ClientMsgID string  `json:"clientMsgId"`
+		Body        *string `json:"body"`
 	}
 	if err := a.bindBody(w, r, &body); err != nil {
 		return err
@@ -115,15 +119,19 @@ func editMessage(a *API, ctx context.Context, user int64, p changeParams) (int, 
 	if p.Emoji != "" || p.On != nil {
 		return 0, nil, chat.Errorf(chat.CodeInvalid, "an edit takes clientMsgId, seq and body")
 	}
+	body, err := chat.EditBody(p.Body)
+	if err != nil {
+		return 0, nil, err
+	}
 	ctx, cancel := a.sendContext(ctx)
 	defer cancel()
 	res, err := a.svc.Edit(ctx, chat.EditRequest{ConversationID: p.ConversationID, UserID: user, TargetSeq: p.Seq,
-		ClientMsgID: p.ClientMsgID, Body: p.Body})
+		ClientMsgID: p.ClientMsgID, Body: body})
 	return changeReply(p, res, err)
 }
 
 func recallMessage(a *API, ctx context.Context, user int64, p changeParams) (int, any, error) {
-	if p.Body != "" || p.Emoji != "" || p.On != nil {
+	if p.hasBody() || p.Emoji != "" || p.On != nil {
 		return 0, nil, chat.Errorf(chat.CodeInvalid, "a recall takes clientMsgId and seq")
 	}
 	ctx, cancel := a.sendContext(ctx)
@@ -134,7 +142,7 @@ func recallMessage(a *API, ctx context.Context, user int64, p changeParams) (int
 }
 
 func setReaction(a *API, ctx context.Context, user int64, p changeParams) (int, any, error) {
-	if p.Body != "" || p.On == nil {
+	if p.hasBody() || p.On == nil {
 		return 0, nil, chat.Errorf(chat.CodeInvalid, `a reaction takes clientMsgId, seq, emoji and "on" (true sets, false removes)`)
 	}
 	ctx, cancel := a.sendContext(ctx)

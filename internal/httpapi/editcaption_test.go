@@ -85,3 +85,33 @@ func TestAnEditClearsTheTextOfAMessageWithFilesButNotOfATextMessage(t *testing.T
 		t.Errorf("history's last edit of the photo: %v, want body \"\"", lastEdit)
 	}
 }
+
+// TestAnEditWithoutABodyIsRefusedNotReadAsClearingTheText: an edit's body
+// is required (docs/openapi.yaml); now that "" clears the text of a
+// message with attachments, an edit that leaves body out (a client bug, a
+// field misspelt in an encoder that drops empty values) must not clear it:
+// 400 invalid over HTTP and RPC, nothing stored.
+func TestAnEditWithoutABodyIsRefusedNotReadAsClearingTheText(t *testing.T) {
+	e := newEnv(t)
+	e.withAttachments()
+	g := e.group(1, 2)
+	photo := mediatest.JPEG(40, 30)
+	var tk chat.UploadTicket
+	e.must(http.StatusCreated, 1, "POST", "/v1/uploads", map[string]any{"conversationId": g, "name": "a.jpg", "contentType": "image/jpeg", "size": len(photo)}, &tk)
+	if r := e.do(1, "PUT", "/v1/uploads/"+tk.UploadID, photo, withHeader("Content-Type", "image/jpeg")); r.status != http.StatusOK {
+		t.Fatalf("PUT upload: %d %s", r.status, truncate(r.body))
+	}
+	var sent struct{ Seq int64 }
+	e.must(http.StatusCreated, 1, "POST", pathf("/v1/conversations/%d/messages", g),
+		map[string]any{"clientMsgId": newID(), "body": "the view", "attachments": []map[string]string{{"uploadId": tk.UploadID}}}, &sent)
+
+	if r := e.do(1, "PATCH", pathf("/v1/conversations/%d/messages/%d", g, sent.Seq), map[string]any{"clientMsgId": newID()}); r.status != http.StatusBadRequest || r.errorCode() != "invalid" {
+		t.Errorf("edit without a body: %d %s, want 400 invalid", r.status, truncate(r.body))
+	}
+	if rr := e.rpc(1, "message.edit", pathf(`{"conversationId":%d,"seq":%d,"clientMsgId":%q}`, g, sent.Seq, newID())); rr.status != http.StatusBadRequest || rr.code != "invalid" {
+		t.Errorf("RPC edit without a body: %s, want 400 invalid", rr.raw)
+	}
+	if got := queryInt(t, e.pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND kind = 'edit'`, g); got != 0 {
+		t.Errorf("refused edits stored %d entries", got)
+	}
+}
