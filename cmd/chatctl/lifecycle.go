@@ -139,6 +139,11 @@ func runForward(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
+		if *peer != 0 {
+			if err := checkForwardable(ctx, c, cf, *from, *seq); err != nil {
+				return err
+			}
+		}
 		if err := cf.openPeer(ctx, c, conv, *peer); err != nil {
 			return err
 		}
@@ -164,6 +169,27 @@ func runForward(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d (forwarded from conv %d #%d): %s\n", *conv, sent, *cf.user, *from, *seq, body)
 		return nil
 	})
+}
+
+// checkForwardable reads message seq of conversation from as the user may
+// read it, before forward --peer opens a direct conversation: one opened
+// for a forward chatd then refuses would stay behind, empty. chatd still
+// judges the forward; this only answers its plain refusals (not a member
+// of from, no such message, recalled) before anything is created.
+func checkForwardable(ctx context.Context, c *client.Client, cf chatFlags, from, seq int64) error {
+	ms, err := c.History(ctx, from, client.HistoryOptions{AfterSeq: seq - 1, Forward: true, Limit: 1})
+	refusal := func(code, format string, args ...any) error {
+		return explainForward(&client.Error{Op: "forward", Code: code, Message: fmt.Sprintf(format, args...)}, cf.fs, *cf.user, 0, from, seq)
+	}
+	switch {
+	case errors.Is(err, client.ErrNotMember):
+		return refusal("forbidden", "not a member of conversation %d, the forwarded message's", from)
+	case err != nil:
+		return explainForward(err, cf.fs, *cf.user, 0, from, seq)
+	case len(ms) == 0 || ms[0].Seq != seq || (ms[0].Kind != "" && ms[0].Kind != client.KindMessage) || ms[0].Recalled:
+		return refusal("not_found", "there is no message %d in conversation %d to forward (or it was recalled)", seq, from)
+	}
+	return nil
 }
 
 // changeFlags are the flags of edit, recall and react: who changes which

@@ -30,3 +30,33 @@ func TestASendWhoseBodyIsRefusedOpensNoConversationWithThePeer(t *testing.T) {
 		t.Errorf("after the refused sends: %d conversations, want none", convs)
 	}
 }
+
+// TestAForwardChatdRefusesOpensNoConversationWithThePeer: forward --peer
+// opened the direct conversation before chatd judged the forward, so a
+// forward from a conversation the user is not in, or of a recalled
+// message, left an empty conversation with the peer behind. The message
+// is read first now (as the user may read it); the refusals are as before.
+func TestAForwardChatdRefusesOpensNoConversationWithThePeer(t *testing.T) {
+	srv, env := startChatdEnv(t)
+	mustOK(t, chatctl(t, env, "send", "--user", "2", "--peer", "4", "--body", "between us"))
+	mustOK(t, chatctl(t, env, "send", "--user", "2", "--peer", "4", "--body", "gone soon"))
+	mustOK(t, chatctl(t, env, "recall", "--user", "2", "--conversation", "1", "--seq", "2"))
+
+	wantFail(t, chatctl(t, env, "forward", "--user", "1", "--peer", "3", "--from-conversation", "1", "--seq", "1"), 1,
+		"user 1 must be a member of conversation 1 to forward from it")
+	wantFail(t, chatctl(t, env, "forward", "--user", "2", "--peer", "3", "--from-conversation", "1", "--seq", "2"), 1,
+		"conversation 1 has no message #2 that can be forwarded")
+	wantFail(t, chatctl(t, env, "forward", "--user", "2", "--peer", "3", "--from-conversation", "1", "--seq", "9"), 1,
+		"conversation 1 has no message #9 that can be forwarded")
+	var convs int
+	if err := srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM conversation`).Scan(&convs); err != nil {
+		t.Fatal(err)
+	}
+	if convs != 1 {
+		t.Errorf("after the refused forwards: %d conversations, want only the one forwarded from", convs)
+	}
+	r := mustOK(t, chatctl(t, env, "forward", "--user", "2", "--peer", "3", "--from-conversation", "1", "--seq", "1"))
+	if !strings.Contains(r.stdout, "(forwarded from conv 1 #1): between us") {
+		t.Errorf("forward --peer printed %q", r.stdout)
+	}
+}
