@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	chat "github.com/chatd/chatd"
@@ -143,6 +144,12 @@ func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *h
 				h.Set("Content-Range", "bytes */"+strconv.FormatInt(d.Size, 10))
 			}
 			return conditionalError(code, h)
+		}
+		if rg := r.Header.Get("Range"); len(rg) > len("bytes=") && rg[:len("bytes=")] != "bytes=" && strings.EqualFold(rg[:len("bytes=")], "bytes=") {
+			// Range units are case-insensitive (RFC 9110, 14.1);
+			// net/http knows "bytes" in lower case only.
+			r = r.Clone(r.Context())
+			r.Header.Set("Range", "bytes="+rg[len("bytes="):])
 		}
 		http.ServeContent(&jsonErrorWriter{ResponseWriter: w, rewrite: rewrite}, r, "", d.ModTime, d.Content)
 		return nil

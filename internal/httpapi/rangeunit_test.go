@@ -1,0 +1,36 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/media/mediatest"
+)
+
+// TestARangeUnitInAnyLetterCaseIsBytes: range unit names are
+// case-insensitive (RFC 9110, 14.1), so "Bytes=0-1" asks for the first two
+// bytes as "bytes=0-1" does: 206 with them. net/http knows the unit in
+// lower case only and answered 416, as for a malformed range.
+func TestARangeUnitInAnyLetterCaseIsBytes(t *testing.T) {
+	e := newEnv(t)
+	e.withAttachments()
+	g := e.group(1, 2)
+	photo := mediatest.JPEG(40, 30)
+	var tk chat.UploadTicket
+	e.must(http.StatusCreated, 1, "POST", "/v1/uploads", map[string]any{"conversationId": g, "name": "a.jpg", "contentType": "image/jpeg", "size": len(photo)}, &tk)
+	if r := e.do(1, "PUT", "/v1/uploads/"+tk.UploadID, photo, withHeader("Content-Type", "image/jpeg")); r.status != http.StatusOK {
+		t.Fatalf("PUT upload: %d %s", r.status, truncate(r.body))
+	}
+	e.must(http.StatusCreated, 1, "POST", pathf("/v1/conversations/%d/messages", g),
+		map[string]any{"clientMsgId": newID(), "attachments": []map[string]string{{"uploadId": tk.UploadID}}}, nil)
+	var stored chat.Upload
+	e.must(http.StatusOK, 1, "GET", "/v1/uploads/"+tk.UploadID, nil, &stored)
+	size := stored.Attachment.Size
+	for _, rg := range []string{"bytes=0-1", "Bytes=0-1", "BYTES=0-1"} {
+		r := e.do(2, "GET", "/v1/attachments/"+tk.UploadID, nil, withHeader("Range", rg))
+		if want := pathf("bytes 0-1/%d", size); r.status != http.StatusPartialContent || len(r.body) != 2 || r.header.Get("Content-Range") != want {
+			t.Errorf("Range %q: %d, %d bytes, Content-Range %q; want 206, 2 bytes, %q", rg, r.status, len(r.body), r.header.Get("Content-Range"), want)
+		}
+	}
+}
