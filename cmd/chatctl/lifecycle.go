@@ -23,12 +23,16 @@ func runEdit(ctx context.Context, a *app, args []string) error {
 		"Replace the body of your message --seq, over MQTT like any client. The edit\nis an entry of the conversation with a seq of its own (printed); members get\nmessage.edited and history shows the message with its new body and\n\"editedAt\". Only the sender may edit, within CHAT_EDIT_WINDOW (default 48h).\n--body - reads the new body from stdin. Retried with its --client-msg-id after\nthe message was recalled, edit prints that it is gone for everyone.",
 		`chatctl edit --user 1 --conversation 3 --seq 42 --body "fixed the typo"`)
 	ch := addChangeFlags(fs, "edit", "edit")
-	body := fs.String("body", "", "the new text (- reads stdin)")
+	body := fs.String("body", "", `the new text (- reads stdin; "" clears the text of a message with files)`)
 	if err := ch.parse(a, args); err != nil {
 		return err
 	}
-	if *body == "" {
-		return usagef(`%s: --body is required: the new text, e.g. --body "fixed" (or --body - for stdin)`, fs.Name())
+	// --body "" is an edit too: it clears the text of a message with
+	// attachments (chatd refuses it for a text message).
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "body" })
+	if !given {
+		return usagef(`%s: --body is required: the new text, e.g. --body "fixed" (or --body - for stdin; --body "" clears a photo's text)`, fs.Name())
 	}
 	if err := checkClientMsgID(fs, ch.id); err != nil {
 		return err
