@@ -145,11 +145,20 @@ func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *h
 			}
 			return conditionalError(code, h)
 		}
-		if rg := r.Header.Get("Range"); len(rg) > len("bytes=") && rg[:len("bytes=")] != "bytes=" && strings.EqualFold(rg[:len("bytes=")], "bytes=") {
-			// Range units are case-insensitive (RFC 9110, 14.1);
-			// net/http knows "bytes" in lower case only.
-			r = r.Clone(r.Context())
-			r.Header.Set("Range", "bytes="+rg[len("bytes="):])
+		if rg := r.Header.Get("Range"); rg != "" {
+			unit, set, _ := strings.Cut(rg, "=")
+			switch {
+			case !strings.EqualFold(strings.TrimSpace(unit), "bytes"):
+				// A unit chatd does not know: the header is ignored and
+				// the whole file served (RFC 9110, 14.2), not refused.
+				r = r.Clone(r.Context())
+				r.Header.Del("Range")
+			case unit != "bytes":
+				// Range units are case-insensitive (RFC 9110, 14.1);
+				// net/http knows "bytes" in lower case only.
+				r = r.Clone(r.Context())
+				r.Header.Set("Range", "bytes="+set)
+			}
 		}
 		http.ServeContent(&jsonErrorWriter{ResponseWriter: w, rewrite: rewrite}, r, "", d.ModTime, d.Content)
 		return nil

@@ -35,7 +35,7 @@ func TestEvery416SaysTheFilesSize(t *testing.T) {
 			t.Fatalf("%s past the end: %d, Content-Range %q", path, past.status, want)
 		}
 		size := strings.TrimPrefix(want, "bytes */")
-		for _, rg := range []string{"bytes=5-1", "bytes=a-b", "bytes=--1", "items=0-1", "bytes=99999999999999999999-", "bytes=-9223372036854775808", "bytes=1"} {
+		for _, rg := range []string{"bytes=5-1", "bytes=a-b", "bytes=--1", "bytes=99999999999999999999-", "bytes=-9223372036854775808", "bytes=1"} {
 			r := e.do(member, "GET", path, nil, withHeader("Range", rg))
 			if r.status != http.StatusRequestedRangeNotSatisfiable {
 				t.Errorf("%s Range %q: %d, want 416", path, rg, r.status)

@@ -13,6 +13,31 @@ import (
 // bytes as "bytes=0-1" does: 206 with them. net/http knows the unit in
 // lower case only and answered 416, as for a malformed range.
 func TestARangeUnitInAnyLetterCaseIsBytes(t *testing.T) {
+	e, id, size := rangeEnv(t)
+	for _, rg := range []string{"bytes=0-1", "Bytes=0-1", "BYTES=0-1"} {
+		r := e.do(2, "GET", "/v1/attachments/"+id, nil, withHeader("Range", rg))
+		if want := pathf("bytes 0-1/%d", size); r.status != http.StatusPartialContent || len(r.body) != 2 || r.header.Get("Content-Range") != want {
+			t.Errorf("Range %q: %d, %d bytes, Content-Range %q; want 206, 2 bytes, %q", rg, r.status, len(r.body), r.header.Get("Content-Range"), want)
+		}
+	}
+}
+
+// TestARangeOfAnUnknownUnitIsIgnored: a server must ignore a Range whose
+// unit it does not understand (RFC 9110, 14.2) and serve the whole file,
+// where chatd answered 416 as for a malformed byte range.
+func TestARangeOfAnUnknownUnitIsIgnored(t *testing.T) {
+	e, id, size := rangeEnv(t)
+	for _, rg := range []string{"items=0-1", "lines=1-2", "0-1"} {
+		r := e.do(2, "GET", "/v1/attachments/"+id, nil, withHeader("Range", rg))
+		if r.status != http.StatusOK || int64(len(r.body)) != size || r.header.Get("Content-Range") != "" {
+			t.Errorf("Range %q: %d, %d bytes, Content-Range %q; want 200 with all %d bytes", rg, r.status, len(r.body), r.header.Get("Content-Range"), size)
+		}
+	}
+}
+
+// rangeEnv sends a photo to a group of users 1 and 2 and returns its
+// upload id and stored size.
+func rangeEnv(t *testing.T) (*env, string, int64) {
 	e := newEnv(t)
 	e.withAttachments()
 	g := e.group(1, 2)
@@ -26,11 +51,5 @@ func TestARangeUnitInAnyLetterCaseIsBytes(t *testing.T) {
 		map[string]any{"clientMsgId": newID(), "attachments": []map[string]string{{"uploadId": tk.UploadID}}}, nil)
 	var stored chat.Upload
 	e.must(http.StatusOK, 1, "GET", "/v1/uploads/"+tk.UploadID, nil, &stored)
-	size := stored.Attachment.Size
-	for _, rg := range []string{"bytes=0-1", "Bytes=0-1", "BYTES=0-1"} {
-		r := e.do(2, "GET", "/v1/attachments/"+tk.UploadID, nil, withHeader("Range", rg))
-		if want := pathf("bytes 0-1/%d", size); r.status != http.StatusPartialContent || len(r.body) != 2 || r.header.Get("Content-Range") != want {
-			t.Errorf("Range %q: %d, %d bytes, Content-Range %q; want 206, 2 bytes, %q", rg, r.status, len(r.body), r.header.Get("Content-Range"), want)
-		}
-	}
+	return e, tk.UploadID, stored.Attachment.Size
 }
