@@ -162,3 +162,38 @@ test('a photo open full size closes when its message is deleted for everyone', a
     undo();
   }
 });
+
+test('an edit may clear the text of a photo, not of a text message', async () => {
+  const undo = fakeDocument();
+  globalThis.ResizeObserver = class {
+    observe() {}
+  };
+  try {
+    const { createConversationView } = await import('../src/views/conversation.js');
+    const photo = { seq: 3, senderId: 1, body: 'at the beach', attachments: [{ id: 'u1', contentType: 'image/jpeg', name: 'a.jpg', size: 9 }], createdAt: '2026-12-06T08:00:00Z' };
+    const text = { seq: 4, senderId: 1, body: 'hello', createdAt: '2026-12-06T08:01:00Z' };
+    const messages = new Map([[3, photo], [4, text]]);
+    let mine = [photo, text];
+    const conv = { id: 5, type: 'DIRECT', messages, visible: () => mine, pendingList: () => [], peerId: () => 2, typingUsers: () => [], lastOwnSeq: () => mine.at(-1).seq, loaded: true, hasOlder: false };
+    const edits = [];
+    const state = { openId: 5, me: 1, conv: (id) => (id === 5 ? conv : null), waits: new Map() };
+    const sync = { send() {}, typing() {}, edit: async (cid, seq, body) => edits.push([cid, seq, body]) };
+    const view = createConversationView(state, sync, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const input = view.el.find('composer');
+    const editLast = (value) => {
+      input.value = '';
+      input.dispatch('keydown', { key: 'ArrowUp', keyCode: 38, isComposing: false, shiftKey: false });
+      input.value = value;
+      input.dispatch('keydown', { key: 'Enter', keyCode: 13, isComposing: false, shiftKey: false });
+    };
+    editLast('  ');
+    assert.deepEqual(edits, [], 'the text of a text message was cleared');
+    input.dispatch('keydown', { key: 'Escape', keyCode: 27, isComposing: false, shiftKey: false });
+    mine = [text, photo];
+    editLast('');
+    assert.deepEqual(edits, [[5, 3, '']], 'the text of a photo could not be cleared');
+  } finally {
+    delete globalThis.ResizeObserver;
+    undo();
+  }
+});

@@ -51,6 +51,14 @@ export function fakeDocument() {
     dispatch(type, props = {}) {
       for (const fn of this.listeners[type] || []) fn({ type, target: this, preventDefault() {}, key: '', ...props });
     }
+    replaceWith(n) {
+      const p = this.parent;
+      if (!p) return;
+      if (n.parent) n.remove();
+      p.children = p.children.map((c) => (c === this ? n : c));
+      n.parent = p;
+      this.parent = null;
+    }
     remove() {
       if (this.parent) this.parent.children = this.parent.children.filter((c) => c !== this);
       this.parent = null;

@@ -128,8 +128,12 @@ export function createConversationView(state, sync, media, actions) {
     const body = input.value;
     if (!cid) return;
     if (mode && mode.kind === 'edit') {
-      // An edit changes the text alone: files stay as they were sent.
+      // An edit changes the text alone: files stay as they were sent. The
+      // text of a message with files may be cleared (chatd takes "" as a
+      // send with files and no text); a text message needs some.
+      const m = state.conv(cid)?.messages.get(mode.seq);
       if (body.trim()) saveEdit(cid, mode.seq, body);
+      else if (m && m.attachments && m.attachments.length) saveEdit(cid, mode.seq, '');
       return;
     }
     if (tray.busy() || (!body.trim() && !tray.count())) return;

@@ -240,7 +240,9 @@ function muteToggle(ctx, c, p) {
   const on = Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
   return toggle('Mute notifications', 'mute-toggle', on, (v, box) =>
     p.attempt(async () => {
-      c.settings = await ctx.api.setConversationSettings(c.id, { muted: v }, p.req);
+      // The PUT sets every setting: mentions is sent as it stands, or a
+      // group's "mentions still notify: off" would be turned back on.
+      c.settings = await ctx.api.setConversationSettings(c.id, { muted: v, mentions: !(s && s.mentions === false) }, p.req);
       ctx.state.changed('inbox');
       ctx.notify(v ? 'Muted: this chat sends no notifications.' : 'Notifications are on for this chat.');
     }).then((ok) => {
