@@ -104,7 +104,16 @@
 // users named there; read.updated to the members, except as the read
 // receipt settings its event carries say (privacy.go); system.new is an
 // entry like message.new; membership events start and stop the members'
-// streams.
+// streams. Every other event of a conversation (read.updated,
+// delivery.updated, member.*, conversation.updated) is written by a
+// session, like typing, only once its stream has every entry up to the
+// event's seq (the entry it came with, or the watermark it reports): it
+// waits for that (Session.later) and is dropped when the membership the
+// stream follows ends before it, so a member removed on another node gets
+// none committed after their removal. One for a conversation the session
+// has no stream of waits for the session to re-read its conversations: a
+// member added on another node, whom the index lists before the relay
+// brings the join, gets what follows the join.
 //
 // # Membership
 //

@@ -70,7 +70,11 @@ type Session struct {
 	// started: nothing was owed), the last_seq as of the stored cursors
 	// that said so: a join or leave routed later at or before it is
 	// stale, as for a stream (stale). Nil until a stream ends so.
-	left     map[int64]int64
+	left map[int64]int64
+	// later holds events of a conversation (read receipts, settings,
+	// roles) that wait for the session's word that the user was a member
+	// at their seq (admit). Nil while there are none.
+	later    *[]laterEvent
 	inflight map[uint16]inflight
 	pending  []item
 	replyOut []chat.Ack
@@ -569,7 +573,11 @@ func (s *Session) accept(it item) {
 		s.pending = append(s.pending, it)
 	case kEvent:
 		if s.ready && len(s.pending) < s.hub.opts.QueueSize {
-			s.pending = append(s.pending, it)
+			if it.conv == 0 {
+				s.pending = append(s.pending, it) // presence, profiles
+			} else {
+				s.admit(it)
+			}
 		}
 	case kTyping:
 		// Only in a conversation the session follows as a member, and
@@ -639,6 +647,122 @@ func (s *Session) accept(it item) {
 	}
 }
 
+// laterEvent is an event of a conversation waiting in Session.later.
+// blind: it came when the session had no stream of its conversation, and
+// waits for a resync to say whether the user is a member.
+type laterEvent struct {
+	it    item
+	blind bool
+}
+
+// laterDecision is what admit does with an event of a conversation.
+type laterDecision uint8
+
+const (
+	laterWait laterDecision = iota
+	laterSend
+	laterDrop
+)
+
+// decideLater says what becomes of an event of st's conversation at seq
+// (it.seq: the entry it came with, or the watermark it reports): it goes
+// out once the stream has every entry up to it, which the stream gets
+// only while the user is a member; it is dropped if that membership
+// ended before it, unless the user joined again meanwhile.
+func decideLater(st *stream, seq int64, blind bool) laterDecision {
+	if blind && seq < st.floor {
+		return laterDrop // committed before the join that made it theirs
+	}
+	if st.end > 0 && seq > st.end {
+		for _, m := range st.rejoins {
+			if seq >= m.join && (m.end == 0 || seq <= m.end) {
+				return laterWait
+			}
+		}
+		return laterDrop
+	}
+	if st.next > seq {
+		return laterSend
+	}
+	return laterWait
+}
+
+// admit decides an event of a conversation that is not an entry
+// (read.updated, member.updated, conversation.updated and the rest): as
+// for an entry, the session's word decides, not the fan-out's member
+// index, which can be stale (a removal or join committed on another node
+// and not relayed yet, see the package doc). The event goes out once the
+// conversation's stream has every entry up to its seq: a removed member's
+// stream never gets past their removal. Until then it waits (later); a
+// conversation with no stream makes the session re-read its
+// conversations, and the event waits for that answer.
+func (s *Session) admit(it item) {
+	st := s.streams[it.conv]
+	blind := st == nil
+	if !blind {
+		switch decideLater(st, it.seq, false) {
+		case laterSend:
+			s.pending = append(s.pending, it)
+			return
+		case laterDrop:
+			return
+		}
+	}
+	if s.later == nil {
+		s.later = &[]laterEvent{}
+	}
+	if len(*s.later) >= s.hub.opts.QueueSize {
+		return
+	}
+	*s.later = append(*s.later, laterEvent{it: it, blind: blind})
+	if blind {
+		s.resync()
+	}
+}
+
+// releaseLater queues the waiting events whose streams now have every
+// entry up to them, and drops those that are not the user's: their
+// stream ended before them, or there is none (the resync the event waited
+// for found the user no member).
+func (s *Session) releaseLater() {
+	if s.later == nil {
+		return
+	}
+	rest := (*s.later)[:0]
+	for _, w := range *s.later {
+		d := laterWait
+		if st := s.streams[w.it.conv]; st != nil {
+			d = decideLater(st, w.it.seq, w.blind)
+		} else if !w.blind {
+			d = laterDrop
+		}
+		switch {
+		case d == laterSend && s.ready && len(s.pending) < s.hub.opts.QueueSize:
+			s.pending = append(s.pending, w.it)
+		case d == laterWait:
+			rest = append(rest, w)
+		}
+	}
+	clear((*s.later)[len(rest):])
+	*s.later = rest
+	if len(rest) == 0 {
+		s.later = nil
+	}
+}
+
+// dropLater drops the waiting events of conversation id: the user's
+// membership the session knew of ended (endStream), and a later one
+// starts after them.
+func (s *Session) dropLater(id int64) {
+	if s.later == nil {
+		return
+	}
+	*s.later = slices.DeleteFunc(*s.later, func(w laterEvent) bool { return w.it.conv == id })
+	if len(*s.later) == 0 {
+		s.later = nil
+	}
+}
+
 // pump sends pending items while the window allows and refills pending
 // from the catch-up sources for streams that are behind. It returns false
 // when the connection is gone.
@@ -656,6 +780,7 @@ func (s *Session) pump() bool {
 			}
 			s.windowFull = false
 		}
+		s.releaseLater()
 		batch := s.outBatch[:0]
 		var after func()
 		for len(s.pending) > 0 && len(s.inflight) < window {
@@ -991,6 +1116,20 @@ func (s *Session) doResync() {
 		}
 	}
 	s.noteRead(cs)
+	// The events that waited for this answer have it: a conversation with
+	// no stream now is not the user's, nor what came before their join.
+	if s.later != nil {
+		rest := (*s.later)[:0]
+		for _, w := range *s.later {
+			if st := s.streams[w.it.conv]; w.blind && st != nil && w.it.seq < st.floor {
+				continue
+			}
+			w.blind = false
+			rest = append(rest, w)
+		}
+		clear((*s.later)[len(rest):])
+		*s.later = rest
+	}
 }
 
 // noteRead records on each stream the last_seq of its conversation in cs,
@@ -1019,6 +1158,7 @@ func (s *Session) endStream(id int64) {
 	}
 	delete(s.streams, id)
 	delete(s.gapped, id)
+	s.dropLater(id)
 }
 
 // noteLeft records that the stored cursors read hold every join and leave

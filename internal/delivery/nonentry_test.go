@@ -1,0 +1,141 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// events counts the events of type typ c was sent for conv.
+func events(c *fakeConn, typ string, conv int64) int {
+	n := 0
+	for _, p := range c.packets() {
+		var ev chat.Event
+		if json.Unmarshal(p.Payload, &ev) == nil && ev.Type == typ && ev.ConversationID == conv {
+			n++
+		}
+	}
+	return n
+}
+
+// nodeOfRecord is a group of users 1, 2 and 3 in a store whose commits a
+// test hands to the hub itself: at once, as this node's own, or late, as
+// another node's relay would.
+func nodeOfRecord(t *testing.T) (st *store.Store, f fixture, rec *recorder, conv chat.Conversation, h *delivery.Hub) {
+	t.Helper()
+	rec = &recorder{}
+	st, pool := pgtest.NewStore(t, chat.DefaultLimits(), store.WithPublisher(rec))
+	sessions := store.NewSessions(pool)
+	conv, _, err := st.CreateGroup(context.Background(), chat.GroupRequest{CreatorID: 1, Title: "settings", Members: []int64{2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take() // conversation.created: the sessions read it from PostgreSQL
+	return st, fixture{pool: pool, st: st, sessions: sessions}, rec, conv, startHub(t, sessions, delivery.Options{})
+}
+
+// A member removed on another node stays in this node's member index
+// until the relay brings the removal. Another member's read watermark and
+// a role change, committed here after the removal, must not reach them
+// meanwhile: they are no longer a member. The member who stays gets both.
+func TestAMemberRemovedOnAnotherNodeGetsNoReadReceiptOrRoleChangeCommittedAfterTheRemoval(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	stays := attachUser(t, h, f, "stays", 2, false, true, true)
+	removed := attachUser(t, h, f, "removed", 3, false, true, true)
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 2) { // warms the member index
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "both members to get the messages", func() bool {
+		return len(stays.seqs(conv.ID)) == 2 && len(removed.seqs(conv.ID)) == 2
+	})
+
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // elsewhere
+		t.Fatal(err)
+	}
+	removal := rec.take()
+	if _, err := st.SetRole(ctx, conv.ID, 1, 2, chat.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	now, err := st.GetConversation(ctx, conv.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkRead(ctx, conv.ID, 1, now.LastSeq); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range rec.take() { // committed here, routed at once
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the member who stays to get the role change and the read receipt", func() bool {
+		return events(stays, chat.EventMemberUpdated, conv.ID) == 1 && events(stays, chat.EventReadUpdated, conv.ID) == 1
+	})
+	for _, ev := range removal { // relayed late
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the removal delivered", func() bool {
+		return events(removed, chat.EventMemberRemoved, conv.ID) == 1
+	})
+	if n := events(removed, chat.EventMemberUpdated, conv.ID); n != 0 {
+		t.Errorf("the removed member got %d member.updated committed after their removal", n)
+	}
+	if n := events(removed, chat.EventReadUpdated, conv.ID); n != 0 {
+		t.Errorf("the removed member got %d read.updated committed after their removal", n)
+	}
+}
+
+// A member added on another node whose join the relay has not brought
+// yet, but whom this node's member index lists already (it read the
+// members again for a settings change, after the join committed): the
+// group's new settings, committed here after the join, are theirs, and
+// reach them although the session knows nothing of the conversation yet.
+func TestAMemberAddedOnAnotherNodeGetsTheSettingsCommittedAfterTheJoinBeforeTheJoinIsRelayed(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	late := attachUser(t, h, f, "late", 4, false, true, true) // no member yet
+	stays := attachUser(t, h, f, "stays", 2, false, true, true)
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) { // warms the member index
+		h.Deliver(ev)
+	}
+	waitSeqs(t, stays, conv.ID, 1)
+	// Added elsewhere: this node's member index lacks them until the
+	// settings change below makes it read the members again.
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 4, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	join := rec.take()
+	title := "renamed"
+	if _, err := st.UpdateGroup(ctx, conv.ID, 1, chat.GroupUpdate{Title: &title}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range rec.take() { // committed here, routed at once
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the new member to get the new settings", func() bool {
+		return events(late, chat.EventConversationUpdated, conv.ID) == 1
+	})
+	for _, ev := range join { // relayed late
+		h.Deliver(ev)
+	}
+	testkit.Never(t, 500*time.Millisecond, "the new member to get the new settings twice", func() bool {
+		return events(late, chat.EventConversationUpdated, conv.ID) > 1
+	})
+}
+
+// sendSeqsAs commits n messages of sender in conv and returns their
+// events as the store published them.
+func sendSeqsAs(t *testing.T, st *store.Store, rec *recorder, conv, sender int64, n int) []chat.Event {
+	t.Helper()
+	svc := chat.NewService(st, chat.DefaultLimits())
+	for range n {
+		sendAs(t, fixture{svc: svc}, conv, sender)
+	}
+	return rec.take()
+}
