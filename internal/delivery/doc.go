@@ -129,7 +129,8 @@
 // leave carries the last seq the user is owed, and a stream that has not
 // reached it fetches the rest from PostgreSQL before it ends. A join or
 // leave that arrives with a resync applies before the positions are
-// re-read. PostgreSQL answers catch-up only as far as the user's
+// re-read; the entries that arrive with it are dropped (catch-up reads
+// them back), every other event (presence, receipts) is kept. PostgreSQL answers catch-up only as far as the user's
 // membership goes as it is when the query runs (a stream that is ending,
 // up to its end): a leave or a leave and re-add that committed before the
 // session heard of it gives the session nothing committed after the leave.

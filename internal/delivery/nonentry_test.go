@@ -139,3 +139,39 @@ func sendSeqsAs(t *testing.T, st *store.Store, rec *recorder, conv, sender int64
 	}
 	return rec.take()
 }
+
+// Events that are not entries, in a session's mailbox with a resync
+// (after the hub dropped events, or the session met a stray), are not
+// read back by catch-up as entries are: they must still go out.
+func TestPresenceAndReceiptsQueuedWithAResyncStillReachTheClient(t *testing.T) {
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{})
+	if _, err := f.sessions.Open(context.Background(), "u2", "", 2, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fc := newConn("u2", true)
+	fc.hub = h
+	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
+	fc.self = c
+	h.Attach(c, "u2", 2, false, true, 0)
+	<-h.Session("u2").Loaded()
+	h.SendDirect("u2", c, chat.Packet{Topic: "x", Payload: []byte("{}")})
+	<-c.blocked // the pump is stuck in a write: what follows waits in its mailbox
+
+	seq := sendAs(t, f, f.conv.ID, 2).Seq
+	res, err := f.svc.MarkRead(context.Background(), f.conv.ID, 1, seq)
+	if err != nil || !res.Advanced {
+		t.Fatalf("mark read: %+v, %v", res, err)
+	}
+	online := true
+	h.Resync() // the fan-out resyncs every session before it routes the next event
+	h.Deliver(chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{2}})
+	h.Deliver(chat.ReadEvent(f.conv.ID, 1, res.LastReadSeq))
+	testkit.WaitFor(t, 5*time.Second, "the events to wait in the session's mailbox", func() bool {
+		return h.Session("u2").Queued() >= 2
+	})
+	close(c.gate)
+	testkit.WaitFor(t, 5*time.Second, "the presence event and the read receipt to reach the client", func() bool {
+		return events(fc, chat.EventPresence, 0) == 1 && events(fc, chat.EventReadUpdated, f.conv.ID) == 1
+	})
+}

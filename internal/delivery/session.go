@@ -362,15 +362,18 @@ func (s *Session) run() {
 			return
 		}
 		if m.flags&flagResync != 0 {
-			// Live events go (catch-up reads them back in order); joins
-			// and leaves apply before the positions are re-read, so a
+			// Entries go (catch-up reads them back in order); joins and
+			// leaves apply before the positions are re-read, so a
 			// conversation joined meanwhile catches up from its join.
+			// Other events stay: nothing reads them back, and they are
+			// decided by the streams as re-read (admit).
 			rest := m.items[:0]
 			for _, it := range m.items {
 				switch it.kind {
 				case kJoin, kLeave:
 					s.accept(it)
-				case kReady, kUnready, kDirect, kAfter:
+				case kMsg:
+				default:
 					rest = append(rest, it)
 				}
 			}
