@@ -101,11 +101,23 @@ func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
 	for _, id := range ids {
 		st := s.streams[id]
 		msgs := got[id]
+		if len(msgs) > 0 && msgs[0].Seq > st.next {
+			// A hole: PostgreSQL read every entry after next-1 in seq
+			// order, and holds none before this one (seqs are gapless,
+			// but a row may be gone). Nothing will fill it; asking again
+			// would only read the same answer at every wake-up, and the
+			// stream would never move on.
+			to := msgs[0].Seq
+			if st.end > 0 {
+				to = min(to, st.end+1) // what follows the end is not theirs
+			}
+			st.skip(to)
+		}
 		n := 0
 		reachedEnd := false
 		for _, m := range msgs {
 			if m.Seq != st.next+int64(n) {
-				break // cannot happen with gapless seqs; stay safe
+				break // a hole after what is queued: skipped at the next read
 			}
 			if st.end > 0 && m.Seq > st.end {
 				reachedEnd = true // committed after the user left

@@ -359,6 +359,16 @@ func (st *stream) filled(n int, complete, fromCache bool) []item {
 	return out
 }
 
+// skip moves a stream that is behind past seqs PostgreSQL does not hold,
+// to seq: there is nothing there to send.
+func (st *stream) skip(seq int64) {
+	if seq <= st.next {
+		return
+	}
+	st.next, st.fresh = seq, false
+	st.sentHigh = max(st.sentHigh, seq-1)
+}
+
 // resync re-reads a stream's position from PostgreSQL after events were
 // dropped: lastSeq is the conversation's newest seq now; unseen says the
 // hub dropped events before its recent cache saw them.
