@@ -202,8 +202,10 @@ type Delivery interface {
 	// subscribed to its events topic already. receiveMaximum, when above
 	// 0, is the client's own bound on its unacknowledged QoS 1 publishes
 	// (MQTT 5 Receive Maximum): the session's window is the smaller of it
-	// and the server's.
-	Attach(conn Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int)
+	// and the server's. Once delivery is stopping (the server shuts
+	// down) it starts nothing and returns an error with CodeUnavailable:
+	// the client should connect again.
+	Attach(conn Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int) error
 	// Detach stops clientID's session if conn still owns it.
 	Detach(clientID string, conn Conn)
 	// SetReady tells clientID's session, if conn still owns it, whether

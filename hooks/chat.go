@@ -444,7 +444,13 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.restoreSubscriptions(cl, ci)
 	ready := subscribedToEvents(cl, ci.userID)
 	h.cfg.Metrics.Online.Inc()
-	h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready, clientReceiveMaximum(cl))
+	if err := h.cfg.Hub.Attach(ci.conn, cl.ID, ci.userID, ci.persistent, ready, clientReceiveMaximum(cl)); err != nil {
+		// The server is shutting down: nothing would deliver to the
+		// client here; it connects again, to a node that runs.
+		h.cfg.Logger.Info("delivery refused the client; disconnecting it", "client", cl.ID, "user", ci.userID, "err", err)
+		_ = h.server.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		return
+	}
 	if h.cfg.Presence != nil {
 		ci.present.Store(true)
 		h.cfg.Presence.Connected(cl.ID, ci.userID)

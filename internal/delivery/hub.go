@@ -158,6 +158,11 @@ func (h *Hub) Deliver(ev chat.Event) {
 // does it within a second.
 func (h *Hub) Resync() { h.overflow.Store(true) }
 
+// ErrClosed is what Attach answers once Close began: the node is shutting
+// down and delivers to no new session; its client should connect again
+// (to another node). It is chat.ErrUnavailable for errors.Is.
+var ErrClosed = chat.Errorf(chat.CodeUnavailable, "delivery is closed: the server is shutting down")
+
 // closeWriteGrace is how long, once Close began, a session's write may stay
 // blocked before the watchdog closes its connection: a client whose socket
 // takes nothing (a dead peer) must not keep its session from stopping for
@@ -168,7 +173,13 @@ const closeWriteGrace = time.Second
 // and the cursor writer. A session whose write stays blocked has its
 // connection closed after closeWriteGrace, so that it stops too.
 func (h *Hub) Close(ctx context.Context) error {
+	// Under the lock Attach takes: a session attached from now on is
+	// refused, one attached before is among those stopped here (a later
+	// one would outlive Close, reading with the cancelled context for
+	// ever, its cursors never flushed).
+	h.mu.Lock()
 	h.closing.Store(true)
+	h.mu.Unlock()
 	for _, s := range h.allSessions() {
 		s.stopAndWait(ctx)
 	}
@@ -192,7 +203,9 @@ func (h *Hub) Close(ctx context.Context) error {
 // stops the other, which would otherwise stay routed the user's events
 // (and count as online) until a write of its failed. The new session's
 // pump is held, offers only queue, until the one it replaced has stopped.
-func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int) {
+//
+// Once Close began, Attach starts nothing and returns ErrClosed.
+func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, ready bool, receiveMaximum int) error {
 	s := newSession(h, conn, clientID, userID, persistent, ready)
 	s.window = h.opts.Window
 	if receiveMaximum > 0 {
@@ -201,6 +214,10 @@ func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, 
 	s.readyFlag.Store(ready)
 	s.running = true // held: see below
 	h.mu.Lock()
+	if h.closing.Load() {
+		h.mu.Unlock()
+		return ErrClosed
+	}
 	old := h.byClient[clientID]
 	h.byClient[clientID] = s
 	h.byUser[userID] = append(h.byUser[userID], s)
@@ -215,6 +232,7 @@ func (h *Hub) Attach(conn chat.Conn, clientID string, userID int64, persistent, 
 	s.running = false
 	s.wakeLocked() // loads the starting positions
 	s.mu.Unlock()
+	return nil
 }
 
 func (h *Hub) remove(s *Session) {

@@ -1156,3 +1156,50 @@ func TestTheSendersOwnEchoesDoNotReachTheDeliveredWatermark(t *testing.T) {
 		t.Fatalf("the recipient's acknowledgements reached the sink as %v, want %d..%d", got, own[0].Seq, own[2].Seq)
 	}
 }
+
+// A client that connects while the hub closes (the broker still accepts
+// it) must not get a session that outlives Close: nothing would stop it,
+// its reads would fail for ever on the hub's cancelled context, and its
+// cursors would go to a closed writer. Attach refuses it.
+func TestAClientAttachingWhileTheHubClosesGetsNoSession(t *testing.T) {
+	f := setup(t)
+	h := delivery.NewHub(f.sessions, delivery.Options{})
+	if _, err := f.sessions.Open(context.Background(), "dead", "", 2, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	dead := newBlockedConn() // holds Close for a second (closeWriteGrace)
+	t.Cleanup(func() { dead.Close("test over") })
+	h.Attach(dead, "dead", 2, true, true, 0)
+	<-h.Session("dead").Loaded()
+	h.SendDirect("dead", dead, chat.Packet{Topic: "x", Payload: []byte("{}")})
+	<-dead.writing
+
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		closed <- h.Close(ctx)
+	}()
+	testkit.WaitFor(t, 5*time.Second, "Close to begin stopping the sessions", func() bool {
+		s := h.Session("dead")
+		return s == nil || s.StopRequested()
+	})
+	if _, err := f.sessions.Open(context.Background(), "late", "", 2, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	late := newConn("late", true)
+	late.hub = h
+	if err := h.Attach(late, "late", 2, true, true, 0); !errors.Is(err, delivery.ErrClosed) || !errors.Is(err, chat.ErrUnavailable) {
+		t.Errorf("Attach while the hub closes: %v, want delivery.ErrClosed (unavailable)", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if s := h.Session("late"); s != nil {
+		select {
+		case <-s.Done():
+		default:
+			t.Fatal("a session attached while the hub closed still runs after Close returned")
+		}
+	}
+}
