@@ -1203,3 +1203,33 @@ func TestAClientAttachingWhileTheHubClosesGetsNoSession(t *testing.T) {
 		}
 	}
 }
+
+// Closing the hub stops every session, and each writes its delivered
+// cursors before Close returns: a node shutting down cleanly sends none
+// of its clients again what they acknowledged (CursorFlush is only what
+// a crash costs).
+func TestClosingTheHubWritesTheDeliveredCursorsOfTheSessionsItStops(t *testing.T) {
+	f := setup(t)
+	sink := &recordSink{}
+	h := delivery.NewHub(f.sessions, delivery.Options{CursorFlush: time.Minute, Delivered: sink})
+	c := attach(t, h, f, "phone", true, true)
+	evs := f.send(t, 5)
+	publishEach(h, evs)
+	last := evs[len(evs)-1].Seq
+	testkit.WaitFor(t, 10*time.Second, "every delivery acknowledged", func() bool {
+		return slices.Contains(sink.of(f.conv.ID, 2), last)
+	})
+	waitSeqs(t, c, f.conv.ID, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var cursor int64
+	if err := f.pool.QueryRow(ctx, "SELECT delivered_seq FROM session_cursor WHERE client_id = 'phone' AND conversation_id = $1", f.conv.ID).Scan(&cursor); err != nil {
+		t.Fatal(err)
+	}
+	if cursor != last {
+		t.Fatalf("the stored cursor is %d after Close, want %d (everything acknowledged)", cursor, last)
+	}
+}
