@@ -201,11 +201,11 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 	case chat.EventMemberRemoved:
 		// The index no longer lists the removed user: they get the event
 		// on their own, after their sessions stop tracking the
-		// conversation.
+		// conversation, and whatever else their queue holds.
 		h.toSessions(ev.UserID, item{kind: kLeave, conv: ev.ConversationID, seq: ev.Seq})
-		direct := it
-		direct.kind = kDirect
-		return h.toSessions(ev.UserID, direct) + h.toMembers(members, ev.UserID, it)
+		notice := it
+		notice.kind = kNotice
+		return h.toSessions(ev.UserID, notice) + h.toMembers(members, ev.UserID, it)
 	default:
 		return h.toMembers(members, 0, it)
 	}

@@ -175,3 +175,36 @@ func TestPresenceAndReceiptsQueuedWithAResyncStillReachTheClient(t *testing.T) {
 		return events(fc, chat.EventPresence, 0) == 1 && events(fc, chat.EventReadUpdated, f.conv.ID) == 1
 	})
 }
+
+// The removed user's member.removed is not one of their own requests'
+// answers: a client that floods refused publishes, whose error events
+// wait unwritten up to QueueSize, still hears that it was removed.
+func TestARemovedUserHearsOfTheRemovalWhileTheirQueueIsFullOfRefusals(t *testing.T) {
+	f := setup(t)
+	const qs = 4
+	h := newHub(t, f, delivery.Options{QueueSize: qs})
+	if _, err := f.sessions.Open(context.Background(), "u2", "", 2, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fc := newConn("u2", true)
+	fc.hub = h
+	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
+	fc.self = c
+	h.Attach(c, "u2", 2, false, true, 0)
+	<-h.Session("u2").Loaded()
+	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the member index
+	<-c.blocked                           // the pump is stuck writing it
+	for range qs {                        // the client's refused publishes' error events
+		h.SendDirect("u2", c, chat.Packet{Topic: "x", Payload: []byte(`{"type":"error"}`), QoS: 1})
+	}
+	removeAndTell(t, h, f)
+	online := true // routed after the removal: once it waits, so did the removal
+	h.Deliver(chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{2}})
+	testkit.WaitFor(t, 5*time.Second, "the removal to wait in the session's mailbox", func() bool {
+		return h.Session("u2").Queued() >= qs+2 // the refusals, the leave, the presence (and the notice)
+	})
+	close(c.gate)
+	testkit.WaitFor(t, 5*time.Second, "the removed user to get member.removed", func() bool {
+		return events(fc, chat.EventMemberRemoved, f.conv.ID) == 1
+	})
+}

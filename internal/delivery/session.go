@@ -139,7 +139,8 @@ func (s *Session) wakeLocked() {
 
 // offer queues an item without blocking. Past QueueSize live events
 // waiting, the session drops them and catches up from PostgreSQL, which
-// has them; membership, readiness and replies (PUBACKs) are never dropped.
+// has them; membership, readiness, notices and replies (PUBACKs) are never
+// dropped.
 // Past QueueSize direct publishes unwritten, further ones are dropped:
 // each answers one of the client's publishes, and a QoS 0 publish waits
 // for nothing, so a client that floods refused publishes while it reads
@@ -572,7 +573,7 @@ func (s *Session) accept(it item) {
 	case kUnready:
 		s.ready = false
 		s.readyFlag.Store(false)
-	case kDirect, kAfter:
+	case kDirect, kAfter, kNotice:
 		s.pending = append(s.pending, it)
 	case kEvent:
 		if s.ready && len(s.pending) < s.hub.opts.QueueSize {

@@ -91,6 +91,10 @@ const (
 	kReady                       // the client subscribed to its events topic
 	kUnready                     // the client unsubscribed
 	kAfter                       // run after: once what was queued before it was written
+	// kNotice: an event for this user alone that no catch-up brings back
+	// (member.removed to the removed user): sent even before the client
+	// subscribed, like kDirect, but never dropped.
+	kNotice
 )
 
 type item struct {
