@@ -25,7 +25,7 @@ SET last_read_seq = LEAST($3::bigint, c.last_seq),
 FROM conversation c
 WHERE m.conversation_id = $1 AND m.user_id = $2 AND c.id = m.conversation_id
   AND LEAST($3::bigint, c.last_seq) > m.last_read_seq
-RETURNING m.last_read_seq`
+RETURNING m.last_read_seq, c.last_seq`
 
 // MarkRead moves the user's watermark to min(seq, last_seq) if that is ahead
 // of it, and records read.updated in the same transaction when it moved.
@@ -35,12 +35,14 @@ func (s *Store) MarkRead(ctx context.Context, conversationID, userID, seq int64)
 	}
 	var res chat.ReadResult
 	err := s.writeTx(ctx, "mark read", func(tx pgx.Tx) ([]chat.Event, error) {
-		var newSeq int64
-		err := tx.QueryRow(ctx, markReadSQL, conversationID, userID, seq).Scan(&newSeq)
+		var newSeq, lastSeq int64
+		err := tx.QueryRow(ctx, markReadSQL, conversationID, userID, seq).Scan(&newSeq, &lastSeq)
 		switch {
 		case err == nil:
 			res = chat.ReadResult{Advanced: true, LastReadSeq: newSeq}
-			evs := []chat.Event{chat.ReadEvent(conversationID, userID, newSeq)}
+			ev := chat.ReadEvent(conversationID, userID, newSeq)
+			ev.LastSeq = lastSeq
+			evs := []chat.Event{ev}
 			return evs, readEventsPrivacy(ctx, tx, evs)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, fmt.Errorf("update watermark: %w", err)

@@ -43,10 +43,14 @@ func TestMarkReadWatermarkOnlyMovesForwardAndStopsAtLastSeq(t *testing.T) {
 		wantCode(t, "mark read with a non-positive seq", err, chat.CodeInvalid)
 	}
 
-	// Only the two advances produced events, with the new watermark.
+	// Only the two advances produced events, with the new watermark, and
+	// the conversation's last_seq as it moved (delivery's position).
 	evs := outboxEvents(t, pool, conv.ID, chat.EventReadUpdated)
 	if len(evs) != 2 || evs[0].UserID != 2 || evs[0].Seq != 4 || evs[1].UserID != 2 || evs[1].Seq != 5 {
 		t.Fatalf("read.updated events: %+v", evs)
+	}
+	if evs[0].LastSeq != 5 || evs[1].LastSeq != 5 {
+		t.Fatalf("read.updated events' lastSeq: %d and %d, want 5 (the conversation's last_seq)", evs[0].LastSeq, evs[1].LastSeq)
 	}
 }
 

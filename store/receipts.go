@@ -459,7 +459,9 @@ func markReadsTx(ctx context.Context, tx pgx.Tx, keys []memberKey, convs, users,
 	}
 	for _, k := range keys {
 		if u, ok := out.updated[k]; ok {
-			out.events = append(out.events, chat.ReadEvent(k.conv, k.user, u.read))
+			ev := chat.ReadEvent(k.conv, k.user, u.read)
+			ev.LastSeq = u.lastSeq
+			out.events = append(out.events, ev)
 		}
 	}
 	applyReadPrivacy(out.events, hidden)

@@ -213,6 +213,9 @@ func TestReceiptsAnswerEachCaller(t *testing.T) {
 	if len(reads) != 2 || reads[0].Seq != 3 || reads[1].Seq != 5 {
 		t.Fatalf("read.updated rows %+v, want seqs 3 and 5 (only for receipts that advanced)", reads)
 	}
+	if reads[0].LastSeq != 5 || reads[1].LastSeq != 5 {
+		t.Fatalf("read.updated rows' lastSeq: %d and %d, want 5 (the conversation's last_seq)", reads[0].LastSeq, reads[1].LastSeq)
+	}
 	if n := len(rec.events()); n != 2 {
 		t.Fatalf("%d events notified, want 2", n)
 	}

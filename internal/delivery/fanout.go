@@ -150,8 +150,12 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 	members := r.Members
 	large := len(members) > h.opts.LargeGroup
 	seq := ev.Seq
-	if ev.Type == chat.EventTyping {
+	switch {
+	case ev.Type == chat.EventTyping:
 		ev.Seq = 0 // for the sessions (Session.accept), not for clients
+	case ev.LastSeq > 0:
+		// read.updated's position (Session.admit): past its watermark.
+		seq, ev.LastSeq = max(seq, ev.LastSeq), 0 // for the sessions, not for clients
 	}
 	payload, err := h.encode(ev, large)
 	if err != nil {

@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,4 +208,52 @@ func TestARemovedUserHearsOfTheRemovalWhileTheirQueueIsFullOfRefusals(t *testing
 	testkit.WaitFor(t, 5*time.Second, "the removed user to get member.removed", func() bool {
 		return events(fc, chat.EventMemberRemoved, f.conv.ID) == 1
 	})
+}
+
+// A read watermark that moves after a member's removal to a seq from
+// before it (the reader is catching up on older messages) is no more the
+// removed member's than one past it: their session, which the relay has
+// not told of the removal yet, does not show it. The event carries the
+// conversation's last_seq as the watermark moved, and the session shows it
+// only once it has every entry up to that.
+func TestAMemberRemovedOnAnotherNodeGetsNoReadReceiptOfAnOlderMessageCommittedAfterTheRemoval(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	stays := attachUser(t, h, f, "stays", 2, false, true, true)
+	removed := attachUser(t, h, f, "removed", 3, false, true, true)
+	sent := sendSeqsAs(t, st, rec, conv.ID, 1, 2)
+	for _, ev := range sent {
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "both members to get the messages", func() bool {
+		return len(stays.seqs(conv.ID)) == 2 && len(removed.seqs(conv.ID)) == 2
+	})
+
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // elsewhere
+		t.Fatal(err)
+	}
+	removal := rec.take()
+	if _, err := st.MarkRead(ctx, conv.ID, 2, sent[0].Seq); err != nil { // here, after the removal
+		t.Fatal(err)
+	}
+	for _, ev := range rec.take() { // committed here, routed at once
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the reader's own session to get the read receipt", func() bool {
+		return events(stays, chat.EventReadUpdated, conv.ID) == 1
+	})
+	for _, p := range stays.packets() {
+		if strings.Contains(string(p.Payload), `"lastSeq"`) {
+			t.Errorf("a client got an event with the sessions' position: %s", p.Payload)
+		}
+	}
+	for _, ev := range removal { // relayed late
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the removal delivered", func() bool {
+		return events(removed, chat.EventMemberRemoved, conv.ID) == 1
+	})
+	if n := events(removed, chat.EventReadUpdated, conv.ID); n != 0 {
+		t.Fatalf("the removed member got %d read.updated committed after their removal", n)
+	}
 }

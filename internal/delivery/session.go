@@ -669,10 +669,11 @@ const (
 )
 
 // decideLater says what becomes of an event of st's conversation at seq
-// (it.seq: the entry it came with, or the watermark it reports): it goes
-// out once the stream has every entry up to it, which the stream gets
-// only while the user is a member; it is dropped if that membership
-// ended before it, unless the user joined again meanwhile.
+// (it.seq, its place in the conversation: the entry it came with, or the
+// last_seq when it committed, see routeTo): it goes out once the stream
+// has every entry up to it, which the stream gets only while the user is
+// a member; it is dropped if that membership ended before it, unless the
+// user joined again meanwhile.
 func decideLater(st *stream, seq int64, blind bool) laterDecision {
 	if blind && seq < st.floor {
 		return laterDrop // committed before the join that made it theirs
@@ -697,7 +698,8 @@ func decideLater(st *stream, seq int64, blind bool) laterDecision {
 // index, which can be stale (a removal or join committed on another node
 // and not relayed yet, see the package doc). The event goes out once the
 // conversation's stream has every entry up to its seq: a removed member's
-// stream never gets past their removal. Until then it waits (later); a
+// stream never gets past their removal. Until then it waits (later), and
+// a live stream waits for those entries as for a gap (awaits); a
 // conversation with no stream makes the session re-read its
 // conversations, and the event waits for that answer.
 func (s *Session) admit(it item) {
@@ -710,6 +712,12 @@ func (s *Session) admit(it item) {
 			return
 		case laterDrop:
 			return
+		}
+		if st.awaits(it.seq, time.Now()) {
+			if s.gapped == nil {
+				s.gapped = map[int64]*stream{}
+			}
+			s.gapped[it.conv] = st
 		}
 	}
 	if s.later == nil {

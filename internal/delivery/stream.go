@@ -359,6 +359,21 @@ func (st *stream) filled(n int, complete, fromCache bool) []item {
 	return out
 }
 
+// awaits records that an event waits for the stream to reach seq
+// (Session.admit): every entry up to seq is committed. A live stream that
+// has not got them treats it as it does an entry past a missing seq: it
+// waits GapWait for them to arrive live, then catches up (they may be
+// another node's, and the relay late). It reports whether the stream is
+// Gapped now and was not.
+func (st *stream) awaits(seq int64, now time.Time) bool {
+	if st.state != Live || st.end > 0 || seq < st.next {
+		return false
+	}
+	st.until = max(st.until, seq)
+	st.state, st.gapSince = Gapped, now
+	return true
+}
+
 // skip moves a stream that is behind past seqs PostgreSQL does not hold,
 // to seq: there is nothing there to send.
 func (st *stream) skip(seq int64) {
