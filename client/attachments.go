@@ -268,7 +268,10 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 
 // httpError reads chatd's JSON error body of resp (b); a refusal's retry
 // delay is the body's error.retryAfter, else the Retry-After header (a
-// proxy's answer has no JSON body).
+// proxy's answer has no JSON body). An answer without chatd's JSON (a
+// proxy's, a load balancer's) is typed by its status as chatd's would be,
+// so that a final refusal (413: the same bytes are refused again) is not
+// sent again as if chatd were briefly unable.
 func httpError(op string, resp *http.Response, b []byte) error {
 	var body struct {
 		Error errorDetail `json:"error"`
@@ -277,13 +280,42 @@ func httpError(op string, resp *http.Response, b []byte) error {
 	e := &Error{Op: op, Status: status, Code: "internal"}
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
 		e.fill(body.Error)
-	} else if status >= 500 || status == http.StatusTooManyRequests {
-		e.Code = "unavailable"
+	} else {
+		e.Code = statusCode(status)
+		e.Message = fmt.Sprintf("%d %s (not an answer of chatd's)", status, http.StatusText(status))
 	}
 	if e.RetryAfter == 0 {
 		e.RetryAfter = retryAfterHeader(resp, time.Now())
 	}
 	return e
+}
+
+// statusCode is the error code of an HTTP status without chatd's JSON
+// error: the code chatd itself answers with that status (docs/http.md
+// "Errors"). A 409 or 410 is "invalid", not chatd's "conflict" or "gone":
+// Upload reads those as chatd's word on the upload (complete already, a
+// new ticket), which a proxy's answer is not.
+func statusCode(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "unauthorized"
+	case status == http.StatusForbidden:
+		return "forbidden"
+	case status == http.StatusNotFound:
+		return "not_found"
+	case status == http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case status == http.StatusUnsupportedMediaType:
+		return "unsupported"
+	case status == http.StatusTooManyRequests:
+		return "rate_limited"
+	case status == http.StatusRequestTimeout || status >= 500:
+		return "unavailable"
+	case status >= 400:
+		return "invalid"
+	default:
+		return "internal"
+	}
 }
 
 func (c *Client) authorize(ctx context.Context, req *http.Request) error {

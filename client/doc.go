@@ -179,7 +179,12 @@
 // send chatd refused for now (PUBACK 0x80, or 0x97 for a re-publish of a
 // message that may be committed) is published again no sooner than its
 // retryAfter, and the history and inbox reads that fill gaps and catch
-// up wait the retryAfter of a refusal.
+// up wait the retryAfter of a refusal. An HTTP answer without chatd's
+// JSON error (a proxy's or a load balancer's page) is typed by its
+// status as chatd's own would be: 401 unauthorized, 403 forbidden, 404
+// not_found, 413 too_large, 415 unsupported, 429 rate_limited, 408 and
+// 5xx unavailable, any other 4xx invalid; only unavailable and
+// rate_limited are sent again.
 //
 // # Attachments
 //
