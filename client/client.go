@@ -79,6 +79,9 @@ type Client struct {
 	// historyHook, when set (tests), answers the dispatcher's history
 	// calls instead of chatd.
 	historyHook atomic.Pointer[func(conv int64, o HistoryOptions) ([]Message, error)]
+	// catchUpHook, when set (tests), runs once a persistent session's
+	// catch-up has applied its inbox read, before it fills anything.
+	catchUpHook atomic.Pointer[func()]
 
 	httpOnce sync.Once
 	httpc    *http.Client // uploads and downloads (attachments.go)

@@ -45,7 +45,14 @@ type dispatcher struct {
 	// without tracking the conversation again, since no member.removed
 	// will come to forget it. The user's member.added, or an inbox that
 	// lists it, ends that.
-	gone       map[int64]bool
+	gone map[int64]bool
+	// liveAt is, per conversation, the number (of live) of the user's
+	// last member.added or member.removed of it. A catch-up's inbox read
+	// notes live when it starts: a membership change that arrived since
+	// is newer than the read, which must not undo it. One entry per
+	// conversation the user joined or left during this run.
+	live       uint64
+	liveAt     map[int64]uint64
 	syncAt     time.Time           // last (re)connection of a persistent session
 	seenAt     map[int64]time.Time // last message.new received, per conversation
 	anySeen    time.Time           // last message.new received
@@ -61,6 +68,7 @@ type queued struct {
 	at      time.Time       // resync: when the connection came up
 	targets map[int64]int64 // catch-up targets from the inbox
 	tracked []int64         // targets: the conversations tracked before the inbox read
+	since   uint64          // targets: live when the inbox read started
 	check   bool
 	event   *Event // the client's own event for the application
 }
@@ -79,7 +87,8 @@ var (
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
 		have: map[int64]int64{}, start: map[int64]int64{},
-		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, seenAt: map[int64]time.Time{}}
+		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, liveAt: map[int64]uint64{},
+		seenAt: map[int64]time.Time{}}
 	for conv, seq := range positions {
 		d.start[conv] = seq
 	}
@@ -163,8 +172,11 @@ func (d *dispatcher) run() {
 		case q.resync:
 			d.catchUp(q.at)
 		case q.targets != nil:
-			d.forgetLeft(q.tracked, q.targets)
+			d.forgetLeft(q.tracked, q.targets, q.since)
 			d.addTargets(q.targets)
+			if h := d.c.catchUpHook.Load(); h != nil {
+				(*h)()
+			}
 			d.checkTargets()
 		case q.check:
 			d.checkTargets()
@@ -194,16 +206,24 @@ func (d *dispatcher) handle(payload []byte) {
 			// as the user's, without tracking the conversation again.
 			d.forget(ev.ConversationID)
 			d.gone[ev.ConversationID] = true
+			d.changedLive(ev.ConversationID)
 		}
 		d.emit(ev)
 	case ev.Type == EventMemberAdded:
 		if ev.UserID == d.c.cfg.UserID {
 			delete(d.gone, ev.ConversationID) // a member again: tracked from its events
+			d.changedLive(ev.ConversationID)
 		}
 		d.emit(ev)
 	default:
 		d.emit(ev)
 	}
+}
+
+// changedLive notes a live change of the user's membership of conv.
+func (d *dispatcher) changedLive(conv int64) {
+	d.live++
+	d.liveAt[conv] = d.live
 }
 
 // message delivers an entry (message.new or a change of a message) in
@@ -473,6 +493,7 @@ func (d *dispatcher) catchUp(at time.Time) {
 		// brings no member.added).
 		return
 	}
+	since := d.live
 	if !d.c.cfg.persistent {
 		entries, ok := d.inboxRetry()
 		if !ok {
@@ -480,7 +501,7 @@ func (d *dispatcher) catchUp(at time.Time) {
 		}
 		t := inboxTargets(entries)
 		d.confirmUnlisted(tracked, t)
-		d.forgetLeft(tracked, t)
+		d.forgetLeft(tracked, t, since)
 		d.addTargets(t)
 		d.checkTargets()
 		return
@@ -495,22 +516,24 @@ func (d *dispatcher) catchUp(at time.Time) {
 		}
 		t := inboxTargets(entries)
 		d.confirmUnlisted(tracked, t)
-		d.push(queued{targets: t, tracked: tracked})
+		d.push(queued{targets: t, tracked: tracked, since: since})
 	}()
 }
 
 // forgetLeft forgets the conversations of tracked (those tracked before
 // the inbox was read) that the inbox does not list: the user is no longer
 // a member. One the user joins after the read starts from its first event
-// again, as a new one does.
-func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64) {
+// again, as a new one does. since is live when the read started: a
+// conversation whose membership changed live after that is left as that
+// change made it (the read, older, would undo a removal or a re-add).
+func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64, since uint64) {
 	for conv := range d.gone {
-		if _, ok := inbox[conv]; ok {
+		if _, ok := inbox[conv]; ok && d.liveAt[conv] <= since {
 			delete(d.gone, conv) // a member again
 		}
 	}
 	for _, conv := range tracked {
-		if _, ok := inbox[conv]; !ok {
+		if _, ok := inbox[conv]; !ok && d.liveAt[conv] <= since {
 			d.forget(conv)
 			d.gone[conv] = true
 		}

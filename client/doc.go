@@ -116,6 +116,8 @@
 // reached the connection), is handed on without bringing it back (the
 // user's member.added does). One written to while the inbox is read
 // moves to a page already read and is missing from the pages; it stays.
+// A live member.removed or member.added of the user that arrives while
+// the inbox is read is newer than the read: the read does not undo it.
 // Messages fetched through history have
 // FromHistory set. Large-group message.new events
 // without a body are completed through history too. Other events

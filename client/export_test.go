@@ -121,3 +121,14 @@ func ConnackBuffered(conn net.Conn) int { return len(conn.(*connackConn).buf) }
 
 // WrapConn wraps conn as dial wraps each connection it opens.
 func WrapConn(conn net.Conn) net.Conn { return &connackConn{Conn: conn, told: func(time.Duration) {}} }
+
+// OnCatchUp runs f each time a persistent session's catch-up has applied
+// its inbox read (what it forgets, what it has to fill), on the
+// dispatcher's goroutine (nil stops).
+func (c *Client) OnCatchUp(f func()) {
+	if f == nil {
+		c.catchUpHook.Store(nil)
+		return
+	}
+	c.catchUpHook.Store(&f)
+}
