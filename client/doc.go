@@ -156,10 +156,20 @@
 // not happen.
 // Refusals are *Error values with the HTTP API's code and status. A
 // request chatd refuses for now (rate_limited, or unavailable: busy
-// request workers, a database outage) is not asked again by itself: the
-// caller decides, and Error.RetryAfter says when chatd expects the retry
-// to succeed (the reply's error.retryAfter; a refused publish's
-// retryAfter property).
+// request workers, a database outage) is not asked again by itself, reads
+// (History, Inbox, Search, ...) included: the caller decides, and
+// Error.RetryAfter says when chatd expects the retry to succeed (the
+// reply's error.retryAfter; a refused publish's retryAfter property). A
+// rate limit is chatd asking the caller to slow down: an application
+// that shows it, or drops a read the user no longer waits for, should
+// learn of it at once, not after a wait the client chose inside its
+// context; and a caller asking again soon gets the refusal again (its
+// retryAfter is when a token is back). The client waits out a
+// retryAfter itself only for what it has taken on to finish: sends
+// (journaled, stored exactly once), the history and inbox reads of gap
+// fills and catch-ups, and Upload and Download, each one operation of
+// several requests that a refused step would otherwise restart ("Retry
+// later").
 //
 // # Retry later
 //
