@@ -130,7 +130,10 @@
 //
 // MarkRead is debounced: within Config.ReadDebounce (1s) only the highest
 // seq per conversation is published, once (chat/v1/conv/{cid}/read, QoS 1).
-// Flush publishes at once; Close flushes when connected. MarkReadNow
+// Flush publishes at once; Close flushes when connected. A receipt chatd
+// refuses for now (its read receipt rate limit, or unavailable) is kept
+// and published again no sooner than its retryAfter (Flush returns the
+// refusal); one refused for good (not a member) is dropped. MarkReadNow
 // publishes through RPC and returns the new watermark.
 //
 // # Requests

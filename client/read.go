@@ -61,7 +61,9 @@ func (c *Client) MarkRead(_ context.Context, conversationID, seq int64) error {
 }
 
 // Flush publishes the pending read receipts now and waits for their
-// PUBACKs (or ctx).
+// PUBACKs (or ctx). A receipt chatd refuses for now (rate limited, or
+// unavailable) is kept and published again once its retryAfter has
+// passed; Flush returns that refusal (an *Error with RetryAfter).
 func (c *Client) Flush(ctx context.Context) error {
 	return c.reads.publish(ctx)
 }
@@ -122,8 +124,15 @@ func (r *readBatcher) publish(ctx context.Context) error {
 		if seq > r.pending[conv] {
 			r.pending[conv] = seq
 		}
-		if r.timer == nil && r.c.life.Err() == nil {
-			r.timer = time.AfterFunc(r.debounce, r.kick)
+		if r.c.life.Err() == nil {
+			// Not sooner than chatd said: a round before then is
+			// refused again.
+			wait := toldWait(r.debounce, toldBy(err))
+			if r.timer == nil {
+				r.timer = time.AfterFunc(wait, r.kick)
+			} else if toldBy(err) > 0 {
+				r.timer.Reset(wait)
+			}
 		}
 		r.mu.Unlock()
 		if firstErr == nil {
@@ -134,14 +143,15 @@ func (r *readBatcher) publish(ctx context.Context) error {
 }
 
 // final reports whether a receipt that failed with err is dropped: chatd
-// refused it (its PUBACK: publishOne returns that *Error as it is), or
-// refused the client's static token, so that no connection will come. A
+// refused it for good (its PUBACK: publishOne returns that *Error as it
+// is; a rate limit is no refusal for good, it says when to come back),
+// or refused the client's static token, so that no connection will come. A
 // wait for a connection that ended is no refusal, even when the error
 // wraps the last connection attempt's (a TokenFunc's token refused, which
 // the next attempt may replace): the receipt waits for the next round.
 func (r *readBatcher) final(err error) bool {
 	if e, ok := err.(*Error); ok {
-		return !retryable(e)
+		return !retryable(e) && !errors.Is(e, ErrRateLimited)
 	}
 	return r.c.Err() != nil
 }
