@@ -517,6 +517,37 @@ func (c *Client) download(ctx context.Context, path string, w io.Writer, offset 
 	}
 }
 
+// attachmentSize asks for the first byte of the file at path: the
+// answer's Content-Range (or a whole file's Content-Length) says its size.
+func (c *Client) attachmentSize(ctx context.Context, path string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.HTTPURL+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.authorize(ctx, req); err != nil {
+		return 0, err
+	}
+	req.Header.Set("Range", "bytes=0-0")
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("download: ask the size: %w", err)
+	}
+	defer resp.Body.Close()
+	var start, end, size int64
+	switch {
+	case resp.StatusCode == http.StatusPartialContent:
+		if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &start, &end, &size); err == nil {
+			return size, nil
+		}
+	case resp.StatusCode == http.StatusOK && resp.ContentLength >= 0:
+		return resp.ContentLength, nil
+	case resp.StatusCode/100 != 2:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, httpError("download", resp, b)
+	}
+	return 0, fmt.Errorf("download: the size of %s is not said (status %d, Content-Range %q)", path, resp.StatusCode, resp.Header.Get("Content-Range"))
+}
+
 // downloadOnce is one GET from *offset; done when the file is whole.
 func (c *Client) downloadOnce(ctx context.Context, path string, w io.Writer, offset *int64, info *DownloadInfo) (done, progressed bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.HTTPURL+path, nil)
@@ -552,7 +583,10 @@ func (c *Client) downloadOnce(ctx context.Context, path string, w io.Writer, off
 		// not the attachment.
 		var size int64
 		if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes */%d", &size); err != nil {
-			return true, false, nil // not said (an object store's answer): at the end
+			// Not said (an object store's or a proxy's answer): ask.
+			if size, err = c.attachmentSize(ctx, path); err != nil {
+				return false, false, err
+			}
 		}
 		info.Size = size
 		if *offset != size {

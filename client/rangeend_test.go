@@ -1,0 +1,57 @@
+package client_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// noContentRange hides the Content-Range of a 416, as an object store or
+// proxy that does not say the file's size answers.
+type noContentRange struct{ http.ResponseWriter }
+
+func (w noContentRange) WriteHeader(code int) {
+	if code == http.StatusRequestedRangeNotSatisfiable {
+		w.Header().Del("Content-Range")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize: DownloadFrom
+// at an offset past the attachment's end (the file on disk is not this
+// attachment) fails with ErrInvalid. A 416 that does not say the size
+// (no Content-Range, as some object stores and proxies answer) is no
+// proof the offset is at the end: it must not count as a finished
+// download.
+func TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g := groupOf12(t, srv)
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, upstream http.Handler) bool {
+		upstream.ServeHTTP(noContentRange{w}, r)
+		return true
+	})
+	alice := connectHTTP(t, srv, 1, rec.URL)
+	ctx := ctxFor(t, 30*time.Second)
+	data := bytes.Repeat([]byte("resume "), 300)
+	a, err := alice.Upload(ctx, g.ID, "notes.txt", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if info, err := alice.DownloadFrom(ctx, a.ID, io.Discard, a.Size+10); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("DownloadFrom past the end (%d of %d bytes), answered 416 without Content-Range: %+v, %v; want ErrInvalid", a.Size+10, a.Size, info, err)
+	}
+	if info, err := alice.DownloadFrom(ctx, a.ID, io.Discard, a.Size); err != nil || info.Written != 0 || info.Size != a.Size {
+		t.Fatalf("DownloadFrom at the end, answered 416 without Content-Range: %+v, %v; want nothing written, size %d", info, err, a.Size)
+	}
+	var rest bytes.Buffer
+	if info, err := alice.DownloadFrom(ctx, a.ID, &rest, 100); err != nil || info.Written != a.Size-100 || !bytes.Equal(rest.Bytes(), data[100:]) {
+		t.Fatalf("DownloadFrom 100: %+v, %v", info, err)
+	}
+}
