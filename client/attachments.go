@@ -571,6 +571,11 @@ func (c *Client) downloadOnce(ctx context.Context, path string, w io.Writer, off
 	switch resp.StatusCode {
 	case http.StatusOK:
 		info.Size, skip = resp.ContentLength, *offset // the whole file: skip what we have
+		if info.Size >= 0 && *offset > info.Size {
+			// The Range was ignored (a proxy): the file says its size as
+			// a 416 would.
+			return false, false, &Error{Op: "download", Code: "invalid", Message: fmt.Sprintf("offset %d is past the end of the file (%d bytes)", *offset, info.Size)}
+		}
 	case http.StatusPartialContent:
 		var start, end, size int64
 		if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &start, &end, &size); err != nil || start != *offset {

@@ -55,3 +55,40 @@ func TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize(t *testing.T) {
 		t.Fatalf("DownloadFrom 100: %+v, %v", info, err)
 	}
 }
+
+// TestResumingPastTheEndFailsWhenTheRangeIsIgnored: a proxy that drops
+// the Range header gets the whole file (200) for DownloadFrom. From an
+// offset past the file's end (the file on disk is not this attachment)
+// that is ErrInvalid at once, as chatd's own 416 makes it, not a
+// download cut short and resumed until the attempts run out.
+func TestResumingPastTheEndFailsWhenTheRangeIsIgnored(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	g := groupOf12(t, srv)
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, upstream http.Handler) bool {
+		r.Header.Del("Range")
+		upstream.ServeHTTP(w, r)
+		return true
+	})
+	alice := connectHTTP(t, srv, 1, rec.URL)
+	ctx := ctxFor(t, 30*time.Second)
+	data := bytes.Repeat([]byte("resume "), 300)
+	a, err := alice.Upload(ctx, g.ID, "notes.txt", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	before := len(rec.of(http.MethodGet))
+	if info, err := alice.DownloadFrom(ctx, a.ID, io.Discard, a.Size+10); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("DownloadFrom past the end (%d of %d bytes), the Range ignored: %+v, %v; want ErrInvalid", a.Size+10, a.Size, info, err)
+	}
+	if n := len(rec.of(http.MethodGet)) - before; n != 1 {
+		t.Fatalf("%d GETs for an offset past the end, want 1", n)
+	}
+	var rest bytes.Buffer
+	if info, err := alice.DownloadFrom(ctx, a.ID, &rest, 100); err != nil || info.Written != a.Size-100 || !bytes.Equal(rest.Bytes(), data[100:]) {
+		t.Fatalf("DownloadFrom 100, the Range ignored: %+v, %v", info, err)
+	}
+	if info, err := alice.DownloadFrom(ctx, a.ID, io.Discard, a.Size); err != nil || info.Written != 0 || info.Size != a.Size {
+		t.Fatalf("DownloadFrom at the end, the Range ignored: %+v, %v", info, err)
+	}
+}
