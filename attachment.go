@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"path"
@@ -704,4 +705,16 @@ func (s *Service) attachments() (Attachments, error) {
 		return nil, Errorf(CodeNotFound, "attachments are not enabled on this server")
 	}
 	return s.Attachments, nil
+}
+
+// SizeText is a byte count as messages show it: in MiB from 1 MiB, in KiB
+// from 1 KiB, else in bytes (a quota of 1000 bytes is not "0 MiB").
+func SizeText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -233,7 +233,7 @@ func quotaError(quota int64, now time.Time) error {
 	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
 	retry := midnight.Sub(now)
 	return &chat.Error{Code: chat.CodeRateLimited,
-		Message:   fmt.Sprintf("upload quota reached: at most %d MiB per day (UTC); retry in %s", quota>>20, retry.Round(time.Minute)),
+		Message:   fmt.Sprintf("upload quota reached: at most %s per day (UTC); retry in %s", chat.SizeText(quota), retry.Round(time.Minute)),
 		RateLimit: &chat.RateLimitInfo{Kind: "upload_bytes", Limit: int(min(quota, 1<<31-1)), RetryAfter: retry, Reset: retry}}
 }
 

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -616,5 +617,28 @@ func TestRecallingTwoCopiesOfAFileInOneBatchQueuesTheBlobOnce(t *testing.T) {
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM blob_deletion WHERE blob_key = $1`, key); n != 1 {
 		t.Fatalf("the blob is queued %d times", n)
+	}
+}
+
+// TestTheUploadQuotaMessageNamesAQuotaBelowOneMiBInItsOwnUnit: a day's
+// quota under 1 MiB (a small deployment's, a test's) is told as it is,
+// not as "at most 0 MiB per day".
+func TestTheUploadQuotaMessageNamesAQuotaBelowOneMiBInItsOwnUnit(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	as := store.NewAttachments(pool)
+	for i, want := range []string{"", "at most 1000 bytes per day"} {
+		err := as.CreateUpload(testCtx(t), chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(),
+			UploaderID: 1, ConversationID: c.ID, Name: "f", DeclaredType: "text/plain", DeclaredSize: 600,
+			URLExpiresAt: time.Now().Add(time.Hour)}, 1000)
+		if want == "" {
+			if err != nil {
+				t.Fatalf("upload %d: %v", i, err)
+			}
+			continue
+		}
+		if chat.ErrorCode(err) != chat.CodeRateLimited || !strings.Contains(err.Error(), want) {
+			t.Fatalf("upload %d over a quota of 1000 bytes: %v; want rate_limited saying %q", i, err, want)
+		}
 	}
 }

@@ -277,12 +277,12 @@ func (s *Service) check(req chat.UploadRequest) (name, declared string, err erro
 	}
 	if req.Size > s.cfg.Limits.MaxBytes {
 		s.metrics.uploads.WithLabelValues("too_large").Inc()
-		return "", "", chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", sizeText(req.Size), sizeText(s.cfg.Limits.MaxBytes))
+		return "", "", chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", chat.SizeText(req.Size), chat.SizeText(s.cfg.Limits.MaxBytes))
 	}
 	if purpose == chat.PurposeAvatar && req.Size > s.cfg.Limits.MaxAvatarBytes {
 		s.metrics.uploads.WithLabelValues("too_large").Inc()
 		return "", "", chat.Errorf(chat.CodeTooLarge, "the picture is %s, an avatar is at most %s: send a smaller one (it is shown small)",
-			sizeText(req.Size), sizeText(s.cfg.Limits.MaxAvatarBytes))
+			chat.SizeText(req.Size), chat.SizeText(s.cfg.Limits.MaxAvatarBytes))
 	}
 	if !chat.TypeAllowed(s.types(purpose), declared) {
 		s.metrics.uploads.WithLabelValues("unsupported").Inc()
@@ -317,16 +317,6 @@ func (s *Service) types(purpose string) []string {
 		return s.avatarTypes
 	}
 	return s.cfg.Limits.Types
-}
-
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // own reads an upload of userID's (another user's is not_found: upload
