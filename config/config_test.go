@@ -449,6 +449,8 @@ func TestBadValues(t *testing.T) {
 			want: []string{"cursor_flush", "yaml", "must be positive"}},
 		{name: "delivered flush too short", args: []string{"-delivered-flush=10ms"},
 			want: []string{"delivered_flush", "flag -delivered-flush", "not between 50ms and 10s", "250ms"}},
+		{name: "jwks refresh below a second", env: map[string]string{"CHAT_JWKS_REFRESH_INTERVAL": "500ms"},
+			want: []string{"jwks_refresh_interval", "env CHAT_JWKS_REFRESH_INTERVAL", "below 1s", "15m"}},
 		{name: "delivered flush without unit", env: map[string]string{"CHAT_DELIVERED_FLUSH": "250"},
 			want: []string{"delivered_flush", "not a duration"}},
 		{name: "bad level", env: map[string]string{"CHAT_LOG_LEVEL": "loud"},

@@ -94,9 +94,18 @@ var opsKeys = []*key{
 	urlKey("jwks_url", `identity provider's JWKS URL (keys by kid; RS256, ES256, EdDSA tokens); "" = none`,
 		"use the provider's https:// key set URL, e.g. https://idp.example/realms/chat/protocol/openid-connect/certs",
 		"an https:// URL", func(s *Settings) *string { return &s.JWKSURL }, "https", "http"),
-	mk("jwks_refresh_interval", "15m", "how often the JWKS is fetched again (an unknown kid fetches it at once, at most every 30s)",
-		"use a positive Go duration such as 15m or 1h",
-		func(s *Settings, v string) (err error) { s.JWKSRefresh, err = parseDuration(v); return }),
+	mk("jwks_refresh_interval", "15m", "how often the JWKS is fetched again, at least 1s (an unknown kid fetches it at once, at most every 30s)",
+		"use a Go duration of at least 1s such as 15m or 1h",
+		func(s *Settings, v string) (err error) {
+			// Each refresh is a request to the provider: a few milliseconds
+			// would flood it (and a typo of 15ms for 15m would not show).
+			d, err := parseDuration(v)
+			if err == nil && d < time.Second {
+				return errors.New("is below 1s")
+			}
+			s.JWKSRefresh = d
+			return err
+		}),
 	mk("jwt_issuer", "", `required iss of identity provider tokens; "" = not checked`,
 		"use the provider's issuer exactly as it appears in its tokens, e.g. https://idp.example/realms/chat",
 		func(s *Settings, v string) error { s.JWTIssuer = strings.TrimSpace(v); return nil }),
