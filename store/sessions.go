@@ -50,12 +50,14 @@ var (
 )
 
 // Open claims clientID for userID and prepares its cursors. A clientID
-// already owned by another user is refused with chat.ErrClientIDTaken. When
-// persistent is false, or clean is true, or the session is new, cursors are
-// reset to every conversation's current last_seq (the client starts "now")
-// and the recorded subscriptions are forgotten; otherwise the stored
-// cursors are kept (Resumed) and the recorded subscriptions returned
-// (Present when there is a record). The session is token's, the opening
+// already owned by another user is refused with chat.ErrClientIDTaken. A
+// persistent session that is resumed (not clean, its expiry not run out)
+// keeps its stored cursors (Resumed) and returns its recorded
+// subscriptions (Present when there is a record). Any other session loses
+// its cursors and recorded subscriptions: a persistent one gets a cursor
+// at every conversation's current last_seq (the client starts "now"), a
+// non-persistent one none (its cursors are deleted; delivery starts from
+// what is live). The session is token's, the opening
 // connection's, from then on: only it may Drop or Touch it.
 func (s *Sessions) Open(ctx context.Context, clientID, token string, userID int64, persistent, clean bool, expiry time.Duration) (chat.OpenedSession, error) {
 	var (
