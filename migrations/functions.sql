@@ -946,16 +946,20 @@ DECLARE
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     o_resumed := false;
-    -- Its last connection ended: it touched the session (no token), or
-    -- the node in its token is gone (it crashed; whoever reaped it
-    -- recorded the session last seen at its last heartbeat), by the
-    -- sweep's measure (Sessions.Expire).
+    -- Expired by the sweep's measure (Sessions.Expire): its expiry ran
+    -- out since it was last seen, and no live node holds a connection of
+    -- it (node_id, the presence flag: cleared by the node when the
+    -- connection ended, which also records it last seen then, or by
+    -- whoever reaped a crashed node, recording it last seen at that
+    -- node's last heartbeat). Not by its token: a disconnect whose own
+    -- write (chat_sessions_touch) was lost leaves the token of a node
+    -- that is alive, and the session would resume until the sweep.
     SELECT user_id, persistent, subscriptions, conn_token,
            COALESCE(last_seen_at + make_interval(secs => expiry_seconds) < now()
-                    AND (conn_token IS NULL OR NOT EXISTS (
+                    AND NOT EXISTS (
                         SELECT 1 FROM chat_node n
-                        WHERE n.node_id = regexp_replace(conn_token, '/[^/]*/[^/]*$', '')
-                          AND n.heartbeat_at > now() - interval '5 minutes')), false)
+                        WHERE n.node_id = chat_session.node_id
+                          AND n.heartbeat_at > now() - interval '5 minutes'), false)
     INTO o_owner, v_persistent, v_subs, v_old, v_expired
     FROM chat_session WHERE client_id = p_client FOR UPDATE;
     IF NOT FOUND THEN

@@ -164,3 +164,40 @@ func TestASessionOfANodeThatRestartsAfterACrashExpiresFromTheCrash(t *testing.T)
 		}
 	}
 }
+
+// A persistent session's connection ended, and its node recorded that
+// (the presence flag cleared, the session last seen then), but the
+// disconnect's own write (Sessions.Touch) was lost: the session still
+// names that connection's token, whose node is alive. Once the session's
+// expiry has run out since it was last seen, a reconnect starts a new
+// session, as the sweep, which would delete it, says; it resumed, since a
+// token of a live node was taken for a connection still open.
+func TestASessionWhoseDisconnectWriteWasLostIsNotResumedOnceItsExpiryRanOut(t *testing.T) {
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	pr := store.NewPresence(pool, 30*time.Second)
+	const node, id = "node-a", "phone-lost-touch"
+	if _, err := ss.Open(ctx, id, node+"/p/1", 1, true, false, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.Heartbeat(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.SetConnections(ctx, node, []string{id}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The connection ends: the presence write goes through, the touch
+	// does not.
+	if err := pr.SetConnections(ctx, node, nil, []string{id}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, ctx, pool, `UPDATE chat_session SET last_seen_at = now() - interval '61 seconds' WHERE client_id = $1`, id)
+	o, err := ss.Open(ctx, id, node+"/p/2", 1, true, false, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Resumed || o.Present {
+		t.Fatalf("the reconnect resumed %v (present %v) a session expired a second ago; want a new session", o.Resumed, o.Present)
+	}
+}
