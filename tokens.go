@@ -108,53 +108,107 @@ func (s *Service) CheckToken(ctx context.Context, userID int64, issuedAt time.Ti
 	if err != nil {
 		return err
 	}
-	if TokenRevoked(before, issuedAt) {
-		s.revoked.remember(userID, before)
+	revoked := TokenRevoked(before, issuedAt)
+	s.revoked.record(userID, before, issuedAt, revoked, time.Now())
+	if revoked {
 		return ErrTokenRevoked
 	}
 	return nil
 }
 
-// TokenKnownRevoked is CheckToken from what this Service has seen only:
+// knownRevocationRecheck is how long a revocation CheckToken found
+// refuses the user's tokens from memory (TokenKnownRevoked) before it is
+// read again: an operator may lift a revocation (DELETE FROM
+// token_revocation, docs/operations.md), which every node must see
+// within a second, and a read a second per user stays cheap however often
+// a revoked token is presented.
+const knownRevocationRecheck = time.Second
+
+// TokenKnownRevoked is CheckToken from what this Service has seen:
 // ErrTokenRevoked when a token of userID issued at issuedAt is refused by
-// a revocation CheckToken found, without reading the database. Transports
-// call it before they charge the caller's rate limits (which they do
-// before CheckToken, to spare the database a read per request over the
-// limit): a stolen token its user revoked, presented again and again,
+// a revocation CheckToken found, read again from the database at most once
+// per knownRevocationRecheck (a lifted revocation stops refusing then).
+// Transports call it before they charge the caller's rate limits (which
+// they do before CheckToken, to spare the database a read per request over
+// the limit): a stolen token its user revoked, presented again and again,
 // must be refused as revoked, not spend the user's budget until the user
-// signed in again is refused with 429.
-func (s *Service) TokenKnownRevoked(userID int64, issuedAt time.Time) error {
-	if s.revoked.refuses(userID, issuedAt) {
+// signed in again is refused with 429. While the database cannot be read,
+// a revocation it found stays in force.
+func (s *Service) TokenKnownRevoked(ctx context.Context, userID int64, issuedAt time.Time) error {
+	refused, recheck := s.revoked.refuses(userID, issuedAt, time.Now())
+	if !refused {
+		return nil
+	}
+	if recheck {
+		t, ok := s.Store.(TokenStore)
+		if !ok {
+			return ErrTokenRevoked
+		}
+		before, err := t.TokensRevokedBefore(ctx, userID)
+		if err != nil {
+			return ErrTokenRevoked
+		}
+		refused = TokenRevoked(before, issuedAt)
+		s.revoked.record(userID, before, issuedAt, refused, time.Now())
+	}
+	if refused {
 		return ErrTokenRevoked
 	}
 	return nil
 }
 
-// revokedTokens remembers, per user, the latest revocation instant
-// CheckToken saw refuse a token. A revocation never moves back, so what
-// it refuses stays refused: remembering it can only refuse rightly. At
-// most maxKnownRevocations users are remembered; past that all are
-// forgotten (each is found again by its next CheckToken).
+// revokedTokens remembers, per user, the revocation instant CheckToken
+// (or a recheck) last read for a user whose token it refused, and when it
+// was read. At most maxKnownRevocations users are remembered; past that
+// all are forgotten (each is found again by its next CheckToken).
 type revokedTokens struct {
 	mu     sync.Mutex
-	before map[int64]time.Time
+	before map[int64]knownRevocation
+}
+
+type knownRevocation struct {
+	before time.Time // the user's revocation instant, as read
+	read   time.Time // when it was read (or its recheck claimed)
 }
 
 const maxKnownRevocations = 100000
 
-func (r *revokedTokens) remember(userID int64, before time.Time) {
+// record keeps what CheckToken read at now for userID: before, which
+// refused a token issued at issuedAt or not. A user is remembered once a
+// token of theirs was refused, and forgotten once the revocation is
+// lifted (before zero); otherwise the instant read replaces the one
+// remembered, whichever way it moved.
+func (r *revokedTokens) record(userID int64, before, issuedAt time.Time, refused bool, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, known := r.before[userID]; !refused && !known {
+		return
+	}
+	if before.IsZero() {
+		delete(r.before, userID)
+		return
+	}
 	if r.before == nil || len(r.before) >= maxKnownRevocations {
-		r.before = map[int64]time.Time{}
+		r.before = map[int64]knownRevocation{}
 	}
-	if before.After(r.before[userID]) {
-		r.before[userID] = before
-	}
+	r.before[userID] = knownRevocation{before: before, read: now}
 }
 
-func (r *revokedTokens) refuses(userID int64, issuedAt time.Time) bool {
+// refuses reports whether the revocation remembered for userID refuses a
+// token issued at issuedAt, and whether it is due to be read again: the
+// first caller to find it older than knownRevocationRecheck rereads it,
+// and the others meanwhile go by what is remembered.
+func (r *revokedTokens) refuses(userID int64, issuedAt, now time.Time) (refused, recheck bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return TokenRevoked(r.before[userID], issuedAt)
+	k, ok := r.before[userID]
+	if !ok || !TokenRevoked(k.before, issuedAt) {
+		return false, false
+	}
+	if now.Sub(k.read) < knownRevocationRecheck {
+		return true, false
+	}
+	k.read = now
+	r.before[userID] = k
+	return true, true
 }

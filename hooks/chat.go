@@ -127,6 +127,9 @@ type clientInfo struct {
 	// (tokenrevoke.go).
 	byToken  bool
 	issuedAt time.Time
+	// checked is when CONNECT began reading the user's revocation
+	// (CheckToken).
+	checked time.Time
 	// revoking counts this connection's tokens.revoke requests under way:
 	// the connection ends after their answers (endAfterRevoking), not at
 	// the announcement, which may come first.
@@ -350,7 +353,9 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		clearWill(cl)
 		return h.refuse(cl, code, "will_refused", userID)
 	}
-	if h.cfg.Service.TokenKnownRevoked(userID, cred.issuedAt) != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+	defer cancel()
+	if h.cfg.Service.TokenKnownRevoked(ctx, userID, cred.issuedAt) != nil {
 		// Before the user's connect budget: a stolen token (device) they
 		// revoked must not keep their own devices out.
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
@@ -364,9 +369,10 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		}
 	}
 	persistent, expiry, capped := persistentSession(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
-	defer cancel()
 	// Before the session opens: a revoked credential takes nothing over.
+	// A revocation announced before this check began is one it reads
+	// (or its lift): revokedMeanwhile goes by checked.
+	checked := time.Now()
 	if err := h.cfg.Service.CheckToken(ctx, userID, cred.issuedAt); errors.Is(err, chat.ErrTokenRevoked) {
 		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
 	} else if err != nil {
@@ -390,7 +396,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	ci := &clientInfo{userID: userID, persistent: persistent,
 		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()), qos0: newFlightLimit(h.receiveMaximum()),
 		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token,
-		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt}
+		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt, checked: checked}
 	if persistent {
 		hidePersistence(cl)
 	}

@@ -64,7 +64,9 @@
 // read), TokensRevoked ends the connections a revoked one opened, and a
 // connection whose CONNECT read the database just before a revocation
 // committed and that registered after its announcement finds it in the
-// hook's memory of recent revocations at OnSessionEstablished. A
+// hook's memory of recent revocations at OnSessionEstablished (one whose
+// read began after the announcement read it, or its lift, and is left
+// alone). A
 // certificate its CA revoked, or whose CA was removed from the client CAs
 // (PeerUser's error wraps chat.ErrTokenRevoked), is refused the same way;
 // when the CAs or their lists change, PeersChanged asks

@@ -56,7 +56,9 @@ func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 			delete(h.revoked.m, u)
 		}
 	}
-	if r, ok := h.revoked.m[userID]; !ok || before.After(r.before) {
+	// Heard again at the same instant (revoked again after a lift), it
+	// is heard now: revokedMeanwhile goes by when.
+	if r, ok := h.revoked.m[userID]; !ok || !before.Before(r.before) {
 		h.revoked.m[userID] = revocation{before: before, heard: now}
 	}
 	h.revoked.mu.Unlock()
@@ -71,12 +73,14 @@ func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 }
 
 // revokedMeanwhile reports whether a revocation announced since ci's
-// CONNECT checked the database refuses its credential.
+// CONNECT began checking the database refuses its credential. One
+// announced before then committed before then: that check read it, or
+// its lift (an operator's DELETE), and is not overruled.
 func (h *Chat) revokedMeanwhile(ci *clientInfo) bool {
 	h.revoked.mu.Lock()
 	r, ok := h.revoked.m[ci.userID]
 	h.revoked.mu.Unlock()
-	return ok && chat.TokenRevoked(r.before, ci.issuedAt)
+	return ok && chat.TokenRevoked(r.before, ci.issuedAt) && !r.heard.Before(ci.checked)
 }
 
 // endAfterRevoking ends cl, which asked to revoke its user's tokens (RPC

@@ -190,6 +190,47 @@ func TestARevokedTokenCannotKeepItsUsersDevicesFromConnecting(t *testing.T) {
 	dialWith(t, srv, 7, signInAgain(), "phone-7", 5)
 }
 
+// TestALiftedRevocationLetsItsTokensInOnEveryNodeWithinASecond: an
+// operator lifts a user's revocation (DELETE FROM token_revocation, as
+// docs/operations.md says for a provider whose tokens have no iat). On
+// every node, one that refused the user's token since included, the
+// token works again within a second, for HTTP and for MQTT. A node that
+// had refused it kept refusing it until it restarted (the revocations it
+// had seen were remembered for good), and one that had heard the
+// revocation announced ended the token's new connections for ten minutes.
+func TestALiftedRevocationLetsItsTokensInOnEveryNodeWithinASecond(t *testing.T) {
+	url := pgtest.NewDB(t)
+	a := startNode(t, url, withNodeID(nil, "a"))
+	b := startNode(t, url, withNodeID(nil, "b"))
+	old, _ := stolenToken(t, a, 7)
+	for _, srv := range []*server.Server{a, b} {
+		if r := bearer(t, srv, old, http.MethodGet, "/v1/me"); r.status != http.StatusUnauthorized {
+			t.Fatalf("GET /v1/me with the revoked token: %d %s, want 401", r.status, r.body)
+		}
+		if c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "refused",
+			Username: "7", Password: old, Clean: true}); err == nil {
+			c.Drop()
+			t.Fatalf("connected with the revoked token: %v", ack.ReasonCode)
+		}
+	}
+	if _, err := a.Pool.Exec(context.Background(), `DELETE FROM token_revocation WHERE user_id = 7`); err != nil {
+		t.Fatal(err)
+	}
+	lifted := time.Now()
+	for i, srv := range []*server.Server{a, b} {
+		testkit.WaitFor(t, 3*time.Second, "the token to work again once its revocation was lifted", func() bool {
+			return bearer(t, srv, old, http.MethodGet, "/v1/me").status == http.StatusOK
+		})
+		if d := time.Since(lifted); d > 1500*time.Millisecond {
+			t.Fatalf("node %d: the token worked again %v after the lift, want within a second", i, d)
+		}
+		c := dialWith(t, srv, 7, old, fmt.Sprintf("lifted-%d", i), 5)
+		if _, err := c.Subscribe("chat/v1/user/7/lifted"); err != nil {
+			t.Fatalf("node %d: the connection of the token whose revocation was lifted: %v", i, err)
+		}
+	}
+}
+
 // TestTheConnectionThatRevokesItsTokensOverRPCGetsTheAnswerFirst: the
 // connection a tokens.revoke request came on ends with the revocation,
 // and its DISCONNECT used to overtake the answer (lost in 7 of 20 calls),

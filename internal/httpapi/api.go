@@ -209,7 +209,7 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 			}
 			// A token already found revoked is refused before it spends
 			// its user's budget.
-			if err := a.svc.TokenKnownRevoked(u, issued); err != nil {
+			if err := a.svc.TokenKnownRevoked(r.Context(), u, issued); err != nil {
 				a.writeError(w, r, e.name(), u, err)
 				return
 			}
