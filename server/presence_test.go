@@ -566,3 +566,21 @@ func TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers(t *testing.T) {
 		t.Fatalf("query on B after node A died: %d %+v, want offline last seen %v", code, p, ev.LastSeen)
 	}
 }
+
+// TestAnOfflineEventsLastSeenIsTheOneThePresenceQueryAnswers: a watcher
+// told a user went offline, last seen at some instant, asks for the
+// user's presence and gets that same instant. The event carried the
+// node's clock at the disconnect, the query the database's at the write
+// that recorded it: two instants for one departure.
+func TestAnOfflineEventsLastSeenIsTheOneThePresenceQueryAnswers(t *testing.T) {
+	srv, friend, phone := watchedPhone(t, 500*time.Millisecond)
+	phone.Drop()
+	ev := nextPresence(t, friend, 1, 10*time.Second)
+	if *ev.Online {
+		t.Fatalf("after the drop: %+v, want offline", ev)
+	}
+	code, p := queryPresence(t, srv, 2, 1)
+	if code != 200 || p.Online || p.LastSeen == nil || !p.LastSeen.Equal(*ev.LastSeen) {
+		t.Fatalf("presence query after the offline event (last seen %v): %d %+v, want offline last seen then", ev.LastSeen, code, p)
+	}
+}

@@ -321,6 +321,38 @@ func (p *Presence) audience(ctx context.Context, users []int64, maxMembers int, 
 	return out, nil
 }
 
+// lastSeenSQL is when user u was last seen connected: the latest of their
+// disconnects (user_presence) and of their sessions' ends; NULL: never.
+// The presence query and the offline events both answer it.
+func lastSeenSQL(u string) string {
+	return `GREATEST((SELECT last_seen_at FROM user_presence WHERE user_id = ` + u + `),
+		(SELECT max(last_seen_at) FROM chat_session WHERE user_id = ` + u + ` AND node_id IS NULL))`
+}
+
+// LastSeen returns when each of users was last seen connected, as
+// Presence answers it for a user offline (users never seen are left
+// out): an offline event says what a query then answers.
+func (p *Presence) LastSeen(ctx context.Context, users []int64) (map[int64]time.Time, error) {
+	rows, err := p.pool.Query(ctx, `SELECT u, `+lastSeenSQL("u")+` FROM unnest($1::bigint[]) AS u`, users)
+	if err != nil {
+		return nil, classify("read last seen", err)
+	}
+	out := make(map[int64]time.Time, len(users))
+	var (
+		u    int64
+		seen *time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&u, &seen}, func() error {
+		if seen != nil {
+			out[u] = seen.UTC()
+		}
+		return nil
+	}); err != nil {
+		return nil, classify("read last seen", err)
+	}
+	return out, nil
+}
+
 // Presence reads one user's state: online when any session of theirs is
 // connected to a live node; last seen now while online, else the latest of
 // their disconnects.
@@ -333,9 +365,7 @@ func (p *Presence) Presence(ctx context.Context, userID int64) (chat.Presence, e
 	err := p.pool.QueryRow(ctx, `
 		SELECT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
 		               WHERE s.user_id = $1 AND n.heartbeat_at > now() - make_interval(secs => $2)),
-		       now(),
-		       GREATEST((SELECT last_seen_at FROM user_presence WHERE user_id = $1),
-		                (SELECT max(last_seen_at) FROM chat_session WHERE user_id = $1 AND node_id IS NULL))`,
+		       now(), `+lastSeenSQL("$1"),
 		userID, p.ttl.Seconds()).Scan(&online, &now, &seen)
 	if err != nil {
 		return chat.Presence{}, classify("read presence", err)

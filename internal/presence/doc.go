@@ -15,7 +15,8 @@
 //     the users who share a conversation of at most LargeGroup members;
 //   - offline (last connection on this node closed, none on another live
 //     node, and still none after Grace, so a quick reconnect or a takeover
-//     is not reported): pushes online false with lastSeen.
+//     is not reported): pushes online false with lastSeen, the one the
+//     query answers (store.Presence.LastSeen).
 //
 // A change of who may see a user's presence (their presence setting, a
 // block of theirs: PresenceVisibilityChanged) is pushed too: hidden

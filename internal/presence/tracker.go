@@ -28,6 +28,9 @@ type Store interface {
 	// holds them: a heartbeat's repair, which never takes a session over.
 	Reassert(ctx context.Context, node string, clients []string) error
 	OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error)
+	// LastSeen returns when users were last seen connected, as Presence
+	// answers it (users never seen left out).
+	LastSeen(ctx context.Context, users []int64) (map[int64]time.Time, error)
 	// ReapNodes clears the connections of the other nodes whose heartbeat
 	// ran out (they crashed) and returns their users, each with when it
 	// was last seen (the node's last heartbeat, or the connection's start
@@ -456,14 +459,37 @@ func (t *Tracker) reapDead(ctx context.Context) {
 	if !t.ok("read presence", err) {
 		return
 	}
-	var events []chat.Event
+	t.announce(ctx, t.offlineEvents(ctx, users, elsewhere, gone))
+}
+
+// offlineEvents are the offline events of users not online elsewhere,
+// each last seen when a presence query answers (the database's record of
+// the departure); at, the departure as this node saw it, stands in for a
+// user the database has none for yet (its write is being retried). None
+// when the database cannot be read: presence is best effort.
+func (t *Tracker) offlineEvents(ctx context.Context, users []int64, elsewhere map[int64]bool, at map[int64]time.Time) []chat.Event {
+	gone := make([]int64, 0, len(users))
 	for _, u := range users {
 		if !elsewhere[u] {
-			at := gone[u]
-			events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: false, LastSeen: &at}))
+			gone = append(gone, u)
 		}
 	}
-	t.announce(ctx, events)
+	if len(gone) == 0 {
+		return nil
+	}
+	seen, err := t.cfg.Store.LastSeen(ctx, gone)
+	if !t.ok("read presence", err) {
+		return nil
+	}
+	events := make([]chat.Event, 0, len(gone))
+	for _, u := range gone {
+		last, ok := seen[u]
+		if !ok {
+			last = at[u].UTC()
+		}
+		events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: false, LastSeen: &last}))
+	}
+	return events
 }
 
 // process writes the connection flags and announces due transitions. It
@@ -541,12 +567,7 @@ func (t *Tracker) process() time.Duration {
 					events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: true, LastSeen: &at}))
 				}
 			}
-			for _, u := range wentOffline {
-				if !elsewhere[u] {
-					at := offlineAt[u].UTC()
-					events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: false, LastSeen: &at}))
-				}
-			}
+			events = append(events, t.offlineEvents(ctx, wentOffline, elsewhere, offlineAt)...)
 		}
 	}
 	events = append(events, t.visibilityEvents(ctx, visibility)...)

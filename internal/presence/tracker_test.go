@@ -63,6 +63,9 @@ func (f *fakeStore) OnlineElsewhere(context.Context, string, []int64) (map[int64
 	}
 	return out, nil
 }
+func (f *fakeStore) LastSeen(context.Context, []int64) (map[int64]time.Time, error) {
+	return nil, nil
+}
 func (f *fakeStore) Reassert(_ context.Context, node string, clients []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
