@@ -75,7 +75,8 @@ type Config struct {
 // Presence tracks connected sessions (presence.Tracker). Both calls must
 // not block.
 type Presence interface {
-	Connected(clientID string, userID int64)
+	// Connected: token is the session's, as Sessions.Open was given it.
+	Connected(clientID, token string, userID int64)
 	Disconnected(clientID string, userID int64)
 }
 
@@ -459,7 +460,7 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	}
 	if h.cfg.Presence != nil {
 		ci.present.Store(true)
-		h.cfg.Presence.Connected(cl.ID, ci.userID)
+		h.cfg.Presence.Connected(cl.ID, ci.token, ci.userID)
 	}
 }
 

@@ -102,9 +102,13 @@ func (p *Presence) ResetNode(ctx context.Context, node string, remove bool) ([]i
 }
 
 // SetConnections records, in one transaction, the sessions now connected to
-// node, the sessions no longer connected to it, and when the given users
-// were last seen (users who lost their last connection here).
-func (p *Presence) SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error {
+// node (connected[i] only while its session is still tokens[i]'s, the
+// connection's: a write that comes late, retried after a failure, must
+// not take the session from a newer connection on another node, whose
+// flag the old connection's end would then clear), the sessions no longer
+// connected to it, and when the given users were last seen (users who
+// lost their last connection here).
+func (p *Presence) SetConnections(ctx context.Context, node string, connected, tokens, disconnected []string, seen []int64) error {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		if len(connected)+len(disconnected) > 0 {
@@ -115,7 +119,8 @@ func (p *Presence) SetConnections(ctx context.Context, node string, connected, d
 				ORDER BY client_id FOR NO KEY UPDATE`, connected, disconnected)
 		}
 		if len(connected) > 0 {
-			b.Queue(`UPDATE chat_session SET node_id = $1 WHERE client_id = ANY($2::text[]) AND node_id IS DISTINCT FROM $1`, node, connected)
+			b.Queue(`UPDATE chat_session s SET node_id = $1 FROM unnest($2::text[], $3::text[]) AS c(id, token)
+				WHERE s.client_id = c.id AND s.conn_token = c.token AND s.node_id IS DISTINCT FROM $1`, node, connected, tokens)
 		}
 		if len(disconnected) > 0 {
 			b.Queue(`UPDATE chat_session SET node_id = NULL, last_seen_at = now() WHERE client_id = ANY($2::text[]) AND node_id = $1`, node, disconnected)

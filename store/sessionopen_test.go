@@ -97,7 +97,7 @@ func TestASessionWhoseNodeCrashedIsNotResumedOnceItsExpiryRanOut(t *testing.T) {
 		if _, err := reaper.Heartbeat(ctx, node); err != nil {
 			t.Fatal(err)
 		}
-		if err := reaper.SetConnections(ctx, node, []string{id}, nil, nil); err != nil {
+		if err := reaper.SetConnections(ctx, node, []string{id}, []string{node + "/p/1"}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		// Connected for two hours; the crashed node's last heartbeat was
@@ -141,7 +141,7 @@ func TestASessionOfANodeThatRestartsAfterACrashExpiresFromTheCrash(t *testing.T)
 	if _, err := pr.Heartbeat(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	if err := pr.SetConnections(ctx, node, []string{"phone-1h", "phone-7d"}, nil, nil); err != nil {
+	if err := pr.SetConnections(ctx, node, []string{"phone-1h", "phone-7d"}, []string{node + "/p1/1", node + "/p1/1"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Connected three hours ago; the node crashed two hours ago.
@@ -184,12 +184,12 @@ func TestASessionWhoseDisconnectWriteWasLostIsNotResumedOnceItsExpiryRanOut(t *t
 	if _, err := pr.Heartbeat(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	if err := pr.SetConnections(ctx, node, []string{id}, nil, nil); err != nil {
+	if err := pr.SetConnections(ctx, node, []string{id}, []string{node + "/p/1"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The connection ends: the presence write goes through, the touch
 	// does not.
-	if err := pr.SetConnections(ctx, node, nil, []string{id}, []int64{1}); err != nil {
+	if err := pr.SetConnections(ctx, node, nil, nil, []string{id}, []int64{1}); err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, ctx, pool, `UPDATE chat_session SET last_seen_at = now() - interval '61 seconds' WHERE client_id = $1`, id)

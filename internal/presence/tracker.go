@@ -23,7 +23,11 @@ type Store interface {
 	// ResetNode clears node's connection flags and returns the users whose
 	// connections it cleared.
 	ResetNode(ctx context.Context, node string, remove bool) ([]int64, error)
-	SetConnections(ctx context.Context, node string, connected, disconnected []string, seen []int64) error
+	// SetConnections marks connected[i] held by node where its session
+	// is still tokens[i]'s (the connection's, chat.SessionStore.Open),
+	// clears disconnected where node holds them, and records seen last
+	// seen now.
+	SetConnections(ctx context.Context, node string, connected, tokens, disconnected []string, seen []int64) error
 	// Reassert marks clients connected to node again where no live node
 	// holds them: a heartbeat's repair, which never takes a session over.
 	Reassert(ctx context.Context, node string, clients []string) error
@@ -103,8 +107,9 @@ type Tracker struct {
 const remoteQueue = 10000
 
 type conn struct {
-	user int64
-	n    int
+	user  int64
+	n     int
+	token string // the latest connection's session token
 }
 
 var (
@@ -182,8 +187,11 @@ func (t *Tracker) signal() {
 	}
 }
 
-// Connected records an established MQTT session of userID.
-func (t *Tracker) Connected(clientID string, userID int64) {
+// Connected records an established MQTT session of userID, opened with
+// token (chat.SessionStore.Open): its flag is written only while the
+// session is that connection's, so a write that comes late (retried after
+// a failure) never takes the session from a newer connection elsewhere.
+func (t *Tracker) Connected(clientID, token string, userID int64) {
 	t.mu.Lock()
 	c := t.clients[clientID]
 	if c == nil {
@@ -191,6 +199,7 @@ func (t *Tracker) Connected(clientID string, userID int64) {
 		t.clients[clientID] = c
 	}
 	c.n++
+	c.token = token
 	t.users[userID]++
 	if t.users[userID] == 1 {
 		t.onlineUsers.Inc()
@@ -497,7 +506,7 @@ func (t *Tracker) offlineEvents(ctx context.Context, users []int64, elsewhere ma
 func (t *Tracker) process() time.Duration {
 	now := time.Now()
 	t.mu.Lock()
-	var connected, disconnected []string
+	var connected, tokens, disconnected []string
 	var seen []int64
 	t.shrinkLocked() // the peaks of what the connects since the last call added
 	dirty := make(map[string]int64, len(t.dirtyClients))
@@ -505,6 +514,7 @@ func (t *Tracker) process() time.Duration {
 		dirty[id] = u
 		if c := t.clients[id]; c != nil {
 			connected = append(connected, id)
+			tokens = append(tokens, c.token)
 		} else {
 			disconnected = append(disconnected, id)
 			if t.users[u] == 0 {
@@ -540,7 +550,7 @@ func (t *Tracker) process() time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if len(connected)+len(disconnected) > 0 {
-		if !t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, connected, disconnected, seen)) {
+		if !t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, connected, tokens, disconnected, seen)) {
 			t.mu.Lock()
 			for id, u := range dirty {
 				if _, again := t.dirtyClients[id]; !again {

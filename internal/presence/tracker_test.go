@@ -38,7 +38,7 @@ func (f *fakeStore) ResetNode(_ context.Context, node string, remove bool) ([]in
 	f.removed = f.removed || remove
 	return nil, nil
 }
-func (f *fakeStore) SetConnections(_ context.Context, node string, connected, disconnected []string, seen []int64) error {
+func (f *fakeStore) SetConnections(_ context.Context, node string, connected, _, disconnected []string, seen []int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, id := range connected {
@@ -156,8 +156,8 @@ func waitEvents(t *testing.T, hub *fakeHub, n int) []chat.Event {
 
 func TestTrackerCountsConnectionsAndDebouncesOffline(t *testing.T) {
 	tr, st, hub := newTracker(t, Config{})
-	tr.Connected("a", 1)
-	tr.Connected("b", 1)
+	tr.Connected("a", "", 1)
+	tr.Connected("b", "", 1)
 	evs := waitEvents(t, hub, 1)
 	if evs[0].UserID != 1 || !*evs[0].Online {
 		t.Fatalf("online event %+v", evs[0])
@@ -168,7 +168,7 @@ func TestTrackerCountsConnectionsAndDebouncesOffline(t *testing.T) {
 		t.Fatalf("one of two devices left: %+v", hub.events())
 	}
 	// A takeover: the new connection of "b" arrives before the old one leaves.
-	tr.Connected("b", 1)
+	tr.Connected("b", "", 1)
 	tr.Disconnected("b", 1)
 	time.Sleep(300 * time.Millisecond)
 	st.mu.Lock()
@@ -189,10 +189,10 @@ func TestTrackerCountsConnectionsAndDebouncesOffline(t *testing.T) {
 	st.mu.Unlock()
 
 	// Back within the grace: nothing is announced either way.
-	tr.Connected("c", 2)
+	tr.Connected("c", "", 2)
 	waitEvents(t, hub, 3)
 	tr.Disconnected("c", 2)
-	tr.Connected("c", 2)
+	tr.Connected("c", "", 2)
 	time.Sleep(300 * time.Millisecond)
 	if n := len(hub.events()); n != 3 {
 		t.Fatalf("a reconnect within the grace was announced: %+v", hub.events())
@@ -223,7 +223,7 @@ func TestTrackerCountsConnectionsAndDebouncesOffline(t *testing.T) {
 
 func TestTrackerWithoutPushKeepsState(t *testing.T) {
 	tr, st, hub := newTracker(t, Config{NoPush: true})
-	tr.Connected("a", 1)
+	tr.Connected("a", "", 1)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st.mu.Lock()
@@ -252,7 +252,7 @@ func TestTrackerGivesBackWhatABurstOfConnectionsTookOnceTheyLeave(t *testing.T) 
 	flags := func() int { st.mu.Lock(); defer st.mu.Unlock(); return len(st.flags) }
 	testkit.GivesBack(t, "a burst of 50,000 connections", 10, func() {
 		for i := range n {
-			tr.Connected(fmt.Sprint("client-", i), int64(i))
+			tr.Connected(fmt.Sprint("client-", i), "", int64(i))
 		}
 		testkit.WaitFor(t, 10*time.Second, "the connections to be written", func() bool { return flags() == n })
 	}, func() {

@@ -1,0 +1,92 @@
+package presence_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/presence"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// stored is store.Presence under a name that does not hide its Presence
+// method once embedded.
+type stored = store.Presence
+
+// unreachable is the presence store of a node whose connection writes
+// fail while down is set (its database out of its reach), counting them.
+type unreachable struct {
+	*stored
+	down          atomic.Bool
+	failed, wrote atomic.Int64
+}
+
+func (u *unreachable) SetConnections(ctx context.Context, node string, connected, tokens, disconnected []string, seen []int64) error {
+	if u.down.Load() {
+		u.failed.Add(1)
+		return errors.New("database out of reach")
+	}
+	err := u.stored.SetConnections(ctx, node, connected, tokens, disconnected, seen)
+	if err == nil {
+		u.wrote.Add(1)
+	}
+	return err
+}
+
+type nopHub struct{}
+
+func (nopHub) Publish(...chat.Event) {}
+
+// TestARetriedConnectedWriteLeavesASessionTakenOverElsewhereThere: node
+// a cannot record a device's connection (its write fails, and is retried
+// a second later); meanwhile the device reconnects to node b, which
+// takes the session over and records it. Node a's retried write must
+// leave the session b's: it took it back, and the old connection's end
+// on a would then clear it, the user counting offline while connected
+// to b (until b's next heartbeat repaired it).
+func TestARetriedConnectedWriteLeavesASessionTakenOverElsewhereThere(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	pr := store.NewPresence(pool, presence.TTL(5*time.Second))
+	a := &unreachable{stored: pr}
+	a.down.Store(true)
+	tr, err := presence.New(presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: time.Hour, NoPush: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close(context.Background()) })
+
+	if _, err := ss.Open(ctx, "phone", "a/p/1", 1, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	tr.Connected("phone", "a/p/1", 1)
+	testkit.WaitFor(t, 5*time.Second, "node a's connection write to fail", func() bool { return a.failed.Load() > 0 })
+	// The device reconnects to node b, which records its connection.
+	if _, err := ss.Open(ctx, "phone", "b/p/1", 1, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.Heartbeat(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.SetConnections(ctx, "b", []string{"phone"}, []string{"b/p/1"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.down.Store(false)
+	testkit.WaitFor(t, 5*time.Second, "node a's connection write to be retried", func() bool { return a.wrote.Load() > 0 })
+	var node string
+	if err := pool.QueryRow(ctx, `SELECT node_id FROM chat_session WHERE client_id = 'phone'`).Scan(&node); err != nil {
+		t.Fatal(err)
+	}
+	if node != "b" {
+		t.Fatalf("the session is held by node %q after node a's retried write, want b (its newer connection's)", node)
+	}
+}
