@@ -20,7 +20,9 @@ import (
 //   - chat_node.heartbeat_at proves a node alive; connections of a node
 //     whose heartbeat is older than the TTL (it crashed) do not count,
 //     and the next live node to beat clears them (ReapNodes).
-//   - user_presence.last_seen_at is when the user was last connected.
+//   - user_presence.last_seen_at is when the user was last connected;
+//     announced_online (migration 0044), whether their watchers were last
+//     told they are online (ClaimOnline, ClaimOffline).
 //
 // A user is online while any of their sessions has a live connection on a
 // live node. Presence is safe for concurrent use.
@@ -251,23 +253,70 @@ func (p *Presence) ReapNodes(ctx context.Context, node string) (map[int64]time.T
 	return out, nil
 }
 
-// OnlineElsewhere returns the users among users with a live connection on a
-// live node other than node.
-func (p *Presence) OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error) {
+// ClaimOnline records that users' watchers are told they are online and
+// returns those they were not told so already: whose watchers were last
+// told they went offline, or nothing. Only those are announced online:
+// a user who left another node and came back here within that node's
+// grace was never announced offline. The caller records its connections
+// of users first (SetConnections): a ClaimOffline that comes after this
+// claim then sees them connected here. Users are locked in user id order,
+// as ClaimOffline locks them.
+func (p *Presence) ClaimOnline(ctx context.Context, users []int64) ([]int64, error) {
 	rows, err := p.pool.Query(ctx, `
-		SELECT DISTINCT s.user_id FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
-		WHERE s.user_id = ANY($1::bigint[]) AND s.node_id <> $2
-		  AND n.heartbeat_at > now() - make_interval(secs => $3)`, users, node, p.ttl.Seconds())
+		INSERT INTO user_presence AS p (user_id, last_seen_at, announced_online)
+		SELECT DISTINCT u, now(), true FROM unnest($1::bigint[]) AS u ORDER BY 1
+		ON CONFLICT (user_id) DO UPDATE SET announced_online = true WHERE NOT p.announced_online
+		RETURNING p.user_id`, users)
 	if err != nil {
-		return nil, classify("read presence", err)
+		return nil, classify("claim presence", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	claimed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, classify("read presence", err)
+		return nil, classify("claim presence", err)
 	}
-	out := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
+	return claimed, nil
+}
+
+// ClaimOffline records that the users among users connected to no live
+// node other than node are told they went offline, and returns them with
+// when they were last seen (as Presence answers it; zero: never): the
+// ones to announce offline. Their rows are locked first, in user id
+// order, so that a ClaimOnline of another node either comes after (and
+// announces them online again) or came before, with its connections
+// recorded, which this claim then sees.
+func (p *Presence) ClaimOffline(ctx context.Context, node string, users []int64) (map[int64]time.Time, error) {
+	out := make(map[int64]time.Time, len(users))
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM user_presence WHERE user_id = ANY($1::bigint[]) ORDER BY user_id FOR UPDATE`, users); err != nil {
+			return fmt.Errorf("lock presence: %w", err)
+		}
+		// A statement of its own: its snapshot, taken once the locks are
+		// held, holds the connections a claim that held them recorded.
+		rows, err := tx.Query(ctx, `
+			WITH gone AS (
+			  SELECT DISTINCT u FROM unnest($1::bigint[]) AS u
+			  WHERE NOT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
+			                    WHERE s.user_id = u AND s.node_id <> $2 AND n.heartbeat_at > now() - make_interval(secs => $3))),
+			told AS (UPDATE user_presence SET announced_online = false WHERE user_id IN (SELECT u FROM gone))
+			SELECT u, `+lastSeenSQL("u")+` FROM gone`, users, node, p.ttl.Seconds())
+		if err != nil {
+			return fmt.Errorf("claim presence: %w", err)
+		}
+		var (
+			u    int64
+			seen *time.Time
+		)
+		_, err = pgx.ForEachRow(rows, []any{&u, &seen}, func() error {
+			out[u] = time.Time{}
+			if seen != nil {
+				out[u] = seen.UTC()
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, classify("claim presence", err)
 	}
 	return out, nil
 }
@@ -328,34 +377,11 @@ func (p *Presence) audience(ctx context.Context, users []int64, maxMembers int, 
 
 // lastSeenSQL is when user u was last seen connected: the latest of their
 // disconnects (user_presence) and of their sessions' ends; NULL: never.
-// The presence query and the offline events both answer it.
+// The presence query and the offline events (ClaimOffline) both answer
+// it.
 func lastSeenSQL(u string) string {
 	return `GREATEST((SELECT last_seen_at FROM user_presence WHERE user_id = ` + u + `),
 		(SELECT max(last_seen_at) FROM chat_session WHERE user_id = ` + u + ` AND node_id IS NULL))`
-}
-
-// LastSeen returns when each of users was last seen connected, as
-// Presence answers it for a user offline (users never seen are left
-// out): an offline event says what a query then answers.
-func (p *Presence) LastSeen(ctx context.Context, users []int64) (map[int64]time.Time, error) {
-	rows, err := p.pool.Query(ctx, `SELECT u, `+lastSeenSQL("u")+` FROM unnest($1::bigint[]) AS u`, users)
-	if err != nil {
-		return nil, classify("read last seen", err)
-	}
-	out := make(map[int64]time.Time, len(users))
-	var (
-		u    int64
-		seen *time.Time
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&u, &seen}, func() error {
-		if seen != nil {
-			out[u] = seen.UTC()
-		}
-		return nil
-	}); err != nil {
-		return nil, classify("read last seen", err)
-	}
-	return out, nil
 }
 
 // Presence reads one user's state: online when any session of theirs is

@@ -10,9 +10,12 @@
 // if any, is not routed). The Tracker counts connections per user in memory
 // and, on a transition:
 //
-//   - online (first connection on this node, and none on another live node):
-//     pushes {"type":"presence","userId","online":true,"lastSeen"} to
-//     the users who share a conversation of at most LargeGroup members;
+//   - online (first connection on this node, and its watchers were last
+//     told it went offline, or nothing: so a user who left another node
+//     and came back here within that node's grace is not announced
+//     again): pushes {"type":"presence","userId","online":true,"lastSeen"}
+//     to the users who share a conversation of at most LargeGroup
+//     members;
 //   - offline (last connection on this node closed, none on another live
 //     node, and still none after Grace, so a quick reconnect or a takeover
 //     is not reported): pushes online false with lastSeen, the one the
@@ -25,7 +28,10 @@
 // when it is shown again.
 //
 // Presence is never stored per event. What is stored is state, in
-// PostgreSQL (see store.Presence): each node marks the sessions it holds
+// PostgreSQL (see store.Presence): what the user's watchers were last
+// told (user_presence.announced_online; a node announces a transition by
+// claiming it there, ClaimOnline and ClaimOffline, so that two nodes
+// never both announce one); each node marks the sessions it holds
 // (chat_session.node_id) and beats a heartbeat (chat_node); the query
 // (GET /v1/users/{id}/presence, RPC presence) is answered from that state,
 // so it is correct on every node, and a node that crashed stops counting

@@ -3,9 +3,12 @@ package presence_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -88,5 +91,91 @@ func TestARetriedConnectedWriteLeavesASessionTakenOverElsewhereThere(t *testing.
 	}
 	if node != "b" {
 		t.Fatalf("the session is held by node %q after node a's retried write, want b (its newer connection's)", node)
+	}
+}
+
+// published records the presence events a tracker publishes to the
+// other nodes.
+type published struct {
+	mu     sync.Mutex
+	events []chat.Event
+}
+
+func (p *published) add(ev chat.Event) {
+	p.mu.Lock()
+	p.events = append(p.events, ev)
+	p.mu.Unlock()
+}
+
+func (p *published) about(user int64) []chat.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []chat.Event
+	for _, ev := range p.events {
+		if ev.UserID == user {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// startNode starts node's tracker on pool, publishing into pub.
+func startNode(t *testing.T, pool *pgxpool.Pool, node string, grace time.Duration, pub *published) *presence.Tracker {
+	t.Helper()
+	tr, err := presence.New(presence.Config{NodeID: node, Store: store.NewPresence(pool, presence.TTL(5*time.Second)),
+		Hub: nopHub{}, Grace: grace, Heartbeat: 5 * time.Second, Publish: pub.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close(context.Background()) })
+	return tr
+}
+
+// TestAQuickReconnectToAnotherNodeIsNotAnnouncedOnlineAgain: a device
+// announced online on node a loses its connection and reconnects to node
+// b within the grace (a phone switching networks behind a load
+// balancer). Nobody was told it went offline, so nobody is told it came
+// online either: node b announced it online a second time.
+func TestAQuickReconnectToAnotherNodeIsNotAnnouncedOnlineAgain(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	var onA, onB published
+	a := startNode(t, pool, "a", 3*time.Second, &onA)
+	b := startNode(t, pool, "b", 3*time.Second, &onB)
+
+	if _, err := ss.Open(ctx, "phone", "a/p/1", 1, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	a.Connected("phone", "a/p/1", 1)
+	testkit.WaitFor(t, 5*time.Second, "node a to announce the phone's user online", func() bool { return len(onA.about(1)) == 1 })
+	a.Disconnected("phone", 1)
+	testkit.WaitFor(t, 5*time.Second, "node a to record the phone gone", func() bool {
+		var held bool
+		err := pool.QueryRow(ctx, `SELECT node_id IS NOT NULL FROM chat_session WHERE client_id = 'phone'`).Scan(&held)
+		return err == nil && !held
+	})
+	if _, err := ss.Open(ctx, "phone", "b/p/1", 1, true, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	b.Connected("phone", "b/p/1", 1)
+	testkit.WaitFor(t, 5*time.Second, "node b to record the phone", func() bool {
+		var node string
+		err := pool.QueryRow(ctx, `SELECT COALESCE(node_id, '') FROM chat_session WHERE client_id = 'phone'`).Scan(&node)
+		return err == nil && node == "b"
+	})
+	// Past node a's grace, and node b's processing of the connect.
+	time.Sleep(4 * time.Second)
+	if evs := onA.about(1); len(evs) != 1 {
+		t.Errorf("node a published %d events about the user, want only the first online: %+v", len(evs), evs)
+	}
+	if evs := onB.about(1); len(evs) != 0 {
+		t.Errorf("node b published %+v about a user who never went offline, want nothing", evs)
+	}
+	if p, err := b.Presence(ctx, 1); err != nil || !p.Online {
+		t.Fatalf("presence after the reconnect: %+v, %v; want online", p, err)
 	}
 }

@@ -31,10 +31,15 @@ type Store interface {
 	// Reassert marks clients connected to node again where no live node
 	// holds them: a heartbeat's repair, which never takes a session over.
 	Reassert(ctx context.Context, node string, clients []string) error
-	OnlineElsewhere(ctx context.Context, node string, users []int64) (map[int64]bool, error)
-	// LastSeen returns when users were last seen connected, as Presence
-	// answers it (users never seen left out).
-	LastSeen(ctx context.Context, users []int64) (map[int64]time.Time, error)
+	// ClaimOnline records users announced online and returns those who
+	// were not (whom to announce): none whose watchers were never told
+	// they left. The caller's connections of theirs are recorded first.
+	ClaimOnline(ctx context.Context, users []int64) ([]int64, error)
+	// ClaimOffline records the users among users connected to no live
+	// node but node announced offline and returns them (whom to
+	// announce) with when they were last seen, as Presence answers it
+	// (zero: never).
+	ClaimOffline(ctx context.Context, node string, users []int64) (map[int64]time.Time, error)
 	// ReapNodes clears the connections of the other nodes whose heartbeat
 	// ran out (they crashed) and returns their users, each with when it
 	// was last seen (the node's last heartbeat, or the connection's start
@@ -421,12 +426,12 @@ func (t *Tracker) heartbeat() {
 	t.mu.Unlock()
 	if len(live) > 0 && t.ok("record connections", t.cfg.Store.Reassert(ctx, t.cfg.NodeID, live)) &&
 		len(back) > 0 && !t.cfg.NoPush {
-		now := time.Now().UTC()
-		events := make([]chat.Event, 0, len(back))
-		for _, u := range back {
-			events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: true, LastSeen: &now}))
+		// All of them, as before the claims: the node that took this one
+		// for dead may have announced them offline without claiming it
+		// (a chatd of before migration 0044).
+		if _, err := t.cfg.Store.ClaimOnline(ctx, back); t.ok("claim presence", err) {
+			t.announce(ctx, onlineEvents(back, time.Now()))
 		}
-		t.announce(ctx, events)
 	}
 	t.reapDead(ctx)
 }
@@ -464,36 +469,35 @@ func (t *Tracker) reapDead(ctx context.Context) {
 	if len(users) == 0 {
 		return
 	}
-	elsewhere, err := t.cfg.Store.OnlineElsewhere(ctx, t.cfg.NodeID, users)
-	if !t.ok("read presence", err) {
+	claimed, err := t.cfg.Store.ClaimOffline(ctx, t.cfg.NodeID, users)
+	if !t.ok("claim presence", err) {
 		return
 	}
-	t.announce(ctx, t.offlineEvents(ctx, users, elsewhere, gone))
+	t.announce(ctx, offlineEvents(users, claimed, gone))
 }
 
-// offlineEvents are the offline events of users not online elsewhere,
-// each last seen when a presence query answers (the database's record of
-// the departure); at, the departure as this node saw it, stands in for a
-// user the database has none for yet (its write is being retried). None
-// when the database cannot be read: presence is best effort.
-func (t *Tracker) offlineEvents(ctx context.Context, users []int64, elsewhere map[int64]bool, at map[int64]time.Time) []chat.Event {
-	gone := make([]int64, 0, len(users))
+// onlineEvents announce users online, last seen now.
+func onlineEvents(users []int64, now time.Time) []chat.Event {
+	events := make([]chat.Event, 0, len(users))
 	for _, u := range users {
-		if !elsewhere[u] {
-			gone = append(gone, u)
-		}
+		at := now.UTC()
+		events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: true, LastSeen: &at}))
 	}
-	if len(gone) == 0 {
-		return nil
-	}
-	seen, err := t.cfg.Store.LastSeen(ctx, gone)
-	if !t.ok("read presence", err) {
-		return nil
-	}
-	events := make([]chat.Event, 0, len(gone))
-	for _, u := range gone {
-		last, ok := seen[u]
+	return events
+}
+
+// offlineEvents announce the users among users that ClaimOffline claimed,
+// each last seen when it says (as a presence query answers); at, the
+// departure as this node saw it, stands in for a user the database has no
+// record of yet (its write is being retried).
+func offlineEvents(users []int64, claimed, at map[int64]time.Time) []chat.Event {
+	var events []chat.Event
+	for _, u := range users {
+		last, ok := claimed[u]
 		if !ok {
+			continue
+		}
+		if last.IsZero() {
 			last = at[u].UTC()
 		}
 		events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: false, LastSeen: &last}))
@@ -549,8 +553,14 @@ func (t *Tracker) process() time.Duration {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	retry := func() {
+		if next == 0 || next > time.Second {
+			next = time.Second
+		}
+	}
+	written := true
 	if len(connected)+len(disconnected) > 0 {
-		if !t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, connected, tokens, disconnected, seen)) {
+		if written = t.ok("record connections", t.cfg.Store.SetConnections(ctx, t.cfg.NodeID, connected, tokens, disconnected, seen)); !written {
 			t.mu.Lock()
 			for id, u := range dirty {
 				if _, again := t.dirtyClients[id]; !again {
@@ -558,9 +568,7 @@ func (t *Tracker) process() time.Duration {
 				}
 			}
 			t.mu.Unlock()
-			if next == 0 || next > time.Second {
-				next = time.Second
-			}
+			retry()
 		}
 	}
 
@@ -568,16 +576,31 @@ func (t *Tracker) process() time.Duration {
 	if t.cfg.NoPush {
 		cameOnline, wentOffline, remote, visibility = nil, nil, nil, nil
 	}
-	if subjects := append(append([]int64{}, cameOnline...), wentOffline...); len(subjects) > 0 {
-		elsewhere, err := t.cfg.Store.OnlineElsewhere(ctx, t.cfg.NodeID, subjects)
-		if t.ok("read presence", err) {
+	if len(cameOnline) > 0 {
+		// Claimed only once their connections here are recorded: a node
+		// whose grace of theirs ends after the claim must see them.
+		var claimed []int64
+		var err error
+		if written {
+			claimed, err = t.cfg.Store.ClaimOnline(ctx, cameOnline)
+		}
+		if written && t.ok("claim presence", err) {
+			events = append(events, onlineEvents(claimed, now)...)
+		} else {
+			t.mu.Lock()
 			for _, u := range cameOnline {
-				if !elsewhere[u] {
-					at := now.UTC()
-					events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Online: true, LastSeen: &at}))
+				if t.users[u] > 0 {
+					t.dirtyUsers[u] = struct{}{}
 				}
 			}
-			events = append(events, t.offlineEvents(ctx, wentOffline, elsewhere, offlineAt)...)
+			t.mu.Unlock()
+			retry()
+		}
+	}
+	if len(wentOffline) > 0 {
+		claimed, err := t.cfg.Store.ClaimOffline(ctx, t.cfg.NodeID, wentOffline)
+		if t.ok("claim presence", err) {
+			events = append(events, offlineEvents(wentOffline, claimed, offlineAt)...)
 		}
 	}
 	events = append(events, t.visibilityEvents(ctx, visibility)...)

@@ -54,17 +54,27 @@ func (f *fakeStore) SetConnections(_ context.Context, node string, connected, _,
 	}
 	return nil
 }
-func (f *fakeStore) OnlineElsewhere(context.Context, string, []int64) (map[int64]bool, error) {
+func (f *fakeStore) ClaimOnline(_ context.Context, users []int64) ([]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := map[int64]bool{}
-	for u, v := range f.elsewhere {
-		out[u] = v
+	var out []int64
+	for _, u := range users {
+		if !f.elsewhere[u] {
+			out = append(out, u)
+		}
 	}
 	return out, nil
 }
-func (f *fakeStore) LastSeen(context.Context, []int64) (map[int64]time.Time, error) {
-	return nil, nil
+func (f *fakeStore) ClaimOffline(_ context.Context, _ string, users []int64) (map[int64]time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int64]time.Time{}
+	for _, u := range users {
+		if !f.elsewhere[u] {
+			out[u] = time.Time{}
+		}
+	}
+	return out, nil
 }
 func (f *fakeStore) Reassert(_ context.Context, node string, clients []string) error {
 	f.mu.Lock()
