@@ -963,12 +963,17 @@ BEGIN
     INTO o_owner, v_persistent, v_subs, v_old, v_expired
     FROM chat_session WHERE client_id = p_client FOR UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions, conn_token)
-        VALUES (p_client, p_user, p_persistent, p_expiry, CASE WHEN p_persistent THEN '[]'::jsonb END, p_token)
-        ON CONFLICT (client_id) DO NOTHING;
-        v_inserted := FOUND;
-        -- A concurrent open may have won the insert: read the owner again.
-        SELECT user_id, conn_token INTO o_owner, v_old FROM chat_session WHERE client_id = p_client FOR UPDATE;
+        LOOP
+            INSERT INTO chat_session (client_id, user_id, persistent, expiry_seconds, subscriptions, conn_token)
+            VALUES (p_client, p_user, p_persistent, p_expiry, CASE WHEN p_persistent THEN '[]'::jsonb END, p_token)
+            ON CONFLICT (client_id) DO NOTHING;
+            v_inserted := FOUND;
+            -- A concurrent open may have won the insert: read the owner again.
+            SELECT user_id, conn_token INTO o_owner, v_old FROM chat_session WHERE client_id = p_client FOR UPDATE;
+            EXIT WHEN FOUND;
+            -- Its session is gone already (its connection ended, or the
+            -- sweep came): the client id is free again, insert anew.
+        END LOOP;
         IF o_owner <> p_user THEN
             RETURN;
         END IF;

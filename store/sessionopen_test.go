@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
@@ -199,5 +200,68 @@ func TestASessionWhoseDisconnectWriteWasLostIsNotResumedOnceItsExpiryRanOut(t *t
 	}
 	if o.Resumed || o.Present {
 		t.Fatalf("the reconnect resumed %v (present %v) a session expired a second ago; want a new session", o.Resumed, o.Present)
+	}
+}
+
+// Two connections of one user open a new client id at once: the second
+// waits for the first's insert, finds the session there (its insert does
+// nothing), and before it reads the session again the first's connection
+// ends and deletes it (a clean session's end, or the sweep). The second
+// open then found no session at all and failed, and its device was
+// refused (CONNACK 0x88) for a session nobody held: it opens one of its
+// own now. A trigger of this test's database holds the second open
+// between its insert and its read, while the test holds an advisory
+// lock.
+func TestAnOpenWhoseConcurrentFirstOpensSessionIsDeletedMeanwhileOpensItsOwn(t *testing.T) {
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	st := store.New(pool, chat.Limits{})
+	if _, _, err := st.OpenDirect(ctx, 1, 2); err != nil { // a conversation: a persistent open makes it a cursor
+		t.Fatal(err)
+	}
+	mustExec(t, ctx, pool, `CREATE FUNCTION test_pause() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_shared(4242); RETURN NULL; END $$`)
+	mustExec(t, ctx, pool, `CREATE TRIGGER test_pause AFTER INSERT ON chat_session FOR EACH STATEMENT EXECUTE FUNCTION test_pause()`)
+
+	hold := beginHold(t, ctx, pool)
+	holdExec(t, ctx, hold, `SELECT * FROM chat_session_open('phone', 1, false, true, 0, 'n/p/1')`)
+	pause, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pause.Release()
+	if _, err := pause.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ss.Open(ctx, "phone", "n/p/2", 1, true, false, time.Hour)
+		done <- err
+	}()
+	waitFor(t, "the second open waiting on the first's insert", func() bool {
+		return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%chat_session_open%'`) == 1
+	})
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second open paused after its insert", func() bool {
+		return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%chat_session_open%'`) == 1
+	})
+	// The first connection ends: its clean session goes.
+	if err := ss.Drop(ctx, "phone", "n/p/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pause.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the second open, its first's session deleted meanwhile: %v", err)
+	}
+	var token string
+	if err := pool.QueryRow(ctx, `SELECT conn_token FROM chat_session WHERE client_id = 'phone'`).Scan(&token); err != nil || token != "n/p/2" {
+		t.Fatalf("the session after the second open: token %q, %v; want n/p/2's", token, err)
 	}
 }
