@@ -21,7 +21,7 @@ import (
 //     whose heartbeat is older than the TTL (it crashed) do not count,
 //     and the next live node to beat clears them (ReapNodes).
 //   - user_presence.last_seen_at is when the user was last connected;
-//     announced_online (migration 0044), whether their watchers were last
+//     announced_online (migration 0045), whether their watchers were last
 //     told they are online (ClaimOnline, ClaimOffline).
 //
 // A user is online while any of their sessions has a live connection on a

@@ -428,7 +428,7 @@ func (t *Tracker) heartbeat() {
 		len(back) > 0 && !t.cfg.NoPush {
 		// All of them, as before the claims: the node that took this one
 		// for dead may have announced them offline without claiming it
-		// (a chatd of before migration 0044).
+		// (a chatd of before migration 0045).
 		if _, err := t.cfg.Store.ClaimOnline(ctx, back); t.ok("claim presence", err) {
 			t.announce(ctx, onlineEvents(back, time.Now()))
 		}
