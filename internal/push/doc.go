@@ -145,7 +145,9 @@
 // and exponential backoff with full jitter (BackoffMin..BackoffMax);
 // after MaxAttempts a push is dropped (chat_push_skipped_total
 // {reason="gave_up"}); any other status fails that push for that device.
-// Outcomes are written back in batches by one goroutine. A node that dies
+// Outcomes are written back in batches by one goroutine, each only while
+// its claim still holds the push (the same attempt: one that comes back
+// after its lease ran out leaves another node's claim alone). A node that dies
 // mid-send leaves its claims to expire: another node (or itself after a
 // restart) sends them again, so a push goes out at least once and at most
 // once more per crash. A push service that hangs holds one worker for at

@@ -24,3 +24,17 @@ func ClaimInTx(ctx context.Context, p *Pusher, tx pgx.Tx, n int) ([]int64, error
 	}
 	return ids, err
 }
+
+// WriteResult writes what a node's result writer writes for attempt
+// attempts of job id: outcome "retry" (its device d owed again), "shown"
+// (sent to a device) or "done" (nothing more to send).
+func WriteResult(ctx context.Context, p *Pusher, id int64, attempts int, outcome string, d int64) error {
+	r := result{id: id, attempts: attempts}
+	switch outcome {
+	case "retry":
+		r.retry = []int64{d}
+	case "shown":
+		r.shown = true
+	}
+	return p.applyResults(ctx, []result{r})
+}

@@ -566,9 +566,14 @@ func (p *Pusher) writeResults(in <-chan result) {
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var (
 		done, shown, gone, released, noPush []int64
+		doneAttempts, shownAttempts         []int
 		releasedAttempts                    []int
 		b                                   pgx.Batch
 	)
+	// A result is written only while its claim holds the job: the same
+	// attempt, still 'sending'. One that comes back after its lease ran
+	// out (another claim's now, with attempts moved on) must not end,
+	// reschedule or release that claim's push.
 	for _, r := range rs {
 		gone = append(gone, r.gone...)
 		switch {
@@ -581,11 +586,12 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 			}
 		case len(r.retry) > 0:
 			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL,
-not_before = now() + make_interval(secs => $3) WHERE id = $1`, r.id, r.retry, r.after.Seconds())
+not_before = now() + make_interval(secs => $3) WHERE id = $1 AND attempts = $4 AND state = 'sending'`,
+				r.id, r.retry, r.after.Seconds(), r.attempts)
 		case r.shown:
-			shown = append(shown, r.id)
+			shown, shownAttempts = append(shown, r.id), append(shownAttempts, r.attempts)
 		default:
-			done = append(done, r.id)
+			done, doneAttempts = append(done, r.id), append(doneAttempts, r.attempts)
 			if r.skipped {
 				noPush = append(noPush, r.id)
 			}
@@ -621,17 +627,21 @@ FROM j WHERE p.user_id = j.user_id AND p.conversation_id = j.conversation_id
   AND p.kind = 'message' AND p.state = 'pending' AND p.not_before > now()`, noPush)
 	}
 	if len(done) > 0 {
-		b.Queue(`DELETE FROM push_job WHERE id = ANY($1)`, done)
+		b.Queue(`DELETE FROM push_job p USING unnest($1::bigint[], $2::int[]) AS r(id, attempts)
+WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, done, doneAttempts)
 	}
 	if len(shown) > 0 {
 		// The pair's newest sent notification is what its devices show
 		// (same tag and collapse key): older sent ones are forgotten (one
 		// left by two writers at once is never the newest, which is all
 		// a recall looks at).
-		b.Queue(`UPDATE push_job SET state = 'sent', lease_until = NULL, device_ids = NULL WHERE id = ANY($1)`, shown)
-		b.Queue(`DELETE FROM push_job o USING push_job n
-WHERE n.id = ANY($1) AND o.conversation_id = n.conversation_id AND o.user_id = n.user_id
-  AND o.kind = 'message' AND o.state = 'sent' AND o.id < n.id`, shown)
+		b.Queue(`UPDATE push_job p SET state = 'sent', lease_until = NULL, device_ids = NULL
+FROM unnest($1::bigint[], $2::int[]) AS r(id, attempts)
+WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, shown, shownAttempts)
+		b.Queue(`DELETE FROM push_job o USING unnest($1::bigint[], $2::int[]) AS r(id, attempts), push_job n
+WHERE n.id = r.id AND n.attempts = r.attempts AND n.state = 'sent'
+  AND o.conversation_id = n.conversation_id AND o.user_id = n.user_id
+  AND o.kind = 'message' AND o.state = 'sent' AND o.id < n.id`, shown, shownAttempts)
 	}
 	if len(released) > 0 {
 		// Only the claims this node still holds: one whose lease ran out
