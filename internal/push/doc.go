@@ -143,7 +143,8 @@
 // own URL not found: that push fails); 429, 5xx and network errors
 // retry that device only, after the longer of Retry-After (capped at 1 h)
 // and exponential backoff with full jitter (BackoffMin..BackoffMax);
-// after MaxAttempts a push is dropped (chat_push_skipped_total
+// after MaxAttempts a push is dropped (a send a stopping node cancelled
+// is no attempt) (chat_push_skipped_total
 // {reason="gave_up"}); any other status fails that push for that device.
 // Outcomes are written back in batches by one goroutine, each only while
 // its claim still holds the push (the same attempt: one that comes back
@@ -175,7 +176,8 @@
 // (a map insert under a mutex, on the commit path). Run owns everything
 // else (the decider, the claimer, the workers and the result writer), may
 // be called once, and returns when its context is cancelled, after
-// cancelling sends in flight (their devices are owed again), handing
+// cancelling sends in flight (their devices are owed again, and the
+// cancelled send does not count as an attempt), handing
 // back the queued claims it still holds (one whose lease ran out in the
 // queue may be another node's claim now: it is left alone) and writing
 // the last outcomes. Devices is safe for

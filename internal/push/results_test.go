@@ -2,9 +2,14 @@ package push_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/push"
 )
 
@@ -63,5 +68,71 @@ WHERE id = $1`, ids[0]); err != nil {
 			t.Fatalf("after the first attempt's late %q result: attempts %d, state %s, leased %v; want the newer claim's (2, sending, true)",
 				outcome, attempts, state, leased)
 		}
+	}
+}
+
+// hangingHook is a webhook receiver whose first request never answers
+// until its client gives up; it answers the others 202.
+type hangingHook struct {
+	arrived chan struct{}
+	mu      sync.Mutex
+	n       int
+}
+
+func (h *hangingHook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	h.mu.Lock()
+	h.n++
+	first := h.n == 1
+	h.mu.Unlock()
+	// Read to the end: only then does the server notice the client go.
+	_, _ = io.Copy(io.Discard, req.Body)
+	if first {
+		close(h.arrived)
+		<-req.Context().Done()
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (h *hangingHook) requests() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// TestASendCancelledByAStoppingNodeIsNoAttempt: a node stopped while its
+// push was in flight (the sender had not answered): stopping cancels the
+// send, and that was no attempt of the push. It does not count toward
+// MaxAttempts: with one attempt allowed, the next node sends it.
+func TestASendCancelledByAStoppingNodeIsNoAttempt(t *testing.T) {
+	hook := &hangingHook{arrived: make(chan struct{})}
+	srv := httptest.NewServer(hook)
+	t.Cleanup(srv.Close)
+	withHook := func(c *push.Config) {
+		c.WebhookURL, c.WebhookSecret, c.Timeout, c.MaxAttempts = srv.URL, "secret-secret-secret-secret-1234", 5*time.Second, 1
+	}
+	r := newRig(t)
+	stop := r.start(withHook)
+	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
+	r.send(r.direct(1, 2), 1, "hi")
+	select {
+	case <-hook.arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the push never reached the webhook")
+	}
+	stop()
+	var attempts int
+	var leased bool
+	if err := r.pool.QueryRow(context.Background(), `SELECT attempts, lease_until IS NOT NULL AND lease_until > now() FROM push_job WHERE user_id = 2`).
+		Scan(&attempts, &leased); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 0 || leased {
+		t.Fatalf("bob's push after the node stopped mid-send: attempts %d, leased %v; want no attempt counted, not leased (0, false)", attempts, leased)
+	}
+	r.start(withHook)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := hook.requests(); n != 2 {
+		t.Fatalf("the webhook got %d requests, want the cancelled one and the next node's", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -216,6 +217,7 @@ type result struct {
 	retry    []int64 // devices still owed
 	after    time.Duration
 	release  bool // not attempted (shutdown): hand the claim back as it was
+	uncount  bool // retry: sends were cancelled by a stopping node, no attempt
 	lost     bool // not attempted, the claim is over (recheck): write nothing
 	skipped  bool // no device was sent to: not needed (any more)
 	// shown: a notification that may be on a device (sent to one now or
@@ -506,6 +508,15 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 			r.after = max(r.after, o.after)
 		}
 	}
+	if len(r.retry) > 0 && ctx.Err() != nil {
+		// Stopping cancelled sends in flight: that was no attempt of
+		// theirs, so it does not count toward MaxAttempts. Sent to no
+		// device, the claim goes back as a queued one does.
+		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK }) {
+			return result{id: j.id, attempts: j.attempts, gone: r.gone, release: true}
+		}
+		r.uncount = true
+	}
 	if len(r.retry) > 0 && ctx.Err() == nil {
 		r.after = max(r.after, retry.Backoff(j.attempts, p.cfg.BackoffMin, p.cfg.BackoffMax))
 	}
@@ -585,9 +596,13 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 				noPush = append(noPush, r.id)
 			}
 		case len(r.retry) > 0:
-			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL,
+			uncount := 0
+			if r.uncount {
+				uncount = 1
+			}
+			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL, attempts = attempts - $5,
 not_before = now() + make_interval(secs => $3) WHERE id = $1 AND attempts = $4 AND state = 'sending'`,
-				r.id, r.retry, r.after.Seconds(), r.attempts)
+				r.id, r.retry, r.after.Seconds(), r.attempts, uncount)
 		case r.shown:
 			shown, shownAttempts = append(shown, r.id), append(shownAttempts, r.attempts)
 		default:
