@@ -425,6 +425,23 @@ func (r *Relay) wait(ctx context.Context, conn *pgx.Conn, d time.Duration) error
 	return nil
 }
 
+// skipNotifications drops the notifications the session has received
+// but not handed out: the batch read that follows sees every row they
+// announce (they came after their commits). Each would otherwise end a
+// wait of its own and cost a read: the notifications of every commit of
+// other nodes during a batch's write came one loop and one SELECT each.
+func skipNotifications(conn *pgx.Conn) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for {
+		// With ctx done, pgx hands out what it holds and never reads
+		// the socket.
+		if n, err := conn.WaitForNotification(done); n == nil || err != nil {
+			return
+		}
+	}
+}
+
 // kafkaError marks a failed Kafka write: retried with the lease kept.
 type kafkaError struct{ err error }
 
@@ -608,6 +625,7 @@ func (r *Relay) ensureTopic(ctx context.Context) error {
 }
 
 func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, error) {
+	skipNotifications(conn)
 	rs, err := conn.Query(ctx, selectBatch, r.cfg.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox batch: %w", err)
