@@ -126,7 +126,9 @@
 // has wanted them for the retention, none holds the lease and no relay
 // session is connected. While a relay holds the lease or stands by for it
 // (its session connected: the lease is free for a moment when a leader
-// goes) it deletes nothing. Run either a Relay or a Pruner, never both.
+// goes, and a leader whose database statement failed stands by on a
+// fresh session, opened before the failed one closes, through its
+// backoff) it deletes nothing. Run either a Relay or a Pruner, never both.
 //
 // # Concurrency and lifecycle
 //

@@ -238,3 +238,45 @@ func prunesNothingOfThree(t *testing.T, ctx context.Context, pool *pgxpool.Pool,
 	}
 	return p
 }
+
+// A leader whose database statement failed lets its session go (which
+// releases the lease) and backs off before it tries the lease again. The
+// rows a Kafka outage left in the outbox are still the relay's to
+// publish: a pruner pass during that backoff must delete none of them,
+// so a relay session stays connected throughout.
+func TestThePrunerDeletesNothingWhileALeaderBacksOffAfterADatabaseError(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	ev := newEvents(pool)
+	if err := ev.insert(ctx, 2*time.Hour, 1, 1, 2); err != nil { // 3 rows a relay could not publish for 2 h
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	cfg := testConfig(t, testkit.FreePort(t), reg) // Kafka down: the relay keeps the rows
+	cfg.BackoffMin, cfg.BackoffMax = 3*time.Second, 3*time.Second
+	start(t, newRelay(t, pool, cfg).Run)
+	testkit.WaitFor(t, 10*time.Second, "the relay to take the lease", func() bool { return metric(t, reg, "chat_relay_leader") == 1 })
+	// The leader's next statement on the outbox fails.
+	if _, err := pool.Exec(ctx, `ALTER TABLE outbox RENAME TO outbox_away`); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the leader to fail and let its lease go", func() bool { return metric(t, reg, "chat_relay_leader") == 0 })
+	if _, err := pool.Exec(ctx, `ALTER TABLE outbox_away RENAME TO outbox`); err != nil {
+		t.Fatal(err)
+	}
+	p, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Well within the relay's backoff.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		n, err := p.Prune(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("a pruner deleted %d unpublished rows while the relay backed off after a database error", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -197,11 +197,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		var got bool
 		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.cfg.LockKey).Scan(&got); err != nil {
-			closeConn(conn)
-			conn = nil
 			if ctx.Err() != nil {
 				break
 			}
+			conn = r.reconnect(ctx, conn)
 			dbFails++
 			r.dbFailed(dbFails, fmt.Errorf("try relay lease: %w", err))
 			retry.Sleep(ctx, retry.Backoff(dbFails, r.cfg.BackoffMin, r.cfg.BackoffMax))
@@ -230,13 +229,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.m.leader.Set(0)
 		r.m.lag.Set(0)
 		r.m.pending.Set(0)
-		// Closing the session releases the lease at once, also after an
-		// error that left the connection in an unknown state.
-		closeConn(conn)
-		conn = nil
 		if ctx.Err() != nil {
 			break
 		}
+		// Closing the session releases the lease, also after an error
+		// that left the connection in an unknown state.
+		conn = r.reconnect(ctx, conn)
 		dbFails++
 		r.m.errors.WithLabelValues(kindDB).Inc()
 		r.log.Warn("relay: lost the lease", "err", err)
@@ -244,6 +242,26 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.log.Info("relay: stopped")
 	return nil
+}
+
+// reconnectTimeout bounds the fresh session reconnect opens.
+const reconnectTimeout = 5 * time.Second
+
+// reconnect replaces a session that failed (closing it releases the
+// lease) by a fresh one, opened first, on which the relay stands by
+// through its backoff: a pruner beside it (relayPresent) must see a relay
+// session all along, or it would delete the rows the relay has not
+// published yet. Nil when the database cannot be reached: Run connects
+// again after the backoff.
+func (r *Relay) reconnect(ctx context.Context, old *pgx.Conn) *pgx.Conn {
+	cctx, cancel := context.WithTimeout(ctx, reconnectTimeout)
+	defer cancel()
+	c, err := r.connect(cctx)
+	closeConn(old)
+	if err != nil {
+		return nil
+	}
+	return c
 }
 
 func (r *Relay) dbFailed(n int, err error) {
