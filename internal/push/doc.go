@@ -146,6 +146,12 @@
 // after MaxAttempts a push is dropped (a send a stopping node cancelled
 // is no attempt) (chat_push_skipped_total
 // {reason="gave_up"}); any other status fails that push for that device.
+// With both the Kafka topic and the webhook, a device's push is written to
+// Kafka first (a failed write retries it, the webhook not tried) and then
+// POSTed: the webhook's answer decides as above, and a retry goes to both
+// again with the same Request ID (receivers de-duplicate by it); a push
+// Kafka accepted counts as possibly shown (a recall removes it) though the
+// webhook refused it.
 // Outcomes are written back in batches by one goroutine, each only while
 // its claim still holds the push (the same attempt: one that comes back
 // after its lease ran out leaves another node's claim alone). A node that dies

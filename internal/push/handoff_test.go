@@ -292,3 +292,28 @@ func TestAStoppedPusherLeavesNoKafkaConnectionOrGoroutine(t *testing.T) {
 	stop()
 	testkit.WaitFor(t, 5*time.Second, "kafka-go's goroutines gone", func() bool { return kafkatest.Goroutines() <= before })
 }
+
+// With both outputs configured, a push to a device Kafka accepted and the
+// webhook then refused for good (a 4xx) is not retried (the webhook's
+// answer stands), but Kafka's consumer has it and may have shown it: the
+// job is kept as the pair's shown notification, as one sent is, so that a
+// recall of its message sends the device a remove.
+func TestAPushKafkaAcceptedAndTheWebhookRefusedIsKeptAsShown(t *testing.T) {
+	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
+	snd, webhook := startWebhook(t, http.StatusBadRequest)
+	r := newRig(t)
+	r.start(func(c *push.Config) {
+		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
+		webhook(c)
+	})
+	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
+	r.send(r.direct(1, 2), 1, "hi")
+	testkit.WaitFor(t, 5*time.Second, "the push to reach the webhook", func() bool { return len(snd.got()) > 0 })
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := len(snd.got()); n != 1 {
+		t.Fatalf("the webhook got %d requests, want the one it refused", n)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sent'`); n != 1 {
+		t.Fatalf("%d of bob's pushes kept as shown, want the one Kafka accepted", n)
+	}
+}

@@ -115,7 +115,13 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 		res = sentOK
 	}
 	if o.cfg.WebhookURL != "" {
+		handedOff := res == sentOK
 		res, after = o.webhook(ctx, body)
+		if handedOff && res == sentFailed {
+			// Kafka's consumer has the push, which may reach the device,
+			// though the webhook refused it.
+			res = sentFailedHandedOff
+		}
 	}
 	return res, after
 }

@@ -207,6 +207,10 @@ const (
 	sentGone
 	sentRetry
 	sentFailed
+	// sentFailedHandedOff: one output refused the push for good, but
+	// another (Kafka, with the webhook too) accepted it: it may be on the
+	// device, so its notification is kept as shown (a recall removes it).
+	sentFailedHandedOff
 )
 
 // result of one job, written back by the result writer.
@@ -499,7 +503,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	r.shown = maybeShown
 	for _, o := range outs {
 		switch o.o {
-		case sentOK:
+		case sentOK, sentFailedHandedOff:
 			r.shown = !j.remove
 		case sentGone:
 			r.gone = append(r.gone, o.id)
@@ -512,7 +516,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		// Stopping cancelled sends in flight: that was no attempt of
 		// theirs, so it does not count toward MaxAttempts. Sent to no
 		// device, the claim goes back as a queued one does.
-		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK }) {
+		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff }) {
 			return result{id: j.id, attempts: j.attempts, gone: r.gone, release: true}
 		}
 		r.uncount = true
