@@ -132,9 +132,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		ReadBackoffMin: c.cfg.BackoffMin,
 		ReadBackoffMax: c.cfg.BackoffMax,
 		Dialer: &kafka.Dialer{
-			ClientID:  "chatd-consumer-" + c.cfg.NodeID,
-			Timeout:   10 * time.Second,
-			DualStack: true,
+			ClientID: "chatd-consumer-" + c.cfg.NodeID,
+			Timeout:  10 * time.Second,
+			DialFunc: dialNoAutoCreate(10 * time.Second),
 		},
 		WatchPartitionChanges: true,
 		ErrorLogger:           kafkaLogger(c.log, slog.LevelDebug, c.readerFailed),

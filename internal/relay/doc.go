@@ -90,6 +90,12 @@
 // another running node of the database holds (a PostgreSQL advisory lock
 // the node keeps for its life, see docs/operations.md).
 //
+// The consumer never has the broker create the topic: kafka-go's
+// consumer group asks for the topic's partitions in Metadata requests
+// that allow auto creation (which a broker with auto.create.topics.enable
+// honours, with its default partition count), so the consumer's
+// connections clear that flag (dialNoAutoCreate).
+//
 // A record's traceparent and tracestate headers become the event's
 // chat.Event.Trace (DecodeEvent); with ConsumerConfig.Tracer the handler
 // runs in a chat.relay.consume span continuing that trace, and the event
