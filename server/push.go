@@ -40,10 +40,16 @@ func (s *Server) startPush(ctx context.Context, st config.Settings) (chat.Publis
 	if len(st.KafkaBrokers) > 0 && st.PushKafkaTopic != "" {
 		cfg.KafkaBrokers, cfg.KafkaTopic = st.KafkaBrokers, st.PushKafkaTopic
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.PushKafkaTopic, 12); err != nil {
+		if err := relay.EnsureTopic(tctx, st.KafkaBrokers, st.PushKafkaTopic, pushPartitions); err != nil {
 			s.log.Warn("could not ensure the Kafka push topic; pushes to it are retried", "topic", st.PushKafkaTopic, "err", err)
 		}
 		cancel()
+		// Kafka unreachable now: the first push creates it, with the
+		// same count (never the broker, with its default).
+		cfg.EnsureKafkaTopic = func(ctx context.Context) error {
+			_, err := relay.EnsureTopicIfMissing(ctx, st.KafkaBrokers, "chatd-push-"+st.NodeID, st.PushKafkaTopic, pushPartitions)
+			return err
+		}
 	}
 	if s.push, err = push.New(cfg); err != nil {
 		return nil, fmt.Errorf("push: %w", err)
@@ -51,6 +57,9 @@ func (s *Server) startPush(ctx context.Context, st config.Settings) (chat.Publis
 	s.devices = push.NewDevices(s.Pool, keys.Public, st.PushAllowHTTP, cfg.HandOff())
 	return teePublisher{s.Hub, s.push}, nil
 }
+
+// pushPartitions is the partition count chatd creates the push topic with.
+const pushPartitions = 12
 
 // teePublisher hands every committed event to each publisher in turn.
 type teePublisher []chat.Publisher

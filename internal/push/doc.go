@@ -135,7 +135,9 @@
 //     "conv-<id>" (a newer push, a remove too, replaces an undelivered
 //     one);
 //   - fcm and apns: a Request (JSON, docs/events.md) to the Kafka topic
-//     (key: user id) and/or POSTed to the webhook with
+//     (key: user id; a missing topic is created with
+//     Config.EnsureKafkaTopic, never by the broker) and/or POSTed to the
+//     webhook with
 //     X-Chat-Signature "t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>"
 //     (Sign, Verify).
 //

@@ -42,6 +42,9 @@ type outputs struct {
 	// Writer.Close leaves open (with a metadata refresh polling the
 	// brokers) for as long as the process lives.
 	transport *kafka.Transport
+
+	ensureMu sync.Mutex
+	ensured  bool // the topic was found or created (Config.EnsureKafkaTopic)
 }
 
 func newOutputs(cfg Config, webhook *http.Client, log *slog.Logger) *outputs {
@@ -53,12 +56,13 @@ func newOutputs(cfg Config, webhook *http.Client, log *slog.Logger) *outputs {
 			Topic:    cfg.KafkaTopic,
 			Balancer: &kafka.Hash{}, // one user's requests stay in order on one partition
 			// Retries are the push job's, with backoff and jitter.
-			MaxAttempts:            1,
-			BatchTimeout:           2 * time.Millisecond,
-			ReadTimeout:            cfg.Timeout,
-			WriteTimeout:           cfg.Timeout,
-			RequiredAcks:           kafka.RequireAll,
-			AllowAutoTopicCreation: true,
+			MaxAttempts:  1,
+			BatchTimeout: 2 * time.Millisecond,
+			ReadTimeout:  cfg.Timeout,
+			WriteTimeout: cfg.Timeout,
+			RequiredAcks: kafka.RequireAll,
+			// A missing topic is Config.EnsureKafkaTopic's to create.
+			AllowAutoTopicCreation: false,
 			Transport:              o.transport,
 		}
 	}
@@ -98,6 +102,11 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 	}
 	if o.kafka != nil {
 		wctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
+		if err := o.ensureTopic(wctx); err != nil {
+			cancel()
+			o.log.Debug("push: could not ensure the Kafka topic", "err", err)
+			return sentRetry, 0
+		}
 		err := o.kafka.WriteMessages(wctx, kafka.Message{
 			Key:   []byte(strconv.FormatInt(j.user, 10)),
 			Value: body,
@@ -124,6 +133,23 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 		}
 	}
 	return res, after
+}
+
+// ensureTopic runs Config.EnsureKafkaTopic until it succeeds once.
+func (o *outputs) ensureTopic(ctx context.Context) error {
+	if o.cfg.EnsureKafkaTopic == nil {
+		return nil
+	}
+	o.ensureMu.Lock()
+	defer o.ensureMu.Unlock()
+	if o.ensured {
+		return nil
+	}
+	if err := o.cfg.EnsureKafkaTopic(ctx); err != nil {
+		return err
+	}
+	o.ensured = true
+	return nil
 }
 
 // webhook POSTs a signed request to the operator's sender.

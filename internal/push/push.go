@@ -46,10 +46,17 @@ type Config struct {
 	// operator's own network by registering such an endpoint.
 	AllowPrivate bool
 
-	KafkaBrokers  []string // with KafkaTopic: FCM/APNs requests to Kafka
-	KafkaTopic    string
-	WebhookURL    string // FCM/APNs requests POSTed here
-	WebhookSecret string // signs them (X-Chat-Signature)
+	KafkaBrokers []string // with KafkaTopic: FCM/APNs requests to Kafka
+	KafkaTopic   string
+	// EnsureKafkaTopic creates KafkaTopic, with the partitions the
+	// operator's sender expects, if it does not exist: called before the
+	// first write (again after a failure). Nil: the topic must exist; a
+	// push to a missing one is retried. The writer never has the broker
+	// create it (auto.create.topics.enable would, with its default
+	// partition count, for good).
+	EnsureKafkaTopic func(context.Context) error
+	WebhookURL       string // FCM/APNs requests POSTed here
+	WebhookSecret    string // signs them (X-Chat-Signature)
 
 	Tick              time.Duration // decider and claimer poll (default 100ms)
 	LeaseInterval     time.Duration // standby nodes try the lease this often (default 1s)

@@ -623,23 +623,34 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 func (r *Relay) ensureTopic(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
 	defer cancel()
-	transport := &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: "chatd-relay-" + r.cfg.NodeID}
+	created, err := EnsureTopicIfMissing(ctx, r.cfg.Brokers, "chatd-relay-"+r.cfg.NodeID, r.cfg.Topic, r.cfg.Partitions)
+	if created {
+		r.log.Info("relay: created the topic", "partitions", r.cfg.Partitions)
+	}
+	return err
+}
+
+// EnsureTopicIfMissing is EnsureTopic for a topic that metadata (asked as
+// clientID, without auto creation) does not show: a topic that exists is
+// left as it is without asking for CreateTopics, which a broker may
+// refuse a client allowed to write. created reports that it created it.
+func EnsureTopicIfMissing(ctx context.Context, brokers []string, clientID, topic string, partitions int) (created bool, err error) {
+	transport := &kafka.Transport{DialTimeout: 5 * time.Second, ClientID: clientID}
 	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(r.cfg.Brokers...), Transport: transport}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{r.cfg.Topic}})
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return fmt.Errorf("ensure topic %s: metadata: %w", r.cfg.Topic, err)
+		return false, fmt.Errorf("ensure topic %s: metadata: %w", topic, err)
 	}
 	for _, t := range md.Topics {
-		if t.Name == r.cfg.Topic && t.Error == nil && len(t.Partitions) > 0 {
-			return nil
+		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
+			return false, nil
 		}
 	}
-	if err := EnsureTopic(ctx, r.cfg.Brokers, r.cfg.Topic, r.cfg.Partitions); err != nil {
-		return err
+	if err := EnsureTopic(ctx, brokers, topic, partitions); err != nil {
+		return false, err
 	}
-	r.log.Info("relay: created the topic", "partitions", r.cfg.Partitions)
-	return nil
+	return true, nil
 }
 
 func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, error) {
