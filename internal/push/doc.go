@@ -150,8 +150,8 @@
 // {reason="gave_up"}); any other status fails that push for that device.
 // With both the Kafka topic and the webhook, a device's push is written to
 // Kafka first (a failed write retries it, the webhook not tried) and then
-// POSTed: the webhook's answer decides as above, and a retry goes to both
-// again with the same Request ID (receivers de-duplicate by it); a push
+// POSTed: the webhook's answer decides as above, and a retry goes to the
+// webhook alone (push_job.kafka_sent: Kafka gets each push once); a push
 // Kafka accepted counts as possibly shown (a recall removes it) though the
 // webhook refused it.
 // Outcomes are written back in batches by one goroutine, each only while

@@ -317,3 +317,27 @@ func TestAPushKafkaAcceptedAndTheWebhookRefusedIsKeptAsShown(t *testing.T) {
 		t.Fatalf("%d of bob's pushes kept as shown, want the one Kafka accepted", n)
 	}
 }
+
+// With both outputs configured, a push Kafka accepted and the webhook
+// asked to retry (a 5xx) is retried to the webhook alone: Kafka's
+// consumer gets each push once, and the webhook until it accepts.
+func TestAPushKafkaAcceptedIsRetriedToTheWebhookAlone(t *testing.T) {
+	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
+	snd, webhook := startWebhook(t, http.StatusServiceUnavailable)
+	r := newRig(t)
+	r.start(func(c *push.Config) {
+		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
+		webhook(c)
+	})
+	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
+	r.send(r.direct(1, 2), 1, "hi")
+	testkit.WaitFor(t, 10*time.Second, "the webhook to accept the retry", func() bool { return len(snd.got()) == 2 })
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	recs, err := kafkatest.ReadTopic(context.Background(), kc.ListenAddrs()[0], "chat.push", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("chat.push has %d records of the push, want 1", len(recs))
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,10 +78,12 @@ func (o *outputs) close() {
 }
 
 // deliver sends n to one device and classifies the answer; after is the
-// push service's Retry-After, if it gave one.
-func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification) (outcome, time.Duration) {
+// push service's Retry-After, if it gave one; kafkaOK that the Kafka topic
+// has it (now, or from an earlier attempt of j).
+func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification) (res outcome, after time.Duration, kafkaOK bool) {
 	if isWebPush(d.Platform) {
-		return o.webPush(ctx, j, d, n)
+		res, after = o.webPush(ctx, j, d, n)
+		return res, after, false
 	}
 	req := Request{
 		ID:     strconv.FormatInt(j.id, 10) + "-" + strconv.FormatInt(d.ID, 10),
@@ -93,19 +96,25 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return sentFailed, 0
+		return sentFailed, 0, false
 	}
-	res, after := sentFailed, time.Duration(0)
+	res = sentFailed
 	if o.kafka == nil && o.cfg.WebhookURL == "" {
 		o.log.Warn("push: no FCM/APNs hand-off configured; dropping the push", "platform", d.Platform)
-		return sentFailed, 0
+		return sentFailed, 0, false
 	}
-	if o.kafka != nil {
+	// With the webhook too, a device Kafka took the push for in an
+	// earlier attempt, which the webhook asked to retry, gets it from the
+	// webhook alone: Kafka's consumer gets each push once.
+	kafkaOK = o.kafka != nil && slices.Contains(j.kafkaSent, d.ID)
+	if kafkaOK {
+		res = sentOK
+	} else if o.kafka != nil {
 		wctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
 		if err := o.ensureTopic(wctx); err != nil {
 			cancel()
 			o.log.Debug("push: could not ensure the Kafka topic", "err", err)
-			return sentRetry, 0
+			return sentRetry, 0, false
 		}
 		err := o.kafka.WriteMessages(wctx, kafka.Message{
 			Key:   []byte(strconv.FormatInt(j.user, 10)),
@@ -119,9 +128,9 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 		cancel()
 		if err != nil {
 			o.log.Debug("push: Kafka hand-off failed", "err", err)
-			return sentRetry, 0
+			return sentRetry, 0, false
 		}
-		res = sentOK
+		res, kafkaOK = sentOK, true
 	}
 	if o.cfg.WebhookURL != "" {
 		handedOff := res == sentOK
@@ -132,7 +141,7 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 			res = sentFailedHandedOff
 		}
 	}
-	return res, after
+	return res, after, kafkaOK
 }
 
 // ensureTopic runs Config.EnsureKafkaTopic until it succeeds once.

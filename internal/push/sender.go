@@ -76,7 +76,7 @@ WITH l AS (
         WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
     ) o ON true
     WHERE p.id = c.id
-    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.device_ids, p.covered
+    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.device_ids, p.covered, p.kafka_sent
 ), taken AS (
     UPDATE push_job o SET state = 'sent', lease_until = NULL, device_ids = NULL
     FROM j
@@ -97,7 +97,7 @@ const recheckSQL = `
 WITH j AS (
     UPDATE push_job SET lease_until = now() + make_interval(secs => $3)
     WHERE id = $1 AND attempts = $2 AND state = 'sending' AND lease_until > now()
-    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, device_ids, covered
+    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, device_ids, covered, kafka_sent
 )` + readJobSQL
 
 // readJobSQL reads, for the claimed jobs j, what sending them needs
@@ -123,7 +123,8 @@ SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j
        COALESCE((SELECT json_agg(json_build_object('id', d.id, 'platform', d.platform, 'address', d.address,
                                                    'p256dh', d.p256dh, 'auth', d.auth, 'appId', d.app_id, 'locale', d.locale))
                  FROM push_device d
-                 WHERE d.user_id = j.user_id AND (j.device_ids IS NULL OR d.id = ANY(j.device_ids))), '[]')
+                 WHERE d.user_id = j.user_id AND (j.device_ids IS NULL OR d.id = ANY(j.device_ids))), '[]'),
+       COALESCE(j.kafka_sent, '{}')
 FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
 LEFT JOIN conversation c ON c.id = j.conversation_id
@@ -189,6 +190,7 @@ type job struct {
 	expired                     bool // its message is older than MaxAge
 	badge                       int64
 	devices                     []device
+	kafkaSent                   []int64   // devices Kafka took this push for in an earlier attempt
 	claimed                     time.Time // when this node read it
 }
 
@@ -222,8 +224,11 @@ type result struct {
 	after    time.Duration
 	release  bool // not attempted (shutdown): hand the claim back as it was
 	uncount  bool // retry: sends were cancelled by a stopping node, no attempt
-	lost     bool // not attempted, the claim is over (recheck): write nothing
-	skipped  bool // no device was sent to: not needed (any more)
+	// kafkaSent: devices Kafka accepted the push for whose webhook send
+	// is owed again (retry, release): not written to Kafka again.
+	kafkaSent []int64
+	lost      bool // not attempted, the claim is over (recheck): write nothing
+	skipped   bool // no device was sent to: not needed (any more)
 	// shown: a notification that may be on a device (sent to one now or
 	// in an earlier attempt), kept as the pair's sent one for recalls.
 	shown bool
@@ -422,7 +427,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.live,
-			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs); err != nil {
+			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {
@@ -484,6 +489,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		id    int64
 		o     outcome
 		after time.Duration
+		kafka bool // Kafka accepted it
 	}
 	outs := make([]devOut, len(j.devices))
 	var wg sync.WaitGroup
@@ -491,8 +497,8 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, after := p.out.deliver(ctx, j, d, n)
-			outs[i] = devOut{d.ID, o, after}
+			o, after, kafka := p.out.deliver(ctx, j, d, n)
+			outs[i] = devOut{d.ID, o, after, kafka}
 			p.m.sent.WithLabelValues(d.Platform, o.String()).Inc()
 			if o == sentOK && !j.remove && j.msgAt != nil {
 				p.m.latency.Observe(time.Since(*j.msgAt).Seconds())
@@ -510,6 +516,9 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		case sentRetry:
 			r.retry = append(r.retry, o.id)
 			r.after = max(r.after, o.after)
+			if o.kafka {
+				r.kafkaSent = append(r.kafkaSent, o.id)
+			}
 		}
 	}
 	if len(r.retry) > 0 && ctx.Err() != nil {
@@ -517,7 +526,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		// theirs, so it does not count toward MaxAttempts. Sent to no
 		// device, the claim goes back as a queued one does.
 		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff }) {
-			return result{id: j.id, attempts: j.attempts, gone: r.gone, release: true}
+			return result{id: j.id, attempts: j.attempts, gone: r.gone, release: true, kafkaSent: r.kafkaSent}
 		}
 		r.uncount = true
 	}
@@ -591,6 +600,11 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	// reschedule or release that claim's push.
 	for _, r := range rs {
 		gone = append(gone, r.gone...)
+		if len(r.kafkaSent) > 0 && (r.release || len(r.retry) > 0) {
+			// Before the statement below, which may change attempts.
+			b.Queue(`UPDATE push_job SET kafka_sent = COALESCE(kafka_sent, '{}') || $2
+WHERE id = $1 AND attempts = $3 AND state = 'sending'`, r.id, r.kafkaSent, r.attempts)
+		}
 		switch {
 		case r.lost:
 		case r.release:
