@@ -17,8 +17,10 @@ import (
 // before the relay's first write. kafka-go has no setting for it, so the
 // connection clears the flag in every Metadata request it carries.
 //
-// It sits below TLS (kafka-go wraps what DialFunc returns): a Dialer with
-// TLS must not use it as it is.
+// It sits below TLS (kafka-go wraps what DialFunc returns) and reads the
+// stream as Kafka requests: a Dialer with TLS, or with SASL against a
+// broker older than Kafka 1.0 (raw, unframed tokens), must not use it as
+// it is.
 func dialNoAutoCreate(timeout time.Duration) func(ctx context.Context, network, address string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
