@@ -58,6 +58,9 @@ type JWKS struct {
 	log     *slog.Logger
 	cancel  context.CancelFunc
 	failing atomic.Bool
+	// fetches counts the fetches made for tokens (refetchNow, key), each
+	// once it is done.
+	fetches atomic.Int64
 }
 
 // NewJWKS fetches the key set once (a failure is logged, not returned: the
@@ -166,7 +169,9 @@ func (j *JWKS) key(kid, alg string) (any, error) {
 		if !errors.Is(err, jwkset.ErrKeyNotFound) || !j.refetch.Allow() {
 			return nil, ErrKeysUnavailable
 		}
-		if k, err = j.store.KeyRead(ctx, kid); err != nil {
+		k, err = j.store.KeyRead(ctx, kid)
+		j.fetches.Add(1)
+		if err != nil {
 			if j.unavailable() {
 				return nil, ErrKeysUnavailable
 			}
@@ -196,8 +201,14 @@ func (j *JWKS) refetchNow() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), jwksHTTPTimeout)
 	defer cancel()
 	_, _ = j.store.KeyRead(ctx, refetchKid)
+	j.fetches.Add(1)
 	return true
 }
+
+// fetched is the number of fetches made for tokens so far: a caller that
+// reads it before looking at the keys and again after knows whether the
+// set was fetched meanwhile.
+func (j *JWKS) fetched() int64 { return j.fetches.Load() }
 
 // refetchIn is how long until the key set is fetched again or may be
 // (0: now): the refetch limit allows a fetch, or the next periodic

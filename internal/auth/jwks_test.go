@@ -474,6 +474,41 @@ func TestARotationIsPickedUpForTokensWithoutKid(t *testing.T) {
 	if n := p.fetches.Load(); n > 10 {
 		t.Errorf("%d fetches of the key set: more than one per MinRefetch", n)
 	}
-	rejects(t, v, signKid(t, newECKey(t), "", idpClaims("3")), ErrSignature)
-	rejects(t, v, signKid(t, oldKey, "", idpClaims("1")), ErrSignature) // retired
+	// Within MinRefetch of the fetch that found the new key they are put
+	// off ("retry later", as a made-up kid is); refused once fetched for.
+	for _, tok := range []string{signKid(t, newECKey(t), "", idpClaims("3")), signKid(t, oldKey, "", idpClaims("1"))} { // unpublished, retired
+		testkit.WaitFor(t, 5*time.Second, "a token without kid of no published key to be refused", func() bool {
+			id, err := v.Verify(tok)
+			if errors.Is(err, ErrKeysUnavailable) {
+				return false
+			}
+			if !errors.Is(err, ErrInvalidToken) || !errors.Is(err, ErrSignature) {
+				t.Fatalf("Verify: %d %v, want the signature refused", id, err)
+			}
+			return true
+		})
+	}
+}
+
+// TestATokenWithoutKidOfAKeyRotatedInSinceTheLastFetchIsPutOffNotRefused:
+// the provider rotates its key less than MinRefetch after the set was
+// last fetched for a token. A token without a kid signed with the new key
+// cannot be checked until the set may be fetched again: it is put off
+// ("retry later"), as a token naming the new kid is, not refused (a
+// client would give up a good token for good), and accepted once the set
+// is fetched again.
+func TestATokenWithoutKidOfAKeyRotatedInSinceTheLastFetchIsPutOffNotRefused(t *testing.T) {
+	p := newIDP(t)
+	oldKey, newKey := newECKey(t), newECKey(t)
+	p.setKeys(map[string]crypto.Signer{"2025": oldKey})
+	v := New(Options{JWKS: newJWKS(t, p, JWKSOptions{Refresh: time.Hour, MinRefetch: time.Second}, nil)})
+	accepts(t, v, signKid(t, oldKey, "", idpClaims("1")), 1)
+	// A token of no published key fetches the set again (and is refused).
+	rejects(t, v, signKid(t, newECKey(t), "", idpClaims("1")), ErrSignature)
+	p.setKeys(map[string]crypto.Signer{"2026": newKey})
+	putOff(t, v, signKid(t, newKey, "", idpClaims("2")))
+	testkit.WaitFor(t, 5*time.Second, "the token without kid of the rotated key to be accepted once the set may be fetched", func() bool {
+		_, err := v.Verify(signKid(t, newKey, "", idpClaims("2")))
+		return err == nil
+	})
 }

@@ -248,12 +248,22 @@ func (v *Verifier) verify(token string) (userID int64, c *claimSet, err error) {
 		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(v.now),
 	)
+	var fetched int64
+	if v.jwks != nil {
+		fetched = v.jwks.fetched()
+	}
 	claims := &claimSet{userClaim: v.userClaim}
 	t, err := p.ParseWithClaims(token, claims, v.keyFor)
 	if err != nil && t != nil && v.jwks != nil && t.Method != jwt.SigningMethodHS256 && !hasKid(t) &&
-		reason(err) == ErrSignature && v.jwks.refetchNow() {
+		reason(err) == ErrSignature {
 		// No cached key verifies a provider token that names none: the
-		// provider may have rotated, as an unknown kid would say.
+		// provider may have rotated, as an unknown kid would say. When the
+		// set may not be fetched again yet, and was not fetched since this
+		// token's keys were read, a key rotated in since cannot be told
+		// from a forged signature: put off, as for an unknown kid.
+		if !v.jwks.refetchNow() && v.jwks.fetched() == fetched {
+			return 0, nil, v.keysUnavailable()
+		}
 		claims = &claimSet{userClaim: v.userClaim}
 		t, err = p.ParseWithClaims(token, claims, v.keyFor)
 	}
