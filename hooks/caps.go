@@ -54,3 +54,21 @@ func refuseQoSAbove(srv *mqtt.Server, cl *mqtt.Client, pk packets.Packet) error 
 	}
 	return packets.ErrRejectPacket
 }
+
+// refuseSubscriptionIdentifiers ends the connection of a v5 client whose
+// SUBSCRIBE carries a Subscription Identifier although the CONNACK said
+// Subscription Identifiers are not available (announceCapabilities): MQTT
+// 5 makes that a protocol error (§3.2.2.3.12, §4.13), and 0xA1 says which
+// one. mochi checks only the identifier's range, then would grant the
+// subscription and keep an identifier no delivery carries. Nothing of the
+// SUBSCRIBE is processed. It returns ErrRejectPacket, which makes mochi
+// stop reading. (MQTT 3.1.1 has no identifiers: its SUBSCRIBE has no
+// properties.)
+func refuseSubscriptionIdentifiers(srv *mqtt.Server, cl *mqtt.Client, pk packets.Packet) error {
+	if pk.FixedHeader.Type != packets.Subscribe || len(pk.Properties.SubscriptionIdentifier) == 0 ||
+		srv.Options.Capabilities.SubIDAvailable != 0 || cl.Properties.ProtocolVersion != 5 {
+		return nil
+	}
+	_ = srv.DisconnectClient(cl, packets.ErrSubscriptionIdentifiersNotSupported)
+	return packets.ErrRejectPacket
+}

@@ -205,7 +205,7 @@ func (h *Chat) ID() string { return "chat" }
 // Provides lists the hook points used.
 func (h *Chat) Provides(b byte) bool {
 	return bytes.Contains([]byte{
-		mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablished,
+		mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnAuthPacket, mqtt.OnACLCheck, mqtt.OnSessionEstablished,
 		mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribe, mqtt.OnUnsubscribed, mqtt.OnPublish, mqtt.OnPacketRead, mqtt.OnPacketEncode, mqtt.OnDisconnect,
 	}, []byte{b})
 }
@@ -302,7 +302,7 @@ func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why string, user i
 
 // OnConnect limits connection attempts per IP address, waits for its turn
 // in the node's connect budget, authenticates the JWT in the password,
-// refuses Wills, limits the user's connects and connections, enforces
+// refuses an Authentication Method (auth.go) and Wills, limits the user's connects and connections, enforces
 // client-id ownership and opens (or resumes) the durable chat session, all
 // before mochi takes over any existing session with that client id. The
 // per-IP limit comes first, so a flood from one address costs neither a
@@ -323,6 +323,9 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if len(cl.ID) > MaxClientIDLength {
 		return h.refuse(cl, packets.ErrClientIdentifierNotValid, "client_id_invalid", 0)
+	}
+	if code, ok := refuseAuthMethod(cl); ok {
+		return h.refuse(cl, code, "auth_method", 0)
 	}
 	if retry, ok := h.awaitTurn(isV5(cl)); !ok {
 		return h.refuseRate(cl, &chat.Error{Code: chat.CodeRateLimited, Message: "the node's connect budget is full",
@@ -418,7 +421,6 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 func keepConnectFields(cl *mqtt.Client) {
 	cl.ID = strings.Clone(cl.ID)
 	cl.Properties.Username = bytes.Clone(cl.Properties.Username)
-	cl.Properties.Props.AuthenticationMethod = strings.Clone(cl.Properties.Props.AuthenticationMethod)
 	cl.Properties.Props.User = nil
 }
 
@@ -615,7 +617,9 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 // publish above the maximum QoS or with an invalid topic alias ends the
 // connection (caps.go, alias.go), no alias is recorded for a topic that
 // will be refused and one recorded holds a copy of its topic alone
-// (alias.go), and the retain flag is cleared because chat never retains.
+// (alias.go), a SUBSCRIBE with a Subscription Identifier ends the
+// connection (caps.go), and the retain flag is cleared because chat never
+// retains.
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
@@ -624,6 +628,10 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		}
 	case packets.Disconnect:
 		takeDisconnectExpiry(h.info(cl), &pk)
+	case packets.Subscribe:
+		if err := refuseSubscriptionIdentifiers(h.server, cl, pk); err != nil {
+			return pk, err
+		}
 	case packets.Publish:
 		if err := refuseQoSAbove(h.server, cl, pk); err != nil {
 			h.cfg.Metrics.Publishes.WithLabelValues("denied", "qos_not_supported").Inc()

@@ -37,6 +37,10 @@
 // deliver, which bypass OnPublish and the publish ACL, are closed: a
 // CONNECT with a Will is refused (will.go), the inline client is off, and
 // $SYS and retained messages match no filter the subscribe ACL grants.
+// What the CONNACK says is unavailable is refused as MQTT 5 asks: a
+// SUBSCRIBE with a Subscription Identifier ends the connection (caps.go),
+// and so does an AUTH packet, chatd having no enhanced authentication (a
+// CONNECT naming an Authentication Method is refused: auth.go).
 // Clients see CONNACK codes of their own protocol version only, and 3.1.1
 // clients never get a DISCONNECT (disconnect.go). CONNECT (Sessions.Open)
 // and SUBSCRIBE/UNSUBSCRIBE of a persistent session (its subscriptions

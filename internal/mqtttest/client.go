@@ -204,6 +204,11 @@ func (c *Client) ServerDisconnect() (packets.Packet, bool) {
 	return *c.disconnect, true
 }
 
+// Send writes pk as it is (packet id, flags and properties included): a
+// packet no other method makes, such as an AUTH, a SUBSCRIBE with
+// properties or a retransmission with DUP set.
+func (c *Client) Send(pk packets.Packet) error { return c.write(pk) }
+
 // Ack sends a PUBACK.
 func (c *Client) Ack(id uint16) error {
 	return c.write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: id})

@@ -33,6 +33,7 @@ var codecs = map[byte]struct {
 	packets.Unsuback:    {decode: (*packets.Packet).UnsubackDecode},
 	packets.Pingreq:     {encode: (*packets.Packet).PingreqEncode},
 	packets.Disconnect:  {encode: (*packets.Packet).DisconnectEncode, decode: (*packets.Packet).DisconnectDecode},
+	packets.Auth:        {encode: (*packets.Packet).AuthEncode, decode: (*packets.Packet).AuthDecode},
 }
 
 // Encode encodes a packet a client sends, at pk.ProtocolVersion.

@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// The CONNACK says Subscription Identifiers are not available, which
+// makes a SUBSCRIBE carrying one a protocol error (MQTT 5 §3.2.2.3.12):
+// DISCONNECT 0xA1, subscription identifiers not supported. It was granted
+// (SUBACK 0x01) and the connection kept.
+func TestASubscribeWithASubscriptionIdentifierIsDisconnectedWith0xA1(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c, _ := dialAs(t, srv.MQTTAddr(), 2, "subid", 5, true)
+	if err := c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, PacketID: 1,
+		Filters:    packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, Identifier: 7}},
+		Properties: packets.Properties{SubscriptionIdentifier: []int{7}}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the connection of a SUBSCRIBE with a Subscription Identifier to close", c.Closed)
+	if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != 0xA1 {
+		t.Fatalf("DISCONNECT %v 0x%02x, want 0xA1 (subscription identifiers not supported)", ok, pk.ReasonCode)
+	}
+	if srv.Hub.Ready("subid") {
+		t.Fatal("the refused SUBSCRIBE released event delivery")
+	}
+}
+
+// chatd offers no enhanced authentication, and a client whose CONNECT
+// named no Authentication Method must not send AUTH (MQTT-4.12.0-7): a
+// protocol error, DISCONNECT 0x82 (MQTT 3.1.1, where the packet type is
+// reserved, is closed). mochi called no hook for AUTH and ignored it: a
+// client that asked to re-authenticate waited for an answer that never
+// came.
+func TestAnAuthPacketEndsItsConnectionAsAProtocolError(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	for _, v := range []byte{5, 4} {
+		c, _ := dialAs(t, srv.MQTTAddr(), 1, fmt.Sprint("auth-v", v), v, true)
+		if err := c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Auth}, ReasonCode: packets.CodeReAuthenticate.Code,
+			Properties: packets.Properties{AuthenticationMethod: "SCRAM-SHA-256"}}); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("the v%d connection that sent AUTH to close", v), c.Closed)
+		pk, ok := c.ServerDisconnect()
+		if v == 5 && (!ok || pk.ReasonCode != 0x82) {
+			t.Errorf("v5: DISCONNECT %v 0x%02x, want 0x82 (protocol error)", ok, pk.ReasonCode)
+		}
+		if v == 4 && ok {
+			t.Errorf("v3.1.1: got DISCONNECT 0x%02x", pk.ReasonCode)
+		}
+	}
+}
+
+// A server that does not support the Authentication Method a CONNECT
+// names must close the connection, after CONNACK 0x8C or 0x87
+// (MQTT-4.12.0-1). chatd admitted it by its password, and the client,
+// which asked for an authentication exchange, was told nothing of it.
+func TestAConnectNamingAnAuthenticationMethodIsRefusedWith0x8C(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "auth-method", Password: testnode.Token(t, 1), Clean: true,
+		Properties: packets.Properties{AuthenticationMethod: "SCRAM-SHA-256", AuthenticationData: []byte("client-first")}})
+	if err == nil {
+		c.Drop()
+		t.Fatalf("a CONNECT naming an Authentication Method was accepted (CONNACK 0x%02x)", ack.ReasonCode)
+	}
+	if ack.ReasonCode != 0x8C || !strings.Contains(ack.Properties.ReasonString, "Authentication Method") {
+		t.Fatalf("CONNACK 0x%02x %q (%v), want 0x8C (bad authentication method) with a reason string", ack.ReasonCode, ack.Properties.ReasonString, err)
+	}
+}
