@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"slices"
 	"sync"
 
 	chat "github.com/chatd/chatd"
@@ -27,13 +28,14 @@ type ackQueue struct {
 	slots  []*ackSlot // in arrival order, the oldest first
 	closed bool
 
-	// unwritten counts the answers handed to the session whose write
-	// (or failure to write) it has not reported (chat.Ack.Sent); guarded
-	// by wmu, not mu: a session with nothing to write to reports at once,
-	// inside complete, which holds mu.
+	// unwritten holds the packet ids of the answers handed to the
+	// session whose write (or failure to write) it has not reported
+	// (chat.Ack.Sent), in the order handed: the session reports them in
+	// that order. Guarded by wmu, not mu: a session with nothing to write
+	// to reports at once, inside complete, which holds mu.
 	wmu       sync.Mutex
 	wcond     *sync.Cond
-	unwritten int
+	unwritten []uint16
 	wclosed   bool
 	sent      func(error) // written: the Sent of every answer
 }
@@ -51,10 +53,13 @@ func newAckQueue(max int) *ackQueue {
 	return q
 }
 
-// written reports one answer written, or never to be.
+// written reports the oldest answer unwritten written, or never to be.
 func (q *ackQueue) written(error) {
 	q.wmu.Lock()
-	q.unwritten--
+	q.unwritten = q.unwritten[1:]
+	if len(q.unwritten) == 0 {
+		q.unwritten = q.unwritten[:0:0] // the array goes: it only grows otherwise
+	}
 	q.wmu.Unlock()
 	q.wcond.Signal()
 }
@@ -63,7 +68,7 @@ func (q *ackQueue) written(error) {
 // not read meanwhile, as when max publishes wait for their answers.
 func (q *ackQueue) awaitWritten() {
 	q.wmu.Lock()
-	for q.unwritten >= q.max && !q.wclosed {
+	for len(q.unwritten) >= q.max && !q.wclosed {
 		q.wcond.Wait()
 	}
 	q.wmu.Unlock()
@@ -76,16 +81,17 @@ func (q *ackQueue) awaitWritten() {
 //
 // Either way it first waits while max answers wait to be written.
 //
-// A retransmission (dup) of a publish whose answer is still in line gets
-// no place, and reserve returns a nil slot with ok true: that answer is
-// its answer. A second PUBACK of the packet id would reach a client that
-// freed the id at the first and may have given it to its next publish,
-// which it would then acknowledge whatever became of it. (Once the answer
-// left the line the retransmission is answered as a publish of its own,
-// as MQTT requires once the PUBACK is sent, and a client that resends
-// before reading it may meet two.)
+// A retransmission (dup) of a publish whose answer is not written yet,
+// still in line or handed to the session, gets no place, and reserve
+// returns a nil slot with ok true: that answer is its answer. A second
+// PUBACK of the packet id would reach a client that freed the id at the
+// first and may have given it to its next publish, which it would then
+// acknowledge whatever became of it. Only once the answer is written is
+// the retransmission answered as a publish of its own, as MQTT requires
+// once the PUBACK is sent (MQTT-4.3.2-2 in 3.1.1: any PUBLISH with the id
+// is then a new publication).
 func (q *ackQueue) reserve(packetID uint16, wait, dup bool) (*ackSlot, bool) {
-	if dup && q.waiting(packetID) {
+	if dup && q.unanswered(packetID) {
 		return nil, true
 	}
 	q.awaitWritten()
@@ -102,8 +108,11 @@ func (q *ackQueue) reserve(packetID uint16, wait, dup bool) (*ackSlot, bool) {
 	return s, true
 }
 
-// waiting reports whether a publish with packetID is in line.
-func (q *ackQueue) waiting(packetID uint16) bool {
+// unanswered reports whether a publish with packetID is in line or its
+// answer waits to be written. Both are read under mu, which complete
+// holds while it moves answers from the line to the unwritten: a publish
+// is always found in one of them until its answer is written.
+func (q *ackQueue) unanswered(packetID uint16) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, s := range q.slots {
@@ -111,7 +120,9 @@ func (q *ackQueue) waiting(packetID uint16) bool {
 			return true
 		}
 	}
-	return false
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	return slices.Contains(q.unwritten, packetID)
 }
 
 // complete gives s its answer and hands every answered publish at the
@@ -142,7 +153,9 @@ func (q *ackQueue) complete(s *ackSlot, a chat.Ack, send func([]chat.Ack)) int {
 	clear(q.slots[:n])
 	q.slots = q.slots[n:]
 	q.wmu.Lock()
-	q.unwritten += n
+	for i := range out {
+		q.unwritten = append(q.unwritten, out[i].PacketID)
+	}
 	q.wmu.Unlock()
 	send(out)
 	q.cond.Broadcast()

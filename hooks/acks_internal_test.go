@@ -48,16 +48,37 @@ func TestAnAckQueueGivesARetransmissionOfAPublishInLineNoPlace(t *testing.T) {
 	if s, ok := q.reserve(7, false, true); !ok || s != nil {
 		t.Fatalf("retransmission: slot %v ok %v, want none and ok", s, ok)
 	}
-	var ids []uint16
-	q.complete(first, chat.Ack{}, func(acks []chat.Ack) {
-		for _, a := range acks {
-			ids = append(ids, a.PacketID)
-		}
-	})
-	if len(ids) != 1 || ids[0] != 7 {
-		t.Fatalf("answers %v, want [7]", ids)
+	var handed []chat.Ack
+	q.complete(first, chat.Ack{}, func(acks []chat.Ack) { handed = append(handed, acks...) })
+	if len(handed) != 1 || handed[0].PacketID != 7 {
+		t.Fatalf("answers %v, want [7]", handed)
 	}
+	handed[0].Sent(nil) // written
 	if s, ok := q.reserve(7, false, true); !ok || s == nil {
 		t.Fatal("a DUP of a publish no longer in line must take a place")
+	}
+}
+
+// Nor does a retransmission of a publish whose answer was handed to the
+// session and is not written yet: it took a place of its own and got a
+// second PUBACK of the packet id, which a client that freed the id at the
+// first takes for the answer to its next publish with it. Once the answer
+// is written, a DUP is a publish of its own (MQTT 3.1.1 §4.3.2).
+func TestAnAckQueueGivesARetransmissionOfAPublishWhoseAnswerIsUnwrittenNoPlace(t *testing.T) {
+	q := newAckQueue(4)
+	first, _ := q.reserve(7, false, false)
+	other, _ := q.reserve(8, false, false)
+	var handed []chat.Ack
+	q.complete(first, chat.Ack{}, func(acks []chat.Ack) { handed = append(handed, acks...) })
+	q.complete(other, chat.Ack{}, func(acks []chat.Ack) { handed = append(handed, acks...) })
+	if s, ok := q.reserve(7, false, true); !ok || s != nil {
+		t.Fatalf("retransmission of 7, its answer unwritten: slot %v ok %v, want none and ok", s, ok)
+	}
+	handed[0].Sent(nil) // 7 written, 8 not
+	if s, ok := q.reserve(8, false, true); !ok || s != nil {
+		t.Fatalf("retransmission of 8, its answer unwritten: slot %v ok %v, want none and ok", s, ok)
+	}
+	if s, ok := q.reserve(7, false, true); !ok || s == nil {
+		t.Fatal("a DUP of a publish whose answer was written must take a place")
 	}
 }

@@ -170,8 +170,8 @@ func (h *Chat) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 // the connection's PUBACK order. A v5 client over the Receive Maximum is
 // disconnected (0x93) and begin returns nil; a 3.1.1 client waits, and so
 // does a QoS 0 publish over as many in flight (flightLimit). It also
-// returns nil for a retransmission (DUP) of a publish still waiting for
-// its answer, which answers both (ackQueue.reserve).
+// returns nil for a retransmission (DUP) of a publish whose answer is not
+// written yet, which answers both (ackQueue.reserve).
 func (h *Chat) begin(cl *mqtt.Client, ci *clientInfo, pk packets.Packet) *publish {
 	p := &publish{h: h, cl: cl, ci: ci, qos: pk.FixedHeader.Qos}
 	if p.qos > 0 {

@@ -38,6 +38,7 @@ type Client struct {
 	Done      chan struct{}
 	Err       error
 	stopRead  chan struct{} // closed by StopReading
+	held      chan struct{} // closed by ResumeReading; nil when not held (guarded by mu)
 	stopOnce  sync.Once
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -51,6 +52,28 @@ type Client struct {
 // (waiting for the read would hold the caller until the server sent
 // something, on an idle connection until its keepalive closed it).
 func (c *Client) StopReading() { c.stopOnce.Do(func() { close(c.stopRead) }) }
+
+// HoldReading makes the client stop reading from its socket until
+// ResumeReading: a client that reads nothing for a while, whose TCP
+// window fills up, and then goes on. It returns at once; a read already
+// waiting for a packet takes that one packet first, as in StopReading.
+func (c *Client) HoldReading() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = make(chan struct{})
+	}
+}
+
+// ResumeReading ends HoldReading.
+func (c *Client) ResumeReading() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held != nil {
+		close(c.held)
+		c.held = nil
+	}
+}
 
 // Options for Dial.
 type Options struct {
@@ -151,6 +174,18 @@ func (c *Client) readLoop() {
 			<-c.closing
 			return
 		default:
+		}
+		c.mu.Lock()
+		held := c.held
+		c.mu.Unlock()
+		if held != nil {
+			select {
+			case <-held:
+			case <-c.stopRead:
+				continue
+			case <-c.closing:
+				return
+			}
 		}
 		pk, err := mqttwire.Read(c.r, c.Version)
 		if err != nil {
