@@ -50,7 +50,8 @@ type Config struct {
 	// (default 8 and 256); a request that finds the queue full, or an
 	// eighth of it (at least 4) taken by its user's requests, is refused
 	// (PUBACK 0x97, reply 503). Users take turns, each on at most half of
-	// the workers (rpcpool.go).
+	// the workers, and the last idle worker is kept for a user with none
+	// running (rpcpool.go).
 	RPCWorkers, RPCQueue int
 	// MaxSubscriptions per client (default 16).
 	MaxSubscriptions int

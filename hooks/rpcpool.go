@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/chatd/chatd/internal/shutdown"
@@ -21,10 +22,18 @@ import (
 // (a locked row, a slow query, each up to send_timeout) would fill the
 // queue, have every other user of the node refused, and hold the workers
 // while the others' requests waited their turn behind it.
+//
+// A user who already runs a request never takes the last idle worker: it
+// is kept for a user with none running, whose request starts at once.
+// Half of the workers each, two such users would otherwise hold them all,
+// and another user's request would wait for one of theirs to end (up to
+// send_timeout).
 type rpcPool struct {
 	perUser int // queued and running, per user
 	perRun  int // running, per user
 	queue   int // queued (not running), all users
+	workers int
+	busy    int // workers running a request
 
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -46,7 +55,7 @@ type rpcUser struct {
 func rpcShare(queue int) int { return max(4, queue/8) }
 
 func newRPCPool(workers, queue int) *rpcPool {
-	p := &rpcPool{perUser: rpcShare(queue), perRun: max(1, workers/2), queue: queue, users: map[int64]*rpcUser{}}
+	p := &rpcPool{perUser: rpcShare(queue), perRun: max(1, workers/2), queue: queue, workers: workers, users: map[int64]*rpcUser{}}
 	p.cond = sync.NewCond(&p.mu)
 	for range workers {
 		p.wg.Go(p.work)
@@ -85,21 +94,34 @@ func (p *rpcPool) offer(user int64, u *rpcUser) {
 	}
 }
 
+// next is the index in p.ready of the user whose request runs next: the
+// first in turn who has none running, or who leaves a worker idle besides
+// the one that would run it; -1 when there is none. p.mu is held.
+func (p *rpcPool) next() int {
+	for i, user := range p.ready {
+		if p.users[user].running == 0 || p.busy+1 < p.workers {
+			return i
+		}
+	}
+	return -1
+}
+
 // work runs requests, the next user's in turn each time, until the pool
 // is closed and nothing is queued.
 func (p *rpcPool) work() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		for len(p.ready) == 0 && !(p.closed && p.queued == 0) {
+		i := p.next()
+		for ; i < 0 && !(p.closed && p.queued == 0); i = p.next() {
 			p.cond.Wait()
 		}
-		if len(p.ready) == 0 {
+		if i < 0 {
 			p.cond.Broadcast() // the other workers end too
 			return
 		}
-		user := p.ready[0]
-		p.ready = p.ready[1:]
+		user := p.ready[i]
+		p.ready = slices.Delete(p.ready, i, i+1)
 		u := p.users[user]
 		u.ready = false
 		job := u.jobs[0]
@@ -107,10 +129,12 @@ func (p *rpcPool) work() {
 		u.jobs = u.jobs[1:]
 		p.queued--
 		u.running++
+		p.busy++
 		p.offer(user, u) // their next one goes after everyone now in turn
 		p.mu.Unlock()
 		job()
 		p.mu.Lock()
+		p.busy--
 		u.running--
 		if u.running == 0 && len(u.jobs) == 0 {
 			delete(p.users, user)

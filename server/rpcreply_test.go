@@ -203,3 +203,67 @@ func TestOneUsersWaitingRPCRequestsDoNotHoldUpAnotherUsersAnswer(t *testing.T) {
 	nextReply(t, other, "the answer to another user's request while the first user's 32 wait", 3*time.Second, []byte("other"))
 	t.Logf("answered in %v", time.Since(asked).Round(time.Millisecond))
 }
+
+// Two users whose requests wait (each on a row of their own, locked) run
+// on half of the node's request workers each: together they held all
+// eight, and a third user's single request started only once one of
+// theirs ended, at send_timeout. A worker is now kept for a user with no
+// request running: the third user's request is answered while theirs
+// still wait, before any of them.
+func TestTwoUsersWaitingRPCRequestsLeaveAWorkerForAThirdUsersRequest(t *testing.T) {
+	ctx := context.Background()
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000",
+		"CHAT_SEND_TIMEOUT": "5s"})
+	var heavy []*mqtttest.Client
+	for u := int64(1); u <= 2; u++ {
+		conv := mustGroup(t, ctx, srv, u, "busy", nil)
+		pgtest.LockConversation(t, ctx, srv.Pool, conv.ID)
+		c := rawClient(t, srv.MQTTAddr(), u, fmt.Sprint("heavy-rpc-", u), 5, true)
+		req := []byte(fmt.Sprintf(`{"conversationId":%d,"title":"again"}`, conv.ID))
+		for i := range 8 {
+			ack, err := c.Publish("chat/v1/rpc/conversation.update", 1, req,
+				mqtttest.PublishOpts{ResponseTopic: fmt.Sprintf("chat/v1/user/%d/rpc", u), CorrelationData: []byte(fmt.Sprint("h", i))})
+			if err != nil || ack.ReasonCode != 0 {
+				t.Fatalf("user %d request %d: PUBACK 0x%02x %v", u, i, ack.ReasonCode, err)
+			}
+		}
+		heavy = append(heavy, c)
+	}
+	// The workers the two users may take are taken: their requests that
+	// wait for the locks stop growing in number.
+	waiting := func() int {
+		var n int
+		if err := srv.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	last, stable := -1, 0
+	testkit.WaitFor(t, 20*time.Second, "the two users' requests to take the workers", func() bool {
+		n := waiting()
+		if n >= 7 && n == last {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = n
+		time.Sleep(50 * time.Millisecond)
+		return stable >= 5
+	})
+	lone := rawClient(t, srv.MQTTAddr(), 3, "lone-rpc", 5, true)
+	if ack, err := lone.Publish("chat/v1/rpc/me.get", 1, []byte(`{}`),
+		mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/3/rpc", CorrelationData: []byte("lone")}); err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("the third user's request: PUBACK 0x%02x %v", ack.ReasonCode, err)
+	}
+	nextReply(t, lone, "the answer to the third user's request", 30*time.Second, []byte("lone"))
+	for i, c := range heavy {
+		select {
+		case pk := <-c.Publishes:
+			t.Fatalf("user %d's request %s was answered (%s) before the third user's: the third user's waited for a worker the two users held",
+				i+1, pk.Properties.CorrelationData, pk.Payload)
+		default:
+		}
+	}
+	t.Logf("%d of the two users' requests were running", last)
+}
