@@ -30,6 +30,16 @@ type Client struct {
 	AutoAck bool
 
 	Publishes chan packets.Packet // incoming PUBLISH
+
+	// Without Options.ReadBuffer, publishes that find Publishes full wait
+	// in overflow, in order, for pump to hand them on (guarded by qmu):
+	// the read loop never waits for the test to read.
+	unbounded bool
+	qmu       sync.Mutex
+	overflow  []packets.Packet
+	ended     bool          // the read loop ended on a read error: pump closes Publishes
+	queued    chan struct{} // wakes pump
+
 	mu        sync.Mutex
 	waiters   map[uint16]chan packets.Packet // PUBACK by packet id
 	ackOrder  []uint16                       // packet ids of PUBACKs, as they arrived
@@ -77,14 +87,20 @@ func (c *Client) ResumeReading() {
 
 // Options for Dial.
 type Options struct {
-	Version    byte // 4 (3.1.1) or 5
-	ClientID   string
-	Username   string
-	Password   string
-	Clean      bool
-	Expiry     uint32 // v5 session expiry interval
-	Keepalive  uint16
-	ReadBuffer int // size of the Publishes channel
+	Version   byte // 4 (3.1.1) or 5
+	ClientID  string
+	Username  string
+	Password  string
+	Clean     bool
+	Expiry    uint32 // v5 session expiry interval
+	Keepalive uint16
+	// ReadBuffer, when set, bounds the publishes received and not yet
+	// taken from Publishes (its size): beyond, the client stops reading
+	// (and acknowledging) until the test takes one, a slow subscriber.
+	// Unset, the client reads on whatever the test takes: Publishes holds
+	// DefaultReadBuffer, and the publishes beyond wait in a queue that
+	// grows as needed.
+	ReadBuffer int
 	// Will, when its Topic is set, is the connection's Will message.
 	Will Will
 	// LocalAddr is the source IP address to dial from ("" = any), so one
@@ -97,6 +113,11 @@ type Options struct {
 	// deliveries may arrive before the caller could clear it.
 	NoAutoAck bool
 }
+
+// DefaultReadBuffer is the size of Publishes when Options.ReadBuffer is
+// unset. A packet takes 800 bytes there: the 100,000 it once was made
+// every client allocate 80 MB at its connect.
+const DefaultReadBuffer = 1024
 
 // Will is a CONNECT's Will message.
 type Will struct {
@@ -129,11 +150,12 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 	if o.Keepalive == 0 {
 		o.Keepalive = 30
 	}
-	if o.ReadBuffer == 0 {
-		o.ReadBuffer = 100000
+	unbounded := o.ReadBuffer == 0
+	if unbounded {
+		o.ReadBuffer = DefaultReadBuffer
 	}
 	c := &Client{Version: o.Version, conn: conn, r: bufio.NewReader(conn), AutoAck: !o.NoAutoAck,
-		Publishes: make(chan packets.Packet, o.ReadBuffer), waiters: map[uint16]chan packets.Packet{},
+		Publishes: make(chan packets.Packet, o.ReadBuffer), unbounded: unbounded, queued: make(chan struct{}, 1), waiters: map[uint16]chan packets.Packet{},
 		subacks: make(chan packets.Packet, 16), Done: make(chan struct{}), closing: make(chan struct{}), stopRead: make(chan struct{})}
 	pk := mqttwire.Connect(o.Version, mqttwire.Login{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
 		Clean: o.Clean, Keepalive: o.Keepalive, Expiry: o.Expiry, Properties: o.Properties})
@@ -150,6 +172,9 @@ func DialConn(conn net.Conn, o Options) (*Client, packets.Packet, error) {
 		return nil, ack, err
 	}
 	go c.readLoop()
+	if unbounded {
+		go c.pump()
+	}
 	return c, ack, nil
 }
 
@@ -183,8 +208,7 @@ func (c *Client) readLoop() {
 			case <-held:
 			case <-c.stopRead:
 				continue
-			case <-c.closing:
-				return
+			case <-c.closing: // the read below fails and ends the loop
 			}
 		}
 		pk, err := mqttwire.Read(c.r, c.Version)
@@ -196,14 +220,19 @@ func (c *Client) readLoop() {
 				delete(c.waiters, id)
 			}
 			c.mu.Unlock()
-			close(c.Publishes)
+			if c.unbounded {
+				c.qmu.Lock()
+				c.ended = true // pump closes Publishes once it handed on the rest
+				c.qmu.Unlock()
+				c.wake()
+			} else {
+				close(c.Publishes)
+			}
 			return
 		}
 		switch pk.FixedHeader.Type {
 		case packets.Publish:
-			select {
-			case c.Publishes <- pk:
-			case <-c.closing:
+			if !c.deliver(pk) {
 				continue // dropped by us: the read fails next and ends the loop
 			}
 			if pk.FixedHeader.Qos == 1 && c.AutoAck {
@@ -225,6 +254,82 @@ func (c *Client) readLoop() {
 			c.disconnect = &pk
 			c.mu.Unlock()
 		}
+	}
+}
+
+// deliver hands a publish to Publishes: bounded, it waits for room
+// (false when the client is closed meanwhile); unbounded, a publish that
+// finds Publishes full or others waiting before it joins the overflow.
+func (c *Client) deliver(pk packets.Packet) bool {
+	if !c.unbounded {
+		select {
+		case c.Publishes <- pk:
+			return true
+		case <-c.closing:
+			return false
+		}
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if len(c.overflow) == 0 {
+		select {
+		case c.Publishes <- pk:
+			return true
+		default:
+		}
+	}
+	c.overflow = append(c.overflow, pk)
+	c.wake()
+	return true
+}
+
+func (c *Client) wake() {
+	select {
+	case c.queued <- struct{}{}:
+	default:
+	}
+}
+
+// pump hands the overflow on to Publishes, oldest first: a publish leaves
+// the overflow only once it is in Publishes, so one that the read loop
+// finds the overflow empty for comes after it. It goes on once the client
+// is closed (Drop): what was read stays for the test to take, as it did
+// in a channel long enough for all of it, and a pump whose test never
+// takes it waits until the test process ends. After a read error it
+// closes Publishes when nothing waits; when the read loop stopped for
+// StopReading it leaves Publishes open, as the bounded one does.
+func (c *Client) pump() {
+	for {
+		c.qmu.Lock()
+		for len(c.overflow) == 0 && !c.ended {
+			c.qmu.Unlock()
+			select {
+			case <-c.queued:
+			case <-c.Done:
+				c.qmu.Lock()
+				if len(c.overflow) == 0 && !c.ended {
+					c.qmu.Unlock()
+					return
+				}
+				c.qmu.Unlock()
+			}
+			c.qmu.Lock()
+		}
+		if len(c.overflow) == 0 {
+			c.qmu.Unlock()
+			close(c.Publishes)
+			return
+		}
+		pk := c.overflow[0]
+		c.qmu.Unlock()
+		c.Publishes <- pk
+		c.qmu.Lock()
+		c.overflow[0] = packets.Packet{}
+		c.overflow = c.overflow[1:]
+		if len(c.overflow) == 0 {
+			c.overflow = nil // the array goes: it only shrinks from the front
+		}
+		c.qmu.Unlock()
 	}
 }
 
