@@ -98,6 +98,7 @@ type Chat struct {
 
 	budget *pacer // nil: CONNECTs unpaced
 	conns  userConns
+	gate   connectGate // a client id's CONNECTs, one at a time (connectorder.go)
 
 	// tokenPrefix and connSeq make each connection's session token
 	// (newToken).
@@ -136,6 +137,10 @@ type clientInfo struct {
 	// the connection ends after their answers (endAfterRevoking), not at
 	// the announcement, which may come first.
 	revoking atomic.Int32
+	// connected ends the connection's turn among the CONNECTs of its
+	// client id (connectGate) once mochi listed it: at its CONNACK, or
+	// when it ends before.
+	connected func()
 }
 
 // New returns the hook; call Attach with the server before serving.
@@ -388,9 +393,16 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if !h.takeConnSlot(ctx, cl, userID) {
 		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
 	}
+	leave, ok := h.gate.enter(ctx, cl.ID)
+	if !ok {
+		h.releaseConnSlot(cl, userID)
+		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", "another connect of the client id did not finish in time")
+		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
+	}
 	token := h.newToken()
 	opened, err := h.cfg.Sessions.Open(ctx, cl.ID, token, userID, persistent, cl.Properties.Clean, expiry)
 	if err != nil {
+		leave()
 		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, chat.ErrClientIDTaken) {
 			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
@@ -401,7 +413,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	ci := &clientInfo{userID: userID, persistent: persistent,
 		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()), qos0: newFlightLimit(h.receiveMaximum()),
 		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token,
-		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt, checked: checked}
+		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt, checked: checked, connected: leave}
 	if persistent {
 		hidePersistence(cl)
 	}
@@ -441,6 +453,7 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	if ci == nil {
 		return
 	}
+	ci.endConnectTurn()
 	if h.revokedMeanwhile(ci) {
 		h.endRevoked(cl, ci)
 		return
@@ -692,6 +705,9 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 	}
 	if pk.FixedHeader.Type == packets.Connack {
 		ci := h.info(cl)
+		if ci != nil {
+			ci.endConnectTurn() // mochi listed the client (its takeover done) before its CONNACK
+		}
 		if ci != nil && pk.ReasonCode == packets.CodeSuccess.Code && cl.State.Subscriptions.Len() > 0 {
 			// A takeover of a client mochi still held has just copied its
 			// filters into the tree and the client's list
@@ -722,6 +738,7 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 		return
 	}
 	h.clients.Delete(cl)
+	ci.endConnectTurn()
 	if ci.authEnd != nil {
 		ci.authEnd.Stop()
 	}
