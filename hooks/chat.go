@@ -308,11 +308,13 @@ func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why string, user i
 
 // OnConnect limits connection attempts per IP address, waits for its turn
 // in the node's connect budget, authenticates the JWT in the password,
-// refuses an Authentication Method (auth.go) and Wills, limits the user's connects and connections, enforces
-// client-id ownership and opens (or resumes) the durable chat session, all
-// before mochi takes over any existing session with that client id. The
-// per-IP limit comes first, so a flood from one address costs neither a
-// turn of the budget others need nor a signature check nor a query.
+// refuses an Authentication Method (auth.go) and Wills, limits the user's
+// connects and connections, enforces client-id ownership and opens (or
+// resumes) the durable chat session, all before mochi takes over any
+// existing session with that client id (the CONNECTs of one client id
+// take turns from the open to that takeover: connectorder.go). The per-IP
+// limit comes first, so a flood from one address costs neither a turn of
+// the budget others need nor a signature check nor a query.
 func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	// Keepalive 0 (never time out) or hours would let dead connections
 	// hold sessions forever; the server's limit is announced to v5 clients
