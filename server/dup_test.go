@@ -91,6 +91,8 @@ func TestARetransmissionReadWhileItsAnswerWaitsToBeWrittenGetsNoPubackOfItsOwn(t
 			for range 40 {
 				mustSendAs(t, srv, conv.ID, 2, body)
 			}
+			// A second without a new delivery: the session's write is
+			// blocked, and what it writes next waits behind it.
 			var last float64
 			stable := 0
 			testkit.WaitFor(t, 60*time.Second, "the session to stop writing deliveries", func() bool {
@@ -102,7 +104,7 @@ func TestARetransmissionReadWhileItsAnswerWaitsToBeWrittenGetsNoPubackOfItsOwn(t
 				}
 				last = n
 				time.Sleep(100 * time.Millisecond)
-				return stable >= 5
+				return stable >= 10
 			})
 			encode := func(packetID uint16, dup bool, payload []byte) packets.Packet {
 				return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Dup: dup},
