@@ -56,6 +56,10 @@ func newAckQueue(max int) *ackQueue {
 // written reports the oldest answer unwritten written, or never to be.
 func (q *ackQueue) written(error) {
 	q.wmu.Lock()
+	if len(q.unwritten) == 0 {
+		q.wmu.Unlock() // a report with none handed: nothing to take back
+		return
+	}
 	q.unwritten = q.unwritten[1:]
 	if len(q.unwritten) == 0 {
 		q.unwritten = q.unwritten[:0:0] // the array goes: it only grows otherwise
