@@ -138,8 +138,8 @@ type clientInfo struct {
 	// the announcement, which may come first.
 	revoking atomic.Int32
 	// connected ends the connection's turn among the CONNECTs of its
-	// client id (connectGate) once mochi listed it: at its CONNACK, or
-	// when it ends before.
+	// client id (connectGate) once mochi listed it and wrote its CONNACK
+	// (OnSessionEstablished), or when it ends before.
 	connected func()
 }
 
@@ -707,9 +707,6 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 	}
 	if pk.FixedHeader.Type == packets.Connack {
 		ci := h.info(cl)
-		if ci != nil {
-			ci.endConnectTurn() // mochi listed the client (its takeover done) before its CONNACK
-		}
 		if ci != nil && pk.ReasonCode == packets.CodeSuccess.Code && cl.State.Subscriptions.Len() > 0 {
 			// A takeover of a client mochi still held has just copied its
 			// filters into the tree and the client's list

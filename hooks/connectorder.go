@@ -9,7 +9,9 @@ import (
 // turns from the session's open (Sessions.Open, which makes the
 // connection's token the session's) until mochi has listed the client
 // (inheritClientSession, which takes over the connection it finds with
-// the id, then Clients.Add). Without it two CONNECTs of a client id a few
+// the id, then Clients.Add) and written its CONNACK: a takeover by the
+// next one cannot write its DISCONNECT before that CONNACK, which MQTT
+// wants first [MQTT-3.2.0-1]. Without it two CONNECTs of a client id a few
 // microseconds apart could open the session in one order and reach mochi
 // in the other: the connection mochi kept did not hold the session's
 // token, and the one that did was taken over, which ends nothing. Neither
