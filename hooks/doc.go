@@ -54,7 +54,9 @@
 // with session present and its subscriptions restored. A chat client's
 // subscriptions are kept in its own list only, never in mochi's topic
 // tree (untree: the Hub delivers, the tree would route nothing and cost
-// ~2 KiB a connection).
+// ~2 KiB a connection). The CONNECTs of one client id on a node take
+// turns from the session's open to their CONNACK (connectorder.go), so the
+// connection mochi keeps is the one that holds the session.
 //
 // Authentication: a connection with a transport identity (Config.PeerUser:
 // a verified TLS client certificate) is that user and its password is not
