@@ -7,14 +7,23 @@ import (
 // TIFF tags and type sizes.
 const (
 	tagOrientation = 0x0112
+	tagSubIFDs     = 0x014A
+	tagExifIFD     = 0x8769
 	tagGPS         = 0x8825
 )
 
 var typeSize = map[uint16]int{1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8}
 
-// stripTIFF empties the GPS directory of an EXIF TIFF block: its values
+// maxIFDs bounds the directories walked for GPSInfo pointers (a real
+// file has a handful: IFD0, IFD1, the Exif IFD, a few SubIFDs), so a
+// crafted block of many costs no more than a few.
+const maxIFDs = 64
+
+// stripTIFF empties every GPS directory of an EXIF TIFF block: its values
 // and entries zeroed, its count 0 (a valid, empty directory the GPSInfo
-// pointer may keep pointing at).
+// pointer may keep pointing at). Readers follow a GPSInfo pointer in any
+// directory, so all are walked: IFD0 and the directories after it
+// (IFD1), the Exif IFD and SubIFDs, each once. The orientation is IFD0's.
 func stripTIFF(t []byte) (changed bool, orientation int) {
 	if len(t) < 8 {
 		return false, 0
@@ -28,32 +37,75 @@ func stripTIFF(t []byte) (changed bool, orientation int) {
 	default:
 		return false, 0
 	}
-	ifd0 := int(bo.Uint32(t[4:]))
-	count, entries, ok := ifd(t, bo, ifd0)
-	if !ok {
-		return false, 0
-	}
-	gps := -1
-	for k := 0; k < count; k++ {
-		e := entries + 12*k
-		switch bo.Uint16(t[e:]) {
-		case tagOrientation:
-			if o := int(bo.Uint16(t[e+8:])); o >= 1 && o <= 8 {
-				orientation = o
+	todo, seen := []int{int(bo.Uint32(t[4:]))}, map[int]bool{}
+	var gps []int
+	for len(todo) > 0 && len(seen) < maxIFDs {
+		off := todo[0]
+		todo = todo[1:]
+		if seen[off] {
+			continue
+		}
+		seen[off] = true
+		count, entries, ok := ifd(t, bo, off)
+		if !ok {
+			continue
+		}
+		for k := 0; k < count; k++ {
+			e := entries + 12*k
+			switch bo.Uint16(t[e:]) {
+			case tagOrientation:
+				if o := int(bo.Uint16(t[e+8:])); o >= 1 && o <= 8 && len(seen) == 1 {
+					orientation = o
+				}
+			case tagGPS:
+				gps = append(gps, int(bo.Uint32(t[e+8:])))
+			case tagExifIFD:
+				todo = append(todo, int(bo.Uint32(t[e+8:])))
+			case tagSubIFDs:
+				todo = append(todo, subIFDs(t, bo, e)...)
 			}
-		case tagGPS:
-			gps = int(bo.Uint32(t[e+8:]))
+		}
+		if next := entries + 12*count; next+4 <= len(t) {
+			if n := int(bo.Uint32(t[next:])); n != 0 {
+				todo = append(todo, n)
+			}
 		}
 	}
-	if gps < 0 {
-		return false, orientation
+	for _, g := range gps {
+		if clearGPS(t, bo, g) {
+			changed = true
+		}
 	}
-	gcount, gentries, ok := ifd(t, bo, gps)
-	if !ok || gcount == 0 {
-		return false, orientation
+	return changed, orientation
+}
+
+// subIFDs are the offsets a SubIFDs entry (at e) lists: its value when
+// there is one, else the array its value points to.
+func subIFDs(t []byte, bo binary.ByteOrder, e int) []int {
+	n, size := int(bo.Uint32(t[e+4:])), typeSize[bo.Uint16(t[e+2:])]
+	if n <= 1 || size != 4 {
+		return []int{int(bo.Uint32(t[e+8:]))}
 	}
-	for k := 0; k < gcount; k++ {
-		e := gentries + 12*k
+	at := int(bo.Uint32(t[e+8:]))
+	n = min(n, maxIFDs)
+	if at < 0 || at > len(t)-4*n {
+		return nil
+	}
+	offs := make([]int, n)
+	for i := range offs {
+		offs[i] = int(bo.Uint32(t[at+4*i:]))
+	}
+	return offs
+}
+
+// clearGPS empties the GPS directory at off; true when it had entries.
+func clearGPS(t []byte, bo binary.ByteOrder, off int) bool {
+	count, entries, ok := ifd(t, bo, off)
+	if !ok || count == 0 {
+		return false
+	}
+	for k := 0; k < count; k++ {
+		e := entries + 12*k
 		size := typeSize[bo.Uint16(t[e+2:])] * int(bo.Uint32(t[e+4:]))
 		if size > 4 {
 			if off := int(bo.Uint32(t[e+8:])); off >= 0 && size <= len(t) && off <= len(t)-size {
@@ -62,8 +114,8 @@ func stripTIFF(t []byte) (changed bool, orientation int) {
 		}
 		clear(t[e : e+12])
 	}
-	bo.PutUint16(t[gps:], 0)
-	return true, orientation
+	bo.PutUint16(t[off:], 0)
+	return true
 }
 
 // ifd bounds-checks the directory at off: its entry count and where its

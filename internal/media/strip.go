@@ -32,8 +32,9 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 
 // Strip returns r's bytes with the location data of a JPEG, PNG or WebP
 // (t) removed wherever the file keeps it, the same length, everything
-// else as it was: the EXIF GPS directory (JPEG APP1, PNG eXIf, WebP
-// EXIF) is emptied and every byte of its values zeroed; an XMP packet
+// else as it was: every EXIF GPS directory (JPEG APP1, PNG eXIf, WebP
+// EXIF; whichever directory points to it) is emptied and every byte of
+// its values zeroed; an XMP packet
 // that mentions GPS or a place name (locationWords) is blanked (JPEG
 // APP1, extended XMP from its first mention on; PNG iTXt, tEXt; WebP
 // XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13),

@@ -1,0 +1,161 @@
+package media_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"image/jpeg"
+	"io"
+	"testing"
+
+	"github.com/chatd/chatd/internal/media"
+	"github.com/chatd/chatd/internal/media/mediatest"
+)
+
+// tiffEntry is an IFD entry; ref >= 0 makes its value the offset of the
+// directory of that index (a pointer tag: GPSInfo, ExifIFD, SubIFDs).
+type tiffEntry struct {
+	tag, typ uint16
+	count    uint32
+	value    uint32
+	ref      int
+}
+
+// tiffDir is a directory of a hand-made TIFF block; next >= 0 names the
+// directory its next-IFD pointer points to (IFD0's: IFD1).
+type tiffDir struct {
+	entries []tiffEntry
+	next    int
+	lat     uint32 // a GPS directory: the latitude's degrees, its values after all directories
+}
+
+// tiffBlock lays little-endian directories out from offset 8, the first
+// being IFD0, each GPS one (lat > 0) holding GPSLatitudeRef "N" and a
+// GPSLatitude of lat° 31' 12" stored after the directories.
+func tiffBlock(dirs []tiffDir) []byte {
+	le := binary.LittleEndian
+	offs := make([]int, len(dirs))
+	off := 8
+	for i, d := range dirs {
+		n := len(d.entries)
+		if d.lat > 0 {
+			n = 2
+		}
+		offs[i] = off
+		off += 2 + 12*n + 4
+	}
+	t := append([]byte("II*\x00"), le.AppendUint32(nil, 8)...)
+	var values []byte
+	for i, d := range dirs {
+		entries := d.entries
+		if d.lat > 0 {
+			entries = []tiffEntry{
+				{tag: 1, typ: 2, count: 2, value: 'N', ref: -1},
+				{tag: 2, typ: 5, count: 3, value: uint32(off + len(values)), ref: -1},
+			}
+			for _, v := range []uint32{d.lat, 1, 31, 1, 12, 1} {
+				values = le.AppendUint32(values, v)
+			}
+		}
+		t = le.AppendUint16(t, uint16(len(entries)))
+		for _, e := range entries {
+			v := e.value
+			if e.ref >= 0 {
+				v = uint32(offs[e.ref])
+			}
+			t = le.AppendUint16(t, e.tag)
+			t = le.AppendUint16(t, e.typ)
+			t = le.AppendUint32(t, e.count)
+			t = le.AppendUint32(t, v)
+		}
+		next := uint32(0)
+		if d.next >= 0 {
+			next = uint32(offs[d.next])
+		}
+		t = le.AppendUint32(t, next)
+		if len(t) != offs[i]+2+12*len(entries)+4 {
+			panic(fmt.Sprintf("directory %d laid out at %d", i, offs[i]))
+		}
+	}
+	return append(t, values...)
+}
+
+// latitude is the GPSLatitude values tiffBlock writes for lat.
+func latitude(lat uint32) []byte {
+	var b []byte
+	for _, v := range []uint32{lat, 1, 31, 1, 12, 1} {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	return b
+}
+
+// jpegWithEXIF is a small JPEG whose APP1 holds the TIFF block t.
+func jpegWithEXIF(t []byte) []byte {
+	plain := mediatest.JPEG(16, 8)
+	seg := append([]byte("Exif\x00\x00"), t...)
+	out := append([]byte{}, plain[:2]...)
+	out = append(out, 0xFF, 0xE1, byte((len(seg)+2)>>8), byte(len(seg)+2))
+	out = append(out, seg...)
+	return append(out, plain[2:]...)
+}
+
+// TestStripEmptiesEveryGPSDirectoryAnEXIFPointsTo: a GPS directory is
+// found by readers (ExifTool among them) through a GPSInfo pointer in
+// any directory, not only the last one of IFD0: a second pointer, one in
+// IFD1 (the thumbnail's), in the Exif IFD or in a SubIFD. None of their
+// positions survives, and the orientation is still read.
+func TestStripEmptiesEveryGPSDirectoryAnEXIFPointsTo(t *testing.T) {
+	orientation := tiffEntry{tag: 0x0112, typ: 3, count: 1, value: 6, ref: -1}
+	ptr := func(tag uint16, dir int) tiffEntry { return tiffEntry{tag: tag, typ: 4, count: 1, ref: dir} }
+	for _, tc := range []struct {
+		name string
+		dirs []tiffDir
+	}{
+		{"two GPSInfo pointers in IFD0", []tiffDir{
+			{entries: []tiffEntry{orientation, ptr(0x8825, 1), ptr(0x8825, 2)}, next: -1},
+			{lat: 41, next: -1}, {lat: 42, next: -1}}},
+		{"a GPSInfo pointer in IFD1", []tiffDir{
+			{entries: []tiffEntry{orientation}, next: 1},
+			{entries: []tiffEntry{ptr(0x8825, 2)}, next: -1}, {lat: 43, next: -1}}},
+		{"a GPSInfo pointer in the Exif IFD", []tiffDir{
+			{entries: []tiffEntry{orientation, ptr(0x8769, 1)}, next: -1},
+			{entries: []tiffEntry{ptr(0x8825, 2)}, next: -1}, {lat: 44, next: -1}}},
+		{"a GPSInfo pointer in a SubIFD", []tiffDir{
+			{entries: []tiffEntry{orientation, ptr(0x014A, 1)}, next: -1},
+			{entries: []tiffEntry{ptr(0x8825, 2)}, next: -1}, {lat: 45, next: -1}}},
+		{"IFD0 and IFD1 pointing at each other", []tiffDir{
+			{entries: []tiffEntry{orientation}, next: 1},
+			{entries: []tiffEntry{ptr(0x8825, 2)}, next: 0}, {lat: 46, next: -1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := jpegWithEXIF(tiffBlock(tc.dirs))
+			var lats [][]byte
+			for _, d := range tc.dirs {
+				if d.lat > 0 {
+					lats = append(lats, latitude(d.lat))
+					if !bytes.Contains(file, lats[len(lats)-1]) {
+						t.Fatal("the test photo has no latitude")
+					}
+				}
+			}
+			got, err := io.ReadAll(media.Strip(bytes.NewReader(file), "image/jpeg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(file) {
+				t.Fatalf("%d bytes became %d", len(file), len(got))
+			}
+			for i, lat := range lats {
+				if bytes.Contains(got, lat) {
+					t.Errorf("the latitude of GPS directory %d of %d survived", i+1, len(lats))
+				}
+			}
+			if _, err := jpeg.Decode(bytes.NewReader(got)); err != nil {
+				t.Fatalf("the stripped photo no longer decodes: %v", err)
+			}
+			if _, o := media.StripLocation(append([]byte{}, file...), "image/jpeg"); o != 6 {
+				t.Errorf("orientation %d, want 6", o)
+			}
+		})
+	}
+}
