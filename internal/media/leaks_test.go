@@ -7,6 +7,7 @@ import (
 	"image/jpeg"
 	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/chatd/chatd/internal/media"
 	"github.com/chatd/chatd/internal/media/mediatest"
@@ -157,5 +158,72 @@ func TestStripEmptiesEveryGPSDirectoryAnEXIFPointsTo(t *testing.T) {
 				t.Errorf("orientation %d, want 6", o)
 			}
 		})
+	}
+}
+
+// extendedXMP is a JPEG APP1 segment holding the part of an extended XMP
+// packet of full bytes that starts at off.
+func extendedXMP(guid string, full int, off int, part []byte) []byte {
+	body := append([]byte("http://ns.adobe.com/xmp/extension/\x00"), guid...)
+	body = binary.BigEndian.AppendUint32(body, uint32(full))
+	body = binary.BigEndian.AppendUint32(body, uint32(off))
+	body = append(body, part...)
+	return append([]byte{0xFF, 0xE1, byte((len(body) + 2) >> 8), byte(len(body) + 2)}, body...)
+}
+
+// TestStripBlanksAnExtendedXMPPacketsPartsInWhateverOrderTheyCome: readers
+// put the parts of an extended XMP packet together by their offsets, not
+// by the order of their segments, which the standard leaves free: the
+// position a part holds is gone even when it comes before the part that
+// names it, or when the name straddles two parts that come in reverse.
+func TestStripBlanksAnExtendedXMPPacketsPartsInWhateverOrderTheyCome(t *testing.T) {
+	const guid = "0123456789ABCDEF0123456789ABCDEF"
+	packet := []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">` +
+		`<rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/" exif:GPSLatitude="52,31.2N"/></rdf:RDF></x:xmpmeta>`)
+	value := []byte(`"52,31.2N"`)
+	for _, tc := range []struct {
+		name string
+		cut  int // the packet is sent in two parts, the one after cut first
+	}{
+		{"the value's part before the name's", bytes.Index(packet, value)},
+		{"the name straddling two parts sent in reverse", bytes.Index(packet, []byte("GPSLatitude")) + 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plain := mediatest.JPEG(16, 8)
+			std := append([]byte("http://ns.adobe.com/xap/1.0/\x00"),
+				`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description xmpNote:HasExtendedXMP="`+guid+`"/></rdf:RDF></x:xmpmeta>`...)
+			file := append([]byte{}, plain[:2]...)
+			file = append(file, 0xFF, 0xE1, byte((len(std)+2)>>8), byte(len(std)+2))
+			file = append(file, std...)
+			file = append(file, extendedXMP(guid, len(packet), tc.cut, packet[tc.cut:])...)
+			file = append(file, extendedXMP(guid, len(packet), 0, packet[:tc.cut])...)
+			file = append(file, plain[2:]...)
+			for _, read := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader} {
+				got, err := io.ReadAll(media.Strip(read(bytes.NewReader(file)), "image/jpeg"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(file) {
+					t.Fatalf("%d bytes became %d", len(file), len(got))
+				}
+				if bytes.Contains(got, value) {
+					t.Fatalf("the latitude %s survived", value)
+				}
+				if _, err := jpeg.Decode(bytes.NewReader(got)); err != nil {
+					t.Fatalf("the stripped photo no longer decodes: %v", err)
+				}
+			}
+		})
+	}
+	// A packet without a location, its parts in order (a phone's depth
+	// map), goes through as it is.
+	plain := mediatest.JPEG(16, 8)
+	depth := bytes.Repeat([]byte("GDepth:Data "), 200)
+	file := append([]byte{}, plain[:2]...)
+	file = append(file, extendedXMP(guid, len(depth), 0, depth[:1001])...)
+	file = append(file, extendedXMP(guid, len(depth), 1001, depth[1001:])...)
+	file = append(file, plain[2:]...)
+	if got, err := io.ReadAll(media.Strip(bytes.NewReader(file), "image/jpeg")); err != nil || !bytes.Equal(got, file) {
+		t.Fatalf("an extended XMP packet without a location changed: %v, equal %v", err, bytes.Equal(got, file))
 	}
 }

@@ -36,7 +36,8 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // EXIF; whichever directory points to it) is emptied and every byte of
 // its values zeroed; an XMP packet
 // that mentions GPS or a place name (locationWords) is blanked (JPEG
-// APP1, extended XMP from its first mention on; PNG iTXt, tEXt; WebP
+// APP1, extended XMP from its first mention, or its first part out of
+// the packet's order, on; PNG iTXt, tEXt; WebP
 // XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13),
 // as are PNG text chunks whose
 // content cannot be read without inflating it (compressed XMP,
@@ -89,9 +90,15 @@ type stripper struct {
 	crc  uint32
 	then func(*stripper) error
 
-	pictures    int  // JPEG: pictures begun (appended previews follow the first)
-	xmpExtended bool // JPEG: extended XMP mentioned GPS: the rest of it is blanked
+	pictures int // JPEG: pictures begun (appended previews follow the first)
+	// JPEG's extended XMP: once a part mentions a location, or comes
+	// out of the packet's order, every part after it is blanked
+	// (xmpExtended); until then the parts passed are the packet's
+	// first xmpNext bytes, of GUID xmpGUID, ending with xmpTail.
+	xmpExtended bool
 	xmpTail     []byte
+	xmpGUID     []byte
+	xmpNext     uint32
 	orientation int
 	oriented    bool
 
@@ -290,7 +297,7 @@ func (s *stripper) jpegStart() error {
 			return false
 		}
 		s.pictures++
-		s.xmpExtended, s.xmpTail = false, nil
+		s.xmpExtended, s.xmpTail, s.xmpGUID, s.xmpNext = false, nil, nil, 0
 		return true
 	}, (*stripper).jpegMarker)
 }
@@ -428,12 +435,21 @@ func (s *stripper) app1(seg []byte) {
 		// A part of a long XMP packet (after a GUID, its length and
 		// offset): a mention of a location may straddle two parts, and
 		// its value follows it, so every part from the first mention on
-		// is blanked.
-		part := seg[len(xmpExtendedNS)+40:]
+		// is blanked. Readers join the parts by their offsets, which
+		// the segments' order need not follow: a part that does not
+		// continue the ones passed (a value whose name comes later) is
+		// blanked with all after it.
+		h := seg[len(xmpExtendedNS):]
+		guid, off, part := h[:32], binary.BigEndian.Uint32(h[36:]), h[40:]
+		if s.xmpGUID == nil {
+			s.xmpGUID = append([]byte{}, guid...)
+		}
+		inOrder := off == s.xmpNext && bytes.Equal(guid, s.xmpGUID)
+		s.xmpNext += uint32(len(part))
 		keep := len(wordTail) - 1
 		mentions := mentionsLocation(append(s.xmpTail, part[:min(len(part), keep)]...)) || mentionsLocation(part)
 		s.xmpTail = append(s.xmpTail[:0], part[max(0, len(part)-keep):]...)
-		if s.xmpExtended || mentions {
+		if s.xmpExtended || mentions || !inOrder {
 			s.xmpExtended = true
 			blank(part)
 		}
