@@ -227,3 +227,73 @@ func TestStripBlanksAnExtendedXMPPacketsPartsInWhateverOrderTheyCome(t *testing.
 		t.Fatalf("an extended XMP packet without a location changed: %v, equal %v", err, bytes.Equal(got, file))
 	}
 }
+
+// xmpUUID is the user type of the uuid box holding an MP4's XMP packet.
+var xmpUUID = []byte("\xBE\x7A\xCF\xCB\x97\xA9\x42\xE8\x9C\x71\x99\x94\x91\xE3\xAF\xAC")
+
+// TestStripFreesAVideosXMPPacketThatSaysWhereItWasRecorded: the XMP
+// packet an editor or ExifTool writes into a video (a top-level uuid box
+// in an MP4, udta/XMP_ in a MOV, a track's too), with a GPS position in
+// it, is gone, a free box of zeros of the same size, whatever its size;
+// one without a location, and every other byte, stays.
+func TestStripFreesAVideosXMPPacketThatSaysWhereItWasRecorded(t *testing.T) {
+	located := []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">` +
+		`<rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/" ` + string(mediatest.XMPLatitude) + `/></rdf:RDF></x:xmpmeta>`)
+	plain := []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmp:CreatorTool="chatd test"/></rdf:RDF></x:xmpmeta>`)
+	big := append(append([]byte{}, located...), bytes.Repeat([]byte(" "), 300<<10)...)
+	mvhd := make([]byte, 100)
+	binary.BigEndian.PutUint32(mvhd[12:], 1000)
+	binary.BigEndian.PutUint32(mvhd[16:], 2500)
+	for _, tc := range []struct {
+		name  string
+		ctype string
+		file  []byte
+	}{
+		{"MP4, a uuid box after moov", "video/mp4", bytes.Join([][]byte{
+			box("ftyp", []byte("isom\x00\x00\x02\x00isommp41")),
+			box("moov", box("mvhd", mvhd)),
+			box("uuid", append(append([]byte{}, xmpUUID...), located...)),
+			box("mdat", make([]byte, 1000)),
+		}, nil)},
+		{"MP4, a uuid box of 300 KiB before moov", "video/mp4", bytes.Join([][]byte{
+			box("ftyp", []byte("isom\x00\x00\x02\x00isommp41")),
+			box("uuid", append(append([]byte{}, xmpUUID...), big...)),
+			box("moov", box("mvhd", mvhd)),
+			box("mdat", make([]byte, 1000)),
+		}, nil)},
+		{"MOV, udta/XMP_ of moov and of a track", "video/quicktime", bytes.Join([][]byte{
+			box("ftyp", []byte("qt  \x00\x00\x02\x00qt  ")),
+			box("moov", bytes.Join([][]byte{
+				box("mvhd", mvhd),
+				box("trak", bytes.Join([][]byte{box("tkhd", make([]byte, 84)), box("udta", box("XMP_", located))}, nil)),
+				box("udta", bytes.Join([][]byte{box("XMP_", located), box("\xa9too", []byte("chatd test"))}, nil)),
+			}, nil)),
+			box("mdat", make([]byte, 1000)),
+		}, nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A packet without a location, in a box of its own, stays.
+			file := append(append([]byte{}, tc.file...), box("uuid", append(append([]byte{}, xmpUUID...), plain...))...)
+			want := append([]byte{}, file...)
+			freed := 0
+			for _, n := range mp4Tree(t, file) {
+				b := want[n.off : n.off+n.size]
+				if (n.typ == "uuid" || n.typ == "XMP_") && bytes.Contains(b, mediatest.XMPLatitude) {
+					copy(b[4:], "free")
+					clear(b[n.hl:])
+					freed++
+				}
+			}
+			if freed == 0 {
+				t.Fatal("the test video has no XMP packet with a location")
+			}
+			got := strippedTo(t, file, tc.ctype, want)
+			if bytes.Contains(got, mediatest.XMPLatitude) {
+				t.Fatal("the location survived")
+			}
+			if d := media.Duration(bytes.NewReader(got), int64(len(got)), tc.ctype); d != 2500 {
+				t.Errorf("duration %d ms, want 2500", d)
+			}
+		})
+	}
+}

@@ -49,7 +49,9 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // An audio or video file in the ISO base media format (MP4, MOV, 3GP,
 // M4A, whatever type it was declared as) loses its recording location:
 // the boxes that hold it (moov/udta/©xyz, 3GPP loci, those of a track's
-// udta, and Apple's meta whose keys name com.apple.quicktime.location —
+// udta, an XMP packet that mentions a location — MP4's uuid box, a MOV's
+// udta/XMP_, one over maxUnit whole unread —, and Apple's meta whose
+// keys name com.apple.quicktime.location —
 // that meta whole, with the rest of Apple's metadata in it; a meta
 // over maxUnit is freed whole unread) become free boxes of zeros of the
 // same size, so the file's layout, and every chunk offset into mdat,
@@ -790,6 +792,10 @@ func (s *stripper) avStart() error {
 	return nil
 }
 
+// mp4XMP is the user type of the uuid box holding an MP4's XMP packet
+// (a MOV keeps it in udta/XMP_).
+var mp4XMP = []byte("\xBE\x7A\xCF\xCB\x97\xA9\x42\xE8\x9C\x71\x99\x94\x91\xE3\xAF\xAC")
+
 // metaLocations are the keys of a meta that hold a location: Apple's
 // (com.apple.quicktime.location.ISO6709, .accuracy.horizontal, ...) and
 // ffmpeg's ("location", a key of the mdta namespace).
@@ -826,7 +832,29 @@ func (s *stripper) mp4Box() error {
 		}
 		return nil
 	}
+	xmp := typ == "XMP_" && parent == "udta"
+	if typ == "uuid" && n >= int64(hl+len(mp4XMP)) {
+		b := s.peek(hl + len(mp4XMP))
+		if b == nil {
+			return nil
+		}
+		h, xmp = b[:hl], bytes.Equal(b[hl:], mp4XMP)
+	}
 	switch {
+	case xmp && n > maxUnit:
+		// An XMP packet too large to hold and read goes whole.
+		s.free(h, hl, n)
+	case xmp:
+		b, err := s.whole(int(n))
+		if err != nil {
+			return err
+		}
+		s.pos += n
+		if mentionsLocation(b[hl:]) {
+			copy(b[4:8], "free")
+			clear(b[hl:])
+		}
+		s.out = b
 	case typ == "moov" && parent == "", typ == "trak" && parent == "moov",
 		typ == "udta" && (parent == "moov" || parent == "trak"):
 		s.boxes = append(s.boxes, mp4Open{s.pos + n, typ})
