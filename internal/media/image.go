@@ -2,7 +2,6 @@ package media
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -198,8 +197,8 @@ var ErrTooCostly = errors.New("the image would take too much memory to thumbnail
 // the thumbnail's width by the image's height, which a very long and
 // thin image makes large).
 func ThumbnailCost(r io.Reader, t string) (int64, error) {
-	head := &tailBuffer{max: costHead}
-	cfg, err := decodeConfig(io.TeeReader(r, head), t)
+	tap := &headerTap{jpeg: t == "image/jpeg"}
+	cfg, err := decodeConfig(io.TeeReader(r, tap), t)
 	if err != nil {
 		return 0, fmt.Errorf("read the image header: %w", err)
 	}
@@ -210,13 +209,12 @@ func ThumbnailCost(r io.Reader, t string) (int64, error) {
 	var decode int64
 	switch t {
 	case "image/jpeg":
-		if head.cut {
-			decode = jpegTailCost(head.b, w, h, cfg.ColorModel == color.RGBAModel)
-		} else {
-			decode = jpegCost(head.b, w, h)
-		}
+		// The decoder takes three components for R, G and B (no
+		// JFIF, an Adobe segment or the components' ids saying so,
+		// before the frame header or after it) as it says.
+		decode = jpegCost(tap.sof, w, h, cfg.ColorModel == color.RGBAModel)
 	case "image/png":
-		decode = pngCost(head.b, w, h)
+		decode = pngCost(tap.first[:tap.n], w, h)
 	case "image/gif":
 		decode = w * h // one paletted frame
 	default: // WebP: lossless pixels and a transform's copy (lossy: less)
@@ -230,100 +228,142 @@ func ThumbnailCost(r io.Reader, t string) (int64, error) {
 	return decode + scale + 64<<10, nil
 }
 
-// costHead bounds what ThumbnailCost keeps of the bytes read for the
-// header: a JPEG's frame header may follow megabytes of metadata (a
-// phone's depth map in extended XMP), read past and never kept.
-const costHead = 256 << 10
+// headerTap watches the bytes a header read takes, keeping none of the
+// metadata it reads past (a JPEG's frame header may follow megabytes of
+// it: a phone's depth map in extended XMP): a PNG's first bytes (its
+// IHDR, which the read of a paletted one's header may be megabytes of
+// text chunks before), and a JPEG's frame header (sof: its marker, then
+// its body), found by walking the segments as Go's decoder does, not by
+// searching the bytes, where a lookalike may be.
+type headerTap struct {
+	first [64]byte
+	n     int // of first
 
-// tailBuffer keeps the last max bytes (at least) written to it, all of
-// them while fewer were; cut says some were dropped.
-type tailBuffer struct {
-	b   []byte
-	max int
-	cut bool
+	jpeg   bool
+	state  jpegWalk
+	t0     byte // the byte before, where a marker is looked for
+	marker byte
+	left   int // of the segment being read past or kept
+	sof    []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	if t.b == nil {
-		// Room for what is kept and a read or two more.
-		t.b = make([]byte, 0, 2*t.max+max(len(p), 64<<10))
-	}
-	t.b = append(t.b, p...)
-	if len(t.b) > 2*t.max {
-		// Trimmed once every max bytes or more: the copies stay
-		// linear in what is read.
-		t.b = t.b[:copy(t.b, t.b[len(t.b)-t.max:])]
-		t.cut = true
+// jpegWalk is where the JPEG walk is: the SOI, a marker's two bytes
+// (0xFF, then the marker), fill bytes, a segment's length, its body read
+// past (or, a frame header's, kept), done.
+type jpegWalk int
+
+const (
+	walkSOI jpegWalk = iota
+	walkSOI2
+	walkMarker0
+	walkMarker1
+	walkFill
+	walkLength0
+	walkLength1
+	walkSkip
+	walkSOF
+	walkDone
+)
+
+func (t *headerTap) Write(p []byte) (int, error) {
+	t.n += copy(t.first[t.n:], p)
+	if t.jpeg {
+		t.walk(p)
 	}
 	return len(p), nil
 }
 
-// jpegTailCost is jpegCost for a picture whose header is at the end of
-// tail, its beginning (and its JFIF and Adobe segments) not kept: the last
-// frame header there that describes a w × h picture (rgb: Go's decoder
-// takes its three components for R, G and B), or the worst case.
-func jpegTailCost(tail []byte, w, h int64, rgb bool) int64 {
-	for i := len(tail) - 4; i >= 0; i-- {
-		if tail[i] != 0xFF || (tail[i+1] != 0xC0 && tail[i+1] != 0xC1 && tail[i+1] != 0xC2) {
+// walk follows the segments of a JPEG as image/jpeg's decoder does:
+// extraneous bytes before a marker and "\xff\x00" ignored, fill bytes,
+// restart markers without a length, every other segment's length
+// skipped, to the first frame header (a second one is an error to it).
+func (t *headerTap) walk(p []byte) {
+	for len(p) > 0 && t.state != walkDone {
+		switch t.state {
+		case walkSkip:
+			n := min(t.left, len(p))
+			t.left -= n
+			p = p[n:]
+			if t.left == 0 {
+				t.state = walkMarker0
+			}
+			continue
+		case walkSOF:
+			n := min(t.left, len(p))
+			t.sof = append(t.sof, p[:n]...)
+			t.left -= n
+			p = p[n:]
+			if t.left == 0 {
+				t.state = walkDone
+			}
 			continue
 		}
-		n := int(binary.BigEndian.Uint16(tail[i+2:]))
-		if n < 8 || i+2+n > len(tail) {
-			continue
+		b := p[0]
+		p = p[1:]
+		switch t.state {
+		case walkSOI:
+			t.state = walkSOI2
+		case walkSOI2:
+			t.state = walkMarker0
+		case walkMarker0:
+			t.t0, t.state = b, walkMarker1
+		case walkMarker1:
+			switch {
+			case t.t0 != 0xFF:
+				t.t0 = b
+			case b == 0:
+				t.state = walkMarker0
+			case b == 0xFF:
+				t.state = walkFill
+			default:
+				t.atMarker(b)
+			}
+		case walkFill:
+			if b != 0xFF {
+				t.atMarker(b)
+			}
+		case walkLength0:
+			t.left, t.state = int(b)<<8, walkLength1
+		case walkLength1:
+			t.left += int(b) - 2
+			switch {
+			case t.left < 0:
+				t.state = walkDone
+			case t.marker >= 0xC0 && t.marker <= 0xC2:
+				t.sof = append(make([]byte, 0, 1+t.left), t.marker)
+				t.state = walkSOF
+				if t.left == 0 {
+					t.state = walkDone
+				}
+			case t.left == 0:
+				t.state = walkMarker0
+			default:
+				t.state = walkSkip
+			}
 		}
-		seg := tail[i+4 : i+2+n]
-		if int64(binary.BigEndian.Uint16(seg[1:])) != h || int64(binary.BigEndian.Uint16(seg[3:])) != w || seg[5] == 0 || len(seg) != 6+3*int(seg[5]) {
-			continue
-		}
-		return sofCost(tail[i+1], seg, w, h, rgb)
 	}
-	return 24 * w * h
 }
 
-// jpegCost is what Go's JPEG decoder allocates for a picture whose header
-// is head: each component's plane (MCU-aligned), a progressive one's
-// coefficients, and the RGBA or CMYK picture it converts to.
-func jpegCost(head []byte, w, h int64) int64 {
-	worst := 24 * w * h
-	jfif, adobeRGB := false, false
-	for i := 2; i+4 <= len(head); {
-		if head[i] != 0xFF {
-			i++
-			continue
-		}
-		m := head[i+1]
-		if m == 0xFF {
-			i++
-			continue
-		}
-		if m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7) {
-			i += 2
-			continue
-		}
-		n := int(binary.BigEndian.Uint16(head[i+2:]))
-		if n < 2 || i+2+n > len(head) {
-			return worst
-		}
-		seg := head[i+4 : i+2+n]
-		switch {
-		case m == 0xE0 && bytes.HasPrefix(seg, []byte("JFIF\x00")):
-			jfif = true
-		case m == 0xEE && bytes.HasPrefix(seg, []byte("Adobe")) && len(seg) >= 12:
-			adobeRGB = seg[11] == 0
-		case m == 0xC0 || m == 0xC1 || m == 0xC2:
-			if len(seg) < 6 {
-				return worst
-			}
-			nc := int(seg[5])
-			if nc < 1 || len(seg) < 6+3*nc {
-				return worst
-			}
-			rgb := nc == 3 && !jfif && (adobeRGB || string([]byte{seg[6], seg[9], seg[12]}) == "RGB")
-			return sofCost(m, seg, w, h, rgb)
-		}
-		i += 2 + n
+// atMarker goes on after the marker m.
+func (t *headerTap) atMarker(m byte) {
+	switch {
+	case m == 0xD9: // the end of the picture: no frame header
+		t.state = walkDone
+	case m >= 0xD0 && m <= 0xD7: // a restart marker has no length
+		t.state = walkMarker0
+	default:
+		t.marker, t.state = m, walkLength0
 	}
-	return worst
+}
+
+// jpegCost is what Go's JPEG decoder allocates for a w × h picture whose
+// frame header (marker, then body) is sof, or the worst case when there
+// is none to read.
+func jpegCost(sof []byte, w, h int64, rgb bool) int64 {
+	if len(sof) < 7 || sof[6] == 0 || len(sof) < 7+3*int(sof[6]) {
+		return 24 * w * h
+	}
+	return sofCost(sof[0], sof[1:], w, h, rgb)
 }
 
 // sofCost is what Go's JPEG decoder allocates for the picture of w × h

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"image"
+	"image/color"
 	"image/jpeg"
+	"image/png"
 	"io"
 	"testing"
 	"testing/iotest"
@@ -295,5 +299,109 @@ func TestStripFreesAVideosXMPPacketThatSaysWhereItWasRecorded(t *testing.T) {
 				t.Errorf("duration %d ms, want 2500", d)
 			}
 		})
+	}
+}
+
+// TestAPalettedPNGCostsTheSameWhateverTextPrecedesItsPalette: Go reads a
+// paletted PNG's header up to its palette, past any text chunks before
+// it; what ThumbnailCost says comes from the header (IHDR, at the
+// file's start), not from whatever bytes the last 256 KiB of the text
+// hold.
+func TestAPalettedPNGCostsTheSameWhateverTextPrecedesItsPalette(t *testing.T) {
+	img := image.NewPaletted(image.Rect(0, 0, 300, 200), color.Palette{color.White, color.Black})
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	plain := b.Bytes()
+	if string(plain[37:41]) != "PLTE" {
+		t.Fatalf("the test PNG has %q after IHDR", plain[37:41])
+	}
+	want, err := media.ThumbnailCost(bytes.NewReader(plain), "image/png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []int{1 << 10, 300 << 10, 3 << 20} {
+		data := append([]byte("Comment\x00"), bytes.Repeat([]byte{0x10}, text)...)
+		chunk := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+		chunk = append(append(chunk, "tEXt"...), data...)
+		chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
+		file := append(append(append([]byte{}, plain[:33]...), chunk...), plain[33:]...)
+		if _, err := png.Decode(bytes.NewReader(file)); err != nil {
+			t.Fatalf("the test PNG does not decode: %v", err)
+		}
+		if got, err := media.ThumbnailCost(bytes.NewReader(file), "image/png"); err != nil || got != want {
+			t.Errorf("after %d KiB of text: cost %d (%v), want %d", text>>10, got, err, want)
+		}
+	}
+}
+
+// TestAPictureAfterMegabytesOfMetadataCostsItsOwnFrameNotALookalike: the
+// frame header a picture is costed by is the one Go's decoder reads, the
+// first, however much metadata precedes it; a lookalike of a smaller
+// picture in a segment after it (within what the decoder reads ahead)
+// does not make a thumbnail cost less than it takes.
+func TestAPictureAfterMegabytesOfMetadataCostsItsOwnFrameNotALookalike(t *testing.T) {
+	plain := mediatest.JPEG(200, 100)
+	sof := bytes.Index(plain, []byte{0xFF, 0xC0})
+	if sof < 0 {
+		t.Fatal("the test JPEG has no baseline frame header")
+	}
+	end := sof + 2 + int(binary.BigEndian.Uint16(plain[sof+2:]))
+	// An APP15 segment holding a grayscale frame header of the same size.
+	fake := []byte{0xFF, 0xEF, 0x00, 0x0F, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 100, 0x00, 200, 0x01, 0x01, 0x11, 0x00}
+	file := append(append(append([]byte{}, plain[:end]...), fake...), plain[end:]...)
+	if _, err := jpeg.Decode(bytes.NewReader(file)); err != nil {
+		t.Fatalf("the test JPEG does not decode: %v", err)
+	}
+	want, err := media.ThumbnailCost(bytes.NewReader(file), "image/jpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	padded := append([]byte{}, file[:2]...)
+	for range 20 {
+		seg := append([]byte{0xFF, 0xE2, 0xFD, 0xEA}, "ICC_PROFILE\x00"...)
+		padded = append(padded, append(seg, make([]byte, 0xFDEA-2-12)...)...)
+	}
+	padded = append(padded, file[2:]...)
+	if got, err := media.ThumbnailCost(bytes.NewReader(padded), "image/jpeg"); err != nil || got != want {
+		t.Errorf("after 1 MiB of metadata: cost %d (%v), want %d", got, err, want)
+	}
+	// Without JFIF the decoder reads the header on to the first scan:
+	// 1 MiB of metadata between the frame header and the scan does not
+	// hide the frame header either (nor make it cost the worst case).
+	between := append([]byte{}, plain[:end]...)
+	for range 20 {
+		seg := append([]byte{0xFF, 0xE2, 0xFD, 0xEA}, "ICC_PROFILE\x00"...)
+		between = append(between, append(seg, make([]byte, 0xFDEA-2-12)...)...)
+	}
+	between = append(between, plain[end:]...)
+	if got, err := media.ThumbnailCost(bytes.NewReader(between), "image/jpeg"); err != nil || got != want {
+		t.Errorf("1 MiB of metadata after the frame header: cost %d (%v), want %d", got, err, want)
+	}
+}
+
+// TestAnAdobeSegmentAfterTheFrameHeaderCostsAsOneBefore: Go's decoder
+// reads a picture without JFIF to its first scan, and an Adobe segment
+// saying RGB anywhere before the scan has it convert the picture to RGBA
+// (4 bytes a pixel more): the cost counts it wherever the segment is.
+func TestAnAdobeSegmentAfterTheFrameHeaderCostsAsOneBefore(t *testing.T) {
+	plain := mediatest.JPEG(1000, 700)
+	sof := bytes.Index(plain, []byte{0xFF, 0xC0})
+	end := sof + 2 + int(binary.BigEndian.Uint16(plain[sof+2:]))
+	adobe := append([]byte{0xFF, 0xEE, 0x00, 0x0E}, "Adobe\x00\x64\x00\x00\x00\x00\x00"...) // transform 0: RGB
+	before := append(append(append([]byte{}, plain[:2]...), adobe...), plain[2:]...)
+	after := append(append(append([]byte{}, plain[:end]...), adobe...), plain[end:]...)
+	for _, f := range [][]byte{before, after} {
+		if cfg, err := jpeg.DecodeConfig(bytes.NewReader(f)); err != nil || cfg.ColorModel != color.RGBAModel {
+			t.Fatalf("the test JPEG is not read as RGB: %v", err)
+		}
+	}
+	want, err := media.ThumbnailCost(bytes.NewReader(before), "image/jpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := media.ThumbnailCost(bytes.NewReader(after), "image/jpeg"); err != nil || got != want {
+		t.Errorf("the Adobe segment after the frame header: cost %d (%v), before it %d", got, err, want)
 	}
 }
