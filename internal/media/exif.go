@@ -62,11 +62,12 @@ func stripTIFF(t []byte) (changed bool, orientation int) {
 			case tagExifIFD:
 				todo = append(todo, int(bo.Uint32(t[e+8:])))
 			case tagSubIFDs:
-				todo = append(todo, subIFDs(t, bo, e)...)
+				todo = appendSubIFDs(todo, t, bo, e)
 			}
+			todo = todo[:min(len(todo), maxIFDs)]
 		}
 		if next := entries + 12*count; next+4 <= len(t) {
-			if n := int(bo.Uint32(t[next:])); n != 0 {
+			if n := int(bo.Uint32(t[next:])); n != 0 && len(todo) < maxIFDs {
 				todo = append(todo, n)
 			}
 		}
@@ -79,23 +80,23 @@ func stripTIFF(t []byte) (changed bool, orientation int) {
 	return changed, orientation
 }
 
-// subIFDs are the offsets a SubIFDs entry (at e) lists: its value when
-// there is one, else the array its value points to.
-func subIFDs(t []byte, bo binary.ByteOrder, e int) []int {
+// appendSubIFDs appends to todo, up to maxIFDs, the offsets a SubIFDs
+// entry (at e) lists: its value when there is one, else the array its
+// value points to.
+func appendSubIFDs(todo []int, t []byte, bo binary.ByteOrder, e int) []int {
 	n, size := int(bo.Uint32(t[e+4:])), typeSize[bo.Uint16(t[e+2:])]
 	if n <= 1 || size != 4 {
-		return []int{int(bo.Uint32(t[e+8:]))}
+		return append(todo, int(bo.Uint32(t[e+8:])))
 	}
 	at := int(bo.Uint32(t[e+8:]))
-	n = min(n, maxIFDs)
-	if at < 0 || at > len(t)-4*n {
-		return nil
+	n = min(n, maxIFDs-len(todo))
+	if n <= 0 || at < 0 || at > len(t)-4*n {
+		return todo
 	}
-	offs := make([]int, n)
-	for i := range offs {
-		offs[i] = int(bo.Uint32(t[at+4*i:]))
+	for i := range n {
+		todo = append(todo, int(bo.Uint32(t[at+4*i:])))
 	}
-	return offs
+	return todo
 }
 
 // clearGPS empties the GPS directory at off; true when it had entries.

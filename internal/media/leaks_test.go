@@ -10,6 +10,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"runtime"
 	"testing"
 	"testing/iotest"
 
@@ -403,5 +404,43 @@ func TestAnAdobeSegmentAfterTheFrameHeaderCostsAsOneBefore(t *testing.T) {
 	}
 	if got, err := media.ThumbnailCost(bytes.NewReader(after), "image/jpeg"); err != nil || got != want {
 		t.Errorf("the Adobe segment after the frame header: cost %d (%v), before it %d", got, err, want)
+	}
+}
+
+// TestAnEXIFListingManyDirectoriesCostsLittleToStrip: the directories
+// walked for GPSInfo pointers are bounded however many an EXIF block
+// lists: a PNG's eXIf of 20,000 SubIFDs entries, each listing 64
+// directories, is stripped holding no more than a few of them.
+func TestAnEXIFListingManyDirectoriesCostsLittleToStrip(t *testing.T) {
+	le := binary.LittleEndian
+	const n = 20000
+	array := 8 + 2 + 12*n + 4
+	tiff := append([]byte("II*\x00"), le.AppendUint32(nil, 8)...)
+	tiff = le.AppendUint16(tiff, n)
+	for range n {
+		tiff = le.AppendUint16(tiff, 0x014A)
+		tiff = le.AppendUint16(tiff, 4)
+		tiff = le.AppendUint32(tiff, 64)
+		tiff = le.AppendUint32(tiff, uint32(array))
+	}
+	tiff = le.AppendUint32(tiff, 0)
+	for i := range 64 {
+		tiff = le.AppendUint32(tiff, uint32(8+12*i))
+	}
+	chunk := binary.BigEndian.AppendUint32(nil, uint32(len(tiff)))
+	chunk = append(append(chunk, "eXIf"...), tiff...)
+	chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
+	plain := mediatest.PNG(8, 8)
+	file := append(append(append([]byte{}, plain[:33]...), chunk...), plain[33:]...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got, err := io.ReadAll(media.Strip(bytes.NewReader(file), "image/png"))
+	runtime.ReadMemStats(&after)
+	if err != nil || len(got) != len(file) {
+		t.Fatalf("%d bytes became %d: %v", len(file), len(got), err)
+	}
+	if took := after.TotalAlloc - before.TotalAlloc; took > 8*uint64(len(file)) {
+		t.Errorf("stripping a file of %d KiB allocated %d KiB", len(file)>>10, took>>10)
 	}
 }
