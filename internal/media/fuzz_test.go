@@ -23,6 +23,7 @@ func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
 	f.Add(uint8(3), mediatest.MP4WithLocation(false, true, true, 64, 0))
 	f.Add(uint8(4), mediatest.MP4WithLocation(true, false, false, 64, 32))
 	f.Add(uint8(0), mediatest.JPEGWithPlaceNames(4, 4))
+	f.Add(uint8(0), append(mediatest.JPEGWithLocation(4, 4, 6), mediatest.MP4WithLocation(false, true, false, 64, 0)...))
 	f.Add(uint8(6), mediatest.PDF())
 	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64}, 6))
 	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, SplitExif: true, SplitBackwards: true}, 6))

@@ -407,6 +407,31 @@ func TestAnAdobeSegmentAfterTheFrameHeaderCostsAsOneBefore(t *testing.T) {
 	}
 }
 
+// TestStripFreesTheLocationOfAVideoAppendedToAPhoto: a motion photo (a
+// phone's photo with the seconds of video around it) is a JPEG with an
+// MP4 appended after its end; the video's recording location goes as it
+// goes from a video uploaded alone, and the photo's as from a photo.
+func TestStripFreesTheLocationOfAVideoAppendedToAPhoto(t *testing.T) {
+	photo := mediatest.JPEGWithLocation(64, 48, 6)
+	video := mediatest.MP4WithLocation(false, true, false, 20<<10, 0)
+	strip := func(b []byte, ctype string) []byte {
+		out, err := io.ReadAll(media.Strip(bytes.NewReader(b), ctype))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	file := append(append([]byte{}, photo...), video...)
+	want := append(strip(photo, "image/jpeg"), strip(video, "video/mp4")...)
+	got := strippedTo(t, file, "image/jpeg", want)
+	if bytes.Contains(got, mediatest.VideoLocation) || bytes.Contains(got, mediatest.LociName) {
+		t.Fatal("the video's location survived")
+	}
+	if _, err := jpeg.Decode(bytes.NewReader(got)); err != nil {
+		t.Fatalf("the stripped photo no longer decodes: %v", err)
+	}
+}
+
 // TestAnEXIFListingManyDirectoriesCostsLittleToStrip: the directories
 // walked for GPSInfo pointers are bounded however many an EXIF block
 // lists: a PNG's eXIf of 20,000 SubIFDs entries, each listing 64

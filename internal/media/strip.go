@@ -44,7 +44,9 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // ImageMagick's raw EXIF profiles) and metadata chunks too large to hold
 // (over maxUnit). A JPEG's segments are walked to the end of the file,
 // between scans too, and pictures appended after its end (a phone's
-// Multi-Picture previews) are stripped as well. The rest of the EXIF
+// Multi-Picture previews) are stripped as well, and so is a video
+// appended after it (a motion photo's MP4, as a video is). The rest of
+// the EXIF
 // data stays, orientation included, so photos keep standing upright.
 // An audio or video file in the ISO base media format (MP4, MOV, 3GP,
 // M4A, whatever type it was declared as) loses its recording location:
@@ -105,10 +107,12 @@ type stripper struct {
 	oriented    bool
 
 	// MP4 (and Matroska): the offset of the next byte walked, and the
-	// ends of the boxes (the Segment) it is in (innermost last).
-	pos   int64
-	boxes []mp4Open
-	hdr   [16]byte
+	// ends of the boxes (the Segment) it is in (innermost last); inJPEG:
+	// the MP4 is a video appended to a JPEG (a motion photo).
+	pos    int64
+	boxes  []mp4Open
+	hdr    [16]byte
+	inJPEG bool
 
 	// HEIF: what is to be done to the bytes after the meta (by offset),
 	// and the metadata items stripped so far.
@@ -482,24 +486,36 @@ func (s *stripper) jpegScan() error {
 }
 
 // jpegTrailer passes what follows a picture through up to the next
-// picture (FF D8 FF), which is stripped as the first was.
+// picture (FF D8 FF), which is stripped as the first was, or to a video
+// (an MP4 whose first box is its ftyp: a motion photo's), stripped as a
+// video is.
 func (s *stripper) jpegTrailer() error {
 	b, err := s.avail()
 	if err != nil {
 		return err
 	}
-	if len(b) < 3 {
-		if b = s.peek(3); b == nil {
-			return nil // the end: too short for a picture
+	if len(b) < 8 {
+		if b = s.peek(8); b == nil {
+			return nil // the end: too short for a picture or a video
 		}
 	}
-	switch n := bytes.Index(b, []byte{0xFF, 0xD8, 0xFF}); {
+	n := bytes.Index(b, []byte{0xFF, 0xD8, 0xFF})
+	if v := bytes.Index(b[4:], []byte("ftyp")); v >= 0 && (n < 0 || v < n) {
+		if v > 0 {
+			s.emit(b, v)
+			return nil
+		}
+		s.pos, s.boxes, s.inJPEG = 0, s.boxes[:0], true
+		s.step = (*stripper).mp4Box
+		return nil
+	}
+	switch {
 	case n == 0:
 		s.step = (*stripper).jpegStart
 	case n > 0:
 		s.emit(b, n)
 	default:
-		s.emit(b, len(b)-2) // a picture may start in the last two
+		s.emit(b, len(b)-7) // a picture or a video may start in the last seven
 	}
 	return nil
 }
@@ -824,10 +840,14 @@ func (s *stripper) mp4Box() error {
 	}
 	if n < int64(hl) || n > end-s.pos {
 		// Not a box a player would read: the rest of the box it is
-		// in (or of the file) goes through as it is.
-		if len(s.boxes) == 0 {
+		// in (or of the file) goes through as it is; after a video
+		// appended to a picture, what follows is a trailer again.
+		switch {
+		case len(s.boxes) == 0 && s.inJPEG:
+			s.step = (*stripper).jpegTrailer
+		case len(s.boxes) == 0:
 			s.step = (*stripper).rest
-		} else {
+		default:
 			s.through(end-s.pos, false)
 		}
 		return nil
