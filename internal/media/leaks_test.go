@@ -469,3 +469,49 @@ func TestAnEXIFListingManyDirectoriesCostsLittleToStrip(t *testing.T) {
 		t.Errorf("stripping a file of %d KiB allocated %d KiB", len(file)>>10, took>>10)
 	}
 }
+
+// TestStripRemovesALocationFromEveryPNGChunkExifToolReads: ExifTool reads
+// EXIF from a chunk of any case of "eXIf" (exIf, as some writers spelled
+// it) and from the once-proposed compressed zxIf, XMP from the obsolete
+// tXMP, and chunks after IEND too: a location in any of them is gone, and
+// the picture still decodes.
+func TestStripRemovesALocationFromEveryPNGChunkExifToolReads(t *testing.T) {
+	chunk := func(typ string, data []byte) []byte {
+		c := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+		c = append(append(c, typ...), data...)
+		return binary.BigEndian.AppendUint32(c, crc32.ChecksumIEEE(c[4:]))
+	}
+	exif := tiffBlock([]tiffDir{{entries: []tiffEntry{{tag: 0x8825, typ: 4, count: 1, ref: 1}}, next: -1}, {lat: 47, next: -1}})
+	xmp := []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/" ` +
+		string(mediatest.XMPLatitude) + `/></rdf:RDF></x:xmpmeta>`)
+	plain := mediatest.PNG(8, 8)
+	iend := len(plain) - 12
+	for _, tc := range []struct {
+		name string
+		file []byte
+	}{
+		{"exIf before IDAT", append(append(append([]byte{}, plain[:33]...), chunk("exIf", exif)...), plain[33:]...)},
+		{"zxIf before IDAT", append(append(append([]byte{}, plain[:33]...), chunk("zxIf", exif)...), plain[33:]...)},
+		{"tXMP before IEND", append(append(append([]byte{}, plain[:iend]...), chunk("tXMP", xmp)...), plain[iend:]...)},
+		{"eXIf after IEND", append(append([]byte{}, plain...), chunk("eXIf", exif)...)},
+		{"iTXt after IEND", append(append([]byte{}, plain...), chunk("iTXt", append([]byte("XML:com.adobe.xmp\x00\x00\x00\x00\x00"), xmp...))...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, read := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader} {
+				got, err := io.ReadAll(media.Strip(read(bytes.NewReader(tc.file)), "image/png"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(tc.file) {
+					t.Fatalf("%d bytes became %d", len(tc.file), len(got))
+				}
+				if bytes.Contains(got, latitude(47)) || bytes.Contains(got, mediatest.XMPLatitude) {
+					t.Fatal("the location survived")
+				}
+				if _, err := png.Decode(bytes.NewReader(got)); err != nil {
+					t.Fatalf("the stripped picture no longer decodes: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -32,12 +32,13 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 
 // Strip returns r's bytes with the location data of a JPEG, PNG or WebP
 // (t) removed wherever the file keeps it, the same length, everything
-// else as it was: every EXIF GPS directory (JPEG APP1, PNG eXIf, WebP
-// EXIF; whichever directory points to it) is emptied and every byte of
-// its values zeroed; an XMP packet
+// else as it was: every EXIF GPS directory (JPEG APP1, PNG eXIf in any
+// case, WebP EXIF; whichever directory points to it) is emptied and
+// every byte of its values zeroed (a PNG's compressed zxIf is zeroed
+// whole); an XMP packet
 // that mentions GPS or a place name (locationWords) is blanked (JPEG
 // APP1, extended XMP from its first mention, or its first part out of
-// the packet's order, on; PNG iTXt, tEXt; WebP
+// the packet's order, on; PNG iTXt, tEXt, tXMP, after IEND too; WebP
 // XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13),
 // as are PNG text chunks whose
 // content cannot be read without inflating it (compressed XMP,
@@ -520,7 +521,8 @@ func (s *stripper) jpegTrailer() error {
 	return nil
 }
 
-// PNG: chunks to IEND; eXIf and the text chunks (XMP) are stripped.
+// PNG: chunks to the end of the file (after IEND too); eXIf (zxIf) and
+// the text chunks (XMP) are stripped.
 
 var pngSignature = []byte("\x89PNG\r\n\x1a\n")
 
@@ -539,8 +541,22 @@ func (s *stripper) pngChunk() error {
 		s.step = (*stripper).rest
 		return nil
 	}
+	// ExifTool reads EXIF from a chunk of any case of eXIf (exIf, as
+	// some writers spelled it) and from zxIf, once proposed for
+	// compressed EXIF.
+	switch {
+	case strings.EqualFold(typ, "eXIf"):
+		typ = "eXIf"
+	case strings.EqualFold(typ, "zxIf"):
+		typ = "zxIf"
+	}
 	switch typ {
-	case "eXIf", "iTXt", "tEXt", "zTXt":
+	case "zxIf":
+		// Compressed: zeroed as it passes, its CRC made anew.
+		s.crc = crc32.ChecksumIEEE(h[4:8])
+		s.emit(h, 8)
+		s.passThen(n, true, (*stripper).pngCRC)
+	case "eXIf", "iTXt", "tEXt", "zTXt", "tXMP":
 		if 12+n > maxUnit {
 			// Too large to hold: zeroed as it passes, its CRC made anew.
 			s.crc = crc32.ChecksumIEEE(h[4:8])
@@ -557,7 +573,8 @@ func (s *stripper) pngChunk() error {
 		}
 		s.out = c
 	case "IEND":
-		s.passThen(12+n, false, (*stripper).rest)
+		// ExifTool reads what follows as chunks too.
+		s.passThen(12+n, false, (*stripper).pngChunk)
 	default:
 		s.passThen(12+n, false, (*stripper).pngChunk)
 	}
@@ -578,8 +595,15 @@ func (s *stripper) pngCRC() error {
 
 // pngMeta strips a metadata chunk's data; true when it changed.
 func (s *stripper) pngMeta(typ string, data []byte) bool {
-	if typ == "eXIf" {
+	switch typ {
+	case "eXIf":
 		return s.exif(data)
+	case "tXMP": // XMP where a 2001 draft put it
+		if mentionsLocation(data) {
+			blank(data)
+			return true
+		}
+		return false
 	}
 	keyword, text, _ := bytes.Cut(data, []byte{0})
 	compressed := typ == "zTXt" || (typ == "iTXt" && len(text) > 0 && text[0] != 0)
