@@ -88,6 +88,38 @@ func TestAVideosRecordingLocationIsStripped(t *testing.T) {
 	})
 }
 
+// TestALocationHiddenWhereReadersStillFindItIsStrippedToo: a photo's
+// or a video's location kept where a stripper looking at the usual
+// places alone would miss it, but ExifTool and other readers find it,
+// is not downloaded by members either: GPS directories reached through a
+// second GPSInfo pointer, IFD1, the Exif IFD or a SubIFD; an extended
+// XMP packet whose parts come out of order; a motion photo's appended
+// video; a video's XMP packet (an MP4's uuid box, a MOV's udta/XMP_).
+func TestALocationHiddenWhereReadersStillFindItIsStrippedToo(t *testing.T) {
+	files := []struct {
+		name, ctype string
+		data        []byte
+	}{
+		{"hidden.jpg", "image/jpeg", mediatest.JPEGWithHiddenLocation(400, 300)},
+		{"edited.mp4", "video/mp4", mediatest.MP4WithXMP(false)},
+		{"edited.mov", "video/quicktime", mediatest.MP4WithXMP(true)},
+	}
+	n := startAttachNode(t, false, nil)
+	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
+	for _, f := range files {
+		up, got := n.sendAndDownload(t, g.ID, f.name, f.ctype, f.data)
+		for _, where := range [][]byte{mediatest.Latitude, mediatest.XMPLatitude, []byte(`"52,31.2N"`), mediatest.VideoLocation, mediatest.LociName} {
+			if bytes.Contains(got.body, where) {
+				t.Errorf("%s: a member downloaded %q", f.name, where)
+			}
+		}
+		if len(got.body) != len(f.data) || hexSHA(got.body) != up.Attachment.SHA256 {
+			t.Errorf("%s: downloaded %d bytes of sha256 %s; announced %d bytes of %s", f.name,
+				len(got.body), hexSHA(got.body), up.Attachment.Size, up.Attachment.SHA256)
+		}
+	}
+}
+
 // sendAndDownload uploads data as user 1, sends it into conv and returns
 // the upload and what user 2 downloads of it.
 func (n attachNode) sendAndDownload(t *testing.T, conv int64, name, ctype string, data []byte) (chat.Upload, httpReply) {

@@ -728,3 +728,94 @@ func GIFWithLocation(w, h, pad int) []byte {
 	// Before the trailer (0x3B), the file's last byte.
 	return append(append(file[:len(file)-1:len(file)-1], ext...), 0x3B)
 }
+
+// hiddenEXIF is a little-endian TIFF block with five GPS directories,
+// each holding GPSLatitudeRef "N" and GPSLatitude (Latitude), reached as
+// readers reach them: two GPSInfo pointers in IFD0, one in IFD1 (IFD0's
+// next), one in the Exif IFD and one in a SubIFD.
+func hiddenEXIF() []byte {
+	le := binary.LittleEndian
+	type entry struct {
+		tag, typ   uint16
+		count, val uint32
+	}
+	const ifd0, ifd1, exifIFD, subIFD, gps = 8, 8 + 66, 8 + 66 + 18, 8 + 66 + 36, 8 + 66 + 54
+	const values = gps + 5*30
+	dir := func(next uint32, es ...entry) []byte {
+		b := le.AppendUint16(nil, uint16(len(es)))
+		for _, e := range es {
+			b = le.AppendUint16(b, e.tag)
+			b = le.AppendUint16(b, e.typ)
+			b = le.AppendUint32(b, e.count)
+			b = le.AppendUint32(b, e.val)
+		}
+		return le.AppendUint32(b, next)
+	}
+	ptr := func(tag uint16, off int) entry { return entry{tag, 4, 1, uint32(off)} }
+	t := append([]byte("II*\x00"), le.AppendUint32(nil, ifd0)...)
+	t = append(t, dir(ifd1, entry{0x0112, 3, 1, 1}, ptr(0x8825, gps), ptr(0x8825, gps+30), ptr(0x8769, exifIFD), ptr(0x014A, subIFD))...)
+	t = append(t, dir(0, ptr(0x8825, gps+60))...)
+	t = append(t, dir(0, ptr(0x8825, gps+90))...)
+	t = append(t, dir(0, ptr(0x8825, gps+120))...)
+	for i := range 5 {
+		t = append(t, dir(0, entry{0x0001, 2, 2, 'N'}, entry{0x0002, 5, 3, uint32(values + 24*i)})...)
+	}
+	if len(t) != values {
+		panic("hiddenEXIF: directories misplaced")
+	}
+	for range 5 {
+		t = append(t, Latitude...)
+	}
+	return t
+}
+
+// JPEGWithHiddenLocation is a w×h photo whose location is where a
+// stripper looking only at the usual places misses it, as readers still
+// find it: GPS directories reached through a second GPSInfo pointer,
+// IFD1, the Exif IFD and a SubIFD (Latitude); an extended XMP packet
+// (XMPLatitude) whose parts come out of order, the one holding the
+// position first; and a video appended after the picture (a motion
+// photo's MP4, from MP4WithLocation: VideoLocation, LociName).
+func JPEGWithHiddenLocation(w, h int) []byte {
+	plain := JPEG(w, h)
+	packet := xmp()
+	cut := bytes.Index(packet, []byte(`"52,31.2N"`))
+	const guid = "0123456789ABCDEF0123456789ABCDEF"
+	extended := func(off int, part []byte) []byte {
+		b := append([]byte("http://ns.adobe.com/xmp/extension/\x00"), guid...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(packet)))
+		b = binary.BigEndian.AppendUint32(b, uint32(off))
+		return jpegSegment(0xE1, append(b, part...))
+	}
+	out := append([]byte{}, plain[:2]...)
+	out = append(out, jpegSegment(0xE1, append([]byte("Exif\x00\x00"), hiddenEXIF()...))...)
+	out = append(out, jpegSegment(0xE1, []byte("http://ns.adobe.com/xap/1.0/\x00"+
+		`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description xmpNote:HasExtendedXMP="`+guid+`"/></rdf:RDF></x:xmpmeta>`))...)
+	out = append(out, extended(cut, packet[cut:])...)
+	out = append(out, extended(0, packet[:cut])...)
+	out = append(out, plain[2:]...)
+	return append(out, MP4WithLocation(false, true, false, 20<<10, 0)...)
+}
+
+// MP4WithXMP is a video of 2.5 s whose XMP packet, with a GPS position
+// (XMPLatitude), is where editors and ExifTool write it: a uuid box after
+// moov (an MP4), or moov/udta/XMP_ (qt, a MOV).
+func MP4WithXMP(qt bool) []byte {
+	mvhd := make([]byte, 100)
+	binary.BigEndian.PutUint32(mvhd[12:], 1000)
+	binary.BigEndian.PutUint32(mvhd[16:], 2500)
+	if qt {
+		return bytes.Join([][]byte{
+			mp4Box("ftyp", false, []byte("qt  \x00\x00\x02\x00qt  ")),
+			mp4Box("moov", false, mp4Box("mvhd", false, mvhd), mp4Box("udta", false, mp4Box("XMP_", false, xmp()))),
+			mp4Box("mdat", false, make([]byte, 4<<10)),
+		}, nil)
+	}
+	uuid := []byte("\xBE\x7A\xCF\xCB\x97\xA9\x42\xE8\x9C\x71\x99\x94\x91\xE3\xAF\xAC")
+	return bytes.Join([][]byte{
+		mp4Box("ftyp", false, []byte("isom\x00\x00\x02\x00isommp41")),
+		mp4Box("moov", false, mp4Box("mvhd", false, mvhd)),
+		mp4Box("uuid", false, uuid, xmp()),
+		mp4Box("mdat", false, make([]byte, 4<<10)),
+	}, nil)
+}
