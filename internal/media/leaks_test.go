@@ -515,3 +515,48 @@ func TestStripRemovesALocationFromEveryPNGChunkExifToolReads(t *testing.T) {
 		})
 	}
 }
+
+// TestStripRemovesTheLocationPhotoshopKeepsInItsImageResources: besides
+// the IPTC place names, a JPEG's Photoshop image resources (APP13) may
+// hold a copy of the EXIF (0x0422, 0x0423) and of the XMP packet
+// (0x0424), which ExifTool reads: their GPS position goes too.
+func TestStripRemovesTheLocationPhotoshopKeepsInItsImageResources(t *testing.T) {
+	resource := func(id uint16, data []byte) []byte {
+		r := binary.BigEndian.AppendUint16([]byte("8BIM"), id)
+		r = append(r, 0, 0) // an empty name, padded
+		r = binary.BigEndian.AppendUint32(r, uint32(len(data)))
+		r = append(r, data...)
+		if len(data)%2 == 1 {
+			r = append(r, 0)
+		}
+		return r
+	}
+	xmp := []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/" ` +
+		string(mediatest.XMPLatitude) + `/></rdf:RDF></x:xmpmeta>`)
+	exif := func(lat uint32) []byte {
+		return tiffBlock([]tiffDir{{entries: []tiffEntry{{tag: 0x8825, typ: 4, count: 1, ref: 1}}, next: -1}, {lat: lat, next: -1}})
+	}
+	irb := append([]byte("Photoshop 3.0\x00"), resource(0x0422, exif(48))...)
+	irb = append(irb, resource(0x0423, exif(49))...)
+	irb = append(irb, resource(0x0424, xmp)...)
+	plain := mediatest.JPEG(16, 8)
+	file := append([]byte{}, plain[:2]...)
+	file = append(file, 0xFF, 0xED, byte((len(irb)+2)>>8), byte(len(irb)+2))
+	file = append(file, irb...)
+	file = append(file, plain[2:]...)
+	for _, read := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader} {
+		got, err := io.ReadAll(media.Strip(read(bytes.NewReader(file)), "image/jpeg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(file) {
+			t.Fatalf("%d bytes became %d", len(file), len(got))
+		}
+		if bytes.Contains(got, latitude(48)) || bytes.Contains(got, latitude(49)) || bytes.Contains(got, mediatest.XMPLatitude) {
+			t.Fatal("the location survived")
+		}
+		if _, err := jpeg.Decode(bytes.NewReader(got)); err != nil {
+			t.Fatalf("the stripped photo no longer decodes: %v", err)
+		}
+	}
+}

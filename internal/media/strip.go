@@ -39,7 +39,8 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 // that mentions GPS or a place name (locationWords) is blanked (JPEG
 // APP1, extended XMP from its first mention, or its first part out of
 // the packet's order, on; PNG iTXt, tEXt, tXMP, after IEND too; WebP
-// XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13),
+// XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13;
+// the EXIF and XMP copies its Photoshop resources hold are stripped too),
 // as are PNG text chunks whose
 // content cannot be read without inflating it (compressed XMP,
 // ImageMagick's raw EXIF profiles) and metadata chunks too large to hold
@@ -391,7 +392,8 @@ var wordTail = slices.MaxFunc(locationWords, func(a, b []byte) int { return len(
 // (Photoshop's image resource 0x0404): the datasets City, Sublocation,
 // Province/State, Country code and Country (2:90, 2:92, 2:95, 2:100,
 // 2:101) become spaces of the same length; captions, keywords and
-// credits stay.
+// credits stay. The copies of the EXIF (0x0422, 0x0423) and XMP (0x0424)
+// the resources may hold are stripped as those are.
 func app13(seg []byte) {
 	b, ok := bytes.CutPrefix(seg, []byte("Photoshop 3.0\x00"))
 	for ok && len(b) >= 12 && string(b[:4]) == "8BIM" {
@@ -406,8 +408,15 @@ func app13(seg []byte) {
 		if size > len(data) {
 			return
 		}
-		if id == 0x0404 {
-			iimBlankPlaces(data[:size])
+		switch r := data[:size]; id {
+		case 0x0404:
+			iimBlankPlaces(r)
+		case 0x0422, 0x0423: // copies of the EXIF
+			stripTIFF(bytes.TrimPrefix(r, []byte("Exif\x00\x00")))
+		case 0x0424: // a copy of the XMP packet
+			if mentionsLocation(r) {
+				blank(r)
+			}
 		}
 		b = data[min(len(data), size+size&1):]
 	}
