@@ -120,6 +120,22 @@ func TestALocationHiddenWhereReadersStillFindItIsStrippedToo(t *testing.T) {
 	}
 }
 
+// TestAWebPPhotoTurnedByItsEXIFIsMeasuredAsShownWhateverItsSize: a
+// WebP keeps its EXIF, orientation included, after the image data, as
+// the format puts it; a photo turned a quarter (orientation 6, 400 × 300
+// stored) is 300 × 400 as shown, however many bytes of image data come
+// before its EXIF, not only when they fit in the first 256 KiB.
+func TestAWebPPhotoTurnedByItsEXIFIsMeasuredAsShownWhateverItsSize(t *testing.T) {
+	n := startAttachNode(t, false, nil)
+	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
+	for _, pad := range []int{1 << 10, 300 << 10} {
+		up := n.upload(t, 1, g.ID, "turned.webp", "image/webp", mediatest.WebPWithLocation(400, 300, 6, pad))
+		if a := up.Attachment; a.Width != 300 || a.Height != 400 {
+			t.Errorf("after %d KiB of image data: %d × %d, want 300 × 400 as shown", pad>>10, a.Width, a.Height)
+		}
+	}
+}
+
 // sendAndDownload uploads data as user 1, sends it into conv and returns
 // the upload and what user 2 downloads of it.
 func (n attachNode) sendAndDownload(t *testing.T, conv int64, name, ctype string, data []byte) (chat.Upload, httpReply) {

@@ -650,7 +650,7 @@ func (s *Service) measure(ctx context.Context, rec chat.UploadRecord, meta *chat
 	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
 		return chat.Unavailable("read the upload", err)
 	}
-	_, orientation := media.StripLocation(head, meta.ContentType)
+	orientation := media.Orientation(r, rec.DeclaredSize, meta.ContentType, head)
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return chat.Unavailable("read the upload", err)
 	}

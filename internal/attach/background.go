@@ -81,7 +81,7 @@ func (s *Service) thumbnail(rec chat.UploadRecord) {
 		r = read
 		head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
 		_, _ = r.ReadAt(head, 0)
-		_, orientation := media.StripLocation(head, rec.ContentType)
+		orientation := media.Orientation(r, rec.DeclaredSize, rec.ContentType, head)
 		var cost int64
 		cost, err = media.ThumbnailCost(bufio.NewReaderSize(io.NewSectionReader(r, 0, rec.DeclaredSize), 64<<10), rec.ContentType)
 		if err == nil && cost > s.budgetBytes {

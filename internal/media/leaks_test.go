@@ -560,3 +560,21 @@ func TestStripRemovesTheLocationPhotoshopKeepsInItsImageResources(t *testing.T) 
 		}
 	}
 }
+
+// TestAWebPsOrientationIsReadBeyondItsHeadInAFewReads: the EXIF chunk of
+// a WebP comes after the image data; Orientation finds it past the head,
+// reading chunk headers at their offsets (a range request each on an
+// object store), a few for a still picture.
+func TestAWebPsOrientationIsReadBeyondItsHeadInAFewReads(t *testing.T) {
+	for _, pad := range []int{1 << 10, 300 << 10, 3 << 20} {
+		file := mediatest.WebPWithLocation(40, 30, 6, pad)
+		head := append([]byte{}, file[:min(len(file), media.HeadLen)]...)
+		c := &readCounter{r: bytes.NewReader(file)}
+		if o := media.Orientation(c, int64(len(file)), "image/webp", head); o != 6 {
+			t.Errorf("after %d KiB of image data: orientation %d, want 6", pad>>10, o)
+		}
+		if c.reads > 4 {
+			t.Errorf("after %d KiB of image data: %d reads", pad>>10, c.reads)
+		}
+	}
+}

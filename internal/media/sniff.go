@@ -2,7 +2,8 @@
 // first bytes, never by the client's word alone), an image's size from its
 // header (Config, refusing decompression bombs before decoding a pixel;
 // HEIFSize for the HEIF images it does not decode, from their container),
-// thumbnails (Thumbnail), the removal of location data (Strip, and StripLocation for a head) and
+// thumbnails (Thumbnail), the removal of location data (Strip, and StripLocation for a head),
+// a picture's EXIF orientation wherever its file keeps it (Orientation) and
 // the length of audio and video files (Duration).
 //
 // Everything here is a pure function of the bytes it is given, bounded in

@@ -30,6 +30,44 @@ func StripLocation(head []byte, t string) (changed bool, orientation int) {
 	return changed, s.orientation
 }
 
+// Orientation is the EXIF orientation of the picture in a file of size
+// bytes (0 when it has none), head its first bytes, which it strips in
+// place as StripLocation does: StripLocation's, or, for a WebP whose
+// EXIF chunk lies beyond head (the format puts it after the image data),
+// that chunk's, found by reading at most webpMaxChunks chunk headers at
+// their offsets of r (each a range request to an object store).
+func Orientation(r io.ReaderAt, size int64, t string, head []byte) int {
+	_, o := StripLocation(head, t)
+	if o != 0 || t != "image/webp" || size <= int64(len(head)) {
+		return o
+	}
+	var h [8]byte
+	for off, k := int64(12), 0; k < webpMaxChunks && off+8 <= size; k++ {
+		if _, err := r.ReadAt(h[:], off); err != nil {
+			return 0
+		}
+		n := int64(binary.LittleEndian.Uint32(h[4:]))
+		if string(h[:4]) == "EXIF" {
+			if n > maxUnit || n > size-off-8 {
+				return 0
+			}
+			b := make([]byte, n)
+			if _, err := r.ReadAt(b, off+8); err != nil {
+				return 0
+			}
+			_, o := stripTIFF(bytes.TrimPrefix(b, []byte("Exif\x00\x00")))
+			return o
+		}
+		off += 8 + n + n&1
+	}
+	return 0
+}
+
+// webpMaxChunks bounds the chunks Orientation walks to a WebP's EXIF:
+// a still picture has a handful before it (VP8X, ICCP, ALPH, VP8), an
+// animation one a frame.
+const webpMaxChunks = 64
+
 // Strip returns r's bytes with the location data of a JPEG, PNG or WebP
 // (t) removed wherever the file keeps it, the same length, everything
 // else as it was: every EXIF GPS directory (JPEG APP1, PNG eXIf in any
