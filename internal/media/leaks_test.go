@@ -578,3 +578,29 @@ func TestAWebPsOrientationIsReadBeyondItsHeadInAFewReads(t *testing.T) {
 		}
 	}
 }
+
+// TestStripBlanksADroneSPositionInItsXMP: a DJI drone's photo keeps its
+// position in its XMP too, as drone-dji:GpsLatitude and GpsLongitude (or
+// GpsLongtitude, as some models spell it), not GPS: that packet is
+// blanked as one naming GPS is.
+func TestStripBlanksADroneSPositionInItsXMP(t *testing.T) {
+	for _, attrs := range []string{
+		`drone-dji:GpsLatitude="+44.9446257" drone-dji:GpsLongitude="-93.4259758"`,
+		`drone-dji:GpsLongtitude="-93.4259758" drone-dji:AbsoluteAltitude="+287.00"`,
+	} {
+		packet := append([]byte("http://ns.adobe.com/xap/1.0/\x00"), `<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description `+
+			`xmlns:drone-dji="http://www.dji.com/drone-dji/1.0/" `+attrs+`/></rdf:RDF></x:xmpmeta>`...)
+		plain := mediatest.JPEG(16, 8)
+		file := append([]byte{}, plain[:2]...)
+		file = append(file, 0xFF, 0xE1, byte((len(packet)+2)>>8), byte(len(packet)+2))
+		file = append(file, packet...)
+		file = append(file, plain[2:]...)
+		got, err := io.ReadAll(media.Strip(bytes.NewReader(file), "image/jpeg"))
+		if err != nil || len(got) != len(file) {
+			t.Fatalf("%d bytes became %d: %v", len(file), len(got), err)
+		}
+		if bytes.Contains(got, []byte("-93.4259758")) {
+			t.Errorf("%s: the drone's position survived", attrs)
+		}
+	}
+}

@@ -400,12 +400,13 @@ const (
 )
 
 // locationWords are what an XMP packet holding a location mentions: GPS
-// coordinates (exif:GPSLatitude, ...) and the names of places that
-// photo editors and catalogues fill in (Photoshop's and IPTC's City,
-// State, Country, Location, LocationCreated, LocationShown, ...). A
-// packet that mentions one is blanked whole.
+// coordinates (exif:GPSLatitude, ...; a DJI drone's
+// drone-dji:GpsLatitude, GpsLongitude or GpsLongtitude) and the names of
+// places that photo editors and catalogues fill in (Photoshop's and
+// IPTC's City, State, Country, Location, LocationCreated, LocationShown,
+// ...). A packet that mentions one is blanked whole.
 var locationWords = [][]byte{
-	[]byte("GPS"),
+	[]byte("GPS"), []byte("GpsLat"), []byte("GpsLong"),
 	[]byte("photoshop:City"), []byte("photoshop:State"), []byte("photoshop:Country"),
 	[]byte("Iptc4xmpCore:Location"), []byte("Iptc4xmpCore:CountryCode"),
 	[]byte("Iptc4xmpExt:Location"), []byte("Iptc4xmpExt:City"), []byte("Iptc4xmpExt:Sublocation"),
