@@ -69,44 +69,43 @@ func Orientation(r io.ReaderAt, size int64, t string, head []byte) int {
 const webpMaxChunks = 64
 
 // Strip returns r's bytes with the location data of a JPEG, PNG or WebP
-// (t) removed wherever the file keeps it, the same length, everything
-// else as it was: every EXIF GPS directory (JPEG APP1, PNG eXIf in any
-// case, WebP EXIF; whichever directory points to it) is emptied and
-// every byte of its values zeroed (a PNG's compressed zxIf is zeroed
-// whole); an XMP packet
-// that mentions GPS or a place name (locationWords) is blanked (JPEG
-// APP1, extended XMP from its first mention, or its first part out of
-// the packet's order, on; PNG iTXt, tEXt, tXMP, after IEND too; WebP
-// XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13;
-// the EXIF and XMP copies its Photoshop resources hold are stripped too),
-// as are PNG text chunks whose
-// content cannot be read without inflating it (compressed XMP,
-// ImageMagick's raw EXIF profiles) and metadata chunks too large to hold
-// (over maxUnit). A JPEG's segments are walked to the end of the file,
-// between scans too, and pictures appended after its end (a phone's
-// Multi-Picture previews) are stripped as well, and so is a video
-// appended after it (a motion photo's MP4, as a video is). The rest of
-// the EXIF
-// data stays, orientation included, so photos keep standing upright.
-// An audio or video file in the ISO base media format (MP4, MOV, 3GP,
-// M4A, whatever type it was declared as) loses its recording location:
-// the boxes that hold it (moov/udta/©xyz, 3GPP loci, those of a track's
-// udta, an XMP packet that mentions a location — MP4's uuid box, a MOV's
-// udta/XMP_, one over maxUnit whole unread —, and Apple's meta whose
-// keys name com.apple.quicktime.location —
-// that meta whole, with the rest of Apple's metadata in it; a meta
-// over maxUnit is freed whole unread) become free boxes of zeros of the
-// same size, so the file's layout, and every chunk offset into mdat,
-// stays. A HEIF image (HEIC, AVIF) loses the GPS directory of its Exif
-// item and an XMP item that mentions a location, the items found through
-// the meta's iinf and iloc, in place wherever they are after the meta or
-// in it (heif.go). A WebM or Matroska file (an audio or video type) loses
-// the SimpleTags of its Tags whose names say a location, made Void
-// elements of their size (mkv.go). A GIF loses its XMP packet (an
-// application extension "XMP DataXMP", where exiftool and editors write
-// GPS; GIF has no EXIF), blanked whole as it streams, its frames kept.
-// Other types are returned as they are. Memory: a read buffer and one segment, chunk, box, Tags element or
-// run of items of at most maxUnit.
+// (t) removed wherever the file keeps it, the same length, everything else
+// as it was: every EXIF GPS directory (JPEG APP1, PNG eXIf in any case,
+// WebP EXIF; whichever directory points to it) is emptied and every byte
+// of its values zeroed (a PNG's compressed zxIf is zeroed whole); an XMP
+// packet that mentions GPS or a place name (locationWords) is blanked
+// (JPEG APP1, extended XMP from its first mention, or its first part out
+// of the packet's order, on; PNG iTXt, tEXt, tXMP, after IEND too; WebP
+// XMP), and so are the place names of a JPEG's IPTC-IIM block (APP13; the
+// EXIF and XMP copies its Photoshop resources hold are stripped too), as
+// are PNG text chunks whose content cannot be read without inflating it
+// (compressed XMP, ImageMagick's raw EXIF profiles) and metadata chunks
+// too large to hold (over maxUnit). A JPEG's segments are walked to the
+// end of the file, between scans too, and pictures appended after its end
+// (a phone's Multi-Picture previews) are stripped as well, and so is a
+// video appended after it (a motion photo's MP4, as a video is). The rest
+// of the EXIF data stays, orientation included, so photos keep standing
+// upright.
+//
+// An audio or video file in the ISO base media format (MP4, MOV, 3GP, M4A,
+// whatever type it was declared as) loses its recording location: the
+// boxes that hold it (moov/udta/©xyz, 3GPP loci, those of a track's udta,
+// an XMP packet that mentions a location — MP4's uuid box, a MOV's
+// udta/XMP_, one over maxUnit whole unread —, and Apple's meta whose keys
+// name com.apple.quicktime.location — that meta whole, with the rest of
+// Apple's metadata in it; a meta over maxUnit is freed whole unread)
+// become free boxes of zeros of the same size, so the file's layout, and
+// every chunk offset into mdat, stays. A HEIF image (HEIC, AVIF) loses the
+// GPS directory of its Exif item and an XMP item that mentions a location,
+// the items found through the meta's iinf and iloc, in place wherever they
+// are after the meta or in it (heif.go). A WebM or Matroska file (an audio
+// or video type) loses the SimpleTags of its Tags whose names say a
+// location, made Void elements of their size (mkv.go). A GIF loses its XMP
+// packet (an application extension "XMP DataXMP", where exiftool and
+// editors write GPS; GIF has no EXIF), blanked whole as it streams, its
+// frames kept. Other types are returned as they are. Memory: a read buffer
+// and one segment, chunk, box, Tags element or run of items of at most
+// maxUnit.
 func Strip(r io.Reader, t string) io.Reader {
 	if s := newStripper(r, t); s != nil {
 		return s
