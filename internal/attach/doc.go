@@ -19,7 +19,8 @@
 //     (a decompression bomb is refused from its header, never decoded).
 //     Location data is removed from the stored original (JPEG, PNG, WebP,
 //     GIF, MP4/MOV/3GP/M4A, HEIF, WebM/Matroska:
-//     media.Strip, the whole file) before it is hashed, so the sha256 members see
+//     media.Strip, the whole file; a GPS telemetry track in a video's
+//     mdat is media and stays) before it is hashed, so the sha256 members see
 //     is of the bytes they get. With an object store the checked bytes are
 //     copied, as they are read, to a key of chatd's own: the upload URL
 //     stays valid until it expires, and what is PUT to it after the check
