@@ -165,6 +165,7 @@ type entryJSON struct {
 	Emoji          string          `json:"emoji,omitempty"`
 	On             *bool           `json:"on,omitempty"`
 	Count          *int            `json:"count,omitempty"`
+	BodyHidden     bool            `json:"bodyHidden,omitempty"`
 }
 
 // MarshalJSON writes an entry as its kind reads: a message with its
@@ -188,7 +189,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 			j.Body, j.Attachments = &body, m.Attachments
 		}
 	case KindEdit:
-		j.TargetSeq, j.SenderID, j.Body = m.TargetSeq, m.SenderID, &body
+		j.TargetSeq, j.SenderID, j.Body, j.BodyHidden = m.TargetSeq, m.SenderID, &body, m.BodyHidden
 	case KindRecall:
 		j.TargetSeq, j.ActorID = m.TargetSeq, m.SenderID
 	case KindReaction:
@@ -211,7 +212,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	*m = Message{ConversationID: j.ConversationID, Seq: j.Seq, Kind: j.Kind, TargetSeq: j.TargetSeq,
 		SenderID: j.SenderID, ClientMsgID: j.ClientMsgID, CreatedAt: j.CreatedAt, ReplyTo: j.ReplyTo,
 		ForwardedFrom: j.ForwardedFrom, EditedAt: j.EditedAt, Recalled: j.Recalled, RecalledAt: j.RecalledAt,
-		Reactions: j.Reactions, Emoji: j.Emoji, MsgType: j.MsgType, Attachments: j.Attachments}
+		Reactions: j.Reactions, Emoji: j.Emoji, MsgType: j.MsgType, Attachments: j.Attachments, BodyHidden: j.BodyHidden}
 	if m.Kind == "" {
 		m.Kind = KindMessage
 	}

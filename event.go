@@ -68,9 +68,13 @@ type Event struct {
 	LastSeen       *time.Time       `json:"lastSeen,omitempty"`
 	// Hidden: a presence event telling its recipients that they may no
 	// longer see the user's presence (online false, no lastSeen).
-	Hidden  bool   `json:"hidden,omitempty"`
-	Code    Code   `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
+	Hidden bool `json:"hidden,omitempty"`
+	// BodyHidden: a message.edited whose body its receiver may not read
+	// (BeforeFloor), so its empty body says nothing of the message's text,
+	// unlike a real edit to "". Set per receiver; never in the outbox.
+	BodyHidden bool   `json:"bodyHidden,omitempty"`
+	Code       Code   `json:"code,omitempty"`
+	Message    string `json:"message,omitempty"`
 	// RetryAfter: an error event of a publish refused for a rate limit
 	// says in how many seconds to retry (RateLimitInfo.RetryAfterSeconds).
 	RetryAfter int64 `json:"retryAfter,omitempty"`
@@ -161,7 +165,7 @@ func EntryEvent(m Message) Event {
 	case KindEdit:
 		body := m.Body
 		return Event{Type: EventMessageEdited, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq,
-			SenderID: m.SenderID, ClientMsgID: m.ClientMsgID, Body: &body, EditedAt: &at}
+			SenderID: m.SenderID, ClientMsgID: m.ClientMsgID, Body: &body, EditedAt: &at, BodyHidden: m.BodyHidden}
 	case KindRecall:
 		return Event{Type: EventMessageRecalled, ConversationID: m.ConversationID, Seq: m.Seq, TargetSeq: m.TargetSeq,
 			ActorID: m.SenderID, RecalledAt: &at}

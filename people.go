@@ -127,25 +127,27 @@ const (
 func FloorHidesEdit(target, floor int64) bool { return target <= floor }
 
 // HideBeforeFloor empties the body of the edits among entries that a
-// reader whose history floor is floor must not read (FloorHidesEdit).
+// reader whose history floor is floor must not read (FloorHidesEdit) and
+// marks them BodyHidden: a client must tell such an edit from one that
+// cleared a message's text, which it shows.
 func HideBeforeFloor(entries []Message, floor int64) {
 	for i := range entries {
 		if m := &entries[i]; m.Kind == KindEdit && FloorHidesEdit(m.TargetSeq, floor) {
-			m.Body = ""
+			m.Body, m.BodyHidden = "", true
 		}
 	}
 }
 
 // BeforeFloor returns ev as a reader whose history floor is floor receives
-// it: the body of an edit they must not read emptied, as history and
-// catch-up show that edit (HideBeforeFloor). hidden reports whether it
-// differs from ev.
+// it: the body of an edit they must not read emptied and marked
+// BodyHidden, as history and catch-up show that edit (HideBeforeFloor).
+// hidden reports whether it differs from ev.
 func (e Event) BeforeFloor(floor int64) (_ Event, hidden bool) {
 	if e.Type != EventMessageEdited || !FloorHidesEdit(e.TargetSeq, floor) {
 		return e, false
 	}
 	empty := ""
-	e.Body = &empty
+	e.Body, e.BodyHidden = &empty, true
 	return e, true
 }
 

@@ -82,7 +82,10 @@ type Message struct {
 	TargetSeq int64
 	Emoji     string
 	On        bool
-	Count     int
+	// BodyHidden: an edit whose new body the reader may not read
+	// (HideBeforeFloor emptied it), as opposed to an edit to "".
+	BodyHidden bool
+	Count      int
 }
 
 // IsMessage reports whether the entry is a message (not a change of one).
