@@ -39,6 +39,11 @@ type Message struct {
 	Emoji string `json:"emoji,omitempty"`
 	On    bool   `json:"on,omitempty"`
 	Count int    `json:"count,omitempty"`
+	// BodyHidden: an edit whose new text the user may not read (its
+	// message is from before their join to a group whose history is
+	// "joined"); Body is empty. An edit that cleared the text has an
+	// empty Body without it.
+	BodyHidden bool `json:"bodyHidden,omitempty"`
 	// A system entry: what ActorID changed (Action), the member it is
 	// about (UserID, Role), a group.updated's new settings.
 	Action         string `json:"action,omitempty"`

@@ -68,6 +68,11 @@ type Event struct {
 	EditedAt      *time.Time  `json:"editedAt,omitempty"`
 	Recalled      bool        `json:"recalled,omitempty"`
 	RecalledAt    *time.Time  `json:"recalledAt,omitempty"`
+	// BodyHidden: an edit (message.edited) of a message from before the
+	// user's join to a group whose history is "joined": its Body is empty
+	// because its text is not theirs to read, not because the text was
+	// cleared (an edit that cleared it has an empty Body without it).
+	BodyHidden bool `json:"bodyHidden,omitempty"`
 	// A reaction's emoji, set (On) or removed, and how many carry it now.
 	Emoji string `json:"emoji,omitempty"`
 	On    bool   `json:"on,omitempty"`
@@ -114,7 +119,7 @@ func eventOf(w chat.Event) Event {
 		Role: string(w.Role), ConversationType: string(w.ConvType), Online: w.Online, LastSeen: w.LastSeen, Hidden: w.Hidden,
 		Code: string(w.Code), Message: w.Message, Members: w.Members,
 		ReplyTo: w.ReplyTo, ForwardedFrom: w.ForwardedFrom, EditedAt: w.EditedAt, Recalled: w.Recalled,
-		RecalledAt: w.RecalledAt, Emoji: w.Emoji,
+		RecalledAt: w.RecalledAt, BodyHidden: w.BodyHidden, Emoji: w.Emoji,
 		MsgType: w.MsgType, Attachments: w.Attachments,
 		Action: w.Action, HistoryVisible: w.HistoryVisible, Private: w.Private,
 	}
@@ -163,7 +168,7 @@ func messageEvent(m Message) Event {
 	switch m.Kind {
 	case KindEdit:
 		at := m.CreatedAt
-		ev.Type, ev.EditedAt = EventMessageEdited, &at
+		ev.Type, ev.EditedAt, ev.BodyHidden = EventMessageEdited, &at, m.BodyHidden
 	case KindRecall:
 		at := m.CreatedAt
 		ev.Type, ev.ActorID, ev.SenderID, ev.RecalledAt = EventMessageRecalled, m.ActorID, 0, &at

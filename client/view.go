@@ -159,11 +159,11 @@ func (v *View) followReplies(msgs map[int64]*MessageView, m *MessageView) {
 
 // followAbsent keeps the quotes of replies to a message the view does not
 // hold as that message is now: recalled (no text) after its recall, the
-// new text after its edit. An edit without a body (one of a message from
-// before the viewer's join, which chatd does not show them) leaves the
-// quote as it is.
+// new text after its edit, none after one that cleared it. An edit whose
+// body chatd hides from the viewer (BodyHidden: a message from before
+// their join) tells nothing of the text and leaves the quote as it is.
 func (v *View) followAbsent(msgs map[int64]*MessageView, ev Event) {
-	if ev.Type != EventMessageRecalled && (ev.Type != EventMessageEdited || ev.Body == "") {
+	if ev.Type != EventMessageRecalled && (ev.Type != EventMessageEdited || ev.BodyHidden) {
 		return
 	}
 	for _, r := range msgs {

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -235,4 +236,53 @@ func TestSystemEntriesDoNotPushOutChangesWaitingForTheirMessage(t *testing.T) {
 	if v.Position(7) != 7+2000-1 {
 		t.Fatalf("position %d, want %d: system entries are entries of the stream", v.Position(7), 7+2000-1)
 	}
+}
+
+// A view that holds replies to messages it does not hold: an edit that
+// cleared the text of one (a photo's caption) empties the quote, live and
+// from history, as history shows the reply afterwards, while an edit
+// whose body chatd hides from the viewer (bodyHidden: a message from
+// before their join to a group whose history is "joined") tells nothing
+// of the text and leaves the quote. History entries are decoded from the
+// JSON chatd sends.
+func TestAClearedCaptionEmptiesTheQuoteOfAMessageNotHeldAndAHiddenEditLeavesIt(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	replies := func() []client.Message {
+		return []client.Message{
+			{ConversationID: 7, Seq: 4, Kind: client.KindMessage, SenderID: 3, Body: "nice", CreatedAt: at,
+				ReplyTo: &client.ReplyRef{Seq: 1, SenderID: 1, Snippet: "the view"}},
+			{ConversationID: 7, Seq: 5, Kind: client.KindMessage, SenderID: 3, Body: "agreed", CreatedAt: at,
+				ReplyTo: &client.ReplyRef{Seq: 2, SenderID: 1, Snippet: "old words"}},
+		}
+	}
+	check := func(how string, v *client.View) {
+		t.Helper()
+		got := v.Messages(7)
+		if len(got) != 2 {
+			t.Fatalf("%s: %d messages, want the two replies: %+v", how, len(got), got)
+		}
+		if r := got[0].ReplyTo; r == nil || r.Snippet != "" || r.Recalled {
+			t.Errorf("%s: the quote of seq 1, whose caption was cleared: %+v, want an empty snippet", how, r)
+		}
+		if r := got[1].ReplyTo; r == nil || r.Snippet != "old words" || r.Recalled {
+			t.Errorf("%s: the quote of seq 2, edited out of the viewer's sight: %+v, want %q kept", how, r, "old words")
+		}
+	}
+
+	live := client.NewView(3)
+	live.ApplyHistory(replies())
+	live.Apply(client.Event{Type: client.EventMessageEdited, ConversationID: 7, Seq: 6, TargetSeq: 1, SenderID: 1, Body: "", EditedAt: &at})
+	live.Apply(client.Event{Type: client.EventMessageEdited, ConversationID: 7, Seq: 7, TargetSeq: 2, SenderID: 1, Body: "", BodyHidden: true, EditedAt: &at})
+	check("live", live)
+
+	var page struct{ Messages []client.Message }
+	if err := json.Unmarshal([]byte(`{"messages":[
+		{"conversationId":7,"seq":6,"kind":"edit","targetSeq":1,"senderId":1,"clientMsgId":"a","body":"","createdAt":"2030-01-02T03:04:05Z"},
+		{"conversationId":7,"seq":7,"kind":"edit","targetSeq":2,"senderId":1,"clientMsgId":"b","body":"","bodyHidden":true,"createdAt":"2030-01-02T03:04:05Z"}]}`), &page); err != nil {
+		t.Fatal(err)
+	}
+	hist := client.NewView(3)
+	hist.ApplyHistory(replies())
+	hist.ApplyHistory(page.Messages)
+	check("history", hist)
 }
