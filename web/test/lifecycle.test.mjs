@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ChatState } from '../src/store/state.js';
-import { applyChange, quoteOf } from '../src/store/lifecycle.js';
+import { applyChange, changeFromEvent, quoteOf } from '../src/store/lifecycle.js';
 
 const ME = 1;
 let n = 0;
@@ -313,4 +313,26 @@ test('reading part of a conversation on another device never raises its badge ab
   assert.equal(c.unread, 3);
   s.applyRead(7, ME, 6); // read.updated: read up to #6 on the phone
   assert.ok(c.unread <= 3, `the badge rose from 3 to ${c.unread} after reading`);
+});
+
+test('a cleared caption empties the quote of a message not loaded; an edit whose body is hidden from us leaves it', () => {
+  // The newest page only: replies to two older photos the client never loaded.
+  const replies = () => [
+    msg(4, 3, 'nice', { replyTo: { seq: 1, senderId: 2, snippet: 'the view' } }),
+    msg(5, 3, 'agreed', { replyTo: { seq: 2, senderId: 2, snippet: 'old words' } }),
+  ];
+  const want = (c, how) => {
+    const [a, b] = c.visible();
+    assert.deepEqual(quoteOf(c, a), { seq: 1, senderId: 2, snippet: '', recalled: false }, `${how}: the caption cleared`);
+    assert.deepEqual(quoteOf(c, b), { seq: 2, senderId: 2, snippet: 'old words', recalled: false }, `${how}: an edit out of our sight`);
+  };
+  // Live, as the events topic carries them.
+  const live = loaded(5, replies());
+  const ev = (seq, targetSeq, extra) => ({ type: 'message.edited', conversationId: 7, seq, targetSeq, senderId: 2, clientMsgId: id(), body: '', editedAt: at(seq), ...extra });
+  live.s.addMessages(7, [changeFromEvent(ev(6, 1, {})), changeFromEvent(ev(7, 2, { bodyHidden: true }))]);
+  want(live.c, 'live');
+  // From history, as a gap fill reads them.
+  const hist = loaded(5, replies());
+  hist.s.addMessages(7, [edit(6, 1, ''), { ...edit(7, 2, ''), bodyHidden: true }]);
+  want(hist.c, 'history');
 });

@@ -9,7 +9,7 @@
  * @typedef {{emoji:string, count:number, me:boolean}} Reaction
  * @typedef {{conversationId:number, seq:number, kind:'edit'|'recall'|'reaction',
  *   targetSeq:number, senderId?:number, actorId?:number, userId?:number,
- *   body?:string, editedAt?:string, emoji?:string, on?:boolean, count?:number}} Change
+ *   body?:string, bodyHidden?:boolean, editedAt?:string, emoji?:string, on?:boolean, count?:number}} Change
  */
 
 /** Entries without a kind are messages (older servers, local copies). */
@@ -106,7 +106,12 @@ export function changeFromEvent(ev) {
   const base = { conversationId: ev.conversationId, seq: ev.seq, targetSeq: ev.targetSeq };
   switch (ev.type) {
     case 'message.edited':
-      return { ...base, kind: 'edit', senderId: ev.senderId, clientMsgId: ev.clientMsgId, body: ev.body ?? '', editedAt: ev.editedAt, createdAt: ev.editedAt };
+      // bodyHidden: the new text is not ours to read (a message from
+      // before our join), not a text cleared; history marks it alike.
+      return {
+        ...base, kind: 'edit', senderId: ev.senderId, clientMsgId: ev.clientMsgId, body: ev.body ?? '', editedAt: ev.editedAt, createdAt: ev.editedAt,
+        ...(ev.bodyHidden === true ? { bodyHidden: true } : {}),
+      };
     case 'message.recalled':
       return { ...base, kind: 'recall', actorId: ev.actorId, recalledAt: ev.recalledAt, createdAt: ev.recalledAt };
     case 'reaction.updated':

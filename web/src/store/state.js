@@ -490,11 +490,13 @@ export class Conversation {
   /**
    * Keeps the quotes of replies to a message not held (older than what
    * was loaded) as that message is now: recalled after its recall, the new
-   * text after its edit (one without a body, of a message from before our
-   * join, leaves the quote). A held message is quoted as held (quoteOf).
+   * text after its edit, none after one that cleared it (a photo's
+   * caption). An edit marked bodyHidden (of a message from before our
+   * join: its text is not ours to read) tells nothing and leaves the
+   * quote. A held message is quoted as held (quoteOf).
    */
   followQuotes(ch) {
-    if (ch.kind !== 'recall' && (ch.kind !== 'edit' || !ch.body)) return;
+    if (ch.kind !== 'recall' && (ch.kind !== 'edit' || ch.bodyHidden)) return;
     for (const m of this.messages.values()) {
       const ref = m.replyTo;
       if (!isMessage(m) || !ref || ref.seq !== ch.targetSeq || ref.recalled) continue;
