@@ -16,8 +16,11 @@ function hiddenPage() {
     async showNotification(title, opts) {
       shown.push({ title, ...opts });
     },
-    async getNotifications() {
-      return [];
+    // The notifications on screen: the last shown of each tag.
+    async getNotifications({ tag } = {}) {
+      const last = new Map();
+      for (const n of shown) last.set(n.tag, n);
+      return [...last.values()].filter((n) => !tag || n.tag === tag);
     },
   };
   const saved = { navigator: globalThis.navigator, window: globalThis.window, document: globalThis.document, localStorage: globalThis.localStorage };
@@ -231,6 +234,29 @@ test('a page whose clock is minutes off chatd\'s still notifies live messages, a
     deliver(2, 'live', new Date(Date.now() - skew).toISOString());
     await settle();
     assert.deepEqual(page.shown.map((n) => n.body), ['live']);
+  } finally {
+    page.undo();
+  }
+});
+
+test('a notification showing a photo\'s caption drops it when the caption is cleared; an edit whose body is hidden from us leaves it', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME);
+    const send = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    send({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'the view', msgType: 'image', createdAt: new Date().toISOString() });
+    await settle();
+    // An edit of a message from before our join: its new text is not
+    // ours, and its empty body says nothing of the caption.
+    send({ type: 'message.edited', conversationId: 5, seq: 4, targetSeq: 3, senderId: 2, body: '', bodyHidden: true });
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['the view'], 'a hidden edit changes nothing');
+    send({ type: 'message.edited', conversationId: 5, seq: 5, targetSeq: 3, senderId: 2, body: '' });
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['the view', 'New message'], 'the cleared caption is not left on the screen');
+    assert.equal(page.shown[1].silent, true);
   } finally {
     page.undo();
   }
