@@ -102,13 +102,10 @@ func TestAnEditHiddenFromALateMemberIsMarkedBodyHiddenAndAClearedCaptionIsNot(t 
 	back := rawClient(t, n.MQTTAddr(), 4, "hidden-away", 5, false)
 	check("late member 4, catching up", nextEdit(t, back, 5), nextEdit(t, back, 6), true)
 
-	for _, user := range []int64{3, 2} {
-		r := n.call(t, user, "GET", fmt.Sprintf("/v1/conversations/%d/messages?afterSeq=0", g.ID), nil, nil)
-		if r.status != http.StatusOK {
-			t.Fatalf("history of user %d: %d %s", user, r.status, r.body)
-		}
+	historyCheck := func(who string, body []byte, wantHidden bool) {
+		t.Helper()
 		var page struct{ Messages []editEntry }
-		if err := json.Unmarshal(r.body, &page); err != nil {
+		if err := json.Unmarshal(body, &page); err != nil {
 			t.Fatal(err)
 		}
 		bySeq := map[int64]editEntry{}
@@ -116,10 +113,26 @@ func TestAnEditHiddenFromALateMemberIsMarkedBodyHiddenAndAClearedCaptionIsNot(t 
 			bySeq[m.Seq] = m
 		}
 		if bySeq[5].Kind != "edit" || bySeq[6].Kind != "edit" {
-			t.Fatalf("history of user %d: %s, want edits at seqs 5 and 6", user, r.body)
+			t.Fatalf("%s: %s, want edits at seqs 5 and 6", who, body)
 		}
-		check(fmt.Sprintf("user %d in history", user), bySeq[5], bySeq[6], user == 3)
+		check(who, bySeq[5], bySeq[6], wantHidden)
 	}
+	for _, user := range []int64{3, 2} {
+		r := n.call(t, user, "GET", fmt.Sprintf("/v1/conversations/%d/messages?afterSeq=0", g.ID), nil, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("history of user %d: %d %s", user, r.status, r.body)
+		}
+		historyCheck(fmt.Sprintf("user %d in HTTP history", user), r.body, user == 3)
+	}
+	if codes, err := late.Subscribe("chat/v1/user/3/rpc/#"); err != nil || codes[0] >= 0x80 {
+		t.Fatalf("subscribe rpc: %v %v", codes, err)
+	}
+	ack, err := late.Publish("chat/v1/rpc/history", 1, fmt.Appendf(nil, `{"conversationId":%d,"afterSeq":0}`, g.ID),
+		mqtttest.PublishOpts{ResponseTopic: "chat/v1/user/3/rpc/h", CorrelationData: []byte("history")})
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("rpc history: %#x %v", ack.ReasonCode, err)
+	}
+	historyCheck("user 3 in RPC history", nextReply(t, late, "RPC history", 10*time.Second, []byte("history")).Payload, true)
 }
 
 // nextEdit waits for the message.edited of seq on a raw client, skipping
