@@ -112,6 +112,12 @@ func (v *View) change(msgs map[int64]*MessageView, m *MessageView, ev Event) {
 	}
 	switch ev.Type {
 	case EventMessageEdited:
+		if ev.BodyHidden {
+			// Its text is not the viewer's to read (they hold the
+			// message from an earlier membership): it stays as they
+			// read it, not cleared.
+			return
+		}
 		at := ev.EditedAt
 		if at == nil {
 			at = &ev.CreatedAt

@@ -286,3 +286,31 @@ func TestAClearedCaptionEmptiesTheQuoteOfAMessageNotHeldAndAHiddenEditLeavesIt(t
 	hist.ApplyHistory(page.Messages)
 	check("history", hist)
 }
+
+// A view that holds a message from an earlier membership (the user was
+// removed from a group whose history is "joined" and added again): an
+// edit of it reaches them with its body hidden (bodyHidden), which tells
+// nothing of the text, so the message keeps the text they read instead of
+// showing as cleared; a cleared caption still clears it.
+func TestAHiddenEditLeavesAHeldMessageAsItWasAndAClearedCaptionClearsIt(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	v := client.NewView(2)
+	v.ApplyHistory([]client.Message{
+		{ConversationID: 7, Seq: 1, Kind: client.KindMessage, SenderID: 1, Body: "the view", CreatedAt: at},
+		{ConversationID: 7, Seq: 2, Kind: client.KindMessage, SenderID: 1, Body: "the lake", CreatedAt: at},
+		{ConversationID: 7, Seq: 3, Kind: client.KindMessage, SenderID: 3, Body: "nice", CreatedAt: at,
+			ReplyTo: &client.ReplyRef{Seq: 1, SenderID: 1, Snippet: "the view"}},
+	})
+	v.Apply(client.Event{Type: client.EventMessageEdited, ConversationID: 7, Seq: 9, TargetSeq: 1, SenderID: 1, Body: "", BodyHidden: true, EditedAt: &at})
+	v.Apply(client.Event{Type: client.EventMessageEdited, ConversationID: 7, Seq: 10, TargetSeq: 2, SenderID: 1, Body: "", EditedAt: &at})
+	got := v.Messages(7)
+	if got[0].Body != "the view" || got[0].EditedAt != nil {
+		t.Errorf("seq 1 after an edit hidden from the viewer: body %q, edited at %v; want it as it was", got[0].Body, got[0].EditedAt)
+	}
+	if r := got[2].ReplyTo; r == nil || r.Snippet != "the view" {
+		t.Errorf("the quote of seq 1 after an edit hidden from the viewer: %+v, want %q kept", r, "the view")
+	}
+	if got[1].Body != "" || got[1].EditedAt == nil {
+		t.Errorf("seq 2 after its caption was cleared: body %q, edited at %v; want it empty and edited", got[1].Body, got[1].EditedAt)
+	}
+}

@@ -336,3 +336,16 @@ test('a cleared caption empties the quote of a message not loaded; an edit whose
   hist.s.addMessages(7, [edit(6, 1, ''), { ...edit(7, 2, ''), bodyHidden: true }]);
   want(hist.c, 'history');
 });
+
+test('an edit whose body is hidden from us leaves a loaded message as we read it; a cleared caption clears it', () => {
+  // Loaded during an earlier membership of a group whose history is
+  // "joined": after a re-add its edits reach us marked bodyHidden.
+  const { s, c } = loaded(3, [msg(1, 2, 'the view'), msg(2, 2, 'the lake'), msg(3, 3, 'nice', { replyTo: { seq: 1, senderId: 2, snippet: 'the view' } })]);
+  s.addMessages(7, [{ ...edit(4, 1, ''), bodyHidden: true }, edit(5, 2, '')]);
+  assert.deepEqual(view(c), [
+    { seq: 1, body: 'the view', edited: false, reactions: [] },
+    { seq: 2, body: '', edited: true, reactions: [] },
+    { seq: 3, body: 'nice', edited: false, reactions: [] },
+  ]);
+  assert.deepEqual(quoteOf(c, c.visible()[2]), { seq: 1, senderId: 2, snippet: 'the view', recalled: false });
+});

@@ -45,6 +45,9 @@ export function applyChange(target, ch, me) {
   if (!target || !isMessage(target) || target.recalled) return false;
   switch (ch.kind) {
     case 'edit':
+      // Its text is not ours to read (we hold the message from an
+      // earlier membership): it stays as we read it, not cleared.
+      if (ch.bodyHidden) return false;
       target.body = ch.body ?? '';
       target.editedAt = ch.editedAt || ch.createdAt || target.editedAt || new Date().toISOString();
       break;
