@@ -31,3 +31,24 @@ func TestTailTellsAHiddenPresenceFromAnOfflineOne(t *testing.T) {
 		}
 	}
 }
+
+// TestTailTellsAHiddenEditFromAClearedText: an edit whose text is hidden
+// from you (its message is from before your join to a group whose history
+// is "joined") is not one that cleared the text.
+func TestTailTellsAHiddenEditFromAClearedText(t *testing.T) {
+	for _, c := range []struct {
+		ev   client.Event
+		want string
+	}{
+		{client.Event{Type: client.EventMessageEdited, ConversationID: 3, Seq: 43, TargetSeq: 42, SenderID: 1, Body: ""}, "[conv 3 #43] user 1 edited #42: \n"},
+		{client.Event{Type: client.EventMessageEdited, ConversationID: 3, Seq: 43, TargetSeq: 42, SenderID: 1, BodyHidden: true}, "[conv 3 #43] user 1 edited #42 (its text is hidden from you)\n"},
+	} {
+		var b strings.Builder
+		if err := printEvent(&b, c.ev, false); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != c.want {
+			t.Fatalf("printed %q, want %q", b.String(), c.want)
+		}
+	}
+}
