@@ -12,10 +12,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgerr"
 )
 
 // Limits of a device registration.
@@ -278,16 +278,8 @@ func isWebPush(platform string) bool {
 	return platform == chat.PlatformWebPush || platform == chat.PlatformUnifiedPush
 }
 
-// dbErr wraps a database failure as chat.Unavailable (retry), keeping the
-// cause for logs.
-func dbErr(verb string, err error) error {
-	var ce *chat.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code[:2] == "22" {
-		return chat.Errorf(chat.CodeInvalid, "%s: %s", verb, pe.Message)
-	}
-	return chat.Unavailable(verb, err)
-}
+// dbErr is the store's rule for a database failure (pgerr.Classify): an
+// outage is unavailable (retry), a value the database cannot hold is
+// invalid, and anything else a bug (internal), which a client must not be
+// told to retry.
+func dbErr(verb string, err error) error { return pgerr.Classify(verb, err) }

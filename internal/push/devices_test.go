@@ -252,3 +252,31 @@ func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
 		}
 	})
 }
+
+// A device store failure that is no outage, a constraint the row breaks or
+// a bug in a query, is answered as the store answers it (internal: 500),
+// not unavailable: a 503 tells the client to retry later, and it would
+// retry a request that fails every time for ever. An outage still is.
+func TestADeviceStoreFailureThatIsNoOutageIsNotAnsweredRetryLater(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if _, err := r.pool.Exec(ctx, `ALTER TABLE push_device ADD CONSTRAINT test_no_xx CHECK (locale <> 'xx')`); err != nil {
+		t.Fatal(err)
+	}
+	req := webDevice("https://push.example/c")
+	req.Locale = "xx"
+	if _, _, err := r.devices.RegisterDevice(ctx, 1, req, nil); err == nil || chat.ErrorCode(err) != chat.CodeInternal {
+		t.Errorf("a constraint violation: %v (code %s), want internal", err, chat.ErrorCode(err))
+	}
+	if _, err := r.pool.Exec(ctx, `ALTER TABLE member_settings RENAME COLUMN mentions TO test_mentions`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.devices.Settings(ctx, 1, []int64{1}); err == nil || chat.ErrorCode(err) != chat.CodeInternal {
+		t.Errorf("a query naming a missing column: %v (code %s), want internal", err, chat.ErrorCode(err))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := r.devices.Devices(cctx, 1); chat.ErrorCode(err) != chat.CodeUnavailable {
+		t.Errorf("a cancelled request: %v, want unavailable", err)
+	}
+}

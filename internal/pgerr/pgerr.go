@@ -1,0 +1,90 @@
+// Package pgerr turns PostgreSQL failures into chatd's typed errors, the
+// one rule every store on PostgreSQL answers by (store, the push device
+// store): typed chat errors pass through; infrastructure failures (the
+// database cannot serve now) become chat.Unavailable, which transports
+// answer "retry later"; values the database cannot hold (SQLSTATE class
+// 22) become invalid; anything else, a constraint broken or a query wrong,
+// is a bug, left untyped so transports answer internal. Answering a bug
+// "retry later" would have clients repeat a request that fails every time.
+package pgerr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
+
+	chat "github.com/chatd/chatd"
+)
+
+// Classify turns err into what callers of op should see (see the package
+// comment). nil stays nil.
+func Classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *chat.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if Unavailable(err) {
+		return chat.Unavailable(op, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22") {
+		// Class 22 (data exception): a value the database cannot hold, e.g.
+		// NUL in text or an out-of-range number. The client's fault, not ours.
+		return &chat.Error{Code: chat.CodeInvalid, Message: "value rejected by the database", Err: err}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Unavailable reports whether err means "the database cannot serve this
+// right now" as opposed to "this request is wrong" or "this code is wrong".
+func Unavailable(err error) bool {
+	if errors.Is(err, puddle.ErrClosedPool) ||
+		errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.Timeout(err) {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return unavailableState(pe.Code)
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// unavailableState lists the SQLSTATEs that mean "retry later".
+func unavailableState(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"): // connection exception
+		return true
+	case strings.HasPrefix(code, "53"): // insufficient resources (disk, memory, connections)
+		return true
+	case strings.HasPrefix(code, "57P0"): // admin/crash shutdown, cannot connect now, database dropped
+		return true
+	case strings.HasPrefix(code, "40"): // serialization failure, deadlock: the transaction may simply be retried
+		return true
+	}
+	switch code {
+	case "25006", // read_only_sql_transaction: database or standby read-only
+		"57014", // query_canceled: statement_timeout or a cancel request
+		"55P03": // lock_not_available: lock_timeout
+		return true
+	}
+	return false
+}
