@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -249,6 +250,10 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 			code = "gone" // expired or refused signature: a new ticket
 		} else if resp.StatusCode == http.StatusTooManyRequests {
 			code = "rate_limited" // sent again after its Retry-After
+		} else if resp.StatusCode == http.StatusRequestTimeout || bytes.Contains(b, []byte("<Code>RequestTimeout</Code>")) {
+			// The bytes came too slowly (S3 answers it 400): the
+			// network's fault, and the same PUT sent again goes through.
+			code = "unavailable"
 		} else if resp.StatusCode < 500 {
 			code = "invalid"
 		}
@@ -545,7 +550,10 @@ func (c *Client) attachmentSize(ctx context.Context, path string) (int64, error)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return 0, httpError("download", resp, b)
 	}
-	return 0, fmt.Errorf("download: the size of %s is not said (status %d, Content-Range %q)", path, resp.StatusCode, resp.Header.Get("Content-Range"))
+	// Asked again, the same server answers the same: final, not a
+	// network failure to retry.
+	return 0, &Error{Op: "download", Code: "invalid", Status: resp.StatusCode,
+		Message: fmt.Sprintf("the size of %s is not said (status %d, Content-Range %q)", path, resp.StatusCode, resp.Header.Get("Content-Range"))}
 }
 
 // downloadOnce is one GET from *offset; done when the file is whole.

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -63,5 +65,59 @@ func TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter(t *tes
 	}
 	if a.Size != int64(len("the object store was busy")) {
 		t.Fatalf("upload %+v", a)
+	}
+}
+
+// TestAnObjectStoresRequestTimeoutOnAPUTIsSentAgain: an object store that
+// waited too long for a slow PUT's bytes answers 400 with the S3 code
+// RequestTimeout in its XML (or 408): the network was slow, not the
+// request wrong, and the same PUT sent again goes through. Upload sends
+// it again rather than returning it as an invalid request.
+func TestAnObjectStoresRequestTimeoutOnAPUTIsSentAgain(t *testing.T) {
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	// In front of the store: the next presigned PUT is answered with
+	// the status in fail (once); everything else goes through.
+	var fail, puts atomic.Int32
+	target, _ := url.Parse("http://" + fake.Endpoint())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" {
+			puts.Add(1)
+			if status := fail.Swap(0); status != 0 {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(int(status))
+				_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>RequestTimeout</Code><Message>Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.</Message></Error>`))
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
+		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
+	g := groupOf12(t, srv)
+	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+
+	for _, status := range []int32{http.StatusBadRequest, http.StatusRequestTimeout} {
+		fail.Store(status)
+		before := puts.Load()
+		body := fmt.Sprintf("sent over a slow network (%d)", status)
+		a, err := alice.Upload(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte(body)))
+		if err != nil {
+			t.Errorf("upload whose PUT the object store answered %d RequestTimeout: %v", status, err)
+			continue
+		}
+		if n := puts.Load() - before; n != 2 {
+			t.Errorf("answered %d RequestTimeout, the PUT was sent %d times, want 2", status, n)
+		}
+		if a.Size != int64(len(body)) {
+			t.Errorf("upload %+v", a)
+		}
 	}
 }

@@ -1,0 +1,48 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// TestADownloadWhoseSizeIsNeverSaidFailsAtOnce: resuming past what a
+// proxy serves, it answers 416 without the Content-Range that says the
+// size, and the size asked for (the first byte) comes without one too.
+// Asking again gets the same answer: the download fails at once with
+// ErrInvalid, not after eight tries as if the network had failed.
+func TestADownloadWhoseSizeIsNeverSaidFailsAtOnce(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	var gets atomic.Int32
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, "/v1/attachments/") {
+			return false
+		}
+		gets.Add(1)
+		if r.Header.Get("Range") == "bytes=0-0" {
+			w.WriteHeader(http.StatusPartialContent)
+			_, _ = w.Write([]byte("x"))
+			return true
+		}
+		w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+		return true
+	})
+	alice := connectHTTP(t, srv, 1, rec.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := alice.DownloadFrom(ctx, "00000000-0000-0000-0000-000000000000", io.Discard, 100)
+	if !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("a download whose size is never said: %v, want ErrInvalid", err)
+	}
+	if n := gets.Load(); n != 2 {
+		t.Errorf("%d GETs, want 2 (the download and the size asked for)", n)
+	}
+}
