@@ -120,7 +120,8 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 // only leave. A leave by someone who already left or was removed succeeds
 // and writes nothing, as a repeated add does: the first answer may have
 // been lost, and its retry must not tell them they failed to leave. So
-// does a removal repeated by whoever removed the member last: not by
+// does a removal repeated by whoever removed the member last, in their
+// current membership (removedBy): not by
 // another admin, who would otherwise learn that someone not in the group
 // once was (the history before their join may be hidden from them).
 func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
@@ -150,11 +151,11 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 				return nil, err
 			}
 			if !ok {
-				by, how, gone, err := lastSystemEntry(ctx, tx, conversationID, userID, chat.SystemMemberLeft, chat.SystemMemberRemoved)
+				removed, err := removedBy(ctx, tx, conversationID, actorID, userID)
 				if err != nil {
 					return nil, err
 				}
-				if gone && how == chat.SystemMemberRemoved && by == actorID {
+				if removed {
 					return nil, nil
 				}
 				return nil, chat.Errorf(chat.CodeNotFound, "user %d is not a member of conversation %d", userID, conversationID)
@@ -224,6 +225,33 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		}
 		return evs, nil
 	})
+}
+
+// removedBy says whether userID, not a member now, was removed last by
+// actorID in actorID's current membership: the latest leave or removal
+// about userID is actorID's removal and comes after actorID's join
+// (join_seq, the last seq when they were added). A member who left and
+// was added back is a new member who removed nobody: a removal before
+// their leave makes theirs no retry.
+func removedBy(ctx context.Context, tx pgx.Tx, conversationID, actorID, userID int64) (bool, error) {
+	var removed bool
+	err := tx.QueryRow(ctx, `
+		SELECT r.sender_id = $3 AND r.body::jsonb->>'action' = $4 AND r.seq > (
+			SELECT a.join_seq FROM conversation_member a WHERE a.conversation_id = $1 AND a.user_id = $3)
+		FROM message r
+		WHERE r.conversation_id = $1 AND r.kind = 'system'
+		  AND r.body::jsonb @> jsonb_build_object('userId', $2::bigint)
+		  AND r.body::jsonb->>'action' = ANY($5::text[])
+		ORDER BY r.seq DESC LIMIT 1`,
+		conversationID, userID, actorID, string(chat.SystemMemberRemoved),
+		[]string{string(chat.SystemMemberLeft), string(chat.SystemMemberRemoved)}).Scan(&removed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the last removal of user %d: %w", userID, err)
+	}
+	return removed, nil
 }
 
 // leftGroup says whether userID, not a member now, once was one of the

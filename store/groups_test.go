@@ -473,6 +473,28 @@ func TestARetriedRemoveOfAMemberSucceedsAndWritesNothing(t *testing.T) {
 	}
 }
 
+// A removal answered 204 as a retry only while the admin is the member
+// who made it: one who left after it and was added back is a new member,
+// who removed nobody, and their removal of someone not in the group is
+// answered as any admin's (404), as a transfer's is (it answered 204, an
+// old request's answer given to a membership that never made it).
+func TestARemovalRetriedAfterLeavingAndComingBackIsNoRetry(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	const owner, admin, member = 1, 2, 3
+	g := mustGroup(t, st, owner, member)
+	mustAdd(t, ctx, st, g.ID, owner, admin, chat.RoleAdmin)
+	mustRemove(t, ctx, st, g.ID, admin, member, "the admin removes a member")
+	mustRemove(t, ctx, st, g.ID, admin, admin, "the admin leaves")
+	mustAdd(t, ctx, st, g.ID, owner, admin, chat.RoleAdmin)
+	before := groupState(t, pool, g.ID)
+	wantCode(t, "the returned admin repeats the removal", st.RemoveMember(ctx, g.ID, admin, member), chat.CodeNotFound)
+	if after := groupState(t, pool, g.ID); after != before {
+		t.Fatalf("a refused removal wrote: %s, then %s", before, after)
+	}
+}
+
 // A transfer repeated by the previous owner (its answer lost) succeeds
 // and writes nothing while the one they made owner still is. Anyone else,
 // or the previous owner once the group changed hands again, is forbidden.
