@@ -19,6 +19,9 @@ var forbiddenImports = map[string][]string{
 	"internal/httpapi":  {"store", "hooks", "broker", "internal/delivery", "internal/relay", "server"},
 	"internal/presence": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "server"},
 	"internal/pgembed":  {"store", "hooks", "broker", "internal/delivery", "server"},
+	// The rule of PostgreSQL failures, shared by the stores on PostgreSQL
+	// (store, the push device store): a leaf they both import.
+	"internal/pgerr": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/presence", "internal/push", "server"},
 	// Attachments: the subsystem reaches its stores through the domain's
 	// ports; the blob stores and the media checks know nothing of chatd.
 	"internal/attach": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/blob", "server"},
