@@ -170,6 +170,7 @@ func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, na
 			continue
 		}
 		if !stored && errors.As(err, &ce) && ce.Code == "gone" {
+			last = err // what the attempts ended on, if they all do
 			if err := newTicket(); err != nil {
 				return Attachment{}, err
 			}
@@ -246,8 +247,10 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 		}
 		// The object store's own answer (XML).
 		code := "unavailable"
-		if resp.StatusCode == http.StatusForbidden {
-			code = "gone" // expired or refused signature: a new ticket
+		if resp.StatusCode == http.StatusForbidden || bytes.Contains(b, []byte("<Code>ExpiredToken</Code>")) {
+			// Expired or refused signature, or the temporary credentials
+			// it was made with expired (S3 answers that 400): a new ticket.
+			code = "gone"
 		} else if resp.StatusCode == http.StatusTooManyRequests {
 			code = "rate_limited" // sent again after its Retry-After
 		} else if resp.StatusCode == http.StatusRequestTimeout || bytes.Contains(b, []byte("<Code>RequestTimeout</Code>")) {

@@ -200,7 +200,8 @@
 // not_found, 413 too_large, 415 unsupported, 429 rate_limited, 408 and
 // 5xx unavailable, any other 4xx invalid; only unavailable and
 // rate_limited are sent again. An object store's answer to an upload's
-// PUT: 403 gone (a new ticket), 429 rate_limited, 408, 5xx and S3's
+// PUT: 403 and S3's ExpiredToken (its signing credentials ran out) gone
+// (a new ticket), 429 rate_limited, 408, 5xx and S3's
 // RequestTimeout (answered 400 to bytes that came too slowly)
 // unavailable, any other 4xx invalid. A file whose size the server does
 // not say where a resumed Download needs it is ErrInvalid, at once.

@@ -2,16 +2,19 @@ package client_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -119,5 +122,93 @@ func TestAnObjectStoresRequestTimeoutOnAPUTIsSentAgain(t *testing.T) {
 		if a.Size != int64(len(body)) {
 			t.Errorf("upload %+v", a)
 		}
+	}
+}
+
+// TestAnObjectStoresExpiredTokenOnAPUTGetsANewTicket: a presigned URL
+// signed with temporary credentials (an IAM role's) that ran out before
+// the URL did is answered 400 ExpiredToken by S3: the request is not
+// wrong, its signature is stale, as a 403's is. Upload asks for a new
+// ticket (signed with fresh credentials) and sends the PUT again, rather
+// than returning the answer as an invalid request.
+func TestAnObjectStoresExpiredTokenOnAPUTGetsANewTicket(t *testing.T) {
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	var expired, puts atomic.Int32
+	target, _ := url.Parse("http://" + fake.Endpoint())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" {
+			puts.Add(1)
+			if expired.CompareAndSwap(0, 1) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>`))
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
+		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
+	g := groupOf12(t, srv)
+	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+
+	a, err := alice.Upload(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte("signed with a stale token")))
+	if err != nil {
+		t.Fatalf("upload whose PUT the object store answered 400 ExpiredToken: %v", err)
+	}
+	if n := puts.Load(); n != 2 {
+		t.Fatalf("the PUT was sent %d times, want 2", n)
+	}
+	if a.Size != int64(len("signed with a stale token")) {
+		t.Fatalf("upload %+v", a)
+	}
+}
+
+// TestAnUploadWhosePUTsAreAllRefusedSaysWhy: an object store that refuses
+// every PUT's signature (403, a bucket policy, a clock far off) gets a
+// new ticket each time, until the attempts are spent; then Upload returns
+// the store's last answer, which says why, not an error wrapping nothing.
+func TestAnUploadWhosePUTsAreAllRefusedSaysWhy(t *testing.T) {
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	var puts atomic.Int32
+	target, _ := url.Parse("http://" + fake.Endpoint())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" {
+			puts.Add(1)
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
+		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
+	g := groupOf12(t, srv)
+	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+
+	_, err = alice.UploadWithOptions(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte("refused")), client.UploadOptions{Attempts: 3})
+	var e *client.Error
+	if !errors.As(err, &e) || e.Code != "gone" || e.Status != http.StatusForbidden || !strings.Contains(e.Message, "AccessDenied") {
+		t.Fatalf("upload whose every PUT was refused 403: %v (%#v), want the store's 403 AccessDenied (gone)", err, e)
+	}
+	if n := puts.Load(); n != 3 {
+		t.Fatalf("the PUT was sent %d times, want 3 (the attempts)", n)
 	}
 }
