@@ -618,7 +618,13 @@ func (c *Client) downloadOnce(ctx context.Context, path string, w io.Writer, off
 		info.Name = p["filename"]
 	}
 	if skip > 0 {
-		if _, err := io.CopyN(io.Discard, resp.Body, skip); err != nil {
+		if n, err := io.CopyN(io.Discard, resp.Body, skip); err != nil {
+			if err == io.EOF {
+				// The whole file, ended cleanly before the offset (a cut
+				// connection is ErrUnexpectedEOF): sent again, it ends
+				// there again.
+				return false, false, &Error{Op: "download", Code: "invalid", Message: fmt.Sprintf("offset %d is past the end of the file (%d bytes)", *offset, n)}
+			}
 			return false, false, fmt.Errorf("download: %w", err)
 		}
 	}

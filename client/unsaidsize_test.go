@@ -46,3 +46,35 @@ func TestADownloadWhoseSizeIsNeverSaidFailsAtOnce(t *testing.T) {
 		t.Errorf("%d GETs, want 2 (the download and the size asked for)", n)
 	}
 }
+
+// TestAResumedDownloadPastTheEndOfAFileOfUnsaidSizeFailsAtOnce: a proxy
+// that ignores the Range and sends the whole file without its length
+// (chunked) sends less than the offset to resume from: the file on disk
+// is longer than the attachment. The body ended cleanly, so asking again
+// gets the same: the download fails at once with ErrInvalid, not after
+// eight tries as if the network had cut it.
+func TestAResumedDownloadPastTheEndOfAFileOfUnsaidSizeFailsAtOnce(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t))
+	var gets atomic.Int32
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, "/v1/attachments/") {
+			return false
+		}
+		gets.Add(1)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ten bytes!"))
+		http.NewResponseController(w).Flush() // chunked: no Content-Length
+		return true
+	})
+	alice := connectHTTP(t, srv, 1, rec.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := alice.DownloadFrom(ctx, "00000000-0000-0000-0000-000000000000", io.Discard, 100)
+	if !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("a download resumed past the end of a file of unsaid size: %v, want ErrInvalid", err)
+	}
+	if n := gets.Load(); n != 1 {
+		t.Errorf("%d GETs, want 1", n)
+	}
+}
