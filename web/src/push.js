@@ -221,6 +221,9 @@ const BLOCKS_FOR = 10000;
  */
 const LIVE_FOR = 30000;
 
+/** The history page asked for the times of a large group's replayed messages (chatd's cap). */
+const HISTORY_PAGE = 200;
+
 function muted(s) {
   return Boolean(s && s.muted && (!s.mutedUntil || Date.parse(s.mutedUntil) > Date.now()));
 }
@@ -253,7 +256,10 @@ function silenced(c, ev, uid) {
  * a message a replay after a reconnect brings again, nor one read
  * meanwhile, nor one caught up rather than live (LIVE_FOR, by chatd's
  * clock: api.serverNow): hours of messages replayed when a laptop wakes
- * alert nothing here, chatd pushed them.
+ * alert nothing here, chatd pushed them. A large group's message.new
+ * carries no time: one that comes while the connection is new (a replay
+ * comes then) is timed by history, asked once for a whole replay; later
+ * ones are live.
  */
 export function notifyWhileHidden(session, state, uid, api) {
   if (!pushSupported()) return;
@@ -281,6 +287,12 @@ export function notifyWhileHidden(session, state, uid, api) {
   // replay after a reconnect may bring again what it had (chatd keeps
   // sessions' positions in batches).
   const had = new Map();
+  // When (this page's clock) the connection came up, null while it is
+  // down or coming up: what a persistent session replays arrives in the
+  // first moments after, the CONNACK (before 'connected') included.
+  let upSince = null;
+  session.addEventListener('status', (e) => e.detail !== 'online' && (upSince = null));
+  session.addEventListener('connected', () => (upSince = Date.now()));
   session.addEventListener('event', (e) => {
     const ev = e.detail;
     if (ev.type === 'message.recalled') serially(() => closeRecalled(ev)).catch(() => {});
@@ -292,9 +304,34 @@ export function notifyWhileHidden(session, state, uid, api) {
     }
   });
 
-  /** Whether message ev came too late to be news (LIVE_FOR); a slim one tells no time. */
-  function caughtUp(ev) {
-    const at = Date.parse(ev.createdAt ?? '');
+  // Conversation id -> seq -> createdAt of the last history page asked
+  // for a slim message's time: one page answers a whole replay.
+  const times = new Map();
+  /**
+   * When message ev was sent, for a large group's slim message.new (no
+   * createdAt): on a connection up for LIVE_FOR already it is live (a
+   * replay comes right after the connection does), else history tells.
+   * null: not known (chatd not answering), or live.
+   */
+  async function sentAt(ev) {
+    if (ev.createdAt !== undefined) return ev.createdAt;
+    if (!api?.history || (upSince !== null && Date.now() - upSince >= LIVE_FOR)) return null;
+    const cid = ev.conversationId;
+    if (!times.get(cid)?.has(ev.seq)) {
+      try {
+        // api.history drops an afterSeq of 0: seq 1 is the one before 2.
+        const page = await api.history(cid, ev.seq > 1 ? { afterSeq: ev.seq - 1, limit: HISTORY_PAGE } : { beforeSeq: 2, limit: 1 });
+        times.set(cid, new Map(page.map((m) => [m.seq, m.createdAt])));
+      } catch {
+        return null;
+      }
+    }
+    return times.get(cid).get(ev.seq) ?? null;
+  }
+
+  /** Whether message ev came too late to be news (LIVE_FOR). */
+  async function caughtUp(ev) {
+    const at = Date.parse((await sentAt(ev)) ?? '');
     const now = api?.serverNow ? api.serverNow() : Date.now();
     return Number.isFinite(at) && now - at > LIVE_FOR;
   }
@@ -304,8 +341,8 @@ export function notifyWhileHidden(session, state, uid, api) {
     if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
     const c = state.conv(ev.conversationId);
     // Read meanwhile (on another device), or caught up rather than live.
-    if ((c && ev.seq <= (c.lastReadSeq || 0)) || caughtUp(ev)) return;
-    if (silenced(c, ev, uid) || (await blocked(ev.senderId))) return;
+    if (c && ev.seq <= (c.lastReadSeq || 0)) return;
+    if (silenced(c, ev, uid) || (await blocked(ev.senderId)) || (await caughtUp(ev))) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     const unread = c ? c.unread : 1;

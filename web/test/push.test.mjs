@@ -261,3 +261,55 @@ test('a notification showing a photo\'s caption drops it when the caption is cle
     page.undo();
   }
 });
+
+test('a large group\'s messages (slim: no createdAt) replayed after a long absence do not notify, and live ones still do', async () => {
+  const page = hiddenPage();
+  const realNow = Date.now;
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const ago = (ms) => new Date(realNow() - ms).toISOString();
+    // What history answers: the conversation's messages with their times.
+    const history = [
+      { seq: 1, kind: 'message', senderId: 2, createdAt: ago(5 * 3600e3) },
+      { seq: 2, kind: 'message', senderId: 2, createdAt: ago(3 * 3600e3) },
+      { seq: 3, kind: 'message', senderId: 3, createdAt: ago(2 * 3600e3) },
+      { seq: 4, kind: 'message', senderId: 2, createdAt: ago(1000) },
+    ];
+    const asked = [];
+    const api = {
+      serverNow: () => Date.now(),
+      blocks: async () => ({ blocked: [] }),
+      async history(cid, q) {
+        asked.push(q);
+        const from = q.afterSeq ?? 0;
+        return history.filter((m) => m.seq > from && (!q.beforeSeq || m.seq < q.beforeSeq)).slice(0, q.limit || 50);
+      },
+    };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME, api);
+    const slim = (seq, senderId = 2) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId } }));
+    // The laptop wakes after hours: the session comes back and replays
+    // what the large group said meanwhile (chatd pushed it then).
+    session.dispatchEvent(new CustomEvent('status', { detail: 'online' }));
+    session.dispatchEvent(new CustomEvent('connected', { detail: { first: false, sessionPresent: true } }));
+    slim(2);
+    slim(3, 3);
+    slim(4); // a second old: not pushed (acknowledged within push_delay), news
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.data.seq), [4], 'a large group\'s replayed messages notified (or its news did not)');
+    assert.ok(asked.length <= 1, `the replay asked history once a message: ${JSON.stringify(asked)}`);
+    // Connected for longer than a catch-up takes: what comes is live, and
+    // notifies without asking history.
+    Date.now = () => realNow() + 60e3;
+    history.push({ seq: 5, kind: 'message', senderId: 2, createdAt: ago(0) });
+    const before = asked.length;
+    slim(5);
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.data.seq), [4, 5], 'a large group\'s live message did not notify');
+    assert.equal(asked.length, before, 'a live message of a large group asked history');
+  } finally {
+    Date.now = realNow;
+    page.undo();
+  }
+});
