@@ -212,16 +212,28 @@ const AVATAR_404_FOR = 5 * 60 * 1000;
 const AVATAR_RETRY_FOR = 15 * 1000;
 
 /**
- * Downloads shown as blob: URLs, at most max of them kept (the oldest
- * revoked). A failed fetch is forgotten so a later render tries again
- * (avatars excepted: see avatar).
+ * The bytes of downloads BlobCache keeps as blob: URLs: a full-size photo
+ * may be up to the upload limit (25 MiB), and a blob lives in the
+ * browser's memory until revoked.
+ */
+export const BLOB_CACHE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Downloads shown as blob: URLs, at most max of them and maxBytes of
+ * their bytes kept (the least recently used revoked; the one just
+ * downloaded stays, whatever its size). A failed fetch is forgotten so a
+ * later render tries again (avatars excepted: see avatar).
  */
 export class BlobCache {
-  constructor(api, max = 150) {
+  constructor(api, max = 150, maxBytes = BLOB_CACHE_BYTES) {
     this.api = api;
     this.max = max;
+    this.maxBytes = maxBytes;
     /** @type {Map<string, Promise<string>>} */
     this.urls = new Map();
+    /** @type {Map<string, number>} the size of each download made (settled) */
+    this.sizes = new Map();
+    this.bytes = 0;
     /** @type {Map<string, {error: Error, until: number}>} avatars whose answer stands (avatar) */
     this.dead = new Map();
     /** @type {Set<string>} avatars without a thumbnail: their picture is shown */
@@ -281,19 +293,41 @@ export class BlobCache {
           throw lost(e);
         }
         if (this.closed) throw new ApiError(0, 'aborted', 'signed out');
-        return URL.createObjectURL(blob);
+        const u = URL.createObjectURL(blob);
+        // Evicted or forgotten while it downloaded: revoked as it lands
+        // (drop), never counted.
+        if (this.urls.get(key) === p) {
+          this.sizes.set(key, blob.size);
+          this.bytes += blob.size;
+          this.trim(key);
+        }
+        return u;
       } finally {
         clearTimeout(watchdog);
       }
     })();
     p.catch(() => this.urls.get(key) === p && this.urls.delete(key));
     this.urls.set(key, p);
-    while (this.urls.size > this.max) {
-      const [oldKey, old] = this.urls.entries().next().value;
-      this.urls.delete(oldKey);
-      old.then((u) => URL.revokeObjectURL(u), () => {});
-    }
+    this.trim(key);
     return p;
+  }
+
+  /** Revokes the least recently used downloads but keep until within max and maxBytes. */
+  trim(keep) {
+    for (const k of this.urls.keys()) {
+      if (this.urls.size <= this.max && this.bytes <= this.maxBytes) return;
+      if (k !== keep) this.drop(k);
+    }
+  }
+
+  /** Forgets the download of key, revoking its blob: URL (once made). */
+  drop(key) {
+    const p = this.urls.get(key);
+    if (!p) return;
+    this.urls.delete(key);
+    this.bytes -= this.sizes.get(key) || 0;
+    this.sizes.delete(key);
+    p.then((u) => URL.revokeObjectURL(u), () => {});
   }
 
   /**
@@ -335,6 +369,8 @@ export class BlobCache {
     this.closed = true;
     for (const p of this.urls.values()) p.then((u) => URL.revokeObjectURL(u), () => {});
     this.urls.clear();
+    this.sizes.clear();
+    this.bytes = 0;
     this.dead.clear();
     this.noThumb.clear();
   }

@@ -464,3 +464,41 @@ test('a download answered 401 (the token expired or was revoked) signs out, as e
     globalThis.fetch = realFetch;
   }
 });
+
+/** fetch answering every download with size bytes; URL.createObjectURL and revokeObjectURL counted in made. */
+function sizedDownloads(size) {
+  const real = { fetch: globalThis.fetch, create: URL.createObjectURL, revoke: URL.revokeObjectURL };
+  const made = new Set();
+  URL.createObjectURL = (b) => {
+    const u = real.create(b);
+    made.add(u);
+    return u;
+  };
+  URL.revokeObjectURL = (u) => {
+    made.delete(u);
+    real.revoke(u);
+  };
+  globalThis.fetch = async () => new Response(new Blob([new Uint8Array(size)]), { status: 200 });
+  const undo = () => {
+    globalThis.fetch = real.fetch;
+    URL.createObjectURL = real.create;
+    URL.revokeObjectURL = real.revoke;
+  };
+  return { made, undo };
+}
+
+test('full-size photos kept as blob: URLs stay within the cache\'s byte budget, not only its count, and the newest stays', async () => {
+  const d = sizedDownloads(10 * 1024 * 1024); // a 10 MiB photo each
+  try {
+    const cache = new BlobCache({ token: 't' });
+    const urls = [];
+    for (let i = 0; i < 10; i++) urls.push(await cache.url(`photo${i}`));
+    await new Promise((r) => setTimeout(r, 0)); // the revokes run on the settled downloads
+    assert.ok(d.made.size * 10 <= 64, `${d.made.size} photos of 10 MiB are kept as blob: URLs, over the 64 MiB budget`);
+    assert.ok(d.made.has(urls[9]), 'the photo just downloaded was revoked');
+    assert.ok(!d.made.has(urls[0]), 'the oldest photo was kept rather than a newer one');
+    assert.equal(cache.maxBytes, 64 * 1024 * 1024, 'the documented budget');
+  } finally {
+    d.undo();
+  }
+});
