@@ -123,6 +123,7 @@ async function startApp({ token, userId, exp }) {
   const signOutEverywhere = () => signOut('You were signed out on every device. Sign in again.', { endSession: true });
   const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
   useBlobs(media.cache);
+  sync.onRecalled = (ids) => media.cache.forget(ids);
   const peopleCtx = { state, sync, api, people, media, notify, go, signOutEverywhere };
   const search = createSearch(state, api, {
     jump: (cid, seq) => {

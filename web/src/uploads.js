@@ -331,6 +331,17 @@ export class BlobCache {
   }
 
   /**
+   * A recalled message's files (their ids): their pictures and
+   * thumbnails go from memory now, rather than when evicted.
+   */
+  forget(ids) {
+    for (const id of ids) {
+      this.drop(id);
+      this.drop(`${id}/thumbnail`);
+    }
+  }
+
+  /**
    * An avatar chatd keeps (docs/http.md "Avatars"): a blob: URL of its
    * thumbnail, else of the picture (a thumbnail not made). Views are built
    * again at every event, so what will not change is remembered rather

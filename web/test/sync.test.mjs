@@ -817,3 +817,26 @@ test('a send refused for server trouble (0x80) is kept for a later page and trie
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
   assert.equal(p.s.sent.length, 2);
 });
+
+test("a recalled message's files are forgotten (their blob: URLs revoked) when the recall arrives, live or caught up from history", async () => {
+  const photo = (seq, id) => ({ ...msg(seq), body: '', msgType: 'image', attachments: [{ id, name: `${id}.jpg`, contentType: 'image/jpeg', size: 9 }] });
+  const { msgs, state, sync } = rig([msg(1), photo(2, 'live'), photo(3, 'caught'), photo(4, 'stays')]);
+  const forgotten = [];
+  sync.onRecalled = (ids) => forgotten.push(...ids);
+  await sync.refreshInbox();
+  await sync.open(7);
+  await settle();
+  const c = state.conv(7);
+  assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4]);
+  // Recalled live.
+  sync.onEvent({ type: 'message.recalled', conversationId: 7, seq: 5, targetSeq: 2, actorId: 2, recalledAt: at(5) });
+  assert.deepEqual(forgotten, ['live'], "a live recall left the recalled photo's download in memory");
+  // Recalled while the connection was down: catch-up brings the recall.
+  msgs.push({ conversationId: 7, seq: 5, kind: 'recall', targetSeq: 2, actorId: 2, createdAt: at(5) });
+  msgs.push({ conversationId: 7, seq: 6, kind: 'recall', targetSeq: 3, actorId: 2, createdAt: at(6) });
+  msgs.push(msg(7));
+  sync.onEvent({ type: 'message.new', ...msg(7) }); // past a gap: history fills it
+  await settle();
+  assert.equal(c.messages.get(3).recalled, true);
+  assert.deepEqual(forgotten, ['live', 'caught'], "a recall caught up from history left the recalled photo's download in memory");
+});

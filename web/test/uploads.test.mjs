@@ -502,3 +502,20 @@ test('full-size photos kept as blob: URLs stay within the cache\'s byte budget, 
     d.undo();
   }
 });
+
+test('a recalled message\'s photos (thumbnail and full size) are revoked when the recall arrives, not kept until evicted', async () => {
+  const d = sizedDownloads(3);
+  try {
+    const cache = new BlobCache({ token: 't' });
+    const thumb = await cache.url('gone', true);
+    const full = await cache.url('gone');
+    const other = await cache.url('kept', true);
+    cache.forget(['gone']);
+    await new Promise((r) => setTimeout(r, 0));
+    assert.ok(!d.made.has(thumb) && !d.made.has(full), 'a recalled photo\'s blob: URL is still alive');
+    assert.ok(d.made.has(other), 'another message\'s photo was revoked');
+    assert.notEqual(await cache.url('kept', true), undefined);
+  } finally {
+    d.undo();
+  }
+});

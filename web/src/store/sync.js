@@ -65,6 +65,7 @@ export class Sync {
     this.openCtl = new AbortController();
     this.onRemoved = () => {}; // set by main: the open conversation went away
     this.onError = () => {}; // set by main: a message for the user
+    this.onRecalled = () => {}; // set by main: the attachment ids of messages recalled
   }
 
   /**
@@ -181,6 +182,7 @@ export class Sync {
         };
         // A reply or forward, and (replayed late) its state.
         for (const k of ['replyTo', 'forwardedFrom', 'editedAt', 'recalled', 'recalledAt']) if (ev[k]) msg[k] = ev[k];
+        this.recalling(cid, [msg]);
         if (this.state.addMessages(cid, [msg])) this.fill(cid);
         this.afterMessages(cid);
         return;
@@ -199,6 +201,7 @@ export class Sync {
           this.slimEntry(c, ev.seq, false, ev.userId);
           return;
         }
+        this.recalling(cid, [ch]);
         if (this.state.addMessages(cid, [ch])) this.fill(cid);
         this.afterMessages(cid);
         return;
@@ -274,6 +277,23 @@ export class Sync {
     if (c.loaded) this.fill(c.id);
   }
 
+  /**
+   * Tells onRecalled the files of the held messages that entries recall
+   * (a recall, or a message as history has it now: recalled), before
+   * they apply and take the files off the messages: their downloads are
+   * not kept in memory until evicted.
+   */
+  recalling(cid, entries) {
+    const c = this.state.conv(cid);
+    if (!c) return;
+    const ids = [];
+    for (const e of entries) {
+      const m = c.messages.get(e.kind === 'recall' ? e.targetSeq : e.recalled ? e.seq : 0);
+      if (m && !m.recalled && m.attachments) for (const a of m.attachments) ids.push(a.id);
+    }
+    if (ids.length) this.onRecalled(ids);
+  }
+
   removed(cid) {
     const wasOpen = this.state.openId === cid;
     this.state.removeConversation(cid);
@@ -307,6 +327,7 @@ export class Sync {
         }
         this.fillRetries.delete(cid);
         if (!page.length) return;
+        this.recalling(cid, page);
         if (jump) {
           if (page[page.length - 1].seq <= c.have) return;
           const gap = this.state.loadLatest(cid, page);
