@@ -119,6 +119,14 @@ test('group info: rename, roles, add and remove, leave; every member sees the no
   await eventually(async () => assert.equal(await member.page.getByTestId('member').count(), 3));
   assert.equal(await member.page.locator('[data-testid=member][data-user-id="311"] [data-testid=remove-member]').count(), 0);
   assert.equal(await member.page.getByTestId('group-history').isDisabled(), true, 'only the owner sets the history');
+  // Dismissed as admin while the panel is open (by the owner elsewhere):
+  // the admin's buttons go at once, chatd would refuse them, and come
+  // back when made admin again.
+  await api(311, 'PUT', `/v1/conversations/${g.id}/members/312/role`, { role: 'member' });
+  await eventually(async () => assert.equal(await member.page.getByTestId('remove-member').count(), 0, 'a dismissed admin is still offered Remove'));
+  assert.equal(await member.page.getByTestId('group-title').isDisabled(), true, 'a dismissed admin may still rename the group');
+  await api(311, 'PUT', `/v1/conversations/${g.id}/members/312/role`, { role: 'admin' });
+  await eventually(async () => assert.equal(await member.page.getByTestId('remove-member').count(), 1, 'an admin again is not offered Remove'));
   // Mute (push): the member's own setting of this group, kept by the server.
   assert.equal(await member.page.getByTestId('mute-toggle').isChecked(), false);
   await member.page.getByTestId('mute-toggle').check();

@@ -6,7 +6,7 @@
 // a wait before a retry (chatd busy) too; closing a panel stops its
 // requests.
 
-import { h, icon, replace } from './dom.js';
+import { h, icon, replace, setText } from './dom.js';
 import { avatar, displayName, keptAvatar, personAvatar, userName } from './format.js';
 import { parseUserId } from './dialogs.js';
 import { leaveConfirmation } from './leave.js';
@@ -35,8 +35,10 @@ function panel(title, testid, bound = false) {
   const req = { signal: ctl.signal, onWait: (s, err) => (error.textContent = s ? waitText(s, err) : '') };
   const onKey = (e) => e.key === 'Escape' && close();
   const forget = bound ? aboutOpenConversation(() => close()) : () => {};
+  const closers = [];
   function close() {
     forget();
+    for (const fn of closers.splice(0)) fn();
     ctl.abort();
     backdrop.remove();
     document.removeEventListener('keydown', onKey);
@@ -57,7 +59,9 @@ function panel(title, testid, bound = false) {
       return false;
     }
   }
-  return { body, close, attempt, box, req };
+  /** fn runs when the panel closes. */
+  const onClose = (fn) => closers.push(fn);
+  return { body, close, attempt, box, req, onClose };
 }
 
 /**
@@ -269,12 +273,55 @@ export async function openInfo(ctx, cid) {
   const me = state.me;
   const myRole = () => members.find((m) => m.userId === me)?.role || 'member';
   const canManage = () => myRole() === 'owner' || myRole() === 'admin';
+  // What render fills. The settings form stays while the rights it was
+  // built for do, and the add field always: a change of the member list
+  // while the panel is open does not wipe what is being typed.
+  const count = h('p', { class: 'hint' });
+  const formSlot = h('div', null);
+  const membersHeading = h('h3', null);
+  const memberList = h('ul', { class: 'plain-list', 'data-testid': 'member-list' });
+  const leaveSlot = h('div', { class: 'modal-actions' });
+  let formRights = null;
+
+  // Answers of the member list asked for: a later one's answer is never
+  // replaced by an earlier one's.
+  let asked = 0;
+  async function loadMembers() {
+    const n = ++asked;
+    const list = await api.members(cid, p.req);
+    if (n !== asked) return false;
+    members = list;
+    return true;
+  }
 
   async function reload() {
-    members = await api.members(cid, p.req);
+    const fresh = await loadMembers();
     await sync.refreshMembers(cid);
-    render();
+    if (fresh) render();
   }
+
+  // Roles and members change while the panel is open (the user demoted
+  // or promoted, someone added or removed, here or elsewhere): its
+  // buttons follow, or it would offer what chatd refuses. Its group's
+  // membership events (and their stream entries, which a session that
+  // dropped the events still gets) and a reconnect (events missed) read
+  // the list again; sync keeps the conversation's own up to date.
+  const onEvent = (e) => {
+    const ev = e.detail;
+    if (ev.conversationId !== cid || !/^member\.|^system\.new$/.test(ev.type)) return;
+    if (ev.type === 'system.new' && ev.action === 'group.updated') return;
+    if (ev.type === 'member.removed' && ev.userId === me) return p.close();
+    follow();
+  };
+  // Failing (offline), the list stays as it was: the next event or the
+  // reconnect reads it again, and an action's refusal shown stays.
+  const follow = () => loadMembers().then((fresh) => fresh && render(false), () => {});
+  sync.session?.addEventListener('event', onEvent);
+  sync.session?.addEventListener('connected', follow);
+  p.onClose(() => {
+    sync.session?.removeEventListener('event', onEvent);
+    sync.session?.removeEventListener('connected', follow);
+  });
 
   function settingsForm() {
     const title = h('input', { value: c.title, maxlength: '200', 'data-testid': 'group-title', disabled: !canManage() });
@@ -288,8 +335,7 @@ export async function openInfo(ctx, cid) {
     const form = h(
       'form',
       { class: 'stack' },
-      h('div', { class: 'profile-card' }, avatar(c, 'large'), h('div', null, h('strong', null, c.title || `Group ${c.id}`),
-        h('p', { class: 'hint' }, `${members.length} members`))),
+      h('div', { class: 'profile-card' }, avatar(c, 'large'), h('div', null, h('strong', null, c.title || `Group ${c.id}`), count)),
       field('Name', title),
       field('Description', about),
       field('Picture', pic.el, 'A picture file (JPEG, PNG, GIF or WebP), or an https:// image address.'),
@@ -347,18 +393,26 @@ export async function openInfo(ctx, cid) {
     if (await p.attempt(fn)) await p.attempt(reload);
   }
 
-  function render() {
-    const add = h('form', { class: 'row', hidden: !canManage() },
-      h('input', { type: 'number', min: '1', step: '1', inputmode: 'numeric', placeholder: 'User id to add', 'data-testid': 'add-member-id' }),
-      h('button', { class: 'btn', type: 'submit', 'data-testid': 'add-member-submit' }, icon('plus'), 'Add'));
-    add.addEventListener('submit', (e) => {
-      e.preventDefault();
-      const input = add.querySelector('input');
-      act(async () => {
-        await api.addMember(cid, parseUserId(input.value.trim()), p.req);
-        input.value = '';
-      });
+  const addInput = h('input', { type: 'number', min: '1', step: '1', inputmode: 'numeric', placeholder: 'User id to add', 'data-testid': 'add-member-id' });
+  const add = h('form', { class: 'row' }, addInput,
+    h('button', { class: 'btn', type: 'submit', 'data-testid': 'add-member-submit' }, icon('plus'), 'Add'));
+  add.addEventListener('submit', (e) => {
+    e.preventDefault();
+    act(async () => {
+      await api.addMember(cid, parseUserId(addInput.value.trim()), p.req);
+      addInput.value = '';
     });
+  });
+
+  /** Shows the panel; form: the settings form is built again even if the rights it was built for stand. */
+  function render(form = true) {
+    const rights = canManage() ? myRole() : 'member';
+    if (form || rights !== formRights) {
+      formRights = rights;
+      formSlot.replaceChildren(settingsForm());
+    }
+    count.textContent = `${members.length} members`;
+    add.hidden = !canManage();
     const leave = armed('Leave group', leaveConfirmation(members, me),
       { class: 'btn danger', 'data-testid': 'leave-group' }, async () => {
         if (await p.attempt(() => api.removeMember(cid, me, p.req))) {
@@ -367,14 +421,12 @@ export async function openInfo(ctx, cid) {
           ctx.go(null);
         }
       });
-    replace(
-      p.body,
-      settingsForm(),
-      h('div', { class: 'stack' }, h('h3', null, `Members (${members.length})`), add,
-        h('ul', { class: 'plain-list', 'data-testid': 'member-list' }, members.map(memberRow))),
-      muteToggle(ctx, c, p),
-      h('div', { class: 'modal-actions' }, leave),
-    );
+    setText(membersHeading, `Members (${members.length})`);
+    memberList.replaceChildren(...members.map(memberRow));
+    leaveSlot.replaceChildren(leave);
+    if (!p.body.firstChild) {
+      replace(p.body, formSlot, h('div', { class: 'stack' }, membersHeading, add, memberList), muteToggle(ctx, c, p), leaveSlot);
+    }
   }
 
   await p.attempt(reload);
