@@ -257,9 +257,9 @@ function silenced(c, ev, uid) {
  * meanwhile, nor one caught up rather than live (LIVE_FOR, by chatd's
  * clock: api.serverNow): hours of messages replayed when a laptop wakes
  * alert nothing here, chatd pushed them. A large group's message.new
- * carries no time: one that comes while the connection is new (a replay
- * comes then) is timed by history, asked once for a whole replay; later
- * ones are live.
+ * carries no time: history tells it (one page for a whole replay) until
+ * one of the conversation's comes live on the connection; the ones after
+ * it are live too.
  */
 export function notifyWhileHidden(session, state, uid, api) {
   if (!pushSupported()) return;
@@ -287,12 +287,12 @@ export function notifyWhileHidden(session, state, uid, api) {
   // replay after a reconnect may bring again what it had (chatd keeps
   // sessions' positions in batches).
   const had = new Map();
-  // When (this page's clock) the connection came up, null while it is
-  // down or coming up: what a persistent session replays arrives in the
-  // first moments after, the CONNACK (before 'connected') included.
-  let upSince = null;
-  session.addEventListener('status', (e) => e.detail !== 'online' && (upSince = null));
-  session.addEventListener('connected', () => (upSince = Date.now()));
+  // Conversation id -> the seq from which its large-group (slim)
+  // messages are live on this connection: history showed that one live,
+  // and a conversation's entries come in seq order, a replay first.
+  // Forgotten when the connection goes: the next one replays again.
+  const liveFrom = new Map();
+  session.addEventListener('status', (e) => e.detail !== 'online' && liveFrom.clear());
   session.addEventListener('event', (e) => {
     const ev = e.detail;
     if (ev.type === 'message.recalled') serially(() => closeRecalled(ev)).catch(() => {});
@@ -307,20 +307,15 @@ export function notifyWhileHidden(session, state, uid, api) {
   // Conversation id -> seq -> createdAt of the last history page asked
   // for a slim message's time: one page answers a whole replay.
   const times = new Map();
-  /**
-   * When message ev was sent, for a large group's slim message.new (no
-   * createdAt): on a connection up for LIVE_FOR already it is live (a
-   * replay comes right after the connection does), else history tells.
-   * null: not known (chatd not answering), or live.
-   */
+  /** When slim message ev was sent, as history tells; null: not known (chatd not answering). */
   async function sentAt(ev) {
-    if (ev.createdAt !== undefined) return ev.createdAt;
-    if (!api?.history || (upSince !== null && Date.now() - upSince >= LIVE_FOR)) return null;
     const cid = ev.conversationId;
     if (!times.get(cid)?.has(ev.seq)) {
       try {
-        // api.history drops an afterSeq of 0: seq 1 is the one before 2.
-        const page = await api.history(cid, ev.seq > 1 ? { afterSeq: ev.seq - 1, limit: HISTORY_PAGE } : { beforeSeq: 2, limit: 1 });
+        // The page from ev on (api.history drops an afterSeq of 0: from seq
+        // 1 it is the page below HISTORY_PAGE + 1).
+        const q = ev.seq > 1 ? { afterSeq: ev.seq - 1 } : { beforeSeq: HISTORY_PAGE + 1 };
+        const page = await api.history(cid, { ...q, limit: HISTORY_PAGE });
         times.set(cid, new Map(page.map((m) => [m.seq, m.createdAt])));
       } catch {
         return null;
@@ -329,11 +324,21 @@ export function notifyWhileHidden(session, state, uid, api) {
     return times.get(cid).get(ev.seq) ?? null;
   }
 
-  /** Whether message ev came too late to be news (LIVE_FOR). */
+  /**
+   * Whether message ev came too late to be news (LIVE_FOR). A large
+   * group's (slim) carries no time: history tells it, until one of its
+   * conversation is live on this connection (liveFrom). Not known, it
+   * is news: it is on the page anyway.
+   */
   async function caughtUp(ev) {
-    const at = Date.parse((await sentAt(ev)) ?? '');
+    const slim = ev.createdAt === undefined;
+    if (slim && (!api?.history || liveFrom.get(ev.conversationId) <= ev.seq)) return false;
+    const at = Date.parse((slim ? await sentAt(ev) : ev.createdAt) ?? '');
+    if (!Number.isFinite(at)) return false;
     const now = api?.serverNow ? api.serverNow() : Date.now();
-    return Number.isFinite(at) && now - at > LIVE_FOR;
+    if (now - at > LIVE_FOR) return true;
+    if (slim) liveFrom.set(ev.conversationId, ev.seq);
+    return false;
   }
 
   async function show(ev) {

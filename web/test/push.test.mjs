@@ -282,7 +282,8 @@ test('a large group\'s messages (slim: no createdAt) replayed after a long absen
       async history(cid, q) {
         asked.push(q);
         const from = q.afterSeq ?? 0;
-        return history.filter((m) => m.seq > from && (!q.beforeSeq || m.seq < q.beforeSeq)).slice(0, q.limit || 50);
+        const found = history.filter((m) => m.seq > from && (!q.beforeSeq || m.seq < q.beforeSeq));
+        return q.beforeSeq ? found.slice(-q.limit) : found.slice(0, q.limit);
       },
     };
     const session = new EventTarget();
@@ -299,15 +300,48 @@ test('a large group\'s messages (slim: no createdAt) replayed after a long absen
     await settle();
     assert.deepEqual(page.shown.map((n) => n.data.seq), [4], 'a large group\'s replayed messages notified (or its news did not)');
     assert.ok(asked.length <= 1, `the replay asked history once a message: ${JSON.stringify(asked)}`);
-    // Connected for longer than a catch-up takes: what comes is live, and
-    // notifies without asking history.
-    Date.now = () => realNow() + 60e3;
+    // The replay is over: what comes next is live, and notifies without
+    // asking history again.
     history.push({ seq: 5, kind: 'message', senderId: 2, createdAt: ago(0) });
     const before = asked.length;
     slim(5);
     await settle();
     assert.deepEqual(page.shown.map((n) => n.data.seq), [4, 5], 'a large group\'s live message did not notify');
     assert.equal(asked.length, before, 'a live message of a large group asked history');
+  } finally {
+    page.undo();
+  }
+});
+
+test('a large group\'s backlog replayed slowly, long after the connection came back, does not notify either', async () => {
+  const page = hiddenPage();
+  const realNow = Date.now;
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const ago = (ms) => new Date(realNow() - ms).toISOString();
+    const history = Array.from({ length: 400 }, (_, i) => ({ seq: i + 1, kind: 'message', senderId: 2, createdAt: ago((401 - i) * 60e3) }));
+    const asked = [];
+    const api = {
+      serverNow: () => realNow(),
+      blocks: async () => ({ blocked: [] }),
+      async history(cid, q) {
+        asked.push(q);
+        const found = history.filter((m) => m.seq > (q.afterSeq ?? 0) && (!q.beforeSeq || m.seq < q.beforeSeq));
+        return q.beforeSeq ? found.slice(-q.limit) : found.slice(0, q.limit);
+      },
+    };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME, api);
+    session.dispatchEvent(new CustomEvent('status', { detail: 'online' }));
+    session.dispatchEvent(new CustomEvent('connected', { detail: { first: true, sessionPresent: true } }));
+    // A day's backlog on a slow network: still coming a minute later.
+    Date.now = () => realNow() + 60e3;
+    for (let seq = 1; seq <= 400; seq++) {
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2 } }));
+    }
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.data.seq), [], 'a large group\'s replayed backlog notified');
+    assert.equal(asked.length, 2, `history was not asked a page for many messages: ${JSON.stringify(asked)}`);
   } finally {
     Date.now = realNow;
     page.undo();
