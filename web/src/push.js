@@ -345,9 +345,11 @@ export function notifyWhileHidden(session, state, uid, api) {
     if (ev.senderId === uid || ev.recalled || document.visibilityState !== 'hidden') return;
     if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
     const c = state.conv(ev.conversationId);
-    // Read meanwhile (on another device), or caught up rather than live.
+    // Read meanwhile (on another device).
     if (c && ev.seq <= (c.lastReadSeq || 0)) return;
-    if (silenced(c, ev, uid) || (await blocked(ev.senderId)) || (await caughtUp(ev))) return;
+    // Muted, caught up rather than live, or the sender blocked: the
+    // blocks (a request) are asked for news only.
+    if (silenced(c, ev, uid) || (await caughtUp(ev)) || (await blocked(ev.senderId))) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     const unread = c ? c.unread : 1;

@@ -347,3 +347,23 @@ test('a large group\'s backlog replayed slowly, long after the connection came b
     page.undo();
   }
 });
+
+test('messages caught up after a reconnect, which notify nothing, do not make the hidden page ask whom the user blocked', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    let asked = 0;
+    const api = { serverNow: () => Date.now(), blocks: async () => (asked++, { blocked: [] }) };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME, api);
+    for (let seq = 1; seq <= 3; seq++) {
+      const createdAt = new Date(Date.now() - (4 - seq) * 3600e3).toISOString();
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body: `m${seq}`, createdAt } }));
+    }
+    await settle();
+    assert.equal(page.shown.length, 0);
+    assert.equal(asked, 0, 'the blocks were asked for messages that notify nothing');
+  } finally {
+    page.undo();
+  }
+});
