@@ -83,3 +83,35 @@ test('the group info panel follows live role and member changes of its group: a 
     undo();
   }
 });
+
+test('saving the group info sends only what the user changed in it: a rename made elsewhere while it was open is not reverted', async () => {
+  const undo = fakeDocument();
+  try {
+    const { openInfo } = await import('../src/views/people.js');
+    const c = { id: 5, type: 'GROUP', title: 'Team', about: 'old', avatarUrl: null, historyVisible: 'joined', settings: null };
+    const saved = [];
+    const ctx = {
+      state: { me: ME, conv: (id) => (id === 5 ? c : null), changed() {}, setConversation() {} },
+      sync: { session: new EventTarget(), refreshMembers: async () => {} },
+      people: { profiles: new Map() },
+      media: { uploader: {} },
+      notify() {},
+      go() {},
+      api: {
+        members: async () => [{ userId: ME, role: 'owner' }, { userId: 2, role: 'admin' }],
+        updateGroup: async (cid, changes) => (saved.push(changes), { id: cid, ...changes }),
+      },
+    };
+    await openInfo(ctx, 5);
+    const body = document.body;
+    // The admin renames the group on their phone: the conversation.updated
+    // reaches the store while the owner's panel is open.
+    Object.assign(c, { title: 'Team 2026', historyVisible: 'all' });
+    body.find('group-about').value = 'Bouldering on Sundays';
+    body.find('group-save').parent.parent.dispatch('submit');
+    for (let i = 0; i < 50 && !saved.length; i++) await new Promise((r) => setTimeout(r, 1));
+    assert.deepEqual(saved, [{ about: 'Bouldering on Sundays' }], 'the save sent back what the panel showed before a change made elsewhere');
+  } finally {
+    undo();
+  }
+});

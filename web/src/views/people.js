@@ -324,13 +324,17 @@ export async function openInfo(ctx, cid) {
   });
 
   function settingsForm() {
-    const title = h('input', { value: c.title, maxlength: '200', 'data-testid': 'group-title', disabled: !canManage() });
+    // What the form shows: a save sends what the user changed from it, not
+    // what differs from the group now (changed elsewhere meanwhile, by
+    // conversation.updated), which would undo the change made elsewhere.
+    const shown = { title: c.title, about: c.about || '', history: c.historyVisible || 'joined' };
+    const title = h('input', { value: shown.title, maxlength: '200', 'data-testid': 'group-title', disabled: !canManage() });
     const about = h('textarea', { rows: '2', maxlength: '500', 'data-testid': 'group-about', disabled: !canManage() });
-    about.value = c.about || '';
+    about.value = shown.about;
     const pic = pictureField(c.avatarUrl, 'group-avatar', !canManage(), ctx.media.uploader);
     const history = h('select', { 'data-testid': 'group-history', disabled: myRole() !== 'owner' },
       h('option', { value: 'joined' }, 'From when they join'), h('option', { value: 'all' }, 'The whole history'));
-    history.value = c.historyVisible || 'joined';
+    history.value = shown.history;
     const save = h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'group-save', hidden: !canManage() }, 'Save');
     const form = h(
       'form',
@@ -345,9 +349,9 @@ export async function openInfo(ctx, cid) {
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const changes = {};
-      if (title.value.trim() !== c.title) changes.title = title.value;
-      if (about.value.trim() !== (c.about || '')) changes.about = about.value;
-      if (myRole() === 'owner' && history.value !== (c.historyVisible || 'joined')) changes.historyVisible = history.value;
+      if (title.value.trim() !== shown.title) changes.title = title.value;
+      if (about.value.trim() !== shown.about) changes.about = about.value;
+      if (myRole() === 'owner' && history.value !== shown.history) changes.historyVisible = history.value;
       save.disabled = true;
       let changed = false;
       const ok = await p.attempt(async () => {
