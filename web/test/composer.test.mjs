@@ -4,18 +4,35 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fakeDocument } from './fakedom.mjs';
 
-test('the Enter that commits an input method\'s text (Safari: keyCode 229 after compositionend) does not send the message half written', async () => {
+/**
+ * Runs fn on the stand-in DOM with open(state, sync?, media?), which makes
+ * the conversation view, and puts the globals back afterwards.
+ */
+async function onPage(fn) {
   const undo = fakeDocument();
   globalThis.ResizeObserver = class {
     observe() {}
   };
   try {
     const { createConversationView } = await import('../src/views/conversation.js');
+    await fn((state, sync = { send() {}, typing() {} }, media = { uploader: {}, cache: {} }) =>
+      createConversationView(state, sync, media, { back() {}, addMember() {}, info() {} }));
+  } finally {
+    delete globalThis.ResizeObserver;
+    undo();
+  }
+}
+
+/** A group conversation the user owns, with nothing loaded. */
+const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });
+
+test('the Enter that commits an input method\'s text (Safari: keyCode 229 after compositionend) does not send the message half written', () =>
+  onPage(async (open) => {
     const conv = { id: 5, type: 'DIRECT', messages: new Map(), visible: () => [], peerId: () => 2 };
     const sent = [];
     const state = { openId: 5, me: 1, conv: (id) => (id === 5 ? conv : null) };
     const sync = { send: (cid, body) => sent.push(body), typing() {} };
-    const view = createConversationView(state, sync, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const view = open(state, sync);
     const input = view.el.find('composer');
     // Typing Japanese: the input method composes "にほん"; the Enter that
     // picks the characters comes, in Safari, after compositionend, with
@@ -27,25 +44,15 @@ test('the Enter that commits an input method\'s text (Safari: keyCode 229 after 
     input.value = 'にほんご';
     input.dispatch('keydown', { key: 'Enter', keyCode: 13, isComposing: false, shiftKey: false });
     assert.deepEqual(sent, ['にほんご']);
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));
 
-test('a dialog about the conversation left (Add member, Delete for everyone) closes when another one opens, so it cannot act on the one no longer shown', async () => {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
+test('a dialog about the conversation left (Add member, Delete for everyone) closes when another one opens, so it cannot act on the one no longer shown', () =>
+  onPage(async (open) => {
     const { openDialog } = await import('../src/views/dialogs.js');
     const { confirmRecall } = await import('../src/views/lifecycle.js');
-    const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });
     const convs = new Map([[5, group(5)], [6, group(6)]]);
     const state = { openId: 5, me: 1, conv: (id) => convs.get(id) ?? null, waits: new Map() };
-    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const view = open(state);
     view.render();
     // What main.js's Add member opens for group 5.
     const added = [];
@@ -59,25 +66,15 @@ test('a dialog about the conversation left (Add member, Delete for everyone) clo
     assert.equal(document.body.children.length, 0, 'a dialog about group 5 stayed open over group 6');
     assert.equal(await recall, false, 'the delete of group 5\'s message is still waiting to be confirmed over group 6');
     assert.deepEqual(added, []);
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));
 
-test('the dialogs about the open group (Add member, Forward) close when the user is removed from it', async () => {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
+test('the dialogs about the open group (Add member, Forward) close when the user is removed from it', () =>
+  onPage(async (open) => {
     const { openDialog } = await import('../src/views/dialogs.js');
     const { pickConversation } = await import('../src/views/lifecycle.js');
-    const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });
     const convs = new Map([[5, group(5)]]);
     const state = { openId: 5, me: 1, conv: (id) => convs.get(id) ?? null, waits: new Map(), sortedConversations: () => [...convs.values()] };
-    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const view = open(state);
     view.render();
     openDialog({ title: 'Add member', submit: 'Add', bound: true, fields: [{ name: 'user', label: 'User id' }], run: async () => {} });
     const picked = pickConversation(state, 'hello');
@@ -90,24 +87,14 @@ test('the dialogs about the open group (Add member, Forward) close when the user
     view.render();
     assert.equal(document.body.children.length, 0, 'a dialog about the group the user was removed from stayed open');
     assert.equal(await picked, null);
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));
 
-test('the photo viewer takes the focus, gives it back when closed, and closes when another conversation opens', async () => {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
+test('the photo viewer takes the focus, gives it back when closed, and closes when another conversation opens', () =>
+  onPage(async (open) => {
     const { openLightbox } = await import('../src/views/attachments.js');
-    const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });
     const convs = new Map([[5, group(5)], [6, group(6)]]);
     const state = { openId: 5, me: 1, conv: (id) => convs.get(id) ?? null, waits: new Map() };
-    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const view = open(state);
     view.render();
     const thumb = document.createElement('button');
     document.body.appendChild(thumb);
@@ -126,24 +113,15 @@ test('the photo viewer takes the focus, gives it back when closed, and closes wh
     state.openId = 6; // a notification's click opens another conversation
     view.render();
     assert.equal(document.body.find('lightbox'), null, 'the photo of conversation 5 stayed on screen over conversation 6');
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));
 
-test('a photo open full size closes when its message is deleted for everyone', async () => {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
+test('a photo open full size closes when its message is deleted for everyone', () =>
+  onPage(async (open) => {
     const photo = { conversationId: 5, seq: 1, senderId: 2, clientMsgId: 'c1', body: '', msgType: 'image', createdAt: '2026-01-01T10:00:00Z', attachments: [{ id: 'a1', name: 'view.jpg', contentType: 'image/jpeg', size: 10, width: 800, height: 600 }] };
     const conv = { id: 5, type: 'DIRECT', title: '', messages: new Map([[1, photo]]), visible: () => [photo], pendingList: () => [], peerId: () => 2, typingUsers: () => [], myRole: () => 'member', lastOwnSeq: () => 0, loaded: true, hasOlder: false };
     const state = { openId: 5, me: 1, conv: (id) => (id === 5 ? conv : null), waits: new Map() };
     const cache = { url: () => new Promise(() => {}) };
-    const view = createConversationView(state, { send() {}, typing() {} }, { uploader: {}, cache }, { back() {}, addMember() {}, info() {} });
+    const view = open(state, undefined, { uploader: {}, cache });
     view.render();
     const thumb = view.el.find('attachment-image');
     assert.ok(thumb, 'the photo is not shown');
@@ -157,19 +135,10 @@ test('a photo open full size closes when its message is deleted for everyone', a
     delete photo.msgType;
     view.render();
     assert.equal(document.body.find('lightbox'), null, 'the deleted photo stays on screen full size');
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));
 
-test('an edit may clear the text of a photo, not of a text message', async () => {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
+test('an edit may clear the text of a photo, not of a text message', () =>
+  onPage(async (open) => {
     const photo = { seq: 3, senderId: 1, body: 'at the beach', attachments: [{ id: 'u1', contentType: 'image/jpeg', name: 'a.jpg', size: 9 }], createdAt: '2026-12-06T08:00:00Z' };
     const text = { seq: 4, senderId: 1, body: 'hello', createdAt: '2026-12-06T08:01:00Z' };
     const messages = new Map([[3, photo], [4, text]]);
@@ -178,7 +147,7 @@ test('an edit may clear the text of a photo, not of a text message', async () =>
     const edits = [];
     const state = { openId: 5, me: 1, conv: (id) => (id === 5 ? conv : null), waits: new Map() };
     const sync = { send() {}, typing() {}, edit: async (cid, seq, body) => edits.push([cid, seq, body]) };
-    const view = createConversationView(state, sync, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const view = open(state, sync);
     const input = view.el.find('composer');
     const editLast = (value) => {
       input.value = '';
@@ -192,8 +161,4 @@ test('an edit may clear the text of a photo, not of a text message', async () =>
     mine = [text, photo];
     editLast('');
     assert.deepEqual(edits, [[5, 3, '']], 'the text of a photo could not be cleared');
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));
