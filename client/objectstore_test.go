@@ -14,36 +14,29 @@ import (
 	"testing"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
-// TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter:
-// an upload's bytes go straight to the object store when chatd keeps its
-// files there, and an object store asks a client over its request rate
-// to come back later with 429 and Retry-After, as chatd does. Upload
-// sends the PUT again after that wait (package doc, "Retry later"),
-// rather than returning the answer as an invalid request.
-func TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter(t *testing.T) {
+// storeBehind starts chatd keeping its files in an object store behind a
+// front that hands each presigned PUT (a client's upload) to put first:
+// put answers it and says true, or says false to let it through. Every
+// other request goes through with its Host kept, so the signatures hold.
+// It returns a group of users 1 and 2 and user 1's client.
+func storeBehind(t *testing.T, put func(w http.ResponseWriter, r *http.Request) bool) (chat.Conversation, *client.Client) {
+	t.Helper()
 	fake, err := s3fake.Start("chatd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fake.Close() })
-	// In front of the store: the first presigned PUT (the client's) is
-	// answered 429; everything else goes through, Host kept, so the
-	// signatures hold.
-	var limited atomic.Int32
 	target, _ := url.Parse("http://" + fake.Endpoint())
 	rp := httputil.NewSingleHostReverseProxy(target)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" && limited.CompareAndSwap(0, 1) {
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" && put(w, r) {
 			return
 		}
 		rp.ServeHTTP(w, r)
@@ -52,8 +45,28 @@ func TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter(t *tes
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
 		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
-	g := groupOf12(t, srv)
-	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	return groupOf12(t, srv), connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+}
+
+// TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter:
+// an upload's bytes go straight to the object store when chatd keeps its
+// files there, and an object store asks a client over its request rate
+// to come back later with 429 and Retry-After, as chatd does. Upload
+// sends the PUT again after that wait (package doc, "Retry later"),
+// rather than returning the answer as an invalid request.
+func TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter(t *testing.T) {
+	// The first presigned PUT (the client's) is answered 429.
+	var limited atomic.Int32
+	g, alice := storeBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if !limited.CompareAndSwap(0, 1) {
+			return false
+		}
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+		return true
+	})
 
 	start := time.Now()
 	a, err := alice.Upload(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte("the object store was busy")))
@@ -77,35 +90,20 @@ func TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter(t *tes
 // request wrong, and the same PUT sent again goes through. Upload sends
 // it again rather than returning it as an invalid request.
 func TestAnObjectStoresRequestTimeoutOnAPUTIsSentAgain(t *testing.T) {
-	fake, err := s3fake.Start("chatd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
 	// In front of the store: the next presigned PUT is answered with
 	// the status in fail (once); everything else goes through.
 	var fail, puts atomic.Int32
-	target, _ := url.Parse("http://" + fake.Endpoint())
-	rp := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" {
-			puts.Add(1)
-			if status := fail.Swap(0); status != 0 {
-				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(int(status))
-				_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>RequestTimeout</Code><Message>Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.</Message></Error>`))
-				return
-			}
+	g, alice := storeBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
+		puts.Add(1)
+		if status := fail.Swap(0); status != 0 {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(int(status))
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>RequestTimeout</Code><Message>Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.</Message></Error>`))
+			return true
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
-		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
-	g := groupOf12(t, srv)
-	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+		return false
+	})
 
 	for _, status := range []int32{http.StatusBadRequest, http.StatusRequestTimeout} {
 		fail.Store(status)
@@ -132,33 +130,18 @@ func TestAnObjectStoresRequestTimeoutOnAPUTIsSentAgain(t *testing.T) {
 // ticket (signed with fresh credentials) and sends the PUT again, rather
 // than returning the answer as an invalid request.
 func TestAnObjectStoresExpiredTokenOnAPUTGetsANewTicket(t *testing.T) {
-	fake, err := s3fake.Start("chatd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
 	var expired, puts atomic.Int32
-	target, _ := url.Parse("http://" + fake.Endpoint())
-	rp := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" {
-			puts.Add(1)
-			if expired.CompareAndSwap(0, 1) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(http.StatusBadRequest)
-				_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>`))
-				return
-			}
+	g, alice := storeBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
+		puts.Add(1)
+		if expired.CompareAndSwap(0, 1) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>`))
+			return true
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
-		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
-	g := groupOf12(t, srv)
-	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+		return false
+	})
 
 	a, err := alice.Upload(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte("signed with a stale token")))
 	if err != nil {
@@ -177,33 +160,17 @@ func TestAnObjectStoresExpiredTokenOnAPUTGetsANewTicket(t *testing.T) {
 // new ticket each time, until the attempts are spent; then Upload returns
 // the store's last answer, which says why, not an error wrapping nothing.
 func TestAnUploadWhosePUTsAreAllRefusedSaysWhy(t *testing.T) {
-	fake, err := s3fake.Start("chatd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
 	var puts atomic.Int32
-	target, _ := url.Parse("http://" + fake.Endpoint())
-	rp := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" {
-			puts.Add(1)
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
-			return
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
-		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
-	g := groupOf12(t, srv)
-	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	g, alice := storeBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
+		puts.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
+		return true
+	})
 
-	_, err = alice.UploadWithOptions(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte("refused")), client.UploadOptions{Attempts: 3})
+	_, err := alice.UploadWithOptions(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte("refused")), client.UploadOptions{Attempts: 3})
 	var e *client.Error
 	if !errors.As(err, &e) || e.Code != "gone" || e.Status != http.StatusForbidden || !strings.Contains(e.Message, "AccessDenied") {
 		t.Fatalf("upload whose every PUT was refused 403: %v (%#v), want the store's 403 AccessDenied (gone)", err, e)
