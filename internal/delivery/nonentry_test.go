@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,75 @@ func TestAMemberRemovedOnAnotherNodeGetsNoReadReceiptOfAnOlderMessageCommittedAf
 	})
 	if n := events(removed, chat.EventReadUpdated, conv.ID); n != 0 {
 		t.Fatalf("the removed member got %d read.updated committed after their removal", n)
+	}
+}
+
+// A read receipt waiting for the entry it came after (relayed late from
+// another node) goes out before a later one that comes with that entry:
+// the client keeps the last watermark it hears, which must be the newest.
+func TestAReadReceiptWaitingForItsEntryGoesOutBeforeALaterOneThatCameWithIt(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	if _, err := f.sessions.Open(ctx, "u2", "", 2, false, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fc := newConn("u2", true)
+	fc.hub = h
+	c := &stepConn{fakeConn: fc, writes: make(chan []chat.Ack, 8), step: make(chan struct{})}
+	fc.self = c
+	h.Attach(c, "u2", 2, false, true, 0)
+	<-h.Session("u2").Loaded()
+	written := func() {
+		t.Helper()
+		select {
+		case <-c.writes:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no write")
+		}
+	}
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) {
+		h.Deliver(ev)
+	}
+	written() // the pump is stuck writing the first message
+
+	late := sendSeqsAs(t, st, rec, conv.ID, 1, 1) // relayed late
+	seq := late[0].Seq
+	if _, err := st.MarkRead(ctx, conv.ID, 3, seq-1); err != nil {
+		t.Fatal(err)
+	}
+	older := rec.take()
+	if _, err := st.MarkRead(ctx, conv.ID, 3, seq); err != nil {
+		t.Fatal(err)
+	}
+	newer := rec.take()
+	online := true
+	for _, ev := range older { // committed here, routed at once: it waits for seq
+		h.Deliver(ev)
+	}
+	h.Deliver(chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{2}})
+	testkit.WaitFor(t, 5*time.Second, "the receipt and the presence to wait in the mailbox", func() bool {
+		return h.Session("u2").Queued() >= 2
+	})
+	c.step <- struct{}{}
+	written() // the presence: the older receipt waits for its entry
+	for _, ev := range append(late, newer...) {
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the entry and the newer receipt to wait in the mailbox", func() bool {
+		return h.Session("u2").Queued() >= 2
+	})
+	close(c.step)
+	testkit.WaitFor(t, 5*time.Second, "both receipts to reach the client", func() bool {
+		return events(fc, chat.EventReadUpdated, conv.ID) == 2
+	})
+	var got []int64
+	for _, p := range fc.packets() {
+		var ev chat.Event
+		if json.Unmarshal(p.Payload, &ev) == nil && ev.Type == chat.EventReadUpdated {
+			got = append(got, ev.Seq)
+		}
+	}
+	if want := []int64{seq - 1, seq}; !slices.Equal(got, want) {
+		t.Fatalf("read.updated seqs in the order sent: %v, want %v", got, want)
 	}
 }

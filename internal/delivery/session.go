@@ -701,23 +701,29 @@ func decideLater(st *stream, seq int64, blind bool) laterDecision {
 // stream never gets past their removal. Until then it waits (later), and
 // a live stream waits for those entries as for a gap (awaits); a
 // conversation with no stream makes the session re-read its
-// conversations, and the event waits for that answer.
+// conversations, and the event waits for that answer. An event that may
+// go out while earlier ones of its conversation still wait goes after
+// them (releaseLater): a client keeps the last read watermark or role it
+// hears, which must be the newest.
 func (s *Session) admit(it item) {
 	st := s.streams[it.conv]
 	blind := st == nil
 	if !blind {
 		switch decideLater(st, it.seq, false) {
 		case laterSend:
-			s.pending = append(s.pending, it)
-			return
+			if !s.waiting(it.conv) {
+				s.pending = append(s.pending, it)
+				return
+			}
 		case laterDrop:
 			return
-		}
-		if st.awaits(it.seq, time.Now()) {
-			if s.gapped == nil {
-				s.gapped = map[int64]*stream{}
+		default:
+			if st.awaits(it.seq, time.Now()) {
+				if s.gapped == nil {
+					s.gapped = map[int64]*stream{}
+				}
+				s.gapped[it.conv] = st
 			}
-			s.gapped[it.conv] = st
 		}
 	}
 	if s.later == nil {
@@ -730,6 +736,11 @@ func (s *Session) admit(it item) {
 	if blind {
 		s.resync()
 	}
+}
+
+// waiting reports whether an event of conversation id waits in s.later.
+func (s *Session) waiting(id int64) bool {
+	return s.later != nil && slices.ContainsFunc(*s.later, func(w laterEvent) bool { return w.it.conv == id })
 }
 
 // releaseLater queues the waiting events whose streams now have every
