@@ -471,9 +471,27 @@ func (t *Tracker) reapDead(ctx context.Context) {
 	}
 	claimed, err := t.cfg.Store.ClaimOffline(ctx, t.cfg.NodeID, users)
 	if !t.ok("claim presence", err) {
+		// Nobody else will claim them: their node is gone.
+		t.departAgain(users, gone)
+		t.signal()
 		return
 	}
 	t.announce(ctx, offlineEvents(users, claimed, gone))
+}
+
+// departAgain puts back the users whose offline claim failed among those
+// whose grace ran out (at: when each left), for the claim to be retried:
+// else nobody would tell their watchers, and their flag still says they
+// were announced online. A user connected here again, or leaving again,
+// is left as it is.
+func (t *Tracker) departAgain(users []int64, at map[int64]time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, u := range users {
+		if _, leaving := t.zeroAt[u]; t.users[u] == 0 && !leaving {
+			t.zeroAt[u] = at[u]
+		}
+	}
 }
 
 // onlineEvents announce users online, last seen now.
@@ -601,6 +619,9 @@ func (t *Tracker) process() time.Duration {
 		claimed, err := t.cfg.Store.ClaimOffline(ctx, t.cfg.NodeID, wentOffline)
 		if t.ok("claim presence", err) {
 			events = append(events, offlineEvents(wentOffline, claimed, offlineAt)...)
+		} else {
+			t.departAgain(wentOffline, offlineAt)
+			retry()
 		}
 	}
 	events = append(events, t.visibilityEvents(ctx, visibility)...)

@@ -21,6 +21,11 @@ type fakeStore struct {
 	elsewhere map[int64]bool
 	seen      map[int64]int
 	removed   bool
+	// claimFails is how many ClaimOffline calls fail still (a database
+	// out of reach).
+	claimFails int
+	// reaped is what the next ReapNodes returns (a dead node's users).
+	reaped map[int64]time.Time
 	// hold, when set, keeps Watchers waiting until it is closed (a slow
 	// database).
 	hold chan struct{}
@@ -68,6 +73,10 @@ func (f *fakeStore) ClaimOnline(_ context.Context, users []int64) ([]int64, erro
 func (f *fakeStore) ClaimOffline(_ context.Context, _ string, users []int64) (map[int64]time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.claimFails > 0 {
+		f.claimFails--
+		return nil, fmt.Errorf("database out of reach")
+	}
 	out := map[int64]time.Time{}
 	for _, u := range users {
 		if !f.elsewhere[u] {
@@ -87,7 +96,11 @@ func (f *fakeStore) Reassert(_ context.Context, node string, clients []string) e
 	return nil
 }
 func (f *fakeStore) ReapNodes(context.Context, string) (map[int64]time.Time, error) {
-	return nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.reaped
+	f.reaped = nil
+	return out, nil
 }
 func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64][]int64, error) {
 	f.mu.Lock()
@@ -228,6 +241,42 @@ func TestTrackerCountsConnectionsAndDebouncesOffline(t *testing.T) {
 	}
 	if !st.removed {
 		t.Fatal("Close did not remove the node")
+	}
+}
+
+// TestAUserWhoseOfflineClaimFailedIsStillAnnouncedOffline: the claim of
+// a user's departure fails once (the database briefly out of reach). The
+// claim is retried: else the watchers, told the user was online, would
+// show them online until they asked, and no node would ever tell them
+// otherwise (the user's flag still says announced online).
+func TestAUserWhoseOfflineClaimFailedIsStillAnnouncedOffline(t *testing.T) {
+	tr, st, hub := newTracker(t, Config{})
+	tr.Connected("a", "", 1)
+	waitEvents(t, hub, 1)
+	st.mu.Lock()
+	st.claimFails = 1
+	st.mu.Unlock()
+	tr.Disconnected("a", 1)
+	evs := waitEvents(t, hub, 2)
+	if evs[1].UserID != 1 || *evs[1].Online {
+		t.Fatalf("second event %+v, want user 1 offline", evs[1])
+	}
+}
+
+// TestADeadNodesUserWhoseOfflineClaimFailedIsStillAnnouncedOffline: the
+// users a crashed node left are claimed offline by the node that reaps
+// it; that claim fails once. It is retried: no other node will announce
+// them, the dead node's connections being cleared already.
+func TestADeadNodesUserWhoseOfflineClaimFailedIsStillAnnouncedOffline(t *testing.T) {
+	_, st, hub := newTracker(t, Config{Heartbeat: 20 * time.Millisecond})
+	left := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	st.mu.Lock()
+	st.claimFails = 1
+	st.reaped = map[int64]time.Time{7: left}
+	st.mu.Unlock()
+	evs := waitEvents(t, hub, 1)
+	if evs[0].UserID != 7 || *evs[0].Online || !evs[0].LastSeen.Equal(left) {
+		t.Fatalf("event %+v, want user 7 offline, last seen %v", evs[0], left)
 	}
 }
 
