@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -285,40 +286,70 @@ func (p *Presence) ClaimOnline(ctx context.Context, users []int64) ([]int64, err
 // announces them online again) or came before, with its connections
 // recorded, which this claim then sees.
 func (p *Presence) ClaimOffline(ctx context.Context, node string, users []int64) (map[int64]time.Time, error) {
-	out := make(map[int64]time.Time, len(users))
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM user_presence WHERE user_id = ANY($1::bigint[]) ORDER BY user_id FOR UPDATE`, users); err != nil {
-			return fmt.Errorf("lock presence: %w", err)
-		}
-		// A statement of its own: its snapshot, taken once the locks are
-		// held, holds the connections a claim that held them recorded.
-		rows, err := tx.Query(ctx, `
-			WITH gone AS (
-			  SELECT DISTINCT u FROM unnest($1::bigint[]) AS u
-			  WHERE NOT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
-			                    WHERE s.user_id = u AND s.node_id <> $2 AND n.heartbeat_at > now() - make_interval(secs => $3))),
-			told AS (UPDATE user_presence SET announced_online = false WHERE user_id IN (SELECT u FROM gone))
-			SELECT u, `+lastSeenSQL("u")+` FROM gone`, users, node, p.ttl.Seconds())
-		if err != nil {
-			return fmt.Errorf("claim presence: %w", err)
-		}
-		var (
-			u    int64
-			seen *time.Time
-		)
-		_, err = pgx.ForEachRow(rows, []any{&u, &seen}, func() error {
-			out[u] = time.Time{}
-			if seen != nil {
-				out[u] = seen.UTC()
-			}
-			return nil
-		})
-		return err
-	})
+	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
+		return nil, classify("claim presence", fmt.Errorf("acquire connection: %w", err))
+	}
+	defer conn.Release()
+	// One transaction in one round trip (pipelineTx): a departure costs
+	// this claim on top of its connection write.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(`SELECT 1 FROM user_presence WHERE user_id = ANY($1::bigint[]) ORDER BY user_id FOR UPDATE`, users)
+	// A statement of its own: its snapshot, taken once the locks are
+	// held, holds the connections a claim that held them recorded.
+	b.Queue(`
+		WITH gone AS (
+		  SELECT DISTINCT u FROM unnest($1::bigint[]) AS u
+		  WHERE NOT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
+		                    WHERE s.user_id = u AND s.node_id <> $2 AND n.heartbeat_at > now() - make_interval(secs => $3))),
+		told AS (UPDATE user_presence SET announced_online = false WHERE user_id IN (SELECT u FROM gone))
+		SELECT u, `+lastSeenSQL("u")+` FROM gone`, users, node, p.ttl.Seconds())
+	b.Queue("COMMIT")
+	out := make(map[int64]time.Time, len(users))
+	br := conn.Conn().SendBatch(ctx, b)
+	err = claimOfflineResults(br, out)
+	_ = br.Close()
+	if err != nil {
+		endOpenTx(conn.Conn())
 		return nil, classify("claim presence", err)
 	}
 	return out, nil
+}
+
+// claimOfflineResults reads ClaimOffline's batch into out.
+func claimOfflineResults(br pgx.BatchResults, out map[int64]time.Time) error {
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock presence: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("claim presence: %w", err)
+	}
+	var (
+		u    int64
+		seen *time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&u, &seen}, func() error {
+		out[u] = time.Time{}
+		if seen != nil {
+			out[u] = seen.UTC()
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("claim presence: %w", err)
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tag.String() != "COMMIT" {
+		return errors.New("claim presence: transaction rolled back")
+	}
+	return nil
 }
 
 // presenceSharersSQL pairs each subject among $1 with the users who share
