@@ -100,6 +100,11 @@ type Tracker struct {
 	// set by the run goroutine (and read only by it) once it stops.
 	closeCtx context.Context
 	closing  bool
+	// revived is set by the run goroutine (and read only by it) while
+	// the announcement that this node's users are online again, after
+	// another node took it for dead, is owed: the heartbeat reports the
+	// revival once, and a failed announcement is retried at the next.
+	revived bool
 
 	onlineUsers   prometheus.Gauge
 	pushed        *prometheus.CounterVec
@@ -411,6 +416,8 @@ func (t *Tracker) heartbeat() {
 	if !t.ok("heartbeat", err) {
 		return
 	}
+	t.revived = t.revived || revived
+	revived = t.revived
 	t.mu.Lock()
 	live := make([]string, 0, len(t.clients))
 	for id := range t.clients {
@@ -424,12 +431,17 @@ func (t *Tracker) heartbeat() {
 		}
 	}
 	t.mu.Unlock()
-	if len(live) > 0 && t.ok("record connections", t.cfg.Store.Reassert(ctx, t.cfg.NodeID, live)) &&
-		len(back) > 0 && !t.cfg.NoPush {
+	switch {
+	case len(live) > 0 && !t.ok("record connections", t.cfg.Store.Reassert(ctx, t.cfg.NodeID, live)):
+		// Announced once the next beat has repaired the flags.
+	case len(back) == 0 || t.cfg.NoPush:
+		t.revived = false
+	default:
 		// All of them, as before the claims: the node that took this one
 		// for dead may have announced them offline without claiming it
 		// (a chatd of before migration 0045).
 		if _, err := t.cfg.Store.ClaimOnline(ctx, back); t.ok("claim presence", err) {
+			t.revived = false
 			t.announce(ctx, onlineEvents(back, time.Now()))
 		}
 	}

@@ -24,6 +24,11 @@ type fakeStore struct {
 	// claimFails is how many ClaimOffline calls fail still (a database
 	// out of reach).
 	claimFails int
+	// claimOnlineFails is how many ClaimOnline calls fail still.
+	claimOnlineFails int
+	// revive makes the next Heartbeat report this node revived (another
+	// took it for dead).
+	revive bool
 	// reaped is what the next ReapNodes returns (a dead node's users).
 	reaped map[int64]time.Time
 	// hold, when set, keeps Watchers waiting until it is closed (a slow
@@ -31,7 +36,13 @@ type fakeStore struct {
 	hold chan struct{}
 }
 
-func (f *fakeStore) Heartbeat(context.Context, string) (bool, error) { return false, nil }
+func (f *fakeStore) Heartbeat(context.Context, string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	revived := f.revive
+	f.revive = false
+	return revived, nil
+}
 func (f *fakeStore) ResetNode(_ context.Context, node string, remove bool) ([]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -62,6 +73,10 @@ func (f *fakeStore) SetConnections(_ context.Context, node string, connected, _,
 func (f *fakeStore) ClaimOnline(_ context.Context, users []int64) ([]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.claimOnlineFails > 0 {
+		f.claimOnlineFails--
+		return nil, fmt.Errorf("database out of reach")
+	}
 	var out []int64
 	for _, u := range users {
 		if !f.elsewhere[u] {
@@ -277,6 +292,26 @@ func TestADeadNodesUserWhoseOfflineClaimFailedIsStillAnnouncedOffline(t *testing
 	evs := waitEvents(t, hub, 1)
 	if evs[0].UserID != 7 || *evs[0].Online || !evs[0].LastSeen.Equal(left) {
 		t.Fatalf("event %+v, want user 7 offline, last seen %v", evs[0], left)
+	}
+}
+
+// TestARevivedNodesUsersAreAnnouncedOnlineAgainThoughTheFirstClaimFailed:
+// another node took this one for dead and announced its users offline;
+// this node's next heartbeat finds that out (revived) and announces them
+// online again, but that claim fails once. The announcement is retried at
+// a later heartbeat: the heartbeat says revived only once, and the users,
+// connected here all along, would show offline until they reconnected.
+func TestARevivedNodesUsersAreAnnouncedOnlineAgainThoughTheFirstClaimFailed(t *testing.T) {
+	tr, st, hub := newTracker(t, Config{Heartbeat: 20 * time.Millisecond})
+	tr.Connected("a", "", 1)
+	waitEvents(t, hub, 1)
+	st.mu.Lock()
+	st.claimOnlineFails = 1
+	st.revive = true
+	st.mu.Unlock()
+	evs := waitEvents(t, hub, 2)
+	if evs[1].UserID != 1 || !*evs[1].Online {
+		t.Fatalf("second event %+v, want user 1 online", evs[1])
 	}
 }
 
