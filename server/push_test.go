@@ -266,7 +266,9 @@ func TestKilledDecidingNodesPushIsSentByAnother(t *testing.T) {
 
 // TestHangingPushServiceDoesNotSlowSends: with every recipient's push
 // service hanging, a 1,000-message burst is acknowledged as fast as
-// without devices (p99 PUBACK within noise).
+// without devices (p99 PUBACK within noise). Each side is the better of
+// two bursts: a slowdown the hanging pushes cause shows in both, a load
+// spike of the machine's other work (a browser test beside it) in one.
 func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 	srv, ep := startPushNode(t, map[string]string{"CHAT_PUSH_DELAY": "100ms", "CHAT_PUSH_MIN_INTERVAL": "100ms",
 		"CHAT_PUSH_TIMEOUT": "30s", "CHAT_PUSH_QUEUE_SIZE": "50"})
@@ -292,7 +294,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		return lat[len(lat)*99/100]
 	}
-	base := burst()
+	base := min(burst(), burst())
 	for u := int64(2); u <= 41; u++ {
 		name := fmt.Sprint("u", u)
 		subscribeDevice(t, srv, ep, u, name)
@@ -305,7 +307,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 		}
 	}
 	testkit.WaitFor(t, 10*time.Second, "pushes hanging", func() bool { return len(ep.Pushes()) >= 30 })
-	hanging := burst()
+	hanging := min(burst(), burst())
 	t.Logf("p99 PUBACK: %v without devices, %v with every push service hanging (%d requests hanging)", base, hanging, len(ep.Pushes()))
 	if hanging > 3*base+50*time.Millisecond {
 		t.Errorf("p99 PUBACK %v with hanging push services, %v without", hanging, base)
