@@ -412,10 +412,13 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", err)
 		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
 	}
+	// The takeover is next: bounded, it ends with the turn.
+	stopTakeover := h.boundTakeover(cl)
+	turn := func() { stopTakeover(); leave() }
 	ci := &clientInfo{userID: userID, persistent: persistent,
 		conn: &mqttConn{cl: cl, events: EventsTopic(userID)}, acks: newAckQueue(h.receiveMaximum()), qos0: newFlightLimit(h.receiveMaximum()),
 		session: sessionState{present: opened.Present, restore: opened.Subscriptions, expiry: expiry, capped: capped}, token: token,
-		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt, checked: checked, connected: leave}
+		authUntil: cred.until, byToken: cred.byToken, issuedAt: cred.issuedAt, checked: checked, connected: turn}
 	if persistent {
 		hidePersistence(cl)
 	}

@@ -56,7 +56,10 @@
 // tree (untree: the Hub delivers, the tree would route nothing and cost
 // ~2 KiB a connection). The CONNECTs of one client id on a node take
 // turns from the session's open to their CONNACK (connectorder.go), so the
-// connection mochi keeps is the one that holds the session.
+// connection mochi keeps is the one that holds the session; an old
+// connection that does not take its takeover's DISCONNECT within
+// TakeoverGrace is closed without it (takeover.go), so it cannot hold the
+// turn.
 //
 // Authentication: a connection with a transport identity (Config.PeerUser:
 // a verified TLS client certificate) is that user and its password is not

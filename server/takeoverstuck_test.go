@@ -1,0 +1,68 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// A phone that lost its network while deliveries filled its socket reads
+// nothing, and the node's write to it (a delivery, then the takeover's
+// DISCONNECT) blocks. Its reconnect with the same client id must not wait
+// for that write: it took over inside the CONNECT, under the client id's
+// connect turn, so the new connection got no CONNACK, and every later
+// CONNECT of the id was refused as unavailable after the send timeout,
+// until the write watchdog (30 s) or the keepalive freed the old socket.
+// The old connection is closed within the takeover's second instead.
+func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
+	srv, conv := startDirect(t, map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"})
+	old := rawClient(t, srv.MQTTAddr(), 1, "phone", 5, false)
+	old.HoldReading()
+
+	// 24 MiB to deliver: far beyond what the two sockets' buffers hold.
+	body := strings.Repeat("x", 1<<20-64)
+	for i := range 24 {
+		mustSendAs(t, srv, conv.ID, 2, fmt.Sprint(i, body))
+	}
+	// The read the old client was waiting in takes the first delivery:
+	// the rest of the burst is being written and cannot all fit.
+	nextPublish(t, old, "the first delivery", 10*time.Second, func(packets.Packet) bool { return true })
+
+	start := time.Now()
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "phone", Username: "1",
+		Password: testnode.Token(t, 1), Expiry: expiryFor(5, false)})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("reconnect over the stuck connection after %v: %v", took.Round(time.Millisecond), err)
+	}
+	t.Cleanup(c.Drop)
+	t.Logf("CONNACK 0x%02x after %v", ack.ReasonCode, took.Round(time.Millisecond))
+	if ack.ReasonCode != 0 || took > 3*time.Second {
+		t.Fatalf("reconnect over the stuck connection: CONNACK 0x%02x after %v, want 0x00 within 3s", ack.ReasonCode, took.Round(time.Millisecond))
+	}
+
+	// The old connection is closed: once it reads again, what was
+	// buffered comes, then its end.
+	old.ResumeReading()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		select {
+		case <-old.Done:
+			return
+		case _, ok := <-old.Publishes:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the old connection was not closed")
+		}
+	}
+}
