@@ -186,7 +186,8 @@ func (h *Chat) newToken() string {
 // does for a takeover on one node. Any other token (a connection that
 // already ended, or one of another process) is not this node's to close.
 // It does not block: the DISCONNECT is written on a goroutine of its own,
-// since a half-open socket can hold a write until its deadline.
+// since a half-open socket can hold a write until its deadline; one that
+// holds it past TakeoverGrace is closed without it (takeover.go).
 func (h *Chat) SessionTakenOver(clientID, token string) {
 	if !strings.HasPrefix(token, h.tokenPrefix) {
 		return
@@ -199,7 +200,11 @@ func (h *Chat) SessionTakenOver(clientID, token string) {
 		return
 	}
 	h.cfg.Metrics.TakenOver.Inc()
-	go func() { _ = h.server.DisconnectClient(cl, packets.ErrSessionTakenOver) }()
+	bound := h.closeAfterGrace(cl)
+	go func() {
+		_ = h.server.DisconnectClient(cl, packets.ErrSessionTakenOver)
+		bound.Stop()
+	}()
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).

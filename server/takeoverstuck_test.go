@@ -10,6 +10,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -65,4 +67,30 @@ func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
 			t.Fatal("the old connection was not closed")
 		}
 	}
+}
+
+// The same phone reconnecting through another node: the old node closes
+// its connection within the takeover's second of the notice, as a
+// takeover on one node does, not when its write watchdog (30 s) or its
+// keepalive frees the socket.
+func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testing.T) {
+	url := pgtest.NewDB(t)
+	env := map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"}
+	a := startNode(t, url, withNodeID(env, "a"))
+	b := startNode(t, url, withNodeID(env, "b"))
+	conv := mustDirect(t, context.Background(), a, 1, 2)
+	old := rawClient(t, a.MQTTAddr(), 1, "phone", 5, false)
+	old.HoldReading()
+	body := strings.Repeat("x", 1<<20-64)
+	for i := range 24 {
+		mustSendAs(t, a, conv.ID, 2, fmt.Sprint(i, body))
+	}
+	nextPublish(t, old, "the first delivery", 10*time.Second, func(packets.Packet) bool { return true })
+
+	if _, ack := dialAs(t, b.MQTTAddr(), 1, "phone", 5, false); ack.ReasonCode != 0 {
+		t.Fatalf("reconnect on node B: CONNACK 0x%02x", ack.ReasonCode)
+	}
+	// Node A's client ends (its delivery session with it) without the
+	// old client reading: reading would free the stuck write.
+	testkit.WaitFor(t, 4*time.Second, "node A closed the old connection", func() bool { return a.Hub.Session("phone") == nil })
 }
