@@ -273,7 +273,7 @@ func TestPushDecidedByAStoppedNodeIsSentByAnother(t *testing.T) {
 }
 
 func dumpJobs(r *rig) string {
-	rows, _ := r.pool.Query(context.Background(), `SELECT id, state, not_before - now(), lease_until - now(), attempts, device_ids FROM push_job`)
+	rows, _ := r.pool.Query(context.Background(), `SELECT id, state, not_before - now(), lease_until - now(), attempts, claims, device_ids FROM push_job`)
 	defer rows.Close()
 	s := ""
 	for rows.Next() {

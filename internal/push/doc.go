@@ -155,8 +155,10 @@
 // Kafka accepted counts as possibly shown (a recall removes it) though the
 // webhook refused it.
 // Outcomes are written back in batches by one goroutine, each only while
-// its claim still holds the push (the same attempt: one that comes back
-// after its lease ran out leaves another node's claim alone). A node that dies
+// its claim still holds the push (the same claim, push_job.claims, which
+// every claim moves up and nothing moves back, as a hand-back does
+// attempts: one that comes back after its lease ran out leaves another
+// node's claim alone, also one that node has handed back). A node that dies
 // mid-send leaves its claims to expire: another node (or itself after a
 // restart) sends them again, so a push goes out at least once and at most
 // once more per crash. A push service that hangs holds one worker for at

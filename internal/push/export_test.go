@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,16 +26,47 @@ func ClaimInTx(ctx context.Context, p *Pusher, tx pgx.Tx, n int) ([]int64, error
 	return ids, err
 }
 
-// WriteResult writes what a node's result writer writes for attempt
-// attempts of job id: outcome "retry" (its device d owed again), "shown"
-// (sent to a device) or "done" (nothing more to send).
-func WriteResult(ctx context.Context, p *Pusher, id int64, attempts int, outcome string, d int64) error {
-	r := result{id: id, attempts: attempts}
+// Claim is one claim of a push, as the node that made it knows it.
+type Claim struct{ j *job }
+
+// ID is the claimed push's.
+func (c Claim) ID() int64 { return c.j.id }
+
+// User is the claimed push's recipient.
+func (c Claim) User() int64 { return c.j.user }
+
+// ClaimsInTx claims up to n due pushes for lease in the caller's
+// transaction, as a node's claimer does.
+func ClaimsInTx(ctx context.Context, p *Pusher, tx pgx.Tx, n int, lease time.Duration) ([]Claim, error) {
+	jobs, err := p.claimInTx(ctx, tx, n, lease)
+	out := make([]Claim, len(jobs))
+	for i, j := range jobs {
+		out[i] = Claim{j}
+	}
+	return out, err
+}
+
+// WriteResult writes what a node's result writer writes for claim c:
+// outcome "retry" (its device d owed again), "uncounted retry" (the same,
+// the send cancelled by a stopping node), "shown" (sent to a device),
+// "skipped" (not needed any more), "release" (handed back unsent by a
+// stopping node) or "done" (nothing more to send).
+func WriteResult(ctx context.Context, p *Pusher, c Claim, outcome string, d int64) error {
+	r := result{id: c.j.id, attempts: c.j.attempts, claims: c.j.claims}
 	switch outcome {
 	case "retry":
 		r.retry = []int64{d}
+	case "uncounted retry":
+		r.retry, r.uncount = []int64{d}, true
 	case "shown":
 		r.shown = true
+	case "skipped":
+		r.skipped = true
+	case "release":
+		r.release = true
+	case "done":
+	default:
+		return fmt.Errorf("unknown outcome %q", outcome)
 	}
 	return p.applyResults(ctx, []result{r})
 }

@@ -126,7 +126,7 @@ func TestAStoppingNodeHandsBackOnlyTheClaimsItStillHolds(t *testing.T) {
 	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout = 1, 5*time.Second })
 	r.queuedBehindAHang()
 	// Its lease ran out and another node claimed it, as the claim does.
-	if _, err := r.pool.Exec(context.Background(), `UPDATE push_job SET attempts = attempts + 1, lease_until = now() + interval '1 minute'
+	if _, err := r.pool.Exec(context.Background(), `UPDATE push_job SET attempts = attempts + 1, claims = claims + 1, lease_until = now() + interval '1 minute'
 WHERE user_id = 2`); err != nil {
 		t.Fatal(err)
 	}

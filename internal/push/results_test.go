@@ -2,6 +2,7 @@ package push_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone: a node's
@@ -24,34 +29,23 @@ func TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone(t *testing.T) {
 	r := newRig(t)
 	dev := r.subscribe(2, "bob")
 	conv := r.direct(1, 2)
-	seq := r.send(conv, 1, "hi bob")
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM message WHERE conversation_id = $1 AND seq = $2
-AND created_at <= now() - interval '400 milliseconds'`, conv, seq)
+	r.send(conv, 1, "hi bob")
 	p, err := push.New(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := r.decide(ctx, p, conv); err != nil || n != 1 {
-		t.Fatalf("decided %d jobs (%v), want 1", n, err)
+	r.decideAll(p, []int64{conv}, 1)
+	first := r.claims(p, 10, 100*time.Millisecond)
+	if len(first) != 1 {
+		t.Fatalf("claimed %d pushes, want bob's", len(first))
 	}
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := push.ClaimInTx(ctx, p, tx, 10)
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("claimed %v (%v), want bob's push", ids, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Its lease ran out and another node claimed it, as the claim does.
-	if _, err := r.pool.Exec(ctx, `UPDATE push_job SET attempts = attempts + 1, lease_until = now() + interval '1 minute'
-WHERE id = $1`, ids[0]); err != nil {
-		t.Fatal(err)
+	// Its lease ran out and another node claimed it.
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE lease_until >= now()`)
+	if second := r.claims(p, 10, time.Minute); len(second) != 1 {
+		t.Fatalf("the second node claimed %d pushes, want bob's", len(second))
 	}
 	for _, outcome := range []string{"retry", "shown", "done"} {
-		if err := push.WriteResult(ctx, p, ids[0], 1, outcome, dev); err != nil {
+		if err := push.WriteResult(ctx, p, first[0], outcome, dev); err != nil {
 			t.Fatal(err)
 		}
 		var (
@@ -59,7 +53,7 @@ WHERE id = $1`, ids[0]); err != nil {
 			state    string
 			leased   bool
 		)
-		err := r.pool.QueryRow(ctx, `SELECT attempts, state, lease_until IS NOT NULL AND lease_until > now() FROM push_job WHERE id = $1`, ids[0]).
+		err := r.pool.QueryRow(ctx, `SELECT attempts, state, lease_until IS NOT NULL AND lease_until > now() FROM push_job WHERE id = $1`, first[0].ID()).
 			Scan(&attempts, &state, &leased)
 		if err != nil {
 			t.Fatalf("after the first attempt's late %q result: bob's push: %v", outcome, err)
@@ -69,6 +63,120 @@ WHERE id = $1`, ids[0]); err != nil {
 				outcome, attempts, state, leased)
 		}
 	}
+}
+
+// TestALateResultLeavesAPushALaterClaimHandedBackAlone: node A's claim of
+// a push ran out of lease, node B claimed it and handed it back (stopping:
+// released unsent, or its send cancelled, which is no attempt), so the
+// push is on the attempt A's claim was on again. A's result, coming back
+// late, is still not the push's: whatever it says, the push stays as B
+// left it, owed, and goes out at the next claim.
+func TestALateResultLeavesAPushALaterClaimHandedBackAlone(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type situation struct{ back, late string }
+	var cases []situation
+	for _, back := range []string{"release", "uncounted retry"} {
+		for _, late := range []string{"retry", "shown", "done", "skipped"} {
+			cases = append(cases, situation{back, late})
+		}
+	}
+	// One recipient (user 2+i) for each case.
+	devs := make(map[int64]int64)
+	var convs []int64
+	for i := range cases {
+		user := int64(2 + i)
+		devs[user] = r.subscribe(user, fmt.Sprint("user", user))
+		conv := r.direct(1, user)
+		r.send(conv, 1, "hi")
+		convs = append(convs, conv)
+	}
+	r.decideAll(p, convs, int64(len(convs)))
+	byUser := func(cs []push.Claim) map[int64]push.Claim {
+		m := make(map[int64]push.Claim)
+		for _, c := range cs {
+			m[c.User()] = c
+		}
+		if len(m) != len(cases) {
+			t.Fatalf("claimed the pushes of %d users, want %d\n%s", len(m), len(cases), dumpJobs(r))
+		}
+		return m
+	}
+	a := byUser(r.claims(p, 100, 100*time.Millisecond))
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE lease_until >= now()`)
+	b := byUser(r.claims(p, 100, time.Minute))
+	for i, c := range cases {
+		user := int64(2 + i)
+		if err := push.WriteResult(ctx, p, b[user], c.back, devs[user]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(user int64) string {
+		return pgtest.QueryOne[string](t, r.pool, `SELECT COALESCE((
+    SELECT format('state %s, attempts %s, lease %s, due %s, devices %s', state, attempts, lease_until, not_before, device_ids)
+    FROM push_job WHERE user_id = $1), 'no push')
+  || COALESCE((SELECT format(', last push %s', pushed_at) FROM push_last WHERE user_id = $1), ', no last push')`, user)
+	}
+	handedBack := make(map[int64]string)
+	for i := range cases {
+		handedBack[int64(2+i)] = state(int64(2 + i))
+	}
+	for i, c := range cases {
+		user := int64(2 + i)
+		if err := push.WriteResult(ctx, p, a[user], c.late, devs[user]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range cases {
+		user := int64(2 + i)
+		if got := state(user); got != handedBack[user] {
+			t.Errorf("B handed the push back (%s), then A's late %q result of its expired claim changed it:\n  %s\nwant as B left it:\n  %s",
+				c.back, c.late, got, handedBack[user])
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	// Still owed: the next claim sends each.
+	r.start(nil)
+	for i := range cases {
+		r.waitPushes(fmt.Sprint("user", 2+i), 1, 5*time.Second)
+	}
+}
+
+// decideAll decides convs' pushes, once their messages are Delay old, as
+// a decider does, until there are want of them.
+func (r *rig) decideAll(p *push.Pusher, convs []int64, want int64) {
+	r.t.Helper()
+	ctx := context.Background()
+	testkit.WaitFor(r.t, 5*time.Second, "the pushes decided", func() bool {
+		if err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			_, err := push.DecideInTx(ctx, p, tx, convs)
+			return err
+		}); err != nil {
+			r.t.Fatal(err)
+		}
+		return r.count(`SELECT count(*) FROM push_job WHERE conversation_id = ANY($1)`, convs) >= want
+	})
+}
+
+// claims claims up to n due pushes for lease, in a transaction of its own,
+// as a node's claimer does.
+func (r *rig) claims(p *push.Pusher, n int, lease time.Duration) []push.Claim {
+	r.t.Helper()
+	var cs []push.Claim
+	if err := pgx.BeginFunc(context.Background(), r.pool, func(tx pgx.Tx) error {
+		var err error
+		cs, err = push.ClaimsInTx(context.Background(), p, tx, n, lease)
+		return err
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+	return cs
 }
 
 // hangingHook is a webhook receiver whose first request never answers

@@ -67,7 +67,7 @@ WITH l AS (
     WHERE x.r + (SELECT count(*) FROM push_job b WHERE b.user_id = x.user_id AND b.state = 'sending' AND b.lease_until >= now()) <= $3
 ), j AS (
     UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
-                          attempts = p.attempts + 1,
+                          attempts = p.attempts + 1, claims = p.claims + 1,
                           covered = p.covered + COALESCE(o.covered, '{}'), count = p.count + COALESCE(o.n, 0)
     FROM c LEFT JOIN LATERAL (
         SELECT range_agg(x) AS covered, sum(o.count)::int AS n
@@ -76,7 +76,7 @@ WITH l AS (
         WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
     ) o ON true
     WHERE p.id = c.id
-    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.device_ids, p.covered, p.kafka_sent
+    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent
 ), taken AS (
     UPDATE push_job o SET state = 'sent', lease_until = NULL, device_ids = NULL
     FROM j
@@ -89,15 +89,15 @@ WITH l AS (
 )` + readJobSQL
 
 // recheckSQL reads claimed job $1 again, as claimSQL read it, when it is
-// still this claim's ($2 its attempts, its lease not over), and renews
+// still this claim's ($2 its claims, its lease not over), and renews
 // its lease for $3 seconds (the send starts now; $4 is MaxAge): a push that waited in
 // the queue is sent as things are when it leaves (recheck). No row: the
 // lease ran out, and the job is another claim's now.
 const recheckSQL = `
 WITH j AS (
     UPDATE push_job SET lease_until = now() + make_interval(secs => $3)
-    WHERE id = $1 AND attempts = $2 AND state = 'sending' AND lease_until > now()
-    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, device_ids, covered, kafka_sent
+    WHERE id = $1 AND claims = $2 AND state = 'sending' AND lease_until > now()
+    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, claims, device_ids, covered, kafka_sent
 )` + readJobSQL
 
 // readJobSQL reads, for the claimed jobs j, what sending them needs
@@ -107,7 +107,7 @@ WITH j AS (
 // must not either.
 const readJobSQL = `
 SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
-       CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts,
+       CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims,
        lm.seq IS NOT NULL OR (j.kind = 'remove' AND EXISTS (
            -- a notification of the pair that may be on a device: a remove
            -- for one that never left the queue (recheck) has nothing to take away
@@ -180,6 +180,7 @@ type device struct {
 type job struct {
 	id, user, conv, seq, sender int64
 	count, attempts             int
+	claims                      int // which claim of the job this is (push_job.claims)
 	remove                      bool
 	live                        bool   // a remove, or a notification with a message left to show
 	silenced                    string // why a notification is not live: a skip reason
@@ -219,6 +220,7 @@ const (
 type result struct {
 	id       int64
 	attempts int
+	claims   int     // the claim it is the result of: written only while the job is on it
 	gone     []int64 // devices to delete (404/410)
 	retry    []int64 // devices still owed
 	after    time.Duration
@@ -247,7 +249,7 @@ func (p *Pusher) send(ctx context.Context) {
 			defer workers.Done()
 			for j := range queue {
 				if ctx.Err() != nil {
-					results <- result{id: j.id, attempts: j.attempts, release: true}
+					results <- result{id: j.id, attempts: j.attempts, claims: j.claims, release: true}
 					continue
 				}
 				if time.Since(j.claimed) >= recheckAfter {
@@ -256,7 +258,7 @@ func (p *Pusher) send(ctx context.Context) {
 						// Stopping cancelled the read: the claim is
 						// handed back as a queued one is (only while
 						// it is still this claim).
-						results <- result{id: j.id, attempts: j.attempts, release: true}
+						results <- result{id: j.id, attempts: j.attempts, claims: j.claims, release: true}
 						continue
 					}
 					if err != nil || fresh == nil {
@@ -402,7 +404,7 @@ func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Dur
 func (p *Pusher) recheck(ctx context.Context, j *job) (*job, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	jobs, err := p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.attempts, p.lease().Seconds(), p.cfg.MaxAge.Seconds())
+	jobs, err := p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.claims, p.lease().Seconds(), p.cfg.MaxAge.Seconds())
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -426,7 +428,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 	for rows.Next() {
 		j := &job{claimed: now}
 		var devs []byte
-		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.live,
+		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.live,
 			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent); err != nil {
 			return nil, err
 		}
@@ -440,7 +442,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 
 // process sends one job to its devices, each at the same time.
 func (p *Pusher) process(ctx context.Context, j *job) result {
-	r := result{id: j.id, attempts: j.attempts, skipped: true}
+	r := result{id: j.id, attempts: j.attempts, claims: j.claims, skipped: true}
 	// Earlier attempts may have reached a device.
 	maybeShown := !j.remove && j.attempts > 1
 	switch {
@@ -526,7 +528,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		// theirs, so it does not count toward MaxAttempts. Sent to no
 		// device, the claim goes back as a queued one does.
 		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff }) {
-			return result{id: j.id, attempts: j.attempts, gone: r.gone, release: true, kafkaSent: r.kafkaSent}
+			return result{id: j.id, attempts: j.attempts, claims: j.claims, gone: r.gone, release: true, kafkaSent: r.kafkaSent}
 		}
 		r.uncount = true
 	}
@@ -590,28 +592,29 @@ func (p *Pusher) writeResults(in <-chan result) {
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var (
 		done, shown, gone, released, noPush []int64
-		doneAttempts, shownAttempts         []int
-		releasedAttempts                    []int
+		doneClaims, shownClaims             []int
+		releasedClaims, noPushClaims        []int
 		b                                   pgx.Batch
 	)
 	// A result is written only while its claim holds the job: the same
-	// attempt, still 'sending'. One that comes back after its lease ran
-	// out (another claim's now, with attempts moved on) must not end,
-	// reschedule or release that claim's push.
+	// claim (push_job.claims, which only goes up: attempts goes back down
+	// when a claim is handed back or its send cancelled), still 'sending'.
+	// One that comes back after its lease ran out (another claim's now,
+	// or one that claim handed back) must not end, reschedule or release
+	// the push.
 	for _, r := range rs {
 		gone = append(gone, r.gone...)
 		if len(r.kafkaSent) > 0 && (r.release || len(r.retry) > 0) {
-			// Before the statement below, which may change attempts.
 			b.Queue(`UPDATE push_job SET kafka_sent = COALESCE(kafka_sent, '{}') || $2
-WHERE id = $1 AND attempts = $3 AND state = 'sending'`, r.id, r.kafkaSent, r.attempts)
+WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.kafkaSent, r.claims)
 		}
 		switch {
 		case r.lost:
 		case r.release:
-			released, releasedAttempts = append(released, r.id), append(releasedAttempts, r.attempts)
+			released, releasedClaims = append(released, r.id), append(releasedClaims, r.claims)
 			if r.attempts == 1 {
 				// Handed back unsent: its claim was no push either.
-				noPush = append(noPush, r.id)
+				noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 			}
 		case len(r.retry) > 0:
 			uncount := 0
@@ -619,14 +622,14 @@ WHERE id = $1 AND attempts = $3 AND state = 'sending'`, r.id, r.kafkaSent, r.att
 				uncount = 1
 			}
 			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL, attempts = attempts - $5,
-not_before = now() + make_interval(secs => $3) WHERE id = $1 AND attempts = $4 AND state = 'sending'`,
-				r.id, r.retry, r.after.Seconds(), r.attempts, uncount)
+not_before = now() + make_interval(secs => $3) WHERE id = $1 AND claims = $4 AND state = 'sending'`,
+				r.id, r.retry, r.after.Seconds(), r.claims, uncount)
 		case r.shown:
-			shown, shownAttempts = append(shown, r.id), append(shownAttempts, r.attempts)
+			shown, shownClaims = append(shown, r.id), append(shownClaims, r.claims)
 		default:
-			done, doneAttempts = append(done, r.id), append(doneAttempts, r.attempts)
+			done, doneClaims = append(done, r.id), append(doneClaims, r.claims)
 			if r.skipped {
-				noPush = append(noPush, r.id)
+				noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 			}
 		}
 	}
@@ -646,22 +649,23 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1 AND attempts = $4 A
 		// minimum interval counts from the one before, which is at least
 		// that long ago (the claim was due), so the next push of the pair
 		// is held back by none. Only while it is still that first claim
-		// (not claimed again, nor taken over by a newer one: 'sent').
+		// (the same claim, and one that counted the first attempt; not
+		// taken over by a newer one: 'sent').
 		b.Queue(`
 WITH j AS (
-    SELECT user_id, conversation_id FROM push_job
-    WHERE id = ANY($1) AND kind = 'message' AND attempts = 1 AND state = 'sending'
+    SELECT p.user_id, p.conversation_id FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
+    WHERE p.id = r.id AND p.claims = r.claims AND p.kind = 'message' AND p.attempts = 1 AND p.state = 'sending'
 ), l AS (
     UPDATE push_last l SET pushed_at = '-infinity'
     FROM j WHERE l.user_id = j.user_id AND l.conversation_id = j.conversation_id
 )
 UPDATE push_job p SET not_before = now()
 FROM j WHERE p.user_id = j.user_id AND p.conversation_id = j.conversation_id
-  AND p.kind = 'message' AND p.state = 'pending' AND p.not_before > now()`, noPush)
+  AND p.kind = 'message' AND p.state = 'pending' AND p.not_before > now()`, noPush, noPushClaims)
 	}
 	if len(done) > 0 {
-		b.Queue(`DELETE FROM push_job p USING unnest($1::bigint[], $2::int[]) AS r(id, attempts)
-WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, done, doneAttempts)
+		b.Queue(`DELETE FROM push_job p USING unnest($1::bigint[], $2::int[]) AS r(id, claims)
+WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, done, doneClaims)
 	}
 	if len(shown) > 0 {
 		// The pair's newest sent notification is what its devices show
@@ -669,20 +673,20 @@ WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, done, do
 		// left by two writers at once is never the newest, which is all
 		// a recall looks at).
 		b.Queue(`UPDATE push_job p SET state = 'sent', lease_until = NULL, device_ids = NULL
-FROM unnest($1::bigint[], $2::int[]) AS r(id, attempts)
-WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, shown, shownAttempts)
-		b.Queue(`DELETE FROM push_job o USING unnest($1::bigint[], $2::int[]) AS r(id, attempts), push_job n
-WHERE n.id = r.id AND n.attempts = r.attempts AND n.state = 'sent'
+FROM unnest($1::bigint[], $2::int[]) AS r(id, claims)
+WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, shown, shownClaims)
+		b.Queue(`DELETE FROM push_job o USING unnest($1::bigint[], $2::int[]) AS r(id, claims), push_job n
+WHERE n.id = r.id AND n.claims = r.claims AND n.state = 'sent'
   AND o.conversation_id = n.conversation_id AND o.user_id = n.user_id
-  AND o.kind = 'message' AND o.state = 'sent' AND o.id < n.id`, shown, shownAttempts)
+  AND o.kind = 'message' AND o.state = 'sent' AND o.id < n.id`, shown, shownClaims)
 	}
 	if len(released) > 0 {
 		// Only the claims this node still holds: one whose lease ran out
-		// while it waited in the queue may be another claim's now (its
-		// attempts moved on), which must keep its lease and count.
+		// while it waited in the queue may be another claim's now, which
+		// must keep its lease and count.
 		b.Queue(`UPDATE push_job p SET lease_until = NULL, attempts = p.attempts - 1
-FROM unnest($1::bigint[], $2::int[]) AS r(id, attempts)
-WHERE p.id = r.id AND p.attempts = r.attempts AND p.state = 'sending'`, released, releasedAttempts)
+FROM unnest($1::bigint[], $2::int[]) AS r(id, claims)
+WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, releasedClaims)
 	}
 	if err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, &b).Close()
