@@ -244,3 +244,40 @@ func TestASendCancelledByAStoppingNodeIsNoAttempt(t *testing.T) {
 		t.Fatalf("the webhook got %d requests, want the cancelled one and the next node's", n)
 	}
 }
+
+// TestANotificationAStoppingNodeSentToADeviceIsKeptAsShown: a stopping
+// node cancelled a push's send to one device after another device got it
+// (no attempt: the push is owed to the first device again, attempts as
+// before the claim). By the next claim the user has read the message, so
+// nothing more is sent; the notification is on a device all the same and
+// is kept as the pair's sent one, so a recall removes it.
+func TestANotificationAStoppingNodeSentToADeviceIsKeptAsShown(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.subscribe(2, "phone")
+	owed := r.subscribe(2, "laptop")
+	conv := r.direct(1, 2)
+	seq := r.send(conv, 1, "hi bob")
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.decideAll(p, []int64{conv}, 1)
+	cs := r.claims(p, 10, time.Minute)
+	if len(cs) != 1 {
+		t.Fatalf("claimed %d pushes, want bob's", len(cs))
+	}
+	// The phone got it; the laptop's send was cancelled by the stop.
+	if err := push.WriteResult(ctx, p, cs[0], "uncounted retry", owed); err != nil {
+		t.Fatal(err)
+	}
+	r.ack(conv, 2, seq)
+	r.start(nil)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sent'`); n != 1 {
+		t.Fatalf("bob's notification, on his phone, after the next claim found it read: %d kept as sent, want 1 (a recall must remove it)\n%s", n, dumpJobs(r))
+	}
+	if got := len(r.ep.Of("laptop")); got != 0 {
+		t.Fatalf("the laptop got %d pushes of a read message, want none", got)
+	}
+}

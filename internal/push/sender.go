@@ -107,7 +107,7 @@ WITH j AS (
 // must not either.
 const readJobSQL = `
 SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
-       CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims,
+       CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims, j.device_ids IS NOT NULL,
        lm.seq IS NOT NULL OR (j.kind = 'remove' AND EXISTS (
            -- a notification of the pair that may be on a device: a remove
            -- for one that never left the queue (recheck) has nothing to take away
@@ -180,7 +180,8 @@ type device struct {
 type job struct {
 	id, user, conv, seq, sender int64
 	count, attempts             int
-	claims                      int // which claim of the job this is (push_job.claims)
+	claims                      int  // which claim of the job this is (push_job.claims)
+	owedAgain                   bool // an earlier claim's send left devices owed (push_job.device_ids)
 	remove                      bool
 	live                        bool   // a remove, or a notification with a message left to show
 	silenced                    string // why a notification is not live: a skip reason
@@ -428,7 +429,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 	for rows.Next() {
 		j := &job{claimed: now}
 		var devs []byte
-		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.live,
+		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.owedAgain, &j.live,
 			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent); err != nil {
 			return nil, err
 		}
@@ -443,8 +444,10 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 // process sends one job to its devices, each at the same time.
 func (p *Pusher) process(ctx context.Context, j *job) result {
 	r := result{id: j.id, attempts: j.attempts, claims: j.claims, skipped: true}
-	// Earlier attempts may have reached a device.
-	maybeShown := !j.remove && j.attempts > 1
+	// Earlier attempts may have reached a device, and so may an earlier
+	// claim whose send a stopping node cancelled (no attempt, but only
+	// ever after a device got the push: else it is handed back).
+	maybeShown := !j.remove && (j.attempts > 1 || j.owedAgain)
 	switch {
 	case !j.member && !j.remove:
 		// A remove goes to a former member too: their devices may show
