@@ -25,16 +25,15 @@ import (
 // The old connection is closed within the takeover's second instead.
 func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
 	srv, conv := startDirect(t, map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"})
-	old := rawClient(t, srv.MQTTAddr(), 1, "phone", 5, false)
-	old.HoldReading()
+	old := stuckPhone(t, srv.MQTTAddr())
 
 	// 24 MiB to deliver: far beyond what the two sockets' buffers hold.
 	body := strings.Repeat("x", 1<<20-64)
 	for i := range 24 {
 		mustSendAs(t, srv, conv.ID, 2, fmt.Sprint(i, body))
 	}
-	// The read the old client was waiting in takes the first delivery:
-	// the rest of the burst is being written and cannot all fit.
+	// The first delivery is taken: the rest of the burst is being
+	// written and cannot all fit.
 	nextPublish(t, old, "the first delivery", 10*time.Second, func(packets.Packet) bool { return true })
 
 	start := time.Now()
@@ -50,9 +49,8 @@ func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
 		t.Fatalf("reconnect over the stuck connection: CONNACK 0x%02x after %v, want 0x00 within 3s", ack.ReasonCode, took.Round(time.Millisecond))
 	}
 
-	// The old connection is closed: once it reads again, what was
-	// buffered comes, then its end.
-	old.ResumeReading()
+	// The old connection is closed: once it reads again (its Publishes
+	// taken), what was buffered comes, then its end.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
@@ -79,8 +77,7 @@ func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testin
 	a := startNode(t, url, withNodeID(env, "a"))
 	b := startNode(t, url, withNodeID(env, "b"))
 	conv := mustDirect(t, context.Background(), a, 1, 2)
-	old := rawClient(t, a.MQTTAddr(), 1, "phone", 5, false)
-	old.HoldReading()
+	old := stuckPhone(t, a.MQTTAddr())
 	body := strings.Repeat("x", 1<<20-64)
 	for i := range 24 {
 		mustSendAs(t, a, conv.ID, 2, fmt.Sprint(i, body))
@@ -93,4 +90,24 @@ func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testin
 	// Node A's client ends (its delivery session with it) without the
 	// old client reading: reading would free the stuck write.
 	testkit.WaitFor(t, 4*time.Second, "node A closed the old connection", func() bool { return a.Hub.Session("phone") == nil })
+}
+
+// stuckPhone connects user 1's persistent client "phone" subscribed to its
+// events, reading no further than one delivery the test has not taken: a
+// phone whose network went away, so what the node writes to it fills the
+// socket. (HoldReading would race the client's read of its SUBACK: a
+// hold taken before the read loop waits again stops it short of the
+// first delivery the tests wait for.)
+func stuckPhone(t *testing.T, addr string) *mqtttest.Client {
+	t.Helper()
+	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "phone", Username: "1",
+		Password: testnode.Token(t, 1), Expiry: expiryFor(5, false), ReadBuffer: 1})
+	if err != nil {
+		t.Fatalf("connect phone: %v", err)
+	}
+	t.Cleanup(c.Drop)
+	if codes, err := c.Subscribe(testnode.EventsTopic(1)); err != nil || len(codes) != 1 || codes[0] >= 0x80 {
+		t.Fatalf("subscribe events: %v %v", codes, err)
+	}
+	return c
 }
