@@ -533,6 +533,10 @@ test('a click or Enter on a conversation opens it though the inbox is rebuilt me
   await closeConversation(a.page);
   await a.page.getByTestId('no-conversation').waitFor();
   await row(a.page, e.id).waitFor();
+  // The new conversation's row settles on top (its message is the
+  // newest) before the rows are measured: pressed while it still moved
+  // up, the press would land on the other conversation's row.
+  await eventually(async () => assert.ok((await boxOf(row(a.page, e.id))).y < (await boxOf(row(a.page, d.id))).y, 'the new conversation is not above'));
   const below = await boxOf(row(a.page, d.id));
   // The pressed row is rebuilt before the release too: the browser then
   // sends its click to the row under the pointer, which is not the one
