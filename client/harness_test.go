@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	chat "github.com/chatd/chatd"
@@ -419,4 +421,27 @@ func sendAsync(t *testing.T, c *client.Client, conv int64, body string, within t
 		res <- sent{seq, err}
 	}()
 	return res
+}
+
+// handOwedEntry injects a message.new of seq in conv, as a redelivery of
+// an entry the user's leave still owed, and waits until the dispatcher
+// has handed it on (a typing event injected after it comes out). The
+// entry is the user's: it must be handed on whatever Positions says.
+func handOwedEntry(t *testing.T, c *client.Client, conv, seq int64) {
+	t.Helper()
+	c.InjectEvent(fmt.Appendf(nil, `{"type":"message.new","conversationId":%d,"seq":%d,"senderId":1,"clientMsgId":%q,"body":"owed","createdAt":"2026-01-01T00:00:00Z"}`,
+		conv, seq, uuid.NewString()))
+	c.InjectEvent([]byte(`{"type":"typing","conversationId":1,"userId":1}`))
+	handed := false
+	if !watchEvents(t, c, 10*time.Second, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == conv && ev.Seq == seq {
+			handed = true
+		}
+		return ev.Type == client.EventTyping
+	}) {
+		t.Fatalf("the typing event after the owed entry %d did not come within 10s", seq)
+	}
+	if !handed {
+		t.Fatalf("the owed entry %d was not handed on", seq)
+	}
 }

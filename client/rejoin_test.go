@@ -3,11 +3,8 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -126,22 +123,7 @@ func TestTheOwedTailOfAConversationLeftWhileOfflineDoesNotBringItBackToPositions
 	srv, _, a, _ := sender(t)
 	g, b, _ := removedWhileOffline(t, srv, a, "tail after the inbox") // seqs 1, 2
 	// An entry of the owed tail that comes after the inbox read.
-	late := fmt.Sprintf(`{"type":"message.new","conversationId":%d,"seq":3,"senderId":1,"clientMsgId":%q,"body":"owed","createdAt":"2026-01-01T00:00:00Z"}`,
-		g.ID, uuid.NewString())
-	b.InjectEvent([]byte(late))
-	b.InjectEvent([]byte(`{"type":"typing","conversationId":1,"userId":1}`))
-	handed := false
-	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
-		if ev.Type == client.EventMessageNew && ev.ConversationID == g.ID && ev.Seq == 3 {
-			handed = true
-		}
-		return ev.Type == client.EventTyping
-	}) {
-		t.Fatal("the typing event after the late entry did not come within 10s")
-	}
-	if !handed {
-		t.Fatal("the owed entry was not handed on")
-	}
+	handOwedEntry(t, b, g.ID, 3)
 	if h, ok := b.Positions()[g.ID]; ok {
 		t.Fatalf("the group is back in Positions (at %d) after a late entry of what its leave owed", h)
 	}
@@ -226,22 +208,7 @@ func TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions(t *test
 	}
 	b.DropEvents(nil)
 	// The owed entry, after member.removed.
-	late := fmt.Sprintf(`{"type":"message.new","conversationId":%d,"seq":2,"senderId":1,"clientMsgId":%q,"body":"owed","createdAt":"2026-01-01T00:00:00Z"}`,
-		g.ID, uuid.NewString())
-	b.InjectEvent([]byte(late))
-	b.InjectEvent([]byte(`{"type":"typing","conversationId":1,"userId":1}`))
-	handed := false
-	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
-		if ev.Type == client.EventMessageNew && ev.ConversationID == g.ID && ev.Seq == 2 {
-			handed = true
-		}
-		return ev.Type == client.EventTyping
-	}) {
-		t.Fatal("the typing event after the owed entry did not come within 10s")
-	}
-	if !handed {
-		t.Fatal("the owed entry was not handed on")
-	}
+	handOwedEntry(t, b, g.ID, 2)
 	if h, ok := b.Positions()[g.ID]; ok {
 		t.Fatalf("the group is back in Positions (at %d) after an owed entry that came after member.removed", h)
 	}

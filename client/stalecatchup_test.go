@@ -93,21 +93,7 @@ func TestAnInboxReadBeforeALiveRemovalDoesNotBringTheConversationBack(t *testing
 	waitClosed(t, applied, "the catch-up to apply its inbox read")
 
 	// What the leave owed, after the catch-up: handed on, not tracked.
-	b.InjectEvent(fmt.Appendf(nil, `{"type":"message.new","conversationId":%d,"seq":2,"senderId":1,"clientMsgId":%q,"body":"owed","createdAt":"2026-01-01T00:00:00Z"}`,
-		g.ID, uuid.NewString()))
-	b.InjectEvent([]byte(`{"type":"typing","conversationId":1,"userId":1}`))
-	handed := false
-	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
-		if ev.Type == client.EventMessageNew && ev.ConversationID == g.ID && ev.Seq == 2 {
-			handed = true
-		}
-		return ev.Type == client.EventTyping
-	}) {
-		t.Fatal("the typing event after the owed entry did not come within 10s")
-	}
-	if !handed {
-		t.Fatal("the owed entry was not handed on")
-	}
+	handOwedEntry(t, b, g.ID, 2)
 	if h, ok := b.Positions()[g.ID]; ok {
 		t.Fatalf("the group is back in Positions (at %d): an inbox read from before the live member.removed ended it", h)
 	}
