@@ -74,12 +74,7 @@ func TestPrunerDeletesOnlyRowsOlderThanRetention(t *testing.T) {
 // consumers would never get them. Once no relay holds the lease, it prunes
 // again.
 func TestThePrunerDeletesNothingWhileARelayServesTheOutbox(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ctx := context.Background()
-	ev := newEvents(pool)
-	if err := ev.insert(ctx, 2*time.Hour, 1, 1, 2); err != nil { // 3 rows a relay could not publish for 2 h
-		t.Fatal(err)
-	}
+	pool, ctx := threeUnpublishedRows(t)
 	// A relay whose Kafka is down: it holds the lease and keeps the rows.
 	reg := prometheus.NewRegistry()
 	rl := start(t, newRelay(t, pool, testConfig(t, testkit.FreePort(t), reg)).Run)
@@ -195,12 +190,7 @@ func TestThePrunerTurnsOutboxRowsOffOnlyAfterItsRetentionWithoutARelay(t *testin
 // not delete them: it prunes only while no relay session is connected,
 // as it turns outbox rows off only then.
 func TestThePrunerDeletesNothingWhileARelayStandsByForTheLease(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ctx := context.Background()
-	ev := newEvents(pool)
-	if err := ev.insert(ctx, 2*time.Hour, 1, 1, 2); err != nil { // 3 rows a relay could not publish for 2 h
-		t.Fatal(err)
-	}
+	pool, ctx := threeUnpublishedRows(t)
 	// A session of its own, not the pool's: closed at cleanup whatever
 	// the test found.
 	cfg := pool.Config().ConnConfig.Copy()
@@ -223,6 +213,18 @@ func TestThePrunerDeletesNothingWhileARelayStandsByForTheLease(t *testing.T) {
 // prunesNothingOfThree makes a pruner and has it prune once, beside what
 // beside says may read the outbox: of the outbox's 3 unpublished rows it
 // must delete none. It returns the pruner.
+// threeUnpublishedRows gives a database whose outbox holds 3 rows a
+// relay could not publish for 2 hours (Kafka down), past any retention.
+func threeUnpublishedRows(t *testing.T) (*pgxpool.Pool, context.Context) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	if err := newEvents(pool).insert(ctx, 2*time.Hour, 1, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	return pool, ctx
+}
+
 func prunesNothingOfThree(t *testing.T, ctx context.Context, pool *pgxpool.Pool, beside string) *relay.Pruner {
 	t.Helper()
 	p, err := relay.NewPruner(pool, relay.PrunerConfig{Logger: testLogger(t)})
@@ -245,12 +247,7 @@ func prunesNothingOfThree(t *testing.T, ctx context.Context, pool *pgxpool.Pool,
 // publish: a pruner pass during that backoff must delete none of them,
 // so a relay session stays connected throughout.
 func TestThePrunerDeletesNothingWhileALeaderBacksOffAfterADatabaseError(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ctx := context.Background()
-	ev := newEvents(pool)
-	if err := ev.insert(ctx, 2*time.Hour, 1, 1, 2); err != nil { // 3 rows a relay could not publish for 2 h
-		t.Fatal(err)
-	}
+	pool, ctx := threeUnpublishedRows(t)
 	reg := prometheus.NewRegistry()
 	cfg := testConfig(t, testkit.FreePort(t), reg) // Kafka down: the relay keeps the rows
 	cfg.BackoffMin, cfg.BackoffMax = 3*time.Second, 3*time.Second
