@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"testing"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media/mediatest"
 )
 
@@ -21,15 +20,10 @@ func TestAnEditClearsTheTextOfAMessageWithFilesButNotOfATextMessage(t *testing.T
 	e.withAttachments()
 	const owner, member = 1, 2
 	g := e.group(owner, member)
-	photo := mediatest.JPEG(40, 30)
-	var tk chat.UploadTicket
-	e.must(http.StatusCreated, owner, "POST", "/v1/uploads", map[string]any{"conversationId": g, "name": "a.jpg", "contentType": "image/jpeg", "size": len(photo)}, &tk)
-	if r := e.do(owner, "PUT", "/v1/uploads/"+tk.UploadID, photo, withHeader("Content-Type", "image/jpeg")); r.status != http.StatusOK {
-		t.Fatalf("PUT upload: %d %s", r.status, truncate(r.body))
-	}
+	upload := e.uploadPhoto(owner, g, mediatest.JPEG(40, 30))
 	var sent struct{ Seq int64 }
 	e.must(http.StatusCreated, owner, "POST", pathf("/v1/conversations/%d/messages", g),
-		map[string]any{"clientMsgId": newID(), "body": "the view", "attachments": []map[string]string{{"uploadId": tk.UploadID}}}, &sent)
+		map[string]any{"clientMsgId": newID(), "body": "the view", "attachments": []map[string]string{{"uploadId": upload}}}, &sent)
 	text := e.sendMsg(owner, g, newID(), "words")
 
 	// The photo's text cleared, over HTTP.
@@ -95,15 +89,10 @@ func TestAnEditWithoutABodyIsRefusedNotReadAsClearingTheText(t *testing.T) {
 	e := newEnv(t)
 	e.withAttachments()
 	g := e.group(1, 2)
-	photo := mediatest.JPEG(40, 30)
-	var tk chat.UploadTicket
-	e.must(http.StatusCreated, 1, "POST", "/v1/uploads", map[string]any{"conversationId": g, "name": "a.jpg", "contentType": "image/jpeg", "size": len(photo)}, &tk)
-	if r := e.do(1, "PUT", "/v1/uploads/"+tk.UploadID, photo, withHeader("Content-Type", "image/jpeg")); r.status != http.StatusOK {
-		t.Fatalf("PUT upload: %d %s", r.status, truncate(r.body))
-	}
+	upload := e.uploadPhoto(1, g, mediatest.JPEG(40, 30))
 	var sent struct{ Seq int64 }
 	e.must(http.StatusCreated, 1, "POST", pathf("/v1/conversations/%d/messages", g),
-		map[string]any{"clientMsgId": newID(), "body": "the view", "attachments": []map[string]string{{"uploadId": tk.UploadID}}}, &sent)
+		map[string]any{"clientMsgId": newID(), "body": "the view", "attachments": []map[string]string{{"uploadId": upload}}}, &sent)
 
 	if r := e.do(1, "PATCH", pathf("/v1/conversations/%d/messages/%d", g, sent.Seq), map[string]any{"clientMsgId": newID()}); r.status != http.StatusBadRequest || r.errorCode() != "invalid" {
 		t.Errorf("edit without a body: %d %s, want 400 invalid", r.status, truncate(r.body))

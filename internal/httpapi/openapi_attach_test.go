@@ -35,6 +35,18 @@ func (e *env) withAttachmentsConfig(cfg attach.Config) {
 	e.svc.Attachments = a
 }
 
+// uploadPhoto uploads photo as user into conv and returns its upload id,
+// ready to be sent with a message.
+func (e *env) uploadPhoto(user, conv int64, photo []byte) string {
+	e.t.Helper()
+	var tk chat.UploadTicket
+	e.must(http.StatusCreated, user, "POST", "/v1/uploads", map[string]any{"conversationId": conv, "name": "a.jpg", "contentType": "image/jpeg", "size": len(photo)}, &tk)
+	if r := e.do(user, "PUT", "/v1/uploads/"+tk.UploadID, photo, withHeader("Content-Type", "image/jpeg")); r.status != http.StatusOK {
+		e.t.Fatalf("PUT upload: %d %s", r.status, truncate(r.body))
+	}
+	return tk.UploadID
+}
+
 // TestOpenAPIListsWhatUploadsAndDownloadsAnswer: the attachment routes
 // (a ticket, the bytes, the upload, the file and its thumbnail, with
 // ranges and conditions, and the refusals docs/http.md gives them) answer

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/media/mediatest"
 )
 
@@ -17,18 +16,13 @@ func TestEvery416SaysTheFilesSize(t *testing.T) {
 	e := newEnv(t)
 	e.withAttachments()
 	g := e.group(owner, member)
-	photo := mediatest.JPEG(300, 200)
-	var tk chat.UploadTicket
-	e.must(http.StatusCreated, owner, "POST", "/v1/uploads", map[string]any{"conversationId": g, "name": "a.jpg", "contentType": "image/jpeg", "size": len(photo)}, &tk)
-	up := "/v1/uploads/" + tk.UploadID
-	if r := e.do(owner, "PUT", up, photo, withHeader("Content-Type", "image/jpeg")); r.status != http.StatusOK {
-		t.Fatalf("PUT upload: %d %s", r.status, truncate(r.body))
-	}
+	upload := e.uploadPhoto(owner, g, mediatest.JPEG(300, 200))
+	up := "/v1/uploads/" + upload
 	e.must(http.StatusOK, owner, "POST", up+"/complete", nil, nil)
 	e.must(http.StatusCreated, owner, "POST", pathf("/v1/conversations/%d/messages", g),
-		map[string]any{"clientMsgId": newID(), "attachments": []map[string]string{{"uploadId": tk.UploadID}}}, nil)
+		map[string]any{"clientMsgId": newID(), "attachments": []map[string]string{{"uploadId": upload}}}, nil)
 
-	for _, path := range []string{"/v1/attachments/" + tk.UploadID, "/v1/attachments/" + tk.UploadID + "/thumbnail"} {
+	for _, path := range []string{"/v1/attachments/" + upload, "/v1/attachments/" + upload + "/thumbnail"} {
 		past := e.do(member, "GET", path, nil, withHeader("Range", "bytes=99999999-"))
 		want := past.header.Get("Content-Range")
 		if past.status != http.StatusRequestedRangeNotSatisfiable || !strings.HasPrefix(want, "bytes */") {

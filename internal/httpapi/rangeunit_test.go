@@ -41,15 +41,10 @@ func rangeEnv(t *testing.T) (*env, string, int64) {
 	e := newEnv(t)
 	e.withAttachments()
 	g := e.group(1, 2)
-	photo := mediatest.JPEG(40, 30)
-	var tk chat.UploadTicket
-	e.must(http.StatusCreated, 1, "POST", "/v1/uploads", map[string]any{"conversationId": g, "name": "a.jpg", "contentType": "image/jpeg", "size": len(photo)}, &tk)
-	if r := e.do(1, "PUT", "/v1/uploads/"+tk.UploadID, photo, withHeader("Content-Type", "image/jpeg")); r.status != http.StatusOK {
-		t.Fatalf("PUT upload: %d %s", r.status, truncate(r.body))
-	}
+	upload := e.uploadPhoto(1, g, mediatest.JPEG(40, 30))
 	e.must(http.StatusCreated, 1, "POST", pathf("/v1/conversations/%d/messages", g),
-		map[string]any{"clientMsgId": newID(), "attachments": []map[string]string{{"uploadId": tk.UploadID}}}, nil)
+		map[string]any{"clientMsgId": newID(), "attachments": []map[string]string{{"uploadId": upload}}}, nil)
 	var stored chat.Upload
-	e.must(http.StatusOK, 1, "GET", "/v1/uploads/"+tk.UploadID, nil, &stored)
-	return e, tk.UploadID, stored.Attachment.Size
+	e.must(http.StatusOK, 1, "GET", "/v1/uploads/"+upload, nil, &stored)
+	return e, upload, stored.Attachment.Size
 }
