@@ -23,6 +23,27 @@ func (w noContentRange) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// uploadBehindProxy starts a node, uploads a text file into a group of
+// users 1 and 2 as user 1, whose HTTP requests go through a proxy that
+// serves them with serve, and returns that client, the proxy, the
+// attachment and its bytes.
+func uploadBehindProxy(t *testing.T, serve func(w http.ResponseWriter, r *http.Request, upstream http.Handler)) (*client.Client, *httpRecorder, client.Attachment, []byte) {
+	t.Helper()
+	srv := startNode(t, pgtest.NewDB(t))
+	g := groupOf12(t, srv)
+	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, upstream http.Handler) bool {
+		serve(w, r, upstream)
+		return true
+	})
+	alice := connectHTTP(t, srv, 1, rec.URL)
+	data := bytes.Repeat([]byte("resume "), 300)
+	a, err := alice.Upload(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return alice, rec, a, data
+}
+
 // TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize: DownloadFrom
 // at an offset past the attachment's end (the file on disk is not this
 // attachment) fails with ErrInvalid. A 416 that does not say the size
@@ -30,19 +51,10 @@ func (w noContentRange) WriteHeader(code int) {
 // proof the offset is at the end: it must not count as a finished
 // download.
 func TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	g := groupOf12(t, srv)
-	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, upstream http.Handler) bool {
+	alice, _, a, data := uploadBehindProxy(t, func(w http.ResponseWriter, r *http.Request, upstream http.Handler) {
 		upstream.ServeHTTP(noContentRange{w}, r)
-		return true
 	})
-	alice := connectHTTP(t, srv, 1, rec.URL)
 	ctx := ctxFor(t, 30*time.Second)
-	data := bytes.Repeat([]byte("resume "), 300)
-	a, err := alice.Upload(ctx, g.ID, "notes.txt", bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	if info, err := alice.DownloadFrom(ctx, a.ID, io.Discard, a.Size+10); !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("DownloadFrom past the end (%d of %d bytes), answered 416 without Content-Range: %+v, %v; want ErrInvalid", a.Size+10, a.Size, info, err)
@@ -62,20 +74,11 @@ func TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize(t *testing.T) {
 // that is ErrInvalid at once, as chatd's own 416 makes it, not a
 // download cut short and resumed until the attempts run out.
 func TestResumingPastTheEndFailsWhenTheRangeIsIgnored(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t))
-	g := groupOf12(t, srv)
-	rec := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, upstream http.Handler) bool {
+	alice, rec, a, data := uploadBehindProxy(t, func(w http.ResponseWriter, r *http.Request, upstream http.Handler) {
 		r.Header.Del("Range")
 		upstream.ServeHTTP(w, r)
-		return true
 	})
-	alice := connectHTTP(t, srv, 1, rec.URL)
 	ctx := ctxFor(t, 30*time.Second)
-	data := bytes.Repeat([]byte("resume "), 300)
-	a, err := alice.Upload(ctx, g.ID, "notes.txt", bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	before := len(rec.of(http.MethodGet))
 	if info, err := alice.DownloadFrom(ctx, a.ID, io.Discard, a.Size+10); !errors.Is(err, client.ErrInvalid) {
