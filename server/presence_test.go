@@ -66,6 +66,20 @@ func queryPresence(t *testing.T, srv *server.Server, caller, user int64) (int, p
 	return r.status, p
 }
 
+// offlineAnnounced waits for friend's next presence event of user 1 and
+// checks it says offline, and that user 2's query of user 1 on srv agrees
+// with a last-seen time. since is when what happened.
+func offlineAnnounced(t *testing.T, friend *mqtttest.Client, srv *server.Server, since time.Time, timeout time.Duration, what string) {
+	t.Helper()
+	if ev := nextPresence(t, friend, 1, timeout); *ev.Online {
+		t.Fatalf("%s: %+v, want offline", what, ev)
+	}
+	t.Logf("offline announced %v after %s", time.Since(since).Round(10*time.Millisecond), what)
+	if code, p := queryPresence(t, srv, 2, 1); code != 200 || p.Online || p.LastSeen == nil {
+		t.Fatalf("query after %s: %d %+v", what, code, p)
+	}
+}
+
 // TestPresenceFollowsASilentDeviceAndStaysWithinSharedConversations: a
 // device that stops talking without DISCONNECT (a dead phone: keepalive 2s,
 // no PINGREQ) is announced offline once the server gave up on it (1.5 ×
@@ -185,14 +199,7 @@ func TestPresenceWithTwoDevices(t *testing.T) {
 
 	laptop.Drop()
 	start := time.Now()
-	ev := nextPresence(t, friend, 1, 10*time.Second)
-	if *ev.Online {
-		t.Fatalf("both devices gone: %+v", ev)
-	}
-	t.Logf("offline announced %v after the last device dropped", time.Since(start).Round(10*time.Millisecond))
-	if code, p := queryPresence(t, srv, 2, 1); code != 200 || p.Online || p.LastSeen == nil {
-		t.Fatalf("both devices gone: %d %+v", code, p)
-	}
+	offlineAnnounced(t, friend, srv, start, 10*time.Second, "the last device dropped")
 	// A quick reconnect within the grace is not announced at all.
 	back := rawClient(t, srv.MQTTAddr(), 1, "phone-1", 5, false)
 	if ev := nextPresence(t, friend, 1, 5*time.Second); !*ev.Online {
@@ -485,14 +492,7 @@ func TestUsersOfANodeKilledAndRestartedAtOnceAreAnnouncedOfflineOnTheOthers(t *t
 	startProcess(t, bin, aAddr, os.Stderr, env...)
 	restarted := time.Now()
 	// Within friend's keepalive: it sends nothing meanwhile.
-	ev := nextPresence(t, friend, 1, 30*time.Second)
-	if *ev.Online {
-		t.Fatalf("node A restarted without user 1: %+v", ev)
-	}
-	t.Logf("offline announced %v after the restart", time.Since(restarted).Round(100*time.Millisecond))
-	if code, p := queryPresence(t, b, 2, 1); code != 200 || p.Online || p.LastSeen == nil {
-		t.Fatalf("query on B after node A restarted: %d %+v", code, p)
-	}
+	offlineAnnounced(t, friend, b, restarted, 30*time.Second, "node A restarted without user 1")
 }
 
 // warmUp sends from warm (a client of node A) into conv until friend (a
