@@ -276,6 +276,17 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 	}
 }
 
+// nodesWithoutTakeoverNotice starts two nodes a and b on one database;
+// a gets no takeover notice from b, so an old connection on a stays open
+// while its device reconnects to b (a late or lost notice).
+func nodesWithoutTakeoverNotice(t *testing.T) (a, b *server.Server) {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	a = startNode(t, url, nil, server.WithoutTakeoverWatch())
+	b = startNode(t, url, withNodeID(nil, "b"))
+	return a, b
+}
+
 // A device that reconnects to another node while its old connection on
 // the first is still open (the first node's takeover notice is late or
 // lost: here it gets none) does not lose its session when that old
@@ -286,9 +297,7 @@ func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
 // the old client is the barrier: mochi does that after OnDisconnect, which
 // does the deleting and touching, returned.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing.T) {
-	url := pgtest.NewDB(t)
-	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
-	b := startNode(t, url, withNodeID(nil, "b"))
+	a, b := nodesWithoutTakeoverNotice(t)
 	conv := mustGroup(t, context.Background(), a, 1, "moved", []int64{2})
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	for _, v := range []byte{5, 4} {
@@ -317,9 +326,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing
 // on the other node recorded the session's (long) one when the device left
 // it.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *testing.T) {
-	url := pgtest.NewDB(t)
-	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
-	b := startNode(t, url, withNodeID(nil, "b"))
+	a, b := nodesWithoutTakeoverNotice(t)
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	clientID := "moved-persistent"
 	old, _, err := mqtttest.Dial(a.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: clientID, Username: "2", Password: testnode.Token(t, 2), Expiry: 60})
@@ -429,9 +436,7 @@ func brokerForgot(srv *server.Server, clientID string) func() bool {
 // half-open one's can) is about that connection, not about the session
 // the device resumed elsewhere, whose next resume must still get events.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAlone(t *testing.T) {
-	url := pgtest.NewDB(t)
-	a := startNode(t, url, nil, server.WithoutTakeoverWatch()) // the old connection stays open
-	b := startNode(t, url, withNodeID(nil, "b"))
+	a, b := nodesWithoutTakeoverNotice(t)
 	conv := mustGroup(t, context.Background(), a, 1, "subs", []int64{2})
 	for _, v := range []byte{5, 4} {
 		clientID := fmt.Sprintf("moved-subs-v%d", v)
