@@ -98,9 +98,9 @@ type Event struct {
 	// Except before a client sees it.
 	Private bool    `json:"private,omitempty"`
 	Except  []int64 `json:"except,omitempty"`
-	// LastSeq: read.updated's position in its conversation, the
-	// conversation's last_seq as the watermark moved (Seq, the watermark,
-	// may be far older). Delivery shows the event to a session only once
+	// LastSeq: read.updated's and delivery.updated's position in its
+	// conversation, the conversation's last_seq as the watermark moved
+	// (Seq, the watermark, may be far older). Delivery shows the event to a session only once
 	// it has every entry up to it, so that a member whose removal came
 	// first gets none: their session never gets past the removal. Travels
 	// with the event to other nodes and Kafka consumers, like Except;

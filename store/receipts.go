@@ -544,9 +544,11 @@ func retryable(err error) bool {
 // receipts are off: as the watermarks are shown) and who sent the messages each
 // moves over (the last 1000 of them): the users delivery.updated is for. A
 // member's own messages do not count. A row that moves over only its own
-// messages comes back once with a NULL sender.
+// messages comes back once with a NULL sender. Each row carries the
+// conversation's last_seq, the event's place in its conversation
+// (chat.Event.LastSeq): the lookup that clamps the watermark reads it.
 const deliveredPlanSQL = `
-SELECT r.conversation_id, r.user_id, LEAST(r.seq, c.last_seq), s.sender_id
+SELECT r.conversation_id, r.user_id, LEAST(r.seq, c.last_seq), s.sender_id, c.last_seq
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(conversation_id, user_id, seq, ord)
 CROSS JOIN LATERAL (
   SELECT GREATEST(m.last_delivered_seq, CASE WHEN ` + readMovesDeliveredSQL + ` THEN m.last_read_seq ELSE 0 END) AS cur
@@ -605,9 +607,9 @@ func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64
 		var last memberKey
 		for rows.Next() {
 			var k memberKey
-			var seq int64
+			var seq, lastSeq int64
 			var sender *int64
-			if err := rows.Scan(&k.conv, &k.user, &seq, &sender); err != nil {
+			if err := rows.Scan(&k.conv, &k.user, &seq, &sender, &lastSeq); err != nil {
 				rows.Close()
 				return classify("save delivered watermarks", fmt.Errorf("plan: %w", err))
 			}
@@ -617,7 +619,7 @@ func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64
 			}
 			if sender != nil {
 				ev := chat.DeliveryEvent(k.conv, k.user, seq)
-				ev.SenderID = *sender
+				ev.SenderID, ev.LastSeq = *sender, lastSeq
 				events = append(events, ev)
 			}
 		}

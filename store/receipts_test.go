@@ -282,6 +282,9 @@ func TestDeliveredWatermarkIsBatchedMonotonicAndClamped(t *testing.T) {
 		rows[0].SenderID != 1 || rows[1].SenderID != 1 {
 		t.Fatalf("delivery.updated rows %+v, want user 2 at 3 and user 3 at 4, both for sender 1", rows)
 	}
+	if rows[0].LastSeq != 4 || rows[1].LastSeq != 4 {
+		t.Fatalf("delivery.updated rows' lastSeq: %d and %d, want 4 (the conversation's last_seq)", rows[0].LastSeq, rows[1].LastSeq)
+	}
 	// Messages of two senders delivered at once: one event for each.
 	mustSend(t, st, conv.ID, 3, "from 3") // seq 5
 	mustSend(t, st, conv.ID, 1, "from 1") // seq 6

@@ -108,12 +108,13 @@
 // delivery.updated, member.*, conversation.updated) is written by a
 // session, like typing, only once its stream has every entry up to the
 // event's place in the conversation (its seq: the entry it came with, or
-// the last_seq at the time; read.updated's is Event.LastSeq, its seq being
-// the watermark): it waits for that (Session.later), as an entry past a
-// missing seq does (GapWait, then catch-up), and is dropped when the
-// membership the stream follows ends before it, so a member removed on
-// another node gets none committed after their removal. One for a conversation the session
-// has no stream of waits for the session to re-read its conversations: a
+// the last_seq at the time; read.updated's and delivery.updated's is
+// Event.LastSeq, their seq being the watermark): it waits for that
+// (Session.later), as an entry past a missing seq does (GapWait, then
+// catch-up), and is dropped when the membership the stream follows ends
+// before it, so a member removed on another node gets none committed
+// after their removal. One for a conversation the session has no stream
+// of waits for the session to re-read its conversations: a
 // member added on another node, whom the index lists before the relay
 // brings the join, gets what follows the join.
 //

@@ -154,7 +154,7 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 	case ev.Type == chat.EventTyping:
 		ev.Seq = 0 // for the sessions (Session.accept), not for clients
 	case ev.LastSeq > 0:
-		// read.updated's position (Session.admit): past its watermark.
+		// A watermark event's position (Session.admit): past its watermark.
 		seq, ev.LastSeq = max(seq, ev.LastSeq), 0 // for the sessions, not for clients
 	}
 	payload, err := h.encode(ev, large)

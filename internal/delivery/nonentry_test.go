@@ -328,3 +328,57 @@ func TestAReadReceiptWaitingForItsEntryGoesOutBeforeALaterOneThatCameWithIt(t *t
 		t.Fatalf("read.updated seqs in the order sent: %v, want %v", got, want)
 	}
 }
+
+// A delivered watermark that moves after a sender's removal, over a
+// message they sent before it, is no more theirs than a read receipt is:
+// their session, which the relay has not told of the removal yet, does
+// not show them the tick. The sender who stays gets theirs.
+func TestASenderRemovedOnAnotherNodeGetsNoDeliveredTickCommittedAfterTheRemoval(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	stays := attachUser(t, h, f, "stays", 1, false, true, true)
+	removed := attachUser(t, h, f, "removed", 3, false, true, true)
+	sent := append(sendSeqsAs(t, st, rec, conv.ID, 3, 1), sendSeqsAs(t, st, rec, conv.ID, 1, 1)...)
+	for _, ev := range sent {
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "both senders to get the messages", func() bool {
+		return len(stays.seqs(conv.ID)) == 2 && len(removed.seqs(conv.ID)) == 2
+	})
+
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // elsewhere
+		t.Fatal(err)
+	}
+	removal := rec.take()
+	r, err := store.NewReceipts(st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	r.Delivered(conv.ID, 2, sent[1].Seq) // here, after the removal: over both senders' messages
+	var ticks []chat.Event
+	testkit.WaitFor(t, 5*time.Second, "the delivered flush", func() bool {
+		ticks = append(ticks, rec.take()...)
+		return len(ticks) == 2
+	})
+	for _, ev := range ticks { // committed here, routed at once
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the sender who stays to get their tick", func() bool {
+		return events(stays, chat.EventDeliveryUpdated, conv.ID) == 1
+	})
+	for _, p := range stays.packets() {
+		if strings.Contains(string(p.Payload), `"lastSeq"`) {
+			t.Errorf("a client got an event with the sessions' position: %s", p.Payload)
+		}
+	}
+	for _, ev := range removal { // relayed late
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the removal delivered", func() bool {
+		return events(removed, chat.EventMemberRemoved, conv.ID) == 1
+	})
+	if n := events(removed, chat.EventDeliveryUpdated, conv.ID); n != 0 {
+		t.Fatalf("the removed sender got %d delivery.updated committed after their removal", n)
+	}
+}
