@@ -382,3 +382,36 @@ func TestASenderRemovedOnAnotherNodeGetsNoDeliveredTickCommittedAfterTheRemoval(
 		t.Fatalf("the removed sender got %d delivery.updated committed after their removal", n)
 	}
 }
+
+// A read receipt that waits for entries the relay has not brought yet
+// waits for them as for a gap, GapWait at most, then PostgreSQL fills
+// them, even when the first of them comes live meanwhile and the rest
+// stay on the relay.
+func TestAReadReceiptWaitingForEntriesGoesOutAfterTheGapWaitThoughTheFirstCameLive(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, _ := nodeOfRecord(t)
+	const gapWait = time.Second // the receipt and the first entry both arrive within it
+	h := startHub(t, f.sessions, delivery.Options{GapWait: gapWait})
+	u2 := attachUser(t, h, f, "u2", 2, false, true, true)
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) { // warms the member index
+		h.Deliver(ev)
+	}
+	waitSeqs(t, u2, conv.ID, 1)
+
+	late := sendSeqsAs(t, st, rec, conv.ID, 1, 2) // another node's, relayed late
+	if _, err := st.MarkRead(ctx, conv.ID, 3, late[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, ev := range append(rec.take(), late[0]) { // the receipt here, then the first entry live
+		h.Deliver(ev)
+	}
+	waitSeqs(t, u2, conv.ID, 2)
+	testkit.WaitFor(t, gapWait+5*time.Second, "the receipt to reach the client without the relay", func() bool {
+		return events(u2, chat.EventReadUpdated, conv.ID) == 1
+	})
+	if got := u2.seqs(conv.ID); !slices.Equal(got, []int64{late[0].Seq - 1, late[0].Seq, late[1].Seq}) {
+		t.Fatalf("messages %v, want the entry the receipt waited for before it", got)
+	}
+	t.Logf("the receipt went out after %v", time.Since(start))
+}

@@ -45,6 +45,12 @@ type stream struct {
 	// until is, while Behind, the newest seq known to be committed: the
 	// recent cache may end catch-up only past it (PostgreSQL always may).
 	until int64
+	// awaited is the newest seq an event of the conversation waits for
+	// (awaits): neither a live entry nor the recent cache ends the wait
+	// short of it; the gap wait, then PostgreSQL, do. Unlike until, it
+	// lets the cache serve nothing: the event may have come by a stale
+	// member index, past a removal the session has not heard of.
+	awaited int64
 	// verify: catch up from PostgreSQL, not the recent cache (events may
 	// have been dropped before the cache saw them).
 	verify   bool
@@ -117,7 +123,7 @@ func (st *stream) rewound(seq int64) (*stream, bool) {
 		return nil, false
 	}
 	r := newStream(seq-1, max(st.until, st.saved, st.heldHigh()), st.large)
-	r.floor, r.fresh = st.floor, true
+	r.floor, r.fresh, r.awaited = st.floor, true, st.awaited
 	return r, true
 }
 
@@ -309,7 +315,7 @@ func (st *stream) release(out []item) []item {
 			delete(st.held, seq)
 		}
 	}
-	if len(st.held) == 0 && st.state == Gapped {
+	if len(st.held) == 0 && st.state == Gapped && st.next > st.awaited {
 		st.state, st.gapSince = Live, time.Time{}
 	}
 	return out
@@ -343,14 +349,16 @@ func (st *stream) tick(now time.Time, gapWait time.Duration) bool {
 // complete says the source holds nothing newer than those (PostgreSQL
 // returned fewer than asked), or, from the recent cache, that they reach
 // the newest seq the fan-out saw; the stream then leaves Behind if that is
-// past every seq known committed (the cache's word is not enough before
-// that) and returns the held events it releases.
+// past every seq known committed and every seq awaited (the cache's word
+// is not enough before that) and returns the held events it releases.
+// PostgreSQL's is: what it did not return up to an awaited seq is not
+// the user's (their removal is on its way to the session).
 func (st *stream) filled(n int, complete, fromCache bool) []item {
 	st.next += int64(n)
 	if !fromCache {
 		st.verify = false
 	}
-	if !complete || (fromCache && st.next <= st.until) {
+	if !complete || (fromCache && (st.next <= st.until || st.next <= st.awaited)) {
 		return nil
 	}
 	st.state = Live
@@ -360,16 +368,22 @@ func (st *stream) filled(n int, complete, fromCache bool) []item {
 }
 
 // awaits records that an event waits for the stream to reach seq
-// (Session.admit): every entry up to seq is committed. A live stream that
-// has not got them treats it as it does an entry past a missing seq: it
-// waits GapWait for them to arrive live, then catches up (they may be
-// another node's, and the relay late). It reports whether the stream is
-// Gapped now and was not.
+// (Session.admit): every entry up to seq is committed. A stream that has
+// not got them treats it as it does an entry past a missing seq: it waits
+// GapWait for them to arrive live, then catches up from PostgreSQL (they
+// may be another node's, and the relay late). Until it has them, or
+// PostgreSQL said they are not the user's, a live entry that comes
+// meanwhile does not end the gap, nor does the recent cache end a
+// catch-up (awaited). It reports whether the stream is Gapped now and
+// was not.
 func (st *stream) awaits(seq int64, now time.Time) bool {
-	if st.state != Live || st.end > 0 || seq < st.next {
+	if st.end > 0 || seq < st.next {
 		return false
 	}
-	st.until = max(st.until, seq)
+	st.awaited = max(st.awaited, seq)
+	if st.state != Live {
+		return false // Gapped: the gap wait runs; Behind: catch-up reads up to seq
+	}
 	st.state, st.gapSince = Gapped, now
 	return true
 }

@@ -44,6 +44,12 @@ func fill(n int, complete, fromCache bool) func(*stream, time.Time) []item {
 	return func(st *stream, _ time.Time) []item { return st.filled(n, complete, fromCache) }
 }
 
+// await is an event of the conversation waiting for the stream to reach
+// seq (Session.admit).
+func await(seq int64) func(*stream, time.Time) []item {
+	return func(st *stream, now time.Time) []item { st.awaits(seq, now); return nil }
+}
+
 func TestStreamTransitions(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -90,6 +96,18 @@ func TestStreamTransitions(t *testing.T) {
 		{"the recent cache ends catch-up only past what is known committed", func() *stream { return newStream(3, 9, false) }, []step{
 			{do: fill(3, true, true), state: Behind, next: 7}, // cache complete, but 9 committed
 			{do: fill(3, true, true), state: Live, next: 10},
+		}},
+		{"an awaited seq keeps the gap open past the live entries before it", func() *stream { return newStream(2, 2, false) }, []step{
+			{do: await(5), state: Gapped, next: 3},
+			{do: offer(3, true), queued: []int64{3}, state: Gapped, next: 4},
+			{do: tickAfter(time.Second), state: Behind, next: 4},
+			{do: fill(1, true, true), state: Behind, next: 5}, // the cache ends short of 5
+			{do: fill(1, true, false), state: Live, next: 6},
+		}},
+		{"an event awaited while behind keeps the recent cache from ending catch-up short of it", func() *stream { return newStream(3, 6, false) }, []step{
+			{do: await(9), state: Behind, next: 4, until: 6},
+			{do: fill(3, true, true), state: Behind, next: 7},
+			{do: fill(0, true, false), state: Live, next: 7}, // PostgreSQL: nothing more is the user's
 		}},
 		{"a join starts behind and asks PostgreSQL first", func() *stream { return joinedStream(7) }, []step{
 			{do: func(st *stream, _ time.Time) []item { return nil }, state: Behind, next: 8, verify: true, checkVeri: true},
