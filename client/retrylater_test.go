@@ -49,8 +49,8 @@ func TestAStaticTokenAnsweredRetryLaterKeepsConnecting(t *testing.T) {
 	}))
 	t.Cleanup(idp.Close)
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_JWKS_URL": idp.URL + "/certs", "CHAT_JWKS_REFRESH_INTERVAL": "1s"}), nil)
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "exp": time.Now().Add(time.Hour).Unix()})
+		"CHAT_JWKS_URL": idp.URL + "/certs", "CHAT_JWKS_REFRESH_INTERVAL": "1s", "CHAT_JWT_AUDIENCE": "chatd"}), nil)
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "aud": "chatd", "exp": time.Now().Add(time.Hour).Unix()})
 	tok.Header["kid"] = "kc-1"
 	idpToken, err := tok.SignedString(key)
 	if err != nil {

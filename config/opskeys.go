@@ -91,7 +91,7 @@ var opsKeys = []*key{
 	mk("metrics_addr", "", `own listen address for GET /metrics (and /healthz, /readyz); "" serves /metrics on http_addr`,
 		"use host:port such as 127.0.0.1:9090 or 0.0.0.0:9100, or leave it empty",
 		func(s *Settings, v string) (err error) { s.MetricsAddr, err = parseListenAddr(v); return }),
-	urlKey("jwks_url", `identity provider's JWKS URL (keys by kid; RS256, ES256, EdDSA tokens); "" = none`,
+	urlKey("jwks_url", `identity provider's JWKS URL (keys by kid; RS256, ES256, EdDSA tokens); needs jwt_audience or jwt_issuer; "" = none`,
 		"use the provider's https:// key set URL, e.g. https://idp.example/realms/chat/protocol/openid-connect/certs",
 		"an https:// URL", func(s *Settings) *string { return &s.JWKSURL }, "https", "http"),
 	mk("jwks_refresh_interval", "15m", "how often the JWKS is fetched again, at least 1s (an unknown kid fetches it at once, at most every 30s)",
@@ -177,6 +177,15 @@ func (s *Settings) checkOps() error {
 					Fix:    "set jwks_url or jwt_public_key, or unset " + k}
 			}
 		}
+	}
+	// A key set is often shared: Google's signs the tokens of every
+	// Firebase project, a tenant's IdP those of every application it
+	// serves. Without an audience or an issuer to tell chatd's tokens
+	// apart, any of them would sign a user in.
+	if s.JWKSURL != "" && s.JWTIssuer == "" && len(s.JWTAudience) == 0 {
+		return &Error{Key: "jwks_url", Source: s.Source("jwks_url"),
+			Reason: "jwks_url needs jwt_audience or jwt_issuer: without either, a token the key set's owner signed for any other application is accepted (shared key sets such as Google's for Firebase sign for every project)",
+			Fix:    "set jwt_audience to the client id or API identifier the provider puts in aud, or jwt_issuer to its iss (Firebase: https://securetoken.google.com/<project>), or both"}
 	}
 	for _, a := range []struct{ key, addr string }{{"mqtts_addr", s.MQTTSAddr}, {"https_addr", s.HTTPSAddr}, {"metrics_addr", s.MetricsAddr}} {
 		for _, b := range []struct{ key, addr string }{{"mqtt_addr", s.MQTTAddr}, {"http_addr", s.HTTPAddr}, {"mqtts_addr", s.MQTTSAddr}, {"https_addr", s.HTTPSAddr}} {

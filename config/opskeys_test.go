@@ -31,6 +31,8 @@ func TestOpsCombinationsNameTheKeyTheSourceAndTheFix(t *testing.T) {
 			[]string{"jwt_issuer (from env CHAT_JWT_ISSUER)", "set jwks_url or jwt_public_key"}},
 		{"user claim without a provider key", map[string]string{"CHAT_JWT_USER_CLAIM": "uid"},
 			[]string{"jwt_user_claim", "set jwks_url"}},
+		{"jwks without an audience or an issuer", map[string]string{"CHAT_JWKS_URL": "https://idp.example/certs"},
+			[]string{"jwks_url (from env CHAT_JWKS_URL)", "jwks_url needs jwt_audience or jwt_issuer", "any other application", "set jwt_audience"}},
 		{"jwks not a URL", map[string]string{"CHAT_JWKS_URL": "idp.example/certs"}, []string{"jwks_url", "https://"}},
 		{"metrics on the http port", map[string]string{"CHAT_METRICS_ADDR": "127.0.0.1:8080"},
 			[]string{"metrics_addr", "the address of http_addr too", "port of its own"}},
@@ -71,5 +73,19 @@ func TestAnAllowedOriginWithItsSchemesDefaultPortIsTheOriginBrowsersSend(t *test
 	want := []string{"https://app.example.com", "http://localhost", "http://localhost:3000", "https://[::1]", "http://example.com:443"}
 	if !slices.Equal(s.WSAllowedOrigins, want) {
 		t.Errorf("ws_allowed_origins = %q, want %q", s.WSAllowedOrigins, want)
+	}
+}
+
+// TestAKeySetWithAnAudienceOrAnIssuerAloneLoads: either one tells chatd's
+// tokens from those the key set's owner signed for other applications
+// (Firebase's issuer names the project).
+func TestAKeySetWithAnAudienceOrAnIssuerAloneLoads(t *testing.T) {
+	for _, env := range []map[string]string{
+		{"CHAT_JWKS_URL": "https://idp.example/certs", "CHAT_JWT_AUDIENCE": "chatd"},
+		{"CHAT_JWKS_URL": "https://idp.example/certs", "CHAT_JWT_ISSUER": "https://securetoken.google.com/chat-project"},
+	} {
+		if s := mustLoad(t, nil, env); s.JWKSURL == "" {
+			t.Errorf("%v: jwks_url not set", env)
+		}
 	}
 }

@@ -27,9 +27,9 @@ func TestAV5ConnectPutOffUntilTheKeySetMayBeFetchedAgainIsToldWhen(t *testing.T)
 		t.Fatal(err)
 	}
 	idp := testkit.JWKSServer(t, key, "published")
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": idp})
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": idp, "CHAT_JWT_AUDIENCE": "chatd"})
 	sign := func(kid string) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "aud": "chatd", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
 		tok.Header["kid"] = kid
 		s, err := tok.SignedString(key)
 		if err != nil {

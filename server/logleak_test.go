@@ -94,7 +94,7 @@ func TestTheJWKSURLsPasswordStaysOutOfTheLog(t *testing.T) {
 	u.User = url.UserPassword("chatd", password)
 	u.Host = strings.Replace(u.Host, "127.0.0.1", "localhost.localdomain", 1) // not loopback by name: the plain-http warning too
 	logs := &logtest.Buffer{}
-	testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": u.String()}),
+	testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": u.String(), "CHAT_JWT_AUDIENCE": "chatd"}),
 		slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if !strings.Contains(logs.String(), "identity provider key set") {
 		t.Fatalf("no line about the key set:\n%s", logs)

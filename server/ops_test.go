@@ -637,8 +637,8 @@ func TestAnIdentityProvidersTokenIsAnsweredRetryLaterWhileItsKeysCannotBeFetched
 		http.Error(w, "maintenance", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(down.Close)
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": down.URL + "/certs"})
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "exp": time.Now().Add(time.Hour).Unix()})
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_JWKS_URL": down.URL + "/certs", "CHAT_JWT_AUDIENCE": "chatd"})
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "21", "aud": "chatd", "exp": time.Now().Add(time.Hour).Unix()})
 	tok.Header["kid"] = "kc-1"
 	idpToken, err := tok.SignedString(key)
 	if err != nil {
