@@ -133,6 +133,27 @@ func prefixed(alias, columns string) string { return prefixedExcept(alias, colum
 // prefixedExcept is prefixed with the columns named in exprs read as
 // their expression instead; it panics when one is not among columns, so a
 // renamed column cannot silently drop its expression.
+// quotedJoin joins quoted.snippet, what reply e quotes for a reader whose
+// history floor is the SQL expression floor, reading as of entry upto (an
+// SQL expression, 0: now); entryColumns' reply_snippet is
+// COALESCE(quoted.snippet, e.reply_snippet) then (quotedColumn). A quote
+// is the first 100 characters of the message as it is now, except:
+//   - for a reader whose floor hides the message's edits
+//     (chat.FloorHidesEdit), the quote the reply was sent with, the
+//     message as it was at the reply (chat_message_at): live delivery gave
+//     them that quote, and the edits since without their bodies, which
+//     the quote must not show either;
+//   - for a reader who left (upto), the message as it was at the leave at
+//     the latest: what was written after it is not theirs to read.
+func quotedJoin(floor, upto string) string {
+	return `LEFT JOIN LATERAL (SELECT left(q.body, 100) AS snippet
+		FROM chat_message_at(e.conversation_id, e.reply_to, CASE WHEN e.reply_to <= ` + floor + ` THEN e.seq ELSE ` + upto + ` END) q
+		WHERE e.reply_to IS NOT NULL AND (e.reply_to <= ` + floor + ` OR ` + upto + ` > 0)) quoted ON true`
+}
+
+// quotedColumn is the reply_snippet of entries read with quotedJoin.
+const quotedColumn = "COALESCE(quoted.snippet, e.reply_snippet)"
+
 func prefixedExcept(alias, columns string, exprs map[string]string) string {
 	parts := strings.Split(columns, ",")
 	used := 0

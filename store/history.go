@@ -14,12 +14,15 @@ import (
 )
 
 // Both history queries are range scans of the (conversation_id, seq) primary
-// key that stop after LIMIT rows, whatever the conversation's size.
-const (
-	historyAfterSQL = `SELECT ` + entryColumns + ` FROM chat_entry
-		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq ASC LIMIT $3`
-	historyBeforeSQL = `SELECT ` + entryColumns + ` FROM chat_entry
-		WHERE conversation_id = $1 AND seq < $2 AND seq > $4 ORDER BY seq DESC LIMIT $3`
+// key that stop after LIMIT rows, whatever the conversation's size; $4 is
+// the reader's history floor, which also decides what their replies quote
+// (quotedJoin).
+var (
+	historyAfterSQL = `SELECT ` + historyColumns + ` FROM chat_entry e ` + quotedJoin("$4", "0") + `
+		WHERE e.conversation_id = $1 AND e.seq > $2 ORDER BY e.seq ASC LIMIT $3`
+	historyBeforeSQL = `SELECT ` + historyColumns + ` FROM chat_entry e ` + quotedJoin("$4", "0") + `
+		WHERE e.conversation_id = $1 AND e.seq < $2 AND e.seq > $4 ORDER BY e.seq DESC LIMIT $3`
+	historyColumns = prefixedExcept("e", entryColumns, map[string]string{"reply_snippet": quotedColumn})
 )
 
 // History pages a conversation's entries for a member, ascending by seq:
@@ -85,7 +88,7 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 		}
 		var rows pgx.Rows
 		if forward {
-			rows, err = tx.Query(ctx, historyAfterSQL, q.ConversationID, max(q.AfterSeq, floor), limit)
+			rows, err = tx.Query(ctx, historyAfterSQL, q.ConversationID, max(q.AfterSeq, floor), limit, floor)
 		} else {
 			// A real bound instead of "$2 = 0 OR ..." keeps the generic plan
 			// of the prepared statement an index range scan.

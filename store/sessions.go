@@ -256,7 +256,8 @@ func oweUntilLeave(ctx context.Context, tx pgx.Tx, conversationID, userID, joinS
 // their edits, recalls and reactions), grouped by conversation in seq
 // order, as userID may read them: what an entry carries of a message
 // before their history floor is hidden as history hides it
-// (chat.HideBeforeFloor). A session catching up on dozens of
+// (chat.HideBeforeFloor), and a reply to such a message quotes it as the
+// reply was sent (quotedJoin). A session catching up on dozens of
 // conversations costs one query, not dozens, which matters most when the
 // server is busiest.
 //
@@ -287,7 +288,9 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 	}
 	// Every row by key (LATERAL ... LIMIT 1), as in Cursors. A range
 	// with Until reads its messages, and what its replies quote, as they
-	// were at the leave (chat_message_at; left: a member's are as now).
+	// were at the leave (chat_message_at; left: a member's are as now);
+	// a reply to a message the floor hides the edits of quotes it as it
+	// was at the reply (quotedJoin).
 	rows, err := s.pool.Query(ctx, `SELECT `+sinceManyColumns+`, f.floor
 		FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS r(c, a, u)
 		CROSS JOIN LATERAL (SELECT COALESCE(CASE WHEN r.u > 0 THEN `+endedFloorSQL+` ELSE `+floorSQL+` END, 9223372036854775807) AS floor,
@@ -298,8 +301,7 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a AND seq <= f.upto ORDER BY seq LIMIT $3) e
 		LEFT JOIN LATERAL (SELECT * FROM chat_message_at(e.conversation_id, e.seq, r.u)
 		                   WHERE r.u > 0 AND e.kind = 'message' AND e.edited_at IS NOT NULL) left_msg ON true
-		LEFT JOIN LATERAL (SELECT left(q.body, 100) AS snippet FROM chat_message_at(e.conversation_id, e.reply_to, r.u) q
-		                   WHERE r.u > 0 AND e.reply_to IS NOT NULL) left_reply ON true
+		`+quotedJoin("f.floor", "r.u")+`
 		ORDER BY e.conversation_id, e.seq`, convs, afters, perConv, userID, untils)
 	if err != nil {
 		return nil, classify("read messages", err)
@@ -338,12 +340,13 @@ const endedFloorSQL = `CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joine
 	 ORDER BY x.seq DESC LIMIT 1), 0) ELSE 0 END`
 
 // sinceManyColumns are entryColumns of SinceMany's entries e, with a
-// message's body and edited time, and a reply's snippet, as they were at
-// the leave in a range with Until (left_msg, left_reply).
+// message's body and edited time as they were at the leave in a range with
+// Until (left_msg), and a reply's snippet as the reader may read it
+// (quotedJoin).
 var sinceManyColumns = prefixedExcept("e", entryColumns, map[string]string{
 	"body":          "COALESCE(left_msg.body, e.body)",
 	"edited_at":     "CASE WHEN left_msg.body IS NULL THEN e.edited_at ELSE left_msg.edited_at END",
-	"reply_snippet": "COALESCE(left_reply.snippet, e.reply_snippet)",
+	"reply_snippet": quotedColumn,
 })
 
 // SaveCursors upserts delivered cursors in one statement; a cursor never
