@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -12,7 +13,7 @@ import (
 
 func runSend(ctx context.Context, a *app, args []string) error {
 	cf := newChatFlags("send", "send --user N (--conversation ID | --peer N) (--body TEXT | --file PATH...) [--reply-to SEQ]",
-		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.\nRetried with its --client-msg-id after the message was recalled, send prints\nthat it is gone for everyone (\"recalled\": true with --json) and exits 0:\nit was sent once, and is not sent again.",
+		"Send a message as --user, over MQTT like any client, and print the seq chatd\nassigned once it is committed. --peer sends to the direct conversation with\nthat user (opening it if needed). --body - reads the body from stdin.\n--reply-to quotes a message of the same conversation (members see its first\n100 characters above the reply).\n--file uploads a file (repeat it, up to 10) and sends it as an attachment;\nthe body is then optional. Uploads go to chatd's HTTP API (--http) or,\nwith an object store, straight to it.\nWith --peer, --reply-to needs the direct conversation to exist already, and\nthe files are checked for their size (max_upload_bytes) before it is opened;\na file chatd refuses for another reason (its type, the upload rate, the\nday's quota) once --peer opened a new conversation leaves it open, empty.\nRetried with its --client-msg-id after the message was recalled, send prints\nthat it is gone for everyone (\"recalled\": true with --json) and exits 0:\nit was sent once, and is not sent again.",
 		`chatctl send --user 1 --peer 2 --body "hello"`,
 		`chatctl send --user 1 --conversation 3 --body "hi team"`,
 		`chatctl send --user 2 --conversation 3 --reply-to 42 --body "agreed"`,
@@ -49,6 +50,9 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	if err := checkFiles(cf.fs, "file", files...); err != nil {
 		return err
 	}
+	if err := checkUploadSizes(cf.fs, a.settings.MaxUploadBytes, files); err != nil {
+		return err
+	}
 	text, err := readBody(a, *body)
 	if err != nil {
 		return err
@@ -64,8 +68,23 @@ func runSend(ctx context.Context, a *app, args []string) error {
 	}
 	cf.long = len(files) > 0
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
-		if err := cf.openPeer(ctx, c, conv, *peer); err != nil {
-			return err
+		if *peer != 0 && *replyTo != 0 {
+			// The message replied to is in the direct conversation, so
+			// there must be one: opening it would leave a new, empty one.
+			d, found, err := directWith(ctx, c, *peer)
+			if err != nil {
+				return cf.explain(err, 0)
+			}
+			if !found {
+				return fmt.Errorf("%s: --reply-to %d: users %d and %d have no direct conversation yet, so no message to reply to; send without --reply-to",
+					cf.fs.Name(), *replyTo, *cf.user, *peer)
+			}
+			*conv = d
+		}
+		if *conv == 0 {
+			if err := cf.openPeer(ctx, c, conv, *peer); err != nil {
+				return err
+			}
 		}
 		var atts []client.Attachment
 		for _, p := range files {
@@ -113,6 +132,46 @@ func runSend(ctx context.Context, a *app, args []string) error {
 		}
 		return nil
 	}, withHTTP(a, *httpURL))
+}
+
+// directWith finds the caller's direct conversation with peer, if there is
+// one, in their inbox, without opening one.
+func directWith(ctx context.Context, c *client.Client, peer int64) (id int64, found bool, err error) {
+	o := client.InboxOptions{Limit: 200}
+	for {
+		page, err := c.Inbox(ctx, o)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, e := range page.Conversations {
+			if e.PeerID == peer {
+				return e.ID, true, nil
+			}
+		}
+		if page.NextCursor == "" {
+			return 0, false, nil
+		}
+		o.Cursor = page.NextCursor
+	}
+}
+
+// checkUploadSizes refuses, before anything is created, the files chatd
+// would refuse for their size: empty, or over max (max_upload_bytes,
+// chatd's setting, which chatctl reads as chatd does).
+func checkUploadSizes(fs *flag.FlagSet, max int64, paths []string) error {
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return usagef("%s: --file: %v", fs.Name(), err)
+		}
+		switch {
+		case st.Size() == 0:
+			return usagef("%s: --file: %s is empty; attach a file with something in it", fs.Name(), p)
+		case st.Size() > max:
+			return usagef("%s: --file: %s is %d bytes, more than chatd accepts (max_upload_bytes, CHAT_MAX_UPLOAD_BYTES: %d bytes)", fs.Name(), p, st.Size(), max)
+		}
+	}
+	return nil
 }
 
 // replyNote is " (reply to #S)" for a reply, else "".
