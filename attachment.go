@@ -707,6 +707,18 @@ func (s *Service) attachments() (Attachments, error) {
 	return s.Attachments, nil
 }
 
+// SizesText is a size and the limit it is over, as a refusal shows them:
+// each as SizeText says it, with the exact byte counts after both where
+// the two would read the same (a file one byte over 25 MiB is not "25.0
+// MiB, the limit is 25.0 MiB").
+func SizesText(size, limit int64) (string, string) {
+	s, l := SizeText(size), SizeText(limit)
+	if s == l && size != limit && size >= 1<<10 {
+		return fmt.Sprintf("%s (%d bytes)", s, size), fmt.Sprintf("%s (%d bytes)", l, limit)
+	}
+	return s, l
+}
+
 // SizeText is a byte count as messages show it: in MiB from 1 MiB, in KiB
 // from 1 KiB, else in bytes (a quota of 1000 bytes is not "0 MiB").
 func SizeText(n int64) string {

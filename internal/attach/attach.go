@@ -277,12 +277,13 @@ func (s *Service) check(req chat.UploadRequest) (name, declared string, err erro
 	}
 	if req.Size > s.cfg.Limits.MaxBytes {
 		s.metrics.uploads.WithLabelValues("too_large").Inc()
-		return "", "", chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", chat.SizeText(req.Size), chat.SizeText(s.cfg.Limits.MaxBytes))
+		size, limit := chat.SizesText(req.Size, s.cfg.Limits.MaxBytes)
+		return "", "", chat.Errorf(chat.CodeTooLarge, "the file is %s, the limit is %s", size, limit)
 	}
 	if purpose == chat.PurposeAvatar && req.Size > s.cfg.Limits.MaxAvatarBytes {
 		s.metrics.uploads.WithLabelValues("too_large").Inc()
-		return "", "", chat.Errorf(chat.CodeTooLarge, "the picture is %s, an avatar is at most %s: send a smaller one (it is shown small)",
-			chat.SizeText(req.Size), chat.SizeText(s.cfg.Limits.MaxAvatarBytes))
+		size, limit := chat.SizesText(req.Size, s.cfg.Limits.MaxAvatarBytes)
+		return "", "", chat.Errorf(chat.CodeTooLarge, "the picture is %s, an avatar is at most %s: send a smaller one (it is shown small)", size, limit)
 	}
 	if !chat.TypeAllowed(s.types(purpose), declared) {
 		s.metrics.uploads.WithLabelValues("unsupported").Inc()

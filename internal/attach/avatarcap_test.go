@@ -48,3 +48,31 @@ func TestAnAvatarUploadOverTheAvatarLimitIsRefusedAtTheTicket(t *testing.T) {
 		t.Fatalf("avatar over a max_upload_bytes of 1000 (max_avatar_bytes 1 MiB): %v, want too_large", err)
 	}
 }
+
+// A file just over the limit is told apart from it: one byte over 25 MiB
+// reads "25.0 MiB (26214401 bytes)", not "25.0 MiB, the limit is 25.0
+// MiB", for a message's file as for an avatar.
+func TestARefusalOfAFileJustOverTheLimitSaysHowMuchOver(t *testing.T) {
+	_, pool, g, local := groupAndDisk(t)
+	ctx := context.Background()
+	s, err := New(Config{Store: store.NewAttachments(pool), Blobs: local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		req  chat.UploadRequest
+		want string
+	}{
+		{chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "big.jpg", ContentType: "image/jpeg", Size: 25<<20 + 1},
+			"the file is 25.0 MiB (26214401 bytes), the limit is 25.0 MiB (26214400 bytes)"},
+		{chat.UploadRequest{ConversationID: g.ID, UserID: 1, Name: "big.jpg", ContentType: "image/jpeg", Size: 30 << 20},
+			"the file is 30.0 MiB, the limit is 25.0 MiB"},
+		{chat.UploadRequest{Purpose: chat.PurposeAvatar, UserID: 1, Name: "me.jpg", ContentType: "image/jpeg", Size: 10<<20 + 1},
+			"the picture is 10.0 MiB (10485761 bytes), an avatar is at most 10.0 MiB (10485760 bytes)"},
+	} {
+		_, err := s.CreateUpload(ctx, c.req)
+		if chat.ErrorCode(err) != chat.CodeTooLarge || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%d bytes: %v, want too_large saying %q", c.req.Size, err, c.want)
+		}
+	}
+}
