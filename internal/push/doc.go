@@ -106,7 +106,9 @@
 // MinInterval after the pair's last push (push_last.pushed_at: recorded
 // by a notification's first claim, and forgotten again when it is
 // skipped or handed back by a stopping node, sent to no device: that was
-// no push); push_last.seq
+// no push; a claim whose send a stopping node cancelled after a device
+// got it was one, and is not forgotten by the claims after it);
+// push_last.seq
 // is the highest seq any job covered, so no message is counted twice.
 //
 // # Sending (every node)

@@ -281,3 +281,37 @@ func TestANotificationAStoppingNodeSentToADeviceIsKeptAsShown(t *testing.T) {
 		t.Fatalf("the laptop got %d pushes of a read message, want none", got)
 	}
 }
+
+// TestAPushAStoppingNodeSentToADeviceHoldsTheMinimumIntervalAfterTwoStops:
+// a stopping node's cancelled send left a push owed to the laptop after
+// the phone got it (no attempt), and the next node's claim of it was
+// handed back unsent by another stop. The phone's push was a push all the
+// same: the pair's next one waits MinInterval after it.
+func TestAPushAStoppingNodeSentToADeviceHoldsTheMinimumIntervalAfterTwoStops(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.cfg.MinInterval = time.Minute
+	r.subscribe(2, "phone")
+	owed := r.subscribe(2, "laptop")
+	conv := r.direct(1, 2)
+	r.send(conv, 1, "hi bob")
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.decideAll(p, []int64{conv}, 1)
+	for _, back := range []string{"uncounted retry", "release"} {
+		cs := r.claims(p, 10, time.Minute)
+		if len(cs) != 1 {
+			t.Fatalf("claimed %d pushes before the %q, want bob's\n%s", len(cs), back, dumpJobs(r))
+		}
+		if err := push.WriteResult(ctx, p, cs[0], back, owed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.send(conv, 1, "are you there?")
+	r.decideAll(p, []int64{conv}, 2)
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'pending' AND not_before > now() + interval '30 seconds'`); n != 1 {
+		t.Fatalf("bob's next push after the phone got one and two stops handed it back: %d waiting for the minimum interval, want 1\n%s", n, dumpJobs(r))
+	}
+}

@@ -39,7 +39,8 @@ import (
 // pair's newest claimed one).
 // The first claim of a notification records the push of (user,
 // conversation) that the minimum interval counts from (applyResults
-// forgets it when the push is skipped or handed back, sent to no device).
+// forgets it when the push is skipped or handed back, sent to no device
+// by it nor by an earlier claim a stopping node cut short).
 //
 // $4 is MaxAge in seconds (readJobSQL).
 //
@@ -653,11 +654,15 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1 AND claims = $4 AND
 		// that long ago (the claim was due), so the next push of the pair
 		// is held back by none. Only while it is still that first claim
 		// (the same claim, and one that counted the first attempt; not
-		// taken over by a newer one: 'sent').
+		// taken over by a newer one: 'sent') and no earlier claim left
+		// devices owed (device_ids): with attempts back at one, that was
+		// a send a stopping node cancelled after a device got the push,
+		// which the interval counts from.
 		b.Queue(`
 WITH j AS (
     SELECT p.user_id, p.conversation_id FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
     WHERE p.id = r.id AND p.claims = r.claims AND p.kind = 'message' AND p.attempts = 1 AND p.state = 'sending'
+      AND p.device_ids IS NULL
 ), l AS (
     UPDATE push_last l SET pushed_at = '-infinity'
     FROM j WHERE l.user_id = j.user_id AND l.conversation_id = j.conversation_id
