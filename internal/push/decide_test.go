@@ -611,18 +611,24 @@ func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
 // skippedByReason reads chat_push_skipped_total from reg, by reason.
 func skippedByReason(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
+	return counterBy(t, reg, "chat_push_skipped_total", "reason")
+}
+
+// counterBy reads counter name from reg, summed by label.
+func counterBy(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "chat_push_skipped_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" {
+				if l.GetName() == label {
 					got[l.GetValue()] += m.GetCounter().GetValue()
 				}
 			}

@@ -148,7 +148,8 @@
 // retry that device only, after the longer of Retry-After (capped at 1 h)
 // and exponential backoff with full jitter (BackoffMin..BackoffMax);
 // after MaxAttempts a push is dropped (a send a stopping node cancelled
-// is no attempt) (chat_push_skipped_total
+// is no attempt; one a service answered with a retry before the stop is,
+// and so counts the push's sends cut with it) (chat_push_skipped_total
 // {reason="gave_up"}); any other status fails that push for that device.
 // With both the Kafka topic and the webhook, a device's push is written to
 // Kafka first (a failed write retries it, the webhook not tried) and then
@@ -189,7 +190,8 @@
 // else (the decider, the claimer, the workers and the result writer), may
 // be called once, and returns when its context is cancelled, after
 // cancelling sends in flight (their devices are owed again, and the
-// cancelled send does not count as an attempt), handing
+// cancelled send does not count as an attempt unless another device's
+// service answered it with a retry), handing
 // back the queued claims it still holds (one whose lease ran out in the
 // queue may be another node's claim now: it is left alone) and writing
 // the last outcomes. Devices is safe for

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
@@ -313,5 +314,39 @@ func TestAPushAStoppingNodeSentToADeviceHoldsTheMinimumIntervalAfterTwoStops(t *
 	r.decideAll(p, []int64{conv}, 2)
 	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'pending' AND not_before > now() + interval '30 seconds'`); n != 1 {
 		t.Fatalf("bob's next push after the phone got one and two stops handed it back: %d waiting for the minimum interval, want 1\n%s", n, dumpJobs(r))
+	}
+}
+
+// TestARetryAnsweredBeforeANodeStopsIsAnAttempt: the phone's push service
+// answered 503 (retry) and then the node stopped, cancelling the laptop's
+// send, which had no answer. The phone's send was an attempt all the same:
+// it counts toward MaxAttempts, so repeated stops cannot retry a push
+// beyond its limit. With one attempt allowed, the next node gives up.
+func TestARetryAnsweredBeforeANodeStopsIsAnAttempt(t *testing.T) {
+	r := newRig(t)
+	reg := prometheus.NewRegistry()
+	oneAttempt := func(c *push.Config) { c.MaxAttempts, c.Registerer = 1, reg }
+	stop := r.start(oneAttempt)
+	r.subscribe(2, "phone")
+	r.subscribe(2, "laptop")
+	r.ep.Script("phone", http.StatusServiceUnavailable)
+	r.ep.Hang("laptop", true)
+	r.send(r.direct(1, 2), 1, "hi bob")
+	testkit.WaitFor(t, 5*time.Second, "the phone's 503 answered to the node", func() bool {
+		return counterBy(t, reg, "chat_push_sent_total", "result")["retry"] >= 1
+	})
+	stop()
+	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
+		t.Fatalf("bob's push after the phone answered 503 and the node stopped: attempts %d, want 1 (the phone's send counted)\n%s", n, dumpJobs(r))
+	}
+	r.ep.Hang("laptop", false)
+	reg = prometheus.NewRegistry()
+	r.start(oneAttempt)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if got := skippedByReason(t, reg); got["gave_up"] != 1 {
+		t.Errorf("chat_push_skipped_total by reason = %v, want gave_up 1", got)
+	}
+	if all := r.ep.Pushes(); len(all) != 2 {
+		t.Fatalf("requests: %s\nwant the phone's 503 and the laptop's cancelled one", describe(all))
 	}
 }

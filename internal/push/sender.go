@@ -496,6 +496,9 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		o     outcome
 		after time.Duration
 		kafka bool // Kafka accepted it
+		// cut: a retry because stopping cancelled the send, no answer
+		// (an answer read before the stop is one, and was an attempt)
+		cut bool
 	}
 	outs := make([]devOut, len(j.devices))
 	var wg sync.WaitGroup
@@ -504,7 +507,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		go func() {
 			defer wg.Done()
 			o, after, kafka := p.out.deliver(ctx, j, d, n)
-			outs[i] = devOut{d.ID, o, after, kafka}
+			outs[i] = devOut{d.ID, o, after, kafka, o == sentRetry && ctx.Err() != nil}
 			p.m.sent.WithLabelValues(d.Platform, o.String()).Inc()
 			if o == sentOK && !j.remove && j.msgAt != nil {
 				p.m.latency.Observe(time.Since(*j.msgAt).Seconds())
@@ -527,16 +530,19 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 			}
 		}
 	}
-	if len(r.retry) > 0 && ctx.Err() != nil {
-		// Stopping cancelled sends in flight: that was no attempt of
-		// theirs, so it does not count toward MaxAttempts. Sent to no
-		// device, the claim goes back as a queued one does.
+	if len(r.retry) > 0 && ctx.Err() != nil && !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentRetry && !o.cut }) {
+		// Stopping cancelled every send owed again: that was no attempt
+		// of theirs, so it does not count toward MaxAttempts. Sent to no
+		// device, the claim goes back as a queued one does. A retry a
+		// service answered before the stop was an attempt, and counts
+		// (the cut sends with it: attempts are the push's), else
+		// repeated stops would retry it beyond MaxAttempts.
 		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff }) {
 			return result{id: j.id, attempts: j.attempts, claims: j.claims, gone: r.gone, release: true, kafkaSent: r.kafkaSent}
 		}
 		r.uncount = true
 	}
-	if len(r.retry) > 0 && ctx.Err() == nil {
+	if len(r.retry) > 0 && !r.uncount {
 		r.after = max(r.after, retry.Backoff(j.attempts, p.cfg.BackoffMin, p.cfg.BackoffMax))
 	}
 	return r
