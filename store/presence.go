@@ -148,23 +148,25 @@ func (p *Presence) SetConnections(ctx context.Context, node string, connected, t
 }
 
 // Reassert marks the sessions among clients whose flag is clear, or names
-// a node whose heartbeat ran out, as connected to node again: a node's
-// heartbeat repairs the flags of its connections that another node
-// cleared by mistake, or that a failed write left clear. It never takes a
-// flag from a live node: that node holds a newer connection of the
-// session (a takeover), and the connection here, which the takeover
-// notice has not closed yet, must not claim it back (its end would then
-// clear it, and the user would count as offline while connected there).
-func (p *Presence) Reassert(ctx context.Context, node string, clients []string) error {
+// a node whose heartbeat ran out, as connected to node again, each only
+// while it is still tokens[i]'s (the connection's, as SetConnections): a
+// node's heartbeat repairs the flags of its connections that another
+// node cleared by mistake, or that a failed write left clear. It never
+// takes a flag from a live node, nor a session a newer connection opened
+// (a takeover: that connection's node may not have written its flag
+// yet), and the connection here, which the takeover notice has not
+// closed yet, must not claim it back (its end would then clear it, and
+// the user would count as offline while connected there).
+func (p *Presence) Reassert(ctx context.Context, node string, clients, tokens []string) error {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		// In client id order, as every statement that updates many
 		// sessions locks them (SetConnections).
 		b.Queue(`SELECT 1 FROM chat_session WHERE client_id = ANY($1::text[]) ORDER BY client_id FOR NO KEY UPDATE`, clients)
-		b.Queue(`UPDATE chat_session s SET node_id = $1
-			WHERE s.client_id = ANY($2::text[]) AND s.node_id IS DISTINCT FROM $1
+		b.Queue(`UPDATE chat_session s SET node_id = $1 FROM unnest($2::text[], $3::text[]) AS c(id, token)
+			WHERE s.client_id = c.id AND s.conn_token = c.token AND s.node_id IS DISTINCT FROM $1
 			  AND NOT EXISTS (SELECT 1 FROM chat_node n WHERE n.node_id = s.node_id
-			                  AND n.heartbeat_at > now() - make_interval(secs => $3))`, node, clients, p.ttl.Seconds())
+			                  AND n.heartbeat_at > now() - make_interval(secs => $4))`, node, clients, tokens, p.ttl.Seconds())
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("reassert connections: %w", err)
 		}

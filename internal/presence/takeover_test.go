@@ -179,3 +179,53 @@ func TestAQuickReconnectToAnotherNodeIsNotAnnouncedOnlineAgain(t *testing.T) {
 		t.Fatalf("presence after the reconnect: %+v, %v; want online", p, err)
 	}
 }
+
+// beating is the presence store of a node, counting its heartbeats.
+type beating struct {
+	*stored
+	beats atomic.Int64
+}
+
+func (b *beating) Heartbeat(ctx context.Context, node string) (bool, error) {
+	revived, err := b.stored.Heartbeat(ctx, node)
+	if err == nil {
+		b.beats.Add(1)
+	}
+	return revived, err
+}
+
+// TestAHeartbeatLeavesASessionANewerConnectionOpenedElsewhere: node a
+// learns of a device's connection after the device reconnected to node
+// b, whose flag write is still pending: the session is the newer
+// connection's. Node a's heartbeat repair must leave it alone, as a's
+// own connection write does: taken, the old connection's end would clear
+// it, and until then the session would count as a's.
+func TestAHeartbeatLeavesASessionANewerConnectionOpenedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	a := &beating{stored: store.NewPresence(pool, presence.TTL(time.Second))}
+	tr, err := presence.New(presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 50 * time.Millisecond, NoPush: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close(context.Background()) })
+	for _, token := range []string{"a/p/1", "b/p/1"} {
+		if _, err := ss.Open(ctx, "phone", token, 1, true, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.Connected("phone", "a/p/1", 1)
+	after := a.beats.Load()
+	testkit.WaitFor(t, 5*time.Second, "node a's heartbeats after the connect", func() bool { return a.beats.Load() >= after+3 })
+	var node string
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(node_id, '') FROM chat_session WHERE client_id = 'phone'`).Scan(&node); err != nil {
+		t.Fatal(err)
+	}
+	if node != "" {
+		t.Fatalf("the session is held by node %q after node a's heartbeats, want none (node b's newer connection's write pending)", node)
+	}
+}

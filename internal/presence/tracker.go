@@ -29,8 +29,9 @@ type Store interface {
 	// seen now.
 	SetConnections(ctx context.Context, node string, connected, tokens, disconnected []string, seen []int64) error
 	// Reassert marks clients connected to node again where no live node
-	// holds them: a heartbeat's repair, which never takes a session over.
-	Reassert(ctx context.Context, node string, clients []string) error
+	// holds them and the session is still tokens[i]'s: a heartbeat's
+	// repair, which never takes a session over.
+	Reassert(ctx context.Context, node string, clients, tokens []string) error
 	// ClaimOnline records users announced online and returns those who
 	// were not (whom to announce): none whose watchers were never told
 	// they left. The caller's connections of theirs are recorded first.
@@ -406,7 +407,7 @@ func (t *Tracker) ok(what string, err error) bool {
 // session connected here that no live node holds (one that another node
 // cleared by mistake, or a write that failed, is repaired within one
 // interval; one a newer connection on another node took over stays
-// there). When another node had taken this one for dead (its heartbeat
+// with it, also while its node has not written its flag yet). When another node had taken this one for dead (its heartbeat
 // lapsed), that node announced its users offline: they are announced
 // online again. Then it takes over what crashed nodes left (reapDead).
 func (t *Tracker) heartbeat() {
@@ -420,8 +421,9 @@ func (t *Tracker) heartbeat() {
 	revived = t.revived
 	t.mu.Lock()
 	live := make([]string, 0, len(t.clients))
-	for id := range t.clients {
-		live = append(live, id)
+	tokens := make([]string, 0, len(t.clients))
+	for id, c := range t.clients {
+		live, tokens = append(live, id), append(tokens, c.token)
 	}
 	var back []int64
 	if revived {
@@ -432,7 +434,7 @@ func (t *Tracker) heartbeat() {
 	}
 	t.mu.Unlock()
 	switch {
-	case len(live) > 0 && !t.ok("record connections", t.cfg.Store.Reassert(ctx, t.cfg.NodeID, live)):
+	case len(live) > 0 && !t.ok("record connections", t.cfg.Store.Reassert(ctx, t.cfg.NodeID, live, tokens)):
 		// Announced once the next beat has repaired the flags.
 	case len(back) == 0 || t.cfg.NoPush:
 		t.revived = false

@@ -100,7 +100,7 @@ func (f *fakeStore) ClaimOffline(_ context.Context, _ string, users []int64) (ma
 	}
 	return out, nil
 }
-func (f *fakeStore) Reassert(_ context.Context, node string, clients []string) error {
+func (f *fakeStore) Reassert(_ context.Context, node string, clients, _ []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, id := range clients {
