@@ -44,7 +44,9 @@
 // who do not come back are announced offline.
 // A node taken for dead while it ran (its heartbeat lapsed) finds its
 // heartbeat gone at its next one, restores its flags and announces its
-// users online again.
+// users online again (those connected then, once the claim goes through:
+// a user announced online by a connection of their own meanwhile is not
+// told again).
 // Large groups (more than LargeGroup members) get no
 // presence pushes; their members can query.
 //

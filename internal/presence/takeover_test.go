@@ -122,8 +122,14 @@ func (p *published) about(user int64) []chat.Event {
 // startNode starts node's tracker on pool, publishing into pub.
 func startNode(t *testing.T, pool *pgxpool.Pool, node string, grace time.Duration, pub *published) *presence.Tracker {
 	t.Helper()
-	tr, err := presence.New(presence.Config{NodeID: node, Store: store.NewPresence(pool, presence.TTL(5*time.Second)),
+	return startTracker(t, presence.Config{NodeID: node, Store: store.NewPresence(pool, presence.TTL(5*time.Second)),
 		Hub: nopHub{}, Grace: grace, Heartbeat: 5 * time.Second, Publish: pub.add})
+}
+
+// startTracker starts a tracker of cfg until the test ends.
+func startTracker(t *testing.T, cfg presence.Config) *presence.Tracker {
+	t.Helper()
+	tr, err := presence.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,14 +211,7 @@ func TestAHeartbeatLeavesASessionANewerConnectionOpenedElsewhere(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ss := store.NewSessions(pool)
 	a := &beating{stored: store.NewPresence(pool, presence.TTL(time.Second))}
-	tr, err := presence.New(presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 50 * time.Millisecond, NoPush: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tr.Close(context.Background()) })
+	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 50 * time.Millisecond, NoPush: true})
 	for _, token := range []string{"a/p/1", "b/p/1"} {
 		if _, err := ss.Open(ctx, "phone", token, 1, true, false, time.Hour); err != nil {
 			t.Fatal(err)

@@ -101,11 +101,15 @@ type Tracker struct {
 	// set by the run goroutine (and read only by it) once it stops.
 	closeCtx context.Context
 	closing  bool
-	// revived is set by the run goroutine (and read only by it) while
-	// the announcement that this node's users are online again, after
-	// another node took it for dead, is owed: the heartbeat reports the
-	// revival once, and a failed announcement is retried at the next.
-	revived bool
+	// reviving holds, while the announcement that they are online again
+	// is owed (another node took this one for dead and announced its
+	// users offline), the users connected here when the heartbeat
+	// reported the revival: it reports it once, and a failed announcement
+	// is retried at the next. A user's own online claim since (a first
+	// connection here, or a return after its offline) announced them and
+	// takes them out: announced again, they were told twice. Run by the
+	// run goroutine alone.
+	reviving map[int64]struct{}
 
 	onlineUsers   prometheus.Gauge
 	pushed        *prometheus.CounterVec
@@ -417,18 +421,23 @@ func (t *Tracker) heartbeat() {
 	if !t.ok("heartbeat", err) {
 		return
 	}
-	t.revived = t.revived || revived
-	revived = t.revived
 	t.mu.Lock()
 	live := make([]string, 0, len(t.clients))
 	tokens := make([]string, 0, len(t.clients))
 	for id, c := range t.clients {
 		live, tokens = append(live, id), append(tokens, c.token)
 	}
-	var back []int64
 	if revived {
-		back = make([]int64, 0, len(t.users))
+		if t.reviving == nil {
+			t.reviving = make(map[int64]struct{}, len(t.users))
+		}
 		for u := range t.users {
+			t.reviving[u] = struct{}{}
+		}
+	}
+	var back []int64
+	for u := range t.reviving {
+		if t.users[u] > 0 { // one gone since is announced offline after its grace
 			back = append(back, u)
 		}
 	}
@@ -437,13 +446,13 @@ func (t *Tracker) heartbeat() {
 	case len(live) > 0 && !t.ok("record connections", t.cfg.Store.Reassert(ctx, t.cfg.NodeID, live, tokens)):
 		// Announced once the next beat has repaired the flags.
 	case len(back) == 0 || t.cfg.NoPush:
-		t.revived = false
+		t.reviving = nil
 	default:
 		// All of them, as before the claims: the node that took this one
 		// for dead may have announced them offline without claiming it
 		// (a chatd of before migration 0045).
 		if _, err := t.cfg.Store.ClaimOnline(ctx, back); t.ok("claim presence", err) {
-			t.revived = false
+			t.reviving = nil
 			t.announce(ctx, onlineEvents(back, time.Now()))
 		}
 	}
@@ -618,6 +627,9 @@ func (t *Tracker) process() time.Duration {
 		}
 		if written && t.ok("claim presence", err) {
 			events = append(events, onlineEvents(claimed, now)...)
+			for _, u := range claimed {
+				delete(t.reviving, u)
+			}
 		} else {
 			t.mu.Lock()
 			for _, u := range cameOnline {

@@ -1,0 +1,112 @@
+package presence_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/presence"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// refusing is the presence store of a node whose online claims of user 1
+// fail while down is set: the claim a revived node makes of all its
+// users fails, a claim of another user alone does not.
+type refusing struct {
+	beating
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func (r *refusing) ClaimOnline(ctx context.Context, users []int64) ([]int64, error) {
+	if r.down.Load() && slices.Contains(users, 1) {
+		r.refused.Add(1)
+		return nil, errors.New("database out of reach")
+	}
+	return r.stored.ClaimOnline(ctx, users)
+}
+
+// TestAUserConnectingWhileARevivalIsOwedIsAnnouncedOnlineOnce: node a was
+// taken for dead (reaped, its users announced offline), and its claim
+// that they are online again failed. Meanwhile user 2 connects to it for
+// the first time and user 3 leaves and comes back, each announced online
+// by its own claim. The revival, announced once its claim goes through,
+// is of the users it owed it to, not of them: they were told twice.
+func TestAUserConnectingWhileARevivalIsOwedIsAnnouncedOnlineOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
+	a := &refusing{beating: beating{stored: pr}}
+	var onA published
+	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
+		Grace: 100 * time.Millisecond, Publish: onA.add})
+	connect := func(client, token string, user int64) {
+		t.Helper()
+		if _, err := ss.Open(ctx, client, token, user, true, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		tr.Connected(client, token, user)
+	}
+	events := func(user int64, n int, what string) {
+		t.Helper()
+		testkit.WaitFor(t, 5*time.Second, what, func() bool { return len(onA.about(user)) >= n })
+	}
+	connect("one", "a/1/1", 1)
+	connect("three", "a/3/1", 3)
+	events(1, 1, "user 1 announced online")
+	events(3, 1, "user 3 announced online")
+
+	a.down.Store(true)
+	// Another node takes a for dead, as its reaper does, and announces
+	// its users offline.
+	testkit.WaitFor(t, 5*time.Second, "node a reaped and its users claimed offline", func() bool {
+		if _, err := pool.Exec(ctx, `UPDATE chat_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'a'`); err != nil {
+			t.Fatal(err)
+		}
+		if gone, err := pr.ReapNodes(ctx, "r"); err != nil || len(gone) == 0 {
+			return false
+		}
+		claimed, err := pr.ClaimOffline(ctx, "r", []int64{1, 3})
+		return err == nil && len(claimed) == 2
+	})
+	testkit.WaitFor(t, 5*time.Second, "node a's revival claim to fail", func() bool { return a.refused.Load() > 0 })
+
+	tr.Disconnected("three", 3)
+	events(3, 2, "user 3 announced offline")
+	connect("three", "a/3/2", 3)
+	connect("two", "a/2/1", 2)
+	events(3, 3, "user 3 announced online again")
+	events(2, 1, "user 2 announced online")
+
+	a.down.Store(false)
+	events(1, 2, "user 1 announced online again (the revival)")
+	beats := a.beats.Load()
+	testkit.WaitFor(t, 5*time.Second, "two more heartbeats", func() bool { return a.beats.Load() >= beats+2 })
+	if got := states(onA.about(2)); got != "online" {
+		t.Errorf("user 2, connected after the revival claim failed, announced %s; want online once", got)
+	}
+	if got := states(onA.about(3)); got != "online offline online" {
+		t.Errorf("user 3, back after the revival claim failed, announced %s; want online offline online", got)
+	}
+}
+
+// states lists presence events as online or offline, in order.
+func states(evs []chat.Event) string {
+	var out []string
+	for _, ev := range evs {
+		if *ev.Online {
+			out = append(out, "online")
+		} else {
+			out = append(out, "offline")
+		}
+	}
+	return strings.Join(out, " ")
+}
