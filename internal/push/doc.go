@@ -156,7 +156,7 @@
 // POSTed: the webhook's answer decides as above, and a retry goes to the
 // webhook alone (push_job.kafka_sent: Kafka gets each push once); a push
 // Kafka accepted counts as possibly shown (a recall removes it) though the
-// webhook refused it.
+// webhook refused it, or a stopping node cancelled its webhook send.
 // Outcomes are written back in batches by one goroutine, each only while
 // its claim still holds the push (the same claim, push_job.claims, which
 // every claim moves up and nothing moves back, as a hand-back does

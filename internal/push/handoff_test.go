@@ -341,3 +341,36 @@ func TestAPushKafkaAcceptedIsRetriedToTheWebhookAlone(t *testing.T) {
 		t.Fatalf("chat.push has %d records of the push, want 1", len(recs))
 	}
 }
+
+// TestAPushKafkaAcceptedBeforeAStopCutItsWebhookSendIsKeptAsShown: Kafka
+// took a push, and the node stopped while the webhook had not answered
+// (its send cancelled: no attempt). Kafka's consumer has the push and may
+// have shown it: when the next claim finds it read and sends nothing, it
+// is kept as the pair's shown notification, so that a recall removes it.
+func TestAPushKafkaAcceptedBeforeAStopCutItsWebhookSendIsKeptAsShown(t *testing.T) {
+	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
+	hook := &hangingHook{arrived: make(chan struct{})}
+	srv := httptest.NewServer(hook)
+	t.Cleanup(srv.Close)
+	outputs := func(c *push.Config) {
+		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
+		c.WebhookURL, c.WebhookSecret, c.Timeout = srv.URL, "secret-secret-secret-secret-1234", 5*time.Second
+	}
+	r := newRig(t)
+	stop := r.start(outputs)
+	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
+	conv := r.direct(1, 2)
+	seq := r.send(conv, 1, "hi")
+	select {
+	case <-hook.arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the push never reached the webhook")
+	}
+	stop()
+	r.ack(conv, 2, seq)
+	r.start(outputs)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sent'`); n != 1 {
+		t.Fatalf("bob's push Kafka took before the stop, found read by the next claim: %d kept as sent, want 1 (a recall must remove it)\n%s", n, dumpJobs(r))
+	}
+}

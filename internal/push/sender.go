@@ -447,7 +447,8 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	r := result{id: j.id, attempts: j.attempts, claims: j.claims, skipped: true}
 	// Earlier attempts may have reached a device, and so may an earlier
 	// claim whose send a stopping node cancelled (no attempt, but only
-	// ever after a device got the push: else it is handed back).
+	// ever after a device, or Kafka, got the push: else it is handed
+	// back).
 	maybeShown := !j.remove && (j.attempts > 1 || j.owedAgain)
 	switch {
 	case !j.member && !j.remove:
@@ -533,11 +534,12 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	if len(r.retry) > 0 && ctx.Err() != nil && !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentRetry && !o.cut }) {
 		// Stopping cancelled every send owed again: that was no attempt
 		// of theirs, so it does not count toward MaxAttempts. Sent to no
-		// device, the claim goes back as a queued one does. A retry a
-		// service answered before the stop was an attempt, and counts
-		// (the cut sends with it: attempts are the push's), else
-		// repeated stops would retry it beyond MaxAttempts.
-		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff }) {
+		// device (nor to Kafka, whose consumer may show it), the claim
+		// goes back as a queued one does. A retry a service answered
+		// before the stop was an attempt, and counts (the cut sends with
+		// it: attempts are the push's), else repeated stops would retry
+		// it beyond MaxAttempts.
+		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff || o.kafka }) {
 			return result{id: j.id, attempts: j.attempts, claims: j.claims, gone: r.gone, release: true, kafkaSent: r.kafkaSent}
 		}
 		r.uncount = true
