@@ -106,6 +106,7 @@ type Chat struct {
 	connSeq     atomic.Uint64
 
 	revoked revocations // token revocations announced lately (tokenrevoke.go)
+	notices takeoverNotices
 }
 
 type clientInfo struct {
@@ -188,23 +189,20 @@ func (h *Chat) newToken() string {
 // It does not block: the DISCONNECT is written on a goroutine of its own,
 // since a half-open socket can hold a write until its deadline; one that
 // holds it past TakeoverGrace is closed without it (takeover.go).
+//
+// The notice can come before mochi lists the connection it names: the
+// session's open commits before the connection's takeover on this node
+// and its CONNACK, and the open of another node's connection may commit
+// and be announced meanwhile. Such a token is remembered
+// (takeoverNotices), and the connection is closed once it has its
+// CONNACK (OnSessionEstablished).
 func (h *Chat) SessionTakenOver(clientID, token string) {
 	if !strings.HasPrefix(token, h.tokenPrefix) {
 		return
 	}
-	cl, ok := h.server.Clients.Get(clientID)
-	if !ok {
-		return
+	if cl, ok := h.notices.listedOrNoted(h, clientID, token); ok {
+		h.closeTakenOver(cl)
 	}
-	if ci := h.info(cl); ci == nil || ci.token != token {
-		return
-	}
-	h.cfg.Metrics.TakenOver.Inc()
-	bound := h.closeAfterGrace(cl)
-	go func() {
-		_ = h.server.DisconnectClient(cl, packets.ErrSessionTakenOver)
-		bound.Stop()
-	}()
 }
 
 // Attach gives the hook the server it runs in (for CONNACKs and lookups).
@@ -464,6 +462,10 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		return
 	}
 	ci.endConnectTurn()
+	if h.notices.heard(ci.token) {
+		h.closeTakenOver(cl)
+		return
+	}
 	if h.revokedMeanwhile(ci) {
 		h.endRevoked(cl, ci)
 		return

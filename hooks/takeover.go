@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"sync"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -45,4 +46,69 @@ func (h *Chat) closeAfterGrace(old *mqtt.Client) *time.Timer {
 		h.cfg.Logger.Info("closing a connection taken over that did not take its DISCONNECT in time", "client", old.ID, "remote", old.Net.Remote)
 		old.Stop(packets.ErrSessionTakenOver)
 	})
+}
+
+// closeTakenOver closes cl, whose session a connection on another node
+// took over, with DISCONNECT 0x8E. It does not block: the DISCONNECT is
+// written on a goroutine of its own, since a half-open socket can hold a
+// write until its deadline; one that holds it past TakeoverGrace is
+// closed without it.
+func (h *Chat) closeTakenOver(cl *mqtt.Client) {
+	h.cfg.Metrics.TakenOver.Inc()
+	bound := h.closeAfterGrace(cl)
+	go func() {
+		_ = h.server.DisconnectClient(cl, packets.ErrSessionTakenOver)
+		bound.Stop()
+	}()
+}
+
+// takeoverNoticeMemory is how long a takeover notice naming a connection
+// of this process that mochi did not list is remembered: longer than a
+// CONNECT takes from the session's open to its CONNACK (the open within
+// the send timeout, the takeover within TakeoverGrace, then one write).
+const takeoverNoticeMemory = time.Minute
+
+// takeoverNotices are the takeover notices of late that named a
+// connection of this process mochi did not list (SessionTakenOver), by
+// token: most named one that ended, the others one whose session opened
+// and which is not listed yet. Only the first kind stays until it is
+// forgotten; there are few of them, since a connection that ends clears
+// its token from the session, and no later open announces it.
+type takeoverNotices struct {
+	mu sync.Mutex
+	m  map[string]time.Time // token -> when heard
+}
+
+// listedOrNoted returns the client mochi lists with clientID when token
+// is its connection's; otherwise it notes token. Both under mu: a
+// connection mochi lists after the look-up checks heard after the note.
+func (n *takeoverNotices) listedOrNoted(h *Chat, clientID, token string) (*mqtt.Client, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cl, ok := h.server.Clients.Get(clientID); ok {
+		if ci := h.info(cl); ci != nil && ci.token == token {
+			return cl, true
+		}
+	}
+	now := time.Now()
+	if n.m == nil {
+		n.m = map[string]time.Time{}
+	}
+	for tok, heard := range n.m {
+		if now.Sub(heard) > takeoverNoticeMemory {
+			delete(n.m, tok)
+		}
+	}
+	n.m[token] = now
+	return nil, false
+}
+
+// heard reports, once, whether a notice named token while its connection
+// was not listed. Called once mochi lists the connection.
+func (n *takeoverNotices) heard(token string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.m[token]
+	delete(n.m, token)
+	return ok
 }

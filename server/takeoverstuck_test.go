@@ -13,6 +13,7 @@ import (
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
 )
 
 // A phone that lost its network while deliveries filled its socket reads
@@ -25,16 +26,7 @@ import (
 // The old connection is closed within the takeover's second instead.
 func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
 	srv, conv := startDirect(t, map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"})
-	old := stuckPhone(t, srv.MQTTAddr())
-
-	// 24 MiB to deliver: far beyond what the two sockets' buffers hold.
-	body := strings.Repeat("x", 1<<20-64)
-	for i := range 24 {
-		mustSendAs(t, srv, conv.ID, 2, fmt.Sprint(i, body))
-	}
-	// The first delivery is taken: the rest of the burst is being
-	// written and cannot all fit.
-	nextPublish(t, old, "the first delivery", 10*time.Second, func(packets.Packet) bool { return true })
+	old := fullPhone(t, srv, conv.ID)
 
 	start := time.Now()
 	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "phone", Username: "1",
@@ -77,12 +69,7 @@ func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testin
 	a := startNode(t, url, withNodeID(env, "a"))
 	b := startNode(t, url, withNodeID(env, "b"))
 	conv := mustDirect(t, context.Background(), a, 1, 2)
-	old := stuckPhone(t, a.MQTTAddr())
-	body := strings.Repeat("x", 1<<20-64)
-	for i := range 24 {
-		mustSendAs(t, a, conv.ID, 2, fmt.Sprint(i, body))
-	}
-	nextPublish(t, old, "the first delivery", 10*time.Second, func(packets.Packet) bool { return true })
+	fullPhone(t, a, conv.ID)
 
 	if _, ack := dialAs(t, b.MQTTAddr(), 1, "phone", 5, false); ack.ReasonCode != 0 {
 		t.Fatalf("reconnect on node B: CONNACK 0x%02x", ack.ReasonCode)
@@ -90,6 +77,21 @@ func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testin
 	// Node A's client ends (its delivery session with it) without the
 	// old client reading: reading would free the stuck write.
 	testkit.WaitFor(t, 4*time.Second, "node A closed the old connection", func() bool { return a.Hub.Session("phone") == nil })
+}
+
+// fullPhone is stuckPhone on srv with its socket full: 24 MiB of
+// messages from user 2 in conv (the node must allow bodies of 1 MiB),
+// far beyond what the two sockets' buffers hold, of which it took the
+// first.
+func fullPhone(t *testing.T, srv *server.Server, conv int64) *mqtttest.Client {
+	t.Helper()
+	c := stuckPhone(t, srv.MQTTAddr())
+	body := strings.Repeat("x", 1<<20-64)
+	for i := range 24 {
+		mustSendAs(t, srv, conv, 2, fmt.Sprint(i, body))
+	}
+	nextPublish(t, c, "the first delivery", 10*time.Second, func(packets.Packet) bool { return true })
+	return c
 }
 
 // stuckPhone connects user 1's persistent client "phone" subscribed to its
