@@ -91,6 +91,9 @@ type Chat struct {
 	// connecting holds the clients OnConnect accepted whose session is
 	// not established yet, by their connection (ConnectionEnded).
 	connecting sync.Map // net.Conn -> *mqtt.Client
+	// ending holds, by connection, the end of the connect turn that a
+	// connection's clean-up by mochi runs in (cleanUpInTurn).
+	ending sync.Map // net.Conn -> func()
 
 	busy     atomic.Int64 // publishes being processed
 	draining atomic.Bool
@@ -739,8 +742,15 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 // OnDisconnect stops delivery and ends the session or records when it was
 // last seen (a persistent one lives on in PostgreSQL alone: session.go),
 // either only while this connection is the one that opened it last
-// (newToken).
+// (newToken). Then mochi's clean-up of the connection runs in a connect
+// turn of its client id (cleanUpInTurn).
 func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	h.disconnected(cl)
+	h.cleanUpInTurn(cl)
+}
+
+// disconnected is OnDisconnect's work for the hook's record of cl.
+func (h *Chat) disconnected(cl *mqtt.Client) {
 	forgetAliases(cl)
 	ci := h.info(cl)
 	if ci == nil {
@@ -788,16 +798,25 @@ func (h *Chat) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 // list: without this, its record here, a clean session's row and mochi's
 // client would stay for the life of the process (its connection slot until
 // RefreshConnections pruned it). It ends as a disconnect.
+//
+// A connection that ended after its session was established has had its
+// OnDisconnect and mochi's clean-up: the connect turn that clean-up took
+// ends here (cleanUpInTurn).
 func (h *Chat) ConnectionEnded(conn net.Conn) {
+	if end, ok := h.ending.LoadAndDelete(conn); ok {
+		end.(func())()
+	}
 	v, ok := h.connecting.LoadAndDelete(conn)
 	if !ok {
 		return
 	}
 	cl := v.(*mqtt.Client)
+	// Still in the client's connect turn (it ends below), so no CONNECT
+	// of the id lists itself between the look-up and the delete.
 	if c, ok := h.server.Clients.Get(cl.ID); ok && c == cl {
 		h.server.Clients.Delete(cl.ID)
 	}
-	h.OnDisconnect(cl, nil, true)
+	h.disconnected(cl)
 }
 
 // Drain refuses new publishes, waits until those being processed have

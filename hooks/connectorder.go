@@ -3,6 +3,9 @@ package hooks
 import (
 	"context"
 	"sync"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
 )
 
 // connectGate makes the CONNECTs of one client id on this node take their
@@ -52,4 +55,38 @@ func (ci *clientInfo) endConnectTurn() {
 	if ci.connected != nil {
 		ci.connected()
 	}
+}
+
+// cleanUpInTurn makes mochi's clean-up of cl, which ended without being
+// taken over, run in a connect turn of its client id, ended by
+// ConnectionEnded once mochi is done with the connection. That clean-up
+// (mochi's attachClient, after OnDisconnect) checks that the client was
+// not taken over and then deletes its client id from mochi's list: a
+// CONNECT of the id that took it over and listed itself in between was
+// the one deleted. It stayed connected, unlisted: the next CONNECT of the
+// id took nothing over and both stayed open, the older without
+// deliveries, and no other node's takeover notice could close it. A
+// CONNECT lists itself within its turn, so now before the check (which
+// then finds the client taken over) or after the delete.
+//
+// The turn ends after the send timeout at the latest: a listener that
+// did not call ConnectionEnded would otherwise keep the id's CONNECTs
+// out for good.
+func (h *Chat) cleanUpInTurn(cl *mqtt.Client) {
+	if cl.IsTakenOver() || cl.Net.Conn == nil {
+		return // mochi cleans nothing up
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
+	defer cancel()
+	leave, ok := h.gate.enter(ctx, cl.ID)
+	if !ok {
+		h.cfg.Logger.Warn("cleaning up a connection outside its client id's connect turn", "client", cl.ID,
+			"err", "a connect of the client id did not finish in time")
+		return
+	}
+	bound := time.AfterFunc(h.cfg.SendTimeout, leave)
+	h.ending.Store(cl.Net.Conn, func() {
+		bound.Stop()
+		leave()
+	})
 }

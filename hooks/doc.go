@@ -56,7 +56,9 @@
 // tree (untree: the Hub delivers, the tree would route nothing and cost
 // ~2 KiB a connection). The CONNECTs of one client id on a node take
 // turns from the session's open to their CONNACK (connectorder.go), so the
-// connection mochi keeps is the one that holds the session; an old
+// connection mochi keeps is the one that holds the session, and mochi's
+// clean-up of a connection that ended takes a turn too, so it cannot
+// remove a newer connection from mochi's list; an old
 // connection that does not take its takeover's DISCONNECT within
 // TakeoverGrace is closed without it (takeover.go), so it cannot hold the
 // turn.
