@@ -404,8 +404,10 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	leave, ok := h.gate.enter(ctx, cl.ID)
 	if !ok {
 		h.releaseConnSlot(cl, userID)
+		// Answered as unavailable (retry later), counted apart: the
+		// database answered, another CONNECT of the id held its turn.
 		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", "another connect of the client id did not finish in time")
-		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
+		return h.refuse(cl, packets.ErrServerUnavailable, "client_id_busy", userID)
 	}
 	token := h.newToken()
 	opened, err := h.cfg.Sessions.Open(ctx, cl.ID, token, userID, persistent, cl.Properties.Clean, expiry)

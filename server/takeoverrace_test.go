@@ -10,7 +10,6 @@ import (
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
-	"github.com/chatd/chatd/internal/testnode"
 )
 
 // A reconnect on node A opened the session, then took over the phone's
@@ -25,35 +24,13 @@ func TestATakeoverNoticeForAConnectionNotYetListedClosesItAfterItsConnack(t *tes
 	b := startNode(t, url, withNodeID(env, "b"))
 	conv := mustDirect(t, context.Background(), a, 1, 2)
 	fullPhone(t, a, conv.ID)
-	token := func() string {
-		return pgtest.QueryOne[string](t, a.Pool, `SELECT conn_token FROM chat_session WHERE client_id = 'phone'`)
+	onA := takeOverFullPhone(t, a)
+	onB, ack, err := mqtttest.Dial(b.MQTTAddr(), phoneOptions(t))
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("reconnect on node B: CONNACK 0x%02x, %v", ack.ReasonCode, err)
 	}
-	first := token()
-
-	dial := func(addr string) (*mqtttest.Client, error) {
-		c, ack, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "phone", Username: "1",
-			Password: testnode.Token(t, 1), Expiry: expiryFor(5, false)})
-		if err == nil {
-			t.Cleanup(c.Drop)
-			if ack.ReasonCode != 0 {
-				t.Errorf("CONNACK 0x%02x from %s", ack.ReasonCode, addr)
-			}
-		}
-		return c, err
-	}
-	onA := testkit.Start(t, "the reconnect on node A", func() (*mqtttest.Client, error) { return dial(a.MQTTAddr()) },
-		func() bool { return token() != first })
-	if onA.Returned() {
-		t.Fatal("the reconnect on node A took over the full connection at once: nothing to race")
-	}
-	onB, err := dial(b.MQTTAddr())
-	if err != nil {
-		t.Fatalf("reconnect on node B: %v", err)
-	}
-	cA, err := onA.Wait()
-	if err != nil {
-		t.Fatalf("reconnect on node A: %v", err)
-	}
+	t.Cleanup(onB.Drop)
+	cA := onA.Wait(t)
 
 	testkit.WaitFor(t, 5*time.Second, "node A to close the connection whose session node B took", cA.Closed)
 	if pk, ok := cA.ServerDisconnect(); !ok || pk.ReasonCode != packets.ErrSessionTakenOver.Code {

@@ -29,8 +29,7 @@ func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
 	old := fullPhone(t, srv, conv.ID)
 
 	start := time.Now()
-	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "phone", Username: "1",
-		Password: testnode.Token(t, 1), Expiry: expiryFor(5, false)})
+	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), phoneOptions(t))
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("reconnect over the stuck connection after %v: %v", took.Round(time.Millisecond), err)
@@ -94,6 +93,50 @@ func fullPhone(t *testing.T, srv *server.Server, conv int64) *mqtttest.Client {
 	return c
 }
 
+// phoneOptions connect user 1's persistent client "phone".
+func phoneOptions(t *testing.T) mqtttest.Options {
+	return mqtttest.Options{Version: 5, ClientID: "phone", Username: "1", Password: testnode.Token(t, 1), Expiry: expiryFor(5, false)}
+}
+
+// phoneTakeover is a reconnect of the phone under way.
+type phoneTakeover struct {
+	p *testkit.Pending[*mqtttest.Client]
+}
+
+// takeOverFullPhone starts a reconnect of the phone on srv, where
+// fullPhone holds it: it returns once the reconnect has opened the
+// session, while its takeover of the full connection (TakeoverGrace)
+// holds the client id's connect turn and its CONNACK.
+func takeOverFullPhone(t *testing.T, srv *server.Server) phoneTakeover {
+	t.Helper()
+	token := func() string {
+		return pgtest.QueryOne[string](t, srv.Pool, `SELECT conn_token FROM chat_session WHERE client_id = 'phone'`)
+	}
+	first := token()
+	p := testkit.Start(t, "the phone's reconnect", func() (*mqtttest.Client, error) {
+		c, ack, err := mqtttest.Dial(srv.MQTTAddr(), phoneOptions(t))
+		if err == nil && ack.ReasonCode != 0 {
+			err = fmt.Errorf("CONNACK 0x%02x", ack.ReasonCode)
+		}
+		return c, err
+	}, func() bool { return token() != first })
+	if p.Returned() {
+		t.Fatal("the phone's reconnect took over the full connection at once")
+	}
+	return phoneTakeover{p}
+}
+
+// Wait is the reconnected client, once it has its CONNACK.
+func (r phoneTakeover) Wait(t *testing.T) *mqtttest.Client {
+	t.Helper()
+	c, err := r.p.Wait()
+	if err != nil {
+		t.Fatalf("the phone's reconnect: %v", err)
+	}
+	t.Cleanup(c.Drop)
+	return c
+}
+
 // stuckPhone connects user 1's persistent client "phone" subscribed to its
 // events, reading no further than one delivery the test has not taken: a
 // phone whose network went away, so what the node writes to it fills the
@@ -102,8 +145,9 @@ func fullPhone(t *testing.T, srv *server.Server, conv int64) *mqtttest.Client {
 // first delivery the tests wait for.)
 func stuckPhone(t *testing.T, addr string) *mqtttest.Client {
 	t.Helper()
-	c, _, err := mqtttest.Dial(addr, mqtttest.Options{Version: 5, ClientID: "phone", Username: "1",
-		Password: testnode.Token(t, 1), Expiry: expiryFor(5, false), ReadBuffer: 1})
+	o := phoneOptions(t)
+	o.ReadBuffer = 1
+	c, _, err := mqtttest.Dial(addr, o)
 	if err != nil {
 		t.Fatalf("connect phone: %v", err)
 	}
