@@ -405,8 +405,10 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if !ok {
 		h.releaseConnSlot(cl, userID)
 		// Answered as unavailable (retry later), counted apart: the
-		// database answered, another CONNECT of the id held its turn.
-		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", "another connect of the client id did not finish in time")
+		// database answered, another CONNECT of the id held its turn. A
+		// client reconnecting in a loop causes it, no fault of the node's,
+		// so it is no warning (the counter shows a storm).
+		h.cfg.Logger.Info("connect refused: another connect of the client id did not finish in time", "client", cl.ID, "user", userID)
 		return h.refuse(cl, packets.ErrServerUnavailable, "client_id_busy", userID)
 	}
 	token := h.newToken()
