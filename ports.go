@@ -236,8 +236,9 @@ type Delivery interface {
 	After(clientID string, conn Conn, fn func()) bool
 }
 
-// EntryReader reads committed entries as they are now (the outbox relay
-// encodes referencing outbox rows with it).
+// EntryReader reads committed entries as they are now, a reply's quote
+// (ReplyRef.Snippet) as it was at the reply, as its commit published it
+// live (the outbox relay encodes referencing outbox rows with it).
 type EntryReader interface {
 	// Entries returns the entries refs name that exist, by ref.
 	Entries(ctx context.Context, refs []MessageRef) (map[MessageRef]Message, error)

@@ -127,12 +127,6 @@ func addReactions(ctx context.Context, q pgx.Tx, conv, reader int64, entries []c
 	return rows.Err()
 }
 
-// prefixed qualifies each of a comma-separated column list with alias.
-func prefixed(alias, columns string) string { return prefixedExcept(alias, columns, nil) }
-
-// prefixedExcept is prefixed with the columns named in exprs read as
-// their expression instead; it panics when one is not among columns, so a
-// renamed column cannot silently drop its expression.
 // quotedJoin joins quoted.snippet, what reply e quotes for a reader whose
 // history floor is the SQL expression floor, reading as of entry upto (an
 // SQL expression, 0: now); entryColumns' reply_snippet is
@@ -154,6 +148,9 @@ func quotedJoin(floor, upto string) string {
 // quotedColumn is the reply_snippet of entries read with quotedJoin.
 const quotedColumn = "COALESCE(quoted.snippet, e.reply_snippet)"
 
+// prefixedExcept qualifies each of a comma-separated column list with
+// alias, but reads the columns named in exprs as their expression; it panics when one is not among columns, so a
+// renamed column cannot silently drop its expression.
 func prefixedExcept(alias, columns string, exprs map[string]string) string {
 	parts := strings.Split(columns, ",")
 	used := 0
@@ -174,16 +171,23 @@ func prefixedExcept(alias, columns string, exprs map[string]string) string {
 
 var _ chat.EntryReader = (*Sessions)(nil)
 
-// Entries reads the entries refs name, as they are now, in one query.
+// entriesSQL reads the entries of refs, a reply quoting the message as it
+// was at the reply (quotedJoin with the reply itself as the floor): the
+// quote its commit published live, which every node must deliver alike.
+var entriesSQL = `SELECT ` + prefixedExcept("e", entryColumns, map[string]string{"reply_snippet": quotedColumn}) + `
+		FROM unnest($1::bigint[], $2::bigint[]) AS r(c, q)
+		JOIN chat_entry e ON e.conversation_id = r.c AND e.seq = r.q
+		` + quotedJoin("e.seq", "0")
+
+// Entries reads the entries refs name, as they are now but for what a
+// reply quotes (entriesSQL), in one query.
 func (s *Sessions) Entries(ctx context.Context, refs []chat.MessageRef) (map[chat.MessageRef]chat.Message, error) {
 	convs := make([]int64, len(refs))
 	seqs := make([]int64, len(refs))
 	for i, r := range refs {
 		convs[i], seqs[i] = r.ConversationID, r.Seq
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("e", entryColumns)+`
-		FROM unnest($1::bigint[], $2::bigint[]) AS r(c, q)
-		JOIN chat_entry e ON e.conversation_id = r.c AND e.seq = r.q`, convs, seqs)
+	rows, err := s.pool.Query(ctx, entriesSQL, convs, seqs)
 	if err != nil {
 		return nil, classify("read entries", err)
 	}

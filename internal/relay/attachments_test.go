@@ -2,14 +2,12 @@ package relay_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/store"
 )
 
@@ -41,29 +39,5 @@ func TestKafkaCarriesAMessagesAttachmentsAsItsLiveEvent(t *testing.T) {
 	if m.MsgType != chat.MsgImage || len(m.Attachments) != 1 || m.Attachments[0].Thumbnail == nil {
 		t.Fatalf("sent: %+v", m)
 	}
-	live, err := chat.EncodeEvent(chat.EntryEvent(m.UTC()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := relayEntries(t, pool)
-	for _, msg := range readUntil(t, addr(port), 2, 10*time.Second) {
-		e, err := relay.DecodeEvent(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Type != chat.EventMessageNew {
-			continue
-		}
-		var ev chat.Event
-		if err := json.Unmarshal(msg.Value, &ev); err != nil {
-			t.Fatal(err)
-		}
-		ev.EventID = 0
-		kafka, _ := chat.EncodeEvent(ev)
-		if string(kafka) != string(live) {
-			t.Fatalf("Kafka\n  %s\nlive\n  %s", kafka, live)
-		}
-		return
-	}
-	t.Fatal("no message.new on Kafka")
+	checkRelayedAsLive(t, relayEntries(t, pool), 2, m)
 }

@@ -21,7 +21,9 @@
 //     RequireAll; the Kafka value is the chat.Event written by
 //     chat.EncodeEvent (the encoder of every event JSON chatd sends) with
 //     "eventId" (the outbox id) set, a referencing row encoded from its
-//     entry as the entry is when relayed; headers "eventId", "type" and
+//     entry as the entry is when relayed, but for a reply's quote, which
+//     is the message it quotes as it was at the reply (what the
+//     committing node delivered live); headers "eventId", "type" and
 //     "origin" (the committing node's application name, "chatd:<node
 //     id>"), and for a row written by a traced change "traceparent" (and
 //     "tracestate"): with Config.Tracer the context of the row's

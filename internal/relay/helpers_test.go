@@ -99,6 +99,33 @@ func relayEntries(t *testing.T, pool *pgxpool.Pool) int {
 	return port
 }
 
+// checkRelayedAsLive reads Kafka (port) until it holds n messages and
+// checks that the message.new of m among them is, byte for byte, the
+// event m's commit published live (eventId aside).
+func checkRelayedAsLive(t *testing.T, port, n int, m chat.Message) {
+	t.Helper()
+	live, err := chat.EncodeEvent(chat.EntryEvent(m.UTC()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range readUntil(t, addr(port), n, 10*time.Second) {
+		var ev chat.Event
+		if err := json.Unmarshal(msg.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != chat.EventMessageNew || ev.Seq != m.Seq {
+			continue
+		}
+		ev.EventID = 0
+		kafka, _ := chat.EncodeEvent(ev)
+		if string(kafka) != string(live) {
+			t.Fatalf("message %d on Kafka\n  %s\nlive\n  %s", m.Seq, kafka, live)
+		}
+		return
+	}
+	t.Fatalf("no message.new of seq %d on Kafka", m.Seq)
+}
+
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
 func testLogger(t *testing.T) *slog.Logger {

@@ -690,7 +690,8 @@ func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn) ([]outboxRow, err
 	var entries map[chat.MessageRef]chat.Message
 	if len(want) > 0 && r.cfg.Entries != nil {
 		// Entries as they are now: a message recalled since its row was
-		// written is relayed without its body.
+		// written is relayed without its body. A reply quotes as it was
+		// sent, as the committing node delivered it live.
 		if entries, err = r.cfg.Entries.Entries(ctx, want); err != nil {
 			return nil, fmt.Errorf("read outbox entries: %w", err)
 		}
