@@ -274,11 +274,9 @@ func oweUntilLeave(ctx context.Context, tx pgx.Tx, conversationID, userID, joinS
 // (chat_message_at): an edit committed after it must not reach them
 // through the message it rewrote.
 //
-// A user with no member row (they left; their stream is finishing what
-// they were owed up to the leave) has no join_seq left to read: in a
-// "joined" group every edit body is hidden from them, since which
-// messages they could read is no longer known, and an edit's new body is
-// in history for the members who may read it.
+// A range with Until reads with the history floor the user had at the
+// leave (endedFloorSQL): their join and the group's history visibility
+// then, whatever their member row, and the group, say now.
 func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {
 	convs := make([]int64, len(ranges))
 	afters := make([]int64, len(ranges))
@@ -327,17 +325,38 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 }
 
 // endedFloorSQL is the history floor (floorSQL) of user $4's membership
-// of conversation c that ended at the range's Until (r.u), for SinceMany:
-// their join_seq then, which their member.added entry, the first entry
-// after it, still tells (none: a first member, 0). Not their current
-// member row's: they have none after a leave, or a later join's after a
-// re-add, and either hid the edits they were owed as of a floor they did
-// not have while they were a member.
-const endedFloorSQL = `CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN COALESCE(
+// of conversation c that ended at the range's Until (r.u), for SinceMany,
+// as it was at that leave: a former member's view is frozen there. Their
+// join_seq then, which their member.added entry, the first entry after
+// it, still tells (none: a first member, 0), not their current member
+// row's: they have none after a leave, or a later join's after a re-add,
+// and either hid the edits they were owed as of a floor they did not have
+// while they were a member. And the group's history visibility then
+// (visibleAtSQL), not now: a group opened to "all" after the leave must
+// not give them the edit bodies it hid from them while they were in it.
+var endedFloorSQL = `CASE WHEN c.type = 'GROUP' AND ` + visibleAtSQL + ` = 'joined' THEN COALESCE(
 	(SELECT x.seq - 1 FROM message x
 	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.seq <= r.u
 	   AND x.body::jsonb @> jsonb_build_object('action', 'member.added', 'userId', $4::bigint)
 	 ORDER BY x.seq DESC LIMIT 1), 0) ELSE 0 END`
+
+// visibleAtSQL is group c's history visibility when entry r.u was its
+// newest. A change of it is a group.updated entry carrying the new value
+// (UpdateGroup writes one only when the value changes), so it is the value
+// of the last such entry up to r.u; with none, the value the first one
+// after r.u changed (the other of the two); with none either, the value
+// now. Both reads walk the group's system entries only
+// (message_system_idx).
+const visibleAtSQL = `COALESCE(
+	(SELECT x.body::jsonb ->> 'historyVisible' FROM message x
+	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.seq <= r.u
+	   AND x.body::jsonb @> '{"action": "group.updated"}' AND x.body::jsonb ? 'historyVisible'
+	 ORDER BY x.seq DESC LIMIT 1),
+	(SELECT CASE x.body::jsonb ->> 'historyVisible' WHEN 'joined' THEN 'all' ELSE 'joined' END FROM message x
+	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.seq > r.u
+	   AND x.body::jsonb @> '{"action": "group.updated"}' AND x.body::jsonb ? 'historyVisible'
+	 ORDER BY x.seq LIMIT 1),
+	c.history_visible)`
 
 // sinceManyColumns are entryColumns of SinceMany's entries e, with a
 // message's body and edited time as they were at the leave in a range with
