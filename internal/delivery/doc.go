@@ -112,8 +112,9 @@
 // Event.LastSeq, their seq being the watermark): it waits for that
 // (Session.later), as an entry past a missing seq does (GapWait, then
 // catch-up), and is dropped when the membership the stream follows ends
-// before it, so a member removed on another node gets none committed
-// after their removal. One for a conversation the session has no stream
+// before it or began after it, so a member removed on another node gets
+// none committed after their removal, nor one added back any committed
+// while they were away. One for a conversation the session has no stream
 // of waits for the session to re-read its conversations: a
 // member added on another node, whom the index lists before the relay
 // brings the join, gets what follows the join.

@@ -415,3 +415,51 @@ func TestAReadReceiptWaitingForEntriesGoesOutAfterTheGapWaitThoughTheFirstCameLi
 	}
 	t.Logf("the receipt went out after %v", time.Since(start))
 }
+
+// A member removed and added back here is not shown what was committed
+// while they were away, although it reaches the node only after their
+// return: another member's read watermark moved on another node while
+// they were not a member, relayed late, is no more theirs than the entry
+// committed meanwhile.
+func TestAMemberAddedBackGetsNoReadReceiptCommittedWhileTheyWereAway(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	stays := attachUser(t, h, f, "stays", 2, false, true, true)
+	back := attachUser(t, h, f, "back", 3, false, true, true)
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) { // warms the member index
+		h.Deliver(ev)
+	}
+	waitSeqs(t, back, conv.ID, 1)
+
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // here
+		t.Fatal(err)
+	}
+	for _, ev := range append(rec.take(), sendSeqsAs(t, st, rec, conv.ID, 1, 1)...) {
+		h.Deliver(ev)
+	}
+	away := waitSeqs(t, stays, conv.ID, 2)[1]
+	if _, err := st.MarkRead(ctx, conv.ID, 2, away); err != nil { // elsewhere, while they are away
+		t.Fatal(err)
+	}
+	read := rec.take()
+	// Elsewhere too: their return is past the watermark's place.
+	read = append(read, sendSeqsAs(t, st, rec, conv.ID, 1, 1)...)
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember); err != nil { // here
+		t.Fatal(err)
+	}
+	for _, ev := range rec.take() {
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the member added back to hear of it", func() bool {
+		return events(back, chat.EventMemberAdded, conv.ID) == 1
+	})
+	for _, ev := range append(read, sendSeqsAs(t, st, rec, conv.ID, 1, 1)...) { // relayed late, then an entry of theirs
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the entry after the late receipt to reach both members", func() bool {
+		return len(back.seqs(conv.ID)) == 2 && len(stays.seqs(conv.ID)) == 4
+	})
+	if n := events(back, chat.EventReadUpdated, conv.ID); n != 0 {
+		t.Fatalf("the member added back got %d read.updated committed while they were away", n)
+	}
+}

@@ -673,9 +673,11 @@ const (
 // last_seq when it committed, see routeTo): it goes out once the stream
 // has every entry up to it, which the stream gets only while the user is
 // a member; it is dropped if that membership ended before it, unless the
-// user joined again meanwhile.
-func decideLater(st *stream, seq int64, blind bool) laterDecision {
-	if blind && seq < st.floor {
+// user joined again meanwhile. sinceJoin: the event is for the membership
+// the stream follows from its floor (its join), and is dropped if
+// committed before it: the user was away, or not yet a member.
+func decideLater(st *stream, seq int64, sinceJoin bool) laterDecision {
+	if sinceJoin && seq < st.floor {
 		return laterDrop // committed before the join that made it theirs
 	}
 	if st.end > 0 && seq > st.end {
@@ -710,7 +712,11 @@ func (s *Session) admit(it item) {
 	st := s.streams[it.conv]
 	blind := st == nil
 	if !blind {
-		switch decideLater(st, it.seq, false) {
+		// A stream that is not ending follows the membership that
+		// lasts, from its join: what came before it (a leave and a
+		// re-add, the event relayed late) is not the user's. One that is
+		// ending decides by its end and the joins after it.
+		switch decideLater(st, it.seq, st.end == 0) {
 		case laterSend:
 			if !s.waiting(it.conv) {
 				s.pending = append(s.pending, it)
