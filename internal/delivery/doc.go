@@ -110,14 +110,15 @@
 // event's place in the conversation (its seq: the entry it came with, or
 // the last_seq at the time; read.updated's and delivery.updated's is
 // Event.LastSeq, their seq being the watermark): it waits for that
-// (Session.later), as an entry past a missing seq does (GapWait, then
-// catch-up), and is dropped when the membership the stream follows ends
-// before it or began after it, so a member removed on another node gets
-// none committed after their removal, nor one added back any committed
-// while they were away. One for a conversation the session has no stream
-// of waits for the session to re-read its conversations: a
-// member added on another node, whom the index lists before the relay
-// brings the join, gets what follows the join.
+// (Session.later), as an entry past a missing seq does (GapWait after the
+// last of those entries came in order, then catch-up), and is dropped
+// when the membership the stream follows ends before it or began after
+// it, so a member removed on another node gets none committed after their
+// removal, nor one added back any committed while they were away. One for
+// a conversation the session has no stream of waits for the session to
+// re-read its conversations: a member added on another node, whom the
+// index lists before the relay brings the join, gets what follows the
+// join.
 //
 // # Membership
 //

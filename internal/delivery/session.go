@@ -701,8 +701,8 @@ func decideLater(st *stream, seq int64, sinceJoin bool) laterDecision {
 // and not relayed yet, see the package doc). The event goes out once the
 // conversation's stream has every entry up to its seq: a removed member's
 // stream never gets past their removal. Until then it waits (later), and
-// the stream waits for those entries as for a gap (awaits): GapWait, then
-// PostgreSQL, whatever comes live meanwhile; a
+// the stream waits for those entries as for a gap (awaits): while they
+// come in order, then GapWait, then PostgreSQL; a
 // conversation with no stream makes the session re-read its
 // conversations, and the event waits for that answer. An event that may
 // go out while earlier ones of its conversation still wait goes after

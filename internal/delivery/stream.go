@@ -282,6 +282,14 @@ func (st *stream) offer(dst []item, it item, room bool, now time.Time) []item {
 		}
 		st.next++
 		dst = st.release(append(dst, it))
+		if st.state == Gapped && len(st.held) == 0 {
+			// Only an awaited seq keeps the gap open, and the entries
+			// before it are coming: its wait starts again. Entries that
+			// keep coming in order are waited for as they come (a busy
+			// group's receipts run ahead of the relay); GapWait after
+			// they stop, PostgreSQL fills the rest.
+			st.gapSince = now
+		}
 		st.resume()
 		return dst
 	}
@@ -370,12 +378,12 @@ func (st *stream) filled(n int, complete, fromCache bool) []item {
 // awaits records that an event waits for the stream to reach seq
 // (Session.admit): every entry up to seq is committed. A stream that has
 // not got them treats it as it does an entry past a missing seq: it waits
-// GapWait for them to arrive live, then catches up from PostgreSQL (they
-// may be another node's, and the relay late). Until it has them, or
-// PostgreSQL said they are not the user's, a live entry that comes
-// meanwhile does not end the gap, nor does the recent cache end a
-// catch-up (awaited). It reports whether the stream is Gapped now and
-// was not.
+// for them to arrive live, GapWait after the last that came in order, then
+// catches up from PostgreSQL (they may be another node's, and the relay
+// late). Until it has them, or PostgreSQL said they are not the user's, a
+// live entry that comes meanwhile does not end the gap, nor does the
+// recent cache end a catch-up (awaited). It reports whether the stream is
+// Gapped now and was not.
 func (st *stream) awaits(seq int64, now time.Time) bool {
 	if st.end > 0 || seq < st.next {
 		return false

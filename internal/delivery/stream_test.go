@@ -104,6 +104,14 @@ func TestStreamTransitions(t *testing.T) {
 			{do: fill(1, true, true), state: Behind, next: 5}, // the cache ends short of 5
 			{do: fill(1, true, false), state: Live, next: 6},
 		}},
+		{"a live entry in order restarts the wait for an awaited seq past it", func() *stream { return newStream(2, 2, false) }, []step{
+			{do: await(5), state: Gapped, next: 3},
+			{do: func(st *stream, now time.Time) []item {
+				return st.offer(nil, msg(3), true, now.Add(40*time.Millisecond))
+			}, queued: []int64{3}, state: Gapped, next: 4},
+			{do: tickAfter(80 * time.Millisecond), state: Gapped, next: 4}, // 40ms after the entry
+			{do: tickAfter(100 * time.Millisecond), state: Behind, next: 4},
+		}},
 		{"an event awaited while behind keeps the recent cache from ending catch-up short of it", func() *stream { return newStream(3, 6, false) }, []step{
 			{do: await(9), state: Behind, next: 4, until: 6},
 			{do: fill(3, true, true), state: Behind, next: 7},
