@@ -67,3 +67,49 @@ func TestReadReceiptsRunningAheadOfABusyGroupsRelayedEntriesCostNoCatchUpQuery(t
 		t.Errorf("read.updated seqs in the order sent: %v, want ascending", got)
 	}
 }
+
+// A read receipt that finds the session's waiting events at QueueSize is
+// dropped: nothing waits for its entries then, and the session must not
+// keep its stream waiting for them and then read PostgreSQL for them.
+func TestAReceiptDroppedForAFullQueueOfWaitingEventsCostsNoCatchUpQuery(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, _ := nodeOfRecord(t)
+	counted := &countedSince{DeliveryStore: f.sessions}
+	const gapWait, qs = 200 * time.Millisecond, 4
+	h := startHub(t, counted, delivery.Options{GapWait: gapWait, QueueSize: qs})
+	u2 := attachUser(t, h, f, "u2", 2, false, true, true)
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) { // warms the member index
+		h.Deliver(ev)
+	}
+	waitSeqs(t, u2, conv.ID, 1)
+
+	var entries, receipts []chat.Event
+	for range qs + 1 { // each entry elsewhere, then a receipt here that waits for it
+		entries = append(entries, sendSeqsAs(t, st, rec, conv.ID, 1, 1)...)
+		if _, err := st.MarkRead(ctx, conv.ID, 3, entries[len(entries)-1].Seq); err != nil {
+			t.Fatal(err)
+		}
+		receipts = append(receipts, rec.take()...)
+	}
+	before := counted.n.Load()
+	// One at a time, each taken before the next (the mailbox never holds
+	// QueueSize): the last receipt finds QueueSize waiting.
+	online := true
+	for i, r := range receipts {
+		h.Deliver(r)
+		h.Deliver(chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{2}})
+		testkit.WaitFor(t, 5*time.Second, "the presence after the receipt", func() bool {
+			return events(u2, chat.EventPresence, 0) == i+1
+		})
+	}
+	for i, e := range entries[:qs] {
+		h.Deliver(e)
+		waitSeqs(t, u2, conv.ID, 2+i)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the receipts that waited to go out", func() bool {
+		return events(u2, chat.EventReadUpdated, conv.ID) == qs
+	})
+	testkit.Never(t, 2*gapWait, "a catch-up query for the dropped receipt's entry", func() bool {
+		return counted.n.Load() > before
+	})
+}

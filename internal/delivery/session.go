@@ -711,6 +711,9 @@ func decideLater(st *stream, seq int64, sinceJoin bool) laterDecision {
 func (s *Session) admit(it item) {
 	st := s.streams[it.conv]
 	blind := st == nil
+	// Past QueueSize waiting, an event that would wait is dropped, and
+	// nothing waits for its entries.
+	full := s.later != nil && len(*s.later) >= s.hub.opts.QueueSize
 	if !blind {
 		// A stream that is not ending follows the membership that
 		// lasts, from its join: what came before it (a leave and a
@@ -725,6 +728,9 @@ func (s *Session) admit(it item) {
 		case laterDrop:
 			return
 		default:
+			if full {
+				return
+			}
 			if st.awaits(it.seq, time.Now()) {
 				if s.gapped == nil {
 					s.gapped = map[int64]*stream{}
@@ -733,11 +739,11 @@ func (s *Session) admit(it item) {
 			}
 		}
 	}
+	if full {
+		return
+	}
 	if s.later == nil {
 		s.later = &[]laterEvent{}
-	}
-	if len(*s.later) >= s.hub.opts.QueueSize {
-		return
 	}
 	*s.later = append(*s.later, laterEvent{it: it, blind: blind})
 	if blind {
