@@ -43,54 +43,97 @@ func nodeOfRecord(t *testing.T) (st *store.Store, f fixture, rec *recorder, conv
 	return st, fixture{pool: pool, st: st, sessions: sessions}, rec, conv, startHub(t, sessions, delivery.Options{})
 }
 
+// removedElsewhere is a group whose member 3 another node removed: this
+// node's sessions of stays and of user 3 got the entries sent (sent),
+// and the removal (removal) waits on the relay, late.
+type removedElsewhere struct {
+	st             *store.Store
+	rec            *recorder
+	conv           chat.Conversation
+	h              *delivery.Hub
+	stays, removed *fakeConn
+	sent, removal  []chat.Event
+}
+
+// removeElsewhere attaches sessions of stays and of user 3, has send's
+// entries delivered to both, then removes user 3 (by user 1) and keeps
+// the removal from the hub, as a lagging relay would.
+func removeElsewhere(t *testing.T, stays int64, send func(st *store.Store, rec *recorder, conv int64) []chat.Event) *removedElsewhere {
+	t.Helper()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	r := &removedElsewhere{st: st, rec: rec, conv: conv, h: h,
+		stays:   attachUser(t, h, f, "stays", stays, false, true, true),
+		removed: attachUser(t, h, f, "removed", 3, false, true, true)}
+	r.sent = send(st, rec, conv.ID)
+	for _, ev := range r.sent {
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "both sessions to get the messages", func() bool {
+		return len(r.stays.seqs(conv.ID)) == len(r.sent) && len(r.removed.seqs(conv.ID)) == len(r.sent)
+	})
+	if err := st.RemoveMember(context.Background(), conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	r.removal = r.rec.take()
+	return r
+}
+
+// routeHere hands evs, committed on this node after the removal, to the
+// hub at once, waits until the session that stays shows what it must
+// (got), and checks that no client saw the sessions' position (lastSeq).
+func (r *removedElsewhere) routeHere(t *testing.T, evs []chat.Event, what string, got func() bool) {
+	t.Helper()
+	for _, ev := range evs {
+		r.h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, what, got)
+	for _, p := range r.stays.packets() {
+		if strings.Contains(string(p.Payload), `"lastSeq"`) {
+			t.Errorf("a client got an event with the sessions' position: %s", p.Payload)
+		}
+	}
+}
+
+// relayRemoval hands the removal to the hub, late, and checks that the
+// removed member's session got no event of the types committed after it.
+func (r *removedElsewhere) relayRemoval(t *testing.T, types ...string) {
+	t.Helper()
+	for _, ev := range r.removal {
+		r.h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the removal delivered", func() bool {
+		return events(r.removed, chat.EventMemberRemoved, r.conv.ID) == 1
+	})
+	for _, typ := range types {
+		if n := events(r.removed, typ, r.conv.ID); n != 0 {
+			t.Errorf("the removed member got %d %s committed after their removal", n, typ)
+		}
+	}
+}
+
 // A member removed on another node stays in this node's member index
 // until the relay brings the removal. Another member's read watermark and
 // a role change, committed here after the removal, must not reach them
 // meanwhile: they are no longer a member. The member who stays gets both.
 func TestAMemberRemovedOnAnotherNodeGetsNoReadReceiptOrRoleChangeCommittedAfterTheRemoval(t *testing.T) {
 	ctx := context.Background()
-	st, f, rec, conv, h := nodeOfRecord(t)
-	stays := attachUser(t, h, f, "stays", 2, false, true, true)
-	removed := attachUser(t, h, f, "removed", 3, false, true, true)
-	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 2) { // warms the member index
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "both members to get the messages", func() bool {
-		return len(stays.seqs(conv.ID)) == 2 && len(removed.seqs(conv.ID)) == 2
+	r := removeElsewhere(t, 2, func(st *store.Store, rec *recorder, conv int64) []chat.Event {
+		return sendSeqsAs(t, st, rec, conv, 1, 2)
 	})
-
-	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // elsewhere
+	if _, err := r.st.SetRole(ctx, r.conv.ID, 1, 2, chat.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
-	removal := rec.take()
-	if _, err := st.SetRole(ctx, conv.ID, 1, 2, chat.RoleAdmin); err != nil {
-		t.Fatal(err)
-	}
-	now, err := st.GetConversation(ctx, conv.ID, 1)
+	now, err := r.st.GetConversation(ctx, r.conv.ID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.MarkRead(ctx, conv.ID, 1, now.LastSeq); err != nil {
+	if _, err := r.st.MarkRead(ctx, r.conv.ID, 1, now.LastSeq); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range rec.take() { // committed here, routed at once
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the member who stays to get the role change and the read receipt", func() bool {
-		return events(stays, chat.EventMemberUpdated, conv.ID) == 1 && events(stays, chat.EventReadUpdated, conv.ID) == 1
+	r.routeHere(t, r.rec.take(), "the member who stays to get the role change and the read receipt", func() bool {
+		return events(r.stays, chat.EventMemberUpdated, r.conv.ID) == 1 && events(r.stays, chat.EventReadUpdated, r.conv.ID) == 1
 	})
-	for _, ev := range removal { // relayed late
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the removal delivered", func() bool {
-		return events(removed, chat.EventMemberRemoved, conv.ID) == 1
-	})
-	if n := events(removed, chat.EventMemberUpdated, conv.ID); n != 0 {
-		t.Errorf("the removed member got %d member.updated committed after their removal", n)
-	}
-	if n := events(removed, chat.EventReadUpdated, conv.ID); n != 0 {
-		t.Errorf("the removed member got %d read.updated committed after their removal", n)
-	}
+	r.relayRemoval(t, chat.EventMemberUpdated, chat.EventReadUpdated)
 }
 
 // A member added on another node whose join the relay has not brought
@@ -218,45 +261,16 @@ func TestARemovedUserHearsOfTheRemovalWhileTheirQueueIsFullOfRefusals(t *testing
 // conversation's last_seq as the watermark moved, and the session shows it
 // only once it has every entry up to that.
 func TestAMemberRemovedOnAnotherNodeGetsNoReadReceiptOfAnOlderMessageCommittedAfterTheRemoval(t *testing.T) {
-	ctx := context.Background()
-	st, f, rec, conv, h := nodeOfRecord(t)
-	stays := attachUser(t, h, f, "stays", 2, false, true, true)
-	removed := attachUser(t, h, f, "removed", 3, false, true, true)
-	sent := sendSeqsAs(t, st, rec, conv.ID, 1, 2)
-	for _, ev := range sent {
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "both members to get the messages", func() bool {
-		return len(stays.seqs(conv.ID)) == 2 && len(removed.seqs(conv.ID)) == 2
+	r := removeElsewhere(t, 2, func(st *store.Store, rec *recorder, conv int64) []chat.Event {
+		return sendSeqsAs(t, st, rec, conv, 1, 2)
 	})
-
-	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // elsewhere
+	if _, err := r.st.MarkRead(context.Background(), r.conv.ID, 2, r.sent[0].Seq); err != nil { // here, after the removal
 		t.Fatal(err)
 	}
-	removal := rec.take()
-	if _, err := st.MarkRead(ctx, conv.ID, 2, sent[0].Seq); err != nil { // here, after the removal
-		t.Fatal(err)
-	}
-	for _, ev := range rec.take() { // committed here, routed at once
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the reader's own session to get the read receipt", func() bool {
-		return events(stays, chat.EventReadUpdated, conv.ID) == 1
+	r.routeHere(t, r.rec.take(), "the reader's own session to get the read receipt", func() bool {
+		return events(r.stays, chat.EventReadUpdated, r.conv.ID) == 1
 	})
-	for _, p := range stays.packets() {
-		if strings.Contains(string(p.Payload), `"lastSeq"`) {
-			t.Errorf("a client got an event with the sessions' position: %s", p.Payload)
-		}
-	}
-	for _, ev := range removal { // relayed late
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the removal delivered", func() bool {
-		return events(removed, chat.EventMemberRemoved, conv.ID) == 1
-	})
-	if n := events(removed, chat.EventReadUpdated, conv.ID); n != 0 {
-		t.Fatalf("the removed member got %d read.updated committed after their removal", n)
-	}
+	r.relayRemoval(t, chat.EventReadUpdated)
 }
 
 // A read receipt waiting for the entry it came after (relayed late from
@@ -334,53 +348,24 @@ func TestAReadReceiptWaitingForItsEntryGoesOutBeforeALaterOneThatCameWithIt(t *t
 // their session, which the relay has not told of the removal yet, does
 // not show them the tick. The sender who stays gets theirs.
 func TestASenderRemovedOnAnotherNodeGetsNoDeliveredTickCommittedAfterTheRemoval(t *testing.T) {
-	ctx := context.Background()
-	st, f, rec, conv, h := nodeOfRecord(t)
-	stays := attachUser(t, h, f, "stays", 1, false, true, true)
-	removed := attachUser(t, h, f, "removed", 3, false, true, true)
-	sent := append(sendSeqsAs(t, st, rec, conv.ID, 3, 1), sendSeqsAs(t, st, rec, conv.ID, 1, 1)...)
-	for _, ev := range sent {
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "both senders to get the messages", func() bool {
-		return len(stays.seqs(conv.ID)) == 2 && len(removed.seqs(conv.ID)) == 2
+	r := removeElsewhere(t, 1, func(st *store.Store, rec *recorder, conv int64) []chat.Event {
+		return append(sendSeqsAs(t, st, rec, conv, 3, 1), sendSeqsAs(t, st, rec, conv, 1, 1)...)
 	})
-
-	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // elsewhere
-		t.Fatal(err)
-	}
-	removal := rec.take()
-	r, err := store.NewReceipts(st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
+	rc, err := store.NewReceipts(r.st, store.ReceiptsConfig{DeliveredInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	r.Delivered(conv.ID, 2, sent[1].Seq) // here, after the removal: over both senders' messages
+	t.Cleanup(func() { _ = rc.Close(context.Background()) })
+	rc.Delivered(r.conv.ID, 2, r.sent[1].Seq) // here, after the removal: over both senders' messages
 	var ticks []chat.Event
 	testkit.WaitFor(t, 5*time.Second, "the delivered flush", func() bool {
-		ticks = append(ticks, rec.take()...)
+		ticks = append(ticks, r.rec.take()...)
 		return len(ticks) == 2
 	})
-	for _, ev := range ticks { // committed here, routed at once
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the sender who stays to get their tick", func() bool {
-		return events(stays, chat.EventDeliveryUpdated, conv.ID) == 1
+	r.routeHere(t, ticks, "the sender who stays to get their tick", func() bool {
+		return events(r.stays, chat.EventDeliveryUpdated, r.conv.ID) == 1
 	})
-	for _, p := range stays.packets() {
-		if strings.Contains(string(p.Payload), `"lastSeq"`) {
-			t.Errorf("a client got an event with the sessions' position: %s", p.Payload)
-		}
-	}
-	for _, ev := range removal { // relayed late
-		h.Deliver(ev)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the removal delivered", func() bool {
-		return events(removed, chat.EventMemberRemoved, conv.ID) == 1
-	})
-	if n := events(removed, chat.EventDeliveryUpdated, conv.ID); n != 0 {
-		t.Fatalf("the removed sender got %d delivery.updated committed after their removal", n)
-	}
+	r.relayRemoval(t, chat.EventDeliveryUpdated)
 }
 
 // A read receipt that waits for entries the relay has not brought yet
