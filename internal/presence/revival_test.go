@@ -110,3 +110,70 @@ func states(evs []chat.Event) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// severed is refusing whose connection writes fail too while cut is set.
+type severed struct {
+	refusing
+	cut atomic.Bool
+}
+
+func (s *severed) SetConnections(ctx context.Context, node string, connected, tokens, disconnected []string, seen []int64) error {
+	if s.cut.Load() {
+		return errors.New("database out of reach")
+	}
+	return s.refusing.SetConnections(ctx, node, connected, tokens, disconnected, seen)
+}
+
+// TestAUserBackWithinTheGraceAfterARevivalIsAnnouncedOnlineAgain: node
+// a, out of its database's reach, could not record that user 3 left; it
+// was taken for dead, and its reaper announced user 3 offline with the
+// others. User 3 comes back to a within a's grace, after a found itself
+// revived (its claim of the others failing). Its watchers, told it went
+// offline, must be told it is online again.
+func TestAUserBackWithinTheGraceAfterARevivalIsAnnouncedOnlineAgain(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
+	a := &severed{refusing: refusing{beating: beating{stored: pr}}}
+	var onA published
+	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
+		Grace: 3 * time.Second, Publish: onA.add})
+	connect := func(client, token string, user int64) {
+		t.Helper()
+		if _, err := ss.Open(ctx, client, token, user, true, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		tr.Connected(client, token, user)
+	}
+	connect("one", "a/1/1", 1)
+	connect("three", "a/3/1", 3)
+	testkit.WaitFor(t, 5*time.Second, "users 1 and 3 announced online", func() bool {
+		return len(onA.about(1)) == 1 && len(onA.about(3)) == 1
+	})
+
+	a.cut.Store(true)
+	a.down.Store(true)
+	tr.Disconnected("three", 3)
+	testkit.WaitFor(t, 5*time.Second, "node a reaped and user 3 claimed offline", func() bool {
+		if _, err := pool.Exec(ctx, `UPDATE chat_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'a'`); err != nil {
+			t.Fatal(err)
+		}
+		gone, err := pr.ReapNodes(ctx, "r")
+		if err != nil || gone[3].IsZero() {
+			return false
+		}
+		claimed, err := pr.ClaimOffline(ctx, "r", []int64{1, 3})
+		return err == nil && len(claimed) == 2
+	})
+	testkit.WaitFor(t, 5*time.Second, "node a's revival claim to fail", func() bool { return a.refused.Load() > 0 })
+	connect("three", "a/3/2", 3)
+	a.cut.Store(false)
+	a.down.Store(false)
+	testkit.WaitFor(t, 5*time.Second, "user 1 announced online again (the revival)", func() bool { return len(onA.about(1)) >= 2 })
+	beats := a.beats.Load()
+	testkit.WaitFor(t, 5*time.Second, "two more heartbeats", func() bool { return a.beats.Load() >= beats+2 })
+	if got := states(onA.about(3)); got != "online online" {
+		t.Errorf("user 3, announced offline by the reaper and back within node a's grace, announced %s; want online online", got)
+	}
+}

@@ -110,6 +110,13 @@ type Tracker struct {
 	// takes them out: announced again, they were told twice. Run by the
 	// run goroutine alone.
 	reviving map[int64]struct{}
+	// unsure holds the users whose grace was running when the heartbeat
+	// found this node revived: the node that took it for dead may have
+	// announced them offline (it cleared their flags before this node
+	// wrote their departure), so a return within the grace is claimed
+	// online as a first connection is, announced only if it did. Until
+	// that claim goes through or the grace ends. Under mu.
+	unsure map[int64]struct{}
 
 	onlineUsers   prometheus.Gauge
 	pushed        *prometheus.CounterVec
@@ -218,10 +225,12 @@ func (t *Tracker) Connected(clientID, token string, userID int64) {
 	t.users[userID]++
 	if t.users[userID] == 1 {
 		t.onlineUsers.Inc()
-		if _, pending := t.zeroAt[userID]; pending {
-			// Back within the grace: nobody was told it left.
-			delete(t.zeroAt, userID)
-		} else {
+		_, pending := t.zeroAt[userID]
+		// Back within the grace: nobody was told it left, unless the
+		// node that took this one for dead did (unsure).
+		_, unsure := t.unsure[userID]
+		delete(t.zeroAt, userID)
+		if !pending || unsure {
 			t.dirtyUsers[userID] = struct{}{}
 		}
 	}
@@ -434,6 +443,15 @@ func (t *Tracker) heartbeat() {
 		for u := range t.users {
 			t.reviving[u] = struct{}{}
 		}
+		for u := range t.zeroAt {
+			if t.cfg.NoPush {
+				break // nobody is told either way
+			}
+			if t.unsure == nil {
+				t.unsure = make(map[int64]struct{}, len(t.zeroAt))
+			}
+			t.unsure[u] = struct{}{}
+		}
 	}
 	var back []int64
 	for u := range t.reviving {
@@ -581,9 +599,13 @@ func (t *Tracker) process() time.Duration {
 			wentOffline = append(wentOffline, u)
 			offlineAt[u] = at
 			delete(t.zeroAt, u)
+			delete(t.unsure, u) // its departure is claimed now
 		} else if d := due.Sub(now); next == 0 || d < next {
 			next = d
 		}
+	}
+	if len(t.unsure) == 0 {
+		t.unsure = nil
 	}
 	remote := t.remote
 	t.remote = nil
@@ -630,6 +652,11 @@ func (t *Tracker) process() time.Duration {
 			for _, u := range claimed {
 				delete(t.reviving, u)
 			}
+			t.mu.Lock()
+			for _, u := range cameOnline {
+				delete(t.unsure, u)
+			}
+			t.mu.Unlock()
 		} else {
 			t.mu.Lock()
 			for _, u := range cameOnline {
