@@ -46,9 +46,10 @@
 // heartbeat gone at its next one, restores its flags and announces its
 // users online again (those connected then, once the claim goes through:
 // a user announced online by a connection of their own meanwhile is not
-// told again); a user whose grace was running then, back within it, is
-// claimed online as a first connection is (that node may have announced
-// them offline).
+// told again, nor one its own claim announced, while its heartbeats
+// failed, after that node's offline: the revival's claim tells); a user
+// whose grace was running then, back within it, is claimed online as a
+// first connection is (that node may have announced them offline).
 // Large groups (more than LargeGroup members) get no
 // presence pushes; their members can query.
 //

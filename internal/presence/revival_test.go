@@ -177,3 +177,73 @@ func TestAUserBackWithinTheGraceAfterARevivalIsAnnouncedOnlineAgain(t *testing.T
 		t.Errorf("user 3, announced offline by the reaper and back within node a's grace, announced %s; want online online", got)
 	}
 }
+
+// stalled is severed whose heartbeats fail too while stalled is set,
+// counting them.
+type stalled struct {
+	severed
+	stalled atomic.Bool
+	missed  atomic.Int64
+}
+
+func (s *stalled) Heartbeat(ctx context.Context, node string) (bool, error) {
+	if s.stalled.Load() {
+		s.missed.Add(1)
+		return false, errors.New("database out of reach")
+	}
+	return s.severed.Heartbeat(ctx, node)
+}
+
+// TestAUserConnectingBeforeARevivalIsReportedIsAnnouncedOnlineOnce: node
+// a lost its database; another node took it for dead and announced its
+// users offline. User 2 connects to a meanwhile, and a, its database
+// back, announces them online before its next heartbeat finds a
+// revived. The revival is owed to the users the reaper announced
+// offline, not to user 2, whose own claim came after the reaper's.
+func TestAUserConnectingBeforeARevivalIsReportedIsAnnouncedOnlineOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ss := store.NewSessions(pool)
+	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
+	a := &stalled{severed: severed{refusing: refusing{beating: beating{stored: pr}}}}
+	var onA published
+	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
+		Grace: 100 * time.Millisecond, Publish: onA.add})
+	connect := func(client, token string, user int64) {
+		t.Helper()
+		if _, err := ss.Open(ctx, client, token, user, true, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		tr.Connected(client, token, user)
+	}
+	connect("one", "a/1/1", 1)
+	testkit.WaitFor(t, 5*time.Second, "user 1 announced online", func() bool { return len(onA.about(1)) == 1 })
+
+	a.stalled.Store(true)
+	a.cut.Store(true)
+	testkit.WaitFor(t, 5*time.Second, "node a's heartbeats to fail for its TTL", func() bool { return a.missed.Load() >= 3 })
+	testkit.WaitFor(t, 5*time.Second, "node a reaped and user 1 claimed offline", func() bool {
+		if _, err := pool.Exec(ctx, `UPDATE chat_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'a'`); err != nil {
+			t.Fatal(err)
+		}
+		gone, err := pr.ReapNodes(ctx, "r")
+		if err != nil || gone[1].IsZero() {
+			return false
+		}
+		claimed, err := pr.ClaimOffline(ctx, "r", []int64{1})
+		return err == nil && len(claimed) == 1
+	})
+	connect("two", "a/2/1", 2)
+	a.cut.Store(false)
+	testkit.WaitFor(t, 5*time.Second, "user 2 announced online", func() bool { return len(onA.about(2)) >= 1 })
+	a.stalled.Store(false)
+	testkit.WaitFor(t, 5*time.Second, "user 1 announced online again (the revival)", func() bool { return len(onA.about(1)) >= 2 })
+	beats := a.beats.Load()
+	testkit.WaitFor(t, 5*time.Second, "two more heartbeats", func() bool { return a.beats.Load() >= beats+2 })
+	if got := states(onA.about(2)); got != "online" {
+		t.Errorf("user 2, connected while node a was taken for dead, announced %s; want online once", got)
+	}
+	if got := states(onA.about(1)); got != "online online" {
+		t.Errorf("user 1, announced offline by the reaper, announced %s by node a; want online online", got)
+	}
+}

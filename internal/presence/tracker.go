@@ -110,6 +110,19 @@ type Tracker struct {
 	// takes them out: announced again, they were told twice. Run by the
 	// run goroutine alone.
 	reviving map[int64]struct{}
+	// ownClaims holds the users this node's own claims announced online
+	// while its heartbeats failed (beatFailing), kept until a heartbeat
+	// goes through with no revival owed. A node that took this one for
+	// dead meanwhile announced offline those claimed before it did, not
+	// those claimed after (a user connecting while this node's database
+	// was out of its reach, claimed once it was back, before the
+	// heartbeat that finds the node revived): for them the revival's
+	// claim decides, the reaper's offline having cleared what it answers
+	// by. (The others are announced whatever it answers: a reaper of
+	// before migration 0045 announced offline without claiming.) Run by
+	// the run goroutine alone, as beatFailing.
+	ownClaims   map[int64]struct{}
+	beatFailing bool
 	// unsure holds the users whose grace was running when the heartbeat
 	// found this node revived: the node that took it for dead may have
 	// announced them offline (it cleared their flags before this node
@@ -427,7 +440,7 @@ func (t *Tracker) heartbeat() {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Heartbeat)
 	defer cancel()
 	revived, err := t.cfg.Store.Heartbeat(ctx, t.cfg.NodeID)
-	if !t.ok("heartbeat", err) {
+	if t.beatFailing = !t.ok("heartbeat", err); t.beatFailing {
 		return
 	}
 	t.mu.Lock()
@@ -466,15 +479,43 @@ func (t *Tracker) heartbeat() {
 	case len(back) == 0 || t.cfg.NoPush:
 		t.reviving = nil
 	default:
-		// All of them, as before the claims: the node that took this one
-		// for dead may have announced them offline without claiming it
-		// (a chatd of before migration 0045).
-		if _, err := t.cfg.Store.ClaimOnline(ctx, back); t.ok("claim presence", err) {
+		// All of them, as before the claims (the node that took this one
+		// for dead may have announced them offline without claiming it:
+		// a chatd of before migration 0045), but those owedRevival
+		// leaves out.
+		if claimed, err := t.cfg.Store.ClaimOnline(ctx, back); t.ok("claim presence", err) {
 			t.reviving = nil
-			t.announce(ctx, onlineEvents(back, time.Now()))
+			t.announce(ctx, onlineEvents(t.owedRevival(back, claimed), time.Now()))
 		}
 	}
+	if t.reviving == nil {
+		// Claims before this heartbeat came before any reap of this
+		// node to come.
+		t.ownClaims = nil
+	}
 	t.reapDead(ctx)
+}
+
+// owedRevival is who among back a revival announces online: all of them
+// but those this node's own claims announced while its heartbeats failed
+// (ownClaims: the reaper may have come before), unless the revival's
+// claim says the reaper announced them offline after (claimed).
+func (t *Tracker) owedRevival(back, claimed []int64) []int64 {
+	if len(t.ownClaims) == 0 {
+		return back
+	}
+	reaped := make(map[int64]struct{}, len(claimed))
+	for _, u := range claimed {
+		reaped[u] = struct{}{}
+	}
+	owed := make([]int64, 0, len(back))
+	for _, u := range back {
+		_, own := t.ownClaims[u]
+		if _, after := reaped[u]; !own || after {
+			owed = append(owed, u)
+		}
+	}
+	return owed
 }
 
 // announce publishes this node's presence events to the other nodes and
@@ -651,6 +692,13 @@ func (t *Tracker) process() time.Duration {
 			events = append(events, onlineEvents(claimed, now)...)
 			for _, u := range claimed {
 				delete(t.reviving, u)
+				if !t.beatFailing {
+					continue
+				}
+				if t.ownClaims == nil {
+					t.ownClaims = make(map[int64]struct{}, len(claimed))
+				}
+				t.ownClaims[u] = struct{}{}
 			}
 			t.mu.Lock()
 			for _, u := range cameOnline {
