@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/presence"
@@ -40,7 +42,6 @@ func (r *refusing) ClaimOnline(ctx context.Context, users []int64) ([]int64, err
 // by its own claim. The revival, announced once its claim goes through,
 // is of the users it owed it to, not of them: they were told twice.
 func TestAUserConnectingWhileARevivalIsOwedIsAnnouncedOnlineOnce(t *testing.T) {
-	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	ss := store.NewSessions(pool)
 	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
@@ -48,13 +49,7 @@ func TestAUserConnectingWhileARevivalIsOwedIsAnnouncedOnlineOnce(t *testing.T) {
 	var onA published
 	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
 		Grace: 100 * time.Millisecond, Publish: onA.add})
-	connect := func(client, token string, user int64) {
-		t.Helper()
-		if _, err := ss.Open(ctx, client, token, user, true, false, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		tr.Connected(client, token, user)
-	}
+	connect := connector(t, ss, tr)
 	events := func(user int64, n int, what string) {
 		t.Helper()
 		testkit.WaitFor(t, 5*time.Second, what, func() bool { return len(onA.about(user)) >= n })
@@ -67,16 +62,7 @@ func TestAUserConnectingWhileARevivalIsOwedIsAnnouncedOnlineOnce(t *testing.T) {
 	a.down.Store(true)
 	// Another node takes a for dead, as its reaper does, and announces
 	// its users offline.
-	testkit.WaitFor(t, 5*time.Second, "node a reaped and its users claimed offline", func() bool {
-		if _, err := pool.Exec(ctx, `UPDATE chat_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'a'`); err != nil {
-			t.Fatal(err)
-		}
-		if gone, err := pr.ReapNodes(ctx, "r"); err != nil || len(gone) == 0 {
-			return false
-		}
-		claimed, err := pr.ClaimOffline(ctx, "r", []int64{1, 3})
-		return err == nil && len(claimed) == 2
-	})
+	reap(t, pool, pr, 1, 3)
 	testkit.WaitFor(t, 5*time.Second, "node a's revival claim to fail", func() bool { return a.refused.Load() > 0 })
 
 	tr.Disconnected("three", 3)
@@ -96,6 +82,37 @@ func TestAUserConnectingWhileARevivalIsOwedIsAnnouncedOnlineOnce(t *testing.T) {
 	if got := states(onA.about(3)); got != "online offline online" {
 		t.Errorf("user 3, back after the revival claim failed, announced %s; want online offline online", got)
 	}
+}
+
+// connector opens a session of client for user, with token, and tells tr
+// it connected.
+func connector(t *testing.T, ss *store.Sessions, tr *presence.Tracker) func(client, token string, user int64) {
+	return func(client, token string, user int64) {
+		t.Helper()
+		if _, err := ss.Open(context.Background(), client, token, user, true, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		tr.Connected(client, token, user)
+	}
+}
+
+// reap does to node a what a node taking it for dead does: its flags
+// cleared (ReapNodes, every one of users' among them) and users claimed
+// offline, for its reaper to announce.
+func reap(t *testing.T, pool *pgxpool.Pool, pr *store.Presence, users ...int64) {
+	t.Helper()
+	ctx := context.Background()
+	testkit.WaitFor(t, 5*time.Second, "node a reaped and its users claimed offline", func() bool {
+		if _, err := pool.Exec(ctx, `UPDATE chat_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'a'`); err != nil {
+			t.Fatal(err)
+		}
+		gone, err := pr.ReapNodes(ctx, "r")
+		if err != nil || slices.ContainsFunc(users, func(u int64) bool { return gone[u].IsZero() }) {
+			return false
+		}
+		claimed, err := pr.ClaimOffline(ctx, "r", users)
+		return err == nil && len(claimed) == len(users)
+	})
 }
 
 // states lists presence events as online or offline, in order.
@@ -131,7 +148,6 @@ func (s *severed) SetConnections(ctx context.Context, node string, connected, to
 // revived (its claim of the others failing). Its watchers, told it went
 // offline, must be told it is online again.
 func TestAUserBackWithinTheGraceAfterARevivalIsAnnouncedOnlineAgain(t *testing.T) {
-	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	ss := store.NewSessions(pool)
 	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
@@ -139,13 +155,7 @@ func TestAUserBackWithinTheGraceAfterARevivalIsAnnouncedOnlineAgain(t *testing.T
 	var onA published
 	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
 		Grace: 3 * time.Second, Publish: onA.add})
-	connect := func(client, token string, user int64) {
-		t.Helper()
-		if _, err := ss.Open(ctx, client, token, user, true, false, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		tr.Connected(client, token, user)
-	}
+	connect := connector(t, ss, tr)
 	connect("one", "a/1/1", 1)
 	connect("three", "a/3/1", 3)
 	testkit.WaitFor(t, 5*time.Second, "users 1 and 3 announced online", func() bool {
@@ -155,17 +165,7 @@ func TestAUserBackWithinTheGraceAfterARevivalIsAnnouncedOnlineAgain(t *testing.T
 	a.cut.Store(true)
 	a.down.Store(true)
 	tr.Disconnected("three", 3)
-	testkit.WaitFor(t, 5*time.Second, "node a reaped and user 3 claimed offline", func() bool {
-		if _, err := pool.Exec(ctx, `UPDATE chat_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'a'`); err != nil {
-			t.Fatal(err)
-		}
-		gone, err := pr.ReapNodes(ctx, "r")
-		if err != nil || gone[3].IsZero() {
-			return false
-		}
-		claimed, err := pr.ClaimOffline(ctx, "r", []int64{1, 3})
-		return err == nil && len(claimed) == 2
-	})
+	reap(t, pool, pr, 1, 3)
 	testkit.WaitFor(t, 5*time.Second, "node a's revival claim to fail", func() bool { return a.refused.Load() > 0 })
 	connect("three", "a/3/2", 3)
 	a.cut.Store(false)
@@ -201,7 +201,6 @@ func (s *stalled) Heartbeat(ctx context.Context, node string) (bool, error) {
 // revived. The revival is owed to the users the reaper announced
 // offline, not to user 2, whose own claim came after the reaper's.
 func TestAUserConnectingBeforeARevivalIsReportedIsAnnouncedOnlineOnce(t *testing.T) {
-	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	ss := store.NewSessions(pool)
 	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
@@ -209,30 +208,14 @@ func TestAUserConnectingBeforeARevivalIsReportedIsAnnouncedOnlineOnce(t *testing
 	var onA published
 	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
 		Grace: 100 * time.Millisecond, Publish: onA.add})
-	connect := func(client, token string, user int64) {
-		t.Helper()
-		if _, err := ss.Open(ctx, client, token, user, true, false, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		tr.Connected(client, token, user)
-	}
+	connect := connector(t, ss, tr)
 	connect("one", "a/1/1", 1)
 	testkit.WaitFor(t, 5*time.Second, "user 1 announced online", func() bool { return len(onA.about(1)) == 1 })
 
 	a.stalled.Store(true)
 	a.cut.Store(true)
 	testkit.WaitFor(t, 5*time.Second, "node a's heartbeats to fail for its TTL", func() bool { return a.missed.Load() >= 3 })
-	testkit.WaitFor(t, 5*time.Second, "node a reaped and user 1 claimed offline", func() bool {
-		if _, err := pool.Exec(ctx, `UPDATE chat_node SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'a'`); err != nil {
-			t.Fatal(err)
-		}
-		gone, err := pr.ReapNodes(ctx, "r")
-		if err != nil || gone[1].IsZero() {
-			return false
-		}
-		claimed, err := pr.ClaimOffline(ctx, "r", []int64{1})
-		return err == nil && len(claimed) == 1
-	})
+	reap(t, pool, pr, 1)
 	connect("two", "a/2/1", 2)
 	a.cut.Store(false)
 	testkit.WaitFor(t, 5*time.Second, "user 2 announced online", func() bool { return len(onA.about(2)) >= 1 })
