@@ -139,10 +139,15 @@ func addReactions(ctx context.Context, q pgx.Tx, conv, reader int64, entries []c
 //     the quote must not show either;
 //   - for a reader who left (upto), the message as it was at the leave at
 //     the latest: what was written after it is not theirs to read.
+//
+// Every other reply, and every entry that is none, reads nothing here:
+// OFFSET 0 keeps the subquery from being flattened into the join, whose
+// filter would then run only after chat_message_at's lookups; kept apart,
+// its WHERE (of e only) is a one-time filter that skips them.
 func quotedJoin(floor, upto string) string {
 	return `LEFT JOIN LATERAL (SELECT left(q.body, 100) AS snippet
 		FROM chat_message_at(e.conversation_id, e.reply_to, CASE WHEN e.reply_to <= ` + floor + ` THEN e.seq ELSE ` + upto + ` END) q
-		WHERE e.reply_to IS NOT NULL AND (e.reply_to <= ` + floor + ` OR ` + upto + ` > 0)) quoted ON true`
+		WHERE e.reply_to IS NOT NULL AND (e.reply_to <= ` + floor + ` OR ` + upto + ` > 0) OFFSET 0) quoted ON true`
 }
 
 // quotedColumn is the reply_snippet of entries read with quotedJoin.

@@ -288,7 +288,9 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 	// with Until reads its messages, and what its replies quote, as they
 	// were at the leave (chat_message_at; left: a member's are as now);
 	// a reply to a message the floor hides the edits of quotes it as it
-	// was at the reply (quotedJoin).
+	// was at the reply (quotedJoin). OFFSET 0 keeps left_msg's WHERE a
+	// one-time filter, as quotedJoin's: a member's entries (r.u = 0) skip
+	// chat_message_at's lookups instead of filtering what they found.
 	rows, err := s.pool.Query(ctx, `SELECT `+sinceManyColumns+`, f.floor
 		FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS r(c, a, u)
 		CROSS JOIN LATERAL (SELECT COALESCE(CASE WHEN r.u > 0 THEN `+endedFloorSQL+` ELSE `+floorSQL+` END, 9223372036854775807) AS floor,
@@ -298,7 +300,7 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 		                    WHERE c.id = r.c LIMIT 1) f
 		CROSS JOIN LATERAL (SELECT * FROM chat_entry WHERE conversation_id = r.c AND seq > r.a AND seq <= f.upto ORDER BY seq LIMIT $3) e
 		LEFT JOIN LATERAL (SELECT * FROM chat_message_at(e.conversation_id, e.seq, r.u)
-		                   WHERE r.u > 0 AND e.kind = 'message' AND e.edited_at IS NOT NULL) left_msg ON true
+		                   WHERE r.u > 0 AND e.kind = 'message' AND e.edited_at IS NOT NULL OFFSET 0) left_msg ON true
 		`+quotedJoin("f.floor", "r.u")+`
 		ORDER BY e.conversation_id, e.seq`, convs, afters, perConv, userID, untils)
 	if err != nil {

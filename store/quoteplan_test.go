@@ -1,0 +1,119 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgembed"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/store"
+)
+
+// openPool is a pool on the database of url, closed at the end of the
+// test.
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgembed.OpenPool(testCtx(t), url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// editLookups is how many times read, run on a pool of its own, looked up
+// the edits of a message (message_target_idx): what chat_message_at costs
+// per reply, quote or edited message it reads as of an earlier entry. The
+// count is read once read's connections have exited, which flushes their
+// statistics.
+func editLookups(t *testing.T, url string, read func(st *store.Store, sess *store.Sessions)) int64 {
+	t.Helper()
+	ctx := testCtx(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "edit-lookups"
+	probe, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := openPool(t, url)
+	count := func() int64 {
+		mustExec(t, ctx, stats, `SELECT pg_stat_clear_snapshot()`)
+		return queryInt(t, stats, `SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'message_target_idx'`)
+	}
+	before := count()
+	st := store.New(probe, chat.DefaultLimits())
+	read(st, store.NewSessions(probe))
+	if err := st.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	probe.Close()
+	waitFor(t, "the reader's connections to exit", func() bool {
+		return queryInt(t, stats, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'edit-lookups'`) == 0
+	})
+	return count() - before
+}
+
+// A founder's history page and catch-up (a member whose history floor
+// hides nothing) read every quote and message as it is now: they look up
+// no edits, whatever the replies and edited messages among the entries.
+// A member added later to a "joined" group does, for the replies to
+// messages from before their join (their quotes as sent).
+func TestAFoundersHistoryAndCatchUpLookUpNoEdits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	url := pgtest.NewDB(t)
+	pool := openPool(t, url)
+	st := store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	g := mustGroup(t, st, 1, 2)
+	const founder, late = 2, 9
+	// 2,000 entries: a fifth replies to an earlier message, every tenth an
+	// edit of the one five before it.
+	mustExec(t, ctx, pool, `
+		INSERT INTO message (conversation_id, seq, sender_id, client_msg_id, body, kind, target_seq, msg_no, reply_to, edited_at)
+		SELECT $1, s, 1, gen_random_uuid(), 'entry ' || s, CASE WHEN s % 10 = 0 THEN 'edit' ELSE 'message' END,
+		       CASE WHEN s % 10 = 0 THEN s - 5 END, s, CASE WHEN s % 5 = 1 AND s > 5 THEN s - 1 END,
+		       CASE WHEN s % 10 = 5 THEN now() END
+		FROM generate_series(1, 2000) s`, g.ID)
+	mustExec(t, ctx, pool, `UPDATE conversation SET last_seq = 2000 WHERE id = $1`, g.ID)
+	mustExec(t, ctx, pool, `ANALYZE`)
+	mustAdd(t, ctx, st, g.ID, 1, late, "")
+	for seq := int64(1975); seq < 2000; seq += 10 {
+		mustReply(t, st, g.ID, founder, "re", seq)
+	}
+	last := lastSeq(t, pool, g.ID)
+
+	// Three pages of history, or three catch-ups (starting at the join at
+	// the earliest).
+	history := func(user int64) func(*store.Store, *store.Sessions) {
+		return func(st *store.Store, _ *store.Sessions) {
+			for range 3 {
+				mustHistory(t, st, chat.HistoryQuery{ConversationID: g.ID, UserID: user, Limit: 50})
+			}
+		}
+	}
+	catchUp := func(user, after int64) func(*store.Store, *store.Sessions) {
+		return func(_ *store.Store, sess *store.Sessions) {
+			for range 3 {
+				if got := sinceOne(t, ctx, sess, user, chat.Range{ConversationID: g.ID, After: after}); len(got) == 0 {
+					t.Fatalf("user %d catches up on nothing", user)
+				}
+			}
+		}
+	}
+	if n := editLookups(t, url, history(late)) + editLookups(t, url, catchUp(late, 2000)); n == 0 {
+		t.Fatalf("the late member's history and catch-up looked up no edits; want the quotes of the replies to messages from before their join")
+	}
+	if n := editLookups(t, url, history(founder)); n != 0 {
+		t.Errorf("the founder's history looked up edits %d times, want none: it reads every entry as it is now", n)
+	}
+	if n := editLookups(t, url, catchUp(founder, last-50)); n != 0 {
+		t.Errorf("the founder's catch-up looked up edits %d times, want none: it reads every entry as it is now", n)
+	}
+}
