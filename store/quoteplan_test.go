@@ -26,10 +26,16 @@ func openPool(t *testing.T, url string) *pgxpool.Pool {
 
 // editLookups is how many times read, run on a pool of its own, looked up
 // the edits of a message (message_target_idx): what chat_message_at costs
-// per reply, quote or edited message it reads as of an earlier entry. The
-// count is read once read's connections have exited, which flushes their
-// statistics.
+// per reply, quote or edited message it reads as of an earlier entry.
 func editLookups(t *testing.T, url string, read func(st *store.Store, sess *store.Sessions)) int64 {
+	t.Helper()
+	return indexStat(t, url, "message_target_idx", "idx_scan", read)
+}
+
+// indexStat is how much read, run on a pool of its own, added to stat
+// (idx_scan, idx_tup_read) of index. It is read once read's connections
+// have exited, which flushes their statistics.
+func indexStat(t *testing.T, url, index, stat string, read func(st *store.Store, sess *store.Sessions)) int64 {
 	t.Helper()
 	ctx := testCtx(t)
 	cfg, err := pgxpool.ParseConfig(url)
@@ -44,7 +50,7 @@ func editLookups(t *testing.T, url string, read func(st *store.Store, sess *stor
 	stats := openPool(t, url)
 	count := func() int64 {
 		mustExec(t, ctx, stats, `SELECT pg_stat_clear_snapshot()`)
-		return queryInt(t, stats, `SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'message_target_idx'`)
+		return queryInt(t, stats, `SELECT `+stat+` FROM pg_stat_user_indexes WHERE indexrelname = $1`, index)
 	}
 	before := count()
 	st := store.New(probe, chat.DefaultLimits())

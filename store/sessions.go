@@ -347,15 +347,16 @@ var endedFloorSQL = `CASE WHEN c.type = 'GROUP' AND ` + visibleAtSQL + ` = 'join
 // (UpdateGroup writes one only when the value changes), so it is the value
 // of the last such entry up to r.u; with none, the value the first one
 // after r.u changed (the other of the two); with none either, the value
-// now. Both reads walk the group's system entries only
-// (message_system_idx).
+// now. Both reads walk only the entries that name historyVisible
+// (message_visibility_idx, whose predicate is the LIKE), not every
+// membership and settings entry of the group.
 const visibleAtSQL = `COALESCE(
 	(SELECT x.body::jsonb ->> 'historyVisible' FROM message x
-	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.seq <= r.u
+	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.body LIKE '%"historyVisible"%' AND x.seq <= r.u
 	   AND x.body::jsonb @> '{"action": "group.updated"}' AND x.body::jsonb ? 'historyVisible'
 	 ORDER BY x.seq DESC LIMIT 1),
 	(SELECT CASE x.body::jsonb ->> 'historyVisible' WHEN 'joined' THEN 'all' ELSE 'joined' END FROM message x
-	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.seq > r.u
+	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.body LIKE '%"historyVisible"%' AND x.seq > r.u
 	   AND x.body::jsonb @> '{"action": "group.updated"}' AND x.body::jsonb ? 'historyVisible'
 	 ORDER BY x.seq LIMIT 1),
 	c.history_visible)`
