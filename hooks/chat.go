@@ -145,6 +145,10 @@ type clientInfo struct {
 	// client id (connectGate) once mochi listed it and wrote its CONNACK
 	// (OnSessionEstablished), or when it ends before.
 	connected func()
+	// connacked: its CONNACK was written (OnSessionEstablished began). A
+	// takeover notice closes a connection at once only then: mochi lists
+	// it before writing the CONNACK, and a DISCONNECT must not come first.
+	connacked atomic.Bool
 }
 
 // New returns the hook; call Attach with the server before serving.
@@ -193,12 +197,13 @@ func (h *Chat) newToken() string {
 // since a half-open socket can hold a write until its deadline; one that
 // holds it past TakeoverGrace is closed without it (takeover.go).
 //
-// The notice can come before mochi lists the connection it names: the
-// session's open commits before the connection's takeover on this node
-// and its CONNACK, and the open of another node's connection may commit
-// and be announced meanwhile. Such a token is remembered
-// (takeoverNotices), and the connection is closed once it has its
-// CONNACK (OnSessionEstablished).
+// The notice can come before the connection it names has its CONNACK:
+// the session's open commits before the connection's takeover on this
+// node, its listing by mochi and its CONNACK, and the open of another
+// node's connection may commit and be announced meanwhile. Such a token
+// is remembered (takeoverNotices), and the connection is closed once it
+// has its CONNACK (OnSessionEstablished): a DISCONNECT written before it
+// would be the first packet the client got [MQTT-3.2.0-1].
 func (h *Chat) SessionTakenOver(clientID, token string) {
 	if !strings.HasPrefix(token, h.tokenPrefix) {
 		return
@@ -469,6 +474,7 @@ func (h *Chat) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		return
 	}
 	ci.endConnectTurn()
+	ci.connacked.Store(true) // before heard: see listedOrNoted
 	if h.notices.heard(ci.token) {
 		h.closeTakenOver(cl)
 		return

@@ -63,30 +63,33 @@ func (h *Chat) closeTakenOver(cl *mqtt.Client) {
 }
 
 // takeoverNoticeMemory is how long a takeover notice naming a connection
-// of this process that mochi did not list is remembered: longer than a
+// of this process that had no CONNACK yet is remembered: longer than a
 // CONNECT takes from the session's open to its CONNACK (the open within
 // the send timeout, the takeover within TakeoverGrace, then one write).
 const takeoverNoticeMemory = time.Minute
 
 // takeoverNotices are the takeover notices of late that named a
-// connection of this process mochi did not list (SessionTakenOver), by
-// token: most named one that ended, the others one whose session opened
-// and which is not listed yet. Only the first kind stays until it is
-// forgotten; there are few of them, since a connection that ends clears
-// its token from the session, and no later open announces it.
+// connection of this process mochi did not list or had not written the
+// CONNACK of (SessionTakenOver), by token: most named one that ended, the
+// others one whose session opened and which has no CONNACK yet. Only the
+// first kind stays until it is forgotten; there are few of them, since a
+// connection that ends clears its token from the session, and no later
+// open announces it.
 type takeoverNotices struct {
 	mu sync.Mutex
 	m  map[string]time.Time // token -> when heard
 }
 
 // listedOrNoted returns the client mochi lists with clientID when token
-// is its connection's; otherwise it notes token. Both under mu: a
-// connection mochi lists after the look-up checks heard after the note.
+// is its connection's and its CONNACK was written; otherwise it notes
+// token. Both under mu, and a connection marks its CONNACK written before
+// it checks heard: one found without the mark checks heard after the
+// note.
 func (n *takeoverNotices) listedOrNoted(h *Chat, clientID, token string) (*mqtt.Client, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if cl, ok := h.server.Clients.Get(clientID); ok {
-		if ci := h.info(cl); ci != nil && ci.token == token {
+		if ci := h.info(cl); ci != nil && ci.token == token && ci.connacked.Load() {
 			return cl, true
 		}
 	}
@@ -103,8 +106,8 @@ func (n *takeoverNotices) listedOrNoted(h *Chat, clientID, token string) (*mqtt.
 	return nil, false
 }
 
-// heard reports, once, whether a notice named token while its connection
-// was not listed. Called once mochi lists the connection.
+// heard reports, once, whether a notice named token before its
+// connection had its CONNACK. Called once it has.
 func (n *takeoverNotices) heard(token string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
