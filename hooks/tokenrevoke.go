@@ -63,9 +63,12 @@ func (h *Chat) TokensRevoked(userID int64, before time.Time) {
 	}
 	h.revoked.mu.Unlock()
 	// A connection registered (OnConnect) after the unlock sees the entry
-	// in revokedMeanwhile; one registered before it is found here.
+	// in revokedMeanwhile; one registered before it is found here. One
+	// without its CONNACK yet is left to revokedMeanwhile too, which it
+	// checks after marking its CONNACK written (OnSessionEstablished): a
+	// DISCONNECT must not come before the CONNACK [MQTT-3.2.0-1].
 	h.clients.Range(func(cl *mqtt.Client, ci *clientInfo) bool {
-		if ci.userID == userID && chat.TokenRevoked(before, ci.issuedAt) && ci.revoking.Load() == 0 {
+		if ci.userID == userID && chat.TokenRevoked(before, ci.issuedAt) && ci.revoking.Load() == 0 && ci.connacked.Load() {
 			go h.endRevoked(cl, ci)
 		}
 		return true
@@ -105,9 +108,13 @@ func (h *Chat) endAfterRevoking(cl *mqtt.Client, ci *clientInfo) {
 // transport identity that Config.PeerUser now refuses as revoked: the
 // client CAs or their revocation lists changed. MQTT 5 clients get
 // DISCONNECT 0x87 with a reason string, as TokensRevoked's do. It must not
-// block.
+// block. A connection without its CONNACK yet checks for itself once it
+// has it (OnSessionEstablished).
 func (h *Chat) PeersChanged() {
 	h.clients.Range(func(cl *mqtt.Client, ci *clientInfo) bool {
+		if !ci.connacked.Load() {
+			return true
+		}
 		if reason, revoked := h.peerRevoked(cl, ci); revoked {
 			go h.endRevokedBy(cl, ci, "client certificate", reason)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/server"
 )
 
 // A reconnect on node A opened the session, then took over the phone's
@@ -70,6 +71,37 @@ func (h *slowConnack) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets
 	return pk
 }
 
+func holdConnack(t *testing.T, srv *server.Server, clientID string) *slowConnack {
+	t.Helper()
+	h := &slowConnack{clientID: clientID, holding: make(chan struct{}), release: make(chan struct{})}
+	if err := srv.Broker.Server.AddHook(h, nil); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// dialHeld starts a connect with o on srv and returns once slow holds
+// its CONNACK, with the connection mochi listed for it.
+func (h *slowConnack) dialHeld(t *testing.T, srv *server.Server, o mqtttest.Options) (*testkit.Pending[*mqtttest.Client], *mqtt.Client) {
+	t.Helper()
+	p := testkit.Start(t, "the connect of "+o.ClientID, func() (*mqtttest.Client, error) {
+		c, _, err := mqtttest.Dial(srv.MQTTAddr(), o)
+		return c, err
+	}, func() bool {
+		select {
+		case <-h.holding:
+			return true
+		default:
+			return false
+		}
+	})
+	listed, ok := srv.Broker.Server.Clients.Get(o.ClientID)
+	if p.Returned() || !ok {
+		t.Fatal("the connect's CONNACK was not held with its connection listed")
+	}
+	return p, listed
+}
+
 // A takeover notice from node B naming node A's connection once A has
 // listed it but not yet written its CONNACK closes it only after the
 // CONNACK: the first packet a server sends is CONNACK [MQTT-3.2.0-1], and
@@ -78,25 +110,8 @@ func TestATakeoverNoticeForAConnectionListedBeforeItsConnackClosesItAfterTheConn
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, withNodeID(nil, "a"))
 	b := startNode(t, url, withNodeID(nil, "b"))
-	slow := &slowConnack{clientID: "phone", holding: make(chan struct{}), release: make(chan struct{})}
-	if err := a.Broker.Server.AddHook(slow, nil); err != nil {
-		t.Fatal(err)
-	}
-	onA := testkit.Start(t, "the phone's connect on node A", func() (*mqtttest.Client, error) {
-		c, _, err := mqtttest.Dial(a.MQTTAddr(), phoneOptions(t))
-		return c, err
-	}, func() bool {
-		select {
-		case <-slow.holding:
-			return true
-		default:
-			return false
-		}
-	})
-	listed, ok := a.Broker.Server.Clients.Get("phone")
-	if !ok {
-		t.Fatal("node A does not list the connection whose CONNACK it is writing")
-	}
+	slow := holdConnack(t, a, "phone")
+	onA, listed := slow.dialHeld(t, a, phoneOptions(t))
 	onB, _, err := mqtttest.Dial(b.MQTTAddr(), phoneOptions(t))
 	if err != nil {
 		t.Fatalf("reconnect on node B: %v", err)

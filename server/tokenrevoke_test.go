@@ -260,3 +260,23 @@ func TestTheConnectionThatRevokesItsTokensOverRPCGetsTheAnswerFirst(t *testing.T
 		endedAsRevoked(t, c, 5, fmt.Sprintf("user %d's connection", u))
 	}
 }
+
+// A revocation announced while a connection of the user is listed but
+// not yet told CONNACK ends it after the CONNACK (0x87): a DISCONNECT
+// first would be the first packet the client got [MQTT-3.2.0-1].
+func TestARevocationOfAConnectionListedBeforeItsConnackEndsItAfterTheConnack(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	slow := holdConnack(t, srv, "phone")
+	pending, listed := slow.dialHeld(t, srv, phoneOptions(t))
+	if _, err := srv.Service.RevokeTokens(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Never(t, 2*time.Second, "the node closed the connection before writing its CONNACK", listed.Closed)
+	close(slow.release)
+	c, err := pending.Wait()
+	if err != nil {
+		t.Fatalf("the phone's connect: %v", err)
+	}
+	t.Cleanup(c.Drop)
+	endedAsRevoked(t, c, 5, "the connection whose token was revoked before its CONNACK")
+}
