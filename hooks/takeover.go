@@ -6,6 +6,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/chatd/chatd/internal/shrink"
 )
 
 // TakeoverGrace bounds how long a takeover waits for the connection it
@@ -78,6 +80,13 @@ const takeoverNoticeMemory = time.Minute
 type takeoverNotices struct {
 	mu sync.Mutex
 	m  map[string]time.Time // token -> when heard
+	// pruned is when m was last swept of notices past their memory. A
+	// sweep passes over all of m, so it runs at most every quarter of
+	// the memory, not at each notice: a burst of notices (connections
+	// whose disconnect could not clear their token, their clients now
+	// connecting elsewhere) would cost the square of their number.
+	pruned time.Time
+	peak   int // the most entries m held since it was last copied (shrink.Map)
 }
 
 // listedOrNoted returns the client mochi lists with clientID when token
@@ -97,12 +106,16 @@ func (n *takeoverNotices) listedOrNoted(h *Chat, clientID, token string) (*mqtt.
 	if n.m == nil {
 		n.m = map[string]time.Time{}
 	}
-	for tok, heard := range n.m {
-		if now.Sub(heard) > takeoverNoticeMemory {
-			delete(n.m, tok)
+	if now.Sub(n.pruned) > takeoverNoticeMemory/4 {
+		n.pruned = now
+		for tok, heard := range n.m {
+			if now.Sub(heard) > takeoverNoticeMemory {
+				delete(n.m, tok)
+			}
 		}
 	}
 	n.m[token] = now
+	n.m = shrink.Map(n.m, &n.peak) // a burst's table is given back once forgotten
 	return nil, false
 }
 
@@ -113,5 +126,6 @@ func (n *takeoverNotices) heard(token string) bool {
 	defer n.mu.Unlock()
 	_, ok := n.m[token]
 	delete(n.m, token)
+	n.m = shrink.Map(n.m, &n.peak)
 	return ok
 }
