@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,8 @@ import (
 //   - chat_node.heartbeat_at proves a node alive; connections of a node
 //     whose heartbeat is older than the TTL (it crashed) do not count,
 //     and the next live node to beat clears them (ReapNodes).
+//     incarnation (migration 0049) is new each time the row is inserted
+//     (Heartbeat).
 //   - user_presence.last_seen_at is when the user was last connected;
 //     announced_online (migration 0045), whether their watchers were last
 //     told they are online (ClaimOnline, ClaimOffline).
@@ -30,29 +33,44 @@ import (
 type Presence struct {
 	pool *pgxpool.Pool
 	ttl  time.Duration
+
+	mu sync.Mutex
+	// lives holds, per node, the incarnation of its heartbeat row that
+	// this store's last heartbeat of it read.
+	lives map[string]string
 }
 
 // NewPresence returns the presence store; ttl is how long a node's
 // heartbeat stays valid.
 func NewPresence(pool *pgxpool.Pool, ttl time.Duration) *Presence {
-	return &Presence{pool: pool, ttl: ttl}
+	return &Presence{pool: pool, ttl: ttl, lives: map[string]string{}}
 }
 
 // Heartbeat records that node is alive and forgets nodes silent for a day.
-// revived reports that node had no heartbeat recorded: it starts, or
+// revived reports that node's row was inserted anew since the last of
+// this store's heartbeats of node that got an answer: it starts, or
 // another node took it for dead (ReapNodes) and cleared its connections.
+// A heartbeat that inserted it and lost its answer (a timeout, a
+// connection cut after the commit) leaves the telling to the next one,
+// which reads the row's new incarnation: else the node would never learn
+// that it was revived. A node's heartbeats go through one Presence.
 func (p *Presence) Heartbeat(ctx context.Context, node string) (revived bool, err error) {
-	// xmax is 0 in a row the INSERT made, and the upserting transaction's
-	// id in one it updated: unlike a look before the upsert, this holds
-	// when a reaper deletes the row while the upsert waits for it.
+	// The row's incarnation, read in the upsert: unlike a look before
+	// it, this holds when a reaper deletes the row while the upsert
+	// waits for it.
+	var life string
 	err = p.pool.QueryRow(ctx, `
 		WITH gone AS (DELETE FROM chat_node WHERE heartbeat_at < now() - interval '1 day')
 		INSERT INTO chat_node (node_id, heartbeat_at) VALUES ($1, now())
 		ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()
-		RETURNING xmax = 0`, node).Scan(&revived)
+		RETURNING incarnation::text`, node).Scan(&life)
 	if err != nil {
 		return false, classify("presence heartbeat", err)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	revived = p.lives[node] != life
+	p.lives[node] = life
 	return revived, nil
 }
 

@@ -36,17 +36,8 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // statement of its own) is sent as one pipeline, not four round trips.
 func TestAnOfflineClaimIsOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	trips := &roundTrips{}
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := newPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = trips })
 	pr := store.NewPresence(pool, presence.TTL(5*time.Second))
 	if _, err := pr.ClaimOnline(ctx, []int64{1, 2}); err != nil {
 		t.Fatal(err)
@@ -67,5 +58,44 @@ func TestAnOfflineClaimIsOneRoundTrip(t *testing.T) {
 	}
 	if len(claimed) != 2 {
 		t.Errorf("claimed %v, want users 1 and 2", claimed)
+	}
+}
+
+// newPool is a pool on a fresh database, configured by configure, closed
+// when the test ends.
+func newPool(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestAHeartbeatIsOneRoundTrip: every node beats one per interval; telling
+// a revival (the row's incarnation, store.Presence.Heartbeat) costs no
+// round trip of its own.
+func TestAHeartbeatIsOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	trips := &roundTrips{}
+	pr := store.NewPresence(newPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = trips }), presence.TTL(5*time.Second))
+	for i, want := range []bool{true, false} { // the first prepares the statement
+		before := trips.n.Load()
+		revived, err := pr.Heartbeat(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if revived != want {
+			t.Errorf("heartbeat %d: revived %v, want %v", i+1, revived, want)
+		}
+		if n := trips.n.Load() - before; i > 0 && n != 1 {
+			t.Errorf("a heartbeat took %d round trips, want 1", n)
+		}
 	}
 }

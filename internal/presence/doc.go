@@ -43,7 +43,9 @@
 // that process left at Start, and their users' grace starts then: those
 // who do not come back are announced offline.
 // A node taken for dead while it ran (its heartbeat lapsed) finds its
-// heartbeat gone at its next one, restores its flags and announces its
+// heartbeat gone at its next one (or, when that one's reply is lost, at
+// the first that answers: store.Presence tells the heartbeat row's
+// incarnations apart), restores its flags and announces its
 // users online again (those connected then, once the claim goes through:
 // a user announced online by a connection of their own meanwhile is not
 // told again, nor one its own claim announced, while its heartbeats

@@ -17,8 +17,10 @@ import (
 
 // Store is the presence state in the store of record (store.Presence).
 type Store interface {
-	// Heartbeat reports revived when node had no heartbeat recorded (it
-	// starts, or another node took it for dead: ReapNodes).
+	// Heartbeat reports revived when node's heartbeat was recorded anew
+	// since the last heartbeat that answered (it starts, or another node
+	// took it for dead: ReapNodes), also when the one that recorded it
+	// committed and lost its reply.
 	Heartbeat(ctx context.Context, node string) (revived bool, err error)
 	// ResetNode clears node's connection flags and returns the users whose
 	// connections it cleared.
