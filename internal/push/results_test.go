@@ -350,3 +350,40 @@ func TestARetryAnsweredBeforeANodeStopsIsAnAttempt(t *testing.T) {
 		t.Fatalf("requests: %s\nwant the phone's 503 and the laptop's cancelled one", describe(all))
 	}
 }
+
+// TestADeviceGoneInAPushAStoppingNodeHandedBackIsDeletedNotSentAgain:
+// the phone's push service answered 410 (its subscription is gone) and
+// then the node stopped, cancelling the laptop's send: nothing reached a
+// device, so the claim is handed back with its devices as they were. The
+// phone is deleted with that hand-back all the same: the next node's
+// claim sends to the laptop alone, and no stop sends to the phone again.
+func TestADeviceGoneInAPushAStoppingNodeHandedBackIsDeletedNotSentAgain(t *testing.T) {
+	r := newRig(t)
+	r.subscribe(2, "laptop")
+	phone := r.subscribe(2, "phone")
+	r.ep.Hang("laptop", true)
+	r.ep.Script("phone", http.StatusGone)
+	reg := prometheus.NewRegistry()
+	stop := r.start(func(c *push.Config) { c.Registerer = reg })
+	r.send(r.direct(1, 2), 1, "hi bob")
+	testkit.WaitFor(t, 5*time.Second, "the phone's 410 answered to the node", func() bool {
+		return counterBy(t, reg, "chat_push_sent_total", "result")["gone"] >= 1
+	})
+	stop()
+	if n := r.count(`SELECT count(*) FROM push_device WHERE id = $1`, phone); n != 0 {
+		t.Fatalf("the phone, answered 410 before the stop handed the push back, is still a device (%d rows)\n%s", n, dumpJobs(r))
+	}
+	r.ep.Hang("laptop", false)
+	r.start(nil)
+	r.waitPushes("laptop", 1, 5*time.Second)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	var toPhone int
+	for _, p := range r.ep.Pushes() {
+		if p.Path == "/push/phone" {
+			toPhone++
+		}
+	}
+	if toPhone != 1 {
+		t.Fatalf("the phone got %d requests, want the one it answered 410\n%s", toPhone, describe(r.ep.Pushes()))
+	}
+}
