@@ -1,11 +1,9 @@
 package store_test
 
 import (
-	"context"
 	"testing"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -17,10 +15,7 @@ import (
 func TestAFormerMembersCatchUpFindsTheVisibilityAtTheLeaveWithoutReadingEveryJoin(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	url := pgtest.NewDB(t)
-	pool := openPool(t, url)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	url, pool, st := storeAndURL(t)
 	g := mustGroup(t, st, 1, 2)
 	const owner, gone = 1, 8
 	// 1,000 joins, as AddMember records them.

@@ -24,6 +24,18 @@ func openPool(t *testing.T, url string) *pgxpool.Pool {
 	return pool
 }
 
+// storeAndURL is a store on a database of the test's own, whose URL it
+// returns too, for readers on pools of their own (indexStat); both are
+// closed at the end of the test.
+func storeAndURL(t *testing.T) (url string, pool *pgxpool.Pool, st *store.Store) {
+	t.Helper()
+	url = pgtest.NewDB(t)
+	pool = openPool(t, url)
+	st = store.New(pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	return url, pool, st
+}
+
 // editLookups is how many times read, run on a pool of its own, looked up
 // the edits of a message (message_target_idx): what chat_message_at costs
 // per reply, quote or edited message it reads as of an earlier entry.
@@ -73,10 +85,7 @@ func indexStat(t *testing.T, url, index, stat string, read func(st *store.Store,
 func TestAFoundersHistoryAndCatchUpLookUpNoEdits(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	url := pgtest.NewDB(t)
-	pool := openPool(t, url)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	url, pool, st := storeAndURL(t)
 	g := mustGroup(t, st, 1, 2)
 	const founder, late = 2, 9
 	// 2,000 entries: a fifth replies to an earlier message, every tenth an

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
@@ -404,15 +403,8 @@ func sameAnswers(t *testing.T, pool *pgxpool.Pool, first, second string, b plain
 // test may replace (failFunction).
 func storeOfItsOwn(t *testing.T) (context.Context, *pgxpool.Pool, *store.Store) {
 	t.Helper()
-	ctx := testCtx(t)
-	pool, err := pgembed.OpenPool(ctx, pgtest.NewDB(t), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, chat.DefaultLimits())
-	t.Cleanup(func() { _ = st.Close(ctx) })
-	return ctx, pool, st
+	_, pool, st := storeAndURL(t)
+	return testCtx(t), pool, st
 }
 
 // failFunction makes the send function fn (of chat_send_batch's
