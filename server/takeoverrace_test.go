@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,12 +20,7 @@ import (
 // connection, which A had not listed yet: A must still close it, once it
 // has its CONNACK, and leave B's alone; the client id has one connection.
 func TestATakeoverNoticeForAConnectionNotYetListedClosesItAfterItsConnack(t *testing.T) {
-	url := pgtest.NewDB(t)
-	env := map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"}
-	a := startNode(t, url, withNodeID(env, "a"))
-	b := startNode(t, url, withNodeID(env, "b"))
-	conv := mustDirect(t, context.Background(), a, 1, 2)
-	fullPhone(t, a, conv.ID)
+	a, b := twoNodesAndAFullPhone(t)
 	onA := takeOverFullPhone(t, a)
 	onB, ack, err := mqtttest.Dial(b.MQTTAddr(), phoneOptions(t))
 	if err != nil || ack.ReasonCode != 0 {

@@ -63,12 +63,7 @@ func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
 // takeover on one node does, not when its write watchdog (30 s) or its
 // keepalive frees the socket.
 func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testing.T) {
-	url := pgtest.NewDB(t)
-	env := map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"}
-	a := startNode(t, url, withNodeID(env, "a"))
-	b := startNode(t, url, withNodeID(env, "b"))
-	conv := mustDirect(t, context.Background(), a, 1, 2)
-	fullPhone(t, a, conv.ID)
+	a, b := twoNodesAndAFullPhone(t)
 
 	if _, ack := dialAs(t, b.MQTTAddr(), 1, "phone", 5, false); ack.ReasonCode != 0 {
 		t.Fatalf("reconnect on node B: CONNACK 0x%02x", ack.ReasonCode)
@@ -76,6 +71,19 @@ func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testin
 	// Node A's client ends (its delivery session with it) without the
 	// old client reading: reading would free the stuck write.
 	testkit.WaitFor(t, 4*time.Second, "node A closed the old connection", func() bool { return a.Hub.Session("phone") == nil })
+}
+
+// twoNodesAndAFullPhone starts nodes a and b on one database, whose
+// bodies may be 1 MiB, and connects the phone (user 1) to a with its
+// socket full (fullPhone) of a direct conversation with user 2.
+func twoNodesAndAFullPhone(t *testing.T) (a, b *server.Server) {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	env := map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"}
+	a = startNode(t, url, withNodeID(env, "a"))
+	b = startNode(t, url, withNodeID(env, "b"))
+	fullPhone(t, a, mustDirect(t, context.Background(), a, 1, 2).ID)
+	return a, b
 }
 
 // fullPhone is stuckPhone on srv with its socket full: 24 MiB of
