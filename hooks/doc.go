@@ -61,7 +61,12 @@
 // remove a newer connection from mochi's list; an old
 // connection that does not take its takeover's DISCONNECT within
 // TakeoverGrace is closed without it (takeover.go), so it cannot hold the
-// turn.
+// turn. A CONNECT whose turn does not come within SendTimeout is refused
+// 0x88 (chat_mqtt_connects_total{outcome="client_id_busy"}). No
+// DISCONNECT comes before a connection's CONNACK: a takeover notice from
+// another node (SessionTakenOver) naming a connection not yet listed, or
+// listed without its CONNACK, and a revocation or client CA change heard
+// meanwhile, end it once OnSessionEstablished runs [MQTT-3.2.0-1].
 //
 // Authentication: a connection with a transport identity (Config.PeerUser:
 // a verified TLS client certificate) is that user and its password is not
