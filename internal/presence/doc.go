@@ -67,8 +67,9 @@
 // never block on I/O. One goroutine owns everything else: it writes the
 // connection flags (coalesced: the final state per client id; a
 // connection's flag only while the session is still that connection's,
-// so a write retried late never takes a session a newer connection on
-// another node holds), beats the
+// so a write retried late, or a heartbeat's repair of the flags
+// (Reassert), never takes a session a newer connection on another node
+// holds), beats the
 // heartbeat, decides transitions, looks up watchers and pushes. Database
 // failures are retried on the next tick and logged once per change of
 // state. Close(ctx) stops the goroutine after clearing this node's flags
