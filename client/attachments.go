@@ -90,6 +90,19 @@ func (c *Client) UploadAvatar(ctx context.Context, name string, r io.Reader) (At
 // UploadWithOptions is Upload with a declared type, duration, progress or
 // purpose (conversationID is ignored for an avatar).
 func (c *Client) UploadWithOptions(ctx context.Context, conversationID int64, name string, r io.Reader, o UploadOptions) (Attachment, error) {
+	ctx, cancel, err := c.untilClose(ctx)
+	if err != nil {
+		return Attachment{}, err
+	}
+	defer cancel()
+	a, err := c.upload(ctx, conversationID, name, r, o)
+	if err != nil && c.life.Err() != nil {
+		return Attachment{}, ErrClosed
+	}
+	return a, err
+}
+
+func (c *Client) upload(ctx context.Context, conversationID int64, name string, r io.Reader, o UploadOptions) (Attachment, error) {
 	src, err := newSource(r)
 	if err != nil {
 		return Attachment{}, err
@@ -196,7 +209,7 @@ func retryableUpload(err error) bool {
 		return ce.Code == "unavailable" || ce.Code == "internal" || ce.Code == "rate_limited" ||
 			(ce.Code == "invalid" && strings.Contains(ce.Message, "cut short"))
 	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrClosed)
 }
 
 // putBytes sends the bytes where the ticket says and, for an object
@@ -487,6 +500,19 @@ func (c *Client) DownloadThumbnail(ctx context.Context, attachmentID string, w i
 }
 
 func (c *Client) download(ctx context.Context, path string, w io.Writer, offset int64) (DownloadInfo, error) {
+	ctx, cancel, err := c.untilClose(ctx)
+	if err != nil {
+		return DownloadInfo{}, err
+	}
+	defer cancel()
+	info, err := c.downloadResuming(ctx, path, w, offset)
+	if err != nil && c.life.Err() != nil {
+		return info, ErrClosed
+	}
+	return info, err
+}
+
+func (c *Client) downloadResuming(ctx context.Context, path string, w io.Writer, offset int64) (DownloadInfo, error) {
 	var info DownloadInfo
 	if c.cfg.HTTPURL == "" {
 		return info, &Error{Op: "download", Code: "invalid", Message: "set Config.HTTPURL (e.g. http://127.0.0.1:8080) to download attachments"}

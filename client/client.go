@@ -562,6 +562,20 @@ func (c *Client) Close(ctx context.Context) error {
 	return c.closeErr
 }
 
+// untilClose is ctx ended by Close too, for the operations of several
+// HTTP requests and RPCs (Upload, Download): their HTTP requests do not
+// wait for a connection, so nothing else would stop them sending a file
+// again, or fetching one with the closed client's token, after Close.
+// It fails with ErrClosed once the client is closed.
+func (c *Client) untilClose(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if c.life.Err() != nil {
+		return nil, nil, ErrClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.life, cancel)
+	return ctx, func() { stop(); cancel() }, nil
+}
+
 // TerminateConnection drops the network connection without DISCONNECT, as a
 // lost network would; the client reconnects by itself. For tests and demos.
 func (c *Client) TerminateConnection() {

@@ -228,7 +228,9 @@
 // message). Events and history carry MsgType and Attachments. Download and
 // DownloadThumbnail fetch one (following an object store's redirect);
 // a broken connection is resumed with a Range request from where it
-// stopped, and DownloadFrom resumes a file a previous run began.
+// stopped, and DownloadFrom resumes a file a previous run began. Close
+// ends an Upload or a Download under way: it returns ErrClosed and sends
+// or fetches nothing more.
 //
 // UploadAvatar uploads a picture (JPEG, PNG, GIF or WebP) for an avatar:
 // name it once as ProfileUpdate.AvatarUploadID or
