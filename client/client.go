@@ -213,7 +213,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	// onUp has stored the same manager then.
 	c.cm.Store(cm)
 	for _, p := range c.journal.list() {
-		c.startSend(p)
+		c.startSend(p, false)
 	}
 	ok = true
 	return c, nil

@@ -76,6 +76,10 @@
 // edit of a message recalled since.
 // Recovered messages from a previous run report nothing to a caller: the
 // application sees them as its own message.new events (same ClientMsgID).
+// A change refused for good that no caller got the refusal of (recovered
+// from SessionDir, or its Send's context ended: ErrQueued) is told on
+// Events instead, as an error event with its ConversationID, ClientMsgID
+// and the refusal's Code and Message; it is no longer pending.
 //
 // A conversation's sends (and edits, recalls, reactions) are stored in the
 // order they were queued: each is published once the one queued before it

@@ -20,6 +20,12 @@ type sendOp struct {
 	done chan struct{} // closed with out/err set
 	out  Outcome
 	err  error
+	// waiting counts the Commit calls waiting for the outcome and
+	// settled says it is known (both guarded by Client.mu): a refusal
+	// for good that no caller got (the send was recovered from
+	// SessionDir, or its callers' contexts ended) is told on Events.
+	waiting int
+	settled bool
 }
 
 // Send sends body to a conversation and returns its seq once chatd has
@@ -39,7 +45,8 @@ type sendOp struct {
 //     PUBACK (or without its seq) is not for good, since that publish may
 //     have committed: the message is re-published later;
 //   - an error matching ErrQueued and ctx.Err() when ctx ended first: the
-//     message is still being sent in the background;
+//     message is still being sent in the background (a refusal for good
+//     then comes as an error event on Events, with its ClientMsgID);
 //   - ErrClosed when the client was closed first, or an *Error matching
 //     ErrUnauthorized when chatd refused the client's static Token (see
 //     Client.Err); the message stays queued in SessionDir for the next
@@ -159,6 +166,9 @@ func (c *Client) Commit(ctx context.Context, ch Change) (Outcome, error) {
 	c.mu.Lock()
 	op, running := c.sends[clientMsgID]
 	closed := c.closed
+	if running && !closed {
+		op.waiting++
+	}
 	c.mu.Unlock()
 	if closed {
 		return Outcome{}, ErrClosed
@@ -172,7 +182,7 @@ func (c *Client) Commit(ctx context.Context, ch Change) (Outcome, error) {
 		} else if err != nil {
 			return Outcome{}, err
 		}
-		op = c.startSend(p)
+		op = c.startSend(p, true)
 		if op == nil {
 			return Outcome{}, ErrClosed
 		}
@@ -181,6 +191,17 @@ func (c *Client) Commit(ctx context.Context, ch Change) (Outcome, error) {
 	case <-op.done:
 		return op.out, op.err
 	case <-ctx.Done():
+		c.mu.Lock()
+		settled := op.settled
+		if !settled {
+			op.waiting--
+		}
+		c.mu.Unlock()
+		if settled {
+			// Counted as told: return it.
+			<-op.done
+			return op.out, op.err
+		}
 		return Outcome{}, fmt.Errorf("%s %s: %w: %w", name, clientMsgID, ErrQueued, ctx.Err())
 	}
 }
@@ -238,20 +259,26 @@ func (p PendingSend) publication() (string, []byte, error) {
 }
 
 // startSend runs the send loop of p unless one runs already; nil once
-// closed. The loop starts once the conversation's previous send settled:
+// closed. waiter: a Commit call waits for the outcome. The loop starts once the conversation's previous send settled:
 // sends queued while offline would otherwise all wake when the connection
 // returns and be stored in any order. One round trip per message of a
 // backlog is the price of storing them as they were typed.
-func (c *Client) startSend(p PendingSend) *sendOp {
+func (c *Client) startSend(p PendingSend, waiter bool) *sendOp {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil
 	}
 	if op, ok := c.sends[p.ClientMsgID]; ok {
+		if waiter {
+			op.waiting++
+		}
 		return op
 	}
 	op := &sendOp{p: p, done: make(chan struct{})}
+	if waiter {
+		op.waiting = 1
+	}
 	c.sends[p.ClientMsgID] = op
 	prev := c.tails[p.ConversationID]
 	c.tails[p.ConversationID] = op
@@ -275,13 +302,30 @@ func (c *Client) startSend(p PendingSend) *sendOp {
 		if c.tails[p.ConversationID] == op {
 			delete(c.tails, p.ConversationID)
 		}
+		op.settled = true
+		told := op.waiting > 0
 		c.mu.Unlock()
 		close(op.done)
 		if op.err != nil && !unsent(op.err) {
 			c.cfg.Logger.Info("send refused", "conversation", p.ConversationID, "clientMsgId", p.ClientMsgID, "err", op.err)
+			if !told {
+				c.disp.push(queued{event: refusalEvent(p, op.err)})
+			}
 		}
 	}()
 	return op
+}
+
+// refusalEvent tells the application of a change chatd refused for good
+// that no caller got the refusal of, as chatd's own error events for a
+// publish do: the conversation, the clientMsgId and the refusal's code.
+func refusalEvent(p PendingSend, err error) *Event {
+	ev := &Event{Type: EventError, ConversationID: p.ConversationID, ClientMsgID: p.ClientMsgID, Code: "internal", Message: err.Error()}
+	var e *Error
+	if errors.As(err, &e) {
+		ev.Code = e.Code
+	}
+	return ev
 }
 
 // unsent reports whether a send ended without chatd settling it: the
