@@ -342,16 +342,21 @@ export function notifyWhileHidden(session, state, uid, api) {
   }
 
   async function show(ev) {
-    if (ev.senderId === uid || ev.recalled || document.visibilityState !== 'hidden') return;
+    if (ev.senderId === uid || ev.recalled) return;
     if (Notification.permission !== 'granted' || !localStorage.getItem(deviceKey(uid))) return;
+    // Read meanwhile (on another device), or the page is on screen: asked
+    // again after every wait below, which may last as long as a request.
+    const stale = () => {
+      const c = state.conv(ev.conversationId);
+      return document.visibilityState !== 'hidden' || Boolean(c && ev.seq <= (c.lastReadSeq || 0));
+    };
+    if (stale()) return;
     const c = state.conv(ev.conversationId);
-    // Read meanwhile (on another device).
-    if (c && ev.seq <= (c.lastReadSeq || 0)) return;
     // Muted, caught up rather than live, or the sender blocked: the
     // blocks (a request) are asked for news only.
-    if (silenced(c, ev, uid) || (await caughtUp(ev)) || (await blocked(ev.senderId))) return;
+    if (silenced(c, ev, uid) || (await caughtUp(ev)) || stale() || (await blocked(ev.senderId))) return;
     const reg = await navigator.serviceWorker.getRegistration();
-    if (!reg) return;
+    if (!reg || stale()) return;
     const unread = c ? c.unread : 1;
     const text = typeof ev.body === 'string' && ev.body !== '';
     await reg.showNotification(c ? conversationTitle(c) : 'New message', {

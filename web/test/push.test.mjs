@@ -367,3 +367,36 @@ test('messages caught up after a reconnect, which notify nothing, do not make th
     page.undo();
   }
 });
+
+test('a message read on another device, or seen on the page shown again, while the page asks whom the user blocked does not notify', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    // A page whose request for the blocks is answered when the test says.
+    const hidden = () => {
+      let answer;
+      const api = { blocks: () => new Promise((r) => (answer = () => r({ blocked: [] }))) };
+      const session = new EventTarget();
+      notifyWhileHidden(session, { conv: () => group }, ME, api);
+      const deliver = (seq, body) =>
+        session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body } }));
+      return { deliver, answer: () => answer() };
+    };
+    const a = hidden();
+    a.deliver(1, 'read elsewhere');
+    await settle();
+    group.lastReadSeq = 1; // read.updated of the user's phone, while the blocks are asked for
+    a.answer();
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), [], 'a message read while the blocks were asked for was notified');
+    const b = hidden();
+    b.deliver(2, 'on screen');
+    await settle();
+    globalThis.document.visibilityState = 'visible'; // the user came back to the page meanwhile
+    b.answer();
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), [], 'a message was notified on a page the user was looking at');
+  } finally {
+    page.undo();
+  }
+});
