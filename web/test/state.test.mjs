@@ -247,3 +247,24 @@ test('a recall of a message held for a conversation not opened yet drops its tex
   const held = s.conv(8).messages.get(1);
   assert.ok(!held || (held.recalled && !held.attachments && held.body === ''), `the recalled message is kept as it was: ${JSON.stringify(held)}`);
 });
+
+test('a conversation loaded once and left for another keeps a bounded window of its newest messages however many come live', () => {
+  const { s, c } = loaded(1, [msg(1)]);
+  s.setOpen(8); // the user went to another conversation; this tab stays open for days
+  for (let seq = 2; seq <= 5000; seq++) {
+    s.addMessages(7, [msg(seq)]);
+    s.applyRead(7, ME, seq); // read on the user's phone
+  }
+  assert.ok(c.messages.size <= 400, `it holds ${c.messages.size} messages`);
+  assert.ok(c.kinds.size <= 400, `it holds the kinds of ${c.kinds.size} entries`);
+  // Opened again: the newest messages, contiguous, and the older ones a scroll away.
+  s.setOpen(7);
+  const seqs = shown(c);
+  assert.equal(seqs[seqs.length - 1], 5000);
+  assert.equal(seqs[0], c.oldest);
+  assert.equal(seqs.length, 5000 - c.oldest + 1, 'a hole in the window');
+  assert.equal(c.hasOlder, true);
+  const before = c.oldest;
+  s.addOlder(7, [msg(before - 2), msg(before - 1)], before);
+  assert.deepEqual(shown(c).slice(0, 3), [before - 2, before - 1, before]);
+});

@@ -19,6 +19,10 @@ import { applyChange, isChange, isMessage, isSystem, snippet, unreadCount, write
  *   seq:number|null, error:string|null, createdAt:string}} Pending
  */
 
+// The entries a loaded conversation off screen keeps (Conversation.trim),
+// and an unloaded one (Conversation.add).
+const KEEP = 200;
+
 export class ChatState extends EventTarget {
   /** @param {number} me the signed-in user's id */
   constructor(me) {
@@ -155,6 +159,7 @@ export class ChatState extends EventTarget {
     if (!c) return false;
     const last = c.lastMessage, rev = last?.rev;
     const result = fn(c);
+    c.trim(id === this.openId);
     // A change applied to the inbox preview: a listing read before it is older.
     if (last && c.lastMessage === last && last.rev !== rev) c.previewAt = this.clock;
     this.changed(what);
@@ -299,6 +304,7 @@ export class Conversation {
     this.seen = null; // {seq, seenBy, members} for our last message
     /** @type {Map<number, boolean>} seq -> is a message (not a change), as far as heard */
     this.kinds = new Map();
+    this.kindsTrimAt = 2 * KEEP; // kinds' size at which trim() forgets those read
     /** @type {{seq:number, read:number, n:number}|null} the inbox's unread count at its lastSeq */
     this.unreadAt = null;
   }
@@ -394,7 +400,7 @@ export class Conversation {
         this.have = Math.max(this.have, m.seq);
       }
       // Bounded: a busy conversation that is never opened must not grow.
-      for (const seq of this.messages.keys()) if (seq <= this.have - 200) this.messages.delete(seq);
+      for (const seq of this.messages.keys()) if (seq <= this.have - KEEP) this.messages.delete(seq);
       return false;
     }
     return this.advance();
@@ -451,6 +457,29 @@ export class Conversation {
   skipTo(seq) {
     if (seq > this.have) this.have = seq;
     return this.advance();
+  }
+
+  /**
+   * Bounds what a tab left open for days holds: a loaded conversation not
+   * on screen keeps its newest KEEP entries (those below are a scroll back
+   * away when it is opened again, as after its first load), and the kinds
+   * of entries at or below the read watermark, which no unread count looks
+   * at, are forgotten. Each runs when its map has doubled, so a long run
+   * of live entries costs little each.
+   */
+  trim(onScreen) {
+    if (!onScreen && this.loaded && this.messages.size > 2 * KEEP) {
+      const floor = this.have - KEEP;
+      for (const seq of this.messages.keys()) if (seq <= floor) this.messages.delete(seq);
+      if (this.oldest <= floor) {
+        this.oldest = floor + 1;
+        this.hasOlder = true;
+      }
+    }
+    if (this.kinds.size > this.kindsTrimAt) {
+      for (const k of this.kinds.keys()) if (k <= this.lastReadSeq && !this.messages.has(k)) this.kinds.delete(k);
+      this.kindsTrimAt = Math.max(2 * KEEP, 2 * this.kinds.size);
+    }
   }
 
   /** Moves `have` over contiguous messages; reports a remaining gap. */

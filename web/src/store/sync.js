@@ -273,6 +273,7 @@ export class Sync {
     c.noteLast(seq, null, null);
     if (writer === this.me) c.lastReadSeq = Math.max(c.lastReadSeq, seq);
     if (!c.loaded) c.have = Math.max(c.have, seq);
+    c.trim(c.id === this.state.openId);
     this.state.changed('messages');
     if (c.loaded) this.fill(c.id);
   }
