@@ -234,6 +234,25 @@ test('an inbox listing read before the user was removed from a conversation does
   assert.ok(state.conv(7));
 });
 
+test('the open conversation an inbox listing no longer holds (its member.removed was lost) is closed as on a removal, not left open blank', async () => {
+  const { api, state, sync } = rig();
+  const removed = [];
+  sync.onRemoved = (cid) => removed.push(cid);
+  const inbox = api.inbox;
+  let listed = true;
+  api.inbox = async () => [...(await inbox()), ...(listed ? [group(8, 'team')] : [])];
+  await sync.refreshInbox();
+  await sync.open(8);
+  assert.equal(state.conv(8).loaded, true);
+  // Removed meanwhile; the event did not reach this page (a full queue
+  // keeps the stream's entries only). Another event has the inbox read.
+  listed = false;
+  sync.onEvent({ type: 'conversation.created', conversationId: 9 });
+  await settle();
+  assert.equal(state.conv(8), null);
+  assert.deepEqual(removed, [8], 'the open conversation went from the inbox but was left open');
+});
+
 /** localStorage's interface over a Map. */
 function memoryStorage() {
   const m = new Map();

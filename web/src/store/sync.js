@@ -120,7 +120,14 @@ export class Sync {
         try {
           const asOf = this.state.mark();
           const entries = await this.api.inbox(this.req('inbox'));
+          const open = this.state.openId;
+          const held = open !== null && this.state.conv(open) !== null;
           const behind = this.state.setInbox(entries, asOf);
+          // The open one is no longer listed: removed, its member.removed
+          // not heard (a full queue keeps the stream's entries only). It
+          // closes as on the event, or it would stay open blank, and
+          // never load if the user were added back.
+          if (held && !this.state.conv(open)) this.removed(open);
           for (const cid of behind) this.fill(cid);
           this.restoreOutbox();
           this.loadMissingMembers();
