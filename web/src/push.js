@@ -248,7 +248,9 @@ function silenced(c, ev, uid) {
  * chatd sends no push: the page shows the notification itself, through the
  * service worker so that a click opens the conversation the same way. For
  * the same reason no remove push follows when such a message is recalled:
- * the page takes the notification that shows it away itself. Events are
+ * the page takes the notification that shows it away itself, as it does
+ * once the user has read the message (read.updated), here or on another
+ * device: chatd sends nothing for a read. Events are
  * handled one after the other (serially), so a recall never overtakes the
  * showing of its message. It notifies what chatd would push: not a
  * muted conversation's messages (a mention in a group excepted), nor
@@ -297,6 +299,7 @@ export function notifyWhileHidden(session, state, uid, api) {
     const ev = e.detail;
     if (ev.type === 'message.recalled') serially(() => closeRecalled(ev)).catch(() => {});
     else if (ev.type === 'message.edited') serially(() => showEdited(ev)).catch(() => {});
+    else if (ev.type === 'read.updated' && ev.userId === uid) serially(() => closeRead(ev, uid)).catch(() => {});
     else if (ev.type === 'message.new') {
       if (ev.seq <= (had.get(ev.conversationId) ?? 0)) return;
       had.set(ev.conversationId, ev.seq);
@@ -383,6 +386,20 @@ async function showEdited(ev) {
   for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) {
     if (!n.data || n.data.seq !== ev.targetSeq || !n.data.text) continue;
     await reg.showNotification(n.title, { body: ev.body || 'New message', tag: n.tag, renotify: false, silent: true, icon: n.icon, data: n.data });
+  }
+}
+
+/**
+ * Closes the conversation's notification (this page's or a push's) once
+ * user uid has read the message it stands for, on this page or on
+ * another device: it is no longer news.
+ */
+async function closeRead(ev, uid) {
+  const reg = await navigator.serviceWorker.getRegistration();
+  if (!reg) return;
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) {
+    const d = n.data || {};
+    if ((d.userId === undefined || d.userId === uid) && Number.isInteger(d.seq) && d.seq <= ev.seq) n.close();
   }
 }
 

@@ -16,13 +16,16 @@ function hiddenPage() {
     async showNotification(title, opts) {
       shown.push({ title, ...opts });
     },
-    // The notifications on screen: the last shown of each tag.
+    // The notifications on screen: the last shown of each tag, unless closed.
     async getNotifications({ tag } = {}) {
       const last = new Map();
       for (const n of shown) last.set(n.tag, n);
-      return [...last.values()].filter((n) => !tag || n.tag === tag);
+      const on = [...last.values()].filter((n) => !closed.has(n) && (!tag || n.tag === tag));
+      for (const n of on) n.close = () => closed.add(n);
+      return on;
     },
   };
+  const closed = new Set();
   const saved = { navigator: globalThis.navigator, window: globalThis.window, document: globalThis.document, localStorage: globalThis.localStorage };
   const had = { Notification: 'Notification' in globalThis, PushManager: 'PushManager' in globalThis };
   Object.defineProperty(globalThis, 'navigator', { value: { serviceWorker: { getRegistration: async () => reg } }, configurable: true, writable: true });
@@ -41,7 +44,7 @@ function hiddenPage() {
     if (!had.Notification) delete globalThis.Notification;
     if (!had.PushManager) delete globalThis.PushManager;
   };
-  return { shown, undo };
+  return { shown, onScreen: () => reg.getNotifications(), undo };
 }
 
 /** A group conversation as the store holds it, muted with mentions on (chatd's default). */
@@ -396,6 +399,29 @@ test('a message read on another device, or seen on the page shown again, while t
     b.answer();
     await settle();
     assert.deepEqual(page.shown.map((n) => n.body), [], 'a message was notified on a page the user was looking at');
+  } finally {
+    page.undo();
+  }
+});
+
+test('a notification the hidden page showed goes when the user reads its message, here or on another device; not for a read short of it, nor for another member\'s', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME);
+    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    const read = (userId, seq) => dispatch({ type: 'read.updated', conversationId: 5, userId, seq, lastSeq: 3 });
+    dispatch({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'see you at 8' });
+    await settle();
+    assert.equal((await page.onScreen()).length, 1);
+    read(2, 3); // another member read it
+    read(ME, 2); // the user read what came before it
+    await settle();
+    assert.equal((await page.onScreen()).length, 1, 'a read short of the message, or another member\'s, closed its notification');
+    read(ME, 3);
+    await settle();
+    assert.deepEqual((await page.onScreen()).map((n) => n.body), [], 'the notification of a message the user read stays on screen');
   } finally {
     page.undo();
   }
