@@ -130,7 +130,7 @@ async function startApp({ token, userId, exp }) {
       go(cid);
       sync.jumpTo(cid, seq).then((found) => found === false && notify('That message is no longer there.'));
     },
-  });
+  }, session);
 
   const inbox = createInbox(state, {
     open: go,

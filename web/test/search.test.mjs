@@ -59,3 +59,29 @@ test('"More results" of the last query, clicked while a new query is searched, n
     undo();
   }
 });
+
+test('a hit whose message is recalled, or of a conversation the user is removed from, leaves the results shown', async () => {
+  const undo = fakeDocument();
+  try {
+    const { createSearch } = await import('../src/views/search.js');
+    const api = pendingApi();
+    const session = new EventTarget();
+    const s = createSearch({ me: 1, conv: () => null }, api, { jump() {} }, session);
+    const input = s.el.find('search');
+    input.value = 'cake';
+    input.dispatch('input');
+    await until(() => api.calls.length === 1, 'the search');
+    api.calls[0].resolve({ results: [hit(10, 'cake at four'), hit(11, 'no cake'), { ...hit(3, 'cake recipe'), conversationId: 6 }], nextCursor: '' });
+    await until(() => s.el.findAll('search-hit').length === 3, 'the hits');
+    const shown = () => s.el.findAll('search-hit').map((b) => `${b.getAttribute('data-conv-id')}:${b.getAttribute('data-seq')}`);
+    const event = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    event({ type: 'message.recalled', conversationId: 5, seq: 12, targetSeq: 10, actorId: 2 });
+    assert.deepEqual(shown(), ['5:11', '6:3'], 'a recalled message is still shown among the hits');
+    event({ type: 'member.removed', conversationId: 6, userId: 2 }); // someone else
+    assert.deepEqual(shown(), ['5:11', '6:3']);
+    event({ type: 'member.removed', conversationId: 6, userId: 1 });
+    assert.deepEqual(shown(), ['5:11'], 'a hit of a conversation the user was removed from is still shown');
+  } finally {
+    undo();
+  }
+});

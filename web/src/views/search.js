@@ -12,8 +12,10 @@ import { waitText } from '../api.js';
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../api.js').Api} api
  * @param {{jump:(cid:number, seq:number)=>void}} actions
+ * @param {EventTarget} [session] the MQTT session's events: hits that
+ *   go stale while shown leave the list
  */
-export function createSearch(state, api, actions) {
+export function createSearch(state, api, actions, session) {
   const input = h('input', {
     type: 'search',
     placeholder: 'Search messages',
@@ -90,6 +92,19 @@ export function createSearch(state, api, actions) {
     if (query) run(query);
   });
   more.addEventListener('click', () => cursor && run(query, cursor));
+
+  // A message recalled while its hit is on screen, or a conversation the
+  // user is removed from: its text is not theirs to read any more, and a
+  // search made now would not find it.
+  session?.addEventListener('event', (e) => {
+    const ev = e.detail;
+    let gone;
+    if (ev.type === 'message.recalled') gone = (x) => x.conversationId === ev.conversationId && x.seq === ev.targetSeq;
+    else if (ev.type === 'member.removed' && ev.userId === state.me) gone = (x) => x.conversationId === ev.conversationId;
+    if (!gone || !hits.some(gone)) return;
+    hits = hits.filter((x) => !gone(x));
+    render();
+  });
 
   function snippet(hit) {
     const cps = Array.from(hit.snippet);
