@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"slices"
 	"testing"
 	"testing/iotest"
 
@@ -32,6 +33,17 @@ func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
 	f.Add(uint8(9), mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64}))
 	f.Add(uint8(9), mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64, TagsFirst: true, CRC: true, UnknownSegment: true}))
 	f.Add(uint8(10), mediatest.GIFWithLocation(4, 4, 64))
+	// What the strip walks beyond the plain layouts: GPS directories
+	// every pointer reaches, extended XMP out of order and a motion
+	// photo's MP4; a video's XMP (MP4 uuid, MOV udta/XMP_); PNG's exIf,
+	// zxIf, tXMP and chunks after IEND; Photoshop's resources; a drone's
+	// XMP.
+	f.Add(uint8(0), mediatest.JPEGWithHiddenLocation(4, 4))
+	f.Add(uint8(3), mediatest.MP4WithXMP(false))
+	f.Add(uint8(4), mediatest.MP4WithXMP(true))
+	for _, file := range locatedFiles() {
+		f.Add(uint8(slices.Index(types, file.ctype)), file.bytes)
+	}
 	f.Fuzz(func(t *testing.T, which uint8, file []byte) {
 		ctype := types[int(which)%len(types)]
 		whole, err := io.ReadAll(media.Strip(bytes.NewReader(file), ctype))
