@@ -12,6 +12,7 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/chatd/chatd/internal/media"
 	"github.com/chatd/chatd/internal/media/mediatest"
@@ -414,6 +415,33 @@ func TestStripFreesTheLocationOfAVideoAppendedToAPhoto(t *testing.T) {
 	}
 	if _, err := jpeg.Decode(bytes.NewReader(got)); err != nil {
 		t.Fatalf("the stripped photo no longer decodes: %v", err)
+	}
+}
+
+// TestStripEndsOnAPhotoFollowedByAVideoHeaderOfNoSize: bytes after a
+// photo that name a video (ftyp) in a box shorter than its header are
+// passed, not walked again forever, and a motion photo's video after
+// them still loses its location.
+func TestStripEndsOnAPhotoFollowedByAVideoHeaderOfNoSize(t *testing.T) {
+	for _, header := range []string{"\x00\x00\x00\x04ftyp", "\x00\x00\x00\x07ftypiso", "\x00\x00\x00\x01ftyp\x00\x00\x00\x00\x00\x00\x00\x0F"} {
+		video := mediatest.MP4WithLocation(false, true, false, 1<<10, 0)
+		file := bytes.Join([][]byte{mediatest.JPEG(16, 8), []byte(header), video}, nil)
+		done := make(chan []byte, 1)
+		go func() {
+			got, _ := io.ReadAll(media.Strip(bytes.NewReader(file), "image/jpeg"))
+			done <- got
+		}()
+		select {
+		case got := <-done:
+			if len(got) != len(file) {
+				t.Fatalf("header %q: %d bytes became %d", header, len(file), len(got))
+			}
+			if bytes.Contains(got, mediatest.VideoLocation) {
+				t.Errorf("header %q: the video's location survived", header)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("header %q: Strip has not ended after 5 s", header)
+		}
 	}
 }
 

@@ -912,9 +912,12 @@ func (s *stripper) mp4Box() error {
 	if n < int64(hl) || n > end-s.pos {
 		// Not a box a player would read: the rest of the box it is
 		// in (or of the file) goes through as it is; after a video
-		// appended to a picture, what follows is a trailer again.
+		// appended to a picture, what follows is a trailer again, from
+		// the header's second byte on (the trailer would find this
+		// box's ftyp again, and again).
 		switch {
 		case len(s.boxes) == 0 && s.inJPEG:
+			s.emit(h, 1)
 			s.step = (*stripper).jpegTrailer
 		case len(s.boxes) == 0:
 			s.step = (*stripper).rest
