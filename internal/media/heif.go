@@ -389,6 +389,9 @@ func heifLocations(iloc []byte, f func(id uint32, method int, ext []heifExtent))
 			return
 		}
 	}
+	if lenSize == 0 {
+		return // every extent of length 0: no item is read
+	}
 	idSize := 2
 	if v == 2 {
 		idSize = 4
@@ -403,7 +406,9 @@ func heifLocations(iloc []byte, f func(id uint32, method int, ext []heifExtent))
 		r.uint(2) // data reference index
 		base := r.uint(baseSize)
 		n := r.uint(2)
-		if !r.ok || n > uint64(len(r.b)) {
+		// Each extent takes its bytes: what they cost is what the
+		// iloc holds.
+		if !r.ok || n*uint64(indexSize+offSize+lenSize) > uint64(len(r.b)) {
 			return
 		}
 		ext := make([]heifExtent, 0, n)

@@ -2,6 +2,7 @@ package media_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"testing"
 
@@ -139,5 +140,25 @@ func TestAHEIFImagesSizeIsItsPrimaryItemsExtentAsShown(t *testing.T) {
 		if size, ok := media.HEIFSize(bytes.NewReader(file[:n]), int64(n)); ok {
 			t.Errorf("cut at %d: HEIFSize = %+v, true", n, size)
 		}
+	}
+}
+
+// TestAHEIFsItemLocationsCostTheirBytesToRead: an iloc whose extents take
+// no bytes (no length field: every extent of length 0, left out) costs no
+// more than its bytes to walk, however many extents each item claims.
+func TestAHEIFsItemLocationsCostTheirBytesToRead(t *testing.T) {
+	infe := box("infe", []byte("\x02\x00\x00\x00\x00\x01\x00\x00Exif\x00"))
+	iinf := box("iinf", append([]byte("\x00\x00\x00\x00\x00\x01"), infe...))
+	const items = 3000
+	iloc := []byte("\x00\x00\x00\x00\x00\x00") // version 0, sizes all 0
+	iloc = binary.BigEndian.AppendUint16(iloc, items)
+	for range items {
+		iloc = append(iloc, 0, 1, 0, 0, 0x10, 0) // item 1, 4096 extents
+	}
+	iloc = append(iloc, make([]byte, 4096)...)
+	meta := box("meta", bytes.Join([][]byte{{0, 0, 0, 0}, iinf, box("iloc", iloc)}, nil))
+	file := bytes.Join([][]byte{box("ftyp", []byte("heic\x00\x00\x00\x00mif1heic")), meta, box("mdat", make([]byte, 64))}, nil)
+	if took := stripAllocs(t, file, "image/heic"); took > 8*uint64(len(file)) {
+		t.Errorf("stripping a HEIF of %d KiB allocated %d KiB", len(file)>>10, took>>10)
 	}
 }
