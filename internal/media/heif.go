@@ -240,11 +240,23 @@ func (s *stripper) heifItems() error {
 
 // heifStrip strips item it, whose extents are offsets of b (from base
 // on): an Exif item loses its GPS directory as a JPEG's EXIF does, an XMP
-// packet mentioning a location, or encoded, is blanked.
+// packet mentioning a location, or encoded, is blanked; an item whose
+// extents add up to over maxUnit is zeroed.
 func (s *stripper) heifStrip(it heifItem, b []byte, base int64) {
 	parts := make([][]byte, len(it.ext))
+	total := 0
 	for i, e := range it.ext {
 		parts[i] = b[e.off-base : e.off-base+e.n]
+		total += len(parts[i])
+	}
+	if total > maxUnit {
+		// Extents over the same bytes many times (no writer's): put
+		// together, they would cost many times the file; the item's
+		// bytes are zeroed instead.
+		for _, p := range parts {
+			clear(p)
+		}
+		return
 	}
 	data := parts[0]
 	if len(parts) > 1 {
