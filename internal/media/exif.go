@@ -24,6 +24,8 @@ const maxIFDs = 64
 // pointer may keep pointing at). Readers follow a GPSInfo pointer in any
 // directory, so all are walked: IFD0 and the directories after it
 // (IFD1), the Exif IFD and SubIFDs, each once. The orientation is IFD0's.
+// A block whose GPS directories list more entries than it holds is
+// zeroed whole (no orientation then).
 func stripTIFF(t []byte) (changed bool, orientation int) {
 	if len(t) < 8 {
 		return false, 0
@@ -72,7 +74,17 @@ func stripTIFF(t []byte) (changed bool, orientation int) {
 			}
 		}
 	}
+	// The GPS directories' entries are at most what the block holds;
+	// more are directories laid over one another (no writer's), each a
+	// walk of much of the block: such a block is zeroed whole.
+	left := len(t) / 12
 	for _, g := range gps {
+		if count, _, ok := ifd(t, bo, g); ok {
+			if left -= count; left < 0 {
+				clear(t)
+				return true, 0
+			}
+		}
 		if clearGPS(t, bo, g) {
 			changed = true
 		}
