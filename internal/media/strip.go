@@ -1002,9 +1002,9 @@ func (s *stripper) free(h []byte, hl int, n int64) {
 // boxHeader reads the ISO-BMFF box header at the stream's position: the
 // header's bytes, the box's size (a 64-bit size when the 32-bit one is 1;
 // 0 is left to the caller: to the end of the file or of the box it is
-// in), the header's length and the box type. ok is false when more input
-// is needed, or when the 64-bit size is beyond any file (the rest then
-// goes through as it is).
+// in; -1 when the 64-bit size is beyond any file, a box no reader reads),
+// the header's length and the box type. ok is false when more input is
+// needed.
 func (s *stripper) boxHeader() (h []byte, n int64, hl int, typ string, ok bool) {
 	if h = s.peek(8); h == nil {
 		return nil, 0, 0, "", false
@@ -1014,12 +1014,10 @@ func (s *stripper) boxHeader() (h []byte, n int64, hl int, typ string, ok bool) 
 		if h = s.peek(16); h == nil {
 			return nil, 0, 0, "", false
 		}
-		u := binary.BigEndian.Uint64(h[8:])
-		if u > math.MaxInt64 {
-			s.step = (*stripper).rest
-			return nil, 0, 0, "", false
+		n, hl = -1, 16
+		if u := binary.BigEndian.Uint64(h[8:]); u <= math.MaxInt64 {
+			n = int64(u)
 		}
-		n, hl = int64(u), 16
 	}
 	return h, n, hl, typ, true
 }
