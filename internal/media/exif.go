@@ -24,8 +24,9 @@ const maxIFDs = 64
 // pointer may keep pointing at). Readers follow a GPSInfo pointer in any
 // directory, so all are walked: IFD0 and the directories after it
 // (IFD1), the Exif IFD and SubIFDs, each once. The orientation is IFD0's.
-// A block whose GPS directories list more entries than it holds is
-// zeroed whole (no orientation then).
+// A block whose directories list more GPSInfo pointers, or whose GPS
+// directories more entries, than it holds is zeroed whole (no
+// orientation then).
 func stripTIFF(t []byte) (changed bool, orientation int) {
 	if len(t) < 8 {
 		return false, 0
@@ -60,6 +61,12 @@ func stripTIFF(t []byte) (changed bool, orientation int) {
 					orientation = o
 				}
 			case tagGPS:
+				if len(gps) > len(t)/12 {
+					// More pointers than the block holds entries:
+					// directories laid over one another (no writer's).
+					clear(t)
+					return true, 0
+				}
 				gps = append(gps, int(bo.Uint32(t[e+8:])))
 			case tagExifIFD:
 				todo = append(todo, int(bo.Uint32(t[e+8:])))

@@ -523,6 +523,45 @@ func TestAnEXIFOfOverlappingGPSDirectoriesCostsLittleToStrip(t *testing.T) {
 	}
 }
 
+// TestAnEXIFOfDirectoriesOverlappingItsOwnCostsLittleToStrip: SubIFDs
+// laid over IFD0's entries (each starting in the value of one, every
+// entry of theirs then a GPSInfo pointer) list a GPSInfo pointer for
+// every 12 bytes of every directory: the pointers gathered stay within
+// what the block holds.
+func TestAnEXIFOfDirectoriesOverlappingItsOwnCostsLittleToStrip(t *testing.T) {
+	le := binary.LittleEndian
+	const n, subs = 21000, 63
+	value := func(k int) int { return 8 + 2 + 12*k + 8 } // where IFD0's entry k keeps its value
+	array := 8 + 2 + 12*n + 4
+	tiff := append([]byte("II*\x00"), le.AppendUint32(nil, 8)...)
+	tiff = le.AppendUint16(tiff, n)
+	tiff = le.AppendUint16(tiff, 0x014A) // SubIFDs: at the values of entries 1 to subs
+	tiff = le.AppendUint16(tiff, 4)
+	tiff = le.AppendUint32(tiff, subs)
+	tiff = le.AppendUint32(tiff, uint32(array))
+	count := (array - value(subs) - 2) / 12
+	for range n - 1 { // GPSInfo, its value read by a SubIFD as its count, then as its entries' tag
+		tiff = le.AppendUint16(tiff, 0x8825)
+		tiff = le.AppendUint16(tiff, 4)
+		tiff = le.AppendUint32(tiff, 1)
+		tiff = le.AppendUint32(tiff, 0x8825<<16|uint32(count))
+	}
+	tiff = le.AppendUint32(tiff, 0)
+	for k := 1; k <= subs; k++ {
+		tiff = le.AppendUint32(tiff, uint32(value(k)))
+	}
+	chunk := binary.BigEndian.AppendUint32(nil, uint32(len(tiff)))
+	chunk = append(append(chunk, "eXIf"...), tiff...)
+	chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
+	plain := mediatest.PNG(8, 8)
+	file := append(append(append([]byte{}, plain[:33]...), chunk...), plain[33:]...)
+	// The chunk held whole, the pointers it may hold, the read buffer
+	// (the race detector's allocations besides).
+	if took := stripAllocs(t, file, "image/png"); took > 16*uint64(len(file)) {
+		t.Errorf("stripping a file of %d KiB allocated %d KiB", len(file)>>10, took>>10)
+	}
+}
+
 // stripAllocs strips file as ctype, checks its length is kept, and
 // returns the bytes allocated doing it.
 func stripAllocs(t *testing.T, file []byte, ctype string) uint64 {
