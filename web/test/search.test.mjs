@@ -85,3 +85,50 @@ test('a hit whose message is recalled, or of a conversation the user is removed 
     undo();
   }
 });
+
+test('a hit whose message is edited while shown shows the new text, unless the edit hides it; a cleared caption shows as empty', async () => {
+  const undo = fakeDocument();
+  try {
+    const { createSearch } = await import('../src/views/search.js');
+    const api = pendingApi();
+    const session = new EventTarget();
+    const s = createSearch({ me: 1, conv: () => null }, api, { jump() {} }, session);
+    const input = s.el.find('search');
+    input.value = 'cake';
+    input.dispatch('input');
+    await until(() => api.calls.length === 1, 'the search');
+    api.calls[0].resolve({
+      results: [
+        { ...hit(10, 'cake at four'), highlights: [[0, 4]] },
+        { ...hit(11, 'no cake'), highlights: [[3, 7]] },
+        { ...hit(3, 'cake recipe'), conversationId: 6, highlights: [[0, 4]], editedAt: '2026-01-01T11:00:00Z' },
+      ],
+      nextCursor: '',
+    });
+    await until(() => s.el.findAll('search-hit').length === 3, 'the hits');
+    const snippets = () => s.el.findAll('search-hit').map((b) => b.children.find((c) => c.className === 'hit-snippet'));
+    const texts = () => snippets().map((t) => t.textContent);
+    const marked = () => snippets().flatMap((t) => t.children.filter((c) => c.tag === 'mark').map((m) => m.textContent));
+    const event = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    const edit = (conversationId, targetSeq, body, more = {}) =>
+      event({ type: 'message.edited', conversationId, seq: 40, targetSeq, senderId: 2, body, editedAt: '2026-01-01T12:00:00Z', ...more });
+
+    edit(5, 10, 'see you at five');
+    assert.deepEqual(texts(), ['see you at five', 'no cake', 'cake recipe'], 'an edited hit still shows the text it had');
+    assert.deepEqual(marked(), ['cake', 'cake'], 'the old text\'s highlights were laid over the new text');
+
+    edit(5, 11, '', { bodyHidden: true });
+    edit(7, 10, 'another conversation');
+    assert.deepEqual(texts(), ['see you at five', 'no cake', 'cake recipe'], 'an edit whose text is hidden, or of another conversation, changed a hit');
+
+    edit(6, 3, 'an older caption', { editedAt: '2026-01-01T10:30:00Z' });
+    assert.deepEqual(texts()[2], 'cake recipe', 'an edit older than the text found took its place');
+    edit(6, 3, '');
+    assert.deepEqual(texts(), ['see you at five', 'no cake', ''], 'a photo whose caption was cleared still shows its old caption');
+
+    edit(5, 10, 'x'.repeat(5000), { editedAt: '2026-01-01T12:01:00Z' });
+    assert.ok(Array.from(texts()[0]).length <= 121, `an edit's whole body of 5000 characters is shown in a hit (${Array.from(texts()[0]).length})`);
+  } finally {
+    undo();
+  }
+});

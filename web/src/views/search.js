@@ -8,12 +8,15 @@ import { h, icon, replace } from './dom.js';
 import { conversationTitle, shortTime, userName } from './format.js';
 import { waitText } from '../api.js';
 
+// As long as the server's snippets (chat.SearchSnippetRunes).
+const SNIPPET_CHARS = 120;
+
 /**
  * @param {import('../store/state.js').ChatState} state
  * @param {import('../api.js').Api} api
  * @param {{jump:(cid:number, seq:number)=>void}} actions
  * @param {EventTarget} [session] the MQTT session's events: hits that
- *   go stale while shown leave the list
+ *   go stale while shown leave the list, edited ones show the new text
  */
 export function createSearch(state, api, actions, session) {
   const input = h('input', {
@@ -98,6 +101,7 @@ export function createSearch(state, api, actions, session) {
   // search made now would not find it.
   session?.addEventListener('event', (e) => {
     const ev = e.detail;
+    if (ev.type === 'message.edited') return edited(ev);
     let gone;
     if (ev.type === 'message.recalled') gone = (x) => x.conversationId === ev.conversationId && x.seq === ev.targetSeq;
     else if (ev.type === 'member.removed' && ev.userId === state.me) gone = (x) => x.conversationId === ev.conversationId;
@@ -105,6 +109,23 @@ export function createSearch(state, api, actions, session) {
     hits = hits.filter((x) => !gone(x));
     render();
   });
+
+  // A hit whose message is edited while shown shows the new text, as the
+  // conversation does (an empty one once a photo's caption is cleared),
+  // cut as the server cuts a snippet and unmarked: the old text's ranges
+  // say nothing of the new one. An edit marked bodyHidden (of a message
+  // from before a join) tells nothing of the text; one older than the text
+  // found (relayed after the search read the body) would bring back a
+  // replaced text.
+  function edited(ev) {
+    if (ev.bodyHidden) return;
+    const was = hits.find((x) => x.conversationId === ev.conversationId && x.seq === ev.targetSeq);
+    if (!was) return;
+    if (was.editedAt && ev.editedAt && Date.parse(ev.editedAt) <= Date.parse(was.editedAt)) return;
+    const now = { ...was, snippet: cut(ev.body ?? ''), highlights: [], editedAt: ev.editedAt || was.editedAt };
+    hits = hits.map((x) => (x === was ? now : x));
+    render();
+  }
 
   function snippet(hit) {
     const cps = Array.from(hit.snippet);
@@ -118,6 +139,12 @@ export function createSearch(state, api, actions, session) {
     }
     if (at < cps.length) out.push(cps.slice(at).join(''));
     return out;
+  }
+
+  /** The first SNIPPET_CHARS characters of body, a cut marked as the server marks it. */
+  function cut(body) {
+    const cps = Array.from(body);
+    return cps.length > SNIPPET_CHARS ? cps.slice(0, SNIPPET_CHARS).join('') + '…' : body;
   }
 
   function row(hit) {
