@@ -14,20 +14,36 @@ import (
 	"testing"
 )
 
-func TestAlertRulesPassPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
+// promtool finds promtool, and skips the test (loudly) where it is
+// missing, except under CI.
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("promtool is missing under CI: .ci/run installs Debian's prometheus package")
 		}
 		t.Skip("SKIPPED LOUDLY: promtool not found (apt-get install prometheus); the alerting rules were not checked")
 	}
-	out, err := exec.Command(promtool, "check", "rules", "alerts.yml").CombinedOutput()
+	return p
+}
+
+func TestAlertRulesPassPromtool(t *testing.T) {
+	out, err := exec.Command(promtool(t), "check", "rules", "alerts.yml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules alerts.yml: %v\n%s", err, out)
 	}
 	if !strings.Contains(string(out), "SUCCESS") {
 		t.Fatalf("promtool said:\n%s", out)
+	}
+}
+
+// TestAlertsFireAsTheirPromtoolTestsSay runs alerts_test.yml: series
+// under which an alert must fire, and ones under which it must not.
+func TestAlertsFireAsTheirPromtoolTestsSay(t *testing.T) {
+	out, err := exec.Command(promtool(t), "test", "rules", "alerts_test.yml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules alerts_test.yml: %v\n%s", err, out)
 	}
 }
 
