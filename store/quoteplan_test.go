@@ -49,6 +49,13 @@ func editLookups(t *testing.T, url string, read func(st *store.Store, sess *stor
 // have exited, which flushes their statistics.
 func indexStat(t *testing.T, url, index, stat string, read func(st *store.Store, sess *store.Sessions)) int64 {
 	t.Helper()
+	return indexesStat(t, url, []string{index}, stat, read)
+}
+
+// indexesStat is indexStat summed over indexes (one that does not exist
+// adds nothing).
+func indexesStat(t *testing.T, url string, indexes []string, stat string, read func(st *store.Store, sess *store.Sessions)) int64 {
+	t.Helper()
 	ctx := testCtx(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -62,7 +69,7 @@ func indexStat(t *testing.T, url, index, stat string, read func(st *store.Store,
 	stats := openPool(t, url)
 	count := func() int64 {
 		mustExec(t, ctx, stats, `SELECT pg_stat_clear_snapshot()`)
-		return queryInt(t, stats, `SELECT `+stat+` FROM pg_stat_user_indexes WHERE indexrelname = $1`, index)
+		return queryInt(t, stats, `SELECT COALESCE(sum(`+stat+`), 0)::bigint FROM pg_stat_user_indexes WHERE indexrelname = ANY($1)`, indexes)
 	}
 	before := count()
 	st := store.New(probe, chat.DefaultLimits())

@@ -336,10 +336,13 @@ func (s *Sessions) SinceMany(ctx context.Context, userID int64, ranges []chat.Ra
 // while they were a member. And the group's history visibility then
 // (visibleAtSQL), not now: a group opened to "all" after the leave must
 // not give them the edit bodies it hid from them while they were in it.
+// The join is read among the member.added entries naming them
+// (message_member_added_idx, whose predicate is the LIKE and whose key is
+// the userId), not by walking every system entry back from the leave.
 var endedFloorSQL = `CASE WHEN c.type = 'GROUP' AND ` + visibleAtSQL + ` = 'joined' THEN COALESCE(
 	(SELECT x.seq - 1 FROM message x
-	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.seq <= r.u
-	   AND x.body::jsonb @> jsonb_build_object('action', 'member.added', 'userId', $4::bigint)
+	 WHERE x.conversation_id = c.id AND x.kind = 'system' AND x.body LIKE '%"action":"member.added"%'
+	   AND (x.body::jsonb ->> 'userId')::bigint = $4::bigint AND x.seq <= r.u
 	 ORDER BY x.seq DESC LIMIT 1), 0) ELSE 0 END`
 
 // visibleAtSQL is group c's history visibility when entry r.u was its
