@@ -30,6 +30,24 @@ async function until(cond, what) {
   }
 }
 
+/**
+ * A search box of user 1 whose search for "cake" found results, shown;
+ * event(detail) hands it an event of the connection, as main.js does.
+ */
+async function showingHits(results) {
+  const { createSearch } = await import('../src/views/search.js');
+  const api = pendingApi();
+  const session = new EventTarget();
+  const s = createSearch({ me: 1, conv: () => null }, api, { jump() {} }, session);
+  const input = s.el.find('search');
+  input.value = 'cake';
+  input.dispatch('input');
+  await until(() => api.calls.length === 1, 'the search');
+  api.calls[0].resolve({ results, nextCursor: '' });
+  await until(() => s.el.findAll('search-hit').length === results.length, 'the hits');
+  return { s, event: (detail) => session.dispatchEvent(new CustomEvent('event', { detail })) };
+}
+
 test('"More results" of the last query, clicked while a new query is searched, neither pages the new query from the old one\'s cursor nor mixes their hits', async () => {
   const undo = fakeDocument();
   try {
@@ -63,18 +81,8 @@ test('"More results" of the last query, clicked while a new query is searched, n
 test('a hit whose message is recalled, or of a conversation the user is removed from, leaves the results shown', async () => {
   const undo = fakeDocument();
   try {
-    const { createSearch } = await import('../src/views/search.js');
-    const api = pendingApi();
-    const session = new EventTarget();
-    const s = createSearch({ me: 1, conv: () => null }, api, { jump() {} }, session);
-    const input = s.el.find('search');
-    input.value = 'cake';
-    input.dispatch('input');
-    await until(() => api.calls.length === 1, 'the search');
-    api.calls[0].resolve({ results: [hit(10, 'cake at four'), hit(11, 'no cake'), { ...hit(3, 'cake recipe'), conversationId: 6 }], nextCursor: '' });
-    await until(() => s.el.findAll('search-hit').length === 3, 'the hits');
+    const { s, event } = await showingHits([hit(10, 'cake at four'), hit(11, 'no cake'), { ...hit(3, 'cake recipe'), conversationId: 6 }]);
     const shown = () => s.el.findAll('search-hit').map((b) => `${b.getAttribute('data-conv-id')}:${b.getAttribute('data-seq')}`);
-    const event = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
     event({ type: 'message.recalled', conversationId: 5, seq: 12, targetSeq: 10, actorId: 2 });
     assert.deepEqual(shown(), ['5:11', '6:3'], 'a recalled message is still shown among the hits');
     event({ type: 'member.removed', conversationId: 6, userId: 2 }); // someone else
@@ -89,27 +97,14 @@ test('a hit whose message is recalled, or of a conversation the user is removed 
 test('a hit whose message is edited while shown shows the new text, unless the edit hides it; a cleared caption shows as empty', async () => {
   const undo = fakeDocument();
   try {
-    const { createSearch } = await import('../src/views/search.js');
-    const api = pendingApi();
-    const session = new EventTarget();
-    const s = createSearch({ me: 1, conv: () => null }, api, { jump() {} }, session);
-    const input = s.el.find('search');
-    input.value = 'cake';
-    input.dispatch('input');
-    await until(() => api.calls.length === 1, 'the search');
-    api.calls[0].resolve({
-      results: [
-        { ...hit(10, 'cake at four'), highlights: [[0, 4]] },
-        { ...hit(11, 'no cake'), highlights: [[3, 7]] },
-        { ...hit(3, 'cake recipe'), conversationId: 6, highlights: [[0, 4]], editedAt: '2026-01-01T11:00:00Z' },
-      ],
-      nextCursor: '',
-    });
-    await until(() => s.el.findAll('search-hit').length === 3, 'the hits');
+    const { s, event } = await showingHits([
+      { ...hit(10, 'cake at four'), highlights: [[0, 4]] },
+      { ...hit(11, 'no cake'), highlights: [[3, 7]] },
+      { ...hit(3, 'cake recipe'), conversationId: 6, highlights: [[0, 4]], editedAt: '2026-01-01T11:00:00Z' },
+    ]);
     const snippets = () => s.el.findAll('search-hit').map((b) => b.children.find((c) => c.className === 'hit-snippet'));
     const texts = () => snippets().map((t) => t.textContent);
     const marked = () => snippets().flatMap((t) => t.children.filter((c) => c.tag === 'mark').map((m) => m.textContent));
-    const event = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
     const edit = (conversationId, targetSeq, body, more = {}) =>
       event({ type: 'message.edited', conversationId, seq: 40, targetSeq, senderId: 2, body, editedAt: '2026-01-01T12:00:00Z', ...more });
 
