@@ -310,10 +310,8 @@ func TestAPalettedPNGCostsTheSameWhateverTextPrecedesItsPalette(t *testing.T) {
 	}
 	for _, text := range []int{1 << 10, 300 << 10, 3 << 20} {
 		data := append([]byte("Comment\x00"), bytes.Repeat([]byte{0x10}, text)...)
-		chunk := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
-		chunk = append(append(chunk, "tEXt"...), data...)
-		chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
-		file := append(append(append([]byte{}, plain[:33]...), chunk...), plain[33:]...)
+		chunk := pngChunk("tEXt", data)
+		file := afterIHDR(plain, chunk)
 		if _, err := png.Decode(bytes.NewReader(file)); err != nil {
 			t.Fatalf("the test PNG does not decode: %v", err)
 		}
@@ -465,11 +463,9 @@ func TestAnEXIFListingManyDirectoriesCostsLittleToStrip(t *testing.T) {
 	for i := range 64 {
 		tiff = le.AppendUint32(tiff, uint32(8+12*i))
 	}
-	chunk := binary.BigEndian.AppendUint32(nil, uint32(len(tiff)))
-	chunk = append(append(chunk, "eXIf"...), tiff...)
-	chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
+	chunk := pngChunk("eXIf", tiff)
 	plain := mediatest.PNG(8, 8)
-	file := append(append(append([]byte{}, plain[:33]...), chunk...), plain[33:]...)
+	file := afterIHDR(plain, chunk)
 	if took := stripAllocs(t, file, "image/png"); took > 8*uint64(len(file)) {
 		t.Errorf("stripping a file of %d KiB allocated %d KiB", len(file)>>10, took>>10)
 	}
@@ -550,11 +546,9 @@ func TestAnEXIFOfDirectoriesOverlappingItsOwnCostsLittleToStrip(t *testing.T) {
 	for k := 1; k <= subs; k++ {
 		tiff = le.AppendUint32(tiff, uint32(value(k)))
 	}
-	chunk := binary.BigEndian.AppendUint32(nil, uint32(len(tiff)))
-	chunk = append(append(chunk, "eXIf"...), tiff...)
-	chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
+	chunk := pngChunk("eXIf", tiff)
 	plain := mediatest.PNG(8, 8)
-	file := append(append(append([]byte{}, plain[:33]...), chunk...), plain[33:]...)
+	file := afterIHDR(plain, chunk)
 	// The chunk held whole, the pointers it may hold, the read buffer
 	// (the race detector's allocations besides).
 	if took := stripAllocs(t, file, "image/png"); took > 16*uint64(len(file)) {
@@ -583,11 +577,6 @@ func stripAllocs(t *testing.T, file []byte, ctype string) uint64 {
 // tXMP, and chunks after IEND too: a location in any of them is gone, and
 // the picture still decodes.
 func TestStripRemovesALocationFromEveryPNGChunkExifToolReads(t *testing.T) {
-	chunk := func(typ string, data []byte) []byte {
-		c := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
-		c = append(append(c, typ...), data...)
-		return binary.BigEndian.AppendUint32(c, crc32.ChecksumIEEE(c[4:]))
-	}
 	exif := tiffBlock([]tiffDir{{entries: []tiffEntry{{tag: 0x8825, typ: 4, count: 1, ref: 1}}, next: -1}, {lat: 47, next: -1}})
 	xmp := []byte(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/" ` +
 		string(mediatest.XMPLatitude) + `/></rdf:RDF></x:xmpmeta>`)
@@ -597,11 +586,11 @@ func TestStripRemovesALocationFromEveryPNGChunkExifToolReads(t *testing.T) {
 		name string
 		file []byte
 	}{
-		{"exIf before IDAT", append(append(append([]byte{}, plain[:33]...), chunk("exIf", exif)...), plain[33:]...)},
-		{"zxIf before IDAT", append(append(append([]byte{}, plain[:33]...), chunk("zxIf", exif)...), plain[33:]...)},
-		{"tXMP before IEND", append(append(append([]byte{}, plain[:iend]...), chunk("tXMP", xmp)...), plain[iend:]...)},
-		{"eXIf after IEND", append(append([]byte{}, plain...), chunk("eXIf", exif)...)},
-		{"iTXt after IEND", append(append([]byte{}, plain...), chunk("iTXt", append([]byte("XML:com.adobe.xmp\x00\x00\x00\x00\x00"), xmp...))...)},
+		{"exIf before IDAT", afterIHDR(plain, pngChunk("exIf", exif))},
+		{"zxIf before IDAT", afterIHDR(plain, pngChunk("zxIf", exif))},
+		{"tXMP before IEND", append(append(append([]byte{}, plain[:iend]...), pngChunk("tXMP", xmp)...), plain[iend:]...)},
+		{"eXIf after IEND", append(append([]byte{}, plain...), pngChunk("eXIf", exif)...)},
+		{"iTXt after IEND", append(append([]byte{}, plain...), pngChunk("iTXt", append([]byte("XML:com.adobe.xmp\x00\x00\x00\x00\x00"), xmp...))...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := stripped(t, tc.file, "image/png")
@@ -691,4 +680,18 @@ func TestStripBlanksADroneSPositionInItsXMP(t *testing.T) {
 			t.Errorf("%s: the drone's position survived", attrs)
 		}
 	}
+}
+
+// pngChunk is a PNG chunk of type typ holding data, with its length and
+// CRC.
+func pngChunk(typ string, data []byte) []byte {
+	c := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+	c = append(append(c, typ...), data...)
+	return binary.BigEndian.AppendUint32(c, crc32.ChecksumIEEE(c[4:]))
+}
+
+// afterIHDR is the PNG plain with chunk put right after its IHDR chunk
+// (the signature and IHDR take its first 33 bytes).
+func afterIHDR(plain, chunk []byte) []byte {
+	return append(append(append([]byte{}, plain[:33]...), chunk...), plain[33:]...)
 }
