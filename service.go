@@ -438,10 +438,10 @@ func (s *Service) MarkRead(ctx context.Context, conversationID, userID, seq int6
 // at most one event per user and conversation per TypingInterval (the rest
 // are dropped without an error), within the user's typing rate limit, and
 // only from a member. Nothing is stored. The throttle comes before the
-// membership check, which costs a query: an indicator it holds back is
-// answered as the last one it let through was, so that one refused (not a
-// member, blocked) is refused for the whole interval rather than answered
-// as accepted.
+// rate limit and the membership check, which costs a query: an indicator
+// it holds back is answered as the last one it let through was, so that
+// one refused (rate limited, not a member, blocked) is refused for the
+// whole interval rather than answered as accepted.
 func (s *Service) Typing(ctx context.Context, conversationID, userID int64) error {
 	if err := ValidateID("conversationId", conversationID); err != nil {
 		return err
@@ -456,6 +456,7 @@ func (s *Service) Typing(ctx context.Context, conversationID, userID int64) erro
 	// The per-user limit counts forwarded typing events only: the
 	// throttle above already drops the rest.
 	if err := s.take(ctx, RateTyping, UserKey(userID)); err != nil {
+		s.typing.refuse(userID, conversationID, err)
 		return err
 	}
 	err := s.Store.Typing(ctx, conversationID, userID)
@@ -492,8 +493,8 @@ type typingThrottle struct {
 }
 
 // typingTurn is the last indicator a (user, conversation) let through:
-// when, and what refused it (nil: it went out, or only the rate limit or
-// the database stopped it, which say nothing about the next ones).
+// when, and what refused it (nil: it went out, or only the database
+// stopped it, which says nothing about the next ones).
 type typingTurn struct {
 	at      time.Time
 	refused error
@@ -514,7 +515,7 @@ func (t *typingThrottle) allow(user, conv int64, now time.Time) (ok bool, refuse
 	}
 	k := [2]int64{user, conv}
 	if last := t.last[k]; now.Sub(last.at) < TypingInterval {
-		return false, last.refused
+		return false, waitedSince(last.refused, now.Sub(last.at))
 	}
 	t.last[k] = typingTurn{at: now}
 	if len(t.last) > typingRemembered && now.Sub(t.swept) >= TypingInterval {
@@ -526,6 +527,21 @@ func (t *typingThrottle) allow(user, conv int64, now time.Time) (ok bool, refuse
 		}
 	}
 	return true, nil
+}
+
+// waitedSince is the refusal err as it stands elapsed later: a rate
+// limit's retry is that much nearer.
+func waitedSince(err error, elapsed time.Duration) error {
+	var e *Error
+	if !errors.As(err, &e) || e.RateLimit == nil {
+		return err
+	}
+	rl := *e.RateLimit
+	rl.RetryAfter = max(rl.RetryAfter-elapsed, time.Millisecond)
+	rl.Reset = max(rl.Reset-elapsed, 0)
+	later := *e
+	later.RateLimit = &rl
+	return &later
 }
 
 // refuse records that the indicator allow last let through for user in

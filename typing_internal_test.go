@@ -46,3 +46,20 @@ func TestATypingFloodOfManyConversationsCostsEachIndicatorLittle(t *testing.T) {
 		t.Fatalf("%d pairs remembered after a second, want only the newest", n)
 	}
 }
+
+// TestATypingIndicatorHeldBackByARateLimitedOneSaysWhenToRetryFromNow: an
+// indicator of the same second as one refused for the rate limit is
+// refused as it was, with the retry that much nearer.
+func TestATypingIndicatorHeldBackByARateLimitedOneSaysWhenToRetryFromNow(t *testing.T) {
+	var th typingThrottle
+	now := time.Now()
+	th.allow(7, 1, now)
+	th.refuse(7, 1, &Error{Code: CodeRateLimited, RateLimit: &RateLimitInfo{Kind: RateTyping, RetryAfter: 5 * time.Second, Reset: 5 * time.Second}})
+	ok, refused := th.allow(7, 1, now.Add(800*time.Millisecond))
+	if ok || ErrorCode(refused) != CodeRateLimited {
+		t.Fatalf("held back %v, refused %v; want held back as rate_limited", !ok, refused)
+	}
+	if rl := RateLimitOf(refused); rl.RetryAfter != 4200*time.Millisecond || rl.Reset != 4200*time.Millisecond {
+		t.Fatalf("retry after %v, reset %v; want 4.2s each", rl.RetryAfter, rl.Reset)
+	}
+}

@@ -136,3 +136,32 @@ func TestATypingIndicatorRepeatedWithinASecondIsRefusedAsTheFirst(t *testing.T) 
 		}
 	}
 }
+
+// TestATypingIndicatorRepeatedWithinASecondOfARateLimitedOneIsRateLimited:
+// the first indicator of a second refused for the user's typing rate
+// limit (PUBACK 0x97, code rate_limited, retryAfter) holds back the others
+// of its second in that conversation; they are refused as it was, never
+// answered 0x00 as if they had gone out.
+func TestATypingIndicatorRepeatedWithinASecondOfARateLimitedOneIsRateLimited(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_TYPING_RATE": "0.2", "CHAT_LIMIT_TYPING_BURST": "1"})
+	ctx := context.Background()
+	first := mustGroup(t, ctx, srv, 1, "first", []int64{2}).ID
+	second := mustGroup(t, ctx, srv, 1, "second", []int64{2}).ID
+	pc, _ := dialPaho(t, srv.MQTTAddr(), 1, "typist-paho", nil)
+	if ack, err := pc.publish1(fmt.Sprintf("chat/v1/conv/%d/typing", first), []byte(`{}`), nil); err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("the indicator within the burst: %+v %v", ack, err)
+	}
+	topic := fmt.Sprintf("chat/v1/conv/%d/typing", second)
+	for i := 1; i <= 3; i++ {
+		ack, _ := pc.publish1(topic, []byte(`{}`), nil)
+		if ack == nil {
+			t.Fatalf("indicator %d over the limit: no PUBACK", i)
+		}
+		// 0.2 tokens a second, the bucket just emptied: a token is back
+		// in at most 5 s.
+		code, retry := ack.Properties.User.Get("code"), ack.Properties.User.Get("retryAfter")
+		if ack.ReasonCode != 0x97 || code != string(chat.CodeRateLimited) || (retry != "5" && retry != "4") {
+			t.Errorf("indicator %d over the limit: PUBACK 0x%02x code %q retryAfter %q, want 0x97 rate_limited 4-5", i, ack.ReasonCode, code, retry)
+		}
+	}
+}
