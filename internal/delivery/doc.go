@@ -114,7 +114,14 @@
 // last of those entries came in order, then catch-up), and is dropped
 // when the membership the stream follows ends before it or began after
 // it, so a member removed on another node gets none committed after their
-// removal, nor one added back any committed while they were away. One for
+// removal, nor one added back any committed while they were away. At most
+// QueueSize such events wait per session, with a count per conversation
+// that has any: a removed member's conversation whose removal the relay
+// does not bring holds its events for good, and must not take the room
+// of another conversation's, which wait for entries on their way. Past
+// QueueSize, an event of the conversation with the most waiting (or as
+// many as any) is dropped, and any other takes the place of that
+// conversation's oldest (waitList). One for
 // a conversation the session has no stream of waits for the session to
 // re-read its conversations: a member added on another node, whom the
 // index lists before the relay brings the join, gets what follows the

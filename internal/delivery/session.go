@@ -74,7 +74,7 @@ type Session struct {
 	// later holds events of a conversation (read receipts, settings,
 	// roles) that wait for the session's word that the user was a member
 	// at their seq (admit). Nil while there are none.
-	later    *[]laterEvent
+	later    *waitList
 	inflight map[uint16]inflight
 	pending  []item
 	replyOut []chat.Ack
@@ -711,9 +711,9 @@ func decideLater(st *stream, seq int64, sinceJoin bool) laterDecision {
 func (s *Session) admit(it item) {
 	st := s.streams[it.conv]
 	blind := st == nil
-	// Past QueueSize waiting, an event that would wait is dropped, and
-	// nothing waits for its entries.
-	full := s.later != nil && len(*s.later) >= s.hub.opts.QueueSize
+	// Past QueueSize waiting, an event that would wait may be dropped
+	// (waitList), and then nothing waits for its entries.
+	full := s.later != nil && !s.later.room(it.conv, s.hub.opts.QueueSize)
 	if !blind {
 		// A stream that is not ending follows the membership that
 		// lasts, from its join: what came before it (a leave and a
@@ -743,9 +743,9 @@ func (s *Session) admit(it item) {
 		return
 	}
 	if s.later == nil {
-		s.later = &[]laterEvent{}
+		s.later = &waitList{}
 	}
-	*s.later = append(*s.later, laterEvent{it: it, blind: blind})
+	s.later.add(laterEvent{it: it, blind: blind}, s.hub.opts.QueueSize)
 	if blind {
 		s.resync()
 	}
@@ -753,7 +753,7 @@ func (s *Session) admit(it item) {
 
 // waiting reports whether an event of conversation id waits in s.later.
 func (s *Session) waiting(id int64) bool {
-	return s.later != nil && slices.ContainsFunc(*s.later, func(w laterEvent) bool { return w.it.conv == id })
+	return s.later != nil && s.later.has(id)
 }
 
 // releaseLater queues the waiting events whose streams now have every
@@ -764,24 +764,19 @@ func (s *Session) releaseLater() {
 	if s.later == nil {
 		return
 	}
-	rest := (*s.later)[:0]
-	for _, w := range *s.later {
+	s.later.filter(func(w *laterEvent) bool {
 		d := laterWait
 		if st := s.streams[w.it.conv]; st != nil {
 			d = decideLater(st, w.it.seq, w.blind)
 		} else if !w.blind {
 			d = laterDrop
 		}
-		switch {
-		case d == laterSend && s.ready && len(s.pending) < s.hub.opts.QueueSize:
+		if d == laterSend && s.ready && len(s.pending) < s.hub.opts.QueueSize {
 			s.pending = append(s.pending, w.it)
-		case d == laterWait:
-			rest = append(rest, w)
 		}
-	}
-	clear((*s.later)[len(rest):])
-	*s.later = rest
-	if len(rest) == 0 {
+		return d == laterWait
+	})
+	if s.later.len() == 0 {
 		s.later = nil
 	}
 }
@@ -793,8 +788,8 @@ func (s *Session) dropLater(id int64) {
 	if s.later == nil {
 		return
 	}
-	*s.later = slices.DeleteFunc(*s.later, func(w laterEvent) bool { return w.it.conv == id })
-	if len(*s.later) == 0 {
+	s.later.filter(func(w *laterEvent) bool { return w.it.conv != id })
+	if s.later.len() == 0 {
 		s.later = nil
 	}
 }
@@ -1155,16 +1150,13 @@ func (s *Session) doResync() {
 	// The events that waited for this answer have it: a conversation with
 	// no stream now is not the user's, nor what came before their join.
 	if s.later != nil {
-		rest := (*s.later)[:0]
-		for _, w := range *s.later {
+		s.later.filter(func(w *laterEvent) bool {
 			if st := s.streams[w.it.conv]; w.blind && st != nil && w.it.seq < st.floor {
-				continue
+				return false
 			}
 			w.blind = false
-			rest = append(rest, w)
-		}
-		clear((*s.later)[len(rest):])
-		*s.later = rest
+			return true
+		})
 	}
 }
 

@@ -1,0 +1,106 @@
+package delivery_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// stuckConv is user 3's session on a node that never hears of their
+// removal from conv (another node removed them, the relay is down), in a
+// hub whose catch-up reads are counted, and other, a group of users 1, 2
+// and 3 they stay in.
+type stuckConv struct {
+	st      *store.Store
+	rec     *recorder
+	h       *delivery.Hub
+	counted *countedSince
+	u3      *fakeConn
+	conv    int64
+	other   int64
+	read    int64 // the seq user 2 read up to in conv
+	// presences counts the presence events routed to user 3.
+	presences int
+}
+
+// newStuckConv sends n messages to conv before the removal, all delivered,
+// so that user 2 has n receipts left to commit after it.
+func newStuckConv(t *testing.T, o delivery.Options, n int) *stuckConv {
+	t.Helper()
+	ctx := context.Background()
+	st, f, rec, conv, _ := nodeOfRecord(t)
+	other, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "other", Members: []int64{2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	s := &stuckConv{st: st, rec: rec, counted: &countedSince{DeliveryStore: f.sessions}, conv: conv.ID, other: other.ID}
+	s.h = startHub(t, s.counted, o)
+	s.u3 = attachUser(t, s.h, f, "u3", 3, false, true, true)
+	for _, ev := range append(sendSeqsAs(t, st, rec, conv.ID, 1, n), sendSeqsAs(t, st, rec, other.ID, 1, 1)...) {
+		s.h.Deliver(ev)
+	}
+	waitSeqs(t, s.u3, conv.ID, n)
+	waitSeqs(t, s.u3, other.ID, 1)
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	rec.take() // the removal: never relayed
+	return s
+}
+
+// receipt commits user 2's read of the next message of conv, after the
+// removal, and routes it here at once.
+func (s *stuckConv) receipt(t *testing.T) {
+	t.Helper()
+	s.read++
+	if _, err := s.st.MarkRead(context.Background(), s.conv, 2, s.read); err != nil {
+		t.Fatal(err)
+	}
+	s.routeOneByOne(t, s.rec.take())
+}
+
+// routeOneByOne hands evs to the hub, each followed by a presence event
+// it waits for: the session took the event before it.
+func (s *stuckConv) routeOneByOne(t *testing.T, evs []chat.Event) {
+	t.Helper()
+	online := true
+	for _, ev := range evs {
+		s.h.Deliver(ev)
+		s.h.Deliver(chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{3}})
+		s.presences++
+		testkit.WaitFor(t, 5*time.Second, "the presence after the event", func() bool {
+			return events(s.u3, chat.EventPresence, 0) == s.presences
+		})
+	}
+}
+
+// A removed member's conversation whose removal the relay does not bring
+// holds the read receipts committed after it waiting in their session
+// for good. They must not take the room of another conversation's
+// receipt, which waits for an entry that is on its way: past QueueSize
+// waiting events, that one is still kept, and goes out when its entry
+// comes.
+func TestAConversationStuckBeforeARemovalLeavesRoomForAnotherConversationsWaitingReceipt(t *testing.T) {
+	const qs = 4
+	s := newStuckConv(t, delivery.Options{GapWait: time.Hour, QueueSize: qs}, qs+1)
+	for range qs + 1 {
+		s.receipt(t)
+	}
+	entry := sendSeqsAs(t, s.st, s.rec, s.other, 1, 1)
+	if _, err := s.st.MarkRead(context.Background(), s.other, 2, entry[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	s.routeOneByOne(t, append(s.rec.take(), entry...)) // the receipt first, then the entry it waits for
+	testkit.WaitFor(t, 5*time.Second, "the other conversation's receipt", func() bool {
+		return events(s.u3, chat.EventReadUpdated, s.other) == 1
+	})
+	if n := events(s.u3, chat.EventReadUpdated, s.conv); n != 0 {
+		t.Errorf("the removed member got %d read receipts committed after their removal", n)
+	}
+}
