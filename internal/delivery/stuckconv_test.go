@@ -104,3 +104,33 @@ func TestAConversationStuckBeforeARemovalLeavesRoomForAnotherConversationsWaitin
 		t.Errorf("the removed member got %d read receipts committed after their removal", n)
 	}
 }
+
+// The receipts that wait for good in a removed member's conversation
+// whose removal the relay does not bring each make the stream wait for
+// their entries and then ask PostgreSQL: at most one read per receipt,
+// and receipts that come within one GapWait share it; a session left
+// alone reads no more.
+func TestAConversationStuckBeforeARemovalCostsAtMostOneCatchUpReadPerGapWait(t *testing.T) {
+	const gapWait = 200 * time.Millisecond
+	s := newStuckConv(t, delivery.Options{GapWait: gapWait}, 25)
+	before := s.counted.n.Load()
+	start := time.Now()
+	for range 20 {
+		s.receipt(t)
+	}
+	took := time.Since(start)
+	time.Sleep(3 * gapWait) // the last gap's wait and read
+	reads, most := s.counted.n.Load()-before, int64(took/gapWait)+2
+	if reads > most {
+		t.Errorf("20 receipts in %v cost %d catch-up reads, want at most %d (one per GapWait %v)", took, reads, most, gapWait)
+	}
+	before = s.counted.n.Load()
+	testkit.Never(t, 5*gapWait, "a catch-up read with no new receipt", func() bool { return s.counted.n.Load() > before })
+	for range 5 {
+		before = s.counted.n.Load()
+		s.receipt(t)
+		testkit.WaitFor(t, 5*time.Second, "the receipt's catch-up read", func() bool { return s.counted.n.Load() > before })
+		testkit.Never(t, 2*gapWait, "a second catch-up read for one receipt", func() bool { return s.counted.n.Load() > before+1 })
+	}
+	t.Logf("20 receipts in %v: %d reads", took, reads)
+}
