@@ -69,9 +69,10 @@ func (ci *clientInfo) endConnectTurn() {
 // CONNECT lists itself within its turn, so now before the check (which
 // then finds the client taken over) or after the delete.
 //
-// The turn ends after the send timeout at the latest: a listener that
-// did not call ConnectionEnded would otherwise keep the id's CONNECTs
-// out for good.
+// The turn ends after the send timeout at the latest, and the record of
+// its end with it: a listener that did not call ConnectionEnded (chatd's
+// call it for every connection; mochi's own do not) would otherwise keep
+// the id's CONNECTs out, and the record, for good.
 func (h *Chat) cleanUpInTurn(cl *mqtt.Client) {
 	if cl.IsTakenOver() || cl.Net.Conn == nil {
 		return // mochi cleans nothing up
@@ -84,9 +85,16 @@ func (h *Chat) cleanUpInTurn(cl *mqtt.Client) {
 			"err", "a connect of the client id did not finish in time")
 		return
 	}
-	bound := time.AfterFunc(h.cfg.SendTimeout, leave)
-	h.ending.Store(cl.Net.Conn, func() {
+	conn := cl.Net.Conn
+	var bound *time.Timer
+	// ConnectionEnded, which runs the record, comes after OnDisconnect
+	// returned, so bound is set by then.
+	h.ending.Store(conn, func() {
 		bound.Stop()
+		leave()
+	})
+	bound = time.AfterFunc(h.cfg.SendTimeout, func() {
+		h.ending.Delete(conn)
 		leave()
 	})
 }
