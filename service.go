@@ -230,7 +230,7 @@ func (s *Service) take(ctx context.Context, kind RateKind, key string) error {
 	retry := max(d.RetryAfter, time.Millisecond)
 	return &Error{
 		Code:    CodeRateLimited,
-		Message: fmt.Sprintf("rate limited: at most %s %s (burst %d); retry in %s", formatRate(l.Rate), rateWhat[kind], l.Burst, retry.Round(time.Millisecond)),
+		Message: fmt.Sprintf("rate limited: at most %s %s (burst %d); %s", formatRate(l.Rate), rateWhat[kind], l.Burst, retryText(retry)),
 		RateLimit: &RateLimitInfo{Kind: kind, Limit: d.Limit, Remaining: d.Remaining,
 			RetryAfter: retry, Reset: d.Reset},
 	}
@@ -541,7 +541,13 @@ func waitedSince(err error, elapsed time.Duration) error {
 	rl.Reset = max(rl.Reset-elapsed, 0)
 	later := *e
 	later.RateLimit = &rl
+	later.Message = strings.Replace(e.Message, retryText(e.RateLimit.RetryAfter), retryText(rl.RetryAfter), 1)
 	return &later
+}
+
+// retryText is how a rate limit's reason string says when to retry.
+func retryText(d time.Duration) string {
+	return "retry in " + d.Round(time.Millisecond).String()
 }
 
 // refuse records that the indicator allow last let through for user in

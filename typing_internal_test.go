@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,12 +55,15 @@ func TestATypingIndicatorHeldBackByARateLimitedOneSaysWhenToRetryFromNow(t *test
 	var th typingThrottle
 	now := time.Now()
 	th.allow(7, 1, now)
-	th.refuse(7, 1, &Error{Code: CodeRateLimited, RateLimit: &RateLimitInfo{Kind: RateTyping, RetryAfter: 5 * time.Second, Reset: 5 * time.Second}})
+	th.refuse(7, 1, &Error{Code: CodeRateLimited, Message: "rate limited: at most 1 typing events per second (burst 1); retry in 5s", RateLimit: &RateLimitInfo{Kind: RateTyping, RetryAfter: 5 * time.Second, Reset: 5 * time.Second}})
 	ok, refused := th.allow(7, 1, now.Add(800*time.Millisecond))
 	if ok || ErrorCode(refused) != CodeRateLimited {
 		t.Fatalf("held back %v, refused %v; want held back as rate_limited", !ok, refused)
 	}
 	if rl := RateLimitOf(refused); rl.RetryAfter != 4200*time.Millisecond || rl.Reset != 4200*time.Millisecond {
 		t.Fatalf("retry after %v, reset %v; want 4.2s each", rl.RetryAfter, rl.Reset)
+	}
+	if msg := refused.(*Error).Message; !strings.HasSuffix(msg, "; retry in 4.2s") {
+		t.Fatalf("reason %q, want it to say retry in 4.2s", msg)
 	}
 }
