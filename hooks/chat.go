@@ -285,7 +285,7 @@ const MaxSessionExpiry = 7 * 24 * time.Hour
 
 // refuse answers the CONNECT with code and returns it, which ends the
 // connection; why labels the metric and the log line.
-func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64) error {
+func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why connectOutcome, user int64) error {
 	return h.refuseWith(cl, code, why, user, nil)
 }
 
@@ -293,7 +293,7 @@ func (h *Chat) refuse(cl *mqtt.Client, code packets.Code, why string, user int64
 // budget (err says which, why labels it): v5 CONNACK 0x9F with when to
 // retry in the user property retryAfter, as a refused publish says it,
 // 3.1.1 0x03.
-func (h *Chat) refuseRate(cl *mqtt.Client, err error, why string, user int64) error {
+func (h *Chat) refuseRate(cl *mqtt.Client, err error, why connectOutcome, user int64) error {
 	var props *packets.Properties
 	if s := retryAfter(err); s > 0 && isV5(cl) {
 		props = &packets.Properties{User: []packets.UserProperty{{Key: "retryAfter", Val: strconv.FormatInt(s, 10)}}}
@@ -302,10 +302,10 @@ func (h *Chat) refuseRate(cl *mqtt.Client, err error, why string, user int64) er
 }
 
 // refuseWith is refuse with props (nil: none) on the CONNACK.
-func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why string, user int64, props *packets.Properties) error {
-	h.cfg.Metrics.Connects.WithLabelValues(why).Inc()
+func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why connectOutcome, user int64, props *packets.Properties) error {
+	h.cfg.Metrics.Connects.WithLabelValues(string(why)).Inc()
 	level := slog.LevelInfo
-	if why == "rate_limited" || why == "busy" {
+	if why == connectRateLimited || why == connectBusy {
 		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total and chat_mqtt_connects_total
 	}
 	id := cl.ID
@@ -338,17 +338,17 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		c.SetKeepalive(time.Duration(cl.State.Keepalive) * time.Second)
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnect, clientIP(cl)); err != nil {
-		return h.refuseRate(cl, err, "rate_limited", 0)
+		return h.refuseRate(cl, err, connectRateLimited, 0)
 	}
 	if len(cl.ID) > MaxClientIDLength {
-		return h.refuse(cl, packets.ErrClientIdentifierNotValid, "client_id_invalid", 0)
+		return h.refuse(cl, packets.ErrClientIdentifierNotValid, connectClientIDInvalid, 0)
 	}
 	if code, ok := refuseAuthMethod(cl); ok {
-		return h.refuse(cl, code, "auth_method", 0)
+		return h.refuse(cl, code, connectAuthMethod, 0)
 	}
 	if retry, ok := h.awaitTurn(isV5(cl)); !ok {
 		return h.refuseRate(cl, &chat.Error{Code: chat.CodeRateLimited, Message: "the node's connect budget is full",
-			RateLimit: &chat.RateLimitInfo{Kind: "connect_budget", RetryAfter: retry}}, "busy", 0)
+			RateLimit: &chat.RateLimitInfo{Kind: "connect_budget", RetryAfter: retry}}, connectBusy, 0)
 	}
 	cred, err := h.authenticate(cl, pk)
 	if chat.ErrorCode(err) == chat.CodeUnavailable {
@@ -359,36 +359,36 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		if rl := chat.RateLimitOf(err); rl != nil && isV5(cl) {
 			props = &packets.Properties{User: []packets.UserProperty{{Key: "retryAfter", Val: strconv.FormatInt(rl.RetryAfterSeconds(), 10)}}}
 		}
-		return h.refuseWith(cl, packets.ErrServerUnavailable, "auth_unavailable", 0, props)
+		return h.refuseWith(cl, packets.ErrServerUnavailable, connectAuthUnavailable, 0, props)
 	}
 	if errors.Is(err, chat.ErrTokenRevoked) {
 		// A client certificate its CA's revocation list names.
-		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", cred.user)
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectTokenRevoked, cred.user)
 	}
 	if err != nil {
-		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "bad_token", 0)
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectBadToken, 0)
 	}
 	userID := cred.user
 	if u := pk.Connect.Username; len(u) > 0 && string(u) != strconv.FormatInt(userID, 10) {
-		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "username_mismatch", userID)
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectUsernameMismatch, userID)
 	}
 	if code, ok := refuseWill(cl, pk); ok {
 		clearWill(cl)
-		return h.refuse(cl, code, "will_refused", userID)
+		return h.refuse(cl, code, connectWillRefused, userID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SendTimeout)
 	defer cancel()
 	if h.cfg.Service.TokenKnownRevoked(ctx, userID, cred.issuedAt) != nil {
 		// Before the user's connect budget: a stolen token (device) they
 		// revoked must not keep their own devices out.
-		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectTokenRevoked, userID)
 	}
 	if err := h.cfg.Service.CheckRate(context.Background(), chat.RateConnectUser, chat.UserKey(userID)); err != nil {
-		return h.refuseRate(cl, err, "rate_limited", userID)
+		return h.refuseRate(cl, err, connectRateLimited, userID)
 	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {
-			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
+			return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectClientIDTaken, userID)
 		}
 	}
 	persistent, expiry, capped := persistentSession(cl)
@@ -397,14 +397,14 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	// (or its lift): revokedMeanwhile goes by checked.
 	checked := time.Now()
 	if err := h.cfg.Service.CheckToken(ctx, userID, cred.issuedAt); errors.Is(err, chat.ErrTokenRevoked) {
-		return h.refuse(cl, packets.ErrBadUsernameOrPassword, "token_revoked", userID)
+		return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectTokenRevoked, userID)
 	} else if err != nil {
 		h.cfg.Logger.Warn("check token revocation failed", "client", cl.ID, "user", userID, "err", err)
-		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
+		return h.refuse(cl, packets.ErrServerUnavailable, connectUnavailable, userID)
 	}
 	keepConnectFields(cl) // before the client id is kept anywhere
 	if !h.takeConnSlot(ctx, cl, userID) {
-		return h.refuse(cl, h.capCode(cl), "too_many_connections", userID)
+		return h.refuse(cl, h.capCode(cl), connectTooMany, userID)
 	}
 	leave, ok := h.gate.enter(ctx, cl.ID)
 	if !ok {
@@ -414,7 +414,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		// client reconnecting in a loop causes it, no fault of the node's,
 		// so it is no warning (the counter shows a storm).
 		h.cfg.Logger.Info("connect refused: another connect of the client id did not finish in time", "client", cl.ID, "user", userID)
-		return h.refuse(cl, packets.ErrServerUnavailable, "client_id_busy", userID)
+		return h.refuse(cl, packets.ErrServerUnavailable, connectClientIDBusy, userID)
 	}
 	token := h.newToken()
 	opened, err := h.cfg.Sessions.Open(ctx, cl.ID, token, userID, persistent, cl.Properties.Clean, expiry)
@@ -422,10 +422,10 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		leave()
 		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, chat.ErrClientIDTaken) {
-			return h.refuse(cl, packets.ErrBadUsernameOrPassword, "client_id_taken", userID)
+			return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectClientIDTaken, userID)
 		}
 		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", err)
-		return h.refuse(cl, packets.ErrServerUnavailable, "unavailable", userID)
+		return h.refuse(cl, packets.ErrServerUnavailable, connectUnavailable, userID)
 	}
 	// The takeover is next: bounded, it ends with the turn.
 	stopTakeover := h.boundTakeover(cl)
@@ -441,7 +441,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if cl.Net.Conn != nil {
 		h.connecting.Store(cl.Net.Conn, cl)
 	}
-	h.cfg.Metrics.Connects.WithLabelValues("ok").Inc()
+	h.cfg.Metrics.Connects.WithLabelValues(string(connectOK)).Inc()
 	return nil
 }
 

@@ -19,6 +19,35 @@ type Metrics struct {
 	TokenRevoked prometheus.Counter
 }
 
+// connectOutcome labels chat_mqtt_connects_total (operations.md lists
+// what each means).
+type connectOutcome string
+
+const (
+	connectOK               connectOutcome = "ok"
+	connectRateLimited      connectOutcome = "rate_limited"
+	connectBusy             connectOutcome = "busy"
+	connectTooMany          connectOutcome = "too_many_connections"
+	connectBadToken         connectOutcome = "bad_token"
+	connectUsernameMismatch connectOutcome = "username_mismatch"
+	connectTokenRevoked     connectOutcome = "token_revoked"
+	connectClientIDTaken    connectOutcome = "client_id_taken"
+	connectAuthUnavailable  connectOutcome = "auth_unavailable"
+	connectUnavailable      connectOutcome = "unavailable"
+	connectClientIDBusy     connectOutcome = "client_id_busy"
+	connectWillRefused      connectOutcome = "will_refused"
+	connectClientIDInvalid  connectOutcome = "client_id_invalid"
+	connectAuthMethod       connectOutcome = "auth_method"
+)
+
+// connectOutcomes are exported at 0 from the start: a series born at its
+// first increment has no earlier sample, so rate() and increase() miss
+// that first burst (a node's first storm of refusals would not show).
+var connectOutcomes = []connectOutcome{connectOK, connectRateLimited, connectBusy, connectTooMany,
+	connectBadToken, connectUsernameMismatch, connectTokenRevoked, connectClientIDTaken,
+	connectAuthUnavailable, connectUnavailable, connectClientIDBusy, connectWillRefused,
+	connectClientIDInvalid, connectAuthMethod}
+
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
@@ -33,6 +62,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "MQTT connections closed (v5: DISCONNECT 0x8E) because a connection on another node took their session over."}),
 		TokenRevoked: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_mqtt_token_revoked_total",
 			Help: "MQTT connections closed (v5: DISCONNECT 0x87) because their user revoked the token (or client certificate) they were authenticated with, or the certificate's CA revoked it (mqtts_client_crl)."}),
+	}
+	for _, o := range connectOutcomes {
+		m.Connects.WithLabelValues(string(o))
 	}
 	if reg != nil {
 		reg.MustRegister(m.Connects, m.Online, m.ConnectQueue, m.Publishes, m.SendLatency, m.TakenOver, m.TokenRevoked)

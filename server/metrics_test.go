@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
@@ -87,5 +90,33 @@ func TestMetricsExposeTrafficRelayAndPool(t *testing.T) {
 	}
 	if !found {
 		t.Error("no Kafka error/consumer series exposed")
+	}
+}
+
+// TestEveryConnectOutcomeIsExportedAtZeroBeforeTheFirstConnect: a series
+// born at its first increment has no sample before it, so rate() misses a
+// fresh node's first storm of refusals. Every outcome operations.md lists
+// is there at 0 before any CONNECT.
+func TestEveryConnectOutcomeIsExportedAtZeroBeforeTheFirstConnect(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "| `chat_mqtt_connects_total{outcome}` |") {
+			row = line
+		}
+	}
+	outcomes := regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(row, -1)
+	if len(outcomes) < 10 {
+		t.Fatalf("operations.md lists %d connect outcomes: %q", len(outcomes), row)
+	}
+	m := scrape(t, startNode(t, pgtest.NewDB(t), nil).HTTPAddr())
+	for _, o := range outcomes {
+		name := `chat_mqtt_connects_total{outcome="` + o[1] + `"}`
+		if v, ok := m[name]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0 before any connect", name, v, ok)
+		}
 	}
 }
