@@ -57,6 +57,11 @@ async function settle() {
   for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5));
 }
 
+/** settle() for a test whose setTimeout is mocked: what the answers set off, without a timer. */
+async function drain() {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
+
 test('a conversation that could not be opened (offline) loads once the connection is back: it does not stay "Loading…"', async () => {
   const { api, state, sync } = rig();
   const errors = [];
@@ -695,20 +700,28 @@ test('a group create asked again after it failed carries the same key; a new or 
 test('a send refused for a rate limit stays "Sending…" and goes out again with its clientMsgId once its retryAfter has passed, not before', async (t) => {
   const storage = memoryStorage();
   const p = await page(t, storage);
+  // chatd's clock is the test's: a loaded machine delays real timers
+  // (a settle() past the retryAfter, a wait past its deadline), this one
+  // moves only when told.
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.now() });
   const id = p.sync.send(7, 'hello');
   const status = () => p.state.conv(7).pending.get(id).status;
-  const started = Date.now();
   p.s.refuse(id, new SendError('rate limited: at most 10 messages per second per user (burst 30); retry in 100ms', 0x97, 1));
-  await settle();
+  await drain();
   assert.equal(status(), 'sending', 'a send waiting for its rate limit is shown as "Not sent"');
   assert.deepEqual(p.s.sent.map((x) => x.clientMsgId), [id], 'sent again at once');
   assert.equal(new Outbox('web-1-a', storage).list().length, 1, 'a later page would not send it');
-  await until(() => p.s.sent.length === 2, 'the send goes out again');
-  assert.ok(Date.now() - started >= 1000, `sent again after ${Date.now() - started} ms, before its retryAfter of 1 s`);
+  t.mock.timers.tick(999);
+  await drain();
+  assert.equal(p.s.sent.length, 1, 'sent again 999 ms after the refusal, before its retryAfter of 1 s');
+  // retryAfter plus up to a quarter of it (retryAfterDelay's spread).
+  t.mock.timers.tick(251);
+  await drain();
+  assert.equal(p.s.sent.length, 2, 'not sent again 1.25 s after a refusal with a retryAfter of 1 s');
   assert.equal(p.s.sent[1].clientMsgId, id);
   assert.equal(status(), 'sending');
   p.s.answer(id, { seq: 4 });
-  await settle();
+  await drain();
   assert.equal(status(), 'sent');
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
 });
