@@ -379,6 +379,21 @@ test('a message edited while the page is hidden shows its new text in the notifi
   await context.close();
 });
 
+test('a group the user is removed from while the page is hidden takes away the notification the page showed for it', async () => {
+  const me = 80;
+  const owner = 81;
+  const { context, page, shown, why, errors } = await withNotifications(me);
+  const group = await hiddenWithConversation(page, me, owner, () => api(owner, 'POST', '/v1/conversations', { type: 'group', title: 'Plans', members: [me] }));
+  const sent = await sendAs(owner, group.id, 'the surprise party is on Friday');
+  await eventually(async () => assert.deepEqual(await shown(), [{ body: 'the surprise party is on Friday', tag: `conv-${group.id}`, seq: sent.seq }]), { explain: why });
+
+  // No longer a member: what the group says is not the user's to read.
+  await api(owner, 'DELETE', `/v1/conversations/${group.id}/members/${me}`);
+  await eventually(async () => assert.deepEqual(await shown(), [], 'the notification of a group the user was removed from is still on screen'), { timeout: SHORT, explain: why });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 // Signing out, or being signed out by a refused token, takes the
 // notifications the page showed off the screen: the next person at this
 // browser must not read them, nor get the user's next pushes, so the
@@ -549,9 +564,9 @@ async function closed(page, me, peer) {
   await eventually(async () => assert.equal((await api(peer, 'GET', `/v1/users/${me}/presence`)).online, false, `chatd sees user ${me} offline`));
 }
 
-/** The direct conversation peer opens with me, once listed on page, with the page then hidden. */
-async function hiddenWithConversation(page, me, peer) {
-  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+/** The direct conversation peer opens with me (or what open makes), once listed on page, with the page then hidden. */
+async function hiddenWithConversation(page, me, peer, open = () => api(peer, 'POST', `/v1/direct/${me}`)) {
+  const conv = await open();
   await page.locator(`[data-testid=conv-row][data-conv-id="${conv.id}"]`).waitFor();
   await page.evaluate(() => {
     Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });

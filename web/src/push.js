@@ -306,6 +306,10 @@ export function notifyWhileHidden(session, state, uid, api) {
       serially(() => show(ev)).catch(() => {});
     }
   });
+  // A conversation no longer the user's (removed, left on another device,
+  // gone from the inbox): what its notifications show is not theirs to
+  // read any more, and a click would open a conversation they cannot.
+  state.addEventListener?.('removed', (e) => serially(() => closeConversation(e.detail, uid)).catch(() => {}));
 
   // Conversation id -> seq -> createdAt of the last history page asked
   // for a slim message's time: one page answers a whole replay.
@@ -390,24 +394,33 @@ async function showEdited(ev) {
 }
 
 /**
- * Closes the conversation's notification (this page's or a push's) once
- * user uid has read the message it stands for, on this page or on
- * another device: it is no longer news.
+ * Closes conversation cid's notifications (this page's or a push's) whose
+ * data (userId, seq) which() picks.
  */
-async function closeRead(ev, uid) {
+async function closeWhere(cid, which) {
   const reg = await navigator.serviceWorker.getRegistration();
   if (!reg) return;
-  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) {
-    const d = n.data || {};
-    if ((d.userId === undefined || d.userId === uid) && Number.isInteger(d.seq) && d.seq <= ev.seq) n.close();
-  }
+  for (const n of await reg.getNotifications({ tag: `conv-${cid}` })) if (which(n.data || {})) n.close();
+}
+
+/** Whether notification data d is user uid's (a push that names no user counts as theirs). */
+const usersOwn = (d, uid) => d.userId === undefined || d.userId === uid;
+
+/**
+ * Closes the conversation's notification once user uid has read the
+ * message it stands for, on this page or on another device: it is no
+ * longer news.
+ */
+function closeRead(ev, uid) {
+  return closeWhere(ev.conversationId, (d) => usersOwn(d, uid) && Number.isInteger(d.seq) && d.seq <= ev.seq);
+}
+
+/** Closes conversation cid's notification of user uid. */
+function closeConversation(cid, uid) {
+  return closeWhere(cid, (d) => usersOwn(d, uid));
 }
 
 /** Closes the conversation's notification when it shows the recalled message. */
-async function closeRecalled(ev) {
-  const reg = await navigator.serviceWorker.getRegistration();
-  if (!reg) return;
-  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) {
-    if (n.data && n.data.seq === ev.targetSeq) n.close();
-  }
+function closeRecalled(ev) {
+  return closeWhere(ev.conversationId, (d) => d.seq === ev.targetSeq);
 }

@@ -6,6 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { disablePush, enablePush, notifyWhileHidden } from '../src/push.js';
+import { ChatState } from '../src/store/state.js';
+import { Sync } from '../src/store/sync.js';
 
 const ME = 1;
 
@@ -422,6 +424,37 @@ test('a notification the hidden page showed goes when the user reads its message
     read(ME, 3);
     await settle();
     assert.deepEqual((await page.onScreen()).map((n) => n.body), [], 'the notification of a message the user read stays on screen');
+  } finally {
+    page.undo();
+  }
+});
+
+test('the notifications the hidden page showed go when the user is removed from their group, leaves it on another device, or it is gone from their inbox; not for another member\'s removal', async () => {
+  const page = hiddenPage();
+  try {
+    const entry = (id) => ({ id, type: 'GROUP', title: `Group ${id}`, lastSeq: 0, lastReadSeq: 0, unread: 0 });
+    const members = [{ userId: ME, role: 'member', lastReadSeq: 0 }, { userId: 2, role: 'owner', lastReadSeq: 0 }];
+    // After the reconnect the inbox no longer lists group 7: the user was
+    // removed from it while this session missed the event.
+    const api = { inbox: async () => [entry(8)], conversation: async (id) => ({ ...entry(id), members }) };
+    const state = new ChatState(ME);
+    state.setInbox([5, 6, 7, 8].map(entry));
+    const session = new EventTarget();
+    const sync = new Sync(state, api, session);
+    notifyWhileHidden(session, state, ME);
+    session.addEventListener('event', (e) => sync.onEvent(e.detail));
+    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    for (const cid of [5, 6, 7, 8]) dispatch({ type: 'message.new', conversationId: cid, seq: 1, senderId: 2, body: `hi ${cid}`, createdAt: new Date().toISOString() });
+    await settle();
+    assert.equal((await page.onScreen()).length, 4);
+    dispatch({ type: 'member.removed', conversationId: 5, userId: 3, actorId: 2, seq: 1 }); // another member
+    await settle();
+    assert.equal((await page.onScreen()).length, 4, 'another member\'s removal closed a notification');
+    dispatch({ type: 'member.removed', conversationId: 5, userId: ME, actorId: 2, seq: 1 }); // removed by the owner
+    dispatch({ type: 'member.removed', conversationId: 6, userId: ME, actorId: ME, seq: 1 }); // left on their phone
+    await sync.refreshInbox();
+    await settle();
+    assert.deepEqual((await page.onScreen()).map((n) => n.body), ['hi 8'], 'a notification of a conversation no longer the user\'s stays on screen');
   } finally {
     page.undo();
   }

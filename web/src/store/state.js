@@ -114,7 +114,7 @@ export class ChatState extends EventTarget {
       else if (c.lastSeq > c.have) behind.push(c.id);
     }
     for (const [id, c] of [...this.conversations]) {
-      if (!seen.has(id) && c.addedAt < asOf) this.conversations.delete(id);
+      if (!seen.has(id) && c.addedAt < asOf) this.drop(id);
     }
     this.inboxLoaded = true;
     this.changed('inbox');
@@ -176,7 +176,18 @@ export class ChatState extends EventTarget {
 
   removeConversation(id) {
     this.gone.set(id, this.clock);
-    if (this.conversations.delete(id)) this.changed('inbox');
+    if (this.drop(id)) this.changed('inbox');
+  }
+
+  /**
+   * Forgets conversation id, no longer the user's (removed, left, gone
+   * from the inbox): a 'removed' event (detail: the id) tells what shows
+   * it outside the page (its notifications). Returns whether it was held.
+   */
+  drop(id) {
+    const held = this.conversations.delete(id);
+    this.dispatchEvent(new CustomEvent('removed', { detail: id }));
+    return held;
   }
 
   /**
