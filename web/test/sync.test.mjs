@@ -872,3 +872,54 @@ test("a recalled message's files are forgotten (their blob: URLs revoked) when t
   assert.equal(c.messages.get(3).recalled, true);
   assert.deepEqual(forgotten, ['live', 'caught'], "a recall caught up from history left the recalled photo's download in memory");
 });
+
+/** Message seq from user 2 as the server has it (pushed to msgs) and as it comes live. */
+function live(sync, msgs, seq) {
+  msgs.push(msg(seq));
+  sync.onEvent({ type: 'message.new', ...msg(seq) });
+}
+
+const seqsFrom = (first, last) => Array.from({ length: last - first + 1 }, (_, i) => first + i);
+
+test('the conversation on screen, scrolled to its newest messages, keeps a bounded window however many come live; scrolling back up loads what went, in order', async () => {
+  const { msgs, state, sync } = rig();
+  await sync.refreshInbox();
+  await sync.open(7);
+  const c = state.conv(7);
+  c.atBottom = true; // the view follows the newest messages (views/conversation.js)
+  for (let seq = 4; seq <= 1000; seq++) live(sync, msgs, seq);
+  await settle();
+  assert.ok(c.messages.size <= 400, `the conversation on screen holds ${c.messages.size} messages`);
+  const oldest = c.oldest;
+  assert.deepEqual(c.visible().map((m) => m.seq), seqsFrom(oldest, 1000), 'not the newest messages, contiguous');
+  assert.equal(c.hasOlder, true);
+  // Scrolled up: what the user reads stays, however many come live.
+  c.atBottom = false;
+  while (c.oldest > 1) {
+    const before = c.oldest;
+    await sync.loadOlder(7);
+    assert.ok(c.oldest < before, `scrolling up from #${before} loaded nothing`);
+  }
+  for (let seq = 1001; seq <= 1500; seq++) live(sync, msgs, seq);
+  await settle();
+  assert.deepEqual(c.visible().map((m) => m.seq), seqsFrom(1, 1500));
+});
+
+test('a search hit far back stays loaded though messages come live while the pages up to it load, the view at the newest messages until then', async () => {
+  const { msgs, state, sync } = rig(seqsFrom(1, 500).map((seq) => msg(seq)));
+  await sync.refreshInbox();
+  await sync.open(7);
+  const c = state.conv(7);
+  c.atBottom = true;
+  // A message comes between two pages.
+  const loadOlder = sync.loadOlder.bind(sync);
+  let next = 501;
+  sync.loadOlder = async (cid) => {
+    await loadOlder(cid);
+    live(sync, msgs, next++);
+  };
+  assert.equal(await sync.jumpTo(7, 5), true, 'the hit was not loaded');
+  for (let seq = next; seq <= 1000; seq++) live(sync, msgs, seq);
+  await settle();
+  assert.ok(c.messages.has(5), 'the hit was dropped once loaded');
+});

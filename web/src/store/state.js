@@ -19,8 +19,8 @@ import { applyChange, isChange, isMessage, isSystem, snippet, unreadCount, write
  *   seq:number|null, error:string|null, createdAt:string}} Pending
  */
 
-// The entries a loaded conversation off screen keeps (Conversation.trim),
-// and an unloaded one (Conversation.add).
+// The entries a loaded conversation keeps off screen or followed at its
+// newest (Conversation.trim), and an unloaded one (Conversation.add).
 const KEEP = 200;
 
 export class ChatState extends EventTarget {
@@ -308,6 +308,9 @@ export class Conversation {
     this.messages = new Map();
     this.oldest = 0; // lowest seq loaded (0: none)
     this.hasOlder = false;
+    // On screen, scrolled to its newest entries and following them (the
+    // conversation view says): what is scrolled past may go (trim).
+    this.atBottom = false;
     /** @type {Map<string, Pending>} own sends not yet shown as committed */
     this.pending = new Map();
     /** @type {Map<number, number>} userId -> typing until (ms epoch) */
@@ -472,14 +475,17 @@ export class Conversation {
 
   /**
    * Bounds what a tab left open for days holds: a loaded conversation not
-   * on screen keeps its newest KEEP entries (those below are a scroll back
-   * away when it is opened again, as after its first load), and the kinds
-   * of entries at or below the read watermark, which no unread count looks
-   * at, are forgotten. Each runs when its map has doubled, so a long run
-   * of live entries costs little each.
+   * on screen, or on screen at its newest entries (atBottom), keeps its
+   * newest KEEP entries (those below are a scroll back away, as after its
+   * first load), and the kinds of entries at or below the read watermark,
+   * which no unread count looks at, are forgotten. Each runs when its map
+   * has doubled, so a long run of live entries costs little each. One
+   * scrolled up keeps what the user may be reading, and a page of older
+   * entries on its way (loadingOlder) is not dropped as it lands.
    */
   trim(onScreen) {
-    if (!onScreen && this.loaded && this.messages.size > 2 * KEEP) {
+    const followed = this.atBottom && !this.loadingOlder;
+    if ((!onScreen || followed) && this.loaded && this.messages.size > 2 * KEEP) {
       const floor = this.have - KEEP;
       for (const seq of this.messages.keys()) if (seq <= floor) this.messages.delete(seq);
       if (this.oldest <= floor) {

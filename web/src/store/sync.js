@@ -438,6 +438,9 @@ export class Sync {
   async jumpTo(cid, seq) {
     if (this.state.openId !== cid) await this.open(cid);
     const c = this.state.conv(cid);
+    // The view leaves the newest entries for the hit: the pages loaded
+    // for it stay, though messages come live meanwhile.
+    if (c) c.atBottom = false;
     // Left meanwhile (the pages come slowly): no more pages, no jump when
     // the user comes back to it later.
     const here = () => this.state.openId === cid;

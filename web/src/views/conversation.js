@@ -121,6 +121,12 @@ export function createConversationView(state, sync, media, actions) {
   /** @type {Map<string, {el:HTMLElement, update:(d:any)=>void}>} */
   let nodes = new Map();
   let stickToBottom = true;
+  /** Sets stickToBottom, and tells the store: a conversation followed at its newest entries is trimmed as they come. */
+  function follow(on) {
+    stickToBottom = on;
+    const c = state.conv(state.openId);
+    if (c) c.atBottom = on;
+  }
 
   const notify = actions.notify || (() => {});
   const send = () => {
@@ -141,7 +147,7 @@ export function createConversationView(state, sync, media, actions) {
     const replyTo = mode && mode.kind === 'reply' ? mode.seq : 0;
     input.value = '';
     autoGrow();
-    stickToBottom = true;
+    follow(true);
     setMode(null);
     sync.send(cid, files.length ? body.trim() : body, { replyTo, attachments: files });
     input.focus();
@@ -223,7 +229,7 @@ export function createConversationView(state, sync, media, actions) {
   }
 
   scroller.addEventListener('scroll', () => {
-    stickToBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 60;
+    follow(scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 60);
     if (scroller.scrollTop < 150) loadOlder();
   });
 
@@ -241,6 +247,8 @@ export function createConversationView(state, sync, media, actions) {
     // Another conversation opened while older pages came: its list must
     // not be searched for this seq.
     const here = () => state.openId === c.id;
+    const was = stickToBottom;
+    follow(false); // what is loaded for the message stays
     for (let i = 0; i < 40 && here() && !c.messages.has(seq) && c.hasOlder; i++) {
       await sync.loadOlder(c.id);
       render();
@@ -248,10 +256,10 @@ export function createConversationView(state, sync, media, actions) {
     if (!here()) return;
     const target = list.querySelector(`.msg[data-seq="${seq}"]`);
     if (!target) {
+      follow(was);
       notify('That message is no longer available.');
       return;
     }
-    stickToBottom = false;
     target.scrollIntoView({ block: 'center' });
     target.classList.remove('flash');
     void target.offsetWidth; // restart the animation on a second click
@@ -507,7 +515,7 @@ export function createConversationView(state, sync, media, actions) {
     if (focus) {
       // A search hit: in the middle of the screen, marked for a moment.
       c.focusSeq = 0;
-      stickToBottom = false;
+      follow(false);
       focus.classList.add('hit');
       setTimeout(() => focus.classList.remove('hit'), 2500);
       scroller.scrollTop = Math.max(0, focus.offsetTop - scroller.clientHeight / 2);
@@ -531,7 +539,7 @@ export function createConversationView(state, sync, media, actions) {
       shownId = c.id;
       nodes = new Map();
       list.replaceChildren();
-      stickToBottom = true;
+      follow(true);
       mode = null;
       draft = '';
       banner.show(null);
