@@ -272,6 +272,26 @@ test('search: CJK and words, highlighted, and a hit far back opens scrolled to i
   await finish(a);
 });
 
+test('search: a hit edited while shown is searched again, marked anew while it still matches, gone once it does not', async () => {
+  const g = await api(361, 'POST', '/v1/conversations', { type: 'group', title: 'Bakery', members: [362] });
+  const cake = await sendVia(362, g.id, 'the cake is ready');
+  const tart = await sendVia(362, g.id, 'cake or tart?');
+  const a = await signIn(361);
+  await a.page.getByTestId('search').fill('cake');
+  await eventually(async () => assert.equal(await a.page.getByTestId('search-hit').count(), 2));
+  const hit = (seq) => a.page.locator(`[data-testid=search-hit][data-seq="${seq}"]`);
+  const edit = (seq, body) => api(362, 'PATCH', `/v1/conversations/${g.id}/messages/${seq}`, { clientMsgId: crypto.randomUUID(), body });
+  await edit(cake.seq, 'the cheesecake is ready');
+  await eventually(async () => {
+    assert.match(await hit(cake.seq).textContent(), /the cheesecake is ready/);
+    assert.deepEqual(await hit(cake.seq).locator('mark').allTextContents(), ['cake'], 'the edited hit is not marked as the server matches it');
+  });
+  await edit(tart.seq, 'pie or tart?');
+  await eventually(async () => assert.equal(await hit(tart.seq).count(), 0, 'a hit whose new text does not match is still listed'));
+  assert.equal(await hit(cake.seq).count(), 1);
+  await finish(a);
+});
+
 test('signed out in another tab while the group info panel is open: the panel leaves the screen with the conversations', async () => {
   const g = await api(351, 'POST', '/v1/conversations', { type: 'group', title: 'Surprise party for Dana', members: [352] });
   const a = await signIn(351);

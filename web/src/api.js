@@ -361,6 +361,9 @@ export class Api {
   search(p, req = {}) {
     const q = new URLSearchParams({ q: p.q, limit: String(p.limit || 20) });
     if (p.conversationId) q.set('conversationId', String(p.conversationId));
+    if (p.senderId) q.set('senderId', String(p.senderId));
+    if (p.after) q.set('after', p.after);
+    if (p.before) q.set('before', p.before);
     if (p.cursor) q.set('cursor', p.cursor);
     return this.request('GET', `/v1/search?${q}`, undefined, {}, req);
   }

@@ -12,8 +12,8 @@ function pendingApi() {
     calls,
     search(p, req) {
       return new Promise((resolve, reject) => {
-        calls.push({ q: p.q, cursor: p.cursor || '', resolve, reject });
-        req.signal?.addEventListener('abort', () => reject(Object.assign(new Error('cancelled'), { code: 'aborted' })));
+        calls.push({ q: p.q, cursor: p.cursor || '', p, resolve, reject });
+        req?.signal?.addEventListener('abort', () => reject(Object.assign(new Error('cancelled'), { code: 'aborted' })));
       });
     },
   };
@@ -45,7 +45,7 @@ async function showingHits(results) {
   await until(() => api.calls.length === 1, 'the search');
   api.calls[0].resolve({ results, nextCursor: '' });
   await until(() => s.el.findAll('search-hit').length === results.length, 'the hits');
-  return { s, event: (detail) => session.dispatchEvent(new CustomEvent('event', { detail })) };
+  return { s, api, event: (detail) => session.dispatchEvent(new CustomEvent('event', { detail })) };
 }
 
 test('"More results" of the last query, clicked while a new query is searched, neither pages the new query from the old one\'s cursor nor mixes their hits', async () => {
@@ -126,4 +126,51 @@ test('a hit whose message is edited while shown shows the new text, unless the e
   } finally {
     undo();
   }
+});
+
+test('a hit whose message is edited while shown is searched again on its own: it stays, marked anew, while its new text matches the query, and leaves once it does not', async () => {
+  const undo = fakeDocument();
+  try {
+    const { s, api, event } = await showingHits([{ ...hit(10, 'cake at four'), highlights: [[0, 4]] }, { ...hit(11, 'no cake'), highlights: [[3, 7]] }]);
+    const rows = () => s.el.findAll('search-hit');
+    const snippet = (b) => b.children.find((c) => c.className === 'hit-snippet');
+    const shown = () => rows().map((b) => [snippet(b).textContent, snippet(b).children.filter((c) => c.tag === 'mark').map((m) => m.textContent)]);
+    let at = 0;
+    const edit = (targetSeq, body) =>
+      event({ type: 'message.edited', conversationId: 5, seq: 40 + at, targetSeq, senderId: 2, body, editedAt: `2026-01-01T12:00:0${at++}Z` });
+
+    edit(10, 'cheesecake at five');
+    await until(() => api.calls.length === 2, 'the search of the edited hit');
+    // That message alone: its conversation, its sender, the microsecond it was written in.
+    assert.deepEqual(api.calls[1].p, { q: 'cake', conversationId: 5, senderId: 2, after: '2026-01-01T09:59:59.999999Z', before: '2026-01-01T10:00:00.000001Z', limit: 20 });
+    api.calls[1].resolve({ results: [{ ...hit(10, 'cheesecake at five'), highlights: [[6, 10]] }], nextCursor: '' });
+    await until(() => shown()[0][1].length === 1, 'the edited hit marked anew');
+    assert.deepEqual(shown(), [['cheesecake at five', ['cake']], ['no cake', ['cake']]]);
+
+    edit(11, 'see you at noon');
+    await until(() => api.calls.length === 3, 'the search of the second edited hit');
+    api.calls[2].resolve({ results: [], nextCursor: '' });
+    await until(() => rows().length === 1, 'the hit that no longer matches leaves');
+    assert.deepEqual(shown(), [['cheesecake at five', ['cake']]]);
+
+    // Edited twice, the answers coming in the other order: the last edit's stands.
+    edit(10, 'no dessert');
+    edit(10, 'carrot cake');
+    await until(() => api.calls.length === 5, 'the searches of both edits');
+    api.calls[4].resolve({ results: [{ ...hit(10, 'carrot cake'), highlights: [[7, 11]] }], nextCursor: '' });
+    await until(() => shown()[0][1].length === 1, 'the last edit marked');
+    api.calls[3].resolve({ results: [], nextCursor: '' });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(shown(), [['carrot cake', ['cake']]], 'the answer for an edit since replaced took the hit out');
+  } finally {
+    undo();
+  }
+});
+
+test('a time is moved by microseconds as chatd writes it: any fraction, any offset, across a second', async () => {
+  const { shiftMicros } = await import('../src/views/search.js');
+  assert.equal(shiftMicros('2026-03-01T12:00:00.1234Z', 1), '2026-03-01T12:00:00.123401Z');
+  assert.equal(shiftMicros('2026-03-01T12:00:00.999999+02:00', 1), '2026-03-01T10:00:01.000000Z');
+  assert.equal(shiftMicros('2026-03-01T12:00:00Z', -1), '2026-03-01T11:59:59.999999Z');
+  assert.equal(shiftMicros('not a time', 1), null);
 });

@@ -116,7 +116,8 @@ export function createSearch(state, api, actions, session) {
   // say nothing of the new one. An edit marked bodyHidden (of a message
   // from before a join) tells nothing of the text; one older than the text
   // found (relayed after the search read the body) would bring back a
-  // replaced text.
+  // replaced text. Then the query is searched again for that message
+  // alone (recheck).
   function edited(ev) {
     if (ev.bodyHidden) return;
     const was = hits.find((x) => x.conversationId === ev.conversationId && x.seq === ev.targetSeq);
@@ -124,6 +125,33 @@ export function createSearch(state, api, actions, session) {
     if (was.editedAt && ev.editedAt && Date.parse(ev.editedAt) <= Date.parse(was.editedAt)) return;
     const now = { ...was, snippet: cut(ev.body ?? ''), highlights: [], editedAt: ev.editedAt || was.editedAt };
     hits = hits.map((x) => (x === was ? now : x));
+    render();
+    recheck(now);
+  }
+
+  // Whether an edited hit's new text still matches is the server's to
+  // say (its folding of accents, scripts and CJK pairs is not repeated
+  // here): the query is searched again in the hit's conversation, from its
+  // sender, in the microsecond it was written, which holds that message
+  // alone. Found, the hit takes the server's snippet and marks; not found,
+  // it leaves the list, as a search made now would not list it. The
+  // answer is dropped when the query changed, or the hit was edited again
+  // meanwhile (that edit's search answers for it); a search that failed
+  // leaves the new text shown unmarked.
+  async function recheck(hit) {
+    const q = query;
+    const after = shiftMicros(hit.createdAt, -1), before = shiftMicros(hit.createdAt, 1);
+    if (!after || !before) return;
+    const same = (x) => x.conversationId === hit.conversationId && x.seq === hit.seq;
+    let page;
+    try {
+      page = await api.search({ q, conversationId: hit.conversationId, senderId: hit.senderId, after, before, limit: 20 });
+    } catch {
+      return;
+    }
+    if (q !== query || !hits.includes(hit)) return;
+    const found = page.results.find(same);
+    hits = found ? hits.map((x) => (x === hit ? found : x)) : hits.filter((x) => x !== hit);
     render();
   }
 
@@ -176,4 +204,17 @@ export function createSearch(state, api, actions, session) {
   }
 
   return { el, render, clear: () => ((input.value = ''), changed()) };
+}
+
+/**
+ * RFC 3339 time t (chatd's: microseconds at most) moved by d microseconds,
+ * written to the microsecond, chatd's precision; null when t is not one.
+ */
+export function shiftMicros(t, d) {
+  const m = /^(.+T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/.exec(t || '');
+  const secs = m && Date.parse(m[1] + m[3]);
+  if (!m || !Number.isFinite(secs)) return null;
+  const us = secs * 1000 + Number((m[2] || '').slice(0, 6).padEnd(6, '0')) + d;
+  const s = Math.floor(us / 1e6);
+  return `${new Date(s * 1000).toISOString().slice(0, 19)}.${String(us - s * 1e6).padStart(6, '0')}Z`;
 }
