@@ -82,6 +82,9 @@ type Client struct {
 	// catchUpHook, when set (tests), runs once a persistent session's
 	// catch-up has applied its inbox read, before it fills anything.
 	catchUpHook atomic.Pointer[func()]
+	// subscribedHook, when set (tests), runs once a connection's
+	// subscriptions are acknowledged, before its catch-up is queued.
+	subscribedHook atomic.Pointer[func()]
 
 	httpOnce sync.Once
 	httpc    *http.Client // uploads and downloads (attachments.go)
@@ -319,16 +322,22 @@ func (c *Client) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	c.workers.Add(1) // under mu: Close waits only after marking closed
 	c.mu.Unlock()
 	c.cfg.Logger.Info("connected to chatd", "client", c.cfg.ClientID, "sessionPresent", ca.SessionPresent)
+	h := c.disp.holdForCatchUp()
 	go func() {
 		defer c.workers.Done()
-		c.subscribe(cm, cs)
+		ok := c.subscribe(cm, cs)
+		c.disp.release(h, time.Now(), ok)
+		if ok {
+			c.reads.kick()
+		}
 	}()
 }
 
 // subscribe (re)subscribes on every connection (chatd answers "no session"
 // after a restart, and subscribing again is harmless otherwise), then marks
-// the connection ready and asks the dispatcher to catch up.
-func (c *Client) subscribe(cm *autopaho.ConnectionManager, cs *connState) {
+// the connection ready; it reports whether it did. The dispatcher then
+// catches up, before the events that arrived since the connection came up.
+func (c *Client) subscribe(cm *autopaho.ConnectionManager, cs *connState) bool {
 	ctx, cancel := context.WithTimeout(cs.ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{
@@ -348,14 +357,16 @@ func (c *Client) subscribe(cm *autopaho.ConnectionManager, cs *connState) {
 			c.recordErr(fmt.Errorf("subscribe: %w", err))
 			cm.TerminateConnectionForTest() // drop it: the next connection subscribes again
 		}
-		return
+		return false
+	}
+	if h := c.subscribedHook.Load(); h != nil {
+		(*h)()
 	}
 	close(cs.ready)
 	c.mu.Lock()
 	c.notifyLocked()
 	c.mu.Unlock()
-	c.disp.resync()
-	c.reads.kick()
+	return true
 }
 
 func (c *Client) onDown() bool {

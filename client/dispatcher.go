@@ -71,7 +71,14 @@ type queued struct {
 	since   uint64          // targets: live when the inbox read started
 	check   bool
 	event   *Event // the client's own event for the application
+	// hold, while in the queue, keeps everything queued after it from
+	// being handled: see holdForCatchUp.
+	hold *hold
 }
+
+// hold marks a connection's place in the queue until its catch-up is
+// queued there. It is not zero-sized: each hold is a distinct pointer.
+type hold struct{ _ byte }
 
 // On a persistent session chatd replays what was missed by itself
 // (docs/protocol.md "Sessions and delivery guarantees"). After a
@@ -120,8 +127,37 @@ func (c *Client) Positions() map[int64]int64 {
 
 func (d *dispatcher) enqueue(payload []byte) { d.push(queued{payload: payload}) }
 
-// resync asks for a catch-up through the inbox, in line with the events.
-func (d *dispatcher) resync() { d.push(queued{resync: true, at: time.Now()}) }
+// holdForCatchUp marks where a connection that came up starts in the
+// queue, before it subscribes: chatd sends events as soon as the
+// subscription is in, and those of the new connection must wait for its
+// catch-up. Until then the catch-up has not read the inbox, which ends
+// the gone mark of a conversation the user was added back to while
+// offline; handed on before it, its first message would be taken for
+// what the leave owed and leave it untracked. release ends the hold.
+func (d *dispatcher) holdForCatchUp() *hold {
+	h := &hold{}
+	d.push(queued{hold: h})
+	return h
+}
+
+// release ends hold h: with catchUp, a catch-up (through the inbox, in
+// line with the events) takes its place, ahead of what came after it;
+// else (the subscription failed) it is dropped.
+func (d *dispatcher) release(h *hold, at time.Time, catchUp bool) {
+	d.mu.Lock()
+	if i := slices.IndexFunc(d.queue, func(q queued) bool { return q.hold == h }); i >= 0 {
+		if catchUp {
+			d.queue[i] = queued{resync: true, at: at}
+		} else {
+			d.queue = slices.Delete(d.queue, i, i+1)
+		}
+	}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
 
 func (d *dispatcher) push(q queued) {
 	d.mu.Lock()
@@ -133,11 +169,12 @@ func (d *dispatcher) push(q queued) {
 	}
 }
 
-// next blocks for the next item; false once the client closes.
+// next blocks for the next item, or while the first is a hold; false
+// once the client closes.
 func (d *dispatcher) next() (queued, bool) {
 	for {
 		d.mu.Lock()
-		if len(d.queue) > 0 {
+		if len(d.queue) > 0 && d.queue[0].hold == nil {
 			q := d.queue[0]
 			d.queue[0] = queued{}
 			d.queue = d.queue[1:]

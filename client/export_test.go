@@ -132,3 +132,14 @@ func (c *Client) OnCatchUp(f func()) {
 	}
 	c.catchUpHook.Store(&f)
 }
+
+// OnSubscribed runs f each time a connection's subscriptions are
+// acknowledged, before the connection is ready and its catch-up queued;
+// events may arrive meanwhile (nil stops).
+func (c *Client) OnSubscribed(f func()) {
+	if f == nil {
+		c.subscribedHook.Store(nil)
+		return
+	}
+	c.subscribedHook.Store(&f)
+}

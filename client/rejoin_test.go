@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,14 +232,83 @@ func TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions(t *test
 // which lists the conversation again, has to end the mark, even when no
 // other conversation is tracked.
 func TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain(t *testing.T) {
+	a, b, g, px := leftLiveAndAddedBackOffline(t)
+	px.Resume()
+	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	seq := sendN(t, a, g.ID, 1, "back")[0]
+	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != seq {
+		t.Fatalf("first message after the re-add %+v, want seq %d", m[0], seq)
+	}
+	if h, ok := b.Positions()[g.ID]; !ok || h != seq {
+		t.Fatalf("the group in Positions: %d %v, want tracked again at %d after the re-add", h, ok, seq)
+	}
+}
+
+// TestAMessageArrivingBeforeTheCatchUpOfARejoinedConversationIsTracked:
+// chatd hands on events as soon as the subscription is in, so the first
+// message of a conversation the user left live and was added back to
+// while offline can reach the client before its catch-up has read the
+// inbox. It must wait for that read, which ends the gone mark: handed on
+// before it, it would be taken for what the leave owed, and the
+// conversation would be tracked again only from its next message.
+func TestAMessageArrivingBeforeTheCatchUpOfARejoinedConversationIsTracked(t *testing.T) {
+	a, b, g, px := leftLiveAndAddedBackOffline(t)
+	subscribed, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.OnSubscribed(func() {
+		once.Do(func() { close(subscribed); <-release })
+	})
+	queued := make(chan struct{}, 1)
+	b.DropEvents(func(p []byte) bool {
+		b.InjectEvent(p) // queued by the time the signal is seen
+		select {
+		case queued <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	px.Resume()
+	select {
+	case <-subscribed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("user 2 did not subscribe again within 15s")
+	}
+	seq := sendN(t, a, g.ID, 1, "back")[0]
+	select {
+	case <-queued:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message after the re-add did not reach user 2 within 10s")
+	}
+	b.DropEvents(nil)
+	close(release)
+	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != seq {
+		t.Fatalf("first message after the re-add %+v, want seq %d", m[0], seq)
+	}
+	if h, ok := b.Positions()[g.ID]; !ok || h != seq {
+		t.Fatalf("the group in Positions: %d %v, want tracked again at %d after the re-add", h, ok, seq)
+	}
+	sendN(t, a, g.ID, 1, "and on")
+	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != seq+1 {
+		t.Fatalf("message after %d: %+v, want seq %d once", seq, m[0], seq+1)
+	}
+}
+
+// leftLiveAndAddedBackOffline has a (user 1) make a group with user 2,
+// whose ephemeral client b (through px; the group is all it tracks)
+// reads its first message and its member.removed live, is cut off, and
+// is added back while offline. px stays cut: the caller resumes it.
+func leftLiveAndAddedBackOffline(t *testing.T) (a, b *client.Client, g client.Conversation, px *proxy) {
+	t.Helper()
 	srv, _, a, _ := sender(t)
 	ctx := ctxFor(t, 30*time.Second)
 	g, err := a.CreateGroup(ctx, "left and back", []int64{2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, srv.MQTTAddr())
-	b := connect(t, testConfig(t, px.URL(), 2)) // ephemeral; the group is all it tracks
+	px = newProxy(t, srv.MQTTAddr())
+	b = connect(t, testConfig(t, px.URL(), 2))
 	sendN(t, a, g.ID, 1, "m")
 	messages(t, b, g.ID, 1, 10*time.Second)
 	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
@@ -251,15 +321,5 @@ func TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain(t *testing.T
 	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
 		t.Fatal(err)
 	}
-	px.Resume()
-	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	seq := sendN(t, a, g.ID, 1, "back")[0]
-	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != seq {
-		t.Fatalf("first message after the re-add %+v, want seq %d", m[0], seq)
-	}
-	if h, ok := b.Positions()[g.ID]; !ok || h != seq {
-		t.Fatalf("the group in Positions: %d %v, want tracked again at %d after the re-add", h, ok, seq)
-	}
+	return a, b, g, px
 }
