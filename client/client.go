@@ -85,6 +85,9 @@ type Client struct {
 	// subscribedHook, when set (tests), runs once a connection's
 	// subscriptions are acknowledged, before its catch-up is queued.
 	subscribedHook atomic.Pointer[func()]
+	// handedHook, when set (tests), runs after each event is put on
+	// Events, on the dispatcher's goroutine.
+	handedHook atomic.Pointer[func(Event)]
 
 	httpOnce sync.Once
 	httpc    *http.Client // uploads and downloads (attachments.go)

@@ -108,7 +108,8 @@ func (c *Client) Events() <-chan Event { return c.disp.out }
 
 // Positions returns the highest seq handed on per conversation (including
 // Config.Positions not used yet). Persist it and pass it back as
-// Config.Positions to resume exactly after a restart. After Close it
+// Config.Positions to resume exactly after a restart: an event is in it
+// by the time Events carries it. After Close it
 // covers exactly what Events carried (drain the closed channel to process
 // the rest): an event the closing client did not hand on is not counted.
 func (c *Client) Positions() map[int64]int64 {
@@ -299,9 +300,7 @@ func (d *dispatcher) message(ev Event, slim bool) {
 			d.fillUntil(conv, seq, ev, slim)
 			return
 		}
-		if d.emit(ev) {
-			d.setHave(conv, seq)
-		}
+		d.handOn(ev, conv, seq)
 		return
 	}
 	if seq <= h {
@@ -309,9 +308,7 @@ func (d *dispatcher) message(ev Event, slim bool) {
 		return
 	}
 	if seq == h+1 && !slim {
-		if d.emit(ev) {
-			d.setHave(conv, seq)
-		}
+		d.handOn(ev, conv, seq)
 		return
 	}
 	d.fillUntil(conv, seq, ev, slim)
@@ -337,8 +334,8 @@ func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 			"conversation", conv, "seq", seq, "err", err)
 		return
 	}
-	if h, _ := d.position(conv); h == seq-1 && !slim && d.emit(ev) {
-		d.setHave(conv, seq)
+	if h, _ := d.position(conv); h == seq-1 && !slim {
+		d.handOn(ev, conv, seq)
 	}
 }
 
@@ -370,12 +367,11 @@ func (d *dispatcher) fill(conv, upto int64) error {
 				// reads afterSeq=0 as "newest") would skip messages.
 				break
 			}
-			if !d.emit(messageEvent(m)) {
+			if !d.handOn(messageEvent(m), conv, m.Seq) {
 				return ErrClosed
 			}
 			d.c.stats.filled.Add(1)
 			h = m.Seq
-			d.setHave(conv, h)
 			progressed = true
 		}
 		if progressed {
@@ -441,12 +437,11 @@ func (d *dispatcher) fillFromStart(conv, below, upto int64) error {
 			if m.Seq != h+1 {
 				return nil // incomplete: fill retries
 			}
-			if !d.emit(messageEvent(m)) {
+			if !d.handOn(messageEvent(m), conv, m.Seq) {
 				return ErrClosed
 			}
 			d.c.stats.filled.Add(1)
 			h = m.Seq
-			d.setHave(conv, h)
 		}
 	}
 	return nil
@@ -767,13 +762,38 @@ func (d *dispatcher) forget(conv int64) {
 	delete(d.seenAt, conv)
 }
 
+// handOn hands ev, entry seq of conv, on and moves the conversation's
+// position to it first: an application that persists Positions after
+// processing an event finds the event in it. If the client closed
+// first, the position goes back: Positions covers only what Events
+// carried.
+func (d *dispatcher) handOn(ev Event, conv, seq int64) bool {
+	d.posMu.Lock()
+	prev, had := d.have[conv]
+	d.have[conv] = seq
+	d.posMu.Unlock()
+	if d.emit(ev) {
+		return true
+	}
+	d.posMu.Lock()
+	if had {
+		d.have[conv] = prev
+	} else {
+		delete(d.have, conv)
+	}
+	d.posMu.Unlock()
+	return false
+}
+
 // emit hands ev to the application, waiting for room; false when the
-// client closed first and ev was not handed on (the position must then
-// stay where it is: Positions covers only what Events carried).
+// client closed first and ev was not handed on.
 func (d *dispatcher) emit(ev Event) bool {
 	select {
 	case d.out <- ev:
 		d.c.stats.delivered.Add(1)
+		if h := d.c.handedHook.Load(); h != nil {
+			(*h)(ev)
+		}
 		return true
 	case <-d.c.life.Done():
 		return false

@@ -143,3 +143,13 @@ func (c *Client) OnSubscribed(f func()) {
 	}
 	c.subscribedHook.Store(&f)
 }
+
+// OnHandedOn runs f after each event is put on Events, on the
+// dispatcher's goroutine, before it goes on (nil stops).
+func (c *Client) OnHandedOn(f func(Event)) {
+	if f == nil {
+		c.handedHook.Store(nil)
+		return
+	}
+	c.handedHook.Store(&f)
+}
