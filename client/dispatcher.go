@@ -562,6 +562,7 @@ func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64, since ui
 	for conv := range d.gone {
 		if _, ok := inbox[conv]; ok && d.liveAt[conv] <= since {
 			delete(d.gone, conv) // a member again
+			d.rejoined(conv)
 		}
 	}
 	for _, conv := range tracked {
@@ -569,6 +570,19 @@ func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64, since ui
 			d.forget(conv)
 			d.gone[conv] = true
 		}
+	}
+}
+
+// rejoined tracks conv again from where it was at the leave, which the
+// catch-up found the user added back to while offline: what followed the
+// new join (which no member.added brought live) is then caught up like
+// any tracked conversation's. History skips what the user may not read
+// (in a group whose history is "joined", the seqs of their absence); in
+// one whose history is "all" it brings those too.
+func (d *dispatcher) rejoined(conv int64) {
+	if f := d.left[conv]; f > 0 {
+		delete(d.left, conv)
+		d.setHave(conv, f)
 	}
 }
 

@@ -118,7 +118,13 @@
 // member.removed drops it; what the leave still owed, which chatd may go
 // on sending after either (entries committed before it that had not
 // reached the connection), is handed on without bringing it back (the
-// user's member.added does). One written to while the inbox is read
+// user's member.added does, from its next entry on, as chatd's stream
+// goes on after a re-add). Added back while offline, with no member.added
+// (it is not replayed), the user has the conversation brought back by an
+// inbox that lists it again, at its position at the leave: what followed
+// the new join is caught up as for any tracked conversation (and, in a
+// group whose history is "all", what was written while the user was away
+// may come too, from history). One written to while the inbox is read
 // moves to a page already read and is missing from the pages; it stays.
 // A live member.removed or member.added of the user that arrives while
 // the inbox is read is newer than the read: the read does not undo it.

@@ -323,3 +323,25 @@ func leftLiveAndAddedBackOffline(t *testing.T) (a, b *client.Client, g client.Co
 	}
 	return a, b, g, px
 }
+
+// TestWhatFollowsTheJoinOfAConversationRejoinedWhileOfflineIsCaughtUp: a
+// user removed live and added back while offline is owed what followed
+// the new join (docs/protocol.md: a persistent session gets it
+// replayed); an ephemeral client catches it up through history, as for
+// any conversation it tracks, from where it was at the leave.
+func TestWhatFollowsTheJoinOfAConversationRejoinedWhileOfflineIsCaughtUp(t *testing.T) {
+	a, b, g, px := leftLiveAndAddedBackOffline(t)
+	missed := sendN(t, a, g.ID, 2, "while offline")
+	px.Resume()
+	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	live := sendN(t, a, g.ID, 1, "live")[0]
+	m := messages(t, b, g.ID, 3, 10*time.Second)
+	if m[0].Seq != missed[0] || m[2].Seq != live {
+		t.Fatalf("messages after the re-add %d..%d, want %d..%d", m[0].Seq, m[2].Seq, missed[0], live)
+	}
+	if h := b.Positions()[g.ID]; h != live {
+		t.Fatalf("the group in Positions at %d, want %d", h, live)
+	}
+}
