@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,9 @@ type Client struct {
 	// told is the wait (ns) the last refusing CONNACK asked for, until
 	// the next reconnectBackoff takes it.
 	told atomic.Int64
+	// takenOver is set when chatd ends the connection with DISCONNECT
+	// 0x8E (another connection took the session over), for onDown.
+	takenOver atomic.Bool
 
 	eventsTopic string
 	rpcTopic    string
@@ -46,7 +50,8 @@ type Client struct {
 	life context.Context // ends at Close
 	stop context.CancelFunc
 	// connStop ends the connection manager before Close: once a static
-	// Token was refused, reconnecting with it could never succeed.
+	// Token was refused, reconnecting with it could never succeed; once
+	// another client took the client id, it would only take it back.
 	connStop context.CancelFunc
 	workers  sync.WaitGroup
 
@@ -54,10 +59,13 @@ type Client struct {
 	conn    *connState    // nil while down
 	changed chan struct{} // closed and replaced on every state change
 	lastErr error         // last connection failure
-	// refused is set once chatd refused a static Token: the client stops
+	// stopped is set once chatd refused a static Token, or another client
+	// took the session over takeoverLimit times: the client stops
 	// reconnecting, and everything that needs a connection fails with it.
-	refused error
-	sends   map[string]*sendOp // running sends by clientMsgId
+	stopped error
+	// takeovers are the times of the recent takeovers (takeoverWindow).
+	takeovers []time.Time
+	sends     map[string]*sendOp // running sends by clientMsgId
 	// tails is each conversation's last send started: the next one
 	// waits for it to settle, so a conversation's sends are stored in
 	// the order they were queued.
@@ -372,19 +380,64 @@ func (c *Client) subscribe(cm *autopaho.ConnectionManager, cs *connState) bool {
 	return true
 }
 
+// Another client connecting with the same client id takes the session
+// over (DISCONNECT 0x8E), and the one taken over, reconnecting at once,
+// takes it back: two clients sharing a ClientID would do so for ever.
+// takeoverLimit takeovers within takeoverWindow stop the client, as the
+// one taken over most and first: the other goes on. A single takeover (an
+// earlier run of the application still connected) is survived.
+const (
+	takeoverLimit  = 3
+	takeoverWindow = time.Minute
+)
+
+// serverDisconnected is told the reason code of chatd's DISCONNECT, on
+// the connection's reader, before autopaho reports the connection down.
+func (c *Client) serverDisconnected(reason byte) {
+	if reason == 0x8E {
+		c.takenOver.Store(true)
+	}
+}
+
+// onDown runs when the connection is lost; it reports whether autopaho
+// should reconnect (not after Close, nor after too many takeovers).
 func (c *Client) onDown() bool {
+	takenOver := c.takenOver.Swap(false)
 	c.mu.Lock()
 	if c.conn != nil {
 		c.conn.cancel()
 		c.conn = nil
 	}
-	c.notifyLocked()
 	closed := c.closed
+	var stop *Error
+	if takenOver && !closed && c.stopped == nil {
+		now := time.Now()
+		c.takeovers = append(slices.DeleteFunc(c.takeovers, func(t time.Time) bool {
+			return now.Sub(t) >= takeoverWindow
+		}), now)
+		if len(c.takeovers) >= takeoverLimit {
+			stop = &Error{Op: "connect", Code: "taken_over", Reason: 0x8E,
+				Message: fmt.Sprintf("another client connected with client id %q %d times within %v; not reconnecting (give each client its own ClientID or SessionDir)",
+					c.cfg.ClientID, len(c.takeovers), takeoverWindow)}
+			c.stopped, c.lastErr = stop, stop
+		}
+	}
+	c.notifyLocked()
 	c.mu.Unlock()
-	if !closed {
+	switch {
+	case closed:
+		return false
+	case stop != nil:
+		c.cfg.Logger.Error("another client uses this client id; not reconnecting", "client", c.cfg.ClientID, "err", stop)
+		c.connStop()
+		c.disp.push(queued{event: &Event{Type: EventError, Code: stop.Code, Message: stop.Message}})
+		return false
+	case takenOver:
+		c.cfg.Logger.Warn("another connection with this client id took the session over; reconnecting", "client", c.cfg.ClientID)
+	default:
 		c.cfg.Logger.Info("connection to chatd lost; reconnecting", "client", c.cfg.ClientID)
 	}
-	return !closed
+	return true
 }
 
 // onConnectError records a failed attempt. A refused static Token ends
@@ -404,8 +457,8 @@ func (c *Client) onConnectError(err error) {
 		return
 	}
 	c.mu.Lock()
-	first := c.refused == nil
-	c.lastErr, c.refused = err, authErr
+	first := c.stopped == nil
+	c.lastErr, c.stopped = err, authErr
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.connStop()
@@ -419,11 +472,14 @@ func (c *Client) onConnectError(err error) {
 // Token (bad, expired, revoked or another user's) it is an *Error matching
 // ErrUnauthorized: the client no longer connects, and its requests and
 // sends fail with that error (sends stay in SessionDir). Events carries an
-// error event with code "unauthorized" at that moment.
+// error event with code "unauthorized" at that moment. Once other clients
+// connecting with the same ClientID took the session over 3 times within
+// a minute, it is an *Error matching ErrTakenOver (code "taken_over"), with
+// the same consequences and an error event of that code.
 func (c *Client) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.refused
+	return c.stopped
 }
 
 func (c *Client) recordErr(err error) {
@@ -441,11 +497,12 @@ func (c *Client) notifyLocked() {
 
 // ready waits until a connection is up and subscribed and returns it.
 // A static Token that chatd refused ends the wait at once with
-// ErrUnauthorized: no connection will come.
+// ErrUnauthorized, a client id other clients took with ErrTakenOver: no
+// connection will come.
 func (c *Client) ready(ctx context.Context) (*connState, error) {
 	for {
 		c.mu.Lock()
-		cs, ch, refused, closed := c.conn, c.changed, c.refused, c.closed
+		cs, ch, stopped, closed := c.conn, c.changed, c.stopped, c.closed
 		c.mu.Unlock()
 		if closed {
 			return nil, ErrClosed
@@ -457,8 +514,8 @@ func (c *Client) ready(ctx context.Context) (*connState, error) {
 			default:
 			}
 		}
-		if refused != nil {
-			return nil, refused
+		if stopped != nil {
+			return nil, stopped
 		}
 		select {
 		case <-ch:

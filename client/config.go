@@ -47,7 +47,9 @@ type Config struct {
 
 	// ClientID is the MQTT client id, which names the server-side session.
 	// Default: the id kept in SessionDir (created on first use), else a
-	// random one. It may not contain '/', '+' or '#'.
+	// random one. It may not contain '/', '+' or '#'. One client at a time
+	// may use it: a client whose session other clients with the same id
+	// take over 3 times within a minute stops (ErrTakenOver).
 	ClientID string
 	// SessionDir keeps the session on disk: the client id, the unacknowledged
 	// sends (re-published with the same clientMsgId after a restart) and

@@ -70,12 +70,16 @@ func (c *Client) dial(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL
 		}
 		conn = raw
 	}
-	return &connackConn{Conn: conn, told: c.toldRetry}, nil
+	return &connackConn{Conn: conn, told: c.toldRetry, disconnected: c.serverDisconnected}, nil
 }
 
 // connackConn is a connection whose first packet from the server, the
 // CONNACK, is read on the way to paho: a refusal's retryAfter user
-// property goes to told. It also hands each packet paho writes to the
+// property goes to told. The fixed headers of the packets after it are
+// followed too, so that a DISCONNECT's reason code reaches disconnected
+// before paho reports the connection down: autopaho passes the reason on
+// only in a goroutine of its own, which may run after it reconnected,
+// and whether to reconnect depends on it (a takeover). It also hands each packet paho writes to the
 // wrapped connection in one write. paho writes a packet in several writes
 // (packets.WriteTo: the fixed header, then each part), from whichever
 // goroutine publishes, acknowledges or pings, holding the connection's
@@ -94,16 +98,65 @@ type connackConn struct {
 	out    []byte
 	buf    []byte
 	done   bool
+
+	// The packets after the CONNACK (watch): the fixed header read so
+	// far, the bytes of the current packet left to pass, and whether the
+	// next byte is a DISCONNECT's reason code.
+	disconnected func(reason byte)
+	watching     bool
+	hdr          []byte
+	skip         int
+	reasonNext   bool
 }
 
 // Read is called by paho's one reader goroutine only.
 func (c *connackConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if !c.done && n > 0 {
+	switch {
+	case n == 0:
+	case !c.done:
 		c.buf = append(c.buf, p[:n]...)
 		c.scan()
+	case c.watching:
+		c.watch(p[:n])
 	}
 	return n, err
+}
+
+// watch follows the packets in b, the next bytes from the server, by
+// their fixed headers, and hands a DISCONNECT's reason code (0 when it has
+// none) to disconnected. It stops at a header that is no MQTT's: paho
+// ends the connection then.
+func (c *connackConn) watch(b []byte) {
+	for len(b) > 0 && c.watching {
+		if c.skip > 0 {
+			if c.reasonNext {
+				c.reasonNext = false
+				c.disconnected(b[0])
+			}
+			n := min(c.skip, len(b))
+			c.skip -= n
+			b = b[n:]
+			continue
+		}
+		c.hdr = append(c.hdr, b[0])
+		b = b[1:]
+		size := packetSize(c.hdr)
+		switch {
+		case size < 0:
+			c.watching = false
+		case size > 0:
+			if c.hdr[0] == packets.DISCONNECT<<4 {
+				if size == len(c.hdr) {
+					c.disconnected(0)
+				} else {
+					c.reasonNext = true
+				}
+			}
+			c.skip = size - len(c.hdr)
+			c.hdr = c.hdr[:0]
+		}
+	}
 }
 
 // Lock and Unlock are paho's hold on the writes of one packet.
@@ -197,15 +250,19 @@ func (c *connackConn) scan() {
 		return
 	}
 	size := packetSize(c.buf)
-	if size < 0 || size > maxConnack { // not MQTT (paho says so), or no CONNACK of chatd's
+	if size < 0 { // not MQTT: paho says so
 		c.done, c.buf = true, nil
+		return
+	}
+	if size > maxConnack { // no CONNACK of chatd's
+		c.watchFrom()
 		return
 	}
 	if size == 0 || len(c.buf) < size {
 		return
 	}
 	pk, err := packets.ReadPacket(bytes.NewReader(c.buf[:size]))
-	c.done, c.buf = true, nil
+	c.watchFrom()
 	if err != nil {
 		return
 	}
@@ -218,6 +275,15 @@ func (c *connackConn) scan() {
 			c.told(time.Duration(s) * time.Second)
 		}
 	}
+}
+
+// watchFrom ends the CONNACK's scan and follows the packets from the
+// CONNACK on, with the bytes read so far.
+func (c *connackConn) watchFrom() {
+	b := c.buf
+	c.done, c.buf = true, nil
+	c.watching = c.disconnected != nil
+	c.watch(b)
 }
 
 // toldRetry records the wait a refusing CONNACK asked for; the next

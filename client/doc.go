@@ -30,7 +30,13 @@
 // AwaitConnection, when its context ends, reports the refusal (an error
 // matching ErrUnauthorized). CONNACK 0x88 (chatd could not check the token now: its
 // database, or an identity provider's signing keys, unavailable) is no
-// refusal: the client keeps trying. With SessionDir or ClientID the session is persistent (clean
+// refusal: the client keeps trying. Two clients given one ClientID (a
+// SessionDir is locked against that) take the session from each other:
+// chatd ends the older connection with DISCONNECT 0x8E, and the client
+// taken over would take it back at once, for ever. A client taken over 3
+// times within a minute therefore stops connecting, as for a refused
+// token, with ErrTakenOver (code "taken_over") and an error event of that
+// code; the other goes on. With SessionDir or ClientID the session is persistent (clean
 // start 0, session expiry Config.SessionExpiry): chatd keeps the delivery
 // cursor and replays what was missed. On every connection the client
 // subscribes again to chat/v1/user/{uid}/events and to its RPC reply topic

@@ -42,6 +42,10 @@ var (
 	ErrUnavailable = errors.New("chatd unavailable")
 	// ErrUnauthorized: the token was refused (CONNACK 0x86/0x87, 401).
 	ErrUnauthorized = errors.New("token refused")
+	// ErrTakenOver: other clients connecting with the same ClientID took
+	// the session over again and again (DISCONNECT 0x8E, code
+	// taken_over); the client stopped reconnecting (Client.Err).
+	ErrTakenOver = errors.New("client id in use by another client")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client closed")
 	// ErrQueued: Send's context ended before the server acknowledged the
@@ -118,6 +122,7 @@ var codeClass = map[string]error{
 	"unavailable":  ErrUnavailable,
 	"internal":     ErrUnavailable,
 	"unauthorized": ErrUnauthorized,
+	"taken_over":   ErrTakenOver,
 }
 
 // Is reports whether target is the sentinel of e's class.

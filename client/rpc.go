@@ -184,7 +184,7 @@ func (c *Client) waitErr(op string, err error) error {
 	if errors.Is(err, ErrClosed) {
 		return ErrClosed
 	}
-	if errors.Is(err, ErrUnauthorized) {
+	if stoppedBy(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	c.mu.Lock()

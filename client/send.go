@@ -48,9 +48,10 @@ type sendOp struct {
 //     message is still being sent in the background (a refusal for good
 //     then comes as an error event on Events, with its ClientMsgID);
 //   - ErrClosed when the client was closed first, or an *Error matching
-//     ErrUnauthorized when chatd refused the client's static Token (see
-//     Client.Err); the message stays queued in SessionDir for the next
-//     client opened on it.
+//     ErrUnauthorized when chatd refused the client's static Token, or
+//     ErrTakenOver when other clients took its ClientID (see Client.Err);
+//     the message stays queued in SessionDir for the next client opened
+//     on it.
 func (c *Client) Send(ctx context.Context, conversationID int64, body string) (int64, error) {
 	return c.SendWithID(ctx, conversationID, uuid.NewString(), body)
 }
@@ -329,10 +330,17 @@ func refusalEvent(p PendingSend, err error) *Event {
 }
 
 // unsent reports whether a send ended without chatd settling it: the
-// client closed, or chatd refused the static token, so that no connection
-// will come. The change stays in the journal for the next client.
+// client closed, chatd refused the static token, or another client took
+// its client id, so that no connection will come. The change stays in the
+// journal for the next client.
 func unsent(err error) bool {
-	return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnauthorized)
+	return errors.Is(err, ErrClosed) || stoppedBy(err)
+}
+
+// stoppedBy reports whether err is why the client stopped connecting
+// (Client.Err): a refused static token, or its client id taken.
+func stoppedBy(err error) bool {
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrTakenOver)
 }
 
 // sendUntilDone publishes p until a PUBACK settles it: success, or a
@@ -360,7 +368,7 @@ func (c *Client) sendUntilDone(p PendingSend) (Outcome, error) {
 	unsure := false
 	for attempt := 0; ; attempt++ {
 		cs, err := c.ready(c.life)
-		if errors.Is(err, ErrUnauthorized) {
+		if stoppedBy(err) {
 			return Outcome{}, fmt.Errorf("%s: %w", op, err)
 		}
 		if err != nil {
