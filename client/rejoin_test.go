@@ -232,7 +232,7 @@ func TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions(t *test
 // which lists the conversation again, has to end the mark, even when no
 // other conversation is tracked.
 func TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain(t *testing.T) {
-	a, b, g, px := leftLiveAndAddedBackOffline(t)
+	a, b, g, px := leftLiveAndAddedBackOffline(t, nil)
 	px.Resume()
 	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain(t *testing.T
 // before it, it would be taken for what the leave owed, and the
 // conversation would be tracked again only from its next message.
 func TestAMessageArrivingBeforeTheCatchUpOfARejoinedConversationIsTracked(t *testing.T) {
-	a, b, g, px := leftLiveAndAddedBackOffline(t)
+	a, b, g, px := leftLiveAndAddedBackOffline(t, nil)
 	subscribed, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	b.OnSubscribed(func() {
@@ -298,8 +298,9 @@ func TestAMessageArrivingBeforeTheCatchUpOfARejoinedConversationIsTracked(t *tes
 // leftLiveAndAddedBackOffline has a (user 1) make a group with user 2,
 // whose ephemeral client b (through px; the group is all it tracks)
 // reads its first message and its member.removed live, is cut off, and
-// is added back while offline. px stays cut: the caller resumes it.
-func leftLiveAndAddedBackOffline(t *testing.T) (a, b *client.Client, g client.Conversation, px *proxy) {
+// is added back while offline (after away, if not nil, ran). px stays
+// cut: the caller resumes it.
+func leftLiveAndAddedBackOffline(t *testing.T, away func(a *client.Client, g client.Conversation)) (a, b *client.Client, g client.Conversation, px *proxy) {
 	t.Helper()
 	srv, _, a, _ := sender(t)
 	ctx := ctxFor(t, 30*time.Second)
@@ -318,6 +319,9 @@ func leftLiveAndAddedBackOffline(t *testing.T) (a, b *client.Client, g client.Co
 
 	px.Cut()
 	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	if away != nil {
+		away(a, g)
+	}
 	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +334,7 @@ func leftLiveAndAddedBackOffline(t *testing.T) (a, b *client.Client, g client.Co
 // replayed); an ephemeral client catches it up through history, as for
 // any conversation it tracks, from where it was at the leave.
 func TestWhatFollowsTheJoinOfAConversationRejoinedWhileOfflineIsCaughtUp(t *testing.T) {
-	a, b, g, px := leftLiveAndAddedBackOffline(t)
+	a, b, g, px := leftLiveAndAddedBackOffline(t, nil)
 	missed := sendN(t, a, g.ID, 2, "while offline")
 	px.Resume()
 	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
@@ -343,5 +347,44 @@ func TestWhatFollowsTheJoinOfAConversationRejoinedWhileOfflineIsCaughtUp(t *test
 	}
 	if h := b.Positions()[g.ID]; h != live {
 		t.Fatalf("the group in Positions at %d, want %d", h, live)
+	}
+}
+
+// TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpToo: in a
+// group whose history is "all", the user added back may read what was
+// written while they were away; an ephemeral client that tracked the
+// group before the leave catches the group up from there through
+// history, in seq order and without gaps, as it does for a group it
+// tracked all along.
+func TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpToo(t *testing.T) {
+	var awaySeq int64
+	a, b, g, px := leftLiveAndAddedBackOffline(t, func(a *client.Client, g client.Conversation) {
+		if _, err := a.UpdateGroup(ctxFor(t, 10*time.Second), g.ID, client.GroupUpdate{HistoryVisible: new("all")}); err != nil {
+			t.Fatal(err)
+		}
+		awaySeq = sendN(t, a, g.ID, 1, "while away")[0]
+	})
+	px.Resume()
+	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	live := sendN(t, a, g.ID, 1, "live")[0]
+	var seqs []int64
+	sawAway := false
+	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID != g.ID || ev.Seq == 0 {
+			return false
+		}
+		if len(seqs) > 0 && ev.Seq != seqs[len(seqs)-1]+1 {
+			t.Fatalf("entry %d after %d: a gap or a repeat", ev.Seq, seqs[len(seqs)-1])
+		}
+		seqs = append(seqs, ev.Seq)
+		sawAway = sawAway || ev.Seq == awaySeq && ev.Type == client.EventMessageNew && ev.FromHistory
+		return ev.Seq == live
+	}) {
+		t.Fatalf("entries of the group %v within 10s, want up to %d", seqs, live)
+	}
+	if !sawAway || seqs[0] > awaySeq {
+		t.Fatalf("entries %v; want the message written while away, seq %d, from history", seqs, awaySeq)
 	}
 }
