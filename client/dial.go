@@ -79,12 +79,13 @@ func (c *Client) dial(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL
 // followed too, so that a DISCONNECT's reason code reaches disconnected
 // before paho reports the connection down: autopaho passes the reason on
 // only in a goroutine of its own, which may run after it reconnected,
-// and whether to reconnect depends on it (a takeover). It also hands each packet paho writes to the
-// wrapped connection in one write. paho writes a packet in several writes
-// (packets.WriteTo: the fixed header, then each part), from whichever
-// goroutine publishes, acknowledges or pings, holding the connection's
-// lock across them (it is a sync.Locker): without the lock those writes
-// interleave and the stream breaks. Written apart, a packet would also go
+// and whether to reconnect depends on it (a takeover). It also hands
+// each packet paho writes to the wrapped connection in one write. paho
+// writes a packet in several writes (packets.WriteTo: the fixed header,
+// then each part), from whichever goroutine publishes, acknowledges or
+// pings, holding the connection's lock across them (it is a
+// sync.Locker): without the lock those writes interleave and the stream
+// breaks. Written apart, a packet would also go
 // as several WebSocket messages, TLS records or TCP segments (the one
 // writev a bare *net.TCPConn makes of them is lost to the wrapping), so
 // the writes made under the lock are gathered until the packet is whole.

@@ -109,9 +109,9 @@ func (c *Client) Events() <-chan Event { return c.disp.out }
 // Positions returns the highest seq handed on per conversation (including
 // Config.Positions not used yet). Persist it and pass it back as
 // Config.Positions to resume exactly after a restart: an event is in it
-// by the time Events carries it. After Close it
-// covers exactly what Events carried (drain the closed channel to process
-// the rest): an event the closing client did not hand on is not counted.
+// by the time Events carries it. After Close it covers exactly what
+// Events carried (drain the closed channel to process the rest): an
+// event the closing client did not hand on is not counted.
 func (c *Client) Positions() map[int64]int64 {
 	d := c.disp
 	d.posMu.Lock()
