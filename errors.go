@@ -92,6 +92,19 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// NoConversation is the refusal of a conversation id that names none, and
+// NotMemberOf of one the caller is not in: every store answers a
+// members-only operation with these words, so that every route and RPC
+// method tells the two apart alike.
+func NoConversation(id int64) *Error {
+	return Errorf(CodeNotFound, "conversation %d does not exist", id)
+}
+
+// NotMemberOf: see NoConversation.
+func NotMemberOf(id int64) *Error {
+	return Errorf(CodeNotMember, "not a member of conversation %d", id)
+}
+
 // Unavailable wraps an infrastructure failure (database down, timeout) so
 // transports answer "try again" instead of "invalid".
 func Unavailable(op string, err error) *Error {

@@ -113,7 +113,8 @@ type PushStore interface {
 	Devices(ctx context.Context, userID int64) ([]Device, error)
 	// DeleteDevice is not_found unless id is one of userID's devices.
 	DeleteDevice(ctx context.Context, userID, id int64) error
-	// SetSettings is not_member unless userID is a member.
+	// SetSettings is not_found for an unknown conversation, not_member
+	// unless userID is a member.
 	SetSettings(ctx context.Context, conversationID, userID int64, s ConversationSettings) (ConversationSettings, error)
 	// Settings returns userID's settings of the given conversations
 	// (defaults for those never set).

@@ -249,10 +249,6 @@ func classify(op string, err error) error { return pgerr.Classify(op, err) }
 
 // errNoConversation and errNotMember are the two answers every members-only
 // operation gives; one wording keeps transports and clients consistent.
-func errNoConversation(id int64) error {
-	return chat.Errorf(chat.CodeNotFound, "conversation %d does not exist", id)
-}
+func errNoConversation(id int64) error { return chat.NoConversation(id) }
 
-func errNotMember(id int64) error {
-	return chat.Errorf(chat.CodeNotMember, "not a member of conversation %d", id)
-}
+func errNotMember(id int64) error { return chat.NotMemberOf(id) }

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -38,4 +39,29 @@ func TestAMuteUntilAfterTheYear9999IsRefusedNotStoredToBreakTheInbox(t *testing.
 		t.Errorf("mute until the end of 9999: %+v", s)
 	}
 	e.must(http.StatusOK, 1, "GET", "/v1/inbox", nil, nil)
+}
+
+// TestMutingAConversationThatDoesNotExistIs404AsEveryConversationRouteAnswers:
+// an unknown conversation is 404 not_found on every route that names
+// one (docs/http.md, errors); the settings route alone answered 403
+// not_member, with a message that named no conversation. A conversation
+// that exists and the caller is not in stays 403 not_member, over HTTP
+// and RPC alike.
+func TestMutingAConversationThatDoesNotExistIs404AsEveryConversationRouteAnswers(t *testing.T) {
+	e, _ := newPushEnv(t)
+	g := e.group(1, 2)
+	for _, c := range []struct {
+		conv   int64
+		status int
+		code   string
+	}{{999999, http.StatusNotFound, "not_found"}, {g, http.StatusForbidden, "not_member"}} {
+		r := e.do(3, "PUT", pathf("/v1/conversations/%d/settings", c.conv), `{"muted":true}`)
+		if r.status != c.status || r.errorCode() != c.code || !strings.Contains(string(r.body), pathf("conversation %d", c.conv)) {
+			t.Errorf("PUT settings of conversation %d: %d %s, want %d %s naming it", c.conv, r.status, truncate(r.body), c.status, c.code)
+		}
+		rr := e.rpc(3, "conversation.settings", pathf(`{"conversationId":%d,"muted":true}`, c.conv))
+		if rr.status != c.status || rr.code != c.code {
+			t.Errorf("RPC settings of conversation %d: %s, want %d %s", c.conv, rr.raw, c.status, c.code)
+		}
+	}
 }

@@ -240,7 +240,16 @@ SET muted = EXCLUDED.muted, muted_until = EXCLUDED.muted_until, mentions = EXCLU
 		return chat.ConversationSettings{}, dbErr("save conversation settings", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return chat.ConversationSettings{}, chat.ErrNotMember
+		// Told apart as every conversation route tells them: an id
+		// that names no conversation is not_found.
+		var exists bool
+		if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1)`, conversationID).Scan(&exists); err != nil {
+			return chat.ConversationSettings{}, dbErr("read conversation", err)
+		}
+		if !exists {
+			return chat.ConversationSettings{}, chat.NoConversation(conversationID)
+		}
+		return chat.ConversationSettings{}, chat.NotMemberOf(conversationID)
 	}
 	if s.MutedUntil != nil {
 		t := s.MutedUntil.UTC().Truncate(time.Microsecond)
