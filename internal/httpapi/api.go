@@ -352,7 +352,13 @@ func (w *jsonErrorWriter) WriteHeader(code int) {
 		return
 	}
 	w.replaced = true
-	w.Header().Del("Content-Length")
+	h := w.Header()
+	h.Del("Content-Length")
+	if h.Get("Cache-Control") == "" {
+		// http.ServeContent drops Cache-Control (and ETag) from the
+		// errors it writes; an error answers this request alone.
+		h.Set("Cache-Control", "no-store")
+	}
 	writeJSON(w.ResponseWriter, code, ErrorBody{d})
 }
 

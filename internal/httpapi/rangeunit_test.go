@@ -48,3 +48,17 @@ func rangeEnv(t *testing.T) (*env, string, int64) {
 	e.must(http.StatusOK, 1, "GET", "/v1/uploads/"+upload, nil, &stored)
 	return e, upload, stored.Attachment.Size
 }
+
+// TestA416TellsCachesNotToStoreIt: every answer carries Cache-Control
+// (docs/http.md, conventions): no-store, or private, no-cache with an
+// ETag. net/http drops Cache-Control and ETag from the errors
+// http.ServeContent writes, so a download's 416 went out with none.
+func TestA416TellsCachesNotToStoreIt(t *testing.T) {
+	e, id, _ := rangeEnv(t)
+	for _, rg := range []string{"bytes=99999999-", "bytes=a-b"} {
+		r := e.do(2, "GET", "/v1/attachments/"+id, nil, withHeader("Range", rg))
+		if r.status != http.StatusRequestedRangeNotSatisfiable || r.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("Range %q: %d, Cache-Control %q; want 416 with no-store", rg, r.status, r.header.Get("Cache-Control"))
+		}
+	}
+}
