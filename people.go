@@ -697,3 +697,7 @@ func (s *Service) AddMemberAs(ctx context.Context, conversationID, actorID, user
 	}
 	return s.Store.AddMember(ctx, conversationID, actorID, userID, role)
 }
+
+// MaxBlocksPerUser is how many users one user may block: any id may be
+// blocked, and GET /v1/me/blocks lists them all in one reply.
+const MaxBlocksPerUser = 10000

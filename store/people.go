@@ -227,9 +227,34 @@ func (s *Store) SetSettings(ctx context.Context, userID int64, u chat.SettingsUp
 // Block records that blockerID blocked blockedID (again is a no-op).
 func (s *Store) Block(ctx context.Context, blockerID, blockedID int64) error {
 	return s.inTx(ctx, "block", func(tx pgx.Tx) error {
+		if err := roomForBlock(ctx, tx, blockerID, blockedID); err != nil {
+			return err
+		}
 		return setBlock(ctx, tx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 			blockerID, blockedID, true)
 	})
+}
+
+// roomForBlock refuses a block of blockedID that would take blockerID past
+// chat.MaxBlocksPerUser (one already there passes: blocking again changes
+// nothing). The blocker's blocks are serialised by a lock of their own,
+// taken before the pair's (lockPairs), so two blocks at the cap cannot
+// both see room: the count is a statement after the lock's, whose
+// snapshot (READ COMMITTED) holds what the block it waited for wrote.
+func roomForBlock(ctx context.Context, tx pgx.Tx, blockerID, blockedID int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.blocks:' || $1::bigint, 0))`, blockerID); err != nil {
+		return fmt.Errorf("lock the blocks: %w", err)
+	}
+	var n int
+	var there bool
+	if err := tx.QueryRow(ctx, `SELECT count(*), COALESCE(bool_or(blocked_id = $2), false) FROM user_block WHERE blocker_id = $1`,
+		blockerID, blockedID).Scan(&n, &there); err != nil {
+		return fmt.Errorf("count blocks: %w", err)
+	}
+	if !there && n >= chat.MaxBlocksPerUser {
+		return chat.Errorf(chat.CodeConflict, "you block %d users already, the most one may: unblock one first", n)
+	}
+	return nil
 }
 
 // Unblock lifts a block (a missing one is a no-op).
