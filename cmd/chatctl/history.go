@@ -68,7 +68,7 @@ func messageState(m client.Message) string {
 		return "(recalled)"
 	}
 	var b strings.Builder
-	b.WriteString(m.Body)
+	b.WriteString(oneLine(m.Body))
 	if m.EditedAt != nil {
 		b.WriteString(" (edited)")
 	}

@@ -50,7 +50,7 @@ func runEdit(ctx context.Context, a *app, args []string) error {
 			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, recalledSince)
 			return nil
 		}
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, text)
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d edited #%d: %s\n", *conv, entry, *cf.user, *seq, oneLine(text))
 		return nil
 	})
 }

@@ -128,7 +128,7 @@ func printProfile(w io.Writer, p client.Profile) {
 	}
 	fmt.Fprintf(w, "user %d: %s\n", p.ID, name)
 	if p.About != "" {
-		fmt.Fprintf(w, "  about: %s\n", p.About)
+		fmt.Fprintf(w, "  about: %s\n", oneLine(p.About))
 	}
 	if p.Avatar != nil {
 		fmt.Fprintf(w, "  avatar: %s\n", *p.Avatar)
@@ -509,9 +509,9 @@ func bracketed(s string, hs [][2]int) string {
 		if h[0] < at || h[1] > len(rs) || h[0] >= h[1] {
 			continue
 		}
-		b.WriteString(string(rs[at:h[0]]) + "[" + string(rs[h[0]:h[1]]) + "]")
+		b.WriteString(oneLine(string(rs[at:h[0]])) + "[" + oneLine(string(rs[h[0]:h[1]])) + "]")
 		at = h[1]
 	}
-	b.WriteString(string(rs[at:]))
+	b.WriteString(oneLine(string(rs[at:])))
 	return b.String()
 }

@@ -126,7 +126,7 @@ func runSend(ctx context.Context, a *app, args []string) error {
 			fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, out.Seq, *cf.user, replyNote(*replyTo), recalledSince)
 			return nil
 		}
-		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, out.Seq, *cf.user, replyNote(*replyTo), text)
+		fmt.Fprintf(a.stdout, "[conv %d #%d] user %d%s: %s\n", *conv, out.Seq, *cf.user, replyNote(*replyTo), oneLine(text))
 		for _, at := range atts {
 			fmt.Fprintf(a.stdout, "  attached %s (%s, %d bytes): id %s\n", at.Name, at.ContentType, at.Size, at.ID)
 		}

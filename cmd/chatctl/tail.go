@@ -103,13 +103,13 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 	var err error
 	switch ev.Type {
 	case client.EventMessageNew:
-		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d%s: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, refNote(ev.ReplyTo, ev.ForwardedFrom), ev.Body)
+		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d%s: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, refNote(ev.ReplyTo, ev.ForwardedFrom), oneLine(ev.Body))
 	case client.EventMessageEdited:
 		if ev.BodyHidden {
 			_, err = fmt.Fprintf(w, "[conv %d #%d] user %d edited #%d (its text is hidden from you)\n", ev.ConversationID, ev.Seq, ev.SenderID, ev.TargetSeq)
 			break
 		}
-		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d edited #%d: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, ev.TargetSeq, ev.Body)
+		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d edited #%d: %s\n", ev.ConversationID, ev.Seq, ev.SenderID, ev.TargetSeq, oneLine(ev.Body))
 	case client.EventMessageRecalled:
 		_, err = fmt.Fprintf(w, "[conv %d #%d] user %d recalled #%d\n", ev.ConversationID, ev.Seq, ev.ActorID, ev.TargetSeq)
 	case client.EventReactionUpdated:
