@@ -184,8 +184,10 @@ func ValidateAttachments(refs []AttachmentRef) error {
 
 // CleanFileName returns the name a file is shown and downloaded under:
 // the last element of what the client sent (no directories), without
-// control characters, at most MaxFileNameBytes. An empty result is
-// invalid.
+// control characters, nor the line separators and bidirectional controls
+// that would make it read as another name ("photo\u202egpj.exe" as
+// "photoexe.jpg": rearrangesLine), at most MaxFileNameBytes. An empty
+// result is invalid.
 func CleanFileName(name string) (string, error) {
 	if !utf8.ValidString(name) {
 		return "", Errorf(CodeInvalid, "name is not valid UTF-8")
@@ -193,7 +195,7 @@ func CleanFileName(name string) (string, error) {
 	name = strings.ReplaceAll(name, "\\", "/")
 	name = path.Base("/" + name)
 	name = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '"' {
+		if unicode.IsControl(r) || r == '"' || rearrangesLine(r) {
 			return -1
 		}
 		return r

@@ -314,12 +314,20 @@ func isImplicitMark(r rune) bool {
 	return r == '\u061c' || r == '\u200e' || r == '\u200f'
 }
 
+// rearrangesLine reports the line separators and the bidirectional
+// formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E,
+// U+2066-U+2069): what a one-line field (a name, a title, a file's name)
+// never holds.
+func rearrangesLine(r rune) bool {
+	return r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r)
+}
+
 func hasControl(s string, lineBreaks bool) bool {
 	for _, r := range s {
 		if unicode.IsControl(r) && !(lineBreaks && (r == '\n' || r == '\r' || r == '\t')) {
 			return true
 		}
-		if r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) && !(lineBreaks && isImplicitMark(r)) {
+		if rearrangesLine(r) && !(lineBreaks && isImplicitMark(r)) {
 			// Line separators and every bidirectional formatting
 			// character (U+061C, U+200E, U+200F, U+202A-U+202E,
 			// U+2066-U+2069): text that rearranges what is shown around
