@@ -31,6 +31,10 @@ type API struct {
 	// sendTimeout bounds a message send or change (0: none of its own),
 	// as an MQTT publish and an RPC call are bounded (send_timeout).
 	sendTimeout time.Duration
+	// transferIdle ends an upload that delivered no byte, or a download
+	// whose client took less than sendPiece, for so long (transferIdle,
+	// 60 s).
+	transferIdle time.Duration
 
 	draining atomic.Bool // set by Drain: /readyz answers 503
 	notReady atomic.Bool // the last readiness ping failed (readyz logs the changes)
@@ -74,7 +78,8 @@ func (a *API) sendContext(ctx context.Context) (context.Context, context.CancelF
 // is refused too. ready reports whether the database answers (nil means
 // always ready); logger may be nil.
 func New(svc *chat.Service, verify func(token string) (user int64, issuedAt time.Time, err error), ready func(ctx context.Context) error, lg *slog.Logger, opts ...Option) *API {
-	a := &API{svc: svc, verify: verify, ready: ready, log: logger(lg), mux: http.NewServeMux(), rpc: map[string]*endpoint{}}
+	a := &API{svc: svc, verify: verify, ready: ready, log: logger(lg), mux: http.NewServeMux(), rpc: map[string]*endpoint{},
+		transferIdle: transferIdle}
 	for _, o := range opts {
 		o(a)
 	}

@@ -67,13 +67,14 @@ func completeUpload(a *API, ctx context.Context, user int64, p uploadIDParams) (
 	return okReply(a.svc.CompleteUpload(ctx, user, p.UploadID))
 }
 
-// uploadIdle is how long a PUT may deliver no byte before chatd gives up
-// on it: long enough for a phone in a tunnel, short enough that a dead
-// connection does not hold an upload.
-const uploadIdle = 60 * time.Second
+// transferIdle is how long an upload's PUT may deliver no byte, or a
+// download's client take none, before chatd gives up on it: long enough
+// for a phone in a tunnel, short enough that a dead connection does not
+// hold an upload, a file and a handler.
+const transferIdle = 60 * time.Second
 
 // putBody is a PUT's body with a read deadline per read (a slow upload
-// may take many minutes; a stalled one ends after uploadIdle) that a new
+// may take many minutes; a stalled one ends after transferIdle) that a new
 // PUT of the same upload can cut short (Interrupt).
 type putBody struct {
 	r    *http.Request
@@ -98,7 +99,7 @@ var errUploadStalled = errors.New("the upload stalled or was replaced by a new P
 // putUpload takes the bytes of an upload (local disk store): exactly the
 // declared size, streamed; 200 with the upload, complete.
 func putUpload(a *API, w http.ResponseWriter, r *http.Request, user int64) error {
-	body := &putBody{r: r, rc: http.NewResponseController(w), idle: uploadIdle}
+	body := &putBody{r: r, rc: http.NewResponseController(w), idle: a.transferIdle}
 	u, err := a.svc.PutUpload(r.Context(), user, r.PathValue("id"), body, r.ContentLength)
 	// No more reads: the connection's next request gets the server's
 	// own deadlines.
@@ -160,7 +161,40 @@ func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *h
 				r.Header.Set("Range", "bytes="+set)
 			}
 		}
-		http.ServeContent(&jsonErrorWriter{ResponseWriter: w, rewrite: rewrite}, r, "", d.ModTime, d.Content)
+		out := &sendBody{ResponseWriter: w, rc: http.NewResponseController(w), idle: a.transferIdle}
+		// net/http clears the deadline once it has flushed the answer's
+		// last bytes, under it.
+		http.ServeContent(&jsonErrorWriter{ResponseWriter: out, rewrite: rewrite}, r, "", d.ModTime, d.Content)
 		return nil
 	}
+}
+
+// sendBody is a download's writer with a write deadline per sendPiece: a
+// client that takes less than a piece in idle (it stopped reading, its
+// window full, while its kernel still answers keepalives) ends the
+// download, which would otherwise hold its handler and open file as long
+// as the client kept the connection. http.ServeContent writes 32 KiB at
+// a time; a slow client that still takes a piece per idle goes on.
+type sendBody struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+// sendPiece is what a download's client must take within the idle time.
+const sendPiece = 4 << 10
+
+func (b *sendBody) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		piece := p[:min(len(p), sendPiece)]
+		_ = b.rc.SetWriteDeadline(time.Now().Add(b.idle))
+		m, err := b.ResponseWriter.Write(piece)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[len(piece):]
+	}
+	return n, nil
 }
