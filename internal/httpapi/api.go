@@ -31,9 +31,9 @@ type API struct {
 	// sendTimeout bounds a message send or change (0: none of its own),
 	// as an MQTT publish and an RPC call are bounded (send_timeout).
 	sendTimeout time.Duration
-	// transferIdle ends an upload that delivered no byte, or a download
-	// whose client took less than sendPiece, for so long (transferIdle,
-	// 60 s).
+	// transferIdle ends an upload that delivered no byte, or an answer
+	// (a download, a page) whose client took less than sendPiece, for so
+	// long (transferIdle, 60 s).
 	transferIdle time.Duration
 
 	draining atomic.Bool // set by Drain: /readyz answers 503
@@ -201,6 +201,7 @@ func endSpan(span trace.Span, status int, user int64) {
 // answer.
 func (a *API) serveEndpoint(e *endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w = &sendBody{ResponseWriter: w, rc: http.NewResponseController(w), idle: a.transferIdle}
 		var user int64
 		if !e.public {
 			u, issued, err := a.authenticate(r)
@@ -326,8 +327,16 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // headerWritten reports whether a handler wrote its answer's header.
 func headerWritten(w http.ResponseWriter) bool {
-	sw, ok := w.(*statusWriter)
-	return ok && sw.wroteHeader
+	for {
+		switch x := w.(type) {
+		case *statusWriter:
+			return x.wroteHeader
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 func (w *statusWriter) status() int {
@@ -339,6 +348,41 @@ func (w *statusWriter) status() int {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// sendBody writes an answer with a write deadline per sendPiece: a
+// client that takes less than a piece in idle (it stopped reading, its
+// window full, while its kernel still answers keepalives) ends the
+// answer, which would otherwise hold its handler, and the answer (a
+// history page of megabytes) or the open file of a download, as long as
+// the client kept the connection. A slow client that still takes a
+// piece per idle goes on. net/http clears the deadline once it has
+// flushed the answer's last bytes under it.
+type sendBody struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+// sendPiece is what a client must take of an answer within the idle time.
+const sendPiece = 4 << 10
+
+func (b *sendBody) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		piece := p[:min(len(p), sendPiece)]
+		_ = b.rc.SetWriteDeadline(time.Now().Add(b.idle))
+		m, err := b.ResponseWriter.Write(piece)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[len(piece):]
+	}
+	return n, nil
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (b *sendBody) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // jsonErrorWriter replaces the plain-text (or empty) error answers that
 // net/http writes itself with the API's JSON error, so every failure has

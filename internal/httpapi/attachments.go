@@ -161,40 +161,7 @@ func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *h
 				r.Header.Set("Range", "bytes="+set)
 			}
 		}
-		out := &sendBody{ResponseWriter: w, rc: http.NewResponseController(w), idle: a.transferIdle}
-		// net/http clears the deadline once it has flushed the answer's
-		// last bytes, under it.
-		http.ServeContent(&jsonErrorWriter{ResponseWriter: out, rewrite: rewrite}, r, "", d.ModTime, d.Content)
+		http.ServeContent(&jsonErrorWriter{ResponseWriter: w, rewrite: rewrite}, r, "", d.ModTime, d.Content)
 		return nil
 	}
-}
-
-// sendBody is a download's writer with a write deadline per sendPiece: a
-// client that takes less than a piece in idle (it stopped reading, its
-// window full, while its kernel still answers keepalives) ends the
-// download, which would otherwise hold its handler and open file as long
-// as the client kept the connection. http.ServeContent writes 32 KiB at
-// a time; a slow client that still takes a piece per idle goes on.
-type sendBody struct {
-	http.ResponseWriter
-	rc   *http.ResponseController
-	idle time.Duration
-}
-
-// sendPiece is what a download's client must take within the idle time.
-const sendPiece = 4 << 10
-
-func (b *sendBody) Write(p []byte) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		piece := p[:min(len(p), sendPiece)]
-		_ = b.rc.SetWriteDeadline(time.Now().Add(b.idle))
-		m, err := b.ResponseWriter.Write(piece)
-		n += m
-		if err != nil {
-			return n, err
-		}
-		p = p[len(piece):]
-	}
-	return n, nil
 }
