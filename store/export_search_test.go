@@ -11,11 +11,20 @@ import (
 )
 
 // ExplainSearch returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
-// statement Search runs for the first page of q (its Terms parsed).
+// statement Search runs for the page of q (its Terms parsed) after
+// q.Cursor (none: the first page).
 func (s *Store) ExplainSearch(ctx context.Context, q chat.SearchQuery) (string, error) {
+	var cur *chat.SearchCursor
+	if q.Cursor != "" {
+		c, err := chat.DecodeSearchCursor(q.Cursor)
+		if err != nil {
+			return "", err
+		}
+		cur = &c
+	}
 	var plan []string
 	err := s.runTx(ctx, "explain search", readOnly(), func(tx pgx.Tx) error {
-		sql, args, _, err := s.searchStatement(ctx, tx, q, nil)
+		sql, args, _, err := s.searchStatement(ctx, tx, q, cur)
 		if err != nil || sql == "" {
 			return err
 		}

@@ -34,7 +34,10 @@ import (
 // terms as words (any of them, prefixes), so a word match outranks a match
 // inside a word; ties go to the newer message. A term a fifth of all
 // messages hold carries no relevance (a stop word): a query of only such
-// terms is listed by recency alone (searchByRecency, searchRecentSQL). The score is ts_rank scaled
+// terms is listed by recency alone (searchByRecency, searchRecentSQL), and
+// so are the pages after such a listing's cursor, from the candidates a
+// ranked search reads once its terms are not that common (searchSQL's
+// byRecency: never a walk of every message). The score is ts_rank scaled
 // to an integer so that the keyset cursor (score, created_at,
 // conversation, seq) compares exactly. The score is the current body's:
 // an edit between two pages moves its message in the ranking, so it may
@@ -135,6 +138,20 @@ func (s *Store) searchStatement(ctx context.Context, tx pgx.Tx, q chat.SearchQue
 		return "", nil, false, err
 	}
 	recent := s.searchByRecency(ctx, tx, q.Terms)
+	if cur != nil && cur.Recent && !recent {
+		// The pages after a listing by recency stay so, but its terms
+		// are not common (any more, or the cursor was made up): walking
+		// every conversation newest first would read every message the
+		// caller can see before a page of rare hits is found. Their
+		// candidates are read as a ranked search reads them, listed by
+		// recency.
+		way := searchWay{scan: s.searchByScan(ctx, tx, q.Terms, visible), byRecency: true}
+		if !way.scan {
+			way.trigrams = s.searchAsTrigrams(ctx, tx, q.Terms)
+		}
+		sql, args := searchSQL(q, scope, cur, way)
+		return sql, args, true, nil
+	}
 	if cur != nil {
 		recent = cur.Recent
 	}
@@ -208,6 +225,9 @@ type searchWay struct {
 	// trigrams holds the substring terms the indexes are given as their
 	// trigrams (searchAsTrigrams).
 	trigrams map[string]bool
+	// byRecency lists the hits by recency alone (every score 0), as
+	// searchRecentSQL does, from the candidates this way reads.
+	byRecency bool
 }
 
 // searchSQL builds the ranked query for q. Every value is a parameter;
@@ -219,13 +239,16 @@ type searchWay struct {
 func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, way searchWay) (string, []any) {
 	args, arg := sc.params()
 	where := strings.Join(searchFilters(q, way, arg), "\n\t  AND ")
-	_, rank := searchQueries(q.Terms)
-	rq := arg(rank)
+	score := "0::bigint"
+	if !way.byRecency {
+		_, rank := searchQueries(q.Terms)
+		score = `(ts_rank(x.search, to_tsquery('simple', ` + arg(rank) + `)) * 1000000)::bigint`
+	}
 	var sql string
 	if way.scan {
 		sql = `SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
 	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body,
-	       (ts_rank(x.search, to_tsquery('simple', ` + rq + `)) * 1000000)::bigint AS score
+	       ` + score + ` AS score
 	FROM message x
 	JOIN unnest($1::bigint[], $2::bigint[]) AS v(c, f) ON v.c = x.conversation_id
 	WHERE x.conversation_id = ANY($1::bigint[]) AND x.seq > v.f
@@ -242,7 +265,7 @@ func searchSQL(q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor, way s
 )
 SELECT conversation_id, seq, sender_id, created_at, edited_at, body, score FROM (
 	SELECT x.conversation_id, x.seq, x.sender_id, x.created_at, x.edited_at, x.body,
-	       (ts_rank(x.search, to_tsquery('simple', ` + rq + `)) * 1000000)::bigint AS score
+	       ` + score + ` AS score
 	FROM hit x
 	JOIN unnest($1::bigint[], $2::bigint[]) AS v(c, f) ON v.c = x.conversation_id
 	WHERE x.seq > v.f
