@@ -264,7 +264,12 @@ func bindSearch(_ *API, _ http.ResponseWriter, r *http.Request, p *searchParams)
 	if p.Limit, err = q.int("limit"); err != nil {
 		return err
 	}
-	for name, dst := range map[string]**time.Time{"before": &p.Before, "after": &p.After} {
+	// In a fixed order: two bad times are answered alike every time.
+	for _, f := range []struct {
+		name string
+		dst  **time.Time
+	}{{"before", &p.Before}, {"after", &p.After}} {
+		name, dst := f.name, f.dst
 		if s := q.str(name); s != "" {
 			t, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {

@@ -28,3 +28,16 @@ func TestABadTimeInABodyIsRefusedSayingATimeIsRFC3339(t *testing.T) {
 		t.Errorf("GET search before=tomorrow: %d %s", r.status, truncate(r.body))
 	}
 }
+
+// TestASearchWithTwoBadTimesIsAnsweredTheSameEveryTime: before and after
+// were read in a map's order, so a query with both malformed named either
+// at random; the same request now gets the same answer, naming before.
+func TestASearchWithTwoBadTimesIsAnsweredTheSameEveryTime(t *testing.T) {
+	e := newEnv(t)
+	for range 30 {
+		r := e.do(1, "GET", "/v1/search?q=x&before=yesterday&after=today", nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "before must be an RFC 3339 time") {
+			t.Fatalf("GET /v1/search with two bad times: %d %s, want 400 naming before", r.status, truncate(r.body))
+		}
+	}
+}
