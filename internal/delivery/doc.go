@@ -120,12 +120,12 @@
 // does not bring holds its events for good, and must not take the room
 // of another conversation's, which wait for entries on their way. Past
 // QueueSize, an event of the conversation with the most waiting (or as
-// many as any) is dropped, and any other takes the place of that
-// conversation's oldest (waitList). One for
-// a conversation the session has no stream of waits for the session to
-// re-read its conversations: a member added on another node, whom the
-// index lists before the relay brings the join, gets what follows the
-// join.
+// many as any) is dropped, and any other takes the place of the event
+// that has waited longest of the conversations with the most (waitList).
+// One for a conversation the session has no stream of waits for the
+// session to re-read its conversations: a member added on another node,
+// whom the index lists before the relay brings the join, gets what
+// follows the join.
 //
 // # Membership
 //

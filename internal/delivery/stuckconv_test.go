@@ -13,8 +13,8 @@ import (
 
 // stuckConv is user 3's session on a node that never hears of their
 // removal from conv (another node removed them, the relay is down), in a
-// hub whose catch-up reads are counted, and other, a group of users 1, 2
-// and 3 they stay in.
+// hub whose catch-up reads are counted, and other and third, groups of
+// users 1, 2 and 3 they stay in.
 type stuckConv struct {
 	st      *store.Store
 	rec     *recorder
@@ -23,6 +23,7 @@ type stuckConv struct {
 	u3      *fakeConn
 	conv    int64
 	other   int64
+	third   int64
 	read    int64 // the seq user 2 read up to in conv
 	// presences counts the presence events routed to user 3.
 	presences int
@@ -38,8 +39,12 @@ func newStuckConv(t *testing.T, o delivery.Options, n int) *stuckConv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	third, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "third", Members: []int64{2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec.take()
-	s := &stuckConv{st: st, rec: rec, counted: &countedSince{DeliveryStore: f.sessions}, conv: conv.ID, other: other.ID}
+	s := &stuckConv{st: st, rec: rec, counted: &countedSince{DeliveryStore: f.sessions}, conv: conv.ID, other: other.ID, third: third.ID}
 	s.h = startHub(t, s.counted, o)
 	s.u3 = attachUser(t, s.h, f, "u3", 3, false, true, true)
 	for _, ev := range append(sendSeqsAs(t, st, rec, conv.ID, 1, n), sendSeqsAs(t, st, rec, other.ID, 1, 1)...) {
@@ -133,4 +138,41 @@ func TestAConversationStuckBeforeARemovalCostsAtMostOneCatchUpReadPerGapWait(t *
 		testkit.Never(t, 2*gapWait, "a second catch-up read for one receipt", func() bool { return s.counted.n.Load() > before+1 })
 	}
 	t.Logf("20 receipts in %v: %d reads", took, reads)
+}
+
+// heldReceipts commits an entry of user 3 in conv, held back as a late
+// relay holds it, and each reader's read of it, routed here at once:
+// their receipts wait for the entry. It returns the entry's events.
+func (s *stuckConv) heldReceipts(t *testing.T, conv int64, readers ...int64) []chat.Event {
+	t.Helper()
+	entry := sendSeqsAs(t, s.st, s.rec, conv, 3, 1)
+	for _, u := range readers {
+		if _, err := s.st.MarkRead(context.Background(), conv, u, entry[0].Seq); err != nil {
+			t.Fatal(err)
+		}
+		s.routeOneByOne(t, s.rec.take())
+	}
+	return entry
+}
+
+// Past QueueSize, of the conversations with the most events waiting, the
+// one whose event has waited longest gives it up for another
+// conversation's: a conversation stuck before a removal, whose receipts
+// came first, gives its own, not one of a conversation as full whose
+// entry is on its way (two readers' receipts, each a read state the
+// client must hear).
+func TestAReceiptPastQueueSizeTakesThePlaceOfTheLongestWaitingOfTheFullestConversations(t *testing.T) {
+	const qs = 4
+	s := newStuckConv(t, delivery.Options{GapWait: time.Hour, QueueSize: qs}, 2)
+	s.receipt(t)
+	s.receipt(t)
+	late := s.heldReceipts(t, s.other, 1, 2)              // as many waiting as the stuck conversation
+	late = append(late, s.heldReceipts(t, s.third, 1)...) // past QueueSize
+	s.routeOneByOne(t, late)
+	testkit.WaitFor(t, 5*time.Second, "both readers' receipts of the other conversation and the third's", func() bool {
+		return events(s.u3, chat.EventReadUpdated, s.other) == 2 && events(s.u3, chat.EventReadUpdated, s.third) == 1
+	})
+	if n := events(s.u3, chat.EventReadUpdated, s.conv); n != 0 {
+		t.Errorf("the removed member got %d read receipts committed after their removal", n)
+	}
 }

@@ -7,12 +7,14 @@ import "slices"
 // and how many of each conversation wait. It keeps at most a bound of
 // them (QueueSize), and past it one conversation never crowds out
 // another: an event is dropped when its conversation has the most
-// waiting (or as many as any), and otherwise the oldest waiting event of
-// the conversation that has the most is dropped to make room for it. A
-// conversation whose events wait for good (the user was removed on
-// another node and the relay is down: their stream never gets the
-// entries they wait for) thus takes the room only while nothing else
-// needs it. A pure value: the session's pump owns it.
+// waiting (or as many as any), and otherwise the event that has waited
+// longest of the conversations that have the most is dropped to make
+// room for it. A conversation whose events wait for good (the user was
+// removed on another node and the relay is down: their stream never gets
+// the entries they wait for) thus takes the room only while nothing else
+// needs it, and of two that have as many, it is the one whose events
+// came first that gives way: not one of a conversation whose entries are
+// on their way. A pure value: the session's pump owns it.
 type waitList struct {
 	evs []laterEvent
 	per map[int64]int // events waiting, by conversation
@@ -30,31 +32,28 @@ func (l *waitList) room(conv int64, limit int) bool {
 	if len(l.evs) < limit {
 		return true
 	}
-	_, most := l.most()
-	return l.per[conv] < most
+	return l.per[conv] < l.most()
 }
 
-// most is the conversation with the most events waiting, and how many.
-func (l *waitList) most() (conv int64, n int) {
-	for c, k := range l.per {
-		if k > n {
-			conv, n = c, k
-		}
+// most is how many events the conversation with the most waiting has.
+func (l *waitList) most() (n int) {
+	for _, k := range l.per {
+		n = max(n, k)
 	}
-	return conv, n
+	return n
 }
 
-// add appends w, which room allowed: at limit, the oldest event of the
-// conversation with the most waiting goes.
+// add appends w, which room allowed: at limit, of the conversations with
+// the most waiting, the event that has waited longest goes (the first
+// found: not by map order, which would pick at random among as many).
 func (l *waitList) add(w laterEvent, limit int) {
 	if len(l.evs) >= limit {
-		if c, n := l.most(); n > 0 {
-			for i := range l.evs {
-				if l.evs[i].it.conv == c {
-					l.evs = slices.Delete(l.evs, i, i+1)
-					l.count(c, -1)
-					break
-				}
+		most := l.most()
+		for i, o := range l.evs {
+			if l.per[o.it.conv] == most {
+				l.evs = slices.Delete(l.evs, i, i+1)
+				l.count(o.it.conv, -1)
+				break
 			}
 		}
 	}

@@ -27,6 +27,10 @@ func TestAWaitListPastItsBoundKeepsEveryConversationsRoom(t *testing.T) {
 			[]string{"1/1", "1/2", "2/3", "2/4"}},
 		{"a newcomer takes room until it has as many as the one that filled it", []int64{1, 1, 1, 1, 2, 2, 2},
 			[]string{"1/3", "1/4", "2/5", "2/6"}},
+		{"of conversations with as many as the most, the one waiting longest gives its oldest", []int64{1, 2, 1, 2, 3},
+			[]string{"2/2", "1/3", "2/4", "3/5"}},
+		{"the one waiting longest, whichever its id", []int64{2, 1, 2, 1, 3},
+			[]string{"1/2", "2/3", "1/4", "3/5"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var l waitList
