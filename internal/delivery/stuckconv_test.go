@@ -25,6 +25,7 @@ type stuckConv struct {
 	other   int64
 	third   int64
 	read    int64 // the seq user 2 read up to in conv
+	removal []chat.Event
 	// presences counts the presence events routed to user 3.
 	presences int
 }
@@ -55,7 +56,7 @@ func newStuckConv(t *testing.T, o delivery.Options, n int) *stuckConv {
 	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
 		t.Fatal(err)
 	}
-	rec.take() // the removal: never relayed
+	s.removal = rec.take() // not relayed, unless a test says
 	return s
 }
 
@@ -171,6 +172,32 @@ func TestAReceiptPastQueueSizeTakesThePlaceOfTheLongestWaitingOfTheFullestConver
 	s.routeOneByOne(t, late)
 	testkit.WaitFor(t, 5*time.Second, "both readers' receipts of the other conversation and the third's", func() bool {
 		return events(s.u3, chat.EventReadUpdated, s.other) == 2 && events(s.u3, chat.EventReadUpdated, s.third) == 1
+	})
+	if n := events(s.u3, chat.EventReadUpdated, s.conv); n != 0 {
+		t.Errorf("the removed member got %d read receipts committed after their removal", n)
+	}
+}
+
+// The relay bringing the removal at last frees the room the stuck
+// conversation's receipts took: the removed user hears member.removed (a
+// notice: it never waits with them), none of those receipts, and as many
+// receipts of another conversation as QueueSize then wait for their
+// entries and go out.
+func TestARemovalRelayedAtLastFreesTheRoomOfTheStuckConversationsReceipts(t *testing.T) {
+	const qs = 4
+	s := newStuckConv(t, delivery.Options{GapWait: time.Hour, QueueSize: qs}, qs)
+	for range qs {
+		s.receipt(t)
+	}
+	s.routeOneByOne(t, s.removal)
+	testkit.WaitFor(t, 5*time.Second, "the removed user's member.removed", func() bool {
+		return events(s.u3, chat.EventMemberRemoved, s.conv) == 1
+	})
+	late := s.heldReceipts(t, s.other, 1, 2)
+	late = append(late, s.heldReceipts(t, s.other, 1, 2)...)
+	s.routeOneByOne(t, late)
+	testkit.WaitFor(t, 5*time.Second, "the other conversation's four receipts", func() bool {
+		return events(s.u3, chat.EventReadUpdated, s.other) == qs
 	})
 	if n := events(s.u3, chat.EventReadUpdated, s.conv); n != 0 {
 		t.Errorf("the removed member got %d read receipts committed after their removal", n)
