@@ -1190,9 +1190,10 @@ func (s *Session) endStream(id int64) {
 }
 
 // noteLeft records that the stored cursors read hold every join and leave
-// of conversation id up to seq, which has no stream.
+// of conversation id up to seq, which has no stream (seq 0 too: a group
+// with no entry yet).
 func (s *Session) noteLeft(id, seq int64) {
-	if seq <= s.left[id] {
+	if old, ok := s.left[id]; ok && seq <= old {
 		return
 	}
 	if s.left == nil {
@@ -1203,12 +1204,15 @@ func (s *Session) noteLeft(id, seq int64) {
 
 // stale reports whether the join or leave it is one that the stored
 // cursors its conversation's stream was read from hold already
-// (noteRead), or that those of a conversation with no stream did.
+// (noteRead), or that those of a conversation with no stream did. Of a
+// conversation they did not hold, none is: a group created since joins
+// its members at seq 0.
 func (s *Session) stale(it item) bool {
 	if st := s.streams[it.conv]; st != nil {
 		return it.seq <= st.read
 	}
-	return it.seq <= s.left[it.conv]
+	left, ok := s.left[it.conv]
+	return ok && it.seq <= left
 }
 
 // owed lists the memberships stored cursor c says the session is owed,
