@@ -299,9 +299,12 @@ func (p *Presence) ClaimOnline(ctx context.Context, users []int64) ([]int64, err
 }
 
 // ClaimOffline records that the users among users connected to no live
-// node other than node are told they went offline, and returns them with
-// when they were last seen (as Presence answers it; zero: never): the
-// ones to announce offline. Their rows are locked first, in user id
+// node other than node are told they went offline, and returns those
+// whose watchers were last told they are online, with when they were
+// last seen (as Presence answers it; zero: never): the ones to announce
+// offline. One announced offline already (by the node that reaped this
+// one while their grace ran here, or by another node's grace) is not
+// announced again: the announcement is once per transition. Their rows are locked first, in user id
 // order, so that a ClaimOnline of another node either comes after (and
 // announces them online again) or came before, with its connections
 // recorded, which this claim then sees.
@@ -323,8 +326,9 @@ func (p *Presence) ClaimOffline(ctx context.Context, node string, users []int64)
 		  SELECT DISTINCT u FROM unnest($1::bigint[]) AS u
 		  WHERE NOT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
 		                    WHERE s.user_id = u AND s.node_id <> $2 AND n.heartbeat_at > now() - make_interval(secs => $3))),
-		told AS (UPDATE user_presence SET announced_online = false WHERE user_id IN (SELECT u FROM gone))
-		SELECT u, `+lastSeenSQL("u")+` FROM gone`, users, node, p.ttl.Seconds())
+		told AS (UPDATE user_presence SET announced_online = false
+		         WHERE user_id IN (SELECT u FROM gone) AND announced_online RETURNING user_id AS u)
+		SELECT u, `+lastSeenSQL("u")+` FROM told`, users, node, p.ttl.Seconds())
 	b.Queue("COMMIT")
 	out := make(map[int64]time.Time, len(users))
 	br := conn.Conn().SendBatch(ctx, b)

@@ -39,8 +39,9 @@ type Store interface {
 	// they left. The caller's connections of theirs are recorded first.
 	ClaimOnline(ctx context.Context, users []int64) ([]int64, error)
 	// ClaimOffline records the users among users connected to no live
-	// node but node announced offline and returns them (whom to
-	// announce) with when they were last seen, as Presence answers it
+	// node but node announced offline and returns those whose watchers
+	// were last told they are online (whom to announce: once per
+	// transition) with when they were last seen, as Presence answers it
 	// (zero: never).
 	ClaimOffline(ctx context.Context, node string, users []int64) (map[int64]time.Time, error)
 	// ReapNodes clears the connections of the other nodes whose heartbeat
