@@ -148,8 +148,9 @@
 // retry that device only, after the longer of Retry-After (capped at 1 h)
 // and exponential backoff with full jitter (BackoffMin..BackoffMax);
 // after MaxAttempts a push is dropped (a send a stopping node cancelled
-// is no attempt; one a service answered with a retry before the stop is,
-// and so counts the push's sends cut with it) (chat_push_skipped_total
+// before any answer is no attempt; one a service answered with a retry
+// is, also when the stop came right after the answer, and so counts the
+// push's sends cut with it) (chat_push_skipped_total
 // {reason="gave_up"}); any other status fails that push for that device.
 // With both the Kafka topic and the webhook, a device's push is written to
 // Kafka first (a failed write retries it, the webhook not tried) and then

@@ -79,11 +79,13 @@ func (o *outputs) close() {
 
 // deliver sends n to one device and classifies the answer; after is the
 // push service's Retry-After, if it gave one; kafkaOK that the Kafka topic
-// has it (now, or from an earlier attempt of j).
-func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification) (res outcome, after time.Duration, kafkaOK bool) {
+// has it (now, or from an earlier attempt of j); cut that ctx was
+// cancelled before any answer came (a retry that was no attempt: an
+// answer received is one, also when ctx ended right after it).
+func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification) (res outcome, after time.Duration, kafkaOK, cut bool) {
 	if isWebPush(d.Platform) {
-		res, after = o.webPush(ctx, j, d, n)
-		return res, after, false
+		res, after, cut = o.webPush(ctx, j, d, n)
+		return res, after, false, cut
 	}
 	req := Request{
 		ID:     strconv.FormatInt(j.id, 10) + "-" + strconv.FormatInt(d.ID, 10),
@@ -96,12 +98,12 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return sentFailed, 0, false
+		return sentFailed, 0, false, false
 	}
 	res = sentFailed
 	if o.kafka == nil && o.cfg.WebhookURL == "" {
 		o.log.Warn("push: no FCM/APNs hand-off configured; dropping the push", "platform", d.Platform)
-		return sentFailed, 0, false
+		return sentFailed, 0, false, false
 	}
 	// With the webhook too, a device Kafka took the push for in an
 	// earlier attempt, which the webhook asked to retry, gets it from the
@@ -114,7 +116,7 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 		if err := o.ensureTopic(wctx); err != nil {
 			cancel()
 			o.log.Debug("push: could not ensure the Kafka topic", "err", err)
-			return sentRetry, 0, false
+			return sentRetry, 0, false, ctx.Err() != nil
 		}
 		err := o.kafka.WriteMessages(wctx, kafka.Message{
 			Key:   []byte(strconv.FormatInt(j.user, 10)),
@@ -128,20 +130,20 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 		cancel()
 		if err != nil {
 			o.log.Debug("push: Kafka hand-off failed", "err", err)
-			return sentRetry, 0, false
+			return sentRetry, 0, false, ctx.Err() != nil
 		}
 		res, kafkaOK = sentOK, true
 	}
 	if o.cfg.WebhookURL != "" {
 		handedOff := res == sentOK
-		res, after = o.webhook(ctx, body)
+		res, after, cut = o.webhook(ctx, body)
 		if handedOff && res == sentFailed {
 			// Kafka's consumer has the push, which may reach the device,
 			// though the webhook refused it.
 			res = sentFailedHandedOff
 		}
 	}
-	return res, after, kafkaOK
+	return res, after, kafkaOK, cut
 }
 
 // ensureTopic runs Config.EnsureKafkaTopic until it succeeds once.
@@ -161,29 +163,30 @@ func (o *outputs) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
-// webhook POSTs a signed request to the operator's sender.
-func (o *outputs) webhook(ctx context.Context, body []byte) (outcome, time.Duration) {
+// webhook POSTs a signed request to the operator's sender; cut: ctx
+// ended before it answered.
+func (o *outputs) webhook(ctx context.Context, body []byte) (res outcome, after time.Duration, cut bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {
-		return sentFailed, 0
+		return sentFailed, 0, false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(SignatureHeader, Sign([]byte(o.cfg.WebhookSecret), time.Now(), body))
 	resp, err := o.hookClient.Do(req)
 	if err != nil {
 		o.log.Debug("push: webhook failed", "err", err)
-		return sentRetry, 0
+		return sentRetry, 0, ctx.Err() != nil
 	}
 	status := resp.StatusCode
-	res, after := classify(resp)
+	res, after = classify(resp)
 	if res == sentGone && status != http.StatusGone {
 		// The sender says a token is dead with 410 alone: a 404 is the
 		// webhook's own URL not found (a wrong path, a proxy without the
 		// route), which must not delete every FCM and APNs device.
 		o.log.Warn("push: the webhook answered 404: is push_webhook_url right?")
-		return sentFailed, 0
+		return sentFailed, 0, false
 	}
-	return res, after
+	return res, after, false
 }
 
 // Sign returns the X-Chat-Signature value of body sent at t.
@@ -229,8 +232,9 @@ func Verify(secret []byte, header string, body []byte, now time.Time, tolerance 
 }
 
 // webPush encrypts n for the subscription (RFC 8291 aes128gcm) and POSTs
-// it with a VAPID JWT (RFC 8292) to the endpoint (RFC 8030).
-func (o *outputs) webPush(ctx context.Context, j *job, d device, n Notification) (outcome, time.Duration) {
+// it with a VAPID JWT (RFC 8292) to the endpoint (RFC 8030); cut: ctx
+// ended before the push service answered.
+func (o *outputs) webPush(ctx context.Context, j *job, d device, n Notification) (res outcome, after time.Duration, cut bool) {
 	sub := &webpush.Subscription{Endpoint: d.Address, Keys: webpush.Keys{P256dh: d.P256dh, Auth: d.Auth}}
 	resp, err := webpush.SendNotificationWithContext(ctx, n.encode(), sub, &webpush.Options{
 		HTTPClient: o.cfg.HTTPClient,
@@ -246,15 +250,16 @@ func (o *outputs) webPush(ctx context.Context, j *job, d device, n Notification)
 	if err != nil {
 		if errors.Is(err, errPrivateAddress) {
 			o.log.Debug("push: endpoint on a private address refused", "device", d.ID)
-			return sentFailed, 0
+			return sentFailed, 0, false
 		}
 		if ctx.Err() != nil || isNetErr(err) {
-			return sentRetry, 0
+			return sentRetry, 0, ctx.Err() != nil
 		}
 		o.log.Debug("push: Web Push request could not be built", "err", err)
-		return sentFailed, 0
+		return sentFailed, 0, false
 	}
-	return classify(resp)
+	res, after = classify(resp)
+	return res, after, false
 }
 
 // isNetErr tells a failed request (retry) from one that could not be

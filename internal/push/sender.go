@@ -497,8 +497,9 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		o     outcome
 		after time.Duration
 		kafka bool // Kafka accepted it
-		// cut: a retry because stopping cancelled the send, no answer
-		// (an answer read before the stop is one, and was an attempt)
+		// cut: a retry because stopping cancelled the send before any
+		// answer (an answer received is one, and was an attempt, also
+		// when the stop came right after it)
 		cut bool
 	}
 	outs := make([]devOut, len(j.devices))
@@ -507,8 +508,8 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, after, kafka := p.out.deliver(ctx, j, d, n)
-			outs[i] = devOut{d.ID, o, after, kafka, o == sentRetry && ctx.Err() != nil}
+			o, after, kafka, cut := p.out.deliver(ctx, j, d, n)
+			outs[i] = devOut{d.ID, o, after, kafka, o == sentRetry && cut}
 			p.m.sent.WithLabelValues(d.Platform, o.String()).Inc()
 			if o == sentOK && !j.remove && j.msgAt != nil {
 				p.m.latency.Observe(time.Since(*j.msgAt).Seconds())
