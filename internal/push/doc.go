@@ -151,7 +151,9 @@
 // before any answer is no attempt; one a service answered with a retry
 // is, also when the stop came right after the answer, and so counts the
 // push's sends cut with it) (chat_push_skipped_total
-// {reason="gave_up"}); any other status fails that push for that device.
+// {reason="gave_up"}); any other status fails that push for that device,
+// for good: also in a claim a stopping node hands back, the next claims
+// leave that device out (push_job.refused), as a deleted one.
 // With both the Kafka topic and the webhook, a device's push is written to
 // Kafka first (a failed write retries it, the webhook not tried) and then
 // POSTed: the webhook's answer decides as above, and a retry goes to the

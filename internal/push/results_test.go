@@ -358,21 +358,50 @@ func TestARetryAnsweredBeforeANodeStopsIsAnAttempt(t *testing.T) {
 // phone is deleted with that hand-back all the same: the next node's
 // claim sends to the laptop alone, and no stop sends to the phone again.
 func TestADeviceGoneInAPushAStoppingNodeHandedBackIsDeletedNotSentAgain(t *testing.T) {
+	r, phone := phoneAnswersAsAStopCutsTheLaptop(t, http.StatusGone, "gone")
+	if n := r.count(`SELECT count(*) FROM push_device WHERE id = $1`, phone); n != 0 {
+		t.Fatalf("the phone, answered 410 before the stop handed the push back, is still a device (%d rows)\n%s", n, dumpJobs(r))
+	}
+	theNextNodeSendsToTheLaptopAlone(t, r, http.StatusGone)
+}
+
+// TestADeviceThatRefusedAPushAStoppingNodeHandedBackIsNotSentItAgain: the
+// phone's push service refused bob's push for good (400: any status but
+// 2xx, 404, 410, 429 and 5xx) and then the node stopped, cancelling the
+// laptop's send: the claim is handed back, nothing having reached a
+// device. The refusal is final for that push, as a 410 is: the next
+// node's claim sends to the laptop alone.
+func TestADeviceThatRefusedAPushAStoppingNodeHandedBackIsNotSentItAgain(t *testing.T) {
+	r, _ := phoneAnswersAsAStopCutsTheLaptop(t, http.StatusBadRequest, "failed")
+	theNextNodeSendsToTheLaptopAlone(t, r, http.StatusBadRequest)
+}
+
+// phoneAnswersAsAStopCutsTheLaptop has bob's phone's push service answer
+// status to his push while his laptop's hangs, and stops the node once
+// the node counted the phone's answer as result (its send outcome): the
+// laptop's send is cut. It returns the rig and the phone's device.
+func phoneAnswersAsAStopCutsTheLaptop(t *testing.T, status int, result string) (*rig, int64) {
+	t.Helper()
 	r := newRig(t)
 	r.subscribe(2, "laptop")
 	phone := r.subscribe(2, "phone")
 	r.ep.Hang("laptop", true)
-	r.ep.Script("phone", http.StatusGone)
+	r.ep.Script("phone", status)
 	reg := prometheus.NewRegistry()
 	stop := r.start(func(c *push.Config) { c.Registerer = reg })
 	r.send(r.direct(1, 2), 1, "hi bob")
-	testkit.WaitFor(t, 5*time.Second, "the phone's 410 answered to the node", func() bool {
-		return counterBy(t, reg, "chat_push_sent_total", "result")["gone"] >= 1
+	testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("the phone's %d answered to the node", status), func() bool {
+		return counterBy(t, reg, "chat_push_sent_total", "result")[result] >= 1
 	})
 	stop()
-	if n := r.count(`SELECT count(*) FROM push_device WHERE id = $1`, phone); n != 0 {
-		t.Fatalf("the phone, answered 410 before the stop handed the push back, is still a device (%d rows)\n%s", n, dumpJobs(r))
-	}
+	return r, phone
+}
+
+// theNextNodeSendsToTheLaptopAlone starts another node, the laptop's push
+// service answering again, and checks that it sends bob's push to the
+// laptop and not to the phone, which answered status before the stop.
+func theNextNodeSendsToTheLaptopAlone(t *testing.T, r *rig, status int) {
+	t.Helper()
 	r.ep.Hang("laptop", false)
 	r.start(nil)
 	r.waitPushes("laptop", 1, 5*time.Second)
@@ -384,6 +413,6 @@ func TestADeviceGoneInAPushAStoppingNodeHandedBackIsDeletedNotSentAgain(t *testi
 		}
 	}
 	if toPhone != 1 {
-		t.Fatalf("the phone got %d requests, want the one it answered 410\n%s", toPhone, describe(r.ep.Pushes()))
+		t.Fatalf("the phone got %d requests, want the one it answered %d\n%s", toPhone, status, describe(r.ep.Pushes()))
 	}
 }

@@ -77,7 +77,7 @@ WITH l AS (
         WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
     ) o ON true
     WHERE p.id = c.id
-    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent
+    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent, p.refused
 ), taken AS (
     UPDATE push_job o SET state = 'sent', lease_until = NULL, device_ids = NULL
     FROM j
@@ -98,7 +98,7 @@ const recheckSQL = `
 WITH j AS (
     UPDATE push_job SET lease_until = now() + make_interval(secs => $3)
     WHERE id = $1 AND claims = $2 AND state = 'sending' AND lease_until > now()
-    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, claims, device_ids, covered, kafka_sent
+    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, claims, device_ids, covered, kafka_sent, refused
 )` + readJobSQL
 
 // readJobSQL reads, for the claimed jobs j, what sending them needs
@@ -124,7 +124,8 @@ SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j
        COALESCE((SELECT json_agg(json_build_object('id', d.id, 'platform', d.platform, 'address', d.address,
                                                    'p256dh', d.p256dh, 'auth', d.auth, 'appId', d.app_id, 'locale', d.locale))
                  FROM push_device d
-                 WHERE d.user_id = j.user_id AND (j.device_ids IS NULL OR d.id = ANY(j.device_ids))), '[]'),
+                 WHERE d.user_id = j.user_id AND (j.device_ids IS NULL OR d.id = ANY(j.device_ids))
+                   AND NOT d.id = ANY(COALESCE(j.refused, '{}'))), '[]'),
        COALESCE(j.kafka_sent, '{}')
 FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
@@ -224,10 +225,14 @@ type result struct {
 	attempts int
 	claims   int     // the claim it is the result of: written only while the job is on it
 	gone     []int64 // devices to delete (404/410)
-	retry    []int64 // devices still owed
-	after    time.Duration
-	release  bool // not attempted (shutdown): hand the claim back as it was
-	uncount  bool // retry: sends were cancelled by a stopping node, no attempt
+	// refused: devices that refused the push for good. Recorded with a
+	// release (push_job.refused), so the next claims leave them out; a
+	// retry's device_ids leave them out already.
+	refused []int64
+	retry   []int64 // devices still owed
+	after   time.Duration
+	release bool // not attempted (shutdown): hand the claim back as it was
+	uncount bool // retry: sends were cancelled by a stopping node, no attempt
 	// kafkaSent: devices Kafka accepted the push for whose webhook send
 	// is owed again (retry, release): not written to Kafka again.
 	kafkaSent []int64
@@ -524,6 +529,8 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 			r.shown = !j.remove
 		case sentGone:
 			r.gone = append(r.gone, o.id)
+		case sentFailed:
+			r.refused = append(r.refused, o.id)
 		case sentRetry:
 			r.retry = append(r.retry, o.id)
 			r.after = max(r.after, o.after)
@@ -541,7 +548,9 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		// it: attempts are the push's), else repeated stops would retry
 		// it beyond MaxAttempts.
 		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff || o.kafka }) {
-			return result{id: j.id, attempts: j.attempts, claims: j.claims, gone: r.gone, release: true, kafkaSent: r.kafkaSent}
+			// A device that answered for good (gone, or refused) has
+			// its answer: the claim goes back without it.
+			return result{id: j.id, attempts: j.attempts, claims: j.claims, gone: r.gone, refused: r.refused, release: true, kafkaSent: r.kafkaSent}
 		}
 		r.uncount = true
 	}
@@ -620,6 +629,10 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 		if len(r.kafkaSent) > 0 && (r.release || len(r.retry) > 0) {
 			b.Queue(`UPDATE push_job SET kafka_sent = COALESCE(kafka_sent, '{}') || $2
 WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.kafkaSent, r.claims)
+		}
+		if len(r.refused) > 0 && r.release {
+			b.Queue(`UPDATE push_job SET refused = COALESCE(refused, '{}') || $2
+WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 		}
 		switch {
 		case r.lost:
