@@ -103,12 +103,14 @@
 //
 // A (user, conversation) has at most one pending job; later decisions merge
 // into it (count grows, seq moves up). A new job is due at once, or
-// MinInterval after the pair's last push (push_last.pushed_at: recorded
-// by a notification's first claim, and forgotten again when it is
-// skipped or handed back by a stopping node, sent to no device: that was
-// no push; a claim whose send a stopping node cancelled after a device
-// got it was one, and is not forgotten by the claims after it);
-// push_last.seq
+// MinInterval after the pair's last push that reached a device
+// (push_last.pushed_at: recorded by a notification's first claim, and
+// forgotten again when that claim reached no device: skipped, handed
+// back by a stopping node, refused by every device, or owed to them
+// again, a push service that could not be reached or answered a retry
+// having buzzed nothing; recorded again by a retry that reaches one; a
+// claim whose send a stopping node cancelled after a device got it was a
+// push, and is not forgotten by the claims after it); push_last.seq
 // is the highest seq any job covered, so no message is counted twice.
 //
 // # Sending (every node)

@@ -39,8 +39,9 @@ import (
 // pair's newest claimed one).
 // The first claim of a notification records the push of (user,
 // conversation) that the minimum interval counts from (applyResults
-// forgets it when the push is skipped or handed back, sent to no device
-// by it nor by an earlier claim a stopping node cut short).
+// forgets it when the claim reaches no device, nor did an earlier claim
+// a stopping node cut short: skipped, handed back, refused or owed
+// again; a later attempt that reaches one records it again).
 //
 // $4 is MaxAge in seconds (readJobSQL).
 //
@@ -241,6 +242,9 @@ type result struct {
 	// shown: a notification that may be on a device (sent to one now or
 	// in an earlier attempt), kept as the pair's sent one for recalls.
 	shown bool
+	// reached: this claim's send reached a device (a push service or
+	// Kafka took it): the pair's minimum interval counts from it.
+	reached bool
 }
 
 // send claims due jobs into the bounded queue, runs the workers and the
@@ -539,6 +543,9 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 			}
 		}
 	}
+	// A service (or Kafka, whose consumer may show it) took the push for
+	// a device: it may have buzzed one.
+	r.reached = slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff || o.kafka })
 	if len(r.retry) > 0 && ctx.Err() != nil && !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentRetry && !o.cut }) {
 		// Stopping cancelled every send owed again: that was no attempt
 		// of theirs, so it does not count toward MaxAttempts. Sent to no
@@ -547,7 +554,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		// before the stop was an attempt, and counts (the cut sends with
 		// it: attempts are the push's), else repeated stops would retry
 		// it beyond MaxAttempts.
-		if !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff || o.kafka }) {
+		if !r.reached {
 			// A device that answered for good (gone, or refused) has
 			// its answer: the claim goes back without it.
 			return result{id: j.id, attempts: j.attempts, claims: j.claims, gone: r.gone, refused: r.refused, release: true, kafkaSent: r.kafkaSent}
@@ -613,10 +620,11 @@ func (p *Pusher) writeResults(in <-chan result) {
 
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var (
-		done, shown, gone, released, noPush []int64
-		doneClaims, shownClaims             []int
-		releasedClaims, noPushClaims        []int
-		b                                   pgx.Batch
+		done, shown, gone, released, noPush, pushed []int64
+		doneClaims, shownClaims, pushedClaims       []int
+		releasedClaims, noPushClaims                []int
+		retries                                     []result
+		b                                           pgx.Batch
 	)
 	// A result is written only while its claim holds the job: the same
 	// claim (push_job.claims, which only goes up: attempts goes back down
@@ -634,6 +642,12 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.kafkaSent, r.claim
 			b.Queue(`UPDATE push_job SET refused = COALESCE(refused, '{}') || $2
 WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 		}
+		if r.reached && r.attempts > 1 && !r.lost && !r.release {
+			// A retry that reached a device: the first claim's push was
+			// forgotten if it reached none (noPush), and a device was
+			// buzzed now.
+			pushed, pushedClaims = append(pushed, r.id), append(pushedClaims, r.claims)
+		}
 		switch {
 		case r.lost:
 		case r.release:
@@ -643,20 +657,17 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 				noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 			}
 		case len(r.retry) > 0:
-			uncount := 0
-			if r.uncount {
-				uncount = 1
+			retries = append(retries, r)
+			if !r.shown && !r.reached {
+				// Owed again, and it reached no device: no push yet.
+				noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 			}
-			b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL, attempts = attempts - $5,
-not_before = now() + make_interval(secs => $3) WHERE id = $1 AND claims = $4 AND state = 'sending'`,
-				r.id, r.retry, r.after.Seconds(), r.claims, uncount)
 		case r.shown:
 			shown, shownClaims = append(shown, r.id), append(shownClaims, r.claims)
 		default:
+			// Skipped, or refused by every device: sent to none.
 			done, doneClaims = append(done, r.id), append(doneClaims, r.claims)
-			if r.skipped {
-				noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
-			}
+			noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 		}
 	}
 	var deleted int64
@@ -671,7 +682,9 @@ not_before = now() + make_interval(secs => $3) WHERE id = $1 AND claims = $4 AND
 	if len(noPush) > 0 {
 		// A notification's first claim recorded it as the pair's last
 		// push (claimSQL); one skipped (not needed by the time it was
-		// due) or handed back unsent (a stopping node) was no push: the
+		// due), handed back unsent (a stopping node) or sent to no device
+		// (every one refused it, or is owed it again: a push service that
+		// could not be reached buzzed nothing) was no push: the
 		// minimum interval counts from the one before, which is at least
 		// that long ago (the claim was due), so the next push of the pair
 		// is held back by none. Only while it is still that first claim
@@ -692,6 +705,23 @@ WITH j AS (
 UPDATE push_job p SET not_before = now()
 FROM j WHERE p.user_id = j.user_id AND p.conversation_id = j.conversation_id
   AND p.kind = 'message' AND p.state = 'pending' AND p.not_before > now()`, noPush, noPushClaims)
+	}
+	// After noPush, which reads the first claim's device_ids as they were.
+	for _, r := range retries {
+		uncount := 0
+		if r.uncount {
+			uncount = 1
+		}
+		b.Queue(`UPDATE push_job SET device_ids = $2, lease_until = NULL, attempts = attempts - $5,
+not_before = now() + make_interval(secs => $3) WHERE id = $1 AND claims = $4 AND state = 'sending'`,
+			r.id, r.retry, r.after.Seconds(), r.claims, uncount)
+	}
+	if len(pushed) > 0 {
+		// Before shown, which ends the claims it reads.
+		b.Queue(`UPDATE push_last l SET pushed_at = now()
+FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
+WHERE p.id = r.id AND p.claims = r.claims AND p.kind = 'message' AND p.state = 'sending'
+  AND l.user_id = p.user_id AND l.conversation_id = p.conversation_id`, pushed, pushedClaims)
 	}
 	if len(done) > 0 {
 		b.Queue(`DELETE FROM push_job p USING unnest($1::bigint[], $2::int[]) AS r(id, claims)
