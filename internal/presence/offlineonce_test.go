@@ -10,6 +10,7 @@ import (
 	"github.com/chatd/chatd/internal/presence"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // offlineClaims is severed counting the offline claims that returned.
@@ -23,18 +24,27 @@ func (o *offlineClaims) ClaimOffline(ctx context.Context, node string, users []i
 	return o.severed.ClaimOffline(ctx, node, users)
 }
 
+// severableNodeA starts node a's tracker on a fresh database whose
+// presence writes the test can cut (a.cut, a.down) and whose offline claims
+// it counts (a.done); onA is what a announces.
+func severableNodeA(t *testing.T, grace time.Duration) (*pgxpool.Pool, *store.Presence, *offlineClaims, *published, *presence.Tracker) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
+	a := &offlineClaims{severed: severed{refusing: refusing{beating: beating{stored: pr}}}}
+	onA := &published{}
+	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
+		Grace: grace, Publish: onA.add})
+	return pool, pr, a, onA, tr
+}
+
 // TestAUserTheReaperAnnouncedOfflineIsNotAnnouncedOfflineAgainAfterTheGrace:
 // node a could not record that user 3 left (its connection write failed)
 // and was taken for dead; the node that reaped it announced user 3
 // offline. When a's grace of user 3 ends, its watchers were told already:
 // a announces nothing more.
 func TestAUserTheReaperAnnouncedOfflineIsNotAnnouncedOfflineAgainAfterTheGrace(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
-	a := &offlineClaims{severed: severed{refusing: refusing{beating: beating{stored: pr}}}}
-	var onA published
-	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
-		Grace: 2 * time.Second, Publish: onA.add})
+	pool, pr, a, onA, tr := severableNodeA(t, 2*time.Second)
 	connector(t, store.NewSessions(pool), tr)("three", "a/3/1", 3)
 	testkit.WaitFor(t, 5*time.Second, "user 3 announced online", func() bool { return len(onA.about(3)) == 1 })
 

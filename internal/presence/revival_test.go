@@ -44,14 +44,8 @@ func (r *refusing) ClaimOnline(ctx context.Context, users []int64) ([]int64, err
 // goes through, is of the users it owed it to, not of them: they were
 // told twice.
 func TestAUserConnectingWhileARevivalIsOwedIsAnnouncedOnlineOnce(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ss := store.NewSessions(pool)
-	pr := store.NewPresence(pool, presence.TTL(200*time.Millisecond))
-	a := &offlineClaims{severed: severed{refusing: refusing{beating: beating{stored: pr}}}}
-	var onA published
-	tr := startTracker(t, presence.Config{NodeID: "a", Store: a, Hub: nopHub{}, Heartbeat: 200 * time.Millisecond,
-		Grace: 100 * time.Millisecond, Publish: onA.add})
-	connect := connector(t, ss, tr)
+	pool, pr, a, onA, tr := severableNodeA(t, 100*time.Millisecond)
+	connect := connector(t, store.NewSessions(pool), tr)
 	events := func(user int64, n int, what string) {
 		t.Helper()
 		testkit.WaitFor(t, 5*time.Second, what, func() bool { return len(onA.about(user)) >= n })
