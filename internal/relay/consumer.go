@@ -74,6 +74,12 @@ type Consumer struct {
 	failing atomic.Bool // logged a failure since the last successful fetch
 	pinned  atomic.Bool // Pin succeeded: the group's start is fixed
 	echoes  echoes      // failures kafka-go may report again
+	// made is when NewConsumer ran, before the node accepted clients:
+	// a typing or presence event written before it reached none of
+	// them, and is never handed on (live notifications are not
+	// replayed), as a node restarted with its NodeID reads its group's
+	// backlog.
+	made time.Time
 }
 
 // NewConsumer validates cfg and registers the consumer's metrics.
@@ -103,9 +109,10 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, fmt.Errorf("relay consumer: %w", err)
 	}
 	return &Consumer{
-		cfg: cfg,
-		log: cfg.Logger.With("component", "kafka-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
-		m:   m,
+		cfg:  cfg,
+		log:  cfg.Logger.With("component", "kafka-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
+		m:    m,
+		made: time.Now(),
 	}, nil
 }
 
@@ -373,6 +380,9 @@ func (c *Consumer) handle(msg kafka.Message) {
 		c.log.Warn("kafka consumer: skipped undecodable message", "partition", msg.Partition, "offset", msg.Offset, "bytes", len(msg.Value), "err", err)
 		return
 	}
+	if ev.Ephemeral() && writtenBefore(msg, c.made) {
+		return
+	}
 	if ev.Trace.Parent != "" && c.cfg.Tracer != nil {
 		_, span := c.cfg.Tracer.Start(tracing.Extract(context.Background(), ev.Trace), tracing.SpanRelayConsume,
 			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
@@ -386,6 +396,15 @@ func (c *Consumer) handle(msg kafka.Message) {
 	}
 	c.cfg.Handler(ev)
 	c.m.events.Inc()
+}
+
+// writtenBefore reports whether msg's timestamp is before t's
+// millisecond (Kafka's resolution: a message written in the same
+// millisecond after t is not before it); a message without one
+// (timestamp 0: written by a producer that set none) is not.
+func writtenBefore(msg kafka.Message, t time.Time) bool {
+	ms := msg.Time.UnixMilli()
+	return ms > 0 && ms < t.UnixMilli()
 }
 
 // DecodeEvent decodes a chat.events message. The event id comes from the

@@ -85,7 +85,11 @@
 // shares a conversation with its user) on a goroutine of its own, which
 // keeps each user's changes in order and lets a newer one replace one
 // still waiting. A
-// node that restarts with the same NodeID resumes from its committed offset.
+// node that restarts with the same NodeID resumes from its committed
+// offset; of what was written while it was down it hands on the stored
+// events but no presence or typing event (live notifications, which
+// reached the clients connected then): it drops those whose timestamp is
+// before the Consumer was made.
 // Two consumers running with one NodeID would share the group, each
 // handling only the partitions Kafka assigned it, and skip each other's
 // events as their own (SkipOrigin): chatd refuses to start a node whose id
@@ -121,8 +125,8 @@
 // conversation id for typing, as the relay keys the conversation's stored
 // events. Publish never waits: it queues (at most 4,096 events per kind)
 // or drops and counts, and the publisher's goroutine encodes and writes
-// the queue; a write that fails is logged once per change of state and
-// its events dropped. The other nodes' consumers hand them on like any
+// the queue, each record's timestamp the time of its write; a write that
+// fails is logged once per change of state and its events dropped. The other nodes' consumers hand them on like any
 // event; chatd's handler gives presence to the presence tracker and
 // typing to the delivery hub.
 //

@@ -212,6 +212,9 @@ func (p *EphemeralPublisher) append(batch []kafka.Message, ev chat.Event) []kafk
 	return append(batch, kafka.Message{
 		Key:   EphemeralKey(ev),
 		Value: b,
+		// When it happened: a consumer started after it does not hand
+		// it on (Consumer.made). Without it the record's timestamp is 0.
+		Time: time.Now(),
 		Headers: []kafka.Header{
 			{Key: "type", Value: []byte(ev.Type)},
 			{Key: "origin", Value: []byte(p.origin)},
