@@ -125,10 +125,12 @@
 // conversation id for typing, as the relay keys the conversation's stored
 // events. Publish never waits: it queues (at most 4,096 events per kind)
 // or drops and counts, and the publisher's goroutine encodes and writes
-// the queue, each record's timestamp the time of its write; a write that
-// fails is logged once per change of state and its events dropped. The other nodes' consumers hand them on like any
-// event; chatd's handler gives presence to the presence tracker and
-// typing to the delivery hub.
+// the queue, each record's timestamp the time of its Publish; a write
+// that fails is logged once per change of state and its events dropped,
+// and a typing indicator that waited longer than it is shown (3 s) is
+// dropped rather than written. The other nodes' consumers hand them on
+// like any event; chatd's handler gives presence to the presence tracker
+// and typing to the delivery hub.
 //
 // # Pruner (no Kafka)
 //
@@ -168,5 +170,6 @@
 // handler has not returned from, as of the latest fetch of each
 // partition), chat_outbox_pruned_total, chat_outbox_pruner_errors_total
 // and, per kind of ephemeral event, chat_presence_kafka_dropped_total and
-// chat_typing_kafka_dropped_total (queue full or write failed).
+// chat_typing_kafka_dropped_total (queue full or write failed; for typing
+// also an indicator that waited for Kafka longer than typingFresh, 3 s).
 package relay

@@ -27,6 +27,13 @@ const (
 // ephemeralTimeout bounds one write, metadata lookup included.
 const ephemeralTimeout = 10 * time.Second
 
+// typingFresh is how long a typing indicator may wait for Kafka: a client
+// shows one for about 3 s (the web client; the typist's app sends another
+// every 2 s while they type), so one that waited longer, behind a write
+// Kafka held up, would show the other nodes' clients a typist who may
+// have stopped, or sent their message, since. It is dropped instead.
+const typingFresh = 3 * time.Second
+
 // EphemeralConfig configures an EphemeralPublisher; Brokers, Origin and
 // Kind are required.
 type EphemeralConfig struct {
@@ -54,12 +61,12 @@ const (
 // droppedCounter is kind's chat_<kind>_kafka_dropped_total; nil for a kind
 // it does not know.
 func droppedCounter(kind EphemeralKind) prometheus.Counter {
-	const help = " not published to Kafka for the other nodes: the queue was full (Kafka down or slow) or the write failed."
+	const help = " not published to Kafka for the other nodes: the queue was full (Kafka down or slow) or the write failed"
 	switch kind {
 	case EphemeralPresence:
-		return counter("chat_presence_kafka_dropped_total", "Presence events"+help)
+		return counter("chat_presence_kafka_dropped_total", "Presence events"+help+".")
 	case EphemeralTyping:
-		return counter("chat_typing_kafka_dropped_total", "Typing indicators"+help)
+		return counter("chat_typing_kafka_dropped_total", "Typing indicators"+help+", or the indicator waited for Kafka longer than it is shown.")
 	}
 	return nil
 }
@@ -92,8 +99,14 @@ type EphemeralPublisher struct {
 	dropped   prometheus.Counter
 
 	mu     sync.RWMutex // Publish (read) against Close (write) of queue
-	queue  chan chat.Event
+	queue  chan pending
 	closed bool
+}
+
+// pending is an event waiting for Kafka, with when it was published.
+type pending struct {
+	ev chat.Event
+	at time.Time
 }
 
 // NewEphemeralPublisher validates cfg, registers the publisher's metric and
@@ -107,7 +120,7 @@ func NewEphemeralPublisher(cfg EphemeralConfig) (*EphemeralPublisher, error) {
 		cfg.Logger = slog.Default()
 	}
 	p := &EphemeralPublisher{origin: cfg.Origin, kind: string(cfg.Kind), log: cfg.Logger,
-		queue:   make(chan chat.Event, ephemeralQueue),
+		queue:   make(chan pending, ephemeralQueue),
 		done:    make(chan struct{}),
 		dropped: dropped,
 	}
@@ -155,7 +168,7 @@ func (p *EphemeralPublisher) Publish(ev chat.Event) {
 		return
 	}
 	select {
-	case p.queue <- ev:
+	case p.queue <- pending{ev: ev, at: time.Now()}:
 	default:
 		p.dropped.Inc()
 		p.failed(fmt.Errorf("the queue of %s events for Kafka is full", p.kind))
@@ -200,9 +213,15 @@ func (p *EphemeralPublisher) run() {
 	}
 }
 
-// append adds ev's message to batch; an event that cannot be encoded is
-// logged and dropped.
-func (p *EphemeralPublisher) append(batch []kafka.Message, ev chat.Event) []kafka.Message {
+// append adds the message of q's event to batch; a typing indicator that
+// waited longer than typingFresh, and an event that cannot be encoded
+// (logged), are dropped.
+func (p *EphemeralPublisher) append(batch []kafka.Message, q pending) []kafka.Message {
+	ev := q.ev
+	if ev.Type == chat.EventTyping && time.Since(q.at) > typingFresh {
+		p.dropped.Inc()
+		return batch
+	}
 	b, err := chat.EncodeEvent(ev)
 	if err != nil {
 		p.dropped.Inc()
@@ -212,9 +231,9 @@ func (p *EphemeralPublisher) append(batch []kafka.Message, ev chat.Event) []kafk
 	return append(batch, kafka.Message{
 		Key:   EphemeralKey(ev),
 		Value: b,
-		// When it happened: a consumer started after it does not hand
+		// When it was published: a consumer made after it does not hand
 		// it on (Consumer.made). Without it the record's timestamp is 0.
-		Time: time.Now(),
+		Time: q.at,
 		Headers: []kafka.Header{
 			{Key: "type", Value: []byte(ev.Type)},
 			{Key: "origin", Value: []byte(p.origin)},
