@@ -42,7 +42,15 @@
 //     the session). With one publisher and key-stable partitioning,
 //     per-conversation order holds across relays and no row is published
 //     twice in normal operation, including a graceful hand-over: a stopping
-//     leader finishes and deletes its last batch before releasing the lock;
+//     leader finishes and deletes its last batch before releasing the lock.
+//     A leader whose Kafka writes have failed for HandOverAfter (30s) while
+//     another relay session is connected (standing by) hands the lease
+//     over the same way (its writer closed, so nothing of it is still in
+//     flight; the lock released, its session kept) and tries it again only
+//     after three LeaseIntervals: a node cut off from Kafka on its own (its
+//     network, its settings) no longer holds the outbox back from every
+//     node while another could publish it. When Kafka is down for all, the
+//     lease passes between them every HandOverAfter, rows waiting in order;
 //   - it wakes on Kick (in-process, called by the send path after commit),
 //     on NOTIFY chat_outbox (a statement-level trigger, migration 0003, for
 //     rows committed by other nodes; their hot write paths send it only

@@ -54,6 +54,11 @@ type Config struct {
 	StatsInterval time.Duration // how often the leader refreshes the lag gauges, default 5s
 	BackoffMin    time.Duration // first retry pause after a failure, default 100ms
 	BackoffMax    time.Duration // retry pause cap, default 10s
+	// HandOverAfter is how long a leader's Kafka writes may fail before
+	// it hands the lease to a relay standing by on another node, which
+	// may reach Kafka where this one does not (its network, its
+	// settings); default 30s.
+	HandOverAfter time.Duration
 	// Entries reads the entries that outbox rows reference (the store);
 	// without it such rows cannot be published and are dropped.
 	Entries chat.EntryReader
@@ -78,6 +83,7 @@ func (c *Config) defaults() {
 	c.StatsInterval = orDefault(c.StatsInterval, 5*time.Second)
 	c.BackoffMin = orDefault(c.BackoffMin, 100*time.Millisecond)
 	c.BackoffMax = orDefault(c.BackoffMax, 10*time.Second)
+	c.HandOverAfter = orDefault(c.HandOverAfter, 30*time.Second)
 	c.WriteTimeout = orDefault(c.WriteTimeout, 10*time.Second)
 	c.LockKey = orDefault(c.LockKey, DefaultLockKey)
 	if c.Logger == nil {
@@ -168,8 +174,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	w, transport := r.newWriter()
 	defer func() {
-		_ = w.Close()
-		transport.CloseIdleConnections()
+		closeWriter(w, transport)
 		r.m.leader.Set(0)
 		r.m.lag.Set(0)
 		r.m.pending.Set(0)
@@ -232,6 +237,21 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if errors.Is(err, errHandOver) {
+			// No write of this lease may land after the standby's: the
+			// writer is closed (it waits for what it has in flight) and
+			// a new one made.
+			closeWriter(w, transport)
+			w, transport = r.newWriter()
+			if err := r.release(ctx, conn); err != nil {
+				conn = r.reconnect(ctx, conn)
+			}
+			r.log.Warn("relay: Kafka writes failed for too long; handed the lease to a relay standing by", "after", r.cfg.HandOverAfter)
+			// Long enough for the standby, which tries every
+			// LeaseInterval, to take it first.
+			retry.Sleep(ctx, 3*r.cfg.LeaseInterval)
+			continue
+		}
 		// Closing the session releases the lease, also after an error
 		// that left the connection in an unknown state.
 		conn = r.reconnect(ctx, conn)
@@ -262,6 +282,33 @@ func (r *Relay) reconnect(ctx context.Context, old *pgx.Conn) *pgx.Conn {
 		return nil
 	}
 	return c
+}
+
+// errHandOver ends a lease whose Kafka writes failed for HandOverAfter
+// while another relay stands by.
+var errHandOver = errors.New("relay: handing the lease over")
+
+// release gives the lease up and stops listening, keeping the session:
+// a pruner beside the relay must see a relay session all along, and a
+// standby's session must not buffer the notifications of every commit.
+func (r *Relay) release(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", r.cfg.LockKey); err != nil {
+		return fmt.Errorf("release relay lease: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "UNLISTEN "+NotifyChannel); err != nil {
+		return fmt.Errorf("unlisten %s: %w", NotifyChannel, err)
+	}
+	return nil
+}
+
+// standbySQL tells whether a relay session other than this one is
+// connected to the database: one standing by for the lease.
+const standbySQL = `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+	WHERE application_name = 'chatd-relay' AND datname = current_database() AND pid <> pg_backend_pid())`
+
+func closeWriter(w *kafka.Writer, transport *kafka.Transport) {
+	_ = w.Close()
+	transport.CloseIdleConnections()
 }
 
 func (r *Relay) dbFailed(n int, err error) {
@@ -326,9 +373,10 @@ func closeConn(conn *pgx.Conn) {
 }
 
 // lead publishes while this node holds the lease. It returns nil when ctx
-// is done and an error when the database failed (the lease may be gone).
-// Kafka failures are retried here, with backoff, keeping the lease: rows
-// accumulate in the outbox meanwhile.
+// is done, an error when the database failed (the lease may be gone), and
+// errHandOver when Kafka writes failed for HandOverAfter while another
+// relay stands by. Kafka failures are otherwise retried here, with
+// backoff, keeping the lease: rows accumulate in the outbox meanwhile.
 func (r *Relay) lead(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 		return fmt.Errorf("listen %s: %w", NotifyChannel, err)
@@ -378,6 +426,15 @@ func (r *Relay) lead(ctx context.Context, conn *pgx.Conn, w *kafka.Writer) error
 				if attempt == 1 {
 					downSince = now
 					r.log.Warn("relay: Kafka write failed, rows stay in the outbox; retrying with backoff", "err", writeFailure(kerr.err))
+				}
+				if time.Since(downSince) >= r.cfg.HandOverAfter {
+					var standby bool
+					if err := conn.QueryRow(ctx, standbySQL).Scan(&standby); err != nil {
+						return ctxOr(ctx, fmt.Errorf("look for a relay standing by: %w", err))
+					}
+					if standby {
+						return errHandOver
+					}
 				}
 				retryAt = time.Now().Add(retry.Backoff(attempt, r.cfg.BackoffMin, r.cfg.BackoffMax))
 			default:
