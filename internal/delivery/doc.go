@@ -111,7 +111,11 @@
 // the last_seq at the time; read.updated's and delivery.updated's is
 // Event.LastSeq, their seq being the watermark): it waits for that
 // (Session.later), as an entry past a missing seq does (GapWait after the
-// last of those entries came in order, then catch-up), and is dropped
+// last of those entries came in order, then catch-up); a clean session's
+// stream that has sent nothing yet may still be handed an entry at or
+// before its start, routed late, which it delivers (stream.rewound), so
+// an event at or before that start waits for such an entry too, GapWait
+// once per stream (stream.has), and is dropped
 // when the membership the stream follows ends before it or began after
 // it, so a member removed on another node gets none committed after their
 // removal, nor one added back any committed while they were away. At most

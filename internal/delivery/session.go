@@ -688,7 +688,7 @@ func decideLater(st *stream, seq int64, sinceJoin bool) laterDecision {
 		}
 		return laterDrop
 	}
-	if st.next > seq {
+	if st.has(seq) {
 		return laterSend
 	}
 	return laterWait

@@ -73,6 +73,12 @@ type stream struct {
 	// that last_seq although its client may have been connected when it
 	// committed.
 	fresh bool
+	// settled: the stream waited GapWait for entries an event needed
+	// (awaits) and none came in order, or caught up from PostgreSQL
+	// (then no gap timer runs): an entry at or before its start routed
+	// late (early) no longer holds back the events of its conversation,
+	// though it is still delivered.
+	settled bool
 
 	// end, once the user left the conversation, is the last seq they are
 	// owed (0: a member). The stream catches up to it from PostgreSQL and
@@ -118,13 +124,30 @@ func newStream(delivered, lastSeq int64, large bool) *stream {
 // node, so such an entry comes before the stream moved on, except when
 // another node's later entry came first; then it is not delivered.
 func (st *stream) rewound(seq int64) (*stream, bool) {
-	untouched := st.next == st.saved+1 && st.sentHigh == st.saved && len(st.unacked) == 0
-	if !st.fresh || !untouched || st.end > 0 || len(st.rejoins) > 0 || seq > st.saved || seq <= st.floor {
+	if !st.early(seq) {
 		return nil, false
 	}
 	r := newStream(seq-1, max(st.until, st.saved, st.heldHigh()), st.large)
-	r.floor, r.fresh, r.awaited = st.floor, true, st.awaited
+	r.floor, r.fresh, r.awaited, r.settled = st.floor, true, st.awaited, st.settled
 	return r, true
+}
+
+// early reports whether an entry at seq, at or before the stream's start,
+// would start it over if routed to it now (rewound): the stream is fresh,
+// has sent nothing and follows the membership that lasts, and seq is past
+// its floor.
+func (st *stream) early(seq int64) bool {
+	untouched := st.next == st.saved+1 && st.sentHigh == st.saved && len(st.unacked) == 0
+	return st.fresh && untouched && st.end == 0 && len(st.rejoins) == 0 && seq > st.floor && seq <= st.saved
+}
+
+// has reports whether the stream has every entry up to seq, as an event of
+// its conversation at seq needs to go out (Session.admit): it queued them,
+// and no entry at or before seq may still start it over (early), unless it
+// waited GapWait for one (settled). A receipt of an entry relayed late to
+// a fresh stream waits for the entry as for a gap.
+func (st *stream) has(seq int64) bool {
+	return st.next > seq && (st.settled || !st.early(seq))
 }
 
 // joinedStream starts a conversation the user joined at seq while the
@@ -348,6 +371,7 @@ func (st *stream) fallBehind(seq int64) {
 func (st *stream) tick(now time.Time, gapWait time.Duration) bool {
 	if st.state == Gapped && now.Sub(st.gapSince) > gapWait {
 		st.fallBehind(0)
+		st.settled = true
 		return true
 	}
 	return false
@@ -364,7 +388,7 @@ func (st *stream) tick(now time.Time, gapWait time.Duration) bool {
 func (st *stream) filled(n int, complete, fromCache bool) []item {
 	st.next += int64(n)
 	if !fromCache {
-		st.verify = false
+		st.verify, st.settled = false, true
 	}
 	if !complete || (fromCache && (st.next <= st.until || st.next <= st.awaited)) {
 		return nil
@@ -385,7 +409,7 @@ func (st *stream) filled(n int, complete, fromCache bool) []item {
 // recent cache end a catch-up (awaited). It reports whether the stream is
 // Gapped now and was not.
 func (st *stream) awaits(seq int64, now time.Time) bool {
-	if st.end > 0 || seq < st.next {
+	if st.end > 0 || st.has(seq) {
 		return false
 	}
 	st.awaited = max(st.awaited, seq)

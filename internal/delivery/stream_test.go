@@ -363,3 +363,41 @@ func TestAFreshStreamStartsOverBeforeALateEntryUntilItMovesOn(t *testing.T) {
 		t.Fatal("a stored cursor's stream started over")
 	}
 }
+
+// An event at or before a fresh stream's start waits for an entry that
+// may still start it over (has): as for a gap, GapWait, or until the
+// stream moved on or caught up from PostgreSQL; at or before its floor,
+// or on a stored cursor's stream, it does not.
+func TestAnEventAtOrBeforeAFreshStreamsStartWaitsUntilNoLateEntryCanComeBeforeIt(t *testing.T) {
+	fresh := func() *stream {
+		st := newStream(10, 10, false)
+		st.fresh, st.floor = true, 3
+		return st
+	}
+	st := fresh()
+	if st.has(10) || !st.has(3) || st.has(11) {
+		t.Fatalf("a fresh stream has 10 %v, 3 %v, 11 %v; want false, true, false", st.has(10), st.has(3), st.has(11))
+	}
+	now := time.Now()
+	if !st.awaits(10, now) || st.state != Gapped {
+		t.Fatalf("awaiting 10: state %v, want gapped", st.state)
+	}
+	if st.tick(now.Add(time.Second), time.Second) || !st.tick(now.Add(2*time.Second), time.Second) || !st.has(10) {
+		t.Fatalf("after the gap wait: has 10 %v, want true", st.has(10))
+	}
+	moved := fresh()
+	moved.awaits(10, now)
+	moved.offer(nil, msg(11), true, now)
+	if !moved.has(10) || moved.state != Live {
+		t.Fatalf("after queuing 11: has 10 %v, state %v; want true, live", moved.has(10), moved.state)
+	}
+	caught := fresh()
+	caught.fallBehind(12)
+	caught.filled(0, true, false)
+	if !caught.has(10) {
+		t.Fatal("a fresh stream that caught up from PostgreSQL still waits for 10")
+	}
+	if stored := newStream(10, 10, false); !stored.has(10) {
+		t.Fatal("a stored cursor's stream waits for 10")
+	}
+}
