@@ -397,8 +397,10 @@ type Attachments interface {
 	CreateUpload(ctx context.Context, req UploadRequest) (UploadTicket, error)
 	// RetriedUpload answers the ticket of the upload req.Key made before
 	// (Retried), or a zero ticket when it made none (or its upload is
-	// gone). The key asking for another upload is conflict; the upload's
-	// URL expired is gone (a new key asks for a new upload).
+	// gone). A user who may no longer upload into req's conversation is
+	// refused as by CreateUpload (not_member, blocked), first. The key
+	// asking for another upload is conflict; the upload's URL expired is
+	// gone (a new key asks for a new upload).
 	RetriedUpload(ctx context.Context, req UploadRequest) (UploadTicket, error)
 	// PutUpload takes the bytes of an upload sent to chatd's own URL:
 	// exactly the declared size, streamed to the blob store. A PUT
@@ -557,9 +559,11 @@ type AttachmentStore interface {
 	// it writes and charges nothing and returns that upload (created
 	// false). A key's claim goes with its upload (deleted, expired).
 	CreateKeyedUpload(ctx context.Context, r UploadRecord, key string, quotaBytes int64) (rec UploadRecord, created bool, err error)
-	// UploadByKey reads the upload uploaderID made with key (found false:
-	// none, or it is gone).
-	UploadByKey(ctx context.Context, uploaderID int64, key string) (rec UploadRecord, found bool, err error)
+	// UploadByKey reads the upload asked.UploaderID made with key (found
+	// false: none, or it is gone), once they may still upload into
+	// asked's conversation, as CreateUpload checks (not_member, blocked):
+	// a ticket asked again is refused as a new one would be.
+	UploadByKey(ctx context.Context, asked UploadRecord, key string) (rec UploadRecord, found bool, err error)
 	GetUpload(ctx context.Context, id string) (UploadRecord, error)
 	// CompleteUpload moves a pending upload to complete (and to
 	// m.BlobKey, see UploadMeta, whose deletion queued before it was

@@ -69,7 +69,8 @@ func (a *Attachments) CreateUpload(ctx context.Context, r chat.UploadRecord, quo
 
 // CreateKeyedUpload is CreateUpload claiming the uploader's key (none
 // when key is ""): an upload the key made before is returned as it is
-// (created false) before anything is checked or charged. Of two racing
+// (created false), once the uploader may still upload into r's
+// conversation (uploadAccess), before anything is charged. Of two racing
 // with one key (claimKey), the second waits on the first's key row or
 // day's quota row, drops its own upload and charge, and returns the
 // first's upload (not 429 when the quota holds the file only once).
@@ -96,29 +97,15 @@ func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord
 	)
 	err := runTxOn(ctx, a.pool, "create upload", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		created = false
+		now, err := uploadAccess(ctx, tx, r)
+		if err != nil {
+			return err
+		}
 		if key != "" {
 			found, err := keyedUpload(ctx, tx, r.UploaderID, key, &rec)
 			if err != nil || found {
 				return err
 			}
-		}
-		var exists, member, blocked bool
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
-			EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2),
-			EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2 AND peer_blocked), now()`,
-			r.ConversationID, r.UploaderID).Scan(&exists, &member, &blocked, &now); err != nil {
-			return fmt.Errorf("check membership: %w", err)
-		}
-		switch {
-		case r.Purpose == chat.PurposeAvatar:
-		case !exists:
-			return errNoConversation(r.ConversationID)
-		case !member:
-			return errNotMember(r.ConversationID)
-		case blocked:
-			// What it carries could never be sent (as for typing).
-			return chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", r.ConversationID)
 		}
 		if key == "" {
 			if err := recordUpload(ctx, tx, r, quotaBytes, now); err != nil {
@@ -166,6 +153,33 @@ func (a *Attachments) CreateKeyedUpload(ctx context.Context, r chat.UploadRecord
 	return rec, created, nil
 }
 
+// uploadAccess refuses an upload into r's conversation to a user who may
+// not write there (not_found, not_member, blocked; an avatar's is anyone's)
+// and returns the database's now. A ticket asked again with its key is
+// refused the same: it is leave to write into the conversation, and what
+// it carries could never be sent.
+func uploadAccess(ctx context.Context, q rowQuerier, r chat.UploadRecord) (time.Time, error) {
+	var exists, member, blocked bool
+	var now time.Time
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation WHERE id = $1),
+		EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2),
+		EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = $1 AND user_id = $2 AND peer_blocked), now()`,
+		r.ConversationID, r.UploaderID).Scan(&exists, &member, &blocked, &now); err != nil {
+		return now, fmt.Errorf("check membership: %w", err)
+	}
+	switch {
+	case r.Purpose == chat.PurposeAvatar:
+	case !exists:
+		return now, errNoConversation(r.ConversationID)
+	case !member:
+		return now, errNotMember(r.ConversationID)
+	case blocked:
+		// What it carries could never be sent (as for typing).
+		return now, chat.Errorf(chat.CodeBlocked, "the other member of conversation %d does not accept your messages", r.ConversationID)
+	}
+	return now, nil
+}
+
 // recordUpload charges r's declared bytes against the day's quota (>
 // 0) and inserts r, pending.
 func recordUpload(ctx context.Context, tx pgx.Tx, r chat.UploadRecord, quotaBytes int64, now time.Time) error {
@@ -197,14 +211,21 @@ func recordUpload(ctx context.Context, tx pgx.Tx, r chat.UploadRecord, quotaByte
 	return nil
 }
 
-// UploadByKey reads the upload uploaderID made with key.
-func (a *Attachments) UploadByKey(ctx context.Context, uploaderID int64, key string) (chat.UploadRecord, bool, error) {
+// UploadByKey reads the upload asked.UploaderID made with key, once they
+// may still upload into asked's conversation (uploadAccess).
+func (a *Attachments) UploadByKey(ctx context.Context, asked chat.UploadRecord, key string) (chat.UploadRecord, bool, error) {
 	k, err := chat.ValidateClientMsgID(key)
 	if err != nil {
 		return chat.UploadRecord{}, false, err
 	}
+	if asked.Purpose == "" {
+		asked.Purpose = chat.PurposeMessage
+	}
+	if _, err := uploadAccess(ctx, a.pool, asked); err != nil {
+		return chat.UploadRecord{}, false, classify("read upload by key", err)
+	}
 	var rec chat.UploadRecord
-	found, err := keyedUpload(ctx, a.pool, uploaderID, k, &rec)
+	found, err := keyedUpload(ctx, a.pool, asked.UploaderID, k, &rec)
 	return rec, found, classify("read upload by key", err)
 }
 

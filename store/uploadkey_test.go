@@ -108,3 +108,32 @@ func raceKeyedUploads(t *testing.T, as *store.Attachments, conv int64, n int, da
 	wg.Wait()
 	return ids, created
 }
+
+// TestAnUploadKeyAskedAgainByAUserWhoLeftTheConversationIsRefused: the
+// upload a key made is not answered again to its uploader once they left
+// its conversation, whether the key is looked up alone (before the rate
+// is charged) or while recording a ticket (a retry racing with its
+// first): not_member, as a new ticket.
+func TestAnUploadKeyAskedAgainByAUserWhoLeftTheConversationIsRefused(t *testing.T) {
+	st, pool := newStore(t)
+	c := mustGroup(t, st, 1, 2)
+	ctx := testCtx(t)
+	as := store.NewAttachments(pool)
+	key := uuid.NewString()
+	ask := func() chat.UploadRecord {
+		return chat.UploadRecord{ID: chat.NewUploadID(), BlobKey: chat.NewBlobKey(), UploaderID: 2, Purpose: chat.PurposeMessage,
+			ConversationID: c.ID, Name: "a.txt", DeclaredType: "text/plain", DeclaredSize: 40, URLExpiresAt: time.Now().Add(time.Hour)}
+	}
+	if _, made, err := as.CreateKeyedUpload(ctx, ask(), key, 0); err != nil || !made {
+		t.Fatalf("ticket: %v, created %v", err, made)
+	}
+	if err := st.RemoveMember(ctx, c.ID, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, made, err := as.CreateKeyedUpload(ctx, ask(), key, 0); chat.ErrorCode(err) != chat.CodeNotMember {
+		t.Errorf("the ticket asked again after leaving: %v, created %v; want not_member", err, made)
+	}
+	if _, found, err := as.UploadByKey(ctx, ask(), key); chat.ErrorCode(err) != chat.CodeNotMember {
+		t.Errorf("the key looked up after leaving: %v, found %v; want not_member", err, found)
+	}
+}

@@ -221,7 +221,8 @@ func (s *Service) CreateUpload(ctx context.Context, req chat.UploadRequest) (cha
 }
 
 // RetriedUpload answers the ticket of the upload req.Key made before, if
-// any (chat.Attachments).
+// any (chat.Attachments), to a user who may still upload into req's
+// conversation: refused as a new request is, otherwise.
 func (s *Service) RetriedUpload(ctx context.Context, req chat.UploadRequest) (chat.UploadTicket, error) {
 	if req.Key == "" {
 		return chat.UploadTicket{}, nil
@@ -230,7 +231,8 @@ func (s *Service) RetriedUpload(ctx context.Context, req chat.UploadRequest) (ch
 	if err != nil {
 		return chat.UploadTicket{}, err
 	}
-	rec, found, err := s.cfg.Store.UploadByKey(ctx, req.UserID, req.Key)
+	asked := chat.UploadRecord{UploaderID: req.UserID, Purpose: req.Purpose, ConversationID: req.ConversationID}
+	rec, found, err := s.cfg.Store.UploadByKey(ctx, asked, req.Key)
 	if err != nil || !found {
 		return chat.UploadTicket{}, err
 	}
