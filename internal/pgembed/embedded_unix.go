@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,6 +29,29 @@ import (
 // WAL reaches them; no cost of that showed in commits into a fresh segment.
 var embeddedSettings = map[string]string{"wal_init_zero": "off"}
 
+// SessionsBesidePool is how many sessions the embedded cluster keeps room
+// for beyond its owner's pool: the node's own (group commit, the notice
+// and push listeners, the node id's lock, the relay's lease: 9) and
+// chatctl commands joining it (a pool of 4 each) and an operator's psql.
+const SessionsBesidePool = 40
+
+// initdbMaxConnections is the max_connections initdb writes into
+// postgresql.conf.
+const initdbMaxConnections = 100
+
+// settingsFor are embeddedSettings for an owner whose pool opens up to
+// maxConns: a pool that with SessionsBesidePool does not fit initdb's
+// max_connections raises it, or the server would refuse the pool's
+// connections beyond it under load ("sorry, too many clients already")
+// after a start that looked fine.
+func settingsFor(maxConns int32) map[string]string {
+	s := maps.Clone(embeddedSettings)
+	if n := int(maxConns) + SessionsBesidePool; n > initdbMaxConnections {
+		s["max_connections"] = strconv.Itoa(n)
+	}
+	return s
+}
+
 // abandonStopWait bounds the fast shutdown of a cluster whose start was
 // given up: it has done nothing yet that a checkpoint must keep.
 const abandonStopWait = 5 * time.Second
@@ -35,7 +60,7 @@ const abandonStopWait = 5 * time.Second
 // function stops it, then releases lock. On error the lock is released.
 func startEmbedded(ctx context.Context, dataDir string, maxConns int32, logger *slog.Logger, lock *dirLock, opts []PoolOption) (*pgxpool.Pool, func(context.Context) error, error) {
 	pgDir := PGDir(dataDir)
-	cluster, err := Start(ctx, Options{DataDir: pgDir, Logger: logger, Settings: embeddedSettings})
+	cluster, err := Start(ctx, Options{DataDir: pgDir, Logger: logger, Settings: settingsFor(maxConns)})
 	if err != nil {
 		lock.release()
 		return nil, nil, fmt.Errorf("start embedded PostgreSQL in %s: %w", pgDir, err)
