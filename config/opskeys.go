@@ -187,13 +187,27 @@ func (s *Settings) checkOps() error {
 			Reason: "jwks_url needs jwt_audience or jwt_issuer: without either, a token the key set's owner signed for any other application is accepted (shared key sets such as Google's for Firebase sign for every project)",
 			Fix:    "set jwt_audience to the client id or API identifier the provider puts in aud, or jwt_issuer to its iss (Firebase: https://securetoken.google.com/<project>), or both"}
 	}
-	for _, a := range []struct{ key, addr string }{{"mqtts_addr", s.MQTTSAddr}, {"https_addr", s.HTTPSAddr}, {"metrics_addr", s.MetricsAddr}} {
-		for _, b := range []struct{ key, addr string }{{"mqtt_addr", s.MQTTAddr}, {"http_addr", s.HTTPAddr}, {"mqtts_addr", s.MQTTSAddr}, {"https_addr", s.HTTPSAddr}} {
-			if a.key != b.key && a.addr != "" && sameAddr(a.addr, b.addr) {
-				return &Error{Key: a.key, Source: s.Source(a.key),
-					Reason: fmt.Sprintf("%s is %s, the address of %s too", a.key, a.addr, b.key),
-					Fix:    "give each listener a port of its own"}
+	return s.checkListenerPorts()
+}
+
+// checkListenerPorts refuses two listeners on one port, naming the one
+// that was moved onto the other's (the later of the two in this order,
+// unless that one is at its default and the earlier is not): the second
+// listen would fail only once PostgreSQL ran, naming no setting.
+func (s *Settings) checkListenerPorts() error {
+	ls := []struct{ key, addr string }{{"mqtt_addr", s.MQTTAddr}, {"http_addr", s.HTTPAddr},
+		{"mqtts_addr", s.MQTTSAddr}, {"https_addr", s.HTTPSAddr}, {"metrics_addr", s.MetricsAddr}}
+	for i, a := range ls {
+		for _, b := range ls[i+1:] {
+			if a.addr == "" || b.addr == "" || !sameAddr(a.addr, b.addr) {
+				continue
 			}
+			if s.Source(b.key) == SourceDefault && s.Source(a.key) != SourceDefault {
+				a, b = b, a
+			}
+			return &Error{Key: b.key, Source: s.Source(b.key),
+				Reason: fmt.Sprintf("%s is %s, the address of %s too", b.key, b.addr, a.key),
+				Fix:    "give each listener a port of its own"}
 		}
 	}
 	return nil

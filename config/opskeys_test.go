@@ -89,3 +89,19 @@ func TestAKeySetWithAnAudienceOrAnIssuerAloneLoads(t *testing.T) {
 		}
 	}
 }
+
+// The plain listeners were not compared with each other: mqtt_addr and
+// http_addr on one port loaded, and chatd started PostgreSQL and migrated
+// before the second listen failed with "address already in use", which
+// named neither setting and exited 1, so a supervisor restarted it every
+// 2 s for ever. The setting that moved onto the other's port is named.
+func TestThePlainListenersMayNotShareAPort(t *testing.T) {
+	checkLoadErrors(t, []loadErrorCase{
+		{"mqtt on the http port", map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:8080"},
+			[]string{"mqtt_addr (from env CHAT_MQTT_ADDR)", "mqtt_addr is 127.0.0.1:8080, the address of http_addr too", "port of its own"}},
+		{"http on the wildcard of the mqtt port", map[string]string{"CHAT_HTTP_ADDR": "0.0.0.0:1883"},
+			[]string{"http_addr (from env CHAT_HTTP_ADDR)", "the address of mqtt_addr too", "port of its own"}},
+	}, nil)
+	// Port 0 picks a free port each time: never a clash.
+	mustLoad(t, nil, map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "127.0.0.1:0"})
+}
