@@ -156,7 +156,8 @@ func (s *Server) setupTLS(st config.Settings) error {
 	}
 	rl, err := tlsreload.New(st.TLSCert, st.TLSKey, s.log.With("component", "tls"))
 	if err != nil {
-		return err
+		return fileSettingError(st, "tls_cert", err,
+			"give tls_cert a PEM certificate (chain) and tls_key its PEM private key ("+st.TLSKey+", "+st.Source("tls_key")+"), files chatd can read")
 	}
 	s.ops.certs = rl
 	base := &tls.Config{GetCertificate: rl.GetCertificate, MinVersion: tls.VersionTLS12}
@@ -186,7 +187,8 @@ func (s *Server) setupTLS(st config.Settings) error {
 func (s *Server) setupClientCAs(st config.Settings) error {
 	cas, err := tlsreload.NewClientCAs(st.MQTTSClientCA, s.log.With("component", "tls"))
 	if err != nil {
-		return fmt.Errorf("mqtts_client_ca: %w", err)
+		return fileSettingError(st, "mqtts_client_ca", err,
+			"give a PEM file chatd can read of the CA certificates that sign the devices' certificates, or unset mqtts_client_ca")
 	}
 	s.ops.clientCAs = cas
 	s.ops.mqttsTLS.ClientAuth = tls.VerifyClientCertIfGiven
@@ -209,8 +211,8 @@ func (s *Server) setupCRL(st config.Settings, cas *tlsreload.ClientCAs) error {
 	}
 	crl, err := tlsreload.NewCRL(st.MQTTSClientCRL, cas.Certificates, s.log.With("component", "tls"))
 	if err != nil {
-		return &config.Error{Key: "mqtts_client_crl", Source: st.Source("mqtts_client_crl"), Reason: err.Error(),
-			Fix: "give the CRLs that the CAs of mqtts_client_ca (" + st.MQTTSClientCA + ") sign, as openssl ca -gencrl writes them", Err: err}
+		return fileSettingError(st, "mqtts_client_crl", err,
+			"give the CRLs that the CAs of mqtts_client_ca ("+st.MQTTSClientCA+") sign, as openssl ca -gencrl writes them")
 	}
 	s.ops.crl = crl
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -224,6 +226,14 @@ func (s *Server) setupCRL(st config.Settings, cas *tlsreload.ClientCAs) error {
 	}), reloadFailing("chat_tls_client_crl_reload_failing",
 		"1 when the client CRL file changed but does not load or verify (the previous lists stay in force).", crl.LastError))
 	return nil
+}
+
+// fileSettingError is a file that key names and that does not load at
+// start: a bad setting like those config.Load refuses, found once
+// PostgreSQL runs. chatd exits 2 for it, so no supervisor restarts it
+// for nothing (the file is re-read only by a new start).
+func fileSettingError(st config.Settings, key string, err error, fix string) error {
+	return &config.Error{Key: key, Source: st.Source(key), Reason: err.Error(), Fix: fix, Err: err}
 }
 
 // watchClientCerts looks at the client CA bundle, then at the CRL file,

@@ -251,7 +251,8 @@ func (s *Server) setupCredentials(st config.Settings) (*auth.Verifier, error) {
 	if st.JWTPublicKey != "" {
 		var err error
 		if pub, err = auth.LoadPublicKey(st.JWTPublicKey); err != nil {
-			return nil, fmt.Errorf("jwt public key: %w", err)
+			return nil, fileSettingError(st, "jwt_public_key", err,
+				"give the path of the identity provider's PEM public key (RSA, ECDSA P-256 or Ed25519), a file chatd can read, or unset jwt_public_key")
 		}
 	}
 	return s.newVerifier(st, secret, pub)
