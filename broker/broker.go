@@ -52,6 +52,9 @@ type Broker struct {
 	ws     *WSListener
 	tcps   *TCPListener // MQTT over TLS, nil without
 	wss    *WSListener  // for the HTTPS server, nil without
+	// pending are the connections of every listener waiting for their
+	// CONNECT.
+	pending *pendingConnects
 }
 
 // New builds the server and its listeners; Start begins serving.
@@ -66,10 +69,10 @@ func New(cfg Config) (*Broker, error) {
 	if err := srv.AddHook(cfg.Hook, nil); err != nil {
 		return nil, fmt.Errorf("add chat hook: %w", err)
 	}
-	b := &Broker{cfg: cfg, Server: srv}
+	b := &Broker{cfg: cfg, Server: srv, pending: newPendingConnects()}
 	if cfg.MQTTAddr != "" {
 		b.tcp = NewTCPListener("tcp", cfg.MQTTAddr, cfg.TLS, cfg.Logger.With("component", "mqtt"))
-		b.tcp.wrap, b.tcp.ended, b.tcp.clients = cfg.WrapListener, cfg.Hook.ConnectionEnded, &srv.Listeners.ClientsWg
+		b.tcp.wrap, b.tcp.ended, b.tcp.clients, b.tcp.pending = cfg.WrapListener, cfg.Hook.ConnectionEnded, &srv.Listeners.ClientsWg, b.pending
 		if err := srv.AddListener(b.tcp); err != nil {
 			return nil, fmt.Errorf("listen mqtt on %s: %w", cfg.MQTTAddr, err)
 		}
@@ -78,7 +81,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.ws = NewWSListener("ws", cfg.AllowedOrigins, cfg.Logger)
-	b.ws.ended, b.ws.trusted, b.ws.clients = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &srv.Listeners.ClientsWg
+	b.ws.ended, b.ws.trusted, b.ws.clients, b.ws.pending = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &srv.Listeners.ClientsWg, b.pending
 	b.ws.readLimit = wsMessageLimit(opts.Capabilities.MaximumPacketSize)
 	if err := srv.AddListener(b.ws); err != nil {
 		return nil, fmt.Errorf("add websocket listener: %w", err)
@@ -184,6 +187,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	b.closeSecure()
 	b.ws.Close(func(string) {})
+	// No listener hands on a connection any more: those still waiting
+	// for their CONNECT end now rather than at their CONNECT deadline.
+	b.pending.cutAll()
 	drainErr := b.cfg.Hook.Drain(ctx)
 	hubErr := b.cfg.Hub.Close(ctx)
 	for _, cl := range b.Server.Clients.GetAll() {

@@ -32,10 +32,9 @@ type connectCapped struct {
 	hdr     [5]byte // the first packet's fixed header as far as read
 	n       int     // bytes of hdr filled
 	checked bool
-	timeout atomic.Int64 // 1.5 × keepalive (a time.Duration); 0 until SetKeepalive
+	timeout atomic.Int64     // 1.5 × keepalive (a time.Duration); 0 until SetKeepalive
+	pending *pendingConnects // the connections waiting for their CONNECT, nil: not counted
 }
-
-func capConnect(c net.Conn) net.Conn { return &connectCapped{Conn: c} }
 
 // Unwrap returns the connection the listener accepted.
 func (c *connectCapped) Unwrap() net.Conn { return c.Conn }

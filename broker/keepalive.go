@@ -12,6 +12,7 @@ import (
 // little late. hooks.Chat calls it once it has settled the keepalive.
 func (c *connectCapped) SetKeepalive(keepalive time.Duration) {
 	c.timeout.Store(int64(keepalive * 3 / 2))
+	c.pending.forget(c) // its CONNECT came
 }
 
 // SetDeadline puts mochi's keepalive deadline (its one use of SetDeadline,

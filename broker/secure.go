@@ -19,14 +19,14 @@ func (b *Broker) addSecure() error {
 			return errors.New("listen mqtts: no TLS configuration")
 		}
 		b.tcps = NewTCPListener("tls", cfg.MQTTSAddr, cfg.MQTTSTLS, cfg.Logger.With("component", "mqtt"))
-		b.tcps.wrap, b.tcps.ended, b.tcps.clients = cfg.WrapListener, cfg.Hook.ConnectionEnded, &b.Server.Listeners.ClientsWg
+		b.tcps.wrap, b.tcps.ended, b.tcps.clients, b.tcps.pending = cfg.WrapListener, cfg.Hook.ConnectionEnded, &b.Server.Listeners.ClientsWg, b.pending
 		if err := b.Server.AddListener(b.tcps); err != nil {
 			return fmt.Errorf("listen mqtts on %s: %w", cfg.MQTTSAddr, err)
 		}
 	}
 	if cfg.SecureWS {
 		b.wss = NewWSListener("wss", cfg.AllowedOrigins, cfg.Logger)
-		b.wss.ended, b.wss.trusted, b.wss.clients = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &b.Server.Listeners.ClientsWg
+		b.wss.ended, b.wss.trusted, b.wss.clients, b.wss.pending = cfg.Hook.ConnectionEnded, cfg.ForwardedTrusted, &b.Server.Listeners.ClientsWg, b.pending
 		b.wss.readLimit = wsMessageLimit(b.Server.Options.Capabilities.MaximumPacketSize)
 		if err := b.Server.AddListener(b.wss); err != nil {
 			return fmt.Errorf("add secure websocket listener: %w", err)

@@ -33,6 +33,7 @@ type TCPListener struct {
 	// listener is open: mochi's own Add then never starts from zero, and
 	// none comes after Close.
 	clients *sync.WaitGroup
+	pending *pendingConnects // Broker.Shutdown cuts their wait for a CONNECT
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -124,8 +125,14 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 				_ = conn.Close()
 				return
 			}
-			capped := capConnect(conn)
+			capped, ok := l.pending.track(conn)
+			if !ok {
+				l.leave()
+				_ = conn.Close()
+				return
+			}
 			err := establish(l.id, capped)
+			l.pending.forget(capped)
 			l.leave()
 			if err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)

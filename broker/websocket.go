@@ -25,9 +25,10 @@ type WSListener struct {
 	origins  map[string]bool
 	log      *slog.Logger
 	upgrader websocket.Upgrader
-	ended    func(net.Conn)  // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
-	clients  *sync.WaitGroup // mochi's Listeners.ClientsWg: see TCPListener.clients
-	trusted  []netip.Prefix  // proxies whose X-Forwarded-For is believed (ClientAddr)
+	ended    func(net.Conn)   // once mochi is done with a connection (hooks.Chat.ConnectionEnded)
+	clients  *sync.WaitGroup  // mochi's Listeners.ClientsWg: see TCPListener.clients
+	pending  *pendingConnects // Broker.Shutdown cuts their wait for a CONNECT
+	trusted  []netip.Prefix   // proxies whose X-Forwarded-For is believed (ClientAddr)
 	// readLimit bounds one WebSocket message: a packet of the broker's
 	// maximum size (wsMessageLimit).
 	readLimit int64
@@ -148,11 +149,16 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if addr, ok := ClientAddr(r, l.trusted); ok {
 		conn = remoteConn{Conn: conn, remote: net.TCPAddrFromAddrPort(addr)}
 	}
-	conn = capConnect(conn)
-	if err := establish(l.id, conn); err != nil {
+	capped, ok := l.pending.track(conn)
+	if !ok {
+		_ = conn.Close()
+		return
+	}
+	if err := establish(l.id, capped); err != nil {
 		l.log.Debug("websocket mqtt connection ended", "err", err)
 	}
+	l.pending.forget(capped)
 	if l.ended != nil {
-		l.ended(conn)
+		l.ended(capped)
 	}
 }
