@@ -41,3 +41,21 @@ func TestTheUnitInstallsItsConfigFileReadableByItsDynamicUser(t *testing.T) {
 		t.Fatalf("the unit's header installs %s with mode %s: its dynamic user cannot read it", exec[1], install[1])
 	}
 }
+
+// systemd's default KillMode (control-group) sends the stop's SIGTERM to
+// every process of the unit at once: the embedded PostgreSQL's postmaster
+// too, which takes it for a smart shutdown and refuses every new session
+// ("FATAL: the database system is shutting down") while chatd drains its
+// clients, flushes receipts and cursors and clears its presence, and
+// /readyz still says ok. Only chatd may get the SIGTERM; it stops
+// PostgreSQL itself, last (KillMode=mixed: the SIGKILL after
+// TimeoutStopSec still reaches every process).
+func TestTheUnitSignalsChatdAloneSoItsPostgreSQLOutlivesTheGracefulStop(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "chatd.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`\nKillMode=(\S+)\n`).FindStringSubmatch(string(raw)); m == nil || m[1] != "mixed" {
+		t.Fatalf("deploy/chatd.service: KillMode %q, want mixed (the default, control-group, sends SIGTERM to the embedded PostgreSQL too)", m)
+	}
+}
