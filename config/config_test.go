@@ -714,3 +714,14 @@ func TestEveryBooleanSettingTrimsItsValue(t *testing.T) {
 		t.Fatalf("dev from YAML %q: false, want true", " true")
 	}
 }
+
+// Port 0 picks a free port for a listener, but names none to connect
+// to: a broker on port 0 was accepted and chatd then failed every dial
+// to Kafka ("could not ensure the Kafka topic", the relay retrying for
+// ever).
+func TestAKafkaBrokerOnPortZeroIsRefused(t *testing.T) {
+	checkLoadErrors(t, []loadErrorCase{
+		{"port zero", map[string]string{"CHAT_KAFKA_BROKERS": "k1:9092,k2:0"},
+			[]string{"kafka_brokers (from env CHAT_KAFKA_BROKERS)", `broker "k2:0"`, "port", "kafka1:9092"}},
+	}, nil)
+}

@@ -151,6 +151,10 @@ var keys = append([]*key{
 				if _, err := parseAddr(b); err != nil {
 					return fmt.Errorf("broker %q: %w", b, err)
 				}
+				// Port 0 means "any free port" to a listener, no port to a dial.
+				if _, port, _ := net.SplitHostPort(b); port == "0" {
+					return fmt.Errorf("broker %q: port 0 is not a port to connect to", b)
+				}
 			}
 			s.KafkaBrokers = list
 			return nil
