@@ -30,7 +30,9 @@ func healthz(_ *API, _ context.Context) (int, any, error) {
 // failing probes between them at debug level only.
 func readyz(a *API, ctx context.Context) (int, any, error) {
 	if a.draining.Load() {
-		return 0, nil, &chat.Error{Code: chat.CodeUnavailable, Message: "shutting down, use another node"}
+		// Expected for the whole drain, and said once by the stop itself.
+		return 0, nil, &apiError{status: http.StatusServiceUnavailable, code: string(chat.CodeUnavailable),
+			message: "shutting down, use another node"}
 	}
 	if a.ready != nil {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
