@@ -39,6 +39,14 @@ func (p *pendingConnects) track(conn net.Conn) (*connectCapped, bool) {
 	return c, true
 }
 
+// AwaitingConnect is how many connections the listeners handed on that
+// have not sent their CONNECT yet.
+func (b *Broker) AwaitingConnect() int {
+	b.pending.mu.Lock()
+	defer b.pending.mu.Unlock()
+	return len(b.pending.conns)
+}
+
 // forget ends c's wait for its CONNECT.
 func (p *pendingConnects) forget(c *connectCapped) {
 	if p == nil {

@@ -36,7 +36,11 @@ func TestAConnectionThatSentNoCONNECTDoesNotHoldTheShutdown(t *testing.T) {
 	if line, err := bufio.NewReader(ws).ReadString('\n'); err != nil || !strings.Contains(line, " 101 ") {
 		t.Fatalf("WebSocket upgrade: %q %v", line, err)
 	}
-	time.Sleep(100 * time.Millisecond) // both reach the broker's CONNECT read
+	for deadline := time.Now().Add(10 * time.Second); srv.Broker.AwaitingConnect() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections wait for their CONNECT, want 2", srv.Broker.AwaitingConnect())
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
