@@ -18,8 +18,11 @@ const stackStart = "adaptivestackstart"
 func smallStacksEnv(env []string) ([]string, bool) {
 	at, godebug := -1, ""
 	for i, kv := range env {
+		// The first: the runtime (and os.Getenv) reads the first of
+		// two entries.
 		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
 			at, godebug = i, v
+			break
 		}
 	}
 	for _, s := range strings.Split(godebug, ",") {

@@ -35,6 +35,10 @@ func TestSmallStacksEnvTurnsTheAdaptiveStackStartOffUnlessGODEBUGDecides(t *test
 		{"other settings kept", []string{"GODEBUG=madvdontneed=1,gctrace=1"}, []string{"GODEBUG=madvdontneed=1,gctrace=1,adaptivestackstart=0"}, true},
 		{"the operator's on", []string{"GODEBUG=adaptivestackstart=1"}, []string{"GODEBUG=adaptivestackstart=1"}, false},
 		{"the operator's among others", []string{"GODEBUG=gctrace=1, adaptivestackstart=1"}, []string{"GODEBUG=gctrace=1, adaptivestackstart=1"}, false},
+		// The runtime, like os.Getenv, reads the first of two GODEBUG
+		// entries: that is the one that says and is changed.
+		{"two GODEBUG entries", []string{"GODEBUG=gctrace=1", "GODEBUG=x=1"}, []string{"GODEBUG=gctrace=1,adaptivestackstart=0", "GODEBUG=x=1"}, true},
+		{"the operator's in the first of two", []string{"GODEBUG=adaptivestackstart=1", "GODEBUG=x=1"}, []string{"GODEBUG=adaptivestackstart=1", "GODEBUG=x=1"}, false},
 		{"already off (after the exec)", []string{"A=1", "GODEBUG=adaptivestackstart=0"}, []string{"A=1", "GODEBUG=adaptivestackstart=0"}, false},
 	} {
 		env := slices.Clone(c.env)
