@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
@@ -112,10 +113,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	}
 	if addr := getenv("CHAT_PPROF_ADDR"); addr != "" {
 		// Profiling for operators (go tool pprof http://ADDR/debug/pprof/profile);
-		// its own listener, never on the public HTTP address.
+		// its own listener, never on the public HTTP address. Listened on
+		// before the start: a node the operator asked to profile does not
+		// run without it.
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			fmt.Fprintf(stderr, "chatd: CHAT_PPROF_ADDR %q: %v\n", addr, err)
+			return 2
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Fprintf(stderr, "chatd: CHAT_PPROF_ADDR: %v\n", err)
+			return 1
+		}
+		defer ln.Close()
+		log.Warn("pprof listening", "addr", ln.Addr().String())
 		go func() {
-			log.Warn("pprof listening", "addr", addr)
-			if err := http.ListenAndServe(addr, nil); err != nil {
+			if err := http.Serve(ln, nil); err != nil && !errors.Is(err, net.ErrClosed) {
 				log.Error("pprof listener stopped", "err", err)
 			}
 		}()
