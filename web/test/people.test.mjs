@@ -72,3 +72,24 @@ test('a users answer read before a profile.updated that came first does not put 
   people.apply({ type: 'profile.updated', userId: 2, displayName: 'Ann (old event)', avatar: '', about: '', updatedAt: '2026-03-01T12:00:00.5Z' });
   assert.equal(people.name(2), 'Ann L.', 'an older profile.updated replaced a newer one');
 });
+
+test('a name that reads as a label the page gives ("You", "User N") is shown with the id of whoever chose it', async () => {
+  const names = { 2: 'You', 3: 'User 4', 5: 'you', 6: 'Ｙｏｕ', 7: 'You\u200b', 8: 'USER  12', 9: 'Ann', 10: 'User 10', 11: 'Youssef' };
+  const api = {
+    async users(ids) {
+      return { users: ids.map((id) => ({ id, displayName: names[id], avatar: null, about: '' })), etag: '"x"' };
+    },
+  };
+  const people = new People(api, 1);
+  const ids = Object.keys(names).map(Number);
+  for (const id of ids) people.name(id);
+  await flushed();
+  assert.deepEqual(
+    ids.map((id) => people.name(id)),
+    ['You (user 2)', 'User 4 (user 3)', 'you (user 5)', 'Ｙｏｕ (user 6)', 'You\u200b (user 7)', 'USER  12 (user 8)', 'Ann', 'User 10', 'Youssef'],
+    'someone else reads as "You" (the signed-in user) or as another user: their messages, inbox previews and notices pass for theirs',
+  );
+  // The signed-in user sees their own chosen name as it is.
+  people.profiles.set(1, { id: 1, displayName: 'You', avatar: null, about: '' });
+  assert.equal(people.name(1, { you: false }), 'You');
+});

@@ -28,6 +28,19 @@ function older(p, held) {
   return !!a && !!b && (a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]));
 }
 
+/**
+ * Whether display name n of user uid reads as a label the page itself
+ * gives: "You" (the signed-in user: "You: …" in the inbox, "You removed
+ * …" in a notice) or "User <id>" of another user (someone without a
+ * name). Compared without case, width (NFKC), invisible formatting
+ * characters and repeated spaces, all of which chatd lets a name hold.
+ */
+function posesAsLabel(n, uid) {
+  const k = n.normalize('NFKC').replace(/\p{Cf}/gu, '').replace(/\s+/g, ' ').trim().toLowerCase();
+  const m = /^user ?([0-9]+)$/.exec(k);
+  return k === 'you' || (m !== null && m[1] !== String(uid));
+}
+
 export class People extends EventTarget {
   /** @param {import('../api.js').Api} api @param {number} me */
   constructor(api, me) {
@@ -43,11 +56,15 @@ export class People extends EventTarget {
     this.released = new Set(); // avatars found released (stale)
   }
 
-  /** The name to show for uid ("You" for the signed-in user). */
+  /**
+   * The name to show for uid ("You" for the signed-in user). Someone
+   * else's name that reads as a label the page gives (posesAsLabel) is
+   * followed by their id.
+   */
   name(uid, { you = true } = {}) {
     if (uid === this.me && you) return 'You';
     const p = this.profiles.get(uid);
-    if (p && p.displayName) return p.displayName;
+    if (p && p.displayName) return uid !== this.me && posesAsLabel(p.displayName, uid) ? `${p.displayName} (user ${uid})` : p.displayName;
     if (!p) this.want(uid);
     return `User ${uid}`;
   }
