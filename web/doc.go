@@ -10,8 +10,10 @@
 //   - Every response carries Content-Security-Policy
 //     "default-src 'self'; connect-src 'self' ws: wss:; frame-ancestors 'none'"
 //     (plus base-uri, form-action and object-src restrictions),
-//     X-Content-Type-Options nosniff, X-Frame-Options DENY and
-//     Referrer-Policy no-referrer. The page has no inline script and builds
+//     X-Content-Type-Options nosniff, X-Frame-Options DENY,
+//     Referrer-Policy no-referrer and Cross-Origin-Opener-Policy
+//     same-origin (a cross-site page that opened it keeps no handle on
+//     it). The page has no inline script and builds
 //     its DOM with textContent only, so user text can never become markup.
 //   - POST /dev/token {"userId":n} answers {"token":"<HS256 JWT>"} valid for
 //     24 hours, signed with Options.Secret, only when Options.Dev is true:

@@ -167,6 +167,10 @@ func secure(policy string, next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY") // for browsers without frame-ancestors
 		h.Set("Referrer-Policy", "no-referrer")
+		// A page of another site that opened this one (window.open) gets
+		// no handle on it, with which it could later send the signed-in
+		// tab to a look-alike sign-in page of its own.
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		next.ServeHTTP(w, r)
 	})
 }
