@@ -123,7 +123,10 @@ export class Uploader {
       }
       check();
       try {
-        const own = t.url.startsWith('/');
+        // chatd's own path gets the bearer token; an object store's
+        // address (or a scheme-relative //host, which browsers also read
+        // from /\host) never does.
+        const own = /^\/(?![/\\])/.test(t.url);
         const put = await this.put(t, file, own, onProgress, handle);
         check();
         // A completion sent again answers the same upload (docs/http.md).

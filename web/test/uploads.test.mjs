@@ -519,3 +519,46 @@ test('a recalled message\'s photos (thumbnail and full size) are revoked when th
     d.undo();
   }
 });
+
+test('the bearer token goes with a PUT to chatd\'s own path only, not to a scheme-relative //host address or an object store', async () => {
+  const sent = {};
+  globalThis.XMLHttpRequest = class {
+    constructor() {
+      this.upload = {};
+      this.headers = {};
+    }
+    open(method, url) {
+      this.url = url;
+    }
+    setRequestHeader(k, v) {
+      this.headers[k] = v;
+    }
+    send() {
+      sent[this.url] = this.headers.Authorization ?? null;
+      this.status = 200;
+      this.responseText = JSON.stringify({ state: 'complete', attachment: { id: 'a' } });
+      setTimeout(() => (this.onload(), this.onloadend()), 0);
+    }
+    abort() {}
+  };
+  try {
+    for (const url of ['/v1/uploads/u1', '//elsewhere.example/v1/uploads/u2', '/\\elsewhere.example/u3', 'https://bucket.example/u4']) {
+      const api = pendingApi();
+      const done = new Uploader(api).upload(7, { name: 'a.bin', type: 'application/octet-stream', size: 3 }, () => {}, {});
+      api.calls[0].resolve({ uploadId: 'u', url, method: 'PUT' });
+      if (!url.startsWith('/v1')) {
+        await new Promise((r) => setTimeout(r, 20));
+        api.calls[1]?.resolve({ attachment: { id: 'a' } });
+      }
+      await done.catch(() => {});
+    }
+    assert.deepEqual(sent, {
+      '/v1/uploads/u1': 'Bearer t',
+      '//elsewhere.example/v1/uploads/u2': null,
+      '/\\elsewhere.example/u3': null,
+      'https://bucket.example/u4': null,
+    });
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
