@@ -74,7 +74,7 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 		}
 		var n int
 		if err := tx.QueryRow(ctx,
-			`SELECT count(*) FROM conversation_member WHERE conversation_id = $1`, conversationID).Scan(&n); err != nil {
+			`SELECT member_count FROM conversation WHERE id = $1`, conversationID).Scan(&n); err != nil {
 			return nil, fmt.Errorf("count members: %w", err)
 		}
 		if n >= s.limits.MaxMembers {

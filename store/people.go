@@ -182,9 +182,9 @@ func (s *Store) ProfileWatchers(ctx context.Context, userID int64, largeGroup in
 func profileWatchers(ctx context.Context, tx pgx.Tx, userID int64, largeGroup int) ([]int64, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT DISTINCT o.user_id FROM conversation_member m
+		JOIN conversation c ON c.id = m.conversation_id AND c.member_count <= $2
 		JOIN conversation_member o ON o.conversation_id = m.conversation_id
-		WHERE m.user_id = $1
-		  AND (SELECT count(*) FROM conversation_member x WHERE x.conversation_id = m.conversation_id) <= $2`, userID, largeGroup)
+		WHERE m.user_id = $1`, userID, largeGroup)
 	if err != nil {
 		return nil, fmt.Errorf("read profile watchers: %w", err)
 	}

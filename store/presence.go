@@ -386,8 +386,8 @@ SELECT DISTINCT s.subject, o.user_id AS watcher,
        EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = s.subject AND NOT h.presence) AS hidden,
        EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = s.subject AND b.blocked_id = o.user_id) AS blocked
 FROM (SELECT m.user_id AS subject, m.conversation_id FROM conversation_member m
-      WHERE m.user_id = ANY($1::bigint[])
-        AND (SELECT count(*) FROM conversation_member x WHERE x.conversation_id = m.conversation_id) <= $2) s
+      JOIN conversation c ON c.id = m.conversation_id AND c.member_count <= $2
+      WHERE m.user_id = ANY($1::bigint[])) s
 JOIN conversation_member o ON o.conversation_id = s.conversation_id AND o.user_id <> s.subject
 WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = o.user_id AND NOT h.presence)`
 

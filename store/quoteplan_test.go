@@ -56,6 +56,19 @@ func indexStat(t *testing.T, url, index, stat string, read func(st *store.Store,
 // adds nothing).
 func indexesStat(t *testing.T, url string, indexes []string, stat string, read func(st *store.Store, sess *store.Sessions)) int64 {
 	t.Helper()
+	return poolIndexesStat(t, url, indexes, stat, func(probe *pgxpool.Pool) {
+		st := store.New(probe, chat.DefaultLimits())
+		read(st, store.NewSessions(probe))
+		if err := st.Close(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// poolIndexesStat is indexesStat of a read given the pool itself (for the
+// readers a store does not make, such as store.Presence).
+func poolIndexesStat(t *testing.T, url string, indexes []string, stat string, read func(probe *pgxpool.Pool)) int64 {
+	t.Helper()
 	ctx := testCtx(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -72,11 +85,7 @@ func indexesStat(t *testing.T, url string, indexes []string, stat string, read f
 		return queryInt(t, stats, `SELECT COALESCE(sum(`+stat+`), 0)::bigint FROM pg_stat_user_indexes WHERE indexrelname = ANY($1)`, indexes)
 	}
 	before := count()
-	st := store.New(probe, chat.DefaultLimits())
-	read(st, store.NewSessions(probe))
-	if err := st.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	read(probe)
 	probe.Close()
 	waitFor(t, "the reader's connections to exit", func() bool {
 		return queryInt(t, stats, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'edit-lookups'`) == 0

@@ -150,22 +150,21 @@ func (s *Sessions) Cursors(ctx context.Context, clientID string, userID int64, s
 	// conversation of the node at every connect.
 	q := `SELECT m.conversation_id,
 			CASE WHEN NOT $3 THEN c.last_seq WHEN t.tail THEN sc.delivered_seq ELSE GREATEST(COALESCE(sc.delivered_seq, 0), m.join_seq) END,
-			c.last_seq, m.join_seq, (SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = m.conversation_id),
+			c.last_seq, m.join_seq, c.member_count,
 			CASE WHEN $3 AND t.tail THEN sc.end_seq ELSE 0 END,
 			CASE WHEN $3 AND t.tail THEN sc.owed_joins END, CASE WHEN $3 AND t.tail THEN sc.owed_ends END
 		FROM conversation_member m
-		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
+		CROSS JOIN LATERAL (SELECT cv.last_seq, cv.member_count FROM conversation cv WHERE cv.id = m.conversation_id LIMIT 1) c
 		LEFT JOIN LATERAL (SELECT s.delivered_seq, s.end_seq, s.owed_joins, s.owed_ends FROM session_cursor s
 		                   WHERE s.client_id = $1 AND s.conversation_id = m.conversation_id LIMIT 1) sc ON true
 		CROSS JOIN LATERAL (SELECT COALESCE(chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends)
 		                                    AND sc.end_seq <= m.join_seq, false) AS tail) t
 		WHERE m.user_id = $2
 		UNION ALL
-		SELECT sc.conversation_id, sc.delivered_seq, c.last_seq, 0,
-			(SELECT count(*) FROM conversation_member mm WHERE mm.conversation_id = sc.conversation_id), sc.end_seq,
+		SELECT sc.conversation_id, sc.delivered_seq, c.last_seq, 0, c.member_count, sc.end_seq,
 			sc.owed_joins, sc.owed_ends
 		FROM session_cursor sc
-		CROSS JOIN LATERAL (SELECT cv.last_seq FROM conversation cv WHERE cv.id = sc.conversation_id LIMIT 1) c
+		CROSS JOIN LATERAL (SELECT cv.last_seq, cv.member_count FROM conversation cv WHERE cv.id = sc.conversation_id LIMIT 1) c
 		WHERE $3 AND sc.client_id = $1 AND chat_cursor_owing(sc.delivered_seq, sc.end_seq, sc.owed_ends)
 		  AND NOT EXISTS (SELECT 1 FROM conversation_member m WHERE m.conversation_id = sc.conversation_id AND m.user_id = $2)`
 	rows, err := s.pool.Query(ctx, q, clientID, userID, stored)
