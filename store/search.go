@@ -70,8 +70,13 @@ func WithSearchScanLimit(n int64) Option {
 	return func(s *Store) { s.searchScan = &n }
 }
 
-// searchScope is one conversation the caller may search.
-type searchScope struct{ ids, floors []int64 }
+// searchScope is the conversations the caller may search, with their
+// floors and the time of their newest message (newest: nil when none is
+// known), which no message of theirs is newer than.
+type searchScope struct {
+	ids, floors []int64
+	newest      []*time.Time
+}
 
 func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage, error) {
 	page := chat.SearchPage{Results: []chat.SearchHit{}}
@@ -163,6 +168,9 @@ func (s *Store) searchStatement(ctx context.Context, tx pgx.Tx, q chat.SearchQue
 		if _, err := tx.Exec(ctx, `SELECT set_config('enable_bitmapscan', 'off', true)`); err != nil {
 			return "", nil, false, fmt.Errorf("configure search: %w", err)
 		}
+		if scope, err = recentScope(ctx, tx, q, scope, cur); err != nil {
+			return "", nil, false, err
+		}
 		sql, args := searchRecentSQL(q, scope, cur)
 		return sql, args, true, nil
 	}
@@ -187,7 +195,7 @@ func searchScopeOf(ctx context.Context, tx pgx.Tx, userID, conv int64) (searchSc
 	rows, err := tx.Query(ctx, `
 		SELECT m.conversation_id,
 		       `+floorSQL+`,
-		       c.message_count
+		       c.message_count, c.last_message_at
 		FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
 		WHERE m.user_id = $1 AND ($2::bigint = 0 OR m.conversation_id = $2)
 		ORDER BY m.conversation_id`, userID, conv)
@@ -197,11 +205,14 @@ func searchScopeOf(ctx context.Context, tx pgx.Tx, userID, conv int64) (searchSc
 	defer rows.Close()
 	var visible int64
 	for rows.Next() {
-		var id, floor, n int64
-		if err := rows.Scan(&id, &floor, &n); err != nil {
+		var (
+			id, floor, n int64
+			newest       *time.Time
+		)
+		if err := rows.Scan(&id, &floor, &n, &newest); err != nil {
 			return sc, 0, fmt.Errorf("read search scope: %w", err)
 		}
-		sc.ids, sc.floors = append(sc.ids, id), append(sc.floors, floor)
+		sc.ids, sc.floors, sc.newest = append(sc.ids, id), append(sc.floors, floor), append(sc.newest, newest)
 		visible += n
 	}
 	return sc, visible, rows.Err()
@@ -427,4 +438,68 @@ func lexeme(s string) string {
 func likeEscape(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(s)
+}
+
+// recentScopeFirst is how many conversations, the most recently active,
+// recentScope reads first; each further read takes twice as many.
+const recentScopeFirst = 64
+
+// recentScope narrows sc to the conversations that can hold q's page
+// listed by recency: a page of hits is newer than any message of the
+// conversations whose newest message is older than its last hit. It
+// reads the hits' times of the most recently active conversations
+// first, more of them until a page is found that way, so that a common
+// word's page reads a few conversations' newest messages, not a page of
+// each of the caller's thousands of conversations.
+func recentScope(ctx context.Context, tx pgx.Tx, q chat.SearchQuery, sc searchScope, cur *chat.SearchCursor) (searchScope, error) {
+	if len(sc.ids) <= recentScopeFirst {
+		return sc, nil
+	}
+	order := make([]int, len(sc.ids))
+	for i := range order {
+		order[i] = i
+	}
+	// Newest first; a conversation of no known newest message first of all.
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := sc.newest[a], sc.newest[b]
+		switch {
+		case x == nil && y == nil:
+			return 0
+		case x == nil:
+			return -1
+		case y == nil:
+			return 1
+		}
+		return y.Compare(*x)
+	})
+	var (
+		out   searchScope
+		times []time.Time // the newest hits' times so far, at most a page and one
+	)
+	for next, n := 0, recentScopeFirst; next < len(order); n *= 2 {
+		batch := searchScope{}
+		for _, i := range order[next:min(next+n, len(order))] {
+			batch.ids, batch.floors = append(batch.ids, sc.ids[i]), append(batch.floors, sc.floors[i])
+		}
+		next += len(batch.ids)
+		sql, args := searchRecentSQL(q, batch, cur)
+		rows, err := tx.Query(ctx, `SELECT created_at FROM (`+sql+`) t`, args...)
+		if err != nil {
+			return sc, fmt.Errorf("search recent: %w", err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		if err != nil {
+			return sc, fmt.Errorf("search recent: %w", err)
+		}
+		times = append(times, got...)
+		slices.SortFunc(times, func(a, b time.Time) int { return b.Compare(a) })
+		times = times[:min(len(times), q.Limit+1)]
+		out.ids, out.floors = append(out.ids, batch.ids...), append(out.floors, batch.floors...)
+		if len(times) > q.Limit && next < len(order) {
+			if rest := sc.newest[order[next]]; rest != nil && times[q.Limit].After(*rest) {
+				break
+			}
+		}
+	}
+	return out, nil
 }

@@ -89,7 +89,8 @@ func (s *Store) searchByScan(ctx context.Context, tx pgx.Tx, terms []chat.Search
 // ranking would then order most of the caller's messages by a relevance
 // that tells them apart by little more than length, and costs reading
 // every match before the first page is known. Listed by recency alone,
-// a page reads the newest messages of each conversation and stops.
+// a page reads the newest messages of the most recently active
+// conversations and stops (recentScope).
 // A term counts by its own lexeme, which its matches include (a prefix or
 // substring matches more): a lower bound; a CJK term of one or two
 // characters is its lexeme, one of three or more a phrase, rarer than its
