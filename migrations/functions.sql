@@ -881,7 +881,9 @@ $$;
 -- system entries) after their read watermark, wherever it points, i.e.
 -- the conversation's message_count less the msg_no of the newest entry at
 -- or before the watermark; two key lookups. The inbox and the push badge
--- both count with it. Inlined by the planner (one SQL expression).
+-- both count with it. Not inlined (the planner inlines no sub-select):
+-- each row is a call, so the badge calls it only for the conversations
+-- with a message after the watermark.
 CREATE OR REPLACE FUNCTION chat_unread(p_conv bigint, p_read_seq bigint, p_message_count bigint)
 RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT GREATEST(p_message_count - COALESCE(

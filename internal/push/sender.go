@@ -119,9 +119,13 @@ SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j
        w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
        COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ''), lm.created_at,
        COALESCE(lm.created_at <= now() - make_interval(secs => $4), false),
+       -- A conversation whose newest message is at or before the
+       -- watermark has none unread (its entry there counts them all):
+       -- only the others are looked up, not every one of a user in
+       -- thousands of groups at every push.
        (SELECT COALESCE(sum(chat_unread(c2.id, m2.last_read_seq, c2.message_count)), 0)::bigint
         FROM conversation_member m2 JOIN conversation c2 ON c2.id = m2.conversation_id
-        WHERE m2.user_id = j.user_id),
+        WHERE m2.user_id = j.user_id AND c2.last_message_seq > m2.last_read_seq),
        COALESCE((SELECT json_agg(json_build_object('id', d.id, 'platform', d.platform, 'address', d.address,
                                                    'p256dh', d.p256dh, 'auth', d.auth, 'appId', d.app_id, 'locale', d.locale))
                  FROM push_device d
