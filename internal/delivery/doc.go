@@ -115,7 +115,8 @@
 // stream that has sent nothing yet may still be handed an entry at or
 // before its start, routed late, which it delivers (stream.rewound), so
 // an event at or before that start waits for such an entry too, GapWait
-// once per stream (stream.has), and is dropped
+// once per stream (stream.has; a resync, whose last_seq says nothing of
+// such an entry, does not end that wait), and is dropped
 // when the membership the stream follows ends before it or began after
 // it, so a member removed on another node gets none committed after their
 // removal, nor one added back any committed while they were away. At most

@@ -70,3 +70,43 @@ func TestAReadReceiptOfAnEntryCommittedBeforeACleanSessionStartedGoesOutAfterThe
 		t.Fatalf("the clean session got %d messages from before it started", n)
 	}
 }
+
+// A resync (here: an entry of a group the session had not heard it
+// joined) re-reads the stream's position, which says nothing of an entry
+// still to be relayed: a receipt waiting at a clean session's start still
+// goes out after the gap wait.
+func TestAReceiptWaitingAtACleanSessionsStartGoesOutThoughAResyncCameMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, _ := nodeOfRecord(t)
+	const gapWait = 200 * time.Millisecond
+	h := startHub(t, f.sessions, delivery.Options{GapWait: gapWait})
+	u1 := attachUser(t, h, f, "u1", 1, false, true, true)
+	sent := sendSeqsAs(t, st, rec, conv.ID, 1, 1)
+	for _, ev := range sent { // routed before the session
+		h.Deliver(ev)
+	}
+	waitSeqs(t, u1, conv.ID, 1)
+	u2 := attachUser(t, h, f, "u2", 2, false, true, true)
+	if _, err := st.MarkRead(ctx, conv.ID, 3, sent[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	online := true
+	for _, ev := range append(rec.take(), chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{2}}) {
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the presence routed after the receipt", func() bool {
+		return events(u2, chat.EventPresence, 0) == 1
+	})
+	other, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "other", Members: []int64{2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take() // its creation is relayed late: the session meets its entry first
+	for _, ev := range sendSeqsAs(t, st, rec, other.ID, 1, 1) {
+		h.Deliver(ev)
+	}
+	waitSeqs(t, u2, other.ID, 1) // read back by the resync
+	testkit.WaitFor(t, 10*gapWait+2*time.Second, "the receipt to reach the client", func() bool {
+		return events(u2, chat.EventReadUpdated, conv.ID) == 1
+	})
+}

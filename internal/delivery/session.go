@@ -1139,7 +1139,14 @@ func (s *Session) doResync() {
 		// Events this session dropped itself went through the recent
 		// cache first; events the hub dropped did not.
 		st.resync(c.LastSeq, unseen, large)
-		delete(s.gapped, c.ConversationID)
+		if st.state == Gapped {
+			if s.gapped == nil {
+				s.gapped = map[int64]*stream{}
+			}
+			s.gapped[c.ConversationID] = st
+		} else {
+			delete(s.gapped, c.ConversationID)
+		}
 	}
 	for id, st := range s.streams {
 		if !seen[id] && st.end == 0 {

@@ -434,10 +434,18 @@ func (st *stream) skip(seq int64) {
 // dropped: lastSeq is the conversation's newest seq now; unseen says the
 // hub dropped events before its recent cache saw them.
 func (st *stream) resync(lastSeq int64, unseen bool, large bool) {
-	st.held, st.gapSince = nil, time.Time{}
-	st.state = Live
-	if lastSeq >= st.next {
-		st.state = Behind
+	st.held = nil
+	switch {
+	case lastSeq >= st.next:
+		st.state, st.gapSince = Behind, time.Time{}
+	case st.has(st.awaited):
+		st.state, st.gapSince = Live, time.Time{}
+	default:
+		// An event waits for an entry at or before a fresh stream's
+		// start that may still be routed late (has), which last_seq
+		// says nothing of: the gap wait it began goes on, or ends at
+		// the next tick if none ran.
+		st.state = Gapped
 	}
 	st.verify, st.until = st.state == Behind && unseen, max(st.until, lastSeq)
 	st.large = large
