@@ -100,6 +100,10 @@ type Routing struct {
 	// Floors[i] is Members[i]'s history floor; nil when every floor is 0
 	// (most conversations: no memory spent on them).
 	Floors []int64
+	// Seq is the conversation's last_seq when the members were read: a
+	// membership event before it is in them (one at it is not: its entry
+	// follows it).
+	Seq int64
 }
 
 // SessionStore keeps the durable state of MQTT sessions (store.Sessions):

@@ -492,7 +492,9 @@ func (s *Sessions) Expire(ctx context.Context, online []string) (int64, error) {
 // Members lists the members of a conversation, ascending, with their
 // history floors (delivery routing).
 func (s *Sessions) Members(ctx context.Context, conversationID int64) (chat.Routing, error) {
-	rows, err := s.pool.Query(ctx, `SELECT m.user_id, `+floorSQL+`
+	// c.last_seq in the same snapshot as the members: the membership
+	// events before it are in them (Routing.Seq).
+	rows, err := s.pool.Query(ctx, `SELECT m.user_id, `+floorSQL+`, c.last_seq
 		FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
 		WHERE m.conversation_id = $1 ORDER BY m.user_id`, conversationID)
 	if err != nil {
@@ -501,7 +503,7 @@ func (s *Sessions) Members(ctx context.Context, conversationID int64) (chat.Rout
 	r := chat.Routing{Members: []int64{}}
 	var floors []int64
 	var user, floor int64
-	if _, err := pgx.ForEachRow(rows, []any{&user, &floor}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&user, &floor, &r.Seq}, func() error {
 		r.Members = append(r.Members, user)
 		floors = append(floors, floor)
 		return nil

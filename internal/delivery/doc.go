@@ -15,7 +15,13 @@
 //     waits, with the later events of that conversation and in order,
 //     while every other conversation's events go on. Membership events
 //     keep the index current; past MemberIndexSize conversations the least
-//     recently routed one is forgotten.
+//     recently routed one is forgotten. A membership event older than the
+//     members loaded (Routing.Seq) or than one of the same member the
+//     index applied changes nothing, and one older than the latter is
+//     not routed either: it came late (a relay leader's batch landing
+//     after its successor's, Kafka redelivering, another node's event
+//     overtaken by this node's own), and would end the stream of a member
+//     who is back.
 //   - Each connected session has a pump (session.go), the only writer to
 //     its client: the acknowledgements of the client's own publishes
 //     (Reply; in order, never dropped), its events and RPC replies. The

@@ -73,7 +73,9 @@ func (h *Hub) dispatch(ev chat.Event) (load bool) {
 		return false
 	}
 	h.members.refresh(ev)
-	h.members.apply(ev)
+	if h.members.apply(ev) {
+		return false
+	}
 	members, ok := h.members.get(ev.ConversationID)
 	if !ok {
 		return h.members.wait(ev)
@@ -101,7 +103,9 @@ func (h *Hub) membersLoaded(r memberLoad) (again bool) {
 	}
 	evs := h.members.loaded(r.conv, r.members)
 	for i, ev := range evs {
-		h.members.apply(ev)
+		if h.members.apply(ev) {
+			continue
+		}
 		members, _ := h.members.get(ev.ConversationID)
 		h.route(ev, members)
 		if ev.Type == chat.EventConversationUpdated {

@@ -33,6 +33,25 @@ type memberIndex struct {
 type memberEntry struct {
 	conv int64
 	r    chat.Routing
+	// seqs holds, per user, the seq of the last membership event applied
+	// to them: one older than it (or than r.Seq, the load's) arrived late
+	// and is already in r.
+	seqs map[int64]int64
+}
+
+// note records a membership event of user at seq. It reports whether the
+// event is late (older than one of theirs the index saw: every session
+// got that one) and whether it is in r already (late, or older than the
+// load, which read it; one at the load's seq came after it).
+func (e *memberEntry) note(user, seq int64) (late, known bool) {
+	last := e.seqs[user]
+	if seq > last {
+		if e.seqs == nil {
+			e.seqs = map[int64]int64{}
+		}
+		e.seqs[user] = seq
+	}
+	return seq < last, seq < max(e.r.Seq, last)
 }
 
 func newMemberIndex(max int) *memberIndex {
@@ -96,15 +115,24 @@ func (x *memberIndex) forgetAll() {
 }
 
 // apply updates a known conversation's members for a membership event; a
-// conversation not in the index is left to its next load.
-func (x *memberIndex) apply(ev chat.Event) {
+// conversation not in the index is left to its next load. An event older
+// than what the index holds of its member changes nothing, and one older
+// than a membership event of theirs it saw is late (a relay leader's batch
+// landing after its successor's, Kafka redelivering, another node's event
+// overtaken by this node's own): apply reports it, and it is not routed,
+// for it would tell the sessions and clients of a membership that ended.
+func (x *memberIndex) apply(ev chat.Event) (late bool) {
+	var e *memberEntry
+	if el, ok := x.entries[ev.ConversationID]; ok {
+		e = el.Value.(*memberEntry)
+	}
 	switch ev.Type {
 	case chat.EventConversationCreated:
-		if len(ev.Members) > 0 {
+		if len(ev.Members) > 0 && (e == nil || ev.Seq >= e.r.Seq) {
 			// The first members joined before any entry: no floor.
 			m := slices.Clone(ev.Members)
 			slices.Sort(m)
-			x.set(ev.ConversationID, chat.Routing{Members: m})
+			x.set(ev.ConversationID, chat.Routing{Members: m, Seq: ev.Seq})
 		}
 	case chat.EventMemberAdded:
 		// A member the index lacks comes only from a join that waited
@@ -115,6 +143,13 @@ func (x *memberIndex) apply(ev chat.Event) {
 		// "joined"; otherwise it is the safe side: an edit of a message
 		// from before the join reaches them without its body until the
 		// conversation is loaded again.
+		if e == nil {
+			return false
+		}
+		late, known := e.note(ev.UserID, ev.Seq)
+		if known {
+			return late
+		}
 		if r, ok := x.get(ev.ConversationID); ok {
 			if i, found := slices.BinarySearch(r.Members, ev.UserID); !found {
 				if r.Floors == nil && ev.Seq > 0 {
@@ -128,6 +163,13 @@ func (x *memberIndex) apply(ev chat.Event) {
 			}
 		}
 	case chat.EventMemberRemoved:
+		if e == nil {
+			return false
+		}
+		late, known := e.note(ev.UserID, ev.Seq)
+		if known {
+			return late
+		}
 		if r, ok := x.get(ev.ConversationID); ok {
 			if i, found := slices.BinarySearch(r.Members, ev.UserID); found {
 				r.Members = slices.Delete(slices.Clone(r.Members), i, i+1)
@@ -138,6 +180,7 @@ func (x *memberIndex) apply(ev chat.Event) {
 			}
 		}
 	}
+	return false
 }
 
 // wait queues ev behind the load of its conversation's members and

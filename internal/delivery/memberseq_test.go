@@ -1,0 +1,44 @@
+package delivery
+
+import (
+	"slices"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+)
+
+// A membership event can reach the index after a newer one of the same
+// member: the old relay leader's batch landing after the new leader's,
+// Kafka redelivering after a consumer restart, or another node's event
+// arriving through Kafka after this node's own. The older one changes
+// nothing.
+func TestMemberIndexIgnoresAMembershipEventOlderThanWhatItApplied(t *testing.T) {
+	x := newMemberIndex(10)
+	// The load read user 2 rejoined: removed at 5, added at 7, read at 9.
+	x.set(7, chat.Routing{Members: []int64{1, 2}, Seq: 9})
+	x.apply(chat.Event{Type: chat.EventMemberRemoved, ConversationID: 7, UserID: 2, Seq: 5})
+	if r, _ := x.get(7); !slices.Equal(r.Members, []int64{1, 2}) {
+		t.Fatalf("after a member.removed older than the load: members %v, want [1 2]", r.Members)
+	}
+	// Read at 3, before both: the removal and the join apply, then the
+	// removal arrives again.
+	x.set(8, chat.Routing{Members: []int64{1, 2}, Seq: 3})
+	for i, ev := range []chat.Event{
+		{Type: chat.EventMemberRemoved, ConversationID: 8, UserID: 2, Seq: 4},
+		{Type: chat.EventMemberAdded, ConversationID: 8, UserID: 2, Seq: 6},
+		{Type: chat.EventMemberRemoved, ConversationID: 8, UserID: 2, Seq: 4},
+	} {
+		if late := x.apply(ev); late != (i == 2) {
+			t.Fatalf("%s at %d reported late: %v, want %v (not routed: every session had the join at 6)", ev.Type, ev.Seq, late, i == 2)
+		}
+	}
+	if r, _ := x.get(8); !slices.Equal(r.Members, []int64{1, 2}) {
+		t.Fatalf("after member.removed at 4 again after member.added at 6: members %v, want [1 2]", r.Members)
+	}
+	// A conversation.created again restores no member who left since.
+	x.apply(chat.Event{Type: chat.EventMemberRemoved, ConversationID: 8, UserID: 1, Seq: 8})
+	x.apply(chat.Event{Type: chat.EventConversationCreated, ConversationID: 8, Members: []int64{1, 2}, Seq: 0})
+	if r, _ := x.get(8); !slices.Equal(r.Members, []int64{2}) {
+		t.Fatalf("after conversation.created again: members %v, want [2]", r.Members)
+	}
+}
