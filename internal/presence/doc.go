@@ -87,5 +87,7 @@
 // pushed to watchers. (chat_presence_kafka_dropped_total, events not
 // published to Kafka, is the EphemeralPublisher's.)
 // chat_presence_remote_dropped_total: other nodes' events dropped because
-// 10,000 were waiting to be pushed here already.
+// events of 10,000 other users were waiting to be pushed here already (an
+// event replaces the one of its user that waits: only the latest state
+// is pushed).
 package presence

@@ -93,7 +93,10 @@ type Tracker struct {
 	dirtyUsers   map[int64]struct{}  // users who came online
 	peaks        [5]int              // the most entries each map above held since it was last copied (shrink.Map)
 	remote       []chat.Event
-	visibility   map[int64]bool // users whose presence was hidden (true) or shown again (false), to announce
+	// remoteAt is where each user's event waits in remote, by whether it
+	// is a hidden one (those go to other watchers: HiddenFrom).
+	remoteAt   map[remoteKey]int
+	visibility map[int64]bool // users whose presence was hidden (true) or shown again (false), to announce
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -139,10 +142,17 @@ type Tracker struct {
 	remoteDropped prometheus.Counter
 }
 
-// remoteQueue bounds the other nodes' presence events waiting to be
-// pushed here; past it they are dropped (and counted): presence is best
-// effort, and queries read PostgreSQL.
+// remoteQueue bounds the users whose presence events from other nodes
+// wait to be pushed here: a user's event replaces the one of theirs that
+// waits (only the latest state is worth showing), and a user's past the
+// bound is dropped (and counted): presence is best effort, and queries
+// read PostgreSQL.
 const remoteQueue = 10000
+
+type remoteKey struct {
+	user   int64
+	hidden bool
+}
 
 type conn struct {
 	user  int64
@@ -182,7 +192,7 @@ func New(cfg Config) (*Tracker, error) {
 		pushed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_presence_events_total",
 			Help: "Presence events pushed to watchers on this node, by origin (local, remote)."}, []string{"origin"}),
 		remoteDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_presence_remote_dropped_total",
-			Help: "Presence events from other nodes dropped before they were pushed here: more were waiting than the tracker holds."}),
+			Help: "Presence events from other nodes dropped before they were pushed here: events of more users were waiting than the tracker holds."}),
 	}
 	if err := promreg.Register(cfg.Registerer, t.onlineUsers, t.pushed, t.remoteDropped); err != nil {
 		return nil, fmt.Errorf("register presence metrics: %w", err)
@@ -303,8 +313,15 @@ func (t *Tracker) Remote(ev chat.Event) {
 	if ev.Type != chat.EventPresence || ev.UserID <= 0 || ev.Online == nil {
 		return
 	}
+	k := remoteKey{ev.UserID, ev.Hidden}
 	t.mu.Lock()
-	if len(t.remote) < remoteQueue {
+	if i, ok := t.remoteAt[k]; ok {
+		t.remote[i] = ev
+	} else if len(t.remote) < remoteQueue {
+		if t.remoteAt == nil {
+			t.remoteAt = map[remoteKey]int{}
+		}
+		t.remoteAt[k] = len(t.remote)
 		t.remote = append(t.remote, ev)
 	} else {
 		t.remoteDropped.Inc()
@@ -652,7 +669,7 @@ func (t *Tracker) process() time.Duration {
 		t.unsure = nil
 	}
 	remote := t.remote
-	t.remote = nil
+	t.remote, t.remoteAt = nil, nil
 	visibility := t.visibility
 	t.visibility = map[int64]bool{}
 	t.shrinkLocked()

@@ -370,23 +370,9 @@ func TestTrackerGivesBackWhatABurstOfConnectionsTookOnceTheyLeave(t *testing.T) 
 // as such: chat_presence_remote_dropped_total.
 func TestRemotePresenceEventsDroppedPastTheBoundAreCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	tr, st, hub := newTracker(t, Config{Registerer: reg})
-	hold := make(chan struct{})
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(hold) }) }) // before Close, which waits for the tracker
-	st.mu.Lock()
-	st.hold = hold
-	st.mu.Unlock()
-	online := true
-	remote := func(user int64) { tr.Remote(chat.Event{Type: chat.EventPresence, UserID: user, Online: &online}) }
-	remote(1) // the tracker takes it and waits for its watchers
-	testkit.WaitFor(t, 5*time.Second, "the first event taken", func() bool {
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		return len(tr.remote) == 0
-	})
+	remote, release, hub := stalledRemote(t, reg)
 	for i := range remoteQueue + 5 {
-		remote(int64(i + 2))
+		remote(int64(i+2), true)
 	}
 	if n, err := testutil.GatherAndCount(reg, "chat_presence_remote_dropped_total"); err != nil || n != 1 {
 		t.Fatalf("chat_presence_remote_dropped_total not exported (%d series, %v)", n, err)
@@ -402,8 +388,33 @@ func TestRemotePresenceEventsDroppedPastTheBoundAreCounted(t *testing.T) {
 			}
 		}
 	}
-	release.Do(func() { close(hold) })
+	release()
 	waitEvents(t, hub, 1+remoteQueue)
+}
+
+// stalledRemote starts a tracker whose store holds its first read of
+// watchers, and has it take a remote event of user 1 so that what remote
+// hands over next waits in its queue until release.
+func stalledRemote(t *testing.T, reg prometheus.Registerer) (remote func(user int64, online bool), release func(), hub *fakeHub) {
+	t.Helper()
+	tr, st, hub := newTracker(t, Config{Registerer: reg})
+	hold := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release) // before Close, which waits for the tracker
+	st.mu.Lock()
+	st.hold = hold
+	st.mu.Unlock()
+	remote = func(user int64, online bool) {
+		tr.Remote(chat.Event{Type: chat.EventPresence, UserID: user, Online: &online})
+	}
+	remote(1, true) // the tracker takes it and waits for its watchers
+	testkit.WaitFor(t, 5*time.Second, "the first event taken", func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return len(tr.remote) == 0
+	})
+	return remote, release, hub
 }
 
 // A visibility change is announced on this node and published for the
