@@ -67,7 +67,12 @@
 // MaxBatchBytes refuses a batch of many rows as too large, every time:
 // the relay then writes batches of half the refused write's bytes (until
 // it next takes the lease), and drops, as oversize, a row Kafka refuses
-// on its own.
+// on its own. So is dropped, as kind="refused", a row Kafka refuses on its
+// own for what it is otherwise (refusedForGood: INVALID_TIMESTAMP, an old
+// backlog and a topic's message.timestamp.before.max.ms; INVALID_RECORD);
+// a batch refused so is written one row at a time until the row is found.
+// Every other write error is retried: it is of the moment or of the
+// cluster's settings, and no row is to blame.
 // The partition of a conversation is hash(key) mod partitions, so add
 // partitions to chat.events only knowing that it reorders conversations
 // across the change. docs/events.md documents the payloads and the
@@ -169,7 +174,7 @@
 // chat_relay_lag_seconds and chat_relay_pending_rows (measured by the leader
 // every StatsInterval and after each drain; 0 on standby nodes, so
 // aggregate with max), chat_relay_published_total, chat_relay_errors_total
-// {kind=kafka|db|oversize|decode}, chat_relay_batch_size, chat_relay_leader (0/1),
+// {kind=kafka|db|oversize|refused|decode} (refused from its first), chat_relay_batch_size, chat_relay_leader (0/1),
 // chat_kafka_consumer_events_total, chat_kafka_consumer_errors_total
 // {kind=kafka|decode} (each failure once: kafka-go reports a failure of
 // the consumer group up to three times, logged by the group, logged again

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/kafkatest"
@@ -453,4 +454,23 @@ func (c *collector) events() []chat.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]chat.Event(nil), c.evs...)
+}
+
+// refuseProduce answers a produce request with code as the error of every
+// partition it writes.
+func refuseProduce(req kmsg.Request, code int16) *kmsg.ProduceResponse {
+	r := req.(*kmsg.ProduceRequest)
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

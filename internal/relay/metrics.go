@@ -13,6 +13,7 @@ const (
 	kindKafka    = "kafka"    // a Kafka request failed
 	kindDB       = "db"       // a PostgreSQL query or connection failed
 	kindOversize = "oversize" // an outbox row too large for one Kafka request (dropped)
+	kindRefused  = "refused"  // an outbox row Kafka refuses for good otherwise (dropped; refusedForGood)
 	kindDecode   = "decode"   // a Kafka message that is not a chat.Event (skipped), or an outbox row that cannot be encoded (dropped)
 )
 
@@ -34,7 +35,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		published: counter("chat_relay_published_total",
 			"Outbox rows published to Kafka and acknowledged by all in-sync replicas."),
 		errors: byKind("chat_relay_errors_total",
-			"Relay failures by kind: kafka (write failed, retried), db (query or connection failed), oversize (row too large, dropped), decode (row that cannot be encoded, dropped)."),
+			"Relay failures by kind: kafka (write failed, retried), db (query or connection failed), oversize (row too large, dropped), refused (row Kafka refuses for good otherwise: a timestamp out of the topic's range, an invalid record; dropped), decode (row that cannot be encoded, dropped)."),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chat_relay_batch_size",
 			Help:    "Rows per successful Kafka write.",

@@ -113,6 +113,10 @@ type Relay struct {
 	// Kafka refused a batch as too large: see fitBudget). Run's goroutine
 	// alone uses it.
 	budget int
+	// single: the next write carries one row, to find which of a
+	// partition's batch Kafka refuses for good (see fitBudget). Run's
+	// goroutine alone uses it.
+	single bool
 }
 
 // New returns a relay for the database behind pool. The relay does not use
@@ -573,6 +577,8 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 	var spans []rowSpan // the traced rows' spans, tracing on
 	var drop []int64
 	total := 0
+	single := r.single
+	r.single = false
 	for _, row := range rows {
 		if row.value == nil {
 			drop = append(drop, row.id) // readBatch logged it
@@ -585,7 +591,7 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 			drop = append(drop, row.id)
 			continue
 		}
-		if len(msgs) > 0 && total+size > r.budget {
+		if len(msgs) > 0 && (single || total+size > r.budget) {
 			more = true
 			break
 		}
@@ -639,14 +645,19 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 			r.m.published.Add(float64(n))
 			r.m.batchSize.Observe(float64(n))
 		}
-		if refused := r.fitBudget(werr, total); refused >= 0 {
-			// Too large on its own: it can never be published.
+		if refused, why := r.fitBudget(werr, total); refused >= 0 {
+			// Refused on its own for what it is: it can never be published.
 			row := rows[slices.IndexFunc(rows, func(o outboxRow) bool { return o.id == ids[refused] })]
-			r.m.errors.WithLabelValues(kindOversize).Inc()
-			r.log.Error("relay: Kafka refused an outbox row as too large, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "bytes", messageSize(row))
+			if errors.Is(why, kafka.MessageSizeTooLarge) {
+				r.m.errors.WithLabelValues(kindOversize).Inc()
+				r.log.Error("relay: Kafka refused an outbox row as too large, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "bytes", messageSize(row))
+			} else {
+				r.m.errors.WithLabelValues(kindRefused).Inc()
+				r.log.Error("relay: Kafka refused an outbox row, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "err", why)
+			}
 			done = append(done, row.id)
 		}
-		if onlyTooLarge(werr) {
+		if onlyRefusedForGood(werr) {
 			// Nothing failed that smaller writes, at once, do not mend.
 			werr, more = nil, true
 		}
@@ -836,47 +847,68 @@ func appendTraceHeaders(h []kafka.Header, tc chat.TraceContext) []kafka.Header {
 	return h
 }
 
-// fitBudget adapts the relay to a broker whose limit on a produce request
-// (max.message.bytes of the topic or the broker) is below MaxBatchBytes,
-// which refuses a partition's batch as a whole, every time it is sent
-// again: when Kafka refused more than one message of a write of total
-// bytes as too large, the following writes take at most half of it, until
-// the relay next takes the lease. A message refused alone was its
-// partition's whole batch (kafka-go sends the batch of one partition in
-// one request, and each of its messages gets that request's error): too
-// large on its own, it can never be published, and fitBudget returns its
-// index; else -1.
-func (r *Relay) fitBudget(werr error, total int) int {
+// refusedForGood reports whether Kafka refused a message for what it is,
+// so that it is refused every time it is sent again: too large
+// (MESSAGE_TOO_LARGE), a timestamp outside what the topic accepts
+// (INVALID_TIMESTAMP: message.timestamp.before.max.ms and a backlog older
+// than it, or .after.max.ms and a clock ahead of the broker's), or a
+// record the broker's validation rejects (INVALID_RECORD). The other
+// errors are of the moment (a leader moving, a broker down) or of the
+// cluster's settings (authorization, acks), which dropping rows does not
+// mend: those writes are retried.
+func refusedForGood(err error) bool {
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.InvalidTimestamp) || errors.Is(err, kafka.InvalidRecord)
+}
+
+// fitBudget finds the messages Kafka refuses for good (refusedForGood)
+// among those of a write of total bytes that failed. kafka-go sends the
+// batch of one partition in one request, and each of its messages gets
+// that request's error, so a message refused alone was its partition's
+// whole batch: it can never be published, and fitBudget returns its index
+// and its error; else -1. When more than one was refused, the refusal may
+// be of one of them only, or of the batch's size: a broker whose limit on
+// a produce request (max.message.bytes of the topic or the broker) is
+// below MaxBatchBytes refuses a partition's batch as a whole, every time
+// it is sent again, so after messages refused as too large the following
+// writes take at most half of total bytes, until the relay next takes the
+// lease; after others the next write carries one row, and so in turn
+// until the refused row is found.
+func (r *Relay) fitBudget(werr error, total int) (int, error) {
 	var werrs kafka.WriteErrors
 	if !errors.As(werr, &werrs) {
-		return -1
+		return -1, nil
 	}
-	refused, n := -1, 0
+	refused, n, tooLarge := -1, 0, 0
 	for i, e := range werrs {
-		if errors.Is(e, kafka.MessageSizeTooLarge) {
+		if e != nil && refusedForGood(e) {
 			refused = i
 			n++
+			if errors.Is(e, kafka.MessageSizeTooLarge) {
+				tooLarge++
+			}
 		}
 	}
 	switch {
 	case n == 1:
-		return refused
-	case n > 1:
+		return refused, werrs[refused]
+	case tooLarge > 1:
 		r.budget = max(1, total/2)
 		r.log.Warn("relay: Kafka refused a batch as too large (the topic's max.message.bytes is below the relay's batch bytes); writing smaller batches", "bytes", r.budget)
+	case n > 1:
+		r.single = true
 	}
-	return -1
+	return -1, nil
 }
 
-// onlyTooLarge reports whether every message a write failed for was
-// refused as too large.
-func onlyTooLarge(werr error) bool {
+// onlyRefusedForGood reports whether every message a write failed for was
+// refused for what it is (refusedForGood).
+func onlyRefusedForGood(werr error) bool {
 	var werrs kafka.WriteErrors
 	if werr == nil || !errors.As(werr, &werrs) {
 		return false
 	}
 	for _, e := range werrs {
-		if e != nil && !errors.Is(e, kafka.MessageSizeTooLarge) {
+		if e != nil && !refusedForGood(e) {
 			return false
 		}
 	}

@@ -620,20 +620,7 @@ func TestAFailedKafkaWriteLogsEachDistinctErrorOnce(t *testing.T) {
 			return nil, nil, false
 		}
 		cluster.KeepControl()
-		r := req.(*kmsg.ProduceRequest)
-		resp := r.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = 6 // NOT_LEADER_FOR_PARTITION
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refuseProduce(req, 6), nil, true // NOT_LEADER_FOR_PARTITION
 	})
 	var logs lockedBuffer
 	cfg := testConfig(t, port, nil)
