@@ -328,7 +328,7 @@ func (s *Server) prepareConsumer(ctx context.Context, st config.Settings, appNam
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
 	if err := cons.Pin(tctx); err != nil {
-		s.log.Warn("could not pin where the Kafka consumer starts; a new group starts where the topic ends when it joins", "err", err)
+		s.log.Warn("could not pin where the Kafka consumer starts; the consumer pins it before it joins the group, retrying until Kafka answers, and the sessions then re-read from PostgreSQL what was relayed meanwhile", "err", err)
 	}
 	s.consumer = cons
 	s.profiles = newRemoteProfiles(s.store, s.Hub, s.largeGroup, s.log.With("component", "remote-profiles"))
