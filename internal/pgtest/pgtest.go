@@ -27,6 +27,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgembed"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
 )
 
@@ -99,6 +100,52 @@ func start() error {
 	}
 	cluster = c
 	return nil
+}
+
+// TCPPool starts a cluster of the test's own that listens on 127.0.0.1 and
+// returns a pool on its postgres database over TCP: the shared cluster
+// listens on a Unix socket only, where PostgreSQL applies none of its TCP
+// settings (tcp_keepalives_*, tcp_user_timeout; SHOW answers 0). Both are
+// closed at the end of the test.
+func TCPPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	d, err := os.MkdirTemp("", "pgtcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755) // for the account initdb and postgres run as
+	t.Cleanup(func() { os.RemoveAll(d) })
+	port := testkit.FreePort(t)
+	c, err := pgembed.Start(context.Background(), pgembed.Options{
+		DataDir: d + "/data", Port: port,
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Settings: map[string]string{"listen_addresses": "127.0.0.1", "fsync": "off"},
+	})
+	if err != nil {
+		t.Fatalf("start PostgreSQL on TCP: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Stop(ctx, true)
+	})
+	pool, err := pgxpool.New(context.Background(), fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Show answers SHOW setting on conn, a session the test opened as the code
+// under test does (what the server applies to it).
+func Show(t testing.TB, conn *pgx.Conn, setting string) string {
+	t.Helper()
+	var v string
+	if err := conn.QueryRow(context.Background(), "SHOW "+pgx.Identifier{setting}.Sanitize()).Scan(&v); err != nil {
+		t.Fatalf("SHOW %s: %v", setting, err)
+	}
+	return v
 }
 
 // NewDB creates a fresh migrated database for this test and returns its URL.

@@ -70,3 +70,6 @@ func WriteResult(ctx context.Context, p *Pusher, c Claim, outcome string, d int6
 	}
 	return p.applyResults(ctx, []result{r})
 }
+
+// Connect opens the decider's dedicated session as Run does.
+func Connect(ctx context.Context, p *Pusher) (*pgx.Conn, error) { return p.connect(ctx) }

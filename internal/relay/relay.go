@@ -350,7 +350,12 @@ func (r *Relay) newWriter() (*kafka.Writer, *kafka.Transport) {
 
 // connect opens the relay's dedicated session and makes the server notice a
 // vanished client within about 25s over TCP, so the lease moves on promptly
-// when a leader's host dies without closing its socket.
+// when a leader's host dies without closing its socket: keepalive probes
+// (10 s idle, then 3 every 5 s) while the server has nothing to send, and
+// tcp_user_timeout (25 s, the same bound) while it has, other nodes'
+// NOTIFYs queued for the leader, which stop the probes and would have the
+// server retransmit for as long as the kernel's tcp_retries2 allows
+// (about 15 minutes on Linux) with the lease held.
 func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, r.conn.Copy())
 	if err != nil {
@@ -359,7 +364,8 @@ func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
 	_, err = conn.Exec(ctx, `SELECT set_config('application_name', 'chatd-relay', false),
 		set_config('tcp_keepalives_idle', '10', false),
 		set_config('tcp_keepalives_interval', '5', false),
-		set_config('tcp_keepalives_count', '3', false)`)
+		set_config('tcp_keepalives_count', '3', false),
+		set_config('tcp_user_timeout', '25000', false)`)
 	if err != nil {
 		closeConn(conn)
 		return nil, fmt.Errorf("configure relay session: %w", err)
