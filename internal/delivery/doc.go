@@ -17,7 +17,7 @@
 //     keep the index current; past MemberIndexSize conversations the least
 //     recently routed one is forgotten. A membership event older than the
 //     members loaded (Routing.Seq) or than one of the same member the
-//     index applied changes nothing, and one older than the latter is
+//     index applied (remembered across a reload) changes nothing, and one older than the latter is
 //     not routed either: it came late (a relay leader's batch landing
 //     after its successor's, Kafka redelivering, another node's event
 //     overtaken by this node's own), and would end the stream of a member

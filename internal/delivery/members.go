@@ -28,6 +28,11 @@ type memberIndex struct {
 	// handed to a loader before the last time may have read the members
 	// before a change whose event was dropped, and is read again.
 	epoch uint64
+	// kept holds the membership seqs (memberEntry.seqs) of conversations
+	// forgotten to be read again (forget), for the entry their next load
+	// makes: a late membership event is still late after a reload. At
+	// most max of them.
+	kept map[int64]map[int64]int64
 }
 
 type memberEntry struct {
@@ -55,7 +60,7 @@ func (e *memberEntry) note(user, seq int64) (late, known bool) {
 }
 
 func newMemberIndex(max int) *memberIndex {
-	return &memberIndex{max: max, entries: map[int64]*list.Element{}, waiting: map[int64][]chat.Event{}}
+	return &memberIndex{max: max, entries: map[int64]*list.Element{}, waiting: map[int64][]chat.Event{}, kept: map[int64]map[int64]int64{}}
 }
 
 // get returns the members of conv if they are known.
@@ -84,9 +89,13 @@ func (x *memberIndex) set(conv int64, r chat.Routing) {
 }
 
 // forget drops what the index knows of conv (loads in flight and the
-// events waiting for them stay).
+// events waiting for them stay), but for the seqs of its membership events,
+// which its next load gets (loaded).
 func (x *memberIndex) forget(conv int64) {
 	if el, ok := x.entries[conv]; ok {
+		if seqs := el.Value.(*memberEntry).seqs; seqs != nil && len(x.kept) < x.max {
+			x.kept[conv] = seqs
+		}
 		x.lru.Remove(el)
 		delete(x.entries, conv)
 	}
@@ -195,6 +204,15 @@ func (x *memberIndex) wait(ev chat.Event) (startLoad bool) {
 // it, in arrival order.
 func (x *memberIndex) loaded(conv int64, r chat.Routing) []chat.Event {
 	x.set(conv, r)
+	if seqs, ok := x.kept[conv]; ok {
+		delete(x.kept, conv)
+		if el, ok := x.entries[conv]; ok {
+			e := el.Value.(*memberEntry)
+			for u, seq := range seqs {
+				e.note(u, seq)
+			}
+		}
+	}
 	evs := x.waiting[conv]
 	delete(x.waiting, conv)
 	return evs
@@ -205,6 +223,7 @@ func (x *memberIndex) loaded(conv int64, r chat.Routing) []chat.Event {
 func (x *memberIndex) failed(conv int64) int {
 	n := len(x.waiting[conv])
 	delete(x.waiting, conv)
+	delete(x.kept, conv)
 	return n
 }
 

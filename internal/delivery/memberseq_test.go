@@ -42,3 +42,20 @@ func TestMemberIndexIgnoresAMembershipEventOlderThanWhatItApplied(t *testing.T) 
 		t.Fatalf("after conversation.created again: members %v, want [2]", r.Members)
 	}
 }
+
+// What the index saw of a member's memberships outlasts a reload of the
+// conversation (another member's join forgets it): their late removal is
+// still late after it.
+func TestMemberIndexKnowsAMembersLastMembershipEventAcrossAReload(t *testing.T) {
+	x := newMemberIndex(10)
+	x.set(7, chat.Routing{Members: []int64{1, 2}, Seq: 3})
+	x.apply(chat.Event{Type: chat.EventMemberRemoved, ConversationID: 7, UserID: 2, Seq: 4})
+	x.apply(chat.Event{Type: chat.EventMemberAdded, ConversationID: 7, UserID: 2, Seq: 6})
+	joined := chat.Event{Type: chat.EventMemberAdded, ConversationID: 7, UserID: 3, Seq: 9}
+	x.refresh(joined)
+	x.wait(joined)
+	x.loaded(7, chat.Routing{Members: []int64{1, 2, 3}, Seq: 10})
+	if !x.apply(chat.Event{Type: chat.EventMemberRemoved, ConversationID: 7, UserID: 2, Seq: 4}) {
+		t.Fatal("member.removed at 4 after member.added at 6 and a reload is not late: it would be routed, ending the member's stream")
+	}
+}
