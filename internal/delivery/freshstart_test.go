@@ -9,6 +9,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
 )
 
 // A clean session starts at its conversations' last_seq, read after its
@@ -44,12 +45,12 @@ func TestAReadReceiptOfAnEntryRelayedLateToACleanSessionGoesOutAfterTheEntry(t *
 	}
 }
 
-// The entry such a receipt reports may have reached the fan-out before
-// the session started, and never come again: the receipt waits GapWait
-// for it, then goes out all the same.
-func TestAReadReceiptOfAnEntryCommittedBeforeACleanSessionStartedGoesOutAfterTheGapWait(t *testing.T) {
-	ctx := context.Background()
-	st, f, rec, conv, h := nodeOfRecord(t)
+// readAfterACleanSessionStarted routes an entry of conv to user 1's
+// session, then starts user 2's clean session and has user 3 read the
+// entry: the receipt is recorded, not routed yet, and the entry is not
+// routed again.
+func readAfterACleanSessionStarted(t *testing.T, st *store.Store, f fixture, rec *recorder, conv chat.Conversation, h *delivery.Hub) *fakeConn {
+	t.Helper()
 	u1 := attachUser(t, h, f, "u1", 1, false, true, true)
 	sent := sendSeqsAs(t, st, rec, conv.ID, 1, 1)
 	for _, ev := range sent { // routed before the session
@@ -57,9 +58,18 @@ func TestAReadReceiptOfAnEntryCommittedBeforeACleanSessionStartedGoesOutAfterThe
 	}
 	waitSeqs(t, u1, conv.ID, 1)
 	u2 := attachUser(t, h, f, "u2", 2, false, true, true)
-	if _, err := st.MarkRead(ctx, conv.ID, 3, sent[0].Seq); err != nil {
+	if _, err := st.MarkRead(context.Background(), conv.ID, 3, sent[0].Seq); err != nil {
 		t.Fatal(err)
 	}
+	return u2
+}
+
+// The entry such a receipt reports may have reached the fan-out before
+// the session started, and never come again: the receipt waits GapWait
+// for it, then goes out all the same.
+func TestAReadReceiptOfAnEntryCommittedBeforeACleanSessionStartedGoesOutAfterTheGapWait(t *testing.T) {
+	st, f, rec, conv, h := nodeOfRecord(t)
+	u2 := readAfterACleanSessionStarted(t, st, f, rec, conv, h)
 	for _, ev := range rec.take() {
 		h.Deliver(ev)
 	}
@@ -80,16 +90,7 @@ func TestAReceiptWaitingAtACleanSessionsStartGoesOutThoughAResyncCameMeanwhile(t
 	st, f, rec, conv, _ := nodeOfRecord(t)
 	const gapWait = 200 * time.Millisecond
 	h := startHub(t, f.sessions, delivery.Options{GapWait: gapWait})
-	u1 := attachUser(t, h, f, "u1", 1, false, true, true)
-	sent := sendSeqsAs(t, st, rec, conv.ID, 1, 1)
-	for _, ev := range sent { // routed before the session
-		h.Deliver(ev)
-	}
-	waitSeqs(t, u1, conv.ID, 1)
-	u2 := attachUser(t, h, f, "u2", 2, false, true, true)
-	if _, err := st.MarkRead(ctx, conv.ID, 3, sent[0].Seq); err != nil {
-		t.Fatal(err)
-	}
+	u2 := readAfterACleanSessionStarted(t, st, f, rec, conv, h)
 	online := true
 	for _, ev := range append(rec.take(), chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{2}}) {
 		h.Deliver(ev)
