@@ -107,8 +107,9 @@ func TestHelp(t *testing.T) {
 	wantFail(t, chatctl(t, nil, "conversation", "frobnicate"), 2, `unknown subcommand "frobnicate"`)
 	wantFail(t, chatctl(t, nil, "token", "--nope"), 2, "flag provided but not defined: -nope", "Example:")
 	wantFail(t, chatctl(t, nil, "token", "--user", "1", "extra"), 2, `unexpected argument "extra"`)
-	// A bad setting in the environment is reported with its source.
-	wantFail(t, chatctl(t, map[string]string{"CHAT_MAX_MEMBERS": "x"}, "token", "--user", "1"), 1, "CHAT_MAX_MEMBERS")
+	// A bad setting in the environment is reported with its source
+	// (exit 2, a settings error, as for chatd).
+	wantFail(t, chatctl(t, map[string]string{"CHAT_MAX_MEMBERS": "x"}, "token", "--user", "1"), 2, "CHAT_MAX_MEMBERS")
 	// ... but help still works.
 	mustOK(t, chatctl(t, map[string]string{"CHAT_MAX_MEMBERS": "x"}, "token", "--help"))
 }

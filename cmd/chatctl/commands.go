@@ -160,14 +160,18 @@ func run(ctx context.Context, args []string, a *app) int {
 	return exitCode(a, cmd.run(ctx, a, args[1:]))
 }
 
+// exitCode is 2 for a usage error and for a setting that does not load,
+// as chatd's exit status is for the latter (a supervisor need not retry
+// either), 1 for any other failure.
 func exitCode(a *app, err error) int {
 	var ue *usageError
+	var ce *config.Error
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, errHelp):
 		return 0
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &ce):
 		fmt.Fprintf(a.stderr, "chatctl: %v\n", err)
 		return 2
 	default:

@@ -9,7 +9,8 @@
 // It reads the same settings as chatd (CHAT_* variables and the CHAT_CONFIG
 // file) for defaults such as the database and the data dir; its own flags
 // override them. Results go to stdout (JSON for conversation commands), logs
-// and errors to stderr. Exit status: 0 success, 1 failure, 2 bad usage.
+// and errors to stderr. Exit status: 0 success, 1 failure, 2 bad usage or a
+// setting that does not load (as for chatd).
 package main
 
 import (
