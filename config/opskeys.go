@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -214,14 +215,20 @@ func (s *Settings) checkListenerPorts() error {
 }
 
 // sameAddr reports whether two listen addresses name the same fixed port
-// (port 0 picks a free one each time, so never clashes).
+// (port 0 picks a free one each time, so never clashes): a wildcard host
+// takes it on every address, and hosts naming one address clash however
+// they are spelt.
 func sameAddr(a, b string) bool {
 	ah, ap, err1 := net.SplitHostPort(a)
 	bh, bp, err2 := net.SplitHostPort(b)
 	if err1 != nil || err2 != nil || ap != bp || ap == "0" {
 		return false
 	}
-	return ah == bh || wildcard(ah) || wildcard(bh)
+	if wildcard(ah) || wildcard(bh) || strings.EqualFold(strings.TrimSuffix(ah, "."), strings.TrimSuffix(bh, ".")) {
+		return true
+	}
+	as, bs := hostAddrs(ah), hostAddrs(bh)
+	return slices.ContainsFunc(as, func(x netip.Addr) bool { return slices.Contains(bs, x) })
 }
 
 // wildcard reports whether a listen host takes the port on every address:
@@ -229,6 +236,21 @@ func sameAddr(a, b string) bool {
 func wildcard(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "" || ip != nil && ip.IsUnspecified()
+}
+
+// hostAddrs are the addresses a listen host may stand for without a DNS
+// lookup (Load reads nothing but its arguments and the file): an IP
+// address (IPv4-mapped ones as IPv4) and localhost, which is loopback
+// (RFC 6761) of either family as the hosts file says; nil for another
+// name.
+func hostAddrs(host string) []netip.Addr {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap().WithZone("")}
+	}
+	return nil
 }
 
 // redactedOps adds the ops keys to Redacted's map.

@@ -105,3 +105,26 @@ func TestThePlainListenersMayNotShareAPort(t *testing.T) {
 	// Port 0 picks a free port each time: never a clash.
 	mustLoad(t, nil, map[string]string{"CHAT_MQTT_ADDR": "127.0.0.1:0", "CHAT_HTTP_ADDR": "127.0.0.1:0"})
 }
+
+// TestAListenerClashIsSeenWhateverTheLoopbackIsCalled: localhost is
+// loopback (Go listens on 127.0.0.1 for it, ::1 where the hosts file
+// has only that; Load looks no name up, so it takes either), and an
+// IPv4-mapped IPv6 address is its IPv4 one, so either on another
+// listener's port is a clash, as the same text is; the hosts' text was
+// compared, and the second listen failed once PostgreSQL ran.
+func TestAListenerClashIsSeenWhateverTheLoopbackIsCalled(t *testing.T) {
+	checkLoadErrors(t, []loadErrorCase{
+		{"localhost and 127.0.0.1", map[string]string{"CHAT_HTTP_ADDR": "localhost:1883"},
+			[]string{"http_addr (from env CHAT_HTTP_ADDR)", "http_addr is localhost:1883, the address of mqtt_addr too"}},
+		{"LOCALHOST. and 127.0.0.1", map[string]string{"CHAT_METRICS_ADDR": "LOCALHOST.:8080"},
+			[]string{"metrics_addr is LOCALHOST.:8080, the address of http_addr too"}},
+		{"localhost and ::1", map[string]string{"CHAT_MQTT_ADDR": "[::1]:7000", "CHAT_HTTP_ADDR": "localhost:7000"},
+			[]string{"the address of mqtt_addr too"}},
+		{"IPv4-mapped and IPv4", map[string]string{"CHAT_HTTP_ADDR": "[::ffff:127.0.0.1]:1883"},
+			[]string{"the address of mqtt_addr too"}},
+		{"wildcard port and loopback", map[string]string{"CHAT_METRICS_ADDR": ":8080"},
+			[]string{"metrics_addr is :8080, the address of http_addr too"}},
+	}, nil)
+	// Two loopback addresses are two addresses.
+	mustLoad(t, nil, map[string]string{"CHAT_MQTT_ADDR": "127.0.0.2:8080"})
+}
