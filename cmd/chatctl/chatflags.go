@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -100,7 +101,7 @@ func (f chatFlags) openPeer(ctx context.Context, c *client.Client, conv *int64, 
 func addChatFlags(fs *flag.FlagSet) chatFlags {
 	return chatFlags{
 		fs:      fs,
-		broker:  fs.String("broker", "", "chatd MQTT address, mqtt://host:port or ws://host:port/mqtt (default mqtt://$CHAT_MQTT_ADDR, else mqtt://127.0.0.1:1883)"),
+		broker:  fs.String("broker", "", "chatd MQTT address, mqtt://host:port or ws://host:port/mqtt (default mqtt://$CHAT_MQTT_ADDR; with it off, ws://$CHAT_HTTP_ADDR/mqtt)"),
 		user:    fs.Int64("user", 0, "act as this user id"),
 		token:   fs.String("token", "", "JWT for --user (default: minted like \"chatctl token\" does, from --secret, $CHAT_JWT_SECRET or <data dir>/jwt.secret)"),
 		secret:  fs.String("secret", "", "HS256 secret to mint the token with (default $CHAT_JWT_SECRET, else <data dir>/jwt.secret)"),
@@ -110,26 +111,54 @@ func addChatFlags(fs *flag.FlagSet) chatFlags {
 	}
 }
 
-// brokerURL resolves --broker: the flag, else chatd's configured MQTT
-// address (a wildcard host means this machine).
-func (f chatFlags) brokerURL(a *app) string {
-	if *f.broker != "" {
-		return *f.broker
+// brokerURL resolves --broker: the flag, else chatd's plain MQTT
+// listener, else its MQTT over WebSocket on http_addr. chatd's TLS
+// listeners are not guessed at: their certificate names the host
+// clients know it by, not the address it listens on, so the operator
+// passes that name.
+func (f chatFlags) brokerURL(a *app) (string, error) {
+	s := a.settings
+	switch {
+	case *f.broker != "":
+		return *f.broker, nil
+	case s.MQTTAddr != "":
+		return "mqtt://" + localAddr(s.MQTTAddr), nil
+	case s.HTTPAddr != "":
+		return "ws://" + localAddr(s.HTTPAddr) + "/mqtt", nil
 	}
-	host, port, err := net.SplitHostPort(a.settings.MQTTAddr)
-	if err != nil {
-		return "mqtt://127.0.0.1:1883"
+	var tls []string
+	if _, port, err := net.SplitHostPort(s.MQTTSAddr); err == nil {
+		tls = append(tls, "mqtts://HOST:"+port)
 	}
+	if _, port, err := net.SplitHostPort(s.HTTPSAddr); err == nil {
+		tls = append(tls, "wss://HOST:"+port+"/mqtt")
+	}
+	pass := "pass --broker mqtt://HOST:PORT naming a chatd"
+	if len(tls) > 0 {
+		pass = "pass --broker " + strings.Join(tls, " or ") + ", HOST a name chatd's certificate holds"
+	}
+	return "", usagef("%s: chatd's mqtt_addr (from %s) and http_addr (from %s) are off, so chatctl has no plain listener of chatd's to connect to; %s",
+		f.fs.Name(), s.Source("mqtt_addr"), s.Source("http_addr"), pass)
+}
+
+// localAddr is a listen address of this machine's chatd to dial: a
+// wildcard host means this machine.
+func localAddr(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return "mqtt://" + net.JoinHostPort(host, port)
+	return net.JoinHostPort(host, port)
 }
 
 // connect opens an ephemeral client for --user and waits for chatd; its
 // errors say what to do next.
 func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Config)) (*client.Client, func(), error) {
 	if err := requireID(f.fs, "user", *f.user, "the user to act as"); err != nil {
+		return nil, nil, err
+	}
+	broker, err := f.brokerURL(a)
+	if err != nil {
 		return nil, nil, err
 	}
 	tok := *f.token
@@ -165,7 +194,6 @@ func (f chatFlags) connect(ctx context.Context, a *app, opts ...func(*client.Con
 	if a.settings.LogFormat == "json" {
 		clientLog = slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level})
 	}
-	broker := f.brokerURL(a)
 	cfg := client.Config{
 		Brokers:   []string{broker},
 		UserID:    *f.user,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,15 +24,11 @@ func withHTTP(a *app, flagVal string) func(*client.Config) {
 			cfg.HTTPURL = flagVal
 			return
 		}
-		host, port, err := net.SplitHostPort(a.settings.HTTPAddr)
-		if err != nil {
+		if a.settings.HTTPAddr == "" {
 			cfg.HTTPURL = "http://127.0.0.1:8080"
 			return
 		}
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			host = "127.0.0.1"
-		}
-		cfg.HTTPURL = "http://" + net.JoinHostPort(host, port)
+		cfg.HTTPURL = "http://" + localAddr(a.settings.HTTPAddr)
 	}
 }
 

@@ -33,7 +33,8 @@ func runTail(ctx context.Context, a *app, args []string) error {
 	cf.renewToken = true
 	cf.long = true
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
-		fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, cf.brokerURL(a))
+		broker, _ := cf.brokerURL(a) // connected to it already
+		fmt.Fprintf(a.stderr, "following the events of user %d on %s (Ctrl-C to stop)\n", *cf.user, broker)
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
 		refused := make(chan error, 1)
