@@ -301,6 +301,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 
 		"mqtts_addr":             "0.0.0.0:8883",
 		"https_addr":             "0.0.0.0:8443",
+		"hsts_max_age":           "8760h",
 		"mqtts_client_ca":        "/etc/chatd/devices-ca.pem",
 		"mqtts_client_crl":       "/etc/chatd/devices-crl.pem",
 		"mqtts_client_auth":      "require",
@@ -364,7 +365,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			CursorFlush: 15 * time.Second, DeliveredFlush: 2 * time.Second,
 			LimitConnectUserRate: 0.25, LimitConnectUserBurst: 4, MaxConnectionsPerUser: 0,
 			ConnectBudgetRate: 250, ConnectBudgetQueue: 16,
-			OpsSettings: OpsSettings{MQTTSAddr: "0.0.0.0:8883", HTTPSAddr: "0.0.0.0:8443",
+			OpsSettings: OpsSettings{MQTTSAddr: "0.0.0.0:8883", HTTPSAddr: "0.0.0.0:8443", HSTSMaxAge: 8760 * time.Hour,
 				MQTTSClientCA: "/etc/chatd/devices-ca.pem", MQTTSClientCRL: "/etc/chatd/devices-crl.pem", MQTTSClientAuth: "require", ProxyProtocol: true,
 				ProxyTrusted:     []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.10/32")},
 				ForwardedTrusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")},

@@ -15,6 +15,10 @@ import (
 type OpsSettings struct {
 	MQTTSAddr string // mqtts_addr: MQTT over TLS listener, "" = none
 	HTTPSAddr string // https_addr: HTTPS (API, web client, wss) listener, "" = none
+	// HSTSMaxAge (hsts_max_age) is the max-age of the
+	// Strict-Transport-Security header of https_addr's answers, whole
+	// seconds; 0 sends none.
+	HSTSMaxAge time.Duration
 
 	// MQTTSClientCA is a PEM bundle of the CAs whose client certificates
 	// the MQTT TLS listener accepts; "" asks for none.
@@ -54,6 +58,22 @@ func parseListenAddr(v string) (string, error) {
 	return parseAddr(v)
 }
 
+// parseHSTSMaxAge reads hsts_max_age: 0 for none, else a duration of
+// whole seconds (the header's unit), at least one.
+func parseHSTSMaxAge(v string) (time.Duration, error) {
+	if strings.TrimSpace(v) == "0" {
+		return 0, nil
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return 0, err
+	}
+	if d < time.Second {
+		return 0, errors.New("is below 1s")
+	}
+	return d.Truncate(time.Second), nil
+}
+
 func readablePath(v string) (string, error) {
 	if strings.ContainsAny(v, "\n\r\x00") {
 		return "", errors.New("is not a file path")
@@ -69,6 +89,9 @@ var opsKeys = []*key{
 	mk("https_addr", "", `HTTPS listen address: API, web client and MQTT over secure WebSocket (wss); "" = none; needs tls_cert and tls_key`,
 		"use host:port such as 0.0.0.0:8443, or leave it empty",
 		func(s *Settings, v string) (err error) { s.HTTPSAddr, err = parseListenAddr(v); return }),
+	mk("hsts_max_age", "0", `Strict-Transport-Security max-age of https_addr's answers (never of http_addr's), e.g. 8760h; browsers then reach the host, every port of it, over HTTPS only, for that long; 0 = none`,
+		"use 0 for none or a Go duration of at least 1s such as 24h or 8760h (a year)",
+		func(s *Settings, v string) (err error) { s.HSTSMaxAge, err = parseHSTSMaxAge(v); return }),
 	mk("mqtts_client_ca", "", `PEM file of the CAs that sign device client certificates (mTLS on mqtts_addr); reloaded when the file changes or on SIGHUP, a removed CA's connections end; "" = no client certificates`,
 		"give the path of a PEM file with one or more CA certificates, or leave it empty",
 		func(s *Settings, v string) (err error) { s.MQTTSClientCA, err = readablePath(v); return }),
@@ -141,6 +164,11 @@ func (s *Settings) checkOps() error {
 		return &Error{Key: "https_addr", Source: s.Source("https_addr"),
 			Reason: "https_addr is set but tls_cert and tls_key are not",
 			Fix:    "set tls_cert and tls_key (CHAT_TLS_CERT, CHAT_TLS_KEY) to PEM files, or unset https_addr"}
+	}
+	if s.HSTSMaxAge > 0 && s.HTTPSAddr == "" {
+		return &Error{Key: "hsts_max_age", Source: s.Source("hsts_max_age"),
+			Reason: "Strict-Transport-Security is sent only on https_addr's answers, and https_addr is not set",
+			Fix:    "set https_addr (e.g. 0.0.0.0:8443), or hsts_max_age to 0; a proxy in front that terminates TLS sends the header itself"}
 	}
 	if s.MQTTSClientCA != "" && s.MQTTSAddr == "" {
 		return &Error{Key: "mqtts_client_ca", Source: s.Source("mqtts_client_ca"),
@@ -257,6 +285,7 @@ func hostAddrs(host string) []netip.Addr {
 func (s Settings) redactedOps(m map[string]any) {
 	m["mqtts_addr"] = s.MQTTSAddr
 	m["https_addr"] = s.HTTPSAddr
+	m["hsts_max_age"] = s.HSTSMaxAge.String()
 	m["mqtts_client_ca"] = s.MQTTSClientCA
 	m["mqtts_client_crl"] = s.MQTTSClientCRL
 	m["mqtts_client_auth"] = s.MQTTSClientAuth

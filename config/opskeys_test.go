@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestOpsCombinationsNameTheKeyTheSourceAndTheFix(t *testing.T) {
@@ -127,4 +128,23 @@ func TestAListenerClashIsSeenWhateverTheLoopbackIsCalled(t *testing.T) {
 	}, nil)
 	// Two loopback addresses are two addresses.
 	mustLoad(t, nil, map[string]string{"CHAT_MQTT_ADDR": "127.0.0.2:8080"})
+}
+
+// TestHSTSMaxAgeIsOffByDefaultAndNeedsHTTPS: hsts_max_age is 0 (no
+// header) unless set, whole seconds when set, and refused without
+// https_addr, whose answers alone would carry it.
+func TestHSTSMaxAgeIsOffByDefaultAndNeedsHTTPS(t *testing.T) {
+	if s := mustLoad(t, nil, nil); s.HSTSMaxAge != 0 {
+		t.Errorf("default hsts_max_age %v, want 0", s.HSTSMaxAge)
+	}
+	tlsEnv := map[string]string{"CHAT_TLS_CERT": "/c.pem", "CHAT_TLS_KEY": "/k.pem", "CHAT_HTTPS_ADDR": ":8443", "CHAT_HSTS_MAX_AGE": "1.5s"}
+	if s := mustLoad(t, nil, tlsEnv); s.HSTSMaxAge != time.Second {
+		t.Errorf("hsts_max_age 1.5s read as %v, want 1s", s.HSTSMaxAge)
+	}
+	checkLoadErrors(t, []loadErrorCase{
+		{"without https", map[string]string{"CHAT_HSTS_MAX_AGE": "24h"},
+			[]string{"hsts_max_age (from env CHAT_HSTS_MAX_AGE)", "https_addr is not set"}},
+		{"below a second", map[string]string{"CHAT_HSTS_MAX_AGE": "500ms"}, []string{"hsts_max_age", "is below 1s"}},
+		{"negative", map[string]string{"CHAT_HSTS_MAX_AGE": "-1h"}, []string{"hsts_max_age", "must be positive"}},
+	}, nil)
 }

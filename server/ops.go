@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -350,7 +351,7 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 			return fmt.Errorf("listen https on %s: %w", st.HTTPSAddr, err)
 		}
 		s.ops.httpsLn = tls.NewListener(ln, s.ops.httpsTLS)
-		s.ops.httpsSrv = s.newHTTPServer(newMux(s.Broker.SecureWebSocket()))
+		s.ops.httpsSrv = s.newHTTPServer(hsts(newMux(s.Broker.SecureWebSocket()), st.HSTSMaxAge))
 		s.serve("https", s.ops.httpsSrv, s.ops.httpsLn)
 	}
 	if st.MetricsAddr != "" {
@@ -365,6 +366,22 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		s.serve("metrics", s.ops.metricsSrv, s.ops.metricsLn)
 	}
 	return nil
+}
+
+// hsts adds Strict-Transport-Security to every answer of next, the
+// HTTPS listener's, when maxAge is set; never to http_addr's (RFC 6797
+// §7.2: a browser ignores it over plain HTTP). No includeSubDomains:
+// chatd cannot know that every subdomain of its host is served over
+// HTTPS; the domain's own site or the proxy in front may say so.
+func hsts(next http.Handler, maxAge time.Duration) http.Handler {
+	if maxAge <= 0 {
+		return next
+	}
+	v := "max-age=" + strconv.FormatInt(int64(maxAge/time.Second), 10)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", v)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // requestBodyTimeout is how long a request's body may take to arrive
