@@ -174,7 +174,7 @@
 // chat_relay_lag_seconds and chat_relay_pending_rows (measured by the leader
 // every StatsInterval and after each drain; 0 on standby nodes, so
 // aggregate with max), chat_relay_published_total, chat_relay_errors_total
-// {kind=kafka|db|oversize|refused|decode} (refused from its first), chat_relay_batch_size, chat_relay_leader (0/1),
+// {kind=kafka|db|oversize|refused|decode} (each at 0 from the start), chat_relay_batch_size, chat_relay_leader (0/1),
 // chat_kafka_consumer_events_total, chat_kafka_consumer_errors_total
 // {kind=kafka|decode} (each failure once: kafka-go reports a failure of
 // the consumer group up to three times, logged by the group, logged again

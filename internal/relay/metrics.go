@@ -44,7 +44,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		leader: gauge("chat_relay_leader",
 			"1 while this node holds the relay lease and publishes the outbox, else 0."),
 	}
-	exportZeros(m.errors, kindKafka, kindDB, kindOversize, kindDecode)
+	exportZeros(m.errors, kindKafka, kindDB, kindOversize, kindRefused, kindDecode)
 	return m, register(reg, m.lag, m.pending, m.published, m.errors, m.batchSize, m.leader)
 }
 

@@ -279,8 +279,8 @@ chat_relay_published_total 10
 	if err != nil || n != 5 {
 		t.Fatalf("gathered %d relay series (err %v), want 5", n, err)
 	}
-	if n := testutil.CollectAndCount(reg, "chat_relay_errors_total"); n != 4 {
-		t.Fatalf("chat_relay_errors_total has %d kinds, want kafka, db, oversize, decode", n)
+	if n := testutil.CollectAndCount(reg, "chat_relay_errors_total"); n != 5 {
+		t.Fatalf("chat_relay_errors_total has %d kinds, want kafka, db, oversize, refused, decode", n)
 	}
 }
 
@@ -556,7 +556,7 @@ func TestConsumerLagCountsTheEventsNotYetHandled(t *testing.T) {
 func TestRelayExportsEveryErrorKindAtZeroFromTheStart(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	newRelay(t, pgtest.NewPool(t), testConfig(t, testkit.FreePort(t), reg))
-	for _, kind := range []string{"kafka", "db", "oversize", "decode"} {
+	for _, kind := range []string{"kafka", "db", "oversize", "refused", "decode"} {
 		if n := metric(t, reg, "chat_relay_errors_total", "kind", kind); n != 0 {
 			t.Fatalf("chat_relay_errors_total{kind=%q} = %v before anything ran", kind, n)
 		}
