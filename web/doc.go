@@ -13,7 +13,8 @@
 //     X-Content-Type-Options nosniff, X-Frame-Options DENY,
 //     Referrer-Policy no-referrer and Cross-Origin-Opener-Policy
 //     same-origin (a cross-site page that opened it keeps no handle on
-//     it). The page has no inline script and builds
+//     it). Strict-Transport-Security is the server's to add, on HTTPS
+//     answers only (hsts_max_age). The page has no inline script and builds
 //     its DOM with textContent only, so user text can never become markup.
 //   - POST /dev/token {"userId":n} answers {"token":"<HS256 JWT>"} valid for
 //     24 hours, signed with Options.Secret, only when Options.Dev is true:
