@@ -221,7 +221,7 @@ Defaults come from chatd's settings: CHAT_DATABASE_URL (empty: the embedded
 PostgreSQL in CHAT_DATA_DIR, default ./data), CHAT_JWT_SECRET, CHAT_CONFIG.
 %s
 `, wrap(strings.Join(userCommands[:len(userCommands)-1], ", ")+" and "+userCommands[len(userCommands)-1]+
-		` talk to a running chatd as a user, over MQTT (CHAT_MQTT_ADDR, default 127.0.0.1:1883; with it off, over WebSocket on CHAT_HTTP_ADDR; files over its HTTP API, CHAT_HTTP_ADDR) with a token minted like "token"; migrate, revoke-tokens and conversation work on the database itself.`, 76))
+		` talk to a running chatd as a user, over MQTT (CHAT_MQTT_ADDR, default 127.0.0.1:1883; with it off, over WebSocket on CHAT_HTTP_ADDR; files over its HTTP API, CHAT_HTTP_ADDR, else the host of a ws:// or wss:// --broker, else pass --http) with a token minted like "token"; migrate, revoke-tokens and conversation work on the database itself.`, 76))
 }
 
 // userCommands are the commands that act as a user through a running

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/chatd/chatd/client"
@@ -14,22 +17,44 @@ import (
 
 // addHTTPFlag is --http, chatd's HTTP API (uploads and downloads).
 func addHTTPFlag(fs *flag.FlagSet) *string {
-	return fs.String("http", "", "chatd HTTP API, http://host:port (default http://$CHAT_HTTP_ADDR, else http://127.0.0.1:8080)")
+	return fs.String("http", "", "chatd HTTP API, http://host:port or https://host:port (default http://$CHAT_HTTP_ADDR; with it off, the http:// or https:// of a ws:// or wss:// --broker)")
 }
 
-// withHTTP sets the client's HTTP API from --http or chatd's settings.
-func withHTTP(a *app, flagVal string) func(*client.Config) {
-	return func(cfg *client.Config) {
-		if flagVal != "" {
-			cfg.HTTPURL = flagVal
-			return
-		}
-		if a.settings.HTTPAddr == "" {
-			cfg.HTTPURL = "http://127.0.0.1:8080"
-			return
-		}
-		cfg.HTTPURL = "http://" + localAddr(a.settings.HTTPAddr)
+// withHTTP resolves --http (flagVal) for a command that moves files over
+// chatd's HTTP API when need is true: the flag, else chatd's plain HTTP
+// listener, else the client's default, the host of a ws:// or wss://
+// broker, whose listener serves the API too. As for --broker, chatd's
+// https_addr is not guessed at: its certificate names the host clients
+// know it by. Without one of these, a command that needs the API stops
+// before connecting, naming the settings and flags to pass.
+func (f chatFlags) withHTTP(a *app, flagVal string, need bool) (func(*client.Config), error) {
+	s := a.settings
+	api := flagVal
+	if api == "" && s.HTTPAddr != "" {
+		api = "http://" + localAddr(s.HTTPAddr)
 	}
+	if api == "" && need {
+		broker, err := f.brokerURL(a)
+		if err != nil {
+			return nil, err
+		}
+		if u, err := url.Parse(broker); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") {
+			pass := "pass --http http://HOST:PORT naming a chatd's HTTP API"
+			if _, port, err := net.SplitHostPort(s.HTTPSAddr); err == nil {
+				pass = fmt.Sprintf("pass --http https://HOST:%s (or --broker wss://HOST:%[1]s/mqtt, which serves both), HOST a name chatd's certificate holds", port)
+			}
+			return nil, usagef("%s: chatd's http_addr (from %s) is off, so chatctl has no plain HTTP listener of chatd's to move files over; %s",
+				f.fs.Name(), s.Source("http_addr"), pass)
+		}
+	}
+	return func(cfg *client.Config) { cfg.HTTPURL = api }, nil
+}
+
+// uploadsOverHTTP says whether uploading files (paths; "" is none) goes
+// over chatd's HTTP API: it does when chatd keeps them on its own disk;
+// with an object store (s3_endpoint) the bytes go straight to it.
+func uploadsOverHTTP(a *app, paths ...string) bool {
+	return a.settings.S3Endpoint == "" && slices.ContainsFunc(paths, func(p string) bool { return p != "" })
 }
 
 // checkFiles opens each of paths (the values of fs's flag name; "" is
@@ -92,6 +117,10 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 	if *resume && (*out == "" || *out == "-") {
 		return usagef("%s: --resume needs --out PATH, the partial file", cf.fs.Name())
 	}
+	api, err := cf.withHTTP(a, *httpURL, true)
+	if err != nil {
+		return err
+	}
 	cf.long = true
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *out == "-" {
@@ -151,7 +180,7 @@ func runDownload(ctx context.Context, a *app, args []string) error {
 		}
 		fmt.Fprintf(a.stdout, "saved %s (%s, %d bytes)\n", path, info.ContentType, info.Size)
 		return nil
-	}, withHTTP(a, *httpURL))
+	}, api)
 }
 
 func explainDownload(err error, fs *flag.FlagSet, user int64, id string) error {

@@ -49,6 +49,10 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
+	api, err := cf.withHTTP(a, *httpURL, uploadsOverHTTP(a, *avatarFile))
+	if err != nil {
+		return err
+	}
 	cf.long = *avatarFile != ""
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *of != "" {
@@ -91,7 +95,7 @@ func runProfile(ctx context.Context, a *app, args []string) error {
 		printProfile(a.stdout, me.Profile)
 		fmt.Fprintf(a.stdout, "  read receipts %s, presence %s\n", onOff(me.Settings.ReadReceipts), onOff(me.Settings.Presence))
 		return nil
-	}, withHTTP(a, *httpURL))
+	}, api)
 }
 
 // uploadAvatar uploads the picture at path as user's avatar upload and
@@ -307,6 +311,10 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 	if u.Title == nil && u.About == nil && u.AvatarURL == nil && *avatarFile == "" && u.HistoryVisible == nil {
 		return usagef("%s: give at least one of --title, --about, --avatar, --avatar-file, --history", fs.Name())
 	}
+	api, err := g.chat.withHTTP(a, *httpURL, uploadsOverHTTP(a, *avatarFile))
+	if err != nil {
+		return err
+	}
 	g.chat.long = *avatarFile != ""
 	return g.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *avatarFile != "" {
@@ -321,7 +329,7 @@ func runGroupUpdate(ctx context.Context, a *app, args []string) error {
 			return g.explain(err)
 		}
 		return printJSON(a.stdout, conv)
-	}, withHTTP(a, *httpURL))
+	}, api)
 }
 
 func runGroupMembers(ctx context.Context, a *app, args []string) error {

@@ -66,6 +66,10 @@ func runSend(ctx context.Context, a *app, args []string) error {
 			return usagef("%s: --body: %v", cf.fs.Name(), chat.ErrorMessage(err))
 		}
 	}
+	api, err := cf.withHTTP(a, *httpURL, uploadsOverHTTP(a, files...))
+	if err != nil {
+		return err
+	}
 	cf.long = len(files) > 0
 	return cf.with(ctx, a, func(ctx context.Context, c *client.Client) error {
 		if *peer != 0 && *replyTo != 0 {
@@ -131,7 +135,7 @@ func runSend(ctx context.Context, a *app, args []string) error {
 			fmt.Fprintf(a.stdout, "  attached %s (%s, %d bytes): id %s\n", at.Name, at.ContentType, at.Size, at.ID)
 		}
 		return nil
-	}, withHTTP(a, *httpURL))
+	}, api)
 }
 
 // directWith finds the caller's direct conversation with peer, if there is
