@@ -46,6 +46,12 @@ type dispatcher struct {
 	// will come to forget it. The user's member.added, or an inbox that
 	// lists it, ends that.
 	gone map[int64]bool
+	// owed is, per gone conversation that a live member.removed (with a
+	// seq) dropped, that event's seq: the leave owes entries up to it
+	// only, and chatd sends a later one to members alone, so one after it
+	// tells that the user was added back (while offline: no member.added
+	// is replayed).
+	owed map[int64]int64
 	// liveAt is, per conversation, the number (of live) of the user's
 	// last member.added or member.removed of it. A catch-up's inbox read
 	// notes live when it starts: a membership change that arrived since
@@ -94,7 +100,7 @@ var (
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
 		have: map[int64]int64{}, start: map[int64]int64{},
-		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, liveAt: map[int64]uint64{},
+		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, owed: map[int64]int64{}, liveAt: map[int64]uint64{},
 		seenAt: map[int64]time.Time{}}
 	for conv, seq := range positions {
 		d.start[conv] = seq
@@ -244,12 +250,18 @@ func (d *dispatcher) handle(payload []byte) {
 			// as the user's, without tracking the conversation again.
 			d.forget(ev.ConversationID)
 			d.gone[ev.ConversationID] = true
+			if ev.Seq > 0 {
+				d.owed[ev.ConversationID] = ev.Seq
+			} else {
+				delete(d.owed, ev.ConversationID) // one without its seq: unknown
+			}
 			d.changedLive(ev.ConversationID)
 		}
 		d.emit(ev)
 	case ev.Type == EventMemberAdded:
 		if ev.UserID == d.c.cfg.UserID {
 			delete(d.gone, ev.ConversationID) // a member again: tracked from its events
+			delete(d.owed, ev.ConversationID)
 			d.changedLive(ev.ConversationID)
 		}
 		d.emit(ev)
@@ -285,6 +297,17 @@ func (d *dispatcher) message(ev Event, slim bool) {
 				return
 			}
 			if d.gone[conv] {
+				if owed, ok := d.owed[conv]; ok && seq > owed {
+					// Past what the leave owed: a member again. Tracked
+					// from the leave, as a catch-up whose inbox lists it
+					// would, so that the entries between (written while
+					// the user was away, in a group whose history is
+					// "all") come from history first.
+					d.changedLive(conv)
+					d.readded(conv)
+					d.message(ev, slim)
+					return
+				}
 				// What the leave owed, replayed after the catch-up
 				// found the user gone: theirs, but not tracked.
 				if d.emit(ev) {
@@ -561,16 +584,24 @@ func (d *dispatcher) catchUp(at time.Time) {
 func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64, since uint64) {
 	for conv := range d.gone {
 		if _, ok := inbox[conv]; ok && d.liveAt[conv] <= since {
-			delete(d.gone, conv) // a member again
-			d.rejoined(conv)
+			d.readded(conv)
 		}
 	}
 	for _, conv := range tracked {
 		if _, ok := inbox[conv]; !ok && d.liveAt[conv] <= since {
 			d.forget(conv)
 			d.gone[conv] = true
+			delete(d.owed, conv) // what the leave owed is not known
 		}
 	}
+}
+
+// readded ends the gone mark of conv, whose user is a member again
+// without a member.added, and tracks it again (rejoined).
+func (d *dispatcher) readded(conv int64) {
+	delete(d.gone, conv)
+	delete(d.owed, conv)
+	d.rejoined(conv)
 }
 
 // rejoined tracks conv again from where it was at the leave, which the

@@ -127,10 +127,12 @@
 // user's member.added does, from its next entry on, as chatd's stream
 // goes on after a re-add). Added back while offline, with no member.added
 // (it is not replayed), the user has the conversation brought back by an
-// inbox that lists it again, at its position at the leave: what followed
-// the new join is caught up as for any tracked conversation (and, in a
-// group whose history is "all", what was written while the user was away
-// may come too, from history). One written to while the inbox is read
+// inbox that lists it again, or by an entry past the seq of the
+// member.removed (what a persistent session replays of the new
+// membership), at its position at the leave: what followed the new join
+// is caught up as for any tracked conversation (and, in a group whose
+// history is "all", what was written while the user was away comes too,
+// from history, before the entries after it). One written to while the inbox is read
 // moves to a page already read and is missing from the pages; it stays.
 // A live member.removed or member.added of the user that arrives while
 // the inbox is read is newer than the read: the read does not undo it.

@@ -302,6 +302,13 @@ func TestAMessageArrivingBeforeTheCatchUpOfARejoinedConversationIsTracked(t *tes
 // cut: the caller resumes it.
 func leftLiveAndAddedBackOffline(t *testing.T, away func(a *client.Client, g client.Conversation)) (a, b *client.Client, g client.Conversation, px *proxy) {
 	t.Helper()
+	return leftLiveAndAddedBackOfflineWith(t, func(*client.Config) {}, away)
+}
+
+// leftLiveAndAddedBackOfflineWith is leftLiveAndAddedBackOffline with
+// b's configuration changed by tweak (a SessionDir: a persistent session).
+func leftLiveAndAddedBackOfflineWith(t *testing.T, tweak func(*client.Config), away func(a *client.Client, g client.Conversation)) (a, b *client.Client, g client.Conversation, px *proxy) {
+	t.Helper()
 	srv, _, a, _ := sender(t)
 	ctx := ctxFor(t, 30*time.Second)
 	g, err := a.CreateGroup(ctx, "left and back", []int64{2})
@@ -309,7 +316,9 @@ func leftLiveAndAddedBackOffline(t *testing.T, away func(a *client.Client, g cli
 		t.Fatal(err)
 	}
 	px = newProxy(t, srv.MQTTAddr())
-	b = connect(t, testConfig(t, px.URL(), 2))
+	cfg := testConfig(t, px.URL(), 2)
+	tweak(&cfg)
+	b = connect(t, cfg)
 	sendN(t, a, g.ID, 1, "m")
 	messages(t, b, g.ID, 1, 10*time.Second)
 	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
@@ -357,13 +366,37 @@ func TestWhatFollowsTheJoinOfAConversationRejoinedWhileOfflineIsCaughtUp(t *test
 // history, in seq order and without gaps, as it does for a group it
 // tracked all along.
 func TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpToo(t *testing.T) {
+	caughtUpFromTheLeave(t, func(*client.Config) {}, false)
+}
+
+// TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpOnAPersistentSession:
+// on a persistent session chatd replays what followed the re-add (the
+// user a member again) as the client reconnects, before its catch-up has
+// read the inbox; what was written while the user was away, which no
+// replay brings, still comes from history, before the replayed entries
+// and without a gap.
+func TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpOnAPersistentSession(t *testing.T) {
+	caughtUpFromTheLeave(t, func(cfg *client.Config) { cfg.SessionDir = t.TempDir() }, true)
+}
+
+// caughtUpFromTheLeave has user 2 (b's configuration changed by tweak)
+// removed live from a group, which is made one whose history is "all"
+// and written to while they are away, added back while offline (and,
+// with afterReAdd, written to again before b reconnects), and checks that
+// b hands on the group's entries from the leave on in seq order, without
+// a gap, the message written while away among them from history.
+func caughtUpFromTheLeave(t *testing.T, tweak func(*client.Config), afterReAdd bool) {
+	t.Helper()
 	var awaySeq int64
-	a, b, g, px := leftLiveAndAddedBackOffline(t, func(a *client.Client, g client.Conversation) {
+	a, b, g, px := leftLiveAndAddedBackOfflineWith(t, tweak, func(a *client.Client, g client.Conversation) {
 		if _, err := a.UpdateGroup(ctxFor(t, 10*time.Second), g.ID, client.GroupUpdate{HistoryVisible: new("all")}); err != nil {
 			t.Fatal(err)
 		}
 		awaySeq = sendN(t, a, g.ID, 1, "while away")[0]
 	})
+	if afterReAdd {
+		sendN(t, a, g.ID, 1, "after the re-add, before the reconnection")
+	}
 	px.Resume()
 	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
