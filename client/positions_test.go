@@ -1,10 +1,13 @@
 package client_test
 
 import (
+	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestPositionsCoverAnEventByTheTimeEventsCarriesIt: an application that
@@ -50,4 +53,37 @@ func TestPositionsCoverAnEventByTheTimeEventsCarriesIt(t *testing.T) {
 	b.DropEvents(nil)
 	sendN(t, a, conv, 1, "after the gap") // seq 4, after seq 3 from history
 	check(4)
+}
+
+// TestPositionsAfterCloseLeaveOutAConversationWhoseFirstEventWasNotHandedOn:
+// the first event of a conversation waits for room on a full Events
+// channel when the client closes. Positions moved to it before it was
+// put on the channel, and must go back to not listing the conversation:
+// persisted, its position would make the next run skip that event.
+func TestPositionsAfterCloseLeaveOutAConversationWhoseFirstEventWasNotHandedOn(t *testing.T) {
+	_, broker, _, conv := sender(t)
+	cfg := testConfig(t, broker, 2)
+	cfg.EventBuffer = 1
+	b := connect(t, cfg)
+	other := conv + 1000
+	for _, c := range []int64{conv, other} {
+		p, _ := json.Marshal(client.Event{Type: client.EventMessageNew, ConversationID: c, Seq: 1, SenderID: 1,
+			Body: "first", CreatedAt: time.Now().UTC()})
+		b.InjectEvent(p)
+	}
+	// The first fills the channel, which nothing reads; the second waits.
+	testkit.WaitFor(t, 10*time.Second, "the first event on Events and the second waiting", func() bool {
+		_, waiting := b.Positions()[other]
+		return b.Stats().Delivered == 1 && waiting
+	})
+	closeClient(t, b)
+	var carried []int64
+	for ev := range b.Events() {
+		if ev.Type == client.EventMessageNew {
+			carried = append(carried, ev.ConversationID)
+		}
+	}
+	if h, ok := b.Positions()[other]; ok && !slices.Contains(carried, other) {
+		t.Fatalf("after Close, Positions()[%d] = %d though Events never carried its event (carried %v)", other, h, carried)
+	}
 }
