@@ -923,3 +923,21 @@ test('a search hit far back stays loaded though messages come live while the pag
   await settle();
   assert.ok(c.messages.has(5), 'the hit was dropped once loaded');
 });
+
+test('a search hit loaded for a jump stays until the view shows it, though the view, rendering a page at the newest messages, said it follows them', async () => {
+  const { msgs, state, sync } = rig(seqsFrom(1, 500).map((seq) => msg(seq)));
+  await sync.refreshInbox();
+  await sync.open(7);
+  const c = state.conv(7);
+  c.atBottom = true;
+  assert.equal(await sync.jumpTo(7, 5), true, 'the hit was not loaded');
+  // The view learns of the jump when it renders the hit (in the next
+  // frame). A page that landed before the last one was rendered at the
+  // newest messages, where the view still sticks: its scroll event told
+  // the store the view follows them. Messages come before the hit is
+  // rendered.
+  c.atBottom = true;
+  for (let seq = 501; seq <= 1000; seq++) live(sync, msgs, seq);
+  await settle();
+  assert.ok(c.messages.has(5), 'the hit was dropped before the view showed it');
+});

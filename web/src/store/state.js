@@ -481,10 +481,14 @@ export class Conversation {
    * which no unread count looks at, are forgotten. Each runs when its map
    * has doubled, so a long run of live entries costs little each. One
    * scrolled up keeps what the user may be reading, and a page of older
-   * entries on its way (loadingOlder) is not dropped as it lands.
+   * entries on its way (loadingOlder) is not dropped as it lands, nor an
+   * entry loaded for a jump the view has yet to show (focusSeq): until it
+   * renders the jump, the view still scrolls to the newest entries and
+   * says it follows them.
    */
   trim(onScreen) {
-    const followed = this.atBottom && !this.loadingOlder;
+    const jumping = this.focusSeq > 0 && this.messages.has(this.focusSeq);
+    const followed = this.atBottom && !this.loadingOlder && !jumping;
     if ((!onScreen || followed) && this.loaded && this.messages.size > 2 * KEEP) {
       const floor = this.have - KEEP;
       for (const seq of this.messages.keys()) if (seq <= floor) this.messages.delete(seq);
