@@ -71,3 +71,30 @@ func TestTheReasonOfADisconnectIsSeenHoweverTheStreamIsCut(t *testing.T) {
 		}
 	}
 }
+
+// TestADisconnectOtherThanATakeoverIsNotTakenForOne: a DISCONNECT
+// without a reason code (remaining length 0, MQTT's "normal") reports
+// 0, and a takeover's DISCONNECT that carries a reason string too
+// reports 0x8E once, its properties not read as packets.
+func TestADisconnectOtherThanATakeoverIsNotTakenForOne(t *testing.T) {
+	var stream bytes.Buffer
+	if _, err := packets.NewControlPacket(packets.CONNACK).WriteTo(&stream); err != nil {
+		t.Fatal(err)
+	}
+	stream.Write([]byte{packets.DISCONNECT << 4, 0x00})
+	disc := packets.NewControlPacket(packets.DISCONNECT)
+	disc.Content.(*packets.Disconnect).ReasonCode = 0x8E
+	disc.Content.(*packets.Disconnect).Properties = &packets.Properties{ReasonString: string([]byte{packets.DISCONNECT << 4, 0x01, 0x8E})}
+	if _, err := disc.WriteTo(&stream); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	c := &connackConn{Conn: &reads{parts: [][]byte{stream.Bytes()}}, told: func(time.Duration) {},
+		disconnected: func(reason byte) { got = append(got, reason) }}
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, []byte{0x00, 0x8E}) {
+		t.Fatalf("reasons seen %x, want 00 then 8e", got)
+	}
+}
