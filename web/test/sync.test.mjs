@@ -924,6 +924,25 @@ test('a search hit far back stays loaded though messages come live while the pag
   assert.ok(c.messages.has(5), 'the hit was dropped once loaded');
 });
 
+test('a search hit far back is reached though a page of older messages was on its way (the user scrolled up) when the jump started', async () => {
+  const { api, state, sync } = rig(seqsFrom(1, 500).map((seq) => msg(seq)));
+  await sync.refreshInbox();
+  await sync.open(7);
+  // The page the scroll asked for comes over the network, later.
+  const history = api.history;
+  let arrive;
+  api.history = (...args) => {
+    api.history = history;
+    return new Promise((resolve) => (arrive = () => resolve(history(...args))));
+  };
+  const scrolling = sync.loadOlder(7);
+  const jump = sync.jumpTo(7, 5);
+  setTimeout(() => arrive(), 10);
+  assert.equal(await jump, true, 'the jump gave up on the hit');
+  await scrolling;
+  assert.ok(state.conv(7).messages.has(5));
+});
+
 test('a search hit loaded for a jump stays until the view shows it, though the view, rendering a page at the newest messages, said it follows them', async () => {
   const { msgs, state, sync } = rig(seqsFrom(1, 500).map((seq) => msg(seq)));
   await sync.refreshInbox();

@@ -44,6 +44,7 @@ export class Sync {
     this.me = state.me;
     this.fills = new Map(); // cid -> promise chain: one catch-up at a time
     this.fillRetries = new Map(); // cid -> {attempt, timer}: a failed catch-up's next try
+    this.olderLoads = new WeakMap(); // Conversation -> its page of older messages on its way
     this.retryBaseMs = 1000;
     this.sendTimeoutMs = SEND_TIMEOUT_MS;
     this.changing = new Map(); // `${cid}:${seq}` -> the last change of that message on its way
@@ -457,8 +458,20 @@ export class Sync {
     return Boolean(c && c.messages.has(seq));
   }
 
-  /** Scrolling up: the page before the oldest loaded message. */
-  async loadOlder(cid) {
+  /**
+   * Scrolling up: the page before the oldest loaded message. One already
+   * on its way (a scroll's, a jump's) is waited for: a jump asking for
+   * the next page must not take "nothing came" for the top.
+   */
+  loadOlder(cid) {
+    const c = this.state.conv(cid);
+    if (c && c.loadingOlder) return this.olderLoads.get(c) || Promise.resolve();
+    const page = this.olderPage(cid);
+    if (c && c.loadingOlder) this.olderLoads.set(c, page);
+    return page;
+  }
+
+  async olderPage(cid) {
     const c = this.state.conv(cid);
     if (!c || !c.loaded || !c.hasOlder || c.loadingOlder) return;
     c.loadingOlder = true;
