@@ -287,7 +287,9 @@ export function notifyWhileHidden(session, state, uid, api) {
   };
   // Conversation id -> the highest seq of a message.new this page had: a
   // replay after a reconnect may bring again what it had (chatd keeps
-  // sessions' positions in batches).
+  // sessions' positions in batches). The user's member.removed moves it to
+  // its seq: what the leave still owes comes after it, of a conversation
+  // no longer theirs (a re-add's messages come after that seq).
   const had = new Map();
   // Conversation id -> the seq from which its large-group (slim)
   // messages are live on this connection: history showed that one live,
@@ -300,6 +302,7 @@ export function notifyWhileHidden(session, state, uid, api) {
     if (ev.type === 'message.recalled') serially(() => closeRecalled(ev)).catch(() => {});
     else if (ev.type === 'message.edited') serially(() => showEdited(ev)).catch(() => {});
     else if (ev.type === 'read.updated' && ev.userId === uid) serially(() => closeRead(ev, uid)).catch(() => {});
+    else if (ev.type === 'member.removed' && ev.userId === uid && ev.seq > 0) had.set(ev.conversationId, Math.max(had.get(ev.conversationId) ?? 0, ev.seq));
     else if (ev.type === 'message.new') {
       if (ev.seq <= (had.get(ev.conversationId) ?? 0)) return;
       had.set(ev.conversationId, ev.seq);

@@ -459,3 +459,29 @@ test('the notifications the hidden page showed go when the user is removed from 
     page.undo();
   }
 });
+
+test('a message the leave still owed, coming after the user\'s member.removed, does not notify: the conversation is no longer theirs; one after a re-add does', async () => {
+  const page = hiddenPage();
+  try {
+    const state = new ChatState(ME);
+    state.setInbox([{ id: 5, type: 'GROUP', title: 'Group 5', lastSeq: 1, lastReadSeq: 1, unread: 0 }]);
+    const session = new EventTarget();
+    const sync = new Sync(state, { conversation: async () => ({}) }, session);
+    notifyWhileHidden(session, state, ME);
+    session.addEventListener('event', (e) => sync.onEvent(e.detail));
+    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    // Seq 2 was written before the removal; chatd sends member.removed
+    // first, then what had not reached the connection (docs/protocol.md).
+    dispatch({ type: 'member.removed', conversationId: 5, userId: ME, actorId: 2, seq: 2 });
+    dispatch({ type: 'message.new', conversationId: 5, seq: 2, senderId: 2, body: 'owed', createdAt: new Date().toISOString() });
+    await settle();
+    assert.deepEqual((await page.onScreen()).map((n) => n.body), [], 'a conversation no longer the user\'s notifies');
+    // Added back (its member.added lost, or not yet applied): what comes
+    // after the removal's seq notifies.
+    dispatch({ type: 'message.new', conversationId: 5, seq: 4, senderId: 2, body: 'back', createdAt: new Date().toISOString() });
+    await settle();
+    assert.deepEqual((await page.onScreen()).map((n) => n.body), ['back']);
+  } finally {
+    page.undo();
+  }
+});
