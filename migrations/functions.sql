@@ -256,8 +256,17 @@ BEGIN
 
     -- A lone change's conversation is locked by its key alone: the sort,
     -- de-duplication and join of the general form are nodes built anew at
-    -- every call.
-    IF v_n = 1 THEN
+    -- every call. A forward's source conversation is locked too, in the
+    -- same id order: the source is read by one statement and its files
+    -- copied by a later one (a fresh snapshot each), and a recall of the
+    -- source committing between them left a copy of a photo without its
+    -- photo. Under the lock the recall comes wholly before the forward
+    -- (refused) or after it.
+    /*lifecycle:*/IF cardinality(array_remove(p_fwd_conv, NULL)) > 0 THEN
+        PERFORM 1
+        FROM (SELECT DISTINCT u.c FROM unnest(p_conv || p_fwd_conv) AS u(c) WHERE u.c IS NOT NULL ORDER BY u.c) k
+        CROSS JOIN LATERAL (SELECT 1 FROM conversation cv WHERE cv.id = k.c LIMIT 1 FOR UPDATE) l;
+    ELSIF/*plain:IF*/ v_n = 1 THEN
         PERFORM 1 FROM conversation cv WHERE cv.id = p_conv[1] FOR UPDATE;
     ELSE
         PERFORM 1
