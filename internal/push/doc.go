@@ -181,7 +181,9 @@
 //
 // Notification: {"type":"message","conversationId","seq","senderId",
 // "count","badge","title","body"}, body only with Preview (a message of
-// files alone says what it is: "📷 Photo", ...), at most
+// files alone says what it is: "📷 Photo", ...; a text cut to fit
+// ends between two characters as drawn, not inside an emoji sequence or
+// before a combining mark), at most
 // MaxPayloadBytes (3 KB: inside APNs' and FCM's 4 KB and one Web Push
 // record); messages older than MaxAge are never pushed, also by a retry. Remove:
 // {"type":"remove","conversationId","seq","badge"}, seq the recalled

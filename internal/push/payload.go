@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -119,15 +120,75 @@ func (n Notification) fit() Notification {
 	}
 }
 
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+// truncate cuts s to at most n bytes between two characters as a phone
+// draws them (graphemeCut), marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	const ell = "…"
-	cut := max(n-len(ell), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return s[:graphemeCut(s, max(n-len(ell), 0))] + ell
+}
+
+// graphemeCut returns the largest i <= n that does not split a user
+// -perceived character of s (UAX #29, for what previews hold): not inside a
+// rune, not before a mark, variation selector, skin tone, tag or joiner
+// that extends the character before it, not after a ZWJ or an Indic
+// virama that joins the next one to it, and not between the two regional
+// indicators of a flag.
+func graphemeCut(s string, n int) int {
+	cut := n
+	for cut > 0 {
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			return 0
+		}
+		next, _ := utf8.DecodeRuneInString(s[cut:])
+		prev, size := utf8.DecodeLastRuneInString(s[:cut])
+		switch {
+		case extends(next), joins(prev):
+			cut -= size
+		case isRegional(next) && isRegional(prev) && regionalRun(s[:cut])%2 == 1:
+			cut -= size
+		default:
+			return cut
+		}
 	}
-	return s[:cut] + ell
+	return 0
+}
+
+// extends: r belongs to the character before it.
+func extends(r rune) bool {
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Mc) ||
+		r == '\u200d' || // ZWJ
+		(r >= 0xfe00 && r <= 0xfe0f) || (r >= 0xe0100 && r <= 0xe01ef) || // variation selectors
+		(r >= 0x1f3fb && r <= 0x1f3ff) || // skin tones
+		(r >= 0xe0020 && r <= 0xe007f) // tags (subdivision flags)
+}
+
+// joins: r joins the character after it to the one before it (a ZWJ
+// emoji sequence, an Indic conjunct).
+func joins(r rune) bool {
+	switch r {
+	case '\u200d', '\u094d', '\u09cd', '\u0acd', '\u0b4d', '\u0c4d', '\u0d4d':
+		return true
+	}
+	return false
+}
+
+func isRegional(r rune) bool { return r >= 0x1f1e6 && r <= 0x1f1ff }
+
+// regionalRun counts the regional indicators s ends with.
+func regionalRun(s string) int {
+	k := 0
+	for {
+		r, size := utf8.DecodeLastRuneInString(s)
+		if size == 0 || !isRegional(r) {
+			return k
+		}
+		k++
+		s = s[:len(s)-size]
+	}
 }
