@@ -298,8 +298,10 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	var d time.Duration
-	if s, err := strconv.Atoi(v); err == nil {
-		d = time.Duration(s) * time.Second
+	// Seconds are compared before they are multiplied: beyond the cap
+	// they would overflow a Duration (or an int64) into "no wait".
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		d = time.Duration(min(max(s, 0), int64(maxRetryAfter/time.Second))) * time.Second
 	} else if t, err := http.ParseTime(v); err == nil {
 		d = t.Sub(now)
 	}

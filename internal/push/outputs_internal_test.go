@@ -83,3 +83,20 @@ func TestWebPushThroughAProxyChecksTheEndpoint(t *testing.T) {
 		t.Errorf("the proxy was asked for %v, want the public endpoint only", got)
 	}
 }
+
+// A push service asking for a wait longer than maxRetryAfter gets the cap,
+// however many digits it sends: seconds that overflow a Duration, or an
+// int64, are not taken for "no wait" (a retry at once, hammering it).
+func TestARetryAfterBeyondTheCapWaitsTheCap(t *testing.T) {
+	now := time.Now()
+	for _, v := range []string{"7200", "10000000000", "9223372036854775807", "99999999999999999999", now.Add(48 * time.Hour).UTC().Format(http.TimeFormat)} {
+		if got := retryAfter(v, now); got != maxRetryAfter {
+			t.Errorf("Retry-After %q: waits %v, want %v", v, got, maxRetryAfter)
+		}
+	}
+	for v, want := range map[string]time.Duration{"": 0, "0": 0, "-5": 0, "-99999999999999999999": 0, "30": 30 * time.Second, "soon": 0} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q: waits %v, want %v", v, got, want)
+		}
+	}
+}
