@@ -81,7 +81,9 @@ self.addEventListener('push', (event) => {
         tag,
         renotify: true,
         icon: '/favicon.svg',
-        data: { userId: n.userId, conversationId: n.conversationId, seq: n.seq, url: `/#/c/${n.conversationId}` },
+        // text: it shows message seq's text (a preview), which the page
+        // replaces when that message is edited (src/push.js showEdited).
+        data: { userId: n.userId, conversationId: n.conversationId, seq: n.seq, text: Boolean(n.body), url: `/#/c/${n.conversationId}` },
       });
       if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
     }),

@@ -83,3 +83,27 @@ test('a push for a user who signed out of this browser (delivered late, or the s
     delete globalThis.caches;
   }
 });
+
+test('a pushed notification showing the message\'s text says so, so that the page replaces it when the message is edited', async () => {
+  const caches = memoryCaches();
+  const { rememberSignIn } = await import('../src/push.js');
+  globalThis.caches = caches;
+  try {
+    await rememberSignIn(7);
+    const sw = worker(caches);
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 4, count: 1, title: 'Ann', body: 'meet at 5, pin 4711' });
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 2, title: 'Ann' });
+    // The page's showEdited (src/push.js) replaces only a notification
+    // whose data.text is set: the edited text (or a cleared caption)
+    // must not leave the old one on the screen.
+    assert.deepEqual(
+      sw.shown.map((n) => [n.body, n.data.seq, n.data.text]),
+      [
+        ['meet at 5, pin 4711', 4, true],
+        ['2 new messages', 5, false],
+      ],
+    );
+  } finally {
+    delete globalThis.caches;
+  }
+});
