@@ -59,17 +59,24 @@ self.addEventListener('push', (event) => {
   wait(
     event,
     serially(async () => {
+      // A push for a user who signed out (delivered after the sign-out
+      // read the notifications to close them), or for the one signed in
+      // before whoever is now (their subscription kept): not shown, and
+      // not theirs to take away or to set the badge of.
+      const user = await signedIn();
+      const other = user === null || (user !== undefined && n.userId !== undefined && n.userId !== user);
       if (n.type === 'remove') {
-        for (const x of await self.registration.getNotifications({ tag })) x.close();
-        if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
+        // The user's own notifications only: another member of the
+        // conversation signed in at this browser keeps theirs.
+        for (const x of await self.registration.getNotifications({ tag })) {
+          const of = x.data && x.data.userId;
+          if (n.userId === undefined || of === undefined || of === n.userId) x.close();
+        }
+        if (!other && self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
         return;
       }
       if (n.type && n.type !== 'message') return; // a type this worker does not know
-      // A push for a user who signed out (delivered after the sign-out
-      // read the notifications to close them), or for the one signed in
-      // before whoever is now (their subscription kept): not shown.
-      const user = await signedIn();
-      if (user === null || (user !== undefined && n.userId !== undefined && n.userId !== user)) return;
+      if (other) return;
       const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
       if (wins.some((c) => c.visibilityState === 'visible' && c.focused)) return; // the page shows it
       const count = n.count > 1 ? n.count : 1;

@@ -45,8 +45,11 @@ function worker(caches) {
       async showNotification(title, opts) {
         shown.push({ title, ...opts });
       },
-      async getNotifications() {
-        return [];
+      // The notifications on screen: the last shown of each tag, unless closed.
+      async getNotifications({ tag } = {}) {
+        const last = new Map();
+        for (const n of shown) last.set(n.tag, n);
+        return [...last.values()].filter((n) => !n.closed && (!tag || n.tag === tag)).map((n) => Object.assign(n, { close: () => (n.closed = true) }));
       },
     },
     navigator: {},
@@ -103,6 +106,26 @@ test('a pushed notification showing the message\'s text says so, so that the pag
         ['2 new messages', 5, false],
       ],
     );
+  } finally {
+    delete globalThis.caches;
+  }
+});
+
+test('a remove for the user signed in before leaves the notification of the one signed in now', async () => {
+  const caches = memoryCaches();
+  const { rememberSignIn } = await import('../src/push.js');
+  globalThis.caches = caches;
+  try {
+    // 7 signed out and 8 signed in, both members of conversation 3; 7's
+    // subscription is kept, so 7's pushes still reach this browser.
+    await rememberSignIn(8);
+    const sw = worker(caches);
+    await sw.push({ type: 'message', userId: 8, conversationId: 3, seq: 6, count: 1, title: 'Team', body: 'for 8' });
+    // 7's notification of a message 8 has read showed it; it was recalled.
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 4, badge: 0 });
+    assert.equal(sw.shown[0].closed, undefined, "7's remove closed 8's notification");
+    await sw.push({ type: 'remove', userId: 8, conversationId: 3, seq: 6, badge: 0 });
+    assert.equal(sw.shown[0].closed, true, "8's remove left 8's notification");
   } finally {
     delete globalThis.caches;
   }
