@@ -162,3 +162,50 @@ test('an edit may clear the text of a photo, not of a text message', () =>
     editLast('');
     assert.deepEqual(edits, [[5, 3, '']], 'the text of a photo could not be cleared');
   }));
+
+/** A stand-in for the tab's sessionStorage. */
+function memoryStorage() {
+  const m = new Map();
+  return {
+    get length() { return m.size; },
+    key: (i) => [...m.keys()][i] ?? null,
+    getItem: (k) => (m.has(k) ? m.get(k) : null),
+    setItem: (k, v) => m.set(k, String(v)),
+    removeItem: (k) => m.delete(k),
+  };
+}
+
+test('the text half written in a conversation is still in its composer after another conversation was opened, and after a reload', () =>
+  onPage(async (open) => {
+    globalThis.sessionStorage = memoryStorage();
+    try {
+      const convs = new Map([[5, group(5)], [6, group(6)]]);
+      const state = { openId: 5, me: 1, conv: (id) => convs.get(id) ?? null, waits: new Map() };
+      let view = open(state);
+      view.render();
+      let input = view.el.find('composer');
+      input.value = 'half a thought';
+      input.dispatch('input');
+      state.openId = 6;
+      view.render();
+      assert.equal(input.value, '', 'the text written in group 5 showed in group 6');
+      state.openId = 5;
+      view.render();
+      assert.equal(input.value, 'half a thought', 'the text written in group 5 was lost when group 6 was opened');
+
+      // The page reloads (a phone's browser discards the background tab).
+      view = open(state);
+      view.render();
+      input = view.el.find('composer');
+      assert.equal(input.value, 'half a thought', 'the text written was lost on reload');
+
+      // Sent, it is no longer a draft; signed out, nothing is kept.
+      input.dispatch('keydown', { key: 'Enter', keyCode: 13, isComposing: false, shiftKey: false });
+      input.value = 'another';
+      input.dispatch('input');
+      view.dispose();
+      assert.equal(sessionStorage.length, 0, 'a draft outlived the sign-out');
+    } finally {
+      delete globalThis.sessionStorage;
+    }
+  }));

@@ -22,6 +22,44 @@ function filesPreview(m) {
  * @param {{uploader: import('../uploads.js').Uploader, cache: import('../uploads.js').BlobCache}} media
  * @param {{back:()=>void, addMember:(cid:number)=>void, info:(cid:number)=>void, notify?:(msg:string)=>void}} actions
  */
+const DRAFT_PREFIX = 'chatd.draft.';
+
+/**
+ * What user me was writing in each conversation and has not sent, kept in
+ * the tab's sessionStorage: opening another conversation, or a reload (a
+ * phone's browser discards a background tab), does not lose it. Per tab, as
+ * the composer is, and gone with the tab; signing out removes it.
+ */
+function composerDrafts(me, storage = globalThis.sessionStorage ?? null) {
+  const prefix = `${DRAFT_PREFIX}${me}.`;
+  return {
+    get(cid) {
+      try {
+        return storage?.getItem(prefix + cid) ?? '';
+      } catch {
+        return '';
+      }
+    },
+    set(cid, text) {
+      try {
+        if (text) storage?.setItem(prefix + cid, text);
+        else storage?.removeItem(prefix + cid);
+      } catch {
+        // Full or unavailable: the draft lasts as long as it is on screen.
+      }
+    },
+    clear() {
+      try {
+        const keys = [];
+        for (let i = 0; i < (storage?.length ?? 0); i++) keys.push(storage.key(i));
+        for (const k of keys) if (k && k.startsWith(prefix)) storage.removeItem(k);
+      } catch {
+        // Unavailable: nothing was kept.
+      }
+    },
+  };
+}
+
 export function createConversationView(state, sync, media, actions) {
   const titleEl = h('h2', { 'data-testid': 'chat-title' });
   const subtitleEl = h('p', { class: 'subtitle', 'data-testid': 'chat-subtitle' });
@@ -73,6 +111,11 @@ export function createConversationView(state, sync, media, actions) {
   // Replying to or editing a message: {kind, seq} while the banner shows.
   let mode = null;
   let draft = ''; // the composer's text before an edit, put back after it
+  const drafts = composerDrafts(state.me);
+  /** Keeps what the user was writing in the conversation shown (not an edit's text). */
+  const keepDraft = () => {
+    if (shownId) drafts.set(shownId, mode && mode.kind === 'edit' ? draft : input.value);
+  };
   const banner = composerBanner(() => setMode(null));
 
   const el = h(
@@ -146,6 +189,7 @@ export function createConversationView(state, sync, media, actions) {
     const files = tray.take();
     const replyTo = mode && mode.kind === 'reply' ? mode.seq : 0;
     input.value = '';
+    drafts.set(cid, '');
     autoGrow();
     follow(true);
     setMode(null);
@@ -221,6 +265,7 @@ export function createConversationView(state, sync, media, actions) {
   });
   input.addEventListener('input', () => {
     autoGrow();
+    if (!mode || mode.kind !== 'edit') keepDraft();
     if (state.openId && input.value.trim()) sync.typing(state.openId);
   });
   function autoGrow() {
@@ -535,7 +580,9 @@ export function createConversationView(state, sync, media, actions) {
       return;
     }
     if (shownId !== c.id) {
-      // A different conversation: start from a clean list at the bottom.
+      // A different conversation: start from a clean list at the bottom,
+      // with what the user was writing there before.
+      keepDraft();
       shownId = c.id;
       nodes = new Map();
       list.replaceChildren();
@@ -544,7 +591,7 @@ export function createConversationView(state, sync, media, actions) {
       draft = '';
       banner.show(null);
       leaveConversation();
-      input.value = '';
+      input.value = drafts.get(c.id);
       tray.clear();
       autoGrow();
       el.dataset.convId = String(c.id);
@@ -572,6 +619,7 @@ export function createConversationView(state, sync, media, actions) {
   /** Signing out: uploads in the tray stop, their previews are freed. */
   function dispose() {
     tray.clear();
+    drafts.clear();
   }
 
   return { el, render, focus, dispose };
