@@ -726,6 +726,28 @@ test('a send refused for a rate limit stays "Sending…" and goes out again with
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
 });
 
+test('a message written while an earlier one of the conversation waits to be sent again (rate limit) goes out after it, so chatd numbers them in the order written', async (t) => {
+  const storage = memoryStorage();
+  const p = await page(t, storage);
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.now() });
+  const first = p.sync.send(7, 'first');
+  p.s.refuse(first, new SendError('rate limited; retry in 100ms', 0x97, 1));
+  await drain();
+  const second = p.sync.send(7, 'second');
+  await drain();
+  assert.deepEqual(p.s.sent.map((x) => x.body), ['first'], 'the second message went out while the first waited to be sent again: chatd would number it first');
+  t.mock.timers.tick(1250);
+  await drain();
+  assert.deepEqual(p.s.sent.map((x) => x.body), ['first', 'first']);
+  p.s.answer(first, { seq: 4 });
+  await drain();
+  assert.deepEqual(p.s.sent.map((x) => x.body), ['first', 'first', 'second'], 'the second message did not go out after the first was sent');
+  p.s.answer(second, { seq: 5 });
+  await drain();
+  assert.deepEqual(p.state.conv(7).visible().map((m) => m.body).slice(-2), ['first', 'second']);
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
+});
+
 test('an edit refused for a rate limit is tried again no sooner than its retryAfter, however short the backoff', async (t) => {
   const storage = memoryStorage();
   const p = await page(t, storage); // backoff from 5 ms

@@ -48,6 +48,11 @@ export class Sync {
     this.retryBaseMs = 1000;
     this.sendTimeoutMs = SEND_TIMEOUT_MS;
     this.changing = new Map(); // `${cid}:${seq}` -> the last change of that message on its way
+    // Sends refused for a while (a rate limit, server trouble) and waiting
+    // to go out again, by conversation, and the sends made after them,
+    // held until they are answered: chatd numbers in arrival order.
+    this.waitingSends = new Map(); // cid -> Set of clientMsgIds
+    this.heldSends = new Map(); // cid -> pending sends, in the order made
     this.reading = new Set(); // cids with a read receipt in flight
     this.seenTimers = new Map();
     this.inboxBusy = null;
@@ -640,7 +645,24 @@ export class Sync {
   }
 
   publish(cid, p) {
+    const waiting = this.waitingSends.get(cid);
+    if (waiting && !waiting.has(p.clientMsgId)) {
+      const held = this.heldSends.get(cid) ?? [];
+      if (!held.includes(p)) held.push(p);
+      this.heldSends.set(cid, held);
+      return;
+    }
     const attempt = (p.attempt = (p.attempt || 0) + 1);
+    // p no longer waits to be sent again: once none of the conversation
+    // does, the sends held behind them go, in the order made.
+    const settled = () => {
+      const w = this.waitingSends.get(cid);
+      if (!w?.delete(p.clientMsgId) || w.size) return;
+      this.waitingSends.delete(cid);
+      const held = this.heldSends.get(cid) ?? [];
+      this.heldSends.delete(cid);
+      for (const q of held) if (!this.stopped && this.state.conv(cid)?.pending.get(q.clientMsgId) === q) this.publish(cid, q);
+    };
     const start = Date.now();
     // Only time online counts: offline, mqtt.js holds the publish and sends
     // it on reconnect, and "Not sent" meanwhile would have the user write
@@ -661,6 +683,7 @@ export class Sync {
       ({ seq }) => {
         clearTimeout(timer);
         this.outbox?.delete(p.clientMsgId);
+        settled();
         if (seq === null) {
           this.fill(cid); // no seq property (not chatd?): history tells
           return;
@@ -688,11 +711,15 @@ export class Sync {
         // kept in the outbox), sent again with its clientMsgId after a
         // backoff, or after the rate limit's retryAfter if longer.
         if (err.retryable && typeof err.reasonCode === 'number' && fresh(p.createdAt) && !this.stopped) {
+          if (!this.waitingSends.has(cid)) this.waitingSends.set(cid, new Set());
+          this.waitingSends.get(cid).add(p.clientMsgId);
           setTimeout(() => {
             if (p.attempt === attempt && !this.stopped && this.state.conv(cid)?.pending.get(p.clientMsgId) === p) this.publish(cid, p);
+            else settled();
           }, Math.max(this.backoff(attempt), retryAfterDelay(err.retryAfter)));
           return;
         }
+        settled();
         // Refused by the server (a reason code): not worth a resend by a
         // later page. Not answered (signed out, the connection closed
         // before mqtt.js sent it): kept.
