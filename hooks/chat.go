@@ -728,6 +728,14 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 	if pk.FixedHeader.Type == packets.Puback && pk.ReasonCode == packets.CodeGrantedQos1.Code {
 		pk.ReasonCode = packets.CodeSuccess.Code
 	}
+	if pk.FixedHeader.Type == packets.Connack || pk.FixedHeader.Type == packets.Disconnect {
+		// mochi strips reason strings and user properties from every
+		// packet to a client with Request Problem Information 0; MQTT 5
+		// forbids them on the other packets only [MQTT-3.1.2-29], and a
+		// refusal's retryAfter and the reason a connection ends are what
+		// such a client needs most. The Maximum Packet Size still applies.
+		pk.Mods.DisallowProblemInfo = false
+	}
 	if pk.FixedHeader.Type == packets.Connack {
 		ci := h.info(cl)
 		if ci != nil && pk.ReasonCode == packets.CodeSuccess.Code && cl.State.Subscriptions.Len() > 0 {
