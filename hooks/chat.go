@@ -671,6 +671,9 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		if err := refuseSubscriptionIdentifiers(h.server, cl, pk); err != nil {
 			return pk, err
 		}
+		if err := refuseRetainHandling3(h.server, cl, pk); err != nil {
+			return pk, err
+		}
 	case packets.Publish:
 		if err := refuseQoSAbove(h.server, cl, pk); err != nil {
 			h.cfg.Metrics.Publishes.WithLabelValues("denied", "qos_not_supported").Inc()

@@ -35,6 +35,25 @@ func TestASubscribeWithASubscriptionIdentifierIsDisconnectedWith0xA1(t *testing.
 	}
 }
 
+// Retain Handling 3 does not exist: MQTT 5 makes a SUBSCRIBE with it a
+// protocol error (§3.8.3.1), DISCONNECT 0x82. It was granted (SUBACK
+// 0x01) and the subscription kept.
+func TestASubscribeWithRetainHandling3IsAProtocolError(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	c, _ := dialAs(t, srv.MQTTAddr(), 2, "rh3", 5, true)
+	if err := c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, PacketID: 1,
+		Filters: packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, RetainHandling: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the connection of a SUBSCRIBE with Retain Handling 3 to close", c.Closed)
+	if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != 0x82 {
+		t.Fatalf("DISCONNECT %v 0x%02x, want 0x82 (protocol error)", ok, pk.ReasonCode)
+	}
+	if srv.Hub.Ready("rh3") {
+		t.Fatal("the refused SUBSCRIBE released event delivery")
+	}
+}
+
 // chatd offers no enhanced authentication, and a client whose CONNECT
 // named no Authentication Method must not send AUTH (MQTT-4.12.0-7): a
 // protocol error, DISCONNECT 0x82 (MQTT 3.1.1, where the packet type is
