@@ -667,6 +667,7 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		}
 	case packets.Disconnect:
 		takeDisconnectExpiry(h.info(cl), &pk)
+		withoutWill(&pk)
 	case packets.Subscribe:
 		if err := refuseSubscriptionIdentifiers(h.server, cl, pk); err != nil {
 			return pk, err

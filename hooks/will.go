@@ -75,3 +75,13 @@ func v311Connack(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 func emptyIDForPersistentSession(cl *mqtt.Client, pk packets.Packet) bool {
 	return pk.ReasonCode == packets.ErrUnspecifiedError.Code && !cl.Properties.Clean && cl.Properties.Props.AssignedClientID != ""
 }
+
+// withoutWill makes a DISCONNECT 0x04 (disconnect with Will message) the
+// normal disconnect it is for a chat connection, which never has a Will
+// (a CONNECT with one is refused): mochi returns 0x04 from its DISCONNECT
+// handling as an error, logged at WARN for every client that sends it.
+func withoutWill(pk *packets.Packet) {
+	if pk.ReasonCode == packets.CodeDisconnectWillMessage.Code {
+		pk.ReasonCode = packets.CodeDisconnect.Code
+	}
+}
