@@ -142,7 +142,9 @@
 // (read.updated, member.*, typing, error) are passed through unchanged;
 // they are live notifications that the server does not replay. Persist
 // Positions (or the last Seq per conversation you processed) and pass it
-// back as Config.Positions to resume exactly after a restart.
+// back as Config.Positions to resume exactly after a restart: an event is
+// in Positions by the time Events carries it, and after Close Positions
+// covers exactly what Events carried.
 //
 // # Read receipts
 //
