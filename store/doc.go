@@ -109,6 +109,10 @@
 //     the lock with last_seq untouched, so it leaves no gap either.
 //   - AddMember and RemoveMember take the same lock, so the member cap and
 //     the role checks cannot race each other or a concurrent send. A
+//     group's size is conversation.member_count, which statement triggers
+//     on conversation_member keep under that lock (migration 0052): the
+//     cap, a connect's cursors and the presence and profile audiences read
+//     it instead of counting member rows. A
 //     change that writes two member rows (the owner leaving and the
 //     successor taking over, a transfer) locks both first, in user id
 //     order (lockMembers), as read and send batches do.
@@ -125,7 +129,10 @@
 //     (AddMember, CreateGroup: refuseBlockers) take an advisory lock per
 //     pair of users (lockPairs, in the other user's id order) before they
 //     read or write user_block: an add sees a block committed before it,
-//     and a block waits for an add in progress to commit.
+//     and a block waits for an add in progress to commit. A block first
+//     takes a lock of the blocker's own (roomForBlock), so that two blocks
+//     racing at chat.MaxBlocksPerUser cannot both see room; only blocks
+//     take it, always before the pair's.
 //   - Reads (History, Inbox, SeenBy, GetConversation) run in a read-only
 //     REPEATABLE READ transaction so the membership check and the data come
 //     from one snapshot.
