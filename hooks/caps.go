@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"errors"
+	"strconv"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -29,6 +30,19 @@ func announceCapabilities(caps *mqtt.Capabilities, pk packets.Packet) packets.Pa
 	if caps.MaximumQos < 2 {
 		p.MaximumQos, p.MaximumQosFlag = caps.MaximumQos, true
 	}
+	return pk
+}
+
+// announceBodyLimit adds the message body limit to a successful MQTT 5
+// CONNACK (user property maxBodyBytes, bytes of UTF-8): a client checks a
+// text against it before sending, instead of learning it from a refusal
+// (too_large) or working it back from the Maximum Packet Size, which
+// leaves room for JSON escapes and the other fields.
+func announceBodyLimit(limit int, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type != packets.Connack || pk.ProtocolVersion != 5 || pk.ReasonCode != packets.CodeSuccess.Code || limit <= 0 {
+		return pk
+	}
+	pk.Properties.User = append(pk.Properties.User, packets.UserProperty{Key: "maxBodyBytes", Val: strconv.Itoa(limit)})
 	return pk
 }
 

@@ -756,7 +756,7 @@ func (h *Chat) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 				}
 			}
 		}
-		pk = announceSession(ci, announceCapabilities(h.server.Options.Capabilities, pk))
+		pk = announceSession(ci, announceBodyLimit(h.cfg.Service.Limits.MaxBodyBytes, announceCapabilities(h.server.Options.Capabilities, pk)))
 	}
 	return withholdV311Disconnect(cl, v311Connack(cl, pk))
 }
