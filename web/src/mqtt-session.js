@@ -94,6 +94,10 @@ export class MqttSession extends EventTarget {
       this.connects++;
       this.failures = 0;
       this.maxPacket = connack.properties?.maximumPacketSize || 0;
+      // The body limit (docs/protocol.md, "Capabilities"): absent from an
+      // older server, whose too_large refusals still say it.
+      const maxBody = Number(userProp(connack.properties?.userProperties, 'maxBodyBytes'));
+      this.maxBodyBytes = Number.isSafeInteger(maxBody) && maxBody > 0 ? maxBody : 0;
       const early = this.early.splice(0);
       for (const p of early) this.publishNow(p);
       // After a server restart the session is new (sessionPresent 0) but

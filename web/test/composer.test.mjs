@@ -209,3 +209,50 @@ test('the text half written in a conversation is still in its composer after ano
       delete globalThis.sessionStorage;
     }
   }));
+
+test('a text over the server\'s body limit is not sent: the composer says how many characters too long, and sends once shortened', () =>
+  onPage(async (open) => {
+    const conv = group(5);
+    const sent = [];
+    const state = { openId: 5, me: 1, conv: (id) => (id === 5 ? conv : null), waits: new Map() };
+    // A limit of 10 bytes of UTF-8: "é" takes two.
+    const sync = { send: (cid, body) => sent.push(body), typing() {}, maxBodyBytes: () => 10 };
+    const view = open(state, sync);
+    view.render();
+    const input = view.el.find('composer');
+    input.value = 'éééééééé'; // 16 bytes: 3 "é" too many
+    input.dispatch('input', {});
+    input.dispatch('keydown', { key: 'Enter', keyCode: 13, isComposing: false, shiftKey: false });
+    assert.deepEqual(sent, [], 'a text over the limit was sent, to be refused too_large');
+    const hint = view.el.find('composer-too-long');
+    assert.ok(hint && !hint.hidden, 'nothing says the text is too long');
+    assert.match(hint.textContent, /3 characters/);
+    assert.equal(input.value, 'éééééééé', 'the text left the composer');
+    input.value = 'ééééé';
+    input.dispatch('input', {});
+    assert.ok(hint.hidden, 'the text fits but is still said to be too long');
+    input.dispatch('keydown', { key: 'Enter', keyCode: 13, isComposing: false, shiftKey: false });
+    assert.deepEqual(sent, ['ééééé']);
+  }));
+
+test('a message refused too_large says why on the page, offers no Retry, and puts its text back in the composer to shorten', () =>
+  onPage(async (open) => {
+    const failed = { clientMsgId: 'a', body: 'a long text', attachments: [], status: 'failed', seq: null, error: 'body is larger than 16384 bytes', tooLarge: true, createdAt: new Date().toISOString() };
+    const pending = [failed];
+    const conv = { ...group(5), pendingList: () => pending };
+    const discarded = [];
+    const state = { openId: 5, me: 1, conv: (id) => (id === 5 ? conv : null), waits: new Map() };
+    const sync = { send() {}, typing() {}, retry() {}, discard: (cid, id) => discarded.push([cid, id]) };
+    const view = open(state, sync);
+    view.render();
+    const row = view.el.find('message');
+    const reason = row.find('failed-reason');
+    assert.ok(reason && !reason.hidden, 'the reason is only in a tooltip');
+    assert.match(reason.textContent, /too long/i);
+    assert.ok(row.find('retry').hidden, 'Retry is offered for a message that can never be accepted');
+    const back = row.find('edit-failed');
+    assert.ok(back && !back.hidden, 'nothing offers to put the text back in the composer');
+    back.dispatch('click', {});
+    assert.equal(view.el.find('composer').value, 'a long text');
+    assert.deepEqual(discarded, [[5, 'a']], 'the refused message stays on the page beside its text in the composer');
+  }));

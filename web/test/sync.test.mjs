@@ -982,3 +982,19 @@ test('a search hit loaded for a jump stays until the view shows it, though the v
   await settle();
   assert.ok(c.messages.has(5), 'the hit was dropped before the view showed it');
 });
+
+test('a send refused too_large is marked so (no Retry can pass) and the user may take it back off the page', async () => {
+  const api = fakeApi([msg(1)]);
+  const s = heldSession();
+  const sync = new Sync(new ChatState(ME), api, s);
+  await sync.refreshInbox();
+  const big = sync.send(7, 'too long');
+  const busy = sync.send(7, 'not now');
+  s.refuse(big, Object.assign(new Error('body is larger than 16384 bytes'), { reasonCode: 0x99 }));
+  s.refuse(busy, Object.assign(new Error('not authorized'), { reasonCode: 0x87 }));
+  await settle();
+  assert.deepEqual(sync.state.conv(7).pendingList().map((p) => [p.body, p.status, !!p.tooLarge]), [['too long', 'failed', true], ['not now', 'failed', false]]);
+  sync.discard(7, big);
+  assert.deepEqual(sync.state.conv(7).pendingList().map((p) => p.body), ['not now']);
+  sync.stop();
+});

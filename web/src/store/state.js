@@ -230,13 +230,24 @@ export class ChatState extends EventTarget {
     });
   }
 
-  /** A send failed: keep the text and clientMsgId so Retry resends it. */
-  failPending(id, clientMsgId, error) {
+  /**
+   * A send failed: keep the text and clientMsgId so Retry resends it;
+   * tooLarge: refused for good as over the body limit (no Retry).
+   */
+  failPending(id, clientMsgId, error, tooLarge = false) {
     const p = this.conversations.get(id)?.pending.get(clientMsgId);
     if (!p || p.seq !== null) return;
     p.status = 'failed';
     p.error = error;
+    p.tooLarge = tooLarge;
     this.changed('messages');
+  }
+
+  /** A failed send the user took back (to shorten it): gone from the list. */
+  removeFailed(id, clientMsgId) {
+    const c = this.conversations.get(id);
+    if (c?.pending.get(clientMsgId)?.status !== 'failed') return;
+    this.update(id, 'messages', (c) => c.pending.delete(clientMsgId));
   }
 
   retryPending(id, clientMsgId) {

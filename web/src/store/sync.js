@@ -636,6 +636,17 @@ export class Sync {
     this.publish(e.cid, p);
   }
 
+  /** A failed send taken back by the user: off the page and the outbox. */
+  discard(cid, clientMsgId) {
+    this.state.removeFailed(cid, clientMsgId);
+    this.outbox?.delete(clientMsgId);
+  }
+
+  /** chatd's body limit in bytes of UTF-8, as its CONNACK said (0: not told). */
+  maxBodyBytes() {
+    return this.session?.maxBodyBytes || 0;
+  }
+
   /** Resends with the same clientMsgId: the server deduplicates. */
   retry(cid, clientMsgId) {
     const p = this.state.retryPending(cid, clientMsgId);
@@ -724,7 +735,9 @@ export class Sync {
         // later page. Not answered (signed out, the connection closed
         // before mqtt.js sent it): kept.
         if (typeof err.reasonCode === 'number') this.outbox?.delete(p.clientMsgId);
-        this.state.failPending(cid, p.clientMsgId, err.message || 'Not sent.');
+        // 0x99: over the body limit; 0x95: a packet over the size the
+        // server announced. Either way a resend cannot pass.
+        this.state.failPending(cid, p.clientMsgId, err.message || 'Not sent.', err.reasonCode === 0x99 || err.reasonCode === 0x95);
       },
     );
   }

@@ -4,7 +4,7 @@
 // re-renders touch only what changed.
 
 import { h, icon, setText } from './dom.js';
-import { avatar, clockTime, conversationTitle, dayLabel, systemText, typingText, userName } from './format.js';
+import { avatar, charsOverLimit, clockTime, conversationTitle, dayLabel, systemText, tooLongText, typingText, userName } from './format.js';
 import { attachmentList, createTray, openLightbox } from './attachments.js';
 import { composerBanner, confirmRecall, leaveConversation, lifecycleParts, openActionsMenu, pickConversation } from './lifecycle.js';
 import { quoteOf, snippet } from '../store/lifecycle.js';
@@ -108,6 +108,17 @@ export function createConversationView(state, sync, media, actions) {
     fileInput.value = '';
   });
   const form = h('form', { class: 'composer' }, attachBtn, fileInput, input, sendBtn);
+  // Said before sending: a text over chatd's body limit (told in the
+  // CONNACK) would be refused too_large, for good.
+  const tooLong = h('div', { class: 'composer-too-long', role: 'alert', 'data-testid': 'composer-too-long', hidden: true });
+  const maxBody = () => (typeof sync.maxBodyBytes === 'function' ? sync.maxBodyBytes() : 0);
+  /** Shows whether the composer's text is over the limit; true if it is. */
+  const checkLength = () => {
+    const n = charsOverLimit(input.value, maxBody());
+    setText(tooLong, n ? tooLongText(n) : '');
+    tooLong.hidden = !n;
+    return n > 0;
+  };
   // Replying to or editing a message: {kind, seq} while the banner shows.
   let mode = null;
   let draft = ''; // the composer's text before an edit, put back after it
@@ -134,6 +145,7 @@ export function createConversationView(state, sync, media, actions) {
     typingEl,
     tray.el,
     banner.el,
+    tooLong,
     form,
   );
   el.addEventListener('dragover', (e) => {
@@ -176,6 +188,7 @@ export function createConversationView(state, sync, media, actions) {
     const cid = state.openId;
     const body = input.value;
     if (!cid) return;
+    if (checkLength()) return;
     if (mode && mode.kind === 'edit') {
       // An edit changes the text alone: files stay as they were sent. The
       // text of a message with files may be cleared (chatd takes "" as a
@@ -265,6 +278,7 @@ export function createConversationView(state, sync, media, actions) {
   });
   input.addEventListener('input', () => {
     autoGrow();
+    checkLength();
     if (!mode || mode.kind !== 'edit') keepDraft();
     if (state.openId && input.value.trim()) sync.typing(state.openId);
   });
@@ -363,6 +377,30 @@ export function createConversationView(state, sync, media, actions) {
       .finally(() => reacting.delete(key));
   }
 
+  /** Why a message was not sent, as the row shows it. */
+  function failedReason(d) {
+    if (d.tooLarge) return 'Too long to send. Edit puts the text back in the composer to shorten it.';
+    return d.error || 'Not sent.';
+  }
+
+  /**
+   * Puts a message refused as too long back in the composer (after what
+   * is written there) and removes it from the list: it is sent again as a
+   * new message once shortened.
+   */
+  function putBack(m) {
+    const cid = state.openId;
+    if (!cid) return;
+    if (mode) setMode(null);
+    input.value = input.value ? `${input.value}\n${m.body}` : m.body;
+    keepDraft();
+    sync.discard?.(cid, m.clientMsgId);
+    autoGrow();
+    checkLength();
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
+
   /** One message row; update() refreshes the parts that can change. */
   function messageNode(m) {
     const bodyEl = h('span', { class: 'body', 'data-testid': 'message-body' }, m.body);
@@ -384,9 +422,17 @@ export function createConversationView(state, sync, media, actions) {
       icon('retry'),
       'Retry',
     );
-    const meta = h('div', { class: 'meta' }, time, stateEl, retry);
+    // Refused for good as too long: no Retry, the text back to the
+    // composer to shorten instead.
+    const editFailed = h(
+      'button',
+      { class: 'retry', type: 'button', 'data-testid': 'edit-failed', hidden: true, onclick: () => putBack(current) },
+      'Edit',
+    );
+    const reason = h('div', { class: 'failed-reason', 'data-testid': 'failed-reason', hidden: true });
+    const meta = h('div', { class: 'meta' }, time, stateEl, retry, editFailed);
     const row = h('div', { class: 'bubble-row' }, body, life.actionsBtn);
-    const el = h('div', { class: 'msg', 'data-testid': 'message', 'data-client-msg-id': m.clientMsgId }, sender, life.quote, row, life.reactions, meta);
+    const el = h('div', { class: 'msg', 'data-testid': 'message', 'data-client-msg-id': m.clientMsgId }, sender, life.quote, row, life.reactions, reason, meta);
     meta.insertBefore(life.edited, stateEl);
     const openImage = (a) => {
       const v = { row: el, id: a.id, close: () => {} };
@@ -413,7 +459,11 @@ export function createConversationView(state, sync, media, actions) {
       time.hidden = !d.runEnd;
       setText(stateEl, d.receipt);
       stateEl.hidden = !d.receipt;
-      retry.hidden = d.status !== 'failed';
+      retry.hidden = d.status !== 'failed' || d.tooLarge;
+      editFailed.hidden = !(d.status === 'failed' && d.tooLarge);
+      // Shown, not only a tooltip: a phone cannot hover.
+      setText(reason, d.status === 'failed' ? failedReason(d) : '');
+      reason.hidden = d.status !== 'failed';
       // A recalled message's files are gone: the server answers 410 for
       // them. Rebuilt only when the files change (a thumbnail made later).
       const atts = recalled ? [] : d.m.attachments || [];
@@ -502,6 +552,7 @@ export function createConversationView(state, sync, media, actions) {
         status: p.status === 'failed' ? 'failed' : 'sending',
         receipt: p.status === 'failed' ? 'Not sent' : 'Sending…',
         error: p.error,
+        tooLarge: !!p.tooLarge,
         createdAt: p.createdAt,
         runStart: prevSender !== state.me,
         senderLabel: '',

@@ -170,3 +170,28 @@ export function typingText(users, me) {
   if (names.length === 2) return `${names[0]} and ${names[1]} are typing…`;
   return `${names.length} people are typing…`;
 }
+
+/**
+ * How many characters (code points) to take off the end of text for it to
+ * fit limit bytes of UTF-8, the unit of chatd's body limit; 0 when it fits
+ * or no limit is known. Users count characters, not bytes: "é" is two
+ * bytes, an emoji four.
+ */
+export function charsOverLimit(text, limit) {
+  if (!limit) return 0;
+  const enc = new TextEncoder();
+  let over = enc.encode(text).length - limit;
+  if (over <= 0) return 0;
+  const chars = [...text];
+  let n = 0;
+  while (over > 0 && n < chars.length) {
+    over -= enc.encode(chars[chars.length - 1 - n]).length;
+    n++;
+  }
+  return n;
+}
+
+/** What the composer says of a text n characters over the body limit. */
+export function tooLongText(n) {
+  return `Too long to send: shorten it by ${n} character${n === 1 ? '' : 's'}.`;
+}
