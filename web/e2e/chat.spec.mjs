@@ -307,20 +307,30 @@ test('a refused send shows "Not sent" with Retry, keeping its clientMsgId', asyn
   await eventually(async () => assert.equal(await row(a.page, direct.id).count(), 1));
   await openConversation(a.page, direct.id);
 
-  // Over the server's 16 KiB body limit: PUBACK 0x99.
-  await send(a.page, 'x'.repeat(17000));
+  // 502 blocks 501: PUBACK 0x87 (blocked), a refusal a retry may outlive
+  // (a too-large text offers Edit instead: toolong.spec.mjs).
+  await api(502, 'PUT', '/v1/me/blocks/501');
+  await send(a.page, 'refused for now');
   const failed = a.page.locator('[data-testid=message][data-status=failed]');
   await failed.waitFor();
   const id = await failed.getAttribute('data-client-msg-id');
   assert.equal(await failed.getByTestId('receipt').textContent(), 'Not sent');
+  const refusals = async () => {
+    const text = await (await fetch(`${BASE}/metrics`)).text();
+    return Number(/^chat_mqtt_publishes_total\{kind="msg",outcome="blocked"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+  };
+  const before = await refusals();
   await failed.getByTestId('retry').click();
-  // Retried with the same clientMsgId (same row), refused again.
+  // Retried with the same clientMsgId (same row), refused again: chatd
+  // answered it (counted) before the block is lifted below.
   await eventually(async () => {
+    assert.equal(await refusals(), before + 1);
     assert.equal(await a.page.locator(`[data-client-msg-id="${id}"]`).getAttribute('data-status'), 'failed');
   });
   assert.equal(await a.page.getByTestId('message').count(), 1);
 
   // The connection stays usable. (Unsent messages stay at the bottom.)
+  await api(502, 'DELETE', '/v1/me/blocks/501');
   await send(a.page, 'short one');
   const ok = a.page.locator('[data-testid=message]', { has: a.page.getByTestId('message-body').filter({ hasText: /^short one$/ }) });
   await eventually(async () => assert.equal(await ok.getAttribute('data-status'), 'sent'));
