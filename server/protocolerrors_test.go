@@ -19,18 +19,27 @@ import (
 // DISCONNECT 0xA1, subscription identifiers not supported. It was granted
 // (SUBACK 0x01) and the connection kept.
 func TestASubscribeWithASubscriptionIdentifierIsDisconnectedWith0xA1(t *testing.T) {
+	subscribeDisconnected(t, "subid", packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, Identifier: 7}},
+		packets.Properties{SubscriptionIdentifier: []int{7}}, "a Subscription Identifier", 0xA1, "subscription identifiers not supported")
+}
+
+// subscribeDisconnected has user 2 connect as client and SUBSCRIBE to
+// filters with props, which must end the connection with DISCONNECT code
+// (meaning says what code is) and release no event delivery; what names
+// what the SUBSCRIBE has.
+func subscribeDisconnected(t *testing.T, client string, filters packets.Subscriptions, props packets.Properties, what string, code byte, meaning string) {
+	t.Helper()
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	c, _ := dialAs(t, srv.MQTTAddr(), 2, "subid", 5, true)
+	c, _ := dialAs(t, srv.MQTTAddr(), 2, client, 5, true)
 	if err := c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, PacketID: 1,
-		Filters:    packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, Identifier: 7}},
-		Properties: packets.Properties{SubscriptionIdentifier: []int{7}}}); err != nil {
+		Filters: filters, Properties: props}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 5*time.Second, "the connection of a SUBSCRIBE with a Subscription Identifier to close", c.Closed)
-	if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != 0xA1 {
-		t.Fatalf("DISCONNECT %v 0x%02x, want 0xA1 (subscription identifiers not supported)", ok, pk.ReasonCode)
+	testkit.WaitFor(t, 5*time.Second, "the connection of a SUBSCRIBE with "+what+" to close", c.Closed)
+	if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != code {
+		t.Fatalf("DISCONNECT %v 0x%02x, want 0x%02X (%s)", ok, pk.ReasonCode, code, meaning)
 	}
-	if srv.Hub.Ready("subid") {
+	if srv.Hub.Ready(client) {
 		t.Fatal("the refused SUBSCRIBE released event delivery")
 	}
 }
@@ -39,19 +48,8 @@ func TestASubscribeWithASubscriptionIdentifierIsDisconnectedWith0xA1(t *testing.
 // protocol error (§3.8.3.1), DISCONNECT 0x82. It was granted (SUBACK
 // 0x01) and the subscription kept.
 func TestASubscribeWithRetainHandling3IsAProtocolError(t *testing.T) {
-	srv := startNode(t, pgtest.NewDB(t), nil)
-	c, _ := dialAs(t, srv.MQTTAddr(), 2, "rh3", 5, true)
-	if err := c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, PacketID: 1,
-		Filters: packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, RetainHandling: 3}}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the connection of a SUBSCRIBE with Retain Handling 3 to close", c.Closed)
-	if pk, ok := c.ServerDisconnect(); !ok || pk.ReasonCode != 0x82 {
-		t.Fatalf("DISCONNECT %v 0x%02x, want 0x82 (protocol error)", ok, pk.ReasonCode)
-	}
-	if srv.Hub.Ready("rh3") {
-		t.Fatal("the refused SUBSCRIBE released event delivery")
-	}
+	subscribeDisconnected(t, "rh3", packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, RetainHandling: 3}},
+		packets.Properties{}, "Retain Handling 3", 0x82, "protocol error")
 }
 
 // chatd offers no enhanced authentication, and a client whose CONNECT

@@ -65,13 +65,25 @@ function worker(caches) {
   return { push, shown };
 }
 
-test('a push for a user who signed out of this browser (delivered late, or the subscription kept for whoever signs in next) is not shown', async () => {
+/**
+ * Runs body with user signed in at this browser (null: no one) and a
+ * service worker over the same caches: body gets the worker and
+ * rememberSignIn, to sign someone else in meanwhile.
+ */
+async function signedIn(user, body) {
   const caches = memoryCaches();
   const { rememberSignIn } = await import('../src/push.js');
   globalThis.caches = caches;
   try {
-    await rememberSignIn(7);
-    const sw = worker(caches);
+    await rememberSignIn(user);
+    await body(worker(caches), rememberSignIn);
+  } finally {
+    delete globalThis.caches;
+  }
+}
+
+test('a push for a user who signed out of this browser (delivered late, or the subscription kept for whoever signs in next) is not shown', () =>
+  signedIn(7, async (sw, rememberSignIn) => {
     await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 1, count: 1, title: 'Ann' });
     assert.equal(sw.shown.length, 1, 'the signed-in user\'s push was not shown');
     // Signed out: no one is signed in at this browser now.
@@ -82,18 +94,10 @@ test('a push for a user who signed out of this browser (delivered late, or the s
     await rememberSignIn(8);
     await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 3, count: 1, title: 'Ann' });
     assert.equal(sw.shown.length, 1, 'a push of the user signed in before was shown to the user signed in now');
-  } finally {
-    delete globalThis.caches;
-  }
-});
+  }));
 
-test('a pushed notification showing the message\'s text says so, so that the page replaces it when the message is edited', async () => {
-  const caches = memoryCaches();
-  const { rememberSignIn } = await import('../src/push.js');
-  globalThis.caches = caches;
-  try {
-    await rememberSignIn(7);
-    const sw = worker(caches);
+test('a pushed notification showing the message\'s text says so, so that the page replaces it when the message is edited', () =>
+  signedIn(7, async (sw) => {
     await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 4, count: 1, title: 'Ann', body: 'meet at 5, pin 4711' });
     await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 2, title: 'Ann' });
     // The page's showEdited (src/push.js) replaces only a notification
@@ -106,27 +110,16 @@ test('a pushed notification showing the message\'s text says so, so that the pag
         ['2 new messages', 5, false],
       ],
     );
-  } finally {
-    delete globalThis.caches;
-  }
-});
+  }));
 
-test('a remove for the user signed in before leaves the notification of the one signed in now', async () => {
-  const caches = memoryCaches();
-  const { rememberSignIn } = await import('../src/push.js');
-  globalThis.caches = caches;
-  try {
-    // 7 signed out and 8 signed in, both members of conversation 3; 7's
-    // subscription is kept, so 7's pushes still reach this browser.
-    await rememberSignIn(8);
-    const sw = worker(caches);
+// 7 signed out and 8 signed in, both members of conversation 3; 7's
+// subscription is kept, so 7's pushes still reach this browser.
+test('a remove for the user signed in before leaves the notification of the one signed in now', () =>
+  signedIn(8, async (sw) => {
     await sw.push({ type: 'message', userId: 8, conversationId: 3, seq: 6, count: 1, title: 'Team', body: 'for 8' });
     // 7's notification of a message 8 has read showed it; it was recalled.
     await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 4, badge: 0 });
     assert.equal(sw.shown[0].closed, undefined, "7's remove closed 8's notification");
     await sw.push({ type: 'remove', userId: 8, conversationId: 3, seq: 6, badge: 0 });
     assert.equal(sw.shown[0].closed, true, "8's remove left 8's notification");
-  } finally {
-    delete globalThis.caches;
-  }
-});
+  }));
