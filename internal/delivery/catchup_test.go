@@ -15,7 +15,13 @@ import (
 // countedSince counts the catch-up reads from PostgreSQL.
 type countedSince struct {
 	chat.DeliveryStore
-	n atomic.Int64
+	n       atomic.Int64
+	cursors atomic.Int64 // positions re-read (Cursors), at start and on each resync
+}
+
+func (s *countedSince) Cursors(ctx context.Context, clientID string, userID int64, stored bool) ([]chat.ConvCursor, error) {
+	s.cursors.Add(1)
+	return s.DeliveryStore.Cursors(ctx, clientID, userID, stored)
 }
 
 func (s *countedSince) SinceMany(ctx context.Context, user int64, ranges []chat.Range, perConv int) (map[int64][]chat.Message, error) {

@@ -1168,8 +1168,9 @@ func (s *Session) doResync() {
 }
 
 // noteRead records on each stream the last_seq of its conversation in cs,
-// stored cursors just read: a join or leave at or before it is in them
-// (one snapshot, and a conversation's entries commit in seq order), and
+// stored cursors just read: a join or leave before it is in them (one
+// snapshot, and a conversation's entries commit in seq order; see stale
+// for one at it), and
 // the stream follows it already. Routed again by a fan-out that lagged
 // behind the read, a leave would end the membership the stream follows
 // now (dropping what it queued after the leave) and the join after it
@@ -1214,12 +1215,19 @@ func (s *Session) noteLeft(id, seq int64) {
 // (noteRead), or that those of a conversation with no stream did. Of a
 // conversation they did not hold, none is: a group created since joins
 // its members at seq 0.
+//
+// A join or leave carries the conversation's last_seq before it, and
+// commits with the system entry that says so, one past it (store
+// AddMember, RemoveMember): cursors that read last_seq k hold the joins
+// and leaves before k, not one at k, which committed after them. Only a
+// group's creation writes no entry: its join at 0 then finds the stream
+// those cursors made, and changes nothing.
 func (s *Session) stale(it item) bool {
 	if st := s.streams[it.conv]; st != nil {
-		return it.seq <= st.read
+		return it.seq < st.read
 	}
 	left, ok := s.left[it.conv]
-	return ok && it.seq <= left
+	return ok && it.seq < left
 }
 
 // owed lists the memberships stored cursor c says the session is owed,

@@ -31,8 +31,9 @@ type stuckConv struct {
 }
 
 // newStuckConv sends n messages to conv before the removal, all delivered,
-// so that user 2 has n receipts left to commit after it.
-func newStuckConv(t *testing.T, o delivery.Options, n int) *stuckConv {
+// so that user 2 has n receipts left to commit after it; beforeRemoval
+// runs just before the removal commits.
+func newStuckConv(t *testing.T, o delivery.Options, n int, beforeRemoval ...func(*stuckConv)) *stuckConv {
 	t.Helper()
 	ctx := context.Background()
 	st, f, rec, conv, _ := nodeOfRecord(t)
@@ -53,6 +54,9 @@ func newStuckConv(t *testing.T, o delivery.Options, n int) *stuckConv {
 	}
 	waitSeqs(t, s.u3, conv.ID, n)
 	waitSeqs(t, s.u3, other.ID, 1)
+	for _, f := range beforeRemoval {
+		f(s)
+	}
 	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +79,43 @@ func (s *stuckConv) receipt(t *testing.T) {
 // it waits for: the session took the event before it.
 func (s *stuckConv) routeOneByOne(t *testing.T, evs []chat.Event) {
 	t.Helper()
-	online := true
 	for _, ev := range evs {
 		s.h.Deliver(ev)
-		s.h.Deliver(chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{3}})
-		s.presences++
-		testkit.WaitFor(t, 5*time.Second, "the presence after the event", func() bool {
-			return events(s.u3, chat.EventPresence, 0) == s.presences
-		})
+		s.presence(t)
 	}
+}
+
+// presence routes a presence event to user 3 and waits for it: the
+// session took what came before it.
+func (s *stuckConv) presence(t *testing.T) {
+	t.Helper()
+	online := true
+	s.h.Deliver(chat.Event{Type: chat.EventPresence, UserID: 1, Online: &online, To: []int64{3}})
+	s.presences++
+	testkit.WaitFor(t, 5*time.Second, "the presence after the event", func() bool {
+		return events(s.u3, chat.EventPresence, 0) == s.presences
+	})
+}
+
+// resynced makes user 3's session re-read its positions from PostgreSQL,
+// as after an overflow of the fan-out's queue, and waits until it did.
+func (s *stuckConv) resynced(t *testing.T) {
+	t.Helper()
+	before := s.counted.cursors.Load()
+	s.h.Resync()
+	testkit.WaitFor(t, 5*time.Second, "the session's resync", func() bool { return s.counted.cursors.Load() > before })
+	s.presence(t) // routed after the read began: taken once it is applied
+}
+
+// typing routes user 1 typing in conv to user 3 and waits for it: after a
+// resync emptied the fan-out's member index, that reloads it.
+func (s *stuckConv) typing(t *testing.T) {
+	t.Helper()
+	typing := events(s.u3, chat.EventTyping, s.conv)
+	s.h.Deliver(chat.Event{Type: chat.EventTyping, ConversationID: s.conv, UserID: 1})
+	testkit.WaitFor(t, 5*time.Second, "user 1 typing, routed to user 3", func() bool {
+		return events(s.u3, chat.EventTyping, s.conv) > typing
+	})
 }
 
 // A removed member's conversation whose removal the relay does not bring
@@ -184,8 +216,25 @@ func TestAReceiptPastQueueSizeTakesThePlaceOfTheLongestWaitingOfTheFullestConver
 // receipts of another conversation as QueueSize then wait for their
 // entries and go out.
 func TestARemovalRelayedAtLastFreesTheRoomOfTheStuckConversationsReceipts(t *testing.T) {
+	testRemovalRelayedAtLast(t)
+}
+
+// The session's positions re-read just before the removal (a resync,
+// after an overflow) are no word on it, though the conversation's
+// last_seq they read is the removal's seq: member.removed carries the last
+// seq the removed member is owed, and the system entry that commits with
+// it comes after. Relayed at last, the removal still ends the removed
+// member's stream and frees the room.
+func TestARemovalCommittedJustAfterAResyncStillEndsTheRemovedMembersStream(t *testing.T) {
+	testRemovalRelayedAtLast(t, func(s *stuckConv) {
+		s.resynced(t)
+		s.typing(t) // the index lists user 3 again before the removal
+	})
+}
+
+func testRemovalRelayedAtLast(t *testing.T, beforeRemoval ...func(*stuckConv)) {
 	const qs = 4
-	s := newStuckConv(t, delivery.Options{GapWait: time.Hour, QueueSize: qs}, qs)
+	s := newStuckConv(t, delivery.Options{GapWait: time.Hour, QueueSize: qs}, qs, beforeRemoval...)
 	for range qs {
 		s.receipt(t)
 	}
@@ -201,5 +250,43 @@ func TestARemovalRelayedAtLastFreesTheRoomOfTheStuckConversationsReceipts(t *tes
 	})
 	if n := events(s.u3, chat.EventReadUpdated, s.conv); n != 0 {
 		t.Errorf("the removed member got %d read receipts committed after their removal", n)
+	}
+}
+
+// A member re-added just after their session re-read its positions (a
+// resync) while it still delivered what their removal left them owed:
+// the last_seq it read, the removal's entry, is no word on a join at that
+// seq, which commits with its own entry after. The join starts the
+// stream's next membership at once: the entries after it go out without
+// the session asking PostgreSQL again whom they are for (a stray).
+func TestAJoinCommittedJustAfterAResyncStartsTheStreamAtOnce(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, _ := nodeOfRecord(t)
+	counted := &countedSince{DeliveryStore: f.sessions}
+	h := startHub(t, counted, delivery.Options{})
+	s := &stuckConv{st: st, rec: rec, h: h, counted: counted, conv: conv.ID,
+		u3: attachUser(t, h, f, "u3", 3, true, false, true)} // acknowledges when told
+	s.routeOneByOne(t, sendSeqsAs(t, st, rec, conv.ID, 1, 1))
+	owed := s.u3.packets()[0].PacketID // unacknowledged: the removal leaves it owed
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	s.routeOneByOne(t, rec.take())
+	s.resynced(t)
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	rejoin := rec.take()
+	s.routeOneByOne(t, rejoin[:1]) // member.added
+	h.Acked("u3", s.u3, owed)
+	read := counted.cursors.Load()
+	s.routeOneByOne(t, append(rejoin[1:], sendSeqsAs(t, st, rec, conv.ID, 1, 1)...))
+	last := rejoin[0].Seq + 2 // the join's entry, then the message
+	testkit.WaitFor(t, 5*time.Second, "the entries after the join", func() bool {
+		seqs := s.u3.seqs(conv.ID)
+		return len(seqs) > 0 && seqs[len(seqs)-1] == last
+	})
+	if n := counted.cursors.Load() - read; n != 0 {
+		t.Errorf("the session re-read its positions %d times for the entries after the join", n)
 	}
 }
