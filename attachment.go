@@ -564,6 +564,11 @@ type AttachmentStore interface {
 	// asked's conversation, as CreateUpload checks (not_member, blocked):
 	// a ticket asked again is refused as a new one would be.
 	UploadByKey(ctx context.Context, asked UploadRecord, key string) (rec UploadRecord, found bool, err error)
+	// UploadAccess refuses r's uploader who may not upload into r's
+	// conversation (not_found, not_member, blocked; an avatar's is
+	// anyone's), the rule CreateUpload checks: a ticket, its bytes and
+	// their completion are leave to write there.
+	UploadAccess(ctx context.Context, r UploadRecord) error
 	GetUpload(ctx context.Context, id string) (UploadRecord, error)
 	// CompleteUpload moves a pending upload to complete (and to
 	// m.BlobKey, see UploadMeta, whose deletion queued before it was

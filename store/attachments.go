@@ -221,12 +221,19 @@ func (a *Attachments) UploadByKey(ctx context.Context, asked chat.UploadRecord, 
 	if asked.Purpose == "" {
 		asked.Purpose = chat.PurposeMessage
 	}
-	if _, err := uploadAccess(ctx, a.pool, asked); err != nil {
-		return chat.UploadRecord{}, false, classify("read upload by key", err)
+	if err := a.UploadAccess(ctx, asked); err != nil {
+		return chat.UploadRecord{}, false, err
 	}
 	var rec chat.UploadRecord
 	found, err := keyedUpload(ctx, a.pool, asked.UploaderID, k, &rec)
 	return rec, found, classify("read upload by key", err)
+}
+
+// UploadAccess refuses r's uploader who may not upload into r's
+// conversation (uploadAccess).
+func (a *Attachments) UploadAccess(ctx context.Context, r chat.UploadRecord) error {
+	_, err := uploadAccess(ctx, a.pool, r)
+	return classify("check upload access", err)
 }
 
 // rowQuerier is a transaction or the pool.

@@ -335,6 +335,18 @@ func (s *Service) own(ctx context.Context, userID int64, id string) (chat.Upload
 	return rec, nil
 }
 
+// writable reads upload id as userID's (see own) and refuses it as a new
+// ticket for its conversation would be (not_member, blocked; the store's
+// rule, UploadAccess): bytes PUT or completed for a conversation its
+// uploader may no longer write into could never be sent there.
+func (s *Service) writable(ctx context.Context, userID int64, id string) (chat.UploadRecord, error) {
+	rec, err := s.own(ctx, userID, id)
+	if err != nil {
+		return rec, err
+	}
+	return rec, s.cfg.Store.UploadAccess(ctx, rec)
+}
+
 // begin makes this the upload's only PUT or completion: one still running
 // is interrupted and waited for. end must be called when done.
 func (s *Service) begin(ctx context.Context, id string, interrupt func()) (end func(), err error) {
@@ -364,14 +376,15 @@ func (s *Service) begin(ctx context.Context, id string, interrupt func()) (end f
 	}
 }
 
-// claim reads upload id as userID's (see own) and, while it is pending,
-// begins its only PUT or completion (see begin) and reads it again (the
-// one it waited for may have completed it). Another user's upload, or
-// one no longer pending, is answered before begin: such a request never
-// interrupts a PUT of the owner's that is running. end must be called
-// when done; on an error there is nothing to end.
+// claim reads upload id as userID's, still theirs to write (see
+// writable), and, while it is pending, begins its only PUT or completion
+// (see begin) and reads it again (the one it waited for may have
+// completed it). Another user's upload, one its uploader may no longer
+// write, or one no longer pending, is answered before begin: such a
+// request never interrupts a PUT of the owner's that is running. end must
+// be called when done; on an error there is nothing to end.
 func (s *Service) claim(ctx context.Context, userID int64, id string, interrupt func()) (rec chat.UploadRecord, end func(), err error) {
-	if rec, err = s.own(ctx, userID, id); err != nil {
+	if rec, err = s.writable(ctx, userID, id); err != nil {
 		return rec, nil, err
 	}
 	if rec.State != chat.UploadPending {
@@ -719,10 +732,11 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	if !s.cfg.Blobs.Direct() {
 		// The PUT completes it; this only reads, so it does not claim
 		// the upload: a PUT of it running is not interrupted.
-		u, err := s.GetUpload(ctx, userID, id)
+		rec, err := s.writable(ctx, userID, id)
 		if err != nil {
 			return chat.Upload{}, err
 		}
+		u := s.view(rec)
 		if u.State == chat.UploadPending {
 			return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "upload %s has no bytes yet: PUT them to /v1/uploads/%s, which completes it", id, id)
 		}

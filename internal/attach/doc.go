@@ -12,7 +12,10 @@
 //     chatd's own /v1/uploads/{id} for local disk, a presigned URL of the
 //     object store otherwise (then the client POSTs completeUrl). A
 //     request repeated with its key answers the first upload's ticket
-//     (RetriedUpload): nothing new is recorded or charged.
+//     (RetriedUpload): nothing new is recorded or charged. The bytes'
+//     PUT and completion are refused as a new ticket would be once the
+//     uploader may no longer upload into the conversation (writable, the
+//     store's UploadAccess): the upload stays as it was, to expire.
 //   - The bytes are checked before an upload is complete: exactly the
 //     declared size, a type sniffed from the first bytes that is allowed
 //     and agrees with the declared one, an image's pixels within the limit

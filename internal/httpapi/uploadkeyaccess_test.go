@@ -8,23 +8,24 @@ import (
 	"github.com/chatd/chatd/internal/attach"
 )
 
-// TestAnUploadTicketAskedAgainWithItsKeyAfterLosingTheConversationIsRefusedAsANewOne:
-// a ticket is leave to write into its conversation, and a user who left
-// it, was removed from it, or was blocked in a direct one may write
-// nothing there any more: asked again with the key that made it (HTTP or
-// RPC), the ticket is refused as a new ticket would be (403 not_member,
-// 403 blocked), not handed out again.
-func TestAnUploadTicketAskedAgainWithItsKeyAfterLosingTheConversationIsRefusedAsANewOne(t *testing.T) {
-	e := newEnv(t)
-	e.withAttachmentsConfig(attach.Config{})
+// conversationLoss is one way member loses the right to write into a
+// conversation: lose(conv) makes member leave it, be removed from it or
+// be blocked in it, after which writing there is refused with code.
+type conversationLoss struct {
+	what string
+	conv int64
+	lose func(conv int64)
+	code string
+}
+
+// conversationLosses are member's three ways of losing a conversation of
+// theirs with owner (a group left, a group removed from, a direct one
+// blocked in), each on a conversation of its own.
+func (e *env) conversationLosses() []conversationLoss {
+	e.t.Helper()
 	var d chat.Conversation
 	e.must(http.StatusCreated, owner, "POST", pathf("/v1/direct/%d", member), nil, &d)
-	for _, c := range []struct {
-		what string
-		conv int64
-		lose func(conv int64)
-		code string
-	}{
+	return []conversationLoss{
 		{"left", e.group(owner, member), func(g int64) {
 			e.must(http.StatusNoContent, member, "DELETE", pathf("/v1/conversations/%d/members/%d", g, member), nil, nil)
 		}, "not_member"},
@@ -34,7 +35,19 @@ func TestAnUploadTicketAskedAgainWithItsKeyAfterLosingTheConversationIsRefusedAs
 		{"blocked", d.ID, func(int64) {
 			e.must(http.StatusNoContent, owner, "PUT", pathf("/v1/me/blocks/%d", member), nil, nil)
 		}, "blocked"},
-	} {
+	}
+}
+
+// TestAnUploadTicketAskedAgainWithItsKeyAfterLosingTheConversationIsRefusedAsANewOne:
+// a ticket is leave to write into its conversation, and a user who left
+// it, was removed from it, or was blocked in a direct one may write
+// nothing there any more: asked again with the key that made it (HTTP or
+// RPC), the ticket is refused as a new ticket would be (403 not_member,
+// 403 blocked), not handed out again.
+func TestAnUploadTicketAskedAgainWithItsKeyAfterLosingTheConversationIsRefusedAsANewOne(t *testing.T) {
+	e := newEnv(t)
+	e.withAttachmentsConfig(attach.Config{})
+	for _, c := range e.conversationLosses() {
 		key := newID()
 		body := map[string]any{"conversationId": c.conv, "name": "notes.txt", "contentType": "text/plain", "size": 10}
 		if r := e.do(member, "POST", "/v1/uploads", body, withHeader("Idempotency-Key", key)); r.status != http.StatusCreated {
