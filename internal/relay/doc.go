@@ -64,7 +64,9 @@
 // dropped with an error log and chat_relay_errors_total{kind="oversize"};
 // so is a row that cannot be encoded (kind="decode"). A broker whose limit
 // on one partition's request (the topic's max.message.bytes) is below
-// MaxBatchBytes refuses a batch of many rows as too large, every time:
+// MaxBatchBytes, or whose log segment.bytes is (RECORD_LIST_TOO_LARGE,
+// taken as MessageSizeTooLarge is: refusedTooLarge), refuses a batch of
+// many rows as too large, every time:
 // the relay then writes batches of half the refused write's bytes (until
 // it next takes the lease), and drops, as oversize, a row Kafka refuses
 // on its own. So is dropped, as kind="refused", a row Kafka refuses on its

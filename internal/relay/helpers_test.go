@@ -456,6 +456,23 @@ func (c *collector) events() []chat.Event {
 	return append([]chat.Event(nil), c.evs...)
 }
 
+// refuseProducesOf has cluster answer every produce request one of whose
+// partitions' records match refused with code as the error of each of its
+// partitions (refuseProduce), for the rest of the test.
+func refuseProducesOf(cluster *kfake.Cluster, code int16, refused func(records []byte) bool) {
+	cluster.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+			for _, rp := range rt.Partitions {
+				if refused(rp.Records) {
+					cluster.KeepControl()
+					return refuseProduce(req, code), nil, true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+}
+
 // refuseProduce answers a produce request with code as the error of every
 // partition it writes.
 func refuseProduce(req kmsg.Request, code int16) *kmsg.ProduceResponse {

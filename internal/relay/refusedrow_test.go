@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
@@ -22,16 +21,8 @@ func TestRelayDropsARowKafkaRefusesForGoodAndKeepsGoing(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	port := testkit.FreePort(t)
 	cluster := startKafka(t, port)
-	cluster.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
-			for _, rp := range rt.Partitions {
-				if bytes.Contains(rp.Records, []byte("poison")) {
-					cluster.KeepControl()
-					return refuseProduce(req, 32), nil, true // INVALID_TIMESTAMP
-				}
-			}
-		}
-		return nil, nil, false
+	refuseProducesOf(cluster, 32, func(records []byte) bool { // INVALID_TIMESTAMP
+		return bytes.Contains(records, []byte("poison"))
 	})
 	reg := prometheus.NewRegistry()
 	rl := newRelay(t, pool, testConfig(t, port, reg))

@@ -654,7 +654,7 @@ func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn, w *kafka.Write
 		if refused, why := r.fitBudget(werr, total); refused >= 0 {
 			// Refused on its own for what it is: it can never be published.
 			row := rows[slices.IndexFunc(rows, func(o outboxRow) bool { return o.id == ids[refused] })]
-			if errors.Is(why, kafka.MessageSizeTooLarge) {
+			if refusedTooLarge(why) {
 				r.m.errors.WithLabelValues(kindOversize).Inc()
 				r.log.Error("relay: Kafka refused an outbox row as too large, dropped", "eventId", row.id, "key", row.key, "type", row.typ, "bytes", messageSize(row))
 			} else {
@@ -855,15 +855,24 @@ func appendTraceHeaders(h []kafka.Header, tc chat.TraceContext) []kafka.Header {
 
 // refusedForGood reports whether Kafka refused a message for what it is,
 // so that it is refused every time it is sent again: too large
-// (MESSAGE_TOO_LARGE), a timestamp outside what the topic accepts
+// (refusedTooLarge), a timestamp outside what the topic accepts
 // (INVALID_TIMESTAMP: message.timestamp.before.max.ms and a backlog older
 // than it, or .after.max.ms and a clock ahead of the broker's), or a
 // record the broker's validation rejects (INVALID_RECORD). The other
 // errors are of the moment (a leader moving, a broker down) or of the
-// cluster's settings (authorization, acks), which dropping rows does not
+// cluster's settings (authorization, acks, a message format or
+// compression the broker does not take), which dropping rows does not
 // mend: those writes are retried.
 func refusedForGood(err error) bool {
-	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.InvalidTimestamp) || errors.Is(err, kafka.InvalidRecord)
+	return refusedTooLarge(err) || errors.Is(err, kafka.InvalidTimestamp) || errors.Is(err, kafka.InvalidRecord)
+}
+
+// refusedTooLarge reports whether Kafka refused a message as too large:
+// over max.message.bytes (MESSAGE_TOO_LARGE), or its partition's record
+// batch over the log's segment.bytes (RECORD_LIST_TOO_LARGE), which
+// Kafka's own producer takes the same way (it splits the batch).
+func refusedTooLarge(err error) bool {
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
 }
 
 // fitBudget finds the messages Kafka refuses for good (refusedForGood)
@@ -873,7 +882,8 @@ func refusedForGood(err error) bool {
 // whole batch: it can never be published, and fitBudget returns its index
 // and its error; else -1. When more than one was refused, the refusal may
 // be of one of them only, or of the batch's size: a broker whose limit on
-// a produce request (max.message.bytes of the topic or the broker) is
+// a produce request (max.message.bytes of the topic or the broker, or
+// the log's segment.bytes: RECORD_LIST_TOO_LARGE) is
 // below MaxBatchBytes refuses a partition's batch as a whole, every time
 // it is sent again, so after messages refused as too large the following
 // writes take at most half of total bytes, until the relay next takes the
@@ -889,7 +899,7 @@ func (r *Relay) fitBudget(werr error, total int) (int, error) {
 		if e != nil && refusedForGood(e) {
 			refused = i
 			n++
-			if errors.Is(e, kafka.MessageSizeTooLarge) {
+			if refusedTooLarge(e) {
 				tooLarge++
 			}
 		}
@@ -899,7 +909,7 @@ func (r *Relay) fitBudget(werr error, total int) (int, error) {
 		return refused, werrs[refused]
 	case tooLarge > 1:
 		r.budget = max(1, total/2)
-		r.log.Warn("relay: Kafka refused a batch as too large (the topic's max.message.bytes is below the relay's batch bytes); writing smaller batches", "bytes", r.budget)
+		r.log.Warn("relay: Kafka refused a batch as too large (the topic's max.message.bytes or segment.bytes is below the relay's batch bytes); writing smaller batches", "bytes", r.budget)
 	case n > 1:
 		r.single = true
 	}
