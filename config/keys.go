@@ -216,9 +216,15 @@ var keys = append([]*key{
 			s.DBMaxConns = int32(n)
 			return err
 		}),
-	mk("send_timeout", "5s", "deadline of one message send (database commit included)",
-		"use a positive Go duration such as 5s or 1500ms",
-		func(s *Settings, v string) (err error) { s.SendTimeout, err = parseDuration(v); return }),
+	// A send timeout of hours would hold a connect turn and a database
+	// connection that long for a send no client still waits for; one of a
+	// few milliseconds would fail every send.
+	mk("send_timeout", "5s", "deadline of one message send (database commit included), between 100ms and 1m",
+		"use a Go duration between 100ms and 1m, e.g. 5s or 1500ms",
+		func(s *Settings, v string) (err error) {
+			s.SendTimeout, err = parseDurationBetween(v, 100*time.Millisecond, time.Minute, "100ms and 1m")
+			return
+		}),
 	mk("log_level", "info", "log level: debug, info, warn or error",
 		"use debug, info, warn or error",
 		func(s *Settings, v string) (err error) {
@@ -319,9 +325,15 @@ var keys = append([]*key{
 			s.RedisURL = v
 			return nil
 		})),
-	mk("shutdown_timeout", "15s", "graceful shutdown budget",
-		"use a positive Go duration such as 15s",
-		func(s *Settings, v string) (err error) { s.ShutdownTimeout, err = parseDuration(v); return }),
+	// A budget below a second drops clients mid-send; one of hours
+	// outlives any supervisor's stop timeout, whose SIGKILL then ends
+	// chatd without its cleanup.
+	mk("shutdown_timeout", "15s", "graceful shutdown budget, between 1s and 10m",
+		"use a Go duration between 1s and 10m, e.g. 15s (keep it below your supervisor's stop timeout: systemd's TimeoutStopSec, Kubernetes' terminationGracePeriodSeconds)",
+		func(s *Settings, v string) (err error) {
+			s.ShutdownTimeout, err = parseDurationBetween(v, time.Second, 10*time.Minute, "1s and 10m")
+			return
+		}),
 }, slices.Concat(opsKeys, pushKeys, attachmentKeys)...)
 
 var keyByName = func() map[string]*key {
