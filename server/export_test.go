@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,4 +27,11 @@ func WithWorker(name string, run func(context.Context, *pgxpool.Pool) error) Opt
 	return func(s *Server) {
 		s.extraWorkers = append(s.extraWorkers, worker{name, func(ctx context.Context) error { return run(ctx, s.Pool) }})
 	}
+}
+
+// ClaimNodeIDSession opens the session that holds the claim of node id id
+// and tries the claim on it, as a starting node does; the session is
+// returned open whenever err is nil.
+func ClaimNodeIDSession(ctx context.Context, cfg *pgx.ConnConfig, id string) (*pgx.Conn, bool, error) {
+	return (&nodeLock{id: id, cfg: cfg}).try(ctx)
 }

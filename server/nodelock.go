@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatd/chatd/config"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/retry"
 )
 
@@ -57,17 +58,16 @@ func claimNodeID(ctx context.Context, cfg *pgx.ConnConfig, st config.Settings, l
 // try opens a session and tries the lock on it; the session is returned
 // (open) whenever err is nil.
 func (l *nodeLock) try(ctx context.Context) (*pgx.Conn, bool, error) {
-	conn, err := pgx.ConnectConfig(ctx, l.cfg.Copy())
+	// A vanished node's id is free again for its replacement within
+	// about 25 s.
+	cfg := l.cfg.Copy()
+	pgembed.EndIfClientVanishes(cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, false, fmt.Errorf("claim node id: connect: %w", err)
 	}
-	// Keepalives make the server notice a vanished node within about 25 s,
-	// so the id is free again for its replacement.
 	var got bool
-	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))
-		FROM (SELECT set_config('tcp_keepalives_idle', '10', false),
-		             set_config('tcp_keepalives_interval', '5', false),
-		             set_config('tcp_keepalives_count', '3', false)) AS k`, nodeLockClass, l.id).Scan(&got)
+	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, nodeLockClass, l.id).Scan(&got)
 	if err != nil {
 		closeSession(conn)
 		return nil, false, fmt.Errorf("claim node id: %w", err)

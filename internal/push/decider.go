@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5"
 )
@@ -298,16 +299,8 @@ func (p *Pusher) decide(ctx context.Context) {
 func (p *Pusher) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg := p.cfg.Pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = "chatd-push"
-	// A vanished leader's session, and so its lease, ends within ~25 s:
-	// by keepalive probes while the server has nothing to send it, and by
-	// tcp_user_timeout while an answer waits unacknowledged on the
-	// server's socket, which stops the probes and would have the server
-	// retransmit for as long as the kernel's tcp_retries2 allows (about
-	// 15 minutes on Linux).
-	cfg.RuntimeParams["tcp_keepalives_idle"] = "10"
-	cfg.RuntimeParams["tcp_keepalives_interval"] = "5"
-	cfg.RuntimeParams["tcp_keepalives_count"] = "3"
-	cfg.RuntimeParams["tcp_user_timeout"] = "25000"
+	// A vanished leader's session, and so its lease, ends within ~25 s.
+	pgembed.EndIfClientVanishes(cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect push decider session: %w", err)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/retry"
 	"github.com/chatd/chatd/internal/tracing"
 )
@@ -348,24 +349,19 @@ func (r *Relay) newWriter() (*kafka.Writer, *kafka.Transport) {
 	return w, transport
 }
 
-// connect opens the relay's dedicated session and makes the server notice a
-// vanished client within about 25s over TCP, so the lease moves on promptly
-// when a leader's host dies without closing its socket: keepalive probes
-// (10 s idle, then 3 every 5 s) while the server has nothing to send, and
-// tcp_user_timeout (25 s, the same bound) while it has, other nodes'
-// NOTIFYs queued for the leader, which stop the probes and would have the
-// server retransmit for as long as the kernel's tcp_retries2 allows
-// (about 15 minutes on Linux) with the lease held.
+// connect opens the relay's dedicated session, which the server ends
+// within about 25 s of a leader's host vanishing without closing its
+// socket (pgembed.EndIfClientVanishes), so the lease moves on promptly:
+// other nodes' NOTIFYs queued for the leader would otherwise have the
+// server retransmit for about 15 minutes with the lease held.
 func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, r.conn.Copy())
+	cfg := r.conn.Copy()
+	pgembed.EndIfClientVanishes(cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect relay session: %w", err)
 	}
-	_, err = conn.Exec(ctx, `SELECT set_config('application_name', 'chatd-relay', false),
-		set_config('tcp_keepalives_idle', '10', false),
-		set_config('tcp_keepalives_interval', '5', false),
-		set_config('tcp_keepalives_count', '3', false),
-		set_config('tcp_user_timeout', '25000', false)`)
+	_, err = conn.Exec(ctx, `SELECT set_config('application_name', 'chatd-relay', false)`)
 	if err != nil {
 		closeConn(conn)
 		return nil, fmt.Errorf("configure relay session: %w", err)
