@@ -87,6 +87,24 @@ func refuseSubscriptionIdentifiers(srv *mqtt.Server, cl *mqtt.Client, pk packets
 	return packets.ErrRejectPacket
 }
 
+// refuseSharedAsNotSupported gives a v5 client's shared filters, which the
+// ACL refuses (SubscribeAllowed), the SUBACK code MQTT 5 has for them,
+// 0x9E Shared Subscriptions not supported (§3.9.3), instead of mochi's
+// 0x87 not authorized: the CONNACK announced none (announceCapabilities),
+// and a client that asks anyway learns it is the feature, not its rights.
+// mochi hands OnSubscribed the very codes its SUBACK then carries. MQTT
+// 3.1.1 has only 0x80, which mochi has already made of the 0x87.
+func refuseSharedAsNotSupported(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	if cl.Properties.ProtocolVersion != 5 {
+		return
+	}
+	for i, f := range pk.Filters {
+		if i < len(codes) && codes[i] == packets.ErrNotAuthorized.Code && sharedFilter(f.Filter) {
+			codes[i] = packets.ErrSharedSubscriptionsNotSupported.Code
+		}
+	}
+}
+
 // refuseRetainHandling3 ends the connection of a v5 client whose SUBSCRIBE
 // asks for Retain Handling 3, a value MQTT 5 does not define: a protocol
 // error (§3.8.3.1), DISCONNECT 0x82. mochi decodes it without a check and

@@ -579,12 +579,14 @@ func (h *Chat) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 }
 
 // OnSubscribed records a persistent session's subscriptions and releases
-// event delivery once the events topic is subscribed.
+// event delivery once the events topic is subscribed. A shared filter is
+// answered 0x9E (caps.go).
 func (h *Chat) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	ci := h.info(cl)
 	if ci == nil {
 		return
 	}
+	refuseSharedAsNotSupported(cl, pk, codes)
 	for i, f := range pk.Filters {
 		if i < len(codes) && codes[i] < 0x80 {
 			h.untree(cl, f.Filter)

@@ -349,17 +349,21 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 				expectClosed(t, attacker(t, addr, v), "chat/v1/conv/1/msg\x00", msg("x"))
 			}
 		}},
-		{"subscriptions outside the own tree: 0x87 / 0x80", func(t *testing.T) {
+		{"subscriptions outside the own tree: 0x87 / 0x80, shared ones 0x9E / 0x80", func(t *testing.T) {
 			for _, v := range both {
 				c := attacker(t, addr, v)
-				want := byte(0x87)
+				want, shared := byte(0x87), byte(0x9E)
 				if v == 4 {
-					want = 0x80
+					want, shared = 0x80, 0x80
 				}
 				for _, f := range []string{"#", "+/#", "chat/v1/#", "chat/v1/user/+/events", "chat/v1/user/2/events", "chat/v1/user/2/#", "chat/v1/user/12/events", "chat/v1/conv/+/msg", "$SYS/#", "$share/g/chat/v1/user/1/events", "chat/v1/user/01/events"} {
+					w := want
+					if strings.HasPrefix(f, "$share/") {
+						w = shared
+					}
 					codes, err := c.Subscribe(f)
-					if err != nil || len(codes) != 1 || codes[0] != want {
-						t.Fatalf("v%d subscribe %q: %v %v, want 0x%02x", v, f, codes, err, want)
+					if err != nil || len(codes) != 1 || codes[0] != w {
+						t.Fatalf("v%d subscribe %q: %v %v, want 0x%02x", v, f, codes, err, w)
 					}
 				}
 			}
