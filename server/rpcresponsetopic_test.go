@@ -1,0 +1,71 @@
+package server_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// An RPC request names where its answer goes, and chatd must not become a
+// way to publish into someone else's topics: a Response Topic outside the
+// requester's own tree is refused (PUBACK 0x87, the reason naming the tree
+// allowed) and answered nowhere, though another user is subscribed to it.
+// One inside the own tree is answered to the requesting connection alone,
+// whether or not it subscribed to that topic; another connection of the
+// same user subscribed to the whole tree gets nothing.
+func TestAnRPCIsAnsweredToItsRequesterAloneAndOnlyInItsOwnTree(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	replies := make(chan *paho.Publish, 16)
+	asker, _ := dialPaho(t, srv.MQTTAddr(), 1, "rpc-asker", func(cfg *paho.ClientConfig, _ *paho.Connect) {
+		cfg.OnPublishReceived = append(cfg.OnPublishReceived, func(pr paho.PublishReceived) (bool, error) {
+			replies <- pr.Packet
+			return true, nil
+		})
+	})
+	// User 2 subscribed to its whole tree, and another connection of user 1
+	// to user 1's.
+	onlookers := map[string]*mqtttest.Client{}
+	for user, filter := range map[int64]string{2: "chat/v1/user/2/#", 1: "chat/v1/user/1/#"} {
+		c, _ := dialAs(t, srv.MQTTAddr(), user, fmt.Sprint("rpc-onlooker-", user), 5, true)
+		if codes, err := c.Subscribe(filter); err != nil || codes[0] != 0x01 {
+			t.Fatalf("user %d subscribe %s: % x %v", user, filter, codes, err)
+		}
+		onlookers[filter] = c
+	}
+
+	for _, rt := range []string{"chat/v1/user/2/rpc", "chat/v1/user/2/events", "chat/v1/user/10/rpc"} {
+		ack, _ := asker.publish1("chat/v1/rpc/me.get", []byte(`{}`), &paho.PublishProperties{ResponseTopic: rt, CorrelationData: []byte(rt)})
+		if ack == nil || ack.ReasonCode != 0x87 || ack.Properties == nil || !strings.Contains(ack.Properties.ReasonString, "chat/v1/user/1/") {
+			t.Fatalf("request answered on %s: PUBACK %+v, want 0x87 naming chat/v1/user/1/", rt, ack)
+		}
+	}
+	const own = "chat/v1/user/1/rpc/not-subscribed"
+	if ack, err := asker.publish1("chat/v1/rpc/me.get", []byte(`{}`), &paho.PublishProperties{ResponseTopic: own, CorrelationData: []byte("own")}); err != nil {
+		t.Fatalf("request answered on %s: PUBACK %+v %v", own, ack, err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case pk := <-replies:
+			if !bytes.Equal(pk.Properties.CorrelationData, []byte("own")) || pk.Topic != own {
+				t.Fatalf("the requester got %s on %s (correlation %q): an answer to a refused request", pk.Payload, pk.Topic, pk.Properties.CorrelationData)
+			}
+			if !bytes.Contains(pk.Payload, []byte(`"status":200`)) {
+				t.Fatalf("reply %s", pk.Payload)
+			}
+			for filter, c := range onlookers {
+				noPublish(t, c, time.Second, "a connection subscribed to "+filter+" got an answer to user 1's requests", func([]byte) bool { return true })
+			}
+			return
+		case <-deadline:
+			t.Fatalf("no reply on %s, a topic of the requester's own tree it did not subscribe to", own)
+		}
+	}
+}
