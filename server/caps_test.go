@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -53,6 +54,40 @@ func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
 		if ch.got != ch.want {
 			t.Errorf("CONNACK %s: %v, want %v", ch.name, ch.got, ch.want)
 		}
+	}
+}
+
+// What a v5 client library reads from the CONNACK is what chatd does:
+// paho, told wildcard subscriptions are available, subscribes with one
+// (inside its own tree) and gets its events through it; told Subscription
+// Identifiers and shared subscriptions are not, it sends neither (a client
+// that sends them anyway: TestASubscribeWithASubscriptionIdentifierIsDisconnectedWith0xA1,
+// TestASharedSubscriptionIsRefusedAsNotSupportedNotAsNotAuthorized).
+func TestPahoReadsTheConnackAsChatdBehaves(t *testing.T) {
+	srv, conv := startDirect(t, nil)
+	pc, ca, got := dialPahoReceiving(t, srv.MQTTAddr(), 2, "caps-paho")
+	if p := ca.Properties; p == nil || !p.WildcardSubAvailable || p.SubIDAvailable || p.SharedSubAvailable || p.RetainAvailable || p.MaximumQoS == nil || *p.MaximumQoS != 1 {
+		t.Fatalf("paho read the CONNACK as %+v: want wildcards, no subscription identifiers, no shared subscriptions, no retain, maximum QoS 1", p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	id := 7
+	if _, err := pc.Subscribe(ctx, &paho.Subscribe{Properties: &paho.SubscribeProperties{SubscriptionIdentifier: &id},
+		Subscriptions: []paho.SubscribeOptions{{Topic: testnode.EventsTopic(2), QoS: 1}}}); !errors.Is(err, paho.ErrInvalidArguments) {
+		t.Errorf("paho sent a Subscription Identifier the CONNACK said is not available: %v", err)
+	}
+	if sa, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "chat/v1/user/2/+", QoS: 1}}}); err != nil || sa.Reasons[0] != 0x01 {
+		t.Fatalf("wildcard subscription in the own tree: %+v %v", sa, err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the wildcard subscription to release delivery", func() bool { return srv.Hub.Ready("caps-paho") })
+	mustSendAs(t, srv, conv.ID, 1, "through a wildcard")
+	select {
+	case pk := <-got:
+		if pk.Topic != testnode.EventsTopic(2) || !strings.Contains(string(pk.Payload), "through a wildcard") || pk.Properties.SubscriptionIdentifier != nil {
+			t.Fatalf("got %s on %s (subscription identifier %v)", pk.Payload, pk.Topic, pk.Properties.SubscriptionIdentifier)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event through the wildcard subscription")
 	}
 }
 

@@ -438,6 +438,20 @@ func dialPaho(t *testing.T, addr string, user int64, clientID string, setup func
 	return pc, ca
 }
 
+// dialPahoReceiving is dialPaho with every PUBLISH the client receives
+// (acknowledged) put on the channel returned, which holds 64.
+func dialPahoReceiving(t *testing.T, addr string, user int64, clientID string) (*pahoConn, *paho.Connack, chan *paho.Publish) {
+	t.Helper()
+	got := make(chan *paho.Publish, 64)
+	pc, ca := dialPaho(t, addr, user, clientID, func(cfg *paho.ClientConfig, _ *paho.Connect) {
+		cfg.OnPublishReceived = append(cfg.OnPublishReceived, func(pr paho.PublishReceived) (bool, error) {
+			got <- pr.Packet
+			return true, nil
+		})
+	})
+	return pc, ca, got
+}
+
 // connectPaho is dialPaho returning a refusal (the CONNACK, when one came,
 // and an error) rather than failing the test.
 func connectPaho(t *testing.T, addr string, user int64, clientID string, setup func(*paho.ClientConfig, *paho.Connect)) (*pahoConn, *paho.Connack, error) {

@@ -22,13 +22,7 @@ import (
 // same user subscribed to the whole tree gets nothing.
 func TestAnRPCIsAnsweredToItsRequesterAloneAndOnlyInItsOwnTree(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
-	replies := make(chan *paho.Publish, 16)
-	asker, _ := dialPaho(t, srv.MQTTAddr(), 1, "rpc-asker", func(cfg *paho.ClientConfig, _ *paho.Connect) {
-		cfg.OnPublishReceived = append(cfg.OnPublishReceived, func(pr paho.PublishReceived) (bool, error) {
-			replies <- pr.Packet
-			return true, nil
-		})
-	})
+	asker, _, replies := dialPahoReceiving(t, srv.MQTTAddr(), 1, "rpc-asker")
 	// User 2 subscribed to its whole tree, and another connection of user 1
 	// to user 1's.
 	onlookers := map[string]*mqtttest.Client{}
