@@ -105,18 +105,20 @@ func refuseSharedAsNotSupported(cl *mqtt.Client, pk packets.Packet, codes []byte
 	}
 }
 
-// refuseRetainHandling3 ends the connection of a v5 client whose SUBSCRIBE
-// asks for Retain Handling 3, a value MQTT 5 does not define: a protocol
-// error (§3.8.3.1), DISCONNECT 0x82. mochi decodes it without a check and
-// would grant the subscription. Nothing of the SUBSCRIBE is processed; it
-// returns ErrRejectPacket, which makes mochi stop reading. (A 3.1.1
-// SUBSCRIBE with those bits set is malformed, and mochi closes it.)
-func refuseRetainHandling3(srv *mqtt.Server, cl *mqtt.Client, pk packets.Packet) error {
+// refuseSubscribeProtocolErrors ends the connection of a v5 client whose
+// SUBSCRIBE MQTT 5 makes a protocol error (DISCONNECT 0x82): one asking for
+// Retain Handling 3, a value it does not define (§3.8.3.1), which mochi
+// decodes without a check and would grant; one setting No Local on a
+// shared subscription [MQTT-3.8.3-4], which mochi answers with SUBACK
+// 0x82, no SUBACK code. Nothing of the SUBSCRIBE is processed; it returns
+// ErrRejectPacket, which makes mochi stop reading. (A 3.1.1 SUBSCRIBE with
+// those bits set is malformed, and mochi closes it.)
+func refuseSubscribeProtocolErrors(srv *mqtt.Server, cl *mqtt.Client, pk packets.Packet) error {
 	if pk.FixedHeader.Type != packets.Subscribe || cl.Properties.ProtocolVersion != 5 {
 		return nil
 	}
 	for _, sub := range pk.Filters {
-		if sub.RetainHandling > 2 {
+		if sub.RetainHandling > 2 || sub.NoLocal && sharedFilter(sub.Filter) {
 			_ = srv.DisconnectClient(cl, packets.ErrProtocolViolation)
 			return packets.ErrRejectPacket
 		}

@@ -658,9 +658,9 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 // publish above the maximum QoS or with an invalid topic alias ends the
 // connection (caps.go, alias.go), no alias is recorded for a topic that
 // will be refused and one recorded holds a copy of its topic alone
-// (alias.go), a SUBSCRIBE with a Subscription Identifier ends the
-// connection (caps.go), and the retain flag is cleared because chat never
-// retains.
+// (alias.go), a SUBSCRIBE with a Subscription Identifier or one MQTT 5
+// makes a protocol error ends the connection (caps.go), and the retain
+// flag is cleared because chat never retains.
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Puback:
@@ -674,7 +674,7 @@ func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		if err := refuseSubscriptionIdentifiers(h.server, cl, pk); err != nil {
 			return pk, err
 		}
-		if err := refuseRetainHandling3(h.server, cl, pk); err != nil {
+		if err := refuseSubscribeProtocolErrors(h.server, cl, pk); err != nil {
 			return pk, err
 		}
 	case packets.Publish:

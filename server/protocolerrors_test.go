@@ -52,6 +52,16 @@ func TestASubscribeWithRetainHandling3IsAProtocolError(t *testing.T) {
 		packets.Properties{}, "Retain Handling 3", 0x82, "protocol error")
 }
 
+// No Local on a shared subscription is a protocol error (MQTT 5
+// §3.8.3.1, [MQTT-3.8.3-4]), DISCONNECT 0x82, as Retain Handling 3 is,
+// though chatd has no shared subscriptions to give it; the events filter
+// beside it in the SUBSCRIBE is not granted either. It was answered SUBACK
+// 0x82, which is no SUBACK code.
+func TestASharedSubscriptionWithNoLocalIsAProtocolError(t *testing.T) {
+	subscribeDisconnected(t, "shared-nolocal", packets.Subscriptions{{Filter: "$share/g/" + testnode.EventsTopic(2), Qos: 1, NoLocal: true},
+		{Filter: testnode.EventsTopic(2), Qos: 1}}, packets.Properties{}, "No Local on a shared subscription", 0x82, "protocol error")
+}
+
 // chatd offers no enhanced authentication, and a client whose CONNECT
 // named no Authentication Method must not send AUTH (MQTT-4.12.0-7): a
 // protocol error, DISCONNECT 0x82 (MQTT 3.1.1, where the packet type is
