@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
+	"github.com/chatd/chatd/config"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -34,4 +36,14 @@ func WithWorker(name string, run func(context.Context, *pgxpool.Pool) error) Opt
 // returned open whenever err is nil.
 func ClaimNodeIDSession(ctx context.Context, cfg *pgx.ConnConfig, id string) (*pgx.Conn, bool, error) {
 	return (&nodeLock{id: id, cfg: cfg}).try(ctx)
+}
+
+// KeepNodeID claims node id id as a starting node does, checking its
+// session after check without a notification; release ends the claim.
+func KeepNodeID(ctx context.Context, cfg *pgx.ConnConfig, id string, log *slog.Logger, check time.Duration) (release func(), err error) {
+	l, err := claimNodeID(ctx, cfg, config.Settings{NodeID: id}, log, check)
+	if err != nil {
+		return nil, err
+	}
+	return l.close, nil
 }

@@ -30,14 +30,17 @@ type nodeLock struct {
 	log    *slog.Logger
 	cancel context.CancelFunc
 	done   chan struct{}
+	check  time.Duration // pgembed.WaitForNotification's; 0: pgembed.Quiet
 }
 
 // claimNodeID takes the node id's lock on a dedicated session, or returns
 // a *config.Error when another running node holds it: a setting to fix,
 // which no restart cures. While the node runs, a lost session (the
-// database restarted) is re-claimed with backoff.
-func claimNodeID(ctx context.Context, cfg *pgx.ConnConfig, st config.Settings, log *slog.Logger) (*nodeLock, error) {
-	l := &nodeLock{id: st.NodeID, cfg: cfg, log: log.With("component", "node-lock", "node", st.NodeID), done: make(chan struct{})}
+// database restarted, or its host vanished: see keep) is re-claimed with
+// backoff. check is how long the session may stay quiet before it must
+// answer (0: pgembed.Quiet).
+func claimNodeID(ctx context.Context, cfg *pgx.ConnConfig, st config.Settings, log *slog.Logger, check time.Duration) (*nodeLock, error) {
+	l := &nodeLock{id: st.NodeID, cfg: cfg, log: log.With("component", "node-lock", "node", st.NodeID), done: make(chan struct{}), check: check}
 	conn, got, err := l.try(ctx)
 	if err != nil {
 		return nil, err
@@ -62,6 +65,7 @@ func (l *nodeLock) try(ctx context.Context) (*pgx.Conn, bool, error) {
 	// about 25 s.
 	cfg := l.cfg.Copy()
 	pgembed.EndIfClientVanishes(cfg)
+	pgembed.Listening(cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, false, fmt.Errorf("claim node id: connect: %w", err)
@@ -81,8 +85,12 @@ func (l *nodeLock) keep(ctx context.Context, conn *pgx.Conn) {
 	defer close(l.done)
 	for {
 		// Returns only when the session fails or ctx ends: nothing
-		// LISTENs on it.
-		_, err := conn.WaitForNotification(ctx)
+		// LISTENs on it. A session to a database host that vanished
+		// fails too, once it stops answering: the server's end of it,
+		// and with it the claim, is gone within 25 s
+		// (EndIfClientVanishes), and a node that goes on unaware may
+		// share its id with a replacement.
+		_, err := pgembed.WaitForNotification(ctx, conn, l.check)
 		closeSession(conn)
 		if ctx.Err() != nil {
 			return

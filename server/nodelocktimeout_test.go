@@ -2,9 +2,13 @@ package server_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/server"
 )
 
@@ -31,4 +35,29 @@ func TestTheNodeIDSessionBoundsDataTheServerCannotDeliver(t *testing.T) {
 			t.Errorf("the node id session's %s on the server's socket: %s, want %s", setting, got, want)
 		}
 	}
+}
+
+// A node whose database host vanishes (no reset ever comes) learns that
+// it lost the session holding its id's claim, whose server end
+// PostgreSQL ends within 25 s (above), and claims the id again once it
+// can: it does not go on unaware while a replacement may take the id.
+func TestANodeWhoseDatabaseVanishedClaimsItsIDAgain(t *testing.T) {
+	db := pgtest.NewVanishing(t)
+	var logs testkit.LockedBuffer
+	release, err := server.KeepNodeID(context.Background(), db.Config, "node-a", slog.New(slog.NewTextHandler(&logs, nil)), 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	db.Vanish(t)
+	testkit.WaitFor(t, 10*time.Second, "the node to give its silent session up", func() bool {
+		return strings.Contains(logs.String(), "lost the database session holding the node id's lock")
+	})
+	db.Return(t)
+	// What PostgreSQL's keepalives do to the server's end of a session
+	// whose client vanished, if the proxy's end outlived it.
+	pgtest.QueryOne[int64](t, db.Direct, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND granted`)
+	testkit.WaitFor(t, 10*time.Second, "the node to claim its id again", func() bool {
+		return strings.Contains(logs.String(), "claimed the node id again")
+	})
 }

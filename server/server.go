@@ -135,7 +135,7 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 	}
 	// Before anything keyed by the node id (presence marks, the consumer
 	// group) is touched: a second node with the id must not.
-	if s.nodeLock, err = claimNodeID(ctx, s.Pool.Config().ConnConfig, st, log); err != nil {
+	if s.nodeLock, err = claimNodeID(ctx, s.Pool.Config().ConnConfig, st, log, 0); err != nil {
 		return nil, err
 	}
 	verifier, err := s.setupCredentials(st)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,3 +26,7 @@ func (s *Store) SearchByScan(ctx context.Context, terms []chat.SearchTerm, visib
 	})
 	return scan, err
 }
+
+// SetWatchCheck makes Watch check its connection after d without a
+// notice, and give it d to answer; before Watch starts.
+func (s *Sessions) SetWatchCheck(d time.Duration) { s.watchCheck = d }

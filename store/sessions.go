@@ -28,6 +28,8 @@ type Sessions struct {
 	pool    *pgxpool.Pool
 	subs    *coalesce.Group[connKey, []byte]
 	touches *coalesce.Group[connKey, int64]
+	// watchCheck replaces Watch's watchCheck when set (tests).
+	watchCheck time.Duration
 }
 
 // connKey is a session as one connection holds it: touches and recorded

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/retry"
 )
 
@@ -39,7 +41,10 @@ func (s *Sessions) WatchTakeovers(ctx context.Context, taken func(clientID, toke
 // listens on a connection of its own and, when that fails, connects again
 // with backoff. A takeover announced meanwhile is missed, and its old
 // connection then stays open until its keepalive runs out, as any
-// half-open connection does (its end leaves the session alone). Token
+// half-open connection does (its end leaves the session alone). A
+// connection quiet for 30 s must answer within as long
+// (pgembed.WaitForNotification), so one to a database host that vanished
+// is replaced within a minute. Token
 // revocations are not lost: each time it listens again it reads those set
 // since it last listened (the first time: since a minute before Watch
 // started, which covers connections accepted before it listened). It
@@ -60,9 +65,14 @@ func (s *Sessions) Watch(ctx context.Context, n Notices, log *slog.Logger) error
 }
 
 func (s *Sessions) watch(ctx context.Context, n Notices, log *slog.Logger, since *time.Time, listening func()) error {
+	check := cmp.Or(s.watchCheck, pgembed.Quiet)
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = "chatd-takeovers"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	pgembed.Listening(cfg)
+	pgembed.EndIfClientVanishes(cfg) // the server's end of a node that vanished
+	setupCtx, cancel := context.WithTimeout(ctx, check)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(setupCtx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -71,28 +81,22 @@ func (s *Sessions) watch(ctx context.Context, n Notices, log *slog.Logger, since
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	// Keepalives notice a database that went away while the connection
-	// only waits (WaitForNotification would wait for ever).
-	if _, err := conn.Exec(ctx, `SELECT set_config('tcp_keepalives_idle', '10', false),
-		set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)`); err != nil {
-		return fmt.Errorf("configure: %w", err)
-	}
 	if n.TakenOver != nil {
-		if _, err := conn.Exec(ctx, "LISTEN "+TakeoverChannel); err != nil {
+		if _, err := conn.Exec(setupCtx, "LISTEN "+TakeoverChannel); err != nil {
 			return fmt.Errorf("listen %s: %w", TakeoverChannel, err)
 		}
 	}
 	if n.TokensRevoked != nil {
-		if _, err := conn.Exec(ctx, "LISTEN "+TokensRevokedChannel); err != nil {
+		if _, err := conn.Exec(setupCtx, "LISTEN "+TokensRevokedChannel); err != nil {
 			return fmt.Errorf("listen %s: %w", TokensRevokedChannel, err)
 		}
 		// Listening from now on; what was set before it may have been
 		// missed. The database's clock, as revoked_at is.
 		var now time.Time
-		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		if err := conn.QueryRow(setupCtx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
 			return fmt.Errorf("read the time: %w", err)
 		}
-		missed, err := tokensRevokedSince(ctx, conn, *since)
+		missed, err := tokensRevokedSince(setupCtx, conn, *since)
 		if err != nil {
 			return fmt.Errorf("read token revocations: %w", err)
 		}
@@ -101,9 +105,10 @@ func (s *Sessions) watch(ctx context.Context, n Notices, log *slog.Logger, since
 		}
 		*since = now
 	}
+	cancel()
 	listening()
 	for {
-		note, err := conn.WaitForNotification(ctx)
+		note, err := pgembed.WaitForNotification(ctx, conn, check)
 		if err != nil {
 			return fmt.Errorf("wait for a notice: %w", err)
 		}

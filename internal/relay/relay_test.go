@@ -622,7 +622,7 @@ func TestAFailedKafkaWriteLogsEachDistinctErrorOnce(t *testing.T) {
 		cluster.KeepControl()
 		return refuseProduce(req, 6), nil, true // NOT_LEADER_FOR_PARTITION
 	})
-	var logs lockedBuffer
+	var logs testkit.LockedBuffer
 	cfg := testConfig(t, port, nil)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	rl := newRelay(t, pool, cfg)
@@ -642,22 +642,4 @@ func TestAFailedKafkaWriteLogsEachDistinctErrorOnce(t *testing.T) {
 	if n := strings.Count(line, "Not Leader For Partition"); n != 1 || len(line) > 1000 {
 		t.Fatalf("the warning names the error %d times in %d bytes, want once:\n%s", n, len(line), line)
 	}
-}
-
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
