@@ -52,6 +52,15 @@ type dispatcher struct {
 	// tells that the user was added back (while offline: no member.added
 	// is replayed).
 	owed map[int64]int64
+	// joined is, per conversation the user became a member of live
+	// (conversation.created listing them: 0; their member.added: its
+	// seq) that has no position yet, the seq that membership starts
+	// after. Without a server session nothing is replayed: a connection
+	// lost before the first entry came would otherwise take the first
+	// live one after the reconnection for the start, and what was
+	// written meanwhile would never be handed on. The catch-up tracks
+	// such a conversation from there (trackJoined).
+	joined map[int64]int64
 	// liveAt is, per conversation, the number (of live) of the user's
 	// last member.added or member.removed of it. A catch-up's inbox read
 	// notes live when it starts: a membership change that arrived since
@@ -100,7 +109,8 @@ var (
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
 		have: map[int64]int64{}, start: map[int64]int64{},
-		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, owed: map[int64]int64{}, liveAt: map[int64]uint64{},
+		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, owed: map[int64]int64{},
+		joined: map[int64]int64{}, liveAt: map[int64]uint64{},
 		seenAt: map[int64]time.Time{}}
 	for conv, seq := range positions {
 		d.start[conv] = seq
@@ -249,6 +259,7 @@ func (d *dispatcher) handle(payload []byte) {
 			// ev.Seq that had not reached this connection): handed on
 			// as the user's, without tracking the conversation again.
 			d.forget(ev.ConversationID)
+			delete(d.joined, ev.ConversationID)
 			d.gone[ev.ConversationID] = true
 			if ev.Seq > 0 {
 				d.owed[ev.ConversationID] = ev.Seq
@@ -263,11 +274,47 @@ func (d *dispatcher) handle(payload []byte) {
 			delete(d.gone, ev.ConversationID) // a member again: tracked from its events
 			delete(d.owed, ev.ConversationID)
 			d.changedLive(ev.ConversationID)
+			d.noteJoined(ev.ConversationID, ev.Seq)
+		}
+		d.emit(ev)
+	case ev.Type == EventConversationCreated:
+		if slices.Contains(ev.Members, d.c.cfg.UserID) {
+			d.noteJoined(ev.ConversationID, ev.Seq)
 		}
 		d.emit(ev)
 	default:
 		d.emit(ev)
 	}
+}
+
+// noteJoined records that the user became a member of conv live, from
+// after seq (see joined), unless the conversation has a position: its
+// entries then go on from there. Only without a server session: a
+// persistent one replays what the membership missed, after what an
+// earlier membership may still owe (entries at or below seq, which a
+// position at seq would drop as duplicates).
+func (d *dispatcher) noteJoined(conv, seq int64) {
+	if conv <= 0 || d.c.cfg.persistent {
+		return
+	}
+	if _, known := d.position(conv); !known {
+		d.joined[conv] = seq
+	}
+}
+
+// trackJoined gives each conversation joined live that still has no
+// position (no entry of it came) the position its membership starts
+// after, so that the catch-up fills what was written since through
+// history. Nothing owed by an earlier membership comes after it on a
+// connection without a server session.
+func (d *dispatcher) trackJoined() {
+	for conv, seq := range d.joined {
+		if _, known := d.position(conv); !known {
+			delete(d.left, conv)
+			d.setHave(conv, seq)
+		}
+	}
+	clear(d.joined)
 }
 
 // changedLive notes a live change of the user's membership of conv.
@@ -533,6 +580,7 @@ func fillRefused(err error) bool {
 // was removed from meanwhile (member.removed is not replayed): its
 // position is forgotten, as a live member.removed forgets it.
 func (d *dispatcher) catchUp(at time.Time) {
+	d.trackJoined()
 	d.posMu.Lock()
 	tracked := make([]int64, 0, len(d.have)+len(d.start))
 	for conv := range d.have {

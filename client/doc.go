@@ -99,7 +99,12 @@
 // Events delivers message.new per conversation in seq order, each
 // (conversationId, seq) once. The client keeps "have", the highest seq it
 // handed on per conversation: from Config.Positions, or else from the first
-// event of a conversation it sees. A duplicate (seq <= have) is dropped; a
+// event of a conversation it sees. A conversation its user joined live
+// (conversation.created listing them, at seq 0; their member.added, at
+// its seq) of which no entry came before a connection without a server
+// session (Ephemeral) was lost starts at that join: the catch-up fills
+// what was written meanwhile, before the first live entry (a persistent
+// session has it replayed). A duplicate (seq <= have) is dropped; a
 // gap (seq > have+1) is filled through history (RPC, afterSeq=have, sent
 // explicitly also when it is 0) before the event is handed on. A failing
 // history call is retried with backoff until the gap is filled or the
