@@ -998,3 +998,19 @@ test('a send refused too_large is marked so (no Retry can pass) and the user may
   assert.deepEqual(sync.state.conv(7).pendingList().map((p) => p.body), ['not now']);
   sync.stop();
 });
+
+test("the user's own re-add heard only as its system entry (member.removed and member.added lost with a full queue) counts none of the seqs of their absence unread: the inbox is read, as on member.added", async () => {
+  const { api, state, sync } = rig();
+  const inbox = api.inbox;
+  // Read up to seq 3; then removed at 3 (its entry 4 goes to those who
+  // stay), 5 written while away, added back at 5: its entry is 6.
+  let team = { ...group(8, 'team'), lastSeq: 3, lastReadSeq: 3 };
+  api.inbox = async () => [...(await inbox()), team];
+  api.conversation = async (cid) => ({ ...team, id: cid, members: [{ userId: ME, role: 'member', lastReadSeq: 3 }, { userId: 2, role: 'owner', lastReadSeq: 6 }] });
+  await sync.refreshInbox();
+  assert.equal(state.conv(8).unread, 0);
+  team = { ...team, lastSeq: 6, unread: 0 };
+  sync.onEvent({ type: 'system.new', conversationId: 8, seq: 6, actorId: 2, action: 'member.added', userId: ME, role: 'member', clientMsgId: 'x', createdAt: at(6) });
+  await settle();
+  assert.equal(state.conv(8).unread, 0, 'the seqs written while the user was not a member count as unread messages');
+});

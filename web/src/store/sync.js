@@ -254,6 +254,11 @@ export class Sync {
         // queue catches up on the stream's entries only) still converges.
         if (ev.action === 'group.updated') this.state.updateConversation(ev);
         else this.refreshMembers(cid);
+        // The user added back to a conversation still held (their removal
+        // and re-add dropped live, a full queue): the seqs of their
+        // absence are not theirs and would count as unread messages of
+        // unknown kind. The inbox tells the count, as on member.added.
+        if (ev.action === 'member.added' && ev.userId === this.me) this.refreshInbox();
         return;
       }
       case 'conversation.updated':
