@@ -256,3 +256,30 @@ test('a message refused too_large says why on the page, offers no Retry, and put
     assert.equal(view.el.find('composer').value, 'a long text');
     assert.deepEqual(discarded, [[5, 'a']], 'the refused message stays on the page beside its text in the composer');
   }));
+
+test('a message shown "Not sent" that chatd commits later turns, in place, into the sent message: one row, no Retry, no reason', () =>
+  onPage(async (open) => {
+    const { ChatState } = await import('../src/store/state.js');
+    const state = new ChatState(1);
+    state.setInbox([{ id: 5, type: 'GROUP', title: 'G5', lastSeq: 0, lastReadSeq: 0, unread: 0 }]);
+    state.loadLatest(5, []);
+    state.setOpen(5);
+    const id = '00000000-0000-4000-8000-0000000000a1';
+    const createdAt = new Date().toISOString();
+    state.addPending(5, { clientMsgId: id, body: 'slow', attachments: [], status: 'sending', seq: null, error: null, createdAt });
+    state.failPending(5, id, 'No answer from the server.');
+    const retried = [];
+    const view = open(state, { send() {}, typing() {}, retry: (cid, m) => retried.push(m) });
+    view.render();
+    const row = view.el.find('message');
+    assert.ok(!row.find('retry').hidden, 'no Retry on the failed send');
+    // Its message.new (or PUBACK) comes after all.
+    state.addMessages(5, [{ conversationId: 5, seq: 1, kind: 'message', senderId: 1, clientMsgId: id, body: 'slow', createdAt }]);
+    view.render();
+    const rows = view.el.findAll('message');
+    assert.equal(rows.length, 1, 'the message is shown twice');
+    assert.equal(rows[0], row, 'the failed row was replaced, not turned');
+    assert.equal(row.dataset.status, 'sent');
+    assert.ok(row.find('retry').hidden, 'Retry still offered on the sent message');
+    assert.ok(row.find('failed-reason').hidden, '"No answer from the server." still shown');
+  }));

@@ -1014,3 +1014,53 @@ test("the user's own re-add heard only as its system entry (member.removed and m
   await settle();
   assert.equal(state.conv(8).unread, 0, 'the seqs written while the user was not a member count as unread messages');
 });
+
+/** Message seq of ours, as the server committed send clientMsgId (body) of conversation 7. */
+const ours = (seq, clientMsgId, body) => ({ ...msg(seq, ME), clientMsgId, body });
+
+for (const how of ['its message.new comes live', 'a catch-up brings it', 'its PUBACK comes late']) {
+  test(`a send shown "Not sent" after no answer that chatd commits later becomes the sent message, once, without Retry (${how})`, async (t) => {
+    const msgs = [msg(1), msg(2), msg(3)];
+    const { s, state, sync } = await page(t, memoryStorage(), msgs);
+    await sync.open(7);
+    state.setConnection('online');
+    const id = sync.send(7, 'slow');
+    const c = state.conv(7);
+    await until(() => c.pending.get(id)?.status === 'failed', 'the send failing after no answer');
+    msgs.push(ours(4, id, 'slow'));
+    if (how.startsWith('its message.new')) sync.onEvent({ type: 'message.new', ...ours(4, id, 'slow') });
+    else if (how.startsWith('a catch-up')) {
+      msgs.push(msg(5));
+      sync.onEvent({ type: 'message.new', ...msg(5) }); // past a gap: history fills it
+    } else s.answer(id, { seq: 4, duplicate: false });
+    await settle();
+    assert.deepEqual(c.pendingList().map((p) => [p.body, p.status]), [], 'the failed bubble (with Retry) is still on the page');
+    assert.deepEqual(c.visible().filter((m) => m.clientMsgId === id).map((m) => [m.seq, m.body]), [[4, 'slow']], 'not shown once as sent');
+    sync.retry(7, id); // a Retry clicked as the bubble turned
+    assert.equal(s.sent.length, 1, 'sent again though committed');
+  });
+}
+
+test('a Retry pressed on a send chatd commits late sends it again with its clientMsgId only: both answers and the event show one message', async (t) => {
+  const msgs = [msg(1), msg(2), msg(3)];
+  const storage = memoryStorage();
+  const { s, state, sync } = await page(t, storage, msgs);
+  await sync.open(7);
+  state.setConnection('online');
+  const id = sync.send(7, 'slow');
+  const c = state.conv(7);
+  await until(() => c.pending.get(id)?.status === 'failed', 'the send failing after no answer');
+  sync.retry(7, id);
+  assert.deepEqual(s.sent.map((x) => x.clientMsgId), [id, id], 'the Retry did not resend with the same clientMsgId');
+  msgs.push(ours(4, id, 'slow'));
+  s.answer(id, { seq: 4, duplicate: true }); // the resend's: the first attempt had got through
+  await settle();
+  sync.onEvent({ type: 'message.new', ...ours(4, id, 'slow') });
+  await settle();
+  assert.deepEqual(c.pendingList(), []);
+  assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4]);
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), [], 'a later page would send it a third time');
+  await new Promise((r) => setTimeout(r, 120)); // past both attempts' answer timers
+  assert.deepEqual(c.pendingList(), [], 'marked failed again after it was answered');
+  assert.equal(s.sent.length, 2);
+});
