@@ -35,6 +35,20 @@ export function shownAsPicture(a) {
   return Boolean(a.thumbnail) || ['image/jpeg', 'image/png', 'image/gif', 'image/webp', 'image/avif', 'image/bmp'].includes(a.contentType);
 }
 
+/**
+ * What the tray tells of an upload for a conversation that chatd refused
+ * (its ticket, its bytes or their completion, docs/http.md) because the
+ * uploader may no longer write there: the reason, not chatd's terse
+ * "not a member of conversation 7". Other failures keep their message.
+ */
+function refusal(e) {
+  const why = {
+    not_member: 'You are no longer in this conversation (you left or were removed): the file cannot be sent here.',
+    blocked: 'This person blocked you: you cannot send them files.',
+  }[e.status === 403 ? e.code : ''];
+  return why ? new ApiError(e.status, e.code, why) : e;
+}
+
 /** Whether an upload that failed so is still pending, to be sent again. */
 function retriable(e) {
   return e.status === 0 || e.status >= 500 || e.status === 429 || e.code === 'aborted';
@@ -98,6 +112,9 @@ export class Uploader {
       ctl.abort();
     };
     handle.signal?.addEventListener('abort', () => handle.abort());
+    const refused = (e) => {
+      throw what.conversationId ? refusal(e) : e;
+    };
     return (async () => {
       let t = handle.ticket;
       if (!t || Date.parse(t.expiresAt) - Date.now() < 30000) {
@@ -139,7 +156,7 @@ export class Uploader {
         if (!retriable(e)) handle.ticket = handle.ticketKey = null;
         throw e;
       }
-    })();
+    })().catch(refused);
   }
 
   put(t, file, own, onProgress, handle) {

@@ -562,3 +562,51 @@ test('the bearer token goes with a PUT to chatd\'s own path only, not to a schem
     delete globalThis.XMLHttpRequest;
   }
 });
+
+/** What chatd answers an upload step of conversation 7 for an uploader who left it, or whom its other member blocked. */
+const refusals = {
+  not_member: { status: 403, error: { code: 'not_member', message: 'not a member of conversation 7' }, why: /no longer in this conversation.*left.*removed/i },
+  blocked: { status: 403, error: { code: 'blocked', message: 'blocked by this user' }, why: /blocked you/i },
+};
+
+for (const step of ['its ticket', 'its bytes', 'their completion']) {
+  for (const [code, r] of Object.entries(refusals)) {
+    test(`an upload refused 403 ${code} at ${step} says why on the tray: ${code === 'blocked' ? 'the other member blocked the user' : 'the user left or was removed'}`, async () => {
+      const { ApiError } = await import('../src/api.js');
+      const refuse = () => new ApiError(r.status, r.error.code, r.error.message);
+      globalThis.XMLHttpRequest = class extends completingXHR('u1') {
+        send() {
+          if (step !== 'its bytes') return super.send();
+          this.status = r.status;
+          this.responseText = JSON.stringify({ error: r.error });
+          setTimeout(() => (this.onload(), this.onloadend()), 0);
+        }
+      };
+      const api = {
+        token: 't',
+        onUnauthorized() {},
+        async request(method, path) {
+          if (path === '/v1/uploads') {
+            if (step === 'its ticket') throw refuse();
+            const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
+            // chatd's own PUT, or an object store's and chatd's completion.
+            if (step === 'its bytes') return { uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT', expiresAt };
+            return { uploadId: 'u1', url: 'https://store.example/u1', method: 'PUT', completeUrl: '/v1/uploads/u1/complete', expiresAt };
+          }
+          assert.equal(path, '/v1/uploads/u1/complete');
+          throw refuse();
+        },
+      };
+      try {
+        const up = new Uploader(api);
+        const handle = {};
+        const err = await up.upload(7, { name: 'a.txt', type: 'text/plain', size: 3 }, () => {}, handle).then(() => null, (e) => e);
+        assert.equal(err?.code, code);
+        assert.match(err.message, r.why, `the tray says "${err.message}"`);
+        assert.equal(handle.ticket, null, 'the refused ticket was kept for a retry');
+      } finally {
+        delete globalThis.XMLHttpRequest;
+      }
+    });
+  }
+}
