@@ -4,7 +4,9 @@
 // previews); the
 // page fetches the messages itself when it opens. {"type":"remove",
 // "conversationId","seq","badge"} follows when a message a notification
-// showed was recalled: the conversation's notification is closed.
+// stood for was recalled: that message leaves the conversation's
+// notification, shown again silently with the rest, or closed when it was
+// the last.
 
 self.addEventListener('install', () => self.skipWaiting());
 self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
@@ -48,6 +50,51 @@ async function signedIn() {
   }
 }
 
+/** chatd's title without a group's: the count in words (docs/events.md). */
+const countTitle = (count) => (count > 1 ? `${count} new messages` : 'New message');
+
+/**
+ * The title and body of a notification of count messages: chatd's title,
+ * and the newest message's text (preview), else the count in words.
+ */
+function present(title, count, preview) {
+  let body = preview || countTitle(count);
+  if (body === title) body = 'Open the conversation to read it.';
+  return { title: title || 'chatd', body };
+}
+
+/**
+ * Takes recalled message seq out of notification x (its data as the push
+ * that showed it set it): closed when it stood for that message alone (or
+ * for an unknown count: a page's), else shown again, silently, with the
+ * messages left, without the text when it was the recalled message's. A
+ * remove that comes again (chatd sends one at most once more) changes
+ * nothing more.
+ */
+async function removeMessage(x, seq) {
+  const d = x.data || {};
+  const recalled = Array.isArray(d.recalled) ? d.recalled : [];
+  if (recalled.includes(seq)) return;
+  if (!(d.count > 1)) {
+    x.close();
+    return;
+  }
+  const count = d.count - 1;
+  const text = Boolean(d.text) && d.seq !== seq;
+  // Titled by its count (no group title): by what is left now.
+  const title = d.title === countTitle(d.count) ? countTitle(count) : d.title;
+  // The text as shown now: the page puts an edit's in (src/push.js showEdited).
+  const shown = present(title, count, text ? x.body : '');
+  await self.registration.showNotification(shown.title, {
+    body: shown.body,
+    tag: x.tag,
+    renotify: false,
+    silent: true,
+    icon: x.icon,
+    data: { ...d, count, text, recalled: [...recalled, seq] },
+  });
+}
+
 self.addEventListener('push', (event) => {
   let n = {};
   try {
@@ -70,7 +117,7 @@ self.addEventListener('push', (event) => {
         // conversation signed in at this browser keeps theirs.
         for (const x of await self.registration.getNotifications({ tag })) {
           const of = x.data && x.data.userId;
-          if (n.userId === undefined || of === undefined || of === n.userId) x.close();
+          if (n.userId === undefined || of === undefined || of === n.userId) await removeMessage(x, n.seq);
         }
         if (!other && self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
         return;
@@ -80,17 +127,25 @@ self.addEventListener('push', (event) => {
       const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
       if (wins.some((c) => c.visibilityState === 'visible' && c.focused)) return; // the page shows it
       const count = n.count > 1 ? n.count : 1;
-      const countText = count > 1 ? `${count} new messages` : 'New message';
-      let body = n.body || countText;
-      if (body === n.title) body = 'Open the conversation to read it.';
-      await self.registration.showNotification(n.title || 'chatd', {
-        body,
+      const shown = present(n.title, count, n.body);
+      await self.registration.showNotification(shown.title, {
+        body: shown.body,
         tag,
         renotify: true,
         icon: '/favicon.svg',
         // text: it shows message seq's text (a preview), which the page
         // replaces when that message is edited (src/push.js showEdited).
-        data: { userId: n.userId, conversationId: n.conversationId, seq: n.seq, text: Boolean(n.body), url: `/#/c/${n.conversationId}` },
+        // count and title: what it is shown again with when one of its
+        // messages is recalled (removeMessage).
+        data: {
+          userId: n.userId,
+          conversationId: n.conversationId,
+          seq: n.seq,
+          text: Boolean(n.body),
+          count,
+          title: n.title,
+          url: `/#/c/${n.conversationId}`,
+        },
       });
       if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
     }),

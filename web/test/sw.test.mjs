@@ -123,3 +123,47 @@ test('a remove for the user signed in before leaves the notification of the one 
     await sw.push({ type: 'remove', userId: 8, conversationId: 3, seq: 6, badge: 0 });
     assert.equal(sw.shown[0].closed, true, "8's remove left 8's notification");
   }));
+
+/** The notification on screen of conversation 3 (the last shown of its tag), unless closed: [title, body, count] */
+const onScreen = (sw) => {
+  const n = sw.shown.findLast((x) => x.tag === 'conv-3');
+  return n && !n.closed ? [n.title, n.body, n.data.count] : null;
+};
+
+test('a recall of one of the messages a notification stands for shows it again, silently, with the rest; a recall of the last closes it', () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 9, count: 3, title: 'Team' });
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 8, badge: 2 });
+    assert.deepEqual(onScreen(sw), ['Team', '2 new messages', 2], 'a recall of one of three messages took all three off the screen');
+    const again = sw.shown.at(-1);
+    assert.ok(again.silent && !again.renotify, 'showing the rest alerted the user again');
+    // chatd sends a remove at most once more (a crash): the same recall counts once.
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 8, badge: 2 });
+    assert.deepEqual(onScreen(sw), ['Team', '2 new messages', 2]);
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 9, badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Team', 'New message', 1]);
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 7, badge: 0 });
+    assert.equal(onScreen(sw), null, 'the notification of a message recalled stayed');
+  }));
+
+test("a recall of the message whose text a notification shows takes the text away and keeps the rest; of another message, keeps the text", () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 3, title: 'Ann', body: 'meet at 5, pin 4711' });
+    // The page shows the message's edit in it (src/push.js showEdited).
+    const edited = sw.shown.at(-1);
+    sw.shown.push({ ...edited, body: 'meet at 5', data: { ...edited.data } });
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 4, badge: 2 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'meet at 5', 2], 'the text before the edit is back');
+    assert.equal(sw.shown.at(-1).data.text, true, 'the page would leave the text when the message is edited');
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 5, badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'New message', 1], 'the recalled text stayed on the screen');
+    assert.equal(sw.shown.at(-1).data.text, false);
+  }));
+
+test("a notification titled by its count (chatd's title without a group's) is titled by what is left after a recall", () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 3, title: '3 new messages' });
+    assert.deepEqual(onScreen(sw), ['3 new messages', 'Open the conversation to read it.', 3]);
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 5, badge: 2 });
+    assert.deepEqual(onScreen(sw), ['2 new messages', 'Open the conversation to read it.', 2]);
+  }));
