@@ -1064,3 +1064,22 @@ test('a Retry pressed on a send chatd commits late sends it again with its clien
   assert.deepEqual(c.pendingList(), [], 'marked failed again after it was answered');
   assert.equal(s.sent.length, 2);
 });
+
+test('a send shown "Not sent" after no answer that chatd then refuses for now (0x80: the database timed out) shows "Sending…" while the page sends it again by itself', async (t) => {
+  const msgs = [msg(1), msg(2), msg(3)];
+  const { s, state, sync } = await page(t, memoryStorage(), msgs);
+  await sync.open(7);
+  state.setConnection('online');
+  const id = sync.send(7, 'slow');
+  const c = state.conv(7);
+  await until(() => c.pending.get(id)?.status === 'failed', 'the send failing after no answer');
+  sync.sendTimeoutMs = 10000; // the resend is answered below, before its own answer timer
+  s.refuse(id, new SendError('database unavailable', 0x80));
+  await settle();
+  assert.deepEqual(c.pendingList().map((p) => [p.status, p.error]), [['sending', null]], '"Not sent" with Retry while it goes out again on its own');
+  await until(() => s.sent.length === 2, 'the send going out again');
+  s.answer(id, { seq: 4, duplicate: false });
+  await settle();
+  assert.deepEqual(c.pendingList(), []);
+  assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4]);
+});

@@ -729,6 +729,9 @@ export class Sync {
         if (err.retryable && typeof err.reasonCode === 'number' && fresh(p.createdAt) && !this.stopped) {
           if (!this.waitingSends.has(cid)) this.waitingSends.set(cid, new Set());
           this.waitingSends.get(cid).add(p.clientMsgId);
+          // Marked "Not sent" when no answer came in time (chatd may take
+          // up to its send_timeout, a minute): on its way again now.
+          if (p.status === 'failed') this.state.retryPending(cid, p.clientMsgId);
           setTimeout(() => {
             if (p.attempt === attempt && !this.stopped && this.state.conv(cid)?.pending.get(p.clientMsgId) === p) this.publish(cid, p);
             else settled();
