@@ -174,6 +174,11 @@ func (st *stream) leave(seq int64) (done bool) {
 
 // endAt ends the membership the stream follows now at seq.
 func (st *stream) endAt(seq int64) (done bool) {
+	if seq == 0 {
+		// Left before the group's first entry: nothing is owed (and an
+		// end of 0 would read as a member).
+		return true
+	}
 	st.end = seq
 	if st.next > seq {
 		st.state, st.held, st.gapSince = Live, nil, time.Time{} // nothing of it is held
