@@ -205,7 +205,13 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 		return h.toMembers(members, 0, it)
 	case chat.EventMemberAdded:
 		h.toSessions(ev.UserID, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
-		return h.toMembers(members, 0, it)
+		n := 0
+		if _, ok := slices.BinarySearch(members, ev.UserID); ok {
+			own := it
+			own.join = true // theirs, at the seq of their join (ofJoin)
+			n = h.toSessions(ev.UserID, own)
+		}
+		return n + h.toMembers(members, ev.UserID, it)
 	case chat.EventMemberRemoved:
 		// The index no longer lists the removed user: they get the event
 		// on their own, after their sessions stop tracking the

@@ -676,13 +676,14 @@ const (
 // user joined again meanwhile. sinceJoin: the event is for the membership
 // the stream follows from its floor (its join), and is dropped if
 // committed before it: the user was away, or not yet a member.
-func decideLater(st *stream, seq int64, sinceJoin bool) laterDecision {
-	if sinceJoin && seq < st.floor {
+func decideLater(st *stream, it item, sinceJoin bool) laterDecision {
+	seq := it.seq
+	if sinceJoin && !ofJoin(it, st.floor) {
 		return laterDrop // committed before the join that made it theirs
 	}
 	if st.end > 0 && seq > st.end {
 		for _, m := range st.rejoins {
-			if seq >= m.join && (m.end == 0 || seq <= m.end) {
+			if ofJoin(it, m.join) && (m.end == 0 || seq <= m.end) {
 				return laterWait
 			}
 		}
@@ -692,6 +693,18 @@ func decideLater(st *stream, seq int64, sinceJoin bool) laterDecision {
 		return laterSend
 	}
 	return laterWait
+}
+
+// ofJoin reports whether the event it of a conversation was committed
+// after the user's join at seq join, or is that join's member.added. A
+// join carries the conversation's last_seq before it and commits with the
+// entry that announces it, one past it (store AddMember): an event at the
+// join's seq, its entry's or the last_seq it saw, committed before it.
+// Only a group's creation writes no entry: what follows it is at 0 too.
+// A leave carries the last seq the user is owed: an event at it is
+// theirs (decideLater).
+func ofJoin(it item, join int64) bool {
+	return it.seq > join || it.seq == join && (it.join || join == 0)
 }
 
 // admit decides an event of a conversation that is not an entry
@@ -719,7 +732,7 @@ func (s *Session) admit(it item) {
 		// lasts, from its join: what came before it (a leave and a
 		// re-add, the event relayed late) is not the user's. One that is
 		// ending decides by its end and the joins after it.
-		switch decideLater(st, it.seq, st.end == 0) {
+		switch decideLater(st, it, st.end == 0) {
 		case laterSend:
 			if !s.waiting(it.conv) {
 				s.pending = append(s.pending, it)
@@ -767,7 +780,7 @@ func (s *Session) releaseLater() {
 	s.later.filter(func(w *laterEvent) bool {
 		d := laterWait
 		if st := s.streams[w.it.conv]; st != nil {
-			d = decideLater(st, w.it.seq, w.blind)
+			d = decideLater(st, w.it, w.blind)
 		} else if !w.blind {
 			d = laterDrop
 		}
@@ -1158,7 +1171,7 @@ func (s *Session) doResync() {
 	// no stream now is not the user's, nor what came before their join.
 	if s.later != nil {
 		s.later.filter(func(w *laterEvent) bool {
-			if st := s.streams[w.it.conv]; w.blind && st != nil && w.it.seq < st.floor {
+			if st := s.streams[w.it.conv]; w.blind && st != nil && !ofJoin(w.it, st.floor) {
 				return false
 			}
 			w.blind = false

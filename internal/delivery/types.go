@@ -104,6 +104,7 @@ type item struct {
 	payload []byte
 	topic   string
 	qos     byte
+	join    bool // kEvent's: the member.added of the user it is offered to (ofJoin)
 	corr    []byte
 	at      time.Time // commit time, for end-to-end latency
 	writer  int64     // kMsg's: who wrote the entry (chat.Event.Writer)

@@ -1,0 +1,98 @@
+package delivery_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/testkit"
+)
+
+// A join carries the group's last_seq before it (k) and commits with the
+// entry that announces it (k+1): a read watermark that moved on another
+// node with the group at k, before the join, and that the relay brings
+// only after it, is not the new member's, though its place is the join's
+// seq. They get member.added, at that seq, and what follows it.
+func TestAMemberAddedGetsNoReadReceiptCommittedJustBeforeTheJoin(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	stays := attachUser(t, h, f, "stays", 2, false, true, true)
+	added := attachUser(t, h, f, "added", 4, false, true, true)
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) { // warms the member index
+		h.Deliver(ev)
+	}
+	seq := waitSeqs(t, stays, conv.ID, 1)[0]
+	if _, err := st.MarkRead(ctx, conv.ID, 2, seq); err != nil { // elsewhere, just before the join
+		t.Fatal(err)
+	}
+	read := rec.take()
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 4, chat.RoleMember); err != nil { // here
+		t.Fatal(err)
+	}
+	joinedAt(t, h, rec, added, conv.ID, seq)
+	for _, ev := range append(read, sendSeqsAs(t, st, rec, conv.ID, 1, 1)...) { // relayed late, then an entry of theirs
+		h.Deliver(ev)
+	}
+	waitSeqs(t, added, conv.ID, 1)
+	if n := events(added, chat.EventReadUpdated, conv.ID); n != 0 {
+		t.Fatalf("the new member got %d read.updated committed before their join", n)
+	}
+}
+
+// joinedAt routes the join rec holds to c's user and waits until they
+// heard of it: member.added at seq.
+func joinedAt(t *testing.T, h *delivery.Hub, rec *recorder, c *fakeConn, conv, seq int64) {
+	t.Helper()
+	join := rec.take()
+	if join[0].Type != chat.EventMemberAdded || join[0].Seq != seq {
+		t.Fatalf("the join published %s at %d first, want member.added at %d", join[0].Type, join[0].Seq, seq)
+	}
+	for _, ev := range join {
+		h.Deliver(ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the new member to get member.added", func() bool {
+		return events(c, chat.EventMemberAdded, conv) == 1
+	})
+}
+
+// The same for a member added back while their session still delivers
+// what the removal left them owed: a read watermark that moved with the
+// group at the re-add's seq, before it, is from while they were away.
+func TestAMemberAddedBackWhileOwedTheOldTailGetsNoReadReceiptCommittedJustBeforeTheJoin(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, h := nodeOfRecord(t)
+	back := attachUser(t, h, f, "back", 3, false, false, true) // acknowledges when told
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) {
+		h.Deliver(ev)
+	}
+	waitSeqs(t, back, conv.ID, 1)
+	owed := back.packets()[0].PacketID // unacknowledged: the removal leaves it owed
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range rec.take() {
+		h.Deliver(ev)
+	}
+	away := sendSeqsAs(t, st, rec, conv.ID, 1, 1)[0].Seq          // routed to no one: user 3 is away
+	if _, err := st.MarkRead(ctx, conv.ID, 2, away); err != nil { // elsewhere, just before the re-add
+		t.Fatal(err)
+	}
+	read := rec.take()
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember); err != nil { // here
+		t.Fatal(err)
+	}
+	joinedAt(t, h, rec, back, conv.ID, away)
+	for _, ev := range append(read, sendSeqsAs(t, st, rec, conv.ID, 1, 1)...) { // relayed late, then an entry of theirs
+		h.Deliver(ev)
+	}
+	h.Acked("back", back, owed)
+	testkit.WaitFor(t, 5*time.Second, "the entry after the re-add", func() bool {
+		seqs := back.seqs(conv.ID)
+		return seqs[len(seqs)-1] == away+2 // the re-add's entry, then the message
+	})
+	if n := events(back, chat.EventReadUpdated, conv.ID); n != 0 {
+		t.Fatalf("the member added back got %d read.updated committed before their re-add", n)
+	}
+}
