@@ -45,3 +45,33 @@ func TestAMemberRemovedBeforeTheGroupsFirstEntryAndAddedBackGetsWhatFollowsTheJo
 		})
 	}
 }
+
+// A group's conversation.created that arrives again (Kafka redelivering,
+// a relay leader's batch landing late) after a member was removed before
+// the first entry is no word on who is a member: the members read or
+// routed since hold the creation, which writes no entry (a removal at 0
+// commits with the entry at 1, after it). The removed member stays out:
+// neither the creation again nor what follows reaches them.
+func TestAGroupsCreationArrivingAgainAfterARemovalBeforeTheFirstEntryDoesNotBringTheMemberBack(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, _ := nodeOfRecord(t)
+	h := startHub(t, f.sessions, delivery.Options{})
+	stays := attachUser(t, h, f, "stays", 2, false, true, true)
+	s := &stuckConv{st: st, rec: rec, h: h, conv: conv.ID, u3: attachUser(t, h, f, "u3", 3, false, true, true)}
+	created := chat.ConversationCreatedEvent(conv, 1)
+	s.routeOneByOne(t, []chat.Event{created}) // the member index holds the group from it
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	s.routeOneByOne(t, append(rec.take(), created)) // the removal, then the creation again
+	s.routeOneByOne(t, sendSeqsAs(t, st, rec, conv.ID, 1, 1))
+	waitSeqs(t, stays, conv.ID, 1)
+	if n := events(s.u3, chat.EventConversationCreated, conv.ID); n != 1 {
+		t.Errorf("the removed member got conversation.created %d times, want once, before their removal", n)
+	}
+	for seq := int64(1); seq <= 2; seq++ {
+		if _, ok := s.u3.entry(conv.ID, seq); ok {
+			t.Errorf("the removed member got entry %d, committed after their removal", seq)
+		}
+	}
+}

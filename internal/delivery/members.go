@@ -137,7 +137,11 @@ func (x *memberIndex) apply(ev chat.Event) (late bool) {
 	}
 	switch ev.Type {
 	case chat.EventConversationCreated:
-		if len(ev.Members) > 0 && (e == nil || ev.Seq >= e.r.Seq) {
+		// Members the index holds hold the creation: unlike a join, it
+		// writes no entry, and what was read or routed came after it.
+		// Arriving again (Kafka redelivering) it would bring back a
+		// member removed before the first entry (at seq 0 too).
+		if len(ev.Members) > 0 && e == nil {
 			// The first members joined before any entry: no floor.
 			m := slices.Clone(ev.Members)
 			slices.Sort(m)
