@@ -1169,9 +1169,15 @@ func (s *Session) doResync() {
 	s.noteRead(cs)
 	// The events that waited for this answer have it: a conversation with
 	// no stream now is not the user's, nor what came before their join.
+	// Nor, for one that waited on a stream, what came before the join of
+	// the membership the stream follows now: the positions read may hold
+	// a leave and a re-add the session had not heard of, and the stream
+	// has started over at the join, or gone on after it (follow). An
+	// event of the membership it followed is not waiting: the stream
+	// passed its seq before it went on (resume), and it went out.
 	if s.later != nil {
 		s.later.filter(func(w *laterEvent) bool {
-			if st := s.streams[w.it.conv]; w.blind && st != nil && !ofJoin(w.it, st.floor) {
+			if st := s.streams[w.it.conv]; st != nil && (w.blind || st.end == 0) && !ofJoin(w.it, st.floor) {
 				return false
 			}
 			w.blind = false

@@ -35,6 +35,12 @@ type stuckConv struct {
 // runs just before the removal commits.
 func newStuckConv(t *testing.T, o delivery.Options, n int, beforeRemoval ...func(*stuckConv)) *stuckConv {
 	t.Helper()
+	return newStuckConvOf(t, false, o, n, beforeRemoval...)
+}
+
+// newStuckConvOf is newStuckConv with user 3's session persistent or not.
+func newStuckConvOf(t *testing.T, persistent bool, o delivery.Options, n int, beforeRemoval ...func(*stuckConv)) *stuckConv {
+	t.Helper()
 	ctx := context.Background()
 	st, f, rec, conv, _ := nodeOfRecord(t)
 	other, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "other", Members: []int64{2, 3}})
@@ -48,7 +54,7 @@ func newStuckConv(t *testing.T, o delivery.Options, n int, beforeRemoval ...func
 	rec.take()
 	s := &stuckConv{st: st, rec: rec, counted: &countedSince{DeliveryStore: f.sessions}, conv: conv.ID, other: other.ID, third: third.ID}
 	s.h = startHub(t, s.counted, o)
-	s.u3 = attachUser(t, s.h, f, "u3", 3, false, true, true)
+	s.u3 = attachUser(t, s.h, f, "u3", 3, persistent, true, true)
 	for _, ev := range append(sendSeqsAs(t, st, rec, conv.ID, 1, n), sendSeqsAs(t, st, rec, other.ID, 1, 1)...) {
 		s.h.Deliver(ev)
 	}
@@ -288,5 +294,36 @@ func TestAJoinCommittedJustAfterAResyncStartsTheStreamAtOnce(t *testing.T) {
 	})
 	if n := counted.cursors.Load() - read; n != 0 {
 		t.Errorf("the session re-read its positions %d times for the entries after the join", n)
+	}
+}
+
+// A session whose user was removed and added back elsewhere (the relay
+// brings neither) learns of it at a resync: a clean session starts the
+// stream over at the join, a persistent one finishes what the removal
+// left it owed (its stored cursor says so) and goes on after the join. The
+// read receipts that waited on the old membership, committed while the
+// user was away (at the join's seq, too: the join commits with its entry
+// one past it), are not theirs, and are dropped.
+func TestReceiptsWaitingFromWhileAMemberWasAwayAreDroppedWhenAResyncFindsThemAddedBack(t *testing.T) {
+	for _, persistent := range []bool{false, true} {
+		t.Run(map[bool]string{false: "clean", true: "persistent"}[persistent], func(t *testing.T) {
+			// No cursor flush: the stored one still owes the entry before the removal.
+			s := newStuckConvOf(t, persistent, delivery.Options{GapWait: time.Hour, CursorFlush: time.Hour}, 1)
+			s.receipt(t) // at the removal's entry, waiting
+			if _, _, err := s.st.AddMember(context.Background(), s.conv, 1, 3, chat.RoleMember); err != nil {
+				t.Fatal(err)
+			}
+			rejoin := s.rec.take() // not relayed yet
+			s.resynced(t)
+			s.routeOneByOne(t, append(rejoin, sendSeqsAs(t, s.st, s.rec, s.conv, 1, 1)...))
+			last := rejoin[0].Seq + 2 // the join's entry, then the message
+			testkit.WaitFor(t, 5*time.Second, "the message after the re-add", func() bool {
+				seqs := s.u3.seqs(s.conv)
+				return seqs[len(seqs)-1] == last
+			})
+			if n := events(s.u3, chat.EventReadUpdated, s.conv); n != 0 {
+				t.Errorf("the member added back got %d read receipts committed while they were away", n)
+			}
+		})
 	}
 }
