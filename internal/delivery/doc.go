@@ -159,7 +159,11 @@
 // session heard of it gives the session nothing committed after the leave.
 // A join that reaches a stream still finishing what the old membership
 // owed lets it finish first: the stream then goes on after the join, and
-// nothing committed in between reaches the user. Later leaves and joins
+// nothing committed in between reaches the user. One past the join of a
+// stream that follows a membership as lasting says a leave came between
+// them that the session has not heard of (another node's, the relay late;
+// older than the join, the fan-out does not route it at all): the session
+// re-reads its conversations. Later leaves and joins
 // queue behind it the same way: the stream follows each membership in
 // turn, from its join to its leave, and the newest one live. A persistent
 // session's stored cursor keeps every such membership across a reconnect,

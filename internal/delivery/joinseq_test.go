@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,5 +95,43 @@ func TestAMemberAddedBackWhileOwedTheOldTailGetsNoReadReceiptCommittedJustBefore
 	})
 	if n := events(back, chat.EventReadUpdated, conv.ID); n != 0 {
 		t.Fatalf("the member added back got %d read.updated committed before their re-add", n)
+	}
+}
+
+// A member removed on another node and added back here: the re-add
+// reaches their session before the removal, which the relay brings late
+// (or, older than the join the member index applied, not at all). A join
+// past the one the session's stream follows says a leave came between
+// them: the session asks PostgreSQL, and the entries after the re-add
+// reach the member.
+func TestAMemberAddedBackHereBeforeTheRemovalElsewhereIsRelayedGetsWhatFollowsTheJoin(t *testing.T) {
+	for _, persistent := range []bool{false, true} {
+		t.Run(map[bool]string{false: "clean", true: "persistent"}[persistent], func(t *testing.T) {
+			ctx := context.Background()
+			st, f, rec, conv, h := nodeOfRecord(t)
+			back := attachUser(t, h, f, "back", 3, persistent, true, true)
+			for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) {
+				h.Deliver(ev)
+			}
+			waitSeqs(t, back, conv.ID, 1)
+			if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil { // elsewhere
+				t.Fatal(err)
+			}
+			removal := rec.take()
+			if _, _, err := st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember); err != nil { // here
+				t.Fatal(err)
+			}
+			joinedAt(t, h, rec, back, conv.ID, removal[1].Seq)
+			for _, ev := range append(sendSeqsAs(t, st, rec, conv.ID, 1, 1), removal...) { // then the removal, relayed late
+				h.Deliver(ev)
+			}
+			waitEntry(t, back, conv.ID, removal[1].Seq+1) // the re-add's
+			if got, want := waitSeqs(t, back, conv.ID, 2), []int64{1, removal[1].Seq + 2}; !slices.Equal(got, want) {
+				t.Fatalf("messages %v, want %v", got, want)
+			}
+			if _, ok := back.entry(conv.ID, removal[1].Seq); ok {
+				t.Fatal("the member got the entry that announced their removal")
+			}
+		})
 	}
 }

@@ -606,6 +606,13 @@ func (s *Session) accept(it item) {
 			s.streams[it.conv] = joinedStream(it.seq)
 		case st.end > 0:
 			st.rejoined(it.seq)
+		case it.seq > st.floor:
+			// A join past the one the stream follows: a leave came
+			// between them that the session has not heard of (another
+			// node's, the relay late; older than this join, the member
+			// index does not route it at all). PostgreSQL says where it
+			// was (doResync).
+			s.resync()
 		}
 	case kLeave:
 		if s.stale(it) {
