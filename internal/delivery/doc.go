@@ -178,7 +178,10 @@
 // lagged behind a connect or a resync) changes nothing: the stream
 // follows it already, or, in a conversation whose stream has ended since
 // (everything owed was acknowledged) or was owed nothing, it was over
-// already (Session.noteRead, Session.left). A leave and a re-add that
+// already (Session.noteRead, Session.left). Nor does a leave older than
+// the join of the membership a stream follows (a member index that forgot
+// the conversation routes a late removal again): the user was added back
+// since, and its member.removed is not written either (Session.leftBefore). A leave and a re-add that
 // both never reached a session without stored cursors (lost to an
 // overflow) show at the resync as a join past the stream: it restarts at
 // that join, and what the old membership still owed is given up. After an overflow the member index

@@ -1,8 +1,10 @@
 package delivery_test
 
 import (
+	"context"
 	"testing"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
 )
 
@@ -23,4 +25,35 @@ func TestALateDuplicateRemovalAfterTheRejoinKeepsTheMemberLive(t *testing.T) {
 	h.Publish(removed) // again, late
 	want = append(want, sendSeqs(t, h, f, 1)...)
 	ackAndWant(t, h, f, u, want, away)
+}
+
+// The same when the member index forgot the conversation in between (past
+// MemberIndexSize, the least recently routed goes), and with it which
+// membership events of the member it applied: read again, it routes the
+// late removal, and the session, which follows the membership that began
+// after it, tells it is late. The member stays live, gets nothing twice,
+// and is not told again that they were removed.
+func TestALateDuplicateRemovalAfterTheRejoinAndAnEvictionKeepsTheMemberLive(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t)
+	h := newHub(t, f, delivery.Options{MemberIndexSize: 1})
+	u := attach(t, h, f, "phone", false, false)
+	want := sendSeqs(t, h, f, 1)
+	removed := removeEvent(t, f)
+	h.Publish(removed)
+	away := sendSeqs(t, h, f, 1)
+	join(t, h, f, 2)
+	want = append(want, sendSeqs(t, h, f, 1)...)
+	other, err := f.svc.CreateGroup(ctx, 1, "other", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(chat.ConversationCreatedEvent(other, 1), sendAs(t, f, other.ID, 1)) // its members take the index's one place
+	waitSeqs(t, u, other.ID, 1)
+	h.Publish(removed) // again, late
+	want = append(want, sendSeqs(t, h, f, 1)...)
+	ackAndWant(t, h, f, u, want, away)
+	if n := events(u, chat.EventMemberRemoved, f.conv.ID); n != 1 {
+		t.Fatalf("the member was told %d times that they were removed, want once", n)
+	}
 }

@@ -573,7 +573,11 @@ func (s *Session) accept(it item) {
 	case kUnready:
 		s.ready = false
 		s.readyFlag.Store(false)
-	case kDirect, kAfter, kNotice:
+	case kNotice:
+		if !s.leftBefore(it) {
+			s.pending = append(s.pending, it)
+		}
+	case kDirect, kAfter:
 		s.pending = append(s.pending, it)
 	case kEvent:
 		if s.ready && len(s.pending) < s.hub.opts.QueueSize {
@@ -615,7 +619,7 @@ func (s *Session) accept(it item) {
 			s.resync()
 		}
 	case kLeave:
-		if s.stale(it) {
+		if s.stale(it) || s.leftBefore(it) {
 			return
 		}
 		s.mayBeBehind = true
@@ -706,10 +710,9 @@ func decideLater(st *stream, it item, sinceJoin bool) laterDecision {
 // after the user's join at seq join, or is that join's member.added. A
 // join carries the conversation's last_seq before it and commits with the
 // entry that announces it, one past it (store AddMember): an event at the
-// join's seq, its entry's or the last_seq it saw, committed before it.
-// Only a group's creation writes no entry: what follows it is at 0 too.
-// A leave carries the last seq the user is owed: an event at it is
-// theirs (decideLater).
+// join's seq, its entry's or the last_seq it saw (a leave's too),
+// committed before it. Only a group's creation writes no entry: what
+// follows it is at 0 too.
 func ofJoin(it item, join int64) bool {
 	return it.seq > join || it.seq == join && (it.join || join == 0)
 }
@@ -1254,6 +1257,27 @@ func (s *Session) stale(it item) bool {
 	}
 	left, ok := s.left[it.conv]
 	return ok && it.seq < left
+}
+
+// leftBefore reports whether the leave it (or member.removed, its notice)
+// ended a membership before the one its conversation's stream follows as
+// lasting, or the last one it rejoined: the user was added back since,
+// and the leave came late (routed again by a member index that forgot
+// which membership events of its member it applied). It is not theirs
+// any more: it neither ends the membership that followed, nor tells the
+// client they are not a member.
+func (s *Session) leftBefore(it item) bool {
+	st := s.streams[it.conv]
+	if st == nil {
+		return false
+	}
+	join := st.floor
+	if n := len(st.rejoins); n > 0 {
+		join = st.rejoins[n-1].join
+	} else if st.end > 0 {
+		return false // the leave of the membership it ends, or that again
+	}
+	return !ofJoin(it, join)
 }
 
 // owed lists the memberships stored cursor c says the session is owed,
