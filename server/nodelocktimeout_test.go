@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/server"
@@ -43,7 +44,7 @@ func TestTheNodeIDSessionBoundsDataTheServerCannotDeliver(t *testing.T) {
 // can: it does not go on unaware while a replacement may take the id.
 func TestANodeWhoseDatabaseVanishedClaimsItsIDAgain(t *testing.T) {
 	db := pgtest.NewVanishing(t)
-	var logs testkit.LockedBuffer
+	var logs logtest.Buffer
 	release, err := server.KeepNodeID(context.Background(), db.Config, "node-a", slog.New(slog.NewTextHandler(&logs, nil)), 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

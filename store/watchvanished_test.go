@@ -8,6 +8,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
@@ -22,7 +23,7 @@ func TestAWatcherWhoseDatabaseVanishedListensAgainAndReadsWhatItMissed(t *testin
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	db := pgtest.NewVanishing(t)
-	var logs testkit.LockedBuffer
+	var logs logtest.Buffer
 	sessions := store.NewSessions(db.Pool)
 	sessions.SetWatchCheck(500 * time.Millisecond)
 	got := make(chan int64, 16)

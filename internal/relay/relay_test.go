@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/relay"
 	"github.com/chatd/chatd/internal/testkit"
@@ -622,7 +623,7 @@ func TestAFailedKafkaWriteLogsEachDistinctErrorOnce(t *testing.T) {
 		cluster.KeepControl()
 		return refuseProduce(req, 6), nil, true // NOT_LEADER_FOR_PARTITION
 	})
-	var logs testkit.LockedBuffer
+	var logs logtest.Buffer
 	cfg := testConfig(t, port, nil)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	rl := newRelay(t, pool, cfg)

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -181,23 +180,4 @@ func (p *Pending[T]) Returned() bool {
 		}
 	}
 	return p.returned
-}
-
-// LockedBuffer is a log destination a test reads while the code under
-// test writes to it.
-type LockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *LockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *LockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
