@@ -9,6 +9,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
 )
 
 // A join carries the group's last_seq before it (k) and commits with the
@@ -17,7 +18,6 @@ import (
 // only after it, is not the new member's, though its place is the join's
 // seq. They get member.added, at that seq, and what follows it.
 func TestAMemberAddedGetsNoReadReceiptCommittedJustBeforeTheJoin(t *testing.T) {
-	ctx := context.Background()
 	st, f, rec, conv, h := nodeOfRecord(t)
 	stays := attachUser(t, h, f, "stays", 2, false, true, true)
 	added := attachUser(t, h, f, "added", 4, false, true, true)
@@ -25,17 +25,7 @@ func TestAMemberAddedGetsNoReadReceiptCommittedJustBeforeTheJoin(t *testing.T) {
 		h.Deliver(ev)
 	}
 	seq := waitSeqs(t, stays, conv.ID, 1)[0]
-	if _, err := st.MarkRead(ctx, conv.ID, 2, seq); err != nil { // elsewhere, just before the join
-		t.Fatal(err)
-	}
-	read := rec.take()
-	if _, _, err := st.AddMember(ctx, conv.ID, 1, 4, chat.RoleMember); err != nil { // here
-		t.Fatal(err)
-	}
-	joinedAt(t, h, rec, added, conv.ID, seq)
-	for _, ev := range append(read, sendSeqsAs(t, st, rec, conv.ID, 1, 1)...) { // relayed late, then an entry of theirs
-		h.Deliver(ev)
-	}
+	addAfterAReadElsewhere(t, st, rec, h, conv.ID, 4, added, seq)
 	waitSeqs(t, added, conv.ID, 1)
 	if n := events(added, chat.EventReadUpdated, conv.ID); n != 0 {
 		t.Fatalf("the new member got %d read.updated committed before their join", n)
@@ -76,18 +66,8 @@ func TestAMemberAddedBackWhileOwedTheOldTailGetsNoReadReceiptCommittedJustBefore
 	for _, ev := range rec.take() {
 		h.Deliver(ev)
 	}
-	away := sendSeqsAs(t, st, rec, conv.ID, 1, 1)[0].Seq          // routed to no one: user 3 is away
-	if _, err := st.MarkRead(ctx, conv.ID, 2, away); err != nil { // elsewhere, just before the re-add
-		t.Fatal(err)
-	}
-	read := rec.take()
-	if _, _, err := st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember); err != nil { // here
-		t.Fatal(err)
-	}
-	joinedAt(t, h, rec, back, conv.ID, away)
-	for _, ev := range append(read, sendSeqsAs(t, st, rec, conv.ID, 1, 1)...) { // relayed late, then an entry of theirs
-		h.Deliver(ev)
-	}
+	away := sendSeqsAs(t, st, rec, conv.ID, 1, 1)[0].Seq // routed to no one: user 3 is away
+	addAfterAReadElsewhere(t, st, rec, h, conv.ID, 3, back, away)
 	h.Acked("back", back, owed)
 	testkit.WaitFor(t, 5*time.Second, "the entry after the re-add", func() bool {
 		seqs := back.seqs(conv.ID)
@@ -133,5 +113,25 @@ func TestAMemberAddedBackHereBeforeTheRemovalElsewhereIsRelayedGetsWhatFollowsTh
 				t.Fatal("the member got the entry that announced their removal")
 			}
 		})
+	}
+}
+
+// addAfterAReadElsewhere commits user 2's read of conv up to seq, held
+// back as another node's relay would, then adds user to conv here (their
+// session conn hears the join, at seq), and routes the read, late, and an
+// entry after it.
+func addAfterAReadElsewhere(t *testing.T, st *store.Store, rec *recorder, h *delivery.Hub, conv, user int64, conn *fakeConn, seq int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.MarkRead(ctx, conv, 2, seq); err != nil {
+		t.Fatal(err)
+	}
+	read := rec.take()
+	if _, _, err := st.AddMember(ctx, conv, 1, user, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	joinedAt(t, h, rec, conn, conv, seq)
+	for _, ev := range append(read, sendSeqsAs(t, st, rec, conv, 1, 1)...) {
+		h.Deliver(ev)
 	}
 }
