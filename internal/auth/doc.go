@@ -19,6 +19,8 @@
 //     (beyond Leeway) are rejected.
 //     VerifyUntil also returns exp plus Leeway, the instant from which the
 //     token is refused: a connection it authenticated ends then.
+//   - Claims are read by their exact names (RFC 7519): "EXP" or "Sub" is
+//     a claim of its own, never exp or sub.
 //   - sub must be a positive int64 in canonical decimal ("7"; not "07",
 //     "+7", " 7", "1e3", "0", "-1" or anything above 9223372036854775807).
 //   - Tokens longer than MaxTokenBytes are rejected before parsing; base64

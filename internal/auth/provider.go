@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -61,18 +62,28 @@ type claimSet struct {
 	user      json.RawMessage // value of userClaim
 }
 
+// UnmarshalJSON reads each claim by its exact name: claim names are
+// case-sensitive (RFC 7519 §4), and decoding into RegisteredClaims's
+// struct would take "EXP" or "Sub" for exp or sub (Go matches field names
+// regardless of case), letting a claim of another name, later in the
+// token, replace its expiry, subject, issuer or audience.
 func (c *claimSet) UnmarshalJSON(b []byte) error {
-	if err := json.Unmarshal(b, &c.RegisteredClaims); err != nil {
-		return err
-	}
-	if c.userClaim == "" {
-		return nil
-	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(b, &all); err != nil {
 		return err
 	}
-	c.user = all[c.userClaim]
+	r := &c.RegisteredClaims
+	for name, dst := range map[string]any{"iss": &r.Issuer, "sub": &r.Subject, "aud": &r.Audience,
+		"exp": &r.ExpiresAt, "nbf": &r.NotBefore, "iat": &r.IssuedAt, "jti": &r.ID} {
+		if raw, ok := all[name]; ok {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return fmt.Errorf("read claim %s: %w", name, err)
+			}
+		}
+	}
+	if c.userClaim != "" {
+		c.user = all[c.userClaim]
+	}
 	return nil
 }
 
