@@ -51,4 +51,7 @@ func TestRegisteredClaimsAreReadByTheirExactNames(t *testing.T) {
 	rejects(t, p, rs(`{"sub":"7","iss":"https://other.example","ISS":"https://idp.example","aud":"chatd","exp":%d}`, now+3600), ErrIssuer)
 	rejects(t, p, rs(`{"sub":"7","iss":"https://idp.example","aud":"other","Aud":"chatd","exp":%d}`, now+3600), ErrAudience)
 	accepts(t, p, rs(`{"sub":"7","iss":"https://idp.example","aud":"chatd","exp":%d}`, now+3600), 7)
+	// sub is a string (RFC 7519), as docs/operations.md says: a number
+	// there is malformed; a claim of its own may hold one.
+	rejects(t, p, rs(`{"sub":7,"iss":"https://idp.example","aud":"chatd","exp":%d}`, now+3600), ErrMalformed)
 }

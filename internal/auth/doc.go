@@ -13,8 +13,9 @@
 //   - HS256 tokens are chatd's own: sub is the user id, iss and aud are not
 //     looked at. Provider tokens (every other alg) must carry the configured
 //     iss and one of the configured aud values, and the configured user claim
-//     (default sub) holds the user id, as a JSON string or number; a
-//     non-numeric one is refused (ErrSubject), never mapped.
+//     (default sub) holds the user id: sub as a JSON string (RFC 7519; a
+//     number there is ErrMalformed), a claim of its own as a string or a
+//     number; a non-numeric one is refused (ErrSubject), never mapped.
 //   - exp is required and checked with Leeway (30s); nbf and iat in the future
 //     (beyond Leeway) are rejected.
 //     VerifyUntil also returns exp plus Leeway, the instant from which the

@@ -29,7 +29,8 @@ type Options struct {
 	Audience []string
 	// UserClaim names the claim of provider tokens holding the chat user
 	// id; "" means "sub". Its value must be a positive integer in
-	// canonical decimal, as a JSON string ("42") or number (42).
+	// canonical decimal, as a JSON string ("42") or, in a claim other
+	// than sub (a string by RFC 7519), a number (42).
 	UserClaim string
 }
 
