@@ -16,9 +16,11 @@ type sendParams struct {
 
 // SendReply acknowledges a committed message. It carries no body (the
 // sender has it, and echoing it would double the bytes of every send),
-// except a forward's, which the sender did not send; a message with
-// attachments carries its type and what chatd knows of them. A resend of
-// a message recalled since answers recalled and when, and no body.
+// except a forward's, which the sender did not send, and a resent
+// message's edited since (with editedAt: its text is no longer the one
+// resent); a message with attachments carries its type and what chatd
+// knows of them. A resend of a message recalled since answers recalled and
+// when, and no body.
 type SendReply struct {
 	ConversationID int64             `json:"conversationId"`
 	Seq            int64             `json:"seq"`
@@ -29,6 +31,7 @@ type SendReply struct {
 	Body           *string           `json:"body,omitempty"`
 	MsgType        string            `json:"msgType,omitempty"`
 	Attachments    []chat.Attachment `json:"attachments,omitempty"`
+	EditedAt       *time.Time        `json:"editedAt,omitempty"`
 	Recalled       bool              `json:"recalled,omitempty"`
 	RecalledAt     *time.Time        `json:"recalledAt,omitempty"`
 }
@@ -50,8 +53,8 @@ func send(a *API, ctx context.Context, user int64, p sendParams) (int, any, erro
 	m := res.Message
 	reply := SendReply{ConversationID: m.ConversationID, Seq: m.Seq, ClientMsgID: m.ClientMsgID, CreatedAt: m.CreatedAt,
 		ReplyTo: m.ReplyTo, ForwardedFrom: m.ForwardedFrom, MsgType: m.MsgType, Attachments: m.Attachments,
-		Recalled: m.Recalled, RecalledAt: m.RecalledAt}
-	if m.ForwardedFrom != nil && !m.Recalled {
+		EditedAt: m.EditedAt, Recalled: m.Recalled, RecalledAt: m.RecalledAt}
+	if (m.ForwardedFrom != nil || m.EditedAt != nil) && !m.Recalled {
 		reply.Body = &m.Body
 	}
 	return createdReply(reply, !res.Duplicate, nil)
