@@ -133,7 +133,10 @@ $f$;
 --     admin at any time; the body of the message and of all its edits
 --     (their replaced bodies too) is erased, its reactions removed;
 --   - reaction: any member, on a message not recalled; setting one that
---     is set, or removing one that is not, writes nothing;
+--     is set, or removing one that is not, writes nothing; a reaction set
+--     keeps the seq at which its emoji appeared on the message (the
+--     emoji's other rows', else its own entry's), the order history lists
+--     them in;
 --   - attachments: each a complete upload of the sender's, made for the
 --     conversation (a message upload, not an avatar's), of its declared size and an allowed (sniffed) type,
 --     not attached yet; the message takes them in order and its msg_type
@@ -230,9 +233,11 @@ DECLARE
     -- never runs their lookups): v_ref the outcome of those rules (0
     -- allowed, NULL none apply); the target's or forward source's sender,
     -- current body and recall; the source's type; the target's earlier
-    -- recall (seq, time, clientMsgId, sender); how many carry a reaction's emoji before the change.
+    -- recall (seq, time, clientMsgId, sender); how many carry a reaction's emoji before the change,
+    -- and the seq at which it appeared (NULL: nobody carries it).
     v_ref smallint[]; v_ref_sender bigint[]; v_ref_body text[]; v_ref_recalled boolean[]; v_f_msg_type text[];
     v_recall_seq bigint[]; v_recall_at timestamptz[]; v_recall_id text[]; v_recall_by bigint[]; v_total bigint[];
+    v_appeared bigint[];
     -- Per change, the answer: outcome, seq, the stored entry's sender and
     -- body (a duplicate's) or the forwarded copy's body, time, a
     -- reaction's count after the change, a message's type, a duplicate
@@ -342,9 +347,9 @@ BEGIN
                array_agg(tg.recalled_at IS NOT NULL ORDER BY r.ord), array_agg(fsrc.msg_type ORDER BY r.ord),
                array_agg(rc.seq ORDER BY r.ord), array_agg(rc.created_at ORDER BY r.ord),
                array_agg(rc.client_msg_id::text ORDER BY r.ord), array_agg(rc.sender_id ORDER BY r.ord),
-               array_agg(rx.total ORDER BY r.ord)
+               array_agg(rx.total ORDER BY r.ord), array_agg(rx.appeared ORDER BY r.ord)
         INTO v_ref, v_ref_sender, v_ref_body, v_ref_recalled, v_f_msg_type, v_recall_seq, v_recall_at, v_recall_id,
-             v_recall_by, v_total
+             v_recall_by, v_total, v_appeared
         FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_body)
              WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, is_on, b, ord)
         -- The writer's role and, in a group that shows members only what
@@ -361,7 +366,8 @@ BEGIN
                            AND m.target_seq = r.tgt AND m.kind = 'recall' LIMIT 1) rc ON true
         LEFT JOIN LATERAL (SELECT bool_or(x.emoji = r.emoji AND x.user_id = r.s) AS mine,
                                   count(DISTINCT x.emoji) FILTER (WHERE x.user_id = r.s) AS mine_distinct,
-                                  count(*) FILTER (WHERE x.emoji = r.emoji) AS total
+                                  count(*) FILTER (WHERE x.emoji = r.emoji) AS total,
+                                  min(x.appeared_seq) FILTER (WHERE x.emoji = r.emoji) AS appeared
                            FROM reaction x WHERE r.k = 'reaction' AND x.conversation_id = r.c AND x.seq = r.tgt) rx ON true
         LEFT JOIN LATERAL (SELECT true AS ok, CASE WHEN c.type = 'GROUP' AND c.history_visible = 'joined' THEN m.join_seq ELSE 0 END AS floor
                            FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
@@ -569,8 +575,9 @@ BEGIN
     -- batches, do not even test for them here or below.)
     /*lifecycle:*/IF p_kind && ARRAY['edit', 'recall', 'reaction'] THEN
         WITH fresh AS MATERIALIZED (
-            SELECT f.* FROM unnest(p_kind, p_conv, p_sender, p_body, p_target, p_emoji, p_on, v_status, v_at, v_seq, v_ref_body)
-                            AS f(k, c, s, b, tgt, emoji, is_on, status, at, seq, prev)
+            SELECT f.* FROM unnest(p_kind, p_conv, p_sender, p_body, p_target, p_emoji, p_on, v_status, v_at, v_seq, v_ref_body,
+                                   v_appeared)
+                            AS f(k, c, s, b, tgt, emoji, is_on, status, at, seq, prev, appeared)
             WHERE f.status = 0 AND f.k IN ('edit', 'recall', 'reaction')
         ), edited AS (
             UPDATE message m SET body = f.b, edited_at = f.at
@@ -595,8 +602,11 @@ BEGIN
             WHERE x.conversation_id = f.c AND x.seq = f.tgt
               AND (f.k = 'recall' OR (f.k = 'reaction' AND NOT f.is_on AND x.user_id = f.s AND x.emoji = f.emoji))
         )
-        INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at)
-        SELECT f.c, f.tgt, f.s, f.emoji, f.at FROM fresh f WHERE f.k = 'reaction' AND f.is_on;
+        -- (appeared_seq: where the emoji appeared, this entry when it
+        -- takes its count from 0 to 1: history lists reactions in that
+        -- order, as live events show them, store/entries.go)
+        INSERT INTO reaction (conversation_id, seq, user_id, emoji, created_at, appeared_seq)
+        SELECT f.c, f.tgt, f.s, f.emoji, f.at, COALESCE(f.appeared, f.seq) FROM fresh f WHERE f.k = 'reaction' AND f.is_on;
     END IF;/*plain:*/
 
     -- Attachments are written apart, and only by batches that have them:

@@ -89,12 +89,16 @@ func scanEntryAnd(row pgx.CollectableRow, extra ...any) (chat.Message, error) {
 	return m, nil
 }
 
-// reactionsSQL aggregates the reactions on a page's messages, in the order
-// each emoji first appeared, and whether the reader set each.
+// reactionsSQL aggregates the reactions on a page's messages, and whether
+// the reader set each, in the order live reaction.updated events show them:
+// each emoji where it last appeared (appeared_seq, the set that took its
+// count from 0 to 1, which chat_send_batch keeps on every row of the
+// emoji), so one whose first setter took theirs off while others still
+// carry it keeps its place, and one that went and came back is last.
 const reactionsSQL = `
 SELECT seq, emoji, count(*)::int, bool_or(user_id = $3)
 FROM reaction WHERE conversation_id = $1 AND seq = ANY($2::bigint[])
-GROUP BY seq, emoji ORDER BY seq, min(created_at), emoji`
+GROUP BY seq, emoji ORDER BY seq, min(appeared_seq), min(created_at), emoji`
 
 // addReactions fills the Reactions of the messages of entries, as reader
 // sees them, in one query.
