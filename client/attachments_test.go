@@ -135,8 +135,10 @@ func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
 // bytes with those it stored. The upload is complete: Upload must return
 // it rather than a failure.
 func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T) {
+	// Burst: the connection's catch-up (its inbox read), the ticket and
+	// the two PUTs.
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_LIMIT_API_RATE": "2", "CHAT_LIMIT_API_BURST": "3"}), nil)
+		"CHAT_LIMIT_API_RATE": "2", "CHAT_LIMIT_API_BURST": "4"}), nil)
 	g := groupOf12(t, srv)
 	var puts atomic.Int32
 	lb := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, chatd http.Handler) bool {

@@ -61,6 +61,11 @@ type dispatcher struct {
 	// written meanwhile would never be handed on. The catch-up tracks
 	// such a conversation from there (trackJoined).
 	joined map[int64]int64
+	// listed holds the conversations the last inbox read of a
+	// connection without a server session listed (nil before the
+	// first). One that a later read lists, and that has no position,
+	// was joined while the connection was down: see trackNew.
+	listed map[int64]bool
 	// liveAt is, per conversation, the number (of live) of the user's
 	// last member.added or member.removed of it. A catch-up's inbox read
 	// notes live when it starts: a membership change that arrived since
@@ -590,10 +595,12 @@ func (d *dispatcher) catchUp(at time.Time) {
 		tracked = append(tracked, conv)
 	}
 	d.posMu.Unlock()
-	if len(tracked) == 0 && len(d.gone) == 0 {
+	if len(tracked) == 0 && len(d.gone) == 0 && d.c.cfg.persistent {
 		// Nothing to catch up, and no gone mark for an inbox that
 		// lists the conversation again to end (a re-add while offline
-		// brings no member.added).
+		// brings no member.added). Without a server session the inbox
+		// is read all the same: it tells the conversations joined
+		// while offline (trackNew).
 		return
 	}
 	since := d.live
@@ -605,6 +612,7 @@ func (d *dispatcher) catchUp(at time.Time) {
 		t := inboxTargets(entries)
 		d.confirmUnlisted(tracked, t)
 		d.forgetLeft(tracked, t, since)
+		d.trackNew(entries)
 		d.addTargets(t)
 		d.checkTargets()
 		return
@@ -640,6 +648,83 @@ func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64, since ui
 			d.forget(conv)
 			d.gone[conv] = true
 			delete(d.owed, conv) // what the leave owed is not known
+		}
+	}
+}
+
+// trackNew tracks from the user's join each conversation of an inbox read
+// (entries) on a connection without a server session that the previous
+// read of this run did not list and that has no position nor a leave
+// noted: the user joined it while the connection was down, so no
+// conversation.created or member.added told it, and nothing is replayed.
+// Everything written since the join is theirs, and the catch-up fills it
+// before the first live entry. The first read notes what was there when
+// the client started: those start at their first entry, as a new session
+// does.
+func (d *dispatcher) trackNew(entries []InboxEntry) {
+	prev := d.listed
+	d.listed = make(map[int64]bool, len(entries))
+	for _, e := range entries {
+		d.listed[e.ID] = true
+	}
+	if prev == nil {
+		return
+	}
+	for _, e := range entries {
+		if prev[e.ID] {
+			continue
+		}
+		if _, known := d.position(e.ID); known {
+			continue
+		}
+		if _, ok := d.left[e.ID]; ok {
+			continue // forgetLeft and the gone mark decide
+		}
+		join, err := d.joinOf(e)
+		if errors.Is(err, ErrClosed) {
+			return
+		}
+		if err != nil {
+			d.c.cfg.Logger.Warn("catch-up: history refused to find a new conversation's join",
+				"conversation", e.ID, "err", err)
+			continue
+		}
+		d.setHave(e.ID, join)
+	}
+}
+
+// joinOf finds the seq that the user's membership of inbox entry e starts
+// after. chatd writes the user's member.added system entry as the first
+// entry after their join, so it is the seq before the latest such entry in
+// history; without one (a group created with them, a direct
+// conversation), the seq before its first entry the user may read. The
+// inbox does not say where the user joined; history, paged back from the
+// newest, does, reading no more than the catch-up then hands on.
+func (d *dispatcher) joinOf(e InboxEntry) (int64, error) {
+	if e.Type == "DIRECT" || e.LastSeq <= 0 {
+		return 0, nil
+	}
+	before := int64(0) // 0: the newest page
+	for {
+		page, err := d.historyPage(e.ID, HistoryOptions{BeforeSeq: before, Limit: 200})
+		if err != nil {
+			return 0, err
+		}
+		if len(page) == 0 {
+			if before == 0 {
+				return e.LastSeq, nil // nothing the user may read
+			}
+			return before - 1, nil
+		}
+		for i := len(page) - 1; i >= 0; i-- {
+			m := page[i]
+			if m.Kind == KindSystem && m.Action == "member.added" && m.UserID == d.c.cfg.UserID {
+				return m.Seq - 1, nil
+			}
+		}
+		before = page[0].Seq
+		if before <= 1 {
+			return 0, nil
 		}
 	}
 }

@@ -104,7 +104,15 @@
 // its seq) of which no entry came before a connection without a server
 // session (Ephemeral) was lost starts at that join: the catch-up fills
 // what was written meanwhile, before the first live entry (a persistent
-// session has it replayed). A duplicate (seq <= have) is dropped; a
+// session has it replayed). So does one joined while such a connection
+// was down, which no conversation.created or member.added told: the
+// catch-up's inbox read, made on every connection without a server
+// session, lists it for the first time (each read is compared with the
+// one before it in this run), and history tells where the membership
+// starts (before the user's latest member.added system entry; at the
+// start of a group created with them or of a direct conversation).
+// What the first read of the run lists starts at its first entry, as on
+// a new session. A duplicate (seq <= have) is dropped; a
 // gap (seq > have+1) is filled through history (RPC, afterSeq=have, sent
 // explicitly also when it is 0) before the event is handed on. A failing
 // history call is retried with backoff until the gap is filled or the
