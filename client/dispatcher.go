@@ -37,7 +37,9 @@ type dispatcher struct {
 	targets map[int64]int64
 	// left is the position of each conversation the user was removed
 	// from when it was forgotten: a redelivery of what was handed on
-	// before is a duplicate still, not the first sight of it.
+	// before is a duplicate still, not the first sight of it. It is -1
+	// for one that had none (no entry of it came, and no join was
+	// noted): there is nothing to go on from when the user is added back.
 	left map[int64]int64
 	// gone holds the conversations a catch-up found the user no longer
 	// in (forgetLeft): on a persistent session chatd may still be
@@ -46,8 +48,8 @@ type dispatcher struct {
 	// will come to forget it. The user's member.added, or an inbox that
 	// lists it, ends that.
 	gone map[int64]bool
-	// owed is, per gone conversation that a live member.removed (with a
-	// seq) dropped, that event's seq: the leave owes entries up to it
+	// owed is, per gone conversation that a live member.removed
+	// dropped, that event's seq: the leave owes entries up to it
 	// only, and chatd sends a later one to members alone, so one after it
 	// tells that the user was added back (while offline: no member.added
 	// is replayed).
@@ -263,14 +265,19 @@ func (d *dispatcher) handle(payload []byte) {
 			// chatd may still send what the leave owes (entries up to
 			// ev.Seq that had not reached this connection): handed on
 			// as the user's, without tracking the conversation again.
+			// A membership whose join was noted and no entry of which
+			// came is left at that join.
+			j, joined := d.joined[ev.ConversationID]
 			d.forget(ev.ConversationID)
+			if joined {
+				d.left[ev.ConversationID] = max(d.left[ev.ConversationID], j)
+			}
 			delete(d.joined, ev.ConversationID)
 			d.gone[ev.ConversationID] = true
-			if ev.Seq > 0 {
-				d.owed[ev.ConversationID] = ev.Seq
-			} else {
-				delete(d.owed, ev.ConversationID) // one without its seq: unknown
-			}
+			// chatd's member.removed always says the conversation's last
+			// seq at the leave, and omits it when 0 (no entry yet): a
+			// missing seq is 0 here.
+			d.owed[ev.ConversationID] = ev.Seq
 			d.changedLive(ev.ConversationID)
 		}
 		d.emit(ev)
@@ -744,7 +751,7 @@ func (d *dispatcher) readded(conv int64) {
 // (in a group whose history is "joined", the seqs of their absence); in
 // one whose history is "all" it brings those too.
 func (d *dispatcher) rejoined(conv int64) {
-	if f := d.left[conv]; f > 0 {
+	if f, ok := d.left[conv]; ok && f >= 0 {
 		delete(d.left, conv)
 		d.setHave(conv, f)
 	}
@@ -931,7 +938,7 @@ func (d *dispatcher) forget(conv int64) {
 	} else if h, ok := d.start[conv]; ok {
 		d.left[conv] = max(h, d.left[conv])
 	} else if _, ok := d.left[conv]; !ok {
-		d.left[conv] = 0 // never tracked: gone (if set) still applies
+		d.left[conv] = -1 // never tracked: gone (if set) still applies
 	}
 	delete(d.have, conv)
 	delete(d.start, conv)

@@ -142,7 +142,9 @@
 // (it is not replayed), the user has the conversation brought back by an
 // inbox that lists it again, or by an entry past the seq of the
 // member.removed (what a persistent session replays of the new
-// membership), at its position at the leave: what followed the new join
+// membership; a member.removed without a seq is at 0, which chatd
+// omits), at its position at the leave (its join, if none of its
+// entries had come, 0 for a group created with the user): what followed the new join
 // is caught up as for any tracked conversation (and, in a group whose
 // history is "all", what was written while the user was away comes too,
 // from history, before the entries after it). One written to while the inbox is read

@@ -83,8 +83,9 @@ func TestAnInboxReadBeforeALiveRemovalDoesNotBringTheConversationBack(t *testing
 
 	release, applied := holdCatchUp(t, b)
 	defer release()
-	// The removal, live, while the inbox (read before it) is on its way.
-	b.InjectEvent(fmt.Appendf(nil, `{"type":"member.removed","conversationId":%d,"userId":2,"actorId":1}`, g.ID))
+	// The removal, live, while the inbox (read before it) is on its way;
+	// it owes entry 2 (its seq: the last one when it was made).
+	b.InjectEvent(fmt.Appendf(nil, `{"type":"member.removed","conversationId":%d,"userId":2,"actorId":1,"seq":2}`, g.ID))
 	testkit.WaitFor(t, 10*time.Second, "member.removed to drop the group from Positions", func() bool {
 		_, ok := b.Positions()[g.ID]
 		return !ok
