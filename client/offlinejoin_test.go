@@ -54,18 +54,25 @@ func TestAGroupJoinedWhileOfflineIsCaughtUpFromTheJoinAfterAReconnect(t *testing
 				t.Fatal(err)
 			}
 			live := sendN(t, a, g.ID, 1, "live")[0]
-			got := messages(t, b, g.ID, 4, 10*time.Second)
-			var seqs []int64
-			for _, ev := range got {
-				seqs = append(seqs, ev.Seq)
-			}
-			if want := append(missed, live); !slices.Equal(seqs, want) {
-				t.Fatalf("messages of the group handed on: seqs %v, want %v (3 written while offline, then the live one)", seqs, want)
-			}
-			noMoreMessages(t, b, g.ID, 500*time.Millisecond)
-			if h := b.Positions()[g.ID]; h != live {
-				t.Fatalf("the group in Positions at %d, want %d", h, live)
-			}
+			handedOnOnce(t, b, g.ID, append(missed, live))
 		})
+	}
+}
+
+// handedOnOnce checks that c hands on the message.new events of conv of
+// seqs want, in that order, and no other, and that Positions has conv at
+// the last.
+func handedOnOnce(t *testing.T, c *client.Client, conv int64, want []int64) {
+	t.Helper()
+	var seqs []int64
+	for _, ev := range messages(t, c, conv, len(want), 10*time.Second) {
+		seqs = append(seqs, ev.Seq)
+	}
+	if !slices.Equal(seqs, want) {
+		t.Fatalf("messages of conversation %d handed on: seqs %v, want %v", conv, seqs, want)
+	}
+	noMoreMessages(t, c, conv, 500*time.Millisecond)
+	if h, ok := c.Positions()[conv]; !ok || h != want[len(want)-1] {
+		t.Fatalf("conversation %d in Positions: %d %v, want tracked at %d", conv, h, ok, want[len(want)-1])
 	}
 }
