@@ -153,7 +153,8 @@
 // the inbox is read is newer than the read: the read does not undo it.
 // Messages fetched through history have
 // FromHistory set. Large-group message.new events
-// without a body are completed through history too. Other events
+// without a body are completed through history too; what a removal still
+// owes (handed on after member.removed) chatd sends with its body. Other events
 // (read.updated, member.*, typing, error) are passed through unchanged;
 // they are live notifications that the server does not replay. Persist
 // Positions (or the last Seq per conversation you processed) and pass it

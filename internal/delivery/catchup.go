@@ -60,7 +60,7 @@ func (c *catchUp) fromRecent(s *Session, id int64, st *stream) bool {
 	if rest := st.until - st.next + 1; rest < int64(limit) {
 		limit = int(max(rest, 0))
 	}
-	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, limit, st.large, st.floor)
+	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, limit, st.slim(), st.floor)
 	c.recentBuf = got
 	for i, e := range got {
 		it := item{kind: kMsg, conv: id, seq: st.next + int64(i), payload: e.payload, qos: 1, writer: e.writer}
@@ -123,7 +123,7 @@ func (c *catchUp) fromPostgreSQL(s *Session, ids []int64) error {
 				reachedEnd = true // committed after the user left
 				break
 			}
-			payload, err := encodeMessage(m, st.large)
+			payload, err := encodeMessage(m, st.slim())
 			if err != nil {
 				return fmt.Errorf("catch up conversation %d: %w", id, err)
 			}

@@ -94,8 +94,10 @@
 // # Routing
 //
 // message.new goes to every member (without body above LargeGroup
-// members); message.edited to every member, its body emptied for those
-// whose history floor reaches the message it rewrites (a member added to
+// members; what a membership that ended still owes goes whole, since
+// history refuses a user who is no longer a member: stream.slim);
+// message.edited to every member, its body emptied for those whose
+// history floor reaches the message it rewrites (a member added to
 // a group whose history is "joined" reads nothing from before their join:
 // history, catch-up and the fan-out hide by one rule,
 // chat.FloorHidesEdit); typing to the members but its sender, at QoS 0,

@@ -625,11 +625,32 @@ func (s *Session) accept(it item) {
 		s.mayBeBehind = true
 		// What was committed up to the leave (it.seq) is still theirs:
 		// queued entries stay, and a stream that has not reached it yet
-		// fetches the rest from PostgreSQL before it ends.
+		// fetches the rest from PostgreSQL before it ends. This
+		// membership's entries queued slim are taken back and read again,
+		// whole (stream.slim); not an earlier membership's, queued whole
+		// already: reading again from one of those would read what was
+		// committed while the user was away.
+		st := s.streams[it.conv]
+		slim := st != nil && st.slim()
+		var again int64
 		s.pending = slices.DeleteFunc(s.pending, func(p item) bool {
-			return p.kind == kMsg && p.conv == it.conv && p.seq > it.seq
+			switch {
+			case p.kind != kMsg || p.conv != it.conv:
+				return false
+			case p.seq > it.seq:
+				return true
+			case !slim || p.seq <= st.floor:
+				return false
+			}
+			if again == 0 || p.seq < again {
+				again = p.seq
+			}
+			return true
 		})
-		if st := s.streams[it.conv]; st == nil || st.leave(it.seq) {
+		if again > 0 {
+			st.unqueue(again)
+		}
+		if st == nil || st.leave(it.seq) {
 			s.endStream(it.conv)
 		}
 	case kMsg:

@@ -99,6 +99,22 @@ type stream struct {
 	rejoins []membership
 }
 
+// slim reports whether the stream's entries go out without their content
+// (chat.Event.Slim): a member's in a group over LargeGroup, who reads the
+// rest through history. What a membership that ended still owes goes out
+// whole: history refuses a user who is no longer a member, and the event
+// is all they get of an entry that was theirs. The one rule of both
+// catch-up sources and of a leave's queued entries (Session.accept).
+func (st *stream) slim() bool { return st.large && st.end == 0 }
+
+// unqueue takes back the entries from seq on that the stream queued and
+// the session did not send: it reads them again.
+func (st *stream) unqueue(seq int64) {
+	if seq < st.next {
+		st.next = seq
+	}
+}
+
 // membership is a span of the conversation that is the user's: what
 // follows join, up to end once they left (0: they are a member).
 type membership struct{ join, end int64 }
