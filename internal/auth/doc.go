@@ -37,7 +37,9 @@
 // fetched early (at most once per MinRefetch, never waiting for that
 // limit) for a kid it does not hold, and for a token without a kid that
 // no key it holds of the token's type verifies. A failed fetch keeps the cached keys
-// and is logged at warn. Safe for concurrent use.
+// and is logged at warn. A redirect from https to plain http is refused
+// (the fetch fails); one to another https host is followed and logged at
+// info when that host changes. Safe for concurrent use.
 //
 // CertUser maps a verified TLS client certificate to a user: its subject
 // CN, in the same canonical decimal as sub; and says when it was issued

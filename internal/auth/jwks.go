@@ -61,6 +61,9 @@ type JWKS struct {
 	// fetches counts the fetches made for tokens (refetchNow, key), each
 	// once it is done.
 	fetches atomic.Int64
+	// redirectedTo is the last other host the URL redirected to (logged
+	// when it changes, not at every fetch).
+	redirectedTo atomic.Value
 }
 
 // NewJWKS fetches the key set once (a failure is logged, not returned: the
@@ -88,6 +91,7 @@ func NewJWKS(opts JWKSOptions) (*JWKS, error) {
 		base = http.DefaultTransport
 	}
 	watched.Transport = &jwksTransport{base: base, j: j}
+	watched.CheckRedirect = j.checkRedirect(client.CheckRedirect)
 	var cache jwkset.Storage
 	remote, err := jwkset.NewStorageFromHTTP(opts.URL, jwkset.HTTPClientStorageOptions{
 		Client:                    &watched,
@@ -271,6 +275,38 @@ func usable(k jwkset.JWK, alg string) (any, bool) {
 		return pub, alg == AlgEdDSA
 	}
 	return nil, false
+}
+
+// maxJWKSRedirects is net/http's own limit, which a CheckRedirect of
+// our own replaces.
+const maxJWKSRedirects = 10
+
+// checkRedirect refuses a redirect from https to anything else: keys
+// fetched over plain http can be replaced by anyone on the path, who then
+// signs the tokens chatd accepts, however the URL was configured. A
+// redirect to another https host (a CDN) is followed: TLS authenticates
+// that host and the configured one chose it; it is logged at info when
+// the host redirected to changes, so that operators see where the keys
+// come from. next is the caller's own CheckRedirect, if any.
+func (j *JWKS) checkRedirect(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		from := via[len(via)-1].URL
+		if from.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("refused a JWKS redirect from https to %s (%s to %s): a key set fetched over plain http can be replaced by anyone on the path",
+				req.URL.Scheme, Redacted(from.String()), Redacted(req.URL.String()))
+		}
+		if next != nil {
+			if err := next(req, via); err != nil {
+				return err
+			}
+		} else if len(via) >= maxJWKSRedirects {
+			return fmt.Errorf("stopped the JWKS fetch after %d redirects", maxJWKSRedirects)
+		}
+		if to := Redacted(req.URL.String()); req.URL.Host != via[0].URL.Host && j.redirectedTo.Swap(to) != to {
+			j.log.Info("JWKS URL redirects to another host; the keys are fetched from there", "url", j.url, "to", to)
+		}
+		return nil
+	}
 }
 
 // jwksTransport bounds the key set's size and logs when a failing

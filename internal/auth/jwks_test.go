@@ -115,7 +115,13 @@ func idpClaims(sub string) jwt.MapClaims {
 
 func newJWKS(t *testing.T, p *idp, opts JWKSOptions, logs *logtest.Buffer) *JWKS {
 	t.Helper()
-	opts.URL = p.url()
+	return jwksAt(t, p.url(), opts, logs)
+}
+
+// jwksAt is newJWKS for a key set served at url.
+func jwksAt(t *testing.T, url string, opts JWKSOptions, logs *logtest.Buffer) *JWKS {
+	t.Helper()
+	opts.URL = url
 	if logs == nil {
 		logs = &logtest.Buffer{}
 	}
