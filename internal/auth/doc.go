@@ -5,8 +5,9 @@
 //   - HS256 is accepted with the shared secret (never when it is empty);
 //     RS256 only when an RSA public key was configured, EdDSA only when an
 //     Ed25519 one was, ES256 only when a P-256 one was; with a JWKS (New,
-//     Options.JWKS) all three, each with the key the token's kid names (every
-//     key of the type when it names none). Every other alg, "none" included,
+//     Options.JWKS) all three, each with the key the token's kid names that
+//     fits its alg (keys of different types may share a kid, RFC 7517
+//     §4.5), every key of the type when it names none. Every other alg, "none" included,
 //     is rejected, and an HS256 token whose "secret" is the public key is
 //     rejected (the HS key is only ever the configured secret; JWKS keys are
 //     never used for HS256).

@@ -6,12 +6,12 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -159,34 +159,59 @@ func (j *JWKS) Len() int {
 }
 
 // key returns the public key kid names, checked to be a signing key of
-// alg's type (an "alg" the key set gives must be alg itself). A kid the
-// cache does not hold fetches the set again when the refetch limit allows
-// one now: it is ErrUnknownKey when the set fetched does not hold it
-// either, ErrKeysUnavailable when the fetch failed or the limit allows
-// none now (a key rotated in since the last fetch would be refused for
-// good otherwise).
+// alg's type (an "alg" the key set gives must be alg itself): of the keys
+// under kid, those alg can use (RFC 7517 §4.5 lets keys of different
+// types share a kid; a jwt.VerificationKeySet when more than one can). A
+// kid the cache does not hold fetches the set again when the refetch
+// limit allows one now: it is ErrUnknownKey when the set fetched does not
+// hold it either, ErrKeysUnavailable when the fetch failed or the limit
+// allows none now (a key rotated in since the last fetch would be refused
+// for good otherwise).
 func (j *JWKS) key(kid, alg string) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), jwksHTTPTimeout)
 	defer cancel()
-	k, err := j.cache.KeyRead(ctx, kid)
+	named, err := keysNamed(ctx, j.cache, kid)
 	if err != nil {
-		if !errors.Is(err, jwkset.ErrKeyNotFound) || !j.refetch.Allow() {
+		return nil, ErrKeysUnavailable
+	}
+	if len(named) == 0 {
+		if !j.refetch.Allow() {
 			return nil, ErrKeysUnavailable
 		}
-		k, err = j.store.KeyRead(ctx, kid)
+		_, err = j.store.KeyRead(ctx, kid)
 		j.fetches.Add(1)
-		if err != nil {
+		if err == nil {
+			named, err = keysNamed(ctx, j.cache, kid)
+		}
+		if err != nil || len(named) == 0 {
 			if j.unavailable() {
 				return nil, ErrKeysUnavailable
 			}
 			return nil, ErrUnknownKey
 		}
 	}
-	pub, ok := usable(k, alg)
-	if !ok {
-		return nil, ErrAlgorithm
+	var keys []jwt.VerificationKey
+	for _, k := range named {
+		if pub, ok := usable(k, alg); ok {
+			keys = append(keys, pub)
+		}
 	}
-	return pub, nil
+	switch len(keys) {
+	case 0:
+		return nil, ErrAlgorithm
+	case 1:
+		return keys[0], nil
+	}
+	return jwt.VerificationKeySet{Keys: keys}, nil
+}
+
+// keysNamed returns the keys of s whose kid is kid.
+func keysNamed(ctx context.Context, s jwkset.Storage, kid string) ([]jwkset.JWK, error) {
+	all, err := s.KeyReadAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read cached keys: %w", err)
+	}
+	return slices.DeleteFunc(all, func(k jwkset.JWK) bool { return k.Marshal().KID != kid }), nil
 }
 
 // refetchKid is a kid no key set holds: reading it makes the client fetch

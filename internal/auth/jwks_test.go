@@ -55,16 +55,20 @@ func (p *idp) serve(w http.ResponseWriter, r *http.Request) {
 	defer p.mu.Unlock()
 	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
 	for kid, k := range p.keys {
-		md := jwkset.JWKMetadataOptions{KID: kid, USE: jwkset.UseSig}
-		jwk, err := jwkset.NewJWKFromKey(k.Public(), jwkset.JWKOptions{Metadata: md})
-		if err != nil {
-			p.t.Errorf("jwk %s: %v", kid, err)
-			return
-		}
-		set.Keys = append(set.Keys, jwk.Marshal())
+		set.Keys = append(set.Keys, publicJWK(p.t, kid, k))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(set)
+}
+
+// publicJWK is k's public key as a signing key of a key set, under kid.
+func publicJWK(t *testing.T, kid string, k crypto.Signer) jwkset.JWKMarshal {
+	md := jwkset.JWKMetadataOptions{KID: kid, USE: jwkset.UseSig}
+	jwk, err := jwkset.NewJWKFromKey(k.Public(), jwkset.JWKOptions{Metadata: md})
+	if err != nil {
+		t.Errorf("jwk %s: %v", kid, err)
+	}
+	return jwk.Marshal()
 }
 
 // setKeys replaces the published keys.
