@@ -136,6 +136,14 @@ func (s *Server) newVerifier(st config.Settings, secret []byte, pub crypto.Publi
 		s.log.Info("identity provider key set", "url", j.URL(), "keys", j.Len(), "refresh", st.JWKSRefresh,
 			"issuer", st.JWTIssuer, "audience", st.JWTAudience, "user_claim", st.JWTUserClaim)
 	}
+	// Not a settings error as jwks_url without either is: that would stop,
+	// at an upgrade, deployments that run so; the key is often the
+	// provider's for every application it serves all the same.
+	if pub != nil && st.JWTIssuer == "" && len(st.JWTAudience) == 0 {
+		s.log.Warn("jwt_public_key is set without jwt_issuer or jwt_audience: every token the key signs is accepted, whatever application it was issued for; "+
+			"set jwt_audience (CHAT_JWT_AUDIENCE) to the client id or API identifier the provider puts in aud, or jwt_issuer (CHAT_JWT_ISSUER) to its iss, or both",
+			"key", st.JWTPublicKey)
+	}
 	return auth.New(auth.Options{HSSecret: secret, PublicKey: pub, JWKS: s.ops.jwks,
 		Issuer: st.JWTIssuer, Audience: st.JWTAudience, UserClaim: st.JWTUserClaim}), nil
 }
