@@ -29,6 +29,20 @@ type ReplyRef struct {
 	Recalled bool   `json:"recalled,omitempty"`
 }
 
+// AsRecalled is m as a recall leaves it, recalled at at: the one rule of
+// what a recalled message (or an edit of one) shows wherever it is read:
+// history, catch-up, events, Kafka, a resend's answer, the inbox. What
+// remains says only that an entry was written, by whom, when, and when it
+// was recalled (its seq, kind, sender, clientMsgId, time, target); nothing
+// of what it said (body, type, files, reactions, edits) or where it came
+// from (the message it replied to, the one it forwarded, whose
+// conversation a member may not be in). A field added to Message is erased
+// here unless it is kept by name.
+func (m Message) AsRecalled(at *time.Time) Message {
+	return Message{ConversationID: m.ConversationID, Seq: m.Seq, Kind: m.Kind, SenderID: m.SenderID,
+		ClientMsgID: m.ClientMsgID, CreatedAt: m.CreatedAt, TargetSeq: m.TargetSeq, Recalled: true, RecalledAt: at}
+}
+
 // MessageRef names a message of a conversation.
 type MessageRef struct {
 	ConversationID int64 `json:"conversationId"`
@@ -181,12 +195,15 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	body := m.Body
 	switch kind {
 	case KindMessage:
+		if m.Recalled {
+			m = m.AsRecalled(m.RecalledAt)
+		}
 		j.SenderID, j.ReplyTo, j.ForwardedFrom, j.EditedAt, j.Reactions = m.SenderID, m.ReplyTo, m.ForwardedFrom, m.EditedAt, m.Reactions
-		j.MsgType = m.MsgType
+		j.MsgType, j.Attachments = m.MsgType, m.Attachments
 		if m.Recalled {
 			j.Recalled, j.RecalledAt = true, m.RecalledAt
 		} else {
-			j.Body, j.Attachments = &body, m.Attachments
+			j.Body = &body
 		}
 	case KindEdit:
 		j.TargetSeq, j.SenderID, j.Body, j.BodyHidden = m.TargetSeq, m.SenderID, &body, m.BodyHidden

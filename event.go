@@ -127,9 +127,12 @@ type TraceContext struct {
 }
 
 // MessageEvent builds message.new for a committed message, as it is now:
-// a recalled message has no body and says recalled, an edited one has its
-// current body and editedAt.
+// a recalled message as AsRecalled leaves it (no body) and saying
+// recalled, an edited one with its current body and editedAt.
 func MessageEvent(m Message) Event {
+	if m.Recalled {
+		m = m.AsRecalled(m.RecalledAt)
+	}
 	// The timestamp and the body the event points to share one heap
 	// object: one allocation per committed message instead of two.
 	v := &struct {

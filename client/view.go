@@ -100,9 +100,18 @@ func newMessageView(ev Event) *MessageView {
 		Body: ev.Body, CreatedAt: ev.CreatedAt, EditedAt: ev.EditedAt, Recalled: ev.Recalled, ReplyTo: ev.ReplyTo,
 		ForwardedFrom: ev.ForwardedFrom}
 	if m.Recalled {
-		m.Body = ""
+		m.recall()
 	}
 	return m
+}
+
+// recall leaves m as chatd shows a recalled message (chat.Message's
+// AsRecalled): that it was sent, by whom and when; nothing of what it
+// said (body, reactions, edits) or where it came from (its quote, its
+// forward header).
+func (m *MessageView) recall() {
+	*m = MessageView{ConversationID: m.ConversationID, Seq: m.Seq, SenderID: m.SenderID, ClientMsgID: m.ClientMsgID,
+		CreatedAt: m.CreatedAt, Recalled: true}
 }
 
 // change applies an edit, a recall or a reaction to message m.
@@ -124,7 +133,7 @@ func (v *View) change(msgs map[int64]*MessageView, m *MessageView, ev Event) {
 		}
 		m.Body, m.EditedAt = ev.Body, at
 	case EventMessageRecalled:
-		m.Body, m.Recalled, m.Reactions = "", true, nil
+		m.recall()
 	case EventReactionUpdated:
 		v.react(m, ev)
 	}

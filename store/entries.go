@@ -64,9 +64,6 @@ func scanEntryAnd(row pgx.CollectableRow, extra ...any) (chat.Message, error) {
 	if count != nil {
 		m.Count = int(*count)
 	}
-	if recalledAt != nil && m.Kind == chat.KindMessage {
-		m.Recalled, m.RecalledAt = true, recalledAt
-	}
 	if m.Kind == chat.KindSystem {
 		// A system entry's body is its description (store/system.go).
 		if m.System, err = chat.DecodeSystemEntry(m.Body); err != nil {
@@ -85,6 +82,9 @@ func scanEntryAnd(row pgx.CollectableRow, extra ...any) (chat.Message, error) {
 	}
 	if fwdConv != nil && fwdSeq != nil {
 		m.ForwardedFrom = &chat.ForwardRef{ConversationID: *fwdConv, Seq: *fwdSeq, SenderID: deref(fwdSender)}
+	}
+	if recalledAt != nil && m.Kind == chat.KindMessage {
+		m = m.AsRecalled(recalledAt)
 	}
 	return m, nil
 }

@@ -216,11 +216,13 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 			}
 			if lmSeq != nil {
 				e.LastMessage = &chat.Message{ConversationID: e.ID, Seq: *lmSeq, Kind: chat.KindMessage, SenderID: *lmFrom,
-					ClientMsgID: *lmID, Body: *lmBody, CreatedAt: *lmAtPtr, EditedAt: lmEdited,
-					Recalled: lmRecalled != nil, RecalledAt: lmRecalled}
-				if lmType != nil && lmRecalled == nil {
+					ClientMsgID: *lmID, Body: *lmBody, CreatedAt: *lmAtPtr, EditedAt: lmEdited}
+				if lmType != nil {
 					// The inbox says "a photo"; history has the files.
 					e.LastMessage.MsgType = *lmType
+				}
+				if lmRecalled != nil {
+					*e.LastMessage = e.LastMessage.AsRecalled(lmRecalled)
 				}
 			}
 			page.Conversations = append(page.Conversations, e)

@@ -366,7 +366,7 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 			// answer says so, as history would, rather than showing an
 			// empty text.
 			at := o.recalledAt.UTC()
-			e.Recalled, e.RecalledAt, e.Body = true, &at, ""
+			e = e.AsRecalled(&at)
 		} else if o.editedAt != nil && c.Kind == chat.KindMessage {
 			// Edited since: the body is the current one, and says so,
 			// as history would.

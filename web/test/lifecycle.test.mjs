@@ -42,10 +42,11 @@ test('changes fill their seq and change their message; they are never rows of th
   s.addMessages(7, [react(6, 1, ME, '👍', false, 1), react(7, 1, 3, '❤️', false, 0)]);
   assert.deepEqual(view(c)[0].reactions, ['👍1'], 'our mark gone, an emoji at 0 removed');
   s.addMessages(7, [recall(8, 1)]);
-  assert.deepEqual(view(c), [{ seq: 1, body: null, edited: true, reactions: [] }]);
+  // Recalled: nothing of it shows, "edited" included (docs/protocol.md "Recall").
+  assert.deepEqual(view(c), [{ seq: 1, body: null, edited: false, reactions: [] }]);
   // A recalled message takes no more changes.
   s.addMessages(7, [edit(9, 1, 'back?'), react(10, 1, 3, '👍', true, 1)]);
-  assert.deepEqual(view(c), [{ seq: 1, body: null, edited: true, reactions: [] }]);
+  assert.deepEqual(view(c), [{ seq: 1, body: null, edited: false, reactions: [] }]);
   assert.equal(c.lastOwnSeq(), 0, 'our reaction is not our message');
 });
 

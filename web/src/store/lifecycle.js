@@ -52,12 +52,7 @@ export function applyChange(target, ch, me) {
       target.editedAt = ch.editedAt || ch.createdAt || target.editedAt || new Date().toISOString();
       break;
     case 'recall':
-      // As the server keeps it: nothing tells what kind of message it was.
-      target.body = '';
-      target.recalled = true;
-      target.reactions = [];
-      delete target.msgType;
-      delete target.attachments;
+      eraseRecalled(target);
       break;
     case 'reaction': {
       if (!ch.emoji) return false;
@@ -79,6 +74,19 @@ export function applyChange(target, ch, me) {
   }
   target.rev = (target.rev || 0) + 1;
   return true;
+}
+
+/**
+ * Leaves message m as the server shows a recalled message (docs/protocol.md
+ * "Recall"): that it was sent, by whom and when; nothing of what it said
+ * (body, type, files, reactions, edits) or where it came from (its quote,
+ * its forward header).
+ */
+export function eraseRecalled(m) {
+  m.body = '';
+  m.recalled = true;
+  m.reactions = [];
+  for (const k of ['msgType', 'attachments', 'replyTo', 'forwardedFrom', 'editedAt']) delete m[k];
 }
 
 /** The first 100 characters of a body, as the server cuts a reply's snippet. */

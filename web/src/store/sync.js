@@ -7,7 +7,7 @@
 import { uuid4 } from '../uuid.js';
 import { waitText } from '../api.js';
 import { backoffDelay, retryAfterDelay } from '../retry.js';
-import { changeFromEvent, isMessage, snippet } from './lifecycle.js';
+import { changeFromEvent, eraseRecalled, isMessage, snippet } from './lifecycle.js';
 
 const PAGE = 50; // history page when opening or scrolling back
 const FILL_PAGE = 200; // the server's cap: catch up in as few requests as possible
@@ -195,6 +195,7 @@ export class Sync {
         };
         // A reply or forward, and (replayed late) its state.
         for (const k of ['replyTo', 'forwardedFrom', 'editedAt', 'recalled', 'recalledAt']) if (ev[k]) msg[k] = ev[k];
+        if (msg.recalled) eraseRecalled(msg);
         this.recalling(cid, [msg]);
         if (this.state.addMessages(cid, [msg])) this.fill(cid);
         this.afterMessages(cid);
