@@ -21,11 +21,21 @@ const (
 )
 
 // Conversation as clients see it. Members is filled only by calls that say so.
+//
+// JoinSeq is where the caller's current membership starts: their
+// join_seq, the last seq when they were last added (their member.added
+// entry is the next one), 0 for a member since the conversation's
+// creation. The entries after it came while they were a member. In a
+// group whose history is "joined" it is their history floor too; in one
+// whose history is "all" they read what came before it as well (the
+// floor is 0), but a client that hands new entries on starts a
+// conversation joined while it was offline after it.
 type Conversation struct {
 	ID            int64            `json:"id"`
 	Type          ConversationType `json:"type"`
 	Title         string           `json:"title"`
 	LastSeq       int64            `json:"lastSeq"`
+	JoinSeq       int64            `json:"joinSeq"`
 	LastMessageAt *time.Time       `json:"lastMessageAt"`
 	CreatedAt     time.Time        `json:"createdAt"`
 	Members       []Member         `json:"members,omitempty"`
@@ -191,13 +201,15 @@ func ClampLimit(limit, def, max int) int {
 	return limit
 }
 
-// InboxEntry is one conversation in a user's inbox.
+// InboxEntry is one conversation in a user's inbox; JoinSeq is where the
+// caller's current membership starts (Conversation).
 type InboxEntry struct {
 	ID            int64            `json:"id"`
 	Type          ConversationType `json:"type"`
 	Title         string           `json:"title"`
 	LastSeq       int64            `json:"lastSeq"`
 	LastReadSeq   int64            `json:"lastReadSeq"`
+	JoinSeq       int64            `json:"joinSeq"`
 	Unread        int64            `json:"unread"`
 	LastMessageAt *time.Time       `json:"lastMessageAt"`
 	LastMessage   *Message         `json:"lastMessage"`

@@ -48,12 +48,12 @@ func memberConversation(ctx context.Context, tx pgx.Tx, id, userID int64) (chat.
 	)
 	err := tx.QueryRow(ctx, `
 		SELECT c.id, c.type, c.title, c.last_seq, `+lastMessageAtSQL+`, c.created_at, c.about, c.avatar_url, c.history_visible,
-		       m.user_id IS NOT NULL
+		       m.user_id IS NOT NULL, COALESCE(m.join_seq, 0)
 		FROM conversation c
 		LEFT JOIN conversation_member m ON m.conversation_id = c.id AND m.user_id = $2
 		CROSS JOIN LATERAL (SELECT `+floorSQL+` AS floor) f
 		WHERE c.id = $1`, id, userID).
-		Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt, &c.About, &c.Avatar, &c.HistoryVisible, &member)
+		Scan(&c.ID, &c.Type, &c.Title, &c.LastSeq, &c.LastMessageAt, &c.CreatedAt, &c.About, &c.Avatar, &c.HistoryVisible, &member, &c.JoinSeq)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return c, errNoConversation(id)

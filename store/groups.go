@@ -448,7 +448,7 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 		}
 		if !changed {
 			out = conv
-			return nil, lastMessageAtFor(ctx, tx, &out, actorID)
+			return nil, memberViewFor(ctx, tx, &out, actorID)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE conversation SET title = $2, about = $3, avatar_url = $4, avatar_upload_id = $5,
 			history_visible = $6 WHERE id = $1`,
@@ -468,7 +468,7 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 			return nil, err
 		}
 		out = conv
-		return append(systemEvents(entries), ev), lastMessageAtFor(ctx, tx, &out, actorID)
+		return append(systemEvents(entries), ev), memberViewFor(ctx, tx, &out, actorID)
 	})
 	if err != nil {
 		return chat.Conversation{}, err
@@ -476,14 +476,15 @@ func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, 
 	return out, nil
 }
 
-// lastMessageAtFor sets conv's lastMessageAt to what userID, a member,
-// sees of it (lastMessageAtSQL), under the settings tx wrote.
-func lastMessageAtFor(ctx context.Context, tx pgx.Tx, conv *chat.Conversation, userID int64) error {
+// memberViewFor sets what of conv depends on userID, a member: its
+// lastMessageAt as they see it (lastMessageAtSQL), under the settings tx
+// wrote, and their joinSeq.
+func memberViewFor(ctx context.Context, tx pgx.Tx, conv *chat.Conversation, userID int64) error {
 	c, err := memberConversation(ctx, tx, conv.ID, userID)
 	if err != nil {
 		return err
 	}
-	conv.LastMessageAt = c.LastMessageAt
+	conv.LastMessageAt, conv.JoinSeq = c.LastMessageAt, c.JoinSeq
 	return nil
 }
 

@@ -127,12 +127,12 @@ func (s *Store) history(ctx context.Context, q chat.HistoryQuery, watermarks boo
 // message before their floor moves nothing and shows nothing. The last message is looked up by primary
 // key only for the rows of the page, after the LIMIT.
 const inboxSQL = `
-SELECT p.id, p.type, p.title, p.last_seq, p.last_read_seq, p.last_message_at, p.sort_at,
+SELECT p.id, p.type, p.title, p.last_seq, p.join_seq, p.last_read_seq, p.last_message_at, p.sort_at,
        chat_unread(p.id, p.last_read_seq, p.message_count),
        lm.seq, lm.sender_id, lm.client_msg_id::text, lm.body, lm.created_at, lm.edited_at, lm.recalled_at,
        lm.msg_type, pw.peer_delivered, CASE WHEN me.hidden THEN 0 ELSE pw.peer_read END, p.avatar_url, peer.user_id
 FROM (
-	SELECT c.id, c.type, c.title, c.last_seq, m.last_read_seq, v.last_message_at, c.message_count, c.last_message_seq,
+	SELECT c.id, c.type, c.title, c.last_seq, m.join_seq, m.last_read_seq, v.last_message_at, c.message_count, c.last_message_seq,
 	       v.sort_at, c.avatar_url, f.floor
 	FROM conversation_member m
 	JOIN conversation c ON c.id = m.conversation_id
@@ -206,7 +206,7 @@ func (s *Store) Inbox(ctx context.Context, userID int64, limit int, cursor strin
 				lmType     *string
 				peer       *int64
 			)
-			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt, &e.Unread,
+			if err := rows.Scan(&e.ID, &e.Type, &e.Title, &e.LastSeq, &e.JoinSeq, &e.LastReadSeq, &e.LastMessageAt, &sortAt, &e.Unread,
 				&lmSeq, &lmFrom, &lmID, &lmBody, &lmAtPtr, &lmEdited, &lmRecalled, &lmType, &e.DeliveredSeq, &e.ReadSeq, &e.Avatar, &peer); err != nil {
 				return fmt.Errorf("read inbox: %w", err)
 			}
