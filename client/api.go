@@ -87,6 +87,7 @@ type Conversation struct {
 	Type          string     `json:"type"` // "DIRECT" or "GROUP"
 	Title         string     `json:"title"`
 	LastSeq       int64      `json:"lastSeq"`
+	JoinSeq       int64      `json:"joinSeq"` // where the user's membership starts (InboxEntry)
 	LastMessageAt *time.Time `json:"lastMessageAt"`
 	CreatedAt     time.Time  `json:"createdAt"`
 	Members       []Member   `json:"members,omitempty"`
@@ -106,13 +107,18 @@ type Member struct {
 	JoinedAt         time.Time `json:"joinedAt"`
 }
 
-// InboxEntry is one conversation of the inbox.
+// InboxEntry is one conversation of the inbox. JoinSeq is where the
+// user's current membership starts: the last seq when they were last
+// added (0 for a member since its creation). The entries after it came
+// while they were a member; in a group whose history is "all", history
+// has those before it too.
 type InboxEntry struct {
 	ID            int64      `json:"id"`
 	Type          string     `json:"type"`
 	Title         string     `json:"title"`
 	LastSeq       int64      `json:"lastSeq"`
 	LastReadSeq   int64      `json:"lastReadSeq"`
+	JoinSeq       int64      `json:"joinSeq"`
 	Unread        int64      `json:"unread"`
 	LastMessageAt *time.Time `json:"lastMessageAt"`
 	LastMessage   *Message   `json:"lastMessage"`

@@ -664,10 +664,10 @@ func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64, since ui
 // read of this run did not list and that has no position nor a leave
 // noted: the user joined it while the connection was down, so no
 // conversation.created or member.added told it, and nothing is replayed.
-// Everything written since the join is theirs, and the catch-up fills it
-// before the first live entry. The first read notes what was there when
-// the client started: those start at their first entry, as a new session
-// does.
+// Everything written since the join (the entry's JoinSeq) is theirs, and
+// the catch-up fills it before the first live entry. The first read
+// notes what was there when the client started: those start at their
+// first entry, as a new session does.
 func (d *dispatcher) trackNew(entries []InboxEntry) {
 	prev := d.listed
 	d.listed = make(map[int64]bool, len(entries))
@@ -687,52 +687,7 @@ func (d *dispatcher) trackNew(entries []InboxEntry) {
 		if _, ok := d.left[e.ID]; ok {
 			continue // forgetLeft and the gone mark decide
 		}
-		join, err := d.joinOf(e)
-		if errors.Is(err, ErrClosed) {
-			return
-		}
-		if err != nil {
-			d.c.cfg.Logger.Warn("catch-up: history refused to find a new conversation's join",
-				"conversation", e.ID, "err", err)
-			continue
-		}
-		d.setHave(e.ID, join)
-	}
-}
-
-// joinOf finds the seq that the user's membership of inbox entry e starts
-// after. chatd writes the user's member.added system entry as the first
-// entry after their join, so it is the seq before the latest such entry in
-// history; without one (a group created with them, a direct
-// conversation), the seq before its first entry the user may read. The
-// inbox does not say where the user joined; history, paged back from the
-// newest, does, reading no more than the catch-up then hands on.
-func (d *dispatcher) joinOf(e InboxEntry) (int64, error) {
-	if e.Type == "DIRECT" || e.LastSeq <= 0 {
-		return 0, nil
-	}
-	before := int64(0) // 0: the newest page
-	for {
-		page, err := d.historyPage(e.ID, HistoryOptions{BeforeSeq: before, Limit: 200})
-		if err != nil {
-			return 0, err
-		}
-		if len(page) == 0 {
-			if before == 0 {
-				return e.LastSeq, nil // nothing the user may read
-			}
-			return before - 1, nil
-		}
-		for i := len(page) - 1; i >= 0; i-- {
-			m := page[i]
-			if m.Kind == KindSystem && m.Action == "member.added" && m.UserID == d.c.cfg.UserID {
-				return m.Seq - 1, nil
-			}
-		}
-		before = page[0].Seq
-		if before <= 1 {
-			return 0, nil
-		}
+		d.setHave(e.ID, e.JoinSeq)
 	}
 }
 

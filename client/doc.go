@@ -108,9 +108,8 @@
 // was down, which no conversation.created or member.added told: the
 // catch-up's inbox read, made on every connection without a server
 // session, lists it for the first time (each read is compared with the
-// one before it in this run), and history tells where the membership
-// starts (before the user's latest member.added system entry; at the
-// start of a group created with them or of a direct conversation).
+// one before it in this run), and says where the membership starts
+// (InboxEntry.JoinSeq): no history read looks for it.
 // What the first read of the run lists starts at its first entry, as on
 // a new session. A duplicate (seq <= have) is dropped; a
 // gap (seq > have+1) is filled through history (RPC, afterSeq=have, sent
