@@ -855,6 +855,13 @@ $$;
 -- points at now (sender, first 100 characters of its current body,
 -- recalled) and its attachments (none once recalled). Reading entries
 -- through it keeps those rules in one place.
+--
+-- The quoted message is looked up by key for each reply, in a subquery
+-- kept apart (OFFSET 0): joined plainly, a planner expecting one message
+-- in the conversation (a group that grew since message was last analyzed)
+-- scanned the conversation's messages once per entry of the page, reading
+-- its equality on the join as a constant (measured: 2,000,000 rows, 350
+-- ms for a history page of 50 in a group of 40,000 messages).
 CREATE OR REPLACE VIEW chat_entry AS
 SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m.created_at,
        m.target_seq, m.emoji, m.reaction_on, m.reaction_count, m.edited_at, m.recalled_at,
@@ -864,7 +871,10 @@ SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m
        m.msg_type,
        CASE WHEN m.msg_type IS NOT NULL AND m.recalled_at IS NULL THEN chat_attachments(m.conversation_id, m.seq) END AS attachments
 FROM message m
-LEFT JOIN message r ON r.conversation_id = m.conversation_id AND r.seq = m.reply_to;
+LEFT JOIN LATERAL (
+    SELECT r.sender_id, r.body, r.recalled_at FROM message r
+    WHERE m.reply_to IS NOT NULL AND r.conversation_id = m.conversation_id AND r.seq = m.reply_to
+    OFFSET 0) r ON true;
 
 -- # chat_message_at(p_conv, p_seq, p_upto)
 --
