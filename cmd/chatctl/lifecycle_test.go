@@ -90,7 +90,8 @@ func TestReplyEditReactRecallShowInHistoryAndTail(t *testing.T) {
 	}
 
 	r = mustOK(t, chatctl(t, env, "history", "--user", "1", "--conversation", "1"))
-	if want := "[conv 1 #1] user 1: hello (edited)\n[conv 1 #2] user 2 (reply to #1): (recalled)\n"; r.stdout != want {
+	// A recalled message shows nothing of where it came from: no quote.
+	if want := "[conv 1 #1] user 1: hello (edited)\n[conv 1 #2] user 2: (recalled)\n"; r.stdout != want {
 		t.Errorf("history after the recall printed:\n%s\nwant:\n%s", r.stdout, want)
 	}
 	for _, want := range []string{
