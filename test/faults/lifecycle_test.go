@@ -364,6 +364,12 @@ func databaseView(t *testing.T, pool *pgxpool.Pool, conv, me int64) map[int64]sh
 		if err := rows.Scan(&seq, &s.Sender, &s.Body, &s.Edited, &s.Recalled, &replyTo, &snip, &replyRecalled, &s.Reactions); err != nil {
 			t.Fatal(err)
 		}
+		if s.Recalled {
+			// The row keeps them (a resend is told from a reused
+			// clientMsgId by them); a member sees none (protocol.md,
+			// Recall).
+			s.Edited, replyTo = false, nil
+		}
 		if replyTo != nil {
 			s.ReplyTo = fmt.Sprintf("%d:%s", *replyTo, deref(snip))
 			if replyRecalled != nil && *replyRecalled {
