@@ -5,6 +5,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // The answers an ackQueue hands to the session count until the session
@@ -33,11 +34,7 @@ func TestAnAckQueueTakesNoPublishWhileItsMaxOfAnswersWaitToBeWritten(t *testing.
 	case <-time.After(100 * time.Millisecond):
 	}
 	handed[0].Sent(nil) // written
-	select {
-	case <-reserved:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a publish was not taken once an answer was written")
-	}
+	testkit.Receive(t, reserved, 10*time.Second, "a publish was not taken once an answer was written")
 }
 
 // A retransmission of a publish still in line takes no place: the first

@@ -2,8 +2,11 @@ package hooks
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // Two users with requests that wait take half of the workers each, all
@@ -21,21 +24,13 @@ func TestAnRPCPoolKeepsAWorkerForAUserWithNoRequestRunning(t *testing.T) {
 		}
 	}
 	for i := range 7 {
-		select {
-		case <-started:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of the two users' requests started, want 7", i)
-		}
+		testkit.Receive(t, started, 10*time.Second, fmt.Sprintf("%d of the two users' requests started, want 7", i))
 	}
 	ran := make(chan struct{})
 	if !p.submit(3, func() { close(ran) }) {
 		t.Fatal("the third user's request refused")
 	}
-	select {
-	case <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the third user's request did not start while the two users' requests ran")
-	}
+	testkit.Receive(t, ran, 10*time.Second, "the third user's request did not start while the two users' requests ran")
 	close(block)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -174,11 +174,7 @@ func TestADeletionRoundGivesUpOnABlobStoreThatDoesNotAnswer(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { s.Sweep(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the deletion round still waits for a blob store that does not answer")
-	}
+	testkit.Receive(t, done, 10*time.Second, "the deletion round still waits for a blob store that does not answer")
 	if n := blobs.count(); n != 1 {
 		t.Fatalf("the round called the stalled store %d times, want 1 (then it gives up on it)", n)
 	}

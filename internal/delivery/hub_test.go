@@ -173,11 +173,7 @@ func attachUser(t *testing.T, h *delivery.Hub, f fixture, id string, user int64,
 	c.hub = h
 	h.Attach(c, id, user, persistent, ready, 0)
 	sess := h.Session(id)
-	select {
-	case <-sess.Loaded():
-	case <-time.After(10 * time.Second):
-		t.Fatal("session never loaded its positions")
-	}
+	testkit.Receive(t, sess.Loaded(), 10*time.Second, "session never loaded its positions")
 	return c
 }
 
@@ -661,11 +657,7 @@ func TestAcknowledgementsAreWrittenWhileTheSessionsPositionsCannotLoad(t *testin
 		t.Fatal("the PUBACK waited for the session's positions")
 	}
 	st.down.Store(false)
-	select {
-	case <-h.Session("c").Loaded():
-	case <-time.After(10 * time.Second):
-		t.Fatal("positions not loaded after PostgreSQL came back")
-	}
+	testkit.Receive(t, h.Session("c").Loaded(), 10*time.Second, "positions not loaded after PostgreSQL came back")
 }
 
 // stepConn is a fakeConn whose every write waits for the test: it hands
@@ -723,11 +715,7 @@ func TestEveryAcknowledgementHandedToAStoppingSessionHearsWhetherItWasWritten(t 
 	written() // the stopping session writes 2 and waits
 	h.Reply("c", c, ack(3))
 	c.step <- struct{}{}
-	select {
-	case <-sess.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the session did not stop")
-	}
+	testkit.Receive(t, sess.Done(), 10*time.Second, "the session did not stop")
 	sess.Reply(ack(4))
 	want := map[uint16]bool{1: true, 2: true, 3: false, 4: false} // written or not
 	for range want {
@@ -847,11 +835,7 @@ func TestAPumpStartsAtOnceWhileEveryPumpWorkerIsBlockedOnASlowClient(t *testing.
 			t.Fatal(err)
 		}
 		h.Attach(stuckConn{release, &writing}, id, 2, true, true, 0)
-		select {
-		case <-h.Session(id).Loaded():
-		case <-time.After(10 * time.Second):
-			t.Fatal("a stuck session never loaded its positions")
-		}
+		testkit.Receive(t, h.Session(id).Loaded(), 10*time.Second, "a stuck session never loaded its positions")
 	}
 	publishEach(h, f.send(t, 1))
 	waitSeqs(t, fast, f.conv.ID, 1)
@@ -912,11 +896,7 @@ func TestClosingTheHubDoesNotWaitOutItsBudgetOnAClientWhoseWriteIsBlocked(t *tes
 	<-h.Session("dead").Loaded()
 	publishEach(h, f.send(t, 1))
 	waitSeqs(t, ok, f.conv.ID, 1)
-	select {
-	case <-dead.writing:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the dead client's session never wrote")
-	}
+	testkit.Receive(t, dead.writing, 10*time.Second, "the dead client's session never wrote")
 
 	const budget = 20 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), budget)

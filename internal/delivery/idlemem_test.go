@@ -53,11 +53,7 @@ func TestAnIdleSessionOfItsOwnUserKeepsLittleInTheHub(t *testing.T) {
 	// goroutine started for one would leave its descriptor behind.
 	for i, id := range ids {
 		h.Attach(idleConn{}, id, int64(i+1), true, true, 0)
-		select {
-		case <-h.Session(id).Loaded():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("session %s never loaded", id)
-		}
+		testkit.Receive(t, h.Session(id).Loaded(), 10*time.Second, fmt.Sprintf("session %s never loaded", id))
 	}
 	testkit.WaitFor(t, 10*time.Second, "the pumps to go idle", func() bool {
 		for _, id := range ids {

@@ -8,6 +8,7 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // readThenHold reads the members of conv the first time they are asked
@@ -45,11 +46,7 @@ func (s *readThenHold) Members(ctx context.Context, conv int64) (chat.Routing, e
 
 func (s *readThenHold) waitEntered(t *testing.T) {
 	t.Helper()
-	select {
-	case <-s.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the members were never loaded")
-	}
+	testkit.Receive(t, s.entered, 10*time.Second, "the members were never loaded")
 }
 
 // A member.added dropped while the fan-out was loading the members of its

@@ -420,11 +420,7 @@ func TestARemovedMemberCatchingUpFromPostgreSQLGetsNothingCommittedAfterTheRemov
 	}
 	waitSeqs(t, obs, f.conv.ID, 3)
 	h.SetReady("u2", u2, true) // catch-up: its query waits at the gate
-	select {
-	case <-gate.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the session never read PostgreSQL")
-	}
+	testkit.Receive(t, gate.entered, 10*time.Second, "the session never read PostgreSQL")
 	if err := f.svc.RemoveMember(context.Background(), f.conv.ID, 1, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -477,11 +473,7 @@ func TestARemovedMemberCatchingUpFromTheRecentCacheGetsNothingRoutedAfterTheRemo
 	u2 := newConn("u2", true)
 	u2.hub = h
 	h.Attach(u2, "u2", 2, true, true, 0) // a persistent session coming back, behind by 3
-	select {
-	case <-held.read:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the session never read its positions")
-	}
+	testkit.Receive(t, held.read, 10*time.Second, "the session never read its positions")
 	if err := f.svc.RemoveMember(ctx, f.conv.ID, 1, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -290,11 +290,7 @@ func TestAReadReceiptWaitingForItsEntryGoesOutBeforeALaterOneThatCameWithIt(t *t
 	<-h.Session("u2").Loaded()
 	written := func() {
 		t.Helper()
-		select {
-		case <-c.writes:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no write")
-		}
+		testkit.Receive(t, c.writes, 10*time.Second, "no write")
 	}
 	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) {
 		h.Deliver(ev)

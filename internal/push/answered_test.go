@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // heldRetry is a transport whose first 429 or 5xx answer reaches the
@@ -43,11 +44,7 @@ func TestARetryAnsweredAsTheNodeStopsIsAnAttempt(t *testing.T) {
 	r.subscribe(2, "phone")
 	r.ep.Script("phone", http.StatusServiceUnavailable)
 	r.send(r.direct(1, 2), 1, "hi bob")
-	select {
-	case <-held.answered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the phone's push service never answered")
-	}
+	testkit.Receive(t, held.answered, 5*time.Second, "the phone's push service never answered")
 	stop()
 	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
 		t.Fatalf("bob's push after the phone answered 503 as the node stopped: attempts %d, want 1 (an answer is an attempt)\n%s", n, dumpJobs(r))

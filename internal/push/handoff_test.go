@@ -361,11 +361,7 @@ func TestAPushKafkaAcceptedBeforeAStopCutItsWebhookSendIsKeptAsShown(t *testing.
 	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
 	conv := r.direct(1, 2)
 	seq := r.send(conv, 1, "hi")
-	select {
-	case <-hook.arrived:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the push never reached the webhook")
-	}
+	testkit.Receive(t, hook.arrived, 5*time.Second, "the push never reached the webhook")
 	stop()
 	r.ack(conv, 2, seq)
 	r.start(outputs)

@@ -224,11 +224,7 @@ func TestASendCancelledByAStoppingNodeIsNoAttempt(t *testing.T) {
 	stop := r.start(withHook)
 	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
 	r.send(r.direct(1, 2), 1, "hi")
-	select {
-	case <-hook.arrived:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the push never reached the webhook")
-	}
+	testkit.Receive(t, hook.arrived, 5*time.Second, "the push never reached the webhook")
 	stop()
 	var attempts int
 	var leased bool

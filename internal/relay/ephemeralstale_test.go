@@ -32,11 +32,7 @@ func TestATypingIndicatorThatWaitedForAStalledKafkaIsDroppedNotWrittenLate(t *te
 	reg := prometheus.NewRegistry()
 	p := newEphemeral(t, k.ListenAddrs(), EphemeralTyping, reg)
 	p.Publish(typingEvent(100, 1))
-	select {
-	case <-stalled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first write never reached Kafka")
-	}
+	testkit.Receive(t, stalled, 10*time.Second, "the first write never reached Kafka")
 	p.Publish(typingEvent(100, 2))
 	queuedAt := time.Now()
 	testkit.WaitFor(t, 2*typingFresh, "the queued indicator to go stale", func() bool { return time.Since(queuedAt) > typingFresh })

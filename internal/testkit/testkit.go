@@ -1,6 +1,6 @@
 // Package testkit holds the small helpers every test package would
 // otherwise write again: polling a condition until it holds (or while it
-// must not come to hold), picking a free loopback port, reading the live
+// must not come to hold) or a channel to give something, picking a free loopback port, reading the live
 // heap and checking that memory a burst took is given back, serving an
 // identity provider's key set (jwks.go). It imports nothing of chatd, so any package's
 // in-package tests can use it without an import cycle. Only tests import
@@ -28,6 +28,21 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Receive waits up to d for a value from ch (or for ch to close) and
+// returns it, failing the test with failure, and how long it waited, when
+// nothing came.
+func Receive[T any](t testing.TB, ch <-chan T, d time.Duration, failure string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s (waited %v)", failure, d)
+		var zero T
+		return zero
 	}
 }
 

@@ -37,6 +37,29 @@ func TestNeverFailsOnceTheConditionComesToHoldAndNotBefore(t *testing.T) {
 	}
 }
 
+func (f *failures) Fatalf(format string, args ...any) { f.Errorf(format, args...) }
+
+func TestReceiveGivesWhatTheChannelSentAndNamesTheWaitWhenNothingCame(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	var sent failures
+	if got := Receive(&sent, ch, time.Second, "no seven"); got != 7 || len(sent.got) != 0 {
+		t.Fatalf("Receive of a sent 7: %d, failures %q", got, sent.got)
+	}
+	var silent failures
+	Receive(&silent, ch, 20*time.Millisecond, "the push never reached the webhook")
+	if want := "the push never reached the webhook (waited 20ms)"; len(silent.got) != 1 || silent.got[0] != want {
+		t.Fatalf("Receive from a silent channel reported %q, want [%q]", silent.got, want)
+	}
+	done := make(chan struct{})
+	close(done)
+	var closed failures
+	Receive(&closed, done, time.Second, "not closed")
+	if len(closed.got) != 0 {
+		t.Fatalf("Receive from a closed channel failed: %q", closed.got)
+	}
+}
+
 func TestFreeAddrIsBelowTheEphemeralRangeOutgoingConnectionsUse(t *testing.T) {
 	low := ephemeralLow()
 	for range 50 {
