@@ -54,14 +54,17 @@ type dispatcher struct {
 	// tells that the user was added back (while offline: no member.added
 	// is replayed).
 	owed map[int64]int64
-	// joined is, per conversation the user became a member of live
+	// joined is, per conversation without a position, the seq after
+	// which its entries are the user's and none has been handed on: for
+	// one they became a member of live, where that membership starts
 	// (conversation.created listing them: 0; their member.added: its
-	// seq) that has no position yet, the seq that membership starts
-	// after. Without a server session nothing is replayed: a connection
-	// lost before the first entry came would otherwise take the first
-	// live one after the reconnection for the start, and what was
-	// written meanwhile would never be handed on. The catch-up tracks
-	// such a conversation from there (trackJoined).
+	// seq); for one an inbox read listed, its lastSeq then. Without a
+	// server session nothing is replayed: a connection lost before the
+	// first entry came would otherwise take the first live one after the
+	// reconnection for the start, and what was written meanwhile would
+	// never be handed on. The catch-up tracks such a conversation from
+	// there (trackJoined); an entry that comes first starts it, as on a
+	// new session.
 	joined map[int64]int64
 	// listed holds the conversations the last inbox read of a
 	// connection without a server session listed (nil before the
@@ -377,6 +380,7 @@ func (d *dispatcher) message(ev Event, slim bool) {
 			delete(d.left, conv)
 		}
 		// First sight of this conversation: start here.
+		delete(d.joined, conv)
 		if slim {
 			d.setHave(conv, seq-1)
 			d.fillUntil(conv, seq, ev, slim)
@@ -659,35 +663,37 @@ func (d *dispatcher) forgetLeft(tracked []int64, inbox map[int64]int64, since ui
 	}
 }
 
-// trackNew tracks from the user's join each conversation of an inbox read
-// (entries) on a connection without a server session that the previous
-// read of this run did not list and that has no position nor a leave
-// noted: the user joined it while the connection was down, so no
-// conversation.created or member.added told it, and nothing is replayed.
-// Everything written since the join (the entry's JoinSeq) is theirs, and
-// the catch-up fills it before the first live entry. The first read
-// notes what was there when the client started: those start at their
-// first entry, as a new session does.
+// trackNew takes each conversation of an inbox read (entries) on a
+// connection without a server session that has no position nor a leave
+// noted as the user's from where they have not had its entries yet. One
+// that the previous read of this run did not list the user joined while
+// the connection was down, so no conversation.created or member.added
+// told it, and nothing is replayed: everything written since the join
+// (the entry's JoinSeq) is theirs, and the catch-up fills it before the
+// first live entry. One the previous read listed too (or that the
+// first read of the run lists) is theirs after its lastSeq now, unless
+// a join noted live says more: an entry that comes first starts it, as
+// on a new session, and else the next catch-up tracks it from there
+// (joined), so that what was written while the connection was down is
+// handed on, and a leave before any entry came is at that seq.
 func (d *dispatcher) trackNew(entries []InboxEntry) {
 	prev := d.listed
 	d.listed = make(map[int64]bool, len(entries))
 	for _, e := range entries {
 		d.listed[e.ID] = true
 	}
-	if prev == nil {
-		return
-	}
 	for _, e := range entries {
-		if prev[e.ID] {
-			continue
-		}
 		if _, known := d.position(e.ID); known {
 			continue
 		}
 		if _, ok := d.left[e.ID]; ok {
 			continue // forgetLeft and the gone mark decide
 		}
-		d.setHave(e.ID, e.JoinSeq)
+		if prev != nil && !prev[e.ID] {
+			d.setHave(e.ID, e.JoinSeq)
+		} else if _, ok := d.joined[e.ID]; !ok {
+			d.joined[e.ID] = e.LastSeq
+		}
 	}
 }
 

@@ -109,9 +109,15 @@
 // catch-up's inbox read, made on every connection without a server
 // session, lists it for the first time (each read is compared with the
 // one before it in this run), and says where the membership starts
-// (InboxEntry.JoinSeq): no history read looks for it.
-// What the first read of the run lists starts at its first entry, as on
-// a new session. A duplicate (seq <= have) is dropped; a
+// (InboxEntry.JoinSeq): no history read looks for it. One that a read
+// lists and no entry of which has come (an empty group, a direct
+// conversation the other side opened, any the first read of the run
+// lists) is the user's after its lastSeq at that read: its first entry
+// starts it, as on a new session, and should such a connection be lost
+// before one comes, the catch-up fills from there (what was written
+// meanwhile is handed on, nothing from before the read); removed live
+// before one came, the user left it at that seq. A duplicate (seq <=
+// have) is dropped; a
 // gap (seq > have+1) is filled through history (RPC, afterSeq=have, sent
 // explicitly also when it is 0) before the event is handed on. A failing
 // history call is retried with backoff until the gap is filled or the
@@ -142,8 +148,9 @@
 // inbox that lists it again, or by an entry past the seq of the
 // member.removed (what a persistent session replays of the new
 // membership; a member.removed without a seq is at 0, which chatd
-// omits), at its position at the leave (its join, if none of its
-// entries had come, 0 for a group created with the user): what followed the new join
+// omits), at its position at the leave (if none of its entries had
+// come: its join, 0 for a group created with the user, or the lastSeq an
+// inbox read listed it at): what followed the new join
 // is caught up as for any tracked conversation (and, in a group whose
 // history is "all", what was written while the user was away comes too,
 // from history, before the entries after it). One written to while the inbox is read
