@@ -25,7 +25,8 @@
 // block of theirs: PresenceVisibilityChanged) is pushed too: hidden
 // (online false, no lastSeen) to the users it is now hidden from, who
 // hear of none of its later changes; the current state to the watchers
-// when it is shown again.
+// when it is shown again. A hide and a show waiting for the same round
+// (a block of one user, then an unblock of another) are both pushed.
 //
 // Presence is never stored per event. What is stored is state, in
 // PostgreSQL (see store.Presence): what the user's watchers were last

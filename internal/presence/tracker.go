@@ -96,7 +96,7 @@ type Tracker struct {
 	// remoteAt is where each user's event waits in remote, by whether it
 	// is a hidden one (those go to other watchers: HiddenFrom).
 	remoteAt   map[remoteKey]int
-	visibility map[int64]bool // users whose presence was hidden (true) or shown again (false), to announce
+	visibility map[int64]visibilityChange // users whose presence was hidden or shown again, to announce
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -185,7 +185,7 @@ func New(cfg Config) (*Tracker, error) {
 	t := &Tracker{
 		cfg: cfg, log: cfg.Logger,
 		clients: map[string]*conn{}, users: map[int64]int{}, zeroAt: map[int64]time.Time{},
-		dirtyClients: map[string]int64{}, dirtyUsers: map[int64]struct{}{}, visibility: map[int64]bool{},
+		dirtyClients: map[string]int64{}, dirtyUsers: map[int64]struct{}{}, visibility: map[int64]visibilityChange{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		onlineUsers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_presence_online_users",
 			Help: "Users with at least one MQTT connection on this node."}),
@@ -340,10 +340,24 @@ func (t *Tracker) PresenceVisibilityChanged(userID int64, hidden bool) {
 		return
 	}
 	t.mu.Lock()
-	t.visibility[userID] = hidden
+	c := t.visibility[userID]
+	if hidden {
+		c.hidden = true
+	} else {
+		c.shown = true
+	}
+	t.visibility[userID] = c
 	t.mu.Unlock()
 	t.signal()
 }
+
+// visibilityChange is what a user's visibility changes waiting for the
+// next round asked: a hide, a show, or both. Both are announced, each to
+// its audience as it is then: a hide and a show concern different users
+// (a block of one, an unblock of another), and the last of them alone
+// would leave the others told nothing (those hidden from would go on
+// showing the user online, and nobody tells them otherwise).
+type visibilityChange struct{ hidden, shown bool }
 
 // Presence answers a presence query from the shared state.
 func (t *Tracker) Presence(ctx context.Context, userID int64) (chat.Presence, error) {
@@ -671,7 +685,7 @@ func (t *Tracker) process() time.Duration {
 	remote := t.remote
 	t.remote, t.remoteAt = nil, nil
 	visibility := t.visibility
-	t.visibility = map[int64]bool{}
+	t.visibility = map[int64]visibilityChange{}
 	t.shrinkLocked()
 	t.mu.Unlock()
 
@@ -759,13 +773,15 @@ func (t *Tracker) process() time.Duration {
 }
 
 // visibilityEvents are the events announcing visibility changes: hidden,
-// or the user's current state (a user whose state cannot be read now is
-// left out: presence is best effort).
-func (t *Tracker) visibilityEvents(ctx context.Context, visibility map[int64]bool) []chat.Event {
+// the user's current state, or both (a user whose state cannot be read
+// now is left out: presence is best effort).
+func (t *Tracker) visibilityEvents(ctx context.Context, visibility map[int64]visibilityChange) []chat.Event {
 	var events []chat.Event
-	for u, hidden := range visibility {
-		if hidden {
+	for u, c := range visibility {
+		if c.hidden {
 			events = append(events, chat.PresenceEvent(chat.Presence{UserID: u, Hidden: true}))
+		}
+		if !c.shown {
 			continue
 		}
 		p, err := t.cfg.Store.Presence(ctx, u)

@@ -398,13 +398,7 @@ func TestRemotePresenceEventsDroppedPastTheBoundAreCounted(t *testing.T) {
 func stalledRemote(t *testing.T, reg prometheus.Registerer) (remote func(user int64, online bool), release func(), hub *fakeHub) {
 	t.Helper()
 	tr, st, hub := newTracker(t, Config{Registerer: reg})
-	hold := make(chan struct{})
-	var once sync.Once
-	release = func() { once.Do(func() { close(hold) }) }
-	t.Cleanup(release) // before Close, which waits for the tracker
-	st.mu.Lock()
-	st.hold = hold
-	st.mu.Unlock()
+	release = holdWatchers(t, st)
 	remote = func(user int64, online bool) {
 		tr.Remote(chat.Event{Type: chat.EventPresence, UserID: user, Online: &online})
 	}
@@ -415,6 +409,21 @@ func stalledRemote(t *testing.T, reg prometheus.Registerer) (remote func(user in
 		return len(tr.remote) == 0
 	})
 	return remote, release, hub
+}
+
+// holdWatchers has st's reads of watchers wait until release (a slow
+// database), which the test's cleanup calls before the tracker's Close
+// waits for it.
+func holdWatchers(t *testing.T, st *fakeStore) (release func()) {
+	t.Helper()
+	hold := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	st.mu.Lock()
+	st.hold = hold
+	st.mu.Unlock()
+	return release
 }
 
 // A visibility change is announced on this node and published for the
