@@ -118,10 +118,18 @@ type ReactionRequest struct {
 }
 
 // MaxEmojiBytes bounds a reaction's emoji; MaxReactionsPerUser bounds the
-// distinct emoji one user sets on one message.
+// distinct emoji one user sets on one message; MaxReactionKinds bounds the
+// distinct emoji all members together set on one message. Without the
+// last, members (or a few accounts) could pile any number of emoji onto a
+// message, and every reaction.updated consumer, history page and catch-up
+// would carry them all. It is as many as one user may set (one user can
+// still use the whole row) and Discord's cap; a new emoji past it is
+// refused (CodeTooManyReactions), one already there can still be added
+// to. migrations/functions.sql (chat_send_batch) holds the same numbers.
 const (
 	MaxEmojiBytes       = 32
 	MaxReactionsPerUser = 20
+	MaxReactionKinds    = 20
 	SnippetRunes        = 100
 )
 

@@ -11,19 +11,20 @@ import (
 type Code string
 
 const (
-	CodeInvalid     Code = "invalid"      // malformed input: 400 / MQTT 0x99
-	CodeTooLarge    Code = "too_large"    // body or file over the limit: 413 / MQTT 0x99
-	CodeUnsupported Code = "unsupported"  // a file type that is not allowed: 415 / MQTT 0x99
-	CodeNotMember   Code = "not_member"   // caller is not a member: 403 / MQTT 0x87
-	CodeForbidden   Code = "forbidden"    // member, but role does not allow it: 403 / MQTT 0x87
-	CodeBlocked     Code = "blocked"      // the other member of a direct conversation, or a user being added to a group, blocked the caller: 403 / MQTT 0x87
-	CodeNotFound    Code = "not_found"    // unknown conversation or message: 404 / MQTT 0x87
-	CodeGone        Code = "gone"         // the message was recalled: 410 / MQTT 0x87
-	CodeConflict    Code = "conflict"     // clientMsgId used by another sender: 409 / MQTT 0x99
-	CodeMemberCap   Code = "member_cap"   // group is full: 409 / MQTT 0x97
-	CodeRateLimited Code = "rate_limited" // over a rate limit: 429 / MQTT 0x97
-	CodeUnavailable Code = "unavailable"  // database down or timing out: 503 / MQTT 0x80
-	CodeInternal    Code = "internal"     // a bug: 500 / MQTT 0x83
+	CodeInvalid          Code = "invalid"            // malformed input: 400 / MQTT 0x99
+	CodeTooLarge         Code = "too_large"          // body or file over the limit: 413 / MQTT 0x99
+	CodeUnsupported      Code = "unsupported"        // a file type that is not allowed: 415 / MQTT 0x99
+	CodeNotMember        Code = "not_member"         // caller is not a member: 403 / MQTT 0x87
+	CodeForbidden        Code = "forbidden"          // member, but role does not allow it: 403 / MQTT 0x87
+	CodeBlocked          Code = "blocked"            // the other member of a direct conversation, or a user being added to a group, blocked the caller: 403 / MQTT 0x87
+	CodeNotFound         Code = "not_found"          // unknown conversation or message: 404 / MQTT 0x87
+	CodeGone             Code = "gone"               // the message was recalled: 410 / MQTT 0x87
+	CodeConflict         Code = "conflict"           // clientMsgId used by another sender: 409 / MQTT 0x99
+	CodeMemberCap        Code = "member_cap"         // group is full: 409 / MQTT 0x97
+	CodeTooManyReactions Code = "too_many_reactions" // a new emoji on a message with MaxReactionKinds already: 409 / MQTT 0x99 (final: waiting does not lift it)
+	CodeRateLimited      Code = "rate_limited"       // over a rate limit: 429 / MQTT 0x97
+	CodeUnavailable      Code = "unavailable"        // database down or timing out: 503 / MQTT 0x80
+	CodeInternal         Code = "internal"           // a bug: 500 / MQTT 0x83
 )
 
 // Error is the typed error of the domain. Compare with errors.Is against the

@@ -330,8 +330,8 @@ func (s *Service) Recall(ctx context.Context, r RecallRequest) (ChangeResult, er
 
 // React sets (On) or removes an emoji on a message: any member, not on a
 // recalled message, at most MaxReactionsPerUser distinct emoji per user
-// and message. Setting one that is set, or removing one that is not, is
-// answered Unchanged and writes nothing.
+// and message and MaxReactionKinds per message. Setting one that is set,
+// or removing one that is not, is answered Unchanged and writes nothing.
 func (s *Service) React(ctx context.Context, r ReactionRequest) (ChangeResult, error) {
 	return s.Change(ctx, Change{Kind: KindReaction, ConversationID: r.ConversationID, UserID: r.UserID,
 		ClientMsgID: r.ClientMsgID, TargetSeq: r.TargetSeq, Emoji: r.Emoji, On: r.On})

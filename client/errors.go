@@ -28,8 +28,9 @@ var (
 	// ErrBlocked: the other member of a direct conversation blocked the
 	// user (code blocked; PUBACK 0x87 with the code property).
 	ErrBlocked = errors.New("blocked by the other member")
-	// ErrInvalid: the request is malformed (PUBACK 0x99; codes invalid,
-	// too_large, conflict). Resending it unchanged fails again.
+	// ErrInvalid: the request is malformed or refused for good (PUBACK
+	// 0x99; codes invalid, too_large, unsupported, conflict,
+	// too_many_reactions). Resending it unchanged fails again.
 	ErrInvalid = errors.New("invalid request")
 	// ErrRateLimited: over a rate limit (PUBACK 0x97, code rate_limited);
 	// a refused request's Error.RetryAfter says when to try again.
@@ -108,21 +109,22 @@ func (e *Error) Error() string {
 
 // codeClass maps codes to the sentinel they match.
 var codeClass = map[string]error{
-	"not_member":   ErrNotMember,
-	"forbidden":    ErrForbidden,
-	"not_found":    ErrNotFound,
-	"gone":         ErrGone,
-	"blocked":      ErrBlocked,
-	"invalid":      ErrInvalid,
-	"too_large":    ErrInvalid,
-	"unsupported":  ErrInvalid,
-	"conflict":     ErrInvalid,
-	"rate_limited": ErrRateLimited,
-	"member_cap":   ErrMemberCap,
-	"unavailable":  ErrUnavailable,
-	"internal":     ErrUnavailable,
-	"unauthorized": ErrUnauthorized,
-	"taken_over":   ErrTakenOver,
+	"not_member":         ErrNotMember,
+	"forbidden":          ErrForbidden,
+	"not_found":          ErrNotFound,
+	"gone":               ErrGone,
+	"blocked":            ErrBlocked,
+	"invalid":            ErrInvalid,
+	"too_large":          ErrInvalid,
+	"unsupported":        ErrInvalid,
+	"conflict":           ErrInvalid,
+	"too_many_reactions": ErrInvalid,
+	"rate_limited":       ErrRateLimited,
+	"member_cap":         ErrMemberCap,
+	"unavailable":        ErrUnavailable,
+	"internal":           ErrUnavailable,
+	"unauthorized":       ErrUnauthorized,
+	"taken_over":         ErrTakenOver,
 }
 
 // Is reports whether target is the sentinel of e's class.

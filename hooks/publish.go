@@ -24,19 +24,20 @@ import (
 
 // MQTT v5 reason codes for PUBACK, by domain error code.
 var reasonCodes = map[chat.Code]byte{
-	chat.CodeInvalid:     0x99, // payload format invalid
-	chat.CodeTooLarge:    0x99,
-	chat.CodeUnsupported: 0x99,
-	chat.CodeConflict:    0x99,
-	chat.CodeNotMember:   0x87, // not authorized
-	chat.CodeForbidden:   0x87,
-	chat.CodeBlocked:     0x87,
-	chat.CodeNotFound:    0x87,
-	chat.CodeGone:        0x87,
-	chat.CodeRateLimited: 0x97, // quota exceeded
-	chat.CodeMemberCap:   0x97,
-	chat.CodeUnavailable: 0x80, // unspecified error: retry
-	chat.CodeInternal:    0x83, // implementation specific error
+	chat.CodeInvalid:          0x99, // payload format invalid
+	chat.CodeTooLarge:         0x99,
+	chat.CodeUnsupported:      0x99,
+	chat.CodeConflict:         0x99,
+	chat.CodeTooManyReactions: 0x99, // final: a limit of the message, not of time
+	chat.CodeNotMember:        0x87, // not authorized
+	chat.CodeForbidden:        0x87,
+	chat.CodeBlocked:          0x87,
+	chat.CodeNotFound:         0x87,
+	chat.CodeGone:             0x87,
+	chat.CodeRateLimited:      0x97, // quota exceeded
+	chat.CodeMemberCap:        0x97,
+	chat.CodeUnavailable:      0x80, // unspecified error: retry
+	chat.CodeInternal:         0x83, // implementation specific error
 }
 
 // ReasonCode maps a domain error to its MQTT v5 reason code.

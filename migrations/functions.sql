@@ -68,7 +68,9 @@ $f$;
 --             direct conversation whose other member blocked the writer),
 --             23 edit of a forward (a copy of another message: never edited),
 --             24 edit to an empty body of a message without attachments
---             (a message of nothing; one with files may lose its text);
+--             (a message of nothing; one with files may lose its text),
+--             25 a new emoji on a message that carries 20 distinct emoji
+--             already, whoever set them (chat.MaxReactionKinds);
 --             (21, a forward of a message with attachments, is no longer
 --             returned: the forward copies them);
 --   o_body    the stored body of a duplicate; a new forward's copied body;
@@ -133,7 +135,11 @@ $f$;
 --     admin at any time; the body of the message and of all its edits
 --     (their replaced bodies too) is erased, its reactions removed;
 --   - reaction: any member, on a message not recalled; setting one that
---     is set, or removing one that is not, writes nothing; a reaction set
+--     is set, or removing one that is not, writes nothing; a user sets at
+--     most 20 distinct emoji on a message (13), and a message carries at
+--     most 20 distinct emoji (25: a new one past them is refused, one
+--     already there may still be set, removal always goes; checked after
+--     13, so a user at their own limit hears of that); a reaction set
 --     keeps the seq at which its emoji appeared on the message (the
 --     emoji's other rows', else its own entry's), the order history lists
 --     them in;
@@ -341,6 +347,7 @@ BEGIN
                                                 OR (mb.type = 'GROUP' AND mb.role IN ('owner', 'admin'))) THEN 9
                    WHEN r.k = 'reaction' AND COALESCE(rx.mine, false) = r.is_on THEN 5
                    WHEN r.k = 'reaction' AND r.is_on AND rx.mine_distinct >= 20 THEN 13
+                   WHEN r.k = 'reaction' AND r.is_on AND rx.total = 0 AND rx.kinds >= 20 THEN 25
                    ELSE 0 END)::smallint ORDER BY r.ord),
                array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.sender_id ELSE tg.sender_id END ORDER BY r.ord),
                array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.body ELSE tg.body END ORDER BY r.ord),
@@ -366,6 +373,7 @@ BEGIN
                            AND m.target_seq = r.tgt AND m.kind = 'recall' LIMIT 1) rc ON true
         LEFT JOIN LATERAL (SELECT bool_or(x.emoji = r.emoji AND x.user_id = r.s) AS mine,
                                   count(DISTINCT x.emoji) FILTER (WHERE x.user_id = r.s) AS mine_distinct,
+                                  count(DISTINCT x.emoji) AS kinds,
                                   count(*) FILTER (WHERE x.emoji = r.emoji) AS total,
                                   min(x.appeared_seq) FILTER (WHERE x.emoji = r.emoji) AS appeared
                            FROM reaction x WHERE r.k = 'reaction' AND x.conversation_id = r.c AND x.seq = r.tgt) rx ON true

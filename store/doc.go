@@ -22,7 +22,7 @@
 // migrations/functions.sql, the SQL functions, re-applied by every Migrate.
 //
 // Outcomes a client can cause come back as *chat.Error (not_found,
-// not_member, forbidden, conflict, member_cap, invalid). Infrastructure
+// not_member, forbidden, conflict, member_cap, too_many_reactions, invalid). Infrastructure
 // failures (pool closed, connection refused or lost, server shutting down,
 // out of resources, timeouts, cancelled contexts, serialization failures and
 // deadlocks) come back as chat.Unavailable, so transports say "retry" rather

@@ -170,6 +170,10 @@ const outForwardEdit = 23
 // attachments, which would leave a message of nothing.
 const outEmptyEdit = 24
 
+// outReactionKinds: a new emoji on a message that carries
+// chat.MaxReactionKinds distinct emoji already.
+const outReactionKinds = 25
+
 // outcome is one row of chat_send_batch's answer.
 type outcome struct {
 	status         int16
@@ -317,6 +321,8 @@ func (s *Store) settleOutcome(c chat.Change, o outcome) (res chat.ChangeResult, 
 		return res, chat.Errorf(chat.CodeNotFound, "there is no message %d in conversation %d to forward (or it was recalled)", c.Forward.Seq, c.Forward.ConversationID), nil
 	case outReactionLimit:
 		return res, chat.Errorf(chat.CodeConflict, "at most %d different reactions per user on one message", chat.MaxReactionsPerUser), nil
+	case outReactionKinds:
+		return res, chat.Errorf(chat.CodeTooManyReactions, "message %d carries %d different reactions already: add to one of them, or wait until one is taken off", c.TargetSeq, chat.MaxReactionKinds), nil
 	case outForwardEdit:
 		return res, chat.Errorf(chat.CodeForbidden, "message %d is a forward: it shows another message's words and cannot be edited", c.TargetSeq), nil
 	case outEmptyEdit:

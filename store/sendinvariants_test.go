@@ -195,6 +195,8 @@ func checkStreamInvariants(t *testing.T, pool *pgxpool.Pool, convs []int64, mark
 			AND x.seq = f.target_seq AND x.emoji = f.emoji)`},
 		{"users with more than 20 emojis on a message", `SELECT count(*) FROM (SELECT 1 FROM reaction WHERE conversation_id = ANY ($1)
 			GROUP BY conversation_id, seq, user_id HAVING count(*) > 20) x`},
+		{"messages with more than 20 distinct emojis", `SELECT count(*) FROM (SELECT 1 FROM reaction WHERE conversation_id = ANY ($1)
+			GROUP BY conversation_id, seq HAVING count(DISTINCT emoji) > 20) x`},
 		{"watermarks past last_seq or behind the member's own entries", `SELECT count(*) FROM conversation_member m JOIN conversation c
 			ON c.id = m.conversation_id WHERE c.id = ANY ($1) AND (m.last_read_seq > c.last_seq OR m.last_read_seq < COALESCE((
 			SELECT max(e.seq) FROM message e WHERE e.conversation_id = c.id AND e.sender_id = m.user_id AND e.kind <> 'system'), 0))`},

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+
+	chat "github.com/chatd/chatd"
 )
 
 // TestAReactionThatShowsNothingOrRearrangesTextIsRefused: a reaction is
@@ -51,5 +53,34 @@ func TestAReactionThatShowsNothingOrRearrangesTextIsRefused(t *testing.T) {
 	for _, emoji := range []string{"\U0001F44D", "\U0001F44D\U0001F3FD", "\U0001F3FD", "\u2764\ufe0f", "\u2764",
 		"\U0001F468\u200d\U0001F469\u200d\U0001F467", "1\ufe0f\u20e3", "\U0001F1FA\U0001F1F8", "+1", "ok", "\u05e9\u05dc\u05d5\u05dd"} {
 		e.must(http.StatusOK, 2, "PUT", path(emoji), nil, nil)
+	}
+}
+
+// TestANewEmojiOnAMessageCarryingTheMostKindsIsA409TooManyReactions: once a
+// message carries chat.MaxReactionKinds distinct emoji, a new one is
+// refused over HTTP and RPC with 409 too_many_reactions (a limit of the
+// message, not a conflict of clientMsgIds), while an emoji already there
+// can still be set.
+func TestANewEmojiOnAMessageCarryingTheMostKindsIsA409TooManyReactions(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2, 3)
+	m := e.sendMsg(1, g, newID(), "react away")
+	path := func(emoji string) string {
+		return pathf("/v1/conversations/%d/messages/%d/reactions/%s", g, m.Seq, url.PathEscape(emoji))
+	}
+	for i := range chat.MaxReactionKinds {
+		e.must(http.StatusOK, int64(1+i%2), "PUT", path(pathf("e%d", i)), nil, nil)
+	}
+	if r := e.do(3, "PUT", path("new"), nil); r.status != http.StatusConflict || r.errorCode() != "too_many_reactions" {
+		t.Errorf("PUT a new emoji on a full message: %d %s, want 409 too_many_reactions", r.status, truncate(r.body))
+	}
+	rr := e.rpc(3, "reaction.set", pathf(`{"conversationId":%d,"seq":%d,"clientMsgId":%q,"emoji":"new","on":true}`, g, m.Seq, newID()))
+	if rr.status != http.StatusConflict || rr.code != "too_many_reactions" {
+		t.Errorf("RPC reaction.set of a new emoji on a full message: %s, want 409 too_many_reactions", rr.raw)
+	}
+	var rep struct{ Count int }
+	e.must(http.StatusOK, 3, "PUT", path("e0"), nil, &rep)
+	if rep.Count != 2 {
+		t.Errorf("setting an emoji already on the full message: count %d, want 2", rep.Count)
 	}
 }

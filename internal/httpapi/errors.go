@@ -77,7 +77,7 @@ func ErrorStatus(code chat.Code) int {
 		return http.StatusForbidden
 	case chat.CodeNotFound:
 		return http.StatusNotFound
-	case chat.CodeConflict, chat.CodeMemberCap:
+	case chat.CodeConflict, chat.CodeMemberCap, chat.CodeTooManyReactions:
 		return http.StatusConflict
 	case chat.CodeRateLimited:
 		return http.StatusTooManyRequests

@@ -43,6 +43,7 @@ func TestErrorMapping(t *testing.T) {
 		{chat.ErrNotFound, 404, "not_found", false},
 		{chat.ErrConflict, 409, "conflict", false},
 		{chat.ErrMemberCap, 409, "member_cap", false},
+		{chat.Errorf(chat.CodeTooManyReactions, "full"), 409, "too_many_reactions", false},
 		{chat.ErrRateLimited, 429, "rate_limited", true},
 		{chat.Unavailable("inbox", errors.New(secret)), 503, "unavailable", true},
 		{errors.New(secret), 500, "internal", false},

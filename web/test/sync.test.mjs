@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiError } from '../src/api.js';
 import { ChatState } from '../src/store/state.js';
-import { Sync } from '../src/store/sync.js';
+import { Sync, changeFailedText } from '../src/store/sync.js';
 import { Outbox } from '../src/store/outbox.js';
 import { SendError } from '../src/mqtt-session.js';
 
@@ -650,6 +650,21 @@ test('an edit a later page sends again that chatd refuses for good (past the edi
   assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
   const p3 = await page(t, storage);
   assert.deepEqual(p3.s.sent, []);
+});
+
+test('a new reaction refused because the message carries the most distinct emoji (0x99, too_many_reactions) is told with the server\'s reason and not sent again', async (t) => {
+  const storage = memoryStorage();
+  const p = await page(t, storage);
+  const why = 'message 3 carries 20 different reactions already: add to one of them, or wait until one is taken off';
+  const on = p.sync.react(7, 3, '🦄', true);
+  await until(() => p.s.sent.length === 1, 'the reaction goes out');
+  p.s.refuse(p.s.sent[0].clientMsgId, new SendError(why, 0x99));
+  const err = await on.then(() => null, (e) => e);
+  assert.ok(err, 'the refusal rejects the reaction');
+  assert.equal(changeFailedText('react', { on: true }, err), `Could not add the reaction: ${why}`);
+  await settle();
+  assert.equal(p.s.sent.length, 1, 'a final refusal was tried again');
+  assert.deepEqual(new Outbox('web-1-a', storage).list(), []);
 });
 
 test('a reaction set then removed while the server is busy ends removed: the removal waits for the set, tried again with its clientMsgId', async (t) => {
