@@ -79,7 +79,7 @@ func runRecall(ctx context.Context, a *app, args []string) error {
 
 func runReact(ctx context.Context, a *app, args []string) error {
 	fs := newFlags("react", "react --user N --conversation ID --seq SEQ --emoji EMOJI [--off]",
-		"Set your reaction --emoji on message --seq, or remove it with --off. A change\nis an entry with a seq of its own (printed); members get reaction.updated with\nthe emoji's new count. Setting a reaction you already set, or removing one you\ndid not, changes nothing and says so. At most 20 different emoji per user\nand message.",
+		"Set your reaction --emoji on message --seq, or remove it with --off. A change\nis an entry with a seq of its own (printed); members get reaction.updated with\nthe emoji's new count. Setting a reaction you already set, or removing one you\ndid not, changes nothing and says so. At most 20 different emoji per user\nand message, and 20 on a message in all (a new one past them is refused\nwith too_many_reactions).",
 		"chatctl react --user 2 --conversation 3 --seq 42 --emoji 👍",
 		"chatctl react --user 2 --conversation 3 --seq 42 --emoji 👍 --off")
 	ch := addChangeFlags(fs, "react to", "reaction")
