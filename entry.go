@@ -21,11 +21,14 @@ const (
 )
 
 // ReplyRef is the message a message replies to, as it is now: its first
-// 100 characters, or Recalled and no snippet.
+// 100 characters and its type (Message.MsgType: "" a text), so a quote of
+// a photo sent without a caption has something to show; or Recalled, and
+// neither.
 type ReplyRef struct {
 	Seq      int64  `json:"seq"`
 	SenderID int64  `json:"senderId"`
 	Snippet  string `json:"snippet"`
+	MsgType  string `json:"msgType,omitempty"`
 	Recalled bool   `json:"recalled,omitempty"`
 }
 

@@ -93,6 +93,10 @@ $f$;
 --             o_body is its current body, so a resend of a message edited
 --             since is answered as edited, as history reads it, not as the
 --             first answer's text with another body.
+--   o_target_msg_type
+--             a reply's: the type of the message it replies to (NULL: a
+--             text, or recalled: a recall erases it), as o_snippet is
+--             given (none when the writer can no longer reach it).
 --
 -- Rules, each decided once here:
 --   - seq is the conversation's last_seq + 1, under the conversation row's
@@ -224,7 +228,8 @@ CREATE OR REPLACE FUNCTION chat_send_batch(
     p_attach jsonb[] DEFAULT NULL, p_types text[] DEFAULT NULL)
 RETURNS TABLE (o_status smallint, o_seq bigint, o_sender bigint, o_body text, o_at timestamptz,
                o_target_sender bigint, o_snippet text, o_target_recalled boolean, o_count integer,
-               o_msg_type text, o_attachments jsonb, o_recalled_at timestamptz, o_edited_at timestamptz)
+               o_msg_type text, o_attachments jsonb, o_recalled_at timestamptz, o_edited_at timestamptz,
+               o_target_msg_type text)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -238,10 +243,12 @@ DECLARE
     -- reactions decide (NULL arrays: a batch with none of them, which
     -- never runs their lookups): v_ref the outcome of those rules (0
     -- allowed, NULL none apply); the target's or forward source's sender,
-    -- current body and recall; the source's type; the target's earlier
+    -- current body and recall; the source's type; a reply's target's type;
+    -- the target's earlier
     -- recall (seq, time, clientMsgId, sender); how many carry a reaction's emoji before the change,
     -- and the seq at which it appeared (NULL: nobody carries it).
     v_ref smallint[]; v_ref_sender bigint[]; v_ref_body text[]; v_ref_recalled boolean[]; v_f_msg_type text[];
+    v_ref_msg_type text[];
     v_recall_seq bigint[]; v_recall_at timestamptz[]; v_recall_id text[]; v_recall_by bigint[]; v_total bigint[];
     v_appeared bigint[];
     -- Per change, the answer: outcome, seq, the stored entry's sender and
@@ -352,10 +359,11 @@ BEGIN
                array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.sender_id ELSE tg.sender_id END ORDER BY r.ord),
                array_agg(CASE WHEN r.fc IS NOT NULL THEN fsrc.body ELSE tg.body END ORDER BY r.ord),
                array_agg(tg.recalled_at IS NOT NULL ORDER BY r.ord), array_agg(fsrc.msg_type ORDER BY r.ord),
+               array_agg(CASE WHEN r.k = 'message' AND r.fc IS NULL THEN tg.msg_type END ORDER BY r.ord),
                array_agg(rc.seq ORDER BY r.ord), array_agg(rc.created_at ORDER BY r.ord),
                array_agg(rc.client_msg_id::text ORDER BY r.ord), array_agg(rc.sender_id ORDER BY r.ord),
                array_agg(rx.total ORDER BY r.ord), array_agg(rx.appeared ORDER BY r.ord)
-        INTO v_ref, v_ref_sender, v_ref_body, v_ref_recalled, v_f_msg_type, v_recall_seq, v_recall_at, v_recall_id,
+        INTO v_ref, v_ref_sender, v_ref_body, v_ref_recalled, v_f_msg_type, v_ref_msg_type, v_recall_seq, v_recall_at, v_recall_id,
              v_recall_by, v_total, v_appeared
         FROM unnest(p_kind, p_conv, p_sender, p_target, p_fwd_conv, p_fwd_seq, p_emoji, p_on, p_body)
              WITH ORDINALITY AS r(k, c, s, tgt, fc, fs, emoji, is_on, b, ord)
@@ -680,7 +688,8 @@ BEGIN
                     WHEN v_unseen[i] THEN NULL ELSE left(v_ref_body[i], 100) END,
                NOT v_unseen[i] AND COALESCE(v_ref_recalled[i], false),
                CASE WHEN NOT v_unseen[i] THEN v_count[i] END, v_msg_type[i],
-               CASE WHEN v_msg_type[i] IS NOT NULL THEN chat_attachments(p_conv[i], v_seq[i]) END, v_recalled_at[i], v_edited_at[i]
+               CASE WHEN v_msg_type[i] IS NOT NULL THEN chat_attachments(p_conv[i], v_seq[i]) END, v_recalled_at[i], v_edited_at[i],
+               CASE WHEN v_unseen[i] THEN NULL ELSE v_ref_msg_type[i] END
         FROM generate_series(1, v_n) AS i;
 END;
 $$;
@@ -861,8 +870,11 @@ $$;
 -- An entry of a conversation's stream as readers see it (history,
 -- catch-up, the outbox relay): the message row with what its reply_to
 -- points at now (sender, first 100 characters of its current body,
--- recalled) and its attachments (none once recalled). Reading entries
--- through it keeps those rules in one place.
+-- recalled, and its type: reply_msg_type, NULL for a text and once
+-- recalled, since a recall erases msg_type) and its attachments (none
+-- once recalled). Reading entries through it keeps those rules in one
+-- place. (New columns go at the end: CREATE OR REPLACE VIEW adds them
+-- there only.)
 --
 -- The quoted message is looked up by key for each reply, in a subquery
 -- kept apart (OFFSET 0): joined plainly, a planner expecting one message
@@ -877,10 +889,11 @@ SELECT m.conversation_id, m.seq, m.kind, m.sender_id, m.client_msg_id, m.body, m
        r.recalled_at IS NOT NULL AS reply_recalled,
        m.forwarded_conversation_id, m.forwarded_seq, m.forwarded_sender_id,
        m.msg_type,
-       CASE WHEN m.msg_type IS NOT NULL AND m.recalled_at IS NULL THEN chat_attachments(m.conversation_id, m.seq) END AS attachments
+       CASE WHEN m.msg_type IS NOT NULL AND m.recalled_at IS NULL THEN chat_attachments(m.conversation_id, m.seq) END AS attachments,
+       r.msg_type AS reply_msg_type
 FROM message m
 LEFT JOIN LATERAL (
-    SELECT r.sender_id, r.body, r.recalled_at FROM message r
+    SELECT r.sender_id, r.body, r.recalled_at, r.msg_type FROM message r
     WHERE m.reply_to IS NOT NULL AND r.conversation_id = m.conversation_id AND r.seq = m.reply_to
     OFFSET 0) r ON true;
 

@@ -18,7 +18,7 @@ import (
 const entryColumns = `conversation_id, seq, kind, sender_id, client_msg_id::text, body, created_at,
 	target_seq, emoji, reaction_on, reaction_count, edited_at, recalled_at,
 	reply_to, reply_sender, reply_snippet, reply_recalled,
-	forwarded_conversation_id, forwarded_seq, forwarded_sender_id, msg_type, attachments`
+	forwarded_conversation_id, forwarded_seq, forwarded_sender_id, msg_type, attachments, reply_msg_type`
 
 func scanEntry(row pgx.CollectableRow) (chat.Message, error) { return scanEntryAnd(row) }
 
@@ -34,13 +34,13 @@ func scanEntryAnd(row pgx.CollectableRow, extra ...any) (chat.Message, error) {
 		on, replyRecalled            *bool
 		count                        *int32
 		recalledAt                   *time.Time
-		msgType                      *string
+		msgType, replyMsgType        *string
 		attachments                  []byte
 	)
 	err := row.Scan(append([]any{&m.ConversationID, &m.Seq, &kind, &m.SenderID, &m.ClientMsgID, &m.Body, &m.CreatedAt,
 		&target, &emoji, &on, &count, &m.EditedAt, &recalledAt,
 		&replyTo, &replySender, &snippet, &replyRecalled,
-		&fwdConv, &fwdSeq, &fwdSender, &msgType, &attachments}, extra...)...)
+		&fwdConv, &fwdSeq, &fwdSender, &msgType, &attachments, &replyMsgType}, extra...)...)
 	if err != nil {
 		return m, err
 	}
@@ -73,13 +73,7 @@ func scanEntryAnd(row pgx.CollectableRow, extra ...any) (chat.Message, error) {
 		m.Body = ""
 	}
 	if replyTo != nil {
-		ref := &chat.ReplyRef{Seq: *replyTo, SenderID: deref(replySender)}
-		if replyRecalled != nil && *replyRecalled {
-			ref.Recalled = true
-		} else if snippet != nil {
-			ref.Snippet = *snippet
-		}
-		m.ReplyTo = ref
+		m.ReplyTo = replyRef(*replyTo, replySender, snippet, replyMsgType, replyRecalled)
 	}
 	if fwdConv != nil && fwdSeq != nil {
 		m.ForwardedFrom = &chat.ForwardRef{ConversationID: *fwdConv, Seq: *fwdSeq, SenderID: deref(fwdSender)}
@@ -88,6 +82,19 @@ func scanEntryAnd(row pgx.CollectableRow, extra ...any) (chat.Message, error) {
 		m = m.AsRecalled(recalledAt)
 	}
 	return m, nil
+}
+
+// replyRef is the quote of message seq as chatd read it (chat_entry's
+// reply_* columns, chat_send_batch's o_target_*): a recalled message's
+// has neither snippet nor type.
+func replyRef(seq int64, sender *int64, snippet, msgType *string, recalled *bool) *chat.ReplyRef {
+	ref := &chat.ReplyRef{Seq: seq, SenderID: deref(sender)}
+	if recalled != nil && *recalled {
+		ref.Recalled = true
+		return ref
+	}
+	ref.Snippet, ref.MsgType = derefStr(snippet), derefStr(msgType)
+	return ref
 }
 
 // reactionsSQL aggregates the reactions on a page's messages, and whether

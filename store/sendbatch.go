@@ -188,10 +188,11 @@ type outcome struct {
 	attachments    []byte
 	recalledAt     *time.Time
 	editedAt       *time.Time
+	targetMsgType  *string
 }
 
 const sendBatchSQL = `SELECT o_status, o_seq, o_sender, o_body, o_at, o_target_sender, o_snippet, o_target_recalled, o_count,
-	       o_msg_type, o_attachments, o_recalled_at, o_edited_at
+	       o_msg_type, o_attachments, o_recalled_at, o_edited_at, o_target_msg_type
 	FROM chat_send_batch($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
 	                     $7::bigint[], $8::bigint[], $9::text[], $10::boolean[], $11::interval, $12::interval,
 	                     $13::text[], $14::text[], $15::jsonb[], $16::text[])`
@@ -259,7 +260,7 @@ func (s *Store) sendBatchTx(ctx context.Context, conn *pgx.Conn, timeoutMillis i
 	for rows.Next() {
 		var o outcome
 		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count,
-			&o.msgType, &o.attachments, &o.recalledAt, &o.editedAt); err != nil {
+			&o.msgType, &o.attachments, &o.recalledAt, &o.editedAt, &o.targetMsgType); err != nil {
 			rows.Close()
 			return fmt.Errorf("write %d changes: %w", len(reqs), err)
 		}
@@ -413,13 +414,7 @@ func fillReferences(e *chat.Message, c chat.Change, o outcome) {
 		return
 	}
 	if c.ReplyTo > 0 {
-		ref := &chat.ReplyRef{Seq: c.ReplyTo, SenderID: deref(o.targetSender)}
-		if o.targetRecalled != nil && *o.targetRecalled {
-			ref.Recalled = true
-		} else if o.snippet != nil {
-			ref.Snippet = *o.snippet
-		}
-		e.ReplyTo = ref
+		e.ReplyTo = replyRef(c.ReplyTo, o.targetSender, o.snippet, o.targetMsgType, o.targetRecalled)
 	}
 }
 

@@ -54,7 +54,7 @@ func appendSystem(ctx context.Context, tx pgx.Tx, conversationID, actorID int64,
 	for rows.Next() {
 		var o outcome
 		if err := rows.Scan(&o.status, &o.seq, &o.sender, &o.body, &o.at, &o.targetSender, &o.snippet, &o.targetRecalled, &o.count,
-			&o.msgType, &o.attachments, &o.recalledAt, &o.editedAt); err != nil {
+			&o.msgType, &o.attachments, &o.recalledAt, &o.editedAt, &o.targetMsgType); err != nil {
 			return nil, fmt.Errorf("write system entries: %w", err)
 		}
 		i := len(out)
