@@ -68,7 +68,10 @@ const (
 
 type (
 	// ReplyRef is the message a message replies to, as it is now: its
-	// Snippet is its first 100 characters, empty once recalled.
+	// Snippet is its first 100 characters and its MsgType its type (as
+	// Message.MsgType: "" a text), so a quote of a photo, voice note or
+	// file sent without a caption can say what it quotes; both empty
+	// once recalled.
 	ReplyRef = chat.ReplyRef
 	// ForwardRef is the message a forwarded message copies.
 	ForwardRef = chat.ForwardRef

@@ -157,14 +157,14 @@ func (v *View) react(m *MessageView, ev Event) {
 	}
 }
 
-// followReplies keeps the snippets of replies to m as m is now.
+// followReplies keeps the quotes of replies to m as m is now.
 func (v *View) followReplies(msgs map[int64]*MessageView, m *MessageView) {
 	for _, r := range msgs {
 		if r.ReplyTo != nil && r.ReplyTo.Seq == m.Seq {
 			ref := *r.ReplyTo
-			ref.Recalled = m.Recalled
-			ref.Snippet = ""
-			if !m.Recalled {
+			if m.Recalled {
+				ref = recalledQuote(ref)
+			} else {
 				ref.Snippet = snippet(m.Body)
 			}
 			r.ReplyTo = &ref
@@ -187,12 +187,19 @@ func (v *View) followAbsent(msgs map[int64]*MessageView, ev Event) {
 		}
 		ref := *r.ReplyTo
 		if ev.Type == EventMessageRecalled {
-			ref.Recalled, ref.Snippet = true, ""
+			ref = recalledQuote(ref)
 		} else {
 			ref.Snippet = snippet(ev.Body)
 		}
 		r.ReplyTo = &ref
 	}
+}
+
+// recalledQuote is quote q once its message is recalled, as chatd reads
+// it: recalled, with neither snippet nor type (an edit changes neither
+// the quoted message's type nor, so, the quote's).
+func recalledQuote(q ReplyRef) ReplyRef {
+	return ReplyRef{Seq: q.Seq, SenderID: q.SenderID, Recalled: true}
 }
 
 // snippet is the first 100 characters of body, as chatd cuts it.
