@@ -96,16 +96,27 @@ export function snippet(body) {
 }
 
 /**
+ * The quote of message t (seq) as the client holds it now, as the server
+ * quotes it (replyTo): its snippet and type (msgType, none for a text),
+ * or recalled and neither.
+ */
+export function quoteOfMessage(seq, t) {
+  if (t.recalled) return { seq, senderId: t.senderId, snippet: '', recalled: true };
+  return { seq, senderId: t.senderId, snippet: snippet(t.body), recalled: false, ...(t.msgType ? { msgType: t.msgType } : {}) };
+}
+
+/**
  * What a reply shows of the message it quotes: the quoted message as the
  * client holds it now (so an edit or recall shows at once), else the
- * server's snippet.
+ * server's quote (a recalled one without a type).
  */
 export function quoteOf(c, m) {
   const ref = m.replyTo;
   if (!ref) return null;
   const t = c.messages.get(ref.seq);
-  if (t && isMessage(t)) return { seq: ref.seq, senderId: t.senderId, snippet: t.recalled ? '' : snippet(t.body), recalled: !!t.recalled };
-  return { seq: ref.seq, senderId: ref.senderId, snippet: ref.snippet || '', recalled: !!ref.recalled };
+  if (t && isMessage(t)) return quoteOfMessage(ref.seq, t);
+  if (ref.recalled) return { seq: ref.seq, senderId: ref.senderId, snippet: '', recalled: true };
+  return { seq: ref.seq, senderId: ref.senderId, snippet: ref.snippet || '', recalled: false, ...(ref.msgType ? { msgType: ref.msgType } : {}) };
 }
 
 /**

@@ -561,7 +561,8 @@ export class Conversation {
     for (const m of this.messages.values()) {
       const ref = m.replyTo;
       if (!isMessage(m) || !ref || ref.seq !== ch.targetSeq || ref.recalled) continue;
-      m.replyTo = ch.kind === 'recall' ? { ...ref, snippet: '', recalled: true } : { ...ref, snippet: snippet(ch.body) };
+      // A recall takes the type with the text; an edit keeps it.
+      m.replyTo = ch.kind === 'recall' ? { seq: ref.seq, senderId: ref.senderId, snippet: '', recalled: true } : { ...ref, snippet: snippet(ch.body) };
     }
   }
 

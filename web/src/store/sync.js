@@ -7,7 +7,7 @@
 import { uuid4 } from '../uuid.js';
 import { waitText } from '../api.js';
 import { backoffDelay, retryAfterDelay } from '../retry.js';
-import { changeFromEvent, eraseRecalled, isMessage, snippet } from './lifecycle.js';
+import { changeFromEvent, eraseRecalled, isMessage, quoteOfMessage } from './lifecycle.js';
 
 const PAGE = 50; // history page when opening or scrolling back
 const FILL_PAGE = 200; // the server's cap: catch up in as few requests as possible
@@ -755,7 +755,7 @@ export class Sync {
   replyRef(cid, seq) {
     const t = this.state.conv(cid)?.messages.get(seq);
     if (!t || !isMessage(t)) return { seq, senderId: 0, snippet: '' };
-    return { seq, senderId: t.senderId, snippet: t.recalled ? '' : snippet(t.body), recalled: !!t.recalled };
+    return quoteOfMessage(seq, t);
   }
 
   /**

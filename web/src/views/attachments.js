@@ -14,11 +14,6 @@ export function formatSize(n) {
   return `${n} B`;
 }
 
-/** What the inbox shows for a message without text. */
-export function msgTypeLabel(msgType) {
-  return { image: '📷 Photo', audio: '🎤 Voice message', video: '🎬 Video', file: '📎 File' }[msgType] || '';
-}
-
 function duration(ms) {
   const s = Math.round(ms / 1000);
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;

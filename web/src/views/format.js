@@ -195,3 +195,12 @@ export function charsOverLimit(text, limit) {
 export function tooLongText(n) {
   return `Too long to send: shorten it by ${n} character${n === 1 ? '' : 's'}.`;
 }
+
+/**
+ * What stands for a message without text (a photo, voice note or file
+ * sent without a caption) where its text would show: the inbox preview, a
+ * reply's quote.
+ */
+export function msgTypeLabel(msgType) {
+  return { image: '📷 Photo', audio: '🎤 Voice message', video: '🎬 Video', file: '📎 File' }[msgType] || '';
+}

@@ -3,8 +3,7 @@
 // full rebuild cannot leave a stale badge behind.
 
 import { h, icon, replace } from './dom.js';
-import { msgTypeLabel } from './attachments.js';
-import { avatar, conversationTitle, displayName, personAvatar, shortTime, systemText, typingText, userName } from './format.js';
+import { avatar, conversationTitle, displayName, msgTypeLabel, personAvatar, shortTime, systemText, typingText, userName } from './format.js';
 
 const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'Offline, reconnecting…' };
 

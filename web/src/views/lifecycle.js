@@ -7,7 +7,7 @@
 // (store/lifecycle.js), which applies every change by seq.
 
 import { h, icon, setText } from './dom.js';
-import { avatar, conversationTitle, userName } from './format.js';
+import { avatar, conversationTitle, msgTypeLabel, userName } from './format.js';
 
 /** The quick reactions offered in the actions menu. */
 export const QUICK_REACTIONS = ['👍', '❤️', '😂', '😮', '😢', '🙏'];
@@ -33,7 +33,7 @@ export function lifecycleParts(on) {
   let shownReactions = '';
 
   /**
-   * @param {{m:any, quote:{seq:number,senderId:number,snippet:string,recalled:boolean}|null,
+   * @param {{m:any, quote:{seq:number,senderId:number,snippet:string,recalled:boolean,msgType?:string}|null,
    *   me:number, actionable:boolean}} d
    */
   function update(d) {
@@ -42,9 +42,12 @@ export function lifecycleParts(on) {
     if (d.quote) {
       quote.dataset.seq = String(d.quote.seq);
       setText(quoteWho, d.quote.senderId ? userName(d.quote.senderId, d.me) : 'Reply');
-      setText(quoteText, d.quote.recalled ? 'Message deleted' : d.quote.snippet || '…');
+      // A photo, voice note or file without a caption has no snippet:
+      // its type stands for it, as in the inbox preview.
+      const said = d.quote.snippet || msgTypeLabel(d.quote.msgType);
+      setText(quoteText, d.quote.recalled ? 'Message deleted' : said || '…');
       quoteText.classList.toggle('deleted', d.quote.recalled);
-      quote.setAttribute('aria-label', `Reply to ${d.quote.senderId ? userName(d.quote.senderId, d.me) : 'a message'}: ${d.quote.recalled ? 'message deleted' : d.quote.snippet}. Show the message.`);
+      quote.setAttribute('aria-label', `Reply to ${d.quote.senderId ? userName(d.quote.senderId, d.me) : 'a message'}: ${d.quote.recalled ? 'message deleted' : said}. Show the message.`);
     }
     forwarded.hidden = !m.forwardedFrom || !!m.recalled;
     edited.hidden = !m.editedAt || !!m.recalled;
