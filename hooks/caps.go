@@ -93,13 +93,15 @@ func refuseSubscriptionIdentifiers(srv *mqtt.Server, cl *mqtt.Client, pk packets
 // 0x87 not authorized: the CONNACK announced none (announceCapabilities),
 // and a client that asks anyway learns it is the feature, not its rights.
 // mochi hands OnSubscribed the very codes its SUBACK then carries. MQTT
-// 3.1.1 has only 0x80, which mochi has already made of the 0x87.
+// 3.1.1 has only 0x80, which mochi has already made of the 0x87. A filter
+// is shared by mochi's own test (mqtt.IsSharedFilter), which takes $SHARE
+// in any case: these rules cover every filter mochi treats as shared.
 func refuseSharedAsNotSupported(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	if cl.Properties.ProtocolVersion != 5 {
 		return
 	}
 	for i, f := range pk.Filters {
-		if i < len(codes) && codes[i] == packets.ErrNotAuthorized.Code && sharedFilter(f.Filter) {
+		if i < len(codes) && codes[i] == packets.ErrNotAuthorized.Code && mqtt.IsSharedFilter(f.Filter) {
 			codes[i] = packets.ErrSharedSubscriptionsNotSupported.Code
 		}
 	}
@@ -118,7 +120,7 @@ func refuseSubscribeProtocolErrors(srv *mqtt.Server, cl *mqtt.Client, pk packets
 		return nil
 	}
 	for _, sub := range pk.Filters {
-		if sub.RetainHandling > 2 || sub.NoLocal && sharedFilter(sub.Filter) {
+		if sub.RetainHandling > 2 || sub.NoLocal && mqtt.IsSharedFilter(sub.Filter) {
 			_ = srv.DisconnectClient(cl, packets.ErrProtocolViolation)
 			return packets.ErrRejectPacket
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
 )
 
 // TopicPrefix is the versioned root of every chat topic.
@@ -120,7 +122,7 @@ func UserTree(userID int64) string {
 // inside its own chat/v1/user/{id}/ tree, wildcards allowed only there, and
 // at most MaxTopicLength bytes (a persistent session keeps its filters).
 func SubscribeAllowed(userID int64, filter string) bool {
-	if len(filter) > MaxTopicLength || sharedFilter(filter) || strings.ContainsRune(filter, 0) {
+	if len(filter) > MaxTopicLength || mqtt.IsSharedFilter(filter) || strings.ContainsRune(filter, 0) {
 		return false
 	}
 	rest, ok := strings.CutPrefix(filter, UserTree(userID))
@@ -138,10 +140,6 @@ func SubscribeAllowed(userID int64, filter string) bool {
 	}
 	return true
 }
-
-// sharedFilter reports whether filter asks for a shared subscription
-// (MQTT 5 §4.8.2: $share/{group}/{filter}), which chatd does not offer.
-func sharedFilter(filter string) bool { return strings.HasPrefix(filter, "$share/") }
 
 // FilterMatches reports whether an MQTT subscription filter matches topic.
 func FilterMatches(filter, topic string) bool {

@@ -44,3 +44,48 @@ func TestASharedSubscriptionIsRefusedAsNotSupportedNotAsNotAuthorized(t *testing
 		}
 	}
 }
+
+// mochi takes a filter for a shared subscription whatever the case of its
+// $share ($SHARE/…, $Share/…: IsSharedFilter), so chatd's rules for shared
+// subscriptions go by the same test. paho, which looks for a lower-case
+// "$share" only, sends these despite the CONNACK. A v5 one gets SUBACK
+// 0x9E as $share/ does (it got 0x87), one with No Local DISCONNECT 0x82
+// and nothing of its SUBSCRIBE processed (it got mochi's SUBACK 0x82, no
+// SUBACK code), and a 3.1.1 one 0x80.
+func TestASharedSubscriptionInUpperOrMixedCaseIsRefusedAsOne(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	events := testnode.EventsTopic(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	pc, _ := dialPaho(t, srv.MQTTAddr(), 1, "SHARE-paho", nil)
+	sa, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{
+		{Topic: "$SHARE/g/" + events, QoS: 1}, {Topic: "$Share/g/#", QoS: 1}, {Topic: events, QoS: 1}}})
+	if want := []byte{0x9E, 0x9E, 0x01}; sa == nil || !slices.Equal(sa.Reasons, want) {
+		t.Errorf("paho SUBSCRIBE $SHARE/g/…, $Share/g/#, events: SUBACK %+v (%v), want % x", sa, err, want)
+	}
+
+	pn, _ := dialPaho(t, srv.MQTTAddr(), 1, "SHARE-nolocal-paho", nil)
+	sub := &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$SHARE/g/" + events, QoS: 1, NoLocal: true}, {Topic: events, QoS: 1}}}
+	answered := make(chan string, 1)
+	go func() {
+		sa, err := pn.Subscribe(ctx, sub)
+		answered <- fmt.Sprintf("SUBACK %+v %v", sa, err)
+	}()
+	select {
+	case d := <-pn.disconnect:
+		if d.ReasonCode != 0x82 {
+			t.Errorf("No Local on $SHARE/g/…: DISCONNECT 0x%02x, want 0x82 (protocol error)", d.ReasonCode)
+		}
+	case <-ctx.Done():
+		t.Errorf("No Local on $SHARE/g/…: no DISCONNECT (%s), want 0x82 (protocol error)", <-answered)
+	}
+	if srv.Hub.Ready("SHARE-nolocal-paho") {
+		t.Error("the SUBSCRIBE with No Local on $SHARE/g/… released event delivery")
+	}
+
+	c, _ := dialAs(t, srv.MQTTAddr(), 1, "SHARE-v4", 4, true)
+	if codes, err := c.Subscribe("$SHARE/g/"+events, "$Share/g/#", events); err != nil || !slices.Equal(codes, []byte{0x80, 0x80, 0x01}) {
+		t.Errorf("v3.1.1 SUBSCRIBE $SHARE/g/…, $Share/g/#, events: SUBACK % x %v, want 80 80 01", codes, err)
+	}
+}
