@@ -160,8 +160,10 @@ func FilterMatches(filter, topic string) bool {
 }
 
 // ResponseTopicAllowed reports whether a v5 response topic lies in the
-// caller's own tree and is a plain topic name (no wildcards).
+// caller's own tree and is a plain topic name (no wildcards) of at most
+// MaxTopicLength bytes: the server holds it with the request until the
+// reply is written, as it holds any topic or filter.
 func ResponseTopicAllowed(userID int64, topic string) bool {
 	rest, ok := strings.CutPrefix(topic, UserTree(userID))
-	return ok && rest != "" && len(topic) <= 512 && !strings.ContainsAny(topic, "#+\x00")
+	return ok && rest != "" && len(topic) <= MaxTopicLength && !strings.ContainsAny(topic, "#+\x00")
 }

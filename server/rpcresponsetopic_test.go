@@ -63,3 +63,31 @@ func TestAnRPCIsAnsweredToItsRequesterAloneAndOnlyInItsOwnTree(t *testing.T) {
 		}
 	}
 }
+
+// A Response Topic is a topic the server keeps (with its request in the
+// queue), held to the 256 bytes of every topic and filter: one of 256
+// bytes in the requester's tree is answered, one of 257 refused as a
+// response topic the requester may not name (PUBACK 0x87, the reason
+// naming the tree and the limit) and answered nowhere. 512 bytes were
+// allowed.
+func TestAnRPCResponseTopicOfMoreThan256BytesIsRefused(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	asker, _, replies := dialPahoReceiving(t, srv.MQTTAddr(), 1, "rpc-long-topic")
+	long := "chat/v1/user/1/rpc/" + strings.Repeat("a", 256-len("chat/v1/user/1/rpc/"))
+	ack, err := asker.publish1("chat/v1/rpc/me.get", []byte(`{}`), &paho.PublishProperties{ResponseTopic: long + "a", CorrelationData: []byte("257")})
+	if ack == nil || ack.ReasonCode != 0x87 || ack.Properties == nil || !strings.Contains(ack.Properties.ReasonString, "chat/v1/user/1/") ||
+		!strings.Contains(ack.Properties.ReasonString, "256 bytes") {
+		t.Fatalf("a request naming a response topic of 257 bytes: PUBACK %+v %v, want 0x87 naming chat/v1/user/1/ and 256 bytes", ack, err)
+	}
+	if ack, err := asker.publish1("chat/v1/rpc/me.get", []byte(`{}`), &paho.PublishProperties{ResponseTopic: long, CorrelationData: []byte("256")}); err != nil {
+		t.Fatalf("a request naming a response topic of 256 bytes: PUBACK %+v %v", ack, err)
+	}
+	select {
+	case pk := <-replies:
+		if string(pk.Properties.CorrelationData) != "256" || pk.Topic != long || !bytes.Contains(pk.Payload, []byte(`"status":200`)) {
+			t.Fatalf("got %s on %s (correlation %q), want the answer to the request naming 256 bytes", pk.Payload, pk.Topic, pk.Properties.CorrelationData)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer on a response topic of 256 bytes")
+	}
+}
