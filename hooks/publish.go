@@ -549,8 +549,8 @@ func (h *Chat) onRPC(p *publish, pk packets.Packet, method string) {
 		return
 	}
 	if !ResponseTopicAllowed(ci.userID, rt) {
-		p.fail("rpc", chat.Errorf(chat.CodeForbidden, "response topic must be a topic of at most %d bytes under %s, without wildcards",
-			MaxTopicLength, UserTree(ci.userID)), 0, "")
+		p.fail("rpc", chat.Errorf(chat.CodeForbidden, "response topic must be a topic of at most %d bytes under %s other than %s, without wildcards",
+			MaxTopicLength, UserTree(ci.userID), EventsTopic(ci.userID)), 0, "")
 		return
 	}
 	if h.cfg.RPC == nil {

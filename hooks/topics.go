@@ -110,8 +110,11 @@ func ParseID(s string) (int64, bool) {
 
 // EventsTopic is the one topic a user's clients subscribe to for events.
 func EventsTopic(userID int64) string {
-	return UserTree(userID) + "events"
+	return UserTree(userID) + eventsLevel
 }
+
+// eventsLevel is the events topic's level under a user's tree.
+const eventsLevel = "events"
 
 // UserTree is the topic tree a user may subscribe to and receive replies in.
 func UserTree(userID int64) string {
@@ -162,8 +165,9 @@ func FilterMatches(filter, topic string) bool {
 // ResponseTopicAllowed reports whether a v5 response topic lies in the
 // caller's own tree and is a plain topic name (no wildcards) of at most
 // MaxTopicLength bytes: the server holds it with the request until the
-// reply is written, as it holds any topic or filter.
+// reply is written, as it holds any topic or filter. The events topic is
+// not one: a client takes whatever comes on it for an event.
 func ResponseTopicAllowed(userID int64, topic string) bool {
 	rest, ok := strings.CutPrefix(topic, UserTree(userID))
-	return ok && rest != "" && len(topic) <= MaxTopicLength && !strings.ContainsAny(topic, "#+\x00")
+	return ok && rest != "" && rest != eventsLevel && len(topic) <= MaxTopicLength && !strings.ContainsAny(topic, "#+\x00")
 }

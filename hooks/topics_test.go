@@ -50,7 +50,7 @@ func TestResponseTopicMustBeAPlainTopicInOwnTree(t *testing.T) {
 	if !ResponseTopicAllowed(7, "chat/v1/user/7/rpc/abc") {
 		t.Fatal("own reply topic refused")
 	}
-	for _, rt := range []string{"chat/v1/user/8/rpc", "chat/v1/user/7/", "chat/v1/user/7/#", "chat/v1/user/7/+", "x", "chat/v1/user/7/" + strings.Repeat("a", 600)} {
+	for _, rt := range []string{"chat/v1/user/8/rpc", "chat/v1/user/7/", "chat/v1/user/7/events", "chat/v1/user/7/#", "chat/v1/user/7/+", "x", "chat/v1/user/7/" + strings.Repeat("a", 600)} {
 		if ResponseTopicAllowed(7, rt) {
 			t.Errorf("%q allowed", rt)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
 )
 
 // An RPC request names where its answer goes, and chatd must not become a
@@ -89,5 +90,38 @@ func TestAnRPCResponseTopicOfMoreThan256BytesIsRefused(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no answer on a response topic of 256 bytes")
+	}
+}
+
+// The events topic carries events alone: a client decodes whatever comes
+// on it as one. A request naming it as its Response Topic is refused as a
+// response topic the requester may not name (PUBACK 0x87, the reason
+// naming the events topic) and answered nowhere. The answer was published
+// on the events topic, where the requester's event handling took a
+// {"status":…} reply for an event of no type.
+func TestAnRPCNamingItsEventsTopicAsResponseTopicIsRefused(t *testing.T) {
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	asker, _, replies := dialPahoReceiving(t, srv.MQTTAddr(), 1, "rpc-events-topic")
+	events := testnode.EventsTopic(1)
+	ack, err := asker.publish1("chat/v1/rpc/me.get", []byte(`{}`), &paho.PublishProperties{ResponseTopic: events, CorrelationData: []byte("events")})
+	if ack == nil || ack.ReasonCode != 0x87 || ack.Properties == nil || !strings.Contains(ack.Properties.ReasonString, events) {
+		t.Fatalf("a request naming %s as its response topic: PUBACK %+v %v, want 0x87 naming the events topic", events, ack, err)
+	}
+	if ack, err := asker.publish1("chat/v1/rpc/me.get", []byte(`{}`), &paho.PublishProperties{ResponseTopic: "chat/v1/user/1/rpc", CorrelationData: []byte("rpc")}); err != nil {
+		t.Fatalf("a request answered on chat/v1/user/1/rpc: PUBACK %+v %v", ack, err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case pk := <-replies:
+			if pk.Topic == events || string(pk.Properties.CorrelationData) == "events" {
+				t.Fatalf("got %s on %s (correlation %q): an answer on the events topic", pk.Payload, pk.Topic, pk.Properties.CorrelationData)
+			}
+			if string(pk.Properties.CorrelationData) == "rpc" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no answer on chat/v1/user/1/rpc")
+		}
 	}
 }
