@@ -36,17 +36,28 @@ export function shownAsPicture(a) {
 }
 
 /**
- * What the tray tells of an upload for a conversation that chatd refused
- * (its ticket, its bytes or their completion, docs/http.md) because the
- * uploader may no longer write there: the reason, not chatd's terse
- * "not a member of conversation 7". Other failures keep their message.
+ * Why chatd refuses an upload for a conversation (its ticket, its bytes
+ * or their completion, docs/http.md) because the uploader may no longer
+ * write there, by the code of its 403, in words rather than chatd's terse
+ * "not a member of conversation 7".
  */
+const REFUSALS = {
+  not_member: 'You are no longer in this conversation (you left or were removed): the file cannot be sent here.',
+  blocked: 'This person blocked you: you cannot send them files.',
+};
+
+/**
+ * Whether an upload failed so because its uploader may no longer write in
+ * the conversation: sent again, it can only be refused the same way, so
+ * the tray offers no Retry.
+ */
+export function refusedForGood(e) {
+  return e?.status === 403 && Object.hasOwn(REFUSALS, e.code);
+}
+
+/** What the tray tells of an upload that failed so: a refusal's reason, or the failure's message. */
 function refusal(e) {
-  const why = {
-    not_member: 'You are no longer in this conversation (you left or were removed): the file cannot be sent here.',
-    blocked: 'This person blocked you: you cannot send them files.',
-  }[e.status === 403 ? e.code : ''];
-  return why ? new ApiError(e.status, e.code, why) : e;
+  return refusedForGood(e) ? new ApiError(e.status, e.code, REFUSALS[e.code]) : e;
 }
 
 /** Whether an upload that failed so is still pending, to be sent again. */

@@ -102,6 +102,16 @@ export function fakeDocument() {
       }
       return null;
     }
+    /** The first element under this one of class c, for a ".c" selector (the views' only kind). */
+    querySelector(sel) {
+      for (const c of this.children) {
+        if (!(c instanceof FakeElement)) continue;
+        if (sel.startsWith('.') && String(c.className ?? '').split(' ').includes(sel.slice(1))) return c;
+        const f = c.querySelector(sel);
+        if (f) return f;
+      }
+      return null;
+    }
     findAll(testid, out = []) {
       if (this.attrs['data-testid'] === testid) out.push(this);
       for (const c of this.children) if (c instanceof FakeElement) c.findAll(testid, out);

@@ -610,3 +610,48 @@ for (const step of ['its ticket', 'its bytes', 'their completion']) {
     });
   }
 }
+
+/**
+ * The composer's tray on the stand-in DOM, its uploads for conversation 7
+ * by an Uploader whose ticket requests fail with fail(): the tray and the
+ * item of a.txt once its upload failed.
+ */
+async function failedTray(fail) {
+  const { createTray } = await import('../src/views/attachments.js');
+  const tray = createTray(new Uploader(ticketApi(() => { throw fail(); })), () => 7, () => {});
+  tray.add([{ name: 'a.txt', type: 'text/plain', size: 3 }]);
+  await settle();
+  return { tray, item: tray.el.find('tray-item') };
+}
+
+test('an upload chatd refused because the uploader may no longer write there (403 not_member, blocked) offers only Remove, with the reason', async () => {
+  const { ApiError } = await import('../src/api.js');
+  const undo = fakeDocument();
+  try {
+    for (const [code, r] of Object.entries(refusals)) {
+      const { tray, item } = await failedTray(() => new ApiError(r.status, r.error.code, r.error.message));
+      assert.equal(item.dataset.status, 'failed');
+      assert.match(item.find('tray-state').textContent, r.why, `${code}: the tray says "${item.find('tray-state').textContent}"`);
+      assert.equal(item.find('tray-retry').hidden, true, `${code}: the tray offers Retry, which can only be refused the same way`);
+      assert.equal(item.find('tray-remove').hidden, false);
+      item.find('tray-remove').dispatch('click');
+      assert.equal(tray.count(), 0, `${code}: Remove left the file in the tray`);
+    }
+  } finally {
+    undo();
+  }
+});
+
+test('an upload that failed for now (the network, a 5xx, a 429) offers Retry', async () => {
+  const { ApiError } = await import('../src/api.js');
+  const undo = fakeDocument();
+  try {
+    for (const e of [new ApiError(0, 'network', 'network error'), new ApiError(503, 'unavailable', 'try later'), new ApiError(429, 'rate_limited', 'slow down')]) {
+      const { item } = await failedTray(() => e);
+      assert.equal(item.dataset.status, 'failed');
+      assert.equal(item.find('tray-retry').hidden, false, `${e.status} ${e.code}: no Retry`);
+    }
+  } finally {
+    undo();
+  }
+});

@@ -4,7 +4,7 @@
 // viewer. Names and captions are text nodes like every user string.
 
 import { h, icon, setText } from './dom.js';
-import { fileType, shownAsPicture } from '../uploads.js';
+import { fileType, refusedForGood, shownAsPicture } from '../uploads.js';
 import { waitText } from '../api.js';
 import { aboutOpenConversation } from './lifecycle.js';
 
@@ -132,14 +132,16 @@ export function openLightbox(a, cache, onClose = () => {}) {
 
 /**
  * The composer's files: each uploads as soon as it is added, with a
- * progress bar; a failed one can be retried or removed. onChange is called
+ * progress bar; a failed one can be retried or removed, or only removed
+ * when chatd refused the user there for good (refusedForGood: they left,
+ * were removed or blocked), which it says. onChange is called
  * whenever what can be sent changes.
  * @param {import('../uploads.js').Uploader} uploader
  * @param {() => number|null} convId
  */
 export function createTray(uploader, convId, onChange) {
   const el = h('div', { class: 'tray', 'data-testid': 'tray', hidden: true });
-  /** @type {{file:File, cid:number, status:string, error:string, attachment:any, el:HTMLElement, bar:HTMLElement, stateEl:HTMLElement, handle:any, preview:string|null}[]} */
+  /** @type {{file:File, cid:number, status:string, error:string, final:boolean, attachment:any, el:HTMLElement, bar:HTMLElement, stateEl:HTMLElement, handle:any, preview:string|null}[]} */
   let items = [];
 
   function render() {
@@ -150,6 +152,7 @@ export function createTray(uploader, convId, onChange) {
   function start(it) {
     it.status = 'uploading';
     it.error = '';
+    it.final = false;
     // The previous attempt's ticket and its key, if any: see Uploader.send.
     it.handle = { ticket: it.handle?.ticket, ticketKey: it.handle?.ticketKey };
     // The ticket request waiting to be retried (chatd busy) says so.
@@ -166,6 +169,7 @@ export function createTray(uploader, convId, onChange) {
         if (e.code === 'aborted') return;
         it.status = 'failed';
         it.error = e.message;
+        it.final = refusedForGood(e);
         paint(it, 0);
       })
       .finally(render);
@@ -175,7 +179,7 @@ export function createTray(uploader, convId, onChange) {
     it.el.dataset.status = it.status;
     it.bar.style.transform = `scaleX(${Math.max(0, Math.min(1, frac))})`;
     setText(it.stateEl, it.status === 'failed' ? it.error || 'Upload failed' : it.status === 'done' ? formatSize(it.file.size) : `${Math.round(frac * 100)}%`);
-    it.el.querySelector('.tray-retry').hidden = it.status !== 'failed';
+    it.el.querySelector('.tray-retry').hidden = it.status !== 'failed' || it.final;
     render();
   }
 
@@ -187,7 +191,7 @@ export function createTray(uploader, convId, onChange) {
       const preview = shownAsPicture({ contentType: fileType(file) }) ? URL.createObjectURL(file) : null;
       const bar = h('span', { class: 'tray-bar' });
       const stateEl = h('span', { class: 'att-meta', 'data-testid': 'tray-state' });
-      const it = { file, cid, status: 'uploading', error: '', attachment: null, bar, stateEl, handle: {}, preview, el: null };
+      const it = { file, cid, status: 'uploading', error: '', final: false, attachment: null, bar, stateEl, handle: {}, preview, el: null };
       it.el = h(
         'div',
         { class: 'tray-item', 'data-testid': 'tray-item' },
