@@ -93,27 +93,30 @@ func TestClientStateUnit(t *testing.T) {
 	}
 }
 
-// TestBundleUpToDate rebuilds static/app.js from src/ into a temp file and
-// compares: the committed bundle must be what web/build.sh makes.
+// TestBundleUpToDate rebuilds static/app.js and static/sw.js from src/
+// into a temp directory and compares: the committed bundles must be what
+// web/build.sh makes.
 func TestBundleUpToDate(t *testing.T) {
 	requireNode(t)
 	ensureNodeModules(t)
-	out := filepath.Join(t.TempDir(), "app.js")
+	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if b, err := exec.CommandContext(ctx, "bash", "build.sh", out).CombinedOutput(); err != nil {
 		t.Fatalf("build.sh: %v\n%s", err, b)
 	}
-	fresh, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := staticFS.ReadFile("static/app.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(fresh, committed) {
-		t.Fatalf("web/static/app.js (%d bytes) is not the build of web/src (%d bytes): run web/build.sh and commit the result", len(committed), len(fresh))
+	for _, name := range []string{"app.js", "sw.js"} {
+		fresh, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := staticFS.ReadFile("static/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fresh, committed) {
+			t.Errorf("web/static/%s (%d bytes) is not the build of web/src (%d bytes): run web/build.sh and commit the result", name, len(committed), len(fresh))
+		}
 	}
 }
 

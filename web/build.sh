@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Rebuilds static/app.js from src/ (mqtt.js included) with esbuild.
-# The output is committed, so building chatd needs no Node.js; run this
-# after changing anything in src/ and commit both. browser_test.go fails
-# when static/app.js is not what this script produces from src/.
+# Rebuilds static/app.js (the page, mqtt.js included) and static/sw.js
+# (the service worker) from src/ with esbuild. The output is committed,
+# so building chatd needs no Node.js; run this after changing anything in
+# src/ and commit all. browser_test.go fails when static/app.js or
+# static/sw.js is not what this script produces from src/.
 #
-#   web/build.sh            write static/app.js
-#   web/build.sh OUTFILE    write elsewhere (the test's freshness check)
+#   web/build.sh            write static/app.js and static/sw.js
+#   web/build.sh OUTDIR     write them into OUTDIR (the test's freshness check)
 set -euo pipefail
 cd "$(dirname "$0")"
-out="${1:-static/app.js}"
+out="${1:-static}"
 [ -d node_modules ] || npm ci --no-audit --no-fund
-./node_modules/.bin/esbuild src/main.js \
-  --bundle --format=esm --platform=browser --target=es2020 \
-  --minify --legal-comments=none --charset=utf8 \
-  --log-level=warning \
-  --outfile="$out"
+build() {
+  ./node_modules/.bin/esbuild "$1" \
+    --bundle --format="$2" --platform=browser --target=es2020 \
+    --minify --legal-comments=none --charset=utf8 \
+    --log-level=warning \
+    --outfile="$3"
+}
+build src/main.js esm "$out/app.js"
+# A classic script: module service workers are not in every browser.
+build src/sw.js iife "$out/sw.js"

@@ -28,7 +28,8 @@
 //     Register writes into index.html once, at start-up.
 //
 // The static files are built from web/src by web/build.sh (esbuild bundles
-// mqtt.js and the app into static/app.js); the built file is committed, so
+// mqtt.js and the app into static/app.js, and the service worker into
+// static/sw.js); the built files are committed, so
 // building chatd needs no Node.js. The page's behaviour (reconnects, gap
 // filling with afterSeq, unread badges, receipts, escaping, replies,
 // forwards, edits, recalls and reactions) is tested in a real Chromium by

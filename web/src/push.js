@@ -8,6 +8,7 @@
 
 import { h, icon } from './views/dom.js';
 import { conversationTitle } from './views/format.js';
+import { countTitle, removeMessage } from './notification.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
@@ -248,9 +249,10 @@ function silenced(c, ev, uid) {
  * chatd sends no push: the page shows the notification itself, through the
  * service worker so that a click opens the conversation the same way. For
  * the same reason no remove push follows when such a message is recalled:
- * the page takes the notification that shows it away itself, as it does
- * once the user has read the message (read.updated), here or on another
- * device: chatd sends nothing for a read. Events are
+ * the page takes it out of the notification itself (closeRecalled), and
+ * takes the notification away once the user has read the message
+ * (read.updated), here or on another device: chatd sends nothing for a
+ * read. Events are
  * handled one after the other (serially), so a recall never overtakes the
  * showing of its message. It notifies what chatd would push: not a
  * muted conversation's messages (a mention in a group excepted), nor
@@ -367,14 +369,18 @@ export function notifyWhileHidden(session, state, uid, api) {
     if (silenced(c, ev, uid) || (await caughtUp(ev)) || stale() || (await blocked(ev.senderId))) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg || stale()) return;
-    const unread = c ? c.unread : 1;
+    const unread = Math.max(c ? c.unread : 1, 1);
     const text = typeof ev.body === 'string' && ev.body !== '';
-    await reg.showNotification(c ? conversationTitle(c) : 'New message', {
-      body: text ? ev.body : unread > 1 ? `${unread} new messages` : 'New message',
+    const title = c ? conversationTitle(c) : countTitle(unread);
+    await reg.showNotification(title, {
+      body: text ? ev.body : countTitle(unread),
       tag: `conv-${ev.conversationId}`,
       renotify: true,
       icon: '/favicon.svg',
-      data: { userId: uid, conversationId: ev.conversationId, seq: ev.seq, text, url: `/#/c/${ev.conversationId}` },
+      // count, title: as a push's (src/sw.js), what a recall of one of
+      // its messages shows it again with (closeRecalled); after: it stands
+      // for the unread messages after that seq, up to seq.
+      data: { userId: uid, conversationId: ev.conversationId, seq: ev.seq, text, count: unread, title, after: c?.lastReadSeq || 0, url: `/#/c/${ev.conversationId}` },
     });
   }
 }
@@ -423,7 +429,15 @@ function closeConversation(cid, uid) {
   return closeWhere(cid, (d) => usersOwn(d, uid));
 }
 
-/** Closes the conversation's notification when it shows the recalled message. */
-function closeRecalled(ev) {
-  return closeWhere(ev.conversationId, (d) => d.seq === ev.targetSeq);
+/**
+ * Takes the recalled message out of the conversation's notification that
+ * stands for it (src/notification.js, as a remove push does): the page's
+ * own stand for the unread messages it counted (after, up to seq), a
+ * push's (whose messages the page does not know) for its newest.
+ */
+async function closeRecalled(ev) {
+  const reg = await navigator.serviceWorker.getRegistration();
+  if (!reg) return;
+  const has = (d) => ev.targetSeq <= d.seq && ev.targetSeq > (Number.isInteger(d.after) ? d.after : d.seq - 1);
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) if (has(n.data || {})) await removeMessage(reg, n, ev.targetSeq);
 }

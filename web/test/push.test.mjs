@@ -429,6 +429,36 @@ test('a notification the hidden page showed goes when the user reads its message
   }
 });
 
+test('a recall of one of the messages a notification the hidden page showed stands for shows it again, silently, with the rest, as a remove push does; a recall of the last closes it', async () => {
+  const page = hiddenPage();
+  try {
+    // Unread: 2 and 3; the user read 1.
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 1, unread: 2 };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME);
+    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    const recall = (seq, targetSeq) => dispatch({ type: 'message.recalled', conversationId: 5, seq, targetSeq, actorId: 2 });
+    const onScreen = async () => (await page.onScreen()).map((n) => [n.title, n.body, Boolean(n.silent)]);
+    dispatch({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'my pin is 4711' });
+    await settle();
+    assert.deepEqual(await onScreen(), [['Team', 'my pin is 4711', false]]);
+    recall(4, 1); // read before the notification: not one of its messages
+    await settle();
+    assert.deepEqual(await onScreen(), [['Team', 'my pin is 4711', false]], 'a recall of a message read before changed the notification');
+    recall(5, 3);
+    await settle();
+    assert.deepEqual(await onScreen(), [['Team', 'New message', true]], 'a recall of one of its two messages did not leave the other, without the recalled text');
+    recall(5, 3); // the same recall again (a replay) counts once
+    await settle();
+    assert.deepEqual(await onScreen(), [['Team', 'New message', true]]);
+    recall(6, 2);
+    await settle();
+    assert.deepEqual(await onScreen(), [], 'the notification of messages all recalled stayed');
+  } finally {
+    page.undo();
+  }
+});
+
 test('the notifications the hidden page showed go when the user is removed from their group, leaves it on another device, or it is gone from their inbox; not for another member\'s removal', async () => {
   const page = hiddenPage();
   try {

@@ -1,4 +1,4 @@
-// Unit tests of the service worker (static/sw.js), run in a VM context
+// Unit tests of the service worker (src/sw.js as built into static/sw.js), run in a VM context
 // with stand-ins for its global scope: the registration's notifications,
 // the window clients and the Cache Storage the page shares with it.
 // Run: node --test web/test/

@@ -1,0 +1,52 @@
+// What a conversation's notification shows, and how a recall of one of
+// its messages changes it: one rule for the notifications the service
+// worker shows from pushes (src/sw.js, a remove push) and those the page
+// shows itself while hidden (src/push.js, message.recalled), both under
+// the same tag.
+
+/** chatd's title without a group's: the count in words (docs/events.md). */
+export const countTitle = (count) => (count > 1 ? `${count} new messages` : 'New message');
+
+/**
+ * The title and body of a notification of count messages: its title, and
+ * the newest message's text (preview), else the count in words.
+ */
+export function present(title, count, preview) {
+  let body = preview || countTitle(count);
+  if (body === title) body = 'Open the conversation to read it.';
+  return { title: title || 'chatd', body };
+}
+
+/**
+ * Takes recalled message seq out of notification x of registration reg.
+ * x.data is what showed it set: seq (the newest message), count (of the
+ * messages it stands for), title (as given, before present) and text
+ * (whether it shows message seq's text). It is closed when it stood for
+ * that message alone (or for an unknown count), else shown again,
+ * silently, with the messages left, without the text when it was the
+ * recalled message's. The same recall again (a remove push sent once
+ * more, a replay) changes nothing more.
+ */
+export async function removeMessage(reg, x, seq) {
+  const d = x.data || {};
+  const recalled = Array.isArray(d.recalled) ? d.recalled : [];
+  if (recalled.includes(seq)) return;
+  if (!(d.count > 1)) {
+    x.close();
+    return;
+  }
+  const count = d.count - 1;
+  const text = Boolean(d.text) && d.seq !== seq;
+  // Titled by its count (no group title): by what is left now.
+  const title = d.title === countTitle(d.count) ? countTitle(count) : d.title;
+  // The text as shown now: the page puts an edit's in (src/push.js showEdited).
+  const shown = present(title, count, text ? x.body : '');
+  await reg.showNotification(shown.title, {
+    body: shown.body,
+    tag: x.tag,
+    renotify: false,
+    silent: true,
+    icon: x.icon,
+    data: { ...d, count, text, recalled: [...recalled, seq] },
+  });
+}
