@@ -213,7 +213,10 @@ WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.state =
 // remaining message). Where the notification had been claimed (it may be
 // on a device: 'sending' or 'sent') and is the newest claimed one of its
 // (user, conversation) (a newer one replaced it on the devices), the user
-// gets a remove job, due at once and merged into one waiting already.
+// gets a remove job, due at once and merged into one waiting already:
+// its covered lists the recalled messages that notification stood for
+// (all of them, when several recalls wait together), its seq the newest
+// recalled message of the conversation.
 // Being an UPDATE, it sees each job as it is when locked, not as the
 // statement's snapshot had it: a job claimed by a sender after the
 // snapshot is found 'sending' and removed. Once a message is out of every
@@ -225,6 +228,11 @@ WITH rec AS (
            (array_agg(actor ORDER BY seq DESC))[1] AS actor, max(seq) AS seq
     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(conversation_id, seq, actor)
     GROUP BY conversation_id
+), gone AS (
+    -- What each notification loses, read before upd takes it out.
+    SELECT j.id, j.covered * r.t AS t
+    FROM push_job j JOIN rec r USING (conversation_id)
+    WHERE j.kind = 'message' AND j.covered && r.t
 ), upd AS (
     UPDATE push_job j SET
         covered = j.covered - r.t,
@@ -236,18 +244,20 @@ WITH rec AS (
     WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.covered && r.t
     RETURNING j.id, j.user_id, j.conversation_id, j.state
 ), rm AS (
-    SELECT u.user_id, u.conversation_id, r.seq, r.actor, count(*)::int AS n
-    FROM upd u JOIN rec r USING (conversation_id)
+    SELECT u.user_id, u.conversation_id, r.seq, r.actor, count(*)::int AS n,
+           COALESCE(range_agg(g.t), '{}') AS covered
+    FROM upd u JOIN rec r USING (conversation_id) LEFT JOIN gone g ON g.id = u.id
     WHERE u.state <> 'pending'
       AND NOT EXISTS (SELECT 1 FROM push_job n
                       WHERE n.conversation_id = u.conversation_id AND n.user_id = u.user_id
                         AND n.kind = 'message' AND n.state <> 'pending' AND n.id > u.id)
     GROUP BY u.user_id, u.conversation_id, r.seq, r.actor
 )
-INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id)
-SELECT user_id, conversation_id, 'remove', seq, n, actor FROM rm
+INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered)
+SELECT user_id, conversation_id, 'remove', seq, n, actor, covered FROM rm
 ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
-DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count, sender_id = EXCLUDED.sender_id`
+DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count, sender_id = EXCLUDED.sender_id,
+              covered = j.covered + EXCLUDED.covered`
 
 // reconcileSQL finds every conversation with messages the decider has not
 // decided: on taking the lease (the hints went with the last leader) and

@@ -186,9 +186,10 @@
 // before a combining mark), at most
 // MaxPayloadBytes (3 KB: inside APNs' and FCM's 4 KB and one Web Push
 // record); messages older than MaxAge are never pushed, also by a retry. Remove:
-// {"type":"remove","conversationId","seq","badge"}, seq the recalled
-// message, to every device of the user, by the same routes (the Kafka
-// record's header "notification" says which type).
+// {"type":"remove","conversationId","seq","seqs","badge"}, seqs the
+// recalled messages the notification stood for (the newest that fit),
+// seq the newest recalled, to every device of the user, by the same
+// routes (the Kafka record's header "notification" says which type).
 //
 // # Concurrency and lifecycle
 //

@@ -20,21 +20,22 @@ const MaxPayloadBytes = 3072
 // with push_preview; apps fetch messages over MQTT or HTTP after waking
 // (seq catch-up), the push is only a wake-up.
 //
-// Type "remove": silent; the conversation's notification showed a message
-// that was recalled (Seq): take it off the screen. Only conversationId,
-// seq and badge are set.
+// Type "remove": silent; the conversation's notification showed messages
+// that were recalled (Seqs, oldest first; Seq the newest recalled):
+// take them out of it. Only conversationId, seq, seqs and badge are set.
 type Notification struct {
 	Type string `json:"type"` // "message" or "remove"
 	// UserID is the user the push is for: a device (a browser) used by
 	// several users in turn shows and follows it only for that one.
-	UserID         int64  `json:"userId"`
-	ConversationID int64  `json:"conversationId"`
-	Seq            int64  `json:"seq"`
-	SenderID       int64  `json:"senderId,omitempty"`
-	Count          int    `json:"count,omitempty"`
-	Badge          int64  `json:"badge"`
-	Title          string `json:"title,omitempty"`
-	Body           string `json:"body,omitempty"`
+	UserID         int64   `json:"userId"`
+	ConversationID int64   `json:"conversationId"`
+	Seq            int64   `json:"seq"`
+	Seqs           []int64 `json:"seqs,omitempty"` // a remove's recalled messages
+	SenderID       int64   `json:"senderId,omitempty"`
+	Count          int     `json:"count,omitempty"`
+	Badge          int64   `json:"badge"`
+	Title          string  `json:"title,omitempty"`
+	Body           string  `json:"body,omitempty"`
 }
 
 // Notification types.
@@ -71,7 +72,7 @@ type DeviceRef struct {
 // notification builds j's payload.
 func (p *Pusher) notification(j *job) Notification {
 	if j.remove {
-		return Notification{Type: TypeRemove, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Badge: j.badge}
+		return Notification{Type: TypeRemove, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Seqs: j.recalled, Badge: j.badge}.fit()
 	}
 	// j.count leaves out what the user acknowledged meanwhile
 	// (readJobSQL); a push that goes has at least its newest message.
@@ -98,7 +99,8 @@ func (n Notification) encode() []byte {
 }
 
 // fit returns n shortened so that its JSON is within MaxPayloadBytes: the
-// body (and then the title) is cut when escaping made it longer. Every
+// body (and then the title) is cut when escaping made it longer, a
+// remove's seqs keep the newest (a device then takes out only those). Every
 // output sends the fitted notification: the Web Push payload, and the one
 // in an FCM/APNs Request.
 func (n Notification) fit() Notification {
@@ -108,6 +110,8 @@ func (n Notification) fit() Notification {
 			return n
 		}
 		switch {
+		case len(n.Seqs) > 1:
+			n.Seqs = n.Seqs[len(n.Seqs)/2:]
 		case len(n.Body) > 16:
 			n.Body = truncate(n.Body, len(n.Body)/2)
 		case n.Body != "":

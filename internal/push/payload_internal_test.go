@@ -1,6 +1,7 @@
 package push
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -32,5 +33,25 @@ func TestATruncatedPreviewKeepsWholeGraphemes(t *testing.T) {
 				t.Fatalf("%s: truncate(_, %d) = %+q: a character was cut apart", c.name, n, got)
 			}
 		}
+	}
+}
+
+// A remove of more recalled messages than a payload holds names the
+// newest of them, within MaxPayloadBytes, the newest recalled (seq) last.
+func TestARemoveOfManyRecallsFitsKeepingTheNewest(t *testing.T) {
+	seqs := make([]int64, 2000)
+	for i := range seqs {
+		seqs[i] = 1_000_000_000 + int64(i)
+	}
+	b := Notification{Type: TypeRemove, UserID: 9, ConversationID: 42, Seq: seqs[len(seqs)-1], Seqs: seqs, Badge: 4}.encode()
+	if len(b) > MaxPayloadBytes {
+		t.Fatalf("remove of %d seqs: %d bytes, want at most %d", len(seqs), len(b), MaxPayloadBytes)
+	}
+	var n Notification
+	if err := json.Unmarshal(b, &n); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Seqs) < 100 || n.Seqs[len(n.Seqs)-1] != n.Seq || n.Seqs[0] != seqs[len(seqs)-len(n.Seqs)] {
+		t.Errorf("remove kept seqs %d..%d (%d), want the newest, up to %d", n.Seqs[0], n.Seqs[len(n.Seqs)-1], len(n.Seqs), n.Seq)
 	}
 }

@@ -3,6 +3,7 @@ package push_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -453,4 +454,37 @@ func TestRecallRemovesANotificationWhoseRetryFoundTheMemberGone(t *testing.T) {
 	if n := got[1]; n.Type != push.TypeRemove || n.Seq != seq {
 		t.Errorf("second push = %+v, want the remove of seq %d", n, seq)
 	}
+}
+
+// TestARemoveOfSeveralRecallsNamesEveryRecalledMessage: recalls of two of
+// a notification's three messages decided together make one remove, which
+// names both (seqs), so that the device takes both out of the notification
+// and not only the newest.
+func TestARemoveOfSeveralRecallsNamesEveryRecalledMessage(t *testing.T) {
+	r := newRig(t)
+	stop := r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	first, second := r.send(conv, 1, "one"), r.send(conv, 1, "two")
+	third := r.send(conv, 1, "three")
+	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Seq != third || got[0].Count != 3 {
+		t.Fatalf("first push = %+v, want the 3 messages up to %d", got[0], third)
+	}
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	stop()
+	r.recall(conv, 1, first)
+	r.recall(conv, 1, second)
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.decide(context.Background(), p, conv); err != nil {
+		t.Fatal(err)
+	}
+	r.start(nil)
+	got := r.waitPushes("bob", 2, 3*time.Second)
+	if n := got[1]; n.Type != push.TypeRemove || n.Seq != second || !slices.Equal(n.Seqs, []int64{first, second}) {
+		t.Errorf("second push = %+v, want one remove of %d and %d (seq the newest)", n, first, second)
+	}
+	r.quiet("bob", 2, 500*time.Millisecond)
 }

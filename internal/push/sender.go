@@ -131,7 +131,10 @@ SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j
                  FROM push_device d
                  WHERE d.user_id = j.user_id AND (j.device_ids IS NULL OR d.id = ANY(j.device_ids))
                    AND NOT d.id = ANY(COALESCE(j.refused, '{}'))), '[]'),
-       COALESCE(j.kafka_sent, '{}')
+       COALESCE(j.kafka_sent, '{}'),
+       -- a remove's recalled messages (its covered), oldest first
+       CASE WHEN j.kind = 'remove' THEN ARRAY(SELECT s FROM unnest(j.covered) x, generate_series(lower(x), upper(x) - 1) s ORDER BY s)
+            ELSE '{}' END
 FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
 LEFT JOIN conversation c ON c.id = j.conversation_id
@@ -182,8 +185,8 @@ type device struct {
 	Locale   string `json:"locale"`
 }
 
-// job is one claimed push: a notification, or a remove (seq the recalled
-// message).
+// job is one claimed push: a notification, or a remove (seq the newest
+// recalled message, recalled all those its notification stood for).
 type job struct {
 	id, user, conv, seq, sender int64
 	count, attempts             int
@@ -200,6 +203,7 @@ type job struct {
 	badge                       int64
 	devices                     []device
 	kafkaSent                   []int64   // devices Kafka took this push for in an earlier attempt
+	recalled                    []int64   // a remove's recalled messages, oldest first
 	claimed                     time.Time // when this node read it
 }
 
@@ -444,7 +448,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.owedAgain, &j.live,
-			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent); err != nil {
+			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {

@@ -18,25 +18,26 @@ export function present(title, count, preview) {
 }
 
 /**
- * Takes recalled message seq out of notification x of registration reg.
+ * Takes recalled messages seqs out of notification x of registration reg.
  * x.data is what showed it set: seq (the newest message), count (of the
  * messages it stands for), title (as given, before present) and text
  * (whether it shows message seq's text). It is closed when it stood for
- * that message alone (or for an unknown count), else shown again,
- * silently, with the messages left, without the text when it was the
+ * those messages alone (or for an unknown count), else shown again,
+ * silently, with the messages left, without the text when it was a
  * recalled message's. The same recall again (a remove push sent once
  * more, a replay) changes nothing more.
  */
-export async function removeMessage(reg, x, seq) {
+export async function removeMessages(reg, x, seqs) {
   const d = x.data || {};
   const recalled = Array.isArray(d.recalled) ? d.recalled : [];
-  if (recalled.includes(seq)) return;
-  if (!(d.count > 1)) {
+  const gone = [...new Set(seqs)].filter((s) => !recalled.includes(s));
+  if (gone.length === 0) return;
+  if (!(d.count > gone.length)) {
     x.close();
     return;
   }
-  const count = d.count - 1;
-  const text = Boolean(d.text) && d.seq !== seq;
+  const count = d.count - gone.length;
+  const text = Boolean(d.text) && !gone.includes(d.seq);
   // Titled by its count (no group title): by what is left now.
   const title = d.title === countTitle(d.count) ? countTitle(count) : d.title;
   // The text as shown now: the page puts an edit's in (src/push.js showEdited).
@@ -47,6 +48,6 @@ export async function removeMessage(reg, x, seq) {
     renotify: false,
     silent: true,
     icon: x.icon,
-    data: { ...d, count, text, recalled: [...recalled, seq] },
+    data: { ...d, count, text, recalled: [...recalled, ...gone] },
   });
 }

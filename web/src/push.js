@@ -8,7 +8,7 @@
 
 import { h, icon } from './views/dom.js';
 import { conversationTitle } from './views/format.js';
-import { countTitle, removeMessage } from './notification.js';
+import { countTitle, removeMessages } from './notification.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
@@ -439,5 +439,5 @@ async function closeRecalled(ev) {
   const reg = await navigator.serviceWorker.getRegistration();
   if (!reg) return;
   const has = (d) => ev.targetSeq <= d.seq && ev.targetSeq > (Number.isInteger(d.after) ? d.after : d.seq - 1);
-  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) if (has(n.data || {})) await removeMessage(reg, n, ev.targetSeq);
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) if (has(n.data || {})) await removeMessages(reg, n, [ev.targetSeq]);
 }

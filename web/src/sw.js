@@ -3,13 +3,13 @@
 // "count","badge","title","body"}; body only when the server sends
 // previews); the
 // page fetches the messages itself when it opens. {"type":"remove",
-// "conversationId","seq","badge"} follows when a message a notification
-// stood for was recalled: that message leaves the conversation's
-// notification, shown again silently with the rest, or closed when it was
-// the last (src/notification.js, the page's rule too). Built into
+// "conversationId","seq","seqs","badge"} follows when messages a
+// notification stood for were recalled (seqs; without it, seq alone, the
+// newest): they leave the conversation's notification,
+// shown again silently with the rest, or closed when they were the last (src/notification.js, the page's rule too). Built into
 // static/sw.js by build.sh.
 
-import { present, removeMessage } from './notification.js';
+import { present, removeMessages } from './notification.js';
 
 self.addEventListener('install', () => self.skipWaiting());
 self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
@@ -73,9 +73,10 @@ self.addEventListener('push', (event) => {
       if (n.type === 'remove') {
         // The user's own notifications only: another member of the
         // conversation signed in at this browser keeps theirs.
+        const seqs = Array.isArray(n.seqs) && n.seqs.length > 0 ? n.seqs : [n.seq];
         for (const x of await self.registration.getNotifications({ tag })) {
           const of = x.data && x.data.userId;
-          if (n.userId === undefined || of === undefined || of === n.userId) await removeMessage(self.registration, x, n.seq);
+          if (n.userId === undefined || of === undefined || of === n.userId) await removeMessages(self.registration, x, seqs);
         }
         if (!other && self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
         return;
@@ -94,7 +95,7 @@ self.addEventListener('push', (event) => {
         // text: it shows message seq's text (a preview), which the page
         // replaces when that message is edited (src/push.js showEdited).
         // count and title: what it is shown again with when one of its
-        // messages is recalled (removeMessage).
+        // messages is recalled (removeMessages).
         data: {
           userId: n.userId,
           conversationId: n.conversationId,

@@ -167,3 +167,15 @@ test("a notification titled by its count (chatd's title without a group's) is ti
     await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 5, badge: 2 });
     assert.deepEqual(onScreen(sw), ['2 new messages', 'Open the conversation to read it.', 2]);
   }));
+
+test('a remove of several recalls (they waited together) takes every one of them out of the notification, not only the newest', () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 9, count: 3, title: 'Team', body: 'and bring the keys' });
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 9, seqs: [8, 9], badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Team', 'New message', 1], 'the notification still counts a recalled message');
+    // Sent once more: the same recalls count once.
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 9, seqs: [8, 9], badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Team', 'New message', 1]);
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 7, seqs: [7], badge: 0 });
+    assert.equal(onScreen(sw), null, 'the notification of messages all recalled stayed');
+  }));
