@@ -47,17 +47,24 @@ const REFUSALS = {
 };
 
 /**
- * Whether an upload failed so because its uploader may no longer write in
- * the conversation: sent again, it can only be refused the same way, so
- * the tray offers no Retry.
+ * Whether an upload failed so for good: its uploader may no longer write
+ * in the conversation (403), or chatd refuses the file itself (413 over a
+ * size, pixel or daily limit that no wait lifts; 415 a type it does not
+ * take). Sent again, it can only be refused the same way, so the tray
+ * offers no Retry.
  */
 export function refusedForGood(e) {
+  return mayNoLongerWrite(e) || e?.status === 413 || e?.status === 415;
+}
+
+/** Whether an upload was refused with one of the REFUSALS. */
+function mayNoLongerWrite(e) {
   return e?.status === 403 && Object.hasOwn(REFUSALS, e.code);
 }
 
 /** What the tray tells of an upload that failed so: a refusal's reason, or the failure's message. */
 function refusal(e) {
-  return refusedForGood(e) ? new ApiError(e.status, e.code, REFUSALS[e.code]) : e;
+  return mayNoLongerWrite(e) ? new ApiError(e.status, e.code, REFUSALS[e.code]) : e;
 }
 
 /** Whether an upload that failed so is still pending, to be sent again. */

@@ -642,6 +642,22 @@ test('an upload chatd refused because the uploader may no longer write there (40
   }
 });
 
+test('an upload refused for the file itself (413 too large, 415 a type chatd does not take) offers only Remove, with chatd\'s reason', async () => {
+  const { ApiError } = await import('../src/api.js');
+  const undo = fakeDocument();
+  try {
+    for (const e of [new ApiError(413, 'too_large', 'the file is over the 25 MiB uploads may have'), new ApiError(415, 'unsupported', 'application/x-msdownload is not accepted')]) {
+      const { item } = await failedTray(() => e);
+      assert.equal(item.dataset.status, 'failed');
+      assert.match(item.find('tray-state').textContent, new RegExp(e.message), `${e.status}: the tray says "${item.find('tray-state').textContent}"`);
+      assert.equal(item.find('tray-retry').hidden, true, `${e.status} ${e.code}: the tray offers Retry, which sends the same file to the same refusal`);
+      assert.equal(item.find('tray-remove').hidden, false);
+    }
+  } finally {
+    undo();
+  }
+});
+
 test('an upload that failed for now (the network, a 5xx, a 429) offers Retry', async () => {
   const { ApiError } = await import('../src/api.js');
   const undo = fakeDocument();

@@ -133,8 +133,9 @@ export function openLightbox(a, cache, onClose = () => {}) {
 /**
  * The composer's files: each uploads as soon as it is added, with a
  * progress bar; a failed one can be retried or removed, or only removed
- * when chatd refused the user there for good (refusedForGood: they left,
- * were removed or blocked), which it says. onChange is called
+ * when chatd refused it for good (refusedForGood: the user left, was
+ * removed or blocked, or the file is too large or of a type chatd does
+ * not take), which it says. onChange is called
  * whenever what can be sent changes.
  * @param {import('../uploads.js').Uploader} uploader
  * @param {() => number|null} convId
