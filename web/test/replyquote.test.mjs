@@ -50,3 +50,21 @@ test('a quote of a photo, voice note or file without a caption names its type, h
     undo();
   }
 });
+
+test('the "Replying to" banner over the composer names the type of a photo, voice note or file without a caption, as its quote will', async () => {
+  const undo = fakeDocument();
+  try {
+    const { composerBanner } = await import('../src/views/lifecycle.js');
+    const banner = composerBanner(() => {});
+    const shown = (m) => {
+      banner.show({ kind: 'reply', who: 'User 1', m });
+      return banner.el.querySelector('.banner-text').textContent;
+    };
+    assert.deepEqual(
+      [shown({ body: '', msgType: 'image' }), shown({ body: null, msgType: 'audio' }), shown({ body: '', msgType: 'file' }), shown({ body: 'a caption', msgType: 'image' })],
+      ['📷 Photo', '🎤 Voice message', '📎 File', 'a caption'],
+    );
+  } finally {
+    undo();
+  }
+});

@@ -233,13 +233,13 @@ export function createConversationView(state, sync, media, actions) {
     if (next.kind === 'edit') {
       if (!wasEdit) draft = input.value;
       input.value = m.body;
-      banner.show({ kind: 'edit', snippet: snippet(m.body) });
+      banner.show({ kind: 'edit', m });
     } else {
       if (wasEdit) {
         input.value = draft;
         draft = '';
       }
-      banner.show({ kind: 'reply', who: userName(m.senderId, state.me), snippet: snippet(m.body) });
+      banner.show({ kind: 'reply', who: userName(m.senderId, state.me), m });
     }
     autoGrow();
     input.focus();

@@ -8,6 +8,7 @@
 
 import { h, icon, setText } from './dom.js';
 import { avatar, conversationTitle, msgTypeLabel, userName } from './format.js';
+import { snippet } from '../store/lifecycle.js';
 
 /** The quick reactions offered in the actions menu. */
 export const QUICK_REACTIONS = ['👍', '❤️', '😂', '😮', '😢', '🙏'];
@@ -226,7 +227,12 @@ export function composerBanner(onCancel) {
   const ic = el.firstChild;
   return {
     el,
-    /** @param {{kind:'reply'|'edit', who?:string, snippet:string}|null} mode */
+    /**
+     * Shows the banner for replying to or editing message m: its text, or
+     * for a photo, voice note or file without a caption its type, as its
+     * quote will say it.
+     * @param {{kind:'reply'|'edit', who?:string, m:{body?:string|null, msgType?:string}}|null} mode
+     */
     show(mode) {
       el.hidden = !mode;
       if (!mode) return;
@@ -234,7 +240,7 @@ export function composerBanner(onCancel) {
       ic.replaceWith(icon(mode.kind === 'edit' ? 'edit' : 'reply'));
       setText(title, mode.kind === 'edit' ? 'Editing message' : `Replying to ${mode.who}`);
       cancel.setAttribute('aria-label', mode.kind === 'edit' ? 'Cancel editing' : 'Cancel reply');
-      setText(text, mode.snippet);
+      setText(text, snippet(mode.m.body) || msgTypeLabel(mode.m.msgType));
     },
   };
 }
