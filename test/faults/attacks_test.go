@@ -356,9 +356,9 @@ func TestHostileInputGetsItsDocumentedRefusalWhileOthersAreServed(t *testing.T) 
 				if v == 4 {
 					want, shared = 0x80, 0x80
 				}
-				for _, f := range []string{"#", "+/#", "chat/v1/#", "chat/v1/user/+/events", "chat/v1/user/2/events", "chat/v1/user/2/#", "chat/v1/user/12/events", "chat/v1/conv/+/msg", "$SYS/#", "$share/g/chat/v1/user/1/events", "chat/v1/user/01/events"} {
+				for _, f := range []string{"#", "+/#", "chat/v1/#", "chat/v1/user/+/events", "chat/v1/user/2/events", "chat/v1/user/2/#", "chat/v1/user/12/events", "chat/v1/conv/+/msg", "$SYS/#", "$share/g/chat/v1/user/1/events", "$SHARE/g/chat/v1/user/1/events", "$Share/g/#", "chat/v1/user/01/events"} {
 					w := want
-					if strings.HasPrefix(f, "$share/") {
+					if strings.HasPrefix(strings.ToLower(f), "$share/") {
 						w = shared
 					}
 					codes, err := c.Subscribe(f)
