@@ -14,6 +14,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -33,11 +34,7 @@ func TestASilentDeviceIsDisconnectedAfterOneAndAHalfKeepalivesAndKeepsItsSession
 			t.Fatalf("v%d subscribe: %v %v", v, codes, err)
 		}
 		start := time.Now()
-		select {
-		case <-c.Done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("v%d: a device silent for 10 s with keepalive 2 s is still connected", v)
-		}
+		testkit.Receive(t, c.Done, 10*time.Second, fmt.Sprintf("v%d: a device silent for 10 s with keepalive 2 s is still connected", v))
 		if d := time.Since(start); d < 2900*time.Millisecond {
 			t.Fatalf("v%d: disconnected after %v of silence, before 1.5 × keepalive (3 s)", v, d)
 		}
@@ -101,11 +98,7 @@ func TestAnOddKeepaliveGetsAllOfItsOneAndAHalfTimesBeforeTheServerCloses(t *test
 	}
 	silent := dial("keepalive-1-silent", 0)
 	start := time.Now()
-	select {
-	case <-silent.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("a silent client with keepalive 1 s is still connected after 5 s")
-	}
+	testkit.Receive(t, silent.Done(), 5*time.Second, "a silent client with keepalive 1 s is still connected after 5 s")
 	// The deadline starts a moment before the CONNACK this clock starts at.
 	if d := time.Since(start); d < 1400*time.Millisecond || d > 2500*time.Millisecond {
 		t.Errorf("a silent client with keepalive 1 s was disconnected after %v, want 1.5 s", d.Round(time.Millisecond))

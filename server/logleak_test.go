@@ -15,6 +15,7 @@ import (
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/mqttwire"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -32,11 +33,7 @@ func TestAMalformedPublishOrASecondConnectPutsNeitherTheBodyNorTheTokenInTheLog(
 	// A PUBLISH to a topic with a wildcard, which MQTT forbids.
 	c := rawClient(t, srv.MQTTAddr(), 1, "leak-wildcard", 5, true)
 	_, _ = c.Publish(fmt.Sprintf("chat/v1/conv/%d/+", conv.ID), 1, testnode.SendPayload(newID(), body))
-	select {
-	case <-c.Done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the connection with the wildcard topic is still open")
-	}
+	testkit.Receive(t, c.Done, 10*time.Second, "the connection with the wildcard topic is still open")
 
 	// A second CONNECT on an established connection.
 	conn, err := net.Dial("tcp", srv.MQTTAddr())
@@ -54,11 +51,7 @@ func TestAMalformedPublishOrASecondConnectPutsNeitherTheBodyNorTheTokenInTheLog(
 	if _, err := conn.Write(raw); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-c2.Done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the connection with a second CONNECT is still open")
-	}
+	testkit.Receive(t, c2.Done, 10*time.Second, "the connection with a second CONNECT is still open")
 
 	// Both refusals are logged; wait for them, then look.
 	deadline := time.Now().Add(10 * time.Second)

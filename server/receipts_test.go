@@ -188,9 +188,5 @@ func TestMetricsExposeLimitsReceiptsAndPresence(t *testing.T) {
 func sessionLoaded(t *testing.T, srv *server.Server, clientID string) {
 	t.Helper()
 	testkit.WaitFor(t, 5*time.Second, "session of "+clientID, func() bool { return srv.Hub.Session(clientID) != nil })
-	select {
-	case <-srv.Hub.Session(clientID).Loaded():
-	case <-time.After(10 * time.Second):
-		t.Fatalf("session of %s did not load", clientID)
-	}
+	testkit.Receive(t, srv.Hub.Session(clientID).Loaded(), 10*time.Second, fmt.Sprintf("session of %s did not load", clientID))
 }

@@ -373,11 +373,7 @@ func TestAReconnectOnAnotherNodeClosesTheOldConnection(t *testing.T) {
 					}
 				}
 			}(clientID))
-			select {
-			case <-old.Done:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("v%d clean=%v: the old connection on the other node is still open", v, clean)
-			}
+			testkit.Receive(t, old.Done, 10*time.Second, fmt.Sprintf("v%d clean=%v: the old connection on the other node is still open", v, clean))
 			checkTakenOverDisconnect(t, old, v)
 			testkit.WaitFor(t, 5*time.Second, "a to forget the old connection", brokerForgot(a, clientID))
 			body := fmt.Sprintf("after the move v%d %v", v, clean)

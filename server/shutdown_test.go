@@ -37,11 +37,7 @@ func TestGracefulShutdownSendsV5Disconnect0x8BAndClosesV311SocketsWithoutOne(t *
 	v3 := rawClient(t, srv.MQTTAddr(), 2, "shutdown-v3", 4, false)
 	closeNode(t, srv)
 	for _, c := range []*mqtttest.Client{v5, v3} {
-		select {
-		case <-c.Done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("v%d connection still open after the shutdown", c.Version)
-		}
+		testkit.Receive(t, c.Done, 5*time.Second, fmt.Sprintf("v%d connection still open after the shutdown", c.Version))
 	}
 	if pk, ok := v5.ServerDisconnect(); !ok || pk.ReasonCode != 0x8B {
 		t.Errorf("v5 client: DISCONNECT %v (reason 0x%02x), want DISCONNECT 0x8B", ok, pk.ReasonCode)
@@ -59,11 +55,7 @@ func TestSessionTakeoverClosesTheOldV311ConnectionWithoutADisconnectPacket(t *te
 		id := fmt.Sprintf("takeover-v%d", v)
 		old := rawClient(t, srv.MQTTAddr(), 1, id, v, false)
 		rawClient(t, srv.MQTTAddr(), 1, id, v, false)
-		select {
-		case <-old.Done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("v%d: the taken-over connection is still open", v)
-		}
+		testkit.Receive(t, old.Done, 5*time.Second, fmt.Sprintf("v%d: the taken-over connection is still open", v))
 		checkTakenOverDisconnect(t, old, v)
 	}
 }

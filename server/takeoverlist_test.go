@@ -58,11 +58,7 @@ func TestAReconnectDuringTheOldConnectionsCleanUpIsTakenOverByTheNext(t *testing
 	slow := holdCleanup(t, srv)
 	old := rawClient(t, srv.MQTTAddr(), 1, "phone", 5, false)
 	old.Drop()
-	select {
-	case <-slow.holding:
-	case <-time.After(10 * time.Second):
-		t.Fatal("mochi did not clean the dropped connection up")
-	}
+	testkit.Receive(t, slow.holding, 10*time.Second, "mochi did not clean the dropped connection up")
 	c := rawClient(t, srv.MQTTAddr(), 1, "phone", 5, false)
 	close(slow.release)
 	testkit.WaitFor(t, 5*time.Second, "the old connection's end", func() bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -74,11 +75,7 @@ func endsWhenItsCredentialExpires(t *testing.T, c *mqtttest.Client, v byte, user
 	if codes, err := c.Subscribe(testnode.EventsTopic(user)); err != nil || codes[0] >= 0x80 {
 		t.Fatalf("subscribe: %v %v", codes, err)
 	}
-	select {
-	case <-c.Done:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the connection is still open 15 s after its %s expired", what)
-	}
+	testkit.Receive(t, c.Done, 15*time.Second, fmt.Sprintf("the connection is still open 15 s after its %s expired", what))
 	if v != 5 {
 		return
 	}

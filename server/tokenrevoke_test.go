@@ -56,11 +56,7 @@ func endedAsRevoked(t *testing.T, c *mqtttest.Client, v byte, what string) {
 // string names naming (the credential withdrawn: "certificate", "CA").
 func endedAsRevokedFor(t *testing.T, c *mqtttest.Client, v byte, what, naming string) {
 	t.Helper()
-	select {
-	case <-c.Done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s is still open 10 s after its credential was withdrawn", what)
-	}
+	testkit.Receive(t, c.Done, 10*time.Second, fmt.Sprintf("%s is still open 10 s after its credential was withdrawn", what))
 	if v == 5 {
 		if d, ok := c.ServerDisconnect(); !ok || d.ReasonCode != packets.ErrNotAuthorized.Code || !strings.Contains(d.Properties.ReasonString, naming) {
 			t.Fatalf("%s: DISCONNECT 0x%02x %q (sent: %v), want 0x87 not authorized naming %q", what, d.ReasonCode, d.Properties.ReasonString, ok, naming)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/server"
 )
 
@@ -29,11 +30,7 @@ func TestCloseReturnsWithinItsBudgetNamingTheBackgroundWorkersThatDidNotStop(t *
 		return nil
 	}))
 	t.Cleanup(func() { close(release) })
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the worker did not start")
-	}
+	testkit.Receive(t, held, 10*time.Second, "the worker did not start")
 
 	const budget = time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
