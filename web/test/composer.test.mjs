@@ -2,26 +2,7 @@
 // on the stand-in DOM. Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fakeDocument } from './fakedom.mjs';
-
-/**
- * Runs fn on the stand-in DOM with open(state, sync?, media?), which makes
- * the conversation view, and puts the globals back afterwards.
- */
-async function onPage(fn) {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
-    await fn((state, sync = { send() {}, typing() {} }, media = { uploader: {}, cache: {} }) =>
-      createConversationView(state, sync, media, { back() {}, addMember() {}, info() {} }));
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-}
+import { onPage } from './page.mjs';
 
 /** A group conversation the user owns, with nothing loaded. */
 const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, messages: new Map(), visible: () => [], pendingList: () => [], peerId: () => null, typingUsers: () => [], myRole: () => 'owner', lastOwnSeq: () => 0, loaded: true, hasOlder: false });

@@ -4,21 +4,11 @@
 // model and on the screen (src/views/conversation.js). Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fakeDocument } from './fakedom.mjs';
+import { onPage, at, msg, recalled } from './page.mjs';
 import { ChatState } from '../src/store/state.js';
-import { changeFromEvent } from '../src/store/lifecycle.js';
 
-const at = (seq) => new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString();
-const msg = (seq, body, extra = {}) => ({ conversationId: 7, seq, kind: 'message', senderId: 1, clientMsgId: `c${seq}`, body, createdAt: at(seq), ...extra });
-const recalled = (seq, targetSeq) => changeFromEvent({ type: 'message.recalled', conversationId: 7, seq, targetSeq, actorId: 1, recalledAt: at(seq) });
-
-test('a live recall takes the quote, the forward header and "edited" off a message the client holds, in the model and on the screen', async () => {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
+test('a live recall takes the quote, the forward header and "edited" off a message the client holds, in the model and on the screen', () =>
+  onPage(async (open) => {
     const s = new ChatState(2);
     s.setInbox([{ id: 7, type: 'GROUP', title: 't', lastSeq: 4, lastReadSeq: 4, unread: 0 }]);
     s.loadLatest(7, [
@@ -28,7 +18,7 @@ test('a live recall takes the quote, the forward header and "edited" off a messa
       msg(4, 'hello', { editedAt: at(4) }),
     ]);
     s.openId = 7;
-    const view = createConversationView(s, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const view = open(s);
     view.render();
     const shown = (testid) => view.el.findAll(testid).filter((e) => !e.hidden).length;
     assert.deepEqual([shown('reply-quote'), shown('forwarded'), shown('edited')], [1, 1, 1], 'the reply, forward and edit before the recall');
@@ -43,8 +33,4 @@ test('a live recall takes the quote, the forward header and "edited" off a messa
       assert.equal(m.recalled, true);
       assert.deepEqual(left, [], `recalled message ${seq} still holds ${left.join(', ')}`);
     }
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));

@@ -7,21 +7,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fakeDocument } from './fakedom.mjs';
+import { onPage, at, msg, recalled } from './page.mjs';
 import { ChatState } from '../src/store/state.js';
-import { changeFromEvent } from '../src/store/lifecycle.js';
 
-const at = (seq) => new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString();
-const msg = (seq, body, extra = {}) => ({ conversationId: 7, seq, kind: 'message', senderId: 1, clientMsgId: `c${seq}`, body, createdAt: at(seq), ...extra });
 const reply = (seq, to, msgType) => msg(seq, 're', { replyTo: { seq: to, senderId: 1, snippet: '', ...(msgType ? { msgType } : {}) } });
-const recalled = (seq, targetSeq) => changeFromEvent({ type: 'message.recalled', conversationId: 7, seq, targetSeq, actorId: 1, recalledAt: at(seq) });
 
-test('a quote of a photo, voice note or file without a caption names its type, held or not, until its recall', async () => {
-  const undo = fakeDocument();
-  globalThis.ResizeObserver = class {
-    observe() {}
-  };
-  try {
-    const { createConversationView } = await import('../src/views/conversation.js');
+test('a quote of a photo, voice note or file without a caption names its type, held or not, until its recall', () =>
+  onPage(async (open) => {
     const s = new ChatState(2);
     s.setInbox([{ id: 7, type: 'GROUP', title: 't', lastSeq: 14, lastReadSeq: 14, unread: 0 }]);
     // Seqs 1-3 (a photo, a voice note, a file) are older than the page;
@@ -34,7 +26,7 @@ test('a quote of a photo, voice note or file without a caption names its type, h
       reply(14, 10, 'file'),
     ]);
     s.openId = 7;
-    const view = createConversationView(s, { send() {}, typing() {} }, { uploader: {}, cache: {} }, { back() {}, addMember() {}, info() {} });
+    const view = open(s);
     const quotes = () => {
       view.render();
       return view.el.findAll('reply-quote').filter((e) => !e.hidden).map((e) => e.textContent.replace(/^User 1/, ''));
@@ -45,11 +37,7 @@ test('a quote of a photo, voice note or file without a caption names its type, h
     assert.deepEqual(quotes(), ['Message deleted', '🎤 Voice message', '📎 File', 'Message deleted']);
     const left = s.conv(7).messages.get(11).replyTo;
     assert.equal(left.msgType, undefined, `the recalled photo's quote still holds msgType ${left.msgType}`);
-  } finally {
-    delete globalThis.ResizeObserver;
-    undo();
-  }
-});
+  }));
 
 test('the "Replying to" banner over the composer names the type of a photo, voice note or file without a caption, as its quote will', async () => {
   const undo = fakeDocument();
