@@ -116,6 +116,13 @@ var (
 	replayMaxWait = 5 * time.Second
 )
 
+// The catch-up reads the inbox inboxPage conversations a page (chatd's
+// cap), in at most inboxRounds passes (see inboxAll).
+const (
+	inboxPage   = 200
+	inboxRounds = 5
+)
+
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
 		have: map[int64]int64{}, start: map[int64]int64{},
@@ -621,7 +628,6 @@ func (d *dispatcher) catchUp(at time.Time) {
 			return
 		}
 		t := inboxTargets(entries)
-		d.confirmUnlisted(tracked, t)
 		d.forgetLeft(tracked, t, since)
 		d.trackNew(entries)
 		d.addTargets(t)
@@ -637,7 +643,6 @@ func (d *dispatcher) catchUp(at time.Time) {
 			return
 		}
 		t := inboxTargets(entries)
-		d.confirmUnlisted(tracked, t)
 		d.push(queued{targets: t, tracked: tracked, since: since})
 	}()
 }
@@ -715,33 +720,6 @@ func (d *dispatcher) rejoined(conv int64) {
 	if f, ok := d.left[conv]; ok && f >= 0 {
 		delete(d.left, conv)
 		d.setHave(conv, f)
-	}
-}
-
-// confirmUnlisted asks chatd about each conversation of tracked that the
-// inbox read (t) does not list, and adds to t those the user is still a
-// member of (at their lastSeq), or may be (0: asking failed; kept, since
-// forgetting a position loses what was missed). The inbox is read page
-// by page, most recent activity first, so a conversation written to
-// between two pages moves to a page already read: none lists it, though
-// the user never left it.
-func (d *dispatcher) confirmUnlisted(tracked []int64, t map[int64]int64) {
-	for _, conv := range tracked {
-		if _, ok := t[conv]; ok {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
-		cv, err := d.c.Conversation(ctx, conv)
-		cancel()
-		var e *Error
-		switch {
-		case err == nil:
-			t[conv] = cv.LastSeq
-		case errors.As(err, &e) && (errors.Is(e, ErrNotMember) || errors.Is(e, ErrNotFound) || errors.Is(e, ErrForbidden)):
-			// Not a member: left unlisted, to be forgotten.
-		default:
-			t[conv] = 0
-		}
 	}
 }
 
@@ -852,22 +830,64 @@ func laterOf(a, b time.Time) time.Time {
 	return a
 }
 
+// inboxAll reads the whole inbox: every conversation the user is a
+// member of, each once, at its latest state read. Pages are cut by a
+// keyset cursor, most recent activity first, and activity only moves a
+// conversation up: one that gets a message while the pages are read
+// moves ahead of those read and is on no later page (docs/http.md). So
+// after the last page the read starts from the top again, until a page
+// that lists a conversation unchanged since the first pass (same lastSeq)
+// or ends the inbox: whatever moved after the first page was read is
+// ahead of such a conversation, and one page is read at one instant, so
+// when that is the round's first page it lists everything the pages
+// missed. Reading the rest of a round is a pass of its own (more than a
+// page of conversations moved), after which the top is read again; after
+// inboxRounds of them the read ends with what it has, and an entry of a
+// conversation it missed is taken for its first sight, as ever.
 func (d *dispatcher) inboxAll() ([]InboxEntry, error) {
 	var all []InboxEntry
-	cursor := ""
-	for {
-		ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
-		page, err := d.c.Inbox(ctx, InboxOptions{Limit: 200, Cursor: cursor})
-		cancel()
-		if err != nil {
-			return nil, err
+	index := map[int64]int{}  // position in all, by conversation
+	var first map[int64]int64 // lastSeq per conversation of the first pass
+	for round := 0; round < inboxRounds; round++ {
+		cursor := ""
+		for pages := 1; ; pages++ {
+			ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
+			page, err := d.c.Inbox(ctx, InboxOptions{Limit: inboxPage, Cursor: cursor})
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			unmoved := false
+			for _, e := range page.Conversations {
+				if seq, ok := first[e.ID]; ok && seq == e.LastSeq {
+					unmoved = true
+				}
+				if i, ok := index[e.ID]; ok {
+					all[i] = e
+					continue
+				}
+				index[e.ID] = len(all)
+				all = append(all, e)
+			}
+			end := page.NextCursor == "" || len(page.Conversations) == 0
+			if pages == 1 && (end || unmoved) {
+				return all, nil
+			}
+			if end || unmoved {
+				break
+			}
+			cursor = page.NextCursor
 		}
-		all = append(all, page.Conversations...)
-		if page.NextCursor == "" || len(page.Conversations) == 0 {
-			return all, nil
+		if first == nil {
+			first = make(map[int64]int64, len(all))
+			for _, e := range all {
+				first[e.ID] = e.LastSeq
+			}
 		}
-		cursor = page.NextCursor
 	}
+	d.c.cfg.Logger.Warn("catch-up: the inbox kept moving while it was read; going on with what was read",
+		"rounds", inboxRounds, "conversations", len(all))
+	return all, nil
 }
 
 // position returns the conversation's position, taking it from

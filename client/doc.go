@@ -153,8 +153,13 @@
 // inbox read listed it at): what followed the new join
 // is caught up as for any tracked conversation (and, in a group whose
 // history is "all", what was written while the user was away comes too,
-// from history, before the entries after it). One written to while the inbox is read
-// moves to a page already read and is missing from the pages; it stays.
+// from history, before the entries after it). An inbox read lists every
+// conversation: a conversation written to while the pages are read moves
+// ahead of those read and is on no later page, so after the last page the
+// client reads the first page again, which holds all that moved once it
+// also lists a conversation that did not (one more page for an inbox of
+// more than 200 conversations; at most 5 passes, then the read goes on
+// with what it has).
 // A live member.removed or member.added of the user that arrives while
 // the inbox is read is newer than the read: the read does not undo it.
 // Messages fetched through history have
