@@ -201,12 +201,13 @@ func runSpec(ctx context.Context, t *testing.T, node, spec, prefix string, env .
 }
 
 // runOwnBrowserSpec runs e2e/spec in headless Chromium against a chatd of
-// its own, which it builds and starts: for a spec that does to chatd's
-// network what the others sharing TestBrowserE2E's chatd must not see.
-func runOwnBrowserSpec(t *testing.T, spec string) {
+// its own, which it builds and starts (chatdEnv on top of startChatd's):
+// for a spec that does to chatd's network what the others sharing
+// TestBrowserE2E's chatd must not see, or needs settings of its own.
+func runOwnBrowserSpec(t *testing.T, spec string, chatdEnv ...string) {
 	t.Helper()
 	chromium, node := browserTools(t)
-	base := startChatd(t, buildChatd(t))
+	base := startChatd(t, buildChatd(t), chatdEnv...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := runSpec(ctx, t, node, filepath.Join("e2e", spec), "e2e "+spec+": ", "CHATD_URL="+base, "CHROMIUM_PATH="+chromium); err != nil {
