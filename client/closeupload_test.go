@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestAnUploadInFlightWhenTheClientClosesEndsWithIt: Close while an
@@ -40,11 +41,7 @@ func TestAnUploadInFlightWhenTheClientClosesEndsWithIt(t *testing.T) {
 		_, err := alice.Upload(ctxFor(t, 60*time.Second), g.ID, "notes.txt", bytes.NewReader([]byte("sent while closing")))
 		done <- err
 	}()
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the upload's PUT never reached the object store")
-	}
+	testkit.Receive(t, started, 20*time.Second, "the upload's PUT never reached the object store")
 	closeClient(t, alice)
 	closedAt := time.Now()
 	close(release)

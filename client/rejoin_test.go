@@ -270,17 +270,9 @@ func TestAMessageArrivingBeforeTheCatchUpOfARejoinedConversationIsTracked(t *tes
 		return true
 	})
 	px.Resume()
-	select {
-	case <-subscribed:
-	case <-time.After(15 * time.Second):
-		t.Fatal("user 2 did not subscribe again within 15s")
-	}
+	testkit.Receive(t, subscribed, 15*time.Second, "user 2 did not subscribe again within 15s")
 	seq := sendN(t, a, g.ID, 1, "back")[0]
-	select {
-	case <-queued:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the message after the re-add did not reach user 2 within 10s")
-	}
+	testkit.Receive(t, queued, 10*time.Second, "the message after the re-add did not reach user 2 within 10s")
 	b.DropEvents(nil)
 	close(release)
 	if m := messages(t, b, g.ID, 1, 10*time.Second); m[0].Seq != seq {

@@ -44,22 +44,14 @@ func holdCatchUp(t *testing.T, c *client.Client) (release func(), done <-chan st
 	t.Cleanup(func() { c.OnCatchUp(nil) })
 
 	c.TerminateConnection()
-	select {
-	case <-held:
-	case <-time.After(15 * time.Second):
-		t.Fatal("no catch-up read the inbox within 15s of the reconnection")
-	}
+	testkit.Receive(t, held, 15*time.Second, "no catch-up read the inbox within 15s of the reconnection")
 	var releaseOnce sync.Once
 	return func() { releaseOnce.Do(func() { close(let) }) }, applied
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("%s: not within 15s", what)
-	}
+	testkit.Receive(t, ch, 15*time.Second, fmt.Sprintf("%s: not within 15s", what))
 }
 
 // TestAnInboxReadBeforeALiveRemovalDoesNotBringTheConversationBack: a

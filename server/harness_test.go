@@ -485,11 +485,7 @@ func (pc *pahoConn) serverDisconnect(t *testing.T, what string) *paho.Disconnect
 	t.Helper()
 	select {
 	case d := <-pc.disconnect:
-		select {
-		case <-pc.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: the connection is still open after the DISCONNECT", what)
-		}
+		testkit.Receive(t, pc.Done(), 5*time.Second, fmt.Sprintf("%s: the connection is still open after the DISCONNECT", what))
 		return d
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s: no DISCONNECT from the server", what)
