@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -841,9 +842,10 @@ func laterOf(a, b time.Time) time.Time {
 // ahead of such a conversation, and one page is read at one instant, so
 // when that is the round's first page it lists everything the pages
 // missed. Reading the rest of a round is a pass of its own (more than a
-// page of conversations moved), after which the top is read again; after
-// inboxRounds of them the read ends with what it has, and an entry of a
-// conversation it missed is taken for its first sight, as ever.
+// page of conversations moved), after which the top is read again. After
+// inboxRounds of them the read fails, to be tried again (inboxRetry): a
+// read that missed a conversation would have its position forgotten as
+// one the user left, or take it for one joined while offline.
 func (d *dispatcher) inboxAll() ([]InboxEntry, error) {
 	var all []InboxEntry
 	index := map[int64]int{}  // position in all, by conversation
@@ -885,9 +887,7 @@ func (d *dispatcher) inboxAll() ([]InboxEntry, error) {
 			}
 		}
 	}
-	d.c.cfg.Logger.Warn("catch-up: the inbox kept moving while it was read; going on with what was read",
-		"rounds", inboxRounds, "conversations", len(all))
-	return all, nil
+	return nil, fmt.Errorf("read the inbox: more than a page of conversations moved in each of %d passes", inboxRounds)
 }
 
 // position returns the conversation's position, taking it from

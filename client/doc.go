@@ -158,8 +158,9 @@
 // ahead of those read and is on no later page, so after the last page the
 // client reads the first page again, which holds all that moved once it
 // also lists a conversation that did not (one more page for an inbox of
-// more than 200 conversations; at most 5 passes, then the read goes on
-// with what it has).
+// more than 200 conversations; after 5 passes the read fails and is
+// tried again, since a conversation it missed would be taken for one
+// left or joined while offline).
 // A live member.removed or member.added of the user that arrives while
 // the inbox is read is newer than the read: the read does not undo it.
 // Messages fetched through history have
