@@ -31,8 +31,12 @@ import (
 //     and in readSeq) and, reciprocally, the user learns nobody's. Presence
 //     off: the same for online state and last seen.
 //   - A blocked user cannot open a direct conversation with the blocker nor
-//     write into one, typing indicators included (blocked), and sees none
-//     of the blocker's presence; the
+//     write into one, typing indicators included (blocked), sees none
+//     of the blocker's presence, and of the blocker's profile only what
+//     labels their messages (Profile.SeenByBlocked): every read of it
+//     answers that, the avatar's download is not_found, and none of the
+//     blocker's profile.updated reaches them but one at the block (that
+//     view) and one at the unblock (the whole profile). The
 //     blocker gets no push for what the blocked user writes (the push
 //     decider reads the block table itself: internal/push/decider.go).
 
@@ -48,6 +52,16 @@ type Profile struct {
 	LastSeen  *time.Time `json:"lastSeen,omitempty"`
 	Online    *bool      `json:"online,omitempty"`
 	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+}
+
+// SeenByBlocked returns p as the users p.ID blocked see it: what labels
+// p's messages in the groups they share (id, display name, and the
+// updatedAt that orders it) and nothing else, the avatar and about read
+// as unset, as a profile without them does. The store answers it to them
+// for every read of p (PeopleStore.Profiles) and in the profile.updated
+// it sends them at the block.
+func (p Profile) SeenByBlocked() Profile {
+	return Profile{ID: p.ID, DisplayName: p.DisplayName, UpdatedAt: p.UpdatedAt}
 }
 
 // ProfileUpdate is PUT /v1/me. DisplayName is required; AvatarURL and
@@ -348,15 +362,20 @@ func hasControl(s string, lineBreaks bool) bool {
 type PeopleStore interface {
 	// Profiles returns the profiles of ids that viewerID may see (the
 	// viewer, and users sharing a conversation with them), in ids' order;
-	// others are left out.
+	// others are left out. A user who blocked the viewer is answered as
+	// Profile.SeenByBlocked.
 	Profiles(ctx context.Context, viewerID int64, ids []int64) ([]Profile, error)
 	// SetProfile stores userID's profile and publishes profile.updated to
-	// the users who share a conversation of at most largeGroup members.
+	// the users who share a conversation of at most largeGroup members,
+	// but those userID blocked.
 	SetProfile(ctx context.Context, userID int64, p ProfileUpdate, largeGroup int) (Profile, error)
 	Settings(ctx context.Context, userID int64) (Settings, error)
 	SetSettings(ctx context.Context, userID int64, u SettingsUpdate) (Settings, error)
 
-	// Block and Unblock are idempotent.
+	// Block and Unblock are idempotent. One that changes the block
+	// publishes to the blocked user, when they see the blocker's profile,
+	// profile.updated with the profile as they see it now (SeenByBlocked
+	// at the block, the whole one at the unblock).
 	Block(ctx context.Context, blockerID, blockedID int64) error
 	Unblock(ctx context.Context, blockerID, blockedID int64) error
 	Blocks(ctx context.Context, blockerID int64) ([]Block, error)

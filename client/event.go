@@ -29,7 +29,8 @@ const (
 	// historyVisible changed (the settings after it).
 	EventConversationUpdated = chat.EventConversationUpdated
 	// EventProfileUpdated: UserID's profile changed (DisplayName, Avatar,
-	// About).
+	// About), or UserID blocked or unblocked the user, who sees their
+	// DisplayName alone while the block holds (Avatar and About empty).
 	EventProfileUpdated = chat.EventProfileUpdated
 	// EventSystemNew is a system entry of a conversation's stream (a
 	// membership or settings change, Action), with a Seq of its own.

@@ -396,7 +396,8 @@ func (a *Attachments) PendingThumbnails(ctx context.Context, limit int) ([]chat.
 // Attachment returns what userID may fetch: its own upload (pending or
 // complete), an attachment of a conversation userID is in, of a message
 // after their history floor, or an avatar: a user's to whoever sees their
-// profile (seesProfileSQL), a group's to its current members (whatever
+// profile (seesProfileSQL) but the users they blocked (blockedBySQL), a
+// group's to its current members (whatever
 // their floor: an avatar is the group's, not a message). Another user's
 // upload not used yet, a file of a message at or before the caller's
 // floor (a group whose history is "joined", a message from before their
@@ -415,7 +416,7 @@ func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (
 		CASE WHEN a.state NOT IN ('avatar', 'released') THEN false
 		     WHEN a.conversation_id IS NOT NULL THEN EXISTS (SELECT 1 FROM conversation_member m
 		         WHERE m.conversation_id = a.conversation_id AND m.user_id = $2)
-		     ELSE `+seesProfileSQL("$2", "a.uploader_id")+` END
+		     ELSE `+seesProfileSQL("$2", "a.uploader_id")+` AND NOT `+blockedBySQL("$2", "a.uploader_id")+` END
 		FROM attachment a WHERE id = $1`, id, userID), &floor, &sees)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, chat.Errorf(chat.CodeNotFound, "there is no attachment %s", id)

@@ -19,7 +19,8 @@ import (
 // has an empty profile; without a user_settings row both settings are on.
 
 // seesProfileSQL is the rule of who sees a user's profile (and avatar) in
-// SQL: the viewer is the subject or shares a conversation with them. Every
+// SQL: the viewer is the subject or shares a conversation with them (of
+// a subject who blocked the viewer, only the name: blockedBySQL). Every
 // query that needs it says it this way.
 func seesProfileSQL(viewer, subject string) string {
 	return `(` + subject + ` = ` + viewer + ` OR EXISTS (
@@ -27,23 +28,28 @@ func seesProfileSQL(viewer, subject string) string {
 	WHERE vm.user_id = ` + viewer + ` AND sm.user_id = ` + subject + `))`
 }
 
+// blockedBySQL says that subject blocked viewer, who then sees of
+// subject's profile only what chat.Profile.SeenByBlocked keeps (the
+// avatar's download included) and gets none of its profile.updated.
+// Every query that needs it says it this way.
+func blockedBySQL(viewer, subject string) string {
+	return `EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = ` + subject + ` AND b.blocked_id = ` + viewer + `)`
+}
+
 // profilesSQL returns the profiles of $2 that $1 may see (seesProfileSQL),
-// in $2's order. A user the viewer may not see is left out exactly like
-// one that does not exist.
+// in $2's order, each with whether its user blocked $1. A user the viewer
+// may not see is left out exactly like one that does not exist.
 var profilesSQL = `
-SELECT u.id, p.display_name, p.avatar_url, p.about, p.updated_at
+SELECT u.id, p.display_name, p.avatar_url, p.about, p.updated_at, ` + blockedBySQL("$1", "u.id") + `
 FROM unnest($2::bigint[]) WITH ORDINALITY AS u(id, ord)
 LEFT JOIN user_profile p ON p.user_id = u.id
 WHERE ` + seesProfileSQL("$1", "u.id") + `
 ORDER BY u.ord`
 
-// Profiles returns the profiles of ids viewerID may see, in ids' order.
+// Profiles returns the profiles of ids viewerID may see, in ids' order;
+// those of users who blocked viewerID as chat.Profile.SeenByBlocked.
 func (s *Store) Profiles(ctx context.Context, viewerID int64, ids []int64) ([]chat.Profile, error) {
-	rows, err := s.pool.Query(ctx, profilesSQL, viewerID, ids)
-	if err != nil {
-		return nil, classify("read profiles", err)
-	}
-	out, err := pgx.CollectRows(rows, scanProfile)
+	out, err := profiles(ctx, s.pool, viewerID, ids)
 	if err != nil {
 		return nil, classify("read profiles", err)
 	}
@@ -53,13 +59,34 @@ func (s *Store) Profiles(ctx context.Context, viewerID int64, ids []int64) ([]ch
 	return out, nil
 }
 
-func scanProfile(row pgx.CollectableRow) (chat.Profile, error) {
+// profiles runs profilesSQL on q (the pool, or a transaction).
+func profiles(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, viewerID int64, ids []int64) ([]chat.Profile, error) {
+	rows, err := q.Query(ctx, profilesSQL, viewerID, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (chat.Profile, error) {
+		var blockedBy bool
+		p, err := scanProfileAnd(row, &blockedBy)
+		if blockedBy {
+			p = p.SeenByBlocked()
+		}
+		return p, err
+	})
+}
+
+func scanProfile(row pgx.CollectableRow) (chat.Profile, error) { return scanProfileAnd(row) }
+
+// scanProfileAnd scans a profile's columns and then more.
+func scanProfileAnd(row pgx.CollectableRow, more ...any) (chat.Profile, error) {
 	var (
 		p     chat.Profile
 		name  *string
 		about *string
 	)
-	if err := row.Scan(&p.ID, &name, &p.Avatar, &about, &p.UpdatedAt); err != nil {
+	if err := row.Scan(append([]any{&p.ID, &name, &p.Avatar, &about, &p.UpdatedAt}, more...)...); err != nil {
 		return p, err
 	}
 	if name != nil {
@@ -168,7 +195,8 @@ func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpda
 
 // ProfileWatchers returns who gets userID's profile.updated: userID and
 // the users who share a conversation of at most largeGroup members with
-// them (a node that learns of a profile change from Kafka asks this).
+// them, but those userID blocked (a node that learns of a profile change
+// from Kafka asks this).
 func (s *Store) ProfileWatchers(ctx context.Context, userID int64, largeGroup int) ([]int64, error) {
 	var out []int64
 	err := s.runTx(ctx, "read profile watchers", readOnly(), func(tx pgx.Tx) error {
@@ -184,7 +212,7 @@ func profileWatchers(ctx context.Context, tx pgx.Tx, userID int64, largeGroup in
 		SELECT DISTINCT o.user_id FROM conversation_member m
 		JOIN conversation c ON c.id = m.conversation_id AND c.member_count <= $2
 		JOIN conversation_member o ON o.conversation_id = m.conversation_id
-		WHERE m.user_id = $1`, userID, largeGroup)
+		WHERE m.user_id = $1 AND NOT `+blockedBySQL("o.user_id", "$1"), userID, largeGroup)
 	if err != nil {
 		return nil, fmt.Errorf("read profile watchers: %w", err)
 	}
@@ -224,15 +252,24 @@ func (s *Store) SetSettings(ctx context.Context, userID int64, u chat.SettingsUp
 	return st, nil
 }
 
-// Block records that blockerID blocked blockedID (again is a no-op).
+// Block records that blockerID blocked blockedID (again is a no-op). A
+// new block tells blockedID the blocker's profile as they see it now
+// (setBlock).
 func (s *Store) Block(ctx context.Context, blockerID, blockedID int64) error {
-	return s.inTx(ctx, "block", func(tx pgx.Tx) error {
+	var tell []chat.Event
+	err := s.inTx(ctx, "block", func(tx pgx.Tx) error {
 		if err := roomForBlock(ctx, tx, blockerID, blockedID); err != nil {
 			return err
 		}
-		return setBlock(ctx, tx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		var err error
+		tell, err = setBlock(ctx, tx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 			blockerID, blockedID, true)
+		return err
 	})
+	if err == nil {
+		s.publish(tell...)
+	}
+	return err
 }
 
 // roomForBlock refuses a block of blockedID that would take blockerID past
@@ -257,23 +294,37 @@ func roomForBlock(ctx context.Context, tx pgx.Tx, blockerID, blockedID int64) er
 	return nil
 }
 
-// Unblock lifts a block (a missing one is a no-op).
+// Unblock lifts a block (a missing one is a no-op). A lifted block tells
+// blockedID the blocker's whole profile (setBlock).
 func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64) error {
-	return s.inTx(ctx, "unblock", func(tx pgx.Tx) error {
-		return setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, false)
+	var tell []chat.Event
+	err := s.inTx(ctx, "unblock", func(tx pgx.Tx) error {
+		var err error
+		tell, err = setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, false)
+		return err
 	})
+	if err == nil {
+		s.publish(tell...)
+	}
+	return err
 }
 
 // setBlock runs change (a write of user_block's row for the pair) and marks
 // blockedID's member row of the pair's direct conversation, if they have
 // one, with what it leaves: conversation_member.peer_blocked is the copy of
-// user_block that the send function reads.
-func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, blocked bool) error {
+// user_block that the send function reads. When change changed the block
+// and blockedID sees the blocker's profile, it returns the profile.updated
+// that tells blockedID the profile as they see it now (their client drops
+// the avatar and about at the block, and shows them again at the unblock;
+// they hear of no change in between). It goes to their sessions only, not
+// to the outbox: it is a view of the profile, not a change of it.
+func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, blocked bool) ([]chat.Event, error) {
 	if err := lockPairs(ctx, tx, blockerID, blockedID); err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := tx.Exec(ctx, change, blockerID, blockedID); err != nil {
-		return fmt.Errorf("write block: %w", err)
+	tag, err := tx.Exec(ctx, change, blockerID, blockedID)
+	if err != nil {
+		return nil, fmt.Errorf("write block: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
 		UPDATE conversation_member m SET peer_blocked = $3
@@ -281,9 +332,26 @@ func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedI
 		WHERE p.user_low = LEAST($1::bigint, $2::bigint) AND p.user_high = GREATEST($1::bigint, $2::bigint)
 		  AND m.conversation_id = p.conversation_id AND m.user_id = $2 AND m.peer_blocked <> $3`,
 		blockerID, blockedID, blocked); err != nil {
-		return fmt.Errorf("mark the direct conversation: %w", err)
+		return nil, fmt.Errorf("mark the direct conversation: %w", err)
 	}
-	return nil
+	if tag.RowsAffected() == 0 {
+		return nil, nil
+	}
+	// After the blocker's profile writes in flight (SetProfile holds the
+	// lock to its commit): one that read its audience before this block
+	// has committed before the view below is read, and one after it reads
+	// the block.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.profile:' || $1::bigint, 0))`, blockerID); err != nil {
+		return nil, fmt.Errorf("lock the profile: %w", err)
+	}
+	ps, err := profiles(ctx, tx, blockedID, []int64{blockerID})
+	if err != nil {
+		return nil, fmt.Errorf("read the blocker's profile: %w", err)
+	}
+	if len(ps) == 0 {
+		return nil, nil // they see nothing of the blocker
+	}
+	return []chat.Event{chat.ProfileUpdatedEvent(ps[0], []int64{blockedID})}, nil
 }
 
 // lockPairs serialises, for the rest of the transaction, the writers of a

@@ -93,3 +93,28 @@ test('a name that reads as a label the page gives ("You", "User N") is shown wit
   people.profiles.set(1, { id: 1, displayName: 'You', avatar: null, about: '' });
   assert.equal(people.name(1, { you: false }), 'You');
 });
+
+test('a profile.updated without avatar and about (a block: the name alone) drops the ones held, and the unblock brings them back', async () => {
+  const at = '2026-03-01T12:00:00.000001Z'; // a block changes no profile: its events carry the same updatedAt
+  const api = {
+    async users(ids) {
+      return { users: ids.map((id) => ({ id, displayName: 'Ann', avatar: '/v1/attachments/a', about: 'climber', updatedAt: at })), etag: '"2"' };
+    },
+  };
+  const people = new People(api, 1);
+  people.name(2);
+  await flushed();
+  assert.equal(people.avatar(2), '/v1/attachments/a');
+  for (const blocked of [
+    { type: 'profile.updated', userId: 2, displayName: 'Ann', avatar: '', about: '', updatedAt: at }, // as chatd sends it
+    { type: 'profile.updated', userId: 2, displayName: 'Ann', updatedAt: at }, // the fields absent
+  ]) {
+    people.apply({ type: 'profile.updated', userId: 2, displayName: 'Ann', avatar: '/v1/attachments/a', about: 'climber', updatedAt: at });
+    people.apply(blocked);
+    assert.equal(people.avatar(2), null, `the avatar stayed after ${JSON.stringify(blocked)}`);
+    assert.equal(people.profile(2).about, '', `the about stayed after ${JSON.stringify(blocked)}`);
+    assert.equal(people.name(2), 'Ann', 'the name labels their messages still');
+  }
+  people.apply({ type: 'profile.updated', userId: 2, displayName: 'Ann', avatar: '/v1/attachments/a', about: 'climber', updatedAt: at });
+  assert.deepEqual([people.avatar(2), people.profile(2).about], ['/v1/attachments/a', 'climber'], 'the unblock did not bring them back');
+});
