@@ -48,7 +48,9 @@
 //   - Thumbnails (JPEG, at most 320 px, upright, no metadata) are made
 //     after completion by ThumbnailWorkers goroutines, within a memory
 //     budget they share (ThumbnailWorkers × MaxPixels × 4 bytes; an image
-//     needing more than all of it, by media.ThumbnailCost, gets none); completion waits up
+//     needing more than all of it, by media.ThumbnailCost, gets none, as does a
+//     JPEG of more scans than media decodes, each a walk of the whole
+//     picture); completion waits up
 //     to ThumbnailWait for its own so the message usually carries it.
 //     Pending ones are found again after a restart, and so is one whose
 //     read of the original the store failed; a blob's thumbnail

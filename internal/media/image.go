@@ -102,7 +102,9 @@ func Config(r io.Reader, t string, maxPixels int64, orientation int) (Size, erro
 // included) survives the re-encoding. An r that can seek is read again
 // from where it was after the header check: what precedes the picture
 // (megabytes of metadata a JPEG may carry before its frame) is never
-// held, so the memory taken is what ThumbnailCost says.
+// held, so the memory taken is what ThumbnailCost says. A JPEG of more
+// than maxJPEGScans scans is refused (ErrTooCostly) as the decoder comes
+// to them: its time, unlike its memory, grows with the scans.
 func Thumbnail(r io.Reader, t string, maxPixels int64, orientation int) ([]byte, chat.Thumbnail, error) {
 	var rest io.Reader
 	if rs, ok := r.(io.ReadSeeker); ok {
@@ -123,6 +125,9 @@ func Thumbnail(r io.Reader, t string, maxPixels int64, orientation int) ([]byte,
 			return nil, chat.Thumbnail{}, err
 		}
 		rest = io.MultiReader(&head, r)
+	}
+	if t == "image/jpeg" {
+		rest = &scanLimit{r: rest, tap: headerTap{jpeg: true, whole: true}}
 	}
 	src, err := decode(rest, t)
 	if err != nil {
@@ -240,6 +245,8 @@ type headerTap struct {
 	n     int // of first
 
 	jpeg   bool
+	whole  bool // walk on past the frame header to the end, counting scans
+	scans  int  // the SOS markers walked to
 	state  jpegWalk
 	t0     byte // the byte before, where a marker is looked for
 	marker byte
@@ -329,7 +336,7 @@ func (t *headerTap) walk(p []byte) {
 			switch {
 			case t.left < 0:
 				t.state = walkDone
-			case t.marker >= 0xC0 && t.marker <= 0xC2:
+			case t.marker >= 0xC0 && t.marker <= 0xC2 && !t.whole:
 				t.sof = append(make([]byte, 0, 1+t.left), t.marker)
 				t.state = walkSOF
 				if t.left == 0 {
@@ -352,8 +359,42 @@ func (t *headerTap) atMarker(m byte) {
 	case m >= 0xD0 && m <= 0xD7: // a restart marker has no length
 		t.state = walkMarker0
 	default:
+		if m == 0xDA {
+			t.scans++
+		}
 		t.marker, t.state = m, walkLength0
 	}
+}
+
+// maxJPEGScans bounds the scans of a JPEG chatd decodes. Each scan of a
+// progressive JPEG has the decoder walk every block of its component
+// again, however few bytes it is (an end-of-band run covers 32767 blocks
+// in 15 bits): 100 scans of 4096 × 4096 pixels, 4 KB, take Go's decoder
+// seconds, and it has no limit of its own. Encoders write about 10
+// (libjpeg's progression for colour pictures); libjpeg-turbo suggests
+// refusing more than 500.
+const maxJPEGScans = 100
+
+// scanLimit is a JPEG read by the decoder: it follows the segments as
+// the decoder does (headerTap) and fails the read that would take the
+// decoder past maxJPEGScans scans.
+type scanLimit struct {
+	r   io.Reader
+	tap headerTap
+	err error
+}
+
+func (s *scanLimit) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.r.Read(p)
+	s.tap.walk(p[:n])
+	if s.tap.scans > maxJPEGScans {
+		s.err = fmt.Errorf("%w: a JPEG of more than %d scans", ErrTooCostly, maxJPEGScans)
+		return 0, s.err
+	}
+	return n, err
 }
 
 // jpegCost is what Go's JPEG decoder allocates for a w × h picture whose

@@ -123,6 +123,54 @@ func Bomb() []byte {
 	return b.Bytes()
 }
 
+// ScanBomb is a valid progressive JPEG of w × h grey pixels and scans
+// scans, each an end-of-band run over every block (15 bits per 32767
+// blocks): a few bytes a scan, each of which has Go's decoder walk all
+// the picture's coefficients again.
+func ScanBomb(w, h, scans int) []byte {
+	q := make([]byte, 65)
+	for i := 1; i < len(q); i++ {
+		q[i] = 1
+	}
+	out := []byte{0xFF, 0xD8}
+	out = append(out, jpegSegment(0xDB, q)...)
+	out = append(out, jpegSegment(0xC2, []byte{8, byte(h >> 8), byte(h), byte(w >> 8), byte(w), 1, 1, 0x11, 0})...)
+	// DC table 0 and AC table 0, one code each ("0"): category 0, and
+	// EOB14 (a run of 2^14 blocks plus 14 more bits).
+	dht := append([]byte{0x00, 1}, make([]byte, 15)...)
+	dht = append(dht, 0x00, 0x10, 1)
+	dht = append(append(dht, make([]byte, 15)...), 0xE0)
+	out = append(out, jpegSegment(0xC4, dht)...)
+	// Each scan: EOB14 runs of 32767 blocks (0 then fourteen 1 bits,
+	// the bytes stuffed), padded with 1 bits.
+	var data []byte
+	var acc uint64
+	var n uint
+	for left := ((w + 7) / 8) * ((h + 7) / 8); left > 0; left -= 32767 {
+		acc, n = acc<<15|0x3FFF, n+15
+		for ; n >= 8; n -= 8 {
+			if b := byte(acc >> (n - 8)); b == 0xFF {
+				data = append(data, 0xFF, 0)
+			} else {
+				data = append(data, b)
+			}
+		}
+	}
+	if n > 0 {
+		if b := byte(acc<<(8-n)) | byte(0xFF>>n); b == 0xFF {
+			data = append(data, 0xFF, 0)
+		} else {
+			data = append(data, b)
+		}
+	}
+	for i := 0; i < scans; i++ {
+		// Component 1, coefficients 1 to 63, a refinement (Ah 1, Al 0).
+		out = append(out, jpegSegment(0xDA, []byte{1, 1, 0x00, 1, 63, 0x10})...)
+		out = append(out, data...)
+	}
+	return append(out, 0xFF, 0xD9)
+}
+
 // HTML is a web page, as someone would declare as image/png.
 func HTML() []byte {
 	return []byte("<!DOCTYPE html><html><body><script>alert(document.cookie)</script></body></html>\n")
