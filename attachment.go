@@ -204,16 +204,34 @@ func CleanFileName(name string) (string, error) {
 	if name == "" || name == "/" || name == "." || name == ".." {
 		return "", Errorf(CodeInvalid, "name must name a file, e.g. photo.jpg")
 	}
-	for len(name) > MaxFileNameBytes {
-		// Keep the extension: it tells people (and their apps) the type.
-		ext := path.Ext(name)
-		if len(ext) > 16 {
-			ext = ""
-		}
-		base := []rune(strings.TrimSuffix(name, ext))
-		name = string(base[:len(base)-1]) + ext
+	return cutFileName(name), nil
+}
+
+// cutFileName cuts a name of valid UTF-8 without '/' to MaxFileNameBytes,
+// whole runes from the end of what precedes its extension, which it
+// keeps: the extension tells people (and their apps) the type. One of
+// more than 16 bytes is none: it is cut from its end until the name fits
+// or what is left of it is that short. One pass, whatever the name's
+// length (the request's body bounds it, not this).
+func cutFileName(name string) string {
+	if len(name) <= MaxFileNameBytes {
+		return name
 	}
-	return name, nil
+	dot := strings.LastIndexByte(name, '.')
+	if dot < 0 {
+		dot = len(name)
+	}
+	end := len(name)
+	for end > MaxFileNameBytes && end-dot > 16 {
+		_, n := utf8.DecodeLastRuneInString(name[:end])
+		end -= n
+	}
+	base, ext := name[:dot], name[dot:end]
+	for len(base)+len(ext) > MaxFileNameBytes {
+		_, n := utf8.DecodeLastRuneInString(base)
+		base = base[:len(base)-n]
+	}
+	return base + ext
 }
 
 // UploadLimits are what an upload may be.
