@@ -32,14 +32,7 @@ func TestAnImageWhoseThumbnailWouldTakeMoreThanTheBudgetIsShownWithoutOne(t *tes
 		{"deep.png", mediatest.PNG16(700, 700)},
 	} {
 		up := n.upload(t, 1, g.ID, f.name, "image/png", f.data)
-		var state string
-		testkit.WaitFor(t, 10*time.Second, "the thumbnail's outcome", func() bool {
-			if err := n.Pool.QueryRow(context.Background(), `SELECT thumb_state FROM attachment WHERE id = $1`, up.UploadID).Scan(&state); err != nil {
-				t.Fatal(err)
-			}
-			return state != "pending"
-		})
-		if state != "failed" {
+		if state := n.thumbOutcome(t, up.UploadID); state != "failed" {
 			t.Errorf("%s (%d × %d px): thumbnail %s; its decoding and scaling take more than the 8 MB budget", f.name,
 				up.Attachment.Width, up.Attachment.Height, state)
 		}
@@ -47,4 +40,18 @@ func TestAnImageWhoseThumbnailWouldTakeMoreThanTheBudgetIsShownWithoutOne(t *tes
 			t.Errorf("%s: thumbnail download %d", f.name, r.status)
 		}
 	}
+}
+
+// thumbOutcome waits for the thumbnail of upload id to be made (ready) or
+// given up (failed).
+func (n attachNode) thumbOutcome(t *testing.T, id string) string {
+	t.Helper()
+	var state string
+	testkit.WaitFor(t, 10*time.Second, "the thumbnail's outcome", func() bool {
+		if err := n.Pool.QueryRow(context.Background(), `SELECT thumb_state FROM attachment WHERE id = $1`, id).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		return state != "pending"
+	})
+	return state
 }
