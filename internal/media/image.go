@@ -197,10 +197,10 @@ var ErrTooCostly = errors.New("the image would take too much memory to thumbnail
 // starts with, read from its header alone (r is read up to it): the
 // decoded pixels (up to 8 bytes a pixel for a 16-bit PNG), the decoder's
 // working memory (a progressive JPEG's coefficients, 4 bytes a pixel of
-// each component; a PNG's rows and interlace passes; a lossless WebP's
-// transform), and the scaler's buffers (32 bytes a pixel of a column of
-// the thumbnail's width by the image's height, which a very long and
-// thin image makes large).
+// each component; a PNG's rows and interlace passes; an interlaced GIF's
+// frame put in order; a lossless WebP's transform), and the scaler's
+// buffers (32 bytes a pixel of a column of the thumbnail's width by the
+// image's height, which a very long and thin image makes large).
 func ThumbnailCost(r io.Reader, t string) (int64, error) {
 	tap := &headerTap{jpeg: t == "image/jpeg"}
 	cfg, err := decodeConfig(io.TeeReader(r, tap), t)
@@ -221,7 +221,10 @@ func ThumbnailCost(r io.Reader, t string) (int64, error) {
 	case "image/png":
 		decode = pngCost(tap.first[:tap.n], w, h)
 	case "image/gif":
-		decode = w * h // one paletted frame
+		// One paletted frame, and its copy when it is interlaced (the
+		// decoder puts the rows in order into a new one), which only
+		// the frame's descriptor says, past the extensions.
+		decode = 2 * w * h
 	default: // WebP: lossless pixels and a transform's copy (lossy: less)
 		decode = 8 * w * h
 	}

@@ -324,6 +324,8 @@ func TestThumbnailCostCoversWhatMakingTheThumbnailTakes(t *testing.T) {
 		{"PNG 16-bit", "image/png", mediatest.PNG16(1000, 700)},
 		{"PNG 2 x 200000", "image/png", mediatest.PNG(2, 200000)},
 		{"PNG 200000 x 2", "image/png", mediatest.PNG(200000, 2)},
+		{"GIF interlaced", "image/gif", mediatest.InterlacedGIF(2000, 1500)},
+		{"GIF", "image/gif", mediatest.GIFWithLocation(1000, 700, 0)},
 	}
 	// Go's own test pictures: progressive, CMYK and RGB JPEGs.
 	if goroot, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {

@@ -171,6 +171,35 @@ func ScanBomb(w, h, scans int) []byte {
 	return append(out, 0xFF, 0xD9)
 }
 
+// InterlacedGIF is a GIF of w × h pixels whose one frame is interlaced
+// (its rows stored 1st, 9th, 17th, ..., then 5th, 13th, ...), as
+// GIF encoders may write them for a picture shown as it arrives.
+func InterlacedGIF(w, h int) []byte {
+	m := image.NewPaletted(image.Rect(0, 0, w, h), color.Palette{color.White, color.Black})
+	for i := range m.Pix {
+		m.Pix[i] = uint8(i % 3 / 2)
+	}
+	var b bytes.Buffer
+	if err := gif.Encode(&b, m, nil); err != nil {
+		panic(err)
+	}
+	f := b.Bytes()
+	// The image descriptor, after the header, the global colour table
+	// and any extension: set its interlace flag. The rows keep the
+	// order Encode wrote: the picture is another one, as big.
+	i := 13
+	if f[10]&0x80 != 0 {
+		i += 3 << (f[10]&7 + 1)
+	}
+	for f[i] == 0x21 {
+		for i += 2; f[i] != 0; i += int(f[i]) + 1 {
+		}
+		i++
+	}
+	f[i+9] |= 0x40
+	return f
+}
+
 // HTML is a web page, as someone would declare as image/png.
 func HTML() []byte {
 	return []byte("<!DOCTYPE html><html><body><script>alert(document.cookie)</script></body></html>\n")
