@@ -83,6 +83,9 @@ type Service struct {
 
 	budget      *semaphore.Weighted // the thumbnailers' memory, in bytes
 	budgetBytes int64
+	// thumbTimeout bounds a thumbnail job's reading of the original and
+	// the stores' work after it.
+	thumbTimeout time.Duration
 
 	jobs   chan thumbJob
 	stop   chan struct{}
@@ -150,7 +153,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	budget := int64(cfg.ThumbnailWorkers) * cfg.Limits.MaxPixels * 4
 	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, avatarTypes: avatarTypes, ops: map[string]*op{}, thumbs: map[string]chan struct{}{},
-		budget: semaphore.NewWeighted(budget), budgetBytes: budget,
+		budget: semaphore.NewWeighted(budget), budgetBytes: budget, thumbTimeout: 2 * time.Minute,
 		jobs: make(chan thumbJob, 1024), stop: make(chan struct{})}, nil
 }
 

@@ -59,7 +59,7 @@ func (s *Service) thumbnailer() {
 // recorded (the attachment is shown without one); a failure of the stores
 // leaves it pending for the next round.
 func (s *Service) thumbnail(rec chat.UploadRecord) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), s.thumbTimeout)
 	defer cancel()
 	start := time.Now()
 	r, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
@@ -109,6 +109,13 @@ func (s *Service) thumbnail(rec chat.UploadRecord) {
 		s.metrics.thumbnails.WithLabelValues("retry").Inc()
 		return
 	}
+	// The image is read and decoded (or not): what is left is the
+	// stores' (hold its blob's deletion, write the thumbnail, record the
+	// outcome), under a deadline of its own. However long the decoding
+	// took, its outcome is kept, not thrown away for the next round to
+	// decode the image again, and again.
+	ctx, cancel = context.WithTimeout(context.Background(), s.thumbTimeout)
+	defer cancel()
 	var result *chat.Thumbnail
 	switch {
 	case r == nil:

@@ -53,7 +53,9 @@
 //     picture); completion waits up
 //     to ThumbnailWait for its own so the message usually carries it.
 //     Pending ones are found again after a restart, and so is one whose
-//     read of the original the store failed; a blob's thumbnail
+//     read of the original the store failed (a thumbnail made, however long
+//     its decoding took, is stored and recorded under a deadline of its
+//     own, never made again at every round); a blob's thumbnail
 //     is queued or made once at a time (the cleanup's round passes over
 //     one a worker has). Before a thumbnail is written its blob's
 //     deletion is queued for when the job can no longer write it (taken
