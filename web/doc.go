@@ -8,8 +8,11 @@
 //     so a browser revalidates and picks up a new chatd at once. Any other
 //     path is 404; another method on an existing file is 405.
 //   - Every response carries Content-Security-Policy
-//     "default-src 'self'; connect-src 'self' ws: wss:; frame-ancestors 'none'"
-//     (plus base-uri, form-action and object-src restrictions),
+//     "default-src 'self'; connect-src 'self'; frame-ancestors 'none'"
+//     (plus base-uri, form-action and object-src restrictions; connect-src
+//     also names Options.ConnectSrc, the object store's origin): the page
+//     reaches its own origin, whose ws: or wss: /mqtt 'self' covers, and
+//     no other WebSocket host,
 //     X-Content-Type-Options nosniff, X-Frame-Options DENY,
 //     Referrer-Policy no-referrer and Cross-Origin-Opener-Policy
 //     same-origin (a cross-site page that opened it keeps no handle on
