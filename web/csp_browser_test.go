@@ -25,7 +25,8 @@ const cspSpec = "csp.spec.mjs"
 // TestTheWebClientChatsUnderItsPolicyAndReachesNoOtherWebSocketHost runs
 // web/e2e/csp.spec.mjs in headless Chromium, over http_addr (ws:) and
 // https_addr (wss:): connect-src names the page's own origin, which covers
-// its MQTT WebSocket, and no other WebSocket host.
+// its MQTT WebSocket, and no other WebSocket host; Permissions-Policy
+// denies the page the camera, the microphone and the location.
 func TestTheWebClientChatsUnderItsPolicyAndReachesNoOtherWebSocketHost(t *testing.T) {
 	chromium, node := browserTools(t)
 	cert, key := selfSignedCert(t)

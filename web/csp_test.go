@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,29 @@ func TestThePagesPolicyLetsItConnectToNoWebSocketHostButItsOwn(t *testing.T) {
 		csp := do(mux, http.MethodGet, "/", "", "").Header().Get("Content-Security-Policy")
 		if got := directive(csp, "connect-src"); !slices.Equal(got, tc.want) {
 			t.Errorf("object store %q: connect-src %q, want %q (policy %q)", tc.connect, got, tc.want, csp)
+		}
+	}
+}
+
+// TestThePageDeniesItselfThePowerfulFeaturesItNeverUses: a script
+// injected into the page must not be able to ask the user, under chatd's
+// name, for the camera, the microphone or where they are. The page uses
+// none of them (files are picked or pasted, not captured), so
+// Permissions-Policy turns them off for it and for anything it frames.
+func TestThePageDeniesItselfThePowerfulFeaturesItNeverUses(t *testing.T) {
+	mux := newMux(t, true)
+	for _, rec := range []*httptest.ResponseRecorder{do(mux, http.MethodGet, "/", "", ""), do(mux, http.MethodGet, "/app.js", "", ""),
+		do(mux, http.MethodPost, "/dev/token", "application/json", `{"userId":1}`)} {
+		got := map[string]bool{}
+		for _, f := range strings.Split(rec.Header().Get("Permissions-Policy"), ",") {
+			if name, allow, ok := strings.Cut(strings.TrimSpace(f), "="); ok && allow == "()" {
+				got[name] = true
+			}
+		}
+		for _, f := range []string{"camera", "microphone", "geolocation", "display-capture", "payment", "usb", "serial", "hid", "midi"} {
+			if !got[f] {
+				t.Errorf("Permissions-Policy %q does not turn %s off", rec.Header().Get("Permissions-Policy"), f)
+			}
 		}
 	}
 }

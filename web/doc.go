@@ -14,7 +14,9 @@
 //     reaches its own origin, whose ws: or wss: /mqtt 'self' covers, and
 //     no other WebSocket host,
 //     X-Content-Type-Options nosniff, X-Frame-Options DENY,
-//     Referrer-Policy no-referrer and Cross-Origin-Opener-Policy
+//     Referrer-Policy no-referrer, Permissions-Policy turning off the
+//     powerful features the page never uses (camera, microphone,
+//     geolocation...) and Cross-Origin-Opener-Policy
 //     same-origin (a cross-site page that opened it keeps no handle on
 //     it). Strict-Transport-Security is the server's to add, on HTTPS
 //     answers only (hsts_max_age). The page has no inline script and builds

@@ -58,6 +58,13 @@ const DevTokenTTL = 24 * time.Hour
 const ContentSecurityPolicy = "default-src 'self'; connect-src 'self'; img-src 'self' data: blob: https:; " +
 	"media-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+// PermissionsPolicy turns off, for the page and whatever it frames, the
+// powerful features it never uses, so that a script injected into it
+// cannot ask the user for them in chatd's name (files are picked or
+// pasted, never captured). Notifications and push are not features of
+// this header; the page asks for them itself.
+const PermissionsPolicy = "camera=(), microphone=(), geolocation=(), display-capture=(), payment=(), usb=(), serial=(), hid=(), midi=()"
+
 // csp is ContentSecurityPolicy with more origins the page may connect to
 // (an object store the browser uploads to and downloads from).
 func csp(connect []string) string {
@@ -171,6 +178,7 @@ func secure(policy string, next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY") // for browsers without frame-ancestors
 		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Permissions-Policy", PermissionsPolicy)
 		// A page of another site that opened this one (window.open) gets
 		// no handle on it, with which it could later send the signed-in
 		// tab to a look-alike sign-in page of its own.

@@ -3,7 +3,8 @@
 // wss: schemes, and the page still opens its MQTT WebSocket (same origin,
 // /mqtt) and chats, with no violation reported; a WebSocket to any other
 // host, as a script injected into the page would open to carry off what
-// it reads, is refused by the browser. web/csp_browser_test.go
+// it reads, is refused by the browser. Its Permissions-Policy denies it
+// the camera, the microphone and the location. web/csp_browser_test.go
 // (TestTheWebClientChatsUnderItsPolicyAndReachesNoOtherWebSocketHost)
 // starts chatd and runs this file.
 //
@@ -71,6 +72,19 @@ async function chatsAndReachesNoOtherHost(browser, base, me, peer) {
 
 test('the page chats over its own ws: WebSocket under its policy, and reaches no other WebSocket host', () =>
   chatsAndReachesNoOtherHost(spec.browser, spec.BASE, 9351, 9352));
+
+test('the page may not use the camera, the microphone or the location, and Chromium reads its Permissions-Policy without complaint', async () => {
+  const context = await spec.browser.newContext();
+  const page = await context.newPage();
+  const complaints = [];
+  page.on('console', (m) => /Permissions-Policy|Feature Policy/i.test(m.text()) && complaints.push(m.text()));
+  await page.goto(spec.BASE);
+  const allowed = await page.evaluate((fs) => fs.filter((f) => document.featurePolicy.allowsFeature(f)),
+    ['camera', 'microphone', 'geolocation', 'display-capture', 'payment', 'usb', 'serial', 'hid', 'midi']);
+  assert.deepEqual(allowed, [], 'features the page may still use');
+  assert.deepEqual(complaints, []);
+  await context.close();
+});
 
 // The same chatd's https_addr, with a certificate of its own: 'self' of an
 // https: page covers its wss: /mqtt.
