@@ -114,6 +114,10 @@ type reqInfo struct {
 
 type infoKey struct{}
 
+// apiContentSecurityPolicy is the policy of every answer but an
+// attachment's bytes: nothing loads, nothing frames it.
+const apiContentSecurityPolicy = "default-src 'none'; frame-ancestors 'none'"
+
 // ServeHTTP logs, recovers panics and turns the mux's own 404 and 405
 // answers into the API's JSON error form.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -132,8 +136,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { endSpan(span, sw.status(), info.user) }()
 	}
 	r = r.WithContext(context.WithValue(ctx, infoKey{}, info))
+	h := w.Header()
 	// Every answer is per user or per instant: no cache may keep it.
-	w.Header().Set("Cache-Control", "no-store")
+	h.Set("Cache-Control", "no-store")
+	// No answer is a page: none may be framed (where a page of another
+	// site could dress it up for a click) or read as another type than
+	// it says. An attachment sets a policy of its own, as strict.
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", apiContentSecurityPolicy)
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {

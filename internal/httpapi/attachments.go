@@ -132,8 +132,9 @@ func downloadAttachment(thumbnail bool) func(a *API, w http.ResponseWriter, r *h
 		h.Set("Content-Disposition", d.Disposition)
 		h.Set("ETag", d.ETag)
 		h.Set("X-Content-Type-Options", "nosniff")
-		// Whatever a file holds, a browser opening it runs nothing.
-		h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self'; media-src 'self'; sandbox")
+		// Whatever a file holds, a browser opening it runs nothing, and
+		// no page frames it.
+		h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self'; media-src 'self'; sandbox; frame-ancestors 'none'")
 		// A member's browser may keep it but must ask again (ETag: a
 		// 304) so a recall or a left group takes effect.
 		h.Set("Cache-Control", "private, no-cache")
