@@ -2,8 +2,8 @@ package web
 
 import "testing"
 
-// unopenedSpec gives its user 200 conversations and reads their members at
-// once: it runs against a chatd of its own, without the API rate limit.
+// unopenedSpec gives its user 200 conversations, made at once: it runs
+// against a chatd of its own, without the API rate limit.
 const unopenedSpec = "unopened.spec.mjs"
 
 // TestBrowserAConversationNeverOpenedCatchesUpAfterTimeOffline runs

@@ -67,6 +67,7 @@ test('a conversation that could not be opened (offline) loads once the connectio
   const errors = [];
   sync.onError = (e) => errors.push(e);
   await sync.refreshInbox();
+  await sync.refreshMembers(7); // held: the load that fails is the history's
   // The network is down as the user opens the chat (a phone waking up).
   api.down = true;
   await sync.open(7);
@@ -816,6 +817,7 @@ test("a conversation's member list read before the user was removed from it, ans
   const inbox = api.inbox;
   api.inbox = async () => [...(await inbox()), group(8, 'old')];
   await sync.refreshInbox();
+  await sync.refreshMembers(8); // held: an event says when they change
   await settle();
   assert.ok(state.conv(8));
   // Another member joins: the member list is read again, slowly.

@@ -15,6 +15,14 @@ const SEND_TIMEOUT_MS = 15000; // online without an answer: "failed" with Retry;
 const TYPING_SHOW_MS = 3000;
 const TYPING_SEND_EVERY_MS = 2000; // the server forwards at most one per second anyway
 const OUTBOX_MAX_AGE_MS = 24 * 3600 * 1000; // sends and changes a later page still makes
+const MEMBER_READS = 4; // conversation reads (members) on their way at once
+
+/** A promise and its resolve. */
+function deferred() {
+  let resolve;
+  const promise = new Promise((r) => (resolve = r));
+  return { promise, resolve };
+}
 
 /** Whether an outbox entry made at createdAt is still worth sending. */
 function fresh(createdAt) {
@@ -57,6 +65,11 @@ export class Sync {
     this.seenTimers = new Map();
     this.inboxBusy = null;
     this.inboxAgain = false;
+    // Member reads (GET /v1/conversations/{id}): the one on its way of
+    // each conversation, and those queued for the pool (pumpMembers).
+    this.memberReads = new Map(); // cid -> {done, again}
+    this.memberQueue = new Map(); // cid -> deferred, in the order asked
+    this.memberWorkers = 0;
     this.openFailed = null; // the open conversation, when loading it failed
     this.typingSent = new Map(); // conversation id → when a typing indicator last went out
     // Sends not answered yet, kept across page loads (outbox.js); set by
@@ -146,24 +159,122 @@ export class Sync {
     return this.inboxBusy;
   }
 
-  /** Direct chats are titled by the peer, which only the member list tells. */
-  async loadMissingMembers() {
-    const todo = [...this.state.conversations.values()].filter((c) => !c.members).map((c) => c.id);
-    const worker = async () => {
-      while (todo.length) await this.refreshMembers(todo.shift());
-    };
-    await Promise.all([worker(), worker(), worker(), worker()]);
+  /**
+   * A direct chat's row is titled by its peer: the inbox entry names it,
+   * but a chatd older than that field leaves it out, and then only the
+   * member list tells. Those are read, through the pool; nothing else a
+   * row shows needs the members (a group's are read when it is opened).
+   */
+  loadMissingMembers() {
+    for (const c of this.state.conversations.values()) {
+      if (c.type === 'DIRECT' && !c.peerId() && !this.memberReads.has(c.id)) this.queueMembers(c.id);
+    }
   }
 
-  async refreshMembers(cid) {
-    try {
-      // Read before a removal its answer comes after: the conversation
-      // stays gone (state.gone).
-      const asOf = this.state.mark();
-      this.state.setConversation(await this.api.conversation(cid, this.req()), asOf);
-    } catch (e) {
-      if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
+  /**
+   * Reads conversation cid's members again: an event says they changed,
+   * or membership events may have been missed (a reconnect). Resolves
+   * once a read asked after this call answered. One already on its way
+   * may predate the change: one more read follows it, never one beside
+   * it (their answers could come in either order), however many changes
+   * were told meanwhile.
+   */
+  refreshMembers(cid) {
+    const r = this.memberReads.get(cid);
+    if (!r) return this.queueMembers(cid);
+    r.again ??= deferred();
+    return r.again.promise;
+  }
+
+  /**
+   * Puts cid in the queue of member reads, once; the pool reads it.
+   * Resolves once it has been read (or found gone).
+   */
+  queueMembers(cid, d = null) {
+    const queued = this.memberQueue.get(cid);
+    if (queued) {
+      if (d) queued.promise.then(d.resolve);
+      return queued.promise;
     }
+    d ??= deferred();
+    this.memberQueue.set(cid, d);
+    this.pumpMembers();
+    return d.promise;
+  }
+
+  /**
+   * The pool: at most MEMBER_READS reads at once, taking the queue in
+   * order. Every inbox read and event adds to the one queue: however
+   * often they come, a conversation is read once while its read is on
+   * its way, and the inbox rebuilt once per answer.
+   */
+  pumpMembers() {
+    while (this.memberWorkers < MEMBER_READS && this.memberQueue.size && !this.stopped) {
+      const [cid, d] = this.memberQueue.entries().next().value;
+      this.memberQueue.delete(cid);
+      this.memberWorkers++;
+      this.readMembers(cid, this.req())
+        .catch((e) => {
+          if (e.code === 'not_member' || e.code === 'not_found') this.removed(cid);
+        })
+        .finally(() => {
+          this.memberWorkers--;
+          d.resolve();
+          this.pumpMembers();
+        });
+    }
+  }
+
+  /**
+   * One read of conversation cid with its members (GET
+   * /v1/conversations/{id}), set into the state; the reads of cid asked
+   * while it is on its way wait for it (memberReads). asOf: as
+   * setConversation's. Resolves with the conversation as held.
+   */
+  readMembers(cid, req, asOf = this.state.mark()) {
+    const r = { done: null, again: null };
+    r.done = this.api.conversation(cid, req).then((d) => this.state.setConversation(d, asOf));
+    this.memberReads.set(cid, r);
+    const settled = () => {
+      if (this.memberReads.get(cid) === r) this.memberReads.delete(cid);
+      // A change told while it was on its way: read once more, unless
+      // the read found the conversation gone.
+      if (r.again && this.state.conv(cid)) this.queueMembers(cid, r.again);
+      else r.again?.resolve();
+    };
+    r.done.then(settled, settled);
+    return r.done;
+  }
+
+  /**
+   * Reads cid's members for the user who opens it, ahead of the queue:
+   * a read on its way serves if it succeeds; a queued one is taken out
+   * of the queue and served by this one.
+   */
+  async openMembers(cid, req) {
+    // One that failed may be followed by the read of a change told
+    // meanwhile, started as it settled.
+    for (let r; (r = this.memberReads.get(cid)); ) {
+      const c = await r.done.catch(() => null);
+      if (c?.members) return c;
+    }
+    const queued = this.memberQueue.get(cid);
+    this.memberQueue.delete(cid);
+    try {
+      // Opened through its link, it is shown though an inbox read
+      // found it gone (asOf Infinity): the user may be back in it.
+      return await this.readMembers(cid, req, Infinity);
+    } finally {
+      queued?.resolve();
+    }
+  }
+
+  /** A membership change told by event ev of conversation c, as held. */
+  membersChanged(c, ev) {
+    // Members not held (never opened) are read when it is opened; but
+    // the entry of the user's own removal, its member.removed lost,
+    // has the read find them gone.
+    if (c.members || this.memberReads.has(c.id) || this.memberQueue.has(c.id) || ev.userId === this.me) this.refreshMembers(c.id);
   }
 
   onEvent(ev) {
@@ -234,11 +345,11 @@ export class Sync {
         return;
       case 'member.added':
         if (ev.userId === this.me || !c) this.refreshInbox();
-        else this.refreshMembers(cid);
+        else this.membersChanged(c, ev);
         return;
       case 'member.removed':
         if (ev.userId === this.me) this.removed(cid);
-        else if (c) this.refreshMembers(cid);
+        else if (c) this.membersChanged(c, ev);
         return;
       case 'system.new': {
         // A membership or settings change: an entry of the stream like a
@@ -254,7 +365,7 @@ export class Sync {
         // dropped the live conversation.updated or member.updated (a full
         // queue catches up on the stream's entries only) still converges.
         if (ev.action === 'group.updated') this.state.updateConversation(ev);
-        else this.refreshMembers(cid);
+        else this.membersChanged(c, ev);
         // The user added back to a conversation still held (their removal
         // and re-add dropped live, a full queue): the seqs of their
         // absence are not theirs and would count as unread messages of
@@ -266,7 +377,7 @@ export class Sync {
         this.state.updateConversation(ev);
         return;
       case 'member.updated':
-        if (c) this.refreshMembers(cid);
+        if (c) this.membersChanged(c, ev);
         return;
       case 'profile.updated':
         if (this.people) this.people.apply(ev);
@@ -315,6 +426,9 @@ export class Sync {
   }
 
   removed(cid) {
+    // Not ours any more: its members are not read.
+    this.memberQueue.get(cid)?.resolve();
+    this.memberQueue.delete(cid);
     const wasOpen = this.state.openId === cid;
     this.state.removeConversation(cid);
     if (wasOpen) this.onRemoved(cid);
@@ -403,9 +517,7 @@ export class Sync {
     this.openFailed = null;
     let c = this.state.conv(cid);
     try {
-      if (!c || !c.members) {
-        c = this.state.setConversation(await this.api.conversation(cid, req));
-      }
+      if (!c || !c.members) c = await this.openMembers(cid, req);
       if (!c.loaded) {
         const page = await this.api.history(cid, { limit: PAGE }, req);
         if (this.state.loadLatest(cid, page)) this.fill(cid);
