@@ -37,6 +37,19 @@ func startKafka(t *testing.T) string {
 	return c.ListenAddrs()[0]
 }
 
+// restartableKafka starts Kafka and returns its address, the cluster and
+// a function that starts it again on the same port and log once the
+// cluster was closed: a Kafka outage and its end.
+func restartableKafka(t *testing.T) (addr string, k *kfake.Cluster, start func() *kfake.Cluster) {
+	t.Helper()
+	port, dir := testkit.FreePort(t), t.TempDir()
+	start = func() *kfake.Cluster {
+		return kafkatest.Start(t, kfake.SeedTopics(12, "chat.events"), kfake.Ports(port), kfake.DataDir(dir))
+	}
+	k = start()
+	return k.ListenAddrs()[0], k, start
+}
+
 // startKafkaPair starts two nodes, named prefix+"a" and prefix+"b", on one
 // fresh database and one Kafka, with extra on both: events one node
 // commits reach the other only through Kafka.
@@ -349,12 +362,7 @@ func TestClientsOfAnotherNodeReceiveWhatWasSentWhileKafkaWasDownOnceItIsBack(t *
 		t.Skip("runs two chatd nodes and Kafka")
 	}
 	url := pgtest.NewDB(t)
-	port, dir := testkit.FreePort(t), t.TempDir()
-	startLog := func() *kfake.Cluster {
-		return kafkatest.Start(t, kfake.SeedTopics(12, "chat.events"), kfake.Ports(port), kfake.DataDir(dir))
-	}
-	k := startLog()
-	kafka := k.ListenAddrs()[0]
+	kafka, k, startLog := restartableKafka(t)
 	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "outage-a"})
 	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "outage-b"})
 	conv := mustGroup(t, context.Background(), a, 1, "outage", []int64{2})

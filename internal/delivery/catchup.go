@@ -60,7 +60,7 @@ func (c *catchUp) fromRecent(s *Session, id int64, st *stream) bool {
 	if rest := st.until - st.next + 1; rest < int64(limit) {
 		limit = int(max(rest, 0))
 	}
-	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, limit, st.slim(), st.floor)
+	got, complete := c.hub.recent.get(c.recentBuf[:0], id, st.next, st.until, limit, st.slim(), st.floor)
 	c.recentBuf = got
 	for i, e := range got {
 		it := item{kind: kMsg, conv: id, seq: st.next + int64(i), payload: e.payload, qos: 1, writer: e.writer}

@@ -81,7 +81,11 @@
 // re-encoding them once per member. It only serves what the fan-out saw; a
 // stream ends its catch-up from it only past the highest seq the fan-out
 // saw for the conversation and past the newest seq it knows committed, and
-// after the hub dropped events (overflow) it asks PostgreSQL. It takes from
+// after the hub dropped events (overflow) it asks PostgreSQL. A stream
+// that knows of a committed seq the fan-out has not seen (another node's
+// entry the relay has not brought yet) is served nothing from it: that
+// entry may recall a message it holds, and a recall forgets the
+// conversation's entries only once the fan-out sees it. It takes from
 // it nothing past that newest seq: the cache holds what was routed to
 // anyone, and an entry past it may have been routed after the user's
 // leave, whose member.removed is still in the session's mailbox. Its payloads

@@ -16,7 +16,9 @@ import (
 // saturation that catch-up path dominated the server's CPU and its pool.
 //
 // Only committed entries enter it (the hub's fan-out is fed after commit),
-// and a recall forgets the conversation's entries. A hit is the entry as it
+// and a recall forgets the conversation's entries (a reader that knows of
+// an entry committed past what the fan-out saw gets nothing: it may be a
+// recall on its way). A hit is the entry as it
 // was committed, as live delivery sent it: PostgreSQL would give a message
 // edited since with its new body, and either way the edit entries after it
 // bring the client to the same text. Payloads are shared by all members, so an edit is served only
@@ -172,7 +174,12 @@ func (r *recent) forget(conv int64) {
 // seq it does not hold and at an edit that reader must not read. complete reports that dst now
 // ends at the highest seq the fan-out has seen for conv: a session that was
 // dropping live events while behind has then missed nothing.
-func (r *recent) get(dst []recentEntry, conv, from int64, max int, large bool, floor int64) (_ []recentEntry, complete bool) {
+//
+// It serves nothing while the reader knows of a committed entry past that
+// highest seq (until): the fan-out has not seen it yet (another node's,
+// the relay late), and it may be the recall of a message held here, whose
+// text must go to nobody any more. PostgreSQL answers then.
+func (r *recent) get(dst []recentEntry, conv, from, until int64, max int, large bool, floor int64) (_ []recentEntry, complete bool) {
 	if r == nil {
 		return dst, false
 	}
@@ -183,7 +190,7 @@ func (r *recent) get(dst []recentEntry, conv, from int64, max int, large bool, f
 		return dst, false
 	}
 	g := el.Value.(*recentRing)
-	if from < g.first {
+	if from < g.first || until > g.high {
 		return dst, false
 	}
 	next := from

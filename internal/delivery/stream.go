@@ -43,7 +43,8 @@ type stream struct {
 	state streamState
 	next  int64 // next seq to hand to the client
 	// until is, while Behind, the newest seq known to be committed: the
-	// recent cache may end catch-up only past it (PostgreSQL always may).
+	// recent cache may end catch-up only past it (PostgreSQL always may),
+	// and serves nothing while it is past what the fan-out saw.
 	until int64
 	// awaited is the newest seq an event of the conversation waits for
 	// (awaits): neither a live entry nor the recent cache ends the wait
