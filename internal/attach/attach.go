@@ -23,6 +23,21 @@ import (
 	"github.com/chatd/chatd/internal/shutdown"
 )
 
+// PutsPerUser bounds the PUTs of one user's uploads a node runs at once
+// (one more is rate_limited). Each holds a connection, a goroutine and,
+// once its bytes come, its buffers (up to about 600 KiB: the head, the
+// copy, what media.Strip holds) and a temporary file, for as long as its
+// client keeps sending; tickets alone (rate and bytes per day) let one
+// user hold thousands. 16: a message carries at most chat.MaxAttachments
+// files, which the web client sends at once, and another device or an
+// avatar may be sending meanwhile. It is what clients do that sizes it,
+// not the machine, so it is no setting.
+const PutsPerUser = 16
+
+// putRetry is a refused PUT's Retry-After: a PUT of the user's may have
+// ended by then (a 25 MiB file over a phone's link takes about that).
+const putRetry = 10 * time.Second
+
 // Config configures a Service; zero durations and counts take the
 // defaults documented on each field.
 type Config struct {
@@ -72,6 +87,8 @@ type Service struct {
 
 	mu  sync.Mutex
 	ops map[string]*op // uploads being written or completed
+	// puts counts the PUTs running, by uploader (PutsPerUser).
+	puts map[int64]int
 	// thumbs: the thumbnails queued or being made, by blob (a forward's
 	// copies share one), each with the channel closed once it is done.
 	// The cleanup's round still reads them pending in PostgreSQL and must
@@ -152,7 +169,7 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	budget := int64(cfg.ThumbnailWorkers) * cfg.Limits.MaxPixels * 4
-	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, avatarTypes: avatarTypes, ops: map[string]*op{}, thumbs: map[string]chan struct{}{},
+	return &Service{cfg: cfg, log: cfg.Logger, metrics: m, avatarTypes: avatarTypes, ops: map[string]*op{}, puts: map[int64]int{}, thumbs: map[string]chan struct{}{},
 		budget: semaphore.NewWeighted(budget), budgetBytes: budget, thumbTimeout: 2 * time.Minute,
 		jobs: make(chan thumbJob, 1024), stop: make(chan struct{})}, nil
 }
@@ -446,6 +463,13 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 		return chat.Upload{}, err
 	}
 	defer end()
+	// Counted once claimed: a PUT sent again replaces its upload's
+	// running one (begin waited for it to end), at the cap too.
+	done, err := s.admitPut(userID)
+	if err != nil {
+		return chat.Upload{}, err
+	}
+	defer done()
 	if rec.State != chat.UploadPending {
 		return s.putAgain(ctx, rec, body, length)
 	}
@@ -462,8 +486,8 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 	}
 
 	c := &counter{r: body, ctx: ctx}
-	head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
-	if _, err := io.ReadFull(c, head); err != nil {
+	head, err := readHead(c, min(rec.DeclaredSize, media.HeadLen))
+	if err != nil {
 		return chat.Upload{}, s.shortPut(ctx, rec, c)
 	}
 	ctype, err := media.Sniff(head, rec.DeclaredType, s.types(rec.Purpose))
@@ -487,6 +511,50 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 	}
 	s.metrics.bytesIn.Add(float64(rec.DeclaredSize))
 	return s.finish(ctx, rec, ctype, hex.EncodeToString(h.Sum(nil)))
+}
+
+// admitPut counts a PUT of userID's, refused (rate_limited) while
+// PutsPerUser of theirs run; done must be called when it ends.
+func (s *Service) admitPut(userID int64) (done func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.puts[userID] >= PutsPerUser {
+		s.metrics.uploads.WithLabelValues("busy").Inc()
+		return nil, &chat.Error{Code: chat.CodeRateLimited,
+			Message:   fmt.Sprintf("%d uploads of yours are being sent to this server already, the most it takes at once; PUT this one again once one of them is done", PutsPerUser),
+			RateLimit: &chat.RateLimitInfo{Kind: "upload_puts", Limit: PutsPerUser, RetryAfter: putRetry, Reset: putRetry}}
+	}
+	s.puts[userID]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.puts[userID]--; s.puts[userID] == 0 {
+			delete(s.puts, userID)
+		}
+	}, nil
+}
+
+// readHead reads the first n bytes of r, as io.ReadFull would, into a
+// buffer grown as they come: a PUT whose client sends slowly, or
+// nothing, holds what it received, not n bytes from its start.
+func readHead(r io.Reader, n int64) ([]byte, error) {
+	head := make([]byte, 0, min(n, 4<<10))
+	for int64(len(head)) < n {
+		if len(head) == cap(head) {
+			head = append(make([]byte, 0, min(2*int64(cap(head)), n)), head...)
+		}
+		m, err := r.Read(head[len(head):cap(head)])
+		head = head[:len(head)+m]
+		switch {
+		case int64(len(head)) == n:
+			return head, nil
+		case errors.Is(err, io.EOF) && len(head) > 0:
+			return head, io.ErrUnexpectedEOF
+		case err != nil:
+			return head, err
+		}
+	}
+	return head, nil
 }
 
 // putAgain answers a PUT of an upload that is no longer pending. A
@@ -516,8 +584,8 @@ func (s *Service) putAgain(ctx context.Context, rec chat.UploadRecord, body io.R
 		// PUT delivers.
 		return chat.Errorf(chat.CodeInvalid, "the upload was sent again and cut short after %d of %d bytes; it is %s already", c.n, rec.Size, rec.State)
 	}
-	head := make([]byte, min(rec.Size, media.HeadLen))
-	if _, err := io.ReadFull(c, head); err != nil {
+	head, err := readHead(c, min(rec.Size, media.HeadLen))
+	if err != nil {
 		if c.err != nil && !errors.Is(c.err, io.EOF) {
 			return chat.Upload{}, cut()
 		}

@@ -34,10 +34,15 @@
 //     blob; a PUT cut short, or a read or write the blob store failed
 //     (storeReader tells a store's failure from a file that ends early),
 //     keeps the upload pending, to be sent again.
-//   - chatd's PUT streams: a 256 KiB head is held to sniff it, then the
+//   - chatd's PUT streams: a head of up to 256 KiB is held to sniff it
+//     (read into a buffer grown as the bytes come: a PUT that stalls
+//     holds what it received), then the
 //     file goes to the blob store through media.Strip (which walks all of
 //     it, holding one metadata segment at a time), never the whole file
 //     in memory. A new PUT of the same upload interrupts one still running.
+//     A node runs at most PutsPerUser PUTs of one user at once, another
+//     upload's PUT beyond them is rate_limited before a byte is read:
+//     tickets alone would let a slow client hold thousands.
 //   - A send checks its uploads inside its own transaction
 //     (chat_send_batch); nothing here is on the send path.
 //   - An avatar upload (chat.PurposeAvatar) has no conversation, is one
