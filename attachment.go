@@ -552,13 +552,17 @@ type UploadMeta struct {
 	// expires, so chatd keeps what it checked under a key of its own.
 	// The upload's record moves to it, and the previous key is queued
 	// for deletion once its URL expired, in the same transaction.
-	BlobKey       string
-	ContentType   string
-	Size          int64
-	SHA256        string
-	Width, Height int
-	DurationMs    int64
-	Thumbnail     bool // an image chatd will make a thumbnail of
+	BlobKey string
+	// KeyDeletableAt, with BlobKey, is when the previous key may be
+	// deleted: its URL's expiry, or later (the object store may still
+	// take a PUT to it then). Never before the URL expired.
+	KeyDeletableAt time.Time
+	ContentType    string
+	Size           int64
+	SHA256         string
+	Width, Height  int
+	DurationMs     int64
+	Thumbnail      bool // an image chatd will make a thumbnail of
 }
 
 // AttachmentStore keeps uploads, attachments and the blob deletion
@@ -612,9 +616,10 @@ type AttachmentStore interface {
 	// Attachment returns what userID may fetch (see Attachments).
 	Attachment(ctx context.Context, id string, userID int64) (UploadRecord, error)
 	// ExpireUploads drops up to limit uploads never used (attached, or
-	// made an avatar) and created before cutoff, queueing their blobs; it
-	// returns how many.
-	ExpireUploads(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// made an avatar) and created before cutoff, queueing their blobs
+	// for urlGrace after their URL expired (the object store may still
+	// take a PUT to it until then); it returns how many.
+	ExpireUploads(ctx context.Context, cutoff time.Time, urlGrace time.Duration, limit int) (int, error)
 	// ForgetPastQuotas deletes the bytes-per-day quota of the days
 	// before yesterday (UTC), which nothing reads again; it returns how
 	// many user-days it forgot.

@@ -279,8 +279,8 @@ func (a *Attachments) GetUpload(ctx context.Context, id string) (chat.UploadReco
 
 // CompleteUpload records what chatd read from an upload's bytes. When
 // they were copied to a key of chatd's own (m.BlobKey), the upload's key
-// is queued for deletion not before its URL expires (a PUT may still
-// write it until then), and the copy's deletion, queued before it was
+// is queued for deletion not before m.KeyDeletableAt, nor its URL's
+// expiry (a PUT may still write it until then), and the copy's deletion, queued before it was
 // written, is taken back, in the same statement: nothing is orphaned.
 func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.UploadMeta) (bool, error) {
 	var thumb *string
@@ -299,14 +299,14 @@ func (a *Attachments) CompleteUpload(ctx context.Context, id string, m chat.Uplo
 			WHERE t.id = $1 AND t.state = 'pending' RETURNING t.id
 		), moved AS (
 			INSERT INTO blob_deletion (blob_key, reason, not_before)
-			SELECT p.blob_key, 'upload URL', p.url_expires_at FROM prev p, done
+			SELECT p.blob_key, 'upload URL', GREATEST(p.url_expires_at, $10::timestamptz) FROM prev p, done
 			WHERE p.blob_key <> COALESCE(NULLIF($9, ''), p.blob_key)
 			`+requeueSQL+`
 		), copied AS (
 			DELETE FROM blob_deletion d USING prev p, done
 			WHERE d.blob_key = NULLIF($9, '') AND d.blob_key <> p.blob_key
 		)
-		SELECT count(*) FROM done`, id, m.ContentType, m.Size, m.SHA256, m.Width, m.Height, m.DurationMs, thumb, m.BlobKey).Scan(&n)
+		SELECT count(*) FROM done`, id, m.ContentType, m.Size, m.SHA256, m.Width, m.Height, m.DurationMs, thumb, m.BlobKey, m.KeyDeletableAt).Scan(&n)
 	if err != nil {
 		return false, classify("complete upload", err)
 	}
@@ -452,20 +452,21 @@ func (a *Attachments) Attachment(ctx context.Context, id string, userID int64) (
 }
 
 // ExpireUploads drops uploads never used (attached, or an avatar),
-// created before cutoff. A row a send or a profile write holds locked (it
-// is being used) is skipped.
-func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+// created before cutoff, queueing their blobs for urlGrace after their
+// URL expired. A row a send or a profile write holds locked (it is being
+// used) is skipped.
+func (a *Attachments) ExpireUploads(ctx context.Context, cutoff time.Time, urlGrace time.Duration, limit int) (int, error) {
 	tag, err := a.pool.Exec(ctx, `
 		WITH old AS (
 			SELECT id FROM attachment WHERE state IN ('pending', 'complete') AND created_at < $1
-			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+			ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED
 		), gone AS (
 			DELETE FROM attachment t USING old WHERE t.id = old.id AND t.state IN ('pending', 'complete')
 			RETURNING t.blob_key, t.url_expires_at
 		)
 		INSERT INTO blob_deletion (blob_key, reason, not_before)
-		SELECT DISTINCT ON (blob_key) blob_key, 'expired', url_expires_at FROM gone
-		`+requeueSQL, cutoff, limit)
+		SELECT DISTINCT ON (blob_key) blob_key, 'expired', url_expires_at + $2 * interval '1 microsecond' FROM gone
+		`+requeueSQL, cutoff, urlGrace.Microseconds(), limit)
 	if err != nil {
 		return 0, classify("expire uploads", err)
 	}

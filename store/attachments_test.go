@@ -82,7 +82,7 @@ func TestTheExpiryNeverDropsAnUploadASendIsAttaching(t *testing.T) {
 			// A send holding the row is skipped and seen attached on
 			// the next round.
 			for j := 0; j < 2; j++ {
-				if _, err := as.ExpireUploads(ctx, time.Now().Add(-time.Hour), 10); err != nil {
+				if _, err := as.ExpireUploads(ctx, time.Now().Add(-time.Hour), 0, 10); err != nil {
 					t.Error(err)
 				}
 			}
@@ -445,7 +445,7 @@ func TestAThumbnailLandingAfterItsUploadExpiredIsDeletedToo(t *testing.T) {
 	c := mustGroup(t, st, 1, 2)
 	as := store.NewAttachments(pool)
 	id, key := imageUpload(t, pool, 1, c.ID)
-	if n, err := as.ExpireUploads(ctx, time.Now().Add(time.Hour), 10); n != 1 || err != nil {
+	if n, err := as.ExpireUploads(ctx, time.Now().Add(time.Hour), 0, 10); n != 1 || err != nil {
 		t.Fatalf("expire: %d %v", n, err)
 	}
 	mustExec(t, ctx, pool, `UPDATE blob_deletion SET not_before = now() - interval '1 second'`)

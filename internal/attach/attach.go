@@ -34,6 +34,12 @@ import (
 // not the machine, so it is no setting.
 const PutsPerUser = 16
 
+// clockSkew is how far behind chatd's clock an object store's may be and
+// still take chatd's own signed requests (S3 refuses one more than 15
+// minutes off its clock: RequestTimeTooSkewed); so long after chatd and
+// the database saw a presigned URL expire, the store may still take it.
+const clockSkew = 15 * time.Minute
+
 // putRetry is a refused PUT's Retry-After: a PUT of the user's may have
 // ended by then (a 25 MiB file over a phone's link takes about that).
 const putRetry = 10 * time.Second
@@ -332,6 +338,20 @@ func (s *Service) ticket(ctx context.Context, rec chat.UploadRecord) (chat.Uploa
 	}
 	t.URL, t.Headers, t.CompleteURL = url, hdr, "/v1/uploads/"+rec.ID+"/complete"
 	return t, nil
+}
+
+// urlGrace is how long after its URL expired the key an upload's URL
+// names may still be written, its deletion waiting as long: the object
+// store checks the expiry by its own clock, which may lag (clockSkew),
+// and stores an object whose PUT began before the expiry once its last
+// byte came, as late as the URL was valid. None for chatd's own PUT,
+// which checks the expiry itself, and which finding its upload gone
+// queues the blob it wrote (finish).
+func (s *Service) urlGrace() time.Duration {
+	if !s.cfg.Blobs.Direct() {
+		return 0
+	}
+	return s.cfg.URLExpiry + clockSkew
 }
 
 // types are the media types an upload for purpose may be.
@@ -646,10 +666,11 @@ func refusal(err error, id string) error {
 }
 
 // refused deletes an upload whose bytes are not what it declared; its
-// blob (if any was written) is queued, not before its URL expires.
+// blob (if any was written) is queued, not before its URL expired and
+// its grace passed (urlGrace).
 func (s *Service) refused(ctx context.Context, rec chat.UploadRecord, why string) {
 	s.metrics.uploads.WithLabelValues("refused_" + why).Inc()
-	if err := s.cfg.Store.DropUpload(context.WithoutCancel(ctx), rec.ID, rec.URLExpiresAt); err != nil {
+	if err := s.cfg.Store.DropUpload(context.WithoutCancel(ctx), rec.ID, rec.URLExpiresAt.Add(s.urlGrace())); err != nil {
 		// The expiry drops it later; nothing is lost.
 		s.log.Warn("drop a refused upload", "upload", rec.ID, "err", err)
 	}
@@ -658,7 +679,7 @@ func (s *Service) refused(ctx context.Context, rec chat.UploadRecord, why string
 // finish measures stored bytes, records the upload complete and waits a
 // little for its thumbnail.
 func (s *Service) finish(ctx context.Context, rec chat.UploadRecord, ctype, sum string) (chat.Upload, error) {
-	meta := chat.UploadMeta{BlobKey: rec.BlobKey, ContentType: ctype, Size: rec.DeclaredSize, SHA256: sum}
+	meta := chat.UploadMeta{BlobKey: rec.BlobKey, KeyDeletableAt: rec.URLExpiresAt.Add(s.urlGrace()), ContentType: ctype, Size: rec.DeclaredSize, SHA256: sum}
 	if err := s.measure(ctx, rec, &meta); err != nil {
 		if chat.ErrorCode(err) == chat.CodeUnavailable {
 			// The store failed, not the file: pending still, the

@@ -189,7 +189,7 @@ func (s *Service) sweep() {
 		}
 	}()
 	for {
-		n, err := s.cfg.Store.ExpireUploads(ctx, time.Now().Add(-s.cfg.TTL), 500)
+		n, err := s.cfg.Store.ExpireUploads(ctx, time.Now().Add(-s.cfg.TTL), s.urlGrace(), 500)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("expire uploads", "err", err)

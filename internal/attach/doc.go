@@ -27,8 +27,11 @@
 //     is of the bytes they get. With an object store the checked bytes are
 //     copied, as they are read, to a key of chatd's own: the upload URL
 //     stays valid until it expires, and what is PUT to it after the check
-//     is never served (its key is queued for deletion at the URL's expiry,
-//     in the transaction that completes the upload). The copy is queued
+//     is never served (its key is queued for deletion in the transaction
+//     that completes the upload, due the URL's lifetime and a clock skew
+//     after its expiry, urlGrace: the store checks the expiry by its own
+//     clock, and stores a PUT begun before it when its last byte comes;
+//     so is a refused or expired upload's). The copy is queued
 //     for deletion after the TTL before it is written, and taken back by
 //     that transaction: a crash in between orphans nothing. A refusal deletes the upload and queues its
 //     blob; a PUT cut short, or a read or write the blob store failed

@@ -194,7 +194,7 @@ func TestAnUploadKeyWhoseURLExpiredIsGoneAndOnceDroppedMakesANewUpload(t *testin
 	if r := ask(); r.status != http.StatusGone {
 		t.Fatalf("the key of an expired URL: %d %s, want 410", r.status, r.body)
 	}
-	if n, err := store.NewAttachments(e.pool).ExpireUploads(ctx, time.Now().Add(-24*time.Hour), 10); err != nil || n != 1 {
+	if n, err := store.NewAttachments(e.pool).ExpireUploads(ctx, time.Now().Add(-24*time.Hour), 0, 10); err != nil || n != 1 {
 		t.Fatalf("expire uploads: %d, %v", n, err)
 	}
 	if n := queryInt(t, e.pool, `SELECT count(*) FROM upload_create`); n != 0 {

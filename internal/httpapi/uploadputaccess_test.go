@@ -59,7 +59,7 @@ func TestAnUploadsBytesAfterLosingTheConversationAreRefusedAsANewTicket(t *testi
 	if _, err := e.pool.Exec(ctx, `UPDATE attachment SET created_at = now() - interval '2 days'`); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := store.NewAttachments(e.pool).ExpireUploads(ctx, time.Now().Add(-24*time.Hour), 100); err != nil || n != 6 {
+	if n, err := store.NewAttachments(e.pool).ExpireUploads(ctx, time.Now().Add(-24*time.Hour), 0, 100); err != nil || n != 6 {
 		t.Fatalf("expire uploads: %d, %v; want the 6 refused ones", n, err)
 	}
 	if n := queryInt(t, e.pool, `SELECT count(*) FROM blob_deletion WHERE reason = 'expired'`); n != 6 {
