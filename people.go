@@ -34,9 +34,11 @@ import (
 //     write into one, typing indicators included (blocked), sees none
 //     of the blocker's presence, and of the blocker's profile only what
 //     labels their messages (Profile.SeenByBlocked): every read of it
-//     answers that, the avatar's download is not_found, and none of the
-//     blocker's profile.updated reaches them but one at the block (that
-//     view) and one at the unblock (the whole profile). The
+//     answers that, the avatar's download is not_found, and every
+//     profile.updated of the blocker reaches them as that view
+//     (ProfileAudience). A block and an unblock are told as a
+//     profile.updated of the blocker's unchanged profile, on every node:
+//     the blocked user's view changed. The
 //     blocker gets no push for what the blocked user writes (the push
 //     decider reads the block table itself: internal/push/decider.go).
 
@@ -58,10 +60,55 @@ type Profile struct {
 // p's messages in the groups they share (id, display name, and the
 // updatedAt that orders it) and nothing else, the avatar and about read
 // as unset, as a profile without them does. The store answers it to them
-// for every read of p (PeopleStore.Profiles) and in the profile.updated
-// it sends them at the block.
+// for every read of p (PeopleStore.Profiles) and in every profile.updated
+// of p (ProfileAudience).
 func (p Profile) SeenByBlocked() Profile {
 	return Profile{ID: p.ID, DisplayName: p.DisplayName, UpdatedAt: p.UpdatedAt}
+}
+
+// ProfileAudience is who gets a user's profile.updated: Whole (the user,
+// and who shares a conversation of at most the large-group size with
+// them, but those in Blocked) the profile, Blocked (those of them the
+// user blocked) the profile as Profile.SeenByBlocked.
+type ProfileAudience struct {
+	Whole, Blocked []int64
+}
+
+// Events addresses ev, a profile.updated with its user's whole profile,
+// to a: the one rule of its delivery, for a change this node committed
+// and for one another node did (the event in the outbox and on Kafka
+// carries the profile alone, nothing of who blocked whom; each node reads
+// the audience itself).
+func (a ProfileAudience) Events(ev Event) []Event {
+	var out []Event
+	if len(a.Whole) > 0 {
+		whole := ev
+		whole.To = a.Whole
+		out = append(out, whole)
+	}
+	if len(a.Blocked) > 0 {
+		seen := ProfileUpdatedEvent(profileOf(ev).SeenByBlocked(), a.Blocked)
+		seen.EventID, seen.Trace = ev.EventID, ev.Trace
+		out = append(out, seen)
+	}
+	return out
+}
+
+// profileOf is the profile a profile.updated carries
+// (ProfileUpdatedEvent's inverse).
+func profileOf(ev Event) Profile {
+	p := Profile{ID: ev.UserID, UpdatedAt: ev.UpdatedAt}
+	if ev.DisplayName != nil {
+		p.DisplayName = *ev.DisplayName
+	}
+	if ev.About != nil {
+		p.About = *ev.About
+	}
+	if ev.Avatar != nil && *ev.Avatar != "" {
+		avatar := *ev.Avatar
+		p.Avatar = &avatar
+	}
+	return p
 }
 
 // ProfileUpdate is PUT /v1/me. DisplayName is required; AvatarURL and
@@ -365,19 +412,19 @@ type PeopleStore interface {
 	// others are left out. A user who blocked the viewer is answered as
 	// Profile.SeenByBlocked.
 	Profiles(ctx context.Context, viewerID int64, ids []int64) ([]Profile, error)
-	// SetProfile stores userID's profile and publishes profile.updated to
-	// the users who share a conversation of at most largeGroup members,
-	// but those userID blocked.
+	// SetProfile stores userID's profile and, when it changed, publishes
+	// profile.updated to the users who share a conversation of at most
+	// largeGroup members (ProfileAudience) and writes it to the outbox.
 	SetProfile(ctx context.Context, userID int64, p ProfileUpdate, largeGroup int) (Profile, error)
 	Settings(ctx context.Context, userID int64) (Settings, error)
 	SetSettings(ctx context.Context, userID int64, u SettingsUpdate) (Settings, error)
 
-	// Block and Unblock are idempotent. One that changes the block
-	// publishes to the blocked user, when they see the blocker's profile,
-	// profile.updated with the profile as they see it now (SeenByBlocked
-	// at the block, the whole one at the unblock).
-	Block(ctx context.Context, blockerID, blockedID int64) error
-	Unblock(ctx context.Context, blockerID, blockedID int64) error
+	// Block and Unblock are idempotent. One that changes what the blocked
+	// user sees of the blocker's profile (they are in its audience of
+	// largeGroup) publishes the blocker's profile.updated as SetProfile
+	// does, the profile unchanged: the blocked user's view of it changed.
+	Block(ctx context.Context, blockerID, blockedID int64, largeGroup int) error
+	Unblock(ctx context.Context, blockerID, blockedID int64, largeGroup int) error
 	Blocks(ctx context.Context, blockerID int64) ([]Block, error)
 	// BlockedBy returns those of users who blocked senderID.
 	BlockedBy(ctx context.Context, senderID int64, users []int64) ([]int64, error)
@@ -448,11 +495,16 @@ func (s *Service) SetProfile(ctx context.Context, userID int64, u ProfileUpdate)
 	if err := validateAboutAndAvatar(&u.About, &u.AvatarURL, u.AvatarUploadID); err != nil {
 		return Profile{}, err
 	}
-	large := s.LargeGroup
-	if large <= 0 {
-		large = DefaultLargeGroup
+	return p.SetProfile(ctx, userID, u, s.largeGroup())
+}
+
+// largeGroup is the member count above which a conversation gets no
+// profile pushes.
+func (s *Service) largeGroup() int {
+	if s.LargeGroup <= 0 {
+		return DefaultLargeGroup
 	}
-	return p.SetProfile(ctx, userID, u, large)
+	return s.LargeGroup
 }
 
 // Profile returns one user's profile to viewerID: not_found unless they
@@ -549,7 +601,7 @@ func (s *Service) Block(ctx context.Context, blockerID, userID int64) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Block(ctx, blockerID, userID); err != nil {
+	if err := p.Block(ctx, blockerID, userID, s.largeGroup()); err != nil {
 		return err
 	}
 	s.presenceVisibilityChanged(blockerID, true)
@@ -565,7 +617,7 @@ func (s *Service) Unblock(ctx context.Context, blockerID, userID int64) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Unblock(ctx, blockerID, userID); err != nil {
+	if err := p.Unblock(ctx, blockerID, userID, s.largeGroup()); err != nil {
 		return err
 	}
 	s.presenceVisibilityChanged(blockerID, false)

@@ -29,8 +29,11 @@ const (
 	// historyVisible changed (the settings after it).
 	EventConversationUpdated = chat.EventConversationUpdated
 	// EventProfileUpdated: UserID's profile changed (DisplayName, Avatar,
-	// About), or UserID blocked or unblocked the user, who sees their
-	// DisplayName alone while the block holds (Avatar and About empty).
+	// About), or UserID blocked or unblocked someone and sent it again
+	// unchanged. A user UserID blocked gets DisplayName alone (Avatar and
+	// About empty) while the block holds. Keep the one whose UpdatedAt is
+	// not older than the one held: the block's and the unblock's carry
+	// the UpdatedAt held, and change the blocked user's view.
 	EventProfileUpdated = chat.EventProfileUpdated
 	// EventSystemNew is a system entry of a conversation's stream (a
 	// membership or settings change, Action), with a Seq of its own.

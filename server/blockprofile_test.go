@@ -13,10 +13,11 @@ import (
 
 // The blocked user's client, over MQTT: at the block a profile.updated
 // with the blocker's name alone drops the avatar and about it showed; the
-// blocker's later changes reach the other members but not it (a message
-// the blocker writes afterwards, which does reach it, is the fence); at
-// the unblock a profile.updated with the whole profile. GET
-// /v1/users/{id} answers the name alone while the block holds.
+// blocker's later changes reach the other members whole and it as the
+// name alone (a message the blocker writes afterwards, which does reach
+// it, is the fence); at the unblock a profile.updated with the whole
+// profile. GET /v1/users/{id} answers the name alone while the block
+// holds.
 func TestABlockedUsersClientLosesTheBlockersAvatarAndAboutAndHearsNoChangeOfThem(t *testing.T) {
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
@@ -37,6 +38,9 @@ func TestABlockedUsersClientLosesTheBlockersAvatarAndAboutAndHearsNoChangeOfThem
 	if ev := evs[len(evs)-1]; ev["userId"] != float64(blocker) || ev["displayName"] != "Ann" || ev["avatar"] != "" || ev["about"] != "" {
 		t.Fatalf("at the block the blocked user got %v, want the name alone", ev)
 	}
+	if evs := eventsUntil(t, oc, chat.EventProfileUpdated, 10*time.Second); evs[len(evs)-1]["about"] != "climber" {
+		t.Fatalf("at the block another member got %v, want the profile unchanged", evs[len(evs)-1])
+	}
 	var p chat.Profile
 	if st := api(t, srv, blocked, "GET", "/v1/users/1", nil, &p); st != 200 || p.DisplayName != "Ann" || p.Avatar != nil || p.About != "" {
 		t.Fatalf("GET /v1/users/1 by the blocked user: %d %+v, want the name alone", st, p)
@@ -52,10 +56,17 @@ func TestABlockedUsersClientLosesTheBlockersAvatarAndAboutAndHearsNoChangeOfThem
 	if _, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: g.ID, SenderID: blocker, ClientMsgID: newID(), Body: "fence"}); err != nil {
 		t.Fatal(err)
 	}
+	views := 0
 	for _, ev := range eventsUntil(t, bc, chat.EventMessageNew, 10*time.Second) {
 		if ev["type"] == chat.EventProfileUpdated {
-			t.Errorf("the blocked user got the blocker's change %v", ev)
+			views++
+			if ev["avatar"] != "" || ev["about"] != "" {
+				t.Errorf("the blocked user got the blocker's change %v, want the name alone", ev)
+			}
 		}
+	}
+	if views != 1 {
+		t.Errorf("the blocked user got %d profile.updated of the blocker's change, want 1 with the name alone", views)
 	}
 	testkit.Never(t, 300*time.Millisecond, "the blocked user got the blocker's profile.updated after the fence", func() bool {
 		select {

@@ -11,10 +11,13 @@ import (
 )
 
 // remoteProfiles delivers the profile.updated events other nodes committed
-// to this node's sessions of the users they are for. The events do not
-// carry them (a profile's audience is who shares a conversation with its
-// user, which is this node's to read, as presence's watchers are), so they
-// are read from PostgreSQL, on a goroutine of their own: the Kafka
+// to this node's sessions of the users they are for, by the rule the
+// committing node follows for its own (chat.ProfileAudience.Events: the
+// users the profile's user blocked get it as Profile.SeenByBlocked). The
+// events do not carry them (a profile's audience is who shares a
+// conversation with its user, which is this node's to read, as presence's
+// watchers are), so they are read from PostgreSQL, on a goroutine of
+// their own: the Kafka
 // consumer hands every node-to-node event over one at a time, and a
 // lookup on its goroutine would hold up every other event behind it while
 // the database is slow.
@@ -89,11 +92,12 @@ func (p *remoteProfiles) next() (chat.Event, bool) {
 func (p *remoteProfiles) deliver(ctx context.Context, ev chat.Event) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	to, err := p.store.ProfileWatchers(ctx, ev.UserID, p.largeGroup)
+	aud, err := p.store.ProfileAudience(ctx, ev.UserID, p.largeGroup)
 	if err != nil {
 		p.log.Warn("profile.updated from another node not delivered: reading its audience failed", "user", ev.UserID, "err", err)
 		return
 	}
-	ev.To = to
-	p.hub.Deliver(ev)
+	for _, ev := range aud.Events(ev) {
+		p.hub.Deliver(ev)
+	}
 }

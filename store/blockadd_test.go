@@ -24,7 +24,7 @@ func TestABlockAndAnAddOfTheBlockerAtTheSameMomentNeverLeaveTheBlockerAdded(t *t
 		g := mustGroup(t, st, adder, 3)
 		release := pgtest.HoldAfterInsert(t, ctx, pool, "user_block")
 		blocked := testkit.Start(t, "the block", func() (struct{}, error) {
-			return struct{}{}, st.Block(ctx, blocker, adder)
+			return struct{}{}, st.Block(ctx, blocker, adder, 100)
 		}, func() bool { return pgtest.LockWaiters(t, pool) == 1 })
 		if blocked.Returned() {
 			t.Fatal("the block did not wait after writing user_block")
@@ -57,7 +57,7 @@ func TestABlockAndAnAddOfTheBlockerAtTheSameMomentNeverLeaveTheBlockerAdded(t *t
 			t.Fatal("the add did not wait after writing the member")
 		}
 		blocked := testkit.Start(t, "the block", func() (struct{}, error) {
-			return struct{}{}, st.Block(ctx, blocker, adder)
+			return struct{}{}, st.Block(ctx, blocker, adder, 100)
 		}, func() bool { return pgtest.LockWaiters(t, pool) == 2 })
 		if blocked.Returned() {
 			t.Errorf("the block committed while an add of the blocker by whom they blocked, which did not see it, was committing")

@@ -13,9 +13,10 @@ import (
 // (their display name still labels the blocker's messages in the groups
 // they share), in every read and every event: the blocked user's
 // Profiles answer, the avatar's download, the blocker's later
-// profile.updated (not sent to them), and one profile.updated at the
-// block (the reduced profile) and one at the unblock (the whole one), to
-// them alone, and only when the block changed something they could see.
+// profile.updated (the name alone to them), and the profile.updated of
+// the blocker's unchanged profile at the block (the name alone to them)
+// and at the unblock (whole to all), only when the block changed
+// something they could see; each in the outbox with the whole profile.
 func TestABlockShowsTheBlockedUserOnlyTheBlockersNameAndTellsThemAtBlockAndUnblock(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -34,21 +35,22 @@ func TestABlockShowsTheBlockedUserOnlyTheBlockersNameAndTellsThemAtBlockAndUnblo
 	}
 	seen := len(rec.events())
 
-	if err := st.Block(ctx, blocker, blocked); err != nil {
+	if err := st.Block(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
 	evs := rec.events()[seen:]
-	if len(evs) != 1 || !slices.Equal(evs[0].To, []int64{blocked}) || *evs[0].DisplayName != "Ann" ||
-		*evs[0].Avatar != "" || *evs[0].About != "" {
-		t.Fatalf("at the block, profile.updated %s, want one to user 2 alone, named Ann, without avatar and about", describe(evs))
+	if len(evs) != 2 || !slices.Equal(evs[0].To, []int64{blocker, other}) || *evs[0].About != "climber" ||
+		!evs[0].UpdatedAt.Equal(*full.UpdatedAt) || !slices.Equal(evs[1].To, []int64{blocked}) || *evs[1].DisplayName != "Ann" ||
+		*evs[1].Avatar != "" || *evs[1].About != "" {
+		t.Fatalf("at the block, profile.updated %s, want the unchanged profile to users 1 and 3 and to user 2 alone named Ann, without avatar and about", describe(evs))
 	}
-	if err := st.Block(ctx, blocker, blocked); err != nil {
+	if err := st.Block(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Block(ctx, blocker, stranger); err != nil {
+	if err := st.Block(ctx, blocker, stranger, 100); err != nil {
 		t.Fatal(err)
 	}
-	if evs := rec.events()[seen+1:]; len(evs) != 0 {
+	if evs := rec.events()[seen+2:]; len(evs) != 0 {
 		t.Fatalf("a block again, and one of a user who sees nothing of the blocker, published %s", describe(evs))
 	}
 
@@ -69,30 +71,35 @@ func TestABlockShowsTheBlockedUserOnlyTheBlockersNameAndTellsThemAtBlockAndUnblo
 	if full, err = st.SetProfile(ctx, blocker, chat.ProfileUpdate{DisplayName: "Ann", About: new("runner")}, 100); err != nil {
 		t.Fatal(err)
 	}
-	if evs := rec.events()[seen:]; len(evs) != 1 || !slices.Equal(evs[0].To, []int64{blocker, other}) {
-		t.Fatalf("a change after the block: %s, want one to users 1 and 3", describe(evs))
+	if evs := rec.events()[seen:]; len(evs) != 2 || !slices.Equal(evs[0].To, []int64{blocker, other}) || *evs[0].About != "runner" ||
+		!slices.Equal(evs[1].To, []int64{blocked}) || *evs[1].Avatar != "" || *evs[1].About != "" || !evs[1].UpdatedAt.Equal(*full.UpdatedAt) {
+		t.Fatalf("a change after the block: %s, want it to users 1 and 3, and to user 2 the name alone", describe(evs))
 	}
-	if to, err := st.ProfileWatchers(ctx, blocker, 100); err != nil || !slices.Equal(to, []int64{blocker, other}) {
-		t.Fatalf("another node's audience of the blocker's change: %v, %v; want 1 and 3", to, err)
+	if aud, err := st.ProfileAudience(ctx, blocker, 100); err != nil || !slices.Equal(aud.Whole, []int64{blocker, other}) ||
+		!slices.Equal(aud.Blocked, []int64{blocked}) {
+		t.Fatalf("another node's audience of the blocker's change: %+v, %v; want 1 and 3, and 2 the name alone", aud, err)
 	}
 
 	seen = len(rec.events())
-	if err := st.Unblock(ctx, blocker, blocked); err != nil {
+	if err := st.Unblock(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Unblock(ctx, blocker, blocked); err != nil {
+	if err := st.Unblock(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
 	evs = rec.events()[seen:]
-	if len(evs) != 1 || !slices.Equal(evs[0].To, []int64{blocked}) || *evs[0].About != "runner" ||
+	if len(evs) != 1 || !slices.Equal(evs[0].To, []int64{blocker, blocked, other}) || *evs[0].About != "runner" ||
 		*evs[0].Avatar != *full.Avatar || !evs[0].UpdatedAt.Equal(*full.UpdatedAt) {
-		t.Fatalf("at the unblock (twice), profile.updated %s, want one to user 2 alone with the whole profile", describe(evs))
+		t.Fatalf("at the unblock (twice), profile.updated %s, want one to users 1, 2 and 3 with the whole profile", describe(evs))
 	}
 	if ps, err := st.Profiles(ctx, blocked, []int64{blocker}); err != nil || len(ps) != 1 || ps[0].About != "runner" || ps[0].Avatar == nil {
 		t.Fatalf("after the unblock the user reads %+v, %v: want the whole profile", ps, err)
 	}
-	if n := queryInt(t, pool, `SELECT count(*) FROM outbox WHERE type = 'profile.updated'`); n != 2 {
-		t.Fatalf("%d profile.updated outbox rows, want the 2 profile changes' (a block's views are no change to relay)", n)
+	if n := queryInt(t, pool, `SELECT count(*) FROM outbox WHERE type = 'profile.updated'`); n != 4 {
+		t.Fatalf("%d profile.updated outbox rows, want the 2 profile changes', the block's and the unblock's", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM outbox WHERE type = 'profile.updated' AND payload->>'about' NOT IN ('climber', 'runner')`); n != 0 {
+		t.Fatalf("%d profile.updated outbox rows without the whole profile: other nodes and Kafka must learn nothing of the block", n)
 	}
 }
 

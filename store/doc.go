@@ -133,6 +133,12 @@
 //     takes a lock of the blocker's own (roomForBlock), so that two blocks
 //     racing at chat.MaxBlocksPerUser cannot both see room; only blocks
 //     take it, always before the pair's.
+//   - SetProfile, and a Block or Unblock that tells the blocker's profile
+//     again (setBlock), take the profile's lock (lockProfile; a block
+//     after the pair's) and read the profile's audience under it
+//     (profileAudience, chat.ProfileAudience): a profile write that read
+//     its audience before a block commits before the block reads the
+//     profile, and one after it reads the block.
 //   - Reads (History, Inbox, SeenBy, GetConversation) run in a read-only
 //     REPEATABLE READ transaction so the membership check and the data come
 //     from one snapshot.

@@ -96,11 +96,11 @@ func TestThePresenceAudienceLeavesOutLargeGroupsWithoutReadingTheirMembers(t *te
 		}
 		st := store.New(probe, chat.DefaultLimits())
 		defer func() { _ = st.Close(ctx) }()
-		watchers, err := st.ProfileWatchers(ctx, 1, 100)
+		watchers, err := st.ProfileAudience(ctx, 1, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(watchers) != 2 {
+		if len(watchers.Whole) != 2 {
 			t.Errorf("profile watchers of user 1: %v; want 1 and 2", watchers)
 		}
 	})

@@ -15,7 +15,7 @@ func TestABlockMadeBeforeTheDirectConversationRefusesTheBlockedWriterInIt(t *tes
 	ctx := testCtx(t)
 	st, _ := newStore(t)
 	const blocker, blocked = 1, 2
-	if err := st.Block(ctx, blocker, blocked); err != nil {
+	if err := st.Block(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
 	d, created, err := st.OpenDirect(ctx, blocker, blocked)
@@ -25,7 +25,7 @@ func TestABlockMadeBeforeTheDirectConversationRefusesTheBlockedWriterInIt(t *tes
 	_, err = st.Send(ctx, sendReq(d.ID, blocked, "let me talk"))
 	wantCode(t, "blocked sends", err, chat.CodeBlocked)
 	mustSend(t, st, d.ID, blocker, "the blocker still can")
-	if err := st.Unblock(ctx, blocker, blocked); err != nil {
+	if err := st.Unblock(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
 	mustSend(t, st, d.ID, blocked, "unblocked")
@@ -53,10 +53,10 @@ func TestBlocksAndDirectConversationsRacingAgreeOnWhoIsBlocked(t *testing.T) {
 			_, _, err := st.OpenDirect(ctx, blocker, blocked)
 			return err
 		case 1:
-			return st.Block(ctx, blocker, blocked)
+			return st.Block(ctx, blocker, blocked, 100)
 		default:
 			if p%3 == 0 {
-				return st.Unblock(ctx, blocker, blocked)
+				return st.Unblock(ctx, blocker, blocked, 100)
 			}
 			return nil
 		}
@@ -126,7 +126,7 @@ func TestABlockedUsersTypingNeverReachesTheBlocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Block(ctx, blocker, blocked); err != nil {
+	if err := st.Block(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
 	err = st.Typing(ctx, d.ID, blocked)
@@ -137,7 +137,7 @@ func TestABlockedUsersTypingNeverReachesTheBlocker(t *testing.T) {
 	if err := st.Typing(ctx, d.ID, blocker); err != nil {
 		t.Fatalf("the blocker types: %v", err)
 	}
-	if err := st.Unblock(ctx, blocker, blocked); err != nil {
+	if err := st.Unblock(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Typing(ctx, d.ID, blocked); err != nil {

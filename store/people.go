@@ -30,8 +30,8 @@ func seesProfileSQL(viewer, subject string) string {
 
 // blockedBySQL says that subject blocked viewer, who then sees of
 // subject's profile only what chat.Profile.SeenByBlocked keeps (the
-// avatar's download included) and gets none of its profile.updated.
-// Every query that needs it says it this way.
+// avatar's download included), in its profile.updated too
+// (profileAudience). Every query that needs it says it this way.
 func blockedBySQL(viewer, subject string) string {
 	return `EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = ` + subject + ` AND b.blocked_id = ` + viewer + `)`
 }
@@ -122,17 +122,17 @@ WHERE (p.display_name, p.avatar_url, p.about) IS DISTINCT FROM
       (EXCLUDED.display_name, CASE WHEN $3 THEN NULLIF($4, '') ELSE p.avatar_url END, CASE WHEN $5 THEN $6 ELSE p.about END)
 RETURNING user_id, display_name, avatar_url, about, updated_at`
 
-// SetProfile stores userID's profile. When it changed, profile.updated goes
-// to the user's own sessions and to the users who share a conversation of
-// at most largeGroup members with them, and its outbox row to other nodes
-// (which find the same users: ProfileWatchers). An avatar upload given
+// SetProfile stores userID's profile. When it changed, announceProfile
+// tells it: profile.updated to this node's sessions of its audience
+// (chat.ProfileAudience: the users who share a conversation of at most
+// largeGroup members with them) and its outbox row to other nodes (which
+// read the same audience: ProfileAudience). An avatar upload given
 // becomes the avatar, and the one it replaces is released, in the same
 // transaction (store/avatars.go).
 func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpdate, largeGroup int) (chat.Profile, error) {
 	var (
-		p       chat.Profile
-		changed bool
-		to      []int64
+		p    chat.Profile
+		tell []chat.Event
 	)
 	about := ""
 	if u.About != nil {
@@ -143,8 +143,8 @@ func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpda
 		// replaces is the one it read, even before the user's first row.
 		// The read is a statement of its own, after the lock: one
 		// statement reads what was committed when it began.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.profile:' || $1::bigint, 0))`, userID); err != nil {
-			return fmt.Errorf("lock the profile: %w", err)
+		if err := lockProfile(ctx, tx, userID); err != nil {
+			return err
 		}
 		var cur *string
 		err := tx.QueryRow(ctx, `SELECT avatar_upload_id FROM user_profile WHERE user_id = $1`, userID).Scan(&cur)
@@ -165,66 +165,111 @@ func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpda
 		}
 		if len(ps) == 0 {
 			// Unchanged: answer what is stored, tell nobody.
-			rows, err := tx.Query(ctx, `SELECT user_id, display_name, avatar_url, about, updated_at FROM user_profile WHERE user_id = $1`, userID)
-			if err != nil {
-				return fmt.Errorf("read profile: %w", err)
-			}
-			if ps, err = pgx.CollectRows(rows, scanProfile); err != nil || len(ps) != 1 {
+			if ps, err = readProfile(ctx, tx, userID); err != nil || len(ps) != 1 {
 				return fmt.Errorf("read profile: %w (%d rows)", err, len(ps))
 			}
 			p = ps[0]
 			return nil
 		}
-		p, changed = ps[0], true
+		p = ps[0]
 		if err := av.release(ctx, tx, cur); err != nil {
 			return err
 		}
-		if to, err = profileWatchers(ctx, tx, userID, largeGroup); err != nil {
+		aud, err := profileAudience(ctx, tx, userID, largeGroup)
+		if err != nil {
 			return err
 		}
-		return insertOutbox(ctx, tx, chat.TraceContext{}, chat.ProfileUpdatedEvent(p, nil))
+		tell, err = announceProfile(ctx, tx, p, aud)
+		return err
 	})
 	if err != nil {
 		return chat.Profile{}, err
 	}
-	if changed {
-		s.publish(chat.ProfileUpdatedEvent(p, to))
-	}
+	s.publish(tell...)
 	return p, nil
 }
 
-// ProfileWatchers returns who gets userID's profile.updated: userID and
-// the users who share a conversation of at most largeGroup members with
-// them, but those userID blocked (a node that learns of a profile change
-// from Kafka asks this).
-func (s *Store) ProfileWatchers(ctx context.Context, userID int64, largeGroup int) ([]int64, error) {
-	var out []int64
-	err := s.runTx(ctx, "read profile watchers", readOnly(), func(tx pgx.Tx) error {
+// lockProfile serialises the writers of userID's profile.updated, for the
+// rest of the transaction: a profile write, and a block or unblock by
+// userID that tells the profile again (setBlock).
+func lockProfile(ctx context.Context, tx pgx.Tx, userID int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.profile:' || $1::bigint, 0))`, userID); err != nil {
+		return fmt.Errorf("lock the profile: %w", err)
+	}
+	return nil
+}
+
+// readProfile reads userID's stored profile: none when they never set one.
+func readProfile(ctx context.Context, tx pgx.Tx, userID int64) ([]chat.Profile, error) {
+	rows, err := tx.Query(ctx, `SELECT user_id, display_name, avatar_url, about, updated_at FROM user_profile WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("read profile: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, scanProfile)
+	if err != nil {
+		return nil, fmt.Errorf("read profile: %w", err)
+	}
+	return ps, nil
+}
+
+// announceProfile writes p's profile.updated to the outbox, the whole
+// profile and nothing of who sees what of it, and returns it addressed to
+// aud, to publish after the commit: every profile.updated goes this way,
+// so that a node delivers the ones it committed as every other node
+// delivers them from Kafka (chat.ProfileAudience.Events).
+func announceProfile(ctx context.Context, tx pgx.Tx, p chat.Profile, aud chat.ProfileAudience) ([]chat.Event, error) {
+	ev := chat.ProfileUpdatedEvent(p, nil)
+	if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
+		return nil, err
+	}
+	return aud.Events(ev), nil
+}
+
+// ProfileAudience returns who gets userID's profile.updated, and how
+// (chat.ProfileAudience): a node that learns of a profile change from
+// Kafka asks this.
+func (s *Store) ProfileAudience(ctx context.Context, userID int64, largeGroup int) (chat.ProfileAudience, error) {
+	var out chat.ProfileAudience
+	err := s.runTx(ctx, "read profile audience", readOnly(), func(tx pgx.Tx) error {
 		var err error
-		out, err = profileWatchers(ctx, tx, userID, largeGroup)
+		out, err = profileAudience(ctx, tx, userID, largeGroup)
 		return err
 	})
 	return out, err
 }
 
-func profileWatchers(ctx context.Context, tx pgx.Tx, userID int64, largeGroup int) ([]int64, error) {
+// profileAudience reads userID's profile audience: userID and the users
+// who share a conversation of at most largeGroup members with them,
+// ascending, those userID blocked (blockedBySQL) in Blocked.
+func profileAudience(ctx context.Context, tx pgx.Tx, userID int64, largeGroup int) (chat.ProfileAudience, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT DISTINCT o.user_id FROM conversation_member m
-		JOIN conversation c ON c.id = m.conversation_id AND c.member_count <= $2
-		JOIN conversation_member o ON o.conversation_id = m.conversation_id
-		WHERE m.user_id = $1 AND NOT `+blockedBySQL("o.user_id", "$1"), userID, largeGroup)
+		SELECT w.user_id, `+blockedBySQL("w.user_id", "$1")+` FROM (
+			SELECT DISTINCT o.user_id FROM conversation_member m
+			JOIN conversation c ON c.id = m.conversation_id AND c.member_count <= $2
+			JOIN conversation_member o ON o.conversation_id = m.conversation_id
+			WHERE m.user_id = $1) w
+		ORDER BY w.user_id`, userID, largeGroup)
 	if err != nil {
-		return nil, fmt.Errorf("read profile watchers: %w", err)
+		return chat.ProfileAudience{}, fmt.Errorf("read profile audience: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("read profile watchers: %w", err)
+	var aud chat.ProfileAudience
+	var user int64
+	var blocked bool
+	if _, err := pgx.ForEachRow(rows, []any{&user, &blocked}, func() error {
+		if blocked {
+			aud.Blocked = append(aud.Blocked, user)
+		} else {
+			aud.Whole = append(aud.Whole, user)
+		}
+		return nil
+	}); err != nil {
+		return chat.ProfileAudience{}, fmt.Errorf("read profile audience: %w", err)
 	}
-	if !slices.Contains(ids, userID) {
-		ids = append(ids, userID)
+	if !slices.Contains(aud.Whole, userID) {
+		aud.Whole = append(aud.Whole, userID)
+		slices.Sort(aud.Whole)
 	}
-	slices.Sort(ids)
-	return ids, nil
+	return aud, nil
 }
 
 // Settings returns userID's privacy settings (both on without a row).
@@ -253,9 +298,8 @@ func (s *Store) SetSettings(ctx context.Context, userID int64, u chat.SettingsUp
 }
 
 // Block records that blockerID blocked blockedID (again is a no-op). A
-// new block tells blockedID the blocker's profile as they see it now
-// (setBlock).
-func (s *Store) Block(ctx context.Context, blockerID, blockedID int64) error {
+// new block tells the blocker's profile again (setBlock).
+func (s *Store) Block(ctx context.Context, blockerID, blockedID int64, largeGroup int) error {
 	var tell []chat.Event
 	err := s.inTx(ctx, "block", func(tx pgx.Tx) error {
 		if err := roomForBlock(ctx, tx, blockerID, blockedID); err != nil {
@@ -263,7 +307,7 @@ func (s *Store) Block(ctx context.Context, blockerID, blockedID int64) error {
 		}
 		var err error
 		tell, err = setBlock(ctx, tx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-			blockerID, blockedID, true)
+			blockerID, blockedID, largeGroup, true)
 		return err
 	})
 	if err == nil {
@@ -295,12 +339,12 @@ func roomForBlock(ctx context.Context, tx pgx.Tx, blockerID, blockedID int64) er
 }
 
 // Unblock lifts a block (a missing one is a no-op). A lifted block tells
-// blockedID the blocker's whole profile (setBlock).
-func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64) error {
+// the blocker's profile again (setBlock).
+func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64, largeGroup int) error {
 	var tell []chat.Event
 	err := s.inTx(ctx, "unblock", func(tx pgx.Tx) error {
 		var err error
-		tell, err = setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, false)
+		tell, err = setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, largeGroup, false)
 		return err
 	})
 	if err == nil {
@@ -312,13 +356,15 @@ func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64) error {
 // setBlock runs change (a write of user_block's row for the pair) and marks
 // blockedID's member row of the pair's direct conversation, if they have
 // one, with what it leaves: conversation_member.peer_blocked is the copy of
-// user_block that the send function reads. When change changed the block
-// and blockedID sees the blocker's profile, it returns the profile.updated
-// that tells blockedID the profile as they see it now (their client drops
-// the avatar and about at the block, and shows them again at the unblock;
-// they hear of no change in between). It goes to their sessions only, not
-// to the outbox: it is a view of the profile, not a change of it.
-func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, blocked bool) ([]chat.Event, error) {
+// user_block that the send function reads. When change changed the block,
+// blockedID is in the audience of the blocker's profile (of largeGroup)
+// and the profile has something a block hides (an avatar, an about), it
+// announces the profile, unchanged, as a profile change does
+// (announceProfile): blockedID's view of it changed (their client drops
+// the avatar and about at the block, and shows them again at the unblock),
+// on whichever node they are connected. The event, in the outbox and on
+// Kafka, says nothing of the block.
+func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, largeGroup int, blocked bool) ([]chat.Event, error) {
 	if err := lockPairs(ctx, tx, blockerID, blockedID); err != nil {
 		return nil, err
 	}
@@ -339,19 +385,23 @@ func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedI
 	}
 	// After the blocker's profile writes in flight (SetProfile holds the
 	// lock to its commit): one that read its audience before this block
-	// has committed before the view below is read, and one after it reads
-	// the block.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.profile:' || $1::bigint, 0))`, blockerID); err != nil {
-		return nil, fmt.Errorf("lock the profile: %w", err)
+	// has committed before the profile below is read, and one after it
+	// reads the block.
+	if err := lockProfile(ctx, tx, blockerID); err != nil {
+		return nil, err
 	}
-	ps, err := profiles(ctx, tx, blockedID, []int64{blockerID})
+	ps, err := readProfile(ctx, tx, blockerID)
+	if err != nil || len(ps) == 0 || (ps[0].Avatar == nil && ps[0].About == "") {
+		return nil, err // nothing the block hides
+	}
+	aud, err := profileAudience(ctx, tx, blockerID, largeGroup)
 	if err != nil {
-		return nil, fmt.Errorf("read the blocker's profile: %w", err)
+		return nil, err
 	}
-	if len(ps) == 0 {
-		return nil, nil // they see nothing of the blocker
+	if !slices.Contains(aud.Whole, blockedID) && !slices.Contains(aud.Blocked, blockedID) {
+		return nil, nil // not told of the blocker's profile
 	}
-	return []chat.Event{chat.ProfileUpdatedEvent(ps[0], []int64{blockedID})}, nil
+	return announceProfile(ctx, tx, ps[0], aud)
 }
 
 // lockPairs serialises, for the rest of the transaction, the writers of a

@@ -189,10 +189,10 @@ func TestABlockedUserCannotOpenOrWriteToTheBlockersDirectConversation(t *testing
 	}
 	old := mustSend(t, st, d.ID, blocked, "before the block")
 	g := mustGroup(t, st, blocker, blocked)
-	if err := st.Block(ctx, blocker, blocked); err != nil {
+	if err := st.Block(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Block(ctx, blocker, blocked); err != nil {
+	if err := st.Block(ctx, blocker, blocked, 100); err != nil {
 		t.Fatalf("blocking twice: %v", err)
 	}
 	_, _, err = st.OpenDirect(ctx, blocked, blocker)
@@ -222,7 +222,7 @@ func TestABlockedUserCannotOpenOrWriteToTheBlockersDirectConversation(t *testing
 	if err != nil || len(bs) != 1 || bs[0].UserID != blocked {
 		t.Fatalf("blocks %+v, %v", bs, err)
 	}
-	if err := st.Unblock(ctx, blocker, blocked); err != nil {
+	if err := st.Unblock(ctx, blocker, blocked, 100); err != nil {
 		t.Fatal(err)
 	}
 	mustSend(t, st, d.ID, blocked, "unblocked")
@@ -257,7 +257,7 @@ func TestPresenceVisibilityFollowsSettingsBothWaysAndBlocks(t *testing.T) {
 	if _, err := st.SetSettings(ctx, 1, chat.SettingsUpdate{Presence: new(true)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Block(ctx, 3, 4); err != nil {
+	if err := st.Block(ctx, 3, 4, 100); err != nil {
 		t.Fatal(err)
 	}
 	if vis(4, 3) || !vis(3, 4) {
@@ -305,7 +305,7 @@ func TestPresenceAudienceSplitsWhoSeesFromWhoIsHiddenFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("4 hides their own", []int64{2, 3}, nil)
-	if err := st.Block(ctx, 1, 3); err != nil {
+	if err := st.Block(ctx, 1, 3, 100); err != nil {
 		t.Fatal(err)
 	}
 	check("1 blocked 3", []int64{2}, []int64{3})

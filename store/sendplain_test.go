@@ -210,7 +210,7 @@ func TestThePlainSendFunctionAnswersAndWritesAsTheFullOne(t *testing.T) {
 	ctx, st, pool, g := groupOf12(t)
 	mustAdd(t, ctx, st, g.ID, 1, 3, chat.RoleMember)
 	h, k := mustGroup(t, st, 1, 2), mustGroup(t, st, 1, 2)
-	if err := st.Block(ctx, 5, 4); err != nil {
+	if err := st.Block(ctx, 5, 4, 100); err != nil {
 		t.Fatal(err)
 	}
 	d, _, err := st.OpenDirect(ctx, 5, 4)
@@ -293,7 +293,7 @@ func TestTheDistinctSendFunctionAnswersAndWritesAsThePlainOne(t *testing.T) {
 	t.Parallel()
 	ctx, st, pool, g := groupOf12(t)
 	group := func() int64 { return mustGroup(t, st, 1, 2).ID }
-	if err := st.Block(ctx, 5, 4); err != nil {
+	if err := st.Block(ctx, 5, 4, 100); err != nil {
 		t.Fatal(err)
 	}
 	d, _, err := st.OpenDirect(ctx, 5, 4)

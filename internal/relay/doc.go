@@ -97,7 +97,8 @@
 // for holds up every event behind it, on every partition, so it must not
 // wait for PostgreSQL. chatd's handler hands events to the delivery hub's
 // queue, and reads the audience of another node's profile.updated (who
-// shares a conversation with its user) on a goroutine of its own, which
+// shares a conversation with its user, and which of them the user
+// blocked) on a goroutine of its own, which
 // keeps each user's changes in order and lets a newer one replace one
 // still waiting. A
 // node that restarts with the same NodeID resumes from its committed
