@@ -179,14 +179,14 @@
 //
 // # Payload
 //
-// Notification: {"type":"message","conversationId","seq","senderId",
+// Notification: {"type":"message","userId","conversationId","seq","senderId",
 // "count","badge","title","body"}, body only with Preview (a message of
 // files alone says what it is: "📷 Photo", ...; a text cut to fit
 // ends between two characters as drawn, not inside an emoji sequence or
 // before a combining mark), at most
 // MaxPayloadBytes (3 KB: inside APNs' and FCM's 4 KB and one Web Push
 // record); messages older than MaxAge are never pushed, also by a retry. Remove:
-// {"type":"remove","conversationId","seq","seqs","badge"}, seqs the
+// {"type":"remove","userId","conversationId","seq","seqs","badge"}, seqs the
 // recalled messages the notification stood for (the newest that fit),
 // seq the newest recalled, to every device of the user, by the same
 // routes (the Kafka record's header "notification" says which type).

@@ -22,7 +22,8 @@ const MaxPayloadBytes = 3072
 //
 // Type "remove": silent; the conversation's notification showed messages
 // that were recalled (Seqs, oldest first; Seq the newest recalled):
-// take them out of it. Only conversationId, seq, seqs and badge are set.
+// take them out of it. Only userId, conversationId, seq, seqs and badge
+// are set.
 type Notification struct {
 	Type string `json:"type"` // "message" or "remove"
 	// UserID is the user the push is for: a device (a browser) used by
