@@ -58,10 +58,15 @@
 // kept in SessionDir) is wiped whenever the server answers "no session
 // present", as chatd does after its own restart.
 //
-// Refusals are *Error values matching ErrNotMember (0x87), ErrInvalid
-// (0x99) and ErrRateLimited (0x97); they are final, with one exception:
-// chatd answers 0x97 to a re-publish while the sender's bucket is empty,
-// whether or not an earlier publish committed it, so a change whose
+// Refusals are *Error values whose Code is the PUBACK's code property
+// (without one, taken from the reason code: 0x87 not_member, 0x99
+// invalid, 0x97 rate_limited), matching the sentinel of its class: 0x87
+// ErrNotMember, ErrForbidden, ErrNotFound, ErrGone or ErrBlocked; 0x99
+// ErrInvalid (too_large, unsupported, conflict and too_many_reactions
+// too); 0x97 ErrRateLimited or ErrMemberCap. They are final, with one
+// exception: chatd answers 0x97 to a re-publish while the sender's
+// bucket is empty, whether or not an earlier publish committed it, so a
+// change whose
 // earlier publish may have committed (no PUBACK came, or one without the
 // seq) is re-published later on 0x97 until chatd settles it (with the
 // original seq if it had committed). A send or request larger than the
@@ -135,10 +140,9 @@
 // fills a conversation still behind its inbox lastSeq only once no event
 // of it has arrived for 1.5 s and the whole stream has been quiet as long
 // (or 5 s have passed since the reconnection), as when chatd has no
-// cursor for a brand-new session. A tracked conversation the inbox no
-// longer lists, and that chatd then says the user is not a member of
-// (conversation.get: the user left or was removed while offline;
-// member.removed is not replayed), is dropped from Positions, as a live
+// cursor for a brand-new session. A tracked conversation the whole inbox
+// no longer lists (the user left or was removed while offline;
+// member.removed is not replayed) is dropped from Positions, as a live
 // member.removed drops it; what the leave still owed, which chatd may go
 // on sending after either (entries committed before it that had not
 // reached the connection), is handed on without bringing it back (the

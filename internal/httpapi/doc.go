@@ -24,6 +24,12 @@
 //     single JSON object with known fields only, Content-Type must be JSON
 //     when given (415 otherwise), path ids are positive int64s and query
 //     parameters are known, single and non-negative integers (400 otherwise).
+//   - Every answer, error or success, says Cache-Control no-store (private,
+//     no-cache with an ETag), X-Content-Type-Options nosniff,
+//     X-Frame-Options DENY and Content-Security-Policy "default-src 'none';
+//     frame-ancestors 'none'" (an attachment's bytes a sandboxing policy of
+//     their own, which refuses framing too): no answer is a page another
+//     site may frame or a browser may read as another type.
 //   - RPC replies carry the HTTP response body of the same operation plus a
 //     "status" field holding the HTTP status it would have had; failures
 //     are {"status":n,"error":{...}}. An unknown method is not_found (404).
