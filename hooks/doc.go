@@ -39,7 +39,8 @@
 // $SYS and retained messages match no filter the subscribe ACL grants.
 // What the CONNACK says is unavailable is refused as MQTT 5 asks: a
 // SUBSCRIBE with a Subscription Identifier ends the connection (caps.go),
-// a shared subscription gets SUBACK 0x9E (caps.go), and an AUTH packet
+// a shared subscription ($share/… in any letter case, as mochi takes
+// one) gets SUBACK 0x9E (caps.go), and an AUTH packet
 // ends the connection, chatd having no enhanced authentication (a
 // CONNECT naming an Authentication Method is refused: auth.go).
 // Clients see CONNACK codes of their own protocol version only, and 3.1.1

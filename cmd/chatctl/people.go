@@ -188,7 +188,7 @@ func runSettings(ctx context.Context, a *app, args []string) error {
 
 func runBlock(ctx context.Context, a *app, args []string) error {
 	cf := newChatFlags("block", "block --user N [--peer M [--remove]] [--json]",
-		"Block --peer for --user (with --remove, unblock); without --peer, list whom\n--user blocked. A blocked user cannot open or write into a direct\nconversation with the blocker.",
+		"Block --peer for --user (with --remove, unblock); without --peer, list whom\n--user blocked. A blocked user cannot open or write into a direct\nconversation with the blocker, nor add them to a group, and sees of the\nblocker the name alone: no presence, avatar or about.",
 		"chatctl block --user 1 --peer 2", "chatctl block --user 1 --peer 2 --remove", "chatctl block --user 1")
 	peer := cf.fs.Int64("peer", 0, "the user to block or unblock")
 	remove := cf.fs.Bool("remove", false, "unblock instead")
