@@ -21,8 +21,10 @@
 // from the binary's, or that a newer chatd migrated), and
 // migrations/functions.sql, the SQL functions, re-applied by every Migrate.
 //
-// Outcomes a client can cause come back as *chat.Error (not_found,
-// not_member, forbidden, conflict, member_cap, too_many_reactions, invalid). Infrastructure
+// Outcomes a client can cause come back as *chat.Error (invalid,
+// too_large, unsupported, not_member, forbidden, blocked, not_found, gone,
+// conflict, member_cap, too_many_reactions; rate_limited for the daily
+// upload bytes). Infrastructure
 // failures (pool closed, connection refused or lost, server shutting down,
 // out of resources, timeouts, cancelled contexts, serialization failures and
 // deadlocks) come back as chat.Unavailable, so transports say "retry" rather
