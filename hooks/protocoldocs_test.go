@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -54,6 +55,38 @@ func TestEveryErrorCodeIsDocumentedWithThePUBACKItIsAnswered(t *testing.T) {
 		}
 		if ok && listed != got {
 			t.Errorf("protocol.md's Send outcomes lists %s in the row of PUBACK %s, ReasonCode answers %s", code, listed, got)
+		}
+	}
+}
+
+// TestTheDocumentedTopicAndClientIDLimitsAreTheOnesHeld holds every
+// length limit protocol.md, http.md and openapi.yaml give topics, filters,
+// RPC response topics and client ids to MaxTopicLength and
+// MaxClientIDLength: a response topic was once held to 512 bytes while
+// the docs said 256.
+func TestTheDocumentedTopicAndClientIDLimitsAreTheOnesHeld(t *testing.T) {
+	for _, c := range []struct {
+		file, pattern string
+		want          int
+	}{
+		{"protocol.md", `Topics and filters are at most (\d+) bytes`, MaxTopicLength},
+		{"protocol.md", `no wildcards, at most (\d+) bytes\) and Correlation Data`, MaxTopicLength},
+		{"protocol.md", `or one longer than (\d+) bytes gets PUBACK 0x87`, MaxTopicLength},
+		{"http.md", "Response Topic under its own user tree \\(`chat/v1/user/\\{id\\}/...`, at\\s+most (\\d+) bytes", MaxTopicLength},
+		{"openapi.yaml", `other than its events topic, at most (\d+) bytes`, MaxTopicLength},
+		{"protocol.md", `\| client id \|[^|]*At most (\d+) bytes: a longer one gets CONNACK`, MaxClientIDLength},
+	} {
+		doc, err := os.ReadFile("../docs/" + c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(c.pattern).FindSubmatch(doc)
+		if m == nil {
+			t.Errorf("%s no longer says %q: say the limit again, and here where", c.file, c.pattern)
+			continue
+		}
+		if string(m[1]) != strconv.Itoa(c.want) {
+			t.Errorf("%s says %s bytes (%q), the server holds %d", c.file, m[1], c.pattern, c.want)
 		}
 	}
 }
