@@ -190,8 +190,10 @@ func orient(src *image.RGBA, o int) *image.RGBA {
 }
 
 // ErrTooCostly says decoding and scaling an image for its thumbnail would
-// take more memory than is granted: it is shown without one.
-var ErrTooCostly = errors.New("the image would take too much memory to thumbnail")
+// take more memory than is granted, or, for a JPEG of more than
+// maxJPEGScans scans, more time than any picture needs: it is shown
+// without one.
+var ErrTooCostly = errors.New("the image would take too much memory or time to thumbnail")
 
 // ThumbnailCost is the memory in bytes Thumbnail takes for the image r
 // starts with, read from its header alone (r is read up to it): the
