@@ -24,6 +24,7 @@ const group = (id) => ({ id, type: 'GROUP', title: `G${id}`, lastSeq: 0, lastRea
 function rig(entries) {
   const api = {
     reads: [],
+    pages: [], // conversations whose newest page was asked for
     held: [],
     hold: false,
     refuse: new Set(), // conversations the user is no longer in
@@ -38,7 +39,8 @@ function rig(entries) {
       if (!api.hold) return answer();
       return new Promise((resolve) => api.held.push({ cid, answer: () => resolve(answer()) }));
     },
-    async history() {
+    async history(cid) {
+      api.pages.push(cid);
       return [];
     },
     async markRead(cid, seq) {
@@ -131,4 +133,30 @@ test("the entry of the user's removal from a group never opened still has it rea
   await settle();
   assert.equal(api.reads.at(-1), 9);
   assert.equal(state.conv(9), null, 'the group the user was removed from is still listed');
+});
+
+test('opening a group reads its members and its newest page at once: its messages show while the members are on their way', async () => {
+  const { api, state, sync } = rig([group(8), group(9)]);
+  await sync.refreshInbox();
+  api.hold = true;
+  const opened = sync.open(8);
+  await settle();
+  assert.deepEqual(api.reads, [8]);
+  assert.deepEqual(api.pages, [8], 'the newest page was asked for only once the members had answered');
+  assert.ok(state.conv(8).loaded, 'the messages wait for the members');
+  assert.equal(state.conv(8).members, null);
+  await answerAll(api);
+  await opened;
+  assert.equal(state.conv(8).members.length, 2);
+  // Opened through its link before the inbox listed it: the page waits
+  // for the conversation its read brings, but is asked for beside it.
+  const { api: api2, state: state2, sync: sync2 } = rig([group(9)]);
+  api2.hold = true;
+  const linked = sync2.open(9);
+  await settle();
+  assert.deepEqual([api2.reads, api2.pages], [[9], [9]], 'the newest page of a conversation opened from its link was asked for only once its members had answered');
+  await answerAll(api2);
+  await linked;
+  assert.ok(state2.conv(9).loaded, 'the page that came before the conversation was lost');
+  assert.equal(state2.conv(9).members.length, 2);
 });

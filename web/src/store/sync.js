@@ -508,36 +508,48 @@ export class Sync {
     return backoffDelay(n, this.retryBaseMs, 30000);
   }
 
-  /** Opens a conversation: members, the newest page, then receipts. */
+  /**
+   * Opens a conversation: its members and its newest page, asked for at
+   * once, then receipts. The page shows when it comes: the view needs
+   * no member list to show messages (names come from the people
+   * directory; what needs a role or a member count stays out until the
+   * members come). One not held yet (opened through its link) is held
+   * once its members' read brings it: its page waits for that.
+   */
   async open(cid) {
     this.openCtl.abort();
     this.openCtl = new AbortController();
     const req = this.req(cid, this.openCtl.signal);
     this.state.setOpen(cid);
     this.openFailed = null;
-    let c = this.state.conv(cid);
-    try {
-      if (!c || !c.members) c = await this.openMembers(cid, req);
-      if (!c.loaded) {
-        const page = await this.api.history(cid, { limit: PAGE }, req);
-        if (this.state.loadLatest(cid, page)) this.fill(cid);
-      } else if (c.lastSeq > c.have) {
-        // Behind (its catch-up failed, say): what the inbox shows comes now.
-        this.fill(cid);
-      }
-    } catch (e) {
-      // Another conversation was opened meanwhile: this one's wait is over.
-      if (e.code === 'aborted') return this.state.setWait(cid, '');
-      if (e.code === 'not_member' || e.code === 'not_found') {
-        this.removed(cid);
-        this.onError(e.code === 'not_found' ? 'That conversation does not exist.' : 'You are not a member of that conversation.');
-        return;
-      }
-      if (this.state.openId === cid) this.openFailed = cid; // resync tries again
-      this.onError(`Could not open the conversation: ${e.message}`);
+    const c = this.state.conv(cid);
+    const members = !c || !c.members ? this.openMembers(cid, req) : null;
+    const latest = !c || !c.loaded ? this.api.history(cid, { limit: PAGE }, req) : null;
+    const shown = latest?.then(async (page) => {
+      // Its read failed: not held, the page has nowhere to go (and
+      // that failure is told once, below).
+      if (!this.state.conv(cid)) await members?.catch(() => {});
+      if (this.state.loadLatest(cid, page)) this.fill(cid);
+    });
+    // Behind (its catch-up failed, say): what the inbox shows comes now.
+    if (!latest && c.lastSeq > c.have) this.fill(cid);
+    const failures = (await Promise.allSettled([members, shown])).filter((r) => r.status === 'rejected').map((r) => r.reason);
+    if (failures.length) return this.openFailedWith(cid, failures);
+    this.afterMessages(cid, true);
+  }
+
+  /** What open tells of its reads' failures errs (the same cause may fail both). */
+  openFailedWith(cid, errs) {
+    const gone = errs.find((e) => e.code === 'not_member' || e.code === 'not_found');
+    if (gone) {
+      this.removed(cid);
+      this.onError(gone.code === 'not_found' ? 'That conversation does not exist.' : 'You are not a member of that conversation.');
       return;
     }
-    this.afterMessages(cid, true);
+    // Another conversation was opened meanwhile: this one's wait is over.
+    if (errs.some((e) => e.code === 'aborted')) return this.state.setWait(cid, '');
+    if (this.state.openId === cid) this.openFailed = cid; // resync tries again
+    this.onError(`Could not open the conversation: ${errs[0].message}`);
   }
 
   close() {
