@@ -73,6 +73,10 @@ export function fakeDocument() {
     get firstChild() {
       return this.children[0] ?? null;
     }
+    get nextSibling() {
+      const s = this.parent ? this.parent.children : [];
+      return s[s.indexOf(this) + 1] ?? null;
+    }
     appendChild(c) {
       c.parent = this;
       this.children.push(c);

@@ -61,6 +61,21 @@ export function avatar(c, size = '') {
   return userAvatar(initials(t) || '#', c.id, size, true, c.avatarUrl);
 }
 
+/**
+ * All that avatar(c) shows depends on, as a string: equal keys, equal
+ * avatars (the inbox keeps a row while its key stays).
+ */
+export function avatarKey(c) {
+  if (c.type !== 'DIRECT') return JSON.stringify(['group', c.id, c.title || '', c.avatarUrl || null]);
+  const peer = c.peerId();
+  return peer ? personAvatarKey(peer) : 'nobody';
+}
+
+/** All that personAvatar(uid) shows depends on, as avatarKey. */
+export function personAvatarKey(uid) {
+  return JSON.stringify(['person', uid, people ? people.name(uid, { you: false }) : '', (people && people.avatar(uid)) || null]);
+}
+
 /** First letters of up to two words; Array.from keeps emoji whole. */
 function initials(name) {
   return name ? name.split(/\s+/).slice(0, 2).map((w) => Array.from(w)[0]).join('').toUpperCase() : '';

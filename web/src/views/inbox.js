@@ -1,9 +1,11 @@
 // The sidebar: who you are, the connection state, and the inbox with
-// unread badges. Rebuilt on every inbox-level change: it is small, and a
-// full rebuild cannot leave a stale badge behind.
+// unread badges. A row is kept, by conversation id, while what it shows
+// stays the same, and built anew when any of it changed: a burst of
+// messages in a large inbox rebuilds the rows written to, not every row,
+// each frame, and a row compared whole cannot keep a stale badge.
 
-import { h, icon, replace } from './dom.js';
-import { avatar, conversationTitle, displayName, msgTypeLabel, personAvatar, shortTime, systemText, typingText, userName } from './format.js';
+import { h, icon } from './dom.js';
+import { avatar, avatarKey, conversationTitle, displayName, msgTypeLabel, personAvatar, personAvatarKey, shortTime, systemText, typingText, userName } from './format.js';
 
 const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'Offline, reconnecting…' };
 
@@ -47,56 +49,66 @@ export function createInbox(state, actions) {
     h('div', { class: 'conv-scroll' }, wait, list, empty),
   );
 
-  function row(c) {
-    const now = Date.now();
-    const typing = c.typingUsers(now);
+  /**
+   * What c's row shows, as plain data: rows of equal models are equal.
+   * preview: [class, text] parts, a part of class '' plain text.
+   */
+  function rowModel(c) {
+    const typing = c.typingUsers(Date.now());
     let preview;
     if (typing.length) {
-      preview = h('span', { class: 'typing' }, c.type === 'DIRECT' ? 'typing…' : typingText(typing, state.me));
+      preview = [['typing', c.type === 'DIRECT' ? 'typing…' : typingText(typing, state.me)]];
     } else if (c.lastMessage) {
       const m = c.lastMessage;
       if (m.kind === 'system') {
-        preview = h('span', { class: 'muted' }, systemText(m, state.me));
+        preview = [['muted', systemText(m, state.me)]];
       } else {
-      const who = m.senderId === state.me ? 'You: ' : c.type === 'GROUP' ? `${userName(m.senderId, state.me)}: ` : '';
-      preview = [who && h('span', { class: 'who' }, who), m.recalled ? h('span', { class: 'muted deleted' }, 'Message deleted') : m.body || msgTypeLabel(m.msgType)];
+        const who = m.senderId === state.me ? 'You: ' : c.type === 'GROUP' ? `${userName(m.senderId, state.me)}: ` : '';
+        preview = [who && ['who', who], m.recalled ? ['muted deleted', 'Message deleted'] : ['', m.body || msgTypeLabel(m.msgType)]].filter(Boolean);
       }
     } else {
-      preview = h('span', { class: 'muted' }, c.lastSeq ? 'New messages' : 'No messages yet');
+      preview = [['muted', c.lastSeq ? 'New messages' : 'No messages yet']];
     }
-    const unread = c.unread;
+    return {
+      open: state.openId === c.id,
+      unread: c.unread,
+      avatar: avatarKey(c),
+      title: conversationTitle(c),
+      preview,
+      time: shortTime(c.lastMessageAt || c.createdAt),
+    };
+  }
+
+  /** The row's button, as model m of conversation c tells. */
+  function rowButton(c, m) {
     return h(
-      'li',
-      null,
+      'button',
+      {
+        type: 'button',
+        class: `conv-row${m.open ? ' active' : ''}${m.unread ? ' has-unread' : ''}`,
+        'data-testid': 'conv-row',
+        'data-conv-id': c.id,
+        'aria-current': m.open ? 'true' : null,
+      },
+      avatar(c),
       h(
-        'button',
-        {
-          type: 'button',
-          class: `conv-row${state.openId === c.id ? ' active' : ''}${unread ? ' has-unread' : ''}`,
-          'data-testid': 'conv-row',
-          'data-conv-id': c.id,
-          'aria-current': state.openId === c.id ? 'true' : null,
-        },
-        avatar(c),
-        h(
-          'span',
-          { class: 'conv-main' },
-          h('span', { class: 'conv-title', 'data-testid': 'conv-title' }, conversationTitle(c)),
-          h('span', { class: 'conv-preview' }, preview),
-        ),
-        h(
-          'span',
-          { class: 'conv-meta' },
-          h('time', { class: 'conv-time' }, shortTime(c.lastMessageAt || c.createdAt)),
-          unread ? h('span', { class: 'badge', 'data-testid': 'unread', 'aria-label': `${unread} unread` }, unread > 99 ? '99+' : String(unread)) : null,
-        ),
+        'span',
+        { class: 'conv-main' },
+        h('span', { class: 'conv-title', 'data-testid': 'conv-title' }, m.title),
+        h('span', { class: 'conv-preview' }, m.preview.map(([cls, text]) => (cls ? h('span', { class: cls }, text) : text))),
+      ),
+      h(
+        'span',
+        { class: 'conv-meta' },
+        h('time', { class: 'conv-time' }, m.time),
+        m.unread ? h('span', { class: 'badge', 'data-testid': 'unread', 'aria-label': `${m.unread} unread` }, m.unread > 99 ? '99+' : String(m.unread)) : null,
       ),
     );
   }
 
-  // A click opens the conversation whose row it is on (delegated: the
-  // rows are rebuilt on every change). A message arriving between press
-  // and release rebuilds the row under the pointer, and the browser then
+  // A click opens the conversation whose row it is on (delegated: a row
+  // is rebuilt when what it shows changes). A message arriving between
+  // press and release rebuilds the row under the pointer, and the browser then
   // sends no click to either element: a release on the new row of the
   // conversation that was pressed is that click.
   const rowOf = (target) => target.closest?.('[data-testid=conv-row]');
@@ -116,18 +128,46 @@ export function createInbox(state, actions) {
     if (el) actions.open(Number(el.dataset.convId));
   });
 
+  /** @type {Map<number, {li: HTMLElement, btn: HTMLElement, key: string}>} conversation id -> its row */
+  let rows = new Map();
+  let meKey = '';
+
   function render() {
     meName.textContent = displayName(state.me);
-    meAvatar.replaceChildren(personAvatar(state.me));
+    const mk = personAvatarKey(state.me);
+    if (mk !== meKey) {
+      meKey = mk;
+      meAvatar.replaceChildren(personAvatar(state.me));
+    }
     status.textContent = STATUS_TEXT[state.connection] || state.connection;
     status.dataset.state = state.connection;
     const convs = state.sortedConversations();
-    // The rebuild replaces the focused row too: a keyboard user keeps
-    // their place on the same conversation's new row.
-    const focused = rowOf(document.activeElement ?? list);
-    const focusedId = focused && list.contains(focused) ? focused.dataset.convId : null;
-    replace(list, convs.map(row));
-    if (focusedId !== null) list.querySelector(`[data-testid=conv-row][data-conv-id="${focusedId}"]`)?.focus({ preventScroll: true });
+    // A row rebuilt or moved may lose the focus: a keyboard user keeps
+    // their place on the same conversation's row.
+    let focusedId = null;
+    for (const [id, r] of rows) if (r.btn === document.activeElement) focusedId = id;
+    const next = new Map();
+    let at = list.firstChild; // where the next row belongs
+    for (const c of convs) {
+      const model = rowModel(c);
+      const key = JSON.stringify(model);
+      let r = rows.get(c.id);
+      if (!r) r = { li: h('li'), btn: null, key: '' };
+      if (r.key !== key) {
+        r.key = key;
+        r.btn = rowButton(c, model);
+        r.li.replaceChildren(r.btn);
+      }
+      next.set(c.id, r);
+      // Rows in order stay where they are; one that moved up goes
+      // before them.
+      if (r.li === at) at = at.nextSibling;
+      else list.insertBefore(r.li, at);
+    }
+    for (const [id, r] of rows) if (!next.has(id)) r.li.remove();
+    rows = next;
+    const focused = rows.get(focusedId)?.btn;
+    if (focused && document.activeElement !== focused) focused.focus({ preventScroll: true });
     empty.hidden = !state.inboxLoaded || convs.length > 0;
     wait.textContent = state.waits.get('inbox') || '';
     wait.hidden = !wait.textContent;
