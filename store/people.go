@@ -130,73 +130,98 @@ RETURNING user_id, display_name, avatar_url, about, updated_at`
 // becomes the avatar, and the one it replaces is released, in the same
 // transaction (store/avatars.go).
 func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpdate, largeGroup int) (chat.Profile, error) {
-	var (
-		p    chat.Profile
-		tell []chat.Event
-	)
+	var p chat.Profile
 	about := ""
 	if u.About != nil {
 		about = *u.About
 	}
-	err := s.inTx(ctx, "set profile", func(tx pgx.Tx) error {
+	err := s.profileTx(ctx, "set profile", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
 		// One profile write of a user at a time, so the avatar upload it
 		// replaces is the one it read, even before the user's first row.
 		// The read is a statement of its own, after the lock: one
 		// statement reads what was committed when it began.
-		if err := lockProfile(ctx, tx, userID); err != nil {
-			return err
+		if err := s.lockProfile(ctx, tx, userID, t); err != nil {
+			return nil, err
 		}
 		var cur *string
 		err := tx.QueryRow(ctx, `SELECT avatar_upload_id FROM user_profile WHERE user_id = $1`, userID).Scan(&cur)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("read the avatar: %w", err)
+			return nil, fmt.Errorf("read the avatar: %w", err)
 		}
 		av, err := planAvatar(ctx, tx, u.AvatarURL, u.AvatarUploadID, cur, userID, 0)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rows, err := tx.Query(ctx, setProfileSQL, userID, u.DisplayName, av.url != nil, strOrEmpty(av.url), u.About != nil, about, av.uploadID)
 		if err != nil {
-			return fmt.Errorf("write profile: %w", err)
+			return nil, fmt.Errorf("write profile: %w", err)
 		}
 		ps, err := pgx.CollectRows(rows, scanProfile)
 		if err != nil {
-			return fmt.Errorf("write profile: %w", err)
+			return nil, fmt.Errorf("write profile: %w", err)
 		}
 		if len(ps) == 0 {
 			// Unchanged: answer what is stored, tell nobody.
 			if ps, err = readProfile(ctx, tx, userID); err != nil || len(ps) != 1 {
-				return fmt.Errorf("read profile: %w (%d rows)", err, len(ps))
+				return nil, fmt.Errorf("read profile: %w (%d rows)", err, len(ps))
 			}
 			p = ps[0]
-			return nil
+			return nil, nil
 		}
 		p = ps[0]
 		if err := av.release(ctx, tx, cur); err != nil {
-			return err
+			return nil, err
 		}
 		aud, err := profileAudience(ctx, tx, userID, largeGroup)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		tell, err = announceProfile(ctx, tx, p, aud)
-		return err
+		return announceProfile(ctx, tx, p, aud)
 	})
 	if err != nil {
 		return chat.Profile{}, err
 	}
-	s.publish(tell...)
 	return p, nil
 }
 
 // lockProfile serialises the writers of userID's profile.updated, for the
 // rest of the transaction: a profile write, and a block or unblock by
-// userID that tells the profile again (setBlock).
-func lockProfile(ctx context.Context, tx pgx.Tx, userID int64) error {
+// userID that tells the profile again (setBlock). Under it the write
+// takes its turn (*t, of profileTx) to publish what it commits: so this
+// node publishes one user's profile.updated in the order their writes
+// committed (publishOrder).
+func (s *Store) lockProfile(ctx context.Context, tx pgx.Tx, userID int64, t **turn) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('chat.profile:' || $1::bigint, 0))`, userID); err != nil {
 		return fmt.Errorf("lock the profile: %w", err)
 	}
+	*t = s.profileOrder.next(userID)
 	return nil
+}
+
+// profileTx runs fn, a write that may tell a profile.updated, in a READ
+// COMMITTED transaction (inTx), and publishes the events it returns once
+// committed, in the turn fn took with lockProfile, if it took one. The
+// turn ends whatever becomes of the transaction, a panic included: the
+// writes after it on this node wait for it.
+func (s *Store) profileTx(ctx context.Context, op string, fn func(pgx.Tx, **turn) ([]chat.Event, error)) error {
+	var (
+		t         *turn
+		evs       []chat.Event
+		committed bool
+	)
+	defer func() {
+		if !committed {
+			evs = nil
+		}
+		t.done(func() { s.publish(evs...) })
+	}()
+	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
+		var err error
+		evs, err = fn(tx, &t)
+		return err
+	})
+	committed = err == nil
+	return err
 }
 
 // readProfile reads userID's stored profile: none when they never set one.
@@ -300,20 +325,13 @@ func (s *Store) SetSettings(ctx context.Context, userID int64, u chat.SettingsUp
 // Block records that blockerID blocked blockedID (again is a no-op). A
 // new block tells the blocker's profile again (setBlock).
 func (s *Store) Block(ctx context.Context, blockerID, blockedID int64, largeGroup int) error {
-	var tell []chat.Event
-	err := s.inTx(ctx, "block", func(tx pgx.Tx) error {
+	return s.profileTx(ctx, "block", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
 		if err := roomForBlock(ctx, tx, blockerID, blockedID); err != nil {
-			return err
+			return nil, err
 		}
-		var err error
-		tell, err = setBlock(ctx, tx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-			blockerID, blockedID, largeGroup, true)
-		return err
+		return s.setBlock(ctx, tx, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			blockerID, blockedID, largeGroup, true, t)
 	})
-	if err == nil {
-		s.publish(tell...)
-	}
-	return err
 }
 
 // roomForBlock refuses a block of blockedID that would take blockerID past
@@ -341,16 +359,9 @@ func roomForBlock(ctx context.Context, tx pgx.Tx, blockerID, blockedID int64) er
 // Unblock lifts a block (a missing one is a no-op). A lifted block tells
 // the blocker's profile again (setBlock).
 func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64, largeGroup int) error {
-	var tell []chat.Event
-	err := s.inTx(ctx, "unblock", func(tx pgx.Tx) error {
-		var err error
-		tell, err = setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, largeGroup, false)
-		return err
+	return s.profileTx(ctx, "unblock", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
+		return s.setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, largeGroup, false, t)
 	})
-	if err == nil {
-		s.publish(tell...)
-	}
-	return err
 }
 
 // setBlock runs change (a write of user_block's row for the pair) and marks
@@ -363,8 +374,9 @@ func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64, largeGr
 // (announceProfile): blockedID's view of it changed (their client drops
 // the avatar and about at the block, and shows them again at the unblock),
 // on whichever node they are connected. The event, in the outbox and on
-// Kafka, says nothing of the block.
-func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, largeGroup int, blocked bool) ([]chat.Event, error) {
+// Kafka, says nothing of the block. The profile's lock gives the write
+// its turn to publish (t, lockProfile).
+func (s *Store) setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedID int64, largeGroup int, blocked bool, t **turn) ([]chat.Event, error) {
 	if err := lockPairs(ctx, tx, blockerID, blockedID); err != nil {
 		return nil, err
 	}
@@ -387,7 +399,7 @@ func setBlock(ctx context.Context, tx pgx.Tx, change string, blockerID, blockedI
 	// lock to its commit): one that read its audience before this block
 	// has committed before the profile below is read, and one after it
 	// reads the block.
-	if err := lockProfile(ctx, tx, blockerID); err != nil {
+	if err := s.lockProfile(ctx, tx, blockerID, t); err != nil {
 		return nil, err
 	}
 	ps, err := readProfile(ctx, tx, blockerID)

@@ -33,6 +33,9 @@ type Store struct {
 	batchMsgs    atomic.Int64
 	sendPool     *pgxpool.Pool // group-commit transactions; nil = pool
 	publisher    chat.Publisher
+	// profileOrder orders the publishing of each user's profile.updated
+	// (lockProfile).
+	profileOrder publishOrder
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool

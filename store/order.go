@@ -1,0 +1,59 @@
+package store
+
+import "sync"
+
+// publishOrder hands the events of the writes that one PostgreSQL lock
+// serialises (one per key) to the publisher in the order they committed,
+// on this node: two writes committing back to back and published by
+// their callers' goroutines after their commits would otherwise reach the
+// fan-out in whichever order those goroutines ran. A write takes its turn
+// (next) while it holds the lock, so its turn comes after those of the
+// writes that held it before, which have ended their transactions; once
+// its own transaction has ended, committed or not, done waits for the
+// turn before it, publishes, and lets the next go. The wait is after the
+// commit, with no lock held in PostgreSQL, for writes that have committed
+// already: only their publishing (the publisher never blocks).
+type publishOrder struct {
+	mu    sync.Mutex
+	tails map[int64]chan struct{} // per key, closed when its newest turn is done
+}
+
+// turn is a write's place in its key's order; nil for a write that took
+// none (it failed before its lock).
+type turn struct {
+	o          *publishOrder
+	key        int64
+	prev, mine chan struct{}
+}
+
+// next takes the next turn of key; the caller holds key's lock in
+// PostgreSQL and calls done once its transaction ended.
+func (o *publishOrder) next(key int64) *turn {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.tails == nil {
+		o.tails = map[int64]chan struct{}{}
+	}
+	t := &turn{o: o, key: key, prev: o.tails[key], mine: make(chan struct{})}
+	o.tails[key] = t.mine
+	return t
+}
+
+// done runs publish after the turns before t are done, then ends t; a
+// nil t just publishes.
+func (t *turn) done(publish func()) {
+	if t == nil {
+		publish()
+		return
+	}
+	if t.prev != nil {
+		<-t.prev
+	}
+	publish()
+	close(t.mine)
+	t.o.mu.Lock()
+	if t.o.tails[t.key] == t.mine {
+		delete(t.o.tails, t.key)
+	}
+	t.o.mu.Unlock()
+}
