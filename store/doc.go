@@ -18,22 +18,25 @@
 //
 // What one lock serialises reaches the publisher in commit order on the
 // committing node, as it reaches other nodes in outbox order: a send
-// batch publishes its entries in seq order, and the writes of one user's
+// batch publishes its entries in seq order; the writes of one user's
 // profile.updated (SetProfile, a Block or Unblock that tells the profile
-// again) publish theirs in the order they took the profile's lock, which
-// they hold to their commit (publishOrder, lockProfile: a write waits,
-// after its commit, for the publishing of the one that held the lock
-// before it). Without that, two of them committing back to back and
-// published by their callers' goroutines could reach a client in the
-// other order with the same updatedAt, which it applies (a block's view
-// overwritten by the profile as it was before it). Other writes publish
-// on their callers' goroutines as they return from the commit, in no
-// order among themselves: their events are ordered where they are
-// delivered (an entry by its seq, a conversation's other events after
-// the entries up to theirs, member.added and member.removed by seq in the
-// fan-out's member index) or are watermarks a client keeps the highest of
-// (read.updated, delivery.updated); two group changes' conversation.updated
-// are not ordered among themselves.
+// again) publish theirs in the order they took the profile's lock, and
+// the changes of one group (changeTx: AddMember, RemoveMember,
+// UpdateGroup, SetRole, TransferOwnership) theirs in the order they took
+// the conversation's, locks each holds to its commit (publishOrder: a
+// write takes a turn under its lock, and after its commit, holding
+// nothing in PostgreSQL, waits for the publishing of the one that held
+// the lock before it). Without that, two of them committing back to back
+// and published by their callers' goroutines could reach a client in the
+// other order: a profile.updated with the same updatedAt, which a client
+// applies (a block's view overwritten by the profile as it was before
+// it), or a group's conversation.updated, which carries every setting and
+// which clients apply as it comes. Other writes publish on their callers'
+// goroutines as they return from the commit, in no order among
+// themselves: their events are ordered where they are delivered (an entry
+// by its seq) or are watermarks a client keeps the highest of
+// (read.updated, delivery.updated, MarkRead's and the receipt batches').
+// Presence visibility is not the store's to publish (internal/presence).
 //
 // The schema is migrations/NNNN_*.sql, applied once each and recorded with
 // their sha256 (Migrate refuses a database whose applied migrations differ

@@ -53,7 +53,7 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 	}
 	var added chat.Member
 	created := false
-	err := s.changeTx(ctx, "add member", func(tx pgx.Tx) ([]chat.Event, error) {
+	err := s.changeTx(ctx, "add member", conversationID, func(tx pgx.Tx) ([]chat.Event, error) {
 		conv, actor, err := lockGroupToManage(ctx, tx, conversationID, actorID, "get more members", "add members")
 		if err != nil {
 			return nil, err
@@ -125,7 +125,7 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 // another admin, who would otherwise learn that someone not in the group
 // once was (the history before their join may be hidden from them).
 func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userID int64) error {
-	return s.changeTx(ctx, "remove member", func(tx pgx.Tx) ([]chat.Event, error) {
+	return s.changeTx(ctx, "remove member", conversationID, func(tx pgx.Tx) ([]chat.Event, error) {
 		conv, actor, err := lockGroup(ctx, tx, conversationID, actorID, "lose members")
 		if userID == actorID && chat.ErrorCode(err) == chat.CodeNotMember {
 			left, lerr := leftGroup(ctx, tx, conversationID, actorID)
@@ -412,7 +412,7 @@ var _ chat.PeopleStore = (*Store)(nil)
 // settings after it; asking for what already is writes nothing.
 func (s *Store) UpdateGroup(ctx context.Context, conversationID, actorID int64, u chat.GroupUpdate) (chat.Conversation, error) {
 	var out chat.Conversation
-	err := s.changeTx(ctx, "update group", func(tx pgx.Tx) ([]chat.Event, error) {
+	err := s.changeTx(ctx, "update group", conversationID, func(tx pgx.Tx) ([]chat.Event, error) {
 		conv, actor, err := lockGroupToManage(ctx, tx, conversationID, actorID, "be renamed or changed", "change the group")
 		if err != nil {
 			return nil, err
@@ -504,7 +504,7 @@ func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int
 		return chat.Member{}, chat.Errorf(chat.CodeInvalid, "role must be %s or %s (ownership moves with TransferOwnership)", chat.RoleAdmin, chat.RoleMember)
 	}
 	var out chat.Member
-	err := s.changeTx(ctx, "set role", func(tx pgx.Tx) ([]chat.Event, error) {
+	err := s.changeTx(ctx, "set role", conversationID, func(tx pgx.Tx) ([]chat.Event, error) {
 		_, actor, err := lockGroup(ctx, tx, conversationID, actorID, "have roles")
 		if err != nil {
 			return nil, err
@@ -557,7 +557,7 @@ func (s *Store) SetRole(ctx context.Context, conversationID, actorID, userID int
 // writes nothing, while userID still owns the group by their transfer and
 // they have stayed a member since (gaveOwnership).
 func (s *Store) TransferOwnership(ctx context.Context, conversationID, actorID, userID int64) error {
-	return s.changeTx(ctx, "transfer ownership", func(tx pgx.Tx) ([]chat.Event, error) {
+	return s.changeTx(ctx, "transfer ownership", conversationID, func(tx pgx.Tx) ([]chat.Event, error) {
 		_, actor, err := lockGroup(ctx, tx, conversationID, actorID, "have an owner")
 		if err != nil {
 			return nil, err

@@ -1,6 +1,13 @@
 package store
 
-import "sync"
+import (
+	"context"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	chat "github.com/chatd/chatd"
+)
 
 // publishOrder hands the events of the writes that one PostgreSQL lock
 // serialises (one per key) to the publisher in the order they committed,
@@ -19,7 +26,7 @@ type publishOrder struct {
 }
 
 // turn is a write's place in its key's order; nil for a write that took
-// none (it failed before its lock).
+// none (it failed before its lock, or has nothing to publish).
 type turn struct {
 	o          *publishOrder
 	key        int64
@@ -56,4 +63,31 @@ func (t *turn) done(publish func()) {
 		delete(t.o.tails, t.key)
 	}
 	t.o.mu.Unlock()
+}
+
+// orderedTx runs fn, a write that publishes in a turn (publishOrder), in
+// a READ COMMITTED transaction (inTx), and publishes the events it
+// returns once committed, in the turn fn took (*t) while holding its
+// lock; a write that took none publishes at once. The turn ends whatever
+// becomes of the transaction, a panic included: the writes after it on
+// this node wait for it.
+func (s *Store) orderedTx(ctx context.Context, op string, fn func(pgx.Tx, **turn) ([]chat.Event, error)) error {
+	var (
+		t         *turn
+		evs       []chat.Event
+		committed bool
+	)
+	defer func() {
+		if !committed {
+			evs = nil
+		}
+		t.done(func() { s.publish(evs...) })
+	}()
+	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
+		var err error
+		evs, err = fn(tx, &t)
+		return err
+	})
+	committed = err == nil
+	return err
 }

@@ -135,7 +135,7 @@ func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpda
 	if u.About != nil {
 		about = *u.About
 	}
-	err := s.profileTx(ctx, "set profile", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
+	err := s.orderedTx(ctx, "set profile", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
 		// One profile write of a user at a time, so the avatar upload it
 		// replaces is the one it read, even before the user's first row.
 		// The read is a statement of its own, after the lock: one
@@ -187,7 +187,7 @@ func (s *Store) SetProfile(ctx context.Context, userID int64, u chat.ProfileUpda
 // lockProfile serialises the writers of userID's profile.updated, for the
 // rest of the transaction: a profile write, and a block or unblock by
 // userID that tells the profile again (setBlock). Under it the write
-// takes its turn (*t, of profileTx) to publish what it commits: so this
+// takes its turn (*t, of orderedTx) to publish what it commits: so this
 // node publishes one user's profile.updated in the order their writes
 // committed (publishOrder).
 func (s *Store) lockProfile(ctx context.Context, tx pgx.Tx, userID int64, t **turn) error {
@@ -196,32 +196,6 @@ func (s *Store) lockProfile(ctx context.Context, tx pgx.Tx, userID int64, t **tu
 	}
 	*t = s.profileOrder.next(userID)
 	return nil
-}
-
-// profileTx runs fn, a write that may tell a profile.updated, in a READ
-// COMMITTED transaction (inTx), and publishes the events it returns once
-// committed, in the turn fn took with lockProfile, if it took one. The
-// turn ends whatever becomes of the transaction, a panic included: the
-// writes after it on this node wait for it.
-func (s *Store) profileTx(ctx context.Context, op string, fn func(pgx.Tx, **turn) ([]chat.Event, error)) error {
-	var (
-		t         *turn
-		evs       []chat.Event
-		committed bool
-	)
-	defer func() {
-		if !committed {
-			evs = nil
-		}
-		t.done(func() { s.publish(evs...) })
-	}()
-	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
-		var err error
-		evs, err = fn(tx, &t)
-		return err
-	})
-	committed = err == nil
-	return err
 }
 
 // readProfile reads userID's stored profile: none when they never set one.
@@ -325,7 +299,7 @@ func (s *Store) SetSettings(ctx context.Context, userID int64, u chat.SettingsUp
 // Block records that blockerID blocked blockedID (again is a no-op). A
 // new block tells the blocker's profile again (setBlock).
 func (s *Store) Block(ctx context.Context, blockerID, blockedID int64, largeGroup int) error {
-	return s.profileTx(ctx, "block", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
+	return s.orderedTx(ctx, "block", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
 		if err := roomForBlock(ctx, tx, blockerID, blockedID); err != nil {
 			return nil, err
 		}
@@ -359,7 +333,7 @@ func roomForBlock(ctx context.Context, tx pgx.Tx, blockerID, blockedID int64) er
 // Unblock lifts a block (a missing one is a no-op). A lifted block tells
 // the blocker's profile again (setBlock).
 func (s *Store) Unblock(ctx context.Context, blockerID, blockedID int64, largeGroup int) error {
-	return s.profileTx(ctx, "unblock", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
+	return s.orderedTx(ctx, "unblock", func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
 		return s.setBlock(ctx, tx, `DELETE FROM user_block WHERE blocker_id = $1 AND blocked_id = $2`, blockerID, blockedID, largeGroup, false, t)
 	})
 }

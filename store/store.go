@@ -34,8 +34,9 @@ type Store struct {
 	sendPool     *pgxpool.Pool // group-commit transactions; nil = pool
 	publisher    chat.Publisher
 	// profileOrder orders the publishing of each user's profile.updated
-	// (lockProfile).
+	// (lockProfile), groupOrder of each group's changes (changeTx).
 	profileOrder publishOrder
+	groupOrder   publishOrder
 	// relayWake says whether a committed outbox row needs a NOTIFY to
 	// reach the relay; nil means always.
 	relayWake func() bool

@@ -83,21 +83,22 @@ func systemEvents(ms []chat.Message) []chat.Event {
 	return evs
 }
 
-// changeTx runs fn in a READ COMMITTED transaction and publishes, after the
-// commit, the events fn returns, in its order. Unlike writeTx, fn writes
-// its outbox rows itself (insertOutbox; appendSystem writes those of its
-// entries), so the outbox order, which nodes fed by Kafka route by, is the
-// order the events are published in here.
-func (s *Store) changeTx(ctx context.Context, op string, fn func(pgx.Tx) ([]chat.Event, error)) error {
-	var evs []chat.Event
-	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
-		var err error
-		evs, err = fn(tx)
-		return err
+// changeTx runs fn, a change of group conversationID that takes the
+// conversation's lock (lockGroup) before it writes anything, in a READ
+// COMMITTED transaction and publishes, after the commit, the events fn
+// returns, in its order, and after those of the changes of the group
+// that committed before it on this node (orderedTx: conversation.updated
+// carries every setting, and clients apply it as it comes). Unlike
+// writeTx, fn writes its outbox rows itself (insertOutbox; appendSystem
+// writes those of its entries), so the outbox order, which nodes fed by
+// Kafka route by, is the order the events are published in here.
+func (s *Store) changeTx(ctx context.Context, op string, conversationID int64, fn func(pgx.Tx) ([]chat.Event, error)) error {
+	return s.orderedTx(ctx, op, func(tx pgx.Tx, t **turn) ([]chat.Event, error) {
+		evs, err := fn(tx)
+		if err == nil && len(evs) > 0 {
+			// Under the conversation's lock, held to the commit.
+			*t = s.groupOrder.next(conversationID)
+		}
+		return evs, err
 	})
-	if err != nil {
-		return err
-	}
-	s.publish(evs...)
-	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/store"
 )
@@ -46,7 +48,7 @@ func TestAUsersProfileEventsArePublishedInTheOrderTheirWritesCommitted(t *testin
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
-			pub := &heldPublisher{rec: &publishRecorder{types: []string{chat.EventProfileUpdated}}, held: make(chan struct{}), release: make(chan struct{})}
+			pub := newHeldPublisher(chat.EventProfileUpdated)
 			st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(pub))
 			mustGroup(t, st, blocker, blocked, other)
 			if err := setAbout("climber")(ctx, st); err != nil {
@@ -57,32 +59,8 @@ func TestAUsersProfileEventsArePublishedInTheOrderTheirWritesCommitted(t *testin
 					t.Fatal(err)
 				}
 			}
-			seen := len(pub.rec.events())
-			const rowsSQL = `SELECT count(*) FROM outbox WHERE type = 'profile.updated'`
-			rows := queryInt(t, pool, rowsSQL)
-
-			pub.armed.Store(true)
-			firstDone, secondDone := make(chan error, 1), make(chan error, 1)
-			go func() { firstDone <- c.first(ctx, st) }()
-			select {
-			case <-pub.held:
-			case err := <-firstDone:
-				t.Fatalf("the first write returned (%v) without publishing", err)
-			}
-			go func() { secondDone <- c.second(ctx, st) }()
-			waitFor(t, "the second write's commit", func() bool { return queryInt(t, pool, rowsSQL) == rows+2 })
-			// Published now, unless it waits for the first write's turn.
-			for deadline := time.Now().Add(time.Second); len(pub.rec.events()) == seen && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			close(pub.release)
-			for _, done := range []chan error{firstDone, secondDone} {
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-			}
-
-			evs := pub.rec.events()[seen:]
+			evs := publishedWhileHeld(t, pub, pool, `SELECT count(*) FROM outbox WHERE type = 'profile.updated'`,
+				func() error { return c.first(ctx, st) }, func() error { return c.second(ctx, st) })
 			views := clientViews(evs)
 			for _, want := range []struct {
 				user  int64
@@ -116,6 +94,64 @@ func clientViews(evs []chat.Event) map[int64]chat.Event {
 	return held
 }
 
+// Two changes of one group wait for each other's commit (the
+// conversation's lock), and each was published after its commit by its
+// caller's goroutine. Held between its commit and its publishing, the
+// first change's conversation.updated reached the fan-out after the
+// second's; a session sends a conversation's event once its stream has
+// the entries up to its seq, which both had by then, so the members'
+// clients got the first change's settings last, and conversation.updated
+// carries every setting, applied as it comes (the web client's
+// updateConversation): they showed the first title.
+func TestAGroupsConversationUpdatedArePublishedInTheOrderTheirChangesCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pub := newHeldPublisher(chat.EventConversationUpdated)
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(pub))
+	conv := mustGroup(t, st, 1, 2)
+	retitle := func(title string) func() error {
+		return func() error {
+			_, err := st.UpdateGroup(ctx, conv.ID, 1, chat.GroupUpdate{Title: &title})
+			return err
+		}
+	}
+	evs := publishedWhileHeld(t, pub, pool, `SELECT count(*) FROM outbox WHERE type = 'conversation.updated'`, retitle("first"), retitle("second"))
+	if len(evs) != 2 || *evs[1].Title != "second" {
+		t.Fatalf("conversation.updated in the order published: %s, want the title first, then second", describe(evs))
+	}
+}
+
+// publishedWhileHeld runs first with its publishing held, then second
+// until it committed (rowsSQL counts one more outbox row for each) and,
+// unless it waits for the first, published; then lets the first publish.
+// It answers the events published from first's on, in order.
+func publishedWhileHeld(t *testing.T, pub *heldPublisher, pool *pgxpool.Pool, rowsSQL string, first, second func() error) []chat.Event {
+	t.Helper()
+	seen := len(pub.rec.events())
+	rows := queryInt(t, pool, rowsSQL)
+	pub.armed.Store(true)
+	firstDone, secondDone := make(chan error, 1), make(chan error, 1)
+	go func() { firstDone <- first() }()
+	select {
+	case <-pub.held:
+	case err := <-firstDone:
+		t.Fatalf("the first write returned (%v) without publishing", err)
+	}
+	go func() { secondDone <- second() }()
+	waitFor(t, "the second write's commit", func() bool { return queryInt(t, pool, rowsSQL) == rows+2 })
+	// Published now, unless it waits for the first write's turn.
+	for deadline := time.Now().Add(time.Second); len(pub.rec.events()) == seen && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(pub.release)
+	for _, done := range []chan error{firstDone, secondDone} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pub.rec.events()[seen:]
+}
+
 // heldPublisher holds the first Publish after armed is set until release
 // is closed (held is closed when it holds it), and passes every call on
 // to rec.
@@ -124,6 +160,11 @@ type heldPublisher struct {
 	armed   atomic.Bool
 	held    chan struct{}
 	release chan struct{}
+}
+
+// newHeldPublisher records the events of types.
+func newHeldPublisher(types ...string) *heldPublisher {
+	return &heldPublisher{rec: &publishRecorder{types: types}, held: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (h *heldPublisher) Publish(evs ...chat.Event) {
