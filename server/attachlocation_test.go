@@ -56,7 +56,8 @@ func TestLocationIsStrippedWhereverItIsInThePhoto(t *testing.T) {
 // was recorded in its moov (udta/©xyz, a track's ©xyz, 3GPP loci, Apple's
 // meta keyed com.apple.quicktime.location), before or after the media
 // data, and a WebM or Matroska file remuxed from one by ffmpeg in its Tags
-// (LOCATION, COM.APPLE.QUICKTIME.LOCATION.ISO6709, ...); members download
+// (LOCATION, COM.APPLE.QUICKTIME.LOCATION.ISO6709, ...), after a Cluster of
+// unknown size too (as a recorder writes it); members download
 // it without, of the announced size and sha256, and its duration is still
 // read.
 func TestAVideosRecordingLocationIsStripped(t *testing.T) {
@@ -68,6 +69,7 @@ func TestAVideosRecordingLocationIsStripped(t *testing.T) {
 		{"android.mp4", "video/mp4", mediatest.MP4WithLocation(false, true, true, 400<<10, 0)},
 		{"remuxed.webm", "video/webm", mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 400 << 10})},
 		{"remuxed.mkv", "video/x-matroska", mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 4 << 10, TagsFirst: true, CRC: true})},
+		{"recorded.webm", "video/webm", mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 400 << 10, UnknownSegment: true, UnknownCluster: true})},
 	}
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})

@@ -32,6 +32,7 @@ func FuzzStripKeepsTheLengthAndReadsAlike(f *testing.F) {
 	f.Add(uint8(7), mediatest.HEIFWithLocation(mediatest.HEIFLayout{Pad: 64, ExifFirst: true, MdatFirst: true}, 6))
 	f.Add(uint8(9), mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64}))
 	f.Add(uint8(9), mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64, TagsFirst: true, CRC: true, UnknownSegment: true}))
+	f.Add(uint8(9), mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64, UnknownSegment: true, UnknownCluster: true, UnknownTags: true, Tiny: 64}))
 	f.Add(uint8(10), mediatest.GIFWithLocation(4, 4, 64))
 	// What the strip walks beyond the plain layouts: GPS directories
 	// every pointer reaches, extended XMP out of order and a motion

@@ -8,10 +8,12 @@ import (
 )
 
 // WebM and Matroska: the EBML header, then each Segment's top-level
-// elements, walked by their sizes; a Tags element, where muxers write
-// the metadata they carry over (ffmpeg the location of the phone video it
-// remuxed, under the names LOCATION, LOCATION-ENG and
-// COM.APPLE.QUICKTIME.LOCATION.ISO6709), is read whole and the SimpleTags
+// elements, walked by their sizes, and the children of those of unknown
+// size (a live recording's Clusters), a read buffer at a time; a Tags
+// element, where muxers and recorders write the metadata they carry over
+// (ffmpeg the location of the phone video it remuxed, under the names
+// LOCATION, LOCATION-ENG and COM.APPLE.QUICKTIME.LOCATION.ISO6709), is
+// read whole (each Tag of a Tags of unknown size) and the SimpleTags
 // whose names say a location become Void elements of the same size, so
 // the file, its Cues and SeekHead offsets and its length stay.
 
@@ -76,16 +78,21 @@ func mkvVoidOut(b []byte) {
 	clear(b[copy(b, h):])
 }
 
-// mkvElement walks the next element: at the top level (the EBML header,
-// Segments) or in a Segment (s.boxes holds its end).
+// mkvElement walks the next elements: at the top level (the EBML header,
+// Segments) or in a Segment (s.boxes holds its end and, innermost, each
+// Tags of unknown size it is in).
 func (s *stripper) mkvElement() error {
-	for len(s.boxes) > 0 && s.pos >= s.boxes[len(s.boxes)-1].end {
-		s.boxes = s.boxes[:len(s.boxes)-1]
-	}
 	h, _ := s.br.Peek(12) // less at the end of the file
+	if out := s.mkvRun(); len(out) > 0 {
+		s.out = out
+		return nil
+	}
+	// Not in the buffer: the top level, or an element larger than what
+	// is buffered.
 	id, size, hl, unknown := mkvHeader(h)
+	n := int64(hl) + int64(size)
 	switch {
-	case hl == 0 || size > math.MaxInt64-uint64(hl):
+	case hl == 0 || size > math.MaxInt64-uint64(hl) || unknown && id != mkvSegment:
 		// The end, or not an element a player would read: the rest goes
 		// through as it is.
 		s.step = (*stripper).rest
@@ -93,25 +100,17 @@ func (s *stripper) mkvElement() error {
 	case id == mkvSegment && len(s.boxes) == 0:
 		end := int64(math.MaxInt64) // an unknown size: to the end of the file
 		if !unknown {
-			end = s.pos + int64(hl) + int64(size)
+			end = s.pos + n
 		}
 		s.boxes = append(s.boxes, mp4Open{end, "Segment"})
 		s.emit(h, hl)
 		s.pos += int64(hl)
 		return nil
-	case unknown:
-		// A live recording's Cluster (a browser's): where it ends is
-		// found only by walking what it holds. Browsers write no Tags.
-		s.step = (*stripper).rest
-		return nil
-	}
-	n := int64(hl) + int64(size)
-	if id != mkvTags || len(s.boxes) == 0 {
+	case !s.mkvUnit(id):
 		s.pos += n
 		s.passThen(n, false, (*stripper).mkvElement)
 		return nil
-	}
-	if n > maxUnit {
+	case n > maxUnit:
 		// Too large to hold (no muxer writes one; pictures go to
 		// Attachments): a Void whole.
 		v := mkvVoidHeader(n)
@@ -131,11 +130,94 @@ func (s *stripper) mkvElement() error {
 		return err
 	}
 	s.pos += n
+	mkvStrip(id, b, hl)
+	s.out = b
+	return nil
+}
+
+// mkvRun walks the elements of a Segment that are whole in the read
+// buffer and returns them, stripped (none when the next is not one). An
+// element of unknown size is entered, its children walked as the
+// Segment's are: a live recording's Cluster (a browser's MediaRecorder, a
+// phone's or a camera's recorder) has one and ends where an element that
+// is not its child starts, so the Tags after it are found by walking its
+// blocks; a Tags of unknown size (ffmpeg reads one) has its Tags stripped
+// one by one. Elements are walked a buffer at a time, not a step and a
+// read each, so a file of many tiny elements costs a walk of its bytes.
+func (s *stripper) mkvRun() []byte {
+	b, _ := s.br.Peek(s.br.Buffered())
+	n := 0
+	var out []byte // b[:n], copied once an element in it is stripped
+	for {
+		id, size, hl, unknown := mkvHeader(b[n:])
+		s.mkvClose(id, hl)
+		if len(s.boxes) == 0 || hl == 0 || !unknown && size > uint64(len(b)-n-hl) {
+			break
+		}
+		e := n + hl + int(size)
+		switch {
+		case unknown:
+			e = n + hl
+			if id == mkvTags {
+				s.boxes = append(s.boxes, mp4Open{s.boxes[len(s.boxes)-1].end, "Tags"})
+			}
+		case s.mkvUnit(id):
+			if out == nil {
+				out = append(s.unit[:0], b[:n]...)
+			}
+			out = append(out, b[n:e]...)
+			mkvStrip(id, out[n:], hl)
+		}
+		if out != nil && len(out) < e {
+			out = append(out, b[len(out):e]...)
+		}
+		s.pos += int64(e - n)
+		n = e
+	}
+	if out == nil {
+		out = b[:n]
+	} else {
+		s.unit = out
+	}
+	_, _ = s.br.Discard(n)
+	return out
+}
+
+// mkvUnit says whether the element id is held whole and stripped: a Tags
+// in a Segment, a Tag in a Tags of unknown size.
+func (s *stripper) mkvUnit(id uint64) bool {
+	if len(s.boxes) == 0 {
+		return false
+	}
+	return id == mkvTags || id == mkvTag && s.boxes[len(s.boxes)-1].typ == "Tags"
+}
+
+// mkvClose leaves the Segment when the walk is at its end, and the Tags
+// of unknown size the walk is in when the next element (id, its header
+// hl bytes; none read when 0) is not one of its children.
+func (s *stripper) mkvClose(id uint64, hl int) {
+	for len(s.boxes) > 0 {
+		in := s.boxes[len(s.boxes)-1]
+		if s.pos < in.end && (in.typ != "Tags" || hl == 0 || id == mkvTag || id == mkvVoid || id == mkvCRC32) {
+			return
+		}
+		s.boxes = s.boxes[:len(s.boxes)-1]
+	}
+}
+
+// mkvStrip strips b, a Tags or a Tag (id) whose header is hl bytes, in
+// place: its SimpleTags naming a location become Void elements, and so
+// does b when no Tag (or SimpleTag) is left in it.
+func mkvStrip(id uint64, b []byte, hl int) {
+	if id == mkvTag {
+		if keep, _ := mkvTagKept(b[hl:]); !keep {
+			mkvVoidOut(b)
+		}
+		return
+	}
 	if kept, changed := mkvChildren(b[hl:], mkvTag, mkvTagKept); changed && kept == 0 {
 		mkvVoidOut(b) // a Tags holds at least one Tag
 	}
-	s.out = b
-	return nil
 }
 
 // mkvChildren walks the children of type id of a master element's data

@@ -2,6 +2,8 @@ package media_test
 
 import (
 	"bytes"
+	"io"
+	"runtime"
 	"testing"
 
 	"github.com/chatd/chatd/internal/media"
@@ -15,9 +17,10 @@ import (
 // become Void elements of their size (a Tag left with none, too), the
 // CRC-32s over them are computed again, and every other byte stays
 // (the encoder, the track's DURATION, the comment), before or after the
-// Cluster, in a Segment of unknown size too, however the file is read and
-// wherever it is cut; its duration reads as before. Tags over 256 KiB
-// are a Void whole.
+// Cluster, in a Segment of unknown size too, after a Cluster of unknown
+// size (a recorder's, whose end is where the Tags start), in Tags of
+// unknown size, however the file is read and wherever it is cut; its
+// duration reads as before. Tags over 256 KiB are a Void whole.
 func TestStripVoidsAWebMsLocationTagsAndKeepsEveryOtherByte(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -29,6 +32,10 @@ func TestStripVoidsAWebMsLocationTagsAndKeepsEveryOtherByte(t *testing.T) {
 		{"audio WebM, a Segment of unknown size", "audio/webm", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, CRC: true}},
 		{"Tags with a small cover", "video/webm", mediatest.WebMLayout{Pad: 4 << 10, CoverPad: 100 << 10}},
 		{"Tags over 256 KiB", "video/webm", mediatest.WebMLayout{Pad: 4 << 10, CoverPad: 300 << 10, CRC: true}},
+		{"a recorder's WebM, Tags after a Cluster of unknown size", "video/webm", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, UnknownCluster: true}},
+		{"Tags after a Cluster of unknown size in a Segment of known size", "video/x-matroska", mediatest.WebMLayout{Pad: 4 << 10, UnknownCluster: true, CRC: true}},
+		{"Tags of unknown size, after a Cluster of unknown size", "video/webm", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, UnknownCluster: true, UnknownTags: true, CRC: true}},
+		{"Tags of unknown size, before the Cluster", "video/x-matroska", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, UnknownTags: true, TagsFirst: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := mediatest.WebMWithLocation(tc.layout)
@@ -54,4 +61,45 @@ func TestStripVoidsAWebMsLocationTagsAndKeepsEveryOtherByte(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAWebMOfManyTinyElementsCostsAWalkOfItsBytes: a Cluster of unknown
+// size is walked element by element to the Tags after it; a file of 4 MiB
+// of elements of a few bytes each (empty blocks, BlockGroups of unknown
+// size entered, empty Tags held and stripped) is walked a read buffer at
+// a time: its location is gone, it comes out in reads of KiBs, not one a
+// element, and stripping it holds no more than a read buffer and a Tags.
+func TestAWebMOfManyTinyElementsCostsAWalkOfItsBytes(t *testing.T) {
+	layout := mediatest.WebMLayout{Pad: 64, UnknownSegment: true, UnknownCluster: true, Tiny: 4 << 20}
+	file := mediatest.WebMWithLocation(layout)
+	layout.Stripped = true
+	strippedTo(t, file, "video/webm", mediatest.WebMWithLocation(layout))
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := &readsCounted{r: media.Strip(bytes.NewReader(file), "video/webm")}
+	n, err := io.Copy(io.Discard, r)
+	runtime.ReadMemStats(&after)
+	if err != nil || n != int64(len(file)) {
+		t.Fatalf("%d bytes became %d: %v", len(file), n, err)
+	}
+	if r.reads > len(file)>>10 {
+		t.Errorf("%d KiB came out in %d reads", len(file)>>10, r.reads)
+	}
+	if took := after.TotalAlloc - before.TotalAlloc; took > 1<<20 {
+		t.Errorf("stripping %d KiB allocated %d KiB", len(file)>>10, took>>10)
+	}
+}
+
+// readsCounted counts the reads of a stream: each is a write of what
+// reads it (to the blob store).
+type readsCounted struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *readsCounted) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
 }

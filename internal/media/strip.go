@@ -100,7 +100,8 @@ const webpMaxChunks = 64
 // the items found through the meta's iinf and iloc, in place wherever they
 // are after the meta or in it (heif.go). A WebM or Matroska file (an audio
 // or video type) loses the SimpleTags of its Tags whose names say a
-// location, made Void elements of their size (mkv.go). A GIF loses its XMP
+// location, made Void elements of their size, after a Cluster of unknown
+// size too (mkv.go). A GIF loses its XMP
 // packet (an application extension "XMP DataXMP", where exiftool and
 // editors write GPS; GIF has no EXIF), blanked whole as it streams, its
 // frames kept. Other types are returned as they are. Memory: a read buffer

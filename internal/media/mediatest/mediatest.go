@@ -649,7 +649,14 @@ type WebMLayout struct {
 	TagsFirst      bool // Tags before the Cluster (as mkvmerge writes it), not after it (ffmpeg)
 	CRC            bool // Tags and each Tag start with a CRC-32 element
 	UnknownSegment bool // the Segment's size unknown (all ones): to the end of the file
+	UnknownCluster bool // the Cluster's size unknown, as MediaRecorder writes it: it ends where the Tags start
+	UnknownTags    bool // the Tags' size unknown (no CRC-32 of its own): ffmpeg reads its Tags all the same
 	Pad            int  // bytes of the Cluster's one SimpleBlock
+	// Tiny, when set, puts that many bytes of tiny elements, as a
+	// hostile file would, before the Cluster's SimpleBlock: empty
+	// SimpleBlocks, BlockGroups of unknown size, empty Tags, Tags of
+	// unknown size holding an empty Tag.
+	Tiny int
 	// CoverPad, when set, adds a Tag whose SimpleTag COVER holds that
 	// many bytes of TagBinary.
 	CoverPad int
@@ -669,6 +676,15 @@ func ebml(id uint32, data ...[]byte) []byte {
 		idb = idb[1:]
 	}
 	return append(append(idb, ebmlSize(len(d))...), d...)
+}
+
+// ebmlUnknown is an EBML element of unknown size (8 bytes of ones): its
+// 4-byte id, the data; it ends where an element that is not its child
+// starts.
+func ebmlUnknown(id uint32, data ...[]byte) []byte {
+	h := binary.BigEndian.AppendUint32(nil, id)
+	h = append(h, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
+	return append(h, bytes.Join(data, nil)...)
 }
 
 func ebmlSize(n int) []byte {
@@ -744,6 +760,9 @@ func WebMWithLocation(l WebMLayout) []byte {
 		tags = append(tags, withCRC(0x7373, targets(0), ebml(0x67C8, str(0x45A3, "COVER"), ebml(0x4485, cover))))
 	}
 	tagsEl := withCRC(0x1254C367, tags...)
+	if l.UnknownTags {
+		tagsEl = ebmlUnknown(0x1254C367, tags...)
+	}
 	if l.Stripped && len(tagsEl) > 256<<10 {
 		tagsEl = ebmlVoid(len(tagsEl))
 	}
@@ -759,15 +778,19 @@ func WebMWithLocation(l WebMLayout) []byte {
 	for i := 4; i < len(block); i++ {
 		block[i] = byte(i*7 + i>>9)
 	}
-	cluster := ebml(0x1F43B675, u(0xE7, 0), ebml(0xA3, block))
+	tiny := []byte{0xA3, 0x80, 0xA0, 0xFF, 0x12, 0x54, 0xC3, 0x67, 0x80, 0x12, 0x54, 0xC3, 0x67, 0xFF, 0x73, 0x73, 0x80}
+	tiny = bytes.Repeat(tiny, l.Tiny/len(tiny))
+	cluster := ebml(0x1F43B675, u(0xE7, 0), tiny, ebml(0xA3, block))
+	if l.UnknownCluster {
+		cluster = ebmlUnknown(0x1F43B675, u(0xE7, 0), tiny, ebml(0xA3, block))
+	}
 	children := [][]byte{info, tracks, cluster, tagsEl}
 	if l.TagsFirst {
 		children = [][]byte{info, tracks, tagsEl, cluster}
 	}
 	seg := ebml(0x18538067, children...)
 	if l.UnknownSegment {
-		body := bytes.Join(children, nil)
-		seg = append([]byte{0x18, 0x53, 0x80, 0x67, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, body...)
+		seg = ebmlUnknown(0x18538067, children...)
 	}
 	return append(header, seg...)
 }
