@@ -81,13 +81,14 @@ func locatedFiles() []located {
 		}
 		return append(e, 0)
 	}
-	webmKinds := []uint32{0xA3, 0xA0, 0xEC, 0xBF, 0x7373, 0x1254C367, 0x1F43B675, 0x1C53BB6B}
+	webmKinds := []uint32{0xA3, 0xA0, 0xEC, 0xBF, 0x7373, 0x1254C367, 0x1F43B675, 0x1C53BB6B, 0x67C8, 0x4487}
 	inWebM := func(kind byte, data []byte) []byte { // an element of id kind, its size 8 bytes long
 		e := binary.BigEndian.AppendUint32(nil, webmKinds[int(kind)%len(webmKinds)])
 		e = bytes.TrimLeft(e, "\x00")
 		return append(binary.BigEndian.AppendUint64(e, uint64(len(data))|1<<56), data...)
 	}
 	recorded := mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64, UnknownSegment: true, UnknownCluster: true, UnknownTags: true, CRC: true})
+	unsized := mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64, UnknownSegment: true, UnknownCluster: true, UnknownTags: true, UnknownTag: true})
 	gif := mediatest.GIFWithLocation(4, 4, 64)
 	files := []located{
 		{"image/jpeg", mediatest.JPEGWithLocation(4, 4, 6), 2, inJPEG},
@@ -108,6 +109,7 @@ func locatedFiles() []located {
 		{"image/avif", mediatest.HEIFWithLocation(mediatest.HEIFLayout{Brand: "avif", Pad: 64, ExifInIdat: true}, 6), 0, nil},
 		{"video/webm", mediatest.WebMWithLocation(mediatest.WebMLayout{Pad: 64, TagsFirst: true, CRC: true}), 0, nil},
 		{"video/webm", recorded, bytes.Index(recorded, []byte("\x1F\x43\xB6\x75")) + 15, inWebM}, // in the Cluster, after its Timecode
+		{"video/webm", unsized, bytes.Index(unsized, []byte("\x1F\x43\xB6\x75")) + 15, inWebM},
 	}
 	for i := range files {
 		if files[i].at < 0 { // after the first box (ftyp)

@@ -13,9 +13,9 @@ import (
 // element, where muxers and recorders write the metadata they carry over
 // (ffmpeg the location of the phone video it remuxed, under the names
 // LOCATION, LOCATION-ENG and COM.APPLE.QUICKTIME.LOCATION.ISO6709), is
-// read whole (each Tag of a Tags of unknown size) and the SimpleTags
-// whose names say a location become Void elements of the same size, so
-// the file, its Cues and SeekHead offsets and its length stay.
+// read whole (each Tag or SimpleTag of a Tags of unknown size) and the
+// SimpleTags whose names say a location become Void elements of the same
+// size, so the file, its Cues and SeekHead offsets and its length stay.
 
 // Element ids (their marker bits kept).
 const (
@@ -25,6 +25,8 @@ const (
 	mkvTag       = 0x7373
 	mkvSimpleTag = 0x67C8
 	mkvTagName   = 0x45A3
+	mkvTagString = 0x4487
+	mkvTagBinary = 0x4485
 	mkvCRC32     = 0xBF
 	mkvVoid      = 0xEC
 )
@@ -130,7 +132,7 @@ func (s *stripper) mkvElement() error {
 		return err
 	}
 	s.pos += n
-	mkvStrip(id, b, hl)
+	s.mkvStrip(id, b, hl)
 	s.out = b
 	return nil
 }
@@ -142,8 +144,9 @@ func (s *stripper) mkvElement() error {
 // phone's or a camera's recorder) has one and ends where an element that
 // is not its child starts, so the Tags after it are found by walking its
 // blocks; a Tags of unknown size (ffmpeg reads one) has its Tags stripped
-// one by one. Elements are walked a buffer at a time, not a step and a
-// read each, so a file of many tiny elements costs a walk of its bytes.
+// one by one, and those of unknown size their SimpleTags (mkvStrip).
+// Elements are walked a buffer at a time, not a step and a read each, so
+// a file of many tiny elements costs a walk of its bytes.
 func (s *stripper) mkvRun() []byte {
 	b, _ := s.br.Peek(s.br.Buffered())
 	n := 0
@@ -158,15 +161,19 @@ func (s *stripper) mkvRun() []byte {
 		switch {
 		case unknown:
 			e = n + hl
-			if id == mkvTags {
+			switch {
+			case id == mkvTags:
 				s.boxes = append(s.boxes, mp4Open{s.boxes[len(s.boxes)-1].end, "Tags"})
+				s.mkvLocated = true // no SimpleTag named yet
+			case id == mkvSimpleTag && s.mkvInTags():
+				s.mkvLocated = true // its name is not known yet
 			}
 		case s.mkvUnit(id):
 			if out == nil {
 				out = append(s.unit[:0], b[:n]...)
 			}
 			out = append(out, b[n:e]...)
-			mkvStrip(id, out[n:], hl)
+			s.mkvStrip(id, out[n:], hl)
 		}
 		if out != nil && len(out) < e {
 			out = append(out, b[len(out):e]...)
@@ -183,40 +190,71 @@ func (s *stripper) mkvRun() []byte {
 	return out
 }
 
-// mkvUnit says whether the element id is held whole and stripped: a Tags
-// in a Segment, a Tag in a Tags of unknown size.
-func (s *stripper) mkvUnit(id uint64) bool {
-	if len(s.boxes) == 0 {
-		return false
-	}
-	return id == mkvTags || id == mkvTag && s.boxes[len(s.boxes)-1].typ == "Tags"
+// mkvInTags says whether the walk is in a Tags of unknown size.
+func (s *stripper) mkvInTags() bool {
+	return len(s.boxes) > 0 && s.boxes[len(s.boxes)-1].typ == "Tags"
 }
+
+// mkvUnit says whether the element id is held whole and stripped: a Tags
+// in a Segment; in a Tags of unknown size, a Tag, a SimpleTag, and the
+// name and value of a SimpleTag of unknown size.
+func (s *stripper) mkvUnit(id uint64) bool {
+	switch id {
+	case mkvTags:
+		return len(s.boxes) > 0
+	case mkvTag, mkvSimpleTag, mkvTagName, mkvTagString, mkvTagBinary:
+		return s.mkvInTags()
+	}
+	return false
+}
+
+// mkvTagsChildren are the elements a Tags holds, at any depth (Targets
+// and its children, the SimpleTag's language and default flag too): a
+// Tags of unknown size ends at the first other element.
+var mkvTagsChildren = map[uint64]bool{mkvTag: true, 0x63C0: true, 0x68CA: true, 0x63CA: true, 0x63C5: true,
+	0x63C9: true, 0x63C4: true, 0x63C6: true, mkvSimpleTag: true, mkvTagName: true, 0x447A: true, 0x447B: true,
+	0x4484: true, 0x44B4: true, mkvTagString: true, mkvTagBinary: true, mkvVoid: true, mkvCRC32: true}
 
 // mkvClose leaves the Segment when the walk is at its end, and the Tags
 // of unknown size the walk is in when the next element (id, its header
-// hl bytes; none read when 0) is not one of its children.
+// hl bytes; none read when 0) is not one of what it holds.
 func (s *stripper) mkvClose(id uint64, hl int) {
 	for len(s.boxes) > 0 {
 		in := s.boxes[len(s.boxes)-1]
-		if s.pos < in.end && (in.typ != "Tags" || hl == 0 || id == mkvTag || id == mkvVoid || id == mkvCRC32) {
+		if s.pos < in.end && (in.typ != "Tags" || hl == 0 || mkvTagsChildren[id]) {
 			return
 		}
 		s.boxes = s.boxes[:len(s.boxes)-1]
 	}
 }
 
-// mkvStrip strips b, a Tags or a Tag (id) whose header is hl bytes, in
-// place: its SimpleTags naming a location become Void elements, and so
-// does b when no Tag (or SimpleTag) is left in it.
-func mkvStrip(id uint64, b []byte, hl int) {
-	if id == mkvTag {
+// mkvStrip strips b, a unit (mkvUnit) of type id whose header is hl
+// bytes, in place: a Tags', a Tag's or a SimpleTag's SimpleTags naming a
+// location become Void elements, and so does b when no Tag (or
+// SimpleTag) is left in it, or when it is a SimpleTag naming one. The
+// value of a SimpleTag of unknown size (its element can be neither held
+// nor made a Void) becomes a Void when the SimpleTag's name, read before
+// it, says a location, or when no name came before it.
+func (s *stripper) mkvStrip(id uint64, b []byte, hl int) {
+	switch id {
+	case mkvTags:
+		if kept, changed := mkvChildren(b[hl:], mkvTag, mkvTagKept); changed && kept == 0 {
+			mkvVoidOut(b) // a Tags holds at least one Tag
+		}
+	case mkvTag:
 		if keep, _ := mkvTagKept(b[hl:]); !keep {
 			mkvVoidOut(b)
 		}
-		return
-	}
-	if kept, changed := mkvChildren(b[hl:], mkvTag, mkvTagKept); changed && kept == 0 {
-		mkvVoidOut(b) // a Tags holds at least one Tag
+	case mkvSimpleTag:
+		if keep, _ := mkvSimpleTagKept(1)(b[hl:]); !keep {
+			mkvVoidOut(b)
+		}
+	case mkvTagName:
+		s.mkvLocated = mkvLocationName(b[hl:])
+	case mkvTagString, mkvTagBinary:
+		if s.mkvLocated {
+			mkvVoidOut(b)
+		}
 	}
 }
 
@@ -285,15 +323,21 @@ func mkvNamesLocation(data []byte) bool {
 		if hl == 0 || unknown || size > uint64(len(rest)-hl) {
 			break
 		}
-		if id == mkvTagName {
-			name := bytes.ToUpper(rest[hl : hl+int(size)])
-			for _, w := range mkvLocationNames {
-				if bytes.Contains(name, w) {
-					return true
-				}
-			}
+		if id == mkvTagName && mkvLocationName(rest[hl:hl+int(size)]) {
+			return true
 		}
 		rest = rest[hl+int(size):]
+	}
+	return false
+}
+
+// mkvLocationName says whether a TagName holds one of mkvLocationNames.
+func mkvLocationName(name []byte) bool {
+	name = bytes.ToUpper(name)
+	for _, w := range mkvLocationNames {
+		if bytes.Contains(name, w) {
+			return true
+		}
 	}
 	return false
 }

@@ -36,6 +36,8 @@ func TestStripVoidsAWebMsLocationTagsAndKeepsEveryOtherByte(t *testing.T) {
 		{"Tags after a Cluster of unknown size in a Segment of known size", "video/x-matroska", mediatest.WebMLayout{Pad: 4 << 10, UnknownCluster: true, CRC: true}},
 		{"Tags of unknown size, after a Cluster of unknown size", "video/webm", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, UnknownCluster: true, UnknownTags: true, CRC: true}},
 		{"Tags of unknown size, before the Cluster", "video/x-matroska", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, UnknownTags: true, TagsFirst: true}},
+		{"Tags, Tag and SimpleTags of unknown size", "video/webm", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, UnknownCluster: true, UnknownTags: true, UnknownTag: true}},
+		{"Tags, Tag and SimpleTags of unknown size, before the Cluster", "video/webm", mediatest.WebMLayout{Pad: 4 << 10, UnknownSegment: true, UnknownTags: true, UnknownTag: true, TagsFirst: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := mediatest.WebMWithLocation(tc.layout)

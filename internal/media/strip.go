@@ -105,8 +105,8 @@ const webpMaxChunks = 64
 // packet (an application extension "XMP DataXMP", where exiftool and
 // editors write GPS; GIF has no EXIF), blanked whole as it streams, its
 // frames kept. Other types are returned as they are. Memory: a read buffer
-// and one segment, chunk, box, Tags element or run of items of at most
-// maxUnit.
+// and one segment, chunk, box, Tags element or run of items (of WebM
+// elements: a read buffer's) of at most maxUnit.
 func Strip(r io.Reader, t string) io.Reader {
 	if s := newStripper(r, t); s != nil {
 		return s
@@ -161,6 +161,10 @@ type stripper struct {
 
 	// GIF: bytes of an XMP extension walked, owed as zeros.
 	gifOwed int64
+
+	// Matroska: the SimpleTag of unknown size walked names a location,
+	// or has not named itself yet.
+	mkvLocated bool
 }
 
 // mp4Open is a box the MP4 walk is in: where it ends, its type.

@@ -651,11 +651,13 @@ type WebMLayout struct {
 	UnknownSegment bool // the Segment's size unknown (all ones): to the end of the file
 	UnknownCluster bool // the Cluster's size unknown, as MediaRecorder writes it: it ends where the Tags start
 	UnknownTags    bool // the Tags' size unknown (no CRC-32 of its own): ffmpeg reads its Tags all the same
+	UnknownTag     bool // with UnknownTags, each Tag's and SimpleTag's size unknown too (no CRC-32s)
 	Pad            int  // bytes of the Cluster's one SimpleBlock
 	// Tiny, when set, puts that many bytes of tiny elements, as a
 	// hostile file would, before the Cluster's SimpleBlock: empty
 	// SimpleBlocks, BlockGroups of unknown size, empty Tags, Tags of
-	// unknown size holding an empty Tag.
+	// unknown size holding an empty Tag and a SimpleTag of unknown size
+	// with an empty name and value.
 	Tiny int
 	// CoverPad, when set, adds a Tag whose SimpleTag COVER holds that
 	// many bytes of TagBinary.
@@ -664,6 +666,8 @@ type WebMLayout struct {
 	// naming a location Void elements of their size (the Tag holding
 	// only one of them too), every other byte as it was, the CRC-32s
 	// computed again; the whole Tags a Void when it is over 256 KiB.
+	// With UnknownTag, a SimpleTag naming a location keeps its name, its
+	// value a Void.
 	Stripped bool
 }
 
@@ -678,11 +682,10 @@ func ebml(id uint32, data ...[]byte) []byte {
 	return append(append(idb, ebmlSize(len(d))...), d...)
 }
 
-// ebmlUnknown is an EBML element of unknown size (8 bytes of ones): its
-// 4-byte id, the data; it ends where an element that is not its child
-// starts.
+// ebmlUnknown is an EBML element of unknown size (8 bytes of ones): id,
+// the data; it ends where an element that is not its child starts.
 func ebmlUnknown(id uint32, data ...[]byte) []byte {
-	h := binary.BigEndian.AppendUint32(nil, id)
+	h := bytes.TrimLeft(binary.BigEndian.AppendUint32(nil, id), "\x00")
 	h = append(h, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
 	return append(h, bytes.Join(data, nil)...)
 }
@@ -721,17 +724,34 @@ func ebmlVoid(n int) []byte {
 func WebMWithLocation(l WebMLayout) []byte {
 	str := func(id uint32, s string) []byte { return ebml(id, []byte(s)) }
 	u := func(id uint32, v byte) []byte { return ebml(id, []byte{v}) }
-	simple := func(name string, value []byte, nested ...[]byte) []byte {
-		return ebml(0x67C8, append([][]byte{str(0x45A3, name), ebml(0x4487, value)}, nested...)...)
+	master := ebml
+	if l.UnknownTag {
+		master = ebmlUnknown
 	}
-	located := func(b []byte) []byte {
+	simple := func(name string, value []byte, nested ...[]byte) []byte {
+		return master(0x67C8, append([][]byte{str(0x45A3, name), ebml(0x4487, value)}, nested...)...)
+	}
+	void := func(b []byte) []byte {
 		if l.Stripped {
 			return ebmlVoid(len(b))
 		}
 		return b
 	}
+	located := func(name string) []byte { // a SimpleTag naming a location
+		if l.UnknownTag {
+			return master(0x67C8, str(0x45A3, name), void(ebml(0x4487, VideoLocation)))
+		}
+		return void(simple(name, VideoLocation))
+	}
+	locatedTag := void
+	if l.UnknownTag {
+		locatedTag = func(b []byte) []byte { return b }
+	}
 	withCRC := func(id uint32, children ...[]byte) []byte {
 		d := bytes.Join(children, nil)
+		if id == 0x7373 && l.UnknownTag {
+			return ebmlUnknown(id, d)
+		}
 		if l.CRC {
 			d = append(ebml(0xBF, binary.LittleEndian.AppendUint32(nil, crc32.ChecksumIEEE(d))), d...)
 		}
@@ -746,11 +766,11 @@ func WebMWithLocation(l WebMLayout) []byte {
 	tags := [][]byte{
 		withCRC(0x7373, targets(0),
 			simple("ENCODER", []byte("Lavf61.7.100")),
-			located(simple("LOCATION", VideoLocation)),
-			located(simple("location-eng", VideoLocation)),
-			simple("COMMENT", []byte("a day out"), located(simple("GPS", VideoLocation)))),
+			located("LOCATION"),
+			located("location-eng"),
+			simple("COMMENT", []byte("a day out"), located("GPS"))),
 		withCRC(0x7373, targets(1), simple("DURATION", []byte("00:00:02.500000000"))),
-		located(withCRC(0x7373, targets(0), simple("COM.APPLE.QUICKTIME.LOCATION.ISO6709", VideoLocation))),
+		locatedTag(withCRC(0x7373, targets(0), located("COM.APPLE.QUICKTIME.LOCATION.ISO6709"))),
 	}
 	if l.CoverPad > 0 {
 		cover := make([]byte, l.CoverPad)
@@ -778,7 +798,8 @@ func WebMWithLocation(l WebMLayout) []byte {
 	for i := 4; i < len(block); i++ {
 		block[i] = byte(i*7 + i>>9)
 	}
-	tiny := []byte{0xA3, 0x80, 0xA0, 0xFF, 0x12, 0x54, 0xC3, 0x67, 0x80, 0x12, 0x54, 0xC3, 0x67, 0xFF, 0x73, 0x73, 0x80}
+	tiny := []byte{0xA3, 0x80, 0xA0, 0xFF, 0x12, 0x54, 0xC3, 0x67, 0x80, 0x12, 0x54, 0xC3, 0x67, 0xFF, 0x73, 0x73, 0x80,
+		0x67, 0xC8, 0xFF, 0x45, 0xA3, 0x80, 0x44, 0x87, 0x80}
 	tiny = bytes.Repeat(tiny, l.Tiny/len(tiny))
 	cluster := ebml(0x1F43B675, u(0xE7, 0), tiny, ebml(0xA3, block))
 	if l.UnknownCluster {
