@@ -25,6 +25,8 @@ function rig(entries) {
   const api = {
     reads: [],
     pages: [], // conversations whose newest page was asked for
+    marks: [], // read receipts sent: [cid, seq]
+    newest: {}, // conversation id: its newest page, [] when not given
     held: [],
     hold: false,
     refuse: new Set(), // conversations the user is no longer in
@@ -41,9 +43,10 @@ function rig(entries) {
     },
     async history(cid) {
       api.pages.push(cid);
-      return [];
+      return api.newest[cid] ?? [];
     },
     async markRead(cid, seq) {
+      api.marks.push([cid, seq]);
       return { lastReadSeq: seq };
     },
     async seen() {
@@ -159,4 +162,22 @@ test('opening a group reads its members and its newest page at once: its message
   await linked;
   assert.ok(state2.conv(9).loaded, 'the page that came before the conversation was lost');
   assert.equal(state2.conv(9).members.length, 2);
+});
+
+test('opening a group sends its read receipt once its newest page shows, not after its members come too (a receipt needs no member list)', async () => {
+  const { api, state, sync } = rig([{ ...group(8), lastSeq: 2, unread: 2 }]);
+  api.newest[8] = [1, 2].map((seq) => ({ conversationId: 8, seq, kind: 'message', senderId: 108, clientMsgId: `c${seq}`, body: `m${seq}`, createdAt: new Date(seq * 1000).toISOString() }));
+  await sync.refreshInbox();
+  api.hold = true;
+  const opened = sync.open(8);
+  await settle();
+  assert.equal(state.conv(8).have, 2, 'the page is not shown');
+  assert.equal(state.conv(8).members, null);
+  assert.deepEqual(api.marks, [[8, 2]], 'the read receipt of the messages shown waited for the members');
+  assert.equal(state.conv(8).unread, 0);
+  await answerAll(api);
+  await opened;
+  assert.deepEqual(api.marks, [[8, 2]], 'the receipt was sent again once the members came');
+  assert.equal(state.conv(8).lastReadSeq, 2, "the members' answer, asked before the receipt, took the user's read back");
+  assert.equal(state.conv(8).members.find((m) => m.userId === ME).lastReadSeq, 2, "the user's member entry holds the read of before the receipt");
 });

@@ -142,8 +142,10 @@ export class ChatState extends EventTarget {
       // this list was read stays where it went.
       const read = new Map((c.members || []).map((m) => [m.userId, m.lastReadSeq]));
       c.members = d.members.map((m) => ({ userId: m.userId, role: m.role, lastReadSeq: Math.max(m.lastReadSeq || 0, read.get(m.userId) ?? 0), joinedAt: m.joinedAt }));
+      // The user's own may have moved before any list was held (a
+      // receipt sent while this one was read).
       const mine = c.members.find((m) => m.userId === this.me);
-      if (mine) c.lastReadSeq = Math.max(c.lastReadSeq, mine.lastReadSeq);
+      if (mine) mine.lastReadSeq = c.lastReadSeq = Math.max(c.lastReadSeq, mine.lastReadSeq);
     }
     this.changed('conv');
     return c;

@@ -514,7 +514,10 @@ export class Sync {
    * no member list to show messages (names come from the people
    * directory; what needs a role or a member count stays out until the
    * members come). One not held yet (opened through its link) is held
-   * once its members' read brings it: its page waits for that.
+   * once its members' read brings it: its page waits for that. The
+   * receipts follow what is shown, not the members: a read receipt is
+   * of seqs shown, "seen by" is chatd's count, and a members' answer
+   * older than the receipt keeps the higher watermark (setConversation).
    */
   async open(cid) {
     this.openCtl.abort();
@@ -530,12 +533,15 @@ export class Sync {
       // that failure is told once, below).
       if (!this.state.conv(cid)) await members?.catch(() => {});
       if (this.state.loadLatest(cid, page)) this.fill(cid);
+      this.afterMessages(cid, true);
     });
-    // Behind (its catch-up failed, say): what the inbox shows comes now.
-    if (!latest && c.lastSeq > c.have) this.fill(cid);
+    if (!latest) {
+      // Behind (its catch-up failed, say): what the inbox shows comes now.
+      if (c.lastSeq > c.have) this.fill(cid);
+      this.afterMessages(cid, true);
+    }
     const failures = (await Promise.allSettled([members, shown])).filter((r) => r.status === 'rejected').map((r) => r.reason);
     if (failures.length) return this.openFailedWith(cid, failures);
-    this.afterMessages(cid, true);
   }
 
   /** What open tells of its reads' failures errs (the same cause may fail both). */
