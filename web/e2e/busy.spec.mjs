@@ -60,3 +60,18 @@ test("a group's members answered 503 say chatd is busy in the panel, then show",
   assert.equal(await a.page.getByTestId('panel-error').textContent(), '', 'the wait is still shown');
   await finish(a);
 });
+
+test("an upload whose PUT is answered 429 (16 of the user's PUTs running) says chatd is busy in the tray, then uploads on its own", async () => {
+  const d = await api(7705, 'POST', '/v1/direct/7706');
+  const a = await signIn(7705);
+  await openConversation(a.page, d.id);
+  // The ticket is /v1/uploads: the first request of this pattern is the PUT.
+  await refuseOnce(a.page, '**/v1/uploads/*', 429, 2);
+  await recordTexts(a.page, 'tray-state');
+  await a.page.getByTestId('file-input').setInputFiles([{ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('the minutes') }]);
+  await eventually(async () => assert.ok((await texts(a.page, 'tray-state')).some((t) => /^chatd is busy, retrying in [123] s$/.test(t)), JSON.stringify(await texts(a.page, 'tray-state'))));
+  const item = a.page.getByTestId('tray-item');
+  await eventually(async () => assert.equal(await item.getAttribute('data-status'), 'done', JSON.stringify(await texts(a.page, 'tray-state'))));
+  assert.ok(!(await texts(a.page, 'tray-state')).some((t) => /too many|rate limited/.test(t)), `the refusal was shown as a failure: ${JSON.stringify(await texts(a.page, 'tray-state'))}`);
+  await finish(a);
+});

@@ -32,7 +32,7 @@ function busy(status) {
 }
 
 /** The retryAfter of a 429 or 503: its Retry-After header (seconds or a date), else its error body's. */
-function retryAfterOf(status, header, err) {
+export function retryAfterOf(status, header, err) {
   if (!busy(status)) return 0;
   return retryAfterSeconds(header) || retryAfterSeconds(err?.retryAfter);
 }
@@ -378,7 +378,7 @@ function aborted() {
  * Resolves after ms, calling tick(seconds left) now and once a second;
  * rejects with aborted() as soon as signal is aborted.
  */
-function pause(ms, signal, tick) {
+export function pause(ms, signal, tick) {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(aborted());
     const end = Date.now() + ms;

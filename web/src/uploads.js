@@ -4,8 +4,8 @@
 // and, for an object store, its completion. Downloads are fetched with the
 // bearer token and shown from blob: URLs, kept in a small cache.
 
-import { ApiError } from './api.js';
-import { retryAfterSeconds } from './retry.js';
+import { ApiError, pause, retryAfterOf } from './api.js';
+import { retryAfterDelay } from './retry.js';
 import { uuid4 } from './uuid.js';
 
 /** What the browser calls a file's type, or the extension's guess. */
@@ -72,10 +72,20 @@ function retriable(e) {
   return e.status === 0 || e.status >= 500 || e.status === 429 || e.code === 'aborted';
 }
 
+/**
+ * The longest Retry-After (s) an upload waits out by itself: the upload
+ * rate's and the PUTs running at once lift in seconds; the day's bytes,
+ * refused until midnight UTC, are no wait to sit through.
+ */
+const UPLOAD_WAIT_S = 60;
+
 export class Uploader {
   /** @param {import('./api.js').Api} api */
   constructor(api) {
     this.api = api;
+    // How many waits (see patiently in send) a step of an upload sits
+    // through before it fails, Retry then the user's.
+    this.busyWaits = 10;
     // An upload whose bytes (or answer) have not moved for this long is
     // given up as a network error, which the tray offers to retry: over a
     // connection that died without a reset, the request would otherwise
@@ -115,6 +125,10 @@ export class Uploader {
    * upload was refused) gets a new key. handle.onWait and handle.signal
    * are the ticket and completion requests' (api.js Req): a wait before
    * a retry (chatd busy) is told there, and an abort of signal is abort().
+   * A step chatd answers "not now" (429, 503) with a Retry-After of at
+   * most UPLOAD_WAIT_S, past what the Api waits for itself (its PUT, which
+   * no Api sends; a ticket still refused after the Api's retries), is
+   * done again after it, the wait told through onWait as the Api's.
    */
   send(what, file, onProgress, handle) {
     // abort() works from the start: before the ticket comes, it stops
@@ -133,6 +147,18 @@ export class Uploader {
     const refused = (e) => {
       throw what.conversationId ? refusal(e) : e;
     };
+    const patiently = async (step) => {
+      for (let waits = 1; ; waits++) {
+        try {
+          return await step();
+        } catch (e) {
+          const s = e.status === 429 || e.status === 503 ? e.retryAfter : 0;
+          if (!s || s > UPLOAD_WAIT_S || waits > this.busyWaits) throw e;
+          await pause(retryAfterDelay(s), ctl.signal, (left) => handle.onWait?.(left, e));
+          handle.onWait?.(0, e);
+        }
+      }
+    };
     return (async () => {
       let t = handle.ticket;
       if (!t || Date.parse(t.expiresAt) - Date.now() < 30000) {
@@ -140,12 +166,14 @@ export class Uploader {
         handle.ticket = null;
         handle.ticketKey ??= uuid4();
         try {
-          t = await this.api.request(
-            'POST',
-            '/v1/uploads',
-            { ...what, name: file.name || 'file', contentType: fileType(file), size: file.size },
-            { 'Idempotency-Key': handle.ticketKey },
-            req,
+          t = await patiently(() =>
+            this.api.request(
+              'POST',
+              '/v1/uploads',
+              { ...what, name: file.name || 'file', contentType: fileType(file), size: file.size },
+              { 'Idempotency-Key': handle.ticketKey },
+              req,
+            ),
           );
         } catch (e) {
           // Only an answer that may have been lost keeps the key: a
@@ -162,10 +190,11 @@ export class Uploader {
         // address (or a scheme-relative //host, which browsers also read
         // from /\host) never does.
         const own = /^\/(?![/\\])/.test(t.url);
-        const put = await this.put(t, file, own, onProgress, handle);
+        // A PUT sent again answers as the first (docs/http.md).
+        const put = await patiently(() => this.put(t, file, own, onProgress, handle));
         check();
         // A completion sent again answers the same upload (docs/http.md).
-        const u = t.completeUrl ? await this.api.request('POST', t.completeUrl, undefined, {}, { ...req, idempotent: true }) : put;
+        const u = t.completeUrl ? await patiently(() => this.api.request('POST', t.completeUrl, undefined, {}, { ...req, idempotent: true })) : put;
         if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
         return u.attachment;
       } catch (e) {
@@ -216,7 +245,9 @@ export class Uploader {
         }
         if (xhr.status === 401 && own) this.api.onUnauthorized();
         const err = data && data.error;
-        reject(new ApiError(xhr.status, err ? err.code : xhr.status === 403 ? 'gone' : 'network', err ? err.message : `upload refused (${xhr.status})`));
+        const busy = xhr.status === 429 || xhr.status === 503;
+        const wait = busy ? retryAfterOf(xhr.status, xhr.getResponseHeader('Retry-After'), err) : 0;
+        reject(new ApiError(xhr.status, err ? err.code : xhr.status === 403 ? 'gone' : 'network', err ? err.message : `upload refused (${xhr.status})`, wait));
       };
       xhr.onerror = () => reject(new ApiError(0, 'network', 'the upload was cut off'));
       xhr.onabort = () => reject(new ApiError(0, 'aborted', 'upload cancelled'));
@@ -321,8 +352,7 @@ export class BlobCache {
           } catch {
             // An object store's error body.
           }
-          const busy = res.status === 429 || res.status === 503;
-          throw new ApiError(res.status, data?.error?.code, data?.error?.message, busy ? retryAfterSeconds(res.headers.get('Retry-After')) || retryAfterSeconds(data?.error?.retryAfter) : 0);
+          throw new ApiError(res.status, data?.error?.code, data?.error?.message, retryAfterOf(res.status, res.headers.get('Retry-After'), data?.error));
         }
         let blob;
         try {

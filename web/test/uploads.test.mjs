@@ -617,10 +617,16 @@ for (const step of ['its ticket', 'its bytes', 'their completion']) {
  * item of a.txt once its upload failed.
  */
 async function failedTray(fail) {
-  const { createTray } = await import('../src/views/attachments.js');
-  const tray = createTray(new Uploader(ticketApi(() => { throw fail(); })), () => 7, () => {});
-  tray.add([{ name: 'a.txt', type: 'text/plain', size: 3 }]);
+  const t = await trayWith(ticketApi(() => { throw fail(); }));
   await settle();
+  return t;
+}
+
+/** The composer's tray on the stand-in DOM, uploading a.txt for conversation 7 through api: the tray and its item. */
+async function trayWith(api) {
+  const { createTray } = await import('../src/views/attachments.js');
+  const tray = createTray(new Uploader(api), () => 7, () => {});
+  tray.add([{ name: 'a.txt', type: 'text/plain', size: 3 }]);
   return { tray, item: tray.el.find('tray-item') };
 }
 
@@ -657,6 +663,127 @@ test('an upload that failed for now (the network, a 5xx, a 429) offers Retry', a
       assert.equal(item.find('tray-retry').hidden, false, `${e.status} ${e.code}: no Retry`);
     }
   } finally {
+    undo();
+  }
+});
+
+/**
+ * A stand-in XMLHttpRequest whose PUTs, noted in sent, are answered in
+ * turn with answers ({status, retryAfter, error}; past the last: 200, the
+ * complete upload u1), on setImmediate, which fake timers leave running.
+ */
+function answeringXHR(answers, sent) {
+  return class {
+    constructor() {
+      this.upload = {};
+      this.answer = {};
+    }
+    open() {}
+    setRequestHeader() {}
+    getResponseHeader(k) {
+      return k.toLowerCase() === 'retry-after' && this.answer.retryAfter ? String(this.answer.retryAfter) : null;
+    }
+    send() {
+      const a = (this.answer = answers[sent.length] ?? { status: 200 });
+      sent.push(a);
+      this.status = a.status;
+      this.responseText = JSON.stringify(a.status === 200 ? { state: 'complete', attachment: { id: 'u1' } } : { error: { ...a.error, retryAfter: a.retryAfter } });
+      setImmediate(() => (this.onload(), this.onloadend()));
+    }
+    abort() {}
+  };
+}
+
+/** Runs what is due now, timers aside (the fake timers move when told). */
+async function drain() {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** chatd's answer to a PUT while 16 of the user's PUTs run on the node (docs/http.md "Attachments"). */
+const tooManyRunning = { status: 429, retryAfter: 10, error: { code: 'rate_limited', message: 'too many uploads running: at most 16 per user; retry in 10s' } };
+
+test('an upload whose PUT chatd answers 429 (16 of the user\'s PUTs running, Retry-After 10) waits the Retry-After, saying so, and PUTs again by itself', async (t) => {
+  const undo = fakeDocument();
+  // The test's clock: a loaded machine delays real timers, these move only when told.
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.now() });
+  const sent = [];
+  globalThis.XMLHttpRequest = answeringXHR([tooManyRunning], sent);
+  try {
+    const { tray, item } = await trayWith(ticketApi(() => 'u1'));
+    await drain();
+    assert.equal(sent.length, 1);
+    const state = () => `${item.dataset.status}: "${item.find('tray-state').textContent}"`;
+    assert.equal(item.dataset.status, 'waiting', `the tray shows ${state()}`);
+    assert.match(item.find('tray-state').textContent, /^chatd is busy, retrying in 1[0-3] s$/);
+    assert.equal(item.find('tray-retry').hidden, true, 'Retry is offered while the upload waits to be sent again by itself');
+    t.mock.timers.tick(9999);
+    await drain();
+    assert.equal(sent.length, 1, 'PUT again before its Retry-After');
+    // The Retry-After plus up to a quarter of it (retryAfterDelay's spread).
+    t.mock.timers.tick(2501);
+    await drain();
+    assert.equal(sent.length, 2, `not PUT again 12.5 s after a Retry-After of 10 s: ${state()}`);
+    assert.equal(item.dataset.status, 'done', state());
+    assert.equal(tray.busy(), false);
+  } finally {
+    delete globalThis.XMLHttpRequest;
+    undo();
+  }
+});
+
+test('an upload waiting out a 429 is removed from the tray at once, and neither PUT nor asked for again', async (t) => {
+  const undo = fakeDocument();
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.now() });
+  const sent = [];
+  globalThis.XMLHttpRequest = answeringXHR([tooManyRunning], sent);
+  let tickets = 0;
+  try {
+    const { tray, item } = await trayWith(ticketApi(() => (tickets++, 'u1')));
+    await drain();
+    assert.equal(item.dataset.status, 'waiting');
+    item.find('tray-remove').dispatch('click');
+    assert.equal(tray.count(), 0, 'Remove left the waiting file in the tray');
+    t.mock.timers.tick(60000);
+    await drain();
+    assert.deepEqual([tickets, sent.length], [1, 1], 'an upload removed while it waited was sent again');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+    undo();
+  }
+});
+
+test('a ticket answered 429 for the upload rate is asked again after its Retry-After; one for the day\'s bytes (Retry-After until midnight UTC) fails at once with its reason and Retry', async (t) => {
+  const { ApiError } = await import('../src/api.js');
+  const undo = fakeDocument();
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.now() });
+  globalThis.XMLHttpRequest = answeringXHR([], []);
+  try {
+    let asked = 0;
+    const rate = await trayWith(ticketApi(() => {
+      if (++asked === 1) throw new ApiError(429, 'rate_limited', 'rate limited: at most 1 upload per second (burst 30); retry in 1s', 1);
+      return 'u1';
+    }));
+    await drain();
+    assert.equal(rate.item.dataset.status, 'waiting', `${rate.item.dataset.status}: "${rate.item.find('tray-state').textContent}"`);
+    t.mock.timers.tick(1250);
+    await drain();
+    assert.equal(asked, 2, 'the ticket was not asked for again after its Retry-After');
+    assert.equal(rate.item.dataset.status, 'done');
+
+    let daily = 0;
+    const quota = await trayWith(ticketApi(() => {
+      daily++;
+      throw new ApiError(429, 'rate_limited', 'upload quota: 1 GiB a day used; retry after midnight UTC', 5 * 3600);
+    }));
+    await drain();
+    assert.equal(quota.item.dataset.status, 'failed', 'a wait of hours is not waited out in the tray');
+    assert.match(quota.item.find('tray-state').textContent, /a day used/);
+    assert.equal(quota.item.find('tray-retry').hidden, false, 'no Retry, which passes after midnight');
+    t.mock.timers.tick(120000);
+    await drain();
+    assert.equal(daily, 1, "the ticket refused for the day's bytes was asked for again by itself");
+  } finally {
+    delete globalThis.XMLHttpRequest;
     undo();
   }
 });

@@ -132,7 +132,9 @@ export function openLightbox(a, cache, onClose = () => {}) {
 
 /**
  * The composer's files: each uploads as soon as it is added, with a
- * progress bar; a failed one can be retried or removed, or only removed
+ * progress bar, or "chatd is busy, retrying in N s" while a step waits
+ * out chatd's Retry-After (status waiting, see Uploader.send); a failed
+ * one can be retried or removed, or only removed
  * when chatd refused it for good (refusedForGood: the user left, was
  * removed or blocked, or the file is too large or of a type chatd does
  * not take), which it says. onChange is called
@@ -156,8 +158,12 @@ export function createTray(uploader, convId, onChange) {
     it.final = false;
     // The previous attempt's ticket and its key, if any: see Uploader.send.
     it.handle = { ticket: it.handle?.ticket, ticketKey: it.handle?.ticketKey };
-    // The ticket request waiting to be retried (chatd busy) says so.
-    it.handle.onWait = (s, err) => setText(it.stateEl, s ? waitText(s, err) : '0%');
+    // A step waiting to be sent again (chatd busy) says so; Remove ends it.
+    it.handle.onWait = (s, err) => {
+      it.status = s ? 'waiting' : 'uploading';
+      paint(it, 0);
+      if (s) setText(it.stateEl, waitText(s, err));
+    };
     paint(it, 0);
     uploader
       .upload(it.cid, it.file, (sent, total) => paint(it, total ? sent / total : 0), it.handle)
