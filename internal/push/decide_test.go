@@ -140,7 +140,7 @@ func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
 	conv := r.group(1, 2, 3)
 	r.subscribe(2, "bob")
 	r.subscribe(3, "carol")
-	if err := r.store.Block(context.Background(), 2, 1); err != nil {
+	if err := r.store.Block(context.Background(), 2, 1, 100); err != nil {
 		t.Fatal(err)
 	}
 	seq := r.send(conv, 1, "from the blocked one")
@@ -399,7 +399,7 @@ func TestABlockOrAMuteSilencesAPushAlreadyDecided(t *testing.T) {
 	r.waitPushes("bob", 1, 3*time.Second)
 	r.send(withAlice, 1, "from alice, now blocked")
 	r.waitCount(1, 3*time.Second, pending) // decided, waiting for the minimum interval
-	if err := r.store.Block(ctx, 2, 1); err != nil {
+	if err := r.store.Block(ctx, 2, 1, 100); err != nil {
 		t.Fatal(err)
 	}
 	r.quiet("bob", 1, 2500*time.Millisecond)
@@ -595,7 +595,7 @@ func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
 	for _, p := range pairs {
 		r.waitCount(1, 3*time.Second, pending, p.to) // decided, waiting for the minimum interval
 	}
-	if err := r.store.Block(ctx, 2, 1); err != nil {
+	if err := r.store.Block(ctx, 2, 1, 100); err != nil {
 		t.Fatal(err)
 	}
 	r.settings(pairs[1].conv, 4, chat.ConversationSettings{Muted: true})

@@ -33,7 +33,7 @@ func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
 		}},
 		{"acknowledged", func(r *rig, g, seq int64, _ chat.DeviceRequest) { r.ack(g, 2, seq) }},
 		{"sender blocked", func(r *rig, _, _ int64, _ chat.DeviceRequest) {
-			if err := r.store.Block(ctx, 2, 1); err != nil {
+			if err := r.store.Block(ctx, 2, 1, 100); err != nil {
 				t.Fatal(err)
 			}
 		}},
