@@ -20,9 +20,9 @@ import (
 // writes straight into buf and allocates nothing once buf has grown.
 //
 // What Properties.Encode emits for our PUBLISH: CorrelationData only when
-// non-empty (an empty, non-nil slice emits nothing); the Mods we used to
-// pass (MaxSize, DisallowProblemInfo) only gate ReasonString and User
-// properties, which we never set, and AllowResponseInfo only lets
+// non-empty (an empty, non-nil slice emits nothing); the Mods mochi's
+// Client.WritePacket sets (MaxSize, DisallowProblemInfo) only gate
+// ReasonString and User properties, which we never set, and AllowResponseInfo only lets
 // CorrelationData through. v5 always has the properties length, 0 if none.
 // Like mochi, lengths above 65535 are truncated to 16 bits in their
 // prefixes; chatd's topics and correlation data are far shorter.
