@@ -156,7 +156,10 @@
 //     and a block waits for an add in progress to commit. A block first
 //     takes a lock of the blocker's own (roomForBlock), so that two blocks
 //     racing at chat.MaxBlocksPerUser cannot both see room; only blocks
-//     take it, always before the pair's.
+//     take it, always before the pair's. Under the pair's lock a block or
+//     unblock then takes the pair's direct conversation row lock, as a send
+//     does, before it writes the blocked member's peer_blocked: a send in
+//     flight commits before the block, and a later one reads it.
 //   - SetProfile, and a Block or Unblock that tells the blocker's profile
 //     again (setBlock), take the profile's lock (lockProfile; a block
 //     after the pair's) and read the profile's audience under it

@@ -354,6 +354,20 @@ func (s *Store) setBlock(ctx context.Context, tx pgx.Tx, change string, blockerI
 	if err := lockPairs(ctx, tx, blockerID, blockedID); err != nil {
 		return nil, err
 	}
+	// The pair's direct conversation row, which a send locks before it
+	// reads peer_blocked (chat_send_batch), is locked before the mark is
+	// written: a send that read the old mark commits before this does,
+	// and one after it reads the new mark. The mark's own row lock is not
+	// enough: a send reads the mark before it locks the writer's member
+	// row, so it could read the old mark, wait for this transaction, and
+	// commit after the block answered. Lock order: the pair's, then the
+	// conversation's (as AddMember), then the profile's.
+	if _, err := tx.Exec(ctx, `
+		SELECT 1 FROM direct_pair p JOIN conversation c ON c.id = p.conversation_id
+		WHERE p.user_low = LEAST($1::bigint, $2::bigint) AND p.user_high = GREATEST($1::bigint, $2::bigint)
+		FOR UPDATE OF c`, blockerID, blockedID); err != nil {
+		return nil, fmt.Errorf("lock the direct conversation: %w", err)
+	}
 	tag, err := tx.Exec(ctx, change, blockerID, blockedID)
 	if err != nil {
 		return nil, fmt.Errorf("write block: %w", err)

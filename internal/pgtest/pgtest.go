@@ -302,6 +302,14 @@ func HoldAfterInsert(t testing.TB, ctx context.Context, pool *pgxpool.Pool, tabl
 	return hold(t, ctx, pool, "AFTER INSERT ON "+table, "NEW")
 }
 
+// HoldAfterUpdate makes every UPDATE of table wait, after each row it
+// changes is written and before its transaction goes on, until release is
+// called, as HoldAfterInsert does.
+func HoldAfterUpdate(t testing.TB, ctx context.Context, pool *pgxpool.Pool, table string) (release func()) {
+	t.Helper()
+	return hold(t, ctx, pool, "AFTER UPDATE ON "+table, "NEW")
+}
+
 // HoldBeforeDelete makes every DELETE from table wait before it deletes
 // a row (the rows it locked before stay locked, not deleted) until
 // release is called, as HoldAfterInsert does.
