@@ -394,7 +394,7 @@ func hsts(next http.Handler, maxAge time.Duration) http.Handler {
 
 // requestBodyTimeout is how long a request's body may take to arrive
 // after its headers (ReadHeaderTimeout bounds those). Uploads to
-// PUT /v1/uploads/{id} set deadlines of their own, per read.
+// PUT /v1/uploads/{id} set deadlines of their own, per 16 KiB they read.
 const requestBodyTimeout = 60 * time.Second
 
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {

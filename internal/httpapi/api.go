@@ -31,9 +31,9 @@ type API struct {
 	// sendTimeout bounds a message send or change (0: none of its own),
 	// as an MQTT publish and an RPC call are bounded (send_timeout).
 	sendTimeout time.Duration
-	// transferIdle ends an upload that delivered no byte, or an answer
-	// (a download, a page) whose client took less than sendPiece, for so
-	// long (transferIdle, 60 s).
+	// transferIdle ends an upload that delivered less than putPiece, or
+	// an answer (a download, a page) whose client took less than
+	// sendPiece, in so long (transferIdle, 60 s).
 	transferIdle time.Duration
 
 	draining atomic.Bool // set by Drain: /readyz answers 503

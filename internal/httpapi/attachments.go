@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -67,26 +68,51 @@ func completeUpload(a *API, ctx context.Context, user int64, p uploadIDParams) (
 	return okReply(a.svc.CompleteUpload(ctx, user, p.UploadID))
 }
 
-// transferIdle is how long an upload's PUT may deliver no byte, or a
-// download's client take none, before chatd gives up on it: long enough
-// for a phone in a tunnel, short enough that a dead connection does not
-// hold an upload, a file and a handler.
+// transferIdle is how long an upload's PUT may take to deliver a
+// putPiece, or a download's client to take a sendPiece, before chatd
+// gives up on it: long enough for a phone in a tunnel, short enough that
+// a dead connection, or one kept barely alive, does not hold an upload,
+// a file and a handler.
 const transferIdle = 60 * time.Second
 
-// putBody is a PUT's body with a read deadline per read (a slow upload
-// may take many minutes; a stalled one ends after transferIdle) that a new
-// PUT of the same upload can cut short (Interrupt).
+// putPiece is what a PUT must deliver within the idle time (or the rest
+// of its body): 16 KiB a minute, some 2 kbit/s, a tenth of a 2G link's
+// 20 kbit/s, which sends it in under 7 s and so may stall for 50 s of
+// every minute; yet a client cannot hold an upload, its file and its
+// handler for ever by sending a byte per idle time.
+const putPiece = 16 << 10
+
+// putBody is a PUT's body with a read deadline per putPiece (a slow
+// upload may take many minutes; one that stalls, or trickles below a
+// piece per idle time, ends) that a new PUT of the same upload can cut
+// short (Interrupt).
 type putBody struct {
 	r    *http.Request
 	rc   *http.ResponseController
 	idle time.Duration
+	// piece counts the bytes of the piece under way, -1 before the first
+	// read: the next read starts a piece and its deadline.
+	piece int
+	ended bool // the body was read to its end
 }
 
 func (b *putBody) Read(p []byte) (int, error) {
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	if b.ended {
+		// net/http reads the connection in the background now, with no
+		// deadline: one set here would cancel the request when it passed.
+		return b.r.Body.Read(p)
+	}
+	if b.piece < 0 || b.piece >= putPiece {
+		b.piece = 0
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	}
 	n, err := b.r.Body.Read(p)
+	b.piece += n
 	var ne net.Error
-	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	switch {
+	case errors.Is(err, io.EOF):
+		b.ended = true
+	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		err = errUploadStalled
 	}
 	return n, err
@@ -99,11 +125,14 @@ var errUploadStalled = errors.New("the upload stalled or was replaced by a new P
 // putUpload takes the bytes of an upload (local disk store): exactly the
 // declared size, streamed; 200 with the upload, complete.
 func putUpload(a *API, w http.ResponseWriter, r *http.Request, user int64) error {
-	body := &putBody{r: r, rc: http.NewResponseController(w), idle: a.transferIdle}
+	body := &putBody{r: r, rc: http.NewResponseController(w), idle: a.transferIdle, piece: -1}
 	u, err := a.svc.PutUpload(r.Context(), user, r.PathValue("id"), body, r.ContentLength)
-	// No more reads: the connection's next request gets the server's
-	// own deadlines.
-	_ = body.rc.SetReadDeadline(time.Time{})
+	// A body not read to its end keeps its read deadline (the piece's, or
+	// the server's for a body chatd did not start reading): net/http
+	// reads up to 256 KiB of what is left before it answers, and would
+	// wait for them for as long as a client trickled them; past the
+	// deadline it closes the connection after the answer instead. The
+	// next request on a connection gets the server's own deadlines.
 	if err != nil {
 		return err
 	}
