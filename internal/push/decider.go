@@ -115,9 +115,10 @@ const unblockedSQL = `NOT EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id 
 // passOverSQL before it: decideSQL gets the others only.
 //
 // It answers per conversation how many entries it read, when a message
-// that is not yet due remains, in how many seconds it is, and the targets
+// that is not yet due remains, in how many seconds it is, the targets
 // and actors of the recalls it read (also those the cursor does not pass
-// yet, behind a young message: recallSQL is idempotent).
+// yet, behind a young message: recallSQL is idempotent) and the targets
+// of the edits the cursor passes (updateSQL).
 const decideSQL = `
 WITH cur AS (
     SELECT conversation_id, seq FROM push_cursor
@@ -179,16 +180,19 @@ WITH cur AS (
                   sender_id = EXCLUDED.sender_id, covered = j.covered + EXCLUDED.covered
     RETURNING 1
 ), per AS (
-    SELECT conversation_id, count(*)::int AS n,
-           array_agg(target_seq ORDER BY seq) FILTER (WHERE kind = 'recall') AS recalled,
-           array_agg(sender_id ORDER BY seq) FILTER (WHERE kind = 'recall') AS actors
-    FROM msgs GROUP BY conversation_id
+    SELECT m.conversation_id, count(*)::int AS n,
+           array_agg(m.target_seq ORDER BY m.seq) FILTER (WHERE m.kind = 'recall') AS recalled,
+           array_agg(m.sender_id ORDER BY m.seq) FILTER (WHERE m.kind = 'recall') AS actors,
+           -- edits the cursor passes (updateSQL is not idempotent: each
+           -- is read once, in the transaction that moves the cursor past it)
+           array_agg(DISTINCT m.target_seq) FILTER (WHERE m.kind = 'edit' AND (y.seq IS NULL OR m.seq < y.seq)) AS edited
+    FROM msgs m LEFT JOIN firstyoung y USING (conversation_id) GROUP BY m.conversation_id
 )
 SELECT cur.conversation_id, COALESCE(per.n, 0),
        EXTRACT(EPOCH FROM (y.at + make_interval(secs => $2) - now()))::float8,
        (SELECT count(*) FROM ins)::int,
        (SELECT count(*) FROM adv)::int,
-       COALESCE(per.recalled, '{}'), COALESCE(per.actors, '{}')
+       COALESCE(per.recalled, '{}'), COALESCE(per.actors, '{}'), COALESCE(per.edited, '{}')
 FROM cur
 LEFT JOIN per ON per.conversation_id = cur.conversation_id
 LEFT JOIN firstyoung y ON y.conversation_id = cur.conversation_id`
@@ -258,6 +262,36 @@ SELECT user_id, conversation_id, 'remove', seq, n, actor, covered FROM rm
 ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
 DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.count, sender_id = EXCLUDED.sender_id,
               covered = j.covered + EXCLUDED.covered`
+
+// updateSQL follows edits of the messages ($1[i], $2[i]) with a silent
+// update where a notification previews one (Preview): the (user,
+// conversation)'s newest claimed notification ('sending' or 'sent': it
+// may be on a device; a newer one replaced it there) whose message, the
+// newest it covers, is the edited one. A waiting notification needs
+// none: it reads the text when it is sent. The update is due at once and
+// merged into one waiting already; it reads the message's text when it
+// is sent, and is sent only while that notification is still the pair's
+// newest claimed one showing it (readJobSQL). The pair's notifications
+// are locked first, so each is seen as it is then, not as the snapshot
+// had it: one a sender claimed (reading the old text) after the
+// snapshot is found claimed.
+const updateSQL = `
+WITH ed AS (
+    SELECT DISTINCT conversation_id, seq FROM unnest($1::bigint[], $2::bigint[]) AS x(conversation_id, seq)
+), locked AS MATERIALIZED (
+    SELECT n.id, n.user_id, n.conversation_id, n.seq, n.sender_id, n.state, n.covered
+    FROM push_job n WHERE n.kind = 'message' AND n.conversation_id IN (SELECT conversation_id FROM ed)
+    ORDER BY n.id FOR UPDATE OF n
+), shown AS (
+    SELECT DISTINCT ON (user_id, conversation_id) * FROM locked
+    WHERE state <> 'pending' ORDER BY user_id, conversation_id, id DESC
+)
+INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered)
+SELECT s.user_id, s.conversation_id, 'update', s.seq, 1, s.sender_id, int8multirange(int8range(s.seq, s.seq + 1))
+FROM shown s JOIN ed ON ed.conversation_id = s.conversation_id AND ed.seq = s.seq
+WHERE s.covered @> s.seq
+ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
+DO UPDATE SET seq = EXCLUDED.seq, sender_id = EXCLUDED.sender_id, covered = EXCLUDED.covered`
 
 // reconcileSQL finds every conversation with messages the decider has not
 // decided: on taking the lease (the hints went with the last leader) and
@@ -435,59 +469,77 @@ type decided struct {
 	youngIn *float64
 }
 
-// decideTx runs one decision in tx and returns its rows, the number of
-// jobs it wrote or merged and the number of remove jobs.
-func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, int, int, error) {
+// decision is what one decision wrote: the jobs it wrote or merged, and
+// the silent ones (removes, updates).
+type decision struct {
+	jobs, removes, updates int
+}
+
+// decideTx runs one decision in tx and returns its rows and what it wrote.
+func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, decision, error) {
+	var d decision
 	if _, err := tx.Exec(ctx, ensureCursors, ids); err != nil {
-		return nil, 0, 0, err
+		return nil, d, err
 	}
 	if err := tx.QueryRow(ctx, passOverSQL, ids).Scan(&ids); err != nil {
-		return nil, 0, 0, fmt.Errorf("pass over conversations without devices: %w", err)
+		return nil, d, fmt.Errorf("pass over conversations without devices: %w", err)
 	}
 	if len(ids) == 0 {
-		return nil, 0, 0, nil
+		return nil, d, nil
 	}
 	rows, err := tx.Query(ctx, decideSQL, ids, p.cfg.Delay.Seconds(), p.cfg.MaxAge.Seconds(),
 		p.cfg.MinInterval.Seconds(), decidePerConv)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, d, err
 	}
 	var (
 		out                    []decided
-		jobs, advd             int
+		advd                   int
 		recConv, recSeq, actor []int64
+		edConv, edSeq          []int64
 	)
 	for rows.Next() {
 		var (
-			r              decided
-			targets, actrs []int64
+			r                      decided
+			targets, actrs, edited []int64
 		)
-		if err := rows.Scan(&r.id, &r.n, &r.youngIn, &jobs, &advd, &targets, &actrs); err != nil {
+		if err := rows.Scan(&r.id, &r.n, &r.youngIn, &d.jobs, &advd, &targets, &actrs, &edited); err != nil {
 			rows.Close()
-			return nil, 0, 0, err
+			return nil, d, err
 		}
 		out = append(out, r)
 		for i := range targets {
 			recConv, recSeq, actor = append(recConv, r.id), append(recSeq, targets[i]), append(actor, actrs[i])
 		}
+		for _, s := range edited {
+			edConv, edSeq = append(edConv, r.id), append(edSeq, s)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, 0, 0, err
-	}
-	if len(recConv) == 0 {
-		return out, jobs, 0, nil
+		return nil, d, err
 	}
 	// After decideSQL, in the same transaction: its merges are seen, and
 	// the cursor rows it locked keep other deciders out.
-	if _, err := tx.Exec(ctx, dropRecalledSQL, recConv, recSeq); err != nil {
-		return nil, 0, 0, fmt.Errorf("drop recalled pushes: %w", err)
+	if len(recConv) > 0 {
+		if _, err := tx.Exec(ctx, dropRecalledSQL, recConv, recSeq); err != nil {
+			return nil, d, fmt.Errorf("drop recalled pushes: %w", err)
+		}
+		tag, err := tx.Exec(ctx, recallSQL, recConv, recSeq, actor)
+		if err != nil {
+			return nil, d, fmt.Errorf("remove recalled pushes: %w", err)
+		}
+		d.removes = int(tag.RowsAffected())
 	}
-	tag, err := tx.Exec(ctx, recallSQL, recConv, recSeq, actor)
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("remove recalled pushes: %w", err)
+	// Without previews no notification shows a text an edit could change.
+	if len(edConv) > 0 && p.cfg.Preview {
+		tag, err := tx.Exec(ctx, updateSQL, edConv, edSeq)
+		if err != nil {
+			return nil, d, fmt.Errorf("update edited pushes: %w", err)
+		}
+		d.updates = int(tag.RowsAffected())
 	}
-	return out, jobs, int(tag.RowsAffected()), nil
+	return out, d, nil
 }
 
 // decideBatch decides conversations ids in one transaction and hints again
@@ -495,11 +547,11 @@ func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decide
 func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) error {
 	start := time.Now()
 	var (
-		out           []decided
-		jobs, removes int
+		out []decided
+		d   decision
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		out, jobs, removes, err = p.decideTx(ctx, tx, ids)
+		out, d, err = p.decideTx(ctx, tx, ids)
 		return err
 	})
 	if err != nil {
@@ -515,11 +567,10 @@ func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) e
 			p.hint(r.id, now)
 		}
 	}
-	if removes > 0 {
-		p.m.removes.Add(float64(removes))
-	}
-	if jobs > 0 || removes > 0 {
-		p.m.decided.Add(float64(jobs))
+	p.m.removes.Add(float64(d.removes))
+	p.m.updates.Add(float64(d.updates))
+	if d.jobs > 0 || d.removes > 0 || d.updates > 0 {
+		p.m.decided.Add(float64(d.jobs))
 		p.wake()
 	}
 	return nil

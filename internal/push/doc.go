@@ -89,10 +89,29 @@
 // pair may be on a device (claimed, and kept): one for a notification
 // that never left the queue has nothing to take away.
 //
+// # Edits
+//
+// With Preview, a notification shows its newest message's text. An edit
+// is hinted due at once too, and read when the cursor passes it (once:
+// in the transaction that moves the cursor). A waiting notification
+// reads the text when it is claimed, so it previews the edited one and
+// needs nothing. Where the pair's newest claimed notification (it may be
+// on a device) shows the edited message (its seq, still covered), the
+// user gets an update job, due at once (updateSQL, which locks the
+// pair's notifications first and so sees one a sender claimed after the
+// decision's snapshot as claimed): a silent push carrying the message's
+// text as it reads when sent, which devices show in that notification's
+// place (same tag and collapse key). It is sent only while that
+// notification is still the pair's newest claimed one showing the
+// message and the message is not recalled (else skipped as not_shown),
+// and not to a former member. Without Preview, edits are neither hinted
+// nor followed: no push showed a text.
+//
 // A (user, conversation)'s jobs reach its devices in order: none is
 // claimed while another of the pair is in flight (leased), and a
-// notification waits while a remove of the pair is owed (due, or waiting
-// for its retry: a remove sent after it would take it away). So a remove
+// notification waits while a remove or an update of the pair is owed
+// (due, or waiting for its retry: a remove sent after it would take it
+// away, an update put an older message's text in it). So a remove
 // never overtakes the push it removes, nor takes away a newer one. A
 // notification waiting for its retry is never sent once a newer one of
 // its pair waits (it would replace the newer one on the devices): the
@@ -127,7 +146,8 @@
 // it: acked, not_member, recalled, blocked (the user blocked the senders
 // since), muted, expired (a retry, or a push that waited out the minimum
 // interval, whose newest message is older than MaxAge by then),
-// no_devices, not_shown (a remove with nothing to take away) or gave_up. A job's devices are sent to concurrently:
+// no_devices, not_shown (a remove with nothing to take away, an update
+// with nothing to change) or gave_up. A job's devices are sent to concurrently:
 //
 //   - webpush and unifiedpush (to public addresses only unless
 //     AllowPrivate: checked on the address dialled, or through a proxy on
@@ -190,6 +210,8 @@
 // recalled messages the notification stood for (the newest that fit),
 // seq the newest recalled, to every device of the user, by the same
 // routes (the Kafka record's header "notification" says which type).
+// Update: {"type":"update","userId","conversationId","seq","badge","body"},
+// seq the edited message, body its text now (cut as a preview is).
 //
 // # Concurrency and lifecycle
 //
@@ -208,7 +230,7 @@
 // # Metrics
 //
 // chat_push_decider_leader, chat_push_queue_length,
-// chat_push_decided_total, chat_push_removes_total,
+// chat_push_decided_total, chat_push_removes_total, chat_push_updates_total,
 // chat_push_queue_overflow_total,
 // chat_push_devices_deleted_total, chat_push_sent_total{platform,result},
 // chat_push_skipped_total{reason}, chat_push_errors_total{kind},

@@ -11,8 +11,8 @@ import (
 // DecideInTx runs one decision of ids in the caller's transaction and
 // returns the number of jobs it wrote or merged.
 func DecideInTx(ctx context.Context, p *Pusher, tx pgx.Tx, ids []int64) (int, error) {
-	_, jobs, _, err := p.decideTx(ctx, tx, ids)
-	return jobs, err
+	_, d, err := p.decideTx(ctx, tx, ids)
+	return d.jobs, err
 }
 
 // ClaimInTx claims up to n due pushes in the caller's transaction, as a

@@ -13,6 +13,7 @@ type metrics struct {
 	queue          prometheus.Gauge
 	decided        prometheus.Counter
 	removes        prometheus.Counter
+	updates        prometheus.Counter
 	overflow       prometheus.Counter
 	devicesDeleted prometheus.Counter
 	sent           *prometheus.CounterVec
@@ -32,6 +33,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Pushes decided (new or merged into a waiting one) by this node's decider."}),
 		removes: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_removes_total",
 			Help: "Remove pushes decided (new or merged into a waiting one) for recalled messages that devices may show."}),
+		updates: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_updates_total",
+			Help: "Silent update pushes decided (new or merged into a waiting one) for edited messages whose text devices may show."}),
 		overflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_queue_overflow_total",
 			Help: "Due pushes left in PostgreSQL because this node's queue was full, counted once a second while it is."}),
 		devicesDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_push_devices_deleted_total",
@@ -49,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of one decider transaction.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
-	if err := promreg.Register(reg, m.leader, m.queue, m.decided, m.removes, m.overflow, m.devicesDeleted,
+	if err := promreg.Register(reg, m.leader, m.queue, m.decided, m.removes, m.updates, m.overflow, m.devicesDeleted,
 		m.sent, m.skipped, m.errors, m.latency, m.decideSeconds); err != nil {
 		return nil, fmt.Errorf("register push metrics: %w", err)
 	}

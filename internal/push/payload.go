@@ -13,6 +13,9 @@ import (
 // padding delimiter and tag.
 const MaxPayloadBytes = 3072
 
+// previewBytes bounds a preview's text before fit.
+const previewBytes = 1024
+
 // Notification is what a device is woken with: the Web Push payload, and
 // the "notification" of a chat.push request.
 //
@@ -24,8 +27,13 @@ const MaxPayloadBytes = 3072
 // that were recalled (Seqs, oldest first; Seq the newest recalled):
 // take them out of it. Only userId, conversationId, seq, seqs and badge
 // are set.
+//
+// Type "update" (push_preview only): silent; message Seq, whose text the
+// conversation's notification shows, was edited: Body is its text now,
+// to show in its place. Only userId, conversationId, seq, body and badge
+// are set.
 type Notification struct {
-	Type string `json:"type"` // "message" or "remove"
+	Type string `json:"type"` // "message", "remove" or "update"
 	// UserID is the user the push is for: a device (a browser) used by
 	// several users in turn shows and follows it only for that one.
 	UserID         int64   `json:"userId"`
@@ -43,6 +51,7 @@ type Notification struct {
 const (
 	TypeMessage = "message"
 	TypeRemove  = "remove"
+	TypeUpdate  = "update"
 )
 
 // Request is one FCM or APNs push handed to the operator's sender: the
@@ -75,6 +84,9 @@ func (p *Pusher) notification(j *job) Notification {
 	if j.remove {
 		return Notification{Type: TypeRemove, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Seqs: j.recalled, Badge: j.badge}.fit()
 	}
+	if j.update {
+		return Notification{Type: TypeUpdate, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Body: truncate(j.body, previewBytes), Badge: j.badge}.fit()
+	}
 	// j.count leaves out what the user acknowledged meanwhile
 	// (readJobSQL); a push that goes has at least its newest message.
 	n := Notification{Type: TypeMessage, UserID: j.user, ConversationID: j.conv, Seq: j.seq, SenderID: j.sender, Count: max(j.count, 1), Badge: j.badge}
@@ -88,7 +100,7 @@ func (p *Pusher) notification(j *job) Notification {
 	}
 	n.Title = truncate(n.Title, 200)
 	if p.cfg.Preview {
-		n.Body = truncate(j.body, 1024)
+		n.Body = truncate(j.body, previewBytes)
 	}
 	return n.fit()
 }

@@ -135,9 +135,11 @@ func New(cfg Config) (*Pusher, error) {
 
 // Publish implements chat.Publisher: every committed message.new (this
 // node's, or another's through Kafka) hints the decider that its
-// conversation needs a decision after Delay, and every message.recalled
+// conversation needs a decision after Delay, every message.recalled
 // that it needs one now (a waiting push must not show the message, a
-// shown one is to be removed). Other events are ignored.
+// shown one is to be removed), and with Preview every message.edited
+// too (a shown preview of the message is to be updated). Other events
+// are ignored.
 func (p *Pusher) Publish(evs ...chat.Event) {
 	var now time.Time
 	p.mu.Lock()
@@ -158,6 +160,10 @@ func (p *Pusher) Publish(evs ...chat.Event) {
 			}
 			after = p.cfg.Delay
 		case chat.EventMessageRecalled:
+		case chat.EventMessageEdited:
+			if !p.cfg.Preview {
+				continue
+			}
 		default:
 			continue
 		}

@@ -27,10 +27,11 @@ import (
 //
 // A (user, conversation)'s pushes reach its devices in order: none is
 // claimed while another of the pair is in flight (leased), and a waiting
-// notification is not claimed while a remove of the pair is owed (due,
-// or waiting for its retry), which goes first (the notification replaces
-// what the remove takes away; after it, the remove would take the
-// notification away).
+// notification is not claimed while a remove or an update of the pair is
+// owed (due, or waiting for its retry), which goes first (the
+// notification replaces what the remove takes away or the update
+// changes; after it, the remove would take the notification away, and
+// the update would show an older message's text in it).
 // A notification waiting for a retry (claimed before, not leased) is
 // never sent again once a newer notification of its pair is waiting: it
 // would replace the newer one on the devices. The newer one takes it
@@ -58,7 +59,7 @@ WITH l AS (
       AND NOT EXISTS (
           SELECT 1 FROM push_job o
           WHERE o.conversation_id = p.conversation_id AND o.user_id = p.user_id AND o.id <> p.id AND o.state <> 'sent'
-            AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind = 'remove')
+            AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind IN ('remove', 'update'))
                  OR (p.kind = 'message' AND o.kind = 'message' AND o.id > p.id)))
       AND (SELECT count(*) FROM push_job b WHERE b.user_id = p.user_id AND b.state = 'sending' AND b.lease_until >= now()) < $3
     ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
@@ -108,16 +109,16 @@ WITH j AS (
 // message, and a retry or a push that waited out the minimum interval
 // must not either.
 const readJobSQL = `
-SELECT j.id, j.kind = 'remove', j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
+SELECT j.id, j.kind, j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
        CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims, j.device_ids IS NOT NULL,
-       lm.seq IS NOT NULL OR (j.kind = 'remove' AND EXISTS (
+       lm.seq IS NOT NULL OR ud.body IS NOT NULL OR (j.kind = 'remove' AND EXISTS (
            -- a notification of the pair that may be on a device: a remove
            -- for one that never left the queue (recheck) has nothing to take away
            SELECT 1 FROM push_job n WHERE n.conversation_id = j.conversation_id AND n.user_id = j.user_id
              AND n.kind = 'message' AND n.state <> 'pending')),
        COALESCE(why.reason, ''),
        w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
-       COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ''), lm.created_at,
+       COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ud.body, ''), lm.created_at,
        COALESCE(lm.created_at <= now() - make_interval(secs => $4), false),
        -- A conversation whose newest message is at or before the
        -- watermark has none unread (its entry there counts them all):
@@ -142,11 +143,7 @@ LEFT JOIN member_settings s ON s.conversation_id = j.conversation_id AND s.user_
 LEFT JOIN LATERAL (
     -- A message of files alone previews as what it is (as the inbox
     -- shows it), not as an empty text.
-    SELECT m.seq, m.sender_id,
-           CASE WHEN m.body <> '' OR m.msg_type IS NULL THEN m.body
-                WHEN m.msg_type = 'image' THEN '📷 Photo' WHEN m.msg_type = 'audio' THEN '🎤 Voice message'
-                WHEN m.msg_type = 'video' THEN '🎬 Video' ELSE '📎 File' END AS body,
-           m.created_at,
+    SELECT m.seq, m.sender_id, ` + previewSQL + ` AS body, m.created_at,
            -- the count: what the user's devices have not got (acknowledged
            -- or read meanwhile do not count; reactions between them neither)
            (count(*) FILTER (WHERE m.seq > COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0)) OVER ())::int AS n
@@ -158,6 +155,20 @@ LEFT JOIN LATERAL (
       AND ` + wakesSQL + `
     ORDER BY m.seq DESC LIMIT 1
 ) lm ON true
+LEFT JOIN LATERAL (
+    -- An update's message as it reads now, while it is not recalled and
+    -- the pair's newest claimed notification (what its devices show)
+    -- still shows it: else there is nothing to change (a newer
+    -- notification replaced it, or a remove took the message out).
+    SELECT ` + previewSQL + ` AS body FROM message m
+    WHERE j.kind = 'update' AND m.conversation_id = j.conversation_id AND m.seq = j.seq AND m.recalled_at IS NULL
+      AND EXISTS (SELECT 1 FROM push_job n
+                  WHERE n.conversation_id = j.conversation_id AND n.user_id = j.user_id AND n.kind = 'message'
+                    AND n.state <> 'pending' AND n.seq = j.seq AND n.covered @> j.seq
+                    AND NOT EXISTS (SELECT 1 FROM push_job o
+                                    WHERE o.conversation_id = n.conversation_id AND o.user_id = n.user_id
+                                      AND o.kind = 'message' AND o.state <> 'pending' AND o.id > n.id))
+) ud ON true
 LEFT JOIN LATERAL (
     -- Why a notification has no message left to show (lm), the reason its
     -- skip is counted under: the first of lm's conditions its covered
@@ -174,6 +185,13 @@ LEFT JOIN LATERAL (
     HAVING j.kind = 'message' AND lm.seq IS NULL -- no row (and no reason) for the others
 ) why ON true`
 
+// previewSQL is message m's text as a preview shows it: a message of
+// files alone as what it is (as the inbox shows it), not as an empty
+// text.
+const previewSQL = `CASE WHEN m.body <> '' OR m.msg_type IS NULL THEN m.body
+                WHEN m.msg_type = 'image' THEN '📷 Photo' WHEN m.msg_type = 'audio' THEN '🎤 Voice message'
+                WHEN m.msg_type = 'video' THEN '🎬 Video' ELSE '📎 File' END`
+
 // device is a push target as the sender reads it.
 type device struct {
 	ID       int64  `json:"id"`
@@ -185,15 +203,18 @@ type device struct {
 	Locale   string `json:"locale"`
 }
 
-// job is one claimed push: a notification, or a remove (seq the newest
-// recalled message, recalled all those its notification stood for).
+// job is one claimed push: a notification, a remove (seq the newest
+// recalled message, recalled all those its notification stood for) or an
+// update (seq the edited message its notification shows, body its text
+// now).
 type job struct {
 	id, user, conv, seq, sender int64
 	count, attempts             int
 	claims                      int  // which claim of the job this is (push_job.claims)
 	owedAgain                   bool // an earlier claim's send left devices owed (push_job.device_ids)
-	remove                      bool
-	live                        bool   // a remove, or a notification with a message left to show
+	kind                        string
+	remove, update              bool   // kind is TypeRemove, TypeUpdate
+	live                        bool   // a remove, an update or a notification with something to show or change
 	silenced                    string // why a notification is not live: a skip reason
 	member                      bool
 	acked                       int64
@@ -447,13 +468,14 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 	for rows.Next() {
 		j := &job{claimed: now}
 		var devs []byte
-		if err := rows.Scan(&j.id, &j.remove, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.owedAgain, &j.live,
+		if err := rows.Scan(&j.id, &j.kind, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.owedAgain, &j.live,
 			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {
 			return nil, fmt.Errorf("decode devices: %w", err)
 		}
+		j.remove, j.update = j.kind == TypeRemove, j.kind == TypeUpdate
 		out = append(out, j)
 	}
 	return out, rows.Err()
@@ -466,17 +488,20 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	// claim whose send a stopping node cancelled (no attempt, but only
 	// ever after a device, or Kafka, got the push: else it is handed
 	// back).
-	maybeShown := !j.remove && (j.attempts > 1 || j.owedAgain)
+	notice := j.kind == TypeMessage
+	maybeShown := notice && (j.attempts > 1 || j.owedAgain)
 	switch {
 	case !j.member && !j.remove:
 		// A remove goes to a former member too: their devices may show
 		// the recalled message, and it carries nothing else. So an
-		// earlier attempt's notification is kept for its recall.
+		// earlier attempt's notification is kept for its recall. An
+		// update does not: it carries a text written after they left.
 		p.m.skipped.WithLabelValues("not_member").Inc()
 		r.shown = maybeShown
 		return r
-	case !j.live && j.remove:
-		// A remove for a notification that never reached a device.
+	case !j.live && !notice:
+		// A remove for a notification that never reached a device, or
+		// an update of a text no notification shows any more.
 		p.m.skipped.WithLabelValues("not_shown").Inc()
 		return r
 	case !j.live:
@@ -486,12 +511,12 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		p.m.skipped.WithLabelValues(j.silenced).Inc()
 		r.shown = maybeShown
 		return r
-	case !j.remove && j.acked >= j.seq:
+	case notice && j.acked >= j.seq:
 		// The app came to the foreground meanwhile: nothing to wake.
 		p.m.skipped.WithLabelValues("acked").Inc()
 		r.shown = maybeShown
 		return r
-	case !j.remove && j.expired:
+	case notice && j.expired:
 		// A retry, or a push that waited out the minimum interval, due
 		// after its message is older than MaxAge: too late to wake.
 		p.m.skipped.WithLabelValues("expired").Inc()
@@ -528,7 +553,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 			o, after, kafka, cut := p.out.deliver(ctx, j, d, n)
 			outs[i] = devOut{d.ID, o, after, kafka, o == sentRetry && cut}
 			p.m.sent.WithLabelValues(d.Platform, o.String()).Inc()
-			if o == sentOK && !j.remove && j.msgAt != nil {
+			if o == sentOK && notice && j.msgAt != nil {
 				p.m.latency.Observe(time.Since(*j.msgAt).Seconds())
 			}
 		}()
@@ -538,7 +563,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	for _, o := range outs {
 		switch o.o {
 		case sentOK, sentFailedHandedOff:
-			r.shown = !j.remove
+			r.shown = notice
 		case sentGone:
 			r.gone = append(r.gone, o.id)
 		case sentFailed:

@@ -1,8 +1,8 @@
-// What a conversation's notification shows, and how a recall of one of
-// its messages changes it: one rule for the notifications the service
-// worker shows from pushes (src/sw.js, a remove push) and those the page
-// shows itself while hidden (src/push.js, message.recalled), both under
-// the same tag.
+// What a conversation's notification shows, and how a recall or an edit
+// of one of its messages changes it: one rule for the notifications the
+// service worker shows from pushes (src/sw.js, a remove or an update
+// push) and those the page shows itself while hidden (src/push.js,
+// message.recalled and message.edited), both under the same tag.
 
 /** chatd's title without a group's: the count in words (docs/events.md). */
 export const countTitle = (count) => (count > 1 ? `${count} new messages` : 'New message');
@@ -50,4 +50,18 @@ export async function removeMessages(reg, x, seqs) {
     icon: x.icon,
     data: { ...d, count, text, recalled: [...recalled, ...gone] },
   });
+}
+
+/**
+ * Shows the edited text of message seq in notification x of registration
+ * reg, silently (it replaces x under the same tag), when x shows that
+ * message's text (x.data: seq, text): what the edit fixed or took out is
+ * not left on the screen. A text cleared (a photo's caption) leaves what
+ * a message without text shows. A notification of another message, or
+ * of a count without text, is left as it is.
+ */
+export async function replaceText(reg, x, seq, text) {
+  const d = x.data || {};
+  if (d.seq !== seq || !d.text) return;
+  await reg.showNotification(x.title, { body: text || countTitle(1), tag: x.tag, renotify: false, silent: true, icon: x.icon, data: d });
 }

@@ -8,7 +8,7 @@
 
 import { h, icon } from './views/dom.js';
 import { conversationTitle } from './views/format.js';
-import { countTitle, removeMessages } from './notification.js';
+import { countTitle, removeMessages, replaceText } from './notification.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
@@ -387,19 +387,15 @@ export function notifyWhileHidden(session, state, uid, api) {
 
 /**
  * Shows the edited text in the notification that shows the message's text
- * (silently: it replaces it under the same tag), so that what was fixed
- * or taken out of it is not left on the screen; a text cleared (a photo's
- * caption) leaves what a message without text shows. An edit marked
- * bodyHidden (of a message from before our join) says nothing of the text.
+ * (src/notification.js replaceText, as an update push does). An edit
+ * marked bodyHidden (of a message from before our join) says nothing of
+ * the text.
  */
 async function showEdited(ev) {
   if (typeof ev.body !== 'string' || ev.bodyHidden) return;
   const reg = await navigator.serviceWorker.getRegistration();
   if (!reg) return;
-  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) {
-    if (!n.data || n.data.seq !== ev.targetSeq || !n.data.text) continue;
-    await reg.showNotification(n.title, { body: ev.body || 'New message', tag: n.tag, renotify: false, silent: true, icon: n.icon, data: n.data });
-  }
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) await replaceText(reg, n, ev.targetSeq, ev.body);
 }
 
 /**

@@ -6,10 +6,13 @@
 // "conversationId","seq","seqs","badge"} follows when messages a
 // notification stood for were recalled (seqs; without it, seq alone, the
 // newest): they leave the conversation's notification,
-// shown again silently with the rest, or closed when they were the last (src/notification.js, the page's rule too). Built into
-// static/sw.js by build.sh.
+// shown again silently with the rest, or closed when they were the last (src/notification.js, the page's rule too).
+// {"type":"update","conversationId","seq","body","badge"} follows when
+// message seq, whose text a notification shows, was edited: the
+// notification shows body instead, silently (the same rule as the
+// page's for message.edited). Built into static/sw.js by build.sh.
 
-import { present, removeMessages } from './notification.js';
+import { present, removeMessages, replaceText } from './notification.js';
 
 self.addEventListener('install', () => self.skipWaiting());
 self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
@@ -70,13 +73,18 @@ self.addEventListener('push', (event) => {
       // not theirs to take away or to set the badge of.
       const user = await signedIn();
       const other = user === null || (user !== undefined && n.userId !== undefined && n.userId !== user);
-      if (n.type === 'remove') {
+      if (n.type === 'remove' || n.type === 'update') {
         // The user's own notifications only: another member of the
         // conversation signed in at this browser keeps theirs.
         const seqs = Array.isArray(n.seqs) && n.seqs.length > 0 ? n.seqs : [n.seq];
         for (const x of await self.registration.getNotifications({ tag })) {
           const of = x.data && x.data.userId;
-          if (n.userId === undefined || of === undefined || of === n.userId) await removeMessages(self.registration, x, seqs);
+          if (n.userId !== undefined && of !== undefined && of !== n.userId) continue;
+          if (n.type === 'remove') await removeMessages(self.registration, x, seqs);
+          // The user who signed out loses the old text, and whoever is
+          // signed in now does not read the new one: closed.
+          else if (other && x.data && x.data.seq === n.seq && x.data.text) x.close();
+          else if (!other && typeof n.body === 'string') await replaceText(self.registration, x, n.seq, n.body);
         }
         if (!other && self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
         return;
@@ -93,7 +101,8 @@ self.addEventListener('push', (event) => {
         renotify: true,
         icon: '/favicon.svg',
         // text: it shows message seq's text (a preview), which the page
-        // replaces when that message is edited (src/push.js showEdited).
+        // (src/push.js showEdited) or an update push replaces when that
+        // message is edited.
         // count and title: what it is shown again with when one of its
         // messages is recalled (removeMessages).
         data: {

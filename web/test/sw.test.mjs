@@ -179,3 +179,30 @@ test('a remove of several recalls (they waited together) takes every one of them
     await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 7, seqs: [7], badge: 0 });
     assert.equal(onScreen(sw), null, 'the notification of messages all recalled stayed');
   }));
+
+test('an update push shows the edited text, silently, in the notification that shows the message; of another message or of a count, it changes nothing', () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 2, title: 'Ann', body: 'meet at 5, pin 4711' });
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 5, body: 'meet at 5', badge: 2 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'meet at 5', 2], 'the text before the edit stayed on the screen');
+    const again = sw.shown.at(-1);
+    assert.ok(again.silent && !again.renotify, 'the update alerted the user again');
+    assert.equal(again.data.text, true, 'a later edit or recall would leave the new text');
+    // An edit of an older message: the notification does not show its text.
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 4, body: 'older, fixed', badge: 2 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'meet at 5', 2]);
+    // The recall of the message after its edit takes the new text away too.
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 5, badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'New message', 1]);
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 5, body: 'late', badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'New message', 1], 'an update put a recalled message\'s text back');
+  }));
+
+test("an update for the user signed in before closes their notification's old text rather than showing the new one to the user signed in now", () =>
+  signedIn(7, async (sw, rememberSignIn) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 1, title: 'Ann', body: 'pin 4711' });
+    await rememberSignIn(8);
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 5, body: 'pin removed', badge: 0 });
+    assert.equal(onScreen(sw), null, 'the old text stayed, or the new one was shown');
+    assert.ok(!sw.shown.some((n) => n.body === 'pin removed'));
+  }));

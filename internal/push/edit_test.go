@@ -1,0 +1,70 @@
+package push_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/push"
+)
+
+// TestAnEditOfAPreviewedMessageReplacesTheTextOnTheDevices: with
+// previews, a push showing "secret" was sent; the message is edited to
+// "oops": the device gets a silent update of that notification carrying
+// "oops" (same Topic), and no push after it shows "secret". An edit of an
+// older message, which the notification does not show, sends nothing.
+func TestAnEditOfAPreviewedMessageReplacesTheTextOnTheDevices(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview = true })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	older := r.send(conv, 1, "older")
+	seq := r.send(conv, 1, "secret")
+	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Body != "secret" || got[0].Seq != seq {
+		t.Fatalf("push = %+v, want the preview of %q", got[0], "secret")
+	}
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	r.edit(conv, 1, seq, "oops")
+	got := r.waitPushes("bob", 2, 3*time.Second)
+	if n := got[1]; n.Type != push.TypeUpdate || n.ConversationID != conv || n.Seq != seq || n.Body != "oops" || n.UserID != 2 || n.Count != 0 || n.Title != "" {
+		t.Errorf("push after the edit = %+v, want a silent update of seq %d to %q", n, seq, "oops")
+	}
+	if ps := r.ep.Of("bob"); ps[1].Header.Get("Topic") != ps[0].Header.Get("Topic") {
+		t.Errorf("update's Topic %q, want the notification's %q", ps[1].Header.Get("Topic"), ps[0].Header.Get("Topic"))
+	}
+	ed := r.edit(conv, 1, older, "older, fixed")
+	r.waitCount(ed, 3*time.Second, `SELECT COALESCE((SELECT seq FROM push_cursor WHERE conversation_id = $1), 0)`, conv)
+	r.quiet("bob", 2, 800*time.Millisecond)
+	got = r.waitPushes("bob", 2, 0)
+	if last := got[len(got)-1]; last.Body != "oops" {
+		t.Errorf("the device's last push shows %q, want %q", last.Body, "oops")
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE kind <> 'message'`); n != 0 {
+		t.Errorf("%d update jobs left:\n%s", n, dumpJobs(r))
+	}
+}
+
+// TestAWaitingPushPreviewsTheEditedText: a push waiting out the minimum
+// interval when its message is edited is sent with the new text, and no
+// update goes for it (nothing showed the old one).
+func TestAWaitingPushPreviewsTheEditedText(t *testing.T) {
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "first")
+	r.waitPushes("bob", 1, 3*time.Second)
+	seq := r.send(conv, 1, "secret")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending'`)
+	r.edit(conv, 1, seq, "oops")
+	got := r.waitPushes("bob", 2, 5*time.Second)
+	if n := got[1]; n.Type != push.TypeMessage || n.Seq != seq || n.Body != "oops" {
+		t.Errorf("waiting push = %+v, want seq %d previewing %q", n, seq, "oops")
+	}
+	r.quiet("bob", 2, 800*time.Millisecond)
+	for _, p := range r.ep.Pushes() {
+		if strings.Contains(string(p.Plaintext), "secret") {
+			t.Errorf("a push showed the text before the edit: %s", p.Plaintext)
+		}
+	}
+}
