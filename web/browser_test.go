@@ -81,11 +81,16 @@ func ensureNodeModules(t *testing.T) {
 
 // TestClientStateUnit runs the Node unit tests of the client's ordering
 // rules (web/test/*.test.mjs): gaps, duplicates, pending sends, unread.
+//
+// Node runs the files side by side (its default is one fewer than the
+// cores: one at a time on two), since most of their time is spent in
+// the timers of reconnection and retry scenarios, not on the CPU.
 func TestClientStateUnit(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "test/")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-concurrency=8", "--test-reporter=spec", "test/")
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test web/test/:\n%s", out)
 	if err != nil {
@@ -120,16 +125,18 @@ func TestBundleUpToDate(t *testing.T) {
 	}
 }
 
-// TestBrowserE2E runs web/e2e/*.spec.mjs but those with a test of their own (one after the other, in name
-// order) in headless Chromium against a chatd it builds and starts itself:
-// dev mode, embedded PostgreSQL, loopback ports. It also takes the README's
-// screenshots (screenshotDir says where they go). The specs share the chatd, so each uses user
-// ids of its own.
+// TestBrowserE2E runs web/e2e/*.spec.mjs but those with a test of their own
+// (e2eSpecsAtOnce at a time, in name order) in headless Chromium against a
+// chatd it starts itself: dev mode, embedded PostgreSQL, loopback ports. It
+// also takes the README's screenshots (screenshotDir says where they go).
+// The specs share the chatd, side by side, so each uses user ids of its own
+// and none changes what the others see of chatd (its network, its
+// settings).
 func TestBrowserE2E(t *testing.T) {
+	t.Parallel()
 	chromium, node := browserTools(t)
 
-	bin := buildChatd(t)
-	base := startChatd(t, bin)
+	base := startChatd(t, buildChatd(t))
 
 	shots := screenshotDir(t)
 	if err := os.MkdirAll(shots, 0o755); err != nil {
@@ -142,19 +149,31 @@ func TestBrowserE2E(t *testing.T) {
 	sort.Strings(specs)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, e2eSpecsAtOnce)
 	for _, spec := range specs {
 		if ownTest[filepath.Base(spec)] {
 			continue
 		}
-		if err := runSpec(ctx, t, node, spec, "e2e "+filepath.Base(spec)+": ", "CHATD_URL="+base, "CHROMIUM_PATH="+chromium, "SCREENSHOT_DIR="+shots); err != nil {
-			t.Errorf("browser tests of %s failed: %v", spec, err)
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := runSpec(ctx, t, node, spec, "e2e "+filepath.Base(spec)+": ", "CHATD_URL="+base, "CHROMIUM_PATH="+chromium, "SCREENSHOT_DIR="+shots); err != nil {
+				t.Errorf("browser tests of %s failed: %v", spec, err)
+			}
+		})
 	}
+	wg.Wait()
 	if t.Failed() {
 		return
 	}
 	wantScreenshots(t, shots, "inbox.png", "conversation.png", "phone.png", "lifecycle.png", "attachments.png")
 }
+
+// e2eSpecsAtOnce is how many of TestBrowserE2E's specs run at a time, each
+// with a browser of its own: they mostly wait (on chatd, on timers), so
+// three keep two cores busy without starving the browsers.
+const e2eSpecsAtOnce = 3
 
 // browserTools finds Chromium and Node and installs the e2e specs'
 // dependencies; it skips the test without them and under -short.
@@ -201,7 +220,7 @@ func runSpec(ctx context.Context, t *testing.T, node, spec, prefix string, env .
 }
 
 // runOwnBrowserSpec runs e2e/spec in headless Chromium against a chatd of
-// its own, which it builds and starts (chatdEnv on top of startChatd's):
+// its own, which it starts (chatdEnv on top of startChatd's):
 // for a spec that does to chatd's network what the others sharing
 // TestBrowserE2E's chatd must not see, or needs settings of its own.
 func runOwnBrowserSpec(t *testing.T, spec string, chatdEnv ...string) {
@@ -225,17 +244,48 @@ func wantScreenshots(t *testing.T, shots string, files ...string) {
 	}
 }
 
-// buildChatd compiles ./cmd/chatd into a temp dir.
+// chatdBuild is the chatd binary the tests share: built by the first test
+// that needs it, into a directory TestMain removes once the tests are done.
+var chatdBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// TestMain removes the chatd binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if chatdBuild.dir != "" {
+		_ = os.RemoveAll(chatdBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// buildChatd compiles ./cmd/chatd once per test binary and returns its path.
 func buildChatd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "chatd")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/chatd/chatd/cmd/chatd")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/chatd: %v\n%s", err, out)
+	chatdBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "chatd-web-bin-")
+		if err != nil {
+			chatdBuild.err = err
+			return
+		}
+		chatdBuild.dir = dir
+		bin := filepath.Join(dir, "chatd")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/chatd/chatd/cmd/chatd")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			chatdBuild.err = fmt.Errorf("go build ./cmd/chatd: %w\n%s", err, out)
+			return
+		}
+		chatdBuild.bin = bin
+	})
+	if chatdBuild.err != nil {
+		t.Fatal(chatdBuild.err)
 	}
-	return bin
+	return chatdBuild.bin
 }
 
 // startChatd runs chatd in dev mode on free loopback ports with a fresh

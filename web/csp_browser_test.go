@@ -20,6 +20,7 @@ const cspSpec = "csp.spec.mjs"
 // its MQTT WebSocket, and no other WebSocket host; Permissions-Policy
 // denies the page the camera, the microphone and the location.
 func TestTheWebClientChatsUnderItsPolicyAndReachesNoOtherWebSocketHost(t *testing.T) {
+	t.Parallel()
 	chromium, node := browserTools(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")

@@ -12,5 +12,6 @@ const outboxSpec = "outbox.spec.mjs"
 // reaction made offline; and signing out deletes
 // the unsent messages of every tab of the user from the browser.
 func TestBrowserASendUnansweredWhenTheTabGoesAwayIsSentWhenItComesBack(t *testing.T) {
+	t.Parallel()
 	runOwnBrowserSpec(t, outboxSpec)
 }

@@ -18,6 +18,7 @@ const (
 // chatd's CONNACK fails at once without being published, and the session
 // stays connected for the sends after it.
 func TestWebClientRefusesAPublishOverChatdsPacketLimit(t *testing.T) {
+	t.Parallel()
 	runSessionSpec(t, packetSpec)
 }
 
@@ -27,6 +28,7 @@ func TestWebClientRefusesAPublishOverChatdsPacketLimit(t *testing.T) {
 // the CONNACK tells the limit, and is never published; the sends queued
 // with it go through in order on the one connection.
 func TestWebClientRefusesAnOversizedSendQueuedBeforeTheFirstCONNACK(t *testing.T) {
+	t.Parallel()
 	runSessionSpec(t, earlySpec)
 }
 
@@ -34,11 +36,12 @@ func TestWebClientRefusesAnOversizedSendQueuedBeforeTheFirstCONNACK(t *testing.T
 // web/e2e/puback.spec.mjs: a send resolves with the seq (and duplicate)
 // of chatd's PUBACK.
 func TestWebClientSendResolvesWithTheSeqOfChatdsPUBACK(t *testing.T) {
+	t.Parallel()
 	runSessionSpec(t, pubackSpec)
 }
 
 // runSessionSpec runs an e2e spec of the web client's MQTT session (Node,
-// mqtt.js, no browser) against a chatd it builds and starts.
+// mqtt.js, no browser) against a chatd of its own.
 func runSessionSpec(t *testing.T, spec string) {
 	if testing.Short() {
 		t.Skip("builds and starts chatd")

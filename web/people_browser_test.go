@@ -15,6 +15,7 @@ const peopleSpec = "people.spec.mjs"
 // headless Chromium against a chatd of its own, and takes the screenshots
 // profile.png, group-info.png and search.png (screenshotDir).
 func TestBrowserPeopleE2E(t *testing.T) {
+	t.Parallel()
 	chromium, node := browserTools(t)
 	base := startChatd(t, buildChatd(t))
 	shots := screenshotDir(t)

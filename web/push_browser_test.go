@@ -27,6 +27,7 @@ var ownTest = map[string]bool{pushSpec: true, peopleSpec: true, packetSpec: true
 // encrypted push decrypted by a loopback push service with the
 // subscription's keys, the notification and its click.
 func TestBrowserPush(t *testing.T) {
+	t.Parallel()
 	chromium, node := browserTools(t)
 	keys, err := push.LoadOrCreateVAPID(t.TempDir())
 	if err != nil {

@@ -14,5 +14,6 @@ const unopenedSpec = "unopened.spec.mjs"
 // group on the inbox's second page written to while the page reads the
 // inbox, which stays listed throughout.
 func TestBrowserAConversationNeverOpenedCatchesUpAfterTimeOffline(t *testing.T) {
+	t.Parallel()
 	runOwnBrowserSpec(t, unopenedSpec, "CHAT_LIMIT_API_RATE=0")
 }

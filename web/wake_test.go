@@ -11,5 +11,6 @@ const wakeSpec = "wake.spec.mjs"
 // the connection from before is dead, and a message sent meanwhile shows
 // within seconds.
 func TestBrowserReconnectsAtOnceWhenTheNetworkComesBack(t *testing.T) {
+	t.Parallel()
 	runOwnBrowserSpec(t, wakeSpec)
 }

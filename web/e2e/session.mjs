@@ -36,6 +36,14 @@ export function sessionSpec() {
   return { BASE, token, api, directSession };
 }
 
-/** p, or a rejection once ms have passed. */
-export const within = (p, ms, what) =>
-  Promise.race([p, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: nothing after ${ms}ms`)), ms))]);
+/**
+ * p, or a rejection once ms have passed. The timer is cleared when p
+ * settles, so that node exits once the spec is done, not ms later.
+ */
+export function within(p, ms, what) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms}ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
