@@ -62,6 +62,7 @@ func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 // it stopped. The bytes match, and no more than the file crossed the link
 // twice over: nothing was downloaded from the start again.
 func TestWeakNetworkDownloadCutAtHalfResumesWithRange(t *testing.T) {
+	t.Parallel() // waits on toxiproxy, not the CPU: see the package comment
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	g := mustGroup(t, srv.Service, "voice", []int64{2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -176,6 +177,7 @@ func liftAfter(t *testing.T, l *link, toxic string, logs *logtest.Buffer, what s
 // is stored once, with the one attachment, and nothing of the cut attempt
 // is left on disk.
 func TestWeakNetworkUploadCutAtHalfIsSentAgainAndTheMessageOnce(t *testing.T) {
+	t.Parallel() // waits on toxiproxy, not the CPU: see the package comment
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	g := mustGroup(t, srv.Service, "photos", []int64{2})
 	photo := make([]byte, 256<<10)

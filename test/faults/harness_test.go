@@ -2,8 +2,12 @@
 // real chatd against a real PostgreSQL, drives load, injects one fault and
 // checks the invariants at the end (see invariants_test.go and
 // docs/faults.md). The tests stop and restart this binary's PostgreSQL
-// cluster, so they never run in parallel with each other, and the package
-// has its own cluster (TestMain) so no other package is disturbed.
+// cluster, so they run one at a time, and the package has its own
+// cluster (TestMain) so no other package is disturbed. Only the
+// weak-network tests call t.Parallel: they spend their time waiting on
+// toxiproxy's latency, bandwidth and blackhole, bound nothing by the wall
+// clock but generous deadlines, and go runs them after every sequential
+// test has finished, when nothing stops the cluster any more.
 package faults_test
 
 import (

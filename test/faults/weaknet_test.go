@@ -139,6 +139,7 @@ func (a *chatApp) position(conv int64) (int64, time.Time) {
 // under CI). Every app is handed every message exactly once and in order;
 // the test reports the time from link restoration to fully caught up.
 func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) {
+	t.Parallel() // waits on toxiproxy, not the CPU: see the package comment
 	blackhole := knob("FAULTS_BLACKHOLE", 30*time.Second, 10*time.Second)
 	perUser := 12
 	if inCI() {
