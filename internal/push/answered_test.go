@@ -36,6 +36,7 @@ func (h *heldRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 // counts toward MaxAttempts (else each stop at that moment would retry
 // the push once more). With one attempt allowed, the next node gives up.
 func TestARetryAnsweredAsTheNodeStopsIsAnAttempt(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	held := &heldRetry{answered: make(chan struct{})}
 	stop := r.start(func(c *push.Config) {

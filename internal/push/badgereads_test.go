@@ -14,6 +14,7 @@ import (
 // looks up the one they have not, not all 1,000 (each was an index
 // lookup of the message table per push).
 func TestTheBadgeOfAUserInManyReadGroupsLooksUpOnlyTheUnreadOnes(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	conv := r.direct(1, 2)

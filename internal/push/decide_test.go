@@ -18,6 +18,7 @@ import (
 )
 
 func TestUnacknowledgedMessageIsPushedToTheRecipientOnly(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.direct(1, 2)
@@ -38,6 +39,7 @@ func TestUnacknowledgedMessageIsPushedToTheRecipientOnly(t *testing.T) {
 }
 
 func TestAcknowledgedMessageIsNotPushed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.direct(1, 2)
@@ -51,6 +53,7 @@ func TestAcknowledgedMessageIsNotPushed(t *testing.T) {
 }
 
 func TestBurstCoalescesIntoOnePushAndTheMinimumIntervalCarriesTheCount(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	// A delay long enough that the burst's sends are all committed
 	// before its first message is due, even under the race detector.
@@ -86,6 +89,7 @@ func TestBurstCoalescesIntoOnePushAndTheMinimumIntervalCarriesTheCount(t *testin
 // Reactions between them (entries of the stream, not messages) must not
 // make the acknowledged ones count again.
 func TestAPushCountsOnlyTheMessagesNotAcknowledgedWhileItWaited(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Delay, c.MinInterval = 300*time.Millisecond, 3*time.Second })
 	conv := r.group(1, 2, 3)
@@ -107,6 +111,7 @@ func TestAPushCountsOnlyTheMessagesNotAcknowledgedWhileItWaited(t *testing.T) {
 }
 
 func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.group(1, 2, 3)
@@ -135,6 +140,7 @@ func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
 // woken for it; the other members' are, and the blocker's are for
 // everyone else's messages.
 func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.group(1, 2, 3)
@@ -160,6 +166,7 @@ func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
 }
 
 func TestPreviewCarriesTheText(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview = true })
 	conv := r.direct(1, 2)
@@ -171,6 +178,7 @@ func TestPreviewCarriesTheText(t *testing.T) {
 }
 
 func TestGoneSubscriptionDeletesTheDevice(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.direct(1, 2)
@@ -184,6 +192,7 @@ func TestGoneSubscriptionDeletesTheDevice(t *testing.T) {
 }
 
 func TestServerErrorIsRetriedAfterRetryAfter(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.direct(1, 2)
@@ -209,6 +218,7 @@ func TestServerErrorIsRetriedAfterRetryAfter(t *testing.T) {
 // as for the first decision (a phone woken an hour late for a message it
 // may have seen elsewhere is noise). It is counted as expired.
 func TestARetryDueAfterMaxAgeIsNotSent(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	reg := prometheus.NewRegistry()
 	r.start(func(c *push.Config) {
@@ -230,6 +240,7 @@ func TestARetryDueAfterMaxAgeIsNotSent(t *testing.T) {
 }
 
 func TestTwoNodesPushOncePerMessage(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	r.start(nil)
@@ -252,6 +263,7 @@ func TestTwoNodesPushOncePerMessage(t *testing.T) {
 }
 
 func TestPushDecidedByAStoppedNodeIsSentByAnother(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	stopA := r.start(func(c *push.Config) { c.Timeout = 300 * time.Millisecond })
 	conv := r.direct(1, 2)
@@ -287,6 +299,7 @@ func dumpJobs(r *rig) string {
 // that lost its lease without knowing yet) deciding the same conversation
 // at the same time waits for the first and then finds nothing left.
 func TestConcurrentDecisionsDecideEachMessageOnce(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	conv := r.group(1, 2)
 	r.subscribe(2, "bob")
@@ -317,6 +330,7 @@ func TestConcurrentDecisionsDecideEachMessageOnce(t *testing.T) {
 // in PostgreSQL (memory stays bounded) and are counted as overflow; once
 // the service answers they all go out.
 func TestFullQueueLeavesPushesInPostgreSQLAndCountsThem(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	reg := prometheus.NewRegistry()
 	r.start(func(c *push.Config) {
@@ -362,6 +376,7 @@ func TestFullQueueLeavesPushesInPostgreSQLAndCountsThem(t *testing.T) {
 }
 
 func TestConversationWithoutDevicesIsPassedOverWithoutReadingItsMessages(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	// A minute's delay: no message falls due during the test; the short
 	// reconcile interval has the decider look at both conversations at once.
@@ -388,6 +403,7 @@ func TestConversationWithoutDevicesIsPassedOverWithoutReadingItsMessages(t *test
 // a muted conversation pushes nothing, also when the message came just
 // before.
 func TestABlockOrAMuteSilencesAPushAlreadyDecided(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
 	ctx := context.Background()
@@ -418,6 +434,7 @@ func TestABlockOrAMuteSilencesAPushAlreadyDecided(t *testing.T) {
 // minimum interval whose message bob read meanwhile is not sent; it is no
 // push, so the next message's push is not held back another interval.
 func TestAPushNotSentDoesNotHoldBackTheNextOne(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.MinInterval = 2 * time.Second })
 	conv := r.direct(1, 2)
@@ -485,6 +502,7 @@ func TestAUserWhosePushServiceHangsDelaysNoOneElse(t *testing.T) {
 // claim had not committed yet took the limit again (SKIP LOCKED passed
 // over the first's rows to the next ones of the same user).
 func TestTwoNodesClaimingAtOnceKeepAUsersPushesWithinTheLimit(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.subscribe(9, "nine")
 	var convs []int64
@@ -572,6 +590,7 @@ func TestTwoNodesClaimingAtOnceKeepAUsersPushesWithinTheLimit(t *testing.T) {
 // metric can tell them apart. (A recall of a waiting push's only message
 // drops the push before it is claimed: no skip at all.)
 func TestASkippedPushIsCountedUnderWhatSilencedIt(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	reg := prometheus.NewRegistry()
 	r.start(func(c *push.Config) { c.MinInterval, c.Registerer = 2*time.Second, reg })
@@ -641,6 +660,7 @@ func counterBy(t *testing.T, reg *prometheus.Registry, name, label string) map[s
 // (a user's two conversations) is one device deleted: the metric counts
 // the rows deleted, not the answers.
 func TestADeviceGoneForTwoPushesAtOnceIsCountedDeletedOnce(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		arrived int

@@ -32,6 +32,7 @@ func decisions(t *testing.T, reg *prometheus.Registry) uint64 {
 // send path's commits share the WAL flushes with). Their cursors still
 // reach their last seq.
 func TestWithNoDeviceAnywhereTheDeciderPassesOverOnceASecond(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	reg := prometheus.NewRegistry()
 	r.start(func(c *push.Config) { c.Delay, c.Registerer = 10*time.Millisecond, reg })
@@ -61,6 +62,7 @@ func TestWithNoDeviceAnywhereTheDeciderPassesOverOnceASecond(t *testing.T) {
 // conversations back is seen at once: its user's next message is decided
 // as before and pushes.
 func TestAFirstDeviceRegisteredAfterDevicelessPassesGetsPushes(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.direct(1, 2)

@@ -20,6 +20,7 @@ func webDevice(endpoint string) chat.DeviceRequest {
 }
 
 func TestReRegisteringATokenUpdatesItAndAnotherUserTakesItOver(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	d := push.NewDevices(r.pool, r.keys.Public, false, true)
 	ctx := context.Background()
@@ -51,6 +52,7 @@ func TestReRegisteringATokenUpdatesItAndAnotherUserTakesItOver(t *testing.T) {
 }
 
 func TestAUserKeepsTheTwentyNewestDevices(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	var first int64
@@ -75,6 +77,7 @@ func TestAUserKeepsTheTwentyNewestDevices(t *testing.T) {
 }
 
 func TestRegistrationsAreValidated(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	strict := push.NewDevices(r.pool, r.keys.Public, false, false)
 	good := webDevice("https://push.example/x")
@@ -100,6 +103,7 @@ func TestRegistrationsAreValidated(t *testing.T) {
 }
 
 func TestSettingsNeedMembership(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	conv := r.group(1, 2)
 	ctx := context.Background()
@@ -127,6 +131,7 @@ func TestSettingsNeedMembership(t *testing.T) {
 // delete (the test locks the outbox it writes next), the mute runs then,
 // and the removal commits.
 func TestMutingAGroupWhileBeingRemovedLeavesNoSettingsForARejoin(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	conv := r.group(1, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -160,6 +165,7 @@ func TestMutingAGroupWhileBeingRemovedLeavesNoSettingsForARejoin(t *testing.T) {
 }
 
 func TestVAPIDKeyIsGeneratedOnceAndKept(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a, err := push.LoadOrCreateVAPID(dir)
 	if err != nil {
@@ -187,6 +193,7 @@ func TestVAPIDKeyIsGeneratedOnceAndKept(t *testing.T) {
 // locking the outbox it writes next): the decision waits for it and sees
 // the member gone.
 func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -258,6 +265,7 @@ func TestAMemberRemovedWhileTheirPushIsDecidedGetsNoJob(t *testing.T) {
 // not unavailable: a 503 tells the client to retry later, and it would
 // retry a request that fails every time for ever. An outage still is.
 func TestADeviceStoreFailureThatIsNoOutageIsNotAnsweredRetryLater(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	if _, err := r.pool.Exec(ctx, `ALTER TABLE push_device ADD CONSTRAINT test_no_xx CHECK (locale <> 'xx')`); err != nil {

@@ -22,6 +22,7 @@ import (
 )
 
 func TestSignatureVerifiesAndRejectsTamperingAndReplays(t *testing.T) {
+	t.Parallel()
 	secret := []byte(strings.Repeat("s", 32))
 	body := []byte(`{"id":"1-2"}`)
 	now := time.Now()
@@ -46,6 +47,7 @@ func TestSignatureVerifiesAndRejectsTamperingAndReplays(t *testing.T) {
 }
 
 func TestNotificationNeverExceedsTheLimit(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview = true })
 	conv := r.direct(1, 2)
@@ -135,6 +137,7 @@ func registerHandedOff(t *testing.T, r *rig, user int64, req chat.DeviceRequest)
 }
 
 func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
+	t.Parallel()
 	kc, snd, outputs := startOutputs(t, 3)
 	r := newRig(t)
 	r.start(outputs)
@@ -182,6 +185,7 @@ func TestFCMAndAPNsPushesGoToKafkaAndTheSignedWebhook(t *testing.T) {
 }
 
 func TestWebhookGoneDeletesTheDevice(t *testing.T) {
+	t.Parallel()
 	_, webhook := startWebhook(t, http.StatusGone)
 	r := newRig(t)
 	r.start(webhook)
@@ -196,6 +200,7 @@ func TestWebhookGoneDeletesTheDevice(t *testing.T) {
 // misconfigured webhook would forget every FCM and APNs device it is
 // sent a push for.
 func TestAWebhookAnswering404KeepsTheDevice(t *testing.T) {
+	t.Parallel()
 	snd, webhook := startWebhook(t, http.StatusNotFound)
 	r := newRig(t)
 	r.start(webhook)
@@ -214,6 +219,7 @@ func TestAWebhookAnswering404KeepsTheDevice(t *testing.T) {
 }
 
 func TestWebPushCarriesAVAPIDJWTOfTheServerKey(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.VAPIDSubject = "mailto:ops@example.com" })
 	r.subscribe(2, "bob")
@@ -241,6 +247,7 @@ func TestWebPushCarriesAVAPIDJWTOfTheServerKey(t *testing.T) {
 // as docs/events.md promises, as a Web Push payload is: escaping a long
 // preview must not take it past APNs' and FCM's 4 KB.
 func TestFCMAndAPNsNotificationNeverExceedsTheLimit(t *testing.T) {
+	t.Parallel()
 	kc, snd, outputs := startOutputs(t, 1)
 	r := newRig(t)
 	r.start(func(c *push.Config) { outputs(c); c.Preview = true })
@@ -299,6 +306,7 @@ func TestAStoppedPusherLeavesNoKafkaConnectionOrGoroutine(t *testing.T) {
 // job is kept as the pair's shown notification, as one sent is, so that a
 // recall of its message sends the device a remove.
 func TestAPushKafkaAcceptedAndTheWebhookRefusedIsKeptAsShown(t *testing.T) {
+	t.Parallel()
 	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
 	snd, webhook := startWebhook(t, http.StatusBadRequest)
 	r := newRig(t)
@@ -322,6 +330,7 @@ func TestAPushKafkaAcceptedAndTheWebhookRefusedIsKeptAsShown(t *testing.T) {
 // asked to retry (a 5xx) is retried to the webhook alone: Kafka's
 // consumer gets each push once, and the webhook until it accepts.
 func TestAPushKafkaAcceptedIsRetriedToTheWebhookAlone(t *testing.T) {
+	t.Parallel()
 	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
 	snd, webhook := startWebhook(t, http.StatusServiceUnavailable)
 	r := newRig(t)
@@ -348,6 +357,7 @@ func TestAPushKafkaAcceptedIsRetriedToTheWebhookAlone(t *testing.T) {
 // have shown it: when the next claim finds it read and sends nothing, it
 // is kept as the pair's shown notification, so that a recall removes it.
 func TestAPushKafkaAcceptedBeforeAStopCutItsWebhookSendIsKeptAsShown(t *testing.T) {
+	t.Parallel()
 	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
 	hook := &hangingHook{arrived: make(chan struct{})}
 	srv := httptest.NewServer(hook)

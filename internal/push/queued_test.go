@@ -20,6 +20,7 @@ import (
 // or the conversation muted by him, him gone from the group, or his
 // device handed to another user: nothing of it reaches the device.
 func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -28,13 +29,13 @@ func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
 		{"recalled", func(r *rig, g, seq int64, _ chat.DeviceRequest) { r.recall(g, 1, seq) }},
 		{"read", func(r *rig, g, seq int64, _ chat.DeviceRequest) {
 			if _, err := r.store.MarkRead(ctx, g, 2, seq); err != nil {
-				t.Fatal(err)
+				r.t.Fatal(err)
 			}
 		}},
 		{"acknowledged", func(r *rig, g, seq int64, _ chat.DeviceRequest) { r.ack(g, 2, seq) }},
 		{"sender blocked", func(r *rig, _, _ int64, _ chat.DeviceRequest) {
 			if err := r.store.Block(ctx, 2, 1, 100); err != nil {
-				t.Fatal(err)
+				r.t.Fatal(err)
 			}
 		}},
 		{"muted", func(r *rig, g, _ int64, _ chat.DeviceRequest) {
@@ -42,17 +43,18 @@ func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
 		}},
 		{"left", func(r *rig, g, _ int64, _ chat.DeviceRequest) {
 			if err := r.store.RemoveMember(ctx, g, 2, 2); err != nil {
-				t.Fatal(err)
+				r.t.Fatal(err)
 			}
 		}},
 		{"device now another user's", func(r *rig, _, _ int64, bob chat.DeviceRequest) {
 			// The browser bob used is dave's now (the same subscription).
 			if _, _, err := r.devices.RegisterDevice(ctx, 4, bob, nil); err != nil {
-				t.Fatal(err)
+				r.t.Fatal(err)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRig(t)
 			r.start(func(c *push.Config) { c.Preview, c.Workers = true, 1 })
 			// Carol's push holds the one worker for the timeout (2 s).
@@ -94,6 +96,7 @@ func TestAPushWaitingInTheQueueIsCheckedAgainBeforeItIsSent(t *testing.T) {
 // them; that push is claimed again (by this node, or another), and the
 // copy still in the queue must not be sent as well.
 func TestAPushThatOutlivesItsLeaseInTheQueueIsSentOnce(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	// Lease: 3 × 1 s + 5 s = 8 s; the eleven hanging pushes ahead take 11 s.
 	r.start(func(c *push.Config) { c.Workers, c.Timeout = 1, time.Second })
@@ -126,6 +129,7 @@ func TestAPushThatOutlivesItsLeaseInTheQueueIsSentOnce(t *testing.T) {
 // stops, it hands its queued claims back, and must leave that one alone:
 // clearing the other node's lease would let a third claim send it twice.
 func TestAStoppingNodeHandsBackOnlyTheClaimsItStillHolds(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout = 1, 5*time.Second })
 	r.queuedBehindAHang()
@@ -153,6 +157,7 @@ WHERE user_id = 2`); err != nil {
 // that starts next decides it (before its first claim) and sends both
 // at once.
 func TestAPushHandedBackByAStoppingNodeDoesNotHoldBackTheNextOne(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout, c.MinInterval = 1, 5*time.Second, 10*time.Second })
 	conv := r.queuedBehindAHang()
@@ -179,6 +184,7 @@ AND created_at <= now() - interval '400 milliseconds'`, conv, seq)
 // stopping cancels that read, and the claim is handed back like the ones
 // still queued, not left to wait out its lease.
 func TestAStoppingNodeHandsBackAClaimItWasReadingAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
 	// The hanging push's retry is not due while the test runs: no claim

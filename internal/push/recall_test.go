@@ -39,6 +39,7 @@ func (r *rig) recall(conv, user, target int64) int64 {
 }
 
 func TestEditsAndReactionsToAnUnacknowledgedMessagePushNothingOfTheirOwn(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	// Changes are not hinted (they never push): the scan finds them.
 	r.start(func(c *push.Config) { c.ReconcileInterval = 100 * time.Millisecond })
@@ -60,6 +61,7 @@ func TestEditsAndReactionsToAnUnacknowledgedMessagePushNothingOfTheirOwn(t *test
 }
 
 func TestCountAndBadgeCountMessagesOnly(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	// A delay long enough that every entry below is committed before the
 	// first message is due.
@@ -98,6 +100,7 @@ func TestCountAndBadgeCountMessagesOnly(t *testing.T) {
 // each of his devices; the sender, a member who had acknowledged it and
 // one who muted the group were never pushed it and get nothing.
 func TestRecalledPushedMessageGetsOneRemovePushPerDeviceThatShowedIt(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(nil)
 	g := r.group(1, 2, 3, 4)
@@ -134,6 +137,7 @@ func TestRecalledPushedMessageGetsOneRemovePushPerDeviceThatShowedIt(t *testing.
 }
 
 func TestMessageRecalledBeforeItsPushWasDueIsNeverPushed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Delay = time.Second })
 	conv := r.direct(1, 2)
@@ -155,6 +159,7 @@ func TestMessageRecalledBeforeItsPushWasDueIsNeverPushed(t *testing.T) {
 // message counts and previews that one only; one that stood for nothing
 // but the recalled message is not sent.
 func TestPreviewNeverShowsARecalledBody(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 3*time.Second })
 	conv := r.direct(1, 2)
@@ -188,6 +193,7 @@ func TestPreviewNeverShowsARecalledBody(t *testing.T) {
 // remove waits until that request is over, and the retry of the push
 // (all it stood for is recalled) is not sent.
 func TestPushInFlightWhenItsMessageIsRecalledIsFollowedByARemove(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview, c.Timeout = true, time.Second })
 	conv := r.direct(1, 2)
@@ -216,6 +222,7 @@ func TestPushInFlightWhenItsMessageIsRecalledIsFollowedByARemove(t *testing.T) {
 // a conversation's newest notification (same tag and collapse key); a
 // recall of a message only an older one showed leaves it alone.
 func TestRecallOfAMessageANewerPushReplacedSendsNoRemove(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.MinInterval = 300 * time.Millisecond })
 	conv := r.direct(1, 2)
@@ -237,6 +244,7 @@ func TestRecallOfAMessageANewerPushReplacedSendsNoRemove(t *testing.T) {
 }
 
 func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
+	t.Parallel()
 	kc, snd, outputs := startOutputs(t, 1)
 	r := newRig(t)
 	r.start(outputs)
@@ -285,6 +293,7 @@ func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
 // a message that is not yet due (the cursor cannot pass it) still sends
 // its remove at once, before that message's push.
 func TestRecallBehindAYoungMessageIsHandledAtOnce(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Delay, c.MinInterval = 2*time.Second, 100*time.Millisecond })
 	conv := r.direct(1, 2)
@@ -311,6 +320,7 @@ func TestRecallBehindAYoungMessageIsHandledAtOnce(t *testing.T) {
 // recall at the same time as the first waits for it and finds the message
 // already out of every push: one remove, standing for one recall.
 func TestConcurrentDecisionsOfARecallRemoveOnce(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	stop := r.start(nil)
 	conv := r.direct(1, 2)
@@ -342,6 +352,7 @@ func TestConcurrentDecisionsOfARecallRemoveOnce(t *testing.T) {
 // go back to the older message), and when that older message is recalled
 // no device is left showing it.
 func TestAnOlderPushsRetryNeverReplacesANewerOne(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) {
 		c.Preview = true
@@ -383,6 +394,7 @@ func TestAnOlderPushsRetryNeverReplacesANewerOne(t *testing.T) {
 // (the remove takes the conversation's notification away: it would take
 // the newer one).
 func TestARemoveRetriedLaterNeverTakesAwayANewerNotification(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) {
 		c.MinInterval = time.Millisecond
@@ -411,6 +423,7 @@ func TestARemoveRetriedLaterNeverTakesAwayANewerNotification(t *testing.T) {
 // message recalled: bob's devices still show it and get the silent
 // remove, as every device whose notification showed it does.
 func TestRecallRemovesTheNotificationFromAMemberWhoWasRemovedSinceItsPush(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview = true })
 	g := r.group(1, 2, 3)
@@ -435,6 +448,7 @@ func TestRecallRemovesTheNotificationFromAMemberWhoWasRemovedSinceItsPush(t *tes
 // leaves the group before it; the retry is not sent (he is no member),
 // but the phone still shows the message, and its recall takes it away.
 func TestRecallRemovesANotificationWhoseRetryFoundTheMemberGone(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview = true })
 	g := r.group(1, 2, 3)
@@ -461,6 +475,7 @@ func TestRecallRemovesANotificationWhoseRetryFoundTheMemberGone(t *testing.T) {
 // names both (seqs), so that the device takes both out of the notification
 // and not only the newest.
 func TestARemoveOfSeveralRecallsNamesEveryRecalledMessage(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	stop := r.start(nil)
 	conv := r.direct(1, 2)

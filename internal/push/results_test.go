@@ -26,6 +26,7 @@ import (
 // push: a third claim would send it once more, or a push still owed would
 // be forgotten.
 func TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
 	dev := r.subscribe(2, "bob")
@@ -73,6 +74,7 @@ func TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone(t *testing.T) {
 // late, is still not the push's: whatever it says, the push stays as B
 // left it, owed, and goes out at the next claim.
 func TestALateResultLeavesAPushALaterClaimHandedBackAlone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
 	p, err := push.New(r.cfg)
@@ -214,6 +216,7 @@ func (h *hangingHook) requests() int {
 // send, and that was no attempt of the push. It does not count toward
 // MaxAttempts: with one attempt allowed, the next node sends it.
 func TestASendCancelledByAStoppingNodeIsNoAttempt(t *testing.T) {
+	t.Parallel()
 	hook := &hangingHook{arrived: make(chan struct{})}
 	srv := httptest.NewServer(hook)
 	t.Cleanup(srv.Close)
@@ -249,6 +252,7 @@ func TestASendCancelledByAStoppingNodeIsNoAttempt(t *testing.T) {
 // nothing more is sent; the notification is on a device all the same and
 // is kept as the pair's sent one, so a recall removes it.
 func TestANotificationAStoppingNodeSentToADeviceIsKeptAsShown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
 	r.subscribe(2, "phone")
@@ -285,6 +289,7 @@ func TestANotificationAStoppingNodeSentToADeviceIsKeptAsShown(t *testing.T) {
 // handed back unsent by another stop. The phone's push was a push all the
 // same: the pair's next one waits MinInterval after it.
 func TestAPushAStoppingNodeSentToADeviceHoldsTheMinimumIntervalAfterTwoStops(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
 	r.cfg.MinInterval = time.Minute
@@ -319,6 +324,7 @@ func TestAPushAStoppingNodeSentToADeviceHoldsTheMinimumIntervalAfterTwoStops(t *
 // it counts toward MaxAttempts, so repeated stops cannot retry a push
 // beyond its limit. With one attempt allowed, the next node gives up.
 func TestARetryAnsweredBeforeANodeStopsIsAnAttempt(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	reg := prometheus.NewRegistry()
 	oneAttempt := func(c *push.Config) { c.MaxAttempts, c.Registerer = 1, reg }
@@ -354,6 +360,7 @@ func TestARetryAnsweredBeforeANodeStopsIsAnAttempt(t *testing.T) {
 // phone is deleted with that hand-back all the same: the next node's
 // claim sends to the laptop alone, and no stop sends to the phone again.
 func TestADeviceGoneInAPushAStoppingNodeHandedBackIsDeletedNotSentAgain(t *testing.T) {
+	t.Parallel()
 	r, phone := phoneAnswersAsAStopCutsTheLaptop(t, http.StatusGone, "gone")
 	if n := r.count(`SELECT count(*) FROM push_device WHERE id = $1`, phone); n != 0 {
 		t.Fatalf("the phone, answered 410 before the stop handed the push back, is still a device (%d rows)\n%s", n, dumpJobs(r))
@@ -368,6 +375,7 @@ func TestADeviceGoneInAPushAStoppingNodeHandedBackIsDeletedNotSentAgain(t *testi
 // device. The refusal is final for that push, as a 410 is: the next
 // node's claim sends to the laptop alone.
 func TestADeviceThatRefusedAPushAStoppingNodeHandedBackIsNotSentItAgain(t *testing.T) {
+	t.Parallel()
 	r, _ := phoneAnswersAsAStopCutsTheLaptop(t, http.StatusBadRequest, "failed")
 	theNextNodeSendsToTheLaptopAlone(t, r, http.StatusBadRequest)
 }

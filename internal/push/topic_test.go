@@ -41,6 +41,7 @@ func partitionsOf(t *testing.T, address, topic string) int {
 // count, for good: without a way to create it (Config.EnsureKafkaTopic)
 // the push is retried until the topic exists.
 func TestAPushToAMissingKafkaTopicDoesNotHaveTheBrokerCreateIt(t *testing.T) {
+	t.Parallel()
 	kc := kafkatest.Start(t, kfake.AllowAutoTopicCreation())
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push" })
@@ -59,6 +60,7 @@ func TestAPushToAMissingKafkaTopicDoesNotHaveTheBrokerCreateIt(t *testing.T) {
 // With Config.EnsureKafkaTopic, the first push to a missing topic creates
 // it with the operator's partition count, and goes.
 func TestAPushToAMissingKafkaTopicCreatesItAsConfigured(t *testing.T) {
+	t.Parallel()
 	kc := kafkatest.Start(t, kfake.AllowAutoTopicCreation())
 	address := kc.ListenAddrs()[0]
 	r := newRig(t)

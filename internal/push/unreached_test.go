@@ -34,6 +34,7 @@ func (r *rig) subscribeUnreachable(user int64) {
 // count from it. The pair's next push goes once due (taking over the
 // first's message), not MinInterval after the first push's claim.
 func TestAPushThatReachedNoDeviceDoesNotHoldBackTheNextOne(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) {
 		c.MinInterval, c.BackoffMin, c.BackoffMax = time.Minute, time.Minute, time.Minute
@@ -51,6 +52,7 @@ func TestAPushThatReachedNoDeviceDoesNotHoldBackTheNextOne(t *testing.T) {
 // retry reached the phone: that was a push, and the pair's next one waits
 // MinInterval after it.
 func TestARetryThatReachesADeviceHoldsTheMinimumInterval(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.MinInterval = time.Minute })
 	conv := r.direct(1, 2)

@@ -14,6 +14,7 @@ import (
 // tcp_retries2 allows (about 15 minutes on Linux) instead of probing;
 // tcp_user_timeout, on the server's socket, ends that within 25 s.
 func TestTheDeciderSessionBoundsDataTheServerCannotDeliver(t *testing.T) {
+	t.Parallel()
 	p, err := push.New(push.Config{Pool: pgtest.TCPPool(t)})
 	if err != nil {
 		t.Fatal(err)
