@@ -17,6 +17,7 @@ import (
 // set a longer AckTimeout for a slow link got 10s. (chatd's send_timeout
 // is 30s here: above 10s it was cut to 10s by the store, too.)
 func TestAnAckTimeoutOverTenSecondsIsWaitedOut(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := testnode.Start(t, testnode.SecretEnv(t, url, map[string]string{"CHAT_SEND_TIMEOUT": "30s"}), nil)
 	a := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))

@@ -21,6 +21,7 @@ import (
 )
 
 func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
 	api := "http://" + srv.HTTPAddr()
@@ -97,6 +98,7 @@ func TestUploadSendAndDownloadAnAttachment(t *testing.T) {
 // (a proxy that drops the connection): Upload sends it again and the
 // message is sent once.
 func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
 	var puts atomic.Int32
@@ -135,6 +137,7 @@ func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
 // bytes with those it stored. The upload is complete: Upload must return
 // it rather than a failure.
 func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T) {
+	t.Parallel()
 	// Burst: the connection's catch-up (its inbox read), the ticket and
 	// the two PUTs.
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
@@ -178,6 +181,7 @@ func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T)
 // sniffer names them, so chatd accepts it: a HEIC by its ftyp brands (Go's
 // sniffer knows none), a HEIF, an AVIF, a 7z archive.
 func TestAPhotoIsDeclaredAsChatdNamesItWhateverTheSystemsMimeTables(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
 	alice := connectHTTP(t, srv, 1, "http://"+srv.HTTPAddr())

@@ -17,6 +17,7 @@ import (
 // client's automatic reconnect waits at least that long before its next
 // attempt, however short its own backoff, and then gets in.
 func TestTheClientWaitsTheRetryAfterOfABusyConnackBeforeReconnecting(t *testing.T) {
+	t.Parallel()
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_CONNECT_BUDGET_RATE": "0.5", "CHAT_CONNECT_BUDGET_QUEUE": "0"}), nil)
 	// This connect takes the budget's one token: the next is refused and

@@ -16,6 +16,7 @@ import (
 // of its own behind it: what was written meanwhile still comes, in
 // order and once, and so does what follows.
 func TestAConnectionLostRightAfterItsSubscriptionDoesNotHoldTheEventsBack(t *testing.T) {
+	t.Parallel()
 	srv, _, a, conv := sender(t)
 	px := newProxy(t, srv.MQTTAddr())
 	b := connect(t, testConfig(t, px.URL(), 2))

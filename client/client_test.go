@@ -45,6 +45,7 @@ func sendN(t *testing.T, c *client.Client, conv int64, n int, prefix string) []i
 }
 
 func TestSendReturnsSeqAndPeerReceivesInOrder(t *testing.T) {
+	t.Parallel()
 	a, b, conv := pair(t)
 
 	seqs := sendN(t, a, conv, 5, "hello")
@@ -68,6 +69,7 @@ func TestSendReturnsSeqAndPeerReceivesInOrder(t *testing.T) {
 // after reconnecting it fetches them through history and delivers each once,
 // in order.
 func TestGapAfterOfflineIsFilledFromHistory(t *testing.T) {
+	t.Parallel()
 	srv, _, a, conv := sender(t)
 
 	px := newProxy(t, srv.MQTTAddr())
@@ -99,6 +101,7 @@ func TestGapAfterOfflineIsFilledFromHistory(t *testing.T) {
 // TestLiveGapIsFilledBeforeLaterMessages: events lost on the way (dropped by
 // a test hook) are noticed at the next message and fetched first.
 func TestLiveGapIsFilledBeforeLaterMessages(t *testing.T) {
+	t.Parallel()
 	a, b, conv := pair(t)
 
 	sendN(t, a, conv, 1, "m")
@@ -118,6 +121,7 @@ func TestLiveGapIsFilledBeforeLaterMessages(t *testing.T) {
 }
 
 func TestDuplicateEventIsDropped(t *testing.T) {
+	t.Parallel()
 	a, b, conv := pair(t)
 
 	sendN(t, a, conv, 2, "m")
@@ -145,6 +149,7 @@ func TestDuplicateEventIsDropped(t *testing.T) {
 // several times while messages stream in: it still delivers 1..N exactly
 // once and in order.
 func TestOrderSurvivesConnectionKills(t *testing.T) {
+	t.Parallel()
 	srv, _, a, conv := sender(t)
 	px := newProxy(t, srv.MQTTAddr())
 	cfg := testConfig(t, px.URL(), 2)
@@ -244,6 +249,7 @@ func TestMarkReadIsDebouncedToOnePublish(t *testing.T) {
 }
 
 func TestRefusalsAreTypedErrors(t *testing.T) {
+	t.Parallel()
 	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	c := connect(t, testConfig(t, broker, 3))
@@ -292,6 +298,7 @@ func TestRefusalsAreTypedErrors(t *testing.T) {
 }
 
 func TestRequestsRoundTrip(t *testing.T) {
+	t.Parallel()
 	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
@@ -347,6 +354,7 @@ func TestRequestsRoundTrip(t *testing.T) {
 // chatd is back, and it is stored exactly once, as is one whose PUBACK was
 // lost after it had been stored.
 func TestUnackedSendSurvivesClientAndServerRestart(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url)
 	a := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
@@ -419,6 +427,7 @@ func TestUnackedSendSurvivesClientAndServerRestart(t *testing.T) {
 }
 
 func TestSessionDirIsLocked(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	cfg := testConfig(t, "mqtt://"+srv.MQTTAddr(), 1)
 	cfg.SessionDir = t.TempDir()
@@ -429,6 +438,7 @@ func TestSessionDirIsLocked(t *testing.T) {
 }
 
 func TestWebSocketBroker(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	a := connect(t, testConfig(t, "ws://"+srv.HTTPAddr()+"/mqtt", 1))
 	conv := direct(t, a, 2)
@@ -472,6 +482,7 @@ func TestAwaitConnectionExplainsFailure(t *testing.T) {
 }
 
 func TestClosedClientRefusesWork(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	c := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
 	closeClient(t, c)

@@ -14,6 +14,7 @@ import (
 // must not cover events that were never put on the channel: persisted and
 // passed back as Config.Positions, they would be skipped for good.
 func TestPositionsAfterCloseCoverOnlyTheEventsHandedOn(t *testing.T) {
+	t.Parallel()
 	_, broker, _, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.EventBuffer = 1

@@ -31,6 +31,7 @@ import (
 // many goroutines at once reach the server whole, each one's bytes
 // together, over TCP and WebSocket alike.
 func TestPacketsPublishedFromManyGoroutinesAtOnceReachTheServerWhole(t *testing.T) {
+	t.Parallel()
 	for _, scheme := range []string{"mqtt", "ws"} {
 		t.Run(scheme, func(t *testing.T) {
 			const goroutines, each = 8, 500
@@ -140,6 +141,7 @@ func payloadOf(g int) []byte { return []byte(strings.Repeat(string(rune('a'+g)),
 // it is longer than any CONNACK (up to 256 MB), is left to paho: the
 // connection keeps no copy of what it reads of it.
 func TestTheConnectionKeepsNoCopyOfAFirstPacketThatIsNoCONNACKOrLongerThanOne(t *testing.T) {
+	t.Parallel()
 	for name, header := range map[string][]byte{
 		"a CONNACK saying 200 MB": {0x20, 0x80, 0x80, 0x80, 0x64},
 		"a PUBLISH":               {0x30, 0x80, 0x80, 0x80, 0x64},
@@ -244,6 +246,7 @@ func acceptMQTT(t *testing.T, conn net.Conn) {
 // message, one TLS record. A write outside paho's lock goes out at once,
 // and a failed write of a packet is paho's error.
 func TestEachPacketPahoWritesReachesTheConnectionInOneWrite(t *testing.T) {
+	t.Parallel()
 	publish := func(ctx context.Context, t *testing.T, pc *paho.Client) {
 		t.Helper()
 		for g := range 3 {

@@ -27,6 +27,7 @@ import (
 //     user's after its lastSeq at the read, so the next catch-up hands on
 //     what came after it, nothing from before the client started.
 func TestAnUntrackedConversationWrittenToWhileTheInboxIsPagedIsListedByTheRead(t *testing.T) {
+	t.Parallel()
 	t.Run("joined while offline", func(t *testing.T) {
 		srv, _, a, direct := sender(t)
 		px := newProxy(t, srv.MQTTAddr())

@@ -22,6 +22,7 @@ import (
 // client was offline (a reaction, which leaves its place in the inbox)
 // must still come.
 func TestAConversationThatMovesAheadDuringTheCatchUpsInboxReadIsNotLost(t *testing.T) {
+	t.Parallel()
 	srv, _ := nodeOn(t, pgtest.NewDB(t))
 	ctx := ctxFor(t, 60*time.Second)
 	send := func(conv int64, body string) int64 {

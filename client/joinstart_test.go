@@ -19,6 +19,7 @@ import (
 // messages written while it was offline are its user's, and come before
 // the first live one.
 func TestAGroupJoinedLiveIsCaughtUpFromTheJoinAfterAReconnect(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"created", "added", "added back"} {
 		t.Run(how, func(t *testing.T) {
 			srv, _, a, _ := sender(t)

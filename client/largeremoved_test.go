@@ -18,6 +18,7 @@ import (
 // which history, refusing a user no longer a member, could not give it,
 // and nothing sent after the removal.
 func TestARemovedMemberOfALargeGroupGetsWhatTheirLeaveOwedWithBodiesOnReconnect(t *testing.T) {
+	t.Parallel()
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_LARGE_GROUP": "2"}), nil)
 	a := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
 	ctx := ctxFor(t, 60*time.Second)

@@ -18,6 +18,7 @@ import (
 // was removed live from such a group and added back while offline: what
 // followed the re-add is theirs.
 func TestAConversationListedButNeverTrackedIsCaughtUpAfterTimeOffline(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"empty group", "direct opened by the other side", "group written to before", "left live, added back offline"} {
 		t.Run(how, func(t *testing.T) {
 			srv, _, a, conv := sender(t)

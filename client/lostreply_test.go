@@ -61,6 +61,7 @@ func TestARequestWhoseConnectionEndedBeforeItsReplyIsAskedAgainOrFailsPromptly(t
 // and done once: the create (its key) makes one group, the removal and
 // the transfer succeed instead of failing.
 func TestAGroupChangeWhoseReplyWasLostIsAskedAgainAndDoneOnce(t *testing.T) {
+	t.Parallel()
 	_, _, a, _ := sender(t)
 	ctx := ctxFor(t, 20*time.Second)
 	before, err := a.Inbox(ctx, client.InboxOptions{})
@@ -105,6 +106,7 @@ func TestAGroupChangeWhoseReplyWasLostIsAskedAgainAndDoneOnce(t *testing.T) {
 // upload the first request made, so the file is one upload, its bytes
 // charged once against the day's quota, and Upload succeeds.
 func TestAnUploadTicketWhoseReplyWasLostIsAskedAgainAndIsOneUpload(t *testing.T) {
+	t.Parallel()
 	srv, broker, _, conv := sender(t)
 	cfg := testConfig(t, broker, 1)
 	cfg.HTTPURL = "http://" + srv.HTTPAddr()

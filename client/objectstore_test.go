@@ -55,6 +55,7 @@ func storeBehind(t *testing.T, put func(w http.ResponseWriter, r *http.Request) 
 // sends the PUT again after that wait (package doc, "Retry later"),
 // rather than returning the answer as an invalid request.
 func TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter(t *testing.T) {
+	t.Parallel()
 	// The first presigned PUT (the client's) is answered 429.
 	var limited atomic.Int32
 	g, alice := storeBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
@@ -90,6 +91,7 @@ func TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter(t *tes
 // request wrong, and the same PUT sent again goes through. Upload sends
 // it again rather than returning it as an invalid request.
 func TestAnObjectStoresRequestTimeoutOnAPUTIsSentAgain(t *testing.T) {
+	t.Parallel()
 	// In front of the store: the next presigned PUT is answered with
 	// the status in fail (once); everything else goes through.
 	var fail, puts atomic.Int32
@@ -130,6 +132,7 @@ func TestAnObjectStoresRequestTimeoutOnAPUTIsSentAgain(t *testing.T) {
 // ticket (signed with fresh credentials) and sends the PUT again, rather
 // than returning the answer as an invalid request.
 func TestAnObjectStoresExpiredTokenOnAPUTGetsANewTicket(t *testing.T) {
+	t.Parallel()
 	var expired, puts atomic.Int32
 	g, alice := storeBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
 		puts.Add(1)
@@ -160,6 +163,7 @@ func TestAnObjectStoresExpiredTokenOnAPUTGetsANewTicket(t *testing.T) {
 // new ticket each time, until the attempts are spent; then Upload returns
 // the store's last answer, which says why, not an error wrapping nothing.
 func TestAnUploadWhosePUTsAreAllRefusedSaysWhy(t *testing.T) {
+	t.Parallel()
 	var puts atomic.Int32
 	g, alice := storeBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
 		puts.Add(1)

@@ -24,6 +24,7 @@ import (
 // user's and come before the first live one, each once; those from before
 // the join are not handed on as new.
 func TestAGroupJoinedWhileOfflineIsCaughtUpFromTheJoinAfterAReconnect(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"created", "added"} {
 		t.Run(how, func(t *testing.T) {
 			j := joinWhileOffline(t, how)
@@ -38,6 +39,7 @@ func TestAGroupJoinedWhileOfflineIsCaughtUpFromTheJoinAfterAReconnect(t *testing
 // hook of its broker) pages forward (afterSeq) from the join on, filling
 // what was written since.
 func TestAGroupJoinedWhileOfflineIsCaughtUpWithoutAHistoryReadToFindTheJoin(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"created", "added"} {
 		t.Run(how, func(t *testing.T) {
 			j := joinWhileOffline(t, how)

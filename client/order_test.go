@@ -26,6 +26,7 @@ import (
 // and all published at once when it returned, they were stored in any
 // order.)
 func TestSendsQueuedWhileOfflineAreStoredInTheOrderTheyWereQueued(t *testing.T) {
+	t.Parallel()
 	for _, restart := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
 			srv, broker := nodeOn(t, pgtest.NewDB(t))
@@ -81,6 +82,7 @@ func TestSendsQueuedWhileOfflineAreStoredInTheOrderTheyWereQueued(t *testing.T) 
 // that SessionDir fail to read the journal, so the app could not start its
 // client again.
 func TestAChangeTooLargeForTheJournalIsRefusedAndTheSessionDirStaysUsable(t *testing.T) {
+	t.Parallel()
 	srv, _ := nodeOn(t, pgtest.NewDB(t))
 	c, px, cfg := offlineClient(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -116,6 +118,7 @@ func offlineClient(t *testing.T, srv *server.Server) (c *client.Client, px *prox
 // said: a wall clock stepped back between two sends (NTP, a phone's time
 // set by hand) made the later one look older, and it was stored first.
 func TestSendsQueuedAcrossAClockStepBackAreStoredInTheOrderTheyWereQueued(t *testing.T) {
+	t.Parallel()
 	srv, broker := nodeOn(t, pgtest.NewDB(t))
 	a := connect(t, testConfig(t, broker, 1))
 	conv := direct(t, a, 2)

@@ -13,6 +13,7 @@ import (
 // a group's settings and roles, search; system entries arrive as events in
 // seq order, between messages, and a View stays in step.
 func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
+	t.Parallel()
 	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
@@ -121,6 +122,7 @@ func TestPeopleAndGroupOperationsOfTheGoClient(t *testing.T) {
 // group's 250 members failed. It answers all of them now, in the order
 // asked, a repeated id once, strangers left out.
 func TestUsersAnswersMoreIdsThanOneRequestTakes(t *testing.T) {
+	t.Parallel()
 	broker := newBroker(t)
 	a := connect(t, testConfig(t, broker, 1))
 	ctx := ctxFor(t, 30*time.Second)

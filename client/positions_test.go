@@ -16,6 +16,7 @@ import (
 // event of a conversation, the next one in order, and one filled
 // through history before a live one after a gap.
 func TestPositionsCoverAnEventByTheTimeEventsCarriesIt(t *testing.T) {
+	t.Parallel()
 	a, b, conv := pair(t)
 	checked, done := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(done) })
@@ -61,6 +62,7 @@ func TestPositionsCoverAnEventByTheTimeEventsCarriesIt(t *testing.T) {
 // put on the channel, and must go back to not listing the conversation:
 // persisted, its position would make the next run skip that event.
 func TestPositionsAfterCloseLeaveOutAConversationWhoseFirstEventWasNotHandedOn(t *testing.T) {
+	t.Parallel()
 	_, broker, _, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.EventBuffer = 1

@@ -14,6 +14,7 @@ import (
 // (code not_found, 404) as if they did not exist, and a user who hides
 // their presence reads as Hidden.
 func TestPresenceOfAUserOverTheGoClient(t *testing.T) {
+	t.Parallel()
 	a, b, _ := pair(t)
 	ctx := ctxFor(t, 30*time.Second)
 

@@ -21,6 +21,7 @@ import (
 // not "internal" (ErrUnavailable), which an upload sends again as if
 // chatd were briefly unable.
 func TestAProxysPlainAnswerIsTypedByItsStatus(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
 	var status atomic.Int64

@@ -17,6 +17,7 @@ import (
 // and shown by the inbox, an unmute puts the defaults back, a
 // non-member's is ErrNotMember and a mute that ended already ErrInvalid.
 func TestConversationSettingsOverTheGoClient(t *testing.T) {
+	t.Parallel()
 	_, broker, a, conv := sender(t)
 	stranger := connect(t, testConfig(t, broker, 3))
 	ctx := ctxFor(t, 30*time.Second)
@@ -72,6 +73,7 @@ func webPushDevice(endpoint string) client.DeviceRegistration {
 // ErrNotFound and the owner's removes it; an fcm token on a server with no
 // sender for it is ErrInvalid.
 func TestPushDevicesOverTheGoClient(t *testing.T) {
+	t.Parallel()
 	broker, vapidPublic := startWebPushNode(t)
 	a := connect(t, testConfig(t, broker, 1))
 	b := connect(t, testConfig(t, broker, 2))
@@ -112,6 +114,7 @@ func TestPushDevicesOverTheGoClient(t *testing.T) {
 // before its reply failed with ErrUnavailable though the device was gone.
 // It is asked again now, and the repeat's ErrNotFound is the success.
 func TestADeviceDeletionWhoseReplyWasLostIsAskedAgain(t *testing.T) {
+	t.Parallel()
 	broker, _ := startWebPushNode(t)
 	a := connect(t, testConfig(t, broker, 1))
 	ctx := ctxFor(t, 30*time.Second)

@@ -51,6 +51,7 @@ func uploadBehindProxy(t *testing.T, serve func(w http.ResponseWriter, r *http.R
 // proof the offset is at the end: it must not count as a finished
 // download.
 func TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize(t *testing.T) {
+	t.Parallel()
 	alice, _, a, data := uploadBehindProxy(t, func(w http.ResponseWriter, r *http.Request, upstream http.Handler) {
 		upstream.ServeHTTP(noContentRange{w}, r)
 	})
@@ -74,6 +75,7 @@ func TestResumingPastTheEndFailsWhenThe416DoesNotSayTheSize(t *testing.T) {
 // that is ErrInvalid at once, as chatd's own 416 makes it, not a
 // download cut short and resumed until the attempts run out.
 func TestResumingPastTheEndFailsWhenTheRangeIsIgnored(t *testing.T) {
+	t.Parallel()
 	alice, rec, a, data := uploadBehindProxy(t, func(w http.ResponseWriter, r *http.Request, upstream http.Handler) {
 		r.Header.Del("Range")
 		upstream.ServeHTTP(w, r)

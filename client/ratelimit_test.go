@@ -31,6 +31,7 @@ func limitedNode(t *testing.T) (url string, px *proxy, a *client.Client, conv in
 // refused for good: an app would show it failed, and a retry would store
 // it twice.
 func TestACommittedSendIsNotReportedRateLimited(t *testing.T) {
+	t.Parallel()
 	url, _, a, conv := limitedNode(t)
 	a.StripAckSeq(1)
 	seq, err := a.Send(ctxFor(t, 15*time.Second), conv, "committed")
@@ -67,6 +68,7 @@ func sendWhosePUBACKIsLost(t *testing.T) (url string, a *client.Client, conv int
 // the message as refused for good, but resend it later as chatd asks and
 // return its seq.
 func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
+	t.Parallel()
 	url, _, conv := sendWhosePUBACKIsLost(t)
 	storedOnce(t, url, conv)
 }
@@ -77,6 +79,7 @@ func TestASendWhosePUBACKWasLostIsNotReportedRateLimited(t *testing.T) {
 // client's *Error dropped it, so a caller could only guess how long to
 // back off. Error.RetryAfter carries it.
 func TestARateLimitedRequestSaysWhenToRetry(t *testing.T) {
+	t.Parallel()
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_LIMIT_API_RATE": "0.2", "CHAT_LIMIT_API_BURST": "2"}), nil)
 	c := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
@@ -110,6 +113,7 @@ func wantRetryAfter(t *testing.T, what string, err error, most time.Duration) {
 // property (docs/protocol.md "Rate limits"), and Error.RetryAfter gives it
 // to the caller, as for a rate-limited request.
 func TestARateLimitedSendSaysWhenToRetry(t *testing.T) {
+	t.Parallel()
 	_, _, a, conv := limitedNode(t)
 	ctx := ctxFor(t, 10*time.Second)
 	if _, err := a.Send(ctx, conv, "within the burst"); err != nil {
@@ -128,6 +132,7 @@ func TestARateLimitedSendSaysWhenToRetry(t *testing.T) {
 // again, costing chatd a publish and the client its pause): the
 // re-publish after the reconnection, then the one that succeeds.
 func TestAResendRefusedAsRateLimitedWaitsItsRetryAfter(t *testing.T) {
+	t.Parallel()
 	_, a, _ := sendWhosePUBACKIsLost(t)
 	if n := a.Stats().Resends; n > 2 {
 		t.Fatalf("%d re-publishes, want 2: the one refused for 2 s and the one after the wait", n)

@@ -18,6 +18,7 @@ import (
 // publishes them again once the retryAfter has passed, instead of
 // dropping them and leaving those conversations unread on every device.
 func TestAReadReceiptRefusedAsRateLimitedIsPublishedAfterItsRetryAfter(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := testnode.Start(t, testnode.SecretEnv(t, url, map[string]string{
 		"CHAT_LIMIT_READ_RATE": "1", "CHAT_LIMIT_READ_BURST": "1"}), nil)

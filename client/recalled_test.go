@@ -18,6 +18,7 @@ import (
 // reports the original seq and Recalled, so that the app does not show
 // the message as sent.
 func TestASendRecalledBeforeItsLostPUBACKIsReportedRecalled(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url)
 	g := groupOf12(t, srv)

@@ -17,6 +17,7 @@ import (
 // sending for ever; a refusal a waiting caller got from Send is not told
 // twice.
 func TestASendRefusedForGoodWithNoCallerWaitingIsToldAsAnErrorEvent(t *testing.T) {
+	t.Parallel()
 	_, broker, _, _ := sender(t)
 	const notMine = 999999                        // no conversation of user 1's: refused for good
 	cfg := testConfig(t, "mqtt://127.0.0.1:1", 1) // nothing listens: offline

@@ -20,6 +20,7 @@ import (
 // Problem Information = 0 then, so chatd's PUBACK carried no seq and Send
 // failed although the message was committed.
 func TestPersistentSessionSendReturnsSeq(t *testing.T) {
+	t.Parallel()
 	_, broker, _, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.SessionDir = t.TempDir()
@@ -44,6 +45,7 @@ func TestPersistentSessionSendReturnsSeq(t *testing.T) {
 // either, finds it in history; the message stays in the journal until then
 // and is stored once.
 func TestSendResolvesSeqWhenPUBACKLacksIt(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	_, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))
@@ -119,6 +121,7 @@ func TestRPCRightAfterNewIsRaceFree(t *testing.T) {
 // server, an empty page) while a gap is open are retried; the later live
 // event is handed on only after the gap is filled.
 func TestTransientHistoryFailureKeepsTheGap(t *testing.T) {
+	t.Parallel()
 	a, b, conv := pair(t)
 	sendN(t, a, conv, 1, "m")
 	messages(t, b, conv, 1, 10*time.Second)
@@ -157,6 +160,7 @@ func TestTransientHistoryFailureKeepsTheGap(t *testing.T) {
 // filled from seq 1 (afterSeq=0 sent explicitly), not with the newest page,
 // which would already hold the live event's seq and skip seq 1.
 func TestFillFromPositionZeroStartsAtSeqOne(t *testing.T) {
+	t.Parallel()
 	_, broker, a, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.Positions = map[int64]int64{conv: 0}
@@ -263,6 +267,7 @@ func TestPersistentCatchUpTakesTheReplayNotHistory(t *testing.T) {
 // application's Positions lack still arrives, through history, once the
 // client has seen that no replay is coming.
 func TestPersistentCatchUpFillsWhatIsNotReplayed(t *testing.T) {
+	t.Parallel()
 	_, broker, a, conv := sender(t)
 	sendN(t, a, conv, 5, "before the session")
 	cfg := testConfig(t, broker, 2)

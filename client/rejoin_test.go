@@ -20,6 +20,7 @@ import (
 // once: leaving the group must not make the client forget what it
 // already handed on.
 func TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain(t *testing.T) {
+	t.Parallel()
 	_, broker, a, _ := sender(t)
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 30*time.Second)
@@ -63,6 +64,7 @@ func TestARedeliveryAfterTheUserWasRemovedIsNotHandedOnAgain(t *testing.T) {
 // reads on reconnecting. Positions must then drop the conversation
 // rather than keep it, and hand it to the next run, for ever.
 func TestAConversationLeftWhileOfflineIsDroppedFromPositions(t *testing.T) {
+	t.Parallel()
 	srv, broker, a, _ := sender(t)
 	g, _, before := removedWhileOffline(t, srv, a, "left offline")
 
@@ -84,6 +86,7 @@ func TestAConversationLeftWhileOfflineIsDroppedFromPositions(t *testing.T) {
 // non-member, which Send would report as a final failure of a message
 // everyone else has.
 func TestAResendOfAMessageCommittedBeforeTheSenderWasRemovedGetsItsSeq(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))
@@ -184,6 +187,7 @@ func removedWhileOffline(t *testing.T, srv *server.Server, a *client.Client, tit
 // the live member.removed dropped it from Positions, and none will come
 // again to drop it.
 func TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions(t *testing.T) {
+	t.Parallel()
 	_, broker, a, _ := sender(t)
 	b := connect(t, testConfig(t, broker, 2))
 	ctx := ctxFor(t, 30*time.Second)
@@ -232,6 +236,7 @@ func TestTheOwedTailOfAConversationLeftLiveDoesNotBringItBackToPositions(t *test
 // which lists the conversation again, has to end the mark, even when no
 // other conversation is tracked.
 func TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain(t *testing.T) {
+	t.Parallel()
 	a, b, g, px := leftLiveAndAddedBackOffline(t, nil)
 	px.Resume()
 	if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {
@@ -254,6 +259,7 @@ func TestAConversationLeftLiveAndRejoinedWhileOfflineIsTrackedAgain(t *testing.T
 // before it, it would be taken for what the leave owed, and the
 // conversation would be tracked again only from its next message.
 func TestAMessageArrivingBeforeTheCatchUpOfARejoinedConversationIsTracked(t *testing.T) {
+	t.Parallel()
 	a, b, g, px := leftLiveAndAddedBackOffline(t, nil)
 	subscribed, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -335,6 +341,7 @@ func leftLiveAndAddedBackOfflineWith(t *testing.T, tweak func(*client.Config), a
 // replayed); an ephemeral client catches it up through history, as for
 // any conversation it tracks, from where it was at the leave.
 func TestWhatFollowsTheJoinOfAConversationRejoinedWhileOfflineIsCaughtUp(t *testing.T) {
+	t.Parallel()
 	a, b, g, px := leftLiveAndAddedBackOffline(t, nil)
 	missed := sendN(t, a, g.ID, 2, "while offline")
 	px.Resume()
@@ -358,6 +365,7 @@ func TestWhatFollowsTheJoinOfAConversationRejoinedWhileOfflineIsCaughtUp(t *test
 // history, in seq order and without gaps, as it does for a group it
 // tracked all along.
 func TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpToo(t *testing.T) {
+	t.Parallel()
 	caughtUpFromTheLeave(t, func(*client.Config) {}, false)
 }
 
@@ -368,6 +376,7 @@ func TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpToo(t *testing
 // replay brings, still comes from history, before the replayed entries
 // and without a gap.
 func TestWhatWasWrittenWhileAwayFromAGroupWithAllHistoryIsCaughtUpOnAPersistentSession(t *testing.T) {
+	t.Parallel()
 	caughtUpFromTheLeave(t, func(cfg *client.Config) { cfg.SessionDir = t.TempDir() }, true)
 }
 

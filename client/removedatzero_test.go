@@ -17,6 +17,7 @@ import (
 // there: what followed the new join comes before the first live message,
 // each once, and the group is in Positions.
 func TestAGroupLeftAtSeqZeroAndAddedBackIsTrackedAgain(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"while offline", "live, member.added lost"} {
 		t.Run(how, func(t *testing.T) {
 			srv, _, a, _ := sender(t)

@@ -17,6 +17,7 @@ import (
 // whether the view holds the photo or not (the two ways it follows a
 // quoted message).
 func TestAReplyToACaptionlessPhotoSaysItQuotesAPhotoUntilTheRecall(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
 	api := "http://" + srv.HTTPAddr()

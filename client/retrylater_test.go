@@ -29,6 +29,7 @@ import (
 // stays nil, AwaitConnection's error does not match ErrUnauthorized) and
 // connect once chatd can check the token again.
 func TestAStaticTokenAnsweredRetryLaterKeepsConnecting(t *testing.T) {
+	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

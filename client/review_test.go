@@ -19,6 +19,7 @@ import (
 // history will never return, and live events of every conversation keep
 // flowing.
 func TestARejoinedMembersCatchUpSkipsWhatItsFloorHides(t *testing.T) {
+	t.Parallel()
 	_, broker, a, dm := sender(t)
 	ctx := ctxFor(t, 60*time.Second)
 	g, err := a.CreateGroup(ctx, "joined history", []int64{2})
@@ -79,6 +80,7 @@ func TestARejoinedMembersCatchUpSkipsWhatItsFloorHides(t *testing.T) {
 // being re-published on every reconnection forever, tearing down the
 // connection each time (events, requests and the other sends with it).
 func TestAPublishLargerThanTheServersMaximumPacketSizeIsRefusedAndTheConnectionStays(t *testing.T) {
+	t.Parallel()
 	a, b, conv := pair(t)
 	huge := strings.Repeat("x", 200*1024) // the packet limit is 164 KiB (the default 16 KiB body, JSON-escaped)
 	_, err := a.Send(ctxFor(t, 5*time.Second), conv, huge)
@@ -113,6 +115,7 @@ func TestAPublishLargerThanTheServersMaximumPacketSizeIsRefusedAndTheConnectionS
 // correlation data must not repeat), or History hands one conversation's
 // messages out as another's.
 func TestARequestOfAPreviousRunDoesNotAnswerThisRunsRequest(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	_, broker := nodeOn(t, url)
 	a := connect(t, testConfig(t, broker, 1))

@@ -25,6 +25,7 @@ import (
 // A client with TokenFunc gets the answer too, and connects again with a
 // token issued after the revocation.
 func TestRevokeTokensOfTheGoClientSaysWhetherItSignedTheUserOut(t *testing.T) {
+	t.Parallel()
 	broker := newBroker(t)
 	for u := int64(1); u <= 8; u++ {
 		c := connect(t, testConfig(t, broker, u))
@@ -75,6 +76,7 @@ func tokenFuncConfig(t *testing.T, broker string, user int64) client.Config {
 // reads the revocation instant before the call and again on the next
 // connection now, and returns it: a later instant is the revocation.
 func TestRevokeTokensWhoseAnswerWasLostSaysTheRevocationHappened(t *testing.T) {
+	t.Parallel()
 	broker := newBroker(t)
 	c := connect(t, tokenFuncConfig(t, broker, 100))
 	var lost atomic.Bool
@@ -107,6 +109,7 @@ func TestRevokeTokensWhoseAnswerWasLostSaysTheRevocationHappened(t *testing.T) {
 // accepted; with TokenFunc the revocation instant did not move), and
 // RevokeTokens asks again there now.
 func TestRevokeTokensWhoseRequestWasLostRevokesOnTheNextConnection(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	for _, tc := range []struct {
 		name    string

@@ -16,6 +16,7 @@ import (
 // their queue full is an *Error matching ErrRateLimited whose RetryAfter
 // says when to ask again (1 s, chatd's PUBACK retryAfter).
 func TestARequestRefusedForBusyWorkersCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"}), nil)

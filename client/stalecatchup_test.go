@@ -16,7 +16,8 @@ import (
 // connection itself) while its inbox is being read: the inbox request
 // has gone out, its reply is not read yet. It returns once the read is
 // held; release lets it go on, and done is closed once the catch-up has
-// applied the inbox read.
+// applied the inbox read. The hook is the package's, so tests that use
+// it do not call t.Parallel.
 func holdCatchUp(t *testing.T, c *client.Client) (release func(), done <-chan struct{}) {
 	t.Helper()
 	held := make(chan struct{})

@@ -15,6 +15,7 @@ import (
 // on. The one taken over first must stop after a few takeovers and say
 // why (Err, an error event, its sends), leaving the other connected.
 func TestTwoClientsSharingAClientIDDoNotTakeEachOtherOverForEver(t *testing.T) {
+	t.Parallel()
 	_, broker, _, conv := sender(t)
 	cfg := testConfig(t, broker, 2)
 	cfg.ClientID = "shared-by-two"

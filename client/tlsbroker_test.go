@@ -16,6 +16,7 @@ import (
 // WebSocket (wss://), checking the server's certificate against
 // Config.TLS, and sends and receives there.
 func TestTheClientConnectsOverMQTTSAndSecureWebSocket(t *testing.T) {
+	t.Parallel()
 	certPEM, keyPEM := testcert.SelfSigned(t, "chatd test")
 	dir := t.TempDir()
 	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")

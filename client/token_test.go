@@ -40,6 +40,7 @@ func expiringToken(t *testing.T, user int64) string {
 // accepted again), say so (Err, an error event, requests and sends fail
 // with ErrUnauthorized) and keep the unsent message for the next client.
 func TestAnExpiredStaticTokenStopsReconnectingAndSaysWhy(t *testing.T) {
+	t.Parallel()
 	srv, _ := nodeOn(t, pgtest.NewDB(t))
 	px := newProxy(t, srv.MQTTAddr())
 	cfg := testConfig(t, px.URL(), 1)
@@ -83,6 +84,7 @@ func TestAnExpiredStaticTokenStopsReconnectingAndSaysWhy(t *testing.T) {
 // context. Its error matches ErrUnauthorized now, and the client still
 // connects once the tokens are good.
 func TestAwaitConnectionSaysATokenFuncsTokensAreRefused(t *testing.T) {
+	t.Parallel()
 	_, broker := nodeOn(t, pgtest.NewDB(t))
 	var good atomic.Bool
 	cfg := testConfig(t, broker, 1)
@@ -118,6 +120,7 @@ func TestAwaitConnectionSaysATokenFuncsTokensAreRefused(t *testing.T) {
 // with the last attempt's refusal wrapped in its error, and the receipt
 // was taken for one chatd had refused and dropped, Flush saying nothing.
 func TestAReadReceiptOutlivesATokenFuncsRefusedToken(t *testing.T) {
+	t.Parallel()
 	_, broker := nodeOn(t, pgtest.NewDB(t))
 	var good atomic.Bool
 	good.Store(true)

@@ -148,6 +148,7 @@ func drainAPIBucket(t *testing.T, httpURL string, user int64) {
 // not sooner (a retry before then is refused again and spends the
 // attempts), nor give up on a refusal that only says "later".
 func TestAnUploadAndADownloadRefusedAsRateLimitedWaitTheirRetryAfter(t *testing.T) {
+	t.Parallel()
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_LIMIT_API_RATE": "1", "CHAT_LIMIT_API_BURST": "1"}), nil)
 	g := groupOf12(t, srv)
@@ -235,6 +236,7 @@ func TestWaitingOutARetryAfterEndsWhenTheContextIsCancelled(t *testing.T) {
 // return the refusal at once, with its RetryAfter, as an upload's ticket
 // refused so does, instead of waiting 5 minutes or until the context ends.
 func TestAnUploadOrADownloadToldToWaitBeyondTheCapOrItsContextReturnsTheRefusalAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
 	var retryAfter atomic.Int64

@@ -42,6 +42,7 @@ func downloadPastTheEnd(t *testing.T, serve func(w http.ResponseWriter, r *http.
 // Asking again gets the same answer: the download fails at once with
 // ErrInvalid, not after eight tries as if the network had failed.
 func TestADownloadWhoseSizeIsNeverSaidFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	gets, err := downloadPastTheEnd(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Range") == "bytes=0-0" {
 			w.WriteHeader(http.StatusPartialContent)
@@ -65,6 +66,7 @@ func TestADownloadWhoseSizeIsNeverSaidFailsAtOnce(t *testing.T) {
 // gets the same: the download fails at once with ErrInvalid, not after
 // eight tries as if the network had cut it.
 func TestAResumedDownloadPastTheEndOfAFileOfUnsaidSizeFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	gets, err := downloadPastTheEnd(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusOK)

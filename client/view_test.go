@@ -46,6 +46,7 @@ func logOf() []client.Event {
 }
 
 func TestViewBuiltFromAShuffledThenOrderedLogIsTheConversationsCurrentState(t *testing.T) {
+	t.Parallel()
 	log := logOf()
 	for round := range 20 {
 		shuffled := slices.Clone(log)
@@ -98,6 +99,7 @@ func TestViewBuiltFromAShuffledThenOrderedLogIsTheConversationsCurrentState(t *t
 // The view built from history pages (messages as they are now, then every
 // change as an entry) equals the one built from the live events.
 func TestViewFromHistoryEqualsTheViewFromEvents(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	live := client.NewView(2)
 	for _, ev := range logOf() {
@@ -145,6 +147,7 @@ func TestViewFromHistoryEqualsTheViewFromEvents(t *testing.T) {
 // (read before the change committed) still shows once the page is
 // applied.
 func TestViewAddsOlderPagesWithTheChangesThatArrivedMeanwhile(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	v := client.NewView(2)
 	// The newest page: seqs 4 and 5, a reply to seq 1.
@@ -194,6 +197,7 @@ func TestViewAddsOlderPagesWithTheChangesThatArrivedMeanwhile(t *testing.T) {
 // it arrives (not the recalled text), the new text once it is edited, as
 // history shows the reply to a client that reads it afterwards.
 func TestAReplysQuoteFollowsALiveRecallOrEditOfAMessageTheViewDoesNotHold(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	page := []client.Message{
 		{ConversationID: 7, Seq: 4, Kind: client.KindMessage, SenderID: 3, Body: "agreed", CreatedAt: at,
@@ -222,6 +226,7 @@ func TestAReplysQuoteFollowsALiveRecallOrEditOfAMessageTheViewDoesNotHold(t *tes
 // changes once a busy group's entries filled the list, and the older
 // page then showed a message without its edit.
 func TestSystemEntriesDoNotPushOutChangesWaitingForTheirMessage(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	v := client.NewView(2)
 	v.ApplyHistory([]client.Message{{ConversationID: 7, Seq: 5, Kind: client.KindMessage, SenderID: 1, Body: "newest", CreatedAt: at}})
@@ -246,6 +251,7 @@ func TestSystemEntriesDoNotPushOutChangesWaitingForTheirMessage(t *testing.T) {
 // of the text and leaves the quote. History entries are decoded from the
 // JSON chatd sends.
 func TestAClearedCaptionEmptiesTheQuoteOfAMessageNotHeldAndAHiddenEditLeavesIt(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	replies := func() []client.Message {
 		return []client.Message{
@@ -293,6 +299,7 @@ func TestAClearedCaptionEmptiesTheQuoteOfAMessageNotHeldAndAHiddenEditLeavesIt(t
 // nothing of the text, so the message keeps the text they read instead of
 // showing as cleared; a cleared caption still clears it.
 func TestAHiddenEditLeavesAHeldMessageAsItWasAndAClearedCaptionClearsIt(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	v := client.NewView(2)
 	v.ApplyHistory([]client.Message{

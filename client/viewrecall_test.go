@@ -13,6 +13,7 @@ import (
 // header, no "edited". A message that arrives recalled (an older server's
 // catch-up still carrying them) reads the same.
 func TestALiveRecallTakesTheQuoteForwardAndEditOffAMessageTheViewHolds(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	v := client.NewView(2)
 	for _, ev := range []client.Event{
