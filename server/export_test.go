@@ -14,6 +14,10 @@ import (
 // requestBodyTimeout (60 s).
 func WithBodyTimeout(d time.Duration) Option { return func(s *Server) { s.bodyTimeout = d } }
 
+// WithTransferIdle gives an upload and a download d, instead of 60 s, to
+// deliver or take a piece.
+func WithTransferIdle(d time.Duration) Option { return func(s *Server) { s.transferIdle = d } }
+
 // WithoutTakeoverWatch starts a node that is not told when a connection on
 // another node takes one of its sessions over, as when that notice is late
 // or lost: the old connection stays open meanwhile.

@@ -404,6 +404,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	}
 	return &http.Server{
 		Handler:           bodyDeadline(h, timeout),
+		ConnContext:       httpapi.ConnContext,
 		ReadHeaderTimeout: 10 * time.Second, // slowloris
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 * 1024,

@@ -92,6 +92,8 @@ type Server struct {
 	// bodyTimeout is how long a request body may take to arrive
 	// (requestBodyTimeout; shorter in tests).
 	bodyTimeout time.Duration
+	// transferIdle replaces httpapi's transfer idle time when set (tests).
+	transferIdle time.Duration
 	// extraWorkers run with the node's own (tests of a worker that does
 	// not stop).
 	extraWorkers []worker
@@ -151,8 +153,11 @@ func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Op
 		return nil, err
 	}
 
-	api := httpapi.New(s.Service, verifier.VerifyIssuedAt, func(context.Context) error { return s.ops.ping.get() }, log.With("component", "http"),
-		httpapi.WithTracer(s.tracer), httpapi.WithSendTimeout(st.SendTimeout))
+	apiOpts := []httpapi.Option{httpapi.WithTracer(s.tracer), httpapi.WithSendTimeout(st.SendTimeout)}
+	if s.transferIdle > 0 {
+		apiOpts = append(apiOpts, httpapi.WithTransferIdle(s.transferIdle))
+	}
+	api := httpapi.New(s.Service, verifier.VerifyIssuedAt, func(context.Context) error { return s.ops.ping.get() }, log.With("component", "http"), apiOpts...)
 	s.api = api
 	if err := s.prepareConsumer(ctx, st, appName); err != nil {
 		return nil, err

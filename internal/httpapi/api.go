@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +63,13 @@ func WithTracer(t *tracing.Tracer) Option {
 // unavailable instead of waiting for the store's own limit.
 func WithSendTimeout(d time.Duration) Option {
 	return func(a *API) { a.sendTimeout = d }
+}
+
+// WithTransferIdle replaces transferIdle (60 s), the time in which an
+// upload must deliver a putPiece and an answer's client take a sendPiece:
+// tests use a shorter one.
+func WithTransferIdle(d time.Duration) Option {
+	return func(a *API) { a.transferIdle = d }
 }
 
 // sendContext is ctx bounded by the send timeout, if there is one.
@@ -212,7 +220,7 @@ func endSpan(span trace.Span, status int, user int64) {
 // answer.
 func (a *API) serveEndpoint(e *endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w = &sendBody{ResponseWriter: w, rc: http.NewResponseController(w), idle: a.transferIdle}
+		w = &sendBody{ResponseWriter: w, rc: http.NewResponseController(w), idle: a.transferIdle, acked: ackedOf(r.Context())}
 		var user int64
 		if !e.public {
 			u, issued, err := a.authenticate(r)
@@ -360,24 +368,35 @@ func (w *statusWriter) status() int {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// sendBody writes an answer with a write deadline per sendPiece: a
-// client that takes less than a piece in idle (it stopped reading, its
-// window full, while its kernel still answers keepalives) ends the
-// answer, which would otherwise hold its handler, and the answer (a
-// history page of megabytes) or the open file of a download, as long as
-// the client kept the connection. A slow client that still takes a
-// piece per idle goes on. net/http clears the deadline once it has
-// flushed the answer's last bytes under it.
+// sendBody writes an answer with a write deadline that each sendPiece
+// the client takes puts idle ahead: a client that takes less than a piece
+// in idle (it stopped reading, its window full, while its kernel still
+// answers keepalives) ends the answer, which would otherwise hold its
+// handler, and the answer (a history page of megabytes) or the open file
+// of a download, as long as the client kept the connection. A slow client
+// that still takes a piece per idle goes on.
+//
+// A piece written to the socket is taken, and so, where the kernel tells
+// (acked, Linux), is a piece the client's TCP acknowledged meanwhile: once
+// the send buffer, grown to megabytes on a fast start, is full, Linux
+// wakes a blocked writer only when a third of it has drained, so one
+// piece's write may wait minutes for a client that takes some KiB a
+// second. While a write blocks, what the client acknowledged is read
+// every idle/4, so a client that takes a piece in every 3/4 of idle keeps
+// its answer however full the buffer. net/http clears the deadline once
+// it has flushed the answer's last bytes under it.
 type sendBody struct {
 	http.ResponseWriter
-	rc   *http.ResponseController
-	idle time.Duration
+	rc    *http.ResponseController
+	idle  time.Duration
+	acked func() (uint64, bool) // nil: unknown
 }
 
 // sendPiece is what a client must take of an answer within the idle time.
 const sendPiece = 4 << 10
 
 func (b *sendBody) Write(p []byte) (int, error) {
+	defer b.watchAcked()()
 	n := 0
 	for len(p) > 0 {
 		piece := p[:min(len(p), sendPiece)]
@@ -390,6 +409,43 @@ func (b *sendBody) Write(p []byte) (int, error) {
 		p = p[len(piece):]
 	}
 	return n, nil
+}
+
+// watchAcked puts the write deadline idle ahead whenever the client
+// acknowledged another sendPiece, checking every idle/4, until the
+// returned stop is called; after stop returns it sets no deadline.
+func (b *sendBody) watchAcked() (stop func()) {
+	if b.acked == nil {
+		return func() {}
+	}
+	mark, ok := b.acked()
+	if !ok {
+		return func() {}
+	}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if a, ok := b.acked(); ok && a-mark >= sendPiece {
+			mark = a
+			_ = b.rc.SetWriteDeadline(time.Now().Add(b.idle))
+		}
+		t.Reset(b.idle / 4)
+	}
+	mu.Lock()
+	t = time.AfterFunc(b.idle/4, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection.
