@@ -12,6 +12,7 @@ import (
 // for one is refused the same way, before any bytes travel, and charges
 // nothing of the day's upload quota. The blocker still uploads.
 func TestABlockedUserCannotUploadIntoTheDirectConversationWithTheBlocker(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	d := mustDirect(t, context.Background(), n.Server, 1, 2)
 	if r := n.call(t, 2, "PUT", "/v1/me/blocks/1", nil, nil); r.status/100 != 2 {

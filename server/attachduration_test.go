@@ -20,6 +20,7 @@ import (
 // the upload with 500 internal, the database taking it for a 32-bit
 // integer.
 func TestADurationOfMoreThan24DaysIsKeptAndOneBeyondWhatJSONReadersKeepIsRefused(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 	mp3 := append([]byte("ID3\x03\x00\x00\x00\x00\x00\x00"), make([]byte, 100)...)

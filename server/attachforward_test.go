@@ -125,6 +125,7 @@ func TestAForwardCarriesTheFilesAndKeepsThemWhileACopyIsLive(t *testing.T) {
 // the same attachment ids, and no second set of copies is written, over
 // HTTP and over MQTT alike.
 func TestAResentForwardOfFilesAnswersTheSameCopiesAndWritesNoMore(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
 		src := mustGroup(t, ctx, n.Server, 1, "source", []int64{2})

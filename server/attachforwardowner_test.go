@@ -18,6 +18,7 @@ import (
 // 404 as for anyone else's upload, not what became of the forward there;
 // the forwarder sees the copy as theirs, attached at the forward's seq.
 func TestAForwardedCopyIsTheForwardersUploadNotTheOriginalUploaders(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
 	src := mustGroup(t, ctx, n.Server, 1, "source", []int64{2})

@@ -13,6 +13,7 @@ import (
 // group since the ticket is refused it as a new ticket would be (403
 // not_member), and the upload stays pending, to expire with its object.
 func TestAnObjectStoreUploadCompletedAfterLeavingItsGroupIsRefused(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, true, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 	data := []byte("0123456789")

@@ -21,6 +21,7 @@ import (
 // puts after the image data. Members download the photo without its GPS
 // position, of the announced size and sha256.
 func TestLocationIsStrippedWhereverItIsInThePhoto(t *testing.T) {
+	t.Parallel()
 	photos := []struct {
 		name, ctype string
 		data        []byte
@@ -61,6 +62,7 @@ func TestLocationIsStrippedWhereverItIsInThePhoto(t *testing.T) {
 // it without, of the announced size and sha256, and its duration is still
 // read.
 func TestAVideosRecordingLocationIsStripped(t *testing.T) {
+	t.Parallel()
 	videos := []struct {
 		name, ctype string
 		data        []byte
@@ -98,6 +100,7 @@ func TestAVideosRecordingLocationIsStripped(t *testing.T) {
 // XMP packet whose parts come out of order; a motion photo's appended
 // video; a video's XMP packet (an MP4's uuid box, a MOV's udta/XMP_).
 func TestALocationHiddenWhereReadersStillFindItIsStrippedToo(t *testing.T) {
+	t.Parallel()
 	files := []struct {
 		name, ctype string
 		data        []byte
@@ -128,6 +131,7 @@ func TestALocationHiddenWhereReadersStillFindItIsStrippedToo(t *testing.T) {
 // stored) is 300 × 400 as shown, however many bytes of image data come
 // before its EXIF, not only when they fit in the first 256 KiB.
 func TestAWebPPhotoTurnedByItsEXIFIsMeasuredAsShownWhateverItsSize(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 	for _, pad := range []int{1 << 10, 300 << 10} {
@@ -163,6 +167,7 @@ func (n attachNode) sendAndDownload(t *testing.T, conv int64, name, ctype string
 // history, and members download it without the GPS position of its Exif
 // item or its XMP, of the announced size and sha256; an AVIF too.
 func TestAnIPhonesHEICPhotoIsSentWithoutItsLocationAndWithItsSize(t *testing.T) {
+	t.Parallel()
 	photos := []struct {
 		name, ctype   string
 		data          []byte

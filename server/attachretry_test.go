@@ -20,6 +20,7 @@ import (
 // an object store the bytes go to the presigned URL and the retried
 // completion is answered the same.
 func TestARetriedPutOfACompletedUploadAnswersAsTheFirst(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 		// With its GPS position, so what completion hashed (the photo

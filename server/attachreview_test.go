@@ -21,6 +21,7 @@ import (
 // position back in) must never reach members: they get the bytes chatd
 // checked, stripped and hashed.
 func TestBytesPutAgainToTheUploadURLAfterCompletionAreNeverServed(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, true, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 	photo := mediatest.JPEGWithLocation(400, 300, 1)
@@ -68,6 +69,7 @@ func TestBytesPutAgainToTheUploadURLAfterCompletionAreNeverServed(t *testing.T) 
 // someone passed on or one they kept from before they left, as the
 // message is. The files sent after their join are theirs.
 func TestAMemberAddedLaterCannotDownloadFilesFromBeforeTheirJoin(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
 		g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
@@ -124,6 +126,7 @@ func TestAMemberAddedLaterCannotDownloadFilesFromBeforeTheirJoin(t *testing.T) {
 // object. Completing is idempotent: both answer the complete upload, not
 // one of them 410 "expired", which would make the client upload it again.
 func TestACompletionSentToTwoNodesAtOnceAnswersBothWithTheCompleteUpload(t *testing.T) {
+	t.Parallel()
 	fake, err := s3fake.Start("chatd")
 	if err != nil {
 		t.Fatal(err)

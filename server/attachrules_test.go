@@ -35,6 +35,7 @@ func (n attachNode) uploadRow(t *testing.T, id string) int {
 }
 
 func TestEveryUploadRefusalLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	stores(t, map[string]string{"CHAT_MAX_UPLOAD_BYTES": "1MiB", "CHAT_UPLOAD_BYTES_PER_DAY": "3MiB",
 		"CHAT_LIMIT_UPLOAD_RATE": "0.001", "CHAT_LIMIT_UPLOAD_BURST": "8"}, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
@@ -166,6 +167,7 @@ func cutPut(t *testing.T, n attachNode, url string, data []byte, cutAt int) {
 }
 
 func TestATruncatedUploadStaysPendingUntilSentAgain(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
@@ -212,6 +214,7 @@ func reasonCode(t *testing.T, c *mqtttest.Client, topic string, payload []byte) 
 }
 
 func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
@@ -310,6 +313,7 @@ func TestTheSendTransactionChecksEveryAttachment(t *testing.T) {
 }
 
 func TestUploadsNeverSentExpireWithTheirBlobs(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
 		g := mustGroup(t, ctx, n.Server, 1, "g", []int64{2})
@@ -364,6 +368,7 @@ func TestUploadsNeverSentExpireWithTheirBlobs(t *testing.T) {
 // a dead connection sends the file again; the new PUT does not wait for
 // the old one's idle timeout, and the file is stored once.
 func TestANewPutInterruptsOneStillRunning(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g, err := n.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
 	if err != nil {
@@ -393,6 +398,7 @@ func TestANewPutInterruptsOneStillRunning(t *testing.T) {
 // it touches the upload, so the owner's PUT still running (its body fed
 // slowly) is not interrupted and completes it.
 func TestAnotherUsersPutOrCompleteDoesNotDisturbTheOwnersPut(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 	data := mediatest.WAV(64 << 10) // 1 MiB: half is past the head sniffed
@@ -462,6 +468,7 @@ func TestAnotherUsersPutOrCompleteDoesNotDisturbTheOwnersPut(t *testing.T) {
 // between completing an image and making its thumbnail, the cleanup round
 // makes it.
 func TestAThumbnailLeftPendingByACrashIsMadeByTheNextCleanup(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g, err := n.Service.CreateGroup(context.Background(), 1, "g", []int64{2})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // seconds, over 50 megapixels hours. The photo is sent and shown without
 // a thumbnail, its scans past the 100th never decoded.
 func TestAJPEGOfThousandsOfScansIsSentWithoutAThumbnail(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 	up := n.upload(t, 1, g.ID, "scans.jpg", "image/jpeg", mediatest.ScanBomb(1024, 1024, 2000))

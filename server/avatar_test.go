@@ -44,6 +44,7 @@ func (n attachNode) blobQueued(t *testing.T, id string) bool {
 }
 
 func TestAnUploadedAvatarIsSeenByWhoSeesTheProfileAndReleasedWhenReplaced(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
 		const me, peer, stranger = 1, 2, 3
@@ -153,6 +154,7 @@ func TestAnUploadedAvatarIsSeenByWhoSeesTheProfileAndReleasedWhenReplaced(t *tes
 }
 
 func TestAGroupAvatarIsSetByAnAdminAndSeenByEveryCurrentMember(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
 	const owner, member, admin, later, stranger = 1, 2, 3, 4, 5
@@ -234,6 +236,7 @@ func TestAGroupAvatarIsSetByAnAdminAndSeenByEveryCurrentMember(t *testing.T) {
 }
 
 func TestAnAvatarUploadNeverUsedExpiresLikeOtherUploads(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
 	used := n.avatarUpload(t, 1, 40)

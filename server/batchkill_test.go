@@ -16,6 +16,7 @@ import (
 )
 
 func TestKillDuringBatchedLoadKeepsEveryAckedMessageGapless(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills a chatd process")
 	}

@@ -19,6 +19,7 @@ import (
 // profile. GET /v1/users/{id} answers the name alone while the block
 // holds.
 func TestABlockedUsersClientLosesTheBlockersAvatarAndAboutAndHearsNoChangeOfThem(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	const blocker, blocked, other = 1, 2, 3

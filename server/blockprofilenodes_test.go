@@ -20,6 +20,7 @@ import (
 // share), at the unblock the whole profile. Another member on node b gets
 // the whole profile each time (at the block, unchanged).
 func TestABlockOnOneNodeShowsTheBlockedUserOnAnotherTheBlockersNameAloneAndItsChanges(t *testing.T) {
+	t.Parallel()
 	a, b := startKafkaPair(t, "bp", nil)
 	ctx := context.Background()
 	const blocker, blocked, other = 1, 2, 3

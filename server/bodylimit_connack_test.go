@@ -14,6 +14,7 @@ import (
 // (user property maxBodyBytes), the configured one, not only the packet
 // size derived from it.
 func TestV5ConnackTellsTheBodyLimit(t *testing.T) {
+	t.Parallel()
 	for _, limit := range []int{0, 1000} {
 		env := map[string]string{}
 		want := "16384"

@@ -18,6 +18,7 @@ import (
 // 401 waited for the body too, and a single one held a graceful shutdown
 // to its deadline. The body now has requestBodyTimeout (60 s) to arrive.
 func TestARequestBodyThatNeverArrivesIsAnsweredWithinTheBodyTimeout(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil, server.WithBodyTimeout(3*time.Second))
 	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	authed := stalledSend(t, srv, conv.ID)

@@ -23,6 +23,7 @@ import (
 // An MQTT 5 client assumes what the CONNACK does not announce is available:
 // the CONNACK says what chatd supports and enforces.
 func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "caps", Password: testnode.Token(t, 1), Clean: true})
 	if err != nil {
@@ -64,6 +65,7 @@ func TestV5ConnackAnnouncesTheServersRealCapabilities(t *testing.T) {
 // that sends them anyway: TestASubscribeWithASubscriptionIdentifierIsDisconnectedWith0xA1,
 // TestASharedSubscriptionIsRefusedAsNotSupportedNotAsNotAuthorized).
 func TestPahoReadsTheConnackAsChatdBehaves(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	pc, ca, got := dialPahoReceiving(t, srv.MQTTAddr(), 2, "caps-paho")
 	if p := ca.Properties; p == nil || !p.WildcardSubAvailable || p.SubIDAvailable || p.SharedSubAvailable || p.RetainAvailable || p.MaximumQoS == nil || *p.MaximumQoS != 1 {
@@ -99,6 +101,7 @@ func TestPahoReadsTheConnackAsChatdBehaves(t *testing.T) {
 // the limit is refused too_large, the connection kept. A raised limit
 // raises the packet size with it.
 func TestASendWithinTheBodyLimitFitsAnMQTTPacketHoweverItsJSONEscapesIt(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, env map[string]string, limit int) {
 		srv, conv := startDirect(t, env)
 		peer := rawClient(t, srv.MQTTAddr(), 2, "escapes-2", 5, true)
@@ -146,6 +149,7 @@ func TestASendWithinTheBodyLimitFitsAnMQTTPacketHoweverItsJSONEscapesIt(t *testi
 // PUBACK the QoS 2 sender does not expect. 3.1.1 cannot be told a maximum
 // or a reason: its connection is closed. Nothing is stored either way.
 func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	for _, v := range []byte{5, 4} {
 		c := rawClient(t, srv.MQTTAddr(), 1, fmt.Sprintf("qos2-v%d", v), v, true)
@@ -172,6 +176,7 @@ func TestQoS2PublishDisconnectsV5With0x9BAndClosesV311AndStoresNothing(t *testin
 // (SUBACK 0x01), not answered "granted QoS 0" and then sent QoS 1
 // publishes, which MQTT forbids (delivery QoS is at most the granted one).
 func TestASubscriptionAskedAtQoS0IsGrantedQoS1AndGetsEventsAtQoS1(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	for _, v := range []byte{5, 4} {
 		id := fmt.Sprintf("qos0-v%d", v)
@@ -199,6 +204,7 @@ func TestASubscriptionAskedAtQoS0IsGrantedQoS1AndGetsEventsAtQoS1(t *testing.T) 
 // protocol error (DISCONNECT 0x94), and filters longer than the server
 // keeps are refused.
 func TestTopicAliasesWorkUpToTheMaximumAndLongFiltersAreRefused(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	c := rawClient(t, srv.MQTTAddr(), 1, "alias-user", 5, true)
 	if ack, err := c.Publish(testnode.MsgTopic(conv.ID), 1, testnode.SendPayload(newID(), "sets alias 16"), mqtttest.PublishOpts{TopicAlias: 16}); err != nil || ack.ReasonCode != 0 {
@@ -285,6 +291,7 @@ func TestRefusedPublishesWithTopicAliasesLeaveTheHeapWhereItWas(t *testing.T) {
 // and fetches the entry through history (HTTP) as for any gap; events
 // after it keep coming, on this connection and after a resume.
 func TestAnEventLargerThanTheClientsMaximumPacketSizeIsSkippedNotAReconnectLoop(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	ctx := context.Background()
 	dial := func() *mqtttest.Client {
@@ -333,6 +340,7 @@ func alias(n uint16) *paho.PublishProperties { return &paho.PublishProperties{To
 // DISCONNECT 0x94, with a topic or without. The server sends the
 // DISCONNECT, closes the connection and stores nothing.
 func TestAPublishByATopicAliasNeverSetIsAProtocolErrorAndAlias0IsInvalid(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	cases := []struct {
 		name  string
@@ -363,6 +371,7 @@ func TestAPublishByATopicAliasNeverSetIsAProtocolErrorAndAlias0IsInvalid(t *test
 // the topic was (PUBACK 0x87, the connection kept), never delivered to the
 // topic the alias stood for before.
 func TestAnAliasSetAgainToARefusedTopicNoLongerReachesItsOldTopic(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	pc, _ := dialPaho(t, srv.MQTTAddr(), 1, "alias-reset", nil)
 	if ack, err := pc.publish1(testnode.MsgTopic(conv.ID), testnode.SendPayload(newID(), "sets alias 1"), alias(1)); err != nil {
@@ -390,6 +399,7 @@ func TestAnAliasSetAgainToARefusedTopicNoLongerReachesItsOldTopic(t *testing.T) 
 // bytes accepts. The reason string, for people, is left out first; the
 // machine-readable properties stay while they fit.
 func TestAPubackNeverExceedsTheClientsMaximumPacketSize(t *testing.T) {
+	t.Parallel()
 	const maxSize = 100
 	srv, conv := startDirect(t, map[string]string{"CHAT_LIMIT_SEND_RATE": "0.1", "CHAT_LIMIT_SEND_BURST": "1"})
 	c, _, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "small-acks", Password: testnode.Token(t, 1),

@@ -69,6 +69,7 @@ func certRevokedReason(t *testing.T, c *mqtttest.Client, what string) {
 // credential, and a device re-provisioned with a certificate issued from
 // the revoked second on connects. Other users' devices are not touched.
 func TestRevokingAUsersTokensCutsOffTheirCertificateDevicesToo(t *testing.T) {
+	t.Parallel()
 	nodes, serverCA, deviceCA := deviceCANodes(t, 2)
 	a, b := nodes[0], nodes[1]
 	_, _, old := deviceCA.issue(t, "7", false)
@@ -114,6 +115,7 @@ func TestRevokingAUsersTokensCutsOffTheirCertificateDevicesToo(t *testing.T) {
 // own certificate too; its connection ends after the answer is written,
 // never before, as a token's does.
 func TestACertificateDeviceThatRevokesOverRPCGetsTheAnswerFirst(t *testing.T) {
+	t.Parallel()
 	nodes, serverCA, deviceCA := deviceCANodes(t, 1)
 	for u := int64(1); u <= 8; u++ {
 		_, _, cert := deviceCA.issue(t, fmt.Sprint(u), false)

@@ -26,6 +26,7 @@ func countMessages(t *testing.T, pool *pgxpool.Pool, conv int64) int {
 }
 
 func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	direct := mustDirect(t, ctx, srv, 1, 2)
@@ -81,6 +82,7 @@ func TestDirectAndGroupMembersReceiveEveryMessageOnceInOrder(t *testing.T) {
 }
 
 func TestResendAfterLostPubackStoresOnceWithSameSeq(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	for _, v := range []byte{4, 5} {
 		id := newID()
@@ -124,6 +126,7 @@ func userProp(props []packets.UserProperty, key string) string {
 }
 
 func TestAuthorizationRefusalsStoreAndLeakNothing(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	conv := mustGroup(t, ctx, srv, 1, "private", []int64{2})
@@ -198,6 +201,7 @@ func TestAuthorizationRefusalsStoreAndLeakNothing(t *testing.T) {
 }
 
 func TestBadPayloadsGetTheirDocumentedOutcomeAndConnectionStaysUsable(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_BODY_BYTES": "1024"})
 	ctx := context.Background()
 	conv := mustDirect(t, ctx, srv, 1, 2)
@@ -282,6 +286,7 @@ func mintWith(t *testing.T, secret string, user int64, ttl time.Duration) string
 // sequence: its PUBACK (and v3.1.1 error event, which names it) comes
 // after every earlier answer.
 func TestDollarTopicPublishIsRefusedExactlyOnce(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	topics := []string{"$foo/bar", "$share/g/chat/v1/conv/1/msg", "$SYS/broker/x", "$share/g", "$share"}
 	for _, v := range []byte{5, 4} {

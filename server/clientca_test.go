@@ -90,6 +90,7 @@ func stillUp(t *testing.T, c *mqtttest.Client, user int64, what string) {
 // is trusted by new handshakes within a second or two, and the devices
 // connected meanwhile stay up.
 func TestADeviceOfANewlyAddedClientCAConnectsWithoutARestart(t *testing.T) {
+	t.Parallel()
 	serverCA, oldCA, addedCA := newCA(t, "server CA"), newCA(t, "device CA 2025"), newCA(t, "device CA 2026")
 	_, _, oldDev := oldCA.issue(t, "7", false)
 	_, _, newDev := addedCA.issue(t, "7", false)
@@ -113,6 +114,7 @@ func TestADeviceOfANewlyAddedClientCAConnectsWithoutARestart(t *testing.T) {
 // naming the CA, 3.1.1: closed; chat_mqtt_token_revoked_total), while the
 // devices of the CAs kept stay up.
 func TestRemovingAClientCAEndsItsDevicesConnectionsAndRefusesTheirHandshakes(t *testing.T) {
+	t.Parallel()
 	serverCA, oldCA, keptCA := newCA(t, "server CA"), newCA(t, "device CA 2025"), newCA(t, "device CA 2026")
 	_, _, oldDev := oldCA.issue(t, "7", false)
 	_, _, newDev := keptCA.issue(t, "7", false)
@@ -138,6 +140,7 @@ func TestRemovingAClientCAEndsItsDevicesConnectionsAndRefusesTheirHandshakes(t *
 // chat_tls_client_ca_reload_failing and is reported by ReloadTLS (SIGHUP);
 // a good file clears it.
 func TestAClientCABundleThatDoesNotLoadKeepsThePreviousCAs(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA, addedCA := newCA(t, "server CA"), newCA(t, "device CA"), newCA(t, "device CA 2026")
 	_, _, dev := deviceCA.issue(t, "7", false)
 	_, _, newDev := addedCA.issue(t, "7", false)
@@ -176,6 +179,7 @@ func TestAClientCABundleThatDoesNotLoadKeepsThePreviousCAs(t *testing.T) {
 // previous lists stay in force) and is tried again until the CA is
 // there. The added CA's devices connect, less those its list revokes.
 func TestACRLSignedByAClientCAAddedInTheSameChangeLoads(t *testing.T) {
+	t.Parallel()
 	serverCA, oldCA, addedCA, thirdCA := newCA(t, "server CA"), newCA(t, "device CA 2025"), newCA(t, "device CA 2026"), newCA(t, "device CA 2027")
 	_, _, stolen := addedCA.issue(t, "7", false)
 	_, _, kept := addedCA.issue(t, "7", false)

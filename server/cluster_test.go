@@ -68,11 +68,28 @@ func startKafkaPair(t *testing.T, prefix string, extra map[string]string) (a, b 
 
 func buildChatd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "chatd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/chatd").CombinedOutput(); err != nil {
-		t.Fatalf("build chatd: %v\n%s", err, out)
+	chatdBin.once.Do(func() {
+		if chatdBin.dir, chatdBin.err = os.MkdirTemp("", "chatd-bin"); chatdBin.err != nil {
+			return
+		}
+		chatdBin.path = filepath.Join(chatdBin.dir, "chatd")
+		if out, err := exec.Command("go", "build", "-o", chatdBin.path, "../cmd/chatd").CombinedOutput(); err != nil {
+			chatdBin.err = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if chatdBin.err != nil {
+		t.Fatalf("build chatd: %v", chatdBin.err)
 	}
-	return bin
+	return chatdBin.path
+}
+
+// chatdBin is the chatd binary buildChatd builds once for the tests that
+// run nodes as processes of their own (linking it takes seconds, many
+// under load); TestMain removes its directory.
+var chatdBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
 }
 
 // tracker records, per client, the first arrival of each seq and the
@@ -116,6 +133,7 @@ func (tr *tracker) count() int {
 }
 
 func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two chatd nodes and Kafka")
 	}
@@ -264,6 +282,7 @@ func TestTwoNodesShareOneGroupAndClientsOfAKilledNodeResumeOnTheOther(t *testing
 // Kafka holds the first join of a new group back by
 // group.initial.rebalance.delay.ms (3 s by default); kfake is told to.
 func TestANodeJustStartedDeliversTheFirstMessageFromAnotherNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two chatd nodes and Kafka")
 	}
@@ -296,6 +315,7 @@ func TestANodeJustStartedDeliversTheFirstMessageFromAnotherNode(t *testing.T) {
 // relayed before that. Here the pin at start-up fails, and both the second
 // pin and the group's join are held until the message is in Kafka.
 func TestANodeWhoseConsumerCouldNotPinAtStartStillDeliversWhatWasRelayedBeforeItJoined(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two chatd nodes and Kafka")
 	}
@@ -358,6 +378,7 @@ func TestANodeWhoseConsumerCouldNotPinAtStartStillDeliversWhatWasRelayedBeforeIt
 // nodes receive it live, without reconnecting (docs/operations.md, What
 // each component guarantees).
 func TestClientsOfAnotherNodeReceiveWhatWasSentWhileKafkaWasDownOnceItIsBack(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two chatd nodes and Kafka")
 	}
@@ -396,6 +417,7 @@ func TestClientsOfAnotherNodeReceiveWhatWasSentWhileKafkaWasDownOnceItIsBack(t *
 // second refuses to start, with a settings error (exit status 2), until
 // the first stopped.
 func TestASecondNodeWithTheSameNodeIDRefusesToStartWhileTheFirstRuns(t *testing.T) {
+	t.Parallel()
 	url, kafka := pgtest.NewDB(t), startKafka(t)
 	env := map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "twin"}
 	a := startNode(t, url, env)
@@ -429,6 +451,7 @@ func TestASecondNodeWithTheSameNodeIDRefusesToStartWhileTheFirstRuns(t *testing.
 // event committed after that: the clients of one get what the other
 // commits, entries and receipts alike.
 func TestKafkaNodesStartedWhereNoRelayWasRelayEveryEventCommittedAfterTheirStart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs three chatd nodes and Kafka")
 	}
@@ -480,6 +503,7 @@ func TestKafkaNodesStartedWhereNoRelayWasRelayEveryEventCommittedAfterTheirStart
 // which PostgreSQL keeps to 63 bytes. A marker another node published
 // behind them, on their partition, says the consumer has read past them.
 func TestANodeWithALongIDSkipsItsOwnEventsComingBackFromKafka(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a chatd node and Kafka")
 	}
@@ -515,6 +539,7 @@ func TestANodeWithALongIDSkipsItsOwnEventsComingBackFromKafka(t *testing.T) {
 // default count (1 in Kafka's own configuration), which nothing changes
 // afterwards.
 func TestAChatEventsTopicMadeAfterKafkaWasUnreachableAtStartHasTwelvePartitions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a chatd node and Kafka")
 	}

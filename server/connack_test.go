@@ -23,6 +23,7 @@ import (
 // must leave nothing behind all the same: no client in mochi's list, no
 // session row, no connection counted for the user.
 func TestAConnectWhoseConnackCannotBeWrittenLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_CONNECTIONS_PER_USER": "2"})
 	before := srv.Broker.Server.Clients.Len()
 	for i := range 3 {
@@ -53,6 +54,7 @@ func TestAConnectWhoseConnackCannotBeWrittenLeavesNothingBehind(t *testing.T) {
 // (a client would retry it for ever), and the limit is the same for clean
 // and persistent sessions.
 func TestAnOverlongClientIDIsRefusedAsAnInvalidIdentifier(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	// Random, so that PostgreSQL cannot compress it below its index
 	// row limit.
@@ -93,6 +95,7 @@ func TestAnOverlongClientIDIsRefusedAsAnInvalidIdentifier(t *testing.T) {
 // got 0x03 server unavailable, which tells the device to retry later: it
 // retried for ever. With clean session 1, an empty id connects and chats.
 func TestAV311EmptyClientIDWithCleanSession0IsRejectedAsAnIdentifier(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 4, ClientID: "",
 		Username: "1", Password: testnode.Token(t, 1), Clean: false})

@@ -18,6 +18,7 @@ import (
 // instead of holding that much memory until the connect timeout. One
 // announcing less is waited for as before.
 func TestAConnectAnnouncingMoreThanTheConnectLimitIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	for _, tc := range []struct {
 		name   string

@@ -22,6 +22,7 @@ import (
 // persistent session's expiry never started). In about one pair in
 // fifteen here.
 func TestTwoConnectsOfOneClientIDAtOnceLeaveTheSessionToTheConnectionKept(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	const rounds = 100
 	for r := range rounds {

@@ -14,6 +14,7 @@ import (
 // and an operator alerting on unavailable connects looks at it, not at a
 // client reconnecting faster than its previous attempt finished.
 func TestAConnectThatWaitedOutItsClientIDsTurnIsCountedAsClientIDBusy(t *testing.T) {
+	t.Parallel()
 	// A send timeout shorter than the takeover's second.
 	srv, conv := startDirect(t, map[string]string{"CHAT_MAX_BODY_BYTES": "1048576", "CHAT_SEND_TIMEOUT": "600ms"})
 	fullPhone(t, srv, conv.ID)

@@ -21,6 +21,7 @@ import (
 // own (nodelock.go), which the count left out: a database sized by it
 // refused the last node's connections ("too many clients").
 func TestTheDocumentedConnectionsANodeOpensBesideItsPoolAreAllItOpens(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": startKafka(t), "CHAT_NODE_ID": "sizing"})
 	pool := openPool(t, url)

@@ -87,6 +87,7 @@ func connectRefusedAsRevoked(t *testing.T, srv *server.Server, serverCA *testCA,
 // (0x86, 3.1.1 0x05, counted as token_revoked), and another device of the
 // same user connects.
 func TestACertificateItsCAsCRLListsIsRefusedWhileTheUsersOtherDevicesConnect(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
 	_, _, stolen := deviceCA.issue(t, "7", false)
 	_, _, kept := deviceCA.issue(t, "7", false)
@@ -125,6 +126,7 @@ func connects(t *testing.T, srv *server.Server, outcome string) float64 {
 // 0x87 naming the certificate, 3.1.1: closed), that certificate is refused
 // from then on, and the user's other device stays connected.
 func TestANewCRLEndsTheConnectionsOfTheCertificatesItRevokes(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
 	_, _, stolen := deviceCA.issue(t, "7", false)
 	_, _, kept := deviceCA.issue(t, "7", false)
@@ -153,6 +155,7 @@ func TestANewCRLEndsTheConnectionsOfTheCertificatesItRevokes(t *testing.T) {
 // would revoke at someone else's word: chatd does not start, with a
 // settings error naming the key and the file.
 func TestAClientCRLNotSignedByAClientCAIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
 	_, _, cert := deviceCA.issue(t, "7", false)
 	url := pgtest.NewDB(t)
@@ -191,6 +194,7 @@ func TestAClientCRLNotSignedByAClientCAIsRefusedAtStart(t *testing.T) {
 // file clears it. chat_tls_client_crl_next_update_timestamp_seconds is the
 // lists' NextUpdate.
 func TestAClientCRLThatDoesNotLoadOnReloadKeepsThePreviousLists(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
 	_, _, stolen := deviceCA.issue(t, "7", false)
 	_, _, kept := deviceCA.issue(t, "7", false)

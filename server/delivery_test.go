@@ -32,6 +32,7 @@ func sendN(t *testing.T, c *mqtttest.Client, conv int64, n int, prefix string) {
 }
 
 func TestOfflineMemberReceivesEveryMissedMessageAfterServerRestart(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	env := map[string]string{"CHAT_MAX_INFLIGHT": "16"} // far below the 500 missed messages
 	srv := startNode(t, url, env)
@@ -55,6 +56,7 @@ func TestOfflineMemberReceivesEveryMissedMessageAfterServerRestart(t *testing.T)
 }
 
 func TestOfflineMemberCatchesUpAfterChatdIsKilled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills a chatd process")
 	}
@@ -89,6 +91,7 @@ func TestOfflineMemberCatchesUpAfterChatdIsKilled(t *testing.T) {
 }
 
 func TestStuckSubscriberDoesNotSlowOthers(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	conv, err := srv.Service.CreateGroup(context.Background(), 1, "stuck", []int64{2, 3})
 	if err != nil {
@@ -121,6 +124,7 @@ func TestStuckSubscriberDoesNotSlowOthers(t *testing.T) {
 }
 
 func TestReadReceiptsNeverMoveBackAndReachMembers(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	conv := mustGroup(t, ctx, srv, 1, "receipts", []int64{2, 3})
@@ -168,6 +172,7 @@ func TestReadReceiptsNeverMoveBackAndReachMembers(t *testing.T) {
 }
 
 func TestMosquittoClientsSendAndReceive(t *testing.T) {
+	t.Parallel()
 	pub, errPub := exec.LookPath("mosquitto_pub")
 	sub, errSub := exec.LookPath("mosquitto_sub")
 	if errPub != nil || errSub != nil {
@@ -249,6 +254,7 @@ func sendRetrying(t *testing.T, addr string, user, conv int64, n int) {
 // carried is in too. Then, acknowledging as it reads, it gets the rest in
 // order, never more than 5 unacknowledged.
 func TestDeliveryKeepsToTheClientsReceiveMaximum(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	const rm, missed = 5, 20
 	before := parkSession(t, srv, 2, "rm5", 5, conv.ID)

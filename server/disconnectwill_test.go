@@ -19,6 +19,7 @@ import (
 // CONNECT with a Will is refused): no warning in the operator's log, and
 // the persistent session lives on as after any DISCONNECT.
 func TestADisconnectWithWillMessageIsAnOrdinaryDisconnect(t *testing.T) {
+	t.Parallel()
 	logs := &logtest.Buffer{}
 	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), nil), slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c, _ := dialAs(t, srv.MQTTAddr(), 1, "disconnect-0x04", 5, false)

@@ -24,6 +24,7 @@ import (
 // stored. A retransmission of a publish still waiting for its answer is
 // now answered by that answer alone.
 func TestARetransmissionOfAPublishStillWaitingForItsAnswerGetsNoPubackOfItsOwn(t *testing.T) {
+	t.Parallel()
 	for _, v := range []byte{4, 5} {
 		srv, conv := startDirect(t, nil)
 		conn, err := net.Dial("tcp", srv.MQTTAddr())
@@ -69,6 +70,7 @@ func TestARetransmissionOfAPublishStillWaitingForItsAnswerGetsNoPubackOfItsOwn(t
 // too; only once it is written (MQTT 3.1.1 §4.3.2) is a publish with the
 // id a new one.
 func TestARetransmissionReadWhileItsAnswerWaitsToBeWrittenGetsNoPubackOfItsOwn(t *testing.T) {
+	t.Parallel()
 	for _, v := range []byte{4, 5} {
 		t.Run(fmt.Sprint("v", v), func(t *testing.T) {
 			srv, conv := startDirect(t, map[string]string{"CHAT_MAX_BODY_BYTES": "262144"})

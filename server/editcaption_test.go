@@ -23,6 +23,7 @@ import (
 // reconnecting. A text-only message's edit to nothing is refused (0x99
 // invalid).
 func TestAnMQTTEditClearsTheTextOfAPhotoAndMembersCatchUpOnIt(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, n.Server, 1, "photos", []int64{2, 3})
@@ -92,6 +93,7 @@ func eventType(payload []byte) string {
 // TestAnMQTTEditWithoutABodyIsRefused: an edit publish that leaves body
 // out is 0x99 invalid, not read as clearing the text of the message.
 func TestAnMQTTEditWithoutABodyIsRefused(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "photos", []int64{2})
 	sender := rawClient(t, n.MQTTAddr(), 1, "nobody-sender", 5, true)

@@ -46,6 +46,7 @@ func (e editEntry) String() string {
 // "body":"" and no marker: the two are told apart. The members who may
 // read the edit get its body and no marker.
 func TestAnEditHiddenFromALateMemberIsMarkedBodyHiddenAndAClearedCaptionIsNot(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, n.Server, 1, "photos", []int64{2}) // history "joined", the default

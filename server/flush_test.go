@@ -15,6 +15,7 @@ import (
 // delivered writer: an acknowledgement that follows a flush waits for the
 // configured interval, not the default one.
 func TestCursorAndDeliveredFlushIntervalsAreSettings(t *testing.T) {
+	t.Parallel()
 	// Both longer than the defaults (5s, 250ms), which would flush sooner.
 	const cursorEvery, deliveredEvery = 7 * time.Second, 2500 * time.Millisecond
 	ctx := context.Background()

@@ -45,6 +45,7 @@ func dialWSFrom(t *testing.T, srv *server.Server, from, xff, clientID string) by
 // client X-Forwarded-For names instead, and a peer that is not trusted
 // cannot pick its address by sending the header.
 func TestWebSocketClientsBehindATrustedProxyEachHaveTheirOwnConnectLimit(t *testing.T) {
+	t.Parallel()
 	connectAll(t, limitedBehindProxy(t), []wsConnect{
 		{"127.0.0.1", "203.0.113.7", "a", 0, "first client through the proxy"},
 		{"127.0.0.1", "203.0.113.7", "a2", 0x9F, "the same client through the proxy again"},
@@ -86,6 +87,7 @@ func connectAll(t *testing.T, srv *server.Server, cs []wsConnect) {
 // host could take the node's whole connect budget. IPv6 clients are
 // counted per /64; IPv4 ones per address.
 func TestIPv6ClientsOfOneSlash64ShareOneConnectLimit(t *testing.T) {
+	t.Parallel()
 	connectAll(t, limitedBehindProxy(t), []wsConnect{
 		{"127.0.0.1", "2001:db8:1:2::1", "v6-a", 0, "first client of 2001:db8:1:2::/64"},
 		{"127.0.0.1", "2001:db8:1:2:ffff:1234:5678:9abc", "v6-a2", 0x9F, "another address of the same /64"},

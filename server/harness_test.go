@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,14 @@ import (
 	"github.com/chatd/chatd/server"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if chatdBin.dir != "" {
+		os.RemoveAll(chatdBin.dir)
+	}
+	pgtest.Shutdown()
+	os.Exit(code)
+}
 
 // startNode starts a chatd node on loopback ports against url.
 func startNode(t testing.TB, url string, env map[string]string, opts ...server.Option) *server.Server {
@@ -499,5 +507,20 @@ func (pc *pahoConn) serverDisconnect(t *testing.T, what string) *paho.Disconnect
 func (pc *pahoConn) publish1(topic string, payload []byte, props *paho.PublishProperties) (*paho.PublishResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// paho waits out the timeout for a PUBACK on a connection that has
+	// ended. A PUBACK read before the end already waits for Publish, which
+	// takes it at once: give up a second after the end.
+	go func() {
+		select {
+		case <-pc.Done():
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(time.Second):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return pc.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload, Properties: props})
 }

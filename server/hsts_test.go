@@ -15,6 +15,7 @@ import (
 // the plain http_addr beside it never does (RFC 6797 §7.2), or a browser
 // told so would stop reaching it. chatd sent none.
 func TestHSTSIsSentOnHTTPSAnswersOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	certPath, keyPath, roots := serverCert(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
 		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_HSTS_MAX_AGE": "24h"})

@@ -45,6 +45,7 @@ func (l *heldListener) Accept() (net.Conn, error) {
 // listener again and its "use of closed network connection" failed the
 // shutdown, and chatd exited 1 with no request cut off.
 func TestShuttingDownAnHTTPServerWhoseListenerIsClosedIsClean(t *testing.T) {
+	t.Parallel()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // it did subscribe. A connection whose session is not present starts with
 // no subscriptions.
 func TestATakeoverWithoutSessionPresentStartsWithoutTheOldConnectionsSubscriptions(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	opts := mqtttest.Options{Version: 5, ClientID: "phone", Password: testnode.Token(t, 1), Clean: false, Expiry: 0}
 	old, _, err := mqtttest.Dial(srv.MQTTAddr(), opts)

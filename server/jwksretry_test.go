@@ -22,6 +22,7 @@ import (
 // connect refused by a rate says it, not left to guess (a device that
 // retries every second is put off every second until then).
 func TestAV5ConnectPutOffUntilTheKeySetMayBeFetchedAgainIsToldWhen(t *testing.T) {
+	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

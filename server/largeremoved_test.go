@@ -35,6 +35,7 @@ type ownedEntry struct {
 // Nothing after the removal comes. Added back meanwhile, what follows the
 // new join is a member's again: slim, its body read through history.
 func TestARemovedMemberOfALargeGroupGetsWhatTheyWereOwedWithItsBodyOnReconnect(t *testing.T) {
+	t.Parallel()
 	for _, readded := range []bool{false, true} {
 		t.Run(fmt.Sprint("added back ", readded), func(t *testing.T) {
 			srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LARGE_GROUP": "2"})

@@ -21,6 +21,7 @@ func changeTopic(conv int64, what string) string {
 // message.recalled in seq order; refusals get their reason code and the
 // precise code as a user property (v5), or an error event (3.1.1).
 func TestEditRecallAndReactOverMQTTAnswerWithTheirSeqAndReachMembersInOrder(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, srv, 1, "lifecycle", []int64{2, 3})

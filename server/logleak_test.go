@@ -24,6 +24,7 @@ import (
 // second CONNECT on a connection put the client's JWT there. Neither the
 // body nor the token may reach the log, whatever a client sends.
 func TestAMalformedPublishOrASecondConnectPutsNeitherTheBodyNorTheTokenInTheLog(t *testing.T) {
+	t.Parallel()
 	logs := &logtest.Buffer{}
 	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), nil), slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	conv := mustDirect(t, t.Context(), srv, 1, 2)
@@ -78,6 +79,7 @@ func TestAMalformedPublishOrASecondConnectPutsNeitherTheBodyNorTheTokenInTheLog(
 // in the URL (https://user:password@idp/certs): it went into the log as
 // given. The log shows the URL with its password masked.
 func TestTheJWKSURLsPasswordStaysOutOfTheLog(t *testing.T) {
+	t.Parallel()
 	const password = "jwks-pass-5e1d"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"keys":[]}`))

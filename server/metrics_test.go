@@ -42,6 +42,7 @@ func scrape(t *testing.T, httpAddr string) map[string]float64 {
 }
 
 func TestMetricsExposeTrafficRelayAndPool(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, map[string]string{"CHAT_KAFKA_BROKERS": startKafka(t), "CHAT_NODE_ID": "metrics"})
 	a := rawClient(t, srv.MQTTAddr(), 1, "m1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "m2", 4, true)
@@ -98,6 +99,7 @@ func TestMetricsExposeTrafficRelayAndPool(t *testing.T) {
 // fresh node's first storm of refusals. Every outcome operations.md lists
 // is there at 0 before any CONNECT.
 func TestEveryConnectOutcomeIsExportedAtZeroBeforeTheFirstConnect(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 // long, refusing the node's replacement; tcp_user_timeout, on the server's
 // socket, ends that within 25 s.
 func TestTheNodeIDSessionBoundsDataTheServerCannotDeliver(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.TCPPool(t)
 	conn, got, err := server.ClaimNodeIDSession(context.Background(), pool.Config().ConnConfig, "node-a")
 	if err != nil {
@@ -43,6 +44,7 @@ func TestTheNodeIDSessionBoundsDataTheServerCannotDeliver(t *testing.T) {
 // PostgreSQL ends within 25 s (above), and claims the id again once it
 // can: it does not go on unaware while a replacement may take the id.
 func TestANodeWhoseDatabaseVanishedClaimsItsIDAgain(t *testing.T) {
+	t.Parallel()
 	db := pgtest.NewVanishing(t)
 	var logs logtest.Buffer
 	release, err := server.KeepNodeID(context.Background(), db.Config, "node-a", slog.New(slog.NewTextHandler(&logs, nil)), 500*time.Millisecond)

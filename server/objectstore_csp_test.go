@@ -29,6 +29,7 @@ func (bucketThere) RoundTrip(r *http.Request) (*http.Response, error) {
 // Content-Security-Policy must admit that origin, not the endpoint's, or
 // the browser refuses every upload and download.
 func TestTheWebClientMayUploadToAndDownloadFromABucketAtAmazonS3(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := config.Settings{AttachmentSettings: config.AttachmentSettings{S3Endpoint: "s3.eu-west-1.amazonaws.com", S3Bucket: "chatd-files",
 		S3Region: "eu-west-1", S3AccessKey: "AKIDEXAMPLE", S3SecretKey: "secret", S3UseTLS: true}}
@@ -65,6 +66,7 @@ func TestTheWebClientMayUploadToAndDownloadFromABucketAtAmazonS3(t *testing.T) {
 // origin) serves its page with a policy that admits where the upload
 // ticket sends the browser.
 func TestTheWebClientsPolicyAdmitsWhereAnUploadTicketSendsTheBrowser(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, true, nil)
 	page := n.call(t, 0, http.MethodGet, "/", nil, nil)
 	csp := page.header.Get("Content-Security-Policy")

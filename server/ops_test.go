@@ -157,6 +157,7 @@ func tlsNodeOn(t *testing.T, url string, ca *testCA, cn string, env map[string]s
 }
 
 func TestTLSCertificateReloadsWhenItsFilesChangeAndLiveConnectionsStayUp(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "test CA")
 	c1, k1, _ := ca.issue(t, "chatd 2025", true)
 	dir := t.TempDir()
@@ -230,6 +231,7 @@ func dialCert(t *testing.T, addr string, roots *x509.CertPool, client *tls.Certi
 }
 
 func TestClientCertificateAuthenticatesDevicesAsTheUserInItsCommonName(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
 	srv, _ := clientCANode(t, serverCA, nil, deviceCA)
 	node := srv
@@ -281,6 +283,7 @@ func TestClientCertificateAuthenticatesDevicesAsTheUserInItsCommonName(t *testin
 }
 
 func TestRequiredClientCertificateRefusesClientsWithoutOne(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
 	srv, _ := clientCANode(t, serverCA, map[string]string{"CHAT_MQTTS_CLIENT_AUTH": "require"}, deviceCA)
 	addr := srv.MQTTSAddr()
@@ -318,6 +321,7 @@ func dialProxied(t *testing.T, addr string, h *proxyproto.Header) net.Conn {
 }
 
 func TestProxyProtocolFromTrustedNetworksFeedsTheRealAddressToTheConnectLimit(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "CA")
 	logs := &lineLog{level: slog.LevelDebug}
 	c, k, _ := ca.issue(t, "chatd", true)
@@ -369,6 +373,7 @@ func TestProxyProtocolFromTrustedNetworksFeedsTheRealAddressToTheConnectLimit(t 
 }
 
 func TestProxyHeadersFromUntrustedNetworksCloseTheConnection(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PROXY_PROTOCOL": "true", "CHAT_PROXY_PROTOCOL_TRUSTED": "10.0.0.0/8"})
 	if c, _, err := mqtttest.DialConn(dialProxied(t, srv.MQTTAddr(), proxyHeader(2, "10.1.2.3")),
 		mqtttest.Options{Version: 5, ClientID: "spoof", Password: testnode.Token(t, 1), Clean: true}); err == nil {
@@ -383,6 +388,7 @@ func TestProxyHeadersFromUntrustedNetworksCloseTheConnection(t *testing.T) {
 }
 
 func TestMetricsListenerServesMetricsAndThePublicListenerNoLonger(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_METRICS_ADDR": "127.0.0.1:0"})
 	if srv.MetricsAddr() == "" {
 		t.Fatal("no metrics listener")
@@ -419,6 +425,7 @@ func TestMetricsListenerServesMetricsAndThePublicListenerNoLonger(t *testing.T) 
 }
 
 func TestMetricsCountHTTPRequestsByRouteAndMQTTConnectionsByTransport(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "CA")
 	srv, _, _ := tlsNode(t, ca, "chatd", nil)
 	get := func(path string, user int64) {
@@ -557,6 +564,7 @@ func (l *lineLog) String() string {
 }
 
 func TestReadyLineNamesVersionWebURLAndWhereTheSecretLives(t *testing.T) {
+	t.Parallel()
 	logs := &lineLog{}
 	env := nodeEnv(t, pgtest.NewDB(t), map[string]string{"CHAT_LOG_LEVEL": "info"})
 	delete(env, "CHAT_JWT_SECRET")
@@ -582,6 +590,7 @@ func TestReadyLineNamesVersionWebURLAndWhereTheSecretLives(t *testing.T) {
 }
 
 func TestIdentityProviderTokensFromAJWKSAuthenticateMQTTAndHTTP(t *testing.T) {
+	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -629,6 +638,7 @@ func TestIdentityProviderTokensFromAJWKSAuthenticateMQTTAndHTTP(t *testing.T) {
 // answered "retry later" now: CONNACK 0x88 (3.1.1: 0x03) and HTTP 503 with
 // Retry-After; a token that is bad whatever the keys say is still 0x86.
 func TestAnIdentityProvidersTokenIsAnsweredRetryLaterWhileItsKeysCannotBeFetched(t *testing.T) {
+	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,7 @@ func markReadMQTT(t *testing.T, c *mqtttest.Client, conv, seq int64) {
 // Node b learns of the events through Kafka, so the rule travels with the
 // event.
 func TestReadReceiptsOffReachNoOtherMemberOnAnyNode(t *testing.T) {
+	t.Parallel()
 	a, b := startKafkaPair(t, "r", nil)
 	ctx := context.Background()
 	const alice, bob, carol = 1, 2, 3
@@ -149,6 +150,7 @@ func waitForConsumer(t *testing.T, a, b *server.Server, c *mqtttest.Client) {
 // added catches up on those changes as system entries, in seq order; online
 // members get conversation.updated and system.new live.
 func TestGroupChangesReachAnOfflineMemberAsSystemEntriesOnReconnect(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	const owner, away = 1, 2
@@ -201,6 +203,7 @@ func TestGroupChangesReachAnOfflineMemberAsSystemEntriesOnReconnect(t *testing.T
 // A blocked user's MQTT send into the blocker's direct conversation is
 // refused with PUBACK 0x87 and stored nowhere.
 func TestABlockedUsersMQTTSendIsRefusedWith0x87(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	d := mustDirect(t, ctx, srv, 1, 2)
@@ -224,6 +227,7 @@ func TestABlockedUsersMQTTSendIsRefusedWith0x87(t *testing.T) {
 // profile.updated reaches the users who share a conversation with the
 // user, on every node (node b reads the audience itself), and nobody else.
 func TestProfileUpdatesReachWhoSharesAConversationOnEveryNode(t *testing.T) {
+	t.Parallel()
 	a, b := startKafkaPair(t, "p", nil)
 	ctx := context.Background()
 	if _, _, err := a.Service.OpenDirect(ctx, 1, 2); err != nil {
@@ -258,6 +262,7 @@ func TestProfileUpdatesReachWhoSharesAConversationOnEveryNode(t *testing.T) {
 // profile.updated, whose audience this node reads from PostgreSQL, must not
 // hold up the events behind it while that read waits for the database.
 func TestARemoteProfileUpdateWaitingForPostgreSQLHoldsUpNoOtherNodesEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url, kafkaAddr := pgtest.NewDB(t), startKafka(t)
 	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafkaAddr, "CHAT_NODE_ID": "slowdb-b"})

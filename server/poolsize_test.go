@@ -16,6 +16,7 @@ import (
 // set too, to another size: then the node refuses to start, naming both.
 // db_max_conns (default 32) used to replace it in silence.
 func TestTheDatabaseURLsPoolSizeWinsAndAConflictingDBMaxConnsIsRefused(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t) + " pool_max_conns=3"
 	env := nodeEnv(t, url, nil)
 	env["CHAT_DB_MAX_CONNS"] = "50"

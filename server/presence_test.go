@@ -86,6 +86,7 @@ func offlineAnnounced(t *testing.T, friend *mqtttest.Client, srv *server.Server,
 // keepalive) and the grace passed; presence reaches only users who share a
 // small conversation with the user; large groups can only query.
 func TestPresenceFollowsASilentDeviceAndStaysWithinSharedConversations(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true", "CHAT_LARGE_GROUP": "3"})
 	ctx := context.Background()
 	if _, _, err := srv.Service.OpenDirect(ctx, 1, 2); err != nil {
@@ -184,6 +185,7 @@ func watchedPhone(t *testing.T, grace time.Duration) (srv *server.Server, friend
 // first device dropping (TCP closed, no DISCONNECT) changes nothing, the
 // second one makes them offline.
 func TestPresenceWithTwoDevices(t *testing.T) {
+	t.Parallel()
 	// A grace of 3 s leaves a loaded machine room for the quick reconnect
 	// at the end.
 	srv, friend, phone := watchedPhone(t, 3*time.Second)
@@ -221,6 +223,7 @@ func TestPresenceWithTwoDevices(t *testing.T) {
 // never announced offline, and one that stays away is announced once the
 // grace is over, not at the default second.
 func TestPresenceGraceIsASetting(t *testing.T) {
+	t.Parallel()
 	const grace = 4 * time.Second
 	srv, friend, phone := watchedPhone(t, grace)
 	phone.Drop()
@@ -245,6 +248,7 @@ func TestPresenceGraceIsASetting(t *testing.T) {
 // TestPresenceAcrossNodes: presence pushes cross nodes through Kafka
 // (published directly, never stored), and the query is right on every node.
 func TestPresenceAcrossNodes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two nodes and Kafka")
 	}
@@ -310,6 +314,7 @@ func presencePair(t *testing.T, prefix string) (a, b *server.Server, friend, dev
 // elsewhere offline to the other nodes' watchers, as it does for a
 // disconnect; they used to stay "online" there until someone asked.
 func TestAGracefulShutdownAnnouncesItsUsersOfflineOnOtherNodes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two nodes and Kafka")
 	}
@@ -355,6 +360,7 @@ func nextPresenceSeen(t *testing.T, c *mqtttest.Client, user int64, timeout time
 // no longer announced to them), and the user's current state when they
 // may see it again.
 func TestAUserWhoHidesTheirPresenceStopsShowingOnlineToTheirContacts(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_PRESENCE_PUSH": "true"})
 	mustDirect(t, context.Background(), srv, 1, 2)
 	friend := rawClient(t, srv.MQTTAddr(), 2, "friend-2", 5, true)
@@ -406,6 +412,7 @@ func TestAUserWhoHidesTheirPresenceStopsShowingOnlineToTheirContacts(t *testing.
 // the flag back at this node's heartbeat, or its end clears it and the
 // user, online on the other node, is announced offline.
 func TestAConnectionTakenOverOnAnotherNodeStaysOnlineWhenTheOldOneEnds(t *testing.T) {
+	t.Parallel()
 	srv, friend, phone := watchedPhone(t, time.Second)
 	ctx := context.Background()
 	// What the other node's takeover wrote (its heartbeat kept fresh for
@@ -439,6 +446,7 @@ func TestAConnectionTakenOverOnAnotherNodeStaysOnlineWhenTheOldOneEnds(t *testin
 // restores them and announces its users online again, or they would show
 // offline until they reconnected.
 func TestANodeTakenForDeadAnnouncesItsUsersOnlineAgain(t *testing.T) {
+	t.Parallel()
 	srv, friend, _ := watchedPhone(t, time.Second)
 	// What another node does to a node it takes for dead (ReapNodes).
 	if _, err := srv.Pool.Exec(context.Background(), `
@@ -467,6 +475,7 @@ func TestANodeTakenForDeadAnnouncesItsUsersOnlineAgain(t *testing.T) {
 // their connections told nobody, and no other node could tell it had
 // died.
 func TestUsersOfANodeKilledAndRestartedAtOnceAreAnnouncedOfflineOnTheOthers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two chatd nodes and Kafka")
 	}
@@ -528,6 +537,7 @@ func warmUp(t *testing.T, warm *mqtttest.Client, conv int64, friend *mqtttest.Cl
 // ignored the connection the dead node held (null for a user who never
 // disconnected before).
 func TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two chatd nodes and Kafka")
 	}
@@ -573,6 +583,7 @@ func TestUsersOfAKilledNodeAreAnnouncedOfflineOnTheOthers(t *testing.T) {
 // node's clock at the disconnect, the query the database's at the write
 // that recorded it: two instants for one departure.
 func TestAnOfflineEventsLastSeenIsTheOneThePresenceQueryAnswers(t *testing.T) {
+	t.Parallel()
 	srv, friend, phone := watchedPhone(t, 500*time.Millisecond)
 	phone.Drop()
 	ev := nextPresence(t, friend, 1, 10*time.Second)

@@ -14,6 +14,7 @@ import (
 // 0x9F still says when to come back (retryAfter), as protocol.md promises
 // for every one, and a DISCONNECT says why it ends the connection.
 func TestConnackAndDisconnectSayWhyEvenToAClientAskingForNoProblemInformation(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONNECT_USER_RATE": "0.1", "CHAT_LIMIT_CONNECT_USER_BURST": "2"})
 	noProblemInfo := func(_ *paho.ClientConfig, cp *paho.Connect) {
 		cp.Properties = &paho.ConnectProperties{RequestProblemInfo: false}

@@ -19,6 +19,7 @@ import (
 // DISCONNECT 0xA1, subscription identifiers not supported. It was granted
 // (SUBACK 0x01) and the connection kept.
 func TestASubscribeWithASubscriptionIdentifierIsDisconnectedWith0xA1(t *testing.T) {
+	t.Parallel()
 	subscribeDisconnected(t, "subid", packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, Identifier: 7}},
 		packets.Properties{SubscriptionIdentifier: []int{7}}, "a Subscription Identifier", 0xA1, "subscription identifiers not supported")
 }
@@ -48,6 +49,7 @@ func subscribeDisconnected(t *testing.T, client string, filters packets.Subscrip
 // protocol error (§3.8.3.1), DISCONNECT 0x82. It was granted (SUBACK
 // 0x01) and the subscription kept.
 func TestASubscribeWithRetainHandling3IsAProtocolError(t *testing.T) {
+	t.Parallel()
 	subscribeDisconnected(t, "rh3", packets.Subscriptions{{Filter: testnode.EventsTopic(2), Qos: 1, RetainHandling: 3}},
 		packets.Properties{}, "Retain Handling 3", 0x82, "protocol error")
 }
@@ -58,6 +60,7 @@ func TestASubscribeWithRetainHandling3IsAProtocolError(t *testing.T) {
 // beside it in the SUBSCRIBE is not granted either. It was answered SUBACK
 // 0x82, which is no SUBACK code.
 func TestASharedSubscriptionWithNoLocalIsAProtocolError(t *testing.T) {
+	t.Parallel()
 	subscribeDisconnected(t, "shared-nolocal", packets.Subscriptions{{Filter: "$share/g/" + testnode.EventsTopic(2), Qos: 1, NoLocal: true},
 		{Filter: testnode.EventsTopic(2), Qos: 1}}, packets.Properties{}, "No Local on a shared subscription", 0x82, "protocol error")
 }
@@ -69,6 +72,7 @@ func TestASharedSubscriptionWithNoLocalIsAProtocolError(t *testing.T) {
 // client that asked to re-authenticate waited for an answer that never
 // came.
 func TestAnAuthPacketEndsItsConnectionAsAProtocolError(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	for _, v := range []byte{5, 4} {
 		c, _ := dialAs(t, srv.MQTTAddr(), 1, fmt.Sprint("auth-v", v), v, true)
@@ -92,6 +96,7 @@ func TestAnAuthPacketEndsItsConnectionAsAProtocolError(t *testing.T) {
 // (MQTT-4.12.0-1). chatd admitted it by its password, and the client,
 // which asked for an authentication exchange, was told nothing of it.
 func TestAConnectNamingAnAuthenticationMethodIsRefusedWith0x8C(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "auth-method", Password: testnode.Token(t, 1), Clean: true,
 		Properties: packets.Properties{AuthenticationMethod: "SCRAM-SHA-256", AuthenticationData: []byte("client-first")}})

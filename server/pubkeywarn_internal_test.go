@@ -19,6 +19,7 @@ import (
 // that work, so it is a warning naming the settings to set; none with
 // either set, or without a provider key.
 func TestAPublicKeyWithoutIssuerOrAudienceIsWarnedAboutAtStart(t *testing.T) {
+	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -85,6 +85,7 @@ func waitAccepted(t *testing.T, ep *webpushtest.Endpoint, name string, n int, wi
 }
 
 func TestDevicesAPIAndSettingsInTheInbox(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	keys := newVAPID(t)
 	srv := startNode(t, url, pushEnv(t, keys, nil))
@@ -192,6 +193,7 @@ func TestPushesGoToDisconnectedAndStuckRecipientsOnly(t *testing.T) {
 // TestTwoNodesPushOnceAlthoughBothSeeEveryMessage: two nodes share a
 // database and Kafka; messages sent through both are pushed once each.
 func TestTwoNodesPushOnceAlthoughBothSeeEveryMessage(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	keys := newVAPID(t)
 	kafka := startKafka(t)
@@ -233,6 +235,7 @@ func TestTwoNodesPushOnceAlthoughBothSeeEveryMessage(t *testing.T) {
 // service; another node sends it after the claim's lease, at most once
 // more.
 func TestKilledDecidingNodesPushIsSentByAnother(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	keys := newVAPID(t)
 	ep := webpushtest.NewEndpoint(keys.Public)
@@ -317,6 +320,7 @@ func TestHangingPushServiceDoesNotSlowSends(t *testing.T) {
 // TestDeviceRPCTwinsAnswerLikeHTTP registers, lists and deletes a device
 // and mutes a conversation over MQTT v5 RPC.
 func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
+	t.Parallel()
 	keys := newVAPID(t)
 	srv, conv := startDirect(t, pushEnv(t, keys, nil))
 	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-push", 5, true)
@@ -370,6 +374,7 @@ func TestDeviceRPCTwinsAnswerLikeHTTP(t *testing.T) {
 // HTTP sends that device a silent remove and the sender's own device
 // nothing.
 func TestRecalledMessageIsTakenOffTheDevicesItWasPushedTo(t *testing.T) {
+	t.Parallel()
 	srv, ep := startPushNode(t, map[string]string{"CHAT_PUSH_PREVIEW": "true"})
 	g, err := srv.Service.CreateGroup(context.Background(), 1, "team", []int64{2, 3})
 	if err != nil {
@@ -438,6 +443,7 @@ func stillAccepted(t *testing.T, ep *webpushtest.Endpoint, name string, n int, d
 // had to work out that it was not. A mute until a time already gone is
 // refused (400): it would mute nothing.
 func TestAMuteForAWhileShowsAsOverOnceItsTimeHasPassed(t *testing.T) {
+	t.Parallel()
 	srv, _ := startPushNode(t, nil)
 	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	path := fmt.Sprintf("/v1/conversations/%d/settings", conv.ID)

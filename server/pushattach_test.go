@@ -17,6 +17,7 @@ import (
 // is a photo alone is not pushed as an empty text: its preview says what
 // it is, as the inbox does.
 func TestAPhotoWithoutTextIsPushedAsAPhoto(t *testing.T) {
+	t.Parallel()
 	srv, ep := startPushNode(t, map[string]string{"CHAT_PUSH_PREVIEW": "true"})
 	ctx := context.Background()
 	g := mustGroup(t, ctx, srv, 1, "team", []int64{2})

@@ -14,6 +14,7 @@ import (
 // as on 3.1.1, the sending connection gets the error event, naming the
 // clientMsgId when the payload had one.
 func TestAQoS0SendIsStoredOrAnsweredWithAnErrorEventOnBothVersions(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	other := mustDirect(t, t.Context(), srv, 2, 3)
 	for _, v := range []byte{5, 4} {

@@ -14,6 +14,7 @@ import (
 // distinct emoji is refused for good (0x99, code too_many_reactions, a
 // reason string), not 0x97, which clients retry.
 func TestANewReactionPastAMessagesKindsIsPUBACK0x99TooManyReactions(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	conv := mustDirect(t, ctx, srv, 1, 2)

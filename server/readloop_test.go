@@ -96,6 +96,7 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 // together, not one transaction per publish; the read loop never waited
 // for a commit.
 func TestOneConnectionsPublishesInFlightShareGroupCommits(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
 	ctx := context.Background()

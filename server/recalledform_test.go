@@ -42,6 +42,7 @@ func leftover(t *testing.T, b []byte) string {
 // editedAt (nor a body): a recalled message reads as recalled and nothing
 // more.
 func TestARecalledReplyForwardOrEditedMessageReachesMembersWithoutWhereItCameFrom(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, srv, 1, "recalled", []int64{2, 3})

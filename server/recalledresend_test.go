@@ -19,6 +19,7 @@ import (
 // "recalled": true with recalledAt and no body), not an empty message the
 // client would show as sent.
 func TestAResendOfARecalledMessageIsAnsweredAsRecalled(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, srv, 1, "recalled resend", []int64{2})
@@ -87,6 +88,7 @@ func TestAResendOfARecalledMessageIsAnsweredAsRecalled(t *testing.T) {
 // erased, empty body; it now says the message was recalled (PUBACK
 // recalled=true; HTTP "recalled": true with recalledAt and no body).
 func TestAResendOfAnEditWhoseMessageWasRecalledIsAnsweredAsRecalled(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	g := mustGroup(t, ctx, srv, 1, "recalled edit", []int64{2})

@@ -21,6 +21,7 @@ import (
 // (docs/protocol.md, Recall: "in catch-up"), then the recall: never the
 // erased text from what B kept in memory.
 func TestAResumingSessionGetsAMessageRecalledOnAnotherNodeRecalledBeforeTheRecallIsRelayed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two chatd nodes and Kafka")
 	}

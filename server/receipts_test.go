@@ -47,6 +47,7 @@ func seenOf(t *testing.T, srv *server.Server, user, conv, seq int64) seenReply {
 // published to it; the sender then sees delivery.updated, and read.updated
 // once the recipient reads, and the seen endpoint, history and inbox agree.
 func TestDeliveredOnPubackThenRead(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	// Outbox rows on, as a node with Kafka has them, so the events'
 	// rows can be counted below.
@@ -153,6 +154,7 @@ func TestDeliveredOnPubackThenRead(t *testing.T) {
 // TestMetricsExposeLimitsReceiptsAndPresence: the metrics are on
 // the node's registry and move.
 func TestMetricsExposeLimitsReceiptsAndPresence(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, map[string]string{"CHAT_LIMIT_SEND_RATE": "0.01", "CHAT_LIMIT_SEND_BURST": "1", "CHAT_PRESENCE_PUSH": "true"})
 	a := rawClient(t, srv.MQTTAddr(), 1, "m1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "m2", 4, true)

@@ -19,6 +19,7 @@ import (
 // the quoted message's msgType ("image", "audio", "file"; none for the
 // text), so a client has something to show for an empty snippet.
 func TestARepliedPhotoVoiceNoteOrFileIsNamedInTheQuoteLiveAndOnCatchUp(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, nil)
 	g := mustGroup(t, context.Background(), n.Server, 1, "quotes", []int64{2, 3})
 	parkSession(t, n.Server, 3, "quote-away", 5, g.ID)

@@ -21,6 +21,7 @@ import (
 // nothing either. mochi's retained store holds its own $SYS values only,
 // and a later subscriber to the whole tree gets no retained message.
 func TestARetainedPublishIsHandledAsAnyOtherAndNothingIsRetained(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	conv := mustDirect(t, ctx, srv, 1, 2)

@@ -20,6 +20,7 @@ import (
 // user 1 let go of. The answer, which describes user 1's group, must not
 // reach user 2's connection: it is for a connection that no longer exists.
 func TestAnRPCReplyOfAClosedConnectionDoesNotReachTheNextUserOfItsClientID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	conv := mustGroup(t, ctx, srv, 1, "private plans", nil)
@@ -79,6 +80,7 @@ func TestAnRPCReplyOfAClosedConnectionDoesNotReachTheNextUserOfItsClientID(t *te
 // limit does: PUBACK 0x97 with the user properties code=rate_limited and
 // retryAfter, and a reply whose error.retryAfter gives the same seconds.
 func TestAnRPCRefusedForBusyWorkersSaysWhenToRetry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"})
 	// Nine users, each with a group of their own whose every update waits
@@ -135,6 +137,7 @@ func TestAnRPCRefusedForBusyWorkersSaysWhenToRetry(t *testing.T) {
 // locked row) is refused past it, and another user's request is still
 // taken and answered, not refused for a queue the first filled.
 func TestOneUsersWaitingRPCRequestsLeaveRoomForAnotherUsers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"})
 	conv := mustGroup(t, ctx, srv, 1, "busy", nil)
@@ -180,6 +183,7 @@ func TestOneUsersWaitingRPCRequestsLeaveRoomForAnotherUsers(t *testing.T) {
 // leaves the other half to everyone else, whose requests are answered at
 // once instead of after the burst's turn.
 func TestOneUsersWaitingRPCRequestsDoNotHoldUpAnotherUsersAnswer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000"})
 	conv := mustGroup(t, ctx, srv, 1, "busy", nil)
@@ -211,6 +215,7 @@ func TestOneUsersWaitingRPCRequestsDoNotHoldUpAnotherUsersAnswer(t *testing.T) {
 // request running: the third user's request is answered while theirs
 // still wait, before any of them.
 func TestTwoUsersWaitingRPCRequestsLeaveAWorkerForAThirdUsersRequest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "100000", "CHAT_LIMIT_API_BURST": "100000",
 		"CHAT_SEND_TIMEOUT": "5s"})

@@ -22,6 +22,7 @@ import (
 // whether or not it subscribed to that topic; another connection of the
 // same user subscribed to the whole tree gets nothing.
 func TestAnRPCIsAnsweredToItsRequesterAloneAndOnlyInItsOwnTree(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	asker, _, replies := dialPahoReceiving(t, srv.MQTTAddr(), 1, "rpc-asker")
 	// User 2 subscribed to its whole tree, and another connection of user 1
@@ -72,6 +73,7 @@ func TestAnRPCIsAnsweredToItsRequesterAloneAndOnlyInItsOwnTree(t *testing.T) {
 // naming the tree and the limit) and answered nowhere. 512 bytes were
 // allowed.
 func TestAnRPCResponseTopicOfMoreThan256BytesIsRefused(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	asker, _, replies := dialPahoReceiving(t, srv.MQTTAddr(), 1, "rpc-long-topic")
 	long := "chat/v1/user/1/rpc/" + strings.Repeat("a", 256-len("chat/v1/user/1/rpc/"))
@@ -100,6 +102,7 @@ func TestAnRPCResponseTopicOfMoreThan256BytesIsRefused(t *testing.T) {
 // on the events topic, where the requester's event handling took a
 // {"status":…} reply for an event of no type.
 func TestAnRPCNamingItsEventsTopicAsResponseTopicIsRefused(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	asker, _, replies := dialPahoReceiving(t, srv.MQTTAddr(), 1, "rpc-events-topic")
 	events := testnode.EventsTopic(1)

@@ -21,6 +21,7 @@ import (
 // out: Prometheus saw the target down and had no chat_pg_up to alert on.
 // The count now gives up within the scrape budget, as chat_pg_up does.
 func TestMetricsAnswerWhileATableTheyCountIsLocked(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
 	pgtest.LockTable(t, url, "blob_deletion IN ACCESS EXCLUSIVE MODE")
@@ -47,6 +48,7 @@ func TestMetricsAnswerWhileATableTheyCountIsLocked(t *testing.T) {
 // pool connections as they were, all of them at once, and the sends had
 // none left. Scrapes now share one query at a time.
 func TestConcurrentScrapesShareOneDatabaseQuery(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_DB_MAX_CONNS": "4"})
 	release := pgtest.LockTable(t, url, "blob_deletion IN ACCESS EXCLUSIVE MODE")
@@ -93,6 +95,7 @@ func TestConcurrentScrapesShareOneDatabaseQuery(t *testing.T) {
 // database was slow). Probes now share one ping, with chat_pg_up: one at a
 // time, its answer reused for 0.5 s.
 func TestABurstOfReadinessProbesSharesOnePing(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	c := &http.Client{Timeout: 10 * time.Second}
 	get := func(path string) {

@@ -18,6 +18,7 @@ import (
 // with a conversation's row locked, POST .../messages answered after 10 s
 // instead of 1.
 func TestAnHTTPSendGivesUpAfterSendTimeoutAsAnMQTTOneDoes(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_SEND_TIMEOUT": "1s"})
 	conv := mustDirect(t, context.Background(), srv, 1, 2)

@@ -52,6 +52,7 @@ func waitCursor(t *testing.T, srv *server.Server, clientID string, conv, seq int
 // subscriptions (session present, no SUBSCRIBE needed) on another node and
 // after a restart, and gets what it missed meanwhile.
 func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterARestart(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil)
 	b := startNode(t, url, withNodeID(nil, "b"))
@@ -83,6 +84,7 @@ func TestPersistentSessionResumesWithItsSubscriptionsOnAnotherNodeAndAfterAResta
 // An offline persistent session costs the broker nothing: mochi forgets
 // the client when it disconnects (PostgreSQL has it all).
 func TestOfflinePersistentSessionsLeaveNothingInTheBroker(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	before := srv.Broker.Server.Clients.Len()
 	for i := range 20 {
@@ -102,6 +104,7 @@ func TestOfflinePersistentSessionsLeaveNothingInTheBroker(t *testing.T) {
 // SUBACK and UNSUBACK mean recorded: the session's subscriptions in
 // PostgreSQL are what the client was told.
 func TestSubscriptionsAreRecordedBeforeTheyAreAcknowledged(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	c := rawClient(t, srv.MQTTAddr(), 7, "recorded", 5, false)
 	recorded := func() []chat.Subscription {
@@ -138,6 +141,7 @@ func TestSubscriptionsAreRecordedBeforeTheyAreAcknowledged(t *testing.T) {
 // A v5 DISCONNECT may change the session expiry; 0 ends the session then
 // and there: the next connection starts a new one and is owed nothing.
 func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	conv, err := srv.Service.CreateGroup(context.Background(), 1, "expiry", []int64{2})
 	if err != nil {
@@ -179,6 +183,7 @@ func TestDisconnectSetsTheSessionExpiryAndZeroEndsTheSession(t *testing.T) {
 // The session expiry a client asked for is capped, and the CONNACK says
 // so.
 func TestConnackAnnouncesACappedSessionExpiry(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	c, ack, err := mqtttest.Dial(srv.MQTTAddr(), mqtttest.Options{Version: 5, ClientID: "forever", Username: "3",
 		Password: testnode.Token(t, 3), Clean: true, Expiry: 30 * 24 * 3600})
@@ -198,6 +203,7 @@ func TestConnackAnnouncesACappedSessionExpiry(t *testing.T) {
 // UNSUBSCRIBE answers a held filter as removed and an unknown one as "no
 // subscription existed", as before.
 func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	wild := "chat/v1/user/7/#"
 	inTree := func() bool {
@@ -254,6 +260,7 @@ func TestChatSubscriptionsTakeNoPlaceInMochisTopicTree(t *testing.T) {
 // are checked once the CONNACK is in (mochi has done with the old client by
 // then), and the next resume must still get events without subscribing.
 func TestPersistentSessionTakeoverKeepsItsRecordedSubscriptions(t *testing.T) {
+	t.Parallel()
 	for _, v := range []byte{4, 5} {
 		srv, conv := startDirect(t, nil)
 		clientID := fmt.Sprintf("phone-takeover-v%d", v)
@@ -297,6 +304,7 @@ func nodesWithoutTakeoverNotice(t *testing.T) (a, b *server.Server) {
 // the old client is the barrier: mochi does that after OnDisconnect, which
 // does the deleting and touching, returned.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing.T) {
+	t.Parallel()
 	a, b := nodesWithoutTakeoverNotice(t)
 	conv := mustGroup(t, context.Background(), a, 1, "moved", []int64{2})
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
@@ -326,6 +334,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionAlone(t *testing
 // on the other node recorded the session's (long) one when the device left
 // it.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *testing.T) {
+	t.Parallel()
 	a, b := nodesWithoutTakeoverNotice(t)
 	expiry := func(clientID string) string { t.Helper(); return sessionColumn(t, a, clientID, "expiry_seconds") }
 	clientID := "moved-persistent"
@@ -352,6 +361,7 @@ func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsExpiryAlone(t *
 // over) on MQTT 5, by closing the socket on 3.1.1. The session goes on on
 // the second node, whose own connection stays open.
 func TestAReconnectOnAnotherNodeClosesTheOldConnection(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, nil)
 	b := startNode(t, url, withNodeID(nil, "b"))
@@ -432,6 +442,7 @@ func brokerForgot(srv *server.Server, clientID string) func() bool {
 // half-open one's can) is about that connection, not about the session
 // the device resumed elsewhere, whose next resume must still get events.
 func TestAnOldConnectionOnAnotherNodeLeavesTheReconnectedSessionsSubscriptionsAlone(t *testing.T) {
+	t.Parallel()
 	a, b := nodesWithoutTakeoverNotice(t)
 	conv := mustGroup(t, context.Background(), a, 1, "subs", []int64{2})
 	for _, v := range []byte{5, 4} {
@@ -485,6 +496,7 @@ func sessionColumn(t *testing.T, srv *server.Server, clientID, column string) st
 // back meanwhile gets that too, then what follows the new join, and
 // nothing committed while they were away.
 func TestAnOfflineSessionGetsWhatWasCommittedUpToALeaveOnReconnect(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		leave   func(t *testing.T, srv *server.Server, conv int64)
@@ -582,6 +594,7 @@ func TestAnOfflineSessionGetsWhatWasCommittedUpToALeaveOnReconnect(t *testing.T)
 // that body: what was written after the removal does not reach them, and
 // what they read is not taken from them either.
 func TestAnOfflineSessionReplaysAMessageFirstEditedAfterTheRemovalWithItsBodyThen(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	conv := mustGroup(t, ctx, srv, 1, "away", []int64{2, 3})

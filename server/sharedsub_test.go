@@ -21,6 +21,7 @@ import (
 // which would tell it to look at its permissions. MQTT 3.1.1 has only
 // 0x80. A shared filter beside an ordinary one refuses only itself.
 func TestASharedSubscriptionIsRefusedAsNotSupportedNotAsNotAuthorized(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	pc, ca := dialPaho(t, srv.MQTTAddr(), 1, "shared-paho", nil)
 	if ca.Properties == nil || ca.Properties.SharedSubAvailable {
@@ -53,6 +54,7 @@ func TestASharedSubscriptionIsRefusedAsNotSupportedNotAsNotAuthorized(t *testing
 // and nothing of its SUBSCRIBE processed (it got mochi's SUBACK 0x82, no
 // SUBACK code), and a 3.1.1 one 0x80.
 func TestASharedSubscriptionInUpperOrMixedCaseIsRefusedAsOne(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	events := testnode.EventsTopic(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

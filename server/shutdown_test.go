@@ -32,6 +32,7 @@ func closeNode(t *testing.T, srv *server.Server) {
 // shutdown an MQTT 5 client gets DISCONNECT 0x8B (server shutting down)
 // and a 3.1.1 client's socket is just closed.
 func TestGracefulShutdownSendsV5Disconnect0x8BAndClosesV311SocketsWithoutOne(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	v5 := rawClient(t, srv.MQTTAddr(), 1, "shutdown-v5", 5, false)
 	v3 := rawClient(t, srv.MQTTAddr(), 2, "shutdown-v3", 4, false)
@@ -50,6 +51,7 @@ func TestGracefulShutdownSendsV5Disconnect0x8BAndClosesV311SocketsWithoutOne(t *
 // A second CONNECT with the same client id takes the session over; the old
 // connection is closed. MQTT 5 tells it why (DISCONNECT 0x8E), 3.1.1 cannot.
 func TestSessionTakeoverClosesTheOldV311ConnectionWithoutADisconnectPacket(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	for _, v := range []byte{4, 5} {
 		id := fmt.Sprintf("takeover-v%d", v)
@@ -79,6 +81,7 @@ func checkTakenOverDisconnect(t *testing.T, c *mqtttest.Client, v byte) {
 // a 3.1.1 client should after a graceful restart, and gets what is sent
 // next.
 func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
+	t.Parallel()
 	sub, err := exec.LookPath("mosquitto_sub")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -139,6 +142,7 @@ func TestMosquittoSubV311ReconnectsAfterGracefulRestart(t *testing.T) {
 // answered its ping), so traffic kept being routed to a node whose MQTT
 // and HTTP listeners were already closed.
 func TestReadyzOnTheMetricsListenerTurnsNotReadyAsSoonAsTheShutdownStarts(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, map[string]string{"CHAT_METRICS_ADDR": "127.0.0.1:0"})
 	conv := mustDirect(t, context.Background(), srv, 1, 2)

@@ -51,6 +51,7 @@ func stalledSend(t *testing.T, srv *server.Server, conv int64) net.Conn {
 // off; Close used to drop http.Server.Shutdown's error, so chatd said
 // "chatd stopped" and exited 0 as if every request had been answered.
 func TestCloseReportsHTTPRequestsCutOffWhenTheBudgetRunsOut(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	conn := stalledSend(t, srv, conv.ID)
@@ -75,6 +76,7 @@ func TestCloseReportsHTTPRequestsCutOffWhenTheBudgetRunsOut(t *testing.T) {
 // cleared, and PostgreSQL was not waited for. The cleanup now gets a grace
 // of its own.
 func TestAClientThatSpendsTheShutdownBudgetStillLetsTheNodeFlushAndClearItsPresence(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
 	conv := mustDirect(t, context.Background(), srv, 1, 2)

@@ -19,6 +19,7 @@ import (
 // a budget of 2 s took 10 s, and a port scanner or a phone gone silent
 // mid-connect held every stop that long.
 func TestAConnectionThatSentNoCONNECTDoesNotHoldTheShutdown(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	tcp, err := net.Dial("tcp", srv.MQTTAddr())
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // SUBSCRIBE listing other users' topics before its own events topic had
 // the events topic refused, on a connection holding no subscription.
 func TestTheSubscriptionCapCountsOnlyTheSubscriptionsGranted(t *testing.T) {
+	t.Parallel()
 	srv, _ := startDirect(t, nil)
 	for _, v := range []byte{5, 4} {
 		refused := byte(0x87)

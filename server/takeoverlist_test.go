@@ -54,6 +54,7 @@ func holdCleanup(t *testing.T, srv *server.Server) *slowCleanup {
 // next reconnect took nothing over and both stayed open, the older one
 // without deliveries (and no other node's takeover could close it).
 func TestAReconnectDuringTheOldConnectionsCleanUpIsTakenOverByTheNext(t *testing.T) {
+	t.Parallel()
 	srv, _ := startDirect(t, nil)
 	slow := holdCleanup(t, srv)
 	old := rawClient(t, srv.MQTTAddr(), 1, "phone", 5, false)
@@ -80,6 +81,7 @@ func TestAReconnectDuringTheOldConnectionsCleanUpIsTakenOverByTheNext(t *testing
 // Quick reconnects of one client id, each dropping the connection before
 // the next: mochi must list the live connection after each (see above).
 func TestQuickReconnectsOfOneClientIDLeaveTheLiveConnectionListed(t *testing.T) {
+	t.Parallel()
 	srv, _ := startDirect(t, nil)
 	var c *mqtttest.Client
 	for r := range 1500 {

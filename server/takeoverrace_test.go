@@ -20,6 +20,7 @@ import (
 // connection, which A had not listed yet: A must still close it, once it
 // has its CONNACK, and leave B's alone; the client id has one connection.
 func TestATakeoverNoticeForAConnectionNotYetListedClosesItAfterItsConnack(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodesAndAFullPhone(t)
 	onA := takeOverFullPhone(t, a)
 	onB, ack, err := mqtttest.Dial(b.MQTTAddr(), phoneOptions(t))
@@ -101,6 +102,7 @@ func (h *slowConnack) dialHeld(t *testing.T, srv *server.Server, o mqtttest.Opti
 // CONNACK: the first packet a server sends is CONNACK [MQTT-3.2.0-1], and
 // a client told DISCONNECT instead never learns it was connected.
 func TestATakeoverNoticeForAConnectionListedBeforeItsConnackClosesItAfterTheConnack(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, withNodeID(nil, "a"))
 	b := startNode(t, url, withNodeID(nil, "b"))

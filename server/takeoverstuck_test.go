@@ -25,6 +25,7 @@ import (
 // until the write watchdog (30 s) or the keepalive freed the old socket.
 // The old connection is closed within the takeover's second instead.
 func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, map[string]string{"CHAT_MAX_BODY_BYTES": "1048576"})
 	old := fullPhone(t, srv, conv.ID)
 
@@ -63,6 +64,7 @@ func TestAReconnectTakesOverAnOldConnectionWhoseSocketIsFull(t *testing.T) {
 // takeover on one node does, not when its write watchdog (30 s) or its
 // keepalive frees the socket.
 func TestAReconnectOnAnotherNodeClosesAnOldConnectionWhoseSocketIsFull(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodesAndAFullPhone(t)
 
 	if _, ack := dialAs(t, b.MQTTAddr(), 1, "phone", 5, false); ack.ReasonCode != 0 {

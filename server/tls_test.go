@@ -35,6 +35,7 @@ func serverCert(t *testing.T) (certPath, keyPath string, roots *x509.CertPool) {
 }
 
 func TestTLSServesMQTTHTTPAndSecureWebSocket(t *testing.T) {
+	t.Parallel()
 	certPath, keyPath, roots := serverCert(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
 		"CHAT_MQTTS_ADDR": "127.0.0.1:0", "CHAT_HTTPS_ADDR": "127.0.0.1:0"})

@@ -29,6 +29,7 @@ func tokenExpiringIn(t *testing.T, user int64, d time.Duration) string {
 // skew allowed at CONNECT: the same token would be refused by then), with
 // DISCONNECT 0x87 not authorized on MQTT 5 and a plain close on 3.1.1.
 func TestAConnectionEndsWhenItsTokenExpires(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	for _, v := range []byte{4, 5} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
@@ -56,6 +57,7 @@ func TestAConnectionEndsWhenItsTokenExpires(t *testing.T) {
 // certificates because none is checked for revocation, which only works
 // if a connection does not outlive its certificate.
 func TestAConnectionEndsWhenItsClientCertificateExpires(t *testing.T) {
+	t.Parallel()
 	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
 	srv, _ := clientCANode(t, serverCA, nil, deviceCA)
 	_, _, dev := deviceCA.issueUntil(t, "7", false, time.Now().Add(3*time.Second))

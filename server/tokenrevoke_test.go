@@ -71,6 +71,7 @@ func endedAsRevokedFor(t *testing.T, c *mqtttest.Client, v byte, what, naming st
 // are not touched. A JWT is valid until its exp otherwise: before, the
 // thief's token kept working for up to its whole lifetime.
 func TestRevokingTokensSignsTheUserOutEverywhere(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	a := startNode(t, url, withNodeID(nil, "a"))
 	b := startNode(t, url, withNodeID(nil, "b"))
@@ -153,6 +154,7 @@ func stolenToken(t *testing.T, srv *server.Server, user int64) (stolen string, s
 // takes the user's API rate limit tokens: the user, signed in again, is
 // not refused with 429 because the thief kept trying.
 func TestARevokedTokenCannotSpendItsUsersRequestBudget(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_API_RATE": "0.1", "CHAT_LIMIT_API_BURST": "5"})
 	stolen, signInAgain := stolenToken(t, srv, 7)
 	for i := range 12 {
@@ -170,6 +172,7 @@ func TestARevokedTokenCannotSpendItsUsersRequestBudget(t *testing.T) {
 // a bad token (0x86) each time and never takes the user's per-user
 // connect budget: the user's own device, signed in again, connects.
 func TestARevokedTokenCannotKeepItsUsersDevicesFromConnecting(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_CONNECT_USER_RATE": "0.1", "CHAT_LIMIT_CONNECT_USER_BURST": "3"})
 	stolen, signInAgain := stolenToken(t, srv, 7)
 	for i := range 6 {
@@ -233,6 +236,7 @@ func TestALiftedRevocationLetsItsTokensInOnEveryNodeWithinASecond(t *testing.T) 
 // leaving the caller not knowing whether it was signed out. The answer
 // goes out first, then the DISCONNECT 0x87, every time.
 func TestTheConnectionThatRevokesItsTokensOverRPCGetsTheAnswerFirst(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	for u := int64(1); u <= 20; u++ {
 		c := dialWith(t, srv, u, tokenIssuedAt(t, u, time.Now().Add(-time.Minute)), fmt.Sprintf("revoker-%d", u), 5)
@@ -261,6 +265,7 @@ func TestTheConnectionThatRevokesItsTokensOverRPCGetsTheAnswerFirst(t *testing.T
 // not yet told CONNACK ends it after the CONNACK (0x87): a DISCONNECT
 // first would be the first packet the client got [MQTT-3.2.0-1].
 func TestARevocationOfAConnectionListedBeforeItsConnackEndsItAfterTheConnack(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	slow := holdConnack(t, srv, "phone")
 	pending, listed := slow.dialHeld(t, srv, phoneOptions(t))

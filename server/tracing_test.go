@@ -141,6 +141,7 @@ func publishTraced(t *testing.T, pc *pahoClient, conv int64, body string, props 
 }
 
 func TestAnMQTTSendContinuesTheClientsTraceThroughValidationGroupCommitFanoutAndPuback(t *testing.T) {
+	t.Parallel()
 	srv, exp := tracedNode(t, nil)
 	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	recv := rawClient(t, srv.MQTTAddr(), 2, "trace-recv", 5, true)
@@ -220,6 +221,7 @@ func mustAttr(t *testing.T, s tracetest.SpanStub, key string) attribute.Value {
 }
 
 func TestAnHTTPSendContinuesTheTraceOfItsTraceparentHeader(t *testing.T) {
+	t.Parallel()
 	srv, exp := tracedNode(t, nil)
 	conv := mustDirect(t, context.Background(), srv, 1, 2)
 	recv := rawClient(t, srv.MQTTAddr(), 2, "trace-http-recv", 5, true)
@@ -258,6 +260,7 @@ func TestAnHTTPSendContinuesTheTraceOfItsTraceparentHeader(t *testing.T) {
 }
 
 func TestRelayedKafkaRecordsCarryATraceparentThatContinuesTheSendsTrace(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs Kafka")
 	}

@@ -19,6 +19,7 @@ import (
 )
 
 func TestWebSocketClientsChatAndForeignOriginsAreRefused(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	url := "ws://" + srv.HTTPAddr() + "/mqtt"
 	if _, resp, err := mqtttest.DialWS(url, "http://evil.example"); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
@@ -52,6 +53,7 @@ func TestWebSocketClientsChatAndForeignOriginsAreRefused(t *testing.T) {
 }
 
 func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDB(t)
 	srv := startNode(t, url, nil)
 	conv, err := srv.Service.CreateGroup(context.Background(), 1, "shutdown", []int64{2, 3, 4})
@@ -104,6 +106,7 @@ func TestShutdownAcknowledgesOnlyCommittedSends(t *testing.T) {
 }
 
 func TestLargeGroupMessageNewCarriesNoBody(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LARGE_GROUP": "3"})
 	big, err := srv.Service.CreateGroup(context.Background(), 1, "big", []int64{2, 3, 4})
 	if err != nil {
@@ -133,6 +136,7 @@ func TestLargeGroupMessageNewCarriesNoBody(t *testing.T) {
 }
 
 func TestTypingReachesOnlineMembersAtMostOncePerSecond(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	a := rawClient(t, srv.MQTTAddr(), 1, "ty-1", 5, true)
 	b := rawClient(t, srv.MQTTAddr(), 2, "ty-2", 4, true)
@@ -169,6 +173,7 @@ func TestTypingReachesOnlineMembersAtMostOncePerSecond(t *testing.T) {
 }
 
 func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	conv := mustGroup(t, ctx, srv, 1, "rm", []int64{2, 3})
@@ -193,6 +198,7 @@ func TestRemovedMemberStopsReceivingAtOnce(t *testing.T) {
 }
 
 func TestRPCOverMQTTAnswersOnTheCallersResponseTopic(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	c := rawClient(t, srv.MQTTAddr(), 1, "rpc-1", 5, true)
 	if codes, err := c.Subscribe("chat/v1/user/1/rpc/#"); err != nil || codes[0] >= 0x80 {
@@ -226,6 +232,7 @@ func TestRPCOverMQTTAnswersOnTheCallersResponseTopic(t *testing.T) {
 }
 
 func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	listener := rawClient(t, srv.MQTTAddr(), 2, "gapless-2", 4, true)
 	mq := rawClient(t, srv.MQTTAddr(), 1, "gapless-1", 5, true)
@@ -256,6 +263,7 @@ func TestHTTPAndMQTTSendsShareOneGaplessSequence(t *testing.T) {
 }
 
 func TestAfterSeqZeroPagesForwardFromTheFirstMessage(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	c := rawClient(t, srv.MQTTAddr(), 1, "fwd", 5, true)
 	sendN(t, c, conv.ID, 60, "m")
@@ -283,6 +291,7 @@ func TestAfterSeqZeroPagesForwardFromTheFirstMessage(t *testing.T) {
 // an indicator; it is refused as an invalid payload, as other publishes
 // are. An empty payload (mosquitto_pub -n) stays an indicator.
 func TestATypingIndicatorWithAPayloadOtherThanAnEmptyObjectIsRefused(t *testing.T) {
+	t.Parallel()
 	srv, conv := startDirect(t, nil)
 	a := rawClient(t, srv.MQTTAddr(), 1, "ty-strict-1", 5, true)
 	topic := fmt.Sprintf("chat/v1/conv/%d/typing", conv.ID)

@@ -38,6 +38,7 @@ func typingUntil(t *testing.T, c *mqtttest.Client, stop int64, timeout time.Dura
 // nobody else there: not by a user of node B outside the conversation,
 // nor by one who blocked the typist in their direct conversation.
 func TestTypingOnOneNodeReachesTheMembersOnAnotherAndNobodyElse(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two nodes and Kafka")
 	}
@@ -91,6 +92,7 @@ func TestTypingOnOneNodeReachesTheMembersOnAnotherAndNobodyElse(t *testing.T) {
 // PUBACK and an error event on v3.1.1. A member's indicator of the same
 // second is still dropped quietly (PUBACK 0x00).
 func TestATypingIndicatorRepeatedWithinASecondIsRefusedAsTheFirst(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	ctx := context.Background()
 	const owner, stranger, blocker, blocked = 1, 3, 10, 11
@@ -143,6 +145,7 @@ func TestATypingIndicatorRepeatedWithinASecondIsRefusedAsTheFirst(t *testing.T) 
 // of its second in that conversation; they are refused as it was, never
 // answered 0x00 as if they had gone out.
 func TestATypingIndicatorRepeatedWithinASecondOfARateLimitedOneIsRateLimited(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_LIMIT_TYPING_RATE": "0.2", "CHAT_LIMIT_TYPING_BURST": "1"})
 	ctx := context.Background()
 	first := mustGroup(t, ctx, srv, 1, "first", []int64{2}).ID

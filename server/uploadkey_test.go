@@ -13,6 +13,7 @@ import (
 // with the first upload's id and expiry; with an object store its URL,
 // presigned again, writes the same object, which the completion checks.
 func TestARetriedUploadTicketWithItsKeySendsTheBytesToTheFirstUpload(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		g := mustGroup(t, context.Background(), n.Server, 1, "files", []int64{2})
 		data := []byte("the minutes of the meeting")

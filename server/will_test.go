@@ -137,6 +137,7 @@ func sentinelThrough(t *testing.T, srv *server.Server, conv, sender int64, ws []
 // refuses every CONNECT with a Will: v5 0x87 (a retained Will 0x9A, a QoS 2
 // Will 0x9B), 3.1.1 0x05.
 func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	const victim, friend, attacker = 2, 3, 1
 	conv := mustDirect(t, context.Background(), srv, victim, friend)
@@ -213,6 +214,7 @@ func TestConnectWithAWillIsRefusedAndNoWillReachesAnySubscriber(t *testing.T) {
 // second) reaches nobody, nothing is retained, and a session takeover by
 // another user is refused, so nobody replays someone else's session.
 func TestNoMochiPathDeliversAroundTheChatACL(t *testing.T) {
+	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
 	const victim, friend, attacker = 2, 3, 1
 	conv := mustDirect(t, context.Background(), srv, victim, friend)

@@ -18,6 +18,7 @@ import (
 // with it chatd's exit, for ever: Close returns once its budget is spent
 // and names the worker.
 func TestCloseReturnsWithinItsBudgetNamingTheBackgroundWorkersThatDidNotStop(t *testing.T) {
+	t.Parallel()
 	held, release := make(chan struct{}), make(chan struct{})
 	srv := startNode(t, pgtest.NewDB(t), nil, server.WithWorker("stuck exporter", func(ctx context.Context, pool *pgxpool.Pool) error {
 		conn, err := pool.Acquire(ctx)
