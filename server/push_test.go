@@ -405,16 +405,22 @@ func TestRecalledMessageIsTakenOffTheDevicesItWasPushedTo(t *testing.T) {
 	if ack, err := carol.Publish(changeTopic(g.ID, "react"), 1, fmt.Appendf(nil, `{"clientMsgId":%q,"seq":1,"emoji":"😬","on":true}`, newID())); err != nil || ack.ReasonCode >= 0x80 {
 		t.Fatalf("react: %v %v", err, ack.ReasonCode)
 	}
-	stillAccepted(t, ep, "bob", 1, 2500*time.Millisecond) // past push_delay and push_min_interval
+	// The edit replaces the text bob's notification shows, silently (a
+	// preview is on); the reaction pushes nothing.
+	got = waitAccepted(t, ep, "bob", 2, 5*time.Second)
+	if n := got[1]; n.Type != push.TypeUpdate || n.Seq != 1 || n.Body != "wrong group!" || n.Title != "" {
+		t.Errorf("after the edit: %+v, want a silent update of seq 1 with the edited text", n)
+	}
+	stillAccepted(t, ep, "bob", 2, 2500*time.Millisecond) // past push_delay and push_min_interval
 	var rc struct{ Seq, TargetSeq int64 }
 	if st := api(t, srv, 1, "DELETE", fmt.Sprintf("/v1/conversations/%d/messages/1", g.ID), nil, &rc); st != http.StatusOK || rc.TargetSeq != 1 {
 		t.Fatalf("recall: %d %+v", st, rc)
 	}
-	got = waitAccepted(t, ep, "bob", 2, 5*time.Second)
-	if n := got[1]; n.Type != push.TypeRemove || n.ConversationID != g.ID || n.Seq != 1 || n.Body != "" || n.Title != "" {
+	got = waitAccepted(t, ep, "bob", 3, 5*time.Second)
+	if n := got[2]; n.Type != push.TypeRemove || n.ConversationID != g.ID || n.Seq != 1 || n.Body != "" || n.Title != "" {
 		t.Errorf("after the recall: %+v, want a silent remove of seq 1", n)
 	}
-	stillAccepted(t, ep, "bob", 2, 1500*time.Millisecond)
+	stillAccepted(t, ep, "bob", 3, 1500*time.Millisecond)
 	stillAccepted(t, ep, "alice", 0, 0)
 }
 

@@ -45,7 +45,7 @@ func TestPubacksFollowPublishOrderWhileCommitsFinishOutOfOrder(t *testing.T) {
 	publish(b.ID, "first, to the locked conversation")
 	testkit.WaitFor(t, 10*time.Second, "the first send waiting for the lock", func() bool {
 		var n int
-		_ = srv.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&n)
+		_ = srv.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database())`).Scan(&n)
 		return n > 0
 	})
 	const more = 30
