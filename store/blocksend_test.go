@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestADirectMessageRacingABlockIsRefusedOrCommitsBeforeTheBlock: user 2
@@ -22,12 +25,7 @@ func TestADirectMessageRacingABlockIsRefusedOrCommitsBeforeTheBlock(t *testing.T
 	const blocker, sender = 1, 2
 	t.Run("block first", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		st, pool := newStore(t)
-		d, _, err := st.OpenDirect(ctx, blocker, sender)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ctx, st, pool, d := directOf(t, blocker, sender)
 		release := pgtest.HoldAfterUpdate(t, ctx, pool, "conversation_member")
 		blocked := testkit.Start(t, "the block", func() (struct{}, error) {
 			return struct{}{}, st.Block(ctx, blocker, sender, 100)
@@ -50,12 +48,7 @@ func TestADirectMessageRacingABlockIsRefusedOrCommitsBeforeTheBlock(t *testing.T
 	})
 	t.Run("send first", func(t *testing.T) {
 		t.Parallel()
-		ctx := testCtx(t)
-		st, pool := newStore(t)
-		d, _, err := st.OpenDirect(ctx, blocker, sender)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ctx, st, pool, d := directOf(t, blocker, sender)
 		release := pgtest.HoldAfterInsert(t, ctx, pool, "message")
 		sent := testkit.Start(t, "the send", func() (chat.SendResult, error) {
 			return st.Send(ctx, sendReq(d.ID, sender, "just before the block"))
@@ -124,4 +117,16 @@ func TestBlocksUnblocksProfilesAndSendsRacingNeverDeadlock(t *testing.T) {
 		return nil
 	})
 	tally(t, "sends, blocks and profile writes", errs, func(error) bool { return false })
+}
+
+// directOf is a store of its own and the direct conversation of a and b in it.
+func directOf(t *testing.T, a, b int64) (context.Context, *store.Store, *pgxpool.Pool, chat.Conversation) {
+	t.Helper()
+	ctx := testCtx(t)
+	st, pool := newStore(t)
+	d, _, err := st.OpenDirect(ctx, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, st, pool, d
 }
