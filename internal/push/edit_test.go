@@ -14,6 +14,7 @@ import (
 // "oops" (same Topic), and no push after it shows "secret". An edit of an
 // older message, which the notification does not show, sends nothing.
 func TestAnEditOfAPreviewedMessageReplacesTheTextOnTheDevices(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview = true })
 	conv := r.direct(1, 2)
@@ -48,6 +49,7 @@ func TestAnEditOfAPreviewedMessageReplacesTheTextOnTheDevices(t *testing.T) {
 // interval when its message is edited is sent with the new text, and no
 // update goes for it (nothing showed the old one).
 func TestAWaitingPushPreviewsTheEditedText(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
 	conv := r.direct(1, 2)
