@@ -197,6 +197,18 @@ type Conn interface {
 	Close(reason string)
 }
 
+// AckedConn is a Conn that can tell how many bytes its client's TCP has
+// acknowledged since the connection opened (false: unknown). While a
+// write to a slow client blocks on its full socket, a client whose TCP
+// acknowledges more is taking what it is sent, however long the kernel
+// keeps the write waiting (Linux wakes a blocked writer only once a third
+// of the send buffer drained): delivery's watchdog counts that as
+// progress.
+type AckedConn interface {
+	Conn
+	Acked() (uint64, bool)
+}
+
 // Delivery is what transports ask of the delivery layer (delivery.Hub):
 // one session per connected client, writing that client's events, replies
 // and acknowledgements on its own goroutine.

@@ -63,3 +63,7 @@ type remoteConn struct {
 }
 
 func (c remoteConn) RemoteAddr() net.Addr { return c.remote }
+
+// NetConn returns the connection wrapped (what its client's TCP
+// acknowledged is read through it: internal/tcpacked).
+func (c remoteConn) NetConn() net.Conn { return c.Conn }

@@ -9,6 +9,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tcpacked"
 )
 
 // mqttConn is a mochi client as a chat.Conn: what the client's delivery
@@ -21,6 +22,8 @@ type mqttConn struct {
 	cl     *mqtt.Client
 	events string // the user's events topic: where a Packet without a topic goes
 }
+
+var _ chat.AckedConn = (*mqttConn)(nil)
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -80,6 +83,9 @@ func (c *mqttConn) Write(acks []chat.Ack, ps []chat.Packet) error {
 func (c *mqttConn) Close(reason string) {
 	c.cl.Stop(errors.New(reason))
 }
+
+// Acked reads what the client's TCP acknowledged (chat.AckedConn).
+func (c *mqttConn) Acked() (uint64, bool) { return tcpacked.Read(c.cl.Net.Conn) }
 
 // encodeAck appends a PUBACK as mochi's WritePacket would encode it for
 // cl: a v5 reason code, reason string and user properties, unless the

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
@@ -35,22 +33,7 @@ func startDownload(t *testing.T, size int) (net.Conn, *bufio.Reader) {
 	g := mustGroup(t, context.Background(), n.Server, 1, "files", []int64{2})
 	file := bytes.Repeat([]byte("a line of text, long enough to fill the socket buffers\n"), size/55+1)[:size]
 	u := n.upload(t, 1, g.ID, "big.txt", "text/plain", file)
-	// A phone's link: a receive window of 32 KiB, segments of 1400 bytes.
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		if cerr := c.Control(func(fd uintptr) {
-			err = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 32<<10),
-				unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, 1400))
-		}); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
-	conn, err := d.Dial("tcp", n.HTTPAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := dialWeakLink(t, n.HTTPAddr())
 	if _, err := fmt.Fprintf(conn, "GET /v1/attachments/%s HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\n\r\n", u.UploadID, testnode.Token(t, 1)); err != nil {
 		t.Fatal(err)
 	}

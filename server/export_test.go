@@ -18,6 +18,10 @@ func WithBodyTimeout(d time.Duration) Option { return func(s *Server) { s.bodyTi
 // deliver or take a piece.
 func WithTransferIdle(d time.Duration) Option { return func(s *Server) { s.transferIdle = d } }
 
+// WithSlowTimeout disconnects a session as a slow consumer after d,
+// instead of 30 s, without progress (delivery.Options.SlowTimeout).
+func WithSlowTimeout(d time.Duration) Option { return func(s *Server) { s.slowTimeout = d } }
+
 // WithoutTakeoverWatch starts a node that is not told when a connection on
 // another node takes one of its sessions over, as when that notice is late
 // or lost: the old connection stays open meanwhile.

@@ -94,6 +94,8 @@ type Server struct {
 	bodyTimeout time.Duration
 	// transferIdle replaces httpapi's transfer idle time when set (tests).
 	transferIdle time.Duration
+	// slowTimeout replaces delivery's SlowTimeout when set (tests).
+	slowTimeout time.Duration
 	// extraWorkers run with the node's own (tests of a worker that does
 	// not stop).
 	extraWorkers []worker
@@ -422,6 +424,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		Window:      st.MaxInflight,
 		LargeGroup:  st.LargeGroup,
 		CursorFlush: st.CursorFlush,
+		SlowTimeout: s.slowTimeout,
 		Logger:      log.With("component", "delivery"),
 		Metrics:     delivery.NewMetrics(s.Registry),
 		Delivered:   delivered,

@@ -48,9 +48,12 @@
 //     merged per (client, conversation), once per CursorFlush; a stopping
 //     session flushes its own at once.
 //   - The watchdog disconnects sessions whose write has been blocked
-//     longer than SlowTimeout, or, once Close began, than a second: a
-//     session must stop (and save its cursors) within the shutdown's
-//     budget.
+//     longer than SlowTimeout without progress (on a chat.AckedConn, its
+//     client's TCP acknowledging more counts: Linux may hold a write back
+//     until a third of a send buffer of megabytes drained, minutes for a
+//     client reading some KiB a second), or, once Close began, longer
+//     than a second whatever the progress: a session must stop (and save
+//     its cursors) within the shutdown's budget.
 //
 // # Windows, cursors and receipts
 //

@@ -381,27 +381,84 @@ func (h *Hub) writeCursors(ctx context.Context, batch map[cursorKey]int64) error
 }
 
 // watchdog disconnects sessions whose write has been blocked too long: the
-// pump cannot notice that itself while it is stuck in the write. While the
-// hub closes, too long is closeWriteGrace.
+// pump cannot notice that itself while it is stuck in the write. Too long
+// is SlowTimeout without progress: since the write began, or since the
+// client's TCP last acknowledged more of what it was sent (a
+// chat.AckedConn), so a client that reads steadily but slowly keeps its
+// session however long the kernel holds one write back (internal/tcpacked)
+// while one that takes nothing is still disconnected. While the hub
+// closes, too long is closeWriteGrace from the write's start, progress or
+// not: the shutdown must not wait on a slow client. It looks every
+// SlowTimeout/4, at most every second.
 func (h *Hub) watchdog() {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(min(time.Second, h.opts.SlowTimeout/4))
 	defer t.Stop()
-	for {
+	blocked := map[*Session]*blockedWrite{}
+	for tick := uint64(1); ; tick++ {
 		select {
 		case <-h.ctx.Done():
 			return
 		case now := <-t.C:
+			closing := h.closing.Load()
 			limit := h.opts.SlowTimeout
-			if h.closing.Load() {
+			if closing {
 				limit = min(limit, closeWriteGrace)
 			}
 			for _, s := range h.allSessions() {
-				if since := s.writingSince.Load(); since != 0 && now.Sub(time.Unix(0, since)) > limit {
+				since := s.writingSince.Load()
+				if since == 0 {
+					continue
+				}
+				w := blocked[s]
+				if w == nil {
+					w = &blockedWrite{}
+					blocked[s] = w
+				}
+				w.look(s.conn, since, now, tick)
+				from := w.progress
+				if closing {
+					from = time.Unix(0, since)
+				}
+				if now.Sub(from) > limit {
 					h.opts.Metrics.SlowDisconnect.Inc()
-					h.opts.Logger.Warn("disconnecting slow consumer: write blocked", "client", s.ClientID, "user", s.UserID)
+					h.opts.Logger.Warn("disconnecting slow consumer: write blocked", "client", s.ClientID, "user", s.UserID,
+						"blocked", now.Sub(time.Unix(0, since)).Round(time.Millisecond), "acked", w.acked)
 					s.conn.Close("slow consumer: write blocked")
 				}
 			}
+			for s, w := range blocked {
+				if w.tick != tick {
+					delete(blocked, s) // its write ended, or its session did
+				}
+			}
 		}
+	}
+}
+
+// blockedWrite is the watchdog's view of a session's write in progress.
+type blockedWrite struct {
+	since    int64     // the write's writingSince
+	progress time.Time // when the write began, or when its client last acknowledged more
+	acked    uint64    // what the client's TCP had acknowledged when last read
+	known    bool      // the connection tells what its client acknowledged
+	tick     uint64    // the watchdog's tick that saw the write last
+}
+
+// look updates w for the write that began at since (UnixNano) on conn.
+func (w *blockedWrite) look(conn chat.Conn, since int64, now time.Time, tick uint64) {
+	w.tick = tick
+	ac, _ := conn.(chat.AckedConn)
+	if w.since != since {
+		*w = blockedWrite{since: since, progress: time.Unix(0, since), tick: tick}
+		if ac != nil {
+			w.acked, w.known = ac.Acked()
+		}
+		return
+	}
+	if !w.known {
+		return
+	}
+	if a, ok := ac.Acked(); ok && a != w.acked {
+		w.acked, w.progress = a, now
 	}
 }

@@ -166,15 +166,21 @@ func attach(t *testing.T, h *delivery.Hub, f fixture, id string, persistent, ack
 // subscribed to its events topic yet.
 func attachUser(t *testing.T, h *delivery.Hub, f fixture, id string, user int64, persistent, ack, ready bool) *fakeConn {
 	t.Helper()
+	c := newConn(id, ack)
+	c.hub = h
+	attachConn(t, h, f, c, id, user, persistent, ready)
+	return c
+}
+
+// attachConn opens session id of user over c and waits until it loaded
+// its positions.
+func attachConn(t *testing.T, h *delivery.Hub, f fixture, c chat.Conn, id string, user int64, persistent, ready bool) {
+	t.Helper()
 	if _, err := f.sessions.Open(context.Background(), id, "", user, persistent, false, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	c := newConn(id, ack)
-	c.hub = h
 	h.Attach(c, id, user, persistent, ready, 0)
-	sess := h.Session(id)
-	testkit.Receive(t, sess.Loaded(), 10*time.Second, "session never loaded its positions")
-	return c
+	testkit.Receive(t, h.Session(id).Loaded(), 10*time.Second, "session never loaded its positions")
 }
 
 func waitSeqs(t *testing.T, c *fakeConn, conv int64, n int) []int64 {

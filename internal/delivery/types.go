@@ -14,7 +14,7 @@ type Options struct {
 	QueueSize     int           // live events buffered per session before it falls back to PostgreSQL (1024)
 	HubQueue      int           // committed events buffered before fan-out (65536)
 	LargeGroup    int           // above this many members message.new carries no body (200)
-	SlowTimeout   time.Duration // no ack progress with a full window, or one write blocked, this long: disconnect (30s)
+	SlowTimeout   time.Duration // no ack progress with a full window, or one write blocked without its client's TCP acknowledging more, this long: disconnect (30s)
 	GapWait       time.Duration // how long an out-of-order event waits for the missing seq before PostgreSQL fills it (50ms)
 	FetchLimit    int           // most messages read per conversation in one catch-up query (200)
 	CursorFlush   time.Duration // delivered-cursor batch interval (5s; sessions that end flush at once)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/tcpacked"
 	"github.com/chatd/chatd/internal/tracing"
 )
 
@@ -220,7 +222,7 @@ func endSpan(span trace.Span, status int, user int64) {
 // answer.
 func (a *API) serveEndpoint(e *endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w = &sendBody{ResponseWriter: w, rc: http.NewResponseController(w), idle: a.transferIdle, acked: ackedOf(r.Context())}
+		w = &sendBody{ResponseWriter: w, rc: http.NewResponseController(w), idle: a.transferIdle, conn: connOf(r.Context())}
 		var user int64
 		if !e.public {
 			u, issued, err := a.authenticate(r)
@@ -377,19 +379,19 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // that still takes a piece per idle goes on.
 //
 // A piece written to the socket is taken, and so, where the kernel tells
-// (acked, Linux), is a piece the client's TCP acknowledged meanwhile: once
-// the send buffer, grown to megabytes on a fast start, is full, Linux
-// wakes a blocked writer only when a third of it has drained, so one
-// piece's write may wait minutes for a client that takes some KiB a
-// second. While a write blocks, what the client acknowledged is read
+// (internal/tcpacked: Linux), is a piece the client's TCP acknowledged
+// meanwhile: once the send buffer, grown to megabytes on a fast start, is
+// full, Linux wakes a blocked writer only when a third of it has drained,
+// so one piece's write may wait minutes for a client that takes some KiB
+// a second. While a write blocks, what the client acknowledged is read
 // every idle/4, so a client that takes a piece in every 3/4 of idle keeps
 // its answer however full the buffer. net/http clears the deadline once
 // it has flushed the answer's last bytes under it.
 type sendBody struct {
 	http.ResponseWriter
-	rc    *http.ResponseController
-	idle  time.Duration
-	acked func() (uint64, bool) // nil: unknown
+	rc   *http.ResponseController
+	idle time.Duration
+	conn net.Conn // the client's connection, whose acknowledged bytes count; nil: unknown
 }
 
 // sendPiece is what a client must take of an answer within the idle time.
@@ -415,10 +417,7 @@ func (b *sendBody) Write(p []byte) (int, error) {
 // acknowledged another sendPiece, checking every idle/4, until the
 // returned stop is called; after stop returns it sets no deadline.
 func (b *sendBody) watchAcked() (stop func()) {
-	if b.acked == nil {
-		return func() {}
-	}
-	mark, ok := b.acked()
+	mark, ok := tcpacked.Read(b.conn)
 	if !ok {
 		return func() {}
 	}
@@ -431,7 +430,7 @@ func (b *sendBody) watchAcked() (stop func()) {
 		if stopped {
 			return
 		}
-		if a, ok := b.acked(); ok && a-mark >= sendPiece {
+		if a, ok := tcpacked.Read(b.conn); ok && a-mark >= sendPiece {
 			mark = a
 			_ = b.rc.SetWriteDeadline(time.Now().Add(b.idle))
 		}

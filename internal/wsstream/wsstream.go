@@ -30,6 +30,10 @@ type Conn struct {
 // New wraps an established WebSocket.
 func New(c *websocket.Conn) *Conn { return &Conn{Conn: c.NetConn(), c: c} }
 
+// NetConn returns the connection the WebSocket runs on, as
+// websocket.Conn.NetConn does.
+func (s *Conn) NetConn() net.Conn { return s.Conn }
+
 func (s *Conn) Read(p []byte) (int, error) {
 	for {
 		if s.r == nil {
