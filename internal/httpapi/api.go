@@ -383,22 +383,36 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // meanwhile: once the send buffer, grown to megabytes on a fast start, is
 // full, Linux wakes a blocked writer only when a third of it has drained,
 // so one piece's write may wait minutes for a client that takes some KiB
-// a second. While a write blocks, what the client acknowledged is read
-// every idle/4, so a client that takes a piece in every 3/4 of idle keeps
-// its answer however full the buffer. net/http clears the deadline once
-// it has flushed the answer's last bytes under it.
+// a second. A write still under way after idle/8 reads what the client
+// has acknowledged, then reads it again every idle/4 and puts the
+// deadline idle ahead whenever another piece was acknowledged since: a
+// client that takes a piece in every 3/4 of idle keeps its answer however
+// full the buffer, one that takes nothing is cut at the deadline its last
+// piece set. A write that does not block (nearly all: a JSON answer goes
+// into net/http's buffer) reads nothing and only moves a timer. net/http
+// clears the deadline once it has flushed the answer's last bytes under
+// it.
 type sendBody struct {
 	http.ResponseWriter
 	rc   *http.ResponseController
 	idle time.Duration
 	conn net.Conn // the client's connection, whose acknowledged bytes count; nil: unknown
+
+	mu      sync.Mutex
+	watch   *time.Timer // looks at what was acknowledged while a write is under way; nil until one is
+	writing bool        // a write is under way: the watch may move its deadline
+	marked  bool        // mark holds what was acknowledged when the watch last moved the deadline or first looked
+	mark    uint64
 }
 
 // sendPiece is what a client must take of an answer within the idle time.
 const sendPiece = 4 << 10
 
 func (b *sendBody) Write(p []byte) (int, error) {
-	defer b.watchAcked()()
+	if b.conn != nil {
+		b.startWatch()
+		defer b.stopWatch()
+	}
 	n := 0
 	for len(p) > 0 {
 		piece := p[:min(len(p), sendPiece)]
@@ -413,38 +427,56 @@ func (b *sendBody) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// watchAcked puts the write deadline idle ahead whenever the client
-// acknowledged another sendPiece, checking every idle/4, until the
-// returned stop is called; after stop returns it sets no deadline.
-func (b *sendBody) watchAcked() (stop func()) {
-	mark, ok := tcpacked.Read(b.conn)
-	if !ok {
-		return func() {}
+// startWatch has the watch look after idle/8 unless stopWatch comes first.
+// The answer keeps one timer for all its writes.
+func (b *sendBody) startWatch() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.writing, b.marked = true, false
+	if b.watch != nil {
+		b.watch.Reset(b.idle / 8)
+		return
 	}
-	var mu sync.Mutex
-	stopped := false
 	var t *time.Timer
-	check := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		if a, ok := tcpacked.Read(b.conn); ok && a-mark >= sendPiece {
-			mark = a
-			_ = b.rc.SetWriteDeadline(time.Now().Add(b.idle))
-		}
-		t.Reset(b.idle / 4)
+	t = time.AfterFunc(b.idle/8, func() { b.look(t) })
+	b.watch = t
+}
+
+// stopWatch ends the watch of a write: once it returns, no deadline is set
+// by it.
+func (b *sendBody) stopWatch() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.writing = false
+	if !b.watch.Stop() {
+		// Its look may be waiting for mu: the next write gets a new
+		// timer, so that look knows it is stale.
+		b.watch = nil
 	}
-	mu.Lock()
-	t = time.AfterFunc(b.idle/4, check)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
+}
+
+// look is the watch t: the first look of a write reads what the client
+// acknowledged, each later one (idle/4 apart) puts the deadline idle ahead
+// if the client acknowledged another sendPiece since the deadline last
+// moved this way or the first look.
+func (b *sendBody) look(t *time.Timer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.watch != t || !b.writing {
+		return
 	}
+	a, ok := tcpacked.Read(b.conn)
+	if !ok {
+		return // unknown (not TCP, closed): the deadline stands
+	}
+	switch {
+	case !b.marked:
+		b.mark, b.marked = a, true
+	case a-b.mark >= sendPiece:
+		b.mark = a
+		_ = b.rc.SetWriteDeadline(time.Now().Add(b.idle))
+	}
+	t.Reset(b.idle / 4)
 }
 
 // Unwrap lets http.ResponseController reach the connection.
