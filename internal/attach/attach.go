@@ -466,6 +466,64 @@ func (c *counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// errURLExpired ends the body of a PUT whose upload's URL expired before
+// the body's end arrived.
+var errURLExpired = errors.New("the upload's URL expired")
+
+// expiring is a PUT's body that ends at its upload's URL expiry (at): a
+// body whose end has not arrived then fails with errURLExpired, its read
+// under way interrupted (Interrupter). Without it a PUT sending above
+// the idle minimum could hold its upload, a file and a handler for a day
+// past the expiry.
+type expiring struct {
+	r       io.Reader
+	timer   *time.Timer
+	expired atomic.Bool
+	ended   bool // the body's end arrived before at
+}
+
+func expire(r io.Reader, at time.Time) *expiring {
+	e := &expiring{r: r}
+	e.timer = time.AfterFunc(time.Until(at), func() {
+		e.expired.Store(true)
+		if in, ok := r.(Interrupter); ok {
+			in.Interrupt()
+		}
+	})
+	return e
+}
+
+func (e *expiring) Read(p []byte) (int, error) {
+	if e.ended {
+		return e.r.Read(p)
+	}
+	if e.expired.Load() {
+		return 0, errURLExpired
+	}
+	n, err := e.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		if !e.timer.Stop() {
+			// The expiry came with the end: its interrupt may be on
+			// its way.
+			return n, errURLExpired
+		}
+		e.ended = true
+		return n, err
+	}
+	if err != nil && e.expired.Load() {
+		return n, errURLExpired
+	}
+	return n, err
+}
+
+// stop ends the watch of the expiry once the PUT is over.
+func (e *expiring) stop() { e.timer.Stop() }
+
+// urlExpired is the answer to a PUT of an upload whose URL expired.
+func urlExpired(rec chat.UploadRecord) error {
+	return chat.Errorf(chat.CodeGone, "the URL of upload %s expired at %s; create a new upload", rec.ID, rec.URLExpiresAt.Format(time.RFC3339))
+}
+
 // PutUpload streams an upload's bytes to the blob store: the head held to
 // sniff and strip it, the rest straight through, hashed on the way.
 func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body io.Reader, length int64) (chat.Upload, error) {
@@ -494,7 +552,7 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 		return s.putAgain(ctx, rec, body, length)
 	}
 	if time.Now().After(rec.URLExpiresAt) {
-		return chat.Upload{}, chat.Errorf(chat.CodeGone, "the URL of upload %s expired at %s; create a new upload", id, rec.URLExpiresAt.Format(time.RFC3339))
+		return chat.Upload{}, urlExpired(rec)
 	}
 	switch {
 	case length > rec.DeclaredSize:
@@ -505,7 +563,11 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "Content-Length is %d, not the declared %d bytes; the upload is deleted", length, rec.DeclaredSize)
 	}
 
-	c := &counter{r: body, ctx: ctx}
+	// Its bytes must all arrive before the URL expires, as they must
+	// start to.
+	exp := expire(body, rec.URLExpiresAt)
+	defer exp.stop()
+	c := &counter{r: exp, ctx: ctx}
 	head, err := readHead(c, min(rec.DeclaredSize, media.HeadLen))
 	if err != nil {
 		return chat.Upload{}, s.shortPut(ctx, rec, c)
@@ -641,6 +703,10 @@ func stripped(head []byte, rest io.Reader, ctype string, h hash.Hash) io.Reader 
 // that ended cleanly said the file is smaller than declared (refused); a
 // connection that broke leaves the upload pending, to be PUT again.
 func (s *Service) shortPut(ctx context.Context, rec chat.UploadRecord, c *counter) error {
+	if errors.Is(c.err, errURLExpired) {
+		s.metrics.uploads.WithLabelValues("expired").Inc()
+		return urlExpired(rec)
+	}
 	if errors.Is(c.err, io.EOF) && c.n < rec.DeclaredSize {
 		s.refused(ctx, rec, "size")
 		return chat.Errorf(chat.CodeInvalid, "the body held %d bytes, not the declared %d; the upload is deleted", c.n, rec.DeclaredSize)

@@ -18,14 +18,18 @@ import (
 func (e *env) withAttachments() { e.withAttachmentsConfig(attach.Config{}) }
 
 // withAttachmentsConfig is withAttachments with cfg's settings (its Store
-// and Blobs are set here).
+// is set here, and its Blobs, a local store in a temporary directory,
+// unless given).
 func (e *env) withAttachmentsConfig(cfg attach.Config) {
 	e.t.Helper()
-	blobs, err := blob.NewLocal(e.t.TempDir())
-	if err != nil {
-		e.t.Fatal(err)
+	if cfg.Blobs == nil {
+		blobs, err := blob.NewLocal(e.t.TempDir())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		cfg.Blobs = blobs
 	}
-	cfg.Store, cfg.Blobs = store.NewAttachments(e.pool), blobs
+	cfg.Store = store.NewAttachments(e.pool)
 	a, err := attach.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
