@@ -211,6 +211,18 @@ DELETE FROM push_job j USING rec r
 WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.state = 'pending'
   AND j.covered && r.t AND isempty(j.covered - r.t)`
 
+// lockNotificationsSQL is a CTE, "locked", of the notifications (message
+// jobs) of the conversations $1, locked, as each is when locked: one a
+// sender claimed, or took over (claimSQL), after the statement's snapshot
+// is seen as the claim left it. Newest first, as a claim locks the
+// notification it claims and then those it takes over, so that the two
+// wait for each other without a deadlock.
+const lockNotificationsSQL = `locked AS MATERIALIZED (
+    SELECT n.id, n.user_id, n.conversation_id, n.seq, n.sender_id, n.state, n.covered
+    FROM push_job n WHERE n.kind = 'message' AND n.conversation_id = ANY($1::bigint[])
+    ORDER BY n.id DESC FOR UPDATE OF n
+)`
+
 // recallSQL takes the recalled messages ($1[i], $2[i], recalled by
 // $3[i]) out of every notification that covered them: a waiting or
 // retried push then counts and previews only what is left (the newest
@@ -221,40 +233,36 @@ WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.state =
 // its covered lists the recalled messages that notification stood for
 // (all of them, when several recalls wait together), its seq the newest
 // recalled message of the conversation.
-// Being an UPDATE, it sees each job as it is when locked, not as the
-// statement's snapshot had it: a job claimed by a sender after the
-// snapshot is found 'sending' and removed. Once a message is out of every
-// covered, running this again changes nothing, so recalls are handled as
-// soon as the decider reads them, also before the cursor passes them.
+// It reads the notifications as it locks them (lockNotificationsSQL), not
+// as the statement's snapshot had them: a claim that took one over
+// meanwhile is seen, so the remove follows the notification the devices
+// show, for what it stands for. Once a message is out of every covered,
+// running this again changes nothing, so recalls are handled as soon as
+// the decider reads them, also before the cursor passes them.
 const recallSQL = `
 WITH rec AS (
     SELECT conversation_id, range_agg(int8range(seq, seq + 1)) AS t,
            (array_agg(actor ORDER BY seq DESC))[1] AS actor, max(seq) AS seq
     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(conversation_id, seq, actor)
     GROUP BY conversation_id
-), gone AS (
-    -- What each notification loses, read before upd takes it out.
-    SELECT j.id, j.covered * r.t AS t
-    FROM push_job j JOIN rec r USING (conversation_id)
-    WHERE j.kind = 'message' AND j.covered && r.t
-), upd AS (
+), ` + lockNotificationsSQL + `, upd AS (
     UPDATE push_job j SET
         covered = j.covered - r.t,
         count = GREATEST(j.count - (SELECT COALESCE(sum(upper(x) - lower(x)), 0) FROM unnest(j.covered * r.t) x)::int, 1),
         seq = CASE WHEN isempty(j.covered - r.t) THEN j.seq ELSE upper(j.covered - r.t) - 1 END,
         sender_id = COALESCE((SELECT m.sender_id FROM message m
                               WHERE m.conversation_id = j.conversation_id AND m.seq = upper(j.covered - r.t) - 1), j.sender_id)
-    FROM rec r
-    WHERE j.conversation_id = r.conversation_id AND j.kind = 'message' AND j.covered && r.t
-    RETURNING j.id, j.user_id, j.conversation_id, j.state
+    FROM locked k JOIN rec r USING (conversation_id)
+    WHERE j.id = k.id AND k.covered && r.t
+    -- what each notification loses, as it was locked
+    RETURNING j.id, j.user_id, j.conversation_id, k.state, k.covered * r.t AS t
 ), rm AS (
-    SELECT u.user_id, u.conversation_id, r.seq, r.actor, count(*)::int AS n,
-           COALESCE(range_agg(g.t), '{}') AS covered
-    FROM upd u JOIN rec r USING (conversation_id) LEFT JOIN gone g ON g.id = u.id
+    SELECT u.user_id, u.conversation_id, r.seq, r.actor, count(*)::int AS n, range_agg(u.t) AS covered
+    FROM upd u JOIN rec r USING (conversation_id)
     WHERE u.state <> 'pending'
-      AND NOT EXISTS (SELECT 1 FROM push_job n
+      AND NOT EXISTS (SELECT 1 FROM locked n
                       WHERE n.conversation_id = u.conversation_id AND n.user_id = u.user_id
-                        AND n.kind = 'message' AND n.state <> 'pending' AND n.id > u.id)
+                        AND n.state <> 'pending' AND n.id > u.id)
     GROUP BY u.user_id, u.conversation_id, r.seq, r.actor
 )
 INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered)
@@ -272,17 +280,12 @@ DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.co
 // merged into one waiting already; it reads the message's text when it
 // is sent, and is sent only while that notification is still the pair's
 // newest claimed one showing it (readJobSQL). The pair's notifications
-// are locked first, so each is seen as it is then, not as the snapshot
-// had it: one a sender claimed (reading the old text) after the
-// snapshot is found claimed.
+// are read as they are locked (lockNotificationsSQL): one a sender
+// claimed (reading the old text) after the snapshot is found claimed.
 const updateSQL = `
 WITH ed AS (
     SELECT DISTINCT conversation_id, seq FROM unnest($1::bigint[], $2::bigint[]) AS x(conversation_id, seq)
-), locked AS MATERIALIZED (
-    SELECT n.id, n.user_id, n.conversation_id, n.seq, n.sender_id, n.state, n.covered
-    FROM push_job n WHERE n.kind = 'message' AND n.conversation_id IN (SELECT conversation_id FROM ed)
-    ORDER BY n.id FOR UPDATE OF n
-), shown AS (
+), ` + lockNotificationsSQL + `, shown AS (
     SELECT DISTINCT ON (user_id, conversation_id) * FROM locked
     WHERE state <> 'pending' ORDER BY user_id, conversation_id, id DESC
 )

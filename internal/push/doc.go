@@ -68,10 +68,16 @@
 // claimed one, the user gets a remove job, due at once, also when the
 // user has left the conversation since (a member's claimed notifications
 // and removes outlive the membership, chat_member_push_forget; a remove
-// carries nothing of the conversation). Those statements
-// are UPDATEs, so they see each job as it is when locked: a job a sender
-// claimed after the decision's snapshot is found 'sending' and removed,
-// and a sender that claims a job after the decision reads it adjusted.
+// carries nothing of the conversation). A notification's first claim
+// keeps in its covered only the messages it stands for (counts, and
+// previews the newest of: not one recalled, acknowledged, or silenced by
+// then), also of the older notification it takes over, so a remove names
+// only messages the devices' notification counts. Those statements lock
+// the conversation's notifications first (newest first, as a claim
+// does) and see each as it is when locked: one a sender claimed or took
+// over after the decision's snapshot is found claimed, covering what the
+// claim left, and a sender that claims a job after the decision reads it
+// adjusted.
 // Once a message is out of every covered set, handling its recall again
 // changes nothing: recalls are handled when read, also before the cursor
 // passes them (behind a young message), and exactly once in effect. The

@@ -1,6 +1,7 @@
 package push_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +69,42 @@ func TestAWaitingPushPreviewsTheEditedText(t *testing.T) {
 		if strings.Contains(string(p.Plaintext), "secret") {
 			t.Errorf("a push showed the text before the edit: %s", p.Plaintext)
 		}
+	}
+}
+
+// TestAnEditOfTheMessageAPushPreviewsInPlaceOfASilencedNewerOneUpdatesIt:
+// a push decided for carol's "hi" and user 1's newer "spam" is claimed
+// after bob blocked user 1, so it previews "hi"; carol edits "hi": the
+// update follows, as for any previewed message.
+func TestAnEditOfTheMessageAPushPreviewsInPlaceOfASilencedNewerOneUpdatesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	r.cfg.Delay, r.cfg.Preview = 0, true
+	r.subscribe(2, "bob")
+	g := r.group(1, 2, 3)
+	hi := r.send(g, 3, "hi")
+	r.send(g, 1, "spam")
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.decideAll(p, []int64{g}, 1)
+	if err := r.store.Block(ctx, 2, 1, 100); err != nil {
+		t.Fatal(err)
+	}
+	cs := r.claims(p, 10, time.Minute)
+	if len(cs) != 1 {
+		t.Fatalf("claimed %d pushes, want bob's", len(cs))
+	}
+	if err := push.WriteResult(ctx, p, cs[0], "shown", 0); err != nil {
+		t.Fatal(err)
+	}
+	r.edit(g, 3, hi, "hi, all")
+	if _, err := r.decide(ctx, p, g); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(`SELECT count(*) FROM push_job WHERE kind = 'update' AND user_id = 2 AND seq = $1`, hi); n != 1 {
+		t.Errorf("%d updates of %d for bob, want 1\n%s", n, hi, dumpJobs(r))
 	}
 }

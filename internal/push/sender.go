@@ -42,7 +42,12 @@ import (
 // conversation) that the minimum interval counts from (applyResults
 // forgets it when the claim reaches no device, nor did an earlier claim
 // a stopping node cut short: skipped, handed back, refused or owed
-// again; a later attempt that reaches one records it again).
+// again; a later attempt that reaches one records it again). It also
+// narrows the notification's covered to the messages it stands for (the
+// count's, readJobSQL), and its seq to the newest of them, the one it
+// previews: a recall takes out of the devices' notification only what it
+// counted, an edit of the message it shows is followed by an update. A
+// later claim (a retry) leaves them: devices may show the first one's.
 //
 // $4 is MaxAge in seconds (readJobSQL).
 //
@@ -70,8 +75,26 @@ WITH l AS (
     WHERE x.r + (SELECT count(*) FROM push_job b WHERE b.user_id = x.user_id AND b.state = 'sending' AND b.lease_until >= now()) <= $3
 ), j AS (
     UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
-                          attempts = p.attempts + 1, claims = p.claims + 1,
-                          covered = p.covered + COALESCE(o.covered, '{}'), count = p.count + COALESCE(o.n, 0)
+                          attempts = p.attempts + 1, claims = p.claims + 1, count = p.count + COALESCE(o.n, 0),
+                          (covered, seq) = (
+        -- A first claim (pending: nothing of it reached a device) keeps
+        -- the messages its notification stands for (counts, and previews
+        -- the newest of), when there are any (else it is skipped): a
+        -- recall of one it left out (recalled, acknowledged by then) has
+        -- nothing to take out of it.
+        SELECT CASE WHEN p.state = 'pending' AND k.covered IS NOT NULL THEN k.covered ELSE a.covered END,
+               CASE WHEN p.state = 'pending' AND k.covered IS NOT NULL THEN upper(k.covered) - 1 ELSE p.seq END
+        FROM (SELECT p.covered + COALESCE(o.covered, '{}') AS covered) a
+        LEFT JOIN LATERAL (
+            SELECT range_agg(int8range(m.seq, m.seq + 1)) AS covered
+            FROM member_watermark w
+            JOIN conversation c ON c.id = w.conversation_id
+            LEFT JOIN member_settings s ON s.conversation_id = w.conversation_id AND s.user_id = w.user_id
+            JOIN message m ON m.conversation_id = w.conversation_id
+            WHERE w.conversation_id = p.conversation_id AND w.user_id = p.user_id
+              AND m.seq >= lower(a.covered) AND m.seq < upper(a.covered) AND a.covered @> m.seq
+              AND m.seq > GREATEST(w.last_delivered_seq, w.last_read_seq) AND ` + showsSQL + `
+        ) k ON true)
     FROM c LEFT JOIN LATERAL (
         SELECT range_agg(x) AS covered, sum(o.count)::int AS n
         FROM push_job q JOIN push_job o ON o.conversation_id = q.conversation_id AND o.user_id = q.user_id
@@ -150,9 +173,7 @@ LEFT JOIN LATERAL (
     FROM message m
     WHERE j.kind = 'message' AND m.conversation_id = j.conversation_id
       AND m.seq >= lower(j.covered) AND m.seq < upper(j.covered) AND j.covered @> m.seq
-      AND m.kind = 'message' AND m.recalled_at IS NULL
-      AND m.seq > w.join_seq -- a member since before it (not one who left and came back)
-      AND ` + wakesSQL + `
+      AND ` + showsSQL + `
     ORDER BY m.seq DESC LIMIT 1
 ) lm ON true
 LEFT JOIN LATERAL (
@@ -184,6 +205,13 @@ LEFT JOIN LATERAL (
       AND m.kind = 'message'
     HAVING j.kind = 'message' AND lm.seq IS NULL -- no row (and no reason) for the others
 ) why ON true`
+
+// showsSQL is whether a notification of member w.user_id's may show
+// message m (count it, preview it when it is the newest): a message, not
+// recalled, sent since they are a member (not before they left and came
+// back), which may wake them (wakesSQL; c the conversation, s their
+// settings of it).
+const showsSQL = `m.kind = 'message' AND m.recalled_at IS NULL AND m.seq > w.join_seq AND ` + wakesSQL
 
 // previewSQL is message m's text as a preview shows it: a message of
 // files alone as what it is (as the inbox shows it), not as an empty
