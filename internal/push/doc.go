@@ -109,8 +109,10 @@
 // text as it reads when sent, which devices show in that notification's
 // place (same tag and collapse key). It is sent only while that
 // notification is still the pair's newest claimed one showing the
-// message and the message is not recalled (else skipped as not_shown),
-// and not to a former member. Without Preview, edits are neither hinted
+// message and the message is not recalled (else skipped as not_shown).
+// A former member (or one who came back since the message) may not read
+// the new text, and their devices must not keep the old one: they get a
+// remove of the message instead, as a recall sends. Without Preview, edits are neither hinted
 // nor followed: no push showed a text.
 //
 // A (user, conversation)'s jobs reach its devices in order: none is

@@ -24,8 +24,9 @@ const previewBytes = 1024
 // (seq catch-up), the push is only a wake-up.
 //
 // Type "remove": silent; the conversation's notification showed messages
-// that were recalled (Seqs, oldest first; Seq the newest recalled):
-// take them out of it. Only userId, conversationId, seq, seqs and badge
+// that were recalled (Seqs, oldest first; Seq the newest recalled), or,
+// for a former member, the message Seq that was edited: take them out of
+// it. Only userId, conversationId, seq, seqs and badge
 // are set.
 //
 // Type "update" (push_preview only): silent; message Seq, whose text the

@@ -424,14 +424,7 @@ func TestARemoveRetriedLaterNeverTakesAwayANewerNotification(t *testing.T) {
 // remove, as every device whose notification showed it does.
 func TestRecallRemovesTheNotificationFromAMemberWhoWasRemovedSinceItsPush(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview = true })
-	g := r.group(1, 2, 3)
-	r.subscribe(2, "bob")
-	seq := r.send(g, 1, "the password is hunter2")
-	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Body != "the password is hunter2" {
-		t.Fatalf("push = %+v", got[0])
-	}
+	r, g, seq := previewedToBob(t)
 	if err := r.store.RemoveMember(context.Background(), g, 1, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,10 @@ SELECT j.id, j.kind, j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
            SELECT 1 FROM push_job n WHERE n.conversation_id = j.conversation_id AND n.user_id = j.user_id
              AND n.kind = 'message' AND n.state <> 'pending')),
        COALESCE(why.reason, ''),
-       w.user_id IS NOT NULL, COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
+       -- a member; for an update, one since before its message (not
+       -- one who left and came back): the others may not read its text
+       w.user_id IS NOT NULL AND (j.kind <> 'update' OR w.join_seq < j.seq),
+       COALESCE(GREATEST(w.last_delivered_seq, w.last_read_seq), 0),
        COALESCE(c.type, ''), COALESCE(c.title, ''), COALESCE(lm.body, ud.body, ''), lm.created_at,
        COALESCE(lm.created_at <= now() - make_interval(secs => $4), false),
        -- A conversation whose newest message is at or before the
@@ -518,12 +521,18 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	// back).
 	notice := j.kind == TypeMessage
 	maybeShown := notice && (j.attempts > 1 || j.owedAgain)
+	if j.update && j.live && !j.member {
+		// A former member's devices may show the message's old text,
+		// and they may not read the new one (written after they left):
+		// the message is taken off them instead, as a recall's remove
+		// does, which carries nothing of the conversation.
+		j.update, j.remove, j.recalled = false, true, []int64{j.seq}
+	}
 	switch {
 	case !j.member && !j.remove:
 		// A remove goes to a former member too: their devices may show
 		// the recalled message, and it carries nothing else. So an
-		// earlier attempt's notification is kept for its recall. An
-		// update does not: it carries a text written after they left.
+		// earlier attempt's notification is kept for its recall.
 		p.m.skipped.WithLabelValues("not_member").Inc()
 		r.shown = maybeShown
 		return r
