@@ -41,7 +41,7 @@ const (
 // EventID when present.
 type Event struct {
 	Type           string           `json:"type"`
-	EventID        int64            `json:"eventId,omitempty"` // outbox id, set by the relay
+	EventID        int64            `json:"eventId,omitempty"` // outbox id, set by the relay; Kafka's alone, never sent to clients
 	ConversationID int64            `json:"conversationId,omitempty"`
 	Seq            int64            `json:"seq,omitempty"`
 	TargetSeq      int64            `json:"targetSeq,omitempty"`

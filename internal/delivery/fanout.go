@@ -276,7 +276,12 @@ func (h *Hub) routeDelivered(ev chat.Event, members []int64, large bool, it item
 }
 
 // encode is ev's payload, slim for large groups' messages and reactions.
+// It leaves out EventID, the Kafka record's identity that an event
+// relayed from another node carries: a client gets one event in one shape
+// on every node, and the committing node's own events, like those read
+// back from PostgreSQL, have none (docs/protocol.md, Events).
 func (h *Hub) encode(ev chat.Event, large bool) ([]byte, error) {
+	ev.EventID = 0
 	if large {
 		ev = ev.Slim()
 	}

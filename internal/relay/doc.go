@@ -128,8 +128,10 @@
 // committed itself, which it already delivered in-process. Any event may
 // still arrive twice (at-least-once relaying), so handlers must be
 // idempotent: the delivery layer de-duplicates message.new by
-// (conversationId, seq), read.updated by (conversationId, userId, seq), and
-// anything by eventId.
+// (conversationId, seq) and read.updated by (conversationId, userId, seq).
+// eventId is the Kafka record's identity, for consumers outside chatd: the
+// delivery hub leaves it out of what clients get, so an event relayed from
+// another node reaches them in the shape the committing node sends.
 //
 // # Ephemeral events (node → Kafka)
 //
