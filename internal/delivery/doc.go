@@ -21,7 +21,10 @@
 //     not routed either: it came late (a relay leader's batch landing
 //     after its successor's, Kafka redelivering, another node's event
 //     overtaken by this node's own), and would end the stream of a member
-//     who is back.
+//     who is back. So is a conversation.updated older than one the index
+//     saw of the group, and a member.updated older than one of the same
+//     member: each is a whole state (the settings, a role), and clients
+//     apply it as it comes.
 //   - Each connected session has a pump (session.go), the only writer to
 //     its client: the acknowledgements of the client's own publishes
 //     (Reply; in order, never dropped), its events and RPC replies. The

@@ -40,7 +40,8 @@ type memberEntry struct {
 	r    chat.Routing
 	// seqs holds, per user, the seq of the last membership event applied
 	// to them: one older than it (or than r.Seq, the load's) arrived late
-	// and is already in r.
+	// and is already in r. Under stateKey's keys it holds the seq of the
+	// last conversation.updated and of each member's last member.updated.
 	seqs map[int64]int64
 }
 
@@ -130,6 +131,8 @@ func (x *memberIndex) forgetAll() {
 // landing after its successor's, Kafka redelivering, another node's event
 // overtaken by this node's own): apply reports it, and it is not routed,
 // for it would tell the sessions and clients of a membership that ended.
+// A conversation.updated or member.updated older than the last of its
+// state the index saw is late too (stateKey).
 func (x *memberIndex) apply(ev chat.Event) (late bool) {
 	var e *memberEntry
 	if el, ok := x.entries[ev.ConversationID]; ok {
@@ -175,6 +178,18 @@ func (x *memberIndex) apply(ev chat.Event) (late bool) {
 				x.set(ev.ConversationID, r)
 			}
 		}
+	case chat.EventConversationUpdated, chat.EventMemberUpdated:
+		// A state, each event the whole of it as of its seq (the group's
+		// settings; a member's role), which clients apply as it comes:
+		// one older than one the index saw would undo the newer (another
+		// node's change, relayed late, overtaken by this node's own
+		// newer one, or Kafka redelivering). The index holds neither, so
+		// none is "known"; the event it arrives with is routed.
+		if e == nil {
+			return false
+		}
+		late, _ := e.note(stateKey(ev), ev.Seq)
+		return late
 	case chat.EventMemberRemoved:
 		if e == nil {
 			return false
@@ -194,6 +209,16 @@ func (x *memberIndex) apply(ev chat.Event) (late bool) {
 		}
 	}
 	return false
+}
+
+// stateKey is memberEntry.seqs' key of the state a state event sets,
+// apart from every membership's (user ids are positive): 0 the group's
+// settings (conversation.updated), -u user u's role (member.updated).
+func stateKey(ev chat.Event) int64 {
+	if ev.Type == chat.EventConversationUpdated {
+		return 0
+	}
+	return -ev.UserID
 }
 
 // wait queues ev behind the load of its conversation's members and

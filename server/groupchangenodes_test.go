@@ -1,0 +1,108 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
+)
+
+// Two changes of one group committed one after the other on two nodes, A
+// on node a, then B on node b, while Kafka is down: node b delivers B
+// to its clients at once and A only once Kafka is back. A group's
+// conversation.updated carries every setting and a member.updated a
+// member's role, which clients apply as they come: a client of either
+// node must not get A's after B's (it would show the title and role B
+// replaced), and gets every system entry, in seq order.
+func TestGroupChangesCommittedOnTwoNodesNeverReachAClientOlderAfterNewer(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs two chatd nodes and Kafka")
+	}
+	url := pgtest.NewDB(t)
+	kafka, k, startLog := restartableKafka(t)
+	a := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "gchange-a"})
+	b := startNode(t, url, map[string]string{"CHAT_KAFKA_BROKERS": kafka, "CHAT_NODE_ID": "gchange-b"})
+	const owner, onA, onB, promoted = 1, 2, 3, 4
+	g := mustGroup(t, context.Background(), a, owner, "start", []int64{onA, onB, promoted})
+	clients := map[string]*mqtttest.Client{
+		"node a": rawClient(t, a.MQTTAddr(), onA, "gchange-a", 5, true),
+		"node b": rawClient(t, b.MQTTAddr(), onB, "gchange-b", 5, true),
+	}
+	waitForConsumer(t, a, b, rawClient(t, b.MQTTAddr(), owner, "gchange-warm", 5, true))
+
+	k.Close()
+	change := func(node *server.Server, srv, title string, role chat.Role) {
+		t.Helper()
+		if r := httpDo(t, node, owner, "PATCH", fmt.Sprintf("/v1/conversations/%d", g.ID), map[string]string{"title": title}); r.status != 200 {
+			t.Fatalf("rename to %s on node %s: %d %s", title, srv, r.status, r.body)
+		}
+		path := fmt.Sprintf("/v1/conversations/%d/members/%d/role", g.ID, promoted)
+		if r := httpDo(t, node, owner, "PUT", path, map[string]string{"role": string(role)}); r.status != 200 {
+			t.Fatalf("role %s on node %s: %d %s", role, srv, r.status, r.body)
+		}
+	}
+	change(a, "a", "A", chat.RoleAdmin)
+	change(b, "b", "B", chat.RoleMember)
+	startLog()
+	mustSendAs(t, a, g.ID, owner, "sentinel")
+
+	for name, c := range clients {
+		var titles, roles []string
+		var entries []int64
+		// Until the sentinel and a quiet second after it: the events that
+		// are not entries go out once their session has the entries
+		// before them, and may follow the sentinel.
+		sentinel := time.After(30 * time.Second)
+		for quiet := (<-chan time.Time)(nil); ; {
+			var pk packets.Packet
+			select {
+			case pk = <-c.Publishes:
+			case <-sentinel:
+				t.Fatalf("the client on %s got no sentinel within 30 s", name)
+			case <-quiet:
+			}
+			if pk.Payload == nil {
+				break
+			}
+			var ev map[string]any
+			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+				t.Fatalf("bad event %q: %v", pk.Payload, err)
+			}
+			switch ev["type"] {
+			case chat.EventConversationUpdated:
+				titles = append(titles, fmt.Sprint(ev["title"]))
+			case chat.EventMemberUpdated:
+				roles = append(roles, fmt.Sprint(ev["role"]))
+			case chat.EventSystemNew:
+				entries = append(entries, int64(ev["seq"].(float64)))
+			case chat.EventMessageNew:
+				if ev["body"] == "sentinel" {
+					sentinel, quiet = nil, time.After(time.Second)
+				}
+			}
+			if quiet != nil {
+				quiet = time.After(time.Second)
+			}
+		}
+		t.Logf("%s: titles %v, roles %v, entries %v", name, titles, roles, entries)
+		if len(titles) == 0 || titles[len(titles)-1] != "B" || slices.Index(titles, "A") > slices.Index(titles, "B") {
+			t.Errorf("the client on %s got conversation.updated with titles %v, want A (if at all) before B, B last", name, titles)
+		}
+		if len(roles) == 0 || roles[len(roles)-1] != string(chat.RoleMember) || slices.Index(roles, "admin") > slices.Index(roles, "member") {
+			t.Errorf("the client on %s got member.updated with roles %v, want admin (if at all) before member, member last", name, roles)
+		}
+		if !slices.Equal(entries, []int64{1, 2, 3, 4}) {
+			t.Errorf("the client on %s got system entries %v, want 1 2 3 4", name, entries)
+		}
+	}
+}
