@@ -15,7 +15,11 @@ import (
 // carry no payload (chat_send_batch writes them); every other event's row
 // carries its JSON, encoded here by chat.EncodeEvent, the one encoder of
 // event JSON. Every row is keyed by its conversation id, so a keyed
-// consumer sees one conversation's events in commit order.
+// consumer sees one conversation's events in commit order. A write
+// inserts its rows last, under the lock that orders its key's changes
+// (the conversation row's; a profile's, lockProfile): the relay reads
+// in id order without waiting for ids still in flight, which is commit
+// order only among rows whose ids were taken under one lock.
 
 // insertOutboxSQL inserts outbox rows from parallel arrays of keys, types
 // and payloads, all with the trace context $4, $5 (NULL: not traced),

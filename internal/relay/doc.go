@@ -58,6 +58,16 @@
 //     safety poll (PollInterval); it then drains everything that
 //     accumulated in batches of up to BatchSize rows / MaxBatchBytes.
 //
+// The relay reads the rows visible when it reads, lowest id first, and
+// holds no gap open for an id that a transaction still in flight took:
+// the rows of one key whose order matters are inserted under the lock
+// that orders their changes (a conversation row's, a user's profile
+// lock: see the store package), so after the previous holder committed,
+// and PostgreSQL makes a commit visible before it releases its locks. Of
+// one key's rows a higher id is a later commit, and a read that sees it
+// sees every lower one; rows of other keys may become visible out of id
+// order, and Kafka orders nothing across keys.
+//
 // Delivery is at least once: a crash or a lost acknowledgement between the
 // Kafka write and the DELETE publishes the affected rows again, after the
 // originals. A row larger than MaxBatchBytes can never be produced; it is
