@@ -2,13 +2,9 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
-
-	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
@@ -59,25 +55,7 @@ func TestGroupChangesCommittedOnTwoNodesNeverReachAClientOlderAfterNewer(t *test
 	for name, c := range clients {
 		var titles, roles []string
 		var entries []int64
-		// Until the sentinel and a quiet second after it: the events that
-		// are not entries go out once their session has the entries
-		// before them, and may follow the sentinel.
-		sentinel := time.After(30 * time.Second)
-		for quiet := (<-chan time.Time)(nil); ; {
-			var pk packets.Packet
-			select {
-			case pk = <-c.Publishes:
-			case <-sentinel:
-				t.Fatalf("the client on %s got no sentinel within 30 s", name)
-			case <-quiet:
-			}
-			if pk.Payload == nil {
-				break
-			}
-			var ev map[string]any
-			if err := json.Unmarshal(pk.Payload, &ev); err != nil {
-				t.Fatalf("bad event %q: %v", pk.Payload, err)
-			}
+		for _, ev := range eventsUntilQuiet(t, c, name, func(ev map[string]any) bool { return ev["body"] == "sentinel" }) {
 			switch ev["type"] {
 			case chat.EventConversationUpdated:
 				titles = append(titles, fmt.Sprint(ev["title"]))
@@ -85,13 +63,6 @@ func TestGroupChangesCommittedOnTwoNodesNeverReachAClientOlderAfterNewer(t *test
 				roles = append(roles, fmt.Sprint(ev["role"]))
 			case chat.EventSystemNew:
 				entries = append(entries, int64(ev["seq"].(float64)))
-			case chat.EventMessageNew:
-				if ev["body"] == "sentinel" {
-					sentinel, quiet = nil, time.After(time.Second)
-				}
-			}
-			if quiet != nil {
-				quiet = time.After(time.Second)
 			}
 		}
 		t.Logf("%s: titles %v, roles %v, entries %v", name, titles, roles, entries)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -85,11 +86,13 @@ func TestTwoProfileChangesOfOneUserOnTwoNodesReachEveryNodeInCommitOrder(t *test
 	}
 }
 
-// profileNames collects the display names of the profile.updated events
-// c gets until one with last and a quiet second after it.
-func profileNames(t *testing.T, c *mqtttest.Client, name, last string) []string {
+// eventsUntilQuiet collects the events c gets until one that last
+// accepts and a quiet second after it: events that are not entries may
+// follow the entries committed after them (a session sends them once it
+// has the entries before them), and a relayed one a node's own.
+func eventsUntilQuiet(t *testing.T, c *mqtttest.Client, name string, last func(map[string]any) bool) []map[string]any {
 	t.Helper()
-	var got []string
+	var got []map[string]any
 	deadline := time.After(30 * time.Second)
 	var quiet <-chan time.Time
 	for {
@@ -97,22 +100,34 @@ func profileNames(t *testing.T, c *mqtttest.Client, name, last string) []string 
 		select {
 		case pk = <-c.Publishes:
 		case <-deadline:
-			t.Fatalf("the client on %s got no profile.updated %s within 30 s (got %v)", name, last, got)
+			t.Fatalf("the client on %s did not get the last event within 30 s (got %v)", name, got)
 		case <-quiet:
 			return got
 		}
-		var ev struct {
-			Type        string `json:"type"`
-			DisplayName string `json:"displayName"`
+		var ev map[string]any
+		if err := json.Unmarshal(pk.Payload, &ev); err != nil {
+			t.Fatalf("bad event %q: %v", pk.Payload, err)
 		}
-		if json.Unmarshal(pk.Payload, &ev) != nil || ev.Type != chat.EventProfileUpdated {
-			continue
-		}
-		got = append(got, ev.DisplayName)
-		if ev.DisplayName == last {
+		got = append(got, ev)
+		if last(ev) {
 			deadline, quiet = nil, time.After(time.Second)
 		} else if quiet != nil {
 			quiet = time.After(time.Second)
 		}
 	}
+}
+
+// profileNames is the display names of the profile.updated events c gets
+// until one with last and a quiet second after it.
+func profileNames(t *testing.T, c *mqtttest.Client, name, last string) []string {
+	t.Helper()
+	var got []string
+	for _, ev := range eventsUntilQuiet(t, c, name, func(ev map[string]any) bool {
+		return ev["type"] == chat.EventProfileUpdated && ev["displayName"] == last
+	}) {
+		if ev["type"] == chat.EventProfileUpdated {
+			got = append(got, fmt.Sprint(ev["displayName"]))
+		}
+	}
+	return got
 }
