@@ -59,3 +59,39 @@ func TestMemberIndexKnowsAMembersLastMembershipEventAcrossAReload(t *testing.T) 
 		t.Fatal("member.removed at 4 after member.added at 6 and a reload is not late: it would be routed, ending the member's stream")
 	}
 }
+
+// conversation.updated (the group's settings) and member.updated (a
+// member's role) are states: one older than one the index saw, across
+// the reload each conversation.updated causes, is late. A role's seq is
+// apart from its member's memberships: a join relayed after the member's
+// newer role change is as it was (in the load, not late).
+func TestMemberIndexReportsAnOlderGroupSettingsOrRoleEventLate(t *testing.T) {
+	x := newMemberIndex(10)
+	x.set(7, chat.Routing{Members: []int64{1, 2}, Seq: 3})
+	newer := chat.Event{Type: chat.EventConversationUpdated, ConversationID: 7, Seq: 6}
+	x.refresh(newer)
+	if x.apply(newer) {
+		t.Fatal("conversation.updated at 6, the first, reported late")
+	}
+	x.loaded(7, chat.Routing{Members: []int64{1, 2}, Seq: 6})
+	x.apply(newer) // as membersLoaded applies the events that waited
+	older := chat.Event{Type: chat.EventConversationUpdated, ConversationID: 7, Seq: 5}
+	x.refresh(older)
+	x.loaded(7, chat.Routing{Members: []int64{1, 2}, Seq: 6})
+	if !x.apply(older) {
+		t.Fatal("conversation.updated at 5 after the one at 6 and a reload is not late: clients would apply the older settings last")
+	}
+	if x.apply(newer) {
+		t.Fatal("conversation.updated at 6 again (Kafka redelivering) reported late")
+	}
+
+	if x.apply(chat.Event{Type: chat.EventMemberUpdated, ConversationID: 7, UserID: 2, Role: chat.RoleMember, Seq: 8}) {
+		t.Fatal("member.updated at 8, the first of user 2, reported late")
+	}
+	if !x.apply(chat.Event{Type: chat.EventMemberUpdated, ConversationID: 7, UserID: 2, Role: chat.RoleAdmin, Seq: 7}) {
+		t.Fatal("member.updated at 7 after the one at 8 is not late")
+	}
+	if x.apply(chat.Event{Type: chat.EventMemberAdded, ConversationID: 7, UserID: 2, Seq: 4}) {
+		t.Fatal("member.added at 4, in the load, reported late after a role change at 8: its sessions would miss the join")
+	}
+}
