@@ -18,6 +18,7 @@ import (
 // PNG, 8 bytes a pixel) is accepted and shown without a thumbnail,
 // never decoded; a photo within the budget gets its thumbnail.
 func TestAnImageWhoseThumbnailWouldTakeMoreThanTheBudgetIsShownWithoutOne(t *testing.T) {
+	t.Parallel()
 	n := startAttachNode(t, false, map[string]string{"CHAT_IMAGE_MAX_PIXELS": "1000000", "CHAT_THUMBNAIL_WORKERS": "2"})
 	g := mustGroup(t, context.Background(), n.Server, 1, "g", []int64{2})
 	photo := n.upload(t, 1, g.ID, "p.jpg", "image/jpeg", mediatest.JPEG(800, 600))

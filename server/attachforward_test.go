@@ -18,6 +18,7 @@ import (
 // source), naming the source's blobs. The bytes stay while any copy is
 // live, and go with the last one's recall.
 func TestAForwardCarriesTheFilesAndKeepsThemWhileACopyIsLive(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
 		src := mustGroup(t, ctx, n.Server, 1, "source", []int64{2})

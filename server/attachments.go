@@ -36,7 +36,7 @@ func (s *Server) startAttachments(ctx context.Context, st config.Settings) error
 	s.attachStore = store.NewAttachments(s.Pool)
 	s.Attachments, err = attach.New(attach.Config{Store: s.attachStore, Blobs: s.Blobs, Limits: st.UploadLimits(),
 		QuotaBytesPerDay: st.UploadBytesPerDay, URLExpiry: st.UploadURLExpiry, DownloadExpiry: st.DownloadURLExpiry,
-		TTL: st.UploadTTL, ThumbnailWorkers: st.ThumbnailWorkers, Logger: s.log.With("component", "attachments"),
+		TTL: st.UploadTTL, ThumbnailWorkers: st.ThumbnailWorkers, ThumbnailWait: s.thumbnailWait, Logger: s.log.With("component", "attachments"),
 		Registerer: s.Registry})
 	if err != nil {
 		return err

@@ -56,7 +56,11 @@ func startAttachNode(t testing.TB, s3 bool, env map[string]string) attachNode {
 	for k, v := range env {
 		e[k] = v
 	}
-	return attachNode{Server: startNode(t, pgtest.NewDB(t), e), fake: fake}
+	// Tests that find a thumbnail in an upload's answer need it made
+	// within the wait, and under load (parallel tests, -race, two cores)
+	// it can take longer than production's 5 s; the wait ends as soon as
+	// the thumbnail is made or given up.
+	return attachNode{Server: startNode(t, pgtest.NewDB(t), e, server.WithThumbnailWait(time.Minute)), fake: fake}
 }
 
 // call is one HTTP request of user to the node, JSON in (unless body is
@@ -200,6 +204,7 @@ func assertNoOrphans(t *testing.T, n attachNode) {
 }
 
 func TestAttachmentsTravelFromUploadToEveryMemberOnBothStores(t *testing.T) {
+	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
 		ctx := context.Background()
 		g := mustGroup(t, ctx, n.Server, 1, "photos", []int64{2})

@@ -22,6 +22,10 @@ func WithTransferIdle(d time.Duration) Option { return func(s *Server) { s.trans
 // instead of 30 s, without progress (delivery.Options.SlowTimeout).
 func WithSlowTimeout(d time.Duration) Option { return func(s *Server) { s.slowTimeout = d } }
 
+// WithThumbnailWait has completing an image upload wait up to d, instead
+// of 5 s, for its thumbnail (attach.Config.ThumbnailWait).
+func WithThumbnailWait(d time.Duration) Option { return func(s *Server) { s.thumbnailWait = d } }
+
 // WithoutTakeoverWatch starts a node that is not told when a connection on
 // another node takes one of its sessions over, as when that notice is late
 // or lost: the old connection stays open meanwhile.

@@ -96,6 +96,8 @@ type Server struct {
 	transferIdle time.Duration
 	// slowTimeout replaces delivery's SlowTimeout when set (tests).
 	slowTimeout time.Duration
+	// thumbnailWait replaces attach's ThumbnailWait when set (tests).
+	thumbnailWait time.Duration
 	// extraWorkers run with the node's own (tests of a worker that does
 	// not stop).
 	extraWorkers []worker
