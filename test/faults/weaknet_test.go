@@ -135,12 +135,13 @@ func (a *chatApp) position(conv int64) (int64, time.Time) {
 // package with persistent sessions and a 5 s keepalive) talk in one group
 // behind toxiproxy: 300 ms ± 100 ms latency each way, 64 kbit/s each way,
 // packets sliced into small fragments, connections reset at random, and one
-// blackhole (data accepted, never delivered) of FAULTS_BLACKHOLE (30 s; 10 s
-// under CI). Every app is handed every message exactly once and in order;
-// the test reports the time from link restoration to fully caught up.
+// blackhole (data accepted, never delivered) that lasts until both ends of
+// each link in it noticed through keepalive alone (or FAULTS_BLACKHOLE, when
+// set and longer). Every app is handed every message exactly once and in
+// order; the test reports the time from link restoration to fully caught up.
 func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) {
 	t.Parallel() // waits on toxiproxy, not the CPU: see the package comment
-	blackhole := knob("FAULTS_BLACKHOLE", 30*time.Second, 10*time.Second)
+	minHole := knob("FAULTS_BLACKHOLE", 0, 0)
 	perUser := 12
 	if inCI() {
 		perUser = 6
@@ -246,7 +247,7 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 			for i := 0; i < perUser; i++ {
 				body := fmt.Sprintf("user %d message %d ", u, i)
 				body += strings.Repeat("x", 100-len(body))
-				ctx, cancel := context.WithTimeout(context.Background(), blackhole+2*time.Minute)
+				ctx, cancel := context.WithTimeout(context.Background(), minHole+3*time.Minute)
 				_, err := apps[u].c.Send(ctx, conv.ID, body)
 				cancel()
 				if err != nil {
@@ -259,14 +260,37 @@ func TestWeakNetworkConversationReachesEveryAppExactlyOnceInOrder(t *testing.T) 
 		})
 	}
 	testkit.WaitFor(t, 2*time.Minute, "a third of the conversation", func() bool { return sent.Load() >= total/3 })
-	// Users 3, 4 and 5 go into a blackhole; 1 and 2 keep talking.
+	// Users 3, 4 and 5 go into a blackhole; 1 and 2 keep talking. Each
+	// goes in connected, and the hole lasts until both ends noticed the
+	// link dead through keepalive alone: the app its PINGRESP missing (up
+	// to 2 × 5 s), chatd 1.5 × 5 s without a packet. The app, disconnected,
+	// tries again into the hole, an attempt that never gets its CONNACK.
 	blackholed := []int64{3, 4, 5}
 	chaosMu.Lock()
+	serverSideClosed := map[int64]func() bool{}
+	for _, u := range blackholed {
+		c := apps[u].c
+		testkit.WaitFor(t, time.Minute, fmt.Sprintf("user %d to be connected before the blackhole", u), c.Connected)
+		cl, ok := srv.Broker.Server.Clients.Get(c.ClientID())
+		if !ok {
+			t.Fatalf("user %d is connected, chatd lists no client %s", u, c.ClientID())
+		}
+		serverSideClosed[u] = cl.Closed
+	}
 	for _, u := range blackholed {
 		links[u].both("blackhole", "timeout", `{"timeout":0}`)
 	}
 	holeAt := time.Now()
-	time.Sleep(blackhole)
+	testkit.WaitFor(t, time.Minute, "both ends of every blackholed link to notice it dead", func() bool {
+		for _, u := range blackholed {
+			if apps[u].c.Connected() || !serverSideClosed[u]() {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(minHole - time.Since(holeAt))
+	blackhole := time.Since(holeAt)
 	for _, u := range blackholed {
 		links[u].removeBoth("blackhole")
 	}
