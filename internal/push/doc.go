@@ -107,7 +107,9 @@
 // pair's notifications first and so sees one a sender claimed after the
 // decision's snapshot as claimed): a silent push carrying the message's
 // text as it reads when sent, which devices show in that notification's
-// place (same tag and collapse key). It is sent only while that
+// place (same tag; no collapse key: in a push service's store it would
+// replace the notification an offline device has not got yet, and hide
+// that the message came). It is sent only while that
 // notification is still the pair's newest claimed one showing the
 // message and the message is not recalled (else skipped as not_shown).
 // A former member (or one who came back since the message) may not read
@@ -165,7 +167,7 @@
 //     VAPID JWT (github.com/SherClockHolmes/webpush-go), POST to the
 //     endpoint (RFC 8030) with TTL 24 h, Urgency high and Topic
 //     "conv-<id>" (a newer push, a remove too, replaces an undelivered
-//     one);
+//     one; an update has none, pushKey);
 //   - fcm and apns: a Request (JSON, docs/events.md) to the Kafka topic
 //     (key: user id; a missing topic is created with
 //     Config.EnsureKafkaTopic, never by the broker) and/or POSTed to the

@@ -12,15 +12,16 @@ import (
 	"github.com/chatd/chatd/internal/testkit"
 )
 
-// TestAnUpdateGoesToTheFCMAndAPNsSenderSilentWithTheNewTextUnderTheCollapseKey:
+// TestAnUpdateGoesToTheFCMAndAPNsSenderSilentWithTheNewTextUnderTheTagWithoutACollapseKey:
 // with previews, bob's FCM and APNs devices were handed a notification
 // previewing "secret"; the message is edited to "oops": each device's
 // sender gets an update request (the webhook, and a Kafka record whose
-// notification header says "update") under the notification's collapse
-// key, carrying the message's seq, the new text and the badge, and
-// nothing a sender would show as an alert of its own (no title, count or
-// sender).
-func TestAnUpdateGoesToTheFCMAndAPNsSenderSilentWithTheNewTextUnderTheCollapseKey(t *testing.T) {
+// notification header says "update") naming the notification's tag,
+// carrying the message's seq, the new text and the badge, and nothing a
+// sender would show as an alert of its own (no title, count or sender).
+// It has no collapse key: under the notification's it would replace that
+// notification where a push service still holds it for an offline device.
+func TestAnUpdateGoesToTheFCMAndAPNsSenderSilentWithTheNewTextUnderTheTagWithoutACollapseKey(t *testing.T) {
 	t.Parallel()
 	kc, snd, outputs := startOutputs(t, 1)
 	r := newRig(t)
@@ -52,8 +53,8 @@ func TestAnUpdateGoesToTheFCMAndAPNsSenderSilentWithTheNewTextUnderTheCollapseKe
 		n := up.Notification
 		if n.Type != push.TypeUpdate || n.ConversationID != conv || n.Seq != seq || n.Body != "oops" || n.UserID != 2 ||
 			n.Badge != msg.Notification.Badge || n.Badge != 1 || up.Device.ID != dev || up.UserID != 2 ||
-			up.CollapseKey == "" || up.CollapseKey != msg.CollapseKey || up.ID == msg.ID {
-			t.Errorf("device %d: update request %+v, want %q for seq %d, badge 1, under the notification's collapse key (%+v)", dev, up, "oops", seq, msg)
+			up.Tag == "" || up.Tag != msg.Tag || msg.CollapseKey != msg.Tag || up.CollapseKey != "" || up.ID == msg.ID {
+			t.Errorf("device %d: update request %+v, want %q for seq %d, badge 1, naming the notification's tag and no collapse key (%+v)", dev, up, "oops", seq, msg)
 		}
 		if n.Title != "" || n.Count != 0 || n.SenderID != 0 || len(n.Seqs) != 0 {
 			t.Errorf("device %d: update request %+v carries what a sender shows as an alert", dev, up)
@@ -75,7 +76,7 @@ func TestAnUpdateGoesToTheFCMAndAPNsSenderSilentWithTheNewTextUnderTheCollapseKe
 		}
 		if q.Notification.Type == push.TypeUpdate {
 			kafkaUpdates++
-			if q.Notification.Body != "oops" || q.CollapseKey != updates[q.Device.ID].CollapseKey {
+			if q.Notification.Body != "oops" || q.Tag != updates[q.Device.ID].Tag || q.CollapseKey != "" {
 				t.Errorf("Kafka update record %+v, want the webhook's %+v", q, updates[q.Device.ID])
 			}
 		}

@@ -88,11 +88,11 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 		return res, after, false, cut
 	}
 	req := Request{
-		ID:     strconv.FormatInt(j.id, 10) + "-" + strconv.FormatInt(d.ID, 10),
-		UserID: j.user,
-		Device: DeviceRef{ID: d.ID, Platform: d.Platform, Token: d.Address, AppID: d.AppID, Locale: d.Locale},
-		// Apple's apns-collapse-id allows 64 bytes, FCM's collapse_key 4 per device.
-		CollapseKey:  "conv-" + strconv.FormatInt(j.conv, 10),
+		ID:           strconv.FormatInt(j.id, 10) + "-" + strconv.FormatInt(d.ID, 10),
+		UserID:       j.user,
+		Device:       DeviceRef{ID: d.ID, Platform: d.Platform, Token: d.Address, AppID: d.AppID, Locale: d.Locale},
+		Tag:          notificationTag(j.conv),
+		CollapseKey:  pushKey(j),
 		Notification: n,
 		CreatedAt:    time.Now().UTC(),
 	}
@@ -242,10 +242,9 @@ func (o *outputs) webPush(ctx context.Context, j *job, d device, n Notification)
 		Subscriber:      strings.TrimPrefix(o.cfg.VAPIDSubject, "mailto:"),
 		VAPIDPublicKey:  o.cfg.VAPID.Public,
 		VAPIDPrivateKey: o.cfg.VAPID.Private,
-		// One conversation's undelivered pushes replace each other.
-		Topic:   "conv-" + strconv.FormatInt(j.conv, 10),
-		TTL:     webPushTTL,
-		Urgency: webpush.UrgencyHigh,
+		Topic:           pushKey(j),
+		TTL:             webPushTTL,
+		Urgency:         webpush.UrgencyHigh,
 	})
 	if err != nil {
 		if errors.Is(err, errPrivateAddress) {
@@ -260,6 +259,26 @@ func (o *outputs) webPush(ctx context.Context, j *job, d device, n Notification)
 	}
 	res, after = classify(resp)
 	return res, after, false
+}
+
+// notificationTag names conversation conv's notification on a device
+// (the web client's tag too): within Apple's 64 bytes for apns-collapse-id.
+func notificationTag(conv int64) string { return "conv-" + strconv.FormatInt(conv, 10) }
+
+// pushKey is j's collapse key (Web Push Topic, apns-collapse-id, FCM
+// collapse_key): an undelivered push a push service holds for an offline
+// device is replaced by a newer one with the same key. A notification
+// and a remove take their conversation's tag: a newer notification
+// stands for the older one's messages too, and a remove takes the one it
+// replaces off the screen anyway. An update has none: in a held
+// notification's place it would leave the device nothing to show, and
+// the message's arrival unknown; without one the device gets both, and
+// the update changes the notification it names, or nothing.
+func pushKey(j *job) string {
+	if j.update {
+		return ""
+	}
+	return notificationTag(j.conv)
 }
 
 // isNetErr tells a failed request (retry) from one that could not be

@@ -64,9 +64,15 @@ type Request struct {
 	ID     string    `json:"id"`
 	UserID int64     `json:"userId"`
 	Device DeviceRef `json:"device"`
-	// CollapseKey groups a conversation's pushes (apns-collapse-id,
-	// FCM collapse_key): a newer one replaces an undelivered older one.
-	CollapseKey  string       `json:"collapseKey"`
+	// Tag names the conversation's notification on the device (Android's
+	// tag, APNs thread-id): a newer one replaces it, a remove or an update
+	// finds it by it.
+	Tag string `json:"tag"`
+	// CollapseKey (apns-collapse-id, FCM collapse_key) lets a newer push
+	// replace an undelivered older one of the conversation: the
+	// notification's tag, for a notification and a remove; none for an
+	// update (pushKey).
+	CollapseKey  string       `json:"collapseKey,omitempty"`
 	Notification Notification `json:"notification"`
 	CreatedAt    time.Time    `json:"createdAt"`
 }

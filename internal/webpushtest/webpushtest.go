@@ -25,6 +25,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -249,6 +250,21 @@ func (e *Endpoint) Of(name string) []Push {
 		if p.Path == "/push/"+name && p.Err == nil && p.Status/100 == 2 {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// Held returns what a push service holding subscription name's pushes
+// for a device that stayed offline delivers when it comes back: the
+// accepted pushes in order, where one with a Topic replaced the held one
+// of the same Topic (RFC 8030 section 5.4).
+func (e *Endpoint) Held(name string) []Push {
+	var out []Push
+	for _, p := range e.Of(name) {
+		if t := p.Header.Get("Topic"); t != "" {
+			out = slices.DeleteFunc(out, func(q Push) bool { return q.Header.Get("Topic") == t })
+		}
+		out = append(out, p)
 	}
 	return out
 }

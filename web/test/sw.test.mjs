@@ -198,6 +198,17 @@ test('an update push shows the edited text, silently, in the notification that s
     assert.deepEqual(onScreen(sw), ['Ann', 'New message', 1], 'an update put a recalled message\'s text back');
   }));
 
+test('an update push that comes before or without the notification it names shows nothing; the notification after it alerts as ever', () =>
+  signedIn(7, async (sw) => {
+    // An update has no Topic: a push service may deliver it alone, or
+    // before the notification it held for this browser while offline.
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 5, body: 'meet at 5', badge: 1 });
+    assert.equal(sw.shown.length, 0, 'an update showed a notification of its own');
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 1, title: 'Ann', body: 'meet at 5, pin 4711' });
+    assert.deepEqual(onScreen(sw), ['Ann', 'meet at 5, pin 4711', 1]);
+    assert.ok(sw.shown.at(-1).renotify && !sw.shown.at(-1).silent, 'the notification after the update did not alert');
+  }));
+
 test("an update for the user signed in before closes their notification's old text rather than showing the new one to the user signed in now", () =>
   signedIn(7, async (sw, rememberSignIn) => {
     await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 1, title: 'Ann', body: 'pin 4711' });
