@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,11 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/coalesce"
+	"github.com/chatd/chatd/internal/pgerr"
 	"github.com/chatd/chatd/internal/promreg"
 	"github.com/chatd/chatd/internal/shutdown"
 )
@@ -520,22 +519,9 @@ func scanStates(br pgx.BatchResults, into map[memberKey]memberState) error {
 	return rows.Err()
 }
 
-// withRetry runs fn again (up to three times) after a deadlock or
-// serialization failure; both roll the transaction back entirely.
-func (r *Receipts) withRetry(fn func() error) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = fn(); err == nil || !retryable(err) {
-			return err
-		}
-	}
-	return err
-}
-
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
-}
+// withRetry runs fn again after a deadlock or serialization failure
+// (pgerr.RetryConflicts); both roll the transaction back entirely.
+func (r *Receipts) withRetry(fn func() error) error { return pgerr.RetryConflicts(fn) }
 
 // --- delivered watermarks ---
 

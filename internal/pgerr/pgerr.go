@@ -88,3 +88,26 @@ func unavailableState(code string) bool {
 	}
 	return false
 }
+
+// Conflict reports whether err is a deadlock (40P01) or a serialization
+// failure (40001): PostgreSQL rolled the whole transaction back, and the
+// same transaction run again may succeed.
+func Conflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// conflictAttempts is how many times RetryConflicts runs a transaction.
+const conflictAttempts = 3
+
+// RetryConflicts runs tx, one whole transaction, again while it fails as
+// a Conflict, up to three times in all, and returns its last error.
+func RetryConflicts(tx func() error) error {
+	var err error
+	for range conflictAttempts {
+		if err = tx(); err == nil || !Conflict(err) {
+			return err
+		}
+	}
+	return err
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/pgembed"
+	"github.com/chatd/chatd/internal/pgerr"
 	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5"
 )
@@ -553,9 +554,14 @@ func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) e
 		out []decided
 		d   decision
 	)
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		out, d, err = p.decideTx(ctx, tx, ids)
-		return err
+	// A deadlock with a result writer or a claim, which lock the
+	// notifications in orders of their own, rolls the decision back
+	// whole: it is made again at once, not after the lease is dropped.
+	err := pgerr.RetryConflicts(func() error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
+			out, d, err = p.decideTx(ctx, tx, ids)
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("decide pushes: %w", err)

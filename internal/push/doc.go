@@ -192,8 +192,11 @@
 // webhook alone (push_job.kafka_sent: Kafka gets each push once); a push
 // Kafka accepted counts as possibly shown (a recall removes it) though the
 // webhook refused it, or a stopping node cancelled its webhook send.
-// Outcomes are written back in batches by one goroutine, each only while
-// its claim still holds the push (the same claim, push_job.claims, which
+// Outcomes are written back in batches by one goroutine, one transaction
+// a batch; one PostgreSQL aborts as a deadlock (its statements and a
+// decision's lock the same notifications in different orders) is written
+// again, as that decision is made again, up to three times. Each outcome
+// is written only while its claim still holds the push (the same claim, push_job.claims, which
 // every claim moves up and nothing moves back, as a hand-back does
 // attempts: one that comes back after its lease ran out leaves another
 // node's claim alone, also one that node has handed back). A node that dies

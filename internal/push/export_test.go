@@ -52,8 +52,34 @@ func ClaimsInTx(ctx context.Context, p *Pusher, tx pgx.Tx, n int, lease time.Dur
 // "skipped" (not needed any more), "release" (handed back unsent by a
 // stopping node) or "done" (nothing more to send).
 func WriteResult(ctx context.Context, p *Pusher, c Claim, outcome string, d int64) error {
+	return WriteResults(ctx, p, Outcome{c, outcome, d})
+}
+
+// Outcome is one claim's outcome, as WriteResult takes it.
+type Outcome struct {
+	Claim   Claim
+	Outcome string
+	Device  int64
+}
+
+// WriteResults writes the outcomes in one batch, as the result writer
+// does with those that came back together.
+func WriteResults(ctx context.Context, p *Pusher, os ...Outcome) error {
+	rs := make([]result, len(os))
+	for i, o := range os {
+		r, err := o.result()
+		if err != nil {
+			return err
+		}
+		rs[i] = r
+	}
+	return p.applyResults(ctx, rs)
+}
+
+func (o Outcome) result() (result, error) {
+	c, d := o.Claim, o.Device
 	r := result{id: c.j.id, attempts: c.j.attempts, claims: c.j.claims}
-	switch outcome {
+	switch o.Outcome {
 	case "retry":
 		r.retry = []int64{d}
 	case "uncounted retry":
@@ -66,9 +92,15 @@ func WriteResult(ctx context.Context, p *Pusher, c Claim, outcome string, d int6
 		r.release = true
 	case "done":
 	default:
-		return fmt.Errorf("unknown outcome %q", outcome)
+		return r, fmt.Errorf("unknown outcome %q", o.Outcome)
 	}
-	return p.applyResults(ctx, []result{r})
+	return r, nil
+}
+
+// DecideBatch decides ids on the decider's session conn as the leading
+// node does, in one transaction.
+func DecideBatch(ctx context.Context, p *Pusher, conn *pgx.Conn, ids []int64) error {
+	return p.decideBatch(ctx, conn, ids)
 }
 
 // Connect opens the decider's dedicated session as Run does.

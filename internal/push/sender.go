@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chatd/chatd/internal/pgerr"
 	"github.com/chatd/chatd/internal/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -688,7 +689,29 @@ func (p *Pusher) writeResults(in <-chan result) {
 	}
 }
 
+// applyResults writes rs in one transaction. Its statements lock the
+// jobs in no set order, and a decision's (recallSQL, updateSQL) lock a
+// conversation's notifications newest first: PostgreSQL may abort either
+// as a deadlock. The batch is then written again (pgerr.RetryConflicts),
+// as the decider decides again: left unwritten, its pushes would stay
+// claimed until their leases ran out and be sent again.
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
+	var deleted int64
+	if err := pgerr.RetryConflicts(func() error {
+		b := resultBatch(rs, &deleted)
+		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+			return tx.SendBatch(ctx, b).Close()
+		})
+	}); err != nil {
+		return fmt.Errorf("record push outcomes: %w", err)
+	}
+	p.m.devicesDeleted.Add(float64(deleted))
+	return nil
+}
+
+// resultBatch queues the statements that write rs; deleted gets how many
+// devices it deleted.
+func resultBatch(rs []result, deleted *int64) *pgx.Batch {
 	var (
 		done, shown, gone, released, noPush, pushed []int64
 		doneClaims, shownClaims, pushedClaims       []int
@@ -740,12 +763,11 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 			noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 		}
 	}
-	var deleted int64
 	if len(gone) > 0 {
 		// Counted as deleted once committed, and once per device: two
 		// pushes in flight to one dead device both answer 410.
 		b.Queue(`DELETE FROM push_device WHERE id = ANY($1)`, gone).Exec(func(ct pgconn.CommandTag) error {
-			deleted = ct.RowsAffected()
+			*deleted = ct.RowsAffected()
 			return nil
 		})
 	}
@@ -818,11 +840,5 @@ WHERE n.id = r.id AND n.claims = r.claims AND n.state = 'sent'
 FROM unnest($1::bigint[], $2::int[]) AS r(id, claims)
 WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, releasedClaims)
 	}
-	if err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
-		return tx.SendBatch(ctx, &b).Close()
-	}); err != nil {
-		return err
-	}
-	p.m.devicesDeleted.Add(float64(deleted))
-	return nil
+	return &b
 }
