@@ -106,6 +106,15 @@ type Event struct {
 	// with the event to other nodes and Kafka consumers, like Except;
 	// delivery strips it before a client sees it.
 	LastSeq int64 `json:"lastSeq,omitempty"`
+	// PresenceHiddenFrom and PresenceHidden: a member.removed that ended
+	// the last conversation of at most LargeGroup members its user shared
+	// with some users lists those who may no longer see the user's
+	// presence (they could before), and those whose presence the user may
+	// no longer see: every node tells them so (PresenceEndedEvents).
+	// Travel with the event to other nodes and Kafka consumers; delivery
+	// strips them before a client sees it.
+	PresenceHiddenFrom []int64 `json:"presenceHiddenFrom,omitempty"`
+	PresenceHidden     []int64 `json:"presenceHidden,omitempty"`
 
 	// To names the users an event without a conversation is for
 	// (presence, profile.updated); never encoded.
@@ -300,6 +309,39 @@ func ConversationCreatedEvent(conv Conversation, actorID int64) Event {
 	}
 	return Event{Type: EventConversationCreated, ConversationID: conv.ID, ConvType: conv.Type, Title: &title,
 		ActorID: actorID, Members: ids, Seq: conv.LastSeq}
+}
+
+// PresenceEndedEvents are the presence events a member.removed owes
+// (PresenceHiddenFrom, PresenceHidden): hidden, about its user, to those
+// who may no longer see the user's presence; hidden, about each of those
+// whose presence the user may no longer see, to the user. local says
+// whether a user has a connection here: the events go to this node's
+// sessions alone (every node gets the member.removed), so none is built
+// for a user with none.
+func PresenceEndedEvents(ev Event, local func(int64) bool) []Event {
+	if ev.Type != EventMemberRemoved || ev.UserID <= 0 {
+		return nil
+	}
+	var out []Event
+	to := make([]int64, 0, len(ev.PresenceHiddenFrom))
+	for _, u := range ev.PresenceHiddenFrom {
+		if local(u) {
+			to = append(to, u)
+		}
+	}
+	if len(to) > 0 {
+		h := PresenceEvent(Presence{UserID: ev.UserID, Hidden: true})
+		h.To = to
+		out = append(out, h)
+	}
+	if len(ev.PresenceHidden) > 0 && local(ev.UserID) {
+		for _, u := range ev.PresenceHidden {
+			h := PresenceEvent(Presence{UserID: u, Hidden: true})
+			h.To = []int64{ev.UserID}
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // MemberRemovedEvent builds member.removed.

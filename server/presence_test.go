@@ -286,8 +286,15 @@ func TestPresenceAcrossNodes(t *testing.T) {
 // a has just been announced online to friend.
 func presencePair(t *testing.T, prefix string) (a, b *server.Server, friend, dev *mqtttest.Client) {
 	t.Helper()
+	return presencePairIn(t, prefix, func(a *server.Server) chat.Conversation { return mustDirect(t, context.Background(), a, 1, 2) })
+}
+
+// presencePairIn is presencePair with users 1 and 2 sharing the
+// conversation share makes on node a.
+func presencePairIn(t *testing.T, prefix string, share func(a *server.Server) chat.Conversation) (a, b *server.Server, friend, dev *mqtttest.Client) {
+	t.Helper()
 	a, b = startKafkaPair(t, prefix, map[string]string{"CHAT_PRESENCE_PUSH": "true"})
-	conv := mustDirect(t, context.Background(), a, 1, 2)
+	conv := share(a)
 	friend = rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
 	// Node b's consumer starts at the newest offset, and reads only once
 	// its group joined: wait until sends on node a reach friend.

@@ -406,9 +406,10 @@ func (s *Server) startBackground(st config.Settings, hook *hooks.Chat) error {
 
 // startCore builds the node's core in the one direction its parts depend
 // on each other: the relay (it only needs the pool), the delivery hub (it
-// reads from PostgreSQL and hands stored events on to the relay), the store
-// (it publishes every committed write to the hub), the receipts, the
-// presence tracker and the Service. Nothing is bound after the fact: the
+// reads from PostgreSQL and hands stored events on to the relay), the
+// presence tracker (the store hands it the removals it commits), the store
+// (it publishes every committed write to the hub), the receipts and the
+// Service. Nothing is bound after the fact: the
 // delivered acknowledgements the hub records wait in a buffer that exists
 // before both the hub and the receipts that flush it.
 func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.Limits, appName string) error {
@@ -450,30 +451,6 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		publisher = teePublisher{publisher, typingOut{s.typingPub}}
 	}
 
-	// Group commit gets connections of its own (one per transaction in
-	// flight, and one more) so sends never wait behind history reads and
-	// delivery catch-up for the pool.
-	const maxSendTxs = 4
-	sendCfg := pool.Config()
-	sendCfg.MaxConns, sendCfg.MinConns = maxSendTxs+1, 0
-	// A batch is one call of chat_send_batch, which caches its own
-	// statements' plans; the call itself needs no planning each time.
-	sendCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
-	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
-		return fmt.Errorf("open send pool: %w", err)
-	}
-	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
-		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer),
-		store.WithUploadTypes(st.UploadTypes), store.WithSendTimeout(max(10*time.Second, st.SendTimeout)))
-	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
-	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered, DeliveredInterval: st.DeliveredFlush,
-		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
-		return fmt.Errorf("receipts: %w", err)
-	}
-	if s.Limiter, err = ratelimit.New(ratelimit.Config{RedisURL: st.RedisURL,
-		Logger: log.With("component", "ratelimit"), Registerer: s.Registry}); err != nil {
-		return fmt.Errorf("rate limiter: %w", err)
-	}
 	var publish func(chat.Event)
 	if s.relay != nil {
 		if s.presencePub, err = relay.NewEphemeralPublisher(relay.EphemeralConfig{Brokers: st.KafkaBrokers, Topic: st.KafkaTopic,
@@ -490,6 +467,34 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 	if err := s.Presence.Start(ctx); err != nil {
 		s.Presence = nil
 		return err
+	}
+	// The removals the store commits end some users' sharing of presence
+	// (those of other nodes come through consume).
+	publisher = teePublisher{publisher, sharingEnded{s.Presence}}
+
+	// Group commit gets connections of its own (one per transaction in
+	// flight, and one more) so sends never wait behind history reads and
+	// delivery catch-up for the pool.
+	const maxSendTxs = 4
+	sendCfg := pool.Config()
+	sendCfg.MaxConns, sendCfg.MinConns = maxSendTxs+1, 0
+	// A batch is one call of chat_send_batch, which caches its own
+	// statements' plans; the call itself needs no planning each time.
+	sendCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
+	if s.sendPool, err = pgxpool.NewWithConfig(ctx, sendCfg); err != nil {
+		return fmt.Errorf("open send pool: %w", err)
+	}
+	s.store = store.New(pool, limits, store.WithBatching(256, maxSendTxs), store.WithSendPool(s.sendPool),
+		store.WithPublisher(publisher), store.WithRelayWake(relayWakeNeeded(s.relay)), store.WithTracer(s.tracer),
+		store.WithUploadTypes(st.UploadTypes), store.WithSendTimeout(max(10*time.Second, st.SendTimeout)), store.WithLargeGroup(st.LargeGroup))
+	s.Registry.MustRegister(newSendBatchCollector(s.store.BatchStats))
+	if s.Receipts, err = store.NewReceipts(s.store, store.ReceiptsConfig{Delivered: delivered, DeliveredInterval: st.DeliveredFlush,
+		Logger: log.With("component", "receipts"), Registerer: s.Registry}); err != nil {
+		return fmt.Errorf("receipts: %w", err)
+	}
+	if s.Limiter, err = ratelimit.New(ratelimit.Config{RedisURL: st.RedisURL,
+		Logger: log.With("component", "ratelimit"), Registerer: s.Registry}); err != nil {
+		return fmt.Errorf("rate limiter: %w", err)
 	}
 	s.Service = chat.NewService(s.store, limits)
 	s.Service.Limiter = s.Limiter
@@ -563,6 +568,22 @@ func (s *Server) consume(ev chat.Event) {
 	}
 	s.push.Publish(ev)
 	s.Hub.Deliver(ev)
+	if ev.Type == chat.EventMemberRemoved {
+		s.Presence.SharingEnded(ev)
+	}
+}
+
+// sharingEnded hands the member.removed events this node's store commits
+// to the presence tracker: who stopped sharing presence learns it
+// (presence.Tracker.SharingEnded).
+type sharingEnded struct{ t *presence.Tracker }
+
+func (p sharingEnded) Publish(evs ...chat.Event) {
+	for _, ev := range evs {
+		if ev.Type == chat.EventMemberRemoved {
+			p.t.SharingEnded(ev)
+		}
+	}
 }
 
 // expireSessions forgets, once a minute until ctx ends, the expired

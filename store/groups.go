@@ -192,7 +192,11 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		}
 		// member.removed first: the removed member's streams stop before
 		// the entries that follow, which are for those who stay.
-		evs := []chat.Event{chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)}
+		removed := chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)
+		if removed.PresenceHiddenFrom, removed.PresenceHidden, err = presenceEnded(ctx, tx, conversationID, target.UserID, s.largeGroup); err != nil {
+			return nil, err
+		}
+		evs := []chat.Event{removed}
 		if err := insertOutbox(ctx, tx, chat.TraceContext{}, evs...); err != nil {
 			return nil, err
 		}
@@ -225,6 +229,52 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		}
 		return evs, nil
 	})
+}
+
+// presenceEndedSQL: the members of conversation $1, which $2 just left
+// (the delete's statement trigger counted them), when it had at most $3
+// members with $2, who share no other conversation of at most $3 members
+// with $2: they and $2 no longer see each other's presence. Only those
+// who could (neither hides their presence), with whether $2 blocked them
+// and whether they blocked $2, which hid one's presence from the other
+// already. One statement whatever the group's size.
+const presenceEndedSQL = `
+SELECT o.user_id,
+       EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = $2 AND b.blocked_id = o.user_id),
+       EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = o.user_id AND b.blocked_id = $2)
+FROM conversation c
+JOIN conversation_member o ON o.conversation_id = c.id
+WHERE c.id = $1 AND c.member_count < $3
+  AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN ($2, o.user_id) AND NOT h.presence)
+  AND NOT EXISTS (SELECT 1 FROM conversation_member x
+                  JOIN conversation k ON k.id = x.conversation_id AND k.member_count <= $3
+                  JOIN conversation_member y ON y.conversation_id = x.conversation_id AND y.user_id = o.user_id
+                  WHERE x.user_id = $2)
+ORDER BY o.user_id`
+
+// presenceEnded reads, after userID's member row of conversationID was
+// deleted, whom the removal stops sharing presence with (presenceEndedSQL):
+// hiddenFrom, who may no longer see userID's presence; hidden, whose
+// presence userID may no longer see.
+func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64, largeGroup int) (hiddenFrom, hidden []int64, err error) {
+	rows, err := tx.Query(ctx, presenceEndedSQL, conversationID, userID, largeGroup)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read whose presence the removal hides: %w", err)
+	}
+	var other int64
+	var blocked, blocks bool
+	if _, err := pgx.ForEachRow(rows, []any{&other, &blocked, &blocks}, func() error {
+		if !blocked {
+			hiddenFrom = append(hiddenFrom, other)
+		}
+		if !blocks {
+			hidden = append(hidden, other)
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("read whose presence the removal hides: %w", err)
+	}
+	return hiddenFrom, hidden, nil
 }
 
 // removedBy says whether userID, not a member now, was removed last by

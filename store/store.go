@@ -48,6 +48,9 @@ type Store struct {
 	// uploadTypes are the attachment types a send may attach (nil: the
 	// defaults).
 	uploadTypes []string
+	// largeGroup: conversations of more members share no presence
+	// (WithLargeGroup).
+	largeGroup int
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -128,12 +131,23 @@ func WithUploadTypes(types []string) Option {
 	return func(s *Store) { s.uploadTypes = types }
 }
 
+// WithLargeGroup sets the member count above which a conversation shares
+// no presence (CHAT_LARGE_GROUP): a removal that ends the last smaller
+// one two users share tells them (presenceEnded). The default is
+// chat.DefaultLargeGroup.
+func WithLargeGroup(n int) Option {
+	return func(s *Store) { s.largeGroup = n }
+}
+
 // New returns a Store on pool. limits.MaxMembers caps groups; zero fields
 // take the chat defaults, the same as chat.NewService does.
 func New(pool *pgxpool.Pool, limits chat.Limits, opts ...Option) *Store {
 	s := &Store{pool: pool, limits: limits.WithDefaults(), batching: true, maxBatch: 256, maxInflight: 4, batchTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.largeGroup <= 0 {
+		s.largeGroup = chat.DefaultLargeGroup
 	}
 	return s
 }

@@ -27,6 +27,13 @@
 // hear of none of its later changes; the current state to the watchers
 // when it is shown again. A hide and a show waiting for the same round
 // (a block of one user, then an unblock of another) are both pushed.
+// So is the end of two users' sharing of a conversation of at most
+// LargeGroup members (SharingEnded): the member.removed that ended it
+// names, as the removal's transaction read them, who may no longer see
+// the removed user's presence and whose presence the removed user may no
+// longer see; every node gets it (its own store's, the others' through
+// Kafka) and pushes hidden to those of them connected there, with no
+// lookup and no Kafka message of its own.
 //
 // Presence is never stored per event. What is stored is state, in
 // PostgreSQL (see store.Presence): what the user's watchers were last

@@ -97,6 +97,9 @@ type Tracker struct {
 	// is a hidden one (those go to other watchers: HiddenFrom).
 	remoteAt   map[remoteKey]int
 	visibility map[int64]visibilityChange // users whose presence was hidden or shown again, to announce
+	// ended holds the hidden events membership changes owe this node's
+	// sessions (SharingEnded), at most remoteQueue.
+	ended []chat.Event
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -349,6 +352,32 @@ func (t *Tracker) PresenceVisibilityChanged(userID int64, hidden bool) {
 	t.visibility[userID] = c
 	t.mu.Unlock()
 	t.signal()
+}
+
+// SharingEnded hands over a member.removed, committed here or on another
+// node (each node gets every one): the users whose last conversation of
+// at most LargeGroup members with its user it ended, and who could see
+// each other's presence (chat.Event.PresenceHiddenFrom, PresenceHidden),
+// are told on this node that they may no longer, as a hide tells them
+// (else each would go on showing the other online: the other's later
+// changes are not announced to them). Only those connected here: the
+// events go to no other node. It never blocks; past remoteQueue events
+// waiting, they are dropped (and counted as remote ones are).
+func (t *Tracker) SharingEnded(ev chat.Event) {
+	if t.cfg.NoPush || len(ev.PresenceHiddenFrom)+len(ev.PresenceHidden) == 0 {
+		return
+	}
+	t.mu.Lock()
+	evs := chat.PresenceEndedEvents(ev, func(u int64) bool { return t.users[u] > 0 })
+	if len(t.ended)+len(evs) > remoteQueue {
+		t.remoteDropped.Add(float64(len(evs)))
+		evs = nil
+	}
+	t.ended = append(t.ended, evs...)
+	t.mu.Unlock()
+	if len(evs) > 0 {
+		t.signal()
+	}
 }
 
 // visibilityChange is what a user's visibility changes waiting for the
@@ -686,6 +715,8 @@ func (t *Tracker) process() time.Duration {
 	t.remote, t.remoteAt = nil, nil
 	visibility := t.visibility
 	t.visibility = map[int64]visibilityChange{}
+	ended := t.ended
+	t.ended = nil
 	t.shrinkLocked()
 	t.mu.Unlock()
 
@@ -768,6 +799,11 @@ func (t *Tracker) process() time.Duration {
 	if !t.closing { // else the node's clients are gone
 		t.push(ctx, events, "local")
 		t.push(ctx, remote, "remote")
+		// Addressed already: the removal's statement read who they are.
+		for _, ev := range ended {
+			t.cfg.Hub.Publish(ev)
+			t.pushed.WithLabelValues("local").Inc()
+		}
 	}
 	return next
 }
