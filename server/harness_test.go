@@ -27,11 +27,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Run(m)
 	if chatdBin.dir != "" {
 		os.RemoveAll(chatdBin.dir)
 	}
-	pgtest.Shutdown()
 	os.Exit(code)
 }
 

@@ -38,17 +38,29 @@ var (
 	startErr error
 	tmplDone bool
 	seq      atomic.Int64
+	// running: the tests run through Run, which removes the cluster's
+	// files afterwards. A cluster started without it would leave its data
+	// directory (some 200 MB) in the temporary directory at every run.
+	running bool
 )
 
-// Main runs the tests and stops the cluster afterwards.
-func Main(m *testing.M) {
+// Main runs the tests, stops the cluster afterwards and exits.
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run runs the tests and stops the cluster afterwards, answering the exit
+// code: a package's TestMain that has more to clean up calls it instead
+// of Main. Cluster refuses to start a cluster unless the tests run so.
+func Run(m *testing.M) int {
+	mu.Lock()
+	running = true
+	mu.Unlock()
 	code := m.Run()
-	Shutdown()
-	os.Exit(code)
+	shutdown()
+	return code
 }
 
-// Shutdown stops the shared cluster and removes its files.
-func Shutdown() {
+// shutdown stops the shared cluster and removes its files.
+func shutdown() {
 	mu.Lock()
 	defer mu.Unlock()
 	if cluster != nil {
@@ -68,6 +80,9 @@ func Cluster(t testing.TB) *pgembed.Cluster {
 	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
+	if !running {
+		t.Fatal("pgtest: the package's TestMain must run the tests through pgtest.Main or pgtest.Run, which remove the test cluster's files afterwards")
+	}
 	if cluster == nil && startErr == nil {
 		startErr = start()
 	}

@@ -43,8 +43,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Shutdown()
+	code := pgtest.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
