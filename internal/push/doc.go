@@ -147,7 +147,12 @@
 // Every node claims due jobs with FOR UPDATE SKIP LOCKED, setting a lease
 // (3 × Timeout + 5 s), into a bounded in-memory queue (QueueSize; due jobs
 // beyond it stay in PostgreSQL for this or another node, counted in
-// chat_push_queue_overflow_total) served by Workers goroutines. The claim
+// chat_push_queue_overflow_total) served by Workers goroutines. A claim
+// PostgreSQL aborts as a deadlock (a notification's first claim locks it
+// and then its pair's push_last row; a decision writing a newer one of
+// the pair, and reading a recall or an edit, locks them the other way
+// round) sent nothing and is made again at once, up to three times, as
+// the decision is. The claim
 // reads what sending needs in the same round trip: the recipient's
 // watermark (acknowledged meanwhile: skipped), the badge (the user's total
 // unread messages, chat_unread: edits and reactions are not counted), the

@@ -441,11 +441,20 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	if !due {
 		return nil, nil
 	}
+	// A first claim of a notification locks it and then its pair's
+	// push_last row, a decision that writes a newer one of the pair takes
+	// that row and then the notifications (a recall's, an edit's):
+	// PostgreSQL may abort either as a deadlock. The claim, rolled back
+	// whole (nothing was sent), is made again at once, as the decision is
+	// (pgerr.RetryConflicts): not a failure, and its other due pushes do
+	// not wait for the next tick.
 	var jobs []*job
-	err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
-		var err error
-		jobs, err = p.claimInTx(ctx, tx, n, lease)
-		return err
+	err := pgerr.RetryConflicts(func() error {
+		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+			var err error
+			jobs, err = p.claimInTx(ctx, tx, n, lease)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim pushes: %w", err)
