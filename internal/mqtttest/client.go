@@ -25,6 +25,7 @@ type Client struct {
 	conn    net.Conn
 	r       *bufio.Reader
 	wmu     sync.Mutex
+	handMu  sync.Mutex // a publish's hand-on and PUBACK, against Disconnect (handOn)
 
 	// AutoAck acknowledges incoming QoS1 publishes (default true).
 	AutoAck bool
@@ -232,11 +233,8 @@ func (c *Client) readLoop() {
 		}
 		switch pk.FixedHeader.Type {
 		case packets.Publish:
-			if !c.deliver(pk) {
+			if !c.handOn(pk) {
 				continue // dropped by us: the read fails next and ends the loop
-			}
-			if pk.FixedHeader.Qos == 1 && c.AutoAck {
-				_ = c.Ack(pk.PacketID)
 			}
 		case packets.Puback:
 			c.mu.Lock()
@@ -255,6 +253,26 @@ func (c *Client) readLoop() {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// handOn delivers a publish and acknowledges it (AutoAck, QoS 1). An
+// unbounded client (deliver never waits) does both under handMu, which
+// Disconnect takes too: a test that saw a publish and then disconnects has
+// its PUBACK sent first, as an application acknowledges what it took
+// before it says goodbye; else the server would rightly send it again to
+// the session's next connection.
+func (c *Client) handOn(pk packets.Packet) bool {
+	if c.unbounded {
+		c.handMu.Lock()
+		defer c.handMu.Unlock()
+	}
+	if !c.deliver(pk) {
+		return false
+	}
+	if pk.FixedHeader.Qos == 1 && c.AutoAck {
+		_ = c.Ack(pk.PacketID)
+	}
+	return true
 }
 
 // deliver hands a publish to Publishes: bounded, it waits for room
@@ -523,12 +541,16 @@ func (c *Client) awaitAck(pk *packets.Packet) chan packets.Packet {
 // DisconnectWith sends a DISCONNECT with these v5 properties (a new
 // session expiry, say), then closes.
 func (c *Client) DisconnectWith(p packets.Properties) {
+	c.handMu.Lock()
+	defer c.handMu.Unlock()
 	_ = c.write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, Properties: p})
 	c.Drop()
 }
 
 // Disconnect sends DISCONNECT and closes.
 func (c *Client) Disconnect() {
+	c.handMu.Lock()
+	defer c.handMu.Unlock()
 	_ = c.write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}})
 	c.Drop()
 }
