@@ -238,10 +238,8 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 // who could (neither hides their presence), with whether $2 blocked them
 // and whether they blocked $2, which hid one's presence from the other
 // already. One statement whatever the group's size.
-const presenceEndedSQL = `
-SELECT o.user_id,
-       EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = $2 AND b.blocked_id = o.user_id),
-       EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = o.user_id AND b.blocked_id = $2)
+var presenceEndedSQL = `
+SELECT o.user_id, ` + blockedBySQL("o.user_id", "$2") + `, ` + blockedBySQL("$2", "o.user_id") + `
 FROM conversation c
 JOIN conversation_member o ON o.conversation_id = c.id
 WHERE c.id = $1 AND c.member_count < $3
