@@ -521,6 +521,9 @@ func (e *expiring) stop() { e.timer.Stop() }
 
 // urlExpired is the answer to a PUT of an upload whose URL expired.
 func urlExpired(rec chat.UploadRecord) error {
+	if rec.State != chat.UploadPending {
+		return chat.Errorf(chat.CodeGone, "the URL of upload %s expired at %s; the upload is %s (GET it)", rec.ID, rec.URLExpiresAt.Format(time.RFC3339), rec.State)
+	}
 	return chat.Errorf(chat.CodeGone, "the URL of upload %s expired at %s; create a new upload", rec.ID, rec.URLExpiresAt.Format(time.RFC3339))
 }
 
@@ -548,11 +551,14 @@ func (s *Service) PutUpload(ctx context.Context, userID int64, id string, body i
 		return chat.Upload{}, err
 	}
 	defer done()
-	if rec.State != chat.UploadPending {
-		return s.putAgain(ctx, rec, body, length)
-	}
+	// Past its URL's expiry no PUT is read, whatever became of the
+	// upload: a complete one's retry would otherwise be read whole for
+	// as long as the upload lives.
 	if time.Now().After(rec.URLExpiresAt) {
 		return chat.Upload{}, urlExpired(rec)
+	}
+	if rec.State != chat.UploadPending {
+		return s.putAgain(ctx, rec, body, length)
 	}
 	switch {
 	case length > rec.DeclaredSize:
@@ -645,7 +651,8 @@ func readHead(r io.Reader, n int64) ([]byte, error) {
 // first were, compared with what completion recorded (size, type,
 // sha256) and stored nowhere, and the answer is the first's, the upload
 // as it stands. Other bytes are a conflict: an upload's bytes never
-// change.
+// change. They must arrive by the upload's URL expiry, as the first's
+// must: a retry cannot hold a handler for longer.
 func (s *Service) putAgain(ctx context.Context, rec chat.UploadRecord, body io.Reader, length int64) (chat.Upload, error) {
 	u := s.view(rec)
 	if u.Attachment == nil {
@@ -660,10 +667,16 @@ func (s *Service) putAgain(ctx context.Context, rec chat.UploadRecord, body io.R
 	if length >= 0 && length != rec.Size {
 		return chat.Upload{}, other(fmt.Sprintf("Content-Length is %d, the upload has %d bytes", length, rec.Size))
 	}
-	c := &counter{r: body, ctx: ctx}
+	exp := expire(body, rec.URLExpiresAt)
+	defer exp.stop()
+	c := &counter{r: exp, ctx: ctx}
 	cut := func() error {
 		// Nothing to keep or drop: the upload is complete whatever this
 		// PUT delivers.
+		if errors.Is(c.err, errURLExpired) {
+			s.metrics.uploads.WithLabelValues("expired").Inc()
+			return urlExpired(rec)
+		}
 		return chat.Errorf(chat.CodeInvalid, "the upload was sent again and cut short after %d of %d bytes; it is %s already", c.n, rec.Size, rec.State)
 	}
 	head, err := readHead(c, min(rec.Size, media.HeadLen))

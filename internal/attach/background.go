@@ -299,7 +299,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_uploads_total",
-			Help: "Uploads by outcome: created, complete, cut (PUT cut short, pending still), expired (a PUT still sending when the upload's URL expired: 410, pending still), too_large, unsupported, quota, refused_* (the bytes were not as declared: sniff, size, image), again (a complete upload PUT again with its bytes: answered as the first, nothing stored), again_other (PUT again with other bytes: 409), busy (a PUT refused while PutsPerUser of its user's run: 429)."}, []string{"outcome"}),
+			Help: "Uploads by outcome: created, complete, cut (PUT cut short, pending still), expired (a PUT still sending when the upload's URL expired: 410, the upload as it was), too_large, unsupported, quota, refused_* (the bytes were not as declared: sniff, size, image), again (a complete upload PUT again with its bytes: answered as the first, nothing stored), again_other (PUT again with other bytes: 409), busy (a PUT refused while PutsPerUser of its user's run: 429)."}, []string{"outcome"}),
 		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_attachment_downloads_total",
 			Help: "Attachment downloads by what (original, thumbnail) and how (served by chatd, redirect to the object store)."}, []string{"what", "how"}),
 		thumbnails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_thumbnails_total",
