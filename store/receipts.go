@@ -370,7 +370,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	var out readOutcome
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
 	defer cancel()
-	err := r.withRetry(func() error {
+	err := r.withRetry(ctx, func() error {
 		out.reset()
 		return r.st.inTx(ctx, "mark read", func(tx pgx.Tx) error {
 			return markReadsTx(ctx, tx, keys, convs, users, seqs, &out)
@@ -521,7 +521,9 @@ func scanStates(br pgx.BatchResults, into map[memberKey]memberState) error {
 
 // withRetry runs fn again after a deadlock or serialization failure
 // (pgerr.RetryConflicts); both roll the transaction back entirely.
-func (r *Receipts) withRetry(fn func() error) error { return pgerr.RetryConflicts(fn) }
+func (r *Receipts) withRetry(ctx context.Context, fn func() error) error {
+	return pgerr.RetryConflicts(ctx, fn)
+}
 
 // --- delivered watermarks ---
 
@@ -584,7 +586,7 @@ func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64
 	// again as the events themselves.
 	events := make([]chat.Event, 0, len(keys))
 	mc, mu, ms := make([]int64, 0, len(keys)), make([]int64, 0, len(keys)), make([]int64, 0, len(keys))
-	err := r.withRetry(func() error {
+	err := r.withRetry(ctx, func() error {
 		events, mc, mu, ms = events[:0], mc[:0], mu[:0], ms[:0]
 		rows, err := r.st.pool.Query(ctx, deliveredPlanSQL, convs, users, seqs)
 		if err != nil {

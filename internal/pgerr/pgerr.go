@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
@@ -100,14 +102,46 @@ func Conflict(err error) bool {
 // conflictAttempts is how many times RetryConflicts runs a transaction.
 const conflictAttempts = 3
 
+// conflictPause is the longest pause before the first retry of a
+// conflict; each later one may be twice the one before. A pause is drawn
+// between a fifth of its longest and all of it (1-5 ms, then 2-10 ms):
+// the transactions a deadlock or serialization failure set against each
+// other, run again at once, meet again; spread over a few milliseconds,
+// one commits before the other starts.
+const conflictPause = 5 * time.Millisecond
+
 // RetryConflicts runs tx, one whole transaction, again while it fails as
-// a Conflict, up to three times in all, and returns its last error.
-func RetryConflicts(tx func() error) error {
+// a Conflict, up to three times in all, after a short random pause that
+// grows (conflictPause), and returns its last error. A ctx done before a
+// retry ends the wait at once: the conflict is returned, wrapped with
+// ctx's error.
+func RetryConflicts(ctx context.Context, tx func() error) error {
 	var err error
-	for range conflictAttempts {
+	for attempt := range conflictAttempts {
+		if attempt > 0 {
+			if werr := pause(ctx, conflictPause<<(attempt-1)); werr != nil {
+				return fmt.Errorf("%w (not run again: %w)", err, werr)
+			}
+		}
 		if err = tx(); err == nil || !Conflict(err) {
 			return err
 		}
 	}
 	return err
+}
+
+// pause waits between a fifth of longest and longest, or until ctx is
+// done (its error).
+func pause(ctx context.Context, longest time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	t := time.NewTimer(longest/5 + rand.N(longest-longest/5+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }

@@ -556,8 +556,9 @@ func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) e
 	)
 	// A deadlock with a result writer or a claim, which lock the
 	// notifications in orders of their own, rolls the decision back
-	// whole: it is made again at once, not after the lease is dropped.
-	err := pgerr.RetryConflicts(func() error {
+	// whole: it is made again after a pause of milliseconds, not after
+	// the lease is dropped.
+	err := pgerr.RetryConflicts(ctx, func() error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
 			out, d, err = p.decideTx(ctx, tx, ids)
 			return err

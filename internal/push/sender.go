@@ -445,11 +445,11 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	// push_last row, a decision that writes a newer one of the pair takes
 	// that row and then the notifications (a recall's, an edit's):
 	// PostgreSQL may abort either as a deadlock. The claim, rolled back
-	// whole (nothing was sent), is made again at once, as the decision is
-	// (pgerr.RetryConflicts): not a failure, and its other due pushes do
-	// not wait for the next tick.
+	// whole (nothing was sent), is made again after a pause of
+	// milliseconds, as the decision is (pgerr.RetryConflicts): not a
+	// failure, and its other due pushes do not wait for the next tick.
 	var jobs []*job
-	err := pgerr.RetryConflicts(func() error {
+	err := pgerr.RetryConflicts(ctx, func() error {
 		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 			var err error
 			jobs, err = p.claimInTx(ctx, tx, n, lease)
@@ -706,7 +706,7 @@ func (p *Pusher) writeResults(in <-chan result) {
 // claimed until their leases ran out and be sent again.
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var deleted int64
-	if err := pgerr.RetryConflicts(func() error {
+	if err := pgerr.RetryConflicts(ctx, func() error {
 		b := resultBatch(rs, &deleted)
 		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 			return tx.SendBatch(ctx, b).Close()
