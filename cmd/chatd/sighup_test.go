@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -10,31 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testcert"
 )
-
-// writeCert writes a self-signed certificate for 127.0.0.1 named cn.
-func writeCert(t *testing.T, certPath, keyPath, cn string) {
-	t.Helper()
-	certPEM, keyPEM := testcert.SelfSigned(t, cn)
-	testcert.WriteFiles(t, certPath, keyPath, certPEM, keyPEM)
-}
-
-func waitLog(t *testing.T, logs *logtest.Buffer, re *regexp.Regexp, what string) []string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s in the log within 30s:\n%s", what, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func TestSIGHUPReloadsTheTLSCertificateAndReportsABrokenOne(t *testing.T) {
 	dir := t.TempDir()

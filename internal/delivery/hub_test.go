@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -1065,9 +1064,8 @@ func goroutinesScheduled() uint64 {
 
 // processCPU is the CPU time the process has used, user and system.
 func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := testkit.ProcessCPU()
+	return d
 }
 
 // recordSink records every delivered acknowledgement handed to it.

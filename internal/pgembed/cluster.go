@@ -26,16 +26,6 @@ import (
 	"github.com/chatd/chatd/internal/procstate"
 )
 
-// Options configure a cluster. DataDir is required.
-type Options struct {
-	DataDir   string            // PGDATA; created and initdb'ed when empty
-	SocketDir string            // where the Unix socket lives; default DataDir (or a short temp dir when DataDir's path is too long)
-	Port      int               // names the socket file only; default 5432
-	RunAs     string            // OS account when running as root; default "postgres", else "nobody"
-	Settings  map[string]string // extra postgres -c settings
-	Logger    *slog.Logger
-}
-
 // Cluster is a running (or stopped) private PostgreSQL.
 type Cluster struct {
 	opts    Options

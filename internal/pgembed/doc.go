@@ -38,7 +38,9 @@
 // The embedded cluster (and so the data dir's lock) exists on unix systems
 // only: it runs PostgreSQL as an unprivileged user in a process group of
 // its own and stops it by signal. On Windows, Open and OpenOwner without a
-// database URL return an error that asks for one. Only on Linux does the
+// database URL return an error that asks for one, and Cluster is a
+// stand-in that fails to start with it (so pgtest and the tests on it
+// compile there). Only on Linux does the
 // postmaster get a parent-death signal and can a stale one be told apart
 // by /proc (procstate).
 //

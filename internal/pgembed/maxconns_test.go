@@ -1,3 +1,5 @@
+//go:build unix
+
 package pgembed_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build unix
-
 // Package pgtest gives tests a real PostgreSQL: one throwaway cluster per
 // test binary (initdb into a temp dir, Unix socket only) and a fresh,
 // migrated database per test, cloned from a template so it costs milliseconds.

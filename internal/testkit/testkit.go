@@ -1,7 +1,8 @@
 // Package testkit holds the small helpers every test package would
 // otherwise write again: polling a condition until it holds (or while it
 // must not come to hold) or a channel to give something, picking a free loopback port, reading the live
-// heap and checking that memory a burst took is given back, serving an
+// heap and checking that memory a burst took is given back, reading the
+// process's CPU time (cpu_*.go), serving an
 // identity provider's key set (jwks.go). It imports nothing of chatd, so any package's
 // in-package tests can use it without an import cycle. Only tests import
 // it.
