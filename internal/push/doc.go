@@ -218,8 +218,8 @@
 // # Payload
 //
 // Notification: {"type":"message","userId","conversationId","seq","senderId",
-// "count","badge","title","body"}, body only with Preview (a message of
-// files alone says what it is: "📷 Photo", ...; a text cut to fit
+// "count","badge","title","body","editSeq"}, body and editSeq only with
+// Preview (a message of files alone says what it is: "📷 Photo", ...; a text cut to fit
 // ends between two characters as drawn, not inside an emoji sequence or
 // before a combining mark), at most
 // MaxPayloadBytes (3 KB: inside APNs' and FCM's 4 KB and one Web Push
@@ -228,8 +228,12 @@
 // recalled messages the notification stood for (the newest that fit),
 // seq the newest recalled, to every device of the user, by the same
 // routes (the Kafka record's header "notification" says which type).
-// Update: {"type":"update","userId","conversationId","seq","badge","body"},
-// seq the edited message, body its text now (cut as a preview is).
+// Update: {"type":"update","userId","conversationId","seq","editSeq","badge","body"},
+// seq the edited message, body its text now (cut as a preview is),
+// editSeq the seq of the edit that text is of; a notification previewing
+// an edited text carries its editSeq too. Updates have no collapse key,
+// so a push service may deliver two of them out of order: a device shows
+// an update's text only over a text of an older edit (docs/events.md).
 //
 // # Concurrency and lifecycle
 //

@@ -31,8 +31,14 @@ const previewBytes = 1024
 //
 // Type "update" (push_preview only): silent; message Seq, whose text the
 // conversation's notification shows, was edited: Body is its text now,
-// to show in its place. Only userId, conversationId, seq, body and badge
-// are set.
+// to show in its place. Only userId, conversationId, seq, editSeq, body
+// and badge are set.
+//
+// EditSeq is the seq of the edit whose text Body is (its message.edited
+// seq; absent: the text as sent), on an update and on a notification with
+// a preview. A push service keeps no order between pushes without a
+// Topic or collapse key: a device shows an update's text only when it is
+// of a newer edit than the text it shows.
 type Notification struct {
 	Type string `json:"type"` // "message", "remove" or "update"
 	// UserID is the user the push is for: a device (a browser) used by
@@ -46,6 +52,7 @@ type Notification struct {
 	Badge          int64   `json:"badge"`
 	Title          string  `json:"title,omitempty"`
 	Body           string  `json:"body,omitempty"`
+	EditSeq        int64   `json:"editSeq,omitempty"`
 }
 
 // Notification types.
@@ -92,7 +99,7 @@ func (p *Pusher) notification(j *job) Notification {
 		return Notification{Type: TypeRemove, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Seqs: j.recalled, Badge: j.badge}.fit()
 	}
 	if j.update {
-		return Notification{Type: TypeUpdate, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Body: truncate(j.body, previewBytes), Badge: j.badge}.fit()
+		return Notification{Type: TypeUpdate, UserID: j.user, ConversationID: j.conv, Seq: j.seq, Body: truncate(j.body, previewBytes), EditSeq: j.editSeq, Badge: j.badge}.fit()
 	}
 	// j.count leaves out what the user acknowledged meanwhile
 	// (readJobSQL); a push that goes has at least its newest message.
@@ -107,7 +114,7 @@ func (p *Pusher) notification(j *job) Notification {
 	}
 	n.Title = truncate(n.Title, 200)
 	if p.cfg.Preview {
-		n.Body = truncate(j.body, previewBytes)
+		n.Body, n.EditSeq = truncate(j.body, previewBytes), j.editSeq
 	}
 	return n.fit()
 }

@@ -162,7 +162,8 @@ SELECT j.id, j.kind, j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
        COALESCE(j.kafka_sent, '{}'),
        -- a remove's recalled messages (its covered), oldest first
        CASE WHEN j.kind = 'remove' THEN ARRAY(SELECT s FROM unnest(j.covered) x, generate_series(lower(x), upper(x) - 1) s ORDER BY s)
-            ELSE '{}' END
+            ELSE '{}' END,
+       COALESCE(ed.seq, 0)
 FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
 LEFT JOIN conversation c ON c.id = j.conversation_id
@@ -194,6 +195,14 @@ LEFT JOIN LATERAL (
                                     WHERE o.conversation_id = n.conversation_id AND o.user_id = n.user_id
                                       AND o.kind = 'message' AND o.state <> 'pending' AND o.id > n.id))
 ) ud ON true
+LEFT JOIN LATERAL (
+    -- The edit the text read (lm's, ud's) is of, its newest: devices
+    -- order the texts of one message by it (a push service keeps no
+    -- order between an update and the notification or update before it).
+    SELECT max(x.seq) AS seq FROM message x
+    WHERE x.conversation_id = j.conversation_id AND x.kind = 'edit'
+      AND x.target_seq = CASE WHEN lm.seq IS NOT NULL THEN lm.seq WHEN ud.body IS NOT NULL THEN j.seq END
+) ed ON true
 LEFT JOIN LATERAL (
     -- Why a notification has no message left to show (lm), the reason its
     -- skip is counted under: the first of lm's conditions its covered
@@ -257,6 +266,7 @@ type job struct {
 	devices                     []device
 	kafkaSent                   []int64   // devices Kafka took this push for in an earlier attempt
 	recalled                    []int64   // a remove's recalled messages, oldest first
+	editSeq                     int64     // the edit body is the text of (0: as sent)
 	claimed                     time.Time // when this node read it
 }
 
@@ -510,7 +520,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.kind, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.owedAgain, &j.live,
-			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled); err != nil {
+			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled, &j.editSeq); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {

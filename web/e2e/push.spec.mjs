@@ -219,6 +219,26 @@ test('a remove push that comes while the service worker is still showing its mes
   await context.close();
 });
 
+test('an update push of an older edit that comes after the newer one (push services keep no order between them) leaves the newer text on screen', async () => {
+  const me = 83;
+  const peer = 82;
+  const { context, page, sw, errors } = await withNotifications(me);
+  const conv = await api(peer, 'POST', `/v1/direct/${me}`);
+  await page.close();
+  const { push, closedPageGone } = await workerPushes(context, sw);
+  await closedPageGone();
+  const texts = async () => (await workerOnScreen(sw)).map((x) => x.body);
+  await push(JSON.stringify({ type: 'message', userId: me, conversationId: conv.id, seq: 1, senderId: peer, count: 1, badge: 1, title: 'New message', body: 'meet at 5, pin 4711' }));
+  await eventually(async () => assert.deepEqual(await texts(), ['meet at 5, pin 4711']));
+  // The message was edited twice; the second edit's update comes first.
+  await push(JSON.stringify({ type: 'update', userId: me, conversationId: conv.id, seq: 1, editSeq: 3, badge: 1, body: 'meet at 6' }));
+  await eventually(async () => assert.deepEqual(await texts(), ['meet at 6']));
+  await push(JSON.stringify({ type: 'update', userId: me, conversationId: conv.id, seq: 1, editSeq: 2, badge: 1, body: 'meet at 5' }));
+  await stays(async () => assert.deepEqual(await texts(), ['meet at 6'], "the first edit's update, come last, put its older text back"), { duration: 1000 });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('signing out while the service worker is showing a pushed notification takes that one off the screen too', async () => {
   const me = 78;
   const peer = 77;

@@ -58,10 +58,17 @@ export async function removeMessages(reg, x, seqs) {
  * message's text (x.data: seq, text): what the edit fixed or took out is
  * not left on the screen. A text cleared (a photo's caption) leaves what
  * a message without text shows. A notification of another message, or
- * of a count without text, is left as it is.
+ * of a count without text, is left as it is. edit is the seq of the edit
+ * text is of (an update push's editSeq, a message.edited event's seq):
+ * x keeps it (x.data.edit), and a text of the same or an older edit than
+ * the one x shows is not put back (push services keep no order between
+ * updates); without one it is shown as before.
  */
-export async function replaceText(reg, x, seq, text) {
+export async function replaceText(reg, x, seq, text, edit) {
   const d = x.data || {};
   if (d.seq !== seq || !d.text) return;
-  await reg.showNotification(x.title, { body: text || countTitle(1), tag: x.tag, renotify: false, silent: true, icon: x.icon, data: d });
+  const known = Number.isInteger(edit);
+  if (known && Number.isInteger(d.edit) && edit <= d.edit) return;
+  const data = known ? { ...d, edit } : d;
+  await reg.showNotification(x.title, { body: text || countTitle(1), tag: x.tag, renotify: false, silent: true, icon: x.icon, data });
 }

@@ -387,7 +387,8 @@ export function notifyWhileHidden(session, state, uid, api) {
 
 /**
  * Shows the edited text in the notification that shows the message's text
- * (src/notification.js replaceText, as an update push does). An edit
+ * (src/notification.js replaceText, as an update push does; the edit's
+ * seq orders it with the update pushes' editSeq). An edit
  * marked bodyHidden (of a message from before our join) says nothing of
  * the text.
  */
@@ -395,7 +396,7 @@ async function showEdited(ev) {
   if (typeof ev.body !== 'string' || ev.bodyHidden) return;
   const reg = await navigator.serviceWorker.getRegistration();
   if (!reg) return;
-  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) await replaceText(reg, n, ev.targetSeq, ev.body);
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) await replaceText(reg, n, ev.targetSeq, ev.body, ev.seq);
 }
 
 /**

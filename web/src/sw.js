@@ -7,10 +7,13 @@
 // notification stood for were recalled (seqs; without it, seq alone, the
 // newest): they leave the conversation's notification,
 // shown again silently with the rest, or closed when they were the last (src/notification.js, the page's rule too).
-// {"type":"update","conversationId","seq","body","badge"} follows when
-// message seq, whose text a notification shows, was edited: the
-// notification shows body instead, silently (the same rule as the
-// page's for message.edited). Built into static/sw.js by build.sh.
+// {"type":"update","conversationId","seq","editSeq","body","badge"}
+// follows when message seq, whose text a notification shows, was edited:
+// the notification shows body instead, silently (the same rule as the
+// page's for message.edited), unless the text it shows is of that edit
+// or a newer one (editSeq; a message push's editSeq when it previews an
+// edited text): push services may deliver two updates out of order.
+// Built into static/sw.js by build.sh.
 
 import { present, removeMessages, replaceText } from './notification.js';
 
@@ -84,7 +87,7 @@ self.addEventListener('push', (event) => {
           // The user who signed out loses the old text, and whoever is
           // signed in now does not read the new one: closed.
           else if (other && x.data && x.data.seq === n.seq && x.data.text) x.close();
-          else if (!other && typeof n.body === 'string') await replaceText(self.registration, x, n.seq, n.body);
+          else if (!other && typeof n.body === 'string') await replaceText(self.registration, x, n.seq, n.body, n.editSeq);
         }
         if (!other && self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
         return;
@@ -102,7 +105,8 @@ self.addEventListener('push', (event) => {
         icon: '/favicon.svg',
         // text: it shows message seq's text (a preview), which the page
         // (src/push.js showEdited) or an update push replaces when that
-        // message is edited.
+        // message is edited; edit: the edit that text is of (0: as sent),
+        // so an update of an older one is not put back.
         // count and title: what it is shown again with when one of its
         // messages is recalled (removeMessages).
         data: {
@@ -110,6 +114,7 @@ self.addEventListener('push', (event) => {
           conversationId: n.conversationId,
           seq: n.seq,
           text: Boolean(n.body),
+          edit: Number.isInteger(n.editSeq) ? n.editSeq : 0,
           count,
           title: n.title,
           url: `/#/c/${n.conversationId}`,

@@ -198,6 +198,21 @@ test('an update push shows the edited text, silently, in the notification that s
     assert.deepEqual(onScreen(sw), ['Ann', 'New message', 1], 'an update put a recalled message\'s text back');
   }));
 
+test('an update of an older edit than the text a notification shows (push services keep no order between updates) leaves the newer text', () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 1, title: 'Ann', body: 'meet at 5, pin 4711' });
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 5, editSeq: 9, body: 'meet at 6', badge: 1 });
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 5, editSeq: 8, body: 'meet at 5', badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'meet at 6', 1], "the first edit's update, come last, put its older text back");
+    // A push that previews an edited text: an update of an edit before it changes nothing.
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 10, count: 1, title: 'Ann', body: 'see you at 7', editSeq: 12 });
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 10, editSeq: 11, body: 'see you at 8', badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'see you at 7', 1], 'an older edit replaced the text the push previewed');
+    // Without an editSeq (a chatd before it): shown as ever.
+    await sw.push({ type: 'update', userId: 7, conversationId: 3, seq: 10, body: 'see you at 9', badge: 1 });
+    assert.deepEqual(onScreen(sw), ['Ann', 'see you at 9', 1]);
+  }));
+
 test('an update push that comes before or without the notification it names shows nothing; the notification after it alerts as ever', () =>
   signedIn(7, async (sw) => {
     // An update has no Topic: a push service may deliver it alone, or

@@ -1,0 +1,108 @@
+package push_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/webpushtest"
+)
+
+// versioned is what a device orders a conversation's texts by: the
+// notification's seq and the edit its text is of (editSeq, docs/events.md).
+type versioned struct {
+	Type    string `json:"type"`
+	Seq     int64  `json:"seq"`
+	EditSeq int64  `json:"editSeq"`
+	Body    string `json:"body"`
+}
+
+func versions(t *testing.T, ps []webpushtest.Push) []versioned {
+	t.Helper()
+	out := make([]versioned, len(ps))
+	for i, p := range ps {
+		if err := json.Unmarshal(p.Plaintext, &out[i]); err != nil {
+			t.Fatalf("payload %q: %v", p.Plaintext, err)
+		}
+	}
+	return out
+}
+
+// shownAfter is the text a device shows after it got ns in that order, by
+// the rule docs/events.md gives apps: an update puts its text in the
+// notification showing its message unless that text is of the same or a
+// newer edit.
+func shownAfter(ns ...versioned) string {
+	var shown versioned
+	for _, n := range ns {
+		switch {
+		case n.Type == push.TypeMessage:
+			shown = n
+		case n.Type == push.TypeUpdate && n.Seq == shown.Seq && n.EditSeq > shown.EditSeq:
+			shown.Body, shown.EditSeq = n.Body, n.EditSeq
+		}
+	}
+	return shown.Body
+}
+
+// TestUpdatesOfOneMessageSayWhichTextIsNewer: the message a notification
+// previews is edited twice, the second time after the first edit's update
+// was sent, so bob's devices get two updates. A push service keeps no
+// order between them (they have no Topic): each carries the seq of the
+// edit its text is of, so a device that gets the second update first
+// keeps its text when the first comes.
+func TestUpdatesOfOneMessageSayWhichTextIsNewer(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview = true })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "meet at 5, pin 4711")
+	r.waitPushes("bob", 1, 3*time.Second)
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	first := r.edit(conv, 1, seq, "meet at 5")
+	r.waitPushes("bob", 2, 3*time.Second)
+	second := r.edit(conv, 1, seq, "meet at 6")
+	r.waitPushes("bob", 3, 3*time.Second)
+	got := versions(t, r.ep.Of("bob"))
+	note, older, newer := got[0], got[1], got[2]
+	if older.Type != push.TypeUpdate || older.Body != "meet at 5" || newer.Type != push.TypeUpdate || newer.Body != "meet at 6" {
+		t.Fatalf("bob's pushes %+v, want the notification and an update for each edit", got)
+	}
+	if older.EditSeq != first || newer.EditSeq != second || note.EditSeq != 0 {
+		t.Errorf("editSeq: notification %d, updates %d then %d; want 0 (not edited), %d, %d (the edits): "+
+			"a device that gets the updates out of order cannot tell the newer text", note.EditSeq, older.EditSeq, newer.EditSeq, first, second)
+	}
+	if text := shownAfter(note, newer, older); text != "meet at 6" {
+		t.Errorf("a device that got the second update first shows %q, want %q", text, "meet at 6")
+	}
+}
+
+// TestAPushPreviewingAnEditedTextSaysWhichEditItShows: a push that waited
+// out the minimum interval while its message was edited previews the new
+// text and carries that edit's seq, so an update of an older edit that
+// comes after it (a push service keeps no order) does not put the older
+// text back.
+func TestAPushPreviewingAnEditedTextSaysWhichEditItShows(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "first")
+	r.waitPushes("bob", 1, 3*time.Second)
+	seq := r.send(conv, 1, "secret")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending'`)
+	ed := r.edit(conv, 1, seq, "oops")
+	r.waitPushes("bob", 2, 5*time.Second)
+	got := versions(t, r.ep.Of("bob"))
+	if n := got[1]; n.Type != push.TypeMessage || n.Seq != seq || n.Body != "oops" || n.EditSeq != ed {
+		t.Errorf("waiting push = %+v, want seq %d previewing %q of edit %d", n, seq, "oops", ed)
+	}
+	stale := versioned{Type: push.TypeUpdate, Seq: seq, EditSeq: ed - 1, Body: "an older text"}
+	if text := shownAfter(slices.Concat(got[1:], []versioned{stale})...); text != "oops" {
+		t.Errorf("after an older edit's update the device shows %q, want %q", text, "oops")
+	}
+}
