@@ -13,9 +13,11 @@ import (
 )
 
 // TestAClaimAbortedAsADeadlockWithARecallsDecisionIsMadeAgainAtOnce: bob's
-// notification of "one" was claimed and handed back unsent by a stopping
-// node (claimed again, it is a first claim: it records the pair's push in
-// push_last); "two" comes and "one" is recalled. The recall's decision
+// notification of "one" was claimed and a stopping node cut its send
+// short before any answer (no attempt: claimed again, it records the
+// pair's push in push_last as a first claim does; it may be on his
+// device, so it is not waiting again as one handed back unsent is);
+// "two" comes and "one" is recalled. The recall's decision
 // writes the push of "two", locks bob's push_last row, then his
 // notifications; a node's claim of the handed-back one locks it, then the
 // push_last row. The test holds that row so that the decision takes it
@@ -32,7 +34,7 @@ func TestAClaimAbortedAsADeadlockWithARecallsDecisionIsMadeAgainAtOnce(t *testin
 	ctx := context.Background()
 	r := newRig(t)
 	r.cfg.Delay = time.Millisecond
-	r.subscribe(2, "bob")
+	dev := r.subscribe(2, "bob")
 	conv := r.direct(1, 2)
 	one := r.send(conv, 1, "one")
 	p, err := push.New(r.cfg)
@@ -44,7 +46,7 @@ func TestAClaimAbortedAsADeadlockWithARecallsDecisionIsMadeAgainAtOnce(t *testin
 	if len(cs) != 1 {
 		t.Fatalf("claimed %d pushes, want bob's", len(cs))
 	}
-	if err := push.WriteResult(ctx, p, cs[0], "release", 0); err != nil {
+	if err := push.WriteResult(ctx, p, cs[0], "uncounted retry", dev); err != nil {
 		t.Fatal(err)
 	}
 	two := r.send(conv, 1, "two")
@@ -84,7 +86,7 @@ func TestAClaimAbortedAsADeadlockWithARecallsDecisionIsMadeAgainAtOnce(t *testin
 	testkit.WaitFor(t, 5*time.Second, "PostgreSQL to count the deadlock", func() bool {
 		return r.count(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`) > 0
 	})
-	// Before it, a remove of "one" when the decision found the handed-back
+	// Before it, a remove of "one" when the decision found the cut-short
 	// notification claimed (it may be on the devices: the claim aborted
 	// first), none when the claim was made first and read the recall.
 	notes := func() (out []push.Notification) {

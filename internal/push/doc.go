@@ -64,7 +64,10 @@
 // left (dropRecalledSQL). A job that was claimed ('sending') or sent
 // ('sent': a notification that reached a device stays until a newer one
 // of its (user, conversation) replaces it, as the devices' tag and
-// collapse key do) may be on a device: when it is the pair's newest
+// collapse key do) may be on a device (a claim whose send's outcome is
+// not known, its node having died mid-send, too; a first claim a
+// stopping node handed back before sending it is waiting again:
+// pending): when it is the pair's newest
 // claimed one, the user gets a remove job, due at once, also when the
 // user has left the conversation since (a member's claimed notifications
 // and removes outlive the membership, chat_member_push_forget; a remove
@@ -245,8 +248,11 @@
 // cancelled send does not count as an attempt unless another device's
 // service answered it with a retry), handing
 // back the queued claims it still holds (one whose lease ran out in the
-// queue may be another node's claim now: it is left alone) and writing
-// the last outcomes. Devices is safe for
+// queue may be another node's claim now: it is left alone; a
+// notification's first claim waits again, pending, merged into the one
+// of its pair that came to wait meanwhile: nothing of it reached a
+// device, so a recall sends no remove for it) and writing the last
+// outcomes. Devices is safe for
 // concurrent use.
 //
 // # Metrics

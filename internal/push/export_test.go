@@ -89,7 +89,7 @@ func (o Outcome) result() (result, error) {
 	case "skipped":
 		r.skipped = true
 	case "release":
-		r.release = true
+		r = handBack(c.j)
 	case "done":
 	default:
 		return r, fmt.Errorf("unknown outcome %q", o.Outcome)

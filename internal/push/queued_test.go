@@ -162,7 +162,7 @@ func TestAPushHandedBackByAStoppingNodeDoesNotHoldBackTheNextOne(t *testing.T) {
 	stop := r.start(func(c *push.Config) { c.Workers, c.Timeout, c.MinInterval = 1, 5*time.Second, 10*time.Second })
 	conv := r.queuedBehindAHang()
 	stop()
-	r.waitCount(1, time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sending' AND attempts = 0 AND lease_until IS NULL`)
+	r.waitCount(1, time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'pending' AND attempts = 0 AND lease_until IS NULL`)
 	if len(r.ep.Of("bob")) != 0 {
 		t.Fatal("bob's push was sent before the node stopped: nothing was handed back")
 	}

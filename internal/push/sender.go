@@ -60,7 +60,7 @@ import (
 // are claimed.
 const claimSQL = `
 WITH l AS (
-    SELECT p.id, p.user_id, p.not_before FROM push_job p
+    SELECT p.id, p.user_id, p.not_before, p.state = 'pending' AS first_claim FROM push_job p
     WHERE p.state <> 'sent' AND p.not_before <= now() AND (p.lease_until IS NULL OR p.lease_until < now())
       AND NOT EXISTS (
           SELECT 1 FROM push_job o
@@ -70,8 +70,8 @@ WITH l AS (
       AND (SELECT count(*) FROM push_job b WHERE b.user_id = p.user_id AND b.state = 'sending' AND b.lease_until >= now()) < $3
     ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
 ), c AS (
-    SELECT id FROM (
-        SELECT l.id, l.user_id, row_number() OVER (PARTITION BY l.user_id ORDER BY l.not_before, l.id) AS r FROM l
+    SELECT id, first_claim FROM (
+        SELECT l.id, l.user_id, l.first_claim, row_number() OVER (PARTITION BY l.user_id ORDER BY l.not_before, l.id) AS r FROM l
     ) x
     WHERE x.r + (SELECT count(*) FROM push_job b WHERE b.user_id = x.user_id AND b.state = 'sending' AND b.lease_until >= now()) <= $3
 ), j AS (
@@ -103,7 +103,8 @@ WITH l AS (
         WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
     ) o ON true
     WHERE p.id = c.id
-    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent, p.refused
+    RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent, p.refused,
+              c.first_claim
 ), taken AS (
     UPDATE push_job o SET state = 'sent', lease_until = NULL, device_ids = NULL
     FROM j
@@ -124,7 +125,9 @@ const recheckSQL = `
 WITH j AS (
     UPDATE push_job SET lease_until = now() + make_interval(secs => $3)
     WHERE id = $1 AND claims = $2 AND state = 'sending' AND lease_until > now()
-    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, claims, device_ids, covered, kafka_sent, refused
+    -- first_claim is the claim's to know (a recheck's job is sent, not handed back)
+    RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, claims, device_ids, covered, kafka_sent, refused,
+              false AS first_claim
 )` + readJobSQL
 
 // readJobSQL reads, for the claimed jobs j, what sending them needs
@@ -163,7 +166,7 @@ SELECT j.id, j.kind, j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
        -- a remove's recalled messages (its covered), oldest first
        CASE WHEN j.kind = 'remove' THEN ARRAY(SELECT s FROM unnest(j.covered) x, generate_series(lower(x), upper(x) - 1) s ORDER BY s)
             ELSE '{}' END,
-       COALESCE(ed.seq, 0)
+       COALESCE(ed.seq, 0), j.first_claim
 FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
 LEFT JOIN conversation c ON c.id = j.conversation_id
@@ -268,6 +271,9 @@ type job struct {
 	recalled                    []int64   // a remove's recalled messages, oldest first
 	editSeq                     int64     // the edit body is the text of (0: as sent)
 	claimed                     time.Time // when this node read it
+	// firstClaim: the claim found it waiting (pending): no claim before
+	// it sent anything of it (handBack)
+	firstClaim bool
 }
 
 // recheckAfter is how long a claimed push may wait in the queue before it
@@ -304,6 +310,9 @@ type result struct {
 	retry   []int64 // devices still owed
 	after   time.Duration
 	release bool // not attempted (shutdown): hand the claim back as it was
+	// back: a release of a notification's first claim, nothing of it
+	// sent: it waits again (pending), as before the claim (handBack)
+	back    bool
 	uncount bool // retry: sends were cancelled by a stopping node, no attempt
 	// kafkaSent: devices Kafka accepted the push for whose webhook send
 	// is owed again (retry, release): not written to Kafka again.
@@ -331,7 +340,7 @@ func (p *Pusher) send(ctx context.Context) {
 			defer workers.Done()
 			for j := range queue {
 				if ctx.Err() != nil {
-					results <- result{id: j.id, attempts: j.attempts, claims: j.claims, release: true}
+					results <- handBack(j)
 					continue
 				}
 				if time.Since(j.claimed) >= recheckAfter {
@@ -340,7 +349,7 @@ func (p *Pusher) send(ctx context.Context) {
 						// Stopping cancelled the read: the claim is
 						// handed back as a queued one is (only while
 						// it is still this claim).
-						results <- result{id: j.id, attempts: j.attempts, claims: j.claims, release: true}
+						results <- handBack(j)
 						continue
 					}
 					if err != nil || fresh == nil {
@@ -368,6 +377,18 @@ func (p *Pusher) send(ctx context.Context) {
 	workers.Wait()
 	close(results)
 	<-writerDone
+}
+
+// handBack is the result of claim j handed back unsent by a stopping
+// node (it was queued, or being read again): the claim goes back as it
+// was. A notification's first claim makes it a waiting one again
+// (pending): nothing of it reached a device, so a recall takes its
+// messages out of it and sends no remove for it, and an edit sends no
+// update. A claim whose send started is never handed back so: its
+// outcome is not known (a cancelled send, a node that died mid-send), so
+// the notification may be on a device.
+func handBack(j *job) result {
+	return result{id: j.id, attempts: j.attempts, claims: j.claims, release: true, back: j.firstClaim && j.kind == TypeMessage}
 }
 
 func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
@@ -520,7 +541,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.kind, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.owedAgain, &j.live,
-			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled, &j.editSeq); err != nil {
+			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled, &j.editSeq, &j.firstClaim); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {
@@ -733,8 +754,9 @@ func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 func resultBatch(rs []result, deleted *int64) *pgx.Batch {
 	var (
 		done, shown, gone, released, noPush, pushed []int64
+		waiting                                     []int64
 		doneClaims, shownClaims, pushedClaims       []int
-		releasedClaims, noPushClaims                []int
+		releasedClaims, noPushClaims, waitingClaims []int
 		retries                                     []result
 		b                                           pgx.Batch
 	)
@@ -763,7 +785,11 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 		switch {
 		case r.lost:
 		case r.release:
-			released, releasedClaims = append(released, r.id), append(releasedClaims, r.claims)
+			if r.back {
+				waiting, waitingClaims = append(waiting, r.id), append(waitingClaims, r.claims)
+			} else {
+				released, releasedClaims = append(released, r.id), append(releasedClaims, r.claims)
+			}
 			if r.attempts == 1 {
 				// Handed back unsent: its claim was no push either.
 				noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
@@ -858,6 +884,28 @@ WHERE n.id = r.id AND n.claims = r.claims AND n.state = 'sent'
 		b.Queue(`UPDATE push_job p SET lease_until = NULL, attempts = p.attempts - 1
 FROM unnest($1::bigint[], $2::int[]) AS r(id, claims)
 WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, releasedClaims)
+	}
+	if len(waiting) > 0 {
+		// After noPush, which reads them claimed. Still this claim's (as
+		// released), each waits again as it did before it (handBack),
+		// merged into the pair's notification that came to wait meanwhile
+		// (one pending a pair), which stands for its messages too.
+		b.Queue(`
+WITH w AS (
+    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before
+    FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
+    WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending' AND p.kind = 'message'
+    FOR UPDATE OF p
+), merged AS (
+    UPDATE push_job n SET seq = GREATEST(n.seq, w.seq), count = n.count + w.count, covered = n.covered + w.covered,
+                          not_before = LEAST(n.not_before, w.not_before)
+    FROM w WHERE n.user_id = w.user_id AND n.conversation_id = w.conversation_id AND n.kind = 'message' AND n.state = 'pending'
+    RETURNING w.id
+), gone AS (
+    DELETE FROM push_job p USING merged m WHERE p.id = m.id
+)
+UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1
+FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)`, waiting, waitingClaims)
 	}
 	return &b
 }
