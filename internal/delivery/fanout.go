@@ -199,27 +199,31 @@ func (h *Hub) routeTo(ev chat.Event, r chat.Routing) int {
 	case chat.EventReadUpdated:
 		return h.routeRead(ev, members, large, it)
 	case chat.EventConversationCreated:
-		for _, u := range members {
-			h.toSessions(u, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
-		}
-		return h.toMembers(members, 0, it)
-	case chat.EventMemberAdded:
-		h.toSessions(ev.UserID, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq})
+		// Each member's join and its event in one offer (Session.offer).
 		n := 0
-		if _, ok := slices.BinarySearch(members, ev.UserID); ok {
-			own := it
-			own.join = true // theirs, at the seq of their join (ofJoin)
-			n = h.toSessions(ev.UserID, own)
+		for _, u := range members {
+			n += h.toSessions(u, item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq}, it)
 		}
-		return n + h.toMembers(members, ev.UserID, it)
+		return n
+	case chat.EventMemberAdded:
+		join := item{kind: kJoin, conv: ev.ConversationID, seq: ev.Seq}
+		if _, ok := slices.BinarySearch(members, ev.UserID); !ok {
+			h.toSessions(ev.UserID, join)
+			return h.toMembers(members, ev.UserID, it)
+		}
+		own := it
+		own.join = true // theirs, at the seq of their join (ofJoin)
+		return h.toSessions(ev.UserID, join, own) + h.toMembers(members, ev.UserID, it)
 	case chat.EventMemberRemoved:
 		// The index no longer lists the removed user: they get the event
 		// on their own, after their sessions stop tracking the
-		// conversation, and whatever else their queue holds.
-		h.toSessions(ev.UserID, item{kind: kLeave, conv: ev.ConversationID, seq: ev.Seq})
+		// conversation (in the same offer, so that nothing the leave
+		// still owes them goes before it), and whatever else their queue
+		// holds.
 		notice := it
 		notice.kind = kNotice
-		return h.toSessions(ev.UserID, notice) + h.toMembers(members, ev.UserID, it)
+		leave := item{kind: kLeave, conv: ev.ConversationID, seq: ev.Seq}
+		return h.toSessions(ev.UserID, leave, notice) + h.toMembers(members, ev.UserID, it)
 	default:
 		return h.toMembers(members, 0, it)
 	}
@@ -293,12 +297,13 @@ func (h *Hub) encode(ev chat.Event, large bool) ([]byte, error) {
 	return b, err
 }
 
-// toSessions offers it to user's sessions and returns how many.
-func (h *Hub) toSessions(user int64, it item) int {
+// toSessions offers its, in one offer, to user's sessions and returns
+// how many.
+func (h *Hub) toSessions(user int64, its ...item) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, s := range h.byUser[user] {
-		s.offer(it)
+		s.offer(its...)
 	}
 	return len(h.byUser[user])
 }

@@ -146,9 +146,21 @@ func (s *Session) wakeLocked() {
 // for nothing, so a client that floods refused publishes while it reads
 // or acknowledges nothing would otherwise grow its queue of error events
 // without bound until its connection ends.
-func (s *Session) offer(it item) {
+//
+// Items offered together reach the pump together: a join and the
+// member.added that announces it are one offer, or a pump that ran
+// between them would catch the new stream up from PostgreSQL and send
+// the join's entries before the event (docs/protocol.md "Events").
+func (s *Session) offer(its ...item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, it := range its {
+		s.offerLocked(it)
+	}
+	s.wakeLocked()
+}
+
+func (s *Session) offerLocked(it item) {
 	if it.kind == kDirect {
 		if s.directs.Load() >= int64(s.hub.opts.QueueSize) {
 			s.hub.opts.Metrics.DirectDropped.Inc()
@@ -163,13 +175,11 @@ func (s *Session) offer(it item) {
 				s.hub.opts.Metrics.Overflows.Inc()
 			}
 			s.flags |= flagResync
-			s.wakeLocked()
 			return
 		}
 		s.boxLive++
 	}
 	s.box = append(s.box, it)
-	s.wakeLocked()
 }
 
 // ack hands over a PUBACK. More than a window's worth waiting means a
