@@ -244,10 +244,7 @@ FROM conversation c
 JOIN conversation_member o ON o.conversation_id = c.id
 WHERE c.id = $1 AND c.member_count < $3
   AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN ($2, o.user_id) AND NOT h.presence)
-  AND NOT EXISTS (SELECT 1 FROM conversation_member x
-                  JOIN conversation k ON k.id = x.conversation_id AND k.member_count <= $3
-                  JOIN conversation_member y ON y.conversation_id = x.conversation_id AND y.user_id = o.user_id
-                  WHERE x.user_id = $2)
+  AND NOT EXISTS (SELECT 1 FROM (` + smallSharersSQL("shm.user_id = $2", "$3") + `) x WHERE x.sharer = o.user_id)
 ORDER BY o.user_id`
 
 // presenceEnded reads, after userID's member row of conversationID was

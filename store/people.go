@@ -36,6 +36,21 @@ func blockedBySQL(viewer, subject string) string {
 	return `EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = ` + subject + ` AND b.blocked_id = ` + viewer + `)`
 }
 
+// smallSharersSQL selects, for the memberships shm (conversation_member
+// rows) that where picks, every member of shm's conversation when it has
+// at most max members: (subject, shm.user_id; sharer; conversation_id),
+// each subject paired with themself too. Who sees a user's presence, and
+// gets their whole profile.updated, shares such a conversation with them:
+// every statement that needs it says it this way. where may name the
+// outer statement's rows, not under the aliases shm, shc and sho.
+func smallSharersSQL(where, max string) string {
+	return `SELECT shm.user_id AS subject, sho.user_id AS sharer, shm.conversation_id
+	FROM conversation_member shm
+	JOIN conversation shc ON shc.id = shm.conversation_id AND shc.member_count <= ` + max + `
+	JOIN conversation_member sho ON sho.conversation_id = shm.conversation_id
+	WHERE ` + where
+}
+
 // profilesSQL returns the profiles of $2 that $1 may see (seesProfileSQL),
 // in $2's order, each with whether its user blocked $1. A user the viewer
 // may not see is left out exactly like one that does not exist.
@@ -242,12 +257,9 @@ func (s *Store) ProfileAudience(ctx context.Context, userID int64, largeGroup in
 // ascending, those userID blocked (blockedBySQL) in Blocked.
 func profileAudience(ctx context.Context, tx pgx.Tx, userID int64, largeGroup int) (chat.ProfileAudience, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT w.user_id, `+blockedBySQL("w.user_id", "$1")+` FROM (
-			SELECT DISTINCT o.user_id FROM conversation_member m
-			JOIN conversation c ON c.id = m.conversation_id AND c.member_count <= $2
-			JOIN conversation_member o ON o.conversation_id = m.conversation_id
-			WHERE m.user_id = $1) w
-		ORDER BY w.user_id`, userID, largeGroup)
+		SELECT w.sharer, `+blockedBySQL("w.sharer", "$1")+` FROM (
+			SELECT DISTINCT s.sharer FROM (`+smallSharersSQL("shm.user_id = $1", "$2")+`) s) w
+		ORDER BY w.sharer`, userID, largeGroup)
 	if err != nil {
 		return chat.ProfileAudience{}, fmt.Errorf("read profile audience: %w", err)
 	}

@@ -381,15 +381,13 @@ func claimOfflineResults(br pgx.BatchResults, out map[int64]time.Time) error {
 // own presence (user_settings: who hides theirs sees nobody's): the
 // audience of the subject's presence, before the subject's own setting
 // and blocks (hidden, blocked) are applied.
-const presenceSharersSQL = `
-SELECT DISTINCT s.subject, o.user_id AS watcher,
+var presenceSharersSQL = `
+SELECT DISTINCT s.subject, s.sharer AS watcher,
        EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = s.subject AND NOT h.presence) AS hidden,
-       EXISTS (SELECT 1 FROM user_block b WHERE b.blocker_id = s.subject AND b.blocked_id = o.user_id) AS blocked
-FROM (SELECT m.user_id AS subject, m.conversation_id FROM conversation_member m
-      JOIN conversation c ON c.id = m.conversation_id AND c.member_count <= $2
-      WHERE m.user_id = ANY($1::bigint[])) s
-JOIN conversation_member o ON o.conversation_id = s.conversation_id AND o.user_id <> s.subject
-WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = o.user_id AND NOT h.presence)`
+       ` + blockedBySQL("s.sharer", "s.subject") + ` AS blocked
+FROM (` + smallSharersSQL("shm.user_id = ANY($1::bigint[])", "$2") + `) s
+WHERE s.sharer <> s.subject
+  AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id = s.sharer AND NOT h.presence)`
 
 // Watchers returns, for each user in users, the users who share with them
 // a conversation of at most maxMembers members: who sees their presence.
