@@ -115,6 +115,13 @@ type Event struct {
 	// strips them before a client sees it.
 	PresenceHiddenFrom []int64 `json:"presenceHiddenFrom,omitempty"`
 	PresenceHidden     []int64 `json:"presenceHidden,omitempty"`
+	// PresenceShown: a member.added or conversation.created that made
+	// users start sharing a conversation of at most LargeGroup members
+	// (they shared none before) maps each of them who may now see others'
+	// presence to those others: every node gives them their current state
+	// (PresenceStartedWatchers). Travels with the event to other nodes
+	// and Kafka consumers; delivery strips it before a client sees it.
+	PresenceShown map[int64][]int64 `json:"presenceShown,omitempty"`
 
 	// To names the users an event without a conversation is for
 	// (presence, profile.updated); never encoded.
@@ -339,6 +346,29 @@ func PresenceEndedEvents(ev Event, local func(int64) bool) []Event {
 			h := PresenceEvent(Presence{UserID: u, Hidden: true})
 			h.To = []int64{ev.UserID}
 			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// PresenceStartedWatchers is whom a member.added or conversation.created
+// owes whose current state (PresenceShown): for each user whose presence
+// someone may now see, those of the watchers who have a connection here
+// (local): every node gets the event and tells its own sessions alone.
+func PresenceStartedWatchers(ev Event, local func(int64) bool) map[int64][]int64 {
+	if ev.Type != EventMemberAdded && ev.Type != EventConversationCreated {
+		return nil
+	}
+	var out map[int64][]int64
+	for w, subjects := range ev.PresenceShown {
+		if !local(w) {
+			continue
+		}
+		if out == nil {
+			out = map[int64][]int64{}
+		}
+		for _, s := range subjects {
+			out[s] = append(out[s], w)
 		}
 	}
 	return out

@@ -293,7 +293,21 @@ func presencePair(t *testing.T, prefix string) (a, b *server.Server, friend, dev
 // conversation share makes on node a.
 func presencePairIn(t *testing.T, prefix string, share func(a *server.Server) chat.Conversation) (a, b *server.Server, friend, dev *mqtttest.Client) {
 	t.Helper()
-	a, b = startKafkaPair(t, prefix, map[string]string{"CHAT_PRESENCE_PUSH": "true"})
+	a, b, friend = kafkaPairConsuming(t, prefix, map[string]string{"CHAT_PRESENCE_PUSH": "true"}, share)
+	dev = rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
+	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
+		t.Fatalf("presence across nodes: %+v", ev)
+	}
+	return a, b, friend, dev
+}
+
+// kafkaPairConsuming is two nodes sharing Kafka, with env on both, and
+// user 2 (friend) connected to node b once node b consumes what node a
+// commits: user 1's sends in the conversation share makes on node a
+// reach friend.
+func kafkaPairConsuming(t *testing.T, prefix string, env map[string]string, share func(a *server.Server) chat.Conversation) (a, b *server.Server, friend *mqtttest.Client) {
+	t.Helper()
+	a, b = startKafkaPair(t, prefix, env)
 	conv := share(a)
 	friend = rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
 	// Node b's consumer starts at the newest offset, and reads only once
@@ -308,11 +322,7 @@ func presencePairIn(t *testing.T, prefix string, share func(a *server.Server) ch
 			return false
 		}
 	})
-	dev = rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
-	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
-		t.Fatalf("presence across nodes: %+v", ev)
-	}
-	return a, b, friend, dev
+	return a, b, friend
 }
 
 // TestAGracefulShutdownAnnouncesItsUsersOfflineOnOtherNodes: a node

@@ -468,9 +468,9 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		s.Presence = nil
 		return err
 	}
-	// The removals the store commits end some users' sharing of presence
-	// (those of other nodes come through consume).
-	publisher = teePublisher{publisher, sharingEnded{s.Presence}}
+	// The joins and removals the store commits start or end some users'
+	// sharing of presence (those of other nodes come through consume).
+	publisher = teePublisher{publisher, sharingChanged{s.Presence}}
 
 	// Group commit gets connections of its own (one per transaction in
 	// flight, and one more) so sends never wait behind history reads and
@@ -568,19 +568,21 @@ func (s *Server) consume(ev chat.Event) {
 	}
 	s.push.Publish(ev)
 	s.Hub.Deliver(ev)
-	if ev.Type == chat.EventMemberRemoved {
-		s.Presence.SharingEnded(ev)
-	}
+	sharingChanged{s.Presence}.Publish(ev)
 }
 
-// sharingEnded hands the member.removed events this node's store commits
-// to the presence tracker: who stopped sharing presence learns it
-// (presence.Tracker.SharingEnded).
-type sharingEnded struct{ t *presence.Tracker }
+// sharingChanged hands the member.added, conversation.created and
+// member.removed events to the presence tracker: who started or stopped
+// sharing presence learns it (presence.Tracker.SharingStarted,
+// SharingEnded).
+type sharingChanged struct{ t *presence.Tracker }
 
-func (p sharingEnded) Publish(evs ...chat.Event) {
+func (p sharingChanged) Publish(evs ...chat.Event) {
 	for _, ev := range evs {
-		if ev.Type == chat.EventMemberRemoved {
+		switch ev.Type {
+		case chat.EventMemberAdded, chat.EventConversationCreated:
+			p.t.SharingStarted(ev)
+		case chat.EventMemberRemoved:
 			p.t.SharingEnded(ev)
 		}
 	}

@@ -186,7 +186,11 @@ func (s *Store) CreateGroup(ctx context.Context, g chat.GroupRequest) (chat.Conv
 			return nil, err
 		}
 		created = true
-		return []chat.Event{chat.ConversationCreatedEvent(conv, g.CreatorID)}, nil
+		ev := chat.ConversationCreatedEvent(conv, g.CreatorID)
+		if ev.PresenceShown, err = presenceStarted(ctx, tx, conv.ID, ids, s.largeGroup); err != nil {
+			return nil, err
+		}
+		return []chat.Event{ev}, nil
 	})
 	if err != nil {
 		return chat.Conversation{}, false, err
@@ -325,7 +329,11 @@ func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conv
 			return nil, err
 		}
 		if created {
-			return []chat.Event{chat.ConversationCreatedEvent(conv, userID)}, nil
+			ev := chat.ConversationCreatedEvent(conv, userID)
+			if ev.PresenceShown, err = presenceStarted(ctx, tx, id, []int64{low, high}, s.largeGroup); err != nil {
+				return nil, err
+			}
+			return []chat.Event{ev}, nil
 		}
 		return nil, nil
 	})

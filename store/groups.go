@@ -99,6 +99,9 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 		// member.added first: it starts the new member's streams at
 		// join_seq, so the entry after it reaches them too.
 		ev := chat.MemberAddedEvent(conv, userID, actorID, added.Role)
+		if ev.PresenceShown, err = presenceStarted(ctx, tx, conversationID, []int64{userID}, s.largeGroup); err != nil {
+			return nil, err
+		}
 		if err := insertOutbox(ctx, tx, chat.TraceContext{}, ev); err != nil {
 			return nil, err
 		}
@@ -270,6 +273,56 @@ func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64,
 		return nil, nil, fmt.Errorf("read whose presence the removal hides: %w", err)
 	}
 	return hiddenFrom, hidden, nil
+}
+
+// presenceStartedSQL: the pairs of members (watcher, subject) of
+// conversation $1, when it has at most $3 members, who share no other
+// conversation of at most $3 members, one or both of whom ($2) just
+// joined it: the watcher may now see the subject's presence. Each pair
+// once (n, a new member; o, the other: the lower id is n when both are
+// new), less those who share another (EXCEPT: a hashed or sorted set
+// difference, as cheap for a group of 200 created at once as for one
+// member added, whatever the planner guesses of the group's size), then
+// each way, where neither hides their presence and the subject did not
+// block the watcher. One statement whatever the group's size.
+var presenceStartedSQL = `
+WITH p AS (
+	SELECT n.user_id AS n, o.user_id AS o
+	FROM conversation c
+	JOIN conversation_member n ON n.conversation_id = c.id AND n.user_id = ANY($2::bigint[])
+	JOIN conversation_member o ON o.conversation_id = c.id AND o.user_id <> n.user_id
+	     AND (o.user_id > n.user_id OR o.user_id <> ALL($2::bigint[]))
+	WHERE c.id = $1 AND c.member_count <= $3
+	EXCEPT
+	SELECT x.subject, x.sharer
+	FROM (` + smallSharersSQL("shm.user_id = ANY($2::bigint[]) AND shm.conversation_id <> $1", "$3") + `) x
+)
+SELECT d.watcher, d.subject
+FROM p CROSS JOIN LATERAL (VALUES (p.n, p.o), (p.o, p.n)) d(watcher, subject)
+WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN (p.n, p.o) AND NOT h.presence)
+  AND NOT ` + blockedBySQL("d.watcher", "d.subject") + `
+ORDER BY d.watcher, d.subject`
+
+// presenceStarted reads, after joined were inserted as members of
+// conversationID, who may now see whose presence (presenceStartedSQL):
+// each watcher with the subjects, for chat.Event.PresenceShown.
+func presenceStarted(ctx context.Context, tx pgx.Tx, conversationID int64, joined []int64, largeGroup int) (map[int64][]int64, error) {
+	rows, err := tx.Query(ctx, presenceStartedSQL, conversationID, joined, largeGroup)
+	if err != nil {
+		return nil, fmt.Errorf("read whose presence the join shows: %w", err)
+	}
+	var shown map[int64][]int64
+	var watcher, subject int64
+	if _, err := pgx.ForEachRow(rows, []any{&watcher, &subject}, func() error {
+		if shown == nil {
+			shown = map[int64][]int64{}
+		}
+		shown[watcher] = append(shown[watcher], subject)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read whose presence the join shows: %w", err)
+	}
+	return shown, nil
 }
 
 // removedBy says whether userID, not a member now, was removed last by

@@ -437,33 +437,51 @@ func lastSeenSQL(u string) string {
 		(SELECT max(last_seen_at) FROM chat_session WHERE user_id = ` + u + ` AND node_id IS NULL))`
 }
 
-// Presence reads one user's state: online when any session of theirs is
-// connected to a live node; last seen now while online, else the latest of
-// their disconnects.
+// Presence reads one user's state (Presences).
 func (p *Presence) Presence(ctx context.Context, userID int64) (chat.Presence, error) {
+	ps, err := p.Presences(ctx, []int64{userID})
+	if err != nil {
+		return chat.Presence{}, err
+	}
+	return ps[0], nil
+}
+
+// Presences reads the state of each of users, in their order: online when
+// any session of theirs is connected to a live node; last seen now while
+// online, else the latest of their disconnects.
+func (p *Presence) Presences(ctx context.Context, users []int64) ([]chat.Presence, error) {
+	rows, err := p.pool.Query(ctx, `
+		SELECT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
+		               WHERE s.user_id = u.id AND n.heartbeat_at > now() - make_interval(secs => $2)),
+		       now(), `+lastSeenSQL("u.id")+`
+		FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, ord)
+		ORDER BY u.ord`,
+		users, p.ttl.Seconds())
+	if err != nil {
+		return nil, classify("read presence", err)
+	}
+	out := make([]chat.Presence, 0, len(users))
 	var (
 		online bool
 		now    time.Time
 		seen   *time.Time
 	)
-	err := p.pool.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
-		               WHERE s.user_id = $1 AND n.heartbeat_at > now() - make_interval(secs => $2)),
-		       now(), `+lastSeenSQL("$1"),
-		userID, p.ttl.Seconds()).Scan(&online, &now, &seen)
-	if err != nil {
-		return chat.Presence{}, classify("read presence", err)
+	if _, err := pgx.ForEachRow(rows, []any{&online, &now, &seen}, func() error {
+		res := chat.Presence{UserID: users[len(out)], Online: online, LastSeen: seen}
+		if online {
+			at := now
+			res.LastSeen = &at
+		}
+		if res.LastSeen != nil {
+			at := res.LastSeen.UTC()
+			res.LastSeen = &at
+		}
+		out = append(out, res)
+		return nil
+	}); err != nil {
+		return nil, classify("read presence", err)
 	}
-	res := chat.Presence{UserID: userID, Online: online, LastSeen: seen}
-	if online {
-		at := now.UTC()
-		res.LastSeen = &at
-	}
-	if res.LastSeen != nil {
-		at := res.LastSeen.UTC()
-		res.LastSeen = &at
-	}
-	return res, nil
+	return out, nil
 }
 
 // SharesConversation reports whether a and b are members of one

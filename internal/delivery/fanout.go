@@ -286,7 +286,7 @@ func (h *Hub) routeDelivered(ev chat.Event, members []int64, large bool, it item
 // back from PostgreSQL, have none (docs/protocol.md, Events).
 func (h *Hub) encode(ev chat.Event, large bool) ([]byte, error) {
 	ev.EventID = 0
-	ev.PresenceHiddenFrom, ev.PresenceHidden = nil, nil // for the nodes, not the clients
+	ev.PresenceHiddenFrom, ev.PresenceHidden, ev.PresenceShown = nil, nil, nil // for the nodes, not the clients
 	if large {
 		ev = ev.Slim()
 	}

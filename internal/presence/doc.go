@@ -33,7 +33,12 @@
 // the removed user's presence and whose presence the removed user may no
 // longer see; every node gets it (its own store's, the others' through
 // Kafka) and pushes hidden to those of them connected there, with no
-// lookup and no Kafka message of its own.
+// lookup and no Kafka message of its own. Its start (SharingStarted)
+// likewise: the member.added or conversation.created that made two users
+// share such a conversation for the first time maps, as the join's
+// transaction read it, who may now see whose presence; every node reads
+// the current state of those its connected users may now see (one
+// store.Presence.Presences, what the query answers) and pushes it to them.
 //
 // Presence is never stored per event. What is stored is state, in
 // PostgreSQL (see store.Presence): what the user's watchers were last

@@ -54,6 +54,8 @@ type Store interface {
 	// choice (they hide their presence, or blocked them).
 	HiddenFrom(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
 	Presence(ctx context.Context, userID int64) (chat.Presence, error)
+	// Presences is Presence of each of users, in their order.
+	Presences(ctx context.Context, users []int64) ([]chat.Presence, error)
 	SharesConversation(ctx context.Context, a, b int64) (bool, error)
 }
 
@@ -100,6 +102,10 @@ type Tracker struct {
 	// ended holds the hidden events membership changes owe this node's
 	// sessions (SharingEnded), at most remoteQueue.
 	ended []chat.Event
+	// started holds, for each user whose current state membership
+	// changes owe this node's sessions (SharingStarted), those sessions'
+	// users; at most remoteQueue users.
+	started map[int64][]int64
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -376,6 +382,37 @@ func (t *Tracker) SharingEnded(ev chat.Event) {
 	t.ended = append(t.ended, evs...)
 	t.mu.Unlock()
 	if len(evs) > 0 {
+		t.signal()
+	}
+}
+
+// SharingStarted hands over a member.added or conversation.created,
+// committed here or on another node (each node gets every one): the users
+// who started sharing a conversation of at most LargeGroup members
+// through it, and may see each other's presence
+// (chat.Event.PresenceShown), get on this node each other's current
+// state, as a show gives it (else each would show the other as nothing
+// until the other's next change). Only those connected here. It never
+// blocks; past remoteQueue users waiting, the event's are dropped (and
+// counted as remote ones are).
+func (t *Tracker) SharingStarted(ev chat.Event) {
+	if t.cfg.NoPush || len(ev.PresenceShown) == 0 {
+		return
+	}
+	t.mu.Lock()
+	owed := chat.PresenceStartedWatchers(ev, func(u int64) bool { return t.users[u] > 0 })
+	if len(t.started)+len(owed) > remoteQueue {
+		t.remoteDropped.Add(float64(len(owed)))
+		owed = nil
+	}
+	for u, to := range owed {
+		if t.started == nil {
+			t.started = map[int64][]int64{}
+		}
+		t.started[u] = append(t.started[u], to...)
+	}
+	t.mu.Unlock()
+	if len(owed) > 0 {
 		t.signal()
 	}
 }
@@ -715,8 +752,8 @@ func (t *Tracker) process() time.Duration {
 	t.remote, t.remoteAt = nil, nil
 	visibility := t.visibility
 	t.visibility = map[int64]visibilityChange{}
-	ended := t.ended
-	t.ended = nil
+	ended, started := t.ended, t.started
+	t.ended, t.started = nil, nil
 	t.shrinkLocked()
 	t.mu.Unlock()
 
@@ -804,8 +841,33 @@ func (t *Tracker) process() time.Duration {
 			t.cfg.Hub.Publish(ev)
 			t.pushed.WithLabelValues("local").Inc()
 		}
+		t.pushStarted(ctx, started)
 	}
 	return next
+}
+
+// pushStarted gives the users of this node that started sharing a
+// conversation with others their current state (started: each of them,
+// with whom to tell), as the presence query answers it; those whose
+// state cannot be read now are left out: presence is best effort.
+func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]int64) {
+	if len(started) == 0 {
+		return
+	}
+	users := make([]int64, 0, len(started))
+	for u := range started {
+		users = append(users, u)
+	}
+	states, err := t.cfg.Store.Presences(ctx, users)
+	if !t.ok("read presence", err) {
+		return
+	}
+	for _, p := range states {
+		ev := chat.PresenceEvent(p)
+		ev.To = started[p.UserID]
+		t.cfg.Hub.Publish(ev)
+		t.pushed.WithLabelValues("local").Inc()
+	}
 }
 
 // visibilityEvents are the events announcing visibility changes: hidden,
