@@ -187,8 +187,10 @@ func (s *Store) CreateGroup(ctx context.Context, g chat.GroupRequest) (chat.Conv
 		}
 		created = true
 		ev := chat.ConversationCreatedEvent(conv, g.CreatorID)
-		if ev.PresenceShown, err = presenceStarted(ctx, tx, conv.ID, ids, s.largeGroup); err != nil {
-			return nil, err
+		if len(ids) <= maxPresenceStarted {
+			if ev.PresenceShown, err = presenceStarted(ctx, tx, conv.ID, ids, s.largeGroup); err != nil {
+				return nil, err
+			}
 		}
 		return []chat.Event{ev}, nil
 	})

@@ -303,6 +303,15 @@ WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN (p.n, p.o) AN
   AND NOT ` + blockedBySQL("d.watcher", "d.subject") + `
 ORDER BY d.watcher, d.subject`
 
+// maxPresenceStarted is the most members a group created at once may
+// have for its conversation.created to list who may now see whose
+// presence: n × (n - 1) pairs, about 40,000 ids (under half a megabyte
+// with ten-digit ids) at the default CHAT_LARGE_GROUP, and a
+// statement of tens of milliseconds. A larger one (CHAT_LARGE_GROUP
+// raised past it) lists nobody: its event would outgrow what the relay
+// hands Kafka (1 MiB a row), and its transaction the time of a create.
+const maxPresenceStarted = chat.DefaultLargeGroup
+
 // presenceStarted reads, after joined were inserted as members of
 // conversationID, who may now see whose presence (presenceStartedSQL):
 // each watcher with the subjects, for chat.Event.PresenceShown.

@@ -115,3 +115,29 @@ func TestJoiningAGroupOf200ReadsWhomItShowsInOneStatement(t *testing.T) {
 		t.Fatalf("conversation.created of strangers: %d watchers", len(shown))
 	}
 }
+
+// TestAGroupCreatedWithMoreThan200MembersListsNobody: with the large-group
+// size raised to 300, a group of 201 created at once would list 201 × 200
+// pairs, an event past what the relay hands Kafka as the size grows (1
+// MiB a row); it lists nobody: its members may ask.
+func TestAGroupCreatedWithMoreThan200MembersListsNobody(t *testing.T) {
+	t.Parallel()
+	rec := &publishRecorder{types: []string{chat.EventConversationCreated}}
+	st, _ := newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(rec), store.WithLargeGroup(300))
+	members := make([]int64, 0, 200)
+	for u := int64(2); u <= 201; u++ {
+		members = append(members, u)
+	}
+	mustGroup(t, st, 1, members...)
+	mustGroup(t, st, 1, 202)
+	evs := rec.events()
+	if len(evs) != 2 {
+		t.Fatalf("%d events published, want 2", len(evs))
+	}
+	if n := len(evs[0].PresenceShown); n != 0 {
+		t.Fatalf("a group of 201 created: %d watchers listed, want none", n)
+	}
+	if n := len(evs[1].PresenceShown); n != 2 {
+		t.Fatalf("a group of 2 created: %d watchers listed, want 2", n)
+	}
+}
