@@ -68,14 +68,16 @@ func plansFind(t *testing.T, plans []*store.Store, user int64, want map[string][
 
 // laterColumns are columns that today's SQL functions write on every
 // path storeBefore's tests take (a recall clears prev_body, and reads
-// the reactions' appeared_seq with their count) and that a
+// the reactions' appeared_seq with their count; a group's creation reads
+// its members' other conversations' member_count for the presence it
+// shows) and that a
 // later migration adds: storeBefore adds them to a schema from before
 // that migration so the tests can write, and upgradeAndSearch drops them
 // again before the upgrade adds them.
 var laterColumns = []struct {
 	migration          int
 	table, column, typ string
-}{{39, "message", "prev_body", "text"}, {54, "reaction", "appeared_seq", "bigint"}}
+}{{39, "message", "prev_body", "text"}, {52, "conversation", "member_count", "integer NOT NULL DEFAULT 0"}, {54, "reaction", "appeared_seq", "bigint"}}
 
 // laterTables are tables that today's SQL and store read on every write
 // and that a later migration creates: storeBefore creates them (as the
