@@ -70,8 +70,10 @@ func TestAnUpdateLeavesTheNotificationAPushServiceHoldsForAnOfflineDevice(t *tes
 }
 
 // TestAWaitingPushPreviewsTheEditedText: a push waiting out the minimum
-// interval when its message is edited is sent with the new text, and no
-// update goes for it (nothing showed the old one).
+// interval when its message is edited is sent with the new text and the
+// seq of that edit (so that an update of an older edit that comes after
+// it, a push service keeping no order, does not put the older text back),
+// and no update goes for it (nothing showed the old one).
 func TestAWaitingPushPreviewsTheEditedText(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -82,10 +84,10 @@ func TestAWaitingPushPreviewsTheEditedText(t *testing.T) {
 	r.waitPushes("bob", 1, 3*time.Second)
 	seq := r.send(conv, 1, "secret")
 	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending'`)
-	r.edit(conv, 1, seq, "oops")
+	ed := r.edit(conv, 1, seq, "oops")
 	got := r.waitPushes("bob", 2, 5*time.Second)
-	if n := got[1]; n.Type != push.TypeMessage || n.Seq != seq || n.Body != "oops" {
-		t.Errorf("waiting push = %+v, want seq %d previewing %q", n, seq, "oops")
+	if n := got[1]; n.Type != push.TypeMessage || n.Seq != seq || n.Body != "oops" || n.EditSeq != ed {
+		t.Errorf("waiting push = %+v, want seq %d previewing %q of edit %d", n, seq, "oops", ed)
 	}
 	r.quiet("bob", 2, 800*time.Millisecond)
 	for _, p := range r.ep.Pushes() {

@@ -2,7 +2,6 @@ package push_test
 
 import (
 	"encoding/json"
-	"slices"
 	"testing"
 	"time"
 
@@ -77,32 +76,5 @@ func TestUpdatesOfOneMessageSayWhichTextIsNewer(t *testing.T) {
 	}
 	if text := shownAfter(note, newer, older); text != "meet at 6" {
 		t.Errorf("a device that got the second update first shows %q, want %q", text, "meet at 6")
-	}
-}
-
-// TestAPushPreviewingAnEditedTextSaysWhichEditItShows: a push that waited
-// out the minimum interval while its message was edited previews the new
-// text and carries that edit's seq, so an update of an older edit that
-// comes after it (a push service keeps no order) does not put the older
-// text back.
-func TestAPushPreviewingAnEditedTextSaysWhichEditItShows(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
-	r.send(conv, 1, "first")
-	r.waitPushes("bob", 1, 3*time.Second)
-	seq := r.send(conv, 1, "secret")
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE kind = 'message' AND state = 'pending'`)
-	ed := r.edit(conv, 1, seq, "oops")
-	r.waitPushes("bob", 2, 5*time.Second)
-	got := versions(t, r.ep.Of("bob"))
-	if n := got[1]; n.Type != push.TypeMessage || n.Seq != seq || n.Body != "oops" || n.EditSeq != ed {
-		t.Errorf("waiting push = %+v, want seq %d previewing %q of edit %d", n, seq, "oops", ed)
-	}
-	stale := versioned{Type: push.TypeUpdate, Seq: seq, EditSeq: ed - 1, Body: "an older text"}
-	if text := shownAfter(slices.Concat(got[1:], []versioned{stale})...); text != "oops" {
-		t.Errorf("after an older edit's update the device shows %q, want %q", text, "oops")
 	}
 }
