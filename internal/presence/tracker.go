@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -849,7 +850,11 @@ func (t *Tracker) process() time.Duration {
 // pushStarted gives the users of this node that started sharing a
 // conversation with others their current state (started: each of them,
 // with whom to tell), as the presence query answers it; those whose
-// state cannot be read now are left out: presence is best effort.
+// state cannot be read now are left out: presence is best effort. Only
+// to those who watch them still: the join's transaction read who may,
+// and a block, a hide or a removal committed since (before the event
+// got here: through Kafka, or in this round) has told them hidden
+// already.
 func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]int64) {
 	if len(started) == 0 {
 		return
@@ -858,13 +863,25 @@ func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]int64) {
 	for u := range started {
 		users = append(users, u)
 	}
+	watchers, err := t.cfg.Store.Watchers(ctx, users, t.cfg.LargeGroup)
+	if !t.ok("read presence watchers", err) {
+		return
+	}
 	states, err := t.cfg.Store.Presences(ctx, users)
 	if !t.ok("read presence", err) {
 		return
 	}
 	for _, p := range states {
+		may := make(map[int64]bool, len(watchers[p.UserID]))
+		for _, w := range watchers[p.UserID] {
+			may[w] = true
+		}
+		to := slices.DeleteFunc(started[p.UserID], func(w int64) bool { return !may[w] })
+		if len(to) == 0 {
+			continue
+		}
 		ev := chat.PresenceEvent(p)
-		ev.To = started[p.UserID]
+		ev.To = to
 		t.cfg.Hub.Publish(ev)
 		t.pushed.WithLabelValues("local").Inc()
 	}
