@@ -251,8 +251,9 @@
 // queue may be another node's claim now: it is left alone; a
 // notification's first claim waits again, pending, merged into the one
 // of its pair that came to wait meanwhile: nothing of it reached a
-// device, so a recall sends no remove for it) and writing the last
-// outcomes. Devices is safe for
+// device, so a recall sends no remove for it, and the removes and
+// updates a recall or an edit decided during the claim owed for it are
+// dropped) and writing the last outcomes. Devices is safe for
 // concurrent use.
 //
 // # Metrics

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestARecallOfAMessageWhosePushWasHandedBackUnsentSendsNoRemove: bob's
@@ -112,4 +113,47 @@ func (r *rig) bobsClaimedPush(body string, lease time.Duration) (*push.Pusher, i
 		r.t.Fatalf("claimed %d pushes, want bob's", len(cs))
 	}
 	return p, conv, seq, cs[0]
+}
+
+// TestARecallDecidedBeforeItsPushIsHandedBackUnsentSendsNoRemove: bob's
+// devices show the notification of "zero". The one of "one" is claimed,
+// "one" is recalled and the recall decided while the claim holds it (the
+// claimed notification is the pair's newest: a remove is owed for it),
+// and then a stopping node hands the claim back unsent. Nothing of "one"
+// reached bob's devices: they get no remove, which would take "zero"'s
+// notification off them.
+func TestARecallDecidedBeforeItsPushIsHandedBackUnsentSendsNoRemove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	r.cfg.Delay = time.Millisecond
+	r.subscribe(2, "bob")
+	conv := r.direct(1, 2)
+	r.send(conv, 1, "zero")
+	stop := r.start(nil)
+	r.waitPushes("bob", 1, 5*time.Second)
+	r.waitCount(1, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sent'`)
+	stop()
+
+	one := r.send(conv, 1, "one")
+	p, err := push.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.decideAll(p, []int64{conv}, 2)
+	var cs []push.Claim
+	testkit.WaitFor(t, 5*time.Second, "the notification of one claimed", func() bool {
+		cs = r.claims(p, 10, time.Minute)
+		return len(cs) == 1
+	})
+	r.recall(conv, 1, one)
+	if _, err := r.decide(ctx, p, conv); err != nil {
+		t.Fatal(err)
+	}
+	if err := push.WriteResult(ctx, p, cs[0], "release", 0); err != nil {
+		t.Fatal(err)
+	}
+	r.start(nil)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.quiet("bob", 1, 500*time.Millisecond)
 }

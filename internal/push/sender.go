@@ -889,13 +889,23 @@ WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, re
 		// After noPush, which reads them claimed. Still this claim's (as
 		// released), each waits again as it did before it (handBack),
 		// merged into the pair's notification that came to wait meanwhile
-		// (one pending a pair), which stands for its messages too.
+		// (one pending a pair), which stands for its messages too. The
+		// removes and updates the pair owes and no node claimed yet go:
+		// none was owed when it was claimed (a notification waits while
+		// one is), so each was made for it, the pair's newest claimed
+		// notification since, by a recall or an edit decided meanwhile;
+		// nothing of it reached a device (a remove would take the older
+		// notification the devices show off them).
 		b.Queue(`
 WITH w AS (
     SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before
     FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
     WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending' AND p.kind = 'message'
     FOR UPDATE OF p
+), owed AS (
+    DELETE FROM push_job o USING w
+    WHERE o.user_id = w.user_id AND o.conversation_id = w.conversation_id
+      AND o.kind IN ('remove', 'update') AND o.state = 'pending'
 ), merged AS (
     UPDATE push_job n SET seq = GREATEST(n.seq, w.seq), count = n.count + w.count, covered = n.covered + w.covered,
                           not_before = LEAST(n.not_before, w.not_before)
