@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/delivery"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // A member added gets member.added before the entries that follow their
@@ -59,4 +62,67 @@ func firstOf(c *fakeConn, conv int64) string {
 		}
 	}
 	return ""
+}
+
+// The same for a member added back while their session still delivers
+// what the removal left them owed, which waits behind a full window:
+// member.added comes after that tail and before what follows the join.
+func TestAMemberAddedBackWhileOwedTheOldTailGetsMemberAddedBetweenTheTailAndTheNewEntries(t *testing.T) {
+	ctx := context.Background()
+	st, f, rec, conv, _ := nodeOfRecord(t)
+	h := startHub(t, f.sessions, delivery.Options{Window: 1})
+	back := attachUser(t, h, f, "back", 3, false, false, true) // acknowledges when told
+	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 3) {
+		h.Deliver(ev)
+	}
+	waitSeqs(t, back, conv.ID, 1) // 2 and 3 wait for the window
+	if err := st.RemoveMember(ctx, conv.ID, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	evs := sendSeqsAs(t, st, rec, conv.ID, 1, 1) // the removal, and a message while away
+	if _, _, err := st.AddMember(ctx, conv.ID, 1, 3, chat.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	evs = append(evs, sendSeqsAs(t, st, rec, conv.ID, 1, 2)...) // the re-add, and two messages
+	var left, joined int64
+	for _, ev := range evs {
+		switch ev.Type {
+		case chat.EventMemberRemoved:
+			left = ev.Seq
+		case chat.EventMemberAdded:
+			joined = ev.Seq
+		}
+		h.Deliver(ev)
+	}
+	// Acknowledge each delivery as it comes until the last message.
+	last := evs[len(evs)-1].Seq
+	acked := 0
+	testkit.WaitFor(t, 10*time.Second, "user 3 to get the messages after the re-add", func() bool {
+		ps := back.packets()
+		for ; acked < len(ps); acked++ {
+			if ps[acked].QoS > 0 {
+				h.Acked("back", back, ps[acked].PacketID)
+			}
+		}
+		_, ok := back.entry(conv.ID, last)
+		return ok
+	})
+	var got []string
+	at := -1
+	for _, p := range back.packets() {
+		var ev chat.Event
+		if json.Unmarshal(p.Payload, &ev) != nil || ev.ConversationID != conv.ID {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %d", ev.Type, ev.Seq))
+		switch {
+		case ev.Type == chat.EventMemberAdded:
+			at = len(got) - 1
+		case ev.IsEntry() && ev.Seq <= left && at >= 0, ev.IsEntry() && ev.Seq > joined && at < 0:
+			t.Fatalf("user 3 got %v: member.added (at %d) is not between what the leave at %d owed and what followed the join", got, joined, left)
+		}
+	}
+	if at < 0 {
+		t.Fatalf("user 3 got %v, no member.added", got)
+	}
 }
