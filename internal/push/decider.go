@@ -233,7 +233,11 @@ const lockNotificationsSQL = `locked AS MATERIALIZED (
 // gets a remove job, due at once and merged into one waiting already:
 // its covered lists the recalled messages that notification stood for
 // (all of them, when several recalls wait together), its seq the newest
-// recalled message of the conversation.
+// recalled message of the conversation. Where that newest claimed one is
+// in flight ('sending'), what the claimed one before it (the devices'
+// notification until the claim reaches one) lost is kept with it
+// (recalled_older): should the claim reach no device, those messages
+// are removed then (sender.go).
 // It reads the notifications as it locks them (lockNotificationsSQL), not
 // as the statement's snapshot had them: a claim that took one over
 // meanwhile is seen, so the remove follows the notification the devices
@@ -249,18 +253,36 @@ WITH rec AS (
 ), ` + lockNotificationsSQL + `, upd AS (
     UPDATE push_job j SET
         covered = j.covered - r.t,
-        count = GREATEST(j.count - (SELECT COALESCE(sum(upper(x) - lower(x)), 0) FROM unnest(j.covered * r.t) x)::int, 1),
-        seq = CASE WHEN isempty(j.covered - r.t) THEN j.seq ELSE upper(j.covered - r.t) - 1 END,
-        sender_id = COALESCE((SELECT m.sender_id FROM message m
-                              WHERE m.conversation_id = j.conversation_id AND m.seq = upper(j.covered - r.t) - 1), j.sender_id)
+        count = CASE WHEN k.covered && r.t
+                     THEN GREATEST(j.count - (SELECT COALESCE(sum(upper(x) - lower(x)), 0) FROM unnest(j.covered * r.t) x)::int, 1)
+                     ELSE j.count END,
+        seq = CASE WHEN NOT (k.covered && r.t) OR isempty(j.covered - r.t) THEN j.seq ELSE upper(j.covered - r.t) - 1 END,
+        sender_id = CASE WHEN k.covered && r.t
+                         THEN COALESCE((SELECT m.sender_id FROM message m
+                                        WHERE m.conversation_id = j.conversation_id AND m.seq = upper(j.covered - r.t) - 1), j.sender_id)
+                         ELSE j.sender_id END,
+        recalled_older = j.recalled_older + COALESCE(o.t, '{}')
     FROM locked k JOIN rec r USING (conversation_id)
-    WHERE j.id = k.id AND k.covered && r.t
+    LEFT JOIN LATERAL (
+        -- A claim in flight (the pair's newest claimed notification) may
+        -- reach no device: then the devices show the claimed one before
+        -- it, which gets no remove now; what it loses is kept with the
+        -- claim, and removed when the claim reaches none (sender.go).
+        SELECT b.covered * r.t AS t FROM locked b
+        WHERE k.state = 'sending' AND b.user_id = k.user_id AND b.conversation_id = k.conversation_id
+          AND b.state <> 'pending' AND b.id < k.id
+          AND NOT EXISTS (SELECT 1 FROM locked n
+                          WHERE n.conversation_id = k.conversation_id AND n.user_id = k.user_id
+                            AND n.state <> 'pending' AND n.id > k.id)
+        ORDER BY b.id DESC LIMIT 1
+    ) o ON true
+    WHERE j.id = k.id AND (k.covered && r.t OR NOT COALESCE(isempty(o.t), true))
     -- what each notification loses, as it was locked
     RETURNING j.id, j.user_id, j.conversation_id, k.state, k.covered * r.t AS t
 ), rm AS (
     SELECT u.user_id, u.conversation_id, r.seq, r.actor, count(*)::int AS n, range_agg(u.t) AS covered
     FROM upd u JOIN rec r USING (conversation_id)
-    WHERE u.state <> 'pending'
+    WHERE u.state <> 'pending' AND NOT isempty(u.t)
       AND NOT EXISTS (SELECT 1 FROM locked n
                       WHERE n.conversation_id = u.conversation_id AND n.user_id = u.user_id
                         AND n.state <> 'pending' AND n.id > u.id)

@@ -71,7 +71,12 @@
 // claimed one, the user gets a remove job, due at once, also when the
 // user has left the conversation since (a member's claimed notifications
 // and removes outlive the membership, chat_member_push_forget; a remove
-// carries nothing of the conversation). A notification's first claim
+// carries nothing of the conversation). While the pair's newest claimed
+// one is in flight, the devices may still show the claimed one before
+// it: what that one lost is kept with the claim (recalled_older), and
+// the user gets a remove of it if the claim reaches no device (handed
+// back unsent, skipped, refused by every device); the removes and
+// updates owed for the claim go then. A notification's first claim
 // keeps in its covered only the messages it stands for (counts, and
 // previews the newest of: not one recalled, acknowledged, or silenced by
 // then), also of the older notification it takes over, so a remove names

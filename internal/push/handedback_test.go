@@ -126,10 +126,31 @@ func TestARecallDecidedBeforeItsPushIsHandedBackUnsentSendsNoRemove(t *testing.T
 	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
+	p, conv, _, one, c := r.bobShownZeroAndClaimedOne()
+	r.recall(conv, 1, one)
+	if _, err := r.decide(ctx, p, conv); err != nil {
+		t.Fatal(err)
+	}
+	if err := push.WriteResult(ctx, p, c, "release", 0); err != nil {
+		t.Fatal(err)
+	}
+	r.start(nil)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.quiet("bob", 1, 500*time.Millisecond)
+}
+
+// bobShownZeroAndClaimedOne has user 1 send "zero" to bob (user 2, one
+// device) in a direct conversation, a node push it to his device and
+// stop, then send "one", whose notification another node claims (its
+// first claim, for a minute). It returns that node's pusher, the
+// conversation, the seqs of "zero" and "one", and the claim.
+func (r *rig) bobShownZeroAndClaimedOne() (*push.Pusher, int64, int64, int64, push.Claim) {
+	t := r.t
+	t.Helper()
 	r.cfg.Delay = time.Millisecond
 	r.subscribe(2, "bob")
 	conv := r.direct(1, 2)
-	r.send(conv, 1, "zero")
+	zero := r.send(conv, 1, "zero")
 	stop := r.start(nil)
 	r.waitPushes("bob", 1, 5*time.Second)
 	r.waitCount(1, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sent'`)
@@ -146,14 +167,5 @@ func TestARecallDecidedBeforeItsPushIsHandedBackUnsentSendsNoRemove(t *testing.T
 		cs = r.claims(p, 10, time.Minute)
 		return len(cs) == 1
 	})
-	r.recall(conv, 1, one)
-	if _, err := r.decide(ctx, p, conv); err != nil {
-		t.Fatal(err)
-	}
-	if err := push.WriteResult(ctx, p, cs[0], "release", 0); err != nil {
-		t.Fatal(err)
-	}
-	r.start(nil)
-	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
-	r.quiet("bob", 1, 500*time.Millisecond)
+	return p, conv, zero, one, cs[0]
 }

@@ -861,8 +861,17 @@ WHERE p.id = r.id AND p.claims = r.claims AND p.kind = 'message' AND p.state = '
   AND l.user_id = p.user_id AND l.conversation_id = p.conversation_id`, pushed, pushedClaims)
 	}
 	if len(done) > 0 {
-		b.Queue(`DELETE FROM push_job p USING unnest($1::bigint[], $2::int[]) AS r(id, claims)
-WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, done, doneClaims)
+		// A notification sent to no device (in any attempt): the
+		// devices show the pair's claimed one before it (unsentOwedSQL).
+		b.Queue(`
+WITH d AS (
+    DELETE FROM push_job p USING unnest($1::bigint[], $2::int[]) AS r(id, claims)
+    WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'
+    RETURNING p.user_id, p.conversation_id, p.kind, p.sender_id, p.recalled_older
+), w AS (
+    SELECT * FROM d WHERE kind = 'message'
+), `+unsentOwedSQL+`
+SELECT count(*) FROM w`, done, doneClaims)
 	}
 	if len(shown) > 0 {
 		// The pair's newest sent notification is what its devices show
@@ -889,24 +898,16 @@ WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, re
 		// After noPush, which reads them claimed. Still this claim's (as
 		// released), each waits again as it did before it (handBack),
 		// merged into the pair's notification that came to wait meanwhile
-		// (one pending a pair), which stands for its messages too. The
-		// removes and updates the pair owes and no node claimed yet go:
-		// none was owed when it was claimed (a notification waits while
-		// one is), so each was made for it, the pair's newest claimed
-		// notification since, by a recall or an edit decided meanwhile;
-		// nothing of it reached a device (a remove would take the older
-		// notification the devices show off them).
+		// (one pending a pair), which stands for its messages too; the
+		// removes and updates owed are those of a notification that
+		// reached no device (unsentOwedSQL).
 		b.Queue(`
 WITH w AS (
-    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before
+    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before, p.sender_id, p.recalled_older
     FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
     WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending' AND p.kind = 'message'
     FOR UPDATE OF p
-), owed AS (
-    DELETE FROM push_job o USING w
-    WHERE o.user_id = w.user_id AND o.conversation_id = w.conversation_id
-      AND o.kind IN ('remove', 'update') AND o.state = 'pending'
-), merged AS (
+), `+unsentOwedSQL+`, merged AS (
     UPDATE push_job n SET seq = GREATEST(n.seq, w.seq), count = n.count + w.count, covered = n.covered + w.covered,
                           not_before = LEAST(n.not_before, w.not_before)
     FROM w WHERE n.user_id = w.user_id AND n.conversation_id = w.conversation_id AND n.kind = 'message' AND n.state = 'pending'
@@ -914,8 +915,42 @@ WITH w AS (
 ), gone AS (
     DELETE FROM push_job p USING merged m WHERE p.id = m.id
 )
-UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1
+UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}'
 FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)`, waiting, waitingClaims)
 	}
 	return &b
 }
+
+// unsentOwedSQL is CTEs that, for the notifications w (user_id,
+// conversation_id, sender_id, recalled_older) whose claim reached no
+// device (handed back unsent, skipped, refused by every device), leave
+// the pair owing what the devices need: the notification the devices show
+// is the pair's claimed one before it. The removes and updates the pair
+// owes and no node claimed yet were made for w (a notification is not
+// claimed while one is owed, and a recall or an edit decided during its
+// claim follows the pair's newest claimed one): they go, as nothing of
+// w is on a device (a remove would take the older notification off
+// them). What the older one lost to recalls during the claim
+// (recalled_older, recallSQL) is owed a remove instead: it is still
+// shown there.
+const unsentOwedSQL = `owed AS (
+    DELETE FROM push_job o USING w
+    WHERE o.user_id = w.user_id AND o.conversation_id = w.conversation_id
+      AND o.kind IN ('remove', 'update') AND o.state = 'pending'
+      AND (o.kind = 'update' OR isempty(w.recalled_older))
+), owed_older AS (
+    UPDATE push_job o SET covered = w.recalled_older, seq = upper(w.recalled_older) - 1, count = 1
+    FROM w
+    WHERE o.user_id = w.user_id AND o.conversation_id = w.conversation_id
+      AND o.kind = 'remove' AND o.state = 'pending' AND NOT isempty(w.recalled_older)
+), new_older AS (
+    INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered)
+    SELECT w.user_id, w.conversation_id, 'remove', upper(w.recalled_older) - 1, 1, w.sender_id, w.recalled_older
+    FROM w
+    WHERE NOT isempty(w.recalled_older)
+      AND NOT EXISTS (SELECT 1 FROM push_job o
+                      WHERE o.user_id = w.user_id AND o.conversation_id = w.conversation_id
+                        AND o.kind = 'remove' AND o.state = 'pending')
+    ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
+    DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), covered = j.covered + EXCLUDED.covered
+)`
