@@ -118,14 +118,16 @@ test('signing out deletes the unsent messages of every tab of the user from the 
     await other.getByTestId('composer').fill('not for the next person at this browser');
     await other.getByTestId('composer').press('Enter');
     await eventually(async () => assert.deepEqual((await seqs(other)).at(-1), [null, 'sending']));
+    // Read in the first tab: another tab's localStorage write reaches it
+    // a moment later (Chromium hands it between renderers).
     const kept = () => a.page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('chatd.outbox.')));
-    assert.equal((await kept()).length, 1, 'the unsent message is kept for the tab');
+    await eventually(async () => assert.equal((await kept()).length, 1, 'the unsent message is kept for the tab'));
 
     // The user signs out in the first tab: both tabs show the sign-in.
     await a.page.getByRole('button', { name: 'Sign out' }).click();
     await a.page.getByTestId('signin').waitFor();
     await other.getByTestId('signin').waitFor();
-    assert.deepEqual(await kept(), [], 'the text of an unsent message stayed in the browser after signing out');
+    await eventually(async () => assert.deepEqual(await kept(), [], 'the text of an unsent message stayed in the browser after signing out'), { timeout: 5000 });
     await finish(a);
   } finally {
     await proxy.close();
