@@ -162,7 +162,11 @@
 // re-reads its conversations from PostgreSQL (catch-up then delivers the
 // entry if it is the user's). A join starts a stream after its seq; a
 // leave carries the last seq the user is owed, and a stream that has not
-// reached it fetches the rest from PostgreSQL before it ends. A join or
+// reached it fetches the rest from PostgreSQL before it ends. A join and
+// the event that announces it (member.added, conversation.created), and a
+// leave and its member.removed, reach the session in one offer: the
+// stream a join starts may catch up from PostgreSQL at once, and the
+// event must go out before what that brings. A join or
 // leave that arrives with a resync applies before the positions are
 // re-read; the entries that arrive with it are dropped (catch-up reads
 // them back), every other event (presence, receipts) is kept. PostgreSQL answers catch-up only as far as the user's
