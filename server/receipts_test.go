@@ -168,9 +168,12 @@ func TestMetricsExposeLimitsReceiptsAndPresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m map[string]float64
+	// The receipts' batches and the tracker's round that tells user 1
+	// that user 2 came online each run on their own goroutine.
 	testkit.WaitFor(t, 10*time.Second, "metrics", func() bool {
 		m = scrape(t, srv.HTTPAddr())
-		return m[`chat_receipt_flushes_total{kind="read"}`] >= 1 && m[`chat_receipt_flushes_total{kind="delivered"}`] >= 1
+		return m[`chat_receipt_flushes_total{kind="read"}`] >= 1 && m[`chat_receipt_flushes_total{kind="delivered"}`] >= 1 &&
+			m[`chat_presence_events_total{origin="local"}`] >= 1
 	})
 	checks := map[string]func(float64) bool{
 		`chat_rate_limited_total{kind="send"}`:       func(v float64) bool { return v == 1 },
